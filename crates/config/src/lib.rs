@@ -1,1 +1,218 @@
-//! placeholder
+//! linerate configuration: the router TOML file (`Config`) and the plain
+//! route file used by `linerate bench --routes-file` (`routefile`).
+//!
+//! Every error is a [`ConfigError`] that names the file, line and column of
+//! the offending value: `router.toml:12:9: interface "lr-b": mac ...`.
+//! See `examples/router.toml` in the repository for a documented example.
+#![forbid(unsafe_code)]
+
+mod mac;
+mod prefix;
+pub mod routefile;
+mod span;
+mod validate;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+pub use mac::{MacAddr, MacParseError};
+pub use prefix::{IfAddr, Prefix, PrefixError};
+pub use span::line_col;
+
+/// A validated router configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub router: RouterSettings,
+    pub interfaces: Vec<Interface>,
+    pub routes: Vec<Route>,
+    pub neighbours: Vec<Neighbour>,
+    /// The file it was loaded from (as given to `load`/`parse`).
+    pub path: PathBuf,
+}
+
+/// The `[router]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouterSettings {
+    /// Worker threads, 1..=256 (default 1).
+    pub workers: usize,
+    /// Packets per batch, 32..=256 (default 64).
+    pub batch_size: usize,
+    /// Unix control socket path (default `/run/linerate.sock`).
+    pub control_socket: PathBuf,
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        RouterSettings {
+            workers: 1,
+            batch_size: 64,
+            control_socket: PathBuf::from("/run/linerate.sock"),
+        }
+    }
+}
+
+/// One `[[interface]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    pub name: String,
+    /// `None`: read the address from the kernel at run time.
+    pub mac: Option<MacAddr>,
+    pub addresses: Vec<IfAddr>,
+    /// 68..=9000 (default 1500).
+    pub mtu: u16,
+    pub backend: Backend,
+    /// 1..=256 (default 1).
+    pub queues: u16,
+}
+
+impl Interface {
+    /// True if `ip` is inside one of this interface's address prefixes.
+    pub fn is_on_link(&self, ip: &IpAddr) -> bool {
+        self.addresses.iter().any(|a| a.contains(ip))
+    }
+}
+
+/// One `[[route]]`. `interface` is always resolved (given or inferred).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub prefix: Prefix,
+    /// `None`: directly connected on `interface`.
+    pub via: Option<IpAddr>,
+    pub interface: String,
+}
+
+/// One static `[[neighbour]]`. `interface` is always resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Neighbour {
+    pub address: IpAddr,
+    pub mac: MacAddr,
+    pub interface: String,
+}
+
+/// Packet I/O backend of an interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// AF_XDP if available, else AF_PACKET.
+    #[default]
+    Auto,
+    AfXdp,
+    AfPacket,
+    /// In-process queues (tests and benchmarks).
+    Memory,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 4] = [
+        Backend::Auto,
+        Backend::AfXdp,
+        Backend::AfPacket,
+        Backend::Memory,
+    ];
+
+    /// The config spelling: `auto`, `af_xdp`, `af_packet`, `memory`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::AfXdp => "af_xdp",
+            Backend::AfPacket => "af_packet",
+            Backend::Memory => "memory",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown backend {s:?} (expected auto, af_xdp, af_packet or memory)")
+            })
+    }
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = read(path)?;
+        Config::parse(&text, path)
+    }
+
+    /// Validates `text`; `path` is used only in error messages and
+    /// stored in `Config::path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        validate::build(text, path)
+    }
+
+    pub fn interface(&self, name: &str) -> Option<&Interface> {
+        self.interfaces.iter().find(|i| i.name == name)
+    }
+}
+
+/// A located configuration error. `line`/`column` are 1-based; `line == 0`
+/// means the error has no position (e.g. the file could not be read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error at byte `offset` of `text`.
+    pub fn at(path: &Path, text: &str, offset: usize, message: impl Into<String>) -> ConfigError {
+        let (line, column) = span::line_col(text, offset);
+        ConfigError {
+            path: path.to_owned(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    /// An error without a position.
+    pub fn whole_file(path: &Path, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            path: path.to_owned(),
+            line: 0,
+            column: 0,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.path.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.path.display(),
+                self.line,
+                self.column,
+                self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))
+}
+#[cfg(test)]
+mod tests;

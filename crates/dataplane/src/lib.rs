@@ -1,1 +1,20 @@
-//! placeholder
+//! The linerate data plane: what happens to a packet between an rx port and a tx port.
+//!
+//! Start at [`worker::Worker::poll`]: rx burst -> [`forward::Forwarder::process`] (parse,
+//! validate, route, neighbour rewrite) -> tx bursts. [`fib`] holds the tables it reads and
+//! the control-plane writer that fills them; [`counters`] names every reason a packet can be
+//! dropped; [`synth`] and [`bench`] drive the pipeline over in-memory ports.
+
+#![forbid(unsafe_code)]
+
+pub mod adjacency;
+pub mod bench;
+pub mod counters;
+pub mod fib;
+pub mod forward;
+pub mod synth;
+pub mod worker;
+
+pub use counters::{Counts, DropReason, WorkerCounters};
+pub use fib::{Fib, FibControl, PortInfo};
+pub use worker::Worker;

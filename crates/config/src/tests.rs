@@ -1,0 +1,712 @@
+//! Tests for `Config::parse`/`load`: happy path, examples, every error kind.
+
+use super::*;
+use std::net::IpAddr;
+
+/// Two interfaces; 7 lines, so text appended to it starts on line 8.
+const BASE: &str = r#"[[interface]]
+name = "lr-a"
+addresses = ["198.18.0.1/24", "2001:db8:a::1/64"]
+
+[[interface]]
+name = "lr-b"
+addresses = ["198.19.0.1/24", "2001:db8:b::1/64"]
+"#;
+const BASE_LINES: usize = 7;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("router.toml"))
+}
+
+/// Asserts `text` fails at `line:col` with a message containing `frag`.
+#[track_caller]
+fn fails(text: &str, line: usize, col: usize, frag: &str) {
+    let e = parse(text).expect_err("config should be rejected");
+    assert_eq!((e.line, e.column), (line, col), "wrong position for: {e}");
+    assert!(
+        e.message.contains(frag),
+        "message {:?} lacks {frag:?}",
+        e.message
+    );
+    assert_eq!(
+        e.to_string(),
+        format!("router.toml:{line}:{col}: {}", e.message)
+    );
+}
+
+/// Like `fails`, for text appended to `BASE`; `line` is relative to `extra`.
+#[track_caller]
+fn fails_after_base(extra: &str, line: usize, col: usize, frag: &str) {
+    fails(&format!("{BASE}{extra}"), BASE_LINES + line, col, frag);
+}
+
+#[test]
+fn base_is_seven_lines() {
+    assert_eq!(BASE.lines().count(), BASE_LINES);
+}
+
+// ---------------------------------------------------------------- happy path
+
+#[test]
+fn empty_file_gives_defaults() {
+    let c = parse("").unwrap();
+    assert_eq!(c.router, RouterSettings::default());
+    assert_eq!(c.router.workers, 1);
+    assert_eq!(c.router.batch_size, 64);
+    assert_eq!(c.router.control_socket, PathBuf::from("/run/linerate.sock"));
+    assert!(c.interfaces.is_empty() && c.routes.is_empty() && c.neighbours.is_empty());
+    assert_eq!(c.path, PathBuf::from("router.toml"));
+}
+
+#[test]
+fn full_config() {
+    let text = format!(
+        r#"{BASE}
+[router]
+workers = 4
+batch_size = 128
+control_socket = "/tmp/lr.sock"
+
+[[route]]
+prefix = "198.20.0.0/16"
+via = "198.19.0.2"
+
+[[route]]
+prefix = "2001:db8:c::/48"
+via = "2001:db8:a::2"
+
+[[route]]
+prefix = "10.0.0.0/8"
+via = "192.0.2.1"
+interface = "lr-a"
+
+[[route]]
+prefix = "203.0.113.0/24"
+interface = "lr-b"
+
+[[neighbour]]
+address = "198.19.0.2"
+mac = "02:00:00:00:00:02"
+
+[[neighbour]]
+address = "fe80::2"
+mac = "02:00:00:00:00:03"
+interface = "lr-a"
+"#
+    );
+    let c = parse(&text).unwrap();
+    assert_eq!(c.router.workers, 4);
+    assert_eq!(c.router.batch_size, 128);
+    assert_eq!(c.router.control_socket, PathBuf::from("/tmp/lr.sock"));
+
+    assert_eq!(c.interfaces.len(), 2);
+    let a = &c.interfaces[0];
+    assert_eq!(a.name, "lr-a");
+    assert_eq!(a.mac, None);
+    assert_eq!(a.mtu, 1500);
+    assert_eq!(a.backend, Backend::Auto);
+    assert_eq!(a.queues, 1);
+    assert_eq!(
+        a.addresses,
+        vec![
+            IfAddr {
+                addr: ip("198.18.0.1"),
+                prefix_len: 24
+            },
+            IfAddr {
+                addr: ip("2001:db8:a::1"),
+                prefix_len: 64
+            },
+        ]
+    );
+    assert_eq!(a.addresses[0].network().to_string(), "198.18.0.0/24");
+    assert!(c.interface("lr-b").unwrap().is_on_link(&ip("198.19.0.77")));
+
+    let r: Vec<_> = c
+        .routes
+        .iter()
+        .map(|r| (r.prefix.to_string(), r.via, r.interface.as_str()))
+        .collect();
+    assert_eq!(
+        r,
+        vec![
+            ("198.20.0.0/16".to_owned(), Some(ip("198.19.0.2")), "lr-b"),
+            (
+                "2001:db8:c::/48".to_owned(),
+                Some(ip("2001:db8:a::2")),
+                "lr-a"
+            ),
+            ("10.0.0.0/8".to_owned(), Some(ip("192.0.2.1")), "lr-a"),
+            ("203.0.113.0/24".to_owned(), None, "lr-b"),
+        ]
+    );
+    assert_eq!(
+        c.neighbours,
+        vec![
+            Neighbour {
+                address: ip("198.19.0.2"),
+                mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                interface: "lr-b".into()
+            },
+            Neighbour {
+                address: ip("fe80::2"),
+                mac: MacAddr([2, 0, 0, 0, 0, 3]),
+                interface: "lr-a".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn interface_options() {
+    let c = parse(
+        "[[interface]]\nname = \"eth0\"\nmac = \"02:AA:00:00:00:01\"\nmtu = 9000\nbackend = \"af_xdp\"\nqueues = 4\n\
+         [[interface]]\nname = \"x\"\nbackend = \"af_packet\"\nmtu = 68\n\
+         [[interface]]\nname = \"m\"\nbackend = \"memory\"\n",
+    )
+    .unwrap();
+    let i = &c.interfaces[0];
+    assert_eq!(i.mac, Some(MacAddr([2, 0xaa, 0, 0, 0, 1])));
+    assert_eq!((i.mtu, i.backend, i.queues), (9000, Backend::AfXdp, 4));
+    assert!(i.addresses.is_empty());
+    assert_eq!(
+        (c.interfaces[1].backend, c.interfaces[1].mtu),
+        (Backend::AfPacket, 68)
+    );
+    assert_eq!(c.interfaces[2].backend, Backend::Memory);
+}
+
+#[test]
+fn on_link_inference_prefers_longest_prefix() {
+    let c = parse(
+        "[[interface]]\nname = \"wide\"\naddresses = [\"10.0.0.1/8\"]\n\
+         [[interface]]\nname = \"narrow\"\naddresses = [\"10.1.0.1/16\"]\n\
+         [[route]]\nprefix = \"0.0.0.0/0\"\nvia = \"10.1.2.3\"\n\
+         [[neighbour]]\naddress = \"10.2.0.1\"\nmac = \"02:00:00:00:00:09\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.routes[0].interface, "narrow");
+    assert_eq!(c.neighbours[0].interface, "wide");
+}
+
+#[test]
+fn example_files_validate() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let c = Config::load(&dir.join("router.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = c.interfaces.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["lr-a", "lr-b"]);
+    assert_eq!(c.interfaces[0].addresses.len(), 2);
+    assert_eq!(
+        c.interfaces[0].mac,
+        Some("02:00:00:00:00:01".parse().unwrap())
+    );
+    assert_eq!(c.interfaces[1].mac, None);
+    assert!(c.routes.len() >= 2 && c.neighbours.len() >= 2);
+    assert!(c.routes.iter().any(|r| r.via.is_none()));
+    assert!(c.neighbours.iter().any(|n| n.address.is_ipv6()));
+
+    let routes = routefile::load(&dir.join("routes.txt")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(routes.len(), 10);
+    assert_eq!(routes[0].prefix.to_string(), "198.18.0.0/15");
+    assert_eq!(routes[0].next_hop, ip("198.19.0.1"));
+    assert!(routes.iter().any(|r| r.prefix.is_ipv6()));
+}
+
+// --------------------------------------------------------------- I/O errors
+
+#[test]
+fn missing_file() {
+    let p = Path::new("/nonexistent/linerate/router.toml");
+    let e = Config::load(p).unwrap_err();
+    assert_eq!((e.line, e.column), (0, 0));
+    assert_eq!(e.path, p);
+    let s = e.to_string();
+    assert!(
+        s.starts_with("/nonexistent/linerate/router.toml: cannot read: "),
+        "{s}"
+    );
+    assert!(s.contains("No such file"), "{s}");
+}
+
+// ---------------------------------------------------- TOML / serde errors
+
+#[test]
+fn toml_syntax_error() {
+    let e = parse("[router\nworkers = 1\n").unwrap_err();
+    assert_eq!((e.line, e.column), (1, 8));
+    assert!(e.message.contains("invalid table header"), "{}", e.message);
+    assert!(!e.message.contains('\n'));
+    fails("[router]\nworkers = \n", 2, 11, "");
+}
+
+#[test]
+fn unknown_keys() {
+    fails(
+        "[[interfaces]]\nname = \"a\"\n",
+        1,
+        3,
+        "unknown field `interfaces`",
+    );
+    fails(
+        "[router]\nworkers = 1\nbogus = 2\n",
+        3,
+        1,
+        "unknown field `bogus`",
+    );
+    fails(
+        "[[interface]]\nname = \"a\"\n  mtuu = 5\n",
+        3,
+        3,
+        "unknown field `mtuu`, expected one of",
+    );
+    fails_after_base(
+        "[[route]]\nprefix = \"10.0.0.0/8\"\ngateway = \"1.2.3.4\"\n",
+        3,
+        1,
+        "unknown field `gateway`",
+    );
+    fails_after_base(
+        "[[neighbour]]\naddress = \"198.18.0.9\"\nlladdr = \"x\"\n",
+        3,
+        1,
+        "unknown field `lladdr`",
+    );
+}
+
+#[test]
+fn missing_and_mistyped_fields() {
+    fails(
+        "\n[[interface]]\nmtu = 1500\n",
+        2,
+        1,
+        "missing field `name`",
+    );
+    fails_after_base(
+        "[[route]]\nvia = \"198.18.0.2\"\n",
+        1,
+        1,
+        "missing field `prefix`",
+    );
+    fails_after_base(
+        "[[neighbour]]\naddress = \"198.18.0.2\"\n",
+        1,
+        1,
+        "missing field `mac`",
+    );
+    fails(
+        "[[interface]]\nname = \"a\"\nmtu = \"1500\"\n",
+        3,
+        7,
+        "invalid type: string",
+    );
+    fails("[[interface]]\nname = 5\n", 2, 8, "expected a string");
+    fails(
+        "[[interface]]\nname = \"a\"\naddresses = \"198.18.0.1/24\"\n",
+        3,
+        13,
+        "invalid type",
+    );
+    fails("[router]\nworkers = 99999999999999999999\n", 2, 11, "");
+}
+
+// ------------------------------------------------------------ [router]
+
+#[test]
+fn router_ranges() {
+    fails(
+        "[router]\nworkers = 0\n",
+        2,
+        11,
+        "router: workers 0 is out of range (1..=256)",
+    );
+    fails(
+        "[router]\nworkers = 257\n",
+        2,
+        11,
+        "workers 257 is out of range",
+    );
+    fails(
+        "[router]\nbatch_size = 31\n",
+        2,
+        14,
+        "router: batch_size 31 is out of range (32..=256)",
+    );
+    fails(
+        "[router]\nbatch_size = 257\n",
+        2,
+        14,
+        "batch_size 257 is out of range",
+    );
+    fails(
+        "[router]\nbatch_size = -64\n",
+        2,
+        14,
+        "batch_size -64 is out of range",
+    );
+    assert_eq!(
+        parse("[router]\nbatch_size = 32\n")
+            .unwrap()
+            .router
+            .batch_size,
+        32
+    );
+    assert_eq!(
+        parse("[router]\nbatch_size = 256\n")
+            .unwrap()
+            .router
+            .batch_size,
+        256
+    );
+}
+
+#[test]
+fn router_control_socket() {
+    fails(
+        "[router]\ncontrol_socket = \"\"\n",
+        2,
+        18,
+        "control_socket must be a non-empty path",
+    );
+    let long = format!("[router]\ncontrol_socket = \"/{}\"\n", "x".repeat(107));
+    fails(
+        &long,
+        2,
+        18,
+        "108 bytes long; Unix socket paths are limited to 107 bytes",
+    );
+}
+
+// --------------------------------------------------------- [[interface]]
+
+#[test]
+fn interface_names() {
+    fails(
+        "[[interface]]\nname = \"\"\n",
+        2,
+        8,
+        "interface name \"\" is empty",
+    );
+    fails(
+        "[[interface]]\nname = \"abcdefghijklmnop\"\n",
+        2,
+        8,
+        "is longer than 15 bytes",
+    );
+    assert!(parse("[[interface]]\nname = \"abcdefghijklmno\"\n").is_ok());
+    fails(
+        "[[interface]]\nname = \"lr/a\"\n",
+        2,
+        8,
+        "must not contain '/'",
+    );
+    fails("[[interface]]\nname = \"lr a\"\n", 2, 8, "whitespace");
+    fails("[[interface]]\nname = \"lr:0\"\n", 2, 8, "must not contain");
+    fails("[[interface]]\nname = \"..\"\n", 2, 8, "is reserved");
+}
+
+#[test]
+fn duplicate_interface() {
+    fails_after_base(
+        "\n[[interface]]\nname = \"lr-a\"\n",
+        3,
+        8,
+        "duplicate interface \"lr-a\" (first defined at line 2)",
+    );
+}
+
+#[test]
+fn interface_mac() {
+    fails(
+        "[[interface]]\nname = \"lr-b\"\nmac = \"zz:00:00:00:00:01\"\n",
+        3,
+        7,
+        "interface \"lr-b\": mac \"zz:00:00:00:00:01\" is not a MAC address (expected six hex bytes like 02:00:00:00:00:01)",
+    );
+    fails(
+        "[[interface]]\nname = \"a\"\nmac = \"02:00:00:00:01\"\n",
+        3,
+        7,
+        "is not a MAC address",
+    );
+    fails(
+        "[[interface]]\nname = \"a\"\nmac = \"01:00:5e:00:00:01\"\n",
+        3,
+        7,
+        "is a multicast address",
+    );
+    fails(
+        "[[interface]]\nname = \"a\"\nmac = \"ff:ff:ff:ff:ff:ff\"\n",
+        3,
+        7,
+        "is a broadcast address",
+    );
+    fails(
+        "[[interface]]\nname = \"a\"\nmac = \"00:00:00:00:00:00\"\n",
+        3,
+        7,
+        "is an all-zero address",
+    );
+}
+
+#[test]
+fn interface_addresses() {
+    let t = |addrs: &str| format!("[[interface]]\nname = \"a\"\naddresses = [{addrs}]\n");
+    fails(
+        &t(r#""198.18.0.1/24", "198.18.0.300/24""#),
+        3,
+        31,
+        "interface \"a\": address \"198.18.0.300/24\" is not a valid CIDR address: `198.18.0.300` is not an IPv4 or IPv6 address",
+    );
+    fails(&t(r#""198.18.0.1""#), 3, 14, "missing prefix length");
+    fails(
+        &t(r#""198.18.0.1/33""#),
+        3,
+        14,
+        "prefix length 33 is too long for IPv4 (maximum 32)",
+    );
+    fails(
+        &t(r#""2001:db8::1/129""#),
+        3,
+        14,
+        "prefix length 129 is too long for IPv6 (maximum 128)",
+    );
+    fails(
+        &t(r#""198.18.0.1/x""#),
+        3,
+        14,
+        "prefix length `x` is not a number",
+    );
+    fails(
+        &t(r#""0.0.0.0/0""#),
+        3,
+        14,
+        "address 0.0.0.0 is not a unicast address",
+    );
+    fails(
+        &t(r#""198.18.0.1/24", "198.18.0.1/16""#),
+        3,
+        31,
+        "address 198.18.0.1 is already assigned to interface \"a\"",
+    );
+    fails_after_base(
+        "[[interface]]\nname = \"c\"\naddresses = [\"198.19.0.1/24\"]\n",
+        3,
+        14,
+        "already assigned to interface \"lr-b\"",
+    );
+}
+
+#[test]
+fn interface_numbers_and_backend() {
+    let t = |kv: &str| format!("[[interface]]\nname = \"a\"\n{kv}\n");
+    fails(
+        &t("mtu = 67"),
+        3,
+        7,
+        "interface \"a\": mtu 67 is out of range (68..=9000)",
+    );
+    fails(
+        &t("mtu = 9001"),
+        3,
+        7,
+        "mtu 9001 is out of range (68..=9000)",
+    );
+    fails(
+        &t("queues = 0"),
+        3,
+        10,
+        "interface \"a\": queues 0 is out of range (1..=256)",
+    );
+    fails(&t("queues = 257"), 3, 10, "queues 257 is out of range");
+    fails(
+        &t("backend = \"xdp\""),
+        3,
+        11,
+        "interface \"a\": unknown backend \"xdp\" (expected auto, af_xdp, af_packet or memory)",
+    );
+}
+
+// -------------------------------------------------------------- [[route]]
+
+#[test]
+fn route_prefix_errors() {
+    let t = |p: &str| format!("[[route]]\nprefix = \"{p}\"\ninterface = \"lr-a\"\n");
+    fails_after_base(
+        &t("198.19.1.0/16"),
+        2,
+        10,
+        "route: prefix \"198.19.1.0/16\" is invalid: 198.19.1.0/16 has host bits set (did you mean 198.19.0.0/16?)",
+    );
+    fails_after_base(&t("2001:db8::1/32"), 2, 10, "did you mean 2001:db8::/32?");
+    fails_after_base(
+        &t("198.19.0.0/33"),
+        2,
+        10,
+        "prefix length 33 is too long for IPv4",
+    );
+    fails_after_base(&t("198.19.0.0"), 2, 10, "missing prefix length");
+    fails_after_base(
+        &t("198.19.0/16"),
+        2,
+        10,
+        "`198.19.0` is not an IPv4 or IPv6 address",
+    );
+}
+
+#[test]
+fn duplicate_route() {
+    fails_after_base(
+        "[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"198.18.0.2\"\n[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"198.19.0.2\"\n",
+        5,
+        10,
+        "duplicate route 10.0.0.0/8 (first defined at line 9)",
+    );
+}
+
+#[test]
+fn route_via_errors() {
+    let t = |p: &str, via: &str| format!("[[route]]\nprefix = \"{p}\"\nvia = \"{via}\"\n");
+    fails_after_base(
+        &t("10.0.0.0/8", "2001:db8:a::2"),
+        3,
+        7,
+        "route 10.0.0.0/8: via 2001:db8:a::2 is IPv6 but the prefix is IPv4",
+    );
+    fails_after_base(
+        &t("2001:db8:c::/48", "198.18.0.2"),
+        3,
+        7,
+        "via 198.18.0.2 is IPv4 but the prefix is IPv6",
+    );
+    fails_after_base(
+        &t("10.0.0.0/8", "198.18.0.256"),
+        3,
+        7,
+        "route 10.0.0.0/8: via \"198.18.0.256\" is not an IPv4 or IPv6 address",
+    );
+    fails_after_base(
+        &t("10.0.0.0/8", "192.0.2.1"),
+        3,
+        7,
+        "route 10.0.0.0/8: via 192.0.2.1 is not on-link on any interface",
+    );
+    fails_after_base(
+        &t("2001:db8:c::/48", "fe80::1"),
+        3,
+        7,
+        "via fe80::1 is not on-link",
+    );
+    fails_after_base(
+        &t("10.0.0.0/8", "198.18.0.1"),
+        3,
+        7,
+        "via 198.18.0.1 is this router's own address on interface \"lr-a\"",
+    );
+    fails_after_base(
+        &t("10.0.0.0/8", "224.0.0.1"),
+        3,
+        7,
+        "via 224.0.0.1 is not a unicast address",
+    );
+}
+
+#[test]
+fn route_interface_errors() {
+    fails_after_base(
+        "[[route]]\nprefix = \"10.0.0.0/8\"\n",
+        2,
+        10,
+        "route 10.0.0.0/8 has neither `via` nor `interface`",
+    );
+    fails_after_base(
+        "[[route]]\nprefix = \"10.0.0.0/8\"\ninterface = \"lr-c\"\n",
+        3,
+        13,
+        "route 10.0.0.0/8: interface \"lr-c\" is not defined (defined: \"lr-a\", \"lr-b\")",
+    );
+    fails(
+        "[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.0.2.1\"\ninterface = \"lr-a\"\n",
+        4,
+        13,
+        "interface \"lr-a\" is not defined (none are defined)",
+    );
+}
+
+// ---------------------------------------------------------- [[neighbour]]
+
+#[test]
+fn neighbour_errors() {
+    let t = |addr: &str, mac: &str, extra: &str| {
+        format!("[[neighbour]]\naddress = \"{addr}\"\nmac = \"{mac}\"\n{extra}")
+    };
+    const M: &str = "02:00:00:00:00:02";
+    fails_after_base(
+        &t("198.19.0.x", M, ""),
+        2,
+        11,
+        "neighbour: address \"198.19.0.x\" is not an IPv4 or IPv6 address",
+    );
+    fails_after_base(
+        &t("198.19.0.2", "02:00:00:00:00:0g", ""),
+        3,
+        7,
+        "neighbour 198.19.0.2: mac \"02:00:00:00:00:0g\" is not a MAC address",
+    );
+    fails_after_base(
+        &t("198.19.0.2", "ff:ff:ff:ff:ff:ff", ""),
+        3,
+        7,
+        "is a broadcast address",
+    );
+    fails_after_base(
+        &t("198.19.0.2", M, "interface = \"lr-z\"\n"),
+        4,
+        13,
+        "neighbour 198.19.0.2: interface \"lr-z\" is not defined",
+    );
+    fails_after_base(
+        &t("192.0.2.9", M, ""),
+        2,
+        11,
+        "neighbour 192.0.2.9: address is not on-link on any interface",
+    );
+    fails_after_base(
+        &t("fe80::9", M, ""),
+        2,
+        11,
+        "neighbour fe80::9: address is not on-link",
+    );
+    fails_after_base(
+        &t("198.19.0.1", M, ""),
+        2,
+        11,
+        "address is this router's own address on interface \"lr-b\"",
+    );
+    fails_after_base(
+        &t("ff02::1", M, "interface = \"lr-a\"\n"),
+        2,
+        11,
+        "address is not a unicast address",
+    );
+    fails_after_base(
+        &format!(
+            "{}{}",
+            t("198.19.0.2", M, ""),
+            t("198.19.0.2", "02:00:00:00:00:03", "interface = \"lr-b\"\n")
+        ),
+        5,
+        11,
+        "duplicate neighbour 198.19.0.2 on interface \"lr-b\" (first defined at line 9)",
+    );
+    // Same address on two different interfaces is fine (e.g. link-local).
+    let ok = format!(
+        "{BASE}{}{}",
+        t("fe80::1", M, "interface = \"lr-a\"\n"),
+        t("fe80::1", M, "interface = \"lr-b\"\n")
+    );
+    assert_eq!(parse(&ok).unwrap().neighbours.len(), 2);
+}

@@ -1,0 +1,458 @@
+//! TOML deserialization into span-carrying raw structs, then semantic
+//! validation into the public types. The first error wins.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::{
+    Backend, Config, ConfigError, IfAddr, Interface, MacAddr, Neighbour, Prefix, Route,
+    RouterSettings,
+};
+
+type S<T> = Spanned<T>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    router: Option<RawRouter>,
+    #[serde(default)]
+    interface: Vec<RawInterface>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+    #[serde(default)]
+    neighbour: Vec<RawNeighbour>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouter {
+    workers: Option<S<i64>>,
+    batch_size: Option<S<i64>>,
+    control_socket: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInterface {
+    name: S<String>,
+    mac: Option<S<String>>,
+    #[serde(default)]
+    addresses: Vec<S<String>>,
+    mtu: Option<S<i64>>,
+    backend: Option<S<String>>,
+    queues: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    prefix: S<String>,
+    via: Option<S<String>>,
+    interface: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNeighbour {
+    address: S<String>,
+    mac: S<String>,
+    interface: Option<S<String>>,
+}
+
+/// Longest Unix socket path (`sun_path` is 108 bytes incl. the NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+struct Ctx<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
+        ConfigError::at(self.path, self.text, span.start, msg)
+    }
+
+    fn line(&self, span: &Range<usize>) -> usize {
+        crate::span::line_col(self.text, span.start).0
+    }
+
+    fn int(
+        &self,
+        v: &Option<S<i64>>,
+        ctx: &str,
+        key: &str,
+        lo: i64,
+        hi: i64,
+        default: i64,
+    ) -> Result<i64, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(v) if (lo..=hi).contains(v.get_ref()) => Ok(*v.get_ref()),
+            Some(v) => Err(self.err(
+                v.span(),
+                format!("{ctx}{key} {} is out of range ({lo}..={hi})", v.get_ref()),
+            )),
+        }
+    }
+}
+
+pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let cx = Ctx { text, path };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        // toml messages may span several lines ("invalid table header\nexpected ..."): keep one.
+        let msg = e
+            .message()
+            .trim()
+            .split('\n')
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join("; ");
+        match e.span() {
+            Some(s) => cx.err(s, msg),
+            None => ConfigError::whole_file(path, msg),
+        }
+    })?;
+    let router = router(&cx, raw.router)?;
+    let interfaces = interfaces(&cx, raw.interface)?;
+    let routes = routes(&cx, &interfaces, raw.route)?;
+    let neighbours = neighbours(&cx, &interfaces, raw.neighbour)?;
+    Ok(Config {
+        router,
+        interfaces,
+        routes,
+        neighbours,
+        path: path.to_owned(),
+    })
+}
+
+fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigError> {
+    let d = RouterSettings::default();
+    let Some(r) = raw else { return Ok(d) };
+    let workers = cx.int(&r.workers, "router: ", "workers", 1, 256, d.workers as i64)? as usize;
+    let batch_size = cx.int(
+        &r.batch_size,
+        "router: ",
+        "batch_size",
+        32,
+        256,
+        d.batch_size as i64,
+    )? as usize;
+    let control_socket = match r.control_socket {
+        None => d.control_socket,
+        Some(s) => {
+            let p = s.get_ref();
+            if p.is_empty() || p.contains('\0') {
+                return Err(cx.err(
+                    s.span(),
+                    "router: control_socket must be a non-empty path without NUL bytes",
+                ));
+            }
+            if p.len() > MAX_SOCKET_PATH {
+                return Err(cx.err(s.span(), format!(
+                    "router: control_socket path is {} bytes long; Unix socket paths are limited to {MAX_SOCKET_PATH} bytes",
+                    p.len()
+                )));
+            }
+            PathBuf::from(p)
+        }
+    };
+    Ok(RouterSettings {
+        workers,
+        batch_size,
+        control_socket,
+    })
+}
+
+/// Linux `dev_valid_name`: 1..=15 bytes, not `.`/`..`, no `/`, `:` or whitespace.
+fn name_problem(n: &str) -> Option<&'static str> {
+    if n.is_empty() {
+        Some("is empty")
+    } else if n.len() > 15 {
+        Some("is longer than 15 bytes")
+    } else if n == "." || n == ".." {
+        Some("is reserved")
+    } else if n.contains(['/', ':', '\0']) || n.chars().any(char::is_whitespace) {
+        Some("must not contain '/', ':', NUL or whitespace")
+    } else {
+        None
+    }
+}
+
+fn mac(cx: &Ctx, owner: &str, s: &S<String>) -> Result<MacAddr, ConfigError> {
+    let m: MacAddr = s.get_ref().parse().map_err(|e| {
+        cx.err(
+            s.span(),
+            format!("{owner}: mac {:?} is not a MAC address ({e})", s.get_ref()),
+        )
+    })?;
+    if !m.is_unicast() {
+        let kind = if m.is_zero() {
+            "an all-zero"
+        } else if m.is_broadcast() {
+            "a broadcast"
+        } else {
+            "a multicast"
+        };
+        return Err(cx.err(
+            s.span(),
+            format!("{owner}: mac {m} is {kind} address, not a unicast station address"),
+        ));
+    }
+    Ok(m)
+}
+
+fn ip(cx: &Ctx, owner: &str, key: &str, s: &S<String>) -> Result<IpAddr, ConfigError> {
+    s.get_ref().parse().map_err(|_| {
+        cx.err(
+            s.span(),
+            format!(
+                "{owner}: {key} {:?} is not an IPv4 or IPv6 address",
+                s.get_ref()
+            ),
+        )
+    })
+}
+
+fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, ConfigError> {
+    let mut out: Vec<Interface> = Vec::with_capacity(raw.len());
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut owners: HashMap<IpAddr, String> = HashMap::new();
+    for r in raw {
+        let name = r.name.get_ref().clone();
+        if let Some(p) = name_problem(&name) {
+            return Err(cx.err(r.name.span(), format!(
+                "interface name {name:?} {p} (Linux names are 1..=15 bytes, no '/', ':' or whitespace)"
+            )));
+        }
+        if let Some(first) = names.get(&name) {
+            return Err(cx.err(
+                r.name.span(),
+                format!("duplicate interface {name:?} (first defined at line {first})"),
+            ));
+        }
+        names.insert(name.clone(), cx.line(&r.name.span()));
+        let owner = format!("interface {name:?}");
+        let mac = r.mac.as_ref().map(|m| mac(cx, &owner, m)).transpose()?;
+        let mut addresses = Vec::with_capacity(r.addresses.len());
+        for a in &r.addresses {
+            let ifa: IfAddr = a.get_ref().parse().map_err(|e| {
+                cx.err(
+                    a.span(),
+                    format!(
+                        "{owner}: address {:?} is not a valid CIDR address: {e}",
+                        a.get_ref()
+                    ),
+                )
+            })?;
+            if ifa.addr.is_unspecified() || ifa.addr.is_multicast() {
+                return Err(cx.err(
+                    a.span(),
+                    format!("{owner}: address {} is not a unicast address", ifa.addr),
+                ));
+            }
+            if let Some(other) = owners.get(&ifa.addr) {
+                return Err(cx.err(
+                    a.span(),
+                    format!(
+                        "{owner}: address {} is already assigned to interface {other:?}",
+                        ifa.addr
+                    ),
+                ));
+            }
+            owners.insert(ifa.addr, name.clone());
+            addresses.push(ifa);
+        }
+        let mtu = cx.int(&r.mtu, &format!("{owner}: "), "mtu", 68, 9000, 1500)? as u16;
+        let queues = cx.int(&r.queues, &format!("{owner}: "), "queues", 1, 256, 1)? as u16;
+        let backend = match &r.backend {
+            None => Backend::Auto,
+            Some(b) => b
+                .get_ref()
+                .parse()
+                .map_err(|e| cx.err(b.span(), format!("{owner}: {e}")))?,
+        };
+        out.push(Interface {
+            name,
+            mac,
+            addresses,
+            mtu,
+            backend,
+            queues,
+        });
+    }
+    Ok(out)
+}
+
+/// The interface whose address prefix contains `ip`, longest prefix first.
+fn on_link<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a Interface> {
+    let mut best: Option<(&Interface, u8)> = None;
+    for i in ifaces {
+        for a in &i.addresses {
+            if a.contains(ip) && best.is_none_or(|(_, l)| a.prefix_len > l) {
+                best = Some((i, a.prefix_len));
+            }
+        }
+    }
+    best.map(|b| b.0)
+}
+
+fn own_address<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a Interface> {
+    ifaces
+        .iter()
+        .find(|i| i.addresses.iter().any(|a| a.addr == *ip))
+}
+
+fn known_interface(
+    cx: &Ctx,
+    ifaces: &[Interface],
+    owner: &str,
+    s: &S<String>,
+) -> Result<String, ConfigError> {
+    let n = s.get_ref();
+    if ifaces.iter().any(|i| i.name == *n) {
+        return Ok(n.clone());
+    }
+    let known: Vec<String> = ifaces.iter().map(|i| format!("{:?}", i.name)).collect();
+    let known = if known.is_empty() {
+        "none are defined".to_owned()
+    } else {
+        format!("defined: {}", known.join(", "))
+    };
+    Err(cx.err(
+        s.span(),
+        format!("{owner}: interface {n:?} is not defined ({known})"),
+    ))
+}
+
+fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>) -> Result<Vec<Route>, ConfigError> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut seen: HashMap<Prefix, usize> = HashMap::new();
+    for r in raw {
+        let ps = &r.prefix;
+        let prefix: Prefix = ps.get_ref().parse().map_err(|e| {
+            cx.err(
+                ps.span(),
+                format!("route: prefix {:?} is invalid: {e}", ps.get_ref()),
+            )
+        })?;
+        let owner = format!("route {prefix}");
+        if let Some(first) = seen.get(&prefix) {
+            return Err(cx.err(
+                ps.span(),
+                format!("duplicate {owner} (first defined at line {first})"),
+            ));
+        }
+        seen.insert(prefix, cx.line(&ps.span()));
+        let via = match &r.via {
+            None => None,
+            Some(v) => {
+                let a = ip(cx, &owner, "via", v)?;
+                if a.is_ipv4() != prefix.is_ipv4() {
+                    return Err(cx.err(
+                        v.span(),
+                        format!(
+                            "{owner}: via {a} is {} but the prefix is {}",
+                            if a.is_ipv4() { "IPv4" } else { "IPv6" },
+                            prefix.family()
+                        ),
+                    ));
+                }
+                if a.is_unspecified() || a.is_multicast() {
+                    return Err(cx.err(
+                        v.span(),
+                        format!("{owner}: via {a} is not a unicast address"),
+                    ));
+                }
+                if let Some(i) = own_address(ifaces, &a) {
+                    return Err(cx.err(
+                        v.span(),
+                        format!(
+                            "{owner}: via {a} is this router's own address on interface {:?}",
+                            i.name
+                        ),
+                    ));
+                }
+                Some((a, v.span()))
+            }
+        };
+        let interface = match (&r.interface, &via) {
+            (Some(i), _) => known_interface(cx, ifaces, &owner, i)?,
+            (None, Some((a, span))) => match on_link(ifaces, a) {
+                Some(i) => i.name.clone(),
+                None => return Err(cx.err(span.clone(), format!(
+                    "{owner}: via {a} is not on-link on any interface (no interface address prefix contains it); \
+                     add `interface = \"...\"` to the route"
+                ))),
+            },
+            (None, None) => return Err(cx.err(ps.span(), format!(
+                "{owner} has neither `via` nor `interface`; a directly connected route needs `interface`"
+            ))),
+        };
+        out.push(Route {
+            prefix,
+            via: via.map(|v| v.0),
+            interface,
+        });
+    }
+    Ok(out)
+}
+
+fn neighbours(
+    cx: &Ctx,
+    ifaces: &[Interface],
+    raw: Vec<RawNeighbour>,
+) -> Result<Vec<Neighbour>, ConfigError> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut seen: HashMap<(IpAddr, String), usize> = HashMap::new();
+    for r in raw {
+        let address = ip(cx, "neighbour", "address", &r.address)?;
+        let owner = format!("neighbour {address}");
+        if address.is_unspecified() || address.is_multicast() {
+            return Err(cx.err(
+                r.address.span(),
+                format!("{owner}: address is not a unicast address"),
+            ));
+        }
+        if let Some(i) = own_address(ifaces, &address) {
+            return Err(cx.err(
+                r.address.span(),
+                format!(
+                    "{owner}: address is this router's own address on interface {:?}",
+                    i.name
+                ),
+            ));
+        }
+        let mac = mac(cx, &owner, &r.mac)?;
+        let interface = match &r.interface {
+            Some(i) => known_interface(cx, ifaces, &owner, i)?,
+            None => match on_link(ifaces, &address) {
+                Some(i) => i.name.clone(),
+                None => return Err(cx.err(r.address.span(), format!(
+                    "{owner}: address is not on-link on any interface (no interface address prefix contains it); \
+                     add `interface = \"...\"`"
+                ))),
+            },
+        };
+        let key = (address, interface.clone());
+        if let Some(first) = seen.get(&key) {
+            return Err(cx.err(
+                r.address.span(),
+                format!(
+                    "duplicate {owner} on interface {interface:?} (first defined at line {first})"
+                ),
+            ));
+        }
+        seen.insert(key, cx.line(&r.address.span()));
+        out.push(Neighbour {
+            address,
+            mac,
+            interface,
+        });
+    }
+    Ok(out)
+}

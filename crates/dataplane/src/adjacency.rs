@@ -1,0 +1,133 @@
+//! Next-hop adjacencies: what to do with a packet once the FIB has named its next hop.
+//!
+//! The FIB maps a prefix to a next-hop id; the adjacency table maps that id to an output port
+//! and the next hop's MAC address. Each entry is one `AtomicU64` so that the control plane can
+//! resolve or change a neighbour in place with one store, and a worker reading it concurrently
+//! sees the old or the new entry, never a mix (a lock-free update, as the FreeBSD study asked
+//! for after finding `arpresolve`'s lock on the forwarding path).
+//!
+//! Layout of an entry: bits 0-47 destination MAC, bits 48-59 output port, bits 60-63 kind.
+//! An all-zero entry is `Unresolved` on port 0: an id nobody filled in never forwards.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wire::MacAddr;
+
+/// Largest port index an adjacency can name.
+pub const MAX_PORT: u16 = 0x0fff;
+
+/// What a next hop means for a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adjacency {
+    /// The next hop's MAC is unknown: drop (later: queue and resolve with ARP/NDP).
+    Unresolved { port: u16 },
+    /// Rewrite the MACs and send on `port`.
+    Forward { port: u16, mac: MacAddr },
+    /// The destination is one of the router's own addresses.
+    Local,
+    /// Discard silently (a blackhole route).
+    Blackhole,
+}
+
+const KIND_UNRESOLVED: u64 = 0;
+const KIND_FORWARD: u64 = 1;
+const KIND_LOCAL: u64 = 2;
+const KIND_BLACKHOLE: u64 = 3;
+
+impl Adjacency {
+    #[inline]
+    pub fn encode(self) -> u64 {
+        let (kind, port, mac) = match self {
+            Adjacency::Unresolved { port } => (KIND_UNRESOLVED, port, 0),
+            Adjacency::Forward { port, mac } => (KIND_FORWARD, port, mac_to_u64(mac)),
+            Adjacency::Local => (KIND_LOCAL, 0, 0),
+            Adjacency::Blackhole => (KIND_BLACKHOLE, 0, 0),
+        };
+        debug_assert!(port <= MAX_PORT);
+        kind << 60 | (u64::from(port) & 0xfff) << 48 | mac
+    }
+
+    #[inline]
+    pub fn decode(word: u64) -> Adjacency {
+        let port = ((word >> 48) & 0xfff) as u16;
+        match word >> 60 {
+            KIND_FORWARD => Adjacency::Forward { port, mac: mac_from_u64(word) },
+            KIND_LOCAL => Adjacency::Local,
+            KIND_BLACKHOLE => Adjacency::Blackhole,
+            _ => Adjacency::Unresolved { port },
+        }
+    }
+}
+
+#[inline]
+fn mac_to_u64(mac: MacAddr) -> u64 {
+    let b = mac.0;
+    u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]])
+}
+
+#[inline]
+fn mac_from_u64(word: u64) -> MacAddr {
+    let b = word.to_be_bytes();
+    MacAddr([b[2], b[3], b[4], b[5], b[6], b[7]])
+}
+
+/// A fixed-capacity table of adjacencies indexed by next-hop id.
+pub struct AdjacencyTable {
+    entries: Box<[AtomicU64]>,
+}
+
+impl AdjacencyTable {
+    /// A table of `capacity` entries, all `Unresolved`.
+    pub fn new(capacity: usize) -> Self {
+        AdjacencyTable { entries: (0..capacity).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Reads an entry; ids beyond the table read as `Blackhole`.
+    #[inline]
+    pub fn get(&self, id: u32) -> Adjacency {
+        match self.entries.get(id as usize) {
+            // Relaxed is enough: the entry is self-contained in one word.
+            Some(word) => Adjacency::decode(word.load(Ordering::Relaxed)),
+            None => Adjacency::Blackhole,
+        }
+    }
+
+    /// Replaces an entry in one store (control plane). Panics on an id beyond the capacity,
+    /// which the id allocator never hands out.
+    pub fn set(&self, id: u32, adj: Adjacency) {
+        self.entries[id as usize].store(adj.encode(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_roundtrip() {
+        let mac = MacAddr([0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]);
+        for adj in [
+            Adjacency::Unresolved { port: 7 },
+            Adjacency::Forward { port: MAX_PORT, mac },
+            Adjacency::Forward { port: 0, mac: MacAddr([0xff; 6]) },
+            Adjacency::Local,
+            Adjacency::Blackhole,
+        ] {
+            assert_eq!(Adjacency::decode(adj.encode()), adj);
+        }
+        assert_eq!(Adjacency::decode(0), Adjacency::Unresolved { port: 0 });
+    }
+
+    #[test]
+    fn table_defaults_to_unresolved_and_bounds() {
+        let t = AdjacencyTable::new(4);
+        assert_eq!(t.get(3), Adjacency::Unresolved { port: 0 });
+        assert_eq!(t.get(4), Adjacency::Blackhole);
+        t.set(2, Adjacency::Local);
+        assert_eq!(t.get(2), Adjacency::Local);
+    }
+}

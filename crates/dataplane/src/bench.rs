@@ -1,0 +1,327 @@
+//! `linerate bench`: the forwarding pipeline on one core over in-memory ports.
+//!
+//! An in-memory rx port replays the flow set (copying each frame into a pool buffer, as a
+//! NIC's DMA would); the worker forwards; counting tx ports stand for the receiver, and the
+//! rate is what they count (packets forwarded), divided by wall-clock time. Each run lasts
+//! `seconds`; the figure reported is the median of `runs` runs, after a short warm-up.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use io::mem::{CountingTx, ReplayRx};
+use io::{FramePool, TxPort};
+use wire::MacAddr;
+use wire::build::{UdpFlow, udp_frame};
+
+use crate::counters::Counts;
+use crate::fib::{FibControl, FibError, PortInfo};
+use crate::synth::{self, Rng};
+use crate::worker::{DEFAULT_BATCH, Worker};
+
+/// MAC of the bench's input port; generated frames are addressed to it.
+pub const RX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+/// MAC of the bench's output port.
+pub const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
+const SENDER_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xaa]);
+/// Distinct gateways the synthetic table's routes point to.
+const SYNTH_GATEWAYS: usize = 1024;
+
+/// Where the routes come from.
+#[derive(Debug, Clone)]
+pub enum RouteSource {
+    /// A synthetic Internet-like table of this many prefixes.
+    Synthetic(usize),
+    /// A route file (`PREFIX/LEN NEXTHOP` per line).
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    pub routes: RouteSource,
+    pub flows: usize,
+    /// Ethernet frame length without FCS.
+    pub frame_size: usize,
+    pub ipv6: bool,
+    pub pcap: Option<PathBuf>,
+    pub runs: usize,
+    pub seconds: f64,
+    pub batch: usize,
+    /// CPU to pin the worker to.
+    pub cpu: Option<usize>,
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            routes: RouteSource::Synthetic(1_000_000),
+            flows: 2000,
+            frame_size: 60,
+            ipv6: false,
+            pcap: None,
+            runs: 5,
+            seconds: 2.0,
+            batch: DEFAULT_BATCH,
+            cpu: None,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BenchResult {
+    /// Forwarded Mpps of each run.
+    pub runs_mpps: Vec<f64>,
+    /// Median of `runs_mpps`.
+    pub mpps: f64,
+    /// Median over runs of wall-clock ns per received packet.
+    pub ns_per_packet: f64,
+    /// Counters summed over the measured runs.
+    pub counts: Counts,
+    pub routes: usize,
+    pub flows: usize,
+    pub frame_size: usize,
+    pub setup: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Pcap(#[from] io::pcap::PcapError),
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Fib(#[from] FibError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The prepared pipeline of one bench.
+struct Setup {
+    ctl: FibControl,
+    ports: Vec<PortInfo>,
+    frames: Vec<Vec<u8>>,
+    routes: usize,
+}
+
+fn gateway(i: usize, ipv6: bool) -> (IpAddr, MacAddr) {
+    let mac = MacAddr([0x02, 0, 0, 0x01, (i >> 8) as u8, i as u8]);
+    let ip = if ipv6 {
+        IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 0x20, 0, 0, 0, i as u16 + 2))
+    } else {
+        IpAddr::V4(Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 19, 0, 2)) + i as u32))
+    };
+    (ip, mac)
+}
+
+fn prepare(cfg: &BenchConfig) -> Result<Setup, BenchError> {
+    let ports = vec![
+        PortInfo { name: "mem0".into(), mac: RX_MAC },
+        PortInfo { name: "mem1".into(), mac: TX_MAC },
+    ];
+    let mut ctl = FibControl::new(crate::fib::DEFAULT_NEXT_HOPS);
+    let mut rng = Rng::new(cfg.seed ^ 0x5eed);
+    // Destinations: one per flow, each inside a randomly chosen installed prefix.
+    let mut dsts: Vec<IpAddr> = Vec::new();
+    let routes = match &cfg.routes {
+        RouteSource::Synthetic(n) => {
+            for g in 0..SYNTH_GATEWAYS {
+                let (ip, mac) = gateway(g, cfg.ipv6);
+                ctl.set_neighbour(ip, 1, mac)?;
+            }
+            if cfg.ipv6 {
+                let table = synth::v6_prefixes(*n, cfg.seed);
+                for (i, &(p, l)) in table.iter().enumerate() {
+                    let (gw, _) = gateway(i % SYNTH_GATEWAYS, true);
+                    ctl.add_route(IpAddr::V6(Ipv6Addr::from(p)), l, gw, 1)?;
+                }
+                for _ in 0..cfg.flows {
+                    let (p, l) = table[rng.below(table.len() as u64) as usize];
+                    dsts.push(IpAddr::V6(Ipv6Addr::from(synth::v6_inside(p, l, &mut rng))));
+                }
+            } else {
+                let table = synth::v4_prefixes(*n, cfg.seed);
+                for (i, &(p, l)) in table.iter().enumerate() {
+                    let (gw, _) = gateway(i % SYNTH_GATEWAYS, false);
+                    ctl.add_route(IpAddr::V4(Ipv4Addr::from(p)), l, gw, 1)?;
+                }
+                for _ in 0..cfg.flows {
+                    let (p, l) = table[rng.below(table.len() as u64) as usize];
+                    dsts.push(IpAddr::V4(Ipv4Addr::from(synth::v4_inside(p, l, &mut rng))));
+                }
+            }
+            *n
+        }
+        RouteSource::File(path) => {
+            let table = config::routefile::load(path)?;
+            let mut gateways = std::collections::HashMap::new();
+            for r in &table {
+                let next = gateways.len();
+                let g = *gateways.entry(r.next_hop).or_insert(next);
+                let mac = MacAddr([0x02, 0, 0, 0x01, (g >> 8) as u8, g as u8]);
+                ctl.set_neighbour(r.next_hop, 1, mac)?;
+                ctl.add_route(r.prefix.addr, r.prefix.len, r.next_hop, 1)?;
+            }
+            let family: Vec<_> = table.iter().filter(|r| r.prefix.addr.is_ipv6() == cfg.ipv6).collect();
+            if family.is_empty() && cfg.pcap.is_none() {
+                let fam = if cfg.ipv6 { "IPv6" } else { "IPv4" };
+                return Err(BenchError::Invalid(format!("{}: no {fam} routes to send flows to", path.display())));
+            }
+            for _ in 0..cfg.flows.min(if family.is_empty() { 0 } else { usize::MAX }) {
+                let r = family[rng.below(family.len() as u64) as usize];
+                dsts.push(match r.prefix.addr {
+                    IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(synth::v4_inside(a.into(), r.prefix.len, &mut rng))),
+                    IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(synth::v6_inside(a.into(), r.prefix.len, &mut rng))),
+                });
+            }
+            table.len()
+        }
+    };
+    let (frames, ports) = match &cfg.pcap {
+        Some(path) => pcap_frames(path, ports)?,
+        None => (flow_frames(cfg, &dsts)?, ports),
+    };
+    Ok(Setup { ctl, ports, frames, routes })
+}
+
+/// Frames from a capture; the input port takes the first unicast destination MAC found so
+/// that the capture's frames are addressed to it.
+fn pcap_frames(path: &std::path::Path, mut ports: Vec<PortInfo>) -> Result<(Vec<Vec<u8>>, Vec<PortInfo>), BenchError> {
+    let frames: Vec<Vec<u8>> = io::pcap::read_file(path)?.into_iter().map(|r| r.data).collect();
+    if frames.is_empty() {
+        return Err(BenchError::Invalid(format!("{}: capture holds no frames", path.display())));
+    }
+    if let Some(mac) = frames.iter().filter(|f| f.len() >= 6).map(|f| MacAddr(f[..6].try_into().unwrap())).find(|m| !m.is_multicast()) {
+        ports[0].mac = mac;
+    }
+    Ok((frames, ports))
+}
+
+fn flow_frames(cfg: &BenchConfig, dsts: &[IpAddr]) -> Result<Vec<Vec<u8>>, BenchError> {
+    let min = if cfg.ipv6 { 62 } else { 60 };
+    if cfg.frame_size < min || cfg.frame_size > 1514 {
+        return Err(BenchError::Invalid(format!(
+            "frame size {} out of range: {min}..=1514 bytes (Ethernet frame without FCS)",
+            cfg.frame_size
+        )));
+    }
+    let mut frames = Vec::with_capacity(dsts.len());
+    for (i, &dst) in dsts.iter().enumerate() {
+        let (src, src_port) = synth::flow_source(i, cfg.ipv6);
+        let flow = UdpFlow { src_mac: SENDER_MAC, dst_mac: RX_MAC, src, dst, src_port, dst_port: 2000, ttl: 64 };
+        let mut buf = vec![0u8; 2048];
+        let len = udp_frame(&flow, cfg.frame_size, &mut buf).map_err(|e| BenchError::Invalid(format!("building flow {i}: {e}")))?;
+        buf.truncate(len);
+        frames.push(buf);
+    }
+    Ok(frames)
+}
+
+fn tx_packets(w: &Worker<ReplayRx, CountingTx, CountingTx>) -> u64 {
+    w.tx.iter().map(|t| t.stats().tx_packets).sum()
+}
+
+/// Runs the bench; `on_run(i, mpps)` is called after each measured run.
+pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
+    if cfg.runs == 0 || cfg.seconds <= 0.0 || cfg.flows == 0 {
+        return Err(BenchError::Invalid("runs, seconds and flows must be positive".into()));
+    }
+    let started = Instant::now();
+    let setup = prepare(cfg)?;
+    if let Some(cpu) = cfg.cpu {
+        io::affinity::pin_current_thread(cpu)
+            .map_err(|e| BenchError::Invalid(format!("cannot pin to cpu {cpu}: {e}")))?;
+    }
+    let flows = setup.frames.len();
+    let rx = ReplayRx::new(0, &setup.frames);
+    drop(setup.frames);
+    let tx = vec![CountingTx::new(), CountingTx::new()];
+    let pool = FramePool::new(1024);
+    let mut worker = Worker::new(setup.ctl.fib(), &setup.ports, vec![rx], tx, CountingTx::new(), pool, cfg.batch);
+    let setup_time = started.elapsed();
+
+    measure(&mut worker, Duration::from_millis(200)); // warm-up: caches, TLB, branch predictors
+    let mut runs_mpps = Vec::with_capacity(cfg.runs);
+    let mut ns = Vec::with_capacity(cfg.runs);
+    let mut total = Counts::default();
+    for i in 0..cfg.runs {
+        let before = worker.counts();
+        let (forwarded, elapsed) = measure(&mut worker, Duration::from_secs_f64(cfg.seconds));
+        let delta = worker.counts().since(&before);
+        total.add(&delta);
+        let mpps = forwarded as f64 / elapsed.as_secs_f64() / 1e6;
+        ns.push(elapsed.as_nanos() as f64 / delta.rx.max(1) as f64);
+        runs_mpps.push(mpps);
+        on_run(i, mpps);
+    }
+    Ok(BenchResult {
+        mpps: median(&runs_mpps),
+        ns_per_packet: median(&ns),
+        runs_mpps,
+        counts: total,
+        routes: setup.routes,
+        flows,
+        frame_size: cfg.frame_size,
+        setup: setup_time,
+    })
+}
+
+/// Polls for `duration`; returns packets counted at the tx ports and the exact time taken.
+fn measure(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, duration: Duration) -> (u64, Duration) {
+    let before = tx_packets(worker);
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            worker.poll();
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= duration {
+            return (tx_packets(worker) - before, elapsed);
+        }
+    }
+}
+
+/// Median of a non-empty list (mean of the two middle values for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 { f64::NAN } else if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_odd_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn small_bench_forwards_every_flow() {
+        let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 2, seconds: 0.05, ..Default::default() };
+        let res = run(&cfg, |_, _| {}).unwrap();
+        assert_eq!(res.runs_mpps.len(), 2);
+        assert!(res.mpps > 0.0);
+        assert!(res.counts.rx > 0);
+        assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
+    }
+
+    #[test]
+    fn small_bench_ipv6_forwards_every_flow() {
+        let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, ipv6: true, frame_size: 62, ..Default::default() };
+        let res = run(&cfg, |_, _| {}).unwrap();
+        assert!(res.counts.rx > 0);
+        assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
+    }
+
+    #[test]
+    fn bad_frame_size_is_rejected() {
+        let cfg = BenchConfig { routes: RouteSource::Synthetic(10), frame_size: 59, ..Default::default() };
+        let err = run(&cfg, |_, _| {}).unwrap_err().to_string();
+        assert!(err.contains("frame size 59"), "{err}");
+    }
+}

@@ -1,0 +1,270 @@
+//! The forwarding tables the workers read, and the control-plane side that fills them.
+//!
+//! [`Fib`] is shared by every worker through an `Arc` and never locked on the fast path: the
+//! LPM tables are updated in place by a single writer (see the `lpm` crate's docs for why a
+//! racing lookup sees the old or the new answer), and adjacencies are single atomic words.
+//! [`FibControl`] is the one writer: it allocates next-hop ids and remembers which id stands
+//! for which gateway, so that resolving a neighbour later updates one adjacency, not routes.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use lpm::{Ipv4Lpm, Ipv6Lpm, LpmError, NextHop};
+use wire::MacAddr;
+
+use crate::adjacency::{Adjacency, AdjacencyTable, MAX_PORT};
+
+/// Next-hop id of the router's own addresses.
+pub const LOCAL_ID: NextHop = 0;
+/// Next-hop id of blackhole routes.
+pub const BLACKHOLE_ID: NextHop = 1;
+const FIRST_FREE_ID: NextHop = 2;
+
+/// Default adjacency capacity: the issue asks for at least 65,536 next hops.
+pub const DEFAULT_NEXT_HOPS: usize = 1 << 17;
+
+/// What workers read.
+pub struct Fib {
+    pub v4: Ipv4Lpm,
+    pub v6: Ipv6Lpm,
+    pub adj: AdjacencyTable,
+}
+
+/// A port as the dataplane knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    pub name: String,
+    pub mac: MacAddr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FibError {
+    #[error("route {prefix}/{len}: {source}")]
+    Lpm { prefix: IpAddr, len: u8, source: LpmError },
+    #[error("out of next-hop ids (capacity {0})")]
+    NextHopsExhausted(usize),
+    #[error("port index {0} is beyond the largest supported ({MAX_PORT})")]
+    PortTooLarge(u16),
+}
+
+/// The single writer of a [`Fib`].
+pub struct FibControl {
+    fib: Arc<Fib>,
+    /// Gateway (port, address) -> next-hop id.
+    gateways: HashMap<(u16, IpAddr), NextHop>,
+    /// Connected-subnet ids: port -> id (one glean adjacency per port).
+    connected: HashMap<u16, NextHop>,
+    /// Known neighbours: address -> (port, MAC).
+    neighbours: HashMap<IpAddr, (u16, MacAddr)>,
+    next_id: NextHop,
+}
+
+impl FibControl {
+    /// Empty tables with room for `next_hops` adjacencies.
+    pub fn new(next_hops: usize) -> Self {
+        let fib = Fib { v4: Ipv4Lpm::new(), v6: Ipv6Lpm::new(), adj: AdjacencyTable::new(next_hops) };
+        fib.adj.set(LOCAL_ID, Adjacency::Local);
+        fib.adj.set(BLACKHOLE_ID, Adjacency::Blackhole);
+        FibControl {
+            fib: Arc::new(fib),
+            gateways: HashMap::new(),
+            connected: HashMap::new(),
+            neighbours: HashMap::new(),
+            next_id: FIRST_FREE_ID,
+        }
+    }
+
+    /// The tables, for workers.
+    pub fn fib(&self) -> Arc<Fib> {
+        Arc::clone(&self.fib)
+    }
+
+    fn alloc_id(&mut self) -> Result<NextHop, FibError> {
+        if self.next_id as usize >= self.fib.adj.capacity() {
+            return Err(FibError::NextHopsExhausted(self.fib.adj.capacity()));
+        }
+        self.next_id += 1;
+        Ok(self.next_id - 1)
+    }
+
+    fn insert(&self, prefix: IpAddr, len: u8, id: NextHop) -> Result<(), FibError> {
+        let res = match prefix {
+            IpAddr::V4(a) => self.fib.v4.insert(u32::from(a), len, id),
+            IpAddr::V6(a) => self.fib.v6.insert(u128::from(a), len, id),
+        };
+        res.map(|_| ()).map_err(|source| FibError::Lpm { prefix, len, source })
+    }
+
+    /// Removes a prefix; returns whether it was there.
+    pub fn remove(&self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
+        let res = match prefix {
+            IpAddr::V4(a) => self.fib.v4.remove(u32::from(a), len),
+            IpAddr::V6(a) => self.fib.v6.remove(u128::from(a), len),
+        };
+        res.map(|old| old.is_some()).map_err(|source| FibError::Lpm { prefix, len, source })
+    }
+
+    /// One of the router's own addresses: packets to it take the local exit.
+    pub fn add_local(&mut self, addr: IpAddr) -> Result<(), FibError> {
+        let len = if addr.is_ipv4() { 32 } else { 128 };
+        self.insert(addr, len, LOCAL_ID)
+    }
+
+    /// A blackhole route.
+    pub fn add_blackhole(&mut self, prefix: IpAddr, len: u8) -> Result<(), FibError> {
+        self.insert(prefix, len, BLACKHOLE_ID)
+    }
+
+    /// A directly connected subnet on `port`: hosts in it are reached by their own MAC, known
+    /// once they are neighbours (host routes); the rest of the subnet is unresolved.
+    pub fn add_connected(&mut self, prefix: IpAddr, len: u8, port: u16) -> Result<(), FibError> {
+        check_port(port)?;
+        let id = match self.connected.get(&port) {
+            Some(&id) => id,
+            None => {
+                let id = self.alloc_id()?;
+                self.fib.adj.set(id, Adjacency::Unresolved { port });
+                self.connected.insert(port, id);
+                id
+            }
+        };
+        self.insert(prefix, len, id)
+    }
+
+    /// The next-hop id standing for `gateway` on `port`, created unresolved (or resolved if
+    /// the neighbour is already known).
+    pub fn gateway_id(&mut self, gateway: IpAddr, port: u16) -> Result<NextHop, FibError> {
+        check_port(port)?;
+        if let Some(&id) = self.gateways.get(&(port, gateway)) {
+            return Ok(id);
+        }
+        let id = self.alloc_id()?;
+        let adj = match self.neighbours.get(&gateway) {
+            Some(&(p, mac)) if p == port => Adjacency::Forward { port, mac },
+            _ => Adjacency::Unresolved { port },
+        };
+        self.fib.adj.set(id, adj);
+        self.gateways.insert((port, gateway), id);
+        Ok(id)
+    }
+
+    /// A route to `prefix/len` via `gateway` out of `port`.
+    pub fn add_route(&mut self, prefix: IpAddr, len: u8, gateway: IpAddr, port: u16) -> Result<NextHop, FibError> {
+        let id = self.gateway_id(gateway, port)?;
+        self.insert(prefix, len, id)?;
+        Ok(id)
+    }
+
+    /// A neighbour's MAC is known (static entry, or later ARP/NDP): its host route forwards
+    /// to it directly, and every gateway id standing for it is resolved in one store each.
+    pub fn set_neighbour(&mut self, addr: IpAddr, port: u16, mac: MacAddr) -> Result<(), FibError> {
+        check_port(port)?;
+        self.neighbours.insert(addr, (port, mac));
+        let id = self.gateway_id(addr, port)?;
+        self.fib.adj.set(id, Adjacency::Forward { port, mac });
+        let len = if addr.is_ipv4() { 32 } else { 128 };
+        self.insert(addr, len, id)
+    }
+
+    /// Number of next-hop ids in use.
+    pub fn next_hops(&self) -> usize {
+        self.next_id as usize
+    }
+}
+
+fn check_port(port: u16) -> Result<(), FibError> {
+    if port > MAX_PORT { Err(FibError::PortTooLarge(port)) } else { Ok(()) }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}: interface {1:?} has no MAC address in the config")]
+    NoMac(String, String),
+    #[error("{path}: {source}")]
+    Fib { path: String, source: FibError },
+    #[error("{0}: route uses interface {1:?}, which is not configured")]
+    UnknownInterface(String, String),
+}
+
+/// Builds ports and tables from a validated config: ports in the config's order, the
+/// interfaces' addresses as local host routes, their subnets as connected routes, static
+/// neighbours as resolved host routes, then static routes.
+pub fn from_config(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
+    let path = cfg.path.display().to_string();
+    let mut ports = Vec::new();
+    for iface in &cfg.interfaces {
+        let mac = iface.mac.ok_or_else(|| BuildError::NoMac(path.clone(), iface.name.clone()))?;
+        ports.push(PortInfo { name: iface.name.clone(), mac: MacAddr(mac.0) });
+    }
+    let port_of = |name: &str| {
+        ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as u16)
+            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
+    };
+    let fib_err = |source| BuildError::Fib { path: path.clone(), source };
+    let mut ctl = FibControl::new(DEFAULT_NEXT_HOPS);
+    for (port, iface) in cfg.interfaces.iter().enumerate() {
+        for a in &iface.addresses {
+            let net = a.network();
+            ctl.add_connected(net.addr, net.len, port as u16).map_err(fib_err)?;
+            ctl.add_local(a.addr).map_err(fib_err)?;
+        }
+    }
+    for n in &cfg.neighbours {
+        let port = port_of(&n.interface)?;
+        ctl.set_neighbour(n.address, port, MacAddr(n.mac.0)).map_err(fib_err)?;
+    }
+    for r in &cfg.routes {
+        let port = port_of(&r.interface)?;
+        match r.via {
+            Some(gw) => ctl.add_route(r.prefix.addr, r.prefix.len, gw, port).map(|_| ()),
+            None => ctl.add_connected(r.prefix.addr, r.prefix.len, port),
+        }
+        .map_err(fib_err)?;
+    }
+    Ok((ctl, ports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn neighbour_resolves_existing_gateway_in_place() {
+        let mut ctl = FibControl::new(16);
+        let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
+        let id = ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, gw, 1).unwrap();
+        let fib = ctl.fib();
+        assert_eq!(fib.v4.lookup(0x0a01_0203), Some(id));
+        assert_eq!(fib.adj.get(id), Adjacency::Unresolved { port: 1 });
+        let mac = MacAddr([2, 0, 0, 0, 0, 9]);
+        ctl.set_neighbour(gw, 1, mac).unwrap();
+        assert_eq!(fib.adj.get(id), Adjacency::Forward { port: 1, mac });
+        assert_eq!(fib.v4.lookup(u32::from(Ipv4Addr::new(198, 19, 0, 2))), Some(id));
+    }
+
+    #[test]
+    fn local_and_connected() {
+        let mut ctl = FibControl::new(16);
+        let me = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+        ctl.add_connected(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)), 24, 0).unwrap();
+        ctl.add_local(me).unwrap();
+        let fib = ctl.fib();
+        assert_eq!(fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 1))), Some(LOCAL_ID));
+        let other = fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 7))).unwrap();
+        assert_eq!(fib.adj.get(other), Adjacency::Unresolved { port: 0 });
+    }
+
+    #[test]
+    fn exhausting_next_hops_is_an_error() {
+        let mut ctl = FibControl::new(3);
+        let p = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0));
+        ctl.add_route(p, 8, IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1)), 0).unwrap();
+        let err = ctl.add_route(p, 8, IpAddr::V4(Ipv4Addr::new(1, 1, 1, 2)), 0).unwrap_err();
+        assert!(matches!(err, FibError::NextHopsExhausted(3)));
+    }
+}

@@ -1,0 +1,166 @@
+//! Fixed-size frame buffers in one contiguous region, handed out by index.
+//!
+//! The layout mirrors an AF_XDP UMEM (kernel doc `networking/af_xdp.rst`, "UMEM"): the region
+//! is split into `FRAME_SIZE` chunks and a frame is named by its byte address in the region.
+//! Each chunk keeps `HEADROOM` bytes in front of the frame so a VLAN tag can be pushed without
+//! moving the payload.
+
+/// Size of one frame chunk: a power of two holding a 1518-byte frame plus headroom.
+pub const FRAME_SIZE: usize = 2048;
+/// Bytes kept free in front of each frame (for pushing an 802.1Q tag, or metadata).
+pub const HEADROOM: usize = 64;
+/// Largest frame a chunk holds.
+pub const MAX_FRAME_LEN: usize = FRAME_SIZE - HEADROOM;
+
+/// A frame in a pool: where it starts and how long it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameDesc {
+    /// Byte address of the first byte of the frame in the pool's region.
+    pub addr: u32,
+    /// Frame length in bytes (Ethernet header onwards, no FCS).
+    pub len: u16,
+    /// Index of the port the frame arrived on.
+    pub port: u16,
+}
+
+impl FrameDesc {
+    /// The chunk this frame lives in.
+    #[inline]
+    pub fn chunk(&self) -> u32 {
+        self.addr / FRAME_SIZE as u32
+    }
+}
+
+/// A pool of frame chunks with a LIFO free list (recently freed chunks are still in cache).
+pub struct FramePool {
+    mem: Box<[u8]>,
+    free: Vec<u32>,
+    chunks: u32,
+}
+
+impl FramePool {
+    /// A pool of `chunks` frames of `FRAME_SIZE` bytes.
+    pub fn new(chunks: u32) -> Self {
+        assert!(chunks > 0 && (chunks as usize) * FRAME_SIZE <= u32::MAX as usize, "pool size");
+        let mem = vec![0u8; chunks as usize * FRAME_SIZE].into_boxed_slice();
+        let free = (0..chunks).rev().collect();
+        FramePool { mem, free, chunks }
+    }
+
+    /// Number of chunks in the pool.
+    pub fn capacity(&self) -> u32 {
+        self.chunks
+    }
+
+    /// Number of chunks not in use.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Takes a free chunk; the returned descriptor has length 0 and port 0.
+    #[inline]
+    pub fn alloc(&mut self) -> Option<FrameDesc> {
+        let chunk = self.free.pop()?;
+        Some(FrameDesc { addr: chunk * FRAME_SIZE as u32 + HEADROOM as u32, len: 0, port: 0 })
+    }
+
+    /// Returns a frame's chunk to the pool.
+    #[inline]
+    pub fn free(&mut self, desc: FrameDesc) {
+        debug_assert!(desc.chunk() < self.chunks);
+        debug_assert!(self.free.len() < self.chunks as usize, "double free");
+        self.free.push(desc.chunk());
+    }
+
+    /// The frame's bytes.
+    #[inline]
+    pub fn frame(&self, desc: FrameDesc) -> &[u8] {
+        let start = desc.addr as usize;
+        &self.mem[start..start + desc.len as usize]
+    }
+
+    /// The frame's bytes, writable.
+    #[inline]
+    pub fn frame_mut(&mut self, desc: FrameDesc) -> &mut [u8] {
+        let start = desc.addr as usize;
+        &mut self.mem[start..start + desc.len as usize]
+    }
+
+    /// Copies `data` into the frame (as a NIC's DMA would) and sets its length.
+    /// Data longer than `MAX_FRAME_LEN` is cut (a real NIC would drop it; callers check).
+    #[inline]
+    pub fn write(&mut self, desc: &mut FrameDesc, data: &[u8]) {
+        let len = data.len().min(MAX_FRAME_LEN);
+        let start = desc.addr as usize;
+        self.mem[start..start + len].copy_from_slice(&data[..len]);
+        desc.len = len as u16;
+    }
+
+    /// Hints the CPU to load the first cache line of the frame.
+    #[inline]
+    pub fn prefetch(&self, desc: FrameDesc) {
+        if let Some(byte) = self.mem.get(desc.addr as usize) {
+            crate::prefetch::prefetch_read(byte);
+        }
+    }
+
+    /// Moves the start of the frame `n` bytes earlier into its headroom (to push a header).
+    /// Returns false, changing nothing, if the headroom is too small.
+    pub fn push_front(&mut self, desc: &mut FrameDesc, n: usize) -> bool {
+        let offset_in_chunk = desc.addr as usize % FRAME_SIZE;
+        if n > offset_in_chunk {
+            return false;
+        }
+        desc.addr -= n as u32;
+        desc.len += n as u16;
+        true
+    }
+
+    /// Drops `n` bytes from the front of the frame (to pop a header).
+    pub fn pull_front(&mut self, desc: &mut FrameDesc, n: usize) -> bool {
+        if n > desc.len as usize {
+            return false;
+        }
+        desc.addr += n as u32;
+        desc.len -= n as u16;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_write_free_roundtrip() {
+        let mut pool = FramePool::new(4);
+        let mut d = pool.alloc().unwrap();
+        pool.write(&mut d, &[1, 2, 3]);
+        assert_eq!(pool.frame(d), &[1, 2, 3]);
+        assert_eq!(pool.available(), 3);
+        pool.free(d);
+        assert_eq!(pool.available(), 4);
+    }
+
+    #[test]
+    fn exhaustion_returns_none() {
+        let mut pool = FramePool::new(2);
+        assert!(pool.alloc().is_some());
+        assert!(pool.alloc().is_some());
+        assert!(pool.alloc().is_none());
+    }
+
+    #[test]
+    fn push_and_pull_front_stay_in_chunk() {
+        let mut pool = FramePool::new(1);
+        let mut d = pool.alloc().unwrap();
+        pool.write(&mut d, &[9; 20]);
+        assert!(pool.push_front(&mut d, 4));
+        assert_eq!(d.len, 24);
+        assert!(!pool.push_front(&mut d, HEADROOM));
+        assert!(pool.pull_front(&mut d, 4));
+        assert_eq!(pool.frame(d), &[9; 20]);
+        assert!(!pool.pull_front(&mut d, 21));
+        assert_eq!(d.chunk(), 0);
+    }
+}

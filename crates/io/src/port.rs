@@ -1,0 +1,39 @@
+//! The batch-first port traits every backend implements.
+//!
+//! Ports move descriptors, never bytes: an rx port fills frames from the pool and appends their
+//! descriptors to a batch; a tx port takes a whole batch and owns its frames from then on
+//! (sends them, or frees them and counts a tx drop). The worker is generic over the port types,
+//! so each call is static dispatch, made once per batch rather than once per packet.
+
+use crate::batch::Batch;
+use crate::pool::FramePool;
+
+/// Counters of one port, kept by the port itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Frames the port could not send (ring full, write error) and freed.
+    pub tx_dropped: u64,
+    /// Frames the port could not receive (no free frame in the pool).
+    pub rx_dropped: u64,
+}
+
+/// A source of frames.
+pub trait RxPort {
+    /// Receives up to `max` frames from the pool into `batch` (appending), returns how many.
+    fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize;
+    fn stats(&self) -> PortStats;
+}
+
+/// A sink of frames.
+pub trait TxPort {
+    /// Sends every frame of `batch` (leaving it empty); frames it cannot send are freed to the
+    /// pool and counted in `tx_dropped`.
+    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch);
+    /// Pushes out anything the port buffered (a no-op for most ports).
+    fn flush(&mut self, _pool: &mut FramePool) {}
+    fn stats(&self) -> PortStats;
+}

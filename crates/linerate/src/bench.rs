@@ -1,0 +1,108 @@
+//! `linerate bench`: command-line front of `dataplane::bench`.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use dataplane::bench::{self, BenchConfig, RouteSource};
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Synthetic table of N prefixes with an Internet-like length mix
+    /// [default: 1000000 for IPv4, 200000 for IPv6].
+    #[arg(long, conflicts_with = "routes_file")]
+    routes: Option<usize>,
+    /// Route file: one `PREFIX/LEN NEXTHOP` per line, `#` comments.
+    #[arg(long, value_name = "FILE")]
+    routes_file: Option<PathBuf>,
+    /// Number of UDP flows, each to a destination in a different random prefix.
+    #[arg(long, default_value_t = 2000)]
+    flows: usize,
+    /// Ethernet frame size without FCS (60 = minimum-size 64-byte frame on the wire).
+    #[arg(long, value_name = "BYTES")]
+    frame_size: Option<usize>,
+    /// IPv6 flows and table instead of IPv4.
+    #[arg(long)]
+    ipv6: bool,
+    /// Replay this capture instead of generated flows.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Measured runs; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Packets per batch (1-256).
+    #[arg(long, default_value_t = dataplane::worker::DEFAULT_BATCH)]
+    batch: usize,
+    /// CPU to pin the worker to [default: the last CPU].
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: BenchArgs) -> Result<()> {
+    let routes = match (&args.routes_file, args.routes) {
+        (Some(path), _) => RouteSource::File(path.clone()),
+        (None, Some(n)) => RouteSource::Synthetic(n),
+        (None, None) => RouteSource::Synthetic(if args.ipv6 { 200_000 } else { 1_000_000 }),
+    };
+    if args.batch == 0 || args.batch > 256 {
+        bail!("--batch {} out of range 1-256", args.batch);
+    }
+    let cpu = args.cpu.unwrap_or_else(|| io::affinity::available_cpus().saturating_sub(1));
+    let cfg = BenchConfig {
+        routes,
+        flows: args.flows,
+        frame_size: args.frame_size.unwrap_or(if args.ipv6 { 62 } else { 60 }),
+        ipv6: args.ipv6,
+        pcap: args.pcap.clone(),
+        runs: args.runs,
+        seconds: args.seconds,
+        batch: args.batch,
+        cpu: Some(cpu),
+        ..BenchConfig::default()
+    };
+    let family = if cfg.ipv6 { "IPv6" } else { "IPv4" };
+    let source = match (&cfg.pcap, &cfg.routes) {
+        (Some(p), _) => format!("capture {}", p.display()),
+        (None, RouteSource::Synthetic(n)) => format!("{} flows, synthetic {n}-route table", cfg.flows),
+        (None, RouteSource::File(p)) => format!("{} flows, routes from {}", cfg.flows, p.display()),
+    };
+    eprintln!(
+        "bench: {family}, {source}, {}-byte frames, batch {}, worker pinned to cpu {cpu}, {} runs x {} s",
+        cfg.frame_size, cfg.batch, cfg.runs, cfg.seconds
+    );
+    let res = bench::run(&cfg, |i, mpps| eprintln!("  run {}: {mpps:.2} Mpps", i + 1))?;
+    println!("forwarded: {:.2} Mpps (median of {} runs), {:.1} ns/packet", res.mpps, res.runs_mpps.len(), res.ns_per_packet);
+    println!("runs (Mpps): {}", res.runs_mpps.iter().map(|m| format!("{m:.2}")).collect::<Vec<_>>().join(" "));
+    println!("setup: {:.2} s for {} routes, {} flows", res.setup.as_secs_f64(), res.routes, res.flows);
+    let c = &res.counts;
+    println!("packets: rx {} forwarded {} local {} dropped {}", c.rx, c.forwarded, c.local, c.dropped());
+    for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
+        println!("  drop {:<20} {n}", reason.name());
+    }
+    if args.json {
+        let drops: serde_json::Map<String, serde_json::Value> =
+            c.drops_by_reason().map(|(r, n)| (r.name().to_owned(), n.into())).collect();
+        let out = serde_json::json!({
+            "mpps": res.mpps,
+            "ns_per_packet": res.ns_per_packet,
+            "runs": res.runs_mpps,
+            "drops": drops,
+            "rx": c.rx,
+            "forwarded": c.forwarded,
+            "local": c.local,
+            "routes": res.routes,
+            "flows": res.flows,
+            "frame_size": res.frame_size,
+            "ipv6": cfg.ipv6,
+            "batch": cfg.batch,
+            "cpu": cpu,
+        });
+        println!("{out}");
+    }
+    Ok(())
+}

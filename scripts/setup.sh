@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what linerate needs on a fresh Debian machine (run as root) and builds it.
+# Sourced by ./run.sh and ./test.sh; safe to run again (installs only what is missing).
+set -euo pipefail
+
+need_pkgs=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have ip || need_pkgs+=(iproute2)
+have gcc || need_pkgs+=(gcc)
+have pkg-config || need_pkgs+=(pkg-config)
+if ((${#need_pkgs[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: missing ${need_pkgs[*]}; run as root to install them" >&2
+        exit 1
+    fi
+    echo "setup: installing ${need_pkgs[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! have cargo; then
+    [[ -x "$HOME/.cargo/bin/cargo" ]] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! have cargo; then
+    echo "setup: no Rust toolchain found (cargo); install Rust >= 1.95 with rustup first" >&2
+    exit 1
+fi
