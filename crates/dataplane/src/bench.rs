@@ -50,6 +50,8 @@ pub struct BenchConfig {
     /// CPU to pin the worker to.
     pub cpu: Option<usize>,
     pub seed: u64,
+    /// Unmeasured run before the first measured one (caches, TLB, branch predictors).
+    pub warmup: Duration,
 }
 
 impl Default for BenchConfig {
@@ -65,6 +67,7 @@ impl Default for BenchConfig {
             batch: DEFAULT_BATCH,
             cpu: None,
             seed: 1,
+            warmup: Duration::from_millis(200),
         }
     }
 }
@@ -241,7 +244,9 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
     let mut worker = Worker::new(setup.ctl.fib(), &setup.ports, vec![rx], tx, CountingTx::new(), pool, cfg.batch);
     let setup_time = started.elapsed();
 
-    measure(&mut worker, Duration::from_millis(200)); // warm-up: caches, TLB, branch predictors
+    if !cfg.warmup.is_zero() {
+        measure(&mut worker, cfg.warmup);
+    }
     let mut runs_mpps = Vec::with_capacity(cfg.runs);
     let mut ns = Vec::with_capacity(cfg.runs);
     let mut total = Counts::default();

@@ -40,7 +40,7 @@ pub struct PortInfo {
 
 #[derive(Debug, thiserror::Error)]
 pub enum FibError {
-    #[error("route {prefix}/{len}: {source}")]
+    #[error("route {prefix}/{len}")]
     Lpm { prefix: IpAddr, len: u8, source: LpmError },
     #[error("out of next-hop ids (capacity {0})")]
     NextHopsExhausted(usize),
@@ -181,7 +181,7 @@ fn check_port(port: u16) -> Result<(), FibError> {
 pub enum BuildError {
     #[error("{0}: interface {1:?} has no MAC address in the config")]
     NoMac(String, String),
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Fib { path: String, source: FibError },
     #[error("{0}: route uses interface {1:?}, which is not configured")]
     UnknownInterface(String, String),

@@ -38,26 +38,41 @@ enum Step {
 /// The forwarding node of one worker.
 pub struct Forwarder {
     fib: Arc<Fib>,
+    /// Grace-period handles: the LPM reuses a freed tbl8 group only after every reader
+    /// reported a quiescent state (between two batches) since it was freed.
+    v4_reader: lpm::Reader,
+    v6_reader: lpm::Reader,
     port_macs: Vec<MacAddr>,
     pub counts: Counts,
-    steps: Vec<Step>,
-    v4_dst: Vec<u32>,
-    v4_nh: Vec<Option<NextHop>>,
-    v6_dst: Vec<u128>,
-    v6_nh: Vec<Option<NextHop>>,
+    // Per-batch scratch, allocated once: decisions, and destinations to look up together.
+    steps: Box<[Step; MAX_BATCH]>,
+    v4_dst: Box<[u32; MAX_BATCH]>,
+    v4_nh: Box<[Option<NextHop>; MAX_BATCH]>,
+    v6_dst: Box<[u128; MAX_BATCH]>,
+    v6_nh: Box<[Option<NextHop>; MAX_BATCH]>,
+}
+
+/// Destinations collected by the classify pass.
+struct Lookups<'a> {
+    v4: &'a mut [u32; MAX_BATCH],
+    n4: usize,
+    v6: &'a mut [u128; MAX_BATCH],
+    n6: usize,
 }
 
 impl Forwarder {
     pub fn new(fib: Arc<Fib>, ports: &[PortInfo]) -> Self {
         Forwarder {
+            v4_reader: fib.v4.reader(),
+            v6_reader: fib.v6.reader(),
             fib,
             port_macs: ports.iter().map(|p| p.mac).collect(),
             counts: Counts::default(),
-            steps: Vec::with_capacity(MAX_BATCH),
-            v4_dst: Vec::with_capacity(MAX_BATCH),
-            v4_nh: vec![None; MAX_BATCH],
-            v6_dst: Vec::with_capacity(MAX_BATCH),
-            v6_nh: vec![None; MAX_BATCH],
+            steps: Box::new([Step::Local; MAX_BATCH]),
+            v4_dst: Box::new([0; MAX_BATCH]),
+            v4_nh: Box::new([None; MAX_BATCH]),
+            v6_dst: Box::new([0; MAX_BATCH]),
+            v6_nh: Box::new([None; MAX_BATCH]),
         }
     }
 
@@ -67,36 +82,40 @@ impl Forwarder {
     pub fn process(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], local: &mut Batch) {
         let descs = input.as_slice();
         self.counts.rx += descs.len() as u64;
-        self.classify(pool, descs);
-        if !self.v4_dst.is_empty() {
-            let n = self.v4_dst.len();
-            self.fib.v4.lookup_batch(&self.v4_dst, &mut self.v4_nh[..n]);
+        let (n4, n6) = self.classify(pool, descs);
+        if n4 > 0 {
+            self.fib.v4.lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
         }
-        if !self.v6_dst.is_empty() {
-            let n = self.v6_dst.len();
-            self.fib.v6.lookup_batch(&self.v6_dst, &mut self.v6_nh[..n]);
+        if n6 > 0 {
+            self.fib.v6.lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
         }
-        for (i, desc) in input.drain().enumerate() {
-            let step = self.steps[i];
+        for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+            let step = self.steps[i % MAX_BATCH];
             self.apply(pool, desc, step, outputs, local);
         }
     }
 
-    fn classify(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
-        self.steps.clear();
-        self.v4_dst.clear();
-        self.v6_dst.clear();
+    /// Declares that this worker holds no reference into the FIB (call between batches).
+    #[inline]
+    pub fn quiescent(&self) {
+        self.v4_reader.quiescent();
+        self.v6_reader.quiescent();
+    }
+
+    /// Fills `steps` for every frame; returns how many IPv4 and IPv6 lookups it queued.
+    fn classify(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {
+        let mut lookups = Lookups { v4: &mut self.v4_dst, n4: 0, v6: &mut self.v6_dst, n6: 0 };
         for d in descs.iter().take(PREFETCH_AHEAD) {
             pool.prefetch(*d);
         }
-        for (i, &desc) in descs.iter().enumerate() {
+        for (i, (&desc, step)) in descs.iter().zip(self.steps.iter_mut()).enumerate() {
             if let Some(&ahead) = descs.get(i + PREFETCH_AHEAD) {
                 pool.prefetch(ahead);
             }
             let port_mac = self.port_macs.get(desc.port as usize).copied().unwrap_or(MacAddr([0; 6]));
-            let step = classify_frame(pool.frame(desc), port_mac, &mut self.v4_dst, &mut self.v6_dst);
-            self.steps.push(step);
+            *step = classify_frame(pool.frame(desc), port_mac, &mut lookups);
         }
+        (lookups.n4, lookups.n6)
     }
 
     #[inline(always)]
@@ -104,8 +123,8 @@ impl Forwarder {
         let (l3, nh, v4) = match step {
             Step::Drop(reason) => return self.drop(pool, desc, reason),
             Step::Local => return self.local(desc, local),
-            Step::V4 { l3, slot } => (l3 as usize, self.v4_nh[slot as usize], true),
-            Step::V6 { l3, slot } => (l3 as usize, self.v6_nh[slot as usize], false),
+            Step::V4 { l3, slot } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true),
+            Step::V6 { l3, slot } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false),
         };
         let Some(id) = nh else { return self.drop(pool, desc, DropReason::NoRoute) };
         let (port, mac) = match self.fib.adj.get(id) {
@@ -157,7 +176,7 @@ impl Forwarder {
 
 /// The classify pass for one frame: the checks that need only the frame's bytes.
 #[inline(always)]
-fn classify_frame(frame: &[u8], port_mac: MacAddr, v4_dst: &mut Vec<u32>, v6_dst: &mut Vec<u128>) -> Step {
+fn classify_frame(frame: &[u8], port_mac: MacAddr, lookups: &mut Lookups) -> Step {
     let l2 = match wire::parse_l2(frame) {
         Ok(l2) => l2,
         Err(_) => return Step::Drop(DropReason::Truncated),
@@ -173,8 +192,8 @@ fn classify_frame(frame: &[u8], port_mac: MacAddr, v4_dst: &mut Vec<u32>, v6_dst
     }
     let l3 = l2.l3_offset;
     match l2.ethertype {
-        EtherType::Ipv4 => classify_ipv4(&frame[l3..], l3, v4_dst),
-        EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, v6_dst),
+        EtherType::Ipv4 => classify_ipv4(&frame[l3..], l3, lookups),
+        EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, lookups),
         EtherType::Arp => Step::Local,
         _ => Step::Drop(DropReason::UnknownEthertype),
     }
@@ -182,7 +201,7 @@ fn classify_frame(frame: &[u8], port_mac: MacAddr, v4_dst: &mut Vec<u32>, v6_dst
 
 /// RFC 1812 5.2.2 validation and 5.3.7 martian filtering of an IPv4 header.
 #[inline(always)]
-fn classify_ipv4(bytes: &[u8], l3: usize, v4_dst: &mut Vec<u32>) -> Step {
+fn classify_ipv4(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
     let ip = match Ipv4Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -204,14 +223,16 @@ fn classify_ipv4(bytes: &[u8], l3: usize, v4_dst: &mut Vec<u32>) -> Step {
     if dst_hi == 0 || dst_hi == 127 || dst_hi >= 240 {
         return Step::Drop(DropReason::MartianDestination);
     }
-    let slot = v4_dst.len() as u16;
-    v4_dst.push(dst);
-    Step::V4 { l3: l3 as u16, slot }
+    // At most MAX_BATCH frames per batch, so the slot always exists.
+    let slot = lookups.n4;
+    lookups.v4[slot % MAX_BATCH] = dst;
+    lookups.n4 += 1;
+    Step::V4 { l3: l3 as u16, slot: slot as u16 }
 }
 
 /// IPv6 header checks (RFC 8200 section 3; RFC 4291 address scopes).
 #[inline(always)]
-fn classify_ipv6(bytes: &[u8], l3: usize, v6_dst: &mut Vec<u128>) -> Step {
+fn classify_ipv6(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
     let ip = match Ipv6Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -228,9 +249,10 @@ fn classify_ipv6(bytes: &[u8], l3: usize, v6_dst: &mut Vec<u128>) -> Step {
     if dst == 0 || dst == 1 {
         return Step::Drop(DropReason::MartianDestination);
     }
-    let slot = v6_dst.len() as u16;
-    v6_dst.push(dst);
-    Step::V6 { l3: l3 as u16, slot }
+    let slot = lookups.n6;
+    lookups.v6[slot % MAX_BATCH] = dst;
+    lookups.n6 += 1;
+    Step::V6 { l3: l3 as u16, slot: slot as u16 }
 }
 
 fn ip_error_reason(e: wire::Error) -> DropReason {

@@ -79,16 +79,39 @@ pub fn v4_prefixes(n: usize, seed: u64) -> Vec<(u32, u8)> {
     out
 }
 
-/// `n` distinct IPv6 prefixes inside 2000::/3.
+/// RIR allocation blocks real IPv6 tables are concentrated in (2001::/16 and the /12s of
+/// APNIC, ARIN, LACNIC, RIPE NCC and AFRINIC), with their lengths.
+const V6_BLOCKS: [(u128, u8); 6] = [
+    (0x2001 << 112, 16),
+    (0x2400 << 112, 12),
+    (0x2600 << 112, 12),
+    (0x2800 << 112, 12),
+    (0x2a00 << 112, 12),
+    (0x2c00 << 112, 12),
+];
+
+/// `n` distinct IPv6 prefixes shaped like a global table: /32-/48 allocations inside the RIR
+/// blocks, /64s and /128s as more-specifics of /48s already in the table.
 pub fn v6_prefixes(n: usize, seed: u64) -> Vec<(u128, u8)> {
     let mut rng = Rng::new(seed);
     let mut seen = HashSet::with_capacity(n);
     let mut out = Vec::with_capacity(n);
+    let mut sites: Vec<u128> = Vec::new(); // /48s, parents of the longer prefixes
     while out.len() < n {
         let len = v6_len(&mut rng);
-        let raw = (u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())) >> 3 | (1u128 << 125);
-        let addr = mask_v6(raw, len);
+        let random = u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64());
+        let addr = if len > 48 && !sites.is_empty() {
+            let site = sites[rng.below(sites.len() as u64) as usize];
+            mask_v6(site | (random & (u128::MAX >> 48)), len)
+        } else {
+            let (block, block_len) = V6_BLOCKS[rng.below(V6_BLOCKS.len() as u64) as usize];
+            mask_v6(block | (random & (u128::MAX >> block_len)), len.max(block_len))
+        };
+        let len = if len > 48 && sites.is_empty() { 48 } else { len.max(16) };
         if seen.insert((addr, len)) {
+            if len == 48 {
+                sites.push(addr);
+            }
             out.push((addr, len));
         }
     }
@@ -146,7 +169,7 @@ mod tests {
         }
         for &(a, l) in &v6_prefixes(1000, 2) {
             assert_eq!(mask_v6(v6_inside(a, l, &mut rng), l), a);
-            assert_eq!(a >> 125, 1);
+            assert_eq!(a >> 125, 1, "{a:x}");
         }
     }
 }

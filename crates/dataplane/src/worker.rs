@@ -80,6 +80,7 @@ impl<R: RxPort, T: TxPort, L: TxPort> Worker<R, T, L> {
                 self.local.tx_burst(&mut self.pool, &mut self.local_batch);
             }
         }
+        self.forwarder.quiescent();
         self.shared.publish(&self.forwarder.counts);
         received
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use dataplane::counters::DropReason;
 use dataplane::{Worker, fib};
 use io::mem::{CountingTx, PcapTx, ReplayRx};
-use io::{FramePool, RxPort, TxPort};
+use io::{FramePool, TxPort};
 use wire::build::{UdpFlow, udp_frame};
 use wire::{Ipv4Packet, MacAddr};
 
@@ -93,8 +93,14 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
         ip.set_version(5);
         ip.fill_checksum();
     }), dropped(DropReason::BadVersion)));
+    // Total length beyond the frame: the frame lost bytes on the way.
     out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
         ip.set_total_len(200);
+        ip.fill_checksum();
+    }), dropped(DropReason::Truncated)));
+    // Total length shorter than the header itself (RFC 1812 5.2.2).
+    out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
+        ip.set_total_len(10);
         ip.fill_checksum();
     }), dropped(DropReason::BadLength)));
     let mut lldp = udp(a2, v4([10, 1, 2, 3]), 64);

@@ -2,21 +2,32 @@
 //! received packet is accounted for exactly once (forwarded, local, or one drop reason).
 
 use dataplane::bench::{RX_MAC, TX_MAC};
-use dataplane::{FibControl, PortInfo, Worker};
+use dataplane::{Fib, FibControl, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
 use io::{FramePool, TxPort};
 use proptest::prelude::*;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, OnceLock};
+
+/// One FIB for every case: a default route per family installs 2^24 tbl24 entries, too slow
+/// to repeat per case. Workers only read it.
+fn fib() -> Arc<Fib> {
+    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
+    FIB.get_or_init(|| {
+        let mut ctl = FibControl::new(64);
+        let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
+        ctl.set_neighbour(gw, 1, wire::MacAddr([2, 0, 0, 0, 0, 0xb2])).unwrap();
+        ctl.add_route(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, gw, 1).unwrap();
+        ctl.add_route(IpAddr::V6("::".parse().unwrap()), 0, IpAddr::V6("2001:db8::2".parse().unwrap()), 1).unwrap();
+        ctl.fib()
+    })
+    .clone()
+}
 
 fn worker(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx> {
-    let mut ctl = FibControl::new(64);
-    let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
-    ctl.set_neighbour(gw, 1, wire::MacAddr([2, 0, 0, 0, 0, 0xb2])).unwrap();
-    ctl.add_route(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, gw, 1).unwrap();
-    ctl.add_route(IpAddr::V6("::".parse().unwrap()), 0, IpAddr::V6("2001:db8::2".parse().unwrap()), 1).unwrap();
     let ports = [PortInfo { name: "a".into(), mac: RX_MAC }, PortInfo { name: "b".into(), mac: TX_MAC }];
     let rx = ReplayRx::new(0, frames).once();
-    Worker::new(ctl.fib(), &ports, vec![rx], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(300), 256)
+    Worker::new(fib(), &ports, vec![rx], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(300), 256)
 }
 
 /// A frame addressed to the router with a plausible L2/L3 start and random rest.

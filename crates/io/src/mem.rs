@@ -63,13 +63,11 @@ impl RxPort for ReplayRx {
     #[inline]
     fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
         let frames = self.frames();
-        if frames == 0 {
-            return 0;
-        }
         let want = max.min(batch.room());
         let mut got = 0;
-        while got < want {
-            if self.next == frames {
+        let mut bytes = 0;
+        while got < want && frames > 0 {
+            if self.next >= frames {
                 if !self.looping {
                     break;
                 }
@@ -79,15 +77,17 @@ impl RxPort for ReplayRx {
                 self.stats.rx_dropped += 1;
                 break;
             };
-            let frame = &self.bytes[self.bounds[self.next]..self.bounds[self.next + 1]];
+            let (start, end) = (self.bounds[self.next], self.bounds[self.next + 1]);
+            let frame = &self.bytes[start..end];
             pool.write(&mut desc, frame);
             desc.port = self.port;
-            self.stats.rx_bytes += frame.len() as u64;
+            bytes += frame.len();
             batch.push(desc);
             self.next += 1;
             got += 1;
         }
         self.stats.rx_packets += got as u64;
+        self.stats.rx_bytes += bytes as u64;
         got
     }
 

@@ -38,6 +38,9 @@ pub struct BenchArgs {
     /// CPU to pin the worker to [default: the last CPU].
     #[arg(long)]
     cpu: Option<usize>,
+    /// Unmeasured warm-up before the first run, in milliseconds (0 for instruction profiling).
+    #[arg(long, default_value_t = 200, hide = true)]
+    warmup_ms: u64,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -63,6 +66,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         seconds: args.seconds,
         batch: args.batch,
         cpu: Some(cpu),
+        warmup: std::time::Duration::from_millis(args.warmup_ms),
         ..BenchConfig::default()
     };
     let family = if cfg.ipv6 { "IPv6" } else { "IPv4" };
