@@ -31,18 +31,44 @@ impl FrameDesc {
     }
 }
 
+/// One page of the pool's region. Page alignment lets the region be registered as an
+/// AF_XDP UMEM as it is; a chunk never straddles two pages (`FRAME_SIZE` divides `PAGE`).
+#[repr(C, align(4096))]
+#[derive(Clone)]
+struct Page([u8; PAGE]);
+
+const PAGE: usize = 4096;
+const CHUNKS_PER_PAGE: usize = PAGE / FRAME_SIZE;
+
 /// A pool of frame chunks with a LIFO free list (recently freed chunks are still in cache).
 pub struct FramePool {
-    mem: Box<[u8]>,
+    mem: Vec<Page>,
     free: Vec<u32>,
     chunks: u32,
 }
 
 impl FramePool {
+    /// The region as one byte slice.
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Page` is `repr(C)` around `[u8; PAGE]` (size PAGE, no padding), so the
+        // `mem.len()` pages are `mem.len() * PAGE` initialised, contiguous bytes, borrowed
+        // for as long as `&self`.
+        unsafe { std::slice::from_raw_parts(self.mem.as_ptr().cast::<u8>(), self.mem.len() * PAGE) }
+    }
+
+    /// The region as one writable byte slice.
+    #[inline(always)]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u8>(), self.mem.len() * PAGE) }
+    }
+
     /// A pool of `chunks` frames of `FRAME_SIZE` bytes.
     pub fn new(chunks: u32) -> Self {
         assert!(chunks > 0 && (chunks as usize) * FRAME_SIZE <= u32::MAX as usize, "pool size");
-        let mem = vec![0u8; chunks as usize * FRAME_SIZE].into_boxed_slice();
+        let pages = (chunks as usize).div_ceil(CHUNKS_PER_PAGE);
+        let mem = vec![Page([0; PAGE]); pages];
         let free = (0..chunks).rev().collect();
         FramePool { mem, free, chunks }
     }
@@ -76,14 +102,28 @@ impl FramePool {
     #[inline]
     pub fn frame(&self, desc: FrameDesc) -> &[u8] {
         let start = desc.addr as usize;
-        &self.mem[start..start + desc.len as usize]
+        &self.bytes()[start..start + desc.len as usize]
     }
 
     /// The frame's bytes, writable.
     #[inline]
     pub fn frame_mut(&mut self, desc: FrameDesc) -> &mut [u8] {
         let start = desc.addr as usize;
-        &mut self.mem[start..start + desc.len as usize]
+        &mut self.bytes_mut()[start..start + desc.len as usize]
+    }
+
+    /// The whole chunk `addr` lies in, writable (for ports that receive into it).
+    #[inline]
+    pub fn chunk_mut(&mut self, addr: u32) -> &mut [u8] {
+        let base = addr as usize - addr as usize % FRAME_SIZE;
+        &mut self.bytes_mut()[base..base + FRAME_SIZE]
+    }
+
+    /// Start and length of the region, page-aligned, for registering it with the kernel
+    /// (an AF_XDP UMEM). The kernel may then write into chunks handed to it; the pool keeps
+    /// no reference into a chunk while the kernel owns it.
+    pub fn region(&mut self) -> (*mut u8, usize) {
+        (self.mem.as_mut_ptr().cast::<u8>(), self.mem.len() * PAGE)
     }
 
     /// Copies `data` into the frame (as a NIC's DMA would) and sets its length.
@@ -92,14 +132,14 @@ impl FramePool {
     pub fn write(&mut self, desc: &mut FrameDesc, data: &[u8]) {
         let len = data.len().min(MAX_FRAME_LEN);
         let start = desc.addr as usize;
-        self.mem[start..start + len].copy_from_slice(&data[..len]);
+        self.bytes_mut()[start..start + len].copy_from_slice(&data[..len]);
         desc.len = len as u16;
     }
 
     /// Hints the CPU to load the first cache line of the frame.
     #[inline]
     pub fn prefetch(&self, desc: FrameDesc) {
-        if let Some(byte) = self.mem.get(desc.addr as usize) {
+        if let Some(byte) = self.bytes().get(desc.addr as usize) {
             crate::prefetch::prefetch_read(byte);
         }
     }
@@ -140,6 +180,22 @@ mod tests {
         assert_eq!(pool.available(), 3);
         pool.free(d);
         assert_eq!(pool.available(), 4);
+    }
+
+    #[test]
+    fn region_is_page_aligned_and_frames_stay_in_their_page() {
+        let mut pool = FramePool::new(5);
+        let (ptr, len) = pool.region();
+        assert_eq!(ptr as usize % 4096, 0);
+        assert_eq!(len, 3 * 4096);
+        let mut descs: Vec<_> = (0..5).map(|_| pool.alloc().unwrap()).collect();
+        for (i, d) in descs.iter_mut().enumerate() {
+            pool.write(d, &[i as u8; MAX_FRAME_LEN]);
+        }
+        for (i, d) in descs.iter().enumerate() {
+            assert!(pool.frame(*d).iter().all(|&b| b == i as u8));
+            assert_eq!(pool.chunk_mut(d.addr).len(), FRAME_SIZE);
+        }
     }
 
     #[test]

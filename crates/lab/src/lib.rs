@@ -1,0 +1,7 @@
+//! The bench lab: topologies of network namespaces and veth pairs, and the statistics that
+//! compare configuration sets the way the FreeBSD study did (ministat).
+
+#![forbid(unsafe_code)]
+
+pub mod stat;
+pub mod topology;

@@ -1,0 +1,1 @@
+//! ministat-compatible statistics (being written).

@@ -1,0 +1,1 @@
+//! Network namespaces and veth pairs (being written).

@@ -1,0 +1,92 @@
+//! The command-line interface as other tools rely on it: `bench --json` and `check`.
+
+use std::path::Path;
+use std::process::Command;
+
+fn linerate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+}
+
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+#[test]
+fn bench_json_is_the_last_line_with_the_documented_keys() {
+    let out = linerate()
+        .args(["bench", "--routes", "2000", "--flows", "50", "--runs", "3", "--seconds", "0.1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let last = stdout.lines().last().unwrap();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert!(v["mpps"].as_f64().unwrap() > 0.0);
+    assert!(v["ns_per_packet"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    let drops = v["drops"].as_object().unwrap();
+    assert!(drops.contains_key("no_route") && drops.contains_key("bad_checksum"));
+    assert_eq!(v["forwarded"], v["rx"], "every generated flow has a route: {last}");
+}
+
+#[test]
+fn bench_ipv6_and_route_file() {
+    let out = linerate()
+        .args(["bench", "--ipv6", "--routes", "3000", "--flows", "20", "--runs", "1", "--seconds", "0.1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let routes = examples().join("routes.txt");
+    let out = linerate()
+        .args(["bench", "--routes-file", routes.to_str().unwrap(), "--runs", "1", "--seconds", "0.1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert!(v["forwarded"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn bench_pcap_replays_a_capture() {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dataplane/tests/golden/input.pcap");
+    let out = linerate()
+        .args(["bench", "--pcap", pcap.to_str().unwrap(), "--routes", "100", "--runs", "1", "--seconds", "0.1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    // The golden capture holds one frame of each malformed kind.
+    for reason in ["truncated", "bad_checksum", "bad_version", "unknown_vlan", "not_for_us"] {
+        assert!(v["drops"][reason].as_u64().unwrap() > 0, "{reason}: {v}");
+    }
+}
+
+#[test]
+fn bench_rejects_bad_route_file_with_line() {
+    let dir = std::env::temp_dir().join(format!("lr-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("routes.txt");
+    std::fs::write(&file, "# ok\n10.0.0.0/8 198.19.0.2\n10.0.0.0/33 198.19.0.2\n").unwrap();
+    let out = linerate().args(["bench", "--routes-file", file.to_str().unwrap()]).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("routes.txt:3:"), "{err}");
+}
+
+#[test]
+fn check_accepts_the_example_and_rejects_with_position() {
+    let ok = linerate().args(["check", "-c"]).arg(examples().join("router.toml")).output().unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let dir = std::env::temp_dir().join(format!("lr-cli-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, "[[interface]]\nname = \"lr-a\"\nmtu = 20\n").unwrap();
+    let bad = linerate().args(["check", "-c"]).arg(&file).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert!(err.contains("bad.toml:3:7:"), "{err}");
+}
