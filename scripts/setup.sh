@@ -5,9 +5,11 @@ set -euo pipefail
 
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
-have ip || need_pkgs+=(iproute2)
-have gcc || need_pkgs+=(gcc)
-have pkg-config || need_pkgs+=(pkg-config)
+# command -> Debian package providing it
+for pair in ip:iproute2 gcc:gcc ping:iputils-ping tcpdump:tcpdump nft:nftables \
+            sysctl:procps valgrind:valgrind; do
+    have "${pair%%:*}" || need_pkgs+=("${pair##*:}")
+done
 if ((${#need_pkgs[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "setup: missing ${need_pkgs[*]}; run as root to install them" >&2

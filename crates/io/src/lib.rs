@@ -11,6 +11,7 @@
 pub mod affinity;
 pub mod batch;
 pub mod mem;
+pub mod netdev;
 pub mod pcap;
 pub mod pool;
 pub mod port;

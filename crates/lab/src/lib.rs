@@ -3,5 +3,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod flows;
+pub mod plot;
+pub mod search;
 pub mod stat;
 pub mod topology;

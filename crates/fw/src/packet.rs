@@ -1,0 +1,45 @@
+//! What the firewall sees of a packet: the fields rules and states match on, extracted once
+//! per packet by the dataplane's classify pass.
+
+/// Address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Af {
+    Inet,
+    Inet6,
+}
+
+/// Direction relative to the interface: `in` = received on it, `out` = about to be sent on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    In,
+    Out,
+}
+
+/// The match fields of one packet. IPv4 addresses are held in the low 32 bits of the u128
+/// (host order), so one type serves both families; `af` tells which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PacketKey {
+    pub af: Af,
+    pub dir: Dir,
+    /// Port (interface) index as the dataplane numbers interfaces.
+    pub iface: u16,
+    pub proto: u8,
+    pub src: u128,
+    pub dst: u128,
+    /// TCP/UDP ports; for ICMP/ICMPv6 `src_port` holds the type and `dst_port` the code
+    /// (as pf matches `icmp-type`/`code`), 0 for other protocols.
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// TCP flags byte (FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 URG=0x20 ECE=0x40 CWR=0x80).
+    pub tcp_flags: u8,
+    /// Bytes of the IP packet (for per-rule byte counters).
+    pub len: u16,
+}
+
+/// IANA protocol numbers used by the rule language.
+pub mod proto {
+    pub const ICMP: u8 = 1;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const ICMPV6: u8 = 58;
+}

@@ -1,0 +1,79 @@
+//! Facts about host interfaces that `linerate run` checks before opening ports, read from
+//! sysfs (Documentation/ABI/testing/sysfs-class-net) so that errors can say what is wrong.
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+fn sysfs(ifname: &str, attr: &str) -> PathBuf {
+    PathBuf::from("/sys/class/net").join(ifname).join(attr)
+}
+
+/// Whether an interface of that name exists (in this network namespace).
+pub fn exists(ifname: &str) -> bool {
+    !ifname.is_empty() && !ifname.contains('/') && sysfs(ifname, "ifindex").exists()
+}
+
+/// The interface's index.
+pub fn ifindex(ifname: &str) -> io::Result<u32> {
+    let text = fs::read_to_string(sysfs(ifname, "ifindex"))?;
+    text.trim().parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("ifindex: {e}")))
+}
+
+/// The interface's MAC address.
+pub fn mac_address(ifname: &str) -> io::Result<[u8; 6]> {
+    let text = fs::read_to_string(sysfs(ifname, "address"))?;
+    parse_mac(text.trim()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad MAC {:?}", text.trim())))
+}
+
+/// Whether the interface is administratively up.
+pub fn is_up(ifname: &str) -> io::Result<bool> {
+    let text = fs::read_to_string(sysfs(ifname, "flags"))?;
+    let flags = u32::from_str_radix(text.trim().trim_start_matches("0x"), 16)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("flags: {e}")))?;
+    Ok(flags & 1 != 0) // IFF_UP
+}
+
+/// The interface's MTU.
+pub fn mtu(ifname: &str) -> io::Result<u32> {
+    let text = fs::read_to_string(sysfs(ifname, "mtu"))?;
+    text.trim().parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("mtu: {e}")))
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut out {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// Whether the process runs with root's effective uid.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_there_and_bogus_is_not() {
+        assert!(exists("lo"));
+        assert_eq!(mac_address("lo").unwrap(), [0; 6]);
+        assert!(ifindex("lo").unwrap() >= 1);
+        assert!(is_up("lo").unwrap());
+        assert!(!exists("lr-nonexistent"));
+        assert!(!exists("../lo"));
+        assert!(ifindex("lr-nonexistent").is_err());
+    }
+
+    #[test]
+    fn mac_parsing() {
+        assert_eq!(parse_mac("02:00:0a:ff:00:01"), Some([2, 0, 10, 255, 0, 1]));
+        assert_eq!(parse_mac("02:00:0a:ff:00"), None);
+        assert_eq!(parse_mac("02:00:0a:ff:00:01:02"), None);
+    }
+}
