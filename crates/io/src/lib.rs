@@ -5,10 +5,16 @@
 //! [`FramePool`]. A frame is written once by the receiving port (as a NIC's DMA would) and
 //! then only rewritten in place; descriptors, not bytes, travel through the pipeline.
 //!
-//! Backends: [`mem`] (in-memory replay and counting ports for benchmarks and golden tests).
-//! `unsafe` is confined to [`prefetch`] (a CPU hint) and, later, the kernel ring backends.
+//! Backends: [`xdp`] (AF_XDP sockets sharing one UMEM: the pool), [`afpacket`] (TPACKET_V3
+//! rx ring, mmap tx ring), [`mem`] (in-memory replay, counting and pcap ports for benchmarks
+//! and golden tests); [`any`] puts them behind one type with a `match` per burst.
+//! `unsafe` lives only where the kernel is: syscalls, mmap'd rings and the UMEM registration
+//! (in `xdp/` and `afpacket/`), plus [`prefetch`] and the pool's flat byte view, each block
+//! with a `// SAFETY:` comment.
 
 pub mod affinity;
+pub mod any;
+pub mod afpacket;
 pub mod batch;
 pub mod mem;
 pub mod netdev;
@@ -16,6 +22,7 @@ pub mod pcap;
 pub mod pool;
 pub mod port;
 pub mod prefetch;
+pub mod xdp;
 
 pub use batch::Batch;
 pub use pool::{FrameDesc, FramePool, FRAME_SIZE, HEADROOM};

@@ -45,6 +45,20 @@ pub struct FramePool {
     mem: Vec<Page>,
     free: Vec<u32>,
     chunks: u32,
+    leases: std::sync::Arc<()>,
+}
+
+/// Held by whatever registered the pool's region with the kernel (an AF_XDP socket): while a
+/// lease exists, dropping the pool leaks its region instead of freeing it, so the kernel can
+/// never write into memory the allocator has handed out again.
+pub struct RegionLease(#[allow(dead_code)] std::sync::Arc<()>);
+
+impl Drop for FramePool {
+    fn drop(&mut self) {
+        if std::sync::Arc::strong_count(&self.leases) > 1 {
+            std::mem::forget(std::mem::take(&mut self.mem));
+        }
+    }
 }
 
 impl FramePool {
@@ -70,7 +84,7 @@ impl FramePool {
         let pages = (chunks as usize).div_ceil(CHUNKS_PER_PAGE);
         let mem = vec![Page([0; PAGE]); pages];
         let free = (0..chunks).rev().collect();
-        FramePool { mem, free, chunks }
+        FramePool { mem, free, chunks, leases: std::sync::Arc::new(()) }
     }
 
     /// Number of chunks in the pool.
@@ -119,6 +133,11 @@ impl FramePool {
         &mut self.bytes_mut()[base..base + FRAME_SIZE]
     }
 
+    /// A lease on the region, for whoever registers it with the kernel (see [`RegionLease`]).
+    pub fn lease(&self) -> RegionLease {
+        RegionLease(std::sync::Arc::clone(&self.leases))
+    }
+
     /// Start and length of the region, page-aligned, for registering it with the kernel
     /// (an AF_XDP UMEM). The kernel may then write into chunks handed to it; the pool keeps
     /// no reference into a chunk while the kernel owns it.
@@ -127,11 +146,14 @@ impl FramePool {
     }
 
     /// Copies `data` into the frame (as a NIC's DMA would) and sets its length.
-    /// Data longer than `MAX_FRAME_LEN` is cut (a real NIC would drop it; callers check).
+    /// Data longer than the room left in the chunk is cut (a real NIC would drop it; callers
+    /// check).
     #[inline]
     pub fn write(&mut self, desc: &mut FrameDesc, data: &[u8]) {
-        let len = data.len().min(MAX_FRAME_LEN);
         let start = desc.addr as usize;
+        // Never past the end of the frame's own chunk, wherever in it the frame starts.
+        let room = FRAME_SIZE - start % FRAME_SIZE;
+        let len = data.len().min(MAX_FRAME_LEN).min(room);
         self.bytes_mut()[start..start + len].copy_from_slice(&data[..len]);
         desc.len = len as u16;
     }

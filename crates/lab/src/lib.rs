@@ -4,7 +4,9 @@
 #![forbid(unsafe_code)]
 
 pub mod flows;
+pub mod labfile;
 pub mod plot;
 pub mod search;
 pub mod stat;
 pub mod topology;
+pub mod traffic;

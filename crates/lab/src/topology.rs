@@ -91,6 +91,15 @@ impl Namespace {
         self.exec("sysctl", &["-qw", setting]).map(|_| ())
     }
 
+    /// Turns off checksum and segmentation offloads on a veth end. With offloads on, the
+    /// kernel hands a veth frames whose UDP/TCP checksum is only partial (a NIC would finish
+    /// it); a userspace router forwards them as they are and the receiver rejects them. Real
+    /// NICs complete the checksum in hardware; on veth labs must turn the offload off (as
+    /// the study turned TSO/LRO off on its routers).
+    pub fn offloads_off(&self, ifname: &str) -> Result<(), TopologyError> {
+        self.exec("ethtool", &["-K", ifname, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off"]).map(|_| ())
+    }
+
     /// Adds an address (CIDR) to an interface and brings it up.
     pub fn addr(&self, ifname: &str, cidr: &str) -> Result<(), TopologyError> {
         if cidr.contains(':') {
@@ -123,7 +132,9 @@ pub fn veth(a: End<'_>, b: End<'_>) -> Result<(), TopologyError> {
     a.ns.ip(&["link", "add", a.name, "address", a.mac, "type", "veth", "peer", "name", b.name, "address", b.mac, "netns", b.ns.name()])?;
     a.ns.ip(&["link", "set", a.name, "up"])?;
     b.ns.ip(&["link", "set", b.name, "up"])?;
-    Ok(())
+    a.ns.offloads_off(a.name)?;
+    b.ns.offloads_off(b.name)
+
 }
 
 /// Deletes namespaces whose name starts with `prefix` (which must itself start with `lr`):

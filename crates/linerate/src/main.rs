@@ -3,6 +3,8 @@
 
 mod bench;
 mod check;
+mod run;
+mod traffic;
 
 use clap::{Parser, Subcommand};
 
@@ -19,13 +21,33 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Validate a configuration file without touching any interface.
     Check(check::CheckArgs),
+    /// Forward between the configured interfaces until SIGINT/SIGTERM.
+    Run(run::RunArgs),
+    /// Send UDP flows of minimum-size frames (or IMIX) on an interface, pkt-gen style.
+    Gen(traffic::GenArgs),
+    /// Count the frames arriving on an interface, per second.
+    Rcv(traffic::RcvArgs),
+    /// Compare sets of numbers as FreeBSD's ministat(1) does: same options, same output.
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    Stat {
+        /// ministat's options and files, e.g. `-c 99 -s a.txt b.txt`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::Stat { args } = &cli.command {
+        return stat_main(args);
+    }
     let result = match cli.command {
         Command::Bench(args) => bench::main(args),
         Command::Check(args) => check::main(args),
+        Command::Run(args) => run::main(args),
+        Command::Gen(args) => traffic::gen_main(args),
+        Command::Rcv(args) => traffic::rcv_main(args),
+        Command::Stat { .. } => unreachable!("handled above"),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -34,4 +56,17 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `linerate stat`: ministat's exit codes and output, byte for byte.
+fn stat_main(args: &[std::ffi::OsString]) -> std::process::ExitCode {
+    use std::io::IsTerminal;
+    // ministat sizes its plot to the terminal: COLUMNS, else 74 columns.
+    let width = if std::io::stdout().is_terminal() {
+        lab::stat::terminal_default_width(std::env::var_os("COLUMNS").as_deref(), None)
+    } else {
+        74
+    };
+    let code = lab::stat::run_with_default_width(args, &mut std::io::stdin().lock(), &mut std::io::stdout().lock(), &mut std::io::stderr().lock(), width);
+    std::process::ExitCode::from(code.clamp(0, 255) as u8)
 }

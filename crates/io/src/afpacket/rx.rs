@@ -1,0 +1,192 @@
+//! The receive side: a TPACKET_V3 ring walked block by block.
+//!
+//! The kernel fills a block with variable-size frames and hands it over by setting
+//! `block_status` to TP_STATUS_USER (when full, or when `tp_retire_blk_tov` expires). The port
+//! reads that word with Acquire, copies frames into pool chunks, and when the block is empty
+//! stores TP_STATUS_KERNEL with Release, so the kernel sees our reads done before it reuses it.
+//! Blocks go back strictly in ring order, as the kernel expects.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+
+use super::ring::{self, BlockCursor, BlockHeader, RxGeometry, Step};
+use super::sys::{self, Mapping};
+use crate::batch::Batch;
+use crate::pool::{FramePool, MAX_FRAME_LEN};
+use crate::port::{PortStats, RxPort};
+
+/// Receive counters beyond [`PortStats`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RxCounters {
+    /// Frames skipped because the kernel cut them (longer than a ring frame or a pool chunk).
+    pub truncated: u64,
+    /// Frames that arrived flagged TP_STATUS_LOSING: the kernel dropped frames before them.
+    pub losing: u64,
+    /// Blocks given back early because their frame links were inconsistent (never expected).
+    pub corrupt_blocks: u64,
+    /// Calls that stopped because the pool was empty (the frame stays in the ring).
+    pub pool_empty: u64,
+}
+
+/// The kernel's own counters for the socket (PACKET_STATISTICS), accumulated since open.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Frames the socket was offered.
+    pub packets: u64,
+    /// Frames dropped because the ring was full.
+    pub drops: u64,
+    /// Times the ring was found full and froze until a block came back.
+    pub freezes: u64,
+}
+
+/// An AF_PACKET receive port (TPACKET_V3 ring).
+pub struct PacketRx {
+    // `ring` is declared before `fd` so that it is unmapped before the socket closes.
+    ring: Mapping,
+    fd: OwnedFd,
+    geo: RxGeometry,
+    /// The block the reader is at (owned by us or next to be handed over).
+    block: u32,
+    /// Position inside `block` once it is ours.
+    cursor: Option<BlockCursor>,
+    port: u16,
+    stats: PortStats,
+    counters: RxCounters,
+    kernel: KernelStats,
+}
+
+impl PacketRx {
+    pub(crate) fn new(fd: OwnedFd, ring: Mapping, geo: RxGeometry, port: u16) -> PacketRx {
+        debug_assert_eq!(Some(ring.len()), geo.ring_len());
+        PacketRx { ring, fd, geo, block: 0, cursor: None, port, stats: PortStats::default(), counters: RxCounters::default(), kernel: KernelStats::default() }
+    }
+
+    /// Counters beyond [`PortStats`].
+    pub fn counters(&self) -> RxCounters {
+        self.counters
+    }
+
+    /// The kernel's counters for this socket since it was opened (reads PACKET_STATISTICS,
+    /// which the kernel resets on each read, and accumulates).
+    pub fn kernel_stats(&mut self) -> KernelStats {
+        if let Ok((packets, drops, freezes)) = sys::packet_stats(&self.fd) {
+            self.kernel.packets += u64::from(packets);
+            self.kernel.drops += u64::from(drops);
+            self.kernel.freezes += u64::from(freezes);
+        }
+        self.kernel
+    }
+
+    /// True if a frame is ready for [`RxPort::rx_burst`] now.
+    pub fn ready(&self) -> bool {
+        self.cursor.is_some() || self.block_status() & ring::status::USER != 0
+    }
+
+    /// Blocks up to `timeout_ms` (-1: no limit) until frames are ready, with poll(2), so an
+    /// idle receiver need not spin. Returns whether frames are ready. A block is handed over
+    /// when full or after the retire timeout (`PacketConfig::rx_timeout_ms`), so a lone
+    /// frame shows up within that time.
+    pub fn wait(&self, timeout_ms: i32) -> bool {
+        if self.ready() {
+            return true;
+        }
+        let _ = sys::poll_in(self.fd.as_raw_fd(), timeout_ms);
+        self.ready()
+    }
+
+    fn block_status(&self) -> u32 {
+        let off = self.geo.block_offset(self.block) + ring::block::BLOCK_STATUS;
+        self.ring.status(off).load(Ordering::Acquire)
+    }
+
+    /// Gives the current block back to the kernel and moves to the next.
+    fn release_block(&mut self) {
+        let off = self.geo.block_offset(self.block) + ring::block::BLOCK_STATUS;
+        self.ring.status(off).store(ring::status::KERNEL, Ordering::Release);
+        self.cursor = None;
+        self.block = self.geo.next_block(self.block);
+    }
+}
+
+impl RxPort for PacketRx {
+    fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
+        let want = max.min(batch.room());
+        let (mut got, mut bytes) = (0usize, 0u64);
+        let block_len = self.geo.block_size as usize;
+        while got < want {
+            if self.cursor.is_none() {
+                if self.block_status() & ring::status::USER == 0 {
+                    break; // the kernel still owns the next block: nothing more to read
+                }
+                // SAFETY: the block's status was just read (Acquire) as TP_STATUS_USER, so the
+                // kernel has finished writing it and will not touch it until we store
+                // TP_STATUS_KERNEL in `release_block`, after this slice is gone.
+                let blk = unsafe { self.ring.bytes(self.geo.block_offset(self.block), block_len) };
+                match BlockHeader::parse(blk) {
+                    Some(h) => self.cursor = Some(BlockCursor::start(&h)),
+                    None => {
+                        self.counters.corrupt_blocks += 1;
+                        self.release_block();
+                        continue;
+                    }
+                }
+            }
+            let Some(cursor) = self.cursor else { break };
+            // SAFETY: as above: the block is ours until `release_block`, which runs only after
+            // the last use of `blk` in this iteration.
+            let blk = unsafe { self.ring.bytes(self.geo.block_offset(self.block), block_len) };
+            let mut next = cursor;
+            match next.next(blk) {
+                Step::Done => self.release_block(),
+                Step::Corrupt => {
+                    self.counters.corrupt_blocks += 1;
+                    self.release_block();
+                }
+                Step::Frame(frame) => {
+                    let len = ring::len_with_vlan(&frame);
+                    let unusable = frame.truncated() || len > MAX_FRAME_LEN || frame.data.len() < 14;
+                    let desc = if unusable {
+                        None
+                    } else if let Some(desc) = pool.alloc() {
+                        Some(desc)
+                    } else {
+                        // Leave the frame in the ring; a later call reads it.
+                        self.counters.pool_empty += 1;
+                        break;
+                    };
+                    if frame.status & ring::status::LOSING != 0 {
+                        self.counters.losing += 1;
+                    }
+                    if let Some(mut desc) = desc {
+                        let data = &blk[frame.data.clone()];
+                        match frame.vlan {
+                            None => pool.write(&mut desc, data),
+                            Some((tpid, tci)) => {
+                                desc.len = len as u16;
+                                ring::reinsert_vlan(pool.frame_mut(desc), data, tpid, tci);
+                            }
+                        }
+                        desc.port = self.port;
+                        bytes += u64::from(desc.len);
+                        batch.push(desc);
+                        got += 1;
+                    } else {
+                        self.counters.truncated += 1;
+                    }
+                    self.cursor = Some(next);
+                    if next.remaining == 0 {
+                        // Last frame read: hand the block back now, not on the next call.
+                        self.release_block();
+                    }
+                }
+            }
+        }
+        self.stats.rx_packets += got as u64;
+        self.stats.rx_bytes += bytes;
+        got
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}

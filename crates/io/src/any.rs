@@ -1,0 +1,123 @@
+//! Ports of any backend behind one type, so that a worker can mix AF_XDP, AF_PACKET and
+//! in-memory ports. Dispatch is a `match` once per burst, not a virtual call per packet.
+
+use std::fmt;
+
+use crate::afpacket::{self, PacketConfig, PacketError, PacketRx, PacketTx};
+use crate::mem::{CountingTx, ReplayRx};
+use crate::xdp::{self, Umem, XdpConfig, XdpError, XdpRx, XdpTx};
+use crate::{Batch, FramePool, PortStats, RxPort, TxPort};
+
+pub enum AnyRx {
+    Xdp(XdpRx),
+    Packet(PacketRx),
+    Replay(ReplayRx),
+}
+
+pub enum AnyTx {
+    Xdp(XdpTx),
+    Packet(PacketTx),
+    Counting(CountingTx),
+}
+
+impl RxPort for AnyRx {
+    #[inline]
+    fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
+        match self {
+            AnyRx::Xdp(p) => p.rx_burst(pool, batch, max),
+            AnyRx::Packet(p) => p.rx_burst(pool, batch, max),
+            AnyRx::Replay(p) => p.rx_burst(pool, batch, max),
+        }
+    }
+
+    fn stats(&self) -> PortStats {
+        match self {
+            AnyRx::Xdp(p) => p.stats(),
+            AnyRx::Packet(p) => p.stats(),
+            AnyRx::Replay(p) => p.stats(),
+        }
+    }
+}
+
+impl TxPort for AnyTx {
+    #[inline]
+    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
+        match self {
+            AnyTx::Xdp(p) => p.tx_burst(pool, batch),
+            AnyTx::Packet(p) => p.tx_burst(pool, batch),
+            AnyTx::Counting(p) => p.tx_burst(pool, batch),
+        }
+    }
+
+    fn flush(&mut self, pool: &mut FramePool) {
+        match self {
+            AnyTx::Xdp(p) => p.flush(pool),
+            AnyTx::Packet(p) => p.flush(pool),
+            AnyTx::Counting(p) => p.flush(pool),
+        }
+    }
+
+    fn stats(&self) -> PortStats {
+        match self {
+            AnyTx::Xdp(p) => p.stats(),
+            AnyTx::Packet(p) => p.stats(),
+            AnyTx::Counting(p) => p.stats(),
+        }
+    }
+}
+
+/// Opens the ports of one worker: every AF_XDP port shares the worker's pool as one UMEM, so
+/// a frame received on one is sent on another by passing its descriptor, never copied.
+#[derive(Default)]
+pub struct PortOpener {
+    umem: Option<Umem>,
+    /// Fanout group for AF_PACKET rx sockets (several workers on one interface).
+    pub fanout: Option<u16>,
+    pub xdp: XdpConfig,
+}
+
+/// How a port was opened, for the operator.
+pub struct PortKind(String);
+
+impl fmt::Display for PortKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PortOpener {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An AF_XDP socket on the configured queue of `ifname`.
+    pub fn open_xdp(&mut self, pool: &mut FramePool, ifname: &str, port: u16) -> Result<(AnyRx, AnyTx, PortKind), XdpError> {
+        let (rx, tx) = xdp::open(pool, ifname, port, &self.xdp, self.umem.as_ref())?;
+        if self.umem.is_none() {
+            self.umem = Some(rx.umem());
+        }
+        let (mode, zero_copy) = rx.mode();
+        let kind = format!(
+            "af_xdp queue {} ({} mode, {})",
+            self.xdp.queue,
+            match mode {
+                xdp::XdpMode::Native => "native",
+                xdp::XdpMode::Generic => "generic",
+                xdp::XdpMode::Auto => "auto",
+            },
+            if zero_copy { "zero-copy" } else { "copy" }
+        );
+        Ok((AnyRx::Xdp(rx), AnyTx::Xdp(tx), PortKind(kind)))
+    }
+
+    /// AF_PACKET rx (TPACKET_V3 ring) and tx (mmap ring, qdisc bypass) sockets on `ifname`.
+    pub fn open_packet(&mut self, ifname: &str, port: u16) -> Result<(AnyRx, AnyTx, PortKind), PacketError> {
+        let cfg = PacketConfig { port, fanout: self.fanout, ..PacketConfig::default() };
+        let (rx, tx) = afpacket::open(ifname, &cfg)?;
+        let kind = match self.fanout {
+            Some(g) => format!("af_packet (TPACKET_V3, fanout group {g})"),
+            None => "af_packet (TPACKET_V3)".to_owned(),
+        };
+        Ok((AnyRx::Packet(rx), AnyTx::Packet(tx), PortKind(kind)))
+    }
+}

@@ -1,0 +1,114 @@
+//! One steering program per interface, shared by the sockets on its queues, attached as a
+//! bpf_link (detached by the kernel when the last fd closes, also if linerate crashes), with
+//! replacement of a stale netlink-attached linerate program.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{XdpError, XdpMode, bpf, netlink, sys};
+
+/// The program, its XSKMAP and the link holding it on one interface.
+pub struct Attachment {
+    netns: u64,
+    pub ifindex: u32,
+    pub mode: XdpMode,
+    pub map: OwnedFd,
+    _prog: OwnedFd,
+    /// Closing this detaches the program.
+    _link: OwnedFd,
+}
+
+/// Live attachments of this process, so that sockets on several queues of one interface share
+/// its program instead of colliding on it.
+static ATTACHED: Mutex<Vec<Weak<Attachment>>> = Mutex::new(Vec::new());
+
+/// The attachment on `ifindex` (in the calling thread's namespace), creating it if needed.
+pub fn get_or_attach(ifname: &str, ifindex: u32, want: XdpMode) -> Result<Arc<Attachment>, XdpError> {
+    let netns = sys::netns_id();
+    let mut all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|w| w.strong_count() > 0);
+    if let Some(a) = all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex) {
+        if want != XdpMode::Auto && want != a.mode {
+            return Err(XdpError::Config(format!(
+                "`{ifname}` already runs linerate's program in {:?} mode, {want:?} requested for another queue",
+                a.mode
+            )));
+        }
+        return Ok(a);
+    }
+    let a = Arc::new(attach(ifname, ifindex, want)?);
+    all.push(Arc::downgrade(&a));
+    Ok(a)
+}
+
+/// Loads a fresh XSKMAP and steering program named `name`.
+pub fn load_program(ifname: &str, name: &str) -> Result<(OwnedFd, OwnedFd), XdpError> {
+    let map = bpf::create_xskmap().map_err(|e| XdpError::sys("create XSKMAP", ifname, e))?;
+    let prog = bpf::load_xdp(&bpf::xsk_program(map.as_raw_fd()), name).map_err(|e| {
+        if e.source.raw_os_error() == Some(libc::EPERM) {
+            XdpError::sys("load XDP program", ifname, e.source)
+        } else {
+            XdpError::ProgramRejected { source: e.source, log: e.log }
+        }
+    })?;
+    Ok((map, prog))
+}
+
+fn attach(ifname: &str, ifindex: u32, want: XdpMode) -> Result<Attachment, XdpError> {
+    let (map, prog) = load_program(ifname, bpf::PROG_NAME)?;
+    let modes: &[XdpMode] = match want {
+        XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
+        XdpMode::Native => &[XdpMode::Native],
+        XdpMode::Generic => &[XdpMode::Generic],
+    };
+    let mut last = None;
+    for &mode in modes {
+        match link_replacing_stale(ifname, ifindex, &prog, mode) {
+            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, map, _prog: prog, _link: link }),
+            // The driver has no native XDP: try generic (skb) mode.
+            Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
+            Err(LinkError::Io(e)) => return Err(XdpError::sys("attach XDP program (BPF_LINK_CREATE)", ifname, e)),
+            Err(LinkError::Fatal(e)) => return Err(e),
+        }
+    }
+    Err(XdpError::Unsupported(format!(
+        "`{ifname}` cannot run XDP in {want:?} mode: {}",
+        last.map_or_else(String::new, |e| e.to_string())
+    )))
+}
+
+enum LinkError {
+    Io(io::Error),
+    Fatal(XdpError),
+}
+
+fn mode_flags(mode: XdpMode) -> u32 {
+    if mode == XdpMode::Native { sys::XDP_FLAGS_DRV_MODE } else { sys::XDP_FLAGS_SKB_MODE }
+}
+
+/// Creates the link; if a program attached through netlink is in the way and is linerate's
+/// (left by a crash), detaches it and tries once more.
+fn link_replacing_stale(ifname: &str, ifindex: u32, prog: &OwnedFd, mode: XdpMode) -> Result<OwnedFd, LinkError> {
+    let flags = mode_flags(mode);
+    let err = match bpf::link_xdp(prog.as_raw_fd(), ifindex, flags) {
+        Ok(link) => return Ok(link),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => e,
+        Err(e) => return Err(LinkError::Io(e)),
+    };
+    let fatal = |e| LinkError::Fatal(e);
+    let Some(old) =
+        netlink::query(ifindex).map_err(|e| fatal(XdpError::sys("query XDP program (netlink)", ifname, e)))?
+    else {
+        return Err(LinkError::Io(err));
+    };
+    let name = bpf::prog_name(old.prog_id).unwrap_or_else(|e| format!("<unknown: {e}>"));
+    if !bpf::OWN_PROG_NAMES.contains(&name.as_str()) {
+        return Err(fatal(XdpError::ForeignProgram { ifname: ifname.into(), id: old.prog_id, name }));
+    }
+    if let Err(e) = netlink::set_xdp(ifindex, -1, old.mode_flags) {
+        // Netlink cannot detach a bpf_link: a live process (another linerate) holds it.
+        return Err(fatal(XdpError::InUse { ifname: ifname.into(), id: old.prog_id, name, source: e }));
+    }
+    bpf::link_xdp(prog.as_raw_fd(), ifindex, flags).map_err(LinkError::Io)
+}

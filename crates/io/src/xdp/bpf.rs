@@ -1,0 +1,375 @@
+//! The XDP program that steers frames to the AF_XDP sockets, its XSKMAP, and its attachment.
+//!
+//! The program is assembled here from raw eBPF instructions rather than compiled from C:
+//! linerate needs no clang, libbpf or external loader at build or run time, and the program is
+//! about twenty instructions, short enough to read and review in place (see [`xsk_program`]).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use super::sys;
+
+/// BPF object name of the program (and prefix of every name linerate gives its programs).
+pub const PROG_NAME: &str = "lr_xsk";
+/// Names of XDP programs linerate may have left attached; these are replaced without asking.
+pub const OWN_PROG_NAMES: &[&str] = &[PROG_NAME];
+/// Entries of the XSKMAP: the highest queue index a socket can bind to, plus one.
+pub const MAX_QUEUES: u32 = 256;
+
+const XDP_PASS: i32 = 2;
+const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+/// One eBPF instruction (`struct bpf_insn`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insn {
+    code: u8,
+    /// dst_reg in the low nibble, src_reg in the high nibble.
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+/// Registers.
+pub const R0: u8 = 0;
+pub const R1: u8 = 1;
+pub const R2: u8 = 2;
+pub const R3: u8 = 3;
+pub const R4: u8 = 4;
+
+// Opcode classes/fields from linux/bpf_common.h and linux/bpf.h.
+const LD: u8 = 0x00;
+const LDX: u8 = 0x01;
+const ALU: u8 = 0x04;
+const JMP: u8 = 0x05;
+const ALU64: u8 = 0x07;
+const W: u8 = 0x00;
+const H: u8 = 0x08;
+const DW: u8 = 0x18;
+const IMM: u8 = 0x00;
+const MEM: u8 = 0x60;
+const K: u8 = 0x00;
+const X: u8 = 0x08;
+const ADD: u8 = 0x00;
+const MOV: u8 = 0xb0;
+const END: u8 = 0xd0;
+const TO_BE: u8 = 0x08;
+const JEQ: u8 = 0x10;
+const JGT: u8 = 0x20;
+const CALL: u8 = 0x80;
+const EXIT: u8 = 0x90;
+
+impl Insn {
+    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Self {
+        Insn { code, regs: (src << 4) | (dst & 0x0f), off, imm }
+    }
+    /// dst = *(u32 *)(src + off)
+    pub const fn ldx_w(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(LDX | MEM | W, dst, src, off, 0)
+    }
+    /// dst = *(u16 *)(src + off)
+    pub const fn ldx_h(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(LDX | MEM | H, dst, src, off, 0)
+    }
+    /// dst = src (64-bit)
+    pub const fn mov_reg(dst: u8, src: u8) -> Self {
+        Self::new(ALU64 | MOV | X, dst, src, 0, 0)
+    }
+    /// dst = imm (64-bit)
+    pub const fn mov_imm(dst: u8, imm: i32) -> Self {
+        Self::new(ALU64 | MOV | K, dst, 0, 0, imm)
+    }
+    /// dst += imm (64-bit)
+    pub const fn add_imm(dst: u8, imm: i32) -> Self {
+        Self::new(ALU64 | ADD | K, dst, 0, 0, imm)
+    }
+    /// dst = htobe16(dst): network byte order to a number, on any host.
+    pub const fn be16(dst: u8) -> Self {
+        Self::new(ALU | END | TO_BE, dst, 0, 0, 16)
+    }
+    /// if dst > src goto +off
+    pub const fn jgt_reg(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(JMP | JGT | X, dst, src, off, 0)
+    }
+    /// if dst == imm goto +off
+    pub const fn jeq_imm(dst: u8, imm: i32, off: i16) -> Self {
+        Self::new(JMP | JEQ | K, dst, 0, off, imm)
+    }
+    /// dst = map (by fd); two instruction slots.
+    pub const fn ld_map_fd(dst: u8, fd: i32) -> [Self; 2] {
+        [Self::new(LD | DW | IMM, dst, BPF_PSEUDO_MAP_FD, 0, fd), Self::new(0, 0, 0, 0, 0)]
+    }
+    /// call helper
+    pub const fn call(helper: i32) -> Self {
+        Self::new(JMP | CALL, 0, 0, 0, helper)
+    }
+    pub const fn exit() -> Self {
+        Self::new(JMP | EXIT, 0, 0, 0, 0)
+    }
+}
+
+/// The steering program for the XSKMAP `map_fd`:
+///
+/// ```text
+///  0: r2 = *(u32 *)(r1 + 0)        ; ctx->data
+///  1: r3 = *(u32 *)(r1 + 4)        ; ctx->data_end
+///  2: r4 = r2
+///  3: r4 += 14
+///  4: if r4 > r3 goto pass         ; shorter than an Ethernet header
+///  5: r4 = *(u16 *)(r2 + 12)       ; EtherType
+///  6: r4 = be16 r4
+///  7: if r4 == 0x0800 goto redirect
+///  8: if r4 == 0x86dd goto redirect
+///  9: if r4 == 0x8100 goto redirect
+/// 10: if r4 == 0x88a8 goto redirect
+/// pass:
+/// 11: r0 = XDP_PASS                ; ARP, LLDP, ... go on to the kernel
+/// 12: exit
+/// redirect:
+/// 13: r2 = *(u32 *)(r1 + 16)       ; ctx->rx_queue_index
+/// 14: r1 = map_fd ll
+/// 16: r3 = XDP_PASS                ; no socket on this queue: pass to the kernel
+/// 17: call bpf_redirect_map
+/// 18: exit
+/// ```
+pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
+    let mut p = vec![
+        Insn::ldx_w(R2, R1, 0),
+        Insn::ldx_w(R3, R1, 4),
+        Insn::mov_reg(R4, R2),
+        Insn::add_imm(R4, 14),
+        Insn::jgt_reg(R4, R3, 6), // -> 11
+        Insn::ldx_h(R4, R2, 12),
+        Insn::be16(R4),
+        Insn::jeq_imm(R4, 0x0800, 5), // -> 13
+        Insn::jeq_imm(R4, 0x86dd, 4),
+        Insn::jeq_imm(R4, 0x8100, 3),
+        Insn::jeq_imm(R4, 0x88a8, 2),
+        Insn::mov_imm(R0, XDP_PASS),
+        Insn::exit(),
+        Insn::ldx_w(R2, R1, 16),
+    ];
+    p.extend(Insn::ld_map_fd(R1, map_fd));
+    p.extend([Insn::mov_imm(R3, XDP_PASS), Insn::call(BPF_FUNC_REDIRECT_MAP), Insn::exit()]);
+    p
+}
+
+fn obj_name(name: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let n = name.len().min(15);
+    out[..n].copy_from_slice(&name.as_bytes()[..n]);
+    out
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+/// Creates an XSKMAP of `MAX_QUEUES` entries (queue index -> socket).
+pub fn create_xskmap() -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type: sys::BPF_MAP_TYPE_XSKMAP,
+        key_size: 4,
+        value_size: 4,
+        max_entries: MAX_QUEUES,
+        map_name: obj_name("lr_xsks"),
+        ..Default::default()
+    };
+    sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// Points XSKMAP entry `queue` at socket `sock`.
+pub fn xskmap_set(map: RawFd, queue: u32, sock: RawFd) -> io::Result<()> {
+    let value = sock as u32;
+    let mut attr = MapElemAttr {
+        map_fd: map as u32,
+        key: &queue as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+/// A program the verifier refused, with its log.
+#[derive(Debug)]
+pub struct LoadError {
+    pub source: io::Error,
+    pub log: String,
+}
+
+/// Loads `insns` as an XDP program named `name`. On failure, loads again with the verifier
+/// log enabled and returns it.
+pub fn load_xdp(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
+    let license = CString::new("Dual MIT/GPL").expect("no NUL");
+    let attempt = |log: &mut [u8], level: u32| {
+        let mut attr = ProgLoadAttr {
+            prog_type: sys::BPF_PROG_TYPE_XDP,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level: level,
+            log_size: log.len() as u32,
+            log_buf: if level > 0 { log.as_mut_ptr() as u64 } else { 0 },
+            prog_name: obj_name(name),
+            expected_attach_type: sys::BPF_XDP,
+            ..Default::default()
+        };
+        if level == 0 {
+            attr.log_size = 0;
+        }
+        sys::bpf_fd(sys::BPF_PROG_LOAD, &mut attr)
+    };
+    match attempt(&mut [], 0) {
+        Ok(fd) => Ok(fd),
+        Err(source) => {
+            let mut log = vec![0u8; 64 * 1024];
+            let _ = attempt(&mut log, 1);
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            Err(LoadError { source, log: String::from_utf8_lossy(&log[..end]).trim_end().to_string() })
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
+/// Attaches XDP program `prog` to `ifindex` as a bpf_link in mode `flags`
+/// (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`). Closing the link fd detaches it.
+pub fn link_xdp(prog: RawFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr { prog_fd: prog as u32, target_ifindex: ifindex, attach_type: sys::BPF_XDP, flags };
+    sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct GetFdByIdAttr {
+    id: u32,
+    next_id: u32,
+    open_flags: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// Leading fields of `struct bpf_prog_info`, up to the name.
+#[repr(C)]
+#[derive(Default)]
+struct ProgInfo {
+    prog_type: u32,
+    id: u32,
+    tag: [u8; 8],
+    jited_prog_len: u32,
+    xlated_prog_len: u32,
+    jited_prog_insns: u64,
+    xlated_prog_insns: u64,
+    load_time: u64,
+    created_by_uid: u32,
+    nr_map_ids: u32,
+    map_ids: u64,
+    name: [u8; 16],
+}
+
+/// The BPF object name of program `id`.
+pub fn prog_name(id: u32) -> io::Result<String> {
+    let mut attr = GetFdByIdAttr { id, ..Default::default() };
+    let fd = sys::bpf_fd(sys::BPF_PROG_GET_FD_BY_ID, &mut attr)?;
+    let mut info = ProgInfo::default();
+    let mut attr = InfoAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: size_of::<ProgInfo>() as u32,
+        info: &mut info as *mut _ as u64,
+    };
+    sys::bpf(sys::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    let end = info.name.iter().position(|&b| b == 0).unwrap_or(16);
+    Ok(String::from_utf8_lossy(&info.name[..end]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_shape() {
+        let p = xsk_program(7);
+        assert_eq!(p.len(), 19);
+        // Jump targets land on `pass` (11) and `redirect` (13).
+        assert_eq!(4 + 1 + p[4].off as usize, 11);
+        for (i, insn) in p.iter().enumerate().take(11).skip(7) {
+            assert_eq!(i + 1 + insn.off as usize, 13, "insn {i}");
+        }
+        assert_eq!(p[14], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 });
+        assert_eq!(p[17].imm, BPF_FUNC_REDIRECT_MAP);
+        assert_eq!(p[18].code, 0x95);
+        assert_eq!(size_of::<Insn>(), 8);
+    }
+
+    #[test]
+    fn rejected_program_comes_with_the_verifier_log() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        // Exits without setting r0.
+        let err = load_xdp(&[Insn::exit()], "lr_bad").expect_err("verifier refuses");
+        assert_eq!(err.source.raw_os_error(), Some(libc::EACCES));
+        assert!(err.log.contains("R0 !read_ok"), "log: {}", err.log);
+        let map = create_xskmap().expect("XSKMAP");
+        load_xdp(&xsk_program(map.as_raw_fd()), PROG_NAME).expect("steering program loads");
+    }
+
+    #[test]
+    fn names_are_truncated_and_nul_terminated() {
+        assert_eq!(&obj_name("lr_xsk")[..7], b"lr_xsk\0");
+        assert_eq!(obj_name("a_very_long_program_name")[15], 0);
+    }
+}

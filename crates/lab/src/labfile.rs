@@ -1,0 +1,301 @@
+//! Lab files: which configuration sets to run, against which DUT, with what traffic.
+//!
+//! ```toml
+//! runs = 5            # runs per set (the study's 5)
+//! seconds = 5         # length of one run; its value is the median of the per-second
+//!                     # receiver rates, first and last seconds left out
+//!
+//! [traffic]           # defaults for every set
+//! flows = 2000        # 20 sources x 100 destinations, as the study
+//! frame_size = 60     # Ethernet bytes without FCS; or imix = true
+//! ipv6 = false
+//! rate = 0            # offered pps; 0 = as fast as the generator goes
+//!
+//! [[set]]
+//! name = "kernel"
+//! dut = "kernel"      # kernel | kernel-nft | linerate
+//!
+//! [[set]]
+//! name = "nft-1000"
+//! dut = "kernel-nft"
+//! rules = 1000        # non-matching rules before the final accept
+//! conntrack = false   # add a conntrack (ct state) rule first
+//!
+//! [[set]]
+//! name = "linerate"
+//! dut = "linerate"
+//! backend = "af_xdp"  # af_xdp | af_packet
+//!
+//! [[set]]             # a sweep expands into one set per value, plotted as a line
+//! name = "nft"
+//! dut = "kernel-nft"
+//! sweep = { param = "rules", values = [1, 10, 100, 1000] }
+//! ```
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dut {
+    Kernel,
+    KernelNft,
+    Linerate,
+}
+
+impl Dut {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dut::Kernel => "kernel",
+            Dut::KernelNft => "kernel-nft",
+            Dut::Linerate => "linerate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Traffic {
+    pub flows: u32,
+    pub frame_size: usize,
+    pub imix: bool,
+    pub ipv6: bool,
+    pub rate: f64,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic { flows: 2000, frame_size: 60, imix: false, ipv6: false, rate: 0.0 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// `rules`, `flows` or `frame_size`.
+    pub param: String,
+    pub values: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetSpec {
+    name: String,
+    dut: Dut,
+    #[serde(default)]
+    rules: u32,
+    #[serde(default)]
+    conntrack: bool,
+    #[serde(default)]
+    backend: Option<String>,
+    #[serde(default)]
+    traffic: Option<TrafficOverride>,
+    #[serde(default)]
+    sweep: Option<Sweep>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrafficOverride {
+    flows: Option<u32>,
+    frame_size: Option<usize>,
+    imix: Option<bool>,
+    ipv6: Option<bool>,
+    rate: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    #[serde(default = "default_runs")]
+    runs: usize,
+    #[serde(default = "default_seconds")]
+    seconds: u32,
+    #[serde(default)]
+    traffic: Traffic,
+    set: Vec<SetSpec>,
+}
+
+fn default_runs() -> usize {
+    5
+}
+
+fn default_seconds() -> u32 {
+    5
+}
+
+/// One configuration set, after defaults and sweeps are applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Set {
+    pub name: String,
+    pub dut: Dut,
+    /// kernel-nft: non-matching rules before the accept.
+    pub rules: u32,
+    pub conntrack: bool,
+    /// linerate: "af_xdp" or "af_packet".
+    pub backend: String,
+    pub traffic: Traffic,
+    /// Sweep this set belongs to: (base name, parameter, value).
+    pub sweep: Option<(String, String, u64)>,
+}
+
+/// A whole lab.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lab {
+    pub runs: usize,
+    pub seconds: u32,
+    pub sets: Vec<Set>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabFileError {
+    #[error("{0}: cannot read: {1}")]
+    Io(String, std::io::Error),
+    #[error("{path}:{line}:{col}: {msg}")]
+    Parse { path: String, line: usize, col: usize, msg: String },
+    #[error("{0}: {1}")]
+    Invalid(String, String),
+}
+
+impl Lab {
+    pub fn load(path: &Path) -> Result<Lab, LabFileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LabFileError::Io(path.display().to_string(), e))?;
+        Lab::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, path: &str) -> Result<Lab, LabFileError> {
+        let spec: FileSpec = toml::from_str(text).map_err(|e| {
+            let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
+            LabFileError::Parse { path: path.to_owned(), line, col, msg: e.message().to_owned() }
+        })?;
+        let invalid = |m: String| LabFileError::Invalid(path.to_owned(), m);
+        if spec.runs == 0 || spec.seconds < 3 {
+            return Err(invalid("runs must be >= 1 and seconds >= 3 (the first and last seconds are left out)".into()));
+        }
+        let mut sets = Vec::new();
+        for s in &spec.set {
+            let mut t = spec.traffic.clone();
+            if let Some(o) = &s.traffic {
+                t.flows = o.flows.unwrap_or(t.flows);
+                t.frame_size = o.frame_size.unwrap_or(t.frame_size);
+                t.imix = o.imix.unwrap_or(t.imix);
+                t.ipv6 = o.ipv6.unwrap_or(t.ipv6);
+                t.rate = o.rate.unwrap_or(t.rate);
+            }
+            let backend = s.backend.clone().unwrap_or_else(|| "af_xdp".into());
+            if !["af_xdp", "af_packet"].contains(&backend.as_str()) {
+                return Err(invalid(format!("set {:?}: backend {backend:?} is not af_xdp or af_packet", s.name)));
+            }
+            let base = Set { name: s.name.clone(), dut: s.dut, rules: s.rules, conntrack: s.conntrack, backend, traffic: t, sweep: None };
+            match &s.sweep {
+                None => sets.push(base),
+                Some(sw) => {
+                    if sw.values.is_empty() {
+                        return Err(invalid(format!("set {:?}: sweep has no values", s.name)));
+                    }
+                    for &v in &sw.values {
+                        let mut set = base.clone();
+                        match sw.param.as_str() {
+                            "rules" => set.rules = v as u32,
+                            "flows" => set.traffic.flows = v as u32,
+                            "frame_size" => set.traffic.frame_size = v as usize,
+                            other => return Err(invalid(format!("set {:?}: cannot sweep {other:?} (rules, flows or frame_size)", s.name))),
+                        }
+                        set.name = format!("{}-{}{}", s.name, sw.param, v);
+                        set.sweep = Some((s.name.clone(), sw.param.clone(), v));
+                        sets.push(set);
+                    }
+                }
+            }
+        }
+        if sets.is_empty() {
+            return Err(invalid("no [[set]] to run".into()));
+        }
+        for set in &sets {
+            let t = &set.traffic;
+            if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
+                return Err(invalid(format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name)));
+            }
+            if set.dut == Dut::KernelNft && set.rules > 100_000 {
+                return Err(invalid(format!("set {:?}: {} nftables rules would take minutes to load; at most 100000", set.name, set.rules)));
+            }
+        }
+        Ok(Lab { runs: spec.runs, seconds: spec.seconds, sets })
+    }
+
+    /// The built-in default: the study's headline comparison in a few minutes.
+    pub fn default_lab() -> Lab {
+        Lab::parse(DEFAULT_LAB, "<built-in default lab>").expect("the built-in lab parses")
+    }
+}
+
+/// `linerate lab` with no file: kernel forwarding vs linerate, and kernel + nftables with
+/// 1000 non-matching rules before the accept, 2000 flows of 60-byte frames, 5 runs each.
+pub const DEFAULT_LAB: &str = r#"
+runs = 5
+seconds = 5
+
+[traffic]
+flows = 2000
+frame_size = 60
+
+[[set]]
+name = "kernel"
+dut = "kernel"
+
+[[set]]
+name = "linerate"
+dut = "linerate"
+backend = "af_xdp"
+
+[[set]]
+name = "kernel-nft-1000"
+dut = "kernel-nft"
+rules = 1000
+"#;
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_lab_is_the_study_comparison() {
+        let lab = Lab::default_lab();
+        assert_eq!((lab.runs, lab.seconds), (5, 5));
+        let names: Vec<_> = lab.sets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000"]);
+        assert_eq!(lab.sets[2].rules, 1000);
+        assert!(lab.sets.iter().all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60));
+    }
+
+    #[test]
+    fn sweeps_expand_and_overrides_apply() {
+        let lab = Lab::parse(
+            "runs = 3\nseconds = 4\n[[set]]\nname = \"nft\"\ndut = \"kernel-nft\"\nsweep = { param = \"rules\", values = [1, 100] }\n[[set]]\nname = \"lr6\"\ndut = \"linerate\"\nbackend = \"af_packet\"\ntraffic = { ipv6 = true, frame_size = 62 }\n",
+            "x.toml",
+        )
+        .unwrap();
+        assert_eq!(lab.sets.len(), 3);
+        assert_eq!((lab.sets[1].name.as_str(), lab.sets[1].rules), ("nft-rules100", 100));
+        assert_eq!(lab.sets[1].sweep, Some(("nft".into(), "rules".into(), 100)));
+        assert!(lab.sets[2].traffic.ipv6 && lab.sets[2].traffic.frame_size == 62);
+    }
+
+    #[test]
+    fn errors_name_the_place() {
+        let e = Lab::parse("runs = 5\n[[set]]\nname = \"a\"\ndut = \"bsd\"\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.starts_with("lab.toml:4:7:"), "{e}");
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nbogus = 1\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.starts_with("lab.toml:4:1:"), "{e}");
+        let e = Lab::parse("seconds = 2\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.contains("seconds >= 3"), "{e}");
+    }
+}

@@ -1,0 +1,184 @@
+//! The lab's traffic tools: a generator in the spirit of netmap's pkt-gen (`linerate gen`) and
+//! a receiver that counts what arrives per second (`linerate rcv`). Both run on real
+//! interfaces through linerate's own ports (AF_PACKET or AF_XDP).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use io::any::{AnyRx, AnyTx, PortOpener};
+use io::mem::ReplayRx;
+use io::{Batch, FramePool, RxPort, TxPort};
+
+/// Which kind of socket to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    AfPacket,
+    AfXdp,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrafficError {
+    #[error("{0}")]
+    Open(String),
+    #[error("cannot pin to cpu {0}: {1}")]
+    Pin(usize, std::io::Error),
+}
+
+/// Frames per burst.
+const BURST: usize = 64;
+
+fn open(iface: &str, backend: Backend, pool: &mut FramePool) -> Result<(AnyRx, AnyTx), TrafficError> {
+    let mut opener = PortOpener::new();
+    let res = match backend {
+        Backend::AfPacket => opener.open_packet(iface, 0).map_err(|e| e.to_string()),
+        Backend::AfXdp => opener.open_xdp(pool, iface, 0).map_err(|e| e.to_string()),
+    };
+    let (rx, tx, _) = res.map_err(|e| TrafficError::Open(format!("{iface}: {e}")))?;
+    Ok((rx, tx))
+}
+
+fn pin(cpu: Option<usize>) -> Result<(), TrafficError> {
+    match cpu {
+        Some(c) => io::affinity::pin_current_thread(c).map_err(|e| TrafficError::Pin(c, e)),
+        None => Ok(()),
+    }
+}
+
+/// What to send and for how long.
+pub struct GenConfig {
+    pub iface: String,
+    pub backend: Backend,
+    /// The frames to cycle through (see [`crate::flows::frames`]).
+    pub frames: Vec<Vec<u8>>,
+    /// Offered rate; `None` = as fast as possible.
+    pub rate_pps: Option<f64>,
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    pub cpu: Option<usize>,
+}
+
+/// Totals of a generator or receiver run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// Frames sent (generator) or received (receiver).
+    pub packets: u64,
+    pub bytes: u64,
+    /// Generator: frames the port could not take (ring full). Receiver: kernel drops.
+    pub dropped: u64,
+    /// Packets per second in each whole second of the run.
+    pub per_second: Vec<f64>,
+    pub elapsed: Duration,
+}
+
+/// Counts per whole second and reports each second as it ends.
+struct Seconds<F: FnMut(usize, f64)> {
+    start: Instant,
+    next: Duration,
+    last_count: u64,
+    per_second: Vec<f64>,
+    on_second: F,
+}
+
+impl<F: FnMut(usize, f64)> Seconds<F> {
+    fn new(on_second: F) -> Self {
+        Seconds { start: Instant::now(), next: Duration::from_secs(1), last_count: 0, per_second: Vec::new(), on_second }
+    }
+
+    fn tick(&mut self, count: u64) {
+        while self.start.elapsed() >= self.next {
+            let pps = (count - self.last_count) as f64;
+            self.last_count = count;
+            self.per_second.push(pps);
+            (self.on_second)(self.per_second.len(), pps);
+            self.next += Duration::from_secs(1);
+        }
+    }
+}
+
+/// Sends `cfg.frames` in a loop until the count or duration is reached or `stop` is set.
+pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+    pin(cfg.cpu)?;
+    let mut pool = FramePool::new(8192);
+    let (_rx, mut tx) = open(&cfg.iface, cfg.backend, &mut pool)?;
+    let mut source = ReplayRx::new(0, &cfg.frames);
+    let mut batch = Batch::new();
+    let mut secs = Seconds::new(on_second);
+    let start = secs.start;
+    let limit = cfg.count.unwrap_or(u64::MAX);
+    let mut offered = 0u64;
+    loop {
+        let sent = tx.stats().tx_packets;
+        let elapsed = start.elapsed();
+        if stop.load(Ordering::Relaxed) || offered >= limit || cfg.duration.is_some_and(|d| elapsed >= d) {
+            break;
+        }
+        let mut want = BURST.min((limit - offered) as usize);
+        if let Some(rate) = cfg.rate_pps {
+            // Token bucket: never more than `rate` x elapsed, bursts of at most BURST.
+            let allowed = (rate * elapsed.as_secs_f64()) as u64;
+            want = want.min(allowed.saturating_sub(offered) as usize);
+            if want == 0 {
+                std::hint::spin_loop();
+                secs.tick(sent);
+                continue;
+            }
+        }
+        let got = source.rx_burst(&mut pool, &mut batch, want);
+        offered += got as u64;
+        tx.tx_burst(&mut pool, &mut batch);
+        secs.tick(tx.stats().tx_packets);
+    }
+    tx.flush(&mut pool);
+    let s = tx.stats();
+    Ok(Report { packets: s.tx_packets, bytes: s.tx_bytes, dropped: s.tx_dropped, per_second: secs.per_second, elapsed: start.elapsed() })
+}
+
+/// Counts frames arriving on `iface` until `duration` passes or `stop` is set.
+pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: Option<usize>, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+    pin(cpu)?;
+    let mut pool = FramePool::new(8192);
+    let (mut rx, _tx) = open(iface, backend, &mut pool)?;
+    let mut batch = Batch::new();
+    let mut secs = Seconds::new(on_second);
+    let (mut packets, mut bytes) = (0u64, 0u64);
+    while !stop.load(Ordering::Relaxed) && !duration.is_some_and(|d| secs.start.elapsed() >= d) {
+        let n = rx.rx_burst(&mut pool, &mut batch, BURST);
+        packets += n as u64;
+        for d in batch.drain() {
+            bytes += u64::from(d.len);
+            pool.free(d);
+        }
+        if n == 0 {
+            std::hint::spin_loop();
+        }
+        secs.tick(packets);
+    }
+    let dropped = rx.stats().rx_dropped;
+    Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed() })
+}
+
+/// The lab's measure of a run: the median of the per-second rates, leaving out the first and
+/// last seconds (ramp-up and tail), as the study did with its receiver's output.
+pub fn run_value(per_second: &[f64]) -> Option<f64> {
+    let inner = if per_second.len() > 2 { &per_second[1..per_second.len() - 1] } else { per_second };
+    if inner.is_empty() {
+        return None;
+    }
+    let mut v = inner.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_value_drops_first_and_last_second() {
+        assert_eq!(run_value(&[10.0, 100.0, 102.0, 98.0, 5.0]), Some(100.0));
+        assert_eq!(run_value(&[10.0, 100.0, 104.0, 5.0]), Some(102.0));
+        assert_eq!(run_value(&[7.0]), Some(7.0));
+        assert_eq!(run_value(&[]), None);
+    }
+}
