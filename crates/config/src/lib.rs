@@ -63,8 +63,35 @@ pub struct Interface {
     /// 68..=9000 (default 1500).
     pub mtu: u16,
     pub backend: Backend,
+    /// Where AF_XDP's steering program runs (default auto: native if the driver can).
+    pub xdp_mode: XdpMode,
     /// 1..=256 (default 1).
     pub queues: u16,
+}
+
+/// Where the AF_XDP steering program runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum XdpMode {
+    /// Native if the driver supports it, else generic.
+    #[default]
+    Auto,
+    /// In the driver.
+    Native,
+    /// On the kernel's generic (skb) path, after RPS: on veth this keeps the XDP work on
+    /// the receiving CPU instead of the sender's.
+    Generic,
+}
+
+impl FromStr for XdpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(XdpMode::Auto),
+            "native" => Ok(XdpMode::Native),
+            "generic" => Ok(XdpMode::Generic),
+            _ => Err(format!("unknown xdp_mode {s:?} (expected auto, native or generic)")),
+        }
+    }
 }
 
 impl Interface {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::{
-    Backend, Config, ConfigError, IfAddr, Interface, MacAddr, Neighbour, Prefix, Route,
+    Backend, Config, ConfigError, IfAddr, Interface, MacAddr, Neighbour, Prefix, Route, XdpMode,
     RouterSettings,
 };
 
@@ -45,6 +45,7 @@ struct RawInterface {
     addresses: Vec<S<String>>,
     mtu: Option<S<i64>>,
     backend: Option<S<String>>,
+    xdp_mode: Option<S<String>>,
     queues: Option<S<i64>>,
 }
 
@@ -276,12 +277,20 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
                 .parse()
                 .map_err(|e| cx.err(b.span(), format!("{owner}: {e}")))?,
         };
+        let xdp_mode = match &r.xdp_mode {
+            None => XdpMode::Auto,
+            Some(m) => m
+                .get_ref()
+                .parse()
+                .map_err(|e| cx.err(m.span(), format!("{owner}: {e}")))?,
+        };
         out.push(Interface {
             name,
             mac,
             addresses,
             mtu,
             backend,
+            xdp_mode,
             queues,
         });
     }

@@ -184,8 +184,8 @@ impl Lab {
                 t.rate = o.rate.unwrap_or(t.rate);
             }
             let backend = s.backend.clone().unwrap_or_else(|| "af_xdp".into());
-            if !["af_xdp", "af_packet"].contains(&backend.as_str()) {
-                return Err(invalid(format!("set {:?}: backend {backend:?} is not af_xdp or af_packet", s.name)));
+            if !["af_xdp", "af_xdp_native", "af_packet"].contains(&backend.as_str()) {
+                return Err(invalid(format!("set {:?}: backend {backend:?} is not af_xdp, af_xdp_native or af_packet", s.name)));
             }
             let base = Set { name: s.name.clone(), dut: s.dut, rules: s.rules, conntrack: s.conntrack, backend, traffic: t, sweep: None };
             match &s.sweep {

@@ -6,7 +6,9 @@
 pub mod flows;
 pub mod labfile;
 pub mod plot;
+pub mod runner;
 pub mod search;
+pub mod session;
 pub mod stat;
 pub mod topology;
 pub mod traffic;

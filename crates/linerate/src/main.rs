@@ -3,6 +3,8 @@
 
 mod bench;
 mod check;
+mod kernel_bypass;
+mod lab_cmd;
 mod run;
 mod traffic;
 
@@ -19,6 +21,8 @@ struct Cli {
 enum Command {
     /// Run the forwarding pipeline on one core over in-memory ports and report Mpps.
     Bench(bench::BenchArgs),
+    /// Build a generator -> DUT -> receiver lab in namespaces and compare configuration sets.
+    Lab(lab_cmd::LabArgs),
     /// Validate a configuration file without touching any interface.
     Check(check::CheckArgs),
     /// Forward between the configured interfaces until SIGINT/SIGTERM.
@@ -44,6 +48,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::main(args),
         Command::Check(args) => check::main(args),
+        Command::Lab(args) => lab_cmd::main(args),
         Command::Run(args) => run::main(args),
         Command::Gen(args) => traffic::gen_main(args),
         Command::Rcv(args) => traffic::rcv_main(args),

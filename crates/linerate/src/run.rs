@@ -7,10 +7,12 @@
 //!   interface addresses it owns. IP packets addressed to the router take linerate's local
 //!   exit, where they are counted and dropped: ping or ssh to the router's own addresses do
 //!   not work while linerate runs with AF_XDP.
-//! - AF_PACKET: the kernel still receives a copy of every frame. It answers ARP and its own
-//!   pings as usual; linerate counts those packets on its local exit and drops its copy.
-//!   Run with the kernel's forwarding off (net.ipv4.ip_forward=0, the default in a new
-//!   namespace), or both would forward.
+//! - AF_PACKET: the kernel still receives every frame. linerate installs an nftables netdev
+//!   ingress table (`linerate_bypass`, removed on exit) that drops the kernel's copy of IP
+//!   packets not addressed to the router, after linerate's socket has its own; so the kernel
+//!   answers ARP and its own pings as usual, and linerate counts those packets on its local
+//!   exit and drops its copy. Keep the kernel's forwarding off (net.ipv4.ip_forward=0, the
+//!   default in a new namespace), or if the table cannot be installed both would forward.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -62,15 +64,36 @@ pub fn main(args: RunArgs) -> Result<()> {
     let mut pool = io::FramePool::new(POOL_FRAMES);
     let mut opener = PortOpener::new();
     let (mut rx, mut tx, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
+    let mut bypass_ifaces = Vec::new();
     for (i, iface) in cfg.interfaces.iter().enumerate() {
+        opener.xdp.mode = match iface.xdp_mode {
+            config::XdpMode::Auto => io::xdp::XdpMode::Auto,
+            config::XdpMode::Native => io::xdp::XdpMode::Native,
+            config::XdpMode::Generic => io::xdp::XdpMode::Generic,
+        };
         let (r, t, kind) = open(&mut opener, &mut pool, &iface.name, i as u16, iface.backend)
             .with_context(|| format!("{path}: opening interface {:?}", iface.name))?;
         eprintln!("linerate: {} (port {i}): {kind}", iface.name);
+        if matches!(r, AnyRx::Packet(_)) {
+            bypass_ifaces.push((iface.name.clone(), iface.addresses.iter().map(|a| a.addr).collect::<Vec<_>>()));
+        }
         rx.push(r);
         tx.push(t);
         kinds.push(kind.to_string());
     }
 
+    // AF_PACKET leaves the kernel a copy of every frame: drop it early (see kernel_bypass).
+    let _bypass = if bypass_ifaces.is_empty() {
+        None
+    } else {
+        match crate::kernel_bypass::KernelBypass::install(&bypass_ifaces) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("linerate: warning: cannot keep the kernel from processing forwarded frames ({e}); it will also route every frame linerate forwards, halving throughput");
+                None
+            }
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing signal handlers")?;

@@ -1,0 +1,256 @@
+//! A whole lab session: every run of every set (interleaved, so that the machine's slow
+//! drifts spread over all sets rather than biasing one), the optional zero-loss search, the
+//! results files and the one-screen summary with its ministat comparison.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use serde_json::json;
+
+use crate::labfile::{Lab, Set};
+use crate::plot;
+use crate::runner::{LabEnv, LabError, RunResult};
+use crate::search::{self, SearchParams, SearchResult, Trial};
+use crate::stat;
+
+/// A set whose median rate reaches this share of the generator's capacity (measured alone,
+/// see `LabEnv::calibrate`) measured the generator, not the DUT.
+pub const GENERATOR_BOUND: f64 = 0.95;
+
+#[derive(Debug, Clone)]
+pub struct SetResult {
+    pub set: Set,
+    pub runs: Vec<RunResult>,
+    pub search: Option<SearchResult>,
+    /// The generator's capacity for this set's traffic, measured alone.
+    pub generator_pps: f64,
+}
+
+impl SetResult {
+    pub fn values(&self) -> Vec<f64> {
+        self.runs.iter().map(|r| r.pps).collect()
+    }
+
+    /// Median of the runs' values.
+    pub fn median(&self) -> f64 {
+        median(&self.values())
+    }
+
+    /// Median share of the generator's frames that reached the receiver.
+    pub fn delivered(&self) -> f64 {
+        median(&self.runs.iter().map(|r| if r.sent == 0 { 0.0 } else { r.received as f64 / r.sent as f64 }).collect::<Vec<_>>())
+    }
+
+    pub fn generator_bound(&self) -> bool {
+        self.generator_pps > 0.0 && self.median() >= GENERATOR_BOUND * self.generator_pps
+    }
+}
+
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Median (mean of the middle two for an even count); 0 for none.
+pub fn median(v: &[f64]) -> f64 {
+    let v = sorted(v);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Where the session is, for a progress bar.
+pub struct Progress<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub set: &'a str,
+    pub what: String,
+}
+
+/// Search settings for `--search`.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchOptions {
+    /// Tolerance as a share of the starting (highest) rate.
+    pub tolerance: f64,
+    pub max_trials: usize,
+}
+
+/// Runs every set `lab.runs` times (interleaved), then the zero-loss search if asked.
+pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &AtomicBool, mut progress: impl FnMut(Progress<'_>)) -> Result<Vec<SetResult>, LabError> {
+    let mut results: Vec<SetResult> = lab.sets.iter().map(|s| SetResult { set: s.clone(), runs: Vec::new(), search: None, generator_pps: 0.0 }).collect();
+    // One calibration per distinct traffic mix.
+    let mut mixes: Vec<crate::labfile::Traffic> = Vec::new();
+    for r in &results {
+        if !mixes.contains(&r.set.traffic) {
+            mixes.push(r.set.traffic.clone());
+        }
+    }
+    let total = mixes.len() + lab.runs * lab.sets.len() + search_opts.map_or(0, |s| s.max_trials * lab.sets.len());
+    let mut done = 0;
+    for mix in &mixes {
+        let r = results.iter().find(|r| r.set.traffic == *mix).expect("mix from a set");
+        progress(Progress { done, total, set: "generator", what: "calibration (DUT drops all)".into() });
+        let capacity = env.calibrate(&r.set, lab.seconds, stop)?;
+        done += 1;
+        for r in results.iter_mut().filter(|r| r.set.traffic == *mix) {
+            r.generator_pps = capacity;
+        }
+    }
+    for run in 0..lab.runs {
+        for r in results.iter_mut() {
+            progress(Progress { done, total, set: &r.set.name, what: format!("run {}/{}", run + 1, lab.runs) });
+            let res = env.run(&r.set, lab.seconds, None, stop)?;
+            r.runs.push(res);
+            done += 1;
+        }
+    }
+    if let Some(opts) = search_opts {
+        for r in results.iter_mut() {
+            let max = median(&r.runs.iter().map(|x| x.gen_pps).collect::<Vec<_>>()).max(1000.0);
+            let params = SearchParams { max_pps: max, tolerance_pps: (max * opts.tolerance).max(1000.0), max_trials: opts.max_trials, acceptable_loss: 0.0 };
+            let name = r.set.name.clone();
+            let set = r.set.clone();
+            let found = search::search(&params, |rate| {
+                progress(Progress { done, total, set: &name, what: format!("zero-loss trial at {:.0} pps", rate) });
+                done += 1;
+                let res = env.run(&set, lab.seconds, Some(rate), stop)?;
+                Ok::<_, LabError>(Trial { rate_pps: rate, sent: res.sent, received: res.received })
+            })?;
+            r.search = Some(found);
+        }
+    }
+    Ok(results)
+}
+
+/// The ministat comparison of the sets (the first set is the reference), as ministat prints it.
+pub fn ministat(results: &[SetResult]) -> String {
+    let samples: Vec<(String, Vec<f64>)> = results.iter().take(7).map(|r| (r.set.name.clone(), r.values())).collect();
+    match stat::try_compare(&samples, &stat::Options::default()) {
+        Ok(s) => s,
+        Err(e) => format!("(no ministat comparison: {e})\n"),
+    }
+}
+
+/// The one-screen summary.
+pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
+    let mut s = String::new();
+    let base = results.first().map(|r| r.median()).unwrap_or(0.0);
+    let _ = writeln!(s, "{} runs x {} s per set; value of a run = median of the receiver's per-second rates, first and last seconds left out", lab.runs, lab.seconds);
+    if let Some(r) = results.first() {
+        let _ = writeln!(s, "generator alone (DUT dropping everything): {:.0} pps", r.generator_pps);
+    }
+    let _ = writeln!(s, "{:<22} {:<11} {:>12} {:>12} {:>12} {:>9} {:>10}", "set", "dut", "median pps", "min", "max", "vs first", "delivered");
+    for r in results {
+        let v = r.values();
+        let (min, max) = v.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let ratio = if base > 0.0 { r.median() / base } else { 0.0 };
+        let dut = match r.set.dut {
+            crate::labfile::Dut::Linerate => format!("linerate/{}", r.set.backend),
+            d => d.name().to_owned(),
+        };
+        let _ = writeln!(s, "{:<22} {:<11} {:>12.0} {:>12.0} {:>12.0} {:>8.2}x {:>9.1}%", r.set.name, dut, r.median(), min, max, ratio, r.delivered() * 100.0);
+    }
+    for r in results {
+        if r.generator_bound() {
+            let _ = writeln!(
+                s,
+                "note: {}: {:.0} pps is {:.0}% of what the generator sends with nothing downstream ({:.0} pps): the generator, not the DUT, was the bottleneck",
+                r.set.name,
+                r.median(),
+                r.median() / r.generator_pps * 100.0,
+                r.generator_pps
+            );
+        }
+        if let Some(found) = &r.search {
+            let _ = writeln!(s, "zero-loss throughput of {}: {:.0} pps ({} trials, RFC 2544 26.1 binary search)", r.set.name, found.rate_pps, found.trials.len());
+        }
+    }
+    s.push('\n');
+    s.push_str(&ministat(results));
+    s
+}
+
+/// Writes runs.csv, sets.csv, results.json, plot.svg and summary.txt into `dir`.
+pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut runs = String::from("set,dut,run,pps,gen_pps,sent,received\n");
+    let mut sets = String::from("set,dut,backend,rules,flows,frame_size,imix,ipv6,runs,median_pps,min_pps,max_pps,delivered,zero_loss_pps\n");
+    for r in results {
+        for (i, x) in r.runs.iter().enumerate() {
+            let _ = writeln!(runs, "{},{},{},{:.0},{:.0},{},{}", r.set.name, r.set.dut.name(), i + 1, x.pps, x.gen_pps, x.sent, x.received);
+        }
+        let v = r.values();
+        let (min, max) = v.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let t = &r.set.traffic;
+        let _ = writeln!(
+            sets,
+            "{},{},{},{},{},{},{},{},{},{:.0},{:.0},{:.0},{:.4},{}",
+            r.set.name, r.set.dut.name(), r.set.backend, r.set.rules, t.flows, t.frame_size, t.imix, t.ipv6, v.len(), r.median(), min, max, r.delivered(),
+            r.search.as_ref().map(|s| format!("{:.0}", s.rate_pps)).unwrap_or_default()
+        );
+    }
+    std::fs::write(dir.join("runs.csv"), runs)?;
+    std::fs::write(dir.join("sets.csv"), sets)?;
+    std::fs::write(dir.join("results.json"), format!("{}\n", to_json(lab, results)))?;
+    std::fs::write(dir.join("plot.svg"), svg(results))?;
+    std::fs::write(dir.join("summary.txt"), summary(lab, results))?;
+    Ok(())
+}
+
+/// The plot: a line per swept family when the lab sweeps a parameter, else bars per set.
+pub fn svg(results: &[SetResult]) -> String {
+    let swept: Vec<&SetResult> = results.iter().filter(|r| r.set.sweep.is_some()).collect();
+    if swept.len() >= 2 {
+        let mut families: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        let mut param = String::new();
+        for r in swept {
+            let (base, p, v) = r.set.sweep.clone().expect("filtered");
+            param = p;
+            match families.iter_mut().find(|(b, _)| *b == base) {
+                Some((_, pts)) => pts.push((v as f64, r.median())),
+                None => families.push((base, vec![(v as f64, r.median())])),
+            }
+        }
+        let series: Vec<(&str, Vec<(f64, f64)>)> = families.iter().map(|(n, p)| (n.as_str(), p.clone())).collect();
+        return plot::lines(&format!("forwarding rate vs {param}"), &param, &series);
+    }
+    let bars: Vec<plot::Bar<'_>> = results
+        .iter()
+        .map(|r| {
+            let v = r.values();
+            plot::Bar { label: &r.set.name, median: r.median(), min: v.iter().cloned().fold(f64::MAX, f64::min), max: v.iter().cloned().fold(0.0, f64::max) }
+        })
+        .collect();
+    plot::bars("forwarding rate at the receiver", &bars)
+}
+
+/// `{"sets":[{"name":..., "dut":..., "runs_pps":[...], "median_pps":...}, ...]}`
+pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
+    let sets: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.set.name,
+                "dut": r.set.dut.name(),
+                "backend": r.set.backend,
+                "rules": r.set.rules,
+                "flows": r.set.traffic.flows,
+                "frame_size": r.set.traffic.frame_size,
+                "imix": r.set.traffic.imix,
+                "ipv6": r.set.traffic.ipv6,
+                "runs_pps": r.values(),
+                "median_pps": r.median(),
+                "gen_pps": r.runs.iter().map(|x| x.gen_pps).collect::<Vec<_>>(),
+                "delivered": r.delivered(),
+                "generator_capacity_pps": r.generator_pps,
+                "generator_bound": r.generator_bound(),
+                "zero_loss_pps": r.search.as_ref().map(|s| s.rate_pps),
+            })
+        })
+        .collect();
+    json!({ "runs": lab.runs, "seconds": lab.seconds, "sets": sets })
+}

@@ -1,0 +1,112 @@
+//! `linerate lab [FILE]`: the study's method in one command (see `lab::labfile` for the file
+//! format, `lab::runner` for the topology and pinning).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use lab::labfile::Lab;
+use lab::runner::LabEnv;
+use lab::session::{self, Progress, SearchOptions};
+
+#[derive(clap::Args)]
+pub struct LabArgs {
+    /// Lab file (TOML) [default: the built-in lab: kernel vs linerate vs kernel+nftables
+    /// with 1000 rules, 2000 flows of 60-byte frames, 5 runs each].
+    file: Option<PathBuf>,
+    /// Runs per set (overrides the file).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Seconds per run (overrides the file; at least 3).
+    #[arg(long)]
+    seconds: Option<u32>,
+    /// Also find each set's zero-loss throughput (RFC 2544 section 26.1 binary search).
+    #[arg(long)]
+    search: bool,
+    /// Search: stop when the passing and failing rates are within this share of the start.
+    #[arg(long, default_value_t = 0.01)]
+    tolerance: f64,
+    /// Search: at most this many trials per set.
+    #[arg(long, default_value_t = 10)]
+    max_trials: usize,
+    /// Results folder [default: results/lab-<unix time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: LabArgs) -> Result<()> {
+    let mut lab = match &args.file {
+        Some(path) => Lab::load(path)?,
+        None => Lab::default_lab(),
+    };
+    if let Some(r) = args.runs {
+        lab.runs = r;
+    }
+    if let Some(s) = args.seconds {
+        lab.seconds = s;
+    }
+    if lab.runs == 0 || lab.seconds < 3 {
+        bail!("--runs must be >= 1 and --seconds >= 3 (the first and last seconds of a run are left out)");
+    }
+    if !io::netdev::is_root() {
+        bail!("linerate lab needs root: it creates network namespaces and veth pairs");
+    }
+    if io::affinity::available_cpus() < 2 {
+        eprintln!("lab: warning: one CPU only: generator and DUT will share it");
+    }
+    let bin = std::env::current_exe().context("locating the linerate binary")?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        PathBuf::from(format!("results/lab-{t}"))
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(s, Arc::clone(&stop)).context("installing signal handlers")?;
+    }
+    eprintln!(
+        "lab: {} sets x {} runs x {} s; generator and receiver on cpu {}, DUT on cpu {}",
+        lab.sets.len(),
+        lab.runs,
+        lab.seconds,
+        lab::runner::GEN_CPU,
+        lab::runner::DUT_CPU
+    );
+    let env = LabEnv::build(&bin).context("building the lab topology")?;
+    let started = Instant::now();
+    let search = args.search.then_some(SearchOptions { tolerance: args.tolerance, max_trials: args.max_trials });
+    let results = session::run(&lab, &env, search, &stop, |p: Progress<'_>| progress_bar(&p, started));
+    eprintln!();
+    drop(env); // namespaces go before we print, also on error
+    let results = results?;
+    session::write(&out, &lab, &results).with_context(|| format!("writing results to {}", out.display()))?;
+    println!("{}", session::summary(&lab, &results));
+    println!("results: {} (runs.csv, sets.csv, results.json, plot.svg, summary.txt)", out.display());
+    if args.json {
+        println!("{}", session::to_json(&lab, &results));
+    }
+    Ok(())
+}
+
+fn progress_bar(p: &Progress<'_>, started: Instant) {
+    const WIDTH: usize = 30;
+    let filled = (p.done * WIDTH).checked_div(p.total).unwrap_or(0);
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "\r[{}{}] {}/{} {:>4.0}s  {}: {:<40}",
+        "#".repeat(filled),
+        "-".repeat(WIDTH - filled),
+        p.done,
+        p.total,
+        started.elapsed().as_secs_f64(),
+        p.set,
+        p.what
+    );
+    let _ = err.flush();
+}
