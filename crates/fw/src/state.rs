@@ -1,1 +1,1030 @@
-//! (being written)
+//! Stateful connection tracking (pf's `keep state`), one table per worker.
+//!
+//! # Model
+//!
+//! A state is created by `insert` for the first packet of a flow that matched a `keep state`
+//! rule. It matches **both directions** of the flow: the key is canonical (the two endpoints
+//! `(addr, port)` are ordered so that A <= B, plus address family and protocol) and the entry
+//! records which side initiated. States are *floating* (pf's default `state-policy floating`):
+//! neither the interface nor the direction is part of the key. Later packets of the flow call
+//! [`StateTable::lookup`] and skip the rules on a hit.
+//!
+//! * TCP: pf's window tracking ([`pf_tcp_track_full`]): per-direction `seqlo`/`seqhi`/`max_win`/
+//!   `wscale`, the four window checks, the TCP state machine (SYN_SENT .. ESTABLISHED ..
+//!   CLOSING .. FIN_WAIT_2 .. TIME_WAIT), exact RST sequence checks, the loose clause for
+//!   shotgunned SYNs / picked-up connections. Out-of-window packets get
+//!   `Drop(StateDropReason::OutOfWindow)`. A state created with [`StateOptions::sloppy`] (or
+//!   looked up / created without a [`TcpSegment`]) uses pf's `pf_tcp_track_sloppy` (flags only).
+//!   A bare SYN on a state whose both ends are >= FIN_WAIT_2 removes the old state and returns
+//!   `Miss`, so the caller re-evaluates the rules and creates a fresh state (pf does the same).
+//! * UDP and other protocols: pf's pseudo-states NO_TRAFFIC / SINGLE / MULTIPLE with the
+//!   `udp.*` / `other.*` timeouts, transitions exactly as pf_test_state: the sender becomes
+//!   SINGLE, a receiver that was SINGLE becomes MULTIPLE, `*.multiple` applies once both ends are
+//!   MULTIPLE (i.e. after initiator -> responder -> initiator), `*.single` otherwise.
+//! * ICMP / ICMPv6 queries: keyed by the query type (echo reply is mapped to echo request, etc.),
+//!   `icmp.first` after creation, `icmp.error` after any later packet (as pf). The
+//!   [`PacketKey`] carries no ICMP identifier, so concurrent pings between the same two hosts
+//!   share one state.
+//! * ICMP errors (unreachable, time exceeded, packet too big, ...):
+//!   [`StateTable::lookup_icmp_error`] with the quoted inner header finds the flow's state; for
+//!   TCP the quoted sequence number is checked against the sender's window as pf does.
+//!
+//! [`pf_tcp_track_full`]: https://github.com/openbsd/src/blob/master/sys/net/pf.c
+//!
+//! # Expiry without timers
+//!
+//! Each entry stores its absolute deadline (`u32` seconds of the coarse clock the caller passes
+//! as `now`). An entry with `deadline <= now` is dead: lookups treat it as absent and reclaim it
+//! on the spot; [`StateTable::expire`] is an incremental sweep over a bounded number of slots per
+//! call (round-robin cursor), meant to be called once per batch. No timer wheel, no heap, no
+//! per-entry timer. `len()` counts entries not yet reclaimed (live or dead); when
+//! `len() == limit()` new flows are refused ([`InsertError::Full`]) until lookups or the sweep
+//! reclaim dead ones; existing flows keep working.
+//!
+//! # Layout and memory
+//!
+//! Everything is allocated once in [`StateTable::new`] for `limit` states; an insert never
+//! allocates.
+//!
+//! * `slots`: a flat `Vec<Entry>` of capacity `limit` (ids are slot indices). An `Entry` is
+//!   **80 bytes**: the canonical key (40 B: two addresses as `[u64; 2]`, two ports, proto, af
+//!   — IPv4 and IPv6 share the layout), two 12-byte TCP peers (24 B), deadline, rule index,
+//!   flags and timeout kind (12 B), 4 B of padding. Free slots are chained through the entry
+//!   itself (no side free list). Pages of the slot array are committed by the OS as the
+//!   high-water mark grows.
+//! * `index`: open addressing with linear probing and backward-shift deletion (no tombstones)
+//!   over `2 * limit` `u64` words (load factor <= 0.5 even when full, so a hit costs ~1.5 probes
+//!   and a miss ~2.5, nearly always in one cache line). A word holds the slot id in its low
+//!   `id_bits` bits and the hash in the others; the home bucket is derived from the hash's top
+//!   32 bits by multiply-shift range reduction, so deletion can move words without touching the
+//!   slots. A key comparison against the slot happens only when the remaining >= 15 hash bits
+//!   match (at 10M states), so a miss almost never touches the slot array.
+//!
+//! Per state: 80 B (slot) + 2 x 8 B (index) = **96 bytes**, 10M states = 960 MB
+//! ([`StateTable::memory_bytes`]).
+//!
+//! # Hash
+//!
+//! A keyed folded-multiply hash (as in wyhash/foldhash): the five 64-bit key words are xored with
+//! six secret words expanded (splitmix64) from the per-table `seed`, combined by 64x64->128-bit
+//! multiplications folded to 64 bits. It is not a PRF like SipHash, but without the secret an
+//! attacker cannot aim flows at one bucket chain; seed each worker's table from a random source
+//! at start-up (`getrandom`, `/dev/urandom`).
+//!
+//! # Concurrency
+//!
+//! A table belongs to one worker (`&mut self`, no locks, no atomics). [`StateTable::counters`]
+//! returns plain `u64` counters the worker can publish.
+
+mod tcp;
+
+use crate::packet::{Af, PacketKey, proto};
+use tcp::Peer;
+
+/// TCP flag bits (as in [`PacketKey::tcp_flags`]).
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}
+
+/// TCP peer states as pf uses the BSD `TCPS_*` values.
+pub mod tcp_state {
+    pub const CLOSED: u8 = 0;
+    pub const LISTEN: u8 = 1;
+    pub const SYN_SENT: u8 = 2;
+    pub const SYN_RECEIVED: u8 = 3;
+    pub const ESTABLISHED: u8 = 4;
+    pub const CLOSE_WAIT: u8 = 5;
+    pub const FIN_WAIT_1: u8 = 6;
+    pub const CLOSING: u8 = 7;
+    pub const LAST_ACK: u8 = 8;
+    pub const FIN_WAIT_2: u8 = 9;
+    pub const TIME_WAIT: u8 = 10;
+}
+
+/// UDP / other-protocol pseudo-states (pf's `PFUDPS_*` / `PFOTHERS_*`).
+pub mod pseudo_state {
+    pub const NO_TRAFFIC: u8 = 0;
+    pub const SINGLE: u8 = 1;
+    pub const MULTIPLE: u8 = 2;
+}
+
+/// State timeouts in seconds; `Default` is pf's defaults (pf.conf(5) `set timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// After the first packet.
+    pub tcp_first: u32,
+    /// Before both ends are established.
+    pub tcp_opening: u32,
+    /// Fully established.
+    pub tcp_established: u32,
+    /// After the first FIN.
+    pub tcp_closing: u32,
+    /// After both FINs.
+    pub tcp_finwait: u32,
+    /// After both FINs acknowledged, or a RST.
+    pub tcp_closed: u32,
+    pub udp_first: u32,
+    pub udp_single: u32,
+    pub udp_multiple: u32,
+    pub icmp_first: u32,
+    pub icmp_error: u32,
+    pub other_first: u32,
+    pub other_single: u32,
+    pub other_multiple: u32,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            tcp_first: 120,
+            tcp_opening: 30,
+            tcp_established: 86400,
+            tcp_closing: 900,
+            tcp_finwait: 45,
+            tcp_closed: 90,
+            udp_first: 60,
+            udp_single: 30,
+            udp_multiple: 60,
+            icmp_first: 20,
+            icmp_error: 10,
+            other_first: 60,
+            other_single: 30,
+            other_multiple: 60,
+        }
+    }
+}
+
+/// Which timeout currently applies to a state (pf's `PFTM_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Tmo {
+    TcpFirst,
+    TcpOpening,
+    TcpEstablished,
+    TcpClosing,
+    TcpFinWait,
+    TcpClosed,
+    UdpFirst,
+    UdpSingle,
+    UdpMultiple,
+    IcmpFirst,
+    IcmpError,
+    OtherFirst,
+    OtherSingle,
+    OtherMultiple,
+}
+
+impl Tmo {
+    const ALL: [Tmo; 14] = [
+        Tmo::TcpFirst,
+        Tmo::TcpOpening,
+        Tmo::TcpEstablished,
+        Tmo::TcpClosing,
+        Tmo::TcpFinWait,
+        Tmo::TcpClosed,
+        Tmo::UdpFirst,
+        Tmo::UdpSingle,
+        Tmo::UdpMultiple,
+        Tmo::IcmpFirst,
+        Tmo::IcmpError,
+        Tmo::OtherFirst,
+        Tmo::OtherSingle,
+        Tmo::OtherMultiple,
+    ];
+    fn from_u8(v: u8) -> Tmo {
+        Tmo::ALL[v as usize]
+    }
+}
+
+impl Timeouts {
+    /// Seconds for a timeout kind.
+    pub fn get(&self, t: Tmo) -> u32 {
+        match t {
+            Tmo::TcpFirst => self.tcp_first,
+            Tmo::TcpOpening => self.tcp_opening,
+            Tmo::TcpEstablished => self.tcp_established,
+            Tmo::TcpClosing => self.tcp_closing,
+            Tmo::TcpFinWait => self.tcp_finwait,
+            Tmo::TcpClosed => self.tcp_closed,
+            Tmo::UdpFirst => self.udp_first,
+            Tmo::UdpSingle => self.udp_single,
+            Tmo::UdpMultiple => self.udp_multiple,
+            Tmo::IcmpFirst => self.icmp_first,
+            Tmo::IcmpError => self.icmp_error,
+            Tmo::OtherFirst => self.other_first,
+            Tmo::OtherSingle => self.other_single,
+            Tmo::OtherMultiple => self.other_multiple,
+        }
+    }
+}
+
+/// The TCP header fields tracking needs, extracted by the dataplane for each TCP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpSegment {
+    /// Sequence number (host order).
+    pub seq: u32,
+    /// Acknowledgement number (host order; ignored without ACK).
+    pub ack: u32,
+    /// Window field as on the wire (unscaled).
+    pub win: u16,
+    /// Flags byte (see [`tcp_flags`]).
+    pub flags: u8,
+    /// TCP payload bytes (IP total length - IP header - TCP header).
+    pub payload_len: u16,
+    /// Window-scale option shift, if a SYN carries the option (ignored on non-SYN).
+    pub wscale: Option<u8>,
+}
+
+/// Index of a state in its table's slot array. Reused after the state is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StateId(pub u32);
+
+/// Why a packet that matched a state is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateDropReason {
+    /// TCP sequence/ack outside the tracked windows (pf's PFRES_BADSTATE).
+    OutOfWindow,
+}
+
+/// What to do with a packet that matched a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateVerdict {
+    Pass,
+    Drop(StateDropReason),
+}
+
+/// Result of [`StateTable::lookup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateLookup {
+    /// The packet belongs to a tracked flow: the rules are skipped.
+    Hit {
+        id: StateId,
+        /// True when the packet goes the same way as the flow's first packet.
+        dir_from_initiator: bool,
+        verdict: StateVerdict,
+    },
+    /// No (live) state: evaluate the rules.
+    Miss,
+}
+
+/// Why [`StateTable::insert`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InsertError {
+    /// `len() == limit()`: the caller drops the packet and counts it.
+    #[error("state table full")]
+    Full,
+    /// A live state for this flow already exists.
+    #[error("state exists")]
+    Exists(StateId),
+}
+
+/// Per-state options from the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateOptions {
+    /// pf's `sloppy`: no TCP window checks (for asymmetric routing).
+    pub sloppy: bool,
+}
+
+/// Counters the worker publishes (plain integers, no atomics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateCounters {
+    /// Entries held (live plus dead not yet reclaimed), = `len()`.
+    pub in_use: u64,
+    pub inserts: u64,
+    /// Inserts refused because the table was full.
+    pub insert_full: u64,
+    /// Inserts refused because a live state existed.
+    pub insert_exists: u64,
+    /// Lookups that found a live state (whatever the verdict).
+    pub hits: u64,
+    pub misses: u64,
+    /// Packets dropped by state tracking, by reason.
+    pub drop_out_of_window: u64,
+    /// Dead entries reclaimed by a lookup/insert finding them.
+    pub expired_lookup: u64,
+    /// Dead entries reclaimed by the sweep.
+    pub expired_sweep: u64,
+    /// States removed by a bare SYN on a closed TCP connection (port reuse).
+    pub reused_closed: u64,
+    /// States removed by [`StateTable::remove`].
+    pub removed: u64,
+    pub icmp_error_hits: u64,
+    pub icmp_error_misses: u64,
+    /// ICMP errors quoting a TCP sequence number outside the window.
+    pub icmp_error_bad_seq: u64,
+}
+
+/// Inspection of one state (tests, `pfctl -ss`-like dumps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateInfo {
+    pub rule: u32,
+    pub af: Af,
+    pub proto: u8,
+    /// TCP state (or pseudo-state) of the initiator and the responder.
+    pub initiator_state: u8,
+    pub responder_state: u8,
+    /// Absolute deadline on the caller's clock.
+    pub expire: u32,
+    pub timeout: Tmo,
+    pub sloppy: bool,
+}
+
+/// Canonical flow key: 40 bytes, endpoints ordered (A <= B).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct FlowKey {
+    a: [u64; 2],
+    b: [u64; 2],
+    pa: u16,
+    pb: u16,
+    proto: u8,
+    af: u8,
+}
+
+const F_USED: u8 = 1;
+/// The initiator is endpoint B of the canonical key.
+const F_INIT_B: u8 = 2;
+const F_SLOPPY: u8 = 4;
+
+/// One state: 80 bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Entry {
+    key: FlowKey,
+    /// [initiator, responder].
+    peer: [Peer; 2],
+    /// Absolute deadline (dead when `<= now`).
+    expire: u32,
+    /// Rule index; next free slot when the slot is free.
+    rule: u32,
+    flags: u8,
+    tmo: u8,
+}
+
+const EMPTY: u64 = u64::MAX;
+const NONE: u32 = u32::MAX;
+/// Largest supported limit (the home bucket is computed from 32 hash bits, ids must leave at
+/// least 32 bits for the hash).
+pub const MAX_LIMIT: usize = 1 << 30;
+
+/// The per-worker state table.
+pub struct StateTable {
+    slots: Vec<Entry>,
+    index: Vec<u64>,
+    free_head: u32,
+    len: usize,
+    limit: usize,
+    id_mask: u64,
+    secret: [u64; 6],
+    timeouts: Timeouts,
+    sweep_cursor: usize,
+    counters: StateCounters,
+}
+
+#[inline]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = (a as u128).wrapping_mul(b as u128);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+fn splitmix64(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[inline]
+fn is_icmp(p: u8) -> bool {
+    p == proto::ICMP || p == proto::ICMPV6
+}
+
+/// Maps an ICMP query/reply type to the query type, so both directions share a key.
+#[inline]
+fn icmp_query_type(p: u8, t: u16) -> u16 {
+    if p == proto::ICMP {
+        match t {
+            0 => 8,   // echo reply -> echo request
+            14 => 13, // timestamp reply
+            16 => 15, // information reply
+            18 => 17, // address mask reply
+            9 => 10,  // router advertisement -> solicitation
+            _ => t,
+        }
+    } else {
+        match t {
+            129 => 128, // echo reply -> echo request
+            140 => 139, // node information reply -> query
+            _ => t,
+        }
+    }
+}
+
+/// True for ICMP(v6) types that are errors quoting another packet (the dataplane should call
+/// [`StateTable::lookup_icmp_error`] with the quoted header for those).
+pub fn is_icmp_error(proto_: u8, icmp_type: u16) -> bool {
+    if proto_ == proto::ICMP {
+        matches!(icmp_type, 3 | 4 | 5 | 11 | 12)
+    } else if proto_ == proto::ICMPV6 {
+        matches!(icmp_type, 1..=4)
+    } else {
+        false
+    }
+}
+
+/// Canonicalises a packet key; returns the key and whether the packet's source is endpoint A.
+#[inline]
+fn canonical(k: &PacketKey) -> (FlowKey, bool) {
+    let (sp, dp) = if is_icmp(k.proto) {
+        let t = icmp_query_type(k.proto, k.src_port);
+        (t, t)
+    } else {
+        (k.src_port, k.dst_port)
+    };
+    let from_a = (k.src, sp) <= (k.dst, dp);
+    let ((a, pa), (b, pb)) = if from_a {
+        ((k.src, sp), (k.dst, dp))
+    } else {
+        ((k.dst, dp), (k.src, sp))
+    };
+    let fk = FlowKey {
+        a: [a as u64, (a >> 64) as u64],
+        b: [b as u64, (b >> 64) as u64],
+        pa,
+        pb,
+        proto: k.proto,
+        af: match k.af {
+            Af::Inet => 4,
+            Af::Inet6 => 6,
+        },
+    };
+    (fk, from_a)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Tcp,
+    Udp,
+    Icmp,
+    Other,
+}
+
+#[inline]
+fn class(p: u8) -> Class {
+    match p {
+        proto::TCP => Class::Tcp,
+        proto::UDP => Class::Udp,
+        proto::ICMP | proto::ICMPV6 => Class::Icmp,
+        _ => Class::Other,
+    }
+}
+
+impl StateTable {
+    /// A table for at most `limit` states (`limit <= MAX_LIMIT`), all memory allocated here.
+    /// `seed` keys the hash: use a random value per table.
+    pub fn new(limit: usize, timeouts: Timeouts, seed: u64) -> StateTable {
+        assert!(limit <= MAX_LIMIT, "state limit {limit} > {MAX_LIMIT}");
+        let id_bits = 64 - (limit as u64).leading_zeros();
+        let id_mask = (1u64 << id_bits) - 1;
+        debug_assert!(id_mask >= limit as u64 && id_bits <= 32);
+        let cap = (2 * limit).max(8).next_multiple_of(8);
+        let mut s = seed;
+        let secret = std::array::from_fn(|_| splitmix64(&mut s) | 1);
+        StateTable {
+            slots: Vec::with_capacity(limit),
+            index: vec![EMPTY; cap],
+            free_head: NONE,
+            len: 0,
+            limit,
+            id_mask,
+            secret,
+            timeouts,
+            sweep_cursor: 0,
+            counters: StateCounters::default(),
+        }
+    }
+
+    /// Entries held (live, plus dead ones not reclaimed yet).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    /// New timeouts apply to states from their next refresh on.
+    pub fn set_timeouts(&mut self, t: Timeouts) {
+        self.timeouts = t;
+    }
+
+    /// Bytes reserved by the table (slot array at full capacity, index, header).
+    pub fn memory_bytes(&self) -> usize {
+        self.slots.capacity() * size_of::<Entry>()
+            + self.index.capacity() * size_of::<u64>()
+            + size_of::<Self>()
+    }
+
+    /// Size of one slot (80), for documentation and tests.
+    pub const ENTRY_BYTES: usize = size_of::<Entry>();
+
+    pub fn counters(&self) -> StateCounters {
+        StateCounters {
+            in_use: self.len as u64,
+            ..self.counters
+        }
+    }
+
+    #[inline]
+    fn hash(&self, k: &FlowKey) -> u64 {
+        let s = &self.secret;
+        let w4 = (k.pa as u64) | (k.pb as u64) << 16 | (k.proto as u64) << 32 | (k.af as u64) << 40;
+        let h1 = fold_mul(k.a[0] ^ s[0], k.a[1] ^ s[1]);
+        let h2 = fold_mul(k.b[0] ^ s[2], k.b[1] ^ s[3]);
+        fold_mul(h1 ^ w4 ^ s[4], h2 ^ s[5])
+    }
+
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        (((h >> 32) * self.index.len() as u64) >> 32) as usize
+    }
+
+    #[inline]
+    fn next(&self, i: usize) -> usize {
+        let j = i + 1;
+        if j == self.index.len() { 0 } else { j }
+    }
+
+    /// Probes for `k`: `Ok((index position, slot id))` or `Err(first empty position)`.
+    #[inline]
+    fn find(&self, k: &FlowKey, h: u64) -> Result<(usize, usize), usize> {
+        let tag = h & !self.id_mask;
+        let mut i = self.home(h);
+        loop {
+            let w = self.index[i];
+            if w == EMPTY {
+                return Err(i);
+            }
+            if w & !self.id_mask == tag {
+                let id = (w & self.id_mask) as usize;
+                if self.slots[id].key == *k {
+                    return Ok((i, id));
+                }
+            }
+            i = self.next(i);
+        }
+    }
+
+    /// Index position of slot `id` (which must be used).
+    fn position_of(&self, id: usize) -> usize {
+        let h = self.hash(&self.slots[id].key);
+        let want = (h & !self.id_mask) | id as u64;
+        let mut i = self.home(h);
+        loop {
+            let w = self.index[i];
+            assert!(w != EMPTY, "state index corrupt");
+            if w == want {
+                return i;
+            }
+            i = self.next(i);
+        }
+    }
+
+    /// Removes index word at `pos` (backward-shift deletion) and frees slot `id`.
+    fn remove_at(&mut self, pos: usize, id: usize) {
+        let mut hole = pos;
+        let mut j = pos;
+        loop {
+            j = self.next(j);
+            let w = self.index[j];
+            if w == EMPTY {
+                break;
+            }
+            let k = self.home(w);
+            // The word at j may move to the hole unless its home lies cyclically in (hole, j].
+            let stays = if hole <= j {
+                hole < k && k <= j
+            } else {
+                hole < k || k <= j
+            };
+            if !stays {
+                self.index[hole] = w;
+                hole = j;
+            }
+        }
+        self.index[hole] = EMPTY;
+        let e = &mut self.slots[id];
+        e.flags = 0;
+        e.rule = self.free_head;
+        self.free_head = id as u32;
+        self.len -= 1;
+    }
+
+    #[inline]
+    fn deadline(&self, now: u32, t: Tmo) -> u32 {
+        now.saturating_add(self.timeouts.get(t))
+    }
+
+    /// Looks up the state of a packet and tracks it. `tcp` is the segment for TCP packets
+    /// (`None`: flag-only sloppy tracking from `key.tcp_flags`). `now`: coarse clock, seconds.
+    #[inline]
+    pub fn lookup(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, now: u32) -> StateLookup {
+        let (fk, from_a) = canonical(key);
+        let h = self.hash(&fk);
+        let (pos, id) = match self.find(&fk, h) {
+            Ok(x) => x,
+            Err(_) => {
+                self.counters.misses += 1;
+                return StateLookup::Miss;
+            }
+        };
+        if self.slots[id].expire <= now {
+            self.remove_at(pos, id);
+            self.counters.expired_lookup += 1;
+            self.counters.misses += 1;
+            return StateLookup::Miss;
+        }
+        let timeouts = self.timeouts;
+        let e = &self.slots[id];
+        let eflags = e.flags;
+        let from_init = from_a ^ (eflags & F_INIT_B != 0);
+        let (si, di) = if from_init { (0, 1) } else { (1, 0) };
+        let mut src = e.peer[si];
+        let mut dst = e.peer[di];
+        let mut verdict = StateVerdict::Pass;
+        let refresh = match class(fk.proto) {
+            Class::Tcp => {
+                let flags = tcp.map_or(key.tcp_flags, |s| s.flags);
+                if src.state >= tcp_state::FIN_WAIT_2
+                    && dst.state >= tcp_state::FIN_WAIT_2
+                    && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
+                {
+                    // New connection reusing the ports of a closed one: drop the old state,
+                    // the rules decide about the new one.
+                    self.remove_at(pos, id);
+                    self.counters.reused_closed += 1;
+                    self.counters.misses += 1;
+                    return StateLookup::Miss;
+                }
+                match tcp {
+                    Some(seg) if eflags & F_SLOPPY == 0 => {
+                        match tcp::track_full(&mut src, &mut dst, seg) {
+                            tcp::Track::Pass(t) => Some(t),
+                            tcp::Track::PassNoRefresh => None,
+                            tcp::Track::Drop => {
+                                verdict = StateVerdict::Drop(StateDropReason::OutOfWindow);
+                                None
+                            }
+                        }
+                    }
+                    _ => Some(tcp::track_sloppy(&mut src, &mut dst, flags)),
+                }
+            }
+            Class::Udp | Class::Other => {
+                if src.state < pseudo_state::SINGLE {
+                    src.state = pseudo_state::SINGLE;
+                }
+                if dst.state == pseudo_state::SINGLE {
+                    dst.state = pseudo_state::MULTIPLE;
+                }
+                let multiple =
+                    src.state == pseudo_state::MULTIPLE && dst.state == pseudo_state::MULTIPLE;
+                Some(match (class(fk.proto) == Class::Udp, multiple) {
+                    (true, true) => Tmo::UdpMultiple,
+                    (true, false) => Tmo::UdpSingle,
+                    (false, true) => Tmo::OtherMultiple,
+                    (false, false) => Tmo::OtherSingle,
+                })
+            }
+            Class::Icmp => Some(Tmo::IcmpError),
+        };
+        let e = &mut self.slots[id];
+        e.peer[si] = src;
+        e.peer[di] = dst;
+        if let Some(t) = refresh {
+            e.tmo = t as u8;
+            e.expire = now.saturating_add(timeouts.get(t));
+        }
+        self.counters.hits += 1;
+        if verdict != StateVerdict::Pass {
+            self.counters.drop_out_of_window += 1;
+        }
+        StateLookup::Hit {
+            id: StateId(id as u32),
+            dir_from_initiator: from_init,
+            verdict,
+        }
+    }
+
+    /// Creates the state for the first packet of a flow (default options).
+    pub fn insert(
+        &mut self,
+        key: &PacketKey,
+        rule: u32,
+        now: u32,
+        tcp: Option<&TcpSegment>,
+    ) -> Result<StateId, InsertError> {
+        self.insert_with(key, rule, now, tcp, StateOptions::default())
+    }
+
+    /// Creates the state for the first packet of a flow. The packet's source is the initiator.
+    /// A dead entry for the same flow is replaced in place. Never allocates.
+    pub fn insert_with(
+        &mut self,
+        key: &PacketKey,
+        rule: u32,
+        now: u32,
+        tcp: Option<&TcpSegment>,
+        opts: StateOptions,
+    ) -> Result<StateId, InsertError> {
+        let (fk, from_a) = canonical(key);
+        let h = self.hash(&fk);
+        let id = match self.find(&fk, h) {
+            Ok((_, id)) => {
+                if self.slots[id].expire > now {
+                    self.counters.insert_exists += 1;
+                    return Err(InsertError::Exists(StateId(id as u32)));
+                }
+                self.counters.expired_lookup += 1;
+                id
+            }
+            Err(pos) => {
+                if self.len >= self.limit {
+                    self.counters.insert_full += 1;
+                    return Err(InsertError::Full);
+                }
+                let id = if self.free_head != NONE {
+                    let id = self.free_head as usize;
+                    self.free_head = self.slots[id].rule;
+                    id
+                } else {
+                    self.slots.push(Entry::default());
+                    self.slots.len() - 1
+                };
+                self.index[pos] = (h & !self.id_mask) | id as u64;
+                self.len += 1;
+                id
+            }
+        };
+        let mut e = Entry {
+            key: fk,
+            rule,
+            flags: F_USED,
+            ..Entry::default()
+        };
+        if !from_a {
+            e.flags |= F_INIT_B;
+        }
+        let t = match class(fk.proto) {
+            Class::Tcp => {
+                let [src, dst] = &mut e.peer;
+                match tcp {
+                    Some(seg) => tcp::init(src, dst, seg),
+                    None => {
+                        src.state = tcp_state::SYN_SENT;
+                        dst.state = tcp_state::CLOSED;
+                    }
+                }
+                if opts.sloppy || tcp.is_none() {
+                    e.flags |= F_SLOPPY;
+                }
+                Tmo::TcpFirst
+            }
+            Class::Udp => {
+                e.peer[0].state = pseudo_state::SINGLE;
+                Tmo::UdpFirst
+            }
+            Class::Other => {
+                e.peer[0].state = pseudo_state::SINGLE;
+                Tmo::OtherFirst
+            }
+            Class::Icmp => Tmo::IcmpFirst,
+        };
+        e.tmo = t as u8;
+        e.expire = self.deadline(now, t);
+        self.slots[id] = e;
+        self.counters.inserts += 1;
+        Ok(StateId(id as u32))
+    }
+
+    /// Finds the state of the flow an ICMP error quotes. `quoted` is the inner (quoted) header's
+    /// 5-tuple as it appears in the error (its source is the host the error is sent back to;
+    /// either orientation finds the state). `quoted_tcp_seq`: the quoted TCP sequence number,
+    /// checked against the sender's window as pf does (skipped for sloppy states).
+    /// The state's timeout is not refreshed. The caller should also check that the error is
+    /// addressed to the quoted packet's source.
+    pub fn lookup_icmp_error(
+        &mut self,
+        quoted: &PacketKey,
+        quoted_tcp_seq: Option<u32>,
+        now: u32,
+    ) -> Option<StateId> {
+        let (fk, from_a) = canonical(quoted);
+        let h = self.hash(&fk);
+        let (pos, id) = match self.find(&fk, h) {
+            Ok(x) => x,
+            Err(_) => {
+                self.counters.icmp_error_misses += 1;
+                return None;
+            }
+        };
+        let e = &self.slots[id];
+        if e.expire <= now {
+            self.remove_at(pos, id);
+            self.counters.expired_lookup += 1;
+            self.counters.icmp_error_misses += 1;
+            return None;
+        }
+        if let (Class::Tcp, Some(seq), false) =
+            (class(fk.proto), quoted_tcp_seq, e.flags & F_SLOPPY != 0)
+        {
+            let from_init = from_a ^ (e.flags & F_INIT_B != 0);
+            let (src, dst) = if from_init {
+                (&e.peer[0], &e.peer[1])
+            } else {
+                (&e.peer[1], &e.peer[0])
+            };
+            if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
+                self.counters.icmp_error_bad_seq += 1;
+                return None;
+            }
+        }
+        self.counters.icmp_error_hits += 1;
+        Some(StateId(id as u32))
+    }
+
+    /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead
+    /// ones. Returns the number removed.
+    pub fn expire(&mut self, now: u32, budget: usize) -> usize {
+        let n = self.slots.len();
+        if n == 0 {
+            return 0;
+        }
+        let mut removed = 0;
+        for _ in 0..budget.min(n) {
+            let id = self.sweep_cursor;
+            self.sweep_cursor = if id + 1 >= n { 0 } else { id + 1 };
+            let e = &self.slots[id];
+            if e.flags & F_USED != 0 && e.expire <= now {
+                let pos = self.position_of(id);
+                self.remove_at(pos, id);
+                removed += 1;
+            }
+        }
+        self.counters.expired_sweep += removed as u64;
+        removed
+    }
+
+    /// Removes a state (rule flush, `pfctl -k`). False if `id` is not in use.
+    pub fn remove(&mut self, id: StateId) -> bool {
+        let id = id.0 as usize;
+        if id >= self.slots.len() || self.slots[id].flags & F_USED == 0 {
+            return false;
+        }
+        let pos = self.position_of(id);
+        self.remove_at(pos, id);
+        self.counters.removed += 1;
+        true
+    }
+
+    /// Inspects a state (live or dead-not-reclaimed).
+    pub fn info(&self, id: StateId) -> Option<StateInfo> {
+        let e = self.slots.get(id.0 as usize)?;
+        if e.flags & F_USED == 0 {
+            return None;
+        }
+        Some(StateInfo {
+            rule: e.rule,
+            af: if e.key.af == 6 { Af::Inet6 } else { Af::Inet },
+            proto: e.key.proto,
+            initiator_state: e.peer[0].state,
+            responder_state: e.peer[1].state,
+            expire: e.expire,
+            timeout: Tmo::from_u8(e.tmo),
+            sloppy: e.flags & F_SLOPPY != 0,
+        })
+    }
+
+    /// Whether an entry (live or dead) for this flow is held. For tests.
+    #[doc(hidden)]
+    pub fn debug_contains(&self, key: &PacketKey) -> bool {
+        let (fk, _) = canonical(key);
+        self.find(&fk, self.hash(&fk)).is_ok()
+    }
+
+    /// Checks the index/slot invariants (O(capacity)). For tests. Returns the longest probe
+    /// distance.
+    #[doc(hidden)]
+    pub fn debug_check(&self) -> usize {
+        let cap = self.index.len();
+        let mut seen = vec![false; self.slots.len()];
+        let mut n = 0;
+        let mut max_dist = 0;
+        for (i, &w) in self.index.iter().enumerate() {
+            if w == EMPTY {
+                continue;
+            }
+            let id = (w & self.id_mask) as usize;
+            let e = &self.slots[id];
+            assert!(e.flags & F_USED != 0, "index points to free slot {id}");
+            assert!(!seen[id], "slot {id} indexed twice");
+            seen[id] = true;
+            let h = self.hash(&e.key);
+            assert_eq!(w & !self.id_mask, h & !self.id_mask, "tag mismatch at {i}");
+            // Every position from home to i must be occupied (linear probing invariant).
+            let home = self.home(h);
+            let mut j = home;
+            let mut d = 0;
+            while j != i {
+                assert!(self.index[j] != EMPTY, "hole between home {home} and {i}");
+                j = if j + 1 == cap { 0 } else { j + 1 };
+                d += 1;
+            }
+            max_dist = max_dist.max(d);
+            n += 1;
+        }
+        assert_eq!(n, self.len, "len");
+        let used = self.slots.iter().filter(|e| e.flags & F_USED != 0).count();
+        assert_eq!(used, self.len, "used slots");
+        let mut free = 0;
+        let mut f = self.free_head;
+        while f != NONE {
+            assert!(self.slots[f as usize].flags & F_USED == 0);
+            free += 1;
+            f = self.slots[f as usize].rule;
+            assert!(free <= self.slots.len(), "free list cycle");
+        }
+        assert_eq!(free + self.len, self.slots.len(), "free list");
+        max_dist
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size_of::<FlowKey>(), 40);
+        assert_eq!(size_of::<Peer>(), 12);
+        assert_eq!(size_of::<Entry>(), 80);
+        let t = StateTable::new(1000, Timeouts::default(), 1);
+        assert!(t.memory_bytes() <= 1000 * 96 + 1024);
+    }
+
+    #[test]
+    fn canonical_both_directions() {
+        let k = PacketKey {
+            af: Af::Inet,
+            dir: crate::packet::Dir::In,
+            iface: 0,
+            proto: proto::UDP,
+            src: 10,
+            dst: 5,
+            src_port: 1000,
+            dst_port: 53,
+            tcp_flags: 0,
+            len: 0,
+        };
+        let r = PacketKey {
+            src: 5,
+            dst: 10,
+            src_port: 53,
+            dst_port: 1000,
+            dir: crate::packet::Dir::Out,
+            iface: 3,
+            ..k
+        };
+        let (a, fa) = canonical(&k);
+        let (b, fb) = canonical(&r);
+        assert_eq!(a, b);
+        assert_ne!(fa, fb);
+        let e = PacketKey {
+            proto: proto::ICMP,
+            src_port: 8,
+            dst_port: 0,
+            ..k
+        };
+        let er = PacketKey {
+            proto: proto::ICMP,
+            src_port: 0,
+            dst_port: 0,
+            ..r
+        };
+        assert_eq!(canonical(&e).0, canonical(&er).0);
+    }
+}

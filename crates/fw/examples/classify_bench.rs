@@ -1,0 +1,150 @@
+//! ns/packet of `Classifier::classify` for 1, 1k and 100k non-matching rules + `pass all`,
+//! and for a rule on a 1M-entry table vs a 10-entry table.
+//!
+//! `cargo run --release -p fw --example classify_bench` (single thread; run it once on a
+//! quiet machine).
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::time::Instant;
+
+use fw::classifier::Classifier;
+use fw::packet::{Af, Dir, PacketKey};
+use fw::rules::{Prefix, RuleSet, Table, TableEntry, parse};
+
+fn lcg(x: &mut u64) -> u32 {
+    *x = x
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*x >> 32) as u32
+}
+
+/// Traffic: random TCP SYNs, 64k distinct flows, addresses outside the rules' ranges.
+fn traffic(n: usize, seed: u64) -> Vec<PacketKey> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| PacketKey {
+            af: Af::Inet,
+            dir: Dir::In,
+            iface: 0,
+            proto: 6,
+            src: (0xac10_0000 | (lcg(&mut x) & 0xfffff)) as u128,
+            dst: (0xcb00_7100 | (lcg(&mut x) & 0xff)) as u128,
+            src_port: 1024 + (lcg(&mut x) % 60000) as u16,
+            dst_port: [22u16, 80, 443, 8080][(lcg(&mut x) % 4) as usize],
+            tcp_flags: 0x02,
+            len: 60,
+        })
+        .collect()
+}
+
+/// One timed pass over `keys`: ns/packet.
+fn pass(cl: &Classifier, keys: &[PacketKey]) -> f64 {
+    let t = Instant::now();
+    let mut acc = 0usize;
+    for k in keys {
+        acc += black_box(cl.classify(black_box(k))).rule.unwrap_or(0);
+    }
+    black_box(acc);
+    t.elapsed().as_nanos() as f64 / keys.len() as f64
+}
+
+/// Best of 7 rounds, the configurations interleaved within each round so that load from
+/// other processes on a shared machine hits them alike.
+fn measure(set: &[(&Classifier, &[PacketKey])]) -> Vec<f64> {
+    let mut best = vec![f64::MAX; set.len()];
+    for _ in 0..7 {
+        for (i, (cl, keys)) in set.iter().enumerate() {
+            best[i] = best[i].min(pass(cl, keys));
+        }
+    }
+    best
+}
+
+fn rules(n: u32) -> RuleSet {
+    let mut text = String::new();
+    for i in 0..n {
+        let s = Ipv4Addr::from(0x0a00_0000 + i * 7);
+        let d = Ipv4Addr::from(0xc0a8_0000 + i * 13);
+        text.push_str(&format!(
+            "block in quick proto tcp from {s}/32 to {d}/32 port {}\n",
+            1 + i % 60000
+        ));
+    }
+    text.push_str("pass all\n");
+    parse(&text, Path::new("bench.conf"), &|_| None).unwrap()
+}
+
+fn table_rules(entries: usize) -> RuleSet {
+    let mut x = 99u64;
+    let mut t = Table {
+        name: "t".into(),
+        entries: Vec::new(),
+    };
+    for i in 0..entries {
+        let len = if i % 10 == 0 { 24 } else { 32 };
+        t.entries.push(TableEntry {
+            negated: false,
+            prefix: Prefix::new(Af::Inet, lcg(&mut x) as u128, len),
+        });
+    }
+    let mut rs = parse(
+        "table <t> { 192.0.2.0/24 }\nblock in quick from <t>\npass all\n",
+        Path::new("t.conf"),
+        &|_| None,
+    )
+    .unwrap();
+    rs.tables[0] = t;
+    rs
+}
+
+fn main() {
+    let keys = traffic(1 << 20, 1);
+    // Random sources over the whole space: ~5% fall into the 1M table's /24s.
+    let mut x = 5u64;
+    let tkeys: Vec<PacketKey> = keys
+        .iter()
+        .map(|k| PacketKey {
+            src: lcg(&mut x) as u128,
+            ..*k
+        })
+        .collect();
+    let mut built = Vec::new();
+    for (name, rs, k) in [
+        ("0 non-matching + pass all", rules(0), &keys),
+        ("1k non-matching + pass all", rules(1_000), &keys),
+        ("100k non-matching + pass all", rules(100_000), &keys),
+        ("block from <10-entry table>", table_rules(10), &tkeys),
+        (
+            "block from <1M-entry table>",
+            table_rules(1_000_000),
+            &tkeys,
+        ),
+    ] {
+        let t = Instant::now();
+        let cl = Classifier::build(&rs).unwrap();
+        built.push((name, t.elapsed(), cl, k));
+    }
+    let set: Vec<(&Classifier, &[PacketKey])> =
+        built.iter().map(|b| (&b.2, b.3.as_slice())).collect();
+    let ns = measure(&set);
+    println!(
+        "{:<30} {:>10} {:>10} {:>10}",
+        "rule set", "build", "memory", "ns/packet"
+    );
+    for (i, (name, bt, cl, _)) in built.iter().enumerate() {
+        let rel = if i < 3 {
+            format!("  ({:.2}x the 1-rule rate)", ns[0] / ns[i])
+        } else {
+            String::new()
+        };
+        println!(
+            "{:<30} {:>8.1}ms {:>7.1}MiB {:>10.2}{rel}",
+            name,
+            bt.as_secs_f64() * 1e3,
+            cl.memory_bytes() as f64 / (1 << 20) as f64,
+            ns[i]
+        );
+    }
+}

@@ -1,0 +1,310 @@
+//! TCP window tracking, following pf's `pf_tcp_track_full` / `pf_tcp_track_sloppy`
+//! (OpenBSD `sys/net/pf.c`), which implements Guido van Rooij's "Real Stateful TCP Packet
+//! Filtering in IP Filter" checks. Scrub/modulate/synproxy parts of pf are not modelled.
+//!
+//! One [`Peer`] per end of the connection (pf's `struct pf_state_peer`): `src` is the peer that
+//! sent the packet being tracked, `dst` the one receiving it.
+
+use super::{TcpSegment, Tmo, tcp_flags::*, tcp_state::*};
+
+/// pf's `PF_WSCALE_FLAG`: the peer sent a window-scale option in its SYN.
+pub(super) const WSCALE_FLAG: u8 = 0x80;
+/// pf's `PF_WSCALE_MASK`.
+pub(super) const WSCALE_MASK: u8 = 0x0f;
+/// RFC 7323 maximum shift.
+const TCP_MAX_WINSHIFT: u8 = 14;
+const TCP_MAXWIN: u32 = 65535;
+/// pf's `MAXACKWINDOW`: 0xffff + 1500 (1500 being an arbitrary fudge factor).
+const MAXACKWINDOW: i64 = 0xffff + 1500;
+
+/// One end of a tracked connection: 12 bytes (pf: `struct pf_state_peer` without scrub).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Peer {
+    /// Highest sequence number sent (`seqlo`), 0 = nothing seen from this end yet.
+    pub seqlo: u32,
+    /// Highest sequence number the other end's window allows this end to send (`seqhi`).
+    pub seqhi: u32,
+    /// Largest (unscaled) window advertised by this end.
+    pub max_win: u16,
+    /// Window scale of this end, `WSCALE_FLAG | shift` when negotiated.
+    pub wscale: u8,
+    /// TCP state (pf's use of `TCPS_*`) or UDP/other pseudo-state.
+    pub state: u8,
+}
+
+#[inline]
+fn seq_geq(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+#[inline]
+fn seq_gt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// pf_get_wscale: the SYN's window-scale option, capped, with the flag bit; 0 without option
+/// or on a non-SYN.
+#[inline]
+fn get_wscale(seg: &TcpSegment) -> u8 {
+    if seg.flags & SYN == 0 {
+        return 0;
+    }
+    match seg.wscale {
+        Some(w) => w.min(TCP_MAX_WINSHIFT) | WSCALE_FLAG,
+        None => 0,
+    }
+}
+
+/// State creation from the first packet (pf_create_state, TCP part). `src` = initiator.
+pub(super) fn init(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment) {
+    *src = Peer::default();
+    *dst = Peer::default();
+    src.seqlo = seg.seq;
+    src.seqhi = seg.seq.wrapping_add(seg.payload_len as u32).wrapping_add(1);
+    if seg.flags & SYN != 0 {
+        src.seqhi = src.seqhi.wrapping_add(1);
+        src.wscale = get_wscale(seg);
+    }
+    src.max_win = seg.win.max(1);
+    if src.wscale & WSCALE_MASK != 0 {
+        // Remove the scale factor from the initial window.
+        let sh = (src.wscale & WSCALE_MASK) as u32;
+        let win = src.max_win as u32 + (1u32 << sh);
+        src.max_win = ((win - 1) >> sh) as u16;
+    }
+    if seg.flags & FIN != 0 {
+        src.seqhi = src.seqhi.wrapping_add(1);
+    }
+    dst.seqhi = 1;
+    dst.max_win = 1;
+    src.state = SYN_SENT;
+    dst.state = CLOSED;
+}
+
+/// pf's choice of timeout after a packet that updated the state.
+#[inline]
+pub(super) fn timeout_for(src: &Peer, dst: &Peer) -> Tmo {
+    if src.state >= FIN_WAIT_2 && dst.state >= FIN_WAIT_2 {
+        Tmo::TcpClosed
+    } else if src.state >= CLOSING && dst.state >= CLOSING {
+        Tmo::TcpFinWait
+    } else if src.state < ESTABLISHED || dst.state < ESTABLISHED {
+        Tmo::TcpOpening
+    } else if src.state >= CLOSING || dst.state >= CLOSING {
+        Tmo::TcpClosing
+    } else {
+        Tmo::TcpEstablished
+    }
+}
+
+/// Result of full tracking.
+pub(super) enum Track {
+    /// In window: pass and refresh the state's timeout with this kind.
+    Pass(Tmo),
+    /// Passed by pf's loose second clause (shotgunned SYNs, picked-up connections, spurious
+    /// packets right after close): pass without refreshing the timeout.
+    PassNoRefresh,
+    /// Out of window (pf: PFRES_BADSTATE).
+    Drop,
+}
+
+/// pf_tcp_track_full without scrub/modulation.
+pub(super) fn track_full(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment) -> Track {
+    let flags = seg.flags;
+    let mut win: u16 = seg.win;
+    let (mut sws, mut dws) = if src.wscale != 0 && dst.wscale != 0 && flags & SYN == 0 {
+        (src.wscale & WSCALE_MASK, dst.wscale & WSCALE_MASK)
+    } else {
+        (0, 0)
+    };
+    let orig_seq = seg.seq;
+    let mut seq = seg.seq;
+    let mut end: u32;
+    let mut data_end: u32;
+
+    if src.seqlo == 0 {
+        // First packet from this end: set its state.
+        end = seq.wrapping_add(seg.payload_len as u32);
+        if flags & SYN != 0 {
+            end = end.wrapping_add(1);
+            if dst.wscale & WSCALE_FLAG != 0 {
+                src.wscale = get_wscale(seg);
+                if src.wscale & WSCALE_FLAG != 0 {
+                    // Remove the scale factor from the initial window.
+                    sws = src.wscale & WSCALE_MASK;
+                    win = ((win as u32 + (1u32 << sws) - 1) >> sws) as u16;
+                    dws = dst.wscale & WSCALE_MASK;
+                } else {
+                    // Fix up the other window; in case of a retransmitted SYN|ACK.
+                    dst.max_win =
+                        TCP_MAXWIN.min((dst.max_win as u32) << (dst.wscale & WSCALE_MASK)) as u16;
+                    dst.wscale = 0;
+                }
+            }
+        }
+        data_end = end;
+        if flags & FIN != 0 {
+            end = end.wrapping_add(1);
+        }
+        src.seqlo = seq;
+        if src.state < SYN_SENT {
+            src.state = SYN_SENT;
+        }
+        // May need to slide the window (seqhi may have been set by a picked-up connection).
+        let w = ((dst.max_win as u32) << dws).max(1);
+        if src.seqhi == 1 || seq_geq(end.wrapping_add(w), src.seqhi) {
+            src.seqhi = end.wrapping_add(w);
+        }
+        if win > src.max_win {
+            src.max_win = win;
+        }
+    } else {
+        end = seq.wrapping_add(seg.payload_len as u32);
+        if flags & SYN != 0 {
+            end = end.wrapping_add(1);
+        }
+        data_end = end;
+        if flags & FIN != 0 {
+            end = end.wrapping_add(1);
+        }
+    }
+
+    let mut ack = seg.ack;
+    if flags & ACK == 0 {
+        // Let it pass through the ack skew check.
+        ack = dst.seqlo;
+    } else if (ack == 0 && flags & (ACK | RST) == (ACK | RST)) || dst.state < SYN_SENT {
+        // Broken stacks do not set ack; many set it in FIN|ACK when the SYN timed out.
+        ack = dst.seqlo;
+    }
+
+    if seq == end {
+        // Ease sequencing restrictions on no-data packets.
+        seq = src.seqlo;
+        end = seq;
+        data_end = seq;
+    }
+
+    let ackskew = dst.seqlo.wrapping_sub(ack) as i32 as i64;
+    let dwin = (dst.max_win as u32) << dws;
+
+    if seq_geq(src.seqhi, data_end)
+        // Last octet inside the other's window space.
+        && seq_geq(seq, src.seqlo.wrapping_sub(dwin))
+        // Retransmission: not more than one window back.
+        && ackskew >= -MAXACKWINDOW
+        // Acking not more than one reassembled fragment backwards.
+        && ackskew <= (MAXACKWINDOW << sws)
+        // Acking not more than one window forward.
+        && (flags & RST == 0
+            || orig_seq == src.seqlo
+            || orig_seq == src.seqlo.wrapping_add(1)
+            || orig_seq.wrapping_add(1) == src.seqlo)
+    // Require an exact/+1 sequence match on resets.
+    {
+        update_windows(src, dst, win, sws, end, ack);
+        if flags & SYN != 0 && src.state < SYN_SENT {
+            src.state = SYN_SENT;
+        }
+        if flags & FIN != 0 && src.state < CLOSING {
+            src.state = CLOSING;
+        }
+        if flags & ACK != 0 {
+            if dst.state == SYN_SENT {
+                dst.state = ESTABLISHED;
+            } else if dst.state == CLOSING {
+                dst.state = FIN_WAIT_2;
+            }
+        }
+        if flags & RST != 0 {
+            src.state = TIME_WAIT;
+            dst.state = TIME_WAIT;
+        }
+        Track::Pass(timeout_for(src, dst))
+    } else if (dst.state < SYN_SENT || dst.state >= FIN_WAIT_2 || src.state >= FIN_WAIT_2)
+        // Within a window forward of the originating packet.
+        && seq_geq(src.seqhi.wrapping_add(MAXACKWINDOW as u32), data_end)
+        // Within a window backward of the originating packet.
+        && seq_geq(seq, src.seqlo.wrapping_sub(MAXACKWINDOW as u32))
+    {
+        // pf: 1) stacks that shotgun SYNs before the peer replies, 2) connections picked up
+        // after establishment, 3) funky packets right after close. The TTL is not updated
+        // here so that a flood caught by this clause cannot keep the state alive.
+        update_windows(src, dst, win, sws, end, ack);
+        if flags & FIN != 0 && src.state < CLOSING {
+            src.state = CLOSING;
+        }
+        if flags & RST != 0 {
+            src.state = TIME_WAIT;
+            dst.state = TIME_WAIT;
+        }
+        Track::PassNoRefresh
+    } else {
+        if dst.state == SYN_SENT && src.state == SYN_SENT {
+            // State mismatch during the handshake (pf also sends a RST here): restart the
+            // tracking of this end from its next packet.
+            src.seqlo = 0;
+            src.seqhi = 1;
+            src.max_win = 1;
+        }
+        Track::Drop
+    }
+}
+
+#[inline]
+fn update_windows(src: &mut Peer, dst: &mut Peer, win: u16, sws: u8, end: u32, ack: u32) {
+    // Update the max window.
+    if src.max_win < win {
+        src.max_win = win;
+    }
+    // Synchronise sequencing.
+    if seq_gt(end, src.seqlo) {
+        src.seqlo = end;
+    }
+    // Slide the window of what the other end can send.
+    let w = (win as u32) << sws;
+    if seq_geq(ack.wrapping_add(w), dst.seqhi) {
+        dst.seqhi = ack.wrapping_add(w.max(1));
+    }
+}
+
+/// pf_tcp_track_sloppy: flag-driven state transitions only, no window checks.
+pub(super) fn track_sloppy(src: &mut Peer, dst: &mut Peer, flags: u8) -> Tmo {
+    if flags & SYN != 0 && src.state < SYN_SENT {
+        src.state = SYN_SENT;
+    }
+    if flags & FIN != 0 && src.state < CLOSING {
+        src.state = CLOSING;
+    }
+    if flags & ACK != 0 {
+        if dst.state == SYN_SENT {
+            dst.state = ESTABLISHED;
+        } else if dst.state == CLOSING {
+            dst.state = FIN_WAIT_2;
+        } else if src.state == SYN_SENT && dst.state < SYN_SENT {
+            // Only one half of the connection is seen: an ACK after the initial SYN without
+            // any packet from the destination establishes it.
+            src.state = ESTABLISHED;
+            dst.state = ESTABLISHED;
+        } else if src.state == CLOSING && dst.state == ESTABLISHED && dst.seqlo == 0 {
+            // Closing of half connections without the full FIN/ACK+ACK exchange.
+            dst.state = CLOSING;
+        }
+    }
+    if flags & RST != 0 {
+        src.state = TIME_WAIT;
+        dst.state = TIME_WAIT;
+    }
+    timeout_for(src, dst)
+}
+
+/// The check pf applies to the TCP header quoted by an ICMP error: the quoted sequence number
+/// must lie in the window of the quoted packet's sender (`src`).
+pub(super) fn icmp_quoted_seq_ok(src: &Peer, dst: &Peer, seq: u32) -> bool {
+    let dws = if src.wscale != 0 && dst.wscale != 0 {
+        dst.wscale & WSCALE_MASK
+    } else {
+        0
+    };
+    seq_geq(src.seqhi, seq) && seq_geq(seq, src.seqlo.wrapping_sub((dst.max_win as u32) << dws))
+}

@@ -1,0 +1,446 @@
+//! Classifier vs reference evaluator on random rule sets and boundary-biased random packets.
+//!
+//! Default: 200 rule sets x 10,000 packets = 2M packets. `FW_PROPTEST_PACKETS=N` sets the
+//! total number of packets (e.g. 50000000), spread over more rule sets.
+
+use fw::classifier::{BuildOptions, Classifier};
+use fw::packet::{Af, Dir, PacketKey};
+use fw::reference::evaluate;
+use fw::rules::{
+    Action, AddrItem, AddrMatch, AddrTarget, PortMatch, Prefix, Rule, RuleSet, StateMode, Table,
+    TableEntry,
+};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len() as u64) as usize]
+    }
+}
+
+const PORTS: &[u16] = &[
+    0, 1, 21, 22, 23, 53, 80, 443, 1000, 1023, 1024, 2000, 8080, 65534, 65535,
+];
+const PROTOS: &[u8] = &[6, 17, 1, 58, 47];
+
+fn v4(a: [u8; 4], len: u8) -> Prefix {
+    Prefix::new(Af::Inet, u32::from_be_bytes(a) as u128, len)
+}
+
+fn v6(s: &str, len: u8) -> Prefix {
+    Prefix::new(
+        Af::Inet6,
+        u128::from(s.parse::<std::net::Ipv6Addr>().unwrap()),
+        len,
+    )
+}
+
+fn universe() -> Vec<Prefix> {
+    vec![
+        v4([0, 0, 0, 0], 0),
+        v4([0, 0, 0, 0], 1),
+        v4([128, 0, 0, 0], 1),
+        v4([10, 0, 0, 0], 8),
+        v4([10, 1, 0, 0], 16),
+        v4([10, 1, 2, 0], 24),
+        v4([10, 1, 2, 128], 25),
+        v4([10, 1, 2, 3], 32),
+        v4([10, 1, 3, 0], 24),
+        v4([192, 168, 0, 0], 16),
+        v4([192, 168, 1, 0], 24),
+        v4([192, 168, 1, 1], 32),
+        v4([255, 255, 255, 255], 32),
+        v4([0, 0, 0, 0], 32),
+        v6("::", 0),
+        v6("2001:db8::", 32),
+        v6("2001:db8:1::", 48),
+        v6("2001:db8:1::1", 128),
+        v6("2001:db8:1:2::", 64),
+        v6("fe80::", 10),
+        v6("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 128),
+        v6("8000::", 1),
+    ]
+}
+
+fn rand_prefix(rng: &mut Rng, uni: &[Prefix]) -> Prefix {
+    let base = *rng.pick(uni);
+    if rng.chance(60) {
+        return base;
+    }
+    // A random sub- or super-prefix near a universe prefix.
+    let bits = Prefix::bits(base.af);
+    let len = (base.len as i32 + rng.below(17) as i32 - 8).clamp(0, bits as i32) as u8;
+    let noise = if bits == 32 {
+        rng.next() as u128 & 0xffff_ffff
+    } else {
+        (rng.next() as u128) << 64 | rng.next() as u128
+    };
+    let host = bits - base.len;
+    let keep_mask = if host >= 128 {
+        0
+    } else {
+        !((1u128 << host) - 1)
+    };
+    let addr = (base.addr & keep_mask) | (noise & !keep_mask);
+    Prefix::new(base.af, addr, len)
+}
+
+fn rand_ports(rng: &mut Rng) -> PortMatch {
+    let n = rng.below(3);
+    let mut r = Vec::new();
+    for _ in 0..n {
+        let a = *rng.pick(PORTS);
+        let b = if rng.chance(50) { a } else { *rng.pick(PORTS) };
+        r.push((a.min(b), a.max(b)));
+    }
+    PortMatch::Ranges(r)
+}
+
+fn rand_addr(rng: &mut Rng, uni: &[Prefix], ntables: usize) -> AddrMatch {
+    if rng.chance(35) {
+        return AddrMatch::Any;
+    }
+    let n = 1 + rng.below(3) as usize;
+    let items = (0..n)
+        .map(|_| AddrItem {
+            negated: rng.chance(25),
+            target: if ntables > 0 && rng.chance(30) {
+                AddrTarget::Table(rng.below(ntables as u64) as usize)
+            } else {
+                AddrTarget::Prefix(rand_prefix(rng, uni))
+            },
+        })
+        .collect();
+    AddrMatch::List(items)
+}
+
+fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
+    let mut rs = RuleSet::default();
+    for t in 0..rng.below(4) {
+        let n = 1 + rng.below(10);
+        let entries = (0..n)
+            .map(|_| TableEntry {
+                negated: rng.chance(20),
+                prefix: rand_prefix(rng, uni),
+            })
+            .collect();
+        rs.tables.push(Table {
+            name: format!("t{t}"),
+            entries,
+        });
+    }
+    let cap = if rng.chance(20) { 120 } else { 30 };
+    let nrules = 1 + rng.below(cap) as usize;
+    for i in 0..nrules {
+        let action = if rng.chance(50) {
+            Action::Pass
+        } else {
+            Action::Block
+        };
+        let protos: Vec<u8> = match rng.below(10) {
+            0..=3 => vec![],
+            4..=6 => vec![*rng.pick(PROTOS)],
+            7 => vec![6, 17],
+            _ => {
+                let mut v = vec![*rng.pick(PROTOS), *rng.pick(PROTOS)];
+                v.sort();
+                v.dedup();
+                v
+            }
+        };
+        let tcpudp = !protos.is_empty() && protos.iter().all(|p| *p == 6 || *p == 17);
+        let icmp = protos == [1] || protos == [58];
+        let (src_ports, dst_ports) = if tcpudp {
+            (
+                if rng.chance(30) {
+                    rand_ports(rng)
+                } else {
+                    PortMatch::Any
+                },
+                if rng.chance(50) {
+                    rand_ports(rng)
+                } else {
+                    PortMatch::Any
+                },
+            )
+        } else {
+            (PortMatch::Any, PortMatch::Any)
+        };
+        let (icmp_type, icmp_code) = if icmp && rng.chance(40) {
+            (
+                Some(*rng.pick(&[0u8, 3, 8, 128, 129])),
+                if rng.chance(40) {
+                    Some(*rng.pick(&[0u8, 1, 3]))
+                } else {
+                    None
+                },
+            )
+        } else {
+            (None, None)
+        };
+        let keep_state = if action == Action::Pass {
+            *rng.pick(&[
+                StateMode::Keep,
+                StateMode::Keep,
+                StateMode::None,
+                StateMode::KeepSloppy,
+            ])
+        } else {
+            StateMode::None
+        };
+        let flags = match rng.below(10) {
+            0..=3 => None,
+            4..=7 => Some((0x02, 0x12)),
+            _ => {
+                let mask = (rng.next() as u8) | 1;
+                Some((rng.next() as u8 & mask, mask))
+            }
+        };
+        rs.rules.push(Rule {
+            action,
+            block_policy: None,
+            dir: *rng.pick(&[None, None, Some(Dir::In), Some(Dir::Out)]),
+            log: false,
+            quick: rng.chance(25),
+            iface: if rng.chance(30) {
+                Some(rng.below(4) as u16)
+            } else {
+                None
+            },
+            iface_neg: rng.chance(20),
+            af: *rng.pick(&[None, None, None, Some(Af::Inet), Some(Af::Inet6)]),
+            protos,
+            src: rand_addr(rng, uni, rs.tables.len()),
+            src_ports,
+            dst: rand_addr(rng, uni, rs.tables.len()),
+            dst_ports,
+            icmp_type,
+            icmp_code,
+            flags,
+            keep_state,
+            label: None,
+            line: i + 1,
+        });
+    }
+    rs
+}
+
+/// Prefixes used anywhere in the rule set (for boundary-biased addresses).
+fn used_prefixes(rs: &RuleSet) -> Vec<Prefix> {
+    let mut v = Vec::new();
+    for t in &rs.tables {
+        v.extend(t.entries.iter().map(|e| e.prefix));
+    }
+    for r in &rs.rules {
+        for m in [&r.src, &r.dst] {
+            if let AddrMatch::List(items) = m {
+                for it in items {
+                    if let AddrTarget::Prefix(p) = it.target {
+                        v.push(p);
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+fn rand_addr_in(rng: &mut Rng, af: Af, used: &[Prefix]) -> u128 {
+    let max = if af == Af::Inet {
+        0xffff_ffffu128
+    } else {
+        u128::MAX
+    };
+    let cands: Vec<&Prefix> = used.iter().filter(|p| p.af == af).collect();
+    if cands.is_empty() || rng.chance(20) {
+        let r = (rng.next() as u128) << 64 | rng.next() as u128;
+        return r & max;
+    }
+    let p = *rng.pick(&cands);
+    match rng.below(5) {
+        0 => p.first(),
+        1 => p.last(),
+        2 => p.first().wrapping_sub(1) & max,
+        3 => p.last().wrapping_add(1) & max,
+        _ => {
+            let r = (rng.next() as u128) << 64 | rng.next() as u128;
+            let span = p.last() - p.first();
+            p.first() + if span == u128::MAX { r } else { r % (span + 1) }
+        }
+    }
+}
+
+fn rand_port(rng: &mut Rng) -> u16 {
+    match rng.below(4) {
+        0 => rng.next() as u16,
+        1 => rng.pick(PORTS).wrapping_add(1),
+        2 => rng.pick(PORTS).wrapping_sub(1),
+        _ => *rng.pick(PORTS),
+    }
+}
+
+fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
+    let af = if rng.chance(60) { Af::Inet } else { Af::Inet6 };
+    let proto = if rng.chance(85) {
+        *rng.pick(PROTOS)
+    } else {
+        rng.next() as u8
+    };
+    let tcp_flags = match rng.below(5) {
+        0 => 0x02,
+        1 => 0x12,
+        2 => 0x10,
+        _ => rng.next() as u8,
+    };
+    PacketKey {
+        af,
+        dir: if rng.chance(50) { Dir::In } else { Dir::Out },
+        iface: if rng.chance(90) {
+            rng.below(5) as u16
+        } else {
+            rng.next() as u16
+        },
+        proto,
+        src: rand_addr_in(rng, af, used),
+        dst: rand_addr_in(rng, af, used),
+        src_port: rand_port(rng),
+        dst_port: rand_port(rng),
+        tcp_flags,
+        len: 100,
+    }
+}
+
+fn check(seed: u64, packets: usize, opts: &BuildOptions) {
+    let mut rng = Rng(seed);
+    let uni = universe();
+    let rs = rand_ruleset(&mut rng, &uni);
+    let cl = Classifier::build_with(&rs, opts)
+        .unwrap_or_else(|e| panic!("seed {seed}: build failed: {e}"));
+    let used = used_prefixes(&rs);
+    for _ in 0..packets {
+        let key = rand_key(&mut rng, &used);
+        let want = evaluate(&rs, &key);
+        let got = cl.classify(&key);
+        if want != got {
+            panic!(
+                "seed {seed}: mismatch for {key:?}\nreference {want:?}\nclassifier {got:?}\nrules: {:#?}\ntables: {:#?}",
+                rs.rules, rs.tables
+            );
+        }
+    }
+}
+
+#[test]
+fn classifier_matches_reference() {
+    let total: usize = std::env::var("FW_PROPTEST_PACKETS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000);
+    let per_set = 10_000;
+    let sets = total.div_ceil(per_set).max(1);
+    let t = std::time::Instant::now();
+    for s in 0..sets as u64 {
+        let opts = if s % 16 == 7 {
+            // Exercise the LPM lookups (and host maps) on small sets too.
+            BuildOptions {
+                lpm_threshold: 0,
+                host_map_threshold: (s as usize / 16) % 2,
+                ..BuildOptions::default()
+            }
+        } else {
+            BuildOptions::default()
+        };
+        check(0xF1_0000 + s, per_set, &opts);
+    }
+    eprintln!(
+        "{} rule sets x {per_set} packets compared in {:?}",
+        sets,
+        t.elapsed()
+    );
+}
+
+/// Hundreds of random rules from the same small universe: every field constrained at random,
+/// dense nesting, close to RFC's worst case (large cross products).
+#[test]
+fn classifier_matches_reference_large_sets() {
+    for s in 0..4u64 {
+        let mut rng = Rng(0xBEEF + s);
+        let uni = universe();
+        let mut rs = rand_ruleset(&mut rng, &uni);
+        let target: usize = std::env::var("FW_LARGE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(200);
+        while rs.rules.len() < target {
+            let more = rand_ruleset(&mut rng, &uni);
+            let base = rs.rules.len();
+            for mut r in more.rules {
+                // Table references must stay valid: drop them.
+                for m in [&mut r.src, &mut r.dst] {
+                    if let AddrMatch::List(items) = m {
+                        items.retain(|i| matches!(i.target, AddrTarget::Prefix(_)));
+                        if items.is_empty() {
+                            *m = AddrMatch::Any;
+                        }
+                    }
+                }
+                r.line = base + 1;
+                rs.rules.push(r);
+            }
+        }
+        let t = std::time::Instant::now();
+        let cl = Classifier::build(&rs).unwrap_or_else(|e| panic!("seed {s}: {e}"));
+        eprintln!(
+            "{} rules: built in {:?}, {} KiB, {:?}",
+            rs.rules.len(),
+            t.elapsed(),
+            cl.memory_bytes() >> 10,
+            cl.stats()
+        );
+        let used = used_prefixes(&rs);
+        for _ in 0..20_000 {
+            let key = rand_key(&mut rng, &used);
+            assert_eq!(
+                cl.classify(&key),
+                evaluate(&rs, &key),
+                "seed {s} key {key:?}"
+            );
+        }
+    }
+}
+
+/// Over the memory budget: a clear error naming the budget, not an abort.
+#[test]
+fn budget_exceeded_is_a_clear_error() {
+    let mut rng = Rng(0xB0D6E7);
+    let uni = universe();
+    let mut rs = rand_ruleset(&mut rng, &uni);
+    while rs.rules.len() < 100 {
+        let more = rand_ruleset(&mut rng, &uni);
+        rs.rules.extend(more.rules.into_iter().filter(|r| {
+            [&r.src, &r.dst].iter().all(|m| match m {
+                AddrMatch::Any => true,
+                AddrMatch::List(l) => l.iter().all(|i| matches!(i.target, AddrTarget::Prefix(_))),
+            })
+        }));
+    }
+    let opts = BuildOptions { memory_budget: 256 << 10, ..BuildOptions::default() };
+    let e = Classifier::build_with(&rs, &opts).unwrap_err().to_string();
+    assert!(e.contains("memory budget of 0 MiB (262144 bytes)"), "{e}");
+    assert!(Classifier::build(&rs).is_ok());
+}

@@ -1,0 +1,604 @@
+//! Parser: every construct, every error (with file:line:column), the example file, and
+//! random input never panicking.
+
+use std::path::{Path, PathBuf};
+
+use fw::packet::{Af, Dir, PacketKey};
+use fw::reference::evaluate;
+use fw::rules::{
+    Action, AddrItem, AddrMatch, AddrTarget, BlockPolicy, DEFAULT_FLAGS, DEFAULT_LIMIT_STATES,
+    PortMatch, Prefix, RuleSet, StateMode, Timeouts, load, parse, parse_prefix,
+};
+
+fn ifaces(name: &str) -> Option<u16> {
+    match name {
+        "em0" | "lr-a" => Some(0),
+        "em1" | "lr-b" => Some(1),
+        _ => None,
+    }
+}
+
+fn ok(text: &str) -> RuleSet {
+    parse(text, Path::new("rules.conf"), &ifaces).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(text: &str) -> String {
+    parse(text, Path::new("rules.conf"), &ifaces)
+        .expect_err("should fail")
+        .to_string()
+}
+
+fn p4(s: &str) -> Prefix {
+    parse_prefix(s).unwrap()
+}
+
+fn item(s: &str) -> AddrItem {
+    AddrItem {
+        negated: false,
+        target: AddrTarget::Prefix(p4(s)),
+    }
+}
+
+#[test]
+fn defaults_of_pass_and_block() {
+    let rs = ok("block all\npass all\n");
+    assert_eq!(rs.limit_states, DEFAULT_LIMIT_STATES);
+    assert_eq!(rs.timeouts, Timeouts::default());
+    assert_eq!(rs.timeouts.tcp_first, 120);
+    assert_eq!(rs.timeouts.tcp_established, 86400);
+    assert_eq!(rs.block_policy, BlockPolicy::Drop);
+    let (b, p) = (&rs.rules[0], &rs.rules[1]);
+    assert_eq!(
+        (b.action, b.keep_state, b.flags, b.quick),
+        (Action::Block, StateMode::None, None, false)
+    );
+    assert_eq!(
+        (p.action, p.keep_state, p.flags),
+        (Action::Pass, StateMode::Keep, Some(DEFAULT_FLAGS))
+    );
+    assert_eq!(
+        (p.src.clone(), p.dst.clone()),
+        (AddrMatch::Any, AddrMatch::Any)
+    );
+    assert_eq!((b.line, p.line), (1, 2));
+    // Stateless pass: no implicit flags; flags any: none either.
+    let rs = ok(
+        "pass all no state\npass all flags any\npass proto tcp all flags S/SAFR\npass all flags /SA keep state (sloppy)",
+    );
+    assert_eq!(
+        (rs.rules[0].keep_state, rs.rules[0].flags),
+        (StateMode::None, None)
+    );
+    assert_eq!(
+        (rs.rules[1].keep_state, rs.rules[1].flags),
+        (StateMode::Keep, None)
+    );
+    assert_eq!(rs.rules[2].flags, Some((0x02, 0x17)));
+    assert_eq!(
+        (rs.rules[3].keep_state, rs.rules[3].flags),
+        (StateMode::KeepSloppy, Some((0, 0x12)))
+    );
+}
+
+#[test]
+fn full_rule() {
+    let rs = ok(
+        "pass in log quick on em1 inet proto tcp from 10.0.0.0/8 port 1024:65535 to ! 192.168.1.1 port { 80, 443 } flags S/SA keep state label \"web\"",
+    );
+    let r = &rs.rules[0];
+    assert_eq!(r.dir, Some(Dir::In));
+    assert!(r.log && r.quick);
+    assert_eq!((r.iface, r.iface_neg), (Some(1), false));
+    assert_eq!(r.af, Some(Af::Inet));
+    assert_eq!(r.protos, vec![6]);
+    assert_eq!(r.src, AddrMatch::List(vec![item("10.0.0.0/8")]));
+    assert_eq!(r.src_ports, PortMatch::Ranges(vec![(1024, 65535)]));
+    assert_eq!(
+        r.dst,
+        AddrMatch::List(vec![AddrItem {
+            negated: true,
+            target: AddrTarget::Prefix(p4("192.168.1.1"))
+        }])
+    );
+    assert_eq!(r.dst_ports, PortMatch::Ranges(vec![(80, 80), (443, 443)]));
+    assert_eq!(r.label.as_deref(), Some("web"));
+    let rs = ok(
+        "block out on ! em0 proto { udp, tcp } to any port ssh\nblock return in all\nblock drop out all",
+    );
+    assert_eq!(
+        (rs.rules[0].iface, rs.rules[0].iface_neg, rs.rules[0].dir),
+        (Some(0), true, Some(Dir::Out))
+    );
+    assert_eq!(rs.rules[0].protos, vec![6, 17]);
+    assert_eq!(rs.rules[1].block_policy, Some(BlockPolicy::Return));
+    assert_eq!(rs.rules[2].block_policy, Some(BlockPolicy::Drop));
+}
+
+#[test]
+fn addresses() {
+    let rs = ok(
+        "block from { 10/8, !10.1.0.0/16 , 2001:db8::/32 } to { ::1 fe80::/10 }\nblock from 192.168.1.77/24",
+    );
+    let AddrMatch::List(s) = &rs.rules[0].src else {
+        panic!()
+    };
+    assert_eq!(
+        s[0].target,
+        AddrTarget::Prefix(Prefix::new(Af::Inet, 0x0a00_0000, 8))
+    );
+    assert!(s[1].negated);
+    assert_eq!(
+        s[2].target,
+        AddrTarget::Prefix(Prefix::new(Af::Inet6, 0x2001_0db8u128 << 96, 32))
+    );
+    let AddrMatch::List(d) = &rs.rules[0].dst else {
+        panic!()
+    };
+    assert_eq!(d.len(), 2);
+    // Host bits are cleared, as pf does.
+    assert_eq!(
+        rs.rules[1].src,
+        AddrMatch::List(vec![item("192.168.1.0/24")])
+    );
+    assert!(parse_prefix("10.1/16").is_some() && parse_prefix("10.1").is_none());
+    assert!(parse_prefix("256.0.0.0/8").is_none() && parse_prefix("10.0.0.0/33").is_none());
+    assert!(parse_prefix("::/129").is_none() && parse_prefix("1.2.3.4/").is_none());
+}
+
+#[test]
+fn ports_and_operators() {
+    let rs = ok(concat!(
+        "pass proto tcp to port 80\n",
+        "pass proto tcp to port = 80\n",
+        "pass proto tcp to port != 80\n",
+        "pass proto tcp to port < 1024\n",
+        "pass proto tcp to port <= 1024\n",
+        "pass proto tcp to port > 1024\n",
+        "pass proto tcp to port >= 1024\n",
+        "pass proto tcp to port 1000:2000\n",
+        "pass proto tcp to port 1000 >< 2000\n",
+        "pass proto tcp to port 1000<>2000\n",
+        "pass proto udp to port { domain ntp 5000:5010 > 60000 }\n",
+        "pass proto tcp to port { www https http smtp ssh }\n",
+        "pass proto tcp to port 10 >< 11\n",
+    ));
+    let want: Vec<Vec<(u16, u16)>> = vec![
+        vec![(80, 80)],
+        vec![(80, 80)],
+        vec![(0, 79), (81, 65535)],
+        vec![(0, 1023)],
+        vec![(0, 1024)],
+        vec![(1025, 65535)],
+        vec![(1024, 65535)],
+        vec![(1000, 2000)],
+        vec![(1001, 1999)],
+        vec![(0, 999), (2001, 65535)],
+        vec![(53, 53), (123, 123), (5000, 5010), (60001, 65535)],
+        vec![(80, 80), (443, 443), (80, 80), (25, 25), (22, 22)],
+        vec![],
+    ];
+    for (r, w) in rs.rules.iter().zip(want) {
+        assert_eq!(r.dst_ports, PortMatch::Ranges(w), "line {}", r.line);
+    }
+}
+
+#[test]
+fn icmp_types() {
+    let rs = ok(
+        "pass inet proto icmp icmp-type echoreq\npass proto icmp icmp-type 3 code 4\npass inet6 proto icmp6 icmp6-type 128",
+    );
+    assert_eq!(
+        (rs.rules[0].icmp_type, rs.rules[0].icmp_code),
+        (Some(8), None)
+    );
+    assert_eq!(
+        (rs.rules[1].icmp_type, rs.rules[1].icmp_code),
+        (Some(3), Some(4))
+    );
+    assert_eq!(rs.rules[2].icmp_type, Some(128));
+}
+
+#[test]
+fn macros_and_tables() {
+    let rs = ok(concat!(
+        "ext = \"em0\"\n",
+        "nets = \"{ 10.0.0.0/8, 172.16.0.0/12 }\"\n",
+        "more = $nets\n",
+        "web = \"{\" 80 443 \"}\"\n",
+        "table <bad> persist { 192.0.2.0/24, !192.0.2.1, 2001:db8::/32 }\n",
+        "table <empty> persist\n",
+        "block in on $ext from { $nets, 1.2.3.4 } to <bad>\n",
+        "pass proto tcp from $more to !<bad> port $web\n",
+    ));
+    assert_eq!(rs.tables.len(), 2);
+    assert_eq!(rs.tables[0].name, "bad");
+    assert_eq!(rs.tables[0].entries.len(), 3);
+    assert!(rs.tables[0].entries[1].negated);
+    assert!(rs.tables[1].entries.is_empty());
+    let r = &rs.rules[0];
+    assert_eq!(r.iface, Some(0));
+    // `{ $nets, 1.2.3.4 }` reads `{ { 10.0.0.0/8, 172.16.0.0/12 }, 1.2.3.4 }`: flattened.
+    assert_eq!(
+        r.src,
+        AddrMatch::List(vec![
+            item("10.0.0.0/8"),
+            item("172.16.0.0/12"),
+            item("1.2.3.4")
+        ])
+    );
+    assert_eq!(
+        r.dst,
+        AddrMatch::List(vec![AddrItem {
+            negated: false,
+            target: AddrTarget::Table(0)
+        }])
+    );
+    let r = &rs.rules[1];
+    assert_eq!(
+        r.src,
+        AddrMatch::List(vec![item("10.0.0.0/8"), item("172.16.0.0/12")])
+    );
+    assert_eq!(
+        r.dst,
+        AddrMatch::List(vec![AddrItem {
+            negated: true,
+            target: AddrTarget::Table(0)
+        }])
+    );
+    assert_eq!(r.dst_ports, PortMatch::Ranges(vec![(80, 80), (443, 443)]));
+}
+
+#[test]
+fn options() {
+    let rs = ok(concat!(
+        "set limit states 5000\n",
+        "set timeout { tcp.established 3600, udp.first 10 \n udp.single 5 }\n",
+        "set timeout tcp.first 100\n",
+        "set timeout interval 2\n",
+        "set block-policy return\n",
+        "set limit { states 7000 }\n",
+    ));
+    assert_eq!(rs.limit_states, 7000);
+    assert_eq!(rs.timeouts.tcp_established, 3600);
+    assert_eq!(rs.timeouts.udp_first, 10);
+    assert_eq!(rs.timeouts.udp_single, 5);
+    assert_eq!(rs.timeouts.tcp_first, 100);
+    assert_eq!(rs.timeouts.interval, 2);
+    assert_eq!(rs.timeouts.tcp_closing, 900);
+    assert_eq!(rs.block_policy, BlockPolicy::Return);
+}
+
+#[test]
+fn comments_continuations_blank_lines() {
+    let rs = ok("# header\n\n  block all # trailing\npass in \\\n  proto tcp \\\n  to port 22\n\n");
+    assert_eq!(rs.rules.len(), 2);
+    assert_eq!(rs.rules[1].line, 4);
+    assert_eq!(rs.rules[1].dst_ports, PortMatch::Ranges(vec![(22, 22)]));
+}
+
+#[test]
+fn errors_name_file_line_column() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "block all\npass in from foo\n",
+            "rules.conf:2:14: expected an address, a prefix, a table <name> or \"any\", found \"foo\"",
+        ),
+        (
+            "pass on em7 all",
+            "rules.conf:1:9: unknown interface \"em7\"",
+        ),
+        (
+            "frobnicate all",
+            "rules.conf:1:1: expected a rule (pass, block), table, set or a macro definition, found \"frobnicate\"",
+        ),
+        (
+            "pass all extra",
+            "rules.conf:1:10: expected flags, keep state, no state, label, icmp-type, icmp6-type or end of line, found \"extra\"",
+        ),
+        (
+            "pass proto tcp to port 70000",
+            "rules.conf:1:24: expected a port number (0-65535) or service name, found \"70000\"",
+        ),
+        (
+            "pass proto tcp to port 2000:1000",
+            "rules.conf:1:24: empty port range 2000:1000",
+        ),
+        (
+            "pass to port 80",
+            "rules.conf:1:9: port only applies to proto tcp or udp",
+        ),
+        (
+            "pass proto { tcp icmp } to port 80",
+            "rules.conf:1:28: port only applies to proto tcp or udp",
+        ),
+        (
+            "pass proto bogus all",
+            "rules.conf:1:12: expected a protocol (tcp, udp, icmp, icmp6, gre, esp, ah, sctp or a number 0-255), found \"bogus\"",
+        ),
+        (
+            "pass proto 256 all",
+            "rules.conf:1:12: expected a protocol (tcp, udp, icmp, icmp6, gre, esp, ah, sctp or a number 0-255), found \"256\"",
+        ),
+        (
+            "pass from <nope>",
+            "rules.conf:1:12: undefined table <nope> (define it with `table <nope> { ... }` first)",
+        ),
+        ("pass from $nope", "rules.conf:1:11: undefined macro $nope"),
+        (
+            "pass all flags XY",
+            "rules.conf:1:16: expected TCP flags set/mask (e.g. S/SA, /SA) or \"any\", found \"XY\"",
+        ),
+        (
+            "pass all flags S",
+            "rules.conf:1:16: expected TCP flags set/mask (e.g. S/SA, /SA) or \"any\", found \"S\"",
+        ),
+        (
+            "block all keep state",
+            "rules.conf:1:11: keep state only applies to pass rules",
+        ),
+        (
+            "pass all keep state (max 10)",
+            "rules.conf:1:22: expected a state option (sloppy), found \"max\"",
+        ),
+        (
+            "pass all label web",
+            "rules.conf:1:16: expected a quoted label, found \"web\"",
+        ),
+        (
+            "pass all label \"web",
+            "rules.conf:1:16: unterminated string (expected '\"' before end of line)",
+        ),
+        (
+            "pass inet6 from 10.0.0.0/8",
+            "rules.conf:1:17: address family mismatch: the rule is inet6 but this address is inet",
+        ),
+        (
+            "pass from 10.0.0.0/8 to ::1",
+            "rules.conf:1:25: address family mismatch between source and destination",
+        ),
+        (
+            "pass icmp-type 8",
+            "rules.conf:1:6: icmp-type requires proto icmp",
+        ),
+        (
+            "pass proto icmp6 icmp-type 8",
+            "rules.conf:1:18: icmp-type requires proto icmp",
+        ),
+        (
+            "pass proto icmp icmp-type bogus",
+            "rules.conf:1:27: expected an ICMP type (a number 0-255 or echoreq, echorep, unreach, timex, paramprob, ...), found \"bogus\"",
+        ),
+        (
+            "set limit states lots",
+            "rules.conf:1:18: expected a number of states, found \"lots\"",
+        ),
+        (
+            "set limit frags 10",
+            "rules.conf:1:11: expected \"states\", found \"frags\"",
+        ),
+        (
+            "set timeout tcp.bogus 5",
+            "rules.conf:1:13: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval), found \"tcp.bogus\"",
+        ),
+        (
+            "set timeout { tcp.first 5",
+            "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval), found end of file",
+        ),
+        (
+            "set block-policy maybe",
+            "rules.conf:1:18: expected drop or return, found \"maybe\"",
+        ),
+        (
+            "set skip on lo",
+            "rules.conf:1:5: expected limit, timeout or block-policy, found \"skip\"",
+        ),
+        (
+            "table <t> { 10.0.0.0/8, bogus }",
+            "rules.conf:1:25: expected an address or a prefix, or \"}\", found \"bogus\"",
+        ),
+        (
+            "table <t> { }\ntable <t> { }",
+            "rules.conf:2:8: table <t> is already defined",
+        ),
+        (
+            "table <t> file \"/nonexistent/x.txt\"",
+            "rules.conf:1:16: cannot read table file \"/nonexistent/x.txt\": No such file or directory (os error 2)",
+        ),
+        (
+            "pass = \"x\"",
+            "rules.conf:1:1: \"pass\" is a reserved word, not a macro name",
+        ),
+        (
+            "1x = \"x\"",
+            "rules.conf:1:1: invalid macro name \"1x\" (a letter, then letters, digits or '_')",
+        ),
+        (
+            "a = \"$a\"\npass from $a",
+            "rules.conf:2:11: macro $a expands too deeply (recursive definition?)",
+        ),
+        (
+            "pass all ; block all",
+            "rules.conf:1:10: unexpected character ';'",
+        ),
+        (
+            "pass from { 10.0.0.0/8",
+            "rules.conf:1:23: expected an address, a prefix, a table <name> or \"any\", found end of file",
+        ),
+        (
+            "pass all \\ x",
+            "rules.conf:1:10: expected end of line after '\\'",
+        ),
+        (
+            "pass from any port 80",
+            "rules.conf:1:15: port only applies to proto tcp or udp",
+        ),
+        (
+            "pass to 10.0.0.1/40",
+            "rules.conf:1:9: expected an address, a prefix, a table <name> or \"any\", found \"10.0.0.1/40\"",
+        ),
+        (
+            "ports = \"{ 80\"\npass proto tcp to port $ports",
+            "rules.conf:2:30: expected a port number (0-65535) or service name, found end of file",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(&err(text), want, "for {text:?}");
+    }
+    // Errors in table files name the table file.
+    let dir = std::env::temp_dir().join(format!("fw-parse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("t.txt"), "10.0.0.0/8\n# c\n  192.0.2.1 bogus\n").unwrap();
+    std::fs::write(dir.join("r.conf"), "table <t> file \"t.txt\"\n").unwrap();
+    let e = load(&dir.join("r.conf"), &ifaces).unwrap_err();
+    assert_eq!(e.path, dir.join("t.txt"));
+    assert_eq!((e.line, e.column), (3, 13));
+    assert_eq!(
+        e.message,
+        "expected an address or a prefix, found \"bogus\""
+    );
+    let e = load(&dir.join("missing.conf"), &ifaces).unwrap_err();
+    assert!(e.to_string().starts_with(&format!(
+        "{}: cannot read rule file",
+        dir.join("missing.conf").display()
+    )));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn example_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/rules.conf")
+}
+
+#[test]
+fn example_file_loads_and_behaves() {
+    let rs = load(&example_path(), &ifaces).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rs.limit_states, 200_000);
+    assert_eq!(rs.timeouts.tcp_established, 7200);
+    assert_eq!(rs.timeouts.interval, 5);
+    assert_eq!(rs.block_policy, BlockPolicy::Return);
+    let bl = &rs.tables[0];
+    assert_eq!(bl.name, "blocklist");
+    assert_eq!(bl.entries.len(), 7);
+    let cl = fw::classifier::Classifier::build(&rs).unwrap();
+    let key = |iface, dir, src: &str, dst: &str, proto, dport, flags| {
+        let (s, d): (std::net::IpAddr, std::net::IpAddr) =
+            (src.parse().unwrap(), dst.parse().unwrap());
+        let (af, s, d) = match (s, d) {
+            (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
+                (Af::Inet, u32::from(s) as u128, u32::from(d) as u128)
+            }
+            (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => {
+                (Af::Inet6, u128::from(s), u128::from(d))
+            }
+            _ => panic!(),
+        };
+        PacketKey {
+            af,
+            dir,
+            iface,
+            proto,
+            src: s,
+            dst: d,
+            src_port: 40000,
+            dst_port: dport,
+            tcp_flags: flags,
+            len: 60,
+        }
+    };
+    let check = |k: PacketKey, action: Action| {
+        let v = evaluate(&rs, &k);
+        assert_eq!(cl.classify(&k), v);
+        assert_eq!(
+            v.action,
+            action,
+            "{k:?} -> rule {:?}",
+            v.rule.map(|i| &rs.rules[i])
+        );
+        v
+    };
+    // Web server reachable from outside with a SYN, with state and the label.
+    let v = check(
+        key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x02),
+        Action::Pass,
+    );
+    assert_eq!(rs.rules[v.rule.unwrap()].label.as_deref(), Some("web"));
+    assert_eq!(v.keep_state, StateMode::Keep);
+    // A bare ACK matches no pass rule (flags S/SA): blocked by `block log all`.
+    check(
+        key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x10),
+        Action::Block,
+    );
+    // Blocklisted source: blocked even towards the web server (quick); the excluded relay passes.
+    check(
+        key(0, Dir::In, "203.0.113.66", "192.0.2.80", 6, 443, 0x02),
+        Action::Block,
+    );
+    check(
+        key(0, Dir::In, "192.0.2.10", "192.0.2.80", 6, 443, 0x02),
+        Action::Pass,
+    );
+    check(
+        key(0, Dir::In, "192.0.2.11", "192.0.2.80", 6, 443, 0x02),
+        Action::Block,
+    );
+    check(
+        key(0, Dir::In, "2001:db8:bad::5", "2001:db8::80", 58, 0, 0),
+        Action::Block,
+    );
+    // Spoofed private source from outside.
+    check(
+        key(0, Dir::In, "192.168.1.1", "192.0.2.80", 6, 80, 0x02),
+        Action::Block,
+    );
+    // LAN out; SSH from the admin hosts with sloppy state.
+    check(
+        key(1, Dir::In, "10.1.2.3", "8.8.8.8", 17, 53, 0),
+        Action::Pass,
+    );
+    let v = check(
+        key(1, Dir::In, "10.1.0.10", "10.1.9.9", 6, 22, 0x02),
+        Action::Pass,
+    );
+    assert_eq!(v.keep_state, StateMode::KeepSloppy);
+    // Ping to the outside interface from outside: blocked by the final quick rule unless to the web server.
+    check(
+        key(0, Dir::In, "8.8.8.8", "192.0.2.1", 1, 0, 0),
+        Action::Block,
+    );
+    let mut k = key(0, Dir::In, "8.8.8.8", "192.0.2.80", 1, 0, 0);
+    k.src_port = 8;
+    check(k, Action::Pass);
+}
+
+#[test]
+fn relative_table_paths_resolve_against_the_rule_file() {
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    // Parsed with the real path: the table file is found.
+    assert!(parse(&text, &example_path(), &ifaces).is_ok());
+    // Parsed as if elsewhere: it is not.
+    let e = parse(&text, Path::new("/nonexistent/dir/rules.conf"), &ifaces).unwrap_err();
+    assert!(e.message.starts_with("cannot read table file"), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+    /// Random text never panics.
+    #[test]
+    fn random_text_never_panics(s in "\\PC{0,200}") {
+        let _ = parse(&s, Path::new("x.conf"), &ifaces);
+    }
+
+    /// Random sequences of the language's own tokens never panic either.
+    #[test]
+    fn random_tokens_never_panic(toks in proptest::collection::vec(proptest::sample::select(vec![
+        "pass", "block", "in", "out", "quick", "on", "em0", "inet", "inet6", "proto", "tcp", "udp",
+        "icmp", "{", "}", ",", "!", "<", ">", "<>", "><", "<=", ">=", "!=", "=", ":", "from", "to",
+        "any", "all", "port", "80", "1000:2000", "www", "10.0.0.0/8", "::1", "2001:db8::/32",
+        "flags", "S/SA", "keep", "state", "no", "(", ")", "sloppy", "label", "\"x\"", "table",
+        "<t>", "file", "set", "limit", "states", "timeout", "tcp.first", "\n", "$m", "m", "icmp-type",
+        "code", "8", "\\\n", "#", "persist", "block-policy", "return", "log",
+    ]), 0..40)) {
+        let text = format!("m = \"{{ 80 }}\"\ntable <t> {{ 10.0.0.0/8 }}\n{}", toks.join(" "));
+        let _ = parse(&text, Path::new("x.conf"), &ifaces);
+    }
+}

@@ -1,0 +1,362 @@
+//! The state table against a plain `HashMap` reference model: random insert / lookup (both
+//! directions) / ICMP-error lookup / remove / clock advance / partial sweep sequences over UDP,
+//! ICMP echo and other-protocol flows (IPv4 and IPv6), >= 1M operations per run.
+//! Seed override: `FW_STATE_SEED=<u64>`.
+
+use std::collections::HashMap;
+
+use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::state::{InsertError, StateId, StateLookup, StateTable, StateVerdict, Timeouts};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+type Ep = (u128, u16);
+
+/// The model's own canonical key: (af, proto, low endpoint, high endpoint).
+type MKey = (Af, u8, Ep, Ep);
+
+fn ep_pair(k: &PacketKey) -> (Ep, Ep) {
+    if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
+        // Echo request/reply share a key: both "ports" = the request type.
+        let t = match k.src_port {
+            0 => 8,
+            129 => 128,
+            t => t,
+        };
+        ((k.src, t), (k.dst, t))
+    } else {
+        ((k.src, k.src_port), (k.dst, k.dst_port))
+    }
+}
+
+fn mkey(k: &PacketKey) -> MKey {
+    let (s, d) = ep_pair(k);
+    (k.af, k.proto, s.min(d), s.max(d))
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MEntry {
+    id: u32,
+    init: Ep,
+    deadline: u32,
+    st: [u8; 2],
+}
+
+fn flip(k: &PacketKey) -> PacketKey {
+    let (sp, dp) = if k.proto == proto::ICMP {
+        (if k.src_port == 8 { 0 } else { 8 }, 0)
+    } else if k.proto == proto::ICMPV6 {
+        (if k.src_port == 128 { 129 } else { 128 }, 0)
+    } else {
+        (k.dst_port, k.src_port)
+    };
+    PacketKey {
+        src: k.dst,
+        dst: k.src,
+        src_port: sp,
+        dst_port: dp,
+        ..*k
+    }
+}
+
+/// A universe of flows with small address/port pools so that endpoint orderings vary.
+fn universe(rng: &mut Rng, n: usize) -> Vec<PacketKey> {
+    let mut seen = std::collections::HashSet::new();
+    let mut v = Vec::with_capacity(n);
+    while v.len() < n {
+        let v6 = rng.below(5) == 0;
+        let addr = |r: &mut Rng| -> u128 {
+            let h = r.below(64) as u128;
+            if v6 {
+                0x2001_0db8u128 << 96 | h << 17 | 1
+            } else {
+                0x0a00_0000 | h
+            }
+        };
+        let (p, sp, dp) = match rng.below(10) {
+            0..=6 => (
+                proto::UDP,
+                1000 + rng.below(40) as u16,
+                [53, 123, 1000, 1001][rng.below(4) as usize],
+            ),
+            7 | 8 => {
+                if v6 {
+                    (proto::ICMPV6, 128, 0)
+                } else {
+                    (proto::ICMP, 8, 0)
+                }
+            }
+            _ => (47, 0, 0),
+        };
+        let k = PacketKey {
+            af: if v6 { Af::Inet6 } else { Af::Inet },
+            dir: Dir::In,
+            iface: rng.below(4) as u16,
+            proto: p,
+            src: addr(rng),
+            dst: addr(rng),
+            src_port: sp,
+            dst_port: dp,
+            tcp_flags: 0,
+            len: 60,
+        };
+        if seen.insert(mkey(&k)) {
+            v.push(k);
+        }
+    }
+    v
+}
+
+struct Model {
+    to: Timeouts,
+    map: HashMap<MKey, MEntry>,
+    ids: HashMap<u32, MKey>,
+}
+
+impl Model {
+    fn take(&mut self, k: &MKey) {
+        let e = self.map.remove(k).unwrap();
+        self.ids.remove(&e.id);
+    }
+    fn first_timeout(&self, p: u8) -> u32 {
+        match p {
+            proto::UDP => self.to.udp_first,
+            proto::ICMP | proto::ICMPV6 => self.to.icmp_first,
+            _ => self.to.other_first,
+        }
+    }
+}
+
+fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64) {
+    let mut rng = Rng(seed | 1);
+    let to = Timeouts {
+        udp_first: 6,
+        udp_single: 3,
+        udp_multiple: 9,
+        icmp_first: 4,
+        icmp_error: 2,
+        other_first: 5,
+        other_single: 2,
+        other_multiple: 7,
+        ..Timeouts::default()
+    };
+    let mut t = StateTable::new(limit, to, seed);
+    let uni = universe(&mut rng, flows);
+    let mut m = Model {
+        to,
+        map: HashMap::new(),
+        ids: HashMap::new(),
+    };
+    let mut now: u32 = 1;
+    let (mut hits, mut fulls, mut swept) = (0u64, 0u64, 0u64);
+
+    for op in 0..ops {
+        let k0 = uni[rng.below(uni.len() as u64) as usize];
+        let k = if rng.below(2) == 0 { k0 } else { flip(&k0) };
+        let k = PacketKey {
+            iface: rng.below(4) as u16,
+            dir: if rng.below(2) == 0 { Dir::In } else { Dir::Out },
+            ..k
+        };
+        let mk = mkey(&k);
+        let r = rng.below(100);
+        if r < 40 {
+            // Lookup.
+            let got = t.lookup(&k, None, now);
+            let want = match m.map.get(&mk).copied() {
+                None => StateLookup::Miss,
+                Some(e) if e.deadline <= now => {
+                    m.take(&mk);
+                    StateLookup::Miss
+                }
+                Some(mut e) => {
+                    let (s, d) = ep_pair(&k);
+                    let from_init = s == e.init || s == d;
+                    let (si, di) = if from_init { (0, 1) } else { (1, 0) };
+                    let tmo = if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
+                        to.icmp_error
+                    } else {
+                        if e.st[si] < 1 {
+                            e.st[si] = 1;
+                        }
+                        if e.st[di] == 1 {
+                            e.st[di] = 2;
+                        }
+                        let multi = e.st == [2, 2];
+                        match (k.proto == proto::UDP, multi) {
+                            (true, true) => to.udp_multiple,
+                            (true, false) => to.udp_single,
+                            (false, true) => to.other_multiple,
+                            (false, false) => to.other_single,
+                        }
+                    };
+                    e.deadline = now + tmo;
+                    m.map.insert(mk, e);
+                    hits += 1;
+                    StateLookup::Hit {
+                        id: StateId(e.id),
+                        dir_from_initiator: from_init,
+                        verdict: StateVerdict::Pass,
+                    }
+                }
+            };
+            assert_eq!(got, want, "op {op}: lookup {k:?}");
+        } else if r < 65 {
+            // Insert.
+            let got = t.insert(&k, op as u32, now, None);
+            let (s, _) = ep_pair(&k);
+            let fresh = |id: u32, p: u8, m: &Model| MEntry {
+                id,
+                init: s,
+                deadline: now + m.first_timeout(p),
+                st: if p == proto::ICMP || p == proto::ICMPV6 {
+                    [0, 0]
+                } else {
+                    [1, 0]
+                },
+            };
+            match m.map.get(&mk).copied() {
+                Some(e) if e.deadline > now => {
+                    assert_eq!(got, Err(InsertError::Exists(StateId(e.id))), "op {op}")
+                }
+                Some(e) => {
+                    assert_eq!(got, Ok(StateId(e.id)), "op {op}: replace dead");
+                    let ne = fresh(e.id, k.proto, &m);
+                    m.map.insert(mk, ne);
+                }
+                None if m.map.len() == limit => {
+                    assert_eq!(got, Err(InsertError::Full), "op {op}");
+                    fulls += 1;
+                }
+                None => {
+                    let id = got
+                        .unwrap_or_else(|e| panic!("op {op}: insert failed {e:?}"))
+                        .0;
+                    assert!((id as usize) < limit);
+                    assert!(
+                        m.ids.insert(id, mk).is_none(),
+                        "op {op}: id {id} handed out twice"
+                    );
+                    let ne = fresh(id, k.proto, &m);
+                    m.map.insert(mk, ne);
+                }
+            }
+        } else if r < 80 {
+            if rng.below(adv) == 0 {
+                now += 1 + rng.below(2) as u32;
+            }
+        } else if r < 81 {
+            // Partial sweep; the model learns which dead entries went.
+            let budget = rng.below(limit as u64 / 2 + 2) as usize;
+            let n = t.expire(now, budget);
+            let dead: Vec<MKey> = m
+                .map
+                .iter()
+                .filter(|(_, e)| e.deadline <= now)
+                .map(|(k, _)| *k)
+                .collect();
+            let mut gone = 0;
+            for dk in dead {
+                let e = m.map[&dk];
+                let pk = PacketKey {
+                    af: dk.0,
+                    proto: dk.1,
+                    src: dk.2.0,
+                    src_port: dk.2.1,
+                    dst: dk.3.0,
+                    dst_port: dk.3.1,
+                    ..k
+                };
+                let pk = if dk.1 == proto::ICMP || dk.1 == proto::ICMPV6 {
+                    PacketKey { dst_port: 0, ..pk }
+                } else {
+                    pk
+                };
+                if !t.debug_contains(&pk) {
+                    assert!(
+                        t.info(StateId(e.id)).is_none(),
+                        "op {op}: swept slot still in use"
+                    );
+                    m.take(&dk);
+                    gone += 1;
+                }
+            }
+            assert_eq!(n, gone, "op {op}: sweep removed");
+            swept += n as u64;
+        } else if r < 90 {
+            // ICMP error quoting the flow.
+            let got = t.lookup_icmp_error(&k, None, now);
+            let want = match m.map.get(&mk).copied() {
+                None => None,
+                Some(e) if e.deadline <= now => {
+                    m.take(&mk);
+                    None
+                }
+                Some(e) => Some(StateId(e.id)),
+            };
+            assert_eq!(got, want, "op {op}: icmp error");
+        } else if r < 91 {
+            // Remove by id (tracked or not).
+            let id = rng.below(limit as u64 + 2) as u32;
+            let want = m.ids.get(&id).copied();
+            assert_eq!(
+                t.remove(StateId(id)),
+                want.is_some(),
+                "op {op}: remove {id}"
+            );
+            if let Some(mk) = want {
+                m.take(&mk);
+            }
+        } else {
+            // A flow outside the universe.
+            let nk = PacketKey {
+                src_port: 60000 + rng.below(100) as u16,
+                proto: proto::UDP,
+                ..k
+            };
+            assert_eq!(t.lookup(&nk, None, now), StateLookup::Miss);
+            assert_eq!(t.lookup_icmp_error(&nk, None, now), None);
+        }
+        assert_eq!(t.len(), m.map.len(), "op {op}: len");
+        if op % 100_000 == 0 {
+            t.debug_check();
+        }
+    }
+    t.debug_check();
+    let c = t.counters();
+    eprintln!(
+        "seed {seed}: {ops} ops, limit {limit}, {flows} flows: {hits} hits, {fulls} full, {swept} swept, now {now}, {c:?}"
+    );
+    assert!(hits > ops as u64 / 20 && fulls > 0 && c.expired_lookup > 0 && c.expired_sweep > 0);
+}
+
+fn seed() -> u64 {
+    std::env::var("FW_STATE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_0001)
+}
+
+/// Small table, many more flows than slots: the limit is hit often.
+#[test]
+fn model_small_table_often_full() {
+    run(seed(), 1_000_000, 512, 2000, 100);
+}
+
+/// Larger table near its limit.
+#[test]
+fn model_large_table() {
+    run(seed() ^ 0xabcdef, 1_000_000, 20_000, 40_000, 6000);
+}
