@@ -28,6 +28,8 @@ pub struct Config {
     pub interfaces: Vec<Interface>,
     pub routes: Vec<Route>,
     pub neighbours: Vec<Neighbour>,
+    /// The optional `[firewall]` table.
+    pub firewall: Option<FirewallSettings>,
     /// The file it was loaded from (as given to `load`/`parse`).
     pub path: PathBuf,
 }
@@ -51,6 +53,13 @@ impl Default for RouterSettings {
             control_socket: PathBuf::from("/run/linerate.sock"),
         }
     }
+}
+
+/// The `[firewall]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FirewallSettings {
+    /// The pf-syntax rule file, already resolved against the config file's directory.
+    pub rules: PathBuf,
 }
 
 /// One `[[interface]]`.

@@ -209,6 +209,8 @@ fn example_files_validate() {
     assert!(c.routes.iter().any(|r| r.via.is_none()));
     assert!(c.neighbours.iter().any(|n| n.address.is_ipv6()));
 
+    assert_eq!(c.firewall.as_ref().unwrap().rules, dir.join("rules.conf"));
+
     let routes = routefile::load(&dir.join("routes.txt")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(routes.len(), 10);
     assert_eq!(routes[0].prefix.to_string(), "198.18.0.0/15");
@@ -709,4 +711,23 @@ fn neighbour_errors() {
         t("fe80::1", M, "interface = \"lr-b\"\n")
     );
     assert_eq!(parse(&ok).unwrap().neighbours.len(), 2);
+}
+
+// --------------------------------------------------------------- [firewall]
+
+#[test]
+fn firewall_rules_resolve_against_the_config_directory() {
+    let text = format!("{BASE}[firewall]\nrules = \"fw/rules.conf\"\n");
+    let c = Config::parse(&text, Path::new("/etc/linerate/router.toml")).unwrap();
+    assert_eq!(c.firewall.unwrap().rules, Path::new("/etc/linerate/fw/rules.conf"));
+    let c = Config::parse(&format!("{BASE}[firewall]\nrules = \"/abs/r.conf\"\n"), Path::new("x/router.toml")).unwrap();
+    assert_eq!(c.firewall.unwrap().rules, Path::new("/abs/r.conf"));
+    assert_eq!(parse(BASE).unwrap().firewall, None);
+}
+
+#[test]
+fn firewall_errors() {
+    fails_after_base("[firewall]\nrules = \"r.conf\"\nstates = 5\n", 3, 1, "unknown field `states`");
+    fails_after_base("[firewall]\nrules = \"\"\n", 2, 9, "firewall: rules must be a non-empty path");
+    fails_after_base("[firewall]\n", 1, 1, "missing field `rules`");
 }

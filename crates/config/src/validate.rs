@@ -10,8 +10,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::{
-    Backend, Config, ConfigError, IfAddr, Interface, MacAddr, Neighbour, Prefix, Route, XdpMode,
-    RouterSettings,
+    Backend, Config, ConfigError, FirewallSettings, IfAddr, Interface, MacAddr, Neighbour, Prefix,
+    Route, RouterSettings, XdpMode,
 };
 
 type S<T> = Spanned<T>;
@@ -26,6 +26,13 @@ struct RawFile {
     route: Vec<RawRoute>,
     #[serde(default)]
     neighbour: Vec<RawNeighbour>,
+    firewall: Option<RawFirewall>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFirewall {
+    rules: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -122,13 +129,26 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let interfaces = interfaces(&cx, raw.interface)?;
     let routes = routes(&cx, &interfaces, raw.route)?;
     let neighbours = neighbours(&cx, &interfaces, raw.neighbour)?;
+    let firewall = raw.firewall.map(|f| firewall(&cx, f)).transpose()?;
     Ok(Config {
         router,
         interfaces,
         routes,
         neighbours,
+        firewall,
         path: path.to_owned(),
     })
+}
+
+/// `[firewall]`: the rule file, relative to the config file's directory (so a config and its
+/// rules can move together). The rule file itself is parsed by `fw`, at check and run time.
+fn firewall(cx: &Ctx, raw: RawFirewall) -> Result<FirewallSettings, ConfigError> {
+    let p = raw.rules.get_ref();
+    if p.is_empty() || p.contains('\0') {
+        return Err(cx.err(raw.rules.span(), "firewall: rules must be a non-empty path without NUL bytes"));
+    }
+    let dir = cx.path.parent().unwrap_or(Path::new(""));
+    Ok(FirewallSettings { rules: dir.join(p) })
 }
 
 fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigError> {

@@ -14,7 +14,12 @@ use io::{FramePool, TxPort};
 use wire::MacAddr;
 use wire::build::{UdpFlow, udp_frame};
 
+use std::sync::Arc;
+
+use fw::packet::{Af, Dir, PacketKey};
+
 use crate::counters::Counts;
+use crate::filter::{CompiledRules, Firewall, RulesSlot};
 use crate::fib::{FibControl, FibError, PortInfo};
 use crate::synth::{self, Rng};
 use crate::worker::{DEFAULT_BATCH, Worker};
@@ -52,6 +57,37 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Unmeasured run before the first measured one (caches, TLB, branch predictors).
     pub warmup: Duration,
+    /// Run the firewall stage with a generated rule set.
+    pub firewall: Option<BenchFirewall>,
+}
+
+/// The generated rule set of a firewall bench (see [`bench_rules`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BenchFirewall {
+    /// Rules that never match the bench's traffic, before the final pass.
+    pub rules: usize,
+    /// A `block in quick from <t>` rule whose table holds this many prefixes, none covering
+    /// the bench's sources.
+    pub table_size: Option<usize>,
+    /// The final rule keeps state, and this many states of other flows are created first.
+    pub states: Option<usize>,
+}
+
+/// Firewall figures of a bench run.
+#[derive(Debug, Clone)]
+pub struct BenchFirewallResult {
+    pub rules: usize,
+    pub compile: Duration,
+    pub classifier_bytes: usize,
+    pub state_limit: usize,
+    pub state_table_bytes: usize,
+    /// States created before measuring.
+    pub prefilled_states: usize,
+    pub prefill: Duration,
+    /// State-table counters at the end (warm-up and every run included).
+    pub state_counters: Vec<(&'static str, u64)>,
+    /// Rules (and the default) that counted packets or states, warm-up included.
+    pub matched: Vec<crate::filter::RuleStat>,
 }
 
 impl Default for BenchConfig {
@@ -68,6 +104,7 @@ impl Default for BenchConfig {
             cpu: None,
             seed: 1,
             warmup: Duration::from_millis(200),
+            firewall: None,
         }
     }
 }
@@ -86,6 +123,7 @@ pub struct BenchResult {
     pub flows: usize,
     pub frame_size: usize,
     pub setup: Duration,
+    pub firewall: Option<BenchFirewallResult>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -242,6 +280,10 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
     let tx = vec![CountingTx::new(), CountingTx::new()];
     let pool = FramePool::new(1024);
     let mut worker = Worker::new(setup.ctl.fib(), &setup.ports, vec![rx], tx, CountingTx::new(), pool, cfg.batch);
+    let mut fw_result = match &cfg.firewall {
+        Some(f) => Some(setup_firewall(&mut worker, f, flows)?),
+        None => None,
+    };
     let setup_time = started.elapsed();
 
     if !cfg.warmup.is_zero() {
@@ -269,6 +311,80 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
         flows,
         frame_size: cfg.frame_size,
         setup: setup_time,
+        firewall: fw_result.take().map(|mut r| {
+            if let Some(stats) = worker.firewall_stats() {
+                r.state_counters = stats.states().to_vec();
+                r.matched = stats.rules().snapshot().into_iter().filter(|s| s.packets > 0 || s.states > 0).collect();
+            }
+            r
+        }),
+    })
+}
+
+/// The rule text of a firewall bench: `rules` distinct TCP rules the bench's UDP traffic never
+/// matches, optionally a table rule whose prefixes (in 11.0.0.0/8) do not cover the bench's
+/// sources (198.18.10.0/24, 2001:2:0:10::/64), then a final `pass all`, keeping state when
+/// `states` is given (with a state limit holding the prefilled states and the bench's flows).
+pub fn bench_rules(f: &BenchFirewall, flows: usize) -> String {
+    use std::fmt::Write;
+    let mut t = String::new();
+    if let Some(k) = f.states {
+        let _ = writeln!(t, "set limit states {}", (k + flows + 1024).min(fw::state::MAX_LIMIT));
+    }
+    if let Some(m) = f.table_size {
+        t.push_str("table <t> const {");
+        for i in 0..m.min(1 << 20) {
+            let _ = write!(t, " {}/28", Ipv4Addr::from(0x0b00_0000u32 + (i as u32) * 16));
+        }
+        t.push_str(" }\nblock in quick from <t>\n");
+    }
+    for i in 0..f.rules {
+        let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+    }
+    t.push_str(if f.states.is_some() { "pass all keep state\n" } else { "pass all no state\n" });
+    t
+}
+
+/// Compiles the bench's rules, gives the worker its firewall and prefills the state table.
+fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &BenchFirewall, flows: usize) -> Result<BenchFirewallResult, BenchError> {
+    if f.table_size.is_some_and(|m| m > 1 << 20) || f.rules > 1 << 24 {
+        return Err(BenchError::Invalid("at most 2^24 rules and 2^20 table entries".into()));
+    }
+    let text = bench_rules(f, flows);
+    let t0 = Instant::now();
+    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &|_| None).map_err(BenchError::Invalid)?;
+    let compile = t0.elapsed();
+    let (n, classifier_bytes) = (rules.rule_count(), rules.classifier_bytes());
+    worker.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 1));
+    let fw = worker.firewall_mut().expect("just set");
+    let t1 = Instant::now();
+    let k = f.states.unwrap_or(0);
+    for i in 0..k {
+        // UDP flows 172.16.0.0/12 port i -> 203.0.113.1:9, distinct for i < 2^36.
+        let key = PacketKey {
+            af: Af::Inet,
+            dir: Dir::In,
+            iface: 0,
+            proto: fw::packet::proto::UDP,
+            src: u128::from(0xac10_0000u32 + (i >> 16) as u32),
+            dst: u128::from(u32::from(Ipv4Addr::new(203, 0, 113, 1))),
+            src_port: i as u16,
+            dst_port: 9,
+            tcp_flags: 0,
+            len: 46,
+        };
+        fw.insert_state(&key, n - 1).map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
+    }
+    Ok(BenchFirewallResult {
+        rules: n,
+        compile,
+        classifier_bytes,
+        state_limit: fw.state_table().limit(),
+        state_table_bytes: fw.state_table().memory_bytes(),
+        prefilled_states: k,
+        prefill: t1.elapsed(),
+        state_counters: Vec::new(),
+        matched: Vec::new(),
     })
 }
 
@@ -321,6 +437,35 @@ mod tests {
         let res = run(&cfg, |_, _| {}).unwrap();
         assert!(res.counts.rx > 0);
         assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
+    }
+
+    #[test]
+    fn firewall_bench_passes_every_flow_and_counts() {
+        let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300) };
+        let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
+        let res = run(&cfg, |_, _| {}).unwrap();
+        assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
+        let f = res.firewall.unwrap();
+        assert_eq!((f.rules, f.prefilled_states), (52, 300));
+        let states: std::collections::HashMap<_, _> = f.state_counters.into_iter().collect();
+        assert_eq!(states["inserts"], 400, "prefilled plus one per flow");
+        assert_eq!(states["in_use"], 400);
+        // Only the final `pass all keep state` (index 51) matched; it created every state.
+        assert_eq!(f.matched.len(), 1, "{:?}", f.matched);
+        assert_eq!((f.matched[0].rule, f.matched[0].states), (Some(51), 400));
+        assert!(f.matched[0].packets >= res.counts.rx, "warm-up included: {:?}", f.matched[0]);
+        assert_eq!(f.matched[0].bytes, 46 * f.matched[0].packets);
+    }
+
+    #[test]
+    fn bench_rules_text() {
+        let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None }, 10);
+        assert_eq!(
+            t,
+            "table <t> const { 11.0.0.0/28 11.0.0.16/28 }\nblock in quick from <t>\n\
+             block in quick proto tcp from 10.0.0.0 to 10.200.0.1 port 22\n\
+             block in quick proto tcp from 10.0.0.1 to 10.200.0.1 port 22\npass all no state\n"
+        );
     }
 
     #[test]

@@ -40,6 +40,9 @@ drop_reasons! {
     NoRoute => "no_route", "No FIB entry covers the destination.";
     NoNeighbour => "no_neighbour", "Next hop's link-layer address unknown.";
     TxError => "tx_error", "Output port could not take the frame.";
+    FilterBlocked => "filter_blocked", "Blocked by a firewall rule (in or out).";
+    StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
+    StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
 }
 
 /// Number of drop reasons.

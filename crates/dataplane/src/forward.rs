@@ -8,6 +8,13 @@
 //!      (frame data of packet i+4 is prefetched while packet i is parsed);
 //!   2. look up every IPv4 and every IPv6 destination of the batch;
 //!   3. apply: adjacency, TTL / hop-limit check and decrement, MAC rewrite, enqueue.
+//!
+//! With a firewall ([`crate::filter`]), a filter pass between 1 and 2 extracts each routed
+//! packet's firewall key and runs the state lookup, else the `in` rules; apply runs the `out`
+//! rules on the output port. Whether a firewall is configured is tested per batch, never per
+//! packet, and the firewall's passes are separate out-of-line functions, so the path without
+//! a firewall is the same machine code as before.
+//!
 //! Every call is static: no trait object per packet.
 
 use std::net::Ipv4Addr;
@@ -21,6 +28,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::{Fib, PortInfo};
+use crate::filter::{self, FilterStage, Firewall};
 
 /// Packets of the batch whose data is prefetched ahead of the one being parsed.
 const PREFETCH_AHEAD: usize = 4;
@@ -50,6 +58,7 @@ pub struct Forwarder {
     v4_nh: Box<[Option<NextHop>; MAX_BATCH]>,
     v6_dst: Box<[u128; MAX_BATCH]>,
     v6_nh: Box<[Option<NextHop>; MAX_BATCH]>,
+    filter: Option<FilterStage>,
 }
 
 /// Destinations collected by the classify pass.
@@ -73,7 +82,21 @@ impl Forwarder {
             v4_nh: Box::new([None; MAX_BATCH]),
             v6_dst: Box::new([0; MAX_BATCH]),
             v6_nh: Box::new([None; MAX_BATCH]),
+            filter: None,
         }
+    }
+
+    /// Adds (or replaces) the firewall stage.
+    pub fn set_firewall(&mut self, fw: Firewall) {
+        self.filter = Some(FilterStage::new(fw));
+    }
+
+    pub fn firewall(&self) -> Option<&Firewall> {
+        self.filter.as_ref().map(|f| &f.fw)
+    }
+
+    pub fn firewall_mut(&mut self) -> Option<&mut Firewall> {
+        self.filter.as_mut().map(|f| &mut f.fw)
     }
 
     /// Handles every frame of `input` (leaving it empty): forwarded frames are appended to
@@ -83,15 +106,57 @@ impl Forwarder {
         let descs = input.as_slice();
         self.counts.rx += descs.len() as u64;
         let (n4, n6) = self.classify(pool, descs);
+        // With a firewall, two extra branches per batch (never per packet); the firewall's
+        // passes are out of line, so the code without one compiles (inlining included) as it
+        // did before the filter stage existed: every hot function keeps a single call site.
+        if self.filter.is_some() {
+            self.filter_in(pool, descs);
+        }
         if n4 > 0 {
             self.fib.v4.lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
         }
         if n6 > 0 {
             self.fib.v6.lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
         }
+        if self.filter.is_some() {
+            return self.apply_filtered(pool, input, outputs, local);
+        }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply(pool, desc, step, outputs, local);
+            self.apply::<false>(pool, desc, i, step, outputs, local);
+        }
+    }
+
+    /// The filter pass, right after classify (the frames are still in cache): extract each
+    /// routed packet's firewall key, then state lookup, else the `in` rules.
+    #[inline(never)]
+    fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
+        let Some(f) = &mut self.filter else { return };
+        f.fw.begin_batch();
+        for (i, (step, &desc)) in self.steps.iter_mut().zip(descs).enumerate() {
+            let (l3, v4) = match *step {
+                Step::V4 { l3, .. } => (l3, true),
+                Step::V6 { l3, .. } => (l3, false),
+                _ => continue,
+            };
+            let (key, tcp) = (&mut f.keys[i], &mut f.tcp[i]);
+            filter::extract(pool.frame(desc), l3 as usize, v4, desc.port, key, tcp);
+            match f.fw.filter_in(key, tcp.as_ref()) {
+                Ok(stateful) => f.stateful[i] = stateful,
+                Err(reason) => *step = Step::Drop(reason),
+            }
+        }
+    }
+
+    /// The apply pass with the `out` rules.
+    #[inline(never)]
+    fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], local: &mut Batch) {
+        for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+            let step = self.steps[i % MAX_BATCH];
+            self.apply::<true>(pool, desc, i, step, outputs, local);
+        }
+        if let Some(f) = &self.filter {
+            f.fw.end_batch();
         }
     }
 
@@ -119,7 +184,7 @@ impl Forwarder {
     }
 
     #[inline(always)]
-    fn apply(&mut self, pool: &mut FramePool, desc: FrameDesc, step: Step, outputs: &mut [Batch], local: &mut Batch) {
+    fn apply<const FW: bool>(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], local: &mut Batch) {
         let (l3, nh, v4) = match step {
             Step::Drop(reason) => return self.drop(pool, desc, reason),
             Step::Local => return self.local(desc, local),
@@ -153,6 +218,17 @@ impl Forwarder {
             }
             ip.set_hop_limit(hops - 1);
         }
+        // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
+        // check), on the output interface; a packet whose flow has a state skips it.
+        if FW && let Some(f) = &mut self.filter {
+            let i = i % MAX_BATCH;
+            if !f.stateful[i] && f.fw.has_out()
+                && let Err(reason) = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref())
+            {
+                return self.drop(pool, desc, reason);
+            }
+        }
+        let frame = pool.frame_mut(desc);
         let mut eth = EthernetFrame::new_unchecked(frame);
         eth.set_dst_addr(mac);
         eth.set_src_addr(src_mac);

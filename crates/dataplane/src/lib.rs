@@ -1,7 +1,7 @@
 //! The linerate data plane: what happens to a packet between an rx port and a tx port.
 //!
 //! Start at [`worker::Worker::poll`]: rx burst -> [`forward::Forwarder::process`] (parse,
-//! validate, route, neighbour rewrite) -> tx bursts. [`fib`] holds the tables it reads and
+//! validate, route, neighbour rewrite) -> tx bursts. [`filter`] is the optional firewall stage of that node. [`fib`] holds the tables it reads and
 //! the control-plane writer that fills them; [`counters`] names every reason a packet can be
 //! dropped; [`synth`] and [`bench`] drive the pipeline over in-memory ports.
 
@@ -11,10 +11,12 @@ pub mod adjacency;
 pub mod bench;
 pub mod counters;
 pub mod fib;
+pub mod filter;
 pub mod forward;
 pub mod synth;
 pub mod worker;
 
 pub use counters::{Counts, DropReason, WorkerCounters};
 pub use fib::{Fib, FibControl, PortInfo};
+pub use filter::{CompiledRules, Firewall, FirewallStats, RulesSlot};
 pub use worker::Worker;

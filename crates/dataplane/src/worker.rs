@@ -11,6 +11,7 @@ use io::{Batch, FramePool, RxPort, TxPort};
 
 use crate::counters::{Counts, WorkerCounters};
 use crate::fib::{Fib, PortInfo};
+use crate::filter::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
 
 /// Default packets per batch.
@@ -53,6 +54,24 @@ impl<R: RxPort, T: TxPort, L: TxPort> Worker<R, T, L> {
     /// The counters this worker publishes after every poll, readable from any thread.
     pub fn counters(&self) -> Arc<WorkerCounters> {
         Arc::clone(&self.shared)
+    }
+
+    /// Gives the worker a firewall (before it runs).
+    pub fn set_firewall(&mut self, fw: Firewall) {
+        self.forwarder.set_firewall(fw);
+    }
+
+    pub fn firewall(&self) -> Option<&Firewall> {
+        self.forwarder.firewall()
+    }
+
+    pub fn firewall_mut(&mut self) -> Option<&mut Firewall> {
+        self.forwarder.firewall_mut()
+    }
+
+    /// The firewall counters this worker publishes, readable from any thread.
+    pub fn firewall_stats(&self) -> Option<Arc<FirewallStats>> {
+        self.forwarder.firewall().map(Firewall::stats)
     }
 
     /// Running totals as the worker sees them now.

@@ -658,7 +658,6 @@ impl StateTable {
             self.counters.misses += 1;
             return StateLookup::Miss;
         }
-        let timeouts = self.timeouts;
         let e = &self.slots[id];
         let eflags = e.flags;
         let from_init = from_a ^ (eflags & F_INIT_B != 0);
@@ -712,12 +711,14 @@ impl StateTable {
             }
             Class::Icmp => Some(Tmo::IcmpError),
         };
+        // Only the timeout that applies is read (copying the whole struct showed per packet).
+        let refresh = refresh.map(|t| (t, self.deadline(now, t)));
         let e = &mut self.slots[id];
         e.peer[si] = src;
         e.peer[di] = dst;
-        if let Some(t) = refresh {
+        if let Some((t, deadline)) = refresh {
             e.tmo = t as u8;
-            e.expire = now.saturating_add(timeouts.get(t));
+            e.expire = deadline;
         }
         self.counters.hits += 1;
         if verdict != StateVerdict::Pass {
@@ -899,6 +900,13 @@ impl StateTable {
         self.remove_at(pos, id);
         self.counters.removed += 1;
         true
+    }
+
+    /// The index of the rule that created state `id` (what per-rule counters need on a hit,
+    /// without building a whole [`StateInfo`]).
+    #[inline]
+    pub fn rule_of(&self, id: StateId) -> Option<u32> {
+        self.slots.get(id.0 as usize).filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
     }
 
     /// Inspects a state (live or dead-not-reclaimed).

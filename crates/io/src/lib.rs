@@ -22,6 +22,9 @@ pub mod pcap;
 pub mod pool;
 pub mod port;
 pub mod prefetch;
+pub mod ratelimit;
+pub mod rss;
+pub mod tap;
 pub mod xdp;
 
 pub use batch::Batch;

@@ -25,6 +25,8 @@
 //! name = "linerate"
 //! dut = "linerate"
 //! backend = "af_packet"  # af_packet (default) | af_xdp (generic XDP) | af_xdp_native
+//! rules = 1000        # linerate too: the same rules in pf syntax, then `pass all no state`
+//!                     # (`keep state` with conntrack = true); 0 = no firewall
 //!
 //! [[set]]             # a sweep expands into one set per value, plotted as a line
 //! name = "nft"
@@ -232,7 +234,7 @@ impl Lab {
 
 /// `linerate lab` with no file: kernel forwarding vs linerate, and kernel + nftables with
 /// 1000 non-matching rules before the accept, 2000 flows of 60-byte frames, 5 runs each.
-/// (linerate's own 1000-rule set joins once the firewall is in the data plane.)
+/// linerate's firewall with the same 1000 rules (in pf syntax) closes the list.
 pub const DEFAULT_LAB: &str = r#"
 runs = 5
 seconds = 5
@@ -256,6 +258,12 @@ backend = "af_packet"
 name = "kernel-nft-1000"
 dut = "kernel-nft"
 rules = 1000
+
+[[set]]
+name = "linerate-1000"
+dut = "linerate"
+backend = "af_packet"
+rules = 1000
 "#;
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -274,8 +282,9 @@ mod tests {
         let lab = Lab::default_lab();
         assert_eq!((lab.runs, lab.seconds), (5, 5));
         let names: Vec<_> = lab.sets.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000"]);
-        assert_eq!(lab.sets[2].rules, 1000);
+        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000", "linerate-1000"]);
+        assert_eq!((lab.sets[2].rules, lab.sets[3].rules), (1000, 1000));
+        assert_eq!(lab.sets[3].dut, Dut::Linerate);
         assert!(lab.sets.iter().all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60));
     }
 

@@ -189,7 +189,16 @@ impl LabEnv {
             }
             Dut::Linerate => {
                 let path = self.dir.join("router.toml");
-                std::fs::write(&path, linerate_config(&set.backend))?;
+                // rules = N: the same N non-matching rules as the nftables set, in pf syntax.
+                let rules = (set.rules > 0).then(|| self.dir.join("rules.conf"));
+                if let Some(r) = &rules {
+                    std::fs::write(r, linerate_rules(set.rules, set.conntrack))?;
+                }
+                let mut text = linerate_config(&set.backend);
+                if let Some(r) = &rules {
+                    text.push_str(&format!("\n[firewall]\nrules = \"{}\"\n", r.display()));
+                }
+                std::fs::write(&path, text)?;
                 let mut cmd = self.dut.command(self.bin.to_str().unwrap_or("linerate"));
                 cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &DUT_CPU.to_string()]);
                 guard.child = Some(wait_ready(cmd, "forwarding with", stop)?);
@@ -356,6 +365,20 @@ pub fn nft_ruleset(rules: u32, conntrack: bool) -> String {
     s
 }
 
+/// linerate's rule file for a set with `rules` rules: the nftables set's rules in pf syntax
+/// (`ip saddr A udp dport 9 drop` becomes `block in quick proto udp from A to any port 9`),
+/// then a pass that keeps state only when the set asks for conntrack, as the nftables set
+/// tracks connections only then.
+pub fn linerate_rules(rules: u32, conntrack: bool) -> String {
+    let mut s = String::new();
+    for i in 0..rules {
+        let a = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i);
+        s.push_str(&format!("block in quick proto udp from {a} to any port 9\n"));
+    }
+    s.push_str(if conntrack { "pass all keep state\n" } else { "pass all no state\n" });
+    s
+}
+
 /// linerate's config for the lab's DUT namespace.
 pub fn linerate_config(backend: &str) -> String {
     let (backend, mode) = match backend {
@@ -438,6 +461,13 @@ mod tests {
         let r = nft_ruleset(3, true);
         assert_eq!(r.matches(" drop\n").count(), 4);
         assert!(r.contains("ct state invalid drop") && r.trim_end().ends_with("}\n}") && r.contains("    accept\n"));
+    }
+
+    #[test]
+    fn linerate_rules_mirror_the_nft_rules() {
+        let r = linerate_rules(2, false);
+        assert_eq!(r, "block in quick proto udp from 10.0.0.0 to any port 9\nblock in quick proto udp from 10.0.0.1 to any port 9\npass all no state\n");
+        assert!(linerate_rules(0, true).ends_with("pass all keep state\n"));
     }
 
     #[test]

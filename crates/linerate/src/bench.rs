@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use dataplane::bench::{self, BenchConfig, RouteSource};
+use dataplane::bench::{self, BenchConfig, BenchFirewall, RouteSource};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -41,6 +41,17 @@ pub struct BenchArgs {
     /// Unmeasured warm-up before the first run, in milliseconds (0 for instruction profiling).
     #[arg(long, default_value_t = 200, hide = true)]
     warmup_ms: u64,
+    /// Firewall: N distinct rules the traffic never matches, then `pass all no state`.
+    #[arg(long, value_name = "N")]
+    rules: Option<usize>,
+    /// Firewall: a `block in quick from <t>` rule whose table holds M prefixes that do not
+    /// cover the traffic's sources (before the final pass).
+    #[arg(long, value_name = "M")]
+    table_size: Option<usize>,
+    /// Firewall: the final rule becomes `pass all keep state`, and K states of other flows are
+    /// created before measuring.
+    #[arg(long, value_name = "K")]
+    states: Option<usize>,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -67,6 +78,11 @@ pub fn main(args: BenchArgs) -> Result<()> {
         batch: args.batch,
         cpu: Some(cpu),
         warmup: std::time::Duration::from_millis(args.warmup_ms),
+        firewall: (args.rules.is_some() || args.table_size.is_some() || args.states.is_some()).then(|| BenchFirewall {
+            rules: args.rules.unwrap_or(0),
+            table_size: args.table_size,
+            states: args.states,
+        }),
         ..BenchConfig::default()
     };
     let family = if cfg.ipv6 { "IPv6" } else { "IPv4" };
@@ -88,6 +104,36 @@ pub fn main(args: BenchArgs) -> Result<()> {
     for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
         println!("  drop {:<20} {n}", reason.name());
     }
+    let firewall = res.firewall.as_ref().map(|f| {
+        println!(
+            "firewall: {} rules compiled in {:.2} s ({:.1} MiB), {} states prefilled in {:.2} s (limit {}, table {:.1} MiB)",
+            f.rules,
+            f.compile.as_secs_f64(),
+            f.classifier_bytes as f64 / (1 << 20) as f64,
+            f.prefilled_states,
+            f.prefill.as_secs_f64(),
+            f.state_limit,
+            f.state_table_bytes as f64 / (1 << 20) as f64
+        );
+        let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
+        let matched: Vec<serde_json::Value> = f
+            .matched
+            .iter()
+            .map(|r| serde_json::json!({"rule": r.rule, "line": r.line, "packets": r.packets, "bytes": r.bytes, "states": r.states}))
+            .collect();
+        serde_json::json!({
+            "rules": f.rules,
+            "table_size": args.table_size,
+            "compile_s": f.compile.as_secs_f64(),
+            "classifier_bytes": f.classifier_bytes,
+            "state_limit": f.state_limit,
+            "state_table_bytes": f.state_table_bytes,
+            "prefilled_states": f.prefilled_states,
+            "prefill_s": f.prefill.as_secs_f64(),
+            "states": states,
+            "matched_rules": matched,
+        })
+    });
     if args.json {
         let drops: serde_json::Map<String, serde_json::Value> =
             c.drops_by_reason().map(|(r, n)| (r.name().to_owned(), n.into())).collect();
@@ -105,6 +151,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
             "ipv6": cfg.ipv6,
             "batch": cfg.batch,
             "cpu": cpu,
+            "firewall": firewall,
         });
         println!("{out}");
     }

@@ -20,8 +20,17 @@ pub fn main(args: CheckArgs) -> Result<()> {
         iface.mac.get_or_insert(config::MacAddr([0x02, 0, 0, 0, 0, 0]));
     }
     dataplane::fib::from_config(&probe)?;
+    // The rule file is parsed and compiled as `run` would (interface names -> port indices in
+    // the config's interface order), so a file that `check` accepts loads at run time.
+    let rules = match &cfg.firewall {
+        Some(f) => {
+            let compiled = crate::run::load_rules(&cfg, &f.rules)?;
+            format!(", firewall {}: {} rules", f.rules.display(), compiled.rule_count())
+        }
+        None => String::new(),
+    };
     println!(
-        "{}: ok ({} interfaces, {} routes, {} neighbours)",
+        "{}: ok ({} interfaces, {} routes, {} neighbours{rules})",
         args.config.display(),
         cfg.interfaces.len(),
         cfg.routes.len(),

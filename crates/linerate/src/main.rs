@@ -3,6 +3,7 @@
 
 mod bench;
 mod check;
+mod control;
 mod kernel_bypass;
 mod lab_cmd;
 mod run;
@@ -27,6 +28,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Forward between the configured interfaces until SIGINT/SIGTERM.
     Run(run::RunArgs),
+    /// Make a running `linerate run` re-read its firewall rule file (atomic swap).
+    Reload(control::ReloadArgs),
     /// Send UDP flows of minimum-size frames (or IMIX) on an interface, pkt-gen style.
     Gen(traffic::GenArgs),
     /// Count the frames arriving on an interface, per second.
@@ -50,6 +53,7 @@ fn main() -> std::process::ExitCode {
         Command::Check(args) => check::main(args),
         Command::Lab(args) => lab_cmd::main(args),
         Command::Run(args) => run::main(args),
+        Command::Reload(args) => control::reload_main(args),
         Command::Gen(args) => traffic::gen_main(args),
         Command::Rcv(args) => traffic::rcv_main(args),
         Command::Stat { .. } => unreachable!("handled above"),

@@ -14,13 +14,14 @@
 //!   exit and drops its copy. Keep the kernel's forwarding off (net.ipv4.ip_forward=0, the
 //!   default in a new namespace), or if the table cannot be installed both would forward.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use config::{Backend, Config};
+use dataplane::filter::{CompiledRules, Firewall, FirewallStats, RulesSlot};
 use dataplane::{Counts, Worker};
 use io::any::{AnyRx, AnyTx, PortKind, PortOpener};
 use io::mem::CountingTx;
@@ -102,6 +103,26 @@ pub fn main(args: RunArgs) -> Result<()> {
     let batch = cfg.router.batch_size;
     let fib = ctl.fib();
     let mut worker = Worker::new(fib, &ports, rx, tx, CountingTx::new(), pool, batch);
+    // Rules are compiled before the worker starts; reloads go through the same slot.
+    let slot = match &cfg.firewall {
+        Some(f) => {
+            let rules = load_rules(&cfg, &f.rules)?;
+            eprintln!("linerate: firewall: {} rules from {}", rules.rule_count(), f.rules.display());
+            let slot = RulesSlot::new(Arc::new(rules));
+            worker.set_firewall(Firewall::new(Arc::clone(&slot), dataplane::filter::random_seed()));
+            Some(slot)
+        }
+        None => None,
+    };
+    let fw_stats = worker.firewall_stats();
+    // Without the socket linerate still forwards; only `linerate reload` is unavailable.
+    let _control = match crate::control::Server::start(&cfg, slot.clone()) {
+        Ok(server) => Some(server),
+        Err(e) => {
+            eprintln!("linerate: warning: control socket {}: {e:#}; `linerate reload` will not reach this process", cfg.router.control_socket.display());
+            None
+        }
+    };
     let counters = worker.counters();
     let worker_stop = Arc::clone(&stop);
     let handle = std::thread::Builder::new()
@@ -136,7 +157,35 @@ pub fn main(args: RunArgs) -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     let worker = handle.join().map_err(|_| anyhow::anyhow!("the worker thread panicked"))?;
     print_final(&cfg, &kinds, &worker, started.elapsed());
+    if let Some(stats) = fw_stats {
+        print_firewall(&stats);
+    }
     Ok(())
+}
+
+/// Parses and compiles the config's rule file, interface names resolving to port indices in
+/// the config's interface order (the worker's port numbering).
+pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
+    let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
+    CompiledRules::load(rules, &ifaces).map_err(anyhow::Error::msg)
+}
+
+/// Per-rule counters (rules that saw no packet are listed too: it shows dead rules), then the
+/// state table's.
+fn print_firewall(stats: &FirewallStats) {
+    let rules = stats.rules();
+    println!("{:<6} {:<16} {:<6} {:>12} {:>14} {:>10}", "line", "label", "action", "packets", "bytes", "states");
+    for r in rules.snapshot() {
+        let line = if r.rule.is_some() { r.line.to_string() } else { "-".into() };
+        let label = r.label.as_deref().unwrap_or(if r.rule.is_some() { "" } else { "(default pass)" });
+        let action = match r.action {
+            fw::rules::Action::Pass => "pass",
+            fw::rules::Action::Block => "block",
+        };
+        println!("{line:<6} {label:<16} {action:<6} {:>12} {:>14} {:>10}", r.packets, r.bytes, r.states);
+    }
+    let states: Vec<String> = stats.states().iter().map(|(n, v)| format!("{n} {v}")).collect();
+    println!("states: {}", states.join(", "));
 }
 
 fn open(opener: &mut PortOpener, pool: &mut io::FramePool, ifname: &str, port: u16, backend: Backend) -> Result<(AnyRx, AnyTx, PortKind)> {

@@ -90,3 +90,35 @@ fn check_accepts_the_example_and_rejects_with_position() {
     let err = String::from_utf8(bad.stderr).unwrap();
     assert!(err.contains("bad.toml:3:7:"), "{err}");
 }
+
+#[test]
+fn check_compiles_the_firewall_rules_and_reports_their_position() {
+    let ok = linerate().args(["check", "-c"]).arg(examples().join("router.toml")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(stdout.contains("firewall") && stdout.contains("rules"), "{stdout}");
+    let dir = std::env::temp_dir().join(format!("lr-cli-fw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    std::fs::write(&cfg, "[[interface]]\nname = \"lr-a\"\n\n[firewall]\nrules = \"r.conf\"\n").unwrap();
+    std::fs::write(dir.join("r.conf"), "block all\npass in on lr-a\npass out on lr-b\n").unwrap();
+    let bad = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert!(err.contains("r.conf:3:13:") && err.contains("lr-b"), "{err}");
+}
+
+#[test]
+fn bench_with_rules_reports_the_firewall() {
+    let out = linerate()
+        .args(["bench", "--routes", "2000", "--flows", "50", "--runs", "1", "--seconds", "0.1", "--rules", "20", "--states", "10", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(v["forwarded"], v["rx"]);
+    assert_eq!(v["firewall"]["rules"], 21);
+    assert_eq!(v["firewall"]["prefilled_states"], 10);
+    assert_eq!(v["firewall"]["states"]["inserts"], 60);
+}

@@ -24,10 +24,13 @@ pub mod arp;
 pub mod build;
 pub mod checksum;
 pub mod ethernet;
+pub mod icmp_reply;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ndisc;
+pub mod neighbour;
 pub mod tcp;
 pub mod udp;
 

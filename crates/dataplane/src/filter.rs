@@ -1,0 +1,514 @@
+//! The filter stage of the forwarding node: pf-like rules (crate `fw`) and per-worker
+//! connection tracking.
+//!
+//! * [`CompiledRules`]: a parsed [`RuleSet`] and its compiled [`Classifier`], immutable, shared
+//!   by every worker through an `Arc`.
+//! * [`RulesSlot`]: how the control side hands a new rule set to the workers. It publishes the
+//!   new `Arc` under a mutex and bumps an atomic generation; a worker reads the generation
+//!   once per batch (one relaxed-cost load) and takes the mutex only when it changed, i.e. once
+//!   per reload. A worker therefore uses one rule set for a whole batch, never a mix.
+//! * [`Firewall`]: what one worker owns: the current rules, its own [`StateTable`] (no lock:
+//!   only this worker touches it) and its counters. The state table survives reloads, so
+//!   established flows keep passing; a state's rule index may then name a rule of the old set,
+//!   which only matters for counters (bounds-checked, see [`Firewall::count`]).
+//! * [`FirewallStats`]: the counters other threads read while the worker runs.
+//!
+//! Evaluation order per routed packet (pf's): state lookup first (a state matches the flow in
+//! both directions, on any interface); on a miss the `in` rules of the receiving interface;
+//! after the route lookup, the `out` rules of the output interface unless a state matched or
+//! was created (skipped entirely when no rule can match outbound packets).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use fw::classifier::{BuildError, Classifier};
+use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::rules::{Action, RuleSet, StateMode};
+use fw::state::{InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
+use io::batch::MAX_BATCH;
+use wire::{Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
+
+use crate::counters::DropReason;
+
+/// State-table slots the incremental expiry sweep examines per batch: enough to keep up with
+/// millions of flows over a timeout of tens of seconds, small enough not to show per batch.
+const EXPIRE_BUDGET: usize = 16;
+
+/// A rule set ready for the fast path.
+pub struct CompiledRules {
+    pub rules: RuleSet,
+    classifier: Classifier,
+    /// Whether the out pass can change a packet's fate: some rule that can match outbound
+    /// packets (`out`, or no direction as `pass all`) blocks or keeps state. If every such
+    /// rule is a stateless pass, the out verdict is always "pass, no state" (pf's default
+    /// included), so the pass is skipped; the only loss is those rules' out-pass counts.
+    has_out: bool,
+}
+
+impl CompiledRules {
+    /// Compiles `rules` (off the fast path: this can take seconds for large sets).
+    pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
+        let classifier = Classifier::build(&rules)?;
+        let has_out = rules
+            .rules
+            .iter()
+            .any(|r| r.dir != Some(Dir::In) && (r.action == Action::Block || r.keep_state != StateMode::None));
+        Ok(CompiledRules { rules, classifier, has_out })
+    }
+
+    /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
+    pub fn load(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<CompiledRules, String> {
+        let rules = fw::rules::load(path, ifaces).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// As [`load`](Self::load) from text; `path` names it in errors and anchors table files.
+    pub fn parse(text: &str, path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<CompiledRules, String> {
+        let rules = fw::rules::parse(text, path, ifaces).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn rule_count(&self) -> usize {
+        self.rules.rules.len()
+    }
+
+    /// Bytes held by the compiled classifier.
+    pub fn classifier_bytes(&self) -> usize {
+        self.classifier.memory_bytes()
+    }
+}
+
+/// The control side's handle for publishing rule sets to workers.
+pub struct RulesSlot {
+    generation: AtomicU64,
+    current: Mutex<Arc<CompiledRules>>,
+}
+
+impl RulesSlot {
+    pub fn new(rules: Arc<CompiledRules>) -> Arc<RulesSlot> {
+        Arc::new(RulesSlot { generation: AtomicU64::new(0), current: Mutex::new(rules) })
+    }
+
+    /// Makes `rules` the set every worker uses from its next batch on.
+    pub fn publish(&self, rules: Arc<CompiledRules>) {
+        let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        *cur = rules;
+        // Bumped under the lock: a worker that sees the new generation finds the new set.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn current(&self) -> Arc<CompiledRules> {
+        Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// Per-rule counters of one worker for one rule set; index `rule_count()` counts packets no
+/// rule matched (pf's default pass).
+pub struct RuleCounters {
+    pub rules: Arc<CompiledRules>,
+    packets: Box<[AtomicU64]>,
+    bytes: Box<[AtomicU64]>,
+    states: Box<[AtomicU64]>,
+}
+
+fn zeroed(n: usize) -> Box<[AtomicU64]> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+/// Single writer: a relaxed load and a plain store, no locked read-modify-write; on x86 and
+/// ARM this costs what incrementing a plain integer does, and readers see it at once.
+#[inline(always)]
+fn bump(a: &AtomicU64, n: u64) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl RuleCounters {
+    fn new(rules: Arc<CompiledRules>) -> RuleCounters {
+        let n = rules.rule_count() + 1;
+        RuleCounters { rules, packets: zeroed(n), bytes: zeroed(n), states: zeroed(n) }
+    }
+
+    /// A copy of the counters of every rule, in rule order.
+    pub fn snapshot(&self) -> Vec<RuleStat> {
+        let r = &self.rules.rules.rules;
+        (0..=r.len())
+            .map(|i| RuleStat {
+                rule: r.get(i).map(|_| i),
+                line: r.get(i).map_or(0, |r| r.line),
+                label: r.get(i).and_then(|r| r.label.clone()),
+                action: r.get(i).map_or(Action::Pass, |r| r.action),
+                packets: self.packets[i].load(Ordering::Relaxed),
+                bytes: self.bytes[i].load(Ordering::Relaxed),
+                states: self.states[i].load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+}
+
+/// Counters of one rule (or of the default pass, `rule: None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleStat {
+    pub rule: Option<usize>,
+    /// Line of the rule in its file (0 for the default).
+    pub line: usize,
+    pub label: Option<String>,
+    pub action: Action,
+    pub packets: u64,
+    pub bytes: u64,
+    /// States created by the rule.
+    pub states: u64,
+}
+
+const STATE_FIELDS: usize = 14;
+
+/// Names of the state-table counters, in [`FirewallStats::states`] order.
+pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
+    "in_use", "inserts", "insert_full", "insert_exists", "hits", "misses", "drop_out_of_window",
+    "expired_lookup", "expired_sweep", "reused_closed", "removed", "icmp_error_hits",
+    "icmp_error_misses", "icmp_error_bad_seq",
+];
+
+fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
+    [
+        c.in_use, c.inserts, c.insert_full, c.insert_exists, c.hits, c.misses, c.drop_out_of_window,
+        c.expired_lookup, c.expired_sweep, c.reused_closed, c.removed, c.icmp_error_hits,
+        c.icmp_error_misses, c.icmp_error_bad_seq,
+    ]
+}
+
+/// A worker's firewall counters as published for other threads.
+pub struct FirewallStats {
+    /// Replaced (under the lock) only when the worker adopts a new rule set.
+    rules: Mutex<Arc<RuleCounters>>,
+    states: [AtomicU64; STATE_FIELDS],
+    /// Generation of the rule set the worker uses.
+    generation: AtomicU64,
+}
+
+impl FirewallStats {
+    /// The rule set in use and its per-rule counters (plus the default's, last).
+    pub fn rules(&self) -> Arc<RuleCounters> {
+        Arc::clone(&self.rules.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// State-table counters, named by [`STATE_COUNTER_NAMES`].
+    pub fn states(&self) -> [(&'static str, u64); STATE_FIELDS] {
+        std::array::from_fn(|i| (STATE_COUNTER_NAMES[i], self.states[i].load(Ordering::Relaxed)))
+    }
+
+    /// The [`RulesSlot`] generation the worker has adopted.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// The firewall of one worker.
+pub struct Firewall {
+    slot: Arc<RulesSlot>,
+    seen: u64,
+    cur: Arc<RuleCounters>,
+    states: StateTable,
+    clock: Instant,
+    /// Coarse clock of the state table: whole seconds since the worker started, per batch.
+    now: u32,
+    stats: Arc<FirewallStats>,
+}
+
+fn state_timeouts(rs: &RuleSet) -> Timeouts {
+    let t = &rs.timeouts;
+    Timeouts {
+        tcp_first: t.tcp_first,
+        tcp_opening: t.tcp_opening,
+        tcp_established: t.tcp_established,
+        tcp_closing: t.tcp_closing,
+        tcp_finwait: t.tcp_finwait,
+        tcp_closed: t.tcp_closed,
+        udp_first: t.udp_first,
+        udp_single: t.udp_single,
+        udp_multiple: t.udp_multiple,
+        icmp_first: t.icmp_first,
+        icmp_error: t.icmp_error,
+        other_first: t.other_first,
+        other_single: t.other_single,
+        other_multiple: t.other_multiple,
+    }
+}
+
+/// A random per-process value to key the state hash (std's `RandomState` is seeded by the OS).
+pub fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
+}
+
+impl Firewall {
+    /// A worker's firewall on the slot's current rules. The state table holds
+    /// `set limit states` of that set (fixed for the worker's life: reloads keep the table).
+    pub fn new(slot: Arc<RulesSlot>, seed: u64) -> Firewall {
+        let seen = slot.generation();
+        let rules = slot.current();
+        let limit = (rules.rules.limit_states as usize).clamp(1, fw::state::MAX_LIMIT);
+        let states = StateTable::new(limit, state_timeouts(&rules.rules), seed);
+        let cur = Arc::new(RuleCounters::new(rules));
+        let stats = Arc::new(FirewallStats {
+            rules: Mutex::new(Arc::clone(&cur)),
+            states: std::array::from_fn(|_| AtomicU64::new(0)),
+            generation: AtomicU64::new(seen),
+        });
+        Firewall { slot, seen, cur, states, clock: Instant::now(), now: 0, stats }
+    }
+
+    pub fn stats(&self) -> Arc<FirewallStats> {
+        Arc::clone(&self.stats)
+    }
+
+    pub fn rules(&self) -> &Arc<CompiledRules> {
+        &self.cur.rules
+    }
+
+    pub fn state_table(&self) -> &StateTable {
+        &self.states
+    }
+
+    /// Creates a state directly, as if `key` had passed rule `rule` (bench warm-up, tests).
+    pub fn insert_state(&mut self, key: &PacketKey, rule: usize) -> Result<(), InsertError> {
+        self.states.insert(key, rule as u32, self.now, None)?;
+        self.count_state(rule);
+        Ok(())
+    }
+
+    /// Once per batch, before any packet: adopt a new rule set if one was published, advance
+    /// the clock, sweep a few state slots.
+    #[inline]
+    pub(crate) fn begin_batch(&mut self) {
+        let g = self.slot.generation();
+        if g != self.seen {
+            self.adopt(g);
+        }
+        self.now = self.clock.elapsed().as_secs() as u32;
+        self.states.expire(self.now, EXPIRE_BUDGET);
+    }
+
+    #[cold]
+    fn adopt(&mut self, g: u64) {
+        let rules = self.slot.current();
+        self.states.set_timeouts(state_timeouts(&rules.rules));
+        self.cur = Arc::new(RuleCounters::new(rules));
+        *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);
+        self.seen = g;
+        self.stats.generation.store(g, Ordering::Release);
+    }
+
+    /// After the batch: publish the state table's counters (plain stores, single writer).
+    #[inline]
+    pub(crate) fn end_batch(&self) {
+        for (a, v) in self.stats.states.iter().zip(state_fields(&self.states.counters())) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the out pass can change anything.
+    #[inline(always)]
+    pub(crate) fn has_out(&self) -> bool {
+        self.cur.rules.has_out
+    }
+
+    /// Counts a packet under rule `i`. States keep the index of the rule that created them,
+    /// which after a reload may be out of range for the new set: such packets are counted
+    /// under the default slot rather than indexing out of bounds.
+    #[inline(always)]
+    fn count(&self, i: usize, len: u16) {
+        let c = &self.cur;
+        let i = i.min(c.packets.len() - 1);
+        bump(&c.packets[i], 1);
+        bump(&c.bytes[i], u64::from(len));
+    }
+
+    #[inline(always)]
+    fn count_state(&self, i: usize) {
+        let c = &self.cur;
+        bump(&c.states[i.min(c.states.len() - 1)], 1);
+    }
+
+    /// The in pass of one routed packet: `Ok(stateful)` to go on (stateful: a state matched or
+    /// was created, so the out pass is skipped), `Err(reason)` to drop.
+    #[inline]
+    pub(crate) fn filter_in(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<bool, DropReason> {
+        // A rule set without keep-state rules never fills the table: skip the hash and probe
+        // (the state counters then count no misses).
+        if self.states.is_empty() {
+            return self.rules_decide(key, tcp);
+        }
+        match self.states.lookup(key, tcp, self.now) {
+            StateLookup::Hit { id, verdict, .. } => {
+                let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
+                self.count(rule, key.len);
+                match verdict {
+                    StateVerdict::Pass => Ok(true),
+                    StateVerdict::Drop(_) => Err(DropReason::StateOutOfWindow),
+                }
+            }
+            StateLookup::Miss => self.rules_decide(key, tcp),
+        }
+    }
+
+    /// The out pass on the output port (only for packets no state matched).
+    #[inline]
+    pub(crate) fn filter_out(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>) -> Result<(), DropReason> {
+        let key = PacketKey { dir: Dir::Out, iface: port, ..*key };
+        self.rules_decide(&key, tcp).map(|_| ())
+    }
+
+    #[inline]
+    fn rules_decide(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<bool, DropReason> {
+        let rules = &self.cur.rules;
+        let v = rules.classifier.classify(key);
+        let i = v.rule.unwrap_or(usize::MAX);
+        self.count(i, key.len);
+        if v.action == Action::Block {
+            return Err(DropReason::FilterBlocked);
+        }
+        let opts = match v.keep_state {
+            StateMode::None => return Ok(false),
+            StateMode::Keep => StateOptions { sloppy: false },
+            StateMode::KeepSloppy => StateOptions { sloppy: true },
+        };
+        match self.states.insert_with(key, i.min(u32::MAX as usize) as u32, self.now, tcp, opts) {
+            Ok(_) => {
+                self.count_state(i);
+                Ok(true)
+            }
+            Err(InsertError::Exists(_)) => Ok(true),
+            Err(InsertError::Full) => Err(DropReason::StateLimit),
+        }
+    }
+}
+
+/// Per-batch scratch of the filter stage: the keys the classify pass extracted.
+pub(crate) struct FilterStage {
+    pub fw: Firewall,
+    pub keys: Box<[PacketKey; MAX_BATCH]>,
+    pub tcp: Box<[Option<TcpSegment>; MAX_BATCH]>,
+    /// A state matched or was created in the in pass: skip the out pass.
+    pub stateful: Box<[bool; MAX_BATCH]>,
+}
+
+const EMPTY_KEY: PacketKey = PacketKey {
+    af: Af::Inet,
+    dir: Dir::In,
+    iface: 0,
+    proto: 0,
+    src: 0,
+    dst: 0,
+    src_port: 0,
+    dst_port: 0,
+    tcp_flags: 0,
+    len: 0,
+};
+
+impl FilterStage {
+    pub fn new(fw: Firewall) -> FilterStage {
+        FilterStage {
+            fw,
+            keys: Box::new([EMPTY_KEY; MAX_BATCH]),
+            tcp: Box::new([None; MAX_BATCH]),
+            stateful: Box::new([false; MAX_BATCH]),
+        }
+    }
+}
+
+/// Fills `key` and `tcp` for a packet the classify pass validated (`l3`: offset of its IP
+/// header). Ports, ICMP type/code and TCP fields are read only from a first fragment whose L4
+/// header is complete; otherwise they stay 0 / `None` (rules with ports then do not match).
+#[inline]
+pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut PacketKey, tcp: &mut Option<TcpSegment>) {
+    let bytes = frame.get(l3..).unwrap_or(&[]);
+    let (af, proto_, src, dst, len, l4): (Af, u8, u128, u128, u16, &[u8]) = if v4 {
+        let ip = Ipv4Packet::new_unchecked(bytes);
+        // The view's payload() borrows the view; slice the frame by the validated lengths.
+        let end = usize::from(ip.total_len()).min(bytes.len());
+        let l4 = if ip.frag_offset() == 0 { bytes.get(ip.header_len()..end).unwrap_or(&[]) } else { &[] };
+        (Af::Inet, ip.protocol().into(), ip.src_addr_u32().into(), ip.dst_addr_u32().into(), ip.total_len(), l4)
+    } else {
+        let ip = Ipv6Packet::new_unchecked(bytes);
+        let total = 40 + usize::from(ip.payload_len());
+        let (p, l4) = match ip.upper_layer() {
+            Ok((p, off)) if p != wire::IpProtocol::Ipv6Frag => (u8::from(p), bytes.get(off..total.min(bytes.len())).unwrap_or(&[])),
+            _ => (u8::from(ip.next_header()), &[][..]),
+        };
+        (Af::Inet6, p, u128::from(ip.src_addr()), ip.dst_addr_u128(), total.min(usize::from(u16::MAX)) as u16, l4)
+    };
+    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len };
+    *tcp = None;
+    match proto_ {
+        proto::TCP => {
+            if let Ok(t) = TcpPacket::new_checked(l4) {
+                let flags = t.flags().0;
+                key.src_port = t.src_port();
+                key.dst_port = t.dst_port();
+                key.tcp_flags = flags;
+                *tcp = Some(TcpSegment {
+                    seq: t.seq_number(),
+                    ack: t.ack_number(),
+                    win: t.window_len(),
+                    flags,
+                    payload_len: (l4.len() - t.header_len()) as u16,
+                    wscale: if flags & fw::state::tcp_flags::SYN != 0 { wscale(t.options()) } else { None },
+                });
+            }
+        }
+        proto::UDP => {
+            if let Ok(u) = UdpPacket::new_checked(l4) {
+                key.src_port = u.src_port();
+                key.dst_port = u.dst_port();
+            }
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            if let [t, c, ..] = *l4 {
+                key.src_port = t.into();
+                key.dst_port = c.into();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The window-scale option (kind 3) of a SYN's options, if present and well formed.
+fn wscale(mut opts: &[u8]) -> Option<u8> {
+    while let [kind, rest @ ..] = opts {
+        match kind {
+            0 => return None,
+            1 => opts = rest,
+            _ => {
+                let len = usize::from(*rest.first()?);
+                if len < 2 || len > opts.len() {
+                    return None;
+                }
+                if *kind == 3 && len == 3 {
+                    return Some(opts[2].min(14));
+                }
+                opts = &opts[len..];
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wscale_option() {
+        assert_eq!(wscale(&[1, 1, 3, 3, 7, 0]), Some(7));
+        assert_eq!(wscale(&[2, 4, 5, 0xb4, 3, 3, 20]), Some(14));
+        assert_eq!(wscale(&[2, 4, 5]), None);
+        assert_eq!(wscale(&[0, 3, 3, 7]), None);
+        assert_eq!(wscale(&[]), None);
+    }
+}
