@@ -221,23 +221,7 @@ pub struct Firewall {
 }
 
 fn state_timeouts(rs: &RuleSet) -> Timeouts {
-    let t = &rs.timeouts;
-    Timeouts {
-        tcp_first: t.tcp_first,
-        tcp_opening: t.tcp_opening,
-        tcp_established: t.tcp_established,
-        tcp_closing: t.tcp_closing,
-        tcp_finwait: t.tcp_finwait,
-        tcp_closed: t.tcp_closed,
-        udp_first: t.udp_first,
-        udp_single: t.udp_single,
-        udp_multiple: t.udp_multiple,
-        icmp_first: t.icmp_first,
-        icmp_error: t.icmp_error,
-        other_first: t.other_first,
-        other_single: t.other_single,
-        other_multiple: t.other_multiple,
-    }
+    rs.timeouts
 }
 
 /// A random per-process value to key the state hash (std's `RandomState` is seeded by the OS).

@@ -249,72 +249,9 @@ pub struct Rule {
     pub line: usize,
 }
 
-/// pf's state timeouts, in seconds (`set timeout`). Defaults are pf's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    pub tcp_first: u32,
-    pub tcp_opening: u32,
-    pub tcp_established: u32,
-    pub tcp_closing: u32,
-    pub tcp_finwait: u32,
-    pub tcp_closed: u32,
-    pub udp_first: u32,
-    pub udp_single: u32,
-    pub udp_multiple: u32,
-    pub icmp_first: u32,
-    pub icmp_error: u32,
-    pub other_first: u32,
-    pub other_single: u32,
-    pub other_multiple: u32,
-    /// Interval between purges of expired states.
-    pub interval: u32,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            tcp_first: 120,
-            tcp_opening: 30,
-            tcp_established: 86400,
-            tcp_closing: 900,
-            tcp_finwait: 45,
-            tcp_closed: 90,
-            udp_first: 60,
-            udp_single: 30,
-            udp_multiple: 60,
-            icmp_first: 20,
-            icmp_error: 10,
-            other_first: 60,
-            other_single: 30,
-            other_multiple: 60,
-            interval: 10,
-        }
-    }
-}
-
-impl Timeouts {
-    /// The field named as in pf (`tcp.established`), if any.
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut u32> {
-        Some(match name {
-            "tcp.first" => &mut self.tcp_first,
-            "tcp.opening" => &mut self.tcp_opening,
-            "tcp.established" => &mut self.tcp_established,
-            "tcp.closing" => &mut self.tcp_closing,
-            "tcp.finwait" => &mut self.tcp_finwait,
-            "tcp.closed" => &mut self.tcp_closed,
-            "udp.first" => &mut self.udp_first,
-            "udp.single" => &mut self.udp_single,
-            "udp.multiple" => &mut self.udp_multiple,
-            "icmp.first" => &mut self.icmp_first,
-            "icmp.error" => &mut self.icmp_error,
-            "other.first" => &mut self.other_first,
-            "other.single" => &mut self.other_single,
-            "other.multiple" => &mut self.other_multiple,
-            "interval" => &mut self.interval,
-            _ => return None,
-        })
-    }
-}
+/// pf's state timeouts (`set timeout`): the state table's own type, so that a parsed rule
+/// set configures the table directly.
+pub use crate::state::Timeouts;
 
 /// A parsed rule file.
 #[derive(Debug, Clone, PartialEq, Eq)]

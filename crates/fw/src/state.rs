@@ -138,6 +138,10 @@ pub struct Timeouts {
     pub other_first: u32,
     pub other_single: u32,
     pub other_multiple: u32,
+    /// pf's `interval`: how often expired states are purged. The table does not use it
+    /// (expired entries are treated as absent on lookup and swept a little per batch);
+    /// it is kept so a rule file's `set timeout interval` is accepted and reported.
+    pub interval: u32,
 }
 
 impl Default for Timeouts {
@@ -157,6 +161,7 @@ impl Default for Timeouts {
             other_first: 60,
             other_single: 30,
             other_multiple: 60,
+            interval: 10,
         }
     }
 }
@@ -204,6 +209,28 @@ impl Tmo {
 }
 
 impl Timeouts {
+    /// The field named as in pf.conf (`tcp.established`), if any.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut u32> {
+        Some(match name {
+            "tcp.first" => &mut self.tcp_first,
+            "tcp.opening" => &mut self.tcp_opening,
+            "tcp.established" => &mut self.tcp_established,
+            "tcp.closing" => &mut self.tcp_closing,
+            "tcp.finwait" => &mut self.tcp_finwait,
+            "tcp.closed" => &mut self.tcp_closed,
+            "udp.first" => &mut self.udp_first,
+            "udp.single" => &mut self.udp_single,
+            "udp.multiple" => &mut self.udp_multiple,
+            "icmp.first" => &mut self.icmp_first,
+            "icmp.error" => &mut self.icmp_error,
+            "other.first" => &mut self.other_first,
+            "other.single" => &mut self.other_single,
+            "other.multiple" => &mut self.other_multiple,
+            "interval" => &mut self.interval,
+            _ => return None,
+        })
+    }
+
     /// Seconds for a timeout kind.
     pub fn get(&self, t: Tmo) -> u32 {
         match t {
