@@ -3,124 +3,21 @@
 //! refused with its position and the running rules stay. Needs root (skips without).
 //! Namespaces are named `lr<pid>f<host>` and removed on drop.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
-use lab::topology::{End, Namespace, is_root, veth};
+use lab::topology::is_root;
 
-const A_MAC: &str = "02:00:00:00:0a:01";
-const B_MAC: &str = "02:00:00:00:0b:01";
+mod common;
 
-struct Lab {
-    a: Namespace,
-    d: Namespace,
-    b: Namespace,
-    dir: PathBuf,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn build() -> Lab {
-    let pid = std::process::id();
-    let ns = |host: &str| Namespace::create(&format!("lr{pid}f{host}")).unwrap();
-    let (a, d, b) = (ns("a"), ns("d"), ns("b"));
-    veth(End { ns: &a, name: "lra0", mac: A_MAC }, End { ns: &d, name: "lrd0", mac: "02:00:00:00:0d:00" }).unwrap();
-    veth(End { ns: &d, name: "lrd1", mac: "02:00:00:00:0d:01" }, End { ns: &b, name: "lrb0", mac: B_MAC }).unwrap();
-    a.addr("lra0", "198.18.0.2/24").unwrap();
-    a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
-    b.addr("lrb0", "198.19.0.2/24").unwrap();
-    b.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
-    d.addr("lrd0", "198.18.0.1/24").unwrap();
-    d.addr("lrd1", "198.19.0.1/24").unwrap();
-    d.sysctl("net.ipv4.ip_forward=0").unwrap();
-    let dir = std::env::temp_dir().join(format!("lr-netns-fw-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    Lab { a, d, b, dir }
-}
+use common::{Lab, build, start_until, write_config};
 
 fn config(lab: &Lab) -> PathBuf {
     let sock = lab.dir.join("control.sock");
-    let text = format!(
-        r#"
-[router]
-control_socket = "{}"
-
-[[interface]]
-name = "lrd0"
-addresses = ["198.18.0.1/24"]
-backend = "af_packet"
-
-[[interface]]
-name = "lrd1"
-addresses = ["198.19.0.1/24"]
-backend = "af_packet"
-
-[[neighbour]]
-address = "198.18.0.2"
-mac = "{A_MAC}"
-
-[[neighbour]]
-address = "198.19.0.2"
-mac = "{B_MAC}"
-
-[firewall]
-rules = "rules.conf"
-"#,
-        sock.display()
-    );
-    let path = lab.dir.join("router.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// Kills a child on drop (SIGTERM first), so a failing assertion leaves no process behind.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn terminate(&mut self) -> Option<Child> {
-        let child = self.0.take()?;
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-        Some(child)
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.terminate() {
-            std::thread::sleep(Duration::from_millis(200));
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn start_until(mut cmd: Command, ready: &str) -> Guard {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let ready = ready.to_owned();
-    std::thread::spawn(move || {
-        let mut seen = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains(&ready) {
-                let _ = tx.send(Ok(()));
-            }
-        }
-        let _ = tx.send(Err(seen));
-    });
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(Ok(())) => Guard(Some(child)),
-        other => panic!("{cmd:?} did not become ready: {other:?}"),
-    }
+    let extra = format!("[router]\ncontrol_socket = \"{}\"\n\n[firewall]\nrules = \"rules.conf\"\n", sock.display());
+    write_config(lab, "af_packet", &extra)
 }
 
 fn send_udp(lab: &Lab, tag: &str) {
@@ -159,7 +56,7 @@ fn rules_block_then_reload_passes_and_bad_file_is_refused() {
         eprintln!("skipped: needs root");
         return;
     }
-    let lab = build();
+    let lab = build("f");
     let cfg = config(&lab);
     let rules = lab.dir.join("rules.conf");
     std::fs::write(&rules, "block in quick proto udp to port 9999 label \"no9999\"\n").unwrap();

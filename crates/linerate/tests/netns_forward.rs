@@ -6,121 +6,15 @@
 //! Needs root (CI has it); without root each test says "skipped" and passes. Namespaces are
 //! named `lr<pid><backend><host>` and removed on drop, also when a test fails.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::io::Read;
+use std::path::Path;
 use std::time::Duration;
 
-use lab::topology::{End, Namespace, is_root, veth};
+use lab::topology::is_root;
 
-const A_MAC: &str = "02:00:00:00:0a:01";
-const D0_MAC: &str = "02:00:00:00:0d:00";
-const D1_MAC: &str = "02:00:00:00:0d:01";
-const B_MAC: &str = "02:00:00:00:0b:01";
+mod common;
 
-struct Lab {
-    a: Namespace,
-    d: Namespace,
-    b: Namespace,
-    dir: PathBuf,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn build(tag: &str) -> Lab {
-    let pid = std::process::id();
-    let ns = |host: &str| Namespace::create(&format!("lr{pid}{tag}{host}")).unwrap();
-    let (a, d, b) = (ns("a"), ns("d"), ns("b"));
-    veth(End { ns: &a, name: "lra0", mac: A_MAC }, End { ns: &d, name: "lrd0", mac: D0_MAC }).unwrap();
-    veth(End { ns: &d, name: "lrd1", mac: D1_MAC }, End { ns: &b, name: "lrb0", mac: B_MAC }).unwrap();
-    a.addr("lra0", "198.18.0.2/24").unwrap();
-    a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
-    b.addr("lrb0", "198.19.0.2/24").unwrap();
-    b.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
-    // The DUT's kernel owns the addresses (it answers ARP) but does not forward.
-    d.addr("lrd0", "198.18.0.1/24").unwrap();
-    d.addr("lrd1", "198.19.0.1/24").unwrap();
-    d.sysctl("net.ipv4.ip_forward=0").unwrap();
-    let dir = std::env::temp_dir().join(format!("lr-netns-{pid}-{tag}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    Lab { a, d, b, dir }
-}
-
-fn config(lab: &Lab, backend: &str) -> PathBuf {
-    let text = format!(
-        r#"
-[[interface]]
-name = "lrd0"
-addresses = ["198.18.0.1/24"]
-backend = "{backend}"
-
-[[interface]]
-name = "lrd1"
-addresses = ["198.19.0.1/24"]
-backend = "{backend}"
-
-[[neighbour]]
-address = "198.18.0.2"
-mac = "{A_MAC}"
-
-[[neighbour]]
-address = "198.19.0.2"
-mac = "{B_MAC}"
-"#
-    );
-    let path = lab.dir.join("router.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// Kills a child on drop (SIGTERM first), so a failing assertion leaves no process behind.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn terminate(&mut self) -> Option<Child> {
-        let child = self.0.take()?;
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-        Some(child)
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.terminate() {
-            std::thread::sleep(Duration::from_millis(200));
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Starts `cmd` and waits until a line of its stderr contains `ready`.
-fn start_until(mut cmd: Command, ready: &str) -> Guard {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let ready = ready.to_owned();
-    std::thread::spawn(move || {
-        let mut seen = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains(&ready) {
-                let _ = tx.send(Ok(()));
-            }
-        }
-        let _ = tx.send(Err(seen));
-    });
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(Ok(())) => Guard(Some(child)),
-        other => panic!("{cmd:?} did not become ready: {other:?}"),
-    }
-}
+use common::{D1_MAC, build, start_until, write_config};
 
 fn forward_through(backend: &str, tag: &str) {
     if !is_root() {
@@ -128,7 +22,7 @@ fn forward_through(backend: &str, tag: &str) {
         return;
     }
     let lab = build(tag);
-    let cfg = config(&lab, backend);
+    let cfg = write_config(&lab, backend, "");
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
     let mut dut = start_until(linerate, "forwarding with");

@@ -1,0 +1,127 @@
+//! What the namespace tests share: the A -> D (linerate) -> B topology, linerate's config for
+//! it, and child processes that are stopped on drop (a failing assertion leaves nothing).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use lab::topology::{End, Namespace, veth};
+
+pub const A_MAC: &str = "02:00:00:00:0a:01";
+pub const D0_MAC: &str = "02:00:00:00:0d:00";
+pub const D1_MAC: &str = "02:00:00:00:0d:01";
+pub const B_MAC: &str = "02:00:00:00:0b:01";
+
+/// Namespaces `lr<pid><tag>{a,d,b}` and a scratch folder, all removed on drop.
+pub struct Lab {
+    pub a: Namespace,
+    pub d: Namespace,
+    pub b: Namespace,
+    pub dir: PathBuf,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn build(tag: &str) -> Lab {
+    let pid = std::process::id();
+    let ns = |host: &str| Namespace::create(&format!("lr{pid}{tag}{host}")).unwrap();
+    let (a, d, b) = (ns("a"), ns("d"), ns("b"));
+    veth(End { ns: &a, name: "lra0", mac: A_MAC }, End { ns: &d, name: "lrd0", mac: D0_MAC }).unwrap();
+    veth(End { ns: &d, name: "lrd1", mac: D1_MAC }, End { ns: &b, name: "lrb0", mac: B_MAC }).unwrap();
+    a.addr("lra0", "198.18.0.2/24").unwrap();
+    a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
+    b.addr("lrb0", "198.19.0.2/24").unwrap();
+    b.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
+    // The DUT's kernel owns the addresses (it answers ARP) but does not forward.
+    d.addr("lrd0", "198.18.0.1/24").unwrap();
+    d.addr("lrd1", "198.19.0.1/24").unwrap();
+    d.sysctl("net.ipv4.ip_forward=0").unwrap();
+    let dir = std::env::temp_dir().join(format!("lr-netns-{pid}-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    Lab { a, d, b, dir }
+}
+
+/// linerate's config for the DUT namespace: both interfaces on `backend`, static neighbours
+/// for A and B, then `extra` (e.g. a `[router]` or `[firewall]` table). Written to the lab's
+/// folder; returns its path.
+pub fn write_config(lab: &Lab, backend: &str, extra: &str) -> PathBuf {
+    let text = format!(
+        r#"
+[[interface]]
+name = "lrd0"
+addresses = ["198.18.0.1/24"]
+backend = "{backend}"
+
+[[interface]]
+name = "lrd1"
+addresses = ["198.19.0.1/24"]
+backend = "{backend}"
+
+[[neighbour]]
+address = "198.18.0.2"
+mac = "{A_MAC}"
+
+[[neighbour]]
+address = "198.19.0.2"
+mac = "{B_MAC}"
+
+{extra}
+"#
+    );
+    let path = lab.dir.join("router.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Kills a child on drop (SIGTERM first), so a failing assertion leaves no process behind.
+pub struct Guard(pub Option<Child>);
+
+impl Guard {
+    pub fn terminate(&mut self) -> Option<Child> {
+        let child = self.0.take()?;
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        Some(child)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.terminate() {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `cmd` and waits until a line of its stderr contains `ready`.
+pub fn start_until(mut cmd: Command, ready: &str) -> Guard {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let ready = ready.to_owned();
+    std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(&ready) {
+                let _ = tx.send(Ok(()));
+            }
+        }
+        let _ = tx.send(Err(seen));
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(Ok(())) => Guard(Some(child)),
+        other => panic!("{cmd:?} did not become ready: {other:?}"),
+    }
+}
+
