@@ -342,12 +342,18 @@ struct Join {
     n_exc: usize,
     /// Number of right classes (for `full`).
     nr: usize,
-    /// The whole cross product, when exceptions would cover most of it (else empty).
+    /// The whole cross product, when exceptions would cover most of it or it is small
+    /// (else empty).
     full: Vec<u32>,
+    /// `full` only materialises a small cross product (the sparse form is the reference).
+    small_full: bool,
 }
 
+/// Cross products up to this many cells are materialised whole (16 KiB).
+const SMALL_FULL_CELLS: usize = 4096;
+
 impl Join {
-    #[inline]
+    #[inline(always)]
     fn get(&self, l: u32, r: u32) -> u32 {
         if !self.full.is_empty() {
             return self.full[l as usize * self.nr + r as usize];
@@ -546,7 +552,7 @@ impl Join {
         }
         budget.release(l.bytes + r.bytes);
         let n_exc = if use_full { pair_work } else { exc.len() };
-        let j = Join {
+        let mut j = Join {
             rows,
             cols,
             ny: ys.len(),
@@ -555,7 +561,19 @@ impl Join {
             exc: ExcMap::new(&exc),
             n_exc,
             full,
+            small_full: false,
         };
+        // A small cross product is materialised whole: one read per packet instead of the
+        // row, column, filter and dense reads (the sparse parts stay for the statistics).
+        if j.full.is_empty() && cells > 0 && cells <= SMALL_FULL_CELLS {
+            budget.charge(cells * 4, what)?;
+            let full: Vec<u32> = (0..nl as u32)
+                .flat_map(|li| (0..nr as u32).map(move |ri| (li, ri)))
+                .map(|(li, ri)| j.get(li, ri))
+                .collect();
+            j.full = full;
+            j.small_full = true;
+        }
         Ok((j, out))
     }
 }
@@ -848,6 +866,17 @@ enum Rest {
         starts: Vec<u128>,
         classes: Vec<u32>,
     },
+    /// At most 4 IPv4 intervals, padded with copies of the last one (start and class): the
+    /// interval is found by counting the starts <= the address, without branches.
+    Small4 {
+        starts: [u32; 4],
+        classes: [u32; 4],
+    },
+    /// IPv4 intervals: 32-bit starts (cheaper compares, 4x denser than u128).
+    Intervals4 {
+        starts: Vec<u32>,
+        classes: Vec<u32>,
+    },
     V4 {
         lpm: lpm::Ipv4Lpm,
         root: u32,
@@ -866,7 +895,7 @@ struct AddrLookup {
 }
 
 impl AddrLookup {
-    #[inline]
+    #[inline(always)]
     fn lookup(&self, addr: u128) -> u32 {
         if let Some(h) = &self.hosts
             && let Some(c) = h.get(addr)
@@ -877,6 +906,17 @@ impl AddrLookup {
             Rest::Const(c) => *c,
             Rest::Intervals { starts, classes } => {
                 let i = starts.partition_point(|&s| s <= addr);
+                classes[i - 1]
+            }
+            Rest::Small4 { starts, classes } => {
+                let a = addr as u32;
+                let n: usize = starts.iter().map(|&s| usize::from(s <= a)).sum();
+                // starts[0] == 0, so n >= 1; the padding repeats the last interval.
+                classes[n.wrapping_sub(1) & 3]
+            }
+            Rest::Intervals4 { starts, classes } => {
+                let a = addr as u32;
+                let i = starts.partition_point(|&s| s <= a);
                 classes[i - 1]
             }
             Rest::V4 { lpm, root } => lpm.lookup(addr as u32).unwrap_or(*root),
@@ -891,6 +931,8 @@ impl AddrLookup {
             + match &self.rest {
                 Rest::Const(_) => 0,
                 Rest::Intervals { starts, .. } => starts.len() * 20,
+                Rest::Intervals4 { starts, .. } => starts.len() * 8,
+                Rest::Small4 { .. } => 32,
                 Rest::V4 { lpm, .. } => lpm.memory_bytes(),
                 Rest::V6 { lpm, .. } => lpm.memory_bytes(),
             }
@@ -907,7 +949,7 @@ struct AddrField {
 }
 
 impl AddrField {
-    #[inline]
+    #[inline(always)]
     fn lookup(&self, af: Af, addr: u128) -> u32 {
         match af {
             Af::Inet => self.v4.lookup(addr & 0xffff_ffff),
@@ -1209,6 +1251,18 @@ fn rest_lookup(
             classes.push(c);
         }
     }
+    if fam == Af::Inet {
+        // IPv4 addresses are held in the low 32 bits: a start at 2^32 (after a prefix
+        // ending at 255.255.255.255) is never reached and is dropped with its class.
+        let n = starts.partition_point(|&s| s <= u128::from(u32::MAX));
+        let starts: Vec<u32> = starts[..n].iter().map(|&s| s as u32).collect();
+        let classes = classes[..n].to_vec();
+        if (1..=4).contains(&n) && starts[0] == 0 {
+            let pad = |v: &[u32]| -> [u32; 4] { std::array::from_fn(|i| v[i.min(n - 1)]) };
+            return Ok(Rest::Small4 { starts: pad(&starts), classes: pad(&classes) });
+        }
+        return Ok(Rest::Intervals4 { starts, classes });
+    }
     Ok(Rest::Intervals { starts, classes })
 }
 
@@ -1323,7 +1377,7 @@ impl Classifier {
         let stats = ClassifierStats {
             field_classes,
             join_classes: [n_ab, n_ef, n_abef, n_cd, s_fin.len()],
-            join_dense: joins.map(|j| j.dense.len().max(j.full.len())),
+            join_dense: joins.map(|j| j.dense.len().max(if j.small_full { 0 } else { j.full.len() })),
             join_exceptions: joins.map(|j| j.n_exc),
             lpm,
             host_maps: [&src.v4, &src.v6, &dst.v4, &dst.v6]
