@@ -61,7 +61,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("linerate: {err:#}");
+            eprintln!("linerate: {}", error_chain(&err));
             std::process::ExitCode::FAILURE
         }
     }
@@ -78,4 +78,21 @@ fn stat_main(args: &[std::ffi::OsString]) -> std::process::ExitCode {
     };
     let code = lab::stat::run_with_default_width(args, &mut std::io::stdin().lock(), &mut std::io::stdout().lock(), &mut std::io::stderr().lock(), width);
     std::process::ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// The error and its causes joined with ": ", leaving out a cause whose text the message
+/// already carries (many library errors quote their source in their own message).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }

@@ -103,7 +103,7 @@ pub enum XdpError {
     )]
     ForeignProgram { ifname: String, id: u32, name: String },
     #[error(
-        "XDP program `{name}` (id {id}) on `{ifname}` is held by a live process ({source}); is another \
+        "XDP program `{name}` (id {id}) on `{ifname}` is held by a live process; is another \
          linerate running on this interface?"
     )]
     InUse { ifname: String, id: u32, name: String, source: io::Error },
