@@ -15,7 +15,8 @@ use lab::session::{self, Progress, SearchOptions};
 #[derive(clap::Args)]
 pub struct LabArgs {
     /// Lab file (TOML) [default: the built-in lab: kernel vs linerate vs kernel+nftables
-    /// with 1000 rules, 2000 flows of 60-byte frames, 5 runs each].
+    /// with 1000 rules vs linerate with the same rules, 2000 flows of 60-byte frames, 5 runs
+    /// each].
     file: Option<PathBuf>,
     /// Runs per set (overrides the file).
     #[arg(long)]
