@@ -59,6 +59,9 @@ pub struct BenchConfig {
     pub warmup: Duration,
     /// Run the firewall stage with a generated rule set.
     pub firewall: Option<BenchFirewall>,
+    /// Workers, one thread each pinned to CPUs 0, 1, ...; flows are spread over them by the
+    /// Toeplitz RSS hash of each frame, as a NIC's RSS would (1 = the calling thread).
+    pub workers: usize,
 }
 
 /// The generated rule set of a firewall bench (see [`bench_rules`]).
@@ -105,6 +108,7 @@ impl Default for BenchConfig {
             seed: 1,
             warmup: Duration::from_millis(200),
             firewall: None,
+            workers: 1,
         }
     }
 }
@@ -124,6 +128,8 @@ pub struct BenchResult {
     pub frame_size: usize,
     pub setup: Duration,
     pub firewall: Option<BenchFirewallResult>,
+    /// Workers that ran, and the flows each was given.
+    pub flows_per_worker: Vec<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -268,6 +274,9 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
     if cfg.runs == 0 || cfg.seconds <= 0.0 || cfg.flows == 0 {
         return Err(BenchError::Invalid("runs, seconds and flows must be positive".into()));
     }
+    if cfg.workers > 1 {
+        return run_workers(cfg, on_run);
+    }
     let started = Instant::now();
     let setup = prepare(cfg)?;
     if let Some(cpu) = cfg.cpu {
@@ -311,6 +320,7 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
         flows,
         frame_size: cfg.frame_size,
         setup: setup_time,
+        flows_per_worker: vec![flows],
         firewall: fw_result.take().map(|mut r| {
             if let Some(stats) = worker.firewall_stats() {
                 r.state_counters = stats.states().to_vec();
@@ -318,6 +328,104 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
             }
             r
         }),
+    })
+}
+
+/// What one worker measured in one run.
+struct WorkerRun {
+    forwarded: u64,
+    elapsed: Duration,
+    counts: Counts,
+}
+
+/// The multi-worker bench: each worker thread builds its own ports, pool and firewall over
+/// its share of the flows, all read the one FIB; a barrier starts every run on all workers
+/// at once and the run's rate is everything the workers forwarded over the longest of their
+/// measured intervals.
+fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
+    use std::sync::{Arc, Barrier, mpsc};
+    let started = Instant::now();
+    let setup = prepare(cfg)?;
+    let n = cfg.workers;
+    let rss = io::rss::Toeplitz::new(&io::rss::MICROSOFT_KEY);
+    let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); n];
+    for frame in setup.frames {
+        let q = rss.hash_frame(&frame).map_or(0, |h| io::rss::queue_for(h, n as u16) as usize);
+        shares[q].push(frame);
+    }
+    if shares.iter().any(|s| s.is_empty()) {
+        return Err(BenchError::Invalid(format!("{} flows do not spread over {n} workers: give more --flows", cfg.flows)));
+    }
+    let flows_per_worker: Vec<usize> = shares.iter().map(|s| s.len()).collect();
+    let fib = setup.ctl.fib();
+    let barrier = Arc::new(Barrier::new(n + 1));
+    let (tx_res, rx_res) = mpsc::channel::<(usize, Result<WorkerRun, String>)>();
+    let mut handles = Vec::new();
+    for (i, frames) in shares.into_iter().enumerate() {
+        let (fib, ports, barrier, tx_res, cfg) = (Arc::clone(&fib), setup.ports.clone(), Arc::clone(&barrier), tx_res.clone(), cfg.clone());
+        handles.push(std::thread::spawn(move || {
+            let cpus = io::affinity::available_cpus().max(1);
+            let _ = io::affinity::pin_current_thread(i % cpus);
+            let flows = frames.len();
+            let rx = ReplayRx::new(0, &frames);
+            drop(frames);
+            let tx = vec![CountingTx::new(), CountingTx::new()];
+            let mut worker = Worker::new(fib, &ports, vec![rx], tx, CountingTx::new(), FramePool::new(1024), cfg.batch);
+            // A worker that cannot set up still meets every barrier, reporting its error there,
+            // so the coordinator never waits for it forever.
+            let failed = match &cfg.firewall {
+                Some(f) => setup_firewall(&mut worker, f, flows).err().map(|e| e.to_string()),
+                None => None,
+            };
+            if failed.is_none() && !cfg.warmup.is_zero() {
+                measure(&mut worker, cfg.warmup);
+            }
+            for _ in 0..cfg.runs {
+                barrier.wait();
+                if let Some(e) = &failed {
+                    let _ = tx_res.send((i, Err(e.clone())));
+                    continue;
+                }
+                let before = worker.counts();
+                let (forwarded, elapsed) = measure(&mut worker, Duration::from_secs_f64(cfg.seconds));
+                let counts = worker.counts().since(&before);
+                let _ = tx_res.send((i, Ok(WorkerRun { forwarded, elapsed, counts })));
+            }
+        }));
+    }
+    drop(tx_res);
+    let setup_time = started.elapsed();
+    let (mut runs_mpps, mut ns, mut total) = (Vec::new(), Vec::new(), Counts::default());
+    for r in 0..cfg.runs {
+        barrier.wait();
+        let (mut forwarded, mut rx, mut longest) = (0u64, 0u64, Duration::ZERO);
+        for _ in 0..n {
+            let (i, res) = rx_res.recv().map_err(|_| BenchError::Invalid("a bench worker stopped".into()))?;
+            let run = res.map_err(|e| BenchError::Invalid(format!("worker {i}: {e}")))?;
+            forwarded += run.forwarded;
+            rx += run.counts.rx;
+            longest = longest.max(run.elapsed);
+            total.add(&run.counts);
+        }
+        let mpps = forwarded as f64 / longest.as_secs_f64() / 1e6;
+        ns.push(longest.as_nanos() as f64 / rx.max(1) as f64);
+        runs_mpps.push(mpps);
+        on_run(r, mpps);
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    Ok(BenchResult {
+        mpps: median(&runs_mpps),
+        ns_per_packet: median(&ns),
+        runs_mpps,
+        counts: total,
+        routes: setup.routes,
+        flows: flows_per_worker.iter().sum(),
+        frame_size: cfg.frame_size,
+        setup: setup_time,
+        firewall: None,
+        flows_per_worker,
     })
 }
 
@@ -466,6 +574,17 @@ mod tests {
              block in quick proto tcp from 10.0.0.0 to 10.200.0.1 port 22\n\
              block in quick proto tcp from 10.0.0.1 to 10.200.0.1 port 22\npass all no state\n"
         );
+    }
+
+    #[test]
+    fn two_workers_share_the_flows_and_forward_everything() {
+        let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 400, runs: 2, seconds: 0.05, workers: 2, ..Default::default() };
+        let res = run(&cfg, |_, _| {}).unwrap();
+        assert_eq!(res.flows_per_worker.len(), 2);
+        assert!(res.flows_per_worker.iter().all(|&f| f > 50), "{:?}", res.flows_per_worker);
+        assert_eq!(res.flows_per_worker.iter().sum::<usize>(), 400);
+        assert!(res.counts.rx > 0);
+        assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub struct BenchArgs {
     /// CPU to pin the worker to [default: the last CPU].
     #[arg(long)]
     cpu: Option<usize>,
+    /// Workers, one per CPU (pinned to CPUs 0..N-1; --cpu is then ignored); flows are spread
+    /// over them by the Toeplitz RSS hash of each frame. The figure is their total.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
     /// Unmeasured warm-up before the first run, in milliseconds (0 for instruction profiling).
     #[arg(long, default_value_t = 200, hide = true)]
     warmup_ms: u64,
@@ -63,6 +67,9 @@ pub fn main(args: BenchArgs) -> Result<()> {
         (None, Some(n)) => RouteSource::Synthetic(n),
         (None, None) => RouteSource::Synthetic(if args.ipv6 { 200_000 } else { 1_000_000 }),
     };
+    if args.workers == 0 || args.workers > 256 {
+        bail!("--workers {} out of range 1-256", args.workers);
+    }
     if args.batch == 0 || args.batch > 256 {
         bail!("--batch {} out of range 1-256", args.batch);
     }
@@ -77,6 +84,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         seconds: args.seconds,
         batch: args.batch,
         cpu: Some(cpu),
+        workers: args.workers,
         warmup: std::time::Duration::from_millis(args.warmup_ms),
         firewall: (args.rules.is_some() || args.table_size.is_some() || args.states.is_some()).then(|| BenchFirewall {
             rules: args.rules.unwrap_or(0),
@@ -92,8 +100,12 @@ pub fn main(args: BenchArgs) -> Result<()> {
         (None, RouteSource::File(p)) => format!("{} flows, routes from {}", cfg.flows, p.display()),
     };
     eprintln!(
-        "bench: {family}, {source}, {}-byte frames, batch {}, worker pinned to cpu {cpu}, {} runs x {} s",
-        cfg.frame_size, cfg.batch, cfg.runs, cfg.seconds
+        "bench: {family}, {source}, {}-byte frames, batch {}, {}, {} runs x {} s",
+        cfg.frame_size,
+        cfg.batch,
+        if cfg.workers > 1 { format!("{} workers pinned to cpus 0-{}", cfg.workers, cfg.workers - 1) } else { format!("worker pinned to cpu {cpu}") },
+        cfg.runs,
+        cfg.seconds
     );
     let res = bench::run(&cfg, |i, mpps| eprintln!("  run {}: {mpps:.2} Mpps", i + 1))?;
     println!("forwarded: {:.2} Mpps (median of {} runs), {:.1} ns/packet", res.mpps, res.runs_mpps.len(), res.ns_per_packet);
@@ -151,6 +163,8 @@ pub fn main(args: BenchArgs) -> Result<()> {
             "ipv6": cfg.ipv6,
             "batch": cfg.batch,
             "cpu": cpu,
+            "workers": cfg.workers,
+            "flows_per_worker": res.flows_per_worker,
             "firewall": firewall,
         });
         println!("{out}");

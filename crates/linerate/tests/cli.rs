@@ -122,3 +122,21 @@ fn bench_with_rules_reports_the_firewall() {
     assert_eq!(v["firewall"]["prefilled_states"], 10);
     assert_eq!(v["firewall"]["states"]["inserts"], 60);
 }
+
+#[test]
+fn bench_workers_spread_flows_by_rss() {
+    let out = linerate()
+        .args(["bench", "--workers", "2", "--routes", "2000", "--flows", "200", "--runs", "1", "--seconds", "0.1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(v["workers"], 2);
+    let shares = v["flows_per_worker"].as_array().unwrap();
+    assert_eq!(shares.len(), 2);
+    assert!(shares.iter().all(|s| s.as_u64().unwrap() > 0), "{v}");
+    assert_eq!(v["forwarded"], v["rx"]);
+    let bad = linerate().args(["bench", "--workers", "0"]).output().unwrap();
+    assert!(!bad.status.success());
+}
