@@ -312,15 +312,6 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
         on_run(i, mpps);
     }
     Ok(BenchResult {
-        mpps: median(&runs_mpps),
-        ns_per_packet: median(&ns),
-        runs_mpps,
-        counts: total,
-        routes: setup.routes,
-        flows,
-        frame_size: cfg.frame_size,
-        setup: setup_time,
-        flows_per_worker: vec![flows],
         firewall: fw_result.take().map(|mut r| {
             if let Some(stats) = worker.firewall_stats() {
                 r.state_counters = stats.states().to_vec();
@@ -328,7 +319,26 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
             }
             r
         }),
+        ..BenchResult::measured(runs_mpps, &ns, total, setup.routes, vec![flows], cfg.frame_size, setup_time)
     })
+}
+
+impl BenchResult {
+    /// A result from per-run rates and ns/packet figures (medians taken here), no firewall.
+    fn measured(runs_mpps: Vec<f64>, ns: &[f64], counts: Counts, routes: usize, flows_per_worker: Vec<usize>, frame_size: usize, setup: Duration) -> Self {
+        BenchResult {
+            mpps: median(&runs_mpps),
+            ns_per_packet: median(ns),
+            runs_mpps,
+            counts,
+            routes,
+            flows: flows_per_worker.iter().sum(),
+            frame_size,
+            setup,
+            firewall: None,
+            flows_per_worker,
+        }
+    }
 }
 
 /// What one worker measured in one run.
@@ -415,18 +425,7 @@ fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<
     for h in handles {
         let _ = h.join();
     }
-    Ok(BenchResult {
-        mpps: median(&runs_mpps),
-        ns_per_packet: median(&ns),
-        runs_mpps,
-        counts: total,
-        routes: setup.routes,
-        flows: flows_per_worker.iter().sum(),
-        frame_size: cfg.frame_size,
-        setup: setup_time,
-        firewall: None,
-        flows_per_worker,
-    })
+    Ok(BenchResult::measured(runs_mpps, &ns, total, setup.routes, flows_per_worker, cfg.frame_size, setup_time))
 }
 
 /// The rule text of a firewall bench: `rules` distinct TCP rules the bench's UDP traffic never

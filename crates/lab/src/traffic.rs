@@ -153,7 +153,13 @@ pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: O
         }
         secs.tick(packets);
     }
-    let dropped = rx.stats().rx_dropped;
+    // Frames the kernel could not hand over (ring full) count as dropped, so that received +
+    // dropped accounts for every frame that reached the interface.
+    let kernel_drops = match &mut rx {
+        AnyRx::Packet(p) => p.kernel_stats().drops,
+        _ => 0,
+    };
+    let dropped = rx.stats().rx_dropped + kernel_drops;
     Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed() })
 }
 
