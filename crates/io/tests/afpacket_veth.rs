@@ -6,7 +6,6 @@
 //! a Drop guard, so a failing test leaves nothing behind.
 
 use std::collections::{HashMap, HashSet};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use io::afpacket::{self, PacketConfig, PacketError, PacketRx, PacketTx};
@@ -15,57 +14,19 @@ use io::{Batch, FramePool, RxPort, TxPort};
 const MAGIC: &[u8; 4] = b"LRAF";
 const ETHERTYPE_TEST: u16 = 0x88b5; // IEEE local experimental
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+mod common;
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() { Ok(()) } else { Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr))) }
-}
+use common::{Netns, ip, is_root};
 
-/// A namespace with veth lrp0 <-> lrp1, both up, IPv6 off (no stray frames); deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("lrp-{}-{tag}", std::process::id());
-        let _ = ip(&["netns", "del", &name]);
-        ip(&["netns", "add", &name]).unwrap();
-        let ns = Netns(name);
-        let n = ns.0.as_str();
-        for key in ["all", "default"] {
-            let _ = Command::new("ip").args(["netns", "exec", n, "sysctl", "-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=1")]).output();
-        }
-        ip(&["-n", n, "link", "add", "lrp0", "type", "veth", "peer", "name", "lrp1"]).unwrap();
-        ip(&["-n", n, "link", "set", "lrp0", "up"]).unwrap();
-        ip(&["-n", n, "link", "set", "lrp1", "up"]).unwrap();
-        ns
-    }
-
-    /// Runs `f` in a thread inside the namespace; a panic there is re-raised here (after which
-    /// the guard still deletes the namespace).
-    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.0);
-        let handle = std::thread::spawn(move || {
-            let file = std::fs::File::open(&path).unwrap();
-            // SAFETY: setns on a namespace fd we hold open; affects only this thread.
-            let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        });
-        match handle.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.0]);
-    }
+/// A namespace `lrp-<pid>-<tag>` with veth lrp0 <-> lrp1, both up, IPv6 off (no stray frames).
+fn veth_ns(tag: &str) -> Netns {
+    let ns = Netns::create(format!("lrp-{}-{tag}", std::process::id()));
+    ns.disable_ipv6();
+    let n = ns.name();
+    ip(&["-n", n, "link", "add", "lrp0", "type", "veth", "peer", "name", "lrp1"]).unwrap();
+    ip(&["-n", n, "link", "set", "lrp0", "up"]).unwrap();
+    ip(&["-n", n, "link", "set", "lrp1", "up"]).unwrap();
+    ns
 }
 
 /// Test frame `seq` of `len` bytes: fixed MACs, test EtherType, magic, seq, filler from seq.
@@ -164,7 +125,7 @@ macro_rules! need_root {
 fn ten_thousand_frames_cross_the_veth_intact() {
     need_root!();
     const N: u32 = 10_000;
-    let ns = Netns::new("b");
+    let ns = veth_ns("b");
     ns.run(|| {
         let cfg = PacketConfig { port: 7, ..Default::default() };
         let mut tx = afpacket::open_tx("lrp0", &cfg).unwrap();
@@ -213,7 +174,7 @@ fn ten_thousand_frames_cross_the_veth_intact() {
 #[test]
 fn rx_ignores_what_the_host_sends_and_errors_are_actionable() {
     need_root!();
-    let ns = Netns::new("o");
+    let ns = veth_ns("o");
     ip(&["-n", &ns.0, "link", "add", "lrpdown", "type", "veth", "peer", "name", "lrpdown1"]).unwrap(); // left down
     ns.run(|| {
         let cfg = PacketConfig::default();
@@ -251,7 +212,7 @@ fn fanout_group_splits_flows_exactly_once() {
     need_root!();
     const FLOWS: u32 = 128;
     const PER_FLOW: u32 = 25;
-    let ns = Netns::new("f");
+    let ns = veth_ns("f");
     ns.run(|| {
         let group = (std::process::id() & 0xffff) as u16;
         let cfg = PacketConfig { fanout: Some(group), ..Default::default() };
@@ -296,7 +257,7 @@ fn fanout_group_splits_flows_exactly_once() {
 #[test]
 fn vlan_tagged_frames_arrive_with_their_tag() {
     need_root!();
-    let ns = Netns::new("v");
+    let ns = veth_ns("v");
     ns.run(|| {
         let cfg = PacketConfig::default();
         let mut tx = afpacket::open_tx("lrp0", &cfg).unwrap();

@@ -31,55 +31,15 @@ fn host_v6() -> Ipv6Addr {
     "2001:db8:77::2".parse().unwrap()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+mod common;
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() { Ok(()) } else { Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr))) }
-}
+use common::{Netns, ip, is_root};
 
 /// `ip -o link show DEV` in namespace `ns` (sysfs shows the test process's namespace, not the
 /// thread's), or None if there is no such interface.
 fn link(ns: &str, dev: &str) -> Option<String> {
     let out = Command::new("ip").args(["-n", ns, "-o", "link", "show", dev]).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Namespace `lrtap-<pid>`, deleted on drop (which also removes the TAP if still open).
-struct Netns(String);
-
-impl Netns {
-    fn new() -> Netns {
-        let name = format!("lrtap-{}", std::process::id());
-        let _ = ip(&["netns", "del", &name]);
-        ip(&["netns", "add", &name]).unwrap();
-        Netns(name)
-    }
-
-    /// Runs `f` in a thread that has entered the namespace (setns is per thread).
-    fn run<T: Send + 'static>(&self, f: impl FnOnce(String) -> T + Send + 'static) -> T {
-        let name = self.0.clone();
-        let handle = std::thread::spawn(move || {
-            let file = std::fs::File::open(format!("/var/run/netns/{name}")).unwrap();
-            // SAFETY: setns on a namespace fd we hold open; affects only this thread.
-            let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            f(name)
-        });
-        match handle.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.0]);
-    }
 }
 
 /// Sends one frame through the TAP's TxPort.
@@ -145,8 +105,10 @@ fn kernel_answers_arp_and_ping_through_the_tap() {
         println!("skipped: needs root");
         return;
     }
-    let ns = Netns::new();
-    ns.run(|name| {
+    // Deleting the namespace also removes the TAP if it is still open.
+    let ns = Netns::create(format!("lrtap-{}", std::process::id()));
+    let name = ns.name().to_owned();
+    ns.run(move || {
         let mut tap = Tap::open("lrtap0", 7).unwrap();
         assert_eq!(tap.name(), "lrtap0");
         tap.set_mac(KERNEL_MAC.0).unwrap();

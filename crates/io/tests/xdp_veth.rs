@@ -1,7 +1,6 @@
 //! AF_XDP over a veth pair in a private network namespace (`lrx-<pid>-<test>`), as root.
 //! Without root every test prints "skipped: needs root" and passes.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use io::xdp::{self, XdpConfig, XdpError, XdpMode, XdpRx, XdpTx, ZeroCopy};
@@ -13,9 +12,12 @@ const IP0: [u8; 4] = [10, 77, 0, 1];
 const IP1: [u8; 4] = [10, 77, 0, 2];
 const MARK: &[u8; 6] = b"LRXTST";
 
+mod common;
+
+use common::{Netns, is_root};
+
 fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if is_root() {
         return true;
     }
     eprintln!("skipped: needs root");
@@ -23,58 +25,23 @@ fn root() -> bool {
 }
 
 fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::ip(args).unwrap()
 }
 
-/// A namespace holding the veth pair lrx0 <-> lrx1; deleted (with the pair) on drop, also
-/// when the test panics.
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("lrx-{}-{tag}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        ip(&["netns", "add", &name]);
-        let ns = Netns(name);
-        let n = ns.0.as_str();
-        for key in ["all", "default"] {
-            ip(&["netns", "exec", n, "sysctl", "-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=1")]);
-        }
-        let (m0, m1) = (mac(&MAC0), mac(&MAC1));
-        ip(&["-n", n, "link", "add", "lrx0", "address", &m0, "type", "veth", "peer", "name", "lrx1", "address", &m1]);
-        // Only lrx1 gets an address: the kernel ignores an ARP request whose sender address
-        // is one of its own (martian source), so 10.77.0.1 must not be local.
-        ip(&["-n", n, "addr", "add", "10.77.0.2/24", "dev", "lrx1"]);
-        for dev in ["lo", "lrx0", "lrx1"] {
-            ip(&["-n", n, "link", "set", dev, "up"]);
-        }
-        ns
+/// A namespace `lrx-<pid>-<tag>` holding the veth pair lrx0 <-> lrx1, IPv6 off.
+fn veth_ns(tag: &str) -> Netns {
+    let ns = Netns::create(format!("lrx-{}-{tag}", std::process::id()));
+    ns.disable_ipv6();
+    let n = ns.name();
+    let (m0, m1) = (mac(&MAC0), mac(&MAC1));
+    ip(&["-n", n, "link", "add", "lrx0", "address", &m0, "type", "veth", "peer", "name", "lrx1", "address", &m1]);
+    // Only lrx1 gets an address: the kernel ignores an ARP request whose sender address
+    // is one of its own (martian source), so 10.77.0.1 must not be local.
+    ip(&["-n", n, "addr", "add", "10.77.0.2/24", "dev", "lrx1"]);
+    for dev in ["lo", "lrx0", "lrx1"] {
+        ip(&["-n", n, "link", "set", dev, "up"]);
     }
-
-    /// Runs `f` on a thread that has entered the namespace (setns is per thread).
-    fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/var/run/netns/{}", self.0);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let file = std::fs::File::open(&path).expect("open netns");
-                use std::os::fd::AsRawFd;
-                // SAFETY: a valid namespace fd; this only switches the calling thread.
-                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
+    ns
 }
 
 fn mac(m: &[u8; 6]) -> String {
@@ -158,7 +125,7 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
     if !root() {
         return;
     }
-    let ns = Netns::new("fwd");
+    let ns = veth_ns("fwd");
     let nsname = ns.0.clone();
     ns.run(|| {
         let mut pool = FramePool::new(8192);
@@ -273,7 +240,7 @@ fn xdp_veth_replaces_stale_program_and_reports_errors() {
     if !root() {
         return;
     }
-    let ns = Netns::new("stale");
+    let ns = veth_ns("stale");
     let nsname = ns.0.clone();
     ns.run(|| {
         let mut pool = FramePool::new(1024);

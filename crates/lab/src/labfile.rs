@@ -37,6 +37,7 @@
 use std::path::Path;
 
 use serde::Deserialize;
+use toml::Spanned;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -110,13 +111,13 @@ struct TrafficOverride {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileSpec {
-    #[serde(default = "default_runs")]
-    runs: usize,
-    #[serde(default = "default_seconds")]
-    seconds: u32,
+    #[serde(default)]
+    runs: Option<Spanned<usize>>,
+    #[serde(default)]
+    seconds: Option<Spanned<u32>>,
     #[serde(default)]
     traffic: Traffic,
-    set: Vec<SetSpec>,
+    set: Vec<Spanned<SetSpec>>,
 }
 
 fn default_runs() -> usize {
@@ -156,8 +157,6 @@ pub enum LabFileError {
     Io(String, std::io::Error),
     #[error("{path}:{line}:{col}: {msg}")]
     Parse { path: String, line: usize, col: usize, msg: String },
-    #[error("{0}: {1}")]
-    Invalid(String, String),
 }
 
 impl Lab {
@@ -171,12 +170,22 @@ impl Lab {
             let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
             LabFileError::Parse { path: path.to_owned(), line, col, msg: e.message().to_owned() }
         })?;
-        let invalid = |m: String| LabFileError::Invalid(path.to_owned(), m);
-        if spec.runs == 0 || spec.seconds < 3 {
-            return Err(invalid("runs must be >= 1 and seconds >= 3 (the first and last seconds are left out)".into()));
+        // Every error names the value (or the [[set]]) it is about.
+        let at = |span: std::ops::Range<usize>, msg: String| {
+            let (line, col) = line_col(text, span.start);
+            LabFileError::Parse { path: path.to_owned(), line, col, msg }
+        };
+        let runs = spec.runs.as_ref().map_or(default_runs(), |r| *r.get_ref());
+        let seconds = spec.seconds.as_ref().map_or(default_seconds(), |r| *r.get_ref());
+        if let Some(r) = spec.runs.as_ref().filter(|r| *r.get_ref() == 0) {
+            return Err(at(r.span(), "need runs >= 1".into()));
+        }
+        if let Some(r) = spec.seconds.as_ref().filter(|r| *r.get_ref() < 3) {
+            return Err(at(r.span(), "need seconds >= 3 (the first and last seconds of a run are left out)".into()));
         }
         let mut sets = Vec::new();
-        for s in &spec.set {
+        for spanned in &spec.set {
+            let (s, span) = (spanned.get_ref(), spanned.span());
             let mut t = spec.traffic.clone();
             if let Some(o) = &s.traffic {
                 t.flows = o.flows.unwrap_or(t.flows);
@@ -187,43 +196,46 @@ impl Lab {
             }
             let backend = s.backend.clone().unwrap_or_else(|| "af_packet".into());
             if !["af_xdp", "af_xdp_native", "af_packet"].contains(&backend.as_str()) {
-                return Err(invalid(format!("set {:?}: backend {backend:?} is not af_xdp, af_xdp_native or af_packet", s.name)));
+                return Err(at(span, format!("set {:?}: backend {backend:?} is not af_xdp, af_xdp_native or af_packet", s.name)));
             }
             let base = Set { name: s.name.clone(), dut: s.dut, rules: s.rules, conntrack: s.conntrack, backend, traffic: t, sweep: None };
-            match &s.sweep {
-                None => sets.push(base),
+            let expanded = match &s.sweep {
+                None => vec![base],
                 Some(sw) => {
                     if sw.values.is_empty() {
-                        return Err(invalid(format!("set {:?}: sweep has no values", s.name)));
+                        return Err(at(span, format!("set {:?}: sweep has no values", s.name)));
                     }
+                    let mut out = Vec::new();
                     for &v in &sw.values {
                         let mut set = base.clone();
                         match sw.param.as_str() {
                             "rules" => set.rules = v as u32,
                             "flows" => set.traffic.flows = v as u32,
                             "frame_size" => set.traffic.frame_size = v as usize,
-                            other => return Err(invalid(format!("set {:?}: cannot sweep {other:?} (rules, flows or frame_size)", s.name))),
+                            other => return Err(at(span, format!("set {:?}: cannot sweep {other:?} (rules, flows or frame_size)", s.name))),
                         }
                         set.name = format!("{}-{}{}", s.name, sw.param, v);
                         set.sweep = Some((s.name.clone(), sw.param.clone(), v));
-                        sets.push(set);
+                        out.push(set);
                     }
+                    out
+                }
+            };
+            for set in &expanded {
+                let t = &set.traffic;
+                if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
+                    return Err(at(span.clone(), format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name)));
+                }
+                if set.dut == Dut::KernelNft && set.rules > 100_000 {
+                    return Err(at(span.clone(), format!("set {:?}: {} nftables rules would take minutes to load; at most 100000", set.name, set.rules)));
                 }
             }
+            sets.extend(expanded);
         }
         if sets.is_empty() {
-            return Err(invalid("no [[set]] to run".into()));
+            return Err(at(0..0, "no [[set]] to run".into()));
         }
-        for set in &sets {
-            let t = &set.traffic;
-            if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
-                return Err(invalid(format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name)));
-            }
-            if set.dut == Dut::KernelNft && set.rules > 100_000 {
-                return Err(invalid(format!("set {:?}: {} nftables rules would take minutes to load; at most 100000", set.name, set.rules)));
-            }
-        }
-        Ok(Lab { runs: spec.runs, seconds: spec.seconds, sets })
+        Ok(Lab { runs, seconds, sets })
     }
 
     /// The built-in default: the study's headline comparison in a few minutes.
@@ -309,5 +321,8 @@ mod tests {
         assert!(e.starts_with("lab.toml:4:1:"), "{e}");
         let e = Lab::parse("seconds = 2\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml").unwrap_err().to_string();
         assert!(e.contains("seconds >= 3"), "{e}");
+        assert!(e.starts_with("lab.toml:1:11:"), "{e}");
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\nbackend = \"dpdk\"\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.starts_with("lab.toml:1:1:") && e.contains("backend \"dpdk\""), "{e}");
     }
 }

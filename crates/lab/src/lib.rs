@@ -6,6 +6,7 @@
 pub mod flows;
 pub mod labfile;
 pub mod plot;
+pub mod process;
 pub mod runner;
 pub mod search;
 pub mod session;

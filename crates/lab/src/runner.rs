@@ -14,14 +14,14 @@
 //! sets use generic XDP by default: on veth, native XDP runs in the sender's softirq, which
 //! would hand part of the DUT's work to the generator's CPU.
 
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::labfile::{Dut, Set};
+use crate::process::{terminate, wait_ready};
 use crate::topology::{End, Namespace, TopologyError, veth};
 
 pub const GEN_CPU: usize = 0;
@@ -201,7 +201,8 @@ impl LabEnv {
                 std::fs::write(&path, text)?;
                 let mut cmd = self.dut.command(self.bin.to_str().unwrap_or("linerate"));
                 cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &DUT_CPU.to_string()]);
-                guard.child = Some(wait_ready(cmd, "forwarding with", stop)?);
+                cmd.stdout(Stdio::null());
+                guard.child = Some(wait_ready(cmd, "forwarding with", Duration::from_secs(15), stop)?);
             }
         }
         Ok(guard)
@@ -221,19 +222,6 @@ impl Drop for DutGuard<'_> {
         }
         let _ = self.env.dut.exec("nft", &["flush", "ruleset"]);
     }
-}
-
-fn terminate(child: &mut Child) {
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// A child process killed on drop (a lab interrupted or failing leaves none behind).
@@ -266,44 +254,6 @@ impl Drop for ChildGuard {
     fn drop(&mut self) {
         if let Some(mut c) = self.0.take() {
             terminate(&mut c);
-        }
-    }
-}
-
-/// Starts `cmd` and waits until its stderr says `ready`.
-fn wait_ready(mut cmd: Command, ready: &str, stop: &AtomicBool) -> Result<Child, LabError> {
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
-    let stderr = child.stderr.take().expect("piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let ready = ready.to_owned();
-    std::thread::spawn(move || {
-        let mut seen = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains(&ready) {
-                let _ = tx.send(Ok(()));
-            }
-            seen.push_str(&line);
-            seen.push('\n');
-        }
-        let _ = tx.send(Err(seen));
-    });
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            terminate(&mut child);
-            return Err(LabError::Interrupted);
-        }
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(Ok(())) => return Ok(child),
-            Ok(Err(seen)) => {
-                terminate(&mut child);
-                return Err(LabError::Process { what: "linerate run did not start".into(), detail: seen.trim().to_owned() });
-            }
-            Err(_) if Instant::now() > deadline => {
-                terminate(&mut child);
-                return Err(LabError::Process { what: "linerate run".into(), detail: "not ready after 15 s".into() });
-            }
-            Err(_) => {}
         }
     }
 }

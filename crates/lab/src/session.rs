@@ -37,6 +37,15 @@ impl SetResult {
         median(&self.values())
     }
 
+    /// Lowest and highest run values (0, 0 for no runs).
+    pub fn min_max(&self) -> (f64, f64) {
+        let v = self.values();
+        if v.is_empty() {
+            return (0.0, 0.0);
+        }
+        v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+    }
+
     /// Median share of the generator's frames that reached the receiver.
     pub fn delivered(&self) -> f64 {
         median(&self.runs.iter().map(|r| if r.sent == 0 { 0.0 } else { r.received as f64 / r.sent as f64 }).collect::<Vec<_>>())
@@ -47,15 +56,10 @@ impl SetResult {
     }
 }
 
-fn sorted(v: &[f64]) -> Vec<f64> {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v
-}
-
 /// Median (mean of the middle two for an even count); 0 for none.
 pub fn median(v: &[f64]) -> f64 {
-    let v = sorted(v);
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,
         n if n % 2 == 1 => v[n / 2],
@@ -145,8 +149,7 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
     }
     let _ = writeln!(s, "{:<22} {:<11} {:>12} {:>12} {:>12} {:>9} {:>10}", "set", "dut", "median pps", "min", "max", "vs first", "delivered");
     for r in results {
-        let v = r.values();
-        let (min, max) = v.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let (min, max) = r.min_max();
         let ratio = if base > 0.0 { r.median() / base } else { 0.0 };
         let dut = match r.set.dut {
             crate::labfile::Dut::Linerate => format!("linerate/{}", r.set.backend),
@@ -183,13 +186,12 @@ pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()
         for (i, x) in r.runs.iter().enumerate() {
             let _ = writeln!(runs, "{},{},{},{:.0},{:.0},{},{}", r.set.name, r.set.dut.name(), i + 1, x.pps, x.gen_pps, x.sent, x.received);
         }
-        let v = r.values();
-        let (min, max) = v.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let (min, max) = r.min_max();
         let t = &r.set.traffic;
         let _ = writeln!(
             sets,
             "{},{},{},{},{},{},{},{},{},{:.0},{:.0},{:.0},{:.4},{}",
-            r.set.name, r.set.dut.name(), r.set.backend, r.set.rules, t.flows, t.frame_size, t.imix, t.ipv6, v.len(), r.median(), min, max, r.delivered(),
+            r.set.name, r.set.dut.name(), r.set.backend, r.set.rules, t.flows, t.frame_size, t.imix, t.ipv6, r.runs.len(), r.median(), min, max, r.delivered(),
             r.search.as_ref().map(|s| format!("{:.0}", s.rate_pps)).unwrap_or_default()
         );
     }
@@ -221,8 +223,8 @@ pub fn svg(results: &[SetResult]) -> String {
     let bars: Vec<plot::Bar<'_>> = results
         .iter()
         .map(|r| {
-            let v = r.values();
-            plot::Bar { label: &r.set.name, median: r.median(), min: v.iter().cloned().fold(f64::MAX, f64::min), max: v.iter().cloned().fold(0.0, f64::max) }
+            let (min, max) = r.min_max();
+            plot::Bar { label: &r.set.name, median: r.median(), min, max }
         })
         .collect();
     plot::bars("forwarding rate at the receiver", &bars)

@@ -155,10 +155,7 @@ pub fn remove_stale(prefix: &str) -> Result<usize, TopologyError> {
 }
 
 /// True when running as root (the namespace tests need it).
-pub fn is_root() -> bool {
-    // `id -u` avoids unsafe code here; the tests call it once.
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
-}
+pub use ::io::netdev::is_root;
 
 #[cfg(test)]
 mod tests {

@@ -167,13 +167,7 @@ pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: O
 /// last seconds (ramp-up and tail), as the study did with its receiver's output.
 pub fn run_value(per_second: &[f64]) -> Option<f64> {
     let inner = if per_second.len() > 2 { &per_second[1..per_second.len() - 1] } else { per_second };
-    if inner.is_empty() {
-        return None;
-    }
-    let mut v = inner.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    (!inner.is_empty()).then(|| crate::session::median(inner))
 }
 
 #[cfg(test)]

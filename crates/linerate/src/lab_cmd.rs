@@ -3,8 +3,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
@@ -66,10 +64,7 @@ pub fn main(args: LabArgs) -> Result<()> {
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         PathBuf::from(format!("results/lab-{t}"))
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(s, Arc::clone(&stop)).context("installing signal handlers")?;
-    }
+    let stop = crate::stop_on_signals()?;
     eprintln!(
         "lab: {} sets x {} runs x {} s; generator and receiver on cpu {}, DUT on cpu {}",
         lab.sets.len(),

@@ -96,3 +96,14 @@ fn error_chain(err: &anyhow::Error) -> String {
     }
     text
 }
+
+/// A flag set by SIGINT or SIGTERM, for the subcommands that stop cleanly (print their
+/// counters, remove what they installed) instead of dying.
+fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use anyhow::Context;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(s, std::sync::Arc::clone(&stop)).context("installing signal handlers")?;
+    }
+    Ok(stop)
+}

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -95,10 +95,7 @@ pub fn main(args: RunArgs) -> Result<()> {
             }
         }
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing signal handlers")?;
-    }
+    let stop = crate::stop_on_signals()?;
     let cpu = args.cpu.unwrap_or_else(|| io::affinity::available_cpus().saturating_sub(1));
     let batch = cfg.router.batch_size;
     let fib = ctl.fib();

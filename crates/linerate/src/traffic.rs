@@ -1,7 +1,5 @@
 //! `linerate gen` and `linerate rcv`: the lab's generator and receiver, usable on their own.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -89,14 +87,6 @@ pub struct RcvArgs {
     json: bool,
 }
 
-fn stop_on_signals() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(s, Arc::clone(&stop)).context("installing signal handlers")?;
-    }
-    Ok(stop)
-}
-
 fn mac(text: &str) -> Result<MacAddr> {
     text.parse().map_err(|_| anyhow::anyhow!("{text:?} is not a MAC address (expected six hex bytes like 02:00:00:00:00:01)"))
 }
@@ -178,7 +168,7 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
         duration: args.seconds.map(Duration::from_secs_f64),
         cpu: args.cpu,
     };
-    let stop = stop_on_signals()?;
+    let stop = crate::stop_on_signals()?;
     let report = traffic::generate(&cfg, &stop, per_second("tx", args.json))?;
     summary("sent", &report, args.json);
     Ok(())
@@ -188,7 +178,7 @@ pub fn rcv_main(args: RcvArgs) -> Result<()> {
     if !io::netdev::exists(&args.iface) {
         bail!("no interface named {:?} in this network namespace (check `ip link`)", args.iface);
     }
-    let stop = stop_on_signals()?;
+    let stop = crate::stop_on_signals()?;
     let report = traffic::receive(&args.iface, args.backend.into(), args.seconds.map(Duration::from_secs_f64), args.cpu, &stop, per_second("rx", args.json))?;
     summary("received", &report, args.json);
     Ok(())

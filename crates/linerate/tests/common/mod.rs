@@ -3,10 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use lab::topology::{End, Namespace, veth};
@@ -81,10 +80,12 @@ mac = "{B_MAC}"
     path
 }
 
-/// Kills a child on drop (SIGTERM first), so a failing assertion leaves no process behind.
+/// Stops a child on drop (SIGTERM, then SIGKILL), so a failing assertion leaves no process
+/// behind.
 pub struct Guard(pub Option<Child>);
 
 impl Guard {
+    /// Sends SIGTERM and hands the child over (to read its output).
     pub fn terminate(&mut self) -> Option<Child> {
         let child = self.0.take()?;
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
@@ -94,34 +95,18 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(mut child) = self.terminate() {
-            std::thread::sleep(Duration::from_millis(200));
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut child) = self.0.take() {
+            lab::process::terminate(&mut child);
         }
     }
 }
 
-/// Starts `cmd` and waits until a line of its stderr contains `ready`.
+/// Starts `cmd` with its stdout piped and waits until a line of its stderr contains `ready`.
 pub fn start_until(mut cmd: Command, ready: &str) -> Guard {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let ready = ready.to_owned();
-    std::thread::spawn(move || {
-        let mut seen = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains(&ready) {
-                let _ = tx.send(Ok(()));
-            }
-        }
-        let _ = tx.send(Err(seen));
-    });
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(Ok(())) => Guard(Some(child)),
-        other => panic!("{cmd:?} did not become ready: {other:?}"),
+    cmd.stdout(Stdio::piped());
+    let never = AtomicBool::new(false);
+    match lab::process::wait_ready(cmd, ready, Duration::from_secs(20), &never) {
+        Ok(child) => Guard(Some(child)),
+        Err(e) => panic!("{e}"),
     }
 }
-
