@@ -43,6 +43,12 @@ pub struct RouterSettings {
     pub batch_size: usize,
     /// Unix control socket path (default `/run/linerate.sock`).
     pub control_socket: PathBuf,
+    /// Host-stack passthrough: one TAP per interface carrying what is addressed to the
+    /// router to the kernel, and what the kernel sends back to the wire (default true).
+    pub host_stack: bool,
+    /// ICMP errors the router sends per second, all interfaces together (OpenBSD's
+    /// `net.inet.icmp.errppslimit`; default 100, 0 sends none).
+    pub icmp_errors_per_second: u32,
 }
 
 impl Default for RouterSettings {
@@ -51,6 +57,8 @@ impl Default for RouterSettings {
             workers: 1,
             batch_size: 64,
             control_socket: PathBuf::from("/run/linerate.sock"),
+            host_stack: true,
+            icmp_errors_per_second: 100,
         }
     }
 }
@@ -76,6 +84,19 @@ pub struct Interface {
     pub xdp_mode: XdpMode,
     /// 1..=256 (default 1).
     pub queues: u16,
+    /// An 802.1Q sub-interface: frames tagged `tag` on `parent`. The parent is another
+    /// (untagged) interface of the config; backend, queues and MAC are the parent's.
+    pub vlan: Option<Vlan>,
+    /// Name of the host-stack TAP (must start with `lr`); `None`: derived from the name.
+    pub tap: Option<String>,
+}
+
+/// The 802.1Q side of a sub-interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vlan {
+    pub parent: String,
+    /// VLAN id, 1..=4094.
+    pub tag: u16,
 }
 
 /// Where the AF_XDP steering program runs.
@@ -104,6 +125,21 @@ impl FromStr for XdpMode {
 }
 
 impl Interface {
+    /// The host-stack TAP's name: `tap` if given, else `lrh` + the interface name (cut to
+    /// Linux's 15 bytes; `index` keeps cut names unique).
+    pub fn tap_name(&self, index: usize) -> String {
+        if let Some(t) = &self.tap {
+            return t.clone();
+        }
+        let full = format!("lrh{}", self.name.trim_start_matches("lr"));
+        if full.len() <= 15 {
+            full
+        } else {
+            let tail = format!("-{index}");
+            format!("{}{tail}", &full[..15 - tail.len()])
+        }
+    }
+
     /// True if `ip` is inside one of this interface's address prefixes.
     pub fn is_on_link(&self, ip: &IpAddr) -> bool {
         self.addresses.iter().any(|a| a.contains(ip))

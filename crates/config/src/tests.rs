@@ -198,7 +198,9 @@ fn example_files_validate() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let c = Config::load(&dir.join("router.toml")).unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<_> = c.interfaces.iter().map(|i| i.name.as_str()).collect();
-    assert_eq!(names, ["lr-a", "lr-b"]);
+    assert_eq!(names, ["lr-a", "lr-b", "lr-b.100"]);
+    assert_eq!(c.interfaces[2].vlan, Some(Vlan { parent: "lr-b".into(), tag: 100 }));
+    assert_eq!(c.interfaces[0].tap_name(0), "lrh-a");
     assert_eq!(c.interfaces[0].addresses.len(), 2);
     assert_eq!(
         c.interfaces[0].mac,
@@ -730,4 +732,44 @@ fn firewall_errors() {
     fails_after_base("[firewall]\nrules = \"r.conf\"\nstates = 5\n", 3, 1, "unknown field `states`");
     fails_after_base("[firewall]\nrules = \"\"\n", 2, 9, "firewall: rules must be a non-empty path");
     fails_after_base("[firewall]\n", 1, 1, "missing field `rules`");
+}
+
+#[test]
+fn vlan_sub_interfaces() {
+    let ok = format!("{BASE}\n[[interface]]\nname = \"lr-a.10\"\nparent = \"lr-a\"\nvlan = 10\naddresses = [\"10.10.0.1/24\"]\n");
+    let cfg = parse(&ok).unwrap();
+    let sub = cfg.interface("lr-a.10").unwrap();
+    assert_eq!(sub.vlan, Some(Vlan { parent: "lr-a".into(), tag: 10 }));
+    assert_eq!(cfg.interface("lr-a").unwrap().vlan, None);
+    // Sub-interface before its parent is fine.
+    let before = "[[interface]]\nname = \"lr-v\"\nparent = \"lr-p\"\nvlan = 7\n\n[[interface]]\nname = \"lr-p\"\n";
+    assert_eq!(parse(before).unwrap().interfaces[0].vlan.as_ref().unwrap().tag, 7);
+    let sub = |kv: &str| format!("{BASE}\n[[interface]]\nname = \"lr-s\"\n{kv}\n");
+    let l = BASE_LINES + 4;
+    fails(&sub("parent = \"lr-x\"\nvlan = 5"), l, 10, "parent \"lr-x\" is not a configured interface");
+    fails(&sub("parent = \"lr-a\""), l, 10, "parent needs a vlan tag");
+    fails(&sub("vlan = 5"), l, 8, "vlan needs a parent interface");
+    fails(&sub("parent = \"lr-a\"\nvlan = 4095"), l + 1, 8, "vlan 4095 is out of range (1..=4094)");
+    fails(&sub("parent = \"lr-a\"\nvlan = 5\nbackend = \"af_xdp\""), l + 2, 11, "backend cannot be set on a VLAN sub-interface");
+    let dup = format!("{ok}\n[[interface]]\nname = \"lr-a.b\"\nparent = \"lr-a\"\nvlan = 10\n");
+    let e = parse(&dup).unwrap_err();
+    assert!(e.message.contains("vlan 10 on \"lr-a\" is already interface \"lr-a.10\""), "{e}");
+    let stacked = format!("{ok}\n[[interface]]\nname = \"lr-q\"\nparent = \"lr-a.10\"\nvlan = 11\n");
+    assert!(parse(&stacked).unwrap_err().message.contains("stacked tags are not supported"));
+}
+
+#[test]
+fn host_stack_settings_and_tap_names() {
+    let cfg = parse(BASE).unwrap();
+    assert!(cfg.router.host_stack);
+    assert_eq!(cfg.router.icmp_errors_per_second, 100);
+    assert_eq!(cfg.interfaces[0].tap_name(0), "lrh-a");
+    let long = Interface { name: "lr1234567890-d0".into(), ..cfg.interfaces[0].clone() };
+    assert_eq!(long.tap_name(3), "lrh1234567890-3");
+    let r = parse("[router]\nhost_stack = false\nicmp_errors_per_second = 0\n").unwrap();
+    assert!(!r.router.host_stack);
+    assert_eq!(r.router.icmp_errors_per_second, 0);
+    fails(&format!("{BASE}tap = \"eth9\"\n"), BASE_LINES + 1, 7, "must start with \"lr\"");
+    let clash = "[[interface]]\nname = \"lr-a\"\n[[interface]]\nname = \"-a\"\n";
+    assert!(parse(clash).unwrap_err().message.contains("would both use host-stack TAP \"lrh-a\""));
 }

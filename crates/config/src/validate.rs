@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use crate::{
     Backend, Config, ConfigError, FirewallSettings, IfAddr, Interface, MacAddr, Neighbour, Prefix,
-    Route, RouterSettings, XdpMode,
+    Route, RouterSettings, Vlan, XdpMode,
 };
 
 type S<T> = Spanned<T>;
@@ -41,6 +41,8 @@ struct RawRouter {
     workers: Option<S<i64>>,
     batch_size: Option<S<i64>>,
     control_socket: Option<S<String>>,
+    host_stack: Option<bool>,
+    icmp_errors_per_second: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +56,9 @@ struct RawInterface {
     backend: Option<S<String>>,
     xdp_mode: Option<S<String>>,
     queues: Option<S<i64>>,
+    parent: Option<S<String>>,
+    vlan: Option<S<i64>>,
+    tap: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -182,10 +187,20 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
             PathBuf::from(p)
         }
     };
+    let icmp_errors_per_second = cx.int(
+        &r.icmp_errors_per_second,
+        "router: ",
+        "icmp_errors_per_second",
+        0,
+        1_000_000,
+        i64::from(d.icmp_errors_per_second),
+    )? as u32;
     Ok(RouterSettings {
         workers,
         batch_size,
         control_socket,
+        host_stack: r.host_stack.unwrap_or(d.host_stack),
+        icmp_errors_per_second,
     })
 }
 
@@ -240,7 +255,9 @@ fn ip(cx: &Ctx, owner: &str, key: &str, s: &S<String>) -> Result<IpAddr, ConfigE
 }
 
 fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, ConfigError> {
-    let mut out: Vec<Interface> = Vec::with_capacity(raw.len());
+    // Each interface with its `parent` and tag, resolved once all are read.
+    type WithParent = (Interface, Option<(S<String>, u16)>);
+    let mut out: Vec<WithParent> = Vec::with_capacity(raw.len());
     let mut names: HashMap<String, usize> = HashMap::new();
     let mut owners: HashMap<IpAddr, String> = HashMap::new();
     for r in raw {
@@ -304,17 +321,85 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
                 .parse()
                 .map_err(|e| cx.err(m.span(), format!("{owner}: {e}")))?,
         };
-        out.push(Interface {
-            name,
-            mac,
-            addresses,
-            mtu,
-            backend,
-            xdp_mode,
-            queues,
-        });
+        let vlan = match (&r.parent, &r.vlan) {
+            (None, None) => None,
+            (Some(p), None) => {
+                return Err(cx.err(p.span(), format!("{owner}: parent needs a vlan tag (vlan = 1..=4094)")));
+            }
+            (None, Some(v)) => {
+                return Err(cx.err(v.span(), format!("{owner}: vlan needs a parent interface (parent = \"NAME\")")));
+            }
+            (Some(p), Some(_)) => {
+                let tag = cx.int(&r.vlan, &format!("{owner}: "), "vlan", 1, 4094, 1)? as u16;
+                let inherited = [("mac", r.mac.as_ref().map(|m| m.span())), ("backend", r.backend.as_ref().map(|b| b.span())),
+                    ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span())), ("queues", r.queues.as_ref().map(|b| b.span()))];
+                if let Some((key, Some(span))) = inherited.into_iter().find(|(_, s)| s.is_some()) {
+                    return Err(cx.err(span, format!("{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)")));
+                }
+                Some((p.clone(), tag))
+            }
+        };
+        let tap = match &r.tap {
+            None => None,
+            Some(t) => {
+                let n = t.get_ref();
+                if let Some(p) = name_problem(n) {
+                    return Err(cx.err(t.span(), format!("{owner}: tap name {n:?} {p}")));
+                }
+                if !n.starts_with("lr") {
+                    return Err(cx.err(t.span(), format!("{owner}: tap name {n:?} must start with \"lr\" (every interface linerate creates does)")));
+                }
+                Some(n.clone())
+            }
+        };
+        out.push((
+            Interface {
+                name,
+                mac,
+                addresses,
+                mtu,
+                backend,
+                xdp_mode,
+                queues,
+                vlan: None,
+                tap,
+            },
+            vlan,
+        ));
     }
-    Ok(out)
+    // Parents are resolved once every interface is known, so the order in the file is free.
+    let mut tags: HashMap<(String, u16), String> = HashMap::new();
+    let snapshot: Vec<(String, bool)> = out.iter().map(|(i, v)| (i.name.clone(), v.is_some())).collect();
+    let mut done = Vec::with_capacity(out.len());
+    for (mut iface, vlan) in out {
+        if let Some((parent, tag)) = vlan {
+            let owner = format!("interface {:?}", iface.name);
+            match snapshot.iter().find(|(n, _)| n == parent.get_ref()) {
+                None => {
+                    return Err(cx.err(parent.span(), format!("{owner}: parent {:?} is not a configured interface", parent.get_ref())));
+                }
+                Some((_, true)) => {
+                    return Err(cx.err(parent.span(), format!("{owner}: parent {:?} is itself a VLAN sub-interface (stacked tags are not supported)", parent.get_ref())));
+                }
+                Some(_) => {}
+            }
+            if let Some(other) = tags.insert((parent.get_ref().clone(), tag), iface.name.clone()) {
+                return Err(cx.err(parent.span(), format!("{owner}: vlan {tag} on {:?} is already interface {other:?}", parent.get_ref())));
+            }
+            iface.vlan = Some(Vlan { parent: parent.into_inner(), tag });
+        }
+        done.push(iface);
+    }
+    let mut taps: HashMap<String, String> = HashMap::new();
+    for (i, iface) in done.iter().enumerate() {
+        let t = iface.tap_name(i);
+        if let Some(other) = taps.insert(t.clone(), iface.name.clone()) {
+            return Err(ConfigError::whole_file(cx.path, format!(
+                "interfaces {other:?} and {:?} would both use host-stack TAP {t:?}: set `tap = \"lr...\"` on one of them", iface.name
+            )));
+        }
+    }
+    Ok(done)
 }
 
 /// The interface whose address prefix contains `ip`, longest prefix first.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use io::mem::{CountingTx, ReplayRx};
 use io::{FramePool, TxPort};
 use wire::MacAddr;
-use wire::build::{UdpFlow, udp_frame};
+use wire::build::{UdpFlow, udp_frame, udp_frame_vlan};
 
 use std::sync::Arc;
 
@@ -31,6 +31,9 @@ pub const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
 const SENDER_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xaa]);
 /// Distinct gateways the synthetic table's routes point to.
 const SYNTH_GATEWAYS: usize = 1024;
+/// VLAN ids of the `vlan` bench's input and output sub-interfaces.
+const IN_VLAN: u16 = 10;
+const OUT_VLAN: u16 = 20;
 
 /// Where the routes come from.
 #[derive(Debug, Clone)]
@@ -62,6 +65,9 @@ pub struct BenchConfig {
     /// Workers, one thread each pinned to CPUs 0, 1, ...; flows are spread over them by the
     /// Toeplitz RSS hash of each frame, as a NIC's RSS would (1 = the calling thread).
     pub workers: usize,
+    /// 802.1Q: frames arrive tagged VLAN 10 (sub-interface of the input port) and leave
+    /// tagged VLAN 20 (sub-interface of the output port); `frame_size` is the untagged size.
+    pub vlan: bool,
 }
 
 /// The generated rule set of a firewall bench (see [`bench_rules`]).
@@ -109,6 +115,7 @@ impl Default for BenchConfig {
             warmup: Duration::from_millis(200),
             firewall: None,
             workers: 1,
+            vlan: false,
         }
     }
 }
@@ -163,10 +170,13 @@ fn gateway(i: usize, ipv6: bool) -> (IpAddr, MacAddr) {
 }
 
 fn prepare(cfg: &BenchConfig) -> Result<Setup, BenchError> {
-    let ports = vec![
-        PortInfo { name: "mem0".into(), mac: RX_MAC },
-        PortInfo { name: "mem1".into(), mac: TX_MAC },
-    ];
+    let mut ports = vec![PortInfo::new("mem0", RX_MAC, 0), PortInfo::new("mem1", TX_MAC, 1)];
+    if cfg.vlan {
+        ports.push(PortInfo { vlan: Some(IN_VLAN), ..PortInfo::new("mem0.10", RX_MAC, 0) });
+        ports.push(PortInfo { vlan: Some(OUT_VLAN), ..PortInfo::new("mem1.20", TX_MAC, 1) });
+    }
+    // Routes leave on mem1, or its sub-interface.
+    let out: u16 = if cfg.vlan { 3 } else { 1 };
     let mut ctl = FibControl::new(crate::fib::DEFAULT_NEXT_HOPS);
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);
     // Destinations: one per flow, each inside a randomly chosen installed prefix.
@@ -175,13 +185,13 @@ fn prepare(cfg: &BenchConfig) -> Result<Setup, BenchError> {
         RouteSource::Synthetic(n) => {
             for g in 0..SYNTH_GATEWAYS {
                 let (ip, mac) = gateway(g, cfg.ipv6);
-                ctl.set_neighbour(ip, 1, mac)?;
+                ctl.set_neighbour(ip, out, mac)?;
             }
             if cfg.ipv6 {
                 let table = synth::v6_prefixes(*n, cfg.seed);
                 for (i, &(p, l)) in table.iter().enumerate() {
                     let (gw, _) = gateway(i % SYNTH_GATEWAYS, true);
-                    ctl.add_route(IpAddr::V6(Ipv6Addr::from(p)), l, gw, 1)?;
+                    ctl.add_route(IpAddr::V6(Ipv6Addr::from(p)), l, gw, out)?;
                 }
                 for _ in 0..cfg.flows {
                     let (p, l) = table[rng.below(table.len() as u64) as usize];
@@ -191,7 +201,7 @@ fn prepare(cfg: &BenchConfig) -> Result<Setup, BenchError> {
                 let table = synth::v4_prefixes(*n, cfg.seed);
                 for (i, &(p, l)) in table.iter().enumerate() {
                     let (gw, _) = gateway(i % SYNTH_GATEWAYS, false);
-                    ctl.add_route(IpAddr::V4(Ipv4Addr::from(p)), l, gw, 1)?;
+                    ctl.add_route(IpAddr::V4(Ipv4Addr::from(p)), l, gw, out)?;
                 }
                 for _ in 0..cfg.flows {
                     let (p, l) = table[rng.below(table.len() as u64) as usize];
@@ -207,8 +217,8 @@ fn prepare(cfg: &BenchConfig) -> Result<Setup, BenchError> {
                 let next = gateways.len();
                 let g = *gateways.entry(r.next_hop).or_insert(next);
                 let mac = MacAddr([0x02, 0, 0, 0x01, (g >> 8) as u8, g as u8]);
-                ctl.set_neighbour(r.next_hop, 1, mac)?;
-                ctl.add_route(r.prefix.addr, r.prefix.len, r.next_hop, 1)?;
+                ctl.set_neighbour(r.next_hop, out, mac)?;
+                ctl.add_route(r.prefix.addr, r.prefix.len, r.next_hop, out)?;
             }
             let family: Vec<_> = table.iter().filter(|r| r.prefix.addr.is_ipv6() == cfg.ipv6).collect();
             if family.is_empty() && cfg.pcap.is_none() {
@@ -258,7 +268,8 @@ fn flow_frames(cfg: &BenchConfig, dsts: &[IpAddr]) -> Result<Vec<Vec<u8>>, Bench
         let (src, src_port) = synth::flow_source(i, cfg.ipv6);
         let flow = UdpFlow { src_mac: SENDER_MAC, dst_mac: RX_MAC, src, dst, src_port, dst_port: 2000, ttl: 64 };
         let mut buf = vec![0u8; 2048];
-        let len = udp_frame(&flow, cfg.frame_size, &mut buf).map_err(|e| BenchError::Invalid(format!("building flow {i}: {e}")))?;
+        let built = if cfg.vlan { udp_frame_vlan(&flow, IN_VLAN, cfg.frame_size + 4, &mut buf) } else { udp_frame(&flow, cfg.frame_size, &mut buf) };
+        let len = built.map_err(|e| BenchError::Invalid(format!("building flow {i}: {e}")))?;
         buf.truncate(len);
         frames.push(buf);
     }

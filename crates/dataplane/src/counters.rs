@@ -2,7 +2,7 @@
 //!
 //! As VPP's error counters: every packet that leaves the forwarding path other than through a
 //! tx port is counted under exactly one [`DropReason`], so that rx = forwarded + local +
-//! the sum of the drops, always. The worker counts in plain integers while it handles a batch
+//! slow_path + the sum of the drops, always. The worker counts in plain integers while it handles a batch
 //! and publishes them to [`WorkerCounters`] (atomics, one writer) after each batch, so a
 //! reader on another thread sees figures at most one batch old without slowing the worker.
 
@@ -40,6 +40,7 @@ drop_reasons! {
     NoRoute => "no_route", "No FIB entry covers the destination.";
     NoNeighbour => "no_neighbour", "Next hop's link-layer address unknown.";
     TxError => "tx_error", "Output port could not take the frame.";
+    TooBig => "too_big", "Larger than the output MTU and not to be fragmented (IPv4 DF, or IPv6).";
     FilterBlocked => "filter_blocked", "Blocked by a firewall rule (in or out).";
     StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
@@ -55,6 +56,8 @@ pub struct Counts {
     pub forwarded: u64,
     /// Packets for the router itself (and ARP/NDP, broadcast, multicast): the "local" exit.
     pub local: u64,
+    /// Handed to the slow path to be sent later: waiting for ARP/NDP, or to be fragmented.
+    pub slow_path: u64,
     pub drops: [u64; DROP_REASONS],
 }
 
@@ -79,6 +82,7 @@ impl Counts {
             rx: self.rx - earlier.rx,
             forwarded: self.forwarded - earlier.forwarded,
             local: self.local - earlier.local,
+            slow_path: self.slow_path - earlier.slow_path,
             drops: [0; DROP_REASONS],
         };
         for (i, d) in out.drops.iter_mut().enumerate() {
@@ -92,6 +96,7 @@ impl Counts {
         self.rx += other.rx;
         self.forwarded += other.forwarded;
         self.local += other.local;
+        self.slow_path += other.slow_path;
         for (d, o) in self.drops.iter_mut().zip(other.drops.iter()) {
             *d += o;
         }
@@ -104,16 +109,104 @@ pub struct WorkerCounters {
     rx: AtomicU64,
     forwarded: AtomicU64,
     local: AtomicU64,
+    slow_path: AtomicU64,
     drops: [AtomicU64; DROP_REASONS],
+    /// Per physical port, published on request (see [`WorkerCounters::port_snapshot`]).
+    ports: Box<[PortCounters]>,
+    icmp_sent: AtomicU64,
+    icmp_suppressed: AtomicU64,
+    /// Per physical port: what the node did with the frames received on it.
+    port_counts: std::sync::Mutex<Vec<Counts>>,
+    /// Port-statistics requests made and served: the worker publishes when they differ.
+    requested: AtomicU64,
+    served: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct PortCounters {
+    rx_packets: AtomicU64,
+    rx_bytes: AtomicU64,
+    rx_dropped: AtomicU64,
+    tx_packets: AtomicU64,
+    tx_bytes: AtomicU64,
+    tx_dropped: AtomicU64,
+}
+
+/// One worker's view of its ports (its queue of each interface) and of its ICMP limiter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortSnapshot {
+    pub ports: Vec<io::PortStats>,
+    /// Per physical port: the node's counters for frames received on it.
+    pub counts: Vec<Counts>,
+    pub icmp_sent: u64,
+    pub icmp_suppressed: u64,
 }
 
 impl WorkerCounters {
+    /// Counters for a worker with `ports` physical ports.
+    pub fn new(ports: usize) -> Self {
+        WorkerCounters { ports: (0..ports).map(|_| PortCounters::default()).collect(), ..Default::default() }
+    }
+
+    /// Whether a reader asked for port statistics since the last publication (two loads;
+    /// the worker checks once per poll).
+    #[inline]
+    pub fn port_stats_wanted(&self) -> bool {
+        self.requested.load(Ordering::Relaxed) != self.served.load(Ordering::Relaxed)
+    }
+
+    /// The worker's answer to a request: its ports' statistics and ICMP counts.
+    pub fn publish_ports(&self, stats: impl Iterator<Item = io::PortStats>, counts: &[Counts], icmp: (u64, u64)) {
+        let want = self.requested.load(Ordering::Acquire);
+        counts.clone_into(&mut self.port_counts.lock().unwrap_or_else(|e| e.into_inner()));
+        for (c, s) in self.ports.iter().zip(stats) {
+            c.rx_packets.store(s.rx_packets, Ordering::Relaxed);
+            c.rx_bytes.store(s.rx_bytes, Ordering::Relaxed);
+            c.rx_dropped.store(s.rx_dropped, Ordering::Relaxed);
+            c.tx_packets.store(s.tx_packets, Ordering::Relaxed);
+            c.tx_bytes.store(s.tx_bytes, Ordering::Relaxed);
+            c.tx_dropped.store(s.tx_dropped, Ordering::Relaxed);
+        }
+        self.icmp_sent.store(icmp.0, Ordering::Relaxed);
+        self.icmp_suppressed.store(icmp.1, Ordering::Relaxed);
+        self.served.store(want, Ordering::Release);
+    }
+
+    /// Asks the worker for fresh port statistics and waits up to `wait` for them (a worker
+    /// that is not polling, e.g. stopped, leaves the last published figures).
+    pub fn port_snapshot(&self, wait: std::time::Duration) -> PortSnapshot {
+        let want = self.requested.fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = std::time::Instant::now() + wait;
+        while self.served.load(Ordering::Acquire) < want && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let ports = self
+            .ports
+            .iter()
+            .map(|c| io::PortStats {
+                rx_packets: c.rx_packets.load(Ordering::Relaxed),
+                rx_bytes: c.rx_bytes.load(Ordering::Relaxed),
+                rx_dropped: c.rx_dropped.load(Ordering::Relaxed),
+                tx_packets: c.tx_packets.load(Ordering::Relaxed),
+                tx_bytes: c.tx_bytes.load(Ordering::Relaxed),
+                tx_dropped: c.tx_dropped.load(Ordering::Relaxed),
+            })
+            .collect();
+        PortSnapshot {
+            ports,
+            counts: self.port_counts.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            icmp_sent: self.icmp_sent.load(Ordering::Relaxed),
+            icmp_suppressed: self.icmp_suppressed.load(Ordering::Relaxed),
+        }
+    }
+
     /// Publishes the worker's running totals. Only the owning worker calls this: a plain
     /// store per counter, no read-modify-write.
     pub fn publish(&self, c: &Counts) {
         self.rx.store(c.rx, Ordering::Relaxed);
         self.forwarded.store(c.forwarded, Ordering::Relaxed);
         self.local.store(c.local, Ordering::Relaxed);
+        self.slow_path.store(c.slow_path, Ordering::Relaxed);
         for (a, &v) in self.drops.iter().zip(c.drops.iter()) {
             a.store(v, Ordering::Relaxed);
         }
@@ -129,6 +222,7 @@ impl WorkerCounters {
             rx: self.rx.load(Ordering::Relaxed),
             forwarded: self.forwarded.load(Ordering::Relaxed),
             local: self.local.load(Ordering::Relaxed),
+            slow_path: self.slow_path.load(Ordering::Relaxed),
             drops,
         }
     }

@@ -6,7 +6,7 @@
 //! [`FibControl`] is the one writer: it allocates next-hop ids and remembers which id stands
 //! for which gateway, so that resolving a neighbour later updates one adjacency, not routes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use lpm::{Ipv4Lpm, Ipv6Lpm, LpmError, NextHop};
 use wire::MacAddr;
 
 use crate::adjacency::{Adjacency, AdjacencyTable, MAX_PORT};
+pub use crate::ports::PortInfo;
 
 /// Next-hop id of the router's own addresses.
 pub const LOCAL_ID: NextHop = 0;
@@ -31,11 +32,18 @@ pub struct Fib {
     pub adj: AdjacencyTable,
 }
 
-/// A port as the dataplane knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortInfo {
-    pub name: String,
-    pub mac: MacAddr,
+/// What a FIB entry is, for `linerate show routes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// One of the router's addresses.
+    Local,
+    Blackhole,
+    /// A directly connected prefix on a logical port.
+    Connected { port: u16 },
+    /// Via a gateway on a port.
+    Via { gateway: IpAddr, port: u16 },
+    /// A neighbour's host route.
+    Neighbour { port: u16 },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +65,10 @@ pub struct FibControl {
     connected: HashMap<u16, NextHop>,
     /// Known neighbours: address -> (port, MAC).
     neighbours: HashMap<IpAddr, (u16, MacAddr)>,
+    /// Next-hop id -> the gateway it stands for (the reverse of `gateways`).
+    gateway_of: HashMap<NextHop, IpAddr>,
+    /// Every prefix installed, for listing; the LPM itself cannot be enumerated cheaply.
+    routes: BTreeMap<(IpAddr, u8), RouteKind>,
     next_id: NextHop,
 }
 
@@ -71,6 +83,8 @@ impl FibControl {
             gateways: HashMap::new(),
             connected: HashMap::new(),
             neighbours: HashMap::new(),
+            gateway_of: HashMap::new(),
+            routes: BTreeMap::new(),
             next_id: FIRST_FREE_ID,
         }
     }
@@ -88,32 +102,56 @@ impl FibControl {
         Ok(self.next_id - 1)
     }
 
-    fn insert(&self, prefix: IpAddr, len: u8, id: NextHop) -> Result<(), FibError> {
+    fn insert(&mut self, prefix: IpAddr, len: u8, id: NextHop, kind: RouteKind) -> Result<(), FibError> {
         let res = match prefix {
             IpAddr::V4(a) => self.fib.v4.insert(u32::from(a), len, id),
             IpAddr::V6(a) => self.fib.v6.insert(u128::from(a), len, id),
         };
-        res.map(|_| ()).map_err(|source| FibError::Lpm { prefix, len, source })
+        res.map_err(|source| FibError::Lpm { prefix, len, source })?;
+        self.routes.insert((prefix, len), kind);
+        Ok(())
     }
 
     /// Removes a prefix; returns whether it was there.
-    pub fn remove(&self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
+    pub fn remove(&mut self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
         let res = match prefix {
             IpAddr::V4(a) => self.fib.v4.remove(u32::from(a), len),
             IpAddr::V6(a) => self.fib.v6.remove(u128::from(a), len),
         };
+        self.routes.remove(&(prefix, len));
         res.map(|old| old.is_some()).map_err(|source| FibError::Lpm { prefix, len, source })
+    }
+
+    /// Every installed prefix and what it is, in address order.
+    pub fn routes(&self) -> impl Iterator<Item = (IpAddr, u8, RouteKind)> + '_ {
+        self.routes.iter().map(|(&(p, l), &k)| (p, l, k))
+    }
+
+    /// The gateway a next-hop id stands for (`None` for connected, local, blackhole ids).
+    pub fn gateway_of(&self, id: NextHop) -> Option<IpAddr> {
+        self.gateway_of.get(&id).copied()
+    }
+
+    /// The port whose connected prefixes use next-hop id `id` (their hosts are resolved by
+    /// the packet's own destination).
+    pub fn connected_port(&self, id: NextHop) -> Option<u16> {
+        self.connected.iter().find(|&(_, &i)| i == id).map(|(&p, _)| p)
+    }
+
+    /// Known neighbours (static, or resolved by ARP/NDP).
+    pub fn neighbour(&self, addr: IpAddr) -> Option<(u16, MacAddr)> {
+        self.neighbours.get(&addr).copied()
     }
 
     /// One of the router's own addresses: packets to it take the local exit.
     pub fn add_local(&mut self, addr: IpAddr) -> Result<(), FibError> {
         let len = if addr.is_ipv4() { 32 } else { 128 };
-        self.insert(addr, len, LOCAL_ID)
+        self.insert(addr, len, LOCAL_ID, RouteKind::Local)
     }
 
     /// A blackhole route.
     pub fn add_blackhole(&mut self, prefix: IpAddr, len: u8) -> Result<(), FibError> {
-        self.insert(prefix, len, BLACKHOLE_ID)
+        self.insert(prefix, len, BLACKHOLE_ID, RouteKind::Blackhole)
     }
 
     /// A directly connected subnet on `port`: hosts in it are reached by their own MAC, known
@@ -129,7 +167,7 @@ impl FibControl {
                 id
             }
         };
-        self.insert(prefix, len, id)
+        self.insert(prefix, len, id, RouteKind::Connected { port })
     }
 
     /// The next-hop id standing for `gateway` on `port`, created unresolved (or resolved if
@@ -146,13 +184,14 @@ impl FibControl {
         };
         self.fib.adj.set(id, adj);
         self.gateways.insert((port, gateway), id);
+        self.gateway_of.insert(id, gateway);
         Ok(id)
     }
 
     /// A route to `prefix/len` via `gateway` out of `port`.
     pub fn add_route(&mut self, prefix: IpAddr, len: u8, gateway: IpAddr, port: u16) -> Result<NextHop, FibError> {
         let id = self.gateway_id(gateway, port)?;
-        self.insert(prefix, len, id)?;
+        self.insert(prefix, len, id, RouteKind::Via { gateway, port })?;
         Ok(id)
     }
 
@@ -164,7 +203,24 @@ impl FibControl {
         let id = self.gateway_id(addr, port)?;
         self.fib.adj.set(id, Adjacency::Forward { port, mac });
         let len = if addr.is_ipv4() { 32 } else { 128 };
-        self.insert(addr, len, id)
+        // A configured route to exactly this address keeps its listing; the LPM entry is the
+        // same id either way.
+        let kind = match self.routes.get(&(addr, len)) {
+            Some(&k @ RouteKind::Via { .. }) => k,
+            _ => RouteKind::Neighbour { port },
+        };
+        self.insert(addr, len, id, kind)
+    }
+
+    /// A neighbour stopped answering (or was removed): every next hop through it becomes
+    /// unresolved again, so the next packet goes to the slow path and starts a new
+    /// resolution. Its host route stays, pointing at the now unresolved id.
+    pub fn unset_neighbour(&mut self, addr: IpAddr) {
+        if let Some((port, _)) = self.neighbours.remove(&addr)
+            && let Some(&id) = self.gateways.get(&(port, addr))
+        {
+            self.fib.adj.set(id, Adjacency::Unresolved { port });
+        }
     }
 
     /// Number of next-hop ids in use.
@@ -187,16 +243,36 @@ pub enum BuildError {
     UnknownInterface(String, String),
 }
 
+/// The logical ports of a config, in its order. Physical ports (interfaces without a VLAN)
+/// are numbered in config order among themselves; a sub-interface uses its parent's number
+/// and MAC.
+pub fn ports_from_config(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
+    let path = cfg.path.display().to_string();
+    let physical: Vec<&config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
+    let mut ports = Vec::new();
+    for iface in &cfg.interfaces {
+        let parent_name = iface.vlan.as_ref().map_or(&iface.name, |v| &v.parent);
+        let phys = physical.iter().position(|p| &p.name == parent_name)
+            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), parent_name.clone()))?;
+        let mac = physical[phys].mac.ok_or_else(|| BuildError::NoMac(path.clone(), physical[phys].name.clone()))?;
+        ports.push(PortInfo {
+            name: iface.name.clone(),
+            mac: MacAddr(mac.0),
+            phys: phys as u16,
+            vlan: iface.vlan.as_ref().map(|v| v.tag),
+            mtu: iface.mtu,
+            addresses: iface.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect(),
+        });
+    }
+    Ok(ports)
+}
+
 /// Builds ports and tables from a validated config: ports in the config's order, the
 /// interfaces' addresses as local host routes, their subnets as connected routes, static
 /// neighbours as resolved host routes, then static routes.
 pub fn from_config(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
     let path = cfg.path.display().to_string();
-    let mut ports = Vec::new();
-    for iface in &cfg.interfaces {
-        let mac = iface.mac.ok_or_else(|| BuildError::NoMac(path.clone(), iface.name.clone()))?;
-        ports.push(PortInfo { name: iface.name.clone(), mac: MacAddr(mac.0) });
-    }
+    let ports = ports_from_config(cfg)?;
     let port_of = |name: &str| {
         ports
             .iter()

@@ -7,7 +7,14 @@
 //!   1. classify: L2 parse, RFC 1812 5.2.2 validation, martian checks; collect destinations
 //!      (frame data of packet i+4 is prefetched while packet i is parsed);
 //!   2. look up every IPv4 and every IPv6 destination of the batch;
-//!   3. apply: adjacency, TTL / hop-limit check and decrement, MAC rewrite, enqueue.
+//!   3. apply: adjacency, TTL / hop-limit check and decrement, MTU check, L2 rewrite (MACs,
+//!      and the 802.1Q tag of the output port: tags are read, pushed, popped in software),
+//!      enqueue.
+//!
+//! Frames the fast path does not finish go to the punt batch with the reason ([`Punt`]): for
+//! the router (ARP, NDP, its addresses, broadcast, multicast), an ICMP error to send about a
+//! dropped packet (TTL exceeded, no route, too big; rate-limited here, per worker, so a flood
+//! of errors never reaches the slow path), a next hop to resolve, a packet to fragment.
 //!
 //! With a firewall ([`crate::filter`]), a filter pass between 1 and 2 extracts each routed
 //! packet's firewall key and runs the state lookup, else the `in` rules; apply runs the `out`
@@ -19,16 +26,26 @@
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use io::batch::MAX_BATCH;
+use io::ratelimit::TokenBucket;
 use io::{Batch, FrameDesc, FramePool};
 use lpm::NextHop;
+use wire::icmp_reply::IcmpError;
 use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
-use crate::fib::{Fib, PortInfo};
+use crate::fib::Fib;
 use crate::filter::{self, FilterStage, Firewall};
+use crate::ports::{OutPort, PortInfo, PortMap};
+use crate::punt::{Punt, PuntBatch};
+
+/// Ethernet header without a tag.
+const ETH_LEN: usize = 14;
+/// 802.1Q tag: TPID + TCI.
+const TAG_LEN: usize = 4;
 
 /// Packets of the batch whose data is prefetched ahead of the one being parsed.
 const PREFETCH_AHEAD: usize = 4;
@@ -37,10 +54,11 @@ const PREFETCH_AHEAD: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Drop(DropReason),
-    Local,
+    /// For the router; arrived on logical port `in_port`.
+    Local { in_port: u16 },
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
-    V4 { l3: u16, slot: u16 },
-    V6 { l3: u16, slot: u16 },
+    V4 { l3: u16, slot: u16, in_port: u16 },
+    V6 { l3: u16, slot: u16, in_port: u16 },
 }
 
 /// The forwarding node of one worker.
@@ -50,8 +68,13 @@ pub struct Forwarder {
     /// reported a quiescent state (between two batches) since it was freed.
     v4_reader: lpm::Reader,
     v6_reader: lpm::Reader,
-    port_macs: Vec<MacAddr>,
+    ports: PortMap,
     pub counts: Counts,
+    /// ICMP errors this worker may hand to the slow path (`None`: send none).
+    icmp_limit: Option<TokenBucket>,
+    epoch: Instant,
+    /// The clock read at the first error of the batch (read at most once per batch).
+    batch_now: Option<u64>,
     // Per-batch scratch, allocated once: decisions, and destinations to look up together.
     steps: Box<[Step; MAX_BATCH]>,
     v4_dst: Box<[u32; MAX_BATCH]>,
@@ -75,15 +98,29 @@ impl Forwarder {
             v4_reader: fib.v4.reader(),
             v6_reader: fib.v6.reader(),
             fib,
-            port_macs: ports.iter().map(|p| p.mac).collect(),
+            ports: PortMap::new(ports),
             counts: Counts::default(),
-            steps: Box::new([Step::Local; MAX_BATCH]),
+            icmp_limit: None,
+            epoch: Instant::now(),
+            batch_now: None,
+            steps: Box::new([Step::Drop(DropReason::Truncated); MAX_BATCH]),
             v4_dst: Box::new([0; MAX_BATCH]),
             v4_nh: Box::new([None; MAX_BATCH]),
             v6_dst: Box::new([0; MAX_BATCH]),
             v6_nh: Box::new([None; MAX_BATCH]),
             filter: None,
         }
+    }
+
+    /// Lets this worker send up to `per_second` ICMP errors (bursts of up to a tenth of a
+    /// second's worth, at least 1); 0 sends none.
+    pub fn set_icmp_rate(&mut self, per_second: u64) {
+        self.icmp_limit = (per_second > 0).then(|| TokenBucket::new(per_second, (per_second / 10).max(1)));
+    }
+
+    /// ICMP errors allowed and suppressed by the rate limit so far.
+    pub fn icmp_counts(&self) -> (u64, u64) {
+        self.icmp_limit.as_ref().map_or((0, 0), |b| (b.allowed(), b.suppressed()))
     }
 
     /// Adds (or replaces) the firewall stage.
@@ -100,11 +137,13 @@ impl Forwarder {
     }
 
     /// Handles every frame of `input` (leaving it empty): forwarded frames are appended to
-    /// `outputs[port]`, frames for the router to `local`, the rest freed and counted.
-    /// Each output must have room for a whole input batch (callers flush after each call).
-    pub fn process(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], local: &mut Batch) {
+    /// `outputs[physical port]`, frames for the slow path to `punts`, the rest freed and
+    /// counted. Each output must have room for a whole input batch (callers flush after each
+    /// call).
+    pub fn process(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let descs = input.as_slice();
         self.counts.rx += descs.len() as u64;
+        self.batch_now = None;
         let (n4, n6) = self.classify(pool, descs);
         // With a firewall, two extra branches per batch (never per packet); the firewall's
         // passes are out of line, so the code without one compiles (inlining included) as it
@@ -119,11 +158,11 @@ impl Forwarder {
             self.fib.v6.lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
         }
         if self.filter.is_some() {
-            return self.apply_filtered(pool, input, outputs, local);
+            return self.apply_filtered(pool, input, outputs, punts);
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<false>(pool, desc, i, step, outputs, local);
+            self.apply::<false>(pool, desc, i, step, outputs, punts);
         }
     }
 
@@ -134,13 +173,13 @@ impl Forwarder {
         let Some(f) = &mut self.filter else { return };
         f.fw.begin_batch();
         for (i, (step, &desc)) in self.steps.iter_mut().zip(descs).enumerate() {
-            let (l3, v4) = match *step {
-                Step::V4 { l3, .. } => (l3, true),
-                Step::V6 { l3, .. } => (l3, false),
+            let (l3, in_port, v4) = match *step {
+                Step::V4 { l3, in_port, .. } => (l3, in_port, true),
+                Step::V6 { l3, in_port, .. } => (l3, in_port, false),
                 _ => continue,
             };
             let (key, tcp) = (&mut f.keys[i], &mut f.tcp[i]);
-            filter::extract(pool.frame(desc), l3 as usize, v4, desc.port, key, tcp);
+            filter::extract(pool.frame(desc), l3 as usize, v4, in_port, key, tcp);
             match f.fw.filter_in(key, tcp.as_ref()) {
                 Ok(stateful) => f.stateful[i] = stateful,
                 Err(reason) => *step = Step::Drop(reason),
@@ -150,10 +189,10 @@ impl Forwarder {
 
     /// The apply pass with the `out` rules.
     #[inline(never)]
-    fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], local: &mut Batch) {
+    fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<true>(pool, desc, i, step, outputs, local);
+            self.apply::<true>(pool, desc, i, step, outputs, punts);
         }
         if let Some(f) = &self.filter {
             f.fw.end_batch();
@@ -177,28 +216,27 @@ impl Forwarder {
             if let Some(&ahead) = descs.get(i + PREFETCH_AHEAD) {
                 pool.prefetch(ahead);
             }
-            let port_mac = self.port_macs.get(desc.port as usize).copied().unwrap_or(MacAddr([0; 6]));
-            *step = classify_frame(pool.frame(desc), port_mac, &mut lookups);
+            *step = classify_frame(pool.frame(desc), desc.port, &self.ports, &mut lookups);
         }
         (lookups.n4, lookups.n6)
     }
 
     #[inline(always)]
-    fn apply<const FW: bool>(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], local: &mut Batch) {
-        let (l3, nh, v4) = match step {
+    fn apply<const FW: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
+        let (l3, nh, v4, in_port) = match step {
             Step::Drop(reason) => return self.drop(pool, desc, reason),
-            Step::Local => return self.local(desc, local),
-            Step::V4 { l3, slot } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true),
-            Step::V6 { l3, slot } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false),
+            Step::Local { in_port } => return self.local(desc, in_port, punts),
+            Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
+            Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
         };
-        let Some(id) = nh else { return self.drop(pool, desc, DropReason::NoRoute) };
+        let Some(id) = nh else { return self.error(pool, desc, in_port, DropReason::NoRoute, IcmpError::NoRoute, punts) };
         let (port, mac) = match self.fib.adj.get(id) {
-            Adjacency::Forward { port, mac } => (port, mac),
-            Adjacency::Local => return self.local(desc, local),
-            Adjacency::Unresolved { .. } => return self.drop(pool, desc, DropReason::NoNeighbour),
+            Adjacency::Forward { port, mac } => (port, Some(mac)),
+            Adjacency::Unresolved { port } => (port, None),
+            Adjacency::Local => return self.local(desc, in_port, punts),
             Adjacency::Blackhole => return self.drop(pool, desc, DropReason::NoRoute),
         };
-        let (Some(out), Some(&src_mac)) = (outputs.get_mut(port as usize), self.port_macs.get(port as usize)) else {
+        let Some(&out_port) = self.ports.output(port) else {
             return self.drop(pool, desc, DropReason::TxError);
         };
         let frame = pool.frame_mut(desc);
@@ -207,14 +245,14 @@ impl Forwarder {
         if v4 {
             let mut ip = Ipv4Packet::new_unchecked(&mut frame[l3..]);
             if ip.ttl() <= 1 {
-                return self.drop(pool, desc, DropReason::TtlExpired);
+                return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
             }
             ip.decrement_ttl();
         } else {
             let mut ip = Ipv6Packet::new_unchecked(&mut frame[l3..]);
             let hops = ip.hop_limit();
             if hops <= 1 {
-                return self.drop(pool, desc, DropReason::TtlExpired);
+                return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
             }
             ip.set_hop_limit(hops - 1);
         }
@@ -228,13 +266,83 @@ impl Forwarder {
                 return self.drop(pool, desc, reason);
             }
         }
-        let frame = pool.frame_mut(desc);
-        let mut eth = EthernetFrame::new_unchecked(frame);
-        eth.set_dst_addr(mac);
-        eth.set_src_addr(src_mac);
+        // The frame length bounds the IP length (plus at most the padding of a minimum-size
+        // frame, far below any MTU), so only frames longer than the MTU read the header.
+        if usize::from(desc.len) - l3 > usize::from(out_port.mtu) {
+            return self.too_big(pool, desc, l3, v4, in_port, (id, port, mac), out_port, punts);
+        }
+        let Some(mac) = mac else {
+            self.counts.slow_path += 1;
+            return punts.push(desc, Punt::Unresolved { next_hop: id, port }, in_port);
+        };
+        let Some(out) = outputs.get_mut(out_port.phys as usize) else {
+            return self.drop(pool, desc, DropReason::TxError);
+        };
+        // Same header length in and out (untagged to untagged, tagged to tagged): rewrite in
+        // place; a tag to push or pop moves the frame's start (out of line).
+        if l3 == usize::from(out_port.hdr) {
+            let frame = pool.frame_mut(desc);
+            let mut eth = EthernetFrame::new_unchecked(&mut *frame);
+            eth.set_dst_addr(mac);
+            eth.set_src_addr(out_port.mac);
+            if out_port.tci != 0 {
+                frame[14..16].copy_from_slice(&out_port.tci.to_be_bytes());
+            }
+        } else if !write_l2(pool, &mut desc, l3, &out_port, mac) {
+            return self.drop(pool, desc, DropReason::TxError);
+        }
         debug_assert!(!out.is_full(), "output batch not flushed");
         out.push(desc);
         self.counts.forwarded += 1;
+    }
+
+    /// A packet longer than the output MTU: IPv4 without DF is fragmented by the slow path
+    /// (RFC 791; RFC 1812 5.2.6 lets a router do it), anything else is dropped with an ICMP
+    /// "fragmentation needed" / "packet too big" carrying the MTU (RFC 1191, RFC 4443 3.2).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch) {
+        let (next_hop, port, mac) = next;
+        // Not resolved yet: the slow path resolves, then fragments when it sends.
+        let later = match mac {
+            Some(mac) => Punt::Fragment { port, mac },
+            None => Punt::Unresolved { next_hop, port },
+        };
+        let frame = pool.frame(desc);
+        let (ip_len, df) = if v4 {
+            let ip = Ipv4Packet::new_unchecked(&frame[l3..]);
+            (usize::from(ip.total_len()), ip.dont_frag())
+        } else {
+            (40 + usize::from(Ipv6Packet::new_unchecked(&frame[l3..]).payload_len()), true)
+        };
+        let mtu = usize::from(out_port.mtu);
+        if ip_len <= mtu {
+            // Only Ethernet padding made the frame look long; cannot happen with MTU >= 68,
+            // handled for completeness: send it through the slow path unchanged.
+            self.counts.slow_path += 1;
+            return punts.push(desc, later, in_port);
+        }
+        if df {
+            let err = IcmpError::PacketTooBig { mtu: u32::from(out_port.mtu) };
+            return self.error(pool, desc, in_port, DropReason::TooBig, err, punts);
+        }
+        self.counts.slow_path += 1;
+        punts.push(desc, later, in_port);
+    }
+
+    /// A dropped packet the sender should hear about: counted under `reason`, and handed to
+    /// the slow path for an ICMP error if this worker's rate limit allows one now.
+    #[cold]
+    #[inline(never)]
+    fn error(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, reason: DropReason, err: IcmpError, punts: &mut PuntBatch) {
+        self.counts.drop(reason);
+        let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
+        if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
+            punts.push(desc, Punt::Error(err), in_port);
+        } else {
+            pool.free(desc);
+        }
     }
 
     #[inline(always)]
@@ -244,40 +352,78 @@ impl Forwarder {
     }
 
     #[inline(always)]
-    fn local(&mut self, desc: FrameDesc, local: &mut Batch) {
+    fn local(&mut self, desc: FrameDesc, in_port: u16, punts: &mut PuntBatch) {
         self.counts.local += 1;
-        local.push(desc);
+        punts.push(desc, Punt::Local, in_port);
     }
+}
+
+/// Writes the output L2 header in front of the IP packet at `l3`: MACs, and the 802.1Q tag of
+/// the output port if it has one. The frame's start moves when the header length changes (a
+/// tag pushed into the headroom, or popped). Returns false if the headroom is too small.
+#[inline(never)]
+fn write_l2(pool: &mut FramePool, desc: &mut FrameDesc, l3: usize, out: &OutPort, mac: MacAddr) -> bool {
+    let hdr = if out.tci == 0 { ETH_LEN } else { ETH_LEN + TAG_LEN };
+    // The EtherType of the IP packet sits right before l3 in both layouts; only what is in
+    // front of it changes.
+    let moved = if hdr > l3 { pool.push_front(desc, hdr - l3) } else { pool.pull_front(desc, l3 - hdr) };
+    if !moved {
+        return false;
+    }
+    let frame = pool.frame_mut(*desc);
+    frame[0..6].copy_from_slice(&mac.0);
+    frame[6..12].copy_from_slice(&out.mac.0);
+    if out.tci != 0 {
+        frame[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        frame[14..16].copy_from_slice(&out.tci.to_be_bytes());
+    }
+    true
 }
 
 /// The classify pass for one frame: the checks that need only the frame's bytes.
 #[inline(always)]
-fn classify_frame(frame: &[u8], port_mac: MacAddr, lookups: &mut Lookups) -> Step {
-    let l2 = match wire::parse_l2(frame) {
-        Ok(l2) => l2,
-        Err(_) => return Step::Drop(DropReason::Truncated),
+fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookups) -> Step {
+    // Untagged or single-tagged IPv4/IPv6, the common cases, without the general L2 parse.
+    let (ethertype, l3, vid) = match frame.get(12..14) {
+        Some(&[0x08, 0x00]) => (EtherType::Ipv4, ETH_LEN, 0),
+        Some(&[0x86, 0xdd]) => (EtherType::Ipv6, ETH_LEN, 0),
+        Some(&[0x81, 0x00]) if matches!(frame.get(16..18), Some(&[0x08, 0x00])) => {
+            (EtherType::Ipv4, ETH_LEN + TAG_LEN, u16::from_be_bytes([frame[14], frame[15]]) & 0xfff)
+        }
+        _ => {
+            let l2 = match wire::parse_l2(frame) {
+                Ok(l2) => l2,
+                Err(_) => return Step::Drop(DropReason::Truncated),
+            };
+            // One tag selects a sub-interface; stacked tags (QinQ) are not configurable.
+            let vid = match l2.vlans {
+                [None, _] => 0,
+                [Some(vid), None] => vid,
+                _ => return Step::Drop(DropReason::UnknownVlan),
+            };
+            (l2.ethertype, l2.l3_offset, vid)
+        }
     };
-    if l2.vlans[0].is_some() {
+    let Some(logical) = ports.input(phys, vid) else {
         return Step::Drop(DropReason::UnknownVlan);
-    }
+    };
     // A router takes unicast frames addressed to its own port only (it is not a bridge).
     let dst_mac = EthernetFrame::new_unchecked(frame).dst_addr();
     let group = dst_mac.is_multicast();
-    if !group && dst_mac != port_mac {
+    if !group && dst_mac != ports.phys_mac(phys) {
         return Step::Drop(DropReason::NotForUs);
     }
-    let l3 = l2.l3_offset;
-    match l2.ethertype {
-        EtherType::Ipv4 => classify_ipv4(&frame[l3..], l3, lookups),
-        EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, lookups),
-        EtherType::Arp => Step::Local,
+    match ethertype {
+        EtherType::Ipv4 => classify_ipv4(&frame[l3..], l3, logical, lookups),
+        EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, logical, lookups),
+        EtherType::Arp => Step::Local { in_port: logical },
         _ => Step::Drop(DropReason::UnknownEthertype),
     }
 }
 
 /// RFC 1812 5.2.2 validation and 5.3.7 martian filtering of an IPv4 header.
 #[inline(always)]
-fn classify_ipv4(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
+fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -> Step {
     let ip = match Ipv4Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -294,7 +440,7 @@ fn classify_ipv4(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
     }
     // Multicast and limited broadcast are for the host stack (no multicast routing).
     if (224..240).contains(&dst_hi) || dst == u32::from(Ipv4Addr::BROADCAST) {
-        return Step::Local;
+        return Step::Local { in_port };
     }
     if dst_hi == 0 || dst_hi == 127 || dst_hi >= 240 {
         return Step::Drop(DropReason::MartianDestination);
@@ -303,12 +449,12 @@ fn classify_ipv4(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
     let slot = lookups.n4;
     lookups.v4[slot % MAX_BATCH] = dst;
     lookups.n4 += 1;
-    Step::V4 { l3: l3 as u16, slot: slot as u16 }
+    Step::V4 { l3: l3 as u16, slot: slot as u16, in_port }
 }
 
 /// IPv6 header checks (RFC 8200 section 3; RFC 4291 address scopes).
 #[inline(always)]
-fn classify_ipv6(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
+fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -> Step {
     let ip = match Ipv6Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -320,7 +466,7 @@ fn classify_ipv6(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
     }
     // Multicast (NDP among it) and link-local destinations are never forwarded.
     if (dst >> 120) == 0xff || (dst >> 118) == 0x3fa {
-        return Step::Local;
+        return Step::Local { in_port };
     }
     if dst == 0 || dst == 1 {
         return Step::Drop(DropReason::MartianDestination);
@@ -328,7 +474,7 @@ fn classify_ipv6(bytes: &[u8], l3: usize, lookups: &mut Lookups) -> Step {
     let slot = lookups.n6;
     lookups.v6[slot % MAX_BATCH] = dst;
     lookups.n6 += 1;
-    Step::V6 { l3: l3 as u16, slot: slot as u16 }
+    Step::V6 { l3: l3 as u16, slot: slot as u16, in_port }
 }
 
 fn ip_error_reason(e: wire::Error) -> DropReason {

@@ -13,6 +13,9 @@ pub mod counters;
 pub mod fib;
 pub mod filter;
 pub mod forward;
+pub mod ports;
+pub mod punt;
+pub mod slowpath;
 pub mod synth;
 pub mod worker;
 

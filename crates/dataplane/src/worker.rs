@@ -13,30 +13,36 @@ use crate::counters::{Counts, WorkerCounters};
 use crate::fib::{Fib, PortInfo};
 use crate::filter::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
+use crate::punt::{PuntBatch, PuntPort};
 
 /// Default packets per batch.
 pub const DEFAULT_BATCH: usize = 64;
 
-pub struct Worker<R: RxPort, T: TxPort, L: TxPort> {
-    /// Input ports.
+pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
+    /// Input ports (physical).
     pub rx: Vec<R>,
-    /// Output ports, indexed by the port number adjacencies name.
+    /// Output ports, indexed by physical port number.
     pub tx: Vec<T>,
-    /// Where packets for the router go.
+    /// Where frames for the slow path go (for the router, ICMP errors, unresolved, ...).
     pub local: L,
     pub pool: FramePool,
     forwarder: Forwarder,
     batch_size: usize,
     input: Batch,
     outputs: Vec<Batch>,
-    local_batch: Batch,
+    punts: PuntBatch,
+    /// The node's counters split by the physical port the frames came in on (a batch comes
+    /// from one port, so this costs one difference per batch, not per packet).
+    port_counts: Vec<Counts>,
     shared: Arc<WorkerCounters>,
 }
 
-impl<R: RxPort, T: TxPort, L: TxPort> Worker<R, T, L> {
+impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// A worker over `ports` (their MACs), reading `fib`. `batch_size` is clamped to 1..=256.
     pub fn new(fib: Arc<Fib>, ports: &[PortInfo], rx: Vec<R>, tx: Vec<T>, local: L, pool: FramePool, batch_size: usize) -> Self {
+        let outputs_len = tx.len().max(rx.len());
         let outputs = (0..tx.len()).map(|_| Batch::new()).collect();
+        let shared = Arc::new(WorkerCounters::new(tx.len()));
         Worker {
             rx,
             tx,
@@ -46,14 +52,25 @@ impl<R: RxPort, T: TxPort, L: TxPort> Worker<R, T, L> {
             batch_size: batch_size.clamp(1, io::batch::MAX_BATCH),
             input: Batch::new(),
             outputs,
-            local_batch: Batch::new(),
-            shared: Arc::new(WorkerCounters::default()),
+            punts: PuntBatch::default(),
+            port_counts: vec![Counts::default(); outputs_len],
+            shared,
         }
     }
 
     /// The counters this worker publishes after every poll, readable from any thread.
     pub fn counters(&self) -> Arc<WorkerCounters> {
         Arc::clone(&self.shared)
+    }
+
+    /// Lets this worker send up to `per_second` ICMP errors (0: none, the default).
+    pub fn set_icmp_rate(&mut self, per_second: u64) {
+        self.forwarder.set_icmp_rate(per_second);
+    }
+
+    /// ICMP errors handed to the slow path and suppressed by the rate limit so far.
+    pub fn icmp_counts(&self) -> (u64, u64) {
+        self.forwarder.icmp_counts()
     }
 
     /// Gives the worker a firewall (before it runs).
@@ -89,19 +106,35 @@ impl<R: RxPort, T: TxPort, L: TxPort> Worker<R, T, L> {
                 continue;
             }
             received += n;
-            self.forwarder.process(&mut self.pool, &mut self.input, &mut self.outputs, &mut self.local_batch);
+            let before = self.forwarder.counts;
+            self.forwarder.process(&mut self.pool, &mut self.input, &mut self.outputs, &mut self.punts);
+            if let Some(c) = self.port_counts.get_mut(i) {
+                c.add(&self.forwarder.counts.since(&before));
+            }
             for (port, out) in self.outputs.iter_mut().enumerate() {
                 if !out.is_empty() {
                     self.tx[port].tx_burst(&mut self.pool, out);
                 }
             }
-            if !self.local_batch.is_empty() {
-                self.local.tx_burst(&mut self.pool, &mut self.local_batch);
+            if !self.punts.is_empty() {
+                self.local.punt_burst(&mut self.pool, &mut self.punts);
             }
         }
         self.forwarder.quiescent();
         self.shared.publish(&self.forwarder.counts);
+        // Port statistics may cost a syscall (kernel ring drops): only when someone asks.
+        if self.shared.port_stats_wanted() {
+            self.publish_ports();
+        }
         received
+    }
+
+    fn publish_ports(&self) {
+        let stats = self.rx.iter().zip(&self.tx).map(|(r, t)| {
+            let (r, t) = (r.stats(), t.stats());
+            io::PortStats { tx_packets: t.tx_packets, tx_bytes: t.tx_bytes, tx_dropped: t.tx_dropped, ..r }
+        });
+        self.shared.publish_ports(stats, &self.port_counts, self.forwarder.icmp_counts());
     }
 
     /// Polls until `stop` is set.
@@ -115,5 +148,6 @@ impl<R: RxPort, T: TxPort, L: TxPort> Worker<R, T, L> {
             t.flush(&mut self.pool);
         }
         self.shared.publish(&self.forwarder.counts);
+        self.publish_ports();
     }
 }

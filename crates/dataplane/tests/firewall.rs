@@ -36,7 +36,7 @@ fn fib() -> Arc<Fib> {
 }
 
 fn ports() -> [PortInfo; 2] {
-    [PortInfo { name: "a".into(), mac: RX_MAC }, PortInfo { name: "b".into(), mac: TX_MAC }]
+    [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)]
 }
 
 fn ifaces(name: &str) -> Option<u16> {

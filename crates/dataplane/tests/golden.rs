@@ -45,9 +45,18 @@ fn with_ipv4<F: FnOnce(&mut Ipv4Packet<&mut [u8]>)>(mut frame: Vec<u8>, f: F) ->
 enum Fate {
     Forward,
     Local,
+    /// Handed to the slow path to wait for its neighbour's address.
+    SlowPath,
     Drop(DropReason),
 }
-use Fate::{Forward, Local};
+use Fate::{Forward, Local, SlowPath};
+
+/// `frame` with an 802.1Q tag of VLAN `vid` after the MACs.
+fn tagged(mut frame: Vec<u8>, vid: u16) -> Vec<u8> {
+    let [hi, lo] = vid.to_be_bytes();
+    frame.splice(12..12, [0x81, 0x00, hi, lo]);
+    frame
+}
 
 fn dropped(reason: DropReason) -> Fate {
     Fate::Drop(reason)
@@ -64,7 +73,7 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
         (udp(a2, v4([10, 9, 9, 9]), 1), dropped(DropReason::TtlExpired)),
         (with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| ip.set_checksum(0x1234)), dropped(DropReason::BadChecksum)),
         (udp(a2, v4([192, 0, 2, 1]), 64), dropped(DropReason::NoRoute)),
-        (udp(a2, v4([203, 0, 113, 5]), 64), dropped(DropReason::NoNeighbour)),
+        (udp(a2, v4([203, 0, 113, 5]), 64), SlowPath),
         (udp(v4([127, 0, 0, 1]), v4([10, 1, 2, 3]), 64), dropped(DropReason::MartianSource)),
         (udp(v6("2001:db8:a::2"), v6("2001:db8:100::5"), 64), fwd),
         (udp(v6("2001:db8:a::2"), v6("2001:db8:100::5"), 1), dropped(DropReason::TtlExpired)),
@@ -106,9 +115,13 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
     let mut lldp = udp(a2, v4([10, 1, 2, 3]), 64);
     lldp[12..14].copy_from_slice(&[0x88, 0xcc]);
     out.push((lldp, dropped(DropReason::UnknownEthertype)));
-    let mut tagged = udp(a2, v4([10, 1, 2, 3]), 64);
-    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x64]);
-    out.push((tagged, dropped(DropReason::UnknownVlan)));
+    out.push((tagged(udp(a2, v4([10, 1, 2, 3]), 64), 100), dropped(DropReason::UnknownVlan)));
+    // 802.1Q: untagged in, tagged out (lr-b.7); tagged in (lr-a.5), untagged out; tagged in,
+    // tagged out; two stacked tags are not a configured sub-interface.
+    out.push((udp(a2, v4([10, 77, 1, 1]), 64), fwd));
+    out.push((tagged(udp(v4([198, 21, 0, 2]), v4([10, 1, 2, 3]), 64), 5), fwd));
+    out.push((tagged(udp(v4([198, 21, 0, 2]), v4([10, 77, 1, 1]), 64), 5), fwd));
+    out.push((tagged(tagged(udp(a2, v4([10, 1, 2, 3]), 64), 5), 5), dropped(DropReason::UnknownVlan)));
     let mut elsewhere = udp(a2, v4([10, 1, 2, 3]), 64);
     elsewhere[5] = 0x99;
     out.push((elsewhere, dropped(DropReason::NotForUs)));
@@ -154,10 +167,12 @@ fn golden_pcap_in_pcap_out() {
 
     let forwarded = frames.iter().filter(|(_, fate)| *fate == Forward).count() as u64;
     let local = frames.iter().filter(|(_, fate)| *fate == Local).count() as u64;
+    let slow = frames.iter().filter(|(_, fate)| *fate == SlowPath).count() as u64;
     assert_eq!(counts.rx, frames.len() as u64);
     assert_eq!(counts.forwarded, forwarded);
     assert_eq!(counts.local, local);
-    assert_eq!(w.local.stats().tx_packets, local);
+    assert_eq!(counts.slow_path, slow);
+    assert_eq!(w.local.stats().tx_packets, local + slow);
     for &reason in DropReason::ALL {
         let want = frames.iter().filter(|(_, fate)| *fate == dropped(reason)).count() as u64;
         assert_eq!(counts.drops[reason as usize], want, "drop reason {}", reason.name());
@@ -167,16 +182,24 @@ fn golden_pcap_in_pcap_out() {
     // The forwarded frames: TTL decremented with a valid checksum, MACs rewritten.
     let out = io::pcap::parse(&out_b, Path::new("out")).unwrap();
     assert_eq!(out.len() as u64, forwarded);
+    let mut tags = 0;
     for rec in &out {
         let eth = wire::EthernetFrame::new_checked(&rec.data[..]).unwrap();
         assert_eq!(eth.dst_addr(), MacAddr([2, 0, 0, 0, 0, 0xb2]));
         assert_eq!(eth.src_addr(), MacAddr([2, 0, 0, 0, 0, 2]));
-        if eth.ethertype() == wire::EtherType::Ipv4 {
-            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+        let l2 = wire::parse_l2(&rec.data).unwrap();
+        let l3 = &rec.data[l2.l3_offset..];
+        // Only lr-b.7's route (10.77/16) goes out tagged.
+        let to_vlan7 = l2.ethertype == wire::EtherType::Ipv4 && Ipv4Packet::new_checked(l3).unwrap().dst_addr().octets()[1] == 77;
+        assert_eq!(l2.vlans, [to_vlan7.then_some(7), None]);
+        tags += usize::from(to_vlan7);
+        if l2.ethertype == wire::EtherType::Ipv4 {
+            let ip = Ipv4Packet::new_checked(l3).unwrap();
             assert_eq!(ip.ttl(), 63);
             assert!(ip.verify_checksum());
         } else {
-            assert_eq!(wire::Ipv6Packet::new_checked(eth.payload()).unwrap().hop_limit(), 63);
+            assert_eq!(wire::Ipv6Packet::new_checked(l3).unwrap().hop_limit(), 63);
         }
     }
+    assert_eq!(tags, 2);
 }

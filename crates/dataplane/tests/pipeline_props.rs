@@ -1,5 +1,6 @@
 //! Property tests of the whole forwarding node: arbitrary frames never panic it, and every
-//! received packet is accounted for exactly once (forwarded, local, or one drop reason).
+//! received packet is accounted for exactly once (forwarded, local, slow path, or one drop
+//! reason), also with 802.1Q sub-interfaces, a small MTU and ICMP errors on.
 
 use dataplane::bench::{RX_MAC, TX_MAC};
 use dataplane::{Fib, FibControl, PortInfo, Worker};
@@ -25,20 +26,40 @@ fn fib() -> Arc<Fib> {
 }
 
 fn worker(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx> {
-    let ports = [PortInfo { name: "a".into(), mac: RX_MAC }, PortInfo { name: "b".into(), mac: TX_MAC }];
+    let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
     let rx = ReplayRx::new(0, frames).once();
     Worker::new(fib(), &ports, vec![rx], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(300), 256)
+}
+
+/// A worker with sub-interfaces (VLAN 5 on port a, 7 on port b), a 576-byte MTU on b (so
+/// larger packets take the too-big path) and ICMP errors on.
+fn worker_vlan(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx> {
+    let mut b = PortInfo::new("b", TX_MAC, 1);
+    b.mtu = 576;
+    let ports = [
+        PortInfo::new("a", RX_MAC, 0),
+        b,
+        PortInfo { vlan: Some(5), ..PortInfo::new("a.5", RX_MAC, 0) },
+        PortInfo { vlan: Some(7), ..PortInfo::new("b.7", TX_MAC, 1) },
+    ];
+    let rx = ReplayRx::new(0, frames).once();
+    let mut w = Worker::new(fib(), &ports, vec![rx], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(300), 256);
+    w.set_icmp_rate(1_000_000);
+    w
 }
 
 /// A frame addressed to the router with a plausible L2/L3 start and random rest.
 fn frame() -> impl Strategy<Value = Vec<u8>> {
     let ethertype = prop_oneof![Just([0x08, 0x00]), Just([0x86, 0xdd]), Just([0x08, 0x06]), Just([0x81, 0x00]), any::<[u8; 2]>()];
-    (ethertype, proptest::collection::vec(any::<u8>(), 0..120), any::<bool>()).prop_map(|(et, rest, v)| {
+    (ethertype, proptest::collection::vec(any::<u8>(), 0..700), any::<bool>()).prop_map(|(et, rest, v)| {
         let mut f = RX_MAC.0.to_vec();
         f.extend_from_slice(&[2, 0, 0, 0, 0, 0xa1]);
         f.extend_from_slice(&et);
         let mut rest = rest;
-        if v && !rest.is_empty() {
+        if v && et == [0x81, 0x00] && rest.len() >= 5 {
+            // A tag for VLAN 5, then IPv4.
+            rest[..5].copy_from_slice(&[0, 5, 0x08, 0x00, 0x45]);
+        } else if v && !rest.is_empty() {
             rest[0] = if et == [0x86, 0xdd] { 0x60 } else { 0x45 };
         }
         f.extend_from_slice(&rest);
@@ -57,10 +78,28 @@ proptest! {
         }
         let c = w.counts();
         prop_assert_eq!(c.rx, n);
-        prop_assert_eq!(c.forwarded + c.local + c.dropped(), n);
+        prop_assert_eq!(c.forwarded + c.local + c.slow_path + c.dropped(), n);
         let sent: u64 = w.tx.iter().map(|t| t.stats().tx_packets).sum();
         prop_assert_eq!(sent, c.forwarded);
-        prop_assert_eq!(w.local.stats().tx_packets, c.local);
+        prop_assert_eq!(w.local.stats().tx_packets, c.local + c.slow_path);
+        prop_assert_eq!(w.pool.available(), 300);
+    }
+
+    #[test]
+    fn every_packet_is_accounted_for_with_vlans_and_errors(frames in proptest::collection::vec(frame(), 1..300)) {
+        let n = frames.len() as u64;
+        let mut w = worker_vlan(frames);
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+        let c = w.counts();
+        prop_assert_eq!(c.rx, n);
+        prop_assert_eq!(c.forwarded + c.local + c.slow_path + c.dropped(), n);
+        let sent: u64 = w.tx.iter().map(|t| t.stats().tx_packets).sum();
+        prop_assert_eq!(sent, c.forwarded);
+        // Punted: local, slow path, and the dropped packets an ICMP error is sent about.
+        let (errors, _) = w.icmp_counts();
+        prop_assert_eq!(w.local.stats().tx_packets, c.local + c.slow_path + errors);
         prop_assert_eq!(w.pool.available(), 300);
     }
 }

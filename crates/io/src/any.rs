@@ -73,6 +73,8 @@ pub struct PortOpener {
     umem: Option<Umem>,
     /// Fanout group for AF_PACKET rx sockets (several workers on one interface).
     pub fanout: Option<u16>,
+    /// Spread the fanout group by the Toeplitz RSS hash instead of the kernel's flow hash.
+    pub fanout_rss: bool,
     pub xdp: XdpConfig,
 }
 
@@ -112,9 +114,10 @@ impl PortOpener {
 
     /// AF_PACKET rx (TPACKET_V3 ring) and tx (mmap ring, qdisc bypass) sockets on `ifname`.
     pub fn open_packet(&mut self, ifname: &str, port: u16) -> Result<(AnyRx, AnyTx, PortKind), PacketError> {
-        let cfg = PacketConfig { port, fanout: self.fanout, ..PacketConfig::default() };
+        let cfg = PacketConfig { port, fanout: self.fanout, fanout_rss: self.fanout_rss, ..PacketConfig::default() };
         let (rx, tx) = afpacket::open(ifname, &cfg)?;
         let kind = match self.fanout {
+            Some(g) if self.fanout_rss => format!("af_packet (TPACKET_V3, fanout group {g}, Toeplitz RSS)"),
             Some(g) => format!("af_packet (TPACKET_V3, fanout group {g})"),
             None => "af_packet (TPACKET_V3)".to_owned(),
         };

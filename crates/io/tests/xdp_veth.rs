@@ -126,7 +126,6 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
         return;
     }
     let ns = veth_ns("fwd");
-    let nsname = ns.0.clone();
     ns.run(|| {
         let mut pool = FramePool::new(8192);
         let cfg = XdpConfig::default();
@@ -166,8 +165,8 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
             pool.free(d);
         }
 
-        // 2. The program steers by EtherType: IPv4, IPv6 and VLAN-tagged frames to the socket;
-        //    ARP and LLDP to the kernel (lrx1's kernel learns the ARP sender).
+        // 2. The program steers by EtherType: IPv4, IPv6, ARP and VLAN-tagged frames to the
+        //    socket (the router answers ARP itself); LLDP to the kernel.
         let ether = |dst: &[u8; 6], ty: u16| {
             let mut f = dst.to_vec();
             f.extend_from_slice(&MAC0);
@@ -177,16 +176,15 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
         };
         let lldp = ether(&[0x01, 0x80, 0xc2, 0, 0, 0x0e], 0x88cc);
         let (vlan, qinq, ipv6) = (ether(&MAC1, 0x8100), ether(&MAC1, 0x88a8), ether(&MAC1, 0x86dd));
-        let burst = [arp_request(), lldp, vlan.clone(), qinq.clone(), ipv6.clone(), ipv4_frame(1000, 60)];
+        let arp = arp_request();
+        let burst = [arp.clone(), lldp, vlan.clone(), qinq.clone(), ipv6.clone(), ipv4_frame(1000, 60)];
         send(&mut pool, &mut tx0, &burst);
         let got = recv(&mut pool, &mut rx1, &mut [&mut tx0], 1);
         let got_bytes: Vec<Vec<u8>> = got.iter().map(|d| pool.frame(*d).to_vec()).collect();
-        assert_eq!(got_bytes, [vlan, qinq, ipv6, ipv4_frame(1000, 60)], "neither ARP nor LLDP reach the socket");
+        assert_eq!(got_bytes, [arp, vlan, qinq, ipv6, ipv4_frame(1000, 60)], "LLDP does not reach the socket");
         for d in got {
             pool.free(d);
         }
-        let neigh = ip(&["-n", &nsname, "neigh", "show", "dev", "lrx1"]);
-        assert!(neigh.contains("10.77.0.1"), "kernel saw the ARP request: {neigh:?}");
 
         // 3. Shared UMEM forwarding: receive on lrx1, send the same descriptors back out of
         //    lrx1, receive them on lrx0. No byte is copied in user space.

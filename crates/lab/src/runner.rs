@@ -339,6 +339,9 @@ pub fn linerate_config(backend: &str) -> String {
     format!(
         r#"[router]
 batch_size = 64
+# The lab measures forwarding; the DUT namespace's kernel keeps the addresses (as it does
+# for the kernel sets) instead of linerate's host-stack TAPs.
+host_stack = false
 
 [[interface]]
 name = "lrd0"

@@ -141,7 +141,7 @@ pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: O
     let mut batch = Batch::new();
     let mut secs = Seconds::new(on_second);
     let (mut packets, mut bytes) = (0u64, 0u64);
-    while !stop.load(Ordering::Relaxed) && !duration.is_some_and(|d| secs.start.elapsed() >= d) {
+    while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| secs.start.elapsed() < d) {
         let n = rx.rx_burst(&mut pool, &mut batch, BURST);
         packets += n as u64;
         for d in batch.drain() {

@@ -23,6 +23,10 @@ pub struct BenchArgs {
     /// IPv6 flows and table instead of IPv4.
     #[arg(long)]
     ipv6: bool,
+    /// 802.1Q: frames arrive tagged (VLAN 10) and leave tagged (VLAN 20), through
+    /// sub-interfaces of both ports; --frame-size stays the untagged size.
+    #[arg(long)]
+    vlan: bool,
     /// Replay this capture instead of generated flows.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
@@ -79,6 +83,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         flows: args.flows,
         frame_size: args.frame_size.unwrap_or(if args.ipv6 { 62 } else { 60 }),
         ipv6: args.ipv6,
+        vlan: args.vlan,
         pcap: args.pcap.clone(),
         runs: args.runs,
         seconds: args.seconds,
@@ -161,6 +166,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
             "flows": res.flows,
             "frame_size": res.frame_size,
             "ipv6": cfg.ipv6,
+            "vlan": cfg.vlan,
             "batch": cfg.batch,
             "cpu": cpu,
             "workers": cfg.workers,

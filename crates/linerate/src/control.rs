@@ -1,21 +1,43 @@
-//! The control socket of `linerate run`, and `linerate reload`, its client.
+//! The control socket of `linerate run`, and `linerate reload`, its client (`show` and `top`,
+//! the other clients, are in [`crate::show`]).
 //!
 //! `run` listens on the config's `router.control_socket` (a Unix stream socket, mode 0600, so
-//! only root and the owner can talk to it). The protocol is one line per connection:
-//! `reload\n` re-reads the rule file named in the running config, compiles it off the fast
-//! path and publishes it to the workers, answering `ok: N rules\n`, or
-//! `error: file:line:col: problem\n` with the old rules left in place.
+//! only root and the owner can talk to it). The protocol is one line per connection, one line
+//! back:
+//! - `reload` re-reads the rule file named in the running config, compiles it off the fast
+//!   path and publishes it to the workers, answering `ok: N rules`, or
+//!   `error: file:line:col: problem` with the old rules left in place;
+//! - `stats`, `routes`, `neighbours`, `interfaces` answer one JSON document each (see
+//!   [`crate::show`] for their fields).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use config::Config;
+use dataplane::WorkerCounters;
 use dataplane::filter::RulesSlot;
+use dataplane::fib::RouteKind;
+use dataplane::slowpath::SlowPath;
+use serde_json::{Value, json};
+
+/// What the control socket can see of a running router.
+pub struct RouterState {
+    pub cfg: Config,
+    pub slot: Option<Arc<RulesSlot>>,
+    pub workers: Vec<Arc<WorkerCounters>>,
+    pub slow: Arc<Mutex<SlowPath>>,
+    pub ports: Vec<dataplane::PortInfo>,
+    /// Backend of each physical interface.
+    pub kinds: Vec<String>,
+    pub punt_overflows: Arc<AtomicU64>,
+    pub started: Instant,
+}
 
 /// The listening socket; its file is removed when this is dropped (at `run`'s exit).
 pub struct Server {
@@ -25,8 +47,8 @@ pub struct Server {
 impl Server {
     /// Binds the socket (replacing a stale file no process listens on) and serves it on a
     /// thread of its own. `slot` is `None` when the config has no firewall.
-    pub fn start(cfg: &Config, slot: Option<Arc<RulesSlot>>) -> Result<Server> {
-        let path = cfg.router.control_socket.clone();
+    pub fn start(state: Arc<RouterState>) -> Result<Server> {
+        let path = state.cfg.router.control_socket.clone();
         if std::fs::symlink_metadata(&path).is_ok() {
             if UnixStream::connect(&path).is_ok() {
                 bail!("another process is listening on it");
@@ -35,12 +57,11 @@ impl Server {
         }
         let listener = UnixListener::bind(&path).context("binding")?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).context("setting mode 0600")?;
-        let cfg = cfg.clone();
         std::thread::Builder::new()
             .name("lr-control".into())
             .spawn(move || {
                 for conn in listener.incoming().flatten() {
-                    serve(conn, &cfg, slot.as_deref());
+                    serve(conn, &state);
                 }
             })
             .context("starting the control thread")?;
@@ -54,18 +75,155 @@ impl Drop for Server {
     }
 }
 
-fn serve(conn: UnixStream, cfg: &Config, slot: Option<&RulesSlot>) {
+fn serve(conn: UnixStream, state: &RouterState) {
     // A client that never sends its line must not block the next one for long.
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
     let mut reader = BufReader::new(&conn);
     let answer = match reader.read_line(&mut line) {
-        Ok(_) if line.trim() == "reload" => reload(cfg, slot),
-        Ok(_) => format!("error: unknown command {:?} (expected \"reload\")", line.trim()),
+        Ok(_) => match line.trim() {
+            "reload" => reload(&state.cfg, state.slot.as_deref()),
+            "stats" => stats(state).to_string(),
+            "routes" => routes(state).to_string(),
+            "neighbours" => neighbours(state).to_string(),
+            "interfaces" => interfaces(state).to_string(),
+            other => format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours or interfaces)"),
+        },
         Err(e) => format!("error: reading the command: {e}"),
     };
     let mut conn = &conn;
     let _ = conn.write_all(format!("{}\n", answer.replace('\n', "; ")).as_bytes());
+}
+
+/// Counters of every worker (per physical interface: its queue), their sums per interface,
+/// drop reasons and the slow path's counters.
+fn stats(state: &RouterState) -> Value {
+    let physical: Vec<&dataplane::PortInfo> = state.ports.iter().filter(|p| p.vlan.is_none()).collect();
+    let snaps: Vec<_> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
+    let port_json = |p: &io::PortStats, c: Option<&dataplane::Counts>| {
+        let errors = c.map_or(0, |c| {
+            use dataplane::DropReason::*;
+            [Truncated, BadVersion, BadLength, BadChecksum].iter().map(|&r| c.drops[r as usize]).sum::<u64>()
+        });
+        json!({
+            "rx_packets": p.rx_packets, "rx_bytes": p.rx_bytes, "rx_errors": errors,
+            "rx_drops": p.rx_dropped + c.map_or(0, |c| c.dropped()) - errors,
+            "tx_packets": p.tx_packets, "tx_bytes": p.tx_bytes, "tx_drops": p.tx_dropped,
+        })
+    };
+    let mut total = dataplane::Counts::default();
+    let workers: Vec<Value> = snaps
+        .iter()
+        .enumerate()
+        .map(|(w, (c, ps))| {
+            total.add(c);
+            let queues: Vec<Value> = physical
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let mut v = port_json(&ps.ports.get(i).copied().unwrap_or_default(), ps.counts.get(i));
+                    v["interface"] = json!(p.name);
+                    v
+                })
+                .collect();
+            json!({"worker": w, "rx": c.rx, "forwarded": c.forwarded, "local": c.local, "slow_path": c.slow_path,
+                   "dropped": c.dropped(), "icmp_sent": ps.icmp_sent, "icmp_suppressed": ps.icmp_suppressed, "queues": queues})
+        })
+        .collect();
+    let interfaces: Vec<Value> = physical
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut sum = io::PortStats::default();
+            let mut counts = dataplane::Counts::default();
+            for (_, ps) in &snaps {
+                let s = ps.ports.get(i).copied().unwrap_or_default();
+                sum.rx_packets += s.rx_packets;
+                sum.rx_bytes += s.rx_bytes;
+                sum.rx_dropped += s.rx_dropped;
+                sum.tx_packets += s.tx_packets;
+                sum.tx_bytes += s.tx_bytes;
+                sum.tx_dropped += s.tx_dropped;
+                if let Some(c) = ps.counts.get(i) {
+                    counts.add(c);
+                }
+            }
+            let mut v = port_json(&sum, Some(&counts));
+            v["name"] = json!(p.name);
+            v["backend"] = json!(state.kinds.get(i));
+            v
+        })
+        .collect();
+    let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
+    let s = state.slow.lock().unwrap_or_else(|e| e.into_inner()).stats;
+    json!({
+        "uptime": state.started.elapsed().as_secs_f64(),
+        "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
+        "interfaces": interfaces,
+        "workers": workers,
+        "drops": drops,
+        "slow_path": {
+            "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
+            "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
+            "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
+            "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
+            "local_drops": s.local_drops, "punt_overflows": state.punt_overflows.load(Ordering::Relaxed),
+        },
+    })
+}
+
+fn port_name(state: &RouterState, port: u16) -> Value {
+    json!(state.ports.get(port as usize).map(|p| p.name.as_str()))
+}
+
+fn routes(state: &RouterState) -> Value {
+    let sp = state.slow.lock().unwrap_or_else(|e| e.into_inner());
+    let list: Vec<Value> = sp
+        .fib()
+        .routes()
+        .map(|(prefix, len, kind)| {
+            let (k, via, port) = match kind {
+                RouteKind::Local => ("local", None, None),
+                RouteKind::Blackhole => ("blackhole", None, None),
+                RouteKind::Connected { port } => ("connected", None, Some(port)),
+                RouteKind::Via { gateway, port } => ("via", Some(gateway.to_string()), Some(port)),
+                RouteKind::Neighbour { port } => ("neighbour", None, Some(port)),
+            };
+            json!({"prefix": format!("{prefix}/{len}"), "kind": k, "via": via, "interface": port.map(|p| port_name(state, p))})
+        })
+        .collect();
+    json!(list)
+}
+
+fn neighbours(state: &RouterState) -> Value {
+    let sp = state.slow.lock().unwrap_or_else(|e| e.into_inner());
+    let list: Vec<Value> = sp
+        .neighbours()
+        .into_iter()
+        .map(|(ip, st, mac, port)| {
+            json!({"address": ip.to_string(), "state": format!("{st:?}").to_lowercase(), "mac": mac.map(|m| m.to_string()),
+                   "interface": port.map(|p| port_name(state, p))})
+        })
+        .collect();
+    json!(list)
+}
+
+fn interfaces(state: &RouterState) -> Value {
+    let list: Vec<Value> = state
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let parent = p.vlan.map(|_| state.ports.iter().find(|q| q.phys == p.phys && q.vlan.is_none()).map(|q| q.name.clone()));
+            json!({
+                "name": p.name, "mac": p.mac.to_string(), "mtu": p.mtu, "vlan": p.vlan, "parent": parent.flatten(),
+                "addresses": p.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>(),
+                "tap": state.cfg.router.host_stack.then(|| state.cfg.interfaces[i].tap_name(i)),
+                "backend": state.kinds.get(p.phys as usize),
+            })
+        })
+        .collect();
+    json!(list)
 }
 
 fn reload(cfg: &Config, slot: Option<&RulesSlot>) -> String {
@@ -86,31 +244,13 @@ fn reload(cfg: &Config, slot: Option<&RulesSlot>) -> String {
     }
 }
 
-#[derive(clap::Args)]
-pub struct ReloadArgs {
-    /// Configuration file of the running linerate (for `router.control_socket`)
-    /// [default: the default socket, /run/linerate.sock].
-    #[arg(short, long)]
-    config: Option<PathBuf>,
-}
-
 /// `linerate reload`: asks the running linerate to re-read its rule file; prints the answer,
 /// fails if the rules were refused.
-pub fn reload_main(args: ReloadArgs) -> Result<()> {
-    let socket = match &args.config {
-        Some(path) => Config::load(path)?.router.control_socket,
-        None => config::RouterSettings::default().control_socket,
-    };
-    let mut conn = UnixStream::connect(&socket)
-        .with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
-    conn.set_read_timeout(Some(Duration::from_secs(120)))?;
-    conn.write_all(b"reload\n")?;
-    let mut answer = String::new();
-    BufReader::new(&conn).read_line(&mut answer).context("reading the answer")?;
-    let answer = answer.trim_end();
-    if let Some(err) = answer.strip_prefix("error: ") {
-        bail!("reload refused: {err}");
-    }
+pub fn reload_main(args: crate::show::SocketArgs) -> Result<()> {
+    let socket = args.socket()?;
+    let answer = crate::show::request(&socket, "reload", Duration::from_secs(120)).map_err(|e| {
+        anyhow::anyhow!("{}", format!("{e:#}").replacen("reload: ", "reload refused: ", 1))
+    })?;
     if !answer.starts_with("ok") {
         bail!("unexpected answer {answer:?}");
     }

@@ -7,6 +7,8 @@
 //! ingress, then nf ingress), so a rule there drops the kernel's copy after linerate has its
 //! own. Packets addressed to the router itself, multicast, broadcast and IPv6 link-local
 //! traffic still reach the kernel (ping, ssh, NDP keep working); ARP is untouched.
+//! With the host stack on, the kernel gets what is for it through linerate's TAPs instead,
+//! so its copy of every frame on the interface is dropped.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -18,10 +20,15 @@ const TABLE: &str = "linerate_bypass";
 /// An installed bypass; removes its table when dropped.
 pub struct KernelBypass;
 
-/// The ruleset for `ifaces`: (name, the router's addresses on it).
-pub fn ruleset(ifaces: &[(String, Vec<IpAddr>)]) -> String {
+/// The ruleset for `ifaces`: (name, the router's addresses on it); `everything`: drop every
+/// frame (host stack on TAPs).
+pub fn ruleset(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> String {
     let mut s = format!("table netdev {TABLE} {{\n");
     for (i, (name, addrs)) in ifaces.iter().enumerate() {
+        if everything {
+            s.push_str(&format!("  chain in{i} {{\n    type filter hook ingress device \"{name}\" priority 0; policy drop;\n  }}\n"));
+            continue;
+        }
         let v4: Vec<String> = addrs.iter().filter(|a| a.is_ipv4()).map(|a| a.to_string()).chain(["224.0.0.0/4".into(), "255.255.255.255".into()]).collect();
         let v6: Vec<String> = addrs.iter().filter(|a| a.is_ipv6()).map(|a| a.to_string()).chain(["fe80::/10".into(), "ff00::/8".into()]).collect();
         s.push_str(&format!(
@@ -49,9 +56,9 @@ fn nft(script: &str) -> Result<(), String> {
 
 impl KernelBypass {
     /// Installs the table (replacing a stale one left by a crashed linerate).
-    pub fn install(ifaces: &[(String, Vec<IpAddr>)]) -> Result<KernelBypass, String> {
+    pub fn install(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> Result<KernelBypass, String> {
         let _ = nft(&format!("delete table netdev {TABLE}\n"));
-        nft(&ruleset(ifaces))?;
+        nft(&ruleset(ifaces, everything))?;
         Ok(KernelBypass)
     }
 }
@@ -68,9 +75,11 @@ mod tests {
 
     #[test]
     fn ruleset_keeps_local_and_group_traffic() {
-        let r = ruleset(&[("lrd0".into(), vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap()])]);
+        let r = ruleset(&[("lrd0".into(), vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap()])], false);
         assert!(r.contains("device \"lrd0\""));
         assert!(r.contains("ip daddr != { 198.18.0.1, 224.0.0.0/4, 255.255.255.255 } drop"));
         assert!(r.contains("ip6 daddr != { 2001:db8::1, fe80::/10, ff00::/8 } drop"));
+        let all = ruleset(&[("lrd0".into(), vec![])], true);
+        assert!(all.contains("policy drop;"));
     }
 }

@@ -4,9 +4,11 @@
 mod bench;
 mod check;
 mod control;
+mod host;
 mod kernel_bypass;
 mod lab_cmd;
 mod run;
+mod show;
 mod traffic;
 
 use clap::{Parser, Subcommand};
@@ -29,7 +31,11 @@ enum Command {
     /// Forward between the configured interfaces until SIGINT/SIGTERM.
     Run(run::RunArgs),
     /// Make a running `linerate run` re-read its firewall rule file (atomic swap).
-    Reload(control::ReloadArgs),
+    Reload(show::SocketArgs),
+    /// Show the routes, neighbours, interfaces or drop counters of a running `linerate run`.
+    Show(show::ShowArgs),
+    /// Live per-interface and per-queue rates and drops of a running `linerate run`.
+    Top(show::TopArgs),
     /// Send UDP flows of minimum-size frames (or IMIX) on an interface, pkt-gen style.
     Gen(traffic::GenArgs),
     /// Count the frames arriving on an interface, per second.
@@ -54,6 +60,8 @@ fn main() -> std::process::ExitCode {
         Command::Lab(args) => lab_cmd::main(args),
         Command::Run(args) => run::main(args),
         Command::Reload(args) => control::reload_main(args),
+        Command::Show(args) => show::show_main(args),
+        Command::Top(args) => show::top_main(args),
         Command::Gen(args) => traffic::gen_main(args),
         Command::Rcv(args) => traffic::rcv_main(args),
         Command::Stat { .. } => unreachable!("handled above"),

@@ -1,30 +1,34 @@
-//! `linerate run -c FILE`: open the configured interfaces, forward until SIGINT/SIGTERM, then
-//! print per-interface counters and drop reasons.
+//! `linerate run -c FILE`: open the configured interfaces, forward with N workers until
+//! SIGINT/SIGTERM, then print per-interface counters and drop reasons.
 //!
-//! What happens to traffic the kernel would have handled, until the host-stack issue lands:
-//! - AF_XDP: linerate's XDP program hands IPv4, IPv6 and VLAN-tagged frames to linerate and
-//!   passes everything else (ARP above all) to the kernel, which keeps answering ARP for the
-//!   interface addresses it owns. IP packets addressed to the router take linerate's local
-//!   exit, where they are counted and dropped: ping or ssh to the router's own addresses do
-//!   not work while linerate runs with AF_XDP.
+//! Threads: one worker per CPU queue (pinned; each with its own frame pool and its own socket
+//! on every interface: an AF_XDP socket on queue w, or a member of the interface's AF_PACKET
+//! fanout group), the slow path (ARP/NDP, ICMP, the host-stack TAPs: [`crate::host`]), the
+//! control socket ([`crate::control`]) and this thread, which waits and prints.
+//!
+//! What the kernel still sees of the interfaces:
+//! - AF_XDP: linerate's XDP program hands IPv4, IPv6, ARP and VLAN-tagged frames to linerate
+//!   and passes the rest (LLDP, STP, ...) to the kernel.
 //! - AF_PACKET: the kernel still receives every frame. linerate installs an nftables netdev
-//!   ingress table (`linerate_bypass`, removed on exit) that drops the kernel's copy of IP
-//!   packets not addressed to the router, after linerate's socket has its own; so the kernel
-//!   answers ARP and its own pings as usual, and linerate counts those packets on its local
-//!   exit and drops its copy. Keep the kernel's forwarding off (net.ipv4.ip_forward=0, the
-//!   default in a new namespace), or if the table cannot be installed both would forward.
+//!   ingress table (`linerate_bypass`, removed on exit) that drops the kernel's copy after
+//!   linerate's socket has its own: all of it with the host stack on (the kernel gets what is
+//!   for it through the TAP), else only IP packets not addressed to the router.
+//!
+//! With the host stack (the default), the router's addresses belong on the TAPs, which
+//! linerate creates and configures: leave them off the kernel's interfaces.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use config::{Backend, Config};
 use dataplane::filter::{CompiledRules, Firewall, FirewallStats, RulesSlot};
-use dataplane::{Counts, Worker};
+use dataplane::punt::{PUNT_QUEUE, PuntSender, punt_channel};
+use dataplane::slowpath::SlowPath;
+use dataplane::{Counts, Worker, WorkerCounters};
 use io::any::{AnyRx, AnyTx, PortKind, PortOpener};
-use io::mem::CountingTx;
 use io::{PortStats, RxPort, TxPort};
 
 #[derive(clap::Args)]
@@ -32,16 +36,23 @@ pub struct RunArgs {
     /// Configuration file (TOML).
     #[arg(short, long)]
     config: PathBuf,
-    /// CPU to pin the worker to [default: the last CPU].
+    /// First CPU to pin workers to (worker w on CPU first + w, modulo the CPU count)
+    /// [default: the last CPU for one worker, CPU 0 for several].
     #[arg(long)]
     cpu: Option<usize>,
+    /// Worker threads [default: the config's router.workers].
+    #[arg(long)]
+    workers: Option<usize>,
     /// Print counters every N seconds while running (0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_interval: u64,
 }
 
-/// Frames in the pool: enough to keep every AF_XDP fill ring full plus frames in flight.
+/// Frames in each worker's pool: enough to keep every AF_XDP fill ring full plus frames in
+/// flight.
 const POOL_FRAMES: u32 = 16 * 1024;
+
+type RunWorker = Worker<AnyRx, AnyTx, PuntSender>;
 
 pub fn main(args: RunArgs) -> Result<()> {
     let mut cfg = Config::load(&args.config)?;
@@ -49,7 +60,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     if !io::netdev::is_root() {
         bail!("linerate run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to open packet sockets and load XDP programs");
     }
-    for iface in &mut cfg.interfaces {
+    for iface in cfg.interfaces.iter_mut().filter(|i| i.vlan.is_none()) {
         if !io::netdev::exists(&iface.name) {
             bail!("{path}: interface {:?} does not exist in this network namespace (check `ip link`)", iface.name);
         }
@@ -61,33 +72,67 @@ pub fn main(args: RunArgs) -> Result<()> {
             iface.mac = Some(config::MacAddr(mac));
         }
     }
-    let (ctl, ports) = dataplane::fib::from_config(&cfg)?;
-    let mut pool = io::FramePool::new(POOL_FRAMES);
-    let mut opener = PortOpener::new();
-    let (mut rx, mut tx, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
-    let mut bypass_ifaces = Vec::new();
-    for (i, iface) in cfg.interfaces.iter().enumerate() {
-        opener.xdp.mode = match iface.xdp_mode {
-            config::XdpMode::Auto => io::xdp::XdpMode::Auto,
-            config::XdpMode::Native => io::xdp::XdpMode::Native,
-            config::XdpMode::Generic => io::xdp::XdpMode::Generic,
-        };
-        let (r, t, kind) = open(&mut opener, &mut pool, &iface.name, i as u16, iface.backend)
-            .with_context(|| format!("{path}: opening interface {:?}", iface.name))?;
-        eprintln!("linerate: {} (port {i}): {kind}", iface.name);
-        if matches!(r, AnyRx::Packet(_)) {
-            bypass_ifaces.push((iface.name.clone(), iface.addresses.iter().map(|a| a.addr).collect::<Vec<_>>()));
+    if cfg.router.host_stack {
+        for iface in cfg.interfaces.iter().filter(|i| i.vlan.is_none()) {
+            for a in iface.addresses.iter().filter(|a| crate::host::kernel_has_address(&iface.name, a.addr)) {
+                eprintln!("linerate: warning: {} also has {} in the kernel: with the host stack on, the address lives on linerate's TAP ({}); remove it from {} (`ip addr del`)", iface.name, a.addr, crate::host::tap_names(&cfg).join(", "), iface.name);
+            }
         }
-        rx.push(r);
-        tx.push(t);
-        kinds.push(kind.to_string());
+    }
+    let workers = args.workers.unwrap_or(cfg.router.workers).clamp(1, 256);
+    let (ctl, ports) = dataplane::fib::from_config(&cfg)?;
+    let physical: Vec<config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).cloned().collect();
+    // AF_PACKET fanout groups are per interface; ids from the pid keep two linerates apart.
+    let fanout_base = (std::process::id() as u16).wrapping_mul(64);
+    let mut opened = Vec::new();
+    let mut kinds = Vec::new();
+    // Every worker uses the backend worker 0 ended up with on an interface.
+    let mut backends: Vec<Backend> = physical.iter().map(|i| i.backend).collect();
+    // AF_PACKET fanout spreads flows with the Toeplitz RSS hash (an eBPF program), or, if the
+    // kernel refuses it, with its own flow hash; decided per interface by worker 0.
+    let mut fanout_rss: Vec<bool> = vec![workers > 1; physical.len()];
+    let mut bypass_ifaces = Vec::new();
+    for w in 0..workers {
+        let mut pool = io::FramePool::new(POOL_FRAMES);
+        let mut opener = PortOpener::new();
+        opener.xdp.queue = w as u32;
+        let (mut rx, mut tx) = (Vec::new(), Vec::new());
+        for (phys, iface) in physical.iter().enumerate() {
+            opener.fanout = (workers > 1).then_some(fanout_base.wrapping_add(phys as u16));
+            opener.fanout_rss = fanout_rss[phys];
+            opener.xdp.mode = match iface.xdp_mode {
+                config::XdpMode::Auto => io::xdp::XdpMode::Auto,
+                config::XdpMode::Native => io::xdp::XdpMode::Native,
+                config::XdpMode::Generic => io::xdp::XdpMode::Generic,
+            };
+            let mut opened_port = open(&mut opener, &mut pool, &iface.name, phys as u16, backends[phys]);
+            if w == 0 && opener.fanout_rss && opened_port.is_err() {
+                eprintln!("linerate: warning: {}: Toeplitz fanout refused ({:#}); using the kernel's flow hash", iface.name, opened_port.as_ref().err().expect("is_err"));
+                fanout_rss[phys] = false;
+                opener.fanout_rss = false;
+                opened_port = open(&mut opener, &mut pool, &iface.name, phys as u16, backends[phys]);
+            }
+            let (r, t, kind) = opened_port
+                .with_context(|| format!("{path}: opening interface {:?} for worker {w} (AF_XDP: queue {w}; an interface needs as many queues as workers, see `ethtool -l`)", iface.name))?;
+            if w == 0 {
+                backends[phys] = if matches!(r, AnyRx::Packet(_)) { Backend::AfPacket } else { Backend::AfXdp };
+                eprintln!("linerate: {} (port {phys}): {kind}", iface.name);
+                kinds.push(kind.to_string());
+                if matches!(r, AnyRx::Packet(_)) {
+                    bypass_ifaces.push((iface.name.clone(), iface.addresses.iter().map(|a| a.addr).collect::<Vec<_>>()));
+                }
+            }
+            rx.push(r);
+            tx.push(t);
+        }
+        opened.push((rx, tx, pool));
     }
 
     // AF_PACKET leaves the kernel a copy of every frame: drop it early (see kernel_bypass).
     let _bypass = if bypass_ifaces.is_empty() {
         None
     } else {
-        match crate::kernel_bypass::KernelBypass::install(&bypass_ifaces) {
+        match crate::kernel_bypass::KernelBypass::install(&bypass_ifaces, cfg.router.host_stack) {
             Ok(b) => Some(b),
             Err(e) => {
                 eprintln!("linerate: warning: cannot keep the kernel from processing forwarded frames ({e}); it will also route every frame linerate forwards, halving throughput");
@@ -96,50 +141,98 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
     };
     let stop = crate::stop_on_signals()?;
-    let cpu = args.cpu.unwrap_or_else(|| io::affinity::available_cpus().saturating_sub(1));
-    let batch = cfg.router.batch_size;
-    let fib = ctl.fib();
-    let mut worker = Worker::new(fib, &ports, rx, tx, CountingTx::new(), pool, batch);
-    // Rules are compiled before the worker starts; reloads go through the same slot.
+
+    // The slow path owns the FIB writer from here on.
+    let host_io = crate::host::open(&cfg, &ports)?;
+    if cfg.router.host_stack {
+        eprintln!("linerate: host stack on TAPs {}", crate::host::tap_names(&cfg).join(", "));
+    }
+    let (punt_tx, punt_rx) = punt_channel(PUNT_QUEUE);
+    let punt_overflows = Arc::clone(&punt_rx.overflows);
+    let icmp_rate = u64::from(cfg.router.icmp_errors_per_second);
+    let mut slow = SlowPath::new(ctl, ports.clone(), cfg.router.host_stack, icmp_rate);
+    for n in &cfg.neighbours {
+        if let Some(port) = cfg.interfaces.iter().position(|i| i.name == n.interface) {
+            slow.add_static(n.address, port as u16, wire::MacAddr(n.mac.0));
+        }
+    }
+    let fib = slow.fib().fib();
+    let slow = Arc::new(Mutex::new(slow));
+    let slow_thread = {
+        let (slow, stop) = (Arc::clone(&slow), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("lr-slowpath".into())
+            .spawn(move || crate::host::run(slow, host_io, punt_rx, stop))
+            .context("starting the slow-path thread")?
+    };
+
+    // Rules are compiled before the workers start; reloads go through the same slot.
     let slot = match &cfg.firewall {
         Some(f) => {
             let rules = load_rules(&cfg, &f.rules)?;
             eprintln!("linerate: firewall: {} rules from {}", rules.rule_count(), f.rules.display());
-            let slot = RulesSlot::new(Arc::new(rules));
-            worker.set_firewall(Firewall::new(Arc::clone(&slot), dataplane::filter::random_seed()));
-            Some(slot)
+            Some(RulesSlot::new(Arc::new(rules)))
         }
         None => None,
     };
-    let fw_stats = worker.firewall_stats();
-    // Without the socket linerate still forwards; only `linerate reload` is unavailable.
-    let _control = match crate::control::Server::start(&cfg, slot.clone()) {
+    let ncpu = io::affinity::available_cpus().max(1);
+    let first_cpu = args.cpu.unwrap_or(if workers == 1 { ncpu - 1 } else { 0 });
+    let batch = cfg.router.batch_size;
+    let mut handles = Vec::new();
+    let mut counters = Vec::new();
+    let mut fw_stats = Vec::new();
+    for (w, (rx, tx, pool)) in opened.into_iter().enumerate() {
+        let mut worker: RunWorker = Worker::new(Arc::clone(&fib), &ports, rx, tx, punt_tx.clone(), pool, batch);
+        // The errors-per-second budget is shared out among the workers.
+        worker.set_icmp_rate(icmp_rate.div_ceil(workers as u64));
+        if let Some(slot) = &slot {
+            worker.set_firewall(Firewall::new(Arc::clone(slot), dataplane::filter::random_seed()));
+        }
+        fw_stats.extend(worker.firewall_stats());
+        counters.push(worker.counters());
+        let cpu = (first_cpu + w) % ncpu;
+        let worker_stop = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name(format!("lr-worker-{w}"))
+            .spawn(move || {
+                if let Err(e) = io::affinity::pin_current_thread(cpu) {
+                    eprintln!("linerate: warning: cannot pin worker {w} to cpu {cpu}: {e}");
+                }
+                worker.run(&worker_stop);
+                worker
+            })
+            .context("starting a worker thread")?;
+        handles.push(handle);
+    }
+    let state = Arc::new(crate::control::RouterState {
+        cfg: cfg.clone(),
+        slot: slot.clone(),
+        workers: counters.clone(),
+        slow: Arc::clone(&slow),
+        ports: ports.clone(),
+        kinds: kinds.clone(),
+        punt_overflows,
+        started: Instant::now(),
+    });
+    // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
+    let _control = match crate::control::Server::start(Arc::clone(&state)) {
         Ok(server) => Some(server),
         Err(e) => {
-            eprintln!("linerate: warning: control socket {}: {e:#}; `linerate reload` will not reach this process", cfg.router.control_socket.display());
+            eprintln!("linerate: warning: control socket {}: {e:#}; `linerate reload`, `show` and `top` will not reach this process", cfg.router.control_socket.display());
             None
         }
     };
-    let counters = worker.counters();
-    let worker_stop = Arc::clone(&stop);
-    let handle = std::thread::Builder::new()
-        .name("lr-worker-0".into())
-        .spawn(move || {
-            if let Err(e) = io::affinity::pin_current_thread(cpu) {
-                eprintln!("linerate: warning: cannot pin the worker to cpu {cpu}: {e}");
-            }
-            worker.run(&worker_stop);
-            worker
-        })
-        .context("starting the worker thread")?;
-    eprintln!("linerate: forwarding with 1 worker on cpu {cpu}, batch {batch}; Ctrl-C to stop");
+
+    drop(punt_tx);
+    let cpus: Vec<String> = (0..workers).map(|w| ((first_cpu + w) % ncpu).to_string()).collect();
+    eprintln!("linerate: forwarding with {workers} worker(s) on cpu {}, batch {batch}; Ctrl-C to stop", cpus.join(","));
 
     let started = Instant::now();
     let mut last = (Instant::now(), Counts::default());
-    while !stop.load(Ordering::Relaxed) && !handle.is_finished() {
+    while !stop.load(Ordering::Relaxed) && !handles.iter().any(|h| h.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         if args.stats_interval > 0 && last.0.elapsed() >= Duration::from_secs(args.stats_interval) {
-            let now = counters.snapshot();
+            let now = total(&counters);
             let d = now.since(&last.1);
             let secs = last.0.elapsed().as_secs_f64();
             eprintln!(
@@ -152,12 +245,31 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let worker = handle.join().map_err(|_| anyhow::anyhow!("the worker thread panicked"))?;
-    print_final(&cfg, &kinds, &worker, started.elapsed());
-    if let Some(stats) = fw_stats {
-        print_firewall(&stats);
+    let mut finished = Vec::new();
+    for h in handles {
+        finished.push(h.join().map_err(|_| anyhow::anyhow!("a worker thread panicked"))?);
+    }
+    let host_io = slow_thread.join().map_err(|_| anyhow::anyhow!("the slow-path thread panicked"))?;
+    print_final(&physical, &kinds, &finished, started.elapsed());
+    let sp = slow.lock().unwrap_or_else(|e| e.into_inner());
+    let s = sp.stats;
+    println!(
+        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, send errors {}",
+        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, host_io.send_errors
+    );
+    for stats in &fw_stats {
+        print_firewall(stats);
     }
     Ok(())
+}
+
+/// The sum of every worker's published counters.
+pub fn total(workers: &[Arc<WorkerCounters>]) -> Counts {
+    let mut t = Counts::default();
+    for w in workers {
+        t.add(&w.snapshot());
+    }
+    t
 }
 
 /// Parses and compiles the config's rule file, interface names resolving to port indices in
@@ -200,16 +312,25 @@ fn open(opener: &mut PortOpener, pool: &mut io::FramePool, ifname: &str, port: u
     }
 }
 
-fn print_final(cfg: &Config, kinds: &[String], worker: &Worker<AnyRx, AnyTx, CountingTx>, elapsed: Duration) {
-    println!("linerate ran {:.1} s", elapsed.as_secs_f64());
+fn print_final(physical: &[config::Interface], kinds: &[String], workers: &[RunWorker], elapsed: Duration) {
+    println!("linerate ran {:.1} s with {} worker(s)", elapsed.as_secs_f64(), workers.len());
     println!("{:<16} {:>12} {:>10} {:>12} {:>10}  backend", "interface", "rx_packets", "rx_drops", "tx_packets", "tx_drops");
-    for (i, iface) in cfg.interfaces.iter().enumerate() {
-        let r: PortStats = worker.rx[i].stats();
-        let t: PortStats = worker.tx[i].stats();
+    for (i, iface) in physical.iter().enumerate() {
+        let (mut r, mut t) = (PortStats::default(), PortStats::default());
+        for w in workers {
+            let (wr, wt) = (w.rx[i].stats(), w.tx[i].stats());
+            r.rx_packets += wr.rx_packets;
+            r.rx_dropped += wr.rx_dropped;
+            t.tx_packets += wt.tx_packets;
+            t.tx_dropped += wt.tx_dropped;
+        }
         println!("{:<16} {:>12} {:>10} {:>12} {:>10}  {}", iface.name, r.rx_packets, r.rx_dropped, t.tx_packets, t.tx_dropped, kinds[i]);
     }
-    let c = worker.counts();
-    println!("packets: rx {} forwarded {} local {} dropped {}", c.rx, c.forwarded, c.local, c.dropped());
+    let mut c = Counts::default();
+    for w in workers {
+        c.add(&w.counts());
+    }
+    println!("packets: rx {} forwarded {} local {} slow_path {} dropped {}", c.rx, c.forwarded, c.local, c.slow_path, c.dropped());
     for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
         println!("  drop {:<20} {n}", reason.name());
     }

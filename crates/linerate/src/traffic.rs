@@ -47,6 +47,10 @@ pub struct GenArgs {
     /// Rate limit in packets per second [default: as fast as possible].
     #[arg(short = 'R', long)]
     rate: Option<f64>,
+    /// Send every frame with an 802.1Q tag of this VLAN id (1..=4094); the frame grows by the
+    /// tag's 4 bytes.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4094))]
+    vlan: Option<u16>,
     /// Number of frames to send.
     #[arg(short = 'n', long, conflicts_with = "seconds")]
     count: Option<u64>,
@@ -142,10 +146,16 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
     {
         bail!("frame size {l} out of range 60..=1514 (Ethernet frame without FCS)");
     }
-    if args.rate.is_some_and(|r| !(r > 0.0)) {
+    if args.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
         bail!("--rate must be positive");
     }
-    let set = flows::frames(&src, &dst, sizes, src_mac, dst_mac)?;
+    let mut set = flows::frames(&src, &dst, sizes, src_mac, dst_mac)?;
+    if let Some(vid) = args.vlan {
+        let [hi, lo] = vid.to_be_bytes();
+        for f in &mut set.frames {
+            f.splice(12..12, [0x81, 0x00, hi, lo]);
+        }
+    }
     eprintln!(
         "gen: {} flows ({} x {}), {}, on {} via {:?}{}",
         set.flows,

@@ -15,9 +15,7 @@ mod common;
 use common::{Lab, build, start_until, write_config};
 
 fn config(lab: &Lab) -> PathBuf {
-    let sock = lab.dir.join("control.sock");
-    let extra = format!("[router]\ncontrol_socket = \"{}\"\n\n[firewall]\nrules = \"rules.conf\"\n", sock.display());
-    write_config(lab, "af_packet", &extra)
+    write_config(lab, "af_packet", "[firewall]\nrules = \"rules.conf\"\n")
 }
 
 fn send_udp(lab: &Lab, tag: &str) {

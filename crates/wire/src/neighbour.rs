@@ -17,6 +17,8 @@
 //! * INCOMPLETE --answer--> REACHABLE (queued packets handed back with the MAC)
 //! * REACHABLE --`reachable` time without confirmation--> STALE
 //! * STALE --packet to send--> PROBE (packet sent with the cached MAC, unicast request)
+//! * STALE --[`NeighbourTable::probe_stale`] (periodic, for a fast path that does not report
+//!   use)--> PROBE (unicast request)
 //! * PROBE --no answer after `max_probes` unicast requests--> FAILED
 //! * REACHABLE/STALE/PROBE --solicited answer or upper-layer confirmation--> REACHABLE
 //! * any but PERMANENT --unsolicited announcement of a new MAC--> STALE with that MAC
@@ -143,9 +145,24 @@ impl<P> NeighbourTable<P> {
         }
     }
 
+    /// The timers and bounds in use (after [`new`](Self::new) raised `queue_len` and
+    /// `max_probes` to at least 1).
+    pub fn config(&self) -> Config {
+        self.cfg
+    }
+
     /// The state and MAC of `ip`'s entry, if there is one.
     pub fn get(&self, ip: IpAddr) -> Option<(State, Option<MacAddr>)> {
         self.entries.get(&ip).map(|e| (e.state, e.mac))
+    }
+
+    /// Every entry as (address, state, MAC, packets queued), in no particular order (for
+    /// `show neighbours`). A REACHABLE entry past its deadline is reported STALE, as
+    /// [`send`](Self::send) would see it, only after the next [`tick`](Self::tick).
+    pub fn entries(&self) -> impl Iterator<Item = (IpAddr, State, Option<MacAddr>, usize)> + '_ {
+        self.entries
+            .iter()
+            .map(|(&ip, e)| (ip, e.state, e.mac, e.queue.len()))
     }
 
     /// Number of entries.
@@ -335,8 +352,40 @@ impl<P> NeighbourTable<P> {
         }
     }
 
+    /// Starts probing every STALE entry: each moves to PROBE (first unicast request now, the
+    /// next ones and finally FAILED through [`tick`](Self::tick)) and an
+    /// [`Action::SendRequest`] to its cached MAC is pushed.
+    ///
+    /// This is RFC 4861 7.3.3's "entry is used while STALE" for a router whose fast path
+    /// never reports using an entry (it forwards with a copy of the MAC): call it every
+    /// `reachable` period, so that entries in use are confirmed and entries for neighbours
+    /// that went away fail (with an [`Action::Failed`], to withdraw what depends on them) at
+    /// most 2 * `reachable` + `max_probes` * `retrans` after their last confirmation. It
+    /// probes unused entries too: a neighbour that answers stays REACHABLE, one that does not
+    /// ends FAILED and is the first to be evicted when the table fills. A REACHABLE entry past
+    /// its deadline counts as STALE (as in [`send`](Self::send)); INCOMPLETE, PROBE, FAILED
+    /// and PERMANENT entries are left alone.
+    pub fn probe_stale(&mut self, now: u64, out: &mut Vec<Action<P>>) {
+        let retrans = self.cfg.retrans_ns;
+        for (&ip, e) in &mut self.entries {
+            if e.state == State::Reachable && now >= e.deadline {
+                e.state = State::Stale;
+            }
+            if let (State::Stale, Some(mac)) = (e.state, e.mac) {
+                e.state = State::Probe;
+                e.probes = 1;
+                e.deadline = now.saturating_add(retrans);
+                out.push(Action::SendRequest(ip, Some(mac)));
+            }
+        }
+    }
+
     /// Runs the timers due at `now`: retransmits requests, fails entries whose requests got no
     /// answer, ages REACHABLE entries to STALE. Call it every `retrans` or more often.
+    ///
+    /// Every entry that fails pushes an [`Action::Failed`], with an empty packet list when
+    /// nothing was queued (always so for a PROBE entry), so the caller can withdraw routes
+    /// through the neighbour.
     pub fn tick(&mut self, now: u64, out: &mut Vec<Action<P>>) {
         let cfg = self.cfg;
         for (&ip, e) in &mut self.entries {
@@ -642,6 +691,120 @@ mod tests {
         t.confirm(ip(4), MAC2, 4 * S, &mut out);
         assert_eq!(t.send(ip(5), 5, 4 * S, &mut out), Send::Dropped(5));
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn probe_stale_probes_only_stale_entries_and_an_answer_makes_them_reachable() {
+        let mut t = table();
+        let mut out = Vec::new();
+        t.learn(ip(1), MAC, &mut out); // STALE
+        t.learn(ip(2), MAC2, &mut out);
+        t.confirm(ip(2), MAC2, 0, &mut out); // REACHABLE until 30 s
+        t.send(ip(3), 3, 0, &mut out); // INCOMPLETE
+        t.add_static(ip(4), MAC, &mut out); // PERMANENT
+        out.clear();
+        t.probe_stale(10 * S, &mut out);
+        assert_eq!(out, vec![Action::SendRequest(ip(1), Some(MAC))]);
+        assert_eq!(t.get(ip(1)), Some((State::Probe, Some(MAC))));
+        assert_eq!(state(&t, ip(2)), State::Reachable);
+        assert_eq!(state(&t, ip(3)), State::Incomplete);
+        assert_eq!(state(&t, ip(4)), State::Permanent);
+        // Probing again before an answer changes nothing: the entry is PROBE, not STALE.
+        out.clear();
+        t.probe_stale(10 * S, &mut out);
+        assert!(out.is_empty());
+        // Answered: REACHABLE, no more requests.
+        t.confirm(ip(1), MAC, 10 * S + S / 2, &mut out);
+        assert!(out.is_empty(), "nothing was queued");
+        assert_eq!(t.get(ip(1)), Some((State::Reachable, Some(MAC))));
+        assert!(!tick(&mut t, 12 * S).contains(&Action::SendRequest(ip(1), Some(MAC))));
+        // One reachable period later both expired entries (aged by tick or not) are probed.
+        t.confirm(ip(3), MAC2, 12 * S, &mut out);
+        out.clear();
+        tick(&mut t, 40 * S + S / 2); // ip(1) STALE; ip(2) too
+        t.probe_stale(40 * S + S / 2, &mut out); // ip(3)'s deadline (42 s) not reached
+        out.sort_by_key(|a| format!("{a:?}"));
+        assert_eq!(
+            out,
+            vec![
+                Action::SendRequest(ip(1), Some(MAC)),
+                Action::SendRequest(ip(2), Some(MAC2))
+            ]
+        );
+        out.clear();
+        t.probe_stale(42 * S, &mut out); // REACHABLE past its deadline, before any tick
+        assert_eq!(out, vec![Action::SendRequest(ip(3), Some(MAC2))]);
+        assert_eq!(state(&t, ip(3)), State::Probe);
+    }
+
+    #[test]
+    fn probe_stale_unanswered_fails_with_an_action() {
+        let mut t = table();
+        let mut out = Vec::new();
+        t.learn(ip(1), MAC, &mut out);
+        t.probe_stale(100 * S, &mut out);
+        assert_eq!(out, vec![Action::SendRequest(ip(1), Some(MAC))]);
+        assert!(tick(&mut t, 101 * S - 1).is_empty());
+        assert_eq!(
+            tick(&mut t, 101 * S),
+            vec![Action::SendRequest(ip(1), Some(MAC))]
+        );
+        assert_eq!(
+            tick(&mut t, 102 * S),
+            vec![Action::SendRequest(ip(1), Some(MAC))]
+        );
+        // Three unicast requests unanswered: FAILED, reported even though nothing waited.
+        assert_eq!(tick(&mut t, 103 * S), vec![Action::Failed(ip(1), vec![])]);
+        assert_eq!(t.get(ip(1)), Some((State::Failed, None)));
+        assert!(tick(&mut t, 200 * S).is_empty(), "reported once");
+        out.clear();
+        t.probe_stale(200 * S, &mut out);
+        assert!(out.is_empty(), "a FAILED entry has no MAC to probe");
+    }
+
+    #[test]
+    fn entries_lists_state_mac_and_queue() {
+        let mut t = table();
+        let mut out = Vec::new();
+        assert_eq!(t.entries().count(), 0);
+        t.send(ip(1), 1, 0, &mut out);
+        t.send(ip(1), 2, 0, &mut out);
+        t.learn(ip(2), MAC, &mut out);
+        t.add_static(ip(3), MAC2, &mut out);
+        let mut got: Vec<_> = t.entries().collect();
+        got.sort_by_key(|e| e.0);
+        assert_eq!(
+            got,
+            vec![
+                (ip(1), State::Incomplete, None, 2),
+                (ip(2), State::Stale, Some(MAC), 0),
+                (ip(3), State::Permanent, Some(MAC2), 0),
+            ]
+        );
+        t.confirm(ip(1), MAC2, 0, &mut out);
+        assert!(
+            t.entries()
+                .any(|e| e == (ip(1), State::Reachable, Some(MAC2), 0))
+        );
+    }
+
+    #[test]
+    fn config_reports_what_is_in_use() {
+        let cfg = Config {
+            retrans_ns: 2 * S,
+            reachable_ns: 60 * S,
+            max_entries: 10,
+            ..Config::default()
+        };
+        assert_eq!(NeighbourTable::<u32>::new(cfg).config(), cfg);
+        assert_eq!(NeighbourTable::<u32>::default().config(), Config::default());
+        let floored = NeighbourTable::<u32>::new(Config {
+            queue_len: 0,
+            max_probes: 0,
+            ..cfg
+        })
+        .config();
+        assert_eq!((floored.queue_len, floored.max_probes), (1, 1));
     }
 
     #[test]

@@ -18,9 +18,15 @@
 //! worker. The tx socket bypasses the qdisc layer (PACKET_QDISC_BYPASS). Frames are copied
 //! between the rings and the [`FramePool`](crate::FramePool), once each way.
 //!
-//! All `unsafe` is in `sys` (syscalls, the mapping) and the two places in `rx`/`tx` that
-//! touch ring memory; the walking arithmetic is in [`ring`], pure and unit-tested.
+//! For the slow path's occasional frames (ARP replies, ICMP errors, fragments, what the host
+//! stack sends) there is [`RawSender`]: a plain socket, one `send(2)` per frame, no ring.
+//!
+//! All `unsafe` is in `sys` (syscalls, the mapping), the two places in `rx`/`tx` that touch
+//! ring memory and the `send(2)` in `raw`; the walking arithmetic is in [`ring`], pure and
+//! unit-tested.
 
+mod raw;
+pub mod toeplitz;
 pub mod ring;
 mod rx;
 mod sys;
@@ -29,6 +35,7 @@ mod tx;
 use std::io;
 use std::os::fd::OwnedFd;
 
+pub use raw::RawSender;
 pub use rx::{KernelStats, PacketRx, RxCounters};
 pub use tx::{PacketTx, TxErrors};
 
@@ -36,15 +43,22 @@ use ring::{RxGeometry, TxGeometry};
 use sys::Mapping;
 
 const ETH_P_ALL: u16 = libc::ETH_P_ALL as u16;
+/// linux/if_packet.h: fanout mode "the attached eBPF program chooses", and the option that
+/// attaches it.
+const PACKET_FANOUT_EBPF: libc::c_uint = 7;
+const PACKET_FANOUT_DATA: libc::c_int = 22;
 /// Frame size of both rings: a 1514-byte frame plus the ring headers fits.
 pub const RING_FRAME_SIZE: u32 = 2048;
 
 /// How to open an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PacketConfig {
-    /// Join this PACKET_FANOUT group (mode hash + defrag) so that several rx sockets on the
+    /// Join this PACKET_FANOUT group (with defrag) so that several rx sockets on the
     /// interface share its frames, each flow going to one of them. Ids are per namespace.
     pub fanout: Option<u16>,
+    /// Spread the fanout group by the Toeplitz hash (an eBPF program, [`toeplitz`]) instead
+    /// of the kernel's flow hash (`PACKET_FANOUT_HASH`).
+    pub fanout_rss: bool,
     /// Rx ring block size in bytes (multiple of 4096).
     pub rx_block_size: u32,
     /// Rx ring blocks.
@@ -72,6 +86,7 @@ impl Default for PacketConfig {
     fn default() -> Self {
         PacketConfig {
             fanout: None,
+            fanout_rss: false,
             rx_block_size: 256 * 1024,
             rx_blocks: 64,
             rx_timeout_ms: 2,
@@ -163,8 +178,17 @@ pub fn open_rx(ifname: &str, cfg: &PacketConfig) -> Result<PacketRx, PacketError
         sys::set_packet_opt(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq).map_err(sys_err("enabling promiscuous mode", name))?;
     }
     if let Some(group) = cfg.fanout {
-        let arg = libc::c_int::from(group) | (((libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int) << 16);
-        sys::set_packet_opt(&fd, libc::PACKET_FANOUT, &arg).map_err(|source| PacketError::Fanout { group, ifname: name.to_owned(), source })?;
+        let mode = if cfg.fanout_rss { PACKET_FANOUT_EBPF } else { libc::PACKET_FANOUT_HASH };
+        let arg = libc::c_int::from(group) | (((mode | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int) << 16);
+        let fanout_err = |source| PacketError::Fanout { group, ifname: name.to_owned(), source };
+        sys::set_packet_opt(&fd, libc::PACKET_FANOUT, &arg).map_err(fanout_err)?;
+        if cfg.fanout_rss {
+            // The group keeps its own reference to the program; this fd can close.
+            let prog = toeplitz::load(&crate::rss::MICROSOFT_KEY)
+                .map_err(|e| fanout_err(std::io::Error::new(e.source.kind(), format!("loading the Toeplitz fanout program: {}: {}", e.source, e.log))))?;
+            let prog_fd: libc::c_int = std::os::fd::AsRawFd::as_raw_fd(&prog);
+            sys::set_packet_opt(&fd, PACKET_FANOUT_DATA, &prog_fd).map_err(fanout_err)?;
+        }
     }
     Ok(PacketRx::new(fd, ring, geo, cfg.port))
 }

@@ -38,6 +38,9 @@ pub const R1: u8 = 1;
 pub const R2: u8 = 2;
 pub const R3: u8 = 3;
 pub const R4: u8 = 4;
+pub const R6: u8 = 6;
+pub const R7: u8 = 7;
+pub const R8: u8 = 8;
 
 // Opcode classes/fields from linux/bpf_common.h and linux/bpf.h.
 const LD: u8 = 0x00;
@@ -47,17 +50,26 @@ const JMP: u8 = 0x05;
 const ALU64: u8 = 0x07;
 const W: u8 = 0x00;
 const H: u8 = 0x08;
+const B: u8 = 0x10;
 const DW: u8 = 0x18;
 const IMM: u8 = 0x00;
+const ABS: u8 = 0x20;
+const IND: u8 = 0x40;
 const MEM: u8 = 0x60;
 const K: u8 = 0x00;
 const X: u8 = 0x08;
 const ADD: u8 = 0x00;
+const LSH: u8 = 0x60;
+const RSH: u8 = 0x70;
+const AND: u8 = 0x50;
+const XOR: u8 = 0xa0;
 const MOV: u8 = 0xb0;
 const END: u8 = 0xd0;
 const TO_BE: u8 = 0x08;
+const JA: u8 = 0x00;
 const JEQ: u8 = 0x10;
 const JGT: u8 = 0x20;
+const JSET: u8 = 0x40;
 const CALL: u8 = 0x80;
 const EXIT: u8 = 0x90;
 
@@ -108,6 +120,63 @@ impl Insn {
     pub const fn exit() -> Self {
         Self::new(JMP | EXIT, 0, 0, 0, 0)
     }
+    /// r0 = packet byte at `off` (legacy packet access of socket filters; needs r6 = ctx; an
+    /// access beyond the packet ends the program with 0).
+    pub const fn ld_abs_b(off: i32) -> Self {
+        Self::new(LD | ABS | B, 0, 0, 0, off)
+    }
+    /// r0 = big-endian u16 at packet offset `off`.
+    pub const fn ld_abs_h(off: i32) -> Self {
+        Self::new(LD | ABS | H, 0, 0, 0, off)
+    }
+    /// r0 = packet byte at `src + off`.
+    pub const fn ld_ind_b(src: u8, off: i32) -> Self {
+        Self::new(LD | IND | B, 0, src, 0, off)
+    }
+    /// dst &= imm (32-bit)
+    pub const fn and32_imm(dst: u8, imm: i32) -> Self {
+        Self::new(ALU | AND | K, dst, 0, 0, imm)
+    }
+    /// dst <<= imm (32-bit)
+    pub const fn lsh32_imm(dst: u8, imm: i32) -> Self {
+        Self::new(ALU | LSH | K, dst, 0, 0, imm)
+    }
+    /// dst >>= imm (32-bit, logical)
+    pub const fn rsh32_imm(dst: u8, imm: i32) -> Self {
+        Self::new(ALU | RSH | K, dst, 0, 0, imm)
+    }
+    /// dst ^= imm (32-bit)
+    pub const fn xor32_imm(dst: u8, imm: i32) -> Self {
+        Self::new(ALU | XOR | K, dst, 0, 0, imm)
+    }
+    /// dst = src (32-bit)
+    pub const fn mov32_reg(dst: u8, src: u8) -> Self {
+        Self::new(ALU | MOV | X, dst, src, 0, 0)
+    }
+    /// dst = imm (32-bit)
+    pub const fn mov32_imm(dst: u8, imm: i32) -> Self {
+        Self::new(ALU | MOV | K, dst, 0, 0, imm)
+    }
+    /// if dst & imm goto +off
+    pub const fn jset_imm(dst: u8, imm: i32, off: i16) -> Self {
+        Self::new(JMP | JSET | K, dst, 0, off, imm)
+    }
+    /// if dst != imm goto +off
+    pub const fn jne_imm(dst: u8, imm: i32, off: i16) -> Self {
+        Self::new(JMP | 0x50 | K, dst, 0, off, imm)
+    }
+    /// goto +off
+    pub const fn ja(off: i16) -> Self {
+        Self::new(JMP | JA, 0, 0, off, 0)
+    }
+    /// The jump offset field (for tests and for patching forward jumps).
+    pub const fn off(&self) -> i16 {
+        self.off
+    }
+    /// Sets the jump offset (forward jumps are patched once their target is known).
+    pub fn set_off(&mut self, off: i16) {
+        self.off = off;
+    }
 }
 
 /// The steering program for the XSKMAP `map_fd`:
@@ -124,15 +193,16 @@ impl Insn {
 ///  8: if r4 == 0x86dd goto redirect
 ///  9: if r4 == 0x8100 goto redirect
 /// 10: if r4 == 0x88a8 goto redirect
+/// 11: if r4 == 0x0806 goto redirect ; ARP: linerate answers it and hands the host a copy
 /// pass:
-/// 11: r0 = XDP_PASS                ; ARP, LLDP, ... go on to the kernel
-/// 12: exit
+/// 12: r0 = XDP_PASS                ; LLDP, STP, ... go on to the kernel
+/// 13: exit
 /// redirect:
-/// 13: r2 = *(u32 *)(r1 + 16)       ; ctx->rx_queue_index
-/// 14: r1 = map_fd ll
-/// 16: r3 = XDP_PASS                ; no socket on this queue: pass to the kernel
-/// 17: call bpf_redirect_map
-/// 18: exit
+/// 14: r2 = *(u32 *)(r1 + 16)       ; ctx->rx_queue_index
+/// 15: r1 = map_fd ll
+/// 17: r3 = XDP_PASS                ; no socket on this queue: pass to the kernel
+/// 18: call bpf_redirect_map
+/// 19: exit
 /// ```
 pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
     let mut p = vec![
@@ -140,13 +210,14 @@ pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
         Insn::ldx_w(R3, R1, 4),
         Insn::mov_reg(R4, R2),
         Insn::add_imm(R4, 14),
-        Insn::jgt_reg(R4, R3, 6), // -> 11
+        Insn::jgt_reg(R4, R3, 7), // -> 12
         Insn::ldx_h(R4, R2, 12),
         Insn::be16(R4),
-        Insn::jeq_imm(R4, 0x0800, 5), // -> 13
-        Insn::jeq_imm(R4, 0x86dd, 4),
-        Insn::jeq_imm(R4, 0x8100, 3),
-        Insn::jeq_imm(R4, 0x88a8, 2),
+        Insn::jeq_imm(R4, 0x0800, 6), // -> 14
+        Insn::jeq_imm(R4, 0x86dd, 5),
+        Insn::jeq_imm(R4, 0x8100, 4),
+        Insn::jeq_imm(R4, 0x88a8, 3),
+        Insn::jeq_imm(R4, 0x0806, 2),
         Insn::mov_imm(R0, XDP_PASS),
         Insn::exit(),
         Insn::ldx_w(R2, R1, 16),
@@ -238,10 +309,19 @@ pub struct LoadError {
 /// Loads `insns` as an XDP program named `name`. On failure, loads again with the verifier
 /// log enabled and returns it.
 pub fn load_xdp(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
+    load(sys::BPF_PROG_TYPE_XDP, sys::BPF_XDP, insns, name)
+}
+
+/// Loads `insns` as a socket filter (also the program type of an AF_PACKET fanout program).
+pub fn load_socket_filter(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
+    load(sys::BPF_PROG_TYPE_SOCKET_FILTER, 0, insns, name)
+}
+
+fn load(prog_type: u32, attach: u32, insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
     let license = CString::new("Dual MIT/GPL").expect("no NUL");
     let attempt = |log: &mut [u8], level: u32| {
         let mut attr = ProgLoadAttr {
-            prog_type: sys::BPF_PROG_TYPE_XDP,
+            prog_type,
             insn_cnt: insns.len() as u32,
             insns: insns.as_ptr() as u64,
             license: license.as_ptr() as u64,
@@ -249,7 +329,7 @@ pub fn load_xdp(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
             log_size: log.len() as u32,
             log_buf: if level > 0 { log.as_mut_ptr() as u64 } else { 0 },
             prog_name: obj_name(name),
-            expected_attach_type: sys::BPF_XDP,
+            expected_attach_type: attach,
             ..Default::default()
         };
         if level == 0 {
@@ -266,6 +346,33 @@ pub fn load_xdp(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
             Err(LoadError { source, log: String::from_utf8_lossy(&log[..end]).trim_end().to_string() })
         }
     }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+}
+
+/// Runs program `prog` once on `data` (BPF_PROG_TEST_RUN; for a socket filter, `data` is an
+/// Ethernet frame) and returns what it returned.
+pub fn test_run(prog: RawFd, data: &[u8]) -> io::Result<u32> {
+    let mut attr = TestRunAttr {
+        prog_fd: prog as u32,
+        data_size_in: data.len() as u32,
+        data_in: data.as_ptr() as u64,
+        repeat: 1,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
+    Ok(attr.retval)
 }
 
 #[repr(C)]
@@ -340,15 +447,15 @@ mod tests {
     #[test]
     fn program_shape() {
         let p = xsk_program(7);
-        assert_eq!(p.len(), 19);
-        // Jump targets land on `pass` (11) and `redirect` (13).
-        assert_eq!(4 + 1 + p[4].off as usize, 11);
-        for (i, insn) in p.iter().enumerate().take(11).skip(7) {
-            assert_eq!(i + 1 + insn.off as usize, 13, "insn {i}");
+        assert_eq!(p.len(), 20);
+        // Jump targets land on `pass` (12) and `redirect` (14).
+        assert_eq!(4 + 1 + p[4].off as usize, 12);
+        for (i, insn) in p.iter().enumerate().take(12).skip(7) {
+            assert_eq!(i + 1 + insn.off as usize, 14, "insn {i}");
         }
-        assert_eq!(p[14], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 });
-        assert_eq!(p[17].imm, BPF_FUNC_REDIRECT_MAP);
-        assert_eq!(p[18].code, 0x95);
+        assert_eq!(p[15], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 });
+        assert_eq!(p[18].imm, BPF_FUNC_REDIRECT_MAP);
+        assert_eq!(p[19].code, 0x95);
         assert_eq!(size_of::<Insn>(), 8);
     }
 

@@ -39,41 +39,42 @@ pub fn build(tag: &str) -> Lab {
     a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
     b.addr("lrb0", "198.19.0.2/24").unwrap();
     b.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
-    // The DUT's kernel owns the addresses (it answers ARP) but does not forward.
-    d.addr("lrd0", "198.18.0.1/24").unwrap();
-    d.addr("lrd1", "198.19.0.1/24").unwrap();
+    // IPv6 without duplicate address detection, so the addresses work at once.
+    a.ip(&["addr", "add", "2001:db8:a::2/64", "dev", "lra0", "nodad"]).unwrap();
+    a.ip(&["-6", "route", "add", "default", "via", "2001:db8:a::1"]).unwrap();
+    b.ip(&["addr", "add", "2001:db8:b::2/64", "dev", "lrb0", "nodad"]).unwrap();
+    b.ip(&["-6", "route", "add", "default", "via", "2001:db8:b::1"]).unwrap();
+    // The router's addresses are linerate's (on its host-stack TAPs); D's kernel has none on
+    // the veths and does not forward.
     d.sysctl("net.ipv4.ip_forward=0").unwrap();
     let dir = std::env::temp_dir().join(format!("lr-netns-{pid}-{tag}"));
     std::fs::create_dir_all(&dir).unwrap();
     Lab { a, d, b, dir }
 }
 
-/// linerate's config for the DUT namespace: both interfaces on `backend`, static neighbours
-/// for A and B, then `extra` (e.g. a `[router]` or `[firewall]` table). Written to the lab's
-/// folder; returns its path.
+/// linerate's config for the DUT namespace: both interfaces on `backend`, IPv4 and IPv6,
+/// neighbours resolved by ARP/NDP, then `extra` (e.g. a `[router]` or `[firewall]` table, or
+/// more interfaces). Written to the lab's folder; returns its path.
 pub fn write_config(lab: &Lab, backend: &str, extra: &str) -> PathBuf {
+    let control = lab.dir.join("control.sock");
     let text = format!(
         r#"
+[router]
+control_socket = "{}"
+
 [[interface]]
 name = "lrd0"
-addresses = ["198.18.0.1/24"]
+addresses = ["198.18.0.1/24", "2001:db8:a::1/64"]
 backend = "{backend}"
 
 [[interface]]
 name = "lrd1"
-addresses = ["198.19.0.1/24"]
+addresses = ["198.19.0.1/24", "2001:db8:b::1/64"]
 backend = "{backend}"
 
-[[neighbour]]
-address = "198.18.0.2"
-mac = "{A_MAC}"
-
-[[neighbour]]
-address = "198.19.0.2"
-mac = "{B_MAC}"
-
 {extra}
-"#
+"#,
+        control.display()
     );
     let path = lab.dir.join("router.toml");
     std::fs::write(&path, text).unwrap();

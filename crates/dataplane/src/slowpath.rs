@@ -1,0 +1,573 @@
+//! The slow path: everything a router does besides forwarding, on one thread of its own.
+//!
+//! It receives the frames the workers punt ([`crate::punt`]) and the frames the host stack
+//! sends on its TAPs, and it owns the control-plane state the fast path only reads: the FIB
+//! writer ([`FibControl`]) and the neighbour cache. Its work, per frame:
+//!
+//! * ARP (RFC 826) and IPv6 neighbour discovery (RFC 4861): answers requests and
+//!   solicitations for the router's addresses on the receiving interface, learns senders,
+//!   resolves next hops on demand (queueing up to 8 packets per pending neighbour, so the first
+//!   packets of a flow are not lost), ages entries and re-probes them, withdraws a neighbour
+//!   that stops answering (its adjacency becomes unresolved again, in one atomic store). A
+//!   resolved neighbour is installed in the FIB, so later packets never come here.
+//! * ICMP: echo replies for the router's addresses; the errors the workers asked for (time
+//!   exceeded, net unreachable, packet too big), and host unreachable for packets whose
+//!   neighbour never answered, with the never-about-an-error rules of RFC 1812 4.3.2.7 /
+//!   RFC 4443 2.4(e) ([`wire::icmp_reply::should_send_error`]); the workers rate-limit their
+//!   errors, this thread its own.
+//! * IPv4 fragmentation of packets larger than the output MTU without DF (RFC 791).
+//! * Host stack: what is addressed to the router and is not answered here (TCP, UDP, other
+//!   ICMP), copies of ARP and NDP, broadcast and multicast go up the interface's TAP, untagged;
+//!   what the kernel sends on a TAP goes out of the interface (tagged for a sub-interface),
+//!   except its ARP replies and solicited advertisements for addresses this thread already
+//!   answers (one answer per request).
+//!
+//! All I/O goes through [`SlowIo`], so this is tested with in-memory frames.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use io::ratelimit::TokenBucket;
+use wire::icmp_reply::{self, IcmpError};
+use wire::neighbour::{Action, NeighbourTable, Send, State};
+use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, parse_l2};
+
+use crate::fib::FibControl;
+use crate::ports::PortInfo;
+use crate::punt::{Punt, PuntedFrame};
+
+/// Where the slow path's frames go.
+pub trait SlowIo {
+    /// Sends a complete frame (with its 802.1Q tag if any) on physical port `phys`.
+    fn send_wire(&mut self, phys: u16, frame: &[u8]);
+    /// Hands an untagged frame to the host stack through logical port `port`'s TAP.
+    fn send_host(&mut self, port: u16, frame: &[u8]);
+}
+
+/// What the slow path did, for `linerate show` and `top`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlowStats {
+    pub arp_replies: u64,
+    pub arp_requests: u64,
+    pub nd_adverts: u64,
+    pub nd_solicits: u64,
+    pub echo_replies: u64,
+    pub icmp_errors: u64,
+    /// Errors not sent: rate limit, or the RFC rules (no error about an error, ...).
+    pub icmp_suppressed: u64,
+    pub resolved: u64,
+    pub resolve_failed: u64,
+    /// Packets sent after waiting for resolution.
+    pub sent_after_resolution: u64,
+    /// Packets dropped while waiting (queue full, table full, resolution failed).
+    pub neighbour_drops: u64,
+    pub fragments: u64,
+    pub to_host: u64,
+    pub from_host: u64,
+    /// Frames for the router nobody takes (no host stack, unparsable, ...).
+    pub local_drops: u64,
+}
+
+/// A packet waiting for its next hop's address: TTL already decremented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    frame: Vec<u8>,
+    /// Output logical port.
+    port: u16,
+    /// Where it came from, for a host unreachable error.
+    in_port: u16,
+}
+
+/// How often REACHABLE-turned-STALE entries are re-probed, ns (RFC 4861 REACHABLE_TIME).
+const PROBE_EVERY_NS: u64 = 30_000_000_000;
+
+pub struct SlowPath {
+    ctl: FibControl,
+    ports: Vec<PortInfo>,
+    neigh: NeighbourTable<Pending>,
+    /// The port each neighbour was last seen or resolved on.
+    neigh_port: HashMap<IpAddr, u16>,
+    host_stack: bool,
+    icmp_limit: TokenBucket,
+    pub stats: SlowStats,
+    actions: Vec<Action<Pending>>,
+    buf: Vec<u8>,
+    next_probe: u64,
+}
+
+impl SlowPath {
+    /// `icmp_per_second` bounds the errors this thread originates (host unreachable).
+    pub fn new(ctl: FibControl, ports: Vec<PortInfo>, host_stack: bool, icmp_per_second: u64) -> SlowPath {
+        let neigh = NeighbourTable::default();
+        let actions = Vec::new();
+        SlowPath {
+            ctl,
+            ports,
+            neigh,
+            neigh_port: HashMap::new(),
+            host_stack,
+            icmp_limit: TokenBucket::new(icmp_per_second, (icmp_per_second / 10).max(1)),
+            stats: SlowStats::default(),
+            actions,
+            buf: vec![0; 2048],
+            next_probe: PROBE_EVERY_NS,
+        }
+    }
+
+    /// Records a static neighbour (from the config): permanent in the cache, already in the
+    /// FIB.
+    pub fn add_static(&mut self, ip: IpAddr, port: u16, mac: MacAddr) {
+        self.neigh.add_static(ip, mac, &mut self.actions);
+        self.neigh_port.insert(ip, port);
+        self.actions.clear();
+    }
+
+    pub fn fib(&self) -> &FibControl {
+        &self.ctl
+    }
+
+    pub fn ports(&self) -> &[PortInfo] {
+        &self.ports
+    }
+
+    /// Neighbour entries: address, state, MAC, logical port.
+    pub fn neighbours(&self) -> Vec<(IpAddr, State, Option<MacAddr>, Option<u16>)> {
+        let mut v: Vec<_> = self
+            .neigh
+            .entries()
+            .map(|(ip, state, mac, _)| (ip, state, mac, self.neigh_port.get(&ip).copied()))
+            .collect();
+        v.sort_by_key(|e| e.0);
+        v
+    }
+
+    /// Announces the router: a gratuitous ARP (RFC 5227 3: an ARP request for its own
+    /// address) for every IPv4 address, so neighbours update stale caches at once.
+    pub fn start(&mut self, io: &mut impl SlowIo) {
+        for port in 0..self.ports.len() {
+            let p = &self.ports[port];
+            let v4: Vec<Ipv4Addr> = p.addresses.iter().filter_map(|(a, _)| match a {
+                IpAddr::V4(a) => Some(*a),
+                IpAddr::V6(_) => None,
+            }).collect();
+            for a in v4 {
+                if let Ok(n) = wire::ndisc::arp_request(p.mac, a, a, None, &mut self.buf) {
+                    let frame = tag(&self.ports[port], &self.buf[..n]);
+                    io.send_wire(self.ports[port].phys, &frame);
+                    self.stats.arp_requests += 1;
+                }
+            }
+        }
+    }
+
+    /// Handles one punted frame at `now` (ns, monotonic).
+    pub fn handle(&mut self, io: &mut impl SlowIo, msg: PuntedFrame, now: u64) {
+        match msg.punt {
+            Punt::Local => self.local(io, &msg, now),
+            Punt::Error(err) => self.error(io, &msg.frame, msg.phys, msg.in_port, err, false),
+            Punt::Unresolved { next_hop, port } => {
+                let Some(ip) = self.next_hop_address(next_hop, port, &msg.frame) else {
+                    self.stats.neighbour_drops += 1;
+                    return;
+                };
+                self.neigh_port.insert(ip, port);
+                let pkt = Pending { frame: msg.frame, port, in_port: msg.in_port };
+                match self.neigh.send(ip, pkt, now, &mut self.actions) {
+                    Send::Now(mac, pkt) => {
+                        // Known here but not (or no longer) in the FIB: install it again.
+                        self.install(ip, port, mac);
+                        self.transmit(io, pkt, mac);
+                    }
+                    Send::Queued => {}
+                    Send::Dropped(_) => self.stats.neighbour_drops += 1,
+                }
+                self.run_actions(io, now);
+            }
+            Punt::Fragment { port, mac } => {
+                self.transmit(io, Pending { frame: msg.frame, port, in_port: msg.in_port }, mac);
+            }
+        }
+    }
+
+    /// Timers: request retransmissions, failures, and the periodic re-probe of entries.
+    pub fn tick(&mut self, io: &mut impl SlowIo, now: u64) {
+        self.neigh.tick(now, &mut self.actions);
+        if now >= self.next_probe {
+            self.neigh.probe_stale(now, &mut self.actions);
+            self.next_probe = now + PROBE_EVERY_NS;
+        }
+        self.run_actions(io, now);
+    }
+
+    /// A frame the host stack sent on logical port `port`'s TAP.
+    pub fn from_host(&mut self, io: &mut impl SlowIo, port: u16, frame: &[u8]) {
+        let Some(p) = self.ports.get(port as usize) else { return };
+        if self.answered_here(p, frame) {
+            return;
+        }
+        self.stats.from_host += 1;
+        let frame = tag(p, frame);
+        io.send_wire(p.phys, &frame);
+    }
+
+    /// Whether `frame` (from the host) is an ARP reply or a solicited neighbour advertisement
+    /// for one of the port's addresses: this thread answered the request already.
+    fn answered_here(&self, p: &PortInfo, frame: &[u8]) -> bool {
+        let Ok(l2) = parse_l2(frame) else { return false };
+        let l3 = &frame[l2.l3_offset..];
+        match l2.ethertype {
+            EtherType::Arp => ArpPacket::new_checked(l3)
+                .is_ok_and(|a| a.operation() == ArpOperation::Reply && p.owns(IpAddr::V4(a.sender_proto_addr()))),
+            EtherType::Ipv6 => {
+                let Ok(ip) = Ipv6Packet::new_checked(l3) else { return false };
+                if ip.next_header() != IpProtocol::Icmpv6 {
+                    return false;
+                }
+                let Ok(icmp) = Icmpv6Packet::new_checked(&l3[40..]) else { return false };
+                icmp.msg_type() == Icmpv6Type::NeighborAdvert
+                    && icmp.rest_of_header() & wire::ndisc::na_flags::SOLICITED != 0
+                    && icmp.ndp_target_addr().is_some_and(|t| owns_v6(p, t))
+            }
+            _ => false,
+        }
+    }
+
+    /// The address to resolve for a packet punted as unresolved: the gateway its next-hop id
+    /// stands for, or, on a connected prefix, its own destination.
+    fn next_hop_address(&self, id: lpm::NextHop, port: u16, frame: &[u8]) -> Option<IpAddr> {
+        if let Some(gw) = self.ctl.gateway_of(id) {
+            return Some(gw);
+        }
+        if self.ctl.connected_port(id) != Some(port) {
+            return None;
+        }
+        let l2 = parse_l2(frame).ok()?;
+        let l3 = &frame[l2.l3_offset..];
+        match l2.ethertype {
+            EtherType::Ipv4 => Ipv4Packet::new_checked(l3).ok().map(|ip| IpAddr::V4(ip.dst_addr())),
+            EtherType::Ipv6 => Ipv6Packet::new_checked(l3).ok().map(|ip| IpAddr::V6(ip.dst_addr())),
+            _ => None,
+        }
+    }
+
+    fn install(&mut self, ip: IpAddr, port: u16, mac: MacAddr) {
+        if self.ctl.neighbour(ip) != Some((port, mac)) {
+            // Fails only when next-hop ids run out: the packets keep taking the slow path.
+            let _ = self.ctl.set_neighbour(ip, port, mac);
+        }
+    }
+
+    fn run_actions(&mut self, io: &mut impl SlowIo, now: u64) {
+        let _ = now;
+        while let Some(action) = self.actions.pop() {
+            match action {
+                Action::SendRequest(ip, unicast) => self.request(io, ip, unicast),
+                Action::Resolved(ip, mac, pkts) => {
+                    self.stats.resolved += 1;
+                    if let Some(&port) = self.neigh_port.get(&ip) {
+                        self.install(ip, port, mac);
+                    }
+                    for p in pkts {
+                        self.stats.sent_after_resolution += 1;
+                        self.transmit(io, p, mac);
+                    }
+                }
+                Action::Failed(ip, pkts) => {
+                    self.stats.resolve_failed += 1;
+                    self.ctl.unset_neighbour(ip);
+                    for p in pkts {
+                        self.stats.neighbour_drops += 1;
+                        let phys = self.ports.get(p.in_port as usize).map_or(0, |x| x.phys);
+                        self.error(io, &p.frame, phys, p.in_port, IcmpError::AddressUnreachable, true);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends an ARP request or a neighbour solicitation for `ip` (broadcast / multicast, or
+    /// unicast to re-check a cached MAC).
+    fn request(&mut self, io: &mut impl SlowIo, ip: IpAddr, unicast: Option<MacAddr>) {
+        let Some(&port) = self.neigh_port.get(&ip) else { return };
+        let p = &self.ports[port as usize];
+        let n = match ip {
+            IpAddr::V4(target) => {
+                let Some(src) = p.ipv4() else { return };
+                self.stats.arp_requests += 1;
+                wire::ndisc::arp_request(p.mac, src, target, unicast, &mut self.buf)
+            }
+            IpAddr::V6(target) => {
+                let src = p.ipv6().unwrap_or_else(|| link_local(p.mac));
+                self.stats.nd_solicits += 1;
+                wire::ndisc::neighbor_solicit(p.mac, src, target, unicast, &mut self.buf)
+            }
+        };
+        if let Ok(n) = n {
+            let frame = tag(p, &self.buf[..n]);
+            io.send_wire(p.phys, &frame);
+        }
+    }
+
+    /// Sends a routed packet to `mac` on its output port: new L2 header (with the port's tag),
+    /// fragmented if larger than the port's MTU and allowed to be.
+    fn transmit(&mut self, io: &mut impl SlowIo, pkt: Pending, mac: MacAddr) {
+        let Some(p) = self.ports.get(pkt.port as usize) else { return };
+        let Ok(l2) = parse_l2(&pkt.frame) else { return };
+        let frame = with_l2(p, mac, &pkt.frame, l2.l3_offset);
+        let hdr = frame.len() - (pkt.frame.len() - l2.l3_offset);
+        let ip_len = ip_total_len(&frame[hdr..]).unwrap_or(frame.len() - hdr);
+        if ip_len <= usize::from(p.mtu) {
+            return io.send_wire(p.phys, &frame);
+        }
+        let mut pieces = Vec::new();
+        match wire::fragment::fragment_ipv4(&frame, hdr, usize::from(p.mtu), &mut pieces) {
+            Ok(_) => {
+                for f in &pieces {
+                    self.stats.fragments += 1;
+                    io.send_wire(p.phys, f);
+                }
+            }
+            Err(_) => {
+                let err = IcmpError::PacketTooBig { mtu: u32::from(p.mtu) };
+                let phys = self.ports.get(pkt.in_port as usize).map_or(0, |x| x.phys);
+                self.stats.neighbour_drops += 1;
+                self.error(io, &pkt.frame, phys, pkt.in_port, err, true);
+            }
+        }
+    }
+
+    /// Sends ICMP error `err` about `frame` (received on logical port `in_port`) back to its
+    /// sender, from the router's address on that port. `limit`: this thread's own errors go
+    /// through its rate limit (the workers' are limited already).
+    fn error(&mut self, io: &mut impl SlowIo, frame: &[u8], phys: u16, in_port: u16, err: IcmpError, limit: bool) {
+        let now = self.icmp_clock();
+        if !icmp_reply::should_send_error(frame, err) || (limit && !self.icmp_limit.allow(now)) {
+            self.stats.icmp_suppressed += 1;
+            return;
+        }
+        let Some(p) = self.ports.get(in_port as usize) else { return };
+        let v4 = parse_l2(frame).is_ok_and(|l2| l2.ethertype == EtherType::Ipv4);
+        let src = if v4 {
+            p.ipv4().or_else(|| self.ports.iter().find_map(PortInfo::ipv4)).map(IpAddr::V4)
+        } else {
+            Some(IpAddr::V6(p.ipv6().unwrap_or_else(|| link_local(p.mac))))
+        };
+        let Some(src) = src else {
+            self.stats.icmp_suppressed += 1;
+            return;
+        };
+        if let Ok(n) = icmp_reply::icmp_error(frame, err, src, p.mac, &mut self.buf) {
+            self.stats.icmp_errors += 1;
+            io.send_wire(phys, &self.buf[..n]);
+        }
+    }
+
+    /// A monotonic clock for the rate limiter (the limiter only needs differences).
+    fn icmp_clock(&self) -> u64 {
+        use std::sync::OnceLock;
+        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+        EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    }
+
+    /// A frame for the router itself.
+    fn local(&mut self, io: &mut impl SlowIo, msg: &PuntedFrame, now: u64) {
+        let frame = &msg.frame[..];
+        let Some(p) = self.ports.get(msg.in_port as usize).cloned() else { return };
+        let Ok(l2) = parse_l2(frame) else {
+            self.stats.local_drops += 1;
+            return;
+        };
+        let l3 = &frame[l2.l3_offset..];
+        let mut to_host = true;
+        match l2.ethertype {
+            EtherType::Arp => self.arp(io, &p, msg, l3, now),
+            EtherType::Ipv4 => {
+                if let Ok(ip) = Ipv4Packet::new_checked(l3)
+                    && p.owns(IpAddr::V4(ip.dst_addr()))
+                    && ip.protocol() == IpProtocol::Icmp
+                    && let Ok(n) = icmp_reply::echo_reply(frame, p.mac, &mut self.buf)
+                {
+                    self.stats.echo_replies += 1;
+                    io.send_wire(msg.phys, &self.buf[..n]);
+                    to_host = false;
+                }
+            }
+            EtherType::Ipv6 => to_host = self.ipv6_local(io, &p, msg, l3, now),
+            _ => {}
+        }
+        if !to_host {
+            return;
+        }
+        if self.host_stack {
+            self.stats.to_host += 1;
+            io.send_host(msg.in_port, &untag(frame, l2.l3_offset));
+        } else if l2.ethertype != EtherType::Arp {
+            self.stats.local_drops += 1;
+        }
+    }
+
+    /// ARP (RFC 826 "Packet Reception"): learn the sender, answer requests for the port's
+    /// addresses, complete resolutions with replies.
+    fn arp(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) {
+        let Ok(arp) = ArpPacket::new_checked(l3) else { return };
+        let (sip, smac) = (arp.sender_proto_addr(), arp.sender_hw_addr());
+        let on_link = on_link(p, IpAddr::V4(sip));
+        let for_us = p.owns(IpAddr::V4(arp.target_proto_addr()));
+        if on_link && smac.is_unicast() && !p.owns(IpAddr::V4(sip)) {
+            self.neigh_port.insert(IpAddr::V4(sip), msg.in_port);
+            match arp.operation() {
+                ArpOperation::Reply => self.neigh.confirm(IpAddr::V4(sip), smac, now, &mut self.actions),
+                // RFC 826's merge: a request updates an existing entry, and creates one when
+                // it is addressed to us (the requester will talk to us next).
+                _ if for_us || self.neigh.get(IpAddr::V4(sip)).is_some() => self.neigh.learn(IpAddr::V4(sip), smac, &mut self.actions),
+                _ => {}
+            }
+            self.sync(IpAddr::V4(sip));
+        }
+        if arp.operation() == ArpOperation::Request
+            && for_us
+            && let Ok(n) = wire::ndisc::arp_reply(&msg.frame, p.mac, arp.target_proto_addr(), &mut self.buf)
+        {
+            self.stats.arp_replies += 1;
+            io.send_wire(msg.phys, &self.buf[..n]);
+        }
+        self.run_actions(io, now);
+    }
+
+    /// IPv6 for the router: neighbour discovery and echo. Returns whether the host stack
+    /// should see the frame too.
+    fn ipv6_local(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) -> bool {
+        let Ok(ip) = Ipv6Packet::new_checked(l3) else { return true };
+        if ip.next_header() != IpProtocol::Icmpv6 {
+            return true;
+        }
+        let Ok(icmp) = Icmpv6Packet::new_checked(&l3[40..(40 + usize::from(ip.payload_len())).min(l3.len())]) else {
+            return true;
+        };
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+        let frame = &msg.frame[..];
+        match icmp.msg_type() {
+            Icmpv6Type::EchoRequest if owns_v6(p, dst) => {
+                if let Ok(n) = icmp_reply::echo_reply(frame, p.mac, &mut self.buf) {
+                    self.stats.echo_replies += 1;
+                    io.send_wire(msg.phys, &self.buf[..n]);
+                }
+                false
+            }
+            Icmpv6Type::NeighborSolicit => {
+                let Some(target) = icmp.ndp_target_addr() else { return true };
+                // RFC 4861 7.2.3: learn the solicitor from its source link-layer option (none
+                // when it is doing duplicate address detection from ::).
+                let opts = icmp.data().get(16..).unwrap_or(&[]);
+                if !src.is_unspecified()
+                    && let Ok(Some(mac)) = wire::ndisc::ndp_option_mac(opts, wire::ndisc::OPT_SOURCE_LL_ADDR)
+                {
+                    self.neigh_port.insert(IpAddr::V6(src), msg.in_port);
+                    self.neigh.learn(IpAddr::V6(src), mac, &mut self.actions);
+                    self.sync(IpAddr::V6(src));
+                }
+                if owns_v6(p, target)
+                    && let Ok(n) = wire::ndisc::neighbor_advert(frame, p.mac, target, &mut self.buf)
+                {
+                    self.stats.nd_adverts += 1;
+                    io.send_wire(msg.phys, &self.buf[..n]);
+                }
+                self.run_actions(io, now);
+                true
+            }
+            Icmpv6Type::NeighborAdvert => {
+                let Some(target) = icmp.ndp_target_addr() else { return true };
+                let opts = icmp.data().get(16..).unwrap_or(&[]);
+                let mac = match wire::ndisc::ndp_option_mac(opts, wire::ndisc::OPT_TARGET_LL_ADDR) {
+                    Ok(Some(mac)) => mac,
+                    _ => wire::EthernetFrame::new_unchecked(frame).src_addr(),
+                };
+                let flags = icmp.rest_of_header();
+                let t = IpAddr::V6(target);
+                if !owns_v6(p, target) && mac.is_unicast() {
+                    self.neigh_port.insert(t, msg.in_port);
+                    if flags & wire::ndisc::na_flags::SOLICITED != 0 {
+                        self.neigh.confirm(t, mac, now, &mut self.actions);
+                    } else if flags & wire::ndisc::na_flags::OVERRIDE != 0 {
+                        self.neigh.learn(t, mac, &mut self.actions);
+                    }
+                    self.sync(t);
+                }
+                self.run_actions(io, now);
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// Installs (or refreshes) the FIB entry of a neighbour whose cache entry has a MAC.
+    fn sync(&mut self, ip: IpAddr) {
+        if let (Some((state, Some(mac))), Some(&port)) = (self.neigh.get(ip), self.neigh_port.get(&ip))
+            && !matches!(state, State::Incomplete | State::Failed)
+        {
+            self.install(ip, port, mac);
+        }
+    }
+}
+
+/// Whether `ip` is inside one of the port's prefixes.
+fn on_link(p: &PortInfo, ip: IpAddr) -> bool {
+    p.addresses.iter().any(|&(a, len)| match (a, ip) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => len == 0 || (u32::from(a) ^ u32::from(b)) >> (32 - u32::from(len)) == 0,
+        (IpAddr::V6(a), IpAddr::V6(b)) => len == 0 || (u128::from(a) ^ u128::from(b)) >> (128 - u32::from(len)) == 0,
+        _ => false,
+    })
+}
+
+/// The port's addresses plus its EUI-64 link-local address (RFC 4291 2.5.6, appendix A),
+/// which the kernel also gives the port's TAP.
+fn owns_v6(p: &PortInfo, a: Ipv6Addr) -> bool {
+    p.owns(IpAddr::V6(a)) || a == link_local(p.mac)
+}
+
+/// fe80::/64 with the modified EUI-64 interface identifier of `mac`.
+pub fn link_local(mac: MacAddr) -> Ipv6Addr {
+    let m = mac.0;
+    Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+}
+
+fn ip_total_len(l3: &[u8]) -> Option<usize> {
+    match l3.first()? >> 4 {
+        4 => Ipv4Packet::new_checked(l3).ok().map(|ip| usize::from(ip.total_len())),
+        6 => Ipv6Packet::new_checked(l3).ok().map(|ip| 40 + usize::from(ip.payload_len())),
+        _ => None,
+    }
+}
+
+/// `frame` (L3 at `l3`) with a new L2 header: to `dst` from the port's MAC, with the port's
+/// tag if it is a sub-interface.
+fn with_l2(p: &PortInfo, dst: MacAddr, frame: &[u8], l3: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frame.len() + 4);
+    out.extend_from_slice(&dst.0);
+    out.extend_from_slice(&p.mac.0);
+    if let Some(vid) = p.vlan {
+        out.extend_from_slice(&[0x81, 0x00]);
+        out.extend_from_slice(&(vid & 0xfff).to_be_bytes());
+    }
+    out.extend_from_slice(&frame[l3 - 2..]);
+    out
+}
+
+/// An untagged frame with the port's tag inserted if it is a sub-interface.
+fn tag(p: &PortInfo, frame: &[u8]) -> Vec<u8> {
+    match p.vlan {
+        Some(_) if frame.len() >= 14 => {
+            let dst = MacAddr(frame[0..6].try_into().unwrap_or([0; 6]));
+            with_l2(p, dst, frame, 14)
+        }
+        _ => frame.to_vec(),
+    }
+}
+
+/// The frame with its VLAN tags removed (what a TAP, an untagged interface, carries).
+fn untag(frame: &[u8], l3: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frame.len());
+    out.extend_from_slice(&frame[..12]);
+    out.extend_from_slice(&frame[l3 - 2..]);
+    out
+}

@@ -1,0 +1,249 @@
+//! `linerate show routes|neighbours|interfaces|drops [--json]` and `linerate top`: clients of
+//! the control socket of a running `linerate run` ([`crate::control`]).
+//!
+//! `top` prints, every interval, the layout of FreeBSD's `netstat -ihw 1` per interface
+//! (input packets, errors, drops, bytes; output packets, errors, bytes), then the per-queue
+//! packet rates of each interface as `nic-queue-usage` shows them (one column per worker,
+//! which owns one queue of each interface), then the drop reasons that moved.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use config::Config;
+use serde_json::Value;
+
+#[derive(clap::Args)]
+pub struct SocketArgs {
+    /// Configuration file of the running linerate (for `router.control_socket`)
+    /// [default: the default socket, /run/linerate.sock].
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+}
+
+impl SocketArgs {
+    pub fn socket(&self) -> Result<PathBuf> {
+        Ok(match &self.config {
+            Some(path) => Config::load(path)?.router.control_socket,
+            None => config::RouterSettings::default().control_socket,
+        })
+    }
+}
+
+/// Sends one command line, returns the one-line answer (`error: ...` answers become errors).
+pub fn request(socket: &std::path::Path, command: &str, timeout: Duration) -> Result<String> {
+    let mut conn = UnixStream::connect(socket)
+        .with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
+    conn.set_read_timeout(Some(timeout))?;
+    conn.write_all(format!("{command}\n").as_bytes())?;
+    let mut answer = String::new();
+    BufReader::new(&conn).read_line(&mut answer).context("reading the answer")?;
+    let answer = answer.trim_end().to_owned();
+    if let Some(err) = answer.strip_prefix("error: ") {
+        bail!("{command}: {err}");
+    }
+    Ok(answer)
+}
+
+fn query(args: &SocketArgs, command: &str) -> Result<Value> {
+    let answer = request(&args.socket()?, command, Duration::from_secs(10))?;
+    serde_json::from_str(&answer).with_context(|| format!("{command}: not JSON: {answer:.80}"))
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum What {
+    Routes,
+    Neighbours,
+    Interfaces,
+    Drops,
+}
+
+#[derive(clap::Args)]
+pub struct ShowArgs {
+    what: What,
+    /// Print the JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    socket: SocketArgs,
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub fn show_main(args: ShowArgs) -> Result<()> {
+    let command = match args.what {
+        What::Routes => "routes",
+        What::Neighbours => "neighbours",
+        What::Interfaces => "interfaces",
+        What::Drops => "stats",
+    };
+    let v = query(&args.socket, command)?;
+    let v = if matches!(args.what, What::Drops) { v["drops"].clone() } else { v };
+    if args.json {
+        println!("{v}");
+        return Ok(());
+    }
+    let rows = v.as_array().cloned().unwrap_or_default();
+    match args.what {
+        What::Routes => {
+            println!("{:<44} {:<10} {:<40} interface", "prefix", "kind", "via");
+            for r in rows {
+                println!("{:<44} {:<10} {:<40} {}", s(&r["prefix"]), s(&r["kind"]), s(&r["via"]), s(&r["interface"]));
+            }
+        }
+        What::Neighbours => {
+            println!("{:<40} {:<18} {:<10} interface", "address", "mac", "state");
+            for n in rows {
+                println!("{:<40} {:<18} {:<10} {}", s(&n["address"]), s(&n["mac"]), s(&n["state"]), s(&n["interface"]));
+            }
+        }
+        What::Interfaces => {
+            println!("{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} addresses", "name", "mac", "mtu", "vlan", "parent", "tap");
+            for i in rows {
+                let addrs: Vec<String> = i["addresses"].as_array().into_iter().flatten().map(s).collect();
+                println!("{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {}", s(&i["name"]), s(&i["mac"]), s(&i["mtu"]), s(&i["vlan"]), s(&i["parent"]), s(&i["tap"]), addrs.join(" "));
+            }
+        }
+        What::Drops => {
+            println!("{:<24} {:>14}", "reason", "packets");
+            for (reason, n) in v.as_object().into_iter().flatten() {
+                println!("{reason:<24} {:>14}", s(n));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct TopArgs {
+    /// Seconds between two screens.
+    #[arg(short = 'w', long, default_value_t = 1.0)]
+    interval: f64,
+    /// Stop after this many screens (0: until Ctrl-C).
+    #[arg(short = 'n', long, default_value_t = 0)]
+    count: u64,
+    #[command(flatten)]
+    socket: SocketArgs,
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+/// Human-readable count, as `netstat -h`: 1.2K, 3.4M.
+fn human(x: f64) -> String {
+    match x {
+        x if x >= 1e9 => format!("{:.1}G", x / 1e9),
+        x if x >= 1e6 => format!("{:.1}M", x / 1e6),
+        x if x >= 1e3 => format!("{:.1}K", x / 1e3),
+        x => format!("{x:.0}"),
+    }
+}
+
+/// One screen: rates between two `stats` documents `secs` apart.
+pub fn render(prev: &Value, now: &Value, secs: f64) -> String {
+    let rate = |a: &Value, b: &Value| (num(b) - num(a)).max(0.0) / secs;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<16} {:>8} {:>6} {:>6} {:>8}   {:>8} {:>6} {:>8} {:>6}\n",
+        "interface", "ipkts/s", "ierrs", "idrops", "ibytes", "opkts/s", "oerrs", "obytes", "colls"
+    ));
+    let ifaces = now["interfaces"].as_array().cloned().unwrap_or_default();
+    for (i, n) in ifaces.iter().enumerate() {
+        let p = &prev["interfaces"][i];
+        out.push_str(&format!(
+            "{:<16} {:>8} {:>6} {:>6} {:>8}   {:>8} {:>6} {:>8} {:>6}\n",
+            s(&n["name"]),
+            human(rate(&p["rx_packets"], &n["rx_packets"])),
+            human(rate(&p["rx_errors"], &n["rx_errors"])),
+            human(rate(&p["rx_drops"], &n["rx_drops"])),
+            human(rate(&p["rx_bytes"], &n["rx_bytes"])),
+            human(rate(&p["tx_packets"], &n["tx_packets"])),
+            human(rate(&p["tx_drops"], &n["tx_drops"])),
+            human(rate(&p["tx_bytes"], &n["tx_bytes"])),
+            0
+        ));
+    }
+    let workers = now["workers"].as_array().cloned().unwrap_or_default();
+    out.push_str(&format!("\n{:<16}", "queue rx pps"));
+    for w in 0..workers.len() {
+        out.push_str(&format!(" {:>10}", format!("q{w}")));
+    }
+    out.push('\n');
+    for (i, n) in ifaces.iter().enumerate() {
+        out.push_str(&format!("{:<16}", s(&n["name"])));
+        for (w, wk) in workers.iter().enumerate() {
+            let q = &wk["queues"][i]["rx_packets"];
+            out.push_str(&format!(" {:>10}", human(rate(&prev["workers"][w]["queues"][i]["rx_packets"], q))));
+        }
+        out.push('\n');
+    }
+    let t = &now["totals"];
+    let pt = &prev["totals"];
+    out.push_str(&format!(
+        "\nforwarded {}/s  local {}/s  slow path {}/s  dropped {}/s\n",
+        human(rate(&pt["forwarded"], &t["forwarded"])),
+        human(rate(&pt["local"], &t["local"])),
+        human(rate(&pt["slow_path"], &t["slow_path"])),
+        human(rate(&pt["dropped"], &t["dropped"]))
+    ));
+    for (reason, n) in now["drops"].as_object().into_iter().flatten() {
+        let r = rate(&prev["drops"][reason], n);
+        if r > 0.0 {
+            out.push_str(&format!("  drop {reason:<22} {}/s\n", human(r)));
+        }
+    }
+    out
+}
+
+pub fn top_main(args: TopArgs) -> Result<()> {
+    let interval = Duration::from_secs_f64(args.interval.max(0.1));
+    let stop = crate::stop_on_signals()?;
+    let mut prev = (Instant::now(), query(&args.socket, "stats")?);
+    let mut shown = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && (args.count == 0 || shown < args.count) {
+        std::thread::sleep(interval);
+        let now = (Instant::now(), query(&args.socket, "stats")?);
+        let screen = render(&prev.1, &now.1, now.0.duration_since(prev.0).as_secs_f64());
+        // Clear the terminal between screens only when it is one (logs stay appendable).
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            print!("\x1b[H\x1b[2J");
+        }
+        println!("{screen}");
+        prev = now;
+        shown += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn top_screen_shows_rates() {
+        let doc = |rx: u64, drops: u64| {
+            json!({
+                "interfaces": [{"name": "lr-a", "rx_packets": rx, "rx_errors": 0, "rx_drops": drops, "rx_bytes": rx * 60,
+                                "tx_packets": rx, "tx_drops": 0, "tx_bytes": rx * 60}],
+                "workers": [{"queues": [{"rx_packets": rx}]}],
+                "totals": {"forwarded": rx, "local": 0, "slow_path": 0, "dropped": drops},
+                "drops": {"no_route": drops},
+            })
+        };
+        let screen = render(&doc(0, 0), &doc(2_000_000, 10), 2.0);
+        assert!(screen.contains("lr-a"), "{screen}");
+        assert!(screen.contains("1.0M"), "{screen}");
+        assert!(screen.contains("drop no_route"), "{screen}");
+        assert!(screen.contains("q0"), "{screen}");
+    }
+}
