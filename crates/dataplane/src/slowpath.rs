@@ -288,8 +288,7 @@ impl SlowPath {
     /// Sends an ARP request or a neighbour solicitation for `ip` (broadcast / multicast, or
     /// unicast to re-check a cached MAC).
     fn request(&mut self, io: &mut impl SlowIo, ip: IpAddr, unicast: Option<MacAddr>) {
-        let Some(&port) = self.neigh_port.get(&ip) else { return };
-        let p = &self.ports[port as usize];
+        let Some(p) = self.neigh_port.get(&ip).and_then(|&port| self.ports.get(port as usize)) else { return };
         let n = match ip {
             IpAddr::V4(target) => {
                 let Some(src) = p.ipv4() else { return };

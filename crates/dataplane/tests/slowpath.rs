@@ -280,3 +280,49 @@ fn host_frames_go_out_tagged_on_sub_interfaces() {
     assert_eq!(garps.len(), 3);
     assert!(garps.contains(&(Some(7), "198.20.0.1".parse().unwrap())));
 }
+
+mod never_panics {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Frames to the router with a plausible start (Ethernet to R_A, a chosen EtherType, an
+    /// IP version nibble) and random rest.
+    fn frame() -> impl Strategy<Value = Vec<u8>> {
+        let et = prop_oneof![Just([0x08, 0x00]), Just([0x86, 0xdd]), Just([0x08, 0x06]), Just([0x81, 0x00]), any::<[u8; 2]>()];
+        (et, proptest::collection::vec(any::<u8>(), 0..1600)).prop_map(|(et, rest)| {
+            let mut f = R_A.0.to_vec();
+            f.extend_from_slice(&HOST_A.0);
+            f.extend_from_slice(&et);
+            f.extend_from_slice(&rest);
+            f
+        })
+    }
+
+    fn punt_kind() -> impl Strategy<Value = Punt> {
+        prop_oneof![
+            Just(Punt::Local),
+            Just(Punt::Error(IcmpError::TimeExceeded)),
+            Just(Punt::Error(IcmpError::PacketTooBig { mtu: 576 })),
+            (0u32..8, 0u16..4).prop_map(|(next_hop, port)| Punt::Unresolved { next_hop, port }),
+            (0u16..4).prop_map(|port| Punt::Fragment { port, mac: HOST_B }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn any_punted_or_host_frame(f in frame(), kind in punt_kind(), in_port in 0u16..4, host in any::<bool>()) {
+            let (mut sp, _) = setup();
+            let mut io = Recorder::default();
+            if host {
+                sp.from_host(&mut io, in_port, &f);
+            } else {
+                sp.handle(&mut io, punt(f, kind, in_port.min(1), in_port), 0);
+            }
+            sp.tick(&mut io, 5 * S);
+            for (_, out) in &io.wire {
+                prop_assert!(out.len() >= 14);
+            }
+        }
+    }
+}
