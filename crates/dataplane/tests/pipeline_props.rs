@@ -103,3 +103,36 @@ proptest! {
         prop_assert_eq!(w.pool.available(), 300);
     }
 }
+
+/// TTL-expired packets are all dropped and counted, but only as many ICMP errors as the rate
+/// limit allows reach the slow path (errppslimit).
+#[test]
+fn icmp_errors_are_rate_limited() {
+    let flow = wire::build::UdpFlow {
+        src_mac: wire::MacAddr([2, 0, 0, 0, 0, 0xa1]),
+        dst_mac: RX_MAC,
+        src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
+        dst: IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)),
+        src_port: 1,
+        dst_port: 2,
+        ttl: 1,
+    };
+    let mut buf = [0u8; 64];
+    let n = wire::build::udp_frame(&flow, 60, &mut buf).unwrap();
+    let frames = vec![buf[..n].to_vec(); 1000];
+    let started = std::time::Instant::now();
+    let mut w = worker(frames);
+    w.set_icmp_rate(100);
+    while !w.rx[0].finished() {
+        w.poll();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let c = w.counts();
+    assert_eq!(c.drops[dataplane::DropReason::TtlExpired as usize], 1000);
+    let (sent, suppressed) = w.icmp_counts();
+    // A burst of 10 (a tenth of a second's worth), then 100 per second.
+    let most = 10 + (100.0 * elapsed).ceil() as u64;
+    assert!(sent >= 1 && sent <= most, "{sent} errors in {elapsed:.3} s");
+    assert_eq!(sent + suppressed, 1000);
+    assert_eq!(w.local.stats().tx_packets, sent);
+}
