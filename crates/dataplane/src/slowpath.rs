@@ -25,7 +25,7 @@
 //! All I/O goes through [`SlowIo`], so this is tested with in-memory frames.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 
 use io::ratelimit::TokenBucket;
 use wire::icmp_reply::{self, IcmpError};
@@ -141,20 +141,24 @@ impl SlowPath {
         v
     }
 
-    /// Announces the router: a gratuitous ARP (RFC 5227 3: an ARP request for its own
-    /// address) for every IPv4 address, so neighbours update stale caches at once.
+    /// Announces the router, so neighbours update stale caches at once: a gratuitous ARP
+    /// (RFC 5227 3: an ARP request for its own address) for every IPv4 address, an
+    /// unsolicited Neighbor Advertisement (RFC 4861 7.2.6) for every IPv6 address.
     pub fn start(&mut self, io: &mut impl SlowIo) {
-        for port in 0..self.ports.len() {
-            let p = &self.ports[port];
-            let v4: Vec<Ipv4Addr> = p.addresses.iter().filter_map(|(a, _)| match a {
-                IpAddr::V4(a) => Some(*a),
-                IpAddr::V6(_) => None,
-            }).collect();
-            for a in v4 {
-                if let Ok(n) = wire::ndisc::arp_request(p.mac, a, a, None, &mut self.buf) {
-                    let frame = tag(&self.ports[port], &self.buf[..n]);
-                    io.send_wire(self.ports[port].phys, &frame);
-                    self.stats.arp_requests += 1;
+        for p in &self.ports {
+            for &(a, _) in &p.addresses {
+                let built = match a {
+                    IpAddr::V4(a) => {
+                        self.stats.arp_requests += 1;
+                        wire::ndisc::arp_request(p.mac, a, a, None, &mut self.buf)
+                    }
+                    IpAddr::V6(a) => {
+                        self.stats.nd_adverts += 1;
+                        wire::ndisc::unsolicited_advert(p.mac, a, &mut self.buf)
+                    }
+                };
+                if let Ok(n) = built {
+                    io.send_wire(p.phys, &tag(p, &self.buf[..n]));
                 }
             }
         }

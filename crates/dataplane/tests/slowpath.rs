@@ -274,11 +274,14 @@ fn host_frames_go_out_tagged_on_sub_interfaces() {
     let (port, up) = io.host.pop().unwrap();
     assert_eq!(port, 2);
     assert_eq!(parse_l2(&up).unwrap().vlans, [None, None]);
-    // Gratuitous ARP for every IPv4 address, tagged on the sub-interface.
+    // Gratuitous ARP for every IPv4 address (tagged on the sub-interface), unsolicited
+    // advertisements for the IPv6 ones.
     sp.start(&mut io);
-    let garps: Vec<_> = io.wire.iter().map(|(_, f)| (parse_l2(f).unwrap().vlans[0], arp_of(f).sender_proto_addr())).collect();
+    let arp: Vec<_> = io.wire.iter().filter(|(_, f)| parse_l2(f).unwrap().ethertype == EtherType::Arp).collect();
+    let garps: Vec<_> = arp.iter().map(|(_, f)| (parse_l2(f).unwrap().vlans[0], arp_of(f).sender_proto_addr())).collect();
     assert_eq!(garps.len(), 3);
     assert!(garps.contains(&(Some(7), "198.20.0.1".parse().unwrap())));
+    assert_eq!(io.wire.len() - arp.len(), 2, "one advertisement per IPv6 address");
 }
 
 mod never_panics {

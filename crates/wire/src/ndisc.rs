@@ -248,6 +248,29 @@ pub fn neighbor_advert(
     Ok(len.max(crate::build::MIN_FRAME_LEN))
 }
 
+/// Builds an unsolicited Neighbor Advertisement of `target` at `router_mac` to all nodes
+/// (RFC 4861 7.2.6: sent when a link-layer address becomes known or changes, here when the
+/// router starts), with the Router and Override flags and a Target Link-Layer Address
+/// option, so neighbours update their caches at once. Untagged.
+pub fn unsolicited_advert(router_mac: MacAddr, target: Ipv6Addr, buf: &mut [u8]) -> Result<usize, Error> {
+    if target.is_multicast() || target.is_unspecified() {
+        return Err(Error::Malformed);
+    }
+    let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    let ip_len = 40 + ND_BODY + LL_OPT;
+    let len = ETH + ip_len;
+    let out = out_frame(buf, len)?;
+    let mut eth = EthernetFrame::new_unchecked(&mut *out);
+    eth.set_dst_addr(multicast_mac(all_nodes));
+    eth.set_src_addr(router_mac);
+    eth.set_ethertype(EtherType::Ipv6);
+    let ip = &mut out[ETH..ETH + ip_len];
+    let flags = na_flags::ROUTER | na_flags::OVERRIDE;
+    write_nd(&mut ip[40..], Icmpv6Type::NeighborAdvert, flags, target, Some((OPT_TARGET_LL_ADDR, router_mac)), &target, &all_nodes);
+    write_ipv6(ip, target, all_nodes);
+    Ok(len.max(crate::build::MIN_FRAME_LEN))
+}
+
 /// Builds a Neighbor Solicitation for `target` from `src` (an address of the router on the
 /// link) and `router_mac`, with a Source Link-Layer Address option (RFC 4861 4.3, 7.2.2).
 /// With `dst_mac` `None` it goes to the target's solicited-node multicast address (address

@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use wire::ndisc::{
+use wire::ndisc::{self,
     OPT_SOURCE_LL_ADDR, OPT_TARGET_LL_ADDR, arp_reply, arp_request, multicast_mac, na_flags,
     ndp_option_mac, neighbor_advert, neighbor_solicit, solicited_node,
 };
@@ -432,4 +432,23 @@ fn arp_request_broadcast_and_unicast() {
         arp_request(ROUTER_MAC, me, them, None, &mut buf[..59]),
         Err(Error::BufferTooSmall)
     );
+}
+
+#[test]
+fn unsolicited_advert_to_all_nodes() {
+    let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+    let target: Ipv6Addr = "2001:db8::1".parse().unwrap();
+    let mut buf = [0u8; 128];
+    let n = ndisc::unsolicited_advert(mac, target, &mut buf).unwrap();
+    let f = &buf[..n];
+    assert_eq!(&f[0..6], &[0x33, 0x33, 0, 0, 0, 1]);
+    let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+    assert_eq!((ip.src_addr(), ip.hop_limit()), (target, ndisc::ND_HOP_LIMIT));
+    let na = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    assert!(na.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
+    assert_eq!(na.msg_type(), Icmpv6Type::NeighborAdvert);
+    assert_eq!(na.rest_of_header() & ndisc::na_flags::SOLICITED, 0);
+    assert_eq!(na.ndp_target_addr(), Some(target));
+    assert_eq!(ndisc::ndp_option_mac(&ip.payload()[24..], ndisc::OPT_TARGET_LL_ADDR).unwrap(), Some(mac));
+    assert!(ndisc::unsolicited_advert(mac, "ff02::1".parse().unwrap(), &mut buf).is_err());
 }
