@@ -28,7 +28,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::{Fib, PortInfo};
-use crate::filter::{self, FilterStage, Firewall};
+use crate::filter::{FilterStage, Firewall, Routed};
 
 /// Packets of the batch whose data is prefetched ahead of the one being parsed.
 const PREFETCH_AHEAD: usize = 4;
@@ -41,6 +41,22 @@ enum Step {
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
     V4 { l3: u16, slot: u16 },
     V6 { l3: u16, slot: u16 },
+}
+
+impl Routed for Step {
+    #[inline(always)]
+    fn routed(&self) -> Option<(usize, bool)> {
+        match *self {
+            Step::V4 { l3, .. } => Some((l3 as usize, true)),
+            Step::V6 { l3, .. } => Some((l3 as usize, false)),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn drop_for(&mut self, reason: DropReason) {
+        *self = Step::Drop(reason);
+    }
 }
 
 /// The forwarding node of one worker.
@@ -127,24 +143,12 @@ impl Forwarder {
         }
     }
 
-    /// The filter pass, right after classify (the frames are still in cache): extract each
-    /// routed packet's firewall key, then state lookup, else the `in` rules.
+    /// The filter pass, right after classify (the frames are still in cache): state lookups,
+    /// else the `in` rules (see [`crate::filter::FilterStage`]).
     #[inline(never)]
     fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
-        let Some(f) = &mut self.filter else { return };
-        f.fw.begin_batch();
-        for (i, (step, &desc)) in self.steps.iter_mut().zip(descs).enumerate() {
-            let (l3, v4) = match *step {
-                Step::V4 { l3, .. } => (l3, true),
-                Step::V6 { l3, .. } => (l3, false),
-                _ => continue,
-            };
-            let (key, tcp) = (&mut f.keys[i], &mut f.tcp[i]);
-            filter::extract(pool.frame(desc), l3 as usize, v4, desc.port, key, tcp);
-            match f.fw.filter_in(key, tcp.as_ref()) {
-                Ok(stateful) => f.stateful[i] = stateful,
-                Err(reason) => *step = Step::Drop(reason),
-            }
+        if let Some(f) = &mut self.filter {
+            f.filter_in(pool, descs, &mut self.steps[..]);
         }
     }
 
@@ -155,7 +159,7 @@ impl Forwarder {
             let step = self.steps[i % MAX_BATCH];
             self.apply::<true>(pool, desc, i, step, outputs, local);
         }
-        if let Some(f) = &self.filter {
+        if let Some(f) = &mut self.filter {
             f.fw.end_batch();
         }
     }

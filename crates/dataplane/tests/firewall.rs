@@ -181,6 +181,45 @@ fn full_state_table_drops_new_flows() {
     assert_eq!((c.forwarded, drops(&c, DropReason::StateLimit)), (2, 2), "{c:?}");
 }
 
+/// The state lookups run in one loop for a small table and batched (prefetch, then probe,
+/// then look up) for a large one: both must give every packet the same outcome, with the same
+/// counters. Mixed traffic: UDP flows and their replies, repeated within a batch, a TCP
+/// handshake with an out-of-window segment, pings, packets the rules block.
+#[test]
+fn batched_and_one_by_one_state_lookups_agree() {
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    let mut out = Vec::new();
+    let mut back = Vec::new();
+    for round in 0..3u16 {
+        for i in 0..40u16 {
+            out.push(udp(0, A_HOST, 1000 + i, FAR, 53));
+            if i % 3 == 0 {
+                back.push(udp(1, FAR, 53, A_HOST, 1000 + i));
+            }
+            // Replies to flows that have no state (blocked), and a port the rules block.
+            back.push(udp(1, FAR, 54, A_HOST, 2000 + i + round));
+        }
+        out.push(tcp(0, A_HOST, 40000, FAR, 80, if round == 0 { SYN } else { ACK }, 1000 + u32::from(round), 5001));
+        back.push(tcp(1, FAR, 80, A_HOST, 40000, SYN | ACK, 5000, 1001));
+        back.push(tcp(1, FAR, 80, A_HOST, 40000, ACK, 5001 + 1_000_000_000, 1001));
+    }
+    let outcome = |limit: u32| {
+        let rules = format!("set limit states {limit}\nblock all\npass in on a keep state\n");
+        let (c, w) = run(&rules, [out.clone(), back.clone()]);
+        let fw = w.firewall_stats().unwrap();
+        let table = w.firewall().unwrap().state_table().memory_bytes();
+        (c, fw.rules().snapshot(), fw.states().to_vec(), table)
+    };
+    let (small, big) = (outcome(64), outcome(200_000));
+    assert!(small.3 < 1 << 20 && big.3 > 1 << 20, "one table under the cache threshold, one over");
+    assert_eq!(small.0, big.0);
+    assert_eq!(small.1, big.1);
+    assert_eq!(small.2, big.2);
+    assert!(small.0.forwarded > 100 && drops(&small.0, DropReason::FilterBlocked) > 100, "{:?}", small.0);
+    assert_eq!(drops(&small.0, DropReason::StateOutOfWindow), 3, "{:?}", small.0);
+}
+
 /// Counts forwarded frames by UDP destination port (frames are IPv4 without options).
 #[derive(Default)]
 struct ByPortTx {
