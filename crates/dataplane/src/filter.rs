@@ -26,7 +26,7 @@ use std::time::Instant;
 use fw::classifier::{BuildError, Classifier};
 use fw::packet::{Dir, PacketKey};
 use fw::rules::{Action, RuleSet, StateMode};
-use fw::state::{FlowV4, InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{FlowV4, IcmpErrorMatch, InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 
@@ -393,6 +393,20 @@ impl Firewall {
             StateVerdict::Pass => Ok(()),
             StateVerdict::Drop(_) => Err(DropReason::StateOutOfWindow),
         })
+    }
+
+    /// An ICMP error quoting a packet of a tracked flow (`quoted`, `seq`: from
+    /// [`keys::quoted`]) passes under that flow's state, counted under its rule, as in pf;
+    /// one quoting a TCP sequence number outside the flow's window is dropped. `None` when no
+    /// state matches: the rules decide.
+    pub(crate) fn icmp_error(&mut self, quoted: &PacketKey, seq: Option<u32>, len: u16) -> Option<Result<bool, DropReason>> {
+        let (id, r) = match self.states.match_icmp_error(quoted, seq, self.now) {
+            IcmpErrorMatch::Pass(id) => (id, Ok(true)),
+            IcmpErrorMatch::BadSeq(id) => (id, Err(DropReason::StateOutOfWindow)),
+            IcmpErrorMatch::Miss => return None,
+        };
+        self.count(self.states.rule_of(id).map_or(usize::MAX, |r| r as usize), len);
+        Some(r)
     }
 
     /// The out pass on the output port (only for packets no state matched).

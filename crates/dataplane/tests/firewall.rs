@@ -181,6 +181,57 @@ fn full_state_table_drops_new_flows() {
     assert_eq!((c.forwarded, drops(&c, DropReason::StateLimit)), (2, 2), "{c:?}");
 }
 
+/// An ICMP error (received on port b, `from` its sender) reporting on `orig`, a frame that
+/// host A sent through port a: addressed to A, quoting the start of `orig`'s IP packet.
+fn icmp_error_about(orig: &[u8], from: Ipv4Addr) -> Vec<u8> {
+    let mut buf = vec![0u8; 1500];
+    let n = wire::icmp_reply::icmp_error(orig, wire::icmp_reply::IcmpError::NoRoute, IpAddr::V4(from), B_MAC, &mut buf).unwrap();
+    buf.truncate(n);
+    wire::EthernetFrame::new_unchecked(&mut buf[..]).set_dst_addr(TX_MAC);
+    buf
+}
+
+/// pf passes an ICMP error that quotes a packet of a tracked flow under that flow's state,
+/// whatever the rules say (here `block all`), and drops one that quotes a TCP sequence number
+/// outside the flow's window; an error that matches no state goes through the rules.
+#[test]
+fn icmp_errors_pass_under_the_state_of_the_flow_they_quote() {
+    const SYN: u8 = 0x02;
+    let rules = "block all\npass in on a proto { udp tcp } keep state\n";
+    let out_udp = udp(0, A_HOST, 1000, FAR, 53);
+    let out_tcp = tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000, 0);
+    let mut not_to_sender = icmp_error_about(&out_udp, FAR);
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut not_to_sender[14..]);
+        ip.set_dst_addr(Ipv4Addr::new(198, 18, 0, 3));
+        ip.fill_checksum();
+    }
+    let back = vec![
+        // Passes: the UDP flow's state, from the far host and from a router on the way.
+        icmp_error_about(&out_udp, FAR),
+        icmp_error_about(&out_udp, B_GW),
+        // Blocked: no state for that flow.
+        icmp_error_about(&udp(0, A_HOST, 1001, FAR, 53), FAR),
+        // Blocked: not addressed to the quoted packet's source.
+        not_to_sender,
+        // Passes: the TCP flow's state, quoted sequence number in the window.
+        icmp_error_about(&out_tcp, FAR),
+        // Dropped: sequence number far outside the window.
+        icmp_error_about(&tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000 + 1_000_000, 0), FAR),
+    ];
+    let (c, w) = run(rules, [vec![out_udp.clone(), out_tcp.clone()], back]);
+    assert_eq!(c.forwarded, 2 + 3, "{c:?}");
+    assert_eq!(w.tx[0].stats().tx_packets, 3, "the three errors went back to host A on port a");
+    assert_eq!(drops(&c, DropReason::FilterBlocked), 2, "{c:?}");
+    assert_eq!(drops(&c, DropReason::StateOutOfWindow), 1, "{c:?}");
+    let fw = w.firewall_stats().unwrap();
+    let states: std::collections::HashMap<_, _> = fw.states().into_iter().collect();
+    assert_eq!((states["icmp_error_hits"], states["icmp_error_bad_seq"]), (3, 1));
+    let stats = fw.rules().snapshot();
+    assert_eq!((stats[1].packets, stats[1].states), (2 + 4, 2), "the errors count under the flows' rule");
+    assert_eq!(stats[0].packets, 2, "block all");
+}
+
 /// The state lookups run in one loop for a small table and batched (prefetch, then probe,
 /// then look up) for a large one: both must give every packet the same outcome, with the same
 /// counters. Mixed traffic: UDP flows and their replies, repeated within a batch, a TCP

@@ -180,6 +180,17 @@ pub enum StateLookup {
     Miss,
 }
 
+/// Result of [`StateTable::match_icmp_error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcmpErrorMatch {
+    /// The error belongs to this tracked flow: it passes under the state.
+    Pass(StateId),
+    /// It quotes a TCP sequence number outside the flow's window: pf drops it (BADSTATE).
+    BadSeq(StateId),
+    /// No (live) state: the rules decide.
+    Miss,
+}
+
 /// Why [`StateTable::insert`] refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum InsertError {
@@ -773,20 +784,27 @@ impl StateTable {
     /// either orientation finds the state). `quoted_tcp_seq`: the quoted TCP sequence number,
     /// checked against the sender's window as pf does (skipped for sloppy states).
     /// The state's timeout is not refreshed. The caller should also check that the error is
-    /// addressed to the quoted packet's source.
-    pub fn lookup_icmp_error(
-        &mut self,
-        quoted: &PacketKey,
-        quoted_tcp_seq: Option<u32>,
-        now: u32,
-    ) -> Option<StateId> {
+    /// addressed to the quoted packet's source. `None` also for a quoted sequence number
+    /// outside the window: see [`match_icmp_error`](Self::match_icmp_error) to tell the two
+    /// apart.
+    pub fn lookup_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> Option<StateId> {
+        match self.match_icmp_error(quoted, quoted_tcp_seq, now) {
+            IcmpErrorMatch::Pass(id) => Some(id),
+            IcmpErrorMatch::BadSeq(_) | IcmpErrorMatch::Miss => None,
+        }
+    }
+
+    /// As [`lookup_icmp_error`](Self::lookup_icmp_error), telling a miss (the rules decide,
+    /// as pf does) from a state whose window the quoted sequence number is outside (pf drops
+    /// the error without evaluating the rules).
+    pub fn match_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> IcmpErrorMatch {
         let Flow { key: fk, from_a } = Flow::of(quoted);
         let h = self.hash(&fk);
         let (pos, id) = match self.find(&fk, h) {
             Ok(x) => x,
             Err(_) => {
                 self.counters.icmp_error_misses += 1;
-                return None;
+                return IcmpErrorMatch::Miss;
             }
         };
         let e = &self.slots[id];
@@ -794,24 +812,18 @@ impl StateTable {
             self.remove_at(pos, id);
             self.counters.expired_lookup += 1;
             self.counters.icmp_error_misses += 1;
-            return None;
+            return IcmpErrorMatch::Miss;
         }
-        if let (Class::Tcp, Some(seq), false) =
-            (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0)
-        {
+        if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
             let from_init = from_a ^ (e.flags & F_INIT_B != 0);
-            let (src, dst) = if from_init {
-                (&e.peer[0], &e.peer[1])
-            } else {
-                (&e.peer[1], &e.peer[0])
-            };
+            let (src, dst) = if from_init { (&e.peer[0], &e.peer[1]) } else { (&e.peer[1], &e.peer[0]) };
             if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
                 self.counters.icmp_error_bad_seq += 1;
-                return None;
+                return IcmpErrorMatch::BadSeq(StateId(id as u32));
             }
         }
         self.counters.icmp_error_hits += 1;
-        Some(StateId(id as u32))
+        IcmpErrorMatch::Pass(StateId(id as u32))
     }
 
     /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead

@@ -118,6 +118,71 @@ pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut Pa
     }
 }
 
+/// The packet an ICMP error quotes, as the key of the flow it belongs to (the quoted header's
+/// addresses, protocol, ports or ICMP type and code), with its TCP sequence number; `key` is
+/// the error's own key ([`extract`] of the same frame). `None` unless the error is addressed
+/// to the quoted packet's source (as it is when it reports on that packet) and quotes enough
+/// of it: the IP header and the first 8 bytes of TCP, 4 of UDP, 2 of ICMP (RFC 792 and 4443
+/// guarantee 8). The quoted IPv6 header's extension headers are walked.
+pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(PacketKey, Option<u32>)> {
+    let ip = frame.get(l3..)?;
+    let (af, icmp) = match key.af {
+        Af::Inet => {
+            let v = Ipv4Packet::new_checked(ip).ok()?;
+            (Af::Inet, ip.get(v.header_len()..usize::from(v.total_len()))?)
+        }
+        Af::Inet6 => {
+            let v = Ipv6Packet::new_checked(ip).ok()?;
+            let (_, off) = v.upper_layer().ok()?;
+            (Af::Inet6, ip.get(off..40 + usize::from(v.payload_len()))?)
+        }
+    };
+    // The ICMP header (type, code, checksum, 4 more bytes), then the quoted packet.
+    let q = icmp.get(8..)?;
+    let (proto_, src, dst, l4): (u8, u128, u128, &[u8]) = match af {
+        Af::Inet => {
+            let h: &[u8; 20] = q.first_chunk()?;
+            let ihl = usize::from(h[0] & 0x0f) * 4;
+            if h[0] >> 4 != 4 || ihl < 20 {
+                return None;
+            }
+            // A later fragment quotes no L4 header: its flow is unknown.
+            let l4 = if u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0 { q.get(ihl..)? } else { &[] };
+            let addr = |i: usize| u128::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            (h[9], addr(12), addr(16), l4)
+        }
+        Af::Inet6 => {
+            let v = Ipv6Packet::new_unchecked(q);
+            if q.len() < 40 || v.version() != 6 {
+                return None;
+            }
+            let (p, off) = v.upper_layer().ok()?;
+            (u8::from(p), u128::from(v.src_addr()), v.dst_addr_u128(), q.get(off..)?)
+        }
+    };
+    if src != key.dst {
+        return None;
+    }
+    let (src_port, dst_port, seq) = match proto_ {
+        proto::TCP => {
+            let t: &[u8; 8] = l4.first_chunk()?;
+            let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+            (u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]), Some(seq))
+        }
+        proto::UDP => {
+            let u: &[u8; 4] = l4.first_chunk()?;
+            (u16::from_be_bytes([u[0], u[1]]), u16::from_be_bytes([u[2], u[3]]), None)
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            let [t, c, ..] = *l4 else { return None };
+            (t.into(), c.into(), None)
+        }
+        _ => (0, 0, None),
+    };
+    let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0 };
+    Some((k, seq))
+}
+
 /// The window-scale option (kind 3) of a SYN's options, if present and well formed.
 fn wscale(mut opts: &[u8]) -> Option<u8> {
     while let [kind, rest @ ..] = opts {
@@ -213,6 +278,50 @@ mod tests {
                 _ => false,
             };
             prop_assert_eq!(lean.is_some(), v.header_len() == 20 && v.frag_offset() == 0 && complete);
+        }
+    }
+
+    /// The quoted packet of ICMPv4 and ICMPv6 errors built by `wire::icmp_reply`, and errors
+    /// not addressed to the quoted packet's source.
+    #[test]
+    fn quoted_packet_of_icmp_errors() {
+        use std::net::IpAddr;
+        use wire::MacAddr;
+        use wire::build::{UdpFlow, udp_frame};
+        use wire::icmp_reply::{IcmpError, icmp_error};
+        let cases: [(IpAddr, IpAddr, IpAddr); 2] = [
+            ("198.18.0.2".parse().unwrap(), "10.1.1.1".parse().unwrap(), "198.19.0.2".parse().unwrap()),
+            ("2001:db8::2".parse().unwrap(), "2001:db8:1::1".parse().unwrap(), "2001:db8:2::1".parse().unwrap()),
+        ];
+        for (src, dst, router) in cases {
+            let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+            let flow = UdpFlow { src_mac: mac, dst_mac: mac, src, dst, src_port: 1000, dst_port: 53, ttl: 64 };
+            let mut orig = vec![0u8; 200];
+            let n = udp_frame(&flow, 100, &mut orig).unwrap();
+            let mut err = vec![0u8; 1500];
+            let n = icmp_error(&orig[..n], IcmpError::TimeExceeded, router, mac, &mut err).unwrap();
+            let err = &err[..n];
+            let v4 = src.is_ipv4();
+            let mut key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: 0, src: 0, dst: 0, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0 };
+            extract(err, 14, v4, 1, &mut key, &mut None);
+            assert!(fw::state::is_icmp_error(key.proto, key.src_port), "{key:?}");
+            let addr = |a: IpAddr| match a {
+                IpAddr::V4(a) => u128::from(u32::from(a)),
+                IpAddr::V6(a) => u128::from(a),
+            };
+            let (q, seq) = quoted(err, 14, &key).unwrap();
+            assert_eq!((q.af, q.src, q.dst), (key.af, addr(src), addr(dst)));
+            assert_eq!((q.proto, q.src_port, q.dst_port, seq), (proto::UDP, 1000, 53, None));
+            assert_eq!(quoted(err, 14, &PacketKey { dst: addr(router), ..key }), None, "not to the quoted source");
+            // An error that quotes the IP header only: the flow is unknown.
+            let mut short = err[..14 + if v4 { 20 + 8 + 20 } else { 40 + 8 + 40 }].to_vec();
+            if v4 {
+                Ipv4Packet::new_unchecked(&mut short[14..]).set_total_len(48);
+            } else {
+                Ipv6Packet::new_unchecked(&mut short[14..]).set_payload_len(48);
+            }
+            assert_eq!(quoted(&short, 14, &key), None, "no ports quoted");
+            assert!(quoted(&err[..err.len() - 1], 14, &key).is_none(), "truncated frame");
         }
     }
 

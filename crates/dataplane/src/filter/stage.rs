@@ -16,7 +16,7 @@
 //!   is the same as the one-loop version's.
 
 use fw::packet::{Af, Dir, PacketKey, proto};
-use fw::state::{FlowV4, TcpSegment};
+use fw::state::{FlowV4, TcpSegment, is_icmp_error};
 use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
@@ -179,9 +179,10 @@ impl FilterStage {
         for (i, (step, &desc)) in steps.iter_mut().zip(descs).enumerate() {
             let i = i % MAX_BATCH;
             let Some((l3, v4)) = step.routed() else { continue };
-            let l = self.lean[i];
+            let l = &self.lean[i];
             if l.valid {
-                self.lookup(i, step, &l.flow, l.hash, Some(l.probe), l.len, pool, desc, l3);
+                let (flow, hash, probe, len) = (l.flow, l.hash, l.probe, l.len);
+                self.lookup(i, step, &flow, hash, Some(probe), len, pool, desc, l3);
             } else {
                 let r = self.by_key_cold(pool.frame(desc), l3, v4, desc.port, i, false);
                 self.record(i, step, r);
@@ -198,13 +199,24 @@ impl FilterStage {
     }
 
     /// A packet off the fast path: its full key, then (unless its flow just missed) the state
-    /// lookup by key, else the rules. `Ok(stateful)` or the reason to drop.
+    /// lookup by key, or for an ICMP error the state of the flow it quotes, else the rules.
+    /// `Ok(stateful)` or the reason to drop.
     #[inline(always)]
     fn by_key(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, missed: bool) -> Result<bool, DropReason> {
         let i = i % MAX_BATCH;
         let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
         keys::extract(frame, l3, v4, port, key, tcp);
-        if missed { self.fw.rules_decide(key, tcp.as_ref()) } else { self.fw.filter_in(key, tcp.as_ref()) }
+        let (key, tcp) = (&*key, tcp.as_ref());
+        // Without states nothing can match (the pass for rule sets without `keep state`).
+        if missed || self.fw.state_table().is_empty() {
+            return self.fw.rules_decide(key, tcp);
+        }
+        if is_icmp_error(key.proto, key.src_port)
+            && let Some(r) = icmp_error(&mut self.fw, frame, l3, key)
+        {
+            return r;
+        }
+        self.fw.filter_in(key, tcp)
     }
 
     /// [`by_key`](Self::by_key) out of line, so that the fast path's loop stays small.
@@ -212,4 +224,11 @@ impl FilterStage {
     fn by_key_cold(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, missed: bool) -> Result<bool, DropReason> {
         self.by_key(frame, l3, v4, port, i, missed)
     }
+}
+
+/// [`Firewall::icmp_error`] for an ICMP error (its `key`), out of line (rare).
+#[inline(never)]
+fn icmp_error(fw: &mut Firewall, frame: &[u8], l3: usize, key: &PacketKey) -> Option<Result<bool, DropReason>> {
+    let (quoted, seq) = keys::quoted(frame, l3, key)?;
+    fw.icmp_error(&quoted, seq, key.len)
 }
