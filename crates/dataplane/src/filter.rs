@@ -239,6 +239,11 @@ fn state_timeouts(rs: &RuleSet) -> Timeouts {
     rs.timeouts
 }
 
+/// The rule set's `set limit states`, within what the table supports.
+fn state_limit(rs: &RuleSet) -> usize {
+    (rs.limit_states as usize).clamp(1, fw::state::MAX_LIMIT)
+}
+
 /// A random per-process value to key the state hash (std's `RandomState` is seeded by the OS).
 pub fn random_seed() -> u64 {
     use std::hash::BuildHasher;
@@ -247,12 +252,11 @@ pub fn random_seed() -> u64 {
 
 impl Firewall {
     /// A worker's firewall on the slot's current rules. The state table holds
-    /// `set limit states` of that set (fixed for the worker's life: reloads keep the table).
+    /// `set limit states` of that set; reloads keep the table and apply their limit.
     pub fn new(slot: Arc<RulesSlot>, seed: u64) -> Firewall {
         let seen = slot.generation();
         let rules = slot.current();
-        let limit = (rules.rules.limit_states as usize).clamp(1, fw::state::MAX_LIMIT);
-        let states = StateTable::new(limit, state_timeouts(&rules.rules), seed);
+        let states = StateTable::new(state_limit(&rules.rules), state_timeouts(&rules.rules), seed);
         let cur = Arc::new(RuleCounters::new(rules));
         let stats = Arc::new(FirewallStats {
             rules: Mutex::new(Arc::clone(&cur)),
@@ -293,12 +297,16 @@ impl Firewall {
         self.states.expire(self.now, EXPIRE_BUDGET);
     }
 
+    /// Takes the published rule set: its timeouts and its state limit apply to the kept
+    /// states (a lower limit removes none: new flows are refused until under it; a higher one
+    /// may grow the table, once, here), its counters start from zero.
     #[cold]
     fn adopt(&mut self, g: u64) {
         // Counts of the old set go to the old set's counters.
         self.flush_counts();
         let rules = self.slot.current();
         self.states.set_timeouts(state_timeouts(&rules.rules));
+        self.states.set_limit(state_limit(&rules.rules));
         self.cur = Arc::new(RuleCounters::new(rules));
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);
         self.seen = g;

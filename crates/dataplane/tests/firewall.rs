@@ -271,6 +271,39 @@ fn batched_and_one_by_one_state_lookups_agree() {
     assert_eq!(drops(&small.0, DropReason::StateOutOfWindow), 3, "{:?}", small.0);
 }
 
+/// A reload applies its `set limit states` to the kept state table: lower, no state is
+/// removed and new flows are refused until under the limit; higher than the table was sized
+/// for, the table grows and takes them.
+#[test]
+fn reload_applies_the_state_limit() {
+    let rules = |limit: u32| compile(&format!("set limit states {limit}\nblock all\npass in on a proto udp keep state\n"));
+    let flows = |ports: std::ops::Range<u16>| ports.map(|p| udp(0, A_HOST, p, FAR, 53)).collect::<Vec<_>>();
+    let slot = RulesSlot::new(rules(4));
+    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
+    let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, frames: Vec<Vec<u8>>| {
+        let before = w.counts();
+        w.rx[0] = ReplayRx::new(0, frames).once();
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+        let c = w.counts();
+        (c.forwarded - before.forwarded, drops(&c, DropReason::StateLimit) - drops(&before, DropReason::StateLimit))
+    };
+    let in_use = |w: &Worker<ReplayRx, CountingTx, CountingTx>| w.firewall().unwrap().state_table().len();
+    assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 4");
+    // Lower: the four states stay and pass; new flows are refused.
+    slot.publish(rules(2));
+    assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 2");
+    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (4, 2));
+    // Higher than ever: the table grows, the old states are still found.
+    slot.publish(rules(100_000));
+    assert_eq!(send(&mut w, flows(1000..1020)), (20, 0), "limit 100000");
+    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (20, 100_000));
+    let states: std::collections::HashMap<_, _> = w.firewall_stats().unwrap().states().into_iter().collect();
+    assert_eq!((states["inserts"], states["hits"], states["insert_full"]), (20, 4 + 4, 2 + 2));
+}
+
 /// Counts forwarded frames by UDP destination port (frames are IPv4 without options).
 #[derive(Default)]
 struct ByPortTx {

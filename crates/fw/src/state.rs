@@ -38,13 +38,13 @@
 //! on the spot; [`StateTable::expire`] is an incremental sweep over a bounded number of slots per
 //! call (round-robin cursor), meant to be called once per batch. No timer wheel, no heap, no
 //! per-entry timer. `len()` counts entries not yet reclaimed (live or dead); when
-//! `len() == limit()` new flows are refused ([`InsertError::Full`]) until lookups or the sweep
+//! `len() >= limit()` new flows are refused ([`InsertError::Full`]) until lookups or the sweep
 //! reclaim dead ones; existing flows keep working.
 //!
 //! # Layout and memory
 //!
-//! Everything is allocated once in [`StateTable::new`] for `limit` states; an insert never
-//! allocates.
+//! Everything is allocated once in [`StateTable::new`] for `limit` states (and again only if
+//! [`StateTable::set_limit`] raises the limit); an insert never allocates.
 //!
 //! * `slots`: a flat `Vec<Entry>` of capacity `limit` (ids are slot indices). An `Entry` is
 //!   **80 bytes**: the canonical key (40 B, see [`Flow`]: IPv4 packs each endpoint into one
@@ -194,7 +194,7 @@ pub enum IcmpErrorMatch {
 /// Why [`StateTable::insert`] refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum InsertError {
-    /// `len() == limit()`: the caller drops the packet and counts it.
+    /// `len() >= limit()`: the caller drops the packet and counts it.
     #[error("state table full")]
     Full,
     /// A live state for this flow already exists.
@@ -301,6 +301,9 @@ pub struct StateTable {
     free_head: u32,
     len: usize,
     limit: usize,
+    /// The largest limit the table was sized for (index, slot ids, reserved slots): a lower
+    /// limit (a reload's) leaves it.
+    capacity: usize,
     id_mask: u64,
     hasher: FlowHasher,
     timeouts: Timeouts,
@@ -348,18 +351,14 @@ impl StateTable {
     /// A table for at most `limit` states (`limit <= MAX_LIMIT`), all memory allocated here.
     /// `seed` keys the hash: use a random value per table.
     pub fn new(limit: usize, timeouts: Timeouts, seed: u64) -> StateTable {
-        assert!(limit <= MAX_LIMIT, "state limit {limit} > {MAX_LIMIT}");
-        // Ids are < limit, so `id + 1 <= limit` fits in `id_bits`.
-        let id_bits = 64 - (limit as u64).leading_zeros();
-        let id_mask = (1u64 << id_bits) - 1;
-        debug_assert!(id_mask >= limit as u64 && id_bits <= 32);
-        let cap = (2 * limit).max(8).next_multiple_of(8);
+        let (id_mask, index) = Self::index_for(limit);
         StateTable {
             slots: Vec::with_capacity(limit),
-            index: HugeArray::zeroed(cap).expect("cannot map the state index"),
+            index,
             free_head: NONE,
             len: 0,
             limit,
+            capacity: limit,
             id_mask,
             hasher: FlowHasher::new(seed),
             secs: timeouts.by_kind(),
@@ -367,6 +366,43 @@ impl StateTable {
             sweep_cursor: 0,
             counters: StateCounters::default(),
         }
+    }
+
+    /// The id mask and the empty index for a table of `capacity` states.
+    fn index_for(capacity: usize) -> (u64, HugeArray<u64>) {
+        assert!(capacity <= MAX_LIMIT, "state limit {capacity} > {MAX_LIMIT}");
+        // Ids are < capacity, so `id + 1 <= capacity` fits in `id_bits`.
+        let id_bits = 64 - (capacity as u64).leading_zeros();
+        let id_mask = (1u64 << id_bits) - 1;
+        debug_assert!(id_mask >= capacity as u64 && id_bits <= 32);
+        let words = (2 * capacity).max(8).next_multiple_of(8);
+        (id_mask, HugeArray::zeroed(words).expect("cannot map the state index"))
+    }
+
+    /// Changes the limit (a reloaded rule set's `set limit states`). Lowering it removes no
+    /// state: new flows are refused until `len() < limit()`. Raising it above every limit the
+    /// table was sized for grows the table: a new index for the new limit, rebuilt from the
+    /// old one's words alone (they keep the hash bits that place them), and the slot array
+    /// reserved, so that inserts still never allocate. That costs time in proportion to the
+    /// table, once, when the worker adopts the rule set, not per packet.
+    pub fn set_limit(&mut self, limit: usize) {
+        if limit > self.capacity {
+            let (id_mask, index) = Self::index_for(limit);
+            let old = std::mem::replace(&mut self.index, index);
+            let old_mask = std::mem::replace(&mut self.id_mask, id_mask);
+            for &w in old.iter().filter(|&&w| w != EMPTY) {
+                // The slot id (its bits are a subset of the new mask's) and fewer tag bits.
+                let w = (w & !id_mask) | (w & old_mask);
+                let mut i = self.home(w);
+                while self.index[i] != EMPTY {
+                    i = self.next(i);
+                }
+                self.index[i] = w;
+            }
+            self.slots.reserve_exact(limit - self.slots.len());
+            self.capacity = limit;
+        }
+        self.limit = limit;
     }
 
     /// Entries held (live, plus dead ones not reclaimed yet).
