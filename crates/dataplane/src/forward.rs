@@ -152,12 +152,20 @@ impl Forwarder {
         }
     }
 
-    /// The apply pass with the `out` rules.
+    /// The apply pass with the `out` rules, or as without a firewall when no packet of the
+    /// batch needs them (every one matched a state, the common case, or there are none).
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], local: &mut Batch) {
-        for (desc, i) in input.drain().zip(0..MAX_BATCH) {
-            let step = self.steps[i % MAX_BATCH];
-            self.apply::<true>(pool, desc, i, step, outputs, local);
+        if self.filter.as_ref().is_some_and(|f| f.out_pass) {
+            for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+                let step = self.steps[i % MAX_BATCH];
+                self.apply::<true>(pool, desc, i, step, outputs, local);
+            }
+        } else {
+            for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+                let step = self.steps[i % MAX_BATCH];
+                self.apply::<false>(pool, desc, i, step, outputs, local);
+            }
         }
         if let Some(f) = &mut self.filter {
             f.fw.end_batch();

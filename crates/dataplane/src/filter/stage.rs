@@ -57,6 +57,9 @@ pub(crate) struct FilterStage {
     pub tcp: Box<[Option<TcpSegment>; MAX_BATCH]>,
     /// A state matched or was created in the in pass: skip the out pass.
     pub stateful: Box<[bool; MAX_BATCH]>,
+    /// Some packet of the batch may need the out pass: one no state matched and the rules
+    /// have out rules. Otherwise the apply pass runs as without a firewall.
+    pub out_pass: bool,
     lean: Box<[Lean; MAX_BATCH]>,
 }
 
@@ -95,6 +98,7 @@ impl FilterStage {
             keys: Box::new([EMPTY_KEY; MAX_BATCH]),
             tcp: Box::new([None; MAX_BATCH]),
             stateful: Box::new([false; MAX_BATCH]),
+            out_pass: false,
             lean: Box::new([Lean::default(); MAX_BATCH]),
         }
     }
@@ -103,6 +107,7 @@ impl FilterStage {
     #[inline(always)]
     pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
         self.fw.begin_batch();
+        self.out_pass = false;
         let n = descs.len().min(steps.len()).min(MAX_BATCH);
         let (descs, steps) = (&descs[..n], &mut steps[..n]);
         if self.fw.state_table().is_empty() {
@@ -193,7 +198,10 @@ impl FilterStage {
     #[inline(always)]
     fn record<S: Routed>(&mut self, i: usize, step: &mut S, r: Result<bool, DropReason>) {
         match r {
-            Ok(stateful) => self.stateful[i % MAX_BATCH] = stateful,
+            Ok(stateful) => {
+                self.stateful[i % MAX_BATCH] = stateful;
+                self.out_pass |= !stateful && self.fw.has_out();
+            }
             Err(reason) => step.drop_for(reason),
         }
     }
