@@ -24,13 +24,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use fw::classifier::{BuildError, Classifier};
-use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::packet::{Dir, PacketKey};
 use fw::rules::{Action, RuleSet, StateMode};
-use fw::state::{InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
-use io::batch::MAX_BATCH;
-use wire::{Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
+use fw::state::{FlowV4, IcmpErrorMatch, InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
+
+mod keys;
+mod stage;
+
+pub(crate) use stage::{FilterStage, Routed};
 
 /// State-table slots the incremental expiry sweep examines per batch: enough to keep up with
 /// millions of flows over a timeout of tens of seconds, small enough not to show per batch.
@@ -218,10 +221,27 @@ pub struct Firewall {
     /// Coarse clock of the state table: whole seconds since the worker started, per batch.
     now: u32,
     stats: Arc<FirewallStats>,
+    /// Counts not yet added to the per-rule counters, see [`Firewall::count`].
+    pending: Pending,
 }
+
+/// Packets and bytes counted in a row under one rule (index as in [`Firewall::count`]).
+#[derive(Clone, Copy)]
+struct Pending {
+    rule: usize,
+    packets: u64,
+    bytes: u64,
+}
+
+const NO_PENDING: Pending = Pending { rule: usize::MAX, packets: 0, bytes: 0 };
 
 fn state_timeouts(rs: &RuleSet) -> Timeouts {
     rs.timeouts
+}
+
+/// The rule set's `set limit states`, within what the table supports.
+fn state_limit(rs: &RuleSet) -> usize {
+    (rs.limit_states as usize).clamp(1, fw::state::MAX_LIMIT)
 }
 
 /// A random per-process value to key the state hash (std's `RandomState` is seeded by the OS).
@@ -232,19 +252,18 @@ pub fn random_seed() -> u64 {
 
 impl Firewall {
     /// A worker's firewall on the slot's current rules. The state table holds
-    /// `set limit states` of that set (fixed for the worker's life: reloads keep the table).
+    /// `set limit states` of that set; reloads keep the table and apply their limit.
     pub fn new(slot: Arc<RulesSlot>, seed: u64) -> Firewall {
         let seen = slot.generation();
         let rules = slot.current();
-        let limit = (rules.rules.limit_states as usize).clamp(1, fw::state::MAX_LIMIT);
-        let states = StateTable::new(limit, state_timeouts(&rules.rules), seed);
+        let states = StateTable::new(state_limit(&rules.rules), state_timeouts(&rules.rules), seed);
         let cur = Arc::new(RuleCounters::new(rules));
         let stats = Arc::new(FirewallStats {
             rules: Mutex::new(Arc::clone(&cur)),
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, seen, cur, states, clock: Instant::now(), now: 0, stats }
+        Firewall { slot, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -278,19 +297,27 @@ impl Firewall {
         self.states.expire(self.now, EXPIRE_BUDGET);
     }
 
+    /// Takes the published rule set: its timeouts and its state limit apply to the kept
+    /// states (a lower limit removes none: new flows are refused until under it; a higher one
+    /// may grow the table, once, here), its counters start from zero.
     #[cold]
     fn adopt(&mut self, g: u64) {
+        // Counts of the old set go to the old set's counters.
+        self.flush_counts();
         let rules = self.slot.current();
         self.states.set_timeouts(state_timeouts(&rules.rules));
+        self.states.set_limit(state_limit(&rules.rules));
         self.cur = Arc::new(RuleCounters::new(rules));
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);
         self.seen = g;
         self.stats.generation.store(g, Ordering::Release);
     }
 
-    /// After the batch: publish the state table's counters (plain stores, single writer).
+    /// After the batch: publish the per-rule counts and the state table's counters (plain
+    /// stores, single writer).
     #[inline]
-    pub(crate) fn end_batch(&self) {
+    pub(crate) fn end_batch(&mut self) {
+        self.flush_counts();
         for (a, v) in self.stats.states.iter().zip(state_fields(&self.states.counters())) {
             a.store(v, Ordering::Relaxed);
         }
@@ -302,15 +329,35 @@ impl Firewall {
         self.cur.rules.has_out
     }
 
-    /// Counts a packet under rule `i`. States keep the index of the rule that created them,
-    /// which after a reload may be out of range for the new set: such packets are counted
-    /// under the default slot rather than indexing out of bounds.
+    /// Counts a packet under rule `i` (`usize::MAX`: no rule, pf's default). Consecutive
+    /// packets of one rule (a batch of state hits, typically) are summed in `pending` and added
+    /// to the shared counters once, at the end of the batch or when the rule changes: pf counts
+    /// every packet that matches a state under the state's rule, and doing that per packet
+    /// cost two loads and two stores into counters that other threads read.
     #[inline(always)]
-    fn count(&self, i: usize, len: u16) {
-        let c = &self.cur;
-        let i = i.min(c.packets.len() - 1);
-        bump(&c.packets[i], 1);
-        bump(&c.bytes[i], u64::from(len));
+    fn count(&mut self, i: usize, len: u16) {
+        let p = &mut self.pending;
+        if p.rule == i {
+            p.packets += 1;
+            p.bytes += u64::from(len);
+        } else {
+            self.flush_counts();
+            self.pending = Pending { rule: i, packets: 1, bytes: u64::from(len) };
+        }
+    }
+
+    /// Adds the pending counts to the shared counters. States keep the index of the rule that
+    /// created them, which after a reload may be out of range for the new set: such packets
+    /// are counted under the default slot rather than indexing out of bounds.
+    #[inline]
+    fn flush_counts(&mut self) {
+        let p = std::mem::replace(&mut self.pending, NO_PENDING);
+        if p.packets > 0 {
+            let c = &self.cur;
+            let i = p.rule.min(c.packets.len() - 1);
+            bump(&c.packets[i], p.packets);
+            bump(&c.bytes[i], p.bytes);
+        }
     }
 
     #[inline(always)]
@@ -321,7 +368,7 @@ impl Firewall {
 
     /// The in pass of one routed packet: `Ok(stateful)` to go on (stateful: a state matched or
     /// was created, so the out pass is skipped), `Err(reason)` to drop.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn filter_in(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<bool, DropReason> {
         // A rule set without keep-state rules never fills the table: skip the hash and probe
         // (the state counters then count no misses).
@@ -341,6 +388,35 @@ impl Firewall {
         }
     }
 
+    /// The state lookup of a packet whose flow was read straight from its header
+    /// ([`keys::lean_v4`]): `Some` on a hit (pass as stateful, or drop), `None` on a miss,
+    /// after which the caller builds the packet's key and runs
+    /// [`rules_decide`](Self::rules_decide). `h` and `probe` as for
+    /// [`StateTable::lookup_v4`].
+    #[inline(always)]
+    pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<(), DropReason>> {
+        let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
+        self.count(hit.rule as usize, len);
+        Some(match hit.verdict {
+            StateVerdict::Pass => Ok(()),
+            StateVerdict::Drop(_) => Err(DropReason::StateOutOfWindow),
+        })
+    }
+
+    /// An ICMP error quoting a packet of a tracked flow (`quoted`, `seq`: from
+    /// [`keys::quoted`]) passes under that flow's state, counted under its rule, as in pf;
+    /// one quoting a TCP sequence number outside the flow's window is dropped. `None` when no
+    /// state matches: the rules decide.
+    pub(crate) fn icmp_error(&mut self, quoted: &PacketKey, seq: Option<u32>, len: u16) -> Option<Result<bool, DropReason>> {
+        let (id, r) = match self.states.match_icmp_error(quoted, seq, self.now) {
+            IcmpErrorMatch::Pass(id) => (id, Ok(true)),
+            IcmpErrorMatch::BadSeq(id) => (id, Err(DropReason::StateOutOfWindow)),
+            IcmpErrorMatch::Miss => return None,
+        };
+        self.count(self.states.rule_of(id).map_or(usize::MAX, |r| r as usize), len);
+        Some(r)
+    }
+
     /// The out pass on the output port (only for packets no state matched).
     #[inline]
     pub(crate) fn filter_out(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>) -> Result<(), DropReason> {
@@ -348,8 +424,10 @@ impl Firewall {
         self.rules_decide(&key, tcp).map(|_| ())
     }
 
+    /// The rules (for a packet no state matched): `Ok(stateful)` as for
+    /// [`filter_in`](Self::filter_in).
     #[inline]
-    fn rules_decide(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<bool, DropReason> {
+    pub(crate) fn rules_decide(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<bool, DropReason> {
         let rules = &self.cur.rules;
         let v = rules.classifier.classify(key);
         let i = v.rule.unwrap_or(usize::MAX);
@@ -373,126 +451,3 @@ impl Firewall {
     }
 }
 
-/// Per-batch scratch of the filter stage: the keys the classify pass extracted.
-pub(crate) struct FilterStage {
-    pub fw: Firewall,
-    pub keys: Box<[PacketKey; MAX_BATCH]>,
-    pub tcp: Box<[Option<TcpSegment>; MAX_BATCH]>,
-    /// A state matched or was created in the in pass: skip the out pass.
-    pub stateful: Box<[bool; MAX_BATCH]>,
-}
-
-const EMPTY_KEY: PacketKey = PacketKey {
-    af: Af::Inet,
-    dir: Dir::In,
-    iface: 0,
-    proto: 0,
-    src: 0,
-    dst: 0,
-    src_port: 0,
-    dst_port: 0,
-    tcp_flags: 0,
-    len: 0,
-};
-
-impl FilterStage {
-    pub fn new(fw: Firewall) -> FilterStage {
-        FilterStage {
-            fw,
-            keys: Box::new([EMPTY_KEY; MAX_BATCH]),
-            tcp: Box::new([None; MAX_BATCH]),
-            stateful: Box::new([false; MAX_BATCH]),
-        }
-    }
-}
-
-/// Fills `key` and `tcp` for a packet the classify pass validated (`l3`: offset of its IP
-/// header). Ports, ICMP type/code and TCP fields are read only from a first fragment whose L4
-/// header is complete; otherwise they stay 0 / `None` (rules with ports then do not match).
-#[inline]
-pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut PacketKey, tcp: &mut Option<TcpSegment>) {
-    let bytes = frame.get(l3..).unwrap_or(&[]);
-    let (af, proto_, src, dst, len, l4): (Af, u8, u128, u128, u16, &[u8]) = if v4 {
-        let ip = Ipv4Packet::new_unchecked(bytes);
-        // The view's payload() borrows the view; slice the frame by the validated lengths.
-        let end = usize::from(ip.total_len()).min(bytes.len());
-        let l4 = if ip.frag_offset() == 0 { bytes.get(ip.header_len()..end).unwrap_or(&[]) } else { &[] };
-        (Af::Inet, ip.protocol().into(), ip.src_addr_u32().into(), ip.dst_addr_u32().into(), ip.total_len(), l4)
-    } else {
-        let ip = Ipv6Packet::new_unchecked(bytes);
-        let total = 40 + usize::from(ip.payload_len());
-        let (p, l4) = match ip.upper_layer() {
-            Ok((p, off)) if p != wire::IpProtocol::Ipv6Frag => (u8::from(p), bytes.get(off..total.min(bytes.len())).unwrap_or(&[])),
-            _ => (u8::from(ip.next_header()), &[][..]),
-        };
-        (Af::Inet6, p, u128::from(ip.src_addr()), ip.dst_addr_u128(), total.min(usize::from(u16::MAX)) as u16, l4)
-    };
-    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len };
-    *tcp = None;
-    match proto_ {
-        proto::TCP => {
-            if let Ok(t) = TcpPacket::new_checked(l4) {
-                let flags = t.flags().0;
-                key.src_port = t.src_port();
-                key.dst_port = t.dst_port();
-                key.tcp_flags = flags;
-                *tcp = Some(TcpSegment {
-                    seq: t.seq_number(),
-                    ack: t.ack_number(),
-                    win: t.window_len(),
-                    flags,
-                    payload_len: (l4.len() - t.header_len()) as u16,
-                    wscale: if flags & fw::state::tcp_flags::SYN != 0 { wscale(t.options()) } else { None },
-                });
-            }
-        }
-        proto::UDP => {
-            if let Ok(u) = UdpPacket::new_checked(l4) {
-                key.src_port = u.src_port();
-                key.dst_port = u.dst_port();
-            }
-        }
-        proto::ICMP | proto::ICMPV6 => {
-            if let [t, c, ..] = *l4 {
-                key.src_port = t.into();
-                key.dst_port = c.into();
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The window-scale option (kind 3) of a SYN's options, if present and well formed.
-fn wscale(mut opts: &[u8]) -> Option<u8> {
-    while let [kind, rest @ ..] = opts {
-        match kind {
-            0 => return None,
-            1 => opts = rest,
-            _ => {
-                let len = usize::from(*rest.first()?);
-                if len < 2 || len > opts.len() {
-                    return None;
-                }
-                if *kind == 3 && len == 3 {
-                    return Some(opts[2].min(14));
-                }
-                opts = &opts[len..];
-            }
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wscale_option() {
-        assert_eq!(wscale(&[1, 1, 3, 3, 7, 0]), Some(7));
-        assert_eq!(wscale(&[2, 4, 5, 0xb4, 3, 3, 20]), Some(14));
-        assert_eq!(wscale(&[2, 4, 5]), None);
-        assert_eq!(wscale(&[0, 3, 3, 7]), None);
-        assert_eq!(wscale(&[]), None);
-    }
-}

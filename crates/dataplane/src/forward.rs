@@ -38,7 +38,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
-use crate::filter::{self, FilterStage, Firewall};
+use crate::filter::{FilterStage, Firewall, Routed};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 
@@ -59,6 +59,22 @@ enum Step {
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
     V4 { l3: u16, slot: u16, in_port: u16 },
     V6 { l3: u16, slot: u16, in_port: u16 },
+}
+
+impl Routed for Step {
+    #[inline(always)]
+    fn routed(&self) -> Option<(usize, bool, u16)> {
+        match *self {
+            Step::V4 { l3, in_port, .. } => Some((l3 as usize, true, in_port)),
+            Step::V6 { l3, in_port, .. } => Some((l3 as usize, false, in_port)),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn drop_for(&mut self, reason: DropReason) {
+        *self = Step::Drop(reason);
+    }
 }
 
 /// The forwarding node of one worker.
@@ -166,35 +182,31 @@ impl Forwarder {
         }
     }
 
-    /// The filter pass, right after classify (the frames are still in cache): extract each
-    /// routed packet's firewall key, then state lookup, else the `in` rules.
+    /// The filter pass, right after classify (the frames are still in cache): state lookups,
+    /// else the `in` rules (see [`crate::filter::FilterStage`]).
     #[inline(never)]
     fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
-        let Some(f) = &mut self.filter else { return };
-        f.fw.begin_batch();
-        for (i, (step, &desc)) in self.steps.iter_mut().zip(descs).enumerate() {
-            let (l3, in_port, v4) = match *step {
-                Step::V4 { l3, in_port, .. } => (l3, in_port, true),
-                Step::V6 { l3, in_port, .. } => (l3, in_port, false),
-                _ => continue,
-            };
-            let (key, tcp) = (&mut f.keys[i], &mut f.tcp[i]);
-            filter::extract(pool.frame(desc), l3 as usize, v4, in_port, key, tcp);
-            match f.fw.filter_in(key, tcp.as_ref()) {
-                Ok(stateful) => f.stateful[i] = stateful,
-                Err(reason) => *step = Step::Drop(reason),
-            }
+        if let Some(f) = &mut self.filter {
+            f.filter_in(pool, descs, &mut self.steps[..]);
         }
     }
 
-    /// The apply pass with the `out` rules.
+    /// The apply pass with the `out` rules, or as without a firewall when no packet of the
+    /// batch needs them (every one matched a state, the common case, or there are none).
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        for (desc, i) in input.drain().zip(0..MAX_BATCH) {
-            let step = self.steps[i % MAX_BATCH];
-            self.apply::<true>(pool, desc, i, step, outputs, punts);
+        if self.filter.as_ref().is_some_and(|f| f.out_pass) {
+            for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+                let step = self.steps[i % MAX_BATCH];
+                self.apply::<true>(pool, desc, i, step, outputs, punts);
+            }
+        } else {
+            for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+                let step = self.steps[i % MAX_BATCH];
+                self.apply::<false>(pool, desc, i, step, outputs, punts);
+            }
         }
-        if let Some(f) = &self.filter {
+        if let Some(f) = &mut self.filter {
             f.fw.end_batch();
         }
     }

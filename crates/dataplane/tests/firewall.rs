@@ -181,6 +181,129 @@ fn full_state_table_drops_new_flows() {
     assert_eq!((c.forwarded, drops(&c, DropReason::StateLimit)), (2, 2), "{c:?}");
 }
 
+/// An ICMP error (received on port b, `from` its sender) reporting on `orig`, a frame that
+/// host A sent through port a: addressed to A, quoting the start of `orig`'s IP packet.
+fn icmp_error_about(orig: &[u8], from: Ipv4Addr) -> Vec<u8> {
+    let mut buf = vec![0u8; 1500];
+    let n = wire::icmp_reply::icmp_error(orig, wire::icmp_reply::IcmpError::NoRoute, IpAddr::V4(from), B_MAC, &mut buf).unwrap();
+    buf.truncate(n);
+    wire::EthernetFrame::new_unchecked(&mut buf[..]).set_dst_addr(TX_MAC);
+    buf
+}
+
+/// pf passes an ICMP error that quotes a packet of a tracked flow under that flow's state,
+/// whatever the rules say (here `block all`), and drops one that quotes a TCP sequence number
+/// outside the flow's window; an error that matches no state goes through the rules.
+#[test]
+fn icmp_errors_pass_under_the_state_of_the_flow_they_quote() {
+    const SYN: u8 = 0x02;
+    let rules = "block all\npass in on a proto { udp tcp } keep state\n";
+    let out_udp = udp(0, A_HOST, 1000, FAR, 53);
+    let out_tcp = tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000, 0);
+    let mut not_to_sender = icmp_error_about(&out_udp, FAR);
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut not_to_sender[14..]);
+        ip.set_dst_addr(Ipv4Addr::new(198, 18, 0, 3));
+        ip.fill_checksum();
+    }
+    let back = vec![
+        // Passes: the UDP flow's state, from the far host and from a router on the way.
+        icmp_error_about(&out_udp, FAR),
+        icmp_error_about(&out_udp, B_GW),
+        // Blocked: no state for that flow.
+        icmp_error_about(&udp(0, A_HOST, 1001, FAR, 53), FAR),
+        // Blocked: not addressed to the quoted packet's source.
+        not_to_sender,
+        // Passes: the TCP flow's state, quoted sequence number in the window.
+        icmp_error_about(&out_tcp, FAR),
+        // Dropped: sequence number far outside the window.
+        icmp_error_about(&tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000 + 1_000_000, 0), FAR),
+    ];
+    let (c, w) = run(rules, [vec![out_udp.clone(), out_tcp.clone()], back]);
+    assert_eq!(c.forwarded, 2 + 3, "{c:?}");
+    assert_eq!(w.tx[0].stats().tx_packets, 3, "the three errors went back to host A on port a");
+    assert_eq!(drops(&c, DropReason::FilterBlocked), 2, "{c:?}");
+    assert_eq!(drops(&c, DropReason::StateOutOfWindow), 1, "{c:?}");
+    let fw = w.firewall_stats().unwrap();
+    let states: std::collections::HashMap<_, _> = fw.states().into_iter().collect();
+    assert_eq!((states["icmp_error_hits"], states["icmp_error_bad_seq"]), (3, 1));
+    let stats = fw.rules().snapshot();
+    assert_eq!((stats[1].packets, stats[1].states), (2 + 4, 2), "the errors count under the flows' rule");
+    assert_eq!(stats[0].packets, 2, "block all");
+}
+
+/// The state lookups run in one loop for a small table and batched (prefetch, then probe,
+/// then look up) for a large one: both must give every packet the same outcome, with the same
+/// counters. Mixed traffic: UDP flows and their replies, repeated within a batch, a TCP
+/// handshake with an out-of-window segment, pings, packets the rules block.
+#[test]
+fn batched_and_one_by_one_state_lookups_agree() {
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    let mut out = Vec::new();
+    let mut back = Vec::new();
+    for round in 0..3u16 {
+        for i in 0..40u16 {
+            out.push(udp(0, A_HOST, 1000 + i, FAR, 53));
+            if i % 3 == 0 {
+                back.push(udp(1, FAR, 53, A_HOST, 1000 + i));
+            }
+            // Replies to flows that have no state (blocked), and a port the rules block.
+            back.push(udp(1, FAR, 54, A_HOST, 2000 + i + round));
+        }
+        out.push(tcp(0, A_HOST, 40000, FAR, 80, if round == 0 { SYN } else { ACK }, 1000 + u32::from(round), 5001));
+        back.push(tcp(1, FAR, 80, A_HOST, 40000, SYN | ACK, 5000, 1001));
+        back.push(tcp(1, FAR, 80, A_HOST, 40000, ACK, 5001 + 1_000_000_000, 1001));
+    }
+    let outcome = |limit: u32| {
+        let rules = format!("set limit states {limit}\nblock all\npass in on a keep state\n");
+        let (c, w) = run(&rules, [out.clone(), back.clone()]);
+        let fw = w.firewall_stats().unwrap();
+        let table = w.firewall().unwrap().state_table().memory_bytes();
+        (c, fw.rules().snapshot(), fw.states().to_vec(), table)
+    };
+    let (small, big) = (outcome(64), outcome(200_000));
+    assert!(small.3 < 1 << 20 && big.3 > 1 << 20, "one table under the cache threshold, one over");
+    assert_eq!(small.0, big.0);
+    assert_eq!(small.1, big.1);
+    assert_eq!(small.2, big.2);
+    assert!(small.0.forwarded > 100 && drops(&small.0, DropReason::FilterBlocked) > 100, "{:?}", small.0);
+    assert_eq!(drops(&small.0, DropReason::StateOutOfWindow), 3, "{:?}", small.0);
+}
+
+/// A reload applies its `set limit states` to the kept state table: lower, no state is
+/// removed and new flows are refused until under the limit; higher than the table was sized
+/// for, the table grows and takes them.
+#[test]
+fn reload_applies_the_state_limit() {
+    let rules = |limit: u32| compile(&format!("set limit states {limit}\nblock all\npass in on a proto udp keep state\n"));
+    let flows = |ports: std::ops::Range<u16>| ports.map(|p| udp(0, A_HOST, p, FAR, 53)).collect::<Vec<_>>();
+    let slot = RulesSlot::new(rules(4));
+    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
+    let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, frames: Vec<Vec<u8>>| {
+        let before = w.counts();
+        w.rx[0] = ReplayRx::new(0, frames).once();
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+        let c = w.counts();
+        (c.forwarded - before.forwarded, drops(&c, DropReason::StateLimit) - drops(&before, DropReason::StateLimit))
+    };
+    let in_use = |w: &Worker<ReplayRx, CountingTx, CountingTx>| w.firewall().unwrap().state_table().len();
+    assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 4");
+    // Lower: the four states stay and pass; new flows are refused.
+    slot.publish(rules(2));
+    assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 2");
+    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (4, 2));
+    // Higher than ever: the table grows, the old states are still found.
+    slot.publish(rules(100_000));
+    assert_eq!(send(&mut w, flows(1000..1020)), (20, 0), "limit 100000");
+    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (20, 100_000));
+    let states: std::collections::HashMap<_, _> = w.firewall_stats().unwrap().states().into_iter().collect();
+    assert_eq!((states["inserts"], states["hits"], states["insert_full"]), (20, 4 + 4, 2 + 2));
+}
+
 /// Counts forwarded frames by UDP destination port (frames are IPv4 without options).
 #[derive(Default)]
 struct ByPortTx {

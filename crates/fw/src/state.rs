@@ -38,48 +38,64 @@
 //! on the spot; [`StateTable::expire`] is an incremental sweep over a bounded number of slots per
 //! call (round-robin cursor), meant to be called once per batch. No timer wheel, no heap, no
 //! per-entry timer. `len()` counts entries not yet reclaimed (live or dead); when
-//! `len() == limit()` new flows are refused ([`InsertError::Full`]) until lookups or the sweep
+//! `len() >= limit()` new flows are refused ([`InsertError::Full`]) until lookups or the sweep
 //! reclaim dead ones; existing flows keep working.
 //!
 //! # Layout and memory
 //!
-//! Everything is allocated once in [`StateTable::new`] for `limit` states; an insert never
-//! allocates.
+//! Everything is allocated once in [`StateTable::new`] for `limit` states (and again only if
+//! [`StateTable::set_limit`] raises the limit); an insert never allocates.
 //!
 //! * `slots`: a flat `Vec<Entry>` of capacity `limit` (ids are slot indices). An `Entry` is
-//!   **80 bytes**: the canonical key (40 B: two addresses as `[u64; 2]`, two ports, proto, af
-//!   — IPv4 and IPv6 share the layout), two 12-byte TCP peers (24 B), deadline, rule index,
-//!   flags and timeout kind (12 B), 4 B of padding. Free slots are chained through the entry
-//!   itself (no side free list). Pages of the slot array are committed by the OS as the
-//!   high-water mark grows.
+//!   **80 bytes**: the canonical key (40 B, see [`Flow`]: IPv4 packs each endpoint into one
+//!   word, IPv6 uses all five), two 12-byte TCP peers (24 B), deadline, rule index, flags and
+//!   timeout kind (12 B), 4 B of padding; 16-byte aligned, so always two cache lines. Free
+//!   slots are chained through the entry itself (no side free list). Pages of the slot array
+//!   are committed by the OS as the high-water mark grows.
 //! * `index`: open addressing with linear probing and backward-shift deletion (no tombstones)
 //!   over `2 * limit` `u64` words (load factor <= 0.5 even when full, so a hit costs ~1.5 probes
-//!   and a miss ~2.5, nearly always in one cache line). A word holds the slot id in its low
-//!   `id_bits` bits and the hash in the others; the home bucket is derived from the hash's top
-//!   32 bits by multiply-shift range reduction, so deletion can move words without touching the
-//!   slots. A key comparison against the slot happens only when the remaining >= 15 hash bits
-//!   match (at 10M states), so a miss almost never touches the slot array.
+//!   and a miss ~2.5, nearly always in one cache line), in 2 MiB pages. A word holds `id + 1`
+//!   in its low `id_bits` bits (0 is an empty word) and the hash in the others; the home bucket
+//!   is derived from the hash's top 32 bits by multiply-shift range reduction, so deletion can
+//!   move words without touching the slots. A key comparison against the slot happens only
+//!   when the remaining >= 15 hash bits match (at 10M states), so a miss almost never touches
+//!   the slot array.
 //!
 //! Per state: 80 B (slot) + 2 x 8 B (index) = **96 bytes**, 10M states = 960 MB
 //! ([`StateTable::memory_bytes`]).
 //!
-//! # Hash
+//! # Hash and the batched fast path
 //!
-//! A keyed folded-multiply hash (as in wyhash/foldhash): the five 64-bit key words are xored with
-//! six secret words expanded (splitmix64) from the per-table `seed`, combined by 64x64->128-bit
-//! multiplications folded to 64 bits. It is not a PRF like SipHash, but without the secret an
-//! attacker cannot aim flows at one bucket chain; seed each worker's table from a random source
-//! at start-up (`getrandom`, `/dev/urandom`).
+//! A keyed folded-multiply hash (as in wyhash/foldhash, in `flow.rs`): the key words are xored
+//! with secret words expanded (splitmix64) from the per-table `seed` and combined by
+//! 64x64->128-bit multiplications folded to 64 bits; an IPv4 key takes one multiplication. It
+//! is not a PRF like SipHash, but without the secret an attacker cannot aim flows at one bucket
+//! chain; seed each worker's table from a random source at start-up.
+//!
+//! The data plane builds each IPv4 packet's [`FlowV4`] straight from the frame, hashes a whole
+//! batch and prefetches each index line ([`StateTable::prefetch_index`]), then probes each
+//! packet's index line and prefetches its slot ([`StateTable::probe`]), then looks each packet
+//! up ([`StateTable::lookup_v4`]), so that the cache misses of a batch overlap (VPP's and
+//! DPDK's batched lookup). Only the last step changes the table; it takes the probe's result
+//! as a hint and checks it, so the outcome is that of plain lookups one after the other.
 //!
 //! # Concurrency
 //!
 //! A table belongs to one worker (`&mut self`, no locks, no atomics). [`StateTable::counters`]
 //! returns plain `u64` counters the worker can publish.
 
+mod flow;
 mod tcp;
+mod timeouts;
+
+use io::prefetch::prefetch_read;
+use lpm::hugemem::HugeArray;
 
 use crate::packet::{Af, PacketKey, proto};
+use flow::{FlowHasher, FlowKey};
+pub use flow::{Flow, FlowV4, is_icmp_error};
 use tcp::Peer;
+pub use timeouts::{Timeouts, Tmo};
 
 /// TCP flag bits (as in [`PacketKey::tcp_flags`]).
 pub mod tcp_flags {
@@ -113,143 +129,6 @@ pub mod pseudo_state {
     pub const NO_TRAFFIC: u8 = 0;
     pub const SINGLE: u8 = 1;
     pub const MULTIPLE: u8 = 2;
-}
-
-/// State timeouts in seconds; `Default` is pf's defaults (pf.conf(5) `set timeout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// After the first packet.
-    pub tcp_first: u32,
-    /// Before both ends are established.
-    pub tcp_opening: u32,
-    /// Fully established.
-    pub tcp_established: u32,
-    /// After the first FIN.
-    pub tcp_closing: u32,
-    /// After both FINs.
-    pub tcp_finwait: u32,
-    /// After both FINs acknowledged, or a RST.
-    pub tcp_closed: u32,
-    pub udp_first: u32,
-    pub udp_single: u32,
-    pub udp_multiple: u32,
-    pub icmp_first: u32,
-    pub icmp_error: u32,
-    pub other_first: u32,
-    pub other_single: u32,
-    pub other_multiple: u32,
-    /// pf's `interval`: how often expired states are purged. The table does not use it
-    /// (expired entries are treated as absent on lookup and swept a little per batch);
-    /// it is kept so a rule file's `set timeout interval` is accepted and reported.
-    pub interval: u32,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            tcp_first: 120,
-            tcp_opening: 30,
-            tcp_established: 86400,
-            tcp_closing: 900,
-            tcp_finwait: 45,
-            tcp_closed: 90,
-            udp_first: 60,
-            udp_single: 30,
-            udp_multiple: 60,
-            icmp_first: 20,
-            icmp_error: 10,
-            other_first: 60,
-            other_single: 30,
-            other_multiple: 60,
-            interval: 10,
-        }
-    }
-}
-
-/// Which timeout currently applies to a state (pf's `PFTM_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Tmo {
-    TcpFirst,
-    TcpOpening,
-    TcpEstablished,
-    TcpClosing,
-    TcpFinWait,
-    TcpClosed,
-    UdpFirst,
-    UdpSingle,
-    UdpMultiple,
-    IcmpFirst,
-    IcmpError,
-    OtherFirst,
-    OtherSingle,
-    OtherMultiple,
-}
-
-impl Tmo {
-    const ALL: [Tmo; 14] = [
-        Tmo::TcpFirst,
-        Tmo::TcpOpening,
-        Tmo::TcpEstablished,
-        Tmo::TcpClosing,
-        Tmo::TcpFinWait,
-        Tmo::TcpClosed,
-        Tmo::UdpFirst,
-        Tmo::UdpSingle,
-        Tmo::UdpMultiple,
-        Tmo::IcmpFirst,
-        Tmo::IcmpError,
-        Tmo::OtherFirst,
-        Tmo::OtherSingle,
-        Tmo::OtherMultiple,
-    ];
-    fn from_u8(v: u8) -> Tmo {
-        Tmo::ALL[v as usize]
-    }
-}
-
-impl Timeouts {
-    /// The field named as in pf.conf (`tcp.established`), if any.
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut u32> {
-        Some(match name {
-            "tcp.first" => &mut self.tcp_first,
-            "tcp.opening" => &mut self.tcp_opening,
-            "tcp.established" => &mut self.tcp_established,
-            "tcp.closing" => &mut self.tcp_closing,
-            "tcp.finwait" => &mut self.tcp_finwait,
-            "tcp.closed" => &mut self.tcp_closed,
-            "udp.first" => &mut self.udp_first,
-            "udp.single" => &mut self.udp_single,
-            "udp.multiple" => &mut self.udp_multiple,
-            "icmp.first" => &mut self.icmp_first,
-            "icmp.error" => &mut self.icmp_error,
-            "other.first" => &mut self.other_first,
-            "other.single" => &mut self.other_single,
-            "other.multiple" => &mut self.other_multiple,
-            "interval" => &mut self.interval,
-            _ => return None,
-        })
-    }
-
-    /// Seconds for a timeout kind.
-    pub fn get(&self, t: Tmo) -> u32 {
-        match t {
-            Tmo::TcpFirst => self.tcp_first,
-            Tmo::TcpOpening => self.tcp_opening,
-            Tmo::TcpEstablished => self.tcp_established,
-            Tmo::TcpClosing => self.tcp_closing,
-            Tmo::TcpFinWait => self.tcp_finwait,
-            Tmo::TcpClosed => self.tcp_closed,
-            Tmo::UdpFirst => self.udp_first,
-            Tmo::UdpSingle => self.udp_single,
-            Tmo::UdpMultiple => self.udp_multiple,
-            Tmo::IcmpFirst => self.icmp_first,
-            Tmo::IcmpError => self.icmp_error,
-            Tmo::OtherFirst => self.other_first,
-            Tmo::OtherSingle => self.other_single,
-            Tmo::OtherMultiple => self.other_multiple,
-        }
-    }
 }
 
 /// The TCP header fields tracking needs, extracted by the dataplane for each TCP packet.
@@ -301,10 +180,21 @@ pub enum StateLookup {
     Miss,
 }
 
+/// Result of [`StateTable::match_icmp_error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcmpErrorMatch {
+    /// The error belongs to this tracked flow: it passes under the state.
+    Pass(StateId),
+    /// It quotes a TCP sequence number outside the flow's window: pf drops it (BADSTATE).
+    BadSeq(StateId),
+    /// No (live) state: the rules decide.
+    Miss,
+}
+
 /// Why [`StateTable::insert`] refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum InsertError {
-    /// `len() == limit()`: the caller drops the packet and counts it.
+    /// `len() >= limit()`: the caller drops the packet and counts it.
     #[error("state table full")]
     Full,
     /// A live state for this flow already exists.
@@ -363,15 +253,13 @@ pub struct StateInfo {
     pub sloppy: bool,
 }
 
-/// Canonical flow key: 40 bytes, endpoints ordered (A <= B).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct FlowKey {
-    a: [u64; 2],
-    b: [u64; 2],
-    pa: u16,
-    pb: u16,
-    proto: u8,
-    af: u8,
+/// What a hit of [`StateTable::lookup_v4`] tells the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowHit {
+    pub id: StateId,
+    /// The rule that created the state (what per-rule counters need).
+    pub rule: u32,
+    pub verdict: StateVerdict,
 }
 
 const F_USED: u8 = 1;
@@ -379,8 +267,11 @@ const F_USED: u8 = 1;
 const F_INIT_B: u8 = 2;
 const F_SLOPPY: u8 = 4;
 
-/// One state: 80 bytes.
+/// One state: 80 bytes. `repr(C)` with 16-byte alignment keeps every entry within two cache
+/// lines (its first and last field sit in different lines), which is what
+/// [`StateTable::probe`] prefetches.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(16))]
 struct Entry {
     key: FlowKey,
     /// [initiator, responder].
@@ -393,7 +284,9 @@ struct Entry {
     tmo: u8,
 }
 
-const EMPTY: u64 = u64::MAX;
+/// An empty index word. Words hold `tag | (id + 1)`, never 0, so the index can live in
+/// zero-filled (huge) pages.
+const EMPTY: u64 = 0;
 const NONE: u32 = u32::MAX;
 /// Largest supported limit (the home bucket is computed from 32 hash bits, ids must leave at
 /// least 32 bits for the hash).
@@ -402,96 +295,38 @@ pub const MAX_LIMIT: usize = 1 << 30;
 /// The per-worker state table.
 pub struct StateTable {
     slots: Vec<Entry>,
-    index: Vec<u64>,
+    /// 2 MiB pages: at millions of states a probe would otherwise miss the TLB as well as the
+    /// cache (10M states: 160 MB of index, 40k pages of 4 KiB, 80 huge pages).
+    index: HugeArray<u64>,
     free_head: u32,
     len: usize,
     limit: usize,
+    /// The largest limit the table was sized for (index, slot ids, reserved slots): a lower
+    /// limit (a reload's) leaves it.
+    capacity: usize,
     id_mask: u64,
-    secret: [u64; 6],
+    hasher: FlowHasher,
     timeouts: Timeouts,
+    /// `timeouts` by kind, read per packet.
+    secs: [u32; Tmo::ALL.len()],
     sweep_cursor: usize,
     counters: StateCounters,
 }
 
-#[inline]
-fn fold_mul(a: u64, b: u64) -> u64 {
-    let p = (a as u128).wrapping_mul(b as u128);
-    (p as u64) ^ ((p >> 64) as u64)
-}
-
-fn splitmix64(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-#[inline]
-fn is_icmp(p: u8) -> bool {
-    p == proto::ICMP || p == proto::ICMPV6
-}
-
-/// Maps an ICMP query/reply type to the query type, so both directions share a key.
-#[inline]
-fn icmp_query_type(p: u8, t: u16) -> u16 {
-    if p == proto::ICMP {
-        match t {
-            0 => 8,   // echo reply -> echo request
-            14 => 13, // timestamp reply
-            16 => 15, // information reply
-            18 => 17, // address mask reply
-            9 => 10,  // router advertisement -> solicitation
-            _ => t,
-        }
-    } else {
-        match t {
-            129 => 128, // echo reply -> echo request
-            140 => 139, // node information reply -> query
-            _ => t,
-        }
+/// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
+/// (`from_init`) or of the responder: the sender becomes SINGLE, a receiver that was SINGLE
+/// becomes MULTIPLE. Returns whether both ends are now MULTIPLE (`*.multiple` applies).
+#[inline(always)]
+fn pseudo_states(peer: &mut [Peer; 2], from_init: bool) -> bool {
+    let (si, di) = if from_init { (0, 1) } else { (1, 0) };
+    let src = peer[si].state.max(pseudo_state::SINGLE);
+    let mut dst = peer[di].state;
+    if dst == pseudo_state::SINGLE {
+        dst = pseudo_state::MULTIPLE;
     }
-}
-
-/// True for ICMP(v6) types that are errors quoting another packet (the dataplane should call
-/// [`StateTable::lookup_icmp_error`] with the quoted header for those).
-pub fn is_icmp_error(proto_: u8, icmp_type: u16) -> bool {
-    if proto_ == proto::ICMP {
-        matches!(icmp_type, 3 | 4 | 5 | 11 | 12)
-    } else if proto_ == proto::ICMPV6 {
-        matches!(icmp_type, 1..=4)
-    } else {
-        false
-    }
-}
-
-/// Canonicalises a packet key; returns the key and whether the packet's source is endpoint A.
-#[inline]
-fn canonical(k: &PacketKey) -> (FlowKey, bool) {
-    let (sp, dp) = if is_icmp(k.proto) {
-        let t = icmp_query_type(k.proto, k.src_port);
-        (t, t)
-    } else {
-        (k.src_port, k.dst_port)
-    };
-    let from_a = (k.src, sp) <= (k.dst, dp);
-    let ((a, pa), (b, pb)) = if from_a {
-        ((k.src, sp), (k.dst, dp))
-    } else {
-        ((k.dst, dp), (k.src, sp))
-    };
-    let fk = FlowKey {
-        a: [a as u64, (a >> 64) as u64],
-        b: [b as u64, (b >> 64) as u64],
-        pa,
-        pb,
-        proto: k.proto,
-        af: match k.af {
-            Af::Inet => 4,
-            Af::Inet6 => 6,
-        },
-    };
-    (fk, from_a)
+    peer[si].state = src;
+    peer[di].state = dst;
+    src == pseudo_state::MULTIPLE && dst == pseudo_state::MULTIPLE
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -516,25 +351,58 @@ impl StateTable {
     /// A table for at most `limit` states (`limit <= MAX_LIMIT`), all memory allocated here.
     /// `seed` keys the hash: use a random value per table.
     pub fn new(limit: usize, timeouts: Timeouts, seed: u64) -> StateTable {
-        assert!(limit <= MAX_LIMIT, "state limit {limit} > {MAX_LIMIT}");
-        let id_bits = 64 - (limit as u64).leading_zeros();
-        let id_mask = (1u64 << id_bits) - 1;
-        debug_assert!(id_mask >= limit as u64 && id_bits <= 32);
-        let cap = (2 * limit).max(8).next_multiple_of(8);
-        let mut s = seed;
-        let secret = std::array::from_fn(|_| splitmix64(&mut s) | 1);
+        let (id_mask, index) = Self::index_for(limit);
         StateTable {
             slots: Vec::with_capacity(limit),
-            index: vec![EMPTY; cap],
+            index,
             free_head: NONE,
             len: 0,
             limit,
+            capacity: limit,
             id_mask,
-            secret,
+            hasher: FlowHasher::new(seed),
+            secs: timeouts.by_kind(),
             timeouts,
             sweep_cursor: 0,
             counters: StateCounters::default(),
         }
+    }
+
+    /// The id mask and the empty index for a table of `capacity` states.
+    fn index_for(capacity: usize) -> (u64, HugeArray<u64>) {
+        assert!(capacity <= MAX_LIMIT, "state limit {capacity} > {MAX_LIMIT}");
+        // Ids are < capacity, so `id + 1 <= capacity` fits in `id_bits`.
+        let id_bits = 64 - (capacity as u64).leading_zeros();
+        let id_mask = (1u64 << id_bits) - 1;
+        debug_assert!(id_mask >= capacity as u64 && id_bits <= 32);
+        let words = (2 * capacity).max(8).next_multiple_of(8);
+        (id_mask, HugeArray::zeroed(words).expect("cannot map the state index"))
+    }
+
+    /// Changes the limit (a reloaded rule set's `set limit states`). Lowering it removes no
+    /// state: new flows are refused until `len() < limit()`. Raising it above every limit the
+    /// table was sized for grows the table: a new index for the new limit, rebuilt from the
+    /// old one's words alone (they keep the hash bits that place them), and the slot array
+    /// reserved, so that inserts still never allocate. That costs time in proportion to the
+    /// table, once, when the worker adopts the rule set, not per packet.
+    pub fn set_limit(&mut self, limit: usize) {
+        if limit > self.capacity {
+            let (id_mask, index) = Self::index_for(limit);
+            let old = std::mem::replace(&mut self.index, index);
+            let old_mask = std::mem::replace(&mut self.id_mask, id_mask);
+            for &w in old.iter().filter(|&&w| w != EMPTY) {
+                // The slot id (its bits are a subset of the new mask's) and fewer tag bits.
+                let w = (w & !id_mask) | (w & old_mask);
+                let mut i = self.home(w);
+                while self.index[i] != EMPTY {
+                    i = self.next(i);
+                }
+                self.index[i] = w;
+            }
+            self.slots.reserve_exact(limit - self.slots.len());
+            self.capacity = limit;
+        }
+        self.limit = limit;
     }
 
     /// Entries held (live, plus dead ones not reclaimed yet).
@@ -557,32 +425,68 @@ impl StateTable {
     /// New timeouts apply to states from their next refresh on.
     pub fn set_timeouts(&mut self, t: Timeouts) {
         self.timeouts = t;
+        self.secs = t.by_kind();
     }
 
     /// Bytes reserved by the table (slot array at full capacity, index, header).
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * size_of::<Entry>()
-            + self.index.capacity() * size_of::<u64>()
-            + size_of::<Self>()
+        self.slots.capacity() * size_of::<Entry>() + self.index.len() * size_of::<u64>() + size_of::<Self>()
+    }
+
+    /// Bytes a lookup may touch: the whole index, and the slots up to the high-water mark.
+    pub fn working_set_bytes(&self) -> usize {
+        self.index.len() * size_of::<u64>() + self.slots.len() * size_of::<Entry>()
     }
 
     /// Size of one slot (80), for documentation and tests.
     pub const ENTRY_BYTES: usize = size_of::<Entry>();
 
     pub fn counters(&self) -> StateCounters {
-        StateCounters {
-            in_use: self.len as u64,
-            ..self.counters
+        StateCounters { in_use: self.len as u64, ..self.counters }
+    }
+
+    /// The hash of an IPv4 flow's key, for [`prefetch_index`](Self::prefetch_index),
+    /// [`probe`](Self::probe) and [`lookup_v4`](Self::lookup_v4).
+    #[inline(always)]
+    pub fn hash_v4(&self, f: &FlowV4) -> u64 {
+        self.hasher.hash_v4(f)
+    }
+
+    /// Starts loading the index line where the probe for hash `h` begins: the first step of
+    /// the batched lookup (see the module documentation).
+    #[inline(always)]
+    pub fn prefetch_index(&self, h: u64) {
+        prefetch_read(&self.index[self.home(h)]);
+    }
+
+    /// Probes the index for hash `h` (whose line should be cached by now) and starts loading
+    /// the slot of the first word whose tag matches, nearly always the flow's state. Returns
+    /// where the probe stopped, for [`lookup_v4`](Self::lookup_v4): a hint that saves it the
+    /// probe, checked there, so the table may change in between.
+    #[inline(always)]
+    pub fn probe(&self, h: u64) -> u32 {
+        let tag = h & !self.id_mask;
+        let mut i = self.home(h);
+        loop {
+            let w = self.index[i];
+            if w == EMPTY {
+                break;
+            }
+            if w & !self.id_mask == tag {
+                if let Some(e) = self.slots.get(self.slot_of(w)) {
+                    prefetch_read(&e.key);
+                    prefetch_read(&e.expire);
+                }
+                break;
+            }
+            i = self.next(i);
         }
+        i as u32
     }
 
     #[inline]
     fn hash(&self, k: &FlowKey) -> u64 {
-        let s = &self.secret;
-        let w4 = (k.pa as u64) | (k.pb as u64) << 16 | (k.proto as u64) << 32 | (k.af as u64) << 40;
-        let h1 = fold_mul(k.a[0] ^ s[0], k.a[1] ^ s[1]);
-        let h2 = fold_mul(k.b[0] ^ s[2], k.b[1] ^ s[3]);
-        fold_mul(h1 ^ w4 ^ s[4], h2 ^ s[5])
+        self.hasher.hash(k)
     }
 
     #[inline]
@@ -596,6 +500,16 @@ impl StateTable {
         if j == self.index.len() { 0 } else { j }
     }
 
+    #[inline]
+    fn slot_of(&self, w: u64) -> usize {
+        (w & self.id_mask) as usize - 1
+    }
+
+    #[inline]
+    fn word(&self, h: u64, id: usize) -> u64 {
+        (h & !self.id_mask) | (id as u64 + 1)
+    }
+
     /// Probes for `k`: `Ok((index position, slot id))` or `Err(first empty position)`.
     #[inline]
     fn find(&self, k: &FlowKey, h: u64) -> Result<(usize, usize), usize> {
@@ -607,7 +521,7 @@ impl StateTable {
                 return Err(i);
             }
             if w & !self.id_mask == tag {
-                let id = (w & self.id_mask) as usize;
+                let id = self.slot_of(w);
                 if self.slots[id].key == *k {
                     return Ok((i, id));
                 }
@@ -619,7 +533,7 @@ impl StateTable {
     /// Index position of slot `id` (which must be used).
     fn position_of(&self, id: usize) -> usize {
         let h = self.hash(&self.slots[id].key);
-        let want = (h & !self.id_mask) | id as u64;
+        let want = self.word(h, id);
         let mut i = self.home(h);
         loop {
             let w = self.index[i];
@@ -643,11 +557,7 @@ impl StateTable {
             }
             let k = self.home(w);
             // The word at j may move to the hole unless its home lies cyclically in (hole, j].
-            let stays = if hole <= j {
-                hole < k && k <= j
-            } else {
-                hole < k || k <= j
-            };
+            let stays = if hole <= j { hole < k && k <= j } else { hole < k || k <= j };
             if !stays {
                 self.index[hole] = w;
                 hole = j;
@@ -663,38 +573,112 @@ impl StateTable {
 
     #[inline]
     fn deadline(&self, now: u32, t: Tmo) -> u32 {
-        now.saturating_add(self.timeouts.get(t))
+        now.saturating_add(self.secs[t as usize])
     }
 
     /// Looks up the state of a packet and tracks it. `tcp` is the segment for TCP packets
     /// (`None`: flag-only sloppy tracking from `key.tcp_flags`). `now`: coarse clock, seconds.
     #[inline]
     pub fn lookup(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, now: u32) -> StateLookup {
-        let (fk, from_a) = canonical(key);
-        let h = self.hash(&fk);
-        let (pos, id) = match self.find(&fk, h) {
-            Ok(x) => x,
-            Err(_) => {
-                self.counters.misses += 1;
-                return StateLookup::Miss;
+        let f = Flow::of(key);
+        let found = self.find(&f.key, self.hash(&f.key));
+        match self.track(found, f.from_a, f.key.proto(), tcp, key.tcp_flags, now) {
+            Some((id, from_init, verdict, _)) => {
+                StateLookup::Hit { id: StateId(id as u32), dir_from_initiator: from_init, verdict }
             }
-        };
-        if self.slots[id].expire <= now {
-            self.remove_at(pos, id);
-            self.counters.expired_lookup += 1;
-            self.counters.misses += 1;
-            return StateLookup::Miss;
+            None => StateLookup::Miss,
         }
+    }
+
+    /// [`lookup`](Self::lookup) for an IPv4 flow built straight from the frame: the data
+    /// plane's fast path. `h` is its [`hash_v4`](Self::hash_v4), `probe` what
+    /// [`probe`](Self::probe) returned for it, if it was called. `None` is a miss.
+    ///
+    /// Written as one straight path for a UDP hit, everything else out of line: the loop that
+    /// inlines it kept spilling registers otherwise.
+    #[inline(always)]
+    pub fn lookup_v4(&mut self, f: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
+        let mask = self.id_mask;
+        // From where the prefetch pass's probe stopped, else from the home bucket.
+        let mut i = match probe {
+            Some(p) => p as usize,
+            None => self.home(h),
+        };
+        let id = loop {
+            let w = *self.index.get(i)?;
+            if w == EMPTY {
+                if probe.is_none() {
+                    self.counters.misses += 1;
+                    return None;
+                }
+                // From the hint, the flow may still be between its home and the hint (moved
+                // there by a deletion since the probe): the slow path probes from home.
+                return self.lookup_v4_slow(f, h, tcp, now);
+            }
+            if (w ^ h) & !mask == 0 {
+                let id = ((w & mask) as usize).wrapping_sub(1);
+                if self.slots.get(id).is_some_and(|e| e.key.is(f)) {
+                    break id;
+                }
+            }
+            i = self.next(i);
+        };
+        let e = self.slots.get_mut(id)?;
+        if e.expire <= now || f.proto() != proto::UDP {
+            return self.lookup_v4_slow(f, h, tcp, now);
+        }
+        let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
+        let t = if pseudo_states(&mut e.peer, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
+        e.tmo = t as u8;
+        e.expire = now.saturating_add(self.secs[t as usize]);
+        self.counters.hits += 1;
+        Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass })
+    }
+
+    /// [`lookup_v4`](Self::lookup_v4) for everything but a UDP hit: the general lookup.
+    #[inline(never)]
+    fn lookup_v4_slow(&mut self, f: &FlowV4, h: u64, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
+        let found = self.find(&f.flow().key, h);
+        let flags = tcp.map_or(0, |s| s.flags);
+        let (id, _, verdict, rule) = self.track(found, f.from_a(), f.proto(), tcp, flags, now)?;
+        Some(FlowHit { id: StateId(id as u32), rule, verdict })
+    }
+
+    /// The lookup proper, given the outcome of `find`: `Some((slot, from initiator, verdict,
+    /// rule))` on a hit.
+    #[inline]
+    fn track(
+        &mut self,
+        found: Result<(usize, usize), usize>,
+        from_a: bool,
+        proto_: u8,
+        tcp: Option<&TcpSegment>,
+        flags: u8,
+        now: u32,
+    ) -> Option<(usize, bool, StateVerdict, u32)> {
+        let Ok((pos, id)) = found else {
+            self.counters.misses += 1;
+            return None;
+        };
         let e = &self.slots[id];
-        let eflags = e.flags;
-        let from_init = from_a ^ (eflags & F_INIT_B != 0);
-        let (si, di) = if from_init { (0, 1) } else { (1, 0) };
-        let mut src = e.peer[si];
-        let mut dst = e.peer[di];
+        if e.expire <= now {
+            return self.expired(pos, id);
+        }
+        let from_init = from_a ^ (e.flags & F_INIT_B != 0);
+        let e = &mut self.slots[id];
         let mut verdict = StateVerdict::Pass;
-        let refresh = match class(fk.proto) {
+        let refresh = match class(proto_) {
+            Class::Udp | Class::Other => Some(match (proto_ == proto::UDP, pseudo_states(&mut e.peer, from_init)) {
+                (true, true) => Tmo::UdpMultiple,
+                (true, false) => Tmo::UdpSingle,
+                (false, true) => Tmo::OtherMultiple,
+                (false, false) => Tmo::OtherSingle,
+            }),
+            Class::Icmp => Some(Tmo::IcmpError),
             Class::Tcp => {
-                let flags = tcp.map_or(key.tcp_flags, |s| s.flags);
+                let flags = tcp.map_or(flags, |s| s.flags);
+                let [p0, p1] = &mut e.peer;
+                let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
                 if src.state >= tcp_state::FIN_WAIT_2
                     && dst.state >= tcp_state::FIN_WAIT_2
                     && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
@@ -704,58 +688,40 @@ impl StateTable {
                     self.remove_at(pos, id);
                     self.counters.reused_closed += 1;
                     self.counters.misses += 1;
-                    return StateLookup::Miss;
+                    return None;
                 }
                 match tcp {
-                    Some(seg) if eflags & F_SLOPPY == 0 => {
-                        match tcp::track_full(&mut src, &mut dst, seg) {
-                            tcp::Track::Pass(t) => Some(t),
-                            tcp::Track::PassNoRefresh => None,
-                            tcp::Track::Drop => {
-                                verdict = StateVerdict::Drop(StateDropReason::OutOfWindow);
-                                None
-                            }
+                    Some(seg) if e.flags & F_SLOPPY == 0 => match tcp::track_full(src, dst, seg) {
+                        tcp::Track::Pass(t) => Some(t),
+                        tcp::Track::PassNoRefresh => None,
+                        tcp::Track::Drop => {
+                            verdict = StateVerdict::Drop(StateDropReason::OutOfWindow);
+                            None
                         }
-                    }
-                    _ => Some(tcp::track_sloppy(&mut src, &mut dst, flags)),
+                    },
+                    _ => Some(tcp::track_sloppy(src, dst, flags)),
                 }
             }
-            Class::Udp | Class::Other => {
-                if src.state < pseudo_state::SINGLE {
-                    src.state = pseudo_state::SINGLE;
-                }
-                if dst.state == pseudo_state::SINGLE {
-                    dst.state = pseudo_state::MULTIPLE;
-                }
-                let multiple =
-                    src.state == pseudo_state::MULTIPLE && dst.state == pseudo_state::MULTIPLE;
-                Some(match (class(fk.proto) == Class::Udp, multiple) {
-                    (true, true) => Tmo::UdpMultiple,
-                    (true, false) => Tmo::UdpSingle,
-                    (false, true) => Tmo::OtherMultiple,
-                    (false, false) => Tmo::OtherSingle,
-                })
-            }
-            Class::Icmp => Some(Tmo::IcmpError),
         };
-        // Only the timeout that applies is read (copying the whole struct showed per packet).
-        let refresh = refresh.map(|t| (t, self.deadline(now, t)));
-        let e = &mut self.slots[id];
-        e.peer[si] = src;
-        e.peer[di] = dst;
-        if let Some((t, deadline)) = refresh {
+        if let Some(t) = refresh {
             e.tmo = t as u8;
-            e.expire = deadline;
+            e.expire = now.saturating_add(self.secs[t as usize]);
         }
+        let rule = e.rule;
         self.counters.hits += 1;
         if verdict != StateVerdict::Pass {
             self.counters.drop_out_of_window += 1;
         }
-        StateLookup::Hit {
-            id: StateId(id as u32),
-            dir_from_initiator: from_init,
-            verdict,
-        }
+        Some((id, from_init, verdict, rule))
+    }
+
+    /// A dead entry found by a lookup: reclaimed, and the lookup misses.
+    #[cold]
+    fn expired(&mut self, pos: usize, id: usize) -> Option<(usize, bool, StateVerdict, u32)> {
+        self.remove_at(pos, id);
+        self.counters.expired_lookup += 1;
+        self.counters.misses += 1;
+        None
     }
 
     /// Creates the state for the first packet of a flow (default options).
@@ -779,7 +745,7 @@ impl StateTable {
         tcp: Option<&TcpSegment>,
         opts: StateOptions,
     ) -> Result<StateId, InsertError> {
-        let (fk, from_a) = canonical(key);
+        let Flow { key: fk, from_a } = Flow::of(key);
         let h = self.hash(&fk);
         let id = match self.find(&fk, h) {
             Ok((_, id)) => {
@@ -803,7 +769,7 @@ impl StateTable {
                     self.slots.push(Entry::default());
                     self.slots.len() - 1
                 };
-                self.index[pos] = (h & !self.id_mask) | id as u64;
+                self.index[pos] = self.word(h, id);
                 self.len += 1;
                 id
             }
@@ -817,7 +783,7 @@ impl StateTable {
         if !from_a {
             e.flags |= F_INIT_B;
         }
-        let t = match class(fk.proto) {
+        let t = match class(fk.proto()) {
             Class::Tcp => {
                 let [src, dst] = &mut e.peer;
                 match tcp {
@@ -854,20 +820,27 @@ impl StateTable {
     /// either orientation finds the state). `quoted_tcp_seq`: the quoted TCP sequence number,
     /// checked against the sender's window as pf does (skipped for sloppy states).
     /// The state's timeout is not refreshed. The caller should also check that the error is
-    /// addressed to the quoted packet's source.
-    pub fn lookup_icmp_error(
-        &mut self,
-        quoted: &PacketKey,
-        quoted_tcp_seq: Option<u32>,
-        now: u32,
-    ) -> Option<StateId> {
-        let (fk, from_a) = canonical(quoted);
+    /// addressed to the quoted packet's source. `None` also for a quoted sequence number
+    /// outside the window: see [`match_icmp_error`](Self::match_icmp_error) to tell the two
+    /// apart.
+    pub fn lookup_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> Option<StateId> {
+        match self.match_icmp_error(quoted, quoted_tcp_seq, now) {
+            IcmpErrorMatch::Pass(id) => Some(id),
+            IcmpErrorMatch::BadSeq(_) | IcmpErrorMatch::Miss => None,
+        }
+    }
+
+    /// As [`lookup_icmp_error`](Self::lookup_icmp_error), telling a miss (the rules decide,
+    /// as pf does) from a state whose window the quoted sequence number is outside (pf drops
+    /// the error without evaluating the rules).
+    pub fn match_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> IcmpErrorMatch {
+        let Flow { key: fk, from_a } = Flow::of(quoted);
         let h = self.hash(&fk);
         let (pos, id) = match self.find(&fk, h) {
             Ok(x) => x,
             Err(_) => {
                 self.counters.icmp_error_misses += 1;
-                return None;
+                return IcmpErrorMatch::Miss;
             }
         };
         let e = &self.slots[id];
@@ -875,24 +848,18 @@ impl StateTable {
             self.remove_at(pos, id);
             self.counters.expired_lookup += 1;
             self.counters.icmp_error_misses += 1;
-            return None;
+            return IcmpErrorMatch::Miss;
         }
-        if let (Class::Tcp, Some(seq), false) =
-            (class(fk.proto), quoted_tcp_seq, e.flags & F_SLOPPY != 0)
-        {
+        if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
             let from_init = from_a ^ (e.flags & F_INIT_B != 0);
-            let (src, dst) = if from_init {
-                (&e.peer[0], &e.peer[1])
-            } else {
-                (&e.peer[1], &e.peer[0])
-            };
+            let (src, dst) = if from_init { (&e.peer[0], &e.peer[1]) } else { (&e.peer[1], &e.peer[0]) };
             if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
                 self.counters.icmp_error_bad_seq += 1;
-                return None;
+                return IcmpErrorMatch::BadSeq(StateId(id as u32));
             }
         }
         self.counters.icmp_error_hits += 1;
-        Some(StateId(id as u32))
+        IcmpErrorMatch::Pass(StateId(id as u32))
     }
 
     /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead
@@ -944,8 +911,8 @@ impl StateTable {
         }
         Some(StateInfo {
             rule: e.rule,
-            af: if e.key.af == 6 { Af::Inet6 } else { Af::Inet },
-            proto: e.key.proto,
+            af: e.key.af(),
+            proto: e.key.proto(),
             initiator_state: e.peer[0].state,
             responder_state: e.peer[1].state,
             expire: e.expire,
@@ -957,7 +924,7 @@ impl StateTable {
     /// Whether an entry (live or dead) for this flow is held. For tests.
     #[doc(hidden)]
     pub fn debug_contains(&self, key: &PacketKey) -> bool {
-        let (fk, _) = canonical(key);
+        let fk = Flow::of(key).key;
         self.find(&fk, self.hash(&fk)).is_ok()
     }
 
@@ -973,7 +940,7 @@ impl StateTable {
             if w == EMPTY {
                 continue;
             }
-            let id = (w & self.id_mask) as usize;
+            let id = self.slot_of(w);
             let e = &self.slots[id];
             assert!(e.flags & F_USED != 0, "index points to free slot {id}");
             assert!(!seen[id], "slot {id} indexed twice");
@@ -1019,47 +986,5 @@ mod tests {
         assert_eq!(size_of::<Entry>(), 80);
         let t = StateTable::new(1000, Timeouts::default(), 1);
         assert!(t.memory_bytes() <= 1000 * 96 + 1024);
-    }
-
-    #[test]
-    fn canonical_both_directions() {
-        let k = PacketKey {
-            af: Af::Inet,
-            dir: crate::packet::Dir::In,
-            iface: 0,
-            proto: proto::UDP,
-            src: 10,
-            dst: 5,
-            src_port: 1000,
-            dst_port: 53,
-            tcp_flags: 0,
-            len: 0,
-        };
-        let r = PacketKey {
-            src: 5,
-            dst: 10,
-            src_port: 53,
-            dst_port: 1000,
-            dir: crate::packet::Dir::Out,
-            iface: 3,
-            ..k
-        };
-        let (a, fa) = canonical(&k);
-        let (b, fb) = canonical(&r);
-        assert_eq!(a, b);
-        assert_ne!(fa, fb);
-        let e = PacketKey {
-            proto: proto::ICMP,
-            src_port: 8,
-            dst_port: 0,
-            ..k
-        };
-        let er = PacketKey {
-            proto: proto::ICMP,
-            src_port: 0,
-            dst_port: 0,
-            ..r
-        };
-        assert_eq!(canonical(&e).0, canonical(&er).0);
     }
 }

@@ -1,6 +1,7 @@
 //! The state table against a plain `HashMap` reference model: random insert / lookup (both
 //! directions) / ICMP-error lookup / remove / clock advance / partial sweep sequences over UDP,
-//! ICMP echo and other-protocol flows (IPv4 and IPv6), >= 1M operations per run.
+//! ICMP echo and other-protocol flows (IPv4 and IPv6), >= 1M operations per run; in one run,
+//! limit changes too (lower and higher, as a reload's `set limit states`).
 //! Seed override: `FW_STATE_SEED=<u64>`.
 
 use std::collections::HashMap;
@@ -139,7 +140,11 @@ impl Model {
     }
 }
 
-fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64) {
+fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool) {
+    let base = limit;
+    let mut limit = limit;
+    // The largest limit so far: slot ids stay below it.
+    let mut cap = limit;
     let mut rng = Rng(seed | 1);
     let to = Timeouts {
         udp_first: 6,
@@ -236,7 +241,7 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64) {
                     let ne = fresh(e.id, k.proto, &m);
                     m.map.insert(mk, ne);
                 }
-                None if m.map.len() == limit => {
+                None if m.map.len() >= limit => {
                     assert_eq!(got, Err(InsertError::Full), "op {op}");
                     fulls += 1;
                 }
@@ -244,7 +249,7 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64) {
                     let id = got
                         .unwrap_or_else(|e| panic!("op {op}: insert failed {e:?}"))
                         .0;
-                    assert!((id as usize) < limit);
+                    assert!((id as usize) < cap);
                     assert!(
                         m.ids.insert(id, mk).is_none(),
                         "op {op}: id {id} handed out twice"
@@ -309,7 +314,7 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64) {
             assert_eq!(got, want, "op {op}: icmp error");
         } else if r < 91 {
             // Remove by id (tracked or not).
-            let id = rng.below(limit as u64 + 2) as u32;
+            let id = rng.below(cap as u64 + 2) as u32;
             let want = m.ids.get(&id).copied();
             assert_eq!(
                 t.remove(StateId(id)),
@@ -329,6 +334,15 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64) {
             assert_eq!(t.lookup(&nk, None, now), StateLookup::Miss);
             assert_eq!(t.lookup_icmp_error(&nk, None, now), None);
         }
+        if resize && rng.below(5000) == 0 {
+            // A reload's new limit, from a tenth to twice the initial one: existing states
+            // stay (the model keeps them all), new flows wait for `len < limit`.
+            limit = (base / 10 + rng.below(2 * base as u64) as usize).max(1);
+            t.set_limit(limit);
+            cap = cap.max(limit);
+            assert_eq!(t.limit(), limit);
+            t.debug_check();
+        }
         assert_eq!(t.len(), m.map.len(), "op {op}: len");
         if op % 100_000 == 0 {
             t.debug_check();
@@ -337,7 +351,7 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64) {
     t.debug_check();
     let c = t.counters();
     eprintln!(
-        "seed {seed}: {ops} ops, limit {limit}, {flows} flows: {hits} hits, {fulls} full, {swept} swept, now {now}, {c:?}"
+        "seed {seed}: {ops} ops, limit {base} (last {limit}, largest {cap}), {flows} flows: {hits} hits, {fulls} full, {swept} swept, now {now}, {c:?}"
     );
     assert!(hits > ops as u64 / 20 && fulls > 0 && c.expired_lookup > 0 && c.expired_sweep > 0);
 }
@@ -352,11 +366,17 @@ fn seed() -> u64 {
 /// Small table, many more flows than slots: the limit is hit often.
 #[test]
 fn model_small_table_often_full() {
-    run(seed(), 1_000_000, 512, 2000, 100);
+    run(seed(), 1_000_000, 512, 2000, 100, false);
 }
 
 /// Larger table near its limit.
 #[test]
 fn model_large_table() {
-    run(seed() ^ 0xabcdef, 1_000_000, 20_000, 40_000, 6000);
+    run(seed() ^ 0xabcdef, 1_000_000, 20_000, 40_000, 6000, false);
+}
+
+/// The limit changes now and then, lower (states above it stay) and higher (the table grows).
+#[test]
+fn model_limit_changes() {
+    run(seed() ^ 0x1177, 1_000_000, 1000, 3000, 300, true);
 }

@@ -1,0 +1,336 @@
+//! What the filter stage reads from a packet: the classifier's [`PacketKey`] ([`extract`]),
+//! the state table's IPv4 flow straight from the header ([`lean_v4`], the fast path), and
+//! the TCP fields that state tracking needs.
+
+use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::state::{FlowV4, TcpSegment};
+use wire::{Ipv4Packet, Ipv6Packet, UdpPacket};
+
+/// The state-table flow and IP length of an IPv4 UDP or TCP packet, read straight from its
+/// header (`ip`: from the IP header on, which the classify pass validated): what a state
+/// lookup needs, without building the classifier's [`PacketKey`]. Fills `tcp` for TCP (UDP
+/// leaves it alone: nothing reads it unless [`extract`] runs). Only the common case: a
+/// header without options, not a later fragment, a complete UDP or TCP header. `None` for
+/// anything else, which then takes [`extract`] and the key-based lookup. For every packet it
+/// accepts, the flow, length and TCP fields equal what [`extract`] gives (property test
+/// below). It reads the bytes itself, one bounds check for the IP and UDP headers, rather
+/// than through `wire`'s views: this is most of the fast path's cost.
+#[inline(always)]
+pub(crate) fn lean_v4(ip: &[u8], tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
+    // The IP header and the first 8 bytes of the L4 header (all of UDP's).
+    let h: &[u8; 28] = ip.first_chunk()?;
+    // Version 4, IHL 5; fragment offset 0 (a first fragment, MF set, carries the L4 header,
+    // as `extract` has it).
+    if h[0] != 0x45 || (h[6] & 0x1f) | h[7] != 0 {
+        return None;
+    }
+    let total = u16::from_be_bytes([h[2], h[3]]);
+    let (sport, dport) = match h[9] {
+        proto::UDP => {
+            // UdpPacket::new_checked on the IP payload: a length field that fits in it.
+            let len = u16::from_be_bytes([h[24], h[25]]);
+            if len < 8 || len > total.saturating_sub(20) {
+                return None;
+            }
+            (u16::from_be_bytes([h[20], h[21]]), u16::from_be_bytes([h[22], h[23]]))
+        }
+        proto::TCP => {
+            let (sport, dport, seg) = tcp_segment(ip.get(20..usize::from(total))?)?;
+            *tcp = Some(seg);
+            (sport, dport)
+        }
+        _ => return None,
+    };
+    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+    let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+    Some((FlowV4::new(h[9], src, sport, dst, dport), total))
+}
+
+/// The ports and tracking fields of a TCP header (`l4`: from the header to the end of the IP
+/// payload), if it is complete (as `TcpPacket::new_checked` decides; read directly for the
+/// reason given at [`lean_v4`]).
+#[inline(always)]
+fn tcp_segment(l4: &[u8]) -> Option<(u16, u16, TcpSegment)> {
+    let t: &[u8; 20] = l4.first_chunk()?;
+    let hl = usize::from(t[12] >> 4) * 4;
+    if hl < 20 || hl > l4.len() {
+        return None;
+    }
+    let flags = t[13];
+    let seg = TcpSegment {
+        seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
+        ack: u32::from_be_bytes([t[8], t[9], t[10], t[11]]),
+        win: u16::from_be_bytes([t[14], t[15]]),
+        flags,
+        payload_len: (l4.len() - hl) as u16,
+        wscale: if flags & fw::state::tcp_flags::SYN != 0 { wscale(&l4[20..hl]) } else { None },
+    };
+    Some((u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]), seg))
+}
+
+/// Fills `key` and `tcp` for a packet the classify pass validated (`l3`: offset of its IP
+/// header). Ports, ICMP type/code and TCP fields are read only from a first fragment whose L4
+/// header is complete; otherwise they stay 0 / `None` (rules with ports then do not match).
+/// Always inlined: it has two callers (the fast path's fallback, and the pass without states
+/// where it is every packet's work), and a call cost the latter some 30 instructions.
+#[inline(always)]
+pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut PacketKey, tcp: &mut Option<TcpSegment>) {
+    let bytes = frame.get(l3..).unwrap_or(&[]);
+    let (af, proto_, src, dst, len, l4): (Af, u8, u128, u128, u16, &[u8]) = if v4 {
+        let ip = Ipv4Packet::new_unchecked(bytes);
+        // The view's payload() borrows the view; slice the frame by the validated lengths.
+        let end = usize::from(ip.total_len()).min(bytes.len());
+        let l4 = if ip.frag_offset() == 0 { bytes.get(ip.header_len()..end).unwrap_or(&[]) } else { &[] };
+        (Af::Inet, ip.protocol().into(), ip.src_addr_u32().into(), ip.dst_addr_u32().into(), ip.total_len(), l4)
+    } else {
+        let ip = Ipv6Packet::new_unchecked(bytes);
+        let total = 40 + usize::from(ip.payload_len());
+        let (p, l4) = match ip.upper_layer() {
+            Ok((p, off)) if p != wire::IpProtocol::Ipv6Frag => (u8::from(p), bytes.get(off..total.min(bytes.len())).unwrap_or(&[])),
+            _ => (u8::from(ip.next_header()), &[][..]),
+        };
+        (Af::Inet6, p, u128::from(ip.src_addr()), ip.dst_addr_u128(), total.min(usize::from(u16::MAX)) as u16, l4)
+    };
+    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len };
+    *tcp = None;
+    match proto_ {
+        proto::TCP => {
+            if let Some((sport, dport, seg)) = tcp_segment(l4) {
+                key.src_port = sport;
+                key.dst_port = dport;
+                key.tcp_flags = seg.flags;
+                *tcp = Some(seg);
+            }
+        }
+        proto::UDP => {
+            if let Ok(u) = UdpPacket::new_checked(l4) {
+                key.src_port = u.src_port();
+                key.dst_port = u.dst_port();
+            }
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            if let [t, c, ..] = *l4 {
+                key.src_port = t.into();
+                key.dst_port = c.into();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The packet an ICMP error quotes, as the key of the flow it belongs to (the quoted header's
+/// addresses, protocol, ports or ICMP type and code), with its TCP sequence number; `key` is
+/// the error's own key ([`extract`] of the same frame). `None` unless the error is addressed
+/// to the quoted packet's source (as it is when it reports on that packet) and quotes enough
+/// of it: the IP header and the first 8 bytes of TCP, 4 of UDP, 2 of ICMP (RFC 792 and 4443
+/// guarantee 8). The quoted IPv6 header's extension headers are walked.
+pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(PacketKey, Option<u32>)> {
+    let ip = frame.get(l3..)?;
+    let (af, icmp) = match key.af {
+        Af::Inet => {
+            let v = Ipv4Packet::new_checked(ip).ok()?;
+            (Af::Inet, ip.get(v.header_len()..usize::from(v.total_len()))?)
+        }
+        Af::Inet6 => {
+            let v = Ipv6Packet::new_checked(ip).ok()?;
+            let (_, off) = v.upper_layer().ok()?;
+            (Af::Inet6, ip.get(off..40 + usize::from(v.payload_len()))?)
+        }
+    };
+    // The ICMP header (type, code, checksum, 4 more bytes), then the quoted packet.
+    let q = icmp.get(8..)?;
+    let (proto_, src, dst, l4): (u8, u128, u128, &[u8]) = match af {
+        Af::Inet => {
+            let h: &[u8; 20] = q.first_chunk()?;
+            let ihl = usize::from(h[0] & 0x0f) * 4;
+            if h[0] >> 4 != 4 || ihl < 20 {
+                return None;
+            }
+            // A later fragment quotes no L4 header: its flow is unknown.
+            let l4 = if u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0 { q.get(ihl..)? } else { &[] };
+            let addr = |i: usize| u128::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            (h[9], addr(12), addr(16), l4)
+        }
+        Af::Inet6 => {
+            let v = Ipv6Packet::new_unchecked(q);
+            if q.len() < 40 || v.version() != 6 {
+                return None;
+            }
+            let (p, off) = v.upper_layer().ok()?;
+            (u8::from(p), u128::from(v.src_addr()), v.dst_addr_u128(), q.get(off..)?)
+        }
+    };
+    if src != key.dst {
+        return None;
+    }
+    let (src_port, dst_port, seq) = match proto_ {
+        proto::TCP => {
+            let t: &[u8; 8] = l4.first_chunk()?;
+            let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+            (u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]), Some(seq))
+        }
+        proto::UDP => {
+            let u: &[u8; 4] = l4.first_chunk()?;
+            (u16::from_be_bytes([u[0], u[1]]), u16::from_be_bytes([u[2], u[3]]), None)
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            let [t, c, ..] = *l4 else { return None };
+            (t.into(), c.into(), None)
+        }
+        _ => (0, 0, None),
+    };
+    let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0 };
+    Some((k, seq))
+}
+
+/// The window-scale option (kind 3) of a SYN's options, if present and well formed.
+fn wscale(mut opts: &[u8]) -> Option<u8> {
+    while let [kind, rest @ ..] = opts {
+        match kind {
+            0 => return None,
+            1 => opts = rest,
+            _ => {
+                let len = usize::from(*rest.first()?);
+                if len < 2 || len > opts.len() {
+                    return None;
+                }
+                if *kind == 3 && len == 3 {
+                    return Some(opts[2].min(14));
+                }
+                opts = &opts[len..];
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fw::state::Flow;
+    use proptest::prelude::*;
+    use wire::TcpPacket;
+
+    /// An IPv4 packet as the classify pass lets through (`new_checked` holds; the checksum is
+    /// irrelevant here): any protocol (mostly TCP and UDP), header with or without options,
+    /// fragment bits, L4 bytes with plausible or random lengths and data offsets, and
+    /// sometimes Ethernet padding after the datagram.
+    fn packet() -> impl Strategy<Value = Vec<u8>> {
+        let proto_ = prop_oneof![3 => Just(proto::UDP), 3 => Just(proto::TCP), 1 => Just(proto::ICMP), 1 => any::<u8>()];
+        let frag = prop_oneof![3 => Just(0u16), 1 => Just(0x2000u16), 1 => any::<u16>()];
+        let ihl = prop_oneof![4 => Just(5u8), 1 => 5u8..=15];
+        let l4 = proptest::collection::vec(any::<u8>(), 0..80);
+        let fix = prop_oneof![Just(0u8), Just(1), Just(2)];
+        (proto_, frag, ihl, l4, fix, 0usize..8, any::<[u8; 8]>()).prop_map(|(p, frag, ihl, mut l4, fix, pad, addrs)| {
+            // fix 1: a consistent UDP length or TCP data offset; 2: options / length off by one.
+            if fix > 0 && l4.len() >= 20 {
+                let len = l4.len() as u16 - u16::from(fix == 2);
+                if p == proto::UDP {
+                    l4[4..6].copy_from_slice(&len.to_be_bytes());
+                } else {
+                    l4[12] = if fix == 1 { 5 << 4 } else { (((l4.len() / 4) as u8).min(15)) << 4 };
+                    l4[13] |= 0x02 * u8::from(fix == 2);
+                }
+            }
+            let hl = usize::from(ihl) * 4;
+            let mut b = vec![0u8; hl];
+            b[0] = 0x40 | ihl;
+            b[2..4].copy_from_slice(&((hl + l4.len()) as u16).to_be_bytes());
+            b[6..8].copy_from_slice(&frag.to_be_bytes());
+            b[8] = 64;
+            b[9] = p;
+            b[12..20].copy_from_slice(&addrs);
+            b.extend_from_slice(&l4);
+            b.extend(std::iter::repeat_n(0xee, pad));
+            b
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        /// The fast path's flow is the full key's flow identity, for every packet it accepts,
+        /// with the same length and TCP fields; and it accepts every TCP/UDP packet it
+        /// should (a header without options, not a later fragment, a complete L4 header).
+        #[test]
+        fn lean_flow_is_the_key_flow(ip in packet()) {
+            let v = Ipv4Packet::new_checked(&ip[..]);
+            prop_assume!(v.is_ok());
+            let v = v.unwrap();
+            let mut frame = vec![0u8; 14];
+            frame.extend_from_slice(&ip);
+            let (mut key, mut tcp) = (PacketKey {
+                af: Af::Inet6, dir: Dir::Out, iface: 0, proto: 0, src: 1, dst: 2, src_port: 3, dst_port: 4, tcp_flags: 5, len: 6,
+            }, None);
+            extract(&frame, 14, true, 7, &mut key, &mut tcp);
+            let mut lean_tcp = None;
+            let lean = lean_v4(&ip, &mut lean_tcp);
+            if let Some((flow, len)) = lean {
+                prop_assert_eq!(flow.flow(), Flow::of(&key));
+                prop_assert_eq!(len, key.len);
+                if key.proto == proto::TCP {
+                    prop_assert_eq!(lean_tcp, tcp);
+                }
+            }
+            let l4 = v.payload();
+            let complete = match u8::from(v.protocol()) {
+                proto::UDP => wire::UdpPacket::new_checked(l4).is_ok(),
+                proto::TCP => TcpPacket::new_checked(l4).is_ok(),
+                _ => false,
+            };
+            prop_assert_eq!(lean.is_some(), v.header_len() == 20 && v.frag_offset() == 0 && complete);
+        }
+    }
+
+    /// The quoted packet of ICMPv4 and ICMPv6 errors built by `wire::icmp_reply`, and errors
+    /// not addressed to the quoted packet's source.
+    #[test]
+    fn quoted_packet_of_icmp_errors() {
+        use std::net::IpAddr;
+        use wire::MacAddr;
+        use wire::build::{UdpFlow, udp_frame};
+        use wire::icmp_reply::{IcmpError, icmp_error};
+        let cases: [(IpAddr, IpAddr, IpAddr); 2] = [
+            ("198.18.0.2".parse().unwrap(), "10.1.1.1".parse().unwrap(), "198.19.0.2".parse().unwrap()),
+            ("2001:db8::2".parse().unwrap(), "2001:db8:1::1".parse().unwrap(), "2001:db8:2::1".parse().unwrap()),
+        ];
+        for (src, dst, router) in cases {
+            let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+            let flow = UdpFlow { src_mac: mac, dst_mac: mac, src, dst, src_port: 1000, dst_port: 53, ttl: 64 };
+            let mut orig = vec![0u8; 200];
+            let n = udp_frame(&flow, 100, &mut orig).unwrap();
+            let mut err = vec![0u8; 1500];
+            let n = icmp_error(&orig[..n], IcmpError::TimeExceeded, router, mac, &mut err).unwrap();
+            let err = &err[..n];
+            let v4 = src.is_ipv4();
+            let mut key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: 0, src: 0, dst: 0, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0 };
+            extract(err, 14, v4, 1, &mut key, &mut None);
+            assert!(fw::state::is_icmp_error(key.proto, key.src_port), "{key:?}");
+            let addr = |a: IpAddr| match a {
+                IpAddr::V4(a) => u128::from(u32::from(a)),
+                IpAddr::V6(a) => u128::from(a),
+            };
+            let (q, seq) = quoted(err, 14, &key).unwrap();
+            assert_eq!((q.af, q.src, q.dst), (key.af, addr(src), addr(dst)));
+            assert_eq!((q.proto, q.src_port, q.dst_port, seq), (proto::UDP, 1000, 53, None));
+            assert_eq!(quoted(err, 14, &PacketKey { dst: addr(router), ..key }), None, "not to the quoted source");
+            // An error that quotes the IP header only: the flow is unknown.
+            let mut short = err[..14 + if v4 { 20 + 8 + 20 } else { 40 + 8 + 40 }].to_vec();
+            if v4 {
+                Ipv4Packet::new_unchecked(&mut short[14..]).set_total_len(48);
+            } else {
+                Ipv6Packet::new_unchecked(&mut short[14..]).set_payload_len(48);
+            }
+            assert_eq!(quoted(&short, 14, &key), None, "no ports quoted");
+            assert!(quoted(&err[..err.len() - 1], 14, &key).is_none(), "truncated frame");
+        }
+    }
+
+    #[test]
+    fn wscale_option() {
+        assert_eq!(wscale(&[1, 1, 3, 3, 7, 0]), Some(7));
+        assert_eq!(wscale(&[2, 4, 5, 0xb4, 3, 3, 20]), Some(14));
+        assert_eq!(wscale(&[2, 4, 5]), None);
+        assert_eq!(wscale(&[0, 3, 3, 7]), None);
+        assert_eq!(wscale(&[]), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! The filter pass over a batch: state lookups, else the `in` rules, for every packet the
+//! classify pass found routable, in order.
+//!
+//! While the state table is empty (a rule set without `keep state`), every packet gets its
+//! full [`PacketKey`] and goes through the rules. Otherwise IPv4 TCP/UDP packets take the fast
+//! path: their flow is read straight from the header ([`keys::lean_v4`]) and looked up; only
+//! a miss, or another kind of packet, builds the full key. How the lookups are run depends on
+//! the table's size:
+//!
+//! * small enough to stay cached ([`CACHED_TABLE_BYTES`]): one loop, each packet looked up as
+//!   soon as its flow is read;
+//! * larger: VPP's and DPDK's batched lookup. Read and hash every packet's flow and prefetch
+//!   its index line; then probe every index line and prefetch the state it names; then look
+//!   every packet up. The cache misses of a batch overlap instead of adding up. Only the last
+//!   loop changes the table, and it checks the probe's result before using it, so the outcome
+//!   is the same as the one-loop version's.
+
+use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::state::{FlowV4, TcpSegment, is_icmp_error};
+use io::batch::MAX_BATCH;
+use io::{FrameDesc, FramePool};
+
+use super::{Firewall, keys};
+use crate::counters::DropReason;
+
+/// Bytes of state table (the index, and the slots up to their high-water mark) up to which
+/// lookups run in one loop: a mid-size L2 cache. The batched lookup's extra loops cost some
+/// 20 instructions per packet, which only pays off when lookups miss the cache.
+const CACHED_TABLE_BYTES: usize = 1 << 20;
+
+/// How the filter pass sees the classify pass's decision for a packet.
+pub(crate) trait Routed {
+    /// For a packet to route: the offset of its IP header, whether it is IPv4, and the
+    /// logical port it came in on (an interface or VLAN sub-interface: what `on IFACE` names).
+    fn routed(&self) -> Option<(usize, bool, u16)>;
+    /// Drops the packet for `reason`.
+    fn drop_for(&mut self, reason: DropReason);
+}
+
+/// An IPv4 packet's flow for the fast path (`valid`: a TCP or UDP packet whose flow
+/// [`keys::lean_v4`] read).
+#[derive(Clone, Copy, Default)]
+struct Lean {
+    flow: FlowV4,
+    hash: u64,
+    /// Batched lookup only: where the index probe stopped ([`fw::state::StateTable::probe`]).
+    probe: u32,
+    /// IP length, for the rule counters.
+    len: u16,
+    valid: bool,
+}
+
+/// The firewall of one worker and its per-batch scratch.
+pub(crate) struct FilterStage {
+    pub fw: Firewall,
+    /// The keys the classifier sees, built only for packets that go through the rules.
+    pub keys: Box<[PacketKey; MAX_BATCH]>,
+    pub tcp: Box<[Option<TcpSegment>; MAX_BATCH]>,
+    /// A state matched or was created in the in pass: skip the out pass.
+    pub stateful: Box<[bool; MAX_BATCH]>,
+    /// Some packet of the batch may need the out pass: one no state matched and the rules
+    /// have out rules. Otherwise the apply pass runs as without a firewall.
+    pub out_pass: bool,
+    lean: Box<[Lean; MAX_BATCH]>,
+}
+
+const EMPTY_KEY: PacketKey = PacketKey {
+    af: Af::Inet,
+    dir: Dir::In,
+    iface: 0,
+    proto: 0,
+    src: 0,
+    dst: 0,
+    src_port: 0,
+    dst_port: 0,
+    tcp_flags: 0,
+    len: 0,
+};
+
+/// The flow of an IPv4 TCP/UDP packet (see [`keys::lean_v4`]).
+#[inline(always)]
+fn lean(frame: &[u8], l3: usize, v4: bool, tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
+    if !v4 {
+        return None;
+    }
+    keys::lean_v4(frame.get(l3..)?, tcp)
+}
+
+/// The segment to track for a packet of `flow` (UDP has none; `tcp` is stale then).
+#[inline(always)]
+fn segment<'a>(flow: &FlowV4, tcp: &'a Option<TcpSegment>) -> Option<&'a TcpSegment> {
+    if flow.proto() == proto::TCP { tcp.as_ref() } else { None }
+}
+
+impl FilterStage {
+    pub fn new(fw: Firewall) -> FilterStage {
+        FilterStage {
+            fw,
+            keys: Box::new([EMPTY_KEY; MAX_BATCH]),
+            tcp: Box::new([None; MAX_BATCH]),
+            stateful: Box::new([false; MAX_BATCH]),
+            out_pass: false,
+            lean: Box::new([Lean::default(); MAX_BATCH]),
+        }
+    }
+
+    /// The in pass over a batch (`steps[i]`: the classify pass's decision for `descs[i]`).
+    #[inline(always)]
+    pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+        self.fw.begin_batch();
+        self.out_pass = false;
+        let n = descs.len().min(steps.len()).min(MAX_BATCH);
+        let (descs, steps) = (&descs[..n], &mut steps[..n]);
+        if self.fw.state_table().is_empty() {
+            self.rules_only(pool, descs, steps);
+        } else if self.fw.state_table().working_set_bytes() <= CACHED_TABLE_BYTES {
+            self.one_loop(pool, descs, steps);
+        } else {
+            self.batched(pool, descs, steps);
+        }
+    }
+
+    /// No state can match: every packet through the rules.
+    #[inline(always)]
+    fn rules_only<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+        for (i, (step, &desc)) in steps.iter_mut().zip(descs).enumerate() {
+            if let Some((l3, v4, port)) = step.routed() {
+                let r = self.by_key(pool.frame(desc), l3, v4, port, i, false);
+                self.record(i, step, r);
+            }
+        }
+    }
+
+    /// Lookups one after the other (a cached table).
+    #[inline(always)]
+    fn one_loop<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+        for (i, (step, desc)) in steps.iter_mut().zip(descs).enumerate() {
+            let i = i % MAX_BATCH;
+            let Some((l3, v4, port)) = step.routed() else { continue };
+            match lean(pool.frame(*desc), l3, v4, &mut self.tcp[i]) {
+                Some((flow, len)) => {
+                    let h = self.fw.state_table().hash_v4(&flow);
+                    self.lookup(i, step, &flow, h, None, len, pool, *desc, l3);
+                }
+                None => {
+                    let r = self.by_key_cold(pool.frame(*desc), l3, v4, port, i, false);
+                    self.record(i, step, r);
+                }
+            }
+        }
+    }
+
+    /// The fast path's state lookup of packet `i`, and what follows from it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn lookup<S: Routed>(&mut self, i: usize, step: &mut S, flow: &FlowV4, h: u64, probe: Option<u32>, len: u16, pool: &FramePool, desc: FrameDesc, l3: usize) {
+        match self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len) {
+            Some(Ok(())) => self.stateful[i] = true,
+            Some(Err(reason)) => step.drop_for(reason),
+            None => {
+                let port = step.routed().map_or(desc.port, |r| r.2);
+                let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, true);
+                self.record(i, step, r);
+            }
+        }
+    }
+
+    /// The batched lookup (see the module documentation).
+    #[inline(always)]
+    fn batched<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+        let table = self.fw.state_table();
+        for (i, (step, &desc)) in steps.iter().zip(descs).enumerate() {
+            let l = step.routed().and_then(|(l3, v4, _)| lean(pool.frame(desc), l3, v4, &mut self.tcp[i % MAX_BATCH]));
+            self.lean[i % MAX_BATCH] = match l {
+                Some((flow, len)) => {
+                    let hash = table.hash_v4(&flow);
+                    table.prefetch_index(hash);
+                    Lean { flow, hash, probe: 0, len, valid: true }
+                }
+                None => Lean::default(),
+            };
+        }
+        for l in self.lean[..descs.len()].iter_mut().filter(|l| l.valid) {
+            l.probe = table.probe(l.hash);
+        }
+        for (i, (step, &desc)) in steps.iter_mut().zip(descs).enumerate() {
+            let i = i % MAX_BATCH;
+            let Some((l3, v4, port)) = step.routed() else { continue };
+            let l = &self.lean[i];
+            if l.valid {
+                let (flow, hash, probe, len) = (l.flow, l.hash, l.probe, l.len);
+                self.lookup(i, step, &flow, hash, Some(probe), len, pool, desc, l3);
+            } else {
+                let r = self.by_key_cold(pool.frame(desc), l3, v4, port, i, false);
+                self.record(i, step, r);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn record<S: Routed>(&mut self, i: usize, step: &mut S, r: Result<bool, DropReason>) {
+        match r {
+            Ok(stateful) => {
+                self.stateful[i % MAX_BATCH] = stateful;
+                self.out_pass |= !stateful && self.fw.has_out();
+            }
+            Err(reason) => step.drop_for(reason),
+        }
+    }
+
+    /// A packet off the fast path: its full key, then (unless its flow just missed) the state
+    /// lookup by key, or for an ICMP error the state of the flow it quotes, else the rules.
+    /// `Ok(stateful)` or the reason to drop.
+    #[inline(always)]
+    fn by_key(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, missed: bool) -> Result<bool, DropReason> {
+        let i = i % MAX_BATCH;
+        let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
+        keys::extract(frame, l3, v4, port, key, tcp);
+        let (key, tcp) = (&*key, tcp.as_ref());
+        // Without states nothing can match (the pass for rule sets without `keep state`).
+        if missed || self.fw.state_table().is_empty() {
+            return self.fw.rules_decide(key, tcp);
+        }
+        if is_icmp_error(key.proto, key.src_port)
+            && let Some(r) = icmp_error(&mut self.fw, frame, l3, key)
+        {
+            return r;
+        }
+        self.fw.filter_in(key, tcp)
+    }
+
+    /// [`by_key`](Self::by_key) out of line, so that the fast path's loop stays small.
+    #[inline(never)]
+    fn by_key_cold(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, missed: bool) -> Result<bool, DropReason> {
+        self.by_key(frame, l3, v4, port, i, missed)
+    }
+}
+
+/// [`Firewall::icmp_error`] for an ICMP error (its `key`), out of line (rare).
+#[inline(never)]
+fn icmp_error(fw: &mut Firewall, frame: &[u8], l3: usize, key: &PacketKey) -> Option<Result<bool, DropReason>> {
+    let (quoted, seq) = keys::quoted(frame, l3, key)?;
+    fw.icmp_error(&quoted, seq, key.len)
+}

@@ -1,0 +1,311 @@
+//! A flow's identity as the state table keys it, and the keyed hash of that key.
+//!
+//! The key is canonical: the two endpoints `(address, port)` are ordered (A <= B), so both
+//! directions of a flow give the same key, and [`Flow::from_a`] says which end sent the packet.
+//! Its layout is chosen for the data plane's fast path, which builds IPv4 keys straight from
+//! the frame ([`Flow::v4`]) and hashes them with one multiplication:
+//!
+//! | word | IPv4                                   | IPv6                                   |
+//! |------|----------------------------------------|----------------------------------------|
+//! | 0    | `A.addr << 16 \| A.port \| proto << 48` | A.addr, low 64 bits                    |
+//! | 1    | `B.addr << 16 \| B.port`                | A.addr, high 64 bits                   |
+//! | 2, 3 | 0                                      | B.addr, low and high 64 bits           |
+//! | 4    | `4 << 40`                              | `A.port \| B.port << 16 \| proto << 32 \| 6 << 40` |
+//!
+//! Packing an IPv4 endpoint as `addr << 16 | port` orders endpoints exactly as comparing
+//! `(addr, port)` pairs does, so one integer comparison canonicalises an IPv4 key.
+
+use crate::packet::{Af, PacketKey, proto};
+
+/// Canonical flow key: 40 bytes (see the module documentation for the layout).
+#[derive(Debug, Clone, Copy, Eq, Default)]
+pub(super) struct FlowKey {
+    pub(super) w: [u64; 5],
+}
+
+impl PartialEq for FlowKey {
+    /// Branch-free, in registers: the derived comparison of the array called `bcmp`.
+    #[inline(always)]
+    fn eq(&self, o: &FlowKey) -> bool {
+        let (a, b) = (&self.w, &o.w);
+        ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4])) == 0
+    }
+}
+
+const PROTO_SHIFT: u32 = 32;
+const AF_SHIFT: u32 = 40;
+/// Word 4 of every IPv4 key: a constant, so that comparing a key with a [`FlowV4`] takes one
+/// load and one comparison for it.
+const V4_TAIL: u64 = 4 << AF_SHIFT;
+
+impl FlowKey {
+    #[inline]
+    pub(super) fn proto(&self) -> u8 {
+        if self.is_v6() { (self.w[4] >> PROTO_SHIFT) as u8 } else { (self.w[0] >> 48) as u8 }
+    }
+
+    #[inline]
+    pub(super) fn is_v6(&self) -> bool {
+        (self.w[4] >> AF_SHIFT) as u8 == 6
+    }
+
+    pub(super) fn af(&self) -> Af {
+        if self.is_v6() { Af::Inet6 } else { Af::Inet }
+    }
+}
+
+/// A packet's flow: its canonical key and which end of the key sent the packet. Build it with
+/// [`Flow::v4`] (the data plane's fast path, from the header fields) or [`Flow::of`] (from a
+/// [`PacketKey`]); both give the same value for the same packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flow {
+    pub(super) key: FlowKey,
+    /// The packet's source is endpoint A of the key.
+    pub(super) from_a: bool,
+}
+
+impl Flow {
+    /// The flow of an IPv4 packet from its header fields: `sport`/`dport` are the TCP/UDP
+    /// ports, or for ICMP the type and code (as in [`PacketKey`]), 0 for other protocols.
+    #[inline]
+    pub fn v4(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16) -> Flow {
+        FlowV4::new(proto_, src, sport, dst, dport).flow()
+    }
+
+    /// The flow of an IPv6 packet (ports as in [`Flow::v4`]).
+    #[inline]
+    pub fn v6(proto_: u8, src: u128, sport: u16, dst: u128, dport: u16) -> Flow {
+        let (sport, dport) = key_ports(proto_, sport, dport);
+        let from_a = (src, sport) <= (dst, dport);
+        let ((a, pa), (b, pb)) = if from_a { ((src, sport), (dst, dport)) } else { ((dst, dport), (src, sport)) };
+        let tail = u64::from(pa) | u64::from(pb) << 16 | u64::from(proto_) << PROTO_SHIFT | 6 << AF_SHIFT;
+        Flow { key: FlowKey { w: [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64, tail] }, from_a }
+    }
+
+    /// The flow of a packet key (IPv4 keys hold the address in the low 32 bits).
+    #[inline]
+    pub fn of(k: &PacketKey) -> Flow {
+        match k.af {
+            Af::Inet => Flow::v4(k.proto, k.src as u32, k.src_port, k.dst as u32, k.dst_port),
+            Af::Inet6 => Flow::v6(k.proto, k.src, k.src_port, k.dst, k.dst_port),
+        }
+    }
+
+    /// Whether the packet's source is the lower endpoint of the canonical key (the two
+    /// directions of a flow differ exactly in this).
+    pub fn from_a(&self) -> bool {
+        self.from_a
+    }
+
+    pub fn proto(&self) -> u8 {
+        self.key.proto()
+    }
+}
+
+/// An IPv4 packet's flow in the two words of its key that vary (see the module documentation):
+/// what the data plane builds straight from the frame for the batched state lookup
+/// ([`super::StateTable::lookup_v4`]). `flow()` is the same flow as a [`Flow`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowV4 {
+    /// Key word 0: endpoint A and the protocol (bits 48..56).
+    a: u64,
+    /// Key word 1: endpoint B.
+    b: u64,
+    from_a: bool,
+}
+
+impl FlowV4 {
+    /// As [`Flow::v4`].
+    #[inline(always)]
+    pub fn new(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16) -> FlowV4 {
+        let (sport, dport) = key_ports(proto_, sport, dport);
+        let s = u64::from(src) << 16 | u64::from(sport);
+        let d = u64::from(dst) << 16 | u64::from(dport);
+        let from_a = s <= d;
+        let (a, b) = if from_a { (s, d) } else { (d, s) };
+        FlowV4 { a: a | u64::from(proto_) << 48, b, from_a }
+    }
+
+    #[inline(always)]
+    pub fn proto(&self) -> u8 {
+        (self.a >> 48) as u8
+    }
+
+    #[inline(always)]
+    pub fn from_a(&self) -> bool {
+        self.from_a
+    }
+
+    pub fn flow(&self) -> Flow {
+        Flow { key: FlowKey { w: [self.a, self.b, 0, 0, V4_TAIL] }, from_a: self.from_a }
+    }
+}
+
+impl FlowKey {
+    /// Whether this is `f`'s key: three words, since an IPv4 key's words 2 and 3 are 0 and
+    /// word 4 tells the family.
+    #[inline(always)]
+    pub(super) fn is(&self, f: &FlowV4) -> bool {
+        ((self.w[0] ^ f.a) | (self.w[1] ^ f.b) | (self.w[4] ^ V4_TAIL)) == 0
+    }
+}
+
+#[inline]
+fn is_icmp(p: u8) -> bool {
+    p == proto::ICMP || p == proto::ICMPV6
+}
+
+/// The two port fields of the key: ICMP queries and replies share one state, keyed by the
+/// query type on both sides (the key carries no ICMP identifier).
+#[inline]
+fn key_ports(p: u8, sport: u16, dport: u16) -> (u16, u16) {
+    if is_icmp(p) {
+        let t = icmp_query_type(p, sport);
+        (t, t)
+    } else {
+        (sport, dport)
+    }
+}
+
+/// Maps an ICMP query/reply type to the query type, so both directions share a key.
+#[inline]
+fn icmp_query_type(p: u8, t: u16) -> u16 {
+    if p == proto::ICMP {
+        match t {
+            0 => 8,   // echo reply -> echo request
+            14 => 13, // timestamp reply
+            16 => 15, // information reply
+            18 => 17, // address mask reply
+            9 => 10,  // router advertisement -> solicitation
+            _ => t,
+        }
+    } else {
+        match t {
+            129 => 128, // echo reply -> echo request
+            140 => 139, // node information reply -> query
+            _ => t,
+        }
+    }
+}
+
+/// True for ICMP(v6) types that are errors quoting another packet (the dataplane should call
+/// [`super::StateTable::lookup_icmp_error`] with the quoted header for those).
+pub fn is_icmp_error(proto_: u8, icmp_type: u16) -> bool {
+    if proto_ == proto::ICMP {
+        matches!(icmp_type, 3 | 4 | 5 | 11 | 12)
+    } else if proto_ == proto::ICMPV6 {
+        matches!(icmp_type, 1..=4)
+    } else {
+        false
+    }
+}
+
+/// A keyed folded-multiply hash (as in wyhash/foldhash): key words are xored with secret words
+/// expanded (splitmix64) from the table's seed and combined by 64x64->128-bit multiplications
+/// folded to 64 bits. An IPv4 key is two words, so it costs one multiplication; IPv6 three.
+/// Not a PRF like SipHash, but without the secret an attacker cannot aim flows at one bucket.
+#[derive(Clone, Copy)]
+pub(super) struct FlowHasher {
+    secret: [u64; 6],
+}
+
+#[inline]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = u128::from(a).wrapping_mul(u128::from(b));
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+fn splitmix64(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl FlowHasher {
+    pub(super) fn new(seed: u64) -> FlowHasher {
+        let mut s = seed;
+        // Odd secrets: a multiplication by an odd number loses no bits.
+        FlowHasher { secret: std::array::from_fn(|_| splitmix64(&mut s) | 1) }
+    }
+
+    /// The hash of `f.flow()`'s key, from the two words it needs.
+    #[inline(always)]
+    pub(super) fn hash_v4(&self, f: &FlowV4) -> u64 {
+        fold_mul(f.a ^ self.secret[0], f.b ^ self.secret[1])
+    }
+
+    #[inline]
+    pub(super) fn hash(&self, k: &FlowKey) -> u64 {
+        let s = &self.secret;
+        let w = &k.w;
+        // IPv4: words 0 and 1 hold the whole identity (word 4 is a constant).
+        let h1 = fold_mul(w[0] ^ s[0], w[1] ^ s[1]);
+        if !k.is_v6() {
+            return h1;
+        }
+        let h2 = fold_mul(w[2] ^ s[2], w[3] ^ s[3]);
+        fold_mul(h1 ^ w[4] ^ s[4], h2 ^ s[5])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::Dir;
+
+    fn key(af: Af, p: u8, src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
+        PacketKey { af, dir: Dir::In, iface: 0, proto: p, src, dst, src_port: sp, dst_port: dp, tcp_flags: 0, len: 0 }
+    }
+
+    #[test]
+    fn both_directions_share_a_key() {
+        for af in [Af::Inet, Af::Inet6] {
+            let k = key(af, proto::UDP, 10, 1000, 5, 53);
+            let r = PacketKey { dir: Dir::Out, iface: 3, ..key(af, proto::UDP, 5, 53, 10, 1000) };
+            let (a, b) = (Flow::of(&k), Flow::of(&r));
+            assert_eq!(a.key, b.key);
+            assert_ne!(a.from_a, b.from_a);
+            let e = key(af, proto::ICMP, 10, 8, 5, 0);
+            let er = key(af, proto::ICMP, 5, 0, 10, 0);
+            assert_eq!(Flow::of(&e).key, Flow::of(&er).key);
+            assert_eq!((Flow::of(&k).key.af(), Flow::of(&k).proto()), (af, proto::UDP));
+        }
+    }
+
+    #[test]
+    fn ipv4_endpoints_order_as_address_then_port() {
+        // Same address: the port decides; different addresses: the address does.
+        assert!(Flow::v4(6, 7, 1, 7, 2).from_a);
+        assert!(!Flow::v4(6, 7, 2, 7, 1).from_a);
+        assert!(Flow::v4(6, 7, 65535, 8, 0).from_a);
+        // Families and protocols never share a key.
+        let v4 = Flow::v4(17, 1, 2, 3, 4).key;
+        assert_ne!(v4, Flow::v6(17, 1, 2, 3, 4).key);
+        assert_ne!(v4, Flow::v4(6, 1, 2, 3, 4).key);
+    }
+
+    #[test]
+    fn v4_flow_is_the_flow() {
+        let h = FlowHasher::new(5);
+        for (p, s, sp, d, dp) in [(17, 1, 2, 3, 4), (6, 9, 80, 3, 40000), (1, 7, 0, 7, 0), (47, u32::MAX, 0, 0, 0)] {
+            let f4 = FlowV4::new(p, s, sp, d, dp);
+            let f = Flow::v4(p, s, sp, d, dp);
+            assert_eq!(f4.flow(), f);
+            assert_eq!((f4.proto(), f4.from_a()), (p, f.from_a));
+            assert_eq!(h.hash_v4(&f4), h.hash(&f.key));
+            assert!(f.key.is(&f4));
+            assert!(!Flow::v6(p, s.into(), sp, d.into(), dp).key.is(&f4));
+            assert!(!Flow::v4(p ^ 1, s, sp, d, dp).key.is(&f4));
+        }
+    }
+
+    #[test]
+    fn hash_is_seeded() {
+        let k = Flow::v4(17, 1, 2, 3, 4).key;
+        assert_ne!(FlowHasher::new(1).hash(&k), FlowHasher::new(2).hash(&k));
+        let k6 = Flow::v6(17, 1, 2, 3, 4).key;
+        assert_ne!(FlowHasher::new(1).hash(&k6), FlowHasher::new(2).hash(&k6));
+    }
+}

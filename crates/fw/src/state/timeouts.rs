@@ -1,0 +1,147 @@
+//! State timeouts (pf.conf(5) `set timeout`) and the kinds of timeout a state can be under.
+
+/// State timeouts in seconds; `Default` is pf's defaults (pf.conf(5) `set timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// After the first packet.
+    pub tcp_first: u32,
+    /// Before both ends are established.
+    pub tcp_opening: u32,
+    /// Fully established.
+    pub tcp_established: u32,
+    /// After the first FIN.
+    pub tcp_closing: u32,
+    /// After both FINs.
+    pub tcp_finwait: u32,
+    /// After both FINs acknowledged, or a RST.
+    pub tcp_closed: u32,
+    pub udp_first: u32,
+    pub udp_single: u32,
+    pub udp_multiple: u32,
+    pub icmp_first: u32,
+    pub icmp_error: u32,
+    pub other_first: u32,
+    pub other_single: u32,
+    pub other_multiple: u32,
+    /// pf's `interval`: how often expired states are purged. The table does not use it
+    /// (expired entries are treated as absent on lookup and swept a little per batch);
+    /// it is kept so a rule file's `set timeout interval` is accepted and reported.
+    pub interval: u32,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            tcp_first: 120,
+            tcp_opening: 30,
+            tcp_established: 86400,
+            tcp_closing: 900,
+            tcp_finwait: 45,
+            tcp_closed: 90,
+            udp_first: 60,
+            udp_single: 30,
+            udp_multiple: 60,
+            icmp_first: 20,
+            icmp_error: 10,
+            other_first: 60,
+            other_single: 30,
+            other_multiple: 60,
+            interval: 10,
+        }
+    }
+}
+
+/// Which timeout currently applies to a state (pf's `PFTM_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Tmo {
+    TcpFirst,
+    TcpOpening,
+    TcpEstablished,
+    TcpClosing,
+    TcpFinWait,
+    TcpClosed,
+    UdpFirst,
+    UdpSingle,
+    UdpMultiple,
+    IcmpFirst,
+    IcmpError,
+    OtherFirst,
+    OtherSingle,
+    OtherMultiple,
+}
+
+impl Tmo {
+    pub(super) const ALL: [Tmo; 14] = [
+        Tmo::TcpFirst,
+        Tmo::TcpOpening,
+        Tmo::TcpEstablished,
+        Tmo::TcpClosing,
+        Tmo::TcpFinWait,
+        Tmo::TcpClosed,
+        Tmo::UdpFirst,
+        Tmo::UdpSingle,
+        Tmo::UdpMultiple,
+        Tmo::IcmpFirst,
+        Tmo::IcmpError,
+        Tmo::OtherFirst,
+        Tmo::OtherSingle,
+        Tmo::OtherMultiple,
+    ];
+    pub(super) fn from_u8(v: u8) -> Tmo {
+        Tmo::ALL[v as usize]
+    }
+}
+
+impl Timeouts {
+    /// The field named as in pf.conf (`tcp.established`), if any.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut u32> {
+        Some(match name {
+            "tcp.first" => &mut self.tcp_first,
+            "tcp.opening" => &mut self.tcp_opening,
+            "tcp.established" => &mut self.tcp_established,
+            "tcp.closing" => &mut self.tcp_closing,
+            "tcp.finwait" => &mut self.tcp_finwait,
+            "tcp.closed" => &mut self.tcp_closed,
+            "udp.first" => &mut self.udp_first,
+            "udp.single" => &mut self.udp_single,
+            "udp.multiple" => &mut self.udp_multiple,
+            "icmp.first" => &mut self.icmp_first,
+            "icmp.error" => &mut self.icmp_error,
+            "other.first" => &mut self.other_first,
+            "other.single" => &mut self.other_single,
+            "other.multiple" => &mut self.other_multiple,
+            "interval" => &mut self.interval,
+            _ => return None,
+        })
+    }
+
+    /// Seconds for a timeout kind.
+    pub fn get(&self, t: Tmo) -> u32 {
+        match t {
+            Tmo::TcpFirst => self.tcp_first,
+            Tmo::TcpOpening => self.tcp_opening,
+            Tmo::TcpEstablished => self.tcp_established,
+            Tmo::TcpClosing => self.tcp_closing,
+            Tmo::TcpFinWait => self.tcp_finwait,
+            Tmo::TcpClosed => self.tcp_closed,
+            Tmo::UdpFirst => self.udp_first,
+            Tmo::UdpSingle => self.udp_single,
+            Tmo::UdpMultiple => self.udp_multiple,
+            Tmo::IcmpFirst => self.icmp_first,
+            Tmo::IcmpError => self.icmp_error,
+            Tmo::OtherFirst => self.other_first,
+            Tmo::OtherSingle => self.other_single,
+            Tmo::OtherMultiple => self.other_multiple,
+        }
+    }
+}
+
+
+impl Timeouts {
+    /// Seconds per kind, indexed by `Tmo as usize`: what the state table reads per packet
+    /// (one load instead of a match over the fields).
+    pub(super) fn by_kind(&self) -> [u32; Tmo::ALL.len()] {
+        Tmo::ALL.map(|t| self.get(t))
+    }
+}
