@@ -25,7 +25,8 @@ use crate::counters::DropReason;
 
 /// Bytes of state table (the index, and the slots up to their high-water mark) up to which
 /// lookups run in one loop: a mid-size L2 cache. The batched lookup's extra loops cost some
-/// 20 instructions per packet, which only pays off when lookups miss the cache.
+/// 90 instructions per packet (callgrind), which only pays off when lookups miss the cache:
+/// with 2000 states, one loop forwards 5-10% more packets.
 const CACHED_TABLE_BYTES: usize = 1 << 20;
 
 /// How the filter pass sees the classify pass's decision for a packet.
