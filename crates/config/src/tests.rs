@@ -771,5 +771,5 @@ fn host_stack_settings_and_tap_names() {
     assert_eq!(r.router.icmp_errors_per_second, 0);
     fails(&format!("{BASE}tap = \"eth9\"\n"), BASE_LINES + 1, 7, "must start with \"lr\"");
     let clash = "[[interface]]\nname = \"lr-a\"\n[[interface]]\nname = \"-a\"\n";
-    assert!(parse(clash).unwrap_err().message.contains("would both use host-stack TAP \"lrh-a\""));
+    fails(clash, 4, 8, "would both use host-stack TAP \"lrh-a\"");
 }

@@ -258,6 +258,8 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
     // Each interface with its `parent` and tag, resolved once all are read.
     type WithParent = (Interface, Option<(S<String>, u16)>);
     let mut out: Vec<WithParent> = Vec::with_capacity(raw.len());
+    // Where each interface's name is, for errors found after all are read.
+    let mut name_spans: Vec<Range<usize>> = Vec::with_capacity(raw.len());
     let mut names: HashMap<String, usize> = HashMap::new();
     let mut owners: HashMap<IpAddr, String> = HashMap::new();
     for r in raw {
@@ -352,6 +354,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
                 Some(n.clone())
             }
         };
+        name_spans.push(r.name.span());
         out.push((
             Interface {
                 name,
@@ -394,7 +397,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
     for (i, iface) in done.iter().enumerate() {
         let t = iface.tap_name(i);
         if let Some(other) = taps.insert(t.clone(), iface.name.clone()) {
-            return Err(ConfigError::whole_file(cx.path, format!(
+            return Err(cx.err(name_spans[i].clone(), format!(
                 "interfaces {other:?} and {:?} would both use host-stack TAP {t:?}: set `tap = \"lr...\"` on one of them", iface.name
             )));
         }

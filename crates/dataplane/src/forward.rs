@@ -330,8 +330,8 @@ impl Forwarder {
         };
         let mtu = usize::from(out_port.mtu);
         if ip_len <= mtu {
-            // Only Ethernet padding made the frame look long; cannot happen with MTU >= 68,
-            // handled for completeness: send it through the slow path unchanged.
+            // Bytes after the IP packet (a frame carrying trailing data) made it look long;
+            // the packet itself fits: the slow path sends it with its new L2 header.
             self.counts.slow_path += 1;
             return punts.push(desc, later, in_port);
         }

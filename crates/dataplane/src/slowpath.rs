@@ -66,6 +66,9 @@ pub struct SlowStats {
     pub from_host: u64,
     /// Frames for the router nobody takes (no host stack, unparsable, ...).
     pub local_drops: u64,
+    /// Punted or host frames naming a port that does not exist, or whose L2 header does not
+    /// parse: dropped.
+    pub invalid: u64,
 }
 
 /// A packet waiting for its next hop's address: TTL already decremented.
@@ -93,6 +96,8 @@ pub struct SlowPath {
     actions: Vec<Action<Pending>>,
     buf: Vec<u8>,
     next_probe: u64,
+    /// The time of the call being handled (`handle`, `tick`): the rate limiter's clock.
+    now: u64,
 }
 
 impl SlowPath {
@@ -111,6 +116,7 @@ impl SlowPath {
             actions,
             buf: vec![0; 2048],
             next_probe: PROBE_EVERY_NS,
+            now: 0,
         }
     }
 
@@ -166,6 +172,7 @@ impl SlowPath {
 
     /// Handles one punted frame at `now` (ns, monotonic).
     pub fn handle(&mut self, io: &mut impl SlowIo, msg: PuntedFrame, now: u64) {
+        self.now = now;
         match msg.punt {
             Punt::Local => self.local(io, &msg, now),
             Punt::Error(err) => self.error(io, &msg.frame, msg.phys, msg.in_port, err, false),
@@ -185,7 +192,7 @@ impl SlowPath {
                     Send::Queued => {}
                     Send::Dropped(_) => self.stats.neighbour_drops += 1,
                 }
-                self.run_actions(io, now);
+                self.run_actions(io);
             }
             Punt::Fragment { port, mac } => {
                 self.transmit(io, Pending { frame: msg.frame, port, in_port: msg.in_port }, mac);
@@ -195,17 +202,21 @@ impl SlowPath {
 
     /// Timers: request retransmissions, failures, and the periodic re-probe of entries.
     pub fn tick(&mut self, io: &mut impl SlowIo, now: u64) {
+        self.now = now;
         self.neigh.tick(now, &mut self.actions);
         if now >= self.next_probe {
             self.neigh.probe_stale(now, &mut self.actions);
             self.next_probe = now + PROBE_EVERY_NS;
         }
-        self.run_actions(io, now);
+        self.run_actions(io);
     }
 
     /// A frame the host stack sent on logical port `port`'s TAP.
     pub fn from_host(&mut self, io: &mut impl SlowIo, port: u16, frame: &[u8]) {
-        let Some(p) = self.ports.get(port as usize) else { return };
+        let Some(p) = self.ports.get(port as usize) else {
+            self.stats.invalid += 1;
+            return;
+        };
         if self.answered_here(p, frame) {
             return;
         }
@@ -261,8 +272,7 @@ impl SlowPath {
         }
     }
 
-    fn run_actions(&mut self, io: &mut impl SlowIo, now: u64) {
-        let _ = now;
+    fn run_actions(&mut self, io: &mut impl SlowIo) {
         while let Some(action) = self.actions.pop() {
             match action {
                 Action::SendRequest(ip, unicast) => self.request(io, ip, unicast),
@@ -314,8 +324,10 @@ impl SlowPath {
     /// Sends a routed packet to `mac` on its output port: new L2 header (with the port's tag),
     /// fragmented if larger than the port's MTU and allowed to be.
     fn transmit(&mut self, io: &mut impl SlowIo, pkt: Pending, mac: MacAddr) {
-        let Some(p) = self.ports.get(pkt.port as usize) else { return };
-        let Ok(l2) = parse_l2(&pkt.frame) else { return };
+        let (Some(p), Ok(l2)) = (self.ports.get(pkt.port as usize), parse_l2(&pkt.frame)) else {
+            self.stats.invalid += 1;
+            return;
+        };
         let frame = with_l2(p, mac, &pkt.frame, l2.l3_offset);
         let hdr = frame.len() - (pkt.frame.len() - l2.l3_offset);
         let ip_len = ip_total_len(&frame[hdr..]).unwrap_or(frame.len() - hdr);
@@ -343,12 +355,14 @@ impl SlowPath {
     /// sender, from the router's address on that port. `limit`: this thread's own errors go
     /// through its rate limit (the workers' are limited already).
     fn error(&mut self, io: &mut impl SlowIo, frame: &[u8], phys: u16, in_port: u16, err: IcmpError, limit: bool) {
-        let now = self.icmp_clock();
-        if !icmp_reply::should_send_error(frame, err) || (limit && !self.icmp_limit.allow(now)) {
+        if !icmp_reply::should_send_error(frame, err) || (limit && !self.icmp_limit.allow(self.now)) {
             self.stats.icmp_suppressed += 1;
             return;
         }
-        let Some(p) = self.ports.get(in_port as usize) else { return };
+        let Some(p) = self.ports.get(in_port as usize) else {
+            self.stats.invalid += 1;
+            return;
+        };
         let v4 = parse_l2(frame).is_ok_and(|l2| l2.ethertype == EtherType::Ipv4);
         let src = if v4 {
             p.ipv4().or_else(|| self.ports.iter().find_map(PortInfo::ipv4)).map(IpAddr::V4)
@@ -365,19 +379,11 @@ impl SlowPath {
         }
     }
 
-    /// A monotonic clock for the rate limiter (the limiter only needs differences).
-    fn icmp_clock(&self) -> u64 {
-        use std::sync::OnceLock;
-        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-        EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
-    }
-
     /// A frame for the router itself.
     fn local(&mut self, io: &mut impl SlowIo, msg: &PuntedFrame, now: u64) {
         let frame = &msg.frame[..];
-        let Some(p) = self.ports.get(msg.in_port as usize).cloned() else { return };
-        let Ok(l2) = parse_l2(frame) else {
-            self.stats.local_drops += 1;
+        let (Some(p), Ok(l2)) = (self.ports.get(msg.in_port as usize).cloned(), parse_l2(frame)) else {
+            self.stats.invalid += 1;
             return;
         };
         let l3 = &frame[l2.l3_offset..];
@@ -434,7 +440,7 @@ impl SlowPath {
             self.stats.arp_replies += 1;
             io.send_wire(msg.phys, &self.buf[..n]);
         }
-        self.run_actions(io, now);
+        self.run_actions(io);
     }
 
     /// IPv6 for the router: neighbour discovery and echo. Returns whether the host stack
@@ -475,7 +481,7 @@ impl SlowPath {
                     self.stats.nd_adverts += 1;
                     io.send_wire(msg.phys, &self.buf[..n]);
                 }
-                self.run_actions(io, now);
+                self.run_actions(io);
                 true
             }
             Icmpv6Type::NeighborAdvert => {
@@ -496,7 +502,7 @@ impl SlowPath {
                     }
                     self.sync(t);
                 }
-                self.run_actions(io, now);
+                self.run_actions(io);
                 true
             }
             _ => true,

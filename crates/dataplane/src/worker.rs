@@ -40,9 +40,9 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// A worker over `ports` (their MACs), reading `fib`. `batch_size` is clamped to 1..=256.
     pub fn new(fib: Arc<Fib>, ports: &[PortInfo], rx: Vec<R>, tx: Vec<T>, local: L, pool: FramePool, batch_size: usize) -> Self {
-        let outputs_len = tx.len().max(rx.len());
         let outputs = (0..tx.len()).map(|_| Batch::new()).collect();
         let shared = Arc::new(WorkerCounters::new(tx.len()));
+        let port_counts = vec![Counts::default(); rx.len()];
         Worker {
             rx,
             tx,
@@ -53,7 +53,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             input: Batch::new(),
             outputs,
             punts: PuntBatch::default(),
-            port_counts: vec![Counts::default(); outputs_len],
+            port_counts,
             shared,
         }
     }

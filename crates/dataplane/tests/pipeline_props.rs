@@ -67,40 +67,37 @@ fn frame() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// Runs `w` over its `n` frames, then checks that each packet was counted exactly once and
+/// that every frame went back to the pool.
+fn all_accounted_for(mut w: Worker<ReplayRx, CountingTx, CountingTx>, n: u64) -> Result<(), TestCaseError> {
+    while !w.rx[0].finished() {
+        w.poll();
+    }
+    let c = w.counts();
+    prop_assert_eq!(c.rx, n);
+    prop_assert_eq!(c.forwarded + c.local + c.slow_path + c.dropped(), n);
+    let sent: u64 = w.tx.iter().map(|t| t.stats().tx_packets).sum();
+    prop_assert_eq!(sent, c.forwarded);
+    // Punted: local, slow path, and the dropped packets an ICMP error is sent about (none
+    // when the worker sends no errors).
+    let (errors, _) = w.icmp_counts();
+    prop_assert_eq!(w.local.stats().tx_packets, c.local + c.slow_path + errors);
+    prop_assert_eq!(w.pool.available(), 300);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
     fn every_packet_is_accounted_for(frames in proptest::collection::vec(frame(), 1..300)) {
         let n = frames.len() as u64;
-        let mut w = worker(frames);
-        while !w.rx[0].finished() {
-            w.poll();
-        }
-        let c = w.counts();
-        prop_assert_eq!(c.rx, n);
-        prop_assert_eq!(c.forwarded + c.local + c.slow_path + c.dropped(), n);
-        let sent: u64 = w.tx.iter().map(|t| t.stats().tx_packets).sum();
-        prop_assert_eq!(sent, c.forwarded);
-        prop_assert_eq!(w.local.stats().tx_packets, c.local + c.slow_path);
-        prop_assert_eq!(w.pool.available(), 300);
+        all_accounted_for(worker(frames), n)?;
     }
 
     #[test]
     fn every_packet_is_accounted_for_with_vlans_and_errors(frames in proptest::collection::vec(frame(), 1..300)) {
         let n = frames.len() as u64;
-        let mut w = worker_vlan(frames);
-        while !w.rx[0].finished() {
-            w.poll();
-        }
-        let c = w.counts();
-        prop_assert_eq!(c.rx, n);
-        prop_assert_eq!(c.forwarded + c.local + c.slow_path + c.dropped(), n);
-        let sent: u64 = w.tx.iter().map(|t| t.stats().tx_packets).sum();
-        prop_assert_eq!(sent, c.forwarded);
-        // Punted: local, slow path, and the dropped packets an ICMP error is sent about.
-        let (errors, _) = w.icmp_counts();
-        prop_assert_eq!(w.local.stats().tx_packets, c.local + c.slow_path + errors);
-        prop_assert_eq!(w.pool.available(), 300);
+        all_accounted_for(worker_vlan(frames), n)?;
     }
 }
 

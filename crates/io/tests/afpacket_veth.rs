@@ -12,35 +12,14 @@ use io::afpacket::{self, PacketConfig, PacketError, PacketRx, PacketTx};
 use io::{Batch, FramePool, RxPort, TxPort};
 
 const MAGIC: &[u8; 4] = b"LRAF";
-const ETHERTYPE_TEST: u16 = 0x88b5; // IEEE local experimental
 
 mod common;
 
-use common::{Netns, ip, is_root};
+use common::{ETHERTYPE_TEST, ip, veth_ns};
 
-/// A namespace `lrp-<pid>-<tag>` with veth lrp0 <-> lrp1, both up, IPv6 off (no stray frames).
-fn veth_ns(tag: &str) -> Netns {
-    let ns = Netns::create(format!("lrp-{}-{tag}", std::process::id()));
-    ns.disable_ipv6();
-    let n = ns.name();
-    ip(&["-n", n, "link", "add", "lrp0", "type", "veth", "peer", "name", "lrp1"]).unwrap();
-    ip(&["-n", n, "link", "set", "lrp0", "up"]).unwrap();
-    ip(&["-n", n, "link", "set", "lrp1", "up"]).unwrap();
-    ns
-}
 
-/// Test frame `seq` of `len` bytes: fixed MACs, test EtherType, magic, seq, filler from seq.
 fn test_frame(seq: u32, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&ETHERTYPE_TEST.to_be_bytes());
-    f[14..18].copy_from_slice(MAGIC);
-    f[18..22].copy_from_slice(&seq.to_be_bytes());
-    for (i, b) in f[22..].iter_mut().enumerate() {
-        *b = (seq as usize).wrapping_mul(31).wrapping_add(i) as u8;
-    }
-    f
+    common::test_frame(MAGIC, seq, len)
 }
 
 /// IPv4/UDP frame of flow `flow` carrying magic + `seq` in the payload.
@@ -112,20 +91,12 @@ fn drain(rx: &mut PacketRx, pool: &mut FramePool, want: usize, idle: Duration) -
     got
 }
 
-macro_rules! need_root {
-    () => {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
-    };
-}
 
 #[test]
 fn ten_thousand_frames_cross_the_veth_intact() {
     need_root!();
     const N: u32 = 10_000;
-    let ns = veth_ns("b");
+    let ns = veth_ns("lrp", "b");
     ns.run(|| {
         let cfg = PacketConfig { port: 7, ..Default::default() };
         let mut tx = afpacket::open_tx("lrp0", &cfg).unwrap();
@@ -174,7 +145,7 @@ fn ten_thousand_frames_cross_the_veth_intact() {
 #[test]
 fn rx_ignores_what_the_host_sends_and_errors_are_actionable() {
     need_root!();
-    let ns = veth_ns("o");
+    let ns = veth_ns("lrp", "o");
     ip(&["-n", &ns.0, "link", "add", "lrpdown", "type", "veth", "peer", "name", "lrpdown1"]).unwrap(); // left down
     ns.run(|| {
         let cfg = PacketConfig::default();
@@ -212,7 +183,7 @@ fn fanout_group_splits_flows_exactly_once() {
     need_root!();
     const FLOWS: u32 = 128;
     const PER_FLOW: u32 = 25;
-    let ns = veth_ns("f");
+    let ns = veth_ns("lrp", "f");
     ns.run(|| {
         let group = (std::process::id() & 0xffff) as u16;
         let cfg = PacketConfig { fanout: Some(group), ..Default::default() };
@@ -257,7 +228,7 @@ fn fanout_group_splits_flows_exactly_once() {
 #[test]
 fn vlan_tagged_frames_arrive_with_their_tag() {
     need_root!();
-    let ns = veth_ns("v");
+    let ns = veth_ns("lrp", "v");
     ns.run(|| {
         let cfg = PacketConfig::default();
         let mut tx = afpacket::open_tx("lrp0", &cfg).unwrap();

@@ -10,43 +10,14 @@ use io::{Batch, FramePool, RxPort};
 
 mod common;
 
-use common::{Netns, ip, is_root};
+use common::{ETHERTYPE_TEST, ip, veth_ns};
 
 const MAGIC: &[u8; 4] = b"LRRS";
-const ETHERTYPE_TEST: u16 = 0x88b5; // IEEE local experimental
 
-macro_rules! need_root {
-    () => {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
-    };
-}
 
-/// A namespace with veth lrr0 <-> lrr1, both up, IPv6 off (no stray frames).
-fn veth_ns(tag: &str) -> Netns {
-    let ns = Netns::create(format!("lrr-{}-{tag}", std::process::id()));
-    ns.disable_ipv6();
-    let n = ns.name();
-    ip(&["-n", n, "link", "add", "lrr0", "type", "veth", "peer", "name", "lrr1"]).unwrap();
-    ip(&["-n", n, "link", "set", "lrr0", "up"]).unwrap();
-    ip(&["-n", n, "link", "set", "lrr1", "up"]).unwrap();
-    ns
-}
 
-/// Test frame `seq`, `len` bytes: fixed MACs, test EtherType, magic, seq, filler from seq.
 fn test_frame(seq: u32, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&ETHERTYPE_TEST.to_be_bytes());
-    f[14..18].copy_from_slice(MAGIC);
-    f[18..22].copy_from_slice(&seq.to_be_bytes());
-    for (i, b) in f[22..].iter_mut().enumerate() {
-        *b = (seq as usize).wrapping_mul(31).wrapping_add(i) as u8;
-    }
-    f
+    common::test_frame(MAGIC, seq, len)
 }
 
 /// One of our test frames, with or without an 802.1Q tag.
@@ -58,7 +29,7 @@ fn is_test_frame(f: &[u8]) -> bool {
 #[test]
 fn ten_frames_cross_the_veth_in_order() {
     need_root!();
-    let ns = veth_ns("s");
+    let ns = veth_ns("lrr", "s");
     ns.run(|| {
         let mut rx = afpacket::open_rx("lrr1", &PacketConfig::default()).unwrap();
         let tx = RawSender::open("lrr0").unwrap();
@@ -98,7 +69,7 @@ fn ten_frames_cross_the_veth_in_order() {
 #[test]
 fn oversize_frames_and_down_links_are_errors() {
     need_root!();
-    let ns = veth_ns("e");
+    let ns = veth_ns("lrr", "e");
     ip(&["-n", &ns.0, "link", "add", "lrrdown", "type", "veth", "peer", "name", "lrrdown1"]).unwrap(); // left down
     let name = ns.name();
     ns.run(|| {

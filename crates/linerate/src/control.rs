@@ -167,7 +167,7 @@ fn stats(state: &RouterState) -> Value {
             "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
             "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
             "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
-            "local_drops": s.local_drops, "punt_overflows": state.punt_overflows.load(Ordering::Relaxed),
+            "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": state.punt_overflows.load(Ordering::Relaxed),
         },
     })
 }

@@ -105,14 +105,13 @@ pub fn tap_names(cfg: &Config) -> Vec<String> {
     cfg.interfaces.iter().enumerate().map(|(i, x)| x.tap_name(i)).collect()
 }
 
-/// Whether `addr` is configured on the kernel side of a physical interface as well (the
-/// kernel would then answer for it twice, from the interface and from the TAP).
-pub fn kernel_has_address(ifname: &str, addr: IpAddr) -> bool {
-    Command::new("ip")
-        .args(["-o", "addr", "show", "dev", ifname])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().any(|w| w.split('/').next() == Some(&addr.to_string())))
-        .unwrap_or(false)
+/// The addresses the kernel has on interface `ifname` (one `ip` call): with the host stack
+/// on, the router's addresses belong on its TAP, and a copy on the kernel's interface would
+/// have the kernel answer for them twice.
+pub fn kernel_addresses(ifname: &str) -> Vec<IpAddr> {
+    let out = Command::new("ip").args(["-o", "addr", "show", "dev", ifname]).output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    text.split_whitespace().filter_map(|w| w.split('/').next()?.parse().ok()).collect()
 }
 
 /// Runs the slow path until `stop`: punted frames as they come, TAP frames, timers.

@@ -73,9 +73,10 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
     }
     if cfg.router.host_stack {
-        for iface in cfg.interfaces.iter().filter(|i| i.vlan.is_none()) {
-            for a in iface.addresses.iter().filter(|a| crate::host::kernel_has_address(&iface.name, a.addr)) {
-                eprintln!("linerate: warning: {} also has {} in the kernel: with the host stack on, the address lives on linerate's TAP ({}); remove it from {} (`ip addr del`)", iface.name, a.addr, crate::host::tap_names(&cfg).join(", "), iface.name);
+        for (i, iface) in cfg.interfaces.iter().enumerate().filter(|(_, i)| i.vlan.is_none()) {
+            let in_kernel = crate::host::kernel_addresses(&iface.name);
+            for a in iface.addresses.iter().filter(|a| in_kernel.contains(&a.addr)) {
+                eprintln!("linerate: warning: {} also has {} in the kernel: with the host stack on, the address lives on linerate's TAP {}; remove it from {} (`ip addr del`)", iface.name, a.addr, iface.tap_name(i), iface.name);
             }
         }
     }
@@ -254,8 +255,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     let sp = slow.lock().unwrap_or_else(|e| e.into_inner());
     let s = sp.stats;
     println!(
-        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, send errors {}",
-        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, host_io.send_errors
+        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
+        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
     );
     for stats in &fw_stats {
         print_firewall(stats);

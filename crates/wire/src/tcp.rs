@@ -231,24 +231,12 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// The MSS option (kind 2, RFC 9293 3.2), if present and well-formed.
     /// Stops at End of Option List or at the first malformed option.
     pub fn mss(&self) -> Option<u16> {
-        let mut o = self.options();
-        while let [kind, rest @ ..] = o {
-            match kind {
-                0 => return None,
-                1 => o = rest,
-                _ => {
-                    let len = usize::from(*rest.first()?);
-                    if len < 2 || len > o.len() {
-                        return None;
-                    }
-                    if *kind == 2 && len == 4 {
-                        return Some(u16::from_be_bytes([o[2], o[3]]));
-                    }
-                    o = &o[len..];
-                }
-            }
-        }
-        None
+        find_option(self.options(), 2, 4).map(|o| u16::from_be_bytes([o[2], o[3]]))
+    }
+
+    /// The window-scale shift (option kind 3, RFC 7323 2.3), capped at 14 as 2.3 says.
+    pub fn window_scale(&self) -> Option<u8> {
+        window_scale(self.options())
     }
 
     /// Data after the header.
@@ -379,6 +367,34 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     }
 }
 
+/// The option of `kind` and total length `len` in a TCP option list (kind, length, data;
+/// kinds 0 and 1 are single bytes), whole; `None` if absent, or if the list ends (kind 0) or
+/// is malformed before it.
+pub fn find_option(mut opts: &[u8], kind: u8, len: usize) -> Option<&[u8]> {
+    while let [k, rest @ ..] = opts {
+        match *k {
+            0 => return None,
+            1 => opts = rest,
+            _ => {
+                let l = usize::from(*rest.first()?);
+                if l < 2 || l > opts.len() {
+                    return None;
+                }
+                if *k == kind && l == len {
+                    return Some(&opts[..l]);
+                }
+                opts = &opts[l..];
+            }
+        }
+    }
+    None
+}
+
+/// The window-scale shift in the option list `opts` (RFC 7323 2.3: at most 14).
+pub fn window_scale(opts: &[u8]) -> Option<u8> {
+    find_option(opts, 3, 3).map(|o| o[2].min(14))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,5 +490,14 @@ mod tests {
         assert_eq!((t.flags() & TcpFlags::ACK), TcpFlags::ACK);
         assert!(t.options_mut().is_empty());
         assert_eq!(TcpFlags::empty(), TcpFlags::default());
+    }
+
+    #[test]
+    fn window_scale_option() {
+        assert_eq!(window_scale(&[1, 1, 3, 3, 7, 0]), Some(7));
+        assert_eq!(window_scale(&[2, 4, 5, 0xb4, 3, 3, 20]), Some(14));
+        assert_eq!(window_scale(&[2, 4, 5]), None);
+        assert_eq!(window_scale(&[0, 3, 3, 7]), None);
+        assert_eq!(window_scale(&[]), None);
     }
 }

@@ -63,7 +63,7 @@ fn tcp_segment(l4: &[u8]) -> Option<(u16, u16, TcpSegment)> {
         win: u16::from_be_bytes([t[14], t[15]]),
         flags,
         payload_len: (l4.len() - hl) as u16,
-        wscale: if flags & fw::state::tcp_flags::SYN != 0 { wscale(&l4[20..hl]) } else { None },
+        wscale: if flags & fw::state::tcp_flags::SYN != 0 { wire::tcp::window_scale(&l4[20..hl]) } else { None },
     };
     Some((u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]), seg))
 }
@@ -181,27 +181,6 @@ pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(Packet
     };
     let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0 };
     Some((k, seq))
-}
-
-/// The window-scale option (kind 3) of a SYN's options, if present and well formed.
-fn wscale(mut opts: &[u8]) -> Option<u8> {
-    while let [kind, rest @ ..] = opts {
-        match kind {
-            0 => return None,
-            1 => opts = rest,
-            _ => {
-                let len = usize::from(*rest.first()?);
-                if len < 2 || len > opts.len() {
-                    return None;
-                }
-                if *kind == 3 && len == 3 {
-                    return Some(opts[2].min(14));
-                }
-                opts = &opts[len..];
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -323,14 +302,5 @@ mod tests {
             assert_eq!(quoted(&short, 14, &key), None, "no ports quoted");
             assert!(quoted(&err[..err.len() - 1], 14, &key).is_none(), "truncated frame");
         }
-    }
-
-    #[test]
-    fn wscale_option() {
-        assert_eq!(wscale(&[1, 1, 3, 3, 7, 0]), Some(7));
-        assert_eq!(wscale(&[2, 4, 5, 0xb4, 3, 3, 20]), Some(14));
-        assert_eq!(wscale(&[2, 4, 5]), None);
-        assert_eq!(wscale(&[0, 3, 3, 7]), None);
-        assert_eq!(wscale(&[]), None);
     }
 }

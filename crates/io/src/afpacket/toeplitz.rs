@@ -43,6 +43,22 @@ fn hash_byte(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], first_bit: usize) {
     }
 }
 
+/// Hashes the bytes `loads` put in r0, in order, as input bits `first_bit..`.
+fn hash_bytes(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], loads: impl Iterator<Item = Insn>, first_bit: usize) {
+    for (i, load) in loads.enumerate() {
+        p.push(load);
+        hash_byte(p, key, first_bit + 8 * i);
+    }
+}
+
+/// Goes to `done` unless the protocol byte at packet offset `at` is TCP or UDP.
+fn unless_tcp_udp(p: &mut Vec<Insn>, done: &mut Fixups, at: i32) {
+    p.push(Insn::ld_abs_b(at));
+    p.push(Insn::jeq_imm(R0, 6, 2));
+    p.push(Insn::jeq_imm(R0, 17, 1));
+    done.jump(p, Insn::ja(0));
+}
+
 /// Jumps whose target (the final `done`) is known only at the end.
 struct Fixups(Vec<usize>);
 
@@ -67,38 +83,20 @@ pub fn program(key: &[u8; KEY_LEN]) -> Vec<Insn> {
     v6.jump(&mut p, Insn::jeq_imm(R0, 6, 0));
     done.jump(&mut p, Insn::ja(0)); // neither: member 0
     // IPv4: addresses at 12..20, then ports after the IHL for unfragmented TCP/UDP.
-    for i in 0..8 {
-        p.push(Insn::ld_abs_b(12 + i));
-        hash_byte(&mut p, key, 8 * i as usize);
-    }
-    p.push(Insn::ld_abs_b(9));
-    p.push(Insn::jeq_imm(R0, 6, 2));
-    p.push(Insn::jeq_imm(R0, 17, 1));
-    done.jump(&mut p, Insn::ja(0));
+    hash_bytes(&mut p, key, (12..20).map(Insn::ld_abs_b), 0);
+    unless_tcp_udp(&mut p, &mut done, 9);
     p.push(Insn::ld_abs_h(6));
     p.push(Insn::and32_imm(R0, 0x3fff)); // MF and fragment offset
     done.jump(&mut p, Insn::jne_imm(R0, 0, 0));
     p.extend([Insn::ld_abs_b(0), Insn::and32_imm(R0, 0x0f), Insn::lsh32_imm(R0, 2), Insn::mov32_reg(R8, R0)]);
-    for j in 0..4 {
-        p.push(Insn::ld_ind_b(R8, j));
-        hash_byte(&mut p, key, 64 + 8 * j as usize);
-    }
+    hash_bytes(&mut p, key, (0..4).map(|j| Insn::ld_ind_b(R8, j)), 64);
     done.jump(&mut p, Insn::ja(0));
     // IPv6: addresses at 8..40, ports right after the header for TCP/UDP.
     let v6_at = p.len();
     v6.land(&mut p, v6_at);
-    for i in 0..32 {
-        p.push(Insn::ld_abs_b(8 + i));
-        hash_byte(&mut p, key, 8 * i as usize);
-    }
-    p.push(Insn::ld_abs_b(6));
-    p.push(Insn::jeq_imm(R0, 6, 2));
-    p.push(Insn::jeq_imm(R0, 17, 1));
-    done.jump(&mut p, Insn::ja(0));
-    for j in 0..4 {
-        p.push(Insn::ld_abs_b(40 + j));
-        hash_byte(&mut p, key, 256 + 8 * j as usize);
-    }
+    hash_bytes(&mut p, key, (8..40).map(Insn::ld_abs_b), 0);
+    unless_tcp_udp(&mut p, &mut done, 6);
+    hash_bytes(&mut p, key, (40..44).map(Insn::ld_abs_b), 256);
     let done_at = p.len();
     done.land(&mut p, done_at);
     p.extend([Insn::mov32_reg(R0, R7), Insn::and32_imm(R0, (crate::rss::DEFAULT_TABLE_LEN - 1) as i32), Insn::exit()]);

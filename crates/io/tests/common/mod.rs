@@ -61,6 +61,48 @@ impl Netns {
     }
 }
 
+/// Skips a test (returns) with a message when not root.
+#[macro_export]
+macro_rules! need_root {
+    () => {
+        if !$crate::common::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+    };
+}
+
+/// EtherType of the test frames (IEEE 802 local experimental).
+pub const ETHERTYPE_TEST: u16 = 0x88b5;
+
+/// A namespace `<prefix>-<pid>-<tag>` holding the veth pair `<prefix>0` <-> `<prefix>1`, both
+/// up, IPv6 off (no stray frames).
+pub fn veth_ns(prefix: &str, tag: &str) -> Netns {
+    let ns = Netns::create(format!("{prefix}-{}-{tag}", std::process::id()));
+    ns.disable_ipv6();
+    let n = ns.name();
+    let (a, b) = (format!("{prefix}0"), format!("{prefix}1"));
+    ip(&["-n", n, "link", "add", &a, "type", "veth", "peer", "name", &b]).unwrap();
+    ip(&["-n", n, "link", "set", &a, "up"]).unwrap();
+    ip(&["-n", n, "link", "set", &b, "up"]).unwrap();
+    ns
+}
+
+/// Test frame `seq` of `len` bytes: fixed MACs, the test EtherType, `magic`, seq, filler
+/// from seq.
+pub fn test_frame(magic: &[u8; 4], seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&ETHERTYPE_TEST.to_be_bytes());
+    f[14..18].copy_from_slice(magic);
+    f[18..22].copy_from_slice(&seq.to_be_bytes());
+    for (i, b) in f[22..].iter_mut().enumerate() {
+        *b = (seq as usize).wrapping_mul(31).wrapping_add(i) as u8;
+    }
+    f
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = ip(&["netns", "del", &self.0]);
