@@ -836,12 +836,19 @@ impl HostMap {
         (mix((k as u64) ^ ((k >> 64) as u64).rotate_left(17)) >> self.shift) as usize
     }
 
-    #[inline]
+    /// Inlined up to the filter test, which is all that traffic away from the hosts costs;
+    /// the probe is a call.
+    #[inline(always)]
     fn get(&self, k: u128) -> Option<u32> {
         let f = Self::filter_index(self.v6, k);
         if self.filter[f / 64] & (1 << (f % 64)) == 0 {
             return None;
         }
+        self.probe(k)
+    }
+
+    #[inline(never)]
+    fn probe(&self, k: u128) -> Option<u32> {
         if k == Self::EMPTY {
             return self.max_val;
         }

@@ -47,11 +47,14 @@
 //! [`StateTable::set_limit`] raises the limit); an insert never allocates.
 //!
 //! * `slots`: a flat `Vec<Entry>` of capacity `limit` (ids are slot indices). An `Entry` is
-//!   **80 bytes**: the canonical key (40 B, see [`Flow`]: IPv4 packs each endpoint into one
-//!   word, IPv6 uses all five), two 12-byte TCP peers (24 B), deadline, rule index, flags and
-//!   timeout kind (12 B), 4 B of padding; 16-byte aligned, so always two cache lines. Free
-//!   slots are chained through the entry itself (no side free list). Pages of the slot array
-//!   are committed by the OS as the high-water mark grows.
+//!   **64 bytes, one cache line** (64-byte aligned): the canonical key (40 B, see [`Flow`]:
+//!   IPv4 packs each endpoint into one word, IPv6 uses all five), deadline, rule index, flags,
+//!   timeout kind and the UDP/other pseudo-states (12 B), 12 B of padding. Everything a lookup
+//!   of a UDP state reads is in that line. Free slots are chained through the entry itself (no
+//!   side free list). Pages of the slot array are committed by the OS as the high-water mark
+//!   grows.
+//! * `tcp`: per slot, the two 12-byte TCP peers (sequence windows, scale, TCP state), 24 B,
+//!   read only for TCP states: the hot/cold split keeps them out of the UDP hit's line.
 //! * `index`: open addressing with linear probing and backward-shift deletion (no tombstones)
 //!   over `2 * limit` `u64` words (load factor <= 0.5 even when full, so a hit costs ~1.5 probes
 //!   and a miss ~2.5, nearly always in one cache line), in 2 MiB pages. A word holds `id + 1`
@@ -61,8 +64,8 @@
 //!   when the remaining >= 15 hash bits match (at 10M states), so a miss almost never touches
 //!   the slot array.
 //!
-//! Per state: 80 B (slot) + 2 x 8 B (index) = **96 bytes**, 10M states = 960 MB
-//! ([`StateTable::memory_bytes`]).
+//! Per state: 64 B (slot) + 24 B (TCP peers) + 2 x 8 B (index) = **104 bytes**, 10M states =
+//! 1040 MB ([`StateTable::memory_bytes`]).
 //!
 //! # Hash and the batched fast path
 //!
@@ -267,21 +270,22 @@ const F_USED: u8 = 1;
 const F_INIT_B: u8 = 2;
 const F_SLOPPY: u8 = 4;
 
-/// One state: 80 bytes. `repr(C)` with 16-byte alignment keeps every entry within two cache
-/// lines (its first and last field sit in different lines), which is what
-/// [`StateTable::probe`] prefetches.
+/// What every lookup reads of a state: one cache line (64 bytes, aligned), so that a UDP hit
+/// touches one line of the slot array. A TCP state's window tracking lives in
+/// [`StateTable::tcp`], a second line read only for TCP.
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C, align(16))]
+#[repr(C, align(64))]
 struct Entry {
     key: FlowKey,
-    /// [initiator, responder].
-    peer: [Peer; 2],
     /// Absolute deadline (dead when `<= now`).
     expire: u32,
     /// Rule index; next free slot when the slot is free.
     rule: u32,
     flags: u8,
     tmo: u8,
+    /// UDP and other protocols: the pseudo-states of [initiator, responder] (TCP keeps its
+    /// states in its [`Peer`]s).
+    pseudo: [u8; 2],
 }
 
 /// An empty index word. Words hold `tag | (id + 1)`, never 0, so the index can live in
@@ -295,6 +299,8 @@ pub const MAX_LIMIT: usize = 1 << 30;
 /// The per-worker state table.
 pub struct StateTable {
     slots: Vec<Entry>,
+    /// TCP states' [initiator, responder] tracking, by slot (same length as `slots`).
+    tcp: Vec<[Peer; 2]>,
     /// 2 MiB pages: at millions of states a probe would otherwise miss the TLB as well as the
     /// cache (10M states: 160 MB of index, 40k pages of 4 KiB, 80 huge pages).
     index: HugeArray<u64>,
@@ -317,15 +323,15 @@ pub struct StateTable {
 /// (`from_init`) or of the responder: the sender becomes SINGLE, a receiver that was SINGLE
 /// becomes MULTIPLE. Returns whether both ends are now MULTIPLE (`*.multiple` applies).
 #[inline(always)]
-fn pseudo_states(peer: &mut [Peer; 2], from_init: bool) -> bool {
+fn pseudo_states(states: &mut [u8; 2], from_init: bool) -> bool {
     let (si, di) = if from_init { (0, 1) } else { (1, 0) };
-    let src = peer[si].state.max(pseudo_state::SINGLE);
-    let mut dst = peer[di].state;
+    let src = states[si].max(pseudo_state::SINGLE);
+    let mut dst = states[di];
     if dst == pseudo_state::SINGLE {
         dst = pseudo_state::MULTIPLE;
     }
-    peer[si].state = src;
-    peer[di].state = dst;
+    states[si] = src;
+    states[di] = dst;
     src == pseudo_state::MULTIPLE && dst == pseudo_state::MULTIPLE
 }
 
@@ -354,6 +360,7 @@ impl StateTable {
         let (id_mask, index) = Self::index_for(limit);
         StateTable {
             slots: Vec::with_capacity(limit),
+            tcp: Vec::with_capacity(limit),
             index,
             free_head: NONE,
             len: 0,
@@ -400,6 +407,7 @@ impl StateTable {
                 self.index[i] = w;
             }
             self.slots.reserve_exact(limit - self.slots.len());
+            self.tcp.reserve_exact(limit - self.tcp.len());
             self.capacity = limit;
         }
         self.limit = limit;
@@ -430,16 +438,20 @@ impl StateTable {
 
     /// Bytes reserved by the table (slot array at full capacity, index, header).
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * size_of::<Entry>() + self.index.len() * size_of::<u64>() + size_of::<Self>()
+        self.slots.capacity() * size_of::<Entry>()
+            + self.tcp.capacity() * size_of::<[Peer; 2]>()
+            + self.index.len() * size_of::<u64>()
+            + size_of::<Self>()
     }
 
-    /// Bytes a lookup may touch: the whole index, and the slots up to the high-water mark.
+    /// Bytes a lookup may touch: the whole index, and the slots (and TCP peers) up to the
+    /// high-water mark.
     pub fn working_set_bytes(&self) -> usize {
-        self.index.len() * size_of::<u64>() + self.slots.len() * size_of::<Entry>()
+        self.index.len() * size_of::<u64>() + self.slots.len() * (size_of::<Entry>() + size_of::<[Peer; 2]>())
     }
 
-    /// Size of one slot (80), for documentation and tests.
-    pub const ENTRY_BYTES: usize = size_of::<Entry>();
+    /// Bytes of one state's slot (64) and TCP tracking (24), for documentation and tests.
+    pub const ENTRY_BYTES: usize = size_of::<Entry>() + size_of::<[Peer; 2]>();
 
     pub fn counters(&self) -> StateCounters {
         StateCounters { in_use: self.len as u64, ..self.counters }
@@ -474,8 +486,7 @@ impl StateTable {
             }
             if w & !self.id_mask == tag {
                 if let Some(e) = self.slots.get(self.slot_of(w)) {
-                    prefetch_read(&e.key);
-                    prefetch_read(&e.expire);
+                    prefetch_read(e);
                 }
                 break;
             }
@@ -628,7 +639,7 @@ impl StateTable {
             return self.lookup_v4_slow(f, h, tcp, now);
         }
         let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
-        let t = if pseudo_states(&mut e.peer, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
+        let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
         self.counters.hits += 1;
@@ -668,7 +679,7 @@ impl StateTable {
         let e = &mut self.slots[id];
         let mut verdict = StateVerdict::Pass;
         let refresh = match class(proto_) {
-            Class::Udp | Class::Other => Some(match (proto_ == proto::UDP, pseudo_states(&mut e.peer, from_init)) {
+            Class::Udp | Class::Other => Some(match (proto_ == proto::UDP, pseudo_states(&mut e.pseudo, from_init)) {
                 (true, true) => Tmo::UdpMultiple,
                 (true, false) => Tmo::UdpSingle,
                 (false, true) => Tmo::OtherMultiple,
@@ -677,7 +688,7 @@ impl StateTable {
             Class::Icmp => Some(Tmo::IcmpError),
             Class::Tcp => {
                 let flags = tcp.map_or(flags, |s| s.flags);
-                let [p0, p1] = &mut e.peer;
+                let [p0, p1] = &mut self.tcp[id];
                 let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
                 if src.state >= tcp_state::FIN_WAIT_2
                     && dst.state >= tcp_state::FIN_WAIT_2
@@ -767,6 +778,7 @@ impl StateTable {
                     id
                 } else {
                     self.slots.push(Entry::default());
+                    self.tcp.push(Default::default());
                     self.slots.len() - 1
                 };
                 self.index[pos] = self.word(h, id);
@@ -785,7 +797,9 @@ impl StateTable {
         }
         let t = match class(fk.proto()) {
             Class::Tcp => {
-                let [src, dst] = &mut e.peer;
+                let [src, dst] = &mut self.tcp[id];
+                *src = Peer::default();
+                *dst = Peer::default();
                 match tcp {
                     Some(seg) => tcp::init(src, dst, seg),
                     None => {
@@ -799,11 +813,11 @@ impl StateTable {
                 Tmo::TcpFirst
             }
             Class::Udp => {
-                e.peer[0].state = pseudo_state::SINGLE;
+                e.pseudo[0] = pseudo_state::SINGLE;
                 Tmo::UdpFirst
             }
             Class::Other => {
-                e.peer[0].state = pseudo_state::SINGLE;
+                e.pseudo[0] = pseudo_state::SINGLE;
                 Tmo::OtherFirst
             }
             Class::Icmp => Tmo::IcmpFirst,
@@ -852,7 +866,8 @@ impl StateTable {
         }
         if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
             let from_init = from_a ^ (e.flags & F_INIT_B != 0);
-            let (src, dst) = if from_init { (&e.peer[0], &e.peer[1]) } else { (&e.peer[1], &e.peer[0]) };
+            let [p0, p1] = &self.tcp[id];
+            let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
             if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
                 self.counters.icmp_error_bad_seq += 1;
                 return IcmpErrorMatch::BadSeq(StateId(id as u32));
@@ -913,8 +928,8 @@ impl StateTable {
             rule: e.rule,
             af: e.key.af(),
             proto: e.key.proto(),
-            initiator_state: e.peer[0].state,
-            responder_state: e.peer[1].state,
+            initiator_state: if class(e.key.proto()) == Class::Tcp { self.tcp[id.0 as usize][0].state } else { e.pseudo[0] },
+            responder_state: if class(e.key.proto()) == Class::Tcp { self.tcp[id.0 as usize][1].state } else { e.pseudo[1] },
             expire: e.expire,
             timeout: Tmo::from_u8(e.tmo),
             sloppy: e.flags & F_SLOPPY != 0,
@@ -983,8 +998,9 @@ mod tests {
     fn sizes() {
         assert_eq!(size_of::<FlowKey>(), 40);
         assert_eq!(size_of::<Peer>(), 12);
-        assert_eq!(size_of::<Entry>(), 80);
+        assert_eq!(size_of::<Entry>(), 64);
+        assert_eq!(StateTable::ENTRY_BYTES, 88);
         let t = StateTable::new(1000, Timeouts::default(), 1);
-        assert!(t.memory_bytes() <= 1000 * 96 + 1024);
+        assert!(t.memory_bytes() <= 1000 * 104 + 1024);
     }
 }
