@@ -797,9 +797,9 @@ impl StateTable {
         }
         let t = match class(fk.proto()) {
             Class::Tcp => {
-                let [src, dst] = &mut self.tcp[id];
-                *src = Peer::default();
-                *dst = Peer::default();
+                let peers = &mut self.tcp[id];
+                *peers = Default::default();
+                let [src, dst] = peers;
                 match tcp {
                     Some(seg) => tcp::init(src, dst, seg),
                     None => {
@@ -924,12 +924,16 @@ impl StateTable {
         if e.flags & F_USED == 0 {
             return None;
         }
+        let states = match class(e.key.proto()) {
+            Class::Tcp => self.tcp[id.0 as usize].map(|p| p.state),
+            _ => e.pseudo,
+        };
         Some(StateInfo {
             rule: e.rule,
             af: e.key.af(),
             proto: e.key.proto(),
-            initiator_state: if class(e.key.proto()) == Class::Tcp { self.tcp[id.0 as usize][0].state } else { e.pseudo[0] },
-            responder_state: if class(e.key.proto()) == Class::Tcp { self.tcp[id.0 as usize][1].state } else { e.pseudo[1] },
+            initiator_state: states[0],
+            responder_state: states[1],
             expire: e.expire,
             timeout: Tmo::from_u8(e.tmo),
             sloppy: e.flags & F_SLOPPY != 0,

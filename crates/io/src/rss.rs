@@ -103,48 +103,40 @@ impl Toeplitz {
     /// The hash of `input` (at most [`MAX_INPUT_LEN`] bytes; longer input panics).
     #[inline]
     pub fn hash(&self, input: &[u8]) -> u32 {
-        assert!(input.len() <= MAX_INPUT_LEN, "RSS input longer than {MAX_INPUT_LEN} bytes");
-        input.iter().zip(self.table.iter()).fold(0, |h, (&b, row)| h ^ row[usize::from(b)])
+        self.hash_fields(&[input])
+    }
+
+    /// The hash of the concatenation of `parts`, as the NDIS hash types list their fields
+    /// (at most [`MAX_INPUT_LEN`] bytes in all).
+    #[inline]
+    fn hash_fields(&self, parts: &[&[u8]]) -> u32 {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        assert!(len <= MAX_INPUT_LEN, "RSS input longer than {MAX_INPUT_LEN} bytes");
+        parts.iter().flat_map(|p| p.iter()).zip(self.table.iter()).fold(0, |h, (&b, row)| h ^ row[usize::from(b)])
     }
 
     /// `NDIS_HASH_IPV4`: source and destination address.
     #[inline]
     pub fn ipv4(&self, src: Ipv4Addr, dst: Ipv4Addr) -> u32 {
-        let mut input = [0u8; 8];
-        input[..4].copy_from_slice(&src.octets());
-        input[4..].copy_from_slice(&dst.octets());
-        self.hash(&input)
+        self.hash_fields(&[&src.octets(), &dst.octets()])
     }
 
     /// `NDIS_HASH_TCP_IPV4` (and `UDP_IPV4`): source, destination address, source, destination port.
     #[inline]
     pub fn ipv4_ports(&self, src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> u32 {
-        let mut input = [0u8; 12];
-        input[..4].copy_from_slice(&src.octets());
-        input[4..8].copy_from_slice(&dst.octets());
-        input[8..10].copy_from_slice(&sport.to_be_bytes());
-        input[10..].copy_from_slice(&dport.to_be_bytes());
-        self.hash(&input)
+        self.hash_fields(&[&src.octets(), &dst.octets(), &sport.to_be_bytes(), &dport.to_be_bytes()])
     }
 
     /// `NDIS_HASH_IPV6`: source and destination address.
     #[inline]
     pub fn ipv6(&self, src: Ipv6Addr, dst: Ipv6Addr) -> u32 {
-        let mut input = [0u8; 32];
-        input[..16].copy_from_slice(&src.octets());
-        input[16..].copy_from_slice(&dst.octets());
-        self.hash(&input)
+        self.hash_fields(&[&src.octets(), &dst.octets()])
     }
 
     /// `NDIS_HASH_TCP_IPV6` (and `UDP_IPV6`): addresses, then source and destination port.
     #[inline]
     pub fn ipv6_ports(&self, src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16) -> u32 {
-        let mut input = [0u8; 36];
-        input[..16].copy_from_slice(&src.octets());
-        input[16..32].copy_from_slice(&dst.octets());
-        input[32..34].copy_from_slice(&sport.to_be_bytes());
-        input[34..].copy_from_slice(&dport.to_be_bytes());
-        self.hash(&input)
+        self.hash_fields(&[&src.octets(), &dst.octets(), &sport.to_be_bytes(), &dport.to_be_bytes()])
     }
 
     /// The hash a NIC would give an Ethernet frame (untagged): the 4-tuple for unfragmented
