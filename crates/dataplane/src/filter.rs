@@ -10,7 +10,7 @@
 //! * [`Firewall`]: what one worker owns: the current rules, its own [`StateTable`] (no lock:
 //!   only this worker touches it) and its counters. The state table survives reloads, so
 //!   established flows keep passing; a state's rule index may then name a rule of the old set,
-//!   which only matters for counters (bounds-checked, see [`Firewall::count`]).
+//!   which only matters for counters (bounds-checked when counted).
 //! * [`FirewallStats`]: the counters other threads read while the worker runs.
 //!
 //! Evaluation order per routed packet (pf's): state lookup first (a state matches the flow in
@@ -26,7 +26,7 @@ use std::time::Instant;
 use fw::classifier::{BuildError, Classifier};
 use fw::packet::{Dir, PacketKey};
 use fw::rules::{Action, RuleSet, StateMode};
-use fw::state::{FlowV4, IcmpErrorMatch, InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{FlowV4, IcmpErrorMatch, QuickHits, InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 
@@ -221,11 +221,11 @@ pub struct Firewall {
     /// Coarse clock of the state table: whole seconds since the worker started, per batch.
     now: u32,
     stats: Arc<FirewallStats>,
-    /// Counts not yet added to the per-rule counters, see [`Firewall::count`].
+    /// Counts not yet added to the per-rule counters, see [`Pending::count`].
     pending: Pending,
 }
 
-/// Packets and bytes counted in a row under one rule (index as in [`Firewall::count`]).
+/// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
 #[derive(Clone, Copy)]
 struct Pending {
     rule: usize,
@@ -234,6 +234,72 @@ struct Pending {
 }
 
 const NO_PENDING: Pending = Pending { rule: usize::MAX, packets: 0, bytes: 0 };
+
+impl Pending {
+    /// Counts a packet under rule `i` (`usize::MAX`: no rule, pf's default). Consecutive
+    /// packets of one rule (a batch of state hits, typically) are summed here and added to the
+    /// shared counters once, at the end of the batch or when the rule changes: pf counts every
+    /// packet that matches a state under the state's rule, and doing that per packet cost two
+    /// loads and two stores into counters that other threads read.
+    #[inline(always)]
+    fn count(&mut self, cur: &RuleCounters, i: usize, len: u16) {
+        if self.rule == i {
+            self.packets += 1;
+            self.bytes += u64::from(len);
+        } else {
+            self.flush(cur);
+            *self = Pending { rule: i, packets: 1, bytes: u64::from(len) };
+        }
+    }
+
+    /// Adds the counts to `cur`'s counters. States keep the index of the rule that created
+    /// them, which after a reload may be out of range for the new set: such packets are
+    /// counted under the default slot rather than indexing out of bounds.
+    #[inline]
+    fn flush(&mut self, cur: &RuleCounters) {
+        let p = std::mem::replace(self, NO_PENDING);
+        if p.packets > 0 {
+            let i = p.rule.min(cur.packets.len() - 1);
+            bump(&cur.packets[i], p.packets);
+            bump(&cur.bytes[i], p.bytes);
+        }
+    }
+}
+
+/// The first loop of a batch's filter pass: [`QuickHits`] and the per-rule counts of its hits.
+pub(crate) struct QuickPass<'a> {
+    hits: QuickHits<'a>,
+    pending: &'a mut Pending,
+    cur: &'a RuleCounters,
+}
+
+impl QuickPass<'_> {
+    /// Whether the packet (`flow`, IP length `len`) passes as a quick hit, counted; `false`
+    /// leaves it to the general path.
+    #[inline(always)]
+    pub(crate) fn udp_v4(&mut self, flow: &FlowV4, len: u16) -> bool {
+        match self.hits.udp_v4(flow) {
+            Some(rule) => {
+                self.pending.count(self.cur, rule as usize, len);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`udp_v4`](Self::udp_v4) with the flow's hash and where the batched lookup's probe
+    /// stopped ([`fw::state::StateTable::probe`]).
+    #[inline(always)]
+    pub(crate) fn udp_v4_from(&mut self, flow: &FlowV4, hash: u64, probe: u32, len: u16) -> bool {
+        match self.hits.udp_v4_from(flow, hash, probe as usize) {
+            Some(rule) => {
+                self.pending.count(self.cur, rule as usize, len);
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 fn state_timeouts(rs: &RuleSet) -> Timeouts {
     rs.timeouts
@@ -329,35 +395,23 @@ impl Firewall {
         self.cur.rules.has_out
     }
 
-    /// Counts a packet under rule `i` (`usize::MAX`: no rule, pf's default). Consecutive
-    /// packets of one rule (a batch of state hits, typically) are summed in `pending` and added
-    /// to the shared counters once, at the end of the batch or when the rule changes: pf counts
-    /// every packet that matches a state under the state's rule, and doing that per packet
-    /// cost two loads and two stores into counters that other threads read.
+    /// Counts a packet under rule `i` (see [`Pending::count`]).
     #[inline(always)]
     fn count(&mut self, i: usize, len: u16) {
-        let p = &mut self.pending;
-        if p.rule == i {
-            p.packets += 1;
-            p.bytes += u64::from(len);
-        } else {
-            self.flush_counts();
-            self.pending = Pending { rule: i, packets: 1, bytes: u64::from(len) };
-        }
+        self.pending.count(&self.cur, i, len);
     }
 
-    /// Adds the pending counts to the shared counters. States keep the index of the rule that
-    /// created them, which after a reload may be out of range for the new set: such packets
-    /// are counted under the default slot rather than indexing out of bounds.
+    /// Adds the pending counts to the shared counters.
     #[inline]
     fn flush_counts(&mut self) {
-        let p = std::mem::replace(&mut self.pending, NO_PENDING);
-        if p.packets > 0 {
-            let c = &self.cur;
-            let i = p.rule.min(c.packets.len() - 1);
-            bump(&c.packets[i], p.packets);
-            bump(&c.bytes[i], p.bytes);
-        }
+        self.pending.flush(&self.cur);
+    }
+
+    /// The batch's quick state hits (the first loop of the filter pass, see
+    /// [`fw::state::QuickHits`]), counted under their rules.
+    #[inline(always)]
+    pub(crate) fn quick(&mut self) -> QuickPass<'_> {
+        QuickPass { hits: self.states.quick(self.now), pending: &mut self.pending, cur: &self.cur }
     }
 
     #[inline(always)]

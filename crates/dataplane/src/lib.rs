@@ -3,7 +3,7 @@
 //! Start at [`worker::Worker::poll`]: rx burst -> [`forward::Forwarder::process`] (parse,
 //! validate, route, neighbour rewrite) -> tx bursts. [`filter`] is the optional firewall stage of that node. [`fib`] holds the tables it reads and
 //! the control-plane writer that fills them; [`counters`] names every reason a packet can be
-//! dropped; [`synth`] and [`bench`] drive the pipeline over in-memory ports.
+//! dropped; [`synth`] and [`bench`](mod@bench) drive the pipeline over in-memory ports.
 
 #![forbid(unsafe_code)]
 

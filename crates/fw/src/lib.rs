@@ -3,7 +3,7 @@
 //! stateful tracking.
 //!
 //! Start at [`packet::PacketKey`] (what the firewall sees of a packet), then [`rules`]
-//! (the language: parser and AST), [`reference`] (the plain linear evaluator with pf's
+//! (the language: parser and AST), [`reference`](mod@reference) (the plain linear evaluator with pf's
 //! semantics, the oracle of the property tests), [`classifier`] (the compiled form used on
 //! the fast path) and [`state`] (connection tracking).
 

@@ -52,7 +52,7 @@
 //!   timeout kind and the UDP/other pseudo-states (12 B), 12 B of padding. Everything a lookup
 //!   of a UDP state reads is in that line. Free slots are chained through the entry itself (no
 //!   side free list). Pages of the slot array are committed by the OS as the high-water mark
-//!   grows.
+//!   grows, as 2 MiB pages where the kernel can (`MADV_HUGEPAGE`, as for the index).
 //! * `tcp`: per slot, the two 12-byte TCP peers (sequence windows, scale, TCP state), 24 B,
 //!   read only for TCP states: the hot/cold split keeps them out of the UDP hit's line.
 //! * `index`: open addressing with linear probing and backward-shift deletion (no tombstones)
@@ -81,6 +81,9 @@
 //! up ([`StateTable::lookup_v4`]), so that the cache misses of a batch overlap (VPP's and
 //! DPDK's batched lookup). Only the last step changes the table; it takes the probe's result
 //! as a hint and checks it, so the outcome is that of plain lookups one after the other.
+//! Before that last step, [`StateTable::quick`] takes the packets of established UDP flows
+//! with nothing but a probe and a deadline refresh (`quick.rs`: two *steady* bits in each
+//! entry's flags say which side's packets would change nothing else).
 //!
 //! # Concurrency
 //!
@@ -88,15 +91,18 @@
 //! returns plain `u64` counters the worker can publish.
 
 mod flow;
+mod quick;
 mod tcp;
 mod timeouts;
 
 use io::prefetch::prefetch_read;
-use lpm::hugemem::HugeArray;
+use lpm::hugemem::{HugeArray, advise_huge};
 
 use crate::packet::{Af, PacketKey, proto};
 use flow::{FlowHasher, FlowKey};
 pub use flow::{Flow, FlowV4, is_icmp_error};
+pub use quick::QuickHits;
+use quick::mark_steady;
 use tcp::Peer;
 pub use timeouts::{Timeouts, Tmo};
 
@@ -269,6 +275,7 @@ const F_USED: u8 = 1;
 /// The initiator is endpoint B of the canonical key.
 const F_INIT_B: u8 = 2;
 const F_SLOPPY: u8 = 4;
+// 8 and 16: `quick::F_STEADY_A` and `F_STEADY_B`.
 
 /// What every lookup reads of a state: one cache line (64 bytes, aligned), so that a UDP hit
 /// touches one line of the slot array. A TCP state's window tracking lives in
@@ -358,7 +365,7 @@ impl StateTable {
     /// `seed` keys the hash: use a random value per table.
     pub fn new(limit: usize, timeouts: Timeouts, seed: u64) -> StateTable {
         let (id_mask, index) = Self::index_for(limit);
-        StateTable {
+        let mut t = StateTable {
             slots: Vec::with_capacity(limit),
             tcp: Vec::with_capacity(limit),
             index,
@@ -372,7 +379,17 @@ impl StateTable {
             timeouts,
             sweep_cursor: 0,
             counters: StateCounters::default(),
-        }
+        };
+        t.advise_huge_slots();
+        t
+    }
+
+    /// Huge pages for the slot and TCP arrays' unused capacity, as for the index: at millions
+    /// of states a slot access would otherwise miss the TLB as well as the cache (10M states:
+    /// 640 MB of slots, 160k pages of 4 KiB).
+    fn advise_huge_slots(&mut self) {
+        advise_huge(self.slots.spare_capacity_mut());
+        advise_huge(self.tcp.spare_capacity_mut());
     }
 
     /// The id mask and the empty index for a table of `capacity` states.
@@ -408,6 +425,7 @@ impl StateTable {
             }
             self.slots.reserve_exact(limit - self.slots.len());
             self.tcp.reserve_exact(limit - self.tcp.len());
+            self.advise_huge_slots();
             self.capacity = limit;
         }
         self.limit = limit;
@@ -642,6 +660,7 @@ impl StateTable {
         let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
+        mark_steady(e);
         self.counters.hits += 1;
         Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass })
     }
@@ -717,6 +736,9 @@ impl StateTable {
         if let Some(t) = refresh {
             e.tmo = t as u8;
             e.expire = now.saturating_add(self.secs[t as usize]);
+        }
+        if proto_ == proto::UDP {
+            mark_steady(e);
         }
         let rule = e.rule;
         self.counters.hits += 1;
@@ -824,6 +846,9 @@ impl StateTable {
         };
         e.tmo = t as u8;
         e.expire = self.deadline(now, t);
+        if fk.proto() == proto::UDP {
+            mark_steady(&mut e);
+        }
         self.slots[id] = e;
         self.counters.inserts += 1;
         Ok(StateId(id as u32))
@@ -884,10 +909,23 @@ impl StateTable {
         if n == 0 {
             return 0;
         }
+        // From the cursor to the end of the array, then from its start: two plain ranges
+        // rather than a wrapping cursor per slot (this runs every batch).
+        let budget = budget.min(n);
+        let start = if self.sweep_cursor < n { self.sweep_cursor } else { 0 };
+        let first = budget.min(n - start);
+        let mut removed = self.sweep(start..start + first, now);
+        removed += self.sweep(0..budget - first, now);
+        self.sweep_cursor = if budget - first > 0 { budget - first } else { start + first };
+        self.counters.expired_sweep += removed as u64;
+        removed
+    }
+
+    /// Removes the dead states among slots `ids`; returns how many.
+    #[inline]
+    fn sweep(&mut self, ids: std::ops::Range<usize>, now: u32) -> usize {
         let mut removed = 0;
-        for _ in 0..budget.min(n) {
-            let id = self.sweep_cursor;
-            self.sweep_cursor = if id + 1 >= n { 0 } else { id + 1 };
+        for id in ids {
             let e = &self.slots[id];
             if e.flags & F_USED != 0 && e.expire <= now {
                 let pos = self.position_of(id);
@@ -895,7 +933,6 @@ impl StateTable {
                 removed += 1;
             }
         }
-        self.counters.expired_sweep += removed as u64;
         removed
     }
 

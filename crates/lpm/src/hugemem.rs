@@ -25,6 +25,22 @@ macro_rules! zeroable {
 }
 zeroable!(u8, u32, u64, AtomicU8, AtomicU32, AtomicU64);
 
+/// Advises `MADV_HUGEPAGE` for the whole 2 MiB pages inside `buf`: memory allocated elsewhere
+/// (a large `Vec`'s spare capacity, not yet written, so that its pages are faulted in as huge
+/// pages). Advice only: a failure (THP disabled) is harmless and ignored.
+pub fn advise_huge<T>(buf: &[T]) {
+    let start = (buf.as_ptr() as usize).next_multiple_of(HUGE_PAGE);
+    let end = (buf.as_ptr() as usize + size_of_val(buf)) / HUGE_PAGE * HUGE_PAGE;
+    if end > start {
+        #[cfg(target_os = "linux")]
+        // SAFETY: advice on whole pages inside memory that `buf` borrows; MADV_HUGEPAGE
+        // changes no contents and no mapping, only how later faults are served.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 /// A fixed-size, zero-initialised array in its own 2 MiB-aligned anonymous mapping.
 ///
 /// Pages are committed on first write, so reserving a large pool is cheap.

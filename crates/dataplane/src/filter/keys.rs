@@ -19,21 +19,9 @@ use wire::{Ipv4Packet, Ipv6Packet, UdpPacket};
 pub(crate) fn lean_v4(ip: &[u8], tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
     // The IP header and the first 8 bytes of the L4 header (all of UDP's).
     let h: &[u8; 28] = ip.first_chunk()?;
-    // Version 4, IHL 5; fragment offset 0 (a first fragment, MF set, carries the L4 header,
-    // as `extract` has it).
-    if h[0] != 0x45 || (h[6] & 0x1f) | h[7] != 0 {
-        return None;
-    }
-    let total = u16::from_be_bytes([h[2], h[3]]);
+    let total = lean_header(h)?;
     let (sport, dport) = match h[9] {
-        proto::UDP => {
-            // UdpPacket::new_checked on the IP payload: a length field that fits in it.
-            let len = u16::from_be_bytes([h[24], h[25]]);
-            if len < 8 || len > total.saturating_sub(20) {
-                return None;
-            }
-            (u16::from_be_bytes([h[20], h[21]]), u16::from_be_bytes([h[22], h[23]]))
-        }
+        proto::UDP => udp_ports(h, total)?,
         proto::TCP => {
             let (sport, dport, seg) = tcp_segment(ip.get(20..usize::from(total))?)?;
             *tcp = Some(seg);
@@ -41,9 +29,47 @@ pub(crate) fn lean_v4(ip: &[u8], tcp: &mut Option<TcpSegment>) -> Option<(FlowV4
         }
         _ => return None,
     };
+    Some((flow_v4(h, sport, dport), total))
+}
+
+/// [`lean_v4`] for UDP only, from the IP header and the UDP header (the quick loop's: TCP is
+/// left to the general path).
+#[inline(always)]
+pub(crate) fn lean_udp_v4(h: &[u8; 28]) -> Option<(FlowV4, u16)> {
+    let total = lean_header(h)?;
+    if h[9] != proto::UDP {
+        return None;
+    }
+    let (sport, dport) = udp_ports(h, total)?;
+    Some((flow_v4(h, sport, dport), total))
+}
+
+/// The total length of an IPv4 header [`lean_v4`] takes: version 4, IHL 5, fragment offset
+/// 0 (a first fragment, MF set, carries the L4 header, as `extract` has it).
+#[inline(always)]
+fn lean_header(h: &[u8; 28]) -> Option<u16> {
+    if h[0] != 0x45 || (h[6] & 0x1f) | h[7] != 0 {
+        return None;
+    }
+    Some(u16::from_be_bytes([h[2], h[3]]))
+}
+
+/// The ports of a UDP header whose length field fits in the IP payload (as
+/// `UdpPacket::new_checked` on the payload decides).
+#[inline(always)]
+fn udp_ports(h: &[u8; 28], total: u16) -> Option<(u16, u16)> {
+    let len = u16::from_be_bytes([h[24], h[25]]);
+    if len < 8 || len > total.saturating_sub(20) {
+        return None;
+    }
+    Some((u16::from_be_bytes([h[20], h[21]]), u16::from_be_bytes([h[22], h[23]])))
+}
+
+#[inline(always)]
+fn flow_v4(h: &[u8; 28], sport: u16, dport: u16) -> FlowV4 {
     let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
-    Some((FlowV4::new(h[9], src, sport, dst, dport), total))
+    FlowV4::new(h[9], src, sport, dst, dport)
 }
 
 /// The ports and tracking fields of a TCP header (`l4`: from the header to the end of the IP
@@ -243,6 +269,8 @@ mod tests {
             extract(&frame, 14, true, 7, &mut key, &mut tcp);
             let mut lean_tcp = None;
             let lean = lean_v4(&ip, &mut lean_tcp);
+            let udp = ip.first_chunk().and_then(lean_udp_v4);
+            prop_assert_eq!(udp, lean.filter(|(f, _)| f.proto() == proto::UDP));
             if let Some((flow, len)) = lean {
                 prop_assert_eq!(flow.flow(), Flow::of(&key));
                 prop_assert_eq!(len, key.len);

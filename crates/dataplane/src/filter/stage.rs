@@ -2,18 +2,20 @@
 //! classify pass found routable, in order.
 //!
 //! While the state table is empty (a rule set without `keep state`), every packet gets its
-//! full [`PacketKey`] and goes through the rules. Otherwise IPv4 TCP/UDP packets take the fast
-//! path: their flow is read straight from the header ([`keys::lean_v4`]) and looked up; only
-//! a miss, or another kind of packet, builds the full key. How the lookups are run depends on
-//! the table's size:
+//! full [`PacketKey`] and goes through the rules. Otherwise the lookups run in two loops:
+//! the quick loop ([`fw::state::QuickHits`]) takes the packets of established UDP flows
+//! whose state they would not change, reading their flow straight from the header
+//! ([`keys::lean_udp_v4`]); then the general lookup runs, in order, on the packets it left
+//! (their flow from the header too if IPv4 TCP or UDP, [`keys::lean_v4`], else the full
+//! key). How the quick loop finds the flows depends on the table's size:
 //!
-//! * small enough to stay cached ([`CACHED_TABLE_BYTES`]): one loop, each packet looked up as
-//!   soon as its flow is read;
+//! * small enough to stay cached ([`CACHED_TABLE_BYTES`]): each packet looked up as soon as
+//!   its flow is read;
 //! * larger: VPP's and DPDK's batched lookup. Read and hash every packet's flow and prefetch
-//!   its index line; then probe every index line and prefetch the state it names; then look
-//!   every packet up. The cache misses of a batch overlap instead of adding up. Only the last
-//!   loop changes the table, and it checks the probe's result before using it, so the outcome
-//!   is the same as the one-loop version's.
+//!   its index line; then probe every index line and prefetch the state it names; then the
+//!   two loops, the quick one starting from the probes' results. The cache misses of a batch
+//!   overlap instead of adding up. The general loop checks the probe's result before using
+//!   it, so the outcome is the same as the small table's.
 
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{FlowV4, TcpSegment, is_icmp_error};
@@ -24,9 +26,9 @@ use super::{Firewall, keys};
 use crate::counters::DropReason;
 
 /// Bytes of state table (the index, and the slots up to their high-water mark) up to which
-/// lookups run in one loop: a mid-size L2 cache. The batched lookup's extra loops cost some
-/// 90 instructions per packet (callgrind), which only pays off when lookups miss the cache:
-/// with 2000 states, one loop forwards 5-10% more packets.
+/// each flow is looked up as soon as it is read: a mid-size L2 cache. The batched lookup's
+/// extra loops cost some 90 instructions per packet (callgrind), which only pays off when
+/// lookups miss the cache: with 2000 states, looking up at once forwards 5-10% more packets.
 const CACHED_TABLE_BYTES: usize = 1 << 20;
 
 /// How the filter pass sees the classify pass's decision for a packet.
@@ -63,6 +65,8 @@ pub(crate) struct FilterStage {
     /// have out rules. Otherwise the apply pass runs as without a firewall.
     pub out_pass: bool,
     lean: Box<[Lean; MAX_BATCH]>,
+    /// The packets the quick loop left to the general path, by index in the batch.
+    left: Box<[u16; MAX_BATCH]>,
 }
 
 const EMPTY_KEY: PacketKey = PacketKey {
@@ -102,6 +106,7 @@ impl FilterStage {
             stateful: Box::new([false; MAX_BATCH]),
             out_pass: false,
             lean: Box::new([Lean::default(); MAX_BATCH]),
+            left: Box::new([0; MAX_BATCH]),
         }
     }
 
@@ -132,12 +137,28 @@ impl FilterStage {
         }
     }
 
-    /// Lookups one after the other (a cached table).
+    /// A cached table: the quick loop over the batch ([`fw::state::QuickHits`]: hits of steady
+    /// UDP states), then lookups one after the other for the packets it left, in order.
     #[inline(always)]
     fn one_loop<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
-        for (i, (step, desc)) in steps.iter_mut().zip(descs).enumerate() {
-            let i = i % MAX_BATCH;
+        let mut left = 0;
+        let mut quick = self.fw.quick();
+        for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
+            let Some((l3, v4, _)) = step.routed() else { continue };
+            let lean = if v4 { pool.frame(*desc).get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4) } else { None };
+            if lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)) {
+                self.stateful[i % MAX_BATCH] = true;
+            } else {
+                self.left[left % MAX_BATCH] = i as u16;
+                left += 1;
+            }
+        }
+        drop(quick);
+        for k in 0..left.min(MAX_BATCH) {
+            let i = usize::from(self.left[k]);
+            let (Some(step), Some(desc)) = (steps.get_mut(i), descs.get(i)) else { continue };
             let Some((l3, v4, port)) = step.routed() else { continue };
+            let i = i % MAX_BATCH;
             match lean(pool.frame(*desc), l3, v4, &mut self.tcp[i]) {
                 Some((flow, len)) => {
                     let h = self.fw.state_table().hash_v4(&flow);
@@ -166,7 +187,9 @@ impl FilterStage {
         }
     }
 
-    /// The batched lookup (see the module documentation).
+    /// The batched lookup (see the module documentation), its last step split as in
+    /// [`one_loop`](Self::one_loop): the quick lookups from the probes' hints, then the
+    /// general lookup for the packets they left, in order.
     #[inline(always)]
     fn batched<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
         let table = self.fw.state_table();
@@ -184,9 +207,22 @@ impl FilterStage {
         for l in self.lean[..descs.len()].iter_mut().filter(|l| l.valid) {
             l.probe = table.probe(l.hash);
         }
-        for (i, (step, &desc)) in steps.iter_mut().zip(descs).enumerate() {
-            let i = i % MAX_BATCH;
+        let mut left = 0;
+        let mut quick = self.fw.quick();
+        for (i, l) in self.lean[..descs.len()].iter().enumerate() {
+            if l.valid && l.flow.proto() == proto::UDP && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len) {
+                self.stateful[i % MAX_BATCH] = true;
+            } else {
+                self.left[left % MAX_BATCH] = i as u16;
+                left += 1;
+            }
+        }
+        drop(quick);
+        for k in 0..left.min(MAX_BATCH) {
+            let i = usize::from(self.left[k]);
+            let (Some(step), Some(&desc)) = (steps.get_mut(i), descs.get(i)) else { continue };
             let Some((l3, v4, port)) = step.routed() else { continue };
+            let i = i % MAX_BATCH;
             let l = &self.lean[i];
             if l.valid {
                 let (flow, hash, probe, len) = (l.flow, l.hash, l.probe, l.len);

@@ -1,0 +1,169 @@
+//! The fast path's first loop: hits of established UDP flows over IPv4, the bulk of a
+//! stateful firewall's traffic, found with nothing but a probe and a deadline refresh.
+//!
+//! A UDP state's pseudo-states and timeout kind change only on some packets: after a packet
+//! from one endpoint, the next packet from the same endpoint changes nothing (pf's update is
+//! idempotent), and once both ends are MULTIPLE no packet changes anything. Each entry keeps
+//! two *steady* bits, one per endpoint of its key, set when a UDP packet from that endpoint
+//! would only move the deadline ([`mark_steady`], recomputed by every full update). A
+//! [`QuickHits`] lookup takes a packet only when its state is live and steady for its sender;
+//! anything else (a miss, a dead or non-steady state, TCP) is left to the general lookup.
+//!
+//! The data plane runs [`QuickHits`] over a whole batch first, then the general path over the
+//! packets it left, in order. That is the outcome of looking every packet up in order: a
+//! quick hit changes only its state's deadline, to the same value within a batch (one `now`);
+//! and when it leaves a packet whose state it found, it clears that state's steady bits, so
+//! that every later packet of the flow in the batch is left to the general path too, in
+//! order. The general path cannot remove or change a live UDP state of another flow (it only
+//! removes dead states and TCP states).
+
+use super::{EMPTY, Entry, F_INIT_B, FlowV4, StateTable, Tmo, pseudo_states};
+use crate::state::flow::FlowHasher;
+
+/// A UDP packet from endpoint A (resp. B) of the key changes nothing but the deadline.
+pub(super) const F_STEADY_A: u8 = 8;
+pub(super) const F_STEADY_B: u8 = 16;
+const F_STEADY: u8 = F_STEADY_A | F_STEADY_B;
+
+/// Recomputes a UDP entry's steady bits from its pseudo-states and timeout kind (after a full
+/// update or an insert).
+#[inline]
+pub(super) fn mark_steady(e: &mut Entry) {
+    let mut bits = 0;
+    for (from_a, bit) in [(true, F_STEADY_A), (false, F_STEADY_B)] {
+        let mut pseudo = e.pseudo;
+        let both_multiple = pseudo_states(&mut pseudo, from_a ^ (e.flags & F_INIT_B != 0));
+        let tmo = if both_multiple { Tmo::UdpMultiple } else { Tmo::UdpSingle };
+        if pseudo == e.pseudo && e.tmo == tmo as u8 {
+            bits |= bit;
+        }
+    }
+    e.flags = (e.flags & !F_STEADY) | bits;
+}
+
+/// One batch's quick lookups ([`StateTable::quick`]); adds its hits to the table's counters
+/// when dropped.
+pub struct QuickHits<'a> {
+    index: &'a [u64],
+    slots: &'a mut [Entry],
+    hasher: &'a FlowHasher,
+    id_mask: u64,
+    now: u32,
+    /// The deadline of a UDP state refreshed now, SINGLE and MULTIPLE.
+    single: u32,
+    multiple: u32,
+    hits: u64,
+    counter: &'a mut u64,
+}
+
+impl StateTable {
+    /// Quick lookups at time `now` (see the module documentation of `quick`): use
+    /// [`QuickHits::udp_v4`] on every packet of a batch, then the general lookup on those it
+    /// leaves, in order.
+    pub fn quick(&mut self, now: u32) -> QuickHits<'_> {
+        QuickHits {
+            index: &self.index,
+            slots: &mut self.slots,
+            hasher: &self.hasher,
+            id_mask: self.id_mask,
+            now,
+            single: now.saturating_add(self.secs[Tmo::UdpSingle as usize]),
+            multiple: now.saturating_add(self.secs[Tmo::UdpMultiple as usize]),
+            hits: 0,
+            counter: &mut self.counters.hits,
+        }
+    }
+}
+
+impl QuickHits<'_> {
+    /// The rule of `f`'s state if `f` is a UDP flow whose state is live and steady for the
+    /// packet's sender: its deadline is refreshed and the packet passes. `None` leaves the
+    /// packet to [`StateTable::lookup_v4`] (and if the state was found, it clears its steady
+    /// bits: the flow's later packets in the batch are left too).
+    #[inline(always)]
+    pub fn udp_v4(&mut self, f: &FlowV4) -> Option<u32> {
+        let h = self.hasher.hash_v4(f);
+        let home = (((h >> 32) * self.index.len() as u64) >> 32) as usize;
+        self.udp_v4_from(f, h, home)
+    }
+
+    /// [`udp_v4`](Self::udp_v4) for a flow of hash `h` ([`StateTable::hash_v4`]), probing
+    /// from index word `i`: its home, or where [`StateTable::probe`] stopped on the same
+    /// table (nothing the quick loop does moves index words).
+    #[inline(always)]
+    pub fn udp_v4_from(&mut self, f: &FlowV4, h: u64, mut i: usize) -> Option<u32> {
+        let n = self.index.len();
+        let id = loop {
+            let w = *self.index.get(i)?;
+            if w == EMPTY {
+                return None;
+            }
+            if (w ^ h) & !self.id_mask == 0 {
+                let id = ((w & self.id_mask) as usize).wrapping_sub(1);
+                if self.slots.get(id).is_some_and(|e| e.key.is(f)) {
+                    break id;
+                }
+            }
+            i = if i + 1 == n { 0 } else { i + 1 };
+        };
+        let e = self.slots.get_mut(id)?;
+        let steady = if f.from_a() { F_STEADY_A } else { F_STEADY_B };
+        if e.expire <= self.now || e.flags & steady == 0 {
+            e.flags &= !F_STEADY;
+            return None;
+        }
+        e.expire = if e.tmo == Tmo::UdpMultiple as u8 { self.multiple } else { self.single };
+        self.hits += 1;
+        Some(e.rule)
+    }
+}
+
+impl Drop for QuickHits<'_> {
+    fn drop(&mut self) {
+        *self.counter += self.hits;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::{Af, Dir, PacketKey, proto};
+    use crate::state::pseudo_state::{MULTIPLE, SINGLE};
+
+    /// pf's UDP pseudo-states, packet by packet, and which packets the quick lookup takes:
+    /// none right after the insert (the timeout kind is still `udp.first_packet`), the
+    /// sender's next packets once it has sent one, both directions once both are MULTIPLE.
+    #[test]
+    fn quick_hits_follow_the_pseudo_states() {
+        let timeouts = crate::state::Timeouts::default();
+        let mut t = StateTable::new(16, timeouts, 7);
+        let (a, b) = (0x0a00_0001u32, 0xc612_0001u32);
+        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: a.into(), dst: b.into(), src_port: 1000, dst_port: 53, tcp_flags: 0, len: 60 };
+        let out = FlowV4::new(proto::UDP, a, 1000, b, 53);
+        let back = FlowV4::new(proto::UDP, b, 53, a, 1000);
+        let id = t.insert(&key, 3, 10, None).unwrap();
+        let quick = |t: &mut StateTable, f: &FlowV4, now: u32| t.quick(now).udp_v4(f);
+        let general = |t: &mut StateTable, f: &FlowV4, now: u32| t.lookup_v4(f, t.hash_v4(f), None, None, now).map(|h| h.rule);
+        let states = |t: &StateTable| {
+            let i = t.info(id).unwrap();
+            (i.initiator_state, i.responder_state, i.timeout, i.expire)
+        };
+        assert_eq!(quick(&mut t, &out, 11), None, "first packet's timeout still applies");
+        assert_eq!(general(&mut t, &out, 11), Some(3));
+        assert_eq!(states(&t), (SINGLE, 0, Tmo::UdpSingle, 11 + timeouts.udp_single));
+        assert_eq!(quick(&mut t, &out, 12), Some(3), "the same sender again");
+        assert_eq!(states(&t), (SINGLE, 0, Tmo::UdpSingle, 12 + timeouts.udp_single));
+        assert_eq!(quick(&mut t, &back, 12), None, "the reply changes the states");
+        assert_eq!(quick(&mut t, &out, 12), None, "left after a packet of its flow was left");
+        assert_eq!(general(&mut t, &back, 13), Some(3));
+        assert_eq!(states(&t), (MULTIPLE, SINGLE, Tmo::UdpSingle, 13 + timeouts.udp_single));
+        assert_eq!(quick(&mut t, &out, 13), None, "makes the responder MULTIPLE");
+        assert_eq!(general(&mut t, &out, 14), Some(3));
+        assert_eq!(states(&t), (MULTIPLE, MULTIPLE, Tmo::UdpMultiple, 14 + timeouts.udp_multiple));
+        assert_eq!(quick(&mut t, &back, 15), Some(3));
+        assert_eq!(quick(&mut t, &out, 16), Some(3));
+        assert_eq!(states(&t), (MULTIPLE, MULTIPLE, Tmo::UdpMultiple, 16 + timeouts.udp_multiple));
+        assert_eq!(quick(&mut t, &out, 16 + timeouts.udp_multiple), None, "expired");
+        assert_eq!(t.counters().hits, 6);
+    }
+}
