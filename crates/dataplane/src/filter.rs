@@ -26,7 +26,7 @@ use std::time::Instant;
 use fw::classifier::{BuildError, Classifier};
 use fw::packet::{Dir, PacketKey};
 use fw::rules::{Action, RuleSet, StateMode};
-use fw::state::{FlowV4, IcmpErrorMatch, QuickHits, InsertError, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 
@@ -223,6 +223,9 @@ pub struct Firewall {
     stats: Arc<FirewallStats>,
     /// Counts not yet added to the per-rule counters, see [`Pending::count`].
     pending: Pending,
+    /// Whether the filter pass runs the quick loop (always, but for tests that compare it
+    /// with every packet looked up in order).
+    quick_loop: bool,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -278,26 +281,24 @@ impl QuickPass<'_> {
     /// leaves it to the general path.
     #[inline(always)]
     pub(crate) fn udp_v4(&mut self, flow: &FlowV4, len: u16) -> bool {
-        match self.hits.udp_v4(flow) {
-            Some(rule) => {
-                self.pending.count(self.cur, rule as usize, len);
-                true
-            }
-            None => false,
-        }
+        let hit = self.hits.udp_v4(flow);
+        self.counted(hit, len)
     }
 
     /// [`udp_v4`](Self::udp_v4) with the flow's hash and where the batched lookup's probe
     /// stopped ([`fw::state::StateTable::probe`]).
     #[inline(always)]
     pub(crate) fn udp_v4_from(&mut self, flow: &FlowV4, hash: u64, probe: u32, len: u16) -> bool {
-        match self.hits.udp_v4_from(flow, hash, probe as usize) {
-            Some(rule) => {
-                self.pending.count(self.cur, rule as usize, len);
-                true
-            }
-            None => false,
-        }
+        let hit = self.hits.udp_v4_from(flow, hash, probe as usize);
+        self.counted(hit, len)
+    }
+
+    /// Counts a quick hit (the rule of its state) of `len` bytes.
+    #[inline(always)]
+    fn counted(&mut self, hit: Option<u32>, len: u16) -> bool {
+        let Some(rule) = hit else { return false };
+        self.pending.count(self.cur, rule as usize, len);
+        true
     }
 }
 
@@ -329,7 +330,7 @@ impl Firewall {
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING }
+        Firewall { slot, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -342,6 +343,18 @@ impl Firewall {
 
     pub fn state_table(&self) -> &StateTable {
         &self.states
+    }
+
+    /// Turns the quick loop off: the general lookup then takes every packet, in order. For
+    /// tests only, which check that both ways give the same outcome.
+    #[doc(hidden)]
+    pub fn set_quick_loop(&mut self, on: bool) {
+        self.quick_loop = on;
+    }
+
+    #[inline(always)]
+    pub(crate) fn quick_loop(&self) -> bool {
+        self.quick_loop
     }
 
     /// Creates a state directly, as if `key` had passed rule `rule` (bench warm-up, tests).

@@ -9,19 +9,8 @@ use std::collections::HashMap;
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{InsertError, StateId, StateLookup, StateTable, StateVerdict, Timeouts};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 type Ep = (u128, u16);
 
@@ -356,27 +345,21 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool
     assert!(hits > ops as u64 / 20 && fulls > 0 && c.expired_lookup > 0 && c.expired_sweep > 0);
 }
 
-fn seed() -> u64 {
-    std::env::var("FW_STATE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_0001)
-}
 
 /// Small table, many more flows than slots: the limit is hit often.
 #[test]
 fn model_small_table_often_full() {
-    run(seed(), 1_000_000, 512, 2000, 100, false);
+    run(common::seed(0x5eed_0001), 1_000_000, 512, 2000, 100, false);
 }
 
 /// Larger table near its limit.
 #[test]
 fn model_large_table() {
-    run(seed() ^ 0xabcdef, 1_000_000, 20_000, 40_000, 6000, false);
+    run(common::seed(0x5eed_0001) ^ 0xabcdef, 1_000_000, 20_000, 40_000, 6000, false);
 }
 
 /// The limit changes now and then, lower (states above it stay) and higher (the table grows).
 #[test]
 fn model_limit_changes() {
-    run(seed() ^ 0x1177, 1_000_000, 1000, 3000, 300, true);
+    run(common::seed(0x5eed_0001) ^ 0x1177, 1_000_000, 1000, 3000, 300, true);
 }

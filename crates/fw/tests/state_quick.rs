@@ -9,19 +9,8 @@
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{FlowV4, InsertError, StateId, StateTable, Timeouts};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 /// A flow's initiator-side tuple: protocol, source, source port, destination, port.
 type Tuple = (u8, u32, u16, u32, u16);
@@ -124,15 +113,12 @@ fn run(seed: u64, batches: usize, limit: usize) -> u64 {
     quick_hits
 }
 
-fn seed() -> u64 {
-    std::env::var("FW_STATE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x9e37_79b9_7f4a_7c15)
-}
 
 #[test]
 fn quick_loop_then_the_rest_in_order_equals_every_packet_in_order() {
     let mut quick_hits = 0;
     for k in 0..20 {
-        quick_hits += run(seed().wrapping_add(k), 2_000, 64);
+        quick_hits += run(common::seed(0x9e37_79b9_7f4a_7c15).wrapping_add(k), 2_000, 64);
     }
     // The property is only worth something if the quick loop takes a good share of packets.
     assert!(quick_hits > 50_000, "quick hits: {quick_hits}");

@@ -44,6 +44,13 @@ pub(crate) fn lean_udp_v4(h: &[u8; 28]) -> Option<(FlowV4, u16)> {
     Some((flow_v4(h, sport, dport), total))
 }
 
+/// Whether the IPv4 packet at `l3` in `frame` (validated by the classify pass) is UDP,
+/// whatever its header: what the quick loop checks of a packet [`lean_udp_v4`] rejects.
+#[inline]
+pub(crate) fn is_udp_v4(frame: &[u8], l3: usize) -> bool {
+    frame.get(l3 + 9) == Some(&proto::UDP)
+}
+
 /// The total length of an IPv4 header [`lean_v4`] takes: version 4, IHL 5, fragment offset
 /// 0 (a first fragment, MF set, carries the L4 header, as `extract` has it).
 #[inline(always)]

@@ -51,6 +51,8 @@ struct Lean {
     /// IP length, for the rule counters.
     len: u16,
     valid: bool,
+    /// Not `valid`, but an IPv4 UDP packet (see [`keys::is_udp_v4`]).
+    odd_udp: bool,
 }
 
 /// The firewall of one worker and its per-batch scratch.
@@ -120,7 +122,7 @@ impl FilterStage {
         if self.fw.state_table().is_empty() {
             self.rules_only(pool, descs, steps);
         } else if self.fw.state_table().working_set_bytes() <= CACHED_TABLE_BYTES {
-            self.one_loop(pool, descs, steps);
+            self.cached(pool, descs, steps);
         } else {
             self.batched(pool, descs, steps);
         }
@@ -140,36 +142,25 @@ impl FilterStage {
     /// A cached table: the quick loop over the batch ([`fw::state::QuickHits`]: hits of steady
     /// UDP states), then lookups one after the other for the packets it left, in order.
     #[inline(always)]
-    fn one_loop<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+    fn cached<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+        if !self.fw.quick_loop() {
+            let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
+            return self.in_order::<S, false>(pool, descs, steps, left);
+        }
         let mut left = 0;
         let mut quick = self.fw.quick();
         for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
             let Some((l3, v4, _)) = step.routed() else { continue };
-            let lean = if v4 { pool.frame(*desc).get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4) } else { None };
-            if lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)) {
-                self.stateful[i % MAX_BATCH] = true;
-            } else {
-                self.left[left % MAX_BATCH] = i as u16;
-                left += 1;
+            let frame = pool.frame(*desc);
+            let lean = if v4 { frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4) } else { None };
+            let hit = lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len));
+            let q = Quick::of(hit, v4 && lean.is_none() && keys::is_udp_v4(frame, l3));
+            if !note(q, i, descs.len(), &mut self.stateful, &mut self.left, &mut left) {
+                break;
             }
         }
         drop(quick);
-        for k in 0..left.min(MAX_BATCH) {
-            let i = usize::from(self.left[k]);
-            let (Some(step), Some(desc)) = (steps.get_mut(i), descs.get(i)) else { continue };
-            let Some((l3, v4, port)) = step.routed() else { continue };
-            let i = i % MAX_BATCH;
-            match lean(pool.frame(*desc), l3, v4, &mut self.tcp[i]) {
-                Some((flow, len)) => {
-                    let h = self.fw.state_table().hash_v4(&flow);
-                    self.lookup(i, step, &flow, h, None, len, pool, *desc, l3);
-                }
-                None => {
-                    let r = self.by_key_cold(pool.frame(*desc), l3, v4, port, i, false);
-                    self.record(i, step, r);
-                }
-            }
-        }
+        self.in_order::<S, false>(pool, descs, steps, left);
     }
 
     /// The fast path's state lookup of packet `i`, and what follows from it.
@@ -188,48 +179,64 @@ impl FilterStage {
     }
 
     /// The batched lookup (see the module documentation), its last step split as in
-    /// [`one_loop`](Self::one_loop): the quick lookups from the probes' hints, then the
+    /// [`cached`](Self::cached): the quick lookups from the probes' hints, then the
     /// general lookup for the packets they left, in order.
     #[inline(always)]
     fn batched<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
         let table = self.fw.state_table();
         for (i, (step, &desc)) in steps.iter().zip(descs).enumerate() {
-            let l = step.routed().and_then(|(l3, v4, _)| lean(pool.frame(desc), l3, v4, &mut self.tcp[i % MAX_BATCH]));
+            let frame = pool.frame(desc);
+            let routed = step.routed();
+            let l = routed.and_then(|(l3, v4, _)| lean(frame, l3, v4, &mut self.tcp[i % MAX_BATCH]));
             self.lean[i % MAX_BATCH] = match l {
                 Some((flow, len)) => {
                     let hash = table.hash_v4(&flow);
                     table.prefetch_index(hash);
-                    Lean { flow, hash, probe: 0, len, valid: true }
+                    Lean { flow, hash, probe: 0, len, valid: true, odd_udp: false }
                 }
-                None => Lean::default(),
+                None => Lean { odd_udp: routed.is_some_and(|(l3, v4, _)| v4 && keys::is_udp_v4(frame, l3)), ..Lean::default() },
             };
         }
         for l in self.lean[..descs.len()].iter_mut().filter(|l| l.valid) {
             l.probe = table.probe(l.hash);
         }
+        if !self.fw.quick_loop() {
+            let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
+            return self.in_order::<S, true>(pool, descs, steps, left);
+        }
         let mut left = 0;
         let mut quick = self.fw.quick();
         for (i, l) in self.lean[..descs.len()].iter().enumerate() {
-            if l.valid && l.flow.proto() == proto::UDP && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len) {
-                self.stateful[i % MAX_BATCH] = true;
-            } else {
-                self.left[left % MAX_BATCH] = i as u16;
-                left += 1;
+            let hit = l.valid && l.flow.proto() == proto::UDP && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
+            if !note(Quick::of(hit, l.odd_udp), i, descs.len(), &mut self.stateful, &mut self.left, &mut left) {
+                break;
             }
         }
         drop(quick);
+        self.in_order::<S, true>(pool, descs, steps, left);
+    }
+
+    /// The general lookup, in order, of the `left` packets the quick loop left (listed in
+    /// `self.left`); `BATCHED`: their flows were read, hashed and probed into `self.lean`.
+    #[inline(always)]
+    fn in_order<S: Routed, const BATCHED: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], left: usize) {
         for k in 0..left.min(MAX_BATCH) {
             let i = usize::from(self.left[k]);
             let (Some(step), Some(&desc)) = (steps.get_mut(i), descs.get(i)) else { continue };
             let Some((l3, v4, port)) = step.routed() else { continue };
             let i = i % MAX_BATCH;
-            let l = &self.lean[i];
-            if l.valid {
-                let (flow, hash, probe, len) = (l.flow, l.hash, l.probe, l.len);
-                self.lookup(i, step, &flow, hash, Some(probe), len, pool, desc, l3);
+            let flow = if BATCHED {
+                let l = &self.lean[i];
+                l.valid.then_some((l.flow, l.hash, Some(l.probe), l.len))
             } else {
-                let r = self.by_key_cold(pool.frame(desc), l3, v4, port, i, false);
-                self.record(i, step, r);
+                lean(pool.frame(desc), l3, v4, &mut self.tcp[i]).map(|(flow, len)| (flow, self.fw.state_table().hash_v4(&flow), None, len))
+            };
+            match flow {
+                Some((flow, hash, probe, len)) => self.lookup(i, step, &flow, hash, probe, len, pool, desc, l3),
+                None => {
+                    let r = self.by_key_cold(pool.frame(desc), l3, v4, port, i, false);
+                    self.record(i, step, r);
+                }
             }
         }
     }
@@ -271,6 +278,64 @@ impl FilterStage {
     fn by_key_cold(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, missed: bool) -> Result<bool, DropReason> {
         self.by_key(frame, l3, v4, port, i, missed)
     }
+}
+
+/// What the quick loop does with a packet.
+enum Quick {
+    /// A quick hit: it passes, stateful.
+    Hit,
+    /// Left to the general lookup.
+    Leave,
+    /// Left, with every later packet of the batch (see [`leave_the_rest`]).
+    LeaveTheRest,
+}
+
+impl Quick {
+    /// A hit, else for a UDP packet the quick loop could not read (`odd_udp`) the rest of the
+    /// batch, else this packet alone.
+    #[inline(always)]
+    fn of(hit: bool, odd_udp: bool) -> Quick {
+        match (hit, odd_udp) {
+            (true, _) => Quick::Hit,
+            (false, true) => Quick::LeaveTheRest,
+            (false, false) => Quick::Leave,
+        }
+    }
+}
+
+/// Notes the quick loop's outcome `q` for packet `i` of `n`: marks a hit stateful, or lists
+/// what it leaves in `list` (`left` of them so far). `false`: the loop stops there.
+#[inline(always)]
+fn note(q: Quick, i: usize, n: usize, stateful: &mut [bool; MAX_BATCH], list: &mut [u16; MAX_BATCH], left: &mut usize) -> bool {
+    match q {
+        Quick::Hit => stateful[i % MAX_BATCH] = true,
+        Quick::Leave => {
+            list[*left % MAX_BATCH] = i as u16;
+            *left += 1;
+        }
+        Quick::LeaveTheRest => {
+            *left = leave_the_rest(list, *left, i, n);
+            return false;
+        }
+    }
+    true
+}
+
+/// Lists packets `from..n` of the batch after the `left` already listed; returns the new
+/// count. The quick loop's way out (or the whole batch, with the quick loop off). For an
+/// IPv4 UDP packet the quick loop cannot read (IP options, a fragment, an odd
+/// UDP length): its full key may name a UDP state the quick loop takes packets for, and the
+/// general lookup of it may change that state (its pseudo-states), which would change
+/// whether later packets of the flow are quick hits. So it and every later packet of the
+/// batch go to the general lookup, in order (rare: the fast path assumes plain headers).
+#[cold]
+fn leave_the_rest(list: &mut [u16; MAX_BATCH], left: usize, from: usize, n: usize) -> usize {
+    let mut left = left;
+    for i in from..n.min(MAX_BATCH) {
+        list[left % MAX_BATCH] = i as u16;
+        left += 1;
+    }
+    left
 }
 
 /// [`Firewall::icmp_error`] for an ICMP error (its `key`), out of line (rare).
