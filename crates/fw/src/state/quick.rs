@@ -15,7 +15,9 @@
 //! and when it leaves a packet whose state it found, it clears that state's steady bits, so
 //! that every later packet of the flow in the batch is left to the general path too, in
 //! order. The general path cannot remove or change a live UDP state of another flow (it only
-//! removes dead states and TCP states).
+//! removes dead states and TCP states). The caller must leave, with everything after it, any
+//! packet whose full key could name a UDP state but that it does not give to the quick loop
+//! (the data plane: an IPv4 UDP packet with IP options, a fragment, an odd UDP length).
 
 use super::{EMPTY, Entry, F_INIT_B, FlowV4, StateTable, Tmo, pseudo_states};
 use crate::state::flow::FlowHasher;
