@@ -10,7 +10,9 @@
 //!
 //! Pinning on the 2-CPU machine: the DUT owns CPU 1 (linerate's worker is pinned there; for
 //! the kernel DUT, RPS on lrd0 steers forwarding softirqs there); the generator and the
-//! receiver share CPU 0 (RPS on lrr0 keeps receive processing there too). linerate's AF_XDP
+//! receiver share CPU 0 (RPS on lrr0 keeps receive processing there too). The receiver
+//! counts in the kernel (`rcv --backend xdp-sink`: an XDP program counts and drops) and only
+//! reads the counters, so CPU 0 goes to the generator. linerate's AF_XDP
 //! sets use generic XDP by default: on veth, native XDP runs in the sender's softirq, which
 //! would hand part of the DUT's work to the generator's CPU.
 
@@ -151,7 +153,8 @@ impl LabEnv {
 
     fn spawn_rcv(&self, seconds: u32) -> Result<Child, LabError> {
         let mut cmd = self.rcv.command(self.bin.to_str().unwrap_or("linerate"));
-        cmd.args(["rcv", "-i", "lrr0", "--json", "--cpu", &GEN_CPU.to_string(), "-t", &seconds.to_string()]);
+        // Counted in the kernel (XDP), so that the receiver leaves CPU 0 to the generator.
+        cmd.args(["rcv", "-i", "lrr0", "--backend", "xdp-sink", "--json", "--cpu", &GEN_CPU.to_string(), "-t", &seconds.to_string()]);
         Ok(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?)
     }
 

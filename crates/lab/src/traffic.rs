@@ -1,6 +1,7 @@
 //! The lab's traffic tools: a generator in the spirit of netmap's pkt-gen (`linerate gen`) and
 //! a receiver that counts what arrives per second (`linerate rcv`). Both run on real
-//! interfaces through linerate's own ports (AF_PACKET or AF_XDP).
+//! interfaces through linerate's own ports (AF_PACKET or AF_XDP); the receiver can also
+//! leave the counting to an XDP program in the kernel (`--backend xdp-sink`, the lab's).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -14,6 +15,9 @@ use io::{Batch, FramePool, RxPort, TxPort};
 pub enum Backend {
     AfPacket,
     AfXdp,
+    /// Receiver only: an XDP program counts the frames in the kernel and drops them
+    /// ([`io::xdp::sink`]); the receiving process only reads the counters.
+    XdpSink,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +36,7 @@ fn open(iface: &str, backend: Backend, pool: &mut FramePool) -> Result<(AnyRx, A
     let res = match backend {
         Backend::AfPacket => opener.open_packet(iface, 0).map_err(|e| e.to_string()),
         Backend::AfXdp => opener.open_xdp(pool, iface, 0).map_err(|e| e.to_string()),
+        Backend::XdpSink => Err("the xdp-sink backend only receives (linerate rcv)".to_string()),
     };
     let (rx, tx, _) = res.map_err(|e| TrafficError::Open(format!("{iface}: {e}")))?;
     Ok((rx, tx))
@@ -136,6 +141,9 @@ pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize,
 /// Counts frames arriving on `iface` until `duration` passes or `stop` is set.
 pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: Option<usize>, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
     pin(cpu)?;
+    if backend == Backend::XdpSink {
+        return receive_in_kernel(iface, duration, stop, on_second);
+    }
     let mut pool = FramePool::new(8192);
     let (mut rx, _tx) = open(iface, backend, &mut pool)?;
     let mut batch = Batch::new();
@@ -161,6 +169,22 @@ pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: O
     };
     let dropped = rx.stats().rx_dropped + kernel_drops;
     Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed() })
+}
+
+/// [`receive`] with the counting done in the kernel by an XDP program: this thread reads the
+/// counters once a millisecond and sleeps in between, leaving its CPU to whatever shares it
+/// (in the lab, the generator). Nothing is dropped before the count: the program sees every
+/// frame that reaches the interface.
+fn receive_in_kernel(iface: &str, duration: Option<Duration>, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+    let sink = io::xdp::sink::CountingSink::attach(iface).map_err(|e| TrafficError::Open(format!("{iface}: cannot attach the counting XDP program: {e}")))?;
+    let read = || sink.counts().map_err(|e| TrafficError::Open(format!("{iface}: cannot read the XDP counters: {e}")));
+    let mut secs = Seconds::new(on_second);
+    while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| secs.start.elapsed() < d) {
+        secs.tick(read()?.0);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (packets, bytes) = read()?;
+    Ok(Report { packets, bytes, dropped: 0, per_second: secs.per_second, elapsed: secs.start.elapsed() })
 }
 
 /// The lab's measure of a run: the median of the per-second rates, leaving out the first and

@@ -11,6 +11,8 @@ use wire::MacAddr;
 enum BackendArg {
     AfPacket,
     AfXdp,
+    /// rcv only: count in the kernel with an XDP program and drop.
+    XdpSink,
 }
 
 impl From<BackendArg> for Backend {
@@ -18,6 +20,7 @@ impl From<BackendArg> for Backend {
         match b {
             BackendArg::AfPacket => Backend::AfPacket,
             BackendArg::AfXdp => Backend::AfXdp,
+            BackendArg::XdpSink => Backend::XdpSink,
         }
     }
 }

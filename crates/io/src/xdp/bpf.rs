@@ -41,10 +41,14 @@ pub const R4: u8 = 4;
 pub const R6: u8 = 6;
 pub const R7: u8 = 7;
 pub const R8: u8 = 8;
+/// The read-only frame pointer (the program's 512-byte stack ends there).
+pub const R10: u8 = 10;
 
 // Opcode classes/fields from linux/bpf_common.h and linux/bpf.h.
 const LD: u8 = 0x00;
 const LDX: u8 = 0x01;
+const ST: u8 = 0x02;
+const STX: u8 = 0x03;
 const ALU: u8 = 0x04;
 const JMP: u8 = 0x05;
 const ALU64: u8 = 0x07;
@@ -59,6 +63,7 @@ const MEM: u8 = 0x60;
 const K: u8 = 0x00;
 const X: u8 = 0x08;
 const ADD: u8 = 0x00;
+const SUB: u8 = 0x10;
 const LSH: u8 = 0x60;
 const RSH: u8 = 0x70;
 const AND: u8 = 0x50;
@@ -80,6 +85,26 @@ impl Insn {
     /// dst = *(u32 *)(src + off)
     pub const fn ldx_w(dst: u8, src: u8, off: i16) -> Self {
         Self::new(LDX | MEM | W, dst, src, off, 0)
+    }
+    /// dst = *(u64 *)(src + off)
+    pub const fn ldx_dw(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(LDX | MEM | DW, dst, src, off, 0)
+    }
+    /// *(u64 *)(dst + off) = src
+    pub const fn stx_dw(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(STX | MEM | DW, dst, src, off, 0)
+    }
+    /// *(u32 *)(dst + off) = imm
+    pub const fn st_w(dst: u8, off: i16, imm: i32) -> Self {
+        Self::new(ST | MEM | W, dst, 0, off, imm)
+    }
+    /// dst += src (64-bit)
+    pub const fn add_reg(dst: u8, src: u8) -> Self {
+        Self::new(ALU64 | ADD | X, dst, src, 0, 0)
+    }
+    /// dst -= src (64-bit)
+    pub const fn sub_reg(dst: u8, src: u8) -> Self {
+        Self::new(ALU64 | SUB | X, dst, src, 0, 0)
     }
     /// dst = *(u16 *)(src + off)
     pub const fn ldx_h(dst: u8, src: u8, off: i16) -> Self {
@@ -227,7 +252,7 @@ pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
     p
 }
 
-fn obj_name(name: &str) -> [u8; 16] {
+pub(super) fn obj_name(name: &str) -> [u8; 16] {
     let mut out = [0u8; 16];
     let n = name.len().min(15);
     out[..n].copy_from_slice(&name.as_bytes()[..n]);
@@ -236,15 +261,15 @@ fn obj_name(name: &str) -> [u8; 16] {
 
 #[repr(C)]
 #[derive(Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
+pub(super) struct MapCreateAttr {
+    pub map_type: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub map_flags: u32,
+    pub inner_map_fd: u32,
+    pub numa_node: u32,
+    pub map_name: [u8; 16],
 }
 
 /// Creates an XSKMAP of `MAX_QUEUES` entries (queue index -> socket).
@@ -262,12 +287,12 @@ pub fn create_xskmap() -> io::Result<OwnedFd> {
 
 #[repr(C)]
 #[derive(Default)]
-struct MapElemAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
+pub(super) struct MapElemAttr {
+    pub map_fd: u32,
+    pub _pad: u32,
+    pub key: u64,
+    pub value: u64,
+    pub flags: u64,
 }
 
 /// Points XSKMAP entry `queue` at socket `sock`.

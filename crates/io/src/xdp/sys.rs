@@ -94,6 +94,7 @@ pub struct XdpStatistics {
 
 // --- linux/bpf.h ---
 pub const BPF_MAP_CREATE: libc::c_int = 0;
+pub const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 pub const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 pub const BPF_PROG_LOAD: libc::c_int = 5;
 pub const BPF_PROG_TEST_RUN: libc::c_int = 10;
@@ -101,6 +102,7 @@ pub const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
 pub const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 pub const BPF_LINK_CREATE: libc::c_int = 28;
 
+pub const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 pub const BPF_PROG_TYPE_XDP: u32 = 6;
