@@ -342,6 +342,34 @@ fn pseudo_states(states: &mut [u8; 2], from_init: bool) -> bool {
     src == pseudo_state::MULTIPLE && dst == pseudo_state::MULTIPLE
 }
 
+/// The home word of hash `h` in an index of `len` words: multiply-shift range reduction of
+/// the hash's top 32 bits.
+#[inline(always)]
+fn home_of(h: u64, len: usize) -> usize {
+    (((h >> 32) * len as u64) >> 32) as usize
+}
+
+/// The slot of IPv4 flow `f` (hash `h`): probes `index` from word `i` until the flow's word,
+/// or `None` at the first empty word. The probe of [`StateTable::lookup_v4`] and of the quick
+/// lookups ([`QuickHits`]).
+#[inline(always)]
+fn find_v4(index: &[u64], slots: &[Entry], id_mask: u64, f: &FlowV4, h: u64, mut i: usize) -> Option<usize> {
+    let n = index.len();
+    loop {
+        let w = *index.get(i)?;
+        if w == EMPTY {
+            return None;
+        }
+        if (w ^ h) & !id_mask == 0 {
+            let id = ((w & id_mask) as usize).wrapping_sub(1);
+            if slots.get(id).is_some_and(|e| e.key.is(f)) {
+                return Some(id);
+            }
+        }
+        i = if i + 1 == n { 0 } else { i + 1 };
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
     Tcp,
@@ -520,7 +548,7 @@ impl StateTable {
 
     #[inline]
     fn home(&self, h: u64) -> usize {
-        (((h >> 32) * self.index.len() as u64) >> 32) as usize
+        home_of(h, self.index.len())
     }
 
     #[inline]
@@ -627,30 +655,19 @@ impl StateTable {
     /// inlines it kept spilling registers otherwise.
     #[inline(always)]
     pub fn lookup_v4(&mut self, f: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
-        let mask = self.id_mask;
         // From where the prefetch pass's probe stopped, else from the home bucket.
-        let mut i = match probe {
+        let start = match probe {
             Some(p) => p as usize,
             None => self.home(h),
         };
-        let id = loop {
-            let w = *self.index.get(i)?;
-            if w == EMPTY {
-                if probe.is_none() {
-                    self.counters.misses += 1;
-                    return None;
-                }
-                // From the hint, the flow may still be between its home and the hint (moved
-                // there by a deletion since the probe): the slow path probes from home.
-                return self.lookup_v4_slow(f, h, tcp, now);
+        let Some(id) = find_v4(&self.index, &self.slots, self.id_mask, f, h, start) else {
+            if probe.is_none() {
+                self.counters.misses += 1;
+                return None;
             }
-            if (w ^ h) & !mask == 0 {
-                let id = ((w & mask) as usize).wrapping_sub(1);
-                if self.slots.get(id).is_some_and(|e| e.key.is(f)) {
-                    break id;
-                }
-            }
-            i = self.next(i);
+            // From the hint, the flow may still be between its home and the hint (moved there
+            // by a deletion since the probe): the slow path probes from home.
+            return self.lookup_v4_slow(f, h, tcp, now);
         };
         let e = self.slots.get_mut(id)?;
         if e.expire <= now || f.proto() != proto::UDP {

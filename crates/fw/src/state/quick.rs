@@ -19,7 +19,7 @@
 //! packet whose full key could name a UDP state but that it does not give to the quick loop
 //! (the data plane: an IPv4 UDP packet with IP options, a fragment, an odd UDP length).
 
-use super::{EMPTY, Entry, F_INIT_B, FlowV4, StateTable, Tmo, pseudo_states};
+use super::{Entry, F_INIT_B, FlowV4, StateTable, Tmo, find_v4, home_of, pseudo_states};
 use crate::state::flow::FlowHasher;
 
 /// A UDP packet from endpoint A (resp. B) of the key changes nothing but the deadline.
@@ -85,29 +85,15 @@ impl QuickHits<'_> {
     #[inline(always)]
     pub fn udp_v4(&mut self, f: &FlowV4) -> Option<u32> {
         let h = self.hasher.hash_v4(f);
-        let home = (((h >> 32) * self.index.len() as u64) >> 32) as usize;
-        self.udp_v4_from(f, h, home)
+        self.udp_v4_from(f, h, home_of(h, self.index.len()))
     }
 
     /// [`udp_v4`](Self::udp_v4) for a flow of hash `h` ([`StateTable::hash_v4`]), probing
     /// from index word `i`: its home, or where [`StateTable::probe`] stopped on the same
     /// table (nothing the quick loop does moves index words).
     #[inline(always)]
-    pub fn udp_v4_from(&mut self, f: &FlowV4, h: u64, mut i: usize) -> Option<u32> {
-        let n = self.index.len();
-        let id = loop {
-            let w = *self.index.get(i)?;
-            if w == EMPTY {
-                return None;
-            }
-            if (w ^ h) & !self.id_mask == 0 {
-                let id = ((w & self.id_mask) as usize).wrapping_sub(1);
-                if self.slots.get(id).is_some_and(|e| e.key.is(f)) {
-                    break id;
-                }
-            }
-            i = if i + 1 == n { 0 } else { i + 1 };
-        };
+    pub fn udp_v4_from(&mut self, f: &FlowV4, h: u64, i: usize) -> Option<u32> {
+        let id = find_v4(self.index, self.slots, self.id_mask, f, h, i)?;
         let e = self.slots.get_mut(id)?;
         let steady = if f.from_a() { F_STEADY_A } else { F_STEADY_B };
         if e.expire <= self.now || e.flags & steady == 0 {
