@@ -2,13 +2,16 @@
 //!
 //! An AF_PACKET socket receives a copy of each frame; the kernel then goes on with the
 //! original (IP input, a route lookup, an ICMP error since its forwarding is off) on the same
-//! CPU as linerate's worker: on veth that was 40% of the DUT's time. netfilter's netdev
-//! ingress hook runs after the packet taps (`__netif_receive_skb_core`: taps, then tc
-//! ingress, then nf ingress), so a rule there drops the kernel's copy after linerate has its
-//! own. Packets addressed to the router itself, multicast, broadcast and IPv6 link-local
-//! traffic still reach the kernel (ping, ssh, NDP keep working); ARP is untouched.
-//! With the host stack on, the kernel gets what is for it through linerate's TAPs instead,
-//! so its copy of every frame on the interface is dropped.
+//! CPU as linerate's worker: on veth that was 40% of the DUT's time. tc ingress and
+//! netfilter's netdev ingress hook run after the packet taps (`__netif_receive_skb_core`:
+//! taps, then tc ingress, then nf ingress), so a program or rule there drops the kernel's
+//! copy after linerate has its own. Packets addressed to the router itself, multicast,
+//! broadcast and IPv6 link-local traffic still reach the kernel (ping, ssh, NDP keep
+//! working); ARP is untouched. With the host stack on, the kernel gets what is for it through
+//! linerate's TAPs instead, so its copy of every frame on the interface is dropped.
+//!
+//! The drop is a tc program (`io::xdp::kernel_copy`, tcx, Linux 6.6); on older kernels, the
+//! same rules as an nftables netdev table, whose set lookups cost more per frame.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -17,8 +20,15 @@ use std::process::{Command, Stdio};
 /// The nftables table linerate owns in its namespace.
 const TABLE: &str = "linerate_bypass";
 
-/// An installed bypass; removes its table when dropped.
-pub struct KernelBypass;
+/// An installed bypass; detaches its programs or removes its table when dropped.
+pub enum KernelBypass {
+    /// Held for its drop, which detaches the programs.
+    Tc { _programs: io::xdp::kernel_copy::KernelCopyDrop },
+    Nftables(NftTable),
+}
+
+/// linerate's nftables table, removed on drop.
+pub struct NftTable;
 
 /// The ruleset for `ifaces`: (name, the router's addresses on it); `everything`: drop every
 /// frame (host stack on TAPs).
@@ -55,15 +65,28 @@ fn nft(script: &str) -> Result<(), String> {
 }
 
 impl KernelBypass {
-    /// Installs the table (replacing a stale one left by a crashed linerate).
+    /// Attaches the tc programs or, if the kernel cannot, installs the nftables table
+    /// (replacing a stale one left by a crashed linerate). A stale table is removed either way.
     pub fn install(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> Result<KernelBypass, String> {
         let _ = nft(&format!("delete table netdev {TABLE}\n"));
-        nft(&ruleset(ifaces, everything))?;
-        Ok(KernelBypass)
+        let tc_error = match io::xdp::kernel_copy::KernelCopyDrop::attach(ifaces, everything) {
+            Ok(tc) => return Ok(KernelBypass::Tc { _programs: tc }),
+            Err(e) => e,
+        };
+        nft(&ruleset(ifaces, everything)).map_err(|e| format!("tc: {tc_error}; nftables: {e}"))?;
+        Ok(KernelBypass::Nftables(NftTable))
+    }
+
+    /// What drops the kernel's copies, for the start-up log.
+    pub fn describe(&self) -> String {
+        match self {
+            KernelBypass::Tc { .. } => format!("a tc ingress program ({})", io::xdp::kernel_copy::PROG_NAME),
+            KernelBypass::Nftables(_) => format!("nftables table netdev {TABLE}"),
+        }
     }
 }
 
-impl Drop for KernelBypass {
+impl Drop for NftTable {
     fn drop(&mut self) {
         let _ = nft(&format!("delete table netdev {TABLE}\n"));
     }

@@ -134,7 +134,10 @@ pub fn main(args: RunArgs) -> Result<()> {
         None
     } else {
         match crate::kernel_bypass::KernelBypass::install(&bypass_ifaces, cfg.router.host_stack) {
-            Ok(b) => Some(b),
+            Ok(b) => {
+                eprintln!("linerate: the kernel's copies of forwarded frames are dropped by {}", b.describe());
+                Some(b)
+            }
             Err(e) => {
                 eprintln!("linerate: warning: cannot keep the kernel from processing forwarded frames ({e}); it will also route every frame linerate forwards, halving throughput");
                 None

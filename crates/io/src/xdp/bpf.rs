@@ -51,6 +51,7 @@ const ST: u8 = 0x02;
 const STX: u8 = 0x03;
 const ALU: u8 = 0x04;
 const JMP: u8 = 0x05;
+const JMP32: u8 = 0x06;
 const ALU64: u8 = 0x07;
 const W: u8 = 0x00;
 const H: u8 = 0x08;
@@ -182,6 +183,18 @@ impl Insn {
     pub const fn mov32_imm(dst: u8, imm: i32) -> Self {
         Self::new(ALU | MOV | K, dst, 0, 0, imm)
     }
+    /// dst = *(u8 *)(src + off)
+    pub const fn ldx_b(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(LDX | MEM | B, dst, src, off, 0)
+    }
+    /// if (u32)dst == (u32)imm goto +off
+    pub const fn jeq32_imm(dst: u8, imm: u32, off: i16) -> Self {
+        Self::new(JMP32 | JEQ | K, dst, 0, off, imm as i32)
+    }
+    /// if (u32)dst != (u32)imm goto +off
+    pub const fn jne32_imm(dst: u8, imm: u32, off: i16) -> Self {
+        Self::new(JMP32 | 0x50 | K, dst, 0, off, imm as i32)
+    }
     /// if dst & imm goto +off
     pub const fn jset_imm(dst: u8, imm: i32, off: i16) -> Self {
         Self::new(JMP | JSET | K, dst, 0, off, imm)
@@ -193,6 +206,10 @@ impl Insn {
     /// goto +off
     pub const fn ja(off: i16) -> Self {
         Self::new(JMP | JA, 0, 0, off, 0)
+    }
+    /// The opcode (for tests).
+    pub const fn code(&self) -> u8 {
+        self.code
     }
     /// The jump offset field (for tests and for patching forward jumps).
     pub const fn off(&self) -> i16 {
@@ -337,6 +354,11 @@ pub fn load_xdp(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
     load(sys::BPF_PROG_TYPE_XDP, sys::BPF_XDP, insns, name)
 }
 
+/// Loads `insns` as a traffic-control classifier (`BPF_PROG_TYPE_SCHED_CLS`, for tcx).
+pub fn load_sched_cls(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
+    load(sys::BPF_PROG_TYPE_SCHED_CLS, 0, insns, name)
+}
+
 /// Loads `insns` as a socket filter (also the program type of an AF_PACKET fanout program).
 pub fn load_socket_filter(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
     load(sys::BPF_PROG_TYPE_SOCKET_FILTER, 0, insns, name)
@@ -413,6 +435,13 @@ struct LinkCreateAttr {
 /// (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`). Closing the link fd detaches it.
 pub fn link_xdp(prog: RawFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
     let mut attr = LinkCreateAttr { prog_fd: prog as u32, target_ifindex: ifindex, attach_type: sys::BPF_XDP, flags };
+    sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
+}
+
+/// Attaches tc program `prog` to the ingress of `ifindex` as a tcx bpf_link (Linux 6.6,
+/// `BPF_TCX_INGRESS`), after any program already there. Closing the link fd detaches it.
+pub fn link_tcx_ingress(prog: RawFd, ifindex: u32) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr { prog_fd: prog as u32, target_ifindex: ifindex, attach_type: sys::BPF_TCX_INGRESS, flags: 0 };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
 }
 

@@ -16,6 +16,7 @@ mod attach;
 pub mod bpf;
 mod netlink;
 pub mod ring;
+pub mod kernel_copy;
 pub mod sink;
 mod socket;
 mod sys;
