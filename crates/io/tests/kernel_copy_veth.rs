@@ -50,10 +50,8 @@ fn the_kernel_sees_only_frames_for_the_router() {
     need_root!();
     let ns = veth_ns("lrk", "copy");
     ip(&["-n", ns.name(), "addr", "add", "10.77.0.1/24", "dev", "lrk1"]).unwrap();
-    let mac_text = ip(&["-n", ns.name(), "-br", "link", "show", "lrk1"]).unwrap();
-    let mac_field = mac_text.split_whitespace().nth(2).unwrap().to_owned();
-    let mac: Vec<u8> = mac_field.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
-    let mac: [u8; 6] = mac.try_into().unwrap();
+    let mac = [2, 0, 0, 0, 0x77, 2];
+    ip(&["-n", ns.name(), "link", "set", "lrk1", "address", "02:00:00:00:77:02"]).unwrap();
     ns.run(|| {
         let mut tx = afpacket::open_tx("lrk0", &PacketConfig::default()).unwrap();
         let mut pool = FramePool::new(256);

@@ -18,7 +18,7 @@
 use std::os::fd::OwnedFd;
 
 use crate::rss::KEY_LEN;
-use crate::xdp::bpf::{self, Insn, LoadError, R0, R1, R6, R7, R8};
+use crate::xdp::bpf::{self, Fixups, Insn, LoadError, R0, R1, R6, R7, R8};
 
 /// Name of the loaded program.
 pub const PROG_NAME: &str = "lr_rss";
@@ -59,26 +59,11 @@ fn unless_tcp_udp(p: &mut Vec<Insn>, done: &mut Fixups, at: i32) {
     done.jump(p, Insn::ja(0));
 }
 
-/// Jumps whose target (the final `done`) is known only at the end.
-struct Fixups(Vec<usize>);
-
-impl Fixups {
-    fn jump(&mut self, p: &mut Vec<Insn>, insn: Insn) {
-        self.0.push(p.len());
-        p.push(insn);
-    }
-    fn land(self, p: &mut [Insn], target: usize) {
-        for at in self.0 {
-            p[at].set_off((target - at - 1) as i16);
-        }
-    }
-}
-
 /// The fanout program for `key`.
 pub fn program(key: &[u8; KEY_LEN]) -> Vec<Insn> {
     let mut p = vec![Insn::mov_reg(R6, R1), Insn::mov32_imm(R7, 0), Insn::ld_abs_b(0), Insn::rsh32_imm(R0, 4)];
-    let mut done = Fixups(Vec::new());
-    let mut v6 = Fixups(Vec::new());
+    let mut done = Fixups::default();
+    let mut v6 = Fixups::default();
     p.push(Insn::jeq_imm(R0, 4, 2)); // -> v4, past the next two
     v6.jump(&mut p, Insn::jeq_imm(R0, 6, 0));
     done.jump(&mut p, Insn::ja(0)); // neither: member 0
@@ -92,13 +77,11 @@ pub fn program(key: &[u8; KEY_LEN]) -> Vec<Insn> {
     hash_bytes(&mut p, key, (0..4).map(|j| Insn::ld_ind_b(R8, j)), 64);
     done.jump(&mut p, Insn::ja(0));
     // IPv6: addresses at 8..40, ports right after the header for TCP/UDP.
-    let v6_at = p.len();
-    v6.land(&mut p, v6_at);
+    v6.land(&mut p);
     hash_bytes(&mut p, key, (8..40).map(Insn::ld_abs_b), 0);
     unless_tcp_udp(&mut p, &mut done, 6);
     hash_bytes(&mut p, key, (40..44).map(Insn::ld_abs_b), 256);
-    let done_at = p.len();
-    done.land(&mut p, done_at);
+    done.land(&mut p);
     p.extend([Insn::mov32_reg(R0, R7), Insn::and32_imm(R0, (crate::rss::DEFAULT_TABLE_LEN - 1) as i32), Insn::exit()]);
     p
 }

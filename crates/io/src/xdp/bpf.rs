@@ -221,6 +221,25 @@ impl Insn {
     }
 }
 
+/// Forward jumps to one place of a program being assembled, whose position is known only
+/// once the code before it is: [`jump`](Self::jump) emits a jump there (its offset is set
+/// later), [`land`](Self::land) makes the current end of the program that place.
+#[derive(Default)]
+pub(crate) struct Fixups(Vec<usize>);
+
+impl Fixups {
+    pub(crate) fn jump(&mut self, p: &mut Vec<Insn>, insn: Insn) {
+        self.0.push(p.len());
+        p.push(insn);
+    }
+    pub(crate) fn land(self, p: &mut [Insn]) {
+        let target = p.len();
+        for at in self.0 {
+            p[at].set_off((target - at - 1) as i16);
+        }
+    }
+}
+
 /// The steering program for the XSKMAP `map_fd`:
 ///
 /// ```text
@@ -515,8 +534,7 @@ mod tests {
 
     #[test]
     fn rejected_program_comes_with_the_verifier_log() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::netdev::is_root() {
             eprintln!("skipped: needs root");
             return;
         }

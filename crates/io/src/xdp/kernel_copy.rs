@@ -20,7 +20,7 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::bpf::{self, Insn, R0, R1, R2, R3, R4, R6, R7};
+use super::bpf::{self, Fixups, Insn, R0, R1, R2, R3, R4, R6, R7};
 use super::sys;
 
 /// BPF object name of the program.
@@ -35,39 +35,6 @@ const SKB_DATA_END: i16 = 80;
 const ETHERTYPE: i16 = 12;
 const V4_DST: i16 = 14 + 16;
 const V6_DST: i16 = 14 + 24;
-
-/// Forward jumps to labels, patched once the labels are placed.
-#[derive(Default)]
-struct Asm {
-    insns: Vec<Insn>,
-    labels: Vec<Option<usize>>,
-    fixups: Vec<(usize, usize)>,
-}
-
-impl Asm {
-    fn label(&mut self) -> usize {
-        self.labels.push(None);
-        self.labels.len() - 1
-    }
-    fn place(&mut self, label: usize) {
-        self.labels[label] = Some(self.insns.len());
-    }
-    fn emit(&mut self, insns: &[Insn]) {
-        self.insns.extend_from_slice(insns);
-    }
-    /// A jump instruction (its offset is replaced) to `label`.
-    fn jump(&mut self, insn: Insn, label: usize) {
-        self.fixups.push((self.insns.len(), label));
-        self.insns.push(insn);
-    }
-    fn finish(mut self) -> Vec<Insn> {
-        for (at, label) in self.fixups {
-            let target = self.labels[label].expect("every label is placed");
-            self.insns[at].set_off((target - at - 1) as i16);
-        }
-        self.insns
-    }
-}
 
 /// The program for an interface whose router addresses are `addrs`:
 ///
@@ -97,57 +64,56 @@ pub fn program(addrs: &[IpAddr], everything: bool) -> Vec<Insn> {
     if everything {
         return vec![Insn::mov_imm(R0, TC_ACT_SHOT), Insn::exit()];
     }
-    let mut a = Asm::default();
-    let (pass, drop, v6, own) = (a.label(), a.label(), a.label(), a.label());
-    a.emit(&[Insn::ldx_w(R2, R1, SKB_DATA), Insn::ldx_w(R3, R1, SKB_DATA_END)]);
-    let room = |a: &mut Asm, bytes: i32| {
-        a.emit(&[Insn::mov_reg(R4, R2), Insn::add_imm(R4, bytes)]);
-        a.jump(Insn::jgt_reg(R4, R3, 0), pass);
+    let (mut pass, mut drop, mut v6, mut own) = (Fixups::default(), Fixups::default(), Fixups::default(), Fixups::default());
+    let mut p = vec![Insn::ldx_w(R2, R1, SKB_DATA), Insn::ldx_w(R3, R1, SKB_DATA_END)];
+    let room = |p: &mut Vec<Insn>, pass: &mut Fixups, bytes: i32| {
+        p.extend([Insn::mov_reg(R4, R2), Insn::add_imm(R4, bytes)]);
+        pass.jump(p, Insn::jgt_reg(R4, R3, 0));
     };
-    room(&mut a, 14);
-    a.emit(&[Insn::ldx_h(R4, R2, ETHERTYPE), Insn::be16(R4)]);
-    a.jump(Insn::jeq_imm(R4, 0x86dd, 0), v6);
-    a.jump(Insn::jne_imm(R4, 0x0800, 0), pass);
+    room(&mut p, &mut pass, 14);
+    p.extend([Insn::ldx_h(R4, R2, ETHERTYPE), Insn::be16(R4)]);
+    v6.jump(&mut p, Insn::jeq_imm(R4, 0x86dd, 0));
+    pass.jump(&mut p, Insn::jne_imm(R4, 0x0800, 0));
 
-    room(&mut a, i32::from(V4_DST) + 4);
-    a.emit(&[Insn::ldx_b(R4, R2, V4_DST), Insn::and32_imm(R4, 0xf0)]);
-    a.jump(Insn::jeq_imm(R4, 0xe0, 0), pass);
-    a.emit(&[Insn::ldx_w(R4, R2, V4_DST)]);
-    a.jump(Insn::jeq32_imm(R4, u32::MAX, 0), pass);
+    room(&mut p, &mut pass, i32::from(V4_DST) + 4);
+    p.extend([Insn::ldx_b(R4, R2, V4_DST), Insn::and32_imm(R4, 0xf0)]);
+    pass.jump(&mut p, Insn::jeq_imm(R4, 0xe0, 0));
+    p.push(Insn::ldx_w(R4, R2, V4_DST));
+    pass.jump(&mut p, Insn::jeq32_imm(R4, u32::MAX, 0));
     for addr in addrs {
         if let IpAddr::V4(v4) = addr {
-            a.jump(Insn::jeq32_imm(R4, u32::from_ne_bytes(v4.octets()), 0), pass);
+            pass.jump(&mut p, Insn::jeq32_imm(R4, u32::from_ne_bytes(v4.octets()), 0));
         }
     }
-    a.jump(Insn::ja(0), drop);
+    drop.jump(&mut p, Insn::ja(0));
 
-    a.place(v6);
-    room(&mut a, i32::from(V6_DST) + 16);
-    a.emit(&[Insn::ldx_b(R4, R2, V6_DST)]);
-    a.jump(Insn::jeq_imm(R4, 0xff, 0), pass);
-    a.jump(Insn::jne_imm(R4, 0xfe, 0), own);
-    a.emit(&[Insn::ldx_b(R4, R2, V6_DST + 1), Insn::and32_imm(R4, 0xc0)]);
-    a.jump(Insn::jeq_imm(R4, 0x80, 0), pass);
-    a.place(own);
+    v6.land(&mut p);
+    room(&mut p, &mut pass, i32::from(V6_DST) + 16);
+    p.push(Insn::ldx_b(R4, R2, V6_DST));
+    pass.jump(&mut p, Insn::jeq_imm(R4, 0xff, 0));
+    own.jump(&mut p, Insn::jne_imm(R4, 0xfe, 0));
+    p.extend([Insn::ldx_b(R4, R2, V6_DST + 1), Insn::and32_imm(R4, 0xc0)]);
+    pass.jump(&mut p, Insn::jeq_imm(R4, 0x80, 0));
+    own.land(&mut p);
     let regs = [R4, R5, R6, R7];
     for (k, r) in regs.iter().enumerate() {
-        a.emit(&[Insn::ldx_w(*r, R2, V6_DST + 4 * k as i16)]);
+        p.push(Insn::ldx_w(*r, R2, V6_DST + 4 * k as i16));
     }
     for addr in addrs {
         if let IpAddr::V6(v6) = addr {
-            let next = a.label();
+            let mut next = Fixups::default();
             for (r, word) in regs.iter().zip(v6.octets().chunks(4)) {
-                a.jump(Insn::jne32_imm(*r, u32::from_ne_bytes(word.try_into().expect("4 bytes")), 0), next);
+                next.jump(&mut p, Insn::jne32_imm(*r, u32::from_ne_bytes(word.try_into().expect("4 bytes")), 0));
             }
-            a.jump(Insn::ja(0), pass);
-            a.place(next);
+            pass.jump(&mut p, Insn::ja(0));
+            next.land(&mut p);
         }
     }
-    a.place(drop);
-    a.emit(&[Insn::mov_imm(R0, TC_ACT_SHOT), Insn::exit()]);
-    a.place(pass);
-    a.emit(&[Insn::mov_imm(R0, TC_ACT_OK), Insn::exit()]);
-    a.finish()
+    drop.land(&mut p);
+    p.extend([Insn::mov_imm(R0, TC_ACT_SHOT), Insn::exit()]);
+    pass.land(&mut p);
+    p.extend([Insn::mov_imm(R0, TC_ACT_OK), Insn::exit()]);
+    p
 }
 
 /// The programs attached to each interface's tc ingress; detached when dropped.
@@ -219,8 +185,7 @@ mod tests {
     /// verifier proves every read is within the frame.
     #[test]
     fn verdicts() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::netdev::is_root() {
             eprintln!("skipped: needs root");
             return;
         }

@@ -141,8 +141,7 @@ mod tests {
     /// needed).
     #[test]
     fn counts_and_drops() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::netdev::is_root() {
             eprintln!("skipped: needs root");
             return;
         }
