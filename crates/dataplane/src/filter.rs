@@ -33,7 +33,7 @@ use crate::counters::DropReason;
 mod keys;
 mod stage;
 
-pub(crate) use stage::{FilterStage, Routed};
+pub(crate) use stage::{FilterStage, Routed, V4At};
 
 /// State-table slots the incremental expiry sweep examines per batch: enough to keep up with
 /// millions of flows over a timeout of tens of seconds, small enough not to show per batch.

@@ -38,7 +38,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
-use crate::filter::{FilterStage, Firewall, Routed};
+use crate::filter::{FilterStage, Firewall, Routed, V4At};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 
@@ -97,6 +97,9 @@ pub struct Forwarder {
     v4_nh: Box<[Option<NextHop>; MAX_BATCH]>,
     v6_dst: Box<[u128; MAX_BATCH]>,
     v6_nh: Box<[Option<NextHop>; MAX_BATCH]>,
+    /// With a firewall: where each IPv4 packet to route is, by lookup slot (the quick loop's
+    /// list, see [`crate::filter::FilterStage`]).
+    v4_at: Box<[V4At; MAX_BATCH]>,
     filter: Option<FilterStage>,
 }
 
@@ -106,6 +109,7 @@ struct Lookups<'a> {
     n4: usize,
     v6: &'a mut [u128; MAX_BATCH],
     n6: usize,
+    v4_at: &'a mut [V4At; MAX_BATCH],
 }
 
 impl Forwarder {
@@ -124,6 +128,7 @@ impl Forwarder {
             v4_nh: Box::new([None; MAX_BATCH]),
             v6_dst: Box::new([0; MAX_BATCH]),
             v6_nh: Box::new([None; MAX_BATCH]),
+            v4_at: Box::new([V4At::default(); MAX_BATCH]),
             filter: None,
         }
     }
@@ -160,12 +165,13 @@ impl Forwarder {
         let descs = input.as_slice();
         self.counts.rx += descs.len() as u64;
         self.batch_now = None;
-        let (n4, n6) = self.classify(pool, descs);
-        // With a firewall, two extra branches per batch (never per packet); the firewall's
-        // passes are out of line, so the code without one compiles (inlining included) as it
-        // did before the filter stage existed: every hot function keeps a single call site.
+        // With a firewall, three extra branches per batch (never per packet); the firewall's
+        // passes are out of line, and its classify pass (which also lists where the IPv4
+        // packets are) a separate instance, so the code without one compiles (inlining
+        // included) as it did before the filter stage existed.
+        let (n4, n6) = if self.filter.is_some() { self.classify::<true>(pool, descs) } else { self.classify::<false>(pool, descs) };
         if self.filter.is_some() {
-            self.filter_in(pool, descs);
+            self.filter_in(pool, descs, n4, n6);
         }
         if n4 > 0 {
             self.fib.v4.lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
@@ -185,9 +191,9 @@ impl Forwarder {
     /// The filter pass, right after classify (the frames are still in cache): state lookups,
     /// else the `in` rules (see [`crate::filter::FilterStage`]).
     #[inline(never)]
-    fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
+    fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc], n4: usize, n6: usize) {
         if let Some(f) = &mut self.filter {
-            f.filter_in(pool, descs, &mut self.steps[..]);
+            f.filter_in(pool, descs, &mut self.steps[..], &self.v4_at[..n4.min(MAX_BATCH)], n6 == 0);
         }
     }
 
@@ -219,8 +225,9 @@ impl Forwarder {
     }
 
     /// Fills `steps` for every frame; returns how many IPv4 and IPv6 lookups it queued.
-    fn classify(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {
-        let mut lookups = Lookups { v4: &mut self.v4_dst, n4: 0, v6: &mut self.v6_dst, n6: 0 };
+    /// `FW`: also fills `v4_at` for the firewall.
+    fn classify<const FW: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {
+        let mut lookups = Lookups { v4: &mut self.v4_dst, n4: 0, v6: &mut self.v6_dst, n6: 0, v4_at: &mut self.v4_at };
         for d in descs.iter().take(PREFETCH_AHEAD) {
             pool.prefetch(*d);
         }
@@ -228,7 +235,8 @@ impl Forwarder {
             if let Some(&ahead) = descs.get(i + PREFETCH_AHEAD) {
                 pool.prefetch(ahead);
             }
-            *step = classify_frame(pool.frame(desc), desc.port, &self.ports, &mut lookups);
+            let at = FW.then_some(V4At { hdr: desc.addr, at: i as u16 });
+            *step = classify_frame(pool.frame(desc), desc.port, &self.ports, &mut lookups, at);
         }
         (lookups.n4, lookups.n6)
     }
@@ -393,8 +401,10 @@ fn write_l2(pool: &mut FramePool, desc: &mut FrameDesc, l3: usize, out: &OutPort
 }
 
 /// The classify pass for one frame: the checks that need only the frame's bytes.
+/// `at`: where the frame is, to list it in `lookups.v4_at` if it is IPv4 to route (`None`:
+/// list nothing).
 #[inline(always)]
-fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookups) -> Step {
+fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookups, at: Option<V4At>) -> Step {
     // Untagged or single-tagged IPv4/IPv6, the common cases, without the general L2 parse.
     let (ethertype, l3, vid) = match frame.get(12..14) {
         Some(&[0x08, 0x00]) => (EtherType::Ipv4, ETH_LEN, 0),
@@ -426,7 +436,7 @@ fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookup
         return Step::Drop(DropReason::NotForUs);
     }
     match ethertype {
-        EtherType::Ipv4 => classify_ipv4(&frame[l3..], l3, logical, lookups),
+        EtherType::Ipv4 => classify_ipv4(&frame[l3..], l3, logical, lookups, at),
         EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, logical, lookups),
         EtherType::Arp => Step::Local { in_port: logical },
         _ => Step::Drop(DropReason::UnknownEthertype),
@@ -435,7 +445,7 @@ fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookup
 
 /// RFC 1812 5.2.2 validation and 5.3.7 martian filtering of an IPv4 header.
 #[inline(always)]
-fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -> Step {
+fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups, at: Option<V4At>) -> Step {
     let ip = match Ipv4Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -460,6 +470,9 @@ fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -
     // At most MAX_BATCH frames per batch, so the slot always exists.
     let slot = lookups.n4;
     lookups.v4[slot % MAX_BATCH] = dst;
+    if let Some(V4At { hdr, at }) = at {
+        lookups.v4_at[slot % MAX_BATCH] = V4At { hdr: hdr + l3 as u32, at };
+    }
     lookups.n4 += 1;
     Step::V4 { l3: l3 as u16, slot: slot as u16, in_port }
 }

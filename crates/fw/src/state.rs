@@ -58,11 +58,13 @@
 //! * `index`: open addressing with linear probing and backward-shift deletion (no tombstones)
 //!   over `2 * limit` `u64` words (load factor <= 0.5 even when full, so a hit costs ~1.5 probes
 //!   and a miss ~2.5, nearly always in one cache line), in 2 MiB pages. A word holds `id + 1`
-//!   in its low `id_bits` bits (0 is an empty word) and the hash in the others; the home bucket
-//!   is derived from the hash's top 32 bits by multiply-shift range reduction, so deletion can
-//!   move words without touching the slots. A key comparison against the slot happens only
-//!   when the remaining >= 15 hash bits match (at 10M states), so a miss almost never touches
-//!   the slot array.
+//!   in its low 32 bits (0 is an empty word) and the hash's top 32 bits above; the home bucket
+//!   is derived from those 32 bits by multiply-shift range reduction, so deletion can move
+//!   words without touching the slots. A key comparison against the slot happens only when
+//!   all 32 match; the words probed from one home share its leading bits, so at 10M states
+//!   (20M words) some 8 bits still tell them apart and a miss almost never touches the slot
+//!   array. A fixed split rather than a mask sized to the table: a probe needs no mask in a
+//!   register (the quick loop spilled less).
 //!
 //! Per state: 64 B (slot) + 24 B (TCP peers) + 2 x 8 B (index) = **104 bytes**, 10M states =
 //! 1040 MB ([`StateTable::memory_bytes`]).
@@ -295,12 +297,14 @@ struct Entry {
     pseudo: [u8; 2],
 }
 
-/// An empty index word. Words hold `tag | (id + 1)`, never 0, so the index can live in
-/// zero-filled (huge) pages.
+/// An empty index word. Words hold the hash's top 32 bits (the tag, which also places the
+/// word: [`home_of`]) above `id + 1` (never 0, so the index can live in zero-filled huge
+/// pages). A fixed split, so that a probe needs no mask in a register.
 const EMPTY: u64 = 0;
+const ID_BITS: u32 = 32;
+const TAG_MASK: u64 = !0 << ID_BITS;
 const NONE: u32 = u32::MAX;
-/// Largest supported limit (the home bucket is computed from 32 hash bits, ids must leave at
-/// least 32 bits for the hash).
+/// Largest supported limit (ids take the low 32 bits of an index word).
 pub const MAX_LIMIT: usize = 1 << 30;
 
 /// The per-worker state table.
@@ -317,11 +321,12 @@ pub struct StateTable {
     /// The largest limit the table was sized for (index, slot ids, reserved slots): a lower
     /// limit (a reload's) leaves it.
     capacity: usize,
-    id_mask: u64,
     hasher: FlowHasher,
     timeouts: Timeouts,
     /// `timeouts` by kind, read per packet.
     secs: [u32; Tmo::ALL.len()],
+    /// The quick lookups' deadlines by kind (see [`QuickHits`]), computed per batch.
+    deadlines: [u32; 16],
     sweep_cursor: usize,
     counters: StateCounters,
 }
@@ -353,15 +358,15 @@ fn home_of(h: u64, len: usize) -> usize {
 /// or `None` at the first empty word. The probe of [`StateTable::lookup_v4`] and of the quick
 /// lookups ([`QuickHits`]).
 #[inline(always)]
-fn find_v4(index: &[u64], slots: &[Entry], id_mask: u64, f: &FlowV4, h: u64, mut i: usize) -> Option<usize> {
+fn find_v4(index: &[u64], slots: &[Entry], f: &FlowV4, h: u64, mut i: usize) -> Option<usize> {
     let n = index.len();
     loop {
         let w = *index.get(i)?;
         if w == EMPTY {
             return None;
         }
-        if (w ^ h) & !id_mask == 0 {
-            let id = ((w & id_mask) as usize).wrapping_sub(1);
+        if (w ^ h) & TAG_MASK == 0 {
+            let id = (w as u32 as usize).wrapping_sub(1);
             if slots.get(id).is_some_and(|e| e.key.is(f)) {
                 return Some(id);
             }
@@ -392,7 +397,7 @@ impl StateTable {
     /// A table for at most `limit` states (`limit <= MAX_LIMIT`), all memory allocated here.
     /// `seed` keys the hash: use a random value per table.
     pub fn new(limit: usize, timeouts: Timeouts, seed: u64) -> StateTable {
-        let (id_mask, index) = Self::index_for(limit);
+        let index = Self::index_for(limit);
         let mut t = StateTable {
             slots: Vec::with_capacity(limit),
             tcp: Vec::with_capacity(limit),
@@ -401,10 +406,10 @@ impl StateTable {
             len: 0,
             limit,
             capacity: limit,
-            id_mask,
             hasher: FlowHasher::new(seed),
             secs: timeouts.by_kind(),
             timeouts,
+            deadlines: [0; 16],
             sweep_cursor: 0,
             counters: StateCounters::default(),
         };
@@ -420,15 +425,11 @@ impl StateTable {
         advise_huge(self.tcp.spare_capacity_mut());
     }
 
-    /// The id mask and the empty index for a table of `capacity` states.
-    fn index_for(capacity: usize) -> (u64, HugeArray<u64>) {
+    /// The empty index for a table of `capacity` states.
+    fn index_for(capacity: usize) -> HugeArray<u64> {
         assert!(capacity <= MAX_LIMIT, "state limit {capacity} > {MAX_LIMIT}");
-        // Ids are < capacity, so `id + 1 <= capacity` fits in `id_bits`.
-        let id_bits = 64 - (capacity as u64).leading_zeros();
-        let id_mask = (1u64 << id_bits) - 1;
-        debug_assert!(id_mask >= capacity as u64 && id_bits <= 32);
         let words = (2 * capacity).max(8).next_multiple_of(8);
-        (id_mask, HugeArray::zeroed(words).expect("cannot map the state index"))
+        HugeArray::zeroed(words).expect("cannot map the state index")
     }
 
     /// Changes the limit (a reloaded rule set's `set limit states`). Lowering it removes no
@@ -439,12 +440,8 @@ impl StateTable {
     /// table, once, when the worker adopts the rule set, not per packet.
     pub fn set_limit(&mut self, limit: usize) {
         if limit > self.capacity {
-            let (id_mask, index) = Self::index_for(limit);
-            let old = std::mem::replace(&mut self.index, index);
-            let old_mask = std::mem::replace(&mut self.id_mask, id_mask);
+            let old = std::mem::replace(&mut self.index, Self::index_for(limit));
             for &w in old.iter().filter(|&&w| w != EMPTY) {
-                // The slot id (its bits are a subset of the new mask's) and fewer tag bits.
-                let w = (w & !id_mask) | (w & old_mask);
                 let mut i = self.home(w);
                 while self.index[i] != EMPTY {
                     i = self.next(i);
@@ -523,14 +520,13 @@ impl StateTable {
     /// probe, checked there, so the table may change in between.
     #[inline(always)]
     pub fn probe(&self, h: u64) -> u32 {
-        let tag = h & !self.id_mask;
         let mut i = self.home(h);
         loop {
             let w = self.index[i];
             if w == EMPTY {
                 break;
             }
-            if w & !self.id_mask == tag {
+            if (w ^ h) & TAG_MASK == 0 {
                 if let Some(e) = self.slots.get(self.slot_of(w)) {
                     prefetch_read(e);
                 }
@@ -559,25 +555,24 @@ impl StateTable {
 
     #[inline]
     fn slot_of(&self, w: u64) -> usize {
-        (w & self.id_mask) as usize - 1
+        w as u32 as usize - 1
     }
 
     #[inline]
     fn word(&self, h: u64, id: usize) -> u64 {
-        (h & !self.id_mask) | (id as u64 + 1)
+        (h & TAG_MASK) | (id as u64 + 1)
     }
 
     /// Probes for `k`: `Ok((index position, slot id))` or `Err(first empty position)`.
     #[inline]
     fn find(&self, k: &FlowKey, h: u64) -> Result<(usize, usize), usize> {
-        let tag = h & !self.id_mask;
         let mut i = self.home(h);
         loop {
             let w = self.index[i];
             if w == EMPTY {
                 return Err(i);
             }
-            if w & !self.id_mask == tag {
+            if (w ^ h) & TAG_MASK == 0 {
                 let id = self.slot_of(w);
                 if self.slots[id].key == *k {
                     return Ok((i, id));
@@ -660,7 +655,7 @@ impl StateTable {
             Some(p) => p as usize,
             None => self.home(h),
         };
-        let Some(id) = find_v4(&self.index, &self.slots, self.id_mask, f, h, start) else {
+        let Some(id) = find_v4(&self.index, &self.slots, f, h, start) else {
             if probe.is_none() {
                 self.counters.misses += 1;
                 return None;
@@ -1019,7 +1014,7 @@ impl StateTable {
             assert!(!seen[id], "slot {id} indexed twice");
             seen[id] = true;
             let h = self.hash(&e.key);
-            assert_eq!(w & !self.id_mask, h & !self.id_mask, "tag mismatch at {i}");
+            assert_eq!(w & TAG_MASK, h & TAG_MASK, "tag mismatch at {i}");
             // Every position from home to i must be occupied (linear probing invariant).
             let home = self.home(h);
             let mut j = home;

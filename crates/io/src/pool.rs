@@ -119,6 +119,15 @@ impl FramePool {
         &self.bytes()[start..start + desc.len as usize]
     }
 
+    /// `N` bytes of the pool from byte address `addr` (a frame's address plus an offset into
+    /// it), which may run past the end of that frame into stale bytes: for a fast path that
+    /// reads a header whole before it knows the packet's length, and trusts the bytes only
+    /// after checking the length fields. `None` past the end of the pool.
+    #[inline(always)]
+    pub fn peek<const N: usize>(&self, addr: usize) -> Option<&[u8; N]> {
+        self.bytes().get(addr..addr.wrapping_add(N))?.first_chunk()
+    }
+
     /// The frame's bytes, writable.
     #[inline]
     pub fn frame_mut(&mut self, desc: FrameDesc) -> &mut [u8] {

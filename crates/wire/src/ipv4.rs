@@ -216,8 +216,10 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         clamp(b, hl, usize::from(read16(h, field::LENGTH)))
     }
 
-    /// Whether the header checksum is correct (RFC 1812 5.2.2 (2)).
-    #[inline]
+    /// Whether the header checksum is correct (RFC 1812 5.2.2 (2)). Always inlined: the
+    /// forwarding path's classify pass has two instances (with and without a firewall), and
+    /// a call per packet costs more than the check.
+    #[inline(always)]
     pub fn verify_checksum(&self) -> bool {
         let header = self.header_bytes();
         match header.first_chunk::<20>() {

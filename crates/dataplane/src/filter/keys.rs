@@ -20,28 +20,25 @@ pub(crate) fn lean_v4(ip: &[u8], tcp: &mut Option<TcpSegment>) -> Option<(FlowV4
     // The IP header and the first 8 bytes of the L4 header (all of UDP's).
     let h: &[u8; 28] = ip.first_chunk()?;
     let total = lean_header(h)?;
-    let (sport, dport) = match h[9] {
-        proto::UDP => udp_ports(h, total)?,
-        proto::TCP => {
-            let (sport, dport, seg) = tcp_segment(ip.get(20..usize::from(total))?)?;
-            *tcp = Some(seg);
-            (sport, dport)
-        }
+    match h[9] {
+        proto::UDP if udp_len_fits(h, total) => {}
+        proto::TCP => *tcp = Some(tcp_segment(ip.get(20..usize::from(total))?)?),
         _ => return None,
-    };
-    Some((flow_v4(h, sport, dport), total))
+    }
+    Some((flow_v4(h), total))
 }
 
-/// [`lean_v4`] for UDP only, from the IP header and the UDP header (the quick loop's: TCP is
-/// left to the general path).
+/// [`lean_v4`] for UDP only (the quick loop's: TCP is left to the general path). `h`: 28
+/// bytes from the IP header on, which may run past the end of the frame: they are all in the
+/// packet when this accepts it (the classify pass checked that the IP total length fits in
+/// the frame, and this checks that it holds 28 bytes).
 #[inline(always)]
 pub(crate) fn lean_udp_v4(h: &[u8; 28]) -> Option<(FlowV4, u16)> {
     let total = lean_header(h)?;
-    if h[9] != proto::UDP {
+    if h[9] != proto::UDP || !udp_len_fits(h, total) {
         return None;
     }
-    let (sport, dport) = udp_ports(h, total)?;
-    Some((flow_v4(h, sport, dport), total))
+    Some((flow_v4(h), total))
 }
 
 /// Whether the IPv4 packet at `l3` in `frame` (validated by the classify pass) is UDP,
@@ -61,44 +58,39 @@ fn lean_header(h: &[u8; 28]) -> Option<u16> {
     Some(u16::from_be_bytes([h[2], h[3]]))
 }
 
-/// The ports of a UDP header whose length field fits in the IP payload (as
-/// `UdpPacket::new_checked` on the payload decides).
+/// Whether the UDP header's length field fits in the IP payload (as `UdpPacket::new_checked`
+/// on the payload decides); false too when the IP payload cannot hold a UDP header.
 #[inline(always)]
-fn udp_ports(h: &[u8; 28], total: u16) -> Option<(u16, u16)> {
-    let len = u16::from_be_bytes([h[24], h[25]]);
-    if len < 8 || len > total.saturating_sub(20) {
-        return None;
-    }
-    Some((u16::from_be_bytes([h[20], h[21]]), u16::from_be_bytes([h[22], h[23]])))
+fn udp_len_fits(h: &[u8; 28], total: u16) -> bool {
+    let len = u32::from(u16::from_be_bytes([h[24], h[25]]));
+    len >= 8 && len + 20 <= u32::from(total)
 }
 
+/// The flow of a TCP or UDP packet: addresses and ports straight from their wire bytes.
 #[inline(always)]
-fn flow_v4(h: &[u8; 28], sport: u16, dport: u16) -> FlowV4 {
-    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
-    let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
-    FlowV4::new(h[9], src, sport, dst, dport)
+fn flow_v4(h: &[u8; 28]) -> FlowV4 {
+    FlowV4::from_wire(h[9], [h[12], h[13], h[14], h[15]], [h[20], h[21]], [h[16], h[17], h[18], h[19]], [h[22], h[23]])
 }
 
-/// The ports and tracking fields of a TCP header (`l4`: from the header to the end of the IP
-/// payload), if it is complete (as `TcpPacket::new_checked` decides; read directly for the
-/// reason given at [`lean_v4`]).
+/// The tracking fields of a TCP header (`l4`: from the header to the end of the IP payload),
+/// if it is complete (as `TcpPacket::new_checked` decides; read directly for the reason
+/// given at [`lean_v4`]).
 #[inline(always)]
-fn tcp_segment(l4: &[u8]) -> Option<(u16, u16, TcpSegment)> {
+fn tcp_segment(l4: &[u8]) -> Option<TcpSegment> {
     let t: &[u8; 20] = l4.first_chunk()?;
     let hl = usize::from(t[12] >> 4) * 4;
     if hl < 20 || hl > l4.len() {
         return None;
     }
     let flags = t[13];
-    let seg = TcpSegment {
+    Some(TcpSegment {
         seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
         ack: u32::from_be_bytes([t[8], t[9], t[10], t[11]]),
         win: u16::from_be_bytes([t[14], t[15]]),
         flags,
         payload_len: (l4.len() - hl) as u16,
         wscale: if flags & fw::state::tcp_flags::SYN != 0 { wire::tcp::window_scale(&l4[20..hl]) } else { None },
-    };
-    Some((u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]), seg))
+    })
 }
 
 /// Fills `key` and `tcp` for a packet the classify pass validated (`l3`: offset of its IP
@@ -128,9 +120,9 @@ pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut Pa
     *tcp = None;
     match proto_ {
         proto::TCP => {
-            if let Some((sport, dport, seg)) = tcp_segment(l4) {
-                key.src_port = sport;
-                key.dst_port = dport;
+            if let (Some(seg), Some(&[s0, s1, d0, d1])) = (tcp_segment(l4), l4.first_chunk()) {
+                key.src_port = u16::from_be_bytes([s0, s1]);
+                key.dst_port = u16::from_be_bytes([d0, d1]);
                 key.tcp_flags = seg.flags;
                 *tcp = Some(seg);
             }

@@ -40,6 +40,15 @@ pub(crate) trait Routed {
     fn drop_for(&mut self, reason: DropReason);
 }
 
+/// Where an IPv4 packet to route is: the pool address of its IP header, and its index in the
+/// batch. The classify pass lists them for the quick loop, which then reads neither the
+/// batch's descriptors nor its decisions.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct V4At {
+    pub hdr: u32,
+    pub at: u16,
+}
+
 /// An IPv4 packet's flow for the fast path (`valid`: a TCP or UDP packet whose flow
 /// [`keys::lean_v4`] read).
 #[derive(Clone, Copy, Default)]
@@ -112,9 +121,11 @@ impl FilterStage {
         }
     }
 
-    /// The in pass over a batch (`steps[i]`: the classify pass's decision for `descs[i]`).
+    /// The in pass over a batch (`steps[i]`: the classify pass's decision for `descs[i]`;
+    /// `v4`: where the IPv4 packets to route are, in order; `only_v4`: no other packet is
+    /// to route).
     #[inline(always)]
-    pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+    pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[V4At], only_v4: bool) {
         self.fw.begin_batch();
         self.out_pass = false;
         let n = descs.len().min(steps.len()).min(MAX_BATCH);
@@ -122,7 +133,7 @@ impl FilterStage {
         if self.fw.state_table().is_empty() {
             self.rules_only(pool, descs, steps);
         } else if self.fw.state_table().working_set_bytes() <= CACHED_TABLE_BYTES {
-            self.cached(pool, descs, steps);
+            self.cached(pool, descs, steps, v4, only_v4);
         } else {
             self.batched(pool, descs, steps);
         }
@@ -142,13 +153,29 @@ impl FilterStage {
     /// A cached table: the quick loop over the batch ([`fw::state::QuickHits`]: hits of steady
     /// UDP states), then lookups one after the other for the packets it left, in order.
     #[inline(always)]
-    fn cached<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+    fn cached<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[V4At], only_v4: bool) {
         if !self.fw.quick_loop() {
             let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
             return self.in_order::<S, false>(pool, descs, steps, left);
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
+        if only_v4 {
+            // Every packet to route is in `v4`: the loop reads their headers from the pool.
+            let n = descs.len();
+            for p in v4 {
+                let (hdr, i) = (p.hdr as usize, usize::from(p.at));
+                let q = match pool.peek(hdr).and_then(keys::lean_udp_v4) {
+                    Some((flow, len)) => Quick::of(quick.udp_v4(&flow, len), false),
+                    None => Quick::of(false, pool.peek::<20>(hdr).is_some_and(|h| h[9] == fw::packet::proto::UDP)),
+                };
+                if !note(q, i, n, &mut self.stateful, &mut self.left, &mut left) {
+                    break;
+                }
+            }
+            drop(quick);
+            return self.in_order::<S, false>(pool, descs, steps, left);
+        }
         for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
             let Some((l3, v4, _)) = step.routed() else { continue };
             let frame = pool.frame(*desc);

@@ -12,8 +12,10 @@
 //! | 2, 3 | 0                                      | B.addr, low and high 64 bits           |
 //! | 4    | `4 << 40`                              | `A.port \| B.port << 16 \| proto << 32 \| 6 << 40` |
 //!
-//! Packing an IPv4 endpoint as `addr << 16 | port` orders endpoints exactly as comparing
-//! `(addr, port)` pairs does, so one integer comparison canonicalises an IPv4 key.
+//! An IPv4 endpoint's address and port are its header bytes read as little-endian integers
+//! (on x86 and ARM a plain load, no byte swap: [`FlowV4::from_wire`]). Packed as
+//! `addr << 16 | port`, one integer comparison orders two endpoints, which canonicalises an
+//! IPv4 key: the order is arbitrary, but the same for both directions of a flow.
 
 use crate::packet::{Af, PacketKey, proto};
 
@@ -119,8 +121,25 @@ impl FlowV4 {
     #[inline(always)]
     pub fn new(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16) -> FlowV4 {
         let (sport, dport) = key_ports(proto_, sport, dport);
-        let s = u64::from(src) << 16 | u64::from(sport);
-        let d = u64::from(dst) << 16 | u64::from(dport);
+        FlowV4::from_wire(proto_, src.to_be_bytes(), sport.to_be_bytes(), dst.to_be_bytes(), dport.to_be_bytes())
+    }
+
+    /// The flow of a TCP or UDP packet from its header's bytes as they are on the wire
+    /// (addresses, then ports): [`FlowV4::new`] of the same fields, without converting them
+    /// from network byte order (not for ICMP, whose key maps the type first).
+    #[inline(always)]
+    pub fn from_wire(proto_: u8, src: [u8; 4], sport: [u8; 2], dst: [u8; 4], dport: [u8; 2]) -> FlowV4 {
+        let le = |a: [u8; 4], p: [u8; 2]| (u32::from_le_bytes(a), u16::from_le_bytes(p));
+        FlowV4::from_le(proto_, le(src, sport), le(dst, dport))
+    }
+
+    /// [`FlowV4::from_wire`] of the endpoints' address and port bytes read as little-endian
+    /// integers (`(address, port)` each): what a reader of the header as little-endian words
+    /// has at hand.
+    #[inline(always)]
+    pub fn from_le(proto_: u8, src: (u32, u16), dst: (u32, u16)) -> FlowV4 {
+        let endpoint = |(addr, port): (u32, u16)| u64::from(addr) << 16 | u64::from(port);
+        let (s, d) = (endpoint(src), endpoint(dst));
         let from_a = s <= d;
         let (a, b) = if from_a { (s, d) } else { (d, s) };
         FlowV4 { a: a | u64::from(proto_) << 48, b, from_a }
@@ -276,7 +295,8 @@ mod tests {
 
     #[test]
     fn ipv4_endpoints_order_as_address_then_port() {
-        // Same address: the port decides; different addresses: the address does.
+        // Same address: the port decides; different addresses: the address does (as their
+        // bytes read little-endian compare: these differ in their last byte).
         assert!(Flow::v4(6, 7, 1, 7, 2).from_a);
         assert!(!Flow::v4(6, 7, 2, 7, 1).from_a);
         assert!(Flow::v4(6, 7, 65535, 8, 0).from_a);

@@ -49,11 +49,10 @@ pub struct QuickHits<'a> {
     index: &'a [u64],
     slots: &'a mut [Entry],
     hasher: &'a FlowHasher,
-    id_mask: u64,
     now: u32,
-    /// The deadline of a UDP state refreshed now, SINGLE and MULTIPLE.
-    single: u32,
-    multiple: u32,
+    /// The deadline of a state refreshed now, by timeout kind (`Tmo as usize`; a steady
+    /// state's kind is `UdpSingle` or `UdpMultiple`): one load per hit, no branch on the kind.
+    deadlines: &'a [u32; 16],
     hits: u64,
     counter: &'a mut u64,
 }
@@ -63,14 +62,13 @@ impl StateTable {
     /// [`QuickHits::udp_v4`] on every packet of a batch, then the general lookup on those it
     /// leaves, in order.
     pub fn quick(&mut self, now: u32) -> QuickHits<'_> {
+        self.deadlines = std::array::from_fn(|k| self.secs.get(k).map_or(now, |&s| now.saturating_add(s)));
         QuickHits {
             index: &self.index,
             slots: &mut self.slots,
             hasher: &self.hasher,
-            id_mask: self.id_mask,
             now,
-            single: now.saturating_add(self.secs[Tmo::UdpSingle as usize]),
-            multiple: now.saturating_add(self.secs[Tmo::UdpMultiple as usize]),
+            deadlines: &self.deadlines,
             hits: 0,
             counter: &mut self.counters.hits,
         }
@@ -93,14 +91,14 @@ impl QuickHits<'_> {
     /// table (nothing the quick loop does moves index words).
     #[inline(always)]
     pub fn udp_v4_from(&mut self, f: &FlowV4, h: u64, i: usize) -> Option<u32> {
-        let id = find_v4(self.index, self.slots, self.id_mask, f, h, i)?;
+        let steady = F_STEADY_A << u8::from(!f.from_a());
+        let id = find_v4(self.index, self.slots, f, h, i)?;
         let e = self.slots.get_mut(id)?;
-        let steady = if f.from_a() { F_STEADY_A } else { F_STEADY_B };
         if e.expire <= self.now || e.flags & steady == 0 {
             e.flags &= !F_STEADY;
             return None;
         }
-        e.expire = if e.tmo == Tmo::UdpMultiple as u8 { self.multiple } else { self.single };
+        e.expire = self.deadlines[usize::from(e.tmo) % 16];
         self.hits += 1;
         Some(e.rule)
     }
