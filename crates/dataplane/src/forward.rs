@@ -235,7 +235,7 @@ impl Forwarder {
             if let Some(&ahead) = descs.get(i + PREFETCH_AHEAD) {
                 pool.prefetch(ahead);
             }
-            let at = FW.then_some(V4At { hdr: desc.addr, at: i as u16 });
+            let at = FW.then_some((desc.addr, i as u16));
             *step = classify_frame(pool.frame(desc), desc.port, &self.ports, &mut lookups, at);
         }
         (lookups.n4, lookups.n6)
@@ -401,10 +401,10 @@ fn write_l2(pool: &mut FramePool, desc: &mut FrameDesc, l3: usize, out: &OutPort
 }
 
 /// The classify pass for one frame: the checks that need only the frame's bytes.
-/// `at`: where the frame is, to list it in `lookups.v4_at` if it is IPv4 to route (`None`:
-/// list nothing).
+/// `at`: the frame's pool address and index in the batch, to list it in `lookups.v4_at` if it
+/// is IPv4 to route (`None`: list nothing).
 #[inline(always)]
-fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookups, at: Option<V4At>) -> Step {
+fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookups, at: Option<(u32, u16)>) -> Step {
     // Untagged or single-tagged IPv4/IPv6, the common cases, without the general L2 parse.
     let (ethertype, l3, vid) = match frame.get(12..14) {
         Some(&[0x08, 0x00]) => (EtherType::Ipv4, ETH_LEN, 0),
@@ -445,7 +445,7 @@ fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookup
 
 /// RFC 1812 5.2.2 validation and 5.3.7 martian filtering of an IPv4 header.
 #[inline(always)]
-fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups, at: Option<V4At>) -> Step {
+fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups, at: Option<(u32, u16)>) -> Step {
     let ip = match Ipv4Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -470,8 +470,8 @@ fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups, a
     // At most MAX_BATCH frames per batch, so the slot always exists.
     let slot = lookups.n4;
     lookups.v4[slot % MAX_BATCH] = dst;
-    if let Some(V4At { hdr, at }) = at {
-        lookups.v4_at[slot % MAX_BATCH] = V4At { hdr: hdr + l3 as u32, at };
+    if let Some((addr, at)) = at {
+        lookups.v4_at[slot % MAX_BATCH] = V4At { hdr: addr + l3 as u32, at };
     }
     lookups.n4 += 1;
     Step::V4 { l3: l3 as u16, slot: slot as u16, in_port }

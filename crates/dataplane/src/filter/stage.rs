@@ -10,7 +10,8 @@
 //! key). How the quick loop finds the flows depends on the table's size:
 //!
 //! * small enough to stay cached ([`CACHED_TABLE_BYTES`]): each packet looked up as soon as
-//!   its flow is read;
+//!   its flow is read. When no IPv6 packet is to route, the loop walks the classify pass's
+//!   list of IPv4 headers ([`V4At`]) rather than the batch;
 //! * larger: VPP's and DPDK's batched lookup. Read and hash every packet's flow and prefetch
 //!   its index line; then probe every index line and prefetch the state it names; then the
 //!   two loops, the quick one starting from the probes' results. The cache misses of a batch
@@ -160,14 +161,14 @@ impl FilterStage {
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
+        let n = descs.len();
         if only_v4 {
             // Every packet to route is in `v4`: the loop reads their headers from the pool.
-            let n = descs.len();
             for p in v4 {
                 let (hdr, i) = (p.hdr as usize, usize::from(p.at));
                 let q = match pool.peek(hdr).and_then(keys::lean_udp_v4) {
                     Some((flow, len)) => Quick::of(quick.udp_v4(&flow, len), false),
-                    None => Quick::of(false, pool.peek::<20>(hdr).is_some_and(|h| h[9] == fw::packet::proto::UDP)),
+                    None => Quick::of(false, pool.peek::<20>(hdr).is_some_and(|h| keys::is_udp_v4(h, 0))),
                 };
                 if !note(q, i, n, &mut self.stateful, &mut self.left, &mut left) {
                     break;
@@ -182,7 +183,7 @@ impl FilterStage {
             let lean = if v4 { frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4) } else { None };
             let hit = lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len));
             let q = Quick::of(hit, v4 && lean.is_none() && keys::is_udp_v4(frame, l3));
-            if !note(q, i, descs.len(), &mut self.stateful, &mut self.left, &mut left) {
+            if !note(q, i, n, &mut self.stateful, &mut self.left, &mut left) {
                 break;
             }
         }

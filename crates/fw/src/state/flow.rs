@@ -129,17 +129,8 @@ impl FlowV4 {
     /// from network byte order (not for ICMP, whose key maps the type first).
     #[inline(always)]
     pub fn from_wire(proto_: u8, src: [u8; 4], sport: [u8; 2], dst: [u8; 4], dport: [u8; 2]) -> FlowV4 {
-        let le = |a: [u8; 4], p: [u8; 2]| (u32::from_le_bytes(a), u16::from_le_bytes(p));
-        FlowV4::from_le(proto_, le(src, sport), le(dst, dport))
-    }
-
-    /// [`FlowV4::from_wire`] of the endpoints' address and port bytes read as little-endian
-    /// integers (`(address, port)` each): what a reader of the header as little-endian words
-    /// has at hand.
-    #[inline(always)]
-    pub fn from_le(proto_: u8, src: (u32, u16), dst: (u32, u16)) -> FlowV4 {
-        let endpoint = |(addr, port): (u32, u16)| u64::from(addr) << 16 | u64::from(port);
-        let (s, d) = (endpoint(src), endpoint(dst));
+        let endpoint = |addr: [u8; 4], port: [u8; 2]| u64::from(u32::from_le_bytes(addr)) << 16 | u64::from(u16::from_le_bytes(port));
+        let (s, d) = (endpoint(src, sport), endpoint(dst, dport));
         let from_a = s <= d;
         let (a, b) = if from_a { (s, d) } else { (d, s) };
         FlowV4 { a: a | u64::from(proto_) << 48, b, from_a }
