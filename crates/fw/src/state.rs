@@ -371,8 +371,14 @@ fn find_v4(index: &[u64], slots: &[Entry], f: &FlowV4, h: u64, mut i: usize) -> 
                 return Some(id);
             }
         }
-        i = if i + 1 == n { 0 } else { i + 1 };
+        i = next_word(i, n);
     }
+}
+
+/// The word after `i` in an index of `len` words (linear probing wraps around).
+#[inline(always)]
+fn next_word(i: usize, len: usize) -> usize {
+    if i + 1 == len { 0 } else { i + 1 }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -549,8 +555,7 @@ impl StateTable {
 
     #[inline]
     fn next(&self, i: usize) -> usize {
-        let j = i + 1;
-        if j == self.index.len() { 0 } else { j }
+        next_word(i, self.index.len())
     }
 
     #[inline]

@@ -38,6 +38,7 @@ pub const R1: u8 = 1;
 pub const R2: u8 = 2;
 pub const R3: u8 = 3;
 pub const R4: u8 = 4;
+pub const R5: u8 = 5;
 pub const R6: u8 = 6;
 pub const R7: u8 = 7;
 pub const R8: u8 = 8;
@@ -76,6 +77,7 @@ const JA: u8 = 0x00;
 const JEQ: u8 = 0x10;
 const JGT: u8 = 0x20;
 const JSET: u8 = 0x40;
+const JNE: u8 = 0x50;
 const CALL: u8 = 0x80;
 const EXIT: u8 = 0x90;
 
@@ -193,7 +195,7 @@ impl Insn {
     }
     /// if (u32)dst != (u32)imm goto +off
     pub const fn jne32_imm(dst: u8, imm: u32, off: i16) -> Self {
-        Self::new(JMP32 | 0x50 | K, dst, 0, off, imm as i32)
+        Self::new(JMP32 | JNE | K, dst, 0, off, imm as i32)
     }
     /// if dst & imm goto +off
     pub const fn jset_imm(dst: u8, imm: i32, off: i16) -> Self {
@@ -201,7 +203,7 @@ impl Insn {
     }
     /// if dst != imm goto +off
     pub const fn jne_imm(dst: u8, imm: i32, off: i16) -> Self {
-        Self::new(JMP | 0x50 | K, dst, 0, off, imm)
+        Self::new(JMP | JNE | K, dst, 0, off, imm)
     }
     /// goto +off
     pub const fn ja(off: i16) -> Self {
