@@ -49,6 +49,14 @@ pub struct RouterSettings {
     /// ICMP errors the router sends per second, all interfaces together (OpenBSD's
     /// `net.inet.icmp.errppslimit`; default 100, 0 sends none).
     pub icmp_errors_per_second: u32,
+    /// Workers sleep in `poll(2)` after a moment without traffic instead of spinning
+    /// (default true).
+    pub sleep_when_idle: bool,
+    /// Run the kernel's receive work for the interfaces (NAPI) in kernel threads pinned to
+    /// the workers' CPUs below the workers' priority, so an overload is dropped in the
+    /// driver's ring instead of starving the workers (default true; needs
+    /// `sleep_when_idle`).
+    pub napi_threads: bool,
 }
 
 impl Default for RouterSettings {
@@ -59,6 +67,8 @@ impl Default for RouterSettings {
             control_socket: PathBuf::from("/run/linerate.sock"),
             host_stack: true,
             icmp_errors_per_second: 100,
+            sleep_when_idle: true,
+            napi_threads: true,
         }
     }
 }

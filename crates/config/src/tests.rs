@@ -773,3 +773,15 @@ fn host_stack_settings_and_tap_names() {
     let clash = "[[interface]]\nname = \"lr-a\"\n[[interface]]\nname = \"-a\"\n";
     fails(clash, 4, 8, "would both use host-stack TAP \"lrh-a\"");
 }
+
+#[test]
+fn idle_and_receive_thread_settings() {
+    let d = parse(BASE).unwrap().router;
+    assert!(d.sleep_when_idle && d.napi_threads);
+    // A spinning worker would starve receive threads placed below it: off together.
+    let spin = parse("[router]\nsleep_when_idle = false\n").unwrap().router;
+    assert!(!spin.sleep_when_idle && !spin.napi_threads);
+    let off = parse("[router]\nnapi_threads = false\n").unwrap().router;
+    assert!(off.sleep_when_idle && !off.napi_threads);
+    fails("[router]\nsleep_when_idle = false\nnapi_threads = true\n", 3, 16, "napi_threads = true needs sleep_when_idle = true");
+}

@@ -43,6 +43,8 @@ struct RawRouter {
     control_socket: Option<S<String>>,
     host_stack: Option<bool>,
     icmp_errors_per_second: Option<S<i64>>,
+    sleep_when_idle: Option<S<bool>>,
+    napi_threads: Option<S<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -195,12 +197,21 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         1_000_000,
         i64::from(d.icmp_errors_per_second),
     )? as u32;
+    let sleep_when_idle = r.sleep_when_idle.as_ref().map_or(d.sleep_when_idle, |b| *b.get_ref());
+    let napi_threads = r.napi_threads.as_ref().map_or(d.napi_threads && sleep_when_idle, |b| *b.get_ref());
+    if let (Some(n), false) = (&r.napi_threads, sleep_when_idle)
+        && *n.get_ref()
+    {
+        return Err(cx.err(n.span(), "router: napi_threads = true needs sleep_when_idle = true: the receive threads run only while the workers sleep"));
+    }
     Ok(RouterSettings {
         workers,
         batch_size,
         control_socket,
         host_stack: r.host_stack.unwrap_or(d.host_stack),
         icmp_errors_per_second,
+        sleep_when_idle,
+        napi_threads,
     })
 }
 

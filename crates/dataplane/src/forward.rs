@@ -224,6 +224,18 @@ impl Forwarder {
         self.v6_reader.quiescent();
     }
 
+    /// Declares this worker idle (asleep, no lookups) until [`online`](Self::online), so the
+    /// FIB's writer does not wait for it.
+    pub fn offline(&self) {
+        self.v4_reader.offline();
+        self.v6_reader.offline();
+    }
+
+    pub fn online(&self) {
+        self.v4_reader.online();
+        self.v6_reader.online();
+    }
+
     /// Fills `steps` for every frame; returns how many IPv4 and IPv6 lookups it queued.
     /// `FW`: also fills `v4_at` for the firewall.
     fn classify<const FW: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {

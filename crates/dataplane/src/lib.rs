@@ -22,4 +22,4 @@ pub mod worker;
 pub use counters::{Counts, DropReason, WorkerCounters};
 pub use fib::{Fib, FibControl, PortInfo};
 pub use filter::{CompiledRules, Firewall, FirewallStats, RulesSlot};
-pub use worker::Worker;
+pub use worker::{Idle, Worker};

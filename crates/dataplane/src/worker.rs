@@ -4,8 +4,10 @@
 //! fast path but the read-only FIB). It is generic over the port types, so the whole loop is
 //! monomorphised: one static call per batch per port.
 
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use io::{Batch, FramePool, RxPort, TxPort};
 
@@ -17,6 +19,27 @@ use crate::punt::{PuntBatch, PuntPort};
 
 /// Default packets per batch.
 pub const DEFAULT_BATCH: usize = 64;
+
+/// What a worker does when its ports have nothing to receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Idle {
+    /// Poll without pause: the lowest latency, a whole CPU always.
+    #[default]
+    Spin,
+    /// Spin for `spin`, then sleep in `poll(2)` until a port has frames. `spin` is zero when
+    /// the kernel's receive work for the ports runs on this CPU below the worker
+    /// (`io::napi`): it runs only while the worker sleeps.
+    Sleep { spin: Duration },
+}
+
+/// How long a worker keeps polling an idle port before it sleeps, when nothing on its CPU
+/// waits for it to sleep: long enough that a reply or the next packet of a burst is still
+/// caught spinning, short against a human's second.
+pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(200);
+/// Longest sleep: the worker wakes at least this often to see the stop flag and publish.
+const SLEEP_MAX: Duration = Duration::from_millis(10);
+/// Empty polls between two clock reads while spinning.
+const POLLS_PER_CLOCK: u32 = 64;
 
 pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     /// Input ports (physical).
@@ -35,6 +58,7 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     /// from one port, so this costs one difference per batch, not per packet).
     port_counts: Vec<Counts>,
     shared: Arc<WorkerCounters>,
+    idle: Idle,
 }
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
@@ -55,7 +79,13 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             punts: PuntBatch::default(),
             port_counts,
             shared,
+            idle: Idle::Spin,
         }
+    }
+
+    /// Chooses what the worker does while its ports are idle (before it runs).
+    pub fn set_idle(&mut self, idle: Idle) {
+        self.idle = idle;
     }
 
     /// The counters this worker publishes after every poll, readable from any thread.
@@ -129,6 +159,17 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         received
     }
 
+    /// Sleeps until a port is readable (or [`SLEEP_MAX`]), off the FIB's grace periods.
+    fn sleep(&mut self, fds: &[RawFd]) {
+        for t in &mut self.tx {
+            t.flush(&mut self.pool);
+        }
+        self.forwarder.offline();
+        // An error (none is expected from poll on open sockets) only ends this sleep early.
+        let _ = io::idle::wait_readable(fds, SLEEP_MAX);
+        self.forwarder.online();
+    }
+
     fn publish_ports(&self) {
         let stats = self.rx.iter().zip(&self.tx).map(|(r, t)| {
             let (r, t) = (r.stats(), t.stats());
@@ -137,13 +178,48 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         self.shared.publish_ports(stats, &self.port_counts, self.forwarder.icmp_counts());
     }
 
-    /// Polls until `stop` is set.
+    /// Polls until `stop` is set, sleeping while idle if so configured and every input port
+    /// can wake it.
     pub fn run(&mut self, stop: &AtomicBool) {
+        let fds: Option<Vec<RawFd>> = self.rx.iter().map(RxPort::wait_fd).collect();
+        let Idle::Sleep { spin } = self.idle else { return self.spin(stop) };
+        let Some(fds) = fds.filter(|f| !f.is_empty()) else { return self.spin(stop) };
+        let (mut empty, mut idle_since) = (0u32, None);
+        while !stop.load(Ordering::Relaxed) {
+            if self.poll() > 0 {
+                (empty, idle_since) = (0, None);
+                continue;
+            }
+            empty += 1;
+            if spin.is_zero() {
+                self.sleep(&fds);
+                continue;
+            }
+            std::hint::spin_loop();
+            if empty % POLLS_PER_CLOCK != 0 {
+                continue;
+            }
+            let now = Instant::now();
+            if now.duration_since(*idle_since.get_or_insert(now)) >= spin {
+                self.sleep(&fds);
+                idle_since = None;
+            }
+        }
+        self.finish();
+    }
+
+    /// Polls without pause until `stop` is set.
+    fn spin(&mut self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
             if self.poll() == 0 {
                 std::hint::spin_loop();
             }
         }
+        self.finish();
+    }
+
+    /// After the last poll: sends what is buffered and publishes the final counters.
+    fn finish(&mut self) {
         for t in &mut self.tx {
             t.flush(&mut self.pool);
         }

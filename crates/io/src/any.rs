@@ -37,6 +37,14 @@ impl RxPort for AnyRx {
             AnyRx::Replay(p) => p.stats(),
         }
     }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            AnyRx::Xdp(p) => p.wait_fd(),
+            AnyRx::Packet(p) => p.wait_fd(),
+            AnyRx::Replay(p) => p.wait_fd(),
+        }
+    }
 }
 
 impl TxPort for AnyTx {

@@ -26,6 +26,11 @@ pub trait RxPort {
     /// Receives up to `max` frames from the pool into `batch` (appending), returns how many.
     fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize;
     fn stats(&self) -> PortStats;
+    /// A descriptor that `poll(2)` reports readable when frames arrive, for a worker that
+    /// sleeps while idle; `None` for ports that cannot wake anyone (in-memory ports).
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// A sink of frames.

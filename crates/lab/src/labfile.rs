@@ -20,13 +20,21 @@
 //! dut = "kernel-nft"
 //! rules = 1000        # non-matching rules before the final accept
 //! conntrack = false   # add a conntrack (ct state) rule first
+//! nft_set = false     # true: the rules' addresses in one nftables set, one rule (as an
+//!                     # nftables expert writes them) instead of a linear chain
 //!
 //! [[set]]
 //! name = "linerate"
 //! dut = "linerate"
-//! backend = "af_packet"  # af_packet (default) | af_xdp (generic XDP) | af_xdp_native
+//! backend = "auto"    # auto (default: AF_XDP, native where the driver can) | af_xdp
+//!                     # (generic XDP) | af_xdp_native | af_packet
 //! rules = 1000        # linerate too: the same rules in pf syntax, then `pass all no state`
 //!                     # (`keep state` with conntrack = true); 0 = no firewall
+//! overload = [0.5, 1, 1.5, 2, 3]  # after the runs, offer these multiples of the set's
+//!                     # median rate (its zero-loss rate with --search), one run each, and
+//!                     # plot delivered against offered (results/overload.svg)
+//! ping = 10           # then ping across the DUT once a second, this many times, and
+//!                     # report the median round-trip time (an idle router's latency)
 //!
 //! [[set]]             # a sweep expands into one set per value, plotted as a line
 //! name = "nft"
@@ -91,7 +99,13 @@ struct SetSpec {
     #[serde(default)]
     conntrack: bool,
     #[serde(default)]
+    nft_set: bool,
+    #[serde(default)]
     backend: Option<String>,
+    #[serde(default)]
+    overload: Vec<f64>,
+    #[serde(default)]
+    ping: u32,
     #[serde(default)]
     traffic: Option<TrafficOverride>,
     #[serde(default)]
@@ -136,12 +150,20 @@ pub struct Set {
     /// kernel-nft: non-matching rules before the accept.
     pub rules: u32,
     pub conntrack: bool,
-    /// linerate: "af_xdp" or "af_packet".
+    /// kernel-nft: the rules' addresses as one set lookup instead of a linear chain.
+    pub nft_set: bool,
+    /// linerate: "auto", "af_xdp", "af_xdp_native" or "af_packet".
     pub backend: String,
+    /// Multiples of the set's rate to offer after its runs (the overload sweep).
+    pub overload: Vec<f64>,
+    /// Pings across the idle DUT, one a second, after the runs (0: none).
+    pub ping: u32,
     pub traffic: Traffic,
     /// Sweep this set belongs to: (base name, parameter, value).
     pub sweep: Option<(String, String, u64)>,
 }
+
+const BACKENDS: [&str; 4] = ["auto", "af_xdp", "af_xdp_native", "af_packet"];
 
 /// A whole lab.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,11 +216,28 @@ impl Lab {
                 t.ipv6 = o.ipv6.unwrap_or(t.ipv6);
                 t.rate = o.rate.unwrap_or(t.rate);
             }
-            let backend = s.backend.clone().unwrap_or_else(|| "af_packet".into());
-            if !["af_xdp", "af_xdp_native", "af_packet"].contains(&backend.as_str()) {
-                return Err(at(span, format!("set {:?}: backend {backend:?} is not af_xdp, af_xdp_native or af_packet", s.name)));
+            let backend = s.backend.clone().unwrap_or_else(|| "auto".into());
+            if !BACKENDS.contains(&backend.as_str()) {
+                return Err(at(span, format!("set {:?}: backend {backend:?} is not auto, af_xdp, af_xdp_native or af_packet", s.name)));
             }
-            let base = Set { name: s.name.clone(), dut: s.dut, rules: s.rules, conntrack: s.conntrack, backend, traffic: t, sweep: None };
+            if let Some(f) = s.overload.iter().find(|f| !(f.is_finite() && (0.01..=100.0).contains(*f))) {
+                return Err(at(span, format!("set {:?}: overload multiple {f} is not within 0.01..=100", s.name)));
+            }
+            if s.nft_set && s.dut != Dut::KernelNft {
+                return Err(at(span, format!("set {:?}: nft_set applies to dut = \"kernel-nft\" only", s.name)));
+            }
+            let base = Set {
+                name: s.name.clone(),
+                dut: s.dut,
+                rules: s.rules,
+                conntrack: s.conntrack,
+                nft_set: s.nft_set,
+                backend,
+                overload: s.overload.clone(),
+                ping: s.ping,
+                traffic: t,
+                sweep: None,
+            };
             let expanded = match &s.sweep {
                 None => vec![base],
                 Some(sw) => {
@@ -258,23 +297,30 @@ frame_size = 60
 [[set]]
 name = "kernel"
 dut = "kernel"
+overload = [0.5, 1, 1.5, 2, 3]
+ping = 10
 
-# AF_PACKET: on veth it is linerate's fastest backend (AF_XDP is copy mode only on veth,
-# and native XDP there runs in the sender's softirq); see the README's figures.
 [[set]]
 name = "linerate"
 dut = "linerate"
-backend = "af_packet"
+overload = [0.5, 1, 1.5, 2, 3]
+ping = 10
 
 [[set]]
 name = "kernel-nft-1000"
 dut = "kernel-nft"
 rules = 1000
 
+# The same 1000 addresses as one nftables set: the baseline an nftables expert would write.
+[[set]]
+name = "kernel-nft-set-1000"
+dut = "kernel-nft"
+rules = 1000
+nft_set = true
+
 [[set]]
 name = "linerate-1000"
 dut = "linerate"
-backend = "af_packet"
 rules = 1000
 "#;
 
@@ -294,9 +340,11 @@ mod tests {
         let lab = Lab::default_lab();
         assert_eq!((lab.runs, lab.seconds), (5, 5));
         let names: Vec<_> = lab.sets.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000", "linerate-1000"]);
-        assert_eq!((lab.sets[2].rules, lab.sets[3].rules), (1000, 1000));
-        assert_eq!(lab.sets[3].dut, Dut::Linerate);
+        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000", "kernel-nft-set-1000", "linerate-1000"]);
+        assert_eq!((lab.sets[2].rules, lab.sets[3].rules, lab.sets[4].rules), (1000, 1000, 1000));
+        assert!(!lab.sets[2].nft_set && lab.sets[3].nft_set);
+        assert_eq!((lab.sets[4].dut, lab.sets[4].backend.as_str()), (Dut::Linerate, "auto"));
+        assert_eq!(lab.sets[1].overload, [0.5, 1.0, 1.5, 2.0, 3.0]);
         assert!(lab.sets.iter().all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60));
     }
 
@@ -324,5 +372,9 @@ mod tests {
         assert!(e.starts_with("lab.toml:1:11:"), "{e}");
         let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\nbackend = \"dpdk\"\n", "lab.toml").unwrap_err().to_string();
         assert!(e.starts_with("lab.toml:1:1:") && e.contains("backend \"dpdk\""), "{e}");
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\noverload = [0.5, -1]\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.contains("overload multiple -1"), "{e}");
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nnft_set = true\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.contains("nft_set applies"), "{e}");
     }
 }

@@ -26,8 +26,20 @@ use crate::labfile::{Dut, Set};
 use crate::process::{terminate, wait_ready};
 use crate::topology::{End, Namespace, TopologyError, veth};
 
-pub const GEN_CPU: usize = 0;
-pub const DUT_CPU: usize = 1;
+/// Where the lab's three parties run. On the 2-CPU machine the generator and the receiver
+/// share CPU 0 and the DUT owns CPU 1; with more CPUs each gets its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cpus {
+    pub generator: usize,
+    pub dut: usize,
+    pub receiver: usize,
+}
+
+impl Default for Cpus {
+    fn default() -> Self {
+        Cpus { generator: 0, dut: 1, receiver: 0 }
+    }
+}
 const GEN_MAC: &str = "02:00:00:00:01:01";
 const DUT0_MAC: &str = "02:00:00:00:02:00";
 const DUT1_MAC: &str = "02:00:00:00:02:01";
@@ -65,6 +77,7 @@ pub struct LabEnv {
     rcv: Namespace,
     bin: PathBuf,
     dir: PathBuf,
+    cpus: Cpus,
 }
 
 impl Drop for LabEnv {
@@ -73,13 +86,19 @@ impl Drop for LabEnv {
     }
 }
 
+/// A sysfs CPU mask (comma-separated 32-bit hex words, lowest last) with only `cpu` set.
+pub fn cpu_mask(cpu: usize) -> String {
+    let words = cpu / 32 + 1;
+    (0..words).rev().map(|w| format!("{:x}", if w == cpu / 32 { 1u32 << (cpu % 32) } else { 0 })).collect::<Vec<_>>().join(",")
+}
+
 fn sh(ns: &Namespace, script: &str) -> Result<(), LabError> {
     ns.exec("sh", &["-c", script]).map(|_| ()).map_err(LabError::from)
 }
 
 impl LabEnv {
     /// Builds the topology; `bin` is the linerate binary that runs gen, rcv and the DUT.
-    pub fn build(bin: &Path) -> Result<LabEnv, LabError> {
+    pub fn build(bin: &Path, cpus: Cpus) -> Result<LabEnv, LabError> {
         let (generator, dut, rcv) = (Namespace::create("lrlab-g")?, Namespace::create("lrlab-d")?, Namespace::create("lrlab-r")?);
         veth(End { ns: &generator, name: "lrg0", mac: GEN_MAC }, End { ns: &dut, name: "lrd0", mac: DUT0_MAC })?;
         veth(End { ns: &dut, name: "lrd1", mac: DUT1_MAC }, End { ns: &rcv, name: "lrr0", mac: RCV_MAC })?;
@@ -105,16 +124,20 @@ impl LabEnv {
         for (addr, mac, dev) in [("198.19.0.2", RCV_MAC, "lrd1"), ("198.18.0.2", GEN_MAC, "lrd0"), ("2001:2:0:2::2", RCV_MAC, "lrd1"), ("2001:2:0:1::2", GEN_MAC, "lrd0")] {
             dut.ip(&["neigh", "replace", addr, "lladdr", mac, "nud", "permanent", "dev", dev])?;
         }
+        // Routes through the DUT for the lab's pings (the generator's frames need none).
+        generator.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.0.1"])?;
+        rcv.ip(&["route", "add", "198.18.0.0/16", "via", "198.19.0.1"])?;
         for s in ["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0", "net.ipv4.conf.lrd0.rp_filter=0"] {
             dut.sysctl(s)?;
         }
         // Receive processing for the DUT's input on the DUT's CPU, for the receiver's input
-        // on the generator's CPU (RPS, Documentation/networking/scaling.rst).
-        sh(&dut, &format!("echo {:x} > /sys/class/net/lrd0/queues/rx-0/rps_cpus", 1u32 << DUT_CPU))?;
-        sh(&rcv, &format!("echo {:x} > /sys/class/net/lrr0/queues/rx-0/rps_cpus", 1u32 << GEN_CPU))?;
+        // on the receiver's CPU (RPS, Documentation/networking/scaling.rst). linerate turns
+        // RPS off on its interfaces and runs their receive in threads on its CPU instead.
+        sh(&dut, &format!("echo {} > /sys/class/net/lrd0/queues/rx-0/rps_cpus", cpu_mask(cpus.dut)))?;
+        sh(&rcv, &format!("echo {} > /sys/class/net/lrr0/queues/rx-0/rps_cpus", cpu_mask(cpus.receiver)))?;
         let dir = std::env::temp_dir().join(format!("lrlab-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        Ok(LabEnv { generator, dut, rcv, bin: bin.to_owned(), dir })
+        Ok(LabEnv { generator, dut, rcv, bin: bin.to_owned(), dir, cpus })
     }
 
     /// Runs one run of `set` for `seconds`, offering `rate` pps (None: as fast as possible).
@@ -138,6 +161,22 @@ impl LabEnv {
         })
     }
 
+    /// Pings the receiver from the generator across `set`'s DUT, once a second, `count`
+    /// times; returns the median round-trip time in microseconds (the first reply, which
+    /// may wait for address resolution, left out).
+    pub fn ping(&self, set: &Set, count: u32, stop: &AtomicBool) -> Result<f64, LabError> {
+        let _dut = self.start_dut(set, stop)?;
+        let mut cmd = self.generator.command("ping");
+        cmd.args(["-n", "-c", &(count + 1).to_string(), "-i", "1", "-W", "1", "198.19.0.2"]);
+        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
+        let out = ChildGuard(Some(child)).wait_output(stop)?;
+        let rtts: Vec<f64> = out.lines().filter_map(ping_time_us).skip(1).collect();
+        if rtts.is_empty() {
+            return Err(LabError::Process { what: "ping across the DUT got no reply".into(), detail: out });
+        }
+        Ok(crate::session::median(&rtts))
+    }
+
     /// The generator's capacity for `set`'s traffic: its rate while the DUT drops every
     /// frame as early as it can (kernel with forwarding off), so nothing downstream holds
     /// the generator back. A set whose DUT reaches this rate measured the generator.
@@ -154,7 +193,7 @@ impl LabEnv {
     fn spawn_rcv(&self, seconds: u32) -> Result<Child, LabError> {
         let mut cmd = self.rcv.command(self.bin.to_str().unwrap_or("linerate"));
         // Counted in the kernel (XDP), so that the receiver leaves CPU 0 to the generator.
-        cmd.args(["rcv", "-i", "lrr0", "--backend", "xdp-sink", "--json", "--cpu", &GEN_CPU.to_string(), "-t", &seconds.to_string()]);
+        cmd.args(["rcv", "-i", "lrr0", "--backend", "xdp-sink", "--json", "--cpu", &self.cpus.receiver.to_string(), "-t", &seconds.to_string()]);
         Ok(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?)
     }
 
@@ -162,7 +201,7 @@ impl LabEnv {
         let t = &set.traffic;
         let (src, dst) = ranges(t.flows, t.ipv6);
         let mut cmd = self.generator.command(self.bin.to_str().unwrap_or("linerate"));
-        cmd.args(["gen", "-i", "lrg0", "-D", DUT0_MAC, "-s", &src, "-d", &dst, "--json", "--cpu", &GEN_CPU.to_string(), "-t", &seconds.to_string()]);
+        cmd.args(["gen", "-i", "lrg0", "-D", DUT0_MAC, "-s", &src, "-d", &dst, "--json", "--cpu", &self.cpus.generator.to_string(), "-t", &seconds.to_string()]);
         if t.imix {
             cmd.arg("--imix");
         } else {
@@ -187,7 +226,8 @@ impl LabEnv {
             Dut::Kernel => {}
             Dut::KernelNft => {
                 let path = self.dir.join("ruleset.nft");
-                std::fs::write(&path, nft_ruleset(set.rules, set.conntrack))?;
+                let ruleset = if set.nft_set { nft_set_ruleset(set.rules, set.conntrack) } else { nft_ruleset(set.rules, set.conntrack) };
+                std::fs::write(&path, ruleset)?;
                 self.dut.exec("nft", &["-f", path.to_str().unwrap_or("")])?;
             }
             Dut::Linerate => {
@@ -203,7 +243,7 @@ impl LabEnv {
                 }
                 std::fs::write(&path, text)?;
                 let mut cmd = self.dut.command(self.bin.to_str().unwrap_or("linerate"));
-                cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &DUT_CPU.to_string()]);
+                cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &self.cpus.dut.to_string()]);
                 cmd.stdout(Stdio::null());
                 guard.child = Some(wait_ready(cmd, "forwarding with", Duration::from_secs(15), stop)?);
             }
@@ -272,6 +312,13 @@ fn sleep(d: Duration, stop: &AtomicBool) -> Result<(), LabError> {
     Ok(())
 }
 
+/// The round-trip time of one `ping` reply line (`... time=0.123 ms`), in microseconds.
+fn ping_time_us(line: &str) -> Option<f64> {
+    let t = line.split("time=").nth(1)?;
+    let ms: f64 = t.split_whitespace().next()?.parse().ok()?;
+    Some(ms * 1000.0)
+}
+
 fn last_json(out: &str) -> Option<serde_json::Value> {
     out.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("per_second").is_some()))
 }
@@ -318,6 +365,27 @@ pub fn nft_ruleset(rules: u32, conntrack: bool) -> String {
     s
 }
 
+/// The same rules as [`nft_ruleset`] as an nftables expert writes them: the addresses in one
+/// set, matched by a single rule (a hash lookup whatever the count).
+pub fn nft_set_ruleset(rules: u32, conntrack: bool) -> String {
+    let mut s = String::from("table inet lrlab {\n");
+    if rules > 0 {
+        s.push_str("  set blocked {\n    type ipv4_addr\n    elements = {");
+        let addrs: Vec<String> = (0..rules).map(|i| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i).to_string()).collect();
+        s.push_str(&addrs.join(", "));
+        s.push_str("}\n  }\n");
+    }
+    s.push_str("  chain forward {\n    type filter hook forward priority 0; policy accept;\n");
+    if conntrack {
+        s.push_str("    ct state invalid drop\n");
+    }
+    if rules > 0 {
+        s.push_str("    ip saddr @blocked udp dport 9 drop\n");
+    }
+    s.push_str("    accept\n  }\n}\n");
+    s
+}
+
 /// linerate's rule file for a set with `rules` rules: the nftables set's rules in pf syntax
 /// (`ip saddr A udp dport 9 drop` becomes `block in quick proto udp from A to any port 9`),
 /// then a pass that keeps state only when the set asks for conntrack, as the nftables set
@@ -335,6 +403,7 @@ pub fn linerate_rules(rules: u32, conntrack: bool) -> String {
 /// linerate's config for the lab's DUT namespace.
 pub fn linerate_config(backend: &str) -> String {
     let (backend, mode) = match backend {
+        "auto" => ("auto", "auto"),
         "af_xdp_native" => ("af_xdp", "native"),
         "af_xdp" => ("af_xdp", "generic"),
         other => (other, "auto"),
@@ -400,6 +469,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ping_lines_give_microseconds() {
+        assert_eq!(ping_time_us("64 bytes from 198.19.0.2: icmp_seq=2 ttl=63 time=0.052 ms"), Some(52.0));
+        assert_eq!(ping_time_us("PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data."), None);
+    }
+
+    #[test]
+    fn cpu_masks_are_sysfs_words() {
+        assert_eq!(cpu_mask(1), "2");
+        assert_eq!(cpu_mask(4), "10");
+        assert_eq!(cpu_mask(33), "2,0");
+    }
+
+    #[test]
     fn ranges_match_the_study() {
         assert_eq!(ranges(2000, false), ("198.18.10.1-198.18.10.20".into(), "198.19.10.1-198.19.10.100".into()));
         assert_eq!(ranges(1, false), ("198.18.10.1-198.18.10.1".into(), "198.19.10.1-198.19.10.1".into()));
@@ -420,6 +502,15 @@ mod tests {
     }
 
     #[test]
+    fn nft_set_ruleset_has_one_lookup() {
+        let r = nft_set_ruleset(3, false);
+        assert!(r.contains("elements = {10.0.0.0, 10.0.0.1, 10.0.0.2}"), "{r}");
+        assert_eq!(r.matches(" drop\n").count(), 1);
+        assert!(r.contains("ip saddr @blocked udp dport 9 drop") && r.contains("    accept\n"));
+        assert!(!nft_set_ruleset(0, false).contains("@blocked"));
+    }
+
+    #[test]
     fn linerate_rules_mirror_the_nft_rules() {
         let r = linerate_rules(2, false);
         assert_eq!(r, "block in quick proto udp from 10.0.0.0 to any port 9\nblock in quick proto udp from 10.0.0.1 to any port 9\npass all no state\n");
@@ -428,7 +519,7 @@ mod tests {
 
     #[test]
     fn linerate_config_validates() {
-        for b in ["af_xdp", "af_xdp_native", "af_packet"] {
+        for b in ["auto", "af_xdp", "af_xdp_native", "af_packet"] {
             config_ok(&linerate_config(b));
         }
     }

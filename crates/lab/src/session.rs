@@ -25,6 +25,20 @@ pub struct SetResult {
     pub search: Option<SearchResult>,
     /// The generator's capacity for this set's traffic, measured alone.
     pub generator_pps: f64,
+    /// The overload sweep, if the set asks for one.
+    pub overload: Vec<OverloadPoint>,
+    /// Median ping round-trip time across the idle DUT, microseconds.
+    pub ping_us: Option<f64>,
+}
+
+/// One run of the overload sweep: what was offered and what arrived.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverloadPoint {
+    /// The multiple of the set's rate asked for.
+    pub multiple: f64,
+    /// The generator's median rate in that run.
+    pub offered_pps: f64,
+    pub delivered_pps: f64,
 }
 
 impl SetResult {
@@ -53,6 +67,19 @@ impl SetResult {
 
     pub fn generator_bound(&self) -> bool {
         self.generator_pps > 0.0 && self.median() >= GENERATOR_BOUND * self.generator_pps
+    }
+
+    /// The rate the overload sweep multiplies: the zero-loss rate if searched, else the median.
+    pub fn overload_base(&self) -> f64 {
+        self.search.as_ref().map(|s| s.rate_pps).filter(|&r| r > 0.0).unwrap_or_else(|| self.median())
+    }
+
+    /// The highest delivered rate seen (runs and sweep), and what the sweep's highest offered
+    /// load delivered as a share of it.
+    pub fn overload_verdict(&self) -> Option<(f64, f64)> {
+        let last = self.overload.iter().max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))?;
+        let peak = self.overload.iter().map(|p| p.delivered_pps).chain(self.values()).fold(0.0, f64::max);
+        (peak > 0.0).then(|| (peak, last.delivered_pps / peak))
     }
 }
 
@@ -85,7 +112,8 @@ pub struct SearchOptions {
 
 /// Runs every set `lab.runs` times (interleaved), then the zero-loss search if asked.
 pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &AtomicBool, mut progress: impl FnMut(Progress<'_>)) -> Result<Vec<SetResult>, LabError> {
-    let mut results: Vec<SetResult> = lab.sets.iter().map(|s| SetResult { set: s.clone(), runs: Vec::new(), search: None, generator_pps: 0.0 }).collect();
+    let mut results: Vec<SetResult> =
+        lab.sets.iter().map(|s| SetResult { set: s.clone(), runs: Vec::new(), search: None, generator_pps: 0.0, overload: Vec::new(), ping_us: None }).collect();
     // One calibration per distinct traffic mix.
     let mut mixes: Vec<crate::labfile::Traffic> = Vec::new();
     for r in &results {
@@ -93,7 +121,9 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
             mixes.push(r.set.traffic.clone());
         }
     }
-    let total = mixes.len() + lab.runs * lab.sets.len() + search_opts.map_or(0, |s| s.max_trials * lab.sets.len());
+    let sweeps: usize = lab.sets.iter().map(|s| s.overload.len()).sum();
+    let pings = lab.sets.iter().filter(|s| s.ping > 0).count();
+    let total = mixes.len() + lab.runs * lab.sets.len() + search_opts.map_or(0, |s| s.max_trials * lab.sets.len()) + sweeps + pings;
     let mut done = 0;
     for mix in &mixes {
         let r = results.iter().find(|r| r.set.traffic == *mix).expect("mix from a set");
@@ -126,6 +156,21 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
             })?;
             r.search = Some(found);
         }
+    }
+    for r in results.iter_mut().filter(|r| !r.set.overload.is_empty()) {
+        let base = r.overload_base();
+        for &multiple in &r.set.overload.clone() {
+            let rate = (multiple * base).max(1000.0);
+            progress(Progress { done, total, set: &r.set.name, what: format!("overload {multiple}x: {rate:.0} pps offered") });
+            let res = env.run(&r.set, lab.seconds, Some(rate), stop)?;
+            r.overload.push(OverloadPoint { multiple, offered_pps: res.gen_pps, delivered_pps: res.pps });
+            done += 1;
+        }
+    }
+    for r in results.iter_mut().filter(|r| r.set.ping > 0) {
+        progress(Progress { done, total, set: &r.set.name, what: format!("{} pings, 1/s", r.set.ping) });
+        r.ping_us = Some(env.ping(&r.set, r.set.ping, stop)?);
+        done += 1;
     }
     Ok(results)
 }
@@ -171,9 +216,37 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
         if let Some(found) = &r.search {
             let _ = writeln!(s, "zero-loss throughput of {}: {:.0} pps ({} trials, RFC 2544 26.1 binary search)", r.set.name, found.rate_pps, found.trials.len());
         }
+        if let Some((peak, share)) = r.overload_verdict() {
+            let points: Vec<String> = r.overload.iter().map(|p| format!("{}x: {:.0} -> {:.0}", p.multiple, p.offered_pps, p.delivered_pps)).collect();
+            let _ = writeln!(s, "overload of {} (offered -> delivered pps): {}", r.set.name, points.join(", "));
+            let _ = writeln!(s, "  at the highest load it delivered {:.0}% of its peak ({peak:.0} pps)", share * 100.0);
+        }
     }
+    let base_rtt = results.iter().find_map(|r| r.ping_us);
+    for r in results {
+        if let (Some(us), Some(base)) = (r.ping_us, base_rtt) {
+            let _ = writeln!(s, "ping across {} (1/s, median): {us:.0} us, {:.2}x the first", r.set.name, us / base);
+        }
+    }
+    let _ = write!(s, "{}", ratios(results));
     s.push('\n');
     s.push_str(&ministat(results));
+    s
+}
+
+/// linerate with rules against the kernel with the same rules, linear and as a set: the
+/// study's question, and the fair answer to it.
+fn ratios(results: &[SetResult]) -> String {
+    let find = |f: &dyn Fn(&SetResult) -> bool| results.iter().find(|r| f(r)).map(|r| (r.set.name.as_str(), r.median()));
+    let mut s = String::new();
+    for lr in results.iter().filter(|r| r.set.dut == crate::labfile::Dut::Linerate) {
+        let same = |nft_set: bool| {
+            find(&|r: &SetResult| r.set.dut == crate::labfile::Dut::KernelNft && r.set.rules == lr.set.rules && r.set.nft_set == nft_set && r.set.conntrack == lr.set.conntrack)
+        };
+        for (name, pps) in [same(false), same(true)].into_iter().flatten().filter(|(_, p)| *p > 0.0) {
+            let _ = writeln!(s, "{} / {}: {:.2}x", lr.set.name, name, lr.median() / pps);
+        }
+    }
     s
 }
 
@@ -199,6 +272,16 @@ pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()
     std::fs::write(dir.join("sets.csv"), sets)?;
     std::fs::write(dir.join("results.json"), format!("{}\n", to_json(lab, results)))?;
     std::fs::write(dir.join("plot.svg"), svg(results))?;
+    if results.iter().any(|r| !r.overload.is_empty()) {
+        let mut csv = String::from("set,multiple,offered_pps,delivered_pps\n");
+        for r in results {
+            for p in &r.overload {
+                let _ = writeln!(csv, "{},{},{:.0},{:.0}", r.set.name, p.multiple, p.offered_pps, p.delivered_pps);
+            }
+        }
+        std::fs::write(dir.join("overload.csv"), csv)?;
+        std::fs::write(dir.join("overload.svg"), overload_svg(results))?;
+    }
     std::fs::write(dir.join("summary.txt"), summary(lab, results))?;
     Ok(())
 }
@@ -230,6 +313,16 @@ pub fn svg(results: &[SetResult]) -> String {
     plot::bars("forwarding rate at the receiver", &bars)
 }
 
+/// Delivered against offered rate, a line per set with an overload sweep.
+pub fn overload_svg(results: &[SetResult]) -> String {
+    let series: Vec<(&str, Vec<(f64, f64)>)> = results
+        .iter()
+        .filter(|r| !r.overload.is_empty())
+        .map(|r| (r.set.name.as_str(), r.overload.iter().map(|p| (p.offered_pps, p.delivered_pps)).collect()))
+        .collect();
+    plot::lines("delivered vs offered (overload sweep)", "offered pps", &series)
+}
+
 /// `{"sets":[{"name":..., "dut":..., "runs_pps":[...], "median_pps":...}, ...]}`
 pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
     let sets: Vec<serde_json::Value> = results
@@ -251,6 +344,8 @@ pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
                 "generator_capacity_pps": r.generator_pps,
                 "generator_bound": r.generator_bound(),
                 "zero_loss_pps": r.search.as_ref().map(|s| s.rate_pps),
+                "ping_rtt_us": r.ping_us,
+                "overload": r.overload.iter().map(|p| json!({"multiple": p.multiple, "offered_pps": p.offered_pps, "delivered_pps": p.delivered_pps})).collect::<Vec<_>>(),
             })
         })
         .collect();

@@ -37,6 +37,15 @@ pub struct LabArgs {
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
+    /// CPU of the generator.
+    #[arg(long, default_value_t = 0)]
+    gen_cpu: usize,
+    /// CPU of the device under test (linerate's worker; the kernel's forwarding by RPS).
+    #[arg(long, default_value_t = 1)]
+    dut_cpu: usize,
+    /// CPU of the receiver (its receive processing, by RPS).
+    #[arg(long, default_value_t = 0)]
+    rcv_cpu: usize,
 }
 
 pub fn main(args: LabArgs) -> Result<()> {
@@ -65,15 +74,21 @@ pub fn main(args: LabArgs) -> Result<()> {
         PathBuf::from(format!("results/lab-{t}"))
     });
     let stop = crate::stop_on_signals()?;
+    let cpus = lab::runner::Cpus { generator: args.gen_cpu, dut: args.dut_cpu, receiver: args.rcv_cpu };
+    let ncpu = io::affinity::available_cpus();
+    if let Some(c) = [cpus.generator, cpus.dut, cpus.receiver].into_iter().find(|&c| c >= ncpu) {
+        bail!("cpu {c} does not exist here ({ncpu} CPUs)");
+    }
     eprintln!(
-        "lab: {} sets x {} runs x {} s; generator and receiver on cpu {}, DUT on cpu {}",
+        "lab: {} sets x {} runs x {} s; generator on cpu {}, DUT on cpu {}, receiver on cpu {}",
         lab.sets.len(),
         lab.runs,
         lab.seconds,
-        lab::runner::GEN_CPU,
-        lab::runner::DUT_CPU
+        cpus.generator,
+        cpus.dut,
+        cpus.receiver
     );
-    let env = LabEnv::build(&bin).context("building the lab topology")?;
+    let env = LabEnv::build(&bin, cpus).context("building the lab topology")?;
     let started = Instant::now();
     let search = args.search.then_some(SearchOptions { tolerance: args.tolerance, max_trials: args.max_trials });
     let results = session::run(&lab, &env, search, &stop, |p: Progress<'_>| progress_bar(&p, started));

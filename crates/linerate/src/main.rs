@@ -7,6 +7,7 @@ mod control;
 mod host;
 mod kernel_bypass;
 mod lab_cmd;
+mod receive;
 mod run;
 mod show;
 mod traffic;

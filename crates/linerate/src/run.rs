@@ -181,6 +181,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     };
     let ncpu = io::affinity::available_cpus().max(1);
     let first_cpu = args.cpu.unwrap_or(if workers == 1 { ncpu - 1 } else { 0 });
+    let worker_cpus: Vec<usize> = (0..workers).map(|w| (first_cpu + w) % ncpu).collect();
+    let placement = cfg.router.napi_threads.then(|| crate::receive::place(&physical, &backends, &worker_cpus));
     let batch = cfg.router.batch_size;
     let mut handles = Vec::new();
     let mut counters = Vec::new();
@@ -189,12 +191,17 @@ pub fn main(args: RunArgs) -> Result<()> {
         let mut worker: RunWorker = Worker::new(Arc::clone(&fib), &ports, rx, tx, punt_tx.clone(), pool, batch);
         // The errors-per-second budget is shared out among the workers.
         worker.set_icmp_rate(icmp_rate.div_ceil(workers as u64));
+        worker.set_idle(match (cfg.router.sleep_when_idle, placement.as_ref().is_some_and(|p| p.on_worker[w])) {
+            (false, _) => dataplane::Idle::Spin,
+            (true, true) => dataplane::Idle::Sleep { spin: Duration::ZERO },
+            (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP },
+        });
         if let Some(slot) = &slot {
             worker.set_firewall(Firewall::new(Arc::clone(slot), dataplane::filter::random_seed()));
         }
         fw_stats.extend(worker.firewall_stats());
         counters.push(worker.counters());
-        let cpu = (first_cpu + w) % ncpu;
+        let cpu = worker_cpus[w];
         let worker_stop = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name(format!("lr-worker-{w}"))

@@ -189,4 +189,9 @@ impl RxPort for PacketRx {
     fn stats(&self) -> PortStats {
         self.stats
     }
+
+    /// Readable once a block is retired (full, or `rx_timeout_ms` after its first frame).
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(&self.fd))
+    }
 }

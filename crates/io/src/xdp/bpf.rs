@@ -12,12 +12,14 @@ use super::sys;
 
 /// BPF object name of the program (and prefix of every name linerate gives its programs).
 pub const PROG_NAME: &str = "lr_xsk";
+/// Name of the pass-everything program that gives a veth its NAPI (`xdp::attach_pass`).
+pub const PASS_PROG_NAME: &str = "lr_pass";
 /// Names of XDP programs linerate may have left attached; these are replaced without asking.
-pub const OWN_PROG_NAMES: &[&str] = &[PROG_NAME];
+pub const OWN_PROG_NAMES: &[&str] = &[PROG_NAME, PASS_PROG_NAME];
 /// Entries of the XSKMAP: the highest queue index a socket can bind to, plus one.
 pub const MAX_QUEUES: u32 = 256;
 
-const XDP_PASS: i32 = 2;
+pub const XDP_PASS: i32 = 2;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 

@@ -21,6 +21,8 @@ pub mod sink;
 mod socket;
 mod sys;
 
+pub(crate) use sys::socket as sys_socket;
+
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -340,6 +342,10 @@ impl RxPort for XdpRx {
         n as usize
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.sock.fd.as_raw_fd())
+    }
+
     /// Includes the kernel's drops (no chunk on the fill ring, rx ring full): one syscall.
     fn stats(&self) -> PortStats {
         let k = socket::statistics(self.sock.fd.as_raw_fd());
@@ -437,6 +443,17 @@ impl TxPort for XdpTx {
     fn stats(&self) -> PortStats {
         self.stats
     }
+}
+
+/// Attaches, in native mode, an XDP program that passes every frame, until the returned
+/// link is closed. A veth receives in NAPI, which [`crate::napi`] can move into a thread,
+/// only while an XDP program is attached (or GRO is on): AF_PACKET ports on veth use this.
+pub fn attach_pass(ifname: &str) -> Result<OwnedFd, XdpError> {
+    let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
+    let prog = bpf::load_xdp(&[bpf::Insn::mov_imm(0, bpf::XDP_PASS), bpf::Insn::exit()], bpf::PASS_PROG_NAME)
+        .map_err(|e| XdpError::ProgramRejected { source: e.source, log: e.log })?;
+    // The link holds the program; its fd can close.
+    bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_DRV_MODE).map_err(|e| XdpError::sys("attach XDP pass program (native)", ifname, e))
 }
 
 /// The XDP program attached to `ifname` (in the calling thread's namespace), as (id, name).

@@ -3,13 +3,11 @@
 //! bpf_link, survive their loader).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::sys;
+use crate::netlink::{NLA_F_NESTED, NLMSG_HDRLEN, attrs, push_attr, u16_at, u32_at};
 
-const NLMSG_HDRLEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
-const NLA_F_NESTED: u16 = 0x8000;
 
 /// An XDP program attached to an interface, as netlink reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,85 +17,23 @@ pub struct Attached {
     pub mode_flags: u32,
 }
 
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-fn push_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
-    buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
-    buf.extend_from_slice(&ty.to_ne_bytes());
-    buf.extend_from_slice(payload);
-    buf.resize(align4(buf.len()), 0);
-}
-
 /// A request: nlmsghdr + ifinfomsg for `ifindex` + `attrs`.
 fn message(ty: u16, flags: u16, ifindex: u32, attrs: &[u8]) -> Vec<u8> {
-    let len = NLMSG_HDRLEN + IFINFOMSG_LEN + attrs.len();
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&(len as u32).to_ne_bytes());
-    m.extend_from_slice(&ty.to_ne_bytes());
-    m.extend_from_slice(&(flags | libc::NLM_F_REQUEST as u16).to_ne_bytes());
-    m.extend_from_slice(&1u32.to_ne_bytes()); // seq
-    m.extend_from_slice(&0u32.to_ne_bytes()); // pid: kernel fills in
-    m.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]); // family, pad, type
-    m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
-    m.extend_from_slice(&[0; 8]); // flags, change
-    m.extend_from_slice(attrs);
-    m
+    let mut body = Vec::with_capacity(IFINFOMSG_LEN + attrs.len());
+    body.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]); // family, pad, type
+    body.extend_from_slice(&(ifindex as i32).to_ne_bytes());
+    body.extend_from_slice(&[0; 8]); // flags, change
+    body.extend_from_slice(attrs);
+    crate::netlink::message(ty, flags, &body)
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_ne_bytes([b[at], b[at + 1]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-/// Iterates the attributes in `b` as (type without flags, payload).
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 4 {
-            return None;
-        }
-        let len = u16_at(b, 0) as usize;
-        if len < 4 || len > b.len() {
-            return None;
-        }
-        let item = (u16_at(b, 2) & !NLA_F_NESTED, &b[4..len]);
-        b = &b[align4(len).min(b.len())..];
-        Some(item)
-    })
-}
-
-/// Sends one request on a fresh rtnetlink socket and returns the first reply message
-/// (an `NLMSG_ERROR` with a non-zero code becomes an `Err`).
+/// Sends one request on a fresh rtnetlink socket and returns the first reply message.
 fn request(msg: &[u8]) -> io::Result<Vec<u8>> {
-    let sock: OwnedFd = sys::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE)?;
-    // SAFETY: `msg` is a readable buffer of `msg.len()` bytes; a NULL address sends to the
-    // kernel on a netlink socket.
-    let sent = unsafe { libc::send(sock.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
+    let mut replies = crate::netlink::exchange(libc::NETLINK_ROUTE, msg)?;
+    if replies.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "no netlink reply"));
     }
-    let mut buf = vec![0u8; 32 * 1024];
-    // SAFETY: `buf` is a writable buffer of `buf.len()` bytes.
-    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let n = n as usize;
-    if n < NLMSG_HDRLEN || (u32_at(&buf, 0) as usize) > n {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "short netlink reply"));
-    }
-    buf.truncate(u32_at(&buf, 0) as usize);
-    if u16_at(&buf, 4) == libc::NLMSG_ERROR as u16 {
-        let code = u32_at(&buf, NLMSG_HDRLEN) as i32;
-        if code != 0 {
-            return Err(io::Error::from_raw_os_error(-code));
-        }
-    }
-    Ok(buf)
+    Ok(replies.swap_remove(0))
 }
 
 /// The XDP program attached to `ifindex` through netlink or a bpf_link, if any.

@@ -1,0 +1,55 @@
+//! Where the kernel's receive work for the router's interfaces runs: in NAPI threads pinned
+//! to the workers' CPUs below the workers' priority (`io::napi`), so that no overload can
+//! starve a worker (receive livelock). Undone when the returned value is dropped.
+
+use std::os::fd::OwnedFd;
+
+use config::Backend;
+use io::napi::{NapiError, NapiThreads};
+
+/// The placed threads, and which workers have receive work on their CPU.
+pub struct ReceivePlacement {
+    _threads: Vec<NapiThreads>,
+    /// XDP pass programs that give veths (AF_PACKET ports) their NAPI.
+    _pass_links: Vec<OwnedFd>,
+    /// Per worker: some interface's receive runs on its CPU, so it must sleep when idle.
+    pub on_worker: Vec<bool>,
+}
+
+/// Places the receive work of every interface in `physical` (opened with `backends`) on the
+/// CPUs `cpus` of the workers reading it. Interfaces where that cannot be done keep the
+/// kernel's default, with a warning.
+pub fn place(physical: &[config::Interface], backends: &[Backend], cpus: &[usize]) -> ReceivePlacement {
+    let mut p = ReceivePlacement { _threads: Vec::new(), _pass_links: Vec::new(), on_worker: vec![false; cpus.len()] };
+    for (iface, &backend) in physical.iter().zip(backends) {
+        match place_one(&iface.name, backend, cpus, &mut p) {
+            Ok(t) => p._threads.push(t),
+            Err(e) => eprintln!("linerate: warning: {}: the kernel's receive work stays in softirq context, where an overload can starve the worker: {e}", iface.name),
+        }
+    }
+    p
+}
+
+fn place_one(ifname: &str, backend: Backend, cpus: &[usize], p: &mut ReceivePlacement) -> Result<NapiThreads, String> {
+    let ifindex = io::netdev::ifindex(ifname).map_err(|e| e.to_string())?;
+    let mut threads = match NapiThreads::enable(ifname, ifindex) {
+        Err(NapiError::NoNapi { .. }) if backend == Backend::AfPacket => {
+            let link = io::xdp::attach_pass(ifname).map_err(|e| format!("no NAPI, and {e}"))?;
+            p._pass_links.push(link);
+            NapiThreads::enable(ifname, ifindex).map_err(|e| e.to_string())?
+        }
+        other => other.map_err(|e| e.to_string())?,
+    };
+    let napis: Vec<(u32, Option<u32>)> = threads.napis().iter().map(|n| (n.id, n.rx_queues.first().copied())).collect();
+    for (i, (id, queue)) in napis.into_iter().enumerate() {
+        // AF_XDP: worker w reads queue w. AF_PACKET: every worker reads every queue through
+        // its fanout group; spread the NAPI threads over them.
+        let worker = match (backend, queue) {
+            (Backend::AfXdp, Some(q)) => q as usize,
+            _ => i,
+        } % cpus.len();
+        threads.place(id, cpus[worker]).map_err(|e| e.to_string())?;
+        p.on_worker[worker] = true;
+    }
+    Ok(threads)
+}
