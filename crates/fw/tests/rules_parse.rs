@@ -468,7 +468,7 @@ fn errors_name_file_line_column() {
 fn unsupported_features_are_errors() {
     let why_return = "blocked packets are dropped silently; use `block` or `block drop`";
     let cases = [
-        ("block log all", format!("rules.conf:1:7: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)")),
+        ("block log all", "rules.conf:1:7: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)".to_owned()),
         ("pass all\npass in log proto tcp", "rules.conf:2:9: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)".to_owned()),
         ("block return in all", format!("rules.conf:1:7: `block return` is not supported by linerate ({why_return})")),
         ("block  return-rst in proto tcp", format!("rules.conf:1:8: `block return-rst` is not supported by linerate ({why_return})")),
