@@ -22,7 +22,6 @@ pub const LOCK_DIR: &str = "/run/linerate";
 /// the process dies.
 pub struct InterfaceLock {
     _file: File,
-    path: PathBuf,
 }
 
 /// The lock file of `ifname` in this network namespace.
@@ -53,13 +52,7 @@ fn lock_one(dir: &Path, ifname: &str) -> Result<InterfaceLock> {
         Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
     }
     file.set_len(0).and_then(|()| file.write_all(format!("{} {ifname}\n", std::process::id()).as_bytes())).with_context(|| format!("writing {}", path.display()))?;
-    Ok(InterfaceLock { _file: file, path })
-}
-
-impl InterfaceLock {
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
+    Ok(InterfaceLock { _file: file })
 }
 
 #[cfg(test)]
@@ -70,7 +63,7 @@ mod tests {
     fn second_lock_names_the_holder() {
         let dir = std::env::temp_dir().join(format!("lr-owner-{}", std::process::id()));
         let held = lock_all(&dir, &["lo"]).unwrap();
-        let text = std::fs::read_to_string(held[0].path()).unwrap();
+        let text = std::fs::read_to_string(lock_path(&dir, "lo").unwrap()).unwrap();
         assert_eq!(text, format!("{} lo\n", std::process::id()));
         // flock(2) locks belong to the open file: a second open in this process conflicts
         // as a second process would.
