@@ -6,7 +6,9 @@
 //! namespace (`/proc/self/ns/net`; `/run` is shared by `ip netns exec`, so the name must say
 //! which namespace), `I` the interface's index. It holds the owner's pid and the interface
 //! name, for the refusal message. The kernel releases a `flock` when its process dies, so a
-//! crash leaves no stale lock, only a file that the next run locks again.
+//! crash leaves no stale lock, only a file that the next run locks again. A clean exit
+//! removes the file while still holding the lock; a run that opened it just before then
+//! finds, once it has the lock, that the name leads elsewhere, and starts over.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -22,6 +24,14 @@ pub const LOCK_DIR: &str = "/run/linerate";
 /// the process dies.
 pub struct InterfaceLock {
     _file: File,
+    path: PathBuf,
+}
+
+impl Drop for InterfaceLock {
+    fn drop(&mut self) {
+        // Still locked: see the module doc.
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// The lock file of `ifname` in this network namespace.
@@ -40,7 +50,16 @@ pub fn lock_all(dir: &Path, names: &[&str]) -> Result<Vec<InterfaceLock>> {
 
 fn lock_one(dir: &Path, ifname: &str) -> Result<InterfaceLock> {
     let path = lock_path(dir, ifname)?;
-    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).with_context(|| format!("opening {}", path.display()))?;
+    loop {
+        if let Some(lock) = try_lock(&path, ifname)? {
+            return Ok(lock);
+        }
+    }
+}
+
+/// Locks the file at `path`; `None` if the file was removed by its last owner meanwhile.
+fn try_lock(path: &Path, ifname: &str) -> Result<Option<InterfaceLock>> {
+    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).with_context(|| format!("opening {}", path.display()))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -51,8 +70,13 @@ fn lock_one(dir: &Path, ifname: &str) -> Result<InterfaceLock> {
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
     }
+    let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) if same(&a, &b) => {}
+        _ => return Ok(None),
+    }
     file.set_len(0).and_then(|()| file.write_all(format!("{} {ifname}\n", std::process::id()).as_bytes())).with_context(|| format!("writing {}", path.display()))?;
-    Ok(InterfaceLock { _file: file })
+    Ok(Some(InterfaceLock { _file: file, path: path.to_owned() }))
 }
 
 #[cfg(test)]
@@ -70,6 +94,9 @@ mod tests {
         let err = lock_all(&dir, &["lo"]).err().expect("the second lock must fail").to_string();
         assert!(err.contains("interface lo is in use by another linerate") && err.contains(&format!("pid {}", std::process::id())), "{err}");
         drop(held);
+        assert!(!lock_path(&dir, "lo").unwrap().exists(), "a clean exit removes the file");
+        // A file left by a crash (no lock on it) is taken over.
+        std::fs::write(lock_path(&dir, "lo").unwrap(), "999999999 lo\n").unwrap();
         let again = lock_all(&dir, &["lo"]).unwrap();
         drop(again);
         std::fs::remove_dir_all(&dir).unwrap();
