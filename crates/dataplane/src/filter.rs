@@ -6,7 +6,9 @@
 //! * [`RulesSlot`]: how the control side hands a new rule set to the workers. It publishes the
 //!   new `Arc` under a mutex and bumps an atomic generation; a worker reads the generation
 //!   once per batch (one relaxed-cost load) and takes the mutex only when it changed, i.e. once
-//!   per reload. A worker therefore uses one rule set for a whole batch, never a mix.
+//!   per reload. A worker therefore uses one rule set for a whole batch, never a mix. A set
+//!   whose `set limit states` is above what a worker's state table holds comes with memory
+//!   the publisher reserved for that worker: workers never allocate a table themselves.
 //! * [`Firewall`]: what one worker owns: the current rules, its own [`StateTable`] (no lock:
 //!   only this worker touches it) and its counters. The state table survives reloads, so
 //!   established flows keep passing; a state's rule index may then name a rule of the old set,
@@ -26,7 +28,7 @@ use std::time::Instant;
 use fw::classifier::{BuildError, Classifier};
 use fw::packet::{Dir, PacketKey};
 use fw::rules::{Action, RuleSet, StateMode};
-use fw::state::{FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateCounters, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateAllocError, StateCounters, StateLookup, StateMemory, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 
@@ -86,28 +88,92 @@ impl CompiledRules {
 /// The control side's handle for publishing rule sets to workers.
 pub struct RulesSlot {
     generation: AtomicU64,
-    current: Mutex<Arc<CompiledRules>>,
+    current: Mutex<Published>,
+}
+
+/// The published set, and what each worker's firewall (by registration) needs to adopt it.
+struct Published {
+    rules: Arc<CompiledRules>,
+    /// `None` once the firewall is dropped.
+    workers: Vec<Option<WorkerMemory>>,
+}
+
+/// The state capacity a worker's table will have once it adopts the published set, and the
+/// memory reserved for it to get there (taken when it adopts).
+struct WorkerMemory {
+    capacity: usize,
+    pending: Option<StateMemory>,
 }
 
 impl RulesSlot {
     pub fn new(rules: Arc<CompiledRules>) -> Arc<RulesSlot> {
-        Arc::new(RulesSlot { generation: AtomicU64::new(0), current: Mutex::new(rules) })
+        Arc::new(RulesSlot { generation: AtomicU64::new(0), current: Mutex::new(Published { rules, workers: Vec::new() }) })
     }
 
-    /// Makes `rules` the set every worker uses from its next batch on.
-    pub fn publish(&self, rules: Arc<CompiledRules>) {
-        let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        *cur = rules;
+    fn lock(&self) -> std::sync::MutexGuard<'_, Published> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes `rules` the set every worker uses from its next batch on. If its `set limit
+    /// states` is above a worker's table, the memory for that worker is reserved here, on the
+    /// caller's thread; if any reservation fails nothing is published (the workers keep the
+    /// old set) and the error says how much was asked.
+    pub fn publish(&self, rules: Arc<CompiledRules>) -> Result<(), StateAllocError> {
+        let limit = state_limit(&rules.rules);
+        // Held throughout: two publishers (the control socket, SIGHUP) reserve in turn.
+        let mut cur = self.lock();
+        let mut reserved = Vec::new();
+        for (i, w) in cur.workers.iter().enumerate() {
+            if let Some(w) = w
+                && limit > w.capacity
+            {
+                reserved.push((i, StateMemory::try_new(limit)?));
+            }
+        }
+        for (i, mem) in reserved {
+            // A reservation the worker has not taken yet is smaller: replaced.
+            if let Some(w) = &mut cur.workers[i] {
+                w.capacity = limit;
+                w.pending = Some(mem);
+            }
+        }
+        cur.rules = rules;
         // Bumped under the lock: a worker that sees the new generation finds the new set.
         self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
     pub fn current(&self) -> Arc<CompiledRules> {
-        Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.lock().rules)
     }
 
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Registers a worker's firewall whose table holds `capacity` states: its id, the
+    /// generation and the set it starts with; `None` if the current set wants more states
+    /// (published since the caller looked).
+    fn register(&self, capacity: usize) -> Option<(usize, u64, Arc<CompiledRules>)> {
+        let mut cur = self.lock();
+        if state_limit(&cur.rules.rules) > capacity {
+            return None;
+        }
+        cur.workers.push(Some(WorkerMemory { capacity, pending: None }));
+        Some((cur.workers.len() - 1, self.generation(), Arc::clone(&cur.rules)))
+    }
+
+    /// The current set and generation for worker `id`, with the memory reserved for it.
+    fn adopt(&self, id: usize) -> (Arc<CompiledRules>, u64, Option<StateMemory>) {
+        let mut cur = self.lock();
+        let mem = cur.workers.get_mut(id).and_then(|w| w.as_mut()?.pending.take());
+        (Arc::clone(&cur.rules), self.generation(), mem)
+    }
+
+    fn unregister(&self, id: usize) {
+        if let Some(w) = self.lock().workers.get_mut(id) {
+            *w = None;
+        }
     }
 }
 
@@ -214,6 +280,8 @@ impl FirewallStats {
 /// The firewall of one worker.
 pub struct Firewall {
     slot: Arc<RulesSlot>,
+    /// This firewall's registration in `slot`.
+    id: usize,
     seen: u64,
     cur: Arc<RuleCounters>,
     states: StateTable,
@@ -306,9 +374,10 @@ fn state_timeouts(rs: &RuleSet) -> Timeouts {
     rs.timeouts
 }
 
-/// The rule set's `set limit states`, within what the table supports.
+/// The rule set's `set limit states` (at least 1). Not cut to the table's maximum: a set
+/// built by hand above it fails to allocate, with that error.
 fn state_limit(rs: &RuleSet) -> usize {
-    (rs.limit_states as usize).clamp(1, fw::state::MAX_LIMIT)
+    usize::try_from(rs.limit_states).unwrap_or(usize::MAX).max(1)
 }
 
 /// A random per-process value to key the state hash (std's `RandomState` is seeded by the OS).
@@ -318,19 +387,35 @@ pub fn random_seed() -> u64 {
 }
 
 impl Firewall {
-    /// A worker's firewall on the slot's current rules. The state table holds
-    /// `set limit states` of that set; reloads keep the table and apply their limit.
+    /// A worker's firewall on the slot's current rules; panics if the state table cannot be
+    /// allocated (tests, benchmarks: a router uses [`try_new`](Self::try_new)).
     pub fn new(slot: Arc<RulesSlot>, seed: u64) -> Firewall {
-        let seen = slot.generation();
-        let rules = slot.current();
-        let states = StateTable::new(state_limit(&rules.rules), state_timeouts(&rules.rules), seed);
+        Firewall::try_new(slot, seed).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A worker's firewall on the slot's current rules. The state table holds
+    /// `set limit states` of that set, allocated here; reloads keep the table and apply their
+    /// limit (growing it into memory the publisher reserved, see [`RulesSlot::publish`]).
+    pub fn try_new(slot: Arc<RulesSlot>, seed: u64) -> Result<Firewall, StateAllocError> {
+        loop {
+            let capacity = state_limit(&slot.current().rules);
+            let mut states = StateTable::try_new(capacity, Timeouts::default(), seed)?;
+            // Allocated unlocked; a reload raising the limit meanwhile means another try.
+            let Some((id, seen, rules)) = slot.register(capacity) else { continue };
+            states.set_timeouts(state_timeouts(&rules.rules));
+            states.set_limit(state_limit(&rules.rules));
+            return Ok(Firewall::with_table(slot, id, seen, rules, states));
+        }
+    }
+
+    fn with_table(slot: Arc<RulesSlot>, id: usize, seen: u64, rules: Arc<CompiledRules>, states: StateTable) -> Firewall {
         let cur = Arc::new(RuleCounters::new(rules));
         let stats = Arc::new(FirewallStats {
             rules: Mutex::new(Arc::clone(&cur)),
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true }
+        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -370,7 +455,7 @@ impl Firewall {
     pub(crate) fn begin_batch(&mut self) {
         let g = self.slot.generation();
         if g != self.seen {
-            self.adopt(g);
+            self.adopt();
         }
         self.now = self.clock.elapsed().as_secs() as u32;
         self.states.expire(self.now, EXPIRE_BUDGET);
@@ -378,12 +463,16 @@ impl Firewall {
 
     /// Takes the published rule set: its timeouts and its state limit apply to the kept
     /// states (a lower limit removes none: new flows are refused until under it; a higher one
-    /// may grow the table, once, here), its counters start from zero.
+    /// moves the table, once, here, into the memory the publisher reserved), its counters
+    /// start from zero.
     #[cold]
-    fn adopt(&mut self, g: u64) {
+    fn adopt(&mut self) {
         // Counts of the old set go to the old set's counters.
         self.flush_counts();
-        let rules = self.slot.current();
+        let (rules, g, mem) = self.slot.adopt(self.id);
+        if let Some(mem) = mem {
+            self.states.grow_into(mem);
+        }
         self.states.set_timeouts(state_timeouts(&rules.rules));
         self.states.set_limit(state_limit(&rules.rules));
         self.cur = Arc::new(RuleCounters::new(rules));
@@ -518,3 +607,9 @@ impl Firewall {
     }
 }
 
+impl Drop for Firewall {
+    /// Later reloads reserve no memory for a firewall that is gone.
+    fn drop(&mut self) {
+        self.slot.unregister(self.id);
+    }
+}

@@ -325,15 +325,42 @@ fn reload_applies_the_state_limit() {
     let in_use = |w: &Worker<ReplayRx, CountingTx, CountingTx>| w.firewall().unwrap().state_table().len();
     assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 4");
     // Lower: the four states stay and pass; new flows are refused.
-    slot.publish(rules(2));
+    slot.publish(rules(2)).unwrap();
     assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 2");
     assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (4, 2));
     // Higher than ever: the table grows, the old states are still found.
-    slot.publish(rules(100_000));
+    slot.publish(rules(100_000)).unwrap();
     assert_eq!(send(&mut w, flows(1000..1020)), (20, 0), "limit 100000");
     assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (20, 100_000));
     let states: std::collections::HashMap<_, _> = w.firewall_stats().unwrap().states().into_iter().collect();
     assert_eq!((states["inserts"], states["hits"], states["insert_full"]), (20, 4 + 4, 2 + 2));
+}
+
+/// A reload whose state table cannot be had is refused by `publish`: nothing is published, the
+/// worker keeps the old rules and its table, and a later reload works.
+#[test]
+fn reload_that_cannot_allocate_keeps_the_old_rules() {
+    let slot = RulesSlot::new(compile("set limit states 4\nblock all\npass in on a proto udp keep state\n"));
+    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
+    // The parser refuses more than MAX_LIMIT_STATES; a set built by hand gets this far.
+    let mut huge = fw::rules::parse("pass all no state\n", Path::new("r.conf"), &|_| None).unwrap();
+    huge.limit_states = fw::state::MAX_LIMIT as u64 + 1;
+    let err = slot.publish(Arc::new(CompiledRules::new(huge).unwrap())).unwrap_err();
+    assert!(matches!(err, fw::state::StateAllocError::TooLarge(_)), "{err}");
+    assert_eq!(slot.generation(), 0);
+    let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, port: u16| {
+        w.rx[0] = ReplayRx::new(0, vec![udp(0, A_HOST, port, FAR, 53)]).once();
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+    };
+    send(&mut w, 1000);
+    let fw = w.firewall().unwrap();
+    assert_eq!((fw.rules().rule_count(), fw.state_table().limit(), fw.state_table().len()), (2, 4, 1));
+    slot.publish(compile("set limit states 8\npass all no state\n")).unwrap();
+    send(&mut w, 1001);
+    assert_eq!((w.firewall().unwrap().rules().rule_count(), w.firewall().unwrap().state_table().limit()), (1, 8));
 }
 
 /// Counts forwarded frames by UDP destination port (frames are IPv4 without options).
@@ -385,7 +412,7 @@ fn reload_race_every_packet_gets_old_or_new_verdict() {
     const SWAPS: u64 = 3000;
     let deadline = Instant::now() + Duration::from_secs(120);
     for i in 1..=SWAPS {
-        slot.publish(Arc::clone(if i % 2 == 1 { &set_b } else { &set_a }));
+        slot.publish(Arc::clone(if i % 2 == 1 { &set_b } else { &set_a })).unwrap();
         while stats.generation() < i {
             assert!(Instant::now() < deadline, "worker stopped adopting rule sets at swap {i}");
             std::thread::yield_now();

@@ -50,6 +50,20 @@ pub const DEFAULT_FLAGS: (u8, u8) = (tcp_flags::SYN, tcp_flags::SYN | tcp_flags:
 /// pf's default `set limit states` (OpenBSD pf FAQ "Options" / pf.conf(5): "Default is 100000").
 pub const DEFAULT_LIMIT_STATES: u64 = 100_000;
 
+/// The largest `set limit states` (the state table's [`MAX_LIMIT`](crate::state::MAX_LIMIT)):
+/// each worker reserves 104 bytes per state, 10.4 GB at this limit.
+pub const MAX_LIMIT_STATES: u64 = crate::state::MAX_LIMIT as u64;
+
+/// pf features linerate parses only to refuse them, with the reason given after "`X` is not
+/// supported by linerate": accepting them would promise what is not done.
+const UNSUPPORTED: [(&str, &str); 5] = [
+    ("log", "no pflog interface; per-rule counters are in `linerate run`'s exit report"),
+    ("return", "blocked packets are dropped silently; use `block` or `block drop`"),
+    ("return-rst", "blocked packets are dropped silently; use `block` or `block drop`"),
+    ("return-icmp", "blocked packets are dropped silently; use `block` or `block drop`"),
+    ("return-icmp6", "blocked packets are dropped silently; use `block` or `block drop`"),
+];
+
 /// What a rule does with the packets it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
@@ -66,15 +80,6 @@ pub enum StateMode {
     Keep,
     /// `keep state (sloppy)`: the state does not check TCP sequence windows.
     KeepSloppy,
-}
-
-/// How a blocked packet is dropped (`set block-policy`, or `block drop|return` on a rule).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BlockPolicy {
-    /// Silently dropped (pf's default).
-    Drop,
-    /// TCP RST / ICMP unreachable sent back.
-    Return,
 }
 
 /// An address prefix of one family. `addr` has its host bits cleared; IPv4 in the low 32 bits.
@@ -221,10 +226,7 @@ impl Table {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub action: Action,
-    /// `block drop|return` on the rule; `None` = the rule set's `block-policy`.
-    pub block_policy: Option<BlockPolicy>,
     pub dir: Option<Dir>,
-    pub log: bool,
     pub quick: bool,
     /// `on IFACE` resolved to a port index.
     pub iface: Option<u16>,
@@ -261,8 +263,6 @@ pub struct RuleSet {
     /// `set limit states N` (default [`DEFAULT_LIMIT_STATES`]).
     pub limit_states: u64,
     pub timeouts: Timeouts,
-    /// `set block-policy` (default drop).
-    pub block_policy: BlockPolicy,
 }
 
 impl Default for RuleSet {
@@ -272,7 +272,6 @@ impl Default for RuleSet {
             tables: Vec::new(),
             limit_states: DEFAULT_LIMIT_STATES,
             timeouts: Timeouts::default(),
-            block_policy: BlockPolicy::Drop,
         }
     }
 }
@@ -846,6 +845,19 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// Fails with "`X` is not supported by linerate" at the next word if it is one of
+    /// [`UNSUPPORTED`]; `context` is the text shown before it (e.g. "block ").
+    fn refuse_unsupported(&mut self, context: &str) -> PResult<()> {
+        let t = self.peek()?.clone();
+        if let Tok::Word(w) = &t.tok
+            && let Some((_, why)) = UNSUPPORTED.iter().find(|(u, _)| u == w)
+        {
+            let context = if w == "log" { "" } else { context };
+            return here(&t, format!("`{context}{w}` is not supported by linerate ({why})"));
+        }
+        Ok(())
+    }
+
     fn number(&mut self, what: &str, max: u64) -> PResult<u64> {
         let t = self.peek()?.clone();
         if let Tok::Word(w) = &t.tok
@@ -869,7 +881,7 @@ impl Parser<'_> {
                     self.skip_newlines()?;
                 }
                 self.expect_word("states")?;
-                self.rs.limit_states = self.number("a number of states", u32::MAX as u64)?;
+                self.rs.limit_states = self.number("a number of states", MAX_LIMIT_STATES)?;
                 if !braced {
                     break;
                 }
@@ -907,12 +919,10 @@ impl Parser<'_> {
                 }
             }
         } else if self.eat_word("block-policy")? {
-            if self.eat_word("drop")? {
-                self.rs.block_policy = BlockPolicy::Drop;
-            } else if self.eat_word("return")? {
-                self.rs.block_policy = BlockPolicy::Return;
-            } else {
-                return self.fail("drop or return");
+            // `drop` is what linerate does; `return` is refused, not ignored.
+            self.refuse_unsupported("set block-policy ")?;
+            if !self.eat_word("drop")? {
+                return self.fail("drop");
             }
         } else {
             return self.fail("limit, timeout or block-policy");
@@ -927,13 +937,9 @@ impl Parser<'_> {
         } else {
             Action::Block
         };
-        let mut block_policy = None;
         if action == Action::Block {
-            if self.eat_word("drop")? {
-                block_policy = Some(BlockPolicy::Drop);
-            } else if self.eat_word("return")? {
-                block_policy = Some(BlockPolicy::Return);
-            }
+            self.refuse_unsupported("block ")?;
+            self.eat_word("drop")?;
         }
         let dir = if self.eat_word("in")? {
             Some(Dir::In)
@@ -942,7 +948,7 @@ impl Parser<'_> {
         } else {
             None
         };
-        let log = self.eat_word("log")?;
+        self.refuse_unsupported("")?;
         let quick = self.eat_word("quick")?;
         let (mut iface, mut iface_neg) = (None, false);
         if self.eat_word("on")? {
@@ -1156,9 +1162,7 @@ impl Parser<'_> {
         };
         self.rs.rules.push(Rule {
             action,
-            block_policy,
             dir,
-            log,
             quick,
             iface,
             iface_neg,

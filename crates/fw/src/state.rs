@@ -43,8 +43,9 @@
 //!
 //! # Layout and memory
 //!
-//! Everything is allocated once in [`StateTable::new`] for `limit` states (and again only if
-//! [`StateTable::set_limit`] raises the limit); an insert never allocates.
+//! Everything is allocated once in [`StateTable::try_new`] for `limit` states, and again only
+//! as a [`StateMemory`] that the caller allocates off the fast path for a higher limit
+//! ([`StateTable::grow_into`]); an insert never allocates.
 //!
 //! * `slots`: a flat `Vec<Entry>` of capacity `limit` (ids are slot indices). An `Entry` is
 //!   **64 bytes, one cache line** (64-byte aligned): the canonical key (40 B, see [`Flow`]:
@@ -93,12 +94,13 @@
 //! returns plain `u64` counters the worker can publish.
 
 mod flow;
+mod memory;
 mod quick;
 mod tcp;
 mod timeouts;
 
 use io::prefetch::prefetch_read;
-use lpm::hugemem::{HugeArray, advise_huge};
+use lpm::hugemem::HugeArray;
 
 use crate::packet::{Af, PacketKey, proto};
 use flow::{FlowHasher, FlowKey};
@@ -106,6 +108,7 @@ pub use flow::{Flow, FlowV4, is_icmp_error};
 pub use quick::QuickHits;
 use quick::mark_steady;
 use tcp::Peer;
+pub use memory::{StateAllocError, StateMemory};
 pub use timeouts::{Timeouts, Tmo};
 
 /// TCP flag bits (as in [`PacketKey::tcp_flags`]).
@@ -304,8 +307,8 @@ const EMPTY: u64 = 0;
 const ID_BITS: u32 = 32;
 const TAG_MASK: u64 = !0 << ID_BITS;
 const NONE: u32 = u32::MAX;
-/// Largest supported limit (ids take the low 32 bits of an index word).
-pub const MAX_LIMIT: usize = 1 << 30;
+/// Largest `set limit states`: 100M states, 10.4 GB per worker (ids would allow 2^32).
+pub const MAX_LIMIT: usize = 100_000_000;
 
 /// The per-worker state table.
 pub struct StateTable {
@@ -400,14 +403,20 @@ fn class(p: u8) -> Class {
 }
 
 impl StateTable {
-    /// A table for at most `limit` states (`limit <= MAX_LIMIT`), all memory allocated here.
-    /// `seed` keys the hash: use a random value per table.
+    /// A table for at most `limit` states, all memory allocated here; panics if it cannot be
+    /// (tests, benchmarks: a router uses [`try_new`](Self::try_new)). `seed` keys the hash: use
+    /// a random value per table.
     pub fn new(limit: usize, timeouts: Timeouts, seed: u64) -> StateTable {
-        let index = Self::index_for(limit);
-        let mut t = StateTable {
-            slots: Vec::with_capacity(limit),
-            tcp: Vec::with_capacity(limit),
-            index,
+        StateTable::try_new(limit, timeouts, seed).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A table for at most `limit` states (`limit <= MAX_LIMIT`), all memory allocated here.
+    pub fn try_new(limit: usize, timeouts: Timeouts, seed: u64) -> Result<StateTable, StateAllocError> {
+        let mem = StateMemory::try_new(limit)?;
+        Ok(StateTable {
+            slots: mem.slots,
+            tcp: mem.tcp,
+            index: mem.index,
             free_head: NONE,
             len: 0,
             limit,
@@ -418,48 +427,45 @@ impl StateTable {
             deadlines: [0; 16],
             sweep_cursor: 0,
             counters: StateCounters::default(),
-        };
-        t.advise_huge_slots();
-        t
+        })
     }
 
-    /// Huge pages for the slot and TCP arrays' unused capacity, as for the index: at millions
-    /// of states a slot access would otherwise miss the TLB as well as the cache (10M states:
-    /// 640 MB of slots, 160k pages of 4 KiB).
-    fn advise_huge_slots(&mut self) {
-        advise_huge(self.slots.spare_capacity_mut());
-        advise_huge(self.tcp.spare_capacity_mut());
+    /// The most states the table's memory holds: the ceiling of [`set_limit`](Self::set_limit).
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
-    /// The empty index for a table of `capacity` states.
-    fn index_for(capacity: usize) -> HugeArray<u64> {
-        assert!(capacity <= MAX_LIMIT, "state limit {capacity} > {MAX_LIMIT}");
-        let words = (2 * capacity).max(8).next_multiple_of(8);
-        HugeArray::zeroed(words).expect("cannot map the state index")
-    }
-
-    /// Changes the limit (a reloaded rule set's `set limit states`). Lowering it removes no
-    /// state: new flows are refused until `len() < limit()`. Raising it above every limit the
-    /// table was sized for grows the table: a new index for the new limit, rebuilt from the
-    /// old one's words alone (they keep the hash bits that place them), and the slot array
-    /// reserved, so that inserts still never allocate. That costs time in proportion to the
-    /// table, once, when the worker adopts the rule set, not per packet.
-    pub fn set_limit(&mut self, limit: usize) {
-        if limit > self.capacity {
-            let old = std::mem::replace(&mut self.index, Self::index_for(limit));
-            for &w in old.iter().filter(|&&w| w != EMPTY) {
-                let mut i = self.home(w);
-                while self.index[i] != EMPTY {
-                    i = self.next(i);
-                }
-                self.index[i] = w;
-            }
-            self.slots.reserve_exact(limit - self.slots.len());
-            self.tcp.reserve_exact(limit - self.tcp.len());
-            self.advise_huge_slots();
-            self.capacity = limit;
+    /// Moves the table into `mem`, if it is larger: a new index, rebuilt from the old one's
+    /// words alone (they keep the hash bits that place them), and the slots copied. No
+    /// allocation (`mem` was allocated off the fast path); costs time in proportion to the
+    /// table, once, when a worker adopts a rule set with a higher limit. The old memory is
+    /// freed here.
+    pub fn grow_into(&mut self, mut mem: StateMemory) {
+        if mem.capacity <= self.capacity {
+            return;
         }
-        self.limit = limit;
+        let old = std::mem::replace(&mut self.index, mem.index);
+        for &w in old.iter().filter(|&&w| w != EMPTY) {
+            let mut i = self.home(w);
+            while self.index[i] != EMPTY {
+                i = self.next(i);
+            }
+            self.index[i] = w;
+        }
+        // Within the reserved capacity: `append` copies, it does not allocate.
+        mem.slots.append(&mut self.slots);
+        mem.tcp.append(&mut self.tcp);
+        self.slots = mem.slots;
+        self.tcp = mem.tcp;
+        self.capacity = mem.capacity;
+    }
+
+    /// Changes the limit (a reloaded rule set's `set limit states`), up to the table's
+    /// [`capacity`](Self::capacity) (a higher limit is cut to it: grow the table first with
+    /// [`grow_into`](Self::grow_into)). Lowering it removes no state: new flows are refused
+    /// until `len() < limit()`. Never allocates.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.min(self.capacity);
     }
 
     /// Entries held (live, plus dead ones not reclaimed yet).

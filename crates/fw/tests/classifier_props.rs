@@ -213,9 +213,7 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
         };
         rs.rules.push(Rule {
             action,
-            block_policy: None,
             dir: *rng.pick(&[None, None, Some(Dir::In), Some(Dir::Out)]),
-            log: false,
             quick: rng.chance(25),
             iface: if rng.chance(30) {
                 Some(rng.below(4) as u16)

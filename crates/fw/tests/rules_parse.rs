@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
 use fw::rules::{
-    Action, AddrItem, AddrMatch, AddrTarget, BlockPolicy, DEFAULT_FLAGS, DEFAULT_LIMIT_STATES,
+    Action, AddrItem, AddrMatch, AddrTarget, DEFAULT_FLAGS, DEFAULT_LIMIT_STATES, MAX_LIMIT_STATES,
     PortMatch, Prefix, RuleSet, StateMode, Timeouts, load, parse, parse_prefix,
 };
 
@@ -46,7 +46,6 @@ fn defaults_of_pass_and_block() {
     assert_eq!(rs.timeouts, Timeouts::default());
     assert_eq!(rs.timeouts.tcp_first, 120);
     assert_eq!(rs.timeouts.tcp_established, 86400);
-    assert_eq!(rs.block_policy, BlockPolicy::Drop);
     let (b, p) = (&rs.rules[0], &rs.rules[1]);
     assert_eq!(
         (b.action, b.keep_state, b.flags, b.quick),
@@ -83,11 +82,11 @@ fn defaults_of_pass_and_block() {
 #[test]
 fn full_rule() {
     let rs = ok(
-        "pass in log quick on em1 inet proto tcp from 10.0.0.0/8 port 1024:65535 to ! 192.168.1.1 port { 80, 443 } flags S/SA keep state label \"web\"",
+        "pass in quick on em1 inet proto tcp from 10.0.0.0/8 port 1024:65535 to ! 192.168.1.1 port { 80, 443 } flags S/SA keep state label \"web\"",
     );
     let r = &rs.rules[0];
     assert_eq!(r.dir, Some(Dir::In));
-    assert!(r.log && r.quick);
+    assert!(r.quick);
     assert_eq!((r.iface, r.iface_neg), (Some(1), false));
     assert_eq!(r.af, Some(Af::Inet));
     assert_eq!(r.protos, vec![6]);
@@ -103,15 +102,15 @@ fn full_rule() {
     assert_eq!(r.dst_ports, PortMatch::Ranges(vec![(80, 80), (443, 443)]));
     assert_eq!(r.label.as_deref(), Some("web"));
     let rs = ok(
-        "block out on ! em0 proto { udp, tcp } to any port ssh\nblock return in all\nblock drop out all",
+        "block out on ! em0 proto { udp, tcp } to any port ssh\nblock in all\nblock drop out all",
     );
     assert_eq!(
         (rs.rules[0].iface, rs.rules[0].iface_neg, rs.rules[0].dir),
         (Some(0), true, Some(Dir::Out))
     );
     assert_eq!(rs.rules[0].protos, vec![6, 17]);
-    assert_eq!(rs.rules[1].block_policy, Some(BlockPolicy::Return));
-    assert_eq!(rs.rules[2].block_policy, Some(BlockPolicy::Drop));
+    assert_eq!((rs.rules[1].action, rs.rules[1].dir), (Action::Block, Some(Dir::In)));
+    assert_eq!((rs.rules[2].action, rs.rules[2].dir), (Action::Block, Some(Dir::Out)));
 }
 
 #[test]
@@ -255,7 +254,7 @@ fn options() {
         "set timeout { tcp.established 3600, udp.first 10 \n udp.single 5 }\n",
         "set timeout tcp.first 100\n",
         "set timeout interval 2\n",
-        "set block-policy return\n",
+        "set block-policy drop\n",
         "set limit { states 7000 }\n",
     ));
     assert_eq!(rs.limit_states, 7000);
@@ -265,7 +264,7 @@ fn options() {
     assert_eq!(rs.timeouts.tcp_first, 100);
     assert_eq!(rs.timeouts.interval, 2);
     assert_eq!(rs.timeouts.tcp_closing, 900);
-    assert_eq!(rs.block_policy, BlockPolicy::Return);
+    assert_eq!(ok(&format!("set limit states {MAX_LIMIT_STATES}")).limit_states, MAX_LIMIT_STATES);
 }
 
 #[test]
@@ -386,7 +385,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "set block-policy maybe",
-            "rules.conf:1:18: expected drop or return, found \"maybe\"",
+            "rules.conf:1:18: expected drop, found \"maybe\"",
         ),
         (
             "set skip on lo",
@@ -464,6 +463,26 @@ fn errors_name_file_line_column() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// What linerate does not do is an error at its position, never accepted and ignored.
+#[test]
+fn unsupported_features_are_errors() {
+    let why_return = "blocked packets are dropped silently; use `block` or `block drop`";
+    let cases = [
+        ("block log all", "rules.conf:1:7: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)".to_owned()),
+        ("pass all\npass in log proto tcp", "rules.conf:2:9: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)".to_owned()),
+        ("block return in all", format!("rules.conf:1:7: `block return` is not supported by linerate ({why_return})")),
+        ("block  return-rst in proto tcp", format!("rules.conf:1:8: `block return-rst` is not supported by linerate ({why_return})")),
+        ("block return-icmp in proto udp", format!("rules.conf:1:7: `block return-icmp` is not supported by linerate ({why_return})")),
+        ("block return-icmp6 in inet6", format!("rules.conf:1:7: `block return-icmp6` is not supported by linerate ({why_return})")),
+        ("\n  set block-policy return", format!("rules.conf:2:20: `set block-policy return` is not supported by linerate ({why_return})")),
+        ("set limit states 100000001", "rules.conf:1:18: a number of states 100000001 out of range (at most 100000000)".to_owned()),
+        ("set limit states 4000000000", "rules.conf:1:18: a number of states 4000000000 out of range (at most 100000000)".to_owned()),
+    ];
+    for (text, want) in cases {
+        assert_eq!(err(text), want, "for {text:?}");
+    }
+}
+
 fn example_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/rules.conf")
 }
@@ -474,7 +493,6 @@ fn example_file_loads_and_behaves() {
     assert_eq!(rs.limit_states, 200_000);
     assert_eq!(rs.timeouts.tcp_established, 7200);
     assert_eq!(rs.timeouts.interval, 5);
-    assert_eq!(rs.block_policy, BlockPolicy::Return);
     let bl = &rs.tables[0];
     assert_eq!(bl.name, "blocklist");
     assert_eq!(bl.entries.len(), 7);
@@ -522,7 +540,7 @@ fn example_file_loads_and_behaves() {
     );
     assert_eq!(rs.rules[v.rule.unwrap()].label.as_deref(), Some("web"));
     assert_eq!(v.keep_state, StateMode::Keep);
-    // A bare ACK matches no pass rule (flags S/SA): blocked by `block log all`.
+    // A bare ACK matches no pass rule (flags S/SA): blocked by `block all`.
     check(
         key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x10),
         Action::Block,

@@ -327,9 +327,15 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool
             // A reload's new limit, from a tenth to twice the initial one: existing states
             // stay (the model keeps them all), new flows wait for `len < limit`.
             limit = (base / 10 + rng.below(2 * base as u64) as usize).max(1);
+            // A higher limit than the table holds takes memory allocated beforehand, as the
+            // control thread does for a reload.
+            if limit > t.capacity() {
+                t.grow_into(fw::state::StateMemory::try_new(limit).unwrap());
+            }
             t.set_limit(limit);
             cap = cap.max(limit);
             assert_eq!(t.limit(), limit);
+            assert_eq!(t.capacity(), cap);
             t.debug_check();
         }
         assert_eq!(t.len(), m.map.len(), "op {op}: len");

@@ -2,7 +2,8 @@
 
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{
-    InsertError, StateId, StateLookup, StateTable, StateVerdict, Timeouts, Tmo, is_icmp_error,
+    InsertError, StateAllocError, StateId, StateLookup, StateMemory, StateTable, StateVerdict, Timeouts, Tmo,
+    is_icmp_error,
     pseudo_state::*,
 };
 
@@ -279,6 +280,34 @@ fn limit_refuses_new_existing_keep_flowing() {
     t.debug_check();
     let c = t.counters();
     assert_eq!((c.in_use, c.inserts, c.removed), (4, 5, 1));
+}
+
+#[test]
+fn limit_stops_at_capacity_until_grown_into_new_memory() {
+    let mut t = StateTable::new(2, Timeouts::default(), 5);
+    let keys: Vec<_> = (0..6u16).map(|i| udp(10, 1000 + i, 20, 53)).collect();
+    let ids: Vec<_> = keys[..2].iter().map(|k| t.insert(k, 0, 0, None).unwrap()).collect();
+    // A higher limit than the table's memory holds is cut to it: setting it never allocates.
+    t.set_limit(6);
+    assert_eq!((t.limit(), t.capacity()), (2, 2));
+    assert_eq!(t.insert(&keys[2], 0, 0, None), Err(InsertError::Full));
+    // Memory allocated elsewhere: the states move with their ids, both directions still hit.
+    t.grow_into(StateMemory::try_new(6).unwrap());
+    t.set_limit(6);
+    assert_eq!((t.limit(), t.capacity()), (6, 6));
+    for (k, id) in keys.iter().zip(&ids) {
+        assert_eq!(hit(&mut t, k, 1), (*id, true));
+        assert_eq!(hit(&mut t, &rev(k), 1), (*id, false));
+    }
+    for k in &keys[2..] {
+        t.insert(k, 0, 1, None).unwrap();
+    }
+    assert_eq!(t.insert(&udp(10, 9, 20, 53), 0, 1, None), Err(InsertError::Full));
+    // Smaller memory than the table has is ignored.
+    t.grow_into(StateMemory::try_new(3).unwrap());
+    assert_eq!(t.capacity(), 6);
+    t.debug_check();
+    assert!(matches!(StateTable::try_new(fw::state::MAX_LIMIT + 1, Timeouts::default(), 0), Err(StateAllocError::TooLarge(_))));
 }
 
 #[test]

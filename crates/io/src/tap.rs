@@ -24,11 +24,11 @@ use crate::port::{PortStats, RxPort, TxPort};
 /// Prefix of every TAP linerate creates.
 pub const NAME_PREFIX: &str = "lr";
 
-fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
 }
 
-fn ifreq(name: &str) -> libc::ifreq {
+pub(crate) fn ifreq(name: &str) -> libc::ifreq {
     // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
@@ -44,7 +44,7 @@ fn ifreq_name(req: &libc::ifreq) -> String {
 
 /// A datagram socket for the interface ioctls (SIOCSIFHWADDR, SIOCGIFFLAGS, SIOCSIFFLAGS),
 /// in the calling thread's network namespace.
-fn ioctl_socket() -> io::Result<OwnedFd> {
+pub(crate) fn ioctl_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers; a non-negative result is a fresh fd we now own.
     let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.

@@ -6,7 +6,7 @@
 //! back:
 //! - `reload` re-reads the rule file named in the running config, compiles it off the fast
 //!   path and publishes it to the workers, answering `ok: N rules`, or
-//!   `error: file:line:col: problem` with the old rules left in place;
+//!   `error: file:line:col: problem` with the old rules left in place (SIGHUP does the same);
 //! - `stats`, `routes`, `neighbours`, `interfaces` answer one JSON document each (see
 //!   [`crate::show`] for their fields).
 
@@ -37,6 +37,9 @@ pub struct RouterState {
     pub kinds: Vec<String>,
     pub punt_overflows: Arc<AtomicU64>,
     pub started: Instant,
+    /// Why rules that keep state must not be loaded into this run (see
+    /// [`crate::steering::reload_refusal`]).
+    pub reload_refusal: Option<String>,
 }
 
 /// The listening socket; its file is removed when this is dropped (at `run`'s exit).
@@ -82,7 +85,7 @@ fn serve(conn: UnixStream, state: &RouterState) {
     let mut reader = BufReader::new(&conn);
     let answer = match reader.read_line(&mut line) {
         Ok(_) => match line.trim() {
-            "reload" => reload(&state.cfg, state.slot.as_deref()),
+            "reload" => reload(state),
             "stats" => stats(state).to_string(),
             "routes" => routes(state).to_string(),
             "neighbours" => neighbours(state).to_string(),
@@ -226,14 +229,15 @@ fn interfaces(state: &RouterState) -> Value {
     json!(list)
 }
 
-fn reload(cfg: &Config, slot: Option<&RulesSlot>) -> String {
-    let (Some(slot), Some(fw)) = (slot, &cfg.firewall) else {
+/// Re-reads, compiles and publishes the rule file (the `reload` command and SIGHUP); the
+/// answer is `ok: N rules` or `error: ...`, the old rules kept. Logged on stderr either way.
+pub fn reload(state: &RouterState) -> String {
+    let cfg = &state.cfg;
+    let (Some(slot), Some(fw)) = (&state.slot, &cfg.firewall) else {
         return format!("error: {}: no [firewall] table in the running config", cfg.path.display());
     };
-    match crate::run::load_rules(cfg, &fw.rules) {
-        Ok(rules) => {
-            let n = rules.rule_count();
-            slot.publish(Arc::new(rules));
+    match load_and_publish(state, slot, &fw.rules) {
+        Ok(n) => {
             eprintln!("linerate: firewall reloaded: {n} rules from {}", fw.rules.display());
             format!("ok: {n} rules")
         }
@@ -242,6 +246,16 @@ fn reload(cfg: &Config, slot: Option<&RulesSlot>) -> String {
             format!("error: {e:#}")
         }
     }
+}
+
+fn load_and_publish(state: &RouterState, slot: &RulesSlot, path: &std::path::Path) -> Result<usize> {
+    let rules = crate::run::load_rules(&state.cfg, path)?;
+    if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&rules.rules)) {
+        bail!("{}: {why}", path.display());
+    }
+    let n = rules.rule_count();
+    slot.publish(Arc::new(rules)).with_context(|| format!("{}: set limit states", path.display()))?;
+    Ok(n)
 }
 
 /// `linerate reload`: asks the running linerate to re-read its rule file; prints the answer,
@@ -254,6 +268,6 @@ pub fn reload_main(args: crate::show::SocketArgs) -> Result<()> {
     if !answer.starts_with("ok") {
         bail!("unexpected answer {answer:?}");
     }
-    println!("{answer}");
+    crate::output::print(&format!("{answer}\n"))?;
     Ok(())
 }

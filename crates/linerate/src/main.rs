@@ -7,9 +7,12 @@ mod control;
 mod host;
 mod kernel_bypass;
 mod lab_cmd;
+mod output;
+mod owner;
 mod receive;
 mod run;
 mod show;
+mod steering;
 mod traffic;
 
 use clap::{Parser, Subcommand};
@@ -29,7 +32,7 @@ enum Command {
     Lab(lab_cmd::LabArgs),
     /// Validate a configuration file without touching any interface.
     Check(check::CheckArgs),
-    /// Forward between the configured interfaces until SIGINT/SIGTERM.
+    /// Forward between the configured interfaces until SIGINT/SIGTERM (SIGHUP: reload).
     Run(run::RunArgs),
     /// Make a running `linerate run` re-read its firewall rule file (atomic swap).
     Reload(show::SocketArgs),
@@ -115,4 +118,13 @@ fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicB
         signal_hook::flag::register(s, std::sync::Arc::clone(&stop)).context("installing signal handlers")?;
     }
     Ok(stop)
+}
+
+/// A flag set by SIGHUP: `run` reloads its rule file when it sees it (the default action
+/// would end the process).
+fn reload_on_sighup() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use anyhow::Context;
+    let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, std::sync::Arc::clone(&hup)).context("installing the SIGHUP handler")?;
+    Ok(hup)
 }

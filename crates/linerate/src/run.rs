@@ -17,6 +17,7 @@
 //! With the host stack (the default), the router's addresses belong on the TAPs, which
 //! linerate creates and configures: leave them off the kernel's interfaces.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,8 @@ pub struct RunArgs {
 const POOL_FRAMES: u32 = 16 * 1024;
 
 type RunWorker = Worker<AnyRx, AnyTx, PuntSender>;
+/// Each worker's firewall (`None` without a `[firewall]`).
+type Firewalls = Vec<Option<Firewall>>;
 
 pub fn main(args: RunArgs) -> Result<()> {
     let mut cfg = Config::load(&args.config)?;
@@ -60,37 +63,27 @@ pub fn main(args: RunArgs) -> Result<()> {
     if !io::netdev::is_root() {
         bail!("linerate run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to open packet sockets and load XDP programs");
     }
-    for iface in cfg.interfaces.iter_mut().filter(|i| i.vlan.is_none()) {
-        if !io::netdev::exists(&iface.name) {
-            bail!("{path}: interface {:?} does not exist in this network namespace (check `ip link`)", iface.name);
-        }
-        if !io::netdev::is_up(&iface.name).unwrap_or(false) {
-            bail!("{path}: interface {:?} is down (`ip link set {} up`)", iface.name, iface.name);
-        }
-        if iface.mac.is_none() {
-            let mac = io::netdev::mac_address(&iface.name).with_context(|| format!("reading the MAC address of {}", iface.name))?;
-            iface.mac = Some(config::MacAddr(mac));
-        }
-    }
-    if cfg.router.host_stack {
-        for (i, iface) in cfg.interfaces.iter().enumerate().filter(|(_, i)| i.vlan.is_none()) {
-            let in_kernel = crate::host::kernel_addresses(&iface.name);
-            for a in iface.addresses.iter().filter(|a| in_kernel.contains(&a.addr)) {
-                eprintln!("linerate: warning: {} also has {} in the kernel: with the host stack on, the address lives on linerate's TAP {}; remove it from {} (`ip addr del`)", iface.name, a.addr, iface.tap_name(i), iface.name);
-            }
-        }
-    }
+    check_interfaces(&mut cfg, &path)?;
     let workers = args.workers.unwrap_or(cfg.router.workers).clamp(1, 256);
     let (ctl, ports) = dataplane::fib::from_config(&cfg)?;
     let physical: Vec<config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).cloned().collect();
+    // Everything that can be wrong with the config or the rule file (state tables included)
+    // is found before any interface, TAP, program or nftables table is touched.
+    let (slot, firewalls) = firewall(&cfg, workers)?;
+    let keep_state = slot.as_ref().is_some_and(|s| crate::steering::keeps_state(&s.current().rules));
+    let mut backends = crate::steering::backends(&physical, workers, keep_state).map_err(anyhow::Error::msg)?;
+    let stop = crate::stop_on_signals()?;
+    let hup = crate::reload_on_sighup()?;
+    let names: Vec<&str> = physical.iter().map(|i| i.name.as_str()).collect();
+    let _owned = crate::owner::lock_all(Path::new(crate::owner::LOCK_DIR), &names)?;
+
     // AF_PACKET fanout groups are per interface; ids from the pid keep two linerates apart.
     let fanout_base = (std::process::id() as u16).wrapping_mul(64);
     let mut opened = Vec::new();
     let mut kinds = Vec::new();
-    // Every worker uses the backend worker 0 ended up with on an interface.
-    let mut backends: Vec<Backend> = physical.iter().map(|i| i.backend).collect();
     // AF_PACKET fanout spreads flows with the Toeplitz RSS hash (an eBPF program), or, if the
-    // kernel refuses it, with its own flow hash; decided per interface by worker 0.
+    // kernel refuses it, with its own flow hash (both symmetric); decided per interface by
+    // worker 0.
     let mut fanout_rss: Vec<bool> = vec![workers > 1; physical.len()];
     let mut bypass_ifaces = Vec::new();
     for w in 0..workers {
@@ -116,6 +109,7 @@ pub fn main(args: RunArgs) -> Result<()> {
             let (r, t, kind) = opened_port
                 .with_context(|| format!("{path}: opening interface {:?} for worker {w} (AF_XDP: queue {w}; an interface needs as many queues as workers, see `ethtool -l`)", iface.name))?;
             if w == 0 {
+                // Every worker uses the backend worker 0 ended up with on an interface.
                 backends[phys] = if matches!(r, AnyRx::Packet(_)) { Backend::AfPacket } else { Backend::AfXdp };
                 eprintln!("linerate: {} (port {phys}): {kind}", iface.name);
                 kinds.push(kind.to_string());
@@ -128,6 +122,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
         opened.push((rx, tx, pool));
     }
+    let reload_refusal = crate::steering::reload_refusal(&physical, &backends, workers);
 
     // AF_PACKET leaves the kernel a copy of every frame: drop it early (see kernel_bypass).
     let _bypass = if bypass_ifaces.is_empty() {
@@ -144,7 +139,6 @@ pub fn main(args: RunArgs) -> Result<()> {
             }
         }
     };
-    let stop = crate::stop_on_signals()?;
 
     // The slow path owns the FIB writer from here on.
     let host_io = crate::host::open(&cfg, &ports)?;
@@ -170,15 +164,6 @@ pub fn main(args: RunArgs) -> Result<()> {
             .context("starting the slow-path thread")?
     };
 
-    // Rules are compiled before the workers start; reloads go through the same slot.
-    let slot = match &cfg.firewall {
-        Some(f) => {
-            let rules = load_rules(&cfg, &f.rules)?;
-            eprintln!("linerate: firewall: {} rules from {}", rules.rule_count(), f.rules.display());
-            Some(RulesSlot::new(Arc::new(rules)))
-        }
-        None => None,
-    };
     let ncpu = io::affinity::available_cpus().max(1);
     let first_cpu = args.cpu.unwrap_or(if workers == 1 { ncpu - 1 } else { 0 });
     let worker_cpus: Vec<usize> = (0..workers).map(|w| (first_cpu + w) % ncpu).collect();
@@ -187,7 +172,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let mut handles = Vec::new();
     let mut counters = Vec::new();
     let mut fw_stats = Vec::new();
-    for (w, (rx, tx, pool)) in opened.into_iter().enumerate() {
+    for (w, ((rx, tx, pool), firewall)) in opened.into_iter().zip(firewalls).enumerate() {
         let mut worker: RunWorker = Worker::new(Arc::clone(&fib), &ports, rx, tx, punt_tx.clone(), pool, batch);
         // The errors-per-second budget is shared out among the workers.
         worker.set_icmp_rate(icmp_rate.div_ceil(workers as u64));
@@ -196,8 +181,8 @@ pub fn main(args: RunArgs) -> Result<()> {
             (true, true) => dataplane::Idle::Sleep { spin: Duration::ZERO },
             (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP },
         });
-        if let Some(slot) = &slot {
-            worker.set_firewall(Firewall::new(Arc::clone(slot), dataplane::filter::random_seed()));
+        if let Some(firewall) = firewall {
+            worker.set_firewall(firewall);
         }
         fw_stats.extend(worker.firewall_stats());
         counters.push(worker.counters());
@@ -224,6 +209,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         kinds: kinds.clone(),
         punt_overflows,
         started: Instant::now(),
+        reload_refusal,
     });
     // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
     let _control = match crate::control::Server::start(Arc::clone(&state)) {
@@ -242,6 +228,10 @@ pub fn main(args: RunArgs) -> Result<()> {
     let mut last = (Instant::now(), Counts::default());
     while !stop.load(Ordering::Relaxed) && !handles.iter().any(|h| h.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
+        if hup.swap(false, Ordering::Relaxed) {
+            // SIGHUP: as `linerate reload` (its answer is logged by the reload itself).
+            let _ = crate::control::reload(&state);
+        }
         if args.stats_interval > 0 && last.0.elapsed() >= Duration::from_secs(args.stats_interval) {
             let now = total(&counters);
             let d = now.since(&last.1);
@@ -261,17 +251,62 @@ pub fn main(args: RunArgs) -> Result<()> {
         finished.push(h.join().map_err(|_| anyhow::anyhow!("a worker thread panicked"))?);
     }
     let host_io = slow_thread.join().map_err(|_| anyhow::anyhow!("the slow-path thread panicked"))?;
-    print_final(&physical, &kinds, &finished, started.elapsed());
+    // The report is written at once, and a closed stdout does not stop the clean-up.
+    let mut report = String::new();
+    print_final(&mut report, &physical, &kinds, &finished, started.elapsed());
     let sp = slow.lock().unwrap_or_else(|e| e.into_inner());
     let s = sp.stats;
-    println!(
+    let _ = writeln!(
+        report,
         "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
         s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
     );
     for stats in &fw_stats {
-        print_firewall(stats);
+        print_firewall(&mut report, stats);
+    }
+    if let Err(e) = crate::output::print(&report) {
+        eprintln!("linerate: {e:#}");
     }
     Ok(())
+}
+
+/// Checks that every physical interface exists and is up (read-only), fills in MACs, and
+/// warns about router addresses the kernel also has.
+fn check_interfaces(cfg: &mut Config, path: &str) -> Result<()> {
+    for iface in cfg.interfaces.iter_mut().filter(|i| i.vlan.is_none()) {
+        if !io::netdev::exists(&iface.name) {
+            bail!("{path}: interface {:?} does not exist in this network namespace (check `ip link`)", iface.name);
+        }
+        if !io::netdev::is_up(&iface.name).unwrap_or(false) {
+            bail!("{path}: interface {:?} is down (`ip link set {} up`)", iface.name, iface.name);
+        }
+        if iface.mac.is_none() {
+            let mac = io::netdev::mac_address(&iface.name).with_context(|| format!("reading the MAC address of {}", iface.name))?;
+            iface.mac = Some(config::MacAddr(mac));
+        }
+    }
+    if cfg.router.host_stack {
+        for (i, iface) in cfg.interfaces.iter().enumerate().filter(|(_, i)| i.vlan.is_none()) {
+            let in_kernel = crate::host::kernel_addresses(&iface.name);
+            for a in iface.addresses.iter().filter(|a| in_kernel.contains(&a.addr)) {
+                eprintln!("linerate: warning: {} also has {} in the kernel: with the host stack on, the address lives on linerate's TAP {}; remove it from {} (`ip addr del`)", iface.name, a.addr, iface.tap_name(i), iface.name);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The compiled rules (reloads go through the same slot) and each worker's firewall, its
+/// state table allocated: all `None` without a `[firewall]`.
+fn firewall(cfg: &Config, workers: usize) -> Result<(Option<Arc<RulesSlot>>, Firewalls)> {
+    let Some(f) = &cfg.firewall else { return Ok((None, (0..workers).map(|_| None).collect())) };
+    let rules = load_rules(cfg, &f.rules)?;
+    eprintln!("linerate: firewall: {} rules from {}", rules.rule_count(), f.rules.display());
+    let slot = RulesSlot::new(Arc::new(rules));
+    let firewalls = (0..workers)
+        .map(|w| Firewall::try_new(Arc::clone(&slot), dataplane::filter::random_seed()).map(Some).with_context(|| format!("{}: worker {w}'s state table", f.rules.display())))
+        .collect::<Result<_>>()?;
+    Ok((Some(slot), firewalls))
 }
 
 /// The sum of every worker's published counters.
@@ -291,10 +326,10 @@ pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
 }
 
 /// Per-rule counters (rules that saw no packet are listed too: it shows dead rules), then the
-/// state table's.
-fn print_firewall(stats: &FirewallStats) {
+/// state table's. (Writing to a String cannot fail.)
+fn print_firewall(out: &mut String, stats: &FirewallStats) {
     let rules = stats.rules();
-    println!("{:<6} {:<16} {:<6} {:>12} {:>14} {:>10}", "line", "label", "action", "packets", "bytes", "states");
+    let _ = writeln!(out, "{:<6} {:<16} {:<6} {:>12} {:>14} {:>10}", "line", "label", "action", "packets", "bytes", "states");
     for r in rules.snapshot() {
         let line = if r.rule.is_some() { r.line.to_string() } else { "-".into() };
         let label = r.label.as_deref().unwrap_or(if r.rule.is_some() { "" } else { "(default pass)" });
@@ -302,10 +337,10 @@ fn print_firewall(stats: &FirewallStats) {
             fw::rules::Action::Pass => "pass",
             fw::rules::Action::Block => "block",
         };
-        println!("{line:<6} {label:<16} {action:<6} {:>12} {:>14} {:>10}", r.packets, r.bytes, r.states);
+        let _ = writeln!(out, "{line:<6} {label:<16} {action:<6} {:>12} {:>14} {:>10}", r.packets, r.bytes, r.states);
     }
     let states: Vec<String> = stats.states().iter().map(|(n, v)| format!("{n} {v}")).collect();
-    println!("states: {}", states.join(", "));
+    let _ = writeln!(out, "states: {}", states.join(", "));
 }
 
 fn open(opener: &mut PortOpener, pool: &mut io::FramePool, ifname: &str, port: u16, backend: Backend) -> Result<(AnyRx, AnyTx, PortKind)> {
@@ -323,9 +358,9 @@ fn open(opener: &mut PortOpener, pool: &mut io::FramePool, ifname: &str, port: u
     }
 }
 
-fn print_final(physical: &[config::Interface], kinds: &[String], workers: &[RunWorker], elapsed: Duration) {
-    println!("linerate ran {:.1} s with {} worker(s)", elapsed.as_secs_f64(), workers.len());
-    println!("{:<16} {:>12} {:>10} {:>12} {:>10}  backend", "interface", "rx_packets", "rx_drops", "tx_packets", "tx_drops");
+fn print_final(out: &mut String, physical: &[config::Interface], kinds: &[String], workers: &[RunWorker], elapsed: Duration) {
+    let _ = writeln!(out, "linerate ran {:.1} s with {} worker(s)", elapsed.as_secs_f64(), workers.len());
+    let _ = writeln!(out, "{:<16} {:>12} {:>10} {:>12} {:>10}  backend", "interface", "rx_packets", "rx_drops", "tx_packets", "tx_drops");
     for (i, iface) in physical.iter().enumerate() {
         let (mut r, mut t) = (PortStats::default(), PortStats::default());
         for w in workers {
@@ -335,14 +370,14 @@ fn print_final(physical: &[config::Interface], kinds: &[String], workers: &[RunW
             t.tx_packets += wt.tx_packets;
             t.tx_dropped += wt.tx_dropped;
         }
-        println!("{:<16} {:>12} {:>10} {:>12} {:>10}  {}", iface.name, r.rx_packets, r.rx_dropped, t.tx_packets, t.tx_dropped, kinds[i]);
+        let _ = writeln!(out, "{:<16} {:>12} {:>10} {:>12} {:>10}  {}", iface.name, r.rx_packets, r.rx_dropped, t.tx_packets, t.tx_dropped, kinds[i]);
     }
     let mut c = Counts::default();
     for w in workers {
         c.add(&w.counts());
     }
-    println!("packets: rx {} forwarded {} local {} slow_path {} dropped {}", c.rx, c.forwarded, c.local, c.slow_path, c.dropped());
+    let _ = writeln!(out, "packets: rx {} forwarded {} local {} slow_path {} dropped {}", c.rx, c.forwarded, c.local, c.slow_path, c.dropped());
     for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
-        println!("  drop {:<20} {n}", reason.name());
+        let _ = writeln!(out, "  drop {:<20} {n}", reason.name());
     }
 }

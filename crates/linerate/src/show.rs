@@ -87,39 +87,45 @@ pub fn show_main(args: ShowArgs) -> Result<()> {
     };
     let v = query(&args.socket, command)?;
     let v = if matches!(args.what, What::Drops) { v["drops"].clone() } else { v };
-    if args.json {
-        println!("{v}");
-        return Ok(());
-    }
+    let text = if args.json { format!("{v}\n") } else { table(args.what, &v) };
+    crate::output::print(&text)?;
+    Ok(())
+}
+
+/// The table `show` prints for `what` from its JSON document.
+fn table(what: What, v: &Value) -> String {
+    use std::fmt::Write;
     let rows = v.as_array().cloned().unwrap_or_default();
-    match args.what {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    match what {
         What::Routes => {
-            println!("{:<44} {:<10} {:<40} interface", "prefix", "kind", "via");
+            let _ = writeln!(out, "{:<44} {:<10} {:<40} interface", "prefix", "kind", "via");
             for r in rows {
-                println!("{:<44} {:<10} {:<40} {}", s(&r["prefix"]), s(&r["kind"]), s(&r["via"]), s(&r["interface"]));
+                let _ = writeln!(out, "{:<44} {:<10} {:<40} {}", s(&r["prefix"]), s(&r["kind"]), s(&r["via"]), s(&r["interface"]));
             }
         }
         What::Neighbours => {
-            println!("{:<40} {:<18} {:<10} interface", "address", "mac", "state");
+            let _ = writeln!(out, "{:<40} {:<18} {:<10} interface", "address", "mac", "state");
             for n in rows {
-                println!("{:<40} {:<18} {:<10} {}", s(&n["address"]), s(&n["mac"]), s(&n["state"]), s(&n["interface"]));
+                let _ = writeln!(out, "{:<40} {:<18} {:<10} {}", s(&n["address"]), s(&n["mac"]), s(&n["state"]), s(&n["interface"]));
             }
         }
         What::Interfaces => {
-            println!("{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} addresses", "name", "mac", "mtu", "vlan", "parent", "tap");
+            let _ = writeln!(out, "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} addresses", "name", "mac", "mtu", "vlan", "parent", "tap");
             for i in rows {
                 let addrs: Vec<String> = i["addresses"].as_array().into_iter().flatten().map(s).collect();
-                println!("{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {}", s(&i["name"]), s(&i["mac"]), s(&i["mtu"]), s(&i["vlan"]), s(&i["parent"]), s(&i["tap"]), addrs.join(" "));
+                let _ = writeln!(out, "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {}", s(&i["name"]), s(&i["mac"]), s(&i["mtu"]), s(&i["vlan"]), s(&i["parent"]), s(&i["tap"]), addrs.join(" "));
             }
         }
         What::Drops => {
-            println!("{:<24} {:>14}", "reason", "packets");
+            let _ = writeln!(out, "{:<24} {:>14}", "reason", "packets");
             for (reason, n) in v.as_object().into_iter().flatten() {
-                println!("{reason:<24} {:>14}", s(n));
+                let _ = writeln!(out, "{reason:<24} {:>14}", s(n));
             }
         }
     }
-    Ok(())
+    out
 }
 
 #[derive(clap::Args)]
@@ -214,10 +220,10 @@ pub fn top_main(args: TopArgs) -> Result<()> {
         let now = (Instant::now(), query(&args.socket, "stats")?);
         let screen = render(&prev.1, &now.1, now.0.duration_since(prev.0).as_secs_f64());
         // Clear the terminal between screens only when it is one (logs stay appendable).
-        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            print!("\x1b[H\x1b[2J");
+        let clear = if std::io::IsTerminal::is_terminal(&std::io::stdout()) { "\x1b[H\x1b[2J" } else { "" };
+        if !crate::output::print(&format!("{clear}{screen}\n"))? {
+            break; // the reader went away
         }
-        println!("{screen}");
         prev = now;
         shown += 1;
     }

@@ -106,3 +106,102 @@ fn rules_block_then_reload_passes_and_bad_file_is_refused() {
     assert_eq!(blocked, 3, "{stdout}");
     assert!(stdout.contains("states: in_use"), "{stdout}");
 }
+
+/// Sends three datagrams to B's port 9999 and says how many arrived (B counts them with a
+/// socket of its own).
+fn udp_through(lab: &Lab, tag: &str) -> usize {
+    let listen = "import socket, sys\nu = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nu.bind(('0.0.0.0', 9999))\nu.settimeout(1.5)\nprint('ready', file=sys.stderr, flush=True)\nn = 0\ntry:\n    while True:\n        u.recv(64)\n        n += 1\nexcept OSError:\n    pass\nprint(n)\n";
+    let mut rx = lab.b.command("python3");
+    rx.args(["-c", listen]);
+    let mut guard = start_until(rx, "ready");
+    send_udp(lab, tag);
+    let mut child = guard.0.take().unwrap();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.wait().unwrap();
+    out.trim().parse().unwrap()
+}
+
+/// SIGHUP reloads the rule file (the process goes on); a reload whose `set limit states` is
+/// out of range, or whose state tables cannot be allocated, is refused and the old rules
+/// still apply; then a reasonable one is taken.
+#[test]
+fn sighup_reloads_and_refused_limits_keep_the_old_rules() {
+    if !is_root() || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: needs root and python3");
+        return;
+    }
+    let lab = build("h");
+    let cfg = config(&lab);
+    let rules = lab.dir.join("rules.conf");
+    std::fs::write(&rules, "block in quick proto udp to port 9999\n").unwrap();
+    // 2 GiB of address space: the run fits, a table of 50M states (5.2 GB) does not.
+    let mut linerate = lab.d.command("bash");
+    linerate.args(["-c", &format!("ulimit -v 2097152; exec {} run -c {} --workers 2", env!("CARGO_BIN_EXE_linerate"), cfg.display())]);
+    let mut dut = start_until(linerate, "forwarding with");
+    let pid = dut.0.as_ref().unwrap().id().to_string();
+    assert_eq!(udp_through(&lab, "blocked"), 0);
+
+    std::fs::write(&rules, "pass in quick proto udp to port 9999 no state\n").unwrap();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(udp_through(&lab, "passed"), 3, "SIGHUP must load the rules that pass");
+
+    for (text, want) in [
+        ("set limit states 4000000000\nblock in quick proto udp\n", "rules.conf:1:18: a number of states 4000000000 out of range (at most 100000000)"),
+        ("set limit states 50000000\nblock in quick proto udp\n", "cannot allocate a state table for 50000000 states (5200 MB)"),
+    ] {
+        std::fs::write(&rules, text).unwrap();
+        let out = reload(&cfg);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{text:?}: {err}");
+        assert_eq!(udp_through(&lab, "kept"), 3, "{text:?}: the old rules still pass");
+    }
+    // The same refusal by SIGHUP leaves the process and the old rules as they were.
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(udp_through(&lab, "kept"), 3);
+    std::fs::write(&rules, "set limit states 1000000\nblock in quick proto udp\n").unwrap();
+    let out = reload(&cfg);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(udp_through(&lab, "blocked"), 0, "the reload with room for its table applies");
+
+    let mut linerate = dut.terminate().unwrap();
+    let mut stdout = String::new();
+    linerate.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert!(linerate.wait().unwrap().success(), "{stdout}");
+}
+
+/// `show` and `top` whose reader went away end quietly with status 0 (no panic on EPIPE).
+#[test]
+fn show_and_top_survive_a_closed_pipe() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let lab = build("p");
+    let cfg = config(&lab);
+    std::fs::write(lab.dir.join("rules.conf"), "pass all\n").unwrap();
+    let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
+    linerate.args(["run", "-c"]).arg(&cfg);
+    let mut dut = start_until(linerate, "forwarding with");
+    let bin = env!("CARGO_BIN_EXE_linerate");
+    let cfg = cfg.display();
+    for (cmd, reader) in [
+        (format!("{bin} show routes -c {cfg}"), "head -1"),
+        (format!("{bin} show routes -c {cfg}"), "true"),
+        (format!("{bin} show interfaces -c {cfg}"), "true"),
+        (format!("{bin} show drops --json -c {cfg}"), "true"),
+        (format!("{bin} top -w 0.1 -n 3 -c {cfg}"), "true"),
+    ] {
+        // The reader is gone before linerate writes (it connects to the socket first).
+        let script = format!("{cmd} 2>err.txt | {reader} >/dev/null; echo ${{PIPESTATUS[0]}}; cat err.txt");
+        let out = Command::new("bash").args(["-c", &script]).current_dir(&lab.dir).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("0"), "{cmd} | {reader}: {text}");
+        assert!(!text.contains("panicked") && !text.contains("Broken pipe"), "{cmd} | {reader}: {text}");
+    }
+    let mut child = dut.terminate().unwrap();
+    assert!(child.wait().unwrap().success());
+}

@@ -145,9 +145,9 @@ fn two_workers_share_the_flows() {
     let total: u64 = fwd.iter().sum();
     assert!(total >= 20000, "forwarded {fwd:?} of 20000: {s}");
     // The fanout program spreads flows by the Toeplitz hash exactly as a NIC's RSS with the
-    // Microsoft key and a round-robin table would: predict each worker's share of the 2000
+    // symmetric key and a round-robin table would: predict each worker's share of the 2000
     // flows (10 frames each) from the Rust implementation.
-    let t = io::rss::Toeplitz::new(&io::rss::MICROSOFT_KEY);
+    let t = io::rss::Toeplitz::new(&io::rss::SYMMETRIC_KEY);
     let (src, dst) = ("198.18.0.2".parse().unwrap(), "198.19.0.2".parse().unwrap());
     let mut predicted = [0u64; 2];
     for sp in 1000..1020 {

@@ -14,8 +14,8 @@
 //!
 //! Rx and tx use separate sockets. The rx socket ignores outgoing frames
 //! (PACKET_IGNORE_OUTGOING), so a router does not read back what it sends, and can join a
-//! PACKET_FANOUT_HASH group so several workers share an interface, each flow staying on one
-//! worker. The tx socket bypasses the qdisc layer (PACKET_QDISC_BYPASS). Frames are copied
+//! fanout group so several workers share an interface, both directions of each flow staying
+//! on one worker. The tx socket bypasses the qdisc layer (PACKET_QDISC_BYPASS). Frames are copied
 //! between the rings and the [`FramePool`](crate::FramePool), once each way.
 //!
 //! For the slow path's occasional frames (ARP replies, ICMP errors, fragments, what the host
@@ -54,10 +54,13 @@ pub const RING_FRAME_SIZE: u32 = 2048;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PacketConfig {
     /// Join this PACKET_FANOUT group (with defrag) so that several rx sockets on the
-    /// interface share its frames, each flow going to one of them. Ids are per namespace.
+    /// interface share its frames, each flow going to one of them, both directions to the
+    /// same one. Ids are per namespace.
     pub fanout: Option<u16>,
-    /// Spread the fanout group by the Toeplitz hash (an eBPF program, [`toeplitz`]) instead
-    /// of the kernel's flow hash (`PACKET_FANOUT_HASH`).
+    /// Spread the fanout group by the Toeplitz hash with the symmetric key (an eBPF program,
+    /// [`toeplitz`]) instead of the kernel's flow hash (`PACKET_FANOUT_HASH`, symmetric too:
+    /// net/packet/af_packet.c `fanout_demux_hash` uses `__skb_get_hash_symmetric`, which
+    /// orders the addresses and ports before hashing and ignores the NIC's hash).
     pub fanout_rss: bool,
     /// Rx ring block size in bytes (multiple of 4096).
     pub rx_block_size: u32,
@@ -183,8 +186,10 @@ pub fn open_rx(ifname: &str, cfg: &PacketConfig) -> Result<PacketRx, PacketError
         let fanout_err = |source| PacketError::Fanout { group, ifname: name.to_owned(), source };
         sys::set_packet_opt(&fd, libc::PACKET_FANOUT, &arg).map_err(fanout_err)?;
         if cfg.fanout_rss {
-            // The group keeps its own reference to the program; this fd can close.
-            let prog = toeplitz::load(&crate::rss::MICROSOFT_KEY)
+            // The group keeps its own reference to the program; this fd can close. The
+            // symmetric key sends both directions of a flow to one member (one worker's
+            // state table).
+            let prog = toeplitz::load(&crate::rss::SYMMETRIC_KEY)
                 .map_err(|e| fanout_err(std::io::Error::new(e.source.kind(), format!("loading the Toeplitz fanout program: {}: {}", e.source, e.log))))?;
             let prog_fd: libc::c_int = std::os::fd::AsRawFd::as_raw_fd(&prog);
             sys::set_packet_opt(&fd, PACKET_FANOUT_DATA, &prog_fd).map_err(fanout_err)?;

@@ -3,11 +3,14 @@
 //!
 //! `PACKET_FANOUT_EBPF` (packet(7)) runs a socket-filter program on every frame and gives it
 //! to member `return value % members`. This one computes the Toeplitz hash of the standard
-//! NDIS inputs with the key given (Microsoft's by default, [`crate::rss`]): source and
+//! NDIS inputs with the key given (the ports use [`crate::rss::SYMMETRIC_KEY`], so that both
+//! directions of a flow reach the same worker and its state table): source and
 //! destination address, plus the ports for unfragmented TCP/UDP over IPv4 and TCP/UDP right
 //! after the IPv6 header; and returns `hash & 127`, which the kernel's modulo turns into
 //! exactly [`crate::rss::queue_for`] (a 128-entry round-robin indirection table). So a flow
-//! stays on one worker, and a worker gets the same flows as it would behind such a NIC.
+//! stays on one worker, and a worker gets the same flows as it would behind a NIC with that
+//! key. ICMP errors are hashed by their own addresses, not the quoted flow's: one about a
+//! flow may reach another worker than the flow.
 //!
 //! The program is unrolled at build time, one conditional XOR per input bit (Toeplitz: for
 //! every set bit `i` of the input, XOR the 32-bit window of the key starting at bit `i`):
