@@ -29,7 +29,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use io::ratelimit::TokenBucket;
 use wire::icmp_reply::{self, IcmpError};
-use wire::neighbour::{Action, NeighbourTable, Send, State};
+use crate::neighbour::{Action, NeighbourTable, Send, State};
 use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, parse_l2};
 
 use crate::fib::FibControl;

@@ -28,7 +28,7 @@
 use core::net::IpAddr;
 use std::collections::HashMap;
 
-use crate::MacAddr;
+use wire::MacAddr;
 
 const SECOND: u64 = 1_000_000_000;
 
