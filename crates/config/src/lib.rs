@@ -49,6 +49,10 @@ pub struct RouterSettings {
     /// ICMP errors the router sends per second, all interfaces together (OpenBSD's
     /// `net.inet.icmp.errppslimit`; default 100, 0 sends none).
     pub icmp_errors_per_second: u32,
+    /// Neighbour cache entries (ARP and NDP together), 16..=1,048,576 (default 65,536). Each
+    /// resolved one holds a host route and a next-hop id; when the cache is full the least
+    /// recently used failed, incomplete, then stale entry makes room.
+    pub max_neighbours: usize,
 }
 
 impl Default for RouterSettings {
@@ -59,6 +63,7 @@ impl Default for RouterSettings {
             control_socket: PathBuf::from("/run/linerate.sock"),
             host_stack: true,
             icmp_errors_per_second: 100,
+            max_neighbours: 65_536,
         }
     }
 }

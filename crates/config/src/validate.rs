@@ -43,6 +43,7 @@ struct RawRouter {
     control_socket: Option<S<String>>,
     host_stack: Option<bool>,
     icmp_errors_per_second: Option<S<i64>>,
+    max_neighbours: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -195,12 +196,21 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         1_000_000,
         i64::from(d.icmp_errors_per_second),
     )? as u32;
+    let max_neighbours = cx.int(
+        &r.max_neighbours,
+        "router: ",
+        "max_neighbours",
+        16,
+        1 << 20,
+        d.max_neighbours as i64,
+    )? as usize;
     Ok(RouterSettings {
         workers,
         batch_size,
         control_socket,
         host_stack: r.host_stack.unwrap_or(d.host_stack),
         icmp_errors_per_second,
+        max_neighbours,
     })
 }
 

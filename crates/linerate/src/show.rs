@@ -85,8 +85,8 @@ pub fn show_main(args: ShowArgs) -> Result<()> {
         What::Interfaces => "interfaces",
         What::Drops => "stats",
     };
-    let v = query(&args.socket, command)?;
-    let v = if matches!(args.what, What::Drops) { v["drops"].clone() } else { v };
+    let stats = query(&args.socket, command)?;
+    let v = if matches!(args.what, What::Drops) { stats["drops"].clone() } else { stats.clone() };
     if args.json {
         println!("{v}");
         return Ok(());
@@ -116,6 +116,10 @@ pub fn show_main(args: ShowArgs) -> Result<()> {
             println!("{:<24} {:>14}", "reason", "packets");
             for (reason, n) in v.as_object().into_iter().flatten() {
                 println!("{reason:<24} {:>14}", s(n));
+            }
+            // The slow path's: ARP/NDP messages that changed nothing, and why.
+            for (reason, n) in stats["slow_path"]["neighbour_rejects"].as_object().into_iter().flatten().filter(|(_, n)| num(n) > 0.0) {
+                println!("{:<24} {:>14}", format!("arp_ndp_{reason}"), s(n));
             }
         }
     }
