@@ -434,7 +434,8 @@ impl SlowPath {
     /// should see the frame too (not when it is an invalid NDP message).
     fn ipv6_local(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) -> bool {
         match wire::ndisc::parse_nd(l3) {
-            Ok(Some(nd)) => return self.ndp(io, p, msg, &nd, now),
+            // Handled here: a copy goes up only when there is a host stack (not a local drop).
+            Ok(Some(nd)) => return self.ndp(io, p, msg, &nd, now) && self.host_stack,
             Err(e) => {
                 self.stats.rejects.add(Reject::Nd(e));
                 return false;
