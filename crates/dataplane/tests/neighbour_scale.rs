@@ -143,7 +143,7 @@ impl Lab {
             let mac = if who == self.real {
                 self.probes_answered += u64::from(unicast);
                 REAL
-            } else if !unicast && bits(who) % every == 0 {
+            } else if !unicast && bits(who).is_multiple_of(every) {
                 SCANNED
             } else {
                 continue;
