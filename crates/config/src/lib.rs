@@ -57,6 +57,10 @@ pub struct RouterSettings {
     /// driver's ring instead of starving the workers (default true; needs
     /// `sleep_when_idle`).
     pub napi_threads: bool,
+    /// Neighbour cache entries (ARP and NDP together), 16..=1,048,576 (default 65,536). Each
+    /// resolved one holds a host route and a next-hop id; when the cache is full the least
+    /// recently used failed, incomplete, then stale entry makes room.
+    pub max_neighbours: usize,
 }
 
 impl Default for RouterSettings {
@@ -69,6 +73,7 @@ impl Default for RouterSettings {
             icmp_errors_per_second: 100,
             sleep_when_idle: true,
             napi_threads: true,
+            max_neighbours: 65_536,
         }
     }
 }

@@ -785,3 +785,14 @@ fn idle_and_receive_thread_settings() {
     assert!(off.sleep_when_idle && !off.napi_threads);
     fails("[router]\nsleep_when_idle = false\nnapi_threads = true\n", 3, 16, "napi_threads = true needs sleep_when_idle = true");
 }
+
+#[test]
+fn max_neighbours_default_range_and_position() {
+    assert_eq!(parse(BASE).unwrap().router.max_neighbours, 65_536);
+    let r = parse("[router]\nmax_neighbours = 16\n").unwrap();
+    assert_eq!(r.router.max_neighbours, 16);
+    assert_eq!(parse("[router]\nmax_neighbours = 1048576\n").unwrap().router.max_neighbours, 1 << 20);
+    fails("[router]\nmax_neighbours = 15\n", 2, 18, "router: max_neighbours 15 is out of range (16..=1048576)");
+    fails("[router]\nmax_neighbours = 1048577\n", 2, 18, "max_neighbours 1048577 is out of range");
+    fails("[router]\nmax_neighbours = \"many\"\n", 2, 18, "expected i64");
+}

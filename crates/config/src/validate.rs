@@ -45,6 +45,7 @@ struct RawRouter {
     icmp_errors_per_second: Option<S<i64>>,
     sleep_when_idle: Option<S<bool>>,
     napi_threads: Option<S<bool>>,
+    max_neighbours: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -204,6 +205,14 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
     {
         return Err(cx.err(n.span(), "router: napi_threads = true needs sleep_when_idle = true: the receive threads run only while the workers sleep"));
     }
+    let max_neighbours = cx.int(
+        &r.max_neighbours,
+        "router: ",
+        "max_neighbours",
+        16,
+        1 << 20,
+        d.max_neighbours as i64,
+    )? as usize;
     Ok(RouterSettings {
         workers,
         batch_size,
@@ -212,6 +221,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         icmp_errors_per_second,
         sleep_when_idle,
         napi_threads,
+        max_neighbours,
     })
 }
 

@@ -5,8 +5,13 @@
 //! racing lookup sees the old or the new answer), and adjacencies are single atomic words.
 //! [`FibControl`] is the one writer: it allocates next-hop ids and remembers which id stands
 //! for which gateway, so that resolving a neighbour later updates one adjacency, not routes.
+//!
+//! A learnt neighbour's host route and next-hop id live exactly as long as it is known
+//! ([`FibControl::set_neighbour`] to [`FibControl::unset_neighbour`]); a freed id is reused
+//! only after a grace period over the workers' lookups ([`lpm::Grace`]), so a packet that
+//! looked up the old route never takes the new neighbour's adjacency.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -24,6 +29,13 @@ const FIRST_FREE_ID: NextHop = 2;
 
 /// Default adjacency capacity: the issue asks for at least 65,536 next hops.
 pub const DEFAULT_NEXT_HOPS: usize = 1 << 17;
+
+/// Adjacency capacity for a config: twice the neighbour limit (freed ids wait out a grace
+/// period before reuse), plus configured gateways and connected prefixes.
+pub fn next_hops_for(cfg: &config::Config) -> usize {
+    let fixed = cfg.routes.len() + cfg.interfaces.iter().map(|i| i.addresses.len()).sum::<usize>();
+    DEFAULT_NEXT_HOPS.max(2 * cfg.router.max_neighbours + fixed + cfg.neighbours.len() + 16)
+}
 
 /// What workers read.
 pub struct Fib {
@@ -69,6 +81,11 @@ pub struct FibControl {
     gateway_of: HashMap<NextHop, IpAddr>,
     /// Every prefix installed, for listing; the LPM itself cannot be enumerated cheaply.
     routes: BTreeMap<(IpAddr, u8), RouteKind>,
+    /// Ids of configured routes' gateways: kept (unresolved) when their neighbour goes.
+    configured: HashSet<NextHop>,
+    /// Freed ids whose grace period is over, and those still waiting for it.
+    free: Vec<NextHop>,
+    retired: VecDeque<(NextHop, lpm::Grace)>,
     next_id: NextHop,
 }
 
@@ -85,6 +102,9 @@ impl FibControl {
             neighbours: HashMap::new(),
             gateway_of: HashMap::new(),
             routes: BTreeMap::new(),
+            configured: HashSet::new(),
+            free: Vec::new(),
+            retired: VecDeque::new(),
             next_id: FIRST_FREE_ID,
         }
     }
@@ -95,6 +115,12 @@ impl FibControl {
     }
 
     fn alloc_id(&mut self) -> Result<NextHop, FibError> {
+        while self.retired.front().is_some_and(|(_, g)| g.is_over()) {
+            self.free.extend(self.retired.pop_front().map(|(id, _)| id));
+        }
+        if let Some(id) = self.free.pop() {
+            return Ok(id);
+        }
         if self.next_id as usize >= self.fib.adj.capacity() {
             return Err(FibError::NextHopsExhausted(self.fib.adj.capacity()));
         }
@@ -191,42 +217,72 @@ impl FibControl {
     /// A route to `prefix/len` via `gateway` out of `port`.
     pub fn add_route(&mut self, prefix: IpAddr, len: u8, gateway: IpAddr, port: u16) -> Result<NextHop, FibError> {
         let id = self.gateway_id(gateway, port)?;
+        self.configured.insert(id);
         self.insert(prefix, len, id, RouteKind::Via { gateway, port })?;
         Ok(id)
     }
 
     /// A neighbour's MAC is known (static entry, or later ARP/NDP): its host route forwards
     /// to it directly, and every gateway id standing for it is resolved in one store each.
+    /// On failure nothing of it is left installed.
     pub fn set_neighbour(&mut self, addr: IpAddr, port: u16, mac: MacAddr) -> Result<(), FibError> {
         check_port(port)?;
-        self.neighbours.insert(addr, (port, mac));
+        if self.neighbours.get(&addr).is_some_and(|&(p, _)| p != port) {
+            self.unset_neighbour(addr);
+        }
         let id = self.gateway_id(addr, port)?;
+        self.neighbours.insert(addr, (port, mac));
         self.fib.adj.set(id, Adjacency::Forward { port, mac });
-        let len = if addr.is_ipv4() { 32 } else { 128 };
+        let len = host_len(addr);
         // A configured route to exactly this address keeps its listing; the LPM entry is the
         // same id either way.
         let kind = match self.routes.get(&(addr, len)) {
             Some(&k @ RouteKind::Via { .. }) => k,
             _ => RouteKind::Neighbour { port },
         };
-        self.insert(addr, len, id, kind)
+        let res = self.insert(addr, len, id, kind);
+        if res.is_err() {
+            self.unset_neighbour(addr);
+        }
+        res
     }
 
-    /// A neighbour stopped answering (or was removed): every next hop through it becomes
-    /// unresolved again, so the next packet goes to the slow path and starts a new
-    /// resolution. Its host route stays, pointing at the now unresolved id.
+    /// A neighbour stopped answering, or was forgotten: its host route goes, and every next
+    /// hop through it becomes unresolved again (the next packet goes to the slow path and
+    /// starts a new resolution). Its id is freed unless a configured route uses it.
     pub fn unset_neighbour(&mut self, addr: IpAddr) {
-        if let Some((port, _)) = self.neighbours.remove(&addr)
-            && let Some(&id) = self.gateways.get(&(port, addr))
-        {
-            self.fib.adj.set(id, Adjacency::Unresolved { port });
+        let Some((port, _)) = self.neighbours.remove(&addr) else { return };
+        let len = host_len(addr);
+        if matches!(self.routes.get(&(addr, len)), Some(RouteKind::Neighbour { .. })) {
+            // Removing a host route cannot fail: it needs no new tbl8 group.
+            let _ = self.remove(addr, len);
+        }
+        let Some(&id) = self.gateways.get(&(port, addr)) else { return };
+        self.fib.adj.set(id, Adjacency::Unresolved { port });
+        if !self.configured.contains(&id) {
+            self.gateways.remove(&(port, addr));
+            self.gateway_of.remove(&id);
+            let grace = match addr {
+                IpAddr::V4(_) => self.fib.v4.grace(),
+                IpAddr::V6(_) => self.fib.v6.grace(),
+            };
+            self.retired.push_back((id, grace));
         }
     }
 
-    /// Number of next-hop ids in use.
-    pub fn next_hops(&self) -> usize {
-        self.next_id as usize
+    /// Number of known neighbours (static and learnt), each with one host route.
+    pub fn neighbour_count(&self) -> usize {
+        self.neighbours.len()
     }
+
+    /// Number of next-hop ids in use (freed ones waiting for their grace period excluded).
+    pub fn next_hops(&self) -> usize {
+        self.next_id as usize - self.free.len() - self.retired.len()
+    }
+}
+
+fn host_len(addr: IpAddr) -> u8 {
+    if addr.is_ipv4() { 32 } else { 128 }
 }
 
 fn check_port(port: u16) -> Result<(), FibError> {
@@ -281,7 +337,7 @@ pub fn from_config(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), 
             .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
     };
     let fib_err = |source| BuildError::Fib { path: path.clone(), source };
-    let mut ctl = FibControl::new(DEFAULT_NEXT_HOPS);
+    let mut ctl = FibControl::new(next_hops_for(cfg));
     for (port, iface) in cfg.interfaces.iter().enumerate() {
         for a in &iface.addresses {
             let net = a.network();
@@ -333,6 +389,52 @@ mod tests {
         assert_eq!(fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 1))), Some(LOCAL_ID));
         let other = fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 7))).unwrap();
         assert_eq!(fib.adj.get(other), Adjacency::Unresolved { port: 0 });
+    }
+
+    #[test]
+    fn neighbours_free_their_host_route_and_id_configured_gateways_keep_theirs() {
+        let mut ctl = FibControl::new(8);
+        let fib = ctl.fib();
+        let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
+        let gw_id = ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, gw, 1).unwrap();
+        let mac = MacAddr([2, 0, 0, 0, 0, 9]);
+        let base = ctl.next_hops();
+        for i in 0..100u32 {
+            // Far more neighbours than ids, one at a time: ids come back.
+            let a = IpAddr::V4(Ipv4Addr::from(0xc612_0000 + i));
+            ctl.set_neighbour(a, 0, mac).unwrap();
+            assert_eq!(ctl.next_hops(), base + 1);
+            ctl.unset_neighbour(a);
+            assert_eq!(fib.v4.lookup(0xc612_0000 + i), None, "host route withdrawn");
+        }
+        assert_eq!(ctl.next_hops(), base);
+        ctl.set_neighbour(gw, 1, mac).unwrap();
+        assert_eq!(fib.adj.get(gw_id), Adjacency::Forward { port: 1, mac });
+        ctl.unset_neighbour(gw);
+        assert_eq!(fib.adj.get(gw_id), Adjacency::Unresolved { port: 1 });
+        assert_eq!(fib.v4.lookup(0x0a01_0101), Some(gw_id), "the configured route stays");
+        assert_eq!(ctl.gateway_of(gw_id), Some(gw));
+        assert_eq!((ctl.next_hops(), ctl.routes().count()), (base, 1));
+    }
+
+    #[test]
+    fn freed_ids_wait_for_the_readers() {
+        let mut ctl = FibControl::new(4);
+        let fib = ctl.fib();
+        let reader = fib.v4.reader();
+        let mac = MacAddr([2, 0, 0, 0, 0, 9]);
+        let (a, b) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+        ctl.set_neighbour(a, 0, mac).unwrap();
+        let id_a = fib.v4.lookup(0x0a00_0001).unwrap();
+        ctl.unset_neighbour(a);
+        // The reader may still hold id_a: b gets a fresh id, and then there are none left.
+        ctl.set_neighbour(b, 0, mac).unwrap();
+        assert_ne!(fib.v4.lookup(0x0a00_0002), Some(id_a));
+        assert!(matches!(ctl.set_neighbour(a, 0, mac), Err(FibError::NextHopsExhausted(4))));
+        assert_eq!(ctl.neighbour(a), None, "nothing of a failed install is left");
+        reader.quiescent();
+        ctl.set_neighbour(a, 0, mac).unwrap();
+        assert_eq!(fib.v4.lookup(0x0a00_0001), Some(id_a));
     }
 
     #[test]

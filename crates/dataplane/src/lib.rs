@@ -13,6 +13,7 @@ pub mod counters;
 pub mod fib;
 pub mod filter;
 pub mod forward;
+pub mod neighbour;
 pub mod ports;
 pub mod punt;
 pub mod slowpath;

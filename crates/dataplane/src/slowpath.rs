@@ -24,17 +24,20 @@
 //!
 //! All I/O goes through [`SlowIo`], so this is tested with in-memory frames.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 
 use io::ratelimit::TokenBucket;
 use wire::icmp_reply::{self, IcmpError};
-use wire::neighbour::{Action, NeighbourTable, Send, State};
+use crate::neighbour::{self, Action, NeighbourTable, Send, State};
 use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, parse_l2};
 
 use crate::fib::FibControl;
 use crate::ports::PortInfo;
 use crate::punt::{Punt, PuntedFrame};
+
+#[path = "discovery.rs"]
+mod discovery;
+pub use discovery::{Reject, Rejects};
 
 /// Where the slow path's frames go.
 pub trait SlowIo {
@@ -59,8 +62,17 @@ pub struct SlowStats {
     pub resolve_failed: u64,
     /// Packets sent after waiting for resolution.
     pub sent_after_resolution: u64,
-    /// Packets dropped while waiting (queue full, table full, resolution failed).
+    /// Packets dropped while waiting (queue full, table full, resolution failed, evicted).
     pub neighbour_drops: u64,
+    /// Neighbour entries removed to make room for new ones (`router.max_neighbours`).
+    pub neighbour_evictions: u64,
+    /// New neighbours refused: the cache was full of entries that may not be evicted.
+    pub neighbour_table_full: u64,
+    /// Resolved neighbours the FIB could not take (next-hop ids or LPM groups exhausted):
+    /// their packets keep taking the slow path.
+    pub fib_full: u64,
+    /// ARP and NDP messages that changed nothing, by reason.
+    pub rejects: Rejects,
     pub fragments: u64,
     pub to_host: u64,
     pub from_host: u64,
@@ -88,8 +100,6 @@ pub struct SlowPath {
     ctl: FibControl,
     ports: Vec<PortInfo>,
     neigh: NeighbourTable<Pending>,
-    /// The port each neighbour was last seen or resolved on.
-    neigh_port: HashMap<IpAddr, u16>,
     host_stack: bool,
     icmp_limit: TokenBucket,
     pub stats: SlowStats,
@@ -103,13 +113,18 @@ pub struct SlowPath {
 impl SlowPath {
     /// `icmp_per_second` bounds the errors this thread originates (host unreachable).
     pub fn new(ctl: FibControl, ports: Vec<PortInfo>, host_stack: bool, icmp_per_second: u64) -> SlowPath {
-        let neigh = NeighbourTable::default();
+        Self::with_max_neighbours(ctl, ports, host_stack, icmp_per_second, neighbour::Config::default().max_entries)
+    }
+
+    /// [`new`](Self::new) with room for `max_neighbours` neighbour entries
+    /// (`router.max_neighbours`).
+    pub fn with_max_neighbours(ctl: FibControl, ports: Vec<PortInfo>, host_stack: bool, icmp_per_second: u64, max_neighbours: usize) -> SlowPath {
+        let neigh = NeighbourTable::new(neighbour::Config { max_entries: max_neighbours, ..neighbour::Config::default() });
         let actions = Vec::new();
         SlowPath {
             ctl,
             ports,
             neigh,
-            neigh_port: HashMap::new(),
             host_stack,
             icmp_limit: TokenBucket::new(icmp_per_second, (icmp_per_second / 10).max(1)),
             stats: SlowStats::default(),
@@ -123,8 +138,7 @@ impl SlowPath {
     /// Records a static neighbour (from the config): permanent in the cache, already in the
     /// FIB.
     pub fn add_static(&mut self, ip: IpAddr, port: u16, mac: MacAddr) {
-        self.neigh.add_static(ip, mac, &mut self.actions);
-        self.neigh_port.insert(ip, port);
+        self.neigh.add_static(ip, port, mac, &mut self.actions);
         self.actions.clear();
     }
 
@@ -138,11 +152,7 @@ impl SlowPath {
 
     /// Neighbour entries: address, state, MAC, logical port.
     pub fn neighbours(&self) -> Vec<(IpAddr, State, Option<MacAddr>, Option<u16>)> {
-        let mut v: Vec<_> = self
-            .neigh
-            .entries()
-            .map(|(ip, state, mac, _)| (ip, state, mac, self.neigh_port.get(&ip).copied()))
-            .collect();
+        let mut v: Vec<_> = self.neigh.entries().map(|(ip, state, mac, port, _)| (ip, state, mac, Some(port))).collect();
         v.sort_by_key(|e| e.0);
         v
     }
@@ -181,9 +191,8 @@ impl SlowPath {
                     self.stats.neighbour_drops += 1;
                     return;
                 };
-                self.neigh_port.insert(ip, port);
                 let pkt = Pending { frame: msg.frame, port, in_port: msg.in_port };
-                match self.neigh.send(ip, pkt, now, &mut self.actions) {
+                match self.neigh.send(ip, port, pkt, now, &mut self.actions) {
                     Send::Now(mac, pkt) => {
                         // Known here but not (or no longer) in the FIB: install it again.
                         self.install(ip, port, mac);
@@ -266,19 +275,21 @@ impl SlowPath {
     }
 
     fn install(&mut self, ip: IpAddr, port: u16, mac: MacAddr) {
-        if self.ctl.neighbour(ip) != Some((port, mac)) {
-            // Fails only when next-hop ids run out: the packets keep taking the slow path.
-            let _ = self.ctl.set_neighbour(ip, port, mac);
+        if self.ctl.neighbour(ip) != Some((port, mac)) && self.ctl.set_neighbour(ip, port, mac).is_err() {
+            // The packets keep taking the slow path.
+            self.stats.fib_full += 1;
         }
     }
 
     fn run_actions(&mut self, io: &mut impl SlowIo) {
+        self.stats.neighbour_evictions = self.neigh.evictions();
+        self.stats.neighbour_table_full = self.neigh.table_full();
         while let Some(action) = self.actions.pop() {
             match action {
                 Action::SendRequest(ip, unicast) => self.request(io, ip, unicast),
                 Action::Resolved(ip, mac, pkts) => {
                     self.stats.resolved += 1;
-                    if let Some(&port) = self.neigh_port.get(&ip) {
+                    if let Some(port) = self.neigh.port(ip) {
                         self.install(ip, port, mac);
                     }
                     for p in pkts {
@@ -295,6 +306,10 @@ impl SlowPath {
                         self.error(io, &p.frame, phys, p.in_port, IcmpError::AddressUnreachable, true);
                     }
                 }
+                Action::Evicted(ip, pkts) => {
+                    self.ctl.unset_neighbour(ip);
+                    self.stats.neighbour_drops += pkts.len() as u64;
+                }
             }
         }
     }
@@ -302,7 +317,7 @@ impl SlowPath {
     /// Sends an ARP request or a neighbour solicitation for `ip` (broadcast / multicast, or
     /// unicast to re-check a cached MAC).
     fn request(&mut self, io: &mut impl SlowIo, ip: IpAddr, unicast: Option<MacAddr>) {
-        let Some(p) = self.neigh_port.get(&ip).and_then(|&port| self.ports.get(port as usize)) else { return };
+        let Some(p) = self.neigh.port(ip).and_then(|port| self.ports.get(port as usize)) else { return };
         let n = match ip {
             IpAddr::V4(target) => {
                 let Some(src) = p.ipv4() else { return };
@@ -415,117 +430,32 @@ impl SlowPath {
         }
     }
 
-    /// ARP (RFC 826 "Packet Reception"): learn the sender, answer requests for the port's
-    /// addresses, complete resolutions with replies.
-    fn arp(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) {
-        let Ok(arp) = ArpPacket::new_checked(l3) else { return };
-        let (sip, smac) = (arp.sender_proto_addr(), arp.sender_hw_addr());
-        let on_link = on_link(p, IpAddr::V4(sip));
-        let for_us = p.owns(IpAddr::V4(arp.target_proto_addr()));
-        if on_link && smac.is_unicast() && !p.owns(IpAddr::V4(sip)) {
-            self.neigh_port.insert(IpAddr::V4(sip), msg.in_port);
-            match arp.operation() {
-                ArpOperation::Reply => self.neigh.confirm(IpAddr::V4(sip), smac, now, &mut self.actions),
-                // RFC 826's merge: a request updates an existing entry, and creates one when
-                // it is addressed to us (the requester will talk to us next).
-                _ if for_us || self.neigh.get(IpAddr::V4(sip)).is_some() => self.neigh.learn(IpAddr::V4(sip), smac, &mut self.actions),
-                _ => {}
-            }
-            self.sync(IpAddr::V4(sip));
-        }
-        if arp.operation() == ArpOperation::Request
-            && for_us
-            && let Ok(n) = wire::ndisc::arp_reply(&msg.frame, p.mac, arp.target_proto_addr(), &mut self.buf)
-        {
-            self.stats.arp_replies += 1;
-            io.send_wire(msg.phys, &self.buf[..n]);
-        }
-        self.run_actions(io);
-    }
-
     /// IPv6 for the router: neighbour discovery and echo. Returns whether the host stack
-    /// should see the frame too.
+    /// should see the frame too (not when it is an invalid NDP message).
     fn ipv6_local(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) -> bool {
+        match wire::ndisc::parse_nd(l3) {
+            // Handled here: a copy goes up only when there is a host stack (not a local drop).
+            Ok(Some(nd)) => return self.ndp(io, p, msg, &nd, now) && self.host_stack,
+            Err(e) => {
+                self.stats.rejects.add(Reject::Nd(e));
+                return false;
+            }
+            Ok(None) => {}
+        }
         let Ok(ip) = Ipv6Packet::new_checked(l3) else { return true };
         if ip.next_header() != IpProtocol::Icmpv6 {
             return true;
         }
-        let Ok(icmp) = Icmpv6Packet::new_checked(&l3[40..(40 + usize::from(ip.payload_len())).min(l3.len())]) else {
+        let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else { return true };
+        if icmp.msg_type() != Icmpv6Type::EchoRequest || !owns_v6(p, ip.dst_addr()) {
             return true;
-        };
-        let (src, dst) = (ip.src_addr(), ip.dst_addr());
-        let frame = &msg.frame[..];
-        match icmp.msg_type() {
-            Icmpv6Type::EchoRequest if owns_v6(p, dst) => {
-                if let Ok(n) = icmp_reply::echo_reply(frame, p.mac, &mut self.buf) {
-                    self.stats.echo_replies += 1;
-                    io.send_wire(msg.phys, &self.buf[..n]);
-                }
-                false
-            }
-            Icmpv6Type::NeighborSolicit => {
-                let Some(target) = icmp.ndp_target_addr() else { return true };
-                // RFC 4861 7.2.3: learn the solicitor from its source link-layer option (none
-                // when it is doing duplicate address detection from ::).
-                let opts = icmp.data().get(16..).unwrap_or(&[]);
-                if !src.is_unspecified()
-                    && let Ok(Some(mac)) = wire::ndisc::ndp_option_mac(opts, wire::ndisc::OPT_SOURCE_LL_ADDR)
-                {
-                    self.neigh_port.insert(IpAddr::V6(src), msg.in_port);
-                    self.neigh.learn(IpAddr::V6(src), mac, &mut self.actions);
-                    self.sync(IpAddr::V6(src));
-                }
-                if owns_v6(p, target)
-                    && let Ok(n) = wire::ndisc::neighbor_advert(frame, p.mac, target, &mut self.buf)
-                {
-                    self.stats.nd_adverts += 1;
-                    io.send_wire(msg.phys, &self.buf[..n]);
-                }
-                self.run_actions(io);
-                true
-            }
-            Icmpv6Type::NeighborAdvert => {
-                let Some(target) = icmp.ndp_target_addr() else { return true };
-                let opts = icmp.data().get(16..).unwrap_or(&[]);
-                let mac = match wire::ndisc::ndp_option_mac(opts, wire::ndisc::OPT_TARGET_LL_ADDR) {
-                    Ok(Some(mac)) => mac,
-                    _ => wire::EthernetFrame::new_unchecked(frame).src_addr(),
-                };
-                let flags = icmp.rest_of_header();
-                let t = IpAddr::V6(target);
-                if !owns_v6(p, target) && mac.is_unicast() {
-                    self.neigh_port.insert(t, msg.in_port);
-                    if flags & wire::ndisc::na_flags::SOLICITED != 0 {
-                        self.neigh.confirm(t, mac, now, &mut self.actions);
-                    } else if flags & wire::ndisc::na_flags::OVERRIDE != 0 {
-                        self.neigh.learn(t, mac, &mut self.actions);
-                    }
-                    self.sync(t);
-                }
-                self.run_actions(io);
-                true
-            }
-            _ => true,
         }
-    }
-
-    /// Installs (or refreshes) the FIB entry of a neighbour whose cache entry has a MAC.
-    fn sync(&mut self, ip: IpAddr) {
-        if let (Some((state, Some(mac))), Some(&port)) = (self.neigh.get(ip), self.neigh_port.get(&ip))
-            && !matches!(state, State::Incomplete | State::Failed)
-        {
-            self.install(ip, port, mac);
+        if let Ok(n) = icmp_reply::echo_reply(&msg.frame, p.mac, &mut self.buf) {
+            self.stats.echo_replies += 1;
+            io.send_wire(msg.phys, &self.buf[..n]);
         }
+        false
     }
-}
-
-/// Whether `ip` is inside one of the port's prefixes.
-fn on_link(p: &PortInfo, ip: IpAddr) -> bool {
-    p.addresses.iter().any(|&(a, len)| match (a, ip) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => len == 0 || (u32::from(a) ^ u32::from(b)) >> (32 - u32::from(len)) == 0,
-        (IpAddr::V6(a), IpAddr::V6(b)) => len == 0 || (u128::from(a) ^ u128::from(b)) >> (128 - u32::from(len)) == 0,
-        _ => false,
-    })
 }
 
 /// The port's addresses plus its EUI-64 link-local address (RFC 4291 2.5.6, appendix A),

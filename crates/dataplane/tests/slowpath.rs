@@ -11,7 +11,7 @@ use dataplane::punt::{Punt, PuntedFrame};
 use dataplane::slowpath::{SlowIo, SlowPath};
 use wire::build::{UdpFlow, arp_frame, icmpv4_echo_frame, icmpv6_echo_frame, udp_frame, udp_frame_ip_len};
 use wire::icmp_reply::IcmpError;
-use wire::neighbour::State;
+use dataplane::neighbour::State;
 use wire::{ArpOperation, ArpPacket, EtherType, Icmpv4Packet, Icmpv4Type, Icmpv6Packet, Icmpv6Type, Ipv4Packet, Ipv6Packet, MacAddr, parse_l2};
 
 const R_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);

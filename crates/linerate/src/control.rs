@@ -171,6 +171,8 @@ fn stats(state: &RouterState) -> Value {
             "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
             "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
             "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": state.punt_overflows.load(Ordering::Relaxed),
+            "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
+            "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
         },
     })
 }

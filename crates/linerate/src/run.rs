@@ -148,7 +148,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let (punt_tx, punt_rx) = punt_channel(PUNT_QUEUE);
     let punt_overflows = Arc::clone(&punt_rx.overflows);
     let icmp_rate = u64::from(cfg.router.icmp_errors_per_second);
-    let mut slow = SlowPath::new(ctl, ports.clone(), cfg.router.host_stack, icmp_rate);
+    let mut slow = SlowPath::with_max_neighbours(ctl, ports.clone(), cfg.router.host_stack, icmp_rate, cfg.router.max_neighbours);
     for n in &cfg.neighbours {
         if let Some(port) = cfg.interfaces.iter().position(|i| i.name == n.interface) {
             slow.add_static(n.address, port as u16, wire::MacAddr(n.mac.0));
@@ -261,6 +261,10 @@ pub fn main(args: RunArgs) -> Result<()> {
         "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
         s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
     );
+    println!("neighbours: evicted {}, table full {}, fib full {}", s.neighbour_evictions, s.neighbour_table_full, s.fib_full);
+    for (reason, n) in s.rejects.iter().filter(|&(_, n)| n > 0) {
+        println!("  arp/ndp ignored {reason:<24} {n}");
+    }
     for stats in &fw_stats {
         print_firewall(&mut report, stats);
     }

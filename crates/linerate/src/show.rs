@@ -85,15 +85,16 @@ pub fn show_main(args: ShowArgs) -> Result<()> {
         What::Interfaces => "interfaces",
         What::Drops => "stats",
     };
-    let v = query(&args.socket, command)?;
-    let v = if matches!(args.what, What::Drops) { v["drops"].clone() } else { v };
-    let text = if args.json { format!("{v}\n") } else { table(args.what, &v) };
+    let stats = query(&args.socket, command)?;
+    let v = if matches!(args.what, What::Drops) { stats["drops"].clone() } else { stats.clone() };
+    let text = if args.json { format!("{v}
+") } else { table(args.what, &v, &stats) };
     crate::output::print(&text)?;
     Ok(())
 }
 
-/// The table `show` prints for `what` from its JSON document.
-fn table(what: What, v: &Value) -> String {
+/// The table `show` prints for `what` from its JSON document (`stats`: the whole answer).
+fn table(what: What, v: &Value, stats: &Value) -> String {
     use std::fmt::Write;
     let rows = v.as_array().cloned().unwrap_or_default();
     let mut out = String::new();
@@ -122,6 +123,10 @@ fn table(what: What, v: &Value) -> String {
             let _ = writeln!(out, "{:<24} {:>14}", "reason", "packets");
             for (reason, n) in v.as_object().into_iter().flatten() {
                 let _ = writeln!(out, "{reason:<24} {:>14}", s(n));
+            }
+            // The slow path's: ARP/NDP messages that changed nothing, and why.
+            for (reason, n) in stats["slow_path"]["neighbour_rejects"].as_object().into_iter().flatten().filter(|(_, n)| num(n) > 0.0) {
+                let _ = writeln!(out, "{:<24} {:>14}", format!("arp_ndp_{reason}"), s(n));
             }
         }
     }

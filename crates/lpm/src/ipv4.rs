@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering::Acquire;
 
 use crate::dir::{EXT, GroupStats, Tables, Writer, decode, tbl8_index};
 use crate::prefetch::prefetch;
-use crate::reclaim::{Reader, Registry};
+use crate::reclaim::{Grace, Reader, Registry};
 use crate::{LpmError, NextHop};
 
 /// Default tbl8 pool: 65,536 groups = 64 MiB of address space (committed as used). A
@@ -130,6 +130,12 @@ impl Ipv4Lpm {
     /// Whether the table holds no prefix.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Starts a grace period over this table's readers: call it after removing the last
+    /// route to a next-hop id; the id may be reused once [`Grace::is_over`].
+    pub fn grace(&self) -> Grace {
+        self.registry.grace()
     }
 
     /// Registers a lookup thread for the grace-period scheme (see [`Reader`]).

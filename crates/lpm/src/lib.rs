@@ -89,7 +89,7 @@ pub mod reference;
 pub use dir::GroupStats;
 pub use ipv4::{DEFAULT_TBL8_GROUPS_V4, Ipv4Lpm};
 pub use ipv6::{DEFAULT_TBL8_GROUPS_V6, Ipv6Lpm};
-pub use reclaim::Reader;
+pub use reclaim::{Grace, Reader};
 
 /// Next-hop identifier stored in the tables, `0 ..= MAX_NEXT_HOP`.
 pub type NextHop = u32;

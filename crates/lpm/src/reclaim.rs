@@ -125,6 +125,26 @@ fn grace_period_over(snap: &Snapshot) -> bool {
     snap.iter().all(|(s, v)| s.load(Ordering::Acquire) != *v)
 }
 
+/// A grace period started by [`Ipv4Lpm::grace`](crate::Ipv4Lpm::grace) or
+/// [`Ipv6Lpm::grace`](crate::Ipv6Lpm::grace): over once every reader online at its start has
+/// reported a quiescent state (or gone offline). A caller retiring something that lookups may
+/// still hold, such as a next-hop id whose last route was just removed, reuses it only then.
+#[derive(Debug)]
+pub struct Grace(Snapshot);
+
+impl Grace {
+    /// Whether no lookup from before the start of this grace period is still running.
+    pub fn is_over(&self) -> bool {
+        grace_period_over(&self.0)
+    }
+}
+
+impl Registry {
+    pub(crate) fn grace(&self) -> Grace {
+        Grace(self.snapshot())
+    }
+}
+
 /// Allocator of tbl8 group indices with deferred reuse.
 #[derive(Debug)]
 pub(crate) struct GroupPool {
@@ -245,6 +265,21 @@ impl GroupPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn public_grace_waits_for_online_readers_only() {
+        let reg = Registry::default();
+        assert!(reg.grace().is_over(), "no reader: over at once");
+        let (r1, r2) = (reg.register(), reg.register());
+        r2.offline();
+        let g = reg.grace();
+        assert!(!g.is_over());
+        r1.quiescent();
+        assert!(g.is_over());
+        let g = reg.grace();
+        drop(r1);
+        assert!(g.is_over(), "a dropped reader is offline");
+    }
 
     #[test]
     fn grace_period_needs_every_online_reader() {

@@ -31,7 +31,6 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ndisc;
-pub mod neighbour;
 pub mod tcp;
 pub mod udp;
 

@@ -83,6 +83,135 @@ pub fn ndp_option_mac(options: &[u8], opt_type: u8) -> Result<Option<MacAddr>, E
     Ok(found)
 }
 
+/// Why a Neighbor Solicitation or Advertisement is discarded (RFC 4861 7.1.1, 7.1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NdError {
+    /// IP hop limit is not 255: the message may come from off the link.
+    HopLimit,
+    /// The ICMPv6 checksum is wrong.
+    Checksum,
+    /// ICMP code is not 0.
+    Code,
+    /// ICMP length is under 24 bytes, or an option runs past the end.
+    TooShort,
+    /// The target address is a multicast address.
+    TargetMulticast,
+    /// An option has length 0.
+    ZeroLengthOption,
+    /// A solicitation from the unspecified address (duplicate address detection) carries a
+    /// source link-layer address option.
+    DadSourceLlOption,
+    /// A solicitation from the unspecified address is not sent to a solicited-node group.
+    DadDestination,
+    /// An advertisement to a multicast address has the Solicited flag.
+    MulticastSolicited,
+}
+
+impl NdError {
+    /// Every reason, in a fixed order (for counter arrays).
+    pub const ALL: [NdError; 9] = [
+        NdError::HopLimit,
+        NdError::Checksum,
+        NdError::Code,
+        NdError::TooShort,
+        NdError::TargetMulticast,
+        NdError::ZeroLengthOption,
+        NdError::DadSourceLlOption,
+        NdError::DadDestination,
+        NdError::MulticastSolicited,
+    ];
+
+    /// A short snake_case name for counters.
+    pub fn name(self) -> &'static str {
+        match self {
+            NdError::HopLimit => "nd_hop_limit",
+            NdError::Checksum => "nd_checksum",
+            NdError::Code => "nd_code",
+            NdError::TooShort => "nd_too_short",
+            NdError::TargetMulticast => "nd_target_multicast",
+            NdError::ZeroLengthOption => "nd_zero_length_option",
+            NdError::DadSourceLlOption => "nd_dad_source_ll_option",
+            NdError::DadDestination => "nd_dad_destination",
+            NdError::MulticastSolicited => "nd_multicast_solicited",
+        }
+    }
+}
+
+/// A Neighbor Solicitation or Advertisement that passed RFC 4861 7.1's validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NdMessage {
+    /// `NeighborSolicit` or `NeighborAdvert`.
+    pub kind: Icmpv6Type,
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub target: Ipv6Addr,
+    /// The NA flags word ([`na_flags`]); 0 in a solicitation.
+    pub flags: u32,
+    /// The Source Link-Layer Address option, if any.
+    pub source_ll: Option<MacAddr>,
+    /// The Target Link-Layer Address option, if any.
+    pub target_ll: Option<MacAddr>,
+}
+
+impl NdMessage {
+    /// An advertisement's Solicited flag.
+    pub fn solicited(&self) -> bool {
+        self.flags & na_flags::SOLICITED != 0
+    }
+
+    /// An advertisement's Override flag.
+    pub fn override_flag(&self) -> bool {
+        self.flags & na_flags::OVERRIDE != 0
+    }
+}
+
+/// Validates the IPv6 packet `l3` as a Neighbor Solicitation or Advertisement, as RFC 4861
+/// 7.1.1 and 7.1.2 require before a node may act on one: `Ok(None)` when it is neither
+/// (another next header or ICMPv6 type), `Err` naming the first failed check otherwise.
+/// Extension headers are not walked: NDP messages carry none on a router's links.
+pub fn parse_nd(l3: &[u8]) -> Result<Option<NdMessage>, NdError> {
+    let Ok(ip) = Ipv6Packet::new_checked(l3) else { return Ok(None) };
+    let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else { return Ok(None) };
+    let kind = icmp.msg_type();
+    if ip.next_header() != IpProtocol::Icmpv6 || !matches!(kind, Icmpv6Type::NeighborSolicit | Icmpv6Type::NeighborAdvert) {
+        return Ok(None);
+    }
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    if ip.hop_limit() != ND_HOP_LIMIT {
+        return Err(NdError::HopLimit);
+    }
+    if !icmp.verify_checksum(&src, &dst) {
+        return Err(NdError::Checksum);
+    }
+    if icmp.code() != 0 {
+        return Err(NdError::Code);
+    }
+    let target = icmp.ndp_target_addr().ok_or(NdError::TooShort)?;
+    if target.is_multicast() {
+        return Err(NdError::TargetMulticast);
+    }
+    let opts = ip.payload().get(ND_BODY..).unwrap_or(&[]);
+    let option = |t| match ndp_option_mac(opts, t) {
+        Ok(m) => Ok(m),
+        Err(Error::Malformed) => Err(NdError::ZeroLengthOption),
+        Err(_) => Err(NdError::TooShort),
+    };
+    let (source_ll, target_ll) = (option(OPT_SOURCE_LL_ADDR)?, option(OPT_TARGET_LL_ADDR)?);
+    let flags = if kind == Icmpv6Type::NeighborAdvert { icmp.rest_of_header() } else { 0 };
+    if kind == Icmpv6Type::NeighborSolicit && src.is_unspecified() {
+        if source_ll.is_some() {
+            return Err(NdError::DadSourceLlOption);
+        }
+        if dst != solicited_node(target) {
+            return Err(NdError::DadDestination);
+        }
+    }
+    if kind == Icmpv6Type::NeighborAdvert && dst.is_multicast() && flags & na_flags::SOLICITED != 0 {
+        return Err(NdError::MulticastSolicited);
+    }
+    Ok(Some(NdMessage { kind, src, dst, target, flags, source_ll, target_ll }))
+}
+
 /// Builds the ARP reply (RFC 826, "Packet Reception") to the ARP request in `frame` for
 /// `router_ip`: "`router_ip` is at `router_mac`", sent to the requester's hardware address.
 ///
@@ -179,10 +308,8 @@ fn write_ipv6(ip: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
 /// unspecified address (duplicate address detection) it goes to all-nodes ff02::1, not
 /// Solicited.
 ///
-/// The solicitation is validated as RFC 4861 7.1.1 says: hop limit 255, valid checksum, code
-/// 0, at least 24 bytes, target not multicast, no zero-length option, and from the
-/// unspecified address only to a solicited-node address and without a source link-layer
-/// option. Any failure, or a target other than `target`, is `Malformed`.
+/// The solicitation is validated by [`parse_nd`] (RFC 4861 7.1.1). Any failure, or a target
+/// other than `target`, is `Malformed`.
 pub fn neighbor_advert(
     frame: &[u8],
     router_mac: MacAddr,
@@ -194,28 +321,12 @@ pub fn neighbor_advert(
         return Err(Error::Malformed);
     }
     let l3 = &frame[l2.l3_offset..];
-    let ip = Ipv6Packet::new_checked(l3)?;
-    let (ns_src, ns_dst) = (ip.src_addr(), ip.dst_addr());
-    if ip.next_header() != IpProtocol::Icmpv6 || ip.hop_limit() != ND_HOP_LIMIT {
-        return Err(Error::Malformed);
-    }
-    let ns = Icmpv6Packet::new_checked(ip.payload())?;
-    if ns.msg_type() != Icmpv6Type::NeighborSolicit
-        || ns.code() != 0
-        || ip.payload().len() < ND_BODY
-        || !ns.verify_checksum(&ns_src, &ns_dst)
-    {
-        return Err(Error::Malformed);
-    }
-    let ns_target = ns.ndp_target_addr().ok_or(Error::Malformed)?;
-    if ns_target.is_multicast() || ns_target != target {
-        return Err(Error::Malformed);
-    }
-    let sllao = ndp_option_mac(&ip.payload()[ND_BODY..], OPT_SOURCE_LL_ADDR)?;
-    let dad = ns_src.is_unspecified();
-    if dad && (sllao.is_some() || ns_dst != solicited_node(ns_target)) {
-        return Err(Error::Malformed);
-    }
+    Ipv6Packet::new_checked(l3)?;
+    let ns = match parse_nd(l3) {
+        Ok(Some(ns)) if ns.kind == Icmpv6Type::NeighborSolicit && ns.target == target => ns,
+        _ => return Err(Error::Malformed),
+    };
+    let dad = ns.src.is_unspecified();
     let (dst, dst_mac, flags) = if dad {
         let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
         (
@@ -224,9 +335,9 @@ pub fn neighbor_advert(
             na_flags::ROUTER | na_flags::OVERRIDE,
         )
     } else {
-        let mac = sllao.unwrap_or_else(|| EthernetFrame::new_unchecked(frame).src_addr());
+        let mac = ns.source_ll.unwrap_or_else(|| EthernetFrame::new_unchecked(frame).src_addr());
         let f = na_flags::ROUTER | na_flags::SOLICITED | na_flags::OVERRIDE;
-        (ns_src, mac, f)
+        (ns.src, mac, f)
     };
     let ip_len = 40 + ND_BODY + LL_OPT;
     let len = l2.l3_offset + ip_len;

@@ -452,3 +452,46 @@ fn unsolicited_advert_to_all_nodes() {
     assert_eq!(ndisc::ndp_option_mac(&ip.payload()[24..], ndisc::OPT_TARGET_LL_ADDR).unwrap(), Some(mac));
     assert!(ndisc::unsolicited_advert(mac, "ff02::1".parse().unwrap(), &mut buf).is_err());
 }
+
+/// `parse_nd` on the captures, then on each RFC 4861 7.1 violation, one at a time.
+#[test]
+fn parse_nd_validates_each_rule() {
+    use wire::ndisc::{NdError, parse_nd, unsolicited_advert};
+    let ns = ns_capture();
+    let m = parse_nd(&ns[14..]).unwrap().unwrap();
+    assert_eq!((m.kind, m.src, m.target), (Icmpv6Type::NeighborSolicit, v6("2001:db8::1"), v6("2001:db8::2")));
+    assert_eq!((m.source_ll, m.target_ll, m.flags), (Some(MacAddr([2, 0, 0, 0, 0, 1])), None, 0));
+    assert!(parse_nd(&dad_capture()[14..]).unwrap().is_some());
+    assert_eq!(parse_nd(&ARP_REQUEST[14..]), Ok(None), "not IPv6");
+    let edit = |f: &[u8], at: usize, v: &[u8], fix: bool| {
+        let mut f = f.to_vec();
+        f[at..at + v.len()].copy_from_slice(v);
+        if fix {
+            fix_checksum(&mut f);
+        }
+        parse_nd(&f[14..])
+    };
+    assert_eq!(edit(&ns, 54, &[128], true), Ok(None), "an echo request");
+    assert_eq!(edit(&ns, 21, &[64], false), Err(NdError::HopLimit));
+    assert_eq!(edit(&ns, 57, &[0], false), Err(NdError::Checksum));
+    assert_eq!(edit(&ns, 55, &[1], true), Err(NdError::Code));
+    assert_eq!(edit(&ns, 62, &v6("ff02::1").octets(), true), Err(NdError::TargetMulticast));
+    assert_eq!(edit(&ns, 79, &[0], true), Err(NdError::ZeroLengthOption));
+    assert_eq!(edit(&ns, 79, &[2], true), Err(NdError::TooShort), "option past the end");
+    let mut short = ns[..14 + 40 + 20].to_vec();
+    short[18..20].copy_from_slice(&20u16.to_be_bytes());
+    fix_checksum(&mut short);
+    assert_eq!(parse_nd(&short[14..]), Err(NdError::TooShort));
+    let dad = dad_capture();
+    assert_eq!(edit(&dad, 78, &[OPT_SOURCE_LL_ADDR], true), Err(NdError::DadSourceLlOption));
+    assert_eq!(edit(&dad, 38, &v6("ff02::1").octets(), true), Err(NdError::DadDestination));
+    // An advertisement to all nodes: fine unsolicited, invalid with the Solicited flag.
+    let mut buf = [0u8; 128];
+    let n = unsolicited_advert(ROUTER_MAC, v6("2001:db8::5"), &mut buf).unwrap();
+    let na = buf[..n].to_vec();
+    let m = parse_nd(&na[14..]).unwrap().unwrap();
+    assert_eq!((m.kind, m.target_ll, m.solicited(), m.override_flag()), (Icmpv6Type::NeighborAdvert, Some(ROUTER_MAC), false, true));
+    assert_eq!(edit(&na, 58, &[0xe0], true), Err(NdError::MulticastSolicited));
+    let names: std::collections::HashSet<_> = NdError::ALL.iter().map(|e| e.name()).collect();
+    assert_eq!(names.len(), NdError::ALL.len());
+}
