@@ -97,10 +97,8 @@ pub struct Interface {
     pub backend: Backend,
     /// Where AF_XDP's steering program runs (default auto: native if the driver can).
     pub xdp_mode: XdpMode,
-    /// 1..=256 (default 1).
-    pub queues: u16,
     /// An 802.1Q sub-interface: frames tagged `tag` on `parent`. The parent is another
-    /// (untagged) interface of the config; backend, queues and MAC are the parent's.
+    /// (untagged) interface of the config; backend and MAC are the parent's.
     pub vlan: Option<Vlan>,
     /// Name of the host-stack TAP (must start with `lr`); `None`: derived from the name.
     pub tap: Option<String>,

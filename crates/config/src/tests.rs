@@ -109,7 +109,6 @@ interface = "lr-a"
     assert_eq!(a.mac, None);
     assert_eq!(a.mtu, 1500);
     assert_eq!(a.backend, Backend::Auto);
-    assert_eq!(a.queues, 1);
     assert_eq!(
         a.addresses,
         vec![
@@ -164,14 +163,14 @@ interface = "lr-a"
 #[test]
 fn interface_options() {
     let c = parse(
-        "[[interface]]\nname = \"eth0\"\nmac = \"02:AA:00:00:00:01\"\nmtu = 9000\nbackend = \"af_xdp\"\nqueues = 4\n\
+        "[[interface]]\nname = \"eth0\"\nmac = \"02:AA:00:00:00:01\"\nmtu = 9000\nbackend = \"af_xdp\"\n\
          [[interface]]\nname = \"x\"\nbackend = \"af_packet\"\nmtu = 68\n\
          [[interface]]\nname = \"m\"\nbackend = \"memory\"\n",
     )
     .unwrap();
     let i = &c.interfaces[0];
     assert_eq!(i.mac, Some(MacAddr([2, 0xaa, 0, 0, 0, 1])));
-    assert_eq!((i.mtu, i.backend, i.queues), (9000, Backend::AfXdp, 4));
+    assert_eq!((i.mtu, i.backend), (9000, Backend::AfXdp));
     assert!(i.addresses.is_empty());
     assert_eq!(
         (c.interfaces[1].backend, c.interfaces[1].mtu),
@@ -519,13 +518,7 @@ fn interface_numbers_and_backend() {
         7,
         "mtu 9001 is out of range (68..=9000)",
     );
-    fails(
-        &t("queues = 0"),
-        3,
-        10,
-        "interface \"a\": queues 0 is out of range (1..=256)",
-    );
-    fails(&t("queues = 257"), 3, 10, "queues 257 is out of range");
+    fails(&t("queues = 4"), 3, 10, "interface \"a\": queues is no longer a setting: each worker reads one queue (router.workers)");
     fails(
         &t("backend = \"xdp\""),
         3,

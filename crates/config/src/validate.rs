@@ -329,7 +329,12 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
             addresses.push(ifa);
         }
         let mtu = cx.int(&r.mtu, &format!("{owner}: "), "mtu", 68, 9000, 1500)? as u16;
-        let queues = cx.int(&r.queues, &format!("{owner}: "), "queues", 1, 256, 1)? as u16;
+        if let Some(q) = &r.queues {
+            return Err(cx.err(q.span(), format!(
+                "{owner}: queues is no longer a setting: each worker reads one queue (router.workers); set the interface's queue count with `ethtool -L {} combined N`",
+                r.name.get_ref()
+            )));
+        }
         let backend = match &r.backend {
             None => Backend::Auto,
             Some(b) => b
@@ -355,7 +360,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
             (Some(p), Some(_)) => {
                 let tag = cx.int(&r.vlan, &format!("{owner}: "), "vlan", 1, 4094, 1)? as u16;
                 let inherited = [("mac", r.mac.as_ref().map(|m| m.span())), ("backend", r.backend.as_ref().map(|b| b.span())),
-                    ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span())), ("queues", r.queues.as_ref().map(|b| b.span()))];
+                    ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span()))];
                 if let Some((key, Some(span))) = inherited.into_iter().find(|(_, s)| s.is_some()) {
                     return Err(cx.err(span, format!("{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)")));
                 }
@@ -384,7 +389,6 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
                 mtu,
                 backend,
                 xdp_mode,
-                queues,
                 vlan: None,
                 tap,
             },
