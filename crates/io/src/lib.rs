@@ -18,6 +18,7 @@ pub mod afpacket;
 pub mod batch;
 pub mod mem;
 pub mod netdev;
+pub mod offload;
 pub mod pcap;
 pub mod pool;
 pub mod port;
@@ -29,4 +30,4 @@ pub mod xdp;
 
 pub use batch::Batch;
 pub use pool::{FrameDesc, FramePool, FRAME_SIZE, HEADROOM};
-pub use port::{PortStats, RxPort, TxPort};
+pub use port::{PortStats, RxDrops, RxPort, TxPort};
