@@ -102,6 +102,10 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let mut received = 0;
         for i in 0..self.rx.len() {
             let n = self.rx[i].rx_burst(&mut self.pool, &mut self.input, self.batch_size);
+            let dropped = self.rx[i].take_drops();
+            if !dropped.is_empty() {
+                self.count_rx_drops(i, &dropped);
+            }
             if n == 0 {
                 continue;
             }
@@ -127,6 +131,16 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             self.publish_ports();
         }
         received
+    }
+
+    /// Counts what port `i` dropped itself (offloads it could not finish).
+    #[cold]
+    fn count_rx_drops(&mut self, i: usize, dropped: &io::RxDrops) {
+        let c = Counts::from_rx_drops(dropped);
+        self.forwarder.counts.add(&c);
+        if let Some(p) = self.port_counts.get_mut(i) {
+            p.add(&c);
+        }
     }
 
     fn publish_ports(&self) {
