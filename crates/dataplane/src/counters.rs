@@ -44,6 +44,8 @@ drop_reasons! {
     FilterBlocked => "filter_blocked", "Blocked by a firewall rule (in or out).";
     StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
+    OffloadMalformed => "offload_malformed", "Sent by this host with offload metadata (virtio_net_hdr) that does not match the frame.";
+    GsoUnsupported => "gso_unsupported", "A GSO frame linerate does not segment: not TCP or UDP, IPv6 extension headers, or datagrams larger than a frame buffer.";
 }
 
 /// Number of drop reasons.
@@ -74,6 +76,15 @@ impl Counts {
     /// (reason, count) for every reason.
     pub fn drops_by_reason(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
         DropReason::ALL.iter().map(|&r| (r, self.drops[r as usize]))
+    }
+
+    /// The frames an rx port dropped itself (see [`io::RxPort::take_drops`]): received, and
+    /// dropped under their reasons, so that the sum over the reasons still adds up.
+    pub fn from_rx_drops(d: &io::RxDrops) -> Counts {
+        let mut c = Counts { rx: d.offload_malformed + d.gso_unsupported, ..Counts::default() };
+        c.drops[DropReason::OffloadMalformed as usize] = d.offload_malformed;
+        c.drops[DropReason::GsoUnsupported as usize] = d.gso_unsupported;
+        c
     }
 
     /// Element-wise difference, for rates and per-run figures.
@@ -253,5 +264,13 @@ mod tests {
         assert_eq!(snap.dropped(), 2);
         let later = Counts { rx: 15, forwarded: 12, ..snap };
         assert_eq!(later.since(&snap).forwarded, 5);
+    }
+
+    #[test]
+    fn port_drops_count_as_received_and_dropped() {
+        let c = Counts::from_rx_drops(&io::RxDrops { offload_malformed: 2, gso_unsupported: 3 });
+        assert_eq!((c.rx, c.dropped()), (5, 5));
+        assert_eq!(c.drops[DropReason::GsoUnsupported as usize], 3);
+        assert_eq!(c.drops[DropReason::OffloadMalformed as usize], 2);
     }
 }

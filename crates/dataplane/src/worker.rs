@@ -132,6 +132,10 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let mut received = 0;
         for i in 0..self.rx.len() {
             let n = self.rx[i].rx_burst(&mut self.pool, &mut self.input, self.batch_size);
+            let dropped = self.rx[i].take_drops();
+            if !dropped.is_empty() {
+                self.count_rx_drops(i, &dropped);
+            }
             if n == 0 {
                 continue;
             }
@@ -168,6 +172,16 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         // An error (none is expected from poll on open sockets) only ends this sleep early.
         let _ = io::idle::wait_readable(fds, SLEEP_MAX);
         self.forwarder.online();
+    }
+
+    /// Counts what port `i` dropped itself (offloads it could not finish).
+    #[cold]
+    fn count_rx_drops(&mut self, i: usize, dropped: &io::RxDrops) {
+        let c = Counts::from_rx_drops(dropped);
+        self.forwarder.counts.add(&c);
+        if let Some(p) = self.port_counts.get_mut(i) {
+            p.add(&c);
+        }
     }
 
     fn publish_ports(&self) {

@@ -45,6 +45,14 @@ impl RxPort for AnyRx {
             AnyRx::Replay(p) => p.wait_fd(),
         }
     }
+
+    #[inline]
+    fn take_drops(&mut self) -> crate::RxDrops {
+        match self {
+            AnyRx::Packet(p) => p.take_drops(),
+            AnyRx::Xdp(_) | AnyRx::Replay(_) => crate::RxDrops::default(),
+        }
+    }
 }
 
 impl TxPort for AnyTx {

@@ -22,6 +22,7 @@ pub mod mem;
 pub mod netdev;
 pub mod netlink;
 pub mod napi;
+pub mod offload;
 pub mod pcap;
 pub mod pool;
 pub mod port;
@@ -33,4 +34,4 @@ pub mod xdp;
 
 pub use batch::Batch;
 pub use pool::{FrameDesc, FramePool, FRAME_SIZE, HEADROOM};
-pub use port::{PortStats, RxPort, TxPort};
+pub use port::{PortStats, RxDrops, RxPort, TxPort};

@@ -6,6 +6,7 @@
 //! so each call is static dispatch, made once per batch rather than once per packet.
 
 use crate::batch::Batch;
+use crate::offload::OffloadError;
 use crate::pool::FramePool;
 
 /// Counters of one port, kept by the port itself.
@@ -21,6 +22,30 @@ pub struct PortStats {
     pub rx_dropped: u64,
 }
 
+/// Frames a port received but dropped itself (it could not turn them into frames the
+/// pipeline takes), by reason, since the last [`RxPort::take_drops`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RxDrops {
+    /// Offload metadata that does not match its frame ([`OffloadError::Malformed`]).
+    pub offload_malformed: u64,
+    /// GSO frames linerate does not segment ([`OffloadError::Unsupported`]).
+    pub gso_unsupported: u64,
+}
+
+impl RxDrops {
+    pub fn is_empty(&self) -> bool {
+        self.offload_malformed == 0 && self.gso_unsupported == 0
+    }
+
+    /// Counts one frame dropped for `e`.
+    pub fn count(&mut self, e: OffloadError) {
+        match e {
+            OffloadError::Malformed => self.offload_malformed += 1,
+            OffloadError::Unsupported => self.gso_unsupported += 1,
+        }
+    }
+}
+
 /// A source of frames.
 pub trait RxPort {
     /// Receives up to `max` frames from the pool into `batch` (appending), returns how many.
@@ -30,6 +55,13 @@ pub trait RxPort {
     /// sleeps while idle; `None` for ports that cannot wake anyone (in-memory ports).
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         None
+    }
+
+    /// The frames the port dropped since the last call (and resets them): the worker counts
+    /// them under their drop reasons. Ports that never drop need not implement it.
+    #[inline(always)]
+    fn take_drops(&mut self) -> RxDrops {
+        RxDrops::default()
     }
 }
 

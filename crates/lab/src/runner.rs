@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::labfile::{Dut, Set};
 use crate::process::{terminate, wait_ready};
-use crate::topology::{End, Namespace, TopologyError, veth};
+use crate::topology::{End, Namespace, TopologyError, veth_offloads_off};
 
 /// Where the lab's three parties run. On the 2-CPU machine the generator and the receiver
 /// share CPU 0 and the DUT owns CPU 1; with more CPUs each gets its own.
@@ -100,8 +100,8 @@ impl LabEnv {
     /// Builds the topology; `bin` is the linerate binary that runs gen, rcv and the DUT.
     pub fn build(bin: &Path, cpus: Cpus) -> Result<LabEnv, LabError> {
         let (generator, dut, rcv) = (Namespace::create("lrlab-g")?, Namespace::create("lrlab-d")?, Namespace::create("lrlab-r")?);
-        veth(End { ns: &generator, name: "lrg0", mac: GEN_MAC }, End { ns: &dut, name: "lrd0", mac: DUT0_MAC })?;
-        veth(End { ns: &dut, name: "lrd1", mac: DUT1_MAC }, End { ns: &rcv, name: "lrr0", mac: RCV_MAC })?;
+        veth_offloads_off(End { ns: &generator, name: "lrg0", mac: GEN_MAC }, End { ns: &dut, name: "lrd0", mac: DUT0_MAC })?;
+        veth_offloads_off(End { ns: &dut, name: "lrd1", mac: DUT1_MAC }, End { ns: &rcv, name: "lrr0", mac: RCV_MAC })?;
         for (ns, ifname, v4, v6) in [
             (&generator, "lrg0", "198.18.0.2/24", "2001:2:0:1::2/64"),
             (&dut, "lrd0", "198.18.0.1/24", "2001:2:0:1::1/64"),

@@ -91,11 +91,10 @@ impl Namespace {
         self.exec("sysctl", &["-qw", setting]).map(|_| ())
     }
 
-    /// Turns off checksum and segmentation offloads on a veth end. With offloads on, the
-    /// kernel hands a veth frames whose UDP/TCP checksum is only partial (a NIC would finish
-    /// it); a userspace router forwards them as they are and the receiver rejects them. Real
-    /// NICs complete the checksum in hardware; on veth labs must turn the offload off (as
-    /// the study turned TSO/LRO off on its routers).
+    /// Turns off checksum and segmentation offloads (and GRO) on a veth end. linerate takes
+    /// frames with offloads pending (partial checksums, GSO frames) as they come, but a
+    /// measurement turns them off so that every set (the kernel, linerate) is offered and
+    /// forwards the same per-packet frames, as the study turned TSO/LRO off on its routers.
     pub fn offloads_off(&self, ifname: &str) -> Result<(), TopologyError> {
         self.exec("ethtool", &["-K", ifname, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off"]).map(|_| ())
     }
@@ -119,22 +118,28 @@ impl Drop for Namespace {
 }
 
 /// One end of a veth pair: its namespace, name and MAC address.
+#[derive(Clone, Copy)]
 pub struct End<'a> {
     pub ns: &'a Namespace,
     pub name: &'a str,
     pub mac: &'a str,
 }
 
-/// Creates a veth pair between two namespaces, sets the MACs, brings both ends up.
+/// Creates a veth pair between two namespaces, sets the MACs, brings both ends up, with the
+/// kernel's default offloads (tx checksumming, TSO, GSO on), as a new user has them.
 pub fn veth(a: End<'_>, b: End<'_>) -> Result<(), TopologyError> {
     check_name(a.name)?;
     check_name(b.name)?;
     a.ns.ip(&["link", "add", a.name, "address", a.mac, "type", "veth", "peer", "name", b.name, "address", b.mac, "netns", b.ns.name()])?;
     a.ns.ip(&["link", "set", a.name, "up"])?;
-    b.ns.ip(&["link", "set", b.name, "up"])?;
+    b.ns.ip(&["link", "set", b.name, "up"]).map(|_| ())
+}
+
+/// [`veth`] with offloads off on both ends ([`Namespace::offloads_off`]): for measurements.
+pub fn veth_offloads_off(a: End<'_>, b: End<'_>) -> Result<(), TopologyError> {
+    veth(a, b)?;
     a.ns.offloads_off(a.name)?;
     b.ns.offloads_off(b.name)
-
 }
 
 /// Deletes namespaces whose name starts with `prefix` (which must itself start with `lr`):

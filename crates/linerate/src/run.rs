@@ -112,6 +112,11 @@ pub fn main(args: RunArgs) -> Result<()> {
                 // Every worker uses the backend worker 0 ended up with on an interface.
                 backends[phys] = if matches!(r, AnyRx::Packet(_)) { Backend::AfPacket } else { Backend::AfXdp };
                 eprintln!("linerate: {} (port {phys}): {kind}", iface.name);
+                if let AnyRx::Xdp(x) = &r
+                    && x.mode().0 == io::xdp::XdpMode::Generic
+                {
+                    eprintln!("linerate: note: {}: in generic XDP mode the kernel drops GSO frames (from senders on this host with TSO on) larger than a frame buffer; see docs/router.md, \"Offloads\"", iface.name);
+                }
                 kinds.push(kind.to_string());
                 if matches!(r, AnyRx::Packet(_)) {
                     bypass_ifaces.push((iface.name.clone(), iface.addresses.iter().map(|a| a.addr).collect::<Vec<_>>()));

@@ -29,6 +29,7 @@ mod raw;
 pub mod toeplitz;
 pub mod ring;
 mod rx;
+mod rx_offload;
 mod sys;
 mod tx;
 
@@ -160,6 +161,9 @@ pub fn open_rx(ifname: &str, cfg: &PacketConfig) -> Result<PacketRx, PacketError
     let (fd, ifc) = socket_on(ifname)?;
     let name = ifc.name.as_str();
     sys::set_packet_opt(&fd, libc::PACKET_VERSION, &sys::TPACKET_V3).map_err(sys_err("setting TPACKET_V3", name))?;
+    // Before the ring: a `virtio_net_hdr` in front of each frame, with the offload state of
+    // what this host sent (partial checksum, GSO); see `rx_offload`.
+    sys::set_packet_opt(&fd, libc::PACKET_VNET_HDR, &1 as &libc::c_int).map_err(sys_err("setting PACKET_VNET_HDR", name))?;
     let req = libc::tpacket_req3 {
         tp_block_size: geo.block_size,
         tp_block_nr: geo.blocks,

@@ -59,6 +59,12 @@ pub mod status {
     pub const USER: u32 = 1;
     pub const COPY: u32 = 1 << 1;
     pub const LOSING: u32 = 1 << 2;
+    /// The frame's TCP/UDP checksum is partial (CHECKSUM_PARTIAL, sent by this host).
+    pub const CSUMNOTREADY: u32 = 1 << 3;
+    /// A TCP GSO frame (`skb_is_gso`, TCP).
+    pub const GSO_TCP: u32 = 1 << 8;
+    /// Either: the frame takes the offload branch. A UDP GSO frame has only CSUMNOTREADY.
+    pub const OFFLOAD: u32 = CSUMNOTREADY | GSO_TCP;
     pub const VLAN_VALID: u32 = 1 << 4;
     pub const VLAN_TPID_VALID: u32 = 1 << 6;
     pub const AVAILABLE: u32 = 0;

@@ -4,16 +4,18 @@
 //! `block_status` to TP_STATUS_USER (when full, or when `tp_retire_blk_tov` expires). The port
 //! reads that word with Acquire, copies frames into pool chunks, and when the block is empty
 //! stores TP_STATUS_KERNEL with Release, so the kernel sees our reads done before it reuses it.
-//! Blocks go back strictly in ring order, as the kernel expects.
+//! Blocks go back strictly in ring order, as the kernel expects. Frames sent by this host with
+//! offloads pending (partial checksum, GSO) take the rare branch in [`rx_offload`].
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use super::ring::{self, BlockCursor, BlockHeader, RxGeometry, Step};
+use super::rx_offload::{self, OffloadState};
 use super::sys::{self, Mapping};
 use crate::batch::Batch;
 use crate::pool::{FramePool, MAX_FRAME_LEN};
-use crate::port::{PortStats, RxPort};
+use crate::port::{PortStats, RxDrops, RxPort};
 
 /// Receive counters beyond [`PortStats`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -53,12 +55,13 @@ pub struct PacketRx {
     stats: PortStats,
     counters: RxCounters,
     kernel: KernelStats,
+    offload: OffloadState,
 }
 
 impl PacketRx {
     pub(crate) fn new(fd: OwnedFd, ring: Mapping, geo: RxGeometry, port: u16) -> PacketRx {
         debug_assert_eq!(Some(ring.len()), geo.ring_len());
-        PacketRx { ring, fd, geo, block: 0, cursor: None, port, stats: PortStats::default(), counters: RxCounters::default(), kernel: KernelStats::default() }
+        PacketRx { ring, fd, geo, block: 0, cursor: None, port, stats: PortStats::default(), counters: RxCounters::default(), kernel: KernelStats::default(), offload: OffloadState::default() }
     }
 
     /// Counters beyond [`PortStats`].
@@ -142,6 +145,16 @@ impl RxPort for PacketRx {
                     self.counters.corrupt_blocks += 1;
                     self.release_block();
                 }
+                Step::Frame(frame) if frame.status & ring::status::OFFLOAD != 0 => {
+                    let room = want - got;
+                    let took = rx_offload::take(blk, &frame, cursor.offset as usize, &mut self.offload, &mut self.counters, pool, batch, room, self.port);
+                    got += took.frames;
+                    bytes += took.bytes;
+                    if !took.finished {
+                        break; // the rest of the frame on the next call
+                    }
+                    self.consumed(&frame, next);
+                }
                 Step::Frame(frame) => {
                     let len = ring::len_with_vlan(&frame);
                     let unusable = frame.truncated() || len > MAX_FRAME_LEN || frame.data.len() < 14;
@@ -154,18 +167,8 @@ impl RxPort for PacketRx {
                         self.counters.pool_empty += 1;
                         break;
                     };
-                    if frame.status & ring::status::LOSING != 0 {
-                        self.counters.losing += 1;
-                    }
                     if let Some(mut desc) = desc {
-                        let data = &blk[frame.data.clone()];
-                        match frame.vlan {
-                            None => pool.write(&mut desc, data),
-                            Some((tpid, tci)) => {
-                                desc.len = len as u16;
-                                ring::reinsert_vlan(pool.frame_mut(desc), data, tpid, tci);
-                            }
-                        }
+                        rx_offload::copy_in(pool, &mut desc, &blk[frame.data.clone()], frame.vlan);
                         desc.port = self.port;
                         bytes += u64::from(desc.len);
                         batch.push(desc);
@@ -173,11 +176,7 @@ impl RxPort for PacketRx {
                     } else {
                         self.counters.truncated += 1;
                     }
-                    self.cursor = Some(next);
-                    if next.remaining == 0 {
-                        // Last frame read: hand the block back now, not on the next call.
-                        self.release_block();
-                    }
+                    self.consumed(&frame, next);
                 }
             }
         }
@@ -193,5 +192,23 @@ impl RxPort for PacketRx {
     /// Readable once a block is retired (full, or `rx_timeout_ms` after its first frame).
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         Some(std::os::fd::AsRawFd::as_raw_fd(&self.fd))
+    }
+
+    fn take_drops(&mut self) -> RxDrops {
+        std::mem::take(&mut self.offload.drops)
+    }
+}
+
+impl PacketRx {
+    /// Moves the cursor past a frame read whole, and hands the block back after its last one
+    /// (now, not on the next call).
+    fn consumed(&mut self, frame: &ring::Frame, next: BlockCursor) {
+        if frame.status & ring::status::LOSING != 0 {
+            self.counters.losing += 1;
+        }
+        self.cursor = Some(next);
+        if next.remaining == 0 {
+            self.release_block();
+        }
     }
 }
