@@ -26,9 +26,9 @@ pub enum Idle {
     /// Poll without pause: the lowest latency, a whole CPU always.
     #[default]
     Spin,
-    /// Keep polling for `spin`, yielding the CPU between polls (to the kernel's receive thread
-    /// for the ports, when it runs here: `io::napi`), then sleep in `poll(2)` until a port
-    /// has frames.
+    /// Keep polling for `spin`, then sleep in `poll(2)` until a port has frames. `spin` is
+    /// zero when the kernel's receive work for the ports runs on this CPU below the worker
+    /// (`io::napi`): it runs only while the worker sleeps, so the worker sleeps at once.
     Sleep { spin: Duration },
 }
 
@@ -39,7 +39,7 @@ pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(200);
 /// Longest sleep: the worker wakes at least this often to see the stop flag and publish.
 const SLEEP_MAX: Duration = Duration::from_millis(10);
 /// Empty polls between two clock reads while spinning.
-const POLLS_PER_CLOCK: u32 = 16;
+const POLLS_PER_CLOCK: u32 = 64;
 
 pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     /// Input ports (physical).
@@ -204,9 +204,11 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 (empty, idle_since) = (0, None);
                 continue;
             }
-            // Let whatever else runs here go first: the kernel's receive thread for our ports
-            // (io::napi) would otherwise wait for the worker to sleep.
-            std::thread::yield_now();
+            if spin.is_zero() {
+                self.sleep(&fds);
+                continue;
+            }
+            std::hint::spin_loop();
             empty += 1;
             if empty % POLLS_PER_CLOCK != 0 {
                 continue;

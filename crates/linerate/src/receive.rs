@@ -7,18 +7,22 @@ use std::os::fd::OwnedFd;
 use config::Backend;
 use io::napi::{NapiError, NapiThreads};
 
-/// The placed threads, held until linerate exits.
+/// The placed threads, held until linerate exits, and which workers have receive work on
+/// their CPU.
 pub struct ReceivePlacement {
     _threads: Vec<NapiThreads>,
     /// XDP pass programs that give veths (AF_PACKET ports) their NAPI.
     _pass_links: Vec<OwnedFd>,
+    /// Per worker: some interface's receive thread runs on its CPU, so it sleeps at once
+    /// when idle (the thread runs only then).
+    pub on_worker: Vec<bool>,
 }
 
 /// Places the receive work of every interface in `physical` (opened with `backends`) on the
 /// CPUs `cpus` of the workers reading it. Interfaces where that cannot be done keep the
 /// kernel's default, with a warning.
 pub fn place(physical: &[config::Interface], backends: &[Backend], cpus: &[usize]) -> ReceivePlacement {
-    let mut p = ReceivePlacement { _threads: Vec::new(), _pass_links: Vec::new() };
+    let mut p = ReceivePlacement { _threads: Vec::new(), _pass_links: Vec::new(), on_worker: vec![false; cpus.len()] };
     for (iface, &backend) in physical.iter().zip(backends) {
         match place_one(&iface.name, backend, cpus, &mut p) {
             Ok(t) => p._threads.push(t),
@@ -47,6 +51,7 @@ fn place_one(ifname: &str, backend: Backend, cpus: &[usize], p: &mut ReceivePlac
             _ => i,
         } % cpus.len();
         threads.place(id, cpus[worker]).map_err(|e| e.to_string())?;
+        p.on_worker[worker] = true;
     }
     Ok(threads)
 }

@@ -172,7 +172,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let ncpu = io::affinity::available_cpus().max(1);
     let first_cpu = args.cpu.unwrap_or(if workers == 1 { ncpu - 1 } else { 0 });
     let worker_cpus: Vec<usize> = (0..workers).map(|w| (first_cpu + w) % ncpu).collect();
-    let _receive = cfg.router.napi_threads.then(|| crate::receive::place(&physical, &backends, &worker_cpus));
+    let receive = cfg.router.napi_threads.then(|| crate::receive::place(&physical, &backends, &worker_cpus));
     let batch = cfg.router.batch_size;
     let mut handles = Vec::new();
     let mut counters = Vec::new();
@@ -181,7 +181,11 @@ pub fn main(args: RunArgs) -> Result<()> {
         let mut worker: RunWorker = Worker::new(Arc::clone(&fib), &ports, rx, tx, punt_tx.clone(), pool, batch);
         // The errors-per-second budget is shared out among the workers.
         worker.set_icmp_rate(icmp_rate.div_ceil(workers as u64));
-        worker.set_idle(if cfg.router.sleep_when_idle { dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP } } else { dataplane::Idle::Spin });
+        worker.set_idle(match (cfg.router.sleep_when_idle, receive.as_ref().is_some_and(|p| p.on_worker[w])) {
+            (false, _) => dataplane::Idle::Spin,
+            (true, true) => dataplane::Idle::Sleep { spin: Duration::ZERO },
+            (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP },
+        });
         if let Some(firewall) = firewall {
             worker.set_firewall(firewall);
         }
