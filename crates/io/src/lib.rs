@@ -16,6 +16,7 @@ pub mod affinity;
 pub mod any;
 pub mod afpacket;
 pub mod batch;
+pub mod ethtool;
 pub mod mem;
 pub mod netdev;
 pub mod pcap;

@@ -42,6 +42,7 @@ pub const R5: u8 = 5;
 pub const R6: u8 = 6;
 pub const R7: u8 = 7;
 pub const R8: u8 = 8;
+pub const R9: u8 = 9;
 /// The read-only frame pointer (the program's 512-byte stack ends there).
 pub const R10: u8 = 10;
 
@@ -96,6 +97,14 @@ impl Insn {
     /// *(u64 *)(dst + off) = src
     pub const fn stx_dw(dst: u8, src: u8, off: i16) -> Self {
         Self::new(STX | MEM | DW, dst, src, off, 0)
+    }
+    /// *(u32 *)(dst + off) = src
+    pub const fn stx_w(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(STX | MEM | W, dst, src, off, 0)
+    }
+    /// *(u16 *)(dst + off) = src
+    pub const fn stx_h(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(STX | MEM | H, dst, src, off, 0)
     }
     /// *(u32 *)(dst + off) = imm
     pub const fn st_w(dst: u8, off: i16, imm: i32) -> Self {
@@ -416,17 +425,26 @@ fn load(prog_type: u32, attach: u32, insns: &[Insn], name: &str) -> Result<Owned
     }
 }
 
+/// The `test` member of `union bpf_attr` (BPF_PROG_RUN).
 #[repr(C)]
 #[derive(Default)]
-struct TestRunAttr {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
+pub(super) struct TestRunAttr {
+    pub prog_fd: u32,
+    pub retval: u32,
+    pub data_size_in: u32,
+    pub data_size_out: u32,
+    pub data_in: u64,
+    pub data_out: u64,
+    pub repeat: u32,
+    pub duration: u32,
+    pub ctx_size_in: u32,
+    pub ctx_size_out: u32,
+    pub ctx_in: u64,
+    pub ctx_out: u64,
+    pub flags: u32,
+    pub cpu: u32,
+    pub batch_size: u32,
+    pub _pad: u32,
 }
 
 /// Runs program `prog` once on `data` (BPF_PROG_TEST_RUN; for a socket filter, `data` is an
@@ -441,6 +459,104 @@ pub fn test_run(prog: RawFd, data: &[u8]) -> io::Result<u32> {
     };
     sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
     Ok(attr.retval)
+}
+
+/// Like [`test_run`], and also returns the frame as the program left it (an XDP program may
+/// rewrite it, grow or shrink it); `room` is the most bytes it may have.
+pub fn test_run_frame(prog: RawFd, data: &[u8], room: usize) -> io::Result<(u32, Vec<u8>)> {
+    let mut out = vec![0u8; room];
+    let mut attr = TestRunAttr {
+        prog_fd: prog as u32,
+        data_size_in: data.len() as u32,
+        data_in: data.as_ptr() as u64,
+        data_size_out: out.len() as u32,
+        data_out: out.as_mut_ptr() as u64,
+        repeat: 1,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
+    out.truncate(attr.data_size_out as usize);
+    Ok((attr.retval, out))
+}
+
+/// `struct xdp_md`, the context of an XDP program as BPF_PROG_RUN takes it.
+#[repr(C)]
+#[derive(Default)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+/// Runs XDP program `prog` `repeat` times in live-frames mode (Linux 5.18; kernel doc
+/// `bpf/bpf_prog_run.rst`): each run gets a frame made from `data` (a fresh copy only when
+/// the kernel's page pool hands out a new page), and the frames it returns XDP_TX for leave
+/// through `ifindex`, `batch` at a time (1..=256; the kernel's default when 0). Runs on the
+/// calling CPU.
+pub fn run_live(prog: RawFd, data: &[u8], ifindex: u32, repeat: u32, batch: u32) -> io::Result<()> {
+    let ctx = XdpMd { data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+    let mut attr = TestRunAttr {
+        prog_fd: prog as u32,
+        data_size_in: data.len() as u32,
+        data_in: data.as_ptr() as u64,
+        repeat,
+        ctx_size_in: size_of::<XdpMd>() as u32,
+        ctx_in: &ctx as *const XdpMd as u64,
+        flags: sys::BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size: batch,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr).map(drop)
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapBatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// Creates an array map (`BPF_MAP_TYPE_ARRAY`) of `entries` values of `value_size` bytes.
+pub fn create_array(name: &str, value_size: u32, entries: u32) -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type: sys::BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size,
+        max_entries: entries,
+        map_name: obj_name(name),
+        ..Default::default()
+    };
+    sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)
+}
+
+/// Writes `values` (whole values of the map's value size, back to back) into array map
+/// `map` from index 0 on, in one BPF_MAP_UPDATE_BATCH (Linux 5.6).
+pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()> {
+    if value_size == 0 || !values.len().is_multiple_of(value_size) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "values are not whole map values"));
+    }
+    let keys: Vec<u32> = (0..(values.len() / value_size) as u32).collect();
+    let mut attr = MapBatchAttr {
+        keys: keys.as_ptr() as u64,
+        values: values.as_ptr() as u64,
+        count: keys.len() as u32,
+        map_fd: map as u32,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_MAP_UPDATE_BATCH, &mut attr)?;
+    if attr.count as usize != keys.len() {
+        return Err(io::Error::other(format!("map update wrote {} of {} values", attr.count, keys.len())));
+    }
+    Ok(())
 }
 
 #[repr(C)]
