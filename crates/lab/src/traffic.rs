@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use io::any::{AnyRx, AnyTx, PortOpener};
 use io::mem::ReplayRx;
+
+use crate::flows::LiveFlows;
 use io::{Batch, FramePool, RxPort, TxPort};
 
 /// Which kind of socket to use.
@@ -18,6 +20,9 @@ pub enum Backend {
     /// Receiver only: an XDP program counts the frames in the kernel and drops them
     /// ([`io::xdp::sink`]); the receiving process only reads the counters.
     XdpSink,
+    /// Generator only: the kernel makes and sends the frames, an XDP program run by
+    /// BPF_PROG_RUN in live-frames mode ([`io::xdp::livegen`], [`generate_live`]).
+    XdpLive,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +42,7 @@ fn open(iface: &str, backend: Backend, pool: &mut FramePool) -> Result<(AnyRx, A
         Backend::AfPacket => opener.open_packet(iface, 0).map_err(|e| e.to_string()),
         Backend::AfXdp => opener.open_xdp(pool, iface, 0).map_err(|e| e.to_string()),
         Backend::XdpSink => Err("the xdp-sink backend only receives (linerate rcv)".to_string()),
+        Backend::XdpLive => Err("the xdp-live backend only sends (linerate gen; see traffic::generate_live)".to_string()),
     };
     let (rx, tx, _) = res.map_err(|e| TrafficError::Open(format!("{iface}: {e}")))?;
     Ok((rx, tx))
@@ -136,6 +142,63 @@ pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize,
     tx.flush(&mut pool);
     let s = tx.stats();
     Ok(Report { packets: s.tx_packets, bytes: s.tx_bytes, dropped: s.tx_dropped, per_second: secs.per_second, elapsed: start.elapsed() })
+}
+
+/// What the in-kernel generator sends and for how long ([`generate_live`]).
+pub struct LiveConfig {
+    pub iface: String,
+    /// The flows and sizes (see [`crate::flows::live_flows`]).
+    pub flows: LiveFlows,
+    /// Offered rate; `None` = as fast as possible.
+    pub rate_pps: Option<f64>,
+    /// Frames to offer (runs of the program).
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    /// CPU to pin to: the program runs on the CPU that calls BPF_PROG_RUN.
+    pub cpu: Option<usize>,
+    /// Frames per flush to the driver (1..=256).
+    pub batch: u32,
+}
+
+/// Frames per BPF_PROG_RUN call at full speed: a few milliseconds, so that a stop, the
+/// count or the end of a second is seen in time.
+const LIVE_CHUNK: u64 = 1 << 14;
+/// The first call: small, so that a peer that takes nothing is reported at once.
+const LIVE_PROBE: u64 = 256;
+
+/// Sends `cfg.flows` with the kernel's live-frames XDP generator until the count or
+/// duration is reached or `stop` is set. The report's `packets` are the frames the driver
+/// took (its `xdp_xmit` counters), `dropped` the frames offered that it did not take (veth:
+/// its peer's ring was full), and `bytes` the frames taken times the mean frame length of
+/// the size cycle. The per-second rates count frames taken.
+pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+    pin(cfg.cpu)?;
+    let open = |e: io::xdp::livegen::LiveGenError| TrafficError::Open(e.to_string());
+    let generator = io::xdp::livegen::Generator::load(&cfg.flows.spec()).map_err(open)?;
+    let mut sender = io::xdp::livegen::Sender::open(generator, &cfg.iface).map_err(open)?;
+    let mut secs = Seconds::new(on_second);
+    let start = secs.start;
+    let limit = cfg.count.unwrap_or(u64::MAX);
+    let mut t = sender.totals();
+    while !stop.load(Ordering::Relaxed) && t.attempted < limit && cfg.duration.is_none_or(|d| start.elapsed() < d) {
+        let mut want = (limit - t.attempted).min(if t.attempted == 0 { LIVE_PROBE } else { LIVE_CHUNK });
+        if let Some(rate) = cfg.rate_pps {
+            // Token bucket: never more than `rate` x elapsed; at least a millisecond's worth
+            // per call, sleeping in between (the CPU is the kernel's to send with).
+            let allowed = ((rate * start.elapsed().as_secs_f64()) as u64).saturating_sub(t.attempted);
+            let step = ((rate / 1000.0) as u64).clamp(1, LIVE_CHUNK).min(want);
+            if allowed < step {
+                std::thread::sleep(Duration::from_secs_f64(((step - allowed) as f64 / rate).min(1e-3)));
+                secs.tick(t.sent);
+                continue;
+            }
+            want = want.min(allowed);
+        }
+        t = sender.send(want as u32, cfg.batch).map_err(open)?;
+        secs.tick(t.sent);
+    }
+    let bytes = (t.sent as f64 * cfg.flows.mean_frame_len()).round() as u64;
+    Ok(Report { packets: t.sent, bytes, dropped: t.attempted - t.sent, per_second: secs.per_second, elapsed: start.elapsed() })
 }
 
 /// Counts frames arriving on `iface` until `duration` passes or `stop` is set.
