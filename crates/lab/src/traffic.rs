@@ -79,6 +79,8 @@ pub struct Report {
     /// Packets per second in each whole second of the run.
     pub per_second: Vec<f64>,
     pub elapsed: Duration,
+    /// What the user should know about how the run went (e.g. a slower mode it fell back to).
+    pub notes: Vec<String>,
 }
 
 /// Counts per whole second and reports each second as it ends.
@@ -141,7 +143,7 @@ pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize,
     }
     tx.flush(&mut pool);
     let s = tx.stats();
-    Ok(Report { packets: s.tx_packets, bytes: s.tx_bytes, dropped: s.tx_dropped, per_second: secs.per_second, elapsed: start.elapsed() })
+    Ok(Report { packets: s.tx_packets, bytes: s.tx_bytes, dropped: s.tx_dropped, per_second: secs.per_second, elapsed: start.elapsed(), notes: Vec::new() })
 }
 
 /// What the in-kernel generator sends and for how long ([`generate_live`]).
@@ -160,11 +162,16 @@ pub struct LiveConfig {
     pub batch: u32,
 }
 
-/// Frames per BPF_PROG_RUN call at full speed: a few milliseconds, so that a stop, the
-/// count or the end of a second is seen in time.
-const LIVE_CHUNK: u64 = 1 << 14;
+/// Time one BPF_PROG_RUN call should take at full speed: long enough to spread the call's
+/// own cost, short enough that a stop, the count or the end of a second is seen in time.
+const LIVE_CALL: Duration = Duration::from_millis(10);
+/// The same when the program could not be attached and each call costs ~20 ms more (see
+/// [`io::xdp::livegen::Sender::open`]), and the fewest frames per call then.
+const LIVE_CALL_UNATTACHED: Duration = Duration::from_millis(250);
+const LIVE_MIN_CALL_UNATTACHED: u64 = 1 << 16;
 /// The first call: small, so that a peer that takes nothing is reported at once.
 const LIVE_PROBE: u64 = 256;
+const LIVE_MAX_CALL: u64 = 1 << 22;
 
 /// Sends `cfg.flows` with the kernel's live-frames XDP generator until the count or
 /// duration is reached or `stop` is set. The report's `packets` are the frames the driver
@@ -179,14 +186,24 @@ pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(
     let mut secs = Seconds::new(on_second);
     let start = secs.start;
     let limit = cfg.count.unwrap_or(u64::MAX);
+    let mut notes = Vec::new();
+    let (target, least) = match sender.attach_error() {
+        None => (LIVE_CALL, LIVE_PROBE),
+        Some(e) => {
+            notes.push(format!("could not attach the generator's program to {} ({e}): fewer, longer BPF_PROG_RUN calls", cfg.iface));
+            (LIVE_CALL_UNATTACHED, LIVE_MIN_CALL_UNATTACHED)
+        }
+    };
     let mut t = sender.totals();
+    // Frames per call, scaled after each call to take about `target`.
+    let mut call = LIVE_PROBE;
     while !stop.load(Ordering::Relaxed) && t.attempted < limit && cfg.duration.is_none_or(|d| start.elapsed() < d) {
-        let mut want = (limit - t.attempted).min(if t.attempted == 0 { LIVE_PROBE } else { LIVE_CHUNK });
+        let mut want = (limit - t.attempted).min(call);
         if let Some(rate) = cfg.rate_pps {
             // Token bucket: never more than `rate` x elapsed; at least a millisecond's worth
             // per call, sleeping in between (the CPU is the kernel's to send with).
             let allowed = ((rate * start.elapsed().as_secs_f64()) as u64).saturating_sub(t.attempted);
-            let step = ((rate / 1000.0) as u64).clamp(1, LIVE_CHUNK).min(want);
+            let step = ((rate / 1000.0) as u64).clamp(1, LIVE_MAX_CALL).min(want);
             if allowed < step {
                 std::thread::sleep(Duration::from_secs_f64(((step - allowed) as f64 / rate).min(1e-3)));
                 secs.tick(t.sent);
@@ -194,11 +211,14 @@ pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(
             }
             want = want.min(allowed);
         }
+        let began = Instant::now();
         t = sender.send(want as u32, cfg.batch).map_err(open)?;
+        let took = began.elapsed().as_secs_f64().max(1e-6);
+        call = ((want as f64 * target.as_secs_f64() / took) as u64).clamp(least, LIVE_MAX_CALL);
         secs.tick(t.sent);
     }
     let bytes = (t.sent as f64 * cfg.flows.mean_frame_len()).round() as u64;
-    Ok(Report { packets: t.sent, bytes, dropped: t.attempted - t.sent, per_second: secs.per_second, elapsed: start.elapsed() })
+    Ok(Report { packets: t.sent, bytes, dropped: t.attempted.saturating_sub(t.sent), per_second: secs.per_second, elapsed: start.elapsed(), notes })
 }
 
 /// Counts frames arriving on `iface` until `duration` passes or `stop` is set.
@@ -231,7 +251,7 @@ pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: O
         _ => 0,
     };
     let dropped = rx.stats().rx_dropped + kernel_drops;
-    Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed() })
+    Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed(), notes: Vec::new() })
 }
 
 /// [`receive`] with the counting done in the kernel by an XDP program: this thread reads the
@@ -247,7 +267,7 @@ fn receive_in_kernel(iface: &str, duration: Option<Duration>, stop: &AtomicBool,
         std::thread::sleep(Duration::from_millis(1));
     }
     let (packets, bytes) = read()?;
-    Ok(Report { packets, bytes, dropped: 0, per_second: secs.per_second, elapsed: secs.start.elapsed() })
+    Ok(Report { packets, bytes, dropped: 0, per_second: secs.per_second, elapsed: secs.start.elapsed(), notes: Vec::new() })
 }
 
 /// The lab's measure of a run: the median of the per-second rates, leaving out the first and

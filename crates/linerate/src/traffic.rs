@@ -72,6 +72,9 @@ pub struct GenArgs {
     src_mac: Option<String>,
     #[arg(long, value_enum, default_value = "af-packet")]
     backend: BackendArg,
+    /// xdp-live only: frames the kernel hands the driver at once (1..=256) [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    batch: Option<u32>,
     /// CPU to pin to.
     #[arg(long)]
     cpu: Option<usize>,
@@ -116,6 +119,9 @@ fn per_second(what: &'static str, json: bool) -> impl FnMut(usize, f64) {
 }
 
 fn summary(what: &str, r: &Report, json: bool) {
+    for note in &r.notes {
+        eprintln!("{what}: note: {note}");
+    }
     let pps = r.packets as f64 / r.elapsed.as_secs_f64().max(1e-9);
     if json {
         let v = serde_json::json!({
@@ -176,10 +182,14 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
     let duration = args.seconds.map(Duration::from_secs_f64);
     if let BackendArg::XdpLive = args.backend {
         let flows = flows::live_flows(&src, &dst, sizes, src_mac, dst_mac, args.vlan)?;
-        let cfg = LiveConfig { iface: args.iface.clone(), flows, rate_pps: args.rate, count: args.count, duration, cpu: args.cpu, batch: LIVE_BATCH };
+        let batch = args.batch.unwrap_or(LIVE_BATCH);
+        let cfg = LiveConfig { iface: args.iface.clone(), flows, rate_pps: args.rate, count: args.count, duration, cpu: args.cpu, batch };
         let report = traffic::generate_live(&cfg, &stop, per_second("tx", args.json))?;
         summary("sent", &report, args.json);
         return Ok(());
+    }
+    if args.batch.is_some() {
+        bail!("--batch is for the xdp-live backend only");
     }
     let mut set = flows::frames(&src, &dst, sizes, src_mac, dst_mac)?;
     if let Some(vid) = args.vlan {

@@ -461,24 +461,6 @@ pub fn test_run(prog: RawFd, data: &[u8]) -> io::Result<u32> {
     Ok(attr.retval)
 }
 
-/// Like [`test_run`], and also returns the frame as the program left it (an XDP program may
-/// rewrite it, grow or shrink it); `room` is the most bytes it may have.
-pub fn test_run_frame(prog: RawFd, data: &[u8], room: usize) -> io::Result<(u32, Vec<u8>)> {
-    let mut out = vec![0u8; room];
-    let mut attr = TestRunAttr {
-        prog_fd: prog as u32,
-        data_size_in: data.len() as u32,
-        data_in: data.as_ptr() as u64,
-        data_size_out: out.len() as u32,
-        data_out: out.as_mut_ptr() as u64,
-        repeat: 1,
-        ..Default::default()
-    };
-    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
-    out.truncate(attr.data_size_out as usize);
-    Ok((attr.retval, out))
-}
-
 /// `struct xdp_md`, the context of an XDP program as BPF_PROG_RUN takes it.
 #[repr(C)]
 #[derive(Default)]
@@ -493,11 +475,11 @@ struct XdpMd {
 
 /// Runs XDP program `prog` `repeat` times in live-frames mode (Linux 5.18; kernel doc
 /// `bpf/bpf_prog_run.rst`): each run gets a frame made from `data` (a fresh copy only when
-/// the kernel's page pool hands out a new page), and the frames it returns XDP_TX for leave
-/// through `ifindex`, `batch` at a time (1..=256; the kernel's default when 0). Runs on the
-/// calling CPU.
-pub fn run_live(prog: RawFd, data: &[u8], ifindex: u32, repeat: u32, batch: u32) -> io::Result<()> {
-    let ctx = XdpMd { data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+/// the kernel's page pool hands out a new page), whose first `meta` bytes are metadata as in
+/// [`test_run_frame`], and the frames it returns XDP_TX for leave through `ifindex`, `batch`
+/// at a time (1..=256; the kernel's default when 0). Runs on the calling CPU.
+pub fn run_live(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, batch: u32) -> io::Result<()> {
+    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
     let mut attr = TestRunAttr {
         prog_fd: prog as u32,
         data_size_in: data.len() as u32,
@@ -510,6 +492,29 @@ pub fn run_live(prog: RawFd, data: &[u8], ifindex: u32, repeat: u32, batch: u32)
         ..Default::default()
     };
     sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr).map(drop)
+}
+
+/// Like [`test_run`] for an XDP program, whose first `meta` bytes of `data` are metadata
+/// (before the frame, 0..=32, a multiple of 4), and also returns the data as the program
+/// left it, metadata included (it may rewrite, grow or shrink the frame); `room` is the most
+/// bytes it may have.
+pub fn test_run_frame(prog: RawFd, data: &[u8], meta: u32, room: usize) -> io::Result<(u32, Vec<u8>)> {
+    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ..Default::default() };
+    let mut out = vec![0u8; room];
+    let mut attr = TestRunAttr {
+        prog_fd: prog as u32,
+        data_size_in: data.len() as u32,
+        data_in: data.as_ptr() as u64,
+        data_size_out: out.len() as u32,
+        data_out: out.as_mut_ptr() as u64,
+        repeat: 1,
+        ctx_size_in: size_of::<XdpMd>() as u32,
+        ctx_in: &ctx as *const XdpMd as u64,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
+    out.truncate(attr.data_size_out as usize);
+    Ok((attr.retval, out))
 }
 
 #[repr(C)]
@@ -557,6 +562,18 @@ pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()
         return Err(io::Error::other(format!("map update wrote {} of {} values", attr.count, keys.len())));
     }
     Ok(())
+}
+
+/// Reads entry `index` of array map `map` into `value`, which must be the map's value size.
+pub fn array_get(map: RawFd, index: u32, value: &mut [u8]) -> io::Result<()> {
+    let mut info = MapInfo::default();
+    let mut attr = InfoAttr { bpf_fd: map as u32, info_len: size_of::<MapInfo>() as u32, info: &mut info as *mut _ as u64 };
+    sys::bpf(sys::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    if info.value_size as usize != value.len() || info.key_size != 4 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("map values are {} bytes, not {}", info.value_size, value.len())));
+    }
+    let mut attr = MapElemAttr { map_fd: map as u32, key: &index as *const u32 as u64, value: value.as_mut_ptr() as u64, ..Default::default() };
+    sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut attr).map(drop)
 }
 
 #[repr(C)]
@@ -614,6 +631,18 @@ struct ProgInfo {
     nr_map_ids: u32,
     map_ids: u64,
     name: [u8; 16],
+}
+
+/// Leading fields of `struct bpf_map_info`.
+#[repr(C)]
+#[derive(Default)]
+struct MapInfo {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
 }
 
 /// The BPF object name of program `id`.

@@ -29,8 +29,9 @@ pub(super) const SZ_IP_SUM: i16 = 8;
 pub(super) const SZ_UDP_SUM: i16 = 12;
 
 /// The one value of the state map: the indices of the next frame's source, destination and
-/// size (u32 each), then 4 spare bytes.
-pub(super) const STATE_VALUE: usize = 16;
+/// size (u32 each), 4 spare bytes, then the number of runs so far (u64).
+pub(super) const STATE_VALUE: usize = 24;
+pub(super) const ST_RUNS: i16 = 16;
 
 const UDP: u8 = 17;
 const UDP_HEADER: usize = 8;

@@ -82,8 +82,10 @@ fn sys(what: impl Into<String>) -> impl FnOnce(io::Error) -> LiveGenError {
 /// The loaded program and its maps.
 pub struct Generator {
     prog: OwnedFd,
-    _maps: [OwnedFd; 4],
-    template: Vec<u8>,
+    /// State, sizes, sources, destinations.
+    maps: [OwnedFd; 4],
+    /// The program's metadata ([`program::META`]), then the template.
+    data: Vec<u8>,
     layout: Layout,
 }
 
@@ -118,18 +120,36 @@ impl Generator {
         };
         let insns = program::program(layout, &maps, counts);
         let prog = bpf::load_xdp(&insns, PROG_NAME).map_err(|e| LiveGenError::Rejected { source: e.source, log: e.log })?;
-        Ok(Generator { prog, _maps: [state, sizes, sources, destinations], template: spec.template.to_vec(), layout })
+        let data = [&program::META[..], spec.template].concat();
+        Ok(Generator { prog, maps: [state, sizes, sources, destinations], data, layout })
     }
 
     pub fn layout(&self) -> Layout {
         self.layout
     }
 
-    /// Runs the program once, not live, on `frame` (what a recycled page would hold) and
-    /// returns its verdict and the frame it made. For tests: the flow state advances as it
-    /// does when sending.
+    /// The template the kernel copies into each new page.
+    pub fn template(&self) -> &[u8] {
+        &self.data[program::META.len()..]
+    }
+
+    /// Runs the program once, not live, on `frame` (what a recycled page would hold) with
+    /// the generator's metadata, and returns its verdict and the frame it made. For tests:
+    /// the flow state advances as it does when sending.
     pub fn run_on(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), LiveGenError> {
-        bpf::test_run_frame(self.prog.as_raw_fd(), frame, 4096).map_err(sys("BPF_PROG_RUN (test)"))
+        let meta = program::META.len();
+        let input = [&program::META[..], frame].concat();
+        let (verdict, out) = bpf::test_run_frame(self.prog.as_raw_fd(), &input, meta as u32, 4096).map_err(sys("BPF_PROG_RUN (test)"))?;
+        match out.get(..meta) {
+            Some(m) if m == program::META => Ok((verdict, out[meta..].to_vec())),
+            _ => Err(LiveGenError::Template("the program changed its metadata".into())),
+        }
+    }
+
+    /// Runs the program once, not live, on `frame` without the generator's metadata, as on
+    /// a frame received by the interface the program is attached to (see [`Sender::open`]).
+    pub fn run_on_received(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), LiveGenError> {
+        bpf::test_run_frame(self.prog.as_raw_fd(), frame, 0, 4096).map_err(sys("BPF_PROG_RUN (test)"))
     }
 
     /// Whether `verdict` (from [`run_on`](Self::run_on)) sends the frame.
@@ -137,9 +157,26 @@ impl Generator {
         verdict == program::XDP_TX as u32
     }
 
-    /// Makes and offers `frames` frames to interface `ifindex`, `batch` per flush.
+    /// Whether `verdict` lets the frame go on untouched.
+    pub fn passes(verdict: u32) -> bool {
+        verdict == program::XDP_PASS as u32
+    }
+
+    /// Makes and offers `frames` frames to interface `ifindex`, `batch` per flush. A signal
+    /// may end the call early (EINTR, not an error): [`runs`](Self::runs) says how many ran.
     fn send_raw(&self, ifindex: u32, frames: u32, batch: u32) -> io::Result<()> {
-        bpf::run_live(self.prog.as_raw_fd(), &self.template, ifindex, frames, batch)
+        match bpf::run_live(self.prog.as_raw_fd(), &self.data, program::META.len() as u32, ifindex, frames, batch) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Runs of the program since it was loaded (its state map's counter).
+    pub fn runs(&self) -> io::Result<u64> {
+        let mut value = [0u8; layout::STATE_VALUE];
+        bpf::array_get(self.maps[0].as_raw_fd(), 0, &mut value)?;
+        let at = layout::ST_RUNS as usize;
+        Ok(u64::from_ne_bytes(value[at..at + 8].try_into().expect("8 bytes")))
     }
 }
 
@@ -186,20 +223,33 @@ impl XmitCounters {
 /// A [`Generator`] bound to the interface it sends on, counting what leaves.
 pub struct Sender {
     generator: Generator,
+    /// The program attached (generic mode) to the interface, or why it is not.
+    attached: Result<OwnedFd, String>,
     ifname: String,
     ifindex: u32,
     counters: XmitCounters,
     base: (u64, u64),
+    base_runs: u64,
     totals: Totals,
 }
 
 impl Sender {
     /// Prepares to send on `ifname` (in this thread's network namespace).
+    ///
+    /// While it is open, the program is also attached to `ifname` in generic mode, where it
+    /// passes every received frame untouched (they lack its metadata). BPF_PROG_RUN adds a
+    /// program to the kernel's XDP dispatcher for the call and removes it after, each a
+    /// rewrite of the dispatcher's code and an RCU grace period: about 20 ms per call. An
+    /// attached program stays in the dispatcher and the calls skip both. If it cannot be
+    /// attached (another XDP program is there), the generator still works, with fewer,
+    /// longer calls: see [`attach_error`](Self::attach_error).
     pub fn open(generator: Generator, ifname: &str) -> Result<Sender, LiveGenError> {
         let ifindex = super::sys::ifindex(ifname).ok_or_else(|| LiveGenError::NoInterface(ifname.to_owned()))?;
+        let attached = bpf::link_xdp(generator.prog.as_raw_fd(), ifindex, super::sys::XDP_FLAGS_SKB_MODE).map_err(|e| e.to_string());
         let counters = XmitCounters::open(ifname)?;
         let (sent, refused, _) = counters.read().map_err(sys(format!("reading the XDP counters of {ifname}")))?;
-        Ok(Sender { generator, ifname: ifname.to_owned(), ifindex, counters, base: (sent, refused), totals: Totals::default() })
+        let base_runs = generator.runs().map_err(sys("reading the generator's run count"))?;
+        Ok(Sender { generator, attached, ifname: ifname.to_owned(), ifindex, counters, base: (sent, refused), base_runs, totals: Totals::default() })
     }
 
     /// Makes and offers `frames` more frames (on this CPU), `batch` per flush (1 to
@@ -212,11 +262,11 @@ impl Sender {
         let what = || format!("sending on {} (BPF_PROG_RUN, live frames)", self.ifname);
         self.generator.send_raw(self.ifindex, frames, batch.clamp(1, MAX_BATCH)).map_err(sys(what()))?;
         let first = self.totals.attempted == 0;
-        self.totals.attempted += u64::from(frames);
+        self.totals.attempted = self.generator.runs().map_err(sys("reading the generator's run count"))? - self.base_runs;
         let (sent, refused, peer) = self.counters.read().map_err(sys(format!("reading the XDP counters of {}", self.ifname)))?;
-        self.totals.sent = sent - self.base.0;
-        self.totals.refused = refused - self.base.1;
-        if first && self.totals.sent == 0 && self.totals.refused == 0 {
+        self.totals.sent = sent.saturating_sub(self.base.0);
+        self.totals.refused = refused.saturating_sub(self.base.1);
+        if first && self.totals.attempted > 0 && self.totals.sent == 0 && self.totals.refused == 0 {
             let peer = peer.map(|i| format!(" (ifindex {i})")).unwrap_or_default();
             return Err(LiveGenError::PeerNotReady { ifname: self.ifname.clone(), attempted: self.totals.attempted, peer });
         }
@@ -225,5 +275,11 @@ impl Sender {
 
     pub fn totals(&self) -> Totals {
         self.totals
+    }
+
+    /// Why the program could not be attached to the interface (each call then costs tens of
+    /// milliseconds more; see [`open`](Self::open)).
+    pub fn attach_error(&self) -> Option<&str> {
+        self.attached.as_ref().err().map(String::as_str)
     }
 }

@@ -8,11 +8,15 @@
 
 use std::os::fd::RawFd;
 
-use super::layout::{EP_ADDR, EP_ADDR_SUM, EP_PORT, EP_SUM, Layout, SZ_FRAME_LEN, SZ_IP_LEN, SZ_IP_SUM, SZ_UDP_LEN, SZ_UDP_SUM};
+use super::layout::{EP_ADDR, EP_ADDR_SUM, EP_PORT, EP_SUM, Layout, ST_RUNS, SZ_FRAME_LEN, SZ_IP_LEN, SZ_IP_SUM, SZ_UDP_LEN, SZ_UDP_SUM};
 use crate::xdp::bpf::{Fixups, Insn, R0, R1, R2, R3, R4, R6, R7, R8, R9, R10};
 
 const XDP_ABORTED: i32 = 0;
+pub(super) const XDP_PASS: i32 = 2;
 pub(super) const XDP_TX: i32 = 3;
+/// What the generator's runs carry in their 4 bytes of metadata (before the frame): the
+/// program makes a frame only then, and passes anything else untouched (see [`program`]).
+pub(super) const META: [u8; 4] = *b"lrlg";
 const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_FUNC_XDP_ADJUST_TAIL: i32 = 65;
 
@@ -42,10 +46,13 @@ const KEY_SIZE: i16 = -16;
 /// The program, in outline (r6 = ctx, r7 = source, r8 = destination, r9 = size):
 ///
 /// ```text
+///      if the metadata is not META: return XDP_PASS  ; a frame received where the program
+///                                                    ; is attached (see Sender::open)
 ///      state = lookup(state_map, 0); s, d, k = state's indices (kept as keys on the stack)
 ///      s += 1; if s == sources { s = 0; d += 1; if d == destinations { d = 0; k += 1;
 ///        if k == sizes { k = 0 } } }; store s, d, k  ; sources vary fastest, then
 ///                                                    ; destinations, then sizes
+///      state.runs += 1                               ; what user space reads as offered
 ///      r9 = lookup(sizes, k); r7 = lookup(sources, s); r8 = lookup(destinations, d)
 ///      delta = r9.frame_len - (data_end - data); if delta != 0: bpf_xdp_adjust_tail(delta)
 ///      if data + headers_end > data_end goto abort
@@ -56,8 +63,13 @@ const KEY_SIZE: i16 = -16;
 /// abort: return XDP_ABORTED                          ; a failed lookup or resize
 /// ```
 pub(super) fn program(layout: Layout, maps: &Maps, counts: Counts) -> Vec<Insn> {
-    let mut abort = Fixups::default();
-    let mut p = vec![Insn::mov_reg(R6, R1), Insn::st_w(R10, KEY_STATE, 0)];
+    let (mut abort, mut pass) = (Fixups::default(), Fixups::default());
+    // ctx->data_meta, ctx->data: the metadata must hold the magic word.
+    let mut p = vec![Insn::ldx_w(R2, R1, 8), Insn::ldx_w(R3, R1, 0), Insn::mov_reg(R4, R2), Insn::add_imm(R4, 4)];
+    pass.jump(&mut p, Insn::jgt_reg(R4, R3, 0));
+    p.push(Insn::ldx_w(R4, R2, 0));
+    pass.jump(&mut p, Insn::jne32_imm(R4, u32::from_ne_bytes(META), 0));
+    p.extend([Insn::mov_reg(R6, R1), Insn::st_w(R10, KEY_STATE, 0)]);
     lookup(&mut p, &mut abort, maps.state, KEY_STATE);
     p.push(Insn::mov_reg(R7, R0));
     advance(&mut p, counts);
@@ -72,6 +84,8 @@ pub(super) fn program(layout: Layout, maps: &Maps, counts: Counts) -> Vec<Insn> 
     p.extend([Insn::mov_imm(R0, XDP_TX), Insn::exit()]);
     abort.land(&mut p);
     p.extend([Insn::mov_imm(R0, XDP_ABORTED), Insn::exit()]);
+    pass.land(&mut p);
+    p.extend([Insn::mov_imm(R0, XDP_PASS), Insn::exit()]);
     p
 }
 
@@ -108,7 +122,7 @@ fn advance(p: &mut Vec<Insn>, counts: Counts) {
     store_d.land(p);
     p.push(Insn::stx_w(R7, R2, 4));
     store_s.land(p);
-    p.push(Insn::stx_w(R7, R1, 0));
+    p.extend([Insn::stx_w(R7, R1, 0), Insn::ldx_dw(R1, R7, ST_RUNS), Insn::add_imm(R1, 1), Insn::stx_dw(R7, R1, ST_RUNS)]);
 }
 
 /// Sets the frame's length to the size's (r9), then r2 = data with the headers in bounds.

@@ -94,7 +94,7 @@ impl Case {
     /// recycled page holds the frame last sent from it), and checks every frame.
     fn run(&self, n: usize, mut input: impl FnMut(&[u8], usize) -> Vec<u8>) -> Vec<Vec<u8>> {
         let g = self.generator();
-        let mut prev = g.template.clone();
+        let mut prev = g.template().to_vec();
         let mut out = Vec::new();
         for i in 0..n {
             let (verdict, f) = g.run_on(&input(&prev, i)).unwrap();
@@ -104,6 +104,7 @@ impl Case {
             prev = f.clone();
             out.push(f);
         }
+        assert_eq!(g.runs().unwrap(), n as u64, "the run counter");
         out
     }
 }
@@ -160,7 +161,7 @@ fn imix_sizes_grow_and_shrink_the_frame() {
     let case = Case { sources: endpoints("198.18.10.1", 2, 2000, 1), destinations: endpoints("198.19.10.1", 3, 2000, 1), ip_lens: IMIX.to_vec(), vlan: None };
     // Half the runs on the previous frame (a recycled page, shorter or longer than the
     // next), half on the template (a fresh page).
-    let template = case.generator().template.clone();
+    let template = case.generator().template().to_vec();
     let frames = case.run(40, |prev, i| if i % 2 == 0 { prev.to_vec() } else { template.clone() });
     let lens: Vec<usize> = frames.iter().map(Vec::len).step_by(6).collect();
     assert_eq!(&lens[..6], &[60, 590, 1514, 60, 590, 1514]);
@@ -189,6 +190,23 @@ fn garbage_in_the_varying_fields_is_overwritten() {
         f[18 + 4..18 + 8].fill(0);
         f
     });
+}
+
+/// Attached to an interface, the program must leave what the interface receives alone: only
+/// the generator's runs carry its metadata.
+#[test]
+fn received_frames_pass_untouched() {
+    if !root() {
+        return;
+    }
+    let case = v4_case(vec![46], None);
+    let g = case.generator();
+    for frame in [case.frame(5), vec![0u8; 14], vec![0xff; 1514]] {
+        let (verdict, out) = g.run_on_received(&frame).unwrap();
+        assert!(Generator::passes(verdict), "verdict {verdict}");
+        assert_eq!(out, frame);
+    }
+    assert_eq!(g.runs().unwrap(), 0, "no run made a frame");
 }
 
 #[test]
