@@ -156,6 +156,7 @@ fn live_generator_check() {
     drop(capture.terminate().map(|mut c| c.wait()));
     let (frames, flows) = captured_flows(&pcap);
     let _ = std::fs::remove_file(&pcap);
+    eprintln!("captured {frames} frames of {} flows", flows.len());
     assert!(frames >= 10_000, "captured {frames} frames");
     assert!(flows.len() >= 4000, "{} distinct flows in {frames} frames", flows.len());
     let in_range = |(s, sp, d, dp): &(u32, u16, u32, u16)| (0x0a00_0001..=0x0a00_0032).contains(s) && (0x0a01_0001..=0x0a01_0064).contains(d) && *sp == 2000 && *dp == 2000;
