@@ -165,6 +165,76 @@ pub fn frames(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_mac: M
     Ok(FrameSet { frames: out, flows: n })
 }
 
+/// Inserts an 802.1Q tag with VLAN id `vid` (PCP 0) after the source MAC: the frame grows
+/// by the tag's 4 bytes.
+pub fn tag_vlan(frame: &mut Vec<u8>, vid: u16) {
+    let [hi, lo] = vid.to_be_bytes();
+    frame.splice(12..12, [0x81, 0x00, hi, lo]);
+}
+
+/// The flow set in the in-kernel generator's terms ([`io::xdp::livegen::Spec`]): one template
+/// and the lists it varies, sending frame for frame what [`frames`] holds, in the same order.
+pub struct LiveFlows {
+    /// The largest frame of the first flow.
+    pub template: Vec<u8>,
+    pub sources: Vec<(IpAddr, u16)>,
+    pub destinations: Vec<(IpAddr, u16)>,
+    pub sizes: Vec<io::xdp::livegen::FrameSize>,
+    pub flows: usize,
+}
+
+impl LiveFlows {
+    pub fn spec(&self) -> io::xdp::livegen::Spec<'_> {
+        io::xdp::livegen::Spec { template: &self.template, sources: &self.sources, destinations: &self.destinations, sizes: &self.sizes }
+    }
+
+    /// Mean frame length over the size cycle (bytes, without FCS).
+    pub fn mean_frame_len(&self) -> f64 {
+        self.sizes.iter().map(|s| s.frame_len as f64).sum::<f64>() / self.sizes.len() as f64
+    }
+}
+
+/// Builds the [`LiveFlows`] of `src` x `dst` flows, tagged with `vlan` if given.
+pub fn live_flows(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_mac: MacAddr, dst_mac: MacAddr, vlan: Option<u16>) -> Result<LiveFlows, FlowError> {
+    if src.first.is_ipv4() != dst.first.is_ipv4() {
+        return Err(FlowError::FamilyMismatch);
+    }
+    let n = src.len() * dst.len();
+    if n > MAX_FLOWS as u128 {
+        return Err(FlowError::TooMany(n));
+    }
+    let (s, sp) = src.get(0);
+    let (d, dp) = dst.get(0);
+    let flow = UdpFlow { src_mac, dst_mac, src: s, dst: d, src_port: sp, dst_port: dp, ttl: 64 };
+    let lens: Vec<usize> = match sizes {
+        Sizes::Frame(_) => vec![0],
+        Sizes::Imix => IMIX_CYCLE.to_vec(),
+    };
+    let mut buf = vec![0u8; 2048];
+    let mut frames = Vec::new();
+    for ip_len in lens {
+        let len = match sizes {
+            Sizes::Frame(l) => udp_frame(&flow, l, &mut buf),
+            Sizes::Imix => udp_frame_ip_len(&flow, ip_len, &mut buf),
+        }
+        .map_err(|e| FlowError::Frame(e.to_string()))?;
+        let mut frame = buf[..len].to_vec();
+        if let Some(vid) = vlan {
+            tag_vlan(&mut frame, vid);
+        }
+        frames.push(frame);
+    }
+    let l3 = if vlan.is_some() { 18 } else { 14 };
+    let ip_len = |f: &[u8]| match f[l3] >> 4 {
+        4 => usize::from(u16::from_be_bytes([f[l3 + 2], f[l3 + 3]])),
+        _ => 40 + usize::from(u16::from_be_bytes([f[l3 + 4], f[l3 + 5]])),
+    };
+    let sizes = frames.iter().map(|f| io::xdp::livegen::FrameSize { frame_len: f.len(), ip_len: ip_len(f) }).collect();
+    let template = frames.iter().max_by_key(|f| f.len()).expect("at least one size").clone();
+    let list = |r: &EndpointRange| (0..r.len()).map(|i| r.get(i)).collect::<Vec<_>>();
+    Ok(LiveFlows { template, sources: list(src), destinations: list(dst), sizes, flows: n as usize })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +283,39 @@ mod tests {
         let count = |l: usize| set.frames.iter().filter(|f| f.len() == l).count();
         // 40-byte IP packets pad to the 60-byte minimum frame; others are IP + 14.
         assert_eq!((count(60), count(590), count(1514)), (14, 8, 2));
+    }
+
+    /// The in-kernel generator's program, run in test mode (BPF_PROG_RUN; needs root), makes
+    /// frame for frame what [`frames`] holds, each run on the previous run's output (what a
+    /// recycled page holds).
+    #[test]
+    fn live_flows_send_what_frames_holds() {
+        if !crate::topology::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let v4 = |s: &str| EndpointRange::parse(s, 2000).unwrap();
+        let cases = [
+            (v4("198.18.10.1-198.18.10.20"), v4("198.19.10.1-198.19.10.100"), Sizes::Frame(60), None, 4000),
+            (v4("198.18.10.1:1000-198.18.10.3:1001"), v4("198.19.10.1"), Sizes::Imix, Some(42), 200),
+            (v4("[2001:2::1]:9-[2001:2::2]:9"), v4("2001:2:0:20::1-2001:2:0:20::5"), Sizes::Frame(100), Some(7), 30),
+            (v4("2001:2::1"), v4("2001:2::2"), Sizes::Imix, None, 30),
+        ];
+        for (src, dst, sizes, vlan, runs) in cases {
+            let (smac, dmac) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
+            let mut want = frames(&src, &dst, sizes, smac, dmac).unwrap().frames;
+            if let Some(vid) = vlan {
+                want.iter_mut().for_each(|f| tag_vlan(f, vid));
+            }
+            let live = live_flows(&src, &dst, sizes, smac, dmac, vlan).unwrap();
+            let g = io::xdp::livegen::Generator::load(&live.spec()).unwrap();
+            let mut prev = live.template.clone();
+            for i in 0..runs {
+                let (verdict, f) = g.run_on(&prev).unwrap();
+                assert!(io::xdp::livegen::Generator::sends(verdict));
+                assert_eq!(f, want[i % want.len()], "{src:?} {sizes:?} {vlan:?}: frame {i}");
+                prev = f;
+            }
+        }
     }
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use io::any::{AnyRx, AnyTx, PortOpener};
 use io::mem::ReplayRx;
+
+use crate::flows::LiveFlows;
 use io::{Batch, FramePool, RxPort, TxPort};
 
 /// Which kind of socket to use.
@@ -18,6 +20,9 @@ pub enum Backend {
     /// Receiver only: an XDP program counts the frames in the kernel and drops them
     /// ([`io::xdp::sink`]); the receiving process only reads the counters.
     XdpSink,
+    /// Generator only: the kernel makes and sends the frames, an XDP program run by
+    /// BPF_PROG_RUN in live-frames mode ([`io::xdp::livegen`], [`generate_live`]).
+    XdpLive,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +42,7 @@ fn open(iface: &str, backend: Backend, pool: &mut FramePool) -> Result<(AnyRx, A
         Backend::AfPacket => opener.open_packet(iface, 0).map_err(|e| e.to_string()),
         Backend::AfXdp => opener.open_xdp(pool, iface, 0).map_err(|e| e.to_string()),
         Backend::XdpSink => Err("the xdp-sink backend only receives (linerate rcv)".to_string()),
+        Backend::XdpLive => Err("the xdp-live backend only sends (linerate gen; see traffic::generate_live)".to_string()),
     };
     let (rx, tx, _) = res.map_err(|e| TrafficError::Open(format!("{iface}: {e}")))?;
     Ok((rx, tx))
@@ -73,6 +79,8 @@ pub struct Report {
     /// Packets per second in each whole second of the run.
     pub per_second: Vec<f64>,
     pub elapsed: Duration,
+    /// What the user should know about how the run went (e.g. a slower mode it fell back to).
+    pub notes: Vec<String>,
 }
 
 /// Counts per whole second and reports each second as it ends.
@@ -135,7 +143,82 @@ pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize,
     }
     tx.flush(&mut pool);
     let s = tx.stats();
-    Ok(Report { packets: s.tx_packets, bytes: s.tx_bytes, dropped: s.tx_dropped, per_second: secs.per_second, elapsed: start.elapsed() })
+    Ok(Report { packets: s.tx_packets, bytes: s.tx_bytes, dropped: s.tx_dropped, per_second: secs.per_second, elapsed: start.elapsed(), notes: Vec::new() })
+}
+
+/// What the in-kernel generator sends and for how long ([`generate_live`]).
+pub struct LiveConfig {
+    pub iface: String,
+    /// The flows and sizes (see [`crate::flows::live_flows`]).
+    pub flows: LiveFlows,
+    /// Offered rate; `None` = as fast as possible.
+    pub rate_pps: Option<f64>,
+    /// Frames to offer (runs of the program).
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    /// CPU to pin to: the program runs on the CPU that calls BPF_PROG_RUN.
+    pub cpu: Option<usize>,
+    /// Frames per flush to the driver (1..=256).
+    pub batch: u32,
+}
+
+/// Time one BPF_PROG_RUN call should take at full speed: long enough to spread the call's
+/// own cost, short enough that a stop, the count or the end of a second is seen in time.
+const LIVE_CALL: Duration = Duration::from_millis(10);
+/// The same when the program could not be attached and each call costs ~20 ms more (see
+/// [`io::xdp::livegen::Sender::open`]), and the fewest frames per call then.
+const LIVE_CALL_UNATTACHED: Duration = Duration::from_millis(250);
+const LIVE_MIN_CALL_UNATTACHED: u64 = 1 << 16;
+/// The first call: small, so that a peer that takes nothing is reported at once.
+const LIVE_PROBE: u64 = 256;
+const LIVE_MAX_CALL: u64 = 1 << 22;
+
+/// Sends `cfg.flows` with the kernel's live-frames XDP generator until the count or
+/// duration is reached or `stop` is set. The report's `packets` are the frames the driver
+/// took (its `xdp_xmit` counters), `dropped` the frames offered that it did not take (veth:
+/// its peer's ring was full), and `bytes` the frames taken times the mean frame length of
+/// the size cycle. The per-second rates count frames taken.
+pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+    pin(cfg.cpu)?;
+    let open = |e: io::xdp::livegen::LiveGenError| TrafficError::Open(e.to_string());
+    let generator = io::xdp::livegen::Generator::load(&cfg.flows.spec()).map_err(open)?;
+    let mut sender = io::xdp::livegen::Sender::open(generator, &cfg.iface).map_err(open)?;
+    let mut secs = Seconds::new(on_second);
+    let start = secs.start;
+    let limit = cfg.count.unwrap_or(u64::MAX);
+    let mut notes = Vec::new();
+    let (target, least) = match sender.attach_error() {
+        None => (LIVE_CALL, LIVE_PROBE),
+        Some(e) => {
+            notes.push(format!("could not attach the generator's program to {} ({e}): fewer, longer BPF_PROG_RUN calls", cfg.iface));
+            (LIVE_CALL_UNATTACHED, LIVE_MIN_CALL_UNATTACHED)
+        }
+    };
+    let mut t = sender.totals();
+    // Frames per call, scaled after each call to take about `target`.
+    let mut call = LIVE_PROBE;
+    while !stop.load(Ordering::Relaxed) && t.attempted < limit && cfg.duration.is_none_or(|d| start.elapsed() < d) {
+        let mut want = (limit - t.attempted).min(call);
+        if let Some(rate) = cfg.rate_pps {
+            // Token bucket: never more than `rate` x elapsed; at least a millisecond's worth
+            // per call, sleeping in between (the CPU is the kernel's to send with).
+            let allowed = ((rate * start.elapsed().as_secs_f64()) as u64).saturating_sub(t.attempted);
+            let step = ((rate / 1000.0) as u64).clamp(1, LIVE_MAX_CALL).min(want);
+            if allowed < step {
+                std::thread::sleep(Duration::from_secs_f64(((step - allowed) as f64 / rate).min(1e-3)));
+                secs.tick(t.sent);
+                continue;
+            }
+            want = want.min(allowed);
+        }
+        let began = Instant::now();
+        t = sender.send(want as u32, cfg.batch).map_err(open)?;
+        let took = began.elapsed().as_secs_f64().max(1e-6);
+        call = ((want as f64 * target.as_secs_f64() / took) as u64).clamp(least, LIVE_MAX_CALL);
+        secs.tick(t.sent);
+    }
+    let bytes = (t.sent as f64 * cfg.flows.mean_frame_len()).round() as u64;
+    Ok(Report { packets: t.sent, bytes, dropped: t.attempted.saturating_sub(t.sent), per_second: secs.per_second, elapsed: start.elapsed(), notes })
 }
 
 /// Counts frames arriving on `iface` until `duration` passes or `stop` is set.
@@ -168,7 +251,7 @@ pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: O
         _ => 0,
     };
     let dropped = rx.stats().rx_dropped + kernel_drops;
-    Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed() })
+    Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed(), notes: Vec::new() })
 }
 
 /// [`receive`] with the counting done in the kernel by an XDP program: this thread reads the
@@ -184,7 +267,7 @@ fn receive_in_kernel(iface: &str, duration: Option<Duration>, stop: &AtomicBool,
         std::thread::sleep(Duration::from_millis(1));
     }
     let (packets, bytes) = read()?;
-    Ok(Report { packets, bytes, dropped: 0, per_second: secs.per_second, elapsed: secs.start.elapsed() })
+    Ok(Report { packets, bytes, dropped: 0, per_second: secs.per_second, elapsed: secs.start.elapsed(), notes: Vec::new() })
 }
 
 /// The lab's measure of a run: the median of the per-second rates, leaving out the first and

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use lab::flows::{self, EndpointRange, Sizes};
-use lab::traffic::{self, Backend, GenConfig, Report};
+use lab::traffic::{self, Backend, GenConfig, LiveConfig, Report};
 use wire::MacAddr;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -13,6 +13,9 @@ enum BackendArg {
     AfXdp,
     /// rcv only: count in the kernel with an XDP program and drop.
     XdpSink,
+    /// gen only: the kernel makes and sends the frames (an XDP program run by BPF_PROG_RUN in
+    /// live-frames mode); a veth's peer needs NAPI (`ethtool -K PEER gro on`).
+    XdpLive,
 }
 
 impl From<BackendArg> for Backend {
@@ -21,6 +24,7 @@ impl From<BackendArg> for Backend {
             BackendArg::AfPacket => Backend::AfPacket,
             BackendArg::AfXdp => Backend::AfXdp,
             BackendArg::XdpSink => Backend::XdpSink,
+            BackendArg::XdpLive => Backend::XdpLive,
         }
     }
 }
@@ -68,6 +72,9 @@ pub struct GenArgs {
     src_mac: Option<String>,
     #[arg(long, value_enum, default_value = "af-packet")]
     backend: BackendArg,
+    /// xdp-live only: frames the kernel hands the driver at once (1..=256) [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    batch: Option<u32>,
     /// CPU to pin to.
     #[arg(long)]
     cpu: Option<usize>,
@@ -94,6 +101,9 @@ pub struct RcvArgs {
     json: bool,
 }
 
+/// Frames per flush of the xdp-live generator.
+const LIVE_BATCH: u32 = 64;
+
 fn mac(text: &str) -> Result<MacAddr> {
     text.parse().map_err(|_| anyhow::anyhow!("{text:?} is not a MAC address (expected six hex bytes like 02:00:00:00:00:01)"))
 }
@@ -109,6 +119,9 @@ fn per_second(what: &'static str, json: bool) -> impl FnMut(usize, f64) {
 }
 
 fn summary(what: &str, r: &Report, json: bool) {
+    for note in &r.notes {
+        eprintln!("{what}: note: {note}");
+    }
     let pps = r.packets as f64 / r.elapsed.as_secs_f64().max(1e-9);
     if json {
         let v = serde_json::json!({
@@ -152,16 +165,9 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
     if args.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
         bail!("--rate must be positive");
     }
-    let mut set = flows::frames(&src, &dst, sizes, src_mac, dst_mac)?;
-    if let Some(vid) = args.vlan {
-        let [hi, lo] = vid.to_be_bytes();
-        for f in &mut set.frames {
-            f.splice(12..12, [0x81, 0x00, hi, lo]);
-        }
-    }
     eprintln!(
         "gen: {} flows ({} x {}), {}, on {} via {:?}{}",
-        set.flows,
+        src.len() * dst.len(),
         src.len(),
         dst.len(),
         match sizes {
@@ -172,16 +178,32 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
         Backend::from(args.backend),
         args.rate.map(|r| format!(", limited to {r:.0} pps")).unwrap_or_default()
     );
+    let stop = crate::stop_on_signals()?;
+    let duration = args.seconds.map(Duration::from_secs_f64);
+    if let BackendArg::XdpLive = args.backend {
+        let flows = flows::live_flows(&src, &dst, sizes, src_mac, dst_mac, args.vlan)?;
+        let batch = args.batch.unwrap_or(LIVE_BATCH);
+        let cfg = LiveConfig { iface: args.iface.clone(), flows, rate_pps: args.rate, count: args.count, duration, cpu: args.cpu, batch };
+        let report = traffic::generate_live(&cfg, &stop, per_second("tx", args.json))?;
+        summary("sent", &report, args.json);
+        return Ok(());
+    }
+    if args.batch.is_some() {
+        bail!("--batch is for the xdp-live backend only");
+    }
+    let mut set = flows::frames(&src, &dst, sizes, src_mac, dst_mac)?;
+    if let Some(vid) = args.vlan {
+        set.frames.iter_mut().for_each(|f| flows::tag_vlan(f, vid));
+    }
     let cfg = GenConfig {
         iface: args.iface.clone(),
         backend: args.backend.into(),
         frames: set.frames,
         rate_pps: args.rate,
         count: args.count,
-        duration: args.seconds.map(Duration::from_secs_f64),
+        duration,
         cpu: args.cpu,
     };
-    let stop = crate::stop_on_signals()?;
     let report = traffic::generate(&cfg, &stop, per_second("tx", args.json))?;
     summary("sent", &report, args.json);
     Ok(())

@@ -44,6 +44,7 @@ pub const R5: u8 = 5;
 pub const R6: u8 = 6;
 pub const R7: u8 = 7;
 pub const R8: u8 = 8;
+pub const R9: u8 = 9;
 /// The read-only frame pointer (the program's 512-byte stack ends there).
 pub const R10: u8 = 10;
 
@@ -98,6 +99,14 @@ impl Insn {
     /// *(u64 *)(dst + off) = src
     pub const fn stx_dw(dst: u8, src: u8, off: i16) -> Self {
         Self::new(STX | MEM | DW, dst, src, off, 0)
+    }
+    /// *(u32 *)(dst + off) = src
+    pub const fn stx_w(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(STX | MEM | W, dst, src, off, 0)
+    }
+    /// *(u16 *)(dst + off) = src
+    pub const fn stx_h(dst: u8, src: u8, off: i16) -> Self {
+        Self::new(STX | MEM | H, dst, src, off, 0)
     }
     /// *(u32 *)(dst + off) = imm
     pub const fn st_w(dst: u8, off: i16, imm: i32) -> Self {
@@ -418,17 +427,26 @@ fn load(prog_type: u32, attach: u32, insns: &[Insn], name: &str) -> Result<Owned
     }
 }
 
+/// The `test` member of `union bpf_attr` (BPF_PROG_RUN).
 #[repr(C)]
 #[derive(Default)]
-struct TestRunAttr {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
+pub(super) struct TestRunAttr {
+    pub prog_fd: u32,
+    pub retval: u32,
+    pub data_size_in: u32,
+    pub data_size_out: u32,
+    pub data_in: u64,
+    pub data_out: u64,
+    pub repeat: u32,
+    pub duration: u32,
+    pub ctx_size_in: u32,
+    pub ctx_size_out: u32,
+    pub ctx_in: u64,
+    pub ctx_out: u64,
+    pub flags: u32,
+    pub cpu: u32,
+    pub batch_size: u32,
+    pub _pad: u32,
 }
 
 /// Runs program `prog` once on `data` (BPF_PROG_TEST_RUN; for a socket filter, `data` is an
@@ -443,6 +461,121 @@ pub fn test_run(prog: RawFd, data: &[u8]) -> io::Result<u32> {
     };
     sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
     Ok(attr.retval)
+}
+
+/// `struct xdp_md`, the context of an XDP program as BPF_PROG_RUN takes it.
+#[repr(C)]
+#[derive(Default)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+/// Runs XDP program `prog` `repeat` times in live-frames mode (Linux 5.18; kernel doc
+/// `bpf/bpf_prog_run.rst`): each run gets a frame made from `data` (a fresh copy only when
+/// the kernel's page pool hands out a new page), whose first `meta` bytes are metadata as in
+/// [`test_run_frame`], and the frames it returns XDP_TX for leave through `ifindex`, `batch`
+/// at a time (1..=256; the kernel's default when 0). Runs on the calling CPU.
+pub fn run_live(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, batch: u32) -> io::Result<()> {
+    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+    let mut attr = TestRunAttr {
+        prog_fd: prog as u32,
+        data_size_in: data.len() as u32,
+        data_in: data.as_ptr() as u64,
+        repeat,
+        ctx_size_in: size_of::<XdpMd>() as u32,
+        ctx_in: &ctx as *const XdpMd as u64,
+        flags: sys::BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size: batch,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr).map(drop)
+}
+
+/// Like [`test_run`] for an XDP program, whose first `meta` bytes of `data` are metadata
+/// (before the frame, 0..=32, a multiple of 4), and also returns the data as the program
+/// left it, metadata included (it may rewrite, grow or shrink the frame); `room` is the most
+/// bytes it may have.
+pub fn test_run_frame(prog: RawFd, data: &[u8], meta: u32, room: usize) -> io::Result<(u32, Vec<u8>)> {
+    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ..Default::default() };
+    let mut out = vec![0u8; room];
+    let mut attr = TestRunAttr {
+        prog_fd: prog as u32,
+        data_size_in: data.len() as u32,
+        data_in: data.as_ptr() as u64,
+        data_size_out: out.len() as u32,
+        data_out: out.as_mut_ptr() as u64,
+        repeat: 1,
+        ctx_size_in: size_of::<XdpMd>() as u32,
+        ctx_in: &ctx as *const XdpMd as u64,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
+    out.truncate(attr.data_size_out as usize);
+    Ok((attr.retval, out))
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapBatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// Creates an array map (`BPF_MAP_TYPE_ARRAY`) of `entries` values of `value_size` bytes.
+pub fn create_array(name: &str, value_size: u32, entries: u32) -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type: sys::BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size,
+        max_entries: entries,
+        map_name: obj_name(name),
+        ..Default::default()
+    };
+    sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)
+}
+
+/// Writes `values` (whole values of the map's value size, back to back) into array map
+/// `map` from index 0 on, in one BPF_MAP_UPDATE_BATCH (Linux 5.6).
+pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()> {
+    if value_size == 0 || !values.len().is_multiple_of(value_size) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "values are not whole map values"));
+    }
+    let keys: Vec<u32> = (0..(values.len() / value_size) as u32).collect();
+    let mut attr = MapBatchAttr {
+        keys: keys.as_ptr() as u64,
+        values: values.as_ptr() as u64,
+        count: keys.len() as u32,
+        map_fd: map as u32,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_MAP_UPDATE_BATCH, &mut attr)?;
+    if attr.count as usize != keys.len() {
+        return Err(io::Error::other(format!("map update wrote {} of {} values", attr.count, keys.len())));
+    }
+    Ok(())
+}
+
+/// Reads entry `index` of array map `map` into `value`, which must be the map's value size.
+pub fn array_get(map: RawFd, index: u32, value: &mut [u8]) -> io::Result<()> {
+    let mut info = MapInfo::default();
+    let mut attr = InfoAttr { bpf_fd: map as u32, info_len: size_of::<MapInfo>() as u32, info: &mut info as *mut _ as u64 };
+    sys::bpf(sys::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    if info.value_size as usize != value.len() || info.key_size != 4 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("map values are {} bytes, not {}", info.value_size, value.len())));
+    }
+    let mut attr = MapElemAttr { map_fd: map as u32, key: &index as *const u32 as u64, value: value.as_mut_ptr() as u64, ..Default::default() };
+    sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut attr).map(drop)
 }
 
 #[repr(C)]
@@ -500,6 +633,18 @@ struct ProgInfo {
     nr_map_ids: u32,
     map_ids: u64,
     name: [u8; 16],
+}
+
+/// Leading fields of `struct bpf_map_info`.
+#[repr(C)]
+#[derive(Default)]
+struct MapInfo {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
 }
 
 /// The BPF object name of program `id`.

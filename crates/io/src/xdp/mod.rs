@@ -17,6 +17,7 @@ pub mod bpf;
 mod netlink;
 pub mod ring;
 pub mod kernel_copy;
+pub mod livegen;
 pub mod sink;
 mod socket;
 mod sys;

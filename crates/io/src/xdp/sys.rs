@@ -98,10 +98,12 @@ pub const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 pub const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 pub const BPF_PROG_LOAD: libc::c_int = 5;
 pub const BPF_PROG_TEST_RUN: libc::c_int = 10;
+pub const BPF_MAP_UPDATE_BATCH: libc::c_int = 26;
 pub const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
 pub const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 pub const BPF_LINK_CREATE: libc::c_int = 28;
 
+pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 pub const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
@@ -109,6 +111,8 @@ pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 pub const BPF_PROG_TYPE_XDP: u32 = 6;
 pub const BPF_XDP: u32 = 37;
 pub const BPF_TCX_INGRESS: u32 = 46;
+/// BPF_PROG_RUN of an XDP program: send the frames it returns XDP_TX for (Linux 5.18).
+pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 
 // --- linux/if_link.h ---
 pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
