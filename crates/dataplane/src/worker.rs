@@ -26,16 +26,20 @@ pub enum Idle {
     /// Poll without pause: the lowest latency, a whole CPU always.
     #[default]
     Spin,
-    /// Keep polling for `spin`, then sleep in `poll(2)` until a port has frames. `spin` is
-    /// zero when the kernel's receive work for the ports runs on this CPU below the worker
-    /// (`io::napi`): it runs only while the worker sleeps, so the worker sleeps at once.
-    Sleep { spin: Duration },
+    /// Keep polling for `spin`, then sleep in `poll(2)` until a port has frames. With
+    /// `yield_cpu` the worker yields between empty polls: the kernel's receive thread for
+    /// its ports runs on this CPU below it (`io::napi`) and needs the CPU to bring frames.
+    Sleep { spin: Duration, yield_cpu: bool },
 }
 
 /// How long a worker keeps polling an idle port before it sleeps, when nothing on its CPU
 /// waits for it to sleep: long enough that a reply or the next packet of a burst is still
 /// caught spinning, short against a human's second.
 pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(200);
+/// The same when the kernel's receive thread shares the CPU (measured on the 16-CPU machine:
+/// 50 us with yields forwarded more under overload and answered pings faster than sleeping
+/// at once; see docs/performance.md).
+pub const SPIN_WITH_NAPI: Duration = Duration::from_micros(50);
 /// Longest sleep: the worker wakes at least this often to see the stop flag and publish.
 const SLEEP_MAX: Duration = Duration::from_millis(10);
 /// Empty polls between two clock reads while spinning.
@@ -196,7 +200,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// can wake it.
     pub fn run(&mut self, stop: &AtomicBool) {
         let fds: Option<Vec<RawFd>> = self.rx.iter().map(RxPort::wait_fd).collect();
-        let Idle::Sleep { spin } = self.idle else { return self.spin(stop) };
+        let Idle::Sleep { spin, yield_cpu } = self.idle else { return self.spin(stop) };
         let Some(fds) = fds.filter(|f| !f.is_empty()) else { return self.spin(stop) };
         let (mut empty, mut idle_since) = (0u32, None);
         while !stop.load(Ordering::Relaxed) {
@@ -204,11 +208,11 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 (empty, idle_since) = (0, None);
                 continue;
             }
-            if spin.is_zero() {
-                self.sleep(&fds);
-                continue;
+            if yield_cpu {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
             }
-            std::hint::spin_loop();
             empty += 1;
             if empty % POLLS_PER_CLOCK != 0 {
                 continue;

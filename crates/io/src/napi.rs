@@ -7,8 +7,8 @@
 //! nobody drains and drop there after paying for the copy: the worker forwards almost nothing
 //! (receive livelock, Mogul and Ramakrishnan, 1997). With threaded NAPI
 //! (Documentation/networking/napi.rst, "Threaded NAPI") each poll runs in a kernel thread;
-//! linerate pins that thread to the worker's CPU at nice 19, so it runs while the worker
-//! sleeps ([`crate::idle`]) and wakes it with a batch. What the worker cannot take waits in
+//! linerate pins that thread to the worker's CPU below the worker ([`NAPI_NICE`]), so it runs
+//! when the worker yields or sleeps ([`crate::idle`]) and wakes it with a batch. What the worker cannot take waits in
 //! the driver's ring (veth: a 256-entry ring) and is dropped there, before any work is spent
 //! on it. Everything is restored when the [`NapiThreads`] is dropped.
 
@@ -18,9 +18,9 @@ use std::path::PathBuf;
 
 use crate::netlink::{self, NLMSG_HDRLEN, attr_u32, attrs, push_attr, u16_at};
 
-/// Nice value of placed NAPI threads: the lowest CFS weight, so a runnable worker on the
-/// same CPU keeps it waiting.
-pub const NAPI_NICE: i32 = 19;
+/// Nice value of placed NAPI threads: a third of the worker's CFS weight, so a busy worker
+/// keeps most of the CPU and the thread still runs as soon as the worker yields.
+pub const NAPI_NICE: i32 = 5;
 
 // linux/genetlink.h and linux/netdev.h (the "netdev" generic netlink family).
 const GENL_ID_CTRL: u16 = 0x10;

@@ -10,6 +10,8 @@
 //! frame_size = 60     # Ethernet bytes without FCS; or imix = true
 //! ipv6 = false
 //! rate = 0            # offered pps; 0 = as fast as the generator goes
+//! generator = "xdp-live"  # xdp-live (default: the kernel sends, BPF_PROG_RUN live frames,
+//!                     # several Mpps from one core) | af-packet (a TX ring, about 1 Mpps)
 //!
 //! [[set]]
 //! name = "kernel"
@@ -73,11 +75,14 @@ pub struct Traffic {
     pub imix: bool,
     pub ipv6: bool,
     pub rate: f64,
+    /// `linerate gen`'s backend: "xdp-live" (the kernel sends, several Mpps from one core)
+    /// or "af-packet".
+    pub generator: String,
 }
 
 impl Default for Traffic {
     fn default() -> Self {
-        Traffic { flows: 2000, frame_size: 60, imix: false, ipv6: false, rate: 0.0 }
+        Traffic { flows: 2000, frame_size: 60, imix: false, ipv6: false, rate: 0.0, generator: "xdp-live".into() }
     }
 }
 
@@ -204,6 +209,9 @@ impl Lab {
         }
         if let Some(r) = spec.seconds.as_ref().filter(|r| *r.get_ref() < 3) {
             return Err(at(r.span(), "need seconds >= 3 (the first and last seconds of a run are left out)".into()));
+        }
+        if !["xdp-live", "af-packet"].contains(&spec.traffic.generator.as_str()) {
+            return Err(at(0..0, format!("[traffic] generator {:?} is not xdp-live or af-packet", spec.traffic.generator)));
         }
         let mut sets = Vec::new();
         for spanned in &spec.set {

@@ -67,6 +67,10 @@ pub struct RunResult {
     /// Frames the generator sent, and its median per-second rate.
     pub sent: u64,
     pub gen_pps: f64,
+    /// What the generator offered (sent, and what its port or the DUT's input refused):
+    /// frames, and per second.
+    pub offered: u64,
+    pub offered_pps: f64,
     pub received: u64,
 }
 
@@ -130,9 +134,13 @@ impl LabEnv {
         for s in ["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0", "net.ipv4.conf.lrd0.rp_filter=0"] {
             dut.sysctl(s)?;
         }
-        // Receive processing for the DUT's input on the DUT's CPU, for the receiver's input
-        // on the receiver's CPU (RPS, Documentation/networking/scaling.rst). linerate turns
-        // RPS off on its interfaces and runs their receive in threads on its CPU instead.
+        // The DUT's input receives in NAPI (GRO on: the in-kernel generator's frames need it).
+        // For the kernel DUT veth runs that NAPI where the frames are sent and RPS hands every
+        // packet to the DUT's CPU (Documentation/networking/scaling.rst), the kernel's fastest
+        // setup here; linerate moves the NAPI itself into a thread on its CPU (io::napi), so
+        // all of its receive work is on the DUT's CPU. The receiver's input is processed on
+        // the receiver's CPU, by RPS too.
+        dut.exec("ethtool", &["-K", "lrd0", "gro", "on"])?;
         sh(&dut, &format!("echo {} > /sys/class/net/lrd0/queues/rx-0/rps_cpus", cpu_mask(cpus.dut)))?;
         sh(&rcv, &format!("echo {} > /sys/class/net/lrr0/queues/rx-0/rps_cpus", cpu_mask(cpus.receiver)))?;
         let dir = std::env::temp_dir().join(format!("lrlab-{}", std::process::id()));
@@ -157,6 +165,8 @@ impl LabEnv {
             rx_per_second: per_second,
             sent: gen_json["sent"].as_u64().unwrap_or(0),
             gen_pps: gen_json["median_pps"].as_f64().unwrap_or(0.0),
+            offered: gen_json["sent"].as_u64().unwrap_or(0) + gen_json["dropped"].as_u64().unwrap_or(0),
+            offered_pps: offered_pps(&gen_json),
             received: rcv_json["received"].as_u64().unwrap_or(0),
         })
     }
@@ -187,7 +197,8 @@ impl LabEnv {
         let out = self.run_gen(set, seconds, None, stop)?;
         let json = last_json(&out).ok_or_else(|| LabError::Process { what: "gen".into(), detail: out.clone() })?;
         let per_second: Vec<f64> = json["per_second"].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default();
-        Ok(active_median(&per_second).unwrap_or(0.0))
+        // What it offers: what the DUT's input took and what it refused (ring full).
+        Ok(active_median(&per_second).unwrap_or(0.0).max(offered_pps(&json)))
     }
 
     fn spawn_rcv(&self, seconds: u32) -> Result<Child, LabError> {
@@ -202,6 +213,7 @@ impl LabEnv {
         let (src, dst) = ranges(t.flows, t.ipv6);
         let mut cmd = self.generator.command(self.bin.to_str().unwrap_or("linerate"));
         cmd.args(["gen", "-i", "lrg0", "-D", DUT0_MAC, "-s", &src, "-d", &dst, "--json", "--cpu", &self.cpus.generator.to_string(), "-t", &seconds.to_string()]);
+        cmd.args(["--backend", &t.generator]);
         if t.imix {
             cmd.arg("--imix");
         } else {
@@ -317,6 +329,13 @@ fn ping_time_us(line: &str) -> Option<f64> {
     let t = line.split("time=").nth(1)?;
     let ms: f64 = t.split_whitespace().next()?.parse().ok()?;
     Some(ms * 1000.0)
+}
+
+/// The generator's offered rate from its summary: frames sent plus frames its port or the
+/// DUT's input refused, per second of the run.
+fn offered_pps(summary: &serde_json::Value) -> f64 {
+    let n = summary["sent"].as_u64().unwrap_or(0) + summary["dropped"].as_u64().unwrap_or(0);
+    n as f64 / summary["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0)
 }
 
 fn last_json(out: &str) -> Option<serde_json::Value> {

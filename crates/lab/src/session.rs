@@ -60,9 +60,9 @@ impl SetResult {
         v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
     }
 
-    /// Median share of the generator's frames that reached the receiver.
+    /// Median share of the frames the generator offered that reached the receiver.
     pub fn delivered(&self) -> f64 {
-        median(&self.runs.iter().map(|r| if r.sent == 0 { 0.0 } else { r.received as f64 / r.sent as f64 }).collect::<Vec<_>>())
+        median(&self.runs.iter().map(|r| if r.offered == 0 { 0.0 } else { r.received as f64 / r.offered as f64 }).collect::<Vec<_>>())
     }
 
     pub fn generator_bound(&self) -> bool {
@@ -152,7 +152,7 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
                 progress(Progress { done, total, set: &name, what: format!("zero-loss trial at {:.0} pps", rate) });
                 done += 1;
                 let res = env.run(&set, lab.seconds, Some(rate), stop)?;
-                Ok::<_, LabError>(Trial { rate_pps: rate, sent: res.sent, received: res.received })
+                Ok::<_, LabError>(Trial { rate_pps: rate, sent: res.offered, received: res.received })
             })?;
             r.search = Some(found);
         }
@@ -163,7 +163,7 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
             let rate = (multiple * base).max(1000.0);
             progress(Progress { done, total, set: &r.set.name, what: format!("overload {multiple}x: {rate:.0} pps offered") });
             let res = env.run(&r.set, lab.seconds, Some(rate), stop)?;
-            r.overload.push(OverloadPoint { multiple, offered_pps: res.gen_pps, delivered_pps: res.pps });
+            r.overload.push(OverloadPoint { multiple, offered_pps: res.offered_pps, delivered_pps: res.pps });
             done += 1;
         }
     }

@@ -172,6 +172,8 @@ const LIVE_MIN_CALL_UNATTACHED: u64 = 1 << 16;
 /// The first call: small, so that a peer that takes nothing is reported at once.
 const LIVE_PROBE: u64 = 256;
 const LIVE_MAX_CALL: u64 = 1 << 22;
+/// Most frames per call when rate-limited: well under a veth's 256-frame ring.
+const LIVE_PACED_STEP: u64 = 64;
 
 /// Sends `cfg.flows` with the kernel's live-frames XDP generator until the count or
 /// duration is reached or `stop` is set. The report's `packets` are the frames the driver
@@ -200,16 +202,23 @@ pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(
     while !stop.load(Ordering::Relaxed) && t.attempted < limit && cfg.duration.is_none_or(|d| start.elapsed() < d) {
         let mut want = (limit - t.attempted).min(call);
         if let Some(rate) = cfg.rate_pps {
-            // Token bucket: never more than `rate` x elapsed; at least a millisecond's worth
-            // per call, sleeping in between (the CPU is the kernel's to send with).
+            // Token bucket: never more than `rate` x elapsed, in steps of at most
+            // LIVE_PACED_STEP frames so that no burst overflows a receiver's ring (veth: 256)
+            // on its own. Below a step per millisecond it sleeps between steps; faster, it
+            // waits on the clock (the generator has its CPU to itself).
             let allowed = ((rate * start.elapsed().as_secs_f64()) as u64).saturating_sub(t.attempted);
-            let step = ((rate / 1000.0) as u64).clamp(1, LIVE_MAX_CALL).min(want);
+            let step = ((rate / 1000.0) as u64).clamp(1, LIVE_PACED_STEP).min(want);
             if allowed < step {
-                std::thread::sleep(Duration::from_secs_f64(((step - allowed) as f64 / rate).min(1e-3)));
+                let wait = (step - allowed) as f64 / rate;
+                if wait > 1e-3 {
+                    std::thread::sleep(Duration::from_secs_f64(wait.min(1e-2)));
+                } else {
+                    std::hint::spin_loop();
+                }
                 secs.tick(t.sent);
                 continue;
             }
-            want = want.min(allowed);
+            want = want.min(allowed).min(LIVE_PACED_STEP);
         }
         let began = Instant::now();
         t = sender.send(want as u32, cfg.batch).map_err(open)?;

@@ -183,8 +183,8 @@ pub fn main(args: RunArgs) -> Result<()> {
         worker.set_icmp_rate(icmp_rate.div_ceil(workers as u64));
         worker.set_idle(match (cfg.router.sleep_when_idle, receive.as_ref().is_some_and(|p| p.on_worker[w])) {
             (false, _) => dataplane::Idle::Spin,
-            (true, true) => dataplane::Idle::Sleep { spin: Duration::ZERO },
-            (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP },
+            (true, true) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_WITH_NAPI, yield_cpu: true },
+            (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP, yield_cpu: false },
         });
         if let Some(firewall) = firewall {
             worker.set_firewall(firewall);
