@@ -210,6 +210,8 @@ fn example_files_validate() {
     assert!(c.routes.len() >= 2 && c.neighbours.len() >= 2);
     assert!(c.routes.iter().any(|r| r.via.is_none()));
     assert!(c.neighbours.iter().any(|n| n.address.is_ipv6()));
+    // The example spells out every punt default.
+    assert_eq!(c.router.punt, crate::PuntSettings::default());
 
     assert_eq!(c.firewall.as_ref().unwrap().rules, dir.join("rules.conf"));
 
