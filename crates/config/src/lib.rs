@@ -8,6 +8,7 @@
 
 mod mac;
 mod prefix;
+mod punt;
 pub mod routefile;
 mod span;
 mod validate;
@@ -19,6 +20,7 @@ use std::str::FromStr;
 
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
+pub use punt::{PuntClassLimits, PuntSettings};
 pub use span::line_col;
 
 /// A validated router configuration.
@@ -61,6 +63,8 @@ pub struct RouterSettings {
     /// resolved one holds a host route and a next-hop id; when the cache is full the least
     /// recently used failed, incomplete, then stale entry makes room.
     pub max_neighbours: usize,
+    /// `[router.punt]`: per-class limits on the frames the workers hand to the slow path.
+    pub punt: PuntSettings,
 }
 
 impl Default for RouterSettings {
@@ -74,6 +78,7 @@ impl Default for RouterSettings {
             sleep_when_idle: true,
             napi_threads: true,
             max_neighbours: 65_536,
+            punt: PuntSettings::default(),
         }
     }
 }

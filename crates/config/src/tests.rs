@@ -209,6 +209,8 @@ fn example_files_validate() {
     assert!(c.routes.len() >= 2 && c.neighbours.len() >= 2);
     assert!(c.routes.iter().any(|r| r.via.is_none()));
     assert!(c.neighbours.iter().any(|n| n.address.is_ipv6()));
+    // The example spells out every punt default.
+    assert_eq!(c.router.punt, crate::PuntSettings::default());
 
     assert_eq!(c.firewall.as_ref().unwrap().rules, dir.join("rules.conf"));
 
@@ -788,4 +790,23 @@ fn max_neighbours_default_range_and_position() {
     fails("[router]\nmax_neighbours = 15\n", 2, 18, "router: max_neighbours 15 is out of range (16..=1048576)");
     fails("[router]\nmax_neighbours = 1048577\n", 2, 18, "max_neighbours 1048577 is out of range");
     fails("[router]\nmax_neighbours = \"many\"\n", 2, 18, "expected i64");
+}
+
+#[test]
+fn punt_classes_defaults_overrides_and_positions() {
+    let d = parse(BASE).unwrap().router.punt;
+    assert_eq!(d, crate::PuntSettings::default());
+    assert_eq!((d.resolve.rate, d.next_hop_burst, d.icmp_error_queue), (5_000, 4, 256));
+    let text = "[router.punt]\narp_nd = { rate = 500, burst = 50, queue = 64 }\nresolve = { rate = 100 }\nicmp_error = { queue = 16 }\nnext_hop_burst = 2\nnext_hop_rate = 1\n";
+    let p = parse(text).unwrap().router.punt;
+    assert_eq!((p.arp_nd.rate, p.arp_nd.burst, p.arp_nd.queue), (500, 50, 64));
+    // What is not given keeps its default.
+    assert_eq!((p.resolve.rate, p.resolve.burst, p.resolve.queue), (100, 500, 1_024));
+    assert_eq!((p.icmp_error_queue, p.next_hop_burst, p.next_hop_rate, p.local), (16, 2, 1, d.local));
+    fails("[router.punt]\nlocal = { rate = 0 }\n", 2, 18, "router.punt.local: rate 0 is out of range (1..=10000000)");
+    fails("[router.punt]\nfragment = { queue = 8 }\n", 2, 22, "router.punt.fragment: queue 8 is out of range (16..=1048576)");
+    fails("[router.punt]\nnext_hop_burst = 9\n", 2, 18, "router.punt: next_hop_burst 9 is out of range (1..=8)");
+    fails("[router.punt]\nicmp_error = { queue = 64, rate = 5 }\n", 2, 35, "only queue can be set here; the rate of ICMP errors is router.icmp_errors_per_second");
+    fails("[router.punt]\nresolve = { rate = 5, per_host = 1 }\n", 2, 23, "unknown field `per_host`");
+    fails("[router.punt]\nflood = 1\n", 2, 1, "unknown field `flood`");
 }

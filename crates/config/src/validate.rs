@@ -46,6 +46,7 @@ struct RawRouter {
     sleep_when_idle: Option<S<bool>>,
     napi_threads: Option<S<bool>>,
     max_neighbours: Option<S<i64>>,
+    punt: Option<crate::punt::RawPunt>,
 }
 
 #[derive(Deserialize)]
@@ -83,13 +84,13 @@ struct RawNeighbour {
 /// Longest Unix socket path (`sun_path` is 108 bytes incl. the NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
-struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     text: &'a str,
     path: &'a Path,
 }
 
 impl Ctx<'_> {
-    fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
+    pub(crate) fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
         ConfigError::at(self.path, self.text, span.start, msg)
     }
 
@@ -97,7 +98,7 @@ impl Ctx<'_> {
         crate::span::line_col(self.text, span.start).0
     }
 
-    fn int(
+    pub(crate) fn int(
         &self,
         v: &Option<S<i64>>,
         ctx: &str,
@@ -222,6 +223,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         sleep_when_idle,
         napi_threads,
         max_neighbours,
+        punt: crate::punt::settings(cx, r.punt)?,
     })
 }
 

@@ -8,6 +8,9 @@
 //!
 //! Layout of an entry: bits 0-47 destination MAC, bits 48-59 output port, bits 60-63 kind.
 //! An all-zero entry is `Unresolved` on port 0: an id nobody filled in never forwards.
+//! An `Unresolved` entry with bit 0 set is a connected prefix's (a "glean" adjacency, as
+//! VPP calls it): its packets are resolved by their own destination, not by one gateway. The
+//! fast path never looks at that bit; the punt stage does, to throttle per next hop.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -33,6 +36,8 @@ const KIND_UNRESOLVED: u64 = 0;
 const KIND_FORWARD: u64 = 1;
 const KIND_LOCAL: u64 = 2;
 const KIND_BLACKHOLE: u64 = 3;
+/// In an `Unresolved` entry: a connected prefix's (see the module docs).
+const GLEAN: u64 = 1;
 
 impl Adjacency {
     #[inline]
@@ -101,6 +106,19 @@ impl AdjacencyTable {
     pub fn set(&self, id: u32, adj: Adjacency) {
         self.entries[id as usize].store(adj.encode(), Ordering::Relaxed);
     }
+
+    /// Makes `id` the unresolved adjacency of connected prefixes on `port` (control plane).
+    pub fn set_glean(&self, id: u32, port: u16) {
+        self.entries[id as usize].store(Adjacency::Unresolved { port }.encode() | GLEAN, Ordering::Relaxed);
+    }
+
+    /// Whether `id` is a connected prefix's: its packets each resolve their own destination.
+    pub fn is_glean(&self, id: u32) -> bool {
+        self.entries.get(id as usize).is_some_and(|w| {
+            let w = w.load(Ordering::Relaxed);
+            w >> 60 == KIND_UNRESOLVED && w & GLEAN != 0
+        })
+    }
 }
 
 #[cfg(test)]
@@ -129,5 +147,11 @@ mod tests {
         assert_eq!(t.get(4), Adjacency::Blackhole);
         t.set(2, Adjacency::Local);
         assert_eq!(t.get(2), Adjacency::Local);
+        // A glean entry reads as unresolved; only `is_glean` tells it apart.
+        t.set_glean(1, 9);
+        assert_eq!(t.get(1), Adjacency::Unresolved { port: 9 });
+        assert!(t.is_glean(1) && !t.is_glean(0) && !t.is_glean(2) && !t.is_glean(7));
+        t.set(1, Adjacency::Forward { port: 9, mac: MacAddr([2, 0, 0, 0, 0, 1]) });
+        assert!(!t.is_glean(1));
     }
 }

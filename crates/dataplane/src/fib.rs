@@ -188,7 +188,7 @@ impl FibControl {
             Some(&id) => id,
             None => {
                 let id = self.alloc_id()?;
-                self.fib.adj.set(id, Adjacency::Unresolved { port });
+                self.fib.adj.set_glean(id, port);
                 self.connected.insert(port, id);
                 id
             }

@@ -7,19 +7,28 @@
 //! never waits and never holds a lock.
 //!
 //! [`PuntPort`] is where a worker's punts go: in benchmarks and tests a counting sink, in
-//! `linerate run` a [`PuntSender`], which copies each frame into a bounded channel to the slow
-//! path (the frame goes back to the worker's pool at once). When the channel is full, the
-//! frame is dropped and counted (the slow path is behind; the fast path never blocks).
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+//! `linerate run` a [`PuntSender`], the worker's punt stage. It sorts each frame into a
+//! [`PuntClass`], throttles packets per unresolved next hop, polices each class with a token
+//! bucket and copies what passes into that class's bounded queue to the slow path (the frame
+//! goes back to the worker's pool at once). The slow path ([`PuntReceiver::serve`]) takes
+//! ARP and neighbour discovery first, so a flood of one class (packets towards unresolved
+//! addresses, traffic to the router) cannot starve resolution and break forwarding to real
+//! neighbours. Every frame a class refuses is counted under a [`PuntDrop`] reason; the fast
+//! path never blocks.
 
 use io::batch::MAX_BATCH;
 use io::mem::CountingTx;
 use io::{Batch, FrameDesc, FramePool, TxPort};
 use lpm::NextHop;
 use wire::icmp_reply::IcmpError;
+use wire::{EtherType, IpProtocol, Ipv6Packet};
+
+mod police;
+mod queue;
+mod stats;
+pub use police::{NextHopThrottle, PuntPolicy};
+pub use queue::{PuntClock, PuntReceiver, PuntSender, punt_channel};
+pub use stats::{PuntDrop, PuntDrops, PuntStats};
 
 /// Why a frame left the fast path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,71 +103,60 @@ pub struct PuntedFrame {
     pub frame: Vec<u8>,
 }
 
-/// Frames in flight between all workers and the slow path.
-pub const PUNT_QUEUE: usize = 4096;
-
-/// A worker's end of the channel to the slow path.
-pub struct PuntSender {
-    tx: SyncSender<PuntedFrame>,
-    overflows: Arc<AtomicU64>,
+/// What a punted frame is, for its queue and its policer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PuntClass {
+    /// ARP and IPv6 neighbour discovery: what resolution and forwarding to neighbours need.
+    ArpNd,
+    /// Everything else for the router: pings, the host stack's traffic, broadcast, multicast.
+    Local,
+    /// Waiting for its next hop's link-layer address.
+    Resolve,
+    /// To fragment.
+    Fragment,
+    /// To send an ICMP error about.
+    IcmpError,
 }
 
-/// The slow path's end, with the count of frames the workers dropped because it was full.
-pub struct PuntReceiver {
-    pub rx: Receiver<PuntedFrame>,
-    pub overflows: Arc<AtomicU64>,
-}
+impl PuntClass {
+    /// Every class, in the order the slow path serves them.
+    pub const ALL: [PuntClass; 5] = [PuntClass::ArpNd, PuntClass::Local, PuntClass::Resolve, PuntClass::Fragment, PuntClass::IcmpError];
 
-/// A bounded channel from the workers (clone the sender per worker) to the slow path.
-pub fn punt_channel(capacity: usize) -> (PuntSender, PuntReceiver) {
-    let (tx, rx) = sync_channel(capacity);
-    let overflows = Arc::new(AtomicU64::new(0));
-    (PuntSender { tx, overflows: Arc::clone(&overflows) }, PuntReceiver { rx, overflows })
-}
+    /// Stable snake_case name (counters, config keys).
+    pub fn name(self) -> &'static str {
+        match self {
+            PuntClass::ArpNd => "arp_nd",
+            PuntClass::Local => "local",
+            PuntClass::Resolve => "resolve",
+            PuntClass::Fragment => "fragment",
+            PuntClass::IcmpError => "icmp_error",
+        }
+    }
 
-impl Clone for PuntSender {
-    fn clone(&self) -> Self {
-        PuntSender { tx: self.tx.clone(), overflows: Arc::clone(&self.overflows) }
+    /// The class of a frame punted for `punt`. Only frames for the router are looked at:
+    /// ARP, and ICMPv6 of the neighbour-discovery types (RFC 4861 4: 133 to 137) right after
+    /// the IPv6 header, as RFC 4861 validation wants it (extension headers fail it anyway).
+    pub fn of(punt: Punt, frame: &[u8]) -> PuntClass {
+        match punt {
+            Punt::Local if is_arp_nd(frame) => PuntClass::ArpNd,
+            Punt::Local => PuntClass::Local,
+            Punt::Unresolved { .. } => PuntClass::Resolve,
+            Punt::Fragment { .. } => PuntClass::Fragment,
+            Punt::Error(_) => PuntClass::IcmpError,
+        }
     }
 }
 
-impl PuntPort for PuntSender {
-    fn punt_burst(&mut self, pool: &mut FramePool, punts: &mut PuntBatch) {
-        for (desc, punt, in_port) in punts.drain() {
-            let msg = PuntedFrame { punt, phys: desc.port, in_port, frame: pool.frame(desc).to_vec() };
-            pool.free(desc);
-            match self.tx.try_send(msg) {
-                Ok(()) => {}
-                // Full: the slow path is behind. Disconnected: it is gone (shutting down).
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                    self.overflows.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
+fn is_arp_nd(frame: &[u8]) -> bool {
+    let Ok(l2) = wire::parse_l2(frame) else { return false };
+    match l2.ethertype {
+        EtherType::Arp => true,
+        EtherType::Ipv6 => Ipv6Packet::new_checked(&frame[l2.l3_offset..]).is_ok_and(|ip| {
+            ip.next_header() == IpProtocol::Icmpv6 && ip.payload().first().is_some_and(|t| (133..=137).contains(t))
+        }),
+        _ => false,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sender_copies_frees_and_counts_overflow() {
-        let mut pool = FramePool::new(8);
-        let (mut tx, rx) = punt_channel(1);
-        let mut punts = PuntBatch::default();
-        for i in 0..2u8 {
-            let mut d = pool.alloc().unwrap();
-            pool.write(&mut d, &[i; 60]);
-            d.port = 3;
-            punts.push(d, Punt::Local, 5);
-        }
-        tx.punt_burst(&mut pool, &mut punts);
-        assert!(punts.is_empty());
-        assert_eq!(pool.available(), 8);
-        let got = rx.rx.try_recv().unwrap();
-        assert_eq!((got.phys, got.in_port, got.frame[0], got.frame.len()), (3, 5, 0, 60));
-        assert!(rx.rx.try_recv().is_err());
-        assert_eq!(rx.overflows.load(Ordering::Relaxed), 1);
-    }
-}
+mod tests;

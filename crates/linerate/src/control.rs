@@ -14,7 +14,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,7 +34,8 @@ pub struct RouterState {
     pub ports: Vec<dataplane::PortInfo>,
     /// Backend of each physical interface.
     pub kinds: Vec<String>,
-    pub punt_overflows: Arc<AtomicU64>,
+    /// What the workers' punt stages dropped, by class and reason.
+    pub punt: dataplane::punt::PuntStats,
     pub started: Instant,
     /// Why rules that keep state must not be loaded into this run (see
     /// [`crate::steering::reload_refusal`]).
@@ -159,6 +159,7 @@ fn stats(state: &RouterState) -> Value {
         .collect();
     let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
     let s = state.slow.lock().unwrap_or_else(|e| e.into_inner()).stats;
+    let (punt_drops, queue_full) = punt_drops(state, &snaps);
     json!({
         "uptime": state.started.elapsed().as_secs_f64(),
         "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
@@ -170,11 +171,22 @@ fn stats(state: &RouterState) -> Value {
             "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
             "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
             "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
-            "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": state.punt_overflows.load(Ordering::Relaxed),
+            "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": queue_full,
+            "punt_drops": punt_drops.named().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
             "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
             "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
         },
     })
+}
+
+/// The workers' punt drops by class and reason (ICMP errors are policed by the workers'
+/// ICMP rate limit, before the copy), and how many of them found a full queue.
+fn punt_drops(state: &RouterState, snaps: &[(dataplane::Counts, dataplane::counters::PortSnapshot)]) -> (dataplane::punt::PuntDrops, u64) {
+    use dataplane::punt::{PuntClass, PuntDrop};
+    let mut d = state.punt.drops();
+    d.add(PuntClass::IcmpError, PuntDrop::Policed, snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum());
+    let full = PuntClass::ALL.iter().map(|&c| d.get(c, PuntDrop::QueueFull)).sum();
+    (d, full)
 }
 
 fn port_name(state: &RouterState, port: u16) -> Value {

@@ -114,7 +114,12 @@ pub fn kernel_addresses(ifname: &str) -> Vec<IpAddr> {
     text.split_whitespace().filter_map(|w| w.split('/').next()?.parse().ok()).collect()
 }
 
-/// Runs the slow path until `stop`: punted frames as they come, TAP frames, timers.
+/// Punted frames handled per hold of the slow path's lock: the TAPs and timers wait at most
+/// this long.
+const SERVE_BUDGET: usize = 1024;
+
+/// Runs the slow path until `stop`: punted frames as they come (ARP and NDP first, see
+/// [`PuntReceiver::serve`]), TAP frames, timers.
 pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop: Arc<AtomicBool>) -> HostIo {
     let epoch = Instant::now();
     let now = || epoch.elapsed().as_nanos() as u64;
@@ -124,16 +129,15 @@ pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop
         let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
         sp.start(&mut io);
     }
+    let mut busy = false;
     while !stop.load(Ordering::Relaxed) {
-        // Waiting on the channel is the idle sleep: TAP frames wait at most this long.
-        let first = punts.rx.recv_timeout(Duration::from_millis(1)).ok();
-        let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(msg) = first {
-            sp.handle(&mut io, msg, now());
-            for msg in punts.rx.try_iter().take(1024) {
-                sp.handle(&mut io, msg, now());
-            }
+        // Waiting for the workers' doorbell is the idle sleep: TAP frames wait at most this
+        // long. A full budget last time: more is queued, no sleep.
+        if !busy {
+            punts.wait(Duration::from_millis(1));
         }
+        let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
+        busy = punts.serve(SERVE_BUDGET, |msg| sp.handle(&mut io, msg, now())) == SERVE_BUDGET;
         for port in 0..io.taps.len() {
             for _ in 0..64 {
                 let n = match &io.taps[port] {

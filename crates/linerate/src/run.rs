@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use config::{Backend, Config};
 use dataplane::filter::{CompiledRules, Firewall, FirewallStats, RulesSlot};
-use dataplane::punt::{PUNT_QUEUE, PuntSender, punt_channel};
+use dataplane::punt::{PuntClass, PuntDrop, PuntPolicy, PuntSender, punt_channel};
 use dataplane::slowpath::SlowPath;
 use dataplane::{Counts, Worker, WorkerCounters};
 use io::any::{AnyRx, AnyTx, PortKind, PortOpener};
@@ -150,8 +150,6 @@ pub fn main(args: RunArgs) -> Result<()> {
     if cfg.router.host_stack {
         eprintln!("linerate: host stack on TAPs {}", crate::host::tap_names(&cfg).join(", "));
     }
-    let (punt_tx, punt_rx) = punt_channel(PUNT_QUEUE);
-    let punt_overflows = Arc::clone(&punt_rx.overflows);
     let icmp_rate = u64::from(cfg.router.icmp_errors_per_second);
     let mut slow = SlowPath::with_max_neighbours(ctl, ports.clone(), cfg.router.host_stack, icmp_rate, cfg.router.max_neighbours);
     for n in &cfg.neighbours {
@@ -160,6 +158,8 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
     }
     let fib = slow.fib().fib();
+    let (punt_tx, punt_rx) = punt_channel(&PuntPolicy::from_config(&cfg.router.punt), workers, Arc::clone(&fib));
+    let punt_stats = punt_rx.stats();
     let slow = Arc::new(Mutex::new(slow));
     let slow_thread = {
         let (slow, stop) = (Arc::clone(&slow), Arc::clone(&stop));
@@ -212,7 +212,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         slow: Arc::clone(&slow),
         ports: ports.clone(),
         kinds: kinds.clone(),
-        punt_overflows,
+        punt: punt_stats.clone(),
         started: Instant::now(),
         reload_refusal,
     });
@@ -266,6 +266,12 @@ pub fn main(args: RunArgs) -> Result<()> {
         "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
         s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
     );
+    // Punts the workers dropped, by class and reason; ICMP errors are policed before the copy.
+    let mut punt_drops = punt_stats.drops();
+    punt_drops.add(PuntClass::IcmpError, PuntDrop::Policed, finished.iter().map(|w| w.icmp_counts().1).sum());
+    for (reason, n) in punt_drops.named().filter(|&(_, n)| n > 0) {
+        let _ = writeln!(report, "  drop {reason:<32} {n}");
+    }
     println!("neighbours: evicted {}, table full {}, fib full {}", s.neighbour_evictions, s.neighbour_table_full, s.fib_full);
     for (reason, n) in s.rejects.iter().filter(|&(_, n)| n > 0) {
         println!("  arp/ndp ignored {reason:<24} {n}");

@@ -120,13 +120,17 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
             }
         }
         What::Drops => {
-            let _ = writeln!(out, "{:<24} {:>14}", "reason", "packets");
+            let _ = writeln!(out, "{:<32} {:>14}", "reason", "packets");
             for (reason, n) in v.as_object().into_iter().flatten() {
-                let _ = writeln!(out, "{reason:<24} {:>14}", s(n));
+                let _ = writeln!(out, "{reason:<32} {:>14}", s(n));
+            }
+            // The workers' punt stages: frames the slow path never saw, by class and reason.
+            for (reason, n) in stats["slow_path"]["punt_drops"].as_object().into_iter().flatten() {
+                let _ = writeln!(out, "{reason:<32} {:>14}", s(n));
             }
             // The slow path's: ARP/NDP messages that changed nothing, and why.
             for (reason, n) in stats["slow_path"]["neighbour_rejects"].as_object().into_iter().flatten().filter(|(_, n)| num(n) > 0.0) {
-                let _ = writeln!(out, "{:<24} {:>14}", format!("arp_ndp_{reason}"), s(n));
+                let _ = writeln!(out, "{:<32} {:>14}", format!("arp_ndp_{reason}"), s(n));
             }
         }
     }
