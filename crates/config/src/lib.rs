@@ -61,6 +61,16 @@ pub struct RouterSettings {
     /// resolved one holds a host route and a next-hop id; when the cache is full the least
     /// recently used failed, incomplete, then stale entry makes room.
     pub max_neighbours: usize,
+    /// Keep the kernel from forwarding while linerate runs and after it stops or crashes:
+    /// `run` sets the namespace's `net.ipv4.ip_forward` and `net.ipv6.conf.all.forwarding`
+    /// to 0 and leaves them so (default false).
+    pub fail_closed: bool,
+    /// Switch to this user (and its primary group) once set up, keeping only the
+    /// capabilities the running router needs (default: stay as started).
+    pub user: Option<String>,
+    /// Members of this group may use the read-only commands of the control socket
+    /// (`show`, `top`); the socket file gets this group and mode 0660 (default: none, 0600).
+    pub control_group: Option<String>,
 }
 
 impl Default for RouterSettings {
@@ -74,6 +84,9 @@ impl Default for RouterSettings {
             sleep_when_idle: true,
             napi_threads: true,
             max_neighbours: 65_536,
+            fail_closed: false,
+            user: None,
+            control_group: None,
         }
     }
 }

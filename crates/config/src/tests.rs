@@ -796,3 +796,16 @@ fn max_neighbours_default_range_and_position() {
     fails("[router]\nmax_neighbours = 1048577\n", 2, 18, "max_neighbours 1048577 is out of range");
     fails("[router]\nmax_neighbours = \"many\"\n", 2, 18, "expected i64");
 }
+
+#[test]
+fn privilege_settings() {
+    let d = parse(BASE).unwrap().router;
+    assert!(!d.fail_closed && d.user.is_none() && d.control_group.is_none());
+    let r = parse("[router]\nfail_closed = true\nuser = \"linerate\"\ncontrol_group = \"lr-ops\"\n").unwrap().router;
+    assert!(r.fail_closed);
+    assert_eq!((r.user.as_deref(), r.control_group.as_deref()), (Some("linerate"), Some("lr-ops")));
+    fails("[router]\nuser = \"-root\"\n", 2, 8, "router: user \"-root\" is not a user or group name");
+    fails("[router]\ncontrol_group = \"a b\"\n", 2, 17, "control_group \"a b\" is not");
+    fails("[router]\nuser = \"\"\n", 2, 8, "is not a user");
+    fails("[router]\nfail_closed = 1\n", 2, 15, "expected a boolean");
+}

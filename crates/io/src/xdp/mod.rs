@@ -22,6 +22,7 @@ mod socket;
 mod sys;
 
 pub(crate) use sys::socket as sys_socket;
+pub(crate) use sys::getsockopt as sys_getsockopt;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
