@@ -44,6 +44,9 @@ drop_reasons! {
     FilterBlocked => "filter_blocked", "Blocked by a firewall rule (in or out).";
     StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
+    FragmentNoFirst => "fragment_no_first", "Later IPv4 fragment whose first fragment the filter has not seen (or forgot).";
+    FragmentTiny => "fragment_tiny", "First IPv4 fragment too short for its L4 header (RFC 1858).";
+    FragmentOverlap => "fragment_overlap", "IPv4 TCP fragment at offset 8, over the flags (RFC 1858).";
 }
 
 /// Number of drop reasons.

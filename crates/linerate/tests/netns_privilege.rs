@@ -32,8 +32,8 @@ fn setpriv(uid: u32, gid: u32, groups: Option<&str>, caps: &str) -> Vec<String> 
     v
 }
 
-fn config(lab: &Lab, router: &str) -> PathBuf {
-    let path = write_config(lab, "af_xdp", "");
+fn config(lab: &Lab, backend: &str, router: &str) -> PathBuf {
+    let path = write_config(lab, backend, "");
     let text = std::fs::read_to_string(&path).unwrap().replacen("[router]\n", &format!("[router]\n{router}"), 1);
     std::fs::write(&path, text).unwrap();
     // nobody reads the config and creates the control socket here.
@@ -58,9 +58,19 @@ fn nobody_with_capabilities_forwards_and_the_socket_checks_peers() {
         eprintln!("skipped: needs root");
         return;
     }
-    let lab = build("p");
+    // AF_XDP (XDP program, UMEM) and AF_PACKET (fanout program, tc program).
+    for backend in ["af_xdp", "af_packet"] {
+        unprivileged_run(backend);
+    }
+}
+
+fn unprivileged_run(backend: &str) {
+    let lab = build(if backend == "af_xdp" { "p" } else { "r" });
     // nogroup is the control group: a member may show, nobody else may connect.
-    let cfg = config(&lab, "fail_closed = true\ncontrol_group = \"nogroup\"\n");
+    // Two workers on AF_PACKET: the fanout group's Toeplitz program is loaded too (a veth
+    // has one queue, AF_XDP one worker).
+    let workers = if backend == "af_packet" { 2 } else { 1 };
+    let cfg = config(&lab, backend, &format!("fail_closed = true\ncontrol_group = \"nogroup\"\nworkers = {workers}\n"));
     lab.d.sysctl("net.ipv4.ip_forward=1").unwrap();
     let mut cmd = lab.d.command("setpriv");
     cmd.args(setpriv(65534, 65534, None, CAPS)).arg(env!("CARGO_BIN_EXE_linerate")).args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
@@ -123,7 +133,7 @@ fn a_missing_capability_is_named_before_anything_is_touched() {
         return;
     }
     let lab = build("q");
-    let cfg = config(&lab, "");
+    let cfg = config(&lab, "af_xdp", "");
     let mut cmd = lab.d.command("setpriv");
     cmd.args(setpriv(65534, 65534, None, "+net_admin,+net_raw,+ipc_lock,+sys_nice,+dac_override"))
         .arg(env!("CARGO_BIN_EXE_linerate"))
