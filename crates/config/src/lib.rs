@@ -65,6 +65,16 @@ pub struct RouterSettings {
     pub max_neighbours: usize,
     /// `[router.punt]`: per-class limits on the frames the workers hand to the slow path.
     pub punt: PuntSettings,
+    /// Keep the kernel from forwarding while linerate runs and after it stops or crashes:
+    /// `run` sets the namespace's `net.ipv4.ip_forward` and `net.ipv6.conf.all.forwarding`
+    /// to 0 and leaves them so (default false).
+    pub fail_closed: bool,
+    /// Switch to this user (and its primary group) once set up, keeping only the
+    /// capabilities the running router needs (default: stay as started).
+    pub user: Option<String>,
+    /// Members of this group may use the read-only commands of the control socket
+    /// (`show`, `top`); the socket file gets this group and mode 0660 (default: none, 0600).
+    pub control_group: Option<String>,
 }
 
 impl Default for RouterSettings {
@@ -79,6 +89,9 @@ impl Default for RouterSettings {
             napi_threads: true,
             max_neighbours: 65_536,
             punt: PuntSettings::default(),
+            fail_closed: false,
+            user: None,
+            control_group: None,
         }
     }
 }

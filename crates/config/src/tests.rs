@@ -810,3 +810,16 @@ fn punt_classes_defaults_overrides_and_positions() {
     fails("[router.punt]\nresolve = { rate = 5, per_host = 1 }\n", 2, 23, "unknown field `per_host`");
     fails("[router.punt]\nflood = 1\n", 2, 1, "unknown field `flood`");
 }
+
+#[test]
+fn privilege_settings() {
+    let d = parse(BASE).unwrap().router;
+    assert!(!d.fail_closed && d.user.is_none() && d.control_group.is_none());
+    let r = parse("[router]\nfail_closed = true\nuser = \"linerate\"\ncontrol_group = \"lr-ops\"\n").unwrap().router;
+    assert!(r.fail_closed);
+    assert_eq!((r.user.as_deref(), r.control_group.as_deref()), (Some("linerate"), Some("lr-ops")));
+    fails("[router]\nuser = \"-root\"\n", 2, 8, "router: user \"-root\" is not a user or group name");
+    fails("[router]\ncontrol_group = \"a b\"\n", 2, 17, "control_group \"a b\" is not");
+    fails("[router]\nuser = \"\"\n", 2, 8, "is not a user");
+    fails("[router]\nfail_closed = 1\n", 2, 15, "expected a boolean");
+}

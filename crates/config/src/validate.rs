@@ -47,6 +47,9 @@ struct RawRouter {
     napi_threads: Option<S<bool>>,
     max_neighbours: Option<S<i64>>,
     punt: Option<crate::punt::RawPunt>,
+    fail_closed: Option<bool>,
+    user: Option<S<String>>,
+    control_group: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -214,6 +217,8 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         1 << 20,
         d.max_neighbours as i64,
     )? as usize;
+    let user = account_name(cx, r.user.as_ref(), "user")?;
+    let control_group = account_name(cx, r.control_group.as_ref(), "control_group")?;
     Ok(RouterSettings {
         workers,
         batch_size,
@@ -224,7 +229,22 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         napi_threads,
         max_neighbours,
         punt: crate::punt::settings(cx, r.punt)?,
+        fail_closed: r.fail_closed.unwrap_or(d.fail_closed),
+        user,
+        control_group,
     })
+}
+
+/// A user or group name as useradd(8) accepts it: 1..=32 bytes of letters, digits, `_`, `-`
+/// and `.`, not starting with `-` (resolved against the system's accounts when `run` starts).
+fn account_name(cx: &Ctx, v: Option<&S<String>>, key: &str) -> Result<Option<String>, ConfigError> {
+    let Some(v) = v else { return Ok(None) };
+    let n = v.get_ref();
+    let ok = (1..=32).contains(&n.len()) && !n.starts_with('-') && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    if !ok {
+        return Err(cx.err(v.span(), format!("router: {key} {n:?} is not a user or group name (1..=32 letters, digits, '_', '-', '.'; not starting with '-')")));
+    }
+    Ok(Some(n.clone()))
 }
 
 /// Linux `dev_valid_name`: 1..=15 bytes, not `.`/`..`, no `/`, `:` or whitespace.

@@ -46,6 +46,9 @@ drop_reasons! {
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
     OffloadMalformed => "offload_malformed", "Sent by this host with offload metadata (virtio_net_hdr) that does not match the frame.";
     GsoUnsupported => "gso_unsupported", "A GSO frame linerate does not segment: not TCP or UDP, IPv6 extension headers, or datagrams larger than a frame buffer.";
+    FragmentNoFirst => "fragment_no_first", "Later IPv4 fragment whose first fragment the filter has not seen (or forgot).";
+    FragmentTiny => "fragment_tiny", "First IPv4 fragment too short for its L4 header (RFC 1858).";
+    FragmentOverlap => "fragment_overlap", "IPv4 TCP fragment at offset 8, over the flags (RFC 1858).";
 }
 
 /// Number of drop reasons.

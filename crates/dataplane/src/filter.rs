@@ -32,6 +32,7 @@ use fw::state::{FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateAllocError,
 
 use crate::counters::DropReason;
 
+pub mod frags;
 mod keys;
 mod stage;
 

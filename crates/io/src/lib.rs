@@ -27,6 +27,7 @@ pub mod pcap;
 pub mod pool;
 pub mod port;
 pub mod prefetch;
+pub mod privilege;
 pub mod ratelimit;
 pub mod rss;
 pub mod tap;

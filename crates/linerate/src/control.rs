@@ -1,9 +1,12 @@
 //! The control socket of `linerate run`, and `linerate reload`, its client (`show` and `top`,
 //! the other clients, are in [`crate::show`]).
 //!
-//! `run` listens on the config's `router.control_socket` (a Unix stream socket, mode 0600, so
-//! only root and the owner can talk to it). The protocol is one line per connection, one line
-//! back:
+//! `run` listens on the config's `router.control_socket`, a Unix stream socket created
+//! under a umask that gives it mode 0600 (0660 and group `router.control_group` if set)
+//! from the moment it exists. Each connection's peer is checked with `SO_PEERCRED`: root and
+//! the uid linerate runs as may use every command; members of `router.control_group` only
+//! the read-only ones (all but `reload`); anyone else is refused. The protocol is one line
+//! per connection, one line back:
 //! - `reload` re-reads the rule file named in the running config, compiles it off the fast
 //!   path and publishes it to the workers, answering `ok: N rules`, or
 //!   `error: file:line:col: problem` with the old rules left in place (SIGHUP does the same);
@@ -11,7 +14,7 @@
 //!   [`crate::show`] for their fields).
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -42,33 +45,71 @@ pub struct RouterState {
     pub reload_refusal: Option<String>,
 }
 
+/// Who may use the control socket: root and `admin_uid` every command, members of
+/// `read_gid` the read-only ones.
+#[derive(Clone, Copy, Debug)]
+pub struct Access {
+    pub admin_uid: u32,
+    pub read_gid: Option<u32>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Role {
+    Admin,
+    ReadOnly,
+}
+
+impl Access {
+    fn role(&self, peer: &io::privilege::Peer) -> Option<Role> {
+        if peer.uid == 0 || peer.uid == self.admin_uid {
+            Some(Role::Admin)
+        } else if self.read_gid.is_some_and(|g| peer.gid == g || peer.groups.contains(&g)) {
+            Some(Role::ReadOnly)
+        } else {
+            None
+        }
+    }
+}
+
 /// The listening socket; its file is removed when this is dropped (at `run`'s exit).
 pub struct Server {
     path: PathBuf,
+    listener: Option<UnixListener>,
 }
 
 impl Server {
-    /// Binds the socket (replacing a stale file no process listens on) and serves it on a
-    /// thread of its own. `slot` is `None` when the config has no firewall.
-    pub fn start(state: Arc<RouterState>) -> Result<Server> {
-        let path = state.cfg.router.control_socket.clone();
-        if std::fs::symlink_metadata(&path).is_ok() {
-            if UnixStream::connect(&path).is_ok() {
+    /// Binds the socket at `path` (replacing a stale file no process listens on), mode 0600,
+    /// or 0660 with `group_readable`, then gives the file to `owner` (uid, gid) if set.
+    pub fn bind(path: &std::path::Path, owner: (Option<u32>, Option<u32>), group_readable: bool) -> Result<Server> {
+        if std::fs::symlink_metadata(path).is_ok() {
+            if UnixStream::connect(path).is_ok() {
                 bail!("another process is listening on it");
             }
-            std::fs::remove_file(&path).context("removing the stale socket file")?;
+            std::fs::remove_file(path).context("removing the stale socket file")?;
         }
-        let listener = UnixListener::bind(&path).context("binding")?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).context("setting mode 0600")?;
+        // The mode is set by the umask at bind(2): a chmod afterwards would leave a moment
+        // when anyone could connect.
+        let mask = if group_readable { 0o117 } else { 0o177 };
+        let listener = io::privilege::with_umask(mask, || UnixListener::bind(path)).context("binding")?;
+        let server = Server { path: path.to_owned(), listener: Some(listener) };
+        if owner != (None, None) {
+            std::os::unix::fs::chown(path, owner.0, owner.1).context("giving the socket file to router.user / router.control_group")?;
+        }
+        Ok(server)
+    }
+
+    /// Serves the socket on a thread of its own.
+    pub fn serve(&mut self, state: Arc<RouterState>, access: Access) -> Result<()> {
+        let listener = self.listener.take().context("already serving")?;
         std::thread::Builder::new()
             .name("lr-control".into())
             .spawn(move || {
                 for conn in listener.incoming().flatten() {
-                    serve(conn, &state);
+                    serve(conn, &state, access);
                 }
             })
             .context("starting the control thread")?;
-        Ok(Server { path })
+        Ok(())
     }
 }
 
@@ -78,24 +119,38 @@ impl Drop for Server {
     }
 }
 
-fn serve(conn: UnixStream, state: &RouterState) {
+fn serve(conn: UnixStream, state: &RouterState, access: Access) {
     // A client that never sends its line must not block the next one for long.
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
     let mut reader = BufReader::new(&conn);
-    let answer = match reader.read_line(&mut line) {
-        Ok(_) => match line.trim() {
-            "reload" => reload(state),
-            "stats" => stats(state).to_string(),
-            "routes" => routes(state).to_string(),
-            "neighbours" => neighbours(state).to_string(),
-            "interfaces" => interfaces(state).to_string(),
-            other => format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours or interfaces)"),
+    let answer = match (io::privilege::peer(conn.as_raw_fd()), reader.read_line(&mut line)) {
+        (Err(e), _) => format!("error: permission denied: cannot read the peer's credentials ({e})"),
+        (_, Err(e)) => format!("error: reading the command: {e}"),
+        (Ok(peer), Ok(_)) => match (access.role(&peer), line.trim()) {
+            (None, _) => format!(
+                "error: permission denied: uid {} may not use this socket (root, uid {}{})",
+                peer.uid,
+                access.admin_uid,
+                access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"))
+            ),
+            (Some(Role::ReadOnly), "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
+            (Some(_), command) => answer(state, command),
         },
-        Err(e) => format!("error: reading the command: {e}"),
     };
     let mut conn = &conn;
     let _ = conn.write_all(format!("{}\n", answer.replace('\n', "; ")).as_bytes());
+}
+
+fn answer(state: &RouterState, command: &str) -> String {
+    match command {
+        "reload" => reload(state),
+        "stats" => stats(state).to_string(),
+        "routes" => routes(state).to_string(),
+        "neighbours" => neighbours(state).to_string(),
+        "interfaces" => interfaces(state).to_string(),
+        other => format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours or interfaces)"),
+    }
 }
 
 /// Counters of every worker (per physical interface: its queue), their sums per interface,
@@ -154,6 +209,8 @@ fn stats(state: &RouterState) -> Value {
             let mut v = port_json(&sum, Some(&counts));
             v["name"] = json!(p.name);
             v["backend"] = json!(state.kinds.get(i));
+            // Fail-closed AF_XDP: IP frames dropped in the kernel for want of a socket.
+            v["no_socket_drops"] = json!(io::xdp::unsteered_drops(&p.name));
             v
         })
         .collect();
@@ -284,4 +341,22 @@ pub fn reload_main(args: crate::show::SocketArgs) -> Result<()> {
     }
     crate::output::print(&format!("{answer}\n"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use io::privilege::Peer;
+
+    #[test]
+    fn roles_by_peer_credentials() {
+        let access = Access { admin_uid: 999, read_gid: Some(50) };
+        let peer = |uid, gid, groups: &[u32]| Peer { pid: 1, uid, gid, groups: groups.to_vec() };
+        assert_eq!(access.role(&peer(0, 0, &[])), Some(Role::Admin));
+        assert_eq!(access.role(&peer(999, 999, &[])), Some(Role::Admin));
+        assert_eq!(access.role(&peer(1000, 50, &[])), Some(Role::ReadOnly));
+        assert_eq!(access.role(&peer(1000, 1000, &[7, 50])), Some(Role::ReadOnly));
+        assert_eq!(access.role(&peer(1000, 1000, &[7])), None);
+        assert_eq!(Access { admin_uid: 0, read_gid: None }.role(&peer(65534, 65534, &[50])), None);
+    }
 }

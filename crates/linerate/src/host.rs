@@ -8,7 +8,6 @@
 //! answer ssh or BGP from anywhere the router reaches.
 
 use std::net::IpAddr;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -45,7 +44,7 @@ impl SlowIo for HostIo {
 }
 
 fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip").args(args).output().context("running ip (iproute2)")?;
+    let out = crate::tools::command("ip").map_err(anyhow::Error::msg)?.args(args).output().context("running ip (iproute2)")?;
     if !out.status.success() {
         bail!("`ip {}`: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
@@ -109,7 +108,7 @@ pub fn tap_names(cfg: &Config) -> Vec<String> {
 /// on, the router's addresses belong on its TAP, and a copy on the kernel's interface would
 /// have the kernel answer for them twice.
 pub fn kernel_addresses(ifname: &str) -> Vec<IpAddr> {
-    let out = Command::new("ip").args(["-o", "addr", "show", "dev", ifname]).output();
+    let out = crate::tools::command("ip").ok().and_then(|mut c| c.args(["-o", "addr", "show", "dev", ifname]).output().ok());
     let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
     text.split_whitespace().filter_map(|w| w.split('/').next()?.parse().ok()).collect()
 }

@@ -15,7 +15,7 @@
 
 use std::io::Write;
 use std::net::IpAddr;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The nftables table linerate owns in its namespace.
 const TABLE: &str = "linerate_bypass";
@@ -52,7 +52,7 @@ pub fn ruleset(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> String {
 }
 
 fn nft(script: &str) -> Result<(), String> {
-    let mut child = Command::new("nft")
+    let mut child = crate::tools::command("nft")?
         .args(["-f", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

@@ -4,16 +4,19 @@
 mod bench;
 mod check;
 mod control;
+mod fail_closed;
 mod host;
 mod kernel_bypass;
 mod lab_cmd;
 mod output;
 mod owner;
+mod privilege;
 mod receive;
 mod run;
 mod show;
 mod steering;
 mod traffic;
+mod tools;
 
 use clap::{Parser, Subcommand};
 

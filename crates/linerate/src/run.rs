@@ -60,9 +60,8 @@ type Firewalls = Vec<Option<Firewall>>;
 pub fn main(args: RunArgs) -> Result<()> {
     let mut cfg = Config::load(&args.config)?;
     let path = args.config.display().to_string();
-    if !io::netdev::is_root() {
-        bail!("linerate run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to open packet sockets and load XDP programs");
-    }
+    // Capabilities, not uid 0: each missing one is named before anything is touched.
+    let plan = crate::privilege::check(&cfg, &path)?;
     check_interfaces(&mut cfg, &path)?;
     let workers = args.workers.unwrap_or(cfg.router.workers).clamp(1, 256);
     let (ctl, ports) = dataplane::fib::from_config(&cfg)?;
@@ -76,6 +75,9 @@ pub fn main(args: RunArgs) -> Result<()> {
     let hup = crate::reload_on_sighup()?;
     let names: Vec<&str> = physical.iter().map(|i| i.name.as_str()).collect();
     let _owned = crate::owner::lock_all(Path::new(crate::owner::LOCK_DIR), &names)?;
+    if cfg.router.fail_closed {
+        crate::fail_closed::apply()?;
+    }
 
     // AF_PACKET fanout groups are per interface; ids from the pid keep two linerates apart.
     let fanout_base = (std::process::id() as u16).wrapping_mul(64);
@@ -90,6 +92,8 @@ pub fn main(args: RunArgs) -> Result<()> {
         let mut pool = io::FramePool::new(POOL_FRAMES);
         let mut opener = PortOpener::new();
         opener.xdp.queue = w as u32;
+        // With a firewall, a frame no worker reads must not reach the kernel's forwarding.
+        opener.xdp.fail_closed = slot.is_some();
         let (mut rx, mut tx) = (Vec::new(), Vec::new());
         for (phys, iface) in physical.iter().enumerate() {
             opener.fanout = (workers > 1).then_some(fanout_base.wrapping_add(phys as u16));
@@ -138,12 +142,16 @@ pub fn main(args: RunArgs) -> Result<()> {
                 eprintln!("linerate: the kernel's copies of forwarded frames are dropped by {}", b.describe());
                 Some(b)
             }
+            Err(e) if slot.is_some() && !crate::fail_closed::forwarding_on().is_empty() => {
+                bail!("cannot keep the kernel from processing the frames linerate filters ({e}), and the kernel forwards ({}): it would route them unfiltered; set router.fail_closed = true or turn forwarding off", crate::fail_closed::forwarding_on().join(", "));
+            }
             Err(e) => {
                 eprintln!("linerate: warning: cannot keep the kernel from processing forwarded frames ({e}); it will also route every frame linerate forwards, halving throughput");
                 None
             }
         }
     };
+    let nft_table = _bypass.as_ref().is_some_and(|b| matches!(b, crate::kernel_bypass::KernelBypass::Nftables(_)));
 
     // The slow path owns the FIB writer from here on.
     let host_io = crate::host::open(&cfg, &ports)?;
@@ -161,20 +169,13 @@ pub fn main(args: RunArgs) -> Result<()> {
     let (punt_tx, punt_rx) = punt_channel(&PuntPolicy::from_config(&cfg.router.punt), workers, Arc::clone(&fib));
     let punt_stats = punt_rx.stats();
     let slow = Arc::new(Mutex::new(slow));
-    let slow_thread = {
-        let (slow, stop) = (Arc::clone(&slow), Arc::clone(&stop));
-        std::thread::Builder::new()
-            .name("lr-slowpath".into())
-            .spawn(move || crate::host::run(slow, host_io, punt_rx, stop))
-            .context("starting the slow-path thread")?
-    };
 
     let ncpu = io::affinity::available_cpus().max(1);
     let first_cpu = args.cpu.unwrap_or(if workers == 1 { ncpu - 1 } else { 0 });
     let worker_cpus: Vec<usize> = (0..workers).map(|w| (first_cpu + w) % ncpu).collect();
     let receive = cfg.router.napi_threads.then(|| crate::receive::place(&physical, &backends, &worker_cpus));
     let batch = cfg.router.batch_size;
-    let mut handles = Vec::new();
+    let mut workers_ready = Vec::new();
     let mut counters = Vec::new();
     let mut fw_stats = Vec::new();
     for (w, ((rx, tx, pool), firewall)) in opened.into_iter().zip(firewalls).enumerate() {
@@ -191,6 +192,43 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
         fw_stats.extend(worker.firewall_stats());
         counters.push(worker.counters());
+        workers_ready.push(worker);
+    }
+    let state = Arc::new(crate::control::RouterState {
+        cfg: cfg.clone(),
+        slot: slot.clone(),
+        workers: counters.clone(),
+        slow: Arc::clone(&slow),
+        ports: ports.clone(),
+        kinds: kinds.clone(),
+        punt: punt_stats.clone(),
+        started: Instant::now(),
+        reload_refusal,
+    });
+    // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
+    let socket_path = cfg.router.control_socket.clone();
+    let mut control = match crate::control::Server::bind(&socket_path, plan.socket_owner, plan.control_gid.is_some()) {
+        Ok(server) => Some(server),
+        Err(e) => {
+            eprintln!("linerate: warning: control socket {}: {e:#}; `linerate reload`, `show` and `top` will not reach this process", socket_path.display());
+            None
+        }
+    };
+
+    // Set up: from here on, no capability is effective (capabilities are per thread, so
+    // this comes before any thread starts).
+    let dropped = plan.drop_privileges(crate::privilege::exit_needs(&cfg, nft_table))?;
+    eprintln!("linerate: privileges: {dropped}");
+
+    let slow_thread = {
+        let (slow, stop) = (Arc::clone(&slow), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("lr-slowpath".into())
+            .spawn(move || crate::host::run(slow, host_io, punt_rx, stop))
+            .context("starting the slow-path thread")?
+    };
+    let mut handles = Vec::new();
+    for (w, mut worker) in workers_ready.into_iter().enumerate() {
         let cpu = worker_cpus[w];
         let worker_stop = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
@@ -205,25 +243,12 @@ pub fn main(args: RunArgs) -> Result<()> {
             .context("starting a worker thread")?;
         handles.push(handle);
     }
-    let state = Arc::new(crate::control::RouterState {
-        cfg: cfg.clone(),
-        slot: slot.clone(),
-        workers: counters.clone(),
-        slow: Arc::clone(&slow),
-        ports: ports.clone(),
-        kinds: kinds.clone(),
-        punt: punt_stats.clone(),
-        started: Instant::now(),
-        reload_refusal,
-    });
-    // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
-    let _control = match crate::control::Server::start(Arc::clone(&state)) {
-        Ok(server) => Some(server),
-        Err(e) => {
-            eprintln!("linerate: warning: control socket {}: {e:#}; `linerate reload`, `show` and `top` will not reach this process", cfg.router.control_socket.display());
-            None
+    if let Some(server) = control.as_mut() {
+        let access = crate::control::Access { admin_uid: plan.admin_uid, read_gid: plan.control_gid };
+        if let Err(e) = server.serve(Arc::clone(&state), access) {
+            eprintln!("linerate: warning: control socket: {e:#}");
         }
-    };
+    }
 
     drop(punt_tx);
     let cpus: Vec<String> = (0..workers).map(|w| ((first_cpu + w) % ncpu).to_string()).collect();
@@ -256,6 +281,8 @@ pub fn main(args: RunArgs) -> Result<()> {
         finished.push(h.join().map_err(|_| anyhow::anyhow!("a worker thread panicked"))?);
     }
     let host_io = slow_thread.join().map_err(|_| anyhow::anyhow!("the slow-path thread panicked"))?;
+    // The workers are stopped: raise what the clean-up needs (NAPI threads, sysfs, nftables).
+    crate::privilege::for_clean_up();
     // The report is written at once, and a closed stdout does not stop the clean-up.
     let mut report = String::new();
     print_final(&mut report, &physical, &kinds, &finished, started.elapsed());
@@ -278,6 +305,11 @@ pub fn main(args: RunArgs) -> Result<()> {
     }
     for stats in &fw_stats {
         print_firewall(&mut report, stats);
+    }
+    for iface in &physical {
+        if let Some(n) = io::xdp::unsteered_drops(&iface.name) {
+            let _ = writeln!(report, "{}: dropped in the kernel for want of a socket (fail-closed) {n}", iface.name);
+        }
     }
     if let Err(e) = crate::output::print(&report) {
         eprintln!("linerate: {e:#}");

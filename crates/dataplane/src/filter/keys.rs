@@ -10,7 +10,8 @@ use wire::{Ipv4Packet, Ipv6Packet, UdpPacket};
 /// header (`ip`: from the IP header on, which the classify pass validated): what a state
 /// lookup needs, without building the classifier's [`PacketKey`]. Fills `tcp` for TCP (UDP
 /// leaves it alone: nothing reads it unless [`extract`] runs). Only the common case: a
-/// header without options, not a later fragment, a complete UDP or TCP header. `None` for
+/// header without options, not a fragment (their ports come from [`super::frags`]), a
+/// complete UDP or TCP header. `None` for
 /// anything else, which then takes [`extract`] and the key-based lookup. For every packet it
 /// accepts, the flow, length and TCP fields equal what [`extract`] gives (property test
 /// below). It reads the bytes itself, one bounds check for the IP and UDP headers, rather
@@ -48,11 +49,11 @@ pub(crate) fn is_udp_v4(frame: &[u8], l3: usize) -> bool {
     frame.get(l3 + 9) == Some(&proto::UDP)
 }
 
-/// The total length of an IPv4 header [`lean_v4`] takes: version 4, IHL 5, fragment offset
-/// 0 (a first fragment, MF set, carries the L4 header, as `extract` has it).
+/// The total length of an IPv4 header [`lean_v4`] takes: version 4, IHL 5, not a fragment
+/// (offset 0 and no MF: every fragment goes to [`super::frags`] through the key path).
 #[inline(always)]
 fn lean_header(h: &[u8; 28]) -> Option<u16> {
-    if h[0] != 0x45 || (h[6] & 0x1f) | h[7] != 0 {
+    if h[0] != 0x45 || (h[6] & 0x3f) | h[7] != 0 {
         return None;
     }
     Some(u16::from_be_bytes([h[2], h[3]]))
@@ -254,7 +255,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(20_000))]
         /// The fast path's flow is the full key's flow identity, for every packet it accepts,
         /// with the same length and TCP fields; and it accepts every TCP/UDP packet it
-        /// should (a header without options, not a later fragment, a complete L4 header).
+        /// should (a header without options, not a fragment, a complete L4 header).
         #[test]
         fn lean_flow_is_the_key_flow(ip in packet()) {
             let v = Ipv4Packet::new_checked(&ip[..]);
@@ -283,7 +284,7 @@ mod tests {
                 proto::TCP => TcpPacket::new_checked(l4).is_ok(),
                 _ => false,
             };
-            prop_assert_eq!(lean.is_some(), v.header_len() == 20 && v.frag_offset() == 0 && complete);
+            prop_assert_eq!(lean.is_some(), v.header_len() == 20 && v.frag_offset() == 0 && !v.more_frags() && complete);
         }
     }
 

@@ -79,6 +79,8 @@ pub(crate) struct FilterStage {
     lean: Box<[Lean; MAX_BATCH]>,
     /// The packets the quick loop left to the general path, by index in the batch.
     left: Box<[u16; MAX_BATCH]>,
+    /// IPv4 datagrams in fragments: later fragments take their first's ports.
+    pub frags: super::frags::FragTable,
 }
 
 const EMPTY_KEY: PacketKey = PacketKey {
@@ -119,6 +121,7 @@ impl FilterStage {
             out_pass: false,
             lean: Box::new([Lean::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
+            frags: super::frags::FragTable::new(super::random_seed()),
         }
     }
 
@@ -288,6 +291,10 @@ impl FilterStage {
         let i = i % MAX_BATCH;
         let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
         keys::extract(frame, l3, v4, port, key, tcp);
+        // Fragments are never on the fast path (keys::lean_v4 refuses them).
+        if v4 && let Some(ip) = frame.get(l3..).filter(|ip| super::frags::is_fragment_v4(ip)) {
+            self.frags.judge(ip, key, self.fw.now)?;
+        }
         let (key, tcp) = (&*key, tcp.as_ref());
         // Without states nothing can match (the pass for rule sets without `keep state`).
         if missed || self.fw.state_table().is_empty() {

@@ -14,6 +14,8 @@ pub struct Attachment {
     pub ifindex: u32,
     pub mode: XdpMode,
     pub map: OwnedFd,
+    /// Fail-closed: the per-CPU count of IP frames dropped for want of a socket.
+    pub drops: Option<OwnedFd>,
     _prog: OwnedFd,
     /// Closing this detaches the program.
     _link: OwnedFd,
@@ -23,8 +25,17 @@ pub struct Attachment {
 /// its program instead of colliding on it.
 static ATTACHED: Mutex<Vec<Weak<Attachment>>> = Mutex::new(Vec::new());
 
+/// The fail-closed drop count of linerate's program on `ifindex` in this namespace, if this
+/// process attached it with fail-closed on.
+pub fn unsteered_drops(ifindex: u32) -> Option<u64> {
+    let netns = sys::netns_id();
+    let all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
+    let a = all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex)?;
+    bpf::read_percpu_u64(a.drops.as_ref()?.as_raw_fd()).ok()
+}
+
 /// The attachment on `ifindex` (in the calling thread's namespace), creating it if needed.
-pub fn get_or_attach(ifname: &str, ifindex: u32, want: XdpMode) -> Result<Arc<Attachment>, XdpError> {
+pub fn get_or_attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Result<Arc<Attachment>, XdpError> {
     let netns = sys::netns_id();
     let mut all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|w| w.strong_count() > 0);
@@ -35,28 +46,40 @@ pub fn get_or_attach(ifname: &str, ifindex: u32, want: XdpMode) -> Result<Arc<At
                 a.mode
             )));
         }
+        if fail_closed != a.drops.is_some() {
+            return Err(XdpError::Config(format!("`{ifname}` already runs linerate's program with fail-closed = {}", a.drops.is_some())));
+        }
         return Ok(a);
     }
-    let a = Arc::new(attach(ifname, ifindex, want)?);
+    let a = Arc::new(attach(ifname, ifindex, want, fail_closed)?);
     all.push(Arc::downgrade(&a));
     Ok(a)
 }
 
-/// Loads a fresh XSKMAP and steering program named `name`.
-pub fn load_program(ifname: &str, name: &str) -> Result<(OwnedFd, OwnedFd), XdpError> {
+/// The maps and program of [`load_program`]: XSKMAP, fail-closed drop counter, program.
+pub type Loaded = (OwnedFd, Option<OwnedFd>, OwnedFd);
+
+/// Loads a fresh XSKMAP and steering program named `name` (with `fail_closed`, the variant
+/// that drops IP frames no socket takes, and its counter).
+pub fn load_program(ifname: &str, name: &str, fail_closed: bool) -> Result<Loaded, XdpError> {
     let map = bpf::create_xskmap().map_err(|e| XdpError::sys("create XSKMAP", ifname, e))?;
-    let prog = bpf::load_xdp(&bpf::xsk_program(map.as_raw_fd()), name).map_err(|e| {
+    let drops = fail_closed.then(bpf::create_drop_counter).transpose().map_err(|e| XdpError::sys("create the drop counter map", ifname, e))?;
+    let insns = match &drops {
+        Some(d) => bpf::xsk_program_fail_closed(map.as_raw_fd(), d.as_raw_fd()),
+        None => bpf::xsk_program(map.as_raw_fd()),
+    };
+    let prog = bpf::load_xdp(&insns, name).map_err(|e| {
         if e.source.raw_os_error() == Some(libc::EPERM) {
             XdpError::sys("load XDP program", ifname, e.source)
         } else {
             XdpError::ProgramRejected { source: e.source, log: e.log }
         }
     })?;
-    Ok((map, prog))
+    Ok((map, drops, prog))
 }
 
-fn attach(ifname: &str, ifindex: u32, want: XdpMode) -> Result<Attachment, XdpError> {
-    let (map, prog) = load_program(ifname, bpf::PROG_NAME)?;
+fn attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Result<Attachment, XdpError> {
+    let (map, drops, prog) = load_program(ifname, bpf::PROG_NAME, fail_closed)?;
     let modes: &[XdpMode] = match want {
         XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
         XdpMode::Native => &[XdpMode::Native],
@@ -65,7 +88,7 @@ fn attach(ifname: &str, ifindex: u32, want: XdpMode) -> Result<Attachment, XdpEr
     let mut last = None;
     for &mode in modes {
         match link_replacing_stale(ifname, ifindex, &prog, mode) {
-            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, map, _prog: prog, _link: link }),
+            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, map, drops, _prog: prog, _link: link }),
             // The driver has no native XDP: try generic (skb) mode.
             Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
             Err(LinkError::Io(e)) => return Err(XdpError::sys("attach XDP program (BPF_LINK_CREATE)", ifname, e)),

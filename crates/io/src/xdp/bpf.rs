@@ -20,6 +20,8 @@ pub const OWN_PROG_NAMES: &[&str] = &[PROG_NAME, PASS_PROG_NAME];
 pub const MAX_QUEUES: u32 = 256;
 
 pub const XDP_PASS: i32 = 2;
+pub const XDP_DROP: i32 = 1;
+const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 
@@ -299,6 +301,89 @@ pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
     p.extend(Insn::ld_map_fd(R1, map_fd));
     p.extend([Insn::mov_imm(R3, XDP_PASS), Insn::call(BPF_FUNC_REDIRECT_MAP), Insn::exit()]);
     p
+}
+
+/// The steering program of a router with a firewall, fail-closed: as [`xsk_program`], except
+/// that an IP or VLAN-tagged frame arriving on a queue with no socket is dropped and counted
+/// in the per-CPU array `count_fd` (one u64), where the kernel would otherwise route it
+/// unfiltered. ARP still falls back to the kernel (its neighbour cache and the host stack
+/// need it), as does every other EtherType.
+///
+/// ```text
+///  0-13: as xsk_program, IP and VLAN frames jumping to `guarded`, ARP to `redirect`
+/// redirect:
+///       r2 = ctx->rx_queue_index; r1 = map_fd ll; r3 = XDP_PASS
+///       call bpf_redirect_map; exit
+/// guarded:
+///       r2 = ctx->rx_queue_index; r1 = map_fd ll; r3 = XDP_DROP  ; fallback when no socket
+///       call bpf_redirect_map
+///       if r0 != XDP_DROP goto out     ; XDP_REDIRECT: a worker has it
+///       *(u32 *)(r10 - 4) = 0; r2 = r10 - 4; r1 = count_fd ll
+///       call bpf_map_lookup_elem
+///       if r0 == 0 goto drop
+///       *(u64 *)(r0 + 0) += 1          ; this CPU's slot: no atomics
+/// drop: r0 = XDP_DROP
+/// out:  exit
+/// ```
+pub fn xsk_program_fail_closed(map_fd: RawFd, count_fd: RawFd) -> Vec<Insn> {
+    let (mut guarded, mut redirect, mut pass) = (Fixups::default(), Fixups::default(), Fixups::default());
+    let mut p = vec![Insn::ldx_w(R2, R1, 0), Insn::ldx_w(R3, R1, 4), Insn::mov_reg(R4, R2), Insn::add_imm(R4, 14)];
+    pass.jump(&mut p, Insn::jgt_reg(R4, R3, 0));
+    p.extend([Insn::ldx_h(R4, R2, 12), Insn::be16(R4)]);
+    for ethertype in [0x0800, 0x86dd, 0x8100, 0x88a8] {
+        guarded.jump(&mut p, Insn::jeq_imm(R4, ethertype, 0));
+    }
+    redirect.jump(&mut p, Insn::jeq_imm(R4, 0x0806, 0));
+    pass.land(&mut p);
+    p.extend([Insn::mov_imm(R0, XDP_PASS), Insn::exit()]);
+    redirect.land(&mut p);
+    p.push(Insn::ldx_w(R2, R1, 16));
+    p.extend(Insn::ld_map_fd(R1, map_fd));
+    p.extend([Insn::mov_imm(R3, XDP_PASS), Insn::call(BPF_FUNC_REDIRECT_MAP), Insn::exit()]);
+    guarded.land(&mut p);
+    p.push(Insn::ldx_w(R2, R1, 16));
+    p.extend(Insn::ld_map_fd(R1, map_fd));
+    p.extend([Insn::mov_imm(R3, XDP_DROP), Insn::call(BPF_FUNC_REDIRECT_MAP)]);
+    let mut out = Fixups::default();
+    out.jump(&mut p, Insn::jne_imm(R0, XDP_DROP, 0));
+    p.extend([Insn::st_w(R10, -4, 0), Insn::mov_reg(R2, R10), Insn::add_imm(R2, -4)]);
+    p.extend(Insn::ld_map_fd(R1, count_fd));
+    p.push(Insn::call(BPF_FUNC_MAP_LOOKUP_ELEM));
+    let mut drop = Fixups::default();
+    drop.jump(&mut p, Insn::jeq_imm(R0, 0, 0));
+    p.extend([Insn::ldx_dw(R1, R0, 0), Insn::add_imm(R1, 1), Insn::stx_dw(R0, R1, 0)]);
+    drop.land(&mut p);
+    p.push(Insn::mov_imm(R0, XDP_DROP));
+    out.land(&mut p);
+    p.push(Insn::exit());
+    p
+}
+
+/// Creates the per-CPU counter of [`xsk_program_fail_closed`]: one u64 per CPU.
+pub fn create_drop_counter() -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type: sys::BPF_MAP_TYPE_PERCPU_ARRAY,
+        key_size: 4,
+        value_size: 8,
+        max_entries: 1,
+        map_name: obj_name("lr_xsk_nosock"),
+        ..Default::default()
+    };
+    sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)
+}
+
+/// The sum over every CPU of the single u64 in per-CPU array `map`.
+pub fn read_percpu_u64(map: RawFd) -> io::Result<u64> {
+    let key = 0u32;
+    let mut values = vec![0u64; super::sink::possible_cpus()?];
+    let mut attr = MapElemAttr {
+        map_fd: map as u32,
+        key: &key as *const u32 as u64,
+        value: values.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut attr)?;
+    Ok(values.iter().sum())
 }
 
 pub(super) fn obj_name(name: &str) -> [u8; 16] {
@@ -693,6 +778,46 @@ mod tests {
         assert!(err.log.contains("R0 !read_ok"), "log: {}", err.log);
         let map = create_xskmap().expect("XSKMAP");
         load_xdp(&xsk_program(map.as_raw_fd()), PROG_NAME).expect("steering program loads");
+    }
+
+    #[test]
+    fn fail_closed_program_shape() {
+        let p = xsk_program_fail_closed(7, 8);
+        // Every forward jump lands inside the program; the last instruction exits.
+        for (i, insn) in p.iter().enumerate() {
+            if insn.code() & 0x07 == 0x05 && insn.code() != 0x85 && insn.code() != 0x95 {
+                assert!(i + 1 + (insn.off() as usize) < p.len(), "insn {i} jumps out");
+            }
+        }
+        assert_eq!(p.last().unwrap().code(), 0x95);
+        assert!(p.iter().any(|i| *i == Insn::ld_map_fd(R1, 8)[0]), "the counter map is referenced");
+    }
+
+    /// A frame on a queue with no socket: IP is dropped and counted, ARP and LLDP pass
+    /// (BPF_PROG_TEST_RUN runs on queue 0, which has no socket here).
+    #[test]
+    fn fail_closed_drops_and_counts_what_no_socket_takes() {
+        if !crate::netdev::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let map = create_xskmap().unwrap();
+        let count = create_drop_counter().unwrap();
+        let prog = load_xdp(&xsk_program_fail_closed(map.as_raw_fd(), count.as_raw_fd()), PROG_NAME).expect("loads");
+        let frame = |ethertype: u16| {
+            let mut f = [0u8; 60];
+            f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            f
+        };
+        for ethertype in [0x0800, 0x86dd, 0x8100] {
+            assert_eq!(test_run(prog.as_raw_fd(), &frame(ethertype)).unwrap(), XDP_DROP as u32, "{ethertype:#x}");
+        }
+        assert_eq!(test_run(prog.as_raw_fd(), &frame(0x0806)).unwrap(), XDP_PASS as u32, "ARP");
+        assert_eq!(test_run(prog.as_raw_fd(), &frame(0x88cc)).unwrap(), XDP_PASS as u32, "LLDP");
+        assert_eq!(read_percpu_u64(count.as_raw_fd()).unwrap(), 3);
+        // Without fail-closed, the same IP frame goes to the kernel.
+        let open = load_xdp(&xsk_program(map.as_raw_fd()), PROG_NAME).unwrap();
+        assert_eq!(test_run(open.as_raw_fd(), &frame(0x0800)).unwrap(), XDP_PASS as u32);
     }
 
     #[test]

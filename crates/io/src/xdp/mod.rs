@@ -23,6 +23,7 @@ mod socket;
 mod sys;
 
 pub(crate) use sys::socket as sys_socket;
+pub(crate) use sys::getsockopt as sys_getsockopt;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -74,11 +75,14 @@ pub struct XdpConfig {
     pub ring_size: u32,
     pub mode: XdpMode,
     pub zero_copy: ZeroCopy,
+    /// The steering program drops (and counts) IP and VLAN frames arriving on a queue with
+    /// no socket instead of passing them to the kernel ([`bpf::xsk_program_fail_closed`]).
+    pub fail_closed: bool,
 }
 
 impl Default for XdpConfig {
     fn default() -> Self {
-        XdpConfig { queue: 0, ring_size: 2048, mode: XdpMode::Auto, zero_copy: ZeroCopy::Auto }
+        XdpConfig { queue: 0, ring_size: 2048, mode: XdpMode::Auto, zero_copy: ZeroCopy::Auto, fail_closed: false }
     }
 }
 
@@ -181,7 +185,7 @@ pub fn open(
         return Err(XdpError::Config("the shared UMEM was registered for another frame pool".into()));
     }
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let attach = attach::get_or_attach(ifname, ifindex, cfg.mode)?;
+    let attach = attach::get_or_attach(ifname, ifindex, cfg.mode, cfg.fail_closed)?;
 
     // Sharing the UMEM of a socket on the same (interface, queue) would share its rings too,
     // which these ports do not do: the queue is taken.
@@ -460,6 +464,12 @@ pub fn attach_pass(ifname: &str) -> Result<OwnedFd, XdpError> {
     bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_DRV_MODE).map_err(|e| XdpError::sys("attach XDP pass program (native)", ifname, e))
 }
 
+/// IP frames the fail-closed steering program on `ifname` dropped because no socket was
+/// bound to their queue (`None` unless this process attached it with `fail_closed`).
+pub fn unsteered_drops(ifname: &str) -> Option<u64> {
+    attach::unsteered_drops(sys::ifindex(ifname)?)
+}
+
 /// The XDP program attached to `ifname` (in the calling thread's namespace), as (id, name).
 pub fn attached_program(ifname: &str) -> Result<Option<(u32, String)>, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
@@ -477,7 +487,7 @@ pub fn attached_program(ifname: &str) -> Result<Option<(u32, String)>, XdpError>
 #[doc(hidden)]
 pub fn attach_via_netlink(ifname: &str, name: &str, generic: bool) -> Result<u32, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let (_map, prog) = attach::load_program(ifname, name)?;
+    let (_map, _drops, prog) = attach::load_program(ifname, name, false)?;
     let flags = if generic { sys::XDP_FLAGS_SKB_MODE } else { sys::XDP_FLAGS_DRV_MODE };
     netlink::set_xdp(ifindex, prog.as_raw_fd(), flags).map_err(|e| XdpError::sys("attach via netlink", ifname, e))?;
     Ok(attached_program(ifname)?.map_or(0, |(id, _)| id))

@@ -67,7 +67,7 @@ pub fn sink_program(map_fd: RawFd) -> Vec<Insn> {
 
 /// The kernel's number of possible CPUs: the per-CPU array holds one value for each
 /// (`/sys/devices/system/cpu/possible`, e.g. `0-1`).
-fn possible_cpus() -> io::Result<usize> {
+pub(super) fn possible_cpus() -> io::Result<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
     let last = text.trim().rsplit([',', '-']).next().unwrap_or("0");
     last.parse::<usize>().map(|n| n + 1).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))

@@ -1,0 +1,271 @@
+//! IPv4 fragments through the filter: every fragment of a datagram gets the key of its first
+//! fragment, so the rules and states see the datagram, as pf does with its default
+//! `set reassemble yes`, without holding or copying any data (a "virtual" reassembly: what
+//! is kept per datagram is its ports, not its bytes).
+//!
+//! * A first fragment (offset 0, MF) must hold its whole TCP header, or the first 8 bytes of
+//!   UDP and ICMP (RFC 1858 3.1 and RFC 3128: a filter that does not reassemble drops a
+//!   first fragment too small to be judged); its ports are recorded under (source,
+//!   destination, protocol, identification).
+//! * A later fragment takes those ports. A TCP fragment at offset 8 bytes could rewrite the
+//!   TCP flags the first was judged by, and is dropped (RFC 1858 4, the overlapping fragment
+//!   attack); other offsets cannot reach the 8 bytes the filter read. A later fragment with
+//!   no recorded first (reordered ahead of it, or its datagram evicted or expired) is
+//!   dropped: nothing is held waiting for the first.
+//! * A datagram's entry goes when all its bytes have passed, when [`TIMEOUT`] has expired,
+//!   or when a newer datagram needs its slot (a full table evicts the oldest in the set).
+//!
+//! Fragments of one datagram must reach the same worker: the RSS hashes linerate uses and
+//! NICs' hash fragments by addresses only ([`io::rss`]). Other protocols (ESP, GRE, ...)
+//! carry no ports: their fragments are judged as they are, alike. IPv6 fragments are not
+//! tracked (see docs/router.md, "Fragments").
+
+use fw::packet::{PacketKey, proto};
+
+use crate::counters::DropReason;
+
+/// Datagrams in flight tracked per worker.
+pub const SLOTS: usize = 4096;
+/// Seconds a datagram's entry lives: Linux's `ipfrag_time`, after which the receiver gives
+/// up on the datagram anyway.
+pub const TIMEOUT: u32 = 30;
+const WAYS: usize = 4;
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    src: u32,
+    dst: u32,
+    id: u16,
+    proto: u8,
+    used: bool,
+    sport: u16,
+    dport: u16,
+    expires: u32,
+    /// Payload bytes seen, and the datagram's payload length once its last fragment came.
+    seen: u32,
+    total: Option<u32>,
+}
+
+/// What the table did, for the counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FragCounts {
+    pub tracked: u64,
+    pub evicted: u64,
+}
+
+/// One worker's table of datagrams being forwarded in fragments.
+pub struct FragTable {
+    slots: Box<[Slot]>,
+    seed: u32,
+    pub counts: FragCounts,
+}
+
+/// The IPv4 header fields a fragment is judged by.
+struct Frag {
+    src: u32,
+    dst: u32,
+    id: u16,
+    proto: u8,
+    /// Offset of its payload in the datagram, in bytes.
+    offset: u32,
+    more: bool,
+    /// Its payload (after the IP header, to the end of the packet).
+    len: u32,
+}
+
+fn parse(ip: &[u8]) -> Option<(Frag, &[u8])> {
+    let h: &[u8; 20] = ip.first_chunk()?;
+    let hl = usize::from(h[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]])).min(ip.len());
+    let payload = ip.get(hl..total)?;
+    let flags = u16::from_be_bytes([h[6], h[7]]);
+    let addr = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    let f = Frag {
+        src: addr(12),
+        dst: addr(16),
+        id: u16::from_be_bytes([h[4], h[5]]),
+        proto: h[9],
+        offset: u32::from(flags & 0x1fff) * 8,
+        more: flags & 0x2000 != 0,
+        len: payload.len() as u32,
+    };
+    Some((f, payload))
+}
+
+/// Whether the IPv4 packet `ip` (validated by the classify pass) is a fragment.
+#[inline(always)]
+pub fn is_fragment_v4(ip: &[u8]) -> bool {
+    ip.get(6..8).is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x3fff != 0)
+}
+
+impl FragTable {
+    pub fn new(seed: u64) -> FragTable {
+        FragTable { slots: vec![Slot::default(); SLOTS].into_boxed_slice(), seed: (seed as u32) | 1, counts: FragCounts::default() }
+    }
+
+    fn set(&self, f: &Frag) -> usize {
+        let x = f.src ^ f.dst.rotate_left(11) ^ (u32::from(f.id) << 8 | u32::from(f.proto));
+        let h = x.wrapping_mul(self.seed).wrapping_mul(0x9e37_79b1);
+        (h >> 16) as usize % (SLOTS / WAYS) * WAYS
+    }
+
+    fn find(&mut self, f: &Frag, now: u32) -> Option<&mut Slot> {
+        let s = self.set(f);
+        self.slots[s..s + WAYS].iter_mut().find(|e| e.used && e.expires >= now && (e.src, e.dst, e.id, e.proto) == (f.src, f.dst, f.id, f.proto))
+    }
+
+    /// Judges IPv4 fragment `ip` (its `key` as [`super::keys::extract`] built it), at `now`
+    /// (seconds): fills in the ports a later fragment inherits, or the reason to drop it.
+    pub fn judge(&mut self, ip: &[u8], key: &mut PacketKey, now: u32) -> Result<(), DropReason> {
+        let Some((f, payload)) = parse(ip) else { return Ok(()) };
+        if !matches!(f.proto, proto::TCP | proto::UDP | proto::ICMP) {
+            return Ok(());
+        }
+        if f.offset == 0 {
+            return self.first(&f, payload, key, now);
+        }
+        if f.proto == proto::TCP && f.offset == 8 {
+            return Err(DropReason::FragmentOverlap);
+        }
+        let Some(e) = self.find(&f, now) else { return Err(DropReason::FragmentNoFirst) };
+        key.src_port = e.sport;
+        key.dst_port = e.dport;
+        e.seen += f.len;
+        if !f.more {
+            e.total = Some(f.offset + f.len);
+        }
+        if e.total.is_some_and(|t| e.seen >= t) {
+            e.used = false;
+        }
+        Ok(())
+    }
+
+    fn first(&mut self, f: &Frag, l4: &[u8], key: &mut PacketKey, now: u32) -> Result<(), DropReason> {
+        let need = if f.proto == proto::TCP { 20 } else { 8 };
+        let Some(h) = l4.get(..need) else { return Err(DropReason::FragmentTiny) };
+        let (sport, dport) = match f.proto {
+            proto::ICMP => (h[0].into(), h[1].into()),
+            _ => (u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]])),
+        };
+        key.src_port = sport;
+        key.dst_port = dport;
+        if !f.more {
+            return Ok(()); // offset 0 and no MF: not a fragment after all
+        }
+        let entry = Slot { src: f.src, dst: f.dst, id: f.id, proto: f.proto, used: true, sport, dport, expires: now + TIMEOUT, seen: f.len, total: None };
+        if let Some(e) = self.find(f, now) {
+            // A retransmitted first fragment: the same datagram again.
+            *e = entry;
+            return Ok(());
+        }
+        let s = self.set(f);
+        let ways = &mut self.slots[s..s + WAYS];
+        let victim = ways.iter().position(|e| !e.used || e.expires < now);
+        let victim = victim.unwrap_or_else(|| {
+            self.counts.evicted += 1;
+            (0..WAYS).min_by_key(|&i| ways[i].expires).unwrap_or(0)
+        });
+        ways[victim] = entry;
+        self.counts.tracked += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fw::packet::{Af, Dir};
+
+    /// An IPv4 fragment: `id`, payload offset (bytes), MF, protocol, payload.
+    fn frag(id: u16, offset: u16, more: bool, p: u8, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, p, 0, 0, 10, 0, 0, 1, 10, 0, 1, 2];
+        let total = (20 + payload.len()) as u16;
+        b[2..4].copy_from_slice(&total.to_be_bytes());
+        b[4..6].copy_from_slice(&id.to_be_bytes());
+        let flags = (offset / 8) | if more { 0x2000 } else { 0 };
+        b[6..8].copy_from_slice(&flags.to_be_bytes());
+        b.extend_from_slice(payload);
+        b
+    }
+
+    fn key(p: u8) -> PacketKey {
+        PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: p, src: 0x0a00_0001, dst: 0x0a00_0102, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0 }
+    }
+
+    /// A UDP header for ports 4000 -> 53 announcing a 3000-byte datagram, then data.
+    fn udp_start(len: usize) -> Vec<u8> {
+        let mut p = vec![0x0f, 0xa0, 0x00, 0x35, 0x0b, 0xb8, 0, 0];
+        p.resize(len, 0xab);
+        p
+    }
+
+    #[test]
+    fn later_fragments_take_the_first_fragments_ports_until_complete() {
+        let mut t = FragTable::new(7);
+        let mut k = key(proto::UDP);
+        t.judge(&frag(9, 0, true, proto::UDP, &udp_start(1480)), &mut k, 0).unwrap();
+        assert_eq!((k.src_port, k.dst_port), (4000, 53));
+        let mut k = key(proto::UDP);
+        t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1).unwrap();
+        assert_eq!((k.src_port, k.dst_port), (4000, 53));
+        let mut k = key(proto::UDP);
+        t.judge(&frag(9, 2960, false, proto::UDP, &[0; 48]), &mut k, 1).unwrap();
+        assert_eq!((k.src_port, k.dst_port), (4000, 53));
+        // Complete: the entry is gone, a stray copy of a later fragment is dropped.
+        let mut k = key(proto::UDP);
+        assert_eq!(t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1), Err(DropReason::FragmentNoFirst));
+        assert_eq!(t.counts, FragCounts { tracked: 1, evicted: 0 });
+    }
+
+    #[test]
+    fn adversarial_fragments_are_dropped() {
+        let mut t = FragTable::new(7);
+        // A later fragment before (or without) its first.
+        assert_eq!(t.judge(&frag(1, 1480, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 0), Err(DropReason::FragmentNoFirst));
+        // A first fragment too short for the TCP header (RFC 1858 tiny fragment).
+        assert_eq!(t.judge(&frag(2, 0, true, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0), Err(DropReason::FragmentTiny));
+        assert_eq!(t.judge(&frag(2, 0, true, proto::UDP, &[0; 4]), &mut key(proto::UDP), 0), Err(DropReason::FragmentTiny));
+        // TCP at offset 8 rewrites the flags (RFC 1858 overlapping fragment).
+        let mut tcp = vec![0u8; 24];
+        tcp[0..4].copy_from_slice(&[0, 80, 0, 22]);
+        t.judge(&frag(3, 0, true, proto::TCP, &tcp), &mut key(proto::TCP), 0).unwrap();
+        assert_eq!(t.judge(&frag(3, 8, false, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0), Err(DropReason::FragmentOverlap));
+        let mut k = key(proto::TCP);
+        t.judge(&frag(3, 24, false, proto::TCP, &[0; 16]), &mut k, 0).unwrap();
+        assert_eq!((k.src_port, k.dst_port), (80, 22));
+        // Other protocols pass through untouched (their key has no ports to inherit).
+        assert_eq!(t.judge(&frag(4, 1480, false, 47, &[0; 8]), &mut key(47), 0), Ok(()));
+        // Truncated headers are left to the rules.
+        assert_eq!(t.judge(&[0x45, 0, 0], &mut key(proto::UDP), 0), Ok(()));
+    }
+
+    #[test]
+    fn entries_expire_and_a_full_set_evicts_the_oldest() {
+        let mut t = FragTable::new(7);
+        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0).unwrap();
+        assert!(t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), TIMEOUT).is_ok());
+        assert_eq!(t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), TIMEOUT + 1), Err(DropReason::FragmentNoFirst));
+        // Flood one worker with first fragments: memory stays SLOTS entries, and the table
+        // keeps tracking the newest datagrams.
+        let mut t = FragTable::new(7);
+        for id in 0..20_000u16 {
+            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1).unwrap();
+        }
+        assert_eq!(t.counts.tracked, 20_000);
+        assert!(t.counts.evicted >= 20_000 - SLOTS as u64);
+        let mut k = key(proto::UDP);
+        t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1).unwrap();
+        assert_eq!(k.dst_port, 53);
+    }
+
+    #[test]
+    fn fragment_bits() {
+        assert!(is_fragment_v4(&frag(1, 0, true, 17, &[])));
+        assert!(is_fragment_v4(&frag(1, 8, false, 17, &[])));
+        assert!(!is_fragment_v4(&frag(1, 0, false, 17, &[])));
+        let mut df = frag(1, 0, false, 17, &[]);
+        df[6] = 0x40;
+        assert!(!is_fragment_v4(&df), "DF alone");
+        assert!(!is_fragment_v4(&[0x45]));
+    }
+}
