@@ -50,7 +50,7 @@ impl Default for PuntSettings {
             resolve: class(5_000, 500, 1_024),
             fragment: class(20_000, 2_000, 1_024),
             icmp_error_queue: 256,
-            next_hop_burst: 4,
+            next_hop_burst: 8,
             next_hop_rate: 4,
         }
     }

@@ -796,7 +796,7 @@ fn max_neighbours_default_range_and_position() {
 fn punt_classes_defaults_overrides_and_positions() {
     let d = parse(BASE).unwrap().router.punt;
     assert_eq!(d, crate::PuntSettings::default());
-    assert_eq!((d.resolve.rate, d.next_hop_burst, d.icmp_error_queue), (5_000, 4, 256));
+    assert_eq!((d.resolve.rate, d.next_hop_burst, d.icmp_error_queue), (5_000, 8, 256));
     let text = "[router.punt]\narp_nd = { rate = 500, burst = 50, queue = 64 }\nresolve = { rate = 100 }\nicmp_error = { queue = 16 }\nnext_hop_burst = 2\nnext_hop_rate = 1\n";
     let p = parse(text).unwrap().router.punt;
     assert_eq!((p.arp_nd.rate, p.arp_nd.burst, p.arp_nd.queue), (500, 50, 64));
