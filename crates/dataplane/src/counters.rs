@@ -44,6 +44,7 @@ drop_reasons! {
     FilterBlocked => "filter_blocked", "Blocked by a firewall rule (in or out).";
     StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
+    IpOptions => "ip_options", "IP options or IPv6 routing / hop-by-hop options, and the rule or state passing it lacks allow-opts (pf).";
 }
 
 /// Number of drop reasons.

@@ -246,6 +246,9 @@ pub struct Rule {
     /// `flags set/mask`, only checked on TCP packets; `None` = `flags any`.
     pub flags: Option<(u8, u8)>,
     pub keep_state: StateMode,
+    /// `allow-opts`: packets this rule passes (or its states pass) may carry IP options (see
+    /// [`PacketKey::ip_opts`](crate::packet::PacketKey::ip_opts)); without it pf drops them.
+    pub allow_opts: bool,
     pub label: Option<String>,
     /// 1-based line of the rule in its file.
     pub line: usize,
@@ -255,6 +258,15 @@ pub struct Rule {
 /// set configures the table directly.
 pub use crate::state::Timeouts;
 
+/// `set state-policy`: whether a state matches packets on any interface (`floating`, pf's
+/// default) or only on the interface where it was created (`if-bound`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StatePolicy {
+    #[default]
+    Floating,
+    IfBound,
+}
+
 /// A parsed rule file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSet {
@@ -263,6 +275,7 @@ pub struct RuleSet {
     /// `set limit states N` (default [`DEFAULT_LIMIT_STATES`]).
     pub limit_states: u64,
     pub timeouts: Timeouts,
+    pub state_policy: StatePolicy,
 }
 
 impl Default for RuleSet {
@@ -272,7 +285,19 @@ impl Default for RuleSet {
             tables: Vec::new(),
             limit_states: DEFAULT_LIMIT_STATES,
             timeouts: Timeouts::default(),
+            state_policy: StatePolicy::Floating,
         }
+    }
+}
+
+impl RuleSet {
+    /// Whether some rule that can match packets of direction `dir` blocks or keeps state.
+    /// If none does, that pass over any packet (without IP options) ends in "pass, no
+    /// state": the data plane skips it, and a state need not cover it to settle a packet.
+    pub fn acts_on(&self, dir: Dir) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.dir.is_none_or(|d| d == dir) && (r.action == Action::Block || r.keep_state != StateMode::None))
     }
 }
 
@@ -563,6 +588,7 @@ const RESERVED: &[&str] = &[
     "file",
     "drop",
     "return",
+    "allow-opts",
 ];
 
 struct Parser<'a> {
@@ -918,6 +944,14 @@ impl Parser<'_> {
                     break;
                 }
             }
+        } else if self.eat_word("state-policy")? {
+            self.rs.state_policy = if self.eat_word("floating")? {
+                StatePolicy::Floating
+            } else if self.eat_word("if-bound")? {
+                StatePolicy::IfBound
+            } else {
+                return self.fail("floating or if-bound");
+            };
         } else if self.eat_word("block-policy")? {
             // `drop` is what linerate does; `return` is refused, not ignored.
             self.refuse_unsupported("set block-policy ")?;
@@ -925,7 +959,7 @@ impl Parser<'_> {
                 return self.fail("drop");
             }
         } else {
-            return self.fail("limit, timeout or block-policy");
+            return self.fail("limit, timeout, state-policy or block-policy");
         }
         Ok(())
     }
@@ -1016,6 +1050,7 @@ impl Parser<'_> {
         let mut flags: Option<Option<(u8, u8)>> = None;
         let mut keep: Option<(StateMode, Token)> = None;
         let mut label = None;
+        let mut allow_opts: Option<Token> = None;
         let (mut icmp_type, mut icmp_code) = (None, None);
         let mut icmp_tok: Option<(Token, u8)> = None;
         loop {
@@ -1063,6 +1098,10 @@ impl Parser<'_> {
                     self.expect_word("state")?;
                     keep = Some((StateMode::None, t));
                 }
+                Tok::Word(w) if w == "allow-opts" => {
+                    self.next()?;
+                    allow_opts = Some(t);
+                }
                 Tok::Word(w) if w == "label" => {
                     self.next()?;
                     let lt = self.peek()?.clone();
@@ -1087,7 +1126,7 @@ impl Parser<'_> {
                 }
                 _ => {
                     return self.fail(
-                        "flags, keep state, no state, label, icmp-type, icmp6-type or end of line",
+                        "flags, keep state, no state, allow-opts, label, icmp-type, icmp6-type or end of line",
                     );
                 }
             }
@@ -1155,6 +1194,11 @@ impl Parser<'_> {
             (None, Action::Pass) => StateMode::Keep,
             (None, Action::Block) => StateMode::None,
         };
+        if let Some(t) = &allow_opts
+            && action == Action::Block
+        {
+            return here(t, "allow-opts only applies to pass rules");
+        }
         let flags = match flags {
             Some(f) => f,
             None if keep_state != StateMode::None => Some(DEFAULT_FLAGS),
@@ -1176,6 +1220,7 @@ impl Parser<'_> {
             icmp_code,
             flags,
             keep_state,
+            allow_opts: allow_opts.is_some(),
             label,
             line: at.line,
         });

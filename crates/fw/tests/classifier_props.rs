@@ -231,6 +231,7 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
             icmp_code,
             flags,
             keep_state,
+            allow_opts: rng.chance(20),
             label: None,
             line: i + 1,
         });
@@ -320,6 +321,8 @@ fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
         dst_port: rand_port(rng),
         tcp_flags,
         len: 100,
+        icmp_id: 0,
+        ip_opts: false,
     }
 }
 

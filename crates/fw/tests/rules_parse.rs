@@ -292,7 +292,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all extra",
-            "rules.conf:1:10: expected flags, keep state, no state, label, icmp-type, icmp6-type or end of line, found \"extra\"",
+            "rules.conf:1:10: expected flags, keep state, no state, allow-opts, label, icmp-type, icmp6-type or end of line, found \"extra\"",
         ),
         (
             "pass proto tcp to port 70000",
@@ -389,7 +389,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "set skip on lo",
-            "rules.conf:1:5: expected limit, timeout or block-policy, found \"skip\"",
+            "rules.conf:1:5: expected limit, timeout, state-policy or block-policy, found \"skip\"",
         ),
         (
             "table <t> { 10.0.0.0/8, bogus }",
@@ -520,6 +520,8 @@ fn example_file_loads_and_behaves() {
             dst_port: dport,
             tcp_flags: flags,
             len: 60,
+            icmp_id: 0,
+            ip_opts: false,
         }
     };
     let check = |k: PacketKey, action: Action| {
