@@ -81,6 +81,10 @@ impl Passes<'_> {
     /// `hit`: the flow's entry if the lookup found one (and let the packet through).
     #[inline(always)]
     pub fn inbound(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>) -> (Result<Ticket, Drop>, Count) {
+        if self.skipped(key.iface) {
+            let ticket = Ticket { state: hit.map(|h| h.id), from_a: hit.is_some_and(|h| h.from_a), out_settled: false };
+            return (Ok(ticket), Count::default());
+        }
         if let Some(h) = hit {
             return self.inbound_hit(key, tcp, h);
         }
@@ -105,6 +109,9 @@ impl Passes<'_> {
     /// The outbound pass of `key` (as the inbound pass saw it) on interface `port`.
     #[inline]
     pub fn outbound(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> (Result<(), Drop>, Count) {
+        if self.skipped(port) {
+            return (Ok(()), Count::default());
+        }
         let key = PacketKey { dir: Dir::Out, iface: port, ..*key };
         // Read now: an earlier packet's outbound pass may have added it since the lookup.
         let sub = ticket.state.and_then(|id| self.out_state(id, &key, &ticket));
@@ -114,6 +121,12 @@ impl Passes<'_> {
         }
         let (r, count) = self.rules(&key, tcp, Pass::Out);
         (r.map(|_| ()), count)
+    }
+
+    /// `set skip on`: pf does not filter this interface at all.
+    #[inline(always)]
+    fn skipped(&self, iface: u16) -> bool {
+        !self.rules.skip.is_empty() && self.rules.skip.contains(&iface)
     }
 
     /// The entry's pf state for the outbound pass of `key`, if the entry is still its flow's
@@ -154,7 +167,8 @@ impl Passes<'_> {
             StateMode::Keep => false,
             StateMode::KeepSloppy => true,
         };
-        let bound = (self.rules.state_policy == StatePolicy::IfBound).then_some(key.iface);
+        let policy = i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
+        let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
         let opts = StateOptions { sloppy, allow_opts, bound };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
         match self.states.keep(key, rule, self.now, tcp, opts, pass) {

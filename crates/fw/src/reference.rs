@@ -58,9 +58,7 @@ pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
     if rule.dir.is_some_and(|d| d != key.dir) {
         return false;
     }
-    if let Some(i) = rule.iface
-        && (i == key.iface) == rule.iface_neg
-    {
+    if !rule.ifaces.is_empty() && rule.ifaces.contains(&key.iface) == rule.iface_neg {
         return false;
     }
     if rule.af.is_some_and(|a| a != key.af) {
@@ -77,7 +75,7 @@ pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
     if !rule.src_ports.matches(key.src_port) || !rule.dst_ports.matches(key.dst_port) {
         return false;
     }
-    if rule.icmp_type.is_some_and(|t| u16::from(t) != key.src_port) {
+    if !rule.icmp_types.is_empty() && !rule.icmp_types.iter().any(|&t| u16::from(t) == key.src_port) {
         return false;
     }
     if rule.icmp_code.is_some_and(|c| u16::from(c) != key.dst_port) {
@@ -169,6 +167,9 @@ impl Pf {
     /// One pass of pf_test: the state of the pass, else the rules.
     fn pass(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>) -> Result<(), crate::passes::Drop> {
         use crate::passes::Drop;
+        if rs.skip.contains(&key.iface) {
+            return Ok(());
+        }
         let icmp_error = crate::state::is_icmp_error(key.proto, key.src_port);
         // An error is looked up as the packet it quotes, travelling the other way.
         let (af, proto_, sk) = match quoted.filter(|_| icmp_error) {
@@ -194,7 +195,8 @@ impl Pf {
             return Err(Drop::IpOptions);
         }
         if v.keep_state != StateMode::None && !icmp_error {
-            let bound = (rs.state_policy == crate::rules::StatePolicy::IfBound).then_some(key.iface);
+            let policy = v.rule.and_then(|r| rs.rules[r].state_policy).unwrap_or(rs.state_policy);
+            let bound = (policy == crate::rules::StatePolicy::IfBound).then_some(key.iface);
             self.states.push(PfState { af, proto: proto_, key: sk, bound, allow_opts });
         }
         Ok(())

@@ -40,21 +40,25 @@ fn rand_rule(rng: &mut Rng) -> String {
     if rng.below(4) == 0 {
         r += " quick";
     }
-    if rng.below(2) == 0 {
-        r += &format!(" on {}", pick(rng, &IFACES));
+    match rng.below(6) {
+        0..=2 => r += &format!(" on {}", pick(rng, &IFACES)),
+        3 => r += &format!(" on {{ {}, {} }}", pick(rng, &IFACES), pick(rng, &IFACES)),
+        _ => {}
     }
     let p = *pick(rng, &["", "", " proto udp", " proto icmp", " proto 47"]);
     r += p;
     for kw in ["from", "to"] {
-        if rng.below(3) == 0 {
-            r += &format!(" {kw} {}", host_text(*pick(rng, &HOSTS)));
+        match rng.below(6) {
+            0 | 1 => r += &format!(" {kw} {}", host_text(*pick(rng, &HOSTS))),
+            2 => r += &format!(" {kw} {} - {}", host_text(HOSTS[1]), host_text(HOSTS[3])),
+            _ => {}
         }
     }
     if p == " proto icmp" && rng.below(3) == 0 {
-        r += *pick(rng, &[" icmp-type echoreq", " icmp-type echorep", " icmp-type unreach"]);
+        r += *pick(rng, &[" icmp-type echoreq", " icmp-type echorep", " icmp-type unreach", " icmp-type { echorep, unreach }"]);
     }
     if r.starts_with("pass") {
-        r += *pick(rng, &["", "", " no state", " keep state"]);
+        r += *pick(rng, &["", "", " no state", " keep state", " keep state (if-bound)", " keep state (floating)"]);
         if rng.below(3) == 0 {
             r += " allow-opts";
         }
@@ -66,6 +70,9 @@ fn rand_rules(rng: &mut Rng) -> String {
     let mut t = String::new();
     if rng.below(3) == 0 {
         t += "set state-policy if-bound\n";
+    }
+    if rng.below(6) == 0 {
+        t += &format!("set skip on {}\n", pick(rng, &IFACES));
     }
     if rng.below(2) == 0 {
         t += "block all\n";
