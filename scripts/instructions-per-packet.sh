@@ -4,7 +4,7 @@
 # Example: scripts/instructions-per-packet.sh --routes 10000
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=./target/release/linerate
+bin=${LINERATE_BIN:-./target/release/linerate}
 out=$(mktemp)
 trap 'rm -f "$out" "$out.log"' EXIT
 valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect='dataplane::bench::measure' \

@@ -30,6 +30,8 @@ fuzz_target!(|data: &[u8]| {
                         dst_port: 80,
                         tcp_flags: 0x02,
                         len: 60,
+                        icmp_id: 0,
+                        ip_opts: false,
                     };
                     assert_eq!(cl.classify(&key), fw::reference::evaluate(&rs, &key));
                 }

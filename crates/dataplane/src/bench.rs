@@ -490,6 +490,8 @@ fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &Ben
             dst_port: 9,
             tcp_flags: 0,
             len: 46,
+            icmp_id: 0,
+            ip_opts: false,
         };
         fw.insert_state(&key, n - 1).map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
     }
@@ -568,9 +570,10 @@ mod tests {
         let states: std::collections::HashMap<_, _> = f.state_counters.into_iter().collect();
         assert_eq!(states["inserts"], 400, "prefilled plus one per flow");
         assert_eq!(states["in_use"], 400);
-        // Only the final `pass all keep state` (index 51) matched; it created every state.
+        // Only the final `pass all keep state` (index 51) matched; it created every state:
+        // two of pf's per forwarded flow (its in and out states), prefilled ones included.
         assert_eq!(f.matched.len(), 1, "{:?}", f.matched);
-        assert_eq!((f.matched[0].rule, f.matched[0].states), (Some(51), 400));
+        assert_eq!((f.matched[0].rule, f.matched[0].states), (Some(51), 800));
         assert!(f.matched[0].packets >= res.counts.rx, "warm-up included: {:?}", f.matched[0]);
         assert_eq!(f.matched[0].bytes, 46 * f.matched[0].packets);
     }

@@ -49,6 +49,7 @@ drop_reasons! {
     FragmentNoFirst => "fragment_no_first", "Later IPv4 fragment whose first fragment the filter has not seen (or forgot).";
     FragmentTiny => "fragment_tiny", "First IPv4 fragment too short for its L4 header (RFC 1858).";
     FragmentOverlap => "fragment_overlap", "IPv4 TCP fragment at offset 8, over the flags (RFC 1858).";
+    IpOptions => "ip_options", "IP options or IPv6 routing / hop-by-hop options, and the rule or state passing it lacks allow-opts (pf).";
 }
 
 /// Number of drop reasons.

@@ -15,10 +15,12 @@
 //!   which only matters for counters (bounds-checked when counted).
 //! * [`FirewallStats`]: the counters other threads read while the worker runs.
 //!
-//! Evaluation order per routed packet (pf's): state lookup first (a state matches the flow in
-//! both directions, on any interface); on a miss the `in` rules of the receiving interface;
-//! after the route lookup, the `out` rules of the output interface unless a state matched or
-//! was created (skipped entirely when no rule can match outbound packets).
+//! Evaluation per routed packet (pf's, see [`fw::passes`]): one state lookup; a state that
+//! holds both of pf's states of the flow (its `in` and `out` states, `fw::state`'s `sub.rs`)
+//! passes the packet at once. Otherwise the inbound pass on the receiving interface (its pf
+//! state, else the `in` rules) and, after the route lookup, the outbound pass on the output
+//! interface (its pf state, else the `out` rules; skipped when no rule can act on outbound
+//! packets).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,8 +29,9 @@ use std::time::Instant;
 
 use fw::classifier::{BuildError, Classifier};
 use fw::packet::{Dir, PacketKey};
-use fw::rules::{Action, RuleSet, StateMode};
-use fw::state::{FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateAllocError, StateCounters, StateLookup, StateMemory, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::passes::{Count, Drop, Hit, Passes, Ticket};
+use fw::rules::{Action, RuleSet};
+use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateAllocError, StateCounters, StateId, StateLookup, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 
@@ -49,19 +52,19 @@ pub struct CompiledRules {
     /// Whether the out pass can change a packet's fate: some rule that can match outbound
     /// packets (`out`, or no direction as `pass all`) blocks or keeps state. If every such
     /// rule is a stateless pass, the out verdict is always "pass, no state" (pf's default
-    /// included), so the pass is skipped; the only loss is those rules' out-pass counts.
+    /// included), so the pass is skipped (but for packets with IP options, which pf's default
+    /// pass blocks); the only loss is those rules' out-pass counts.
     has_out: bool,
+    /// The same for the in pass: whether a state must hold the packet's `in` state to settle it.
+    has_in: bool,
 }
 
 impl CompiledRules {
     /// Compiles `rules` (off the fast path: this can take seconds for large sets).
     pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
         let classifier = Classifier::build(&rules)?;
-        let has_out = rules
-            .rules
-            .iter()
-            .any(|r| r.dir != Some(Dir::In) && (r.action == Action::Block || r.keep_state != StateMode::None));
-        Ok(CompiledRules { rules, classifier, has_out })
+        let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
+        Ok(CompiledRules { rules, classifier, has_out, has_in })
     }
 
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
@@ -405,6 +408,7 @@ impl Firewall {
             let Some((id, seen, rules)) = slot.register(capacity) else { continue };
             states.set_timeouts(state_timeouts(&rules.rules));
             states.set_limit(state_limit(&rules.rules));
+            states.set_passes(rules.has_in, rules.has_out);
             return Ok(Firewall::with_table(slot, id, seen, rules, states));
         }
     }
@@ -443,9 +447,11 @@ impl Firewall {
         self.quick_loop
     }
 
-    /// Creates a state directly, as if `key` had passed rule `rule` (bench warm-up, tests).
+    /// Creates a state directly, as if `key` had passed rule `rule` in and out (bench
+    /// warm-up, tests): an entry holding both of pf's states, counted as two.
     pub fn insert_state(&mut self, key: &PacketKey, rule: usize) -> Result<(), InsertError> {
         self.states.insert(key, rule as u32, self.now, None)?;
+        self.count_state(rule);
         self.count_state(rule);
         Ok(())
     }
@@ -476,6 +482,7 @@ impl Firewall {
         }
         self.states.set_timeouts(state_timeouts(&rules.rules));
         self.states.set_limit(state_limit(&rules.rules));
+        self.states.set_passes(rules.has_in, rules.has_out);
         self.cur = Arc::new(RuleCounters::new(rules));
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);
         self.seen = g;
@@ -490,12 +497,6 @@ impl Firewall {
         for (a, v) in self.stats.states.iter().zip(state_fields(&self.states.counters())) {
             a.store(v, Ordering::Relaxed);
         }
-    }
-
-    /// Whether the out pass can change anything.
-    #[inline(always)]
-    pub(crate) fn has_out(&self) -> bool {
-        self.cur.rules.has_out
     }
 
     /// Counts a packet under rule `i` (see [`Pending::count`]).
@@ -523,92 +524,119 @@ impl Firewall {
         bump(&c.states[i.min(c.states.len() - 1)], 1);
     }
 
-    /// The in pass of one routed packet: `Ok(stateful)` to go on (stateful: a state matched or
-    /// was created, so the out pass is skipped), `Err(reason)` to drop.
+    /// The in pass of one routed packet, its state looked up by key: `Ok(None)` when a
+    /// state settles it (the out pass is skipped), `Ok(Some(ticket))` for the out pass,
+    /// `Err(reason)` to drop.
     #[inline(always)]
-    pub(crate) fn filter_in(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<bool, DropReason> {
+    pub(crate) fn filter_in(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<Option<Ticket>, DropReason> {
         // A rule set without keep-state rules never fills the table: skip the hash and probe
         // (the state counters then count no misses).
         if self.states.is_empty() {
-            return self.rules_decide(key, tcp);
+            return self.inbound(key, tcp, None);
         }
         match self.states.lookup(key, tcp, self.now) {
             StateLookup::Hit { id, verdict, .. } => {
                 let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
                 self.count(rule, key.len);
-                match verdict {
-                    StateVerdict::Pass => Ok(true),
-                    StateVerdict::Drop(_) => Err(DropReason::StateOutOfWindow),
+                if let StateVerdict::Drop(_) = verdict {
+                    return Err(DropReason::StateOutOfWindow);
                 }
+                let hit = Hit::of(id, key);
+                if self.states.settled(id, hit.from_a) && !key.ip_opts {
+                    return Ok(None);
+                }
+                self.inbound(key, tcp, Some(hit))
             }
-            StateLookup::Miss => self.rules_decide(key, tcp),
+            StateLookup::Miss => self.inbound(key, tcp, None),
         }
     }
 
     /// The state lookup of a packet whose flow was read straight from its header
-    /// ([`keys::lean_v4`]): `Some` on a hit (pass as stateful, or drop), `None` on a miss,
-    /// after which the caller builds the packet's key and runs
-    /// [`rules_decide`](Self::rules_decide). `h` and `probe` as for
-    /// [`StateTable::lookup_v4`].
+    /// ([`keys::lean_v4`]): `Some` on a hit: `Ok(None)` when the state settles the packet,
+    /// `Ok(Some(id))` when its passes still need the rules (the caller builds the packet's
+    /// key and runs [`inbound`](Self::inbound) with the hit), or a drop. `None` on a miss,
+    /// after which the caller builds the key and runs [`inbound`](Self::inbound) without a
+    /// hit. `h` and `probe` as for [`StateTable::lookup_v4`].
     #[inline(always)]
-    pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<(), DropReason>> {
+    pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<Option<StateId>, DropReason>> {
         let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
         self.count(hit.rule as usize, len);
         Some(match hit.verdict {
-            StateVerdict::Pass => Ok(()),
+            StateVerdict::Pass if hit.settled => Ok(None),
+            StateVerdict::Pass => Ok(Some(hit.id)),
             StateVerdict::Drop(_) => Err(DropReason::StateOutOfWindow),
         })
     }
 
     /// An ICMP error quoting a packet of a tracked flow (`quoted`, `seq`: from
-    /// [`keys::quoted`]) passes under that flow's state, counted under its rule, as in pf;
-    /// one quoting a TCP sequence number outside the flow's window is dropped. `None` when no
-    /// state matches: the rules decide.
-    pub(crate) fn icmp_error(&mut self, quoted: &PacketKey, seq: Option<u32>, len: u16) -> Option<Result<bool, DropReason>> {
-        let (id, r) = match self.states.match_icmp_error(quoted, seq, self.now) {
-            IcmpErrorMatch::Pass(id) => (id, Ok(true)),
-            IcmpErrorMatch::BadSeq(id) => (id, Err(DropReason::StateOutOfWindow)),
+    /// [`keys::quoted`]) passes under that flow's states, as in pf: it is taken as a packet of
+    /// the flow sent by the quoted packet's destination, counted under the state's rule.
+    /// One quoting a TCP sequence number outside the flow's window is dropped. `None` when
+    /// no state matches: the rules decide.
+    pub(crate) fn icmp_error(&mut self, key: &PacketKey, quoted: &PacketKey, seq: Option<u32>) -> Option<Result<Option<Ticket>, DropReason>> {
+        let (id, bad) = match self.states.match_icmp_error(quoted, seq, self.now) {
+            IcmpErrorMatch::Pass(id) => (id, false),
+            IcmpErrorMatch::BadSeq(id) => (id, true),
             IcmpErrorMatch::Miss => return None,
         };
-        self.count(self.states.rule_of(id).map_or(usize::MAX, |r| r as usize), len);
-        Some(r)
-    }
-
-    /// The out pass on the output port (only for packets no state matched).
-    #[inline]
-    pub(crate) fn filter_out(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>) -> Result<(), DropReason> {
-        let key = PacketKey { dir: Dir::Out, iface: port, ..*key };
-        self.rules_decide(&key, tcp).map(|_| ())
-    }
-
-    /// The rules (for a packet no state matched): `Ok(stateful)` as for
-    /// [`filter_in`](Self::filter_in).
-    #[inline]
-    pub(crate) fn rules_decide(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<bool, DropReason> {
-        let rules = &self.cur.rules;
-        let v = rules.classifier.classify(key);
-        let i = v.rule.unwrap_or(usize::MAX);
-        self.count(i, key.len);
-        if v.action == Action::Block {
-            return Err(DropReason::FilterBlocked);
+        self.count(self.states.rule_of(id).map_or(usize::MAX, |r| r as usize), key.len);
+        if bad {
+            return Some(Err(DropReason::StateOutOfWindow));
         }
-        let opts = match v.keep_state {
-            StateMode::None => return Ok(false),
-            StateMode::Keep => StateOptions { sloppy: false },
-            StateMode::KeepSloppy => StateOptions { sloppy: true },
-        };
-        match self.states.insert_with(key, i.min(u32::MAX as usize) as u32, self.now, tcp, opts) {
-            Ok(_) => {
+        let hit = Hit { id, from_a: !Flow::of(quoted).from_a() };
+        if self.states.settled(id, hit.from_a) && !key.ip_opts {
+            return Some(Ok(None));
+        }
+        Some(self.inbound(key, None, Some(hit)))
+    }
+
+    /// pf's inbound pass over a packet no state settles (`hit`: the flow's state, if the
+    /// lookup found one): `Ok(Some(ticket))` when the out pass must run.
+    #[inline(always)]
+    pub(crate) fn inbound(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>) -> Result<Option<Ticket>, DropReason> {
+        let rules = &self.cur.rules;
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
+        let (r, count) = p.inbound(key, tcp, hit);
+        let has_out = rules.has_out;
+        self.counted(count, key.len);
+        let ticket = r.map_err(drop_reason)?;
+        Ok((!ticket.out_settled && (has_out || key.ip_opts)).then_some(ticket))
+    }
+
+    /// pf's outbound pass on the output port, for a packet its inbound pass left `ticket`.
+    /// Out of line: the apply pass's loop stays as it is without a firewall.
+    #[inline(never)]
+    pub(crate) fn filter_out(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> Result<(), DropReason> {
+        let rules = &self.cur.rules;
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
+        let (r, count) = p.outbound(key, port, tcp, ticket);
+        self.counted(count, key.len);
+        r.map_err(drop_reason)
+    }
+
+    /// Counts what a pass says it counts.
+    #[inline(always)]
+    fn counted(&mut self, c: Count, len: u16) {
+        if c.by_rules {
+            let i = c.rule.unwrap_or(usize::MAX);
+            self.count(i, len);
+            if c.created {
                 self.count_state(i);
-                Ok(true)
             }
-            Err(InsertError::Exists(_)) => Ok(true),
-            Err(InsertError::Full) => Err(DropReason::StateLimit),
         }
     }
 }
 
-impl Drop for Firewall {
+/// The drop reason of a pass's verdict.
+fn drop_reason(d: Drop) -> DropReason {
+    match d {
+        Drop::Blocked => DropReason::FilterBlocked,
+        Drop::IpOptions => DropReason::IpOptions,
+        Drop::StateLimit => DropReason::StateLimit,
+    }
+}
+
+impl std::ops::Drop for Firewall {
     /// Later reloads reserve no memory for a firewall that is gone.
     fn drop(&mut self) {
         self.slot.unregister(self.id);

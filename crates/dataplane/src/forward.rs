@@ -289,11 +289,11 @@ impl Forwarder {
             ip.set_hop_limit(hops - 1);
         }
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
-        // check), on the output interface; a packet whose flow has a state skips it.
+        // check), on the output interface; a packet a state settled skips it.
         if FW && let Some(f) = &mut self.filter {
             let i = i % MAX_BATCH;
-            if !f.stateful[i] && f.fw.has_out()
-                && let Err(reason) = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref())
+            if !f.settled[i]
+                && let Err(reason) = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i])
             {
                 return self.drop(pool, desc, reason);
             }

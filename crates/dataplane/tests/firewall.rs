@@ -139,7 +139,8 @@ fn out_rules_apply_on_the_output_port() {
 
 #[test]
 fn states_let_replies_in_on_the_other_port() {
-    let rules = "block all\npass in on a proto udp keep state\n";
+    // pf filters the flow in on a and out on b: both passes need a rule (`block all`).
+    let rules = "block all\npass in on a proto udp keep state\npass out on b proto udp keep state\n";
     let out = vec![udp(0, A_HOST, 1000, FAR, 53)];
     // The reply matches the state; a packet of another flow from the same host is blocked.
     let back = vec![udp(1, FAR, 53, A_HOST, 1000), udp(1, FAR, 53, A_HOST, 1001)];
@@ -156,7 +157,7 @@ fn states_let_replies_in_on_the_other_port() {
 
 #[test]
 fn tcp_state_checks_windows() {
-    let rules = "block all\npass in on a proto tcp keep state\n";
+    let rules = "block all\npass in on a proto tcp keep state\npass out on b proto tcp keep state\n";
     const SYN: u8 = 0x02;
     const ACK: u8 = 0x10;
     let out = vec![tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000, 0)];
@@ -197,7 +198,7 @@ fn icmp_error_about(orig: &[u8], from: Ipv4Addr) -> Vec<u8> {
 #[test]
 fn icmp_errors_pass_under_the_state_of_the_flow_they_quote() {
     const SYN: u8 = 0x02;
-    let rules = "block all\npass in on a proto { udp tcp } keep state\n";
+    let rules = "block all\npass in on a proto { udp tcp } keep state\npass out on b proto { udp tcp } keep state\n";
     let out_udp = udp(0, A_HOST, 1000, FAR, 53);
     let out_tcp = tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000, 0);
     let mut not_to_sender = icmp_error_about(&out_udp, FAR);
@@ -256,7 +257,7 @@ fn batched_and_one_by_one_state_lookups_agree() {
         back.push(tcp(1, FAR, 80, A_HOST, 40000, ACK, 5001 + 1_000_000_000, 1001));
     }
     let outcome = |limit: u32| {
-        let rules = format!("set limit states {limit}\nblock all\npass in on a keep state\n");
+        let rules = format!("set limit states {limit}\nblock all\npass in on a keep state\npass out on b keep state\n");
         let (c, w) = run(&rules, [out.clone(), back.clone()]);
         let fw = w.firewall_stats().unwrap();
         let table = w.firewall().unwrap().state_table().memory_bytes();
@@ -308,7 +309,7 @@ fn a_udp_packet_with_ip_options_keeps_its_place_in_the_batch() {
 /// for, the table grows and takes them.
 #[test]
 fn reload_applies_the_state_limit() {
-    let rules = |limit: u32| compile(&format!("set limit states {limit}\nblock all\npass in on a proto udp keep state\n"));
+    let rules = |limit: u32| compile(&format!("set limit states {limit}\nblock all\npass in on a proto udp keep state\npass out on b proto udp keep state\n"));
     let flows = |ports: std::ops::Range<u16>| ports.map(|p| udp(0, A_HOST, p, FAR, 53)).collect::<Vec<_>>();
     let slot = RulesSlot::new(rules(4));
     let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);

@@ -35,6 +35,8 @@ fn traffic(n: usize, seed: u64) -> Vec<PacketKey> {
             dst_port: [22u16, 80, 443, 8080][(lcg(&mut x) % 4) as usize],
             tcp_flags: 0x02,
             len: 60,
+            icmp_id: 0,
+            ip_opts: false,
         })
         .collect()
 }

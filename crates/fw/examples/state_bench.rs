@@ -23,6 +23,8 @@ fn filler(i: u64) -> PacketKey {
         dst_port: 53,
         tcp_flags: 0,
         len: 80,
+        icmp_id: 0,
+        ip_opts: false,
     }
 }
 

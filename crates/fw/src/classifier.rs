@@ -613,9 +613,9 @@ impl IfaceField {
     }
 
     fn build(rs: &RuleSet, budget: &mut Budget) -> Result<(IfaceField, Space), BuildError> {
-        let wild = |r: &Rule| r.dir.is_none() && r.iface.is_none();
+        let wild = |r: &Rule| r.dir.is_none() && r.ifaces.is_empty();
         let mut space = Space::new(common_rules(rs, wild));
-        let mut ifs: Vec<u16> = rs.rules.iter().filter_map(|r| r.iface).collect();
+        let mut ifs: Vec<u16> = rs.rules.iter().flat_map(|r| r.ifaces.iter().copied()).collect();
         ifs.sort_unstable();
         ifs.dedup();
         let mut slot = vec![0u16; ifs.last().map_or(0, |&m| m as usize + 1)];
@@ -633,7 +633,7 @@ impl IfaceField {
                     .filter(|(_, r)| {
                         !wild(r)
                             && r.dir.is_none_or(|d| d == dir)
-                            && r.iface.is_none_or(|i| (v == Some(i)) != r.iface_neg)
+                            && (r.ifaces.is_empty() || v.is_some_and(|v| r.ifaces.contains(&v)) != r.iface_neg)
                     })
                     .map(|(i, _)| i as u32)
                     .collect();
@@ -707,11 +707,15 @@ fn build_proto(rs: &RuleSet, budget: &mut Budget) -> Result<(Vec<u32>, Space), B
     Ok((table, space))
 }
 
-fn port_constraint(pm: &PortMatch, icmp: Option<u8>) -> Option<Vec<(u16, u16)>> {
+fn port_constraint(pm: &PortMatch, icmp: &[u8]) -> Option<Vec<(u16, u16)>> {
     match (pm, icmp) {
-        (_, Some(t)) => Some(vec![(t as u16, t as u16)]),
-        (PortMatch::Any, None) => None,
-        (PortMatch::Ranges(r), None) => {
+        (_, [_, ..]) => {
+            let mut r: Vec<(u16, u16)> = icmp.iter().map(|&t| (t.into(), t.into())).collect();
+            r.sort_unstable();
+            Some(r)
+        }
+        (PortMatch::Any, []) => None,
+        (PortMatch::Ranges(r), []) => {
             let mut r = r.clone();
             r.sort_unstable();
             Some(r)
@@ -1327,13 +1331,13 @@ impl Classifier {
         let (proto, s_pr) = build_proto(rs, b)?;
         let (sport, s_sp) = build_ports(
             rs,
-            |r| port_constraint(&r.src_ports, r.icmp_type),
+            |r| port_constraint(&r.src_ports, &r.icmp_types),
             b,
             "the source port field",
         )?;
         let (dport, s_dp) = build_ports(
             rs,
-            |r| port_constraint(&r.dst_ports, r.icmp_code),
+            |r| port_constraint(&r.dst_ports, r.icmp_code.as_slice()),
             b,
             "the destination port field",
         )?;

@@ -14,3 +14,4 @@ pub mod rules;
 pub mod reference;
 pub mod classifier;
 pub mod state;
+pub mod passes;

@@ -34,6 +34,31 @@ pub struct PacketKey {
     pub tcp_flags: u8,
     /// Bytes of the IP packet (for per-rule byte counters).
     pub len: u16,
+    /// The identifier of an ICMP / ICMPv6 query or reply (echo, timestamp, ...), 0 otherwise:
+    /// pf keys query states by it, so that only the replies to a query match its state.
+    pub icmp_id: u16,
+    /// pf's "bad options": IPv4 options other than padding (EOL, NOP), or an IPv6 routing
+    /// header or hop-by-hop options other than padding. pf blocks such a packet unless the
+    /// rule (or state) that passes it has `allow-opts`.
+    pub ip_opts: bool,
+}
+
+impl PacketKey {
+    /// A key with every field zero (IPv4, inbound): a base for `..` in literals.
+    pub const ZERO: PacketKey = PacketKey {
+        af: Af::Inet,
+        dir: Dir::In,
+        iface: 0,
+        proto: 0,
+        src: 0,
+        dst: 0,
+        src_port: 0,
+        dst_port: 0,
+        tcp_flags: 0,
+        len: 0,
+        icmp_id: 0,
+        ip_opts: false,
+    };
 }
 
 /// IANA protocol numbers used by the rule language.

@@ -30,6 +30,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod extras;
+
 pub use crate::packet::{Af, Dir};
 
 /// TCP flag bits as in [`PacketKey::tcp_flags`](crate::packet::PacketKey::tcp_flags).
@@ -228,9 +230,9 @@ pub struct Rule {
     pub action: Action,
     pub dir: Option<Dir>,
     pub quick: bool,
-    /// `on IFACE` resolved to a port index.
-    pub iface: Option<u16>,
-    /// `on ! IFACE`.
+    /// `on IFACE` / `on { IFACE ... }` resolved to port indices (empty: any interface).
+    pub ifaces: Vec<u16>,
+    /// `on ! IFACE` (a single interface).
     pub iface_neg: bool,
     pub af: Option<Af>,
     /// Empty = any protocol.
@@ -239,13 +241,20 @@ pub struct Rule {
     pub src_ports: PortMatch,
     pub dst: AddrMatch,
     pub dst_ports: PortMatch,
-    /// `icmp-type T` / `icmp6-type T` (matched against `PacketKey::src_port`).
-    pub icmp_type: Option<u8>,
-    /// `code C` (matched against `PacketKey::dst_port`).
+    /// `icmp-type T` / `icmp6-type { T ... }` (matched against `PacketKey::src_port`; empty:
+    /// any type).
+    pub icmp_types: Vec<u8>,
+    /// `code C`, after a single type (matched against `PacketKey::dst_port`).
     pub icmp_code: Option<u8>,
     /// `flags set/mask`, only checked on TCP packets; `None` = `flags any`.
     pub flags: Option<(u8, u8)>,
     pub keep_state: StateMode,
+    /// `keep state (if-bound)` / `(floating)`: this rule's states bind as it says rather than
+    /// as `set state-policy` does.
+    pub state_policy: Option<StatePolicy>,
+    /// `allow-opts`: packets this rule passes (or its states pass) may carry IP options (see
+    /// [`PacketKey::ip_opts`](crate::packet::PacketKey::ip_opts)); without it pf drops them.
+    pub allow_opts: bool,
     pub label: Option<String>,
     /// 1-based line of the rule in its file.
     pub line: usize,
@@ -255,6 +264,15 @@ pub struct Rule {
 /// set configures the table directly.
 pub use crate::state::Timeouts;
 
+/// `set state-policy`: whether a state matches packets on any interface (`floating`, pf's
+/// default) or only on the interface where it was created (`if-bound`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StatePolicy {
+    #[default]
+    Floating,
+    IfBound,
+}
+
 /// A parsed rule file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSet {
@@ -263,6 +281,9 @@ pub struct RuleSet {
     /// `set limit states N` (default [`DEFAULT_LIMIT_STATES`]).
     pub limit_states: u64,
     pub timeouts: Timeouts,
+    pub state_policy: StatePolicy,
+    /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
+    pub skip: Vec<u16>,
 }
 
 impl Default for RuleSet {
@@ -272,7 +293,20 @@ impl Default for RuleSet {
             tables: Vec::new(),
             limit_states: DEFAULT_LIMIT_STATES,
             timeouts: Timeouts::default(),
+            state_policy: StatePolicy::Floating,
+            skip: Vec::new(),
         }
+    }
+}
+
+impl RuleSet {
+    /// Whether some rule that can match packets of direction `dir` blocks or keeps state.
+    /// If none does, that pass over any packet (without IP options) ends in "pass, no
+    /// state": the data plane skips it, and a state need not cover it to settle a packet.
+    pub fn acts_on(&self, dir: Dir) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.dir.is_none_or(|d| d == dir) && (r.action == Action::Block || r.keep_state != StateMode::None))
     }
 }
 
@@ -563,6 +597,7 @@ const RESERVED: &[&str] = &[
     "file",
     "drop",
     "return",
+    "allow-opts",
 ];
 
 struct Parser<'a> {
@@ -719,6 +754,7 @@ impl Parser<'_> {
                             "set" => self.set_option()?,
                             "pass" | "block" => self.rule()?,
                             _ => {
+                                self.refuse_unsupported_statement()?;
                                 return self
                                     .fail("a rule (pass, block), table, set or a macro definition");
                             }
@@ -918,6 +954,18 @@ impl Parser<'_> {
                     break;
                 }
             }
+        } else if self.eat_word("skip")? {
+            self.expect_word("on")?;
+            let ifaces = self.iface_list()?;
+            self.rs.skip.extend(ifaces);
+        } else if self.eat_word("state-policy")? {
+            self.rs.state_policy = if self.eat_word("floating")? {
+                StatePolicy::Floating
+            } else if self.eat_word("if-bound")? {
+                StatePolicy::IfBound
+            } else {
+                return self.fail("floating or if-bound");
+            };
         } else if self.eat_word("block-policy")? {
             // `drop` is what linerate does; `return` is refused, not ignored.
             self.refuse_unsupported("set block-policy ")?;
@@ -925,7 +973,8 @@ impl Parser<'_> {
                 return self.fail("drop");
             }
         } else {
-            return self.fail("limit, timeout or block-policy");
+            self.refuse_unsupported_set()?;
+            return self.fail("limit, timeout, skip, state-policy or block-policy");
         }
         Ok(())
     }
@@ -950,19 +999,16 @@ impl Parser<'_> {
         };
         self.refuse_unsupported("")?;
         let quick = self.eat_word("quick")?;
-        let (mut iface, mut iface_neg) = (None, false);
+        let (mut ifaces, mut iface_neg) = (Vec::new(), false);
         if self.eat_word("on")? {
             iface_neg = self.eat_punct("!")?;
-            let t = self.peek()?.clone();
-            let Tok::Word(name) = &t.tok else {
-                return self.fail("an interface name");
-            };
-            match (self.ifaces)(name) {
-                Some(i) => iface = Some(i),
-                None => return here(&t, format!("unknown interface \"{name}\"")),
+            if iface_neg && self.is_punct("{")? {
+                let t = self.peek()?.clone();
+                return here(&t, "`on ! { ... }` is not supported by linerate (negate a single interface)");
             }
-            self.next()?;
+            ifaces = self.iface_list()?;
         }
+        self.refuse_unsupported_option("")?;
         let af = if self.eat_word("inet")? {
             Some(Af::Inet)
         } else if self.eat_word("inet6")? {
@@ -991,6 +1037,7 @@ impl Parser<'_> {
         let (mut src_ports, mut dst_ports) = (PortMatch::Any, PortMatch::Any);
         let mut port_tok: Option<Token> = None;
         let mut addr_toks: Vec<(Token, Af, bool)> = Vec::new(); // (pos, af, is_src)
+        self.refuse_unsupported_option("")?;
         if self.eat_word("all")? {
         } else {
             if self.eat_word("from")? {
@@ -1016,7 +1063,9 @@ impl Parser<'_> {
         let mut flags: Option<Option<(u8, u8)>> = None;
         let mut keep: Option<(StateMode, Token)> = None;
         let mut label = None;
-        let (mut icmp_type, mut icmp_code) = (None, None);
+        let mut allow_opts: Option<Token> = None;
+        let mut state_policy = None;
+        let (mut icmp_types, mut icmp_code) = (Vec::new(), None);
         let mut icmp_tok: Option<(Token, u8)> = None;
         loop {
             let t = self.peek()?.clone();
@@ -1047,8 +1096,13 @@ impl Parser<'_> {
                         loop {
                             if self.eat_word("sloppy")? {
                                 mode = StateMode::KeepSloppy;
+                            } else if self.eat_word("if-bound")? {
+                                state_policy = Some(StatePolicy::IfBound);
+                            } else if self.eat_word("floating")? {
+                                state_policy = Some(StatePolicy::Floating);
                             } else {
-                                return self.fail("a state option (sloppy)");
+                                self.refuse_unsupported_option("")?;
+                                return self.fail("a state option (sloppy, if-bound, floating)");
                             }
                             if self.eat_punct(")")? {
                                 break;
@@ -1062,6 +1116,10 @@ impl Parser<'_> {
                     self.next()?;
                     self.expect_word("state")?;
                     keep = Some((StateMode::None, t));
+                }
+                Tok::Word(w) if w == "allow-opts" => {
+                    self.next()?;
+                    allow_opts = Some(t);
                 }
                 Tok::Word(w) if w == "label" => {
                     self.next()?;
@@ -1079,15 +1137,21 @@ impl Parser<'_> {
                         crate::packet::proto::ICMPV6
                     };
                     self.next()?;
-                    icmp_type = Some(self.icmp_type(want == crate::packet::proto::ICMPV6)?);
-                    if self.eat_word("code")? {
-                        icmp_code = Some(self.number("an ICMP code (0-255)", 255)? as u8);
+                    let v6 = want == crate::packet::proto::ICMPV6;
+                    if self.eat_punct("{")? {
+                        icmp_types = self.icmp_type_list(v6)?;
+                    } else {
+                        icmp_types = vec![self.icmp_type(v6)?];
+                        if self.eat_word("code")? {
+                            icmp_code = Some(self.number("an ICMP code (0-255)", 255)? as u8);
+                        }
                     }
                     icmp_tok = Some((t, want));
                 }
                 _ => {
+                    self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, no state, label, icmp-type, icmp6-type or end of line",
+                        "flags, keep state, no state, allow-opts, label, icmp-type, icmp6-type or end of line",
                     );
                 }
             }
@@ -1155,6 +1219,11 @@ impl Parser<'_> {
             (None, Action::Pass) => StateMode::Keep,
             (None, Action::Block) => StateMode::None,
         };
+        if let Some(t) = &allow_opts
+            && action == Action::Block
+        {
+            return here(t, "allow-opts only applies to pass rules");
+        }
         let flags = match flags {
             Some(f) => f,
             None if keep_state != StateMode::None => Some(DEFAULT_FLAGS),
@@ -1164,7 +1233,7 @@ impl Parser<'_> {
             action,
             dir,
             quick,
-            iface,
+            ifaces,
             iface_neg,
             af,
             protos,
@@ -1172,10 +1241,12 @@ impl Parser<'_> {
             src_ports,
             dst,
             dst_ports,
-            icmp_type,
+            icmp_types,
             icmp_code,
             flags,
             keep_state,
+            state_policy,
+            allow_opts: allow_opts.is_some(),
             label,
             line: at.line,
         });
@@ -1258,7 +1329,9 @@ impl Parser<'_> {
             self.addr_list(toks, is_src, &mut items, 0)?;
             return Ok(AddrMatch::List(items));
         }
-        Ok(AddrMatch::List(vec![self.addr_item(toks, is_src)?]))
+        let mut items = Vec::new();
+        self.addr_item(toks, is_src, &mut items)?;
+        Ok(AddrMatch::List(items))
     }
 
     /// The rest of a `{ ... }` host list (the `{` is consumed); nested lists (from macros
@@ -1279,16 +1352,19 @@ impl Parser<'_> {
             if depth < 16 && self.eat_punct("{")? {
                 self.addr_list(toks, is_src, items, depth + 1)?;
             } else {
-                items.push(self.addr_item(toks, is_src)?);
+                self.addr_item(toks, is_src, items)?;
             }
             n += 1;
             self.eat_punct(",")?;
         }
     }
 
-    fn addr_item(&mut self, toks: &mut Vec<(Token, Af, bool)>, is_src: bool) -> PResult<AddrItem> {
+    /// One host of an address: `[!] prefix`, `[!] <table>`, or a range `a - b` (several
+    /// prefixes), appended to `out`.
+    fn addr_item(&mut self, toks: &mut Vec<(Token, Af, bool)>, is_src: bool, out: &mut Vec<AddrItem>) -> PResult<()> {
         const WHAT: &str = "an address, a prefix, a table <name> or \"any\"";
         let negated = self.eat_punct("!")?;
+        self.refuse_unsupported_address()?;
         let t = self.peek()?.clone();
         match &t.tok {
             Tok::Punct("<") => {
@@ -1296,10 +1372,10 @@ impl Parser<'_> {
                 let (name, nt) = self.word("a table name")?;
                 self.expect_punct(">", "\">\" closing the table name")?;
                 match self.table_idx.get(&name) {
-                    Some(&i) => Ok(AddrItem {
-                        negated,
-                        target: AddrTarget::Table(i),
-                    }),
+                    Some(&i) => {
+                        out.push(AddrItem { negated, target: AddrTarget::Table(i) });
+                        Ok(())
+                    }
                     None => here(
                         &nt,
                         format!(
@@ -1311,14 +1387,16 @@ impl Parser<'_> {
             Tok::Word(w) => match parse_prefix(w) {
                 Some(p) => {
                     self.next()?;
-                    toks.push((t, p.af, is_src));
-                    Ok(AddrItem {
-                        negated,
-                        target: AddrTarget::Prefix(p),
-                    })
+                    toks.push((t.clone(), p.af, is_src));
+                    match self.address_range(p, &t, negated)? {
+                        Some(items) => out.extend(items),
+                        None => out.push(AddrItem { negated, target: AddrTarget::Prefix(p) }),
+                    }
+                    Ok(())
                 }
                 None => self.fail(WHAT),
             },
+            Tok::Punct("(") => here(&t, "`(interface)` addresses are not supported by linerate"),
             _ => self.fail(WHAT),
         }
     }

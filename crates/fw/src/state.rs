@@ -96,6 +96,7 @@
 mod flow;
 mod memory;
 mod quick;
+mod sub;
 mod tcp;
 mod timeouts;
 
@@ -104,7 +105,8 @@ use lpm::hugemem::HugeArray;
 
 use crate::packet::{Af, PacketKey, proto};
 use flow::{FlowHasher, FlowKey};
-pub use flow::{Flow, FlowV4, is_icmp_error};
+pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
+pub use sub::{Pass, SubState};
 pub use quick::QuickHits;
 use quick::mark_steady;
 use tcp::Peer;
@@ -221,6 +223,10 @@ pub enum InsertError {
 pub struct StateOptions {
     /// pf's `sloppy`: no TCP window checks (for asymmetric routing).
     pub sloppy: bool,
+    /// pf's `allow-opts`: packets with IP options may pass under the state.
+    pub allow_opts: bool,
+    /// `if-bound`: the interface the state is bound to; `None` floats.
+    pub bound: Option<u16>,
 }
 
 /// Counters the worker publishes (plain integers, no atomics).
@@ -274,13 +280,18 @@ pub struct FlowHit {
     /// The rule that created the state (what per-rule counters need).
     pub rule: u32,
     pub verdict: StateVerdict,
+    /// Both of pf's passes over the packet are decided by this state (see `sub.rs`): the
+    /// packet passes without rules. Otherwise the caller runs the passes the state does not
+    /// cover ([`StateTable::sub_states`]).
+    pub settled: bool,
 }
 
 const F_USED: u8 = 1;
 /// The initiator is endpoint B of the canonical key.
 const F_INIT_B: u8 = 2;
 const F_SLOPPY: u8 = 4;
-// 8 and 16: `quick::F_STEADY_A` and `F_STEADY_B`.
+// 8 and 16: `quick::F_STEADY_A` and `F_STEADY_B`; 32, 64, 128: `sub::F_PF_A`, `F_PF_B`,
+// `F_FLOATING`.
 
 /// What every lookup reads of a state: one cache line (64 bytes, aligned), so that a UDP hit
 /// touches one line of the slot array. A TCP state's window tracking lives in
@@ -298,6 +309,10 @@ struct Entry {
     /// UDP and other protocols: the pseudo-states of [initiator, responder] (TCP keeps its
     /// states in its [`Peer`]s).
     pseudo: [u8; 2],
+    /// The interface each of pf's two states is bound to (`if-bound`), by endpoint A, B.
+    kif: [u16; 2],
+    /// `allow-opts` of pf's two states (`sub::ALLOW_A`, `ALLOW_B`).
+    allow: u8,
 }
 
 /// An empty index word. Words hold the hash's top 32 bits (the tag, which also places the
@@ -330,6 +345,9 @@ pub struct StateTable {
     secs: [u32; Tmo::ALL.len()],
     /// The quick lookups' deadlines by kind (see [`QuickHits`]), computed per batch.
     deadlines: [u32; 16],
+    /// The flags a state needs for a packet from endpoint B (index 0) or A (1) to be settled
+    /// ([`FlowHit::settled`], `sub.rs`).
+    want: [u8; 2],
     sweep_cursor: usize,
     counters: StateCounters,
 }
@@ -425,6 +443,7 @@ impl StateTable {
             secs: timeouts.by_kind(),
             timeouts,
             deadlines: [0; 16],
+            want: sub::want(true, true),
             sweep_cursor: 0,
             counters: StateCounters::default(),
         })
@@ -683,9 +702,10 @@ impl StateTable {
         let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
-        mark_steady(e);
+        mark_steady(e, self.want);
         self.counters.hits += 1;
-        Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass })
+        let want = self.want[usize::from(f.from_a())];
+        Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass, settled: e.flags & want == want })
     }
 
     /// [`lookup_v4`](Self::lookup_v4) for everything but a UDP hit: the general lookup.
@@ -694,7 +714,8 @@ impl StateTable {
         let found = self.find(&f.flow().key, h);
         let flags = tcp.map_or(0, |s| s.flags);
         let (id, _, verdict, rule) = self.track(found, f.from_a(), f.proto(), tcp, flags, now)?;
-        Some(FlowHit { id: StateId(id as u32), rule, verdict })
+        let want = self.want[usize::from(f.from_a())];
+        Some(FlowHit { id: StateId(id as u32), rule, verdict, settled: self.slots[id].flags & want == want })
     }
 
     /// The lookup proper, given the outcome of `find`: `Some((slot, from initiator, verdict,
@@ -761,7 +782,7 @@ impl StateTable {
             e.expire = now.saturating_add(self.secs[t as usize]);
         }
         if proto_ == proto::UDP {
-            mark_steady(e);
+            mark_steady(e, self.want);
         }
         let rule = e.rule;
         self.counters.hits += 1;
@@ -791,8 +812,10 @@ impl StateTable {
         self.insert_with(key, rule, now, tcp, StateOptions::default())
     }
 
-    /// Creates the state for the first packet of a flow. The packet's source is the initiator.
-    /// A dead entry for the same flow is replaced in place. Never allocates.
+    /// Creates the state for the first packet of a flow, holding both of pf's states (the
+    /// packet's `in` and `out` states, see `sub.rs`): it settles every packet of the flow.
+    /// The packet's source is the initiator. A dead entry for the same flow is replaced in
+    /// place. Never allocates.
     pub fn insert_with(
         &mut self,
         key: &PacketKey,
@@ -801,6 +824,18 @@ impl StateTable {
         tcp: Option<&TcpSegment>,
         opts: StateOptions,
     ) -> Result<StateId, InsertError> {
+        let id = self.create(key, rule, now, tcp, opts)?;
+        let e = &mut self.slots[id];
+        sub::add(e, true, opts);
+        sub::add(e, false, opts);
+        if e.key.proto() == proto::UDP {
+            mark_steady(e, self.want);
+        }
+        Ok(StateId(id as u32))
+    }
+
+    /// A new entry for `key`'s flow (no pf state in it yet), or `Exists`.
+    fn create(&mut self, key: &PacketKey, rule: u32, now: u32, tcp: Option<&TcpSegment>, opts: StateOptions) -> Result<usize, InsertError> {
         let Flow { key: fk, from_a } = Flow::of(key);
         let h = self.hash(&fk);
         let id = match self.find(&fk, h) {
@@ -870,11 +905,11 @@ impl StateTable {
         e.tmo = t as u8;
         e.expire = self.deadline(now, t);
         if fk.proto() == proto::UDP {
-            mark_steady(&mut e);
+            mark_steady(&mut e, self.want);
         }
         self.slots[id] = e;
         self.counters.inserts += 1;
-        Ok(StateId(id as u32))
+        Ok(id)
     }
 
     /// Finds the state of the flow an ICMP error quotes. `quoted` is the inner (quoted) header's

@@ -181,9 +181,9 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
         } else {
             (PortMatch::Any, PortMatch::Any)
         };
-        let (icmp_type, icmp_code) = if icmp && rng.chance(40) {
+        let (icmp_types, icmp_code) = if icmp && rng.chance(40) {
             (
-                Some(*rng.pick(&[0u8, 3, 8, 128, 129])),
+                (0..1 + rng.below(2)).map(|_| *rng.pick(&[0u8, 3, 8, 128, 129])).collect(),
                 if rng.chance(40) {
                     Some(*rng.pick(&[0u8, 1, 3]))
                 } else {
@@ -191,7 +191,7 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
                 },
             )
         } else {
-            (None, None)
+            (Vec::new(), None)
         };
         let keep_state = if action == Action::Pass {
             *rng.pick(&[
@@ -215,10 +215,10 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
             action,
             dir: *rng.pick(&[None, None, Some(Dir::In), Some(Dir::Out)]),
             quick: rng.chance(25),
-            iface: if rng.chance(30) {
-                Some(rng.below(4) as u16)
-            } else {
-                None
+            ifaces: match rng.below(10) {
+                0..=1 => vec![rng.below(4) as u16],
+                2 => vec![rng.below(4) as u16, rng.below(4) as u16],
+                _ => Vec::new(),
             },
             iface_neg: rng.chance(20),
             af: *rng.pick(&[None, None, None, Some(Af::Inet), Some(Af::Inet6)]),
@@ -227,10 +227,12 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
             src_ports,
             dst: rand_addr(rng, uni, rs.tables.len()),
             dst_ports,
-            icmp_type,
+            icmp_types,
             icmp_code,
             flags,
             keep_state,
+            state_policy: None,
+            allow_opts: rng.chance(20),
             label: None,
             line: i + 1,
         });
@@ -320,6 +322,8 @@ fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
         dst_port: rand_port(rng),
         tcp_flags,
         len: 100,
+        icmp_id: 0,
+        ip_opts: false,
     }
 }
 

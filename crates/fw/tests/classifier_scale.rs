@@ -22,6 +22,8 @@ fn key(src: u32, dst: u32, dport: u16, flags: u8) -> PacketKey {
         dst_port: dport,
         tcp_flags: flags,
         len: 60,
+        icmp_id: 0,
+        ip_opts: false,
     }
 }
 

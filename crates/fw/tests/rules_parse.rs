@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
-use fw::rules::{
+use fw::rules::{StatePolicy, 
     Action, AddrItem, AddrMatch, AddrTarget, DEFAULT_FLAGS, DEFAULT_LIMIT_STATES, MAX_LIMIT_STATES,
     PortMatch, Prefix, RuleSet, StateMode, Timeouts, load, parse, parse_prefix,
 };
@@ -87,7 +87,7 @@ fn full_rule() {
     let r = &rs.rules[0];
     assert_eq!(r.dir, Some(Dir::In));
     assert!(r.quick);
-    assert_eq!((r.iface, r.iface_neg), (Some(1), false));
+    assert_eq!((r.ifaces.clone(), r.iface_neg), (vec![1], false));
     assert_eq!(r.af, Some(Af::Inet));
     assert_eq!(r.protos, vec![6]);
     assert_eq!(r.src, AddrMatch::List(vec![item("10.0.0.0/8")]));
@@ -105,8 +105,8 @@ fn full_rule() {
         "block out on ! em0 proto { udp, tcp } to any port ssh\nblock in all\nblock drop out all",
     );
     assert_eq!(
-        (rs.rules[0].iface, rs.rules[0].iface_neg, rs.rules[0].dir),
-        (Some(0), true, Some(Dir::Out))
+        (rs.rules[0].ifaces.clone(), rs.rules[0].iface_neg, rs.rules[0].dir),
+        (vec![0], true, Some(Dir::Out))
     );
     assert_eq!(rs.rules[0].protos, vec![6, 17]);
     assert_eq!((rs.rules[1].action, rs.rules[1].dir), (Action::Block, Some(Dir::In)));
@@ -187,14 +187,14 @@ fn icmp_types() {
         "pass inet proto icmp icmp-type echoreq\npass proto icmp icmp-type 3 code 4\npass inet6 proto icmp6 icmp6-type 128",
     );
     assert_eq!(
-        (rs.rules[0].icmp_type, rs.rules[0].icmp_code),
-        (Some(8), None)
+        (rs.rules[0].icmp_types.clone(), rs.rules[0].icmp_code),
+        (vec![8], None)
     );
     assert_eq!(
-        (rs.rules[1].icmp_type, rs.rules[1].icmp_code),
-        (Some(3), Some(4))
+        (rs.rules[1].icmp_types.clone(), rs.rules[1].icmp_code),
+        (vec![3], Some(4))
     );
-    assert_eq!(rs.rules[2].icmp_type, Some(128));
+    assert_eq!(rs.rules[2].icmp_types, vec![128]);
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn macros_and_tables() {
     assert!(rs.tables[0].entries[1].negated);
     assert!(rs.tables[1].entries.is_empty());
     let r = &rs.rules[0];
-    assert_eq!(r.iface, Some(0));
+    assert_eq!(r.ifaces, vec![0]);
     // `{ $nets, 1.2.3.4 }` reads `{ { 10.0.0.0/8, 172.16.0.0/12 }, 1.2.3.4 }`: flattened.
     assert_eq!(
         r.src,
@@ -292,7 +292,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all extra",
-            "rules.conf:1:10: expected flags, keep state, no state, label, icmp-type, icmp6-type or end of line, found \"extra\"",
+            "rules.conf:1:10: expected flags, keep state, no state, allow-opts, label, icmp-type, icmp6-type or end of line, found \"extra\"",
         ),
         (
             "pass proto tcp to port 70000",
@@ -337,7 +337,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all keep state (max 10)",
-            "rules.conf:1:22: expected a state option (sloppy), found \"max\"",
+            "rules.conf:1:22: `max` is not supported by linerate",
         ),
         (
             "pass all label web",
@@ -389,7 +389,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "set skip on lo",
-            "rules.conf:1:5: expected limit, timeout or block-policy, found \"skip\"",
+            "rules.conf:1:13: unknown interface \"lo\"",
         ),
         (
             "table <t> { 10.0.0.0/8, bogus }",
@@ -520,6 +520,8 @@ fn example_file_loads_and_behaves() {
             dst_port: dport,
             tcp_flags: flags,
             len: 60,
+            icmp_id: 0,
+            ip_opts: false,
         }
     };
     let check = |k: PacketKey, action: Action| {
@@ -618,5 +620,62 @@ proptest::proptest! {
     ]), 0..40)) {
         let text = format!("m = \"{{ 80 }}\"\ntable <t> {{ 10.0.0.0/8 }}\n{}", toks.join(" "));
         let _ = parse(&text, Path::new("x.conf"), &ifaces);
+    }
+}
+
+/// pf syntax issue 17 asked for: interface and ICMP type lists, address ranges, `set skip
+/// on`, `set state-policy`, per-rule state binding, `allow-opts`.
+#[test]
+fn lists_ranges_skip_policy_and_options() {
+    let rs = ok("set skip on { em0 em1 }\nset state-policy if-bound\n\
+                 pass on { em0, em1 } inet proto icmp icmp-type { echoreq, unreach } allow-opts\n\
+                 pass inet6 proto icmp6 icmp6-type { neighbrsol, neighbradv } keep state (floating)\n\
+                 block from 10.0.0.1 - 10.0.0.6 to { 192.168.0.0 - 192.168.1.255, 2001:db8::1 - 2001:db8::2 }\n");
+    assert_eq!((rs.skip.clone(), rs.state_policy), (vec![0, 1], StatePolicy::IfBound));
+    let r = &rs.rules[0];
+    assert_eq!((r.ifaces.clone(), r.icmp_types.clone(), r.allow_opts, r.state_policy), (vec![0, 1], vec![8, 3], true, None));
+    assert_eq!((rs.rules[1].icmp_types.clone(), rs.rules[1].state_policy), (vec![135, 136], Some(StatePolicy::Floating)));
+    let prefixes = |m: &AddrMatch| match m {
+        AddrMatch::List(l) => l.iter().map(|i| match i.target {
+            AddrTarget::Prefix(p) => p.to_string(),
+            AddrTarget::Table(_) => panic!(),
+        }).collect::<Vec<_>>(),
+        AddrMatch::Any => panic!(),
+    };
+    assert_eq!(prefixes(&rs.rules[2].src), ["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"]);
+    assert_eq!(prefixes(&rs.rules[2].dst), ["192.168.0.0/23", "2001:db8::1/128", "2001:db8::2/128"]);
+    assert!(!ok("pass all\n").rules[0].allow_opts);
+    assert_eq!(ok("set state-policy floating\n").state_policy, StatePolicy::Floating);
+}
+
+/// What linerate does not do is refused by name at its position, never accepted and ignored.
+#[test]
+fn unimplemented_pf_syntax_is_refused_by_name() {
+    let cases = [
+        ("pass in on ! { em0 em1 }", "rules.conf:1:14: `on ! { ... }` is not supported by linerate (negate a single interface)"),
+        ("pass on { em0 !em1 }", "rules.conf:1:15: `!` in an interface list is not supported by linerate (negate a single interface)"),
+        ("pass proto icmp icmp-type { unreach code 4 }", "rules.conf:1:37: `code` in an icmp-type list is not supported by linerate (one rule per type and code)"),
+        ("block from ! 10.0.0.1 - 10.0.0.2", "rules.conf:1:23: `! a - b` is not supported by linerate (a negated range)"),
+        ("block from 10.0.0.0/8 - 11.0.0.0", "rules.conf:1:12: a range is written between two addresses, without /len"),
+        ("block from 10.0.0.9 - 10.0.0.1", "rules.conf:1:23: the range's last address is below its first"),
+        ("block from 10.0.0.9 - ::1", "rules.conf:1:23: the range's two addresses are of different families"),
+        ("block all allow-opts", "rules.conf:1:11: allow-opts only applies to pass rules"),
+        ("set state-policy sticky", "rules.conf:1:18: expected floating or if-bound, found \"sticky\""),
+        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating), found \"no-such\""),
+        ("pass in proto tcp keep state (max 10)", "rules.conf:1:31: `max` is not supported by linerate"),
+        ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
+        ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),
+        ("pass out route-to em1 all", "rules.conf:1:10: `route-to` is not supported by linerate"),
+        ("pass in all tag good", "rules.conf:1:13: `tag` is not supported by linerate"),
+        ("pass in from self", "rules.conf:1:14: `self` is not supported by linerate"),
+        ("pass in from (em0)", "rules.conf:1:14: `(interface)` addresses are not supported by linerate"),
+        ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
+        ("antispoof for em0", "rules.conf:1:1: `antispoof` is not supported by linerate"),
+        ("nat on em0 from any to any -> 1.2.3.4", "rules.conf:1:1: `nat` is not supported by linerate"),
+        ("set syncookies adaptive", "rules.conf:1:5: `set syncookies` is not supported by linerate"),
+        ("set optimization aggressive", "rules.conf:1:5: `set optimization` is not supported by linerate"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(err(text), want, "for {text:?}");
     }
 }

@@ -19,13 +19,13 @@ type MKey = (Af, u8, Ep, Ep);
 
 fn ep_pair(k: &PacketKey) -> (Ep, Ep) {
     if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
-        // Echo request/reply share a key: both "ports" = the request type.
-        let t = match k.src_port {
-            0 => 8,
-            129 => 128,
-            t => t,
-        };
-        ((k.src, t), (k.dst, t))
+        // pf's keys: a request as sent from its identifier to its type, the reply as sent
+        // from the request's type to the identifier (every identifier here is 0).
+        match k.src_port {
+            0 => ((k.src, 8), (k.dst, 0)),
+            129 => ((k.src, 128), (k.dst, 0)),
+            t => ((k.src, 0), (k.dst, t)),
+        }
     } else {
         ((k.src, k.src_port), (k.dst, k.dst_port))
     }
@@ -101,6 +101,8 @@ fn universe(rng: &mut Rng, n: usize) -> Vec<PacketKey> {
             dst_port: dp,
             tcp_flags: 0,
             len: 60,
+            icmp_id: 0,
+            ip_opts: false,
         };
         if seen.insert(mkey(&k)) {
             v.push(k);
@@ -274,7 +276,9 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool
                     ..k
                 };
                 let pk = if dk.1 == proto::ICMP || dk.1 == proto::ICMPV6 {
-                    PacketKey { dst_port: 0, ..pk }
+                    // The request: from the end keyed by its identifier (0) to the type.
+                    let (id_end, type_end) = if dk.2.1 == 0 { (dk.2, dk.3) } else { (dk.3, dk.2) };
+                    PacketKey { src: id_end.0, dst: type_end.0, src_port: type_end.1, dst_port: 0, ..pk }
                 } else {
                     pk
                 };

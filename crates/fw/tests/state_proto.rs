@@ -19,6 +19,8 @@ fn udp(src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
         dst_port: dp,
         tcp_flags: 0,
         len: 100,
+        icmp_id: 0,
+        ip_opts: false,
     }
 }
 
@@ -332,4 +334,26 @@ fn custom_timeouts() {
     assert_eq!(t.info(id).unwrap().expire, 15);
     assert_eq!(t.lookup(&udp(1, 1, 2, 2), None, 15), StateLookup::Miss);
     assert_eq!(t.counters().expired_lookup, 1);
+}
+
+/// pf keys ICMP query states by the query's identifier: only replies with it match, and a
+/// query sent the other way (by the host that was pinged) does not, whatever its identifier.
+#[test]
+fn icmp_query_states_are_keyed_by_identifier() {
+    let mut t = StateTable::new(16, Timeouts::default(), 9);
+    let ping = |src, dst, ty, id| PacketKey { proto: proto::ICMP, src_port: ty, icmp_id: id, ..udp(src, 0, dst, 0) };
+    let id = t.insert(&ping(1, 2, 8, 77), 0, 0, None).unwrap();
+    assert_eq!(hit(&mut t, &ping(2, 1, 0, 77), 1), (id, false), "the reply");
+    assert_eq!(hit(&mut t, &ping(1, 2, 8, 77), 1), (id, true), "the next request");
+    assert_eq!(t.lookup(&ping(2, 1, 0, 78), None, 1), StateLookup::Miss, "a reply with another id");
+    assert_eq!(t.lookup(&ping(2, 1, 8, 77), None, 1), StateLookup::Miss, "a request the other way, same id");
+    assert_eq!(t.lookup(&ping(2, 1, 8, 5), None, 1), StateLookup::Miss, "a request the other way");
+    assert_eq!(t.lookup(&ping(1, 2, 8, 78), None, 1), StateLookup::Miss, "a second ping");
+    // Timestamp request and reply (13, 14) likewise; ICMPv6 echo (128, 129).
+    let ts = t.insert(&ping(1, 2, 13, 9), 0, 0, None).unwrap();
+    assert_eq!(hit(&mut t, &ping(2, 1, 14, 9), 1), (ts, false));
+    let v6 = |src, dst, ty, id| PacketKey { af: Af::Inet6, proto: proto::ICMPV6, ..ping(src, dst, ty, id) };
+    let id6 = t.insert(&v6(1, 2, 128, 3), 0, 0, None).unwrap();
+    assert_eq!(hit(&mut t, &v6(2, 1, 129, 3), 1), (id6, false));
+    assert_eq!(t.lookup(&v6(2, 1, 128, 4), None, 1), StateLookup::Miss);
 }

@@ -32,6 +32,8 @@ fn packet(t: Tuple, reply: bool) -> (FlowV4, PacketKey) {
         dst_port: dp,
         tcp_flags: 0x02,
         len: 60,
+        icmp_id: 0,
+        ip_opts: false,
     };
     (FlowV4::new(p, s, sp, d, dp), key)
 }

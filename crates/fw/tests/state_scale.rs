@@ -28,6 +28,8 @@ fn flow(i: u64) -> PacketKey {
         dst_port: 53,
         tcp_flags: 0,
         len: 80,
+        icmp_id: 0,
+        ip_opts: false,
     }
 }
 

@@ -28,6 +28,8 @@ fn key(from_a: bool, flags: u8) -> PacketKey {
         dst_port: dp,
         tcp_flags: flags,
         len: 40,
+        icmp_id: 0,
+        ip_opts: false,
     }
 }
 
@@ -405,7 +407,7 @@ fn picked_up_connection() {
 
 #[test]
 fn sloppy_skips_window_checks() {
-    let mut f = handshake(None, None, StateOptions { sloppy: true });
+    let mut f = handshake(None, None, StateOptions { sloppy: true, ..StateOptions::default() });
     assert!(f.t.info(f.id).unwrap().sloppy);
     assert_eq!(
         f.send(true, seg(ISA + 1 + 200_000, ISB + 1, 65535, ACK, 100), 3),
@@ -426,7 +428,7 @@ fn sloppy_skips_window_checks() {
             0,
             0,
             Some(&seg(ISA, 0, 65535, SYN, 0)),
-            StateOptions { sloppy: true },
+            StateOptions { sloppy: true, ..StateOptions::default() },
         )
         .unwrap();
     let mut g = Flow { t, id };

@@ -1,6 +1,7 @@
 //! `keep state` with two workers: each worker has its own state table, so both directions of
 //! every flow must reach the same worker. Rules `block all` + `pass in on lrd0 ... keep
-//! state`: 200 TCP connections, 50 UDP exchanges (a new source port each) and pings from A to
+//! state` + `pass out on lrd1 ... keep state` (pf filters a forwarded packet on both
+//! interfaces): 200 TCP connections, 50 UDP exchanges (a new source port each) and pings from A to
 //! B through `linerate run --workers 2` must all succeed, and both workers must have had
 //! flows. Backend `auto` on veth (no RSS to make symmetric) must pick AF_PACKET; `af_xdp` is
 //! refused, as is a reload that brings `keep state` to an AF_XDP run with two workers.
@@ -21,7 +22,8 @@ use common::{build, start_until, write_config};
 const RULES: &str = "block all\n\
     pass in on lrd0 proto tcp keep state\n\
     pass in on lrd0 proto udp keep state\n\
-    pass in on lrd0 proto icmp keep state\n";
+    pass in on lrd0 proto icmp keep state\n\
+    pass out on lrd1 proto { tcp udp icmp } keep state\n";
 
 /// B: a TCP echo server on 7000 (one line per connection) and a UDP echo server on 7001.
 const SERVER: &str = r#"

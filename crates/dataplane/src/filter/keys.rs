@@ -102,8 +102,12 @@ fn tcp_segment(l4: &[u8]) -> Option<TcpSegment> {
 #[inline(always)]
 pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut PacketKey, tcp: &mut Option<TcpSegment>) {
     let bytes = frame.get(l3..).unwrap_or(&[]);
+    let mut ip_opts = false;
     let (af, proto_, src, dst, len, l4): (Af, u8, u128, u128, u16, &[u8]) = if v4 {
         let ip = Ipv4Packet::new_unchecked(bytes);
+        if ip.header_len() > 20 {
+            ip_opts = v4_options(bytes.get(20..ip.header_len()).unwrap_or(&[]), ip.protocol().into());
+        }
         // The view's payload() borrows the view; slice the frame by the validated lengths.
         let end = usize::from(ip.total_len()).min(bytes.len());
         let l4 = if ip.frag_offset() == 0 { bytes.get(ip.header_len()..end).unwrap_or(&[]) } else { &[] };
@@ -111,13 +115,16 @@ pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut Pa
     } else {
         let ip = Ipv6Packet::new_unchecked(bytes);
         let total = 40 + usize::from(ip.payload_len());
+        if !matches!(u8::from(ip.next_header()), proto::TCP | proto::UDP | proto::ICMPV6) {
+            ip_opts = v6_options(bytes.get(..total.min(bytes.len())).unwrap_or(&[]));
+        }
         let (p, l4) = match ip.upper_layer() {
             Ok((p, off)) if p != wire::IpProtocol::Ipv6Frag => (u8::from(p), bytes.get(off..total.min(bytes.len())).unwrap_or(&[])),
             _ => (u8::from(ip.next_header()), &[][..]),
         };
         (Af::Inet6, p, u128::from(ip.src_addr()), ip.dst_addr_u128(), total.min(usize::from(u16::MAX)) as u16, l4)
     };
-    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len };
+    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len, icmp_id: 0, ip_opts };
     *tcp = None;
     match proto_ {
         proto::TCP => {
@@ -138,10 +145,93 @@ pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut Pa
             if let [t, c, ..] = *l4 {
                 key.src_port = t.into();
                 key.dst_port = c.into();
+                key.icmp_id = icmp_id(l4);
             }
         }
         _ => {}
     }
+}
+
+/// The identifier of an ICMP message (bytes 4-5: echo, timestamp, information and address
+/// mask messages and their ICMPv6 counterparts carry it there; for other types it is not
+/// part of the state key, see `fw::state::Flow`), 0 if the message is shorter.
+fn icmp_id(icmp: &[u8]) -> u16 {
+    icmp.get(4..6).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// Whether IPv4 options (`opts`: the header past its first 20 bytes) hold anything but
+/// padding, as pf's `pf_walk_option` decides: End of Options List ends them and No Operation
+/// is padding (RFC 791); Router Alert (RFC 2113) is tolerated on IGMP, as pf does.
+fn v4_options(opts: &[u8], proto_: u8) -> bool {
+    const EOL: u8 = 0;
+    const NOP: u8 = 1;
+    const ROUTER_ALERT: u8 = 148;
+    const IGMP: u8 = 2;
+    let mut i = 0;
+    while let Some(&kind) = opts.get(i) {
+        match kind {
+            EOL => return false,
+            NOP => i += 1,
+            _ => {
+                if kind != ROUTER_ALERT || proto_ != IGMP {
+                    return true;
+                }
+                // Length byte counts the kind and itself; a malformed one ends the walk.
+                let len = usize::from(*opts.get(i + 1).unwrap_or(&0));
+                if len < 2 {
+                    return true;
+                }
+                i += len;
+            }
+        }
+    }
+    false
+}
+
+/// Whether an IPv6 packet (`ip`: from its header to its end) carries what pf counts as
+/// options: a routing header, or hop-by-hop options other than padding (RFC 8200 4.2: Pad1,
+/// PadN). Destination options, fragment and AH headers are walked past; at most 8 headers
+/// are looked at, as pf limits its walk.
+fn v6_options(ip: &[u8]) -> bool {
+    const HOP_BY_HOP: u8 = 0;
+    const ROUTING: u8 = 43;
+    const FRAGMENT: u8 = 44;
+    const AH: u8 = 51;
+    const DEST_OPTS: u8 = 60;
+    let Some(&first) = ip.get(6) else { return false };
+    let (mut next, mut off) = (first, 40);
+    for _ in 0..8 {
+        let Some(h) = ip.get(off..off + 2) else { return false };
+        let len = match next {
+            HOP_BY_HOP | DEST_OPTS => (usize::from(h[1]) + 1) * 8,
+            ROUTING => return true,
+            FRAGMENT => 8,
+            AH => (usize::from(h[1]) + 2) * 4,
+            _ => return false,
+        };
+        if next == HOP_BY_HOP && hop_by_hop_options(ip.get(off + 2..off + len).unwrap_or(&[])) {
+            return true;
+        }
+        if next == FRAGMENT && ip.get(off + 2..off + 4).is_some_and(|f| u16::from_be_bytes([f[0], f[1]]) & 0xfff8 != 0) {
+            // A later fragment: the rest is payload.
+            return false;
+        }
+        (next, off) = (h[0], off + len);
+    }
+    false
+}
+
+/// Whether hop-by-hop options hold anything but Pad1 (0) and PadN (1).
+fn hop_by_hop_options(opts: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&kind) = opts.get(i) {
+        match kind {
+            0 => i += 1,
+            1 => i += 2 + usize::from(*opts.get(i + 1).unwrap_or(&0)),
+            _ => return true,
+        }
+    }
+    false
 }
 
 /// The packet an ICMP error quotes, as the key of the flow it belongs to (the quoted header's
@@ -205,7 +295,8 @@ pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(Packet
         }
         _ => (0, 0, None),
     };
-    let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0 };
+    let id = if matches!(proto_, proto::ICMP | proto::ICMPV6) { icmp_id(l4) } else { 0 };
+    let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0, icmp_id: id, ip_opts: false };
     Some((k, seq))
 }
 
@@ -265,6 +356,8 @@ mod tests {
             frame.extend_from_slice(&ip);
             let (mut key, mut tcp) = (PacketKey {
                 af: Af::Inet6, dir: Dir::Out, iface: 0, proto: 0, src: 1, dst: 2, src_port: 3, dst_port: 4, tcp_flags: 5, len: 6,
+                icmp_id: 0,
+                ip_opts: false,
             }, None);
             extract(&frame, 14, true, 7, &mut key, &mut tcp);
             let mut lean_tcp = None;
@@ -309,7 +402,7 @@ mod tests {
             let n = icmp_error(&orig[..n], IcmpError::TimeExceeded, router, mac, &mut err).unwrap();
             let err = &err[..n];
             let v4 = src.is_ipv4();
-            let mut key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: 0, src: 0, dst: 0, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0 };
+            let mut key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: 0, src: 0, dst: 0, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false };
             extract(err, 14, v4, 1, &mut key, &mut None);
             assert!(fw::state::is_icmp_error(key.proto, key.src_port), "{key:?}");
             let addr = |a: IpAddr| match a {

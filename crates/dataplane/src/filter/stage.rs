@@ -18,8 +18,9 @@
 //!   overlap instead of adding up. The general loop checks the probe's result before using
 //!   it, so the outcome is the same as the small table's.
 
-use fw::packet::{Af, Dir, PacketKey, proto};
-use fw::state::{FlowV4, TcpSegment, is_icmp_error};
+use fw::packet::{PacketKey, proto};
+use fw::passes::{Hit, Ticket};
+use fw::state::{FlowV4, StateId, TcpSegment, is_icmp_error};
 use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
@@ -71,10 +72,13 @@ pub(crate) struct FilterStage {
     /// The keys the classifier sees, built only for packets that go through the rules.
     pub keys: Box<[PacketKey; MAX_BATCH]>,
     pub tcp: Box<[Option<TcpSegment>; MAX_BATCH]>,
-    /// A state matched or was created in the in pass: skip the out pass.
-    pub stateful: Box<[bool; MAX_BATCH]>,
-    /// Some packet of the batch may need the out pass: one no state matched and the rules
-    /// have out rules. Otherwise the apply pass runs as without a firewall.
+    /// The out pass is decided (a state settled the packet, or the out pass cannot change
+    /// anything): the apply pass skips it. Otherwise it runs with `tickets[i]`.
+    pub settled: Box<[bool; MAX_BATCH]>,
+    /// What the in pass of each packet not `settled` left to its out pass.
+    pub tickets: Box<[Ticket; MAX_BATCH]>,
+    /// Some packet of the batch needs the out pass. Otherwise the apply pass runs as without
+    /// a firewall.
     pub out_pass: bool,
     lean: Box<[Lean; MAX_BATCH]>,
     /// The packets the quick loop left to the general path, by index in the batch.
@@ -83,18 +87,16 @@ pub(crate) struct FilterStage {
     pub frags: super::frags::FragTable,
 }
 
-const EMPTY_KEY: PacketKey = PacketKey {
-    af: Af::Inet,
-    dir: Dir::In,
-    iface: 0,
-    proto: 0,
-    src: 0,
-    dst: 0,
-    src_port: 0,
-    dst_port: 0,
-    tcp_flags: 0,
-    len: 0,
-};
+/// What is known of a packet's state before its key is built.
+#[derive(Clone, Copy)]
+enum Prior {
+    /// Nothing: look it up by key.
+    Unknown,
+    /// Its flow has no state.
+    Miss,
+    /// Its flow's state, which does not settle it.
+    Hit(StateId),
+}
 
 /// The flow of an IPv4 TCP/UDP packet (see [`keys::lean_v4`]).
 #[inline(always)]
@@ -115,9 +117,10 @@ impl FilterStage {
     pub fn new(fw: Firewall) -> FilterStage {
         FilterStage {
             fw,
-            keys: Box::new([EMPTY_KEY; MAX_BATCH]),
+            keys: Box::new([PacketKey::ZERO; MAX_BATCH]),
             tcp: Box::new([None; MAX_BATCH]),
-            stateful: Box::new([false; MAX_BATCH]),
+            settled: Box::new([false; MAX_BATCH]),
+            tickets: Box::new([Ticket::default(); MAX_BATCH]),
             out_pass: false,
             lean: Box::new([Lean::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
@@ -148,7 +151,7 @@ impl FilterStage {
     fn rules_only<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
         for (i, (step, &desc)) in steps.iter_mut().zip(descs).enumerate() {
             if let Some((l3, v4, port)) = step.routed() {
-                let r = self.by_key(pool.frame(desc), l3, v4, port, i, false);
+                let r = self.by_key(pool.frame(desc), l3, v4, port, i, Prior::Unknown);
                 self.record(i, step, r);
             }
         }
@@ -173,7 +176,7 @@ impl FilterStage {
                     Some((flow, len)) => Quick::of(quick.udp_v4(&flow, len), false),
                     None => Quick::of(false, pool.peek::<20>(hdr).is_some_and(|h| keys::is_udp_v4(h, 0))),
                 };
-                if !note(q, i, n, &mut self.stateful, &mut self.left, &mut left) {
+                if !note(q, i, n, &mut self.settled, &mut self.left, &mut left) {
                     break;
                 }
             }
@@ -186,7 +189,7 @@ impl FilterStage {
             let lean = if v4 { frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4) } else { None };
             let hit = lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len));
             let q = Quick::of(hit, v4 && lean.is_none() && keys::is_udp_v4(frame, l3));
-            if !note(q, i, n, &mut self.stateful, &mut self.left, &mut left) {
+            if !note(q, i, n, &mut self.settled, &mut self.left, &mut left) {
                 break;
             }
         }
@@ -198,15 +201,15 @@ impl FilterStage {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn lookup<S: Routed>(&mut self, i: usize, step: &mut S, flow: &FlowV4, h: u64, probe: Option<u32>, len: u16, pool: &FramePool, desc: FrameDesc, l3: usize) {
-        match self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len) {
-            Some(Ok(())) => self.stateful[i] = true,
-            Some(Err(reason)) => step.drop_for(reason),
-            None => {
-                let port = step.routed().map_or(desc.port, |r| r.2);
-                let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, true);
-                self.record(i, step, r);
-            }
-        }
+        let prior = match self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len) {
+            Some(Ok(None)) => return self.settled[i % MAX_BATCH] = true,
+            Some(Ok(Some(id))) => Prior::Hit(id),
+            Some(Err(reason)) => return step.drop_for(reason),
+            None => Prior::Miss,
+        };
+        let port = step.routed().map_or(desc.port, |r| r.2);
+        let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, prior);
+        self.record(i, step, r);
     }
 
     /// The batched lookup (see the module documentation), its last step split as in
@@ -239,7 +242,7 @@ impl FilterStage {
         let mut quick = self.fw.quick();
         for (i, l) in self.lean[..descs.len()].iter().enumerate() {
             let hit = l.valid && l.flow.proto() == proto::UDP && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
-            if !note(Quick::of(hit, l.odd_udp), i, descs.len(), &mut self.stateful, &mut self.left, &mut left) {
+            if !note(Quick::of(hit, l.odd_udp), i, descs.len(), &mut self.settled, &mut self.left, &mut left) {
                 break;
             }
         }
@@ -265,7 +268,7 @@ impl FilterStage {
             match flow {
                 Some((flow, hash, probe, len)) => self.lookup(i, step, &flow, hash, probe, len, pool, desc, l3),
                 None => {
-                    let r = self.by_key_cold(pool.frame(desc), l3, v4, port, i, false);
+                    let r = self.by_key_cold(pool.frame(desc), l3, v4, port, i, Prior::Unknown);
                     self.record(i, step, r);
                 }
             }
@@ -273,21 +276,24 @@ impl FilterStage {
     }
 
     #[inline(always)]
-    fn record<S: Routed>(&mut self, i: usize, step: &mut S, r: Result<bool, DropReason>) {
+    fn record<S: Routed>(&mut self, i: usize, step: &mut S, r: Result<Option<Ticket>, DropReason>) {
+        let i = i % MAX_BATCH;
         match r {
-            Ok(stateful) => {
-                self.stateful[i % MAX_BATCH] = stateful;
-                self.out_pass |= !stateful && self.fw.has_out();
+            Ok(None) => self.settled[i] = true,
+            Ok(Some(ticket)) => {
+                self.settled[i] = false;
+                self.tickets[i] = ticket;
+                self.out_pass = true;
             }
             Err(reason) => step.drop_for(reason),
         }
     }
 
-    /// A packet off the fast path: its full key, then (unless its flow just missed) the state
-    /// lookup by key, or for an ICMP error the state of the flow it quotes, else the rules.
-    /// `Ok(stateful)` or the reason to drop.
+    /// A packet off the fast path: its full key, then (unless the fast path looked its flow
+    /// up already, `prior`) the state lookup by key, or for an ICMP error the state of the
+    /// flow it quotes, then the in pass.
     #[inline(always)]
-    fn by_key(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, missed: bool) -> Result<bool, DropReason> {
+    fn by_key(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, prior: Prior) -> Result<Option<Ticket>, DropReason> {
         let i = i % MAX_BATCH;
         let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
         keys::extract(frame, l3, v4, port, key, tcp);
@@ -296,9 +302,12 @@ impl FilterStage {
             self.frags.judge(ip, key, self.fw.now)?;
         }
         let (key, tcp) = (&*key, tcp.as_ref());
-        // Without states nothing can match (the pass for rule sets without `keep state`).
-        if missed || self.fw.state_table().is_empty() {
-            return self.fw.rules_decide(key, tcp);
+        match prior {
+            Prior::Miss => return self.fw.inbound(key, tcp, None),
+            Prior::Hit(id) => return self.fw.inbound(key, tcp, Some(Hit::of(id, key))),
+            // Without states nothing can match (the pass for rule sets without `keep state`).
+            Prior::Unknown if self.fw.state_table().is_empty() => return self.fw.inbound(key, tcp, None),
+            Prior::Unknown => {}
         }
         if is_icmp_error(key.proto, key.src_port)
             && let Some(r) = icmp_error(&mut self.fw, frame, l3, key)
@@ -310,8 +319,8 @@ impl FilterStage {
 
     /// [`by_key`](Self::by_key) out of line, so that the fast path's loop stays small.
     #[inline(never)]
-    fn by_key_cold(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, missed: bool) -> Result<bool, DropReason> {
-        self.by_key(frame, l3, v4, port, i, missed)
+    fn by_key_cold(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, prior: Prior) -> Result<Option<Ticket>, DropReason> {
+        self.by_key(frame, l3, v4, port, i, prior)
     }
 }
 
@@ -341,9 +350,9 @@ impl Quick {
 /// Notes the quick loop's outcome `q` for packet `i` of `n`: marks a hit stateful, or lists
 /// what it leaves in `list` (`left` of them so far). `false`: the loop stops there.
 #[inline(always)]
-fn note(q: Quick, i: usize, n: usize, stateful: &mut [bool; MAX_BATCH], list: &mut [u16; MAX_BATCH], left: &mut usize) -> bool {
+fn note(q: Quick, i: usize, n: usize, settled: &mut [bool; MAX_BATCH], list: &mut [u16; MAX_BATCH], left: &mut usize) -> bool {
     match q {
-        Quick::Hit => stateful[i % MAX_BATCH] = true,
+        Quick::Hit => settled[i % MAX_BATCH] = true,
         Quick::Leave => {
             list[*left % MAX_BATCH] = i as u16;
             *left += 1;
@@ -375,7 +384,7 @@ fn leave_the_rest(list: &mut [u16; MAX_BATCH], left: usize, from: usize, n: usiz
 
 /// [`Firewall::icmp_error`] for an ICMP error (its `key`), out of line (rare).
 #[inline(never)]
-fn icmp_error(fw: &mut Firewall, frame: &[u8], l3: usize, key: &PacketKey) -> Option<Result<bool, DropReason>> {
+fn icmp_error(fw: &mut Firewall, frame: &[u8], l3: usize, key: &PacketKey) -> Option<Result<Option<Ticket>, DropReason>> {
     let (quoted, seq) = keys::quoted(frame, l3, key)?;
-    fw.icmp_error(&quoted, seq, key.len)
+    fw.icmp_error(key, &quoted, seq)
 }

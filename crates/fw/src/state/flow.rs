@@ -51,6 +51,17 @@ impl FlowKey {
         (self.w[4] >> AF_SHIFT) as u8 == 6
     }
 
+    /// Both ends are the same address and port: one pf state of the flow serves both
+    /// orientations (`sub.rs`).
+    pub(super) fn symmetric(&self) -> bool {
+        let w = &self.w;
+        if self.is_v6() {
+            w[0] == w[2] && w[1] == w[3] && w[4] & 0xffff == (w[4] >> 16) & 0xffff
+        } else {
+            w[0] & ((1 << 48) - 1) == w[1]
+        }
+    }
+
     pub(super) fn af(&self) -> Af {
         if self.is_v6() { Af::Inet6 } else { Af::Inet }
     }
@@ -68,16 +79,28 @@ pub struct Flow {
 
 impl Flow {
     /// The flow of an IPv4 packet from its header fields: `sport`/`dport` are the TCP/UDP
-    /// ports, or for ICMP the type and code (as in [`PacketKey`]), 0 for other protocols.
+    /// ports, or for ICMP the type and code (as in [`PacketKey`]; the ICMP identifier is
+    /// taken as 0: [`Flow::of`] has it), 0 for other protocols.
     #[inline]
     pub fn v4(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16) -> Flow {
-        FlowV4::new(proto_, src, sport, dst, dport).flow()
+        Flow::v4_id(proto_, src, sport, dst, dport, 0)
+    }
+
+    #[inline]
+    fn v4_id(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16, icmp_id: u16) -> Flow {
+        let (sport, dport) = key_ports(proto_, sport, dport, icmp_id);
+        FlowV4::from_wire(proto_, src.to_be_bytes(), sport.to_be_bytes(), dst.to_be_bytes(), dport.to_be_bytes()).flow()
     }
 
     /// The flow of an IPv6 packet (ports as in [`Flow::v4`]).
     #[inline]
     pub fn v6(proto_: u8, src: u128, sport: u16, dst: u128, dport: u16) -> Flow {
-        let (sport, dport) = key_ports(proto_, sport, dport);
+        Flow::v6_id(proto_, src, sport, dst, dport, 0)
+    }
+
+    #[inline]
+    fn v6_id(proto_: u8, src: u128, sport: u16, dst: u128, dport: u16, icmp_id: u16) -> Flow {
+        let (sport, dport) = key_ports(proto_, sport, dport, icmp_id);
         let from_a = (src, sport) <= (dst, dport);
         let ((a, pa), (b, pb)) = if from_a { ((src, sport), (dst, dport)) } else { ((dst, dport), (src, sport)) };
         let tail = u64::from(pa) | u64::from(pb) << 16 | u64::from(proto_) << PROTO_SHIFT | 6 << AF_SHIFT;
@@ -88,8 +111,8 @@ impl Flow {
     #[inline]
     pub fn of(k: &PacketKey) -> Flow {
         match k.af {
-            Af::Inet => Flow::v4(k.proto, k.src as u32, k.src_port, k.dst as u32, k.dst_port),
-            Af::Inet6 => Flow::v6(k.proto, k.src, k.src_port, k.dst, k.dst_port),
+            Af::Inet => Flow::v4_id(k.proto, k.src as u32, k.src_port, k.dst as u32, k.dst_port, k.icmp_id),
+            Af::Inet6 => Flow::v6_id(k.proto, k.src, k.src_port, k.dst, k.dst_port, k.icmp_id),
         }
     }
 
@@ -120,7 +143,7 @@ impl FlowV4 {
     /// As [`Flow::v4`].
     #[inline(always)]
     pub fn new(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16) -> FlowV4 {
-        let (sport, dport) = key_ports(proto_, sport, dport);
+        let (sport, dport) = key_ports(proto_, sport, dport, 0);
         FlowV4::from_wire(proto_, src.to_be_bytes(), sport.to_be_bytes(), dst.to_be_bytes(), dport.to_be_bytes())
     }
 
@@ -165,35 +188,48 @@ fn is_icmp(p: u8) -> bool {
     p == proto::ICMP || p == proto::ICMPV6
 }
 
-/// The two port fields of the key: ICMP queries and replies share one state, keyed by the
-/// query type on both sides (the key carries no ICMP identifier).
+/// The two port fields of the key (`sport`, `dport` as in [`PacketKey`]; `icmp_id` the ICMP
+/// query identifier). ICMP keys follow pf (`pf_icmp_mapping`): a query is keyed as if sent
+/// from port `id` to port `type`, its reply as if sent from port `type` (of the query) to
+/// port `id`. So a reply shares its query's state, and a query in the other direction, or
+/// with another identifier, does not.
 #[inline]
-fn key_ports(p: u8, sport: u16, dport: u16) -> (u16, u16) {
-    if is_icmp(p) {
-        let t = icmp_query_type(p, sport);
-        (t, t)
-    } else {
-        (sport, dport)
+fn key_ports(p: u8, sport: u16, dport: u16, icmp_id: u16) -> (u16, u16) {
+    if !is_icmp(p) {
+        return (sport, dport);
+    }
+    match icmp_query(p, sport) {
+        (query, false) => (icmp_id, query),
+        (query, true) => (query, icmp_id),
     }
 }
 
-/// Maps an ICMP query/reply type to the query type, so both directions share a key.
+/// The ports of `k` as the state table keys its flow (ICMP: pf's query/reply mapping, see
+/// [`key_ports`]), source first.
+pub fn flow_ports(k: &PacketKey) -> (u16, u16) {
+    key_ports(k.proto, k.src_port, k.dst_port, k.icmp_id)
+}
+
+/// An ICMP type as pf maps it: the type of the query it belongs to, and whether it is the
+/// reply. Types that are neither queries nor replies stand for themselves, as queries.
 #[inline]
-fn icmp_query_type(p: u8, t: u16) -> u16 {
+fn icmp_query(p: u8, t: u16) -> (u16, bool) {
     if p == proto::ICMP {
         match t {
-            0 => 8,   // echo reply -> echo request
-            14 => 13, // timestamp reply
-            16 => 15, // information reply
-            18 => 17, // address mask reply
-            9 => 10,  // router advertisement -> solicitation
-            _ => t,
+            0 => (8, true),   // echo reply -> echo request
+            14 => (13, true), // timestamp reply
+            16 => (15, true), // information reply
+            18 => (17, true), // address mask reply
+            9 => (10, true),  // router advertisement -> solicitation
+            _ => (t, false),
         }
     } else {
         match t {
-            129 => 128, // echo reply -> echo request
-            140 => 139, // node information reply -> query
-            _ => t,
+            129 => (128, true), // echo reply -> echo request
+            131 => (130, true), // multicast listener report -> query
+            134 => (133, true), // router advertisement -> solicitation
+            136 => (135, true), // neighbour advertisement -> solicitation
+            _ => (t, false),
         }
     }
 }
@@ -266,7 +302,7 @@ mod tests {
     use crate::packet::Dir;
 
     fn key(af: Af, p: u8, src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
-        PacketKey { af, dir: Dir::In, iface: 0, proto: p, src, dst, src_port: sp, dst_port: dp, tcp_flags: 0, len: 0 }
+        PacketKey { af, dir: Dir::In, iface: 0, proto: p, src, dst, src_port: sp, dst_port: dp, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! from one endpoint, the next packet from the same endpoint changes nothing (pf's update is
 //! idempotent), and once both ends are MULTIPLE no packet changes anything. Each entry keeps
 //! two *steady* bits, one per endpoint of its key, set when a UDP packet from that endpoint
-//! would only move the deadline ([`mark_steady`], recomputed by every full update). A
+//! would only move the deadline and the entry settles such a packet (`sub.rs`)
+//! ([`mark_steady`], recomputed by every full update). A
 //! [`QuickHits`] lookup takes a packet only when its state is live and steady for its sender;
 //! anything else (a miss, a dead or non-steady state, TCP) is left to the general lookup.
 //!
@@ -28,19 +29,29 @@ pub(super) const F_STEADY_B: u8 = 16;
 const F_STEADY: u8 = F_STEADY_A | F_STEADY_B;
 
 /// Recomputes a UDP entry's steady bits from its pseudo-states and timeout kind (after a full
-/// update or an insert).
+/// update, an insert, a pf state added), and from whether the entry settles a packet of that
+/// sender (`want`: [`StateTable`]'s, see `sub.rs`): only then may the quick loop take it.
 #[inline]
-pub(super) fn mark_steady(e: &mut Entry) {
+pub(super) fn mark_steady(e: &mut Entry, want: [u8; 2]) {
     let mut bits = 0;
     for (from_a, bit) in [(true, F_STEADY_A), (false, F_STEADY_B)] {
         let mut pseudo = e.pseudo;
         let both_multiple = pseudo_states(&mut pseudo, from_a ^ (e.flags & F_INIT_B != 0));
         let tmo = if both_multiple { Tmo::UdpMultiple } else { Tmo::UdpSingle };
-        if pseudo == e.pseudo && e.tmo == tmo as u8 {
+        let settles = e.flags & want[usize::from(from_a)] == want[usize::from(from_a)];
+        if pseudo == e.pseudo && e.tmo == tmo as u8 && settles {
             bits |= bit;
         }
     }
     e.flags = (e.flags & !F_STEADY) | bits;
+}
+
+/// Clears every entry's steady bits (the rule set changed what settles a packet: the next
+/// full update of each entry recomputes them).
+pub(super) fn clear_steady(slots: &mut [Entry]) {
+    for e in slots {
+        e.flags &= !F_STEADY;
+    }
 }
 
 /// One batch's quick lookups ([`StateTable::quick`]); adds its hits to the table's counters
@@ -76,8 +87,9 @@ impl StateTable {
 }
 
 impl QuickHits<'_> {
-    /// The rule of `f`'s state if `f` is a UDP flow whose state is live and steady for the
-    /// packet's sender: its deadline is refreshed and the packet passes. `None` leaves the
+    /// The rule of `f`'s state if `f` is a UDP flow whose state is live, steady for the
+    /// packet's sender and settles its passes (`sub.rs`): its deadline is refreshed and the
+    /// packet passes. `None` leaves the
     /// packet to [`StateTable::lookup_v4`] (and if the state was found, it clears its steady
     /// bits: the flow's later packets in the batch are left too).
     #[inline(always)]
@@ -124,7 +136,7 @@ mod tests {
         let timeouts = crate::state::Timeouts::default();
         let mut t = StateTable::new(16, timeouts, 7);
         let (a, b) = (0x0a00_0001u32, 0xc612_0001u32);
-        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: a.into(), dst: b.into(), src_port: 1000, dst_port: 53, tcp_flags: 0, len: 60 };
+        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: a.into(), dst: b.into(), src_port: 1000, dst_port: 53, tcp_flags: 0, len: 60, icmp_id: 0, ip_opts: false };
         let out = FlowV4::new(proto::UDP, a, 1000, b, 53);
         let back = FlowV4::new(proto::UDP, b, 53, a, 1000);
         let id = t.insert(&key, 3, 10, None).unwrap();

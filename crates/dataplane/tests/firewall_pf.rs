@@ -1,0 +1,277 @@
+//! pf's semantics on real frames through a worker: the out rules of the output interface
+//! apply to flows whose in pass created a state, `set state-policy if-bound`, ICMP query
+//! states keyed by identifier, IP options blocked unless `allow-opts`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use dataplane::counters::{Counts, DropReason};
+use dataplane::fib::{Fib, FibControl};
+use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::ports::PortInfo;
+use dataplane::worker::Worker;
+use io::mem::{CountingTx, ReplayRx};
+use io::pool::FramePool;
+use wire::build::{UdpFlow, icmpv4_echo_frame, udp_frame};
+use io::TxPort;
+use wire::{IpProtocol, Ipv4Packet, MacAddr, TcpFlags, TcpPacket};
+
+const RX_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const TX_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
+const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
+const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
+const BAD: Ipv4Addr = Ipv4Addr::new(10, 6, 6, 6);
+const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 2);
+const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
+const B_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
+
+/// Port 0 ("a") faces host A (198.18.0.2, 2001:db8:a::2); port 1 ("b") leads to 10/8 and
+/// 2001:db8:f::/48.
+fn fib() -> Arc<Fib> {
+    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
+    FIB.get_or_init(|| {
+        let mut ctl = FibControl::new(64);
+        ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
+        ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
+        ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
+        ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
+        ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
+        ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1).unwrap();
+        ctl.fib()
+    })
+    .clone()
+}
+
+fn ifaces(name: &str) -> Option<u16> {
+    ["a", "b"].iter().position(|n| *n == name).map(|i| i as u16)
+}
+
+fn flow(port: u16, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> UdpFlow {
+    let dst_mac = if port == 0 { RX_MAC } else { TX_MAC };
+    UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac, src, dst, src_port: sport, dst_port: dport, ttl: 64 }
+}
+
+/// A UDP frame received on `port`.
+fn udp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
+    let mut buf = vec![0u8; 128];
+    let n = udp_frame(&flow(port, src.into(), sport, dst.into(), dport), 60, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// A TCP segment with `flags` received on `port`.
+fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8) -> Vec<u8> {
+    let mut f = udp(port, src, sport, dst, dport);
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+    ip.set_protocol(IpProtocol::Tcp);
+    ip.fill_checksum();
+    let mut t = TcpPacket::new_unchecked(&mut f[34..]);
+    t.set_src_port(sport);
+    t.set_dst_port(dport);
+    t.set_seq_number(1000);
+    t.set_ack_number(if flags & 0x10 != 0 { 5001 } else { 0 });
+    t.set_header_len(20);
+    t.set_flags(TcpFlags(flags));
+    t.set_window_len(65535);
+    f
+}
+
+/// An ICMP echo request (`reply`: echo reply) with identifier `id`, received on `port`.
+fn ping(port: u16, src: Ipv4Addr, dst: Ipv4Addr, id: u16, reply: bool) -> Vec<u8> {
+    let mut buf = vec![0u8; 128];
+    let n = icmpv4_echo_frame(&flow(port, src.into(), 0, dst.into(), 0), id, 1, b"linerate", &mut buf).unwrap();
+    buf.truncate(n);
+    if reply {
+        let mut icmp = wire::Icmpv4Packet::new_unchecked(&mut buf[34..]);
+        icmp.set_msg_type(wire::Icmpv4Type::EchoReply);
+        icmp.fill_checksum();
+    }
+    buf
+}
+
+/// `frame` (an IPv4 frame) with `opts` inserted after the IP header's first 20 bytes.
+fn with_ipv4_options(mut frame: Vec<u8>, opts: &[u8]) -> Vec<u8> {
+    assert_eq!(opts.len() % 4, 0);
+    frame.splice(34..34, opts.iter().copied());
+    let mut ip = Ipv4Packet::new_unchecked(&mut frame[14..]);
+    ip.set_header_len(20 + opts.len());
+    ip.set_total_len(ip.total_len() + opts.len() as u16);
+    ip.fill_checksum();
+    frame
+}
+
+/// A UDP datagram over IPv6 from A to FAR (received on port a), with extension header
+/// `ext` (next header value `kind`, its own next header set here to UDP) if given.
+fn udp6(ext: Option<(u8, Vec<u8>)>) -> Vec<u8> {
+    let mut buf = vec![0u8; 256];
+    let n = udp_frame(&flow(0, A6.into(), 1000, FAR6.into(), 53), 90, &mut buf).unwrap();
+    buf.truncate(n);
+    if let Some((kind, mut hdr)) = ext {
+        hdr[0] = 17;
+        let len = hdr.len() as u16;
+        buf.splice(54..54, hdr);
+        buf[20] = kind;
+        let plen = u16::from_be_bytes([buf[18], buf[19]]) + len;
+        buf[18..20].copy_from_slice(&plen.to_be_bytes());
+    }
+    buf
+}
+
+/// Runs `per_port[p]` received on port p (port 0's frames first) through a worker with `rules`.
+fn run(rules: &str, per_port: [Vec<Vec<u8>>; 2]) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
+    let [a, b] = per_port;
+    let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
+    let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
+    let mut w = Worker::new(fib(), &ports, rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
+    w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
+    while !(w.rx[0].finished() && w.rx[1].finished()) {
+        w.poll();
+    }
+    let c = w.counts();
+    assert_eq!(c.rx, c.forwarded + c.local + c.dropped(), "{c:?}");
+    (c, w)
+}
+
+/// Runs frames one batch at a time (each batch sees the states of the previous ones), all
+/// received on the port each says.
+fn run_batches(rules: &str, batches: Vec<(u16, Vec<u8>)>) -> Counts {
+    let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
+    let mut w = Worker::new(fib(), &ports, vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
+    w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
+    for (port, frame) in batches {
+        let p = usize::from(port);
+        w.rx[p] = ReplayRx::new(port, vec![frame]).once();
+        while !w.rx[p].finished() {
+            w.poll();
+        }
+    }
+    w.counts()
+}
+
+fn drops(c: &Counts, r: DropReason) -> u64 {
+    c.drops[r as usize]
+}
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+
+/// Issue 17's case: `pass in on a` creates the flow's state, yet `block out quick on b`
+/// (a port, a table) must still stop it on the way out, in every packet of the flow; other
+/// flows pass both ways.
+#[test]
+fn out_rules_stop_flows_an_in_rule_passed() {
+    let rules = "table <blocklist> { 10.6.0.0/16 }\nblock all\npass in on a\npass out on b\n\
+                 block out quick on b proto tcp to port 8099\nblock out quick on b to <blocklist>\n";
+    let out = vec![
+        tcp(0, A_HOST, 40000, FAR, 8099, SYN),
+        tcp(0, A_HOST, 40000, FAR, 8099, SYN),
+        tcp(0, A_HOST, 40001, BAD, 80, SYN),
+        udp(0, A_HOST, 1000, BAD, 53),
+        tcp(0, A_HOST, 40002, FAR, 80, SYN),
+        udp(0, A_HOST, 1000, FAR, 53),
+    ];
+    let back = vec![tcp(1, FAR, 80, A_HOST, 40002, SYN | ACK), udp(1, FAR, 53, A_HOST, 1000)];
+    let (c, w) = run(rules, [out, back]);
+    assert_eq!(drops(&c, DropReason::FilterBlocked), 4, "port 8099 twice, the blocklist twice: {c:?}");
+    assert_eq!(c.forwarded, 4, "{c:?}");
+    assert_eq!(w.tx[0].stats().tx_packets, 2, "both replies reached A");
+    let stats = w.firewall_stats().unwrap().rules().snapshot();
+    assert_eq!((stats[3].packets, stats[4].packets), (2, 2), "the out rules counted what they blocked");
+}
+
+/// `set state-policy if-bound`: a state matches only on the interface it was created on. A
+/// packet of the flow's reply direction arriving on the wrong interface (a), which the
+/// rules of a do not pass, is blocked; floating states let it through.
+#[test]
+fn if_bound_states_match_on_their_interface_only() {
+    let rules = |policy: &str| format!("set state-policy {policy}\nblock all\npass in on a proto udp from 198.18.0.0/24\npass out on b proto udp\n");
+    let frames = || {
+        vec![
+            (0, udp(0, A_HOST, 1000, FAR, 53)),
+            (1, udp(1, FAR, 53, A_HOST, 1000)),
+            // The reply direction, but received on a: spoofed, or a routing change.
+            (0, udp(0, FAR, 53, A_HOST, 1000)),
+        ]
+    };
+    let c = run_batches(&rules("if-bound"), frames());
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (2, 1), "{c:?}");
+    let c = run_batches(&rules("floating"), frames());
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (3, 0), "{c:?}");
+}
+
+/// pf keys ICMP query states by identifier: after A pings FAR, FAR's replies with A's
+/// identifier pass; a reply with another identifier, and echo requests from FAR to A (with
+/// A's identifier or another), are blocked.
+#[test]
+fn icmp_query_states_pass_only_their_replies() {
+    let rules = "block all\npass in on a proto icmp\npass out on b proto icmp\n";
+    let out = vec![ping(0, A_HOST, FAR, 7, false)];
+    let back = vec![
+        ping(1, FAR, A_HOST, 7, true),
+        ping(1, FAR, A_HOST, 8, true),
+        ping(1, FAR, A_HOST, 7, false),
+        ping(1, FAR, A_HOST, 99, false),
+    ];
+    let (c, w) = run(rules, [out, back]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (2, 3), "{c:?}");
+    assert_eq!(w.tx[0].stats().tx_packets, 1, "the reply reached A");
+}
+
+/// IPv4 options other than padding are dropped as `ip_options` unless the rule that passes
+/// the packet (each pass's rule, or the state that passes it) has `allow-opts`; pf's
+/// default pass has none. Padding alone (NOP, EOL) is no option.
+#[test]
+fn ip_options_need_allow_opts_in_both_passes() {
+    const RECORD_ROUTE: [u8; 8] = [7, 7, 4, 0, 0, 0, 0, 1];
+    let opts = || with_ipv4_options(udp(0, A_HOST, 1000, FAR, 53), &RECORD_ROUTE);
+    let padding = || with_ipv4_options(udp(0, A_HOST, 1001, FAR, 53), &[1, 1, 1, 0]);
+    // Stateless: the in rule passes without allow-opts; the out pass is pf's default.
+    let (c, _) = run("pass in proto udp no state\n", [vec![opts(), padding()], vec![]]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::IpOptions)), (1, 1), "{c:?}");
+    let (c, _) = run("pass in proto udp allow-opts no state\n", [vec![opts()], vec![]]);
+    assert_eq!(drops(&c, DropReason::IpOptions), 1, "the out pass's default lacks allow-opts: {c:?}");
+    let (c, _) = run("pass proto udp allow-opts no state\n", [vec![opts()], vec![]]);
+    assert_eq!(c.forwarded, 1, "{c:?}");
+    // Stateful: the states keep their rule's allow-opts, both ways.
+    let reply = || with_ipv4_options(udp(1, FAR, 53, A_HOST, 1000), &RECORD_ROUTE);
+    let rules = "block all\npass in on a proto udp allow-opts\npass out on b proto udp allow-opts\n";
+    let c = run_batches(rules, vec![(0, opts()), (0, opts()), (1, reply())]);
+    assert_eq!(c.forwarded, 3, "{c:?}");
+    let rules = "block all\npass in on a proto udp allow-opts\npass out on b proto udp\n";
+    let c = run_batches(rules, vec![(0, udp(0, A_HOST, 1000, FAR, 53)), (0, opts()), (1, reply())]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::IpOptions)), (1, 2), "the out state lacks allow-opts: {c:?}");
+}
+
+/// IPv6: a routing header, or hop-by-hop options other than padding, count as options; a
+/// hop-by-hop header holding only PadN does not.
+#[test]
+fn ipv6_routing_and_hop_by_hop_headers_need_allow_opts() {
+    // Routing header type 4 (segment routing), no segments left: 8 bytes.
+    let routing = (43, vec![0, 0, 4, 0, 0, 0, 0, 0]);
+    // Hop-by-hop with a router alert (5, length 2, value 0) and a PadN of 2.
+    let alert = (0, vec![0, 0, 5, 2, 0, 0, 1, 0]);
+    let pad_only = (0, vec![0, 0, 1, 4, 0, 0, 0, 0]);
+    let rules = "pass proto udp no state\n";
+    let (c, _) = run(rules, [vec![udp6(None), udp6(Some(routing.clone())), udp6(Some(alert.clone())), udp6(Some(pad_only))], vec![]]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::IpOptions)), (2, 2), "{c:?}");
+    let (c, _) = run("pass proto udp allow-opts no state\n", [vec![udp6(Some(routing)), udp6(Some(alert))], vec![]]);
+    assert_eq!(c.forwarded, 2, "{c:?}");
+}
+
+/// Without a firewall, options are forwarded as before (pf is not in the path).
+#[test]
+fn without_a_firewall_options_pass() {
+    let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
+    let frames = vec![with_ipv4_options(udp(0, A_HOST, 1000, FAR, 53), &[7, 7, 4, 0, 0, 0, 0, 1])];
+    let mut w = Worker::new(fib(), &ports, vec![ReplayRx::new(0, frames).once()], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    while !w.rx[0].finished() {
+        w.poll();
+    }
+    assert_eq!(w.counts().forwarded, 1, "{:?}", w.counts());
+}

@@ -1,0 +1,183 @@
+//! pf's two passes over a forwarded packet: inbound on the interface it arrived on, then,
+//! once the route lookup has chosen the output interface, outbound on that one (pf.c,
+//! `pf_test` runs once per direction). Each pass is decided by a pf state of its own if one
+//! matches (`state/sub.rs`), else by the rules of that direction and interface; a pass that
+//! keeps state creates the state of that pass. The packet is forwarded only if both pass.
+//!
+//! The data plane looks the state up once per packet and runs [`Passes::inbound`] for a
+//! packet that missed or whose state does not settle it, then [`Passes::outbound`] after the
+//! route lookup with the [`Ticket`] the inbound pass returned. [`crate::reference::Pf`] is
+//! the plain model of the same semantics that the property tests compare against.
+//!
+//! IP options (pf's `allow-opts`): a packet with options ([`PacketKey::ip_opts`]) passes a
+//! pass only if the state or the rule that passes it has `allow-opts`; pf's implicit default
+//! pass does not.
+
+use crate::classifier::Classifier;
+use crate::packet::{Dir, PacketKey};
+use crate::rules::{Action, RuleSet, StateMode, StatePolicy};
+use crate::state::{Flow, InsertError, Pass, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};
+
+/// Why a pass drops a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Drop {
+    /// A `block` rule decided.
+    Blocked,
+    /// It carries IP options and what passes it lacks `allow-opts`.
+    IpOptions,
+    /// A state was to be created and the table is full.
+    StateLimit,
+}
+
+/// What a pass counts: the packet under rule `rule` (`None`: pf's default, or the pass was
+/// decided by a state, which the caller counted at the lookup) and whether it created a
+/// state for that rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Count {
+    pub rule: Option<usize>,
+    /// The packet was decided by the rules (not by a state).
+    pub by_rules: bool,
+    pub created: bool,
+}
+
+/// What the inbound pass of a packet leaves to its outbound pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ticket {
+    /// The flow's entry, if it has one (found by the lookup or created by the inbound pass).
+    pub state: Option<StateId>,
+    /// The hit's sender side (see [`Hit`]; an ICMP error's passes are those of the flow it
+    /// quotes, as sent by that flow's other end).
+    pub from_a: bool,
+    /// The outbound pass is settled already: the entry's pf state for it floats and allows
+    /// what the packet carries.
+    pub out_settled: bool,
+}
+
+/// The rules and states one worker filters with.
+pub struct Passes<'a> {
+    pub rules: &'a RuleSet,
+    pub classifier: &'a Classifier,
+    pub states: &'a mut StateTable,
+    pub now: u32,
+}
+
+/// A hit of the state lookup, for [`Passes::inbound`]: the entry and whether the packet's
+/// sender (for an ICMP error: the other end of the flow it quotes) is endpoint A of its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    pub id: StateId,
+    pub from_a: bool,
+}
+
+impl Hit {
+    /// The hit of a packet of `key`'s own flow.
+    pub fn of(id: StateId, key: &PacketKey) -> Hit {
+        Hit { id, from_a: Flow::of(key).from_a() }
+    }
+}
+
+impl Passes<'_> {
+    /// The inbound pass of `key` (as received: `dir` In, `iface` the input interface).
+    /// `hit`: the flow's entry if the lookup found one (and let the packet through).
+    #[inline(always)]
+    pub fn inbound(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>) -> (Result<Ticket, Drop>, Count) {
+        if self.skipped(key.iface) {
+            let ticket = Ticket { state: hit.map(|h| h.id), from_a: hit.is_some_and(|h| h.from_a), out_settled: false };
+            return (Ok(ticket), Count::default());
+        }
+        if let Some(h) = hit {
+            return self.inbound_hit(key, tcp, h);
+        }
+        let (r, count) = self.rules(key, tcp, Pass::In);
+        (r.map(|state| Ticket { state, ..Ticket::default() }), count)
+    }
+
+    /// [`inbound`](Self::inbound) for a packet whose flow has an entry.
+    #[inline(never)]
+    fn inbound_hit(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Hit) -> (Result<Ticket, Drop>, Count) {
+        let [sin, sout] = self.states.sub_states(hit.id, hit.from_a).unwrap_or([None, None]);
+        let out_settled = sout.is_some_and(|o| o.bound.is_none() && (o.allow_opts || !key.ip_opts));
+        let ticket = Ticket { state: Some(hit.id), from_a: hit.from_a, out_settled };
+        if let Some(s) = sin.filter(|s| s.on(key.iface)) {
+            let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(ticket) };
+            return (r, Count::default());
+        }
+        let (r, count) = self.rules(key, tcp, Pass::In);
+        (r.map(|_| ticket), count)
+    }
+
+    /// The outbound pass of `key` (as the inbound pass saw it) on interface `port`.
+    #[inline]
+    pub fn outbound(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> (Result<(), Drop>, Count) {
+        if self.skipped(port) {
+            return (Ok(()), Count::default());
+        }
+        let key = PacketKey { dir: Dir::Out, iface: port, ..*key };
+        // Read now: an earlier packet's outbound pass may have added it since the lookup.
+        let sub = ticket.state.and_then(|id| self.out_state(id, &key, &ticket));
+        if let Some(s) = sub.filter(|s| s.on(port)) {
+            let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(()) };
+            return (r, Count::default());
+        }
+        let (r, count) = self.rules(&key, tcp, Pass::Out);
+        (r.map(|_| ()), count)
+    }
+
+    /// `set skip on`: pf does not filter this interface at all.
+    #[inline(always)]
+    fn skipped(&self, iface: u16) -> bool {
+        !self.rules.skip.is_empty() && self.rules.skip.contains(&iface)
+    }
+
+    /// The entry's pf state for the outbound pass of `key`, if the entry is still its flow's
+    /// (an ICMP error's entry is the quoted flow's: taken as the inbound pass found it).
+    fn out_state(&self, id: StateId, key: &PacketKey, ticket: &Ticket) -> Option<SubState> {
+        let subs = if is_icmp_error(key.proto, key.src_port) { self.states.sub_states(id, ticket.from_a) } else { self.states.sub_states_of(id, key) };
+        subs?[1]
+    }
+
+    /// The rules of `key`'s direction and interface: `Ok(entry)` if the packet passes (the
+    /// entry its `keep state` created or joined, if any).
+    #[inline(always)]
+    fn rules(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass) -> (Result<Option<StateId>, Drop>, Count) {
+        let v = self.classifier.classify(key);
+        let count = Count { rule: v.rule, by_rules: true, created: false };
+        if v.action == Action::Block {
+            return (Err(Drop::Blocked), count);
+        }
+        if v.keep_state == StateMode::None && !key.ip_opts {
+            return (Ok(None), count);
+        }
+        self.options_and_state(key, tcp, pass, v.rule, v.keep_state)
+    }
+
+    /// The rest of [`rules`](Self::rules) for a passing packet: the rule's `allow-opts`, and
+    /// its state.
+    #[inline(never)]
+    fn options_and_state(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, i: Option<usize>, keep: StateMode) -> (Result<Option<StateId>, Drop>, Count) {
+        let mut count = Count { rule: i, by_rules: true, created: false };
+        let allow_opts = i.is_some_and(|i| self.rules.rules[i].allow_opts);
+        if key.ip_opts && !allow_opts {
+            return (Err(Drop::IpOptions), count);
+        }
+        let sloppy = match keep {
+            StateMode::None => return (Ok(None), count),
+            // pf creates no state for ICMP errors.
+            _ if is_icmp_error(key.proto, key.src_port) => return (Ok(None), count),
+            StateMode::Keep => false,
+            StateMode::KeepSloppy => true,
+        };
+        let policy = i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
+        let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
+        let opts = StateOptions { sloppy, allow_opts, bound };
+        let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
+        match self.states.keep(key, rule, self.now, tcp, opts, pass) {
+            Ok((id, added)) => {
+                count.created = added;
+                (Ok(Some(id)), count)
+            }
+            Err(InsertError::Full) => (Err(Drop::StateLimit), count),
+            Err(InsertError::Exists(id)) => (Ok(Some(id)), count),
+        }
+    }
+}

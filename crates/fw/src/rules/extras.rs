@@ -1,0 +1,209 @@
+//! Parts of the rule syntax kept out of the main parser: interface and ICMP type lists,
+//! address ranges (`a - b`), and pf's keywords that linerate refuses by name.
+
+use super::{AddrItem, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
+use crate::packet::Af;
+
+/// pf options linerate does not implement: named in an error ("`X` is not supported by
+/// linerate") rather than reported as unknown words or, worse, accepted and ignored.
+const UNSUPPORTED_OPTIONS: &[&str] = &[
+    "route-to", "reply-to", "dup-to", "rdr-to", "nat-to", "binat-to", "af-to", "divert-to",
+    "divert-reply", "divert-packet", "tag", "tagged", "queue", "prio", "set", "probability",
+    "rtable", "rdomain", "user", "group", "os", "modulate", "synproxy", "max", "max-src-nodes",
+    "max-src-states", "max-src-conn", "max-src-conn-rate", "max-pkt-rate", "overload",
+    "source-track", "pflow", "no-sync", "once", "received-on", "fragment", "tos",
+    "min-ttl", "max-mss", "no-df", "random-id", "reassemble", "scrub", "adaptive.start",
+    "adaptive.end", "sticky-address", "route",
+];
+
+/// pf statements linerate does not implement.
+const UNSUPPORTED_STATEMENTS: &[&str] = &[
+    "match", "anchor", "antispoof", "scrub", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
+    "binat-anchor", "load", "include", "queue", "altq", "ether",
+];
+
+/// `set` options linerate does not implement.
+const UNSUPPORTED_SET: &[&str] = &[
+    "optimization", "ruleset-optimization", "loginterface", "reassemble", "debug", "hostid",
+    "fingerprints", "syncookies", "state-defaults", "fail-policy", "keepcounters",
+    "require-order", "prio", "timeout-adaptive",
+];
+
+/// Address keywords linerate does not implement.
+const UNSUPPORTED_ADDRESSES: &[&str] = &["self", "no-route", "urpf-failed", "route"];
+
+/// The prefixes that cover exactly the addresses `lo..=hi` of family `af`, fewest first to
+/// last (a range of an address family is a union of aligned blocks).
+pub(super) fn range_prefixes(af: Af, lo: u128, hi: u128) -> Vec<Prefix> {
+    let bits = u32::from(Prefix::bits(af));
+    // The last address of the block of 2^host addresses at `start` (aligned to it).
+    let last = |start: u128, host: u32| if host >= 128 { u128::MAX } else { start + ((1u128 << host) - 1) };
+    let mut out = Vec::new();
+    let mut cur = lo;
+    loop {
+        // The largest aligned block starting at `cur` that ends by `hi`.
+        let mut host = if cur == 0 { bits } else { cur.trailing_zeros().min(bits) };
+        while host > 0 && last(cur, host) > hi {
+            host -= 1;
+        }
+        out.push(Prefix::new(af, cur, (bits - host) as u8));
+        let end = last(cur, host);
+        if end >= hi {
+            return out;
+        }
+        cur = end + 1;
+    }
+}
+
+impl Parser<'_> {
+    /// Fails at the next word if it is a pf keyword in `list`: "`{context}X` is not
+    /// supported by linerate".
+    fn refuse_in(&mut self, list: &[&str], context: &str) -> PResult<()> {
+        let t = self.peek()?.clone();
+        if let Tok::Word(w) = &t.tok
+            && list.contains(&w.as_str())
+        {
+            return here(&t, format!("`{context}{w}` is not supported by linerate"));
+        }
+        Ok(())
+    }
+
+    pub(super) fn refuse_unsupported_option(&mut self, context: &str) -> PResult<()> {
+        self.refuse_in(UNSUPPORTED_OPTIONS, context)
+    }
+
+    pub(super) fn refuse_unsupported_statement(&mut self) -> PResult<()> {
+        self.refuse_in(UNSUPPORTED_STATEMENTS, "")
+    }
+
+    pub(super) fn refuse_unsupported_set(&mut self) -> PResult<()> {
+        self.refuse_in(UNSUPPORTED_SET, "set ")
+    }
+
+    pub(super) fn refuse_unsupported_address(&mut self) -> PResult<()> {
+        self.refuse_in(UNSUPPORTED_ADDRESSES, "")
+    }
+
+    /// One interface name, or `{ name [,] ... }`, resolved to port indices.
+    pub(super) fn iface_list(&mut self) -> PResult<Vec<u16>> {
+        if !self.eat_punct("{")? {
+            return Ok(vec![self.iface_name()?]);
+        }
+        let mut out = Vec::new();
+        loop {
+            self.skip_newlines()?;
+            if !out.is_empty() && self.eat_punct("}")? {
+                return Ok(out);
+            }
+            if self.is_punct("!")? {
+                let t = self.peek()?.clone();
+                return here(&t, "`!` in an interface list is not supported by linerate (negate a single interface)");
+            }
+            let i = self.iface_name()?;
+            if !out.contains(&i) {
+                out.push(i);
+            }
+            self.eat_punct(",")?;
+        }
+    }
+
+    fn iface_name(&mut self) -> PResult<u16> {
+        let t = self.peek()?.clone();
+        let Tok::Word(name) = &t.tok else {
+            return self.fail("an interface name");
+        };
+        match (self.ifaces)(name) {
+            Some(i) => {
+                self.next()?;
+                Ok(i)
+            }
+            None => here(&t, format!("unknown interface \"{name}\"")),
+        }
+    }
+
+    /// The rest of `icmp-type { T [,] ... }` (the `{` is consumed).
+    pub(super) fn icmp_type_list(&mut self, v6: bool) -> PResult<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            self.skip_newlines()?;
+            if !out.is_empty() && self.eat_punct("}")? {
+                return Ok(out);
+            }
+            let t = self.icmp_type(v6)?;
+            if self.is_word("code")? {
+                let t = self.peek()?.clone();
+                return here(&t, "`code` in an icmp-type list is not supported by linerate (one rule per type and code)");
+            }
+            if !out.contains(&t) {
+                out.push(t);
+            }
+            self.eat_punct(",")?;
+        }
+    }
+
+    /// After an address `first` (token `t`): ` - LAST` makes it a range, expanded into the
+    /// prefixes that cover it (pf's `host - host`). `None` when no `-` follows.
+    pub(super) fn address_range(&mut self, first: Prefix, t: &Token, negated: bool) -> PResult<Option<Vec<AddrItem>>> {
+        if !self.is_word("-")? {
+            return Ok(None);
+        }
+        let dash = self.next()?;
+        if negated {
+            return here(&dash, "`! a - b` is not supported by linerate (a negated range)");
+        }
+        let full = Prefix::bits(first.af);
+        if first.len != full || matches!(&t.tok, Tok::Word(w) if w.contains('/')) {
+            return here(t, "a range is written between two addresses, without /len");
+        }
+        let lt = self.peek()?.clone();
+        let last = match &lt.tok {
+            Tok::Word(w) if !w.contains('/') => super::parse_prefix(w),
+            _ => None,
+        };
+        let Some(last) = last else {
+            return self.fail("the address that ends the range");
+        };
+        if last.af != first.af {
+            return here(&lt, "the range's two addresses are of different families");
+        }
+        if last.addr < first.addr {
+            return here(&lt, "the range's last address is below its first");
+        }
+        self.next()?;
+        let items = range_prefixes(first.af, first.addr, last.addr)
+            .into_iter()
+            .map(|p| AddrItem { negated: false, target: AddrTarget::Prefix(p) })
+            .collect();
+        Ok(Some(items))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_covered_by_aligned_prefixes() {
+        let v4 = |a: [u8; 4]| u128::from(u32::from_be_bytes(a));
+        let got = range_prefixes(Af::Inet, v4([10, 0, 0, 1]), v4([10, 0, 0, 6]));
+        let want: Vec<Prefix> = [(1, 32), (2, 31), (4, 31), (6, 32)].iter().map(|&(a, l)| Prefix::new(Af::Inet, v4([10, 0, 0, a]), l)).collect();
+        assert_eq!(got, want);
+        assert_eq!(range_prefixes(Af::Inet, 0, u128::from(u32::MAX)), vec![Prefix::new(Af::Inet, 0, 0)]);
+        assert_eq!(range_prefixes(Af::Inet6, 0, u128::MAX), vec![Prefix::new(Af::Inet6, 0, 0)]);
+        assert_eq!(range_prefixes(Af::Inet6, 5, 5), vec![Prefix::new(Af::Inet6, 5, 128)]);
+        // Every address of random ranges is covered once, and nothing outside.
+        let mut x = 0x1234_5678u64;
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let lo = u128::from(x as u16);
+            let hi = lo + u128::from((x >> 20) as u16 % 2000);
+            let ps = range_prefixes(Af::Inet, lo, hi);
+            for a in lo.saturating_sub(3)..hi + 3 {
+                let n = ps.iter().filter(|p| p.contains(Af::Inet, a)).count();
+                assert_eq!(n, usize::from((lo..=hi).contains(&a)), "{lo}..{hi} at {a}: {ps:?}");
+            }
+        }
+    }
+}
