@@ -594,9 +594,33 @@ impl Firewall {
     /// lookup found one): `Ok(Some(ticket))` when the out pass must run.
     #[inline(always)]
     pub(crate) fn inbound(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>) -> Result<Option<Ticket>, DropReason> {
+        match hit {
+            None => self.inbound_miss(key, tcp),
+            Some(_) => self.inbound_with(key, tcp, hit, None),
+        }
+    }
+
+    /// [`inbound`](Self::inbound) without a state: the rules' verdict, and for the common
+    /// stateless one the outcome without the state table (`fw::passes::stateless`). Out of
+    /// line, so that the loops calling it stay small.
+    #[inline(never)]
+    fn inbound_miss(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<Option<Ticket>, DropReason> {
+        let rules = &self.cur.rules;
+        let v = rules.classifier.classify(key);
+        if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
+            let has_out = rules.has_out;
+            self.count(v.rule.unwrap_or(usize::MAX), key.len);
+            return r.map(|()| has_out.then(Ticket::default)).map_err(drop_reason);
+        }
+        self.inbound_with(key, tcp, None, Some(v))
+    }
+
+    /// [`fw::passes::Passes::inbound_with`], counted.
+    #[inline]
+    fn inbound_with(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, verdict: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
         let rules = &self.cur.rules;
         let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
-        let (r, count) = p.inbound(key, tcp, hit);
+        let (r, count) = p.inbound_with(key, tcp, hit, verdict);
         let has_out = rules.has_out;
         self.counted(count, key.len);
         let ticket = r.map_err(drop_reason)?;

@@ -1413,7 +1413,7 @@ impl Classifier {
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
-    #[inline]
+    #[inline(always)]
     pub fn classify(&self, key: &PacketKey) -> Verdict {
         let a = self.iface.lookup(key.iface, key.dir);
         let b = self.proto[proto_index(key.af, key.proto, key.tcp_flags)];

@@ -14,6 +14,7 @@
 //! pass does not.
 
 use crate::classifier::Classifier;
+use crate::reference::Verdict;
 use crate::packet::{Dir, PacketKey};
 use crate::rules::{Action, RuleSet, StateMode, StatePolicy};
 use crate::state::{Flow, InsertError, Pass, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};
@@ -76,11 +77,30 @@ impl Hit {
     }
 }
 
+/// The outcome of a pass the rules decide with verdict `v` (from the rules of `key`'s
+/// direction and interface) when it needs no state table: no state matched, the packet has
+/// no IP options, the interface is not skipped and the verdict keeps no state. `None`: the
+/// pass needs [`Passes`] (with `v`, see [`Passes::inbound_with`]). The data plane's common
+/// case, without building a [`Passes`].
+#[inline(always)]
+pub fn stateless(rules: &RuleSet, v: &Verdict, key: &PacketKey) -> Option<Result<(), Drop>> {
+    if key.ip_opts || v.keep_state != StateMode::None || (!rules.skip.is_empty() && rules.skip.contains(&key.iface)) {
+        return None;
+    }
+    Some(if v.action == Action::Block { Err(Drop::Blocked) } else { Ok(()) })
+}
+
 impl Passes<'_> {
     /// The inbound pass of `key` (as received: `dir` In, `iface` the input interface).
     /// `hit`: the flow's entry if the lookup found one (and let the packet through).
     #[inline(always)]
     pub fn inbound(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>) -> (Result<Ticket, Drop>, Count) {
+        self.inbound_with(key, tcp, hit, None)
+    }
+
+    /// [`inbound`](Self::inbound) with the rules' verdict for `key`, if the caller has it.
+    #[inline(always)]
+    pub fn inbound_with(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, v: Option<Verdict>) -> (Result<Ticket, Drop>, Count) {
         if self.skipped(key.iface) {
             let ticket = Ticket { state: hit.map(|h| h.id), from_a: hit.is_some_and(|h| h.from_a), out_settled: false };
             return (Ok(ticket), Count::default());
@@ -88,7 +108,7 @@ impl Passes<'_> {
         if let Some(h) = hit {
             return self.inbound_hit(key, tcp, h);
         }
-        let (r, count) = self.rules(key, tcp, Pass::In);
+        let (r, count) = self.rules(key, tcp, Pass::In, v);
         (r.map(|state| Ticket { state, ..Ticket::default() }), count)
     }
 
@@ -102,7 +122,7 @@ impl Passes<'_> {
             let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(ticket) };
             return (r, Count::default());
         }
-        let (r, count) = self.rules(key, tcp, Pass::In);
+        let (r, count) = self.rules(key, tcp, Pass::In, None);
         (r.map(|_| ticket), count)
     }
 
@@ -119,7 +139,7 @@ impl Passes<'_> {
             let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(()) };
             return (r, Count::default());
         }
-        let (r, count) = self.rules(&key, tcp, Pass::Out);
+        let (r, count) = self.rules(&key, tcp, Pass::Out, None);
         (r.map(|_| ()), count)
     }
 
@@ -139,8 +159,8 @@ impl Passes<'_> {
     /// The rules of `key`'s direction and interface: `Ok(entry)` if the packet passes (the
     /// entry its `keep state` created or joined, if any).
     #[inline(always)]
-    fn rules(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass) -> (Result<Option<StateId>, Drop>, Count) {
-        let v = self.classifier.classify(key);
+    fn rules(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, v: Option<Verdict>) -> (Result<Option<StateId>, Drop>, Count) {
+        let v = v.unwrap_or_else(|| self.classifier.classify(key));
         let count = Count { rule: v.rule, by_rules: true, created: false };
         if v.action == Action::Block {
             return (Err(Drop::Blocked), count);

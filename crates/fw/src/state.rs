@@ -2,12 +2,14 @@
 //!
 //! # Model
 //!
-//! A state is created by `insert` for the first packet of a flow that matched a `keep state`
-//! rule. It matches **both directions** of the flow: the key is canonical (the two endpoints
-//! `(addr, port)` are ordered so that A <= B, plus address family and protocol) and the entry
-//! records which side initiated. States are *floating* (pf's default `state-policy floating`):
-//! neither the interface nor the direction is part of the key. Later packets of the flow call
-//! [`StateTable::lookup`] and skip the rules on a hit.
+//! An entry is created for the first packet of a flow that matched a `keep state` rule
+//! ([`StateTable::keep`], or [`StateTable::insert`] for one holding both of pf's states).
+//! Its key is canonical (the two endpoints `(addr, port)` are ordered so that A <= B, plus
+//! address family and protocol), so one lookup finds it for packets in both directions; the
+//! entry records which side initiated and which of pf's per-pass states it holds, each
+//! floating or bound to an interface (`sub.rs`, and [`crate::passes`] for how the passes
+//! use them). Later packets of the flow call [`StateTable::lookup`]; a hit whose entry
+//! settles the packet ([`FlowHit::settled`]) skips the rules.
 //!
 //! * TCP: pf's window tracking ([`pf_tcp_track_full`]): per-direction `seqlo`/`seqhi`/`max_win`/
 //!   `wscale`, the four window checks, the TCP state machine (SYN_SENT .. ESTABLISHED ..
@@ -21,10 +23,10 @@
 //!   `udp.*` / `other.*` timeouts, transitions exactly as pf_test_state: the sender becomes
 //!   SINGLE, a receiver that was SINGLE becomes MULTIPLE, `*.multiple` applies once both ends are
 //!   MULTIPLE (i.e. after initiator -> responder -> initiator), `*.single` otherwise.
-//! * ICMP / ICMPv6 queries: keyed by the query type (echo reply is mapped to echo request, etc.),
-//!   `icmp.first` after creation, `icmp.error` after any later packet (as pf). The
-//!   [`PacketKey`] carries no ICMP identifier, so concurrent pings between the same two hosts
-//!   share one state.
+//! * ICMP / ICMPv6 queries: keyed as pf keys them, a query as sent from its identifier to
+//!   its type, the reply back (echo reply is mapped to echo request, etc.): only the replies
+//!   with the query's identifier match, not a query the other way; `icmp.first` after
+//!   creation, `icmp.error` after any later packet (as pf).
 //! * ICMP errors (unreachable, time exceeded, packet too big, ...):
 //!   [`StateTable::lookup_icmp_error`] with the quoted inner header finds the flow's state; for
 //!   TCP the quoted sequence number is checked against the sender's window as pf does.

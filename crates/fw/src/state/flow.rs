@@ -205,7 +205,7 @@ fn key_ports(p: u8, sport: u16, dport: u16, icmp_id: u16) -> (u16, u16) {
 }
 
 /// The ports of `k` as the state table keys its flow (ICMP: pf's query/reply mapping, see
-/// [`key_ports`]), source first.
+/// `key_ports`), source first.
 pub fn flow_ports(k: &PacketKey) -> (u16, u16) {
     key_ports(k.proto, k.src_port, k.dst_port, k.icmp_id)
 }

@@ -100,7 +100,7 @@ fn sub_state(e: &Entry, from_a: bool) -> Option<SubState> {
 }
 
 impl StateTable {
-    /// Says which of pf's passes the rules can act on (see [`want`]): a rule set's property,
+    /// Says which of pf's passes the rules can act on (see `want`): a rule set's property,
     /// set when the table takes a rule set. It decides which hits are settled.
     pub fn set_passes(&mut self, has_in: bool, has_out: bool) {
         let w = want(has_in, has_out);
