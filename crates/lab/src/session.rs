@@ -17,6 +17,9 @@ use crate::stat;
 /// A set whose median rate reaches this share of the generator's capacity (measured alone,
 /// see `LabEnv::calibrate`) measured the generator, not the DUT.
 pub const GENERATOR_BOUND: f64 = 0.95;
+/// A set whose generator offered less than this share of its capacity was held back by the
+/// DUT.
+pub const GENERATOR_HELD_BACK: f64 = 0.5;
 
 #[derive(Debug, Clone)]
 pub struct SetResult {
@@ -67,6 +70,18 @@ impl SetResult {
 
     pub fn generator_bound(&self) -> bool {
         self.generator_pps > 0.0 && self.median() >= GENERATOR_BOUND * self.generator_pps
+    }
+
+    /// Median rate the generator offered in this set's runs.
+    pub fn offered(&self) -> f64 {
+        median(&self.runs.iter().map(|r| r.offered_pps).collect::<Vec<_>>())
+    }
+
+    /// The generator offered far less than it can with nothing downstream: the DUT held it
+    /// back (with the in-kernel generator, a DUT that returns its pages slowly does), so the
+    /// set measured the generator as much as the DUT.
+    pub fn generator_held_back(&self) -> bool {
+        self.generator_pps > 0.0 && !self.runs.is_empty() && self.offered() < GENERATOR_HELD_BACK * self.generator_pps
     }
 
     /// The rate the overload sweep multiplies: the zero-loss rate if searched, else the median.
@@ -213,6 +228,15 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
                 r.generator_pps
             );
         }
+        if r.generator_held_back() {
+            let _ = writeln!(
+                s,
+                "note: {}: the generator offered only {:.0} pps, {:.0}% of what it sends with nothing downstream: the DUT held it back, so this set measured the generator too",
+                r.set.name,
+                r.offered(),
+                r.offered() / r.generator_pps * 100.0
+            );
+        }
         if let Some(found) = &r.search {
             let _ = writeln!(s, "zero-loss throughput of {}: {:.0} pps ({} trials, RFC 2544 26.1 binary search)", r.set.name, found.rate_pps, found.trials.len());
         }
@@ -253,11 +277,11 @@ fn ratios(results: &[SetResult]) -> String {
 /// Writes runs.csv, sets.csv, results.json, plot.svg and summary.txt into `dir`.
 pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut runs = String::from("set,dut,run,pps,gen_pps,sent,received\n");
+    let mut runs = String::from("set,dut,run,pps,gen_pps,offered_pps,sent,received\n");
     let mut sets = String::from("set,dut,backend,rules,flows,frame_size,imix,ipv6,runs,median_pps,min_pps,max_pps,delivered,zero_loss_pps\n");
     for r in results {
         for (i, x) in r.runs.iter().enumerate() {
-            let _ = writeln!(runs, "{},{},{},{:.0},{:.0},{},{}", r.set.name, r.set.dut.name(), i + 1, x.pps, x.gen_pps, x.sent, x.received);
+            let _ = writeln!(runs, "{},{},{},{:.0},{:.0},{:.0},{},{}", r.set.name, r.set.dut.name(), i + 1, x.pps, x.gen_pps, x.offered_pps, x.sent, x.received);
         }
         let (min, max) = r.min_max();
         let t = &r.set.traffic;
@@ -343,6 +367,8 @@ pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
                 "delivered": r.delivered(),
                 "generator_capacity_pps": r.generator_pps,
                 "generator_bound": r.generator_bound(),
+                "offered_pps": r.offered(),
+                "generator_held_back": r.generator_held_back(),
                 "zero_loss_pps": r.search.as_ref().map(|s| s.rate_pps),
                 "ping_rtt_us": r.ping_us,
                 "overload": r.overload.iter().map(|p| json!({"multiple": p.multiple, "offered_pps": p.offered_pps, "delivered_pps": p.delivered_pps})).collect::<Vec<_>>(),
