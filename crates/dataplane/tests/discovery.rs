@@ -9,28 +9,17 @@ use dataplane::fib::{FibControl, RouteKind};
 use dataplane::neighbour::State;
 use dataplane::ports::PortInfo;
 use dataplane::punt::{Punt, PuntedFrame};
-use dataplane::slowpath::{Reject, SlowIo, SlowPath};
+use dataplane::slowpath::{Reject, SlowPath};
+
+mod common;
+
+use common::Recorder;
 use wire::build::arp_frame;
 use wire::ndisc::{NdError, na_flags, neighbor_solicit, unsolicited_advert};
 use wire::{ArpOperation, Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr};
 
 const R_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const HOST: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa1]);
-
-#[derive(Default)]
-struct Recorder {
-    wire: Vec<(u16, Vec<u8>)>,
-    host: Vec<(u16, Vec<u8>)>,
-}
-
-impl SlowIo for Recorder {
-    fn send_wire(&mut self, phys: u16, frame: &[u8]) {
-        self.wire.push((phys, frame.to_vec()));
-    }
-    fn send_host(&mut self, port: u16, frame: &[u8]) {
-        self.host.push((port, frame.to_vec()));
-    }
-}
 
 fn v6(s: &str) -> Ipv6Addr {
     s.parse().unwrap()

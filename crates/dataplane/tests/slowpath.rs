@@ -8,7 +8,11 @@ use dataplane::adjacency::Adjacency;
 use dataplane::fib::FibControl;
 use dataplane::ports::PortInfo;
 use dataplane::punt::{Punt, PuntedFrame};
-use dataplane::slowpath::{SlowIo, SlowPath};
+use dataplane::slowpath::SlowPath;
+
+mod common;
+
+use common::Recorder;
 use wire::build::{UdpFlow, arp_frame, icmpv4_echo_frame, icmpv6_echo_frame, udp_frame, udp_frame_ip_len};
 use wire::icmp_reply::IcmpError;
 use dataplane::neighbour::State;
@@ -19,21 +23,6 @@ const R_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 const HOST_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa1]);
 const HOST_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb1]);
 const S: u64 = 1_000_000_000;
-
-#[derive(Default)]
-struct Recorder {
-    wire: Vec<(u16, Vec<u8>)>,
-    host: Vec<(u16, Vec<u8>)>,
-}
-
-impl SlowIo for Recorder {
-    fn send_wire(&mut self, phys: u16, frame: &[u8]) {
-        self.wire.push((phys, frame.to_vec()));
-    }
-    fn send_host(&mut self, port: u16, frame: &[u8]) {
-        self.host.push((port, frame.to_vec()));
-    }
-}
 
 fn v4(s: &str) -> IpAddr {
     IpAddr::V4(s.parse().unwrap())

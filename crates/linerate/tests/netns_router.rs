@@ -44,15 +44,9 @@ fn router(backend: &str, tag: &str) {
         return;
     }
     let lab = build(tag);
-    // B's side has a 1400-byte IP MTU in linerate (B's kernel keeps 1500, which is fine for
-    // receiving fragments).
+    // B's side has a 1400-byte IP MTU in linerate.
     let cfg = write_config(&lab, backend, "");
-    let text_cfg = std::fs::read_to_string(&cfg).unwrap().replace(
-        "name = \"lrd1\"\naddresses = [\"198.19.0.1/24\", \"2001:db8:b::1/64\"]",
-        "name = \"lrd1\"\naddresses = [\"198.19.0.1/24\", \"2001:db8:b::1/64\"]\nmtu = 1400",
-    );
-    assert!(text_cfg.contains("mtu = 1400"));
-    std::fs::write(&cfg, text_cfg).unwrap();
+    common::set_b_mtu(&cfg, 1400);
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
     let mut dut = start_until(linerate, "forwarding with");

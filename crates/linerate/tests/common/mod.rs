@@ -81,6 +81,15 @@ backend = "{backend}"
     path
 }
 
+/// Gives linerate's `lrd1` (B's side) an IP MTU of `mtu` in the config at `cfg` (B's
+/// kernel keeps 1500, which is fine for receiving fragments).
+pub fn set_b_mtu(cfg: &std::path::Path, mtu: u16) {
+    let lrd1 = "name = \"lrd1\"\naddresses = [\"198.19.0.1/24\", \"2001:db8:b::1/64\"]";
+    let text = std::fs::read_to_string(cfg).unwrap();
+    assert!(text.contains(lrd1), "{text}");
+    std::fs::write(cfg, text.replace(lrd1, &format!("{lrd1}\nmtu = {mtu}"))).unwrap();
+}
+
 /// Stops a child on drop (SIGTERM, then SIGKILL), so a failing assertion leaves no process
 /// behind.
 pub struct Guard(pub Option<Child>);
