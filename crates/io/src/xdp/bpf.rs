@@ -374,8 +374,14 @@ pub fn create_drop_counter() -> io::Result<OwnedFd> {
 
 /// The sum over every CPU of the single u64 in per-CPU array `map`.
 pub fn read_percpu_u64(map: RawFd) -> io::Result<u64> {
+    Ok(percpu_sums::<1>(map, super::sink::possible_cpus()?)?[0])
+}
+
+/// Entry 0 of per-CPU array `map` (a value of `N` u64 counters, on each of `cpus` CPUs),
+/// summed over the CPUs counter by counter.
+pub fn percpu_sums<const N: usize>(map: RawFd, cpus: usize) -> io::Result<[u64; N]> {
     let key = 0u32;
-    let mut values = vec![0u64; super::sink::possible_cpus()?];
+    let mut values = vec![[0u64; N]; cpus];
     let mut attr = MapElemAttr {
         map_fd: map as u32,
         key: &key as *const u32 as u64,
@@ -383,7 +389,24 @@ pub fn read_percpu_u64(map: RawFd) -> io::Result<u64> {
         ..Default::default()
     };
     sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut attr)?;
-    Ok(values.iter().sum())
+    Ok(values.iter().fold([0; N], |mut sum, v| {
+        sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+        sum
+    }))
+}
+
+/// Test helper: every jump of `p` lands forward, inside the program (JMP and JMP32 classes,
+/// calls and exits aside).
+#[cfg(test)]
+pub(crate) fn assert_jumps_land_inside(p: &[Insn]) {
+    for (i, insn) in p.iter().enumerate() {
+        let code = insn.code();
+        let is_jump = matches!(code & 0x07, 0x05 | 0x06) && !matches!(code & 0xf0, 0x80 | 0x90);
+        if is_jump {
+            let target = i as i64 + 1 + i64::from(insn.off());
+            assert!(target > i as i64 && (target as usize) < p.len(), "insn {i} jumps to {target}");
+        }
+    }
 }
 
 pub(super) fn obj_name(name: &str) -> [u8; 16] {

@@ -168,15 +168,7 @@ mod tests {
     fn jumps_land_inside_the_program() {
         let addrs: Vec<IpAddr> = vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap(), "10.0.0.1".parse().unwrap()];
         let p = program(&addrs, false);
-        for (i, insn) in p.iter().enumerate() {
-            let code = insn.code();
-            // JMP or JMP32 class, neither call (0x80) nor exit (0x90).
-            let is_jump = matches!(code & 0x07, 0x05 | 0x06) && !matches!(code & 0xf0, 0x80 | 0x90);
-            if is_jump {
-                let target = i as i64 + 1 + i64::from(insn.off());
-                assert!(target > i as i64 && (target as usize) < p.len(), "insn {i} jumps to {target}");
-            }
-        }
+        crate::xdp::bpf::assert_jumps_land_inside(&p);
         assert_eq!(program(&addrs, true).len(), 2);
     }
 

@@ -10,7 +10,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::bpf::{self, Insn, MapCreateAttr, MapElemAttr, R0, R1, R2, R6, R7, R10};
+use super::bpf::{self, Insn, MapCreateAttr, R0, R1, R2, R6, R7, R10};
 use super::sys;
 
 /// BPF object name of the program.
@@ -113,16 +113,8 @@ impl CountingSink {
 }
 
 fn read_counts(map: RawFd, cpus: usize) -> io::Result<(u64, u64)> {
-    let key = 0u32;
-    let mut values = vec![[0u64; 2]; cpus];
-    let mut attr = MapElemAttr {
-        map_fd: map as u32,
-        key: &key as *const u32 as u64,
-        value: values.as_mut_ptr() as u64,
-        ..Default::default()
-    };
-    sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut attr)?;
-    Ok(values.iter().fold((0, 0), |(p, b), v| (p + v[0], b + v[1])))
+    let [packets, bytes] = bpf::percpu_sums::<2>(map, cpus)?;
+    Ok((packets, bytes))
 }
 
 #[cfg(test)]

@@ -191,14 +191,7 @@ mod tests {
         for layout in [Layout { l3: 14, ipv6: false }, Layout { l3: 18, ipv6: true }] {
             let maps = Maps { state: 3, sizes: 4, sources: 5, destinations: 6 };
             let p = program(layout, &maps, Counts { sources: 20, destinations: 100, sizes: 12 });
-            for (i, insn) in p.iter().enumerate() {
-                let code = insn.code();
-                let is_jump = matches!(code & 0x07, 0x05 | 0x06) && !matches!(code & 0xf0, 0x80 | 0x90);
-                if is_jump {
-                    let target = i as i64 + 1 + i64::from(insn.off());
-                    assert!(target > i as i64 && (target as usize) < p.len(), "insn {i} jumps to {target}");
-                }
-            }
+            crate::xdp::bpf::assert_jumps_land_inside(&p);
             assert_eq!(p.last().unwrap().code(), 0x95, "ends with exit");
         }
     }
