@@ -31,18 +31,71 @@ impl FrameDesc {
     }
 }
 
-/// One page of the pool's region. Page alignment lets the region be registered as an
-/// AF_XDP UMEM as it is; a chunk never straddles two pages (`FRAME_SIZE` divides `PAGE`).
-#[repr(C, align(4096))]
-#[derive(Clone)]
-struct Page([u8; PAGE]);
-
 const PAGE: usize = 4096;
 const CHUNKS_PER_PAGE: usize = PAGE / FRAME_SIZE;
 
+/// The pool's memory: page-aligned, zeroed, owned through a raw pointer. The kernel writes
+/// into chunks it owns (an AF_XDP UMEM) while the worker reads others, so no reference ever
+/// spans the whole region: each accessor makes a slice over one frame or chunk only (as
+/// ixy.rs keeps per-buffer pointers). `FRAME_SIZE` divides `PAGE`, so no chunk straddles a page.
+struct Region {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the region is plain bytes owned by its pool; shared access only reads, and writes
+// go through `&mut`, exactly as for a `Vec<u8>`.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+impl Region {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len, PAGE).expect("pool region layout")
+    }
+
+    /// `len` zeroed bytes (a multiple of `PAGE`, not zero), page-aligned.
+    fn new(len: usize) -> Self {
+        let layout = Self::layout(len);
+        // SAFETY: `layout` has a non-zero size (callers ask for at least one page).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        Region { ptr, len }
+    }
+
+    /// Panics unless `start..start + len` lies inside the region (as slice indexing would).
+    #[inline(always)]
+    fn check(&self, start: usize, len: usize) {
+        assert!(start <= self.len && len <= self.len - start, "frame {start}+{len} outside the pool ({})", self.len);
+    }
+
+    #[inline(always)]
+    fn slice(&self, start: usize, len: usize) -> &[u8] {
+        self.check(start, len);
+        // SAFETY: in bounds (checked), initialised (zeroed at allocation); the pool hands a
+        // chunk to the kernel only while no descriptor of it is held, so nothing writes these
+        // bytes while `&self` is borrowed.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(start), len) }
+    }
+
+    #[inline(always)]
+    fn slice_mut(&mut self, start: usize, len: usize) -> &mut [u8] {
+        self.check(start, len);
+        // SAFETY: as in `slice`, and `&mut self` makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(start), len) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout and not freed before.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
 /// A pool of frame chunks with a LIFO free list (recently freed chunks are still in cache).
 pub struct FramePool {
-    mem: Vec<Page>,
+    mem: std::mem::ManuallyDrop<Region>,
     free: Vec<u32>,
     chunks: u32,
     leases: std::sync::Arc<()>,
@@ -55,34 +108,19 @@ pub struct RegionLease(#[allow(dead_code)] std::sync::Arc<()>);
 
 impl Drop for FramePool {
     fn drop(&mut self) {
-        if std::sync::Arc::strong_count(&self.leases) > 1 {
-            std::mem::forget(std::mem::take(&mut self.mem));
+        if std::sync::Arc::strong_count(&self.leases) == 1 {
+            // SAFETY: dropped once, here; `mem` is not used afterwards.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.mem) }
         }
     }
 }
 
 impl FramePool {
-    /// The region as one byte slice.
-    #[inline(always)]
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `Page` is `repr(C)` around `[u8; PAGE]` (size PAGE, no padding), so the
-        // `mem.len()` pages are `mem.len() * PAGE` initialised, contiguous bytes, borrowed
-        // for as long as `&self`.
-        unsafe { std::slice::from_raw_parts(self.mem.as_ptr().cast::<u8>(), self.mem.len() * PAGE) }
-    }
-
-    /// The region as one writable byte slice.
-    #[inline(always)]
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`, and `&mut self` makes the borrow exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u8>(), self.mem.len() * PAGE) }
-    }
-
     /// A pool of `chunks` frames of `FRAME_SIZE` bytes.
     pub fn new(chunks: u32) -> Self {
         assert!(chunks > 0 && (chunks as usize) * FRAME_SIZE <= u32::MAX as usize, "pool size");
         let pages = (chunks as usize).div_ceil(CHUNKS_PER_PAGE);
-        let mem = vec![Page([0; PAGE]); pages];
+        let mem = std::mem::ManuallyDrop::new(Region::new(pages * PAGE));
         let free = (0..chunks).rev().collect();
         FramePool { mem, free, chunks, leases: std::sync::Arc::new(()) }
     }
@@ -115,31 +153,34 @@ impl FramePool {
     /// The frame's bytes.
     #[inline]
     pub fn frame(&self, desc: FrameDesc) -> &[u8] {
-        let start = desc.addr as usize;
-        &self.bytes()[start..start + desc.len as usize]
+        self.mem.slice(desc.addr as usize, desc.len as usize)
     }
 
     /// `N` bytes of the pool from byte address `addr` (a frame's address plus an offset into
-    /// it), which may run past the end of that frame into stale bytes: for a fast path that
-    /// reads a header whole before it knows the packet's length, and trusts the bytes only
-    /// after checking the length fields. `None` past the end of the pool.
+    /// it), which may run past the end of that frame into stale bytes of its chunk: for a fast
+    /// path that reads a header whole before it knows the packet's length, and trusts the
+    /// bytes only after checking the length fields. `None` past the end of the chunk (the next
+    /// chunk may belong to the kernel).
     #[inline(always)]
     pub fn peek<const N: usize>(&self, addr: usize) -> Option<&[u8; N]> {
-        self.bytes().get(addr..addr.wrapping_add(N))?.first_chunk()
+        let room = FRAME_SIZE - addr % FRAME_SIZE;
+        if N > room || addr >= self.mem.len {
+            return None;
+        }
+        self.mem.slice(addr, N).first_chunk()
     }
 
     /// The frame's bytes, writable.
     #[inline]
     pub fn frame_mut(&mut self, desc: FrameDesc) -> &mut [u8] {
-        let start = desc.addr as usize;
-        &mut self.bytes_mut()[start..start + desc.len as usize]
+        self.mem.slice_mut(desc.addr as usize, desc.len as usize)
     }
 
     /// The whole chunk `addr` lies in, writable (for ports that receive into it).
     #[inline]
     pub fn chunk_mut(&mut self, addr: u32) -> &mut [u8] {
         let base = addr as usize - addr as usize % FRAME_SIZE;
-        &mut self.bytes_mut()[base..base + FRAME_SIZE]
+        self.mem.slice_mut(base, FRAME_SIZE)
     }
 
     /// A lease on the region, for whoever registers it with the kernel (see [`RegionLease`]).
@@ -151,7 +192,7 @@ impl FramePool {
     /// (an AF_XDP UMEM). The kernel may then write into chunks handed to it; the pool keeps
     /// no reference into a chunk while the kernel owns it.
     pub fn region(&mut self) -> (*mut u8, usize) {
-        (self.mem.as_mut_ptr().cast::<u8>(), self.mem.len() * PAGE)
+        (self.mem.ptr.as_ptr(), self.mem.len)
     }
 
     /// Copies `data` into the frame (as a NIC's DMA would) and sets its length.
@@ -163,15 +204,15 @@ impl FramePool {
         // Never past the end of the frame's own chunk, wherever in it the frame starts.
         let room = FRAME_SIZE - start % FRAME_SIZE;
         let len = data.len().min(MAX_FRAME_LEN).min(room);
-        self.bytes_mut()[start..start + len].copy_from_slice(&data[..len]);
+        self.mem.slice_mut(start, len).copy_from_slice(&data[..len]);
         desc.len = len as u16;
     }
 
     /// Hints the CPU to load the first cache line of the frame.
     #[inline]
     pub fn prefetch(&self, desc: FrameDesc) {
-        if let Some(byte) = self.bytes().get(desc.addr as usize) {
-            crate::prefetch::prefetch_read(byte);
+        if (desc.addr as usize) < self.mem.len {
+            crate::prefetch::prefetch_read(&self.mem.slice(desc.addr as usize, 1)[0]);
         }
     }
 
@@ -227,6 +268,17 @@ mod tests {
             assert!(pool.frame(*d).iter().all(|&b| b == i as u8));
             assert_eq!(pool.chunk_mut(d.addr).len(), FRAME_SIZE);
         }
+    }
+
+    #[test]
+    fn peek_stays_inside_the_chunk() {
+        let mut pool = FramePool::new(2);
+        let mut d = pool.alloc().unwrap();
+        pool.write(&mut d, &[7; 28]);
+        assert_eq!(pool.peek::<28>(d.addr as usize), Some(&[7; 28]));
+        assert!(pool.peek::<28>(FRAME_SIZE - 27).is_none(), "would cross into the next chunk");
+        assert!(pool.peek::<1>(2 * FRAME_SIZE).is_none(), "past the pool");
+        assert!(pool.peek::<1>(usize::MAX).is_none());
     }
 
     #[test]
