@@ -66,15 +66,25 @@ impl Region {
     /// Panics unless `start..start + len` lies inside the region (as slice indexing would).
     #[inline(always)]
     fn check(&self, start: usize, len: usize) {
-        assert!(start <= self.len && len <= self.len - start, "frame {start}+{len} outside the pool ({})", self.len);
+        if start > self.len || len > self.len - start {
+            outside(start, len, self.len);
+        }
     }
 
     #[inline(always)]
     fn slice(&self, start: usize, len: usize) -> &[u8] {
         self.check(start, len);
-        // SAFETY: in bounds (checked), initialised (zeroed at allocation); the pool hands a
-        // chunk to the kernel only while no descriptor of it is held, so nothing writes these
-        // bytes while `&self` is borrowed.
+        // SAFETY: in bounds (checked).
+        unsafe { self.slice_unchecked(start, len) }
+    }
+
+    /// # Safety
+    /// `start..start + len` must lie inside the region.
+    #[inline(always)]
+    unsafe fn slice_unchecked(&self, start: usize, len: usize) -> &[u8] {
+        // SAFETY: in bounds (the caller's contract), initialised (zeroed at allocation); the
+        // pool hands a chunk to the kernel only while no descriptor of it is held, so nothing
+        // writes these bytes while `&self` is borrowed.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(start), len) }
     }
 
@@ -84,6 +94,12 @@ impl Region {
         // SAFETY: as in `slice`, and `&mut self` makes the borrow exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(start), len) }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn outside(start: usize, len: usize, region: usize) -> ! {
+    panic!("frame {start}+{len} outside the pool ({region} bytes)")
 }
 
 impl Drop for Region {
@@ -167,7 +183,9 @@ impl FramePool {
         if N > room || addr >= self.mem.len {
             return None;
         }
-        self.mem.slice(addr, N).first_chunk()
+        // SAFETY: `addr` is inside the region, whose length is a multiple of `FRAME_SIZE`, so
+        // the `N <= room` bytes up to the end of its chunk are too.
+        unsafe { self.mem.slice_unchecked(addr, N) }.first_chunk()
     }
 
     /// The frame's bytes, writable.
