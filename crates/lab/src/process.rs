@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::runner::LabError;
+use crate::error::LabError;
 
 /// Stops `child`: SIGTERM (so linerate prints its counters and removes what it installed),
 /// then SIGKILL if it has not exited within 3 s.

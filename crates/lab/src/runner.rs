@@ -23,8 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::labfile::{Dut, Set};
+pub use crate::error::LabError;
 use crate::process::{terminate, wait_ready};
-use crate::topology::{End, Namespace, TopologyError, veth_offloads_off};
+use crate::topology::{End, Namespace, veth_offloads_off};
 
 /// Where the lab's three parties run. On the 2-CPU machine the generator and the receiver
 /// share CPU 0 and the DUT owns CPU 1; with more CPUs each gets its own.
@@ -44,18 +45,6 @@ const GEN_MAC: &str = "02:00:00:00:01:01";
 const DUT0_MAC: &str = "02:00:00:00:02:00";
 const DUT1_MAC: &str = "02:00:00:00:02:01";
 const RCV_MAC: &str = "02:00:00:00:03:01";
-
-#[derive(Debug, thiserror::Error)]
-pub enum LabError {
-    #[error(transparent)]
-    Topology(#[from] TopologyError),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("{what}: {detail}")]
-    Process { what: String, detail: String },
-    #[error("interrupted")]
-    Interrupted,
-}
 
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,7 +173,7 @@ impl LabEnv {
         if rtts.is_empty() {
             return Err(LabError::Process { what: "ping across the DUT got no reply".into(), detail: out });
         }
-        Ok(crate::session::median(&rtts))
+        Ok(crate::stat::median(&rtts))
     }
 
     /// The generator's capacity for `set`'s traffic: its rate while the DUT drops every

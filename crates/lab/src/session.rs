@@ -12,7 +12,7 @@ use crate::labfile::{Lab, Set};
 use crate::plot;
 use crate::runner::{LabEnv, LabError, RunResult};
 use crate::search::{self, SearchParams, SearchResult, Trial};
-use crate::stat;
+use crate::stat::{self, median};
 
 /// A set whose median rate reaches this share of the generator's capacity (measured alone,
 /// see `LabEnv::calibrate`) measured the generator, not the DUT.
@@ -98,16 +98,6 @@ impl SetResult {
     }
 }
 
-/// Median (mean of the middle two for an even count); 0 for none.
-pub fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// Where the session is, for a progress bar.
 pub struct Progress<'a> {

@@ -283,7 +283,7 @@ fn receive_in_kernel(iface: &str, duration: Option<Duration>, stop: &AtomicBool,
 /// last seconds (ramp-up and tail), as the study did with its receiver's output.
 pub fn run_value(per_second: &[f64]) -> Option<f64> {
     let inner = if per_second.len() > 2 { &per_second[1..per_second.len() - 1] } else { per_second };
-    (!inner.is_empty()).then(|| crate::session::median(inner))
+    (!inner.is_empty()).then(|| crate::stat::median(inner))
 }
 
 #[cfg(test)]
