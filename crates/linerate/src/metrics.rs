@@ -24,6 +24,8 @@ use crate::control::RouterState;
 pub const MAX_CONNECTIONS: usize = 4;
 /// How long a client may take to send its request, or to read the answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the accepting thread waits for the request it will answer 503.
+const BUSY_READ: Duration = Duration::from_millis(200);
 /// Longest request head read.
 const MAX_REQUEST: usize = 8192;
 
@@ -65,6 +67,10 @@ fn accept(conn: TcpStream, state: &Arc<RouterState>, active: &Arc<AtomicUsize>) 
     let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
     if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
         active.fetch_sub(1, Ordering::AcqRel);
+        // The request is read first (briefly: this is the accepting thread): closing a
+        // socket with unread data resets it, and the client would lose the answer.
+        let _ = conn.set_read_timeout(Some(BUSY_READ));
+        let _ = read_head(&conn);
         let _ = respond(&conn, "503 Service Unavailable", "text/plain", "busy\n");
         return;
     }
