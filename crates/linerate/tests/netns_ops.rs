@@ -7,6 +7,7 @@
 //!   MONOTONIC_USEC) then READY=1 on SIGHUP, STOPPING=1 at the end, on a test socket;
 //! - `show rules`, `show states`, `kill states`, `flush states` under `block all` with a
 //!   keep-state pass: a killed flow's reply is blocked, not passed.
+//!
 //! Needs root and python3 (skips without). Namespaces `lr<pid><tag><host>` are removed on
 //! drop.
 
@@ -77,8 +78,7 @@ fn metrics_count_the_traffic_and_systemd_is_notified() {
         return;
     }
     let lab = build("om");
-    let extra = format!("[firewall]\nrules = \"rules.conf\"\n");
-    let cfg = write_config(&lab, "af_packet", &extra);
+    let cfg = write_config(&lab, "af_packet", "[firewall]\nrules = \"rules.conf\"\n");
     let text = std::fs::read_to_string(&cfg).unwrap().replace("[router]\n", &format!("[router]\nmetrics_listen = \"127.0.0.1:{METRICS_PORT}\"\n"));
     std::fs::write(&cfg, text).unwrap();
     std::fs::write(lab.dir.join("rules.conf"), "block in quick proto udp to port 9999 label \"no9999\"\n").unwrap();
