@@ -4,7 +4,8 @@
 //! Threads: one worker per CPU queue (pinned; each with its own frame pool and its own socket
 //! on every interface: an AF_XDP socket on queue w, or a member of the interface's AF_PACKET
 //! fanout group), the slow path (ARP/NDP, ICMP, the host-stack TAPs: [`crate::host`]), the
-//! control socket ([`crate::control`]) and this thread, which waits and prints.
+//! control socket ([`crate::control`]), the metrics server if configured
+//! ([`crate::metrics`]) and this thread, which waits and prints.
 //!
 //! What the kernel still sees of the interfaces:
 //! - AF_XDP: linerate's XDP program hands IPv4, IPv6, ARP and VLAN-tagged frames to linerate
@@ -251,8 +252,10 @@ pub fn main(args: RunArgs) -> Result<()> {
             .context("starting a worker thread")?;
         handles.push(handle);
     }
-    if let Some(server) = metrics.as_mut() {
-        server.serve(Arc::clone(&state))?;
+    if let Some(server) = metrics.as_mut()
+        && let Err(e) = server.serve(Arc::clone(&state))
+    {
+        crate::log::warn(format_args!("metrics: {e:#}"));
     }
     if let Some(server) = control.as_mut() {
         let access = crate::control::Access { admin_uid: plan.admin_uid, read_gid: plan.control_gid };

@@ -16,7 +16,7 @@ use super::Firewall;
 
 /// Slots a worker examines per poll while it serves a request: about 256 KiB of slots, a
 /// few tens of microseconds.
-pub const SLOTS_PER_POLL: usize = 4096;
+pub const SLOTS_PER_POLL: usize = 1024;
 
 /// Which states a request is about; every field set must match. `src` and `dst` are the
 /// initiator's and the responder's address (pfctl -k's first and second host), `host`
