@@ -14,8 +14,9 @@ use fw::state::{StateEnds, StateId};
 
 use super::Firewall;
 
-/// Slots a worker examines per poll while it serves a request: about 256 KiB of slots, a
-/// few tens of microseconds.
+/// Slots a worker examines per poll while it serves a request: 64 KiB of slots, some tens
+/// of microseconds to list them, about a hundred to remove them (docs/performance.md), short
+/// against what a receive ring holds.
 pub const SLOTS_PER_POLL: usize = 1024;
 
 /// Which states a request is about; every field set must match. `src` and `dst` are the
