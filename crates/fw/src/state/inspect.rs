@@ -1,5 +1,6 @@
 //! Reading states out of a table for operators (`pfctl -ss`, `-k`, `-F states`): walking the
-//! slot array a bounded stretch at a time, and a state's endpoints as addresses and ports.
+//! slot array a bounded stretch at a time, and a state's endpoints as addresses and ports
+//! (removal is [`StateTable::remove`]).
 //! Off the fast path: the data plane calls this between batches, when asked.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -63,12 +64,6 @@ impl StateTable {
         let (a, b) = e.key.endpoints();
         let (initiator, responder) = if e.flags & F_INIT_B != 0 { (b, a) } else { (a, b) };
         Some(StateEnds { initiator, responder })
-    }
-
-    /// Removes every state; returns how many there were (`pfctl -F states`).
-    pub fn flush(&mut self) -> usize {
-        let ids: Vec<StateId> = self.states_in(0..self.slots.len()).collect();
-        ids.into_iter().filter(|&id| self.remove(id)).count()
     }
 }
 
@@ -149,7 +144,7 @@ mod tests {
     }
 
     #[test]
-    fn walk_in_stretches_and_flush() {
+    fn walk_in_stretches_then_remove() {
         let mut t = StateTable::new(64, Timeouts::default(), 1);
         for p in 0..40 {
             t.insert(&udp("10.0.0.1", 1000 + p, "10.0.0.2", 53), 0, 0, None).unwrap();
@@ -158,9 +153,9 @@ mod tests {
         let in_stretches: usize = (0..n).step_by(7).map(|s| t.states_in(s..s + 7).count()).sum();
         assert_eq!(in_stretches, 40);
         assert_eq!(t.states_in(n + 5..n + 10).count(), 0);
-        assert_eq!(t.flush(), 40);
-        assert_eq!(t.len(), 0);
-        assert_eq!(t.counters().removed, 40);
+        let ids: Vec<StateId> = t.states_in(0..n).collect();
+        assert!(ids.into_iter().all(|id| t.remove(id)));
+        assert_eq!((t.len(), t.counters().removed), (0, 40));
         t.debug_check();
     }
 
