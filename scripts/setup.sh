@@ -11,6 +11,23 @@ for pair in ip:iproute2 gcc:gcc ping:iputils-ping tcpdump:tcpdump nft:nftables \
             tracepath:iputils-tracepath python3:python3; do
     have "${pair%%:*}" || need_pkgs+=("${pair##*:}")
 done
+# Tools the tests check linerate's metrics and service unit with, without what they recommend
+# (prometheus would bring a node exporter): promtool, systemd-analyze, and Debian's Python
+# client to parse OpenMetrics text.
+tool_pkgs=()
+for pair in promtool:prometheus systemd-analyze:systemd; do
+    have "${pair%%:*}" || tool_pkgs+=("${pair##*:}")
+done
+/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || tool_pkgs+=(python3-prometheus-client)
+if ((${#tool_pkgs[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: missing ${tool_pkgs[*]}; run as root to install them" >&2
+        exit 1
+    fi
+    echo "setup: installing ${tool_pkgs[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool_pkgs[@]}" >/dev/null
+fi
 if ((${#need_pkgs[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "setup: missing ${need_pkgs[*]}; run as root to install them" >&2

@@ -75,6 +75,9 @@ pub struct RouterSettings {
     /// Members of this group may use the read-only commands of the control socket
     /// (`show`, `top`); the socket file gets this group and mode 0660 (default: none, 0600).
     pub control_group: Option<String>,
+    /// Serve the counters as Prometheus / OpenMetrics text on `GET /metrics` at this TCP
+    /// address (default: off).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for RouterSettings {
@@ -92,6 +95,7 @@ impl Default for RouterSettings {
             fail_closed: false,
             user: None,
             control_group: None,
+            metrics_listen: None,
         }
     }
 }

@@ -823,3 +823,14 @@ fn privilege_settings() {
     fails("[router]\nuser = \"\"\n", 2, 8, "is not a user");
     fails("[router]\nfail_closed = 1\n", 2, 15, "expected a boolean");
 }
+
+#[test]
+fn metrics_listen() {
+    assert_eq!(parse(BASE).unwrap().router.metrics_listen, None);
+    let r = parse("[router]\nmetrics_listen = \"127.0.0.1:9111\"\n").unwrap().router;
+    assert_eq!(r.metrics_listen, Some("127.0.0.1:9111".parse().unwrap()));
+    let r = parse("[router]\nmetrics_listen = \"[::1]:9111\"\n").unwrap().router;
+    assert_eq!(r.metrics_listen, Some("[::1]:9111".parse().unwrap()));
+    fails("[router]\nmetrics_listen = \"localhost\"\n", 2, 18, "metrics_listen \"localhost\" is not an address and port");
+    fails("[router]\nmetrics_listen = 9111\n", 2, 18, "expected a string");
+}

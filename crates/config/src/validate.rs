@@ -50,6 +50,7 @@ struct RawRouter {
     fail_closed: Option<bool>,
     user: Option<S<String>>,
     control_group: Option<S<String>>,
+    metrics_listen: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -219,6 +220,12 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
     )? as usize;
     let user = account_name(cx, r.user.as_ref(), "user")?;
     let control_group = account_name(cx, r.control_group.as_ref(), "control_group")?;
+    let metrics_listen = match &r.metrics_listen {
+        None => None,
+        Some(s) => Some(s.get_ref().parse().map_err(|_| {
+            cx.err(s.span(), format!("router: metrics_listen {:?} is not an address and port (e.g. \"127.0.0.1:9111\" or \"[::1]:9111\")", s.get_ref()))
+        })?),
+    };
     Ok(RouterSettings {
         workers,
         batch_size,
@@ -232,6 +239,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         fail_closed: r.fail_closed.unwrap_or(d.fail_closed),
         user,
         control_group,
+        metrics_listen,
     })
 }
 

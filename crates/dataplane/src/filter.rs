@@ -37,6 +37,7 @@ use crate::counters::DropReason;
 
 pub mod frags;
 mod keys;
+pub mod requests;
 mod stage;
 
 pub(crate) use stage::{FilterStage, Routed, V4At};

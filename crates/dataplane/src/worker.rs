@@ -13,6 +13,7 @@ use io::{Batch, FramePool, RxPort, TxPort};
 
 use crate::counters::{Counts, WorkerCounters};
 use crate::fib::{Fib, PortInfo};
+use crate::filter::requests::{StateDesk, StateRequest};
 use crate::filter::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
 use crate::punt::{PuntBatch, PuntPort};
@@ -63,6 +64,10 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     port_counts: Vec<Counts>,
     shared: Arc<WorkerCounters>,
     idle: Idle,
+    /// Operators' requests on the state table, served between batches.
+    desk: Option<StateDesk>,
+    /// A request is being served: the worker does not sleep until it is done.
+    desk_busy: bool,
 }
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
@@ -84,6 +89,8 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             port_counts,
             shared,
             idle: Idle::Spin,
+            desk: None,
+            desk_busy: false,
         }
     }
 
@@ -105,6 +112,12 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// ICMP errors handed to the slow path and suppressed by the rate limit so far.
     pub fn icmp_counts(&self) -> (u64, u64) {
         self.forwarder.icmp_counts()
+    }
+
+    /// Has the worker serve state-table requests (`show`/`kill`/`flush states`) arriving on
+    /// `requests`, `worker` naming it in its replies (before it runs).
+    pub fn set_state_requests(&mut self, worker: usize, requests: std::sync::mpsc::Receiver<StateRequest>) {
+        self.desk = Some(StateDesk::new(worker, requests));
     }
 
     /// Gives the worker a firewall (before it runs).
@@ -159,6 +172,9 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             }
         }
         self.forwarder.quiescent();
+        if let Some(desk) = &mut self.desk {
+            self.desk_busy = desk.serve(self.forwarder.firewall_mut());
+        }
         self.shared.publish(&self.forwarder.counts);
         // Port statistics may cost a syscall (kernel ring drops): only when someone asks.
         if self.shared.port_stats_wanted() {
@@ -204,7 +220,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let Some(fds) = fds.filter(|f| !f.is_empty()) else { return self.spin(stop) };
         let (mut empty, mut idle_since) = (0u32, None);
         while !stop.load(Ordering::Relaxed) {
-            if self.poll() > 0 {
+            if self.poll() > 0 || self.desk_busy {
                 (empty, idle_since) = (0, None);
                 continue;
             }

@@ -96,6 +96,7 @@
 //! returns plain `u64` counters the worker can publish.
 
 mod flow;
+mod inspect;
 mod memory;
 mod quick;
 mod sub;
@@ -108,6 +109,7 @@ use lpm::hugemem::HugeArray;
 use crate::packet::{Af, PacketKey, proto};
 use flow::{FlowHasher, FlowKey};
 pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
+pub use inspect::{Endpoint, StateEnds, state_name};
 pub use sub::{Pass, SubState};
 pub use quick::QuickHits;
 use quick::mark_steady;

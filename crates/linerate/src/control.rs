@@ -43,6 +43,8 @@ pub struct RouterState {
     /// Why rules that keep state must not be loaded into this run (see
     /// [`crate::steering::reload_refusal`]).
     pub reload_refusal: Option<String>,
+    /// The workers' firewalls (rules, state tables): `None` without a `[firewall]`.
+    pub fw: Option<crate::control_fw::FwControl>,
 }
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -135,6 +137,9 @@ fn serve(conn: UnixStream, state: &RouterState, access: Access) {
                 access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"))
             ),
             (Some(Role::ReadOnly), "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
+            (Some(Role::ReadOnly), c) if crate::control_fw::is_admin_command(c) => {
+                format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
+            }
             (Some(_), command) => answer(state, command),
         },
     };
@@ -149,13 +154,15 @@ fn answer(state: &RouterState, command: &str) -> String {
         "routes" => routes(state).to_string(),
         "neighbours" => neighbours(state).to_string(),
         "interfaces" => interfaces(state).to_string(),
-        other => format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours or interfaces)"),
+        other => crate::control_fw::answer(state.fw.as_ref(), other).unwrap_or_else(|| {
+            format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours, interfaces, rules, states, kill-states or flush-states)")
+        }),
     }
 }
 
 /// Counters of every worker (per physical interface: its queue), their sums per interface,
 /// drop reasons and the slow path's counters.
-fn stats(state: &RouterState) -> Value {
+pub(crate) fn stats(state: &RouterState) -> Value {
     let physical: Vec<&dataplane::PortInfo> = state.ports.iter().filter(|p| p.vlan.is_none()).collect();
     let snaps: Vec<_> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
     let port_json = |p: &io::PortStats, c: Option<&dataplane::Counts>| {
@@ -269,7 +276,7 @@ fn routes(state: &RouterState) -> Value {
     json!(list)
 }
 
-fn neighbours(state: &RouterState) -> Value {
+pub(crate) fn neighbours(state: &RouterState) -> Value {
     let sp = state.slow.lock().unwrap_or_else(|e| e.into_inner());
     let list: Vec<Value> = sp
         .neighbours()
@@ -309,23 +316,26 @@ pub fn reload(state: &RouterState) -> String {
     };
     match load_and_publish(state, slot, &fw.rules) {
         Ok(n) => {
-            eprintln!("linerate: firewall reloaded: {n} rules from {}", fw.rules.display());
+            crate::log::info(format_args!("firewall reloaded: {n} rules from {}", fw.rules.display()));
             format!("ok: {n} rules")
         }
         Err(e) => {
-            eprintln!("linerate: firewall reload refused, old rules kept: {e:#}");
+            crate::log::error(format_args!("firewall reload refused, old rules kept: {e:#}"));
             format!("error: {e:#}")
         }
     }
 }
 
 fn load_and_publish(state: &RouterState, slot: &RulesSlot, path: &std::path::Path) -> Result<usize> {
-    let rules = crate::run::load_rules(&state.cfg, path)?;
+    let (rules, text) = crate::run::load_rules_with_text(&state.cfg, path)?;
     if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&rules.rules)) {
         bail!("{}: {why}", path.display());
     }
     let n = rules.rule_count();
     slot.publish(Arc::new(rules)).with_context(|| format!("{}: set limit states", path.display()))?;
+    if let Some(fw) = &state.fw {
+        fw.set_source(&text);
+    }
     Ok(n)
 }
 

@@ -4,16 +4,22 @@
 mod bench;
 mod check;
 mod control;
+mod control_fw;
 mod fail_closed;
 mod host;
 mod kernel_bypass;
 mod lab_cmd;
+mod log;
+mod metrics;
+mod notify;
 mod output;
 mod owner;
 mod privilege;
 mod receive;
 mod run;
+mod service;
 mod show;
+mod states;
 mod steering;
 mod traffic;
 mod tools;
@@ -25,6 +31,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Most verbose messages printed on stderr (with `<N>` syslog prefixes when stderr is
+    /// the systemd journal).
+    #[arg(long, global = true, value_enum, default_value = "info")]
+    log_level: log::Level,
 }
 
 #[derive(Subcommand)]
@@ -43,6 +53,12 @@ enum Command {
     Show(show::ShowArgs),
     /// Live per-interface and per-queue rates and drops of a running `linerate run`.
     Top(show::TopArgs),
+    /// Remove firewall states of a running `linerate run` (pfctl -k).
+    Kill(states::KillArgs),
+    /// Remove every firewall state of a running `linerate run` (pfctl -F states).
+    Flush(states::FlushArgs),
+    /// Install linerate as a systemd service (dist/linerate.service).
+    InstallService(service::InstallArgs),
     /// Send UDP flows of minimum-size frames (or IMIX) on an interface, pkt-gen style.
     Gen(traffic::GenArgs),
     /// Count the frames arriving on an interface, per second.
@@ -61,6 +77,7 @@ fn main() -> std::process::ExitCode {
     if let Command::Stat { args } = &cli.command {
         return stat_main(args);
     }
+    log::init(cli.log_level);
     let result = match cli.command {
         Command::Bench(args) => bench::main(args),
         Command::Check(args) => check::main(args),
@@ -69,6 +86,9 @@ fn main() -> std::process::ExitCode {
         Command::Reload(args) => control::reload_main(args),
         Command::Show(args) => show::show_main(args),
         Command::Top(args) => show::top_main(args),
+        Command::Kill(args) => states::kill_main(args),
+        Command::Flush(args) => states::flush_main(args),
+        Command::InstallService(args) => service::install_main(args),
         Command::Gen(args) => traffic::gen_main(args),
         Command::Rcv(args) => traffic::rcv_main(args),
         Command::Stat { .. } => unreachable!("handled above"),

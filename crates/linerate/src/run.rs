@@ -4,7 +4,8 @@
 //! Threads: one worker per CPU queue (pinned; each with its own frame pool and its own socket
 //! on every interface: an AF_XDP socket on queue w, or a member of the interface's AF_PACKET
 //! fanout group), the slow path (ARP/NDP, ICMP, the host-stack TAPs: [`crate::host`]), the
-//! control socket ([`crate::control`]) and this thread, which waits and prints.
+//! control socket ([`crate::control`]), the metrics server if configured
+//! ([`crate::metrics`]) and this thread, which waits and prints.
 //!
 //! What the kernel still sees of the interfaces:
 //! - AF_XDP: linerate's XDP program hands IPv4, IPv6, ARP and VLAN-tagged frames to linerate
@@ -68,7 +69,10 @@ pub fn main(args: RunArgs) -> Result<()> {
     let physical: Vec<config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).cloned().collect();
     // Everything that can be wrong with the config or the rule file (state tables included)
     // is found before any interface, TAP, program or nftables table is touched.
-    let (slot, firewalls) = firewall(&cfg, workers)?;
+    let (slot, firewalls, rules_text) = firewall(&cfg, workers)?;
+    // Configured, so refused loudly: a busy port is an error before anything is touched.
+    let mut metrics = cfg.router.metrics_listen.map(crate::metrics::Server::bind).transpose()?;
+    let notify = crate::notify::Notifier::from_env();
     let keep_state = slot.as_ref().is_some_and(|s| crate::steering::keeps_state(&s.current().rules));
     let mut backends = crate::steering::backends(&physical, workers, keep_state).map_err(anyhow::Error::msg)?;
     let stop = crate::stop_on_signals()?;
@@ -178,6 +182,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let mut workers_ready = Vec::new();
     let mut counters = Vec::new();
     let mut fw_stats = Vec::new();
+    let mut state_desks = Vec::new();
     for (w, ((rx, tx, pool), firewall)) in opened.into_iter().zip(firewalls).enumerate() {
         let mut worker: RunWorker = Worker::new(Arc::clone(&fib), &ports, rx, tx, punt_tx.clone(), pool, batch);
         // The errors-per-second budget is shared out among the workers.
@@ -189,6 +194,9 @@ pub fn main(args: RunArgs) -> Result<()> {
         });
         if let Some(firewall) = firewall {
             worker.set_firewall(firewall);
+            let (desk, requests) = std::sync::mpsc::channel();
+            worker.set_state_requests(w, requests);
+            state_desks.push(desk);
         }
         fw_stats.extend(worker.firewall_stats());
         counters.push(worker.counters());
@@ -204,6 +212,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         punt: punt_stats.clone(),
         started: Instant::now(),
         reload_refusal,
+        fw: slot.is_some().then(|| crate::control_fw::FwControl::new(fw_stats.clone(), state_desks, &rules_text)),
     });
     // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
     let socket_path = cfg.router.control_socket.clone();
@@ -243,6 +252,11 @@ pub fn main(args: RunArgs) -> Result<()> {
             .context("starting a worker thread")?;
         handles.push(handle);
     }
+    if let Some(server) = metrics.as_mut()
+        && let Err(e) = server.serve(Arc::clone(&state))
+    {
+        crate::log::warn(format_args!("metrics: {e:#}"));
+    }
     if let Some(server) = control.as_mut() {
         let access = crate::control::Access { admin_uid: plan.admin_uid, read_gid: plan.control_gid };
         if let Err(e) = server.serve(Arc::clone(&state), access) {
@@ -253,6 +267,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     drop(punt_tx);
     let cpus: Vec<String> = (0..workers).map(|w| ((first_cpu + w) % ncpu).to_string()).collect();
     eprintln!("linerate: forwarding with {workers} worker(s) on cpu {}, batch {batch}; Ctrl-C to stop", cpus.join(","));
+    notify.ready(&format!("forwarding with {workers} worker(s)"));
 
     let started = Instant::now();
     let mut last = (Instant::now(), Counts::default());
@@ -260,7 +275,9 @@ pub fn main(args: RunArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
         if hup.swap(false, Ordering::Relaxed) {
             // SIGHUP: as `linerate reload` (its answer is logged by the reload itself).
-            let _ = crate::control::reload(&state);
+            notify.reloading();
+            let answer = crate::control::reload(&state);
+            notify.ready(&format!("forwarding; reload: {answer}"));
         }
         if args.stats_interval > 0 && last.0.elapsed() >= Duration::from_secs(args.stats_interval) {
             let now = total(&counters);
@@ -276,6 +293,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
     }
     stop.store(true, Ordering::Relaxed);
+    notify.stopping();
     let mut finished = Vec::new();
     for h in handles {
         finished.push(h.join().map_err(|_| anyhow::anyhow!("a worker thread panicked"))?);
@@ -345,15 +363,15 @@ fn check_interfaces(cfg: &mut Config, path: &str) -> Result<()> {
 
 /// The compiled rules (reloads go through the same slot) and each worker's firewall, its
 /// state table allocated: all `None` without a `[firewall]`.
-fn firewall(cfg: &Config, workers: usize) -> Result<(Option<Arc<RulesSlot>>, Firewalls)> {
-    let Some(f) = &cfg.firewall else { return Ok((None, (0..workers).map(|_| None).collect())) };
-    let rules = load_rules(cfg, &f.rules)?;
+fn firewall(cfg: &Config, workers: usize) -> Result<(Option<Arc<RulesSlot>>, Firewalls, String)> {
+    let Some(f) = &cfg.firewall else { return Ok((None, (0..workers).map(|_| None).collect(), String::new())) };
+    let (rules, text) = load_rules_with_text(cfg, &f.rules)?;
     eprintln!("linerate: firewall: {} rules from {}", rules.rule_count(), f.rules.display());
     let slot = RulesSlot::new(Arc::new(rules));
     let firewalls = (0..workers)
         .map(|w| Firewall::try_new(Arc::clone(&slot), dataplane::filter::random_seed()).map(Some).with_context(|| format!("{}: worker {w}'s state table", f.rules.display())))
         .collect::<Result<_>>()?;
-    Ok((Some(slot), firewalls))
+    Ok((Some(slot), firewalls, text))
 }
 
 /// The sum of every worker's published counters.
@@ -368,8 +386,15 @@ pub fn total(workers: &[Arc<WorkerCounters>]) -> Counts {
 /// Parses and compiles the config's rule file, interface names resolving to port indices in
 /// the config's interface order (the worker's port numbering).
 pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
+    load_rules_with_text(cfg, rules).map(|(r, _)| r)
+}
+
+/// [`load_rules`], and the text the rules were compiled from (`linerate show rules`).
+pub fn load_rules_with_text(cfg: &Config, rules: &Path) -> Result<(CompiledRules, String)> {
     let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
-    CompiledRules::load(rules, &ifaces).map_err(anyhow::Error::msg)
+    let text = std::fs::read_to_string(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
+    let compiled = CompiledRules::parse(&text, rules, &ifaces).map_err(anyhow::Error::msg)?;
+    Ok((compiled, text))
 }
 
 /// Per-rule counters (rules that saw no packet are listed too: it shows dead rules), then the

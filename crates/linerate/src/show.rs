@@ -58,6 +58,10 @@ pub enum What {
     Neighbours,
     Interfaces,
     Drops,
+    /// The firewall's rules with their counters (pfctl -s rules -v).
+    Rules,
+    /// The firewall's states, filtered (pfctl -s state).
+    States,
 }
 
 #[derive(clap::Args)]
@@ -66,6 +70,8 @@ pub struct ShowArgs {
     /// Print the JSON document instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    filter: crate::states::StateFilterArgs,
     #[command(flatten)]
     socket: SocketArgs,
 }
@@ -84,7 +90,13 @@ pub fn show_main(args: ShowArgs) -> Result<()> {
         What::Neighbours => "neighbours",
         What::Interfaces => "interfaces",
         What::Drops => "stats",
+        What::Rules | What::States => {
+            return crate::states::show(matches!(args.what, What::States), args.json, &args.filter, &args.socket);
+        }
     };
+    if args.filter.is_set() {
+        bail!("--src, --dst, --host, --port, --proto and --limit select states: use them with `show states`");
+    }
     let stats = query(&args.socket, command)?;
     let v = if matches!(args.what, What::Drops) { stats["drops"].clone() } else { stats.clone() };
     let text = if args.json { format!("{v}
@@ -133,6 +145,8 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
                 let _ = writeln!(out, "{:<32} {:>14}", format!("arp_ndp_{reason}"), s(n));
             }
         }
+        // Printed by crate::states.
+        What::Rules | What::States => {}
     }
     out
 }

@@ -140,3 +140,30 @@ fn bench_workers_spread_flows_by_rss() {
     let bad = linerate().args(["bench", "--workers", "0"]).output().unwrap();
     assert!(!bad.status.success());
 }
+
+/// The state commands check their arguments before asking the router anything, and say
+/// which option is wrong; a config with a bad `metrics_listen` is refused with its position.
+#[test]
+fn state_filters_and_metrics_address_are_checked() {
+    let fails = |args: &[&str], want: &str| {
+        let out = linerate().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+    };
+    fails(&["show", "states", "--src", "10.0.0.300"], "--src");
+    fails(&["show", "states", "--dst", "10.0.0.0/40"], "prefix length must be 0..=32");
+    fails(&["show", "states", "--proto", "sctp"], "--proto");
+    fails(&["show", "routes", "--port", "53"], "use them with `show states`");
+    fails(&["show", "rules", "--host", "10.0.0.1"], "use them with `show states`");
+    fails(&["kill", "states"], "--src");
+    fails(&["--log-level", "loud", "flush", "states"], "invalid value 'loud'");
+
+    let dir = std::env::temp_dir().join(format!("lr-cli-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    std::fs::write(&cfg, "[router]\nmetrics_listen = \"127.0.0.1\"\n\n[[interface]]\nname = \"lo\"\n").unwrap();
+    let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("router.toml:2:18: router: metrics_listen \"127.0.0.1\" is not an address and port"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
