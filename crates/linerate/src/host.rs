@@ -80,23 +80,48 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
         tap.set_up(true).with_context(|| format!("bringing {name} up"))?;
         taps.push(Some(tap));
     }
-    if cfg.router.host_stack {
-        for r in &cfg.routes {
-            let Some(i) = cfg.interfaces.iter().position(|x| x.name == r.interface) else { continue };
-            let tap = cfg.interfaces[i].tap_name(i);
-            let prefix = format!("{}/{}", r.prefix.addr, r.prefix.len);
-            let mut args = vec!["route", "replace", &prefix];
-            let via = r.via.map(|v| v.to_string());
-            if let Some(v) = &via {
-                args.extend(["via", v]);
-            }
-            args.extend(["dev", &tap]);
-            if let Err(e) = ip(&args) {
-                eprintln!("linerate: warning: host stack route: {e:#}");
-            }
+    if cfg.router.host_stack && !cfg.routes.is_empty() {
+        if let Err(e) = host_routes(cfg) {
+            eprintln!("linerate: warning: host stack routes: {e:#}");
         }
     }
     Ok(HostIo { senders, taps, send_errors: 0 })
+}
+
+/// Gives the TAPs the config's static routes, in one `ip -batch` (one process for a full
+/// table, not one per route); a route the kernel refuses is reported, the others stay.
+fn host_routes(cfg: &Config) -> Result<()> {
+    use std::fmt::Write as _;
+    use std::io::Write as _;
+    let taps: std::collections::HashMap<&str, String> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), x.tap_name(i))).collect();
+    let mut batch = String::with_capacity(cfg.routes.len() * 48);
+    for r in &cfg.routes {
+        let Some(tap) = taps.get(r.interface.as_str()) else { continue };
+        let _ = write!(batch, "route replace {}/{}", r.prefix.addr, r.prefix.len);
+        if let Some(v) = r.via {
+            let _ = write!(batch, " via {v}");
+        }
+        let _ = writeln!(batch, " dev {tap}");
+    }
+    let mut child = crate::tools::command("ip")
+        .map_err(anyhow::Error::msg)?
+        .args(["-force", "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running ip (iproute2)")?;
+    // Written from a thread of its own, so a full stderr pipe cannot stall both sides.
+    let mut stdin = child.stdin.take().context("ip's stdin")?;
+    let writer = std::thread::spawn(move || stdin.write_all(batch.as_bytes()));
+    let out = child.wait_with_output().context("running ip -batch")?;
+    let written = writer.join().map_err(|_| anyhow::anyhow!("writing to ip -batch panicked"))?;
+    if !out.status.success() {
+        let errors = String::from_utf8_lossy(&out.stderr);
+        let shown: Vec<&str> = errors.lines().take(6).collect();
+        bail!("`ip -batch` refused some of {} routes: {}", cfg.routes.len(), shown.join("; "));
+    }
+    written.context("writing to ip -batch")
 }
 
 /// Names of the TAPs, for the operator.
@@ -154,5 +179,6 @@ pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop
             next_tick = epoch.elapsed() + Duration::from_millis(100);
         }
     }
+    slow.lock().unwrap_or_else(|e| e.into_inner()).stop(&mut io);
     io
 }

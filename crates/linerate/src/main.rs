@@ -12,6 +12,7 @@ mod output;
 mod owner;
 mod privilege;
 mod receive;
+mod reload;
 mod run;
 mod show;
 mod steering;
@@ -37,7 +38,7 @@ enum Command {
     Check(check::CheckArgs),
     /// Forward between the configured interfaces until SIGINT/SIGTERM (SIGHUP: reload).
     Run(run::RunArgs),
-    /// Make a running `linerate run` re-read its firewall rule file (atomic swap).
+    /// Make a running `linerate run` re-read its config: rule file and static neighbours (atomic).
     Reload(show::SocketArgs),
     /// Show the routes, neighbours, interfaces or drop counters of a running `linerate run`.
     Show(show::ShowArgs),
