@@ -3,20 +3,24 @@
 # `linerate check` takes, and how long `linerate run` takes from its start until a ping
 # forwarded through one of the table's routes is answered.
 #
-#   scripts/start-time.sh [--routes N] [--toml] [--runs K] [--bin PATH]
+#   scripts/start-time.sh [--routes N] [--toml] [--runs K] [--bin PATH] [--no-host-stack] [-v]
 #
 # --routes N   routes in the table (default 1000000): IPv4 /24s and /20s, all via host B.
 # --toml       one [[route]] table per route in the config instead of router.route_file.
 # --runs K     repeat K times and print each figure (default 3).
+# --no-host-stack   router.host_stack = false (no TAPs, so no routes given to the kernel).
+# -v           print linerate's start-up messages with the seconds since it started.
 # Needs root: builds namespaces lrst<pid>{a,d,b} (A -> linerate in D -> B), removed on exit.
 set -euo pipefail
-routes=1000000 toml=0 runs=3 bin=target/release/linerate
+routes=1000000 toml=0 runs=3 bin=target/release/linerate host_stack=true verbose=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --routes) routes=$2; shift 2 ;;
         --toml) toml=1; shift ;;
         --runs) runs=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
+        --no-host-stack) host_stack=false; shift ;;
+        -v) verbose=1; shift ;;
         *) echo "usage: $0 [--routes N] [--toml] [--runs K] [--bin PATH]" >&2; exit 2 ;;
     esac
 done
@@ -72,6 +76,7 @@ fi
     cat <<TOML
 [router]
 control_socket = "$dir/control.sock"
+host_stack = $host_stack
 $routes_key
 
 [[interface]]
@@ -92,9 +97,10 @@ for run in $(seq "$runs"); do
     t0=$(date +%s.%N)
     "$bin" check -c "$dir/router.toml" > /dev/null
     t1=$(date +%s.%N)
-    ip netns exec "${tag}d" "$bin" run -c "$dir/router.toml" --cpu 0 > "$dir/run.out" 2> "$dir/run.err" &
-    lr_pid=$!
     t2=$(date +%s.%N)
+    ip netns exec "${tag}d" "$bin" run -c "$dir/router.toml" --cpu 0 > "$dir/run.out" \
+        2> >(while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done > "$dir/run.err") &
+    lr_pid=$!
     until ip netns exec "${tag}a" ping -c 1 -W 0.2 -q 100.64.0.1 > /dev/null 2>&1; do
         kill -0 "$lr_pid" 2>/dev/null || { cat "$dir/run.err" >&2; exit 1; }
         t=$(date +%s.%N)
@@ -102,5 +108,9 @@ for run in $(seq "$runs"); do
     done
     t3=$(date +%s.%N)
     kill "$lr_pid"; wait "$lr_pid" || true; lr_pid=
+    if [ "$verbose" = 1 ]; then
+        sleep 0.2
+        awk -v t0="$t2" '{ printf "  %6.2f s  %s\n", $1 - t0, substr($0, index($0, " ") + 1) }' "$dir/run.err"
+    fi
     printf 'run %d: check %.2f s, run until the first forwarded ping is answered %.2f s\n' "$run" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)"
 done

@@ -25,6 +25,8 @@ pub struct HostIo {
     taps: Vec<Option<Tap>>,
     /// Frames that could not be sent (socket buffer full, link down) or written to a TAP.
     pub send_errors: u64,
+    /// The static routes on their way to the TAPs, until `ip` is done.
+    routes: Option<HostRoutes>,
 }
 
 impl SlowIo for HostIo {
@@ -80,48 +82,102 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
         tap.set_up(true).with_context(|| format!("bringing {name} up"))?;
         taps.push(Some(tap));
     }
-    if cfg.router.host_stack && !cfg.routes.is_empty() {
-        if let Err(e) = host_routes(cfg) {
-            eprintln!("linerate: warning: host stack routes: {e:#}");
+    let routes = if cfg.router.host_stack && !cfg.routes.is_empty() {
+        match HostRoutes::start(cfg) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("linerate: warning: host stack routes: {e:#}");
+                None
+            }
         }
-    }
-    Ok(HostIo { senders, taps, send_errors: 0 })
+    } else {
+        None
+    };
+    Ok(HostIo { senders, taps, send_errors: 0, routes })
 }
 
-/// Gives the TAPs the config's static routes, in one `ip -batch` (one process for a full
-/// table, not one per route); a route the kernel refuses is reported, the others stay.
-fn host_routes(cfg: &Config) -> Result<()> {
-    use std::fmt::Write as _;
-    use std::io::Write as _;
-    let taps: std::collections::HashMap<&str, String> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), x.tap_name(i))).collect();
-    let mut batch = String::with_capacity(cfg.routes.len() * 48);
-    for r in &cfg.routes {
-        let Some(tap) = taps.get(r.interface.as_str()) else { continue };
-        let _ = write!(batch, "route replace {}/{}", r.prefix.addr, r.prefix.len);
-        if let Some(v) = r.via {
-            let _ = write!(batch, " via {v}");
+/// The config's static routes being given to the TAPs by one `ip -batch` run in the
+/// background: a full table takes the kernel tens of seconds, and forwarding does not wait
+/// for it (only the host stack's own traffic uses these routes). The batch is an unlinked
+/// file on `ip`'s stdin, so no thread of this process writes to `ip` (threads started
+/// before the privileges are dropped would keep them) and nothing is left to remove; `ip`
+/// itself has its own credentials from the start.
+pub struct HostRoutes {
+    child: std::process::Child,
+    /// `ip`'s stderr, an unlinked file too (a pipe nobody reads would stall it on many
+    /// errors).
+    errors: std::fs::File,
+    count: usize,
+    started: Instant,
+}
+
+impl HostRoutes {
+    fn start(cfg: &Config) -> Result<HostRoutes> {
+        use std::fmt::Write as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let taps: std::collections::HashMap<&str, String> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), x.tap_name(i))).collect();
+        let mut batch = String::with_capacity(cfg.routes.len() * 48);
+        for r in &cfg.routes {
+            let Some(tap) = taps.get(r.interface.as_str()) else { continue };
+            let _ = write!(batch, "route replace {}/{}", r.prefix.addr, r.prefix.len);
+            if let Some(v) = r.via {
+                let _ = write!(batch, " via {v}");
+            }
+            let _ = writeln!(batch, " dev {tap}");
         }
-        let _ = writeln!(batch, " dev {tap}");
+        // A new file (never one an attacker placed there), readable by this user only.
+        let file = std::env::temp_dir().join(format!("linerate-host-routes-{}", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        let mut out = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&file).with_context(|| format!("creating {}", file.display()))?;
+        let written = std::io::Write::write_all(&mut out, batch.as_bytes()).with_context(|| format!("writing {}", file.display()));
+        let input = std::fs::File::open(&file).with_context(|| format!("reading {}", file.display()));
+        let _ = std::fs::remove_file(&file);
+        let input = written.and(input)?;
+        let errors_path = file.with_extension("errors");
+        let _ = std::fs::remove_file(&errors_path);
+        let errors = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&errors_path).with_context(|| format!("creating {}", errors_path.display()));
+        let _ = std::fs::remove_file(&errors_path);
+        let errors = errors?;
+        let child = crate::tools::command("ip")
+            .map_err(anyhow::Error::msg)?
+            .args(["-force", "-batch", "-"])
+            .stdin(input)
+            .stdout(std::process::Stdio::null())
+            .stderr(errors.try_clone().context("ip's stderr")?)
+            .spawn()
+            .context("running ip (iproute2)")?;
+        eprintln!("linerate: host stack: giving the TAPs {} routes in the background", cfg.routes.len());
+        Ok(HostRoutes { child, errors, count: cfg.routes.len(), started: Instant::now() })
     }
-    let mut child = crate::tools::command("ip")
-        .map_err(anyhow::Error::msg)?
-        .args(["-force", "-batch", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .context("running ip (iproute2)")?;
-    // Written from a thread of its own, so a full stderr pipe cannot stall both sides.
-    let mut stdin = child.stdin.take().context("ip's stdin")?;
-    let writer = std::thread::spawn(move || stdin.write_all(batch.as_bytes()));
-    let out = child.wait_with_output().context("running ip -batch")?;
-    let written = writer.join().map_err(|_| anyhow::anyhow!("writing to ip -batch panicked"))?;
-    if !out.status.success() {
-        let errors = String::from_utf8_lossy(&out.stderr);
-        let shown: Vec<&str> = errors.lines().take(6).collect();
-        bail!("`ip -batch` refused some of {} routes: {}", cfg.routes.len(), shown.join("; "));
+
+    /// Whether `ip` is done; reports how it went when it is.
+    fn poll(&mut self) -> bool {
+        let status = match self.child.try_wait() {
+            Ok(None) => return false,
+            Ok(Some(status)) => status,
+            Err(e) => {
+                eprintln!("linerate: warning: host stack routes: waiting for ip: {e}");
+                return true;
+            }
+        };
+        if status.success() {
+            eprintln!("linerate: host stack: {} routes on the TAPs in {:.1} s", self.count, self.started.elapsed().as_secs_f64());
+        } else {
+            let mut errors = String::new();
+            let _ = std::io::Seek::rewind(&mut self.errors);
+            let _ = std::io::Read::read_to_string(&mut std::io::Read::take(&mut self.errors, 4096), &mut errors);
+            let shown: Vec<&str> = errors.lines().take(6).collect();
+            eprintln!("linerate: warning: host stack: `ip -batch` refused some of {} routes: {}", self.count, shown.join("; "));
+        }
+        true
     }
-    written.context("writing to ip -batch")
+}
+
+impl Drop for HostRoutes {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Names of the TAPs, for the operator.
@@ -176,6 +232,9 @@ pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop
         }
         if epoch.elapsed() >= next_tick {
             sp.tick(&mut io, now());
+            if io.routes.as_mut().is_some_and(HostRoutes::poll) {
+                io.routes = None;
+            }
             next_tick = epoch.elapsed() + Duration::from_millis(100);
         }
     }

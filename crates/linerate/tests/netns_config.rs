@@ -2,7 +2,8 @@
 //! -> host B.
 //!
 //! - `router.route_file`: a table of 20,000 routes from a route file; a ping crosses linerate
-//!   through one of them (to an address B holds on its loopback). `show`, `top`'s socket
+//!   through one of them (to an address B holds on its loopback), and the host-stack TAP
+//!   gets the routes. `show`, `top`'s socket
 //!   lookup and `reload -c` read only the config's `control_socket`: they work with the route
 //!   file made unreadable, and `show --socket` without a config.
 //! - `linerate reload`: a static neighbour with a wrong MAC blackholes B; fixing it in the
@@ -69,6 +70,16 @@ fn route_file_forwards_and_thin_commands_skip_it() {
     run.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
     let _dut = start_until(run, "forwarding with");
     assert!(ping(&lab, "100.64.0.1", "3"), "ping through a route from the route file");
+    // The host stack's TAPs get the table in the background.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let tap_route = loop {
+        let out = text(&lab.d.ip(&["route", "show", "100.64.0.0/24"]).unwrap());
+        if !out.trim().is_empty() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(tap_route.contains("via 198.19.0.2 dev lrhd1"), "{tap_route}");
 
     // The thin commands never read the route file.
     std::fs::write(lab.dir.join("routes.txt"), "this is not a route\n").unwrap();
