@@ -4,15 +4,14 @@
 //! The file is read and checked in one pass, each route handed straight to the config's list:
 //! a full Internet table is never held twice. Errors name the route file's line and column.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use crate::routefile::{self, FileRoute};
-use crate::validate::{Ctx, Origin, on_link, via_problem};
-use crate::{ConfigError, Interface, Prefix, Route};
+use crate::validate::{Ctx, Origin, Seen, on_link, via_problem};
+use crate::{ConfigError, Interface, Route};
 
 /// Reads `file` and appends its routes to `routes`; `seen` holds the prefixes defined so far.
-pub(crate) fn add(cx: &Ctx, ifaces: &[Interface], file: &Path, seen: &mut HashMap<Prefix, Origin>, routes: &mut Vec<Route>) -> Result<(), ConfigError> {
+pub(crate) fn add(cx: &Ctx, ifaces: &[Interface], file: &Path, seen: &mut Seen, routes: &mut Vec<Route>) -> Result<(), ConfigError> {
     let text = crate::read(file).map_err(|e| ConfigError { message: format!("router.route_file (set in {}): {}", cx.path().display(), e.message), ..e })?;
     routes.reserve(text.len() / 28);
     seen.reserve(text.len() / 28);
