@@ -19,11 +19,11 @@ pub(crate) fn add(cx: &Ctx, ifaces: &[Interface], file: &Path, seen: &mut Seen, 
     // they are short) into each route.
     routefile::for_each(&text, file, |r| {
         let err = |column: u32, message: String| ConfigError { path: file.to_owned(), line: r.line, column: column.max(1) as usize, message };
-        let owner = format!("route {}", r.prefix);
+        // (Messages are formatted only for an error: a million `format!`s showed in the profile.)
         if let Some(&first) = seen.get(&r.prefix) {
-            return Err(err(1, format!("duplicate {owner} (first defined at {})", cx.describe(first, file))));
+            return Err(err(1, format!("duplicate route {} (first defined at {})", r.prefix, cx.describe(first, file))));
         }
-        let interface = interface(ifaces, &r).map_err(|(column, msg)| err(column, format!("{owner}: {msg}")))?;
+        let interface = interface(ifaces, &r).map_err(|(column, msg)| err(column, format!("route {}: {msg}", r.prefix)))?;
         seen.insert(r.prefix, Origin::File(r.line));
         routes.push(Route { prefix: r.prefix, via: r.next_hop, interface });
         Ok(())

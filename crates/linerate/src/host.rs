@@ -98,56 +98,66 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
 
 /// The config's static routes being given to the TAPs by one `ip -batch` run in the
 /// background: a full table takes the kernel tens of seconds, and forwarding does not wait
-/// for it (only the host stack's own traffic uses these routes). The batch is an unlinked
-/// file on `ip`'s stdin, so no thread of this process writes to `ip` (threads started
-/// before the privileges are dropped would keep them) and nothing is left to remove; `ip`
-/// itself has its own credentials from the start.
+/// for it (only the host stack's own traffic uses these routes). `ip` is started before the
+/// privileges are dropped (it keeps its own credentials); the batch is written to its stdin
+/// by a thread the slow path starts ([`HostRoutes::feed`]), which has none.
 pub struct HostRoutes {
     child: std::process::Child,
-    /// `ip`'s stderr, an unlinked file too (a pipe nobody reads would stall it on many
-    /// errors).
+    /// `ip`'s stderr: an unlinked file (a pipe nobody reads would stall it on many errors).
     errors: std::fs::File,
+    /// What `feed` writes: prefix, length, gateway, TAP (index into `taps`).
+    routes: Vec<(IpAddr, u8, Option<IpAddr>, usize)>,
+    taps: Vec<String>,
     count: usize,
     started: Instant,
 }
 
 impl HostRoutes {
     fn start(cfg: &Config) -> Result<HostRoutes> {
-        use std::fmt::Write as _;
         use std::os::unix::fs::OpenOptionsExt;
-        let taps: std::collections::HashMap<&str, String> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), x.tap_name(i))).collect();
-        let mut batch = String::with_capacity(cfg.routes.len() * 48);
-        for r in &cfg.routes {
-            let Some(tap) = taps.get(r.interface.as_str()) else { continue };
-            let _ = write!(batch, "route replace {}/{}", r.prefix.addr, r.prefix.len);
-            if let Some(v) = r.via {
-                let _ = write!(batch, " via {v}");
-            }
-            let _ = writeln!(batch, " dev {tap}");
-        }
-        // A new file (never one an attacker placed there), readable by this user only.
-        let file = std::env::temp_dir().join(format!("linerate-host-routes-{}", std::process::id()));
-        let _ = std::fs::remove_file(&file);
-        let mut out = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&file).with_context(|| format!("creating {}", file.display()))?;
-        let written = std::io::Write::write_all(&mut out, batch.as_bytes()).with_context(|| format!("writing {}", file.display()));
-        let input = std::fs::File::open(&file).with_context(|| format!("reading {}", file.display()));
-        let _ = std::fs::remove_file(&file);
-        let input = written.and(input)?;
-        let errors_path = file.with_extension("errors");
-        let _ = std::fs::remove_file(&errors_path);
-        let errors = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&errors_path).with_context(|| format!("creating {}", errors_path.display()));
-        let _ = std::fs::remove_file(&errors_path);
+        let taps: Vec<String> = cfg.interfaces.iter().enumerate().map(|(i, x)| x.tap_name(i)).collect();
+        let index: std::collections::HashMap<&str, usize> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
+        let routes = cfg.routes.iter().filter_map(|r| Some((r.prefix.addr, r.prefix.len, r.via, *index.get(r.interface.as_str())?))).collect();
+        // A new file (never one an attacker placed there), unlinked at once.
+        let path = std::env::temp_dir().join(format!("linerate-host-routes-{}.errors", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let errors = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path).with_context(|| format!("creating {}", path.display()));
+        let _ = std::fs::remove_file(&path);
         let errors = errors?;
         let child = crate::tools::command("ip")
             .map_err(anyhow::Error::msg)?
             .args(["-force", "-batch", "-"])
-            .stdin(input)
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(errors.try_clone().context("ip's stderr")?)
             .spawn()
             .context("running ip (iproute2)")?;
         eprintln!("linerate: host stack: giving the TAPs {} routes in the background", cfg.routes.len());
-        Ok(HostRoutes { child, errors, count: cfg.routes.len(), started: Instant::now() })
+        Ok(HostRoutes { child, errors, routes, taps, count: cfg.routes.len(), started: Instant::now() })
+    }
+
+    /// Writes the batch to `ip` from a thread of its own (call it from a thread without
+    /// privileges: the writer inherits them).
+    fn feed(&mut self) {
+        use std::io::Write as _;
+        let Some(stdin) = self.child.stdin.take() else { return };
+        let (routes, taps) = (std::mem::take(&mut self.routes), std::mem::take(&mut self.taps));
+        let spawned = std::thread::Builder::new().name("lr-host-routes".into()).spawn(move || {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdin);
+            for (prefix, len, via, tap) in routes {
+                let written = match via {
+                    Some(v) => writeln!(out, "route replace {prefix}/{len} via {v} dev {}", taps[tap]),
+                    None => writeln!(out, "route replace {prefix}/{len} dev {}", taps[tap]),
+                };
+                if written.is_err() {
+                    return; // `ip` is gone; `poll` reports it.
+                }
+            }
+            let _ = out.flush();
+        });
+        if let Err(e) = spawned {
+            eprintln!("linerate: warning: host stack routes: starting the writer: {e}");
+        }
     }
 
     /// Whether `ip` is done; reports how it went when it is.
@@ -175,8 +185,11 @@ impl HostRoutes {
 
 impl Drop for HostRoutes {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // After `router.user` took over, `ip` (still root) may not be ours to kill: then it
+        // ends by itself when its stdin closes with this process, and is not waited for.
+        if self.child.kill().is_ok() {
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -208,6 +221,9 @@ pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop
     {
         let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
         sp.start(&mut io);
+    }
+    if let Some(routes) = io.routes.as_mut() {
+        routes.feed();
     }
     let mut busy = false;
     while !stop.load(Ordering::Relaxed) {
