@@ -124,7 +124,7 @@ fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicB
     Ok(stop)
 }
 
-/// A flag set by SIGHUP: `run` reloads its rule file when it sees it (the default action
+/// A flag set by SIGHUP: `run` reloads (rule file, static neighbours) when it sees it (the default action
 /// would end the process).
 fn reload_on_sighup() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     use anyhow::Context;
