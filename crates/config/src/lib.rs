@@ -6,10 +6,13 @@
 //! See `examples/router.toml` in the repository for a documented example.
 #![forbid(unsafe_code)]
 
+mod file_routes;
 mod mac;
 mod prefix;
 mod punt;
+mod ra;
 pub mod routefile;
+mod socket_scan;
 mod span;
 mod validate;
 
@@ -21,7 +24,9 @@ use std::str::FromStr;
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
 pub use punt::{PuntClassLimits, PuntSettings};
-pub use span::line_col;
+pub use ra::RouterAdvertSettings;
+pub use socket_scan::{control_socket, control_socket_in};
+pub use span::{LineIndex, line_col};
 
 /// A validated router configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +77,10 @@ pub struct RouterSettings {
     /// Switch to this user (and its primary group) once set up, keeping only the
     /// capabilities the running router needs (default: stay as started).
     pub user: Option<String>,
+    /// `route_file`: static routes, one per line ([`routefile`]'s format), resolved against
+    /// the config file's directory; loaded with the config and appended to
+    /// [`Config::routes`].
+    pub route_file: Option<PathBuf>,
     /// Members of this group may use the read-only commands of the control socket
     /// (`show`, `top`); the socket file gets this group and mode 0660 (default: none, 0600).
     pub control_group: Option<String>,
@@ -96,6 +105,7 @@ impl Default for RouterSettings {
             user: None,
             control_group: None,
             metrics_listen: None,
+            route_file: None,
         }
     }
 }
@@ -124,6 +134,8 @@ pub struct Interface {
     pub vlan: Option<Vlan>,
     /// Name of the host-stack TAP (must start with `lr`); `None`: derived from the name.
     pub tap: Option<String>,
+    /// `ra`: send IPv6 router advertisements on this link (RFC 4861 6.2); `None`: none.
+    pub ra: Option<RouterAdvertSettings>,
 }
 
 /// The 802.1Q side of a sub-interface.
@@ -250,6 +262,7 @@ impl FromStr for Backend {
 impl Config {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        // (The route file, if any, is read by `parse`.)
         let text = read(path)?;
         Config::parse(&text, path)
     }

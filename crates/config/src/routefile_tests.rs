@@ -34,13 +34,16 @@ fn happy_path() {
         r[0],
         FileRoute {
             prefix: "198.18.0.0/15".parse().unwrap(),
-            next_hop: ip("198.19.0.1"),
-            line: 3
+            next_hop: Some(ip("198.19.0.1")),
+            interface: None,
+            line: 3,
+            next_hop_column: 15,
+            interface_column: 0,
         }
     );
     assert_eq!(
         (r[1].prefix.to_string(), r[1].next_hop, r[1].line),
-        ("2001:db8::/32".into(), ip("fe80::1"), 4)
+        ("2001:db8::/32".into(), Some(ip("fe80::1")), 4)
     );
     assert_eq!(
         (r[2].prefix.to_string(), r[2].line),
@@ -127,6 +130,9 @@ fn errors() {
         20,
         "unexpected \"extra\" after the next hop",
     );
+    fails("10.0.0.0/8 1.2.3.4 dev\n", 1, 23, "`dev` needs an interface name");
+    fails("10.0.0.0/8 dev lr-a x\n", 1, 21, "unexpected \"x\" after the interface");
+    fails("10.0.0.0/8 dev\n", 1, 15, "`dev` needs an interface name");
     // Columns count characters, not bytes.
     fails(
         "# é\n10.0.0.0/8 1.2.3.4\n10.0.0.0/8 é\n",
@@ -134,6 +140,13 @@ fn errors() {
         12,
         "next hop \"é\" is not",
     );
+}
+
+#[test]
+fn interfaces_and_connected_routes() {
+    let r = p("2001:db8::/32 fe80::1 dev lr-a\n10.0.0.0/8\tdev  lr-b # connected\n").unwrap();
+    assert_eq!((r[0].next_hop, r[0].interface.as_deref(), r[0].next_hop_column, r[0].interface_column), (Some(ip("fe80::1")), Some("lr-a"), 15, 27));
+    assert_eq!((r[1].next_hop, r[1].interface.as_deref(), r[1].line, r[1].interface_column), (None, Some("lr-b"), 2, 17));
 }
 
 #[test]

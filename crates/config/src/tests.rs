@@ -217,7 +217,7 @@ fn example_files_validate() {
     let routes = routefile::load(&dir.join("routes.txt")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(routes.len(), 10);
     assert_eq!(routes[0].prefix.to_string(), "198.18.0.0/15");
-    assert_eq!(routes[0].next_hop, ip("198.19.0.1"));
+    assert_eq!(routes[0].next_hop, Some(ip("198.19.0.1")));
     assert!(routes.iter().any(|r| r.prefix.is_ipv6()));
 }
 

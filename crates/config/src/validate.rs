@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::span::LineIndex;
 use crate::{
     Backend, Config, ConfigError, FirewallSettings, IfAddr, Interface, MacAddr, Neighbour, Prefix,
     Route, RouterSettings, Vlan, XdpMode,
@@ -51,6 +52,7 @@ struct RawRouter {
     user: Option<S<String>>,
     control_group: Option<S<String>>,
     metrics_listen: Option<S<String>>,
+    route_file: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -67,6 +69,7 @@ struct RawInterface {
     parent: Option<S<String>>,
     vlan: Option<S<i64>>,
     tap: Option<S<String>>,
+    ra: Option<S<crate::ra::RawRa>>,
 }
 
 #[derive(Deserialize)]
@@ -86,20 +89,22 @@ struct RawNeighbour {
 }
 
 /// Longest Unix socket path (`sun_path` is 108 bytes incl. the NUL).
-const MAX_SOCKET_PATH: usize = 107;
+pub(crate) const MAX_SOCKET_PATH: usize = 107;
 
 pub(crate) struct Ctx<'a> {
     text: &'a str,
     path: &'a Path,
+    lines: LineIndex,
 }
 
 impl Ctx<'_> {
     pub(crate) fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
-        ConfigError::at(self.path, self.text, span.start, msg)
+        let (line, column) = self.lines.line_col(self.text, span.start);
+        ConfigError { path: self.path.to_owned(), line, column, message: msg.into() }
     }
 
     fn line(&self, span: &Range<usize>) -> usize {
-        crate::span::line_col(self.text, span.start).0
+        self.lines.line(span.start)
     }
 
     pub(crate) fn int(
@@ -123,7 +128,7 @@ impl Ctx<'_> {
 }
 
 pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    let cx = Ctx { text, path };
+    let cx = Ctx { text, path, lines: LineIndex::new(text) };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         // toml messages may span several lines ("invalid table header\nexpected ..."): keep one.
         let msg = e
@@ -140,7 +145,11 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
     })?;
     let router = router(&cx, raw.router)?;
     let interfaces = interfaces(&cx, raw.interface)?;
-    let routes = routes(&cx, &interfaces, raw.route)?;
+    let mut seen = Seen::default();
+    let mut routes = routes(&cx, &interfaces, raw.route, &mut seen)?;
+    if let Some(file) = &router.route_file {
+        crate::file_routes::add(&cx, &interfaces, file, &mut seen, &mut routes)?;
+    }
     let neighbours = neighbours(&cx, &interfaces, raw.neighbour)?;
     let firewall = raw.firewall.map(|f| firewall(&cx, f)).transpose()?;
     Ok(Config {
@@ -218,6 +227,13 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         1 << 20,
         d.max_neighbours as i64,
     )? as usize;
+    let route_file = match &r.route_file {
+        None => None,
+        Some(f) if f.get_ref().is_empty() || f.get_ref().contains('\0') => {
+            return Err(cx.err(f.span(), "router: route_file must be a non-empty path without NUL bytes"));
+        }
+        Some(f) => Some(cx.path.parent().unwrap_or(Path::new("")).join(f.get_ref())),
+    };
     let user = account_name(cx, r.user.as_ref(), "user")?;
     let control_group = account_name(cx, r.control_group.as_ref(), "control_group")?;
     let metrics_listen = match &r.metrics_listen {
@@ -240,6 +256,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         user,
         control_group,
         metrics_listen,
+        route_file,
     })
 }
 
@@ -410,6 +427,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
                 Some(n.clone())
             }
         };
+        let ra = r.ra.as_ref().map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu)).transpose()?;
         name_spans.push(r.name.span());
         out.push((
             Interface {
@@ -421,6 +439,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
                 xdp_mode,
                 vlan: None,
                 tap,
+                ra,
             },
             vlan,
         ));
@@ -461,7 +480,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
 }
 
 /// The interface whose address prefix contains `ip`, longest prefix first.
-fn on_link<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a Interface> {
+pub(crate) fn on_link<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a Interface> {
     let mut best: Option<(&Interface, u8)> = None;
     for i in ifaces {
         for a in &i.addresses {
@@ -501,9 +520,53 @@ fn known_interface(
     ))
 }
 
-fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>) -> Result<Vec<Route>, ConfigError> {
+/// Where a route was first defined, for "duplicate route" errors.
+#[derive(Clone, Copy)]
+pub(crate) enum Origin {
+    /// A `[[route]]` table: the byte offset of its prefix in the config (its line is found
+    /// only for an error).
+    Config(usize),
+    /// A line of the route file.
+    File(usize),
+}
+
+impl Ctx<'_> {
+    pub(crate) fn describe(&self, origin: Origin, route_file: &Path) -> String {
+        match origin {
+            Origin::Config(offset) => format!("{} line {}", self.path.display(), self.lines.line(offset)),
+            Origin::File(line) => format!("{} line {line}", route_file.display()),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.path
+    }
+}
+
+/// The prefixes defined so far and where. A full table makes a million lookups here: with a
+/// multiplicative hash instead of SipHash (the keys are the operator's own routes, so there is
+/// no flooding to defend against) they stop showing in the load's profile.
+pub(crate) type Seen = HashMap<Prefix, Origin, std::hash::BuildHasherDefault<PrefixHasher>>;
+
+#[derive(Default)]
+pub(crate) struct PrefixHasher(u64);
+
+impl std::hash::Hasher for PrefixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+}
+
+fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -> Result<Vec<Route>, ConfigError> {
     let mut out = Vec::with_capacity(raw.len());
-    let mut seen: HashMap<Prefix, usize> = HashMap::new();
     for r in raw {
         let ps = &r.prefix;
         let prefix: Prefix = ps.get_ref().parse().map_err(|e| {
@@ -514,40 +577,22 @@ fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>) -> Result<Vec<Rout
         })?;
         let owner = format!("route {prefix}");
         if let Some(first) = seen.get(&prefix) {
+            let first = cx.line(&match *first {
+                Origin::Config(offset) => offset..offset,
+                Origin::File(_) => unreachable!("the route file is read after the [[route]] tables"),
+            });
             return Err(cx.err(
                 ps.span(),
                 format!("duplicate {owner} (first defined at line {first})"),
             ));
         }
-        seen.insert(prefix, cx.line(&ps.span()));
+        seen.insert(prefix, Origin::Config(ps.span().start));
         let via = match &r.via {
             None => None,
             Some(v) => {
                 let a = ip(cx, &owner, "via", v)?;
-                if a.is_ipv4() != prefix.is_ipv4() {
-                    return Err(cx.err(
-                        v.span(),
-                        format!(
-                            "{owner}: via {a} is {} but the prefix is {}",
-                            if a.is_ipv4() { "IPv4" } else { "IPv6" },
-                            prefix.family()
-                        ),
-                    ));
-                }
-                if a.is_unspecified() || a.is_multicast() {
-                    return Err(cx.err(
-                        v.span(),
-                        format!("{owner}: via {a} is not a unicast address"),
-                    ));
-                }
-                if let Some(i) = own_address(ifaces, &a) {
-                    return Err(cx.err(
-                        v.span(),
-                        format!(
-                            "{owner}: via {a} is this router's own address on interface {:?}",
-                            i.name
-                        ),
-                    ));
+                if let Some(problem) = via_problem(ifaces, &prefix, &a) {
+                    return Err(cx.err(v.span(), format!("{owner}: {problem}")));
                 }
                 Some((a, v.span()))
             }
@@ -572,6 +617,18 @@ fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>) -> Result<Vec<Rout
         });
     }
     Ok(out)
+}
+
+/// What is wrong with `via` as the gateway of a route to `prefix`, if anything.
+pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -> Option<String> {
+    if via.is_ipv4() != prefix.is_ipv4() {
+        let family = if via.is_ipv4() { "IPv4" } else { "IPv6" };
+        return Some(format!("via {via} is {family} but the prefix is {}", prefix.family()));
+    }
+    if via.is_unspecified() || via.is_multicast() {
+        return Some(format!("via {via} is not a unicast address"));
+    }
+    own_address(ifaces, via).map(|i| format!("via {via} is this router's own address on interface {:?}", i.name))
 }
 
 fn neighbours(

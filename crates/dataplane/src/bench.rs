@@ -214,11 +214,15 @@ fn prepare(cfg: &BenchConfig) -> Result<Setup, BenchError> {
             let table = config::routefile::load(path)?;
             let mut gateways = std::collections::HashMap::new();
             for r in &table {
+                // The bench has one output port: `dev` names nothing it could use.
+                let Some(next_hop) = r.next_hop else {
+                    return Err(BenchError::Invalid(format!("{}:{}: directly connected routes (`dev` without a next hop) are not supported by bench", path.display(), r.line)));
+                };
                 let next = gateways.len();
-                let g = *gateways.entry(r.next_hop).or_insert(next);
+                let g = *gateways.entry(next_hop).or_insert(next);
                 let mac = MacAddr([0x02, 0, 0, 0x01, (g >> 8) as u8, g as u8]);
-                ctl.set_neighbour(r.next_hop, out, mac)?;
-                ctl.add_route(r.prefix.addr, r.prefix.len, r.next_hop, out)?;
+                ctl.set_neighbour(next_hop, out, mac)?;
+                ctl.add_route(r.prefix.addr, r.prefix.len, next_hop, out)?;
             }
             let family: Vec<_> = table.iter().filter(|r| r.prefix.addr.is_ipv6() == cfg.ipv6).collect();
             if family.is_empty() && cfg.pcap.is_none() {

@@ -16,6 +16,7 @@ pub mod forward;
 pub mod neighbour;
 pub mod ports;
 pub mod punt;
+pub mod router_adv;
 pub mod slowpath;
 pub mod synth;
 pub mod worker;

@@ -37,6 +37,7 @@ use crate::punt::{Punt, PuntedFrame};
 
 #[path = "discovery.rs"]
 mod discovery;
+use crate::router_adv::Advertiser;
 pub use discovery::{Reject, Rejects};
 
 /// Where the slow path's frames go.
@@ -54,6 +55,9 @@ pub struct SlowStats {
     pub arp_requests: u64,
     pub nd_adverts: u64,
     pub nd_solicits: u64,
+    /// Router Advertisements sent (RFC 4861 6.2) and valid Router Solicitations received.
+    pub router_adverts: u64,
+    pub router_solicits: u64,
     pub echo_replies: u64,
     pub icmp_errors: u64,
     /// Errors not sent: rate limit, or the RFC rules (no error about an error, ...).
@@ -108,6 +112,8 @@ pub struct SlowPath {
     next_probe: u64,
     /// The time of the call being handled (`handle`, `tick`): the rate limiter's clock.
     now: u64,
+    /// Router advertisements, per logical port (`None`: the port sends none).
+    adverts: Vec<Option<Advertiser>>,
 }
 
 impl SlowPath {
@@ -132,6 +138,7 @@ impl SlowPath {
             buf: vec![0; 2048],
             next_probe: PROBE_EVERY_NS,
             now: 0,
+            adverts: Vec::new(),
         }
     }
 
@@ -140,6 +147,61 @@ impl SlowPath {
     pub fn add_static(&mut self, ip: IpAddr, port: u16, mac: MacAddr) {
         self.neigh.add_static(ip, port, mac, &mut self.actions);
         self.actions.clear();
+    }
+
+    /// Makes `ip` a static neighbour on `port` at `mac` now (a reload): permanent in the
+    /// cache, its host route and every gateway through it resolved in the FIB. Packets that
+    /// waited for it leave on the next [`tick`](Self::tick). On a FIB error nothing changed.
+    pub fn set_static(&mut self, ip: IpAddr, port: u16, mac: MacAddr) -> Result<(), crate::fib::FibError> {
+        self.ctl.set_neighbour(ip, port, mac)?;
+        self.neigh.add_static(ip, port, mac, &mut self.actions);
+        Ok(())
+    }
+
+    /// Forgets the static neighbour `ip` (a reload): its host route goes and the next packet
+    /// for it resolves it by ARP/NDP like any other.
+    pub fn remove_static(&mut self, ip: IpAddr) {
+        self.neigh.remove(ip, &mut self.actions);
+        self.ctl.unset_neighbour(ip);
+    }
+
+    /// Sends router advertisements on logical port `port` as `ra` says, the first on the
+    /// next [`tick`](Self::tick), and answers its Router Solicitations.
+    pub fn advertise(&mut self, port: u16, ra: &config::RouterAdvertSettings, seed: u64) {
+        if self.adverts.len() <= port as usize {
+            self.adverts.resize(port as usize + 1, None);
+        }
+        self.adverts[port as usize] = Some(Advertiser::new(ra, seed, self.now));
+    }
+
+    /// The router stops: a final advertisement with a Router Lifetime of 0 on every port that
+    /// advertises (RFC 4861 6.2.5), so hosts stop using it as a default router at once.
+    pub fn stop(&mut self, io: &mut impl SlowIo) {
+        for port in 0..self.adverts.len() {
+            if let Some(mut ra) = self.adverts[port].as_ref().map(|a| a.advert.clone()) {
+                ra.router_lifetime = 0;
+                self.send_advert(io, port, &ra);
+            }
+        }
+    }
+
+    fn send_adverts(&mut self, io: &mut impl SlowIo, now: u64) {
+        for port in 0..self.adverts.len() {
+            let Some(a) = self.adverts[port].as_mut().filter(|a| a.due(now)) else { continue };
+            a.sent(now);
+            let ra = a.advert.clone();
+            self.send_advert(io, port, &ra);
+        }
+    }
+
+    /// Sends `ra` on logical port `port` from its link-local address.
+    fn send_advert(&mut self, io: &mut impl SlowIo, port: usize, ra: &wire::router_advert::RouterAdvert) {
+        let Some(p) = self.ports.get(port) else { return };
+        let mut buf = vec![0u8; ra.frame_len().max(64)];
+        if let Ok(n) = wire::router_advert::router_advert(p.mac, link_local(p.mac), ra, &mut buf) {
+            self.stats.router_adverts += 1;
+            io.send_wire(p.phys, &tag(p, &buf[..n]));
+        }
     }
 
     pub fn fib(&self) -> &FibControl {
@@ -218,6 +280,7 @@ impl SlowPath {
             self.next_probe = now + PROBE_EVERY_NS;
         }
         self.run_actions(io);
+        self.send_adverts(io, now);
     }
 
     /// A frame the host stack sent on logical port `port`'s TAP.
@@ -433,6 +496,21 @@ impl SlowPath {
     /// IPv6 for the router: neighbour discovery and echo. Returns whether the host stack
     /// should see the frame too (not when it is an invalid NDP message).
     fn ipv6_local(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) -> bool {
+        match wire::router_advert::parse_router_solicit(l3) {
+            // RFC 4861 6.2.6: answered by bringing the port's next advertisement forward.
+            Ok(Some(_)) => {
+                self.stats.router_solicits += 1;
+                if let Some(a) = self.adverts.get_mut(msg.in_port as usize).and_then(Option::as_mut) {
+                    a.solicited(now);
+                }
+                return self.host_stack;
+            }
+            Err(e) => {
+                self.stats.rejects.add(Reject::Nd(e));
+                return false;
+            }
+            Ok(None) => {}
+        }
         match wire::ndisc::parse_nd(l3) {
             // Handled here: a copy goes up only when there is a host stack (not a local drop).
             Ok(Some(nd)) => return self.ndp(io, p, msg, &nd, now) && self.host_stack,

@@ -12,14 +12,14 @@ pub struct CheckArgs {
 }
 
 pub fn main(args: CheckArgs) -> Result<()> {
-    let cfg = config::Config::load(&args.config)?;
+    let mut cfg = config::Config::load(&args.config)?;
     // Building the FIB catches what only the tables can tell (capacity, port numbering).
-    // Interfaces without a configured MAC get theirs from the kernel at run time.
-    let mut probe = cfg.clone();
-    for iface in &mut probe.interfaces {
+    // Interfaces without a configured MAC get theirs from the kernel at run time (a stand-in
+    // here; the config is not copied: it may hold a full table).
+    for iface in &mut cfg.interfaces {
         iface.mac.get_or_insert(config::MacAddr([0x02, 0, 0, 0, 0, 0]));
     }
-    dataplane::fib::from_config(&probe)?;
+    dataplane::fib::from_config(&cfg)?;
     // The rule file is parsed and compiled as `run` would (interface names -> port indices in
     // the config's interface order), so a file that `check` accepts loads at run time.
     let rules = match &cfg.firewall {

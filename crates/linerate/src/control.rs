@@ -7,9 +7,10 @@
 //! the uid linerate runs as may use every command; members of `router.control_group` only
 //! the read-only ones (all but `reload`); anyone else is refused. The protocol is one line
 //! per connection, one line back:
-//! - `reload` re-reads the rule file named in the running config, compiles it off the fast
-//!   path and publishes it to the workers, answering `ok: N rules`, or
-//!   `error: file:line:col: problem` with the old rules left in place (SIGHUP does the same);
+//! - `reload` re-reads the config file, its rule file and its static neighbours, and applies
+//!   them off the fast path, answering `ok: N rules` (and what changed), or
+//!   `error: file:line:col: problem` with nothing changed (SIGHUP does the same; see
+//!   [`crate::reload`]);
 //! - `stats`, `routes`, `neighbours`, `interfaces` answer one JSON document each (see
 //!   [`crate::show`] for their fields).
 
@@ -45,6 +46,8 @@ pub struct RouterState {
     pub reload_refusal: Option<String>,
     /// The workers' firewalls (rules, state tables): `None` without a `[firewall]`.
     pub fw: Option<crate::control_fw::FwControl>,
+    /// The config in effect: the one `run` started with, as reloads changed it.
+    pub running: Mutex<Config>,
 }
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -232,6 +235,7 @@ pub(crate) fn stats(state: &RouterState) -> Value {
         "drops": drops,
         "slow_path": {
             "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
+            "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
             "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
             "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
             "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
@@ -307,39 +311,13 @@ fn interfaces(state: &RouterState) -> Value {
     json!(list)
 }
 
-/// Re-reads, compiles and publishes the rule file (the `reload` command and SIGHUP); the
-/// answer is `ok: N rules` or `error: ...`, the old rules kept. Logged on stderr either way.
+/// Re-reads the config and applies it: the rule file and the static neighbours (the `reload`
+/// command and SIGHUP; see [`crate::reload`]). The answer is `ok: ...` or `error: ...`.
 pub fn reload(state: &RouterState) -> String {
-    let cfg = &state.cfg;
-    let (Some(slot), Some(fw)) = (&state.slot, &cfg.firewall) else {
-        return format!("error: {}: no [firewall] table in the running config", cfg.path.display());
-    };
-    match load_and_publish(state, slot, &fw.rules) {
-        Ok(n) => {
-            crate::log::info(format_args!("firewall reloaded: {n} rules from {}", fw.rules.display()));
-            format!("ok: {n} rules")
-        }
-        Err(e) => {
-            crate::log::error(format_args!("firewall reload refused, old rules kept: {e:#}"));
-            format!("error: {e:#}")
-        }
-    }
+    crate::reload::reload(state)
 }
 
-fn load_and_publish(state: &RouterState, slot: &RulesSlot, path: &std::path::Path) -> Result<usize> {
-    let (rules, text) = crate::run::load_rules_with_text(&state.cfg, path)?;
-    if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&rules.rules)) {
-        bail!("{}: {why}", path.display());
-    }
-    let n = rules.rule_count();
-    slot.publish(Arc::new(rules)).with_context(|| format!("{}: set limit states", path.display()))?;
-    if let Some(fw) = &state.fw {
-        fw.set_source(&text);
-    }
-    Ok(n)
-}
-
-/// `linerate reload`: asks the running linerate to re-read its rule file; prints the answer,
+/// `linerate reload`: asks the running linerate to re-read its config; prints the answer,
 /// fails if the rules were refused.
 pub fn reload_main(args: crate::show::SocketArgs) -> Result<()> {
     let socket = args.socket()?;

@@ -25,6 +25,8 @@ pub struct HostIo {
     taps: Vec<Option<Tap>>,
     /// Frames that could not be sent (socket buffer full, link down) or written to a TAP.
     pub send_errors: u64,
+    /// The static routes on their way to the TAPs, until `ip` is done.
+    routes: Option<HostRoutes>,
 }
 
 impl SlowIo for HostIo {
@@ -80,23 +82,115 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
         tap.set_up(true).with_context(|| format!("bringing {name} up"))?;
         taps.push(Some(tap));
     }
-    if cfg.router.host_stack {
-        for r in &cfg.routes {
-            let Some(i) = cfg.interfaces.iter().position(|x| x.name == r.interface) else { continue };
-            let tap = cfg.interfaces[i].tap_name(i);
-            let prefix = format!("{}/{}", r.prefix.addr, r.prefix.len);
-            let mut args = vec!["route", "replace", &prefix];
-            let via = r.via.map(|v| v.to_string());
-            if let Some(v) = &via {
-                args.extend(["via", v]);
-            }
-            args.extend(["dev", &tap]);
-            if let Err(e) = ip(&args) {
-                eprintln!("linerate: warning: host stack route: {e:#}");
+    let routes = if cfg.router.host_stack && !cfg.routes.is_empty() {
+        match HostRoutes::start(cfg) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("linerate: warning: host stack routes: {e:#}");
+                None
             }
         }
+    } else {
+        None
+    };
+    Ok(HostIo { senders, taps, send_errors: 0, routes })
+}
+
+/// The config's static routes being given to the TAPs by one `ip -batch` run in the
+/// background: a full table takes the kernel tens of seconds, and forwarding does not wait
+/// for it (only the host stack's own traffic uses these routes). `ip` is started before the
+/// privileges are dropped (it keeps its own credentials); the batch is written to its stdin
+/// by a thread the slow path starts ([`HostRoutes::feed`]), which has none.
+pub struct HostRoutes {
+    child: std::process::Child,
+    /// `ip`'s stderr: an unlinked file (a pipe nobody reads would stall it on many errors).
+    errors: std::fs::File,
+    /// What `feed` writes: prefix, length, gateway, TAP (index into `taps`).
+    routes: Vec<(IpAddr, u8, Option<IpAddr>, usize)>,
+    taps: Vec<String>,
+    count: usize,
+    started: Instant,
+}
+
+impl HostRoutes {
+    fn start(cfg: &Config) -> Result<HostRoutes> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let taps: Vec<String> = cfg.interfaces.iter().enumerate().map(|(i, x)| x.tap_name(i)).collect();
+        let index: std::collections::HashMap<&str, usize> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
+        let routes = cfg.routes.iter().filter_map(|r| Some((r.prefix.addr, r.prefix.len, r.via, *index.get(r.interface.as_str())?))).collect();
+        // A new file (never one an attacker placed there), unlinked at once.
+        let path = std::env::temp_dir().join(format!("linerate-host-routes-{}.errors", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let errors = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path).with_context(|| format!("creating {}", path.display()));
+        let _ = std::fs::remove_file(&path);
+        let errors = errors?;
+        let child = crate::tools::command("ip")
+            .map_err(anyhow::Error::msg)?
+            .args(["-force", "-batch", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(errors.try_clone().context("ip's stderr")?)
+            .spawn()
+            .context("running ip (iproute2)")?;
+        eprintln!("linerate: host stack: giving the TAPs {} routes in the background", cfg.routes.len());
+        Ok(HostRoutes { child, errors, routes, taps, count: cfg.routes.len(), started: Instant::now() })
     }
-    Ok(HostIo { senders, taps, send_errors: 0 })
+
+    /// Writes the batch to `ip` from a thread of its own (call it from a thread without
+    /// privileges: the writer inherits them).
+    fn feed(&mut self) {
+        use std::io::Write as _;
+        let Some(stdin) = self.child.stdin.take() else { return };
+        let (routes, taps) = (std::mem::take(&mut self.routes), std::mem::take(&mut self.taps));
+        let spawned = std::thread::Builder::new().name("lr-host-routes".into()).spawn(move || {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdin);
+            for (prefix, len, via, tap) in routes {
+                let written = match via {
+                    Some(v) => writeln!(out, "route replace {prefix}/{len} via {v} dev {}", taps[tap]),
+                    None => writeln!(out, "route replace {prefix}/{len} dev {}", taps[tap]),
+                };
+                if written.is_err() {
+                    return; // `ip` is gone; `poll` reports it.
+                }
+            }
+            let _ = out.flush();
+        });
+        if let Err(e) = spawned {
+            eprintln!("linerate: warning: host stack routes: starting the writer: {e}");
+        }
+    }
+
+    /// Whether `ip` is done; reports how it went when it is.
+    fn poll(&mut self) -> bool {
+        let status = match self.child.try_wait() {
+            Ok(None) => return false,
+            Ok(Some(status)) => status,
+            Err(e) => {
+                eprintln!("linerate: warning: host stack routes: waiting for ip: {e}");
+                return true;
+            }
+        };
+        if status.success() {
+            eprintln!("linerate: host stack: {} routes on the TAPs in {:.1} s", self.count, self.started.elapsed().as_secs_f64());
+        } else {
+            let mut errors = String::new();
+            let _ = std::io::Seek::rewind(&mut self.errors);
+            let _ = std::io::Read::read_to_string(&mut std::io::Read::take(&mut self.errors, 4096), &mut errors);
+            let shown: Vec<&str> = errors.lines().take(6).collect();
+            eprintln!("linerate: warning: host stack: `ip -batch` refused some of {} routes: {}", self.count, shown.join("; "));
+        }
+        true
+    }
+}
+
+impl Drop for HostRoutes {
+    fn drop(&mut self) {
+        // After `router.user` took over, `ip` (still root) may not be ours to kill: then it
+        // ends by itself when its stdin closes with this process, and is not waited for.
+        if self.child.kill().is_ok() {
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// Names of the TAPs, for the operator.
@@ -128,6 +222,9 @@ pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop
         let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
         sp.start(&mut io);
     }
+    if let Some(routes) = io.routes.as_mut() {
+        routes.feed();
+    }
     let mut busy = false;
     while !stop.load(Ordering::Relaxed) {
         // Waiting for the workers' doorbell is the idle sleep: TAP frames wait at most this
@@ -151,8 +248,12 @@ pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop
         }
         if epoch.elapsed() >= next_tick {
             sp.tick(&mut io, now());
+            if io.routes.as_mut().is_some_and(HostRoutes::poll) {
+                io.routes = None;
+            }
             next_tick = epoch.elapsed() + Duration::from_millis(100);
         }
     }
+    slow.lock().unwrap_or_else(|e| e.into_inner()).stop(&mut io);
     io
 }

@@ -16,6 +16,7 @@ mod output;
 mod owner;
 mod privilege;
 mod receive;
+mod reload;
 mod run;
 mod service;
 mod show;
@@ -47,7 +48,7 @@ enum Command {
     Check(check::CheckArgs),
     /// Forward between the configured interfaces until SIGINT/SIGTERM (SIGHUP: reload).
     Run(run::RunArgs),
-    /// Make a running `linerate run` re-read its firewall rule file (atomic swap).
+    /// Make a running `linerate run` re-read its config: rule file and static neighbours (atomic).
     Reload(show::SocketArgs),
     /// Show the routes, neighbours, interfaces or drop counters of a running `linerate run`.
     Show(show::ShowArgs),
@@ -143,7 +144,7 @@ fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicB
     Ok(stop)
 }
 
-/// A flag set by SIGHUP: `run` reloads its rule file when it sees it (the default action
+/// A flag set by SIGHUP: `run` reloads (rule file, static neighbours) when it sees it (the default action
 /// would end the process).
 fn reload_on_sighup() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     use anyhow::Context;

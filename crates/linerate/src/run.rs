@@ -169,6 +169,12 @@ pub fn main(args: RunArgs) -> Result<()> {
             slow.add_static(n.address, port as u16, wire::MacAddr(n.mac.0));
         }
     }
+    for (port, iface) in cfg.interfaces.iter().enumerate() {
+        if let Some(ra) = &iface.ra {
+            slow.advertise(port as u16, ra, dataplane::filter::random_seed());
+            eprintln!("linerate: {}: router advertisements every {}-{} s from {}", iface.name, ra.min_interval, ra.max_interval, dataplane::slowpath::link_local(ports[port].mac));
+        }
+    }
     let fib = slow.fib().fib();
     let (punt_tx, punt_rx) = punt_channel(&PuntPolicy::from_config(&cfg.router.punt), workers, Arc::clone(&fib));
     let punt_stats = punt_rx.stats();
@@ -213,6 +219,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         started: Instant::now(),
         reload_refusal,
         fw: slot.is_some().then(|| crate::control_fw::FwControl::new(fw_stats.clone(), state_desks, &rules_text)),
+        running: Mutex::new(cfg.clone()),
     });
     // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
     let socket_path = cfg.router.control_socket.clone();
@@ -308,8 +315,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     let s = sp.stats;
     let _ = writeln!(
         report,
-        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
-        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
+        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, router adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
+        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.router_adverts, s.router_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
     );
     // Punts the workers dropped, by class and reason; ICMP errors are policed before the copy.
     let mut punt_drops = punt_stats.drops();

@@ -12,22 +12,27 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use config::Config;
 use serde_json::Value;
 
 #[derive(clap::Args)]
 pub struct SocketArgs {
-    /// Configuration file of the running linerate (for `router.control_socket`)
+    /// Configuration file of the running linerate: only its `router.control_socket` is read
     /// [default: the default socket, /run/linerate.sock].
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "socket")]
     config: Option<PathBuf>,
+    /// The control socket itself.
+    #[arg(long)]
+    socket: Option<PathBuf>,
 }
 
 impl SocketArgs {
+    /// The socket to talk to. The config is not validated (nor its route file read): the
+    /// running router validated it, and a large table would take seconds.
     pub fn socket(&self) -> Result<PathBuf> {
-        Ok(match &self.config {
-            Some(path) => Config::load(path)?.router.control_socket,
-            None => config::RouterSettings::default().control_socket,
+        Ok(match (&self.socket, &self.config) {
+            (Some(socket), _) => socket.clone(),
+            (None, Some(path)) => config::control_socket(path)?,
+            (None, None) => config::RouterSettings::default().control_socket,
         })
     }
 }

@@ -31,6 +31,7 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ndisc;
+pub mod router_advert;
 pub mod tcp;
 pub mod udp;
 
