@@ -1,0 +1,45 @@
+//! Compile time and size of the classifier on generated realistic rule sets
+//! ([`fw::testgen`]): `cargo run --release -p fw --example classify_build -- N [SEED]`
+//! (`uN`: N uniform rules instead, as `linerate bench --rules N` has).
+//! Peak memory: run it under `/usr/bin/time -v`. `FW_ENGINE=rfc|tree` forces an engine.
+
+use std::path::Path;
+use std::time::Instant;
+
+use fw::classifier::{BuildOptions, Classifier, Engine};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let arg = args.next().unwrap_or_else(|| "1000".into());
+    let seed: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1);
+    // `uN`: the bench's uniform rules (N host pairs, then `pass all`).
+    let (n, text) = match arg.strip_prefix('u') {
+        Some(n) => {
+            let n: usize = n.parse().expect("a rule count");
+            (n, fw::testgen::uniform(n))
+        }
+        None => {
+            let n: usize = arg.parse().expect("a rule count");
+            (n, fw::testgen::ruleset(seed, n))
+        }
+    };
+    let t = Instant::now();
+    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).expect("generated rules parse");
+    let parsed = t.elapsed();
+    let t = Instant::now();
+    let engine = match std::env::var("FW_ENGINE").as_deref() {
+        Ok("rfc") => Engine::Rfc,
+        Ok("tree") => Engine::Tree,
+        _ => Engine::Auto,
+    };
+    match Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }) {
+        Ok(cl) => println!(
+            "{n} rules (seed {seed}): parsed in {:.1} ms, compiled in {:.1} ms, {:.1} MiB; {:?}",
+            parsed.as_secs_f64() * 1e3,
+            t.elapsed().as_secs_f64() * 1e3,
+            cl.memory_bytes() as f64 / (1 << 20) as f64,
+            cl.stats()
+        ),
+        Err(e) => println!("{n} rules (seed {seed}): failed after {:.1} ms: {e}", t.elapsed().as_secs_f64() * 1e3),
+    }
+}
