@@ -4,8 +4,8 @@
 //!
 //! One binary tree per address family. A packet is seven numbers (dimensions): interface and
 //! direction, protocol, TCP flags (a value of its own for other protocols), source port
-//! (ICMP type), destination port (ICMP code), source and destination address. Each rule is, per dimension, a union of ranges (a list, a negation
-//! or a table is several ranges; a table's ranges are its members, most specific entry
+//! (ICMP type), destination port (ICMP code), source and destination address. Each rule is,
+//! per dimension, a union of ranges (a list, a negation or a table is several ranges; a table's ranges are its members, most specific entry
 //! deciding). An inner node splits one dimension at one value; a rule goes to each side its
 //! ranges reach. The split chosen is the one that minimises the larger side (then the sum,
 //! i.e. the rules copied to both sides). A node becomes a leaf when it holds at most
