@@ -134,12 +134,12 @@ fn realistic_traffic(rs: &RuleSet, n: usize, seed: u64) -> Vec<PacketKey> {
     };
     (0..n)
         .map(|_| {
-            let af = if lcg(&mut x) % 5 == 0 { Af::Inet6 } else { Af::Inet };
+            let af = if lcg(&mut x).is_multiple_of(5) { Af::Inet6 } else { Af::Inet };
             let proto = [6u8, 6, 6, 17, 17, 1][lcg(&mut x) as usize % 6];
             let proto = if proto == 1 && af == Af::Inet6 { 58 } else { proto };
             PacketKey {
                 af,
-                dir: if lcg(&mut x) % 2 == 0 { Dir::In } else { Dir::Out },
+                dir: if lcg(&mut x).is_multiple_of(2) { Dir::In } else { Dir::Out },
                 iface: (lcg(&mut x) % 4) as u16,
                 proto,
                 src: addr(&mut x, af),

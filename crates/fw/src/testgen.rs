@@ -274,7 +274,7 @@ fn rule(rng: &mut Rng, pool: &Pool, tables: usize, out: &mut String) {
 
 /// The text of a rule file with `rules` rules (and a few tables), deterministic in `seed`.
 pub fn ruleset(seed: u64, rules: usize) -> String {
-    let mut rng = Rng(seed ^ 0x5EED_0F_F1A7);
+    let mut rng = Rng(seed ^ 0x005E_ED0F_F1A7);
     let pool = Pool::new(&mut rng, rules);
     let tables = (1 + rules / 800).min(6);
     let mut out = String::with_capacity(rules * 80 + tables * 400);

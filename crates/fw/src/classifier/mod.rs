@@ -142,7 +142,7 @@ pub const RFC_BYTES_PER_ITEM: usize = 2048;
 
 enum Compiled {
     Rfc(Box<rfc::Rfc>),
-    Tree(tree::Tree),
+    Tree(Box<tree::Tree>),
 }
 
 /// The compiled rule set. See the module documentation.
@@ -187,7 +187,7 @@ impl Classifier {
         };
         let t = tree::Tree::build(rs);
         let stats = ClassifierStats { engine: "tree", rfc_gave_up: gave_up, tree: Some(t.stats()), ..ClassifierStats::default() };
-        Ok(Classifier { compiled: Compiled::Tree(t), rules, stats })
+        Ok(Classifier { compiled: Compiled::Tree(Box::new(t)), rules, stats })
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).

@@ -36,11 +36,27 @@ const SRC: usize = 5;
 // Destination address: dimension 6.
 const NOT_TCP: u128 = 256;
 
+/// Rules go to separate trees by whether their source and destination addresses are
+/// narrow (at most 1/16 of the family's space) or wide: wide rules would otherwise be copied
+/// into most leaves of the narrow rules' splits (EffiCuts' separable trees).
+const GROUPS: usize = 4;
+
+fn group(af: Af, sets: &[Option<Vec<Range>>; DIMS]) -> usize {
+    let max = dim_max(af, SRC);
+    let narrow = |d: usize| {
+        sets[d].as_ref().is_some_and(|s| {
+            let size = s.iter().fold(0u128, |acc, &(a, b)| acc.saturating_add(b - a).saturating_add(1));
+            size <= (max >> 4) + 1
+        })
+    };
+    usize::from(narrow(SRC)) + 2 * usize::from(narrow(SRC + 1))
+}
+
 /// A node with at most this many rules is a leaf.
 pub(crate) const LEAF_RULES: usize = 6;
 /// Rules stored in leaves, over all leaves, at most this many times the rule count (plus
 /// [`STORED_SLACK`]); past it the remaining nodes become leaves as they are.
-pub(crate) const STORED_PER_RULE: usize = 24;
+pub(crate) const STORED_PER_RULE: usize = 128;
 const STORED_SLACK: usize = 1 << 16;
 const MAX_DEPTH: usize = 64;
 const LEAF: u32 = 1 << 31;
@@ -235,17 +251,20 @@ pub(crate) struct FamilyTree {
     nodes: Vec<Node>,
     /// Per leaf, its slice of `leaf_rules`.
     leaves: Vec<(u32, u32)>,
-    /// Indices into `rules`, ascending (rule order) within a leaf.
-    leaf_rules: Vec<u32>,
+    /// Indices into `rules`, ascending (rule order) within a leaf, and the dimensions (bits)
+    /// to check.
+    leaf_rules: Vec<(u32, u8)>,
     rules: Vec<TreeRule>,
     ranges: Vec<Range>,
     root: u32,
     depth: usize,
 }
 
-/// Sizes of a tree (both families summed; depth the larger).
+/// Sizes of the trees (summed; depth the largest).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeStats {
+    /// Trees built (per family, per non-empty group).
+    pub trees: usize,
     pub nodes: usize,
     pub leaves: usize,
     /// Rules stored in leaves, over all leaves.
@@ -255,31 +274,41 @@ pub struct TreeStats {
 }
 
 impl FamilyTree {
-    fn build(rs: &RuleSet, af: Af) -> FamilyTree {
+    /// The trees of family `af`: one per [`group`] of its rules.
+    fn build_all(rs: &RuleSet, af: Af) -> Vec<FamilyTree> {
         let tables: Vec<Vec<Range>> = rs.tables.iter().map(|t| table_ranges(t, af)).collect();
-        let mut rules = Vec::new();
-        let mut ranges: Vec<Range> = Vec::new();
+        let mut groups: Vec<Vec<(usize, [Option<Vec<Range>>; DIMS])>> = vec![Vec::new(); GROUPS];
         'rules: for (i, r) in rs.rules.iter().enumerate() {
             if r.af.is_some_and(|a| a != af) {
                 continue;
             }
+            let sets: [Option<Vec<Range>>; DIMS] = std::array::from_fn(|d| rule_dim(r, af, d, &tables));
+            if sets.iter().any(|s| s.as_ref().is_some_and(|s| s.is_empty())) {
+                continue 'rules;
+            }
+            groups[group(af, &sets)].push((i, sets));
+        }
+        groups.into_iter().filter(|g| !g.is_empty()).map(|g| FamilyTree::build(rs, af, g)).collect()
+    }
+
+    fn build(rs: &RuleSet, af: Af, members: Vec<(usize, [Option<Vec<Range>>; DIMS])>) -> FamilyTree {
+        let mut rules = Vec::with_capacity(members.len());
+        let mut ranges: Vec<Range> = Vec::new();
+        for (i, sets) in members {
             let mut dims = [(0u32, 0u32); DIMS];
-            for (d, slot) in dims.iter_mut().enumerate() {
-                if let Some(set) = rule_dim(r, af, d, &tables) {
-                    if set.is_empty() {
-                        continue 'rules;
-                    }
+            for (slot, set) in dims.iter_mut().zip(sets) {
+                if let Some(set) = set {
                     *slot = (ranges.len() as u32, set.len() as u32);
                     ranges.extend(set);
                 }
             }
-            rules.push(TreeRule { rule: i as u32, quick: r.quick, dims });
+            rules.push(TreeRule { rule: i as u32, quick: rs.rules[i].quick, dims });
         }
         let mut t = FamilyTree { nodes: Vec::new(), leaves: Vec::new(), leaf_rules: Vec::new(), rules, ranges, root: 0, depth: 0 };
-        let limit = STORED_PER_RULE * t.rules.len() + STORED_SLACK;
+        let budget = STORED_PER_RULE * t.rules.len() + STORED_SLACK;
         let bx: [Range; DIMS] = std::array::from_fn(|d| (0, dim_max(af, d)));
         let ids: Vec<u32> = (0..t.rules.len() as u32).collect();
-        t.root = t.grow(ids, bx, 0, limit);
+        t.root = t.grow(ids, bx, 0, budget);
         t
     }
 
@@ -304,14 +333,17 @@ impl FamilyTree {
 
     /// Whether `r` matches every packet in the box.
     fn covers(&self, r: &TreeRule, bx: &[Range; DIMS]) -> bool {
-        (0..DIMS).all(|d| {
-            if r.dims[d].1 == 0 {
-                return true;
-            }
-            let set = self.set(r, d);
-            let i = set.partition_point(|x| x.1 < bx[d].0);
-            i < set.len() && set[i].0 <= bx[d].0 && set[i].1 >= bx[d].1
-        })
+        (0..DIMS).all(|d| self.covers_dim(r, d, bx[d]))
+    }
+
+    /// Whether `r` matches every value of `[lo, hi]` in dimension `d`.
+    fn covers_dim(&self, r: &TreeRule, d: usize, (lo, hi): Range) -> bool {
+        if r.dims[d].1 == 0 {
+            return true;
+        }
+        let set = self.set(r, d);
+        let i = set.partition_point(|x| x.1 < lo);
+        i < set.len() && set[i].0 <= lo && set[i].1 >= hi
     }
 
     /// Drops the rules of a box that can never decide there (see the module documentation).
@@ -337,15 +369,14 @@ impl FamilyTree {
     /// The best split of the box: (dimension, value, larger side, sum of sides).
     fn best_split(&self, ids: &[u32], bx: &[Range; DIMS]) -> Option<(usize, u128, usize, usize)> {
         let mut best: Option<(usize, u128, usize, usize)> = None;
-        for d in 0..DIMS {
-            let (lo, hi) = bx[d];
+        for (d, &(lo, hi)) in bx.iter().enumerate() {
             if lo == hi {
                 continue;
             }
             let mut starts = Vec::with_capacity(ids.len());
             let mut ends = Vec::with_capacity(ids.len());
             for &i in ids {
-                if let Some((s, e)) = self.clip(&self.rules[i as usize], d, bx[d]) {
+                if let Some((s, e)) = self.clip(&self.rules[i as usize], d, (lo, hi)) {
                     starts.push(s);
                     ends.push(e);
                 }
@@ -368,24 +399,34 @@ impl FamilyTree {
         best
     }
 
-    fn leaf(&mut self, ids: &[u32]) -> u32 {
+    /// A leaf of the box; each of its rules keeps only the dimensions it does not cover
+    /// there (most rules then check one or two).
+    fn leaf(&mut self, ids: &[u32], bx: &[Range; DIMS]) -> u32 {
         let i = self.leaves.len() as u32;
         self.leaves.push((self.leaf_rules.len() as u32, ids.len() as u32));
-        self.leaf_rules.extend_from_slice(ids);
+        for &id in ids {
+            let r = &self.rules[id as usize];
+            let check = (0..DIMS).filter(|&d| !self.covers_dim(r, d, bx[d])).fold(0u8, |m, d| m | 1 << d);
+            self.leaf_rules.push((id, check));
+        }
         i | LEAF
     }
 
-    fn grow(&mut self, mut ids: Vec<u32>, bx: [Range; DIMS], depth: usize, limit: usize) -> u32 {
+    /// The subtree of the box holding `ids`, storing at most `budget` rules in its leaves.
+    fn grow(&mut self, mut ids: Vec<u32>, bx: [Range; DIMS], depth: usize, budget: usize) -> u32 {
         self.depth = self.depth.max(depth);
         self.prune(&mut ids, &bx);
-        if ids.len() <= LEAF_RULES || depth >= MAX_DEPTH || self.leaf_rules.len() >= limit {
-            return self.leaf(&ids);
+        if ids.len() <= LEAF_RULES || depth >= MAX_DEPTH || budget < 2 * ids.len() {
+            return self.leaf(&ids, &bx);
         }
-        let Some((d, v, larger, _)) = self.best_split(&ids, &bx) else {
-            return self.leaf(&ids);
+        let Some((d, v, _, sum)) = self.best_split(&ids, &bx) else {
+            return self.leaf(&ids, &bx);
         };
-        if larger >= ids.len() {
-            return self.leaf(&ids);
+        // Progress: some rule goes to one side only (a rule with a hole in the box, e.g.
+        // `port != 80`, needs two splits to leave the hole, the first of which keeps every
+        // rule on both sides... and makes no progress by this measure: see `best_split`).
+        if sum >= 2 * ids.len() {
+            return self.leaf(&ids, &bx);
         }
         let (mut left, mut right) = (Vec::new(), Vec::new());
         for &i in &ids {
@@ -404,32 +445,40 @@ impl FamilyTree {
         let (mut lb, mut rb) = (bx, bx);
         lb[d].1 = v;
         rb[d].0 = v + 1;
-        let l = self.grow(left, lb, depth + 1, limit);
-        let r = self.grow(right, rb, depth + 1, limit);
+        // The budget is shared in proportion to the sides, so that no part of the space is
+        // left with the remains.
+        let left_budget = budget * left.len() / (left.len() + right.len());
+        let right_budget = budget - left_budget;
+        let l = self.grow(left, lb, depth + 1, left_budget);
+        let r = self.grow(right, rb, depth + 1, right_budget);
         self.nodes[at].child = [l, r];
         at as u32
     }
 
     #[inline(always)]
-    fn matches(&self, r: &TreeRule, k: &[u128; DIMS]) -> bool {
-        for (d, &v) in k.iter().enumerate() {
+    fn matches(&self, r: &TreeRule, mut check: u8, k: &[u128; DIMS]) -> bool {
+        while check != 0 {
+            let d = check.trailing_zeros() as usize;
+            check &= check - 1;
             let (s, l) = r.dims[d];
-            if l == 0 {
-                continue;
-            }
             let set = &self.ranges[s as usize..(s + l) as usize];
-            let i = set.partition_point(|x| x.1 < v);
-            if i == set.len() || set[i].0 > v {
+            let v = k[d];
+            let hit = if set.len() <= 4 {
+                set.iter().any(|&(a, b)| a <= v && v <= b)
+            } else {
+                let i = set.partition_point(|x| x.1 < v);
+                i < set.len() && set[i].0 <= v
+            };
+            if !hit {
                 return false;
             }
         }
         true
     }
 
-    /// The deciding rule's index, `None` if no rule matches.
+    /// The deciding rule's index and whether it is `quick`, `None` if no rule matches.
     #[inline(always)]
-    fn classify(&self, key: &PacketKey) -> Option<u32> {
-        let k = key_dims(key);
+    fn classify(&self, k: &[u128; DIMS]) -> Option<(u32, bool)> {
         let mut c = self.root;
         while c & LEAF == 0 {
             let n = &self.nodes[c as usize];
@@ -437,13 +486,13 @@ impl FamilyTree {
         }
         let (s, l) = self.leaves[(c & !LEAF) as usize];
         let mut last = None;
-        for &i in &self.leaf_rules[s as usize..(s + l) as usize] {
+        for &(i, check) in &self.leaf_rules[s as usize..(s + l) as usize] {
             let r = &self.rules[i as usize];
-            if self.matches(r, &k) {
+            if self.matches(r, check, k) {
                 if r.quick {
-                    return Some(r.rule);
+                    return Some((r.rule, true));
                 }
-                last = Some(r.rule);
+                last = Some((r.rule, false));
             }
         }
         last
@@ -452,7 +501,7 @@ impl FamilyTree {
     fn bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<Node>()
             + self.leaves.len() * 8
-            + self.leaf_rules.len() * 4
+            + self.leaf_rules.len() * 8
             + self.rules.len() * std::mem::size_of::<TreeRule>()
             + self.ranges.len() * 32
     }
@@ -460,45 +509,57 @@ impl FamilyTree {
 
 /// The two trees and the verdict of every rule.
 pub(crate) struct Tree {
-    v4: FamilyTree,
-    v6: FamilyTree,
+    v4: Vec<FamilyTree>,
+    v6: Vec<FamilyTree>,
     verdicts: Vec<Verdict>,
 }
 
 impl Tree {
     /// Compiles `rs`; never fails (see the module documentation for the bounds).
     pub(crate) fn build(rs: &RuleSet) -> Tree {
-        let v4 = FamilyTree::build(rs, Af::Inet);
-        let v6 = FamilyTree::build(rs, Af::Inet6);
+        let v4 = FamilyTree::build_all(rs, Af::Inet);
+        let v6 = FamilyTree::build_all(rs, Af::Inet6);
         let verdicts = (0..rs.rules.len()).map(|i| Verdict::of_rule(rs, i)).collect();
         Tree { v4, v6, verdicts }
     }
 
     #[inline(always)]
     pub(crate) fn classify(&self, key: &PacketKey) -> Verdict {
-        let t = if key.af == Af::Inet { &self.v4 } else { &self.v6 };
-        t.classify(key).map_or(Verdict::DEFAULT, |r| self.verdicts[r as usize])
+        let trees = if key.af == Af::Inet { &self.v4 } else { &self.v6 };
+        let k = key_dims(key);
+        // pf's semantics over the groups: the lowest quick rule, else the highest rule.
+        let (mut quick, mut last) = (u32::MAX, None::<u32>);
+        for t in trees {
+            match t.classify(&k) {
+                Some((r, true)) => quick = quick.min(r),
+                Some((r, false)) => last = last.max(Some(r)),
+                None => {}
+            }
+        }
+        let decided = if quick != u32::MAX { Some(quick) } else { last };
+        decided.map_or(Verdict::DEFAULT, |r| self.verdicts[r as usize])
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.v4.bytes() + self.v6.bytes() + self.verdicts.len() * std::mem::size_of::<Verdict>()
+        self.v4.iter().chain(&self.v6).map(FamilyTree::bytes).sum::<usize>() + self.verdicts.len() * std::mem::size_of::<Verdict>()
     }
 
     pub(crate) fn stats(&self) -> TreeStats {
         let f = |t: &FamilyTree| TreeStats {
+            trees: 1,
             nodes: t.nodes.len(),
             leaves: t.leaves.len(),
             stored: t.leaf_rules.len(),
             largest_leaf: t.leaves.iter().map(|l| l.1 as usize).max().unwrap_or(0),
             depth: t.depth,
         };
-        let (a, b) = (f(&self.v4), f(&self.v6));
-        TreeStats {
+        self.v4.iter().chain(&self.v6).map(f).fold(TreeStats::default(), |a, b| TreeStats {
+            trees: a.trees + 1,
             nodes: a.nodes + b.nodes,
             leaves: a.leaves + b.leaves,
             stored: a.stored + b.stored,
             largest_leaf: a.largest_leaf.max(b.largest_leaf),
             depth: a.depth.max(b.depth),
-        }
+        })
     }
 }
