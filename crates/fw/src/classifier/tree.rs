@@ -41,7 +41,7 @@ const NOT_TCP: u128 = 256;
 /// into most leaves of the narrow rules' splits (EffiCuts' separable trees).
 const GROUPS: usize = 4;
 
-fn group(af: Af, sets: &[Option<Vec<Range>>; DIMS]) -> usize {
+fn group(af: Af, sets: &RuleSets) -> usize {
     let max = dim_max(af, SRC);
     let narrow = |d: usize| {
         sets[d].as_ref().is_some_and(|s| {
@@ -162,6 +162,9 @@ fn table_ranges(t: &Table, af: Af) -> Vec<Range> {
     normalize(out)
 }
 
+/// A rule's ranges per dimension (`None`: any value), as [`rule_dim`] gives them.
+type RuleSets = [Option<Vec<Range>>; DIMS];
+
 /// A rule as the tree of one family sees it.
 struct TreeRule {
     rule: u32,
@@ -277,21 +280,40 @@ impl FamilyTree {
     /// The trees of family `af`: one per [`group`] of its rules.
     fn build_all(rs: &RuleSet, af: Af) -> Vec<FamilyTree> {
         let tables: Vec<Vec<Range>> = rs.tables.iter().map(|t| table_ranges(t, af)).collect();
-        let mut groups: Vec<Vec<(usize, [Option<Vec<Range>>; DIMS])>> = vec![Vec::new(); GROUPS];
-        'rules: for (i, r) in rs.rules.iter().enumerate() {
+        let mut all: Vec<(usize, RuleSets)> = Vec::new();
+        for (i, r) in rs.rules.iter().enumerate() {
             if r.af.is_some_and(|a| a != af) {
                 continue;
             }
-            let sets: [Option<Vec<Range>>; DIMS] = std::array::from_fn(|d| rule_dim(r, af, d, &tables));
+            let sets: RuleSets = std::array::from_fn(|d| rule_dim(r, af, d, &tables));
             if sets.iter().any(|s| s.as_ref().is_some_and(|s| s.is_empty())) {
-                continue 'rules;
+                continue;
             }
+            all.push((i, sets));
+        }
+        // The pruning of the root box, before the rules are split into groups (which would
+        // each miss the covering rules of the others): after a `quick` rule that matches
+        // every packet of the family, nothing decides; before a non-`quick` one, no
+        // non-`quick` rule does (typically a final `pass all` or a first `block all`).
+        let everything = |sets: &RuleSets| sets.iter().all(Option::is_none);
+        if let Some(q) = all.iter().position(|(i, sets)| rs.rules[*i].quick && everything(sets)) {
+            all.truncate(q + 1);
+        }
+        if let Some(c) = all.iter().rposition(|(i, sets)| !rs.rules[*i].quick && everything(sets)) {
+            let mut k = 0;
+            all.retain(|(i, _)| {
+                k += 1;
+                k > c || rs.rules[*i].quick
+            });
+        }
+        let mut groups: Vec<Vec<(usize, RuleSets)>> = vec![Vec::new(); GROUPS];
+        for (i, sets) in all {
             groups[group(af, &sets)].push((i, sets));
         }
         groups.into_iter().filter(|g| !g.is_empty()).map(|g| FamilyTree::build(rs, af, g)).collect()
     }
 
-    fn build(rs: &RuleSet, af: Af, members: Vec<(usize, [Option<Vec<Range>>; DIMS])>) -> FamilyTree {
+    fn build(rs: &RuleSet, af: Af, members: Vec<(usize, RuleSets)>) -> FamilyTree {
         let mut rules = Vec::with_capacity(members.len());
         let mut ranges: Vec<Range> = Vec::new();
         for (i, sets) in members {
