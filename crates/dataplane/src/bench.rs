@@ -80,6 +80,10 @@ pub struct BenchFirewall {
     pub table_size: Option<usize>,
     /// The final rule keeps state, and this many states of other flows are created first.
     pub states: Option<usize>,
+    /// The `rules` are a realistic generated set ([`fw::testgen`]) instead of uniform host
+    /// rules: its rules that would match the bench's flows are left out, so the traffic is
+    /// decided by the final pass after the classifier has looked at all of them.
+    pub realistic: bool,
 }
 
 /// Firewall figures of a bench run.
@@ -298,16 +302,16 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
         io::affinity::pin_current_thread(cpu)
             .map_err(|e| BenchError::Invalid(format!("cannot pin to cpu {cpu}: {e}")))?;
     }
-    let flows = setup.frames.len();
     let rx = ReplayRx::new(0, &setup.frames);
-    drop(setup.frames);
     let tx = vec![CountingTx::new(), CountingTx::new()];
     let pool = FramePool::new(1024);
     let mut worker = Worker::new(setup.ctl.fib(), &setup.ports, vec![rx], tx, CountingTx::new(), pool, cfg.batch);
     let mut fw_result = match &cfg.firewall {
-        Some(f) => Some(setup_firewall(&mut worker, f, flows)?),
+        Some(f) => Some(setup_firewall(&mut worker, f, &setup.frames)?),
         None => None,
     };
+    let flows = setup.frames.len();
+    drop(setup.frames);
     let setup_time = started.elapsed();
 
     if !cfg.warmup.is_zero() {
@@ -391,17 +395,16 @@ fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<
         handles.push(std::thread::spawn(move || {
             let cpus = io::affinity::available_cpus().max(1);
             let _ = io::affinity::pin_current_thread(i % cpus);
-            let flows = frames.len();
             let rx = ReplayRx::new(0, &frames);
-            drop(frames);
             let tx = vec![CountingTx::new(), CountingTx::new()];
             let mut worker = Worker::new(fib, &ports, vec![rx], tx, CountingTx::new(), FramePool::new(1024), cfg.batch);
             // A worker that cannot set up still meets every barrier, reporting its error there,
             // so the coordinator never waits for it forever.
             let failed = match &cfg.firewall {
-                Some(f) => setup_firewall(&mut worker, f, flows).err().map(|e| e.to_string()),
+                Some(f) => setup_firewall(&mut worker, f, &frames).err().map(|e| e.to_string()),
                 None => None,
             };
+            drop(frames);
             if failed.is_none() && !cfg.warmup.is_zero() {
                 measure(&mut worker, cfg.warmup);
             }
@@ -444,11 +447,13 @@ fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<
 }
 
 /// The rule text of a firewall bench: `rules` distinct TCP rules the bench's UDP traffic never
-/// matches, optionally a table rule whose prefixes (in 11.0.0.0/8) do not cover the bench's
-/// sources (198.18.10.0/24, 2001:2:0:10::/64), then a final `pass all`, keeping state when
-/// `states` is given (with a state limit holding the prefilled states and the bench's flows).
-pub fn bench_rules(f: &BenchFirewall, flows: usize) -> String {
+/// matches (or, with `realistic`, that many generated rules none of `keys` matches),
+/// optionally a table rule whose prefixes (in 11.0.0.0/8) do not cover the bench's sources
+/// (198.18.10.0/24, 2001:2:0:10::/64), then a final `pass all`, keeping state when `states`
+/// is given (with a state limit holding the prefilled states and the bench's flows).
+pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
     use std::fmt::Write;
+    let flows = keys.len();
     let mut t = String::new();
     if let Some(k) = f.states {
         let _ = writeln!(t, "set limit states {}", (k + flows + 1024).min(fw::state::MAX_LIMIT));
@@ -460,21 +465,81 @@ pub fn bench_rules(f: &BenchFirewall, flows: usize) -> String {
         }
         t.push_str(" }\nblock in quick from <t>\n");
     }
-    for i in 0..f.rules {
-        let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+    if f.realistic {
+        t.push_str(&realistic_rules(f.rules, keys));
+    } else {
+        for i in 0..f.rules {
+            let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+        }
     }
     t.push_str(if f.states.is_some() { "pass all keep state\n" } else { "pass all no state\n" });
     t
 }
 
+/// `n` rules of a generated realistic set (tables included) that match none of `keys`, in
+/// on port 0 or out on port 1 (the bench's interfaces are the generator's first two).
+fn realistic_rules(n: usize, keys: &[PacketKey]) -> String {
+    let passes: Vec<PacketKey> = keys
+        .iter()
+        .flat_map(|k| [PacketKey { dir: Dir::In, iface: 0, ..*k }, PacketKey { dir: Dir::Out, iface: 1, ..*k }])
+        .collect();
+    let mut generated = 2 * n + 16;
+    loop {
+        let text = fw::testgen::ruleset(1, generated);
+        let rs = fw::rules::parse(&text, std::path::Path::new("gen.conf"), &fw::testgen::iface_index).expect("generated rules parse");
+        let keep: std::collections::HashSet<usize> = rs
+            .rules
+            .iter()
+            .filter(|r| !passes.iter().any(|k| fw::reference::rule_matches(&rs, r, k)))
+            .map(|r| r.line)
+            .take(n)
+            .collect();
+        if keep.len() == n {
+            let mut out = String::new();
+            for (i, line) in text.lines().enumerate() {
+                if line.starts_with("table") || keep.contains(&(i + 1)) {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            return out;
+        }
+        generated *= 2;
+    }
+}
+
+/// The firewall's view of the bench's frames (Ethernet, optionally 802.1Q, IPv4 or IPv6, UDP).
+fn frame_keys(frames: &[Vec<u8>]) -> Vec<PacketKey> {
+    frames
+        .iter()
+        .filter_map(|f| {
+            let mut at = 12;
+            if f.get(at..at + 2)? == [0x81, 0x00] {
+                at += 4;
+            }
+            let ethertype = f.get(at..at + 2)?;
+            let ip = at + 2;
+            let (af, src, dst, l4) = if ethertype == [0x08, 0x00] {
+                let a = |o: usize| f.get(ip + o..ip + o + 4).map(|b| u128::from(u32::from_be_bytes(b.try_into().expect("4 bytes"))));
+                (Af::Inet, a(12)?, a(16)?, ip + usize::from(f.get(ip)? & 0x0f) * 4)
+            } else {
+                let a = |o: usize| f.get(ip + o..ip + o + 16).map(|b| u128::from_be_bytes(b.try_into().expect("16 bytes")));
+                (Af::Inet6, a(8)?, a(24)?, ip + 40)
+            };
+            let port = |o: usize| f.get(l4 + o..l4 + o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+            Some(PacketKey { af, src, dst, proto: fw::packet::proto::UDP, src_port: port(0)?, dst_port: port(2)?, len: 46, ..PacketKey::ZERO })
+        })
+        .collect()
+}
+
 /// Compiles the bench's rules, gives the worker its firewall and prefills the state table.
-fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &BenchFirewall, flows: usize) -> Result<BenchFirewallResult, BenchError> {
+fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &BenchFirewall, frames: &[Vec<u8>]) -> Result<BenchFirewallResult, BenchError> {
     if f.table_size.is_some_and(|m| m > 1 << 20) || f.rules > 1 << 24 {
         return Err(BenchError::Invalid("at most 2^24 rules and 2^20 table entries".into()));
     }
-    let text = bench_rules(f, flows);
+    let text = bench_rules(f, &frame_keys(frames));
     let t0 = Instant::now();
-    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &|_| None).map_err(BenchError::Invalid)?;
+    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &fw::testgen::iface_index).map_err(BenchError::Invalid)?;
     let compile = t0.elapsed();
     let (n, classifier_bytes) = (rules.rule_count(), rules.classifier_bytes());
     worker.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 1));
@@ -565,7 +630,7 @@ mod tests {
 
     #[test]
     fn firewall_bench_passes_every_flow_and_counts() {
-        let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300) };
+        let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300), realistic: false };
         let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
         let res = run(&cfg, |_, _| {}).unwrap();
         assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
@@ -584,7 +649,7 @@ mod tests {
 
     #[test]
     fn bench_rules_text() {
-        let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None }, 10);
+        let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None, realistic: false }, &[PacketKey::ZERO; 10]);
         assert_eq!(
             t,
             "table <t> const { 11.0.0.0/28 11.0.0.16/28 }\nblock in quick from <t>\n\

@@ -1,5 +1,6 @@
 //! ns/packet of `Classifier::classify` for 1, 1k and 100k non-matching rules + `pass all`,
-//! and for a rule on a 1M-entry table vs a 10-entry table.
+//! for a rule on a 1M-entry table vs a 10-entry table, and for realistic generated rule
+//! sets ([`fw::testgen`]) of 10 to 10,000 rules, on traffic aimed at their addresses.
 //!
 //! `cargo run --release -p fw --example classify_bench` (single thread; run it once on a
 //! quiet machine).
@@ -11,7 +12,7 @@ use std::time::Instant;
 
 use fw::classifier::Classifier;
 use fw::packet::{Af, Dir, PacketKey};
-use fw::rules::{Prefix, RuleSet, Table, TableEntry, parse};
+use fw::rules::{AddrMatch, AddrTarget, Prefix, RuleSet, Table, TableEntry, parse};
 
 fn lcg(x: &mut u64) -> u32 {
     *x = x
@@ -101,6 +102,59 @@ fn table_rules(entries: usize) -> RuleSet {
     rs
 }
 
+fn realistic(n: usize) -> RuleSet {
+    parse(&fw::testgen::ruleset(1, n), Path::new("gen.conf"), &fw::testgen::iface_index).unwrap()
+}
+
+/// Traffic for a realistic set: addresses inside the rules' prefixes (70%) or anywhere,
+/// TCP/UDP/ICMP, both directions, the generator's interfaces.
+fn realistic_traffic(rs: &RuleSet, n: usize, seed: u64) -> Vec<PacketKey> {
+    let prefixes: Vec<Prefix> = rs
+        .rules
+        .iter()
+        .flat_map(|r| [&r.src, &r.dst])
+        .filter_map(|m| match m {
+            AddrMatch::List(l) => Some(l.iter().filter_map(|i| match i.target {
+                AddrTarget::Prefix(p) => Some(p),
+                AddrTarget::Table(_) => None,
+            })),
+            AddrMatch::Any => None,
+        })
+        .flatten()
+        .collect();
+    let mut x = seed;
+    let addr = |x: &mut u64, af: Af| -> u128 {
+        let r = (u128::from(lcg(x)) << 96) | (u128::from(lcg(x)) << 64) | (u128::from(lcg(x)) << 32) | u128::from(lcg(x));
+        let cands: Vec<&Prefix> = prefixes.iter().filter(|p| p.af == af).collect();
+        if cands.is_empty() || lcg(x) % 10 < 3 {
+            return if af == Af::Inet { r & 0xffff_ffff } else { r };
+        }
+        let p = cands[lcg(x) as usize % cands.len()];
+        p.first() + (r & (p.last() - p.first()))
+    };
+    (0..n)
+        .map(|_| {
+            let af = if lcg(&mut x).is_multiple_of(5) { Af::Inet6 } else { Af::Inet };
+            let proto = [6u8, 6, 6, 17, 17, 1][lcg(&mut x) as usize % 6];
+            let proto = if proto == 1 && af == Af::Inet6 { 58 } else { proto };
+            PacketKey {
+                af,
+                dir: if lcg(&mut x).is_multiple_of(2) { Dir::In } else { Dir::Out },
+                iface: (lcg(&mut x) % 4) as u16,
+                proto,
+                src: addr(&mut x, af),
+                dst: addr(&mut x, af),
+                src_port: 1024 + (lcg(&mut x) % 60000) as u16,
+                dst_port: [22u16, 53, 80, 443, 8080, 3306][(lcg(&mut x) % 6) as usize],
+                tcp_flags: [0x02u8, 0x10, 0x12][(lcg(&mut x) % 3) as usize],
+                len: 60,
+                icmp_id: 0,
+                ip_opts: false,
+            }
+        })
+        .collect()
+}
+
 fn main() {
     let keys = traffic(1 << 20, 1);
     // Random sources over the whole space: ~5% fall into the 1M table's /24s.
@@ -110,6 +164,14 @@ fn main() {
         .map(|k| PacketKey {
             src: lcg(&mut x) as u128,
             ..*k
+        })
+        .collect();
+    let real: Vec<(&str, RuleSet, Vec<PacketKey>)> = [(10, "realistic 10"), (100, "realistic 100"), (1_000, "realistic 1k"), (10_000, "realistic 10k")]
+        .into_iter()
+        .map(|(n, name)| {
+            let rs = realistic(n);
+            let keys = realistic_traffic(&rs, 1 << 20, 7);
+            (name, rs, keys)
         })
         .collect();
     let mut built = Vec::new();
@@ -128,6 +190,11 @@ fn main() {
         let cl = Classifier::build(&rs).unwrap();
         built.push((name, t.elapsed(), cl, k));
     }
+    for (name, rs, k) in &real {
+        let t = Instant::now();
+        let cl = Classifier::build(rs).unwrap();
+        built.push((name, t.elapsed(), cl, k));
+    }
     let set: Vec<(&Classifier, &[PacketKey])> =
         built.iter().map(|b| (&b.2, b.3.as_slice())).collect();
     let ns = measure(&set);
@@ -138,6 +205,8 @@ fn main() {
     for (i, (name, bt, cl, _)) in built.iter().enumerate() {
         let rel = if i < 3 {
             format!("  ({:.2}x the 1-rule rate)", ns[0] / ns[i])
+        } else if i >= 5 {
+            format!("  ({:.2}x the time of 10 realistic rules, {})", ns[i] / ns[5], cl.stats().engine)
         } else {
             String::new()
         };

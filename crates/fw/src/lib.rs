@@ -15,3 +15,5 @@ pub mod reference;
 pub mod classifier;
 pub mod state;
 pub mod passes;
+#[doc(hidden)]
+pub mod testgen;

@@ -3,7 +3,7 @@
 //! Default: 200 rule sets x 10,000 packets = 2M packets. `FW_PROPTEST_PACKETS=N` sets the
 //! total number of packets (e.g. 50000000), spread over more rule sets.
 
-use fw::classifier::{BuildOptions, Classifier};
+use fw::classifier::{BuildOptions, Classifier, Engine};
 use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
 use fw::rules::{
@@ -364,6 +364,9 @@ fn classifier_matches_reference() {
                 host_map_threshold: (s as usize / 16) % 2,
                 ..BuildOptions::default()
             }
+        } else if s % 4 == 1 {
+            // The decision tree on the same sets.
+            BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }
         } else {
             BuildOptions::default()
         };
@@ -406,7 +409,8 @@ fn classifier_matches_reference_large_sets() {
             }
         }
         let t = std::time::Instant::now();
-        let cl = Classifier::build(&rs).unwrap_or_else(|e| panic!("seed {s}: {e}"));
+        let engine = if s % 2 == 0 { Engine::Auto } else { Engine::Tree };
+        let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap_or_else(|e| panic!("seed {s}: {e}"));
         eprintln!(
             "{} rules: built in {:?}, {} KiB, {:?}",
             rs.rules.len(),
@@ -426,7 +430,8 @@ fn classifier_matches_reference_large_sets() {
     }
 }
 
-/// Over the memory budget: a clear error naming the budget, not an abort.
+/// Over the memory budget: with RFC alone a clear error naming the budget, not an abort;
+/// by default the tree takes over.
 #[test]
 fn budget_exceeded_is_a_clear_error() {
     let mut rng = Rng(0xB0D6E7);
@@ -441,8 +446,10 @@ fn budget_exceeded_is_a_clear_error() {
             })
         }));
     }
-    let opts = BuildOptions { memory_budget: 256 << 10, ..BuildOptions::default() };
+    let opts = BuildOptions { memory_budget: 256 << 10, engine: Engine::Rfc, ..BuildOptions::default() };
     let e = Classifier::build_with(&rs, &opts).unwrap_err().to_string();
+    let auto = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Auto, ..opts }).unwrap();
+    assert_eq!(auto.stats().engine, "tree");
     assert!(e.contains("memory budget of 0 MiB (262144 bytes)"), "{e}");
     assert!(Classifier::build(&rs).is_ok());
 }

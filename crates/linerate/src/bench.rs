@@ -52,6 +52,11 @@ pub struct BenchArgs {
     /// Firewall: N distinct rules the traffic never matches, then `pass all no state`.
     #[arg(long, value_name = "N")]
     rules: Option<usize>,
+    /// Firewall: the shape of the --rules: `uniform` (distinct TCP host rules) or
+    /// `realistic` (a generated mix of prefixes, negations, lists, tables, port ranges, in
+    /// and out, IPv4 and IPv6, quick or not; those that would match the traffic left out).
+    #[arg(long, value_enum, default_value_t = RuleShape::Uniform)]
+    rule_shape: RuleShape,
     /// Firewall: a `block in quick from <t>` rule whose table holds M prefixes that do not
     /// cover the traffic's sources (before the final pass).
     #[arg(long, value_name = "M")]
@@ -63,6 +68,13 @@ pub struct BenchArgs {
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// `--rule-shape`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuleShape {
+    Uniform,
+    Realistic,
 }
 
 pub fn main(args: BenchArgs) -> Result<()> {
@@ -95,6 +107,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
             rules: args.rules.unwrap_or(0),
             table_size: args.table_size,
             states: args.states,
+            realistic: args.rule_shape == RuleShape::Realistic,
         }),
         ..BenchConfig::default()
     };
@@ -140,6 +153,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
             .collect();
         serde_json::json!({
             "rules": f.rules,
+            "rule_shape": format!("{:?}", args.rule_shape).to_lowercase(),
             "table_size": args.table_size,
             "compile_s": f.compile.as_secs_f64(),
             "classifier_bytes": f.classifier_bytes,

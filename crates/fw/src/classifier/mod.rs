@@ -1,0 +1,237 @@
+//! The compiled classifier: what the fast path asks for a verdict. Built off the fast path
+//! from a [`RuleSet`]; immutable, `Send + Sync`. Every rule set compiles: no rule set a user
+//! can write is refused.
+//!
+//! Two engines, one chosen per rule set:
+//!
+//! * [`rfc`] (Recursive Flow Classification with sparse cross-products): 6 field lookups, 5
+//!   table combinations and a verdict read per packet, whatever the number of rules. It is
+//!   tried first, within [`BuildOptions::memory_budget`] and [`BuildOptions::max_pairs`]:
+//!   sets of rules that each constrain one or two fields with distinct values (100k host
+//!   pairs, 1M-entry tables) fit easily.
+//! * [`tree`] (a HyperSplit decision tree per address family): what mixed rule sets get when
+//!   RFC's cross products would not fit, as they soon do when every rule constrains
+//!   addresses, protocol and ports with overlapping values, negations and lists (a few
+//!   hundred such rules can need gigabytes). Its build time and memory are bounded (rules
+//!   stored at most [`tree::STORED_PER_RULE`] times each), and the cost per packet grows with
+//!   the tree's depth, i.e. the logarithm of the rule count, not with the count.
+//!
+//! RFC gives up as soon as a budget is crossed (the exception pairs of a combination are
+//! counted before they are enumerated), so a rule set that needs the tree costs little more
+//! than the tree's own build. [`ClassifierStats::engine`] says which engine was used and
+//! [`ClassifierStats::rfc_gave_up`] why RFC was not.
+
+mod rfc;
+pub mod tree;
+
+use crate::packet::PacketKey;
+use crate::reference::Verdict;
+use crate::rules::RuleSet;
+
+pub use tree::TreeStats;
+
+/// Default memory budget of the RFC engine: 1 GiB (a 1M-entry table takes about 300 MiB of
+/// it; see also [`rfc_budget`]).
+pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
+
+/// Default of [`BuildOptions::max_pairs`].
+pub const DEFAULT_MAX_PAIRS: usize = 1 << 20;
+
+/// Default number of (class-changing) prefixes of one family in one address field above
+/// which an LPM table replaces the sorted-interval binary search.
+pub const DEFAULT_LPM_THRESHOLD: usize = 256;
+
+/// Which engine compiles a rule set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// RFC if it fits the budgets, else the tree.
+    #[default]
+    Auto,
+    /// Only RFC: a rule set over the budgets is an error (for tests and measurements).
+    Rfc,
+    /// Only the tree.
+    Tree,
+}
+
+/// Build parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// Bytes the RFC engine may use (accounted: rule sets, tables, LPM arrays).
+    pub memory_budget: usize,
+    /// Class pairs sharing a rule that one RFC combination may enumerate (the work and the
+    /// exceptions of that combination).
+    pub max_pairs: usize,
+    /// See [`DEFAULT_LPM_THRESHOLD`]. 0 = always LPM.
+    pub lpm_threshold: usize,
+    /// With an LPM table, host routes (/32, /128) go to an exact-match hash map in front of it
+    /// when there are at least this many (default [`DEFAULT_HOST_MAP_THRESHOLD`]): each host
+    /// in its own /24 would otherwise cost a 1 KiB tbl8 group (1M random hosts: 1.2 GiB).
+    pub host_map_threshold: usize,
+    pub engine: Engine,
+}
+
+/// Default of [`BuildOptions::host_map_threshold`].
+pub const DEFAULT_HOST_MAP_THRESHOLD: usize = 64;
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            max_pairs: DEFAULT_MAX_PAIRS,
+            lpm_threshold: DEFAULT_LPM_THRESHOLD,
+            host_map_threshold: DEFAULT_HOST_MAP_THRESHOLD,
+            engine: Engine::Auto,
+        }
+    }
+}
+
+/// Why a rule set could not be compiled (only with [`Engine::Rfc`], or past 2^31 rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    pub message: String,
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Sizes of the compiled structure (for reports and tests). The RFC fields are zero when the
+/// tree was used.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClassifierStats {
+    /// `"rfc"` or `"tree"`.
+    pub engine: &'static str,
+    /// Why RFC was not used (the budget it crossed), with the tree.
+    pub rfc_gave_up: Option<String>,
+    /// Classes of the fields: iface×dir, af×proto×flags, sport, dport, src, dst.
+    pub field_classes: [usize; 6],
+    /// Classes after each combination: ab, ef, abef, cd, final.
+    pub join_classes: [usize; 5],
+    /// Dense entries of each combination.
+    pub join_dense: [usize; 5],
+    /// Exceptions of each combination.
+    pub join_exceptions: [usize; 5],
+    /// Whether the source / destination fields use an LPM table (src v4, src v6, dst v4, dst v6).
+    pub lpm: [bool; 4],
+    /// Host routes in exact-match maps (src v4, src v6, dst v4, dst v6).
+    pub host_maps: [usize; 4],
+    /// The tree's sizes, with the tree.
+    pub tree: Option<TreeStats>,
+}
+
+/// Bytes the RFC engine may use on `rs`: [`BuildOptions::memory_budget`], but in
+/// [`Engine::Auto`] at most [`RFC_BASE_BUDGET`] plus [`RFC_BYTES_PER_ITEM`] per rule and
+/// table entry, so that a rule set RFC cannot hold is given up after little work (what it
+/// needs grows with how the rules overlap, not with their number).
+fn rfc_budget(rs: &RuleSet, opts: &BuildOptions) -> usize {
+    if opts.engine == Engine::Rfc {
+        return opts.memory_budget;
+    }
+    let items = rs.rules.len() + rs.tables.iter().map(|t| t.entries.len()).sum::<usize>();
+    opts.memory_budget.min(RFC_BASE_BUDGET.saturating_add(items.saturating_mul(RFC_BYTES_PER_ITEM)))
+}
+
+/// See [`rfc_budget`].
+pub const RFC_BASE_BUDGET: usize = 16 << 20;
+/// See [`rfc_budget`].
+pub const RFC_BYTES_PER_ITEM: usize = 2048;
+
+enum Compiled {
+    Rfc(Box<rfc::Rfc>),
+    Tree(Box<tree::Tree>),
+}
+
+/// The compiled rule set. See the module documentation.
+pub struct Classifier {
+    compiled: Compiled,
+    rules: usize,
+    stats: ClassifierStats,
+}
+
+impl std::fmt::Debug for Classifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classifier")
+            .field("rules", &self.rules)
+            .field("memory_bytes", &self.memory_bytes())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Classifier {
+    /// Compiles `rs` with the default [`BuildOptions`].
+    pub fn build(rs: &RuleSet) -> Result<Classifier, BuildError> {
+        Self::build_with(rs, &BuildOptions::default())
+    }
+
+    /// Compiles `rs`. Fails only with [`Engine::Rfc`] over its budgets, or past 2^31 rules.
+    pub fn build_with(rs: &RuleSet, opts: &BuildOptions) -> Result<Classifier, BuildError> {
+        if rs.rules.len() >= 1 << 31 {
+            return Err(BuildError { message: format!("too many rules: {} (at most 2^31 - 1)", rs.rules.len()) });
+        }
+        let rules = rs.rules.len();
+        let gave_up = match opts.engine {
+            Engine::Tree => None,
+            Engine::Rfc | Engine::Auto => match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
+                Ok(r) => {
+                    let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
+                    return Ok(Classifier { compiled: Compiled::Rfc(Box::new(r)), rules, stats });
+                }
+                Err(e) if opts.engine == Engine::Rfc => return Err(e),
+                Err(e) => Some(e.message),
+            },
+        };
+        let t = tree::Tree::build(rs);
+        let stats = ClassifierStats { engine: "tree", rfc_gave_up: gave_up, tree: Some(t.stats()), ..ClassifierStats::default() };
+        Ok(Classifier { compiled: Compiled::Tree(Box::new(t)), rules, stats })
+    }
+
+    /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
+    #[inline(always)]
+    pub fn classify(&self, key: &PacketKey) -> Verdict {
+        match &self.compiled {
+            Compiled::Rfc(r) => r.classify(key),
+            Compiled::Tree(t) => t.classify(key),
+        }
+    }
+
+    /// Classifies `keys[i]` into `out[i]` (`out` at least as long as `keys`).
+    pub fn classify_batch(&self, keys: &[PacketKey], out: &mut [Verdict]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.classify(k);
+        }
+    }
+
+    /// Bytes held by the compiled structure (LPM tables counted as their committed size).
+    pub fn memory_bytes(&self) -> usize {
+        match &self.compiled {
+            Compiled::Rfc(r) => r.memory_bytes(),
+            Compiled::Tree(t) => t.memory_bytes(),
+        }
+    }
+
+    /// Number of rules compiled.
+    pub fn rule_count(&self) -> usize {
+        self.rules
+    }
+
+    /// Sizes of the structure.
+    pub fn stats(&self) -> &ClassifierStats {
+        &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Classifier;
+
+    #[test]
+    fn classifier_is_send_and_sync() {
+        fn is<T: Send + Sync>() {}
+        is::<Classifier>();
+    }
+}
