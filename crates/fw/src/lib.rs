@@ -15,3 +15,4 @@ pub mod reference;
 pub mod classifier;
 pub mod state;
 pub mod passes;
+pub mod nat;
