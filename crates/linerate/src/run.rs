@@ -187,6 +187,7 @@ pub fn main(args: RunArgs) -> Result<()> {
             (true, true) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_WITH_NAPI, yield_cpu: true },
             (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP, yield_cpu: false },
         });
+        worker.set_nat_steering(w as u16, workers as u16);
         if let Some(firewall) = firewall {
             worker.set_firewall(firewall);
         }

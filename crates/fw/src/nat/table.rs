@@ -193,6 +193,12 @@ impl NatTable {
         }
     }
 
+    /// Sets the most sessions the table holds (a lower limit removes none: new translations
+    /// are refused until under it).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
     pub fn len(&self) -> usize {
         self.outs.len()
     }
@@ -298,18 +304,15 @@ impl NatTable {
         }
     }
 
-    /// A free port in `lo..=hi` for the reply key `in_key` (its `dport` replaced), searched
-    /// from `start`, that `accept` takes (the worker's steering). Every port of the range is
+    /// A free port in `lo..=hi` searched from `start`: one that `accept` takes (the worker's
+    /// steering) and whose in key (`key_for(port)`) is not in use. Every port of the range is
     /// tried before giving up, as pf does, so a tuple in use is never handed out and a free
     /// one is always found.
-    pub fn free_port(&self, in_key: NatKey, (lo, hi): (u16, u16), start: u32, accept: impl Fn(u16) -> bool) -> Result<u16, AllocError> {
+    pub fn free_port(&self, (lo, hi): (u16, u16), start: u32, accept: impl Fn(u16) -> bool, key_for: impl Fn(u16) -> NatKey) -> Result<u16, AllocError> {
         let n = u32::from(hi - lo) + 1;
         for k in 0..n {
             let port = lo + ((start.wrapping_add(k)) % n) as u16;
-            if !accept(port) {
-                continue;
-            }
-            if !self.in_key_used(&NatKey { dport: port, ..in_key }) {
+            if accept(port) && !self.in_key_used(&key_for(port)) {
                 return Ok(port);
             }
         }
@@ -355,17 +358,17 @@ mod tests {
         let mut nt = NatTable::new(100, 7);
         let range = (50001, 50004);
         for (i, p) in (50001..=50004).enumerate() {
-            let port = nt.free_port(session(0, 0).in_key, range, 0, |_| true).unwrap();
+            let port = nt.free_port(range, 0, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key }).unwrap();
             assert_eq!(port, p);
             nt.insert(session(1000 + i as u16, port)).unwrap();
         }
-        assert_eq!(nt.free_port(session(0, 0).in_key, range, 3, |_| true), Err(AllocError::PortsExhausted));
+        assert_eq!(nt.free_port(range, 3, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key }), Err(AllocError::PortsExhausted));
         // Another destination has its own ports (endpoint-dependent mapping).
         let other = NatKey { src: 0x0101_0101, ..session(0, 0).in_key };
-        assert_eq!(nt.free_port(other, range, 0, |_| true), Ok(50001));
+        assert_eq!(nt.free_port(range, 0, |_| true, |p| NatKey { dport: p, ..other }), Ok(50001));
         // Steering: only even ports accepted.
         let nt = NatTable::new(100, 7);
-        assert_eq!(nt.free_port(other, range, 0, |p| p % 2 == 0), Ok(50002));
+        assert_eq!(nt.free_port(range, 0, |p| p % 2 == 0, |p| NatKey { dport: p, ..other }), Ok(50002));
     }
 
     #[test]

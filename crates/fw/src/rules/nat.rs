@@ -3,7 +3,7 @@
 //! ("Translation"); as pfctl's default `set require-order yes`, translation rules come before
 //! filter rules.
 
-use super::{AddrMatch, AddrTarget, PResult, Parser, PortMatch, Prefix, Tok, Token, here, parse_prefix};
+use super::{AddrMatch, AddrTarget, PResult, Parser, PortMatch, Prefix, Tok, Token, here};
 use crate::nat::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
 use crate::packet::Af;
 
@@ -265,7 +265,7 @@ impl Parser<'_> {
 /// A prefix word, for the tests of this module.
 #[cfg(test)]
 fn p(w: &str) -> Prefix {
-    parse_prefix(w).expect("prefix")
+    super::parse_prefix(w).expect("prefix")
 }
 
 #[cfg(test)]
