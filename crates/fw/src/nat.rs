@@ -96,6 +96,9 @@ pub struct NatRule {
     pub src_ports: PortMatch,
     pub dst: AddrMatch,
     pub dst_ports: PortMatch,
+    /// `to (IFACE)`: the destination must be the interface's address (resolved when a packet
+    /// is matched; `dst` is then `any`).
+    pub dst_iface: Option<u16>,
     /// `None` for `no ...` rules.
     pub target: Option<NatTarget>,
     /// 1-based position of the rule's first word.
@@ -119,7 +122,12 @@ fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
 impl NatRule {
     /// Whether the rule matches `key` (its interface, family, protocol, addresses, ports);
     /// the caller has picked the rules of the right kind and direction.
-    pub fn matches(&self, rs: &RuleSet, key: &PacketKey) -> bool {
+    pub fn matches(&self, rs: &RuleSet, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> bool {
+        if let Some(i) = self.dst_iface
+            && (key.af != Af::Inet || iface_addr(i).is_none_or(|a| u128::from(a) != key.dst))
+        {
+            return false;
+        }
         if !self.ifaces.is_empty() && self.ifaces.contains(&key.iface) == self.iface_neg {
             return false;
         }
@@ -149,11 +157,11 @@ pub enum NatPhase {
 /// first match is a `no` rule. For an inbound `binat` the rule's `from` is its inside address:
 /// the packet matches if its destination is the rule's outside address and its source matches
 /// the rule's `to`.
-pub fn first_match<'a>(rs: &'a RuleSet, phase: NatPhase, key: &PacketKey) -> Option<&'a NatRule> {
+pub fn first_match<'a>(rs: &'a RuleSet, phase: NatPhase, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> Option<&'a NatRule> {
     for r in &rs.nat {
         let hit = match (phase, r.kind) {
-            (NatPhase::Out, NatKind::Nat | NatKind::Binat) | (NatPhase::In, NatKind::Rdr) => r.matches(rs, key),
-            (NatPhase::In, NatKind::Binat) => binat_in_matches(rs, r, key),
+            (NatPhase::Out, NatKind::Nat | NatKind::Binat) | (NatPhase::In, NatKind::Rdr) => r.matches(rs, key, iface_addr),
+            (NatPhase::In, NatKind::Binat) => binat_in_matches(rs, r, key, iface_addr),
             _ => false,
         };
         if hit {
@@ -165,7 +173,7 @@ pub fn first_match<'a>(rs: &'a RuleSet, phase: NatPhase, key: &PacketKey) -> Opt
 
 /// An inbound packet against a `binat` rule: destination = the outside address (the target's
 /// single address), source within the rule's `to`.
-fn binat_in_matches(rs: &RuleSet, r: &NatRule, key: &PacketKey) -> bool {
+fn binat_in_matches(rs: &RuleSet, r: &NatRule, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> bool {
     let outside = match r.target.as_ref().map(|t| &t.addr) {
         Some(NatAddr::Pool(p)) => p.first().copied(),
         _ => None,
@@ -181,7 +189,7 @@ fn binat_in_matches(rs: &RuleSet, r: &NatRule, key: &PacketKey) -> bool {
         dst_ports: PortMatch::Any,
         ..r.clone()
     };
-    (r.negated || outside.is_some()) && reversed.matches(rs, key)
+    (r.negated || outside.is_some()) && reversed.matches(rs, key, iface_addr)
 }
 
 /// The inside address of a `binat` rule (its `from`, a single host or prefix).

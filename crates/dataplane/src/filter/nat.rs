@@ -158,12 +158,14 @@ impl NatStage {
     /// back (a reply to `nat`) or redirected (`rdr`, `binat`). `Ok(Some(dst))`: the new
     /// destination, for the route lookup.
     pub fn inbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<Option<u32>, DropReason> {
+        let port_v4 = &self.port_v4;
+        let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
         let Some(t) = read(ip) else { return Ok(None) };
         let timeouts = &rs.timeouts;
         match t.kind {
             Kind::Fragment => {
                 let key = key_of(&t, port, Dir::In);
-                if first_match(rs, NatPhase::In, &PacketKey { src_port: 0, dst_port: 0, ..key }).is_some() || self.is_translation_address(t.key.dst) {
+                if first_match(rs, NatPhase::In, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() || self.is_translation_address(t.key.dst) {
                     return Err(DropReason::NatFragment);
                 }
                 Ok(None)
@@ -177,7 +179,7 @@ impl NatStage {
                 }
                 // An error about a packet a binat host sent.
                 let quoted = PacketKey { iface: port, src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::In) };
-                match first_match(rs, NatPhase::In, &quoted) {
+                match first_match(rs, NatPhase::In, &quoted, &addr_of) {
                     Some(r) if r.kind == NatKind::Binat => {
                         let inside = binat_map(r, inner.src, false);
                         rewrite_error(ip, &t, End::Dst, inside, End::Src, (inside, inner.sport));
@@ -199,7 +201,7 @@ impl NatStage {
                     return Ok(None);
                 }
                 let key = key_of(&t, port, Dir::In);
-                let Some((ri, r)) = first_match(rs, NatPhase::In, &key).map(|r| (rule_index(rs, r), r)) else { return Ok(None) };
+                let Some((ri, r)) = first_match(rs, NatPhase::In, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(None) };
                 let (a, p) = match r.kind {
                     NatKind::Binat => (binat_map(r, t.key.dst, false), t.key.dport),
                     _ => self.redirect(ri, r, &t, port, now)?,
@@ -214,12 +216,14 @@ impl NatStage {
     /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
     /// outside form (a reply of an `rdr`-ed flow).
     pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
+        let port_v4 = &self.port_v4;
+        let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
         let Some(t) = read(ip) else { return Ok(()) };
         let timeouts = &rs.timeouts;
         match t.kind {
             Kind::Fragment => {
                 let key = key_of(&t, port, Dir::Out);
-                if first_match(rs, NatPhase::Out, &PacketKey { src_port: 0, dst_port: 0, ..key }).is_some() {
+                if first_match(rs, NatPhase::Out, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() {
                     return Err(DropReason::NatFragment);
                 }
                 Ok(())
@@ -232,7 +236,7 @@ impl NatStage {
                     return Ok(());
                 }
                 let quoted = PacketKey { src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::Out) };
-                if let Some(r) = first_match(rs, NatPhase::Out, &quoted).filter(|r| r.kind == NatKind::Binat) {
+                if let Some(r) = first_match(rs, NatPhase::Out, &quoted, &addr_of).filter(|r| r.kind == NatKind::Binat) {
                     let outside = binat_map(r, inner.dst, true);
                     rewrite_error(ip, &t, End::Src, outside, End::Dst, (outside, inner.dport));
                     self.translated += 1;
@@ -251,7 +255,7 @@ impl NatStage {
                     return Ok(());
                 }
                 let key = key_of(&t, port, Dir::Out);
-                let Some((ri, r)) = first_match(rs, NatPhase::Out, &key).map(|r| (rule_index(rs, r), r)) else { return Ok(()) };
+                let Some((ri, r)) = first_match(rs, NatPhase::Out, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(()) };
                 let (a, p) = match r.kind {
                     NatKind::Binat => (binat_map(r, t.key.src, true), t.key.sport),
                     _ => self.translate_source(ri, r, &t, port, now)?,

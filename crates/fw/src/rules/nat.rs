@@ -62,6 +62,7 @@ impl Parser<'_> {
         let (mut src, mut dst) = (AddrMatch::Any, AddrMatch::Any);
         let (mut src_ports, mut dst_ports) = (PortMatch::Any, PortMatch::Any);
         let mut port_tok = None;
+        let mut dst_iface = None;
         if !self.eat_word("all")? {
             if self.eat_word("from")? {
                 if !self.is_word("port")? {
@@ -73,7 +74,14 @@ impl Parser<'_> {
                 }
             }
             if self.eat_word("to")? {
-                if !self.is_word("port")? {
+                if self.eat_punct("(")? {
+                    let i = self.iface_list()?;
+                    self.expect_punct(")", "\")\" closing `(interface)`")?;
+                    dst_iface = i.first().copied().filter(|_| i.len() == 1);
+                    if dst_iface.is_none() {
+                        return here(&first, "`to ({ ... })` is not supported by linerate: name one interface");
+                    }
+                } else if !self.is_word("port")? {
                     dst = self.addr_match(&mut addr_toks, false)?;
                 }
                 if self.is_word("port")? {
@@ -118,6 +126,7 @@ impl Parser<'_> {
             src_ports,
             dst,
             dst_ports,
+            dst_iface,
             target,
             line: first.line,
             column: first.col,
@@ -316,7 +325,7 @@ mod tests {
         let rs = ok("table <web> { 192.0.2.80 }\n\
                      no rdr on lr-ext proto tcp from 203.0.113.9 to any port 80\n\
                      rdr on lr-ext proto tcp from any to <web> port 80 -> 10.0.0.5 port 8080\n\
-                     rdr on lr-ext proto tcp to port 2000:2999 -> 10.0.0.6 port 4000:*\n\
+                     rdr on lr-ext proto tcp to (lr-ext) port 2000:2999 -> 10.0.0.6 port 4000:*\n\
                      binat on lr-ext from 10.0.0.7 to any -> 192.0.2.7\n");
         assert!(rs.nat[0].negated && rs.nat[0].target.is_none());
         let r = &rs.nat[1];
@@ -324,7 +333,7 @@ mod tests {
         assert!(matches!(r.dst, AddrMatch::List(_)));
         assert_eq!(r.target.as_ref().unwrap().ports, Some((8080, 8080)));
         let t = rs.nat[2].target.as_ref().unwrap();
-        assert_eq!((t.ports, t.port_star), (Some((4000, 4000)), true));
+        assert_eq!((t.ports, t.port_star, rs.nat[2].dst_iface), (Some((4000, 4000)), true, Some(1)));
         assert_eq!(rs.nat[3].target.as_ref().unwrap().addr, NatAddr::Pool(vec![p("192.0.2.7")]));
     }
 
