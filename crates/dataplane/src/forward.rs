@@ -167,6 +167,10 @@ impl Forwarder {
         }
     }
 
+    pub fn nat_table_mut(&mut self) -> Option<&mut fw::nat::table::NatTable> {
+        self.filter.as_mut().map(|f| f.nat.table_mut())
+    }
+
     /// The NAT stage's counters (`None` without a firewall).
     pub fn nat_counts(&self) -> Option<NatCounts> {
         self.filter.as_ref().map(|f| f.nat.counts())

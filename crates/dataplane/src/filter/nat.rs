@@ -96,10 +96,6 @@ impl NatStage {
         NatCounts { sessions: self.table.len() as u64, created: self.table.created, expired: self.table.expired, translated: self.translated }
     }
 
-    pub fn table(&self) -> &NatTable {
-        &self.table
-    }
-
     pub fn table_mut(&mut self) -> &mut NatTable {
         &mut self.table
     }
