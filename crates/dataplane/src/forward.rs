@@ -235,7 +235,6 @@ impl Forwarder {
         if !f.nat_on {
             return;
         }
-        let rules = std::sync::Arc::clone(f.fw.rules());
         let now = f.fw.now();
         for (step, &desc) in self.steps.iter_mut().zip(descs) {
             let Step::V4 { l3, slot, in_port } = *step else { continue };
@@ -244,7 +243,7 @@ impl Forwarder {
             }
             let frame = pool.frame_mut(desc);
             let Some(ip) = frame.get_mut(usize::from(l3)..) else { continue };
-            match f.nat.inbound(&rules.rules, ip, in_port, now) {
+            match f.nat.inbound(&f.fw.rules().rules, ip, in_port, now) {
                 Ok(Some(dst)) => self.v4_dst[usize::from(slot) % MAX_BATCH] = dst,
                 Ok(None) => {}
                 Err(reason) => *step = Step::Drop(reason),
@@ -455,10 +454,9 @@ impl Forwarder {
 /// [`crate::filter::nat::NatStage::outbound`] for the packet at `l3` of `frame`, out of line.
 #[inline(never)]
 fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
-    let rules = std::sync::Arc::clone(f.fw.rules());
     let now = f.fw.now();
     match frame.get_mut(l3..) {
-        Some(ip) => f.nat.outbound(&rules.rules, ip, port, now),
+        Some(ip) => f.nat.outbound(&f.fw.rules().rules, ip, port, now),
         None => Ok(()),
     }
 }

@@ -202,3 +202,16 @@ pub fn binat_inside(r: &NatRule) -> Option<Prefix> {
         AddrMatch::Any => None,
     }
 }
+
+/// The first rule that translates to `(IFACE)` or matches `to (IFACE)` where the interface
+/// has no IPv4 address (`has_v4` says which do), and that interface: such a rule could
+/// never translate (`linerate check` refuses it).
+pub fn iface_without_address<'a>(rs: &'a RuleSet, has_v4: &dyn Fn(u16) -> bool) -> Option<(&'a NatRule, u16)> {
+    rs.nat.iter().find_map(|r| {
+        let target = match r.target.as_ref().map(|t| &t.addr) {
+            Some(NatAddr::Iface(i)) => Some(*i),
+            _ => None,
+        };
+        [target, r.dst_iface].into_iter().flatten().find(|&i| !has_v4(i)).map(|i| (r, i))
+    })
+}

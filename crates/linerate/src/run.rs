@@ -370,7 +370,13 @@ pub fn total(workers: &[Arc<WorkerCounters>]) -> Counts {
 /// the config's interface order (the worker's port numbering).
 pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
     let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
-    CompiledRules::load(rules, &ifaces).map_err(anyhow::Error::msg)
+    let compiled = CompiledRules::load(rules, &ifaces).map_err(anyhow::Error::msg)?;
+    let has_v4 = |i: u16| cfg.interfaces.get(usize::from(i)).is_some_and(|i| i.addresses.iter().any(|a| a.addr.is_ipv4()));
+    if let Some((r, i)) = fw::nat::iface_without_address(&compiled.rules, &has_v4) {
+        let name = &cfg.interfaces[usize::from(i)].name;
+        anyhow::bail!("{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config", rules.display(), r.line, r.column, r.kind.name());
+    }
+    Ok(compiled)
 }
 
 /// Per-rule counters (rules that saw no packet are listed too: it shows dead rules), then the

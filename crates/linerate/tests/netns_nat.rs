@@ -230,3 +230,109 @@ fn ping_traceroute_rdr_and_binat() {
     let report = stop(dut);
     assert!(seen.starts_with("198.19.0.7 "), "binat outbound keeps its own address: {seen}\n{report}");
 }
+
+/// B's UDP side of the differential: echoes every datagram on port 9000 and, after 2 s of
+/// silence, prints `peer_addr peer_port payload` per datagram.
+const UDP_ECHO: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', 9000)); s.settimeout(2)
+print('ready', file=sys.stderr, flush=True)
+seen = []
+try:
+    while True:
+        data, peer = s.recvfrom(200)
+        seen.append(f"{peer[0]} {peer[1]} {data.decode()}"); s.sendto(data, peer)
+except OSError:
+    pass
+print("\n".join(seen))
+"#;
+
+/// A's side: `n` flows, each from a source address drawn (seeded) among A's 100, its own
+/// socket and a random payload; prints how many echoes came back intact.
+const UDP_FLOWS: &str = r#"
+import random, socket, sys
+n = int(sys.argv[1]); random.seed(7); ok = 0
+for i in range(n):
+    src = f"198.18.0.{random.randrange(10, 110)}"
+    tag = f"{i}:{src}:{random.getrandbits(64):016x}"
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((src, 0)); s.settimeout(2)
+    msg = f"{tag}|{s.getsockname()[1]}".encode()
+    s.sendto(msg, ('198.19.0.2', 9000))
+    try:
+        ok += s.recv(200) == msg
+    except OSError:
+        pass
+    s.close()
+print(ok)
+"#;
+
+/// The same seeded UDP flows through `dut` (started on the lab): what B saw, per datagram
+/// (outside address, outside port, payload), and how many echoes A got back.
+fn udp_flows_through(lab: &Lab, n: usize) -> (Vec<(String, u16, String)>, usize) {
+    let mut server = lab.b.command("python3");
+    server.args(["-c", UDP_ECHO]);
+    let mut server = start_until(server, "ready");
+    let out = lab.a.exec("python3", &["-c", UDP_FLOWS, &n.to_string()]).unwrap();
+    let echoed = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+    let mut child = server.0.take().unwrap();
+    let mut seen = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
+    child.wait().unwrap();
+    let rows = seen.lines().filter(|l| !l.is_empty()).map(|l| {
+        let f: Vec<&str> = l.splitn(3, ' ').collect();
+        (f[0].to_owned(), f[1].parse().unwrap(), f[2].to_owned())
+    });
+    (rows.collect(), echoed)
+}
+
+/// Differential: the same random UDP flows through the kernel's nftables `masquerade` and
+/// through linerate's `nat ... -> (lrd1)`. Both must deliver every payload intact from
+/// 198.19.0.1, each inside flow on an outside port of its own, and return every echo; they
+/// differ where they may (the kernel keeps the source port when it is free, linerate takes
+/// one of pf's range).
+#[test]
+fn differential_against_nftables_masquerade() {
+    if skip() || !Command::new("nft").arg("--version").status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: needs root, python3 and nft");
+        return;
+    }
+    const FLOWS: usize = 400;
+    let kernel = {
+        let nl = nat_lab("natk");
+        let lab = &nl.lab;
+        lab.d.addr("lrd0", "198.18.0.1/24").unwrap();
+        lab.d.addr("lrd1", "198.19.0.1/24").unwrap();
+        lab.d.sysctl("net.ipv4.ip_forward=1").unwrap();
+        let nft = lab.dir.join("masq.nft");
+        std::fs::write(&nft, "table ip lrnat {\n chain post {\n  type nat hook postrouting priority 100;\n  oifname \"lrd1\" masquerade\n }\n}\n").unwrap();
+        lab.d.exec("nft", &["-f", nft.to_str().unwrap()]).unwrap();
+        udp_flows_through(lab, FLOWS)
+    };
+    let linerate = {
+        let nl = nat_lab("natl");
+        let (dut, _) = start(&nl.lab, 1);
+        let r = udp_flows_through(&nl.lab, FLOWS);
+        stop(dut);
+        r
+    };
+    for (name, (rows, echoed)) in [("kernel", &kernel), ("linerate", &linerate)] {
+        assert_eq!(*echoed, FLOWS, "{name}: every echo back");
+        assert_eq!(rows.len(), FLOWS, "{name}: every datagram once");
+        assert!(rows.iter().all(|r| r.0 == "198.19.0.1"), "{name}: {rows:?}");
+        // Inside (address, port) <-> outside port, one to one (a socket of a later flow may
+        // get the port of an earlier one: the same inside flow, the same translation).
+        let inside = |r: &(String, u16, String)| {
+            let (tag, port) = r.2.split_once('|').unwrap();
+            (tag.split(':').nth(1).unwrap().to_owned(), port.to_owned())
+        };
+        let mut out_of = std::collections::HashMap::new();
+        let mut in_of = std::collections::HashMap::new();
+        for r in rows {
+            assert_eq!(*out_of.entry(inside(r)).or_insert(r.1), r.1, "{name}: one outside port per inside flow");
+            assert_eq!(in_of.entry(r.1).or_insert_with(|| inside(r)), &inside(r), "{name}: one inside flow per outside port");
+        }
+    }
+    let payloads = |rows: &[(String, u16, String)]| rows.iter().map(|r| r.2.split('|').next().unwrap().to_owned()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(payloads(&kernel.0), payloads(&linerate.0), "the same payloads reach B");
+    assert!(linerate.0.iter().all(|r| (50001..=65535).contains(&r.1)), "linerate: pf's range");
+}

@@ -31,7 +31,7 @@ use fw::rules::{PortMatch, RuleSet};
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
-use super::nat_rewrite::{End, Kind, Tuple, read, rewrite, rewrite_error};
+use super::nat_rewrite::{End, Kind, Tuple, read, read_plain, rewrite, rewrite_error, rewrite_plain};
 use crate::counters::DropReason;
 
 /// Table slots the expiry sweep examines per batch.
@@ -154,6 +154,15 @@ impl NatStage {
     /// back (a reply to `nat`) or redirected (`rdr`, `binat`). `Ok(Some(dst))`: the new
     /// destination, for the route lookup.
     pub fn inbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<Option<u32>, DropReason> {
+        if let Some((key, flags)) = read_plain(ip)
+            && let Some(s) = self.table.lookup_in(&key, now, &rs.timeouts).filter(|s| s.iface == port)
+        {
+            s.touch(now, s.kind == NatKind::Nat, flags);
+            let (a, p) = s.in_to;
+            rewrite_plain(ip, key.proto, End::Dst, a, p);
+            self.translated += 1;
+            return Ok(Some(a));
+        }
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
         let Some(t) = read(ip) else { return Ok(None) };
@@ -212,6 +221,16 @@ impl NatStage {
     /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
     /// outside form (a reply of an `rdr`-ed flow).
     pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
+        // The common case first: a plain TCP or UDP packet of a flow already translated.
+        if let Some((key, flags)) = read_plain(ip)
+            && let Some(s) = self.table.lookup_out(&key, now, &rs.timeouts).filter(|s| s.iface == port)
+        {
+            s.touch(now, s.kind == NatKind::Rdr, flags);
+            let (a, p) = s.out_to;
+            rewrite_plain(ip, key.proto, End::Src, a, p);
+            self.translated += 1;
+            return Ok(());
+        }
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
         let Some(t) = read(ip) else { return Ok(()) };

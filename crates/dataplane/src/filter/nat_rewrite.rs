@@ -146,6 +146,50 @@ fn quoted(ip: &[u8], at: usize) -> Option<NatKey> {
     Some(key)
 }
 
+/// The flow and TCP flags of the common packet, read with no parsing beyond it: IPv4
+/// without options, not a fragment, TCP (20-byte header at least) or UDP. `None` for any
+/// other packet, which [`read`] then takes.
+#[inline(always)]
+pub(crate) fn read_plain(ip: &[u8]) -> Option<(NatKey, u8)> {
+    let h: &[u8; 40] = match ip.first_chunk::<28>() {
+        Some(h) if h[0] == 0x45 && (h[6] & 0x3f) | h[7] == 0 && h[9] == proto::UDP => {
+            let key = NatKey { src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]), dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]), sport: u16::from_be_bytes([h[20], h[21]]), dport: u16::from_be_bytes([h[22], h[23]]), proto: proto::UDP };
+            return Some((key, 0));
+        }
+        _ => ip.first_chunk()?,
+    };
+    if h[0] != 0x45 || (h[6] & 0x3f) | h[7] != 0 || h[9] != proto::TCP || u16::from_be_bytes([h[2], h[3]]) < 40 {
+        return None;
+    }
+    let key = NatKey { src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]), dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]), sport: u16::from_be_bytes([h[20], h[21]]), dport: u16::from_be_bytes([h[22], h[23]]), proto: proto::TCP };
+    Some((key, h[33]))
+}
+
+/// [`rewrite`] for a packet [`read_plain`] took (`proto`: its protocol): one fold per
+/// checksum, RFC 1624 eqn. 3 with every changed word summed at once.
+#[inline(always)]
+pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16) {
+    let ck_at = if p == proto::TCP { 36 } else { 26 };
+    let Some(h) = ip.get_mut(..ck_at + 2) else { return };
+    let (a_at, p_at) = if end == End::Src { (12, 20) } else { (16, 22) };
+    let old = u32::from_be_bytes([h[a_at], h[a_at + 1], h[a_at + 2], h[a_at + 3]]);
+    let old_port = u16::from_be_bytes([h[p_at], h[p_at + 1]]);
+    h[a_at..a_at + 4].copy_from_slice(&addr.to_be_bytes());
+    h[p_at..p_at + 2].copy_from_slice(&port.to_be_bytes());
+    // ~m + m' of the address words: the header's and the pseudo-header's change.
+    let delta = u64::from(!(old >> 16) as u16) + u64::from(!(old as u16)) + u64::from(addr >> 16) + u64::from(addr & 0xffff);
+    let ip_ck = u16::from_be_bytes([h[10], h[11]]);
+    let ip_ck = !wire::checksum::fold(u64::from(!ip_ck) + delta);
+    h[10..12].copy_from_slice(&ip_ck.to_be_bytes());
+    let ck = u16::from_be_bytes([h[ck_at], h[ck_at + 1]]);
+    if p == proto::UDP && ck == 0 {
+        return;
+    }
+    let ck = !wire::checksum::fold(u64::from(!ck) + delta + u64::from(!old_port) + u64::from(port));
+    let ck = if p == proto::UDP && ck == 0 { 0xffff } else { ck };
+    h[ck_at..ck_at + 2].copy_from_slice(&ck.to_be_bytes());
+}
+
 /// Offsets of an address and a port field for `end` (IP header, L4 header).
 fn addr_at(end: End) -> usize {
     if end == End::Src { 12 } else { 16 }
