@@ -135,11 +135,9 @@ fn quoted(ip: &[u8], at: usize) -> Option<NatKey> {
             key.sport = be16(q, ihl)?;
             key.dport = be16(q, ihl + 2)?;
         }
-        proto::ICMP if first => {
-            if icmp_query(*q.get(ihl)?).is_some() {
-                key.sport = be16(q, ihl + 4)?;
-                key.dport = key.sport;
-            }
+        proto::ICMP if first && icmp_query(*q.get(ihl)?).is_some() => {
+            key.sport = be16(q, ihl + 4)?;
+            key.dport = key.sport;
         }
         _ => {}
     }
