@@ -84,6 +84,9 @@ pub struct BenchFirewall {
     /// rules: its rules that would match the bench's flows are left out, so the traffic is
     /// decided by the final pass after the classifier has looked at all of them.
     pub realistic: bool,
+    /// `nat` on the output port (every flow translated to 192.0.2.1, ports 1024:65535), and
+    /// this many translations of other flows are created first.
+    pub nat: Option<usize>,
 }
 
 /// Firewall figures of a bench run.
@@ -101,6 +104,10 @@ pub struct BenchFirewallResult {
     pub state_counters: Vec<(&'static str, u64)>,
     /// Rules (and the default) that counted packets or states, warm-up included.
     pub matched: Vec<crate::filter::RuleStat>,
+    /// NAT translations prefilled, in use at the end, and the table's bytes.
+    pub nat_prefilled: usize,
+    pub nat_sessions: usize,
+    pub nat_table_bytes: usize,
 }
 
 impl Default for BenchConfig {
@@ -336,6 +343,10 @@ pub fn run(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
                 r.state_counters = stats.states().to_vec();
                 r.matched = stats.rules().snapshot().into_iter().filter(|s| s.packets > 0 || s.states > 0).collect();
             }
+            if let Some(t) = worker.nat_table_mut() {
+                r.nat_sessions = t.len();
+                r.nat_table_bytes = t.memory_bytes();
+            }
             r
         }),
         ..BenchResult::measured(runs_mpps, &ns, total, setup.routes, vec![flows], cfg.frame_size, setup_time)
@@ -455,8 +466,12 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
     use std::fmt::Write;
     let flows = keys.len();
     let mut t = String::new();
-    if let Some(k) = f.states {
+    if f.states.is_some() || f.nat.is_some() {
+        let k = f.states.unwrap_or(0).max(f.nat.unwrap_or(0));
         let _ = writeln!(t, "set limit states {}", (k + flows + 1024).min(fw::state::MAX_LIMIT));
+    }
+    if f.nat.is_some() {
+        t.push_str("nat on mem1 from any to any -> 192.0.2.1 port 1024:65535\n");
     }
     if let Some(m) = f.table_size {
         t.push_str("table <t> const {");
@@ -539,7 +554,9 @@ fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &Ben
     }
     let text = bench_rules(f, &frame_keys(frames));
     let t0 = Instant::now();
-    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &fw::testgen::iface_index).map_err(BenchError::Invalid)?;
+    // The bench's ports (mem0, mem1) and the generated sets' interfaces (lr-g0.., the same indices).
+    let iface = |n: &str| if n == "mem1" { Some(1) } else { fw::testgen::iface_index(n) };
+    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &iface).map_err(BenchError::Invalid)?;
     let compile = t0.elapsed();
     let (n, classifier_bytes) = (rules.rule_count(), rules.classifier_bytes());
     worker.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 1));
@@ -564,6 +581,9 @@ fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &Ben
         };
         fw.insert_state(&key, n - 1).map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
     }
+    let nat_prefilled = f.nat.unwrap_or(0);
+    prefill_nat(worker, nat_prefilled)?;
+    let fw = worker.firewall_mut().expect("just set");
     Ok(BenchFirewallResult {
         rules: n,
         compile,
@@ -574,7 +594,29 @@ fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &Ben
         prefill: t1.elapsed(),
         state_counters: Vec::new(),
         matched: Vec::new(),
+        nat_prefilled,
+        nat_sessions: 0,
+        nat_table_bytes: 0,
     })
+}
+
+/// Creates `k` translations of other flows (UDP 172.16.0.0/12 -> 100.64.0.0/10 port 9, each
+/// to 192.0.2.1 and a port of its own towards its destination), as `nat` would have.
+fn prefill_nat(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, k: usize) -> Result<(), BenchError> {
+    use fw::nat::table::{NatKey, Session};
+    let Some(table) = worker.nat_table_mut() else { return Ok(()) };
+    table.set_limit(usize::MAX);
+    table.reserve(k);
+    let ext = u32::from(Ipv4Addr::new(192, 0, 2, 1));
+    for i in 0..k {
+        let (src, dst) = (0xac10_0000u32 + (i >> 16) as u32, 0x6440_0000u32 + (i >> 16) as u32);
+        let (sport, port) = (i as u16, 1024 + (i % 64000) as u16);
+        let out_key = NatKey { src, dst, sport, dport: 9, proto: fw::packet::proto::UDP };
+        let in_key = NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: fw::packet::proto::UDP };
+        let s = Session { iface: 1, kind: fw::nat::NatKind::Nat, rule: 0, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Default::default() };
+        table.insert(s).map_err(|e| BenchError::Invalid(format!("prefilling translation {i}: {e:?}")))?;
+    }
+    Ok(())
 }
 
 /// Polls for `duration`; returns packets counted at the tx ports and the exact time taken.
@@ -629,8 +671,19 @@ mod tests {
     }
 
     #[test]
+    fn nat_bench_translates_every_flow() {
+        let fw = BenchFirewall { states: Some(0), nat: Some(500), ..Default::default() };
+        let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
+        let res = run(&cfg, |_, _| {}).unwrap();
+        assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
+        let f = res.firewall.unwrap();
+        assert_eq!((f.nat_prefilled, f.nat_sessions), (500, 600), "prefilled plus one per flow");
+        assert!(f.nat_table_bytes > 600 * 64);
+    }
+
+    #[test]
     fn firewall_bench_passes_every_flow_and_counts() {
-        let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300), realistic: false };
+        let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300), realistic: false, nat: None };
         let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
         let res = run(&cfg, |_, _| {}).unwrap();
         assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
@@ -649,7 +702,7 @@ mod tests {
 
     #[test]
     fn bench_rules_text() {
-        let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None, realistic: false }, &[PacketKey::ZERO; 10]);
+        let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None, realistic: false, nat: None }, &[PacketKey::ZERO; 10]);
         assert_eq!(
             t,
             "table <t> const { 11.0.0.0/28 11.0.0.16/28 }\nblock in quick from <t>\n\

@@ -50,6 +50,9 @@ drop_reasons! {
     FragmentTiny => "fragment_tiny", "First IPv4 fragment too short for its L4 header (RFC 1858).";
     FragmentOverlap => "fragment_overlap", "IPv4 TCP fragment at offset 8, over the flags (RFC 1858).";
     IpOptions => "ip_options", "IP options or IPv6 routing / hop-by-hop options, and the rule or state passing it lacks allow-opts (pf).";
+    NatExhausted => "nat_exhausted", "A nat rule matched but no translation was free: every port of its range in use towards that destination, or the translation table full.";
+    NatNoAddress => "nat_no_address", "A nat rule translates to `(interface)` and the interface has no IPv4 address.";
+    NatFragment => "nat_fragment", "An IPv4 fragment of a flow NAT would translate: linerate does not reassemble.";
 }
 
 /// Number of drop reasons.

@@ -38,6 +38,8 @@ use crate::counters::DropReason;
 pub mod frags;
 mod keys;
 pub mod requests;
+pub mod nat;
+mod nat_rewrite;
 mod stage;
 
 pub(crate) use stage::{FilterStage, Routed, V4At};
@@ -434,6 +436,12 @@ impl Firewall {
 
     pub fn state_table(&self) -> &StateTable {
         &self.states
+    }
+
+    /// The coarse clock of this batch (seconds since the worker started).
+    #[inline(always)]
+    pub(crate) fn now(&self) -> u32 {
+        self.now
     }
 
     /// Turns the quick loop off: the general lookup then takes every packet, in order. For

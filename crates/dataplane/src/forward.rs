@@ -38,6 +38,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
+use crate::filter::nat::{NatCounts, NatStage};
 use crate::filter::{FilterStage, Firewall, Routed, V4At};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
@@ -101,6 +102,10 @@ pub struct Forwarder {
     /// list, see [`crate::filter::FilterStage`]).
     v4_at: Box<[V4At; MAX_BATCH]>,
     filter: Option<FilterStage>,
+    /// The IPv4 address of each logical port (NAT's `(iface)` targets).
+    port_v4: Vec<Option<u32>>,
+    /// With several workers, which one this is (NAT chooses ports that steer replies here).
+    nat_steering: (u16, u16),
 }
 
 /// Destinations collected by the classify pass.
@@ -130,6 +135,8 @@ impl Forwarder {
             v6_nh: Box::new([None; MAX_BATCH]),
             v4_at: Box::new([V4At::default(); MAX_BATCH]),
             filter: None,
+            port_v4: ports.iter().map(|p| p.ipv4().map(u32::from)).collect(),
+            nat_steering: (0, 1),
         }
     }
 
@@ -146,7 +153,27 @@ impl Forwarder {
 
     /// Adds (or replaces) the firewall stage.
     pub fn set_firewall(&mut self, fw: Firewall) {
-        self.filter = Some(FilterStage::new(fw));
+        let mut nat = NatStage::new(self.port_v4.clone(), crate::filter::random_seed());
+        nat.set_steering(self.nat_steering.0, self.nat_steering.1);
+        self.filter = Some(FilterStage::new(fw, nat));
+    }
+
+    /// This forwarder is worker `worker` of `workers`: new `nat` translations pick ports whose
+    /// replies the symmetric receive hash steers to this worker.
+    pub fn set_nat_steering(&mut self, worker: u16, workers: u16) {
+        self.nat_steering = (worker, workers);
+        if let Some(f) = &mut self.filter {
+            f.nat.set_steering(worker, workers);
+        }
+    }
+
+    pub fn nat_table_mut(&mut self) -> Option<&mut fw::nat::table::NatTable> {
+        self.filter.as_mut().map(|f| f.nat.table_mut())
+    }
+
+    /// The NAT stage's counters (`None` without a firewall).
+    pub fn nat_counts(&self) -> Option<NatCounts> {
+        self.filter.as_ref().map(|f| f.nat.counts())
     }
 
     pub fn firewall(&self) -> Option<&Firewall> {
@@ -171,6 +198,7 @@ impl Forwarder {
         // included) as it did before the filter stage existed.
         let (n4, n6) = if self.filter.is_some() { self.classify::<true>(pool, descs) } else { self.classify::<false>(pool, descs) };
         if self.filter.is_some() {
+            self.nat_in(pool, descs);
             self.filter_in(pool, descs, n4, n6);
         }
         if n4 > 0 {
@@ -197,11 +225,37 @@ impl Forwarder {
         }
     }
 
+    /// The batch's start for the firewall, then NAT's inbound pass: on the interfaces that
+    /// translation rules name, replies to `nat`-ed flows get their inside destination back
+    /// and `rdr` / `binat` redirect, before the inbound filter and the route lookup see them.
+    #[inline(never)]
+    fn nat_in(&mut self, pool: &mut FramePool, descs: &[FrameDesc]) {
+        let Some(f) = &mut self.filter else { return };
+        f.begin_batch();
+        if !f.nat_on {
+            return;
+        }
+        let now = f.fw.now();
+        for (step, &desc) in self.steps.iter_mut().zip(descs) {
+            let Step::V4 { l3, slot, in_port } = *step else { continue };
+            if !f.nat.on_port(in_port) {
+                continue;
+            }
+            let frame = pool.frame_mut(desc);
+            let Some(ip) = frame.get_mut(usize::from(l3)..) else { continue };
+            match f.nat.inbound(&f.fw.rules().rules, ip, in_port, now) {
+                Ok(Some(dst)) => self.v4_dst[usize::from(slot) % MAX_BATCH] = dst,
+                Ok(None) => {}
+                Err(reason) => *step = Step::Drop(reason),
+            }
+        }
+    }
+
     /// The apply pass with the `out` rules, or as without a firewall when no packet of the
     /// batch needs them (every one matched a state, the common case, or there are none).
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        if self.filter.as_ref().is_some_and(|f| f.out_pass) {
+        if self.filter.as_ref().is_some_and(|f| f.out_pass || f.nat_on) {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
                 self.apply::<true>(pool, desc, i, step, outputs, punts);
@@ -297,6 +351,13 @@ impl Forwarder {
             {
                 return self.drop(pool, desc, reason);
             }
+            // NAT's outbound pass, after the out filter (which saw the source untranslated).
+            if f.nat_on
+                && f.nat.on_port(port)
+                && let Err(reason) = nat_out(f, pool.frame_mut(desc), l3, port)
+            {
+                return self.drop(pool, desc, reason);
+            }
         }
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
@@ -387,6 +448,16 @@ impl Forwarder {
     fn local(&mut self, desc: FrameDesc, in_port: u16, punts: &mut PuntBatch) {
         self.counts.local += 1;
         punts.push(desc, Punt::Local, in_port);
+    }
+}
+
+/// [`crate::filter::nat::NatStage::outbound`] for the packet at `l3` of `frame`, out of line.
+#[inline(never)]
+fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
+    let now = f.fw.now();
+    match frame.get_mut(l3..) {
+        Some(ip) => f.nat.outbound(&f.fw.rules().rules, ip, port, now),
+        None => Ok(()),
     }
 }
 

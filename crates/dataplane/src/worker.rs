@@ -125,6 +125,22 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         self.forwarder.set_firewall(fw);
     }
 
+    /// This is worker `worker` of `workers` (NAT picks ports whose replies steer here).
+    pub fn set_nat_steering(&mut self, worker: u16, workers: u16) {
+        self.forwarder.set_nat_steering(worker, workers);
+    }
+
+    /// The NAT stage's table (`None` without a firewall): for the bench's prefilled
+    /// translations.
+    pub fn nat_table_mut(&mut self) -> Option<&mut fw::nat::table::NatTable> {
+        self.forwarder.nat_table_mut()
+    }
+
+    /// The NAT stage's counters (`None` without a firewall).
+    pub fn nat_counts(&self) -> Option<crate::filter::nat::NatCounts> {
+        self.forwarder.nat_counts()
+    }
+
     pub fn firewall(&self) -> Option<&Firewall> {
         self.forwarder.firewall()
     }

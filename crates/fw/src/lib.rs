@@ -17,3 +17,4 @@ pub mod state;
 pub mod passes;
 #[doc(hidden)]
 pub mod testgen;
+pub mod nat;

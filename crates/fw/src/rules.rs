@@ -31,6 +31,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 mod extras;
+mod nat;
 
 pub use crate::packet::{Af, Dir};
 
@@ -284,6 +285,8 @@ pub struct RuleSet {
     pub state_policy: StatePolicy,
     /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
     pub skip: Vec<u16>,
+    /// `nat`, `rdr` and `binat` rules, in file order (`crate::nat`).
+    pub nat: Vec<crate::nat::NatRule>,
 }
 
 impl Default for RuleSet {
@@ -295,6 +298,7 @@ impl Default for RuleSet {
             timeouts: Timeouts::default(),
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),
+            nat: Vec::new(),
         }
     }
 }
@@ -403,7 +407,7 @@ struct Token {
 }
 
 fn is_word_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '/' | '-' | '+')
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '/' | '-' | '+' | '*')
 }
 
 type LexErr = (usize, usize, String);
@@ -516,6 +520,12 @@ fn lex(text: &str, at: Option<(usize, usize, u8)>) -> Result<Vec<Token>, LexErr>
                     i += 1;
                     col += 1;
                 }
+            }
+            // pf's translation arrow (`nat ... -> addr`), never the start of a word.
+            '-' if chars.get(i + 1) == Some(&'>') => {
+                push(&mut out, Tok::Punct("->"));
+                i += 2;
+                col += 2;
             }
             c if is_word_char(c) => {
                 let mut j = i;
@@ -753,6 +763,7 @@ impl Parser<'_> {
                             "table" => self.table_def()?,
                             "set" => self.set_option()?,
                             "pass" | "block" => self.rule()?,
+                            "nat" | "rdr" | "binat" | "no" => self.nat_rule()?,
                             _ => {
                                 self.refuse_unsupported_statement()?;
                                 return self

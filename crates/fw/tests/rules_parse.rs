@@ -671,7 +671,8 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("pass in from (em0)", "rules.conf:1:14: `(interface)` addresses are not supported by linerate"),
         ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
         ("antispoof for em0", "rules.conf:1:1: `antispoof` is not supported by linerate"),
-        ("nat on em0 from any to any -> 1.2.3.4", "rules.conf:1:1: `nat` is not supported by linerate"),
+        ("nat pass on em0 from any to any -> 1.2.3.4", "rules.conf:1:5: `nat pass` is not supported by linerate (add a `pass` filter rule for the translated packets)"),
+        ("nat-anchor \"ftp-proxy/*\"", "rules.conf:1:1: `nat-anchor` is not supported by linerate"),
         ("set syncookies adaptive", "rules.conf:1:5: `set syncookies` is not supported by linerate"),
         ("set optimization aggressive", "rules.conf:1:5: `set optimization` is not supported by linerate"),
     ];

@@ -65,6 +65,12 @@ pub struct BenchArgs {
     /// created before measuring.
     #[arg(long, value_name = "K")]
     states: Option<usize>,
+    /// Firewall: `nat on` the output port to 192.0.2.1 (ports 1024:65535) before the rules;
+    /// with `--nat-sessions K`, K translations of other flows are created before measuring.
+    #[arg(long)]
+    nat: bool,
+    #[arg(long, value_name = "K", requires = "nat")]
+    nat_sessions: Option<usize>,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -103,11 +109,12 @@ pub fn main(args: BenchArgs) -> Result<()> {
         cpu: Some(cpu),
         workers: args.workers,
         warmup: std::time::Duration::from_millis(args.warmup_ms),
-        firewall: (args.rules.is_some() || args.table_size.is_some() || args.states.is_some()).then(|| BenchFirewall {
+        firewall: (args.rules.is_some() || args.table_size.is_some() || args.states.is_some() || args.nat).then(|| BenchFirewall {
             rules: args.rules.unwrap_or(0),
             table_size: args.table_size,
             states: args.states,
             realistic: args.rule_shape == RuleShape::Realistic,
+            nat: args.nat.then_some(args.nat_sessions.unwrap_or(0)),
         }),
         ..BenchConfig::default()
     };
@@ -145,6 +152,15 @@ pub fn main(args: BenchArgs) -> Result<()> {
             f.state_limit,
             f.state_table_bytes as f64 / (1 << 20) as f64
         );
+        if cfg.firewall.as_ref().is_some_and(|f| f.nat.is_some()) {
+            println!(
+                "nat: {} translations prefilled, {} in use at the end, table {:.1} MiB ({:.0} bytes per translation)",
+                f.nat_prefilled,
+                f.nat_sessions,
+                f.nat_table_bytes as f64 / (1 << 20) as f64,
+                f.nat_table_bytes as f64 / f.nat_sessions.max(1) as f64
+            );
+        }
         let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
         let matched: Vec<serde_json::Value> = f
             .matched

@@ -198,6 +198,7 @@ pub fn main(args: RunArgs) -> Result<()> {
             (true, true) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_WITH_NAPI, yield_cpu: true },
             (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP, yield_cpu: false },
         });
+        worker.set_nat_steering(w as u16, workers as u16);
         if let Some(firewall) = firewall {
             worker.set_firewall(firewall);
             let (desk, requests) = std::sync::mpsc::channel();
@@ -401,6 +402,11 @@ pub fn load_rules_with_text(cfg: &Config, rules: &Path) -> Result<(CompiledRules
     let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
     let text = std::fs::read_to_string(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
     let compiled = CompiledRules::parse(&text, rules, &ifaces).map_err(anyhow::Error::msg)?;
+    let has_v4 = |i: u16| cfg.interfaces.get(usize::from(i)).is_some_and(|i| i.addresses.iter().any(|a| a.addr.is_ipv4()));
+    if let Some((r, i)) = fw::nat::iface_without_address(&compiled.rules, &has_v4) {
+        let name = &cfg.interfaces[usize::from(i)].name;
+        anyhow::bail!("{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config", rules.display(), r.line, r.column, r.kind.name());
+    }
     Ok((compiled, text))
 }
 

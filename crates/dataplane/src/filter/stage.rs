@@ -85,6 +85,10 @@ pub(crate) struct FilterStage {
     left: Box<[u16; MAX_BATCH]>,
     /// IPv4 datagrams in fragments: later fragments take their first's ports.
     pub frags: super::frags::FragTable,
+    /// Translations (`nat`, `rdr`, `binat`).
+    pub nat: super::nat::NatStage,
+    /// The batch's rule set translates (or translations remain): the NAT passes run.
+    pub nat_on: bool,
 }
 
 /// What is known of a packet's state before its key is built.
@@ -114,7 +118,7 @@ fn segment<'a>(flow: &FlowV4, tcp: &'a Option<TcpSegment>) -> Option<&'a TcpSegm
 }
 
 impl FilterStage {
-    pub fn new(fw: Firewall) -> FilterStage {
+    pub fn new(fw: Firewall, nat: super::nat::NatStage) -> FilterStage {
         FilterStage {
             fw,
             keys: Box::new([PacketKey::ZERO; MAX_BATCH]),
@@ -125,6 +129,8 @@ impl FilterStage {
             lean: Box::new([Lean::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
+            nat,
+            nat_on: false,
         }
     }
 
@@ -133,7 +139,6 @@ impl FilterStage {
     /// to route).
     #[inline(always)]
     pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[V4At], only_v4: bool) {
-        self.fw.begin_batch();
         self.out_pass = false;
         let n = descs.len().min(steps.len()).min(MAX_BATCH);
         let (descs, steps) = (&descs[..n], &mut steps[..n]);
@@ -144,6 +149,14 @@ impl FilterStage {
         } else {
             self.batched(pool, descs, steps);
         }
+    }
+
+    /// Once per batch, before the NAT and filter passes: the firewall adopts a reloaded rule
+    /// set, and NAT its plan for it.
+    #[inline(always)]
+    pub fn begin_batch(&mut self) {
+        self.fw.begin_batch();
+        self.nat_on = self.nat.begin_batch(self.fw.rules(), self.fw.now);
     }
 
     /// No state can match: every packet through the rules.

@@ -1,0 +1,389 @@
+//! The NAT stage of one worker: pf's translation rules (`fw::nat`) applied at the router's
+//! edges, around the filter.
+//!
+//! * [`NatStage::inbound`] runs right after the classify pass, before the inbound filter and
+//!   the route lookup, on packets arriving on an interface that translation rules name: a
+//!   reply to a `nat`-ed flow gets its inside destination back, a packet `rdr` or `binat`
+//!   redirects gets its new destination (so the filter, and the FIB, see the translated
+//!   destination, as pf's filter does after `rdr`).
+//! * [`NatStage::outbound`] runs after the outbound filter, on packets leaving by such an
+//!   interface: `nat` and `binat` rewrite the source (so the outbound filter saw the source
+//!   before translation), replies of `rdr`-ed flows get their outside source back.
+//!
+//! ICMP errors about a translated flow are translated with the packet they quote; ICMP query
+//! identifiers are translated as ports. A translation is made by the first packet that
+//! matches a rule (pf's first-match for translation rules) and lives in the worker's own
+//! [`NatTable`] until idle for its protocol's timeout. `binat` needs no table: the mapping
+//! is fixed.
+//!
+//! With several workers, the port of a new `nat` translation is chosen so that the reply's
+//! symmetric Toeplitz hash ([`io::rss`], the hash of the AF_PACKET fanout program and of a
+//! NIC with the symmetric key) picks this worker: replies come back to the table that holds
+//! the translation.
+
+use std::sync::Arc;
+
+use fw::nat::pool::{Pool, PoolCursor};
+use fw::nat::table::{AllocError, NatKey, NatTable, Session};
+use fw::nat::{NatAddr, NatKind, NatPhase, NatRule, binat_inside, first_match};
+use fw::packet::{Af, Dir, PacketKey};
+use fw::rules::{PortMatch, RuleSet};
+use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
+
+use super::CompiledRules;
+use super::nat_rewrite::{End, Kind, Tuple, read, read_plain, rewrite, rewrite_error, rewrite_plain};
+use crate::counters::DropReason;
+
+/// Table slots the expiry sweep examines per batch.
+const SWEEP_BUDGET: usize = 16;
+
+/// Which worker this is, for the choice of ports.
+struct Steering {
+    worker: u16,
+    workers: u16,
+    hash: Toeplitz,
+}
+
+/// What a rule set needs resolved per worker: each rule's pool (`None` for `no` rules and
+/// for `(iface)` without an IPv4 address), and the ports translation applies on.
+struct Plan {
+    /// Identity of the compiled set the plan was made for.
+    rules: usize,
+    pools: Vec<Option<Pool>>,
+    /// By logical port: some rule (or a translation made earlier) applies there.
+    ports: Vec<bool>,
+    /// Some rule has no `on` (or `on !`): every port.
+    every_port: bool,
+}
+
+/// Counters of the NAT stage (read by tests and the exit report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NatCounts {
+    pub sessions: u64,
+    pub created: u64,
+    pub expired: u64,
+    pub translated: u64,
+}
+
+/// The NAT stage of one worker.
+pub(crate) struct NatStage {
+    table: NatTable,
+    cursor: PoolCursor,
+    /// The IPv4 address of each logical port, for `(iface)` targets.
+    port_v4: Vec<Option<u32>>,
+    plan: Option<Plan>,
+    steering: Option<Steering>,
+    seed: u64,
+    translated: u64,
+}
+
+/// Whether translation needs anything of this rule set.
+pub(crate) fn has_nat(rules: &CompiledRules) -> bool {
+    !rules.rules.nat.is_empty()
+}
+
+impl NatStage {
+    pub fn new(port_v4: Vec<Option<u32>>, seed: u64) -> NatStage {
+        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0 }
+    }
+
+    /// This is worker `worker` of `workers` (more than one: ports are chosen for the steering).
+    pub fn set_steering(&mut self, worker: u16, workers: u16) {
+        self.steering = (workers > 1).then(|| Steering { worker, workers, hash: Toeplitz::new(&SYMMETRIC_KEY) });
+    }
+
+    pub fn counts(&self) -> NatCounts {
+        NatCounts { sessions: self.table.len() as u64, created: self.table.created, expired: self.table.expired, translated: self.translated }
+    }
+
+    pub fn table_mut(&mut self) -> &mut NatTable {
+        &mut self.table
+    }
+
+    /// Once per batch: the plan for `rules` (made again after a reload), a sweep of the
+    /// table. `false` when nothing is to translate (no rule, no translation).
+    pub fn begin_batch(&mut self, rules: &Arc<CompiledRules>, now: u32) -> bool {
+        let id = Arc::as_ptr(rules) as usize;
+        if self.plan.as_ref().is_none_or(|p| p.rules != id) {
+            self.plan = Some(self.make_plan(&rules.rules, id));
+        }
+        self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
+        self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
+        has_nat(rules) || !self.table.is_empty()
+    }
+
+    #[cold]
+    fn make_plan(&self, rs: &RuleSet, id: usize) -> Plan {
+        let mut ports = self.plan.as_ref().map(|p| p.ports.clone()).unwrap_or_default();
+        ports.resize(self.port_v4.len().max(1), false);
+        let mut every_port = false;
+        let pools = rs
+            .nat
+            .iter()
+            .map(|r| {
+                every_port |= r.ifaces.is_empty() || r.iface_neg;
+                for &i in &r.ifaces {
+                    if let Some(p) = ports.get_mut(usize::from(i)) {
+                        *p = true;
+                    }
+                }
+                match &r.target.as_ref()?.addr {
+                    NatAddr::Iface(i) => self.port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single),
+                    NatAddr::Pool(p) => Some(Pool::new(p)),
+                }
+            })
+            .collect();
+        Plan { rules: id, pools, ports, every_port }
+    }
+
+    /// Whether translation applies on logical port `port`.
+    #[inline(always)]
+    pub fn on_port(&self, port: u16) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.every_port || p.ports.get(usize::from(port)).copied().unwrap_or(false))
+    }
+
+    /// Marks `port` as carrying translations (their replies must be looked up there even
+    /// after a reload removes the rule).
+    fn note_port(&mut self, port: u16) {
+        if let Some(p) = self.plan.as_mut().and_then(|p| p.ports.get_mut(usize::from(port))) {
+            *p = true;
+        }
+    }
+
+    /// A packet arriving on `port` (`ip`: its IPv4 header on): its destination translated
+    /// back (a reply to `nat`) or redirected (`rdr`, `binat`). `Ok(Some(dst))`: the new
+    /// destination, for the route lookup.
+    pub fn inbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<Option<u32>, DropReason> {
+        if let Some((key, flags)) = read_plain(ip)
+            && let Some(s) = self.table.lookup_in(&key, now, &rs.timeouts).filter(|s| s.iface == port)
+        {
+            s.touch(now, s.kind == NatKind::Nat, flags);
+            let (a, p) = s.in_to;
+            rewrite_plain(ip, key.proto, End::Dst, a, p);
+            self.translated += 1;
+            return Ok(Some(a));
+        }
+        let port_v4 = &self.port_v4;
+        let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
+        let Some(t) = read(ip) else { return Ok(None) };
+        let timeouts = &rs.timeouts;
+        match t.kind {
+            Kind::Fragment => {
+                let key = key_of(&t, port, Dir::In);
+                if first_match(rs, NatPhase::In, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() || self.is_translation_address(t.key.dst) {
+                    return Err(DropReason::NatFragment);
+                }
+                Ok(None)
+            }
+            Kind::Error { inner, .. } => {
+                if let Some(s) = self.table.lookup_in(&inner.reversed(), now, timeouts).filter(|s| s.iface == port) {
+                    let (a, p) = s.in_to;
+                    rewrite_error(ip, &t, End::Dst, a, End::Src, (a, p));
+                    self.translated += 1;
+                    return Ok(Some(a));
+                }
+                // An error about a packet a binat host sent.
+                let quoted = PacketKey { iface: port, src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::In) };
+                match first_match(rs, NatPhase::In, &quoted, &addr_of) {
+                    Some(r) if r.kind == NatKind::Binat => {
+                        let inside = binat_map(r, inner.src, false);
+                        rewrite_error(ip, &t, End::Dst, inside, End::Src, (inside, inner.sport));
+                        self.translated += 1;
+                        Ok(Some(inside))
+                    }
+                    _ => Ok(None),
+                }
+            }
+            Kind::Ports | Kind::Query { .. } | Kind::Other => {
+                if let Some(s) = self.table.lookup_in(&t.key, now, timeouts).filter(|s| s.iface == port) {
+                    s.touch(now, s.kind == NatKind::Nat, t.tcp_flags);
+                    let (a, p) = s.in_to;
+                    rewrite(ip, &t, End::Dst, a, p);
+                    self.translated += 1;
+                    return Ok(Some(a));
+                }
+                if matches!(t.kind, Kind::Query { request: false }) {
+                    return Ok(None);
+                }
+                let key = key_of(&t, port, Dir::In);
+                let Some((ri, r)) = first_match(rs, NatPhase::In, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(None) };
+                let (a, p) = match r.kind {
+                    NatKind::Binat => (binat_map(r, t.key.dst, false), t.key.dport),
+                    _ => self.redirect(ri, r, &t, port, now)?,
+                };
+                rewrite(ip, &t, End::Dst, a, p);
+                self.translated += 1;
+                Ok(Some(a))
+            }
+        }
+    }
+
+    /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
+    /// outside form (a reply of an `rdr`-ed flow).
+    pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
+        // The common case first: a plain TCP or UDP packet of a flow already translated.
+        if let Some((key, flags)) = read_plain(ip)
+            && let Some(s) = self.table.lookup_out(&key, now, &rs.timeouts).filter(|s| s.iface == port)
+        {
+            s.touch(now, s.kind == NatKind::Rdr, flags);
+            let (a, p) = s.out_to;
+            rewrite_plain(ip, key.proto, End::Src, a, p);
+            self.translated += 1;
+            return Ok(());
+        }
+        let port_v4 = &self.port_v4;
+        let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
+        let Some(t) = read(ip) else { return Ok(()) };
+        let timeouts = &rs.timeouts;
+        match t.kind {
+            Kind::Fragment => {
+                let key = key_of(&t, port, Dir::Out);
+                if first_match(rs, NatPhase::Out, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() {
+                    return Err(DropReason::NatFragment);
+                }
+                Ok(())
+            }
+            Kind::Error { inner, .. } => {
+                if let Some(s) = self.table.lookup_out(&inner.reversed(), now, timeouts).filter(|s| s.iface == port) {
+                    let (a, p) = s.out_to;
+                    rewrite_error(ip, &t, End::Src, a, End::Dst, (a, p));
+                    self.translated += 1;
+                    return Ok(());
+                }
+                let quoted = PacketKey { src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::Out) };
+                if let Some(r) = first_match(rs, NatPhase::Out, &quoted, &addr_of).filter(|r| r.kind == NatKind::Binat) {
+                    let outside = binat_map(r, inner.dst, true);
+                    rewrite_error(ip, &t, End::Src, outside, End::Dst, (outside, inner.dport));
+                    self.translated += 1;
+                }
+                Ok(())
+            }
+            Kind::Ports | Kind::Query { .. } | Kind::Other => {
+                if let Some(s) = self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port) {
+                    s.touch(now, s.kind == NatKind::Rdr, t.tcp_flags);
+                    let (a, p) = s.out_to;
+                    rewrite(ip, &t, End::Src, a, p);
+                    self.translated += 1;
+                    return Ok(());
+                }
+                if matches!(t.kind, Kind::Query { request: false }) {
+                    return Ok(());
+                }
+                let key = key_of(&t, port, Dir::Out);
+                let Some((ri, r)) = first_match(rs, NatPhase::Out, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(()) };
+                let (a, p) = match r.kind {
+                    NatKind::Binat => (binat_map(r, t.key.src, true), t.key.sport),
+                    _ => self.translate_source(ri, r, &t, port, now)?,
+                };
+                rewrite(ip, &t, End::Src, a, p);
+                self.translated += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// A new `nat` translation for the flow of `t` leaving by `port`: an address from the
+    /// pool, a free port (query identifier) for which the reply steers to this worker.
+    fn translate_source(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(u32, u16), DropReason> {
+        let target = r.target.as_ref().ok_or(DropReason::NatExhausted)?;
+        let pool = self.plan.as_ref().and_then(|p| p.pools.get(ri)).and_then(|p| p.as_ref()).ok_or(DropReason::NatNoAddress)?;
+        let k = t.key;
+        let addr = self.cursor.pick(pool, target.method, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?;
+        let query = matches!(t.kind, Kind::Query { .. });
+        let range = match t.kind {
+            Kind::Other => (0, 0),
+            _ if target.static_port => (k.sport, k.sport),
+            _ => target.ports.unwrap_or(fw::nat::DEFAULT_NAT_PORTS),
+        };
+        let key_for = |p: u16| NatKey { src: k.dst, dst: addr, sport: if query { p } else { k.dport }, dport: p, proto: k.proto };
+        let steer = self.steering.as_ref().filter(|_| t.kind == Kind::Ports);
+        let accept = |p: u16| steer.is_none_or(|s| queue_for(s.hash.ipv4_ports(k.dst.into(), addr.into(), k.dport, p), s.workers) == s.worker);
+        let start = start_port(self.seed, &k);
+        let p = self.table.free_port(range, start, accept, key_for).map_err(alloc_reason)?;
+        let session = Session { iface: port, kind: NatKind::Nat, rule: ri as u32, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() };
+        self.table.insert(session).map_err(alloc_reason)?;
+        self.note_port(port);
+        Ok((addr, p))
+    }
+
+    /// A new `rdr` translation for the flow of `t` arriving on `port`.
+    fn redirect(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(u32, u16), DropReason> {
+        let target = r.target.as_ref().ok_or(DropReason::NatExhausted)?;
+        let pool = self.plan.as_ref().and_then(|p| p.pools.get(ri)).and_then(|p| p.as_ref()).ok_or(DropReason::NatNoAddress)?;
+        let k = t.key;
+        let addr = match target.method {
+            // bitmask grafts the pool's network onto the destination being redirected.
+            fw::nat::PoolMethod::Bitmask => fw::nat::pool::bitmask(pool, k.dst),
+            m => self.cursor.pick(pool, m, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?,
+        };
+        let new_port = match (t.kind, target.ports) {
+            (Kind::Ports, Some((lo, hi))) => {
+                let first = match &r.dst_ports {
+                    PortMatch::Ranges(rg) => rg.iter().find(|(a, b)| (*a..=*b).contains(&k.dport)).map_or(k.dport, |(a, _)| *a),
+                    PortMatch::Any => k.dport,
+                };
+                let off = k.dport - first;
+                if target.port_star {
+                    lo.saturating_add(off)
+                } else {
+                    lo + (off % (hi - lo + 1))
+                }
+            }
+            _ => k.dport,
+        };
+        let query = matches!(t.kind, Kind::Query { .. });
+        let out_key = NatKey { src: addr, dst: k.src, sport: new_port, dport: if query { new_port } else { k.sport }, proto: k.proto };
+        let session = Session { iface: port, kind: NatKind::Rdr, rule: ri as u32, out_key, out_to: (k.dst, k.dport), in_key: k, in_to: (addr, new_port), last: now, phase: Default::default() };
+        self.table.insert(session).map_err(alloc_reason)?;
+        self.note_port(port);
+        Ok((addr, new_port))
+    }
+
+    /// Whether `addr` is an address translations use (a pool's, an interface's, binat's
+    /// outside): what a fragment to it would need translating.
+    fn is_translation_address(&self, addr: u32) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.pools.iter().flatten().any(|pool| pool.addrs.contains(&addr)))
+    }
+}
+
+/// The index of `r` in the rule set (rules are compared by address: `r` comes from `rs`).
+fn rule_index(rs: &RuleSet, r: &NatRule) -> usize {
+    rs.nat.iter().position(|x| std::ptr::eq(x, r)).unwrap_or(0)
+}
+
+fn alloc_reason(_: AllocError) -> DropReason {
+    DropReason::NatExhausted
+}
+
+/// The classifier's view of a packet NAT reads, to match translation rules.
+fn key_of(t: &Tuple, port: u16, dir: Dir) -> PacketKey {
+    let ports = t.kind == Kind::Ports;
+    PacketKey {
+        af: Af::Inet,
+        dir,
+        iface: port,
+        proto: t.key.proto,
+        src: u128::from(t.key.src),
+        dst: u128::from(t.key.dst),
+        src_port: if ports { t.key.sport } else { 0 },
+        dst_port: if ports { t.key.dport } else { 0 },
+        ..PacketKey::ZERO
+    }
+}
+
+/// `binat`'s fixed mapping of `addr`: inside to outside (`out`) or back, host bits kept.
+fn binat_map(r: &NatRule, addr: u32, out: bool) -> u32 {
+    let (Some(inside), Some(NatAddr::Pool(o))) = (binat_inside(r), r.target.as_ref().map(|t| &t.addr)) else { return addr };
+    let Some(outside) = o.first() else { return addr };
+    let mask = if inside.len == 0 { 0 } else { u32::MAX << (32 - u32::from(inside.len)) };
+    let net = if out { outside.addr as u32 } else { inside.addr as u32 };
+    (net & mask) | (addr & !mask)
+}
+
+/// Where the port search of a new translation starts: a keyed hash of the flow, so that
+/// ports are spread and not predictable from outside.
+fn start_port(seed: u64, k: &NatKey) -> u32 {
+    let mut h = seed ^ (u64::from(k.src) << 32 | u64::from(k.dst));
+    h = (h ^ (u64::from(k.sport) << 16 | u64::from(k.dport))).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 32) as u32
+}

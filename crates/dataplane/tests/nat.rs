@@ -1,0 +1,293 @@
+//! NAT through a whole worker over in-memory ports: `nat` to the interface's address and
+//! the reply back, `rdr` to an inside server and its replies, `binat` both ways, ICMP errors
+//! and echo identifiers, what the filter sees, port exhaustion, and the choice of ports for
+//! the steering of several workers. Every frame that comes out has its checksums checked
+//! from scratch.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::sync::Arc;
+
+use dataplane::bench::{RX_MAC, TX_MAC};
+use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
+use io::mem::{CountingTx, ReplayRx};
+use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
+use io::{Batch, FramePool, PortStats, TxPort};
+use wire::build::{UdpFlow, udp_frame};
+use wire::{IpProtocol, Ipv4Packet, MacAddr, TcpFlags, TcpPacket};
+
+const LAN_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const BINAT_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 7);
+const LAN_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
+const EXT_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const BINAT_PUB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 7);
+const EXT_GW: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 254);
+const GW_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
+const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
+const ROUTER_BEYOND: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
+
+/// Port 0 ("lan") faces the inside hosts; port 1 ("ext", 192.0.2.1) leads to 10/8.
+fn fib() -> Arc<Fib> {
+    let mut ctl = FibControl::new(64);
+    ctl.set_neighbour(IpAddr::V4(LAN_HOST), 0, LAN_MAC).unwrap();
+    ctl.set_neighbour(IpAddr::V4(BINAT_HOST), 0, LAN_MAC).unwrap();
+    ctl.set_neighbour(IpAddr::V4(EXT_GW), 1, GW_MAC).unwrap();
+    ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(EXT_GW), 1).unwrap();
+    ctl.add_local(IpAddr::V4(EXT_ADDR)).unwrap();
+    ctl.fib()
+}
+
+fn ports() -> [PortInfo; 2] {
+    let mut ext = PortInfo::new("ext", TX_MAC, 1);
+    ext.addresses.push((IpAddr::V4(EXT_ADDR), 24));
+    [PortInfo::new("lan", RX_MAC, 0), ext]
+}
+
+fn ifaces(name: &str) -> Option<u16> {
+    ["lan", "ext"].iter().position(|n| *n == name).map(|i| i as u16)
+}
+
+/// Keeps what it is sent.
+#[derive(Default)]
+struct Capture {
+    frames: Vec<Vec<u8>>,
+    stats: PortStats,
+}
+
+impl TxPort for Capture {
+    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
+        for d in batch.drain() {
+            self.stats.tx_packets += 1;
+            self.frames.push(pool.frame(d).to_vec());
+            pool.free(d);
+        }
+    }
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+type NatWorker = Worker<ReplayRx, Capture, CountingTx>;
+
+fn worker(rules: &str, steering: Option<(u16, u16)>) -> NatWorker {
+    let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()).once(), ReplayRx::new(1, Vec::<Vec<u8>>::new()).once()];
+    let mut w = Worker::new(fib(), &ports(), rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+    if let Some((i, n)) = steering {
+        w.set_nat_steering(i, n);
+    }
+    let rules = CompiledRules::parse(rules, Path::new("nat.conf"), &ifaces).unwrap();
+    w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
+    w
+}
+
+/// Sends `frames` in on `port` and returns what came out on each port (taken from the ports).
+fn send(w: &mut NatWorker, port: u16, frames: Vec<Vec<u8>>) -> [Vec<Vec<u8>>; 2] {
+    w.rx[usize::from(port)] = ReplayRx::new(port, frames).once();
+    while !w.rx[usize::from(port)].finished() {
+        w.poll();
+    }
+    w.poll();
+    [std::mem::take(&mut w.tx[0].frames), std::mem::take(&mut w.tx[1].frames)]
+}
+
+fn udp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
+    let dst_mac = if port == 0 { RX_MAC } else { TX_MAC };
+    let flow = UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac, src: src.into(), dst: dst.into(), src_port: sport, dst_port: dport, ttl: 64 };
+    let mut buf = vec![0u8; 128];
+    let n = udp_frame(&flow, 60, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8) -> Vec<u8> {
+    let mut f = udp(port, src, sport, dst, dport);
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+    ip.set_protocol(IpProtocol::Tcp);
+    ip.fill_checksum();
+    let mut t = TcpPacket::new_unchecked(&mut f[34..]);
+    t.set_src_port(sport);
+    t.set_dst_port(dport);
+    t.set_seq_number(1000);
+    t.set_ack_number(if flags & 0x10 != 0 { 5000 } else { 0 });
+    t.set_header_len(20);
+    t.set_flags(TcpFlags(flags));
+    t.set_window_len(65535);
+    t.set_checksum(0);
+    let ck = tcp_checksum(&f[14..]);
+    f[34 + 16..34 + 18].copy_from_slice(&ck.to_be_bytes());
+    f
+}
+
+fn tcp_checksum(ip: &[u8]) -> u16 {
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+    let ps = wire::checksum::pseudo_header_v4(&src, &dst, ip[9], (total - 20) as u32);
+    !wire::checksum::fold(u64::from(ps) + u64::from(wire::checksum::sum(&ip[20..total])))
+}
+
+/// An ICMP message of `typ` from `src` to `dst` with `body` after the 4 bytes of rest-of-header.
+fn icmp(port: u16, src: Ipv4Addr, dst: Ipv4Addr, typ: u8, rest: [u8; 4], body: &[u8]) -> Vec<u8> {
+    let mut f = udp(port, src, 0, dst, 0);
+    f.truncate(34);
+    let mut m = vec![typ, 0, 0, 0];
+    m.extend_from_slice(&rest);
+    m.extend_from_slice(body);
+    let ck = wire::checksum::checksum(&m);
+    m[2..4].copy_from_slice(&ck.to_be_bytes());
+    f.extend_from_slice(&m);
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+    ip.set_protocol(IpProtocol::Icmp);
+    ip.set_total_len((20 + m.len()) as u16);
+    ip.fill_checksum();
+    f
+}
+
+/// (src, sport, dst, dport) of a frame's IPv4 packet, after checking every checksum.
+fn tuple(f: &[u8]) -> (Ipv4Addr, u16, Ipv4Addr, u16) {
+    let ip = &f[14..];
+    assert_eq!(wire::checksum::checksum(&ip[..20]), 0, "IP checksum");
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    match ip[9] {
+        6 => assert_eq!(tcp_checksum(ip), 0, "TCP checksum"),
+        17 if ip[26..28] != [0, 0] => assert_eq!(tcp_checksum(ip), 0, "UDP checksum"),
+        1 => assert_eq!(wire::checksum::checksum(&ip[20..total]), 0, "ICMP checksum"),
+        _ => {}
+    }
+    let a = |i: usize| Ipv4Addr::new(ip[i], ip[i + 1], ip[i + 2], ip[i + 3]);
+    let p = |i: usize| u16::from_be_bytes([ip[i], ip[i + 1]]);
+    (a(12), p(20), a(16), p(22))
+}
+
+fn drops(c: &Counts, r: DropReason) -> u64 {
+    c.drops[r as usize]
+}
+
+const NAT: &str = "nat on ext from 198.18.0.0/24 to any -> (ext)\n";
+
+#[test]
+fn nat_to_the_interface_address_and_back() {
+    let mut w = worker(NAT, None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), tcp(0, LAN_HOST, 2000, FAR, 80, 0x02)]);
+    assert_eq!(out.len(), 2);
+    let (s, sp, d, dp) = tuple(&out[0]);
+    assert_eq!((s, d, dp), (EXT_ADDR, FAR, 53));
+    assert!((50001..=65535).contains(&sp), "pf's default range: {sp}");
+    let (s2, tp, _, _) = tuple(&out[1]);
+    assert_eq!(s2, EXT_ADDR);
+    // The replies come back to the inside host.
+    let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp), tcp(1, FAR, 80, EXT_ADDR, tp, 0x12)]);
+    assert_eq!(back.len(), 2);
+    assert_eq!(tuple(&back[0]), (FAR, 53, LAN_HOST, 1000));
+    assert_eq!(tuple(&back[1]), (FAR, 80, LAN_HOST, 2000));
+    // A packet to the address on a port no translation holds is for the router itself.
+    let [a, b] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp.wrapping_add(1))]);
+    assert!(a.is_empty() && b.is_empty());
+    assert_eq!(w.counts().local, 1);
+}
+
+#[test]
+fn icmp_echo_identifiers_and_errors_are_translated() {
+    let mut w = worker(NAT, None);
+    let echo = icmp(0, LAN_HOST, FAR, 8, [0x12, 0x34, 0, 1], b"ping-payload");
+    let [_, out] = send(&mut w, 0, vec![echo, udp(0, LAN_HOST, 3333, FAR, 33434)]);
+    assert_eq!(out.len(), 2);
+    let (s, _, _, _) = tuple(&out[0]);
+    assert_eq!(s, EXT_ADDR);
+    let id = u16::from_be_bytes([out[0][38], out[0][39]]);
+    tuple(&out[1]);
+    // The echo reply, and a time exceeded from a router beyond quoting the UDP probe.
+    let reply = icmp(1, FAR, EXT_ADDR, 0, [(id >> 8) as u8, id as u8, 0, 1], b"ping-payload");
+    let quoted = out[1][14..14 + 28].to_vec();
+    let timex = icmp(1, ROUTER_BEYOND, EXT_ADDR, 11, [0; 4], &quoted);
+    let [back, _] = send(&mut w, 1, vec![reply, timex]);
+    assert_eq!(back.len(), 2, "{:?}", w.counts());
+    let (_, _, d, _) = tuple(&back[0]);
+    assert_eq!((d, u16::from_be_bytes([back[0][38], back[0][39]])), (LAN_HOST, 0x1234));
+    let (s, _, d, _) = tuple(&back[1]);
+    assert_eq!((s, d), (ROUTER_BEYOND, LAN_HOST));
+    // The quoted packet is the probe as the inside host sent it (but its TTL).
+    let q = &back[1][14 + 28..];
+    assert_eq!(wire::checksum::checksum(&q[..20]), 0, "quoted header checksum");
+    assert_eq!((&q[12..16], u16::from_be_bytes([q[20], q[21]])), (&LAN_HOST.octets()[..], 3333));
+    assert_eq!(&q[16..20], &FAR.octets()[..]);
+}
+
+#[test]
+fn rdr_to_an_inside_server_and_the_filter_sees_the_translated_destination() {
+    let rules = "rdr on ext proto tcp from any to 192.0.2.1 port 80 -> 198.18.0.2 port 8080\n\
+                 block all\n\
+                 pass in on ext proto tcp to 198.18.0.2 port 8080\n\
+                 pass out on lan proto tcp to 198.18.0.2 port 8080\n";
+    let mut w = worker(rules, None);
+    let [inside, _] = send(&mut w, 1, vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x02)]);
+    assert_eq!(inside.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&inside[0]), (FAR, 5555, LAN_HOST, 8080));
+    // The server's SYN-ACK passes by the state and leaves with the outside address and port.
+    let [_, out] = send(&mut w, 0, vec![tcp(0, LAN_HOST, 8080, FAR, 5555, 0x12)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&out[0]), (EXT_ADDR, 80, FAR, 5555));
+    // Another port is not redirected, and the default-deny filter drops it.
+    let [a, b] = send(&mut w, 1, vec![tcp(1, FAR, 5556, EXT_ADDR, 81, 0x02)]);
+    assert!(a.is_empty() && b.is_empty());
+}
+
+#[test]
+fn rdr_maps_a_port_range_onto_a_range() {
+    let mut w = worker("rdr on ext proto udp to 192.0.2.1 port 7000:7009 -> 198.18.0.2 port 9000:*\n", None);
+    let [inside, _] = send(&mut w, 1, vec![udp(1, FAR, 1, EXT_ADDR, 7000), udp(1, FAR, 1, EXT_ADDR, 7007)]);
+    assert_eq!(inside.iter().map(|f| tuple(f).3).collect::<Vec<_>>(), vec![9000, 9007]);
+}
+
+#[test]
+fn the_out_filter_sees_the_source_before_nat() {
+    let rules = format!("{NAT}block all\npass in on lan\npass out on ext from 198.18.0.2\n");
+    let mut w = worker(&rules, None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), udp(0, Ipv4Addr::new(198, 18, 0, 3), 1000, FAR, 53)]);
+    assert_eq!(out.len(), 1, "only 198.18.0.2 passes out: {:?}", w.counts());
+    let (_, sp, _, _) = tuple(&out[0]);
+    // Its reply matches the state (kept on the inside form).
+    let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp)]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+}
+
+#[test]
+fn binat_both_ways() {
+    let mut w = worker("binat on ext from 198.18.0.7 to any -> 192.0.2.7\n", None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, BINAT_HOST, 4000, FAR, 53)]);
+    assert_eq!(tuple(&out[0]), (BINAT_PUB, 4000, FAR, 53), "source mapped, port kept");
+    let [inside, _] = send(&mut w, 1, vec![tcp(1, FAR, 6000, BINAT_PUB, 22, 0x02)]);
+    assert_eq!(tuple(&inside[0]), (FAR, 6000, BINAT_HOST, 22), "reachable from outside");
+}
+
+#[test]
+fn no_nat_exempts_and_exhaustion_is_counted() {
+    let rules = "no nat on ext from 198.18.0.9\nnat on ext from 198.18.0.0/24 -> 192.0.2.1 port 50001:50002\n";
+    let mut w = worker(rules, None);
+    let exempt = Ipv4Addr::new(198, 18, 0, 9);
+    let frames = vec![udp(0, exempt, 1, FAR, 53), udp(0, LAN_HOST, 1, FAR, 53), udp(0, LAN_HOST, 2, FAR, 53), udp(0, LAN_HOST, 3, FAR, 53), udp(0, LAN_HOST, 4, FAR, 54)];
+    let [_, out] = send(&mut w, 0, frames);
+    let t: Vec<_> = out.iter().map(|f| tuple(f)).collect();
+    assert_eq!(t[0].0, exempt, "no nat");
+    let ports: Vec<u16> = t[1..].iter().map(|x| x.1).collect();
+    // Two ports towards FAR:53, then exhausted; FAR:54 is another destination: ports again.
+    assert_eq!(t.len(), 4, "{:?}", w.counts());
+    assert!(ports[0] != ports[1] && ports.iter().all(|p| (50001..=50002).contains(p)));
+    assert_eq!(drops(&w.counts(), DropReason::NatExhausted), 1);
+}
+
+#[test]
+fn ports_steer_replies_to_the_worker_that_translated() {
+    let hash = Toeplitz::new(&SYMMETRIC_KEY);
+    for worker_id in 0..2u16 {
+        let mut w = worker(NAT, Some((worker_id, 2)));
+        let frames: Vec<_> = (0..50).map(|i| udp(0, LAN_HOST, 1000 + i, FAR, 53)).collect();
+        let [_, out] = send(&mut w, 0, frames);
+        assert_eq!(out.len(), 50);
+        for f in &out {
+            let (s, sp, d, dp) = tuple(f);
+            // The reply d:dp -> s:sp, hashed as the fanout program hashes it.
+            assert_eq!(queue_for(hash.ipv4_ports(d, s, dp, sp), 2), worker_id);
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Network address translation as FreeBSD's pf does it: `nat`, `rdr` and `binat` rules
+//! (pf.conf(5), "TRANSLATION"), their matching, and the per-worker table of translations.
+//!
+//! * A translation rule is matched against a packet as a filter rule is, but the **first**
+//!   matching rule decides (pf.conf(5): "the first matching rule decides what action is
+//!   taken"), and a `no nat` / `no rdr` / `no binat` rule that matches first means "do not
+//!   translate". `nat` applies to packets leaving by its interface, `rdr` to packets arriving
+//!   on it, `binat` to both (source outbound, destination inbound).
+//! * Where the firewall sees which address: translation happens at the edges of the router, so
+//!   the filter sees the *inside* form of a translated flow on both passes: the inbound filter
+//!   sees `rdr`'s translated destination, the outbound filter the source before `nat`. A
+//!   translated flow's state (`crate::state`) is keyed by that inside form; [`table`] holds
+//!   the two keys of the translation pf's state holds, the wire side and the stack side.
+//! * The table is per worker (shared-nothing). The dataplane picks the translated port so that
+//!   the reply's receive hash lands on the worker that holds the translation.
+
+use crate::packet::{Af, PacketKey};
+use crate::rules::{AddrMatch, AddrTarget, PortMatch, Prefix, RuleSet};
+
+pub mod pool;
+pub mod table;
+
+/// Which translation a rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NatKind {
+    /// Outbound source translation (`nat on IF ... -> ADDR`).
+    Nat,
+    /// Inbound destination translation (`rdr on IF ... -> ADDR [port P]`).
+    Rdr,
+    /// A bidirectional 1:1 mapping of one inside address to one outside address.
+    Binat,
+}
+
+impl NatKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            NatKind::Nat => "nat",
+            NatKind::Rdr => "rdr",
+            NatKind::Binat => "binat",
+        }
+    }
+}
+
+/// How an address is picked from a pool of several (pf.conf(5), "POOL OPTIONS").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PoolMethod {
+    /// `round-robin`: the default for a list of addresses.
+    #[default]
+    RoundRobin,
+    /// `random`.
+    Random,
+    /// `source-hash`: a hash of the source address picks the pool address, so a host keeps
+    /// its address.
+    SourceHash,
+    /// `bitmask`: the pool's network part with the source's host part (the default for a
+    /// single prefix).
+    Bitmask,
+}
+
+/// The addresses a translation maps to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum NatAddr {
+    /// `(IFACE)`: the interface's (first IPv4) address, resolved by the dataplane.
+    Iface(u16),
+    /// Addresses and prefixes (a prefix stands for all its addresses).
+    Pool(Vec<Prefix>),
+}
+
+/// The right-hand side of `->`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NatTarget {
+    pub addr: NatAddr,
+    /// `nat`: the source ports to allocate from (pf's default 50001:65535). `rdr`: the
+    /// destination port, or the first of the range the matched ports map onto.
+    pub ports: Option<(u16, u16)>,
+    /// `rdr ... port P:*`: the matched destination port range maps onto `P..`.
+    pub port_star: bool,
+    pub method: PoolMethod,
+    pub sticky: bool,
+    /// `static-port`: `nat` keeps the source port.
+    pub static_port: bool,
+}
+
+/// One translation rule with its effective options.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NatRule {
+    pub kind: NatKind,
+    /// `no nat` / `no rdr` / `no binat`: a match means "do not translate".
+    pub negated: bool,
+    /// `on IFACE` (empty: any interface; pf requires one for binat).
+    pub ifaces: Vec<u16>,
+    pub iface_neg: bool,
+    pub af: Option<Af>,
+    pub protos: Vec<u8>,
+    pub src: AddrMatch,
+    pub src_ports: PortMatch,
+    pub dst: AddrMatch,
+    pub dst_ports: PortMatch,
+    /// `to (IFACE)`: the destination must be the interface's address (resolved when a packet
+    /// is matched; `dst` is then `any`).
+    pub dst_iface: Option<u16>,
+    /// `None` for `no ...` rules.
+    pub target: Option<NatTarget>,
+    /// 1-based position of the rule's first word.
+    pub line: usize,
+    pub column: usize,
+}
+
+/// pf's default source port range for `nat` (`PF_NAT_PROXY_PORT_LOW` .. `_HIGH`).
+pub const DEFAULT_NAT_PORTS: (u16, u16) = (50001, 65535);
+
+fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
+    match m {
+        AddrMatch::Any => true,
+        AddrMatch::List(items) => items.iter().any(|i| match i.target {
+            AddrTarget::Prefix(p) => p.af == af && (p.contains(af, addr) != i.negated),
+            AddrTarget::Table(t) => rs.tables.get(t).is_some_and(|t| t.contains(af, addr)) != i.negated,
+        }),
+    }
+}
+
+impl NatRule {
+    /// Whether the rule matches `key` (its interface, family, protocol, addresses, ports);
+    /// the caller has picked the rules of the right kind and direction.
+    pub fn matches(&self, rs: &RuleSet, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> bool {
+        if let Some(i) = self.dst_iface
+            && (key.af != Af::Inet || iface_addr(i).is_none_or(|a| u128::from(a) != key.dst))
+        {
+            return false;
+        }
+        if !self.ifaces.is_empty() && self.ifaces.contains(&key.iface) == self.iface_neg {
+            return false;
+        }
+        if self.af.is_some_and(|a| a != key.af) || (!self.protos.is_empty() && !self.protos.contains(&key.proto)) {
+            return false;
+        }
+        let ports = key.proto == crate::packet::proto::TCP || key.proto == crate::packet::proto::UDP;
+        let port_ok = |m: &PortMatch, p: u16| matches!(m, PortMatch::Any) || (ports && m.matches(p));
+        addr_matches(rs, &self.src, key.af, key.src)
+            && addr_matches(rs, &self.dst, key.af, key.dst)
+            && port_ok(&self.src_ports, key.src_port)
+            && port_ok(&self.dst_ports, key.dst_port)
+    }
+}
+
+/// Which rules a lookup considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NatPhase {
+    /// A packet leaving by an interface: `nat` and `binat` rules (source translation).
+    Out,
+    /// A packet arriving on an interface: `rdr` and `binat` rules (destination translation;
+    /// a `binat` rule matches the reverse of its `from`/`to`, see [`first_match`]).
+    In,
+}
+
+/// The first translation rule of `phase` that matches `key`, `None` if none does or if the
+/// first match is a `no` rule. For an inbound `binat` the rule's `from` is its inside address:
+/// the packet matches if its destination is the rule's outside address and its source matches
+/// the rule's `to`.
+pub fn first_match<'a>(rs: &'a RuleSet, phase: NatPhase, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> Option<&'a NatRule> {
+    for r in &rs.nat {
+        let hit = match (phase, r.kind) {
+            (NatPhase::Out, NatKind::Nat | NatKind::Binat) | (NatPhase::In, NatKind::Rdr) => r.matches(rs, key, iface_addr),
+            (NatPhase::In, NatKind::Binat) => binat_in_matches(rs, r, key, iface_addr),
+            _ => false,
+        };
+        if hit {
+            return (!r.negated).then_some(r);
+        }
+    }
+    None
+}
+
+/// An inbound packet against a `binat` rule: destination = the outside address (the target's
+/// single address), source within the rule's `to`.
+fn binat_in_matches(rs: &RuleSet, r: &NatRule, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> bool {
+    let outside = match r.target.as_ref().map(|t| &t.addr) {
+        Some(NatAddr::Pool(p)) => p.first().copied(),
+        _ => None,
+    };
+    // The cheap test first: most inbound packets are not to a binat address.
+    if outside.is_some_and(|p| !p.contains(key.af, key.dst)) {
+        return false;
+    }
+    let reversed = NatRule {
+        src: r.dst.clone(),
+        src_ports: r.dst_ports.clone(),
+        dst: outside.map_or(AddrMatch::Any, |p| AddrMatch::List(vec![crate::rules::AddrItem { negated: false, target: AddrTarget::Prefix(p) }])),
+        dst_ports: PortMatch::Any,
+        ..r.clone()
+    };
+    (r.negated || outside.is_some()) && reversed.matches(rs, key, iface_addr)
+}
+
+/// The inside address of a `binat` rule (its `from`, a single host or prefix).
+pub fn binat_inside(r: &NatRule) -> Option<Prefix> {
+    match &r.src {
+        AddrMatch::List(l) => match l.as_slice() {
+            [crate::rules::AddrItem { negated: false, target: AddrTarget::Prefix(p) }] => Some(*p),
+            _ => None,
+        },
+        AddrMatch::Any => None,
+    }
+}
+
+/// The first rule that translates to `(IFACE)` or matches `to (IFACE)` where the interface
+/// has no IPv4 address (`has_v4` says which do), and that interface: such a rule could
+/// never translate (`linerate check` refuses it).
+pub fn iface_without_address<'a>(rs: &'a RuleSet, has_v4: &dyn Fn(u16) -> bool) -> Option<(&'a NatRule, u16)> {
+    rs.nat.iter().find_map(|r| {
+        let target = match r.target.as_ref().map(|t| &t.addr) {
+            Some(NatAddr::Iface(i)) => Some(*i),
+            _ => None,
+        };
+        [target, r.dst_iface].into_iter().flatten().find(|&i| !has_v4(i)).map(|i| (r, i))
+    })
+}

@@ -1,0 +1,363 @@
+//! The translation statements of FreeBSD's pf.conf(5): `nat`, `rdr`, `binat` and their `no`
+//! forms, parsed into [`crate::nat::NatRule`]s. The grammar is in `docs/firewall.md`
+//! ("Translation"); as pfctl's default `set require-order yes`, translation rules come before
+//! filter rules.
+
+use super::{AddrMatch, AddrTarget, PResult, Parser, PortMatch, Prefix, Tok, Token, here};
+use crate::nat::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
+use crate::packet::Af;
+
+/// The `inet6` error: linerate translates IPv4 only.
+const NO_INET6: &str = "IPv6 translation is not supported by linerate (nat, rdr and binat are IPv4 only)";
+
+impl Parser<'_> {
+    /// `[no] (nat | rdr | binat) ...` up to the end of the statement.
+    pub(super) fn nat_rule(&mut self) -> PResult<()> {
+        let first = self.peek()?.clone();
+        if !self.rs.rules.is_empty() {
+            return here(&first, "translation rules (nat, rdr, binat) must come before filter rules (pf.conf(5), STATEMENT ORDER)");
+        }
+        let negated = self.eat_word("no")?;
+        let (k, kt) = self.word("nat, rdr or binat")?;
+        let kind = match k.as_str() {
+            "nat" => NatKind::Nat,
+            "rdr" => NatKind::Rdr,
+            "binat" => NatKind::Binat,
+            _ => return here(&kt, format!("expected nat, rdr or binat, found \"{k}\"")),
+        };
+        if self.is_word("pass")? {
+            let t = self.peek()?.clone();
+            return here(&t, format!("`{} pass` is not supported by linerate (add a `pass` filter rule for the translated packets)", kind.name()));
+        }
+        self.refuse_unsupported("")?;
+        let (mut ifaces, mut iface_neg) = (Vec::new(), false);
+        if self.eat_word("on")? {
+            iface_neg = self.eat_punct("!")?;
+            ifaces = self.iface_list()?;
+        }
+        let af = if self.eat_word("inet")? {
+            Some(Af::Inet)
+        } else if self.is_word("inet6")? {
+            let t = self.peek()?.clone();
+            return here(&t, NO_INET6);
+        } else {
+            None
+        };
+        let mut protos = Vec::new();
+        if self.eat_word("proto")? {
+            if self.eat_punct("{")? {
+                loop {
+                    self.skip_newlines()?;
+                    if !protos.is_empty() && self.eat_punct("}")? {
+                        break;
+                    }
+                    protos.push(self.proto()?);
+                    self.eat_punct(",")?;
+                }
+            } else {
+                protos.push(self.proto()?);
+            }
+        }
+        let mut addr_toks: Vec<(Token, Af, bool)> = Vec::new();
+        let (mut src, mut dst) = (AddrMatch::Any, AddrMatch::Any);
+        let (mut src_ports, mut dst_ports) = (PortMatch::Any, PortMatch::Any);
+        let mut port_tok = None;
+        let mut dst_iface = None;
+        if !self.eat_word("all")? {
+            if self.eat_word("from")? {
+                if !self.is_word("port")? {
+                    src = self.addr_match(&mut addr_toks, true)?;
+                }
+                if self.is_word("port")? {
+                    port_tok = Some(self.next()?);
+                    src_ports = self.port_spec()?;
+                }
+            }
+            if self.eat_word("to")? {
+                if self.eat_punct("(")? {
+                    let i = self.iface_list()?;
+                    self.expect_punct(")", "\")\" closing `(interface)`")?;
+                    dst_iface = i.first().copied().filter(|_| i.len() == 1);
+                    if dst_iface.is_none() {
+                        return here(&first, "`to ({ ... })` is not supported by linerate: name one interface");
+                    }
+                } else if !self.is_word("port")? {
+                    dst = self.addr_match(&mut addr_toks, false)?;
+                }
+                if self.is_word("port")? {
+                    port_tok.get_or_insert(self.next()?);
+                    dst_ports = self.port_spec()?;
+                }
+            }
+        }
+        if let Some((t, _, _)) = addr_toks.iter().find(|(_, a, _)| *a == Af::Inet6) {
+            return here(t, NO_INET6);
+        }
+        if let Some(t) = &port_tok
+            && (protos.is_empty() || protos.iter().any(|p| *p != 6 && *p != 17))
+        {
+            return here(t, "port only applies to proto tcp or udp");
+        }
+        self.refuse_unsupported_option("")?;
+        let target = if negated {
+            None
+        } else {
+            let arrow = self.peek()?.clone();
+            if !self.eat_punct("->")? {
+                return self.fail("\"->\" and the translation address");
+            }
+            Some(self.nat_target(kind, &arrow)?)
+        };
+        if negated && self.is_punct("->")? {
+            let t = self.peek()?.clone();
+            return here(&t, format!("`no {}` takes no translation (\"->\")", kind.name()));
+        }
+        if kind == NatKind::Binat {
+            self.check_binat(&first, &src, target.as_ref())?;
+        }
+        self.rs.nat.push(NatRule {
+            kind,
+            negated,
+            ifaces,
+            iface_neg,
+            af,
+            protos,
+            src,
+            src_ports,
+            dst,
+            dst_ports,
+            dst_iface,
+            target,
+            line: first.line,
+            column: first.col,
+        });
+        Ok(())
+    }
+
+    /// What follows `->`: the address(es), `port`, the pool type, `sticky-address`,
+    /// `static-port`.
+    fn nat_target(&mut self, kind: NatKind, arrow: &Token) -> PResult<NatTarget> {
+        let at = self.peek()?.clone();
+        let addr = if self.eat_punct("(")? {
+            let iface = self.iface_list()?;
+            self.expect_punct(")", "\")\" closing `(interface)`")?;
+            match iface.as_slice() {
+                [i] => NatAddr::Iface(*i),
+                _ => return here(&at, "`({ ... })` is not supported by linerate: name one interface"),
+            }
+        } else {
+            let mut items = Vec::new();
+            let mut toks = Vec::new();
+            if self.eat_punct("{")? {
+                self.addr_list(&mut toks, false, &mut items, 0)?;
+            } else {
+                self.addr_item(&mut toks, false, &mut items)?;
+            }
+            let mut prefixes = Vec::new();
+            for item in &items {
+                match item.target {
+                    AddrTarget::Prefix(p) if !item.negated && p.af == Af::Inet => prefixes.push(p),
+                    AddrTarget::Prefix(p) if p.af == Af::Inet6 => return here(&at, NO_INET6),
+                    AddrTarget::Table(_) => return here(&at, "a table as translation pool is not supported by linerate (list the addresses)"),
+                    _ => return here(&at, "a translation address cannot be negated"),
+                }
+            }
+            let total: u128 = prefixes.iter().map(|p: &Prefix| p.last() - p.first() + 1).sum();
+            if total > crate::nat::pool::MAX_POOL_ADDRS {
+                return here(&at, format!("translation pool of {total} addresses (at most {})", crate::nat::pool::MAX_POOL_ADDRS));
+            }
+            NatAddr::Pool(prefixes)
+        };
+        let (mut ports, mut port_star) = (None, false);
+        if self.is_word("port")? {
+            let pt = self.next()?;
+            if kind == NatKind::Binat {
+                return here(&pt, "binat translates addresses only (no port)");
+            }
+            let t = self.peek()?.clone();
+            let Tok::Word(w) = &t.tok else { return self.fail("a port or a range lo:hi") };
+            let parsed = match w.split_once(':') {
+                Some((a, "*")) => super::port_number(a).map(|a| {
+                    port_star = true;
+                    (a, a)
+                }),
+                Some((a, b)) => super::port_number(a).zip(super::port_number(b)).filter(|(a, b)| a <= b),
+                None => super::port_number(w).map(|p| (p, p)),
+            };
+            let Some(parsed) = parsed else { return self.fail("a port, a range lo:hi or lo:*") };
+            self.next()?;
+            ports = Some(parsed);
+        }
+        let (mut method, mut explicit, mut sticky, mut static_port) = (PoolMethod::RoundRobin, None, false, false);
+        loop {
+            let t = self.peek()?.clone();
+            let Tok::Word(w) = &t.tok else { break };
+            let m = match w.as_str() {
+                "round-robin" => PoolMethod::RoundRobin,
+                "random" => PoolMethod::Random,
+                "source-hash" => PoolMethod::SourceHash,
+                "bitmask" => PoolMethod::Bitmask,
+                "sticky-address" => {
+                    self.next()?;
+                    sticky = true;
+                    continue;
+                }
+                "static-port" if kind == NatKind::Nat => {
+                    self.next()?;
+                    static_port = true;
+                    continue;
+                }
+                "static-port" => return here(&t, "static-port only applies to nat rules"),
+                _ => break,
+            };
+            self.next()?;
+            method = m;
+            explicit = Some(t);
+            if m == PoolMethod::SourceHash && matches!(&self.peek()?.tok, Tok::Str(_) | Tok::Word(_)) && !self.is_word("sticky-address")? && !self.is_word("static-port")? {
+                let k = self.peek()?.clone();
+                return here(&k, "`source-hash KEY` is not supported by linerate (the hash key is fixed)");
+            }
+        }
+        match self.peek()?.tok {
+            Tok::Newline | Tok::Eof => {}
+            _ => {
+                self.refuse_unsupported_option("")?;
+                return self.fail("port, a pool type (round-robin, random, source-hash, bitmask), sticky-address, static-port or end of line");
+            }
+        }
+        if let (Some(t), NatAddr::Pool(p)) = (&explicit, &addr)
+            && method != PoolMethod::RoundRobin
+            && p.len() != 1
+        {
+            return here(t, "only round-robin takes a list of addresses; other pool types need one prefix (pf.conf(5), POOL OPTIONS)");
+        }
+        if sticky && !matches!(method, PoolMethod::RoundRobin | PoolMethod::Random) {
+            return here(arrow, "sticky-address only applies to round-robin and random pools");
+        }
+        let ports = match (kind, ports) {
+            (NatKind::Nat, None) if static_port => Some((0, 65535)),
+            (NatKind::Nat, None) => Some(DEFAULT_NAT_PORTS),
+            (_, p) => p,
+        };
+        Ok(NatTarget { addr, ports, port_star, method, sticky, static_port })
+    }
+
+    /// pf's binat: one inside host or prefix, one outside address or prefix of the same length.
+    fn check_binat(&mut self, first: &Token, src: &AddrMatch, target: Option<&NatTarget>) -> PResult<()> {
+        let inside = match src {
+            AddrMatch::List(l) => match l.as_slice() {
+                [i] if !i.negated => match i.target {
+                    AddrTarget::Prefix(p) => Some(p),
+                    AddrTarget::Table(_) => None,
+                },
+                _ => None,
+            },
+            AddrMatch::Any => None,
+        };
+        let Some(inside) = inside else {
+            return here(first, "binat needs `from ADDRESS[/LEN]`: one inside host or network");
+        };
+        if let Some(t) = target {
+            let outside = match &t.addr {
+                NatAddr::Pool(p) if p.len() == 1 => Some(p[0]),
+                _ => None,
+            };
+            match outside {
+                Some(o) if o.len == inside.len => {}
+                _ => return here(first, format!("binat maps {inside} onto one outside address or prefix of the same length (/{})", inside.len)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A prefix word, for the tests of this module.
+#[cfg(test)]
+fn p(w: &str) -> Prefix {
+    super::parse_prefix(w).expect("prefix")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::p;
+    use crate::nat::{NatAddr, NatKind, PoolMethod};
+    use crate::rules::{AddrMatch, PortMatch, RuleSet, parse};
+    use std::path::Path;
+
+    fn ifaces(n: &str) -> Option<u16> {
+        ["lr-lan", "lr-ext"].iter().position(|x| *x == n).map(|i| i as u16)
+    }
+
+    fn ok(text: &str) -> RuleSet {
+        parse(text, Path::new("nat.conf"), &ifaces).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn err(text: &str) -> String {
+        parse(text, Path::new("nat.conf"), &ifaces).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn nat_to_interface_address_with_defaults() {
+        let rs = ok("ext_if = \"lr-ext\"\nlan = \"10.0.0.0/24\"\nnat on $ext_if inet from $lan to any -> ($ext_if)\npass all\n");
+        let r = &rs.nat[0];
+        assert_eq!((r.kind, r.negated, r.ifaces.as_slice(), r.line, r.column), (NatKind::Nat, false, &[1u16][..], 3, 1));
+        let t = r.target.as_ref().unwrap();
+        assert_eq!(t.addr, NatAddr::Iface(1));
+        assert_eq!((t.ports, t.method, t.sticky, t.static_port), (Some((50001, 65535)), PoolMethod::RoundRobin, false, false));
+        assert_eq!(rs.rules.len(), 1);
+    }
+
+    #[test]
+    fn pools_ports_and_options() {
+        let rs = ok("nat on lr-ext from 10.0.0.0/24 -> { 192.0.2.1, 192.0.2.2 } port 1024:65535 round-robin sticky-address\n\
+                     nat on lr-ext proto udp from 10.1.0.0/16 -> 192.0.2.16/28 source-hash static-port\n\
+                     nat on lr-ext from 10.2.0.0/24 -> 198.51.100.0/24 bitmask\n");
+        let t = rs.nat[0].target.as_ref().unwrap();
+        assert_eq!(t.addr, NatAddr::Pool(vec![p("192.0.2.1"), p("192.0.2.2")]));
+        assert_eq!((t.ports, t.sticky), (Some((1024, 65535)), true));
+        let t = rs.nat[1].target.as_ref().unwrap();
+        assert_eq!((t.method, t.static_port, t.ports), (PoolMethod::SourceHash, true, Some((0, 65535))));
+        assert_eq!(rs.nat[2].target.as_ref().unwrap().method, PoolMethod::Bitmask);
+    }
+
+    #[test]
+    fn rdr_binat_and_no() {
+        let rs = ok("table <web> { 192.0.2.80 }\n\
+                     no rdr on lr-ext proto tcp from 203.0.113.9 to any port 80\n\
+                     rdr on lr-ext proto tcp from any to <web> port 80 -> 10.0.0.5 port 8080\n\
+                     rdr on lr-ext proto tcp to (lr-ext) port 2000:2999 -> 10.0.0.6 port 4000:*\n\
+                     binat on lr-ext from 10.0.0.7 to any -> 192.0.2.7\n");
+        assert!(rs.nat[0].negated && rs.nat[0].target.is_none());
+        let r = &rs.nat[1];
+        assert_eq!((r.kind, r.dst_ports.clone()), (NatKind::Rdr, PortMatch::Ranges(vec![(80, 80)])));
+        assert!(matches!(r.dst, AddrMatch::List(_)));
+        assert_eq!(r.target.as_ref().unwrap().ports, Some((8080, 8080)));
+        let t = rs.nat[2].target.as_ref().unwrap();
+        assert_eq!((t.ports, t.port_star, rs.nat[2].dst_iface), (Some((4000, 4000)), true, Some(1)));
+        assert_eq!(rs.nat[3].target.as_ref().unwrap().addr, NatAddr::Pool(vec![p("192.0.2.7")]));
+    }
+
+    #[test]
+    fn errors_name_the_position() {
+        for (text, want) in [
+            ("pass all\nnat on lr-ext from any -> 192.0.2.1\n", "nat.conf:2:1: translation rules (nat, rdr, binat) must come before filter rules"),
+            ("nat on lr-ext from any\n", "nat.conf:1:23: expected \"->\" and the translation address, found end of line"),
+            ("nat pass on lr-ext from any -> 192.0.2.1\n", "nat.conf:1:5: `nat pass` is not supported by linerate"),
+            ("nat on lr-ext inet6 from any -> 2001:db8::1\n", "nat.conf:1:15: IPv6 translation is not supported by linerate"),
+            ("nat on lr-ext from any -> { 192.0.2.1 192.0.2.2 } random\n", "nat.conf:1:51: only round-robin takes a list of addresses"),
+            ("nat on lr-ext from any -> 192.0.2.0/24 source-hash 0xabcd\n", "nat.conf:1:52: `source-hash KEY` is not supported by linerate"),
+            ("nat on lr-ext from any -> 192.0.2.0/24 bitmask sticky-address\n", "nat.conf:1:24: sticky-address only applies to round-robin and random pools"),
+            ("no nat on lr-ext from any -> 192.0.2.1\n", "nat.conf:1:27: `no nat` takes no translation"),
+            ("binat on lr-ext from any -> 192.0.2.7\n", "nat.conf:1:1: binat needs `from ADDRESS[/LEN]`"),
+            ("binat on lr-ext from 10.0.0.0/24 -> 192.0.2.7\n", "nat.conf:1:1: binat maps 10.0.0.0/24 onto one outside address or prefix of the same length"),
+            ("rdr on lr-ext proto tcp to port 80 -> 10.0.0.5 port 8080 static-port\n", "nat.conf:1:58: static-port only applies to nat rules"),
+            ("nat on lr-ext from any -> 192.0.2.1 tag foo\n", "nat.conf:1:37: `tag` is not supported by linerate"),
+            ("nat on lr-nope from any -> 192.0.2.1\n", "nat.conf:1:8: unknown interface"),
+            ("rdr on lr-ext to port 80 -> 10.0.0.5\n", "nat.conf:1:18: port only applies to proto tcp or udp"),
+            ("nat on lr-ext from any -> (lr-ext:network)\n", "nat.conf:1:"),
+        ] {
+            let e = err(text);
+            assert!(e.starts_with(want), "{text:?}: got {e:?}, want {want:?}");
+        }
+    }
+}
