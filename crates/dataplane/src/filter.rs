@@ -37,7 +37,10 @@ use crate::counters::DropReason;
 
 pub mod frags;
 mod keys;
+pub mod log;
 mod stage;
+
+use log::{LogHit, LogRules, LogSink};
 
 pub(crate) use stage::{FilterStage, Routed, V4At};
 
@@ -57,6 +60,8 @@ pub struct CompiledRules {
     has_out: bool,
     /// The same for the in pass: whether a state must hold the packet's `in` state to settle it.
     has_in: bool,
+    /// The rules with `log`, and their ids in the log.
+    pub log: LogRules,
 }
 
 impl CompiledRules {
@@ -64,7 +69,8 @@ impl CompiledRules {
     pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
         let classifier = Classifier::build(&rules)?;
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
-        Ok(CompiledRules { rules, classifier, has_out, has_in })
+        let log = LogRules::of(&rules);
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log })
     }
 
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
@@ -298,6 +304,10 @@ pub struct Firewall {
     /// Whether the filter pass runs the quick loop (always, but for tests that compare it
     /// with every packet looked up in order).
     quick_loop: bool,
+    /// Where records of logged packets go (`None`: nowhere, they are not made).
+    log: Option<LogSink>,
+    /// The packet being filtered is to be logged: what the filter stage copies with it.
+    log_hit: Option<LogHit>,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -420,7 +430,7 @@ impl Firewall {
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true }
+        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -442,9 +452,60 @@ impl Firewall {
         self.quick_loop = on;
     }
 
+    /// The quick loop does not log: off while a rule logs every packet of its states.
     #[inline(always)]
     pub(crate) fn quick_loop(&self) -> bool {
-        self.quick_loop
+        self.quick_loop && !self.cur.rules.log.all
+    }
+
+    /// Sends the records of logged packets to `sink` (before the worker runs).
+    pub fn set_log(&mut self, sink: LogSink) {
+        self.log = Some(sink);
+    }
+
+    /// Whether the packet just filtered is to be logged ([`emit_log`](Self::emit_log)).
+    #[inline(always)]
+    pub(crate) fn has_log_hit(&self) -> bool {
+        self.log_hit.is_some()
+    }
+
+    /// Logs the packet just filtered, its IP packet at `l3` of `frame`, on logical port
+    /// `iface`, as its pass noted.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn emit_log(&mut self, frame: &[u8], l3: usize, iface: u16) {
+        let (Some(hit), Some(sink)) = (self.log_hit.take(), &mut self.log) else { return };
+        let Some(Some(id)) = self.cur.rules.log.ids.get(hit.rule as usize) else { return };
+        sink.push(hit, *id, frame.get(l3..).unwrap_or_default(), iface);
+    }
+
+    /// Notes a packet the rules decided (`c`) with outcome `r` for the log, if its rule logs.
+    #[inline(always)]
+    fn log_decided(&mut self, c: Count, r: Result<(), Drop>, dir: Dir) {
+        if self.cur.rules.log.any && c.by_rules && let Some(i) = c.rule {
+            self.log_rule(i, LogHit::of(i, r, dir), false);
+        }
+    }
+
+    /// Notes a packet a state of rule `i` passed (or `dropped`: outside its TCP window), if
+    /// the rule logs all. After a reload a state's rule index names the rule at that index
+    /// in the new set.
+    #[inline(always)]
+    fn log_state(&mut self, i: usize, dropped: bool) {
+        if self.cur.rules.log.all {
+            let (action, reason) = if dropped { (Action::Block, io::pflog::Reason::StateMismatch) } else { (Action::Pass, io::pflog::Reason::Match) };
+            self.log_rule(i, LogHit { rule: i as u32, action, reason, dir: Dir::In }, true);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log_rule(&mut self, i: usize, hit: LogHit, state: bool) {
+        let rules = &self.cur.rules;
+        let logs = if state { rules.log.logs_all(&rules.rules, i) } else { rules.log.ids.get(i).is_some_and(Option::is_some) };
+        if logs {
+            self.log_hit = Some(hit);
+        }
     }
 
     /// Creates a state directly, as if `key` had passed rule `rule` in and out (bench
@@ -538,6 +599,7 @@ impl Firewall {
             StateLookup::Hit { id, verdict, .. } => {
                 let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
                 self.count(rule, key.len);
+                self.log_state(rule, matches!(verdict, StateVerdict::Drop(_)));
                 if let StateVerdict::Drop(_) = verdict {
                     return Err(DropReason::StateOutOfWindow);
                 }
@@ -561,6 +623,7 @@ impl Firewall {
     pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<Option<StateId>, DropReason>> {
         let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
         self.count(hit.rule as usize, len);
+        self.log_state(hit.rule as usize, matches!(hit.verdict, StateVerdict::Drop(_)));
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
@@ -579,7 +642,9 @@ impl Firewall {
             IcmpErrorMatch::BadSeq(id) => (id, true),
             IcmpErrorMatch::Miss => return None,
         };
-        self.count(self.states.rule_of(id).map_or(usize::MAX, |r| r as usize), key.len);
+        let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
+        self.count(rule, key.len);
+        self.log_state(rule, bad);
         if bad {
             return Some(Err(DropReason::StateOutOfWindow));
         }
@@ -610,6 +675,7 @@ impl Firewall {
         if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
+            self.log_decided(Count { rule: v.rule, by_rules: true, created: false }, r, Dir::In);
             return r.map(|()| has_out.then(Ticket::default)).map_err(drop_reason);
         }
         self.inbound_with(key, tcp, None, Some(v))
@@ -623,6 +689,7 @@ impl Firewall {
         let (r, count) = p.inbound_with(key, tcp, hit, verdict);
         let has_out = rules.has_out;
         self.counted(count, key.len);
+        self.log_decided(count, r.map(|_| ()), Dir::In);
         let ticket = r.map_err(drop_reason)?;
         Ok((!ticket.out_settled && (has_out || key.ip_opts)).then_some(ticket))
     }
@@ -635,6 +702,7 @@ impl Firewall {
         let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
         let (r, count) = p.outbound(key, port, tcp, ticket);
         self.counted(count, key.len);
+        self.log_decided(count, r, Dir::Out);
         r.map_err(drop_reason)
     }
 

@@ -292,10 +292,14 @@ impl Forwarder {
         // check), on the output interface; a packet a state settled skips it.
         if FW && let Some(f) = &mut self.filter {
             let i = i % MAX_BATCH;
-            if !f.settled[i]
-                && let Err(reason) = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i])
-            {
-                return self.drop(pool, desc, reason);
+            if !f.settled[i] {
+                let r = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]);
+                if f.fw.has_log_hit() {
+                    f.fw.emit_log(pool.frame(desc), l3, port);
+                }
+                if let Err(reason) = r {
+                    return self.drop(pool, desc, reason);
+                }
             }
         }
         // The frame length bounds the IP length (plus at most the padding of a minimum-size

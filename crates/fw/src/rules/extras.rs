@@ -77,11 +77,10 @@ impl Parser<'_> {
         if !self.eat_punct("(")? {
             return Ok(LogMode::Decided);
         }
-        let mut mode = LogMode::Decided;
         loop {
             let t = self.peek()?.clone();
             match &t.tok {
-                Tok::Word(w) if w == "all" => mode = LogMode::All,
+                Tok::Word(w) if w == "all" => {}
                 Tok::Word(w) if w == "to" => {
                     return here(&t, "`log (to IFACE)` is not supported by linerate (one log: `[log]` in the config, `linerate log`)");
                 }
@@ -92,7 +91,7 @@ impl Parser<'_> {
             }
             self.next()?;
             if self.eat_punct(")")? {
-                return Ok(mode);
+                return Ok(LogMode::All);
             }
             self.expect_punct(",", "\",\" or \")\"")?;
         }
