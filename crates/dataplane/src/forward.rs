@@ -41,6 +41,7 @@ use crate::fib::Fib;
 use crate::filter::{FilterStage, Firewall, Routed, V4At};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
+use crate::tap::{Point, Tap};
 
 /// Ethernet header without a tag.
 const ETH_LEN: usize = 14;
@@ -101,6 +102,8 @@ pub struct Forwarder {
     /// list, see [`crate::filter::FilterStage`]).
     v4_at: Box<[V4At; MAX_BATCH]>,
     filter: Option<FilterStage>,
+    /// An armed capture (`linerate capture`), if any.
+    tap: Option<Tap>,
 }
 
 /// Destinations collected by the classify pass.
@@ -130,6 +133,7 @@ impl Forwarder {
             v6_nh: Box::new([None; MAX_BATCH]),
             v4_at: Box::new([V4At::default(); MAX_BATCH]),
             filter: None,
+            tap: None,
         }
     }
 
@@ -147,6 +151,17 @@ impl Forwarder {
     /// Adds (or replaces) the firewall stage.
     pub fn set_firewall(&mut self, fw: Firewall) {
         self.filter = Some(FilterStage::new(fw));
+    }
+
+    /// Arms (or, with `None`, ends) a capture.
+    pub fn set_tap(&mut self, tap: Option<Tap>) {
+        self.tap = tap;
+    }
+
+    /// The armed capture, if it copies frames at `point`.
+    #[inline(always)]
+    pub fn tap_at(&mut self, point: Point) -> Option<&mut Tap> {
+        self.tap.as_mut().filter(|t| t.at(point))
     }
 
     pub fn firewall(&self) -> Option<&Firewall> {
@@ -373,6 +388,9 @@ impl Forwarder {
     #[inline(never)]
     fn error(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, reason: DropReason, err: IcmpError, punts: &mut PuntBatch) {
         self.counts.drop(reason);
+        if self.tap.is_some() {
+            self.tap_drop(pool, desc, reason);
+        }
         let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
         if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
             punts.push(desc, Punt::Error(err), in_port);
@@ -384,7 +402,19 @@ impl Forwarder {
     #[inline(always)]
     fn drop(&mut self, pool: &mut FramePool, desc: FrameDesc, reason: DropReason) {
         self.counts.drop(reason);
+        if self.tap.is_some() {
+            self.tap_drop(pool, desc, reason);
+        }
         pool.free(desc);
+    }
+
+    /// Copies a dropped frame for a capture at the drop point.
+    #[cold]
+    #[inline(never)]
+    fn tap_drop(&mut self, pool: &FramePool, desc: FrameDesc, reason: DropReason) {
+        if let Some(t) = self.tap_at(Point::Drop) {
+            t.copy_desc(pool, desc, desc.port, Some(reason));
+        }
     }
 
     #[inline(always)]

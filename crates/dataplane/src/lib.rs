@@ -18,6 +18,7 @@ pub mod ports;
 pub mod punt;
 pub mod slowpath;
 pub mod synth;
+pub mod tap;
 pub mod worker;
 
 pub use counters::{Counts, DropReason, WorkerCounters};

@@ -609,3 +609,33 @@ fn log_all_logs_every_packet_of_its_states_and_out_rules_log_out() {
     // The out pass sees the packet after routing: TTL decremented.
     assert_eq!(recs[2].5[8], 63);
 }
+
+/// A capture armed in a worker copies the frames at its point: as received, as sent (L2
+/// rewritten, TTL decremented), or dropped with the reason.
+#[test]
+fn capture_at_rx_tx_and_drop() {
+    use dataplane::tap::{CaptureSpec, Point, arm_all};
+    let frames = vec![udp(0, A_HOST, 1000, FAR, 9999), udp(0, A_HOST, 1000, FAR, 53)];
+    for point in [Point::Rx, Point::Tx, Point::Drop] {
+        let rx = vec![ReplayRx::new(0, frames.clone()).once()];
+        let mut w = Worker::new(fib(), &ports(), rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+        w.set_firewall(Firewall::new(RulesSlot::new(compile("block in quick proto udp to port 9999\n")), 7));
+        let mut cap = arm_all(&[w.capture_slot()], CaptureSpec { point, port: None, snap: 1500 }, 16);
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+        let mut got = Vec::new();
+        while cap.rings[0].pop_with(|r| got.push((r.port, r.reason, r.frame().to_vec()))) {}
+        match point {
+            Point::Rx => assert_eq!(got, [(0, None, frames[0].clone()), (0, None, frames[1].clone())]),
+            Point::Drop => assert_eq!(got, [(0, Some(DropReason::FilterBlocked), frames[0].clone())]),
+            Point::Tx => {
+                assert_eq!(got.len(), 1);
+                let (port, reason, f) = &got[0];
+                assert_eq!((*port, *reason, &f[0..6], f[14 + 8]), (1, None, &B_MAC.0[..], 63));
+            }
+        }
+        drop(cap);
+        w.poll();
+    }
+}
