@@ -6,6 +6,7 @@
 //! See `examples/router.toml` in the repository for a documented example.
 #![forbid(unsafe_code)]
 
+mod log;
 mod mac;
 mod prefix;
 mod punt;
@@ -18,6 +19,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub use log::LogSettings;
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
 pub use punt::{PuntClassLimits, PuntSettings};
@@ -32,6 +34,8 @@ pub struct Config {
     pub neighbours: Vec<Neighbour>,
     /// The optional `[firewall]` table.
     pub firewall: Option<FirewallSettings>,
+    /// The `[log]` table (defaults when absent).
+    pub log: LogSettings,
     /// The file it was loaded from (as given to `load`/`parse`).
     pub path: PathBuf,
 }

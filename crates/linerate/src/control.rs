@@ -11,7 +11,9 @@
 //!   path and publishes it to the workers, answering `ok: N rules`, or
 //!   `error: file:line:col: problem` with the old rules left in place (SIGHUP does the same);
 //! - `stats`, `routes`, `neighbours`, `interfaces` answer one JSON document each (see
-//!   [`crate::show`] for their fields).
+//!   [`crate::show`] for their fields);
+//! - `log` and `capture ...` (root and linerate's uid only) stream packets on a thread of
+//!   their own ([`crate::stream`]).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -43,6 +45,10 @@ pub struct RouterState {
     /// Why rules that keep state must not be loaded into this run (see
     /// [`crate::steering::reload_refusal`]).
     pub reload_refusal: Option<String>,
+    /// The firewall's log (`linerate log`), with a `[firewall]`.
+    pub log: Option<Arc<crate::logger::LogHub>>,
+    /// The workers' capture slots (`linerate capture`).
+    pub captures: crate::stream::Captures,
 }
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -119,7 +125,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(conn: UnixStream, state: &RouterState, access: Access) {
+fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
     // A client that never sends its line must not block the next one for long.
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
@@ -135,6 +141,9 @@ fn serve(conn: UnixStream, state: &RouterState, access: Access) {
                 access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"))
             ),
             (Some(Role::ReadOnly), "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
+            // Packets' contents: for the admin only.
+            (Some(Role::ReadOnly), c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
+            (Some(Role::Admin), c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
             (Some(_), command) => answer(state, command),
         },
     };

@@ -4,10 +4,12 @@
 mod bench;
 mod check;
 mod control;
+mod describe;
 mod fail_closed;
 mod host;
 mod kernel_bypass;
 mod lab_cmd;
+mod logger;
 mod output;
 mod owner;
 mod privilege;
@@ -15,6 +17,7 @@ mod receive;
 mod run;
 mod show;
 mod steering;
+mod stream;
 mod traffic;
 mod tools;
 
@@ -43,6 +46,10 @@ enum Command {
     Show(show::ShowArgs),
     /// Live per-interface and per-queue rates and drops of a running `linerate run`.
     Top(show::TopArgs),
+    /// Print (or write as a pflog capture) the packets that firewall rules with `log` decide.
+    Log(stream::LogArgs),
+    /// Capture frames inside a running `linerate run`: as received, as sent, or dropped.
+    Capture(stream::CaptureArgs),
     /// Send UDP flows of minimum-size frames (or IMIX) on an interface, pkt-gen style.
     Gen(traffic::GenArgs),
     /// Count the frames arriving on an interface, per second.
@@ -69,6 +76,8 @@ fn main() -> std::process::ExitCode {
         Command::Reload(args) => control::reload_main(args),
         Command::Show(args) => show::show_main(args),
         Command::Top(args) => show::top_main(args),
+        Command::Log(args) => stream::log_main(args),
+        Command::Capture(args) => stream::capture_main(args),
         Command::Gen(args) => traffic::gen_main(args),
         Command::Rcv(args) => traffic::rcv_main(args),
         Command::Stat { .. } => unreachable!("handled above"),
