@@ -527,6 +527,9 @@ impl Firewall {
         }
         self.now = self.clock.elapsed().as_secs() as u32;
         self.states.expire(self.now, EXPIRE_BUDGET);
+        if let Some(log) = &mut self.log {
+            log.new_batch();
+        }
     }
 
     /// Takes the published rule set: its timeouts and its state limit apply to the kept

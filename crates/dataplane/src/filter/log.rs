@@ -133,6 +133,9 @@ pub struct LogSink {
     snap: usize,
     limit: TokenBucket,
     stats: Arc<LogStats>,
+    /// The clock, read at the batch's first logged packet (0: not yet): one read per batch,
+    /// so a flood the rate limit refuses costs a token check per packet, not a clock read.
+    batch_ts: u64,
 }
 
 /// A worker's log ring: the sink for its firewall, and the logger's end with its counters.
@@ -147,7 +150,7 @@ pub fn log_ring(capacity: usize, snap: usize, per_second: u64) -> (LogSink, LogR
     let (ring, consumer) = io::spsc::ring(capacity);
     let stats = Arc::new(LogStats::default());
     let limit = TokenBucket::new(per_second, (per_second / 10).max(1));
-    let sink = LogSink { ring, snap: snap.clamp(1, LOG_SNAP_MAX), limit, stats: Arc::clone(&stats) };
+    let sink = LogSink { ring, snap: snap.clamp(1, LOG_SNAP_MAX), limit, stats: Arc::clone(&stats), batch_ts: 0 };
     (sink, LogRing { consumer, stats })
 }
 
@@ -156,28 +159,29 @@ fn bump(a: &AtomicU64) {
 }
 
 impl LogSink {
+    /// A new batch: its records get a new time stamp.
+    #[inline(always)]
+    pub(crate) fn new_batch(&mut self) {
+        self.batch_ts = 0;
+    }
+
     /// Copies `ip` (the IP packet) under `hit` on port `iface`, if the rate limit allows;
-    /// `id` is the rule's stable id.
+    /// `id` is the rule's stable id. Records of one batch share its time stamp.
     pub(crate) fn push(&mut self, hit: LogHit, id: [u8; ID_LEN], ip: &[u8], iface: u16) {
-        let ts_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        if self.batch_ts == 0 {
+            self.batch_ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        }
+        let ts_ns = self.batch_ts;
         if !self.limit.allow(ts_ns) {
             return bump(&self.stats.rate_limited);
         }
         let snap = self.snap.min(ip.len());
         let pushed = self.ring.push_with(|r| {
-            *r = LogRecord {
-                ts_ns,
-                rule: hit.rule,
-                id,
-                action: hit.action,
-                reason: hit.reason,
-                dir: hit.dir,
-                v6: ip.first().is_some_and(|b| b >> 4 == 6),
-                iface,
-                orig_len: ip.len().min(usize::from(u16::MAX)) as u16,
-                len: snap as u16,
-                data: r.data,
-            };
+            (r.ts_ns, r.rule, r.id, r.iface) = (ts_ns, hit.rule, id, iface);
+            (r.action, r.reason, r.dir) = (hit.action, hit.reason, hit.dir);
+            r.v6 = ip.first().is_some_and(|b| b >> 4 == 6);
+            r.orig_len = ip.len().min(usize::from(u16::MAX)) as u16;
+            r.len = snap as u16;
             r.data[..snap].copy_from_slice(&ip[..snap]);
         });
         if pushed {

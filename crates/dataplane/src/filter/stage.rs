@@ -203,7 +203,9 @@ impl FilterStage {
     fn lookup<S: Routed>(&mut self, i: usize, step: &mut S, flow: &FlowV4, h: u64, probe: Option<u32>, len: u16, pool: &FramePool, desc: FrameDesc, l3: usize) {
         let hit = self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
         let port = step.routed().map_or(desc.port, |r| r.2);
-        if self.fw.has_log_hit() {
+        // A packet the state decides is logged here (`log (all)`); one that goes on to the
+        // rules is logged once, after them (`by_key`).
+        if matches!(hit, Some(Ok(None) | Err(_))) && self.fw.has_log_hit() {
             self.fw.emit_log(pool.frame(desc), l3, port);
         }
         let prior = match hit {
