@@ -136,6 +136,9 @@ pub struct LogSink {
     /// The clock, read at the batch's first logged packet (0: not yet): one read per batch,
     /// so a flood the rate limit refuses costs a token check per packet, not a clock read.
     batch_ts: u64,
+    /// The rate limit refused a record of this batch: it refuses the rest (the clock of the
+    /// batch does not move, so no token comes back) without asking.
+    batch_refused: bool,
 }
 
 /// A worker's log ring: the sink for its firewall, and the logger's end with its counters.
@@ -150,7 +153,7 @@ pub fn log_ring(capacity: usize, snap: usize, per_second: u64) -> (LogSink, LogR
     let (ring, consumer) = io::spsc::ring(capacity);
     let stats = Arc::new(LogStats::default());
     let limit = TokenBucket::new(per_second, (per_second / 10).max(1));
-    let sink = LogSink { ring, snap: snap.clamp(1, LOG_SNAP_MAX), limit, stats: Arc::clone(&stats), batch_ts: 0 };
+    let sink = LogSink { ring, snap: snap.clamp(1, LOG_SNAP_MAX), limit, stats: Arc::clone(&stats), batch_ts: 0, batch_refused: false };
     (sink, LogRing { consumer, stats })
 }
 
@@ -162,7 +165,7 @@ impl LogSink {
     /// A new batch: its records get a new time stamp.
     #[inline(always)]
     pub(crate) fn new_batch(&mut self) {
-        self.batch_ts = 0;
+        (self.batch_ts, self.batch_refused) = (0, false);
     }
 
     /// Copies `ip` (the IP packet) under `hit` on port `iface`, if the rate limit allows;
@@ -172,7 +175,8 @@ impl LogSink {
             self.batch_ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
         }
         let ts_ns = self.batch_ts;
-        if !self.limit.allow(ts_ns) {
+        if self.batch_refused || !self.limit.allow(ts_ns) {
+            self.batch_refused = true;
             return bump(&self.stats.rate_limited);
         }
         let snap = self.snap.min(ip.len());
@@ -286,5 +290,12 @@ mod tests {
         // A burst of 1 (a tenth of 10 a second), then nothing within the same instant.
         assert_eq!(ring.stats.logged.load(Ordering::Relaxed), 1);
         assert_eq!(ring.stats.rate_limited.load(Ordering::Relaxed), 4);
+        // The next batch, a tenth of a second later: a token came back.
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        sink.new_batch();
+        sink.push(hit, [0; ID_LEN], &[0x60; 40], 0);
+        sink.push(hit, [0; ID_LEN], &[0x60; 40], 0);
+        assert_eq!(ring.stats.logged.load(Ordering::Relaxed), 2);
+        assert_eq!(ring.stats.rate_limited.load(Ordering::Relaxed), 5);
     }
 }
