@@ -16,11 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fw::packet::Dir;
-use fw::passes::Drop;
+use fw::passes::{Count, Drop};
 use fw::rules::{Action, LogMode, Rule, RuleSet};
 use io::pflog::Reason;
 use io::ratelimit::TokenBucket;
 use io::spsc::{Consumer, Producer};
+
+use super::Firewall;
 
 /// Largest snap length: bytes of the IP packet a record holds.
 pub const LOG_SNAP_MAX: usize = 256;
@@ -232,6 +234,59 @@ pub fn stable_id(rule: &Rule) -> [u8; ID_LEN] {
     let n = b.len().min(ID_LEN - 1);
     id[..n].copy_from_slice(&b[..n]);
     id
+}
+
+/// The firewall's side of the log: the passes note what to log, the filter stage emits it.
+impl Firewall {
+    /// Sends the records of logged packets to `sink` (before the worker runs).
+    pub fn set_log(&mut self, sink: LogSink) {
+        self.log = Some(sink);
+    }
+
+    /// Whether the packet just filtered is to be logged ([`emit_log`](Self::emit_log)).
+    #[inline(always)]
+    pub(crate) fn has_log_hit(&self) -> bool {
+        self.log_hit.is_some()
+    }
+
+    /// Logs the packet just filtered, its IP packet at `l3` of `frame`, on logical port
+    /// `iface`, as its pass noted.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn emit_log(&mut self, frame: &[u8], l3: usize, iface: u16) {
+        let (Some(hit), Some(sink)) = (self.log_hit.take(), &mut self.log) else { return };
+        let Some(Some(id)) = self.cur.rules.log.ids.get(hit.rule as usize) else { return };
+        sink.push(hit, *id, frame.get(l3..).unwrap_or_default(), iface);
+    }
+
+    /// Notes a packet the rules decided (`c`) with outcome `r` for the log, if its rule logs.
+    #[inline(always)]
+    pub(super) fn log_decided(&mut self, c: Count, r: Result<(), Drop>, dir: Dir) {
+        if self.cur.rules.log.any && c.by_rules && let Some(i) = c.rule {
+            self.log_rule(i, LogHit::of(i, r, dir), false);
+        }
+    }
+
+    /// Notes a packet a state of rule `i` passed (or `dropped`: outside its TCP window), if
+    /// the rule logs all. After a reload a state's rule index names the rule at that index
+    /// in the new set.
+    #[inline(always)]
+    pub(super) fn log_state(&mut self, i: usize, dropped: bool) {
+        if self.cur.rules.log.all {
+            let (action, reason) = if dropped { (Action::Block, io::pflog::Reason::StateMismatch) } else { (Action::Pass, io::pflog::Reason::Match) };
+            self.log_rule(i, LogHit { rule: i as u32, action, reason, dir: Dir::In }, true);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log_rule(&mut self, i: usize, hit: LogHit, state: bool) {
+        let rules = &self.cur.rules;
+        let logs = if state { rules.log.logs_all(&rules.rules, i) } else { rules.log.ids.get(i).is_some_and(Option::is_some) };
+        if logs {
+            self.log_hit = Some(hit);
+        }
+    }
 }
 
 #[cfg(test)]
