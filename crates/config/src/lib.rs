@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod file_routes;
+mod log;
 mod mac;
 mod prefix;
 mod punt;
@@ -21,6 +22,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub use log::LogSettings;
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
 pub use punt::{PuntClassLimits, PuntSettings};
@@ -37,6 +39,8 @@ pub struct Config {
     pub neighbours: Vec<Neighbour>,
     /// The optional `[firewall]` table.
     pub firewall: Option<FirewallSettings>,
+    /// The `[log]` table (defaults when absent).
+    pub log: LogSettings,
     /// The file it was loaded from (as given to `load`/`parse`).
     pub path: PathBuf,
 }

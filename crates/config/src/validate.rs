@@ -28,6 +28,7 @@ struct RawFile {
     #[serde(default)]
     neighbour: Vec<RawNeighbour>,
     firewall: Option<RawFirewall>,
+    log: Option<crate::log::RawLog>,
 }
 
 #[derive(Deserialize)]
@@ -152,12 +153,14 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
     }
     let neighbours = neighbours(&cx, &interfaces, raw.neighbour)?;
     let firewall = raw.firewall.map(|f| firewall(&cx, f)).transpose()?;
+    let log = crate::log::settings(&cx, path, raw.log)?;
     Ok(Config {
         router,
         interfaces,
         routes,
         neighbours,
         firewall,
+        log,
         path: path.to_owned(),
     })
 }

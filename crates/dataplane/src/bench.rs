@@ -87,6 +87,9 @@ pub struct BenchFirewall {
     /// `nat` on the output port (every flow translated to 192.0.2.1, ports 1024:65535), and
     /// this many translations of other flows are created first.
     pub nat: Option<usize>,
+    /// The final rule has `log`, at most this many records a second (0: no limit); a thread
+    /// drains the log ring every millisecond, as the logger does every 10 ms.
+    pub log: Option<u64>,
 }
 
 /// Firewall figures of a bench run.
@@ -108,6 +111,8 @@ pub struct BenchFirewallResult {
     pub nat_prefilled: usize,
     pub nat_sessions: usize,
     pub nat_table_bytes: usize,
+    /// With `log`: records logged, refused by the rate limit, dropped for a full ring.
+    pub log: Option<Arc<[std::sync::atomic::AtomicU64; 3]>>,
 }
 
 impl Default for BenchConfig {
@@ -487,7 +492,8 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
             let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
         }
     }
-    t.push_str(if f.states.is_some() { "pass all keep state\n" } else { "pass all no state\n" });
+    let log = if f.log.is_some() { "log " } else { "" };
+    let _ = writeln!(t, "pass {log}all {}", if f.states.is_some() { "keep state" } else { "no state" });
     t
 }
 
@@ -559,7 +565,9 @@ fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &Ben
     let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &iface).map_err(BenchError::Invalid)?;
     let compile = t0.elapsed();
     let (n, classifier_bytes) = (rules.rule_count(), rules.classifier_bytes());
-    worker.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 1));
+    let mut firewall = Firewall::new(RulesSlot::new(Arc::new(rules)), 1);
+    let log = f.log.map(|rate| drain_log(&mut firewall, rate));
+    worker.set_firewall(firewall);
     let fw = worker.firewall_mut().expect("just set");
     let t1 = Instant::now();
     let k = f.states.unwrap_or(0);
@@ -597,6 +605,7 @@ fn setup_firewall(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, f: &Ben
         nat_prefilled,
         nat_sessions: 0,
         nat_table_bytes: 0,
+        log,
     })
 }
 
@@ -617,6 +626,32 @@ fn prefill_nat(worker: &mut Worker<ReplayRx, CountingTx, CountingTx>, k: usize) 
         table.insert(s).map_err(|e| BenchError::Invalid(format!("prefilling translation {i}: {e:?}")))?;
     }
     Ok(())
+}
+
+/// Gives `fw` a log ring of `rate` records a second (0: no limit) and a thread that drains
+/// it every millisecond until the firewall is gone; the counters it keeps: logged, refused
+/// by the rate limit, dropped for a full ring.
+fn drain_log(fw: &mut Firewall, rate: u64) -> Arc<[std::sync::atomic::AtomicU64; 3]> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (sink, mut ring) = crate::filter::log::log_ring(1024, crate::filter::log::DEFAULT_LOG_SNAP, if rate == 0 { u64::MAX / 4 } else { rate });
+    fw.set_log(sink);
+    let counts: Arc<[std::sync::atomic::AtomicU64; 3]> = Arc::new(Default::default());
+    let c = Arc::clone(&counts);
+    std::thread::spawn(move || {
+        loop {
+            while ring.consumer.pop_with(|r| {
+                std::hint::black_box(r.len);
+            }) {}
+            c[0].store(ring.stats.logged.load(Relaxed), Relaxed);
+            c[1].store(ring.stats.rate_limited.load(Relaxed), Relaxed);
+            c[2].store(ring.consumer.dropped(), Relaxed);
+            if !ring.consumer.has_producer() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    counts
 }
 
 /// Polls for `duration`; returns packets counted at the tx ports and the exact time taken.
@@ -683,7 +718,7 @@ mod tests {
 
     #[test]
     fn firewall_bench_passes_every_flow_and_counts() {
-        let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300), realistic: false, nat: None };
+        let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300), realistic: false, nat: None, log: None };
         let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
         let res = run(&cfg, |_, _| {}).unwrap();
         assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
@@ -702,7 +737,7 @@ mod tests {
 
     #[test]
     fn bench_rules_text() {
-        let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None, realistic: false, nat: None }, &[PacketKey::ZERO; 10]);
+        let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None, realistic: false, nat: None, log: None }, &[PacketKey::ZERO; 10]);
         assert_eq!(
             t,
             "table <t> const { 11.0.0.0/28 11.0.0.16/28 }\nblock in quick from <t>\n\

@@ -40,7 +40,10 @@ mod keys;
 pub mod requests;
 pub mod nat;
 mod nat_rewrite;
+pub mod log;
 mod stage;
+
+use log::{LogHit, LogRules, LogSink};
 
 pub(crate) use stage::{FilterStage, Routed, V4At};
 
@@ -60,6 +63,8 @@ pub struct CompiledRules {
     has_out: bool,
     /// The same for the in pass: whether a state must hold the packet's `in` state to settle it.
     has_in: bool,
+    /// The rules with `log`, and their ids in the log.
+    pub log: LogRules,
 }
 
 impl CompiledRules {
@@ -67,7 +72,8 @@ impl CompiledRules {
     pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
         let classifier = Classifier::build(&rules)?;
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
-        Ok(CompiledRules { rules, classifier, has_out, has_in })
+        let log = LogRules::of(&rules);
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log })
     }
 
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
@@ -301,6 +307,10 @@ pub struct Firewall {
     /// Whether the filter pass runs the quick loop (always, but for tests that compare it
     /// with every packet looked up in order).
     quick_loop: bool,
+    /// Where records of logged packets go (`None`: nowhere, they are not made).
+    log: Option<LogSink>,
+    /// The packet being filtered is to be logged: what the filter stage copies with it.
+    log_hit: Option<LogHit>,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -423,7 +433,7 @@ impl Firewall {
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true }
+        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -451,9 +461,10 @@ impl Firewall {
         self.quick_loop = on;
     }
 
+    /// The quick loop does not log: off while a rule logs every packet of its states.
     #[inline(always)]
     pub(crate) fn quick_loop(&self) -> bool {
-        self.quick_loop
+        self.quick_loop && !self.cur.rules.log.all
     }
 
     /// Creates a state directly, as if `key` had passed rule `rule` in and out (bench
@@ -475,6 +486,9 @@ impl Firewall {
         }
         self.now = self.clock.elapsed().as_secs() as u32;
         self.states.expire(self.now, EXPIRE_BUDGET);
+        if let Some(log) = &mut self.log {
+            log.new_batch();
+        }
     }
 
     /// Takes the published rule set: its timeouts and its state limit apply to the kept
@@ -547,6 +561,7 @@ impl Firewall {
             StateLookup::Hit { id, verdict, .. } => {
                 let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
                 self.count(rule, key.len);
+                self.log_state(rule, matches!(verdict, StateVerdict::Drop(_)));
                 if let StateVerdict::Drop(_) = verdict {
                     return Err(DropReason::StateOutOfWindow);
                 }
@@ -570,6 +585,7 @@ impl Firewall {
     pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<Option<StateId>, DropReason>> {
         let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
         self.count(hit.rule as usize, len);
+        self.log_state(hit.rule as usize, matches!(hit.verdict, StateVerdict::Drop(_)));
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
@@ -588,7 +604,9 @@ impl Firewall {
             IcmpErrorMatch::BadSeq(id) => (id, true),
             IcmpErrorMatch::Miss => return None,
         };
-        self.count(self.states.rule_of(id).map_or(usize::MAX, |r| r as usize), key.len);
+        let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
+        self.count(rule, key.len);
+        self.log_state(rule, bad);
         if bad {
             return Some(Err(DropReason::StateOutOfWindow));
         }
@@ -619,6 +637,7 @@ impl Firewall {
         if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
+            self.log_decided(Count { rule: v.rule, by_rules: true, created: false }, r, Dir::In);
             return r.map(|()| has_out.then(Ticket::default)).map_err(drop_reason);
         }
         self.inbound_with(key, tcp, None, Some(v))
@@ -632,6 +651,7 @@ impl Firewall {
         let (r, count) = p.inbound_with(key, tcp, hit, verdict);
         let has_out = rules.has_out;
         self.counted(count, key.len);
+        self.log_decided(count, r.map(|_| ()), Dir::In);
         let ticket = r.map_err(drop_reason)?;
         Ok((!ticket.out_settled && (has_out || key.ip_opts)).then_some(ticket))
     }
@@ -644,6 +664,7 @@ impl Firewall {
         let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
         let (r, count) = p.outbound(key, port, tcp, ticket);
         self.counted(count, key.len);
+        self.log_decided(count, r, Dir::Out);
         r.map_err(drop_reason)
     }
 

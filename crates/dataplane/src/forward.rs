@@ -42,6 +42,7 @@ use crate::filter::nat::{NatCounts, NatStage};
 use crate::filter::{FilterStage, Firewall, Routed, V4At};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
+use crate::tap::{Point, Tap};
 
 /// Ethernet header without a tag.
 const ETH_LEN: usize = 14;
@@ -106,6 +107,8 @@ pub struct Forwarder {
     port_v4: Vec<Option<u32>>,
     /// With several workers, which one this is (NAT chooses ports that steer replies here).
     nat_steering: (u16, u16),
+    /// An armed capture (`linerate capture`), if any.
+    tap: Option<Tap>,
 }
 
 /// Destinations collected by the classify pass.
@@ -137,6 +140,7 @@ impl Forwarder {
             filter: None,
             port_v4: ports.iter().map(|p| p.ipv4().map(u32::from)).collect(),
             nat_steering: (0, 1),
+            tap: None,
         }
     }
 
@@ -174,6 +178,17 @@ impl Forwarder {
     /// The NAT stage's counters (`None` without a firewall).
     pub fn nat_counts(&self) -> Option<NatCounts> {
         self.filter.as_ref().map(|f| f.nat.counts())
+    }
+
+    /// Arms (or, with `None`, ends) a capture.
+    pub fn set_tap(&mut self, tap: Option<Tap>) {
+        self.tap = tap;
+    }
+
+    /// The armed capture, if it copies frames at `point`.
+    #[inline(always)]
+    pub fn tap_at(&mut self, point: Point) -> Option<&mut Tap> {
+        self.tap.as_mut().filter(|t| t.at(point))
     }
 
     pub fn firewall(&self) -> Option<&Firewall> {
@@ -346,10 +361,14 @@ impl Forwarder {
         // check), on the output interface; a packet a state settled skips it.
         if FW && let Some(f) = &mut self.filter {
             let i = i % MAX_BATCH;
-            if !f.settled[i]
-                && let Err(reason) = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i])
-            {
-                return self.drop(pool, desc, reason);
+            if !f.settled[i] {
+                let r = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]);
+                if f.fw.has_log_hit() {
+                    f.fw.emit_log(pool.frame(desc), l3, port);
+                }
+                if let Err(reason) = r {
+                    return self.drop(pool, desc, reason);
+                }
             }
             // NAT's outbound pass, after the out filter (which saw the source untranslated).
             if f.nat_on
@@ -430,6 +449,9 @@ impl Forwarder {
     #[inline(never)]
     fn error(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, reason: DropReason, err: IcmpError, punts: &mut PuntBatch) {
         self.counts.drop(reason);
+        if self.tap.is_some() {
+            self.tap_drop(pool, desc, reason);
+        }
         let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
         if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
             punts.push(desc, Punt::Error(err), in_port);
@@ -441,7 +463,19 @@ impl Forwarder {
     #[inline(always)]
     fn drop(&mut self, pool: &mut FramePool, desc: FrameDesc, reason: DropReason) {
         self.counts.drop(reason);
+        if self.tap.is_some() {
+            self.tap_drop(pool, desc, reason);
+        }
         pool.free(desc);
+    }
+
+    /// Copies a dropped frame for a capture at the drop point.
+    #[cold]
+    #[inline(never)]
+    fn tap_drop(&mut self, pool: &FramePool, desc: FrameDesc, reason: DropReason) {
+        if let Some(t) = self.tap_at(Point::Drop) {
+            t.copy_desc(pool, desc, desc.port, Some(reason));
+        }
     }
 
     #[inline(always)]

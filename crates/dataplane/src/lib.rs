@@ -19,6 +19,7 @@ pub mod punt;
 pub mod router_adv;
 pub mod slowpath;
 pub mod synth;
+pub mod tap;
 pub mod worker;
 
 pub use counters::{Counts, DropReason, WorkerCounters};

@@ -17,6 +17,7 @@ use crate::filter::requests::{StateDesk, StateRequest};
 use crate::filter::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
 use crate::punt::{PuntBatch, PuntPort};
+use crate::tap::{CaptureSlot, Point};
 
 /// Default packets per batch.
 pub const DEFAULT_BATCH: usize = 64;
@@ -68,6 +69,9 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     desk: Option<StateDesk>,
     /// A request is being served: the worker does not sleep until it is done.
     desk_busy: bool,
+    /// Where `linerate capture` arms a capture in this worker, and the arming last seen.
+    capture: Arc<CaptureSlot>,
+    capture_seen: u64,
 }
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
@@ -91,12 +95,19 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             idle: Idle::Spin,
             desk: None,
             desk_busy: false,
+            capture: CaptureSlot::new(),
+            capture_seen: 0,
         }
     }
 
     /// Chooses what the worker does while its ports are idle (before it runs).
     pub fn set_idle(&mut self, idle: Idle) {
         self.idle = idle;
+    }
+
+    /// Where a capture is armed in this worker ([`crate::tap`]).
+    pub fn capture_slot(&self) -> Arc<CaptureSlot> {
+        Arc::clone(&self.capture)
     }
 
     /// The counters this worker publishes after every poll, readable from any thread.
@@ -163,6 +174,10 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     #[inline]
     pub fn poll(&mut self) -> usize {
         let mut received = 0;
+        // The one cost of captures while none runs: a relaxed load per round.
+        if let Some(tap) = self.capture.changed(&mut self.capture_seen) {
+            self.forwarder.set_tap(tap);
+        }
         for i in 0..self.rx.len() {
             let n = self.rx[i].rx_burst(&mut self.pool, &mut self.input, self.batch_size);
             let dropped = self.rx[i].take_drops();
@@ -173,8 +188,16 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 continue;
             }
             received += n;
+            if let Some(t) = self.forwarder.tap_at(Point::Rx) {
+                t.copy_batch(&self.pool, &self.input, None);
+            }
             let before = self.forwarder.counts;
             self.forwarder.process(&mut self.pool, &mut self.input, &mut self.outputs, &mut self.punts);
+            if let Some(t) = self.forwarder.tap_at(Point::Tx) {
+                for (port, out) in self.outputs.iter().enumerate() {
+                    t.copy_batch(&self.pool, out, Some(port as u16));
+                }
+            }
             if let Some(c) = self.port_counts.get_mut(i) {
                 c.add(&self.forwarder.counts.since(&before));
             }

@@ -33,6 +33,8 @@ use std::path::{Path, PathBuf};
 mod extras;
 mod nat;
 
+pub use extras::LogMode;
+
 pub use crate::packet::{Af, Dir};
 
 /// TCP flag bits as in [`PacketKey::tcp_flags`](crate::packet::PacketKey::tcp_flags).
@@ -59,8 +61,7 @@ pub const MAX_LIMIT_STATES: u64 = crate::state::MAX_LIMIT as u64;
 
 /// pf features linerate parses only to refuse them, with the reason given after "`X` is not
 /// supported by linerate": accepting them would promise what is not done.
-const UNSUPPORTED: [(&str, &str); 5] = [
-    ("log", "no pflog interface; per-rule counters are in `linerate run`'s exit report"),
+const UNSUPPORTED: [(&str, &str); 4] = [
     ("return", "blocked packets are dropped silently; use `block` or `block drop`"),
     ("return-rst", "blocked packets are dropped silently; use `block` or `block drop`"),
     ("return-icmp", "blocked packets are dropped silently; use `block` or `block drop`"),
@@ -257,6 +258,8 @@ pub struct Rule {
     /// [`PacketKey::ip_opts`](crate::packet::PacketKey::ip_opts)); without it pf drops them.
     pub allow_opts: bool,
     pub label: Option<String>,
+    /// `log` / `log (all)`.
+    pub log: LogMode,
     /// 1-based line of the rule in its file.
     pub line: usize,
 }
@@ -1008,6 +1011,7 @@ impl Parser<'_> {
         } else {
             None
         };
+        let log = self.log_mode()?;
         self.refuse_unsupported("")?;
         let quick = self.eat_word("quick")?;
         let (mut ifaces, mut iface_neg) = (Vec::new(), false);
@@ -1259,6 +1263,7 @@ impl Parser<'_> {
             state_policy,
             allow_opts: allow_opts.is_some(),
             label,
+            log,
             line: at.line,
         });
         Ok(())

@@ -234,6 +234,7 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
             state_policy: None,
             allow_opts: rng.chance(20),
             label: None,
+            log: Default::default(),
             line: i + 1,
         });
     }

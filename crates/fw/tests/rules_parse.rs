@@ -468,8 +468,9 @@ fn errors_name_file_line_column() {
 fn unsupported_features_are_errors() {
     let why_return = "blocked packets are dropped silently; use `block` or `block drop`";
     let cases = [
-        ("block log all", "rules.conf:1:7: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)".to_owned()),
-        ("pass all\npass in log proto tcp", "rules.conf:2:9: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)".to_owned()),
+        ("block log (to pflog1) all", "rules.conf:1:12: `log (to IFACE)` is not supported by linerate (one log: `[log]` in the config, `linerate log`)".to_owned()),
+        ("pass all\npass in log (user) proto tcp", "rules.conf:2:14: `log (user)` is not supported by linerate".to_owned()),
+        ("pass in log (bogus) all", "rules.conf:1:14: expected a log option (all), found \"bogus\"".to_owned()),
         ("block return in all", format!("rules.conf:1:7: `block return` is not supported by linerate ({why_return})")),
         ("block  return-rst in proto tcp", format!("rules.conf:1:8: `block return-rst` is not supported by linerate ({why_return})")),
         ("block return-icmp in proto udp", format!("rules.conf:1:7: `block return-icmp` is not supported by linerate ({why_return})")),
@@ -679,4 +680,14 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
     for (text, want) in cases {
         assert_eq!(err(text), want, "for {text:?}");
     }
+}
+
+/// `log` comes after the direction, as in pf; `log (all)` also logs the packets of its states.
+#[test]
+fn log_options() {
+    use fw::rules::LogMode;
+    let rs = ok("block log all\npass in log (all) quick proto tcp label \"web\"\npass out all\nblock in log on em0 all\n");
+    let modes: Vec<LogMode> = rs.rules.iter().map(|r| r.log).collect();
+    assert_eq!(modes, [LogMode::Decided, LogMode::All, LogMode::None, LogMode::Decided]);
+    assert!(rs.rules[1].quick);
 }

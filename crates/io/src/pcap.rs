@@ -1,4 +1,5 @@
-//! Classic libpcap capture files (the format of `tcpdump -w`), Ethernet link type only.
+//! Classic libpcap capture files (the format of `tcpdump -w`): read for Ethernet only; written
+//! for Ethernet or any link type ([`PcapWriter::with_link`], e.g. pflog).
 //!
 //! Format: a 24-byte global header (magic, version 2.4, snaplen, link type) then records of a
 //! 16-byte header (seconds, sub-second, captured length, original length) and the bytes.
@@ -102,27 +103,53 @@ impl PcapWriter<BufWriter<File>> {
     }
 }
 
+/// The 24-byte file header of a capture of `linktype` frames cut to `snaplen` bytes.
+pub fn file_header(linktype: u32, snaplen: u32) -> [u8; 24] {
+    let mut header = [0u8; 24];
+    header[0..4].copy_from_slice(&MAGIC_USEC.to_le_bytes());
+    header[4..6].copy_from_slice(&2u16.to_le_bytes());
+    header[6..8].copy_from_slice(&4u16.to_le_bytes());
+    header[16..20].copy_from_slice(&snaplen.to_le_bytes());
+    header[20..24].copy_from_slice(&linktype.to_le_bytes());
+    header
+}
+
+/// The 16-byte header of a record of `caplen` bytes kept of `orig_len`.
+pub fn record_header(ts_sec: u32, ts_usec: u32, caplen: u32, orig_len: u32) -> [u8; 16] {
+    let mut header = [0u8; 16];
+    header[0..4].copy_from_slice(&ts_sec.to_le_bytes());
+    header[4..8].copy_from_slice(&ts_usec.to_le_bytes());
+    header[8..12].copy_from_slice(&caplen.to_le_bytes());
+    header[12..16].copy_from_slice(&orig_len.to_le_bytes());
+    header
+}
+
 impl<W: Write> PcapWriter<W> {
-    pub fn new(mut out: W) -> io::Result<Self> {
-        let mut header = [0u8; 24];
-        header[0..4].copy_from_slice(&MAGIC_USEC.to_le_bytes());
-        header[4..6].copy_from_slice(&2u16.to_le_bytes());
-        header[6..8].copy_from_slice(&4u16.to_le_bytes());
-        header[16..20].copy_from_slice(&SNAPLEN.to_le_bytes());
-        header[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
-        out.write_all(&header)?;
+    pub fn new(out: W) -> io::Result<Self> {
+        Self::with_link(out, LINKTYPE_ETHERNET, SNAPLEN)
+    }
+
+    /// A capture of `linktype` frames (e.g. [`crate::pflog::LINKTYPE_PFLOG`]) whose records
+    /// hold at most `snaplen` bytes.
+    pub fn with_link(mut out: W, linktype: u32, snaplen: u32) -> io::Result<Self> {
+        out.write_all(&file_header(linktype, snaplen))?;
         Ok(PcapWriter { out })
+    }
+
+    /// Appends a record holding `data`, the first bytes of a frame of `orig_len` bytes.
+    pub fn write_cut(&mut self, ts_sec: u32, ts_usec: u32, data: &[&[u8]], orig_len: u32) -> io::Result<()> {
+        let caplen: usize = data.iter().map(|d| d.len()).sum();
+        self.out.write_all(&record_header(ts_sec, ts_usec, caplen as u32, orig_len.max(caplen as u32)))?;
+        for d in data {
+            self.out.write_all(d)?;
+        }
+        Ok(())
     }
 
     /// Appends one frame with the given timestamp.
     pub fn write(&mut self, ts_sec: u32, ts_usec: u32, frame: &[u8]) -> io::Result<()> {
         let len = frame.len() as u32;
-        let mut header = [0u8; 16];
-        header[0..4].copy_from_slice(&ts_sec.to_le_bytes());
-        header[4..8].copy_from_slice(&ts_usec.to_le_bytes());
-        header[8..12].copy_from_slice(&len.to_le_bytes());
-        header[12..16].copy_from_slice(&len.to_le_bytes());
-        self.out.write_all(&header)?;
+        self.out.write_all(&record_header(ts_sec, ts_usec, len, len))?;
         self.out.write_all(frame)
     }
 
@@ -155,6 +182,16 @@ mod tests {
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0], Record { ts_sec: 1, ts_nsec: 2000, data: vec![0xaa; 60] });
         assert_eq!(recs[1].data.len(), 61);
+    }
+
+    #[test]
+    fn cut_records_keep_the_original_length() {
+        let mut w = PcapWriter::with_link(Vec::new(), 117, 128).unwrap();
+        w.write_cut(7, 8, &[&[1, 2], &[3]], 1500).unwrap();
+        let b = w.into_inner();
+        assert_eq!(&b[16..24], &[128, 0, 0, 0, 117, 0, 0, 0]);
+        assert_eq!(&b[24..40], &[7, 0, 0, 0, 8, 0, 0, 0, 3, 0, 0, 0, 0xdc, 5, 0, 0]);
+        assert_eq!(&b[40..], &[1, 2, 3]);
     }
 
     #[test]

@@ -71,6 +71,10 @@ pub struct BenchArgs {
     nat: bool,
     #[arg(long, value_name = "K", requires = "nat")]
     nat_sessions: Option<usize>,
+    /// Firewall: the final rule gets `log`, at most RATE records a second (0: no limit;
+    /// `[log] rate`'s default is 10000); a thread drains the log ring.
+    #[arg(long, value_name = "RATE")]
+    log: Option<u64>,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -109,12 +113,13 @@ pub fn main(args: BenchArgs) -> Result<()> {
         cpu: Some(cpu),
         workers: args.workers,
         warmup: std::time::Duration::from_millis(args.warmup_ms),
-        firewall: (args.rules.is_some() || args.table_size.is_some() || args.states.is_some() || args.nat).then(|| BenchFirewall {
+        firewall: (args.rules.is_some() || args.table_size.is_some() || args.states.is_some() || args.nat || args.log.is_some()).then(|| BenchFirewall {
             rules: args.rules.unwrap_or(0),
             table_size: args.table_size,
             states: args.states,
             realistic: args.rule_shape == RuleShape::Realistic,
             nat: args.nat.then_some(args.nat_sessions.unwrap_or(0)),
+            log: args.log,
         }),
         ..BenchConfig::default()
     };
@@ -160,6 +165,10 @@ pub fn main(args: BenchArgs) -> Result<()> {
                 f.nat_table_bytes as f64 / (1 << 20) as f64,
                 f.nat_table_bytes as f64 / f.nat_sessions.max(1) as f64
             );
+        }
+        if let Some(l) = &f.log {
+            let v = |i: usize| l[i].load(std::sync::atomic::Ordering::Relaxed);
+            println!("log: {} records, rate limit refused {}, ring full {}", v(0), v(1), v(2));
         }
         let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
         let matched: Vec<serde_json::Value> = f

@@ -12,7 +12,9 @@
 //!   `error: file:line:col: problem` with nothing changed (SIGHUP does the same; see
 //!   [`crate::reload`]);
 //! - `stats`, `routes`, `neighbours`, `interfaces` answer one JSON document each (see
-//!   [`crate::show`] for their fields).
+//!   [`crate::show`] for their fields);
+//! - `log` and `capture ...` (root and linerate's uid only) stream packets on a thread of
+//!   their own ([`crate::stream`]).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -48,6 +50,10 @@ pub struct RouterState {
     pub fw: Option<crate::control_fw::FwControl>,
     /// The config in effect: the one `run` started with, as reloads changed it.
     pub running: Mutex<Config>,
+    /// The firewall's log (`linerate log`), with a `[firewall]`.
+    pub log: Option<Arc<crate::logger::LogHub>>,
+    /// The workers' capture slots (`linerate capture`).
+    pub captures: crate::stream::Captures,
 }
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -124,7 +130,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(conn: UnixStream, state: &RouterState, access: Access) {
+fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
     // A client that never sends its line must not block the next one for long.
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
@@ -143,6 +149,9 @@ fn serve(conn: UnixStream, state: &RouterState, access: Access) {
             (Some(Role::ReadOnly), c) if crate::control_fw::is_admin_command(c) => {
                 format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
             }
+            // Packets' contents: for the admin only.
+            (Some(Role::ReadOnly), c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
+            (Some(Role::Admin), c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
             (Some(_), command) => answer(state, command),
         },
     };

@@ -5,6 +5,7 @@ mod bench;
 mod check;
 mod control;
 mod control_fw;
+mod describe;
 mod fail_closed;
 mod host;
 mod kernel_bypass;
@@ -12,6 +13,7 @@ mod lab_cmd;
 mod log;
 mod metrics;
 mod notify;
+mod logger;
 mod output;
 mod owner;
 mod privilege;
@@ -22,6 +24,7 @@ mod service;
 mod show;
 mod states;
 mod steering;
+mod stream;
 mod traffic;
 mod tools;
 
@@ -60,6 +63,10 @@ enum Command {
     Flush(states::FlushArgs),
     /// Install linerate as a systemd service (dist/linerate.service).
     InstallService(service::InstallArgs),
+    /// Print (or write as a pflog capture) the packets that firewall rules with `log` decide.
+    Log(stream::LogArgs),
+    /// Capture frames inside a running `linerate run`: as received, as sent, or dropped.
+    Capture(stream::CaptureArgs),
     /// Send UDP flows of minimum-size frames (or IMIX) on an interface, pkt-gen style.
     Gen(traffic::GenArgs),
     /// Count the frames arriving on an interface, per second.
@@ -90,6 +97,8 @@ fn main() -> std::process::ExitCode {
         Command::Kill(args) => states::kill_main(args),
         Command::Flush(args) => states::flush_main(args),
         Command::InstallService(args) => service::install_main(args),
+        Command::Log(args) => stream::log_main(args),
+        Command::Capture(args) => stream::capture_main(args),
         Command::Gen(args) => traffic::gen_main(args),
         Command::Rcv(args) => traffic::rcv_main(args),
         Command::Stat { .. } => unreachable!("handled above"),

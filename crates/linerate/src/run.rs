@@ -50,6 +50,10 @@ pub struct RunArgs {
     stats_interval: u64,
 }
 
+/// Records each worker's log ring holds (a burst of logged packets the logger thread has not
+/// drained yet: it drains every 10 ms).
+const LOG_RING: usize = 1024;
+
 /// Frames in each worker's pool: enough to keep every AF_XDP fill ring full plus frames in
 /// flight.
 const POOL_FRAMES: u32 = 16 * 1024;
@@ -189,6 +193,9 @@ pub fn main(args: RunArgs) -> Result<()> {
     let mut counters = Vec::new();
     let mut fw_stats = Vec::new();
     let mut state_desks = Vec::new();
+    // Each worker's log ring, drained by the logger thread (with a firewall).
+    let mut log_rings = Vec::new();
+    let log_file = if slot.is_some() { crate::logger::open_file(&cfg.log)? } else { None };
     for (w, ((rx, tx, pool), firewall)) in opened.into_iter().zip(firewalls).enumerate() {
         let mut worker: RunWorker = Worker::new(Arc::clone(&fib), &ports, rx, tx, punt_tx.clone(), pool, batch);
         // The errors-per-second budget is shared out among the workers.
@@ -199,7 +206,11 @@ pub fn main(args: RunArgs) -> Result<()> {
             (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP, yield_cpu: false },
         });
         worker.set_nat_steering(w as u16, workers as u16);
-        if let Some(firewall) = firewall {
+        if let Some(mut firewall) = firewall {
+            let rate = u64::from(cfg.log.rate).div_ceil(workers as u64);
+            let (sink, ring) = dataplane::filter::log::log_ring(LOG_RING, cfg.log.snaplen as usize, rate);
+            firewall.set_log(sink);
+            log_rings.push(ring);
             worker.set_firewall(firewall);
             let (desk, requests) = std::sync::mpsc::channel();
             worker.set_state_requests(w, requests);
@@ -221,6 +232,8 @@ pub fn main(args: RunArgs) -> Result<()> {
         reload_refusal,
         fw: slot.is_some().then(|| crate::control_fw::FwControl::new(fw_stats.clone(), state_desks, &rules_text)),
         running: Mutex::new(cfg.clone()),
+        log: slot.is_some().then(|| crate::logger::LogHub::new(cfg.log.snaplen, &log_rings)),
+        captures: crate::stream::Captures::new(workers_ready.iter().map(|w: &RunWorker| w.capture_slot()).collect()),
     });
     // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
     let socket_path = cfg.router.control_socket.clone();
@@ -272,6 +285,13 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
     }
 
+    let logger = match &state.log {
+        Some(hub) => {
+            let names = cfg.interfaces.iter().map(|i| i.name.clone()).collect();
+            Some(crate::logger::spawn(Arc::clone(hub), log_file, log_rings, names, Arc::clone(&stop))?)
+        }
+        None => None,
+    };
     drop(punt_tx);
     let cpus: Vec<String> = (0..workers).map(|w| ((first_cpu + w) % ncpu).to_string()).collect();
     eprintln!("linerate: forwarding with {workers} worker(s) on cpu {}, batch {batch}; Ctrl-C to stop", cpus.join(","));
@@ -307,6 +327,9 @@ pub fn main(args: RunArgs) -> Result<()> {
         finished.push(h.join().map_err(|_| anyhow::anyhow!("a worker thread panicked"))?);
     }
     let host_io = slow_thread.join().map_err(|_| anyhow::anyhow!("the slow-path thread panicked"))?;
+    if let Some(l) = logger {
+        l.join().map_err(|_| anyhow::anyhow!("the logger thread panicked"))?;
+    }
     // The workers are stopped: raise what the clean-up needs (NAPI threads, sysfs, nftables).
     crate::privilege::for_clean_up();
     // The report is written at once, and a closed stdout does not stop the clean-up.
@@ -331,6 +354,17 @@ pub fn main(args: RunArgs) -> Result<()> {
     }
     for stats in &fw_stats {
         print_firewall(&mut report, stats);
+    }
+    if let Some(hub) = state.log.as_ref().filter(|h| h.totals.written.load(Ordering::Relaxed) > 0 || slot.as_ref().is_some_and(|s| s.current().log.any)) {
+        let t = &hub.totals;
+        let (limited, full) = hub.losses();
+        let _ = writeln!(
+            report,
+            "log: {} records, lost: rate limit {limited}, rings full {full}, slow clients {}; file write errors {}",
+            t.written.load(Ordering::Relaxed),
+            t.client_drops.load(Ordering::Relaxed),
+            t.file_errors.load(Ordering::Relaxed)
+        );
     }
     for iface in &physical {
         if let Some(n) = io::xdp::unsteered_drops(&iface.name) {

@@ -214,13 +214,19 @@ impl FilterStage {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn lookup<S: Routed>(&mut self, i: usize, step: &mut S, flow: &FlowV4, h: u64, probe: Option<u32>, len: u16, pool: &FramePool, desc: FrameDesc, l3: usize) {
-        let prior = match self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len) {
+        let hit = self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
+        let port = step.routed().map_or(desc.port, |r| r.2);
+        // A packet the state decides is logged here (`log (all)`); one that goes on to the
+        // rules is logged once, after them (`by_key`).
+        if matches!(hit, Some(Ok(None) | Err(_))) && self.fw.has_log_hit() {
+            self.fw.emit_log(pool.frame(desc), l3, port);
+        }
+        let prior = match hit {
             Some(Ok(None)) => return self.settled[i % MAX_BATCH] = true,
             Some(Ok(Some(id))) => Prior::Hit(id),
             Some(Err(reason)) => return step.drop_for(reason),
             None => Prior::Miss,
         };
-        let port = step.routed().map_or(desc.port, |r| r.2);
         let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, prior);
         self.record(i, step, r);
     }
@@ -304,9 +310,19 @@ impl FilterStage {
 
     /// A packet off the fast path: its full key, then (unless the fast path looked its flow
     /// up already, `prior`) the state lookup by key, or for an ICMP error the state of the
-    /// flow it quotes, then the in pass.
+    /// flow it quotes, then the in pass; then, if its rule logs it, its log record.
     #[inline(always)]
     fn by_key(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, prior: Prior) -> Result<Option<Ticket>, DropReason> {
+        let r = self.judge(frame, l3, v4, port, i, prior);
+        if self.fw.has_log_hit() {
+            self.fw.emit_log(frame, l3, port);
+        }
+        r
+    }
+
+    /// [`by_key`](Self::by_key) but for the log.
+    #[inline(always)]
+    fn judge(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, prior: Prior) -> Result<Option<Ticket>, DropReason> {
         let i = i % MAX_BATCH;
         let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
         keys::extract(frame, l3, v4, port, key, tcp);

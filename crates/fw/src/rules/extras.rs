@@ -1,5 +1,5 @@
 //! Parts of the rule syntax kept out of the main parser: interface and ICMP type lists,
-//! address ranges (`a - b`), and pf's keywords that linerate refuses by name.
+//! address ranges (`a - b`), `log` options, and pf's keywords that linerate refuses by name.
 
 use super::{AddrItem, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
 use crate::packet::Af;
@@ -55,7 +55,48 @@ pub(super) fn range_prefixes(af: Af, lo: u128, hi: u128) -> Vec<Prefix> {
     }
 }
 
+/// A rule's `log` option (pf.conf(5) "log"): which packets it decides are copied, with a
+/// pflog header, to linerate's log (`docs/firewall.md`, "Logging").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LogMode {
+    #[default]
+    None,
+    /// `log`: the packets the rule decides; for a rule that keeps state, the packet that
+    /// creates the state.
+    Decided,
+    /// `log (all)`: also every packet its states pass.
+    All,
+}
+
 impl Parser<'_> {
+    /// `log [ ( all ) ]`, if next; pf's other log options are refused by name.
+    pub(super) fn log_mode(&mut self) -> PResult<LogMode> {
+        if !self.eat_word("log")? {
+            return Ok(LogMode::None);
+        }
+        if !self.eat_punct("(")? {
+            return Ok(LogMode::Decided);
+        }
+        loop {
+            let t = self.peek()?.clone();
+            match &t.tok {
+                Tok::Word(w) if w == "all" => {}
+                Tok::Word(w) if w == "to" => {
+                    return here(&t, "`log (to IFACE)` is not supported by linerate (one log: `[log]` in the config, `linerate log`)");
+                }
+                Tok::Word(w) if w == "user" || w == "matches" => {
+                    return here(&t, format!("`log ({w})` is not supported by linerate"));
+                }
+                _ => return self.fail("a log option (all)"),
+            }
+            self.next()?;
+            if self.eat_punct(")")? {
+                return Ok(LogMode::All);
+            }
+            self.expect_punct(",", "\",\" or \")\"")?;
+        }
+    }
+
     /// Fails at the next word if it is a pf keyword in `list`: "`{context}X` is not
     /// supported by linerate".
     fn refuse_in(&mut self, list: &[&str], context: &str) -> PResult<()> {
