@@ -6,6 +6,7 @@
 //! See `examples/router.toml` in the repository for a documented example.
 #![forbid(unsafe_code)]
 
+mod kernel_routes;
 mod mac;
 mod prefix;
 mod punt;
@@ -18,6 +19,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub use kernel_routes::{KernelRoutes, PROTO_KERNEL, PROTO_LINERATE};
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
 pub use punt::{PuntClassLimits, PuntSettings};
@@ -75,6 +77,9 @@ pub struct RouterSettings {
     /// Members of this group may use the read-only commands of the control socket
     /// (`show`, `top`); the socket file gets this group and mode 0660 (default: none, 0600).
     pub control_group: Option<String>,
+    /// `[router.kernel_routes]`: the kernel routing table mirrored into the FIB (default:
+    /// none).
+    pub kernel_routes: Option<KernelRoutes>,
 }
 
 impl Default for RouterSettings {
@@ -92,6 +97,7 @@ impl Default for RouterSettings {
             fail_closed: false,
             user: None,
             control_group: None,
+            kernel_routes: None,
         }
     }
 }
@@ -184,6 +190,17 @@ pub struct Route {
     /// `None`: directly connected on `interface`.
     pub via: Option<IpAddr>,
     pub interface: String,
+    /// Further equal-cost next hops, with their interfaces, when `via` is a list
+    /// (`via = ["10.0.0.1", "10.0.1.1"]`: `via` holds the first).
+    pub also_via: Vec<(IpAddr, String)>,
+}
+
+impl Route {
+    /// Every next hop (gateway, interface): none for a directly connected route.
+    pub fn next_hops(&self) -> Vec<(IpAddr, &str)> {
+        let first = self.via.map(|v| (v, self.interface.as_str()));
+        first.into_iter().chain(self.also_via.iter().map(|(a, i)| (*a, i.as_str()))).collect()
+    }
 }
 
 /// One static `[[neighbour]]`. `interface` is always resolved.

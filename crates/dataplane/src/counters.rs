@@ -50,6 +50,7 @@ drop_reasons! {
     FragmentTiny => "fragment_tiny", "First IPv4 fragment too short for its L4 header (RFC 1858).";
     FragmentOverlap => "fragment_overlap", "IPv4 TCP fragment at offset 8, over the flags (RFC 1858).";
     IpOptions => "ip_options", "IP options or IPv6 routing / hop-by-hop options, and the rule or state passing it lacks allow-opts (pf).";
+    Blackhole => "blackhole", "Discarded by a blackhole route (config, or a kernel route of type blackhole).";
 }
 
 /// Number of drop reasons.
