@@ -55,8 +55,12 @@ pub(crate) struct RawKernelRoutes {
     protocols: Option<Spanned<Vec<toml::Value>>>,
 }
 
-pub(crate) fn settings(cx: &Ctx, raw: Option<RawKernelRoutes>) -> Result<Option<KernelRoutes>, ConfigError> {
+pub(crate) fn settings(cx: &Ctx, raw: Option<Spanned<RawKernelRoutes>>, host_stack: bool) -> Result<Option<KernelRoutes>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
+    if !host_stack {
+        return Err(cx.err(raw.span(), "router.kernel_routes needs router.host_stack = true: kernel routes reach linerate's ports through their TAPs"));
+    }
+    let raw = raw.into_inner();
     let table = match &raw.table {
         None => 254,
         Some(v) => match v.get_ref() {

@@ -50,7 +50,7 @@ struct RawRouter {
     fail_closed: Option<bool>,
     user: Option<S<String>>,
     control_group: Option<S<String>>,
-    kernel_routes: Option<crate::kernel_routes::RawKernelRoutes>,
+    kernel_routes: Option<S<crate::kernel_routes::RawKernelRoutes>>,
 }
 
 #[derive(Deserialize)]
@@ -234,7 +234,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         fail_closed: r.fail_closed.unwrap_or(d.fail_closed),
         user,
         control_group,
-        kernel_routes: crate::kernel_routes::settings(cx, r.kernel_routes)?,
+        kernel_routes: crate::kernel_routes::settings(cx, r.kernel_routes, r.host_stack.unwrap_or(d.host_stack))?,
     })
 }
 

@@ -7,9 +7,11 @@
 //! the uid linerate runs as may use every command; members of `router.control_group` only
 //! the read-only ones (all but `reload`); anyone else is refused. The protocol is one line
 //! per connection, one line back:
-//! - `reload` re-reads the rule file named in the running config, compiles it off the fast
-//!   path and publishes it to the workers, answering `ok: N rules`, or
-//!   `error: file:line:col: problem` with the old rules left in place (SIGHUP does the same);
+//! - `reload` re-reads the config file and applies its static routes (changed ones in place,
+//!   unchanged ones untouched), re-reads the rule file named in the running config, compiles
+//!   it off the fast path and publishes it to the workers, answering `ok: N rules` (plus what
+//!   the static routes did, when they changed), or `error: file:line:col: problem` with the old
+//!   routes and rules left in place (SIGHUP does the same);
 //! - `stats`, `routes`, `neighbours`, `interfaces` answer one JSON document each (see
 //!   [`crate::show`] for their fields).
 
@@ -24,9 +26,10 @@ use anyhow::{Context, Result, bail};
 use config::Config;
 use dataplane::WorkerCounters;
 use dataplane::filter::RulesSlot;
-use dataplane::fib::RouteKind;
+use dataplane::fib::{RouteKind, RouteSource};
 use dataplane::slowpath::SlowPath;
 use serde_json::{Value, json};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// What the control socket can see of a running router.
 pub struct RouterState {
@@ -43,6 +46,8 @@ pub struct RouterState {
     /// Why rules that keep state must not be loaded into this run (see
     /// [`crate::steering::reload_refusal`]).
     pub reload_refusal: Option<String>,
+    /// The kernel route mirror's counters (`router.kernel_routes`).
+    pub kernel_routes: Option<Arc<crate::route_sync::SyncStats>>,
 }
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -233,6 +238,11 @@ fn stats(state: &RouterState) -> Value {
             "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
             "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
         },
+        "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
+            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed),
+            "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
+            "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        })),
     })
 }
 
@@ -252,18 +262,28 @@ fn port_name(state: &RouterState, port: u16) -> Value {
 
 fn routes(state: &RouterState) -> Value {
     let sp = state.slow.lock().unwrap_or_else(|e| e.into_inner());
-    let list: Vec<Value> = sp
-        .fib()
-        .routes()
-        .map(|(prefix, len, kind)| {
+    let fib = sp.fib();
+    let list: Vec<Value> = fib
+        .routes_by_source()
+        .map(|(prefix, len, kind, source)| {
             let (k, via, port) = match kind {
-                RouteKind::Local => ("local", None, None),
-                RouteKind::Blackhole => ("blackhole", None, None),
-                RouteKind::Connected { port } => ("connected", None, Some(port)),
-                RouteKind::Via { gateway, port } => ("via", Some(gateway.to_string()), Some(port)),
-                RouteKind::Neighbour { port } => ("neighbour", None, Some(port)),
+                RouteKind::Local => ("local", vec![], None),
+                RouteKind::Blackhole => ("blackhole", vec![], None),
+                RouteKind::Unreachable => ("unreachable", vec![], None),
+                RouteKind::Connected { port } => ("connected", vec![], Some(port)),
+                RouteKind::Via { gateway, port } => ("via", vec![(gateway, port)], Some(port)),
+                RouteKind::Multipath { group, .. } => ("multipath", fib.group_members(group), None),
+                RouteKind::Neighbour { port } => ("neighbour", vec![], Some(port)),
             };
-            json!({"prefix": format!("{prefix}/{len}"), "kind": k, "via": via, "interface": port.map(|p| port_name(state, p))})
+            let source = match source {
+                RouteSource::Interface => "interface",
+                RouteSource::Neighbour => "neighbour",
+                RouteSource::Static => "static",
+                RouteSource::Kernel => "kernel",
+            };
+            let paths: Vec<Value> = via.iter().map(|&(gw, p)| json!({"via": gw.to_string(), "interface": port_name(state, p)})).collect();
+            json!({"prefix": format!("{prefix}/{len}"), "kind": k, "via": via.first().map(|v| v.0.to_string()),
+                   "interface": port.map(|p| port_name(state, p)), "source": source, "paths": paths})
         })
         .collect();
     json!(list)
@@ -300,33 +320,53 @@ fn interfaces(state: &RouterState) -> Value {
     json!(list)
 }
 
-/// Re-reads, compiles and publishes the rule file (the `reload` command and SIGHUP); the
-/// answer is `ok: N rules` or `error: ...`, the old rules kept. Logged on stderr either way.
+/// Re-reads the config file: its static routes replace the running ones (changed routes in
+/// place, unchanged ones untouched), and, with a `[firewall]`, the rule file is compiled and
+/// published (the `reload` command and SIGHUP). Nothing changes unless the config and the
+/// rules are both valid. The answer is `ok: N rules` (with what the routes did, if
+/// anything), or `error: ...`, the old routes and rules kept. Logged on stderr either way.
 pub fn reload(state: &RouterState) -> String {
-    let cfg = &state.cfg;
-    let (Some(slot), Some(fw)) = (&state.slot, &cfg.firewall) else {
-        return format!("error: {}: no [firewall] table in the running config", cfg.path.display());
-    };
-    match load_and_publish(state, slot, &fw.rules) {
-        Ok(n) => {
-            eprintln!("linerate: firewall reloaded: {n} rules from {}", fw.rules.display());
-            format!("ok: {n} rules")
+    match reload_all(state) {
+        Ok(answer) => {
+            eprintln!("linerate: reloaded: {answer}");
+            format!("ok: {answer}")
         }
         Err(e) => {
-            eprintln!("linerate: firewall reload refused, old rules kept: {e:#}");
+            eprintln!("linerate: reload refused, old routes and rules kept: {e:#}");
             format!("error: {e:#}")
         }
     }
 }
 
-fn load_and_publish(state: &RouterState, slot: &RulesSlot, path: &std::path::Path) -> Result<usize> {
+fn reload_all(state: &RouterState) -> Result<String> {
+    let cfg = Config::load(&state.cfg.path)?;
+    let routes = dataplane::fib::static_routes(&cfg, &state.ports)?;
+    let rules = match (&state.slot, &state.cfg.firewall) {
+        (Some(slot), Some(fw)) => Some((slot, compile_rules(state, &fw.rules)?)),
+        _ => None,
+    };
+    let changes = {
+        let mut sp = state.slow.lock().unwrap_or_else(|e| e.into_inner());
+        sp.fib_mut().set_static_routes(&routes).with_context(|| format!("{}: static routes", cfg.path.display()))?
+    };
+    let mut answer = Vec::new();
+    if let Some((slot, (rules, path))) = rules {
+        let n = rules.rule_count();
+        slot.publish(Arc::new(rules)).with_context(|| format!("{}: set limit states", path.display()))?;
+        answer.push(format!("{n} rules"));
+    }
+    if answer.is_empty() || changes.added + changes.changed + changes.removed > 0 {
+        answer.push(format!("static routes: {} added, {} changed, {} removed, {} unchanged", changes.added, changes.changed, changes.removed, changes.unchanged));
+    }
+    Ok(answer.join("; "))
+}
+
+fn compile_rules<'a>(state: &RouterState, path: &'a std::path::Path) -> Result<(dataplane::filter::CompiledRules, &'a std::path::Path)> {
     let rules = crate::run::load_rules(&state.cfg, path)?;
     if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&rules.rules)) {
         bail!("{}: {why}", path.display());
     }
-    let n = rules.rule_count();
-    slot.publish(Arc::new(rules)).with_context(|| format!("{}: set limit states", path.display()))?;
-    Ok(n)
+    Ok((rules, path))
 }
 
 /// `linerate reload`: asks the running linerate to re-read its rule file; prints the answer,

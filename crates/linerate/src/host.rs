@@ -82,21 +82,32 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
     }
     if cfg.router.host_stack {
         for r in &cfg.routes {
-            let Some(i) = cfg.interfaces.iter().position(|x| x.name == r.interface) else { continue };
-            let tap = cfg.interfaces[i].tap_name(i);
-            let prefix = format!("{}/{}", r.prefix.addr, r.prefix.len);
-            let mut args = vec!["route", "replace", &prefix];
-            let via = r.via.map(|v| v.to_string());
-            if let Some(v) = &via {
-                args.extend(["via", v]);
-            }
-            args.extend(["dev", &tap]);
-            if let Err(e) = ip(&args) {
+            if let Err(e) = host_route(cfg, r) {
                 eprintln!("linerate: warning: host stack route: {e:#}");
             }
         }
     }
     Ok(HostIo { senders, taps, send_errors: 0 })
+}
+
+/// Gives the host stack a static route through the TAPs, marked as linerate's (protocol
+/// `config::PROTO_LINERATE`, so `router.kernel_routes` never mirrors it back).
+fn host_route(cfg: &Config, r: &config::Route) -> Result<()> {
+    let tap = |name: &str| cfg.interfaces.iter().position(|x| x.name == name).map(|i| cfg.interfaces[i].tap_name(i));
+    let prefix = format!("{}/{}", r.prefix.addr, r.prefix.len);
+    let proto = config::PROTO_LINERATE.to_string();
+    let mut args: Vec<String> = ["route", "replace", &prefix, "proto", &proto].iter().map(|s| s.to_string()).collect();
+    let hops = r.next_hops();
+    match &hops[..] {
+        [] => args.extend(["dev".into(), tap(&r.interface).unwrap_or_default()]),
+        [(gw, i)] => args.extend(["via".into(), gw.to_string(), "dev".into(), tap(i).unwrap_or_default()]),
+        many => {
+            for (gw, i) in many {
+                args.extend(["nexthop".into(), "via".into(), gw.to_string(), "dev".into(), tap(i).unwrap_or_default()]);
+            }
+        }
+    }
+    ip(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// Names of the TAPs, for the operator.

@@ -12,6 +12,7 @@ mod output;
 mod owner;
 mod privilege;
 mod receive;
+mod route_sync;
 mod run;
 mod show;
 mod steering;

@@ -250,6 +250,11 @@ impl RouteSocket {
     }
 }
 
+/// Whether a receive error says messages were lost (`ENOBUFS`: the buffer overflowed).
+pub fn is_overrun(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
 fn setsockopt(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: `value` is a c_int that outlives the call, its size passed.
     let rc = unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, (&value as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32) };
