@@ -239,7 +239,7 @@ fn stats(state: &RouterState) -> Value {
             "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
         },
         "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
-            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed),
+            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending.load(Relaxed),
             "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
             "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
         })),

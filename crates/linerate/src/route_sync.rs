@@ -73,6 +73,8 @@ pub struct SyncStats {
     pub applied: AtomicU64,
     /// Kernel routes in the FIB's view (installed or shadowed by another source).
     pub routes: AtomicU64,
+    /// Changed prefixes read but not yet applied.
+    pub pending: AtomicU64,
     /// Full dumps (1 at start, one more per overflow).
     pub dumps: AtomicU64,
     /// Receive buffer overflows: messages were lost, the table was dumped again.
@@ -233,6 +235,7 @@ impl RouteSync {
         }
         self.stats.applied.fetch_add(keys.len() as u64, Relaxed);
         self.stats.routes.store(self.routes.len() as u64, Relaxed);
+        self.stats.pending.store(self.dirty.len() as u64, Relaxed);
         keys.len()
     }
 
@@ -286,13 +289,26 @@ fn drain(sock: &RouteSocket, buf: &mut [u8]) {
     }
 }
 
+/// Applies every pending change, a slice per hold of the slow path's lock.
+fn apply_all(sync: &mut RouteSync, slow: &Mutex<SlowPath>, stop: &AtomicBool) {
+    sync.stats.pending.store(sync.dirty.len() as u64, Relaxed);
+    while sync.is_dirty() && !stop.load(Relaxed) {
+        let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
+        sync.apply(sp.fib_mut(), SLICE);
+    }
+}
+
 /// Runs until `stop`: dump, then follow the table.
 pub fn run(mut sync: RouteSync, sock: RouteSocket, slow: Arc<Mutex<SlowPath>>, stop: Arc<AtomicBool>) {
     let mut buf = vec![0u8; 1 << 20];
     let mut need_dump = true;
     while !stop.load(Relaxed) {
         if need_dump {
+            let start = std::time::Instant::now();
             dump(&mut sync, &sock, &mut buf);
+            apply_all(&mut sync, &slow, &stop);
+            let (n, secs) = (sync.routes.len(), start.elapsed().as_secs_f64());
+            eprintln!("linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)", sync.cfg.table, n as f64 / secs.max(1e-9));
             need_dump = false;
         }
         let mut read = 0;
@@ -321,10 +337,7 @@ pub fn run(mut sync: RouteSync, sock: RouteSocket, slow: Arc<Mutex<SlowPath>>, s
         if need_dump {
             continue;
         }
-        while sync.is_dirty() && !stop.load(Relaxed) {
-            let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
-            sync.apply(sp.fib_mut(), SLICE);
-        }
+        apply_all(&mut sync, &slow, &stop);
         if read == 0 {
             let _ = sock.wait(100);
         }
