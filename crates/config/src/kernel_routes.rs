@@ -96,3 +96,85 @@ pub(crate) fn settings(cx: &Ctx, raw: Option<Spanned<RawKernelRoutes>>, host_sta
     }
     Ok(Some(KernelRoutes { table, protocols }))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::path::Path;
+
+    use crate::{Config, ConfigError, PROTO_KERNEL, PROTO_LINERATE};
+
+    const BASE: &str = "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\"]\n\n[[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n";
+
+    fn parse(extra: &str) -> Result<Config, ConfigError> {
+        Config::parse(&format!("{BASE}{extra}"), Path::new("router.toml"))
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn kernel_routes_table_and_protocols() {
+        assert_eq!(parse("").unwrap().router.kernel_routes, None);
+        let k = parse("[router.kernel_routes]\n").unwrap().router.kernel_routes.unwrap();
+        assert_eq!((k.table, k.protocols.clone()), (254, vec![]));
+        assert!(k.takes(12) && k.takes(4) && !k.takes(PROTO_KERNEL) && !k.takes(PROTO_LINERATE));
+        let k = parse("[router.kernel_routes]\ntable = 100\nprotocols = [\"bird\", \"bgp\", 42]\n").unwrap().router.kernel_routes.unwrap();
+        assert_eq!((k.table, k.protocols.clone()), (100, vec![12, 186, 42]));
+        assert!(k.takes(186) && !k.takes(4));
+    }
+
+    #[test]
+    fn kernel_routes_errors_name_the_value() {
+        let e = parse("[router.kernel_routes]\ntable = \"local\"\n").unwrap_err();
+        assert_eq!((e.line, e.column), (9, 9), "{e}");
+        assert!(e.message.contains("\"main\" or a table number"), "{e}");
+        let e = parse("[router.kernel_routes]\nprotocols = [\"birdd\"]\n").unwrap_err();
+        assert!(e.message.contains("protocol \"birdd\" is unknown"), "{e}");
+        let e = parse("[router.kernel_routes]\nprotocols = [250]\n").unwrap_err();
+        assert!(e.message.contains("linerate's own routes"), "{e}");
+        let e = parse("[router.kernel_routes]\nprotocols = []\n").unwrap_err();
+        assert!(e.message.contains("protocols is empty"), "{e}");
+        let e = parse("[router.kernel_routes]\nfoo = 1\n").unwrap_err();
+        assert!(e.message.contains("unknown field"), "{e}");
+        let e = Config::parse(&format!("[router]\nhost_stack = false\n[router.kernel_routes]\n{BASE}"), Path::new("router.toml")).unwrap_err();
+        assert!(e.message.contains("needs router.host_stack = true"), "{e}");
+        assert_eq!(e.line, 3, "{e}");
+    }
+
+    #[test]
+    fn via_lists_are_multipath_routes() {
+        let cfg = parse("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [\"198.18.0.2\", \"198.19.0.2\"]\n").unwrap();
+        let r = &cfg.routes[0];
+        assert_eq!((r.via, r.interface.as_str()), (Some(ip("198.18.0.2")), "lr-a"));
+        assert_eq!(r.also_via, vec![(ip("198.19.0.2"), "lr-b".to_owned())]);
+        assert_eq!(r.next_hops(), vec![(ip("198.18.0.2"), "lr-a"), (ip("198.19.0.2"), "lr-b")]);
+        // One address in a list is a plain route; a string still works.
+        let cfg = parse("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [\"198.18.0.2\"]\n[[route]]\nprefix = \"11.0.0.0/8\"\nvia = \"198.19.0.2\"\n").unwrap();
+        assert!(cfg.routes.iter().all(|r| r.also_via.is_empty() && r.via.is_some()));
+        // With `interface`, every next hop is on it.
+        let cfg = parse("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [\"192.0.2.1\", \"192.0.2.2\"]\ninterface = \"lr-b\"\n").unwrap();
+        assert_eq!(cfg.routes[0].next_hops(), vec![(ip("192.0.2.1"), "lr-b"), (ip("192.0.2.2"), "lr-b")]);
+    }
+
+    #[test]
+    fn via_list_errors() {
+        for (via, frag) in [
+            ("[]", "via lists 0 next hops"),
+            ("[\"198.18.0.2\", \"198.18.0.2\"]", "via lists 198.18.0.2 twice"),
+            ("[\"198.18.0.2\", 7]", "via must be an address or a list of addresses"),
+            ("[\"198.18.0.2\", \"2001:db8::1\"]", "is IPv6 but the prefix is IPv4"),
+            ("[\"198.18.0.2\", \"192.0.2.1\"]", "via 192.0.2.1 is not on-link"),
+            ("[\"198.18.0.2\", \"198.19.0.1\"]", "this router's own address"),
+            ("7", "via must be an address or a list of addresses"),
+        ] {
+            let e = parse(&format!("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = {via}\n")).unwrap_err();
+            assert!(e.message.contains(frag), "{via}: {e}");
+            assert_eq!((e.line, e.column), (10, 7), "{via}: {e}");
+        }
+        let seventeen: Vec<String> = (1..=17).map(|i| format!("\"198.18.0.{}\"", i + 1)).collect();
+        let e = parse(&format!("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [{}]\n", seventeen.join(", "))).unwrap_err();
+        assert!(e.message.contains("via lists 17 next hops (1..=16)"), "{e}");
+    }
+}

@@ -104,14 +104,16 @@ pub struct RouteSync {
     /// TAP ifindex -> logical port.
     ports: HashMap<u32, u16>,
     routes: HashMap<(IpAddr, u8), Vec<KernelRoute>>,
+    /// Changed prefixes, once each: the set, and the list to take them from in slices.
     dirty: HashSet<(IpAddr, u8)>,
+    dirty_list: Vec<(IpAddr, u8)>,
     pub stats: Arc<SyncStats>,
     logged: HashSet<Skip>,
 }
 
 impl RouteSync {
     pub fn new(cfg: KernelRoutes, ports: HashMap<u32, u16>) -> RouteSync {
-        RouteSync { cfg, ports, routes: HashMap::new(), dirty: HashSet::new(), stats: Arc::default(), logged: HashSet::new() }
+        RouteSync { cfg, ports, routes: HashMap::new(), dirty: HashSet::new(), dirty_list: Vec::new(), stats: Arc::default(), logged: HashSet::new() }
     }
 
     fn skip(&mut self, why: Skip, what: &dyn Fn() -> String) {
@@ -177,7 +179,7 @@ impl RouteSync {
         if list.is_empty() {
             self.routes.remove(&key);
         }
-        self.dirty.insert(key);
+        self.mark(key);
     }
 
     /// What the FIB should hold for a prefix now: its lowest-metric route, if linerate can
@@ -214,6 +216,12 @@ impl RouteSync {
         }
     }
 
+    fn mark(&mut self, key: (IpAddr, u8)) {
+        if self.dirty.insert(key) {
+            self.dirty_list.push(key);
+        }
+    }
+
     /// Whether changes wait to be applied.
     pub fn is_dirty(&self) -> bool {
         !self.dirty.is_empty()
@@ -221,7 +229,7 @@ impl RouteSync {
 
     /// Applies up to `max` changed prefixes to the FIB; returns how many.
     pub fn apply(&mut self, fib: &mut FibControl, max: usize) -> usize {
-        let keys: Vec<(IpAddr, u8)> = self.dirty.iter().take(max).copied().collect();
+        let keys = self.dirty_list.split_off(self.dirty_list.len().saturating_sub(max));
         for &key in &keys {
             self.dirty.remove(&key);
             let res = match self.target(key) {
@@ -242,7 +250,10 @@ impl RouteSync {
     /// Forgets the table before a new dump; every prefix known so far is re-examined when
     /// the dump has been read (gone ones are removed).
     fn reset(&mut self) {
-        self.dirty.extend(self.routes.keys().copied());
+        let known: Vec<(IpAddr, u8)> = self.routes.keys().copied().collect();
+        for key in known {
+            self.mark(key);
+        }
         self.routes.clear();
     }
 }

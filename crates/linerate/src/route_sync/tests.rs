@@ -226,3 +226,4 @@ fn a_new_dump_removes_what_vanished() {
     assert_eq!(gateways(&ctl, "10.12.0.1"), vec![(ip("198.18.0.3"), 0)]);
     assert_eq!(ctl.kernel_counts(), (1, 1));
 }
+
