@@ -5,7 +5,7 @@ set -eu
 secs="${1:-30}"
 cd "$(dirname "$0")"
 unset CARGO_TARGET_DIR
-for t in fuzz_ethernet fuzz_arp fuzz_ipv4 fuzz_ipv6 fuzz_icmpv4 fuzz_icmpv6 fuzz_udp fuzz_tcp fuzz_rules; do
+for t in fuzz_ethernet fuzz_arp fuzz_ipv4 fuzz_ipv6 fuzz_icmpv4 fuzz_icmpv6 fuzz_udp fuzz_tcp fuzz_rules fuzz_rtnetlink_route; do
     echo "=== $t (${secs}s)"
     RUSTC_BOOTSTRAP=1 cargo fuzz run "$t" -- -max_total_time="$secs"
 done

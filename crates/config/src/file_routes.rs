@@ -25,7 +25,7 @@ pub(crate) fn add(cx: &Ctx, ifaces: &[Interface], file: &Path, seen: &mut Seen, 
         }
         let interface = interface(ifaces, &r).map_err(|(column, msg)| err(column, format!("route {}: {msg}", r.prefix)))?;
         seen.insert(r.prefix, Origin::File(r.line));
-        routes.push(Route { prefix: r.prefix, via: r.next_hop, interface });
+        routes.push(Route { prefix: r.prefix, via: r.next_hop, interface, also_via: Vec::new() });
         Ok(())
     })
 }

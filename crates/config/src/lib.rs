@@ -8,6 +8,7 @@
 
 mod file_routes;
 mod log;
+mod kernel_routes;
 mod mac;
 mod prefix;
 mod punt;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 pub use log::LogSettings;
+pub use kernel_routes::{KernelRoutes, PROTO_KERNEL, PROTO_LINERATE};
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
 pub use punt::{PuntClassLimits, PuntSettings};
@@ -91,6 +93,9 @@ pub struct RouterSettings {
     /// Serve the counters as Prometheus / OpenMetrics text on `GET /metrics` at this TCP
     /// address (default: off).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `[router.kernel_routes]`: the kernel routing table mirrored into the FIB (default:
+    /// none).
+    pub kernel_routes: Option<KernelRoutes>,
 }
 
 impl Default for RouterSettings {
@@ -110,6 +115,7 @@ impl Default for RouterSettings {
             control_group: None,
             metrics_listen: None,
             route_file: None,
+            kernel_routes: None,
         }
     }
 }
@@ -204,6 +210,17 @@ pub struct Route {
     /// `None`: directly connected on `interface`.
     pub via: Option<IpAddr>,
     pub interface: String,
+    /// Further equal-cost next hops, with their interfaces, when `via` is a list
+    /// (`via = ["10.0.0.1", "10.0.1.1"]`: `via` holds the first).
+    pub also_via: Vec<(IpAddr, String)>,
+}
+
+impl Route {
+    /// Every next hop (gateway, interface): none for a directly connected route.
+    pub fn next_hops(&self) -> Vec<(IpAddr, &str)> {
+        let first = self.via.map(|v| (v, self.interface.as_str()));
+        first.into_iter().chain(self.also_via.iter().map(|(a, i)| (*a, i.as_str()))).collect()
+    }
 }
 
 /// One static `[[neighbour]]`. `interface` is always resolved.

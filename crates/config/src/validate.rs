@@ -54,6 +54,7 @@ struct RawRouter {
     control_group: Option<S<String>>,
     metrics_listen: Option<S<String>>,
     route_file: Option<S<String>>,
+    kernel_routes: Option<S<crate::kernel_routes::RawKernelRoutes>>,
 }
 
 #[derive(Deserialize)]
@@ -77,7 +78,8 @@ struct RawInterface {
 #[serde(deny_unknown_fields)]
 struct RawRoute {
     prefix: S<String>,
-    via: Option<S<String>>,
+    /// One address, or a list of them (equal-cost multipath).
+    via: Option<S<toml::Value>>,
     interface: Option<S<String>>,
 }
 
@@ -260,6 +262,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         control_group,
         metrics_listen,
         route_file,
+        kernel_routes: crate::kernel_routes::settings(cx, r.kernel_routes, r.host_stack.unwrap_or(d.host_stack))?,
     })
 }
 
@@ -590,33 +593,39 @@ fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -
             ));
         }
         seen.insert(prefix, Origin::Config(ps.span().start));
-        let via = match &r.via {
-            None => None,
-            Some(v) => {
-                let a = ip(cx, &owner, "via", v)?;
-                if let Some(problem) = via_problem(ifaces, &prefix, &a) {
-                    return Err(cx.err(v.span(), format!("{owner}: {problem}")));
-                }
-                Some((a, v.span()))
+        let vias = match &r.via {
+            None => Vec::new(),
+            Some(v) => next_hops(cx, ifaces, &owner, prefix, v)?,
+        };
+        let span = r.via.as_ref().map_or(ps.span(), |v| v.span());
+        let interface_of = |a: &IpAddr| -> Result<String, ConfigError> {
+            match &r.interface {
+                Some(i) => known_interface(cx, ifaces, &owner, i),
+                None => match on_link(ifaces, a) {
+                    Some(i) => Ok(i.name.clone()),
+                    None => Err(cx.err(span.clone(), format!(
+                        "{owner}: via {a} is not on-link on any interface (no interface address prefix contains it); \
+                         add `interface = \"...\"` to the route"
+                    ))),
+                },
             }
         };
-        let interface = match (&r.interface, &via) {
+        let interface = match (&r.interface, vias.first()) {
             (Some(i), _) => known_interface(cx, ifaces, &owner, i)?,
-            (None, Some((a, span))) => match on_link(ifaces, a) {
-                Some(i) => i.name.clone(),
-                None => return Err(cx.err(span.clone(), format!(
-                    "{owner}: via {a} is not on-link on any interface (no interface address prefix contains it); \
-                     add `interface = \"...\"` to the route"
-                ))),
-            },
+            (None, Some(a)) => interface_of(a)?,
             (None, None) => return Err(cx.err(ps.span(), format!(
                 "{owner} has neither `via` nor `interface`; a directly connected route needs `interface`"
             ))),
         };
+        let mut also_via = Vec::new();
+        for a in vias.iter().skip(1) {
+            also_via.push((*a, interface_of(a)?));
+        }
         out.push(Route {
             prefix,
-            via: via.map(|v| v.0),
+            via: vias.first().copied(),
             interface,
+            also_via,
         });
     }
     Ok(out)
@@ -632,6 +641,43 @@ pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -
         return Some(format!("via {via} is not a unicast address"));
     }
     own_address(ifaces, via).map(|i| format!("via {via} is this router's own address on interface {:?}", i.name))
+}
+
+/// Most next hops of one route (the FIB's multipath group size).
+const MAX_PATHS: usize = 16;
+
+/// A route's `via`: one address or a list of distinct ones (equal-cost multipath), each a
+/// unicast address of the prefix's family that is not the router's own.
+fn next_hops(cx: &Ctx, ifaces: &[Interface], owner: &str, prefix: Prefix, v: &S<toml::Value>) -> Result<Vec<IpAddr>, ConfigError> {
+    let texts: Vec<&str> = match v.get_ref() {
+        toml::Value::String(s) => vec![s.as_str()],
+        toml::Value::Array(list) if !list.is_empty() && list.len() <= MAX_PATHS => {
+            let mut out = Vec::new();
+            for x in list {
+                let Some(s) = x.as_str() else {
+                    return Err(cx.err(v.span(), format!("{owner}: via must be an address or a list of addresses, found {x}")));
+                };
+                out.push(s);
+            }
+            out
+        }
+        toml::Value::Array(list) => {
+            return Err(cx.err(v.span(), format!("{owner}: via lists {} next hops (1..={MAX_PATHS})", list.len())));
+        }
+        other => return Err(cx.err(v.span(), format!("{owner}: via must be an address or a list of addresses, found {other}"))),
+    };
+    let mut out: Vec<IpAddr> = Vec::new();
+    for t in texts {
+        let a: IpAddr = t.parse().map_err(|_| cx.err(v.span(), format!("{owner}: via {t:?} is not an IPv4 or IPv6 address")))?;
+        if let Some(problem) = via_problem(ifaces, &prefix, &a) {
+            return Err(cx.err(v.span(), format!("{owner}: {problem}")));
+        }
+        if out.contains(&a) {
+            return Err(cx.err(v.span(), format!("{owner}: via lists {a} twice")));
+        }
+        out.push(a);
+    }
+    Ok(out)
 }
 
 fn neighbours(

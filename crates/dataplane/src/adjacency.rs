@@ -12,7 +12,7 @@
 //! VPP calls it): its packets are resolved by their own destination, not by one gateway. The
 //! fast path never looks at that bit; the punt stage does, to throttle per next hop.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use wire::MacAddr;
 
@@ -30,12 +30,20 @@ pub enum Adjacency {
     Local,
     /// Discard silently (a blackhole route).
     Blackhole,
+    /// Drop with an ICMP destination unreachable (a kernel `unreachable` or `prohibit`
+    /// route), counted as `no_route`.
+    Unreachable,
+    /// Equal-cost multipath: `paths` next-hop ids start at `members` in the table's member
+    /// array; a packet takes the one its flow hash picks ([`crate::ecmp`]).
+    Multipath { members: u32, paths: u16 },
 }
 
 const KIND_UNRESOLVED: u64 = 0;
 const KIND_FORWARD: u64 = 1;
 const KIND_LOCAL: u64 = 2;
 const KIND_BLACKHOLE: u64 = 3;
+const KIND_UNREACHABLE: u64 = 4;
+const KIND_MULTIPATH: u64 = 5;
 /// In an `Unresolved` entry: a connected prefix's (see the module docs).
 const GLEAN: u64 = 1;
 
@@ -47,6 +55,8 @@ impl Adjacency {
             Adjacency::Forward { port, mac } => (KIND_FORWARD, port, mac_to_u64(mac)),
             Adjacency::Local => (KIND_LOCAL, 0, 0),
             Adjacency::Blackhole => (KIND_BLACKHOLE, 0, 0),
+            Adjacency::Unreachable => (KIND_UNREACHABLE, 0, 0),
+            Adjacency::Multipath { members, paths } => (KIND_MULTIPATH, paths, u64::from(members)),
         };
         debug_assert!(port <= MAX_PORT);
         kind << 60 | (u64::from(port) & 0xfff) << 48 | mac
@@ -59,6 +69,8 @@ impl Adjacency {
             KIND_FORWARD => Adjacency::Forward { port, mac: mac_from_u64(word) },
             KIND_LOCAL => Adjacency::Local,
             KIND_BLACKHOLE => Adjacency::Blackhole,
+            KIND_UNREACHABLE => Adjacency::Unreachable,
+            KIND_MULTIPATH => Adjacency::Multipath { members: word as u32, paths: port },
             _ => Adjacency::Unresolved { port },
         }
     }
@@ -76,15 +88,53 @@ fn mac_from_u64(word: u64) -> MacAddr {
     MacAddr([b[2], b[3], b[4], b[5], b[6], b[7]])
 }
 
-/// A fixed-capacity table of adjacencies indexed by next-hop id.
+/// Most next hops of one multipath group (Linux allows more; BIRD's `merge paths` defaults to
+/// 16).
+pub const MAX_PATHS: usize = 16;
+
+/// A fixed-capacity table of adjacencies indexed by next-hop id, and the member lists of
+/// multipath groups: group `g` owns `members[g * MAX_PATHS ..][.. MAX_PATHS]`.
 pub struct AdjacencyTable {
     entries: Box<[AtomicU64]>,
+    members: Box<[AtomicU32]>,
 }
 
 impl AdjacencyTable {
-    /// A table of `capacity` entries, all `Unresolved`.
+    /// A table of `capacity` entries, all `Unresolved`, with room for `groups` multipath groups.
     pub fn new(capacity: usize) -> Self {
-        AdjacencyTable { entries: (0..capacity).map(|_| AtomicU64::new(0)).collect() }
+        Self::with_groups(capacity, 0)
+    }
+
+    /// A table of `capacity` entries and `groups` multipath groups.
+    pub fn with_groups(capacity: usize, groups: usize) -> Self {
+        AdjacencyTable {
+            entries: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            members: (0..groups * MAX_PATHS).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// Multipath groups the member array has room for.
+    pub fn group_capacity(&self) -> usize {
+        self.members.len() / MAX_PATHS
+    }
+
+    /// Next-hop id `i` of the group whose members start at `members` (fast path); an index
+    /// beyond the array reads as id 1, the blackhole.
+    #[inline]
+    pub fn member(&self, members: u32, i: usize) -> u32 {
+        self.members.get(members as usize + i).map_or(1, |m| m.load(Ordering::Relaxed))
+    }
+
+    /// Writes group `group`'s member ids (control plane, before any adjacency names the
+    /// group: the Release store of that adjacency publishes them). Returns the start index
+    /// for [`Adjacency::Multipath`].
+    pub fn set_members(&self, group: usize, ids: &[u32]) -> u32 {
+        assert!(ids.len() <= MAX_PATHS, "at most {MAX_PATHS} paths");
+        let base = group * MAX_PATHS;
+        for (slot, &id) in self.members[base..base + ids.len()].iter().zip(ids) {
+            slot.store(id, Ordering::Relaxed);
+        }
+        base as u32
     }
 
     pub fn capacity(&self) -> usize {
@@ -95,8 +145,8 @@ impl AdjacencyTable {
     #[inline]
     pub fn get(&self, id: u32) -> Adjacency {
         match self.entries.get(id as usize) {
-            // Relaxed is enough: the entry is self-contained in one word.
-            Some(word) => Adjacency::decode(word.load(Ordering::Relaxed)),
+            // Acquire: a multipath entry's members were written before it was published.
+            Some(word) => Adjacency::decode(word.load(Ordering::Acquire)),
             None => Adjacency::Blackhole,
         }
     }
@@ -104,7 +154,7 @@ impl AdjacencyTable {
     /// Replaces an entry in one store (control plane). Panics on an id beyond the capacity,
     /// which the id allocator never hands out.
     pub fn set(&self, id: u32, adj: Adjacency) {
-        self.entries[id as usize].store(adj.encode(), Ordering::Relaxed);
+        self.entries[id as usize].store(adj.encode(), Ordering::Release);
     }
 
     /// Makes `id` the unresolved adjacency of connected prefixes on `port` (control plane).
@@ -134,6 +184,9 @@ mod tests {
             Adjacency::Forward { port: 0, mac: MacAddr([0xff; 6]) },
             Adjacency::Local,
             Adjacency::Blackhole,
+            Adjacency::Unreachable,
+            Adjacency::Multipath { members: 48, paths: 3 },
+            Adjacency::Multipath { members: u32::MAX, paths: MAX_PATHS as u16 },
         ] {
             assert_eq!(Adjacency::decode(adj.encode()), adj);
         }

@@ -53,6 +53,7 @@ drop_reasons! {
     NatExhausted => "nat_exhausted", "A nat rule matched but no translation was free: every port of its range in use towards that destination, or the translation table full.";
     NatNoAddress => "nat_no_address", "A nat rule translates to `(interface)` and the interface has no IPv4 address.";
     NatFragment => "nat_fragment", "An IPv4 fragment of a flow NAT would translate: linerate does not reassemble.";
+    Blackhole => "blackhole", "Discarded by a blackhole route (config, or a kernel route of type blackhole).";
 }
 
 /// Number of drop reasons.

@@ -331,11 +331,18 @@ impl Forwarder {
             Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
         };
         let Some(id) = nh else { return self.error(pool, desc, in_port, DropReason::NoRoute, IcmpError::NoRoute, punts) };
-        let (port, mac) = match self.fib.adj.get(id) {
+        let (id, adj) = match self.fib.adj.get(id) {
+            Adjacency::Multipath { members, paths } => self.path(pool, desc, l3, v4, members, paths),
+            adj => (id, adj),
+        };
+        let (port, mac) = match adj {
             Adjacency::Forward { port, mac } => (port, Some(mac)),
             Adjacency::Unresolved { port } => (port, None),
             Adjacency::Local => return self.local(desc, in_port, punts),
-            Adjacency::Blackhole => return self.drop(pool, desc, DropReason::NoRoute),
+            Adjacency::Blackhole => return self.drop(pool, desc, DropReason::Blackhole),
+            Adjacency::Unreachable => return self.error(pool, desc, in_port, DropReason::NoRoute, IcmpError::NoRoute, punts),
+            // A group's member is never a group (the writer never makes one).
+            Adjacency::Multipath { .. } => return self.drop(pool, desc, DropReason::NoRoute),
         };
         let Some(&out_port) = self.ports.output(port) else {
             return self.drop(pool, desc, DropReason::TxError);
@@ -406,6 +413,15 @@ impl Forwarder {
         debug_assert!(!out.is_full(), "output batch not flushed");
         out.push(desc);
         self.counts.forwarded += 1;
+    }
+
+    /// The member of a multipath group this packet's flow takes, and its adjacency
+    /// (out of line: only multipath routes pay for the flow hash).
+    #[inline(never)]
+    fn path(&self, pool: &FramePool, desc: FrameDesc, l3: usize, v4: bool, members: u32, paths: u16) -> (NextHop, Adjacency) {
+        let hash = crate::ecmp::flow_hash(&pool.frame(desc)[l3..], v4, self.fib.ecmp_seed);
+        let id = self.fib.adj.member(members, crate::ecmp::pick(hash, paths));
+        (id, self.fib.adj.get(id))
     }
 
     /// A packet longer than the output MTU: IPv4 without DF is fragmented by the slow path

@@ -10,6 +10,7 @@
 pub mod adjacency;
 pub mod bench;
 pub mod counters;
+pub mod ecmp;
 pub mod fib;
 pub mod filter;
 pub mod forward;

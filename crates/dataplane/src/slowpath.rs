@@ -208,6 +208,12 @@ impl SlowPath {
         &self.ctl
     }
 
+    /// The FIB writer, for the other sources of routes: the kernel's table, a reload of
+    /// the static routes.
+    pub fn fib_mut(&mut self) -> &mut FibControl {
+        &mut self.ctl
+    }
+
     pub fn ports(&self) -> &[PortInfo] {
         &self.ports
     }

@@ -1,5 +1,7 @@
-//! Netlink message plumbing shared by rtnetlink (`xdp::netlink`) and generic netlink
-//! ([`crate::napi`]): attributes (RFC 3549 section 2.3.2) and a request/dump exchange.
+//! Netlink message plumbing shared by rtnetlink (`xdp::netlink`, [`route`]) and generic
+//! netlink ([`crate::napi`]): attributes (RFC 3549 section 2.3.2) and a request/dump exchange.
+
+pub mod route;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -76,7 +78,7 @@ fn recv(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// The messages of one datagram, each whole (header included).
-fn messages(mut b: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn messages(mut b: &[u8]) -> impl Iterator<Item = &[u8]> {
     std::iter::from_fn(move || {
         if b.len() < NLMSG_HDRLEN {
             return None;
@@ -95,31 +97,42 @@ fn messages(mut b: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// until the kernel's `NLMSG_DONE`, or the first message of a non-dump request. An
 /// `NLMSG_ERROR` with a non-zero code becomes an `Err`.
 pub fn exchange(protocol: libc::c_int, msg: &[u8]) -> io::Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    exchange_each(protocol, msg, &mut |m: &[u8]| out.push(m.to_vec()))?;
+    Ok(out)
+}
+
+/// As [`exchange`], handing each reply message to `each` instead of keeping it (a dump of a
+/// full routing table is a million messages).
+pub fn exchange_each(protocol: libc::c_int, msg: &[u8], each: &mut impl FnMut(&[u8])) -> io::Result<()> {
     let sock = crate::xdp::sys_socket(libc::AF_NETLINK, libc::SOCK_RAW, protocol)?;
     send(&sock, msg)?;
     let dump = u16_at(msg, 6) & libc::NLM_F_DUMP as u16 != 0;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = false;
+    let mut buf = vec![0u8; 256 * 1024];
     loop {
         let n = recv(&sock, &mut buf)?;
         for m in messages(&buf[..n]) {
             match u16_at(m, 4) as libc::c_int {
-                libc::NLMSG_DONE => return Ok(out),
+                libc::NLMSG_DONE => return Ok(()),
                 libc::NLMSG_ERROR if m.len() >= NLMSG_HDRLEN + 4 => {
                     let code = u32_at(m, NLMSG_HDRLEN) as i32;
                     if code != 0 {
                         return Err(io::Error::from_raw_os_error(-code));
                     }
                     if !dump {
-                        out.push(m.to_vec());
-                        return Ok(out);
+                        each(m);
+                        return Ok(());
                     }
                 }
-                _ => out.push(m.to_vec()),
+                _ => {
+                    each(m);
+                    got = true;
+                }
             }
         }
-        if !dump && !out.is_empty() {
-            return Ok(out);
+        if !dump && got {
+            return Ok(());
         }
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "netlink socket closed"));

@@ -7,8 +7,9 @@
 //! the uid linerate runs as may use every command; members of `router.control_group` only
 //! the read-only ones (all but `reload`); anyone else is refused. The protocol is one line
 //! per connection, one line back:
-//! - `reload` re-reads the config file, its rule file and its static neighbours, and applies
-//!   them off the fast path, answering `ok: N rules` (and what changed), or
+//! - `reload` re-reads the config file, its rule file, its static routes (changed ones in
+//!   place, unchanged ones untouched) and its static neighbours, and applies them off the
+//!   fast path, answering `ok: N rules` (and what changed), or
 //!   `error: file:line:col: problem` with nothing changed (SIGHUP does the same; see
 //!   [`crate::reload`]);
 //! - `stats`, `routes`, `neighbours`, `interfaces` answer one JSON document each (see
@@ -27,9 +28,10 @@ use anyhow::{Context, Result, bail};
 use config::Config;
 use dataplane::WorkerCounters;
 use dataplane::filter::RulesSlot;
-use dataplane::fib::RouteKind;
+use dataplane::fib::{RouteKind, RouteSource};
 use dataplane::slowpath::SlowPath;
 use serde_json::{Value, json};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// What the control socket can see of a running router.
 pub struct RouterState {
@@ -54,6 +56,8 @@ pub struct RouterState {
     pub log: Option<Arc<crate::logger::LogHub>>,
     /// The workers' capture slots (`linerate capture`).
     pub captures: crate::stream::Captures,
+    /// The kernel route mirror's counters (`router.kernel_routes`).
+    pub kernel_routes: Option<Arc<crate::route_sync::SyncStats>>,
 }
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -253,6 +257,11 @@ pub(crate) fn stats(state: &RouterState) -> Value {
             "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
             "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
         },
+        "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
+            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending.load(Relaxed),
+            "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
+            "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        })),
     })
 }
 
@@ -272,18 +281,28 @@ fn port_name(state: &RouterState, port: u16) -> Value {
 
 fn routes(state: &RouterState) -> Value {
     let sp = state.slow.lock().unwrap_or_else(|e| e.into_inner());
-    let list: Vec<Value> = sp
-        .fib()
-        .routes()
-        .map(|(prefix, len, kind)| {
+    let fib = sp.fib();
+    let list: Vec<Value> = fib
+        .routes_by_source()
+        .map(|(prefix, len, kind, source)| {
             let (k, via, port) = match kind {
-                RouteKind::Local => ("local", None, None),
-                RouteKind::Blackhole => ("blackhole", None, None),
-                RouteKind::Connected { port } => ("connected", None, Some(port)),
-                RouteKind::Via { gateway, port } => ("via", Some(gateway.to_string()), Some(port)),
-                RouteKind::Neighbour { port } => ("neighbour", None, Some(port)),
+                RouteKind::Local => ("local", vec![], None),
+                RouteKind::Blackhole => ("blackhole", vec![], None),
+                RouteKind::Unreachable => ("unreachable", vec![], None),
+                RouteKind::Connected { port } => ("connected", vec![], Some(port)),
+                RouteKind::Via { gateway, port } => ("via", vec![(gateway, port)], Some(port)),
+                RouteKind::Multipath { group, .. } => ("multipath", fib.group_members(group), None),
+                RouteKind::Neighbour { port } => ("neighbour", vec![], Some(port)),
             };
-            json!({"prefix": format!("{prefix}/{len}"), "kind": k, "via": via, "interface": port.map(|p| port_name(state, p))})
+            let source = match source {
+                RouteSource::Interface => "interface",
+                RouteSource::Neighbour => "neighbour",
+                RouteSource::Static => "static",
+                RouteSource::Kernel => "kernel",
+            };
+            let paths: Vec<Value> = via.iter().map(|&(gw, p)| json!({"via": gw.to_string(), "interface": port_name(state, p)})).collect();
+            json!({"prefix": format!("{prefix}/{len}"), "kind": k, "via": via.first().map(|v| v.0.to_string()),
+                   "interface": port.map(|p| port_name(state, p)), "source": source, "paths": paths})
         })
         .collect();
     json!(list)

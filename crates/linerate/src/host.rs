@@ -105,8 +105,9 @@ pub struct HostRoutes {
     child: std::process::Child,
     /// `ip`'s stderr: an unlinked file (a pipe nobody reads would stall it on many errors).
     errors: std::fs::File,
-    /// What `feed` writes: prefix, length, gateway, TAP (index into `taps`).
-    routes: Vec<(IpAddr, u8, Option<IpAddr>, usize)>,
+    /// What `feed` writes: prefix, length, next hops (gateway, TAP as an index into `taps`;
+    /// one without a gateway for a connected route, several for multipath).
+    routes: Vec<(IpAddr, u8, Vec<(Option<IpAddr>, usize)>)>,
     taps: Vec<String>,
     count: usize,
     started: Instant,
@@ -117,7 +118,17 @@ impl HostRoutes {
         use std::os::unix::fs::OpenOptionsExt;
         let taps: Vec<String> = cfg.interfaces.iter().enumerate().map(|(i, x)| x.tap_name(i)).collect();
         let index: std::collections::HashMap<&str, usize> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
-        let routes = cfg.routes.iter().filter_map(|r| Some((r.prefix.addr, r.prefix.len, r.via, *index.get(r.interface.as_str())?))).collect();
+        let routes = cfg
+            .routes
+            .iter()
+            .filter_map(|r| {
+                let hops = match r.next_hops() {
+                    h if h.is_empty() => vec![(None, *index.get(r.interface.as_str())?)],
+                    h => h.iter().map(|(g, i)| Some((Some(*g), *index.get(i)?))).collect::<Option<Vec<_>>>()?,
+                };
+                Some((r.prefix.addr, r.prefix.len, hops))
+            })
+            .collect();
         // A new file (never one an attacker placed there), unlinked at once.
         let path = std::env::temp_dir().join(format!("linerate-host-routes-{}.errors", std::process::id()));
         let _ = std::fs::remove_file(&path);
@@ -144,12 +155,15 @@ impl HostRoutes {
         let (routes, taps) = (std::mem::take(&mut self.routes), std::mem::take(&mut self.taps));
         let spawned = std::thread::Builder::new().name("lr-host-routes".into()).spawn(move || {
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdin);
-            for (prefix, len, via, tap) in routes {
-                let written = match via {
-                    Some(v) => writeln!(out, "route replace {prefix}/{len} via {v} dev {}", taps[tap]),
-                    None => writeln!(out, "route replace {prefix}/{len} dev {}", taps[tap]),
-                };
-                if written.is_err() {
+            for (prefix, len, hops) in routes {
+                // Marked as linerate's (protocol 250), so the kernel-route mirror never takes them back.
+                let mut line = format!("route replace {prefix}/{len} proto {}", config::PROTO_LINERATE);
+                let multipath = hops.len() > 1;
+                for (via, tap) in hops {
+                    let via = via.map_or(String::new(), |v| format!(" via {v}"));
+                    line.push_str(&format!("{}{via} dev {}", if multipath { " nexthop" } else { "" }, taps[tap]));
+                }
+                if writeln!(out, "{line}").is_err() {
                     return; // `ip` is gone; `poll` reports it.
                 }
             }

@@ -19,6 +19,7 @@ mod owner;
 mod privilege;
 mod receive;
 mod reload;
+mod route_sync;
 mod run;
 mod service;
 mod show;

@@ -52,14 +52,21 @@ fn try_reload(state: &RouterState) -> Result<String> {
     };
     let changes = neighbour_changes(&running.neighbours, &new.neighbours);
     let ports: HashMap<&str, u16> = running.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i as u16)).collect();
+    let (old_routes, new_routes) = (static_routes(state, &running)?, static_routes(state, &new)?);
+    let routed;
     {
         let mut slow = state.slow.lock().unwrap_or_else(|e| e.into_inner());
-        apply_neighbours(&mut slow, &ports, &running.neighbours, &changes)?;
+        routed = slow.fib_mut().set_static_routes(&new_routes).with_context(|| format!("{}: static routes", new.path.display()))?;
+        if let Err(e) = apply_neighbours(&mut slow, &ports, &running.neighbours, &changes) {
+            slow.fib_mut().set_static_routes(&old_routes).context("restoring the static routes")?;
+            return Err(e);
+        }
         if let (Some(slot), Some((rules, text))) = (&state.slot, rules.as_ref()) {
             let published = slot.publish(Arc::clone(rules)).with_context(|| format!("{}: set limit states", new.firewall.as_ref().map_or(String::new(), |f| f.rules.display().to_string())));
             if let Err(e) = published {
                 let undo = neighbour_changes(&new.neighbours, &running.neighbours);
                 apply_neighbours(&mut slow, &ports, &new.neighbours, &undo).context("undoing the neighbour changes")?;
+                slow.fib_mut().set_static_routes(&old_routes).context("restoring the static routes")?;
                 return Err(e);
             }
             if let Some(fw) = &state.fw {
@@ -74,9 +81,18 @@ fn try_reload(state: &RouterState) -> Result<String> {
     if !changes.is_empty() {
         let _ = write!(summary, "; static neighbours: {} set, {} removed", changes.set.len(), changes.removed.len());
     }
+    if routed.added + routed.changed + routed.removed > 0 {
+        let _ = write!(summary, "; static routes: {} added, {} changed, {} removed, {} unchanged", routed.added, routed.changed, routed.removed, routed.unchanged);
+    }
     running.neighbours = new.neighbours;
+    running.routes = new.routes;
     running.firewall = new.firewall;
     Ok(summary)
+}
+
+/// The static routes of `cfg` as the FIB takes them (next hops resolved to this run's ports).
+fn static_routes(state: &RouterState, cfg: &Config) -> Result<Vec<(std::net::IpAddr, u8, dataplane::fib::Target)>> {
+    dataplane::fib::static_routes(cfg, &state.ports).with_context(|| format!("{}: static routes", cfg.path.display()))
 }
 
 /// Parses and compiles the rule file (and keeps its text for `show rules`), refusing
@@ -184,12 +200,14 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
         ("fail_closed", a.fail_closed != b.fail_closed),
         ("user", a.user != b.user),
         ("control_group", a.control_group != b.control_group),
+        ("metrics_listen", a.metrics_listen != b.metrics_listen),
+        ("kernel_routes", a.kernel_routes != b.kernel_routes),
     ];
     for (key, _) in router.iter().filter(|(_, changed)| *changed) {
         out.push(format!("router.{key} changed: restart needed"));
     }
-    if running.routes != new.routes {
-        out.push(format!("static routes changed ({} -> {} routes): restart needed", running.routes.len(), new.routes.len()));
+    if running.log != new.log {
+        out.push("[log] changed: restart needed".to_owned());
     }
     match (&running.firewall, &new.firewall) {
         (None, Some(_)) => out.push("[firewall] added: restart needed (the workers were started without one)".to_owned()),

@@ -180,6 +180,8 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
     }
     let fib = slow.fib().fib();
+    // The route socket's large buffer needs CAP_NET_ADMIN: opened before it is dropped.
+    let kernel_routes = crate::route_sync::open(&cfg)?;
     let (punt_tx, punt_rx) = punt_channel(&PuntPolicy::from_config(&cfg.router.punt), workers, Arc::clone(&fib));
     let punt_stats = punt_rx.stats();
     let slow = Arc::new(Mutex::new(slow));
@@ -234,6 +236,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         running: Mutex::new(cfg.clone()),
         log: slot.is_some().then(|| crate::logger::LogHub::new(cfg.log.snaplen, &log_rings)),
         captures: crate::stream::Captures::new(workers_ready.iter().map(|w: &RunWorker| w.capture_slot()).collect()),
+        kernel_routes: kernel_routes.as_ref().map(|(sync, _)| Arc::clone(&sync.stats)),
     });
     // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
     let socket_path = cfg.router.control_socket.clone();
@@ -256,6 +259,16 @@ pub fn main(args: RunArgs) -> Result<()> {
             .name("lr-slowpath".into())
             .spawn(move || crate::host::run(slow, host_io, punt_rx, stop))
             .context("starting the slow-path thread")?
+    };
+    let _routes_thread = match kernel_routes {
+        Some((sync, sock)) => {
+            let (slow, stop) = (Arc::clone(&slow), Arc::clone(&stop));
+            Some(std::thread::Builder::new()
+                .name("lr-routes".into())
+                .spawn(move || crate::route_sync::run(sync, sock, slow, stop))
+                .context("starting the kernel route thread")?)
+        }
+        None => None,
     };
     let mut handles = Vec::new();
     for (w, mut worker) in workers_ready.into_iter().enumerate() {

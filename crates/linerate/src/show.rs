@@ -118,9 +118,17 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
     // Writing to a String cannot fail.
     match what {
         What::Routes => {
-            let _ = writeln!(out, "{:<44} {:<10} {:<40} interface", "prefix", "kind", "via");
+            let _ = writeln!(out, "{:<44} {:<10} {:<9} {:<40} interface", "prefix", "kind", "source", "via");
             for r in rows {
-                let _ = writeln!(out, "{:<44} {:<10} {:<40} {}", s(&r["prefix"]), s(&r["kind"]), s(&r["via"]), s(&r["interface"]));
+                // A multipath route: one line per path, the prefix on the first.
+                let paths = r["paths"].as_array().filter(|p| p.len() > 1).cloned().unwrap_or_default();
+                if paths.is_empty() {
+                    let _ = writeln!(out, "{:<44} {:<10} {:<9} {:<40} {}", s(&r["prefix"]), s(&r["kind"]), s(&r["source"]), s(&r["via"]), s(&r["interface"]));
+                }
+                for (i, p) in paths.iter().enumerate() {
+                    let (prefix, kind, source) = if i == 0 { (s(&r["prefix"]), s(&r["kind"]), s(&r["source"])) } else { (String::new(), String::new(), String::new()) };
+                    let _ = writeln!(out, "{prefix:<44} {kind:<10} {source:<9} {:<40} {}", s(&p["via"]), s(&p["interface"]));
+                }
             }
         }
         What::Neighbours => {

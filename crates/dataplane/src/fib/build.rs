@@ -1,0 +1,94 @@
+use std::net::IpAddr;
+
+use wire::MacAddr;
+
+use super::{FibControl, FibError, PortInfo, Target, next_hops_for};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}: interface {1:?} has no MAC address in the config")]
+    NoMac(String, String),
+    #[error("{path}")]
+    Fib { path: String, source: FibError },
+    #[error("{0}: route uses interface {1:?}, which is not configured")]
+    UnknownInterface(String, String),
+}
+
+/// The logical ports of a config, in its order. Physical ports (interfaces without a VLAN)
+/// are numbered in config order among themselves; a sub-interface uses its parent's number
+/// and MAC.
+pub fn ports_from_config(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
+    let path = cfg.path.display().to_string();
+    let physical: Vec<&config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
+    let mut ports = Vec::new();
+    for iface in &cfg.interfaces {
+        let parent_name = iface.vlan.as_ref().map_or(&iface.name, |v| &v.parent);
+        let phys = physical.iter().position(|p| &p.name == parent_name)
+            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), parent_name.clone()))?;
+        let mac = physical[phys].mac.ok_or_else(|| BuildError::NoMac(path.clone(), physical[phys].name.clone()))?;
+        ports.push(PortInfo {
+            name: iface.name.clone(),
+            mac: MacAddr(mac.0),
+            phys: phys as u16,
+            vlan: iface.vlan.as_ref().map(|v| v.tag),
+            mtu: iface.mtu,
+            addresses: iface.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect(),
+        });
+    }
+    Ok(ports)
+}
+
+/// The config's static routes as the FIB takes them (interfaces resolved to logical ports).
+pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<(IpAddr, u8, Target)>, BuildError> {
+    let path = cfg.path.display().to_string();
+    let port_of = |name: &str| {
+        ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as u16)
+            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
+    };
+    let mut out = Vec::with_capacity(cfg.routes.len());
+    for r in &cfg.routes {
+        let hops = r.next_hops();
+        let target = if hops.is_empty() {
+            Target::Connected(port_of(&r.interface)?)
+        } else {
+            Target::Via(hops.into_iter().map(|(gw, i)| Ok((gw, port_of(i)?))).collect::<Result<_, BuildError>>()?)
+        };
+        out.push((r.prefix.addr, r.prefix.len, target));
+    }
+    Ok(out)
+}
+
+/// Builds ports and tables from a validated config: ports in the config's order, the
+/// interfaces' addresses as local host routes, their subnets as connected routes, static
+/// neighbours as resolved host routes, then static routes.
+pub fn from_config(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
+    let path = cfg.path.display().to_string();
+    let ports = ports_from_config(cfg)?;
+    let port_of = |name: &str| {
+        ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as u16)
+            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
+    };
+    let fib_err = |source| BuildError::Fib { path: path.clone(), source };
+    let mut ctl = FibControl::new(next_hops_for(cfg));
+    for (port, iface) in cfg.interfaces.iter().enumerate() {
+        for a in &iface.addresses {
+            let net = a.network();
+            ctl.add_connected(net.addr, net.len, port as u16).map_err(fib_err)?;
+            ctl.add_local(a.addr).map_err(fib_err)?;
+        }
+    }
+    for n in &cfg.neighbours {
+        let port = port_of(&n.interface)?;
+        ctl.set_neighbour(n.address, port, MacAddr(n.mac.0)).map_err(fib_err)?;
+    }
+    let routes = static_routes(cfg, &ports)?;
+    ctl.set_static_routes(&routes).map_err(fib_err)?;
+    Ok((ctl, ports))
+}
+

@@ -1,0 +1,359 @@
+//! `[router.kernel_routes]`: mirrors one of the kernel's routing tables into linerate's FIB,
+//! as VPP's linux-cp plugin and grout do, so that a routing daemon on the host-stack TAPs
+//! (BIRD, FRR) routes for linerate.
+//!
+//! One thread (`lr-routes`) dumps the table, then follows `RTM_NEWROUTE` / `RTM_DELROUTE`
+//! from the route multicast groups. It reads everything queued, coalesces it (a prefix
+//! changed ten times is applied once, as it ends up), then applies the changed prefixes to
+//! the FIB in slices of [`SLICE`] under the slow path's lock. The workers never wait: the FIB
+//! is updated in place (see `dataplane::fib`). If the socket's buffer overflowed (`ENOBUFS`,
+//! messages lost), the table is dumped again and the FIB made to match it.
+//!
+//! What the FIB takes of a kernel route ([`RouteSync::target`]): the lowest-metric route of a
+//! prefix with TOS 0; unicast next hops on linerate's TAPs (the TAP of port X is port X),
+//! equal cost whatever their weights; `blackhole` (dropped, counted `blackhole`),
+//! `unreachable` and `prohibit` (ICMP destination unreachable, counted `no_route`). The rest
+//! is left out and counted by reason, and the first of each reason logged: next hops on other
+//! interfaces (a route with none on a TAP is not mirrored), nexthop objects, gateways of the
+//! other family, encapsulations, source-specific routes, other route types.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use config::KernelRoutes;
+use dataplane::fib::{FibControl, Target};
+use dataplane::slowpath::SlowPath;
+use io::netlink::route::{self, NLM_F_APPEND, RouteMessage, RouteNextHop, RouteSocket};
+
+/// Prefixes applied per hold of the slow path's lock (the slow path waits at most this long).
+const SLICE: usize = 4096;
+/// Datagrams read before the changes are applied, at most (a full table arrives in many).
+const READ_BUDGET: usize = 4096;
+/// The route socket's receive buffer: room for a burst of about 400k messages.
+pub const RCVBUF: usize = 64 << 20;
+
+/// Why a kernel route, or a next hop of one, is not in the FIB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Skip {
+    /// Its interface is not one of linerate's TAPs.
+    UnknownInterface,
+    /// A nexthop object, a gateway of the other family, an encapsulation, a source prefix.
+    Unsupported,
+    /// Not unicast, blackhole, unreachable or prohibit (local, broadcast, throw, ...).
+    RouteType,
+    /// A TOS other than 0.
+    Tos,
+    /// The FIB refused it (next-hop ids, multipath groups or LPM groups exhausted).
+    FibFull,
+}
+
+impl Skip {
+    const ALL: [Skip; 5] = [Skip::UnknownInterface, Skip::Unsupported, Skip::RouteType, Skip::Tos, Skip::FibFull];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Skip::UnknownInterface => "unknown_interface",
+            Skip::Unsupported => "unsupported",
+            Skip::RouteType => "route_type",
+            Skip::Tos => "tos",
+            Skip::FibFull => "fib_full",
+        }
+    }
+}
+
+/// Counters, shared with the control socket (`show`'s `kernel_routes`).
+#[derive(Debug, Default)]
+pub struct SyncStats {
+    /// Route messages read (dumps included).
+    pub messages: AtomicU64,
+    /// Prefixes applied to the FIB (after coalescing).
+    pub applied: AtomicU64,
+    /// Kernel routes in the FIB's view (installed or shadowed by another source).
+    pub routes: AtomicU64,
+    /// Changed prefixes read but not yet applied.
+    pub pending: AtomicU64,
+    /// Full dumps (1 at start, one more per overflow).
+    pub dumps: AtomicU64,
+    /// Receive buffer overflows: messages were lost, the table was dumped again.
+    pub overruns: AtomicU64,
+    skipped: [AtomicU64; 5],
+}
+
+impl SyncStats {
+    /// (reason, count) for every reason a route or next hop was left out.
+    pub fn skipped(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Skip::ALL.iter().map(|&s| (s.name(), self.skipped[s as usize].load(Relaxed)))
+    }
+}
+
+/// One kernel route of a prefix (the kernel may hold several, by metric).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KernelRoute {
+    metric: u32,
+    kind: u8,
+    hops: Vec<RouteNextHop>,
+    skip: Option<Skip>,
+}
+
+/// The mirrored table as the kernel last said, and the prefixes changed since the last apply.
+pub struct RouteSync {
+    cfg: KernelRoutes,
+    /// TAP ifindex -> logical port.
+    ports: HashMap<u32, u16>,
+    routes: HashMap<(IpAddr, u8), Vec<KernelRoute>>,
+    /// Changed prefixes, once each: the set, and the list to take them from in slices.
+    dirty: HashSet<(IpAddr, u8)>,
+    dirty_list: Vec<(IpAddr, u8)>,
+    pub stats: Arc<SyncStats>,
+    logged: HashSet<Skip>,
+}
+
+impl RouteSync {
+    pub fn new(cfg: KernelRoutes, ports: HashMap<u32, u16>) -> RouteSync {
+        RouteSync { cfg, ports, routes: HashMap::new(), dirty: HashSet::new(), dirty_list: Vec::new(), stats: Arc::default(), logged: HashSet::new() }
+    }
+
+    fn skip(&mut self, why: Skip, what: &dyn Fn() -> String) {
+        self.stats.skipped[why as usize].fetch_add(1, Relaxed);
+        if self.logged.insert(why) {
+            eprintln!("linerate: kernel routes: {} not mirrored ({}; counted, logged once)", what(), why.name());
+        }
+    }
+
+    /// Takes one netlink message (a route message of another table, or not a route message,
+    /// is ignored).
+    pub fn handle(&mut self, m: &[u8]) {
+        let Ok(msg) = route::parse_route(m) else { return };
+        if msg.table != self.cfg.table || !self.cfg.takes(msg.protocol) {
+            return;
+        }
+        self.stats.messages.fetch_add(1, Relaxed);
+        self.take(msg);
+    }
+
+    fn take(&mut self, msg: RouteMessage) {
+        let key = (msg.dst, msg.dst_len);
+        if msg.tos != 0 {
+            self.skip(Skip::Tos, &|| format!("{}/{} tos {}", key.0, key.1, msg.tos));
+            return;
+        }
+        let skip = match (msg.unsupported, msg.kind) {
+            (Some(_), _) if msg.new => Some(Skip::Unsupported),
+            (None, route::RTN_UNICAST | route::RTN_BLACKHOLE | route::RTN_UNREACHABLE | route::RTN_PROHIBIT) => None,
+            _ if msg.new => Some(Skip::RouteType),
+            _ => None,
+        };
+        if let Some(why) = skip {
+            let reason = msg.unsupported.unwrap_or("its type");
+            self.skip(why, &|| format!("{}/{} ({reason}, type {})", key.0, key.1, msg.kind));
+        }
+        let list = self.routes.entry(key).or_default();
+        let at = list.iter().position(|r| r.metric == msg.metric);
+        if msg.new {
+            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: msg.next_hops, skip };
+            match at {
+                // IPv6 `ip route append`: one more next hop of an existing route.
+                Some(i) if msg.flags & NLM_F_APPEND != 0 && msg.dst.is_ipv6() => {
+                    for h in r.hops {
+                        if !list[i].hops.contains(&h) {
+                            list[i].hops.push(h);
+                        }
+                    }
+                }
+                Some(i) => list[i] = r,
+                None => list.push(r),
+            }
+        } else if let Some(i) = at {
+            // IPv6 deletes one next hop of a multipath route at a time on some kernels: take
+            // away the ones named; the route goes when none is left (or none was named).
+            let hops = &mut list[i].hops;
+            if msg.next_hops.is_empty() || hops.iter().all(|h| msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)) {
+                list.remove(i);
+            } else {
+                hops.retain(|h| !msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex));
+            }
+        }
+        if list.is_empty() {
+            self.routes.remove(&key);
+        }
+        self.mark(key);
+    }
+
+    /// What the FIB should hold for a prefix now: its lowest-metric route, if linerate can
+    /// forward by it.
+    fn target(&mut self, key: (IpAddr, u8)) -> Option<Target> {
+        let best = self.routes.get(&key)?.iter().min_by_key(|r| r.metric)?.clone();
+        if best.skip.is_some() {
+            return None;
+        }
+        match best.kind {
+            route::RTN_BLACKHOLE => return Some(Target::Blackhole),
+            route::RTN_UNREACHABLE | route::RTN_PROHIBIT => return Some(Target::Unreachable),
+            _ => {}
+        }
+        let mut via = Vec::new();
+        let mut connected = None;
+        for h in &best.hops {
+            let Some(&port) = self.ports.get(&h.ifindex) else {
+                self.skip(Skip::UnknownInterface, &|| format!("next hop {:?} (ifindex {}) of {}/{}", h.gateway, h.ifindex, key.0, key.1));
+                continue;
+            };
+            match h.gateway {
+                Some(gw) => via.push((gw, port)),
+                None => connected = connected.or(Some(port)),
+            }
+        }
+        match (via.is_empty(), connected) {
+            (false, _) => {
+                via.truncate(dataplane::adjacency::MAX_PATHS);
+                Some(Target::Via(via))
+            }
+            (true, Some(port)) => Some(Target::Connected(port)),
+            (true, None) => None,
+        }
+    }
+
+    fn mark(&mut self, key: (IpAddr, u8)) {
+        if self.dirty.insert(key) {
+            self.dirty_list.push(key);
+        }
+    }
+
+    /// Whether changes wait to be applied.
+    pub fn is_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// Applies up to `max` changed prefixes to the FIB; returns how many.
+    pub fn apply(&mut self, fib: &mut FibControl, max: usize) -> usize {
+        let keys = self.dirty_list.split_off(self.dirty_list.len().saturating_sub(max));
+        for &key in &keys {
+            self.dirty.remove(&key);
+            let res = match self.target(key) {
+                Some(t) => fib.set_kernel(key.0, key.1, &t).map(drop),
+                None => fib.remove_kernel(key.0, key.1).map(drop),
+            };
+            if let Err(e) = res {
+                self.skip(Skip::FibFull, &|| format!("{}/{}: {e}", key.0, key.1));
+                let _ = fib.remove_kernel(key.0, key.1);
+            }
+        }
+        self.stats.applied.fetch_add(keys.len() as u64, Relaxed);
+        self.stats.routes.store(self.routes.len() as u64, Relaxed);
+        self.stats.pending.store(self.dirty.len() as u64, Relaxed);
+        keys.len()
+    }
+
+    /// Forgets the table before a new dump; every prefix known so far is re-examined when
+    /// the dump has been read (gone ones are removed).
+    fn reset(&mut self) {
+        let known: Vec<(IpAddr, u8)> = self.routes.keys().copied().collect();
+        for key in known {
+            self.mark(key);
+        }
+        self.routes.clear();
+    }
+}
+
+/// The TAPs' ifindexes and their logical ports (the TAP of port X is port X).
+pub fn tap_ports(cfg: &config::Config) -> HashMap<u32, u16> {
+    crate::host::tap_names(cfg)
+        .iter()
+        .enumerate()
+        .filter_map(|(port, name)| io::netdev::ifindex(name).ok().map(|i| (i, port as u16)))
+        .collect()
+}
+
+/// The mirror of `router.kernel_routes`, if configured: its state and its subscribed socket
+/// (call once the TAPs exist, before the capabilities are dropped).
+pub fn open(cfg: &config::Config) -> anyhow::Result<Option<(RouteSync, RouteSocket)>> {
+    let Some(k) = &cfg.router.kernel_routes else { return Ok(None) };
+    let sock = RouteSocket::open(RCVBUF).map_err(|e| anyhow::anyhow!("{}: router.kernel_routes: opening a route netlink socket: {e}", cfg.path.display()))?;
+    let ports = tap_ports(cfg);
+    let protocols = if k.protocols.is_empty() { "every protocol but kernel".to_owned() } else { format!("protocols {:?}", k.protocols) };
+    eprintln!("linerate: kernel routes: mirroring table {} ({protocols}) through {} TAPs", k.table, ports.len());
+    Ok(Some((RouteSync::new(k.clone(), ports), sock)))
+}
+
+/// Dumps the table into `sync` (after throwing away whatever the socket had queued: the
+/// dump is newer).
+fn dump(sync: &mut RouteSync, sock: &RouteSocket, buf: &mut [u8]) {
+    drain(sock, buf);
+    sync.reset();
+    sync.stats.dumps.fetch_add(1, Relaxed);
+    if let Err(e) = route::dump_routes(|m| sync.handle(m)) {
+        eprintln!("linerate: kernel routes: dumping the routing table: {e}");
+    }
+}
+
+/// Discards every queued datagram.
+fn drain(sock: &RouteSocket, buf: &mut [u8]) {
+    loop {
+        match sock.recv(buf) {
+            Ok(Some(_)) => {}
+            Err(e) if route::is_overrun(&e) => {}
+            _ => return,
+        }
+    }
+}
+
+/// Applies every pending change, a slice per hold of the slow path's lock.
+fn apply_all(sync: &mut RouteSync, slow: &Mutex<SlowPath>, stop: &AtomicBool) {
+    sync.stats.pending.store(sync.dirty.len() as u64, Relaxed);
+    while sync.is_dirty() && !stop.load(Relaxed) {
+        let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
+        sync.apply(sp.fib_mut(), SLICE);
+    }
+}
+
+/// Runs until `stop`: dump, then follow the table.
+pub fn run(mut sync: RouteSync, sock: RouteSocket, slow: Arc<Mutex<SlowPath>>, stop: Arc<AtomicBool>) {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut need_dump = true;
+    while !stop.load(Relaxed) {
+        if need_dump {
+            let start = std::time::Instant::now();
+            dump(&mut sync, &sock, &mut buf);
+            apply_all(&mut sync, &slow, &stop);
+            let (n, secs) = (sync.routes.len(), start.elapsed().as_secs_f64());
+            eprintln!("linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)", sync.cfg.table, n as f64 / secs.max(1e-9));
+            need_dump = false;
+        }
+        let mut read = 0;
+        while read < READ_BUDGET {
+            match sock.recv(&mut buf) {
+                Ok(Some(n)) => {
+                    for m in route::messages(&buf[..n]) {
+                        sync.handle(m);
+                    }
+                    read += 1;
+                }
+                Ok(None) => break,
+                Err(e) if route::is_overrun(&e) => {
+                    sync.stats.overruns.fetch_add(1, Relaxed);
+                    eprintln!("linerate: kernel routes: route messages lost (socket buffer full); dumping the table again");
+                    need_dump = true;
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("linerate: kernel routes: reading the route socket: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                    break;
+                }
+            }
+        }
+        if need_dump {
+            continue;
+        }
+        apply_all(&mut sync, &slow, &stop);
+        if read == 0 {
+            let _ = sock.wait(100);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! Routes from the kernel's table and from the config, end to end: host A -> linerate (in
+//! namespace D, `[router.kernel_routes]`) -> B on lrd1 and C on lrd2.
+//!
+//! - a multipath route added with `ip route` in D (the host stack's namespace, through the
+//!   TAPs) appears in `linerate show routes` as a kernel route, and 2000 flows from A spread
+//!   over B and C (each gets 35-65% of them, every frame arrives); deleting it in the kernel
+//!   withdraws it (A's ping then gets "Net Unreachable" from linerate);
+//! - an IPv6 route via a TAP reaches B;
+//! - `[[route]]` reload: a static route with a list of next hops is added, changed, removed
+//!   by `linerate reload` and SIGHUP, while a flow to an unchanged route loses nothing.
+//!
+//! AF_PACKET only. Needs root (skips without). Namespaces `lr<pid>krt{a,d,b,c}`.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use lab::topology::{End, Namespace, is_root, veth};
+
+mod common;
+
+use common::{D0_MAC, Lab, build, start_until, write_config};
+
+const C_MAC: &str = "02:00:00:00:0c:01";
+const D2_MAC: &str = "02:00:00:00:0d:02";
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn linerate(args: &[&str], cfg: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate")).args(args).arg("-c").arg(cfg).output().unwrap()
+}
+
+fn routes(cfg: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = linerate(&["show", "routes", "--json"], cfg);
+    assert!(out.status.success(), "show routes: {}", text(&out));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap().as_array().unwrap().clone()
+}
+
+fn route(cfg: &std::path::Path, prefix: &str) -> Option<serde_json::Value> {
+    routes(cfg).into_iter().find(|r| r["prefix"] == prefix)
+}
+
+/// Waits up to 5 s for `linerate show routes` to satisfy `ok` on `prefix`.
+fn wait_route(cfg: &std::path::Path, prefix: &str, what: &str, ok: impl Fn(Option<&serde_json::Value>) -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if ok(route(cfg, prefix).as_ref()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{prefix}: {what}; show routes has {:?}", route(cfg, prefix));
+}
+
+fn rx_packets(ns: &Namespace, ifname: &str) -> u64 {
+    let out = ns.exec("cat", &[&format!("/sys/class/net/{ifname}/statistics/rx_packets")]).unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// `linerate gen` in A: `n` UDP frames at `rate` per second to `dst`, from 20 sources.
+fn traffic(lab: &Lab, dst: &str, n: u64, rate: u64) -> Command {
+    let mut cmd = lab.a.command(env!("CARGO_BIN_EXE_linerate"));
+    cmd.args(["gen", "-i", "lra0", "-D", D0_MAC, "-s", "198.18.0.10-198.18.0.29", "-d", dst, "-n", &n.to_string(), "-R", &rate.to_string()]);
+    cmd
+}
+
+/// What `linerate gen` says it sent.
+fn sent(o: &Output) -> u64 {
+    let t = text(o);
+    let line = t.lines().find(|l| l.starts_with("sent ")).unwrap_or_else(|| panic!("gen: {t}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn drops(cfg: &std::path::Path, reason: &str) -> u64 {
+    let out = linerate(&["show", "drops", "--json"], cfg);
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[reason].as_u64().unwrap()
+}
+
+fn set_routes(cfg: &std::path::Path, routes: &str) {
+    let text = std::fs::read_to_string(cfg).unwrap();
+    let head = text.split("# static routes\n").next().unwrap().to_owned();
+    std::fs::write(cfg, format!("{head}# static routes\n{routes}")).unwrap();
+}
+
+#[test]
+fn kernel_routes_ecmp_and_static_reload() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let lab = build("krt");
+    let c = Namespace::create(&format!("lr{}krtc", std::process::id())).unwrap();
+    veth(End { ns: &lab.d, name: "lrd2", mac: D2_MAC }, End { ns: &c, name: "lrc0", mac: C_MAC }).unwrap();
+    c.addr("lrc0", "198.20.0.2/24").unwrap();
+    let extra = r#"
+[[interface]]
+name = "lrd2"
+addresses = ["198.20.0.1/24", "2001:db8:c::1/64"]
+backend = "af_packet"
+
+[router.kernel_routes]
+table = "main"
+
+# static routes
+[[route]]
+prefix = "10.97.0.0/16"
+via = "198.19.0.2"
+"#;
+    let cfg = write_config(&lab, "af_packet", extra);
+    let mut run = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
+    run.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
+    let mut dut = start_until(run, "forwarding with");
+
+    // A multipath route in the kernel's main table, through the TAPs.
+    lab.d.ip(&["route", "add", "10.99.0.0/16", "proto", "static", "nexthop", "via", "198.19.0.2", "dev", "lrhd1", "nexthop", "via", "198.20.0.2", "dev", "lrhd2"]).unwrap();
+    wait_route(&cfg, "10.99.0.0/16", "no multipath kernel route", |r| r.is_some_and(|r| r["kind"] == "multipath" && r["source"] == "kernel"));
+    let paths = route(&cfg, "10.99.0.0/16").unwrap()["paths"].clone();
+    assert_eq!(paths.as_array().unwrap().len(), 2, "{paths}");
+    // The kernel's own route for a TAP's subnet (proto kernel) stays linerate's connected one.
+    assert_eq!(route(&cfg, "198.19.0.0/24").unwrap()["source"], "interface");
+
+    // 2000 flows (20 sources x 100 destinations): every frame arrives, spread over B and C.
+    // The first frames wait for ARP (a few per next hop), so resolve both first.
+    let warm = traffic(&lab, "10.99.0.1-10.99.0.100", 2000, 2000).output().unwrap();
+    assert!(warm.status.success(), "gen: {}", text(&warm));
+    std::thread::sleep(Duration::from_millis(300));
+    let (b0, c0) = (rx_packets(&lab.b, "lrb0"), rx_packets(&c, "lrc0"));
+    let out = traffic(&lab, "10.99.0.1-10.99.0.100", 20_000, 10_000).output().unwrap();
+    assert!(out.status.success(), "gen: {}", text(&out));
+    let n = sent(&out);
+    std::thread::sleep(Duration::from_millis(300));
+    let (b, c_rx) = (rx_packets(&lab.b, "lrb0") - b0, rx_packets(&c, "lrc0") - c0);
+    eprintln!("ECMP: B got {b}, C got {c_rx} of {n}");
+    // All of them (a shared test machine may drop a few in the veths' rings).
+    assert!((b + c_rx) * 100 >= n * 99 && b + c_rx <= n + 20, "B {b} + C {c_rx} != {n}");
+    assert!(b * 100 >= n * 35 && c_rx * 100 >= n * 35, "uneven spread: B {b}, C {c_rx} of {n}");
+
+    // Withdrawn in the kernel: gone from the FIB, linerate answers net unreachable.
+    lab.d.ip(&["route", "del", "10.99.0.0/16"]).unwrap();
+    wait_route(&cfg, "10.99.0.0/16", "still installed", |r| r.is_none());
+    let ping = text(&lab.a.command("ping").args(["-c", "1", "-W", "2", "10.99.0.1"]).output().unwrap());
+    assert!(ping.contains("Net Unreachable"), "{ping}");
+
+    // IPv6 via a TAP: B receives the ping (it has no such address and does not answer).
+    lab.d.ip(&["-6", "route", "add", "2001:db8:99::/48", "via", "2001:db8:b::2", "dev", "lrhd1", "proto", "bird"]).unwrap();
+    wait_route(&cfg, "2001:db8:99::/48", "no IPv6 kernel route", |r| r.is_some_and(|r| r["kind"] == "via" && r["source"] == "kernel"));
+    let b0 = rx_packets(&lab.b, "lrb0");
+    let _ = lab.a.command("ping").args(["-6", "-c", "3", "-i", "0.2", "-W", "1", "2001:db8:99::1"]).output().unwrap();
+    assert!(rx_packets(&lab.b, "lrb0") - b0 >= 3, "B did not receive the IPv6 pings");
+
+    // Static routes reload while a flow to an unchanged static route (10.97/16) runs: add
+    // 10.98/16 with two next hops, then change it to one, then remove it (SIGHUP).
+    let (b0, no_route0) = (rx_packets(&lab.b, "lrb0"), drops(&cfg, "no_route"));
+    let mut flow = traffic(&lab, "10.97.0.1-10.97.0.50", 15_000, 5_000);
+    let flow = std::thread::spawn(move || flow.output().unwrap());
+    std::thread::sleep(Duration::from_millis(500));
+    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = [\"198.19.0.2\", \"198.20.0.2\"]\n");
+    let out = linerate(&["reload"], &cfg);
+    assert!(out.status.success(), "reload: {}", text(&out));
+    assert!(text(&out).contains("static routes: 1 added, 0 changed, 0 removed, 1 unchanged"), "{}", text(&out));
+    let r = route(&cfg, "10.98.0.0/16").unwrap();
+    assert_eq!((r["kind"].as_str(), r["source"].as_str()), (Some("multipath"), Some("static")), "{r}");
+    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = \"198.20.0.2\"\n");
+    let out = linerate(&["reload"], &cfg);
+    assert!(text(&out).contains("0 added, 1 changed, 0 removed, 1 unchanged"), "{}", text(&out));
+    assert_eq!(route(&cfg, "10.98.0.0/16").unwrap()["via"], "198.20.0.2");
+    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n");
+    let pid = dut.0.as_ref().unwrap().id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    wait_route(&cfg, "10.98.0.0/16", "not removed by SIGHUP", |r| r.is_none());
+    // A config error changes nothing.
+    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = [\"198.19.0.2\", \"198.19.0.2\"]\n");
+    let out = linerate(&["reload"], &cfg);
+    assert!(!out.status.success() && text(&out).contains("via lists 198.19.0.2 twice"), "{}", text(&out));
+    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n");
+    assert!(route(&cfg, "10.97.0.0/16").is_some());
+    let out = flow.join().unwrap();
+    let steady = sent(&out);
+    std::thread::sleep(Duration::from_millis(300));
+    let got = rx_packets(&lab.b, "lrb0") - b0;
+    eprintln!("during the reloads: B got {got} of {steady}");
+    assert_eq!(drops(&cfg, "no_route"), no_route0, "packets met no route during the reloads");
+    assert!(got * 100 >= steady * 99 && got <= steady + 20, "the unchanged route lost packets during reloads: {got} of {steady}");
+
+    let out = dut.terminate().unwrap().wait_with_output().unwrap();
+    assert!(out.status.success(), "linerate run: {}", text(&out));
+}
