@@ -37,7 +37,10 @@ use crate::counters::DropReason;
 
 pub mod frags;
 mod keys;
+mod refuse;
 mod stage;
+
+pub use refuse::Refusal;
 
 pub(crate) use stage::{FilterStage, Routed, V4At};
 
@@ -298,6 +301,8 @@ pub struct Firewall {
     /// Whether the filter pass runs the quick loop (always, but for tests that compare it
     /// with every packet looked up in order).
     quick_loop: bool,
+    /// The rule of the last pass that a `block` rule decided (see [`Firewall::take_refusal`]).
+    blocked_by: Option<usize>,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -420,7 +425,7 @@ impl Firewall {
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true }
+        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, blocked_by: None }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -610,7 +615,7 @@ impl Firewall {
         if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
-            return r.map(|()| has_out.then(Ticket::default)).map_err(drop_reason);
+            return r.map(|()| has_out.then(Ticket::default)).map_err(|d| self.dropped(d, v.rule));
         }
         self.inbound_with(key, tcp, None, Some(v))
     }
@@ -623,7 +628,7 @@ impl Firewall {
         let (r, count) = p.inbound_with(key, tcp, hit, verdict);
         let has_out = rules.has_out;
         self.counted(count, key.len);
-        let ticket = r.map_err(drop_reason)?;
+        let ticket = r.map_err(|d| self.dropped(d, count.rule))?;
         Ok((!ticket.out_settled && (has_out || key.ip_opts)).then_some(ticket))
     }
 
@@ -635,7 +640,28 @@ impl Firewall {
         let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
         let (r, count) = p.outbound(key, port, tcp, ticket);
         self.counted(count, key.len);
-        r.map_err(drop_reason)
+        r.map_err(|d| self.dropped(d, count.rule))
+    }
+
+    /// The drop reason of a pass's verdict; notes the deciding rule of a block for
+    /// [`take_refusal`](Self::take_refusal).
+    #[inline]
+    fn dropped(&mut self, d: Drop, rule: Option<usize>) -> DropReason {
+        if d == Drop::Blocked {
+            self.blocked_by = rule;
+        }
+        drop_reason(d)
+    }
+
+    /// What to send back about the packet of `key` that the last pass dropped as
+    /// [`DropReason::FilterBlocked`]: the answer of its `block` rule (`block return`,
+    /// `return-rst`, `return-icmp`), if any, for this kind of packet. Call once per blocked
+    /// packet, right after the pass.
+    #[cold]
+    pub(crate) fn take_refusal(&mut self, key: &PacketKey) -> Option<Refusal> {
+        let rule = self.blocked_by.take()?;
+        let answer = self.cur.rules.rules.rules.get(rule)?.block_return?;
+        Refusal::of(&answer, key)
     }
 
     /// Counts what a pass says it counts.

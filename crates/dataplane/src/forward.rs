@@ -38,7 +38,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
-use crate::filter::{FilterStage, Firewall, Routed, V4At};
+use crate::filter::{FilterStage, Firewall, Refusal, Routed, V4At};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 
@@ -59,6 +59,9 @@ enum Step {
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
     V4 { l3: u16, slot: u16, in_port: u16 },
     V6 { l3: u16, slot: u16, in_port: u16 },
+    /// Blocked by a `block return` rule (counted as `filter_blocked`): answered with `refusal`
+    /// on the logical port it came in by.
+    Refuse { in_port: u16, refusal: Refusal },
 }
 
 impl Routed for Step {
@@ -74,6 +77,14 @@ impl Routed for Step {
     #[inline(always)]
     fn drop_for(&mut self, reason: DropReason) {
         *self = Step::Drop(reason);
+    }
+
+    #[cold]
+    fn refuse(&mut self, refusal: Refusal) {
+        *self = match self.routed() {
+            Some((_, _, in_port)) => Step::Refuse { in_port, refusal },
+            None => Step::Drop(DropReason::FilterBlocked),
+        };
     }
 }
 
@@ -258,6 +269,7 @@ impl Forwarder {
         let (l3, nh, v4, in_port) = match step {
             Step::Drop(reason) => return self.drop(pool, desc, reason),
             Step::Local { in_port } => return self.local(desc, in_port, punts),
+            Step::Refuse { in_port, refusal } => return self.refuse(pool, desc, in_port, refusal, punts),
             Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
             Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
         };
@@ -295,6 +307,11 @@ impl Forwarder {
             if !f.settled[i]
                 && let Err(reason) = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i])
             {
+                if reason == DropReason::FilterBlocked
+                    && let Some(refusal) = f.fw.take_refusal(&f.keys[i])
+                {
+                    return self.refuse(pool, desc, in_port, refusal, punts);
+                }
                 return self.drop(pool, desc, reason);
             }
         }
@@ -372,6 +389,25 @@ impl Forwarder {
         let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
         if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
             punts.push(desc, Punt::Error(err), in_port);
+        } else {
+            pool.free(desc);
+        }
+    }
+
+    /// A packet a `block return` rule blocked: counted as `filter_blocked`, and handed to the
+    /// slow path for its answer (a reset or an ICMP unreachable) if this worker's ICMP rate
+    /// limit allows one now (the same budget as the router's ICMP errors).
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, refusal: Refusal, punts: &mut PuntBatch) {
+        let punt = match refusal.icmp_error() {
+            Some(err) => Punt::Error(err),
+            None => Punt::Reset { ttl: match refusal { Refusal::Reset { ttl } => ttl, Refusal::Unreachable { .. } => 0 } },
+        };
+        self.counts.drop(DropReason::FilterBlocked);
+        let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
+        if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
+            punts.push(desc, punt, in_port);
         } else {
             pool.free(desc);
         }

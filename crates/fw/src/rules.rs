@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod block_return;
 mod extras;
 mod filter_rule;
 mod lexer;
@@ -67,12 +68,8 @@ pub const MAX_LIMIT_STATES: u64 = crate::state::MAX_LIMIT as u64;
 
 /// pf features linerate parses only to refuse them, with the reason given after "`X` is not
 /// supported by linerate": accepting them would promise what is not done.
-const UNSUPPORTED: [(&str, &str); 5] = [
+const UNSUPPORTED: [(&str, &str); 1] = [
     ("log", "no pflog interface; per-rule counters are in `linerate run`'s exit report"),
-    ("return", "blocked packets are dropped silently; use `block` or `block drop`"),
-    ("return-rst", "blocked packets are dropped silently; use `block` or `block drop`"),
-    ("return-icmp", "blocked packets are dropped silently; use `block` or `block drop`"),
-    ("return-icmp6", "blocked packets are dropped silently; use `block` or `block drop`"),
 ];
 
 /// What a rule does with the packets it decides.
@@ -91,6 +88,29 @@ pub enum StateMode {
     Keep,
     /// `keep state (sloppy)`: the state does not check TCP sequence windows.
     KeepSloppy,
+}
+
+/// What a `block` rule sends back about a packet it blocks (pf's `block return`,
+/// `return-rst`, `return-icmp`, `return-icmp6`; none for `block drop`). As in pf, a TCP
+/// packet gets a reset if `rst`, any other packet (a TCP one too without `rst`) the ICMP
+/// destination unreachable of its family if a code is set; never about an ICMP error, a
+/// reset, or a packet to a broadcast or multicast address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockReturn {
+    /// Answer TCP with a reset (`return`, `return-rst`).
+    pub rst: bool,
+    /// The reset's TTL / hop limit (`return-rst (ttl N)`; pf's default is the system's, 64).
+    pub rst_ttl: u8,
+    /// ICMPv4 destination unreachable code (`return-icmp (code)`; pf's default: port
+    /// unreachable, 3).
+    pub icmp: Option<u8>,
+    /// ICMPv6 destination unreachable code (pf's default: port unreachable, 4).
+    pub icmp6: Option<u8>,
+}
+
+impl BlockReturn {
+    /// pf's `block return`: a reset for TCP, port unreachable for the rest.
+    pub const RETURN: BlockReturn = BlockReturn { rst: true, rst_ttl: 64, icmp: Some(3), icmp6: Some(4) };
 }
 
 /// An address prefix of one family. `addr` has its host bits cleared; IPv4 in the low 32 bits.
@@ -237,6 +257,8 @@ impl Table {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub action: Action,
+    /// What a `block` rule sends back (`None`: drop silently, pf's `block drop`).
+    pub block_return: Option<BlockReturn>,
     pub dir: Option<Dir>,
     pub quick: bool,
     /// `on IFACE` / `on { IFACE ... }` resolved to port indices (empty: any interface).
@@ -293,6 +315,9 @@ pub struct RuleSet {
     pub state_policy: StatePolicy,
     /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
     pub skip: Vec<u16>,
+    /// `set block-policy`: what a plain `block` rule written after it sends back (`None`:
+    /// drop, the default; `return`: [`BlockReturn::RETURN`]).
+    pub block_policy: Option<BlockReturn>,
 }
 
 impl Default for RuleSet {
@@ -304,6 +329,7 @@ impl Default for RuleSet {
             timeouts: Timeouts::default(),
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),
+            block_policy: None,
         }
     }
 }

@@ -290,8 +290,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     let s = sp.stats;
     let _ = writeln!(
         report,
-        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
-        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
+        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}; block return unreachables {}), block return resets {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
+        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.filter_unreachables, s.filter_resets, s.filter_resets_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
     );
     // Punts the workers dropped, by class and reason; ICMP errors are policed before the copy.
     let mut punt_drops = punt_stats.drops();

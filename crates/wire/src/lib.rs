@@ -32,6 +32,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod ndisc;
 pub mod tcp;
+pub mod tcp_reset;
 pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket};

@@ -40,6 +40,8 @@ pub(crate) trait Routed {
     fn routed(&self) -> Option<(usize, bool, u16)>;
     /// Drops the packet for `reason`.
     fn drop_for(&mut self, reason: DropReason);
+    /// Drops the packet as blocked by a rule that answers it with `r` (`block return`).
+    fn refuse(&mut self, r: super::Refusal);
 }
 
 /// Where an IPv4 packet to route is: the pool address of its IP header, and its index in the
@@ -285,6 +287,10 @@ impl FilterStage {
                 self.tickets[i] = ticket;
                 self.out_pass = true;
             }
+            Err(DropReason::FilterBlocked) => match self.fw.take_refusal(&self.keys[i]) {
+                Some(r) => step.refuse(r),
+                None => step.drop_for(DropReason::FilterBlocked),
+            },
             Err(reason) => step.drop_for(reason),
         }
     }

@@ -10,10 +10,7 @@ impl Parser<'_> {
         } else {
             Action::Block
         };
-        if action == Action::Block {
-            self.refuse_unsupported("block ")?;
-            self.eat_word("drop")?;
-        }
+        let block_return = if action == Action::Block { self.block_return()? } else { self.refuse_return()? };
         let dir = if self.eat_word("in")? {
             Some(Dir::In)
         } else if self.eat_word("out")? {
@@ -255,6 +252,7 @@ impl Parser<'_> {
         };
         self.rs.rules.push(Rule {
             action,
+            block_return,
             dir,
             quick,
             ifaces,
@@ -418,7 +416,14 @@ impl Parser<'_> {
                     }
                     Ok(())
                 }
-                None => self.fail(WHAT),
+                None => {
+                    // pf's interface addresses: `em0`, `em0:network`, `em0:broadcast`, ...
+                    let name = w.split(':').next().unwrap_or(w);
+                    if (self.ifaces)(name).is_some() {
+                        return here(&t, format!("`{w}` is not supported by linerate (interface addresses as hosts; write the addresses)"));
+                    }
+                    self.fail(WHAT)
+                }
             },
             Tok::Punct("(") => here(&t, "`(interface)` addresses are not supported by linerate"),
             _ => self.fail(WHAT),

@@ -416,11 +416,14 @@ impl Parser<'_> {
                 return self.fail("floating or if-bound");
             };
         } else if self.eat_word("block-policy")? {
-            // `drop` is what linerate does; `return` is refused, not ignored.
-            self.refuse_unsupported("set block-policy ")?;
-            if !self.eat_word("drop")? {
-                return self.fail("drop");
-            }
+            // As in pfctl, it applies to the `block` rules that follow.
+            self.rs.block_policy = if self.eat_word("drop")? {
+                None
+            } else if self.eat_word("return")? {
+                Some(BlockReturn::RETURN)
+            } else {
+                return self.fail("drop or return");
+            };
         } else {
             self.refuse_unsupported_set()?;
             return self.fail("limit, timeout, skip, state-policy or block-policy");
