@@ -76,6 +76,13 @@ impl CompiledRules {
         CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// [`load`](Self::load) knowing the router's addresses on its interfaces (`self`,
+    /// interface hosts, `antispoof`: [`fw::rules::parse_with_addresses`]).
+    pub fn load_with_addresses(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &fw::rules::InterfaceAddresses) -> Result<CompiledRules, String> {
+        let rules = fw::rules::load_with_addresses(path, ifaces, addresses).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// As [`load`](Self::load) from text; `path` names it in errors and anchors table files.
     pub fn parse(text: &str, path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<CompiledRules, String> {
         let rules = fw::rules::parse(text, path, ifaces).map_err(|e| e.to_string())?;

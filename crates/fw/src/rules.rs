@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 mod block_return;
 mod extras;
 mod filter_rule;
+mod iface_addr;
 mod lexer;
 mod parser;
 mod values;
@@ -385,13 +386,49 @@ pub fn load(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<RuleSet
     parse(&text, path, ifaces)
 }
 
+/// The router's addresses on each interface, by interface name, with their prefix lengths:
+/// what `self`, interface names as hosts (`em0`, `(em0)`, `em0:network`) and `antispoof`
+/// stand for.
+pub type InterfaceAddresses = [(String, Vec<(std::net::IpAddr, u8)>)];
+
 /// Parses rule text. `path` names the file in errors and anchors relative `table ... file`
 /// paths (table files are read by this function); `ifaces` maps interface names to port
-/// indices (an unknown name is an error at its position).
+/// indices (an unknown name is an error at its position). Without the interfaces'
+/// addresses, `self`, interface hosts and `antispoof` are errors (see [`parse_with_addresses`]).
 pub fn parse(
     text: &str,
     path: &Path,
     ifaces: &dyn Fn(&str) -> Option<u16>,
+) -> Result<RuleSet, RuleError> {
+    parse_inner(text, path, ifaces, None)
+}
+
+/// [`parse`] knowing the router's addresses on its interfaces (`addresses`).
+pub fn parse_with_addresses(
+    text: &str,
+    path: &Path,
+    ifaces: &dyn Fn(&str) -> Option<u16>,
+    addresses: &InterfaceAddresses,
+) -> Result<RuleSet, RuleError> {
+    parse_inner(text, path, ifaces, Some(addresses))
+}
+
+/// [`load`] knowing the router's addresses on its interfaces.
+pub fn load_with_addresses(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &InterfaceAddresses) -> Result<RuleSet, RuleError> {
+    let text = std::fs::read_to_string(path).map_err(|e| RuleError {
+        path: path.to_path_buf(),
+        line: 0,
+        column: 0,
+        message: format!("cannot read rule file: {e}"),
+    })?;
+    parse_with_addresses(&text, path, ifaces, addresses)
+}
+
+fn parse_inner(
+    text: &str,
+    path: &Path,
+    ifaces: &dyn Fn(&str) -> Option<u16>,
+    addresses: Option<&InterfaceAddresses>,
 ) -> Result<RuleSet, RuleError> {
     let err = |(line, column, message): (usize, usize, String)| RuleError {
         path: path.to_path_buf(),
@@ -407,6 +444,7 @@ pub fn parse(
         rs: RuleSet::default(),
         path,
         ifaces,
+        addresses,
     };
     p.file().map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),

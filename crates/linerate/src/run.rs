@@ -366,10 +366,13 @@ pub fn total(workers: &[Arc<WorkerCounters>]) -> Counts {
 }
 
 /// Parses and compiles the config's rule file, interface names resolving to port indices in
-/// the config's interface order (the worker's port numbering).
+/// the config's interface order (the worker's port numbering), with the interfaces'
+/// addresses for `self`, interface hosts and `antispoof`.
 pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
     let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
-    CompiledRules::load(rules, &ifaces).map_err(anyhow::Error::msg)
+    let addresses: Vec<(String, Vec<(std::net::IpAddr, u8)>)> =
+        cfg.interfaces.iter().map(|i| (i.name.clone(), i.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect())).collect();
+    CompiledRules::load_with_addresses(rules, &ifaces, &addresses).map_err(anyhow::Error::msg)
 }
 
 /// Per-rule counters (rules that saw no packet are listed too: it shows dead rules), then the

@@ -417,15 +417,25 @@ impl Parser<'_> {
                     Ok(())
                 }
                 None => {
-                    // pf's interface addresses: `em0`, `em0:network`, `em0:broadcast`, ...
+                    // pf's interface addresses: `self`, `em0`, `em0:network`, ...
                     let name = w.split(':').next().unwrap_or(w);
-                    if (self.ifaces)(name).is_some() {
-                        return here(&t, format!("`{w}` is not supported by linerate (interface addresses as hosts; write the addresses)"));
+                    if name == "self" || (self.ifaces)(name).is_some() {
+                        self.next()?;
+                        let target = self.iface_hosts(&t, w)?;
+                        out.push(AddrItem { negated, target });
+                        return Ok(());
                     }
                     self.fail(WHAT)
                 }
             },
-            Tok::Punct("(") => here(&t, "`(interface)` addresses are not supported by linerate"),
+            Tok::Punct("(") => {
+                self.next()?;
+                let (w, nt) = self.word("an interface name")?;
+                self.expect_punct(")", "\")\" closing the interface")?;
+                let target = self.iface_hosts(&nt, &w)?;
+                out.push(AddrItem { negated, target });
+                Ok(())
+            }
             _ => self.fail(WHAT),
         }
     }

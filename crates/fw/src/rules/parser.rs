@@ -57,6 +57,8 @@ pub(super) struct Parser<'a> {
     pub(super) rs: RuleSet,
     pub(super) path: &'a Path,
     pub(super) ifaces: &'a dyn Fn(&str) -> Option<u16>,
+    /// The router's addresses per interface, if the caller gave them.
+    pub(super) addresses: Option<&'a super::InterfaceAddresses>,
 }
 
 pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
@@ -202,6 +204,7 @@ impl Parser<'_> {
                             "table" => self.table_def()?,
                             "set" => self.set_option()?,
                             "pass" | "block" => self.rule()?,
+                            "antispoof" => self.antispoof()?,
                             _ => {
                                 self.refuse_unsupported_statement()?;
                                 return self
