@@ -364,7 +364,7 @@ fn ports(rng: &mut Rng) -> Ports {
     };
     match rng.below(7) {
         0 => Ports::Op("=", p(rng)),
-        1 => Ports::Op(*rng.pick(&["!=", "<", "<=", ">", ">="]), p(rng)),
+        1 => Ports::Op(["!=", "<", "<=", ">", ">="][rng.below(5) as usize], p(rng)),
         2 => {
             let (a, b) = pair(rng);
             Ports::Range(a, b)
