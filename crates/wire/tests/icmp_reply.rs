@@ -527,6 +527,7 @@ mod never_panic {
         for err in [
             IcmpError::TimeExceeded,
             IcmpError::PacketTooBig { mtu: 1280 },
+            IcmpError::Refused { code: 3, code6: 4 },
         ] {
             let _ = should_send_error(frame, err);
             for src in [IpAddr::V4(ROUTER_V4), IpAddr::V6(router_v6())] {
@@ -536,6 +537,9 @@ mod never_panic {
             }
         }
         let _ = echo_reply(frame, ROUTER_MAC, &mut buf);
+        if let Ok(n) = wire::tcp_reset::tcp_reset(frame, 0, ROUTER_MAC, &mut buf) {
+            assert!(parse_l2(&buf[..n]).is_ok());
+        }
         let _ = arp_reply(frame, ROUTER_MAC, ROUTER_V4, &mut buf);
         let _ = neighbor_advert(frame, ROUTER_MAC, router_v6(), &mut buf);
     }

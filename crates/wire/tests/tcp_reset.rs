@@ -112,3 +112,47 @@ fn no_reset_for_resets_group_addresses_or_fragments() {
     v[38] = 0xff;
     assert_eq!(tcp_reset(&v, 0, ROUTER_MAC, &mut buf), Err(Error::Malformed));
 }
+
+mod never_panic {
+    use super::*;
+    use proptest::prelude::*;
+    use wire::{IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, parse_l2};
+
+    /// A reset built from any frame parses back, with valid checksums and RST set.
+    fn check(frame: &[u8]) {
+        let mut buf = [0u8; 256];
+        let Ok(n) = tcp_reset(frame, 0, ROUTER_MAC, &mut buf) else { return };
+        let f = &buf[..n];
+        let l2 = parse_l2(f).unwrap();
+        let l3 = &f[l2.l3_offset..];
+        if l3[0] >> 4 == 4 {
+            let ip = Ipv4Packet::new_checked(l3).unwrap();
+            assert!(ip.verify_checksum() && ip.protocol() == IpProtocol::Tcp);
+            let t = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(t.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0);
+        } else {
+            let ip = Ipv6Packet::new_checked(l3).unwrap();
+            let t = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(t.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        #[test]
+        fn mutated_fixtures(v6 in any::<bool>(), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4), cut in any::<usize>()) {
+            let mut f = if v6 { DATA_V6.to_vec() } else { SYN_V4.to_vec() };
+            for (at, v) in flips {
+                let i = at % f.len();
+                f[i] = v;
+            }
+            f.truncate(cut % (f.len() + 1));
+            check(&f);
+        }
+
+        #[test]
+        fn random_bytes(frame in proptest::collection::vec(any::<u8>(), 0..120)) {
+            check(&frame);
+        }
+    }
+}
