@@ -400,14 +400,10 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     fn refuse(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, refusal: Refusal, punts: &mut PuntBatch) {
-        let punt = match refusal.icmp_error() {
-            Some(err) => Punt::Error(err),
-            None => Punt::Reset { ttl: match refusal { Refusal::Reset { ttl } => ttl, Refusal::Unreachable { .. } => 0 } },
-        };
         self.counts.drop(DropReason::FilterBlocked);
         let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
         if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
-            punts.push(desc, punt, in_port);
+            punts.push(desc, refusal.punt(), in_port);
         } else {
             pool.free(desc);
         }

@@ -9,6 +9,8 @@ use fw::packet::{Af, PacketKey, proto};
 use fw::rules::{BlockReturn, tcp_flags};
 use wire::icmp_reply::IcmpError;
 
+use crate::punt::Punt;
+
 /// An answer to a blocked packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -32,11 +34,11 @@ impl Refusal {
         wanted.then_some(Refusal::Unreachable { code, code6 })
     }
 
-    /// The ICMP error to send, for an [`Unreachable`](Refusal::Unreachable).
-    pub fn icmp_error(self) -> Option<IcmpError> {
+    /// What the slow path is asked to send.
+    pub fn punt(self) -> Punt {
         match self {
-            Refusal::Unreachable { code, code6 } => Some(IcmpError::Refused { code, code6 }),
-            Refusal::Reset { .. } => None,
+            Refusal::Unreachable { code, code6 } => Punt::Error(IcmpError::Refused { code, code6 }),
+            Refusal::Reset { ttl } => Punt::Reset { ttl },
         }
     }
 }
@@ -65,6 +67,7 @@ mod tests {
         assert_eq!(Refusal::of(&icmp, &syn), Some(Refusal::Unreachable { code: 13, code6: 1 }));
         let only6 = BlockReturn { icmp: None, ..icmp };
         assert_eq!(Refusal::of(&only6, &key(Af::Inet, proto::UDP, 0)), None);
-        assert_eq!(Refusal::of(&only6, &udp6).and_then(Refusal::icmp_error), Some(IcmpError::Refused { code: 3, code6: 1 }));
+        assert_eq!(Refusal::of(&only6, &udp6).map(Refusal::punt), Some(Punt::Error(IcmpError::Refused { code: 3, code6: 1 })));
+        assert_eq!(Refusal::Reset { ttl: 9 }.punt(), Punt::Reset { ttl: 9 });
     }
 }
