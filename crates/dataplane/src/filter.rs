@@ -622,7 +622,10 @@ impl Firewall {
         if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
-            return r.map(|()| has_out.then(Ticket::default)).map_err(|d| self.dropped(d, v.rule));
+            return match r {
+                Ok(()) => Ok(has_out.then(Ticket::default)),
+                Err(d) => Err(self.dropped(d, v.rule)),
+            };
         }
         self.inbound_with(key, tcp, None, Some(v))
     }
@@ -652,7 +655,8 @@ impl Firewall {
 
     /// The drop reason of a pass's verdict; notes the deciding rule of a block for
     /// [`take_refusal`](Self::take_refusal).
-    #[inline]
+    #[cold]
+    #[inline(never)]
     fn dropped(&mut self, d: Drop, rule: Option<usize>) -> DropReason {
         if d == Drop::Blocked {
             self.blocked_by = rule;

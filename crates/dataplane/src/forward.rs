@@ -59,9 +59,6 @@ enum Step {
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
     V4 { l3: u16, slot: u16, in_port: u16 },
     V6 { l3: u16, slot: u16, in_port: u16 },
-    /// Blocked by a `block return` rule (counted as `filter_blocked`): answered with `refusal`
-    /// on the logical port it came in by.
-    Refuse { in_port: u16, refusal: Refusal },
 }
 
 impl Routed for Step {
@@ -77,14 +74,6 @@ impl Routed for Step {
     #[inline(always)]
     fn drop_for(&mut self, reason: DropReason) {
         *self = Step::Drop(reason);
-    }
-
-    #[cold]
-    fn refuse(&mut self, refusal: Refusal) {
-        *self = match self.routed() {
-            Some((_, _, in_port)) => Step::Refuse { in_port, refusal },
-            None => Step::Drop(DropReason::FilterBlocked),
-        };
     }
 }
 
@@ -267,9 +256,10 @@ impl Forwarder {
     #[inline(always)]
     fn apply<const FW: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (l3, nh, v4, in_port) = match step {
+            // A blocked packet's answer, if its rule has one, is in the filter stage's list.
+            Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
             Step::Drop(reason) => return self.drop(pool, desc, reason),
             Step::Local { in_port } => return self.local(desc, in_port, punts),
-            Step::Refuse { in_port, refusal } => return self.refuse(pool, desc, in_port, refusal, punts),
             Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
             Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
         };
@@ -391,6 +381,16 @@ impl Forwarder {
             punts.push(desc, Punt::Error(err), in_port);
         } else {
             pool.free(desc);
+        }
+    }
+
+    /// A packet the in pass blocked: answered if its rule says so ([`Self::refuse`]).
+    #[cold]
+    #[inline(never)]
+    fn blocked(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, punts: &mut PuntBatch) {
+        match self.filter.as_mut().and_then(|f| f.refusals[i % MAX_BATCH].take()) {
+            Some((in_port, refusal)) => self.refuse(pool, desc, in_port, refusal, punts),
+            None => self.drop(pool, desc, DropReason::FilterBlocked),
         }
     }
 

@@ -40,8 +40,6 @@ pub(crate) trait Routed {
     fn routed(&self) -> Option<(usize, bool, u16)>;
     /// Drops the packet for `reason`.
     fn drop_for(&mut self, reason: DropReason);
-    /// Drops the packet as blocked by a rule that answers it with `r` (`block return`).
-    fn refuse(&mut self, r: super::Refusal);
 }
 
 /// Where an IPv4 packet to route is: the pool address of its IP header, and its index in the
@@ -87,6 +85,9 @@ pub(crate) struct FilterStage {
     left: Box<[u16; MAX_BATCH]>,
     /// IPv4 datagrams in fragments: later fragments take their first's ports.
     pub frags: super::frags::FragTable,
+    /// For a packet the in pass blocked (`filter_blocked`): its input port and the answer
+    /// of its `block return` rule, if it has one (taken by the apply pass).
+    pub refusals: Box<[Option<(u16, super::Refusal)>; MAX_BATCH]>,
 }
 
 /// What is known of a packet's state before its key is built.
@@ -127,6 +128,7 @@ impl FilterStage {
             lean: Box::new([Lean::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
+            refusals: Box::new([None; MAX_BATCH]),
         }
     }
 
@@ -287,10 +289,11 @@ impl FilterStage {
                 self.tickets[i] = ticket;
                 self.out_pass = true;
             }
-            Err(DropReason::FilterBlocked) => match self.fw.take_refusal(&self.keys[i]) {
-                Some(r) => step.refuse(r),
-                None => step.drop_for(DropReason::FilterBlocked),
-            },
+            Err(DropReason::FilterBlocked) => {
+                // Where the apply pass finds the answer of a `block return` rule, if any.
+                self.refusals[i] = step.routed().zip(self.fw.take_refusal(&self.keys[i])).map(|((_, _, port), r)| (port, r));
+                step.drop_for(DropReason::FilterBlocked);
+            }
             Err(reason) => step.drop_for(reason),
         }
     }
