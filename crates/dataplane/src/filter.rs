@@ -41,9 +41,11 @@ pub mod requests;
 pub mod nat;
 mod nat_rewrite;
 pub mod log;
+mod refuse;
 mod stage;
 
 use log::{LogHit, LogRules, LogSink};
+pub use refuse::Refusal;
 
 pub(crate) use stage::{FilterStage, Routed, V4At};
 
@@ -79,6 +81,19 @@ impl CompiledRules {
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
     pub fn load(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<CompiledRules, String> {
         let rules = fw::rules::load(path, ifaces).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// [`load`](Self::load) knowing the router's addresses on its interfaces (`self`,
+    /// interface hosts, `antispoof`: [`fw::rules::parse_with_addresses`]).
+    pub fn load_with_addresses(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &fw::rules::InterfaceAddresses) -> Result<CompiledRules, String> {
+        let rules = fw::rules::load_with_addresses(path, ifaces, addresses).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// [`parse`](Self::parse) knowing the router's addresses on its interfaces.
+    pub fn parse_with_addresses(text: &str, path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &fw::rules::InterfaceAddresses) -> Result<CompiledRules, String> {
+        let rules = fw::rules::parse_with_addresses(text, path, ifaces, addresses).map_err(|e| e.to_string())?;
         CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
     }
 
@@ -311,6 +326,8 @@ pub struct Firewall {
     log: Option<LogSink>,
     /// The packet being filtered is to be logged: what the filter stage copies with it.
     log_hit: Option<LogHit>,
+    /// The rule of the last pass that a `block` rule decided (see [`Firewall::take_refusal`]).
+    blocked_by: Option<usize>,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -433,7 +450,7 @@ impl Firewall {
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None }
+        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -638,7 +655,10 @@ impl Firewall {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
             self.log_decided(Count { rule: v.rule, by_rules: true, created: false }, r, Dir::In);
-            return r.map(|()| has_out.then(Ticket::default)).map_err(drop_reason);
+            return match r {
+                Ok(()) => Ok(has_out.then(Ticket::default)),
+                Err(d) => Err(self.dropped(d, v.rule)),
+            };
         }
         self.inbound_with(key, tcp, None, Some(v))
     }
@@ -652,7 +672,7 @@ impl Firewall {
         let has_out = rules.has_out;
         self.counted(count, key.len);
         self.log_decided(count, r.map(|_| ()), Dir::In);
-        let ticket = r.map_err(drop_reason)?;
+        let ticket = r.map_err(|d| self.dropped(d, count.rule))?;
         Ok((!ticket.out_settled && (has_out || key.ip_opts)).then_some(ticket))
     }
 
@@ -665,7 +685,29 @@ impl Firewall {
         let (r, count) = p.outbound(key, port, tcp, ticket);
         self.counted(count, key.len);
         self.log_decided(count, r, Dir::Out);
-        r.map_err(drop_reason)
+        r.map_err(|d| self.dropped(d, count.rule))
+    }
+
+    /// The drop reason of a pass's verdict; notes the deciding rule of a block for
+    /// [`take_refusal`](Self::take_refusal).
+    #[cold]
+    #[inline(never)]
+    fn dropped(&mut self, d: Drop, rule: Option<usize>) -> DropReason {
+        if d == Drop::Blocked {
+            self.blocked_by = rule;
+        }
+        drop_reason(d)
+    }
+
+    /// What to send back about the packet of `key` that the last pass dropped as
+    /// [`DropReason::FilterBlocked`]: the answer of its `block` rule (`block return`,
+    /// `return-rst`, `return-icmp`), if any, for this kind of packet. Call once per blocked
+    /// packet, right after the pass.
+    #[cold]
+    pub(crate) fn take_refusal(&mut self, key: &PacketKey) -> Option<Refusal> {
+        let rule = self.blocked_by.take()?;
+        let answer = self.cur.rules.rules.rules.get(rule)?.block_return?;
+        Refusal::of(&answer, key)
     }
 
     /// Counts what a pass says it counts.

@@ -39,7 +39,7 @@ use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
 use crate::filter::nat::{NatCounts, NatStage};
-use crate::filter::{FilterStage, Firewall, Routed, V4At};
+use crate::filter::{FilterStage, Firewall, Refusal, Routed, V4At};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 use crate::tap::{Point, Tap};
@@ -325,6 +325,8 @@ impl Forwarder {
     #[inline(always)]
     fn apply<const FW: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (l3, nh, v4, in_port) = match step {
+            // A blocked packet's answer, if its rule has one, is in the filter stage's list.
+            Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
             Step::Drop(reason) => return self.drop(pool, desc, reason),
             Step::Local { in_port } => return self.local(desc, in_port, punts),
             Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
@@ -382,6 +384,11 @@ impl Forwarder {
                 && f.nat.on_port(port)
                 && let Err(reason) = nat_out(f, pool.frame_mut(desc), l3, port)
             {
+                if reason == DropReason::FilterBlocked
+                    && let Some(refusal) = f.fw.take_refusal(&f.keys[i])
+                {
+                    return self.refuse(pool, desc, in_port, refusal, punts);
+                }
                 return self.drop(pool, desc, reason);
             }
         }
@@ -471,6 +478,31 @@ impl Forwarder {
         let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
         if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
             punts.push(desc, Punt::Error(err), in_port);
+        } else {
+            pool.free(desc);
+        }
+    }
+
+    /// A packet the in pass blocked: answered if its rule says so ([`Self::refuse`]).
+    #[cold]
+    #[inline(never)]
+    fn blocked(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, punts: &mut PuntBatch) {
+        match self.filter.as_mut().and_then(|f| f.refusals[i % MAX_BATCH].take()) {
+            Some((in_port, refusal)) => self.refuse(pool, desc, in_port, refusal, punts),
+            None => self.drop(pool, desc, DropReason::FilterBlocked),
+        }
+    }
+
+    /// A packet a `block return` rule blocked: counted as `filter_blocked`, and handed to the
+    /// slow path for its answer (a reset or an ICMP unreachable) if this worker's ICMP rate
+    /// limit allows one now (the same budget as the router's ICMP errors).
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, refusal: Refusal, punts: &mut PuntBatch) {
+        self.counts.drop(DropReason::FilterBlocked);
+        let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
+        if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
+            punts.push(desc, refusal.punt(), in_port);
         } else {
             pool.free(desc);
         }

@@ -37,6 +37,9 @@ pub enum Punt {
     Local,
     /// Dropped (and counted); the slow path may send this ICMP error about it.
     Error(IcmpError),
+    /// A TCP segment a `block return` rule refused: the slow path answers it with a reset of
+    /// this TTL (0: 64) ([`wire::tcp_reset`]).
+    Reset { ttl: u8 },
     /// The next hop's link-layer address is unknown: resolve it, then send the frame (its
     /// TTL already decremented) on logical port `port`.
     Unresolved { next_hop: NextHop, port: u16 },
@@ -114,7 +117,7 @@ pub enum PuntClass {
     Resolve,
     /// To fragment.
     Fragment,
-    /// To send an ICMP error about.
+    /// To send an ICMP error (or a firewall's TCP reset) about.
     IcmpError,
 }
 
@@ -142,7 +145,7 @@ impl PuntClass {
             Punt::Local => PuntClass::Local,
             Punt::Unresolved { .. } => PuntClass::Resolve,
             Punt::Fragment { .. } => PuntClass::Fragment,
-            Punt::Error(_) => PuntClass::IcmpError,
+            Punt::Error(_) | Punt::Reset { .. } => PuntClass::IcmpError,
         }
     }
 }

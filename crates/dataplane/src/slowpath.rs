@@ -62,6 +62,12 @@ pub struct SlowStats {
     pub icmp_errors: u64,
     /// Errors not sent: rate limit, or the RFC rules (no error about an error, ...).
     pub icmp_suppressed: u64,
+    /// Of `icmp_errors`: the destination unreachables of `block return` / `return-icmp`.
+    pub filter_unreachables: u64,
+    /// TCP resets sent for `block return` / `return-rst`.
+    pub filter_resets: u64,
+    /// Resets not sent: the segment gets none (a reset, a fragment, to a group address).
+    pub filter_resets_suppressed: u64,
     pub resolved: u64,
     pub resolve_failed: u64,
     /// Packets sent after waiting for resolution.
@@ -254,6 +260,7 @@ impl SlowPath {
         match msg.punt {
             Punt::Local => self.local(io, &msg, now),
             Punt::Error(err) => self.error(io, &msg.frame, msg.phys, msg.in_port, err, false),
+            Punt::Reset { ttl } => self.reset(io, &msg.frame, msg.phys, msg.in_port, ttl),
             Punt::Unresolved { next_hop, port } => {
                 let Some(ip) = self.next_hop_address(next_hop, port, &msg.frame) else {
                     self.stats.neighbour_drops += 1;
@@ -459,7 +466,25 @@ impl SlowPath {
         };
         if let Ok(n) = icmp_reply::icmp_error(frame, err, src, p.mac, &mut self.buf) {
             self.stats.icmp_errors += 1;
+            self.stats.filter_unreachables += u64::from(matches!(err, IcmpError::Refused { .. }));
             io.send_wire(phys, &self.buf[..n]);
+        }
+    }
+
+    /// Answers the TCP segment in `frame` (received on logical port `in_port`), which a
+    /// `block return` rule refused, with a reset from its destination, back to its sender
+    /// ([`wire::tcp_reset`]; the worker applied the rate limit).
+    fn reset(&mut self, io: &mut impl SlowIo, frame: &[u8], phys: u16, in_port: u16, ttl: u8) {
+        let Some(p) = self.ports.get(in_port as usize) else {
+            self.stats.invalid += 1;
+            return;
+        };
+        match wire::tcp_reset::tcp_reset(frame, ttl, p.mac, &mut self.buf) {
+            Ok(n) => {
+                self.stats.filter_resets += 1;
+                io.send_wire(phys, &self.buf[..n]);
+            }
+            Err(_) => self.stats.filter_resets_suppressed += 1,
         }
     }
 

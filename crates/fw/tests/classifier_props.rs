@@ -213,6 +213,7 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
         };
         rs.rules.push(Rule {
             action,
+            block_return: None,
             dir: *rng.pick(&[None, None, Some(Dir::In), Some(Dir::Out)]),
             quick: rng.chance(25),
             ifaces: match rng.below(10) {

@@ -250,6 +250,7 @@ pub(crate) fn stats(state: &RouterState) -> Value {
             "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
             "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
             "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
+            "filter_unreachables": s.filter_unreachables, "filter_resets": s.filter_resets, "filter_resets_suppressed": s.filter_resets_suppressed,
             "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
             "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
             "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": queue_full,

@@ -352,8 +352,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     let s = sp.stats;
     let _ = writeln!(
         report,
-        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, router adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
-        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.router_adverts, s.router_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
+        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, router adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}; block return unreachables {}), block return resets {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} waiting {} invalid {}, send errors {}",
+        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.router_adverts, s.router_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.filter_unreachables, s.filter_resets, s.filter_resets_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.neighbour_drops, s.invalid, host_io.send_errors
     );
     // Punts the workers dropped, by class and reason; ICMP errors are policed before the copy.
     let mut punt_drops = punt_stats.drops();
@@ -439,7 +439,8 @@ pub fn total(workers: &[Arc<WorkerCounters>]) -> Counts {
 }
 
 /// Parses and compiles the config's rule file, interface names resolving to port indices in
-/// the config's interface order (the worker's port numbering).
+/// the config's interface order (the worker's port numbering), with the interfaces'
+/// addresses for `self`, interface hosts and `antispoof`.
 pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
     load_rules_with_text(cfg, rules).map(|(r, _)| r)
 }
@@ -448,7 +449,9 @@ pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
 pub fn load_rules_with_text(cfg: &Config, rules: &Path) -> Result<(CompiledRules, String)> {
     let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
     let text = std::fs::read_to_string(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
-    let compiled = CompiledRules::parse(&text, rules, &ifaces).map_err(anyhow::Error::msg)?;
+    let addresses: Vec<(String, Vec<(std::net::IpAddr, u8)>)> =
+        cfg.interfaces.iter().map(|i| (i.name.clone(), i.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect())).collect();
+    let compiled = CompiledRules::parse_with_addresses(&text, rules, &ifaces, &addresses).map_err(anyhow::Error::msg)?;
     let has_v4 = |i: u16| cfg.interfaces.get(usize::from(i)).is_some_and(|i| i.addresses.iter().any(|a| a.addr.is_ipv4()));
     if let Some((r, i)) = fw::nat::iface_without_address(&compiled.rules, &has_v4) {
         let name = &cfg.interfaces[usize::from(i)].name;

@@ -108,6 +108,24 @@ fn check_compiles_the_firewall_rules_and_reports_their_position() {
     assert!(err.contains("r.conf:3:13:") && err.contains("lr-b"), "{err}");
 }
 
+/// `self`, interface hosts and `antispoof` take the addresses of the config's interfaces.
+#[test]
+fn check_gives_the_rules_the_interface_addresses() {
+    let dir = std::env::temp_dir().join(format!("lr-cli-self-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    std::fs::write(&cfg, "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\", \"2001:db8:a::1/64\"]\n\n[[interface]]\nname = \"lr-b\"\n\n[firewall]\nrules = \"r.conf\"\n").unwrap();
+    std::fs::write(dir.join("r.conf"), "antispoof for lr-a inet\npass in to self\nblock in to lr-a:network\n").unwrap();
+    let ok = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    std::fs::write(dir.join("r.conf"), "pass in to lr-b:peer\n").unwrap();
+    let bad = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success() && stdout.contains(": 4 rules"), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert!(err.contains("r.conf:1:12: `lr-b:peer` is not supported by linerate"), "{err}");
+}
+
 #[test]
 fn bench_with_rules_reports_the_firewall() {
     let out = linerate()

@@ -44,6 +44,14 @@ pub enum IcmpError {
         /// MTU of the next-hop link.
         mtu: u32,
     },
+    /// A firewall rule refused the packet (pf's `block return-icmp`): destination unreachable
+    /// with `code` for IPv4 (type 3, e.g. 3 port unreachable, 13 administratively
+    /// prohibited) or `code6` for IPv6 (type 1, e.g. 4 port unreachable, 1 administratively
+    /// prohibited).
+    Refused {
+        code: u8,
+        code6: u8,
+    },
 }
 
 impl IcmpError {
@@ -59,6 +67,7 @@ impl IcmpError {
                 unreachable::FRAG_NEEDED,
                 mtu.min(u32::from(u16::MAX)),
             ),
+            IcmpError::Refused { code, .. } => (Icmpv4Type::DestUnreachable, code, 0),
         }
     }
 
@@ -69,6 +78,7 @@ impl IcmpError {
             IcmpError::NoRoute => (Icmpv6Type::DestUnreachable, 0, 0),
             IcmpError::AddressUnreachable => (Icmpv6Type::DestUnreachable, 3, 0),
             IcmpError::PacketTooBig { mtu } => (Icmpv6Type::PacketTooBig, 0, mtu),
+            IcmpError::Refused { code6, .. } => (Icmpv6Type::DestUnreachable, code6, 0),
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod ipv6;
 pub mod ndisc;
 pub mod router_advert;
 pub mod tcp;
+pub mod tcp_reset;
 pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket};

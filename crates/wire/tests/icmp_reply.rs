@@ -165,6 +165,8 @@ fn unreachable_and_frag_needed_v4_truncate_to_576() {
         (IcmpError::AddressUnreachable, 1, 0),
         (IcmpError::PacketTooBig { mtu: 1400 }, 4, 1400),
         (IcmpError::PacketTooBig { mtu: 100_000 }, 4, 0xffff),
+        (IcmpError::Refused { code: 3, code6: 4 }, 3, 0),
+        (IcmpError::Refused { code: 13, code6: 1 }, 13, 0),
     ] {
         let n = icmp_error(&big, err, IpAddr::V4(ROUTER_V4), ROUTER_MAC, &mut buf).unwrap();
         assert_eq!(n, 14 + 576);
@@ -227,6 +229,8 @@ fn icmpv6_errors_truncate_to_1280() {
             0,
             1480,
         ),
+        (IcmpError::Refused { code: 3, code6: 4 }, Icmpv6Type::DestUnreachable, 4, 0),
+        (IcmpError::Refused { code: 13, code6: 1 }, Icmpv6Type::DestUnreachable, 1, 0),
     ] {
         let n = icmp_error(&big, err, IpAddr::V6(router_v6()), ROUTER_MAC, &mut buf).unwrap();
         assert_eq!(n, 14 + 1280);
@@ -523,6 +527,7 @@ mod never_panic {
         for err in [
             IcmpError::TimeExceeded,
             IcmpError::PacketTooBig { mtu: 1280 },
+            IcmpError::Refused { code: 3, code6: 4 },
         ] {
             let _ = should_send_error(frame, err);
             for src in [IpAddr::V4(ROUTER_V4), IpAddr::V6(router_v6())] {
@@ -532,6 +537,9 @@ mod never_panic {
             }
         }
         let _ = echo_reply(frame, ROUTER_MAC, &mut buf);
+        if let Ok(n) = wire::tcp_reset::tcp_reset(frame, 0, ROUTER_MAC, &mut buf) {
+            assert!(parse_l2(&buf[..n]).is_ok());
+        }
         let _ = arp_reply(frame, ROUTER_MAC, ROUTER_V4, &mut buf);
         let _ = neighbor_advert(frame, ROUTER_MAC, router_v6(), &mut buf);
     }

@@ -89,6 +89,9 @@ pub(crate) struct FilterStage {
     pub nat: super::nat::NatStage,
     /// The batch's rule set translates (or translations remain): the NAT passes run.
     pub nat_on: bool,
+    /// For a packet the in pass blocked (`filter_blocked`): its input port and the answer
+    /// of its `block return` rule, if it has one (taken by the apply pass).
+    pub refusals: Box<[Option<(u16, super::Refusal)>; MAX_BATCH]>,
 }
 
 /// What is known of a packet's state before its key is built.
@@ -131,6 +134,7 @@ impl FilterStage {
             frags: super::frags::FragTable::new(super::random_seed()),
             nat,
             nat_on: false,
+            refusals: Box::new([None; MAX_BATCH]),
         }
     }
 
@@ -303,6 +307,11 @@ impl FilterStage {
                 self.settled[i] = false;
                 self.tickets[i] = ticket;
                 self.out_pass = true;
+            }
+            Err(DropReason::FilterBlocked) => {
+                // Where the apply pass finds the answer of a `block return` rule, if any.
+                self.refusals[i] = step.routed().zip(self.fw.take_refusal(&self.keys[i])).map(|((_, _, port), r)| (port, r));
+                step.drop_for(DropReason::FilterBlocked);
             }
             Err(reason) => step.drop_for(reason),
         }

@@ -18,7 +18,7 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
 
 /// pf statements linerate does not implement.
 const UNSUPPORTED_STATEMENTS: &[&str] = &[
-    "match", "anchor", "antispoof", "scrub", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
+    "match", "anchor", "scrub", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
     "binat-anchor", "load", "include", "queue", "altq", "ether",
 ];
 
@@ -30,7 +30,7 @@ const UNSUPPORTED_SET: &[&str] = &[
 ];
 
 /// Address keywords linerate does not implement.
-const UNSUPPORTED_ADDRESSES: &[&str] = &["self", "no-route", "urpf-failed", "route"];
+const UNSUPPORTED_ADDRESSES: &[&str] = &["no-route", "urpf-failed", "route"];
 
 /// The prefixes that cover exactly the addresses `lo..=hi` of family `af`, fewest first to
 /// last (a range of an address family is a union of aligned blocks).

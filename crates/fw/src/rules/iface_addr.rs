@@ -1,0 +1,173 @@
+//! The router's own addresses in rules: `self` (every address of every interface), an
+//! interface as a host (`em0` or `(em0)`: its addresses; `em0:network`: its networks;
+//! `em0:broadcast`: its IPv4 broadcast addresses; `:0`: the first address of each family
+//! only, no aliases), and pf's `antispoof for IFACE`, which expands into block rules.
+//!
+//! linerate's interface addresses come from its config and change only with it (a reload
+//! re-reads them), so `(em0)`, which pf re-evaluates when the interface's addresses change,
+//! is the same as `em0` here. Each such host is a table of those addresses, built when the
+//! file is parsed: as for pf's dynamic addresses, `! em0` matches what is none of them
+//! (where pfctl expands an unparenthesized interface of several addresses into a list whose
+//! negation matches everything).
+
+use std::net::IpAddr;
+
+use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, LogMode, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Tok, Token, here};
+
+/// A router address as a prefix of `len` bits (its host address with `len` = the family's
+/// width).
+fn prefix(addr: IpAddr, len: u8) -> Prefix {
+    match addr {
+        IpAddr::V4(a) => Prefix::new(Af::Inet, u128::from(u32::from(a)), len),
+        IpAddr::V6(a) => Prefix::new(Af::Inet6, u128::from(a), len),
+    }
+}
+
+fn host(addr: IpAddr) -> Prefix {
+    prefix(addr, if addr.is_ipv4() { 32 } else { 128 })
+}
+
+impl Parser<'_> {
+    /// The addresses of one interface (`t`: where it is named, for errors).
+    fn addresses_of(&self, t: &Token, name: &str) -> PResult<Vec<(IpAddr, u8)>> {
+        let Some(all) = self.addresses else {
+            return here(t, format!("`{name}` as an address needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know"));
+        };
+        if (self.ifaces)(name).is_none() {
+            return here(t, format!("unknown interface \"{name}\""));
+        }
+        Ok(all.iter().find(|(n, _)| n == name).map(|(_, a)| a.clone()).unwrap_or_default())
+    }
+
+    /// The table standing for `spec` (`self`, `em0`, `em0:network`, ...), named `(spec)`,
+    /// made on first use.
+    pub(super) fn iface_hosts(&mut self, t: &Token, spec: &str) -> PResult<AddrTarget> {
+        let name = format!("({spec})");
+        if let Some(&i) = self.table_idx.get(&name) {
+            return Ok(AddrTarget::Table(i));
+        }
+        let mut parts = spec.split(':');
+        let ifname = parts.next().unwrap_or("");
+        let (mut network, mut broadcast, mut first_only) = (false, false, false);
+        for m in parts {
+            match m {
+                "network" => network = true,
+                "broadcast" => broadcast = true,
+                "0" => first_only = true,
+                "peer" => return here(t, format!("`{ifname}:peer` is not supported by linerate (no point-to-point interfaces)")),
+                _ => return here(t, format!("`{ifname}:{m}`: expected {ifname}:network, {ifname}:broadcast or {ifname}:0")),
+            }
+        }
+        let addrs: Vec<(IpAddr, u8)> = if ifname == "self" {
+            if network || broadcast || first_only {
+                return here(t, "`self` takes no modifier");
+            }
+            let Some(all) = self.addresses else {
+                return here(t, "`self` needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know");
+            };
+            all.iter().flat_map(|(_, a)| a.iter().copied()).collect()
+        } else {
+            self.addresses_of(t, ifname)?
+        };
+        let mut seen_af = Vec::new();
+        let mut entries = Vec::new();
+        for (a, len) in addrs {
+            if first_only {
+                if seen_af.contains(&a.is_ipv4()) {
+                    continue;
+                }
+                seen_af.push(a.is_ipv4());
+            }
+            let p = if network {
+                prefix(a, len)
+            } else if broadcast {
+                if !a.is_ipv4() || len >= 31 {
+                    continue;
+                }
+                Prefix::new(Af::Inet, prefix(a, len).last(), 32)
+            } else {
+                host(a)
+            };
+            entries.push(TableEntry { negated: false, prefix: p });
+        }
+        self.table_idx.insert(name.clone(), self.rs.tables.len());
+        self.rs.tables.push(Table { name, entries });
+        Ok(AddrTarget::Table(self.rs.tables.len() - 1))
+    }
+
+    /// `antispoof [quick] for IFACE|{ IFACE ... } [inet|inet6] [label "..."]`, as pfctl
+    /// expands it, per interface: `block in [quick] on ! IFACE [af] from IFACE:network`
+    /// (its networks seen on another interface) and `block in [quick] [af] from IFACE` (its
+    /// own addresses as a source, on any interface). Blocked packets are dropped silently.
+    pub(super) fn antispoof(&mut self) -> PResult<()> {
+        let at = self.expect_word("antispoof")?;
+        self.refuse_unsupported("")?;
+        let quick = self.eat_word("quick")?;
+        self.expect_word("for")?;
+        let mut names: Vec<(String, Token)> = Vec::new();
+        if self.eat_punct("{")? {
+            loop {
+                self.skip_newlines()?;
+                if !names.is_empty() && self.eat_punct("}")? {
+                    break;
+                }
+                names.push(self.word("an interface name")?);
+                self.eat_punct(",")?;
+            }
+        } else {
+            names.push(self.word("an interface name")?);
+        }
+        let af = if self.eat_word("inet")? {
+            Some(Af::Inet)
+        } else if self.eat_word("inet6")? {
+            Some(Af::Inet6)
+        } else {
+            None
+        };
+        let mut label = None;
+        if self.eat_word("label")? {
+            let lt = self.peek()?.clone();
+            let Tok::Str(s) = &lt.tok else {
+                return self.fail("a quoted label");
+            };
+            label = Some(s.clone());
+            self.next()?;
+        }
+        for (name, t) in names {
+            let index = (self.ifaces)(&name).map_or_else(|| here(&t, format!("unknown interface \"{name}\"")), Ok)?;
+            let addrs: Vec<(IpAddr, u8)> = self.addresses_of(&t, &name)?.into_iter().filter(|(a, _)| af.is_none_or(|f| (f == Af::Inet) == a.is_ipv4())).collect();
+            if addrs.is_empty() {
+                continue;
+            }
+            let item = |p: Prefix| AddrItem { negated: false, target: AddrTarget::Prefix(p) };
+            let nets: Vec<AddrItem> = addrs.iter().map(|&(a, l)| item(prefix(a, l))).collect();
+            let hosts: Vec<AddrItem> = addrs.iter().map(|&(a, _)| item(host(a))).collect();
+            let rule = |ifaces: Vec<u16>, src: Vec<AddrItem>| Rule {
+                action: Action::Block,
+                block_return: None,
+                dir: Some(Dir::In),
+                quick,
+                iface_neg: !ifaces.is_empty(),
+                ifaces,
+                af,
+                protos: Vec::new(),
+                src: AddrMatch::List(src),
+                src_ports: PortMatch::Any,
+                dst: AddrMatch::Any,
+                dst_ports: PortMatch::Any,
+                icmp_types: Vec::new(),
+                icmp_code: None,
+                flags: None,
+                keep_state: StateMode::None,
+                state_policy: None,
+                allow_opts: false,
+                label: label.clone(),
+                log: LogMode::None,
+                line: at.line,
+            };
+            self.rs.rules.push(rule(vec![index], nets));
+            self.rs.rules.push(rule(Vec::new(), hosts));
+        }
+        Ok(())
+    }
+}

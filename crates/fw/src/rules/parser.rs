@@ -1,0 +1,437 @@
+//! The parser's machinery (tokens with macro expansion, errors) and the statements other
+//! than filter rules: macro definitions, tables and `set` options.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::*;
+
+
+pub(super) enum PErr {
+    Here(usize, usize, String),
+    /// An error located in another file (a table file).
+    Full(RuleError),
+}
+
+pub(super) type PResult<T> = Result<T, PErr>;
+
+pub(super) const MAX_MACRO_DEPTH: u8 = 16;
+
+pub(super) const RESERVED: &[&str] = &[
+    "pass",
+    "block",
+    "in",
+    "out",
+    "quick",
+    "on",
+    "inet",
+    "inet6",
+    "proto",
+    "from",
+    "to",
+    "port",
+    "all",
+    "any",
+    "flags",
+    "keep",
+    "no",
+    "state",
+    "label",
+    "table",
+    "set",
+    "log",
+    "icmp-type",
+    "icmp6-type",
+    "code",
+    "file",
+    "drop",
+    "return",
+    "allow-opts",
+];
+
+pub(super) struct Parser<'a> {
+    /// Remaining tokens, reversed (next token last).
+    pub(super) toks: Vec<Token>,
+    pub(super) macros: HashMap<String, String>,
+    pub(super) table_idx: HashMap<String, usize>,
+    pub(super) rs: RuleSet,
+    pub(super) path: &'a Path,
+    pub(super) ifaces: &'a dyn Fn(&str) -> Option<u16>,
+    /// The router's addresses per interface, if the caller gave them.
+    pub(super) addresses: Option<&'a super::InterfaceAddresses>,
+}
+
+pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
+    Err(PErr::Here(t.line, t.col, msg.into()))
+}
+
+impl Parser<'_> {
+    /// Raw next token, no macro expansion.
+    pub(super) fn peek_raw(&self) -> &Token {
+        // The Eof token is never popped.
+        self.toks.last().expect("eof token")
+    }
+
+    /// Next token after macro expansion.
+    pub(super) fn peek(&mut self) -> PResult<&Token> {
+        loop {
+            let t = self.peek_raw();
+            let Tok::Var(name) = &t.tok else { break };
+            let t = t.clone();
+            let Some(value) = self.macros.get(name) else {
+                return here(&t, format!("undefined macro ${name}"));
+            };
+            if t.depth >= MAX_MACRO_DEPTH {
+                return here(
+                    &t,
+                    format!("macro ${name} expands too deeply (recursive definition?)"),
+                );
+            }
+            let toks = lex(value, Some((t.line, t.col, t.depth + 1)))
+                .map_err(|(l, c, m)| PErr::Here(l, c, format!("in the value of ${name}: {m}")))?;
+            if toks.iter().any(|t| t.tok == Tok::Newline) {
+                return here(&t, format!("macro ${name} holds a line break"));
+            }
+            self.toks.pop();
+            self.toks.extend(toks.into_iter().rev());
+        }
+        Ok(self.peek_raw())
+    }
+
+    pub(super) fn next(&mut self) -> PResult<Token> {
+        self.peek()?;
+        let t = self.toks.last().cloned().expect("eof token");
+        if t.tok != Tok::Eof {
+            self.toks.pop();
+        }
+        Ok(t)
+    }
+
+    pub(super) fn fail<T>(&mut self, expected: &str) -> PResult<T> {
+        let t = self.peek()?.clone();
+        here(
+            &t,
+            format!("expected {expected}, found {}", describe(&t.tok)),
+        )
+    }
+
+    pub(super) fn is_word(&mut self, w: &str) -> PResult<bool> {
+        Ok(matches!(&self.peek()?.tok, Tok::Word(x) if x == w))
+    }
+
+    pub(super) fn eat_word(&mut self, w: &str) -> PResult<bool> {
+        if self.is_word(w)? {
+            self.next()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    pub(super) fn is_punct(&mut self, p: &str) -> PResult<bool> {
+        Ok(matches!(&self.peek()?.tok, Tok::Punct(x) if *x == p))
+    }
+
+    pub(super) fn eat_punct(&mut self, p: &str) -> PResult<bool> {
+        if self.is_punct(p)? {
+            self.next()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    pub(super) fn expect_word(&mut self, w: &str) -> PResult<Token> {
+        if self.is_word(w)? {
+            return self.next();
+        }
+        self.fail(&format!("\"{w}\""))
+    }
+
+    pub(super) fn expect_punct(&mut self, p: &str, what: &str) -> PResult<Token> {
+        if self.is_punct(p)? {
+            return self.next();
+        }
+        self.fail(what)
+    }
+
+    /// Any word (after expansion), else error.
+    pub(super) fn word(&mut self, what: &str) -> PResult<(String, Token)> {
+        let t = self.peek()?.clone();
+        match &t.tok {
+            Tok::Word(w) => {
+                let w = w.clone();
+                self.next()?;
+                Ok((w, t))
+            }
+            _ => self.fail(what),
+        }
+    }
+
+    pub(super) fn skip_newlines(&mut self) -> PResult<()> {
+        while self.peek()?.tok == Tok::Newline {
+            self.next()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn end_of_statement(&mut self) -> PResult<()> {
+        match self.peek()?.tok {
+            Tok::Newline | Tok::Eof => {
+                self.next()?;
+                Ok(())
+            }
+            _ => self.fail("end of line"),
+        }
+    }
+
+    pub(super) fn file(&mut self) -> PResult<()> {
+        loop {
+            self.skip_newlines()?;
+            let t = self.peek_raw().clone();
+            match &t.tok {
+                Tok::Eof => return Ok(()),
+                Tok::Word(w) => {
+                    let is_def = matches!(
+                        self.toks.iter().rev().nth(1),
+                        Some(Token {
+                            tok: Tok::Punct("="),
+                            ..
+                        })
+                    );
+                    if is_def {
+                        self.macro_def()?;
+                    } else {
+                        match w.as_str() {
+                            "table" => self.table_def()?,
+                            "set" => self.set_option()?,
+                            "pass" | "block" => self.rule()?,
+                            "nat" | "rdr" | "binat" | "no" => self.nat_rule()?,
+                            "antispoof" => self.antispoof()?,
+                            _ => {
+                                self.refuse_unsupported_statement()?;
+                                return self
+                                    .fail("a rule (pass, block), table, set or a macro definition");
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    // A macro expanding to a rule start, or garbage.
+                    let t = self.peek()?.clone();
+                    match &t.tok {
+                        Tok::Word(w) if w == "pass" || w == "block" => self.rule()?,
+                        _ => {
+                            return self
+                                .fail("a rule (pass, block), table, set or a macro definition");
+                        }
+                    }
+                }
+            }
+            self.end_of_statement()?;
+        }
+    }
+
+    pub(super) fn macro_def(&mut self) -> PResult<()> {
+        let t = self.toks.pop().expect("word");
+        let Tok::Word(name) = &t.tok else {
+            unreachable!()
+        };
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic())
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return here(
+                &t,
+                format!("invalid macro name \"{name}\" (a letter, then letters, digits or '_')"),
+            );
+        }
+        if RESERVED.contains(&name.as_str()) {
+            return here(
+                &t,
+                format!("\"{name}\" is a reserved word, not a macro name"),
+            );
+        }
+        self.toks.pop(); // '='
+        let mut parts: Vec<String> = Vec::new();
+        loop {
+            let t = self.peek_raw().clone();
+            match &t.tok {
+                Tok::Newline | Tok::Eof => break,
+                Tok::Str(s) | Tok::Word(s) => parts.push(s.clone()),
+                Tok::Punct(p) => parts.push((*p).to_string()),
+                Tok::Var(v) => match self.macros.get(v) {
+                    Some(val) => parts.push(val.clone()),
+                    None => return here(&t, format!("undefined macro ${v}")),
+                },
+            }
+            self.toks.pop();
+        }
+        if parts.is_empty() {
+            return self.fail("a macro value (a quoted string)");
+        }
+        self.macros.insert(name.clone(), parts.join(" "));
+        Ok(())
+    }
+
+    pub(super) fn table_def(&mut self) -> PResult<()> {
+        self.expect_word("table")?;
+        self.expect_punct("<", "\"<\" (table <name>)")?;
+        let (name, nt) = self.word("a table name")?;
+        self.expect_punct(">", "\">\" closing the table name")?;
+        if self.table_idx.contains_key(&name) {
+            return here(&nt, format!("table <{name}> is already defined"));
+        }
+        let mut entries = Vec::new();
+        loop {
+            if self.eat_word("persist")? || self.eat_word("const")? || self.eat_word("counters")? {
+                continue;
+            }
+            if self.eat_punct("{")? {
+                loop {
+                    self.skip_newlines()?;
+                    if self.eat_punct("}")? {
+                        break;
+                    }
+                    let negated = self.eat_punct("!")?;
+                    let t = self.peek()?.clone();
+                    let Tok::Word(w) = &t.tok else {
+                        return self.fail("an address or a prefix, or \"}\"");
+                    };
+                    let Some(prefix) = parse_prefix(w) else {
+                        return self.fail("an address or a prefix, or \"}\"");
+                    };
+                    self.next()?;
+                    entries.push(TableEntry { negated, prefix });
+                    self.eat_punct(",")?;
+                }
+                continue;
+            }
+            if self.is_word("file")? {
+                self.next()?;
+                let t = self.peek()?.clone();
+                let Tok::Str(f) = &t.tok else {
+                    return self.fail("a quoted file name");
+                };
+                let f = f.clone();
+                self.next()?;
+                let base = self.path.parent().unwrap_or(Path::new(""));
+                let fp = base.join(&f);
+                let text = std::fs::read_to_string(&fp).or_else(|e| {
+                    here(
+                        &t,
+                        format!("cannot read table file \"{}\": {e}", fp.display()),
+                    )
+                })?;
+                parse_table_file(&text, &fp, &mut entries).map_err(PErr::Full)?;
+                continue;
+            }
+            break;
+        }
+        match self.peek()?.tok {
+            Tok::Newline | Tok::Eof => {}
+            _ => return self.fail("\"{\", file, persist, const, counters or end of line"),
+        }
+        self.table_idx.insert(name.clone(), self.rs.tables.len());
+        self.rs.tables.push(Table { name, entries });
+        Ok(())
+    }
+
+    /// Fails with "`X` is not supported by linerate" at the next word if it is one of
+    /// [`UNSUPPORTED`]; `context` is the text shown before it (e.g. "block ").
+    pub(super) fn refuse_unsupported(&mut self, context: &str) -> PResult<()> {
+        let t = self.peek()?.clone();
+        if let Tok::Word(w) = &t.tok
+            && let Some((_, why)) = UNSUPPORTED.iter().find(|(u, _)| u == w)
+        {
+            let context = if w == "log" { "" } else { context };
+            return here(&t, format!("`{context}{w}` is not supported by linerate ({why})"));
+        }
+        Ok(())
+    }
+
+    pub(super) fn number(&mut self, what: &str, max: u64) -> PResult<u64> {
+        let t = self.peek()?.clone();
+        if let Tok::Word(w) = &t.tok
+            && let Ok(n) = w.parse::<u64>()
+        {
+            if n > max {
+                return here(&t, format!("{what} {n} out of range (at most {max})"));
+            }
+            self.next()?;
+            return Ok(n);
+        }
+        self.fail(what)
+    }
+
+    pub(super) fn set_option(&mut self) -> PResult<()> {
+        self.expect_word("set")?;
+        if self.eat_word("limit")? {
+            let braced = self.eat_punct("{")?;
+            loop {
+                if braced {
+                    self.skip_newlines()?;
+                }
+                self.expect_word("states")?;
+                self.rs.limit_states = self.number("a number of states", MAX_LIMIT_STATES)?;
+                if !braced {
+                    break;
+                }
+                self.eat_punct(",")?;
+                self.skip_newlines()?;
+                if self.eat_punct("}")? {
+                    break;
+                }
+            }
+        } else if self.eat_word("timeout")? {
+            let braced = self.eat_punct("{")?;
+            loop {
+                if braced {
+                    self.skip_newlines()?;
+                }
+                let t = self.peek()?.clone();
+                let ok = matches!(&t.tok, Tok::Word(w) if self.rs.timeouts.get_mut(w).is_some());
+                if !ok {
+                    return self.fail(
+                        "a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, \
+                         tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, \
+                         icmp.error, other.first, other.single, other.multiple, interval)",
+                    );
+                }
+                let (name, _) = self.word("")?;
+                let v = self.number("a number of seconds", u32::MAX as u64)? as u32;
+                *self.rs.timeouts.get_mut(&name).expect("checked") = v;
+                if !braced {
+                    break;
+                }
+                self.eat_punct(",")?;
+                self.skip_newlines()?;
+                if self.eat_punct("}")? {
+                    break;
+                }
+            }
+        } else if self.eat_word("skip")? {
+            self.expect_word("on")?;
+            let ifaces = self.iface_list()?;
+            self.rs.skip.extend(ifaces);
+        } else if self.eat_word("state-policy")? {
+            self.rs.state_policy = if self.eat_word("floating")? {
+                StatePolicy::Floating
+            } else if self.eat_word("if-bound")? {
+                StatePolicy::IfBound
+            } else {
+                return self.fail("floating or if-bound");
+            };
+        } else if self.eat_word("block-policy")? {
+            // As in pfctl, it applies to the `block` rules that follow.
+            self.rs.block_policy = if self.eat_word("drop")? {
+                None
+            } else if self.eat_word("return")? {
+                Some(BlockReturn::RETURN)
+            } else {
+                return self.fail("drop or return");
+            };
+        } else {
+            self.refuse_unsupported_set()?;
+            return self.fail("limit, timeout, skip, state-policy or block-policy");
+        }
+        Ok(())
+    }
+}

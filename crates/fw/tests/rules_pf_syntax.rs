@@ -1,0 +1,218 @@
+//! pf syntax beyond the basics: `block return` and its forms, and the pf features linerate
+//! refuses by name (at their file:line:column) rather than accepting and ignoring.
+
+use std::path::Path;
+
+use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::reference::evaluate;
+use fw::rules::{Action, AddrMatch, BlockReturn, Dir as RDir, RuleSet, parse, parse_with_addresses};
+
+fn ifaces(name: &str) -> Option<u16> {
+    ["em0", "em1"].iter().position(|n| *n == name).map(|i| i as u16)
+}
+
+fn ok(text: &str) -> RuleSet {
+    parse(text, Path::new("rules.conf"), &ifaces).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(text: &str) -> String {
+    parse(text, Path::new("rules.conf"), &ifaces).expect_err("should fail").to_string()
+}
+
+fn answer(text: &str) -> Option<BlockReturn> {
+    let rs = ok(text);
+    rs.rules.last().unwrap().block_return
+}
+
+const DROP: BlockReturn = BlockReturn { rst: false, rst_ttl: 64, icmp: None, icmp6: None };
+
+#[test]
+fn block_return_forms() {
+    assert_eq!(answer("block all"), None);
+    assert_eq!(answer("block drop all"), None);
+    assert_eq!(answer("block return all"), Some(BlockReturn::RETURN));
+    assert_eq!(BlockReturn::RETURN, BlockReturn { rst: true, rst_ttl: 64, icmp: Some(3), icmp6: Some(4) });
+    assert_eq!(answer("block return-rst in proto tcp"), Some(BlockReturn { rst: true, ..DROP }));
+    assert_eq!(answer("block return-rst (ttl 10) in proto tcp"), Some(BlockReturn { rst: true, rst_ttl: 10, ..DROP }));
+    assert_eq!(answer("block return-rst(ttl 255) all"), Some(BlockReturn { rst: true, rst_ttl: 255, ..DROP }));
+    let icmp = |c, c6| Some(BlockReturn { icmp: Some(c), icmp6: Some(c6), ..DROP });
+    assert_eq!(answer("block return-icmp all"), icmp(3, 4));
+    assert_eq!(answer("block return-icmp6 all"), icmp(3, 4));
+    assert_eq!(answer("block return-icmp(net-prohib) all"), icmp(9, 4));
+    assert_eq!(answer("block return-icmp (13) in proto udp"), icmp(13, 4));
+    assert_eq!(answer("block return-icmp(host-unr, admin-unr) all"), icmp(1, 1));
+    assert_eq!(answer("block return-icmp(filter-prohib addr-unr) all"), icmp(13, 3));
+    assert_eq!(answer("block return-icmp6(noroute-unr) all"), icmp(3, 0));
+    // `set block-policy` applies to the plain `block` rules after it, as in pfctl.
+    let rs = ok("block in all\nset block-policy return\nblock out all\nblock drop in proto udp\nset block-policy drop\nblock all\n");
+    let got: Vec<_> = rs.rules.iter().map(|r| r.block_return).collect();
+    assert_eq!(got, [None, Some(BlockReturn::RETURN), None, None]);
+    // The answer does not change the verdict.
+    let rs = ok("block return in proto tcp\npass in proto tcp to port 22 no state\n");
+    let key = |port| PacketKey { af: Af::Inet, dir: Dir::In, proto: proto::TCP, dst_port: port, ..PacketKey::ZERO };
+    assert_eq!(evaluate(&rs, &key(22)).action, Action::Pass);
+    assert_eq!(evaluate(&rs, &key(23)).action, Action::Block);
+}
+
+#[test]
+fn block_return_errors() {
+    let cases = [
+        ("block return-rst (ttl 0) all", "rules.conf:1:23: a reset's TTL is 1 to 255"),
+        ("block return-rst (ttl 256) all", "rules.conf:1:23: a TTL (1-255) 256 out of range (at most 255)"),
+        ("block return-rst (hops 3) all", "rules.conf:1:19: expected \"ttl\", found \"hops\""),
+        ("block return-icmp(bogus) all", "rules.conf:1:19: expected an ICMP unreachable code (port-unr, host-unr, net-prohib, ... or 0-255), found \"bogus\""),
+        ("block return-icmp(3, 4 all", "rules.conf:1:24: expected \")\", found \"all\""),
+        ("block return-icmp6(host-prohib) all", "rules.conf:1:20: expected an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255), found \"host-prohib\""),
+        ("pass return all", "rules.conf:1:6: `return` only applies to block rules"),
+        ("pass drop all", "rules.conf:1:6: `drop` only applies to block rules"),
+        ("block return in proto tcp keep state", "rules.conf:1:27: keep state only applies to pass rules"),
+        ("set block-policy reject", "rules.conf:1:18: expected drop or return, found \"reject\""),
+    ];
+    let bad: Vec<_> = cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| e != *w).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// pf syntax linerate does not implement: an error at its position naming it.
+#[test]
+fn unimplemented_pf_syntax_is_refused_where_written() {
+    let cases = [
+        ("block in from no-route", "rules.conf:1:15: `no-route` is not supported by linerate"),
+        ("block in from urpf-failed", "rules.conf:1:15: `urpf-failed` is not supported by linerate"),
+        ("pass in proto tcp keep state (max 100)", "rules.conf:1:31: `max` is not supported by linerate"),
+        ("pass in proto tcp keep state (max-src-conn 10)", "rules.conf:1:31: `max-src-conn` is not supported by linerate"),
+        ("pass in proto tcp keep state (max-src-conn-rate 10/5)", "rules.conf:1:31: `max-src-conn-rate` is not supported by linerate"),
+        ("pass in proto tcp keep state (overload <bad> flush)", "rules.conf:1:31: `overload` is not supported by linerate"),
+        ("pass in all tag web", "rules.conf:1:13: `tag` is not supported by linerate"),
+        ("pass out all tagged web", "rules.conf:1:14: `tagged` is not supported by linerate"),
+        ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
+        ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),
+        ("scrub in all", "rules.conf:1:1: `scrub` is not supported by linerate"),
+        ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
+        ("pass in all scrub (random-id)", "rules.conf:1:13: `scrub` is not supported by linerate"),
+    ];
+    let bad: Vec<_> = cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| !e.starts_with(*w)).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Lists that already work: `on { if1, if2 }`, icmp-type lists, address ranges.
+#[test]
+fn lists_and_ranges_parse() {
+    let rs = ok("pass in on { em0, em1 } inet proto icmp from 10.0.0.1 - 10.0.0.6 icmp-type { echoreq, unreach } no state");
+    let r = &rs.rules[0];
+    assert_eq!((r.ifaces.clone(), r.icmp_types.clone()), (vec![0, 1], vec![8, 3]));
+    let key = |src: u32, t: u16| PacketKey { af: Af::Inet, dir: Dir::In, iface: 1, proto: proto::ICMP, src: u128::from(src), src_port: t, ..PacketKey::ZERO };
+    let rs2 = ok("block all\npass in on { em0, em1 } inet proto icmp from 10.0.0.1 - 10.0.0.6 icmp-type { echoreq, unreach } no state");
+    assert_eq!(evaluate(&rs2, &key(0x0a00_0006, 8)).action, Action::Pass);
+    assert_eq!(evaluate(&rs2, &key(0x0a00_0007, 8)).action, Action::Block);
+    assert_eq!(evaluate(&rs2, &key(0x0a00_0001, 0)).action, Action::Block);
+}
+
+/// em0: 192.0.2.1/24, 192.0.2.9/24 (an alias), 2001:db8::1/64; em1: 198.51.100.1/30.
+fn addresses() -> Vec<(String, Vec<(std::net::IpAddr, u8)>)> {
+    let a = |s: &str| s.parse().unwrap();
+    vec![
+        ("em0".into(), vec![(a("192.0.2.1"), 24), (a("192.0.2.9"), 24), (a("2001:db8::1"), 64)]),
+        ("em1".into(), vec![(a("198.51.100.1"), 30)]),
+    ]
+}
+
+fn ok_addr(text: &str) -> RuleSet {
+    parse_with_addresses(text, Path::new("rules.conf"), &ifaces, &addresses()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err_addr(text: &str) -> String {
+    parse_with_addresses(text, Path::new("rules.conf"), &ifaces, &addresses()).expect_err("should fail").to_string()
+}
+
+fn v4(s: &str) -> u128 {
+    u128::from(u32::from(s.parse::<std::net::Ipv4Addr>().unwrap()))
+}
+
+fn v6(s: &str) -> u128 {
+    u128::from(s.parse::<std::net::Ipv6Addr>().unwrap())
+}
+
+fn to(af: Af, dst: u128, iface: u16) -> PacketKey {
+    PacketKey { af, dir: Dir::In, iface, proto: proto::UDP, src: v4("203.0.113.5"), dst, ..PacketKey::ZERO }
+}
+
+/// `self`, interfaces as hosts (`em0`, `(em0)`, `em0:network`, `:broadcast`, `:0`), with the
+/// addresses the caller gives.
+#[test]
+fn interface_addresses_as_hosts() {
+    let verdict = |rules: &str, k: PacketKey| evaluate(&ok_addr(&format!("block all\n{rules}\n")), &k).action;
+    let pass = Action::Pass;
+    let block = Action::Block;
+    for (rules, dst, want) in [
+        ("pass to self no state", v4("198.51.100.1"), pass),
+        ("pass to self no state", v4("192.0.2.9"), pass),
+        ("pass to self no state", v4("192.0.2.2"), block),
+        ("pass to em0 no state", v4("192.0.2.9"), pass),
+        ("pass to em0 no state", v4("198.51.100.1"), block),
+        ("pass to (em0) no state", v4("192.0.2.1"), pass),
+        ("pass to em0:0 no state", v4("192.0.2.9"), block),
+        ("pass to em0:0 no state", v4("192.0.2.1"), pass),
+        ("pass to em0:network no state", v4("192.0.2.200"), pass),
+        ("pass to em0:network no state", v4("192.0.3.1"), block),
+        ("pass to em1:network no state", v4("198.51.100.3"), pass),
+        ("pass to em1:broadcast no state", v4("198.51.100.3"), pass),
+        ("pass to em1:broadcast no state", v4("198.51.100.2"), block),
+        // A negated interface host is one set: what is none of its addresses.
+        ("pass to ! em0 no state", v4("192.0.2.1"), block),
+        ("pass to ! em0 no state", v4("192.0.2.9"), block),
+        ("pass to ! em0 no state", v4("10.0.0.1"), pass),
+    ] {
+        assert_eq!(verdict(rules, to(Af::Inet, dst, 0)), want, "{rules} to {dst:x}");
+    }
+    assert_eq!(verdict("pass to em0 no state", to(Af::Inet6, v6("2001:db8::1"), 0)), pass);
+    assert_eq!(verdict("pass to em0:network no state", to(Af::Inet6, v6("2001:db8::77"), 0)), pass);
+    assert_eq!(verdict("pass to em0 no state", to(Af::Inet6, v6("2001:db8::2"), 0)), block);
+    // One table per spelling, shared by the rules that use it.
+    let rs = ok_addr("pass to em0\npass from em0\npass to (em0)\npass to self\n");
+    assert_eq!(rs.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["(em0)", "(self)"]);
+}
+
+#[test]
+fn interface_address_errors() {
+    let cases = [
+        ("pass to em0:peer", "rules.conf:1:9: `em0:peer` is not supported by linerate (no point-to-point interfaces)"),
+        ("pass to em0:net", "rules.conf:1:9: `em0:net`: expected em0:network, em0:broadcast or em0:0"),
+        ("pass to self:network", "rules.conf:1:9: `self` takes no modifier"),
+        ("pass to (em7)", "rules.conf:1:10: unknown interface \"em7\""),
+        ("antispoof for em7", "rules.conf:1:15: unknown interface \"em7\""),
+        ("antispoof log for em0", "rules.conf:1:11: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)"),
+        ("antispoof on em0", "rules.conf:1:11: expected \"for\", found \"on\""),
+    ];
+    let bad: Vec<_> = cases.iter().map(|(t, w)| (err_addr(t), w)).filter(|(e, w)| e != *w).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+    // Without the addresses (`parse`): an error, never an empty set.
+    assert_eq!(err("pass in from self"), "rules.conf:1:14: `self` needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know");
+    assert_eq!(err("pass in to em0:network"), "rules.conf:1:12: `em0` as an address needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know");
+    assert!(err("antispoof for em0").starts_with("rules.conf:1:15: `em0` as an address needs"));
+}
+
+/// `antispoof for em0 inet` is pfctl's two rules: em0's network seen on another interface,
+/// and em0's own addresses as a source anywhere.
+#[test]
+fn antispoof_expands_as_pfctl() {
+    let rs = ok_addr("antispoof quick for { em0 em1 } inet label \"spoof\"\npass all no state\n");
+    assert_eq!(rs.rules.len(), 5);
+    let r = &rs.rules[0];
+    assert_eq!((r.action, r.dir, r.quick, r.ifaces.clone(), r.iface_neg, r.af), (Action::Block, Some(RDir::In), true, vec![0], true, Some(Af::Inet)));
+    assert_eq!(r.label.as_deref(), Some("spoof"));
+    assert!(matches!(&r.src, AddrMatch::List(l) if l.len() == 2), "192.0.2.0/24 twice (two addresses): {:?}", r.src);
+    let r = &rs.rules[1];
+    assert_eq!((r.ifaces.clone(), r.iface_neg), (vec![], false));
+    let key = |src: u128, iface: u16| PacketKey { af: Af::Inet, dir: Dir::In, iface, proto: proto::UDP, src, dst: v4("10.0.0.1"), ..PacketKey::ZERO };
+    let v = |k| evaluate(&rs, &k).action;
+    assert_eq!(v(key(v4("192.0.2.50"), 1)), Action::Block, "em0's network arriving on em1");
+    assert_eq!(v(key(v4("192.0.2.50"), 0)), Action::Pass, "em0's network on em0");
+    assert_eq!(v(key(v4("192.0.2.1"), 0)), Action::Block, "em0's own address as a source");
+    assert_eq!(v(key(v4("198.51.100.2"), 0)), Action::Block, "em1's network arriving on em0");
+    assert_eq!(v(key(v4("10.9.9.9"), 1)), Action::Pass);
+    let six = PacketKey { af: Af::Inet6, src: v6("2001:db8::5"), dst: v6("2001:db8:9::1"), ..key(0, 1) };
+    assert_eq!(v(six), Action::Pass, "inet only");
+    let rs6 = ok_addr("antispoof for em0\n");
+    assert_eq!(rs6.rules.len(), 2);
+    assert_eq!(evaluate(&rs6, &six).action, Action::Block, "both families without inet/inet6");
+}
