@@ -376,6 +376,11 @@ impl Forwarder {
                     f.fw.emit_log(pool.frame(desc), l3, port);
                 }
                 if let Err(reason) = r {
+                    if reason == DropReason::FilterBlocked
+                        && let Some(refusal) = f.fw.take_refusal(&f.keys[i])
+                    {
+                        return self.refuse(pool, desc, in_port, refusal, punts);
+                    }
                     return self.drop(pool, desc, reason);
                 }
             }
@@ -384,11 +389,6 @@ impl Forwarder {
                 && f.nat.on_port(port)
                 && let Err(reason) = nat_out(f, pool.frame_mut(desc), l3, port)
             {
-                if reason == DropReason::FilterBlocked
-                    && let Some(refusal) = f.fw.take_refusal(&f.keys[i])
-                {
-                    return self.refuse(pool, desc, in_port, refusal, punts);
-                }
                 return self.drop(pool, desc, reason);
             }
         }
