@@ -180,11 +180,13 @@ fn interface_address_errors() {
         ("pass to self:network", "rules.conf:1:9: `self` takes no modifier"),
         ("pass to (em7)", "rules.conf:1:10: unknown interface \"em7\""),
         ("antispoof for em7", "rules.conf:1:15: unknown interface \"em7\""),
-        ("antispoof log for em0", "rules.conf:1:11: `log` is not supported by linerate (no pflog interface; per-rule counters are in `linerate run`'s exit report)"),
         ("antispoof on em0", "rules.conf:1:11: expected \"for\", found \"on\""),
     ];
     let bad: Vec<_> = cases.iter().map(|(t, w)| (err_addr(t), w)).filter(|(e, w)| e != *w).collect();
     assert!(bad.is_empty(), "{bad:#?}");
+    // pf's `antispoof log`: its block rules log.
+    let logged = ok_addr("antispoof log for em0");
+    assert!(!logged.rules.is_empty() && logged.rules.iter().all(|r| r.log != fw::rules::LogMode::None));
     // Without the addresses (`parse`): an error, never an empty set.
     assert_eq!(err("pass in from self"), "rules.conf:1:14: `self` needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know");
     assert_eq!(err("pass in to em0:network"), "rules.conf:1:12: `em0` as an address needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know");

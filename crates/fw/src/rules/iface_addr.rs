@@ -12,7 +12,7 @@
 
 use std::net::IpAddr;
 
-use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, LogMode, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Tok, Token, here};
+use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Tok, Token, here};
 
 /// A router address as a prefix of `len` bits (its host address with `len` = the family's
 /// width).
@@ -101,6 +101,7 @@ impl Parser<'_> {
     /// own addresses as a source, on any interface). Blocked packets are dropped silently.
     pub(super) fn antispoof(&mut self) -> PResult<()> {
         let at = self.expect_word("antispoof")?;
+        let log = self.log_mode()?;
         self.refuse_unsupported("")?;
         let quick = self.eat_word("quick")?;
         self.expect_word("for")?;
@@ -162,7 +163,7 @@ impl Parser<'_> {
                 state_policy: None,
                 allow_opts: false,
                 label: label.clone(),
-                log: LogMode::None,
+                log,
                 line: at.line,
             };
             self.rs.rules.push(rule(vec![index], nets));
