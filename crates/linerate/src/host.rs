@@ -105,12 +105,20 @@ pub struct HostRoutes {
     child: std::process::Child,
     /// `ip`'s stderr: an unlinked file (a pipe nobody reads would stall it on many errors).
     errors: std::fs::File,
-    /// What `feed` writes: prefix, length, next hops (gateway, TAP as an index into `taps`;
-    /// one without a gateway for a connected route, several for multipath).
-    routes: Vec<(IpAddr, u8, Vec<(Option<IpAddr>, usize)>)>,
+    /// What `feed` writes.
+    routes: Vec<HostRoute>,
     taps: Vec<String>,
     count: usize,
     started: Instant,
+}
+
+/// One static route as the host stack gets it.
+struct HostRoute {
+    prefix: IpAddr,
+    len: u8,
+    /// Gateway and TAP (an index into `HostRoutes::taps`): one without a gateway for a
+    /// connected route, several for multipath.
+    hops: Vec<(Option<IpAddr>, usize)>,
 }
 
 impl HostRoutes {
@@ -126,7 +134,7 @@ impl HostRoutes {
                     h if h.is_empty() => vec![(None, *index.get(r.interface.as_str())?)],
                     h => h.iter().map(|(g, i)| Some((Some(*g), *index.get(i)?))).collect::<Option<Vec<_>>>()?,
                 };
-                Some((r.prefix.addr, r.prefix.len, hops))
+                Some(HostRoute { prefix: r.prefix.addr, len: r.prefix.len, hops })
             })
             .collect();
         // A new file (never one an attacker placed there), unlinked at once.
@@ -155,7 +163,7 @@ impl HostRoutes {
         let (routes, taps) = (std::mem::take(&mut self.routes), std::mem::take(&mut self.taps));
         let spawned = std::thread::Builder::new().name("lr-host-routes".into()).spawn(move || {
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdin);
-            for (prefix, len, hops) in routes {
+            for HostRoute { prefix, len, hops } in routes {
                 // Marked as linerate's (protocol 250), so the kernel-route mirror never takes them back.
                 let mut line = format!("route replace {prefix}/{len} proto {}", config::PROTO_LINERATE);
                 let multipath = hops.len() > 1;
