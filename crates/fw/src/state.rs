@@ -103,8 +103,8 @@ mod sub;
 mod tcp;
 mod timeouts;
 
-use io::prefetch::prefetch_read;
-use lpm::hugemem::HugeArray;
+use mem::prefetch::prefetch_read;
+use mem::hugemem::HugeArray;
 
 use crate::packet::{Af, PacketKey, proto};
 use flow::{FlowHasher, FlowKey};

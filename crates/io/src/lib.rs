@@ -9,7 +9,7 @@
 //! rx ring, mmap tx ring), [`mem`] (in-memory replay, counting and pcap ports for benchmarks
 //! and golden tests); [`any`] puts them behind one type with a `match` per burst.
 //! `unsafe` lives only where the kernel is: syscalls, mmap'd rings and the UMEM registration
-//! (in `xdp/` and `afpacket/`), plus [`prefetch`], the pool's flat byte view and the [`spsc`] ring's slots, each block
+//! (in `xdp/` and `afpacket/`), plus the pool's per-frame slices of the UMEM and the [`spsc`] ring's slots, each block
 //! with a `// SAFETY:` comment.
 
 pub mod affinity;
@@ -28,7 +28,6 @@ pub mod pcap;
 pub mod pflog;
 pub mod pool;
 pub mod port;
-pub mod prefetch;
 pub mod privilege;
 pub mod ratelimit;
 pub mod rss;

@@ -230,7 +230,7 @@ impl FramePool {
     #[inline]
     pub fn prefetch(&self, desc: FrameDesc) {
         if (desc.addr as usize) < self.mem.len {
-            crate::prefetch::prefetch_read(&self.mem.slice(desc.addr as usize, 1)[0]);
+            ::mem::prefetch::prefetch_read(&self.mem.slice(desc.addr as usize, 1)[0]);
         }
     }
 

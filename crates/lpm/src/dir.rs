@@ -12,7 +12,7 @@ use std::hash::Hash;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
-use crate::hugemem::HugeArray;
+use mem::hugemem::HugeArray;
 use crate::reclaim::{GroupPool, Registry};
 use crate::{LpmError, MAX_NEXT_HOP, NextHop};
 

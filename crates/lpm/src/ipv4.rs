@@ -4,7 +4,7 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering::Acquire;
 
 use crate::dir::{EXT, GroupStats, Tables, Writer, decode, tbl8_index};
-use crate::prefetch::prefetch;
+use mem::prefetch::prefetch_read as prefetch;
 use crate::reclaim::{Grace, Reader, Registry};
 use crate::{LpmError, NextHop};
 

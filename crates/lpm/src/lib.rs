@@ -70,7 +70,7 @@
 //!
 //! # Memory
 //!
-//! The large arrays are anonymous `mmap`s advised with `MADV_HUGEPAGE` ([`hugemem`]), so a
+//! The large arrays are anonymous `mmap`s advised with `MADV_HUGEPAGE` ([`mem::hugemem`]), so a
 //! random lookup costs one TLB-friendly cache miss. Pages are only committed when written:
 //! an empty table costs almost nothing, the group pool commits as groups are first used.
 
@@ -79,10 +79,9 @@
 
 mod dir;
 mod hash;
-pub mod hugemem;
+
 mod ipv4;
 mod ipv6;
-mod prefetch;
 mod reclaim;
 pub mod reference;
 

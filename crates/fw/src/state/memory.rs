@@ -3,7 +3,7 @@
 //! reload that raises `set limit states`, never by a worker on its fast path (with
 //! `panic = "abort"`, a failed `Vec` growth there would kill the router).
 
-use lpm::hugemem::{HugeArray, advise_huge};
+use mem::hugemem::{HugeArray, advise_huge};
 
 use super::tcp::Peer;
 use super::{Entry, MAX_LIMIT};

@@ -4,7 +4,7 @@
 //! time (16384 pages), turning one cache miss into a page walk plus a miss. Mapping the
 //! arrays 2 MiB-aligned and advising `MADV_HUGEPAGE` (the host runs THP in `madvise` mode)
 //! lets the kernel back them with 2 MiB pages: 32 TLB entries cover tbl24. This is the only
-//! module besides `prefetch` that contains `unsafe` code.
+//! module besides `prefetch` that contains `unsafe` code in this crate.
 #![allow(unsafe_code)]
 
 use std::ops::{Deref, DerefMut};

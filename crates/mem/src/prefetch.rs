@@ -1,4 +1,5 @@
 //! A cache prefetch hint, the one piece of `unsafe` the fast path needs outside the rings.
+#![allow(unsafe_code)]
 
 /// Asks the CPU to start loading the cache line holding `*target`. Never faults, has no effect
 /// on program semantics.
