@@ -26,11 +26,11 @@ const PORTS: [u16; 16] = [
     22, 25, 53, 80, 110, 123, 143, 443, 465, 587, 993, 1194, 3306, 5432, 8080, 8443,
 ];
 
-/// splitmix64.
-struct Rng(u64);
+/// splitmix64: a seeded generator the generated sets and the tests that probe them share.
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -38,8 +38,13 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// An index below `n` (0 when `n` is 0).
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
     }
 
     fn chance(&mut self, pct: u64) -> bool {

@@ -13,21 +13,7 @@ use fw::classifier::{BuildOptions, Classifier, Engine};
 use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
 use fw::rules::{AddrMatch, AddrTarget, PortMatch, Prefix, RuleSet};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use fw::testgen::Rng;
 
 /// Addresses and ports where rules start or stop matching.
 struct Boundaries {
@@ -67,25 +53,25 @@ fn boundaries(rs: &RuleSet) -> Boundaries {
 }
 
 fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
-    let af = if rng.below(4) == 0 { Af::Inet6 } else { Af::Inet };
+    let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
     let pool = if af == Af::Inet { &b.v4 } else { &b.v6 };
     let addr = |rng: &mut Rng| -> u128 {
-        let r = (u128::from(rng.next()) << 64) | u128::from(rng.next());
+        let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
         let r = if af == Af::Inet { r & u128::from(u32::MAX) } else { r };
-        if pool.is_empty() || rng.below(5) == 0 { r } else { pool[rng.below(pool.len())] }
+        if pool.is_empty() || rng.index(5) == 0 { r } else { pool[rng.index(pool.len())] }
     };
-    let proto = [6u8, 6, 17, 17, 1, 58, 47][rng.below(7)];
-    let port = |rng: &mut Rng| if rng.below(4) == 0 { rng.next() as u16 } else { b.ports[rng.below(b.ports.len())] };
+    let proto = [6u8, 6, 17, 17, 1, 58, 47][rng.index(7)];
+    let port = |rng: &mut Rng| if rng.index(4) == 0 { rng.next_u64() as u16 } else { b.ports[rng.index(b.ports.len())] };
     PacketKey {
         af,
-        dir: if rng.below(2) == 0 { Dir::In } else { Dir::Out },
-        iface: rng.below(6) as u16,
+        dir: if rng.index(2) == 0 { Dir::In } else { Dir::Out },
+        iface: rng.index(6) as u16,
         proto,
         src: addr(rng),
         dst: addr(rng),
         src_port: port(rng),
         dst_port: port(rng),
-        tcp_flags: [0x02, 0x12, 0x10, 0x11, 0x04, rng.next() as u8][rng.below(6)],
+        tcp_flags: [0x02, 0x12, 0x10, 0x11, 0x04, rng.next_u64() as u8][rng.index(6)],
         len: 100,
         icmp_id: 0,
         ip_opts: false,

@@ -40,18 +40,7 @@ impl Parser<'_> {
         };
         let mut protos = Vec::new();
         if self.eat_word("proto")? {
-            if self.eat_punct("{")? {
-                loop {
-                    self.skip_newlines()?;
-                    if !protos.is_empty() && self.eat_punct("}")? {
-                        break;
-                    }
-                    protos.push(self.proto()?);
-                    self.eat_punct(",")?;
-                }
-            } else {
-                protos.push(self.proto()?);
-            }
+            protos = self.proto_list()?;
             protos.sort_unstable();
             protos.dedup();
         }
@@ -275,6 +264,22 @@ impl Parser<'_> {
             line: at.line,
         });
         Ok(())
+    }
+
+    /// After `proto`: one protocol or a `{ ... }` list.
+    pub(super) fn proto_list(&mut self) -> PResult<Vec<u8>> {
+        if !self.eat_punct("{")? {
+            return Ok(vec![self.proto()?]);
+        }
+        let mut protos = Vec::new();
+        loop {
+            self.skip_newlines()?;
+            if !protos.is_empty() && self.eat_punct("}")? {
+                return Ok(protos);
+            }
+            protos.push(self.proto()?);
+            self.eat_punct(",")?;
+        }
     }
 
     pub(super) fn proto(&mut self) -> PResult<u8> {

@@ -43,21 +43,7 @@ impl Parser<'_> {
         } else {
             None
         };
-        let mut protos = Vec::new();
-        if self.eat_word("proto")? {
-            if self.eat_punct("{")? {
-                loop {
-                    self.skip_newlines()?;
-                    if !protos.is_empty() && self.eat_punct("}")? {
-                        break;
-                    }
-                    protos.push(self.proto()?);
-                    self.eat_punct(",")?;
-                }
-            } else {
-                protos.push(self.proto()?);
-            }
-        }
+        let protos = if self.eat_word("proto")? { self.proto_list()? } else { Vec::new() };
         let mut addr_toks: Vec<(Token, Af, bool)> = Vec::new();
         let (mut src, mut dst) = (AddrMatch::Any, AddrMatch::Any);
         let (mut src_ports, mut dst_ports) = (PortMatch::Any, PortMatch::Any);
