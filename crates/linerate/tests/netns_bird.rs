@@ -203,7 +203,15 @@ backend = "af_packet"
     }
     let took = start.elapsed();
     eprintln!("BGP: {n} routes via B in the FIB {took:?} after the BIRDs started");
-    assert!(established_since(&lab.d, &router_sock, "b").is_some() && established_since(&lab.d, &router_sock, "c").is_some());
+    // C's session comes up on its own schedule (connect retry, 1 s): B's routes can be in the
+    // FIB before it is established.
+    let both_up = || established_since(&lab.d, &router_sock, "b").is_some() && established_since(&lab.d, &router_sock, "c").is_some();
+    let limit = Duration::from_secs(30);
+    let start = Instant::now();
+    while !both_up() {
+        assert!(start.elapsed() < limit, "BGP sessions b and c not both established after {limit:?}:\n{}", diag());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // Traffic to the announced prefixes (5 of them, 20 sources) arrives at B.
     let mut traffic = lab.a.command(env!("CARGO_BIN_EXE_linerate"));
