@@ -1,5 +1,5 @@
-//! The control socket of `linerate run`, and `linerate reload`, its client (`show` and `top`,
-//! the other clients, are in [`crate::show`]).
+//! The control socket of `linerate run` (its clients: `linerate reload` in [`crate::reload`],
+//! `show` and `top` in [`crate::show`], through [`crate::client`]).
 //!
 //! `run` listens on the config's `router.control_socket`, a Unix stream socket created
 //! under a umask that gives it mode 0600 (0660 and group `router.control_group` if set)
@@ -21,44 +21,15 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use config::Config;
-use dataplane::WorkerCounters;
-use dataplane::filter::RulesSlot;
 use dataplane::fib::{RouteKind, RouteSource};
-use dataplane::slowpath::SlowPath;
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering::Relaxed;
 
-/// What the control socket can see of a running router.
-pub struct RouterState {
-    pub cfg: Config,
-    pub slot: Option<Arc<RulesSlot>>,
-    pub workers: Vec<Arc<WorkerCounters>>,
-    pub slow: Arc<Mutex<SlowPath>>,
-    pub ports: Vec<dataplane::PortInfo>,
-    /// Backend of each physical interface.
-    pub kinds: Vec<String>,
-    /// What the workers' punt stages dropped, by class and reason.
-    pub punt: dataplane::punt::PuntStats,
-    pub started: Instant,
-    /// Why rules that keep state must not be loaded into this run (see
-    /// [`crate::steering::reload_refusal`]).
-    pub reload_refusal: Option<String>,
-    /// The workers' firewalls (rules, state tables): `None` without a `[firewall]`.
-    pub fw: Option<crate::control_fw::FwControl>,
-    /// The config in effect: the one `run` started with, as reloads changed it.
-    pub running: Mutex<Config>,
-    /// The firewall's log (`linerate log`), with a `[firewall]`.
-    pub log: Option<Arc<crate::logger::LogHub>>,
-    /// The workers' capture slots (`linerate capture`).
-    pub captures: crate::stream::Captures,
-    /// The kernel route mirror's counters (`router.kernel_routes`).
-    pub kernel_routes: Option<Arc<crate::route_sync::SyncStats>>,
-}
+use crate::router_state::RouterState;
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
 /// `read_gid` the read-only ones.
@@ -165,7 +136,7 @@ fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
 
 fn answer(state: &RouterState, command: &str) -> String {
     match command {
-        "reload" => reload(state),
+        "reload" => crate::reload::reload(state),
         "stats" => stats(state).to_string(),
         "routes" => routes(state).to_string(),
         "neighbours" => neighbours(state).to_string(),
@@ -338,26 +309,6 @@ fn interfaces(state: &RouterState) -> Value {
         })
         .collect();
     json!(list)
-}
-
-/// Re-reads the config and applies it: the rule file and the static neighbours (the `reload`
-/// command and SIGHUP; see [`crate::reload`]). The answer is `ok: ...` or `error: ...`.
-pub fn reload(state: &RouterState) -> String {
-    crate::reload::reload(state)
-}
-
-/// `linerate reload`: asks the running linerate to re-read its config; prints the answer,
-/// fails if the rules were refused.
-pub fn reload_main(args: crate::show::SocketArgs) -> Result<()> {
-    let socket = args.socket()?;
-    let answer = crate::show::request(&socket, "reload", Duration::from_secs(120)).map_err(|e| {
-        anyhow::anyhow!("{}", format!("{e:#}").replacen("reload: ", "reload refused: ", 1))
-    })?;
-    if !answer.starts_with("ok") {
-        bail!("unexpected answer {answer:?}");
-    }
-    crate::output::print(&format!("{answer}\n"))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 mod bench;
 mod check;
+mod client;
 mod control;
 mod control_fw;
 mod describe;
@@ -20,6 +21,8 @@ mod privilege;
 mod receive;
 mod reload;
 mod route_sync;
+mod router_state;
+mod rule_file;
 mod run;
 mod service;
 mod show;
@@ -53,7 +56,7 @@ enum Command {
     /// Forward between the configured interfaces until SIGINT/SIGTERM (SIGHUP: reload).
     Run(run::RunArgs),
     /// Make a running `linerate run` re-read its config: rule file and static neighbours (atomic).
-    Reload(show::SocketArgs),
+    Reload(client::SocketArgs),
     /// Show the routes, neighbours, interfaces or drop counters of a running `linerate run`.
     Show(show::ShowArgs),
     /// Live per-interface and per-queue rates and drops of a running `linerate run`.
@@ -92,7 +95,7 @@ fn main() -> std::process::ExitCode {
         Command::Check(args) => check::main(args),
         Command::Lab(args) => lab_cmd::main(args),
         Command::Run(args) => run::main(args),
-        Command::Reload(args) => control::reload_main(args),
+        Command::Reload(args) => reload::main(args),
         Command::Show(args) => show::show_main(args),
         Command::Top(args) => show::top_main(args),
         Command::Kill(args) => states::kill_main(args),

@@ -17,13 +17,28 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use config::{Config, Neighbour};
 use dataplane::filter::CompiledRules;
 use dataplane::slowpath::SlowPath;
 
-use crate::control::RouterState;
+use crate::router_state::RouterState;
+
+/// `linerate reload`: asks the running linerate to re-read its config; prints the answer,
+/// fails if the rules were refused.
+pub fn main(args: crate::client::SocketArgs) -> Result<()> {
+    let socket = args.socket()?;
+    let answer = crate::client::request(&socket, "reload", Duration::from_secs(120)).map_err(|e| {
+        anyhow::anyhow!("{}", format!("{e:#}").replacen("reload: ", "reload refused: ", 1))
+    })?;
+    if !answer.starts_with("ok") {
+        bail!("unexpected answer {answer:?}");
+    }
+    crate::output::print(&format!("{answer}\n"))?;
+    Ok(())
+}
 
 /// Runs a reload; the answer is `ok: ...` or `error: ...` (logged on stderr either way).
 pub fn reload(state: &RouterState) -> String {
@@ -98,7 +113,7 @@ fn static_routes(state: &RouterState, cfg: &Config) -> Result<Vec<(std::net::IpA
 /// Parses and compiles the rule file (and keeps its text for `show rules`), refusing
 /// `keep state` where this run cannot keep it.
 fn compile(state: &RouterState, running: &Config, path: &std::path::Path) -> Result<(Arc<CompiledRules>, String)> {
-    let (rules, text) = crate::run::load_rules_with_text(running, path)?;
+    let (rules, text) = crate::rule_file::load_rules_with_text(running, path)?;
     if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&rules.rules)) {
         bail!("{}: {why}", path.display());
     }

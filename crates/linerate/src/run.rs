@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use config::{Backend, Config};
-use dataplane::filter::{CompiledRules, Firewall, FirewallStats, RulesSlot};
+use dataplane::filter::{Firewall, FirewallStats, RulesSlot};
 use dataplane::punt::{PuntClass, PuntDrop, PuntPolicy, PuntSender, punt_channel};
 use dataplane::slowpath::SlowPath;
 use dataplane::{Counts, Worker, WorkerCounters};
@@ -222,7 +222,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         counters.push(worker.counters());
         workers_ready.push(worker);
     }
-    let state = Arc::new(crate::control::RouterState {
+    let state = Arc::new(crate::router_state::RouterState {
         cfg: cfg.clone(),
         slot: slot.clone(),
         workers: counters.clone(),
@@ -235,7 +235,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         fw: slot.is_some().then(|| crate::control_fw::FwControl::new(fw_stats.clone(), state_desks, &rules_text)),
         running: Mutex::new(cfg.clone()),
         log: slot.is_some().then(|| crate::logger::LogHub::new(cfg.log.snaplen, &log_rings)),
-        captures: crate::stream::Captures::new(workers_ready.iter().map(|w: &RunWorker| w.capture_slot()).collect()),
+        captures: crate::router_state::Captures::new(workers_ready.iter().map(|w: &RunWorker| w.capture_slot()).collect()),
         kernel_routes: kernel_routes.as_ref().map(|(sync, _)| Arc::clone(&sync.stats)),
     });
     // Without the socket linerate still forwards; only `reload`, `show` and `top` are missing.
@@ -317,7 +317,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         if hup.swap(false, Ordering::Relaxed) {
             // SIGHUP: as `linerate reload` (its answer is logged by the reload itself).
             notify.reloading();
-            let answer = crate::control::reload(&state);
+            let answer = crate::reload::reload(&state);
             notify.ready(&format!("forwarding; reload: {answer}"));
         }
         if args.stats_interval > 0 && last.0.elapsed() >= Duration::from_secs(args.stats_interval) {
@@ -420,7 +420,7 @@ fn check_interfaces(cfg: &mut Config, path: &str) -> Result<()> {
 /// state table allocated: all `None` without a `[firewall]`.
 fn firewall(cfg: &Config, workers: usize) -> Result<(Option<Arc<RulesSlot>>, Firewalls, String)> {
     let Some(f) = &cfg.firewall else { return Ok((None, (0..workers).map(|_| None).collect(), String::new())) };
-    let (rules, text) = load_rules_with_text(cfg, &f.rules)?;
+    let (rules, text) = crate::rule_file::load_rules_with_text(cfg, &f.rules)?;
     eprintln!("linerate: firewall: {} rules from {}", rules.rule_count(), f.rules.display());
     let slot = RulesSlot::new(Arc::new(rules));
     let firewalls = (0..workers)
@@ -436,28 +436,6 @@ pub fn total(workers: &[Arc<WorkerCounters>]) -> Counts {
         t.add(&w.snapshot());
     }
     t
-}
-
-/// Parses and compiles the config's rule file, interface names resolving to port indices in
-/// the config's interface order (the worker's port numbering), with the interfaces'
-/// addresses for `self`, interface hosts and `antispoof`.
-pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
-    load_rules_with_text(cfg, rules).map(|(r, _)| r)
-}
-
-/// [`load_rules`], and the text the rules were compiled from (`linerate show rules`).
-pub fn load_rules_with_text(cfg: &Config, rules: &Path) -> Result<(CompiledRules, String)> {
-    let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
-    let text = std::fs::read_to_string(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
-    let addresses: Vec<(String, Vec<(std::net::IpAddr, u8)>)> =
-        cfg.interfaces.iter().map(|i| (i.name.clone(), i.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect())).collect();
-    let compiled = CompiledRules::parse_with_addresses(&text, rules, &ifaces, &addresses).map_err(anyhow::Error::msg)?;
-    let has_v4 = |i: u16| cfg.interfaces.get(usize::from(i)).is_some_and(|i| i.addresses.iter().any(|a| a.addr.is_ipv4()));
-    if let Some((r, i)) = fw::nat::iface_without_address(&compiled.rules, &has_v4) {
-        let name = &cfg.interfaces[usize::from(i)].name;
-        anyhow::bail!("{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config", rules.display(), r.line, r.column, r.kind.name());
-    }
-    Ok((compiled, text))
 }
 
 /// Per-rule counters (rules that saw no packet are listed too: it shows dead rules), then the
