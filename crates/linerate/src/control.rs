@@ -151,29 +151,55 @@ fn answer(state: &RouterState, command: &str) -> String {
 /// drop reasons and the slow path's counters.
 pub(crate) fn stats(state: &RouterState) -> Value {
     let physical: Vec<&dataplane::PortInfo> = state.ports.iter().filter(|p| p.vlan.is_none()).collect();
-    let snaps: Vec<_> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
-    let port_json = |p: &io::PortStats, c: Option<&dataplane::Counts>| {
-        let errors = c.map_or(0, |c| {
-            use dataplane::DropReason::*;
-            [Truncated, BadVersion, BadLength, BadChecksum].iter().map(|&r| c.drops[r as usize]).sum::<u64>()
-        });
-        json!({
-            "rx_packets": p.rx_packets, "rx_bytes": p.rx_bytes, "rx_errors": errors,
-            "rx_drops": p.rx_dropped + c.map_or(0, |c| c.dropped()) - errors,
-            "tx_packets": p.tx_packets, "tx_bytes": p.tx_bytes, "tx_drops": p.tx_dropped,
-        })
-    };
+    let snaps: Vec<WorkerSnapshot> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
     let mut total = dataplane::Counts::default();
-    let workers: Vec<Value> = snaps
+    for (c, _) in &snaps {
+        total.add(c);
+    }
+    let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
+    json!({
+        "uptime": state.started.elapsed().as_secs_f64(),
+        "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
+        "interfaces": interface_stats(state, &physical, &snaps),
+        "workers": worker_stats(&physical, &snaps),
+        "drops": drops,
+        "slow_path": slow_path_stats(state, &snaps),
+        "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
+            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending.load(Relaxed),
+            "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
+            "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        })),
+    })
+}
+
+/// A worker's published counters and its per-port statistics.
+type WorkerSnapshot = (dataplane::Counts, dataplane::counters::PortSnapshot);
+
+/// One port's (or one queue's) packets, bytes and drops; the frames the worker found
+/// malformed (`c`) count as receive errors, the rest of its drops as receive drops.
+fn port_stats(p: &io::PortStats, c: Option<&dataplane::Counts>) -> Value {
+    let errors = c.map_or(0, |c| {
+        use dataplane::DropReason::*;
+        [Truncated, BadVersion, BadLength, BadChecksum].iter().map(|&r| c.drops[r as usize]).sum::<u64>()
+    });
+    json!({
+        "rx_packets": p.rx_packets, "rx_bytes": p.rx_bytes, "rx_errors": errors,
+        "rx_drops": p.rx_dropped + c.map_or(0, |c| c.dropped()) - errors,
+        "tx_packets": p.tx_packets, "tx_bytes": p.tx_bytes, "tx_drops": p.tx_dropped,
+    })
+}
+
+/// Each worker's counters, with its queue of every physical interface.
+fn worker_stats(physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> Vec<Value> {
+    snaps
         .iter()
         .enumerate()
         .map(|(w, (c, ps))| {
-            total.add(c);
             let queues: Vec<Value> = physical
                 .iter()
                 .enumerate()
                 .map(|(i, p)| {
-                    let mut v = port_json(&ps.ports.get(i).copied().unwrap_or_default(), ps.counts.get(i));
+                    let mut v = port_stats(&ps.ports.get(i).copied().unwrap_or_default(), ps.counts.get(i));
                     v["interface"] = json!(p.name);
                     v
                 })
@@ -181,14 +207,18 @@ pub(crate) fn stats(state: &RouterState) -> Value {
             json!({"worker": w, "rx": c.rx, "forwarded": c.forwarded, "local": c.local, "slow_path": c.slow_path,
                    "dropped": c.dropped(), "icmp_sent": ps.icmp_sent, "icmp_suppressed": ps.icmp_suppressed, "queues": queues})
         })
-        .collect();
-    let interfaces: Vec<Value> = physical
+        .collect()
+}
+
+/// Each physical interface's counters: its queues summed over the workers.
+fn interface_stats(state: &RouterState, physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> Vec<Value> {
+    physical
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let mut sum = io::PortStats::default();
             let mut counts = dataplane::Counts::default();
-            for (_, ps) in &snaps {
+            for (_, ps) in snaps {
                 let s = ps.ports.get(i).copied().unwrap_or_default();
                 sum.rx_packets += s.rx_packets;
                 sum.rx_bytes += s.rx_bytes;
@@ -200,46 +230,37 @@ pub(crate) fn stats(state: &RouterState) -> Value {
                     counts.add(c);
                 }
             }
-            let mut v = port_json(&sum, Some(&counts));
+            let mut v = port_stats(&sum, Some(&counts));
             v["name"] = json!(p.name);
             v["backend"] = json!(state.kinds.get(i));
             // Fail-closed AF_XDP: IP frames dropped in the kernel for want of a socket.
             v["no_socket_drops"] = json!(io::xdp::unsteered_drops(&p.name));
             v
         })
-        .collect();
-    let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
+        .collect()
+}
+
+/// The slow path's counters, with the punts the workers dropped before it saw them.
+fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
     let s = state.slow.lock().unwrap_or_else(|e| e.into_inner()).stats;
-    let (punt_drops, queue_full) = punt_drops(state, &snaps);
+    let (punt_drops, queue_full) = punt_drops(state, snaps);
     json!({
-        "uptime": state.started.elapsed().as_secs_f64(),
-        "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
-        "interfaces": interfaces,
-        "workers": workers,
-        "drops": drops,
-        "slow_path": {
-            "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
-            "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
-            "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
-            "filter_unreachables": s.filter_unreachables, "filter_resets": s.filter_resets, "filter_resets_suppressed": s.filter_resets_suppressed,
-            "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
-            "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
-            "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": queue_full,
-            "punt_drops": punt_drops.named().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
-            "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
-            "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
-        },
-        "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
-            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending.load(Relaxed),
-            "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
-            "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        })),
+        "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
+        "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
+        "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
+        "filter_unreachables": s.filter_unreachables, "filter_resets": s.filter_resets, "filter_resets_suppressed": s.filter_resets_suppressed,
+        "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
+        "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
+        "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": queue_full,
+        "punt_drops": punt_drops.named().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
+        "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
+        "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
     })
 }
 
 /// The workers' punt drops by class and reason (ICMP errors are policed by the workers'
 /// ICMP rate limit, before the copy), and how many of them found a full queue.
-fn punt_drops(state: &RouterState, snaps: &[(dataplane::Counts, dataplane::counters::PortSnapshot)]) -> (dataplane::punt::PuntDrops, u64) {
+fn punt_drops(state: &RouterState, snaps: &[WorkerSnapshot]) -> (dataplane::punt::PuntDrops, u64) {
     use dataplane::punt::{PuntClass, PuntDrop};
     let mut d = state.punt.drops();
     d.add(PuntClass::IcmpError, PuntDrop::Policed, snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum());
