@@ -26,6 +26,7 @@ mod router_state;
 mod rule_file;
 mod run;
 mod service;
+mod signals;
 mod show;
 mod states;
 mod steering;
@@ -95,24 +96,4 @@ fn error_chain(err: &anyhow::Error) -> String {
         text.push_str(&part);
     }
     text
-}
-
-/// A flag set by SIGINT or SIGTERM, for the subcommands that stop cleanly (print their
-/// counters, remove what they installed) instead of dying.
-fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
-    use anyhow::Context;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(s, std::sync::Arc::clone(&stop)).context("installing signal handlers")?;
-    }
-    Ok(stop)
-}
-
-/// A flag set by SIGHUP: `run` reloads (rule file, static neighbours) when it sees it (the default action
-/// would end the process).
-fn reload_on_sighup() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
-    use anyhow::Context;
-    let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, std::sync::Arc::clone(&hup)).context("installing the SIGHUP handler")?;
-    Ok(hup)
 }

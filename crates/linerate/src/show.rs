@@ -209,7 +209,7 @@ pub fn render(prev: &Value, now: &Value, secs: f64) -> String {
 
 pub fn top_main(args: TopArgs) -> Result<()> {
     let interval = Duration::from_secs_f64(args.interval.max(0.1));
-    let stop = crate::stop_on_signals()?;
+    let stop = crate::signals::stop_on_signals()?;
     let mut prev = (Instant::now(), query(&args.socket, "stats")?);
     let mut shown = 0;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) && (args.count == 0 || shown < args.count) {

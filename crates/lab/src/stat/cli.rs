@@ -6,7 +6,8 @@ use std::fmt;
 use std::io::{Read, Write};
 
 use super::cfmt;
-use super::{Confidence, MAX_SETS, Options, PROG, Sample, render};
+use super::sample::Sample;
+use super::{Confidence, MAX_SETS, Options, PROG, render};
 
 /// ministat's `fgets` buffer: FreeBSD's `BUFSIZ`. Longer lines are read in pieces, each
 /// counting as a line.

@@ -37,11 +37,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use config::{Backend, Config};
 use dataplane::filter::{Firewall, RulesSlot};
-use dataplane::punt::PuntSender;
-use dataplane::{Counts, FibControl, PortInfo, Worker, WorkerCounters};
-use io::any::{AnyRx, AnyTx};
+use dataplane::{Counts, FibControl, PortInfo, WorkerCounters};
 
 use crate::router_state::RouterState;
+use workers::{Firewalls, RunWorker};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -59,10 +58,6 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     stats_interval: u64,
 }
-
-type RunWorker = Worker<AnyRx, AnyTx, PuntSender>;
-/// Each worker's firewall (`None` without a `[firewall]`).
-type Firewalls = Vec<Option<Firewall>>;
 
 pub fn main(args: RunArgs) -> Result<()> {
     // Everything that can be wrong with the config or the rule file (state tables included)
@@ -211,8 +206,8 @@ fn claim(cfg: &Config, physical: &[config::Interface], workers: usize, firewall:
     let notify = crate::notify::Notifier::from_env();
     let keep_state = firewall.slot.as_ref().is_some_and(|s| crate::steering::keeps_state(&s.current().rules));
     let backends = crate::steering::backends(physical, workers, keep_state).map_err(anyhow::Error::msg)?;
-    let stop = crate::stop_on_signals()?;
-    let hup = crate::reload_on_sighup()?;
+    let stop = crate::signals::stop_on_signals()?;
+    let hup = crate::signals::reload_on_sighup()?;
     let names: Vec<&str> = physical.iter().map(|i| i.name.as_str()).collect();
     let _owned = crate::owner::lock_all(Path::new(crate::owner::LOCK_DIR), &names)?;
     if cfg.router.fail_closed {

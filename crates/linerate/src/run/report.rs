@@ -12,7 +12,7 @@ use dataplane::filter::FirewallStats;
 use dataplane::punt::{PuntClass, PuntDrop};
 use io::{PortStats, RxPort, TxPort};
 
-use super::RunWorker;
+use super::workers::RunWorker;
 use crate::router_state::RouterState;
 
 /// How the run went, as the stopped threads left it.

@@ -14,12 +14,16 @@ use dataplane::filter::log::LogRing;
 use dataplane::filter::requests::StateRequest;
 use dataplane::punt::{PuntPolicy, PuntReceiver, PuntSender, PuntStats, punt_channel};
 use dataplane::slowpath::SlowPath;
-use dataplane::{Fib, FibControl, PortInfo, Worker, WorkerCounters};
+use dataplane::{Fib, FibControl, Firewall, PortInfo, Worker, WorkerCounters};
+use io::any::{AnyRx, AnyTx};
 
 use super::ports::WorkerPorts;
-use super::{Firewalls, RunWorker};
 use crate::host::HostIo;
 use crate::receive::ReceivePlacement;
+
+pub(super) type RunWorker = Worker<AnyRx, AnyTx, PuntSender>;
+/// Each worker's firewall (`None` without a `[firewall]`).
+pub(super) type Firewalls = Vec<Option<Firewall>>;
 
 /// Records each worker's log ring holds (a burst of logged packets the logger thread has not
 /// drained yet: it drains every 10 ms).
@@ -115,7 +119,7 @@ pub(super) fn build(cfg: &Config, ports_by_worker: Vec<WorkerPorts>, firewalls: 
 
 impl Workers {
     /// Gives worker `w` its firewall, with a log ring and a desk for state requests.
-    fn add_firewall(&mut self, worker: &mut RunWorker, w: usize, workers: usize, mut firewall: dataplane::Firewall, cfg: &Config) {
+    fn add_firewall(&mut self, worker: &mut RunWorker, w: usize, workers: usize, mut firewall: Firewall, cfg: &Config) {
         let rate = u64::from(cfg.log.rate).div_ceil(workers as u64);
         let (sink, ring) = dataplane::filter::log::log_ring(LOG_RING, cfg.log.snaplen as usize, rate);
         firewall.set_log(sink);
