@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use dataplane::fib::{RouteKind, RouteSource};
+use dataplane::punt::{PuntClass, PuntDrop, PuntDrops};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -243,7 +244,8 @@ fn interface_stats(state: &RouterState, physical: &[&dataplane::PortInfo], snaps
 /// The slow path's counters, with the punts the workers dropped before it saw them.
 fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
     let s = state.slow.lock().unwrap_or_else(|e| e.into_inner()).stats;
-    let (punt_drops, queue_full) = punt_drops(state, snaps);
+    let punt_drops = punt_drops(state, snaps);
+    let queue_full: u64 = PuntClass::ALL.iter().map(|&c| punt_drops.get(c, PuntDrop::QueueFull)).sum();
     json!({
         "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
         "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
@@ -259,13 +261,11 @@ fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
 }
 
 /// The workers' punt drops by class and reason (ICMP errors are policed by the workers'
-/// ICMP rate limit, before the copy), and how many of them found a full queue.
-fn punt_drops(state: &RouterState, snaps: &[WorkerSnapshot]) -> (dataplane::punt::PuntDrops, u64) {
-    use dataplane::punt::{PuntClass, PuntDrop};
+/// ICMP rate limit, before the copy).
+fn punt_drops(state: &RouterState, snaps: &[WorkerSnapshot]) -> PuntDrops {
     let mut d = state.punt.drops();
     d.add(PuntClass::IcmpError, PuntDrop::Policed, snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum());
-    let full = PuntClass::ALL.iter().map(|&c| d.get(c, PuntDrop::QueueFull)).sum();
-    (d, full)
+    d
 }
 
 fn port_name(state: &RouterState, port: u16) -> Value {

@@ -7,15 +7,17 @@ use anyhow::{Context, Result};
 use config::Config;
 use dataplane::filter::CompiledRules;
 
+/// A rule file, compiled.
+pub struct RuleFile {
+    pub rules: CompiledRules,
+    /// The text the rules were compiled from (`linerate show rules`).
+    pub text: String,
+}
+
 /// Parses and compiles the config's rule file, interface names resolving to port indices in
 /// the config's interface order (the worker's port numbering), with the interfaces'
 /// addresses for `self`, interface hosts and `antispoof`.
-pub fn load_rules(cfg: &Config, rules: &Path) -> Result<CompiledRules> {
-    load_rules_with_text(cfg, rules).map(|(r, _)| r)
-}
-
-/// [`load_rules`], and the text the rules were compiled from (`linerate show rules`).
-pub fn load_rules_with_text(cfg: &Config, rules: &Path) -> Result<(CompiledRules, String)> {
+pub fn load(cfg: &Config, rules: &Path) -> Result<RuleFile> {
     let ifaces = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
     let text = std::fs::read_to_string(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
     let addresses: Vec<(String, Vec<(std::net::IpAddr, u8)>)> =
@@ -26,5 +28,5 @@ pub fn load_rules_with_text(cfg: &Config, rules: &Path) -> Result<(CompiledRules
         let name = &cfg.interfaces[usize::from(i)].name;
         anyhow::bail!("{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config", rules.display(), r.line, r.column, r.kind.name());
     }
-    Ok((compiled, text))
+    Ok(RuleFile { rules: compiled, text })
 }

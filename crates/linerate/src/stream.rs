@@ -86,8 +86,8 @@ fn serve_log(conn: &mut UnixStream, state: &RouterState) -> Result<()> {
 
 /// Records lost so far: over the rate limit, to full rings, to slow clients.
 fn lost(hub: &LogHub) -> u64 {
-    let (limited, ring) = hub.losses();
-    limited + ring + hub.totals.client_drops.load(Ordering::Relaxed)
+    let lost = hub.losses();
+    lost.rate_limited + lost.rings_full + hub.totals.client_drops.load(Ordering::Relaxed)
 }
 
 /// `capture IFACE POINT SNAPLEN COUNT`.

@@ -146,8 +146,8 @@ fn main(args: &[OsString], stdin: &mut dyn Read, default_width: i32) -> Result<V
         optind: 0,
         place: 0,
     };
-    while let Some((opt, optarg)) = getopt.next_option()? {
-        settings.apply(opt, optarg)?;
+    while let Some(option) = getopt.next_option()? {
+        settings.apply(option)?;
     }
     settings.opts.confidence = settings.ci.unwrap_or(Confidence::P95);
     // Open everything first (ministat does, before entering its sandbox), then read.
@@ -175,9 +175,16 @@ struct Getopt<'a> {
     place: usize,
 }
 
+/// One option as getopt returns it.
+struct Opt {
+    letter: u8,
+    /// Its argument (empty for a flag).
+    arg: Vec<u8>,
+}
+
 impl Getopt<'_> {
-    /// The next option and its argument (empty for a flag); `None` after the last option.
-    fn next_option(&mut self) -> Result<Option<(u8, Vec<u8>)>, Exit> {
+    /// The next option; `None` after the last option.
+    fn next_option(&mut self) -> Result<Option<Opt>, Exit> {
         let args = self.args;
         if self.place == 0 {
             let Some(a) = args.get(self.optind) else {
@@ -206,7 +213,10 @@ impl Getopt<'_> {
                 self.optind += 1;
                 self.place = 0;
             }
-            return Ok(Some((opt, Vec::new())));
+            return Ok(Some(Opt {
+                letter: opt,
+                arg: Vec::new(),
+            }));
         }
         let optarg = if !at_end {
             a[self.place..].to_vec()
@@ -218,7 +228,10 @@ impl Getopt<'_> {
         };
         self.optind += 1;
         self.place = 0;
-        Ok(Some((opt, optarg)))
+        Ok(Some(Opt {
+            letter: opt,
+            arg: optarg,
+        }))
     }
 }
 
@@ -243,8 +256,9 @@ struct Settings {
 
 impl Settings {
     /// Applies one option, checking its argument as ministat does.
-    fn apply(&mut self, opt: u8, optarg: Vec<u8>) -> Result<(), Exit> {
-        match opt {
+    fn apply(&mut self, option: Opt) -> Result<(), Exit> {
+        let optarg = option.arg;
+        match option.letter {
             b'A' => self.opts.suppress_plot = true,
             b'C' => {
                 let (v, n) = cfmt::strtol(&optarg);

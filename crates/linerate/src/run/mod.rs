@@ -178,13 +178,13 @@ fn firewall(cfg: &Config, workers: usize) -> Result<FirewallSetup> {
     let Some(f) = &cfg.firewall else {
         return Ok(FirewallSetup { slot: None, per_worker: (0..workers).map(|_| None).collect(), rules_text: String::new() });
     };
-    let (rules, text) = crate::rule_file::load_rules_with_text(cfg, &f.rules)?;
-    eprintln!("linerate: firewall: {} rules from {}", rules.rule_count(), f.rules.display());
-    let slot = RulesSlot::new(Arc::new(rules));
+    let loaded = crate::rule_file::load(cfg, &f.rules)?;
+    eprintln!("linerate: firewall: {} rules from {}", loaded.rules.rule_count(), f.rules.display());
+    let slot = RulesSlot::new(Arc::new(loaded.rules));
     let firewalls = (0..workers)
         .map(|w| Firewall::try_new(Arc::clone(&slot), dataplane::filter::random_seed()).map(Some).with_context(|| format!("{}: worker {w}'s state table", f.rules.display())))
         .collect::<Result<_>>()?;
-    Ok(FirewallSetup { slot: Some(slot), per_worker: firewalls, rules_text: text })
+    Ok(FirewallSetup { slot: Some(slot), per_worker: firewalls, rules_text: loaded.text })
 }
 
 /// What `run` holds from the start until it exits, and the backend chosen for each physical

@@ -117,11 +117,13 @@ fn print_log(out: &mut String, state: &RouterState) {
     let logs = |h: &&Arc<crate::logger::LogHub>| h.totals.written.load(Ordering::Relaxed) > 0 || state.slot.as_ref().is_some_and(|s| s.current().log.any);
     if let Some(hub) = state.log.as_ref().filter(logs) {
         let t = &hub.totals;
-        let (limited, full) = hub.losses();
+        let lost = hub.losses();
         let _ = writeln!(
             out,
-            "log: {} records, lost: rate limit {limited}, rings full {full}, slow clients {}; file write errors {}",
+            "log: {} records, lost: rate limit {}, rings full {}, slow clients {}; file write errors {}",
             t.written.load(Ordering::Relaxed),
+            lost.rate_limited,
+            lost.rings_full,
             t.client_drops.load(Ordering::Relaxed),
             t.file_errors.load(Ordering::Relaxed)
         );
