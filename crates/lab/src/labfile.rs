@@ -197,90 +197,24 @@ impl Lab {
             let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
             LabFileError::Parse { path: path.to_owned(), line, col, msg: e.message().to_owned() }
         })?;
-        // Every error names the value (or the [[set]]) it is about.
-        let at = |span: std::ops::Range<usize>, msg: String| {
-            let (line, col) = line_col(text, span.start);
-            LabFileError::Parse { path: path.to_owned(), line, col, msg }
-        };
+        let at = Locator { text, path };
         let runs = spec.runs.as_ref().map_or(default_runs(), |r| *r.get_ref());
         let seconds = spec.seconds.as_ref().map_or(default_seconds(), |r| *r.get_ref());
         if let Some(r) = spec.runs.as_ref().filter(|r| *r.get_ref() == 0) {
-            return Err(at(r.span(), "need runs >= 1".into()));
+            return Err(at.error(r.span(), "need runs >= 1".into()));
         }
         if let Some(r) = spec.seconds.as_ref().filter(|r| *r.get_ref() < 3) {
-            return Err(at(r.span(), "need seconds >= 3 (the first and last seconds of a run are left out)".into()));
+            return Err(at.error(r.span(), "need seconds >= 3 (the first and last seconds of a run are left out)".into()));
         }
         if !["xdp-live", "af-packet"].contains(&spec.traffic.generator.as_str()) {
-            return Err(at(0..0, format!("[traffic] generator {:?} is not xdp-live or af-packet", spec.traffic.generator)));
+            return Err(at.error(0..0, format!("[traffic] generator {:?} is not xdp-live or af-packet", spec.traffic.generator)));
         }
         let mut sets = Vec::new();
         for spanned in &spec.set {
-            let (s, span) = (spanned.get_ref(), spanned.span());
-            let mut t = spec.traffic.clone();
-            if let Some(o) = &s.traffic {
-                t.flows = o.flows.unwrap_or(t.flows);
-                t.frame_size = o.frame_size.unwrap_or(t.frame_size);
-                t.imix = o.imix.unwrap_or(t.imix);
-                t.ipv6 = o.ipv6.unwrap_or(t.ipv6);
-                t.rate = o.rate.unwrap_or(t.rate);
-            }
-            let backend = s.backend.clone().unwrap_or_else(|| "auto".into());
-            if !BACKENDS.contains(&backend.as_str()) {
-                return Err(at(span, format!("set {:?}: backend {backend:?} is not auto, af_xdp, af_xdp_native or af_packet", s.name)));
-            }
-            if let Some(f) = s.overload.iter().find(|f| !(f.is_finite() && (0.01..=100.0).contains(*f))) {
-                return Err(at(span, format!("set {:?}: overload multiple {f} is not within 0.01..=100", s.name)));
-            }
-            if s.nft_set && s.dut != Dut::KernelNft {
-                return Err(at(span, format!("set {:?}: nft_set applies to dut = \"kernel-nft\" only", s.name)));
-            }
-            let base = Set {
-                name: s.name.clone(),
-                dut: s.dut,
-                rules: s.rules,
-                conntrack: s.conntrack,
-                nft_set: s.nft_set,
-                backend,
-                overload: s.overload.clone(),
-                ping: s.ping,
-                traffic: t,
-                sweep: None,
-            };
-            let expanded = match &s.sweep {
-                None => vec![base],
-                Some(sw) => {
-                    if sw.values.is_empty() {
-                        return Err(at(span, format!("set {:?}: sweep has no values", s.name)));
-                    }
-                    let mut out = Vec::new();
-                    for &v in &sw.values {
-                        let mut set = base.clone();
-                        match sw.param.as_str() {
-                            "rules" => set.rules = v as u32,
-                            "flows" => set.traffic.flows = v as u32,
-                            "frame_size" => set.traffic.frame_size = v as usize,
-                            other => return Err(at(span, format!("set {:?}: cannot sweep {other:?} (rules, flows or frame_size)", s.name))),
-                        }
-                        set.name = format!("{}-{}{}", s.name, sw.param, v);
-                        set.sweep = Some((s.name.clone(), sw.param.clone(), v));
-                        out.push(set);
-                    }
-                    out
-                }
-            };
-            for set in &expanded {
-                let t = &set.traffic;
-                if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
-                    return Err(at(span.clone(), format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name)));
-                }
-                if set.dut == Dut::KernelNft && set.rules > 100_000 {
-                    return Err(at(span.clone(), format!("set {:?}: {} nftables rules would take minutes to load; at most 100000", set.name, set.rules)));
-                }
-            }
-            sets.extend(expanded);
+            sets.extend(expand_set(spanned.get_ref(), spanned.span(), &spec.traffic, &at)?);
         }
         if sets.is_empty() {
-            return Err(at(0..0, "no [[set]] to run".into()));
+            return Err(at.error(0..0, "no [[set]] to run".into()));
         }
         Ok(Lab { runs, seconds, sets })
     }
@@ -289,6 +223,89 @@ impl Lab {
     pub fn default_lab() -> Lab {
         Lab::parse(DEFAULT_LAB, "<built-in default lab>").expect("the built-in lab parses")
     }
+}
+
+/// Every error names the value (or the [[set]]) it is about.
+struct Locator<'a> {
+    text: &'a str,
+    path: &'a str,
+}
+
+impl Locator<'_> {
+    fn error(&self, span: std::ops::Range<usize>, msg: String) -> LabFileError {
+        let (line, col) = line_col(self.text, span.start);
+        LabFileError::Parse { path: self.path.to_owned(), line, col, msg }
+    }
+}
+
+/// One [[set]] with the file's traffic under its own, checked, then one set per value of its
+/// sweep (or just itself).
+fn expand_set(s: &SetSpec, span: std::ops::Range<usize>, traffic: &Traffic, at: &Locator) -> Result<Vec<Set>, LabFileError> {
+    let mut t = traffic.clone();
+    if let Some(o) = &s.traffic {
+        t.flows = o.flows.unwrap_or(t.flows);
+        t.frame_size = o.frame_size.unwrap_or(t.frame_size);
+        t.imix = o.imix.unwrap_or(t.imix);
+        t.ipv6 = o.ipv6.unwrap_or(t.ipv6);
+        t.rate = o.rate.unwrap_or(t.rate);
+    }
+    let backend = s.backend.clone().unwrap_or_else(|| "auto".into());
+    if !BACKENDS.contains(&backend.as_str()) {
+        return Err(at.error(span, format!("set {:?}: backend {backend:?} is not auto, af_xdp, af_xdp_native or af_packet", s.name)));
+    }
+    if let Some(f) = s.overload.iter().find(|f| !(f.is_finite() && (0.01..=100.0).contains(*f))) {
+        return Err(at.error(span, format!("set {:?}: overload multiple {f} is not within 0.01..=100", s.name)));
+    }
+    if s.nft_set && s.dut != Dut::KernelNft {
+        return Err(at.error(span, format!("set {:?}: nft_set applies to dut = \"kernel-nft\" only", s.name)));
+    }
+    let base = Set {
+        name: s.name.clone(),
+        dut: s.dut,
+        rules: s.rules,
+        conntrack: s.conntrack,
+        nft_set: s.nft_set,
+        backend,
+        overload: s.overload.clone(),
+        ping: s.ping,
+        traffic: t,
+        sweep: None,
+    };
+    let expanded = match &s.sweep {
+        None => vec![base],
+        Some(sw) => sweep(&base, sw, &s.name).map_err(|msg| at.error(span.clone(), msg))?,
+    };
+    for set in &expanded {
+        let t = &set.traffic;
+        if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
+            return Err(at.error(span.clone(), format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name)));
+        }
+        if set.dut == Dut::KernelNft && set.rules > 100_000 {
+            return Err(at.error(span.clone(), format!("set {:?}: {} nftables rules would take minutes to load; at most 100000", set.name, set.rules)));
+        }
+    }
+    Ok(expanded)
+}
+
+/// `base` once per value of the sweep, named `NAME-PARAMVALUE`.
+fn sweep(base: &Set, sw: &Sweep, name: &str) -> Result<Vec<Set>, String> {
+    if sw.values.is_empty() {
+        return Err(format!("set {name:?}: sweep has no values"));
+    }
+    let mut out = Vec::new();
+    for &v in &sw.values {
+        let mut set = base.clone();
+        match sw.param.as_str() {
+            "rules" => set.rules = v as u32,
+            "flows" => set.traffic.flows = v as u32,
+            "frame_size" => set.traffic.frame_size = v as usize,
+            other => return Err(format!("set {name:?}: cannot sweep {other:?} (rules, flows or frame_size)")),
+        }
+        set.name = format!("{}-{}{}", name, sw.param, v);
+        set.sweep = Some((name.to_owned(), sw.param.clone(), v));
+        out.push(set);
+    }
+    Ok(out)
 }
 
 /// `linerate lab` with no file: kernel forwarding vs linerate, and kernel + nftables with

@@ -24,8 +24,8 @@ pub fn main(args: CheckArgs) -> Result<()> {
     // the config's interface order), so a file that `check` accepts loads at run time.
     let rules = match &cfg.firewall {
         Some(f) => {
-            let compiled = crate::run::load_rules(&cfg, &f.rules)?;
-            format!(", firewall {}: {} rules", f.rules.display(), compiled.rule_count())
+            let compiled = crate::rule_file::load(&cfg, &f.rules)?;
+            format!(", firewall {}: {} rules", f.rules.display(), compiled.rules.rule_count())
         }
         None => String::new(),
     };

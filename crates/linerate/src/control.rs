@@ -1,5 +1,5 @@
-//! The control socket of `linerate run`, and `linerate reload`, its client (`show` and `top`,
-//! the other clients, are in [`crate::show`]).
+//! The control socket of `linerate run` (its clients: `linerate reload` in [`crate::reload`],
+//! `show` and `top` in [`crate::show`], through [`crate::client`]).
 //!
 //! `run` listens on the config's `router.control_socket`, a Unix stream socket created
 //! under a umask that gives it mode 0600 (0660 and group `router.control_group` if set)
@@ -21,44 +21,16 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use config::Config;
-use dataplane::WorkerCounters;
-use dataplane::filter::RulesSlot;
 use dataplane::fib::{RouteKind, RouteSource};
-use dataplane::slowpath::SlowPath;
+use dataplane::punt::{PuntClass, PuntDrop, PuntDrops};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering::Relaxed;
 
-/// What the control socket can see of a running router.
-pub struct RouterState {
-    pub cfg: Config,
-    pub slot: Option<Arc<RulesSlot>>,
-    pub workers: Vec<Arc<WorkerCounters>>,
-    pub slow: Arc<Mutex<SlowPath>>,
-    pub ports: Vec<dataplane::PortInfo>,
-    /// Backend of each physical interface.
-    pub kinds: Vec<String>,
-    /// What the workers' punt stages dropped, by class and reason.
-    pub punt: dataplane::punt::PuntStats,
-    pub started: Instant,
-    /// Why rules that keep state must not be loaded into this run (see
-    /// [`crate::steering::reload_refusal`]).
-    pub reload_refusal: Option<String>,
-    /// The workers' firewalls (rules, state tables): `None` without a `[firewall]`.
-    pub fw: Option<crate::control_fw::FwControl>,
-    /// The config in effect: the one `run` started with, as reloads changed it.
-    pub running: Mutex<Config>,
-    /// The firewall's log (`linerate log`), with a `[firewall]`.
-    pub log: Option<Arc<crate::logger::LogHub>>,
-    /// The workers' capture slots (`linerate capture`).
-    pub captures: crate::stream::Captures,
-    /// The kernel route mirror's counters (`router.kernel_routes`).
-    pub kernel_routes: Option<Arc<crate::route_sync::SyncStats>>,
-}
+use crate::router_state::RouterState;
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
 /// `read_gid` the read-only ones.
@@ -165,7 +137,7 @@ fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
 
 fn answer(state: &RouterState, command: &str) -> String {
     match command {
-        "reload" => reload(state),
+        "reload" => crate::reload::reload(state),
         "stats" => stats(state).to_string(),
         "routes" => routes(state).to_string(),
         "neighbours" => neighbours(state).to_string(),
@@ -180,29 +152,55 @@ fn answer(state: &RouterState, command: &str) -> String {
 /// drop reasons and the slow path's counters.
 pub(crate) fn stats(state: &RouterState) -> Value {
     let physical: Vec<&dataplane::PortInfo> = state.ports.iter().filter(|p| p.vlan.is_none()).collect();
-    let snaps: Vec<_> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
-    let port_json = |p: &io::PortStats, c: Option<&dataplane::Counts>| {
-        let errors = c.map_or(0, |c| {
-            use dataplane::DropReason::*;
-            [Truncated, BadVersion, BadLength, BadChecksum].iter().map(|&r| c.drops[r as usize]).sum::<u64>()
-        });
-        json!({
-            "rx_packets": p.rx_packets, "rx_bytes": p.rx_bytes, "rx_errors": errors,
-            "rx_drops": p.rx_dropped + c.map_or(0, |c| c.dropped()) - errors,
-            "tx_packets": p.tx_packets, "tx_bytes": p.tx_bytes, "tx_drops": p.tx_dropped,
-        })
-    };
+    let snaps: Vec<WorkerSnapshot> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
     let mut total = dataplane::Counts::default();
-    let workers: Vec<Value> = snaps
+    for (c, _) in &snaps {
+        total.add(c);
+    }
+    let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
+    json!({
+        "uptime": state.started.elapsed().as_secs_f64(),
+        "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
+        "interfaces": interface_stats(state, &physical, &snaps),
+        "workers": worker_stats(&physical, &snaps),
+        "drops": drops,
+        "slow_path": slow_path_stats(state, &snaps),
+        "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
+            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending.load(Relaxed),
+            "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
+            "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        })),
+    })
+}
+
+/// A worker's published counters and its per-port statistics.
+type WorkerSnapshot = (dataplane::Counts, dataplane::counters::PortSnapshot);
+
+/// One port's (or one queue's) packets, bytes and drops; the frames the worker found
+/// malformed (`c`) count as receive errors, the rest of its drops as receive drops.
+fn port_stats(p: &io::PortStats, c: Option<&dataplane::Counts>) -> Value {
+    let errors = c.map_or(0, |c| {
+        use dataplane::DropReason::*;
+        [Truncated, BadVersion, BadLength, BadChecksum].iter().map(|&r| c.drops[r as usize]).sum::<u64>()
+    });
+    json!({
+        "rx_packets": p.rx_packets, "rx_bytes": p.rx_bytes, "rx_errors": errors,
+        "rx_drops": p.rx_dropped + c.map_or(0, |c| c.dropped()) - errors,
+        "tx_packets": p.tx_packets, "tx_bytes": p.tx_bytes, "tx_drops": p.tx_dropped,
+    })
+}
+
+/// Each worker's counters, with its queue of every physical interface.
+fn worker_stats(physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> Vec<Value> {
+    snaps
         .iter()
         .enumerate()
         .map(|(w, (c, ps))| {
-            total.add(c);
             let queues: Vec<Value> = physical
                 .iter()
                 .enumerate()
                 .map(|(i, p)| {
-                    let mut v = port_json(&ps.ports.get(i).copied().unwrap_or_default(), ps.counts.get(i));
+                    let mut v = port_stats(&ps.ports.get(i).copied().unwrap_or_default(), ps.counts.get(i));
                     v["interface"] = json!(p.name);
                     v
                 })
@@ -210,14 +208,18 @@ pub(crate) fn stats(state: &RouterState) -> Value {
             json!({"worker": w, "rx": c.rx, "forwarded": c.forwarded, "local": c.local, "slow_path": c.slow_path,
                    "dropped": c.dropped(), "icmp_sent": ps.icmp_sent, "icmp_suppressed": ps.icmp_suppressed, "queues": queues})
         })
-        .collect();
-    let interfaces: Vec<Value> = physical
+        .collect()
+}
+
+/// Each physical interface's counters: its queues summed over the workers.
+fn interface_stats(state: &RouterState, physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> Vec<Value> {
+    physical
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let mut sum = io::PortStats::default();
             let mut counts = dataplane::Counts::default();
-            for (_, ps) in &snaps {
+            for (_, ps) in snaps {
                 let s = ps.ports.get(i).copied().unwrap_or_default();
                 sum.rx_packets += s.rx_packets;
                 sum.rx_bytes += s.rx_bytes;
@@ -229,51 +231,41 @@ pub(crate) fn stats(state: &RouterState) -> Value {
                     counts.add(c);
                 }
             }
-            let mut v = port_json(&sum, Some(&counts));
+            let mut v = port_stats(&sum, Some(&counts));
             v["name"] = json!(p.name);
             v["backend"] = json!(state.kinds.get(i));
             // Fail-closed AF_XDP: IP frames dropped in the kernel for want of a socket.
             v["no_socket_drops"] = json!(io::xdp::unsteered_drops(&p.name));
             v
         })
-        .collect();
-    let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
+        .collect()
+}
+
+/// The slow path's counters, with the punts the workers dropped before it saw them.
+fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
     let s = state.slow.lock().unwrap_or_else(|e| e.into_inner()).stats;
-    let (punt_drops, queue_full) = punt_drops(state, &snaps);
+    let punt_drops = punt_drops(state, snaps);
+    let queue_full: u64 = PuntClass::ALL.iter().map(|&c| punt_drops.get(c, PuntDrop::QueueFull)).sum();
     json!({
-        "uptime": state.started.elapsed().as_secs_f64(),
-        "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
-        "interfaces": interfaces,
-        "workers": workers,
-        "drops": drops,
-        "slow_path": {
-            "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
-            "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
-            "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
-            "filter_unreachables": s.filter_unreachables, "filter_resets": s.filter_resets, "filter_resets_suppressed": s.filter_resets_suppressed,
-            "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
-            "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
-            "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": queue_full,
-            "punt_drops": punt_drops.named().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
-            "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
-            "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
-        },
-        "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
-            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending.load(Relaxed),
-            "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
-            "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        })),
+        "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
+        "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
+        "echo_replies": s.echo_replies, "icmp_errors": s.icmp_errors, "icmp_suppressed": s.icmp_suppressed,
+        "filter_unreachables": s.filter_unreachables, "filter_resets": s.filter_resets, "filter_resets_suppressed": s.filter_resets_suppressed,
+        "resolved": s.resolved, "resolve_failed": s.resolve_failed, "sent_after_resolution": s.sent_after_resolution,
+        "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
+        "local_drops": s.local_drops, "invalid": s.invalid, "punt_overflows": queue_full,
+        "punt_drops": punt_drops.named().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
+        "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
+        "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
     })
 }
 
 /// The workers' punt drops by class and reason (ICMP errors are policed by the workers'
-/// ICMP rate limit, before the copy), and how many of them found a full queue.
-fn punt_drops(state: &RouterState, snaps: &[(dataplane::Counts, dataplane::counters::PortSnapshot)]) -> (dataplane::punt::PuntDrops, u64) {
-    use dataplane::punt::{PuntClass, PuntDrop};
+/// ICMP rate limit, before the copy).
+fn punt_drops(state: &RouterState, snaps: &[WorkerSnapshot]) -> PuntDrops {
     let mut d = state.punt.drops();
     d.add(PuntClass::IcmpError, PuntDrop::Policed, snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum());
-    let full = PuntClass::ALL.iter().map(|&c| d.get(c, PuntDrop::QueueFull)).sum();
-    (d, full)
+    d
 }
 
 fn port_name(state: &RouterState, port: u16) -> Value {
@@ -338,26 +330,6 @@ fn interfaces(state: &RouterState) -> Value {
         })
         .collect();
     json!(list)
-}
-
-/// Re-reads the config and applies it: the rule file and the static neighbours (the `reload`
-/// command and SIGHUP; see [`crate::reload`]). The answer is `ok: ...` or `error: ...`.
-pub fn reload(state: &RouterState) -> String {
-    crate::reload::reload(state)
-}
-
-/// `linerate reload`: asks the running linerate to re-read its config; prints the answer,
-/// fails if the rules were refused.
-pub fn reload_main(args: crate::show::SocketArgs) -> Result<()> {
-    let socket = args.socket()?;
-    let answer = crate::show::request(&socket, "reload", Duration::from_secs(120)).map_err(|e| {
-        anyhow::anyhow!("{}", format!("{e:#}").replacen("reload: ", "reload refused: ", 1))
-    })?;
-    if !answer.starts_with("ok") {
-        bail!("unexpected answer {answer:?}");
-    }
-    crate::output::print(&format!("{answer}\n"))?;
-    Ok(())
 }
 
 #[cfg(test)]

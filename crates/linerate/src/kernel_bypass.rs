@@ -2,7 +2,7 @@
 //!
 //! An AF_PACKET socket receives a copy of each frame; the kernel then goes on with the
 //! original (IP input, a route lookup, an ICMP error since its forwarding is off) on the same
-//! CPU as linerate's worker: on veth that was 40% of the DUT's time. tc ingress and
+//! CPU as linerate's worker, taking that CPU from it (docs/performance.md). tc ingress and
 //! netfilter's netdev ingress hook run after the packet taps (`__netif_receive_skb_core`:
 //! taps, then tc ingress, then nf ingress), so a program or rule there drops the kernel's
 //! copy after linerate has its own. Packets addressed to the router itself, multicast,

@@ -73,7 +73,7 @@ pub fn main(args: LabArgs) -> Result<()> {
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         PathBuf::from(format!("results/lab-{t}"))
     });
-    let stop = crate::stop_on_signals()?;
+    let stop = crate::signals::stop_on_signals()?;
     let cpus = lab::runner::Cpus { generator: args.gen_cpu, dut: args.dut_cpu, receiver: args.rcv_cpu };
     let ncpu = io::affinity::available_cpus();
     if let Some(c) = [cpus.generator, cpus.dut, cpus.receiver].into_iter().find(|&c| c >= ncpu) {

@@ -149,10 +149,10 @@ impl LogHub {
         rx
     }
 
-    /// Records lost before the logger: over the rate limit, and to full worker rings.
-    pub fn losses(&self) -> (u64, u64) {
-        let limited = self.rings.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.rate_limited.load(Ordering::Relaxed)).sum();
-        (limited, self.ring_drops.load(Ordering::Relaxed))
+    /// Records lost before the logger.
+    pub fn losses(&self) -> LogLosses {
+        let rate_limited = self.rings.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.rate_limited.load(Ordering::Relaxed)).sum();
+        LogLosses { rate_limited, rings_full: self.ring_drops.load(Ordering::Relaxed) }
     }
 
     fn publish(&self, record: &[u8]) {
@@ -170,6 +170,14 @@ impl LogHub {
             Err(TrySendError::Disconnected(_)) => false,
         });
     }
+}
+
+/// Records lost before the logger thread wrote them.
+pub struct LogLosses {
+    /// Over the `[log]` rate limit.
+    pub rate_limited: u64,
+    /// To full worker rings.
+    pub rings_full: u64,
 }
 
 /// Opens the `[log]` file, if any (before privileges are dropped: the directory may be

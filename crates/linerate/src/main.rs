@@ -1,8 +1,10 @@
-//! `linerate`: a userspace software router and firewall. This file only parses the command
-//! line and hands each subcommand to its module; the work is in the library crates.
+//! `linerate`: a userspace software router and firewall. This file only hands each
+//! subcommand of the command line ([`cli`]) to its module; the work is in the library crates.
 
 mod bench;
 mod check;
+mod cli;
+mod client;
 mod control;
 mod control_fw;
 mod describe;
@@ -20,8 +22,11 @@ mod privilege;
 mod receive;
 mod reload;
 mod route_sync;
+mod router_state;
+mod rule_file;
 mod run;
 mod service;
+mod signals;
 mod show;
 mod states;
 mod steering;
@@ -29,77 +34,27 @@ mod stream;
 mod traffic;
 mod tools;
 
-use clap::{Parser, Subcommand};
-
-#[derive(Parser)]
-#[command(name = "linerate", version, about = "Userspace software router, firewall and bench lab")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-    /// Most verbose messages printed on stderr (with `<N>` syslog prefixes when stderr is
-    /// the systemd journal).
-    #[arg(long, global = true, value_enum, default_value = "info")]
-    log_level: log::Level,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the forwarding pipeline on one core over in-memory ports and report Mpps.
-    Bench(bench::BenchArgs),
-    /// Build a generator -> DUT -> receiver lab in namespaces and compare configuration sets.
-    Lab(lab_cmd::LabArgs),
-    /// Validate a configuration file without touching any interface.
-    Check(check::CheckArgs),
-    /// Forward between the configured interfaces until SIGINT/SIGTERM (SIGHUP: reload).
-    Run(run::RunArgs),
-    /// Make a running `linerate run` re-read its config: rule file and static neighbours (atomic).
-    Reload(show::SocketArgs),
-    /// Show the routes, neighbours, interfaces or drop counters of a running `linerate run`.
-    Show(show::ShowArgs),
-    /// Live per-interface and per-queue rates and drops of a running `linerate run`.
-    Top(show::TopArgs),
-    /// Remove firewall states of a running `linerate run` (pfctl -k).
-    Kill(states::KillArgs),
-    /// Remove every firewall state of a running `linerate run` (pfctl -F states).
-    Flush(states::FlushArgs),
-    /// Install linerate as a systemd service (dist/linerate.service).
-    InstallService(service::InstallArgs),
-    /// Print (or write as a pflog capture) the packets that firewall rules with `log` decide.
-    Log(stream::LogArgs),
-    /// Capture frames inside a running `linerate run`: as received, as sent, or dropped.
-    Capture(stream::CaptureArgs),
-    /// Send UDP flows of minimum-size frames (or IMIX) on an interface, pkt-gen style.
-    Gen(traffic::GenArgs),
-    /// Count the frames arriving on an interface, per second.
-    Rcv(traffic::RcvArgs),
-    /// Compare sets of numbers as FreeBSD's ministat(1) does: same options, same output.
-    #[command(disable_help_flag = true, disable_version_flag = true)]
-    Stat {
-        /// ministat's options and files, e.g. `-c 99 -s a.txt b.txt`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        args: Vec<std::ffi::OsString>,
-    },
-}
+use cli::Command;
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     if let Command::Stat { args } = &cli.command {
         return stat_main(args);
     }
     log::init(cli.log_level);
     let result = match cli.command {
-        Command::Bench(args) => bench::main(args),
-        Command::Check(args) => check::main(args),
-        Command::Lab(args) => lab_cmd::main(args),
         Command::Run(args) => run::main(args),
-        Command::Reload(args) => control::reload_main(args),
+        Command::Check(args) => check::main(args),
+        Command::Reload(args) => reload::main(args),
         Command::Show(args) => show::show_main(args),
         Command::Top(args) => show::top_main(args),
         Command::Kill(args) => states::kill_main(args),
         Command::Flush(args) => states::flush_main(args),
-        Command::InstallService(args) => service::install_main(args),
         Command::Log(args) => stream::log_main(args),
         Command::Capture(args) => stream::capture_main(args),
+        Command::InstallService(args) => service::install_main(args),
+        Command::Lab(args) => lab_cmd::main(args),
+        Command::Bench(args) => bench::main(args),
         Command::Gen(args) => traffic::gen_main(args),
         Command::Rcv(args) => traffic::rcv_main(args),
         Command::Stat { .. } => unreachable!("handled above"),
@@ -141,24 +96,4 @@ fn error_chain(err: &anyhow::Error) -> String {
         text.push_str(&part);
     }
     text
-}
-
-/// A flag set by SIGINT or SIGTERM, for the subcommands that stop cleanly (print their
-/// counters, remove what they installed) instead of dying.
-fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
-    use anyhow::Context;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(s, std::sync::Arc::clone(&stop)).context("installing signal handlers")?;
-    }
-    Ok(stop)
-}
-
-/// A flag set by SIGHUP: `run` reloads (rule file, static neighbours) when it sees it (the default action
-/// would end the process).
-fn reload_on_sighup() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
-    use anyhow::Context;
-    let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, std::sync::Arc::clone(&hup)).context("installing the SIGHUP handler")?;
-    Ok(hup)
 }

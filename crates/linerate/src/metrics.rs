@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::control::RouterState;
+use crate::router_state::RouterState;
 
 /// Connections served at once; more are answered 503 and closed.
 pub const MAX_CONNECTIONS: usize = 4;
@@ -105,14 +105,27 @@ fn read_head(mut conn: &TcpStream) -> Option<String> {
     String::from_utf8(head).ok()
 }
 
-/// What to answer a request head: status, content type, body.
-fn route(head: &str, state: Option<&RouterState>) -> (&'static str, &'static str, String) {
+/// An answer to a request.
+struct Response {
+    status: &'static str,
+    content_type: &'static str,
+    body: String,
+}
+
+impl Response {
+    fn new(status: &'static str, content_type: &'static str, body: impl Into<String>) -> Response {
+        Response { status, content_type, body: body.into() }
+    }
+}
+
+/// What to answer a request head.
+fn route(head: &str, state: Option<&RouterState>) -> Response {
     let mut lines = head.lines();
     let request = lines.next().unwrap_or("");
     let mut parts = request.split(' ');
     let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     if !version.starts_with("HTTP/1.") {
-        return ("400 Bad Request", "text/plain", "bad request\n".into());
+        return Response::new("400 Bad Request", "text/plain", "bad request\n");
     }
     let path = target.split('?').next().unwrap_or("");
     match (method, path) {
@@ -121,10 +134,10 @@ fn route(head: &str, state: Option<&RouterState>) -> (&'static str, &'static str
                 l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text"))
             });
             let body = state.map_or_else(String::new, |s| render(s, openmetrics));
-            ("200 OK", if openmetrics { OPENMETRICS_TYPE } else { PROMETHEUS_TYPE }, body)
+            Response::new("200 OK", if openmetrics { OPENMETRICS_TYPE } else { PROMETHEUS_TYPE }, body)
         }
-        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "only /metrics is served here\n".into()),
-        _ => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
+        ("GET" | "HEAD", _) => Response::new("404 Not Found", "text/plain", "only /metrics is served here\n"),
+        _ => Response::new("405 Method Not Allowed", "text/plain", "only GET\n"),
     }
 }
 
@@ -133,9 +146,9 @@ fn handle(conn: &TcpStream, state: &RouterState) {
         let _ = respond(conn, "400 Bad Request", "text/plain", "bad request\n");
         return;
     };
-    let (status, ctype, body) = route(&head, Some(state));
-    let body = if head.starts_with("HEAD ") { String::new() } else { body };
-    let _ = respond(conn, status, ctype, &body);
+    let answer = route(&head, Some(state));
+    let body = if head.starts_with("HEAD ") { String::new() } else { answer.body };
+    let _ = respond(conn, answer.status, answer.content_type, &body);
 }
 
 fn respond(mut conn: &TcpStream, status: &str, ctype: &str, body: &str) -> std::io::Result<()> {
@@ -376,8 +389,8 @@ mod tests {
     #[test]
     fn http_routes() {
         let get = |head: &str| {
-            let (status, ctype, _) = route(head, None);
-            (status, ctype)
+            let answer = route(head, None);
+            (answer.status, answer.content_type)
         };
         assert_eq!(get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), ("200 OK", PROMETHEUS_TYPE));
         assert_eq!(get("GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n"), ("200 OK", OPENMETRICS_TYPE));

@@ -17,13 +17,28 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use config::{Config, Neighbour};
 use dataplane::filter::CompiledRules;
 use dataplane::slowpath::SlowPath;
 
-use crate::control::RouterState;
+use crate::router_state::RouterState;
+
+/// `linerate reload`: asks the running linerate to re-read its config; prints the answer,
+/// fails if the rules were refused.
+pub fn main(args: crate::client::SocketArgs) -> Result<()> {
+    let socket = args.socket()?;
+    let answer = crate::client::request(&socket, "reload", Duration::from_secs(120)).map_err(|e| {
+        anyhow::anyhow!("{}", format!("{e:#}").replacen("reload: ", "reload refused: ", 1))
+    })?;
+    if !answer.starts_with("ok") {
+        bail!("unexpected answer {answer:?}");
+    }
+    crate::output::print(&format!("{answer}\n"))?;
+    Ok(())
+}
 
 /// Runs a reload; the answer is `ok: ...` or `error: ...` (logged on stderr either way).
 pub fn reload(state: &RouterState) -> String {
@@ -61,8 +76,8 @@ fn try_reload(state: &RouterState) -> Result<String> {
             slow.fib_mut().set_static_routes(&old_routes).context("restoring the static routes")?;
             return Err(e);
         }
-        if let (Some(slot), Some((rules, text))) = (&state.slot, rules.as_ref()) {
-            let published = slot.publish(Arc::clone(rules)).with_context(|| format!("{}: set limit states", new.firewall.as_ref().map_or(String::new(), |f| f.rules.display().to_string())));
+        if let (Some(slot), Some(new_rules)) = (&state.slot, rules.as_ref()) {
+            let published = slot.publish(Arc::clone(&new_rules.compiled)).with_context(|| format!("{}: set limit states", new.firewall.as_ref().map_or(String::new(), |f| f.rules.display().to_string())));
             if let Err(e) = published {
                 let undo = neighbour_changes(&new.neighbours, &running.neighbours);
                 apply_neighbours(&mut slow, &ports, &new.neighbours, &undo).context("undoing the neighbour changes")?;
@@ -70,12 +85,12 @@ fn try_reload(state: &RouterState) -> Result<String> {
                 return Err(e);
             }
             if let Some(fw) = &state.fw {
-                fw.set_source(text);
+                fw.set_source(&new_rules.text);
             }
         }
     }
     let mut summary = match &rules {
-        Some((r, _)) => format!("{} rules", r.rule_count()),
+        Some(r) => format!("{} rules", r.compiled.rule_count()),
         None => "no firewall".to_owned(),
     };
     if !changes.is_empty() {
@@ -95,14 +110,19 @@ fn static_routes(state: &RouterState, cfg: &Config) -> Result<Vec<(std::net::IpA
     dataplane::fib::static_routes(cfg, &state.ports).with_context(|| format!("{}: static routes", cfg.path.display()))
 }
 
-/// Parses and compiles the rule file (and keeps its text for `show rules`), refusing
-/// `keep state` where this run cannot keep it.
-fn compile(state: &RouterState, running: &Config, path: &std::path::Path) -> Result<(Arc<CompiledRules>, String)> {
-    let (rules, text) = crate::run::load_rules_with_text(running, path)?;
-    if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&rules.rules)) {
+/// The rules a reload publishes, and their text for `show rules`.
+struct NewRules {
+    compiled: Arc<CompiledRules>,
+    text: String,
+}
+
+/// Parses and compiles the rule file, refusing `keep state` where this run cannot keep it.
+fn compile(state: &RouterState, running: &Config, path: &std::path::Path) -> Result<NewRules> {
+    let loaded = crate::rule_file::load(running, path)?;
+    if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&loaded.rules.rules)) {
         bail!("{}: {why}", path.display());
     }
-    Ok((Arc::new(rules), text))
+    Ok(NewRules { compiled: Arc::new(loaded.rules), text: loaded.text })
 }
 
 /// What changes in the static neighbours: entries to set (new, or with another MAC or

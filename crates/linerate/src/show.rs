@@ -6,51 +6,12 @@
 //! packet rates of each interface as `nic-queue-usage` shows them (one column per worker,
 //! which owns one queue of each interface), then the drop reasons that moved.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-#[derive(clap::Args)]
-pub struct SocketArgs {
-    /// Configuration file of the running linerate: only its `router.control_socket` is read
-    /// [default: the default socket, /run/linerate.sock].
-    #[arg(short, long, conflicts_with = "socket")]
-    config: Option<PathBuf>,
-    /// The control socket itself.
-    #[arg(long)]
-    socket: Option<PathBuf>,
-}
-
-impl SocketArgs {
-    /// The socket to talk to. The config is not validated (nor its route file read): the
-    /// running router validated it, and a large table would take seconds.
-    pub fn socket(&self) -> Result<PathBuf> {
-        Ok(match (&self.socket, &self.config) {
-            (Some(socket), _) => socket.clone(),
-            (None, Some(path)) => config::control_socket(path)?,
-            (None, None) => config::RouterSettings::default().control_socket,
-        })
-    }
-}
-
-/// Sends one command line, returns the one-line answer (`error: ...` answers become errors).
-pub fn request(socket: &std::path::Path, command: &str, timeout: Duration) -> Result<String> {
-    let mut conn = UnixStream::connect(socket)
-        .with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
-    conn.set_read_timeout(Some(timeout))?;
-    conn.write_all(format!("{command}\n").as_bytes())?;
-    let mut answer = String::new();
-    BufReader::new(&conn).read_line(&mut answer).context("reading the answer")?;
-    let answer = answer.trim_end().to_owned();
-    if let Some(err) = answer.strip_prefix("error: ") {
-        bail!("{command}: {err}");
-    }
-    Ok(answer)
-}
+use crate::client::{SocketArgs, request};
 
 fn query(args: &SocketArgs, command: &str) -> Result<Value> {
     let answer = request(&args.socket()?, command, Duration::from_secs(10))?;
@@ -248,7 +209,7 @@ pub fn render(prev: &Value, now: &Value, secs: f64) -> String {
 
 pub fn top_main(args: TopArgs) -> Result<()> {
     let interval = Duration::from_secs_f64(args.interval.max(0.1));
-    let stop = crate::stop_on_signals()?;
+    let stop = crate::signals::stop_on_signals()?;
     let mut prev = (Instant::now(), query(&args.socket, "stats")?);
     let mut shown = 0;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) && (args.count == 0 || shown < args.count) {

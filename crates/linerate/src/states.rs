@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::show::SocketArgs;
+use crate::client::SocketArgs;
 
 /// Which states `show states` lists.
 #[derive(clap::Args, Default)]
@@ -75,7 +75,7 @@ fn proto_number(p: &str) -> Result<u8> {
 
 fn query(socket: &SocketArgs, command: &str) -> Result<Value> {
     // Walking millions of states takes the workers a while.
-    let answer = crate::show::request(&socket.socket()?, command, Duration::from_secs(60))?;
+    let answer = crate::client::request(&socket.socket()?, command, Duration::from_secs(60))?;
     serde_json::from_str(&answer).with_context(|| format!("{command}: not JSON: {answer:.80}"))
 }
 

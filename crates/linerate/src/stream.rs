@@ -22,27 +22,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use dataplane::DropReason;
-use dataplane::tap::{CaptureSlot, CaptureSpec, Point, arm_all};
+use dataplane::tap::{CaptureSpec, Point, arm_all};
 
-use crate::control::RouterState;
+use crate::router_state::RouterState;
 use crate::logger::LogHub;
 
 const TAG_STATS: u8 = 255;
 /// Records each worker's capture ring holds.
 const CAPTURE_RING: usize = 1024;
 const HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// The capture side of a running router: each worker's slot, and whether a capture runs.
-pub struct Captures {
-    pub slots: Vec<Arc<CaptureSlot>>,
-    busy: std::sync::Mutex<()>,
-}
-
-impl Captures {
-    pub fn new(slots: Vec<Arc<CaptureSlot>>) -> Captures {
-        Captures { slots, busy: std::sync::Mutex::new(()) }
-    }
-}
 
 /// Whether `command` is one of the streams (served on a thread of its own).
 pub fn is_stream(command: &str) -> bool {
@@ -98,8 +86,8 @@ fn serve_log(conn: &mut UnixStream, state: &RouterState) -> Result<()> {
 
 /// Records lost so far: over the rate limit, to full rings, to slow clients.
 fn lost(hub: &LogHub) -> u64 {
-    let (limited, ring) = hub.losses();
-    limited + ring + hub.totals.client_drops.load(Ordering::Relaxed)
+    let lost = hub.losses();
+    lost.rate_limited + lost.rings_full + hub.totals.client_drops.load(Ordering::Relaxed)
 }
 
 /// `capture IFACE POINT SNAPLEN COUNT`.
@@ -117,7 +105,7 @@ fn serve_capture(conn: &mut UnixStream, state: &RouterState, command: &str) -> R
     let Some(point) = Point::parse(point) else { bail!("capture point {point:?}: rx, tx or drop") };
     let snap: usize = snap.parse().context("snap length")?;
     let count: u64 = count.parse().context("count")?;
-    let Ok(_busy) = state.captures.busy.try_lock() else { bail!("a capture is already running (one at a time)") };
+    let Some(_busy) = state.captures.try_start() else { bail!("a capture is already running (one at a time)") };
     let mut cap = arm_all(&state.captures.slots, CaptureSpec { point, port, snap }, CAPTURE_RING);
     let snaplen = snap.clamp(1, dataplane::tap::CAPTURE_SNAP_MAX);
     conn.write_all(format!("ok {} {snaplen}\n", io::pcap::LINKTYPE_ETHERNET).as_bytes())?;

@@ -178,7 +178,7 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
         Backend::from(args.backend),
         args.rate.map(|r| format!(", limited to {r:.0} pps")).unwrap_or_default()
     );
-    let stop = crate::stop_on_signals()?;
+    let stop = crate::signals::stop_on_signals()?;
     let duration = args.seconds.map(Duration::from_secs_f64);
     if let BackendArg::XdpLive = args.backend {
         let flows = flows::live_flows(&src, &dst, sizes, src_mac, dst_mac, args.vlan)?;
@@ -213,7 +213,7 @@ pub fn rcv_main(args: RcvArgs) -> Result<()> {
     if !io::netdev::exists(&args.iface) {
         bail!("no interface named {:?} in this network namespace (check `ip link`)", args.iface);
     }
-    let stop = crate::stop_on_signals()?;
+    let stop = crate::signals::stop_on_signals()?;
     let report = traffic::receive(&args.iface, args.backend.into(), args.seconds.map(Duration::from_secs_f64), args.cpu, &stop, per_second("rx", args.json))?;
     summary("received", &report, args.json);
     Ok(())

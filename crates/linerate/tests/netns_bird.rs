@@ -151,6 +151,32 @@ fn bgp_routes_from_bird_reach_the_fib() {
         return;
     }
     let lab = build();
+    let cfg = write_router_config(&lab);
+    let mut run = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
+    run.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
+    let mut dut = common::start_until(run, "forwarding with");
+    // BIRD on the router's TAPs, and on each neighbour.
+    let (_router_bird, router_sock) = bird(&lab.d, &lab.dir, "router", ROUTER_CONF);
+    let (_b_bird, b_sock) = bird(&lab.b, &lab.dir, "b", &neighbour_conf("198.19.0.2", "198.19.0.1", 65002, "lrb0", 0));
+    let (_c_bird, _c_sock) = bird(&lab.c, &lab.dir, "c", &neighbour_conf("198.20.0.2", "198.20.0.1", 65003, "lrc0", 2));
+
+    wait_for_routes_via_b(&lab, &cfg, &router_sock);
+    // Traffic to the announced prefixes (5 of them, 20 sources) arrives at B.
+    let mut traffic = lab.a.command(env!("CARGO_BIN_EXE_linerate"));
+    traffic.args(["gen", "-i", "lra0", "-D", D0_MAC, "-s", "198.18.0.10-198.18.0.29", "-d", "10.200.5.1-10.200.9.1", "-R", "2000", "-t", "20"]);
+    traffic.stdout(Stdio::null()).stderr(Stdio::null());
+    let _traffic = Guard(Some(traffic.spawn().unwrap()));
+    let b0 = rx_packets(&lab.b, "lrb0");
+    wait("traffic to the BGP prefixes at B", Duration::from_secs(5), || rx_packets(&lab.b, "lrb0") > b0 + 1000);
+    sessions_survive_a_reload(&lab, &cfg, &router_sock);
+    withdrawal_moves_traffic_to_c(&lab, &cfg, &b_sock);
+
+    let out = dut.terminate().unwrap().wait_with_output().unwrap();
+    assert!(out.status.success(), "linerate run: {}", text(&out));
+}
+
+/// linerate's config: three interfaces, routes from BIRD mirrored from the kernel.
+fn write_router_config(lab: &Lab) -> PathBuf {
     let cfg = lab.dir.join("router.toml");
     std::fs::write(
         &cfg,
@@ -182,22 +208,19 @@ backend = "af_packet"
         ),
     )
     .unwrap();
-    let mut run = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    run.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
-    let mut dut = common::start_until(run, "forwarding with");
-    // BIRD on the router's TAPs, and on each neighbour.
-    let (_router_bird, router_sock) = bird(&lab.d, &lab.dir, "router", ROUTER_CONF);
-    let (_b_bird, b_sock) = bird(&lab.b, &lab.dir, "b", &neighbour_conf("198.19.0.2", "198.19.0.1", 65002, "lrb0", 0));
-    let (_c_bird, _c_sock) = bird(&lab.c, &lab.dir, "c", &neighbour_conf("198.20.0.2", "198.20.0.1", 65003, "lrc0", 2));
+    cfg
+}
 
+/// Waits up to 60 s for every prefix B announces to be in linerate's FIB, both sessions up.
+fn wait_for_routes_via_b(lab: &Lab, cfg: &Path, router_sock: &Path) {
     let n = PREFIXES as usize;
     let diag = || {
         let kernel = text(&lab.d.ip(&["route", "show", "proto", "bird"]).unwrap()).lines().count();
         let logs: String = ["router", "b", "c"].iter().map(|b| format!("--- {b}.log\n{}", std::fs::read_to_string(lab.dir.join(format!("{b}.log"))).unwrap_or_default())).collect();
-        format!("{}\nkernel: {kernel} bird routes in D\n{logs}", birdc(&lab.d, &router_sock, &["show", "protocols"]))
+        format!("{}\nkernel: {kernel} bird routes in D\n{logs}", birdc(&lab.d, router_sock, &["show", "protocols"]))
     };
     let start = Instant::now();
-    while kernel_routes_via(&cfg, "198.19.0.2") < n {
+    while kernel_routes_via(cfg, "198.19.0.2") < n {
         assert!(start.elapsed() < Duration::from_secs(60), "{n} routes via B not in linerate's FIB after 60 s:\n{}", diag());
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -205,38 +228,31 @@ backend = "af_packet"
     eprintln!("BGP: {n} routes via B in the FIB {took:?} after the BIRDs started");
     // C's session comes up on its own schedule (connect retry, 1 s): B's routes can be in the
     // FIB before it is established.
-    let both_up = || established_since(&lab.d, &router_sock, "b").is_some() && established_since(&lab.d, &router_sock, "c").is_some();
+    let both_up = || established_since(&lab.d, router_sock, "b").is_some() && established_since(&lab.d, router_sock, "c").is_some();
     let limit = Duration::from_secs(30);
     let start = Instant::now();
     while !both_up() {
         assert!(start.elapsed() < limit, "BGP sessions b and c not both established after {limit:?}:\n{}", diag());
         std::thread::sleep(Duration::from_millis(100));
     }
+}
 
-    // Traffic to the announced prefixes (5 of them, 20 sources) arrives at B.
-    let mut traffic = lab.a.command(env!("CARGO_BIN_EXE_linerate"));
-    traffic.args(["gen", "-i", "lra0", "-D", D0_MAC, "-s", "198.18.0.10-198.18.0.29", "-d", "10.200.5.1-10.200.9.1", "-R", "2000", "-t", "20"]);
-    traffic.stdout(Stdio::null()).stderr(Stdio::null());
-    let _traffic = Guard(Some(traffic.spawn().unwrap()));
-    let b0 = rx_packets(&lab.b, "lrb0");
-    wait("traffic to the BGP prefixes at B", Duration::from_secs(5), || rx_packets(&lab.b, "lrb0") > b0 + 1000);
-
-    // The BGP sessions survive a reload of linerate.
-    let (since_b, since_c) = (established_since(&lab.d, &router_sock, "b"), established_since(&lab.d, &router_sock, "c"));
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(&cfg).output().unwrap();
+/// The BGP sessions survive a reload of linerate.
+fn sessions_survive_a_reload(lab: &Lab, cfg: &Path, router_sock: &Path) {
+    let (since_b, since_c) = (established_since(&lab.d, router_sock, "b"), established_since(&lab.d, router_sock, "c"));
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(cfg).output().unwrap();
     assert!(out.status.success(), "reload: {}", text(&out));
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(established_since(&lab.d, &router_sock, "b"), since_b, "{}", birdc(&lab.d, &router_sock, &["show", "protocols"]));
-    assert_eq!(established_since(&lab.d, &router_sock, "c"), since_c);
+    assert_eq!(established_since(&lab.d, router_sock, "b"), since_b, "{}", birdc(&lab.d, router_sock, &["show", "protocols"]));
+    assert_eq!(established_since(&lab.d, router_sock, "c"), since_c);
+}
 
-    // B withdraws everything: the traffic moves to C within a second.
+/// B withdraws everything: the traffic moves to C within a second.
+fn withdrawal_moves_traffic_to_c(lab: &Lab, cfg: &Path, b_sock: &Path) {
     let c0 = rx_packets(&lab.c, "lrc0");
-    let out = birdc(&lab.b, &b_sock, &["disable", "announced"]);
+    let out = birdc(&lab.b, b_sock, &["disable", "announced"]);
     assert!(out.contains("disabled"), "{out}");
     let moved = wait("traffic at C after B's withdrawal", Duration::from_secs(1), || rx_packets(&lab.c, "lrc0") > c0 + 50);
     eprintln!("withdrawal: traffic moved to C in {moved:?}");
-    wait("3000 routes via C in linerate's FIB", Duration::from_secs(10), || kernel_routes_via(&cfg, "198.20.0.2") >= n);
-
-    let out = dut.terminate().unwrap().wait_with_output().unwrap();
-    assert!(out.status.success(), "linerate run: {}", text(&out));
+    wait("3000 routes via C in linerate's FIB", Duration::from_secs(10), || kernel_routes_via(cfg, "198.20.0.2") >= PREFIXES as usize);
 }

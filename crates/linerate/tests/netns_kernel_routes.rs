@@ -112,77 +112,89 @@ via = "198.19.0.2"
     run.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
     let mut dut = start_until(run, "forwarding with");
 
-    // A multipath route in the kernel's main table, through the TAPs.
+    kernel_multipath_spreads_flows(&lab, &c, &cfg);
+    kernel_withdrawal_and_ipv6(&lab, &cfg);
+    let pid = dut.0.as_ref().unwrap().id().to_string();
+    static_routes_reload_without_loss(&lab, &cfg, &pid);
+
+    let out = dut.terminate().unwrap().wait_with_output().unwrap();
+    assert!(out.status.success(), "linerate run: {}", text(&out));
+}
+
+/// A multipath route in the kernel's main table, through the TAPs: in the FIB as a kernel
+/// route, and 2000 flows spread over B and C.
+fn kernel_multipath_spreads_flows(lab: &Lab, c: &Namespace, cfg: &std::path::Path) {
     lab.d.ip(&["route", "add", "10.99.0.0/16", "proto", "static", "nexthop", "via", "198.19.0.2", "dev", "lrhd1", "nexthop", "via", "198.20.0.2", "dev", "lrhd2"]).unwrap();
-    wait_route(&cfg, "10.99.0.0/16", "no multipath kernel route", |r| r.is_some_and(|r| r["kind"] == "multipath" && r["source"] == "kernel"));
-    let paths = route(&cfg, "10.99.0.0/16").unwrap()["paths"].clone();
+    wait_route(cfg, "10.99.0.0/16", "no multipath kernel route", |r| r.is_some_and(|r| r["kind"] == "multipath" && r["source"] == "kernel"));
+    let paths = route(cfg, "10.99.0.0/16").unwrap()["paths"].clone();
     assert_eq!(paths.as_array().unwrap().len(), 2, "{paths}");
     // The kernel's own route for a TAP's subnet (proto kernel) stays linerate's connected one.
-    assert_eq!(route(&cfg, "198.19.0.0/24").unwrap()["source"], "interface");
+    assert_eq!(route(cfg, "198.19.0.0/24").unwrap()["source"], "interface");
 
     // 2000 flows (20 sources x 100 destinations): every frame arrives, spread over B and C.
     // The first frames wait for ARP (a few per next hop), so resolve both first.
-    let warm = traffic(&lab, "10.99.0.1-10.99.0.100", 2000, 2000).output().unwrap();
+    let warm = traffic(lab, "10.99.0.1-10.99.0.100", 2000, 2000).output().unwrap();
     assert!(warm.status.success(), "gen: {}", text(&warm));
     std::thread::sleep(Duration::from_millis(300));
-    let (b0, c0) = (rx_packets(&lab.b, "lrb0"), rx_packets(&c, "lrc0"));
-    let out = traffic(&lab, "10.99.0.1-10.99.0.100", 20_000, 10_000).output().unwrap();
+    let (b0, c0) = (rx_packets(&lab.b, "lrb0"), rx_packets(c, "lrc0"));
+    let out = traffic(lab, "10.99.0.1-10.99.0.100", 20_000, 10_000).output().unwrap();
     assert!(out.status.success(), "gen: {}", text(&out));
     let n = sent(&out);
     std::thread::sleep(Duration::from_millis(300));
-    let (b, c_rx) = (rx_packets(&lab.b, "lrb0") - b0, rx_packets(&c, "lrc0") - c0);
+    let (b, c_rx) = (rx_packets(&lab.b, "lrb0") - b0, rx_packets(c, "lrc0") - c0);
     eprintln!("ECMP: B got {b}, C got {c_rx} of {n}");
     // All of them (a shared test machine may drop a few in the veths' rings).
     assert!((b + c_rx) * 100 >= n * 99 && b + c_rx <= n + 20, "B {b} + C {c_rx} != {n}");
     assert!(b * 100 >= n * 35 && c_rx * 100 >= n * 35, "uneven spread: B {b}, C {c_rx} of {n}");
+}
 
-    // Withdrawn in the kernel: gone from the FIB, linerate answers net unreachable.
+/// Withdrawn in the kernel: gone from the FIB, linerate answers net unreachable. Then an
+/// IPv6 route via a TAP: B receives the ping (it has no such address and does not answer).
+fn kernel_withdrawal_and_ipv6(lab: &Lab, cfg: &std::path::Path) {
     lab.d.ip(&["route", "del", "10.99.0.0/16"]).unwrap();
-    wait_route(&cfg, "10.99.0.0/16", "still installed", |r| r.is_none());
+    wait_route(cfg, "10.99.0.0/16", "still installed", |r| r.is_none());
     let ping = text(&lab.a.command("ping").args(["-c", "1", "-W", "2", "10.99.0.1"]).output().unwrap());
     assert!(ping.contains("Net Unreachable"), "{ping}");
 
-    // IPv6 via a TAP: B receives the ping (it has no such address and does not answer).
     lab.d.ip(&["-6", "route", "add", "2001:db8:99::/48", "via", "2001:db8:b::2", "dev", "lrhd1", "proto", "bird"]).unwrap();
-    wait_route(&cfg, "2001:db8:99::/48", "no IPv6 kernel route", |r| r.is_some_and(|r| r["kind"] == "via" && r["source"] == "kernel"));
+    wait_route(cfg, "2001:db8:99::/48", "no IPv6 kernel route", |r| r.is_some_and(|r| r["kind"] == "via" && r["source"] == "kernel"));
     let b0 = rx_packets(&lab.b, "lrb0");
     let _ = lab.a.command("ping").args(["-6", "-c", "3", "-i", "0.2", "-W", "1", "2001:db8:99::1"]).output().unwrap();
     assert!(rx_packets(&lab.b, "lrb0") - b0 >= 3, "B did not receive the IPv6 pings");
+}
 
-    // Static routes reload while a flow to an unchanged static route (10.97/16) runs: add
-    // 10.98/16 with two next hops, then change it to one, then remove it (SIGHUP).
-    let (b0, no_route0) = (rx_packets(&lab.b, "lrb0"), drops(&cfg, "no_route"));
-    let mut flow = traffic(&lab, "10.97.0.1-10.97.0.50", 15_000, 5_000);
+/// Static routes reload while a flow to an unchanged static route (10.97/16) runs: add
+/// 10.98/16 with two next hops, then change it to one, then remove it (SIGHUP to `pid`);
+/// a config error changes nothing, and the flow loses nothing.
+fn static_routes_reload_without_loss(lab: &Lab, cfg: &std::path::Path, pid: &str) {
+    let (b0, no_route0) = (rx_packets(&lab.b, "lrb0"), drops(cfg, "no_route"));
+    let mut flow = traffic(lab, "10.97.0.1-10.97.0.50", 15_000, 5_000);
     let flow = std::thread::spawn(move || flow.output().unwrap());
     std::thread::sleep(Duration::from_millis(500));
-    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = [\"198.19.0.2\", \"198.20.0.2\"]\n");
-    let out = linerate(&["reload"], &cfg);
+    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = [\"198.19.0.2\", \"198.20.0.2\"]\n");
+    let out = linerate(&["reload"], cfg);
     assert!(out.status.success(), "reload: {}", text(&out));
     assert!(text(&out).contains("static routes: 1 added, 0 changed, 0 removed, 1 unchanged"), "{}", text(&out));
-    let r = route(&cfg, "10.98.0.0/16").unwrap();
+    let r = route(cfg, "10.98.0.0/16").unwrap();
     assert_eq!((r["kind"].as_str(), r["source"].as_str()), (Some("multipath"), Some("static")), "{r}");
-    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = \"198.20.0.2\"\n");
-    let out = linerate(&["reload"], &cfg);
+    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = \"198.20.0.2\"\n");
+    let out = linerate(&["reload"], cfg);
     assert!(text(&out).contains("0 added, 1 changed, 0 removed, 1 unchanged"), "{}", text(&out));
-    assert_eq!(route(&cfg, "10.98.0.0/16").unwrap()["via"], "198.20.0.2");
-    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n");
-    let pid = dut.0.as_ref().unwrap().id().to_string();
-    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
-    wait_route(&cfg, "10.98.0.0/16", "not removed by SIGHUP", |r| r.is_none());
+    assert_eq!(route(cfg, "10.98.0.0/16").unwrap()["via"], "198.20.0.2");
+    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n");
+    assert!(Command::new("kill").args(["-HUP", pid]).status().unwrap().success());
+    wait_route(cfg, "10.98.0.0/16", "not removed by SIGHUP", |r| r.is_none());
     // A config error changes nothing.
-    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = [\"198.19.0.2\", \"198.19.0.2\"]\n");
-    let out = linerate(&["reload"], &cfg);
+    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = [\"198.19.0.2\", \"198.19.0.2\"]\n");
+    let out = linerate(&["reload"], cfg);
     assert!(!out.status.success() && text(&out).contains("via lists 198.19.0.2 twice"), "{}", text(&out));
-    set_routes(&cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n");
-    assert!(route(&cfg, "10.97.0.0/16").is_some());
+    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n");
+    assert!(route(cfg, "10.97.0.0/16").is_some());
     let out = flow.join().unwrap();
     let steady = sent(&out);
     std::thread::sleep(Duration::from_millis(300));
     let got = rx_packets(&lab.b, "lrb0") - b0;
     eprintln!("during the reloads: B got {got} of {steady}");
-    assert_eq!(drops(&cfg, "no_route"), no_route0, "packets met no route during the reloads");
+    assert_eq!(drops(cfg, "no_route"), no_route0, "packets met no route during the reloads");
     assert!(got * 100 >= steady * 99 && got <= steady + 20, "the unchanged route lost packets during reloads: {got} of {steady}");
-
-    let out = dut.terminate().unwrap().wait_with_output().unwrap();
-    assert!(out.status.success(), "linerate run: {}", text(&out));
 }

@@ -66,37 +66,53 @@ pub fn strtod(s: &[u8]) -> (f64, usize) {
         neg = s[i] == b'-';
         i += 1;
     }
-    let apply = |v: f64| if neg { -v } else { v };
     let rest = &s[i..];
+    match inf_or_nan(rest).or_else(|| hex_prefixed(rest)).or_else(|| decimal(rest)) {
+        Some((v, n)) => (if neg { -v } else { v }, i + n),
+        None => (0.0, 0),
+    }
+}
+
+/// `inf`, `infinity`, `nan` or `nan(chars)`, case-insensitively, and the bytes consumed.
+fn inf_or_nan(rest: &[u8]) -> Option<(f64, usize)> {
     if starts_with_ci(rest, b"inf") {
         let n = if starts_with_ci(rest, b"infinity") {
             8
         } else {
             3
         };
-        return (apply(f64::INFINITY), i + n);
+        return Some((f64::INFINITY, n));
     }
-    if starts_with_ci(rest, b"nan") {
-        let mut n = 3;
-        if rest.get(3) == Some(&b'(') {
-            let mut k = 4;
-            while k < rest.len() && (rest[k].is_ascii_alphanumeric() || rest[k] == b'_') {
-                k += 1;
-            }
-            if rest.get(k) == Some(&b')') {
-                n = k + 1;
-            }
-        }
-        return (apply(f64::NAN), i + n);
+    if !starts_with_ci(rest, b"nan") {
+        return None;
     }
-    if rest.len() >= 2 && rest[0] == b'0' && (rest[1] | 0x20) == b'x' {
-        if let Some((v, n)) = hex_float(&rest[2..]) {
-            return (apply(v), i + 2 + n);
+    let mut n = 3;
+    if rest.get(3) == Some(&b'(') {
+        let mut k = 4;
+        while k < rest.len() && (rest[k].is_ascii_alphanumeric() || rest[k] == b'_') {
+            k += 1;
         }
+        if rest.get(k) == Some(&b')') {
+            n = k + 1;
+        }
+    }
+    Some((f64::NAN, n))
+}
+
+/// A hexadecimal form after "0x"; `None` without the prefix.
+fn hex_prefixed(rest: &[u8]) -> Option<(f64, usize)> {
+    if rest.len() < 2 || rest[0] != b'0' || (rest[1] | 0x20) != b'x' {
+        return None;
+    }
+    Some(match hex_float(&rest[2..]) {
+        Some((v, n)) => (v, 2 + n),
         // "0x" with no hex digits: only the "0" converts.
-        return (apply(0.0), i + 1);
-    }
-    // Decimal: digits [. digits] [e [sign] digits], at least one mantissa digit.
+        None => (0.0, 1),
+    })
+}
+
+/// Decimal: digits [. digits] [e [sign] digits]; `None` without a mantissa digit.
+fn decimal(rest: &[u8]) -> Option<(f64, usize)> {
     let mut k = 0;
     let mut digits = 0;
     while k < rest.len() && rest[k].is_ascii_digit() {
@@ -111,7 +127,7 @@ pub fn strtod(s: &[u8]) -> (f64, usize) {
         }
     }
     if digits == 0 {
-        return (0.0, 0);
+        return None;
     }
     let mant_end = k;
     if k < rest.len() && (rest[k] | 0x20) == b'e' {
@@ -138,7 +154,7 @@ pub fn strtod(s: &[u8]) -> (f64, usize) {
             fixed.parse::<f64>().unwrap_or(0.0)
         }
     };
-    (apply(v), i + k)
+    Some((v, k))
 }
 
 fn starts_with_ci(s: &[u8], word: &[u8]) -> bool {

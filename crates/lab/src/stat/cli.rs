@@ -6,7 +6,8 @@ use std::fmt;
 use std::io::{Read, Write};
 
 use super::cfmt;
-use super::{Confidence, MAX_SETS, Options, PROG, Sample, render};
+use super::sample::Sample;
+use super::{Confidence, MAX_SETS, Options, PROG, render};
 
 /// ministat's `fgets` buffer: FreeBSD's `BUFSIZ`. Longer lines are read in pieces, each
 /// counting as a line.
@@ -131,74 +132,141 @@ fn strerror(e: &std::io::Error) -> String {
 /// ministat's `main`: the report, or the exit.
 fn main(args: &[OsString], stdin: &mut dyn Read, default_width: i32) -> Result<Vec<u8>, Exit> {
     let args: Vec<Vec<u8>> = args.iter().map(|a| os_bytes(a)).collect();
-    let mut opts = Options {
-        width: default_width,
-        ..Options::default()
+    let mut settings = Settings {
+        opts: Options {
+            width: default_width,
+            ..Options::default()
+        },
+        ci: None,
+        column: 1,
+        delim: b" \t".to_vec(),
     };
-    let mut ci: Option<Confidence> = None;
-    let mut column: i32 = 1;
-    let mut delim: Vec<u8> = b" \t".to_vec();
+    let mut getopt = Getopt {
+        args: &args,
+        optind: 0,
+        place: 0,
+    };
+    while let Some(option) = getopt.next_option()? {
+        settings.apply(option)?;
+    }
+    settings.opts.confidence = settings.ci.unwrap_or(Confidence::P95);
+    // Open everything first (ministat does, before entering its sandbox), then read.
+    let sources = open_sources(&args[getopt.optind..])?;
+    let mut sets = Vec::with_capacity(sources.len());
+    for (name, src) in sources {
+        let mut buf = Vec::new();
+        // fgets stops at a read error as at end of file; keep what was read.
+        let _ = match src {
+            Source::Stdin => stdin.read_to_end(&mut buf),
+            Source::File(mut f) => f.read_to_end(&mut buf),
+        };
+        let points = read_set(&buf, &name, settings.column, &settings.delim)?;
+        sets.push((name, Sample::new(points)));
+    }
+    Ok(render(&sets, &settings.opts))
+}
 
-    // FreeBSD getopt(3) with "AC:c:d:nPqsw:".
-    let mut optind = 0;
-    let mut place = 0; // position inside args[optind]; 0 = start a new argument
-    loop {
-        if place == 0 {
-            let Some(a) = args.get(optind) else { break };
+/// FreeBSD getopt(3) over ministat's arguments with "AC:c:d:nPqsw:".
+struct Getopt<'a> {
+    args: &'a [Vec<u8>],
+    /// The argument being read; after the options, the first operand.
+    optind: usize,
+    /// Position inside `args[optind]`; 0 = start a new argument.
+    place: usize,
+}
+
+/// One option as getopt returns it.
+struct Opt {
+    letter: u8,
+    /// Its argument (empty for a flag).
+    arg: Vec<u8>,
+}
+
+impl Getopt<'_> {
+    /// The next option; `None` after the last option.
+    fn next_option(&mut self) -> Result<Option<Opt>, Exit> {
+        let args = self.args;
+        if self.place == 0 {
+            let Some(a) = args.get(self.optind) else {
+                return Ok(None);
+            };
             if a.first() != Some(&b'-') || a.len() == 1 {
-                break;
+                return Ok(None);
             }
             if a == b"--" {
-                optind += 1;
-                break;
+                self.optind += 1;
+                return Ok(None);
             }
-            place = 1;
+            self.place = 1;
         }
-        let a = &args[optind];
-        let opt = a[place];
-        place += 1;
-        let at_end = place == a.len();
+        let a = &args[self.optind];
+        let opt = a[self.place];
+        self.place += 1;
+        let at_end = self.place == a.len();
         let takes_arg = match opt {
             b'A' | b'n' | b'P' | b'q' | b's' => false,
             b'C' | b'c' | b'd' | b'w' => true,
-            _ => {
-                let mut m = format!("{PROG}: illegal option -- ").into_bytes();
-                m.push(opt);
-                m.push(b'\n');
-                return Err(usage(m, "Unknown option"));
-            }
+            _ => return Err(option_error("illegal option", opt)),
         };
-        let optarg: Vec<u8> = if !takes_arg {
+        if !takes_arg {
             if at_end {
-                optind += 1;
-                place = 0;
+                self.optind += 1;
+                self.place = 0;
             }
-            Vec::new()
+            return Ok(Some(Opt {
+                letter: opt,
+                arg: Vec::new(),
+            }));
+        }
+        let optarg = if !at_end {
+            a[self.place..].to_vec()
+        } else if self.optind + 1 < args.len() {
+            self.optind += 1;
+            args[self.optind].clone()
         } else {
-            let v = if !at_end {
-                a[place..].to_vec()
-            } else if optind + 1 < args.len() {
-                optind += 1;
-                args[optind].clone()
-            } else {
-                let mut m = format!("{PROG}: option requires an argument -- ").into_bytes();
-                m.push(opt);
-                m.push(b'\n');
-                return Err(usage(m, "Unknown option"));
-            };
-            optind += 1;
-            place = 0;
-            v
+            return Err(option_error("option requires an argument", opt));
         };
-        match opt {
-            b'A' => opts.suppress_plot = true,
+        self.optind += 1;
+        self.place = 0;
+        Ok(Some(Opt {
+            letter: opt,
+            arg: optarg,
+        }))
+    }
+}
+
+/// getopt's message for a bad option, then ministat's usage.
+fn option_error(what: &str, opt: u8) -> Exit {
+    let mut m = format!("{PROG}: {what} -- ").into_bytes();
+    m.push(opt);
+    m.push(b'\n');
+    usage(m, "Unknown option")
+}
+
+/// What the options set.
+struct Settings {
+    opts: Options,
+    /// The last `-c` level ministat supports (a later unsupported one is still an error).
+    ci: Option<Confidence>,
+    /// `-C`: the column to read, from 1.
+    column: i32,
+    /// `-d`: the field delimiters.
+    delim: Vec<u8>,
+}
+
+impl Settings {
+    /// Applies one option, checking its argument as ministat does.
+    fn apply(&mut self, option: Opt) -> Result<(), Exit> {
+        let optarg = option.arg;
+        match option.letter {
+            b'A' => self.opts.suppress_plot = true,
             b'C' => {
                 let (v, n) = cfmt::strtol(&optarg);
                 if n < optarg.len() {
                     return Err(usage(Vec::new(), "Invalid column number."));
                 }
-                column = cfmt::long_to_int(v);
-                if column <= 0 {
+                self.column = cfmt::long_to_int(v);
+                if self.column <= 0 {
                     return Err(usage(Vec::new(), "Column number should be positive."));
                 }
             }
@@ -208,9 +276,9 @@ fn main(args: &[OsString], stdin: &mut dyn Read, default_width: i32) -> Result<V
                     return Err(usage(Vec::new(), "Not a floating point number"));
                 }
                 if let Some(c) = Confidence::from_percent(v) {
-                    ci = Some(c);
+                    self.ci = Some(c);
                 }
-                if ci.is_none() {
+                if self.ci.is_none() {
                     return Err(usage(Vec::new(), "No support for confidence level"));
                 }
             }
@@ -218,71 +286,63 @@ fn main(args: &[OsString], stdin: &mut dyn Read, default_width: i32) -> Result<V
                 if optarg.is_empty() {
                     return Err(usage(Vec::new(), "Can't use empty delimiter string"));
                 }
-                delim = optarg;
+                self.delim = optarg;
             }
-            b'n' => opts.summary_only = true,
-            b'P' => opts.population = true,
-            b'q' => opts.quiet = true,
-            b's' => opts.separate_bars = true,
+            b'n' => self.opts.summary_only = true,
+            b'P' => self.opts.population = true,
+            b'q' => self.opts.quiet = true,
+            b's' => self.opts.separate_bars = true,
             b'w' => {
                 let (v, n) = cfmt::strtol(&optarg);
                 if n < optarg.len() {
                     return Err(usage(Vec::new(), "Invalid width, not a number."));
                 }
-                opts.width = cfmt::long_to_int(v);
-                if opts.width < 0 {
+                self.opts.width = cfmt::long_to_int(v);
+                if self.opts.width < 0 {
                     return Err(usage(Vec::new(), "Unable to move beyond left margin."));
                 }
             }
             _ => unreachable!(),
         }
+        Ok(())
     }
-    opts.confidence = ci.unwrap_or(Confidence::P95);
-    let operands = &args[optind..];
+}
 
-    // Open everything first (ministat does, before entering its sandbox), then read.
-    enum Src {
-        Stdin,
-        File(std::fs::File),
-    }
-    let mut sources: Vec<(Vec<u8>, Src)> = Vec::new();
+/// Where a data set is read from.
+enum Source {
+    Stdin,
+    File(std::fs::File),
+}
+
+/// Opens every operand (`-` and no operand at all: stdin), named as ministat names them.
+fn open_sources(operands: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, Source)>, Exit> {
+    let mut sources: Vec<(Vec<u8>, Source)> = Vec::new();
     if operands.is_empty() {
-        sources.push((b"<stdin>".to_vec(), Src::Stdin));
-    } else {
-        if operands.len() > MAX_SETS {
-            return Err(usage(Vec::new(), "Too many datasets."));
+        sources.push((b"<stdin>".to_vec(), Source::Stdin));
+        return Ok(sources);
+    }
+    if operands.len() > MAX_SETS {
+        return Err(usage(Vec::new(), "Too many datasets."));
+    }
+    for name in operands {
+        if name == b"-" {
+            sources.push((name.clone(), Source::Stdin));
+            continue;
         }
-        for name in operands {
-            if name == b"-" {
-                sources.push((name.clone(), Src::Stdin));
-                continue;
-            }
-            match std::fs::File::open(os_path(name)) {
-                Ok(f) => sources.push((name.clone(), Src::File(f))),
-                Err(e) => {
-                    let mut m = format!("{PROG}: Cannot open ").into_bytes();
-                    m.extend_from_slice(name);
-                    m.extend_from_slice(format!(": {}\n", strerror(&e)).as_bytes());
-                    return Err(Exit {
-                        code: 2,
-                        message: m,
-                    });
-                }
+        match std::fs::File::open(os_path(name)) {
+            Ok(f) => sources.push((name.clone(), Source::File(f))),
+            Err(e) => {
+                let mut m = format!("{PROG}: Cannot open ").into_bytes();
+                m.extend_from_slice(name);
+                m.extend_from_slice(format!(": {}\n", strerror(&e)).as_bytes());
+                return Err(Exit {
+                    code: 2,
+                    message: m,
+                });
             }
         }
     }
-    let mut sets = Vec::with_capacity(sources.len());
-    for (name, src) in sources {
-        let mut buf = Vec::new();
-        // fgets stops at a read error as at end of file; keep what was read.
-        let _ = match src {
-            Src::Stdin => stdin.read_to_end(&mut buf),
-            Src::File(mut f) => f.read_to_end(&mut buf),
-        };
-        let points = read_set(&buf, &name, column, &delim)?;
-        sets.push((name, Sample::new(points)));
-    }
-    Ok(render(&sets, &opts))
+    Ok(sources)
 }
 
 /// The operand as a path (bytes back to an OS string).

@@ -1,7 +1,10 @@
 //! ministat's ASCII-art plot: one row of symbols per data set (or all on one), the mean as
 //! `A`, the median as `M` and one standard deviation either side as `|___|`.
 
-use super::{Sample, SYMBOL};
+use super::sample::Sample;
+
+/// Plot symbols: index 1..=7 is the data set, bitwise-or'ed where sets overlap.
+pub(super) const SYMBOL: [u8; 8] = *b" x+*%#@O";
 
 /// C's `(int)double` as amd64 does it: truncation, and INT_MIN for NaN or out of range.
 fn c_int(v: f64) -> i64 {
