@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use config::{Backend, Config};
 use dataplane::filter::{CompiledRules, Firewall, FirewallStats, RulesSlot};
-use dataplane::punt::{PuntClass, PuntDrop, PuntPolicy, PuntSender, punt_channel};
+use dataplane::punt::{PuntClass, PuntDrop, PuntSender, punt_channel};
 use dataplane::slowpath::SlowPath;
 use dataplane::{Counts, Worker, WorkerCounters};
 use io::any::{AnyRx, AnyTx, PortKind, PortOpener};
@@ -69,7 +69,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let plan = crate::privilege::check(&cfg, &path)?;
     check_interfaces(&mut cfg, &path)?;
     let workers = args.workers.unwrap_or(cfg.router.workers).clamp(1, 256);
-    let (ctl, ports) = dataplane::fib::from_config(&cfg)?;
+    let (ctl, ports) = setup::fib(&cfg)?;
     let physical: Vec<config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).cloned().collect();
     // Everything that can be wrong with the config or the rule file (state tables included)
     // is found before any interface, TAP, program or nftables table is touched.
@@ -175,14 +175,14 @@ pub fn main(args: RunArgs) -> Result<()> {
     }
     for (port, iface) in cfg.interfaces.iter().enumerate() {
         if let Some(ra) = &iface.ra {
-            slow.advertise(port as u16, ra, dataplane::filter::random_seed());
+            slow.advertise(port as u16, &setup::advert_settings(ra), dataplane::filter::random_seed());
             eprintln!("linerate: {}: router advertisements every {}-{} s from {}", iface.name, ra.min_interval, ra.max_interval, dataplane::slowpath::link_local(ports[port].mac));
         }
     }
     let fib = slow.fib().fib();
     // The route socket's large buffer needs CAP_NET_ADMIN: opened before it is dropped.
     let kernel_routes = crate::route_sync::open(&cfg)?;
-    let (punt_tx, punt_rx) = punt_channel(&PuntPolicy::from_config(&cfg.router.punt), workers, Arc::clone(&fib));
+    let (punt_tx, punt_rx) = punt_channel(&setup::punt_policy(&cfg.router.punt), workers, Arc::clone(&fib));
     let punt_stats = punt_rx.stats();
     let slow = Arc::new(Mutex::new(slow));
 
