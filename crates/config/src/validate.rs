@@ -391,25 +391,24 @@ fn interface(cx: &Ctx, r: RawInterface, claimed: &mut Claimed) -> Result<ReadInt
             r.name.get_ref()
         )));
     }
-    let backend = match &r.backend {
-        None => Backend::Auto,
-        Some(b) => b
-            .get_ref()
-            .parse()
-            .map_err(|e| cx.err(b.span(), format!("{owner}: {e}")))?,
-    };
-    let xdp_mode = match &r.xdp_mode {
-        None => XdpMode::Auto,
-        Some(m) => m
-            .get_ref()
-            .parse()
-            .map_err(|e| cx.err(m.span(), format!("{owner}: {e}")))?,
-    };
+    let backend = parsed(cx, &owner, r.backend.as_ref(), Backend::Auto)?;
+    let xdp_mode = parsed(cx, &owner, r.xdp_mode.as_ref(), XdpMode::Auto)?;
     let parent = parent_and_tag(cx, &owner, &r)?;
     let tap = tap(cx, &owner, r.tap.as_ref())?;
     let ra = r.ra.as_ref().map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu)).transpose()?;
     let iface = Interface { name, mac, addresses, mtu, backend, xdp_mode, vlan: None, tap, ra };
     Ok(ReadInterface { iface, parent, name_span: r.name.span() })
+}
+
+/// A keyword setting (`default` when absent); its error is the value's own, after `owner`.
+fn parsed<T: std::str::FromStr>(cx: &Ctx, owner: &str, v: Option<&S<String>>, default: T) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match v {
+        None => Ok(default),
+        Some(v) => v.get_ref().parse().map_err(|e| cx.err(v.span(), format!("{owner}: {e}"))),
+    }
 }
 
 /// An interface's addresses: unicast, each on one interface only (`claimed`: the addresses

@@ -37,16 +37,15 @@ pub fn ports(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
     Ok(ports)
 }
 
+/// The logical port called `name` (`path`: the config's, for the error).
+fn port_named(ports: &[PortInfo], name: &str, path: &str) -> Result<u16, BuildError> {
+    ports.iter().position(|p| p.name == name).map(|i| i as u16).ok_or_else(|| BuildError::UnknownInterface(path.to_owned(), name.to_owned()))
+}
+
 /// The config's static routes as the FIB takes them (interfaces resolved to logical ports).
 pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<StaticRoute>, BuildError> {
     let path = cfg.path.display().to_string();
-    let port_of = |name: &str| {
-        ports
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| i as u16)
-            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
-    };
+    let port_of = |name: &str| port_named(ports, name, &path);
     let mut out = Vec::with_capacity(cfg.routes.len());
     for r in &cfg.routes {
         let hops = r.next_hops();
@@ -66,13 +65,7 @@ pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<Sta
 pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
     let path = cfg.path.display().to_string();
     let ports = ports(cfg)?;
-    let port_of = |name: &str| {
-        ports
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| i as u16)
-            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
-    };
+    let port_of = |name: &str| port_named(&ports, name, &path);
     let fib_err = |source| BuildError::Fib { path: path.clone(), source };
     let mut ctl = FibControl::new(next_hops_for(cfg));
     for (port, iface) in cfg.interfaces.iter().enumerate() {

@@ -34,45 +34,25 @@ fn advert_settings_keep_the_ipv6_prefixes_and_cap_the_lifetime() {
     assert_eq!(long.advert.router_lifetime, u16::MAX);
 }
 
-const CONFIG: &str = r#"
-[[interface]]
-name = "lr-a"
-mac = "02:00:00:00:00:01"
-addresses = ["198.18.0.1/24"]
-
-[[interface]]
-name = "lr-b"
-mac = "02:00:00:00:00:02"
-addresses = ["198.19.0.1/24", "2001:db8:b::1/64"]
-
-[[interface]]
-name = "lr-b.7"
-parent = "lr-b"
-vlan = 7
-addresses = ["198.20.0.1/24"]
-
-[[neighbour]]
-address = "198.19.0.2"
-mac = "02:00:00:00:00:b2"
-
-[[route]]
-prefix = "10.0.0.0/8"
-via = "198.20.0.2"
-"#;
+/// The golden test's router: lr-a and lr-b, their sub-interfaces lr-a.5 and lr-b.7, three
+/// static neighbours and four static routes.
+fn golden_config() -> config::Config {
+    config::Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/router.toml")).unwrap()
+}
 
 #[test]
 fn ports_number_physical_interfaces_and_give_sub_interfaces_their_parent() {
-    let cfg = config::Config::parse(CONFIG, Path::new("t.toml")).unwrap();
+    let cfg = golden_config();
     let ports = ports(&cfg).unwrap();
-    let view: Vec<(&str, u16, Option<u16>, [u8; 6], usize)> = ports.iter().map(|p| (p.name.as_str(), p.phys, p.vlan, p.mac.0, p.addresses.len())).collect();
-    assert_eq!(view, [("lr-a", 0, None, [2, 0, 0, 0, 0, 1], 1), ("lr-b", 1, None, [2, 0, 0, 0, 0, 2], 2), ("lr-b.7", 1, Some(7), [2, 0, 0, 0, 0, 2], 1)]);
+    let view: Vec<_> = ports.iter().map(|p| (p.name.as_str(), p.phys, p.vlan, p.mac.0, p.addresses.len())).collect();
+    let (a, b) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    assert_eq!(view, [("lr-a", 0, None, a, 2), ("lr-b", 1, None, b, 2), ("lr-a.5", 0, Some(5), a, 1), ("lr-b.7", 1, Some(7), b, 1)]);
     let routes = static_routes(&cfg, &ports).unwrap();
-    assert_eq!(routes.len(), 1);
-    assert_eq!((routes[0].prefix, routes[0].len), ("10.0.0.0".parse::<IpAddr>().unwrap(), 8));
-    assert_eq!(routes[0].target, dataplane::fib::Target::Via(vec![("198.20.0.2".parse().unwrap(), 2)]));
-    // Twice the neighbour limit, plus a route, four addresses, a neighbour and 16 spare.
-    assert_eq!(next_hops_for(&cfg), 2 * 65_536 + 1 + 4 + 1 + 16);
-    let (ctl, fib_ports) = fib(&cfg).unwrap();
-    assert_eq!(fib_ports.len(), 3);
-    drop(ctl);
+    assert_eq!(routes.len(), 4);
+    assert_eq!((routes[0].prefix, routes[0].len), ("10.77.0.0".parse::<IpAddr>().unwrap(), 16));
+    assert_eq!(routes[0].target, dataplane::fib::Target::Via(vec![("198.20.0.2".parse().unwrap(), 3)]), "through lr-b.7");
+    // Twice the neighbour limit, plus four routes, six addresses, three neighbours and 16.
+    assert_eq!(next_hops_for(&cfg), 2 * 65_536 + 4 + 6 + 3 + 16);
+    let (_, fib_ports) = fib(&cfg).unwrap();
+    assert_eq!(fib_ports.len(), 4);
 }
