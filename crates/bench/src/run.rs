@@ -1,5 +1,5 @@
 //! Measuring: one worker on the calling thread ([`run`]), or several on threads of their own
-//! ([`crate::workers`]); every run polls for a fixed time and counts what the tx ports got.
+//! (`workers.rs`); every run polls for a fixed time and counts what the tx ports got.
 
 use std::time::{Duration, Instant};
 
