@@ -6,7 +6,7 @@
 //! `seconds`; the figure reported is the median of `runs` runs, after a short warm-up.
 //!
 //! [`prepare`] builds the FIB and the frames, [`firewall`] the generated rule set and its
-//! prefilled states, [`run`](mod@run) measures; [`synth`] generates the tables and flows.
+//! prefilled states, [`run`](mod@run) runs it; [`synth`] generates the tables and flows.
 
 #![forbid(unsafe_code)]
 
@@ -20,6 +20,7 @@ use io::mem::{CountingTx, ReplayRx};
 use wire::MacAddr;
 
 pub mod firewall;
+mod measure;
 pub mod run;
 pub mod prepare;
 pub mod synth;
@@ -28,7 +29,8 @@ mod tests;
 mod workers;
 
 pub use firewall::{BenchFirewall, BenchFirewallResult, bench_rules};
-pub use run::{median, run};
+pub use measure::median;
+pub use run::run;
 
 /// The bench's worker: in-memory ports, the punt port counting what it is given.
 pub(crate) type BenchWorker = Worker<ReplayRx, CountingTx, CountingTx>;

@@ -15,7 +15,7 @@ use io::FramePool;
 use io::mem::{CountingTx, ReplayRx};
 
 use crate::firewall::setup_firewall;
-use crate::run::{Runs, measure};
+use crate::measure::{Runs, measure};
 use crate::prepare::prepare;
 use crate::{BenchConfig, BenchError, BenchResult};
 
