@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bin=${LINERATE_BIN:-./target/release/linerate}
 out=$(mktemp)
 trap 'rm -f "$out" "$out.log"' EXIT
-valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect='dataplane::bench::measure' \
+valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect='bench::measure::measure' \
     "$bin" bench --runs 1 --seconds 2 --warmup-ms 0 --json "$@" >"$out.log" 2>/dev/null
 rx=$(tail -1 "$out.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["rx"])')
 ir=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/{gsub(",","",$1); print $1}')

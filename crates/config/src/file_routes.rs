@@ -19,7 +19,8 @@ pub(crate) fn add(cx: &Ctx, ifaces: &[Interface], file: &Path, seen: &mut Seen, 
     // they are short) into each route.
     routefile::for_each(&text, file, |r| {
         let err = |column: u32, message: String| ConfigError { path: file.to_owned(), line: r.line, column: column.max(1) as usize, message };
-        // (Messages are formatted only for an error: a million `format!`s showed in the profile.)
+        // Messages are formatted only for an error: a full table comes through here a million
+        // times.
         if let Some(&first) = seen.get(&r.prefix) {
             return Err(err(1, format!("duplicate route {} (first defined at {})", r.prefix, cx.describe(first, file))));
         }

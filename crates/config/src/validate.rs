@@ -190,25 +190,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         256,
         d.batch_size as i64,
     )? as usize;
-    let control_socket = match r.control_socket {
-        None => d.control_socket,
-        Some(s) => {
-            let p = s.get_ref();
-            if p.is_empty() || p.contains('\0') {
-                return Err(cx.err(
-                    s.span(),
-                    "router: control_socket must be a non-empty path without NUL bytes",
-                ));
-            }
-            if p.len() > MAX_SOCKET_PATH {
-                return Err(cx.err(s.span(), format!(
-                    "router: control_socket path is {} bytes long; Unix socket paths are limited to {MAX_SOCKET_PATH} bytes",
-                    p.len()
-                )));
-            }
-            PathBuf::from(p)
-        }
-    };
+    let control_socket = control_socket(cx, r.control_socket)?.unwrap_or(d.control_socket);
     let icmp_errors_per_second = cx.int(
         &r.icmp_errors_per_second,
         "router: ",
@@ -232,21 +214,10 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         1 << 20,
         d.max_neighbours as i64,
     )? as usize;
-    let route_file = match &r.route_file {
-        None => None,
-        Some(f) if f.get_ref().is_empty() || f.get_ref().contains('\0') => {
-            return Err(cx.err(f.span(), "router: route_file must be a non-empty path without NUL bytes"));
-        }
-        Some(f) => Some(cx.path.parent().unwrap_or(Path::new("")).join(f.get_ref())),
-    };
+    let route_file = route_file(cx, r.route_file.as_ref())?;
     let user = account_name(cx, r.user.as_ref(), "user")?;
     let control_group = account_name(cx, r.control_group.as_ref(), "control_group")?;
-    let metrics_listen = match &r.metrics_listen {
-        None => None,
-        Some(s) => Some(s.get_ref().parse().map_err(|_| {
-            cx.err(s.span(), format!("router: metrics_listen {:?} is not an address and port (e.g. \"127.0.0.1:9111\" or \"[::1]:9111\")", s.get_ref()))
-        })?),
-    };
+    let metrics_listen = metrics_listen(cx, r.metrics_listen.as_ref())?;
     Ok(RouterSettings {
         workers,
         batch_size,
@@ -264,6 +235,45 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         route_file,
         kernel_routes: crate::kernel_routes::settings(cx, r.kernel_routes, r.host_stack.unwrap_or(d.host_stack))?,
     })
+}
+
+/// `router.control_socket`: a path short enough for a Unix socket address.
+fn control_socket(cx: &Ctx, v: Option<S<String>>) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(s) = v else { return Ok(None) };
+    let p = s.get_ref();
+    if p.is_empty() || p.contains('\0') {
+        return Err(cx.err(
+            s.span(),
+            "router: control_socket must be a non-empty path without NUL bytes",
+        ));
+    }
+    if p.len() > MAX_SOCKET_PATH {
+        return Err(cx.err(s.span(), format!(
+            "router: control_socket path is {} bytes long; Unix socket paths are limited to {MAX_SOCKET_PATH} bytes",
+            p.len()
+        )));
+    }
+    Ok(Some(PathBuf::from(p)))
+}
+
+/// `router.route_file`, relative to the config file's directory.
+fn route_file(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<PathBuf>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(f) if f.get_ref().is_empty() || f.get_ref().contains('\0') => {
+            Err(cx.err(f.span(), "router: route_file must be a non-empty path without NUL bytes"))
+        }
+        Some(f) => Ok(Some(cx.path.parent().unwrap_or(Path::new("")).join(f.get_ref()))),
+    }
+}
+
+/// `router.metrics_listen`: an address and port.
+fn metrics_listen(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    let Some(s) = v else { return Ok(None) };
+    let addr = s.get_ref().parse().map_err(|_| {
+        cx.err(s.span(), format!("router: metrics_listen {:?} is not an address and port (e.g. \"127.0.0.1:9111\" or \"[::1]:9111\")", s.get_ref()))
+    })?;
+    Ok(Some(addr))
 }
 
 /// A user or group name as useradd(8) accepts it: 1..=32 bytes of letters, digits, `_`, `-`
@@ -328,133 +338,154 @@ fn ip(cx: &Ctx, owner: &str, key: &str, s: &S<String>) -> Result<IpAddr, ConfigE
     })
 }
 
+/// An interface as read, before sub-interfaces are matched with their parents.
+struct ReadInterface {
+    iface: Interface,
+    /// A sub-interface's `parent` and `vlan` tag.
+    parent: Option<(S<String>, u16)>,
+    /// Where its name is, for errors found after all are read.
+    name_span: Range<usize>,
+}
+
+/// What the interfaces read so far claimed: names (and their lines) and addresses.
+#[derive(Default)]
+struct Claimed {
+    names: HashMap<String, usize>,
+    addresses: HashMap<IpAddr, String>,
+}
+
 fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, ConfigError> {
-    // Each interface with its `parent` and tag, resolved once all are read.
-    type WithParent = (Interface, Option<(S<String>, u16)>);
-    let mut out: Vec<WithParent> = Vec::with_capacity(raw.len());
-    // Where each interface's name is, for errors found after all are read.
-    let mut name_spans: Vec<Range<usize>> = Vec::with_capacity(raw.len());
-    let mut names: HashMap<String, usize> = HashMap::new();
-    let mut owners: HashMap<IpAddr, String> = HashMap::new();
+    let mut claimed = Claimed::default();
+    let mut read = Vec::with_capacity(raw.len());
     for r in raw {
-        let name = r.name.get_ref().clone();
-        if let Some(p) = name_problem(&name) {
-            return Err(cx.err(r.name.span(), format!(
-                "interface name {name:?} {p} (Linux names are 1..=15 bytes, no '/', ':' or whitespace)"
-            )));
-        }
-        if let Some(first) = names.get(&name) {
-            return Err(cx.err(
-                r.name.span(),
-                format!("duplicate interface {name:?} (first defined at line {first})"),
-            ));
-        }
-        names.insert(name.clone(), cx.line(&r.name.span()));
-        let owner = format!("interface {name:?}");
-        let mac = r.mac.as_ref().map(|m| mac(cx, &owner, m)).transpose()?;
-        let mut addresses = Vec::with_capacity(r.addresses.len());
-        for a in &r.addresses {
-            let ifa: IfAddr = a.get_ref().parse().map_err(|e| {
-                cx.err(
-                    a.span(),
-                    format!(
-                        "{owner}: address {:?} is not a valid CIDR address: {e}",
-                        a.get_ref()
-                    ),
-                )
-            })?;
-            if ifa.addr.is_unspecified() || ifa.addr.is_multicast() {
-                return Err(cx.err(
-                    a.span(),
-                    format!("{owner}: address {} is not a unicast address", ifa.addr),
-                ));
-            }
-            if let Some(other) = owners.get(&ifa.addr) {
-                return Err(cx.err(
-                    a.span(),
-                    format!(
-                        "{owner}: address {} is already assigned to interface {other:?}",
-                        ifa.addr
-                    ),
-                ));
-            }
-            owners.insert(ifa.addr, name.clone());
-            addresses.push(ifa);
-        }
-        let mtu = cx.int(&r.mtu, &format!("{owner}: "), "mtu", 68, 9000, 1500)? as u16;
-        if let Some(q) = &r.queues {
-            return Err(cx.err(q.span(), format!(
-                "{owner}: queues is no longer a setting: each worker reads one queue (router.workers); set the interface's queue count with `ethtool -L {} combined N`",
-                r.name.get_ref()
-            )));
-        }
-        let backend = match &r.backend {
-            None => Backend::Auto,
-            Some(b) => b
-                .get_ref()
-                .parse()
-                .map_err(|e| cx.err(b.span(), format!("{owner}: {e}")))?,
-        };
-        let xdp_mode = match &r.xdp_mode {
-            None => XdpMode::Auto,
-            Some(m) => m
-                .get_ref()
-                .parse()
-                .map_err(|e| cx.err(m.span(), format!("{owner}: {e}")))?,
-        };
-        let vlan = match (&r.parent, &r.vlan) {
-            (None, None) => None,
-            (Some(p), None) => {
-                return Err(cx.err(p.span(), format!("{owner}: parent needs a vlan tag (vlan = 1..=4094)")));
-            }
-            (None, Some(v)) => {
-                return Err(cx.err(v.span(), format!("{owner}: vlan needs a parent interface (parent = \"NAME\")")));
-            }
-            (Some(p), Some(_)) => {
-                let tag = cx.int(&r.vlan, &format!("{owner}: "), "vlan", 1, 4094, 1)? as u16;
-                let inherited = [("mac", r.mac.as_ref().map(|m| m.span())), ("backend", r.backend.as_ref().map(|b| b.span())),
-                    ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span()))];
-                if let Some((key, Some(span))) = inherited.into_iter().find(|(_, s)| s.is_some()) {
-                    return Err(cx.err(span, format!("{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)")));
-                }
-                Some((p.clone(), tag))
-            }
-        };
-        let tap = match &r.tap {
-            None => None,
-            Some(t) => {
-                let n = t.get_ref();
-                if let Some(p) = name_problem(n) {
-                    return Err(cx.err(t.span(), format!("{owner}: tap name {n:?} {p}")));
-                }
-                if !n.starts_with("lr") {
-                    return Err(cx.err(t.span(), format!("{owner}: tap name {n:?} must start with \"lr\" (every interface linerate creates does)")));
-                }
-                Some(n.clone())
-            }
-        };
-        let ra = r.ra.as_ref().map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu)).transpose()?;
-        name_spans.push(r.name.span());
-        out.push((
-            Interface {
-                name,
-                mac,
-                addresses,
-                mtu,
-                backend,
-                xdp_mode,
-                vlan: None,
-                tap,
-                ra,
-            },
-            vlan,
+        read.push(interface(cx, r, &mut claimed)?);
+    }
+    let name_spans: Vec<Range<usize>> = read.iter().map(|r| r.name_span.clone()).collect();
+    let done = resolve_parents(cx, read)?;
+    distinct_taps(cx, &done, &name_spans)?;
+    Ok(done)
+}
+
+/// One `[[interface]]` on its own (its `parent` not yet looked up).
+fn interface(cx: &Ctx, r: RawInterface, claimed: &mut Claimed) -> Result<ReadInterface, ConfigError> {
+    let name = r.name.get_ref().clone();
+    if let Some(p) = name_problem(&name) {
+        return Err(cx.err(r.name.span(), format!(
+            "interface name {name:?} {p} (Linux names are 1..=15 bytes, no '/', ':' or whitespace)"
+        )));
+    }
+    if let Some(first) = claimed.names.get(&name) {
+        return Err(cx.err(
+            r.name.span(),
+            format!("duplicate interface {name:?} (first defined at line {first})"),
         ));
     }
-    // Parents are resolved once every interface is known, so the order in the file is free.
+    claimed.names.insert(name.clone(), cx.line(&r.name.span()));
+    let owner = format!("interface {name:?}");
+    let mac = r.mac.as_ref().map(|m| mac(cx, &owner, m)).transpose()?;
+    let addresses = addresses(cx, &owner, &name, &r.addresses, &mut claimed.addresses)?;
+    let mtu = cx.int(&r.mtu, &format!("{owner}: "), "mtu", 68, 9000, 1500)? as u16;
+    if let Some(q) = &r.queues {
+        return Err(cx.err(q.span(), format!(
+            "{owner}: queues is no longer a setting: each worker reads one queue (router.workers); set the interface's queue count with `ethtool -L {} combined N`",
+            r.name.get_ref()
+        )));
+    }
+    let backend = parsed(cx, &owner, r.backend.as_ref(), Backend::Auto)?;
+    let xdp_mode = parsed(cx, &owner, r.xdp_mode.as_ref(), XdpMode::Auto)?;
+    let parent = parent_and_tag(cx, &owner, &r)?;
+    let tap = tap(cx, &owner, r.tap.as_ref())?;
+    let ra = r.ra.as_ref().map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu)).transpose()?;
+    let iface = Interface { name, mac, addresses, mtu, backend, xdp_mode, vlan: None, tap, ra };
+    Ok(ReadInterface { iface, parent, name_span: r.name.span() })
+}
+
+/// A keyword setting (`default` when absent); its error is the value's own, after `owner`.
+fn parsed<T: std::str::FromStr>(cx: &Ctx, owner: &str, v: Option<&S<String>>, default: T) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match v {
+        None => Ok(default),
+        Some(v) => v.get_ref().parse().map_err(|e| cx.err(v.span(), format!("{owner}: {e}"))),
+    }
+}
+
+/// An interface's addresses: unicast, each on one interface only (`claimed`: the addresses
+/// of the interfaces before it).
+fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut HashMap<IpAddr, String>) -> Result<Vec<IfAddr>, ConfigError> {
+    let mut addresses = Vec::with_capacity(raw.len());
+    for a in raw {
+        let ifa: IfAddr = a.get_ref().parse().map_err(|e| {
+            cx.err(
+                a.span(),
+                format!(
+                    "{owner}: address {:?} is not a valid CIDR address: {e}",
+                    a.get_ref()
+                ),
+            )
+        })?;
+        if ifa.addr.is_unspecified() || ifa.addr.is_multicast() {
+            return Err(cx.err(
+                a.span(),
+                format!("{owner}: address {} is not a unicast address", ifa.addr),
+            ));
+        }
+        if let Some(other) = claimed.get(&ifa.addr) {
+            return Err(cx.err(
+                a.span(),
+                format!(
+                    "{owner}: address {} is already assigned to interface {other:?}",
+                    ifa.addr
+                ),
+            ));
+        }
+        claimed.insert(ifa.addr, name.to_owned());
+        addresses.push(ifa);
+    }
+    Ok(addresses)
+}
+
+/// A sub-interface's `parent` and `vlan` tag (both or neither); what it inherits from its
+/// parent may not be set.
+fn parent_and_tag(cx: &Ctx, owner: &str, r: &RawInterface) -> Result<Option<(S<String>, u16)>, ConfigError> {
+    match (&r.parent, &r.vlan) {
+        (None, None) => Ok(None),
+        (Some(p), None) => Err(cx.err(p.span(), format!("{owner}: parent needs a vlan tag (vlan = 1..=4094)"))),
+        (None, Some(v)) => Err(cx.err(v.span(), format!("{owner}: vlan needs a parent interface (parent = \"NAME\")"))),
+        (Some(p), Some(_)) => {
+            let tag = cx.int(&r.vlan, &format!("{owner}: "), "vlan", 1, 4094, 1)? as u16;
+            let inherited = [("mac", r.mac.as_ref().map(|m| m.span())), ("backend", r.backend.as_ref().map(|b| b.span())),
+                ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span()))];
+            if let Some((key, Some(span))) = inherited.into_iter().find(|(_, s)| s.is_some()) {
+                return Err(cx.err(span, format!("{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)")));
+            }
+            Ok(Some((p.clone(), tag)))
+        }
+    }
+}
+
+/// `tap`: the name of the interface's host-stack TAP, one linerate may create.
+fn tap(cx: &Ctx, owner: &str, t: Option<&S<String>>) -> Result<Option<String>, ConfigError> {
+    let Some(t) = t else { return Ok(None) };
+    let n = t.get_ref();
+    if let Some(p) = name_problem(n) {
+        return Err(cx.err(t.span(), format!("{owner}: tap name {n:?} {p}")));
+    }
+    if !n.starts_with("lr") {
+        return Err(cx.err(t.span(), format!("{owner}: tap name {n:?} must start with \"lr\" (every interface linerate creates does)")));
+    }
+    Ok(Some(n.clone()))
+}
+
+/// Sub-interfaces matched with their parents, once every interface is known (so the order
+/// in the file is free): a parent is a configured physical interface, and each of its tags
+/// is used once.
+fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>, ConfigError> {
     let mut tags: HashMap<(String, u16), String> = HashMap::new();
-    let snapshot: Vec<(String, bool)> = out.iter().map(|(i, v)| (i.name.clone(), v.is_some())).collect();
-    let mut done = Vec::with_capacity(out.len());
-    for (mut iface, vlan) in out {
+    let snapshot: Vec<(String, bool)> = read.iter().map(|r| (r.iface.name.clone(), r.parent.is_some())).collect();
+    let mut done = Vec::with_capacity(read.len());
+    for ReadInterface { mut iface, parent: vlan, .. } in read {
         if let Some((parent, tag)) = vlan {
             let owner = format!("interface {:?}", iface.name);
             match snapshot.iter().find(|(n, _)| n == parent.get_ref()) {
@@ -473,8 +504,13 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
         }
         done.push(iface);
     }
+    Ok(done)
+}
+
+/// No two interfaces share a host-stack TAP name.
+fn distinct_taps(cx: &Ctx, ifaces: &[Interface], name_spans: &[Range<usize>]) -> Result<(), ConfigError> {
     let mut taps: HashMap<String, String> = HashMap::new();
-    for (i, iface) in done.iter().enumerate() {
+    for (i, iface) in ifaces.iter().enumerate() {
         let t = iface.tap_name(i);
         if let Some(other) = taps.insert(t.clone(), iface.name.clone()) {
             return Err(cx.err(name_spans[i].clone(), format!(
@@ -482,7 +518,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
             )));
         }
     }
-    Ok(done)
+    Ok(())
 }
 
 /// The interface whose address prefix contains `ip`, longest prefix first.
@@ -549,9 +585,9 @@ impl Ctx<'_> {
     }
 }
 
-/// The prefixes defined so far and where. A full table makes a million lookups here: with a
-/// multiplicative hash instead of SipHash (the keys are the operator's own routes, so there is
-/// no flooding to defend against) they stop showing in the load's profile.
+/// The prefixes defined so far and where. A full table makes a million lookups here, so the
+/// hash is a multiplicative one instead of SipHash: the keys are the operator's own routes,
+/// there is no flooding to defend against.
 pub(crate) type Seen = HashMap<Prefix, Origin, std::hash::BuildHasherDefault<PrefixHasher>>;
 
 #[derive(Default)]

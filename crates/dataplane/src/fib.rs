@@ -28,13 +28,11 @@ use wire::MacAddr;
 use crate::adjacency::{Adjacency, AdjacencyTable, MAX_PORT};
 pub use crate::ports::PortInfo;
 
-mod build;
 mod routes;
 #[cfg(test)]
 mod tests;
 
-pub use build::{BuildError, from_config, ports_from_config, static_routes};
-pub use routes::{RouteChanges, Target};
+pub use routes::{RouteChanges, StaticRoute, Target};
 
 /// Next-hop id of the router's own addresses.
 pub const LOCAL_ID: NextHop = 0;
@@ -48,13 +46,6 @@ const FIRST_FREE_ID: NextHop = 3;
 pub const DEFAULT_NEXT_HOPS: usize = 1 << 17;
 /// Multipath groups (distinct sets of next hops) the FIB has room for.
 pub const DEFAULT_GROUPS: usize = 4096;
-
-/// Adjacency capacity for a config: twice the neighbour limit (freed ids wait out a grace
-/// period before reuse), plus configured gateways and connected prefixes.
-pub fn next_hops_for(cfg: &config::Config) -> usize {
-    let fixed = cfg.routes.len() + cfg.interfaces.iter().map(|i| i.addresses.len()).sum::<usize>();
-    DEFAULT_NEXT_HOPS.max(2 * cfg.router.max_neighbours + fixed + cfg.neighbours.len() + 16)
-}
 
 /// What workers read.
 pub struct Fib {

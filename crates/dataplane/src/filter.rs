@@ -47,7 +47,7 @@ mod stage;
 use log::{LogHit, LogRules, LogSink};
 pub use refuse::Refusal;
 
-pub(crate) use stage::{FilterStage, Routed, V4At};
+pub(crate) use stage::{FilterStage, Routed, RoutedPacket, RoutedV4};
 
 /// State-table slots the incremental expiry sweep examines per batch: enough to keep up with
 /// millions of flows over a timeout of tens of seconds, small enough not to show per batch.

@@ -20,7 +20,7 @@
 //! packet's firewall key and runs the state lookup, else the `in` rules; apply runs the `out`
 //! rules on the output port. Whether a firewall is configured is tested per batch, never per
 //! packet, and the firewall's passes are separate out-of-line functions, so the path without
-//! a firewall is the same machine code as before.
+//! a firewall compiles as if the filter stage did not exist.
 //!
 //! Every call is static: no trait object per packet.
 
@@ -39,7 +39,7 @@ use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
 use crate::filter::nat::{NatCounts, NatStage};
-use crate::filter::{FilterStage, Firewall, Refusal, Routed, V4At};
+use crate::filter::{FilterStage, Firewall, Refusal, Routed, RoutedPacket, RoutedV4};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 use crate::tap::{Point, Tap};
@@ -65,10 +65,10 @@ enum Step {
 
 impl Routed for Step {
     #[inline(always)]
-    fn routed(&self) -> Option<(usize, bool, u16)> {
+    fn routed(&self) -> Option<RoutedPacket> {
         match *self {
-            Step::V4 { l3, in_port, .. } => Some((l3 as usize, true, in_port)),
-            Step::V6 { l3, in_port, .. } => Some((l3 as usize, false, in_port)),
+            Step::V4 { l3, in_port, .. } => Some(RoutedPacket { l3: l3 as usize, v4: true, in_port }),
+            Step::V6 { l3, in_port, .. } => Some(RoutedPacket { l3: l3 as usize, v4: false, in_port }),
             _ => None,
         }
     }
@@ -101,7 +101,7 @@ pub struct Forwarder {
     v6_nh: Box<[Option<NextHop>; MAX_BATCH]>,
     /// With a firewall: where each IPv4 packet to route is, by lookup slot (the quick loop's
     /// list, see [`crate::filter::FilterStage`]).
-    v4_at: Box<[V4At; MAX_BATCH]>,
+    v4_at: Box<[RoutedV4; MAX_BATCH]>,
     filter: Option<FilterStage>,
     /// The IPv4 address of each logical port (NAT's `(iface)` targets).
     port_v4: Vec<Option<u32>>,
@@ -117,7 +117,7 @@ struct Lookups<'a> {
     n4: usize,
     v6: &'a mut [u128; MAX_BATCH],
     n6: usize,
-    v4_at: &'a mut [V4At; MAX_BATCH],
+    v4_at: &'a mut [RoutedV4; MAX_BATCH],
 }
 
 impl Forwarder {
@@ -136,7 +136,7 @@ impl Forwarder {
             v4_nh: Box::new([None; MAX_BATCH]),
             v6_dst: Box::new([0; MAX_BATCH]),
             v6_nh: Box::new([None; MAX_BATCH]),
-            v4_at: Box::new([V4At::default(); MAX_BATCH]),
+            v4_at: Box::new([RoutedV4::default(); MAX_BATCH]),
             filter: None,
             port_v4: ports.iter().map(|p| p.ipv4().map(u32::from)).collect(),
             nat_steering: (0, 1),
@@ -210,7 +210,7 @@ impl Forwarder {
         // With a firewall, three extra branches per batch (never per packet); the firewall's
         // passes are out of line, and its classify pass (which also lists where the IPv4
         // packets are) a separate instance, so the code without one compiles (inlining
-        // included) as it did before the filter stage existed.
+        // included) as if the filter stage did not exist.
         let (n4, n6) = if self.filter.is_some() { self.classify::<true>(pool, descs) } else { self.classify::<false>(pool, descs) };
         if self.filter.is_some() {
             self.nat_in(pool, descs);
@@ -349,48 +349,16 @@ impl Forwarder {
         let Some(&out_port) = self.ports.output(port) else {
             return self.drop(pool, desc, DropReason::TxError);
         };
-        let frame = pool.frame_mut(desc);
-        // RFC 1812 5.3.1: a packet whose TTL would reach zero is not forwarded. The classify
-        // pass validated lengths, so the views below cannot fail.
-        if v4 {
-            let mut ip = Ipv4Packet::new_unchecked(&mut frame[l3..]);
-            if ip.ttl() <= 1 {
-                return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
-            }
-            ip.decrement_ttl();
-        } else {
-            let mut ip = Ipv6Packet::new_unchecked(&mut frame[l3..]);
-            let hops = ip.hop_limit();
-            if hops <= 1 {
-                return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
-            }
-            ip.set_hop_limit(hops - 1);
+        if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
+            return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
         }
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
-        // check), on the output interface; a packet a state settled skips it.
-        if FW && let Some(f) = &mut self.filter {
-            let i = i % MAX_BATCH;
-            if !f.settled[i] {
-                let r = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]);
-                if f.fw.has_log_hit() {
-                    f.fw.emit_log(pool.frame(desc), l3, port);
-                }
-                if let Err(reason) = r {
-                    if reason == DropReason::FilterBlocked
-                        && let Some(refusal) = f.fw.take_refusal(&f.keys[i])
-                    {
-                        return self.refuse(pool, desc, in_port, refusal, punts);
-                    }
-                    return self.drop(pool, desc, reason);
-                }
-            }
-            // NAT's outbound pass, after the out filter (which saw the source untranslated).
-            if f.nat_on
-                && f.nat.on_port(port)
-                && let Err(reason) = nat_out(f, pool.frame_mut(desc), l3, port)
-            {
-                return self.drop(pool, desc, reason);
-            }
+        // check), on the output interface.
+        if FW && let Err(stop) = self.out_pass(pool, desc, i, l3, port) {
+            return match stop {
+                OutStop::Refuse(refusal) => self.refuse(pool, desc, in_port, refusal, punts),
+                OutStop::Drop(reason) => self.drop(pool, desc, reason),
+            };
         }
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
@@ -407,19 +375,40 @@ impl Forwarder {
         // Same header length in and out (untagged to untagged, tagged to tagged): rewrite in
         // place; a tag to push or pop moves the frame's start (out of line).
         if l3 == usize::from(out_port.hdr) {
-            let frame = pool.frame_mut(desc);
-            let mut eth = EthernetFrame::new_unchecked(&mut *frame);
-            eth.set_dst_addr(mac);
-            eth.set_src_addr(out_port.mac);
-            if out_port.tci != 0 {
-                frame[14..16].copy_from_slice(&out_port.tci.to_be_bytes());
-            }
+            rewrite_l2_in_place(pool.frame_mut(desc), &out_port, mac);
         } else if !write_l2(pool, &mut desc, l3, &out_port, mac) {
             return self.drop(pool, desc, DropReason::TxError);
         }
         debug_assert!(!out.is_full(), "output batch not flushed");
         out.push(desc);
         self.counts.forwarded += 1;
+    }
+
+    /// The firewall's out pass of packet `i` on output port `port` (skipped when a state
+    /// settled it), then NAT's outbound pass (after the filter, which saw the source
+    /// untranslated).
+    #[inline(always)]
+    fn out_pass(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16) -> Result<(), OutStop> {
+        let Some(f) = &mut self.filter else { return Ok(()) };
+        let i = i % MAX_BATCH;
+        if !f.settled[i] {
+            let r = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]);
+            if f.fw.has_log_hit() {
+                f.fw.emit_log(pool.frame(desc), l3, port);
+            }
+            if let Err(reason) = r {
+                if reason == DropReason::FilterBlocked
+                    && let Some(refusal) = f.fw.take_refusal(&f.keys[i])
+                {
+                    return Err(OutStop::Refuse(refusal));
+                }
+                return Err(OutStop::Drop(reason));
+            }
+        }
+        if f.nat_on && f.nat.on_port(port) {
+            nat_out(f, pool.frame_mut(desc), l3, port).map_err(OutStop::Drop)?;
+        }
+        Ok(())
     }
 
     /// The member of a multipath group this packet's flow takes, and its adjacency
@@ -533,6 +522,47 @@ impl Forwarder {
     }
 }
 
+/// Why the out pass stopped a packet.
+enum OutStop {
+    Drop(DropReason),
+    /// A `block return` rule blocked it: answer as it says.
+    Refuse(Refusal),
+}
+
+/// RFC 1812 5.3.1: a packet whose TTL would reach zero is not forwarded. Decrements the TTL
+/// (hop limit) of the packet at `l3` and returns true, or returns false if it would reach
+/// zero. The classify pass validated lengths, so the views cannot fail.
+#[inline(always)]
+fn decrement_ttl(frame: &mut [u8], l3: usize, v4: bool) -> bool {
+    if v4 {
+        let mut ip = Ipv4Packet::new_unchecked(&mut frame[l3..]);
+        if ip.ttl() <= 1 {
+            return false;
+        }
+        ip.decrement_ttl();
+    } else {
+        let mut ip = Ipv6Packet::new_unchecked(&mut frame[l3..]);
+        let hops = ip.hop_limit();
+        if hops <= 1 {
+            return false;
+        }
+        ip.set_hop_limit(hops - 1);
+    }
+    true
+}
+
+/// The output L2 header when its length does not change (untagged to untagged, tagged to
+/// tagged): MACs, and the output port's tag.
+#[inline(always)]
+fn rewrite_l2_in_place(frame: &mut [u8], out: &OutPort, mac: MacAddr) {
+    let mut eth = EthernetFrame::new_unchecked(&mut *frame);
+    eth.set_dst_addr(mac);
+    eth.set_src_addr(out.mac);
+    if out.tci != 0 {
+        frame[14..16].copy_from_slice(&out.tci.to_be_bytes());
+    }
+}
+
 /// [`crate::filter::nat::NatStage::outbound`] for the packet at `l3` of `frame`, out of line.
 #[inline(never)]
 fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
@@ -636,7 +666,7 @@ fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups, a
     let slot = lookups.n4;
     lookups.v4[slot % MAX_BATCH] = dst;
     if let Some((addr, at)) = at {
-        lookups.v4_at[slot % MAX_BATCH] = V4At { hdr: addr + l3 as u32, at };
+        lookups.v4_at[slot % MAX_BATCH] = RoutedV4 { header_addr: addr + l3 as u32, index: at };
     }
     lookups.n4 += 1;
     Step::V4 { l3: l3 as u16, slot: slot as u16, in_port }

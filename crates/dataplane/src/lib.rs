@@ -1,14 +1,15 @@
 //! The linerate data plane: what happens to a packet between an rx port and a tx port.
 //!
 //! Start at [`worker::Worker::poll`]: rx burst -> [`forward::Forwarder::process`] (parse,
-//! validate, route, neighbour rewrite) -> tx bursts. [`filter`] is the optional firewall stage of that node. [`fib`] holds the tables it reads and
-//! the control-plane writer that fills them; [`counters`] names every reason a packet can be
-//! dropped; [`synth`] and [`bench`](mod@bench) drive the pipeline over in-memory ports.
+//! validate, route, neighbour rewrite) -> tx bursts. [`filter`] is the optional firewall
+//! stage of that node. [`fib`] holds the tables it reads and the control-plane writer that
+//! fills them; [`counters`] names every reason a packet can be dropped. The crate knows
+//! nothing of the config file: its callers turn the config into [`PortInfo`]s, routes and
+//! settings (linerate's `setup` crate).
 
 #![forbid(unsafe_code)]
 
 pub mod adjacency;
-pub mod bench;
 pub mod counters;
 pub mod ecmp;
 pub mod fib;
@@ -19,7 +20,6 @@ pub mod ports;
 pub mod punt;
 pub mod router_adv;
 pub mod slowpath;
-pub mod synth;
 pub mod tap;
 pub mod worker;
 

@@ -26,7 +26,7 @@ use wire::{EtherType, IpProtocol, Ipv6Packet};
 mod police;
 mod queue;
 mod stats;
-pub use police::{NextHopThrottle, PuntPolicy};
+pub use police::{NextHopThrottle, PuntPolicy, RateLimit};
 pub use queue::{PuntClock, PuntReceiver, PuntSender, punt_channel};
 pub use stats::{PuntDrop, PuntDrops, PuntStats};
 

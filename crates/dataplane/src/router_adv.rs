@@ -11,7 +11,7 @@
 //! * Final (6.2.5): when the router stops, one with a Router Lifetime of 0, so hosts drop it
 //!   as a default router at once.
 
-use wire::router_advert::{AdvertPrefix, RouterAdvert};
+use wire::router_advert::RouterAdvert;
 
 const SECOND: u64 = 1_000_000_000;
 /// RFC 4861 10: router constants.
@@ -19,6 +19,16 @@ const MAX_INITIAL_RTR_ADVERT_INTERVAL: u64 = 16 * SECOND;
 const MAX_INITIAL_RTR_ADVERTISEMENTS: u32 = 3;
 const MAX_RA_DELAY_TIME: u64 = SECOND / 2;
 const MIN_DELAY_BETWEEN_RAS: u64 = 3 * SECOND;
+
+/// What an interface advertises, and how often (RFC 4861 6.2.1's per-interface variables).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvertSettings {
+    /// What every advertisement says.
+    pub advert: RouterAdvert,
+    /// MinRtrAdvInterval and MaxRtrAdvInterval, seconds.
+    pub min_interval: u32,
+    pub max_interval: u32,
+}
 
 /// The advertisements of one interface and when the next one is due.
 #[derive(Debug, Clone)]
@@ -34,31 +44,13 @@ pub struct Advertiser {
 }
 
 impl Advertiser {
-    /// An interface's advertisements from its `ra` settings; the first is due at `now`.
-    /// `seed` makes each interface's random intervals its own.
-    pub fn new(cfg: &config::RouterAdvertSettings, seed: u64, now: u64) -> Advertiser {
-        let prefixes = cfg
-            .prefixes
-            .iter()
-            .filter_map(|p| match p.addr {
-                std::net::IpAddr::V6(a) => Some(AdvertPrefix { prefix: a, len: p.len, valid_lifetime: cfg.valid_lifetime, preferred_lifetime: cfg.preferred_lifetime }),
-                std::net::IpAddr::V4(_) => None,
-            })
-            .collect();
-        let advert = RouterAdvert {
-            hop_limit: cfg.hop_limit,
-            managed: cfg.managed,
-            other_config: cfg.other_config,
-            router_lifetime: cfg.default_lifetime.min(u32::from(u16::MAX)) as u16,
-            reachable_time: 0,
-            retrans_timer: 0,
-            mtu: cfg.mtu,
-            prefixes,
-        };
+    /// An interface's advertisements as `settings` says; the first is due at `now`. `seed`
+    /// makes each interface's random intervals its own.
+    pub fn new(settings: &AdvertSettings, seed: u64, now: u64) -> Advertiser {
         Advertiser {
-            advert,
-            min_interval: u64::from(cfg.min_interval) * SECOND,
-            max_interval: u64::from(cfg.max_interval) * SECOND,
+            advert: settings.advert.clone(),
+            min_interval: u64::from(settings.min_interval) * SECOND,
+            max_interval: u64::from(settings.max_interval) * SECOND,
             next: now,
             initial_left: MAX_INITIAL_RTR_ADVERTISEMENTS,
             last_sent: None,
@@ -111,26 +103,24 @@ impl Advertiser {
 mod tests {
     use super::*;
 
-    fn settings(min: u32, max: u32) -> config::RouterAdvertSettings {
-        config::RouterAdvertSettings {
-            max_interval: max,
-            min_interval: min,
-            default_lifetime: 3 * max,
+    fn settings(min: u32, max: u32) -> AdvertSettings {
+        let advert = RouterAdvert {
+            hop_limit: 64,
             managed: false,
             other_config: true,
+            router_lifetime: 1800,
+            reachable_time: 0,
+            retrans_timer: 0,
             mtu: Some(1400),
-            hop_limit: 64,
-            prefixes: vec!["2001:db8:a::/64".parse().unwrap(), "2001:db8:b::/64".parse().unwrap()],
-            valid_lifetime: 86_400,
-            preferred_lifetime: 14_400,
-        }
+            prefixes: Vec::new(),
+        };
+        AdvertSettings { advert, min_interval: min, max_interval: max }
     }
 
     #[test]
     fn unsolicited_intervals_stay_within_the_bounds() {
         let mut a = Advertiser::new(&settings(200, 600), 7, 5 * SECOND);
         assert!(!a.due(5 * SECOND - 1) && a.due(5 * SECOND), "the first is sent at once");
-        assert_eq!((a.advert.router_lifetime, a.advert.mtu, a.advert.other_config, a.advert.prefixes.len()), (1800, Some(1400), true, 2));
         let mut now = 5 * SECOND;
         let mut gaps = Vec::new();
         for _ in 0..200 {

@@ -37,7 +37,7 @@ use crate::punt::{Punt, PuntedFrame};
 
 #[path = "discovery.rs"]
 mod discovery;
-use crate::router_adv::Advertiser;
+use crate::router_adv::{AdvertSettings, Advertiser};
 pub use discovery::{Reject, Rejects};
 
 /// Where the slow path's frames go.
@@ -173,7 +173,7 @@ impl SlowPath {
 
     /// Sends router advertisements on logical port `port` as `ra` says, the first on the
     /// next [`tick`](Self::tick), and answers its Router Solicitations.
-    pub fn advertise(&mut self, port: u16, ra: &config::RouterAdvertSettings, seed: u64) {
+    pub fn advertise(&mut self, port: u16, ra: &AdvertSettings, seed: u64) {
         if self.adverts.len() <= port as usize {
             self.adverts.resize(port as usize + 1, None);
         }

@@ -38,9 +38,9 @@ pub enum Idle {
 /// waits for it to sleep: long enough that a reply or the next packet of a burst is still
 /// caught spinning, short against a human's second.
 pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(200);
-/// The same when the kernel's receive thread shares the CPU (measured on the 16-CPU machine:
-/// 50 us with yields forwarded more under overload and answered pings faster than sleeping
-/// at once; see docs/performance.md).
+/// The same when the kernel's receive thread shares the CPU: short, yielding meanwhile, so
+/// that thread gets the CPU back soon (docs/performance.md, "Receive livelock and idle
+/// workers").
 pub const SPIN_WITH_NAPI: Duration = Duration::from_micros(50);
 /// Longest sleep: the worker wakes at least this often to see the stop flag and publish.
 const SLEEP_MAX: Duration = Duration::from_millis(10);

@@ -8,13 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use dataplane::bench::{RX_MAC, TX_MAC};
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
 use io::{Batch, FramePool, PortStats, TxPort};
 use wire::build::{UdpFlow, udp_frame};
 use wire::{IpProtocol, Ipv4Packet, MacAddr, TcpFlags, TcpPacket};
+
+/// The MACs of ports 0 and 1.
+const RX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
 
 const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);

@@ -8,7 +8,6 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::sync::Arc;
 
-use dataplane::bench::{RX_MAC, TX_MAC};
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
@@ -16,6 +15,10 @@ use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 use io::{Batch, FramePool, PortStats, TxPort};
 use wire::build::{UdpFlow, udp_frame};
 use wire::{IpProtocol, Ipv4Packet, MacAddr, TcpFlags, TcpPacket};
+
+/// The MACs of ports 0 and 1.
+const RX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
 
 const LAN_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const BINAT_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 7);

@@ -2,13 +2,16 @@
 //! received packet is accounted for exactly once (forwarded, local, slow path, or one drop
 //! reason), also with 802.1Q sub-interfaces, a small MTU and ICMP errors on.
 
-use dataplane::bench::{RX_MAC, TX_MAC};
 use dataplane::{Fib, FibControl, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
 use io::{FramePool, TxPort};
 use proptest::prelude::*;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, OnceLock};
+
+/// The MACs of ports 0 and 1.
+const RX_MAC: wire::MacAddr = wire::MacAddr([0x02, 0, 0, 0, 0, 0x01]);
+const TX_MAC: wire::MacAddr = wire::MacAddr([0x02, 0, 0, 0, 0, 0x02]);
 
 /// One FIB for every case: a default route per family installs 2^24 tbl24 entries, too slow
 /// to repeat per case. Workers only read it.

@@ -7,8 +7,10 @@ use std::net::{IpAddr, Ipv6Addr};
 use dataplane::fib::FibControl;
 use dataplane::ports::PortInfo;
 use dataplane::punt::{Punt, PuntedFrame};
+use dataplane::router_adv::AdvertSettings;
 use dataplane::slowpath::{Reject, SlowPath, link_local};
 use wire::ndisc::NdError;
+use wire::router_advert::{AdvertPrefix, RouterAdvert};
 use wire::{Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr};
 
 mod common;
@@ -30,11 +32,16 @@ fn setup(min: u32, max: u32) -> SlowPath {
     let mut b = PortInfo::new("b", R_B, 1);
     b.addresses = vec![(IpAddr::V6(v6("2001:db8:b::1")), 64)];
     let mut sp = SlowPath::new(FibControl::new(64), vec![a, b], false, 1000);
-    let text = "[[interface]]\nname = \"a\"\naddresses = [\"2001:db8:a::1/64\"]\nra = { min_interval = MIN, max_interval = MAX, mtu = 1500 }\n";
-    let text = text.replace("MIN", &min.to_string()).replace("MAX", &max.to_string());
-    let cfg = config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
-    sp.advertise(0, cfg.interfaces[0].ra.as_ref().unwrap(), 42);
+    sp.advertise(0, &advert_settings(min, max), 42);
     sp
+}
+
+/// What `ra = { min_interval = MIN, max_interval = MAX, mtu = 1500 }` on port a says: its
+/// /64 as the prefix, RFC 4861 6.2.1's defaults otherwise.
+fn advert_settings(min: u32, max: u32) -> AdvertSettings {
+    let prefix = AdvertPrefix { prefix: v6("2001:db8:a::"), len: 64, valid_lifetime: 2_592_000, preferred_lifetime: 604_800 };
+    let advert = RouterAdvert { hop_limit: 64, managed: false, other_config: false, router_lifetime: (3 * max) as u16, reachable_time: 0, retrans_timer: 0, mtu: Some(1500), prefixes: vec![prefix] };
+    AdvertSettings { advert, min_interval: min, max_interval: max }
 }
 
 /// The advertisements in `io`: (physical port, router lifetime, prefix options).

@@ -43,6 +43,26 @@ fn thread_cpu() -> Duration {
 
 fn main() {
     let secs: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let ns = veth_pair();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let (name, stop, ready) = (ns.0.clone(), Arc::clone(&stop), Arc::clone(&ready));
+        std::thread::spawn(move || receive(&name, &stop, &ready))
+    };
+    while !ready.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let name = ns.0.clone();
+    let sent = std::thread::spawn(move || send(&name, secs)).join().expect("sender");
+    stop.store(true, Ordering::Release);
+    let received = receiver.join().expect("receiver");
+    report(&sent, &received);
+}
+
+/// A namespace of its own holding veth `lrp0` - `lrp1`, both up, without IPv6 (no router
+/// solicitations in the count).
+fn veth_pair() -> Netns {
     let ns = Netns(format!("lrr-{}", std::process::id()));
     ip(&["netns", "add", &ns.0]);
     for key in ["all", "default"] {
@@ -51,76 +71,87 @@ fn main() {
     ip(&["-n", &ns.0, "link", "add", "lrp0", "type", "veth", "peer", "name", "lrp1"]);
     ip(&["-n", &ns.0, "link", "set", "lrp0", "up"]);
     ip(&["-n", &ns.0, "link", "set", "lrp1", "up"]);
+    ns
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicBool::new(false));
-    let name = ns.0.clone();
-    let (stop_rx, ready_rx) = (Arc::clone(&stop), Arc::clone(&ready));
-    let receiver = std::thread::spawn(move || {
-        enter(&name);
-        let _ = io::affinity::pin_current_thread(1 % io::affinity::available_cpus());
-        let mut rx = afpacket::open_rx("lrp1", &PacketConfig::default()).expect("open rx");
-        let mut pool = FramePool::new(4096);
-        let mut batch = Batch::new();
-        ready_rx.store(true, Ordering::Release);
-        let mut idle_since = None;
-        loop {
-            if rx.rx_burst(&mut pool, &mut batch, 256) == 0 {
-                if stop_rx.load(Ordering::Acquire) {
-                    // Sender done: read what is left (blocks retire within 2 ms), then stop.
-                    let since = *idle_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > Duration::from_millis(100) {
-                        break;
-                    }
+/// What the sender did.
+struct Sent {
+    stats: io::PortStats,
+    errors: afpacket::TxErrors,
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+/// What the receiver got.
+struct Received {
+    stats: io::PortStats,
+    counters: afpacket::RxCounters,
+    kernel: afpacket::KernelStats,
+}
+
+/// The receiver on CPU 1: reads `lrp1` until the sender is done and the ring stays empty.
+fn receive(ns: &str, stop: &AtomicBool, ready: &AtomicBool) -> Received {
+    enter(ns);
+    let _ = io::affinity::pin_current_thread(1 % io::affinity::available_cpus());
+    let mut rx = afpacket::open_rx("lrp1", &PacketConfig::default()).expect("open rx");
+    let mut pool = FramePool::new(4096);
+    let mut batch = Batch::new();
+    ready.store(true, Ordering::Release);
+    let mut idle_since = None;
+    loop {
+        if rx.rx_burst(&mut pool, &mut batch, 256) == 0 {
+            if stop.load(Ordering::Acquire) {
+                // Sender done: read what is left (blocks retire within 2 ms), then stop.
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_millis(100) {
+                    break;
                 }
-                std::hint::spin_loop();
-                continue;
             }
-            idle_since = None;
-            for d in batch.drain() {
-                pool.free(d);
-            }
+            std::hint::spin_loop();
+            continue;
         }
-        let k = rx.kernel_stats();
-        (rx.stats(), rx.counters(), k)
-    });
-    while !ready.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(1));
+        idle_since = None;
+        for d in batch.drain() {
+            pool.free(d);
+        }
     }
+    let kernel = rx.kernel_stats();
+    Received { stats: rx.stats(), counters: rx.counters(), kernel }
+}
 
-    let name = ns.0.clone();
-    let sender = std::thread::spawn(move || {
-        enter(&name);
-        let _ = io::affinity::pin_current_thread(0);
-        let mut tx = afpacket::open_tx("lrp0", &PacketConfig::default()).expect("open tx");
-        let mut pool = FramePool::new(4096);
-        let mut batch = Batch::new();
-        let mut frame = [0u8; 60];
-        frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-        frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-        frame[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-        let cpu0 = thread_cpu();
-        let start = Instant::now();
-        let end = start + Duration::from_secs(secs);
-        let mut seq = 0u32;
-        while Instant::now() < end {
-            for _ in 0..64 {
-                let mut d = pool.alloc().expect("pool");
-                frame[14..18].copy_from_slice(&seq.to_be_bytes());
-                seq = seq.wrapping_add(1);
-                pool.write(&mut d, &frame);
-                batch.push(d);
-            }
-            tx.tx_burst(&mut pool, &mut batch);
+/// The sender on CPU 0: numbered 60-byte frames to `lrp0` for `secs` seconds.
+fn send(ns: &str, secs: u64) -> Sent {
+    enter(ns);
+    let _ = io::affinity::pin_current_thread(0);
+    let mut tx = afpacket::open_tx("lrp0", &PacketConfig::default()).expect("open tx");
+    let mut pool = FramePool::new(4096);
+    let mut batch = Batch::new();
+    let mut frame = [0u8; 60];
+    frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    frame[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    let cpu0 = thread_cpu();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(secs);
+    let mut seq = 0u32;
+    while Instant::now() < end {
+        for _ in 0..64 {
+            let mut d = pool.alloc().expect("pool");
+            frame[14..18].copy_from_slice(&seq.to_be_bytes());
+            seq = seq.wrapping_add(1);
+            pool.write(&mut d, &frame);
+            batch.push(d);
         }
-        tx.flush(&mut pool);
-        (tx.stats(), tx.errors(), start.elapsed(), thread_cpu() - cpu0)
-    });
-    let (ts, te, elapsed, cpu) = sender.join().expect("sender");
-    stop.store(true, Ordering::Release);
-    let (rs, rc, k) = receiver.join().expect("receiver");
+        tx.tx_burst(&mut pool, &mut batch);
+    }
+    tx.flush(&mut pool);
+    Sent { stats: tx.stats(), errors: tx.errors(), elapsed: start.elapsed(), cpu: thread_cpu() - cpu0 }
+}
 
-    let t = elapsed.as_secs_f64();
+fn report(s: &Sent, r: &Received) {
+    let t = s.elapsed.as_secs_f64();
+    let (ts, te, cpu) = (&s.stats, &s.errors, s.cpu);
+    let (rs, rc, k) = (&r.stats, &r.counters, &r.kernel);
     let sent = ts.tx_packets;
     println!("60-byte frames, {t:.2} s, one sender thread (lrp0), one receiver thread (lrp1):");
     println!(

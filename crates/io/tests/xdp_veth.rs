@@ -138,79 +138,9 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
             assert_eq!(prog, "lr_xsk");
         }
 
-        // 1. lrx0 -> lrx1: 200 frames of assorted sizes, in two bursts.
-        let frames: Vec<Vec<u8>> = (0..200).map(|i| ipv4_frame(i, 60 + (i as usize * 7) % 1400)).collect();
-        send(&mut pool, &mut tx0, &frames[..100]);
-        send(&mut pool, &mut tx0, &frames[100..]);
-        let got = recv(&mut pool, &mut rx1, &mut [&mut tx0], 200);
-        let mut seen = [false; 200];
-        for d in &got {
-            let bytes = pool.frame(*d);
-            let seq = marked_seq(bytes).expect("only test frames on lrx1") as usize;
-            assert_eq!(bytes, &frames[seq][..], "frame {seq} intact");
-            assert_eq!(d.port, 1);
-            assert!(!seen[seq], "frame {seq} twice");
-            seen[seq] = true;
-            if rx1.mode().1 {
-                assert!(d.addr % FRAME_SIZE as u32 >= xdp::RX_HEADROOM);
-            } else {
-                assert_eq!(d.addr % FRAME_SIZE as u32, xdp::RX_HEADROOM);
-            }
-        }
-        assert_eq!(got.len(), 200, "received {} of 200", got.len());
-        assert_eq!(rx1.stats().rx_packets, 200);
-        assert_eq!(tx0.stats().tx_packets, 200);
-        assert_eq!(tx0.stats().tx_dropped, 0);
-        for d in got {
-            pool.free(d);
-        }
-
-        // 2. The program steers by EtherType: IPv4, IPv6, ARP and VLAN-tagged frames to the
-        //    socket (the router answers ARP itself); LLDP to the kernel.
-        let ether = |dst: &[u8; 6], ty: u16| {
-            let mut f = dst.to_vec();
-            f.extend_from_slice(&MAC0);
-            f.extend_from_slice(&ty.to_be_bytes());
-            f.resize(80, 0x5a);
-            f
-        };
-        let lldp = ether(&[0x01, 0x80, 0xc2, 0, 0, 0x0e], 0x88cc);
-        let (vlan, qinq, ipv6) = (ether(&MAC1, 0x8100), ether(&MAC1, 0x88a8), ether(&MAC1, 0x86dd));
-        let arp = arp_request();
-        let burst = [arp.clone(), lldp, vlan.clone(), qinq.clone(), ipv6.clone(), ipv4_frame(1000, 60)];
-        send(&mut pool, &mut tx0, &burst);
-        let got = recv(&mut pool, &mut rx1, &mut [&mut tx0], 1);
-        let got_bytes: Vec<Vec<u8>> = got.iter().map(|d| pool.frame(*d).to_vec()).collect();
-        assert_eq!(got_bytes, [arp, vlan, qinq, ipv6, ipv4_frame(1000, 60)], "LLDP does not reach the socket");
-        for d in got {
-            pool.free(d);
-        }
-
-        // 3. Shared UMEM forwarding: receive on lrx1, send the same descriptors back out of
-        //    lrx1, receive them on lrx0. No byte is copied in user space.
-        let frames: Vec<Vec<u8>> = (2000..2064).map(|i| ipv4_frame(i, 128)).collect();
-        send(&mut pool, &mut tx0, &frames);
-        let got = recv(&mut pool, &mut rx1, &mut [&mut tx0], 64);
-        assert_eq!(got.len(), 64);
-        let mut batch = Batch::new();
-        for d in &got {
-            batch.push(*d);
-        }
-        tx1.tx_burst(&mut pool, &mut batch);
-        let back = recv(&mut pool, &mut rx0, &mut [&mut tx0, &mut tx1], 64);
-        assert_eq!(back.len(), 64, "forwarded {} of 64", back.len());
-        let mut seqs: Vec<u32> = back.iter().map(|d| marked_seq(pool.frame(*d)).unwrap()).collect();
-        seqs.sort();
-        assert_eq!(seqs, (2000..2064).collect::<Vec<_>>());
-        for d in &back {
-            let seq = marked_seq(pool.frame(*d)).unwrap();
-            assert_eq!(pool.frame(*d), &frames[(seq - 2000) as usize][..]);
-            assert_eq!(d.port, 0);
-        }
-        assert_eq!(tx1.stats().tx_packets, 64);
-        for d in back {
-            pool.free(d);
-        }
+        assorted_frames_arrive_intact(&mut pool, &mut rx1, &mut tx0);
+        steered_by_ethertype(&mut pool, &mut rx1, &mut tx0);
+        forwarded_on_the_shared_umem(&mut pool, &mut rx0, &mut tx0, &mut rx1, &mut tx1);
 
         // Every sent frame completes and returns to the pool.
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -231,6 +161,86 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
         assert_eq!(xdp::attached_program("lrx1").unwrap(), None);
         assert_eq!(xdp::attached_program("lrx0").unwrap(), None);
     });
+}
+
+/// lrx0 -> lrx1: 200 frames of assorted sizes, in two bursts, each received once and intact.
+fn assorted_frames_arrive_intact(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) {
+    let frames: Vec<Vec<u8>> = (0..200).map(|i| ipv4_frame(i, 60 + (i as usize * 7) % 1400)).collect();
+    send(pool, tx0, &frames[..100]);
+    send(pool, tx0, &frames[100..]);
+    let got = recv(pool, rx1, &mut [&mut *tx0], 200);
+    let mut seen = [false; 200];
+    for d in &got {
+        let bytes = pool.frame(*d);
+        let seq = marked_seq(bytes).expect("only test frames on lrx1") as usize;
+        assert_eq!(bytes, &frames[seq][..], "frame {seq} intact");
+        assert_eq!(d.port, 1);
+        assert!(!seen[seq], "frame {seq} twice");
+        seen[seq] = true;
+        if rx1.mode().1 {
+            assert!(d.addr % FRAME_SIZE as u32 >= xdp::RX_HEADROOM);
+        } else {
+            assert_eq!(d.addr % FRAME_SIZE as u32, xdp::RX_HEADROOM);
+        }
+    }
+    assert_eq!(got.len(), 200, "received {} of 200", got.len());
+    assert_eq!(rx1.stats().rx_packets, 200);
+    assert_eq!(tx0.stats().tx_packets, 200);
+    assert_eq!(tx0.stats().tx_dropped, 0);
+    for d in got {
+        pool.free(d);
+    }
+}
+
+/// The program steers by EtherType: IPv4, IPv6, ARP and VLAN-tagged frames to the socket
+/// (the router answers ARP itself); LLDP to the kernel.
+fn steered_by_ethertype(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) {
+    let ether = |dst: &[u8; 6], ty: u16| {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&MAC0);
+        f.extend_from_slice(&ty.to_be_bytes());
+        f.resize(80, 0x5a);
+        f
+    };
+    let lldp = ether(&[0x01, 0x80, 0xc2, 0, 0, 0x0e], 0x88cc);
+    let (vlan, qinq, ipv6) = (ether(&MAC1, 0x8100), ether(&MAC1, 0x88a8), ether(&MAC1, 0x86dd));
+    let arp = arp_request();
+    let burst = [arp.clone(), lldp, vlan.clone(), qinq.clone(), ipv6.clone(), ipv4_frame(1000, 60)];
+    send(pool, tx0, &burst);
+    let got = recv(pool, rx1, &mut [&mut *tx0], 1);
+    let got_bytes: Vec<Vec<u8>> = got.iter().map(|d| pool.frame(*d).to_vec()).collect();
+    assert_eq!(got_bytes, [arp, vlan, qinq, ipv6, ipv4_frame(1000, 60)], "LLDP does not reach the socket");
+    for d in got {
+        pool.free(d);
+    }
+}
+
+/// Shared UMEM forwarding: receive on lrx1, send the same descriptors back out of lrx1,
+/// receive them on lrx0. No byte is copied in user space.
+fn forwarded_on_the_shared_umem(pool: &mut FramePool, rx0: &mut XdpRx, tx0: &mut XdpTx, rx1: &mut XdpRx, tx1: &mut XdpTx) {
+    let frames: Vec<Vec<u8>> = (2000..2064).map(|i| ipv4_frame(i, 128)).collect();
+    send(pool, tx0, &frames);
+    let got = recv(pool, rx1, &mut [&mut *tx0], 64);
+    assert_eq!(got.len(), 64);
+    let mut batch = Batch::new();
+    for d in &got {
+        batch.push(*d);
+    }
+    tx1.tx_burst(pool, &mut batch);
+    let back = recv(pool, rx0, &mut [&mut *tx0, &mut *tx1], 64);
+    assert_eq!(back.len(), 64, "forwarded {} of 64", back.len());
+    let mut seqs: Vec<u32> = back.iter().map(|d| marked_seq(pool.frame(*d)).unwrap()).collect();
+    seqs.sort();
+    assert_eq!(seqs, (2000..2064).collect::<Vec<_>>());
+    for d in &back {
+        let seq = marked_seq(pool.frame(*d)).unwrap();
+        assert_eq!(pool.frame(*d), &frames[(seq - 2000) as usize][..]);
+        assert_eq!(d.port, 0);
+    }
+    assert_eq!(tx1.stats().tx_packets, 64);
+    for d in back {
+        pool.free(d);
+    }
 }
 
 #[test]

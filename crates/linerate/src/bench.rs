@@ -1,9 +1,9 @@
-//! `linerate bench`: command-line front of `dataplane::bench`.
+//! `linerate bench`: command-line front of the `bench` crate.
 
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use dataplane::bench::{self, BenchConfig, BenchFirewall, RouteSource};
+use ::bench::{BenchConfig, BenchFirewall, BenchFirewallResult, BenchResult, RouteSource};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -88,6 +88,19 @@ pub enum RuleShape {
 }
 
 pub fn main(args: BenchArgs) -> Result<()> {
+    let cfg = bench_config(&args)?;
+    announce(&cfg);
+    let res = ::bench::run(&cfg, |i, mpps| eprintln!("  run {}: {mpps:.2} Mpps", i + 1))?;
+    print_figures(&res);
+    let firewall = res.firewall.as_ref().map(|f| print_firewall(&args, &cfg, f));
+    if args.json {
+        println!("{}", result_json(&cfg, &res, firewall));
+    }
+    Ok(())
+}
+
+/// The bench's settings from the command line (defaults filled in, ranges checked).
+fn bench_config(args: &BenchArgs) -> Result<BenchConfig> {
     let routes = match (&args.routes_file, args.routes) {
         (Some(path), _) => RouteSource::File(path.clone()),
         (None, Some(n)) => RouteSource::Synthetic(n),
@@ -100,7 +113,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         bail!("--batch {} out of range 1-256", args.batch);
     }
     let cpu = args.cpu.unwrap_or_else(|| io::affinity::available_cpus().saturating_sub(1));
-    let cfg = BenchConfig {
+    Ok(BenchConfig {
         routes,
         flows: args.flows,
         frame_size: args.frame_size.unwrap_or(if args.ipv6 { 62 } else { 60 }),
@@ -113,22 +126,32 @@ pub fn main(args: BenchArgs) -> Result<()> {
         cpu: Some(cpu),
         workers: args.workers,
         warmup: std::time::Duration::from_millis(args.warmup_ms),
-        firewall: (args.rules.is_some() || args.table_size.is_some() || args.states.is_some() || args.nat || args.log.is_some()).then(|| BenchFirewall {
-            rules: args.rules.unwrap_or(0),
-            table_size: args.table_size,
-            states: args.states,
-            realistic: args.rule_shape == RuleShape::Realistic,
-            nat: args.nat.then_some(args.nat_sessions.unwrap_or(0)),
-            log: args.log,
-        }),
+        firewall: bench_firewall(args),
         ..BenchConfig::default()
-    };
+    })
+}
+
+/// The firewall's rule set, if any of the firewall options is given.
+fn bench_firewall(args: &BenchArgs) -> Option<BenchFirewall> {
+    (args.rules.is_some() || args.table_size.is_some() || args.states.is_some() || args.nat || args.log.is_some()).then(|| BenchFirewall {
+        rules: args.rules.unwrap_or(0),
+        table_size: args.table_size,
+        states: args.states,
+        realistic: args.rule_shape == RuleShape::Realistic,
+        nat: args.nat.then_some(args.nat_sessions.unwrap_or(0)),
+        log: args.log,
+    })
+}
+
+/// What is about to be measured, on stderr.
+fn announce(cfg: &BenchConfig) {
     let family = if cfg.ipv6 { "IPv6" } else { "IPv4" };
     let source = match (&cfg.pcap, &cfg.routes) {
         (Some(p), _) => format!("capture {}", p.display()),
         (None, RouteSource::Synthetic(n)) => format!("{} flows, synthetic {n}-route table", cfg.flows),
         (None, RouteSource::File(p)) => format!("{} flows, routes from {}", cfg.flows, p.display()),
     };
+    let cpu = cfg.cpu.unwrap_or(0);
     eprintln!(
         "bench: {family}, {source}, {}-byte frames, batch {}, {}, {} runs x {} s",
         cfg.frame_size,
@@ -137,7 +160,10 @@ pub fn main(args: BenchArgs) -> Result<()> {
         cfg.runs,
         cfg.seconds
     );
-    let res = bench::run(&cfg, |i, mpps| eprintln!("  run {}: {mpps:.2} Mpps", i + 1))?;
+}
+
+/// The rate, the runs and the packet counters.
+fn print_figures(res: &BenchResult) {
     println!("forwarded: {:.2} Mpps (median of {} runs), {:.1} ns/packet", res.mpps, res.runs_mpps.len(), res.ns_per_packet);
     println!("runs (Mpps): {}", res.runs_mpps.iter().map(|m| format!("{m:.2}")).collect::<Vec<_>>().join(" "));
     println!("setup: {:.2} s for {} routes, {} flows", res.setup.as_secs_f64(), res.routes, res.flows);
@@ -146,73 +172,75 @@ pub fn main(args: BenchArgs) -> Result<()> {
     for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
         println!("  drop {:<20} {n}", reason.name());
     }
-    let firewall = res.firewall.as_ref().map(|f| {
+}
+
+/// Prints the firewall's figures; returns them as the JSON output's `firewall` object.
+fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) -> serde_json::Value {
+    println!(
+        "firewall: {} rules compiled in {:.2} s ({:.1} MiB), {} states prefilled in {:.2} s (limit {}, table {:.1} MiB)",
+        f.rules,
+        f.compile.as_secs_f64(),
+        f.classifier_bytes as f64 / (1 << 20) as f64,
+        f.prefilled_states,
+        f.prefill.as_secs_f64(),
+        f.state_limit,
+        f.state_table_bytes as f64 / (1 << 20) as f64
+    );
+    if cfg.firewall.as_ref().is_some_and(|f| f.nat.is_some()) {
         println!(
-            "firewall: {} rules compiled in {:.2} s ({:.1} MiB), {} states prefilled in {:.2} s (limit {}, table {:.1} MiB)",
-            f.rules,
-            f.compile.as_secs_f64(),
-            f.classifier_bytes as f64 / (1 << 20) as f64,
-            f.prefilled_states,
-            f.prefill.as_secs_f64(),
-            f.state_limit,
-            f.state_table_bytes as f64 / (1 << 20) as f64
+            "nat: {} translations prefilled, {} in use at the end, table {:.1} MiB ({:.0} bytes per translation)",
+            f.nat_prefilled,
+            f.nat_sessions,
+            f.nat_table_bytes as f64 / (1 << 20) as f64,
+            f.nat_table_bytes as f64 / f.nat_sessions.max(1) as f64
         );
-        if cfg.firewall.as_ref().is_some_and(|f| f.nat.is_some()) {
-            println!(
-                "nat: {} translations prefilled, {} in use at the end, table {:.1} MiB ({:.0} bytes per translation)",
-                f.nat_prefilled,
-                f.nat_sessions,
-                f.nat_table_bytes as f64 / (1 << 20) as f64,
-                f.nat_table_bytes as f64 / f.nat_sessions.max(1) as f64
-            );
-        }
-        if let Some(l) = &f.log {
-            let v = |i: usize| l[i].load(std::sync::atomic::Ordering::Relaxed);
-            println!("log: {} records, rate limit refused {}, ring full {}", v(0), v(1), v(2));
-        }
-        let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
-        let matched: Vec<serde_json::Value> = f
-            .matched
-            .iter()
-            .map(|r| serde_json::json!({"rule": r.rule, "line": r.line, "packets": r.packets, "bytes": r.bytes, "states": r.states}))
-            .collect();
-        serde_json::json!({
-            "rules": f.rules,
-            "rule_shape": format!("{:?}", args.rule_shape).to_lowercase(),
-            "table_size": args.table_size,
-            "compile_s": f.compile.as_secs_f64(),
-            "classifier_bytes": f.classifier_bytes,
-            "state_limit": f.state_limit,
-            "state_table_bytes": f.state_table_bytes,
-            "prefilled_states": f.prefilled_states,
-            "prefill_s": f.prefill.as_secs_f64(),
-            "states": states,
-            "matched_rules": matched,
-        })
-    });
-    if args.json {
-        let drops: serde_json::Map<String, serde_json::Value> =
-            c.drops_by_reason().map(|(r, n)| (r.name().to_owned(), n.into())).collect();
-        let out = serde_json::json!({
-            "mpps": res.mpps,
-            "ns_per_packet": res.ns_per_packet,
-            "runs": res.runs_mpps,
-            "drops": drops,
-            "rx": c.rx,
-            "forwarded": c.forwarded,
-            "local": c.local,
-            "routes": res.routes,
-            "flows": res.flows,
-            "frame_size": res.frame_size,
-            "ipv6": cfg.ipv6,
-            "vlan": cfg.vlan,
-            "batch": cfg.batch,
-            "cpu": cpu,
-            "workers": cfg.workers,
-            "flows_per_worker": res.flows_per_worker,
-            "firewall": firewall,
-        });
-        println!("{out}");
     }
-    Ok(())
+    if let Some(l) = &f.log {
+        let v = |i: usize| l[i].load(std::sync::atomic::Ordering::Relaxed);
+        println!("log: {} records, rate limit refused {}, ring full {}", v(0), v(1), v(2));
+    }
+    let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
+    let matched: Vec<serde_json::Value> = f
+        .matched
+        .iter()
+        .map(|r| serde_json::json!({"rule": r.rule, "line": r.line, "packets": r.packets, "bytes": r.bytes, "states": r.states}))
+        .collect();
+    serde_json::json!({
+        "rules": f.rules,
+        "rule_shape": format!("{:?}", args.rule_shape).to_lowercase(),
+        "table_size": args.table_size,
+        "compile_s": f.compile.as_secs_f64(),
+        "classifier_bytes": f.classifier_bytes,
+        "state_limit": f.state_limit,
+        "state_table_bytes": f.state_table_bytes,
+        "prefilled_states": f.prefilled_states,
+        "prefill_s": f.prefill.as_secs_f64(),
+        "states": states,
+        "matched_rules": matched,
+    })
+}
+
+/// The `--json` line.
+fn result_json(cfg: &BenchConfig, res: &BenchResult, firewall: Option<serde_json::Value>) -> serde_json::Value {
+    let c = &res.counts;
+    let drops: serde_json::Map<String, serde_json::Value> = c.drops_by_reason().map(|(r, n)| (r.name().to_owned(), n.into())).collect();
+    serde_json::json!({
+        "mpps": res.mpps,
+        "ns_per_packet": res.ns_per_packet,
+        "runs": res.runs_mpps,
+        "drops": drops,
+        "rx": c.rx,
+        "forwarded": c.forwarded,
+        "local": c.local,
+        "routes": res.routes,
+        "flows": res.flows,
+        "frame_size": res.frame_size,
+        "ipv6": cfg.ipv6,
+        "vlan": cfg.vlan,
+        "batch": cfg.batch,
+        "cpu": cfg.cpu,
+        "workers": cfg.workers,
+        "flows_per_worker": res.flows_per_worker,
+        "firewall": firewall,
+    })
 }

@@ -19,7 +19,7 @@ pub fn main(args: CheckArgs) -> Result<()> {
     for iface in &mut cfg.interfaces {
         iface.mac.get_or_insert(config::MacAddr([0x02, 0, 0, 0, 0, 0]));
     }
-    dataplane::fib::from_config(&cfg)?;
+    setup::fib(&cfg)?;
     // The rule file is parsed and compiled as `run` would (interface names -> port indices in
     // the config's interface order), so a file that `check` accepts loads at run time.
     let rules = match &cfg.firewall {

@@ -106,8 +106,8 @@ fn try_reload(state: &RouterState) -> Result<String> {
 }
 
 /// The static routes of `cfg` as the FIB takes them (next hops resolved to this run's ports).
-fn static_routes(state: &RouterState, cfg: &Config) -> Result<Vec<(std::net::IpAddr, u8, dataplane::fib::Target)>> {
-    dataplane::fib::static_routes(cfg, &state.ports).with_context(|| format!("{}: static routes", cfg.path.display()))
+fn static_routes(state: &RouterState, cfg: &Config) -> Result<Vec<dataplane::fib::StaticRoute>> {
+    setup::static_routes(cfg, &state.ports).with_context(|| format!("{}: static routes", cfg.path.display()))
 }
 
 /// The rules a reload publishes, and their text for `show rules`.

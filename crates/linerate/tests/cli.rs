@@ -49,7 +49,7 @@ fn bench_ipv6_and_route_file() {
 
 #[test]
 fn bench_pcap_replays_a_capture() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dataplane/tests/golden/input.pcap");
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../setup/tests/golden/input.pcap");
     let out = linerate()
         .args(["bench", "--pcap", pcap.to_str().unwrap(), "--routes", "100", "--runs", "1", "--seconds", "0.1", "--json"])
         .output()

@@ -28,6 +28,14 @@ pub enum Target {
     Unreachable,
 }
 
+/// A static route: `prefix/len` to `target`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticRoute {
+    pub prefix: IpAddr,
+    pub len: u8,
+    pub target: Target,
+}
+
 /// What a set of static routes changed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RouteChanges {
@@ -138,10 +146,10 @@ impl FibControl {
     /// Makes the static routes exactly `routes`: new and changed ones are installed first
     /// (in place), then the ones no longer listed are removed; unchanged ones are not
     /// touched. Stops at the first error (the FIB full), leaving what was done so far.
-    pub fn set_static_routes(&mut self, routes: &[(IpAddr, u8, Target)]) -> Result<RouteChanges, FibError> {
+    pub fn set_static_routes(&mut self, routes: &[StaticRoute]) -> Result<RouteChanges, FibError> {
         let mut c = RouteChanges::default();
         let mut listed = HashMap::with_capacity(routes.len());
-        for (prefix, len, target) in routes {
+        for StaticRoute { prefix, len, target } in routes {
             let key = (masked(*prefix, *len), *len);
             listed.insert(key, ());
             match self.statics.get(&key) {

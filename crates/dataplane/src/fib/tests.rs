@@ -160,7 +160,7 @@ fn static_route_sets_change_only_what_changed() {
     let mut ctl = FibControl::new(64);
     let fib = ctl.fib();
     let (a, b) = (v4([198, 19, 0, 2]), v4([198, 19, 0, 3]));
-    let set = |routes: &[([u8; 4], u8, Target)]| routes.iter().map(|(p, l, t)| (v4(*p), *l, t.clone())).collect::<Vec<_>>();
+    let set = |routes: &[([u8; 4], u8, Target)]| routes.iter().map(|(p, l, t)| StaticRoute { prefix: v4(*p), len: *l, target: t.clone() }).collect::<Vec<_>>();
     let first = set(&[([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([30, 0, 0, 0], 8, Target::Connected(1))]);
     let c = ctl.set_static_routes(&first).unwrap();
     assert_eq!((c.added, c.changed, c.removed, c.unchanged), (3, 0, 0, 0));

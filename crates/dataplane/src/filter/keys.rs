@@ -98,7 +98,7 @@ fn tcp_segment(l4: &[u8]) -> Option<TcpSegment> {
 /// header). Ports, ICMP type/code and TCP fields are read only from a first fragment whose L4
 /// header is complete; otherwise they stay 0 / `None` (rules with ports then do not match).
 /// Always inlined: it has two callers (the fast path's fallback, and the pass without states
-/// where it is every packet's work), and a call cost the latter some 30 instructions.
+/// where it is every packet's work), and the latter should not pay for a call.
 #[inline(always)]
 pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut PacketKey, tcp: &mut Option<TcpSegment>) {
     let bytes = frame.get(l3..).unwrap_or(&[]);

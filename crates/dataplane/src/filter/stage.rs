@@ -11,7 +11,7 @@
 //!
 //! * small enough to stay cached ([`CACHED_TABLE_BYTES`]): each packet looked up as soon as
 //!   its flow is read. When no IPv6 packet is to route, the loop walks the classify pass's
-//!   list of IPv4 headers ([`V4At`]) rather than the batch;
+//!   list of IPv4 headers ([`RoutedV4`]) rather than the batch;
 //! * larger: VPP's and DPDK's batched lookup. Read and hash every packet's flow and prefetch
 //!   its index line; then probe every index line and prefetch the state it names; then the
 //!   two loops, the quick one starting from the probes' results. The cache misses of a batch
@@ -29,32 +29,43 @@ use crate::counters::DropReason;
 
 /// Bytes of state table (the index, and the slots up to their high-water mark) up to which
 /// each flow is looked up as soon as it is read: a mid-size L2 cache. The batched lookup's
-/// extra loops cost some 90 instructions per packet (callgrind), which only pays off when
-/// lookups miss the cache: with 2000 states, looking up at once forwards 5-10% more packets.
+/// extra loops cost instructions that only pay off when lookups miss the cache
+/// (docs/performance.md, "Measurements behind the code").
 const CACHED_TABLE_BYTES: usize = 1 << 20;
 
 /// How the filter pass sees the classify pass's decision for a packet.
 pub(crate) trait Routed {
-    /// For a packet to route: the offset of its IP header, whether it is IPv4, and the
-    /// logical port it came in on (an interface or VLAN sub-interface: what `on IFACE` names).
-    fn routed(&self) -> Option<(usize, bool, u16)>;
+    /// Where a packet to route is and where it came from (`None`: not to route).
+    fn routed(&self) -> Option<RoutedPacket>;
     /// Drops the packet for `reason`.
     fn drop_for(&mut self, reason: DropReason);
 }
 
-/// Where an IPv4 packet to route is: the pool address of its IP header, and its index in the
-/// batch. The classify pass lists them for the quick loop, which then reads neither the
-/// batch's descriptors nor its decisions.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct V4At {
-    pub hdr: u32,
-    pub at: u16,
+/// A packet the classify pass found routable.
+#[derive(Clone, Copy)]
+pub(crate) struct RoutedPacket {
+    /// The offset of its IP header in the frame.
+    pub l3: usize,
+    pub v4: bool,
+    /// The logical port it came in on (an interface or VLAN sub-interface: what `on IFACE`
+    /// names).
+    pub in_port: u16,
 }
 
-/// An IPv4 packet's flow for the fast path (`valid`: a TCP or UDP packet whose flow
-/// [`keys::lean_v4`] read).
+/// Where an IPv4 packet to route is. The classify pass lists them for the quick loop, which
+/// then reads neither the batch's descriptors nor its decisions.
 #[derive(Clone, Copy, Default)]
-struct Lean {
+pub(crate) struct RoutedV4 {
+    /// The pool address of its IP header.
+    pub header_addr: u32,
+    /// Its index in the batch.
+    pub index: u16,
+}
+
+/// An IPv4 packet's flow as the batched lookup reads it straight from the header, hashed and
+/// probed (`valid`: a TCP or UDP packet whose flow [`keys::lean_v4`] read).
+#[derive(Clone, Copy, Default)]
+struct LeanFlow {
     flow: FlowV4,
     hash: u64,
     /// Batched lookup only: where the index probe stopped ([`fw::state::StateTable::probe`]).
@@ -80,7 +91,7 @@ pub(crate) struct FilterStage {
     /// Some packet of the batch needs the out pass. Otherwise the apply pass runs as without
     /// a firewall.
     pub out_pass: bool,
-    lean: Box<[Lean; MAX_BATCH]>,
+    lean_flows: Box<[LeanFlow; MAX_BATCH]>,
     /// The packets the quick loop left to the general path, by index in the batch.
     left: Box<[u16; MAX_BATCH]>,
     /// IPv4 datagrams in fragments: later fragments take their first's ports.
@@ -129,7 +140,7 @@ impl FilterStage {
             settled: Box::new([false; MAX_BATCH]),
             tickets: Box::new([Ticket::default(); MAX_BATCH]),
             out_pass: false,
-            lean: Box::new([Lean::default(); MAX_BATCH]),
+            lean_flows: Box::new([LeanFlow::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
             nat,
@@ -142,7 +153,7 @@ impl FilterStage {
     /// `v4`: where the IPv4 packets to route are, in order; `only_v4`: no other packet is
     /// to route).
     #[inline(always)]
-    pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[V4At], only_v4: bool) {
+    pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4], only_v4: bool) {
         self.out_pass = false;
         let n = descs.len().min(steps.len()).min(MAX_BATCH);
         let (descs, steps) = (&descs[..n], &mut steps[..n]);
@@ -167,8 +178,8 @@ impl FilterStage {
     #[inline(always)]
     fn rules_only<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
         for (i, (step, &desc)) in steps.iter_mut().zip(descs).enumerate() {
-            if let Some((l3, v4, port)) = step.routed() {
-                let r = self.by_key(pool.frame(desc), l3, v4, port, i, Prior::Unknown);
+            if let Some(RoutedPacket { l3, v4, in_port }) = step.routed() {
+                let r = self.by_key(pool.frame(desc), l3, v4, in_port, i, Prior::Unknown);
                 self.record(i, step, r);
             }
         }
@@ -177,7 +188,7 @@ impl FilterStage {
     /// A cached table: the quick loop over the batch ([`fw::state::QuickHits`]: hits of steady
     /// UDP states), then lookups one after the other for the packets it left, in order.
     #[inline(always)]
-    fn cached<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[V4At], only_v4: bool) {
+    fn cached<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4], only_v4: bool) {
         if !self.fw.quick_loop() {
             let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
             return self.in_order::<S, false>(pool, descs, steps, left);
@@ -188,7 +199,7 @@ impl FilterStage {
         if only_v4 {
             // Every packet to route is in `v4`: the loop reads their headers from the pool.
             for p in v4 {
-                let (hdr, i) = (p.hdr as usize, usize::from(p.at));
+                let (hdr, i) = (p.header_addr as usize, usize::from(p.index));
                 let q = match pool.peek(hdr).and_then(keys::lean_udp_v4) {
                     Some((flow, len)) => Quick::of(quick.udp_v4(&flow, len), false),
                     None => Quick::of(false, pool.peek::<20>(hdr).is_some_and(|h| keys::is_udp_v4(h, 0))),
@@ -201,7 +212,7 @@ impl FilterStage {
             return self.in_order::<S, false>(pool, descs, steps, left);
         }
         for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
-            let Some((l3, v4, _)) = step.routed() else { continue };
+            let Some(RoutedPacket { l3, v4, .. }) = step.routed() else { continue };
             let frame = pool.frame(*desc);
             let lean = if v4 { frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4) } else { None };
             let hit = lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len));
@@ -219,7 +230,7 @@ impl FilterStage {
     #[allow(clippy::too_many_arguments)]
     fn lookup<S: Routed>(&mut self, i: usize, step: &mut S, flow: &FlowV4, h: u64, probe: Option<u32>, len: u16, pool: &FramePool, desc: FrameDesc, l3: usize) {
         let hit = self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
-        let port = step.routed().map_or(desc.port, |r| r.2);
+        let port = step.routed().map_or(desc.port, |r| r.in_port);
         // A packet the state decides is logged here (`log (all)`); one that goes on to the
         // rules is logged once, after them (`by_key`).
         if matches!(hit, Some(Ok(None) | Err(_))) && self.fw.has_log_hit() {
@@ -244,17 +255,17 @@ impl FilterStage {
         for (i, (step, &desc)) in steps.iter().zip(descs).enumerate() {
             let frame = pool.frame(desc);
             let routed = step.routed();
-            let l = routed.and_then(|(l3, v4, _)| lean(frame, l3, v4, &mut self.tcp[i % MAX_BATCH]));
-            self.lean[i % MAX_BATCH] = match l {
+            let l = routed.and_then(|r| lean(frame, r.l3, r.v4, &mut self.tcp[i % MAX_BATCH]));
+            self.lean_flows[i % MAX_BATCH] = match l {
                 Some((flow, len)) => {
                     let hash = table.hash_v4(&flow);
                     table.prefetch_index(hash);
-                    Lean { flow, hash, probe: 0, len, valid: true, odd_udp: false }
+                    LeanFlow { flow, hash, probe: 0, len, valid: true, odd_udp: false }
                 }
-                None => Lean { odd_udp: routed.is_some_and(|(l3, v4, _)| v4 && keys::is_udp_v4(frame, l3)), ..Lean::default() },
+                None => LeanFlow { odd_udp: routed.is_some_and(|r| r.v4 && keys::is_udp_v4(frame, r.l3)), ..LeanFlow::default() },
             };
         }
-        for l in self.lean[..descs.len()].iter_mut().filter(|l| l.valid) {
+        for l in self.lean_flows[..descs.len()].iter_mut().filter(|l| l.valid) {
             l.probe = table.probe(l.hash);
         }
         if !self.fw.quick_loop() {
@@ -263,7 +274,7 @@ impl FilterStage {
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
-        for (i, l) in self.lean[..descs.len()].iter().enumerate() {
+        for (i, l) in self.lean_flows[..descs.len()].iter().enumerate() {
             let hit = l.valid && l.flow.proto() == proto::UDP && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
             if !note(Quick::of(hit, l.odd_udp), i, descs.len(), &mut self.settled, &mut self.left, &mut left) {
                 break;
@@ -274,16 +285,16 @@ impl FilterStage {
     }
 
     /// The general lookup, in order, of the `left` packets the quick loop left (listed in
-    /// `self.left`); `BATCHED`: their flows were read, hashed and probed into `self.lean`.
+    /// `self.left`); `BATCHED`: their flows were read, hashed and probed into `self.lean_flows`.
     #[inline(always)]
     fn in_order<S: Routed, const BATCHED: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], left: usize) {
         for k in 0..left.min(MAX_BATCH) {
             let i = usize::from(self.left[k]);
             let (Some(step), Some(&desc)) = (steps.get_mut(i), descs.get(i)) else { continue };
-            let Some((l3, v4, port)) = step.routed() else { continue };
+            let Some(RoutedPacket { l3, v4, in_port }) = step.routed() else { continue };
             let i = i % MAX_BATCH;
             let flow = if BATCHED {
-                let l = &self.lean[i];
+                let l = &self.lean_flows[i];
                 l.valid.then_some((l.flow, l.hash, Some(l.probe), l.len))
             } else {
                 lean(pool.frame(desc), l3, v4, &mut self.tcp[i]).map(|(flow, len)| (flow, self.fw.state_table().hash_v4(&flow), None, len))
@@ -291,7 +302,7 @@ impl FilterStage {
             match flow {
                 Some((flow, hash, probe, len)) => self.lookup(i, step, &flow, hash, probe, len, pool, desc, l3),
                 None => {
-                    let r = self.by_key_cold(pool.frame(desc), l3, v4, port, i, Prior::Unknown);
+                    let r = self.by_key_cold(pool.frame(desc), l3, v4, in_port, i, Prior::Unknown);
                     self.record(i, step, r);
                 }
             }
@@ -310,7 +321,7 @@ impl FilterStage {
             }
             Err(DropReason::FilterBlocked) => {
                 // Where the apply pass finds the answer of a `block return` rule, if any.
-                self.refusals[i] = step.routed().zip(self.fw.take_refusal(&self.keys[i])).map(|((_, _, port), r)| (port, r));
+                self.refusals[i] = step.routed().zip(self.fw.take_refusal(&self.keys[i])).map(|(p, r)| (p.in_port, r));
                 step.drop_for(DropReason::FilterBlocked);
             }
             Err(reason) => step.drop_for(reason),

@@ -8,12 +8,19 @@ use super::PuntClass;
 
 const CLASSES: usize = PuntClass::ALL.len();
 
+/// A token bucket's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_second: u64,
+    pub burst: u64,
+}
+
 /// What one worker (or, before [`share`](Self::share), all of them) may punt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PuntPolicy {
-    /// Per class, in [`PuntClass`] order: its token bucket's rate per second and burst
-    /// (`None`: not policed here; ICMP errors are, by the forwarder, before the copy).
-    pub police: [Option<(u64, u64)>; CLASSES],
+    /// Per class, in [`PuntClass`] order: its token bucket (`None`: not policed here; ICMP
+    /// errors are, by the forwarder, before the copy).
+    pub police: [Option<RateLimit>; CLASSES],
     /// Per class: frames its queue to the slow path holds (all workers together).
     pub queue: [usize; CLASSES],
     /// Packets per unresolved next hop let through at once, and per second after that.
@@ -22,33 +29,29 @@ pub struct PuntPolicy {
 }
 
 impl PuntPolicy {
-    /// The config's `[router.punt]`.
-    pub fn from_config(p: &config::PuntSettings) -> PuntPolicy {
-        let c = |l: config::PuntClassLimits| Some((u64::from(l.rate), u64::from(l.burst)));
-        let q = |l: config::PuntClassLimits| l.queue as usize;
-        PuntPolicy {
-            police: [c(p.arp_nd), c(p.local), c(p.resolve), c(p.fragment), None],
-            queue: [q(p.arp_nd), q(p.local), q(p.resolve), q(p.fragment), p.icmp_error_queue as usize],
-            next_hop_burst: u64::from(p.next_hop_burst),
-            next_hop_rate: u64::from(p.next_hop_rate),
-        }
-    }
-
     /// One worker's share of the class rates and bursts, out of `workers` (at least 1 each).
     /// Per-next-hop limits stay as they are: they are per worker already.
     pub fn share(&self, workers: usize) -> PuntPolicy {
         let n = workers.max(1) as u64;
         let mut out = *self;
         for p in out.police.iter_mut().flatten() {
-            *p = (p.0.div_ceil(n), p.1.div_ceil(n));
+            *p = RateLimit { per_second: p.per_second.div_ceil(n), burst: p.burst.div_ceil(n) };
         }
         out
     }
 }
 
+/// The defaults of the config's `[router.punt]` (linerate's `setup` crate checks that they
+/// agree).
 impl Default for PuntPolicy {
     fn default() -> Self {
-        PuntPolicy::from_config(&config::PuntSettings::default())
+        let limit = |per_second, burst| Some(RateLimit { per_second, burst });
+        PuntPolicy {
+            police: [limit(10_000, 1_000), limit(10_000, 1_000), limit(5_000, 500), limit(20_000, 2_000), None],
+            queue: [1_024, 1_024, 1_024, 1_024, 256],
+            next_hop_burst: 8,
+            next_hop_rate: 4,
+        }
     }
 }
 

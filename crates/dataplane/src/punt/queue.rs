@@ -80,7 +80,7 @@ impl PuntSender {
             queues,
             bell,
             fib,
-            police: policy.police.map(|p| p.map(|(rate, burst)| TokenBucket::new(rate, burst))),
+            police: policy.police.map(|p| p.map(|l| TokenBucket::new(l.per_second, l.burst))),
             next_hop: NextHopThrottle::new(policy.next_hop_rate, policy.next_hop_burst),
             policy,
             counters: stats.register(),

@@ -105,7 +105,7 @@ impl Stage {
 }
 
 fn generous() -> PuntPolicy {
-    PuntPolicy { police: [Some((1_000_000, 1_000_000)); 5], queue: [2; 5], ..PuntPolicy::default() }
+    PuntPolicy { police: [Some(RateLimit { per_second: 1_000_000, burst: 1_000_000 }); 5], queue: [2; 5], ..PuntPolicy::default() }
 }
 
 #[test]
@@ -127,7 +127,7 @@ fn copies_serves_arp_nd_first_and_counts_full_queues() {
 fn each_class_has_its_own_bucket() {
     let mut p = generous();
     p.queue = [1000; 5];
-    p.police[PuntClass::Local as usize] = Some((10, 2));
+    p.police[PuntClass::Local as usize] = Some(RateLimit { per_second: 10, burst: 2 });
     let mut s = stage(p);
     let local = udp_to(IpAddr::V4(v4("198.18.0.1")));
     let burst: Vec<_> = (0..5).map(|_| (local.clone(), Punt::Local)).chain([(arp(), Punt::Local)]).collect();
@@ -170,7 +170,7 @@ fn next_hops_are_throttled_gateways_as_one_connected_hosts_each() {
 #[test]
 fn a_burst_is_shared_among_workers() {
     let p = PuntPolicy::default().share(3);
-    assert_eq!(p.police[PuntClass::ArpNd as usize], Some((3_334, 334)));
+    assert_eq!(p.police[PuntClass::ArpNd as usize], Some(RateLimit { per_second: 3_334, burst: 334 }));
     assert_eq!(p.police[PuntClass::IcmpError as usize], None);
     assert_eq!(p.queue, PuntPolicy::default().queue, "queues are shared, not split");
 }

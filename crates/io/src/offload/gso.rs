@@ -46,7 +46,7 @@ impl GsoPlan {
             _ => return Err(Unsupported),
         };
         let (l3, et) = l3_start(frame).ok_or(Malformed)?;
-        let (ipv6, l4, proto) = match et {
+        let IpHeader { ipv6, l4, proto } = match et {
             ETH_IPV4 if kind != TCPV6 => ipv4_l4(frame, l3)?,
             ETH_IPV6 if kind != TCPV4 => ipv6_l4(frame, l3)?,
             _ => return Err(Malformed),
@@ -160,9 +160,18 @@ impl GsoPlan {
     }
 }
 
-/// (IPv6?, transport offset, protocol) of a GSO frame's IPv4 header: its total length must
-/// cover the frame exactly, and it must not be a fragment.
-fn ipv4_l4(frame: &[u8], l3: usize) -> Result<(bool, usize, u8), OffloadError> {
+/// What a GSO frame's IP header says.
+struct IpHeader {
+    ipv6: bool,
+    /// The offset of the transport header in the frame.
+    l4: usize,
+    /// The transport protocol.
+    proto: u8,
+}
+
+/// A GSO frame's IPv4 header: its total length must cover the frame exactly, and it must
+/// not be a fragment.
+fn ipv4_l4(frame: &[u8], l3: usize) -> Result<IpHeader, OffloadError> {
     let h: &[u8; 20] = frame.get(l3..).and_then(|b| b.first_chunk()).ok_or(OffloadError::Malformed)?;
     let ihl = usize::from(h[0] & 0xf) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
@@ -170,19 +179,19 @@ fn ipv4_l4(frame: &[u8], l3: usize) -> Result<(bool, usize, u8), OffloadError> {
     if h[0] >> 4 != 4 || ihl < 20 || total != frame.len() - l3 || fragment || l3 + ihl > frame.len() {
         return Err(OffloadError::Malformed);
     }
-    Ok((false, l3 + ihl, h[9]))
+    Ok(IpHeader { ipv6: false, l4: l3 + ihl, proto: h[9] })
 }
 
 /// The same for IPv6; extension headers are not cut (the kernel's senders put none on
 /// TSO/USO frames).
-fn ipv6_l4(frame: &[u8], l3: usize) -> Result<(bool, usize, u8), OffloadError> {
+fn ipv6_l4(frame: &[u8], l3: usize) -> Result<IpHeader, OffloadError> {
     let h: &[u8; 40] = frame.get(l3..).and_then(|b| b.first_chunk()).ok_or(OffloadError::Malformed)?;
     let len = usize::from(u16::from_be_bytes([h[4], h[5]]));
     if h[0] >> 4 != 6 || len != frame.len() - l3 - 40 {
         return Err(OffloadError::Malformed);
     }
     match h[6] {
-        PROTO_TCP | PROTO_UDP => Ok((true, l3 + 40, h[6])),
+        PROTO_TCP | PROTO_UDP => Ok(IpHeader { ipv6: true, l4: l3 + 40, proto: h[6] }),
         _ => Err(OffloadError::Unsupported),
     }
 }

@@ -12,10 +12,10 @@
 //! frames too short to hold the header it would read. With `everything` (linerate's host
 //! stack on TAPs gives the kernel its traffic), it drops every frame.
 //!
-//! The program is a few compares per frame, generated for each interface's addresses. The
-//! same rules as an nftables netdev-ingress table (linerate's fallback on kernels without
-//! tcx, before 6.6) took 8% of the DUT's CPU on the veth lab, in set lookups (the program:
-//! 0.3%).
+//! The program is a few compares per frame, generated for each interface's addresses: far
+//! cheaper than the same rules as an nftables netdev-ingress table (linerate's fallback on
+//! kernels without tcx, before 6.6), whose set lookups cost a share of the DUT's CPU
+//! (docs/performance.md, "Measurements behind the code").
 
 use std::io;
 use std::net::IpAddr;

@@ -171,12 +171,7 @@ pub fn open(
     cfg: &XdpConfig,
     shared: Option<&Umem>,
 ) -> Result<(XdpRx, XdpTx), XdpError> {
-    if !cfg.ring_size.is_power_of_two() || !(64..=1 << 16).contains(&cfg.ring_size) {
-        return Err(XdpError::Config(format!("ring_size {} is not a power of two in 64..=65536", cfg.ring_size)));
-    }
-    if cfg.queue >= bpf::MAX_QUEUES {
-        return Err(XdpError::Config(format!("queue {} is above the supported {}", cfg.queue, bpf::MAX_QUEUES - 1)));
-    }
+    check_config(cfg)?;
     let region = pool.region();
     let region_id = (region.0 as usize, region.1);
     if let Some(u) = shared
@@ -195,60 +190,8 @@ pub fn open(
     {
         return Err(XdpError::QueueBusy { ifname: ifname.into(), queue: cfg.queue });
     }
-    // A queue whose last socket just closed stays bound until deferred kernel work releases
-    // it (a few milliseconds): retry EBUSY for a while before calling the queue busy.
-    let create = |bind| {
-        let mut tries = 0;
-        loop {
-            match socket::create(region, ifindex, cfg.queue, cfg.ring_size, bind) {
-                Err(e) if e.step == "bind" && e.source.raw_os_error() == Some(libc::EBUSY) && tries < BUSY_RETRIES => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(25));
-                }
-                r => return r,
-            }
-        }
-    };
-    let bind_err = |e: socket::StepError| match e.source.raw_os_error() {
-        Some(libc::EBUSY) if e.step == "bind" => XdpError::QueueBusy { ifname: ifname.into(), queue: cfg.queue },
-        Some(libc::EINVAL) if e.step == "bind" => XdpError::Sys {
-            op: "bind AF_XDP socket (does the queue exist? see `ethtool -l`)",
-            ifname: ifname.into(),
-            source: e.source,
-        },
-        Some(libc::ENOBUFS | libc::ENOMEM) if e.step == "XDP_UMEM_REG" => XdpError::Sys {
-            op: "register UMEM (raise RLIMIT_MEMLOCK, e.g. `ulimit -l unlimited`)",
-            ifname: ifname.into(),
-            source: e.source,
-        },
-        _ => XdpError::sys(e.step, ifname, e.source),
-    };
-    let parts = match (shared, cfg.zero_copy) {
-        (Some(u), _) => {
-            let parts = create(socket::Bind::Shared(u.first.fd.as_raw_fd())).map_err(bind_err)?;
-            if cfg.zero_copy == ZeroCopy::Require && !parts.zero_copy {
-                return Err(XdpError::Config("zero-copy required but the shared UMEM is in copy mode".into()));
-            }
-            parts
-        }
-        (None, ZeroCopy::Never) => create(socket::Bind::Copy).map_err(bind_err)?,
-        (None, ZeroCopy::Require) => create(socket::Bind::ZeroCopy).map_err(|e| match e.step {
-            "bind" if e.source.raw_os_error() != Some(libc::EBUSY) => {
-                XdpError::ZeroCopyUnsupported { ifname: ifname.into(), source: e.source }
-            }
-            _ => bind_err(e),
-        })?,
-        // Zero-copy needs the program in the driver; a failed bind leaves the socket unusable,
-        // so fall back on a fresh one.
-        (None, ZeroCopy::Auto) if attach.mode == XdpMode::Native => match create(socket::Bind::ZeroCopy) {
-            Ok(parts) => parts,
-            Err(e) if e.step == "bind" && e.source.raw_os_error() != Some(libc::EBUSY) => {
-                create(socket::Bind::Copy).map_err(bind_err)?
-            }
-            Err(e) => return Err(bind_err(e)),
-        },
-        (None, ZeroCopy::Auto) => create(socket::Bind::Copy).map_err(bind_err)?,
-    };
+    let binder = Binder { region, ifindex, ifname, cfg };
+    let parts = binder.bind(shared, attach.mode)?;
     bpf::xskmap_set(attach.map.as_raw_fd(), cfg.queue, parts.fd.as_raw_fd())
         .map_err(|e| XdpError::sys("insert socket in XSKMAP", ifname, e))?;
 
@@ -265,6 +208,94 @@ pub fn open(
     rx.top_up(pool);
     let tx = XdpTx { sock, tx: parts.tx, comp: parts.comp, in_flight: 0, stats: PortStats::default() };
     Ok((rx, tx))
+}
+
+/// The ring size and queue the kernel side supports.
+fn check_config(cfg: &XdpConfig) -> Result<(), XdpError> {
+    if !cfg.ring_size.is_power_of_two() || !(64..=1 << 16).contains(&cfg.ring_size) {
+        return Err(XdpError::Config(format!("ring_size {} is not a power of two in 64..=65536", cfg.ring_size)));
+    }
+    if cfg.queue >= bpf::MAX_QUEUES {
+        return Err(XdpError::Config(format!("queue {} is above the supported {}", cfg.queue, bpf::MAX_QUEUES - 1)));
+    }
+    Ok(())
+}
+
+/// What creating and binding a socket of [`open`] needs.
+struct Binder<'a> {
+    region: (*mut u8, usize),
+    ifindex: u32,
+    ifname: &'a str,
+    cfg: &'a XdpConfig,
+}
+
+impl Binder<'_> {
+    /// A bound socket: on `shared`'s UMEM, or on a new one in the mode `cfg.zero_copy` asks
+    /// for (`Auto`: zero-copy when the program runs in the driver, else copy).
+    fn bind(&self, shared: Option<&Umem>, mode: XdpMode) -> Result<socket::Parts, XdpError> {
+        let zero_copy = self.cfg.zero_copy;
+        Ok(match (shared, zero_copy) {
+            (Some(u), _) => {
+                let parts = self.create(socket::Bind::Shared(u.first.fd.as_raw_fd())).map_err(|e| self.error(e))?;
+                if zero_copy == ZeroCopy::Require && !parts.zero_copy {
+                    return Err(XdpError::Config("zero-copy required but the shared UMEM is in copy mode".into()));
+                }
+                parts
+            }
+            (None, ZeroCopy::Never) => self.create(socket::Bind::Copy).map_err(|e| self.error(e))?,
+            (None, ZeroCopy::Require) => self.create(socket::Bind::ZeroCopy).map_err(|e| match e.step {
+                "bind" if e.source.raw_os_error() != Some(libc::EBUSY) => {
+                    XdpError::ZeroCopyUnsupported { ifname: self.ifname.into(), source: e.source }
+                }
+                _ => self.error(e),
+            })?,
+            // Zero-copy needs the program in the driver; a failed bind leaves the socket
+            // unusable, so fall back on a fresh one.
+            (None, ZeroCopy::Auto) if mode == XdpMode::Native => match self.create(socket::Bind::ZeroCopy) {
+                Ok(parts) => parts,
+                Err(e) if e.step == "bind" && e.source.raw_os_error() != Some(libc::EBUSY) => {
+                    self.create(socket::Bind::Copy).map_err(|e| self.error(e))?
+                }
+                Err(e) => return Err(self.error(e)),
+            },
+            (None, ZeroCopy::Auto) => self.create(socket::Bind::Copy).map_err(|e| self.error(e))?,
+        })
+    }
+
+    /// [`socket::create`]. A queue whose last socket just closed stays bound until deferred
+    /// kernel work releases it (a few milliseconds): EBUSY is retried for a while before the
+    /// queue is called busy.
+    fn create(&self, bind: socket::Bind) -> Result<socket::Parts, socket::StepError> {
+        let mut tries = 0;
+        loop {
+            match socket::create(self.region, self.ifindex, self.cfg.queue, self.cfg.ring_size, bind) {
+                Err(e) if e.step == "bind" && e.source.raw_os_error() == Some(libc::EBUSY) && tries < BUSY_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// A failed step as the operator should read it.
+    fn error(&self, e: socket::StepError) -> XdpError {
+        let ifname = self.ifname;
+        match e.source.raw_os_error() {
+            Some(libc::EBUSY) if e.step == "bind" => XdpError::QueueBusy { ifname: ifname.into(), queue: self.cfg.queue },
+            Some(libc::EINVAL) if e.step == "bind" => XdpError::Sys {
+                op: "bind AF_XDP socket (does the queue exist? see `ethtool -l`)",
+                ifname: ifname.into(),
+                source: e.source,
+            },
+            Some(libc::ENOBUFS | libc::ENOMEM) if e.step == "XDP_UMEM_REG" => XdpError::Sys {
+                op: "register UMEM (raise RLIMIT_MEMLOCK, e.g. `ulimit -l unlimited`)",
+                ifname: ifname.into(),
+                source: e.source,
+            },
+            _ => XdpError::sys(e.step, ifname, e.source),
+        }
+    }
 }
 
 /// Receiving half of an AF_XDP socket.

@@ -133,7 +133,7 @@ fn check(args: &RunArgs) -> Result<Checked> {
     let privileges = crate::privilege::check(&cfg, &path)?;
     check_interfaces(&mut cfg, &path)?;
     let workers = args.workers.unwrap_or(cfg.router.workers).clamp(1, 256);
-    let (fib, ports) = dataplane::fib::from_config(&cfg)?;
+    let (fib, ports) = setup::fib(&cfg)?;
     let physical: Vec<config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).cloned().collect();
     let firewall = firewall(&cfg, workers)?;
     Ok(Checked { cfg, path, privileges, workers, fib, ports, physical, firewall })

@@ -12,7 +12,7 @@ use config::Config;
 use dataplane::filter::FirewallStats;
 use dataplane::filter::log::LogRing;
 use dataplane::filter::requests::StateRequest;
-use dataplane::punt::{PuntPolicy, PuntReceiver, PuntSender, PuntStats, punt_channel};
+use dataplane::punt::{PuntReceiver, PuntSender, PuntStats, punt_channel};
 use dataplane::slowpath::SlowPath;
 use dataplane::{Fib, FibControl, Firewall, PortInfo, Worker, WorkerCounters};
 use io::any::{AnyRx, AnyTx};
@@ -64,14 +64,14 @@ pub(super) fn slow_path(cfg: &Config, fib: FibControl, ports: &[PortInfo], worke
     }
     for (port, iface) in cfg.interfaces.iter().enumerate() {
         if let Some(ra) = &iface.ra {
-            slow.advertise(port as u16, ra, dataplane::filter::random_seed());
+            slow.advertise(port as u16, &setup::advert_settings(ra), dataplane::filter::random_seed());
             eprintln!("linerate: {}: router advertisements every {}-{} s from {}", iface.name, ra.min_interval, ra.max_interval, dataplane::slowpath::link_local(ports[port].mac));
         }
     }
     let fib = slow.fib().fib();
     // The route socket's large buffer needs CAP_NET_ADMIN: opened before it is dropped.
     let kernel_routes = crate::route_sync::open(cfg)?;
-    let (punt_tx, punt_rx) = punt_channel(&PuntPolicy::from_config(&cfg.router.punt), workers, Arc::clone(&fib));
+    let (punt_tx, punt_rx) = punt_channel(&setup::punt_policy(&cfg.router.punt), workers, Arc::clone(&fib));
     let punt_stats = punt_rx.stats();
     Ok(SlowPathSetup {
         slow: Arc::new(Mutex::new(slow)),

@@ -3,13 +3,13 @@
 //! byte, and every frame that does not come out must be counted under the expected reason.
 //!
 //! To regenerate both captures after an intended change: `LINERATE_BLESS=1 cargo test -p
-//! dataplane --test golden`, then review them (`tcpdump -nr ... -vv`) before committing.
+//! linerate-setup --test golden`, then review them (`tcpdump -nr ... -vv`) before committing.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use dataplane::counters::DropReason;
-use dataplane::{Worker, fib};
+use dataplane::Worker;
 use io::mem::{CountingTx, PcapTx, ReplayRx};
 use io::{FramePool, TxPort};
 use wire::build::{UdpFlow, udp_frame};
@@ -131,7 +131,7 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
 #[test]
 fn golden_pcap_in_pcap_out() {
     let cfg = config::Config::load(&dir().join("router.toml")).unwrap();
-    let (ctl, ports) = fib::from_config(&cfg).unwrap();
+    let (ctl, ports) = setup::fib(&cfg).unwrap();
     let frames = input();
     let mut input_pcap = io::pcap::PcapWriter::new(Vec::new()).unwrap();
     for (i, (f, _)) in frames.iter().enumerate() {

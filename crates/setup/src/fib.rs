@@ -1,8 +1,7 @@
-use std::net::IpAddr;
+//! Ports and FIB from a config.
 
+use dataplane::fib::{DEFAULT_NEXT_HOPS, FibControl, FibError, PortInfo, StaticRoute, Target};
 use wire::MacAddr;
-
-use super::{FibControl, FibError, PortInfo, Target, next_hops_for};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -17,7 +16,7 @@ pub enum BuildError {
 /// The logical ports of a config, in its order. Physical ports (interfaces without a VLAN)
 /// are numbered in config order among themselves; a sub-interface uses its parent's number
 /// and MAC.
-pub fn ports_from_config(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
+pub fn ports(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
     let path = cfg.path.display().to_string();
     let physical: Vec<&config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
     let mut ports = Vec::new();
@@ -38,16 +37,15 @@ pub fn ports_from_config(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildErr
     Ok(ports)
 }
 
+/// The logical port called `name` (`path`: the config's, for the error).
+fn port_named(ports: &[PortInfo], name: &str, path: &str) -> Result<u16, BuildError> {
+    ports.iter().position(|p| p.name == name).map(|i| i as u16).ok_or_else(|| BuildError::UnknownInterface(path.to_owned(), name.to_owned()))
+}
+
 /// The config's static routes as the FIB takes them (interfaces resolved to logical ports).
-pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<(IpAddr, u8, Target)>, BuildError> {
+pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<StaticRoute>, BuildError> {
     let path = cfg.path.display().to_string();
-    let port_of = |name: &str| {
-        ports
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| i as u16)
-            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
-    };
+    let port_of = |name: &str| port_named(ports, name, &path);
     let mut out = Vec::with_capacity(cfg.routes.len());
     for r in &cfg.routes {
         let hops = r.next_hops();
@@ -56,7 +54,7 @@ pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<(Ip
         } else {
             Target::Via(hops.into_iter().map(|(gw, i)| Ok((gw, port_of(i)?))).collect::<Result<_, BuildError>>()?)
         };
-        out.push((r.prefix.addr, r.prefix.len, target));
+        out.push(StaticRoute { prefix: r.prefix.addr, len: r.prefix.len, target });
     }
     Ok(out)
 }
@@ -64,16 +62,10 @@ pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<(Ip
 /// Builds ports and tables from a validated config: ports in the config's order, the
 /// interfaces' addresses as local host routes, their subnets as connected routes, static
 /// neighbours as resolved host routes, then static routes.
-pub fn from_config(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
+pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
     let path = cfg.path.display().to_string();
-    let ports = ports_from_config(cfg)?;
-    let port_of = |name: &str| {
-        ports
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| i as u16)
-            .ok_or_else(|| BuildError::UnknownInterface(path.clone(), name.to_owned()))
-    };
+    let ports = ports(cfg)?;
+    let port_of = |name: &str| port_named(&ports, name, &path);
     let fib_err = |source| BuildError::Fib { path: path.clone(), source };
     let mut ctl = FibControl::new(next_hops_for(cfg));
     for (port, iface) in cfg.interfaces.iter().enumerate() {
@@ -92,3 +84,9 @@ pub fn from_config(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), 
     Ok((ctl, ports))
 }
 
+/// Adjacency capacity for a config: twice the neighbour limit (freed ids wait out a grace
+/// period before reuse), plus configured gateways and connected prefixes.
+pub fn next_hops_for(cfg: &config::Config) -> usize {
+    let fixed = cfg.routes.len() + cfg.interfaces.iter().map(|i| i.addresses.len()).sum::<usize>();
+    DEFAULT_NEXT_HOPS.max(2 * cfg.router.max_neighbours + fixed + cfg.neighbours.len() + 16)
+}
