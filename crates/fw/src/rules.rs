@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 mod block_return;
 mod extras;
 mod filter_rule;
+mod hosts;
 mod iface_addr;
 mod lexer;
 mod nat;
