@@ -4,7 +4,7 @@
 use super::Tmo;
 use crate::packet::Af;
 
-/// TCP flag bits (as in [`PacketKey::tcp_flags`]).
+/// TCP flag bits as in [`PacketKey::tcp_flags`](crate::packet::PacketKey::tcp_flags).
 pub mod tcp_flags {
     pub const FIN: u8 = 0x01;
     pub const SYN: u8 = 0x02;
@@ -73,7 +73,7 @@ pub enum StateVerdict {
     Drop(StateDropReason),
 }
 
-/// Result of [`StateTable::lookup`].
+/// Result of [`StateTable::lookup`](super::StateTable::lookup).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateLookup {
     /// The packet belongs to a tracked flow: the rules are skipped.
@@ -87,7 +87,7 @@ pub enum StateLookup {
     Miss,
 }
 
-/// Result of [`StateTable::match_icmp_error`].
+/// Result of [`StateTable::match_icmp_error`](super::StateTable::match_icmp_error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IcmpErrorMatch {
     /// The error belongs to this tracked flow: it passes under the state.
@@ -98,7 +98,7 @@ pub enum IcmpErrorMatch {
     Miss,
 }
 
-/// Why [`StateTable::insert`] refused.
+/// Why [`StateTable::insert`](super::StateTable::insert) refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum InsertError {
     /// `len() >= limit()`: the caller drops the packet and counts it.
@@ -141,7 +141,7 @@ pub struct StateCounters {
     pub expired_sweep: u64,
     /// States removed by a bare SYN on a closed TCP connection (port reuse).
     pub reused_closed: u64,
-    /// States removed by [`StateTable::remove`].
+    /// States removed by [`StateTable::remove`](super::StateTable::remove).
     pub removed: u64,
     pub icmp_error_hits: u64,
     pub icmp_error_misses: u64,
@@ -164,7 +164,7 @@ pub struct StateInfo {
     pub sloppy: bool,
 }
 
-/// What a hit of [`StateTable::lookup_v4`] tells the data plane.
+/// What a hit of [`StateTable::lookup_v4`](super::StateTable::lookup_v4) tells the data plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowHit {
     pub id: StateId,
@@ -173,6 +173,6 @@ pub struct FlowHit {
     pub verdict: StateVerdict,
     /// Both of pf's passes over the packet are decided by this state (see `sub.rs`): the
     /// packet passes without rules. Otherwise the caller runs the passes the state does not
-    /// cover ([`StateTable::sub_states`]).
+    /// cover ([`StateTable::sub_states`](super::StateTable::sub_states)).
     pub settled: bool,
 }
