@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 mod block_return;
 mod extras;
 mod filter_rule;
+mod hosts;
 mod iface_addr;
 mod lexer;
 mod nat;
@@ -49,16 +50,7 @@ pub use extras::LogMode;
 pub use crate::packet::{Af, Dir};
 
 /// TCP flag bits as in [`PacketKey::tcp_flags`](crate::packet::PacketKey::tcp_flags).
-pub mod tcp_flags {
-    pub const FIN: u8 = 0x01;
-    pub const SYN: u8 = 0x02;
-    pub const RST: u8 = 0x04;
-    pub const PSH: u8 = 0x08;
-    pub const ACK: u8 = 0x10;
-    pub const URG: u8 = 0x20;
-    pub const ECE: u8 = 0x40;
-    pub const CWR: u8 = 0x80;
-}
+pub use crate::state::tcp_flags;
 
 /// pf's default flags of a stateful rule: `flags S/SA`.
 pub const DEFAULT_FLAGS: (u8, u8) = (tcp_flags::SYN, tcp_flags::SYN | tcp_flags::ACK);

@@ -67,7 +67,7 @@
 //!   all 32 match; the words probed from one home share its leading bits, so at 10M states
 //!   (20M words) some 8 bits still tell them apart and a miss almost never touches the slot
 //!   array. A fixed split rather than a mask sized to the table: a probe needs no mask in a
-//!   register (the quick loop spilled less).
+//!   register, which leaves one more to the quick loop that inlines it.
 //!
 //! Per state: 64 B (slot) + 24 B (TCP peers) + 2 x 8 B (index) = **104 bytes**, 10M states =
 //! 1040 MB ([`StateTable::memory_bytes`]).
@@ -94,201 +94,44 @@
 //!
 //! A table belongs to one worker (`&mut self`, no locks, no atomics). [`StateTable::counters`]
 //! returns plain `u64` counters the worker can publish.
+//!
+//! # Files
+//!
+//! This file: the entry, the table and its upkeep (limits, expiry, removal). `types.rs`: what
+//! callers pass and get back; `index.rs`: the index's probes and deletion; `lookup.rs`:
+//! lookups and ICMP errors; `insert.rs`: new states; `tcp.rs`: window tracking; `flow.rs`:
+//! keys and hash; `quick.rs`: the quick loop; `sub.rs`: pf's two states per entry;
+//! `inspect.rs`: operators' reads; `memory.rs`: allocation; `timeouts.rs`: pf's timeouts.
 
 mod flow;
+mod index;
+mod insert;
 mod inspect;
+mod lookup;
 mod memory;
 mod quick;
 mod sub;
 mod tcp;
 mod timeouts;
+mod types;
 
-use mem::prefetch::prefetch_read;
 use mem::hugemem::HugeArray;
 
-use crate::packet::{Af, PacketKey, proto};
+use crate::packet::{PacketKey, proto};
 use flow::{FlowHasher, FlowKey};
+use index::EMPTY;
 pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
 pub use inspect::{Endpoint, StateEnds, state_name};
 pub use sub::{Pass, SubState};
 pub use quick::QuickHits;
-use quick::mark_steady;
 use tcp::Peer;
 pub use memory::{StateAllocError, StateMemory};
 pub use timeouts::{Timeouts, Tmo};
+pub use types::{
+    FlowHit, IcmpErrorMatch, InsertError, StateCounters, StateDropReason, StateId, StateInfo, StateLookup,
+    StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags, tcp_state,
+};
 
-/// TCP flag bits (as in [`PacketKey::tcp_flags`]).
-pub mod tcp_flags {
-    pub const FIN: u8 = 0x01;
-    pub const SYN: u8 = 0x02;
-    pub const RST: u8 = 0x04;
-    pub const PSH: u8 = 0x08;
-    pub const ACK: u8 = 0x10;
-    pub const URG: u8 = 0x20;
-    pub const ECE: u8 = 0x40;
-    pub const CWR: u8 = 0x80;
-}
-
-/// TCP peer states as pf uses the BSD `TCPS_*` values.
-pub mod tcp_state {
-    pub const CLOSED: u8 = 0;
-    pub const LISTEN: u8 = 1;
-    pub const SYN_SENT: u8 = 2;
-    pub const SYN_RECEIVED: u8 = 3;
-    pub const ESTABLISHED: u8 = 4;
-    pub const CLOSE_WAIT: u8 = 5;
-    pub const FIN_WAIT_1: u8 = 6;
-    pub const CLOSING: u8 = 7;
-    pub const LAST_ACK: u8 = 8;
-    pub const FIN_WAIT_2: u8 = 9;
-    pub const TIME_WAIT: u8 = 10;
-}
-
-/// UDP / other-protocol pseudo-states (pf's `PFUDPS_*` / `PFOTHERS_*`).
-pub mod pseudo_state {
-    pub const NO_TRAFFIC: u8 = 0;
-    pub const SINGLE: u8 = 1;
-    pub const MULTIPLE: u8 = 2;
-}
-
-/// The TCP header fields tracking needs, extracted by the dataplane for each TCP packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TcpSegment {
-    /// Sequence number (host order).
-    pub seq: u32,
-    /// Acknowledgement number (host order; ignored without ACK).
-    pub ack: u32,
-    /// Window field as on the wire (unscaled).
-    pub win: u16,
-    /// Flags byte (see [`tcp_flags`]).
-    pub flags: u8,
-    /// TCP payload bytes (IP total length - IP header - TCP header).
-    pub payload_len: u16,
-    /// Window-scale option shift, if a SYN carries the option (ignored on non-SYN).
-    pub wscale: Option<u8>,
-}
-
-/// Index of a state in its table's slot array. Reused after the state is removed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StateId(pub u32);
-
-/// Why a packet that matched a state is dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StateDropReason {
-    /// TCP sequence/ack outside the tracked windows (pf's PFRES_BADSTATE).
-    OutOfWindow,
-}
-
-/// What to do with a packet that matched a state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateVerdict {
-    Pass,
-    Drop(StateDropReason),
-}
-
-/// Result of [`StateTable::lookup`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateLookup {
-    /// The packet belongs to a tracked flow: the rules are skipped.
-    Hit {
-        id: StateId,
-        /// True when the packet goes the same way as the flow's first packet.
-        dir_from_initiator: bool,
-        verdict: StateVerdict,
-    },
-    /// No (live) state: evaluate the rules.
-    Miss,
-}
-
-/// Result of [`StateTable::match_icmp_error`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IcmpErrorMatch {
-    /// The error belongs to this tracked flow: it passes under the state.
-    Pass(StateId),
-    /// It quotes a TCP sequence number outside the flow's window: pf drops it (BADSTATE).
-    BadSeq(StateId),
-    /// No (live) state: the rules decide.
-    Miss,
-}
-
-/// Why [`StateTable::insert`] refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum InsertError {
-    /// `len() >= limit()`: the caller drops the packet and counts it.
-    #[error("state table full")]
-    Full,
-    /// A live state for this flow already exists.
-    #[error("state exists")]
-    Exists(StateId),
-}
-
-/// Per-state options from the rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StateOptions {
-    /// pf's `sloppy`: no TCP window checks (for asymmetric routing).
-    pub sloppy: bool,
-    /// pf's `allow-opts`: packets with IP options may pass under the state.
-    pub allow_opts: bool,
-    /// `if-bound`: the interface the state is bound to; `None` floats.
-    pub bound: Option<u16>,
-}
-
-/// Counters the worker publishes (plain integers, no atomics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StateCounters {
-    /// Entries held (live plus dead not yet reclaimed), = `len()`.
-    pub in_use: u64,
-    pub inserts: u64,
-    /// Inserts refused because the table was full.
-    pub insert_full: u64,
-    /// Inserts refused because a live state existed.
-    pub insert_exists: u64,
-    /// Lookups that found a live state (whatever the verdict).
-    pub hits: u64,
-    pub misses: u64,
-    /// Packets dropped by state tracking, by reason.
-    pub drop_out_of_window: u64,
-    /// Dead entries reclaimed by a lookup/insert finding them.
-    pub expired_lookup: u64,
-    /// Dead entries reclaimed by the sweep.
-    pub expired_sweep: u64,
-    /// States removed by a bare SYN on a closed TCP connection (port reuse).
-    pub reused_closed: u64,
-    /// States removed by [`StateTable::remove`].
-    pub removed: u64,
-    pub icmp_error_hits: u64,
-    pub icmp_error_misses: u64,
-    /// ICMP errors quoting a TCP sequence number outside the window.
-    pub icmp_error_bad_seq: u64,
-}
-
-/// Inspection of one state (tests, `pfctl -ss`-like dumps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateInfo {
-    pub rule: u32,
-    pub af: Af,
-    pub proto: u8,
-    /// TCP state (or pseudo-state) of the initiator and the responder.
-    pub initiator_state: u8,
-    pub responder_state: u8,
-    /// Absolute deadline on the caller's clock.
-    pub expire: u32,
-    pub timeout: Tmo,
-    pub sloppy: bool,
-}
-
-/// What a hit of [`StateTable::lookup_v4`] tells the data plane.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlowHit {
-    pub id: StateId,
-    /// The rule that created the state (what per-rule counters need).
-    pub rule: u32,
-    pub verdict: StateVerdict,
-    /// Both of pf's passes over the packet are decided by this state (see `sub.rs`): the
-    /// packet passes without rules. Otherwise the caller runs the passes the state does not
-    /// cover ([`StateTable::sub_states`]).
-    pub settled: bool,
-}
 
 const F_USED: u8 = 1;
 /// The initiator is endpoint B of the canonical key.
@@ -319,12 +162,6 @@ struct Entry {
     allow: u8,
 }
 
-/// An empty index word. Words hold the hash's top 32 bits (the tag, which also places the
-/// word: [`home_of`]) above `id + 1` (never 0, so the index can live in zero-filled huge
-/// pages). A fixed split, so that a probe needs no mask in a register.
-const EMPTY: u64 = 0;
-const ID_BITS: u32 = 32;
-const TAG_MASK: u64 = !0 << ID_BITS;
 const NONE: u32 = u32::MAX;
 /// Largest `set limit states`: 100M states, 10.4 GB per worker (ids would allow 2^32).
 pub const MAX_LIMIT: usize = 100_000_000;
@@ -372,39 +209,6 @@ fn pseudo_states(states: &mut [u8; 2], from_init: bool) -> bool {
     src == pseudo_state::MULTIPLE && dst == pseudo_state::MULTIPLE
 }
 
-/// The home word of hash `h` in an index of `len` words: multiply-shift range reduction of
-/// the hash's top 32 bits.
-#[inline(always)]
-fn home_of(h: u64, len: usize) -> usize {
-    (((h >> 32) * len as u64) >> 32) as usize
-}
-
-/// The slot of IPv4 flow `f` (hash `h`): probes `index` from word `i` until the flow's word,
-/// or `None` at the first empty word. The probe of [`StateTable::lookup_v4`] and of the quick
-/// lookups ([`QuickHits`]).
-#[inline(always)]
-fn find_v4(index: &[u64], slots: &[Entry], f: &FlowV4, h: u64, mut i: usize) -> Option<usize> {
-    let n = index.len();
-    loop {
-        let w = *index.get(i)?;
-        if w == EMPTY {
-            return None;
-        }
-        if (w ^ h) & TAG_MASK == 0 {
-            let id = (w as u32 as usize).wrapping_sub(1);
-            if slots.get(id).is_some_and(|e| e.key.is(f)) {
-                return Some(id);
-            }
-        }
-        i = next_word(i, n);
-    }
-}
-
-/// The word after `i` in an index of `len` words (linear probing wraps around).
-#[inline(always)]
-fn next_word(i: usize, len: usize) -> usize {
-    if i + 1 == len { 0 } else { i + 1 }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -535,434 +339,12 @@ impl StateTable {
         StateCounters { in_use: self.len as u64, ..self.counters }
     }
 
-    /// The hash of an IPv4 flow's key, for [`prefetch_index`](Self::prefetch_index),
-    /// [`probe`](Self::probe) and [`lookup_v4`](Self::lookup_v4).
-    #[inline(always)]
-    pub fn hash_v4(&self, f: &FlowV4) -> u64 {
-        self.hasher.hash_v4(f)
-    }
-
-    /// Starts loading the index line where the probe for hash `h` begins: the first step of
-    /// the batched lookup (see the module documentation).
-    #[inline(always)]
-    pub fn prefetch_index(&self, h: u64) {
-        prefetch_read(&self.index[self.home(h)]);
-    }
-
-    /// Probes the index for hash `h` (whose line should be cached by now) and starts loading
-    /// the slot of the first word whose tag matches, nearly always the flow's state. Returns
-    /// where the probe stopped, for [`lookup_v4`](Self::lookup_v4): a hint that saves it the
-    /// probe, checked there, so the table may change in between.
-    #[inline(always)]
-    pub fn probe(&self, h: u64) -> u32 {
-        let mut i = self.home(h);
-        loop {
-            let w = self.index[i];
-            if w == EMPTY {
-                break;
-            }
-            if (w ^ h) & TAG_MASK == 0 {
-                if let Some(e) = self.slots.get(self.slot_of(w)) {
-                    prefetch_read(e);
-                }
-                break;
-            }
-            i = self.next(i);
-        }
-        i as u32
-    }
-
-    #[inline]
-    fn hash(&self, k: &FlowKey) -> u64 {
-        self.hasher.hash(k)
-    }
-
-    #[inline]
-    fn home(&self, h: u64) -> usize {
-        home_of(h, self.index.len())
-    }
-
-    #[inline]
-    fn next(&self, i: usize) -> usize {
-        next_word(i, self.index.len())
-    }
-
-    #[inline]
-    fn slot_of(&self, w: u64) -> usize {
-        w as u32 as usize - 1
-    }
-
-    #[inline]
-    fn word(&self, h: u64, id: usize) -> u64 {
-        (h & TAG_MASK) | (id as u64 + 1)
-    }
-
-    /// Probes for `k`: `Ok((index position, slot id))` or `Err(first empty position)`.
-    #[inline]
-    fn find(&self, k: &FlowKey, h: u64) -> Result<(usize, usize), usize> {
-        let mut i = self.home(h);
-        loop {
-            let w = self.index[i];
-            if w == EMPTY {
-                return Err(i);
-            }
-            if (w ^ h) & TAG_MASK == 0 {
-                let id = self.slot_of(w);
-                if self.slots[id].key == *k {
-                    return Ok((i, id));
-                }
-            }
-            i = self.next(i);
-        }
-    }
-
-    /// Index position of slot `id` (which must be used).
-    fn position_of(&self, id: usize) -> usize {
-        let h = self.hash(&self.slots[id].key);
-        let want = self.word(h, id);
-        let mut i = self.home(h);
-        loop {
-            let w = self.index[i];
-            assert!(w != EMPTY, "state index corrupt");
-            if w == want {
-                return i;
-            }
-            i = self.next(i);
-        }
-    }
-
-    /// Removes index word at `pos` (backward-shift deletion) and frees slot `id`.
-    fn remove_at(&mut self, pos: usize, id: usize) {
-        let mut hole = pos;
-        let mut j = pos;
-        loop {
-            j = self.next(j);
-            let w = self.index[j];
-            if w == EMPTY {
-                break;
-            }
-            let k = self.home(w);
-            // The word at j may move to the hole unless its home lies cyclically in (hole, j].
-            let stays = if hole <= j { hole < k && k <= j } else { hole < k || k <= j };
-            if !stays {
-                self.index[hole] = w;
-                hole = j;
-            }
-        }
-        self.index[hole] = EMPTY;
-        let e = &mut self.slots[id];
-        e.flags = 0;
-        e.rule = self.free_head;
-        self.free_head = id as u32;
-        self.len -= 1;
-    }
 
     #[inline]
     fn deadline(&self, now: u32, t: Tmo) -> u32 {
         now.saturating_add(self.secs[t as usize])
     }
 
-    /// Looks up the state of a packet and tracks it. `tcp` is the segment for TCP packets
-    /// (`None`: flag-only sloppy tracking from `key.tcp_flags`). `now`: coarse clock, seconds.
-    #[inline]
-    pub fn lookup(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, now: u32) -> StateLookup {
-        let f = Flow::of(key);
-        let found = self.find(&f.key, self.hash(&f.key));
-        match self.track(found, f.from_a, f.key.proto(), tcp, key.tcp_flags, now) {
-            Some((id, from_init, verdict, _)) => {
-                StateLookup::Hit { id: StateId(id as u32), dir_from_initiator: from_init, verdict }
-            }
-            None => StateLookup::Miss,
-        }
-    }
-
-    /// [`lookup`](Self::lookup) for an IPv4 flow built straight from the frame: the data
-    /// plane's fast path. `h` is its [`hash_v4`](Self::hash_v4), `probe` what
-    /// [`probe`](Self::probe) returned for it, if it was called. `None` is a miss.
-    ///
-    /// Written as one straight path for a UDP hit, everything else out of line: the loop that
-    /// inlines it kept spilling registers otherwise.
-    #[inline(always)]
-    pub fn lookup_v4(&mut self, f: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
-        // From where the prefetch pass's probe stopped, else from the home bucket.
-        let start = match probe {
-            Some(p) => p as usize,
-            None => self.home(h),
-        };
-        let Some(id) = find_v4(&self.index, &self.slots, f, h, start) else {
-            if probe.is_none() {
-                self.counters.misses += 1;
-                return None;
-            }
-            // From the hint, the flow may still be between its home and the hint (moved there
-            // by a deletion since the probe): the slow path probes from home.
-            return self.lookup_v4_slow(f, h, tcp, now);
-        };
-        let e = self.slots.get_mut(id)?;
-        if e.expire <= now || f.proto() != proto::UDP {
-            return self.lookup_v4_slow(f, h, tcp, now);
-        }
-        let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
-        let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
-        e.tmo = t as u8;
-        e.expire = now.saturating_add(self.secs[t as usize]);
-        mark_steady(e, self.want);
-        self.counters.hits += 1;
-        let want = self.want[usize::from(f.from_a())];
-        Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass, settled: e.flags & want == want })
-    }
-
-    /// [`lookup_v4`](Self::lookup_v4) for everything but a UDP hit: the general lookup.
-    #[inline(never)]
-    fn lookup_v4_slow(&mut self, f: &FlowV4, h: u64, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
-        let found = self.find(&f.flow().key, h);
-        let flags = tcp.map_or(0, |s| s.flags);
-        let (id, _, verdict, rule) = self.track(found, f.from_a(), f.proto(), tcp, flags, now)?;
-        let want = self.want[usize::from(f.from_a())];
-        Some(FlowHit { id: StateId(id as u32), rule, verdict, settled: self.slots[id].flags & want == want })
-    }
-
-    /// The lookup proper, given the outcome of `find`: `Some((slot, from initiator, verdict,
-    /// rule))` on a hit.
-    #[inline]
-    fn track(
-        &mut self,
-        found: Result<(usize, usize), usize>,
-        from_a: bool,
-        proto_: u8,
-        tcp: Option<&TcpSegment>,
-        flags: u8,
-        now: u32,
-    ) -> Option<(usize, bool, StateVerdict, u32)> {
-        let Ok((pos, id)) = found else {
-            self.counters.misses += 1;
-            return None;
-        };
-        let e = &self.slots[id];
-        if e.expire <= now {
-            return self.expired(pos, id);
-        }
-        let from_init = from_a ^ (e.flags & F_INIT_B != 0);
-        let e = &mut self.slots[id];
-        let mut verdict = StateVerdict::Pass;
-        let refresh = match class(proto_) {
-            Class::Udp | Class::Other => Some(match (proto_ == proto::UDP, pseudo_states(&mut e.pseudo, from_init)) {
-                (true, true) => Tmo::UdpMultiple,
-                (true, false) => Tmo::UdpSingle,
-                (false, true) => Tmo::OtherMultiple,
-                (false, false) => Tmo::OtherSingle,
-            }),
-            Class::Icmp => Some(Tmo::IcmpError),
-            Class::Tcp => {
-                let flags = tcp.map_or(flags, |s| s.flags);
-                let [p0, p1] = &mut self.tcp[id];
-                let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
-                if src.state >= tcp_state::FIN_WAIT_2
-                    && dst.state >= tcp_state::FIN_WAIT_2
-                    && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
-                {
-                    // New connection reusing the ports of a closed one: drop the old state,
-                    // the rules decide about the new one.
-                    self.remove_at(pos, id);
-                    self.counters.reused_closed += 1;
-                    self.counters.misses += 1;
-                    return None;
-                }
-                match tcp {
-                    Some(seg) if e.flags & F_SLOPPY == 0 => match tcp::track_full(src, dst, seg) {
-                        tcp::Track::Pass(t) => Some(t),
-                        tcp::Track::PassNoRefresh => None,
-                        tcp::Track::Drop => {
-                            verdict = StateVerdict::Drop(StateDropReason::OutOfWindow);
-                            None
-                        }
-                    },
-                    _ => Some(tcp::track_sloppy(src, dst, flags)),
-                }
-            }
-        };
-        if let Some(t) = refresh {
-            e.tmo = t as u8;
-            e.expire = now.saturating_add(self.secs[t as usize]);
-        }
-        if proto_ == proto::UDP {
-            mark_steady(e, self.want);
-        }
-        let rule = e.rule;
-        self.counters.hits += 1;
-        if verdict != StateVerdict::Pass {
-            self.counters.drop_out_of_window += 1;
-        }
-        Some((id, from_init, verdict, rule))
-    }
-
-    /// A dead entry found by a lookup: reclaimed, and the lookup misses.
-    #[cold]
-    fn expired(&mut self, pos: usize, id: usize) -> Option<(usize, bool, StateVerdict, u32)> {
-        self.remove_at(pos, id);
-        self.counters.expired_lookup += 1;
-        self.counters.misses += 1;
-        None
-    }
-
-    /// Creates the state for the first packet of a flow (default options).
-    pub fn insert(
-        &mut self,
-        key: &PacketKey,
-        rule: u32,
-        now: u32,
-        tcp: Option<&TcpSegment>,
-    ) -> Result<StateId, InsertError> {
-        self.insert_with(key, rule, now, tcp, StateOptions::default())
-    }
-
-    /// Creates the state for the first packet of a flow, holding both of pf's states (the
-    /// packet's `in` and `out` states, see `sub.rs`): it settles every packet of the flow.
-    /// The packet's source is the initiator. A dead entry for the same flow is replaced in
-    /// place. Never allocates.
-    pub fn insert_with(
-        &mut self,
-        key: &PacketKey,
-        rule: u32,
-        now: u32,
-        tcp: Option<&TcpSegment>,
-        opts: StateOptions,
-    ) -> Result<StateId, InsertError> {
-        let id = self.create(key, rule, now, tcp, opts)?;
-        let e = &mut self.slots[id];
-        sub::add(e, true, opts);
-        sub::add(e, false, opts);
-        if e.key.proto() == proto::UDP {
-            mark_steady(e, self.want);
-        }
-        Ok(StateId(id as u32))
-    }
-
-    /// A new entry for `key`'s flow (no pf state in it yet), or `Exists`.
-    fn create(&mut self, key: &PacketKey, rule: u32, now: u32, tcp: Option<&TcpSegment>, opts: StateOptions) -> Result<usize, InsertError> {
-        let Flow { key: fk, from_a } = Flow::of(key);
-        let h = self.hash(&fk);
-        let id = match self.find(&fk, h) {
-            Ok((_, id)) => {
-                if self.slots[id].expire > now {
-                    self.counters.insert_exists += 1;
-                    return Err(InsertError::Exists(StateId(id as u32)));
-                }
-                self.counters.expired_lookup += 1;
-                id
-            }
-            Err(pos) => {
-                if self.len >= self.limit {
-                    self.counters.insert_full += 1;
-                    return Err(InsertError::Full);
-                }
-                let id = if self.free_head != NONE {
-                    let id = self.free_head as usize;
-                    self.free_head = self.slots[id].rule;
-                    id
-                } else {
-                    self.slots.push(Entry::default());
-                    self.tcp.push(Default::default());
-                    self.slots.len() - 1
-                };
-                self.index[pos] = self.word(h, id);
-                self.len += 1;
-                id
-            }
-        };
-        let mut e = Entry {
-            key: fk,
-            rule,
-            flags: F_USED,
-            ..Entry::default()
-        };
-        if !from_a {
-            e.flags |= F_INIT_B;
-        }
-        let t = match class(fk.proto()) {
-            Class::Tcp => {
-                let peers = &mut self.tcp[id];
-                *peers = Default::default();
-                let [src, dst] = peers;
-                match tcp {
-                    Some(seg) => tcp::init(src, dst, seg),
-                    None => {
-                        src.state = tcp_state::SYN_SENT;
-                        dst.state = tcp_state::CLOSED;
-                    }
-                }
-                if opts.sloppy || tcp.is_none() {
-                    e.flags |= F_SLOPPY;
-                }
-                Tmo::TcpFirst
-            }
-            Class::Udp => {
-                e.pseudo[0] = pseudo_state::SINGLE;
-                Tmo::UdpFirst
-            }
-            Class::Other => {
-                e.pseudo[0] = pseudo_state::SINGLE;
-                Tmo::OtherFirst
-            }
-            Class::Icmp => Tmo::IcmpFirst,
-        };
-        e.tmo = t as u8;
-        e.expire = self.deadline(now, t);
-        if fk.proto() == proto::UDP {
-            mark_steady(&mut e, self.want);
-        }
-        self.slots[id] = e;
-        self.counters.inserts += 1;
-        Ok(id)
-    }
-
-    /// Finds the state of the flow an ICMP error quotes. `quoted` is the inner (quoted) header's
-    /// 5-tuple as it appears in the error (its source is the host the error is sent back to;
-    /// either orientation finds the state). `quoted_tcp_seq`: the quoted TCP sequence number,
-    /// checked against the sender's window as pf does (skipped for sloppy states).
-    /// The state's timeout is not refreshed. The caller should also check that the error is
-    /// addressed to the quoted packet's source. `None` also for a quoted sequence number
-    /// outside the window: see [`match_icmp_error`](Self::match_icmp_error) to tell the two
-    /// apart.
-    pub fn lookup_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> Option<StateId> {
-        match self.match_icmp_error(quoted, quoted_tcp_seq, now) {
-            IcmpErrorMatch::Pass(id) => Some(id),
-            IcmpErrorMatch::BadSeq(_) | IcmpErrorMatch::Miss => None,
-        }
-    }
-
-    /// As [`lookup_icmp_error`](Self::lookup_icmp_error), telling a miss (the rules decide,
-    /// as pf does) from a state whose window the quoted sequence number is outside (pf drops
-    /// the error without evaluating the rules).
-    pub fn match_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> IcmpErrorMatch {
-        let Flow { key: fk, from_a } = Flow::of(quoted);
-        let h = self.hash(&fk);
-        let (pos, id) = match self.find(&fk, h) {
-            Ok(x) => x,
-            Err(_) => {
-                self.counters.icmp_error_misses += 1;
-                return IcmpErrorMatch::Miss;
-            }
-        };
-        let e = &self.slots[id];
-        if e.expire <= now {
-            self.remove_at(pos, id);
-            self.counters.expired_lookup += 1;
-            self.counters.icmp_error_misses += 1;
-            return IcmpErrorMatch::Miss;
-        }
-        if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
-            let from_init = from_a ^ (e.flags & F_INIT_B != 0);
-            let [p0, p1] = &self.tcp[id];
-            let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
-            if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
-                self.counters.icmp_error_bad_seq += 1;
-                return IcmpErrorMatch::BadSeq(StateId(id as u32));
-            }
-        }
-        self.counters.icmp_error_hits += 1;
-        IcmpErrorMatch::Pass(StateId(id as u32))
-    }
 
     /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead
     /// ones. Returns the number removed.
@@ -1046,51 +428,6 @@ impl StateTable {
         self.find(&fk, self.hash(&fk)).is_ok()
     }
 
-    /// Checks the index/slot invariants (O(capacity)). For tests. Returns the longest probe
-    /// distance.
-    #[doc(hidden)]
-    pub fn debug_check(&self) -> usize {
-        let cap = self.index.len();
-        let mut seen = vec![false; self.slots.len()];
-        let mut n = 0;
-        let mut max_dist = 0;
-        for (i, &w) in self.index.iter().enumerate() {
-            if w == EMPTY {
-                continue;
-            }
-            let id = self.slot_of(w);
-            let e = &self.slots[id];
-            assert!(e.flags & F_USED != 0, "index points to free slot {id}");
-            assert!(!seen[id], "slot {id} indexed twice");
-            seen[id] = true;
-            let h = self.hash(&e.key);
-            assert_eq!(w & TAG_MASK, h & TAG_MASK, "tag mismatch at {i}");
-            // Every position from home to i must be occupied (linear probing invariant).
-            let home = self.home(h);
-            let mut j = home;
-            let mut d = 0;
-            while j != i {
-                assert!(self.index[j] != EMPTY, "hole between home {home} and {i}");
-                j = if j + 1 == cap { 0 } else { j + 1 };
-                d += 1;
-            }
-            max_dist = max_dist.max(d);
-            n += 1;
-        }
-        assert_eq!(n, self.len, "len");
-        let used = self.slots.iter().filter(|e| e.flags & F_USED != 0).count();
-        assert_eq!(used, self.len, "used slots");
-        let mut free = 0;
-        let mut f = self.free_head;
-        while f != NONE {
-            assert!(self.slots[f as usize].flags & F_USED == 0);
-            free += 1;
-            f = self.slots[f as usize].rule;
-            assert!(free <= self.slots.len(), "free list cycle");
-        }
-        assert_eq!(free + self.len, self.slots.len(), "free list");
-        max_dist
-    }
 }
 
 #[cfg(test)]

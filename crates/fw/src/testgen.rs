@@ -206,19 +206,7 @@ fn rule(rng: &mut Rng, pool: &Pool, tables: usize, out: &mut String) {
     if rng.chance(35) {
         out.push_str(" quick");
     }
-    let ifc = |rng: &mut Rng| IFACES[rng.below(IFACES.len() as u64) as usize];
-    match rng.weighted(&[(55, 0), (8, 1), (5, 2), (32, 3)]) {
-        0 => {
-            let _ = write!(out, " on {}", ifc(rng));
-        }
-        1 => {
-            let _ = write!(out, " on {{ {}, {} }}", ifc(rng), ifc(rng));
-        }
-        2 => {
-            let _ = write!(out, " on ! {}", ifc(rng));
-        }
-        _ => {}
-    }
+    on_clause(rng, out);
     let fam = rng.weighted(&[(65, Some(Fam::V4)), (30, Some(Fam::V6)), (5, None)]);
     match fam {
         Some(Fam::V4) if rng.chance(60) => out.push_str(" inet"),
@@ -251,19 +239,7 @@ fn rule(rng: &mut Rng, pool: &Pool, tables: usize, out: &mut String) {
         }
     }
     if proto == 3 && rng.chance(60) {
-        let (kw, names): (&str, &[&str]) = if fam == Some(Fam::V6) {
-            ("icmp6-type", &["echoreq", "echorep", "unreach", "toobig", "neighbrsol", "neighbradv"])
-        } else {
-            ("icmp-type", &["echoreq", "echorep", "unreach", "timex"])
-        };
-        let t = names[rng.below(names.len() as u64) as usize];
-        if rng.chance(20) {
-            let _ = write!(out, " {kw} {{ {t}, {} }}", names[rng.below(names.len() as u64) as usize]);
-        } else if t == "unreach" && rng.chance(30) {
-            let _ = write!(out, " {kw} {t} code {}", rng.below(4));
-        } else {
-            let _ = write!(out, " {kw} {t}");
-        }
+        icmp_type_clause(rng, fam, out);
     }
     if pass {
         match rng.weighted(&[(45, 0), (35, 1), (5, 2), (10, 3), (5, 4)]) {
@@ -275,6 +251,41 @@ fn rule(rng: &mut Rng, pool: &Pool, tables: usize, out: &mut String) {
         }
     }
     out.push('\n');
+}
+
+/// `on IFACE`, `on { a, b }`, `on ! IFACE`, or none.
+fn on_clause(rng: &mut Rng, out: &mut String) {
+    let ifc = |rng: &mut Rng| IFACES[rng.below(IFACES.len() as u64) as usize];
+    match rng.weighted(&[(55, 0), (8, 1), (5, 2), (32, 3)]) {
+        0 => {
+            let _ = write!(out, " on {}", ifc(rng));
+        }
+        1 => {
+            let _ = write!(out, " on {{ {}, {} }}", ifc(rng), ifc(rng));
+        }
+        2 => {
+            let _ = write!(out, " on ! {}", ifc(rng));
+        }
+        _ => {}
+    }
+}
+
+/// `icmp-type` / `icmp6-type` (by the rule's family): one type, a list of two, or
+/// `unreach` with a code.
+fn icmp_type_clause(rng: &mut Rng, fam: Option<Fam>, out: &mut String) {
+    let (kw, names): (&str, &[&str]) = if fam == Some(Fam::V6) {
+        ("icmp6-type", &["echoreq", "echorep", "unreach", "toobig", "neighbrsol", "neighbradv"])
+    } else {
+        ("icmp-type", &["echoreq", "echorep", "unreach", "timex"])
+    };
+    let t = names[rng.below(names.len() as u64) as usize];
+    if rng.chance(20) {
+        let _ = write!(out, " {kw} {{ {t}, {} }}", names[rng.below(names.len() as u64) as usize]);
+    } else if t == "unreach" && rng.chance(30) {
+        let _ = write!(out, " {kw} {t} code {}", rng.below(4));
+    } else {
+        let _ = write!(out, " {kw} {t}");
+    }
 }
 
 /// The text of a rule file with `rules` rules (and a few tables), deterministic in `seed`.

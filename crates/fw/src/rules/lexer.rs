@@ -28,144 +28,178 @@ pub(super) type LexErr = (usize, usize, String);
 
 /// Tokenizes `text`. With `at`, every token gets that position (macro expansion).
 pub(super) fn lex(text: &str, at: Option<(usize, usize, u8)>) -> Result<Vec<Token>, LexErr> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = Vec::new();
-    let (mut line, mut col) = (1usize, 1usize);
-    let mut i = 0;
-    let pos = |l: usize, c: usize| at.map_or((l, c, 0), |a| a);
-    while i < chars.len() {
-        let c = chars[i];
-        let (tl, tc, depth) = pos(line, col);
-        let push = |out: &mut Vec<Token>, tok: Tok| {
-            out.push(Token {
-                tok,
-                line: tl,
-                col: tc,
-                depth,
-            })
-        };
-        match c {
-            ' ' | '\t' | '\r' => {
-                i += 1;
-                col += 1;
-            }
-            '#' => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            '\n' => {
-                push(&mut out, Tok::Newline);
-                i += 1;
-                line += 1;
-                col = 1;
-            }
-            '\\' => {
-                let mut j = i + 1;
-                while j < chars.len() && matches!(chars[j], ' ' | '\t' | '\r') {
-                    j += 1;
-                }
-                if j < chars.len() && chars[j] == '\n' {
-                    i = j + 1;
-                    line += 1;
-                    col = 1;
-                } else {
-                    return Err((tl, tc, "expected end of line after '\\'".into()));
-                }
-            }
-            '"' => {
-                let mut j = i + 1;
-                let mut s = String::new();
-                while j < chars.len() && chars[j] != '"' && chars[j] != '\n' {
-                    s.push(chars[j]);
-                    j += 1;
-                }
-                if j >= chars.len() || chars[j] != '"' {
-                    return Err((
-                        tl,
-                        tc,
-                        "unterminated string (expected '\"' before end of line)".into(),
-                    ));
-                }
-                col += j + 1 - i;
-                i = j + 1;
-                push(&mut out, Tok::Str(s));
-            }
-            '$' => {
-                let mut j = i + 1;
-                while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '_') {
-                    j += 1;
-                }
-                if j == i + 1 {
-                    return Err((tl, tc, "expected a macro name after '$'".into()));
-                }
-                let name: String = chars[i + 1..j].iter().collect();
-                col += j - i;
-                i = j;
-                push(&mut out, Tok::Var(name));
-            }
-            '{' | '}' | ',' | '(' | ')' | '=' | '!' | '<' | '>' => {
-                let next = chars.get(i + 1).copied();
-                let two: Option<&'static str> = match (c, next) {
-                    ('!', Some('=')) => Some("!="),
-                    ('<', Some('=')) => Some("<="),
-                    ('>', Some('=')) => Some(">="),
-                    ('<', Some('>')) => Some("<>"),
-                    ('>', Some('<')) => Some("><"),
-                    _ => None,
-                };
-                if let Some(p) = two {
-                    push(&mut out, Tok::Punct(p));
-                    i += 2;
-                    col += 2;
-                } else {
-                    let p = match c {
-                        '{' => "{",
-                        '}' => "}",
-                        ',' => ",",
-                        '(' => "(",
-                        ')' => ")",
-                        '=' => "=",
-                        '!' => "!",
-                        '<' => "<",
-                        _ => ">",
-                    };
-                    push(&mut out, Tok::Punct(p));
-                    i += 1;
-                    col += 1;
-                }
-            }
-            // pf's translation arrow (`nat ... -> addr`), never the start of a word.
-            '-' if chars.get(i + 1) == Some(&'>') => {
-                push(&mut out, Tok::Punct("->"));
-                i += 2;
-                col += 2;
-            }
-            c if is_word_char(c) => {
-                let mut j = i;
-                while j < chars.len() && is_word_char(chars[j]) {
-                    j += 1;
-                }
-                let w: String = chars[i..j].iter().collect();
-                col += j - i;
-                i = j;
-                push(&mut out, Tok::Word(w));
-            }
-            c => {
-                return Err((tl, tc, format!("unexpected character {c:?}")));
-            }
-        }
+    let mut lx = Lexer { chars: text.chars().collect(), i: 0, line: 1, col: 1, at, out: Vec::new() };
+    while lx.i < lx.chars.len() {
+        lx.token()?;
     }
-    let (tl, tc, depth) = pos(line, col);
+    let (tl, tc, depth) = lx.pos();
     if at.is_none() {
-        out.push(Token {
+        lx.out.push(Token {
             tok: Tok::Eof,
             line: tl,
             col: tc,
             depth,
         });
     }
-    Ok(out)
+    Ok(lx.out)
+}
+
+/// The lexer's place in the text and the tokens so far.
+struct Lexer {
+    chars: Vec<char>,
+    /// Index of the next character.
+    i: usize,
+    line: usize,
+    col: usize,
+    /// The position every token gets, when lexing a macro's text.
+    at: Option<(usize, usize, u8)>,
+    out: Vec<Token>,
+}
+
+impl Lexer {
+    /// Where the token starting at the current character is reported: line, column, depth.
+    fn pos(&self) -> (usize, usize, u8) {
+        self.at.map_or((self.line, self.col, 0), |a| a)
+    }
+
+    fn push(&mut self, tok: Tok, (line, col, depth): (usize, usize, u8)) {
+        self.out.push(Token { tok, line, col, depth });
+    }
+
+    fn err<T>(&self, (line, col, _): (usize, usize, u8), msg: impl Into<String>) -> Result<T, LexErr> {
+        Err((line, col, msg.into()))
+    }
+
+    /// Reads one token (or skips blanks, a comment, a line continuation) at the current
+    /// character.
+    fn token(&mut self) -> Result<(), LexErr> {
+        let c = self.chars[self.i];
+        let at = self.pos();
+        match c {
+            ' ' | '\t' | '\r' => {
+                self.i += 1;
+                self.col += 1;
+            }
+            '#' => {
+                while self.i < self.chars.len() && self.chars[self.i] != '\n' {
+                    self.i += 1;
+                }
+            }
+            '\n' => {
+                self.push(Tok::Newline, at);
+                self.i += 1;
+                self.line += 1;
+                self.col = 1;
+            }
+            '\\' => self.continuation(at)?,
+            '"' => self.string(at)?,
+            '$' => self.macro_ref(at)?,
+            '{' | '}' | ',' | '(' | ')' | '=' | '!' | '<' | '>' => self.punct(c, at),
+            // pf's translation arrow (`nat ... -> addr`), never the start of a word.
+            '-' if self.chars.get(self.i + 1) == Some(&'>') => {
+                self.push(Tok::Punct("->"), at);
+                self.i += 2;
+                self.col += 2;
+            }
+            c if is_word_char(c) => {
+                let w = self.take_while(self.i, is_word_char);
+                self.push(Tok::Word(w), at);
+            }
+            c => return self.err(at, format!("unexpected character {c:?}")),
+        }
+        Ok(())
+    }
+
+    /// The characters from `start` while `keep` holds, as a string; the position moves past
+    /// them.
+    fn take_while(&mut self, start: usize, keep: fn(char) -> bool) -> String {
+        let mut j = start;
+        while j < self.chars.len() && keep(self.chars[j]) {
+            j += 1;
+        }
+        let s: String = self.chars[start..j].iter().collect();
+        self.col += j - self.i;
+        self.i = j;
+        s
+    }
+
+    /// `\` at the end of a line (blanks may follow it): the statement goes on.
+    fn continuation(&mut self, at: (usize, usize, u8)) -> Result<(), LexErr> {
+        let mut j = self.i + 1;
+        while j < self.chars.len() && matches!(self.chars[j], ' ' | '\t' | '\r') {
+            j += 1;
+        }
+        if j < self.chars.len() && self.chars[j] == '\n' {
+            self.i = j + 1;
+            self.line += 1;
+            self.col = 1;
+            Ok(())
+        } else {
+            self.err(at, "expected end of line after '\\'")
+        }
+    }
+
+    /// A quoted string, which must end on its line.
+    fn string(&mut self, at: (usize, usize, u8)) -> Result<(), LexErr> {
+        let (chars, i) = (&self.chars, self.i);
+        let mut j = i + 1;
+        let mut s = String::new();
+        while j < chars.len() && chars[j] != '"' && chars[j] != '\n' {
+            s.push(chars[j]);
+            j += 1;
+        }
+        if j >= chars.len() || chars[j] != '"' {
+            return self.err(at, "unterminated string (expected '\"' before end of line)");
+        }
+        self.col += j + 1 - i;
+        self.i = j + 1;
+        self.push(Tok::Str(s), at);
+        Ok(())
+    }
+
+    /// `$name`.
+    fn macro_ref(&mut self, at: (usize, usize, u8)) -> Result<(), LexErr> {
+        let start = self.i;
+        let name = self.take_while(start + 1, |c| c.is_ascii_alphanumeric() || c == '_');
+        if name.is_empty() {
+            return self.err(at, "expected a macro name after '$'");
+        }
+        self.push(Tok::Var(name), at);
+        Ok(())
+    }
+
+    /// Punctuation: the two-character operators first (`!=`, `<=`, `>=`, `<>`, `><`).
+    fn punct(&mut self, c: char, at: (usize, usize, u8)) {
+        let next = self.chars.get(self.i + 1).copied();
+        let two: Option<&'static str> = match (c, next) {
+            ('!', Some('=')) => Some("!="),
+            ('<', Some('=')) => Some("<="),
+            ('>', Some('=')) => Some(">="),
+            ('<', Some('>')) => Some("<>"),
+            ('>', Some('<')) => Some("><"),
+            _ => None,
+        };
+        if let Some(p) = two {
+            self.push(Tok::Punct(p), at);
+            self.i += 2;
+            self.col += 2;
+            return;
+        }
+        let p = match c {
+            '{' => "{",
+            '}' => "}",
+            ',' => ",",
+            '(' => "(",
+            ')' => ")",
+            '=' => "=",
+            '!' => "!",
+            '<' => "<",
+            _ => ">",
+        };
+        self.push(Tok::Punct(p), at);
+        self.i += 1;
+        self.col += 1;
+    }
 }
 
 pub(super) fn describe(t: &Tok) -> String {

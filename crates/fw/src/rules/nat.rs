@@ -3,12 +3,22 @@
 //! ("Translation"); as pfctl's default `set require-order yes`, translation rules come before
 //! filter rules.
 
-use super::{AddrMatch, AddrTarget, PResult, Parser, PortMatch, Prefix, Tok, Token, here};
+use super::hosts::check_ports_need_tcp_udp;
+use super::{AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
 use crate::nat::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
 use crate::packet::Af;
 
 /// The `inet6` error: linerate translates IPv4 only.
 const NO_INET6: &str = "IPv6 translation is not supported by linerate (nat, rdr and binat are IPv4 only)";
+
+/// The pool options after a translation's address and ports.
+struct PoolOptions {
+    method: PoolMethod,
+    /// The pool type's keyword, when one was written.
+    method_tok: Option<Token>,
+    sticky: bool,
+    static_port: bool,
+}
 
 impl Parser<'_> {
     /// `[no] (nat | rdr | binat) ...` up to the end of the statement.
@@ -18,17 +28,7 @@ impl Parser<'_> {
             return here(&first, "translation rules (nat, rdr, binat) must come before filter rules (pf.conf(5), STATEMENT ORDER)");
         }
         let negated = self.eat_word("no")?;
-        let (k, kt) = self.word("nat, rdr or binat")?;
-        let kind = match k.as_str() {
-            "nat" => NatKind::Nat,
-            "rdr" => NatKind::Rdr,
-            "binat" => NatKind::Binat,
-            _ => return here(&kt, format!("expected nat, rdr or binat, found \"{k}\"")),
-        };
-        if self.is_word("pass")? {
-            let t = self.peek()?.clone();
-            return here(&t, format!("`{} pass` is not supported by linerate (add a `pass` filter rule for the translated packets)", kind.name()));
-        }
+        let kind = self.nat_kind()?;
         self.refuse_unsupported("")?;
         let (mut ifaces, mut iface_neg) = (Vec::new(), false);
         if self.eat_word("on")? {
@@ -44,46 +44,11 @@ impl Parser<'_> {
             None
         };
         let protos = if self.eat_word("proto")? { self.proto_list()? } else { Vec::new() };
-        let mut addr_toks: Vec<(Token, Af, bool)> = Vec::new();
-        let (mut src, mut dst) = (AddrMatch::Any, AddrMatch::Any);
-        let (mut src_ports, mut dst_ports) = (PortMatch::Any, PortMatch::Any);
-        let mut port_tok = None;
-        let mut dst_iface = None;
-        if !self.eat_word("all")? {
-            if self.eat_word("from")? {
-                if !self.is_word("port")? {
-                    src = self.addr_match(&mut addr_toks, true)?;
-                }
-                if self.is_word("port")? {
-                    port_tok = Some(self.next()?);
-                    src_ports = self.port_spec()?;
-                }
-            }
-            if self.eat_word("to")? {
-                if self.eat_punct("(")? {
-                    let i = self.iface_list()?;
-                    self.expect_punct(")", "\")\" closing `(interface)`")?;
-                    dst_iface = i.first().copied().filter(|_| i.len() == 1);
-                    if dst_iface.is_none() {
-                        return here(&first, "`to ({ ... })` is not supported by linerate: name one interface");
-                    }
-                } else if !self.is_word("port")? {
-                    dst = self.addr_match(&mut addr_toks, false)?;
-                }
-                if self.is_word("port")? {
-                    port_tok.get_or_insert(self.next()?);
-                    dst_ports = self.port_spec()?;
-                }
-            }
-        }
-        if let Some((t, _, _)) = addr_toks.iter().find(|(_, a, _)| *a == Af::Inet6) {
+        let hosts = self.hosts(Some(&first))?;
+        if let Some((t, _, _)) = hosts.addr_toks.iter().find(|(_, a, _)| *a == Af::Inet6) {
             return here(t, NO_INET6);
         }
-        if let Some(t) = &port_tok
-            && (protos.is_empty() || protos.iter().any(|p| *p != 6 && *p != 17))
-        {
-            return here(t, "port only applies to proto tcp or udp");
-        }
+        check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
         self.refuse_unsupported_option("")?;
         let target = if negated {
             None
@@ -99,7 +64,7 @@ impl Parser<'_> {
             return here(&t, format!("`no {}` takes no translation (\"->\")", kind.name()));
         }
         if kind == NatKind::Binat {
-            self.check_binat(&first, &src, target.as_ref())?;
+            self.check_binat(&first, &hosts.src, target.as_ref())?;
         }
         self.rs.nat.push(NatRule {
             kind,
@@ -108,11 +73,11 @@ impl Parser<'_> {
             iface_neg,
             af,
             protos,
-            src,
-            src_ports,
-            dst,
-            dst_ports,
-            dst_iface,
+            src: hosts.src,
+            src_ports: hosts.src_ports,
+            dst: hosts.dst,
+            dst_ports: hosts.dst_ports,
+            dst_iface: hosts.dst_iface,
             target,
             line: first.line,
             column: first.col,
@@ -120,61 +85,118 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// `nat`, `rdr` or `binat`; pf's `pass` after it is refused.
+    fn nat_kind(&mut self) -> PResult<NatKind> {
+        let (k, kt) = self.word("nat, rdr or binat")?;
+        let kind = match k.as_str() {
+            "nat" => NatKind::Nat,
+            "rdr" => NatKind::Rdr,
+            "binat" => NatKind::Binat,
+            _ => return here(&kt, format!("expected nat, rdr or binat, found \"{k}\"")),
+        };
+        if self.is_word("pass")? {
+            let t = self.peek()?.clone();
+            return here(&t, format!("`{} pass` is not supported by linerate (add a `pass` filter rule for the translated packets)", kind.name()));
+        }
+        Ok(kind)
+    }
+
     /// What follows `->`: the address(es), `port`, the pool type, `sticky-address`,
     /// `static-port`.
     fn nat_target(&mut self, kind: NatKind, arrow: &Token) -> PResult<NatTarget> {
-        let at = self.peek()?.clone();
-        let addr = if self.eat_punct("(")? {
-            let iface = self.iface_list()?;
-            self.expect_punct(")", "\")\" closing `(interface)`")?;
-            match iface.as_slice() {
-                [i] => NatAddr::Iface(*i),
-                _ => return here(&at, "`({ ... })` is not supported by linerate: name one interface"),
-            }
-        } else {
-            let mut items = Vec::new();
-            let mut toks = Vec::new();
-            if self.eat_punct("{")? {
-                self.addr_list(&mut toks, false, &mut items, 0)?;
-            } else {
-                self.addr_item(&mut toks, false, &mut items)?;
-            }
-            let mut prefixes = Vec::new();
-            for item in &items {
-                match item.target {
-                    AddrTarget::Prefix(p) if !item.negated && p.af == Af::Inet => prefixes.push(p),
-                    AddrTarget::Prefix(p) if p.af == Af::Inet6 => return here(&at, NO_INET6),
-                    AddrTarget::Table(_) => return here(&at, "a table as translation pool is not supported by linerate (list the addresses)"),
-                    _ => return here(&at, "a translation address cannot be negated"),
-                }
-            }
-            let total: u128 = prefixes.iter().map(|p: &Prefix| p.last() - p.first() + 1).sum();
-            if total > crate::nat::pool::MAX_POOL_ADDRS {
-                return here(&at, format!("translation pool of {total} addresses (at most {})", crate::nat::pool::MAX_POOL_ADDRS));
-            }
-            NatAddr::Pool(prefixes)
-        };
+        let addr = self.nat_addr()?;
         let (mut ports, mut port_star) = (None, false);
         if self.is_word("port")? {
             let pt = self.next()?;
             if kind == NatKind::Binat {
                 return here(&pt, "binat translates addresses only (no port)");
             }
-            let t = self.peek()?.clone();
-            let Tok::Word(w) = &t.tok else { return self.fail("a port or a range lo:hi") };
-            let parsed = match w.split_once(':') {
-                Some((a, "*")) => super::port_number(a).map(|a| {
-                    port_star = true;
-                    (a, a)
-                }),
-                Some((a, b)) => super::port_number(a).zip(super::port_number(b)).filter(|(a, b)| a <= b),
-                None => super::port_number(w).map(|p| (p, p)),
-            };
-            let Some(parsed) = parsed else { return self.fail("a port, a range lo:hi or lo:*") };
-            self.next()?;
-            ports = Some(parsed);
+            let (range, star) = self.nat_port_range()?;
+            ports = Some(range);
+            port_star = star;
         }
-        let (mut method, mut explicit, mut sticky, mut static_port) = (PoolMethod::RoundRobin, None, false, false);
+        let pool = self.pool_options(kind)?;
+        match self.peek()?.tok {
+            Tok::Newline | Tok::Eof => {}
+            _ => {
+                self.refuse_unsupported_option("")?;
+                return self.fail("port, a pool type (round-robin, random, source-hash, bitmask), sticky-address, static-port or end of line");
+            }
+        }
+        let method = pool.method;
+        if let (Some(t), NatAddr::Pool(p)) = (&pool.method_tok, &addr)
+            && method != PoolMethod::RoundRobin
+            && p.len() != 1
+        {
+            return here(t, "only round-robin takes a list of addresses; other pool types need one prefix (pf.conf(5), POOL OPTIONS)");
+        }
+        if pool.sticky && !matches!(method, PoolMethod::RoundRobin | PoolMethod::Random) {
+            return here(arrow, "sticky-address only applies to round-robin and random pools");
+        }
+        let ports = match (kind, ports) {
+            (NatKind::Nat, None) if pool.static_port => Some((0, 65535)),
+            (NatKind::Nat, None) => Some(DEFAULT_NAT_PORTS),
+            (_, p) => p,
+        };
+        Ok(NatTarget { addr, ports, port_star, method, sticky: pool.sticky, static_port: pool.static_port })
+    }
+
+    /// The translation address: `(IFACE)`, or IPv4 addresses, prefixes and ranges.
+    fn nat_addr(&mut self) -> PResult<NatAddr> {
+        let at = self.peek()?.clone();
+        if self.eat_punct("(")? {
+            let iface = self.iface_list()?;
+            self.expect_punct(")", "\")\" closing `(interface)`")?;
+            return match iface.as_slice() {
+                [i] => Ok(NatAddr::Iface(*i)),
+                _ => here(&at, "`({ ... })` is not supported by linerate: name one interface"),
+            };
+        }
+        let mut items = Vec::new();
+        let mut toks = Vec::new();
+        if self.eat_punct("{")? {
+            self.addr_list(&mut toks, false, &mut items, 0)?;
+        } else {
+            self.addr_item(&mut toks, false, &mut items)?;
+        }
+        let mut prefixes = Vec::new();
+        for item in &items {
+            match item.target {
+                AddrTarget::Prefix(p) if !item.negated && p.af == Af::Inet => prefixes.push(p),
+                AddrTarget::Prefix(p) if p.af == Af::Inet6 => return here(&at, NO_INET6),
+                AddrTarget::Table(_) => return here(&at, "a table as translation pool is not supported by linerate (list the addresses)"),
+                _ => return here(&at, "a translation address cannot be negated"),
+            }
+        }
+        let total: u128 = prefixes.iter().map(|p: &Prefix| p.last() - p.first() + 1).sum();
+        if total > crate::nat::pool::MAX_POOL_ADDRS {
+            return here(&at, format!("translation pool of {total} addresses (at most {})", crate::nat::pool::MAX_POOL_ADDRS));
+        }
+        Ok(NatAddr::Pool(prefixes))
+    }
+
+    /// After the target's `port`: a port, `lo:hi` or `lo:*` (`true`: the range maps onto
+    /// one of the same size from `lo`).
+    fn nat_port_range(&mut self) -> PResult<((u16, u16), bool)> {
+        let t = self.peek()?.clone();
+        let Tok::Word(w) = &t.tok else { return self.fail("a port or a range lo:hi") };
+        let mut port_star = false;
+        let parsed = match w.split_once(':') {
+            Some((a, "*")) => super::port_number(a).map(|a| {
+                port_star = true;
+                (a, a)
+            }),
+            Some((a, b)) => super::port_number(a).zip(super::port_number(b)).filter(|(a, b)| a <= b),
+            None => super::port_number(w).map(|p| (p, p)),
+        };
+        let Some(parsed) = parsed else { return self.fail("a port, a range lo:hi or lo:*") };
+        self.next()?;
+        Ok((parsed, port_star))
+    }
+
+    /// The pool type, `sticky-address` and `static-port`, in any order.
+    fn pool_options(&mut self, kind: NatKind) -> PResult<PoolOptions> {
+        let mut pool = PoolOptions { method: PoolMethod::RoundRobin, method_tok: None, sticky: false, static_port: false };
         loop {
             let t = self.peek()?.clone();
             let Tok::Word(w) = &t.tok else { break };
@@ -185,47 +207,26 @@ impl Parser<'_> {
                 "bitmask" => PoolMethod::Bitmask,
                 "sticky-address" => {
                     self.next()?;
-                    sticky = true;
+                    pool.sticky = true;
                     continue;
                 }
                 "static-port" if kind == NatKind::Nat => {
                     self.next()?;
-                    static_port = true;
+                    pool.static_port = true;
                     continue;
                 }
                 "static-port" => return here(&t, "static-port only applies to nat rules"),
                 _ => break,
             };
             self.next()?;
-            method = m;
-            explicit = Some(t);
+            pool.method = m;
+            pool.method_tok = Some(t);
             if m == PoolMethod::SourceHash && matches!(&self.peek()?.tok, Tok::Str(_) | Tok::Word(_)) && !self.is_word("sticky-address")? && !self.is_word("static-port")? {
                 let k = self.peek()?.clone();
                 return here(&k, "`source-hash KEY` is not supported by linerate (the hash key is fixed)");
             }
         }
-        match self.peek()?.tok {
-            Tok::Newline | Tok::Eof => {}
-            _ => {
-                self.refuse_unsupported_option("")?;
-                return self.fail("port, a pool type (round-robin, random, source-hash, bitmask), sticky-address, static-port or end of line");
-            }
-        }
-        if let (Some(t), NatAddr::Pool(p)) = (&explicit, &addr)
-            && method != PoolMethod::RoundRobin
-            && p.len() != 1
-        {
-            return here(t, "only round-robin takes a list of addresses; other pool types need one prefix (pf.conf(5), POOL OPTIONS)");
-        }
-        if sticky && !matches!(method, PoolMethod::RoundRobin | PoolMethod::Random) {
-            return here(arrow, "sticky-address only applies to round-robin and random pools");
-        }
-        let ports = match (kind, ports) {
-            (NatKind::Nat, None) if static_port => Some((0, 65535)),
-            (NatKind::Nat, None) => Some(DEFAULT_NAT_PORTS),
-            (_, p) => p,
-        };
-        Ok(NatTarget { addr, ports, port_star, method, sticky, static_port })
+        Ok(pool)
     }
 
     /// pf's binat: one inside host or prefix, one outside address or prefix of the same length.

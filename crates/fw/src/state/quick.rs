@@ -20,7 +20,8 @@
 //! packet whose full key could name a UDP state but that it does not give to the quick loop
 //! (the data plane: an IPv4 UDP packet with IP options, a fragment, an odd UDP length).
 
-use super::{Entry, F_INIT_B, FlowV4, StateTable, Tmo, find_v4, home_of, pseudo_states};
+use super::index::{find_v4, home_of};
+use super::{Entry, F_INIT_B, FlowV4, StateTable, Tmo, pseudo_states};
 use crate::state::flow::FlowHasher;
 
 /// A UDP packet from endpoint A (resp. B) of the key changes nothing but the deadline.

@@ -108,129 +108,53 @@ pub(super) enum Track {
     Drop,
 }
 
-/// pf_tcp_track_full without scrub/modulation.
+/// The window scale shifts that apply to a segment: the sender's (`sws`) and the receiver's
+/// (`dws`). RFC 7323 2.2: scaling is in effect only once both ends sent the option, and a
+/// SYN's own window is never scaled.
+#[derive(Clone, Copy)]
+struct Scales {
+    sws: u8,
+    dws: u8,
+}
+
+/// The sequence space a segment occupies (pf's `seq`, `end` and `data_end`): SYN and FIN
+/// each take one number (RFC 9293 3.4); `data_end` leaves out the FIN.
+#[derive(Clone, Copy)]
+struct Span {
+    seq: u32,
+    end: u32,
+    data_end: u32,
+}
+
+/// pf_tcp_track_full without scrub/modulation, in pf's order: set up a sender seen for the
+/// first time, pick the acknowledgement to check, then the in-window test, pf's loose
+/// second clause, or a drop.
 pub(super) fn track_full(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment) -> Track {
     let flags = seg.flags;
     let mut win: u16 = seg.win;
-    let (mut sws, mut dws) = if src.wscale != 0 && dst.wscale != 0 && flags & SYN == 0 {
-        (src.wscale & WSCALE_MASK, dst.wscale & WSCALE_MASK)
-    } else {
-        (0, 0)
-    };
-    let orig_seq = seg.seq;
-    let mut seq = seg.seq;
-    let mut end: u32;
-    let mut data_end: u32;
-
+    let mut scales = scales(src, dst, flags);
+    let mut span = span_of(seg);
     if src.seqlo == 0 {
-        // First packet from this end: set its state.
-        end = seq.wrapping_add(seg.payload_len as u32);
-        if flags & SYN != 0 {
-            end = end.wrapping_add(1);
-            if dst.wscale & WSCALE_FLAG != 0 {
-                src.wscale = get_wscale(seg);
-                if src.wscale & WSCALE_FLAG != 0 {
-                    // Remove the scale factor from the initial window.
-                    sws = src.wscale & WSCALE_MASK;
-                    win = ((win as u32 + (1u32 << sws) - 1) >> sws) as u16;
-                    dws = dst.wscale & WSCALE_MASK;
-                } else {
-                    // Fix up the other window; in case of a retransmitted SYN|ACK.
-                    dst.max_win =
-                        TCP_MAXWIN.min((dst.max_win as u32) << (dst.wscale & WSCALE_MASK)) as u16;
-                    dst.wscale = 0;
-                }
-            }
+        if flags & SYN != 0 && dst.wscale & WSCALE_FLAG != 0 {
+            win = adopt_window_scale(src, dst, seg, win, &mut scales);
         }
-        data_end = end;
-        if flags & FIN != 0 {
-            end = end.wrapping_add(1);
-        }
-        src.seqlo = seq;
-        if src.state < SYN_SENT {
-            src.state = SYN_SENT;
-        }
-        // May need to slide the window (seqhi may have been set by a picked-up connection).
-        let w = ((dst.max_win as u32) << dws).max(1);
-        if src.seqhi == 1 || seq_geq(end.wrapping_add(w), src.seqhi) {
-            src.seqhi = end.wrapping_add(w);
-        }
-        if win > src.max_win {
-            src.max_win = win;
-        }
-    } else {
-        end = seq.wrapping_add(seg.payload_len as u32);
-        if flags & SYN != 0 {
-            end = end.wrapping_add(1);
-        }
-        data_end = end;
-        if flags & FIN != 0 {
-            end = end.wrapping_add(1);
-        }
+        first_from_sender(src, dst, &span, win, scales.dws);
     }
-
-    let mut ack = seg.ack;
-    if flags & ACK == 0 {
-        // Let it pass through the ack skew check.
-        ack = dst.seqlo;
-    } else if (ack == 0 && flags & (ACK | RST) == (ACK | RST)) || dst.state < SYN_SENT {
-        // Broken stacks do not set ack; many set it in FIN|ACK when the SYN timed out.
-        ack = dst.seqlo;
-    }
-
-    if seq == end {
+    let ack = ack_to_check(seg, dst);
+    if span.seq == span.end {
         // Ease sequencing restrictions on no-data packets.
-        seq = src.seqlo;
-        end = seq;
-        data_end = seq;
+        let seq = src.seqlo;
+        span = Span { seq, end: seq, data_end: seq };
     }
-
-    let ackskew = dst.seqlo.wrapping_sub(ack) as i32 as i64;
-    let dwin = (dst.max_win as u32) << dws;
-
-    if seq_geq(src.seqhi, data_end)
-        // Last octet inside the other's window space.
-        && seq_geq(seq, src.seqlo.wrapping_sub(dwin))
-        // Retransmission: not more than one window back.
-        && ackskew >= -MAXACKWINDOW
-        // Acking not more than one reassembled fragment backwards.
-        && ackskew <= (MAXACKWINDOW << sws)
-        // Acking not more than one window forward.
-        && (flags & RST == 0
-            || orig_seq == src.seqlo
-            || orig_seq == src.seqlo.wrapping_add(1)
-            || orig_seq.wrapping_add(1) == src.seqlo)
-    // Require an exact/+1 sequence match on resets.
-    {
-        update_windows(src, dst, win, sws, end, ack);
-        if flags & SYN != 0 && src.state < SYN_SENT {
-            src.state = SYN_SENT;
-        }
-        if flags & FIN != 0 && src.state < CLOSING {
-            src.state = CLOSING;
-        }
-        if flags & ACK != 0 {
-            if dst.state == SYN_SENT {
-                dst.state = ESTABLISHED;
-            } else if dst.state == CLOSING {
-                dst.state = FIN_WAIT_2;
-            }
-        }
-        if flags & RST != 0 {
-            src.state = TIME_WAIT;
-            dst.state = TIME_WAIT;
-        }
+    if in_window(src, dst, &span, seg, ack, scales) {
+        update_windows(src, dst, win, scales.sws, span.end, ack);
+        advance_states(src, dst, flags);
         Track::Pass(timeout_for(src, dst))
-    } else if (dst.state < SYN_SENT || dst.state >= FIN_WAIT_2 || src.state >= FIN_WAIT_2)
-        // Within a window forward of the originating packet.
-        && seq_geq(src.seqhi.wrapping_add(MAXACKWINDOW as u32), data_end)
-        // Within a window backward of the originating packet.
-        && seq_geq(seq, src.seqlo.wrapping_sub(MAXACKWINDOW as u32))
-    {
+    } else if in_loose_window(src, dst, &span) {
         // pf: 1) stacks that shotgun SYNs before the peer replies, 2) connections picked up
         // after establishment, 3) funky packets right after close. The TTL is not updated
         // here so that a flood caught by this clause cannot keep the state alive.
-        update_windows(src, dst, win, sws, end, ack);
+        update_windows(src, dst, win, scales.sws, span.end, ack);
         if flags & FIN != 0 && src.state < CLOSING {
             src.state = CLOSING;
         }
@@ -249,6 +173,137 @@ pub(super) fn track_full(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment) -> Tr
         }
         Track::Drop
     }
+}
+
+#[inline(always)]
+fn scales(src: &Peer, dst: &Peer, flags: u8) -> Scales {
+    if src.wscale != 0 && dst.wscale != 0 && flags & SYN == 0 {
+        Scales { sws: src.wscale & WSCALE_MASK, dws: dst.wscale & WSCALE_MASK }
+    } else {
+        Scales { sws: 0, dws: 0 }
+    }
+}
+
+#[inline(always)]
+fn span_of(seg: &TcpSegment) -> Span {
+    let seq = seg.seq;
+    let mut end = seq.wrapping_add(seg.payload_len as u32);
+    if seg.flags & SYN != 0 {
+        end = end.wrapping_add(1);
+    }
+    let data_end = end;
+    if seg.flags & FIN != 0 {
+        end = end.wrapping_add(1);
+    }
+    Span { seq, end, data_end }
+}
+
+/// A SYN (or SYN|ACK) answering a peer that offered window scaling: the sender's option
+/// decides whether scaling is on for both (RFC 7323 2.2). Returns the segment's window with
+/// the sender's scale removed (pf rounds it up).
+#[inline(always)]
+fn adopt_window_scale(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment, win: u16, scales: &mut Scales) -> u16 {
+    src.wscale = get_wscale(seg);
+    if src.wscale & WSCALE_FLAG != 0 {
+        // Remove the scale factor from the initial window.
+        scales.sws = src.wscale & WSCALE_MASK;
+        scales.dws = dst.wscale & WSCALE_MASK;
+        ((win as u32 + (1u32 << scales.sws) - 1) >> scales.sws) as u16
+    } else {
+        // Fix up the other window; in case of a retransmitted SYN|ACK.
+        dst.max_win = TCP_MAXWIN.min((dst.max_win as u32) << (dst.wscale & WSCALE_MASK)) as u16;
+        dst.wscale = 0;
+        win
+    }
+}
+
+/// The first packet seen from this end: its sequence numbers start here.
+#[inline(always)]
+fn first_from_sender(src: &mut Peer, dst: &Peer, span: &Span, win: u16, dws: u8) {
+    src.seqlo = span.seq;
+    if src.state < SYN_SENT {
+        src.state = SYN_SENT;
+    }
+    // May need to slide the window (seqhi may have been set by a picked-up connection).
+    let w = ((dst.max_win as u32) << dws).max(1);
+    if src.seqhi == 1 || seq_geq(span.end.wrapping_add(w), src.seqhi) {
+        src.seqhi = span.end.wrapping_add(w);
+    }
+    if win > src.max_win {
+        src.max_win = win;
+    }
+}
+
+/// The acknowledgement number the window checks use: the peer's own `seqlo` (always in
+/// window) when the segment carries none that can be trusted.
+#[inline(always)]
+fn ack_to_check(seg: &TcpSegment, dst: &Peer) -> u32 {
+    let flags = seg.flags;
+    if flags & ACK == 0 {
+        // Let it pass through the ack skew check.
+        dst.seqlo
+    } else if (seg.ack == 0 && flags & (ACK | RST) == (ACK | RST)) || dst.state < SYN_SENT {
+        // Broken stacks do not set ack; many set it in FIN|ACK when the SYN timed out.
+        dst.seqlo
+    } else {
+        seg.ack
+    }
+}
+
+/// pf's four window checks (van Rooij's), plus the exact sequence match pf requires of a
+/// reset (compare RFC 5961 3.2).
+#[inline(always)]
+fn in_window(src: &Peer, dst: &Peer, span: &Span, seg: &TcpSegment, ack: u32, scales: Scales) -> bool {
+    let orig_seq = seg.seq;
+    let ackskew = dst.seqlo.wrapping_sub(ack) as i32 as i64;
+    let dwin = (dst.max_win as u32) << scales.dws;
+    seq_geq(src.seqhi, span.data_end)
+        // Last octet inside the other's window space.
+        && seq_geq(span.seq, src.seqlo.wrapping_sub(dwin))
+        // Retransmission: not more than one window back.
+        && ackskew >= -MAXACKWINDOW
+        // Acking not more than one reassembled fragment backwards.
+        && ackskew <= (MAXACKWINDOW << scales.sws)
+        // Acking not more than one window forward.
+        && (seg.flags & RST == 0
+            || orig_seq == src.seqlo
+            || orig_seq == src.seqlo.wrapping_add(1)
+            || orig_seq.wrapping_add(1) == src.seqlo)
+    // Require an exact/+1 sequence match on resets.
+}
+
+/// The TCP state machine's step for an in-window segment (RFC 9293 3.3.2, as pf models it).
+#[inline(always)]
+fn advance_states(src: &mut Peer, dst: &mut Peer, flags: u8) {
+    if flags & SYN != 0 && src.state < SYN_SENT {
+        src.state = SYN_SENT;
+    }
+    if flags & FIN != 0 && src.state < CLOSING {
+        src.state = CLOSING;
+    }
+    if flags & ACK != 0 {
+        if dst.state == SYN_SENT {
+            dst.state = ESTABLISHED;
+        } else if dst.state == CLOSING {
+            dst.state = FIN_WAIT_2;
+        }
+    }
+    if flags & RST != 0 {
+        src.state = TIME_WAIT;
+        dst.state = TIME_WAIT;
+    }
+}
+
+/// pf's second clause: a segment outside the windows that is still within one maximum
+/// window of the sender's sequence space, while the connection is not yet synchronised
+/// or is closing.
+#[inline(always)]
+fn in_loose_window(src: &Peer, dst: &Peer, span: &Span) -> bool {
+    (dst.state < SYN_SENT || dst.state >= FIN_WAIT_2 || src.state >= FIN_WAIT_2)
+        // Within a window forward of the originating packet.
+        && seq_geq(src.seqhi.wrapping_add(MAXACKWINDOW as u32), span.data_end)
+        // Within a window backward of the originating packet.
+        && seq_geq(span.seq, src.seqlo.wrapping_sub(MAXACKWINDOW as u32))
 }
 
 #[inline]

@@ -212,6 +212,8 @@ pub(crate) enum Effect {
     Table(u32, bool),
 }
 
+/// Phase 0 for one address field (`get` picks it from a rule): its classes, and for each
+/// family the lookup from an address to its class.
 pub(crate) fn build_addr(
     rs: &RuleSet,
     get: impl Fn(&Rule) -> &AddrMatch,
@@ -220,9 +222,40 @@ pub(crate) fn build_addr(
     what: &str,
 ) -> Result<(AddrField, Space), BuildError> {
     let mut space = Space::new(common_rules(rs, |r| matches!(get(r), AddrMatch::Any)));
+    let sigs = signatures(rs, &get);
+    let mut classes = Classes::new(&sigs);
+    let mut lookups = Vec::new();
+    for fam in [Af::Inet, Af::Inet6] {
+        classes.start_family(fam);
+        let mut nodes = family_nodes(rs, &sigs.preds, fam);
+        budget.charge(nodes.len() * 48, what)?;
+        nodes.sort_by_key(|n| (n.0, n.1));
+        let root = classes.class_of(&Vec::new(), &mut space, budget, what)?;
+        let inserted = classes.prefix_classes(&nodes, root, &mut space, budget, what)?;
+        drop(nodes);
+        lookups.push(addr_lookup(fam, root, &inserted, opts, budget, what)?);
+    }
+    let v6 = lookups.pop().expect("v6");
+    let v4 = lookups.pop().expect("v4");
+    Ok((AddrField { v4, v6 }, space))
+}
+
+/// A rule's address items as `(negated, predicate id)`, sorted: rules with the same
+/// signature match the same addresses.
+type Sig = Vec<(bool, u32)>;
+
+/// The distinct predicates (prefixes, tables) of a field's rules, and its rules grouped by
+/// signature.
+struct Signatures {
+    preds: Vec<Pred>,
+    sigs: Vec<Sig>,
+    /// The rules of each signature.
+    sig_rules: Vec<RSet>,
+}
+
+fn signatures(rs: &RuleSet, get: &impl Fn(&Rule) -> &AddrMatch) -> Signatures {
     let mut pred_ids: HashMap<Pred, u32> = HashMap::new();
     let mut preds: Vec<Pred> = Vec::new();
-    type Sig = Vec<(bool, u32)>;
     let mut sig_ids: HashMap<Sig, u32> = HashMap::new();
     let mut sigs: Vec<Sig> = Vec::new();
     let mut sig_rules: Vec<RSet> = Vec::new();
@@ -255,81 +288,120 @@ pub(crate) fn build_addr(
         });
         sig_rules[id as usize].push(i as u32);
     }
-    let mut pos_index: Vec<Vec<u32>> = vec![Vec::new(); preds.len()];
-    let mut neg_sigs: Vec<u32> = Vec::new();
-    for (s, sig) in sigs.iter().enumerate() {
-        for &(neg, p) in sig {
-            if !neg {
-                pos_index[p as usize].push(s as u32);
+    Signatures { preds, sigs, sig_rules }
+}
+
+/// The prefixes of family `fam` that change which predicates hold: the rules' own prefixes,
+/// and the tables' entries (a negated entry takes its table's predicate away).
+fn family_nodes(rs: &RuleSet, preds: &[Pred], fam: Af) -> Vec<(u128, u8, Effect)> {
+    let mut nodes: Vec<(u128, u8, Effect)> = Vec::new();
+    for (pid, p) in preds.iter().enumerate() {
+        match *p {
+            Pred::Prefix(x) if x.af == fam => {
+                nodes.push((x.addr, x.len, Effect::Direct(pid as u32)))
+            }
+            Pred::Prefix(_) => {}
+            Pred::Table(t) => {
+                for e in &rs.tables[t].entries {
+                    if e.prefix.af == fam {
+                        nodes.push((
+                            e.prefix.addr,
+                            e.prefix.len,
+                            Effect::Table(pid as u32, !e.negated),
+                        ));
+                    }
+                }
             }
         }
-        if sig.iter().any(|x| x.0) {
-            neg_sigs.push(s as u32);
-        }
     }
-    let mut sigset_memo: HashMap<Vec<u32>, u32> = HashMap::new();
-    let mut lookups = Vec::new();
-    for fam in [Af::Inet, Af::Inet6] {
+    nodes
+}
+
+/// The classes of predicate vectors (the sorted predicates true of an address): the rules
+/// of the signatures such a vector satisfies.
+struct Classes<'a> {
+    sigs: &'a Signatures,
+    /// Per predicate, the signatures that list it un-negated.
+    pos_index: Vec<Vec<u32>>,
+    /// The signatures with a negated item.
+    neg_sigs: Vec<u32>,
+    /// The class of a set of satisfied signatures, for both families.
+    by_sigset: HashMap<Vec<u32>, u32>,
+    /// The family being built, and the class of each of its vectors seen so far.
+    fam: Af,
+    by_vector: HashMap<Vec<u32>, u32>,
+}
+
+impl<'a> Classes<'a> {
+    fn new(sigs: &'a Signatures) -> Self {
+        let mut pos_index: Vec<Vec<u32>> = vec![Vec::new(); sigs.preds.len()];
+        let mut neg_sigs: Vec<u32> = Vec::new();
+        for (s, sig) in sigs.sigs.iter().enumerate() {
+            for &(neg, p) in sig {
+                if !neg {
+                    pos_index[p as usize].push(s as u32);
+                }
+            }
+            if sig.iter().any(|x| x.0) {
+                neg_sigs.push(s as u32);
+            }
+        }
+        Classes { sigs, pos_index, neg_sigs, by_sigset: HashMap::new(), fam: Af::Inet, by_vector: HashMap::new() }
+    }
+
+    fn start_family(&mut self, fam: Af) {
+        self.fam = fam;
+        self.by_vector = HashMap::new();
+    }
+
+    /// The class of predicate vector `v`.
+    fn class_of(&mut self, v: &Vec<u32>, space: &mut Space, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
+        if let Some(&c) = self.by_vector.get(v) {
+            return Ok(c);
+        }
+        let (preds, fam) = (&self.sigs.preds, self.fam);
+        // A negated item of another family's prefix never matches (see docs/firewall.md).
         let compatible = |p: u32| match preds[p as usize] {
             Pred::Table(_) => true,
             Pred::Prefix(x) => x.af == fam,
         };
-        // The class of a predicate vector (sorted true predicates).
-        let mut vec_memo: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut class_of =
-            |v: &Vec<u32>, space: &mut Space, budget: &mut Budget| -> Result<u32, BuildError> {
-                if let Some(&c) = vec_memo.get(v) {
-                    return Ok(c);
-                }
-                let mut matched: Vec<u32> = v
-                    .iter()
-                    .flat_map(|&p| pos_index[p as usize].iter().copied())
-                    .collect();
-                for &s in &neg_sigs {
-                    if sigs[s as usize]
-                        .iter()
-                        .any(|&(neg, p)| neg && compatible(p) && v.binary_search(&p).is_err())
-                    {
-                        matched.push(s);
-                    }
-                }
-                matched.sort_unstable();
-                matched.dedup();
-                let c = match sigset_memo.get(&matched) {
-                    Some(&c) => c,
-                    None => {
-                        let c = space.id(rules_of(&matched, &sig_rules), budget, what)?;
-                        sigset_memo.insert(matched, c);
-                        c
-                    }
-                };
-                vec_memo.insert(v.clone(), c);
-                Ok(c)
-            };
-        let mut nodes: Vec<(u128, u8, Effect)> = Vec::new();
-        for (pid, p) in preds.iter().enumerate() {
-            match *p {
-                Pred::Prefix(x) if x.af == fam => {
-                    nodes.push((x.addr, x.len, Effect::Direct(pid as u32)))
-                }
-                Pred::Prefix(_) => {}
-                Pred::Table(t) => {
-                    for e in &rs.tables[t].entries {
-                        if e.prefix.af == fam {
-                            nodes.push((
-                                e.prefix.addr,
-                                e.prefix.len,
-                                Effect::Table(pid as u32, !e.negated),
-                            ));
-                        }
-                    }
-                }
+        let mut matched: Vec<u32> = v
+            .iter()
+            .flat_map(|&p| self.pos_index[p as usize].iter().copied())
+            .collect();
+        for &s in &self.neg_sigs {
+            if self.sigs.sigs[s as usize]
+                .iter()
+                .any(|&(neg, p)| neg && compatible(p) && v.binary_search(&p).is_err())
+            {
+                matched.push(s);
             }
         }
-        budget.charge(nodes.len() * 48, what)?;
-        nodes.sort_by_key(|n| (n.0, n.1));
-        let root = class_of(&Vec::new(), &mut space, budget)?;
-        // Walk prefixes in (addr, len) order; stack of enclosing prefixes.
+        matched.sort_unstable();
+        matched.dedup();
+        let c = match self.by_sigset.get(&matched) {
+            Some(&c) => c,
+            None => {
+                let c = space.id(rules_of(&matched, &self.sigs.sig_rules), budget, what)?;
+                self.by_sigset.insert(matched, c);
+                c
+            }
+        };
+        self.by_vector.insert(v.clone(), c);
+        Ok(c)
+    }
+
+    /// Walks the sorted `nodes` as nested prefixes (a stack of the enclosing ones) and
+    /// returns each prefix whose class differs from its parent's, with that class.
+    fn prefix_classes(
+        &mut self,
+        nodes: &[(u128, u8, Effect)],
+        root: u32,
+        space: &mut Space,
+        budget: &mut Budget,
+        what: &str,
+    ) -> Result<Vec<(Prefix, u32)>, BuildError> {
+        let fam = self.fam;
         let mut stack: Vec<(u128, Vec<u32>, u32)> = Vec::new(); // (last addr, vector, class)
         let mut inserted: Vec<(Prefix, u32)> = Vec::new();
         let mut k = 0;
@@ -358,18 +430,14 @@ pub(crate) fn build_addr(
                 }
                 k += 1;
             }
-            let c = class_of(&v, &mut space, budget)?;
+            let c = self.class_of(&v, space, budget, what)?;
             if c != parent {
                 inserted.push((p, c));
             }
             stack.push((p.last(), v, c));
         }
-        drop(nodes);
-        lookups.push(addr_lookup(fam, root, &inserted, opts, budget, what)?);
+        Ok(inserted)
     }
-    let v6 = lookups.pop().expect("v6");
-    let v4 = lookups.pop().expect("v4");
-    Ok((AddrField { v4, v6 }, space))
 }
 
 pub(crate) fn addr_lookup(
@@ -407,6 +475,8 @@ pub(crate) fn addr_lookup(
     })
 }
 
+/// The lookup for the prefixes the host map does not hold: a constant, sorted intervals, or
+/// past `opts.lpm_threshold` prefixes an `lpm` table.
 pub(crate) fn rest_lookup(
     fam: Af,
     root: u32,
@@ -419,46 +489,69 @@ pub(crate) fn rest_lookup(
         return Ok(Rest::Const(root));
     }
     if inserted.len() > opts.lpm_threshold {
-        // tbl8 groups needed: one per distinct 24+8(d-1)-bit prefix of the prefixes longer
-        // than that, at each depth d.
-        let bits = Prefix::bits(fam) as u32;
-        let mut groups: usize = 0;
-        let mut level = 24u32;
-        while level < bits {
-            let set: HashSet<u128> = inserted
-                .iter()
-                .filter(|(p, _)| u32::from(p.len) > level)
-                .map(|(p, _)| p.addr >> (bits - level))
-                .collect();
-            groups += set.len();
-            level += 8;
-        }
-        let groups = groups + groups / 8 + 16;
-        budget.charge((1usize << 24) * 5 + groups * 256 * 5, what)?;
-        let groups = u32::try_from(groups).map_err(|_| BuildError {
-            message: format!("{what}: too many LPM groups"),
-        })?;
-        let fail = |e: lpm::LpmError| BuildError {
-            message: format!("{what}: LPM insert failed: {e}"),
-        };
-        return Ok(match fam {
-            Af::Inet => {
-                let lpm = lpm::Ipv4Lpm::with_tbl8_groups(groups);
-                for (p, c) in inserted {
-                    lpm.insert(p.addr as u32, p.len, *c).map_err(fail)?;
-                }
-                Rest::V4 { lpm, root }
-            }
-            Af::Inet6 => {
-                let lpm = lpm::Ipv6Lpm::with_tbl8_groups(groups);
-                for (p, c) in inserted {
-                    lpm.insert(p.addr, p.len, *c).map_err(fail)?;
-                }
-                Rest::V6 { lpm, root }
-            }
-        });
+        return lpm_rest(fam, root, inserted, budget, what);
     }
-    // Elementary intervals: (start, class), from the nested prefixes.
+    let (starts, classes) = intervals(root, inserted);
+    if fam == Af::Inet {
+        // IPv4 addresses are held in the low 32 bits: a start at 2^32 (after a prefix
+        // ending at 255.255.255.255) is never reached and is dropped with its class.
+        let n = starts.partition_point(|&s| s <= u128::from(u32::MAX));
+        let starts: Vec<u32> = starts[..n].iter().map(|&s| s as u32).collect();
+        let classes = classes[..n].to_vec();
+        if (1..=4).contains(&n) && starts[0] == 0 {
+            let pad = |v: &[u32]| -> [u32; 4] { std::array::from_fn(|i| v[i.min(n - 1)]) };
+            return Ok(Rest::Small4 { starts: pad(&starts), classes: pad(&classes) });
+        }
+        return Ok(Rest::Intervals4 { starts, classes });
+    }
+    Ok(Rest::Intervals { starts, classes })
+}
+
+/// An `lpm` table of the prefixes' classes (misses give `root`).
+fn lpm_rest(fam: Af, root: u32, inserted: &[(Prefix, u32)], budget: &mut Budget, what: &str) -> Result<Rest, BuildError> {
+    // tbl8 groups needed: one per distinct 24+8(d-1)-bit prefix of the prefixes longer
+    // than that, at each depth d.
+    let bits = Prefix::bits(fam) as u32;
+    let mut groups: usize = 0;
+    let mut level = 24u32;
+    while level < bits {
+        let set: HashSet<u128> = inserted
+            .iter()
+            .filter(|(p, _)| u32::from(p.len) > level)
+            .map(|(p, _)| p.addr >> (bits - level))
+            .collect();
+        groups += set.len();
+        level += 8;
+    }
+    let groups = groups + groups / 8 + 16;
+    budget.charge((1usize << 24) * 5 + groups * 256 * 5, what)?;
+    let groups = u32::try_from(groups).map_err(|_| BuildError {
+        message: format!("{what}: too many LPM groups"),
+    })?;
+    let fail = |e: lpm::LpmError| BuildError {
+        message: format!("{what}: LPM insert failed: {e}"),
+    };
+    Ok(match fam {
+        Af::Inet => {
+            let lpm = lpm::Ipv4Lpm::with_tbl8_groups(groups);
+            for (p, c) in inserted {
+                lpm.insert(p.addr as u32, p.len, *c).map_err(fail)?;
+            }
+            Rest::V4 { lpm, root }
+        }
+        Af::Inet6 => {
+            let lpm = lpm::Ipv6Lpm::with_tbl8_groups(groups);
+            for (p, c) in inserted {
+                lpm.insert(p.addr, p.len, *c).map_err(fail)?;
+            }
+            Rest::V6 { lpm, root }
+        }
+    })
+}
+
+/// The elementary intervals of the nested prefixes `inserted` (sorted by address, then
+/// length): their starts and classes, neighbours of the same class merged.
+fn intervals(root: u32, inserted: &[(Prefix, u32)]) -> (Vec<u128>, Vec<u32>) {
     let mut out: Vec<(u128, u32)> = vec![(0, root)];
     let mut st: Vec<(u128, u32)> = Vec::new();
     for &(p, c) in inserted {
@@ -493,18 +586,6 @@ pub(crate) fn rest_lookup(
             classes.push(c);
         }
     }
-    if fam == Af::Inet {
-        // IPv4 addresses are held in the low 32 bits: a start at 2^32 (after a prefix
-        // ending at 255.255.255.255) is never reached and is dropped with its class.
-        let n = starts.partition_point(|&s| s <= u128::from(u32::MAX));
-        let starts: Vec<u32> = starts[..n].iter().map(|&s| s as u32).collect();
-        let classes = classes[..n].to_vec();
-        if (1..=4).contains(&n) && starts[0] == 0 {
-            let pad = |v: &[u32]| -> [u32; 4] { std::array::from_fn(|i| v[i.min(n - 1)]) };
-            return Ok(Rest::Small4 { starts: pad(&starts), classes: pad(&classes) });
-        }
-        return Ok(Rest::Intervals4 { starts, classes });
-    }
-    Ok(Rest::Intervals { starts, classes })
+    (starts, classes)
 }
 

@@ -127,91 +127,14 @@ impl Join {
     ) -> Result<(Join, Space), BuildError> {
         let mut out = Space::new(intersect(&l.common, &r.common));
         budget.charge(out.bytes, what)?;
-        let intern_sets = |sets: &[RSet], other_common: &[u32]| {
-            let mut ids: Vec<RSet> = Vec::new();
-            let mut map: HashMap<RSet, u32> = HashMap::new();
-            let per: Vec<u32> = sets
-                .iter()
-                .map(|a| {
-                    let x = intersect(a, other_common);
-                    let next = ids.len() as u32;
-                    *map.entry(x.clone()).or_insert_with(|| {
-                        ids.push(x);
-                        next
-                    })
-                })
-                .collect();
-            (ids, per)
-        };
+        // X and Y: each side's sets without the rules the other side leaves unconstrained.
         let (xs, xper) = intern_sets(&l.sets, &r.common);
         let (ys, cols) = intern_sets(&r.sets, &l.common);
         let mut rows: Vec<(u32, u64)> = xper.into_iter().map(|x| (x, 0)).collect();
         let (nl, nr) = (l.len(), r.len());
-
-        // Decision summary of a sorted set: (first quick, last).
-        const NONE: u32 = u32::MAX;
-        let summary = |s: &[u32], q: &[bool]| -> (u32, u32) {
-            (
-                s.iter().copied().find(|&i| q[i as usize]).unwrap_or(NONE),
-                s.last().copied().unwrap_or(NONE),
-            )
-        };
-        let combine = |parts: &[(u32, u32)]| -> Option<u32> {
-            let q = parts.iter().map(|p| p.0).min().unwrap_or(NONE);
-            if q != NONE {
-                return Some(q);
-            }
-            parts.iter().map(|p| p.1).filter(|&x| x != NONE).max()
-        };
-        let mut decision_ids: HashMap<Option<u32>, u32> = HashMap::new();
-        let mut decision_class =
-            |d: Option<u32>, out: &mut Space, budget: &mut Budget| -> Result<u32, BuildError> {
-                if let Some(&c) = decision_ids.get(&d) {
-                    return Ok(c);
-                }
-                let c = out.id(d.into_iter().collect(), budget, what)?;
-                decision_ids.insert(d, c);
-                Ok(c)
-            };
-        type Summaries = ((u32, u32), Vec<(u32, u32)>, Vec<(u32, u32)>);
-        let (csum, xsum, ysum): Summaries = match final_quick {
-            Some(q) => (
-                summary(&out.common, q),
-                xs.iter().map(|s| summary(s, q)).collect(),
-                ys.iter().map(|s| summary(s, q)).collect(),
-            ),
-            None => ((NONE, NONE), Vec::new(), Vec::new()),
-        };
-
-        let n_dense = xs.len().saturating_mul(ys.len());
-        budget.charge(n_dense.saturating_mul(4), what)?;
-        let mut dense = Vec::with_capacity(n_dense);
-        for (xi, x) in xs.iter().enumerate() {
-            for (yi, y) in ys.iter().enumerate() {
-                let c = match final_quick {
-                    Some(_) => {
-                        decision_class(combine(&[csum, xsum[xi], ysum[yi]]), &mut out, budget)?
-                    }
-                    None => out.id(union(x, y), budget, what)?,
-                };
-                dense.push(c);
-            }
-        }
-
-        // Rules specific to both sides, and which right classes hold them.
-        let mut in_left = vec![false; n_rules];
-        for &x in l.sets.iter().flatten() {
-            in_left[x as usize] = true;
-        }
-        let mut inv: Vec<Vec<u32>> = vec![Vec::new(); n_rules];
-        for (ri, b) in r.sets.iter().enumerate() {
-            for &x in b {
-                if in_left[x as usize] {
-                    inv[x as usize].push(ri as u32);
-                }
-            }
-        }
-        drop(in_left);
+        let mut outputs = Outputs::new(final_quick, &out.common, &xs, &ys);
+        let dense = outputs.dense(&mut out, budget, what)?;
+        let inv = shared_rules(&l, &r, n_rules);
         let pair_work: usize = l
             .sets
             .iter()
@@ -238,60 +161,8 @@ impl Join {
         }
         let mut exc: Vec<(u32, u32, u32)> = Vec::new();
         if pair_work > 0 {
-            // Per left class: accumulate Z(l, r) for the touched right classes.
-            let mut touched: Vec<u32> = Vec::new();
-            let mut zq = vec![NONE; nr];
-            let mut zmax = vec![NONE; nr];
-            let mut zsets: Vec<RSet> = if final_quick.is_some() {
-                Vec::new()
-            } else {
-                vec![Vec::new(); nr]
-            };
-            for (li, a) in l.sets.iter().enumerate() {
-                for &x in a {
-                    for &ri in &inv[x as usize] {
-                        let ri = ri as usize;
-                        if zmax[ri] == NONE {
-                            touched.push(ri as u32);
-                        }
-                        zmax[ri] = x; // ascending x: the last one is the max
-                        match final_quick {
-                            Some(q) => {
-                                if q[x as usize] && zq[ri] == NONE {
-                                    zq[ri] = x;
-                                }
-                            }
-                            None => zsets[ri].push(x),
-                        }
-                    }
-                }
-                let xi = rows[li].0 as usize;
-                for &ri in &touched {
-                    let ri = ri as usize;
-                    let c = match final_quick {
-                        Some(_) => decision_class(
-                            combine(&[csum, xsum[xi], ysum[cols[ri] as usize], (zq[ri], zmax[ri])]),
-                            &mut out,
-                            budget,
-                        )?,
-                        None => {
-                            let s = union(&union(&xs[xi], &ys[cols[ri] as usize]), &zsets[ri]);
-                            zsets[ri].clear();
-                            out.id(s, budget, what)?
-                        }
-                    };
-                    zq[ri] = NONE;
-                    zmax[ri] = NONE;
-                    if use_full {
-                        full[li * nr + ri] = c;
-                    } else {
-                        budget.charge(24, what)?;
-                        exc.push((li as u32, ri as u32, c));
-                        rows[li].1 |= filter_bit(ri as u32);
-                    }
-                }
-                touched.clear();
-            }
+            let table = Table { rows: &mut rows, cols: &cols, nr, full: use_full.then_some(&mut full), exc: &mut exc };
+            outputs.exceptions(&l.sets, &inv, table, &mut out, budget, what)?;
         }
         budget.release(l.bytes + r.bytes);
         let n_exc = if use_full { pair_work } else { exc.len() };
@@ -318,6 +189,203 @@ impl Join {
             j.small_full = true;
         }
         Ok((j, out))
+    }
+}
+
+/// Each set intersected with `other_common`, interned: the distinct results, and for each
+/// set the id of its result.
+fn intern_sets(sets: &[RSet], other_common: &[u32]) -> (Vec<RSet>, Vec<u32>) {
+    let mut ids: Vec<RSet> = Vec::new();
+    let mut map: HashMap<RSet, u32> = HashMap::new();
+    let per: Vec<u32> = sets
+        .iter()
+        .map(|a| {
+            let x = intersect(a, other_common);
+            let next = ids.len() as u32;
+            *map.entry(x.clone()).or_insert_with(|| {
+                ids.push(x);
+                next
+            })
+        })
+        .collect();
+    (ids, per)
+}
+
+/// Rules specific to both sides: for each such rule, the right classes that hold it.
+fn shared_rules(l: &Space, r: &Space, n_rules: usize) -> Vec<Vec<u32>> {
+    let mut in_left = vec![false; n_rules];
+    for &x in l.sets.iter().flatten() {
+        in_left[x as usize] = true;
+    }
+    let mut inv: Vec<Vec<u32>> = vec![Vec::new(); n_rules];
+    for (ri, b) in r.sets.iter().enumerate() {
+        for &x in b {
+            if in_left[x as usize] {
+                inv[x as usize].push(ri as u32);
+            }
+        }
+    }
+    inv
+}
+
+/// No rule (in a decision summary).
+const NONE: u32 = u32::MAX;
+
+/// Decision summary of a sorted set: (first quick, last).
+type Summary = (u32, u32);
+
+fn summary(s: &[u32], q: &[bool]) -> Summary {
+    (
+        s.iter().copied().find(|&i| q[i as usize]).unwrap_or(NONE),
+        s.last().copied().unwrap_or(NONE),
+    )
+}
+
+/// pf's deciding rule of the union of summarised sets: the first `quick` one, else the last.
+fn combine(parts: &[Summary]) -> Option<u32> {
+    let q = parts.iter().map(|p| p.0).min().unwrap_or(NONE);
+    if q != NONE {
+        return Some(q);
+    }
+    parts.iter().map(|p| p.1).filter(|&x| x != NONE).max()
+}
+
+/// Where the exceptions of a combination go: the full table when it is used, else the
+/// exception list and the rows' filter bits.
+struct Table<'a> {
+    rows: &'a mut [(u32, u64)],
+    cols: &'a [u32],
+    nr: usize,
+    full: Option<&'a mut Vec<u32>>,
+    exc: &'a mut Vec<(u32, u32, u32)>,
+}
+
+/// How a combination's output classes are made: full rule sets, or, in the final
+/// combination (`quick` given), decisions.
+struct Outputs<'q> {
+    quick: Option<&'q [bool]>,
+    /// The X and Y sets.
+    xs: &'q [RSet],
+    ys: &'q [RSet],
+    /// Summaries of the common set and of each X and Y set (final combination only).
+    common: Summary,
+    xsum: Vec<Summary>,
+    ysum: Vec<Summary>,
+    /// The class of each decision made so far.
+    decision_ids: HashMap<Option<u32>, u32>,
+}
+
+impl<'q> Outputs<'q> {
+    fn new(quick: Option<&'q [bool]>, common: &[u32], xs: &'q [RSet], ys: &'q [RSet]) -> Self {
+        let (common, xsum, ysum) = match quick {
+            Some(q) => (
+                summary(common, q),
+                xs.iter().map(|s| summary(s, q)).collect(),
+                ys.iter().map(|s| summary(s, q)).collect(),
+            ),
+            None => ((NONE, NONE), Vec::new(), Vec::new()),
+        };
+        Outputs { quick, xs, ys, common, xsum, ysum, decision_ids: HashMap::new() }
+    }
+
+    /// The output class of a decision.
+    fn decision_class(&mut self, d: Option<u32>, out: &mut Space, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
+        if let Some(&c) = self.decision_ids.get(&d) {
+            return Ok(c);
+        }
+        let c = out.id(d.into_iter().collect(), budget, what)?;
+        self.decision_ids.insert(d, c);
+        Ok(c)
+    }
+
+    /// The dense table over (X, Y): the class of `common ∪ x ∪ y`.
+    fn dense(&mut self, out: &mut Space, budget: &mut Budget, what: &str) -> Result<Vec<u32>, BuildError> {
+        let (xs, ys) = (self.xs, self.ys);
+        let n_dense = xs.len().saturating_mul(ys.len());
+        budget.charge(n_dense.saturating_mul(4), what)?;
+        let mut dense = Vec::with_capacity(n_dense);
+        for (xi, x) in xs.iter().enumerate() {
+            for (yi, y) in ys.iter().enumerate() {
+                let c = match self.quick {
+                    Some(_) => {
+                        let d = combine(&[self.common, self.xsum[xi], self.ysum[yi]]);
+                        self.decision_class(d, out, budget, what)?
+                    }
+                    None => out.id(union(x, y), budget, what)?,
+                };
+                dense.push(c);
+            }
+        }
+        Ok(dense)
+    }
+
+    /// The class pairs that share a rule specific to both sides, whose class is not the
+    /// dense table's: per left class, accumulate Z(l, r), the shared rules, for the right
+    /// classes it touches.
+    fn exceptions(
+        &mut self,
+        left_sets: &[RSet],
+        inv: &[Vec<u32>],
+        mut table: Table,
+        out: &mut Space,
+        budget: &mut Budget,
+        what: &str,
+    ) -> Result<(), BuildError> {
+        let nr = table.nr;
+        let mut touched: Vec<u32> = Vec::new();
+        let mut zq = vec![NONE; nr];
+        let mut zmax = vec![NONE; nr];
+        let mut zsets: Vec<RSet> = if self.quick.is_some() {
+            Vec::new()
+        } else {
+            vec![Vec::new(); nr]
+        };
+        for (li, a) in left_sets.iter().enumerate() {
+            for &x in a {
+                for &ri in &inv[x as usize] {
+                    let ri = ri as usize;
+                    if zmax[ri] == NONE {
+                        touched.push(ri as u32);
+                    }
+                    zmax[ri] = x; // ascending x: the last one is the max
+                    match self.quick {
+                        Some(q) => {
+                            if q[x as usize] && zq[ri] == NONE {
+                                zq[ri] = x;
+                            }
+                        }
+                        None => zsets[ri].push(x),
+                    }
+                }
+            }
+            let xi = table.rows[li].0 as usize;
+            for &ri in &touched {
+                let ri = ri as usize;
+                let yi = table.cols[ri] as usize;
+                let c = match self.quick {
+                    Some(_) => {
+                        let d = combine(&[self.common, self.xsum[xi], self.ysum[yi], (zq[ri], zmax[ri])]);
+                        self.decision_class(d, out, budget, what)?
+                    }
+                    None => {
+                        let s = union(&union(&self.xs[xi], &self.ys[yi]), &zsets[ri]);
+                        zsets[ri].clear();
+                        out.id(s, budget, what)?
+                    }
+                };
+                zq[ri] = NONE;
+                zmax[ri] = NONE;
+                if let Some(full) = table.full.as_deref_mut() {
+                    full[li * nr + ri] = c;
+                } else {
+                    budget.charge(24, what)?;
+                    table.exc.push((li as u32, ri as u32, c));
+                    table.rows[li].1 |= filter_bit(ri as u32);
+                }
+            }
+            touched.clear();
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,213 @@
+//! Looking a packet up and tracking it: the general lookup, the data plane's IPv4 fast path
+//! ([`StateTable::lookup_v4`]), and ICMP errors matched to the flow they quote.
+
+use super::index::{Found, find_v4};
+use super::quick::mark_steady;
+use super::{
+    Class, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, StateDropReason, StateId, StateLookup,
+    StateTable, StateVerdict, TcpSegment, Tmo, class, pseudo_states, tcp, tcp_flags, tcp_state,
+};
+use crate::packet::{PacketKey, proto};
+
+/// A hit of the general lookup, tracked.
+struct Tracked {
+    /// The state's slot.
+    id: usize,
+    /// The packet goes the way of the flow's first packet.
+    from_init: bool,
+    verdict: StateVerdict,
+    /// The rule that created the state.
+    rule: u32,
+}
+
+impl StateTable {
+    /// Looks up the state of a packet and tracks it. `tcp` is the segment for TCP packets
+    /// (`None`: flag-only sloppy tracking from `key.tcp_flags`). `now`: coarse clock, seconds.
+    #[inline]
+    pub fn lookup(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, now: u32) -> StateLookup {
+        let f = Flow::of(key);
+        let found = self.find(&f.key, self.hash(&f.key));
+        match self.track(found, f.from_a, f.key.proto(), tcp, key.tcp_flags, now) {
+            Some(Tracked { id, from_init, verdict, .. }) => {
+                StateLookup::Hit { id: StateId(id as u32), dir_from_initiator: from_init, verdict }
+            }
+            None => StateLookup::Miss,
+        }
+    }
+
+    /// [`lookup`](Self::lookup) for an IPv4 flow built straight from the frame: the data
+    /// plane's fast path. `h` is its [`hash_v4`](Self::hash_v4), `probe` what
+    /// [`probe`](Self::probe) returned for it, if it was called. `None` is a miss.
+    ///
+    /// Written as one straight path for a UDP hit, everything else out of line, so that the
+    /// loop that inlines it keeps its registers for the common case.
+    #[inline(always)]
+    pub fn lookup_v4(&mut self, f: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
+        // From where the prefetch pass's probe stopped, else from the home bucket.
+        let start = match probe {
+            Some(p) => p as usize,
+            None => self.home(h),
+        };
+        let Some(id) = find_v4(&self.index, &self.slots, f, h, start) else {
+            if probe.is_none() {
+                self.counters.misses += 1;
+                return None;
+            }
+            // From the hint, the flow may still be between its home and the hint (moved there
+            // by a deletion since the probe): the slow path probes from home.
+            return self.lookup_v4_slow(f, h, tcp, now);
+        };
+        let e = self.slots.get_mut(id)?;
+        if e.expire <= now || f.proto() != proto::UDP {
+            return self.lookup_v4_slow(f, h, tcp, now);
+        }
+        let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
+        let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
+        e.tmo = t as u8;
+        e.expire = now.saturating_add(self.secs[t as usize]);
+        mark_steady(e, self.want);
+        self.counters.hits += 1;
+        let want = self.want[usize::from(f.from_a())];
+        Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass, settled: e.flags & want == want })
+    }
+
+    /// [`lookup_v4`](Self::lookup_v4) for everything but a UDP hit: the general lookup.
+    #[inline(never)]
+    fn lookup_v4_slow(&mut self, f: &FlowV4, h: u64, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
+        let found = self.find(&f.flow().key, h);
+        let flags = tcp.map_or(0, |s| s.flags);
+        let Tracked { id, verdict, rule, .. } = self.track(found, f.from_a(), f.proto(), tcp, flags, now)?;
+        let want = self.want[usize::from(f.from_a())];
+        Some(FlowHit { id: StateId(id as u32), rule, verdict, settled: self.slots[id].flags & want == want })
+    }
+
+    /// The lookup proper, given the outcome of `find`: what it found, on a hit.
+    #[inline]
+    fn track(
+        &mut self,
+        found: Result<Found, usize>,
+        from_a: bool,
+        proto_: u8,
+        tcp: Option<&TcpSegment>,
+        flags: u8,
+        now: u32,
+    ) -> Option<Tracked> {
+        let Ok(Found { pos, id }) = found else {
+            self.counters.misses += 1;
+            return None;
+        };
+        let e = &self.slots[id];
+        if e.expire <= now {
+            return self.expired(pos, id);
+        }
+        let from_init = from_a ^ (e.flags & F_INIT_B != 0);
+        let e = &mut self.slots[id];
+        let mut verdict = StateVerdict::Pass;
+        let refresh = match class(proto_) {
+            Class::Udp | Class::Other => Some(match (proto_ == proto::UDP, pseudo_states(&mut e.pseudo, from_init)) {
+                (true, true) => Tmo::UdpMultiple,
+                (true, false) => Tmo::UdpSingle,
+                (false, true) => Tmo::OtherMultiple,
+                (false, false) => Tmo::OtherSingle,
+            }),
+            Class::Icmp => Some(Tmo::IcmpError),
+            Class::Tcp => {
+                let flags = tcp.map_or(flags, |s| s.flags);
+                let [p0, p1] = &mut self.tcp[id];
+                let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
+                if src.state >= tcp_state::FIN_WAIT_2
+                    && dst.state >= tcp_state::FIN_WAIT_2
+                    && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
+                {
+                    // New connection reusing the ports of a closed one: drop the old state,
+                    // the rules decide about the new one.
+                    self.remove_at(pos, id);
+                    self.counters.reused_closed += 1;
+                    self.counters.misses += 1;
+                    return None;
+                }
+                match tcp {
+                    Some(seg) if e.flags & F_SLOPPY == 0 => match tcp::track_full(src, dst, seg) {
+                        tcp::Track::Pass(t) => Some(t),
+                        tcp::Track::PassNoRefresh => None,
+                        tcp::Track::Drop => {
+                            verdict = StateVerdict::Drop(StateDropReason::OutOfWindow);
+                            None
+                        }
+                    },
+                    _ => Some(tcp::track_sloppy(src, dst, flags)),
+                }
+            }
+        };
+        if let Some(t) = refresh {
+            e.tmo = t as u8;
+            e.expire = now.saturating_add(self.secs[t as usize]);
+        }
+        if proto_ == proto::UDP {
+            mark_steady(e, self.want);
+        }
+        let rule = e.rule;
+        self.counters.hits += 1;
+        if verdict != StateVerdict::Pass {
+            self.counters.drop_out_of_window += 1;
+        }
+        Some(Tracked { id, from_init, verdict, rule })
+    }
+
+    /// A dead entry found by a lookup: reclaimed, and the lookup misses.
+    #[cold]
+    fn expired(&mut self, pos: usize, id: usize) -> Option<Tracked> {
+        self.remove_at(pos, id);
+        self.counters.expired_lookup += 1;
+        self.counters.misses += 1;
+        None
+    }
+
+    /// Finds the state of the flow an ICMP error quotes. `quoted` is the inner (quoted) header's
+    /// 5-tuple as it appears in the error (its source is the host the error is sent back to;
+    /// either orientation finds the state). `quoted_tcp_seq`: the quoted TCP sequence number,
+    /// checked against the sender's window as pf does (skipped for sloppy states).
+    /// The state's timeout is not refreshed. The caller should also check that the error is
+    /// addressed to the quoted packet's source. `None` also for a quoted sequence number
+    /// outside the window: see [`match_icmp_error`](Self::match_icmp_error) to tell the two
+    /// apart.
+    pub fn lookup_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> Option<StateId> {
+        match self.match_icmp_error(quoted, quoted_tcp_seq, now) {
+            IcmpErrorMatch::Pass(id) => Some(id),
+            IcmpErrorMatch::BadSeq(_) | IcmpErrorMatch::Miss => None,
+        }
+    }
+
+    /// As [`lookup_icmp_error`](Self::lookup_icmp_error), telling a miss (the rules decide,
+    /// as pf does) from a state whose window the quoted sequence number is outside (pf drops
+    /// the error without evaluating the rules).
+    pub fn match_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> IcmpErrorMatch {
+        let Flow { key: fk, from_a } = Flow::of(quoted);
+        let h = self.hash(&fk);
+        let Found { pos, id } = match self.find(&fk, h) {
+            Ok(found) => found,
+            Err(_) => {
+                self.counters.icmp_error_misses += 1;
+                return IcmpErrorMatch::Miss;
+            }
+        };
+        let e = &self.slots[id];
+        if e.expire <= now {
+            self.remove_at(pos, id);
+            self.counters.expired_lookup += 1;
+            self.counters.icmp_error_misses += 1;
+            return IcmpErrorMatch::Miss;
+        }
+        if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
+            let from_init = from_a ^ (e.flags & F_INIT_B != 0);
+            let [p0, p1] = &self.tcp[id];
+            let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
+            if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
+                self.counters.icmp_error_bad_seq += 1;
+                return IcmpErrorMatch::BadSeq(StateId(id as u32));
+            }
+        }
+        self.counters.icmp_error_hits += 1;
+        IcmpErrorMatch::Pass(StateId(id as u32))
+    }
+}

@@ -1,0 +1,178 @@
+//! What callers of the state table pass in and get back: the TCP fields tracking reads,
+//! verdicts, lookup and insert results, options, counters, and pf's state numbers.
+
+use super::Tmo;
+use crate::packet::Af;
+
+/// TCP flag bits as in [`PacketKey::tcp_flags`](crate::packet::PacketKey::tcp_flags).
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}
+
+/// TCP peer states as pf uses the BSD `TCPS_*` values.
+pub mod tcp_state {
+    pub const CLOSED: u8 = 0;
+    pub const LISTEN: u8 = 1;
+    pub const SYN_SENT: u8 = 2;
+    pub const SYN_RECEIVED: u8 = 3;
+    pub const ESTABLISHED: u8 = 4;
+    pub const CLOSE_WAIT: u8 = 5;
+    pub const FIN_WAIT_1: u8 = 6;
+    pub const CLOSING: u8 = 7;
+    pub const LAST_ACK: u8 = 8;
+    pub const FIN_WAIT_2: u8 = 9;
+    pub const TIME_WAIT: u8 = 10;
+}
+
+/// UDP / other-protocol pseudo-states (pf's `PFUDPS_*` / `PFOTHERS_*`).
+pub mod pseudo_state {
+    pub const NO_TRAFFIC: u8 = 0;
+    pub const SINGLE: u8 = 1;
+    pub const MULTIPLE: u8 = 2;
+}
+
+/// The TCP header fields tracking needs, extracted by the dataplane for each TCP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpSegment {
+    /// Sequence number (host order).
+    pub seq: u32,
+    /// Acknowledgement number (host order; ignored without ACK).
+    pub ack: u32,
+    /// Window field as on the wire (unscaled).
+    pub win: u16,
+    /// Flags byte (see [`tcp_flags`]).
+    pub flags: u8,
+    /// TCP payload bytes (IP total length - IP header - TCP header).
+    pub payload_len: u16,
+    /// Window-scale option shift, if a SYN carries the option (ignored on non-SYN).
+    pub wscale: Option<u8>,
+}
+
+/// Index of a state in its table's slot array. Reused after the state is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StateId(pub u32);
+
+/// Why a packet that matched a state is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateDropReason {
+    /// TCP sequence/ack outside the tracked windows (pf's PFRES_BADSTATE).
+    OutOfWindow,
+}
+
+/// What to do with a packet that matched a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateVerdict {
+    Pass,
+    Drop(StateDropReason),
+}
+
+/// Result of [`StateTable::lookup`](super::StateTable::lookup).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateLookup {
+    /// The packet belongs to a tracked flow: the rules are skipped.
+    Hit {
+        id: StateId,
+        /// True when the packet goes the same way as the flow's first packet.
+        dir_from_initiator: bool,
+        verdict: StateVerdict,
+    },
+    /// No (live) state: evaluate the rules.
+    Miss,
+}
+
+/// Result of [`StateTable::match_icmp_error`](super::StateTable::match_icmp_error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcmpErrorMatch {
+    /// The error belongs to this tracked flow: it passes under the state.
+    Pass(StateId),
+    /// It quotes a TCP sequence number outside the flow's window: pf drops it (BADSTATE).
+    BadSeq(StateId),
+    /// No (live) state: the rules decide.
+    Miss,
+}
+
+/// Why [`StateTable::insert`](super::StateTable::insert) refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InsertError {
+    /// `len() >= limit()`: the caller drops the packet and counts it.
+    #[error("state table full")]
+    Full,
+    /// A live state for this flow already exists.
+    #[error("state exists")]
+    Exists(StateId),
+}
+
+/// Per-state options from the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateOptions {
+    /// pf's `sloppy`: no TCP window checks (for asymmetric routing).
+    pub sloppy: bool,
+    /// pf's `allow-opts`: packets with IP options may pass under the state.
+    pub allow_opts: bool,
+    /// `if-bound`: the interface the state is bound to; `None` floats.
+    pub bound: Option<u16>,
+}
+
+/// Counters the worker publishes (plain integers, no atomics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateCounters {
+    /// Entries held (live plus dead not yet reclaimed), = `len()`.
+    pub in_use: u64,
+    pub inserts: u64,
+    /// Inserts refused because the table was full.
+    pub insert_full: u64,
+    /// Inserts refused because a live state existed.
+    pub insert_exists: u64,
+    /// Lookups that found a live state (whatever the verdict).
+    pub hits: u64,
+    pub misses: u64,
+    /// Packets dropped by state tracking, by reason.
+    pub drop_out_of_window: u64,
+    /// Dead entries reclaimed by a lookup/insert finding them.
+    pub expired_lookup: u64,
+    /// Dead entries reclaimed by the sweep.
+    pub expired_sweep: u64,
+    /// States removed by a bare SYN on a closed TCP connection (port reuse).
+    pub reused_closed: u64,
+    /// States removed by [`StateTable::remove`](super::StateTable::remove).
+    pub removed: u64,
+    pub icmp_error_hits: u64,
+    pub icmp_error_misses: u64,
+    /// ICMP errors quoting a TCP sequence number outside the window.
+    pub icmp_error_bad_seq: u64,
+}
+
+/// Inspection of one state (tests, `pfctl -ss`-like dumps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateInfo {
+    pub rule: u32,
+    pub af: Af,
+    pub proto: u8,
+    /// TCP state (or pseudo-state) of the initiator and the responder.
+    pub initiator_state: u8,
+    pub responder_state: u8,
+    /// Absolute deadline on the caller's clock.
+    pub expire: u32,
+    pub timeout: Tmo,
+    pub sloppy: bool,
+}
+
+/// What a hit of [`StateTable::lookup_v4`](super::StateTable::lookup_v4) tells the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowHit {
+    pub id: StateId,
+    /// The rule that created the state (what per-rule counters need).
+    pub rule: u32,
+    pub verdict: StateVerdict,
+    /// Both of pf's passes over the packet are decided by this state (see `sub.rs`): the
+    /// packet passes without rules. Otherwise the caller runs the passes the state does not
+    /// cover ([`StateTable::sub_states`](super::StateTable::sub_states)).
+    pub settled: bool,
+}
