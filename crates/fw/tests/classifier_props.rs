@@ -129,8 +129,8 @@ fn rand_addr(rng: &mut Rng, uni: &[Prefix], ntables: usize) -> AddrMatch {
     AddrMatch::List(items)
 }
 
-fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
-    let mut rs = RuleSet::default();
+fn rand_tables(rng: &mut Rng, uni: &[Prefix]) -> Vec<Table> {
+    let mut tables = Vec::new();
     for t in 0..rng.below(4) {
         let n = 1 + rng.below(10);
         let entries = (0..n)
@@ -139,105 +139,142 @@ fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
                 prefix: rand_prefix(rng, uni),
             })
             .collect();
-        rs.tables.push(Table {
+        tables.push(Table {
             name: format!("t{t}"),
             entries,
         });
     }
+    tables
+}
+
+fn rand_protos(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(10) {
+        0..=3 => vec![],
+        4..=6 => vec![*rng.pick(PROTOS)],
+        7 => vec![6, 17],
+        _ => {
+            let mut v = vec![*rng.pick(PROTOS), *rng.pick(PROTOS)];
+            v.sort();
+            v.dedup();
+            v
+        }
+    }
+}
+
+/// Source and destination ports: only for rules on TCP or UDP alone.
+fn rand_port_matches(rng: &mut Rng, tcpudp: bool) -> (PortMatch, PortMatch) {
+    if tcpudp {
+        (
+            if rng.chance(30) {
+                rand_ports(rng)
+            } else {
+                PortMatch::Any
+            },
+            if rng.chance(50) {
+                rand_ports(rng)
+            } else {
+                PortMatch::Any
+            },
+        )
+    } else {
+        (PortMatch::Any, PortMatch::Any)
+    }
+}
+
+/// ICMP types and code: only for rules on ICMP or ICMPv6 alone.
+fn rand_icmp(rng: &mut Rng, icmp: bool) -> (Vec<u8>, Option<u8>) {
+    if icmp && rng.chance(40) {
+        (
+            (0..1 + rng.below(2)).map(|_| *rng.pick(&[0u8, 3, 8, 128, 129])).collect(),
+            if rng.chance(40) {
+                Some(*rng.pick(&[0u8, 1, 3]))
+            } else {
+                None
+            },
+        )
+    } else {
+        (Vec::new(), None)
+    }
+}
+
+fn rand_keep_state(rng: &mut Rng, action: Action) -> StateMode {
+    if action == Action::Pass {
+        *rng.pick(&[
+            StateMode::Keep,
+            StateMode::Keep,
+            StateMode::None,
+            StateMode::KeepSloppy,
+        ])
+    } else {
+        StateMode::None
+    }
+}
+
+fn rand_flags(rng: &mut Rng) -> Option<(u8, u8)> {
+    match rng.below(10) {
+        0..=3 => None,
+        4..=7 => Some((0x02, 0x12)),
+        _ => {
+            let mask = (rng.next() as u8) | 1;
+            Some((rng.next() as u8 & mask, mask))
+        }
+    }
+}
+
+/// A random rule on line `line`, referring to tables below `ntables`.
+fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule {
+    let action = if rng.chance(50) {
+        Action::Pass
+    } else {
+        Action::Block
+    };
+    let protos = rand_protos(rng);
+    let tcpudp = !protos.is_empty() && protos.iter().all(|p| *p == 6 || *p == 17);
+    let icmp = protos == [1] || protos == [58];
+    let (src_ports, dst_ports) = rand_port_matches(rng, tcpudp);
+    let (icmp_types, icmp_code) = rand_icmp(rng, icmp);
+    let keep_state = rand_keep_state(rng, action);
+    let flags = rand_flags(rng);
+    // The fields draw in the order they are written.
+    Rule {
+        action,
+        block_return: None,
+        dir: *rng.pick(&[None, None, Some(Dir::In), Some(Dir::Out)]),
+        quick: rng.chance(25),
+        ifaces: match rng.below(10) {
+            0..=1 => vec![rng.below(4) as u16],
+            2 => vec![rng.below(4) as u16, rng.below(4) as u16],
+            _ => Vec::new(),
+        },
+        iface_neg: rng.chance(20),
+        af: *rng.pick(&[None, None, None, Some(Af::Inet), Some(Af::Inet6)]),
+        protos,
+        src: rand_addr(rng, uni, ntables),
+        src_ports,
+        dst: rand_addr(rng, uni, ntables),
+        dst_ports,
+        icmp_types,
+        icmp_code,
+        flags,
+        keep_state,
+        state_policy: None,
+        allow_opts: rng.chance(20),
+        label: None,
+        log: Default::default(),
+        line,
+    }
+}
+
+fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
+    let mut rs = RuleSet {
+        tables: rand_tables(rng, uni),
+        ..RuleSet::default()
+    };
     let cap = if rng.chance(20) { 120 } else { 30 };
     let nrules = 1 + rng.below(cap) as usize;
     for i in 0..nrules {
-        let action = if rng.chance(50) {
-            Action::Pass
-        } else {
-            Action::Block
-        };
-        let protos: Vec<u8> = match rng.below(10) {
-            0..=3 => vec![],
-            4..=6 => vec![*rng.pick(PROTOS)],
-            7 => vec![6, 17],
-            _ => {
-                let mut v = vec![*rng.pick(PROTOS), *rng.pick(PROTOS)];
-                v.sort();
-                v.dedup();
-                v
-            }
-        };
-        let tcpudp = !protos.is_empty() && protos.iter().all(|p| *p == 6 || *p == 17);
-        let icmp = protos == [1] || protos == [58];
-        let (src_ports, dst_ports) = if tcpudp {
-            (
-                if rng.chance(30) {
-                    rand_ports(rng)
-                } else {
-                    PortMatch::Any
-                },
-                if rng.chance(50) {
-                    rand_ports(rng)
-                } else {
-                    PortMatch::Any
-                },
-            )
-        } else {
-            (PortMatch::Any, PortMatch::Any)
-        };
-        let (icmp_types, icmp_code) = if icmp && rng.chance(40) {
-            (
-                (0..1 + rng.below(2)).map(|_| *rng.pick(&[0u8, 3, 8, 128, 129])).collect(),
-                if rng.chance(40) {
-                    Some(*rng.pick(&[0u8, 1, 3]))
-                } else {
-                    None
-                },
-            )
-        } else {
-            (Vec::new(), None)
-        };
-        let keep_state = if action == Action::Pass {
-            *rng.pick(&[
-                StateMode::Keep,
-                StateMode::Keep,
-                StateMode::None,
-                StateMode::KeepSloppy,
-            ])
-        } else {
-            StateMode::None
-        };
-        let flags = match rng.below(10) {
-            0..=3 => None,
-            4..=7 => Some((0x02, 0x12)),
-            _ => {
-                let mask = (rng.next() as u8) | 1;
-                Some((rng.next() as u8 & mask, mask))
-            }
-        };
-        rs.rules.push(Rule {
-            action,
-            block_return: None,
-            dir: *rng.pick(&[None, None, Some(Dir::In), Some(Dir::Out)]),
-            quick: rng.chance(25),
-            ifaces: match rng.below(10) {
-                0..=1 => vec![rng.below(4) as u16],
-                2 => vec![rng.below(4) as u16, rng.below(4) as u16],
-                _ => Vec::new(),
-            },
-            iface_neg: rng.chance(20),
-            af: *rng.pick(&[None, None, None, Some(Af::Inet), Some(Af::Inet6)]),
-            protos,
-            src: rand_addr(rng, uni, rs.tables.len()),
-            src_ports,
-            dst: rand_addr(rng, uni, rs.tables.len()),
-            dst_ports,
-            icmp_types,
-            icmp_code,
-            flags,
-            keep_state,
-            state_policy: None,
-            allow_opts: rng.chance(20),
-            label: None,
-            log: Default::default(),
-            line: i + 1,
-        });
+        let rule = rand_rule(rng, uni, rs.tables.len(), i + 1);
+        rs.rules.push(rule);
     }
     rs
 }

@@ -275,6 +275,7 @@ fn comments_continuations_blank_lines() {
     assert_eq!(rs.rules[1].dst_ports, PortMatch::Ranges(vec![(22, 22)]));
 }
 
+// One table of (rule text, error) cases: read top to bottom.
 #[test]
 fn errors_name_file_line_column() {
     let cases: &[(&str, &str)] = &[
@@ -443,7 +444,11 @@ fn errors_name_file_line_column() {
     for (text, want) in cases {
         assert_eq!(&err(text), want, "for {text:?}");
     }
-    // Errors in table files name the table file.
+}
+
+/// Errors in table files name the table file; an unreadable rule file names itself.
+#[test]
+fn file_errors_name_the_file() {
     let dir = std::env::temp_dir().join(format!("fw-parse-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("t.txt"), "10.0.0.0/8\n# c\n  192.0.2.1 bogus\n").unwrap();
@@ -482,6 +487,62 @@ fn example_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/rules.conf")
 }
 
+/// A packet from `src` port 40000 to `dst` port `dport`, 60 bytes, no IP options.
+fn example_key(
+    iface: u16,
+    dir: Dir,
+    src: &str,
+    dst: &str,
+    proto: u8,
+    dport: u16,
+    flags: u8,
+) -> PacketKey {
+    let (s, d): (std::net::IpAddr, std::net::IpAddr) =
+        (src.parse().unwrap(), dst.parse().unwrap());
+    let (af, s, d) = match (s, d) {
+        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
+            (Af::Inet, u32::from(s) as u128, u32::from(d) as u128)
+        }
+        (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => {
+            (Af::Inet6, u128::from(s), u128::from(d))
+        }
+        _ => panic!(),
+    };
+    PacketKey {
+        af,
+        dir,
+        iface,
+        proto,
+        src: s,
+        dst: d,
+        src_port: 40000,
+        dst_port: dport,
+        tcp_flags: flags,
+        len: 60,
+        icmp_id: 0,
+        ip_opts: false,
+    }
+}
+
+/// The reference's verdict on `k`, after checking that the classifier agrees and that the
+/// action is `action`.
+fn check_example(
+    rs: &RuleSet,
+    cl: &fw::classifier::Classifier,
+    k: PacketKey,
+    action: Action,
+) -> fw::reference::Verdict {
+    let v = evaluate(rs, &k);
+    assert_eq!(cl.classify(&k), v);
+    assert_eq!(
+        v.action,
+        action,
+        "{k:?} -> rule {:?}",
+        v.rule.map(|i| &rs.rules[i])
+    );
+    v
+}
+
 #[test]
 fn example_file_loads_and_behaves() {
     let rs = load(&example_path(), &ifaces).unwrap_or_else(|e| panic!("{e}"));
@@ -492,94 +553,57 @@ fn example_file_loads_and_behaves() {
     assert_eq!(bl.name, "blocklist");
     assert_eq!(bl.entries.len(), 7);
     let cl = fw::classifier::Classifier::build(&rs).unwrap();
-    let key = |iface, dir, src: &str, dst: &str, proto, dport, flags| {
-        let (s, d): (std::net::IpAddr, std::net::IpAddr) =
-            (src.parse().unwrap(), dst.parse().unwrap());
-        let (af, s, d) = match (s, d) {
-            (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
-                (Af::Inet, u32::from(s) as u128, u32::from(d) as u128)
-            }
-            (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => {
-                (Af::Inet6, u128::from(s), u128::from(d))
-            }
-            _ => panic!(),
-        };
-        PacketKey {
-            af,
-            dir,
-            iface,
-            proto,
-            src: s,
-            dst: d,
-            src_port: 40000,
-            dst_port: dport,
-            tcp_flags: flags,
-            len: 60,
-            icmp_id: 0,
-            ip_opts: false,
-        }
-    };
-    let check = |k: PacketKey, action: Action| {
-        let v = evaluate(&rs, &k);
-        assert_eq!(cl.classify(&k), v);
-        assert_eq!(
-            v.action,
-            action,
-            "{k:?} -> rule {:?}",
-            v.rule.map(|i| &rs.rules[i])
-        );
-        v
-    };
+    let check = |k: PacketKey, action: Action| check_example(&rs, &cl, k, action);
     // Web server reachable from outside with a SYN, with state and the label.
     let v = check(
-        key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x02),
+        example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x02),
         Action::Pass,
     );
     assert_eq!(rs.rules[v.rule.unwrap()].label.as_deref(), Some("web"));
     assert_eq!(v.keep_state, StateMode::Keep);
     // A bare ACK matches no pass rule (flags S/SA): blocked by `block all`.
     check(
-        key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x10),
+        example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x10),
         Action::Block,
     );
     // Blocklisted source: blocked even towards the web server (quick); the excluded relay passes.
     check(
-        key(0, Dir::In, "203.0.113.66", "192.0.2.80", 6, 443, 0x02),
+        example_key(0, Dir::In, "203.0.113.66", "192.0.2.80", 6, 443, 0x02),
         Action::Block,
     );
     check(
-        key(0, Dir::In, "192.0.2.10", "192.0.2.80", 6, 443, 0x02),
+        example_key(0, Dir::In, "192.0.2.10", "192.0.2.80", 6, 443, 0x02),
         Action::Pass,
     );
     check(
-        key(0, Dir::In, "192.0.2.11", "192.0.2.80", 6, 443, 0x02),
+        example_key(0, Dir::In, "192.0.2.11", "192.0.2.80", 6, 443, 0x02),
         Action::Block,
     );
     check(
-        key(0, Dir::In, "2001:db8:bad::5", "2001:db8::80", 58, 0, 0),
+        example_key(0, Dir::In, "2001:db8:bad::5", "2001:db8::80", 58, 0, 0),
         Action::Block,
     );
     // Spoofed private source from outside.
     check(
-        key(0, Dir::In, "192.168.1.1", "192.0.2.80", 6, 80, 0x02),
+        example_key(0, Dir::In, "192.168.1.1", "192.0.2.80", 6, 80, 0x02),
         Action::Block,
     );
     // LAN out; SSH from the admin hosts with sloppy state.
     check(
-        key(1, Dir::In, "10.1.2.3", "8.8.8.8", 17, 53, 0),
+        example_key(1, Dir::In, "10.1.2.3", "8.8.8.8", 17, 53, 0),
         Action::Pass,
     );
     let v = check(
-        key(1, Dir::In, "10.1.0.10", "10.1.9.9", 6, 22, 0x02),
+        example_key(1, Dir::In, "10.1.0.10", "10.1.9.9", 6, 22, 0x02),
         Action::Pass,
     );
     assert_eq!(v.keep_state, StateMode::KeepSloppy);
     // Ping to the outside interface from outside: blocked by the final quick rule unless to the web server.
     check(
-        key(0, Dir::In, "8.8.8.8", "192.0.2.1", 1, 0, 0),
+        example_key(0, Dir::In, "8.8.8.8", "192.0.2.1", 1, 0, 0),
         Action::Block,
     );
-    let mut k = key(0, Dir::In, "8.8.8.8", "192.0.2.80", 1, 0, 0);
+    let mut k = example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 1, 0, 0);
     k.src_port = 8;
     check(k, Action::Pass);
 }

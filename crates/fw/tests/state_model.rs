@@ -129,232 +129,327 @@ impl Model {
             _ => self.to.other_first,
         }
     }
+
+    /// A new entry for `k` created at `now` under slot `id`.
+    fn fresh(&self, id: u32, k: &PacketKey, now: u32) -> MEntry {
+        let (s, _) = ep_pair(k);
+        MEntry {
+            id,
+            init: s,
+            deadline: now + self.first_timeout(k.proto),
+            st: if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
+                [0, 0]
+            } else {
+                [1, 0]
+            },
+        }
+    }
+
+    /// The timeout after a packet `k` of a live entry `e`, advancing `e`'s pseudo-states.
+    fn refresh_timeout(&self, k: &PacketKey, e: &mut MEntry, from_init: bool) -> u32 {
+        let to = &self.to;
+        let (si, di) = if from_init { (0, 1) } else { (1, 0) };
+        if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
+            to.icmp_error
+        } else {
+            if e.st[si] < 1 {
+                e.st[si] = 1;
+            }
+            if e.st[di] == 1 {
+                e.st[di] = 2;
+            }
+            let multi = e.st == [2, 2];
+            match (k.proto == proto::UDP, multi) {
+                (true, true) => to.udp_multiple,
+                (true, false) => to.udp_single,
+                (false, true) => to.other_multiple,
+                (false, false) => to.other_single,
+            }
+        }
+    }
+
+    /// What a lookup of `k` must answer at `now`, updating the model as the table does.
+    fn lookup(&mut self, k: &PacketKey, mk: &MKey, now: u32) -> StateLookup {
+        match self.map.get(mk).copied() {
+            None => StateLookup::Miss,
+            Some(e) if e.deadline <= now => {
+                self.take(mk);
+                StateLookup::Miss
+            }
+            Some(mut e) => {
+                let (s, d) = ep_pair(k);
+                let from_init = s == e.init || s == d;
+                let tmo = self.refresh_timeout(k, &mut e, from_init);
+                e.deadline = now + tmo;
+                self.map.insert(*mk, e);
+                StateLookup::Hit {
+                    id: StateId(e.id),
+                    dir_from_initiator: from_init,
+                    verdict: StateVerdict::Pass,
+                }
+            }
+        }
+    }
+
+    /// What an ICMP error quoting `mk` must find at `now`.
+    fn lookup_icmp_error(&mut self, mk: &MKey, now: u32) -> Option<StateId> {
+        match self.map.get(mk).copied() {
+            None => None,
+            Some(e) if e.deadline <= now => {
+                self.take(mk);
+                None
+            }
+            Some(e) => Some(StateId(e.id)),
+        }
+    }
 }
 
-fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool) {
-    let base = limit;
-    let mut limit = limit;
-    // The largest limit so far: slot ids stay below it.
-    let mut cap = limit;
-    let mut rng = Rng(seed | 1);
-    let to = Timeouts {
-        udp_first: 6,
-        udp_single: 3,
-        udp_multiple: 9,
-        icmp_first: 4,
-        icmp_error: 2,
-        other_first: 5,
-        other_single: 2,
-        other_multiple: 7,
-        ..Timeouts::default()
+/// The packet key the table holds a dead model entry `dk` under; the other fields from `k`.
+fn stored_key(dk: &MKey, k: &PacketKey) -> PacketKey {
+    let pk = PacketKey {
+        af: dk.0,
+        proto: dk.1,
+        src: dk.2.0,
+        src_port: dk.2.1,
+        dst: dk.3.0,
+        dst_port: dk.3.1,
+        ..*k
     };
-    let mut t = StateTable::new(limit, to, seed);
-    let uni = universe(&mut rng, flows);
-    let mut m = Model {
-        to,
-        map: HashMap::new(),
-        ids: HashMap::new(),
-    };
-    let mut now: u32 = 1;
-    let (mut hits, mut fulls, mut swept) = (0u64, 0u64, 0u64);
+    if dk.1 == proto::ICMP || dk.1 == proto::ICMPV6 {
+        // The request: from the end keyed by its identifier (0) to the type.
+        let (id_end, type_end) = if dk.2.1 == 0 { (dk.2, dk.3) } else { (dk.3, dk.2) };
+        PacketKey { src: id_end.0, dst: type_end.0, src_port: type_end.1, dst_port: 0, ..pk }
+    } else {
+        pk
+    }
+}
 
-    for op in 0..ops {
-        let k0 = uni[rng.below(uni.len() as u64) as usize];
+/// One run: the table under test beside the model, the clock and what was seen.
+struct Harness {
+    rng: Rng,
+    table: StateTable,
+    model: Model,
+    uni: Vec<PacketKey>,
+    now: u32,
+    /// The initial limit.
+    base: usize,
+    limit: usize,
+    /// The largest limit so far: slot ids stay below it.
+    cap: usize,
+    /// The clock advances on one in `adv` clock operations.
+    adv: u64,
+    hits: u64,
+    fulls: u64,
+    swept: u64,
+}
+
+impl Harness {
+    fn new(seed: u64, limit: usize, flows: usize, adv: u64) -> Self {
+        let mut rng = Rng(seed | 1);
+        let to = Timeouts {
+            udp_first: 6,
+            udp_single: 3,
+            udp_multiple: 9,
+            icmp_first: 4,
+            icmp_error: 2,
+            other_first: 5,
+            other_single: 2,
+            other_multiple: 7,
+            ..Timeouts::default()
+        };
+        let table = StateTable::new(limit, to, seed);
+        let uni = universe(&mut rng, flows);
+        Harness {
+            rng,
+            table,
+            model: Model {
+                to,
+                map: HashMap::new(),
+                ids: HashMap::new(),
+            },
+            uni,
+            now: 1,
+            base: limit,
+            limit,
+            cap: limit,
+            adv,
+            hits: 0,
+            fulls: 0,
+            swept: 0,
+        }
+    }
+
+    /// A flow of the universe, either way round, on a random interface and direction.
+    fn draw_key(&mut self) -> PacketKey {
+        let rng = &mut self.rng;
+        let k0 = self.uni[rng.below(self.uni.len() as u64) as usize];
         let k = if rng.below(2) == 0 { k0 } else { flip(&k0) };
-        let k = PacketKey {
+        PacketKey {
             iface: rng.below(4) as u16,
             dir: if rng.below(2) == 0 { Dir::In } else { Dir::Out },
             ..k
-        };
-        let mk = mkey(&k);
-        let r = rng.below(100);
-        if r < 40 {
-            // Lookup.
-            let got = t.lookup(&k, None, now);
-            let want = match m.map.get(&mk).copied() {
-                None => StateLookup::Miss,
-                Some(e) if e.deadline <= now => {
-                    m.take(&mk);
-                    StateLookup::Miss
-                }
-                Some(mut e) => {
-                    let (s, d) = ep_pair(&k);
-                    let from_init = s == e.init || s == d;
-                    let (si, di) = if from_init { (0, 1) } else { (1, 0) };
-                    let tmo = if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
-                        to.icmp_error
-                    } else {
-                        if e.st[si] < 1 {
-                            e.st[si] = 1;
-                        }
-                        if e.st[di] == 1 {
-                            e.st[di] = 2;
-                        }
-                        let multi = e.st == [2, 2];
-                        match (k.proto == proto::UDP, multi) {
-                            (true, true) => to.udp_multiple,
-                            (true, false) => to.udp_single,
-                            (false, true) => to.other_multiple,
-                            (false, false) => to.other_single,
-                        }
-                    };
-                    e.deadline = now + tmo;
-                    m.map.insert(mk, e);
-                    hits += 1;
-                    StateLookup::Hit {
-                        id: StateId(e.id),
-                        dir_from_initiator: from_init,
-                        verdict: StateVerdict::Pass,
-                    }
-                }
-            };
-            assert_eq!(got, want, "op {op}: lookup {k:?}");
-        } else if r < 65 {
-            // Insert.
-            let got = t.insert(&k, op as u32, now, None);
-            let (s, _) = ep_pair(&k);
-            let fresh = |id: u32, p: u8, m: &Model| MEntry {
-                id,
-                init: s,
-                deadline: now + m.first_timeout(p),
-                st: if p == proto::ICMP || p == proto::ICMPV6 {
-                    [0, 0]
-                } else {
-                    [1, 0]
-                },
-            };
-            match m.map.get(&mk).copied() {
-                Some(e) if e.deadline > now => {
-                    assert_eq!(got, Err(InsertError::Exists(StateId(e.id))), "op {op}")
-                }
-                Some(e) => {
-                    assert_eq!(got, Ok(StateId(e.id)), "op {op}: replace dead");
-                    let ne = fresh(e.id, k.proto, &m);
-                    m.map.insert(mk, ne);
-                }
-                None if m.map.len() >= limit => {
-                    assert_eq!(got, Err(InsertError::Full), "op {op}");
-                    fulls += 1;
-                }
-                None => {
-                    let id = got
-                        .unwrap_or_else(|e| panic!("op {op}: insert failed {e:?}"))
-                        .0;
-                    assert!((id as usize) < cap);
-                    assert!(
-                        m.ids.insert(id, mk).is_none(),
-                        "op {op}: id {id} handed out twice"
-                    );
-                    let ne = fresh(id, k.proto, &m);
-                    m.map.insert(mk, ne);
-                }
-            }
-        } else if r < 80 {
-            if rng.below(adv) == 0 {
-                now += 1 + rng.below(2) as u32;
-            }
-        } else if r < 81 {
-            // Partial sweep; the model learns which dead entries went.
-            let budget = rng.below(limit as u64 / 2 + 2) as usize;
-            let n = t.expire(now, budget);
-            let dead: Vec<MKey> = m
-                .map
-                .iter()
-                .filter(|(_, e)| e.deadline <= now)
-                .map(|(k, _)| *k)
-                .collect();
-            let mut gone = 0;
-            for dk in dead {
-                let e = m.map[&dk];
-                let pk = PacketKey {
-                    af: dk.0,
-                    proto: dk.1,
-                    src: dk.2.0,
-                    src_port: dk.2.1,
-                    dst: dk.3.0,
-                    dst_port: dk.3.1,
-                    ..k
-                };
-                let pk = if dk.1 == proto::ICMP || dk.1 == proto::ICMPV6 {
-                    // The request: from the end keyed by its identifier (0) to the type.
-                    let (id_end, type_end) = if dk.2.1 == 0 { (dk.2, dk.3) } else { (dk.3, dk.2) };
-                    PacketKey { src: id_end.0, dst: type_end.0, src_port: type_end.1, dst_port: 0, ..pk }
-                } else {
-                    pk
-                };
-                if !t.debug_contains(&pk) {
-                    assert!(
-                        t.info(StateId(e.id)).is_none(),
-                        "op {op}: swept slot still in use"
-                    );
-                    m.take(&dk);
-                    gone += 1;
-                }
-            }
-            assert_eq!(n, gone, "op {op}: sweep removed");
-            swept += n as u64;
-        } else if r < 90 {
-            // ICMP error quoting the flow.
-            let got = t.lookup_icmp_error(&k, None, now);
-            let want = match m.map.get(&mk).copied() {
-                None => None,
-                Some(e) if e.deadline <= now => {
-                    m.take(&mk);
-                    None
-                }
-                Some(e) => Some(StateId(e.id)),
-            };
-            assert_eq!(got, want, "op {op}: icmp error");
-        } else if r < 91 {
-            // Remove by id (tracked or not).
-            let id = rng.below(cap as u64 + 2) as u32;
-            let want = m.ids.get(&id).copied();
-            assert_eq!(
-                t.remove(StateId(id)),
-                want.is_some(),
-                "op {op}: remove {id}"
-            );
-            if let Some(mk) = want {
-                m.take(&mk);
-            }
-        } else {
-            // A flow outside the universe.
-            let nk = PacketKey {
-                src_port: 60000 + rng.below(100) as u16,
-                proto: proto::UDP,
-                ..k
-            };
-            assert_eq!(t.lookup(&nk, None, now), StateLookup::Miss);
-            assert_eq!(t.lookup_icmp_error(&nk, None, now), None);
-        }
-        if resize && rng.below(5000) == 0 {
-            // A reload's new limit, from a tenth to twice the initial one: existing states
-            // stay (the model keeps them all), new flows wait for `len < limit`.
-            limit = (base / 10 + rng.below(2 * base as u64) as usize).max(1);
-            // A higher limit than the table holds takes memory allocated beforehand, as the
-            // control thread does for a reload.
-            if limit > t.capacity() {
-                t.grow_into(fw::state::StateMemory::try_new(limit).unwrap());
-            }
-            t.set_limit(limit);
-            cap = cap.max(limit);
-            assert_eq!(t.limit(), limit);
-            assert_eq!(t.capacity(), cap);
-            t.debug_check();
-        }
-        assert_eq!(t.len(), m.map.len(), "op {op}: len");
-        if op % 100_000 == 0 {
-            t.debug_check();
         }
     }
-    t.debug_check();
-    let c = t.counters();
+
+    /// One random operation on a random flow, checked against the model.
+    fn step(&mut self, op: usize) {
+        let k = self.draw_key();
+        let mk = mkey(&k);
+        let r = self.rng.below(100);
+        if r < 40 {
+            self.lookup(op, &k, &mk);
+        } else if r < 65 {
+            self.insert(op, &k, &mk);
+        } else if r < 80 {
+            if self.rng.below(self.adv) == 0 {
+                self.now += 1 + self.rng.below(2) as u32;
+            }
+        } else if r < 81 {
+            self.sweep(op, &k);
+        } else if r < 90 {
+            // ICMP error quoting the flow.
+            let got = self.table.lookup_icmp_error(&k, None, self.now);
+            let want = self.model.lookup_icmp_error(&mk, self.now);
+            assert_eq!(got, want, "op {op}: icmp error");
+        } else if r < 91 {
+            self.remove(op);
+        } else {
+            self.outside(&k);
+        }
+    }
+
+    fn lookup(&mut self, op: usize, k: &PacketKey, mk: &MKey) {
+        let got = self.table.lookup(k, None, self.now);
+        let want = self.model.lookup(k, mk, self.now);
+        if matches!(want, StateLookup::Hit { .. }) {
+            self.hits += 1;
+        }
+        assert_eq!(got, want, "op {op}: lookup {k:?}");
+    }
+
+    fn insert(&mut self, op: usize, k: &PacketKey, mk: &MKey) {
+        let now = self.now;
+        let got = self.table.insert(k, op as u32, now, None);
+        let m = &mut self.model;
+        match m.map.get(mk).copied() {
+            Some(e) if e.deadline > now => {
+                assert_eq!(got, Err(InsertError::Exists(StateId(e.id))), "op {op}")
+            }
+            Some(e) => {
+                assert_eq!(got, Ok(StateId(e.id)), "op {op}: replace dead");
+                let ne = m.fresh(e.id, k, now);
+                m.map.insert(*mk, ne);
+            }
+            None if m.map.len() >= self.limit => {
+                assert_eq!(got, Err(InsertError::Full), "op {op}");
+                self.fulls += 1;
+            }
+            None => {
+                let id = got
+                    .unwrap_or_else(|e| panic!("op {op}: insert failed {e:?}"))
+                    .0;
+                assert!((id as usize) < self.cap);
+                assert!(
+                    m.ids.insert(id, *mk).is_none(),
+                    "op {op}: id {id} handed out twice"
+                );
+                let ne = m.fresh(id, k, now);
+                m.map.insert(*mk, ne);
+            }
+        }
+    }
+
+    /// Partial sweep; the model learns which dead entries went.
+    fn sweep(&mut self, op: usize, k: &PacketKey) {
+        let now = self.now;
+        let budget = self.rng.below(self.limit as u64 / 2 + 2) as usize;
+        let n = self.table.expire(now, budget);
+        let dead: Vec<MKey> = self
+            .model
+            .map
+            .iter()
+            .filter(|(_, e)| e.deadline <= now)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut gone = 0;
+        for dk in dead {
+            let e = self.model.map[&dk];
+            if !self.table.debug_contains(&stored_key(&dk, k)) {
+                assert!(
+                    self.table.info(StateId(e.id)).is_none(),
+                    "op {op}: swept slot still in use"
+                );
+                self.model.take(&dk);
+                gone += 1;
+            }
+        }
+        assert_eq!(n, gone, "op {op}: sweep removed");
+        self.swept += n as u64;
+    }
+
+    /// Remove by id (tracked or not).
+    fn remove(&mut self, op: usize) {
+        let id = self.rng.below(self.cap as u64 + 2) as u32;
+        let want = self.model.ids.get(&id).copied();
+        assert_eq!(
+            self.table.remove(StateId(id)),
+            want.is_some(),
+            "op {op}: remove {id}"
+        );
+        if let Some(mk) = want {
+            self.model.take(&mk);
+        }
+    }
+
+    /// A flow outside the universe.
+    fn outside(&mut self, k: &PacketKey) {
+        let nk = PacketKey {
+            src_port: 60000 + self.rng.below(100) as u16,
+            proto: proto::UDP,
+            ..*k
+        };
+        assert_eq!(self.table.lookup(&nk, None, self.now), StateLookup::Miss);
+        assert_eq!(self.table.lookup_icmp_error(&nk, None, self.now), None);
+    }
+
+    /// A reload's new limit, from a tenth to twice the initial one: existing states stay (the
+    /// model keeps them all), new flows wait for `len < limit`.
+    fn change_limit(&mut self) {
+        let t = &mut self.table;
+        self.limit = (self.base / 10 + self.rng.below(2 * self.base as u64) as usize).max(1);
+        // A higher limit than the table holds takes memory allocated beforehand, as the
+        // control thread does for a reload.
+        if self.limit > t.capacity() {
+            t.grow_into(fw::state::StateMemory::try_new(self.limit).unwrap());
+        }
+        t.set_limit(self.limit);
+        self.cap = self.cap.max(self.limit);
+        assert_eq!(t.limit(), self.limit);
+        assert_eq!(t.capacity(), self.cap);
+        t.debug_check();
+    }
+}
+
+fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool) {
+    let mut h = Harness::new(seed, limit, flows, adv);
+    for op in 0..ops {
+        h.step(op);
+        if resize && h.rng.below(5000) == 0 {
+            h.change_limit();
+        }
+        assert_eq!(h.table.len(), h.model.map.len(), "op {op}: len");
+        if op % 100_000 == 0 {
+            h.table.debug_check();
+        }
+    }
+    h.table.debug_check();
+    let c = h.table.counters();
+    let Harness { base, limit, cap, hits, fulls, swept, now, .. } = h;
     eprintln!(
         "seed {seed}: {ops} ops, limit {base} (last {limit}, largest {cap}), {flows} flows: {hits} hits, {fulls} full, {swept} swept, now {now}, {c:?}"
     );
     assert!(hits > ops as u64 / 20 && fulls > 0 && c.expired_lookup > 0 && c.expired_sweep > 0);
 }
-
 
 /// Small table, many more flows than slots: the limit is hit often.
 #[test]
