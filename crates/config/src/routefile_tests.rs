@@ -55,6 +55,7 @@ fn happy_path() {
     assert_eq!(p("10.0.0.0/8 10.0.0.1\r\n").unwrap().len(), 1);
 }
 
+// One table of (text, line, column, message) cases: read top to bottom.
 #[test]
 fn errors() {
     fails("10.0.0.0/8\n", 1, 11, "route 10.0.0.0/8 has no next hop");

@@ -62,9 +62,10 @@ fn empty_file_gives_defaults() {
     assert_eq!(c.path, PathBuf::from("router.toml"));
 }
 
-#[test]
-fn full_config() {
-    let text = format!(
+/// `BASE` with every section: router settings, routes with and without a next hop or an
+/// interface, and neighbours with and without an interface.
+fn full_config_text() -> String {
+    format!(
         r#"{BASE}
 [router]
 workers = 4
@@ -97,12 +98,22 @@ address = "fe80::2"
 mac = "02:00:00:00:00:03"
 interface = "lr-a"
 "#
-    );
-    let c = parse(&text).unwrap();
+    )
+}
+
+#[test]
+fn full_config() {
+    let c = parse(&full_config_text()).unwrap();
     assert_eq!(c.router.workers, 4);
     assert_eq!(c.router.batch_size, 128);
     assert_eq!(c.router.control_socket, PathBuf::from("/tmp/lr.sock"));
+    check_full_interfaces(&c);
+    check_full_routes(&c);
+    check_full_neighbours(&c);
+}
 
+/// `BASE`'s interfaces with their defaults; on-link inference from their addresses.
+fn check_full_interfaces(c: &Config) {
     assert_eq!(c.interfaces.len(), 2);
     let a = &c.interfaces[0];
     assert_eq!(a.name, "lr-a");
@@ -124,7 +135,10 @@ interface = "lr-a"
     );
     assert_eq!(a.addresses[0].network().to_string(), "198.18.0.0/24");
     assert!(c.interface("lr-b").unwrap().is_on_link(&ip("198.19.0.77")));
+}
 
+/// Routes keep their order; a missing interface is inferred from the next hop.
+fn check_full_routes(c: &Config) {
     let r: Vec<_> = c
         .routes
         .iter()
@@ -143,6 +157,10 @@ interface = "lr-a"
             ("203.0.113.0/24".to_owned(), None, "lr-b"),
         ]
     );
+}
+
+/// Neighbours, the first one's interface inferred from its address.
+fn check_full_neighbours(c: &Config) {
     assert_eq!(
         c.neighbours,
         vec![

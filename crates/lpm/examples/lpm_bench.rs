@@ -63,9 +63,9 @@ fn bench<A: Copy>(
     }
 }
 
-fn main() {
-    let mut rng = Rng(0xbe7c_0001);
-    let prefixes = realistic_v4(&mut rng, 1_000_000);
+/// 1M IPv4 prefixes: random addresses, a working set and addresses under /25-/32 prefixes.
+fn bench_v4(rng: &mut Rng) {
+    let prefixes = realistic_v4(rng, 1_000_000);
     let t = Instant::now();
     let v4 = Ipv4Lpm::new();
     for &(p, len, nh) in &prefixes {
@@ -96,7 +96,7 @@ fn main() {
     let ws: Vec<u32> = (0..2000)
         .map(|_| {
             let (p, len, _) = prefixes[rng.below(prefixes.len() as u64) as usize];
-            near4(&mut rng, p, len)
+            near4(rng, p, len)
         })
         .collect();
     bench(
@@ -109,7 +109,7 @@ fn main() {
     let long: Vec<u32> = prefixes
         .iter()
         .filter(|p| p.1 > 24)
-        .map(|&(p, len, _)| near4(&mut rng, p, len))
+        .map(|&(p, len, _)| near4(rng, p, len))
         .collect();
     bench(
         "random /25-/32 (two loads)",
@@ -119,8 +119,11 @@ fn main() {
         &reader,
     );
     drop((reader, v4));
+}
 
-    let prefixes = realistic_v6(&mut rng, 200_000);
+/// 200k IPv6 prefixes: routed random addresses and a working set.
+fn bench_v6(rng: &mut Rng) {
+    let prefixes = realistic_v6(rng, 200_000);
     let t = Instant::now();
     let v6 = Ipv6Lpm::new();
     for &(p, len, nh) in &prefixes {
@@ -138,7 +141,7 @@ fn main() {
     let random: Vec<u128> = (0..1 << 22)
         .map(|_| {
             let (p, len, _) = prefixes[rng.below(prefixes.len() as u64) as usize];
-            near6(&mut rng, p, len)
+            near6(rng, p, len)
         })
         .collect();
     bench(
@@ -155,4 +158,10 @@ fn main() {
         |a, o| v6.lookup_batch(a, o),
         &reader,
     );
+}
+
+fn main() {
+    let mut rng = Rng(0xbe7c_0001);
+    bench_v4(&mut rng);
+    bench_v6(&mut rng);
 }

@@ -74,11 +74,10 @@ fn len6() -> BoxedStrategy<u8> {
         .boxed()
 }
 
-fn run<F: Family>(seed: u64, ops: &[Op], groups: u32) -> Result<(), TestCaseError> {
-    let mut rng = Rng(seed);
-    // Bases: four share the top half, two share the top quarter, two are unrelated.
-    let root = F::random(&mut rng);
-    let bases: Vec<F::A> = (0..8)
+/// Eight bases: four share the top half, two share the top quarter, two are unrelated.
+fn bases<F: Family>(rng: &mut Rng) -> Vec<F::A> {
+    let root = F::random(rng);
+    (0..8)
         .map(|k| {
             let keep = [
                 F::BITS / 2,
@@ -90,83 +89,110 @@ fn run<F: Family>(seed: u64, ops: &[Op], groups: u32) -> Result<(), TestCaseErro
                 0,
                 0,
             ][k];
-            let r = F::random(&mut rng);
+            let r = F::random(rng);
             F::xor(root, F::shr(r, keep as u32))
         })
-        .collect();
-    let fast = F::fast(groups);
-    let mut reference = F::Ref::default();
-    let mut present: Vec<(F::A, u8)> = Vec::new();
+        .collect()
+}
+
+/// The table under test beside the reference, and the prefixes present in both.
+struct Tables<F: Family> {
+    fast: F::Fast,
+    reference: F::Ref,
+    present: Vec<(F::A, u8)>,
+}
+
+impl<F: Family> Tables<F> {
+    /// Applies `op` to both tables; they must answer alike.
+    fn apply(&mut self, op: &Op, bases: &[F::A]) -> Result<(), TestCaseError> {
+        let (fast, reference, present) = (&self.fast, &mut self.reference, &mut self.present);
+        match *op {
+            Op::Add {
+                b,
+                sh,
+                bits,
+                len,
+                nh,
+            } => {
+                let p = F::mask(F::xor(bases[b], F::shr(F::from_bits(bits), sh)), len);
+                let got = F::insert(fast, p, len, nh);
+                prop_assert_eq!(
+                    got,
+                    F::r_insert(reference, p, len, nh),
+                    "insert {:x?}/{}",
+                    p,
+                    len
+                );
+                if got == Ok(None) {
+                    present.push((p, len));
+                }
+            }
+            Op::Replace { pick, nh } if !present.is_empty() => {
+                let (p, len) = present[pick % present.len()];
+                let got = F::insert(fast, p, len, nh);
+                prop_assert_eq!(got, F::r_insert(reference, p, len, nh));
+                prop_assert!(matches!(got, Ok(Some(_))));
+            }
+            Op::Del { pick } if !present.is_empty() => {
+                let (p, len) = present.swap_remove(pick % present.len());
+                let got = F::remove(fast, p, len);
+                prop_assert_eq!(
+                    got,
+                    F::r_remove(reference, p, len),
+                    "remove {:x?}/{}",
+                    p,
+                    len
+                );
+                prop_assert!(matches!(got, Ok(Some(_))));
+            }
+            Op::DelMissing { b, sh, bits, len } => {
+                let p = F::xor(bases[b], F::shr(F::from_bits(bits), sh));
+                let got = F::remove(fast, p, len);
+                prop_assert_eq!(got, F::r_remove(reference, p, len));
+                if let Ok(Some(_)) = got {
+                    let m = F::mask(p, len);
+                    present.retain(|&e| e != (m, len));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Deleting everything must leave an empty table and every group back in the pool.
+    fn delete_all(&mut self, rng: &mut Rng) -> Result<(), TestCaseError> {
+        for (p, len) in self.present.drain(..) {
+            prop_assert!(matches!(F::remove(&self.fast, p, len), Ok(Some(_))));
+            F::r_remove(&mut self.reference, p, len).unwrap();
+        }
+        prop_assert_eq!(F::len(&self.fast), 0);
+        prop_assert_eq!(F::stats(&self.fast).in_use, 0);
+        let addrs = addresses::<F>(rng, &[], 1000);
+        prop_assert!(addrs.iter().all(|&a| F::lookup(&self.fast, a).is_none()));
+        Ok(())
+    }
+}
+
+fn run<F: Family>(seed: u64, ops: &[Op], groups: u32) -> Result<(), TestCaseError> {
+    let mut rng = Rng(seed);
+    let bases = bases::<F>(&mut rng);
+    let mut tables = Tables::<F> {
+        fast: F::fast(groups),
+        reference: F::Ref::default(),
+        present: Vec::new(),
+    };
     let per_case = env("LPM_PROPTEST_ADDRS", 1 << 20).div_ceil(cases() as usize);
     let checkpoints = 4;
     for (k, chunk) in ops.chunks(ops.len().div_ceil(checkpoints)).enumerate() {
         for op in chunk {
-            match *op {
-                Op::Add {
-                    b,
-                    sh,
-                    bits,
-                    len,
-                    nh,
-                } => {
-                    let p = F::mask(F::xor(bases[b], F::shr(F::from_bits(bits), sh)), len);
-                    let got = F::insert(&fast, p, len, nh);
-                    prop_assert_eq!(
-                        got,
-                        F::r_insert(&mut reference, p, len, nh),
-                        "insert {:x?}/{}",
-                        p,
-                        len
-                    );
-                    if got == Ok(None) {
-                        present.push((p, len));
-                    }
-                }
-                Op::Replace { pick, nh } if !present.is_empty() => {
-                    let (p, len) = present[pick % present.len()];
-                    let got = F::insert(&fast, p, len, nh);
-                    prop_assert_eq!(got, F::r_insert(&mut reference, p, len, nh));
-                    prop_assert!(matches!(got, Ok(Some(_))));
-                }
-                Op::Del { pick } if !present.is_empty() => {
-                    let (p, len) = present.swap_remove(pick % present.len());
-                    let got = F::remove(&fast, p, len);
-                    prop_assert_eq!(
-                        got,
-                        F::r_remove(&mut reference, p, len),
-                        "remove {:x?}/{}",
-                        p,
-                        len
-                    );
-                    prop_assert!(matches!(got, Ok(Some(_))));
-                }
-                Op::DelMissing { b, sh, bits, len } => {
-                    let p = F::xor(bases[b], F::shr(F::from_bits(bits), sh));
-                    let got = F::remove(&fast, p, len);
-                    prop_assert_eq!(got, F::r_remove(&mut reference, p, len));
-                    if let Ok(Some(_)) = got {
-                        let m = F::mask(p, len);
-                        present.retain(|&e| e != (m, len));
-                    }
-                }
-                _ => {}
-            }
+            tables.apply(op, &bases)?;
         }
-        prop_assert_eq!(F::len(&fast), present.len());
-        let addrs = addresses::<F>(&mut rng, &present, per_case / checkpoints);
-        check_lookups::<F>(&fast, &reference, &addrs)
+        prop_assert_eq!(F::len(&tables.fast), tables.present.len());
+        let addrs = addresses::<F>(&mut rng, &tables.present, per_case / checkpoints);
+        check_lookups::<F>(&tables.fast, &tables.reference, &addrs)
             .map_err(|e| TestCaseError::fail(format!("checkpoint {k}: {e}")))?;
     }
-    // Deleting everything must leave an empty table and every group back in the pool.
-    for (p, len) in present.drain(..) {
-        prop_assert!(matches!(F::remove(&fast, p, len), Ok(Some(_))));
-        F::r_remove(&mut reference, p, len).unwrap();
-    }
-    prop_assert_eq!(F::len(&fast), 0);
-    prop_assert_eq!(F::stats(&fast).in_use, 0);
-    let addrs = addresses::<F>(&mut rng, &[], 1000);
-    prop_assert!(addrs.iter().all(|&a| F::lookup(&fast, a).is_none()));
-    Ok(())
+    tables.delete_all(&mut rng)
 }
 
 proptest! {
