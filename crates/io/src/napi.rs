@@ -104,6 +104,26 @@ pub fn napis(ifindex: u32) -> io::Result<Vec<Napi>> {
     Ok(out)
 }
 
+/// [`napis`] of the interface `ifindex` in another network namespace (`netns`, e.g.
+/// `/run/netns/NAME`), asked from a short-lived thread that enters it: the netlink socket
+/// answers for the namespace of the thread that opens it, and `setns` moves only that thread.
+pub fn napis_in_netns(netns: &std::path::Path, ifindex: u32) -> io::Result<Vec<Napi>> {
+    let ns = fs::File::open(netns)?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns on a namespace file we hold open; it changes only this thread,
+            // which ends when the lookup is done.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            napis(ifindex)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the NAPI lookup thread panicked")))
+    })
+}
+
 /// Why the receive work of an interface could not be placed.
 #[derive(Debug, thiserror::Error)]
 pub enum NapiError {
@@ -214,5 +234,29 @@ mod tests {
         assert!(family >= GENL_ID_CTRL);
         assert!(napis(1).unwrap().is_empty(), "lo polls no NAPI");
         assert!(genl_family("lr-no-such-family").is_err());
+    }
+
+    #[test]
+    fn napis_are_found_in_another_namespace() {
+        if !crate::netdev::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let ns = format!("lrnapi{}", std::process::id());
+        let sh = |cmd: &str| std::process::Command::new("sh").args(["-c", cmd]).status().unwrap().success();
+        assert!(sh(&format!("ip netns add {ns}")));
+        let ok = sh(&format!(
+            "ip -n {ns} link add lrnapi0 type veth peer name lrnapi1 && ip -n {ns} link set lrnapi0 up && ip -n {ns} link set lrnapi1 up \
+             && ip netns exec {ns} ethtool -K lrnapi0 gro on >/dev/null && ip netns exec {ns} sh -c 'echo 1 > /sys/class/net/lrnapi0/threaded'"
+        ));
+        let ifindex = std::process::Command::new("ip").args(["netns", "exec", &ns, "cat", "/sys/class/net/lrnapi0/ifindex"]).output().unwrap();
+        let ifindex: u32 = String::from_utf8_lossy(&ifindex.stdout).trim().parse().unwrap_or(0);
+        let found = napis_in_netns(&PathBuf::from("/run/netns").join(&ns), ifindex);
+        sh(&format!("ip netns del {ns}"));
+        assert!(ok);
+        let found = found.unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].tid.is_some(), "threaded NAPI has a thread: {found:?}");
+        assert!(napis(ifindex).unwrap().iter().all(|n| n.id != found[0].id), "this thread's namespace is not the test's");
     }
 }

@@ -8,13 +8,14 @@
 //!  lrlab-g: lrg0 198.18.0.2 ==veth== lrd0 198.18.0.1  lrlab-d  lrd1 198.19.0.1 ==veth== lrr0 198.19.0.2 :lrlab-r
 //! ```
 //!
-//! Pinning on the 2-CPU machine: the DUT owns CPU 1 (linerate's worker is pinned there; for
-//! the kernel DUT, RPS on lrd0 steers forwarding softirqs there); the generator and the
-//! receiver share CPU 0 (RPS on lrr0 keeps receive processing there too). The receiver
-//! counts in the kernel (`rcv --backend xdp-sink`: an XDP program counts and drops) and only
-//! reads the counters, so CPU 0 goes to the generator. linerate's AF_XDP
-//! sets use generic XDP by default: on veth, native XDP runs in the sender's softirq, which
-//! would hand part of the DUT's work to the generator's CPU.
+//! Pinning on the 2-CPU machine: the DUT owns CPU 1, the generator and the receiver share
+//! CPU 0. Every receive is threaded NAPI pinned to its party's CPU (lrd0: the DUT's, for the
+//! kernel DUT by the lab and for linerate by linerate; lrr0: the receiver's), so whatever the
+//! kernel does for a DUT runs on the DUT's CPU, for both DUTs alike; in softirq, veth would
+//! run the DUT's receive on the generator's CPU. The receiver counts in the kernel (`rcv
+//! --backend xdp-sink`: an XDP program counts and drops) and only reads the counters.
+//! linerate's AF_XDP sets use generic XDP by default: on veth, native XDP runs in the
+//! sender's softirq, which would hand part of the DUT's work to the generator's CPU.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -89,6 +90,35 @@ fn sh(ns: &Namespace, script: &str) -> Result<(), LabError> {
     ns.exec("sh", &["-c", script]).map(|_| ()).map_err(LabError::from)
 }
 
+/// Turns threaded NAPI on for `ifname` (a veth with GRO on) and receive packet steering off.
+fn threaded_napi(ns: &Namespace, ifname: &str) -> Result<(), LabError> {
+    sh(ns, &format!("echo 1 > /sys/class/net/{ifname}/threaded && echo 0 > /sys/class/net/{ifname}/queues/rx-0/rps_cpus"))
+}
+
+/// Real-time priority (SCHED_FIFO, `chrt`) of the receiver's NAPI thread, so that it runs as
+/// soon as the DUT sends, as softirq receive would: at the generator's priority it gets half
+/// of their CPU, and even at nice -20 the scheduler lets the generator finish its slice
+/// first; the DUT's output ring (256 frames) then overflows and runs measure the receiver
+/// (docs/performance.md, "The lab's generator and the kernel DUT").
+const RECEIVER_NAPI_FIFO: &str = "50";
+
+/// Pins the NAPI threads of `ifname` in `ns` to `cpu` at the default priority; returns them.
+fn place_napi(ns: &Namespace, ifname: &str, cpu: usize) -> Result<Vec<u32>, LabError> {
+    let out = ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])?;
+    let ifindex: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| LabError::Process { what: format!("ifindex of {ifname}"), detail: String::from_utf8_lossy(&out.stdout).into_owned() })?;
+    let what = |e: std::io::Error| LabError::Process { what: format!("placing the NAPI thread of {ifname} in {}", ns.name()), detail: e.to_string() };
+    let napis = io::napi::napis_in_netns(&Path::new("/run/netns").join(ns.name()), ifindex).map_err(what)?;
+    let tids: Vec<u32> = napis.iter().filter_map(|n| n.tid).collect();
+    if tids.is_empty() {
+        return Err(LabError::Process { what: format!("{ifname} in {} has no NAPI thread", ns.name()), detail: format!("{napis:?}") });
+    }
+    for &tid in &tids {
+        io::affinity::pin_thread(tid, cpu).map_err(what)?;
+        io::affinity::set_thread_nice(tid, 0).map_err(what)?;
+    }
+    Ok(tids)
+}
+
 impl LabEnv {
     /// Builds the topology; `bin` is the linerate binary that runs gen, rcv and the DUT.
     pub fn build(bin: &Path, cpus: Cpus) -> Result<LabEnv, LabError> {
@@ -123,18 +153,26 @@ impl LabEnv {
         for s in ["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0", "net.ipv4.conf.lrd0.rp_filter=0"] {
             dut.sysctl(s)?;
         }
-        // The DUT's input receives in NAPI (GRO on: the in-kernel generator's frames need it).
-        // For the kernel DUT veth runs that NAPI where the frames are sent and RPS hands every
-        // packet to the DUT's CPU (Documentation/networking/scaling.rst), the kernel's fastest
-        // setup here; linerate moves the NAPI itself into a thread on its CPU (io::napi), so
-        // all of its receive work is on the DUT's CPU. The receiver's input is processed on
-        // the receiver's CPU, by RPS too.
+        // The DUT's input receives in NAPI (GRO on: the in-kernel generator's frames need it),
+        // in a kernel thread on the DUT's CPU: all of the kernel DUT's work (the skbs made
+        // from the generator's frames, GRO, forwarding, the send to lrd1) is on that CPU, as
+        // linerate's is (it places the same thread itself, below its worker: io::napi). Left
+        // in softirq, veth would run it on the generator's CPU, which would then do part of
+        // the kernel's work and none of linerate's.
         dut.exec("ethtool", &["-K", "lrd0", "gro", "on"])?;
-        sh(&dut, &format!("echo {} > /sys/class/net/lrd0/queues/rx-0/rps_cpus", cpu_mask(cpus.dut)))?;
-        sh(&rcv, &format!("echo {} > /sys/class/net/lrr0/queues/rx-0/rps_cpus", cpu_mask(cpus.receiver)))?;
-        let dir = std::env::temp_dir().join(format!("lrlab-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(LabEnv { generator, dut, rcv, bin: bin.to_owned(), dir, cpus })
+        threaded_napi(&dut, "lrd0")?;
+        // The receiver's input: the same, on the receiver's CPU, ahead of the generator that
+        // shares it (RECEIVER_NAPI_FIFO). Without NAPI, veth hands each frame sent by the DUT
+        // to RPS, which raises an inter-processor interrupt per frame when the DUT sends frame
+        // by frame (linerate over AF_XDP does), on the DUT's CPU.
+        rcv.exec("ethtool", &["-K", "lrr0", "gro", "on"])?;
+        threaded_napi(&rcv, "lrr0")?;
+        let env = LabEnv { generator, dut, rcv, bin: bin.to_owned(), dir: std::env::temp_dir().join(format!("lrlab-{}", std::process::id())), cpus };
+        std::fs::create_dir_all(&env.dir)?;
+        for tid in place_napi(&env.rcv, "lrr0", cpus.receiver)? {
+            crate::topology::run(std::process::Command::new("chrt").args(["-f", "-p", RECEIVER_NAPI_FIFO, &tid.to_string()]))?;
+        }
+        Ok(env)
     }
 
     /// Runs one run of `set` for `seconds`, offering `rate` pps (None: as fast as possible).
@@ -223,6 +261,10 @@ impl LabEnv {
         self.dut.sysctl(&format!("net.ipv6.conf.all.forwarding={f}"))?;
         let _ = self.dut.exec("nft", &["flush", "ruleset"]);
         let mut guard = DutGuard { env: self, child: None };
+        if forwarding {
+            // linerate places it itself; a linerate run before may have moved it.
+            place_napi(&self.dut, "lrd0", self.cpus.dut)?;
+        }
         match set.dut {
             Dut::Kernel => {}
             Dut::KernelNft => {

@@ -118,7 +118,7 @@ impl Generator {
             sources: sources.as_raw_fd(),
             destinations: destinations.as_raw_fd(),
         };
-        let insns = program::program(layout, &maps, counts);
+        let insns = program::program(layout, &spec.template[..layout.headers_end()], &maps, counts);
         let prog = bpf::load_xdp(&insns, PROG_NAME).map_err(|e| LiveGenError::Rejected { source: e.source, log: e.log })?;
         let data = [&program::META[..], spec.template].concat();
         Ok(Generator { prog, maps: [state, sizes, sources, destinations], data, layout })
@@ -137,11 +137,16 @@ impl Generator {
     /// the generator's metadata, and returns its verdict and the frame it made. For tests:
     /// the flow state advances as it does when sending.
     pub fn run_on(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), LiveGenError> {
-        let meta = program::META.len();
-        let input = [&program::META[..], frame].concat();
-        let (verdict, out) = bpf::test_run_frame(self.prog.as_raw_fd(), &input, meta as u32, 4096).map_err(sys("BPF_PROG_RUN (test)"))?;
-        match out.get(..meta) {
-            Some(m) if m == program::META => Ok((verdict, out[meta..].to_vec())),
+        self.run_on_page(program::META, frame)
+    }
+
+    /// [`run_on`](Self::run_on) with `meta` in the metadata: what a recycled page holds there
+    /// after a receiver wrote into the headroom.
+    pub fn run_on_page(&self, meta: [u8; 4], frame: &[u8]) -> Result<(u32, Vec<u8>), LiveGenError> {
+        let input = [&meta[..], frame].concat();
+        let (verdict, out) = bpf::test_run_frame(self.prog.as_raw_fd(), &input, meta.len() as u32, 4096).map_err(sys("BPF_PROG_RUN (test)"))?;
+        match out.get(..meta.len()) {
+            Some(m) if m == meta => Ok((verdict, out[meta.len()..].to_vec())),
             _ => Err(LiveGenError::Template("the program changed its metadata".into())),
         }
     }
@@ -237,7 +242,7 @@ impl Sender {
     /// Prepares to send on `ifname` (in this thread's network namespace).
     ///
     /// While it is open, the program is also attached to `ifname` in generic mode, where it
-    /// passes every received frame untouched (they lack its metadata). BPF_PROG_RUN adds a
+    /// passes every received frame untouched (they have no metadata). BPF_PROG_RUN adds a
     /// program to the kernel's XDP dispatcher for the call and removes it after, each a
     /// rewrite of the dispatcher's code and an RCU grace period: about 20 ms per call. An
     /// attached program stays in the dispatcher and the calls skip both. If it cannot be

@@ -1,10 +1,14 @@
 //! The generator's XDP program, assembled for one template layout and flow set.
 //!
 //! Live-frames mode copies the template into a page only when the page is new; a recycled
-//! page holds the previous frame sent from it, possibly of another length. So every run
-//! sets the length (`bpf_xdp_adjust_tail` to the wanted size, whatever the current one) and
-//! writes every field that varies: IP length, addresses, ports, UDP length, both checksums.
-//! Fields that never vary are the template's, never written.
+//! page holds the previous frame sent from it, possibly of another length, and as whoever
+//! received it last left it: a forwarding kernel rewrites the MACs and the TTL in place (the
+//! skb it builds from an XDP frame shares the page) and its cached link-layer header write
+//! (`neigh_hh_output`, 16 bytes) clobbers the 2 bytes before the frame. So every run sets the
+//! length (`bpf_xdp_adjust_tail` to the wanted size, whatever the current one), writes the
+//! template's headers back, then every field that varies: IP length, addresses, ports, UDP
+//! length, both checksums. A run is the generator's when it has metadata at all (BPF_PROG_RUN
+//! gives 4 bytes; a received frame has none): what the metadata holds is not trusted.
 
 use std::os::fd::RawFd;
 
@@ -14,8 +18,9 @@ use crate::xdp::bpf::{Fixups, Insn, R0, R1, R2, R3, R4, R6, R7, R8, R9, R10};
 const XDP_ABORTED: i32 = 0;
 pub(super) const XDP_PASS: i32 = 2;
 pub(super) const XDP_TX: i32 = 3;
-/// What the generator's runs carry in their 4 bytes of metadata (before the frame): the
-/// program makes a frame only then, and passes anything else untouched (see [`program`]).
+/// The generator's runs carry 4 bytes of metadata (before the frame), these on a new page:
+/// the program makes a frame only when there is metadata, and passes anything else untouched
+/// (see [`program`]). Its content is not checked: a recycled page may hold other bytes there.
 pub(super) const META: [u8; 4] = *b"lrlg";
 const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_FUNC_XDP_ADJUST_TAIL: i32 = 65;
@@ -46,8 +51,8 @@ const KEY_SIZE: i16 = -16;
 /// The program, in outline (r6 = ctx, r7 = source, r8 = destination, r9 = size):
 ///
 /// ```text
-///      if the metadata is not META: return XDP_PASS  ; a frame received where the program
-///                                                    ; is attached (see Sender::open)
+///      if there are no 4 bytes of metadata: return XDP_PASS  ; a frame received where the
+///                                                    ; program is attached (see Sender::open)
 ///      state = lookup(state_map, 0); s, d, k = state's indices (kept as keys on the stack)
 ///      s += 1; if s == sources { s = 0; d += 1; if d == destinations { d = 0; k += 1;
 ///        if k == sizes { k = 0 } } }; store s, d, k  ; sources vary fastest, then
@@ -56,19 +61,21 @@ const KEY_SIZE: i16 = -16;
 ///      r9 = lookup(sizes, k); r7 = lookup(sources, s); r8 = lookup(destinations, d)
 ///      delta = r9.frame_len - (data_end - data); if delta != 0: bpf_xdp_adjust_tail(delta)
 ///      if data + headers_end > data_end goto abort
+///      write the template's headers (Ethernet to UDP), 4 bytes at a time
 ///      write IP length, UDP length, addresses, ports from r9, r7, r8
 ///      IPv4: checksum = ~fold(r9.ip_sum + r7.addr_sum + r8.addr_sum)
 ///      UDP:  checksum = ~fold(r9.udp_sum + r7.sum + r8.sum), 0 sent as 0xffff (RFC 768)
 ///      return XDP_TX
 /// abort: return XDP_ABORTED                          ; a failed lookup or resize
 /// ```
-pub(super) fn program(layout: Layout, maps: &Maps, counts: Counts) -> Vec<Insn> {
+///
+/// `headers` is the template up to the end of its UDP header (`layout.headers_end()` bytes).
+pub(super) fn program(layout: Layout, headers: &[u8], maps: &Maps, counts: Counts) -> Vec<Insn> {
+    debug_assert_eq!(headers.len(), layout.headers_end());
     let (mut abort, mut pass) = (Fixups::default(), Fixups::default());
-    // ctx->data_meta, ctx->data: the metadata must hold the magic word.
+    // ctx->data_meta, ctx->data: the generator's runs have 4 bytes of metadata.
     let mut p = vec![Insn::ldx_w(R2, R1, 8), Insn::ldx_w(R3, R1, 0), Insn::mov_reg(R4, R2), Insn::add_imm(R4, 4)];
     pass.jump(&mut p, Insn::jgt_reg(R4, R3, 0));
-    p.push(Insn::ldx_w(R4, R2, 0));
-    pass.jump(&mut p, Insn::jne32_imm(R4, u32::from_ne_bytes(META), 0));
     p.extend([Insn::mov_reg(R6, R1), Insn::st_w(R10, KEY_STATE, 0)]);
     lookup(&mut p, &mut abort, maps.state, KEY_STATE);
     p.push(Insn::mov_reg(R7, R0));
@@ -80,6 +87,7 @@ pub(super) fn program(layout: Layout, maps: &Maps, counts: Counts) -> Vec<Insn> 
     lookup(&mut p, &mut abort, maps.destinations, KEY_DESTINATION);
     p.push(Insn::mov_reg(R8, R0));
     resize(&mut p, &mut abort, layout);
+    write_headers(&mut p, headers);
     write_fields(&mut p, layout);
     p.extend([Insn::mov_imm(R0, XDP_TX), Insn::exit()]);
     abort.land(&mut p);
@@ -162,6 +170,16 @@ fn checksum(p: &mut Vec<Insn>, size_sum: i16, ep_sum: i16) {
     p.push(Insn::xor32_imm(R1, 0xffff));
 }
 
+/// Writes `headers` at r2 = data as 4-byte immediates; the last word overlaps the one before
+/// it when the length is not a multiple of 4 (headers are at least 42 bytes).
+fn write_headers(p: &mut Vec<Insn>, headers: &[u8]) {
+    let last = headers.len() - 4;
+    for at in (0..last).step_by(4).chain([last]) {
+        let word = i32::from_ne_bytes(headers[at..at + 4].try_into().expect("4 bytes"));
+        p.push(Insn::st_w(R2, at as i16, word));
+    }
+}
+
 /// Writes what varies, with r2 = data, r7/r8 = source/destination, r9 = size.
 fn write_fields(p: &mut Vec<Insn>, layout: Layout) {
     let (l3, l4) = (layout.l3, layout.l4());
@@ -190,7 +208,8 @@ mod tests {
     fn jumps_land_inside_the_program() {
         for layout in [Layout { l3: 14, ipv6: false }, Layout { l3: 18, ipv6: true }] {
             let maps = Maps { state: 3, sizes: 4, sources: 5, destinations: 6 };
-            let p = program(layout, &maps, Counts { sources: 20, destinations: 100, sizes: 12 });
+            let headers = vec![0u8; layout.headers_end()];
+            let p = program(layout, &headers, &maps, Counts { sources: 20, destinations: 100, sizes: 12 });
             crate::xdp::bpf::assert_jumps_land_inside(&p);
             assert_eq!(p.last().unwrap().code(), 0x95, "ends with exit");
         }
