@@ -40,10 +40,10 @@ pub struct LabArgs {
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     gen_cpu: usize,
-    /// CPU of the device under test (linerate's worker; the kernel's forwarding by RPS).
+    /// CPU of the device under test (linerate's worker and its input's NAPI thread; the kernel's forwarding, in its input's NAPI thread).
     #[arg(long, default_value_t = 1)]
     dut_cpu: usize,
-    /// CPU of the receiver (its receive processing, by RPS).
+    /// CPU of the receiver (its input's NAPI thread, at real-time priority).
     #[arg(long, default_value_t = 0)]
     rcv_cpu: usize,
 }
