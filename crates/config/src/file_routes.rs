@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use crate::routefile::{self, FileRoute};
-use crate::validate::{Ctx, Origin, Seen, on_link, via_problem};
+use crate::context::{Ctx, Origin};
+use crate::route_checks::{Seen, on_link, via_problem};
 use crate::{ConfigError, Interface, Route};
 
 /// Reads `file` and appends its routes to `routes`; `seen` holds the prefixes defined so far.

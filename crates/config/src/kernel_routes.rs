@@ -11,7 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::ConfigError;
-use crate::validate::Ctx;
+use crate::context::Ctx;
 
 /// `ip route ... proto kernel`: the routes the kernel makes for an interface's addresses
 /// (linerate has those as its connected routes already).

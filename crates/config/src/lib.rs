@@ -6,6 +6,7 @@
 //! See `examples/router.toml` in the repository for a documented example.
 #![forbid(unsafe_code)]
 
+mod context;
 mod file_routes;
 mod log;
 mod kernel_routes;
@@ -13,6 +14,7 @@ mod mac;
 mod prefix;
 mod punt;
 mod ra;
+mod route_checks;
 pub mod routefile;
 mod socket_scan;
 mod span;

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::ConfigError;
-use crate::validate::Ctx;
+use crate::context::Ctx;
 
 /// The `[log]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::ConfigError;
-use crate::validate::Ctx;
+use crate::context::Ctx;
 
 /// One class's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

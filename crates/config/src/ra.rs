@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::validate::Ctx;
+use crate::context::Ctx;
 use crate::{ConfigError, IfAddr, Prefix};
 
 /// The router advertisements of one interface (RFC 4861 6.2.1's per-interface variables).

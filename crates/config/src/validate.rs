@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::span::LineIndex;
+use crate::context::{Ctx, Origin};
+use crate::route_checks::{Seen, on_link, own_address, via_problem};
 use crate::{
     Backend, Config, ConfigError, FirewallSettings, IfAddr, Interface, MacAddr, Neighbour, Prefix,
     Route, RouterSettings, Vlan, XdpMode,
@@ -94,44 +95,8 @@ struct RawNeighbour {
 /// Longest Unix socket path (`sun_path` is 108 bytes incl. the NUL).
 pub(crate) const MAX_SOCKET_PATH: usize = 107;
 
-pub(crate) struct Ctx<'a> {
-    text: &'a str,
-    path: &'a Path,
-    lines: LineIndex,
-}
-
-impl Ctx<'_> {
-    pub(crate) fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
-        let (line, column) = self.lines.line_col(self.text, span.start);
-        ConfigError { path: self.path.to_owned(), line, column, message: msg.into() }
-    }
-
-    fn line(&self, span: &Range<usize>) -> usize {
-        self.lines.line(span.start)
-    }
-
-    pub(crate) fn int(
-        &self,
-        v: &Option<S<i64>>,
-        ctx: &str,
-        key: &str,
-        lo: i64,
-        hi: i64,
-        default: i64,
-    ) -> Result<i64, ConfigError> {
-        match v {
-            None => Ok(default),
-            Some(v) if (lo..=hi).contains(v.get_ref()) => Ok(*v.get_ref()),
-            Some(v) => Err(self.err(
-                v.span(),
-                format!("{ctx}{key} {} is out of range ({lo}..={hi})", v.get_ref()),
-            )),
-        }
-    }
-}
-
 pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    let cx = Ctx { text, path, lines: LineIndex::new(text) };
+    let cx = Ctx::new(text, path);
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         // toml messages may span several lines ("invalid table header\nexpected ..."): keep one.
         let msg = e
@@ -174,7 +139,7 @@ fn firewall(cx: &Ctx, raw: RawFirewall) -> Result<FirewallSettings, ConfigError>
     if p.is_empty() || p.contains('\0') {
         return Err(cx.err(raw.rules.span(), "firewall: rules must be a non-empty path without NUL bytes"));
     }
-    let dir = cx.path.parent().unwrap_or(Path::new(""));
+    let dir = cx.path().parent().unwrap_or(Path::new(""));
     Ok(FirewallSettings { rules: dir.join(p) })
 }
 
@@ -263,7 +228,7 @@ fn route_file(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<PathBuf>, Config
         Some(f) if f.get_ref().is_empty() || f.get_ref().contains('\0') => {
             Err(cx.err(f.span(), "router: route_file must be a non-empty path without NUL bytes"))
         }
-        Some(f) => Ok(Some(cx.path.parent().unwrap_or(Path::new("")).join(f.get_ref()))),
+        Some(f) => Ok(Some(cx.path().parent().unwrap_or(Path::new("")).join(f.get_ref()))),
     }
 }
 
@@ -521,25 +486,6 @@ fn distinct_taps(cx: &Ctx, ifaces: &[Interface], name_spans: &[Range<usize>]) ->
     Ok(())
 }
 
-/// The interface whose address prefix contains `ip`, longest prefix first.
-pub(crate) fn on_link<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a Interface> {
-    let mut best: Option<(&Interface, u8)> = None;
-    for i in ifaces {
-        for a in &i.addresses {
-            if a.contains(ip) && best.is_none_or(|(_, l)| a.prefix_len > l) {
-                best = Some((i, a.prefix_len));
-            }
-        }
-    }
-    best.map(|b| b.0)
-}
-
-fn own_address<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a Interface> {
-    ifaces
-        .iter()
-        .find(|i| i.addresses.iter().any(|a| a.addr == *ip))
-}
-
 fn known_interface(
     cx: &Ctx,
     ifaces: &[Interface],
@@ -560,51 +506,6 @@ fn known_interface(
         s.span(),
         format!("{owner}: interface {n:?} is not defined ({known})"),
     ))
-}
-
-/// Where a route was first defined, for "duplicate route" errors.
-#[derive(Clone, Copy)]
-pub(crate) enum Origin {
-    /// A `[[route]]` table: the byte offset of its prefix in the config (its line is found
-    /// only for an error).
-    Config(usize),
-    /// A line of the route file.
-    File(usize),
-}
-
-impl Ctx<'_> {
-    pub(crate) fn describe(&self, origin: Origin, route_file: &Path) -> String {
-        match origin {
-            Origin::Config(offset) => format!("{} line {}", self.path.display(), self.lines.line(offset)),
-            Origin::File(line) => format!("{} line {line}", route_file.display()),
-        }
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        self.path
-    }
-}
-
-/// The prefixes defined so far and where. A full table makes a million lookups here, so the
-/// hash is a multiplicative one instead of SipHash: the keys are the operator's own routes,
-/// there is no flooding to defend against.
-pub(crate) type Seen = HashMap<Prefix, Origin, std::hash::BuildHasherDefault<PrefixHasher>>;
-
-#[derive(Default)]
-pub(crate) struct PrefixHasher(u64);
-
-impl std::hash::Hasher for PrefixHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
 }
 
 fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -> Result<Vec<Route>, ConfigError> {
@@ -665,18 +566,6 @@ fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -
         });
     }
     Ok(out)
-}
-
-/// What is wrong with `via` as the gateway of a route to `prefix`, if anything.
-pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -> Option<String> {
-    if via.is_ipv4() != prefix.is_ipv4() {
-        let family = if via.is_ipv4() { "IPv4" } else { "IPv6" };
-        return Some(format!("via {via} is {family} but the prefix is {}", prefix.family()));
-    }
-    if via.is_unspecified() || via.is_multicast() {
-        return Some(format!("via {via} is not a unicast address"));
-    }
-    own_address(ifaces, via).map(|i| format!("via {via} is this router's own address on interface {:?}", i.name))
 }
 
 /// Most next hops of one route (the FIB's multipath group size).

@@ -164,7 +164,7 @@ impl FibControl {
             v4: Ipv4Lpm::new(),
             v6: Ipv6Lpm::new(),
             adj: AdjacencyTable::with_groups(next_hops, DEFAULT_GROUPS),
-            ecmp_seed: crate::filter::random_seed(),
+            ecmp_seed: crate::seed::random_seed(),
         };
         fib.adj.set(LOCAL_ID, Adjacency::Local);
         fib.adj.set(BLACKHOLE_ID, Adjacency::Blackhole);

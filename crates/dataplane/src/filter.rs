@@ -46,6 +46,7 @@ mod stage;
 
 use log::{LogHit, LogRules, LogSink};
 pub use refuse::Refusal;
+pub use crate::seed::random_seed;
 
 pub(crate) use stage::{FilterStage, Routed, RoutedPacket, RoutedV4};
 
@@ -412,12 +413,6 @@ fn state_timeouts(rs: &RuleSet) -> Timeouts {
 /// built by hand above it fails to allocate, with that error.
 fn state_limit(rs: &RuleSet) -> usize {
     usize::try_from(rs.limit_states).unwrap_or(usize::MAX).max(1)
-}
-
-/// A random per-process value to key the state hash (std's `RandomState` is seeded by the OS).
-pub fn random_seed() -> u64 {
-    use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
 }
 
 impl Firewall {

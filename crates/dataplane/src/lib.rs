@@ -19,6 +19,7 @@ pub mod neighbour;
 pub mod ports;
 pub mod punt;
 pub mod router_adv;
+pub mod seed;
 pub mod slowpath;
 pub mod tap;
 pub mod worker;

@@ -12,6 +12,7 @@
 pub mod packet;
 pub mod rules;
 pub mod reference;
+pub mod verdict;
 pub mod classifier;
 pub mod state;
 pub mod passes;

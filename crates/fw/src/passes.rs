@@ -14,7 +14,7 @@
 //! pass does not.
 
 use crate::classifier::Classifier;
-use crate::reference::Verdict;
+use crate::verdict::Verdict;
 use crate::packet::{Dir, PacketKey};
 use crate::rules::{Action, RuleSet, StateMode, StatePolicy};
 use crate::state::{Flow, InsertError, Pass, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};

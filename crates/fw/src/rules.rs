@@ -38,11 +38,13 @@ mod iface_addr;
 mod lexer;
 mod nat;
 mod parser;
+mod translation;
 mod values;
 
 use lexer::{Tok, Token, describe, lex};
 use parser::{PErr, PResult, Parser, here};
 pub use values::parse_prefix;
+pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
 use values::{af_name, parse_flags, parse_table_file, port_number};
 
 pub use extras::LogMode;
@@ -312,7 +314,7 @@ pub struct RuleSet {
     /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
     pub skip: Vec<u16>,
     /// `nat`, `rdr` and `binat` rules, in file order (`crate::nat`).
-    pub nat: Vec<crate::nat::NatRule>,
+    pub nat: Vec<NatRule>,
     /// `set block-policy`: what a plain `block` rule written after it sends back (`None`:
     /// drop, the default; `return`: [`BlockReturn::RETURN`]).
     pub block_policy: Option<BlockReturn>,

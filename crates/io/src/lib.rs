@@ -32,6 +32,7 @@ pub mod privilege;
 pub mod ratelimit;
 pub mod rss;
 pub mod spsc;
+mod sys;
 pub mod tap;
 pub mod xdp;
 

@@ -211,7 +211,7 @@ pub struct Peer {
 /// The credentials of the peer of Unix socket `fd`.
 pub fn peer(fd: RawFd) -> io::Result<Peer> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
-    crate::xdp::sys_getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred)?;
+    crate::sys::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred)?;
     let mut groups = vec![0u32; 256];
     let mut len = (groups.len() * 4) as libc::socklen_t;
     // SAFETY: `groups` holds `len` bytes; the kernel writes at most that many.

@@ -25,7 +25,7 @@ mod rfc;
 pub mod tree;
 
 use crate::packet::PacketKey;
-use crate::reference::Verdict;
+use crate::verdict::Verdict;
 use crate::rules::RuleSet;
 
 pub use tree::TreeStats;

@@ -19,7 +19,7 @@
 //! matching rule.
 
 use crate::packet::{Af, Dir, PacketKey, proto};
-use crate::reference::Verdict;
+use crate::verdict::Verdict;
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
 
 /// Inclusive range of a dimension.

@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use super::PoolMethod;
 use crate::rules::Prefix;
 
-/// The most addresses a pool may hold (a /16): the pool is expanded into a list.
-pub const MAX_POOL_ADDRS: u128 = 1 << 16;
+pub use crate::rules::MAX_POOL_ADDRS;
 
 /// An IPv4 pool, expanded: its addresses in order, and the prefix when it is a single one
 /// (`bitmask` maps the source's host part into it).

@@ -1,11 +1,11 @@
 //! The translation statements of FreeBSD's pf.conf(5): `nat`, `rdr`, `binat` and their `no`
-//! forms, parsed into [`crate::nat::NatRule`]s. The grammar is in `docs/firewall.md`
+//! forms, parsed into [`NatRule`](super::NatRule)s. The grammar is in `docs/firewall.md`
 //! ("Translation"); as pfctl's default `set require-order yes`, translation rules come before
 //! filter rules.
 
 use super::hosts::check_ports_need_tcp_udp;
 use super::{AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
-use crate::nat::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
+use super::translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
 use crate::packet::Af;
 
 /// The `inet6` error: linerate translates IPv4 only.
@@ -169,8 +169,8 @@ impl Parser<'_> {
             }
         }
         let total: u128 = prefixes.iter().map(|p: &Prefix| p.last() - p.first() + 1).sum();
-        if total > crate::nat::pool::MAX_POOL_ADDRS {
-            return here(&at, format!("translation pool of {total} addresses (at most {})", crate::nat::pool::MAX_POOL_ADDRS));
+        if total > MAX_POOL_ADDRS {
+            return here(&at, format!("translation pool of {total} addresses (at most {})", MAX_POOL_ADDRS));
         }
         Ok(NatAddr::Pool(prefixes))
     }
@@ -267,7 +267,7 @@ fn p(w: &str) -> Prefix {
 #[cfg(test)]
 mod tests {
     use super::p;
-    use crate::nat::{NatAddr, NatKind, PoolMethod};
+    use crate::rules::{NatAddr, NatKind, PoolMethod};
     use crate::rules::{AddrMatch, PortMatch, RuleSet, parse};
     use std::path::Path;
 

@@ -212,7 +212,7 @@ impl RouteSocket {
     /// Opens and subscribes; asks for a receive buffer of `rcvbuf` bytes (SO_RCVBUFFORCE,
     /// which needs CAP_NET_ADMIN, else SO_RCVBUF up to `net.core.rmem_max`).
     pub fn open(rcvbuf: usize) -> io::Result<RouteSocket> {
-        let fd = crate::xdp::sys_socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_NONBLOCK, libc::NETLINK_ROUTE)?;
+        let fd = crate::sys::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_NONBLOCK, libc::NETLINK_ROUTE)?;
         let size = rcvbuf.min(i32::MAX as usize) as libc::c_int;
         if setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, size).is_err() {
             setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, size)?;

@@ -8,7 +8,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::sys;
+use crate::sys;
 
 /// BPF object name of the program (and prefix of every name linerate gives its programs).
 pub const PROG_NAME: &str = "lr_xsk";

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::bpf::{self, Fixups, Insn, R0, R1, R2, R3, R4, R5, R6, R7};
-use super::sys;
+use crate::sys;
 
 /// BPF object name of the program.
 pub const PROG_NAME: &str = "lr_kernel_copy";

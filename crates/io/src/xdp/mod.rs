@@ -20,16 +20,13 @@ pub mod kernel_copy;
 pub mod livegen;
 pub mod sink;
 mod socket;
-mod sys;
-
-pub(crate) use sys::socket as sys_socket;
-pub(crate) use sys::getsockopt as sys_getsockopt;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::batch::Batch;
+use crate::sys;
 use crate::pool::{FRAME_SIZE, FrameDesc, FramePool};
 use crate::port::{PortStats, RxPort, TxPort};
 use sys::XdpDesc;

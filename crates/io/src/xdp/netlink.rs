@@ -4,7 +4,7 @@
 
 use std::io;
 
-use super::sys;
+use crate::sys;
 use crate::netlink::{NLA_F_NESTED, NLMSG_HDRLEN, attrs, push_attr, u16_at, u32_at};
 
 const IFINFOMSG_LEN: usize = 16;

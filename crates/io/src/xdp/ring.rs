@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::sys::{XDP_RING_NEED_WAKEUP, XdpRingOffset};
+use crate::sys::{XDP_RING_NEED_WAKEUP, XdpRingOffset};
 
 /// Cached producer/consumer indices of one ring, from one side's point of view.
 /// Pure arithmetic: the caller passes in the peer's index when asked.

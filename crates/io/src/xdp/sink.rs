@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::bpf::{self, Insn, MapCreateAttr, R0, R1, R2, R6, R7, R10};
-use super::sys;
+use crate::sys;
 
 /// BPF object name of the program.
 pub const SINK_PROG_NAME: &str = "lr_sink";

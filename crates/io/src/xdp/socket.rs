@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::ring::{Ring, Side};
-use super::sys::{self, XdpDesc, XdpMmapOffsets, XdpStatistics};
+use crate::sys::{self, XdpDesc, XdpMmapOffsets, XdpStatistics};
 use crate::pool::FRAME_SIZE;
 
 /// How to bind the socket.

@@ -78,7 +78,7 @@ use sets::Budget;
 
 use super::{BuildError, BuildOptions, ClassifierStats};
 use crate::packet::PacketKey;
-use crate::reference::Verdict;
+use crate::verdict::Verdict;
 use crate::rules::RuleSet;
 
 /// A rule set compiled by RFC. See the module documentation.

@@ -249,8 +249,8 @@ impl Sender {
     /// attached (another XDP program is there), the generator still works, with fewer,
     /// longer calls: see [`attach_error`](Self::attach_error).
     pub fn open(generator: Generator, ifname: &str) -> Result<Sender, LiveGenError> {
-        let ifindex = super::sys::ifindex(ifname).ok_or_else(|| LiveGenError::NoInterface(ifname.to_owned()))?;
-        let attached = bpf::link_xdp(generator.prog.as_raw_fd(), ifindex, super::sys::XDP_FLAGS_SKB_MODE).map_err(|e| e.to_string());
+        let ifindex = crate::sys::ifindex(ifname).ok_or_else(|| LiveGenError::NoInterface(ifname.to_owned()))?;
+        let attached = bpf::link_xdp(generator.prog.as_raw_fd(), ifindex, crate::sys::XDP_FLAGS_SKB_MODE).map_err(|e| e.to_string());
         let counters = XmitCounters::open(ifname)?;
         let (sent, refused, _) = counters.read().map_err(sys(format!("reading the XDP counters of {ifname}")))?;
         let base_runs = generator.runs().map_err(sys("reading the generator's run count"))?;

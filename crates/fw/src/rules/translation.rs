@@ -1,0 +1,98 @@
+//! The translation rules' types (`nat`, `rdr`, `binat`: pf.conf(5), "TRANSLATION"), as the
+//! parser (`rules/nat.rs`) makes them; matching and the translations themselves are in
+//! [`crate::nat`].
+
+use super::{AddrMatch, PortMatch, Prefix};
+use crate::packet::Af;
+
+/// Which translation a rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NatKind {
+    /// Outbound source translation (`nat on IF ... -> ADDR`).
+    Nat,
+    /// Inbound destination translation (`rdr on IF ... -> ADDR [port P]`).
+    Rdr,
+    /// A bidirectional 1:1 mapping of one inside address to one outside address.
+    Binat,
+}
+
+impl NatKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            NatKind::Nat => "nat",
+            NatKind::Rdr => "rdr",
+            NatKind::Binat => "binat",
+        }
+    }
+}
+
+/// How an address is picked from a pool of several (pf.conf(5), "POOL OPTIONS").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PoolMethod {
+    /// `round-robin`: the default for a list of addresses.
+    #[default]
+    RoundRobin,
+    /// `random`.
+    Random,
+    /// `source-hash`: a hash of the source address picks the pool address, so a host keeps
+    /// its address.
+    SourceHash,
+    /// `bitmask`: the pool's network part with the source's host part (the default for a
+    /// single prefix).
+    Bitmask,
+}
+
+/// The addresses a translation maps to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum NatAddr {
+    /// `(IFACE)`: the interface's (first IPv4) address, resolved by the dataplane.
+    Iface(u16),
+    /// Addresses and prefixes (a prefix stands for all its addresses).
+    Pool(Vec<Prefix>),
+}
+
+/// The right-hand side of `->`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NatTarget {
+    pub addr: NatAddr,
+    /// `nat`: the source ports to allocate from (pf's default 50001:65535). `rdr`: the
+    /// destination port, or the first of the range the matched ports map onto.
+    pub ports: Option<(u16, u16)>,
+    /// `rdr ... port P:*`: the matched destination port range maps onto `P..`.
+    pub port_star: bool,
+    pub method: PoolMethod,
+    pub sticky: bool,
+    /// `static-port`: `nat` keeps the source port.
+    pub static_port: bool,
+}
+
+/// One translation rule with its effective options.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NatRule {
+    pub kind: NatKind,
+    /// `no nat` / `no rdr` / `no binat`: a match means "do not translate".
+    pub negated: bool,
+    /// `on IFACE` (empty: any interface; pf requires one for binat).
+    pub ifaces: Vec<u16>,
+    pub iface_neg: bool,
+    pub af: Option<Af>,
+    pub protos: Vec<u8>,
+    pub src: AddrMatch,
+    pub src_ports: PortMatch,
+    pub dst: AddrMatch,
+    pub dst_ports: PortMatch,
+    /// `to (IFACE)`: the destination must be the interface's address (resolved when a packet
+    /// is matched; `dst` is then `any`).
+    pub dst_iface: Option<u16>,
+    /// `None` for `no ...` rules.
+    pub target: Option<NatTarget>,
+    /// 1-based position of the rule's first word.
+    pub line: usize,
+    pub column: usize,
+}
+
+/// pf's default source port range for `nat` (`PF_NAT_PROXY_PORT_LOW` .. `_HIGH`).
+pub const DEFAULT_NAT_PORTS: (u16, u16) = (50001, 65535);
+
+/// The most addresses a translation pool may hold (a /16): pools are expanded into a list.
+pub const MAX_POOL_ADDRS: u128 = 1 << 16;

@@ -1,0 +1,33 @@
+//! What rule evaluation decides for one packet: the same type from the reference evaluator
+//! and the compiled classifier, so the two can be compared.
+
+use crate::rules::{Action, RuleSet, StateMode};
+
+/// The outcome of rule evaluation for one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Verdict {
+    pub action: Action,
+    /// Index in [`RuleSet::rules`] of the deciding rule; `None` = no rule matched (default pass).
+    pub rule: Option<usize>,
+    /// Whether (and how) the deciding rule creates a state; `None` for blocks and the default.
+    pub keep_state: StateMode,
+}
+
+impl Verdict {
+    /// The verdict when no rule matches: pass, no state.
+    pub const DEFAULT: Verdict = Verdict {
+        action: Action::Pass,
+        rule: None,
+        keep_state: StateMode::None,
+    };
+
+    /// The verdict decided by rule `i`.
+    pub fn of_rule(rs: &RuleSet, i: usize) -> Verdict {
+        let r = &rs.rules[i];
+        Verdict {
+            action: r.action,
+            rule: Some(i),
+            keep_state: r.keep_state,
+        }
+    }
+}
