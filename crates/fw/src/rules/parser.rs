@@ -361,52 +361,53 @@ impl Parser<'_> {
         self.fail(what)
     }
 
+    /// One `set limit` / `set timeout` item, or a braced, comma-separated list of them
+    /// (pf.conf(5): `set timeout { tcp.first 120, udp.first 60 }`).
+    fn settings(&mut self, mut item: impl FnMut(&mut Self) -> PResult<()>) -> PResult<()> {
+        let braced = self.eat_punct("{")?;
+        loop {
+            if braced {
+                self.skip_newlines()?;
+            }
+            item(self)?;
+            if !braced {
+                return Ok(());
+            }
+            self.eat_punct(",")?;
+            self.skip_newlines()?;
+            if self.eat_punct("}")? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// `NAME SECONDS` of `set timeout`.
+    fn timeout_setting(&mut self) -> PResult<()> {
+        let t = self.peek()?.clone();
+        let ok = matches!(&t.tok, Tok::Word(w) if self.rs.timeouts.get_mut(w).is_some());
+        if !ok {
+            return self.fail(
+                "a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, \
+                 tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, \
+                 icmp.error, other.first, other.single, other.multiple, interval)",
+            );
+        }
+        let (name, _) = self.word("")?;
+        let v = self.number("a number of seconds", u32::MAX as u64)? as u32;
+        *self.rs.timeouts.get_mut(&name).expect("checked") = v;
+        Ok(())
+    }
+
     pub(super) fn set_option(&mut self) -> PResult<()> {
         self.expect_word("set")?;
         if self.eat_word("limit")? {
-            let braced = self.eat_punct("{")?;
-            loop {
-                if braced {
-                    self.skip_newlines()?;
-                }
-                self.expect_word("states")?;
-                self.rs.limit_states = self.number("a number of states", MAX_LIMIT_STATES)?;
-                if !braced {
-                    break;
-                }
-                self.eat_punct(",")?;
-                self.skip_newlines()?;
-                if self.eat_punct("}")? {
-                    break;
-                }
-            }
+            self.settings(|p| {
+                p.expect_word("states")?;
+                p.rs.limit_states = p.number("a number of states", MAX_LIMIT_STATES)?;
+                Ok(())
+            })?;
         } else if self.eat_word("timeout")? {
-            let braced = self.eat_punct("{")?;
-            loop {
-                if braced {
-                    self.skip_newlines()?;
-                }
-                let t = self.peek()?.clone();
-                let ok = matches!(&t.tok, Tok::Word(w) if self.rs.timeouts.get_mut(w).is_some());
-                if !ok {
-                    return self.fail(
-                        "a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, \
-                         tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, \
-                         icmp.error, other.first, other.single, other.multiple, interval)",
-                    );
-                }
-                let (name, _) = self.word("")?;
-                let v = self.number("a number of seconds", u32::MAX as u64)? as u32;
-                *self.rs.timeouts.get_mut(&name).expect("checked") = v;
-                if !braced {
-                    break;
-                }
-                self.eat_punct(",")?;
-                self.skip_newlines()?;
-                if self.eat_punct("}")? {
-                    break;
-                }
-            }
+            self.settings(Self::timeout_setting)?;
         } else if self.eat_word("skip")? {
             self.expect_word("on")?;
             let ifaces = self.iface_list()?;
