@@ -13,11 +13,10 @@ use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
 use io::{Batch, FramePool, PortStats, TxPort};
 use wire::build::{UdpFlow, udp_frame};
-use wire::{IpProtocol, Ipv4Packet, MacAddr, TcpFlags, TcpPacket};
+use wire::{Ipv4Packet, MacAddr};
 
-/// The MACs of ports 0 and 1.
-const RX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
-const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
+mod frames;
+use frames::{RX_MAC, TX_MAC, tcp, udp};
 
 const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
@@ -48,34 +47,6 @@ fn ifaces(name: &str) -> Option<u16> {
 
 fn compile(text: &str) -> Arc<CompiledRules> {
     Arc::new(CompiledRules::parse(text, Path::new("test.conf"), &ifaces).unwrap())
-}
-
-/// A UDP frame received on `port` (addressed to that port's MAC).
-fn udp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
-    let dst_mac = if port == 0 { RX_MAC } else { TX_MAC };
-    let flow = UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac, src: src.into(), dst: dst.into(), src_port: sport, dst_port: dport, ttl: 64 };
-    let mut buf = vec![0u8; 128];
-    let n = udp_frame(&flow, 60, &mut buf).unwrap();
-    buf.truncate(n);
-    buf
-}
-
-/// The same addresses as [`udp`] carrying a TCP header instead.
-#[allow(clippy::too_many_arguments)]
-fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
-    let mut f = udp(port, src, sport, dst, dport);
-    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
-    ip.set_protocol(IpProtocol::Tcp);
-    ip.fill_checksum();
-    let mut t = TcpPacket::new_unchecked(&mut f[34..]);
-    t.set_src_port(sport);
-    t.set_dst_port(dport);
-    t.set_seq_number(seq);
-    t.set_ack_number(ack);
-    t.set_header_len(20);
-    t.set_flags(TcpFlags(flags));
-    t.set_window_len(65535);
-    f
 }
 
 /// Runs `per_port[p]` received on port p (port 0's frames first) through a worker with `rules`.

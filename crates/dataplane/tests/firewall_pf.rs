@@ -13,12 +13,13 @@ use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
 use io::mem::{CountingTx, ReplayRx};
 use io::pool::FramePool;
-use wire::build::{UdpFlow, icmpv4_echo_frame, udp_frame};
 use io::TxPort;
-use wire::{IpProtocol, Ipv4Packet, MacAddr, TcpFlags, TcpPacket};
+use wire::build::{icmpv4_echo_frame, udp_frame};
+use wire::{Ipv4Packet, MacAddr};
 
-const RX_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
-const TX_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+mod frames;
+use frames::{RX_MAC, TX_MAC, flow, udp};
+
 const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
 const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
@@ -50,34 +51,9 @@ fn ifaces(name: &str) -> Option<u16> {
     ["a", "b"].iter().position(|n| *n == name).map(|i| i as u16)
 }
 
-fn flow(port: u16, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> UdpFlow {
-    let dst_mac = if port == 0 { RX_MAC } else { TX_MAC };
-    UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac, src, dst, src_port: sport, dst_port: dport, ttl: 64 }
-}
-
-/// A UDP frame received on `port`.
-fn udp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
-    let mut buf = vec![0u8; 128];
-    let n = udp_frame(&flow(port, src.into(), sport, dst.into(), dport), 60, &mut buf).unwrap();
-    buf.truncate(n);
-    buf
-}
-
 /// A TCP segment with `flags` received on `port`.
 fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8) -> Vec<u8> {
-    let mut f = udp(port, src, sport, dst, dport);
-    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
-    ip.set_protocol(IpProtocol::Tcp);
-    ip.fill_checksum();
-    let mut t = TcpPacket::new_unchecked(&mut f[34..]);
-    t.set_src_port(sport);
-    t.set_dst_port(dport);
-    t.set_seq_number(1000);
-    t.set_ack_number(if flags & 0x10 != 0 { 5001 } else { 0 });
-    t.set_header_len(20);
-    t.set_flags(TcpFlags(flags));
-    t.set_window_len(65535);
-    f
+    frames::tcp(port, src, sport, dst, dport, flags, 1000, if flags & 0x10 != 0 { 5001 } else { 0 })
 }
 
 /// An ICMP echo request (`reply`: echo reply) with identifier `id`, received on `port`.

@@ -13,12 +13,10 @@ use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 use io::{Batch, FramePool, PortStats, TxPort};
-use wire::build::{UdpFlow, udp_frame};
-use wire::{IpProtocol, Ipv4Packet, MacAddr, TcpFlags, TcpPacket};
+use wire::{IpProtocol, Ipv4Packet, MacAddr};
 
-/// The MACs of ports 0 and 1.
-const RX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
-const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
+mod frames;
+use frames::{RX_MAC, TX_MAC, tcp_checksum, udp};
 
 const LAN_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const BINAT_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 7);
@@ -31,6 +29,11 @@ const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
 const ROUTER_BEYOND: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
 
 /// Port 0 ("lan") faces the inside hosts; port 1 ("ext", 192.0.2.1) leads to 10/8.
+/// A TCP segment with `flags` received on `port`.
+fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8) -> Vec<u8> {
+    frames::tcp(port, src, sport, dst, dport, flags, 1000, if flags & 0x10 != 0 { 5000 } else { 0 })
+}
+
 fn fib() -> Arc<Fib> {
     let mut ctl = FibControl::new(64);
     ctl.set_neighbour(IpAddr::V4(LAN_HOST), 0, LAN_MAC).unwrap();
@@ -92,41 +95,6 @@ fn send(w: &mut NatWorker, port: u16, frames: Vec<Vec<u8>>) -> [Vec<Vec<u8>>; 2]
     }
     w.poll();
     [std::mem::take(&mut w.tx[0].frames), std::mem::take(&mut w.tx[1].frames)]
-}
-
-fn udp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
-    let dst_mac = if port == 0 { RX_MAC } else { TX_MAC };
-    let flow = UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac, src: src.into(), dst: dst.into(), src_port: sport, dst_port: dport, ttl: 64 };
-    let mut buf = vec![0u8; 128];
-    let n = udp_frame(&flow, 60, &mut buf).unwrap();
-    buf.truncate(n);
-    buf
-}
-
-fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8) -> Vec<u8> {
-    let mut f = udp(port, src, sport, dst, dport);
-    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
-    ip.set_protocol(IpProtocol::Tcp);
-    ip.fill_checksum();
-    let mut t = TcpPacket::new_unchecked(&mut f[34..]);
-    t.set_src_port(sport);
-    t.set_dst_port(dport);
-    t.set_seq_number(1000);
-    t.set_ack_number(if flags & 0x10 != 0 { 5000 } else { 0 });
-    t.set_header_len(20);
-    t.set_flags(TcpFlags(flags));
-    t.set_window_len(65535);
-    t.set_checksum(0);
-    let ck = tcp_checksum(&f[14..]);
-    f[34 + 16..34 + 18].copy_from_slice(&ck.to_be_bytes());
-    f
-}
-
-fn tcp_checksum(ip: &[u8]) -> u16 {
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
-    let ps = wire::checksum::pseudo_header_v4(&src, &dst, ip[9], (total - 20) as u32);
-    !wire::checksum::fold(u64::from(ps) + u64::from(wire::checksum::sum(&ip[20..total])))
 }
 
 /// An ICMP message of `typ` from `src` to `dst` with `body` after the 4 bytes of rest-of-header.
