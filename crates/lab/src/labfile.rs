@@ -24,6 +24,9 @@
 //! conntrack = false   # add a conntrack (ct state) rule first
 //! nft_set = false     # true: the rules' addresses in one nftables set, one rule (as an
 //!                     # nftables expert writes them) instead of a linear chain
+//! nat = false         # true: outbound NAT of every flow to the DUT's output address:
+//!                     # nftables `masquerade` (conntrack) here, pf's `nat on lrd1 ... ->
+//!                     # (lrd1)` with `keep state` for dut = "linerate"
 //!
 //! [[set]]
 //! name = "linerate"
@@ -106,6 +109,8 @@ struct SetSpec {
     #[serde(default)]
     nft_set: bool,
     #[serde(default)]
+    nat: bool,
+    #[serde(default)]
     backend: Option<String>,
     #[serde(default)]
     overload: Vec<f64>,
@@ -157,6 +162,9 @@ pub struct Set {
     pub conntrack: bool,
     /// kernel-nft: the rules' addresses as one set lookup instead of a linear chain.
     pub nft_set: bool,
+    /// Outbound NAT of every flow leaving by lrd1 to its address: nftables `masquerade`
+    /// (kernel-nft) or pf's `nat` with `keep state` (linerate).
+    pub nat: bool,
     /// linerate: "auto", "af_xdp", "af_xdp_native" or "af_packet".
     pub backend: String,
     /// Multiples of the set's rate to offer after its runs (the overload sweep).
@@ -259,12 +267,16 @@ fn expand_set(s: &SetSpec, span: std::ops::Range<usize>, traffic: &Traffic, at: 
     if s.nft_set && s.dut != Dut::KernelNft {
         return Err(at.error(span, format!("set {:?}: nft_set applies to dut = \"kernel-nft\" only", s.name)));
     }
+    if s.nat && s.dut == Dut::Kernel {
+        return Err(at.error(span, format!("set {:?}: nat applies to dut = \"kernel-nft\" (masquerade) or \"linerate\"", s.name)));
+    }
     let base = Set {
         name: s.name.clone(),
         dut: s.dut,
         rules: s.rules,
         conntrack: s.conntrack,
         nft_set: s.nft_set,
+        nat: s.nat,
         backend,
         overload: s.overload.clone(),
         ping: s.ping,
@@ -279,6 +291,9 @@ fn expand_set(s: &SetSpec, span: std::ops::Range<usize>, traffic: &Traffic, at: 
         let t = &set.traffic;
         if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
             return Err(at.error(span.clone(), format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name)));
+        }
+        if set.nat && t.ipv6 {
+            return Err(at.error(span.clone(), format!("set {:?}: nat needs IPv4 traffic (linerate translates IPv4 only)", set.name)));
         }
         if set.dut == Dut::KernelNft && set.rules > 100_000 {
             return Err(at.error(span.clone(), format!("set {:?}: {} nftables rules would take minutes to load; at most 100000", set.name, set.rules)));
@@ -347,6 +362,18 @@ nft_set = true
 name = "linerate-1000"
 dut = "linerate"
 rules = 1000
+
+# Outbound NAT of every flow: nftables masquerade (with conntrack, as it needs) against
+# pf's `nat on lrd1 from any to any -> (lrd1)` with `keep state`.
+[[set]]
+name = "kernel-nft-masquerade"
+dut = "kernel-nft"
+nat = true
+
+[[set]]
+name = "linerate-nat"
+dut = "linerate"
+nat = true
 "#;
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -365,12 +392,13 @@ mod tests {
         let lab = Lab::default_lab();
         assert_eq!((lab.runs, lab.seconds), (5, 5));
         let names: Vec<_> = lab.sets.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000", "kernel-nft-set-1000", "linerate-1000"]);
+        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000", "kernel-nft-set-1000", "linerate-1000", "kernel-nft-masquerade", "linerate-nat"]);
         assert_eq!((lab.sets[2].rules, lab.sets[3].rules, lab.sets[4].rules), (1000, 1000, 1000));
         assert!(!lab.sets[2].nft_set && lab.sets[3].nft_set);
         assert_eq!((lab.sets[4].dut, lab.sets[4].backend.as_str()), (Dut::Linerate, "auto"));
         assert_eq!(lab.sets[1].overload, [0.5, 1.0, 1.5, 2.0, 3.0]);
         assert!(lab.sets.iter().all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60));
+        assert_eq!(lab.sets.iter().filter(|s| s.nat).map(|s| s.dut).collect::<Vec<_>>(), [Dut::KernelNft, Dut::Linerate]);
     }
 
     #[test]
@@ -401,5 +429,9 @@ mod tests {
         assert!(e.contains("overload multiple -1"), "{e}");
         let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nnft_set = true\n", "lab.toml").unwrap_err().to_string();
         assert!(e.contains("nft_set applies"), "{e}");
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nnat = true\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.contains("nat applies"), "{e}");
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\nnat = true\ntraffic = { ipv6 = true }\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.contains("nat needs IPv4"), "{e}");
     }
 }

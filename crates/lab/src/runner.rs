@@ -269,16 +269,21 @@ impl LabEnv {
             Dut::Kernel => {}
             Dut::KernelNft => {
                 let path = self.dir.join("ruleset.nft");
-                let ruleset = if set.nft_set { nft_set_ruleset(set.rules, set.conntrack) } else { nft_ruleset(set.rules, set.conntrack) };
+                let mut ruleset = if set.nft_set { nft_set_ruleset(set.rules, set.conntrack) } else { nft_ruleset(set.rules, set.conntrack) };
+                if set.nat {
+                    ruleset.push_str(NFT_MASQUERADE);
+                }
                 std::fs::write(&path, ruleset)?;
                 self.dut.exec("nft", &["-f", path.to_str().unwrap_or("")])?;
             }
             Dut::Linerate => {
                 let path = self.dir.join("router.toml");
                 // rules = N: the same N non-matching rules as the nftables set, in pf syntax.
-                let rules = (set.rules > 0).then(|| self.dir.join("rules.conf"));
+                let rules = (set.rules > 0 || set.nat).then(|| self.dir.join("rules.conf"));
                 if let Some(r) = &rules {
-                    std::fs::write(r, linerate_rules(set.rules, set.conntrack))?;
+                    let mut text = if set.nat { String::from(PF_NAT) } else { String::new() };
+                    text.push_str(&linerate_rules(set.rules, set.conntrack || set.nat));
+                    std::fs::write(r, text)?;
                 }
                 let mut text = linerate_config(&set.backend);
                 if let Some(r) = &rules {
@@ -414,6 +419,14 @@ pub fn nft_ruleset(rules: u32, conntrack: bool) -> String {
     s.push_str("    accept\n  }\n}\n");
     s
 }
+
+/// A set's outbound NAT in nftables: every flow leaving by the DUT's output takes its
+/// address (`masquerade`, so conntrack tracks every flow), as a Linux router's LAN NAT does.
+pub const NFT_MASQUERADE: &str = "table ip lrlabnat {\n  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n    oifname \"lrd1\" masquerade\n  }\n}\n";
+
+/// The same NAT in pf syntax, before linerate's filter rules (pf's order: translation, then
+/// filtering); [`linerate_rules`] then keeps state, as conntrack does for the masquerade.
+pub const PF_NAT: &str = "nat on lrd1 from any to any -> (lrd1)\n";
 
 /// The same rules as [`nft_ruleset`] as an nftables expert writes them: the addresses in one
 /// set, matched by a single rule (a hash lookup whatever the count).

@@ -255,7 +255,7 @@ fn ratios(results: &[SetResult]) -> String {
     let mut s = String::new();
     for lr in results.iter().filter(|r| r.set.dut == crate::labfile::Dut::Linerate) {
         let same = |nft_set: bool| {
-            find(&|r: &SetResult| r.set.dut == crate::labfile::Dut::KernelNft && r.set.rules == lr.set.rules && r.set.nft_set == nft_set && r.set.conntrack == lr.set.conntrack)
+            find(&|r: &SetResult| r.set.dut == crate::labfile::Dut::KernelNft && r.set.rules == lr.set.rules && r.set.nft_set == nft_set && r.set.conntrack == lr.set.conntrack && r.set.nat == lr.set.nat)
         };
         for (name, pps) in [same(false), same(true)].into_iter().flatten().filter(|(_, p)| *p > 0.0) {
             let _ = writeln!(s, "{} / {}: {:.2}x", lr.set.name, name, lr.median() / pps);
@@ -347,6 +347,7 @@ pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
                 "dut": r.set.dut.name(),
                 "backend": r.set.backend,
                 "rules": r.set.rules,
+                "nat": r.set.nat,
                 "flows": r.set.traffic.flows,
                 "frame_size": r.set.traffic.frame_size,
                 "imix": r.set.traffic.imix,

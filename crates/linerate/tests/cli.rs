@@ -185,3 +185,20 @@ fn state_filters_and_metrics_address_are_checked() {
     assert!(!out.status.success() && err.contains("router.toml:2:18: router: metrics_listen \"127.0.0.1\" is not an address and port"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The lab's DUT configuration and its NAT set's rules (`nat = true`, 1000 rules) are what
+/// `linerate check` accepts: a lab set cannot fail only when it runs.
+#[test]
+fn check_accepts_the_labs_config_and_nat_rules() {
+    let dir = std::env::temp_dir().join(format!("lr-cli-lab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    let mut text = lab::runner::linerate_config("auto");
+    text.push_str("\n[firewall]\nrules = \"r.conf\"\n");
+    std::fs::write(&cfg, text).unwrap();
+    std::fs::write(dir.join("r.conf"), format!("{}{}", lab::runner::PF_NAT, lab::runner::linerate_rules(1000, true))).unwrap();
+    let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("1001 rules"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -58,3 +58,34 @@ fn short_lab_writes_sane_results() {
     assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrlab-"));
     let _ = std::fs::remove_dir_all(Path::new(&dir));
 }
+
+/// The NAT sets: nftables masquerade against linerate's `nat`, both forwarding, with their
+/// ratio in the summary.
+#[test]
+fn short_nat_lab_compares_masquerade_and_nat() {
+    if !lab::topology::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("lr-lab-nat-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lab.toml");
+    std::fs::write(
+        &file,
+        "runs = 3\nseconds = 3\n[traffic]\nflows = 200\n[[set]]\nname = \"masq\"\ndut = \"kernel-nft\"\nnat = true\n[[set]]\nname = \"lrnat\"\ndut = \"linerate\"\nbackend = \"af_packet\"\nnat = true\n",
+    )
+    .unwrap();
+    let out_dir = dir.join("results");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linerate")).arg("lab").arg(&file).args(["--json", "--out"]).arg(&out_dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    for s in v["sets"].as_array().unwrap() {
+        assert!(s["nat"].as_bool().unwrap(), "{s}");
+        assert!(s["median_pps"].as_f64().unwrap() > 1000.0, "a NAT set forwarded (almost) nothing: {s}");
+    }
+    let summary = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
+    assert!(summary.contains("lrnat / masq: "), "{summary}");
+    let _ = std::fs::remove_dir_all(Path::new(&dir));
+}
