@@ -37,11 +37,21 @@ pub struct SetResult {
 /// One run of the overload sweep: what was offered and what arrived.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OverloadPoint {
-    /// The multiple of the set's rate asked for.
+    /// The multiple of the set's rate asked for (for the flood, the multiple it came to).
     pub multiple: f64,
     /// The generator's median rate in that run.
     pub offered_pps: f64,
     pub delivered_pps: f64,
+    /// The set's own runs, offered as fast as the generator goes (medians of the runs): the
+    /// sweep's heaviest load, beyond what the paced generator reaches on a small machine.
+    pub flood: bool,
+}
+
+impl OverloadPoint {
+    /// "1.5x" for a paced point, "flood (14.2x)" for the runs.
+    pub fn label(&self) -> String {
+        if self.flood { format!("flood ({:.1}x)", self.multiple) } else { format!("{}x", self.multiple) }
+    }
 }
 
 impl SetResult {
@@ -89,12 +99,21 @@ impl SetResult {
         self.search.as_ref().map(|s| s.rate_pps).filter(|&r| r > 0.0).unwrap_or_else(|| self.median())
     }
 
-    /// The highest delivered rate seen (runs and sweep), and what the sweep's highest offered
-    /// load delivered as a share of it.
+    /// The highest delivered rate of the sweep (its flood point is the runs' median), and
+    /// what the sweep's highest offered load delivered as a share of it.
     pub fn overload_verdict(&self) -> Option<(f64, f64)> {
         let last = self.overload.iter().max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))?;
-        let peak = self.overload.iter().map(|p| p.delivered_pps).chain(self.values()).fold(0.0, f64::max);
+        let peak = self.overload.iter().map(|p| p.delivered_pps).fold(0.0, f64::max);
         (peak > 0.0).then(|| (peak, last.delivered_pps / peak))
+    }
+
+    /// The sweep's last point: the set's own runs, when they offered as fast as the generator
+    /// goes (no `rate`) and more than the paced points did.
+    fn flood_point(&self) -> Option<OverloadPoint> {
+        let (base, offered) = (self.overload_base(), self.offered());
+        let paced_max = self.overload.iter().map(|p| p.offered_pps).fold(0.0, f64::max);
+        let unpaced = self.set.traffic.rate <= 0.0 && !self.runs.is_empty() && base > 0.0;
+        (unpaced && offered > paced_max).then(|| OverloadPoint { multiple: offered / base, offered_pps: offered, delivered_pps: self.median(), flood: true })
     }
 }
 
@@ -168,9 +187,10 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
             let rate = (multiple * base).max(1000.0);
             progress(Progress { done, total, set: &r.set.name, what: format!("overload {multiple}x: {rate:.0} pps offered") });
             let res = env.run(&r.set, lab.seconds, Some(rate), stop)?;
-            r.overload.push(OverloadPoint { multiple, offered_pps: res.offered_pps, delivered_pps: res.pps });
+            r.overload.push(OverloadPoint { multiple, offered_pps: res.offered_pps, delivered_pps: res.pps, flood: false });
             done += 1;
         }
+        r.overload.extend(r.flood_point());
     }
     for r in results.iter_mut().filter(|r| r.set.ping > 0) {
         progress(Progress { done, total, set: &r.set.name, what: format!("{} pings, 1/s", r.set.ping) });
@@ -231,7 +251,7 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
             let _ = writeln!(s, "zero-loss throughput of {}: {:.0} pps ({} trials, RFC 2544 26.1 binary search)", r.set.name, found.rate_pps, found.trials.len());
         }
         if let Some((peak, share)) = r.overload_verdict() {
-            let points: Vec<String> = r.overload.iter().map(|p| format!("{}x: {:.0} -> {:.0}", p.multiple, p.offered_pps, p.delivered_pps)).collect();
+            let points: Vec<String> = r.overload.iter().map(|p| format!("{}: {:.0} -> {:.0}", p.label(), p.offered_pps, p.delivered_pps)).collect();
             let _ = writeln!(s, "overload of {} (offered -> delivered pps): {}", r.set.name, points.join(", "));
             let _ = writeln!(s, "  at the highest load it delivered {:.0}% of its peak ({peak:.0} pps)", share * 100.0);
         }
@@ -287,10 +307,10 @@ pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()
     std::fs::write(dir.join("results.json"), format!("{}\n", to_json(lab, results)))?;
     std::fs::write(dir.join("plot.svg"), svg(results))?;
     if results.iter().any(|r| !r.overload.is_empty()) {
-        let mut csv = String::from("set,multiple,offered_pps,delivered_pps\n");
+        let mut csv = String::from("set,multiple,flood,offered_pps,delivered_pps\n");
         for r in results {
             for p in &r.overload {
-                let _ = writeln!(csv, "{},{},{:.0},{:.0}", r.set.name, p.multiple, p.offered_pps, p.delivered_pps);
+                let _ = writeln!(csv, "{},{:.2},{},{:.0},{:.0}", r.set.name, p.multiple, p.flood, p.offered_pps, p.delivered_pps);
             }
         }
         std::fs::write(dir.join("overload.csv"), csv)?;
@@ -362,9 +382,40 @@ pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
                 "generator_held_back": r.generator_held_back(),
                 "zero_loss_pps": r.search.as_ref().map(|s| s.rate_pps),
                 "ping_rtt_us": r.ping_us,
-                "overload": r.overload.iter().map(|p| json!({"multiple": p.multiple, "offered_pps": p.offered_pps, "delivered_pps": p.delivered_pps})).collect::<Vec<_>>(),
+                "overload": r.overload.iter().map(|p| json!({"multiple": p.multiple, "flood": p.flood, "offered_pps": p.offered_pps, "delivered_pps": p.delivered_pps})).collect::<Vec<_>>(),
             })
         })
         .collect();
     json!({ "runs": lab.runs, "seconds": lab.seconds, "sets": sets })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(pps: f64, offered_pps: f64) -> RunResult {
+        RunResult { pps, rx_per_second: vec![pps], sent: 0, gen_pps: offered_pps, offered: 0, offered_pps, received: 0 }
+    }
+
+    /// The runs (offered as fast as the generator goes) close the sweep as its flood point,
+    /// and the verdict compares that with the sweep's best, not with the best single run.
+    #[test]
+    fn flood_point_closes_the_sweep() {
+        let set = Lab::default_lab().sets[1].clone();
+        let runs = vec![run(300e3, 4e6), run(345e3, 5e6), run(394e3, 4.5e6)];
+        let mut r = SetResult { set, runs, search: None, generator_pps: 7e6, overload: Vec::new(), ping_us: None };
+        for (multiple, offered, delivered) in [(0.5, 170e3, 170e3), (1.0, 340e3, 330e3), (3.0, 600e3, 360e3)] {
+            r.overload.push(OverloadPoint { multiple, offered_pps: offered, delivered_pps: delivered, flood: false });
+        }
+        let flood = r.flood_point().expect("the runs offered more than the paced points");
+        assert!(flood.flood && flood.offered_pps == 4.5e6 && flood.delivered_pps == 345e3);
+        assert_eq!(flood.label(), format!("flood ({:.1}x)", 4.5e6 / 345e3));
+        r.overload.push(flood);
+        let (peak, share) = r.overload_verdict().unwrap();
+        assert_eq!(peak, 360e3);
+        assert!((share - 345.0 / 360.0).abs() < 1e-9);
+        // A set with a fixed rate has no flood.
+        r.set.traffic.rate = 1e5;
+        assert!(r.flood_point().is_none());
+    }
 }

@@ -172,8 +172,10 @@ const LIVE_MIN_CALL_UNATTACHED: u64 = 1 << 16;
 /// The first call: small, so that a peer that takes nothing is reported at once.
 const LIVE_PROBE: u64 = 256;
 const LIVE_MAX_CALL: u64 = 1 << 22;
-/// Most frames per call when rate-limited: well under a veth's 256-frame ring.
-const LIVE_PACED_STEP: u64 = 64;
+/// Most frames per call when rate-limited: a veth's 256-frame ring, which an empty ring takes
+/// whole. Each call sets up a page pool of fresh pages, which cost more than the frames, so
+/// fewer, larger calls pace higher rates (docs/performance.md, "The in-kernel generator").
+const LIVE_PACED_STEP: u64 = 256;
 
 /// Sends `cfg.flows` with the kernel's live-frames XDP generator until the count or
 /// duration is reached or `stop` is set. The report's `packets` are the frames the driver
