@@ -1,8 +1,9 @@
 //! `keep state` with two workers: each worker has its own state table, so both directions of
 //! every flow must reach the same worker. Rules `block all` + `pass in on lrd0 ... keep
 //! state` + `pass out on lrd1 ... keep state` (pf filters a forwarded packet on both
-//! interfaces): 200 TCP connections, 50 UDP exchanges (a new source port each) and pings from A to
-//! B through `linerate run --workers 2` must all succeed, and both workers must have had
+//! interfaces): 200 TCP connections, 50 UDP exchanges (a new source port each), pings from A to
+//! B and B's port unreachables for 40 datagrams to a closed port (ICMP errors steered by the
+//! flow they quote) through `linerate run --workers 2` must all succeed, and both workers must have had
 //! flows. Backend `auto` on veth (no RSS to make symmetric) must pick AF_PACKET; `af_xdp` is
 //! refused, as is a reload that brings `keep state` to an AF_XDP run with two workers.
 //!
@@ -50,7 +51,9 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
 
-/// A: 200 TCP connections (20 at a time) and 50 UDP exchanges; prints the successes.
+/// A: 200 TCP connections (20 at a time), 50 UDP exchanges, and 40 datagrams to a closed port
+/// (each from a new port: B's port unreachable must pass back under its flow's state, so it
+/// must reach that flow's worker); prints the successes and the refusals.
 const CLIENT: &str = r#"
 import socket, threading
 ok = []
@@ -78,7 +81,20 @@ for i in range(50):
     except OSError:
         pass
     u.close()
-print(len(ok), udp_ok)
+refused = 0
+for i in range(40):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(1)
+    u.connect(("198.19.0.2", 7009))
+    u.send(b"closed %d" % i)
+    try:
+        u.recv(64)
+    except ConnectionRefusedError:
+        refused += 1
+    except OSError:
+        pass
+    u.close()
+print(len(ok), udp_ok, refused)
 "#;
 
 fn stats(socket: &std::path::Path) -> serde_json::Value {
@@ -108,6 +124,8 @@ fn keep_state_with_two_workers_passes_every_flow() {
     let mut server = lab.b.command("python3");
     server.args(["-c", SERVER]);
     let _server = start_until(server, "ready");
+    // Every datagram to the closed port gets its port unreachable (no per-peer rate limit).
+    lab.b.exec("sysctl", &["-qw", "net.ipv4.icmp_ratelimit=0"]).unwrap();
 
     let ping = lab.a.exec("ping", &["-c", "5", "-i", "0.2", "-W", "2", "198.19.0.2"]).map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
     let client = lab.a.exec("python3", &["-c", CLIENT]).unwrap();
@@ -121,7 +139,7 @@ fn keep_state_with_two_workers_passes_every_flow() {
     // The first ping may wait for ARP; the other four must come back.
     let ping = ping.unwrap_or_else(|e| panic!("ping: {e}\n{out}"));
     assert!(ping.contains(" 5 received") || ping.contains(" 4 received"), "{ping}\n{out}");
-    assert_eq!(counts, "200 50", "TCP connections and UDP exchanges that worked\n{out}");
+    assert_eq!(counts, "200 50 40", "TCP connections, UDP exchanges, port unreachables received\n{out}");
     for iface in s["interfaces"].as_array().unwrap() {
         assert!(iface["backend"].as_str().unwrap().contains("af_packet"), "auto on veth with keep state and 2 workers: {iface}");
     }

@@ -174,6 +174,14 @@ impl Insn {
     pub const fn ld_ind_b(src: u8, off: i32) -> Self {
         Self::new(LD | IND | B, 0, src, 0, off)
     }
+    /// r0 = big-endian u16 at packet offset `src + off`.
+    pub const fn ld_ind_h(src: u8, off: i32) -> Self {
+        Self::new(LD | IND | H, 0, src, 0, off)
+    }
+    /// if dst > imm goto +off (unsigned)
+    pub const fn jgt_imm(dst: u8, imm: i32, off: i16) -> Self {
+        Self::new(JMP | JGT | K, dst, 0, off, imm)
+    }
     /// dst &= imm (32-bit)
     pub const fn and32_imm(dst: u8, imm: i32) -> Self {
         Self::new(ALU | AND | K, dst, 0, 0, imm)
