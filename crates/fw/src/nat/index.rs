@@ -191,10 +191,11 @@ impl NatIndex {
     }
 
     /// Checks the linear-probing invariant and that every word names a slot `valid` says is
-    /// indexed, with `hash` of that slot's key. For tests: O(size). Returns the keys seen.
-    pub(super) fn check(&self, valid: impl Fn(usize, u32) -> Option<u64>) -> usize {
+    /// indexed, with `hash` of that slot's key. For tests: O(size). Returns the keys seen and
+    /// the sum of their distances from their home words.
+    pub(super) fn check(&self, valid: impl Fn(usize, u32) -> Option<u64>) -> (usize, usize) {
         let n = self.words.len();
-        let mut keys = 0;
+        let (mut keys, mut distance) = (0, 0);
         for (i, &w) in self.words.iter().enumerate() {
             if w == EMPTY {
                 continue;
@@ -206,11 +207,12 @@ impl NatIndex {
             while j != i {
                 assert!(self.words[j] != EMPTY, "hole between the home of word {i} and it");
                 j = (j + 1) % n;
+                distance += 1;
             }
             keys += 1;
         }
         assert_eq!(keys, self.keys, "keys counted");
-        keys
+        (keys, distance)
     }
 }
 

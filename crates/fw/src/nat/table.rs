@@ -11,6 +11,13 @@
 //! `rdr` the in key is the client's packet (`client -> ext:80`, destination becomes
 //! `srv:8080`) and the out key the server's reply. Both keys index one [`Session`], so the
 //! two directions expire together. No lock: only the owning worker touches its table.
+//!
+//! Layout: sessions in 64-byte slots (one cache line, free slots chained through them), one
+//! open-addressing index of `u64` words over both keys ([`super::index`]), at most half
+//! full: 64 bytes of slot and 32 to 64 of index per session (97.6 at 1M, 97 at 2000), grown
+//! by doubling. A lookup reads one index line and one slot line; the dataplane prefetches
+//! both a batch ahead once the table outgrows the caches ([`NatTable::prefetch_index`],
+//! [`NatTable::probe`]).
 
 use std::hash::Hasher;
 
@@ -82,6 +89,7 @@ pub struct Session {
 
 impl Session {
     /// Seconds of idleness after which the session is gone.
+    #[inline]
     pub fn timeout(&self, t: &Timeouts) -> u32 {
         match self.out_key.proto {
             6 => match self.phase {
@@ -111,6 +119,7 @@ impl Session {
         }
     }
 
+    #[inline(always)]
     fn expired(&self, now: u32, t: &Timeouts) -> bool {
         now.wrapping_sub(self.last) > self.timeout(t)
     }
@@ -450,9 +459,10 @@ impl NatTable {
     }
 
     /// Checks the index against the slots (O(size)). For tests: panics on an inconsistency.
+    /// Returns the mean distance of a key's word from its home word.
     #[doc(hidden)]
-    pub fn debug_check(&self) {
-        let keys = self.index.check(|i, side| {
+    pub fn debug_check(&self) -> f64 {
+        let (keys, distance) = self.index.check(|i, side| {
             let s = self.slots.get(i).filter(|s| s.link == IN_USE)?;
             let side = if side == 0 { Side::Out } else { Side::In };
             Some(self.hasher.hash(s.session.key(side), side))
@@ -469,6 +479,7 @@ impl NatTable {
             f = self.slots[f as usize].link;
         }
         assert_eq!(free + used, self.slots.len(), "free list");
+        distance as f64 / keys.max(1) as f64
     }
 }
 
