@@ -251,6 +251,13 @@ impl Forwarder {
             return;
         }
         let now = f.fw.now();
+        if f.nat.prefetching() {
+            let pool = &*pool;
+            f.nat.prefetch(self.steps.iter().zip(descs).filter_map(|(step, &desc)| match *step {
+                Step::V4 { l3, in_port, .. } => Some((pool.frame(desc).get(usize::from(l3)..)?, in_port)),
+                _ => None,
+            }));
+        }
         for (step, &desc) in self.steps.iter_mut().zip(descs) {
             let Step::V4 { l3, slot, in_port } = *step else { continue };
             if !f.nat.on_port(in_port) {

@@ -18,6 +18,7 @@ use crate::packet::{Af, PacketKey};
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Prefix, RuleSet};
 
 pub mod pool;
+mod index;
 pub mod table;
 
 pub use crate::rules::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};

@@ -28,6 +28,7 @@ use fw::nat::table::{AllocError, NatKey, NatTable, Session};
 use fw::nat::{NatAddr, NatKind, NatPhase, NatRule, binat_inside, first_match};
 use fw::packet::{Af, Dir, PacketKey};
 use fw::rules::{PortMatch, RuleSet};
+use io::batch::MAX_BATCH;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
@@ -36,6 +37,10 @@ use crate::counters::DropReason;
 
 /// Table slots the expiry sweep examines per batch.
 const SWEEP_BUDGET: usize = 16;
+
+/// Bytes of translation table (index and slots) up to which a batch's lookups are not
+/// prefetched: a table that size stays cached (as the state table's `CACHED_TABLE_BYTES`).
+const CACHED_TABLE_BYTES: usize = 1 << 20;
 
 /// Which worker this is, for the choice of ports.
 struct Steering {
@@ -75,6 +80,8 @@ pub(crate) struct NatStage {
     steering: Option<Steering>,
     seed: u64,
     translated: u64,
+    /// The batch's prefetched lookups: hash, and whether of an out key.
+    prefetched: Box<[(u64, bool); MAX_BATCH]>,
 }
 
 /// Whether translation needs anything of this rule set.
@@ -84,7 +91,7 @@ pub(crate) fn has_nat(rules: &CompiledRules) -> bool {
 
 impl NatStage {
     pub fn new(port_v4: Vec<Option<u32>>, seed: u64) -> NatStage {
-        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0 }
+        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, prefetched: Box::new([(0, false); MAX_BATCH]) }
     }
 
     /// This is worker `worker` of `workers` (more than one: ports are chosen for the steering).
@@ -110,6 +117,36 @@ impl NatStage {
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
         self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
         has_nat(rules) || !self.table.is_empty()
+    }
+
+    /// Whether the table outgrew the caches: a batch's lookups are then prefetched
+    /// ([`prefetch`](Self::prefetch)) so that their cache misses overlap.
+    #[inline(always)]
+    pub fn prefetching(&self) -> bool {
+        self.table.working_set_bytes() > CACHED_TABLE_BYTES
+    }
+
+    /// The batched lookup's first two steps (as the state table's, VPP's and DPDK's) for a
+    /// batch's IPv4 packets (`packets`: each one's header on, and its input port): hash the
+    /// key each one's lookup will use and prefetch its index line, then probe the lines and
+    /// prefetch the sessions they name. A packet arriving on a translating port is looked
+    /// up by its in key on arrival, any other by its out key when it leaves (by a
+    /// translating port or not: that is not known yet). Only plain TCP and UDP packets, the
+    /// ones the fast path reads ([`read_plain`]).
+    #[inline(always)]
+    pub fn prefetch<'a>(&mut self, packets: impl Iterator<Item = (&'a [u8], u16)>) {
+        let mut n = 0;
+        for (ip, port) in packets.take(MAX_BATCH) {
+            let Some((key, _)) = read_plain(ip) else { continue };
+            let out = !self.on_port(port);
+            let h = if out { self.table.hash_out(&key) } else { self.table.hash_in(&key) };
+            self.table.prefetch_index(h);
+            self.prefetched[n % MAX_BATCH] = (h, out);
+            n += 1;
+        }
+        for &(h, out) in &self.prefetched[..n.min(MAX_BATCH)] {
+            self.table.probe(h, out);
+        }
     }
 
     #[cold]
