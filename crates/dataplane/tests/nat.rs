@@ -329,6 +329,13 @@ fn nat_pass_skips_the_out_rules_and_keeps_a_state_for_the_replies() {
     let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp)]);
     assert_eq!(back.len(), 1, "{:?}", w.counts());
     assert_eq!(tuple(&back[0]), (FAR, 53, LAN_HOST, 1000));
+    // No filter rule acts on the out pass here but `nat pass`: the data plane must still run
+    // that pass, for the state that lets the reply in past `block in on ext`.
+    let mut w = worker("nat pass on ext from 198.18.0.0/24 to any -> (ext)\nblock in on ext\n", None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
+    let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, tuple(&out[0]).1), udp(1, FAR, 53, EXT_ADDR, 40000)]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1, "the other, to a port no translation holds, is blocked");
     // Without `pass`, `block all` drops it on the way out, and no translation is made.
     let mut w = worker(&rules.replace("nat pass", "nat"), None);
     let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
