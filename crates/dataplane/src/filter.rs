@@ -564,10 +564,17 @@ impl Firewall {
     /// `Err(reason)` to drop.
     #[inline(always)]
     pub(crate) fn filter_in(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<Option<Ticket>, DropReason> {
+        self.lookup_then(key, tcp, None)
+    }
+
+    /// [`filter_in`](Self::filter_in); `v`: the verdict that replaces the rules' (a
+    /// translation rule's `pass`).
+    #[inline(always)]
+    fn lookup_then(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, v: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
         // A rule set without keep-state rules never fills the table: skip the hash and probe
         // (the state counters then count no misses).
         if self.states.is_empty() {
-            return self.inbound(key, tcp, None);
+            return self.inbound_as(key, tcp, None, v);
         }
         match self.states.lookup(key, tcp, self.now) {
             StateLookup::Hit { id, verdict, .. } => {
@@ -581,9 +588,18 @@ impl Firewall {
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
                     return Ok(None);
                 }
-                self.inbound(key, tcp, Some(hit))
+                self.inbound_as(key, tcp, Some(hit), v)
             }
-            StateLookup::Miss => self.inbound(key, tcp, None),
+            StateLookup::Miss => self.inbound_as(key, tcp, None, v),
+        }
+    }
+
+    /// [`inbound`](Self::inbound), or with `v` instead of the rules' verdict.
+    #[inline(always)]
+    fn inbound_as(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, v: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
+        match v {
+            None => self.inbound(key, tcp, hit),
+            Some(_) => self.inbound_with(key, tcp, hit, v),
         }
     }
 
@@ -669,6 +685,34 @@ impl Firewall {
         self.log_decided(count, r.map(|_| ()), Dir::In);
         let ticket = r.map_err(|d| self.dropped(d, count.rule))?;
         Ok((!ticket.out_settled && (has_out || key.ip_opts)).then_some(ticket))
+    }
+
+    /// The inbound pass of a packet that a translation rule with `pass` redirected (`rdr
+    /// pass`, `binat pass`): the flow's state if one matches (`prior`: the fast path's lookup,
+    /// `None` if it has not looked), else pf's default pass, keeping state, instead of the
+    /// rules.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn filter_in_translated(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, prior: Option<Option<StateId>>) -> Result<Option<Ticket>, DropReason> {
+        let pass = Some(fw::reference::Verdict::TRANSLATION_PASS);
+        match prior {
+            Some(id) => self.inbound_with(key, tcp, id.map(|id| Hit::of(id, key)), pass),
+            None => self.lookup_then(key, tcp, pass),
+        }
+    }
+
+    /// The outbound pass of a packet that leaves translated by `nat` or `binat`: the rules
+    /// judge it as it leaves (`seen`), its state is kept under `key` (see
+    /// [`Passes::outbound_translated`]); `pass`: a translation rule with `pass` decides.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn filter_out_translated(&mut self, key: &PacketKey, seen: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, pass: bool) -> Result<(), DropReason> {
+        let rules = &self.cur.rules;
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
+        let (r, count) = p.outbound_translated(key, seen, port, tcp, ticket, pass);
+        self.counted(count, key.len);
+        self.log_decided(count, r, Dir::Out);
+        r.map_err(|d| self.dropped(d, count.rule))
     }
 
     /// pf's outbound pass on the output port, for a packet its inbound pass left `ticket`.

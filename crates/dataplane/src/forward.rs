@@ -258,7 +258,7 @@ impl Forwarder {
                 _ => None,
             }));
         }
-        for (step, &desc) in self.steps.iter_mut().zip(descs) {
+        for (i, (step, &desc)) in self.steps.iter_mut().zip(descs).enumerate() {
             let Step::V4 { l3, slot, in_port } = *step else { continue };
             if !f.nat.on_port(in_port) {
                 continue;
@@ -266,7 +266,12 @@ impl Forwarder {
             let frame = pool.frame_mut(desc);
             let Some(ip) = frame.get_mut(usize::from(l3)..) else { continue };
             match f.nat.inbound(&f.fw.rules().rules, ip, in_port, now) {
-                Ok(Some(dst)) => self.v4_dst[usize::from(slot) % MAX_BATCH] = dst,
+                Ok(Some((dst, pass))) => {
+                    self.v4_dst[usize::from(slot) % MAX_BATCH] = dst;
+                    if pass {
+                        f.mark_nat_pass(i);
+                    }
+                }
                 Ok(None) => {}
                 Err(reason) => *step = Step::Drop(reason),
             }
@@ -392,14 +397,15 @@ impl Forwarder {
     }
 
     /// The firewall's out pass of packet `i` on output port `port` (skipped when a state
-    /// settled it), then NAT's outbound pass (after the filter, which saw the source
-    /// untranslated).
+    /// settled it) and NAT's outbound pass. When both run, NAT chooses the translation first
+    /// and the rules judge the packet as it will leave (pf translates before it filters).
     #[inline(always)]
     fn out_pass(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16) -> Result<(), OutStop> {
         let Some(f) = &mut self.filter else { return Ok(()) };
         let i = i % MAX_BATCH;
+        let nat = f.nat_on && f.nat.on_port(port);
         if !f.settled[i] {
-            let r = f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]);
+            let r = if nat { filter_out_translating(f, pool.frame_mut(desc), l3, port, i) } else { f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]) };
             if f.fw.has_log_hit() {
                 f.fw.emit_log(pool.frame(desc), l3, port);
             }
@@ -411,8 +417,10 @@ impl Forwarder {
                 }
                 return Err(OutStop::Drop(reason));
             }
+            // Translated already, if the packet was to be.
+            return Ok(());
         }
-        if f.nat_on && f.nat.on_port(port) {
+        if nat {
             nat_out(f, pool.frame_mut(desc), l3, port).map_err(OutStop::Drop)?;
         }
         Ok(())
@@ -578,6 +586,21 @@ fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Resul
         Some(ip) => f.nat.outbound(&f.fw.rules().rules, ip, port, now),
         None => Ok(()),
     }
+}
+
+/// The out pass of packet `i` (at `l3` of `frame`) leaving by translating port `port`, no
+/// state having settled it: NAT chooses the translation, the out rules judge the packet with
+/// its new source, and only then is the translation made and applied; a packet they block
+/// leaves no translation behind and stays as it came (a `block return` answers its sender).
+#[inline(never)]
+fn filter_out_translating(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16, i: usize) -> Result<(), DropReason> {
+    let i = i % MAX_BATCH;
+    let (key, tcp, ticket) = (f.keys[i], f.tcp[i], f.tickets[i]);
+    let Some(ip) = frame.get_mut(l3..) else { return f.fw.filter_out(&key, port, tcp.as_ref(), ticket) };
+    let now = f.fw.now();
+    let plan = f.nat.plan_outbound(&f.fw.rules().rules, ip, port, now)?;
+    f.fw.filter_out_translated(&key, &plan.seen(&key), port, tcp.as_ref(), ticket, plan.pass)?;
+    f.nat.commit_outbound(&f.fw.rules().rules, ip, port, now, plan)
 }
 
 /// Writes the output L2 header in front of the IP packet at `l3`: MACs, and the 802.1Q tag of

@@ -1,6 +1,7 @@
 //! NAT through a whole worker over in-memory ports: `nat` to the interface's address and
 //! the reply back, `rdr` to an inside server and its replies, `binat` both ways, ICMP errors
-//! and echo identifiers, what the filter sees, port exhaustion, and the choice of ports for
+//! and echo identifiers, what the filter sees (the translated packet, as pf's), `pass` on
+//! translation rules, port exhaustion, and the choice of ports for
 //! the steering of several workers. Every frame that comes out has its checksums checked
 //! from scratch.
 
@@ -10,7 +11,8 @@ use std::sync::Arc;
 
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
-use io::mem::{CountingTx, ReplayRx};
+use dataplane::punt::{Punt, PuntBatch, PuntPort};
+use io::mem::ReplayRx;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 use io::{Batch, FramePool, PortStats, TxPort};
 use wire::{IpProtocol, Ipv4Packet, MacAddr};
@@ -74,11 +76,24 @@ impl TxPort for Capture {
     }
 }
 
-type NatWorker = Worker<ReplayRx, Capture, CountingTx>;
+/// Keeps what is punted to the slow path, with why.
+#[derive(Default)]
+struct Punts(Vec<(Punt, Vec<u8>)>);
+
+impl PuntPort for Punts {
+    fn punt_burst(&mut self, pool: &mut FramePool, punts: &mut PuntBatch) {
+        for (desc, punt, _) in punts.drain() {
+            self.0.push((punt, pool.frame(desc).to_vec()));
+            pool.free(desc);
+        }
+    }
+}
+
+type NatWorker = Worker<ReplayRx, Capture, Punts>;
 
 fn worker(rules: &str, steering: Option<(u16, u16)>) -> NatWorker {
     let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()).once(), ReplayRx::new(1, Vec::<Vec<u8>>::new()).once()];
-    let mut w = Worker::new(fib(), &ports(), rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(fib(), &ports(), rx, vec![Capture::default(), Capture::default()], Punts::default(), FramePool::new(600), 256);
     if let Some((i, n)) = steering {
         w.set_nat_steering(i, n);
     }
@@ -211,15 +226,133 @@ fn rdr_maps_a_port_range_onto_a_range() {
 }
 
 #[test]
-fn the_out_filter_sees_the_source_before_nat() {
-    let rules = format!("{NAT}block all\npass in on lan\npass out on ext from 198.18.0.2\n");
+fn the_out_filter_sees_the_translated_source() {
+    // pf translates before it filters: the out rules name the NAT address (and its ports),
+    // not the inside hosts.
+    let rules = format!("{NAT}block all\npass in on lan\npass out on ext proto udp from 192.0.2.1 port 50001:65535 to any port 53\n");
     let mut w = worker(&rules, None);
-    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), udp(0, Ipv4Addr::new(198, 18, 0, 3), 1000, FAR, 53)]);
-    assert_eq!(out.len(), 1, "only 198.18.0.2 passes out: {:?}", w.counts());
-    let (_, sp, _, _) = tuple(&out[0]);
-    // Its reply matches the state (kept on the inside form).
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), udp(0, BINAT_HOST, 1000, FAR, 53), udp(0, LAN_HOST, 1001, FAR, 54)]);
+    assert_eq!(out.len(), 2, "both hosts pass out as 192.0.2.1, port 54 does not: {:?}", w.counts());
+    assert!(out.iter().all(|f| tuple(f).0 == EXT_ADDR));
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+    // The blocked flow left no translation; the two that passed hold one each.
+    let nat = w.nat_counts().unwrap();
+    assert_eq!((nat.sessions, nat.created, nat.translated), (2, 2, 2));
+    // Their replies match the states (kept on the inside form) and come back.
+    let replies = out.iter().map(|f| udp(1, FAR, 53, EXT_ADDR, tuple(f).1)).collect();
+    let [back, _] = send(&mut w, 1, replies);
+    assert_eq!(back.iter().map(|f| tuple(f).2).collect::<Vec<_>>(), vec![LAN_HOST, BINAT_HOST], "{:?}", w.counts());
+}
+
+#[test]
+fn a_block_out_on_the_inside_source_no_longer_matches_translated_packets() {
+    // As in pf: once translated, the packet's source is 192.0.2.1, so a rule on the inside
+    // network does not see it.
+    let rules = format!("{NAT}block out quick on ext from 198.18.0.0/24\npass all\n");
+    let mut w = worker(&rules, None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), tcp(0, BINAT_HOST, 2000, FAR, 80, 0x02)]);
+    assert_eq!(out.len(), 2, "{:?}", w.counts());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 0);
+}
+
+#[test]
+fn a_blocked_new_flow_leaves_no_translation_behind() {
+    // Two ports only: a blocked flow must not take one.
+    let rules = "nat on ext from 198.18.0.0/24 -> 192.0.2.1 port 50001:50002\n\
+                 block out quick on ext proto udp from 192.0.2.1 to any port 9\n\
+                 pass all\n";
+    let mut w = worker(rules, None);
+    let blocked: Vec<_> = (0..5).map(|i| udp(0, LAN_HOST, 3000 + i, FAR, 9)).collect();
+    let [_, out] = send(&mut w, 0, blocked);
+    assert!(out.is_empty());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 5);
+    let nat = w.nat_counts().unwrap();
+    assert_eq!((nat.sessions, nat.created, nat.translated), (0, 0, 0), "nothing translated");
+    // Both ports are still free for flows that pass.
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), udp(0, LAN_HOST, 1001, FAR, 53)]);
+    assert_eq!(out.len(), 2, "{:?}", w.counts());
+    assert_eq!(drops(&w.counts(), DropReason::NatExhausted), 0);
+}
+
+#[test]
+fn a_block_return_on_the_translated_source_answers_the_inside_host() {
+    let rules = format!("{NAT}block return out on ext proto tcp from 192.0.2.1 to any port 25\npass in all\n");
+    let mut w = worker(&rules, None);
+    w.set_icmp_rate(1000);
+    let [back, out] = send(&mut w, 0, vec![tcp(0, LAN_HOST, 4000, FAR, 25, 0x02)]);
+    assert!(out.is_empty());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+    assert_eq!(w.nat_counts().unwrap().sessions, 0);
+    // The slow path answers the packet as its sender wrote it: the reset goes to the inside
+    // host, not to the translation the packet never got.
+    assert!(back.is_empty());
+    let punts = std::mem::take(&mut w.local.0);
+    assert_eq!(punts.len(), 1);
+    assert_eq!(punts[0].0, Punt::Reset { ttl: 64 });
+    assert_eq!(tuple(&punts[0].1), (LAN_HOST, 4000, FAR, 25));
+}
+
+#[test]
+fn rdr_pass_skips_the_in_rules_and_its_replies_come_back() {
+    // pf: `rdr pass` passes the redirected packets without the rules of that pass (in on
+    // ext), keeping a state; the pass out on lan still needs a rule.
+    let rdr = "rdr pass on ext proto tcp from any to 192.0.2.1 port 80 -> 198.18.0.2 port 8080\n";
+    let rules = format!("{rdr}block all\npass out on lan\n");
+    let mut w = worker(&rules, None);
+    let [inside, _] = send(&mut w, 1, vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x02)]);
+    assert_eq!(inside.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&inside[0]), (FAR, 5555, LAN_HOST, 8080));
+    // The server's SYN-ACK: in on lan by the `pass out on lan` state, out on ext by the
+    // state `rdr pass` kept.
+    let [_, out] = send(&mut w, 0, vec![tcp(0, LAN_HOST, 8080, FAR, 5555, 0x12)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&out[0]), (EXT_ADDR, 80, FAR, 5555));
+    let [inside, _] = send(&mut w, 1, vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x10)]);
+    assert_eq!(inside.len(), 1, "the client's ACK, by the state: {:?}", w.counts());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 0);
+    // Without `pass`, `block all` drops it on the way in.
+    let mut w = worker(&format!("{}block all\npass out on lan\n", rdr.replace("rdr pass", "rdr")), None);
+    let [a, b] = send(&mut w, 1, vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x02)]);
+    assert!(a.is_empty() && b.is_empty());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+}
+
+#[test]
+fn nat_pass_skips_the_out_rules_and_keeps_a_state_for_the_replies() {
+    let rules = "nat pass on ext from 198.18.0.0/24 to any -> (ext)\nblock all\npass in on lan\n";
+    let mut w = worker(rules, None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    let (s, sp, _, _) = tuple(&out[0]);
+    assert_eq!(s, EXT_ADDR);
+    // The reply passes in on ext by the state `nat pass` kept, not by a rule.
     let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp)]);
     assert_eq!(back.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&back[0]), (FAR, 53, LAN_HOST, 1000));
+    // No filter rule acts on the out pass here but `nat pass`: the data plane must still run
+    // that pass, for the state that lets the reply in past `block in on ext`.
+    let mut w = worker("nat pass on ext from 198.18.0.0/24 to any -> (ext)\nblock in on ext\n", None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
+    let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, tuple(&out[0]).1), udp(1, FAR, 53, EXT_ADDR, 40000)]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1, "the other, to a port no translation holds, is blocked");
+    // Without `pass`, `block all` drops it on the way out, and no translation is made.
+    let mut w = worker(&rules.replace("nat pass", "nat"), None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
+    assert!(out.is_empty());
+    assert_eq!(w.nat_counts().unwrap().sessions, 0);
+}
+
+#[test]
+fn binat_pass_lets_the_outside_reach_the_inside_host() {
+    let rules = "binat pass on ext from 198.18.0.7 to any -> 192.0.2.7\nblock all\npass out on lan\n";
+    let mut w = worker(rules, None);
+    let [inside, _] = send(&mut w, 1, vec![tcp(1, FAR, 6000, BINAT_PUB, 22, 0x02)]);
+    assert_eq!(inside.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&inside[0]), (FAR, 6000, BINAT_HOST, 22));
+    let [_, out] = send(&mut w, 0, vec![tcp(0, BINAT_HOST, 22, FAR, 6000, 0x12)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&out[0]), (BINAT_PUB, 22, FAR, 6000));
 }
 
 #[test]

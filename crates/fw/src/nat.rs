@@ -6,11 +6,15 @@
 //!   taken"), and a `no nat` / `no rdr` / `no binat` rule that matches first means "do not
 //!   translate". `nat` applies to packets leaving by its interface, `rdr` to packets arriving
 //!   on it, `binat` to both (source outbound, destination inbound).
-//! * Where the firewall sees which address: translation happens at the edges of the router, so
-//!   the filter sees the *inside* form of a translated flow on both passes: the inbound filter
-//!   sees `rdr`'s translated destination, the outbound filter the source before `nat`. A
-//!   translated flow's state (`crate::state`) is keyed by that inside form; [`table`] holds
-//!   the two keys of the translation pf's state holds, the wire side and the stack side.
+//! * Where the firewall sees which address: as pf's, the filter rules see packets after
+//!   translation: the inbound rules `rdr`'s translated destination, the outbound rules `nat`'s
+//!   translated source ([`crate::passes::Passes::outbound_translated`]). A translated flow's
+//!   state (`crate::state`) stays keyed by its inside form (as the inbound pass sees it), so
+//!   a flow keeps one entry; [`table`] holds the two keys of the translation pf's state
+//!   holds, the wire side and the stack side.
+//! * `nat pass`, `rdr pass`, `binat pass` ([`NatRule::pass`]): the packets the rule translates
+//!   skip the filter rules of that pass, which keeps a state instead
+//!   ([`crate::verdict::Verdict::TRANSLATION_PASS`]).
 //! * The table is per worker (shared-nothing). The dataplane picks the translated port so that
 //!   the reply's receive hash lands on the worker that holds the translation.
 

@@ -106,15 +106,16 @@ impl Passes<'_> {
             return (Ok(ticket), Count::default());
         }
         if let Some(h) = hit {
-            return self.inbound_hit(key, tcp, h);
+            return self.inbound_hit(key, tcp, h, v);
         }
         let (r, count) = self.rules(key, tcp, Pass::In, v);
         (r.map(|state| Ticket { state, ..Ticket::default() }), count)
     }
 
-    /// [`inbound`](Self::inbound) for a packet whose flow has an entry.
+    /// [`inbound`](Self::inbound) for a packet whose flow has an entry (`v`: the rules'
+    /// verdict if the caller has it, used when the entry has no `in` state for the packet).
     #[inline(never)]
-    fn inbound_hit(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Hit) -> (Result<Ticket, Drop>, Count) {
+    fn inbound_hit(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Hit, v: Option<Verdict>) -> (Result<Ticket, Drop>, Count) {
         let [sin, sout] = self.states.sub_states(hit.id, hit.from_a).unwrap_or([None, None]);
         let out_settled = sout.is_some_and(|o| o.bound.is_none() && (o.allow_opts || !key.ip_opts));
         let ticket = Ticket { state: Some(hit.id), from_a: hit.from_a, out_settled };
@@ -122,13 +123,29 @@ impl Passes<'_> {
             let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(ticket) };
             return (r, Count::default());
         }
-        let (r, count) = self.rules(key, tcp, Pass::In, None);
+        let (r, count) = self.rules(key, tcp, Pass::In, v);
         (r.map(|_| ticket), count)
     }
 
     /// The outbound pass of `key` (as the inbound pass saw it) on interface `port`.
     #[inline]
     pub fn outbound(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> (Result<(), Drop>, Count) {
+        self.outbound_seen(key, port, tcp, ticket, |c, k| c.classify(k))
+    }
+
+    /// The outbound pass of a packet that leaves translated (`nat`, `binat`): the rules judge
+    /// it as it leaves, `seen` (its new source; pf translates before it filters), while its
+    /// state stays keyed by `key`, the form the inbound pass and the state lookup see, so
+    /// that the flow keeps one entry. `pass`: a translation rule with `pass` decides instead
+    /// of the rules (pf's default pass, keeping state).
+    #[inline(never)]
+    pub fn outbound_translated(&mut self, key: &PacketKey, seen: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, pass: bool) -> (Result<(), Drop>, Count) {
+        let seen = PacketKey { dir: Dir::Out, iface: port, ..*seen };
+        self.outbound_seen(key, port, tcp, ticket, |c, _| if pass { Verdict::TRANSLATION_PASS } else { c.classify(&seen) })
+    }
+
+    #[inline(always)]
+    fn outbound_seen(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, judge: impl FnOnce(&Classifier, &PacketKey) -> Verdict) -> (Result<(), Drop>, Count) {
         if self.skipped(port) {
             return (Ok(()), Count::default());
         }
@@ -139,7 +156,8 @@ impl Passes<'_> {
             let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(()) };
             return (r, Count::default());
         }
-        let (r, count) = self.rules(&key, tcp, Pass::Out, None);
+        let v = judge(self.classifier, &key);
+        let (r, count) = self.rules(&key, tcp, Pass::Out, Some(v));
         (r.map(|_| ()), count)
     }
 

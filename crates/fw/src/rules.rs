@@ -336,13 +336,14 @@ impl Default for RuleSet {
 }
 
 impl RuleSet {
-    /// Whether some rule that can match packets of direction `dir` blocks or keeps state.
-    /// If none does, that pass over any packet (without IP options) ends in "pass, no
+    /// Whether some rule that can match packets of direction `dir` blocks or keeps state (a
+    /// translation rule with `pass` keeps one in the pass it translates in). If none does, that pass over any packet (without IP options) ends in "pass, no
     /// state": the data plane skips it, and a state need not cover it to settle a packet.
     pub fn acts_on(&self, dir: Dir) -> bool {
         self.rules
             .iter()
             .any(|r| r.dir.is_none_or(|d| d == dir) && (r.action == Action::Block || r.keep_state != StateMode::None))
+            || self.nat.iter().any(|r| r.pass && r.translates(dir))
     }
 }
 

@@ -21,6 +21,15 @@ impl Verdict {
         keep_state: StateMode::None,
     };
 
+    /// The verdict of a pass that a translation rule with `pass` decides (`nat pass`, `rdr
+    /// pass`, `binat pass`): pf skips the filter rules, the default rule decides, and a state
+    /// is kept because a translation applied.
+    pub const TRANSLATION_PASS: Verdict = Verdict {
+        action: Action::Pass,
+        rule: None,
+        keep_state: StateMode::Keep,
+    };
+
     /// The verdict decided by rule `i`.
     pub fn of_rule(rs: &RuleSet, i: usize) -> Verdict {
         let r = &rs.rules[i];

@@ -687,7 +687,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("pass out route-to em1 all", "rules.conf:1:10: `route-to` is not supported by linerate"),
         ("pass in all tag good", "rules.conf:1:13: `tag` is not supported by linerate"),
         ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
-        ("nat pass on em0 from any to any -> 1.2.3.4", "rules.conf:1:5: `nat pass` is not supported by linerate (add a `pass` filter rule for the translated packets)"),
+        ("nat pass log on em0 from any to any -> 1.2.3.4", "rules.conf:1:10: `nat pass log` is not supported by linerate (log with a filter rule)"),
         ("nat-anchor \"ftp-proxy/*\"", "rules.conf:1:1: `nat-anchor` is not supported by linerate"),
         ("set syncookies adaptive", "rules.conf:1:5: `set syncookies` is not supported by linerate"),
         ("set optimization aggressive", "rules.conf:1:5: `set optimization` is not supported by linerate"),

@@ -6,7 +6,10 @@
 //!   payloads intact;
 //! - ping through it, and traceroute to C: B's "time exceeded" and C's "port unreachable",
 //!   sent to 198.19.0.1, reach A translated back (quoted packet included);
-//! - `rdr` of 198.19.0.1:80 to A's server on 8080; `binat` of 198.18.0.7 <-> 198.19.0.7.
+//! - `rdr` of 198.19.0.1:80 to A's server on 8080; `binat` of 198.18.0.7 <-> 198.19.0.7;
+//! - a pf rule set that filters on the translated address (`pass out on $ext_if from
+//!   ($ext_if)`, a `block out` of the inside network that translated packets never match)
+//!   and forwards a port with `rdr pass` under `block all`.
 //!
 //! Needs root and python3 (skips without). Namespaces `lr<pid>nat*` are removed on drop.
 
@@ -65,10 +68,31 @@ fn nat_lab(tag: &str) -> NatLab {
     NatLab { lab, _c: c }
 }
 
+/// pf's way: translation before filtering. The out rules on the outside interface name the
+/// router's address, as pf's see the translated source; the port forward passes by `rdr
+/// pass` alone (pf's `pass` on a translation rule), the out pass to A by `pass out on lrd0`.
+const PF_RULES: &str = "\
+ext_if = \"lrd1\"
+int_if = \"lrd0\"
+lan = \"198.18.0.0/24\"
+rdr pass on $ext_if proto tcp from any to ($ext_if) port 80 -> 198.18.0.2 port 8080
+nat on $ext_if inet from $lan to any -> ($ext_if)
+block all
+pass in on $int_if from $lan
+pass out on $int_if
+block out quick on $ext_if from $lan
+block out quick on $ext_if inet proto icmp from ($ext_if) to 198.20.0.2
+pass out on $ext_if inet proto { tcp udp icmp } from ($ext_if)
+";
+
 fn start(lab: &Lab, workers: usize) -> (Guard, PathBuf) {
+    start_with(lab, workers, RULES)
+}
+
+fn start_with(lab: &Lab, workers: usize, rules: &str) -> (Guard, PathBuf) {
     let extra = "[firewall]\nrules = \"rules.conf\"\n\n[[route]]\nprefix = \"198.20.0.0/24\"\nvia = \"198.19.0.2\"\n";
     let cfg = write_config(lab, "af_packet", extra);
-    std::fs::write(lab.dir.join("rules.conf"), RULES).unwrap();
+    std::fs::write(lab.dir.join("rules.conf"), rules).unwrap();
     let check = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(&cfg).output().unwrap();
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stderr));
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
@@ -229,6 +253,46 @@ fn ping_traceroute_rdr_and_binat() {
     child.wait().unwrap();
     let report = stop(dut);
     assert!(seen.starts_with("198.19.0.7 "), "binat outbound keeps its own address: {seen}\n{report}");
+}
+
+/// A's server on 8080 for `n` connections: answers each with the peer's address and what
+/// it sent.
+const ECHO_PEER: &str = "import socket, sys\ns = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('0.0.0.0', 8080)); s.listen(8)\nprint('ready', file=sys.stderr, flush=True)\nfor _ in range(int(sys.argv[1])):\n    c, peer = s.accept()\n    c.sendall(('A saw %s ' % peer[0]).encode() + c.recv(64)); c.close()\n";
+
+#[test]
+fn pf_rules_filter_on_the_translated_address_and_rdr_pass() {
+    if skip() {
+        return;
+    }
+    let nl = nat_lab("natf");
+    let lab = &nl.lab;
+    let (dut, _) = start_with(lab, 1, PF_RULES);
+    // Out on lrd1 as 198.19.0.1: passed by `from ($ext_if)`, not blocked by `from $lan`.
+    let ping = lab.a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
+    assert!(ping.is_ok(), "ping through nat, passed on the translated source: {ping:?}");
+    let mut server = lab.b.command("python3");
+    server.args(["-c", SERVER, "1"]);
+    let mut server = start_until(server, "ready");
+    let out = lab.a.exec("python3", &["-c", CLIENT, "1", "198.18.0.2"]).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "TCP through nat");
+    let mut child = server.0.take().unwrap();
+    let mut seen = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
+    child.wait().unwrap();
+    assert!(seen.starts_with("198.19.0.1 "), "B sees the translated address: {seen}");
+    // The rule on the translated source and C's address blocks this one.
+    let blocked = lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "198.20.0.2"]);
+    assert!(blocked.is_err(), "blocked out as 198.19.0.1 to C: {blocked:?}");
+    // `rdr pass`: B reaches A's server through 198.19.0.1:80 with no `pass in` rule for it.
+    let mut server = lab.a.command("python3");
+    server.args(["-c", ECHO_PEER, "1"]);
+    let _server = start_until(server, "ready");
+    let script = "import socket\nc = socket.create_connection(('198.19.0.1', 80), 5)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n";
+    let got = lab.b.exec("python3", &["-c", script]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let report = stop(dut);
+    assert_eq!(got.ok().as_deref(), Some("A saw 198.19.0.2 hello"), "rdr pass\n{report}");
+    // Blocked: the two pings to C, each before any translation was made for it.
+    assert!(report.contains("filter_blocked"), "{report}");
 }
 
 /// B's UDP side of the differential: echoes every datagram on port 9000 and, after 2 s of

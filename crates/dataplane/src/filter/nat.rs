@@ -6,9 +6,14 @@
 //!   reply to a `nat`-ed flow gets its inside destination back, a packet `rdr` or `binat`
 //!   redirects gets its new destination (so the filter, and the FIB, see the translated
 //!   destination, as pf's filter does after `rdr`).
-//! * [`NatStage::outbound`] runs after the outbound filter, on packets leaving by such an
-//!   interface: `nat` and `binat` rewrite the source (so the outbound filter saw the source
-//!   before translation), replies of `rdr`-ed flows get their outside source back.
+//! * [`NatStage::outbound`] runs in the outbound pass, on packets leaving by such an
+//!   interface: `nat` and `binat` rewrite the source, replies of `rdr`-ed flows get their
+//!   outside source back. When the out rules must judge the packet (no state settled it),
+//!   [`NatStage::plan_outbound`] chooses the translation first, the rules judge the packet
+//!   with its new source (as pf's, which translates before it filters), and
+//!   [`NatStage::commit_outbound`] makes it only if they pass it.
+//! * A translation rule with `pass` (`nat pass`, `rdr pass`, `binat pass`) lets the packets
+//!   it translates skip the filter rules of that pass; the pass keeps a state instead.
 //!
 //! ICMP errors about a translated flow are translated with the packet they quote; ICMP query
 //! identifiers are translated as ports. A translation is made by the first packet that
@@ -189,16 +194,18 @@ impl NatStage {
 
     /// A packet arriving on `port` (`ip`: its IPv4 header on): its destination translated
     /// back (a reply to `nat`) or redirected (`rdr`, `binat`). `Ok(Some(dst))`: the new
-    /// destination, for the route lookup.
-    pub fn inbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<Option<u32>, DropReason> {
+    /// destination, for the route lookup, and whether a translation rule with `pass`
+    /// redirected it (the inbound filter rules are then skipped).
+    pub fn inbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<Option<(u32, bool)>, DropReason> {
         if let Some((key, flags)) = read_plain(ip)
             && let Some(s) = self.table.lookup_in(&key, now, &rs.timeouts).filter(|s| s.iface == port)
         {
             s.touch(now, s.kind == NatKind::Nat, flags);
             let (a, p) = s.in_to;
+            let pass = s.kind == NatKind::Rdr && passes(rs, s);
             rewrite_plain(ip, key.proto, End::Dst, a, p);
             self.translated += 1;
-            return Ok(Some(a));
+            return Ok(Some((a, pass)));
         }
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
@@ -217,7 +224,7 @@ impl NatStage {
                     let (a, p) = s.in_to;
                     rewrite_error(ip, &t, End::Dst, a, End::Src, (a, p));
                     self.translated += 1;
-                    return Ok(Some(a));
+                    return Ok(Some((a, false)));
                 }
                 // An error about a packet a binat host sent.
                 let quoted = PacketKey { iface: port, src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::In) };
@@ -226,7 +233,7 @@ impl NatStage {
                         let inside = binat_map(r, inner.src, false);
                         rewrite_error(ip, &t, End::Dst, inside, End::Src, (inside, inner.sport));
                         self.translated += 1;
-                        Ok(Some(inside))
+                        Ok(Some((inside, false)))
                     }
                     _ => Ok(None),
                 }
@@ -235,9 +242,10 @@ impl NatStage {
                 if let Some(s) = self.table.lookup_in(&t.key, now, timeouts).filter(|s| s.iface == port) {
                     s.touch(now, s.kind == NatKind::Nat, t.tcp_flags);
                     let (a, p) = s.in_to;
+                    let pass = s.kind == NatKind::Rdr && passes(rs, s);
                     rewrite(ip, &t, End::Dst, a, p);
                     self.translated += 1;
-                    return Ok(Some(a));
+                    return Ok(Some((a, pass)));
                 }
                 if matches!(t.kind, Kind::Query { request: false }) {
                     return Ok(None);
@@ -250,7 +258,7 @@ impl NatStage {
                 };
                 rewrite(ip, &t, End::Dst, a, p);
                 self.translated += 1;
-                Ok(Some(a))
+                Ok(Some((a, r.pass)))
             }
         }
     }
@@ -319,9 +327,87 @@ impl NatStage {
         }
     }
 
-    /// A new `nat` translation for the flow of `t` leaving by `port`: an address from the
-    /// pool, a free port (query identifier) for which the reply steers to this worker.
+    /// What [`outbound`](Self::outbound) will do to a packet leaving by `port`, decided
+    /// without changing the table: its new source, and the translation it would add. The out
+    /// rules judge the packet with that source (pf translates before it filters); only if
+    /// they pass it does [`commit_outbound`](Self::commit_outbound) make the translation, so
+    /// a blocked flow leaves no translation and no port in use behind.
+    pub fn plan_outbound(&mut self, rs: &RuleSet, ip: &[u8], port: u16, now: u32) -> Result<OutPlan, DropReason> {
+        let timeouts = &rs.timeouts;
+        if let Some((key, _)) = read_plain(ip)
+            && let Some(s) = self.table.lookup_out(&key, now, timeouts).filter(|s| s.iface == port)
+        {
+            return Ok(OutPlan { src: Some((s.out_to.0, Some(s.out_to.1))), pass: s.kind != NatKind::Rdr && passes(rs, s), new: None });
+        }
+        let port_v4 = &self.port_v4;
+        let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
+        let Some(t) = read(ip) else { return Ok(OutPlan::NONE) };
+        match t.kind {
+            Kind::Fragment => {
+                let key = key_of(&t, port, Dir::Out);
+                if first_match(rs, NatPhase::Out, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() {
+                    return Err(DropReason::NatFragment);
+                }
+                Ok(OutPlan::NONE)
+            }
+            Kind::Error { inner, .. } => {
+                if let Some(s) = self.table.lookup_out(&inner.reversed(), now, timeouts).filter(|s| s.iface == port) {
+                    return Ok(OutPlan { src: Some((s.out_to.0, None)), pass: false, new: None });
+                }
+                let quoted = PacketKey { src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::Out) };
+                Ok(match first_match(rs, NatPhase::Out, &quoted, &addr_of).filter(|r| r.kind == NatKind::Binat) {
+                    Some(r) => OutPlan { src: Some((binat_map(r, inner.dst, true), None)), pass: false, new: None },
+                    None => OutPlan::NONE,
+                })
+            }
+            Kind::Ports | Kind::Query { .. } | Kind::Other => {
+                let ports = t.kind == Kind::Ports;
+                if let Some(s) = self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port) {
+                    let pass = s.kind != NatKind::Rdr && passes(rs, s);
+                    return Ok(OutPlan { src: Some((s.out_to.0, ports.then_some(s.out_to.1))), pass, new: None });
+                }
+                if matches!(t.kind, Kind::Query { request: false }) {
+                    return Ok(OutPlan::NONE);
+                }
+                let key = key_of(&t, port, Dir::Out);
+                let Some((ri, r)) = first_match(rs, NatPhase::Out, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(OutPlan::NONE) };
+                if r.kind == NatKind::Binat {
+                    return Ok(OutPlan { src: Some((binat_map(r, t.key.src, true), ports.then_some(t.key.sport))), pass: r.pass, new: None });
+                }
+                // The table's limit, checked now: a full table must not fail the packet after
+                // the rules passed it (and kept its state).
+                if self.table.len() >= usize::try_from(rs.limit_states).unwrap_or(usize::MAX) {
+                    return Err(DropReason::NatExhausted);
+                }
+                let pass = r.pass;
+                let session = self.source_session(ri, r, &t, port, now)?;
+                Ok(OutPlan { src: Some((session.out_to.0, ports.then_some(session.out_to.1))), pass, new: Some(session) })
+            }
+        }
+    }
+
+    /// Makes the translation `plan` chose (its out rules passed the packet) and applies it to
+    /// the packet, as [`outbound`](Self::outbound) does.
+    pub fn commit_outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32, plan: OutPlan) -> Result<(), DropReason> {
+        if let Some(session) = plan.new {
+            self.table.insert(session).map_err(alloc_reason)?;
+            self.note_port(port);
+        }
+        self.outbound(rs, ip, port, now)
+    }
+
+    /// A new `nat` translation for the flow of `t` leaving by `port`, added to the table.
     fn translate_source(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(u32, u16), DropReason> {
+        let session = self.source_session(ri, r, t, port, now)?;
+        self.table.insert(session).map_err(alloc_reason)?;
+        self.note_port(port);
+        Ok(session.out_to)
+    }
+
+    /// The new `nat` translation for the flow of `t` leaving by `port`, not yet added: an
+    /// address from the pool, a free port (query identifier) for which the reply steers to
+    /// this worker.
+    fn source_session(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<Session, DropReason> {
         let target = r.target.as_ref().ok_or(DropReason::NatExhausted)?;
         let pool = self.plan.as_ref().and_then(|p| p.pools.get(ri)).and_then(|p| p.as_ref()).ok_or(DropReason::NatNoAddress)?;
         let k = t.key;
@@ -337,10 +423,7 @@ impl NatStage {
         let accept = |p: u16| steer.is_none_or(|s| queue_for(s.hash.ipv4_ports(k.dst.into(), addr.into(), k.dport, p), s.workers) == s.worker);
         let start = start_port(self.seed, &k);
         let p = self.table.free_port(range, start, accept, key_for).map_err(alloc_reason)?;
-        let session = Session { iface: port, kind: NatKind::Nat, rule: ri as u32, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() };
-        self.table.insert(session).map_err(alloc_reason)?;
-        self.note_port(port);
-        Ok((addr, p))
+        Ok(Session { iface: port, kind: NatKind::Nat, rule: ri as u32, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() })
     }
 
     /// A new `rdr` translation for the flow of `t` arriving on `port`.
@@ -381,6 +464,38 @@ impl NatStage {
     fn is_translation_address(&self, addr: u32) -> bool {
         self.plan.as_ref().is_some_and(|p| p.pools.iter().flatten().any(|pool| pool.addrs.contains(&addr)))
     }
+}
+
+/// What NAT's outbound pass will do to a packet ([`NatStage::plan_outbound`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutPlan {
+    /// The packet's new source address, and port (TCP and UDP; `None`: kept); `None`: the
+    /// packet leaves untranslated.
+    pub src: Option<(u32, Option<u16>)>,
+    /// The translation is by a rule with `pass` (`nat pass`, `binat pass`): the out rules are
+    /// skipped.
+    pub pass: bool,
+    /// The translation to add.
+    new: Option<Session>,
+}
+
+impl OutPlan {
+    const NONE: OutPlan = OutPlan { src: None, pass: false, new: None };
+
+    /// `key` (the packet as the inbound pass saw it) as it will leave: what the out rules
+    /// judge.
+    pub fn seen(&self, key: &PacketKey) -> PacketKey {
+        match self.src {
+            Some((addr, port)) => PacketKey { src: u128::from(addr), src_port: port.unwrap_or(key.src_port), ..*key },
+            None => *key,
+        }
+    }
+}
+
+/// Whether session `s` was made by a translation rule with `pass` (the rule of that index in
+/// the current set, if it is still of the session's kind after a reload).
+fn passes(rs: &RuleSet, s: &Session) -> bool {
+    rs.nat.get(s.rule as usize).is_some_and(|r| r.pass && r.kind == s.kind)
 }
 
 /// The index of `r` in the rule set (rules are compared by address: `r` comes from `rs`).

@@ -100,6 +100,10 @@ pub(crate) struct FilterStage {
     pub nat: super::nat::NatStage,
     /// The batch's rule set translates (or translations remain): the NAT passes run.
     pub nat_on: bool,
+    /// Packets a translation rule with `pass` redirected (`rdr pass`, `binat pass`): their
+    /// inbound pass skips the rules. Valid where `nat_passed` says some were marked.
+    nat_pass: Box<[bool; MAX_BATCH]>,
+    nat_passed: bool,
     /// For a packet the in pass blocked (`filter_blocked`): its input port and the answer
     /// of its `block return` rule, if it has one (taken by the apply pass).
     pub refusals: Box<[Option<(u16, super::Refusal)>; MAX_BATCH]>,
@@ -145,6 +149,8 @@ impl FilterStage {
             frags: super::frags::FragTable::new(super::random_seed()),
             nat,
             nat_on: false,
+            nat_pass: Box::new([false; MAX_BATCH]),
+            nat_passed: false,
             refusals: Box::new([None; MAX_BATCH]),
         }
     }
@@ -172,6 +178,17 @@ impl FilterStage {
     pub fn begin_batch(&mut self) {
         self.fw.begin_batch();
         self.nat_on = self.nat.begin_batch(self.fw.rules(), self.fw.now);
+        if self.nat_passed {
+            self.nat_passed = false;
+            self.nat_pass.fill(false);
+        }
+    }
+
+    /// Packet `i` of the batch was redirected by a translation rule with `pass`.
+    #[cold]
+    pub fn mark_nat_pass(&mut self, i: usize) {
+        self.nat_pass[i % MAX_BATCH] = true;
+        self.nat_passed = true;
     }
 
     /// No state can match: every packet through the rules.
@@ -351,6 +368,14 @@ impl FilterStage {
             self.frags.judge(ip, key, self.fw.now)?;
         }
         let (key, tcp) = (&*key, tcp.as_ref());
+        if self.nat_passed && self.nat_pass[i] {
+            let prior = match prior {
+                Prior::Miss => Some(None),
+                Prior::Hit(id) => Some(Some(id)),
+                Prior::Unknown => None,
+            };
+            return self.fw.filter_in_translated(key, tcp, prior);
+        }
         match prior {
             Prior::Miss => return self.fw.inbound(key, tcp, None),
             Prior::Hit(id) => return self.fw.inbound(key, tcp, Some(Hit::of(id, key))),

@@ -29,6 +29,7 @@ impl Parser<'_> {
         }
         let negated = self.eat_word("no")?;
         let kind = self.nat_kind()?;
+        let pass = self.nat_pass(kind, negated)?;
         self.refuse_unsupported("")?;
         let (mut ifaces, mut iface_neg) = (Vec::new(), false);
         if self.eat_word("on")? {
@@ -69,6 +70,7 @@ impl Parser<'_> {
         self.rs.nat.push(NatRule {
             kind,
             negated,
+            pass,
             ifaces,
             iface_neg,
             af,
@@ -85,20 +87,34 @@ impl Parser<'_> {
         Ok(())
     }
 
-    /// `nat`, `rdr` or `binat`; pf's `pass` after it is refused.
+    /// `nat`, `rdr` or `binat`.
     fn nat_kind(&mut self) -> PResult<NatKind> {
         let (k, kt) = self.word("nat, rdr or binat")?;
-        let kind = match k.as_str() {
-            "nat" => NatKind::Nat,
-            "rdr" => NatKind::Rdr,
-            "binat" => NatKind::Binat,
-            _ => return here(&kt, format!("expected nat, rdr or binat, found \"{k}\"")),
-        };
-        if self.is_word("pass")? {
-            let t = self.peek()?.clone();
-            return here(&t, format!("`{} pass` is not supported by linerate (add a `pass` filter rule for the translated packets)", kind.name()));
+        match k.as_str() {
+            "nat" => Ok(NatKind::Nat),
+            "rdr" => Ok(NatKind::Rdr),
+            "binat" => Ok(NatKind::Binat),
+            _ => here(&kt, format!("expected nat, rdr or binat, found \"{k}\"")),
         }
-        Ok(kind)
+    }
+
+    /// pf's `[ "pass" [ "log" [ "(" logopts ")" ] ] ]` after the kind: `true` for `pass`.
+    /// A `no` rule translates nothing, so it passes nothing (pfctl refuses it too); `log`
+    /// there would log under a translation rule, which linerate's log (by filter rule) has
+    /// no record for.
+    fn nat_pass(&mut self, kind: NatKind, negated: bool) -> PResult<bool> {
+        if !self.is_word("pass")? {
+            return Ok(false);
+        }
+        let t = self.next()?;
+        if negated {
+            return here(&t, format!("`no {}` translates nothing: it takes no `pass`", kind.name()));
+        }
+        if self.is_word("log")? {
+            let l = self.peek()?.clone();
+            return here(&l, format!("`{} pass log` is not supported by linerate (log with a filter rule)", kind.name()));
+        }
+        Ok(true)
     }
 
     /// What follows `->`: the address(es), `port`, the pool type, `sticky-address`,
@@ -325,11 +341,33 @@ mod tests {
     }
 
     #[test]
+    fn pass_on_translation_rules() {
+        let rs = ok("nat pass on lr-ext from 10.0.0.0/24 -> (lr-ext)\n\
+                     rdr pass on lr-ext proto tcp to (lr-ext) port 80 -> 10.0.0.5 port 8080\n\
+                     binat pass on lr-ext from 10.0.0.7 -> 192.0.2.7\n\
+                     nat on lr-ext from 10.0.1.0/24 -> (lr-ext)\n\
+                     block all\n");
+        assert_eq!(rs.nat.iter().map(|r| (r.kind, r.pass)).collect::<Vec<_>>(), [(NatKind::Nat, true), (NatKind::Rdr, true), (NatKind::Binat, true), (NatKind::Nat, false)]);
+        assert_eq!(rs.nat[1].target.as_ref().unwrap().ports, Some((8080, 8080)));
+        // `block all` acts on both passes anyway; a pass translation rule alone makes its pass
+        // one the data plane must run (for the state it keeps).
+        use crate::packet::Dir;
+        let only = |text: &str| {
+            let rs = ok(text);
+            (rs.acts_on(Dir::In), rs.acts_on(Dir::Out))
+        };
+        assert_eq!(only("nat pass on lr-ext from 10.0.0.0/24 -> (lr-ext)\npass all no state\n"), (false, true));
+        assert_eq!(only("rdr pass on lr-ext proto tcp to port 80 -> 10.0.0.5\npass all no state\n"), (true, false));
+        assert_eq!(only("nat on lr-ext from 10.0.0.0/24 -> (lr-ext)\npass all no state\n"), (false, false));
+    }
+
+    #[test]
     fn errors_name_the_position() {
         for (text, want) in [
             ("pass all\nnat on lr-ext from any -> 192.0.2.1\n", "nat.conf:2:1: translation rules (nat, rdr, binat) must come before filter rules"),
             ("nat on lr-ext from any\n", "nat.conf:1:23: expected \"->\" and the translation address, found end of line"),
-            ("nat pass on lr-ext from any -> 192.0.2.1\n", "nat.conf:1:5: `nat pass` is not supported by linerate"),
+            ("nat pass log on lr-ext from any -> 192.0.2.1\n", "nat.conf:1:10: `nat pass log` is not supported by linerate"),
+            ("no rdr pass on lr-ext proto tcp to port 80\n", "nat.conf:1:8: `no rdr` translates nothing: it takes no `pass`"),
             ("nat on lr-ext inet6 from any -> 2001:db8::1\n", "nat.conf:1:15: IPv6 translation is not supported by linerate"),
             ("nat on lr-ext from any -> { 192.0.2.1 192.0.2.2 } random\n", "nat.conf:1:51: only round-robin takes a list of addresses"),
             ("nat on lr-ext from any -> 192.0.2.0/24 source-hash 0xabcd\n", "nat.conf:1:52: `source-hash KEY` is not supported by linerate"),

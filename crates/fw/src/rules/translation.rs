@@ -72,6 +72,10 @@ pub struct NatRule {
     pub kind: NatKind,
     /// `no nat` / `no rdr` / `no binat`: a match means "do not translate".
     pub negated: bool,
+    /// `nat pass` / `rdr pass` / `binat pass`: the packets the rule translates skip the filter
+    /// rules of the pass they were translated in (out for `nat`, in for `rdr`, both for
+    /// `binat`), and a state is kept so that their replies pass (pf.conf(5), TRANSLATION).
+    pub pass: bool,
     /// `on IFACE` (empty: any interface; pf requires one for binat).
     pub ifaces: Vec<u16>,
     pub iface_neg: bool,
@@ -89,6 +93,18 @@ pub struct NatRule {
     /// 1-based position of the rule's first word.
     pub line: usize,
     pub column: usize,
+}
+
+impl NatRule {
+    /// Whether the rule translates packets of direction `dir` (on its interface): `nat`
+    /// outbound, `rdr` inbound, `binat` both.
+    pub fn translates(&self, dir: crate::packet::Dir) -> bool {
+        match self.kind {
+            NatKind::Nat => dir == crate::packet::Dir::Out,
+            NatKind::Rdr => dir == crate::packet::Dir::In,
+            NatKind::Binat => true,
+        }
+    }
 }
 
 /// pf's default source port range for `nat` (`PF_NAT_PROXY_PORT_LOW` .. `_HIGH`).
