@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use config::KernelRoutes;
-use dataplane::fib::{FibControl, Target};
+use dataplane::fib::{FibControl, PrefixMap, PrefixSet, Target};
 use io::netlink::route::{self, NLM_F_APPEND, RouteMessage, RouteNextHop, RouteSocket};
 
 mod threads;
@@ -121,12 +121,12 @@ pub struct RouteSync {
     cfg: KernelRoutes,
     /// TAP ifindex -> logical port.
     ports: HashMap<u32, u16>,
-    routes: HashMap<Key, Vec<KernelRoute>>,
+    routes: PrefixMap<Key, Vec<KernelRoute>>,
     /// While a dump is read: the table as it was before it, for the prefixes the dump has not
     /// reached yet (so that they keep their routes until then).
-    stale: HashMap<Key, Vec<KernelRoute>>,
+    stale: PrefixMap<Key, Vec<KernelRoute>>,
     /// Changed prefixes, once each: the set, and the list to take them from in slices.
-    dirty: HashSet<Key>,
+    dirty: PrefixSet<Key>,
     dirty_list: Vec<Key>,
     /// When the last dump started, until the FIB has caught up with it.
     dump_started: Option<Instant>,
@@ -140,9 +140,9 @@ impl RouteSync {
         RouteSync {
             cfg,
             ports,
-            routes: HashMap::new(),
-            stale: HashMap::new(),
-            dirty: HashSet::new(),
+            routes: PrefixMap::default(),
+            stale: PrefixMap::default(),
+            dirty: PrefixSet::default(),
             dirty_list: Vec::new(),
             dump_started: None,
             dumping: false,
