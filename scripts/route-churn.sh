@@ -120,15 +120,20 @@ while at < len(data):
 drain()
 if failed:
     print(f"push: the kernel refused {failed} messages", file=sys.stderr)
+import resource
+r = resource.getrusage(resource.RUSAGE_SELF)
+# /proc/self/schedstat: time on a CPU, time runnable but waiting for one (ns).
+wait = int(open("/proc/self/schedstat").read().split()[1]) / 1e9
+open(sys.argv[2], "w").write(f"user {r.ru_utime:.2f} s, system {r.ru_stime:.2f} s, waiting for a CPU {wait:.2f} s")
 PY
 total=$((v4 + v6))
 t0=$(date +%s.%N)
-nsx d python3 "$dir/push.py" "$dir/add"
+nsx d python3 "$dir/push.py" "$dir/add" "$dir/writer.cpu"
 t1=$(date +%s.%N)
-python3 -c "print(f'kernel alone: {$total} routes added in {$t1 - $t0:.2f} s = {$total / ($t1 - $t0):,.0f} routes/s')"
+python3 -c "print(f'kernel alone: {$total} routes added in {$t1 - $t0:.2f} s = {$total / ($t1 - $t0):,.0f} routes/s; the writer\'s CPU: $(cat "$dir/writer.cpu")')"
 ip netns exec ${tag}d "$bin" run -c "$dir/router.toml" --cpu 1 >"$dir/run.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q "forwarding with" "$dir/run.log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs "forwarding with" "$dir/run.log" && break; sleep 0.1; done
 grep -q "forwarding with" "$dir/run.log" || { cat "$dir/run.log"; exit 1; }
 for _ in $(seq 1200); do grep -q "dumped" "$dir/run.log" && break; sleep 0.1; done
 echo "dump: $(grep -o 'table.*dumped.*' "$dir/run.log")"
@@ -150,6 +155,22 @@ print(k["routes"], k["pending"], k["dumps"], k["overruns"], v["drops"]["no_route
 EOF
 }
 now() { date +%s.%N; }
+# CPU seconds (user + system) of each of linerate's threads, by name, as one line.
+thread_cpu() {
+    python3 - "$pid" <<'EOF'
+import glob, os, sys
+tick = os.sysconf("SC_CLK_TCK")
+cpu = {}
+for t in glob.glob(f"/proc/{sys.argv[1]}/task/*"):
+    try:
+        name = open(f"{t}/comm").read().strip()
+        f = open(f"{t}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    cpu[name] = cpu.get(name, 0) + (int(f[11]) + int(f[12])) / tick
+print(" ".join(f"{k}={v:.2f}" for k, v in sorted(cpu.items())))
+EOF
+}
 # Wait until linerate holds `want` kernel routes with nothing pending; prints the time.
 wait_for() {
     local want=$1
@@ -171,11 +192,13 @@ phase() {
     b0=$(rx)
     a0=$(tx)
     read -r _ _ _ _ no_route0 rx_drops0 < <(stats)
+    local cpu0
+    cpu0=$(thread_cpu)
     nsx a "$bin" gen -i lrca0 -D 02:00:00:00:0d:00 -s 198.18.0.10-198.18.0.29 -d 10.97.0.1-10.97.0.50 -R "$rate" -n $((rate * secs)) >"$dir/gen.log" 2>&1 &
     local gen=$!
     sleep 1
     t0=$(now)
-    nsx d python3 "$dir/push.py" "$file"
+    nsx d python3 "$dir/push.py" "$file" "$dir/writer.cpu"
     t1=$(now)
     t2=$(wait_for "$want")
     wait "$gen"
@@ -185,6 +208,10 @@ phase() {
     got=$(( $(rx) - b0 ))
     read -r _ _ dumps overruns no_route rx_drops < <(stats)
     no_route=$((no_route - no_route0)); rx_drops=$((rx_drops - rx_drops0))
+    python3 -c "
+a = dict(x.split('=') for x in '$cpu0'.split())
+b = dict(x.split('=') for x in '$(thread_cpu)'.split())
+print('$name: the writer\'s CPU: $(cat "$dir/writer.cpu"); linerate\'s CPU seconds per thread:', ', '.join(f'{k} {float(v) - float(a.get(k, 0)):.2f}' for k, v in b.items() if float(v) - float(a.get(k, 0)) >= 0.01))"
     python3 -c "
 t0, t1, t2 = $t0, $t1, $t2
 print(f'$name: {$total} routes: kernel (netlink writer) {t1 - t0:.2f} s, linerate FIB done {t2 - t0:.2f} s after the first (= {$total / (t2 - t0):,.0f} routes/s, {t2 - t1:.2f} s after the kernel); steady flow {$sent} sent, {$got} received, lost {max(0, $sent - $got)}; dumps $dumps, overruns $overruns; linerate dropped: no_route $no_route, rx (ring full, CPU busy) $rx_drops')"

@@ -28,10 +28,12 @@ use wire::MacAddr;
 use crate::adjacency::{Adjacency, AdjacencyTable, MAX_PORT};
 pub use crate::ports::PortInfo;
 
+mod prefix_hash;
 mod routes;
 #[cfg(test)]
 mod tests;
 
+pub use prefix_hash::{PrefixHash, PrefixMap, PrefixSet};
 pub use routes::{RouteChanges, StaticRoute, Target};
 
 /// Next-hop id of the router's own addresses.
@@ -150,7 +152,7 @@ pub struct FibControl {
     next_slot: usize,
     /// Static and kernel routes as their sources last said (see `routes.rs`).
     statics: HashMap<(IpAddr, u8), (Target, NextHop)>,
-    kernel: HashMap<(IpAddr, u8), (NextHop, RouteKind)>,
+    kernel: PrefixMap<(IpAddr, u8), (NextHop, RouteKind)>,
     /// Freed ids whose grace period is over, and those still waiting for it.
     free: Vec<NextHop>,
     retired: VecDeque<Retired<NextHop>>,
@@ -183,7 +185,7 @@ impl FibControl {
             retired_slots: VecDeque::new(),
             next_slot: 0,
             statics: HashMap::new(),
-            kernel: HashMap::new(),
+            kernel: PrefixMap::default(),
             free: Vec::new(),
             retired: VecDeque::new(),
             next_id: FIRST_FREE_ID,

@@ -166,7 +166,7 @@ pub(crate) fn stats(state: &RouterState) -> Value {
         "drops": drops,
         "slow_path": slow_path_stats(state, &snaps),
         "kernel_routes": state.kernel_routes.as_ref().map(|k| json!({
-            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending.load(Relaxed),
+            "messages": k.messages.load(Relaxed), "applied": k.applied.load(Relaxed), "routes": k.routes.load(Relaxed), "pending": k.pending(),
             "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
             "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
         })),

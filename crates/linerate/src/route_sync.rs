@@ -2,12 +2,15 @@
 //! as VPP's linux-cp plugin and grout do, so that a routing daemon on the host-stack TAPs
 //! (BIRD, FRR) routes for linerate.
 //!
-//! One thread (`lr-routes`) dumps the table, then follows `RTM_NEWROUTE` / `RTM_DELROUTE`
-//! from the route multicast groups. It reads everything queued, coalesces it (a prefix
-//! changed ten times is applied once, as it ends up), then applies the changed prefixes to
-//! the FIB in slices of [`SLICE`] under the slow path's lock. The workers never wait: the FIB
-//! is updated in place (see `dataplane::fib`). If the socket's buffer overflowed (`ENOBUFS`,
-//! messages lost), the table is dumped again and the FIB made to match it.
+//! Two threads ([`threads`]): `lr-routes` dumps the table, then reads `RTM_NEWROUTE` /
+//! `RTM_DELROUTE` from the route multicast groups and hands them over as they came;
+//! `lr-routes-fib` records them here, coalesced (a prefix changed ten times is applied once,
+//! as it ends up), and applies the changed prefixes to the FIB in slices of [`SLICE`] under
+//! the slow path's lock. Reading never waits for applying, so the socket's buffer does not
+//! fill while the FIB catches up. The workers never wait: the FIB is updated in place (see
+//! `dataplane::fib`). If the socket's buffer overflowed anyway (`ENOBUFS`, messages lost), the
+//! table is dumped again and the FIB made to match it; prefixes keep their routes while the
+//! dump is read.
 //!
 //! What the FIB takes of a kernel route ([`RouteSync::target`]): the lowest-metric route of a
 //! prefix with TOS 0; unicast next hops on linerate's TAPs (the TAP of port X is port X),
@@ -19,21 +22,25 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
 
 use config::KernelRoutes;
-use dataplane::fib::{FibControl, Target};
-use dataplane::slowpath::SlowPath;
+use dataplane::fib::{FibControl, PrefixMap, PrefixSet, Target};
 use io::netlink::route::{self, NLM_F_APPEND, RouteMessage, RouteNextHop, RouteSocket};
+
+mod threads;
+
+pub use threads::start;
 
 /// Prefixes applied per hold of the slow path's lock (the slow path waits at most this long).
 const SLICE: usize = 4096;
-/// Datagrams read before the changes are applied, at most (a full table arrives in many).
-const READ_BUDGET: usize = 4096;
-/// The route socket's receive buffer: room for a burst of about 400k messages.
-pub const RCVBUF: usize = 64 << 20;
+/// The route socket's receive buffer, asked for (the kernel doubles it and charges 832 bytes
+/// per queued IPv4 notification, 1280 per IPv6 one on Linux 6.18): room for about 400k
+/// messages, the IPv6 routes of a full table deleted at once (330k/s here) while the reader
+/// waits for a CPU. Memory is taken only while messages wait.
+pub const RCVBUF: usize = 256 << 20;
 
 /// Why a kernel route, or a next hop of one, is not in the FIB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,8 +80,10 @@ pub struct SyncStats {
     pub applied: AtomicU64,
     /// Kernel routes in the FIB's view (installed or shadowed by another source).
     pub routes: AtomicU64,
-    /// Changed prefixes read but not yet applied.
-    pub pending: AtomicU64,
+    /// Changed prefixes not yet applied.
+    dirty: AtomicU64,
+    /// Messages read and handed over, not yet taken.
+    queued: AtomicU64,
     /// Full dumps (1 at start, one more per overflow).
     pub dumps: AtomicU64,
     /// Receive buffer overflows: messages were lost, the table was dumped again.
@@ -83,6 +92,12 @@ pub struct SyncStats {
 }
 
 impl SyncStats {
+    /// Changes read from the kernel and not yet in the FIB (messages, or prefixes once
+    /// coalesced).
+    pub fn pending(&self) -> u64 {
+        self.dirty.load(Relaxed) + self.queued.load(Relaxed)
+    }
+
     /// (reason, count) for every reason a route or next hop was left out.
     pub fn skipped(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         Skip::ALL.iter().map(|&s| (s.name(), self.skipped[s as usize].load(Relaxed)))
@@ -98,22 +113,42 @@ struct KernelRoute {
     skip: Option<Skip>,
 }
 
+/// A prefix of the mirrored table.
+type Key = (IpAddr, u8);
+
 /// The mirrored table as the kernel last said, and the prefixes changed since the last apply.
 pub struct RouteSync {
     cfg: KernelRoutes,
     /// TAP ifindex -> logical port.
     ports: HashMap<u32, u16>,
-    routes: HashMap<(IpAddr, u8), Vec<KernelRoute>>,
+    routes: PrefixMap<Key, Vec<KernelRoute>>,
+    /// While a dump is read: the table as it was before it, for the prefixes the dump has not
+    /// reached yet (so that they keep their routes until then).
+    stale: PrefixMap<Key, Vec<KernelRoute>>,
     /// Changed prefixes, once each: the set, and the list to take them from in slices.
-    dirty: HashSet<(IpAddr, u8)>,
-    dirty_list: Vec<(IpAddr, u8)>,
+    dirty: PrefixSet<Key>,
+    dirty_list: Vec<Key>,
+    /// When the last dump started, until the FIB has caught up with it.
+    dump_started: Option<Instant>,
+    dumping: bool,
     pub stats: Arc<SyncStats>,
     logged: HashSet<Skip>,
 }
 
 impl RouteSync {
     pub fn new(cfg: KernelRoutes, ports: HashMap<u32, u16>) -> RouteSync {
-        RouteSync { cfg, ports, routes: HashMap::new(), dirty: HashSet::new(), dirty_list: Vec::new(), stats: Arc::default(), logged: HashSet::new() }
+        RouteSync {
+            cfg,
+            ports,
+            routes: PrefixMap::default(),
+            stale: PrefixMap::default(),
+            dirty: PrefixSet::default(),
+            dirty_list: Vec::new(),
+            dump_started: None,
+            dumping: false,
+            stats: Arc::default(),
+            logged: HashSet::new(),
+        }
     }
 
     fn skip(&mut self, why: Skip, what: &dyn Fn() -> String) {
@@ -132,6 +167,12 @@ impl RouteSync {
         }
         self.stats.messages.fetch_add(1, Relaxed);
         self.take(msg);
+    }
+
+    /// Publishes the table's size and what waits to be applied.
+    fn publish(&self) {
+        self.stats.routes.store(self.routes.len() as u64, Relaxed);
+        self.stats.dirty.store(self.dirty.len() as u64, Relaxed);
     }
 
     fn take(&mut self, msg: RouteMessage) {
@@ -179,13 +220,16 @@ impl RouteSync {
         if list.is_empty() {
             self.routes.remove(&key);
         }
+        if self.dumping {
+            self.stale.remove(&key);
+        }
         self.mark(key);
     }
 
     /// What the FIB should hold for a prefix now: its lowest-metric route, if linerate can
     /// forward by it.
-    fn target(&mut self, key: (IpAddr, u8)) -> Option<Target> {
-        let best = self.routes.get(&key)?.iter().min_by_key(|r| r.metric)?.clone();
+    fn target(&mut self, key: Key) -> Option<Target> {
+        let best = self.routes.get(&key).or_else(|| self.stale.get(&key))?.iter().min_by_key(|r| r.metric)?.clone();
         if best.skip.is_some() {
             return None;
         }
@@ -216,7 +260,7 @@ impl RouteSync {
         }
     }
 
-    fn mark(&mut self, key: (IpAddr, u8)) {
+    fn mark(&mut self, key: Key) {
         if self.dirty.insert(key) {
             self.dirty_list.push(key);
         }
@@ -233,7 +277,7 @@ impl RouteSync {
         for &key in &keys {
             self.dirty.remove(&key);
             let res = match self.target(key) {
-                Some(t) => fib.set_kernel(key.0, key.1, &t).map(drop),
+                Some(t) => fib.set_kernel(key.0, key.1, &t),
                 None => fib.remove_kernel(key.0, key.1).map(drop),
             };
             if let Err(e) = res {
@@ -242,19 +286,37 @@ impl RouteSync {
             }
         }
         self.stats.applied.fetch_add(keys.len() as u64, Relaxed);
-        self.stats.routes.store(self.routes.len() as u64, Relaxed);
-        self.stats.pending.store(self.dirty.len() as u64, Relaxed);
+        self.publish();
         keys.len()
     }
 
-    /// Forgets the table before a new dump; every prefix known so far is re-examined when
-    /// the dump has been read (gone ones are removed).
-    fn reset(&mut self) {
-        let known: Vec<(IpAddr, u8)> = self.routes.keys().copied().collect();
-        for key in known {
+    /// Starts reading a new dump: the table known so far is kept aside for the prefixes the
+    /// dump has not reached yet.
+    fn start_dump(&mut self, at: Instant) {
+        self.stale.extend(self.routes.drain());
+        self.dumping = true;
+        self.dump_started = Some(at);
+        self.stats.dumps.fetch_add(1, Relaxed);
+    }
+
+    /// The dump has been read: the prefixes it did not name are gone.
+    fn finish_dump(&mut self) {
+        let gone: Vec<Key> = self.stale.drain().map(|(key, _)| key).collect();
+        for key in gone {
             self.mark(key);
         }
-        self.routes.clear();
+        self.dumping = false;
+        self.publish();
+    }
+
+    /// Once the FIB holds the whole of the last dump: a line saying how long that took.
+    fn dump_report(&mut self) -> Option<String> {
+        if self.dumping || self.is_dirty() {
+            return None;
+        }
+        let secs = self.dump_started.take()?.elapsed().as_secs_f64();
+        let n = self.routes.len();
+        Some(format!("linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)", self.cfg.table, n as f64 / secs.max(1e-9)))
     }
 }
 
@@ -276,83 +338,6 @@ pub fn open(cfg: &config::Config) -> anyhow::Result<Option<(RouteSync, RouteSock
     let protocols = if k.protocols.is_empty() { "every protocol but kernel".to_owned() } else { format!("protocols {:?}", k.protocols) };
     eprintln!("linerate: kernel routes: mirroring table {} ({protocols}) through {} TAPs", k.table, ports.len());
     Ok(Some((RouteSync::new(k.clone(), ports), sock)))
-}
-
-/// Dumps the table into `sync` (after throwing away whatever the socket had queued: the
-/// dump is newer).
-fn dump(sync: &mut RouteSync, sock: &RouteSocket, buf: &mut [u8]) {
-    drain(sock, buf);
-    sync.reset();
-    sync.stats.dumps.fetch_add(1, Relaxed);
-    if let Err(e) = route::dump_routes(|m| sync.handle(m)) {
-        eprintln!("linerate: kernel routes: dumping the routing table: {e}");
-    }
-}
-
-/// Discards every queued datagram.
-fn drain(sock: &RouteSocket, buf: &mut [u8]) {
-    loop {
-        match sock.recv(buf) {
-            Ok(Some(_)) => {}
-            Err(e) if route::is_overrun(&e) => {}
-            _ => return,
-        }
-    }
-}
-
-/// Applies every pending change, a slice per hold of the slow path's lock.
-fn apply_all(sync: &mut RouteSync, slow: &Mutex<SlowPath>, stop: &AtomicBool) {
-    sync.stats.pending.store(sync.dirty.len() as u64, Relaxed);
-    while sync.is_dirty() && !stop.load(Relaxed) {
-        let mut sp = slow.lock().unwrap_or_else(|e| e.into_inner());
-        sync.apply(sp.fib_mut(), SLICE);
-    }
-}
-
-/// Runs until `stop`: dump, then follow the table.
-pub fn run(mut sync: RouteSync, sock: RouteSocket, slow: Arc<Mutex<SlowPath>>, stop: Arc<AtomicBool>) {
-    let mut buf = vec![0u8; 1 << 20];
-    let mut need_dump = true;
-    while !stop.load(Relaxed) {
-        if need_dump {
-            let start = std::time::Instant::now();
-            dump(&mut sync, &sock, &mut buf);
-            apply_all(&mut sync, &slow, &stop);
-            let (n, secs) = (sync.routes.len(), start.elapsed().as_secs_f64());
-            eprintln!("linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)", sync.cfg.table, n as f64 / secs.max(1e-9));
-            need_dump = false;
-        }
-        let mut read = 0;
-        while read < READ_BUDGET {
-            match sock.recv(&mut buf) {
-                Ok(Some(n)) => {
-                    for m in route::messages(&buf[..n]) {
-                        sync.handle(m);
-                    }
-                    read += 1;
-                }
-                Ok(None) => break,
-                Err(e) if route::is_overrun(&e) => {
-                    sync.stats.overruns.fetch_add(1, Relaxed);
-                    eprintln!("linerate: kernel routes: route messages lost (socket buffer full); dumping the table again");
-                    need_dump = true;
-                    break;
-                }
-                Err(e) => {
-                    eprintln!("linerate: kernel routes: reading the route socket: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
-                    break;
-                }
-            }
-        }
-        if need_dump {
-            continue;
-        }
-        apply_all(&mut sync, &slow, &stop);
-        if read == 0 {
-            let _ = sock.wait(100);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -241,12 +241,67 @@ impl RouteSocket {
         if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) }
     }
 
+    /// Reads as many datagrams as are waiting, up to `into`'s number of slots, in one
+    /// `recvmmsg(2)`; returns how many (0 if none is waiting). The kernel sends one route
+    /// notification per datagram, so this saves a system call per route in a burst. An
+    /// `ENOBUFS` error means messages were lost (the buffer overflowed, or a datagram did not
+    /// fit its slot): the table must be dumped again.
+    pub fn recv_many(&self, into: &mut Datagrams) -> io::Result<usize> {
+        let slot = into.slot;
+        let mut iovs: Vec<libc::iovec> =
+            into.buf.chunks_exact_mut(slot).map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: slot }).collect();
+        // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control data).
+        let mut hdrs: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .map(|iov| {
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_iov = iov;
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        // SAFETY: `hdrs` holds `hdrs.len()` headers, each pointing at one iovec of `iovs` that
+        // covers its own `slot` bytes of `into.buf`; all outlive the call, which writes only
+        // there and into the headers. A null timeout: the socket is non-blocking.
+        let n = unsafe { libc::recvmmsg(self.fd.as_raw_fd(), hdrs.as_mut_ptr(), hdrs.len() as u32, 0, std::ptr::null_mut()) };
+        into.lens.clear();
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock { Ok(0) } else { Err(e) };
+        }
+        let got = &hdrs[..n as usize];
+        if got.iter().any(|h| h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0) {
+            return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+        }
+        into.lens.extend(got.iter().map(|h| (h.msg_len as usize).min(slot)));
+        Ok(into.lens.len())
+    }
+
     /// Waits up to `timeout_ms` for a datagram.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {
         let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd, count 1.
         let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n > 0) }
+    }
+}
+
+/// Room for the datagrams of one [`RouteSocket::recv_many`], and the ones it read.
+pub struct Datagrams {
+    buf: Vec<u8>,
+    slot: usize,
+    lens: Vec<usize>,
+}
+
+impl Datagrams {
+    /// `count` datagrams of up to `slot` bytes each (a route notification is at most a page).
+    pub fn new(count: usize, slot: usize) -> Datagrams {
+        Datagrams { buf: vec![0; count.max(1) * slot.max(1)], slot: slot.max(1), lens: Vec::with_capacity(count) }
+    }
+
+    /// The datagrams the last read returned, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.lens.iter().enumerate().map(|(i, &len)| &self.buf[i * self.slot..i * self.slot + len])
     }
 }
 

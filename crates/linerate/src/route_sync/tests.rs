@@ -2,11 +2,11 @@ use super::*;
 use dataplane::adjacency::Adjacency;
 use io::netlink::{message, push_attr};
 
-const TAP_A: u32 = 7;
+pub(super) const TAP_A: u32 = 7;
 const TAP_B: u32 = 9;
 
 /// A route message as the kernel writes it (rtmsg, then attributes).
-struct Msg {
+pub(super) struct Msg {
     new: bool,
     flags: u16,
     dst: IpAddr,
@@ -19,7 +19,7 @@ struct Msg {
 }
 
 impl Msg {
-    fn new(dst: &str, len: u8, hops: &[(&str, u32)]) -> Msg {
+    pub(super) fn new(dst: &str, len: u8, hops: &[(&str, u32)]) -> Msg {
         Msg {
             new: true,
             flags: 0,
@@ -33,7 +33,7 @@ impl Msg {
         }
     }
 
-    fn bytes(&self) -> Vec<u8> {
+    pub(super) fn bytes(&self) -> Vec<u8> {
         let v4 = self.dst.is_ipv4();
         let mut b = vec![if v4 { 2 } else { 10 }, self.len, 0, 0, self.table, self.proto, 0, self.kind, 0, 0, 0, 0];
         let ip = |a: IpAddr| match a {
@@ -72,21 +72,21 @@ impl Msg {
         m
     }
 
-    fn del(mut self) -> Msg {
+    pub(super) fn del(mut self) -> Msg {
         self.new = false;
         self
     }
 }
 
-fn sync() -> RouteSync {
+pub(super) fn sync() -> RouteSync {
     RouteSync::new(KernelRoutes { table: 254, protocols: vec![] }, HashMap::from([(TAP_A, 0), (TAP_B, 1)]))
 }
 
-fn fib() -> FibControl {
+pub(super) fn fib() -> FibControl {
     FibControl::new(1024)
 }
 
-fn lookup(ctl: &FibControl, a: &str) -> Option<Adjacency> {
+pub(super) fn lookup(ctl: &FibControl, a: &str) -> Option<Adjacency> {
     let fib = ctl.fib();
     let id = match a.parse::<IpAddr>().unwrap() {
         IpAddr::V4(a) => fib.v4.lookup(u32::from(a)),
@@ -95,7 +95,7 @@ fn lookup(ctl: &FibControl, a: &str) -> Option<Adjacency> {
     Some(fib.adj.get(id))
 }
 
-fn gateways(ctl: &FibControl, a: &str) -> Vec<(IpAddr, u16)> {
+pub(super) fn gateways(ctl: &FibControl, a: &str) -> Vec<(IpAddr, u16)> {
     let fib = ctl.fib();
     let IpAddr::V4(addr) = a.parse::<IpAddr>().unwrap() else { panic!() };
     let Some(id) = fib.v4.lookup(u32::from(addr)) else { return vec![] };
@@ -110,7 +110,7 @@ fn gateways(ctl: &FibControl, a: &str) -> Vec<(IpAddr, u16)> {
     g
 }
 
-fn ip(s: &str) -> IpAddr {
+pub(super) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
@@ -214,16 +214,28 @@ fn blackhole_unreachable_and_other_types() {
 #[test]
 fn a_new_dump_removes_what_vanished() {
     let (mut s, mut ctl) = (sync(), fib());
-    s.handle(&Msg::new("10.11.0.0", 16, &[("198.18.0.2", TAP_A)]).bytes());
-    s.handle(&Msg::new("10.12.0.0", 16, &[("198.18.0.2", TAP_A)]).bytes());
+    for p in ["10.11.0.0", "10.12.0.0", "10.13.0.0"] {
+        s.handle(&Msg::new(p, 16, &[("198.18.0.2", TAP_A)]).bytes());
+    }
     s.apply(&mut ctl, 100);
-    // Messages were lost: the dump has only one of them.
-    s.reset();
+    // A change read but not applied yet when messages are lost.
+    s.handle(&Msg::new("10.11.0.0", 16, &[("198.18.0.4", TAP_A)]).bytes());
+    // The new dump names only two of the three prefixes.
+    s.start_dump(Instant::now());
     s.handle(&Msg::new("10.12.0.0", 16, &[("198.18.0.3", TAP_A)]).bytes());
     assert_eq!(s.apply(&mut ctl, 1), 1, "applied in slices");
+    assert_eq!(gateways(&ctl, "10.12.0.1"), vec![(ip("198.18.0.3"), 0)], "applied while the dump is read");
+    s.apply(&mut ctl, 100);
+    assert_eq!(gateways(&ctl, "10.11.0.1"), vec![(ip("198.18.0.4"), 0)], "kept until the dump has been read");
+    assert_eq!(s.dump_report(), None, "the dump is still being read");
+    s.handle(&Msg::new("10.13.0.0", 16, &[("198.18.0.2", TAP_A)]).bytes());
+    s.finish_dump();
+    assert_eq!(s.dump_report(), None, "the vanished prefix is not applied yet");
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "10.11.0.1"), None);
     assert_eq!(gateways(&ctl, "10.12.0.1"), vec![(ip("198.18.0.3"), 0)]);
-    assert_eq!(ctl.kernel_counts(), (1, 1));
+    assert_eq!(gateways(&ctl, "10.13.0.1"), vec![(ip("198.18.0.2"), 0)]);
+    assert_eq!(ctl.kernel_counts(), (2, 2));
+    assert!(s.dump_report().unwrap().contains("2 routes in the FIB"));
+    assert_eq!(s.stats.pending(), 0);
 }
-

@@ -136,10 +136,10 @@ pub(super) struct Threads {
     pub workers: Vec<JoinHandle<RunWorker>>,
     /// Hands the host I/O back (its error count) when it ends.
     pub slow: JoinHandle<HostIo>,
-    pub _routes: Option<JoinHandle<()>>,
+    pub _routes: Vec<JoinHandle<()>>,
 }
 
-/// Starts the slow-path thread, the kernel route thread (with `router.kernel_routes`) and
+/// Starts the slow-path thread, the kernel route threads (with `router.kernel_routes`) and
 /// each worker pinned to its CPU.
 pub(super) fn start(slow: &Arc<Mutex<SlowPath>>, io: SlowPathThreads, ready: Vec<RunWorker>, cpus: &[usize], stop: &Arc<AtomicBool>) -> Result<Threads> {
     let slow_thread = {
@@ -151,14 +151,8 @@ pub(super) fn start(slow: &Arc<Mutex<SlowPath>>, io: SlowPathThreads, ready: Vec
             .context("starting the slow-path thread")?
     };
     let routes_thread = match io.kernel_routes {
-        Some((sync, sock)) => {
-            let (slow, stop) = (Arc::clone(slow), Arc::clone(stop));
-            Some(std::thread::Builder::new()
-                .name("lr-routes".into())
-                .spawn(move || crate::route_sync::run(sync, sock, slow, stop))
-                .context("starting the kernel route thread")?)
-        }
-        None => None,
+        Some((sync, sock)) => crate::route_sync::start(sync, sock, Arc::clone(slow), stop).context("starting the kernel route threads")?,
+        None => Vec::new(),
     };
     let mut handles = Vec::new();
     for (w, mut worker) in ready.into_iter().enumerate() {

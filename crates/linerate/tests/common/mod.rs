@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use lab::topology::{End, Namespace, veth};
 
+pub mod bgp;
+
 pub const A_MAC: &str = "02:00:00:00:0a:01";
 pub const D0_MAC: &str = "02:00:00:00:0d:00";
 pub const D1_MAC: &str = "02:00:00:00:0d:01";
