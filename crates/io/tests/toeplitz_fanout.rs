@@ -101,7 +101,8 @@ fn kernel_runs_the_same_hash_as_the_reference() {
     assert_eq!(run(&arp), 0);
 }
 
-/// An IPv4 ICMP echo request (or, by `r`, the frame itself): identifier from `r`.
+/// An IPv4 ICMP query or reply (echo, timestamp, address mask; or a router advertisement, not
+/// a query), or by `r` the frame itself: identifier from `r`.
 fn echo_or(f: &[u8], r: u64) -> Vec<u8> {
     if r & 0x100 == 0 {
         return f.to_vec();
@@ -109,7 +110,7 @@ fn echo_or(f: &[u8], r: u64) -> Vec<u8> {
     let mut e = f.to_vec();
     e[14 + 9] = 1;
     e[14 + 6..14 + 8].copy_from_slice(&[0, 0]);
-    e[14 + 20] = [0u8, 8][(r >> 9) as usize % 2];
+    e[14 + 20] = [0u8, 8, 13, 14, 17, 9][(r >> 9) as usize % 6];
     e[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&((r >> 16) as u16).to_be_bytes());
     e
 }

@@ -211,6 +211,32 @@ fn many_inside_hosts_through_nat_two_workers() {
     many_connections(2, 50);
 }
 
+/// Two workers: pings from 20 inside addresses (each its own identifier) and a traceroute.
+/// The replies and errors reach the worker that holds the translation: the fanout hashes an
+/// echo by its identifier and an error by the flow it quotes, and `nat` picks an identifier
+/// whose replies hash to the worker choosing it.
+#[test]
+fn ping_and_traceroute_through_nat_two_workers() {
+    if skip() {
+        return;
+    }
+    let nl = nat_lab("natw");
+    let lab = &nl.lab;
+    let (dut, _) = start(lab, 2);
+    let mut answered = 0;
+    for i in 10..30 {
+        let src = format!("198.18.0.{i}");
+        let ping = lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "-I", &src, "198.19.0.2"]);
+        answered += usize::from(ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 2 received")));
+    }
+    let tr = lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"]).unwrap();
+    let report = stop(dut);
+    assert_eq!(answered, 20, "pings answered through nat on two workers\n{report}");
+    let text = String::from_utf8_lossy(&tr.stdout).to_string();
+    let hops: Vec<&str> = text.lines().skip_while(|l| l.starts_with("traceroute")).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(hops, ["198.18.0.1", "198.19.0.2", "198.20.0.2"], "{text}\n{report}");
+}
+
 #[test]
 fn ping_traceroute_rdr_and_binat() {
     if skip() {

@@ -419,8 +419,14 @@ impl NatStage {
             _ => target.ports.unwrap_or(fw::nat::DEFAULT_NAT_PORTS),
         };
         let key_for = |p: u16| NatKey { src: k.dst, dst: addr, sport: if query { p } else { k.dport }, dport: p, proto: k.proto };
-        let steer = self.steering.as_ref().filter(|_| t.kind == Kind::Ports);
-        let accept = |p: u16| steer.is_none_or(|s| queue_for(s.hash.ipv4_ports(k.dst.into(), addr.into(), k.dport, p), s.workers) == s.worker);
+        // The reply's receive hash: its ports, or for a query its identifier and 0 (what
+        // AF_PACKET's fanout program hashes, io::afpacket::toeplitz).
+        let steer = self.steering.as_ref().filter(|_| matches!(t.kind, Kind::Ports | Kind::Query { .. }));
+        let reply_ports = |p: u16| if query { (p, 0) } else { (k.dport, p) };
+        let accept = |p: u16| {
+            let (sport, dport) = reply_ports(p);
+            steer.is_none_or(|s| queue_for(s.hash.ipv4_ports(k.dst.into(), addr.into(), sport, dport), s.workers) == s.worker)
+        };
         let start = start_port(self.seed, &k);
         let p = self.table.free_port(range, start, accept, key_for).map_err(alloc_reason)?;
         Ok(Session { iface: port, kind: NatKind::Nat, rule: ri as u32, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() })

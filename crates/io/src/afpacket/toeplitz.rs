@@ -13,7 +13,8 @@
 //!
 //! Where software can do better than a NIC, it does, so that ICMP reaches the worker that
 //! holds its flow's state or translation:
-//! * an ICMP echo request or reply (ICMPv6 128, 129) hashes its identifier as the source port
+//! * an ICMP query or reply (echo, timestamp, information, address mask; ICMPv6 echo 128,
+//!   129) hashes its identifier as the source port
 //!   and 0 as the destination port (with the symmetric key the hash depends on the two
 //!   ports' XOR, so the identifier twice would cancel out), so a ping and its replies share a
 //!   worker, and a NAT worker can choose the identifier whose replies come back to it, as it
@@ -42,6 +43,10 @@ pub const PROG_NAME: &str = "lr_rss";
 
 /// IPv4 ICMP types that quote the packet they are about.
 const ICMP4_ERRORS: [i32; 5] = [3, 4, 5, 11, 12];
+
+/// IPv4 ICMP queries and their replies, which carry an identifier (RFC 792: echo, timestamp,
+/// information; RFC 950: address mask).
+const ICMP4_QUERIES: [i32; 8] = [0, 8, 13, 14, 15, 16, 17, 18];
 
 /// The 32-bit window of `key` starting at bit `bit` (bits numbered from the most significant
 /// bit of byte 0).
@@ -89,9 +94,9 @@ impl Targets {
         self.addrs.jump(p, Insn::jne_imm(R0, icmp, 0));
     }
 
-    /// r0 holds an ICMP type: `echo` types go to `echo`, the rest to `addrs`.
-    fn echo_or_addrs(&mut self, p: &mut Vec<Insn>, echo: [i32; 2]) {
-        for t in echo {
+    /// r0 holds an ICMP type: `echo` types (queries) go to `echo`, the rest to `addrs`.
+    fn echo_or_addrs(&mut self, p: &mut Vec<Insn>, echo: &[i32]) {
+        for &t in echo {
             self.echo.jump(p, Insn::jeq_imm(R0, t, 0));
         }
         self.addrs.jump(p, Insn::ja(0));
@@ -136,7 +141,7 @@ fn ipv4(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], done: &mut Fixups) {
     for e in ICMP4_ERRORS {
         quoted.jump(p, Insn::jeq_imm(R0, e, 0));
     }
-    t.echo_or_addrs(p, [0, 8]);
+    t.echo_or_addrs(p, &ICMP4_QUERIES);
     quoted.land(p);
     p.extend([Insn::mov_reg(R8, R9), Insn::add_imm(R8, 8)]);
     unless_fragment(p, &mut t);
@@ -144,7 +149,7 @@ fn ipv4(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], done: &mut Fixups) {
     p.push(Insn::ld_ind_b(R8, 9));
     t.by_protocol(p, 1);
     p.push(Insn::ld_ind_b(R9, 0));
-    t.echo_or_addrs(p, [0, 8]);
+    t.echo_or_addrs(p, &ICMP4_QUERIES);
     t.hash(p, key, 64, 12, 8, done);
 }
 
@@ -161,12 +166,12 @@ fn ipv6(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], done: &mut Fixups) {
     not_error.jump(p, Insn::jgt_imm(R0, 4, 0));
     quoted.jump(p, Insn::ja(0));
     not_error.land(p);
-    t.echo_or_addrs(p, [128, 129]);
+    t.echo_or_addrs(p, &[128, 129]);
     quoted.land(p);
     p.extend([Insn::mov_imm(R8, 48), Insn::mov_imm(R9, 88), Insn::ld_abs_b(54)]);
     t.by_protocol(p, 58);
     p.push(Insn::ld_abs_b(88));
-    t.echo_or_addrs(p, [128, 129]);
+    t.echo_or_addrs(p, &[128, 129]);
     t.hash(p, key, 256, 8, 32, done);
 }
 
@@ -215,7 +220,7 @@ fn reference_v4(t: &Toeplitz, ip: &[u8], at: usize) -> Option<u32> {
     match byte(at + 9)? {
         6 | 17 => addrs(Some((word(l4)?, word(l4 + 2)?))),
         1 => match byte(l4)? {
-            0 | 8 => addrs(Some((word(l4 + 4)?, 0))),
+            q if ICMP4_QUERIES.contains(&i32::from(q)) => addrs(Some((word(l4 + 4)?, 0))),
             e if at == 0 && ICMP4_ERRORS.contains(&i32::from(e)) => reference_v4(t, ip, l4 + 8),
             _ => addrs(None),
         },
