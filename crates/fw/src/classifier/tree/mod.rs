@@ -58,8 +58,10 @@ fn group(af: Af, sets: &RuleSets) -> usize {
     usize::from(narrow(SRC)) + 2 * usize::from(narrow(SRC + 1))
 }
 
-/// A node with at most this many rules is a leaf.
-pub(crate) const LEAF_RULES: usize = 6;
+/// A node with at most this many rules is a leaf. Leaves are cheap to scan (in priority
+/// order, ranges inline, the scan ending at the first match), levels are not (a dependent
+/// read each): larger leaves make shallower trees (`docs/performance.md`).
+pub(crate) const LEAF_RULES: usize = 24;
 /// Rules stored in leaves, over all leaves, at most this many times the rule count (plus
 /// [`STORED_SLACK`]); past it the remaining nodes become leaves as they are.
 pub(crate) const STORED_PER_RULE: usize = 128;

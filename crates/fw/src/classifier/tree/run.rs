@@ -102,9 +102,14 @@ impl<V: Word> Forest<V> {
                 break;
             }
         }
+        // The leaves' first items, read together so that their cache misses overlap.
+        let starts = at.map(|c| (c & !LEAF) as usize);
+        let heads = starts.map(|p| self.items[p].0.low());
         let mut best = NONE;
-        for c in at {
-            best = self.scan_leaf((c & !LEAF) as usize, k, best);
+        for (p, head) in starts.into_iter().zip(heads) {
+            if head < best {
+                best = self.scan_leaf(p, k, best);
+            }
         }
         best
     }
