@@ -617,3 +617,28 @@ impl Tree {
         self.stats.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{priority, rule_of};
+
+    /// The lowest priority among any set of matching rules is pf's decision: the first
+    /// matching `quick` rule, else the last matching rule; and [`rule_of`] inverts it.
+    #[test]
+    fn lowest_priority_is_pfs_decision() {
+        let n = 10;
+        for quick_bits in 0u32..1 << n {
+            let quick = |i: usize| quick_bits >> i & 1 == 1;
+            for matching in (0u32..1 << n).step_by(7) {
+                let m: Vec<usize> = (0..n).filter(|&i| matching >> i & 1 == 1).collect();
+                let want = m.iter().copied().find(|&i| quick(i)).or(m.last().copied());
+                let got = m.iter().map(|&i| priority(i, quick(i), n)).min().map(|p| rule_of(p, n));
+                assert_eq!(got, want, "quick {quick_bits:b}, matching {matching:b}");
+            }
+        }
+        for i in 0..n {
+            assert_eq!(rule_of(priority(i, true, n), n), i);
+            assert_eq!(rule_of(priority(i, false, n), n), i);
+        }
+    }
+}
