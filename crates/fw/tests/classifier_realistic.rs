@@ -144,3 +144,44 @@ fn over_the_rfc_budgets_the_tree_takes_over() {
         assert_eq!(cl.classify(&k), evaluate(&rs, &k), "{k:?}");
     }
 }
+
+/// The tree's answer is the best priority over its four groups (narrow or wide source and
+/// destination) and over the rules of each leaf, a leaf's scan stopping at a rule that
+/// cannot beat the best already found: rules of all four groups over a few nested networks,
+/// `quick` or not, so that most packets match rules of several groups, some with tables
+/// too large to be copied into leaves; tree forced, against the reference.
+#[test]
+fn tree_priorities_across_groups_match_the_reference() {
+    for seed in 0..sets(12) {
+        let mut rng = Rng(9000 + seed);
+        let mut text = String::from("table <big> {");
+        for i in 0..40 {
+            text.push_str(&format!(" 10.{}.{}.0/24", i % 4, 16 * (i / 4)));
+        }
+        text.push_str(" }\n");
+        let narrow = ["10.0.0.0/24", "10.1.16.0/20", "10.2.0.7", "! 10.0.0.0/16", "<big>", "{ 10.3.0.0/16, !10.3.3.0/24 }"];
+        let wide = ["any", "10.0.0.0/8", "! 10.2.0.0/16", "! <big>"];
+        for _ in 0..(60 + rng.index(200)) {
+            let addr = |rng: &mut Rng| {
+                if rng.index(2) == 0 { narrow[rng.index(narrow.len())] } else { wide[rng.index(wide.len())] }
+            };
+            let (src, dst) = (addr(&mut rng), addr(&mut rng));
+            let action = if rng.index(2) == 0 { "pass" } else { "block" };
+            let quick = if rng.index(4) == 0 { " quick" } else { "" };
+            let port = ["", " port 80", " port { 22, 443 }", " port 1000:2000", " port != 53"][rng.index(5)];
+            text.push_str(&format!("{action} in{quick} inet proto tcp from {src} to {dst}{port} no state\n"));
+        }
+        let rs = fw::rules::parse(&text, Path::new("groups.conf"), &fw::testgen::iface_index).unwrap();
+        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+        let b = boundaries(&rs);
+        for _ in 0..20_000 {
+            let mut k = key(&mut rng, &b);
+            if rng.index(2) == 0 {
+                // Inside the networks the rules name, inbound TCP: the packets that match most.
+                let a = |rng: &mut Rng| 0x0a00_0000 | (rng.index(4) as u128) << 16 | rng.next_u64() as u128 & 0xffff;
+                k = PacketKey { af: Af::Inet, dir: Dir::In, proto: 6, src: a(&mut rng), dst: a(&mut rng), ..k };
+            }
+            assert_eq!(cl.classify(&k), evaluate(&rs, &k), "seed {seed}: {k:?}\nrules:\n{text}");
+        }
+    }
+}

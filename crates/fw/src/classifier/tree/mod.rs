@@ -14,9 +14,15 @@
 //!
 //! pf's semantics prune as the tree is built: in a node's box, rules after a `quick` rule
 //! that covers the whole box can never decide, nor can non-`quick` rules before a
-//! non-`quick` rule that covers it. A leaf checks its rules in order against the packet
-//! (every dimension): the first matching `quick` rule decides, else the last
-//! matching rule.
+//! non-`quick` rule that covers it. pf's order is one number per rule ([`priority`]: the
+//! first matching `quick` rule decides, else the last matching rule), and a leaf holds its
+//! rules sorted by it, each with only the dimensions the leaf's box does not settle: the
+//! first matching rule of a leaf is the leaf's answer, and the packet's is the best of its
+//! family's trees ([`run`] has the run-time layout).
+
+mod run;
+
+use run::Word;
 
 use crate::packet::{Af, Dir, PacketKey, proto};
 use crate::verdict::Verdict;
@@ -52,8 +58,10 @@ fn group(af: Af, sets: &RuleSets) -> usize {
     usize::from(narrow(SRC)) + 2 * usize::from(narrow(SRC + 1))
 }
 
-/// A node with at most this many rules is a leaf.
-pub(crate) const LEAF_RULES: usize = 6;
+/// A node with at most this many rules is a leaf. Leaves are cheap to scan (in priority
+/// order, ranges inline, the scan ending at the first match), levels are not (a dependent
+/// read each): larger leaves make shallower trees (`docs/performance.md`).
+pub(crate) const LEAF_RULES: usize = 24;
 /// Rules stored in leaves, over all leaves, at most this many times the rule count (plus
 /// [`STORED_SLACK`]); past it the remaining nodes become leaves as they are.
 pub(crate) const STORED_PER_RULE: usize = 128;
@@ -74,7 +82,7 @@ fn dim_max(af: Af, d: usize) -> u128 {
 }
 
 #[inline(always)]
-fn key_dims(key: &PacketKey) -> [u128; DIMS] {
+fn key_dims<V: Word>(key: &PacketKey) -> [V; DIMS] {
     let mask = if key.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
     [
         u128::from(key.dir == Dir::Out) << 16 | u128::from(key.iface),
@@ -85,6 +93,7 @@ fn key_dims(key: &PacketKey) -> [u128; DIMS] {
         key.src & mask,
         key.dst & mask,
     ]
+    .map(V::narrow)
 }
 
 /// Sorts and merges overlapping or adjacent ranges.
@@ -240,27 +249,30 @@ fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Ran
     set.filter(|s| s.as_slice() != [(0, max)])
 }
 
-/// One node of a tree: `child[0]` for values <= `value` in dimension `dim`, `child[1]`
-/// above; a child with [`LEAF`] set is a leaf index.
+/// A node as built, before [`run::Node`] narrows its value.
 #[derive(Clone, Copy)]
-struct Node {
+struct BuildNode {
     value: u128,
     dim: u32,
     child: [u32; 2],
 }
 
-/// The tree of one address family.
-pub(crate) struct FamilyTree {
-    nodes: Vec<Node>,
-    /// Per leaf, its slice of `leaf_rules`.
-    leaves: Vec<(u32, u32)>,
-    /// Indices into `rules`, ascending (rule order) within a leaf, and the dimensions (bits)
-    /// to check.
-    leaf_rules: Vec<(u32, u8)>,
+/// What the trees of one family are built into: nodes and leaf items shared by all groups
+/// (see [`run`] for the layout of a leaf).
+struct Out {
+    nodes: Vec<BuildNode>,
+    items: Vec<Range>,
+    /// The range sets of all rules, which leaves refer to when a set is too large to copy.
+    shared: Vec<Range>,
+    stats: TreeStats,
+}
+
+/// The tree of one group of one family, while it is built.
+struct Builder {
     rules: Vec<TreeRule>,
     ranges: Vec<Range>,
-    root: u32,
-    depth: usize,
+    /// Where `ranges` start in [`Out::shared`].
+    shared_at: usize,
 }
 
 /// Sizes of the trees (summed; depth the largest).
@@ -276,44 +288,65 @@ pub struct TreeStats {
     pub depth: usize,
 }
 
-impl FamilyTree {
-    /// The trees of family `af`: one per [`group`] of its rules.
-    fn build_all(rs: &RuleSet, af: Af) -> Vec<FamilyTree> {
-        let tables: Vec<Vec<Range>> = rs.tables.iter().map(|t| table_ranges(t, af)).collect();
-        let mut all: Vec<(usize, RuleSets)> = Vec::new();
-        for (i, r) in rs.rules.iter().enumerate() {
-            if r.af.is_some_and(|a| a != af) {
-                continue;
-            }
-            let sets: RuleSets = std::array::from_fn(|d| rule_dim(r, af, d, &tables));
-            if sets.iter().any(|s| s.as_ref().is_some_and(|s| s.is_empty())) {
-                continue;
-            }
-            all.push((i, sets));
-        }
-        // The pruning of the root box, before the rules are split into groups (which would
-        // each miss the covering rules of the others): after a `quick` rule that matches
-        // every packet of the family, nothing decides; before a non-`quick` one, no
-        // non-`quick` rule does (typically a final `pass all` or a first `block all`).
-        let everything = |sets: &RuleSets| sets.iter().all(Option::is_none);
-        if let Some(q) = all.iter().position(|(i, sets)| rs.rules[*i].quick && everything(sets)) {
-            all.truncate(q + 1);
-        }
-        if let Some(c) = all.iter().rposition(|(i, sets)| !rs.rules[*i].quick && everything(sets)) {
-            let mut k = 0;
-            all.retain(|(i, _)| {
-                k += 1;
-                k > c || rs.rules[*i].quick
-            });
-        }
-        let mut groups: Vec<Vec<(usize, RuleSets)>> = vec![Vec::new(); GROUPS];
-        for (i, sets) in all {
-            groups[group(af, &sets)].push((i, sets));
-        }
-        groups.into_iter().filter(|g| !g.is_empty()).map(|g| FamilyTree::build(rs, af, g)).collect()
-    }
+/// A rule's place in pf's order as one number, lower deciding: `quick` rules first in
+/// rule order, then the others last first (the last matching one decides). `rules` is the
+/// rule count (below 2^31, so no priority reaches [`run::NONE`]).
+fn priority(index: usize, quick: bool, rules: usize) -> u32 {
+    if quick { index as u32 } else { (2 * rules - 1 - index) as u32 }
+}
 
-    fn build(rs: &RuleSet, af: Af, members: Vec<(usize, RuleSets)>) -> FamilyTree {
+/// The rule of a priority (the inverse of [`priority`]).
+fn rule_of(prio: u32, rules: usize) -> usize {
+    let p = prio as usize;
+    if p < rules { p } else { 2 * rules - 1 - p }
+}
+
+/// The trees of family `af`, one per [`group`] of its rules, into `out`; their roots.
+fn build_family(rs: &RuleSet, af: Af, out: &mut Out) -> [u32; GROUPS] {
+    let tables: Vec<Vec<Range>> = rs.tables.iter().map(|t| table_ranges(t, af)).collect();
+    let mut all: Vec<(usize, RuleSets)> = Vec::new();
+    for (i, r) in rs.rules.iter().enumerate() {
+        if r.af.is_some_and(|a| a != af) {
+            continue;
+        }
+        let sets: RuleSets = std::array::from_fn(|d| rule_dim(r, af, d, &tables));
+        if sets.iter().any(|s| s.as_ref().is_some_and(|s| s.is_empty())) {
+            continue;
+        }
+        all.push((i, sets));
+    }
+    // The pruning of the root box, before the rules are split into groups (which would
+    // each miss the covering rules of the others): after a `quick` rule that matches
+    // every packet of the family, nothing decides; before a non-`quick` one, no
+    // non-`quick` rule does (typically a final `pass all` or a first `block all`).
+    let everything = |sets: &RuleSets| sets.iter().all(Option::is_none);
+    if let Some(q) = all.iter().position(|(i, sets)| rs.rules[*i].quick && everything(sets)) {
+        all.truncate(q + 1);
+    }
+    if let Some(c) = all.iter().rposition(|(i, sets)| !rs.rules[*i].quick && everything(sets)) {
+        let mut k = 0;
+        all.retain(|(i, _)| {
+            k += 1;
+            k > c || rs.rules[*i].quick
+        });
+    }
+    let mut groups: Vec<Vec<(usize, RuleSets)>> = vec![Vec::new(); GROUPS];
+    for (i, sets) in all {
+        groups[group(af, &sets)].push((i, sets));
+    }
+    let mut roots = [run::EMPTY; GROUPS];
+    for (root, g) in roots.iter_mut().zip(groups) {
+        if !g.is_empty() {
+            let b = Builder::new(rs, g, out);
+            *root = b.build(af, rs.rules.len(), out);
+            out.stats.trees += 1;
+        }
+    }
+    roots
+}
+
+impl Builder {
+    fn new(rs: &RuleSet, members: Vec<(usize, RuleSets)>, out: &mut Out) -> Builder {
         let mut rules = Vec::with_capacity(members.len());
         let mut ranges: Vec<Range> = Vec::new();
         for (i, sets) in members {
@@ -326,12 +359,17 @@ impl FamilyTree {
             }
             rules.push(TreeRule { rule: i as u32, quick: rs.rules[i].quick, dims });
         }
-        let mut t = FamilyTree { nodes: Vec::new(), leaves: Vec::new(), leaf_rules: Vec::new(), rules, ranges, root: 0, depth: 0 };
-        let budget = STORED_PER_RULE * t.rules.len() + STORED_SLACK;
+        let shared_at = out.shared.len();
+        out.shared.extend_from_slice(&ranges);
+        Builder { rules, ranges, shared_at }
+    }
+
+    /// Grows the tree into `out`; its root.
+    fn build(&self, af: Af, rule_count: usize, out: &mut Out) -> u32 {
+        let budget = STORED_PER_RULE * self.rules.len() + STORED_SLACK;
         let bx: [Range; DIMS] = std::array::from_fn(|d| (0, dim_max(af, d)));
-        let ids: Vec<u32> = (0..t.rules.len() as u32).collect();
-        t.root = t.grow(ids, bx, 0, budget);
-        t
+        let ids: Vec<u32> = (0..self.rules.len() as u32).collect();
+        self.grow(ids, bx, 0, budget, rule_count, out)
     }
 
     fn set(&self, r: &TreeRule, d: usize) -> &[Range] {
@@ -421,34 +459,77 @@ impl FamilyTree {
         best
     }
 
-    /// A leaf of the box; each of its rules keeps only the dimensions it does not cover
-    /// there (most rules then check one or two).
-    fn leaf(&mut self, ids: &[u32], bx: &[Range; DIMS]) -> u32 {
-        let i = self.leaves.len() as u32;
-        self.leaves.push((self.leaf_rules.len() as u32, ids.len() as u32));
-        for &id in ids {
-            let r = &self.rules[id as usize];
-            let check = (0..DIMS).filter(|&d| !self.covers_dim(r, d, bx[d])).fold(0u8, |m, d| m | 1 << d);
-            self.leaf_rules.push((id, check));
+    /// The leaf of the box, written to `out.items` in [`run`]'s layout: its rules in
+    /// priority order, each with only the dimensions it does not cover there (most rules
+    /// then check one or two), its ranges clipped to the box, fewest ranges first; a set
+    /// with more than [`run::LINEAR_RANGES`] ranges left in the box is not copied but
+    /// referred to in [`Out::shared`] (a table's or a negation's, once per rule).
+    fn leaf(&self, ids: &[u32], bx: &[Range; DIMS], rule_count: usize, out: &mut Out) -> u32 {
+        let start = out.items.len();
+        let mut order: Vec<(u32, &TreeRule)> = ids
+            .iter()
+            .map(|&i| {
+                let r = &self.rules[i as usize];
+                (priority(r.rule as usize, r.quick, rule_count), r)
+            })
+            .collect();
+        order.sort_unstable_by_key(|o| o.0);
+        let mut stored = 0;
+        'rules: for (prio, r) in order {
+            let mut checks: Vec<(usize, Vec<Range>)> = Vec::new();
+            for (d, &(lo, hi)) in bx.iter().enumerate() {
+                if self.covers_dim(r, d, (lo, hi)) {
+                    continue;
+                }
+                let clipped: Vec<Range> =
+                    self.set(r, d).iter().filter(|x| x.1 >= lo && x.0 <= hi).map(|x| (x.0.max(lo), x.1.min(hi))).collect();
+                if clipped.is_empty() {
+                    continue 'rules;
+                }
+                checks.push((d, clipped));
+            }
+            checks.sort_by_key(|c| c.1.len());
+            let header = out.items.len();
+            out.items.push((u128::from(prio), 0));
+            for (d, set) in checks {
+                if set.len() > run::LINEAR_RANGES {
+                    let (s, l) = r.dims[d];
+                    out.items.push(((d + run::SHARED) as u128, u128::from(l)));
+                    out.items.push(((self.shared_at + s as usize) as u128, 0));
+                } else {
+                    out.items.push((d as u128, set.len() as u128));
+                    out.items.extend(set);
+                }
+            }
+            out.items[header].1 = (out.items.len() - header - 1) as u128;
+            stored += 1;
+            // Every packet of the box matches it: nothing after it can decide here.
+            if out.items[header].1 == 0 {
+                break;
+            }
         }
-        i | LEAF
+        out.items.push((u128::from(run::NONE), 0));
+        out.stats.leaves += 1;
+        out.stats.stored += stored;
+        out.stats.largest_leaf = out.stats.largest_leaf.max(stored);
+        start as u32 | LEAF
     }
 
     /// The subtree of the box holding `ids`, storing at most `budget` rules in its leaves.
-    fn grow(&mut self, mut ids: Vec<u32>, bx: [Range; DIMS], depth: usize, budget: usize) -> u32 {
-        self.depth = self.depth.max(depth);
+    fn grow(&self, mut ids: Vec<u32>, bx: [Range; DIMS], depth: usize, budget: usize, rule_count: usize, out: &mut Out) -> u32 {
+        out.stats.depth = out.stats.depth.max(depth);
         self.prune(&mut ids, &bx);
         if ids.len() <= LEAF_RULES || depth >= MAX_DEPTH || budget < 2 * ids.len() {
-            return self.leaf(&ids, &bx);
+            return self.leaf(&ids, &bx, rule_count, out);
         }
         let Some((d, v, _, sum)) = self.best_split(&ids, &bx) else {
-            return self.leaf(&ids, &bx);
+            return self.leaf(&ids, &bx, rule_count, out);
         };
         // Progress: some rule goes to one side only (a rule with a hole in the box, e.g.
         // `port != 80`, needs two splits to leave the hole, the first of which keeps every
         // rule on both sides... and makes no progress by this measure: see `best_split`).
         if sum >= 2 * ids.len() {
-            return self.leaf(&ids, &bx);
+            return self.leaf(&ids, &bx, rule_count, out);
         }
         let (mut left, mut right) = (Vec::new(), Vec::new());
         for &i in &ids {
@@ -462,8 +543,8 @@ impl FamilyTree {
             }
         }
         drop(ids);
-        let at = self.nodes.len();
-        self.nodes.push(Node { value: v, dim: d as u32, child: [0, 0] });
+        let at = out.nodes.len();
+        out.nodes.push(BuildNode { value: v, dim: d as u32, child: [0, 0] });
         let (mut lb, mut rb) = (bx, bx);
         lb[d].1 = v;
         rb[d].0 = v + 1;
@@ -471,117 +552,93 @@ impl FamilyTree {
         // left with the remains.
         let left_budget = budget * left.len() / (left.len() + right.len());
         let right_budget = budget - left_budget;
-        let l = self.grow(left, lb, depth + 1, left_budget);
-        let r = self.grow(right, rb, depth + 1, right_budget);
-        self.nodes[at].child = [l, r];
+        let l = self.grow(left, lb, depth + 1, left_budget, rule_count, out);
+        let r = self.grow(right, rb, depth + 1, right_budget, rule_count, out);
+        out.nodes[at].child = [l, r];
         at as u32
-    }
-
-    #[inline(always)]
-    fn matches(&self, r: &TreeRule, mut check: u8, k: &[u128; DIMS]) -> bool {
-        while check != 0 {
-            let d = check.trailing_zeros() as usize;
-            check &= check - 1;
-            let (s, l) = r.dims[d];
-            let set = &self.ranges[s as usize..(s + l) as usize];
-            let v = k[d];
-            let hit = if set.len() <= 4 {
-                set.iter().any(|&(a, b)| a <= v && v <= b)
-            } else {
-                let i = set.partition_point(|x| x.1 < v);
-                i < set.len() && set[i].0 <= v
-            };
-            if !hit {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// The deciding rule's index and whether it is `quick`, `None` if no rule matches.
-    #[inline(always)]
-    fn classify(&self, k: &[u128; DIMS]) -> Option<(u32, bool)> {
-        let mut c = self.root;
-        while c & LEAF == 0 {
-            let n = &self.nodes[c as usize];
-            c = n.child[usize::from(k[n.dim as usize] > n.value)];
-        }
-        let (s, l) = self.leaves[(c & !LEAF) as usize];
-        let mut last = None;
-        for &(i, check) in &self.leaf_rules[s as usize..(s + l) as usize] {
-            let r = &self.rules[i as usize];
-            if self.matches(r, check, k) {
-                if r.quick {
-                    return Some((r.rule, true));
-                }
-                last = Some((r.rule, false));
-            }
-        }
-        last
-    }
-
-    fn bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node>()
-            + self.leaves.len() * 8
-            + self.leaf_rules.len() * 8
-            + self.rules.len() * std::mem::size_of::<TreeRule>()
-            + self.ranges.len() * 32
     }
 }
 
-/// The two trees and the verdict of every rule.
+/// The trees of both families and the verdict of every rule.
 pub(crate) struct Tree {
-    v4: Vec<FamilyTree>,
-    v6: Vec<FamilyTree>,
+    v4: run::Forest<u32>,
+    v6: run::Forest<u128>,
     verdicts: Vec<Verdict>,
+    stats: TreeStats,
 }
 
 impl Tree {
     /// Compiles `rs`; never fails (see the module documentation for the bounds).
     pub(crate) fn build(rs: &RuleSet) -> Tree {
-        let v4 = FamilyTree::build_all(rs, Af::Inet);
-        let v6 = FamilyTree::build_all(rs, Af::Inet6);
+        let mut stats = TreeStats::default();
+        let mut family = |af: Af| {
+            let mut out = Out { nodes: Vec::new(), shared: Vec::new(), items: vec![(u128::from(run::NONE), 0)], stats: TreeStats::default() };
+            let roots = build_family(rs, af, &mut out);
+            let s = &out.stats;
+            stats = TreeStats {
+                trees: stats.trees + s.trees,
+                nodes: stats.nodes + out.nodes.len(),
+                leaves: stats.leaves + s.leaves,
+                stored: stats.stored + s.stored,
+                largest_leaf: stats.largest_leaf.max(s.largest_leaf),
+                depth: stats.depth.max(s.depth),
+            };
+            (roots, out)
+        };
+        // Each family narrowed as soon as it is built: the wide build form is the peak.
+        let (r4, o4) = family(Af::Inet);
+        let v4 = run::Forest::new(r4, &o4);
+        drop(o4);
+        let (r6, o6) = family(Af::Inet6);
+        let v6 = run::Forest::new(r6, &o6);
+        drop(o6);
         let verdicts = (0..rs.rules.len()).map(|i| Verdict::of_rule(rs, i)).collect();
-        Tree { v4, v6, verdicts }
+        Tree { v4, v6, verdicts, stats }
     }
 
     #[inline(always)]
     pub(crate) fn classify(&self, key: &PacketKey) -> Verdict {
-        let trees = if key.af == Af::Inet { &self.v4 } else { &self.v6 };
-        let k = key_dims(key);
-        // pf's semantics over the groups: the lowest quick rule, else the highest rule.
-        let (mut quick, mut last) = (u32::MAX, None::<u32>);
-        for t in trees {
-            match t.classify(&k) {
-                Some((r, true)) => quick = quick.min(r),
-                Some((r, false)) => last = last.max(Some(r)),
-                None => {}
-            }
+        let prio = if key.af == Af::Inet {
+            self.v4.classify(&key_dims(key))
+        } else {
+            self.v6.classify(&key_dims(key))
+        };
+        if prio == run::NONE {
+            return Verdict::DEFAULT;
         }
-        let decided = if quick != u32::MAX { Some(quick) } else { last };
-        decided.map_or(Verdict::DEFAULT, |r| self.verdicts[r as usize])
+        self.verdicts[rule_of(prio, self.verdicts.len())]
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.v4.iter().chain(&self.v6).map(FamilyTree::bytes).sum::<usize>() + self.verdicts.len() * std::mem::size_of::<Verdict>()
+        self.v4.bytes() + self.v6.bytes() + self.verdicts.len() * std::mem::size_of::<Verdict>()
     }
 
     pub(crate) fn stats(&self) -> TreeStats {
-        let f = |t: &FamilyTree| TreeStats {
-            trees: 1,
-            nodes: t.nodes.len(),
-            leaves: t.leaves.len(),
-            stored: t.leaf_rules.len(),
-            largest_leaf: t.leaves.iter().map(|l| l.1 as usize).max().unwrap_or(0),
-            depth: t.depth,
-        };
-        self.v4.iter().chain(&self.v6).map(f).fold(TreeStats::default(), |a, b| TreeStats {
-            trees: a.trees + 1,
-            nodes: a.nodes + b.nodes,
-            leaves: a.leaves + b.leaves,
-            stored: a.stored + b.stored,
-            largest_leaf: a.largest_leaf.max(b.largest_leaf),
-            depth: a.depth.max(b.depth),
-        })
+        self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{priority, rule_of};
+
+    /// The lowest priority among any set of matching rules is pf's decision: the first
+    /// matching `quick` rule, else the last matching rule; and [`rule_of`] inverts it.
+    #[test]
+    fn lowest_priority_is_pfs_decision() {
+        let n = 10;
+        for quick_bits in 0u32..1 << n {
+            let quick = |i: usize| quick_bits >> i & 1 == 1;
+            for matching in (0u32..1 << n).step_by(7) {
+                let m: Vec<usize> = (0..n).filter(|&i| matching >> i & 1 == 1).collect();
+                let want = m.iter().copied().find(|&i| quick(i)).or(m.last().copied());
+                let got = m.iter().map(|&i| priority(i, quick(i), n)).min().map(|p| rule_of(p, n));
+                assert_eq!(got, want, "quick {quick_bits:b}, matching {matching:b}");
+            }
+        }
+        for i in 0..n {
+            assert_eq!(rule_of(priority(i, true, n), n), i);
+            assert_eq!(rule_of(priority(i, false, n), n), i);
+        }
     }
 }

@@ -1,0 +1,165 @@
+//! The trees' run-time form: per address family, the nodes of all its trees in one array and
+//! their leaves in another, values narrowed to `u32` for IPv4 (every dimension fits) and
+//! kept as `u128` for IPv6.
+//!
+//! A leaf is a run of items `(a, b)` in [`Forest::items`]: per rule, in priority order (see
+//! [`super::priority`]), a header `(priority, n)` followed by its `n` items: per dimension
+//! it checks, `(dimension, count)` and `count` inclusive ranges (sorted, disjoint), or a
+//! reference to a larger set (see [`SHARED`]). The leaf
+//! ends with `(NONE, 0)`, which no priority beats, so that one comparison both ends the leaf
+//! and skips what cannot beat a rule already found in another tree.
+//!
+//! A packet walks its family's trees in lockstep, one level of each per step: the walks are
+//! independent, so their memory reads overlap instead of queueing one behind another.
+
+use super::{DIMS, GROUPS, LEAF, Out};
+
+/// No rule: the priority that ends a leaf and that [`Forest::classify`] returns when no rule
+/// matches.
+pub(super) const NONE: u32 = u32::MAX;
+
+/// The root of a group without rules: a leaf at item 0, which every forest starts with the
+/// end of a leaf.
+pub(super) const EMPTY: u32 = LEAF;
+
+/// Leaves copy a rule's ranges up to this many (searched one by one); a larger set is
+/// searched by halves where it is, in [`Forest::shared`].
+pub(super) const LINEAR_RANGES: usize = 8;
+
+/// Added to a dimension in a leaf: `(dimension + SHARED, count)` is followed by one item,
+/// `(start, 0)`, the set's place in [`Forest::shared`].
+pub(super) const SHARED: usize = 16;
+
+/// The type of a dimension's values.
+pub(super) trait Word: Copy + Ord + Send + Sync + 'static {
+    /// `v`, which fits (values above the family's [`super::dim_max`] never occur).
+    fn narrow(v: u128) -> Self;
+    /// The low 32 bits (headers: priorities, dimensions, counts).
+    fn low(self) -> u32;
+}
+
+impl Word for u32 {
+    #[inline(always)]
+    fn narrow(v: u128) -> u32 {
+        v as u32
+    }
+    #[inline(always)]
+    fn low(self) -> u32 {
+        self
+    }
+}
+
+impl Word for u128 {
+    #[inline(always)]
+    fn narrow(v: u128) -> u128 {
+        v
+    }
+    #[inline(always)]
+    fn low(self) -> u32 {
+        self as u32
+    }
+}
+
+/// `child[0]` for values <= `value` in dimension `dim`, `child[1]` above; a child with
+/// [`LEAF`] set is the start of a leaf's items.
+#[derive(Clone, Copy)]
+struct Node<V> {
+    value: V,
+    dim: u32,
+    child: [u32; 2],
+}
+
+/// The trees of one family.
+pub(super) struct Forest<V> {
+    nodes: Vec<Node<V>>,
+    items: Vec<(V, V)>,
+    shared: Vec<(V, V)>,
+    roots: [u32; GROUPS],
+}
+
+impl<V: Word> Forest<V> {
+    pub(super) fn new(roots: [u32; GROUPS], out: &Out) -> Forest<V> {
+        let nodes = out.nodes.iter().map(|n| Node { value: V::narrow(n.value), dim: n.dim, child: n.child }).collect();
+        let items = out.items.iter().map(|&(a, b)| (V::narrow(a), V::narrow(b))).collect();
+        let shared = out.shared.iter().map(|&(a, b)| (V::narrow(a), V::narrow(b))).collect();
+        Forest { nodes, items, shared, roots }
+    }
+
+    /// The best priority of a rule matching `k`, [`NONE`] if none does.
+    #[inline(always)]
+    pub(super) fn classify(&self, k: &[V; DIMS]) -> u32 {
+        let mut at = self.roots;
+        loop {
+            let mut inner = false;
+            for c in at.iter_mut() {
+                if *c & LEAF == 0 {
+                    let n = &self.nodes[*c as usize];
+                    *c = n.child[usize::from(k[n.dim as usize] > n.value)];
+                    inner = true;
+                }
+            }
+            if !inner {
+                break;
+            }
+        }
+        // The leaves' first items, read together so that their cache misses overlap.
+        let starts = at.map(|c| (c & !LEAF) as usize);
+        let heads = starts.map(|p| self.items[p].0.low());
+        let mut best = NONE;
+        for (p, head) in starts.into_iter().zip(heads) {
+            if head < best {
+                best = self.scan_leaf(p, k, best);
+            }
+        }
+        best
+    }
+
+    /// The priority of the first rule of the leaf at `p` that matches `k` and beats `best`,
+    /// else `best`.
+    #[inline(always)]
+    fn scan_leaf(&self, mut p: usize, k: &[V; DIMS], best: u32) -> u32 {
+        loop {
+            let (prio, n) = self.items[p];
+            let prio = prio.low();
+            if prio >= best {
+                return best;
+            }
+            let end = p + 1 + n.low() as usize;
+            if self.matches(&self.items[p + 1..end], k) {
+                return prio;
+            }
+            p = end;
+        }
+    }
+
+    /// Whether `k` is in every range set of a rule's `checks`.
+    #[inline(always)]
+    fn matches(&self, checks: &[(V, V)], k: &[V; DIMS]) -> bool {
+        let mut i = 0;
+        while i < checks.len() {
+            let (d, n) = checks[i];
+            let (d, n) = (d.low() as usize, n.low() as usize);
+            if d >= SHARED {
+                let at = checks[i + 1].0.low() as usize;
+                let set = &self.shared[at..at + n];
+                let v = k[d - SHARED];
+                let j = set.partition_point(|x| x.1 < v);
+                if j == n || set[j].0 > v {
+                    return false;
+                }
+                i += 2;
+                continue;
+            }
+            let v = k[d];
+            if !checks[i + 1..i + 1 + n].iter().any(|&(a, b)| a <= v && v <= b) {
+                return false;
+            }
+            i += 1 + n;
+        }
+        true
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<Node<V>>() + (self.items.len() + self.shared.len()) * std::mem::size_of::<(V, V)>()
+    }
+}
