@@ -3,6 +3,10 @@
 //! are real (packets flowed; a run cannot pass with zero). Needs root; "skipped" otherwise.
 
 use std::path::Path;
+use std::sync::Mutex;
+
+/// The lab's namespaces have fixed names (`lrlab-*`): one lab at a time.
+static ONE_LAB: Mutex<()> = Mutex::new(());
 
 #[test]
 fn short_lab_writes_sane_results() {
@@ -10,6 +14,7 @@ fn short_lab_writes_sane_results() {
         eprintln!("skipped: needs root");
         return;
     }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("lr-lab-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -67,6 +72,7 @@ fn short_nat_lab_compares_masquerade_and_nat() {
         eprintln!("skipped: needs root");
         return;
     }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("lr-lab-nat-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
