@@ -2,11 +2,39 @@
 //! small zero-loss search, checking that every results file is written and that the figures
 //! are real (packets flowed; a run cannot pass with zero). Needs root; "skipped" otherwise.
 
-use std::path::Path;
 use std::sync::Mutex;
 
 /// The lab's namespaces have fixed names (`lrlab-*`): one lab at a time.
 static ONE_LAB: Mutex<()> = Mutex::new(());
+
+/// A finished `linerate lab` run of `toml` (in a folder of its own, `tag`): its last JSON
+/// line, its results folder and its whole stdout. The folder is removed on drop.
+struct LabRun {
+    dir: std::path::PathBuf,
+    out_dir: std::path::PathBuf,
+    stdout: String,
+    json: serde_json::Value,
+}
+
+impl Drop for LabRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn run_lab(tag: &str, toml: &str, args: &[&str]) -> LabRun {
+    let dir = std::env::temp_dir().join(format!("lr-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lab.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out_dir = dir.join("results");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linerate")).arg("lab").arg(&file).args(args).args(["--json", "--out"]).arg(&out_dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
+    let json = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    LabRun { dir, out_dir, stdout, json }
+}
 
 #[test]
 fn short_lab_writes_sane_results() {
@@ -15,27 +43,12 @@ fn short_lab_writes_sane_results() {
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("lr-lab-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("lab.toml");
-    std::fs::write(
-        &file,
+    let run = run_lab(
+        "lab-test",
         "runs = 3\nseconds = 3\n[traffic]\nflows = 200\n[[set]]\nname = \"kernel\"\ndut = \"kernel\"\n[[set]]\nname = \"linerate\"\ndut = \"linerate\"\nbackend = \"af_packet\"\n",
-    )
-    .unwrap();
-    let out_dir = dir.join("results");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .arg("lab")
-        .arg(&file)
-        .args(["--search", "--max-trials", "2", "--json", "--out"])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
-
-    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        &["--search", "--max-trials", "2"],
+    );
+    let (v, out_dir, stdout) = (&run.json, &run.out_dir, &run.stdout);
     let sets = v["sets"].as_array().unwrap();
     assert_eq!(sets.len(), 2);
     for s in sets {
@@ -61,7 +74,6 @@ fn short_lab_writes_sane_results() {
     // The namespaces are gone.
     let ns = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrlab-"));
-    let _ = std::fs::remove_dir_all(Path::new(&dir));
 }
 
 /// The NAT sets: nftables masquerade against linerate's `nat`, both forwarding, with their
@@ -73,25 +85,16 @@ fn short_nat_lab_compares_masquerade_and_nat() {
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("lr-lab-nat-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("lab.toml");
-    std::fs::write(
-        &file,
+    let run = run_lab(
+        "lab-nat-test",
         "runs = 3\nseconds = 3\n[traffic]\nflows = 200\n[[set]]\nname = \"masq\"\ndut = \"kernel-nft\"\nnat = true\n[[set]]\nname = \"lrnat\"\ndut = \"linerate\"\nbackend = \"af_packet\"\nnat = true\n",
-    )
-    .unwrap();
-    let out_dir = dir.join("results");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linerate")).arg("lab").arg(&file).args(["--json", "--out"]).arg(&out_dir).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        &[],
+    );
+    let (v, out_dir) = (&run.json, &run.out_dir);
     for s in v["sets"].as_array().unwrap() {
         assert!(s["nat"].as_bool().unwrap(), "{s}");
         assert!(s["median_pps"].as_f64().unwrap() > 1000.0, "a NAT set forwarded (almost) nothing: {s}");
     }
     let summary = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
     assert!(summary.contains("lrnat / masq: "), "{summary}");
-    let _ = std::fs::remove_dir_all(Path::new(&dir));
 }

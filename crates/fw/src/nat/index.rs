@@ -101,18 +101,7 @@ impl NatIndex {
     /// session, to prefetch.
     #[inline(always)]
     pub(super) fn probe(&self, h: u64, side: Side) -> Option<usize> {
-        let mut i = self.home(h);
-        loop {
-            let w = *self.words.get(i)?;
-            if w == EMPTY {
-                return None;
-            }
-            let (slot, s) = named(w);
-            if (w ^ h) & TAG_MASK == 0 && s == side as u32 {
-                return Some(slot);
-            }
-            i = self.next(i);
-        }
+        self.find(h, side, |_| true).map(|(_, slot)| slot)
     }
 
     /// The position and slot of the word of `side` with hash `h` whose slot `is` the key's.
