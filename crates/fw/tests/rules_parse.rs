@@ -389,8 +389,8 @@ fn errors_name_file_line_column() {
             "rules.conf:1:18: expected drop or return, found \"maybe\"",
         ),
         (
-            "set skip on lo",
-            "rules.conf:1:13: unknown interface \"lo\"",
+            "set skip on lo7",
+            "rules.conf:1:13: unknown interface \"lo7\"",
         ),
         (
             "table <t> { 10.0.0.0/8, bogus }",

@@ -172,6 +172,37 @@ fn interface_addresses_as_hosts() {
     assert_eq!(rs.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["(em0)", "(self)"]);
 }
 
+/// `$if:network` glues the modifier to the macro's value, as pfctl's textual expansion does,
+/// also inside another macro's value.
+#[test]
+fn macro_with_interface_modifier() {
+    let direct = ok_addr("pass to em0:network no state\n");
+    for text in [
+        "i = \"em0\"\npass to $i:network no state\n",
+        "i = \"em0\"\npass to ($i:network) no state\n",
+        "i = \"em0\"\nn = $i:network\npass to $n no state\n",
+    ] {
+        let rs = ok_addr(text);
+        assert_eq!(rs.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["(em0:network)"], "{text}");
+        assert_eq!(rs.tables[0].entries, direct.tables[0].entries, "{text}");
+    }
+    assert_eq!(
+        err_addr("l = \"{ em0 em1 }\"\npass to $l:network"),
+        "rules.conf:2:9: $l:network: $l must hold one interface name"
+    );
+    assert_eq!(err_addr("pass to $nope:network"), "rules.conf:1:9: undefined macro $nope");
+}
+
+/// `set skip on lo` (in nearly every pf.conf) is taken: loopback traffic never reaches
+/// linerate. Other unknown names stay errors.
+#[test]
+fn set_skip_on_loopback() {
+    assert!(ok("set skip on lo\n").skip.is_empty());
+    assert_eq!(ok("set skip on { lo0 em1 lo }\n").skip, [1]);
+    assert_eq!(err("set skip on { em0 lx }"), "rules.conf:1:19: unknown interface \"lx\"");
+    assert_eq!(err("pass on lo"), "rules.conf:1:9: unknown interface \"lo\"");
+}
+
 #[test]
 fn interface_address_errors() {
     let cases = [

@@ -127,8 +127,17 @@ impl Parser<'_> {
 
     /// One interface name, or `{ name [,] ... }`, resolved to port indices.
     pub(super) fn iface_list(&mut self) -> PResult<Vec<u16>> {
+        self.iface_list_skipping(false)
+    }
+
+    /// [`Self::iface_list`]; with `loopback_ok`, the loopback names `lo` and `lo0` are taken
+    /// and left out of the list: linerate never sees loopback traffic, so `set skip on lo`,
+    /// in nearly every pf.conf, already holds.
+    pub(super) fn iface_list_skipping(&mut self, loopback_ok: bool) -> PResult<Vec<u16>> {
+        let mut out = Vec::new();
         if !self.eat_punct("{")? {
-            return Ok(vec![self.iface_name()?]);
+            out.extend(self.iface_name(loopback_ok)?);
+            return Ok(out);
         }
         let mut out = Vec::new();
         loop {
@@ -140,15 +149,16 @@ impl Parser<'_> {
                 let t = self.peek()?.clone();
                 return here(&t, "`!` in an interface list is not supported by linerate (negate a single interface)");
             }
-            let i = self.iface_name()?;
-            if !out.contains(&i) {
+            if let Some(i) = self.iface_name(loopback_ok)?
+                && !out.contains(&i)
+            {
                 out.push(i);
             }
             self.eat_punct(",")?;
         }
     }
 
-    fn iface_name(&mut self) -> PResult<u16> {
+    fn iface_name(&mut self, loopback_ok: bool) -> PResult<Option<u16>> {
         let t = self.peek()?.clone();
         let Tok::Word(name) = &t.tok else {
             return self.fail("an interface name");
@@ -156,7 +166,11 @@ impl Parser<'_> {
         match (self.ifaces)(name) {
             Some(i) => {
                 self.next()?;
-                Ok(i)
+                Ok(Some(i))
+            }
+            None if loopback_ok && matches!(name.as_str(), "lo" | "lo0") => {
+                self.next()?;
+                Ok(None)
             }
             None => here(&t, format!("unknown interface \"{name}\"")),
         }

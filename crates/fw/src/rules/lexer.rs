@@ -157,12 +157,16 @@ impl Lexer {
         Ok(())
     }
 
-    /// `$name`.
+    /// `$name`, or `$name:modifier` (`$ext_if:network`): the modifier is glued to the
+    /// macro's value when it is expanded, as pfctl's textual expansion does.
     fn macro_ref(&mut self, at: (usize, usize, u8)) -> Result<(), LexErr> {
         let start = self.i;
-        let name = self.take_while(start + 1, |c| c.is_ascii_alphanumeric() || c == '_');
+        let mut name = self.take_while(start + 1, |c| c.is_ascii_alphanumeric() || c == '_');
         if name.is_empty() {
             return self.err(at, "expected a macro name after '$'");
+        }
+        if self.chars.get(self.i) == Some(&':') {
+            name.push_str(&self.take_while(self.i, is_word_char));
         }
         self.push(Tok::Var(name), at);
         Ok(())

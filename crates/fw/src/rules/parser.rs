@@ -61,6 +61,11 @@ pub(super) struct Parser<'a> {
     pub(super) addresses: Option<&'a super::InterfaceAddresses>,
 }
 
+/// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
+fn split_modifier(var: &str) -> (&str, &str) {
+    var.find(':').map_or((var, ""), |i| var.split_at(i))
+}
+
 pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
     Err(PErr::Here(t.line, t.col, msg.into()))
 }
@@ -78,6 +83,7 @@ impl Parser<'_> {
             let t = self.peek_raw();
             let Tok::Var(name) = &t.tok else { break };
             let t = t.clone();
+            let (name, modifier) = split_modifier(name);
             let Some(value) = self.macros.get(name) else {
                 return here(&t, format!("undefined macro ${name}"));
             };
@@ -87,8 +93,14 @@ impl Parser<'_> {
                     format!("macro ${name} expands too deeply (recursive definition?)"),
                 );
             }
-            let toks = lex(value, Some((t.line, t.col, t.depth + 1)))
+            let mut toks = lex(value, Some((t.line, t.col, t.depth + 1)))
                 .map_err(|(l, c, m)| PErr::Here(l, c, format!("in the value of ${name}: {m}")))?;
+            if !modifier.is_empty() {
+                match toks.as_mut_slice() {
+                    [Token { tok: Tok::Word(w), .. }] => w.push_str(modifier),
+                    _ => return here(&t, format!("${name}{modifier}: ${name} must hold one interface name")),
+                }
+            }
             if toks.iter().any(|t| t.tok == Tok::Newline) {
                 return here(&t, format!("macro ${name} holds a line break"));
             }
@@ -257,10 +269,13 @@ impl Parser<'_> {
                 Tok::Newline | Tok::Eof => break,
                 Tok::Str(s) | Tok::Word(s) => parts.push(s.clone()),
                 Tok::Punct(p) => parts.push((*p).to_string()),
-                Tok::Var(v) => match self.macros.get(v) {
-                    Some(val) => parts.push(val.clone()),
-                    None => return here(&t, format!("undefined macro ${v}")),
-                },
+                Tok::Var(v) => {
+                    let (v, modifier) = split_modifier(v);
+                    match self.macros.get(v) {
+                        Some(val) => parts.push(format!("{val}{modifier}")),
+                        None => return here(&t, format!("undefined macro ${v}")),
+                    }
+                }
             }
             self.toks.pop();
         }
@@ -410,7 +425,7 @@ impl Parser<'_> {
             self.settings(Self::timeout_setting)?;
         } else if self.eat_word("skip")? {
             self.expect_word("on")?;
-            let ifaces = self.iface_list()?;
+            let ifaces = self.iface_list_skipping(true)?;
             self.rs.skip.extend(ifaces);
         } else if self.eat_word("state-policy")? {
             self.rs.state_policy = if self.eat_word("floating")? {
