@@ -38,6 +38,7 @@ fn traffic(n: usize, seed: u64) -> Vec<PacketKey> {
             len: 60,
             icmp_id: 0,
             ip_opts: false,
+            route: 0,
         })
         .collect()
 }
@@ -150,6 +151,7 @@ fn realistic_traffic(rs: &RuleSet, n: usize, seed: u64) -> Vec<PacketKey> {
                 len: 60,
                 icmp_id: 0,
                 ip_opts: false,
+                route: 0,
             }
         })
         .collect()

@@ -25,6 +25,7 @@ fn filler(i: u64) -> PacketKey {
         len: 80,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 

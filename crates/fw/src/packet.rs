@@ -41,6 +41,21 @@ pub struct PacketKey {
     /// header or hop-by-hop options other than padding. pf blocks such a packet unless the
     /// rule (or state) that passes it has `allow-opts`.
     pub ip_opts: bool,
+    /// What the FIB says of the addresses, for pf's `no-route` and `urpf-failed` hosts
+    /// ([`route`] bits). Filled by the data plane only when the rule set has such hosts
+    /// ([`RuleSet::route_bits_used`](crate::rules::RuleSet::route_bits_used)), else 0.
+    pub route: u8,
+}
+
+/// The bits of [`PacketKey::route`].
+pub mod route {
+    /// No route covers the source address.
+    pub const SRC_NO_ROUTE: u8 = 1;
+    /// No route covers the destination address.
+    pub const DST_NO_ROUTE: u8 = 2;
+    /// The source fails pf's unicast reverse-path check: no route covers it, or its route
+    /// (none of its paths) does not leave by the interface of the pass.
+    pub const SRC_URPF_FAILED: u8 = 4;
 }
 
 impl PacketKey {
@@ -58,6 +73,7 @@ impl PacketKey {
         len: 0,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     };
 }
 

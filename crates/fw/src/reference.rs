@@ -48,6 +48,9 @@ pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
     if !rule.src_ports.matches(key.src_port) || !rule.dst_ports.matches(key.dst_port) {
         return false;
     }
+    if key.route & rule.route_need != rule.route_need || key.route & rule.route_refuse != 0 {
+        return false;
+    }
     if !rule.icmp_types.is_empty() && !rule.icmp_types.iter().any(|&t| u16::from(t) == key.src_port) {
         return false;
     }

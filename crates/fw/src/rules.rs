@@ -275,6 +275,10 @@ pub struct Rule {
     pub icmp_code: Option<u8>,
     /// `flags set/mask`, only checked on TCP packets; `None` = `flags any`.
     pub flags: Option<(u8, u8)>,
+    /// pf's `no-route` and `urpf-failed` hosts: the [`route`](crate::packet::route) bits a
+    /// packet must have (`from no-route`), and those it must not have (`from ! no-route`).
+    pub route_need: u8,
+    pub route_refuse: u8,
     pub keep_state: StateMode,
     /// `keep state (if-bound)` / `(floating)`: this rule's states bind as it says rather than
     /// as `set state-policy` does.
@@ -336,6 +340,12 @@ impl Default for RuleSet {
 }
 
 impl RuleSet {
+    /// The [`route`](crate::packet::route) bits some rule tests: the data plane looks the
+    /// packet's addresses up in the FIB for the filter only if this is not 0.
+    pub fn route_bits_used(&self) -> u8 {
+        self.rules.iter().fold(0, |b, r| b | r.route_need | r.route_refuse)
+    }
+
     /// Whether some rule that can match packets of direction `dir` blocks or keeps state (a
     /// translation rule with `pass` keeps one in the pass it translates in). If none does, that pass over any packet (without IP options) ends in "pass, no
     /// state": the data plane skips it, and a state need not cover it to settle a packet.

@@ -256,6 +256,8 @@ fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule
         icmp_types,
         icmp_code,
         flags,
+        route_need: 0,
+        route_refuse: 0,
         keep_state,
         state_policy: None,
         allow_opts: rng.chance(20),
@@ -363,18 +365,43 @@ fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
         len: 100,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
+    }
+}
+
+/// pf's `no-route` / `urpf-failed` hosts on some rules (`from [!] no-route`, ...): each
+/// rule gets, with `rng`, bits it needs or refuses.
+fn add_route_hosts(rng: &mut Rng, rs: &mut RuleSet) {
+    for r in &mut rs.rules {
+        if rng.chance(20) {
+            let bit = 1u8 << rng.below(3);
+            if rng.chance(70) {
+                r.route_need |= bit;
+            } else {
+                r.route_refuse |= bit;
+            }
+        }
     }
 }
 
 fn check(seed: u64, packets: usize, opts: &BuildOptions) {
     let mut rng = Rng(seed);
     let uni = universe();
-    let rs = rand_ruleset(&mut rng, &uni);
+    let mut rs = rand_ruleset(&mut rng, &uni);
+    // A third of the sets test route hosts, with their own generator so that the other
+    // draws stay as they were.
+    let mut route_rng = (seed % 3 == 2).then(|| Rng(seed ^ 0x5EED_0F_0A7E));
+    if let Some(r) = &mut route_rng {
+        add_route_hosts(r, &mut rs);
+    }
     let cl = Classifier::build_with(&rs, opts)
         .unwrap_or_else(|e| panic!("seed {seed}: build failed: {e}"));
     let used = used_prefixes(&rs);
     for _ in 0..packets {
-        let key = rand_key(&mut rng, &used);
+        let mut key = rand_key(&mut rng, &used);
+        if let Some(r) = &mut route_rng {
+            key.route = r.below(8) as u8;
+        }
         let want = evaluate(&rs, &key);
         let got = cl.classify(&key);
         if want != got {

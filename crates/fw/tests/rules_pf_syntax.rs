@@ -76,8 +76,9 @@ fn block_return_errors() {
 #[test]
 fn unimplemented_pf_syntax_is_refused_where_written() {
     let cases = [
-        ("block in from no-route", "rules.conf:1:15: `no-route` is not supported by linerate"),
-        ("block in from urpf-failed", "rules.conf:1:15: `urpf-failed` is not supported by linerate"),
+        ("block in from { no-route, 10.0.0.1 }", "rules.conf:1:17: `no-route` in a host list is not supported by linerate"),
+        ("block in to urpf-failed", "rules.conf:1:13: urpf-failed only applies to a source (`from urpf-failed`)"),
+        ("nat on em0 from no-route -> 192.0.2.1", "rules.conf:1:17: `no-route` in a translation rule is not supported by linerate"),
         ("pass in proto tcp keep state (max 100)", "rules.conf:1:31: `max` is not supported by linerate"),
         ("pass in proto tcp keep state (max-src-conn 10)", "rules.conf:1:31: `max-src-conn` is not supported by linerate"),
         ("pass in proto tcp keep state (max-src-conn-rate 10/5)", "rules.conf:1:31: `max-src-conn-rate` is not supported by linerate"),
@@ -92,6 +93,46 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
     ];
     let bad: Vec<_> = cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| !e.starts_with(*w)).collect();
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// pf's `no-route` (no route covers the address) and `urpf-failed` (the source's route does
+/// not leave by the packet's interface): route bits of the key, which the data plane fills
+/// from its FIB; the classifier agrees with the reference on every combination.
+#[test]
+fn route_hosts_match_the_route_bits() {
+    use fw::classifier::Classifier;
+    use fw::packet::route::{DST_NO_ROUTE, SRC_NO_ROUTE, SRC_URPF_FAILED};
+    let rs = ok("block in quick from urpf-failed label \"urpf\"\n\
+                 block in quick from no-route to any\n\
+                 pass out proto udp to ! no-route port 53 no state\n\
+                 block out quick to no-route\n\
+                 pass all no state\n");
+    let need: Vec<_> = rs.rules.iter().map(|r| (r.route_need, r.route_refuse)).collect();
+    assert_eq!(need, [(SRC_URPF_FAILED, 0), (SRC_NO_ROUTE, 0), (0, DST_NO_ROUTE), (DST_NO_ROUTE, 0), (0, 0)]);
+    assert_eq!(rs.route_bits_used(), SRC_URPF_FAILED | SRC_NO_ROUTE | DST_NO_ROUTE);
+    let cl = Classifier::build(&rs).unwrap();
+    let key = |dir, route| PacketKey { af: Af::Inet, dir, proto: proto::UDP, dst_port: 53, route, ..PacketKey::ZERO };
+    for (dir, route, want) in [
+        (Dir::In, 0, Some(4)),
+        (Dir::In, SRC_URPF_FAILED, Some(0)),
+        (Dir::In, SRC_NO_ROUTE | SRC_URPF_FAILED, Some(0)),
+        (Dir::In, SRC_NO_ROUTE, Some(1)),
+        (Dir::In, DST_NO_ROUTE, Some(4)),
+        (Dir::Out, 0, Some(4)),
+        (Dir::Out, DST_NO_ROUTE, Some(3)),
+        (Dir::Out, DST_NO_ROUTE | SRC_URPF_FAILED, Some(3)),
+    ] {
+        let k = key(dir, route);
+        assert_eq!(evaluate(&rs, &k).rule, want, "{dir:?} route {route:#b}");
+        assert_eq!(cl.classify(&k), evaluate(&rs, &k), "{dir:?} route {route:#b}");
+    }
+    // The out rule with `! no-route` decides only where the destination has a route.
+    assert_eq!(evaluate(&rs, &PacketKey { dir: Dir::Out, ..key(Dir::Out, 0) }).rule, Some(4));
+    let rs = ok("block all\npass out proto udp to ! no-route port 53 no state\n");
+    assert_eq!(evaluate(&rs, &key(Dir::Out, 0)).action, Action::Pass);
+    assert_eq!(evaluate(&rs, &key(Dir::Out, DST_NO_ROUTE)).action, Action::Block);
+    // Without route hosts the rule set tests no bit, and the data plane looks nothing up.
+    assert_eq!(ok("pass all\n").route_bits_used(), 0);
 }
 
 /// Lists that already work: `on { if1, if2 }`, icmp-type lists, address ranges.

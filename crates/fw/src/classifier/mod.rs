@@ -143,6 +143,88 @@ pub const RFC_BYTES_PER_ITEM: usize = 2048;
 enum Compiled {
     Rfc(Box<rfc::Rfc>),
     Tree(Box<tree::Tree>),
+    Routes(Box<RouteVariants>),
+}
+
+impl Compiled {
+    #[inline(always)]
+    fn classify(&self, key: &PacketKey) -> Verdict {
+        match self {
+            Compiled::Rfc(r) => r.classify(key),
+            Compiled::Tree(t) => t.classify(key),
+            Compiled::Routes(v) => v.classify(key),
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Compiled::Rfc(r) => r.memory_bytes(),
+            Compiled::Tree(t) => t.memory_bytes(),
+            Compiled::Routes(v) => v.sets.iter().flatten().map(|(c, map)| c.memory_bytes() + map.len() * 4).sum(),
+        }
+    }
+}
+
+/// A rule set with pf's `no-route` / `urpf-failed` hosts: what the rules say depends on the
+/// FIB, which changes without a reload. So it is compiled once per value of the
+/// [`route`](crate::packet::route) bits it tests (at most 8), each time over the rules that
+/// value lets match, and the packet's bits (filled by the data plane) pick the one to ask.
+struct RouteVariants {
+    /// The bits some rule tests.
+    used: u8,
+    /// Indexed by `route & used`: the compiled rules, and each one's index in the rule set.
+    sets: Vec<Option<(Compiled, Vec<u32>)>>,
+}
+
+impl RouteVariants {
+    fn build(rs: &RuleSet, opts: &BuildOptions, used: u8) -> Result<(RouteVariants, ClassifierStats), BuildError> {
+        let mut sets = Vec::with_capacity(8);
+        let mut first_stats = None;
+        for route in 0..8u8 {
+            if route & !used != 0 {
+                sets.push(None);
+                continue;
+            }
+            let (keep, map): (Vec<_>, Vec<u32>) = rs
+                .rules
+                .iter()
+                .zip(0u32..)
+                .filter(|(r, _)| route & r.route_need == r.route_need && route & r.route_refuse == 0)
+                .map(|(r, i)| (r.clone(), i))
+                .unzip();
+            let variant = RuleSet { rules: keep, ..rs.clone() };
+            let (c, stats) = compile(&variant, opts)?;
+            first_stats.get_or_insert(stats);
+            sets.push(Some((c, map)));
+        }
+        Ok((RouteVariants { used, sets }, first_stats.unwrap_or_default()))
+    }
+
+    #[inline]
+    fn classify(&self, key: &PacketKey) -> Verdict {
+        let Some((c, map)) = &self.sets[usize::from(key.route & self.used)] else { unreachable!("a set per value of the used bits") };
+        let mut v = c.classify(key);
+        v.rule = v.rule.map(|i| map[i] as usize);
+        v
+    }
+}
+
+/// Compiles `rs` with one engine (see [`Classifier::build_with`]), ignoring route hosts.
+fn compile(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierStats), BuildError> {
+    let gave_up = match opts.engine {
+        Engine::Tree => None,
+        Engine::Rfc | Engine::Auto => match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
+            Ok(r) => {
+                let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
+                return Ok((Compiled::Rfc(Box::new(r)), stats));
+            }
+            Err(e) if opts.engine == Engine::Rfc => return Err(e),
+            Err(e) => Some(e.message),
+        },
+    };
+    let t = tree::Tree::build(rs);
+    let stats = ClassifierStats { engine: "tree", rfc_gave_up: gave_up, tree: Some(t.stats()), ..ClassifierStats::default() };
+    Ok((Compiled::Tree(Box::new(t)), stats))
 }
 
 /// The compiled rule set. See the module documentation.
@@ -174,29 +256,20 @@ impl Classifier {
             return Err(BuildError { message: format!("too many rules: {} (at most 2^31 - 1)", rs.rules.len()) });
         }
         let rules = rs.rules.len();
-        let gave_up = match opts.engine {
-            Engine::Tree => None,
-            Engine::Rfc | Engine::Auto => match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
-                Ok(r) => {
-                    let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
-                    return Ok(Classifier { compiled: Compiled::Rfc(Box::new(r)), rules, stats });
-                }
-                Err(e) if opts.engine == Engine::Rfc => return Err(e),
-                Err(e) => Some(e.message),
-            },
+        let (compiled, stats) = match rs.route_bits_used() {
+            0 => compile(rs, opts)?,
+            used => {
+                let (v, stats) = RouteVariants::build(rs, opts, used)?;
+                (Compiled::Routes(Box::new(v)), stats)
+            }
         };
-        let t = tree::Tree::build(rs);
-        let stats = ClassifierStats { engine: "tree", rfc_gave_up: gave_up, tree: Some(t.stats()), ..ClassifierStats::default() };
-        Ok(Classifier { compiled: Compiled::Tree(Box::new(t)), rules, stats })
+        Ok(Classifier { compiled, rules, stats })
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
     #[inline(always)]
     pub fn classify(&self, key: &PacketKey) -> Verdict {
-        match &self.compiled {
-            Compiled::Rfc(r) => r.classify(key),
-            Compiled::Tree(t) => t.classify(key),
-        }
+        self.compiled.classify(key)
     }
 
     /// Classifies `keys[i]` into `out[i]` (`out` at least as long as `keys`).
@@ -208,10 +281,7 @@ impl Classifier {
 
     /// Bytes held by the compiled structure (LPM tables counted as their committed size).
     pub fn memory_bytes(&self) -> usize {
-        match &self.compiled {
-            Compiled::Rfc(r) => r.memory_bytes(),
-            Compiled::Tree(t) => t.memory_bytes(),
-        }
+        self.compiled.memory_bytes()
     }
 
     /// Number of rules compiled.

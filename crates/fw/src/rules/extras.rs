@@ -30,7 +30,7 @@ const UNSUPPORTED_SET: &[&str] = &[
 ];
 
 /// Address keywords linerate does not implement.
-const UNSUPPORTED_ADDRESSES: &[&str] = &["no-route", "urpf-failed", "route"];
+const UNSUPPORTED_ADDRESSES: &[&str] = &["route"];
 
 /// The prefixes that cover exactly the addresses `lo..=hi` of family `af`, fewest first to
 /// last (a range of an address family is a union of aligned blocks).
@@ -122,6 +122,12 @@ impl Parser<'_> {
     }
 
     pub(super) fn refuse_unsupported_address(&mut self) -> PResult<()> {
+        let t = self.peek()?.clone();
+        if let Tok::Word(w) = &t.tok
+            && (w == "no-route" || w == "urpf-failed")
+        {
+            return here(&t, format!("`{w}` in a host list is not supported by linerate (make it the whole `from` or `to` of the rule)"));
+        }
         self.refuse_in(UNSUPPORTED_ADDRESSES, "")
     }
 

@@ -116,6 +116,8 @@ impl Parser<'_> {
             icmp_types: opts.icmp_types,
             icmp_code: opts.icmp_code,
             flags,
+            route_need: hosts.route_need,
+            route_refuse: hosts.route_refuse,
             keep_state,
             state_policy: opts.state_policy,
             allow_opts: opts.allow_opts.is_some(),

@@ -3,6 +3,7 @@
 //! protocols.
 
 use super::*;
+use crate::packet::route;
 
 /// What `all` / `from ... to ...` named.
 pub(super) struct Hosts {
@@ -16,6 +17,11 @@ pub(super) struct Hosts {
     pub(super) addr_toks: Vec<(Token, Af, bool)>,
     /// The first `port` keyword, for the check that ports need TCP or UDP.
     pub(super) port_tok: Option<Token>,
+    /// `no-route` / `urpf-failed` hosts: see [`Rule::route_need`].
+    pub(super) route_need: u8,
+    pub(super) route_refuse: u8,
+    /// The first of them, for the error of rules that cannot have them.
+    pub(super) route_tok: Option<Token>,
 }
 
 /// pf's address family rules: an address of one family in a rule of the other, or a
@@ -87,12 +93,15 @@ impl Parser<'_> {
             dst_iface: None,
             addr_toks: Vec::new(),
             port_tok: None,
+            route_need: 0,
+            route_refuse: 0,
+            route_tok: None,
         };
         if self.eat_word("all")? {
             return Ok(hosts);
         }
         if self.eat_word("from")? {
-            if !self.is_word("port")? {
+            if !self.route_host(&mut hosts, true)? && !self.is_word("port")? {
                 hosts.src = self.addr_match(&mut hosts.addr_toks, true)?;
             }
             if self.is_word("port")? {
@@ -110,7 +119,7 @@ impl Parser<'_> {
                 if hosts.dst_iface.is_none() {
                     return here(first, "`to ({ ... })` is not supported by linerate: name one interface");
                 }
-            } else if !self.is_word("port")? {
+            } else if !self.route_host(&mut hosts, false)? && !self.is_word("port")? {
                 hosts.dst = self.addr_match(&mut hosts.addr_toks, false)?;
             }
             if self.is_word("port")? {
@@ -120,6 +129,35 @@ impl Parser<'_> {
             }
         }
         Ok(hosts)
+    }
+
+    /// pf's `[!] no-route` (from or to) and `[!] urpf-failed` (from only) as the whole host:
+    /// recorded in `hosts` as a [`route`] bit the packet must have or lack. Whether it was
+    /// one.
+    fn route_host(&mut self, hosts: &mut Hosts, is_src: bool) -> PResult<bool> {
+        let negated = self.is_punct("!")?;
+        // The word after a `!` is two raw tokens ahead (the next is the `!`).
+        let ahead = self.toks.len() - if negated { 2 } else { 1 };
+        let t = self.toks[ahead].clone();
+        let Tok::Word(w) = &t.tok else { return Ok(false) };
+        let bit = match (w.as_str(), is_src) {
+            ("no-route", true) => route::SRC_NO_ROUTE,
+            ("no-route", false) => route::DST_NO_ROUTE,
+            ("urpf-failed", true) => route::SRC_URPF_FAILED,
+            ("urpf-failed", false) => return here(&t, "urpf-failed only applies to a source (`from urpf-failed`)"),
+            _ => return Ok(false),
+        };
+        if negated {
+            self.next()?;
+        }
+        self.next()?;
+        if negated {
+            hosts.route_refuse |= bit;
+        } else {
+            hosts.route_need |= bit;
+        }
+        hosts.route_tok.get_or_insert(t);
+        Ok(true)
     }
 
     pub(super) fn addr_match(

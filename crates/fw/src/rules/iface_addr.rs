@@ -159,6 +159,8 @@ impl Parser<'_> {
                 icmp_types: Vec::new(),
                 icmp_code: None,
                 flags: None,
+                route_need: 0,
+                route_refuse: 0,
                 keep_state: StateMode::None,
                 state_policy: None,
                 allow_opts: false,

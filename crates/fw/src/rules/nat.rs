@@ -46,6 +46,9 @@ impl Parser<'_> {
         };
         let protos = if self.eat_word("proto")? { self.proto_list()? } else { Vec::new() };
         let hosts = self.hosts(Some(&first))?;
+        if let Some(t) = &hosts.route_tok {
+            return here(t, format!("`{}` in a translation rule is not supported by linerate", super::lexer::describe(&t.tok).trim_matches('"')));
+        }
         if let Some((t, _, _)) = hosts.addr_toks.iter().find(|(_, a, _)| *a == Af::Inet6) {
             return here(t, NO_INET6);
         }

@@ -488,6 +488,7 @@ pub fn packet(rng: &mut Rng, anchors: &Anchors, edges: &[u16]) -> PacketKey {
         len: 0,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 
