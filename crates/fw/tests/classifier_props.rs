@@ -390,7 +390,7 @@ fn check(seed: u64, packets: usize, opts: &BuildOptions) {
     let mut rs = rand_ruleset(&mut rng, &uni);
     // A third of the sets test route hosts, with their own generator so that the other
     // draws stay as they were.
-    let mut route_rng = (seed % 3 == 2).then(|| Rng(seed ^ 0x5EED_0F_0A7E));
+    let mut route_rng = (seed % 3 == 2).then_some(Rng(seed ^ 0x005E_ED0F_0A7E));
     if let Some(r) = &mut route_rng {
         add_route_hosts(r, &mut rs);
     }

@@ -75,6 +75,7 @@ fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
         len: 100,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 

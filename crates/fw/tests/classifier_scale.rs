@@ -24,6 +24,7 @@ fn key(src: u32, dst: u32, dport: u16, flags: u8) -> PacketKey {
         len: 60,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 

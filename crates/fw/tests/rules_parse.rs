@@ -521,6 +521,7 @@ fn example_key(
         len: 60,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 

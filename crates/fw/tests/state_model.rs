@@ -103,6 +103,7 @@ fn universe(rng: &mut Rng, n: usize) -> Vec<PacketKey> {
             len: 60,
             icmp_id: 0,
             ip_opts: false,
+            route: 0,
         };
         if seen.insert(mkey(&k)) {
             v.push(k);

@@ -21,6 +21,7 @@ fn udp(src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
         len: 100,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 

@@ -34,6 +34,7 @@ fn packet(t: Tuple, reply: bool) -> (FlowV4, PacketKey) {
         len: 60,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     };
     (FlowV4::new(p, s, sp, d, dp), key)
 }

@@ -30,6 +30,7 @@ fn flow(i: u64) -> PacketKey {
         len: 80,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 

@@ -30,6 +30,7 @@ fn key(from_a: bool, flags: u8) -> PacketKey {
         len: 40,
         icmp_id: 0,
         ip_opts: false,
+        route: 0,
     }
 }
 
