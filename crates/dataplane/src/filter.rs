@@ -34,6 +34,7 @@ use fw::rules::{Action, RuleSet};
 use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateAllocError, StateCounters, StateId, StateLookup, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
+use crate::fib::Fib;
 
 pub mod frags;
 mod keys;
@@ -42,6 +43,7 @@ pub mod nat;
 mod nat_rewrite;
 pub mod log;
 mod refuse;
+mod route_hosts;
 mod stage;
 
 use log::{LogHit, LogRules, LogSink};
@@ -68,6 +70,9 @@ pub struct CompiledRules {
     has_in: bool,
     /// The rules with `log`, and their ids in the log.
     pub log: LogRules,
+    /// The route bits the rules test (`no-route`, `urpf-failed`): 0, the usual case, looks
+    /// nothing up.
+    route_bits: u8,
 }
 
 impl CompiledRules {
@@ -76,7 +81,8 @@ impl CompiledRules {
         let classifier = Classifier::build(&rules)?;
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let log = LogRules::of(&rules);
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log })
+        let route_bits = rules.route_bits_used();
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log, route_bits })
     }
 
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
@@ -329,6 +335,9 @@ pub struct Firewall {
     log_hit: Option<LogHit>,
     /// The rule of the last pass that a `block` rule decided (see [`Firewall::take_refusal`]).
     blocked_by: Option<usize>,
+    /// The FIB that `no-route` and `urpf-failed` ask (the worker's; none in tests that filter
+    /// without forwarding: every address is then routable and passes the check).
+    fib: Option<Arc<Fib>>,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -445,7 +454,7 @@ impl Firewall {
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None }
+        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -701,12 +710,46 @@ impl Firewall {
         }
     }
 
+    /// Where the rules' `no-route` and `urpf-failed` look routes up.
+    pub(crate) fn set_fib(&mut self, fib: Arc<Fib>) {
+        self.fib = Some(fib);
+    }
+
+    /// Fills `key.route` (for its `iface`) if the rules test route bits: nothing is looked
+    /// up without `no-route` or `urpf-failed` hosts.
+    #[inline(always)]
+    pub(crate) fn fill_route_bits(&self, key: &mut PacketKey) {
+        let used = self.cur.rules.route_bits;
+        if used != 0 {
+            self.route_bits_for(key, used);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn route_bits_for(&self, key: &mut PacketKey, used: u8) {
+        key.route = self.fib.as_ref().map_or(0, |fib| route_hosts::route_bits(fib, key, used));
+    }
+
+    /// `key` as the out pass on `port` sees it: its route bits again, for that interface (the
+    /// reverse-path check depends on it), if the rules test any.
+    #[inline(always)]
+    fn out_key(&self, key: &PacketKey, port: u16) -> Option<PacketKey> {
+        (self.cur.rules.route_bits != 0).then(|| {
+            let mut k = PacketKey { iface: port, ..*key };
+            self.route_bits_for(&mut k, self.cur.rules.route_bits);
+            PacketKey { iface: key.iface, ..k }
+        })
+    }
+
     /// The outbound pass of a packet that leaves translated by `nat` or `binat`: the rules
     /// judge it as it leaves (`seen`), its state is kept under `key` (see
     /// [`Passes::outbound_translated`]); `pass`: a translation rule with `pass` decides.
     #[cold]
     #[inline(never)]
     pub(crate) fn filter_out_translated(&mut self, key: &PacketKey, seen: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, pass: bool) -> Result<(), DropReason> {
+        let routed = self.out_key(seen, port);
+        let seen = routed.as_ref().unwrap_or(seen);
         let rules = &self.cur.rules;
         let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
         let (r, count) = p.outbound_translated(key, seen, port, tcp, ticket, pass);
@@ -719,6 +762,8 @@ impl Firewall {
     /// Out of line: the apply pass's loop stays as it is without a firewall.
     #[inline(never)]
     pub(crate) fn filter_out(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> Result<(), DropReason> {
+        let routed = self.out_key(key, port);
+        let key = routed.as_ref().unwrap_or(key);
         let rules = &self.cur.rules;
         let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
         let (r, count) = p.outbound(key, port, tcp, ticket);

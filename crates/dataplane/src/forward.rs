@@ -156,7 +156,8 @@ impl Forwarder {
     }
 
     /// Adds (or replaces) the firewall stage.
-    pub fn set_firewall(&mut self, fw: Firewall) {
+    pub fn set_firewall(&mut self, mut fw: Firewall) {
+        fw.set_fib(Arc::clone(&self.fib));
         let mut nat = NatStage::new(self.port_v4.clone(), crate::filter::random_seed());
         nat.set_steering(self.nat_steering.0, self.nat_steering.1);
         self.filter = Some(FilterStage::new(fw, nat));

@@ -251,3 +251,39 @@ fn without_a_firewall_options_pass() {
     }
     assert_eq!(w.counts().forwarded, 1, "{:?}", w.counts());
 }
+
+/// pf's `urpf-failed`: a source whose route does not leave by the receiving interface (a
+/// spoofed 10/8 source on port a, where 10/8 is routed via b), or has no route at all, is
+/// blocked; A's own and FAR's genuine packets pass.
+#[test]
+fn urpf_failed_blocks_sources_routed_elsewhere() {
+    let stranger = Ipv4Addr::new(203, 0, 113, 9);
+    let rules = "block in quick from urpf-failed\npass all no state\n";
+    let out = vec![udp(0, A_HOST, 1000, FAR, 53), udp(0, FAR, 1000, BAD, 53), udp(0, stranger, 1000, FAR, 53)];
+    let (c, _) = run(rules, [out, vec![udp(1, FAR, 53, A_HOST, 1000)]]);
+    assert_eq!(drops(&c, DropReason::FilterBlocked), 2, "{c:?}");
+    assert_eq!(c.forwarded, 2, "{c:?}");
+    // Without a direction, as pf: on the way out of b, A's source is routed via a.
+    let (c, _) = run("block quick from urpf-failed\npass all no state\n", [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]]);
+    assert_eq!((drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 0), "{c:?}");
+}
+
+/// pf's `no-route`: `from no-route` blocks sources no route covers; `to no-route` stops a
+/// packet to an unrouted destination in the filter, before the router's own no-route drop
+/// (and its ICMP error).
+#[test]
+fn no_route_hosts_follow_the_fib() {
+    let stranger = Ipv4Addr::new(203, 0, 113, 9);
+    let out = vec![udp(0, A_HOST, 1000, FAR, 53), udp(0, FAR, 1000, BAD, 53), udp(0, stranger, 1000, FAR, 53)];
+    let (c, _) = run("block in quick from no-route\npass all no state\n", [out, vec![]]);
+    assert_eq!((drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 2), "{c:?}");
+    let out = vec![udp(0, A_HOST, 1000, stranger, 53), udp(0, A_HOST, 1000, FAR, 53)];
+    let (c, _) = run("pass all no state\n", [out.clone(), vec![]]);
+    assert_eq!((drops(&c, DropReason::NoRoute), drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 0, 1), "{c:?}");
+    let (c, _) = run("block in quick to no-route\npass all no state\n", [out, vec![]]);
+    assert_eq!((drops(&c, DropReason::NoRoute), drops(&c, DropReason::FilterBlocked), c.forwarded), (0, 1, 1), "{c:?}");
+    // `! no-route`: only routed destinations pass.
+    let out = vec![udp(0, A_HOST, 1000, stranger, 53), udp(0, A_HOST, 1000, FAR, 53)];
+    let (c, _) = run("block all\npass in to ! no-route no state\npass out no state\n", [out, vec![]]);
+    assert_eq!((drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 1), "{c:?}");
+}

@@ -363,6 +363,7 @@ impl FilterStage {
         let i = i % MAX_BATCH;
         let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
         keys::extract(frame, l3, v4, port, key, tcp);
+        self.fw.fill_route_bits(key);
         // Fragments are never on the fast path (keys::lean_v4 refuses them).
         if v4 && let Some(ip) = frame.get(l3..).filter(|ip| super::frags::is_fragment_v4(ip)) {
             self.frags.judge(ip, key, self.fw.now)?;
