@@ -357,7 +357,7 @@ mod tests {
             let (mut key, mut tcp) = (PacketKey {
                 af: Af::Inet6, dir: Dir::Out, iface: 0, proto: 0, src: 1, dst: 2, src_port: 3, dst_port: 4, tcp_flags: 5, len: 6,
                 icmp_id: 0,
-                ip_opts: false,
+                ip_opts: false, route: 9,
             }, None);
             extract(&frame, 14, true, 7, &mut key, &mut tcp);
             let mut lean_tcp = None;
