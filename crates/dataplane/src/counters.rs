@@ -44,6 +44,7 @@ drop_reasons! {
     FilterBlocked => "filter_blocked", "Blocked by a firewall rule (in or out).";
     StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
+    RuleStateMax => "rule_state_max", "A keep-state rule with `max N` passed it, but the rule has N states already (pf's max).";
     OffloadMalformed => "offload_malformed", "Sent by this host with offload metadata (virtio_net_hdr) that does not match the frame.";
     GsoUnsupported => "gso_unsupported", "A GSO frame linerate does not segment: not TCP or UDP, IPv6 extension headers, or datagrams larger than a frame buffer.";
     FragmentNoFirst => "fragment_no_first", "Later IPv4 fragment whose first fragment the filter has not seen (or forgot).";

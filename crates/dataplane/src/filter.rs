@@ -31,7 +31,7 @@ use fw::classifier::{BuildError, Classifier};
 use fw::packet::{Dir, PacketKey};
 use fw::passes::{Count, Drop, Hit, Passes, Ticket};
 use fw::rules::{Action, RuleSet};
-use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateAllocError, StateCounters, StateId, StateLookup, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError, StateCounters, StateId, StateLookup, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 use crate::fib::Fib;
@@ -70,6 +70,8 @@ pub struct CompiledRules {
     has_in: bool,
     /// The rules with `log`, and their ids in the log.
     pub log: LogRules,
+    /// The state counts of the rules with `max`, shared by the workers.
+    limits: Option<Arc<RuleLimits>>,
     /// The route bits the rules test (`no-route`, `urpf-failed`): 0, the usual case, looks
     /// nothing up.
     route_bits: u8,
@@ -82,7 +84,8 @@ impl CompiledRules {
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let log = LogRules::of(&rules);
         let route_bits = rules.route_bits_used();
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log, route_bits })
+        let limits = RuleLimits::of(&rules);
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits })
     }
 
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
@@ -687,7 +690,7 @@ impl Firewall {
     #[inline]
     fn inbound_with(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, verdict: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
         let (r, count) = p.inbound_with(key, tcp, hit, verdict);
         let has_out = rules.has_out;
         self.counted(count, key.len);
@@ -751,7 +754,7 @@ impl Firewall {
         let routed = self.out_key(seen, port);
         let seen = routed.as_ref().unwrap_or(seen);
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
         let (r, count) = p.outbound_translated(key, seen, port, tcp, ticket, pass);
         self.counted(count, key.len);
         self.log_decided(count, r, Dir::Out);
@@ -765,7 +768,7 @@ impl Firewall {
         let routed = self.out_key(key, port);
         let key = routed.as_ref().unwrap_or(key);
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now };
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
         let (r, count) = p.outbound(key, port, tcp, ticket);
         self.counted(count, key.len);
         self.log_decided(count, r, Dir::Out);
@@ -813,6 +816,7 @@ fn drop_reason(d: Drop) -> DropReason {
         Drop::Blocked => DropReason::FilterBlocked,
         Drop::IpOptions => DropReason::IpOptions,
         Drop::StateLimit => DropReason::StateLimit,
+        Drop::RuleMax => DropReason::RuleStateMax,
     }
 }
 

@@ -287,3 +287,14 @@ fn no_route_hosts_follow_the_fib() {
     let (c, _) = run("block all\npass in to ! no-route no state\npass out no state\n", [out, vec![]]);
     assert_eq!((drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 1), "{c:?}");
 }
+
+/// `keep state (max 2)` on real frames: the third flow is dropped under its own reason,
+/// packets of the first two keep flowing.
+#[test]
+fn max_states_of_a_rule_drop_the_next_flow() {
+    let rules = "block all\npass in on a proto udp keep state (max 2)\npass out on b proto udp keep state\n";
+    let out = vec![udp(0, A_HOST, 1000, FAR, 53), udp(0, A_HOST, 1001, FAR, 53), udp(0, A_HOST, 1002, FAR, 53), udp(0, A_HOST, 1000, FAR, 53)];
+    let (c, w) = run(rules, [out, vec![udp(1, FAR, 53, A_HOST, 1001)]]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::RuleStateMax)), (4, 1), "{c:?}");
+    assert_eq!(w.firewall().unwrap().state_table().limited_entries(), 2);
+}

@@ -17,7 +17,8 @@ use crate::classifier::Classifier;
 use crate::verdict::Verdict;
 use crate::packet::{Dir, PacketKey};
 use crate::rules::{Action, RuleSet, StateMode, StatePolicy};
-use crate::state::{Flow, InsertError, Pass, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};
+use crate::state::{Flow, InsertError, Pass, RuleLimits, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};
+use std::sync::Arc;
 
 /// Why a pass drops a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,6 +29,8 @@ pub enum Drop {
     IpOptions,
     /// A state was to be created and the table is full.
     StateLimit,
+    /// A state was to be created and its rule has its `max` states.
+    RuleMax,
 }
 
 /// What a pass counts: the packet under rule `rule` (`None`: pf's default, or the pass was
@@ -60,6 +63,8 @@ pub struct Passes<'a> {
     pub classifier: &'a Classifier,
     pub states: &'a mut StateTable,
     pub now: u32,
+    /// The state counts of the rules with `max` ([`RuleLimits::of`] the rules), if any.
+    pub limits: Option<&'a Arc<RuleLimits>>,
 }
 
 /// A hit of the state lookup, for [`Passes::inbound`]: the entry and whether the packet's
@@ -209,7 +214,19 @@ impl Passes<'_> {
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
         let opts = StateOptions { sloppy, allow_opts, bound };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
-        match self.states.keep(key, rule, self.now, tcp, opts, pass) {
+        let limit = i.and_then(|i| self.limits.filter(|l| l.limits(i)));
+        if limit.is_some_and(|l| !l.take(rule as usize)) {
+            return (Err(Drop::RuleMax), count);
+        }
+        let r = self.states.keep(key, rule, self.now, tcp, opts, pass);
+        if let Some(l) = limit {
+            // Counted once per pf state the rule added; given back with its entry.
+            match r {
+                Ok((id, true)) => self.states.hold_limit(id, Arc::clone(l), rule),
+                _ => l.give_back(rule as usize),
+            }
+        }
+        match r {
             Ok((id, added)) => {
                 count.created = added;
                 (Ok(Some(id)), count)

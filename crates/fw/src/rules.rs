@@ -280,6 +280,8 @@ pub struct Rule {
     pub route_need: u8,
     pub route_refuse: u8,
     pub keep_state: StateMode,
+    /// `keep state (max N)`: at most N states of this rule at a time.
+    pub max_states: Option<u32>,
     /// `keep state (if-bound)` / `(floating)`: this rule's states bind as it says rather than
     /// as `set state-policy` does.
     pub state_policy: Option<StatePolicy>,

@@ -107,6 +107,7 @@ mod flow;
 mod index;
 mod insert;
 mod inspect;
+mod limits;
 mod lookup;
 mod memory;
 mod quick;
@@ -126,6 +127,9 @@ pub use sub::{Pass, SubState};
 pub use quick::QuickHits;
 use tcp::Peer;
 pub use memory::{StateAllocError, StateMemory};
+pub use limits::RuleLimits;
+use std::collections::HashMap;
+use std::sync::Arc;
 pub use timeouts::{Timeouts, Tmo};
 pub use types::{
     FlowHit, IcmpErrorMatch, InsertError, StateCounters, StateDropReason, StateId, StateInfo, StateLookup,
@@ -191,6 +195,9 @@ pub struct StateTable {
     want: [u8; 2],
     sweep_cursor: usize,
     counters: StateCounters,
+    /// The entries holding states of rules with `max`, and whose counts they hold (an entry
+    /// holds at most two pf states). Empty, and never looked at, without such rules.
+    limited: HashMap<u32, [Option<(Arc<RuleLimits>, u32)>; 2]>,
 }
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
@@ -254,6 +261,7 @@ impl StateTable {
             want: sub::want(true, true),
             sweep_cursor: 0,
             counters: StateCounters::default(),
+            limited: HashMap::new(),
         })
     }
 
@@ -390,6 +398,37 @@ impl StateTable {
         self.remove_at(pos, id);
         self.counters.removed += 1;
         true
+    }
+
+    /// Entry `id` holds a state of rule `rule`, which has a `max` in `limits`: the count is
+    /// given back when the entry goes.
+    pub fn hold_limit(&mut self, id: StateId, limits: Arc<RuleLimits>, rule: u32) {
+        let held = self.limited.entry(id.0).or_default();
+        match held.iter_mut().find(|h| h.is_none()) {
+            Some(free) => *free = Some((limits, rule)),
+            // Never: an entry holds two pf states. Give the count back rather than leak it.
+            None => limits.give_back(rule as usize),
+        }
+    }
+
+    /// Entries holding counts of rules with `max` (for tests and `show`).
+    pub fn limited_entries(&self) -> usize {
+        self.limited.len()
+    }
+
+    /// Gives back the counts entry `id` held (it is being removed or reused).
+    #[inline]
+    fn release_limits(&mut self, id: usize) {
+        if !self.limited.is_empty() {
+            self.release_limits_of(id);
+        }
+    }
+
+    #[cold]
+    fn release_limits_of(&mut self, id: usize) {
+        for (limits, rule) in self.limited.remove(&(id as u32)).into_iter().flatten().flatten() {
+            limits.give_back(rule as usize);
+        }
     }
 
     /// The index of the rule that created state `id` (what per-rule counters need on a hit,

@@ -136,7 +136,7 @@ impl Impl {
         if hit.is_some_and(|h| self.states.settled(h.id, h.from_a)) && !key.ip_opts {
             return Ok(());
         }
-        let mut p = Passes { rules: &self.rules, classifier: &self.classifier, states: &mut self.states, now: 1 };
+        let mut p = Passes { rules: &self.rules, classifier: &self.classifier, states: &mut self.states, now: 1, limits: None };
         let ticket = p.inbound(key, None, hit).0?;
         if ticket.out_settled || (!self.has_out && !key.ip_opts) {
             return Ok(());

@@ -79,7 +79,6 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
         ("block in from { no-route, 10.0.0.1 }", "rules.conf:1:17: `no-route` in a host list is not supported by linerate"),
         ("block in to urpf-failed", "rules.conf:1:13: urpf-failed only applies to a source (`from urpf-failed`)"),
         ("nat on em0 from no-route -> 192.0.2.1", "rules.conf:1:17: `no-route` in a translation rule is not supported by linerate"),
-        ("pass in proto tcp keep state (max 100)", "rules.conf:1:31: `max` is not supported by linerate"),
         ("pass in proto tcp keep state (max-src-conn 10)", "rules.conf:1:31: `max-src-conn` is not supported by linerate"),
         ("pass in proto tcp keep state (max-src-conn-rate 10/5)", "rules.conf:1:31: `max-src-conn-rate` is not supported by linerate"),
         ("pass in proto tcp keep state (overload <bad> flush)", "rules.conf:1:31: `overload` is not supported by linerate"),

@@ -114,7 +114,7 @@ impl LogHit {
             Ok(()) => (Action::Pass, Reason::Match),
             Err(Drop::Blocked) => (Action::Block, Reason::Match),
             Err(Drop::IpOptions) => (Action::Block, Reason::IpOption),
-            Err(Drop::StateLimit) => (Action::Block, Reason::StateLimit),
+            Err(Drop::StateLimit | Drop::RuleMax) => (Action::Block, Reason::StateLimit),
         };
         LogHit { rule: rule as u32, action, reason, dir }
     }

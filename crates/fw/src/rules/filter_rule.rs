@@ -13,6 +13,8 @@ struct FilterOptions {
     label: Option<String>,
     allow_opts: Option<Token>,
     state_policy: Option<StatePolicy>,
+    /// `keep state (max N)`.
+    max_states: Option<u32>,
     icmp_types: Vec<u8>,
     icmp_code: Option<u8>,
     /// The `icmp-type` / `icmp6-type` keyword and the protocol it needs.
@@ -119,6 +121,7 @@ impl Parser<'_> {
             route_need: hosts.route_need,
             route_refuse: hosts.route_refuse,
             keep_state,
+            max_states: opts.max_states,
             state_policy: opts.state_policy,
             allow_opts: opts.allow_opts.is_some(),
             label: opts.label,
@@ -157,7 +160,7 @@ impl Parser<'_> {
                 Tok::Word(w) if w == "keep" => {
                     self.next()?;
                     self.expect_word("state")?;
-                    let mode = self.state_options(&mut opts.state_policy)?;
+                    let mode = self.state_options(&mut opts.state_policy, &mut opts.max_states)?;
                     opts.keep = Some((mode, t));
                 }
                 Tok::Word(w) if w == "no" => {
@@ -222,9 +225,9 @@ impl Parser<'_> {
         }
     }
 
-    /// After `keep state`: the optional `( sloppy, if-bound, floating )`. Returns the state
-    /// mode; a binding goes to `policy`.
-    fn state_options(&mut self, policy: &mut Option<StatePolicy>) -> PResult<StateMode> {
+    /// After `keep state`: the optional `( sloppy, if-bound, floating, max N )`. Returns the
+    /// state mode; a binding goes to `policy`, a limit to `max`.
+    fn state_options(&mut self, policy: &mut Option<StatePolicy>, max: &mut Option<u32>) -> PResult<StateMode> {
         let mut mode = StateMode::Keep;
         if self.eat_punct("(")? {
             loop {
@@ -234,9 +237,16 @@ impl Parser<'_> {
                     *policy = Some(StatePolicy::IfBound);
                 } else if self.eat_word("floating")? {
                     *policy = Some(StatePolicy::Floating);
+                } else if self.eat_word("max")? {
+                    let t = self.peek()?.clone();
+                    let n = self.number("a number of states", u64::from(u32::MAX))?;
+                    if n == 0 {
+                        return here(&t, "max needs at least 1 state");
+                    }
+                    *max = Some(n as u32);
                 } else {
                     self.refuse_unsupported_option("")?;
-                    return self.fail("a state option (sloppy, if-bound, floating)");
+                    return self.fail("a state option (sloppy, if-bound, floating, max)");
                 }
                 if self.eat_punct(")")? {
                     break;

@@ -162,6 +162,7 @@ impl Parser<'_> {
                 route_need: 0,
                 route_refuse: 0,
                 keep_state: StateMode::None,
+                max_states: None,
                 state_policy: None,
                 allow_opts: false,
                 label: label.clone(),

@@ -171,6 +171,7 @@ impl StateTable {
             }
         }
         self.index[hole] = EMPTY;
+        self.release_limits(id);
         let e = &mut self.slots[id];
         e.flags = 0;
         e.rule = self.free_head;

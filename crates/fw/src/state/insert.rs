@@ -53,6 +53,7 @@ impl StateTable {
                     return Err(InsertError::Exists(StateId(id as u32)));
                 }
                 self.counters.expired_lookup += 1;
+                self.release_limits(id);
                 id
             }
             Err(pos) => {
