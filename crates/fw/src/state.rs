@@ -197,8 +197,11 @@ pub struct StateTable {
     counters: StateCounters,
     /// The entries holding states of rules with `max`, and whose counts they hold (an entry
     /// holds at most two pf states). Empty, and never looked at, without such rules.
-    limited: HashMap<u32, [Option<(Arc<RuleLimits>, u32)>; 2]>,
+    limited: HashMap<u32, [Option<HeldLimit>; 2]>,
 }
+
+/// A count an entry holds: rule `.1` of the rule set whose counts are `.0`.
+type HeldLimit = (Arc<RuleLimits>, u32);
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
 /// (`from_init`) or of the responder: the sender becomes SINGLE, a receiver that was SINGLE
