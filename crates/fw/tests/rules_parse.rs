@@ -337,8 +337,8 @@ fn errors_name_file_line_column() {
             "rules.conf:1:11: keep state only applies to pass rules",
         ),
         (
-            "pass all keep state (max 10)",
-            "rules.conf:1:22: `max` is not supported by linerate",
+            "pass all keep state (max-src-nodes 10)",
+            "rules.conf:1:22: `max-src-nodes` is not supported by linerate",
         ),
         (
             "pass all label web",
@@ -681,8 +681,8 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("block from 10.0.0.9 - ::1", "rules.conf:1:23: the range's two addresses are of different families"),
         ("block all allow-opts", "rules.conf:1:11: allow-opts only applies to pass rules"),
         ("set state-policy sticky", "rules.conf:1:18: expected floating or if-bound, found \"sticky\""),
-        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating), found \"no-such\""),
-        ("pass in proto tcp keep state (max 10)", "rules.conf:1:31: `max` is not supported by linerate"),
+        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max), found \"no-such\""),
+        ("pass in proto tcp keep state (max 10 sloppy)", "rules.conf:1:38: expected \",\" or \")\", found \"sloppy\""),
         ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
         ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),
         ("pass out route-to em1 all", "rules.conf:1:10: `route-to` is not supported by linerate"),
