@@ -170,3 +170,83 @@ fn icmp_states_pass_only_replies_with_the_identifier() {
     let report = stop(dut);
     assert!(report.contains("drop filter_blocked"), "{report}");
 }
+
+/// pf's `urpf-failed` with real pings: A's own source passes; a source of B's network sent
+/// from A (an address A gives itself) fails the reverse-path check on lrd0 and never
+/// reaches B. The rule's counter shows the spoofed requests.
+#[test]
+fn urpf_failed_stops_a_spoofed_source() {
+    if !usable() {
+        eprintln!("skipped: needs root and python3");
+        return;
+    }
+    let lab = build("u");
+    lab.a.addr("lra0", "198.19.0.77/32").unwrap();
+    let dut = start(&lab, "block in quick on lrd0 from urpf-failed label \"urpf\"\npass all\n");
+    assert!(lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(), "A's own source passes");
+    let mut listener = lab.b.command("python3");
+    listener.args(["-c", LISTEN, "198.19.0.77", "2.0"]);
+    let mut listen = start_until(listener, "ready");
+    let spoofed = lab.a.exec("ping", &["-c", "4", "-i", "0.2", "-W", "1", "-I", "198.19.0.77", "198.19.0.2"]);
+    assert!(spoofed.is_err(), "no answer to the spoofed source");
+    let mut child = listen.0.take().unwrap();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.wait().unwrap();
+    assert_eq!(out.trim(), "0", "echo requests from the spoofed source reached B");
+    let report = stop(dut);
+    let urpf = report.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).find(|f| f.get(1) == Some(&"urpf")).unwrap_or_else(|| panic!("{report}"));
+    assert!(urpf[3].parse::<u64>().unwrap() >= 4, "the rule blocked the spoofed requests: {urpf:?}\n{report}");
+}
+
+/// A TCP server on B that answers each connection with a line and keeps it open (until the
+/// client closes it).
+const KEEP_SERVER: &str = r#"
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(16)
+print('ready', file=sys.stderr, flush=True)
+held = []
+while True:
+    c, _ = s.accept(); c.sendall(b'hello\n'); held.append(c)
+"#;
+
+/// Holds `n` TCP connections to B's `port` open for `secs`; prints how many connected.
+const HOLD: &str = r#"
+import socket, sys, time
+port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+held = []
+for _ in range(n):
+    try:
+        s = socket.create_connection(('198.19.0.2', port), timeout=1.5)
+        s.settimeout(1.5)
+        if s.recv(16) == b'hello\n':
+            held.append(s)
+    except OSError:
+        pass
+print(len(held), flush=True)
+time.sleep(secs)
+"#;
+
+/// `keep state (max 2)`: of three connections A opens at once, two are established; once
+/// they are closed and their states gone, A connects again.
+#[test]
+fn max_states_limit_a_rules_connections() {
+    if !usable() {
+        eprintln!("skipped: needs root and python3");
+        return;
+    }
+    let lab = build("m");
+    let dut = start(&lab, "set timeout { tcp.closing 1, tcp.finwait 1, tcp.closed 1 }\nblock all\npass out all\npass in on lrd0 proto tcp to port 8080 keep state (max 2)\n");
+    let mut server = lab.b.command("python3");
+    server.args(["-c", KEEP_SERVER, "8080"]);
+    let _server = start_until(server, "ready");
+    let out = lab.a.command("python3").args(["-c", HOLD, "8080", "3", "0"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "two of three connections: {}", String::from_utf8_lossy(&out.stderr));
+    // The connections are closed; their states time out (1 s here), then the rule has room.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(connects(&lab, 8080), "a connection once the states are gone");
+    let report = stop(dut);
+    assert!(report.contains("drop rule_state_max"), "{report}");
+}
