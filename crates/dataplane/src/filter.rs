@@ -341,6 +341,8 @@ pub struct Firewall {
     /// The FIB that `no-route` and `urpf-failed` ask (the worker's; none in tests that filter
     /// without forwarding: every address is then routable and passes the check).
     fib: Option<Arc<Fib>>,
+    /// The current rules' route bits ([`CompiledRules::route_bits`]), at hand per packet.
+    route_bits: u8,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -451,13 +453,14 @@ impl Firewall {
     }
 
     fn with_table(slot: Arc<RulesSlot>, id: usize, seen: u64, rules: Arc<CompiledRules>, states: StateTable) -> Firewall {
+        let route_bits = rules.route_bits;
         let cur = Arc::new(RuleCounters::new(rules));
         let stats = Arc::new(FirewallStats {
             rules: Mutex::new(Arc::clone(&cur)),
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
         });
-        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None }
+        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -530,6 +533,7 @@ impl Firewall {
         self.states.set_timeouts(state_timeouts(&rules.rules));
         self.states.set_limit(state_limit(&rules.rules));
         self.states.set_passes(rules.has_in, rules.has_out);
+        self.route_bits = rules.route_bits;
         self.cur = Arc::new(RuleCounters::new(rules));
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);
         self.seen = g;
@@ -722,7 +726,7 @@ impl Firewall {
     /// up without `no-route` or `urpf-failed` hosts.
     #[inline(always)]
     pub(crate) fn fill_route_bits(&self, key: &mut PacketKey) {
-        let used = self.cur.rules.route_bits;
+        let used = self.route_bits;
         if used != 0 {
             self.route_bits_for(key, used);
         }
@@ -738,9 +742,9 @@ impl Firewall {
     /// reverse-path check depends on it), if the rules test any.
     #[inline(always)]
     fn out_key(&self, key: &PacketKey, port: u16) -> Option<PacketKey> {
-        (self.cur.rules.route_bits != 0).then(|| {
+        (self.route_bits != 0).then(|| {
             let mut k = PacketKey { iface: port, ..*key };
-            self.route_bits_for(&mut k, self.cur.rules.route_bits);
+            self.route_bits_for(&mut k, self.route_bits);
             PacketKey { iface: key.iface, ..k }
         })
     }
