@@ -227,7 +227,7 @@ impl Forwarder {
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<false>(pool, desc, i, step, outputs, punts);
+            self.apply::<false, false>(pool, desc, i, step, outputs, punts);
         }
     }
 
@@ -278,19 +278,26 @@ impl Forwarder {
         }
     }
 
-    /// The apply pass with the `out` rules, or as without a firewall when no packet of the
-    /// batch needs them (every one matched a state, the common case, or there are none).
+    /// The apply pass with the `out` rules; or, when no packet of the batch needs them (every
+    /// one matched a state, the common case, or there are none), as without a firewall, with
+    /// only NAT's outbound pass added if anything is to translate.
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        if self.filter.as_ref().is_some_and(|f| f.out_pass || f.nat_on) {
+        let (out_pass, nat) = self.filter.as_ref().map_or((false, false), |f| (f.out_pass, f.nat_on));
+        if out_pass {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<true>(pool, desc, i, step, outputs, punts);
+                self.apply::<true, false>(pool, desc, i, step, outputs, punts);
+            }
+        } else if nat {
+            for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+                let step = self.steps[i % MAX_BATCH];
+                self.apply::<false, true>(pool, desc, i, step, outputs, punts);
             }
         } else {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, false>(pool, desc, i, step, outputs, punts);
             }
         }
         if let Some(f) = &mut self.filter {
@@ -334,8 +341,11 @@ impl Forwarder {
         (lookups.n4, lookups.n6)
     }
 
+    /// The rest of a packet's way after the lookups. `FW`: with the firewall's out pass (and
+    /// NAT's), for a batch where some packet needs it; `NAT`: with NAT's outbound pass only,
+    /// for a batch whose packets states settled.
     #[inline(always)]
-    fn apply<const FW: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply<const FW: bool, const NAT: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (l3, nh, v4, in_port) = match step {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
@@ -371,6 +381,9 @@ impl Forwarder {
                 OutStop::Refuse(refusal) => self.refuse(pool, desc, in_port, refusal, punts),
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
             };
+        }
+        if NAT && let Err(reason) = self.nat_only(pool, desc, l3, port) {
+            return self.drop(pool, desc, reason);
         }
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
@@ -424,6 +437,24 @@ impl Forwarder {
             nat_out(f, pool.frame_mut(desc), l3, port).map_err(OutStop::Drop)?;
         }
         Ok(())
+    }
+
+    /// NAT's outbound pass of a packet leaving by `port` that a state settled: the common
+    /// packet (plain TCP or UDP of a flow translated already) in line, any other out of line.
+    #[inline(always)]
+    fn nat_only(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, port: u16) -> Result<(), DropReason> {
+        let Some(f) = &mut self.filter else { return Ok(()) };
+        if !f.nat.on_port(port) {
+            return Ok(());
+        }
+        let now = f.fw.now();
+        let frame = pool.frame_mut(desc);
+        if let Some(ip) = frame.get_mut(l3..)
+            && f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now)
+        {
+            return Ok(());
+        }
+        nat_out_other(f, frame, l3, port)
     }
 
     /// The member of a multipath group this packet's flow takes, and its adjacency
@@ -582,8 +613,20 @@ fn rewrite_l2_in_place(frame: &mut [u8], out: &OutPort, mac: MacAddr) {
 #[inline(never)]
 fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
     let now = f.fw.now();
+    let Some(ip) = frame.get_mut(l3..) else { return Ok(()) };
+    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now) {
+        return Ok(());
+    }
+    f.nat.outbound_other(&f.fw.rules().rules, ip, port, now)
+}
+
+/// [`nat_out`] for a packet `outbound_plain` left.
+#[cold]
+#[inline(never)]
+fn nat_out_other(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
+    let now = f.fw.now();
     match frame.get_mut(l3..) {
-        Some(ip) => f.nat.outbound(&f.fw.rules().rules, ip, port, now),
+        Some(ip) => f.nat.outbound_other(&f.fw.rules().rules, ip, port, now),
         None => Ok(()),
     }
 }

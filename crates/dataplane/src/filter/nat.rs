@@ -85,6 +85,10 @@ pub(crate) struct NatStage {
     steering: Option<Steering>,
     seed: u64,
     translated: u64,
+    /// Bit `min(port, 63)` set for each logical port translation applies on (every bit when
+    /// some rule has no `on`): the per-packet test, exact below port 63 (the plan decides the
+    /// rest).
+    port_mask: u64,
     /// The batch's prefetched lookups: hash, and whether of an out key.
     prefetched: Box<[(u64, bool); MAX_BATCH]>,
 }
@@ -96,7 +100,7 @@ pub(crate) fn has_nat(rules: &CompiledRules) -> bool {
 
 impl NatStage {
     pub fn new(port_v4: Vec<Option<u32>>, seed: u64) -> NatStage {
-        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, prefetched: Box::new([(0, false); MAX_BATCH]) }
+        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, port_mask: 0, prefetched: Box::new([(0, false); MAX_BATCH]) }
     }
 
     /// This is worker `worker` of `workers` (more than one: ports are chosen for the steering).
@@ -117,7 +121,9 @@ impl NatStage {
     pub fn begin_batch(&mut self, rules: &Arc<CompiledRules>, now: u32) -> bool {
         let id = Arc::as_ptr(rules) as usize;
         if self.plan.as_ref().is_none_or(|p| p.rules != id) {
-            self.plan = Some(self.make_plan(&rules.rules, id));
+            let plan = self.make_plan(&rules.rules, id);
+            self.port_mask = if plan.every_port { u64::MAX } else { plan.ports.iter().enumerate().filter(|(_, on)| **on).fold(0, |m, (p, _)| m | port_bit(p)) };
+            self.plan = Some(plan);
         }
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
         self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
@@ -181,6 +187,12 @@ impl NatStage {
     /// Whether translation applies on logical port `port`.
     #[inline(always)]
     pub fn on_port(&self, port: u16) -> bool {
+        self.port_mask & port_bit(usize::from(port)) != 0 && (port < 63 || self.on_high_port(port))
+    }
+
+    /// [`on_port`](Self::on_port) for ports from 63 on, which share the mask's last bit.
+    #[cold]
+    fn on_high_port(&self, port: u16) -> bool {
         self.plan.as_ref().is_some_and(|p| p.every_port || p.ports.get(usize::from(port)).copied().unwrap_or(false))
     }
 
@@ -189,6 +201,7 @@ impl NatStage {
     fn note_port(&mut self, port: u16) {
         if let Some(p) = self.plan.as_mut().and_then(|p| p.ports.get_mut(usize::from(port))) {
             *p = true;
+            self.port_mask |= port_bit(usize::from(port));
         }
     }
 
@@ -266,16 +279,32 @@ impl NatStage {
     /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
     /// outside form (a reply of an `rdr`-ed flow).
     pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
-        // The common case first: a plain TCP or UDP packet of a flow already translated.
+        if self.outbound_plain(&rs.timeouts, ip, port, now) {
+            return Ok(());
+        }
+        self.outbound_other(rs, ip, port, now)
+    }
+
+    /// [`outbound`](Self::outbound)'s common case: a plain TCP or UDP packet ([`read_plain`])
+    /// of a flow translated already, rewritten. `false`: another packet, left as it is.
+    #[inline(always)]
+    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32) -> bool {
         if let Some((key, flags)) = read_plain(ip)
-            && let Some(s) = self.table.lookup_out(&key, now, &rs.timeouts).filter(|s| s.iface == port)
+            && let Some(s) = self.table.lookup_out(&key, now, timeouts).filter(|s| s.iface == port)
         {
             s.touch(now, s.kind == NatKind::Rdr, flags);
             let (a, p) = s.out_to;
             rewrite_plain(ip, key.proto, End::Src, a, p);
             self.translated += 1;
-            return Ok(());
+            return true;
         }
+        false
+    }
+
+    /// [`outbound`](Self::outbound) for a packet [`outbound_plain`](Self::outbound_plain)
+    /// left: out of line, so that the common case's caller stays small.
+    #[inline(never)]
+    pub fn outbound_other(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
         let Some(t) = read(ip) else { return Ok(()) };
@@ -496,6 +525,12 @@ impl OutPlan {
             None => *key,
         }
     }
+}
+
+/// The bit of `port` in [`NatStage`]'s port mask.
+#[inline(always)]
+fn port_bit(port: usize) -> u64 {
+    1 << port.min(63)
 }
 
 /// Whether session `s` was made by a translation rule with `pass` (the rule of that index in
