@@ -258,12 +258,12 @@ impl Forwarder {
                 _ => None,
             }));
         }
-        for (i, (step, &desc)) in self.steps.iter_mut().zip(descs).enumerate() {
+        for (i, step) in self.steps[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
             let Step::V4 { l3, slot, in_port } = *step else { continue };
             if !f.nat.on_port(in_port) {
                 continue;
             }
-            let frame = pool.frame_mut(desc);
+            let frame = pool.frame_mut(descs[i]);
             let Some(ip) = frame.get_mut(usize::from(l3)..) else { continue };
             match f.nat.inbound(&f.fw.rules().rules, ip, in_port, now) {
                 Ok(Some((dst, pass))) => {

@@ -317,6 +317,59 @@ fn rdr_pass_skips_the_in_rules_and_its_replies_come_back() {
     assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
 }
 
+/// A worker as [`worker`] makes, and the slot its rule sets are published in.
+fn worker_with_slot(rules: &str) -> (NatWorker, Arc<RulesSlot>) {
+    let mut w = worker("pass all\n", None);
+    let slot = RulesSlot::new(Arc::new(CompiledRules::parse(rules, Path::new("nat.conf"), &ifaces).unwrap()));
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
+    (w, slot)
+}
+
+#[test]
+fn a_reload_that_moves_rules_keeps_each_translations_pass() {
+    // Each flow's translation keeps whether the rule that made it had `pass`: a reload that
+    // puts another rule at that rule's place does not lend it that rule's `pass`.
+    let rdr80 = "rdr on ext proto tcp from any to 192.0.2.1 port 80 -> 198.18.0.2 port 8080\n";
+    let rdr81 = "rdr pass on ext proto tcp from any to 192.0.2.1 port 81 -> 198.18.0.2 port 8081\n";
+    let (mut w, slot) = worker_with_slot(&format!("{rdr80}{rdr81}pass all no state\n"));
+    let syns = vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x02), tcp(1, FAR, 5556, EXT_ADDR, 81, 0x02)];
+    let [inside, _] = send(&mut w, 1, syns);
+    assert_eq!(inside.len(), 2, "{:?}", w.counts());
+    assert_eq!(w.nat_counts().unwrap().sessions, 2);
+    // The rules swap places, and the in rules now block both servers.
+    let moved = format!("{rdr81}{rdr80}pass all no state\nblock in on ext proto tcp to 198.18.0.2\n");
+    slot.publish(Arc::new(CompiledRules::parse(&moved, Path::new("nat.conf"), &ifaces).unwrap())).unwrap();
+    let acks = vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x10), tcp(1, FAR, 5556, EXT_ADDR, 81, 0x10)];
+    let [inside, _] = send(&mut w, 1, acks);
+    // The flow `rdr` made (no `pass`) meets the in rules: blocked. The one `rdr pass` made
+    // passes by the state it kept.
+    assert_eq!(inside.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&inside[0]), (FAR, 5556, LAN_HOST, 8081));
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+}
+
+#[test]
+fn a_blocked_flow_leaves_no_sticky_address_behind() {
+    let rules = "nat on ext from 198.18.0.0/24 -> { 192.0.2.1, 192.0.2.2 } round-robin sticky-address\n\
+                 block out quick on ext proto udp from any to any port 9\n\
+                 pass all\n";
+    let mut w = worker(rules, None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 3000, FAR, 9)]);
+    assert!(out.is_empty());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+    assert_eq!(w.nat_counts().unwrap().sticky, 0, "no choice kept for a flow that was blocked");
+    // The host's first flow that passes chooses its address, and its later flows keep it.
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    assert_eq!(w.nat_counts().unwrap().sticky, 1);
+    let first = tuple(&out[0]).0;
+    for sport in 1001..1005 {
+        let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, sport, FAR, 53)]);
+        assert_eq!(tuple(&out[0]).0, first, "sticky-address");
+    }
+    assert_eq!(w.nat_counts().unwrap().sticky, 1);
+}
+
 #[test]
 fn nat_pass_skips_the_out_rules_and_keeps_a_state_for_the_replies() {
     let rules = "nat pass on ext from 198.18.0.0/24 to any -> (ext)\nblock all\npass in on lan\n";

@@ -73,6 +73,8 @@ pub struct NatCounts {
     pub created: u64,
     pub expired: u64,
     pub translated: u64,
+    /// Sources whose `sticky-address` choice is kept.
+    pub sticky: u64,
 }
 
 /// The NAT stage of one worker.
@@ -109,7 +111,7 @@ impl NatStage {
     }
 
     pub fn counts(&self) -> NatCounts {
-        NatCounts { sessions: self.table.len() as u64, created: self.table.created, expired: self.table.expired, translated: self.translated }
+        NatCounts { sessions: self.table.len() as u64, created: self.table.created, expired: self.table.expired, translated: self.translated, sticky: self.cursor.sticky_sources() as u64 }
     }
 
     pub fn table_mut(&mut self) -> &mut NatTable {
@@ -215,7 +217,7 @@ impl NatStage {
         {
             s.touch(now, s.kind == NatKind::Nat, flags);
             let (a, p) = s.in_to;
-            let pass = s.kind == NatKind::Rdr && passes(rs, s);
+            let pass = s.kind == NatKind::Rdr && s.pass;
             rewrite_plain(ip, key.proto, End::Dst, a, p);
             self.translated += 1;
             return Ok(Some((a, pass)));
@@ -255,7 +257,7 @@ impl NatStage {
                 if let Some(s) = self.table.lookup_in(&t.key, now, timeouts).filter(|s| s.iface == port) {
                     s.touch(now, s.kind == NatKind::Nat, t.tcp_flags);
                     let (a, p) = s.in_to;
-                    let pass = s.kind == NatKind::Rdr && passes(rs, s);
+                    let pass = s.kind == NatKind::Rdr && s.pass;
                     rewrite(ip, &t, End::Dst, a, p);
                     self.translated += 1;
                     return Ok(Some((a, pass)));
@@ -366,7 +368,7 @@ impl NatStage {
         if let Some((key, _)) = read_plain(ip)
             && let Some(s) = self.table.lookup_out(&key, now, timeouts).filter(|s| s.iface == port)
         {
-            return Ok(OutPlan { src: Some((s.out_to.0, Some(s.out_to.1))), pass: s.kind != NatKind::Rdr && passes(rs, s), new: None });
+            return Ok(OutPlan { src: Some((s.out_to.0, Some(s.out_to.1))), pass: s.kind != NatKind::Rdr && s.pass, new: None });
         }
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
@@ -392,7 +394,7 @@ impl NatStage {
             Kind::Ports | Kind::Query { .. } | Kind::Other => {
                 let ports = t.kind == Kind::Ports;
                 if let Some(s) = self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port) {
-                    let pass = s.kind != NatKind::Rdr && passes(rs, s);
+                    let pass = s.kind != NatKind::Rdr && s.pass;
                     return Ok(OutPlan { src: Some((s.out_to.0, ports.then_some(s.out_to.1))), pass, new: None });
                 }
                 if matches!(t.kind, Kind::Query { request: false }) {
@@ -409,8 +411,8 @@ impl NatStage {
                     return Err(DropReason::NatExhausted);
                 }
                 let pass = r.pass;
-                let session = self.source_session(ri, r, &t, port, now)?;
-                Ok(OutPlan { src: Some((session.out_to.0, ports.then_some(session.out_to.1))), pass, new: Some(session) })
+                let (session, sticky) = self.source_session(ri, r, &t, port, now)?;
+                Ok(OutPlan { src: Some((session.out_to.0, ports.then_some(session.out_to.1))), pass, new: Some((session, sticky)) })
             }
         }
     }
@@ -418,29 +420,40 @@ impl NatStage {
     /// Makes the translation `plan` chose (its out rules passed the packet) and applies it to
     /// the packet, as [`outbound`](Self::outbound) does.
     pub fn commit_outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32, plan: OutPlan) -> Result<(), DropReason> {
-        if let Some(session) = plan.new {
-            self.table.insert(session).map_err(alloc_reason)?;
-            self.note_port(port);
+        if let Some((session, sticky)) = plan.new {
+            self.add_source(session, sticky, port)?;
         }
         self.outbound(rs, ip, port, now)
     }
 
     /// A new `nat` translation for the flow of `t` leaving by `port`, added to the table.
     fn translate_source(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(u32, u16), DropReason> {
-        let session = self.source_session(ri, r, t, port, now)?;
+        let (session, sticky) = self.source_session(ri, r, t, port, now)?;
+        self.add_source(session, sticky, port)?;
+        Ok(session.out_to)
+    }
+
+    /// Adds a `nat` translation [`source_session`](Self::source_session) chose, and only then
+    /// its source's `sticky-address` choice (`sticky`: the rule's index), so that a flow the
+    /// out rules block, or the table refuses, leaves none behind.
+    fn add_source(&mut self, session: Session, sticky: Option<usize>, port: u16) -> Result<(), DropReason> {
         self.table.insert(session).map_err(alloc_reason)?;
         self.note_port(port);
-        Ok(session.out_to)
+        if let Some(ri) = sticky {
+            self.cursor.stick(ri, session.out_key.src, session.out_to.0);
+        }
+        Ok(())
     }
 
     /// The new `nat` translation for the flow of `t` leaving by `port`, not yet added: an
     /// address from the pool, a free port (query identifier) for which the reply steers to
-    /// this worker.
-    fn source_session(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<Session, DropReason> {
+    /// this worker; and with `sticky-address`, the rule's index (the choice is remembered
+    /// when the translation is added, [`add_source`](Self::add_source)).
+    fn source_session(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(Session, Option<usize>), DropReason> {
         let target = r.target.as_ref().ok_or(DropReason::NatExhausted)?;
         let pool = self.plan.as_ref().and_then(|p| p.pools.get(ri)).and_then(|p| p.as_ref()).ok_or(DropReason::NatNoAddress)?;
         let k = t.key;
-        let addr = self.cursor.pick(pool, target.method, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?;
+        let addr = self.cursor.choose(pool, target.method, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?;
         let query = matches!(t.kind, Kind::Query { .. });
         let range = match t.kind {
             Kind::Other => (0, 0),
@@ -458,7 +471,8 @@ impl NatStage {
         };
         let start = start_port(self.seed, &k);
         let p = self.table.free_port(range, start, accept, key_for).map_err(alloc_reason)?;
-        Ok(Session { iface: port, kind: NatKind::Nat, rule: ri as u32, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() })
+        let session = Session { iface: port, kind: NatKind::Nat, pass: r.pass, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() };
+        Ok((session, target.sticky.then_some(ri)))
     }
 
     /// A new `rdr` translation for the flow of `t` arriving on `port`.
@@ -469,7 +483,7 @@ impl NatStage {
         let addr = match target.method {
             // bitmask grafts the pool's network onto the destination being redirected.
             fw::nat::PoolMethod::Bitmask => fw::nat::pool::bitmask(pool, k.dst),
-            m => self.cursor.pick(pool, m, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?,
+            m => self.cursor.choose(pool, m, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?,
         };
         let new_port = match (t.kind, target.ports) {
             (Kind::Ports, Some((lo, hi))) => {
@@ -488,9 +502,12 @@ impl NatStage {
         };
         let query = matches!(t.kind, Kind::Query { .. });
         let out_key = NatKey { src: addr, dst: k.src, sport: new_port, dport: if query { new_port } else { k.sport }, proto: k.proto };
-        let session = Session { iface: port, kind: NatKind::Rdr, rule: ri as u32, out_key, out_to: (k.dst, k.dport), in_key: k, in_to: (addr, new_port), last: now, phase: Default::default() };
+        let session = Session { iface: port, kind: NatKind::Rdr, pass: r.pass, out_key, out_to: (k.dst, k.dport), in_key: k, in_to: (addr, new_port), last: now, phase: Default::default() };
         self.table.insert(session).map_err(alloc_reason)?;
         self.note_port(port);
+        if target.sticky && target.method != fw::nat::PoolMethod::Bitmask {
+            self.cursor.stick(ri, k.src, addr);
+        }
         Ok((addr, new_port))
     }
 
@@ -510,8 +527,8 @@ pub(crate) struct OutPlan {
     /// The translation is by a rule with `pass` (`nat pass`, `binat pass`): the out rules are
     /// skipped.
     pub pass: bool,
-    /// The translation to add.
-    new: Option<Session>,
+    /// The translation to add, and with `sticky-address` its rule's index.
+    new: Option<(Session, Option<usize>)>,
 }
 
 impl OutPlan {
@@ -531,12 +548,6 @@ impl OutPlan {
 #[inline(always)]
 fn port_bit(port: usize) -> u64 {
     1 << port.min(63)
-}
-
-/// Whether session `s` was made by a translation rule with `pass` (the rule of that index in
-/// the current set, if it is still of the session's kind after a reload).
-fn passes(rs: &RuleSet, s: &Session) -> bool {
-    rs.nat.get(s.rule as usize).is_some_and(|r| r.pass && r.kind == s.kind)
 }
 
 /// The index of `r` in the rule set (rules are compared by address: `r` comes from `rs`).

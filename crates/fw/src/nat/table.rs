@@ -74,8 +74,10 @@ pub struct Session {
     /// The translating interface (port index): the keys only apply there.
     pub iface: u16,
     pub kind: NatKind,
-    /// Index of the rule that made it (for counters).
-    pub rule: u32,
+    /// Made by a translation rule with `pass` (`rdr pass`, `nat pass`): fixed when made, so
+    /// that a reload, which may move or change rules, does not change it (pf's state keeps
+    /// the rule that made it).
+    pub pass: bool,
     pub out_key: NatKey,
     /// New (source address, source port) of packets matching `out_key`.
     pub out_to: (u32, u16),
@@ -433,14 +435,18 @@ impl NatTable {
         if n == 0 {
             return;
         }
+        let mut i = self.sweep_at;
         for _ in 0..budget.min(n) {
-            let i = self.sweep_at % n;
-            self.sweep_at = i + 1;
+            if i >= n {
+                i = 0;
+            }
             if self.slots[i].link == IN_USE && self.slots[i].session.expired(now, t) {
                 self.remove(i);
                 self.expired += 1;
             }
+            i += 1;
         }
+        self.sweep_at = i;
     }
 
     /// A free port in `lo..=hi` searched from `start`: one that `accept` takes (the worker's
@@ -492,7 +498,7 @@ mod tests {
         Session {
             iface: 1,
             kind: NatKind::Nat,
-            rule: 0,
+            pass: false,
             out_key,
             out_to: (0xc000_0201, nat_port),
             in_key: NatKey { src: 0x0808_0808, dst: 0xc000_0201, sport: 53, dport: nat_port, proto: 17 },
