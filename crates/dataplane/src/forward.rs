@@ -258,9 +258,11 @@ impl Forwarder {
                 _ => None,
             }));
         }
+        // Read once: a translation made below is on a port already in it.
+        let mask = f.nat.port_mask();
         for (i, step) in self.steps[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
             let Step::V4 { l3, slot, in_port } = *step else { continue };
-            if !f.nat.on_port(in_port) {
+            if mask & crate::filter::nat::port_bit(usize::from(in_port)) == 0 || !f.nat.on_port(in_port) {
                 continue;
             }
             let frame = pool.frame_mut(descs[i]);
@@ -371,19 +373,24 @@ impl Forwarder {
         let Some(&out_port) = self.ports.output(port) else {
             return self.drop(pool, desc, DropReason::TxError);
         };
-        if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
+        // With NAT only, a packet it translates has its TTL decremented in the same checksum
+        // update (or left, if it would reach zero).
+        if NAT && v4 && self.filter.as_ref().is_some_and(|f| f.nat.on_port(port)) {
+            match self.nat_only(pool, desc, l3, port) {
+                Ok(true) => {}
+                Ok(false) => return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts),
+                Err(reason) => return self.drop(pool, desc, reason),
+            }
+        } else if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
             return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
         }
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
-        if FW && let Err(stop) = self.out_pass(pool, desc, i, l3, port) {
+        if FW && let Err(stop) = self.out_pass(pool, desc, i, l3, port, v4) {
             return match stop {
                 OutStop::Refuse(refusal) => self.refuse(pool, desc, in_port, refusal, punts),
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
             };
-        }
-        if NAT && let Err(reason) = self.nat_only(pool, desc, l3, port) {
-            return self.drop(pool, desc, reason);
         }
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
@@ -413,10 +420,11 @@ impl Forwarder {
     /// settled it) and NAT's outbound pass. When both run, NAT chooses the translation first
     /// and the rules judge the packet as it will leave (pf translates before it filters).
     #[inline(always)]
-    fn out_pass(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16) -> Result<(), OutStop> {
+    fn out_pass(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16, v4: bool) -> Result<(), OutStop> {
         let Some(f) = &mut self.filter else { return Ok(()) };
         let i = i % MAX_BATCH;
-        let nat = f.nat_on && f.nat.on_port(port);
+        // Translation is IPv4's.
+        let nat = v4 && f.nat_on && f.nat.on_port(port);
         if !f.settled[i] {
             let r = if nat { filter_out_translating(f, pool.frame_mut(desc), l3, port, i) } else { f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]) };
             if f.fw.has_log_hit() {
@@ -439,22 +447,25 @@ impl Forwarder {
         Ok(())
     }
 
-    /// NAT's outbound pass of a packet leaving by `port` that a state settled: the common
-    /// packet (plain TCP or UDP of a flow translated already) in line, any other out of line.
+    /// The TTL decrement and NAT's outbound pass of an IPv4 packet leaving by translating port
+    /// `port` that a state settled: the common packet (plain TCP or UDP of a flow translated
+    /// already) in line, both in one checksum update; any other out of line. `Ok(false)`: its
+    /// TTL would reach zero, and it is left as it came.
     #[inline(always)]
-    fn nat_only(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, port: u16) -> Result<(), DropReason> {
-        let Some(f) = &mut self.filter else { return Ok(()) };
-        if !f.nat.on_port(port) {
-            return Ok(());
-        }
+    fn nat_only(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, port: u16) -> Result<bool, DropReason> {
+        let Some(f) = &mut self.filter else { return Ok(true) };
         let now = f.fw.now();
         let frame = pool.frame_mut(desc);
-        if let Some(ip) = frame.get_mut(l3..)
-            && f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now)
-        {
-            return Ok(());
+        // The classify pass checked that the header is there.
+        let Some(ip) = frame.get_mut(l3..).filter(|ip| ip.len() >= 20) else { return Ok(true) };
+        if ip[8] <= 1 {
+            return Ok(false);
         }
-        nat_out_other(f, frame, l3, port)
+        if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, true) {
+            return Ok(true);
+        }
+        decrement_ttl(frame, l3, true);
+        nat_out_other(f, frame, l3, port).map(|()| true)
     }
 
     /// The member of a multipath group this packet's flow takes, and its adjacency
@@ -614,7 +625,7 @@ fn rewrite_l2_in_place(frame: &mut [u8], out: &OutPort, mac: MacAddr) {
 fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
     let now = f.fw.now();
     let Some(ip) = frame.get_mut(l3..) else { return Ok(()) };
-    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now) {
+    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false) {
         return Ok(());
     }
     f.nat.outbound_other(&f.fw.rules().rules, ip, port, now)

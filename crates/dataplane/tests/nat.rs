@@ -5,7 +5,7 @@
 //! the steering of several workers. Every frame that comes out has its checksums checked
 //! from scratch.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ const EXT_GW: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 254);
 const GW_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
 const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
 const ROUTER_BEYOND: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
+const EXT_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 0xfe);
 
 /// Port 0 ("lan") faces the inside hosts; port 1 ("ext", 192.0.2.1) leads to 10/8.
 /// A TCP segment with `flags` received on `port`.
@@ -43,6 +44,8 @@ fn fib() -> Arc<Fib> {
     ctl.set_neighbour(IpAddr::V4(EXT_GW), 1, GW_MAC).unwrap();
     ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(EXT_GW), 1).unwrap();
     ctl.add_local(IpAddr::V4(EXT_ADDR)).unwrap();
+    ctl.set_neighbour(IpAddr::V6(EXT_GW6), 1, GW_MAC).unwrap();
+    ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0)), 48, IpAddr::V6(EXT_GW6), 1).unwrap();
     ctl.fib()
 }
 
@@ -368,6 +371,25 @@ fn a_blocked_flow_leaves_no_sticky_address_behind() {
         assert_eq!(tuple(&out[0]).0, first, "sticky-address");
     }
     assert_eq!(w.nat_counts().unwrap().sticky, 1);
+}
+
+#[test]
+fn ipv6_leaves_a_translating_interface_as_it_came() {
+    // Translation is IPv4's: an IPv6 packet routed out of `ext` keeps its addresses, ports and
+    // payload, whether the out rules judge it (its flow's first packet) or a state settles it.
+    let mut w = worker("nat on ext from any to any -> (ext)\npass all keep state\n", None);
+    let (src, dst) = (Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2), Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1));
+    let mut frame = vec![0u8; 128];
+    let n = wire::build::udp_frame(&frames::flow(0, src.into(), 1000, dst.into(), 53), 80, &mut frame).unwrap();
+    frame.truncate(n);
+    for _ in 0..3 {
+        let [_, out] = send(&mut w, 0, vec![frame.clone()]);
+        assert_eq!(out.len(), 1, "{:?}", w.counts());
+        // Past the hop limit (byte 7 of the IPv6 header): addresses, UDP header and payload.
+        assert_eq!(out[0][22..], frame[22..]);
+        assert_eq!(out[0][21], frame[21] - 1, "hop limit");
+    }
+    assert_eq!(w.nat_counts().unwrap().sessions, 0);
 }
 
 #[test]

@@ -192,6 +192,13 @@ impl NatStage {
         self.port_mask & port_bit(usize::from(port)) != 0 && (port < 63 || self.on_high_port(port))
     }
 
+    /// Bit `min(port, 63)` set for the ports translation may apply on (see
+    /// [`on_port`](Self::on_port)).
+    #[inline(always)]
+    pub fn port_mask(&self) -> u64 {
+        self.port_mask
+    }
+
     /// [`on_port`](Self::on_port) for ports from 63 on, which share the mask's last bit.
     #[cold]
     fn on_high_port(&self, port: u16) -> bool {
@@ -218,7 +225,7 @@ impl NatStage {
             s.touch(now, s.kind == NatKind::Nat, flags);
             let (a, p) = s.in_to;
             let pass = s.kind == NatKind::Rdr && s.pass;
-            rewrite_plain(ip, key.proto, End::Dst, a, p);
+            rewrite_plain(ip, key.proto, End::Dst, a, p, false);
             self.translated += 1;
             return Ok(Some((a, pass)));
         }
@@ -281,22 +288,23 @@ impl NatStage {
     /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
     /// outside form (a reply of an `rdr`-ed flow).
     pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
-        if self.outbound_plain(&rs.timeouts, ip, port, now) {
+        if self.outbound_plain(&rs.timeouts, ip, port, now, false) {
             return Ok(());
         }
         self.outbound_other(rs, ip, port, now)
     }
 
     /// [`outbound`](Self::outbound)'s common case: a plain TCP or UDP packet ([`read_plain`])
-    /// of a flow translated already, rewritten. `false`: another packet, left as it is.
+    /// of a flow translated already, rewritten (with `ttl`, its TTL decremented in the same
+    /// checksum update). `false`: another packet, left as it is.
     #[inline(always)]
-    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32) -> bool {
+    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32, ttl: bool) -> bool {
         if let Some((key, flags)) = read_plain(ip)
             && let Some(s) = self.table.lookup_out(&key, now, timeouts).filter(|s| s.iface == port)
         {
             s.touch(now, s.kind == NatKind::Rdr, flags);
             let (a, p) = s.out_to;
-            rewrite_plain(ip, key.proto, End::Src, a, p);
+            rewrite_plain(ip, key.proto, End::Src, a, p, ttl);
             self.translated += 1;
             return true;
         }
@@ -546,7 +554,7 @@ impl OutPlan {
 
 /// The bit of `port` in [`NatStage`]'s port mask.
 #[inline(always)]
-fn port_bit(port: usize) -> u64 {
+pub(crate) fn port_bit(port: usize) -> u64 {
     1 << port.min(63)
 }
 

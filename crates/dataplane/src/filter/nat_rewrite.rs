@@ -166,9 +166,11 @@ pub(crate) fn read_plain(ip: &[u8]) -> Option<(NatKey, u8)> {
 /// [`rewrite`] for a packet [`read_plain`] took (`proto`: its protocol): one fold per
 /// checksum, RFC 1624 eqn. 3 with every changed word summed at once. The sums run on the
 /// words as they lie in memory, unswapped: a ones'-complement sum of byte-swapped words is
-/// the byte-swapped sum (RFC 1071, section 2(B)), so no field needs converting.
+/// the byte-swapped sum (RFC 1071, section 2(B)), so no field needs converting. With `ttl`
+/// the TTL (above 1, the caller checked) is decremented too, in the same header checksum
+/// update: the forwarding's decrement and the translation's in one.
 #[inline(always)]
-pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16) {
+pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16, ttl: bool) {
     let ck_at = if p == proto::TCP { 36 } else { 26 };
     let Some(h) = ip.get_mut(..ck_at + 2) else { return };
     let (a_at, p_at) = if end == End::Src { (12, 20) } else { (16, 22) };
@@ -179,7 +181,13 @@ pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16
     let port_delta = u32::from(!word(h, p_at)) + u32::from(u16::from_ne_bytes(new_port));
     h[a_at..a_at + 4].copy_from_slice(&new);
     h[p_at..p_at + 2].copy_from_slice(&new_port);
-    let ip_ck = !fold32(u32::from(!word(h, 10)) + delta);
+    let mut ip_delta = delta;
+    if ttl {
+        let old = word(h, 8);
+        h[8] = h[8].wrapping_sub(1);
+        ip_delta += u32::from(!old) + u32::from(word(h, 8));
+    }
+    let ip_ck = !fold32(u32::from(!word(h, 10)) + ip_delta);
     h[10..12].copy_from_slice(&ip_ck.to_ne_bytes());
     let ck = word(h, ck_at);
     if p == proto::UDP && ck == 0 {
