@@ -171,10 +171,22 @@ pub(crate) fn read_plain(ip: &[u8]) -> Option<(NatKey, u8)> {
 /// update: the forwarding's decrement and the translation's in one.
 #[inline(always)]
 pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16, ttl: bool) {
-    let ck_at = if p == proto::TCP { 36 } else { 26 };
-    let Some(h) = ip.get_mut(..ck_at + 2) else { return };
+    if p == proto::TCP {
+        if let Some(h) = ip.first_chunk_mut::<38>() {
+            rewrite_header(h, false, end, addr, port, ttl);
+        }
+    } else if let Some(h) = ip.first_chunk_mut::<28>() {
+        rewrite_header(h, true, end, addr, port, ttl);
+    }
+}
+
+/// [`rewrite_plain`] on the first `N` bytes of the packet, its L4 checksum the last two (a
+/// fixed length: the offsets need no bounds checks).
+#[inline(always)]
+fn rewrite_header<const N: usize>(h: &mut [u8; N], udp: bool, end: End, addr: u32, port: u16, ttl: bool) {
+    let ck_at = N - 2;
     let (a_at, p_at) = if end == End::Src { (12, 20) } else { (16, 22) };
-    let word = |h: &[u8], at: usize| u16::from_ne_bytes([h[at], h[at + 1]]);
+    let word = |h: &[u8; N], at: usize| u16::from_ne_bytes([h[at], h[at + 1]]);
     let (new, new_port) = (addr.to_be_bytes(), port.to_be_bytes());
     // ~m + m' of the address words: the header's and the pseudo-header's change.
     let delta = u32::from(!word(h, a_at)) + u32::from(!word(h, a_at + 2)) + u32::from(u16::from_ne_bytes([new[0], new[1]])) + u32::from(u16::from_ne_bytes([new[2], new[3]]));
@@ -190,12 +202,12 @@ pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16
     let ip_ck = !fold32(u32::from(!word(h, 10)) + ip_delta);
     h[10..12].copy_from_slice(&ip_ck.to_ne_bytes());
     let ck = word(h, ck_at);
-    if p == proto::UDP && ck == 0 {
+    if udp && ck == 0 {
         return;
     }
     let ck = !fold32(u32::from(!ck) + delta + port_delta);
     // RFC 768: a computed UDP checksum of zero is sent as all ones (the same either way round).
-    let ck = if p == proto::UDP && ck == 0 { 0xffff } else { ck };
+    let ck = if udp && ck == 0 { 0xffff } else { ck };
     h[ck_at..ck_at + 2].copy_from_slice(&ck.to_ne_bytes());
 }
 
