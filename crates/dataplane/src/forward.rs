@@ -253,8 +253,8 @@ impl Forwarder {
         let now = f.fw.now();
         if f.nat.prefetching() {
             let pool = &*pool;
-            f.nat.prefetch(self.steps.iter().zip(descs).filter_map(|(step, &desc)| match *step {
-                Step::V4 { l3, in_port, .. } => Some((pool.frame(desc).get(usize::from(l3)..)?, in_port)),
+            f.nat.prefetch(self.steps.iter().zip(descs).enumerate().filter_map(|(i, (step, &desc))| match *step {
+                Step::V4 { l3, in_port, .. } => Some((i, pool.frame(desc).get(usize::from(l3)..)?, in_port)),
                 _ => None,
             }));
         }
@@ -376,7 +376,7 @@ impl Forwarder {
         // With NAT only, a packet it translates has its TTL decremented in the same checksum
         // update (or left, if it would reach zero).
         if NAT && v4 && self.filter.as_ref().is_some_and(|f| f.nat.on_port(port)) {
-            match self.nat_only(pool, desc, l3, port) {
+            match self.nat_only(pool, desc, i, l3, port) {
                 Ok(true) => {}
                 Ok(false) => return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts),
                 Err(reason) => return self.drop(pool, desc, reason),
@@ -452,7 +452,7 @@ impl Forwarder {
     /// already) in line, both in one checksum update; any other out of line. `Ok(false)`: its
     /// TTL would reach zero, and it is left as it came.
     #[inline(always)]
-    fn nat_only(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, port: u16) -> Result<bool, DropReason> {
+    fn nat_only(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16) -> Result<bool, DropReason> {
         let Some(f) = &mut self.filter else { return Ok(true) };
         let now = f.fw.now();
         let frame = pool.frame_mut(desc);
@@ -461,7 +461,7 @@ impl Forwarder {
         if ip[8] <= 1 {
             return Ok(false);
         }
-        if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, true) {
+        if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, true, f.nat.out_hash(i)) {
             return Ok(true);
         }
         decrement_ttl(frame, l3, true);
@@ -625,7 +625,7 @@ fn rewrite_l2_in_place(frame: &mut [u8], out: &OutPort, mac: MacAddr) {
 fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
     let now = f.fw.now();
     let Some(ip) = frame.get_mut(l3..) else { return Ok(()) };
-    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false) {
+    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false, None) {
         return Ok(());
     }
     f.nat.outbound_other(&f.fw.rules().rules, ip, port, now)

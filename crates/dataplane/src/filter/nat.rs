@@ -93,6 +93,10 @@ pub(crate) struct NatStage {
     port_mask: u64,
     /// The batch's prefetched lookups: hash, and whether of an out key.
     prefetched: Box<[(u64, bool); MAX_BATCH]>,
+    /// The prefetching pass's hash of each packet's out key, by index in the batch (valid
+    /// while `hashed`): the outbound pass's lookup reuses it.
+    out_hash: Box<[Option<u64>; MAX_BATCH]>,
+    hashed: bool,
 }
 
 /// Whether translation needs anything of this rule set.
@@ -102,7 +106,7 @@ pub(crate) fn has_nat(rules: &CompiledRules) -> bool {
 
 impl NatStage {
     pub fn new(port_v4: Vec<Option<u32>>, seed: u64) -> NatStage {
-        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, port_mask: 0, prefetched: Box::new([(0, false); MAX_BATCH]) }
+        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, port_mask: 0, prefetched: Box::new([(0, false); MAX_BATCH]), out_hash: Box::new([None; MAX_BATCH]), hashed: false }
     }
 
     /// This is worker `worker` of `workers` (more than one: ports are chosen for the steering).
@@ -129,6 +133,7 @@ impl NatStage {
         }
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
         self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
+        self.hashed = false;
         has_nat(rules) || !self.table.is_empty()
     }
 
@@ -145,16 +150,22 @@ impl NatStage {
     /// prefetch the sessions they name. A packet arriving on a translating port is looked
     /// up by its in key on arrival, any other by its out key when it leaves (by a
     /// translating port or not: that is not known yet). Only plain TCP and UDP packets, the
-    /// ones the fast path reads ([`read_plain`]).
+    /// ones the fast path reads ([`read_plain`]). `packets` are numbered by their index in
+    /// the batch, under which an out key's hash is kept for the lookup ([`out_hash`](Self::out_hash)).
     #[inline(always)]
-    pub fn prefetch<'a>(&mut self, packets: impl Iterator<Item = (&'a [u8], u16)>) {
+    pub fn prefetch<'a>(&mut self, packets: impl Iterator<Item = (usize, &'a [u8], u16)>) {
         let mut n = 0;
-        for (ip, port) in packets.take(MAX_BATCH) {
+        self.out_hash.fill(None);
+        self.hashed = true;
+        for (i, ip, port) in packets.take(MAX_BATCH) {
             let Some((key, _)) = read_plain(ip) else { continue };
             let out = !self.on_port(port);
             let h = if out { self.table.hash_out(&key) } else { self.table.hash_in(&key) };
             self.table.prefetch_index(h);
             self.prefetched[n % MAX_BATCH] = (h, out);
+            if out {
+                self.out_hash[i % MAX_BATCH] = Some(h);
+            }
             n += 1;
         }
         for &(h, out) in &self.prefetched[..n.min(MAX_BATCH)] {
@@ -197,6 +208,13 @@ impl NatStage {
     #[inline(always)]
     pub fn port_mask(&self) -> u64 {
         self.port_mask
+    }
+
+    /// The hash of packet `i`'s out key, if the prefetching pass computed it (the packet
+    /// came in on a port that does not translate, so its key is as it was read then).
+    #[inline(always)]
+    pub fn out_hash(&self, i: usize) -> Option<u64> {
+        if self.hashed { self.out_hash[i % MAX_BATCH] } else { None }
     }
 
     /// [`on_port`](Self::on_port) for ports from 63 on, which share the mask's last bit.
@@ -288,7 +306,7 @@ impl NatStage {
     /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
     /// outside form (a reply of an `rdr`-ed flow).
     pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
-        if self.outbound_plain(&rs.timeouts, ip, port, now, false) {
+        if self.outbound_plain(&rs.timeouts, ip, port, now, false, None) {
             return Ok(());
         }
         self.outbound_other(rs, ip, port, now)
@@ -296,12 +314,15 @@ impl NatStage {
 
     /// [`outbound`](Self::outbound)'s common case: a plain TCP or UDP packet ([`read_plain`])
     /// of a flow translated already, rewritten (with `ttl`, its TTL decremented in the same
-    /// checksum update). `false`: another packet, left as it is.
+    /// checksum update; `hash`: its out key's, if known). `false`: another packet, left as it is.
     #[inline(always)]
-    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32, ttl: bool) -> bool {
-        if let Some((key, flags)) = read_plain(ip)
-            && let Some(s) = self.table.lookup_out(&key, now, timeouts).filter(|s| s.iface == port)
-        {
+    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32, ttl: bool, hash: Option<u64>) -> bool {
+        let Some((key, flags)) = read_plain(ip) else { return false };
+        let s = match hash {
+            Some(h) => self.table.lookup_out_hashed(&key, h, now, timeouts),
+            None => self.table.lookup_out(&key, now, timeouts),
+        };
+        if let Some(s) = s.filter(|s| s.iface == port) {
             s.touch(now, s.kind == NatKind::Rdr, flags);
             let (a, p) = s.out_to;
             rewrite_plain(ip, key.proto, End::Src, a, p, ttl);

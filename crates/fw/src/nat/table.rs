@@ -322,7 +322,12 @@ impl NatTable {
 
     #[inline(always)]
     fn lookup(&mut self, key: &NatKey, side: Side, now: u32, t: &Timeouts) -> Option<&mut Session> {
-        let h = self.hasher.hash(key, side);
+        self.lookup_by(key, self.hasher.hash(key, side), side, now, t)
+    }
+
+    /// [`lookup`](Self::lookup) with the key's hash `h` known.
+    #[inline(always)]
+    fn lookup_by(&mut self, key: &NatKey, h: u64, side: Side, now: u32, t: &Timeouts) -> Option<&mut Session> {
         let (_, i) = self.find(key, h, side)?;
         if self.slots[i].session.expired(now, t) {
             return self.expire(i);
@@ -342,6 +347,13 @@ impl NatTable {
     #[inline]
     pub fn lookup_out(&mut self, key: &NatKey, now: u32, t: &Timeouts) -> Option<&mut Session> {
         self.lookup(key, Side::Out, now, t)
+    }
+
+    /// [`lookup_out`](Self::lookup_out) for a key whose hash ([`hash_out`](Self::hash_out))
+    /// the caller has: the prefetching pass's, not computed twice.
+    #[inline]
+    pub fn lookup_out_hashed(&mut self, key: &NatKey, h: u64, now: u32, t: &Timeouts) -> Option<&mut Session> {
+        self.lookup_by(key, h, Side::Out, now, t)
     }
 
     /// The session whose in key is `key`, if it has not expired.
