@@ -620,3 +620,31 @@ fn start_port(seed: u64, k: &NatKey) -> u32 {
     h = (h ^ (u64::from(k.sport) << 16 | u64::from(k.dport))).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (h >> 32) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(rules: &str) -> NatStage {
+        let iface = |n: &str| n.strip_prefix('p').and_then(|i| i.parse().ok());
+        let rules = Arc::new(CompiledRules::parse(rules, std::path::Path::new("nat.conf"), &iface).unwrap());
+        let mut s = NatStage::new(vec![Some(0xc000_0201); 80], 1);
+        s.begin_batch(&rules, 0);
+        s
+    }
+
+    /// The port mask is exact below port 63; from 63 on, the plan decides.
+    #[test]
+    fn ports_that_translate_on_both_sides_of_the_mask() {
+        let mut s = stage("nat on p2 from any to any -> 192.0.2.1\nnat on p70 from any to any -> 192.0.2.1\n");
+        let on: Vec<u16> = (0..80).filter(|&p| s.on_port(p)).collect();
+        assert_eq!(on, vec![2, 70]);
+        // A translation made on a port keeps it translating (its replies arrive there).
+        s.note_port(64);
+        s.note_port(5);
+        let on: Vec<u16> = (0..80).filter(|&p| s.on_port(p)).collect();
+        assert_eq!(on, vec![2, 5, 64, 70]);
+        let s = stage("nat from any to any -> 192.0.2.1\n");
+        assert!((0..80).all(|p| s.on_port(p)), "a rule without `on`: every port");
+    }
+}
