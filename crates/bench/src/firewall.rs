@@ -217,7 +217,7 @@ fn prefill_nat(worker: &mut BenchWorker, k: usize) -> Result<(), BenchError> {
         let (sport, port) = (i as u16, 1024 + (i % 64000) as u16);
         let out_key = NatKey { src, dst, sport, dport: 9, proto: fw::packet::proto::UDP };
         let in_key = NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: fw::packet::proto::UDP };
-        let s = Session { iface: 1, kind: fw::nat::NatKind::Nat, rule: 0, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Default::default() };
+        let s = Session { iface: 1, kind: fw::nat::NatKind::Nat, pass: false, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Default::default() };
         table.insert(s).map_err(|e| BenchError::Invalid(format!("prefilling translation {i}: {e:?}")))?;
     }
     Ok(())

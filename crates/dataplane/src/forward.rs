@@ -228,7 +228,7 @@ impl Forwarder {
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<false>(pool, desc, i, step, outputs, punts);
+            self.apply::<false, false>(pool, desc, i, step, outputs, punts);
         }
     }
 
@@ -254,17 +254,19 @@ impl Forwarder {
         let now = f.fw.now();
         if f.nat.prefetching() {
             let pool = &*pool;
-            f.nat.prefetch(self.steps.iter().zip(descs).filter_map(|(step, &desc)| match *step {
-                Step::V4 { l3, in_port, .. } => Some((pool.frame(desc).get(usize::from(l3)..)?, in_port)),
+            f.nat.prefetch(self.steps.iter().zip(descs).enumerate().filter_map(|(i, (step, &desc))| match *step {
+                Step::V4 { l3, in_port, .. } => Some((i, pool.frame(desc).get(usize::from(l3)..)?, in_port)),
                 _ => None,
             }));
         }
-        for (i, (step, &desc)) in self.steps.iter_mut().zip(descs).enumerate() {
+        // Read once: a translation made below is on a port already in it.
+        let mask = f.nat.port_mask();
+        for (i, step) in self.steps[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
             let Step::V4 { l3, slot, in_port } = *step else { continue };
-            if !f.nat.on_port(in_port) {
+            if mask & crate::filter::nat::port_bit(usize::from(in_port)) == 0 || !f.nat.on_port(in_port) {
                 continue;
             }
-            let frame = pool.frame_mut(desc);
+            let frame = pool.frame_mut(descs[i]);
             let Some(ip) = frame.get_mut(usize::from(l3)..) else { continue };
             match f.nat.inbound(&f.fw.rules().rules, ip, in_port, now) {
                 Ok(Some((dst, pass))) => {
@@ -279,19 +281,26 @@ impl Forwarder {
         }
     }
 
-    /// The apply pass with the `out` rules, or as without a firewall when no packet of the
-    /// batch needs them (every one matched a state, the common case, or there are none).
+    /// The apply pass with the `out` rules; or, when no packet of the batch needs them (every
+    /// one matched a state, the common case, or there are none), as without a firewall, with
+    /// only NAT's outbound pass added if anything is to translate.
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        if self.filter.as_ref().is_some_and(|f| f.out_pass || f.nat_on) {
+        let (out_pass, nat) = self.filter.as_ref().map_or((false, false), |f| (f.out_pass, f.nat_on));
+        if out_pass {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<true>(pool, desc, i, step, outputs, punts);
+                self.apply::<true, false>(pool, desc, i, step, outputs, punts);
+            }
+        } else if nat {
+            for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+                let step = self.steps[i % MAX_BATCH];
+                self.apply::<false, true>(pool, desc, i, step, outputs, punts);
             }
         } else {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, false>(pool, desc, i, step, outputs, punts);
             }
         }
         if let Some(f) = &mut self.filter {
@@ -335,8 +344,11 @@ impl Forwarder {
         (lookups.n4, lookups.n6)
     }
 
+    /// The rest of a packet's way after the lookups. `FW`: with the firewall's out pass (and
+    /// NAT's), for a batch where some packet needs it; `NAT`: with NAT's outbound pass only,
+    /// for a batch whose packets states settled.
     #[inline(always)]
-    fn apply<const FW: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply<const FW: bool, const NAT: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (l3, nh, v4, in_port) = match step {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
@@ -362,12 +374,20 @@ impl Forwarder {
         let Some(&out_port) = self.ports.output(port) else {
             return self.drop(pool, desc, DropReason::TxError);
         };
-        if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
+        // With NAT only, a packet it translates has its TTL decremented in the same checksum
+        // update (or left, if it would reach zero).
+        if NAT && v4 && self.filter.as_ref().is_some_and(|f| f.nat.on_port(port)) {
+            match self.nat_only(pool, desc, i, l3, port) {
+                Ok(true) => {}
+                Ok(false) => return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts),
+                Err(reason) => return self.drop(pool, desc, reason),
+            }
+        } else if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
             return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
         }
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
-        if FW && let Err(stop) = self.out_pass(pool, desc, i, l3, port) {
+        if FW && let Err(stop) = self.out_pass(pool, desc, i, l3, port, v4) {
             return match stop {
                 OutStop::Refuse(refusal) => self.refuse(pool, desc, in_port, refusal, punts),
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
@@ -401,10 +421,11 @@ impl Forwarder {
     /// settled it) and NAT's outbound pass. When both run, NAT chooses the translation first
     /// and the rules judge the packet as it will leave (pf translates before it filters).
     #[inline(always)]
-    fn out_pass(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16) -> Result<(), OutStop> {
+    fn out_pass(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16, v4: bool) -> Result<(), OutStop> {
         let Some(f) = &mut self.filter else { return Ok(()) };
         let i = i % MAX_BATCH;
-        let nat = f.nat_on && f.nat.on_port(port);
+        // Translation is IPv4's.
+        let nat = v4 && f.nat_on && f.nat.on_port(port);
         if !f.settled[i] {
             let r = if nat { filter_out_translating(f, pool.frame_mut(desc), l3, port, i) } else { f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]) };
             if f.fw.has_log_hit() {
@@ -425,6 +446,27 @@ impl Forwarder {
             nat_out(f, pool.frame_mut(desc), l3, port).map_err(OutStop::Drop)?;
         }
         Ok(())
+    }
+
+    /// The TTL decrement and NAT's outbound pass of an IPv4 packet leaving by translating port
+    /// `port` that a state settled: the common packet (plain TCP or UDP of a flow translated
+    /// already) in line, both in one checksum update; any other out of line. `Ok(false)`: its
+    /// TTL would reach zero, and it is left as it came.
+    #[inline(always)]
+    fn nat_only(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16) -> Result<bool, DropReason> {
+        let Some(f) = &mut self.filter else { return Ok(true) };
+        let now = f.fw.now();
+        let frame = pool.frame_mut(desc);
+        // The classify pass checked that the header is there.
+        let Some(ip) = frame.get_mut(l3..).filter(|ip| ip.len() >= 20) else { return Ok(true) };
+        if ip[8] <= 1 {
+            return Ok(false);
+        }
+        if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, true, f.nat.out_hash(i)) {
+            return Ok(true);
+        }
+        decrement_ttl(frame, l3, true);
+        nat_out_other(f, frame, l3, port).map(|()| true)
     }
 
     /// The member of a multipath group this packet's flow takes, and its adjacency
@@ -583,8 +625,20 @@ fn rewrite_l2_in_place(frame: &mut [u8], out: &OutPort, mac: MacAddr) {
 #[inline(never)]
 fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
     let now = f.fw.now();
+    let Some(ip) = frame.get_mut(l3..) else { return Ok(()) };
+    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false, None) {
+        return Ok(());
+    }
+    f.nat.outbound_other(&f.fw.rules().rules, ip, port, now)
+}
+
+/// [`nat_out`] for a packet `outbound_plain` left.
+#[cold]
+#[inline(never)]
+fn nat_out_other(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
+    let now = f.fw.now();
     match frame.get_mut(l3..) {
-        Some(ip) => f.nat.outbound(&f.fw.rules().rules, ip, port, now),
+        Some(ip) => f.nat.outbound_other(&f.fw.rules().rules, ip, port, now),
         None => Ok(()),
     }
 }

@@ -5,7 +5,7 @@
 //! the steering of several workers. Every frame that comes out has its checksums checked
 //! from scratch.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ const EXT_GW: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 254);
 const GW_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
 const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
 const ROUTER_BEYOND: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
+const EXT_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 0xfe);
 
 /// Port 0 ("lan") faces the inside hosts; port 1 ("ext", 192.0.2.1) leads to 10/8.
 /// A TCP segment with `flags` received on `port`.
@@ -43,6 +44,8 @@ fn fib() -> Arc<Fib> {
     ctl.set_neighbour(IpAddr::V4(EXT_GW), 1, GW_MAC).unwrap();
     ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(EXT_GW), 1).unwrap();
     ctl.add_local(IpAddr::V4(EXT_ADDR)).unwrap();
+    ctl.set_neighbour(IpAddr::V6(EXT_GW6), 1, GW_MAC).unwrap();
+    ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0)), 48, IpAddr::V6(EXT_GW6), 1).unwrap();
     ctl.fib()
 }
 
@@ -315,6 +318,78 @@ fn rdr_pass_skips_the_in_rules_and_its_replies_come_back() {
     let [a, b] = send(&mut w, 1, vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x02)]);
     assert!(a.is_empty() && b.is_empty());
     assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+}
+
+/// A worker as [`worker`] makes, and the slot its rule sets are published in.
+fn worker_with_slot(rules: &str) -> (NatWorker, Arc<RulesSlot>) {
+    let mut w = worker("pass all\n", None);
+    let slot = RulesSlot::new(Arc::new(CompiledRules::parse(rules, Path::new("nat.conf"), &ifaces).unwrap()));
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
+    (w, slot)
+}
+
+#[test]
+fn a_reload_that_moves_rules_keeps_each_translations_pass() {
+    // Each flow's translation keeps whether the rule that made it had `pass`: a reload that
+    // puts another rule at that rule's place does not lend it that rule's `pass`.
+    let rdr80 = "rdr on ext proto tcp from any to 192.0.2.1 port 80 -> 198.18.0.2 port 8080\n";
+    let rdr81 = "rdr pass on ext proto tcp from any to 192.0.2.1 port 81 -> 198.18.0.2 port 8081\n";
+    let (mut w, slot) = worker_with_slot(&format!("{rdr80}{rdr81}pass all no state\n"));
+    let syns = vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x02), tcp(1, FAR, 5556, EXT_ADDR, 81, 0x02)];
+    let [inside, _] = send(&mut w, 1, syns);
+    assert_eq!(inside.len(), 2, "{:?}", w.counts());
+    assert_eq!(w.nat_counts().unwrap().sessions, 2);
+    // The rules swap places, and the in rules now block both servers.
+    let moved = format!("{rdr81}{rdr80}pass all no state\nblock in on ext proto tcp to 198.18.0.2\n");
+    slot.publish(Arc::new(CompiledRules::parse(&moved, Path::new("nat.conf"), &ifaces).unwrap())).unwrap();
+    let acks = vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x10), tcp(1, FAR, 5556, EXT_ADDR, 81, 0x10)];
+    let [inside, _] = send(&mut w, 1, acks);
+    // The flow `rdr` made (no `pass`) meets the in rules: blocked. The one `rdr pass` made
+    // passes by the state it kept.
+    assert_eq!(inside.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&inside[0]), (FAR, 5556, LAN_HOST, 8081));
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+}
+
+#[test]
+fn a_blocked_flow_leaves_no_sticky_address_behind() {
+    let rules = "nat on ext from 198.18.0.0/24 -> { 192.0.2.1, 192.0.2.2 } round-robin sticky-address\n\
+                 block out quick on ext proto udp from any to any port 9\n\
+                 pass all\n";
+    let mut w = worker(rules, None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 3000, FAR, 9)]);
+    assert!(out.is_empty());
+    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
+    assert_eq!(w.nat_counts().unwrap().sticky, 0, "no choice kept for a flow that was blocked");
+    // The host's first flow that passes chooses its address, and its later flows keep it.
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    assert_eq!(w.nat_counts().unwrap().sticky, 1);
+    let first = tuple(&out[0]).0;
+    for sport in 1001..1005 {
+        let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, sport, FAR, 53)]);
+        assert_eq!(tuple(&out[0]).0, first, "sticky-address");
+    }
+    assert_eq!(w.nat_counts().unwrap().sticky, 1);
+}
+
+#[test]
+fn ipv6_leaves_a_translating_interface_as_it_came() {
+    // Translation is IPv4's: an IPv6 packet routed out of `ext` keeps its addresses, ports and
+    // payload, whether the out rules judge it (its flow's first packet) or a state settles it.
+    let mut w = worker("nat on ext from any to any -> (ext)\npass all keep state\n", None);
+    let (src, dst) = (Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2), Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1));
+    let mut frame = vec![0u8; 128];
+    let n = wire::build::udp_frame(&frames::flow(0, src.into(), 1000, dst.into(), 53), 80, &mut frame).unwrap();
+    frame.truncate(n);
+    for _ in 0..3 {
+        let [_, out] = send(&mut w, 0, vec![frame.clone()]);
+        assert_eq!(out.len(), 1, "{:?}", w.counts());
+        // Past the hop limit (byte 7 of the IPv6 header): addresses, UDP header and payload.
+        assert_eq!(out[0][22..], frame[22..]);
+        assert_eq!(out[0][21], frame[21] - 1, "hop limit");
+    }
+    assert_eq!(w.nat_counts().unwrap().sessions, 0);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use fw::state::Timeouts;
 mod common;
 use common::Rng;
 
-/// The reference: sessions by id (their `rule` field), and which session each key finds.
+/// The reference: sessions by id (their `out_to` address), and which session each key finds.
 #[derive(Default)]
 struct Model {
     sessions: HashMap<u32, Session>,
@@ -55,9 +55,9 @@ fn session(rng: &mut Rng, id: u32, now: u32) -> Session {
     Session {
         iface: rng.below(3) as u16,
         kind: if rng.below(2) == 0 { NatKind::Nat } else { NatKind::Rdr },
-        rule: id,
+        pass: false,
         out_key,
-        out_to: (0xc633_6401, out_key.sport ^ 0x4000),
+        out_to: (id, out_key.sport ^ 0x4000),
         in_key,
         in_to: (0x0a01_0001, in_key.dport ^ 0x4000),
         last: now,
@@ -113,9 +113,9 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
                     full += 1;
                 } else {
                     assert_eq!(r, Ok(()), "op {op}: insert");
-                    m.sessions.insert(s.rule, s);
-                    m.outs.insert(s.out_key, s.rule);
-                    m.ins.insert(s.in_key, s.rule);
+                    m.sessions.insert(s.out_to.0, s);
+                    m.outs.insert(s.out_key, s.out_to.0);
+                    m.ins.insert(s.in_key, s.out_to.0);
                 }
             }
             30..=74 => {
@@ -172,9 +172,9 @@ fn return_limit(t: &mut NatTable, m: &mut Model, l: usize, rng: &mut Rng, next_i
         match t.insert(s) {
             Ok(()) => {
                 assert!(m.sessions.len() < l, "op {op}: insert above limit {l}");
-                m.sessions.insert(s.rule, s);
-                m.outs.insert(s.out_key, s.rule);
-                m.ins.insert(s.in_key, s.rule);
+                m.sessions.insert(s.out_to.0, s);
+                m.outs.insert(s.out_key, s.out_to.0);
+                m.ins.insert(s.in_key, s.out_to.0);
             }
             Err(e) => assert!(e == AllocError::TableFull && m.sessions.len() >= l, "op {op}: refused under limit {l}"),
         }
@@ -203,7 +203,7 @@ fn many_sessions_found_by_both_keys() {
     let s = |i: u32| {
         let out_key = NatKey { src: 0x0a00_0000 + i, dst: 0x0808_0808, sport: 1000, dport: 53, proto: 17 };
         let in_key = NatKey { src: 0x0808_0808, dst: 0xc000_0201 + (i >> 16), sport: 53, dport: i as u16, proto: 17 };
-        Session { iface: 1, kind: NatKind::Nat, rule: i, out_key, out_to: (in_key.dst, in_key.dport), in_key, in_to: (out_key.src, 1000), last: 0, phase: Phase::First }
+        Session { iface: 1, kind: NatKind::Nat, pass: false, out_key, out_to: (in_key.dst, in_key.dport), in_key, in_to: (out_key.src, 1000), last: 0, phase: Phase::First }
     };
     for i in 0..n {
         t.insert(s(i)).unwrap();
@@ -213,9 +213,9 @@ fn many_sessions_found_by_both_keys() {
     let per = t.memory_bytes() as f64 / f64::from(n);
     assert!(per <= 128.0, "{per} bytes per session");
     for i in 0..n {
-        assert_eq!(t.lookup_in(&s(i).in_key, 10, &tmo).map(|x| x.rule), Some(i));
+        assert_eq!(t.lookup_in(&s(i).in_key, 10, &tmo).map(|x| x.in_to.0 - 0x0a00_0000), Some(i));
         let x = t.lookup_out(&s(i).out_key, 10, &tmo).expect("found by its out key");
-        assert_eq!(x.rule, i);
+        assert_eq!(x.in_to.0 - 0x0a00_0000, i);
         if i % 2 == 1 {
             x.touch(25, true, 0);
         }
@@ -244,7 +244,7 @@ fn structured_keys_probe_few_words() {
         let (sport, port) = (i as u16, 1024 + (i % 64000) as u16);
         let out_key = NatKey { src, dst, sport, dport: 9, proto: 17 };
         let in_key = NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: 17 };
-        t.insert(Session { iface: 1, kind: NatKind::Nat, rule: 0, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Phase::First }).unwrap();
+        t.insert(Session { iface: 1, kind: NatKind::Nat, pass: false, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Phase::First }).unwrap();
     }
     let mean = t.debug_check();
     eprintln!("mean distance from home {mean:.3} words, {:.1} bytes a session", t.memory_bytes() as f64 / n as f64);

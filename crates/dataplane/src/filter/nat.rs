@@ -73,6 +73,8 @@ pub struct NatCounts {
     pub created: u64,
     pub expired: u64,
     pub translated: u64,
+    /// Sources whose `sticky-address` choice is kept.
+    pub sticky: u64,
 }
 
 /// The NAT stage of one worker.
@@ -85,8 +87,16 @@ pub(crate) struct NatStage {
     steering: Option<Steering>,
     seed: u64,
     translated: u64,
+    /// Bit `min(port, 63)` set for each logical port translation applies on (every bit when
+    /// some rule has no `on`): the per-packet test, exact below port 63 (the plan decides the
+    /// rest).
+    port_mask: u64,
     /// The batch's prefetched lookups: hash, and whether of an out key.
     prefetched: Box<[(u64, bool); MAX_BATCH]>,
+    /// The prefetching pass's hash of each packet's out key, by index in the batch (valid
+    /// while `hashed`): the outbound pass's lookup reuses it.
+    out_hash: Box<[Option<u64>; MAX_BATCH]>,
+    hashed: bool,
 }
 
 /// Whether translation needs anything of this rule set.
@@ -96,7 +106,7 @@ pub(crate) fn has_nat(rules: &CompiledRules) -> bool {
 
 impl NatStage {
     pub fn new(port_v4: Vec<Option<u32>>, seed: u64) -> NatStage {
-        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, prefetched: Box::new([(0, false); MAX_BATCH]) }
+        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, port_mask: 0, prefetched: Box::new([(0, false); MAX_BATCH]), out_hash: Box::new([None; MAX_BATCH]), hashed: false }
     }
 
     /// This is worker `worker` of `workers` (more than one: ports are chosen for the steering).
@@ -105,7 +115,7 @@ impl NatStage {
     }
 
     pub fn counts(&self) -> NatCounts {
-        NatCounts { sessions: self.table.len() as u64, created: self.table.created, expired: self.table.expired, translated: self.translated }
+        NatCounts { sessions: self.table.len() as u64, created: self.table.created, expired: self.table.expired, translated: self.translated, sticky: self.cursor.sticky_sources() as u64 }
     }
 
     pub fn table_mut(&mut self) -> &mut NatTable {
@@ -117,10 +127,13 @@ impl NatStage {
     pub fn begin_batch(&mut self, rules: &Arc<CompiledRules>, now: u32) -> bool {
         let id = Arc::as_ptr(rules) as usize;
         if self.plan.as_ref().is_none_or(|p| p.rules != id) {
-            self.plan = Some(self.make_plan(&rules.rules, id));
+            let plan = self.make_plan(&rules.rules, id);
+            self.port_mask = if plan.every_port { u64::MAX } else { plan.ports.iter().enumerate().filter(|(_, on)| **on).fold(0, |m, (p, _)| m | port_bit(p)) };
+            self.plan = Some(plan);
         }
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
         self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
+        self.hashed = false;
         has_nat(rules) || !self.table.is_empty()
     }
 
@@ -137,16 +150,22 @@ impl NatStage {
     /// prefetch the sessions they name. A packet arriving on a translating port is looked
     /// up by its in key on arrival, any other by its out key when it leaves (by a
     /// translating port or not: that is not known yet). Only plain TCP and UDP packets, the
-    /// ones the fast path reads ([`read_plain`]).
+    /// ones the fast path reads ([`read_plain`]). `packets` are numbered by their index in
+    /// the batch, under which an out key's hash is kept for the lookup ([`out_hash`](Self::out_hash)).
     #[inline(always)]
-    pub fn prefetch<'a>(&mut self, packets: impl Iterator<Item = (&'a [u8], u16)>) {
+    pub fn prefetch<'a>(&mut self, packets: impl Iterator<Item = (usize, &'a [u8], u16)>) {
         let mut n = 0;
-        for (ip, port) in packets.take(MAX_BATCH) {
+        self.out_hash.fill(None);
+        self.hashed = true;
+        for (i, ip, port) in packets.take(MAX_BATCH) {
             let Some((key, _)) = read_plain(ip) else { continue };
             let out = !self.on_port(port);
             let h = if out { self.table.hash_out(&key) } else { self.table.hash_in(&key) };
             self.table.prefetch_index(h);
             self.prefetched[n % MAX_BATCH] = (h, out);
+            if out {
+                self.out_hash[i % MAX_BATCH] = Some(h);
+            }
             n += 1;
         }
         for &(h, out) in &self.prefetched[..n.min(MAX_BATCH)] {
@@ -181,6 +200,26 @@ impl NatStage {
     /// Whether translation applies on logical port `port`.
     #[inline(always)]
     pub fn on_port(&self, port: u16) -> bool {
+        self.port_mask & port_bit(usize::from(port)) != 0 && (port < 63 || self.on_high_port(port))
+    }
+
+    /// Bit `min(port, 63)` set for the ports translation may apply on (see
+    /// [`on_port`](Self::on_port)).
+    #[inline(always)]
+    pub fn port_mask(&self) -> u64 {
+        self.port_mask
+    }
+
+    /// The hash of packet `i`'s out key, if the prefetching pass computed it (the packet
+    /// came in on a port that does not translate, so its key is as it was read then).
+    #[inline(always)]
+    pub fn out_hash(&self, i: usize) -> Option<u64> {
+        if self.hashed { self.out_hash[i % MAX_BATCH] } else { None }
+    }
+
+    /// [`on_port`](Self::on_port) for ports from 63 on, which share the mask's last bit.
+    #[cold]
+    fn on_high_port(&self, port: u16) -> bool {
         self.plan.as_ref().is_some_and(|p| p.every_port || p.ports.get(usize::from(port)).copied().unwrap_or(false))
     }
 
@@ -189,6 +228,7 @@ impl NatStage {
     fn note_port(&mut self, port: u16) {
         if let Some(p) = self.plan.as_mut().and_then(|p| p.ports.get_mut(usize::from(port))) {
             *p = true;
+            self.port_mask |= port_bit(usize::from(port));
         }
     }
 
@@ -202,8 +242,8 @@ impl NatStage {
         {
             s.touch(now, s.kind == NatKind::Nat, flags);
             let (a, p) = s.in_to;
-            let pass = s.kind == NatKind::Rdr && passes(rs, s);
-            rewrite_plain(ip, key.proto, End::Dst, a, p);
+            let pass = s.kind == NatKind::Rdr && s.pass;
+            rewrite_plain(ip, key.proto, End::Dst, a, p, false);
             self.translated += 1;
             return Ok(Some((a, pass)));
         }
@@ -242,7 +282,7 @@ impl NatStage {
                 if let Some(s) = self.table.lookup_in(&t.key, now, timeouts).filter(|s| s.iface == port) {
                     s.touch(now, s.kind == NatKind::Nat, t.tcp_flags);
                     let (a, p) = s.in_to;
-                    let pass = s.kind == NatKind::Rdr && passes(rs, s);
+                    let pass = s.kind == NatKind::Rdr && s.pass;
                     rewrite(ip, &t, End::Dst, a, p);
                     self.translated += 1;
                     return Ok(Some((a, pass)));
@@ -266,16 +306,36 @@ impl NatStage {
     /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
     /// outside form (a reply of an `rdr`-ed flow).
     pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
-        // The common case first: a plain TCP or UDP packet of a flow already translated.
-        if let Some((key, flags)) = read_plain(ip)
-            && let Some(s) = self.table.lookup_out(&key, now, &rs.timeouts).filter(|s| s.iface == port)
-        {
-            s.touch(now, s.kind == NatKind::Rdr, flags);
-            let (a, p) = s.out_to;
-            rewrite_plain(ip, key.proto, End::Src, a, p);
-            self.translated += 1;
+        if self.outbound_plain(&rs.timeouts, ip, port, now, false, None) {
             return Ok(());
         }
+        self.outbound_other(rs, ip, port, now)
+    }
+
+    /// [`outbound`](Self::outbound)'s common case: a plain TCP or UDP packet ([`read_plain`])
+    /// of a flow translated already, rewritten (with `ttl`, its TTL decremented in the same
+    /// checksum update; `hash`: its out key's, if known). `false`: another packet, left as it is.
+    #[inline(always)]
+    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32, ttl: bool, hash: Option<u64>) -> bool {
+        let Some((key, flags)) = read_plain(ip) else { return false };
+        let s = match hash {
+            Some(h) => self.table.lookup_out_hashed(&key, h, now, timeouts),
+            None => self.table.lookup_out(&key, now, timeouts),
+        };
+        if let Some(s) = s.filter(|s| s.iface == port) {
+            s.touch(now, s.kind == NatKind::Rdr, flags);
+            let (a, p) = s.out_to;
+            rewrite_plain(ip, key.proto, End::Src, a, p, ttl);
+            self.translated += 1;
+            return true;
+        }
+        false
+    }
+
+    /// [`outbound`](Self::outbound) for a packet [`outbound_plain`](Self::outbound_plain)
+    /// left: out of line, so that the common case's caller stays small.
+    #[inline(never)]
+    pub fn outbound_other(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
         let Some(t) = read(ip) else { return Ok(()) };
@@ -337,7 +397,7 @@ impl NatStage {
         if let Some((key, _)) = read_plain(ip)
             && let Some(s) = self.table.lookup_out(&key, now, timeouts).filter(|s| s.iface == port)
         {
-            return Ok(OutPlan { src: Some((s.out_to.0, Some(s.out_to.1))), pass: s.kind != NatKind::Rdr && passes(rs, s), new: None });
+            return Ok(OutPlan { src: Some((s.out_to.0, Some(s.out_to.1))), pass: s.kind != NatKind::Rdr && s.pass, new: None });
         }
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
@@ -363,7 +423,7 @@ impl NatStage {
             Kind::Ports | Kind::Query { .. } | Kind::Other => {
                 let ports = t.kind == Kind::Ports;
                 if let Some(s) = self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port) {
-                    let pass = s.kind != NatKind::Rdr && passes(rs, s);
+                    let pass = s.kind != NatKind::Rdr && s.pass;
                     return Ok(OutPlan { src: Some((s.out_to.0, ports.then_some(s.out_to.1))), pass, new: None });
                 }
                 if matches!(t.kind, Kind::Query { request: false }) {
@@ -380,8 +440,8 @@ impl NatStage {
                     return Err(DropReason::NatExhausted);
                 }
                 let pass = r.pass;
-                let session = self.source_session(ri, r, &t, port, now)?;
-                Ok(OutPlan { src: Some((session.out_to.0, ports.then_some(session.out_to.1))), pass, new: Some(session) })
+                let (session, sticky) = self.source_session(ri, r, &t, port, now)?;
+                Ok(OutPlan { src: Some((session.out_to.0, ports.then_some(session.out_to.1))), pass, new: Some((session, sticky)) })
             }
         }
     }
@@ -389,29 +449,40 @@ impl NatStage {
     /// Makes the translation `plan` chose (its out rules passed the packet) and applies it to
     /// the packet, as [`outbound`](Self::outbound) does.
     pub fn commit_outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32, plan: OutPlan) -> Result<(), DropReason> {
-        if let Some(session) = plan.new {
-            self.table.insert(session).map_err(alloc_reason)?;
-            self.note_port(port);
+        if let Some((session, sticky)) = plan.new {
+            self.add_source(session, sticky, port)?;
         }
         self.outbound(rs, ip, port, now)
     }
 
     /// A new `nat` translation for the flow of `t` leaving by `port`, added to the table.
     fn translate_source(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(u32, u16), DropReason> {
-        let session = self.source_session(ri, r, t, port, now)?;
+        let (session, sticky) = self.source_session(ri, r, t, port, now)?;
+        self.add_source(session, sticky, port)?;
+        Ok(session.out_to)
+    }
+
+    /// Adds a `nat` translation [`source_session`](Self::source_session) chose, and only then
+    /// its source's `sticky-address` choice (`sticky`: the rule's index), so that a flow the
+    /// out rules block, or the table refuses, leaves none behind.
+    fn add_source(&mut self, session: Session, sticky: Option<usize>, port: u16) -> Result<(), DropReason> {
         self.table.insert(session).map_err(alloc_reason)?;
         self.note_port(port);
-        Ok(session.out_to)
+        if let Some(ri) = sticky {
+            self.cursor.stick(ri, session.out_key.src, session.out_to.0);
+        }
+        Ok(())
     }
 
     /// The new `nat` translation for the flow of `t` leaving by `port`, not yet added: an
     /// address from the pool, a free port (query identifier) for which the reply steers to
-    /// this worker.
-    fn source_session(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<Session, DropReason> {
+    /// this worker; and with `sticky-address`, the rule's index (the choice is remembered
+    /// when the translation is added, [`add_source`](Self::add_source)).
+    fn source_session(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(Session, Option<usize>), DropReason> {
         let target = r.target.as_ref().ok_or(DropReason::NatExhausted)?;
         let pool = self.plan.as_ref().and_then(|p| p.pools.get(ri)).and_then(|p| p.as_ref()).ok_or(DropReason::NatNoAddress)?;
         let k = t.key;
-        let addr = self.cursor.pick(pool, target.method, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?;
+        let addr = self.cursor.choose(pool, target.method, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?;
         let query = matches!(t.kind, Kind::Query { .. });
         let range = match t.kind {
             Kind::Other => (0, 0),
@@ -429,7 +500,8 @@ impl NatStage {
         };
         let start = start_port(self.seed, &k);
         let p = self.table.free_port(range, start, accept, key_for).map_err(alloc_reason)?;
-        Ok(Session { iface: port, kind: NatKind::Nat, rule: ri as u32, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() })
+        let session = Session { iface: port, kind: NatKind::Nat, pass: r.pass, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() };
+        Ok((session, target.sticky.then_some(ri)))
     }
 
     /// A new `rdr` translation for the flow of `t` arriving on `port`.
@@ -440,7 +512,7 @@ impl NatStage {
         let addr = match target.method {
             // bitmask grafts the pool's network onto the destination being redirected.
             fw::nat::PoolMethod::Bitmask => fw::nat::pool::bitmask(pool, k.dst),
-            m => self.cursor.pick(pool, m, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?,
+            m => self.cursor.choose(pool, m, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?,
         };
         let new_port = match (t.kind, target.ports) {
             (Kind::Ports, Some((lo, hi))) => {
@@ -459,9 +531,12 @@ impl NatStage {
         };
         let query = matches!(t.kind, Kind::Query { .. });
         let out_key = NatKey { src: addr, dst: k.src, sport: new_port, dport: if query { new_port } else { k.sport }, proto: k.proto };
-        let session = Session { iface: port, kind: NatKind::Rdr, rule: ri as u32, out_key, out_to: (k.dst, k.dport), in_key: k, in_to: (addr, new_port), last: now, phase: Default::default() };
+        let session = Session { iface: port, kind: NatKind::Rdr, pass: r.pass, out_key, out_to: (k.dst, k.dport), in_key: k, in_to: (addr, new_port), last: now, phase: Default::default() };
         self.table.insert(session).map_err(alloc_reason)?;
         self.note_port(port);
+        if target.sticky && target.method != fw::nat::PoolMethod::Bitmask {
+            self.cursor.stick(ri, k.src, addr);
+        }
         Ok((addr, new_port))
     }
 
@@ -481,8 +556,8 @@ pub(crate) struct OutPlan {
     /// The translation is by a rule with `pass` (`nat pass`, `binat pass`): the out rules are
     /// skipped.
     pub pass: bool,
-    /// The translation to add.
-    new: Option<Session>,
+    /// The translation to add, and with `sticky-address` its rule's index.
+    new: Option<(Session, Option<usize>)>,
 }
 
 impl OutPlan {
@@ -498,10 +573,10 @@ impl OutPlan {
     }
 }
 
-/// Whether session `s` was made by a translation rule with `pass` (the rule of that index in
-/// the current set, if it is still of the session's kind after a reload).
-fn passes(rs: &RuleSet, s: &Session) -> bool {
-    rs.nat.get(s.rule as usize).is_some_and(|r| r.pass && r.kind == s.kind)
+/// The bit of `port` in [`NatStage`]'s port mask.
+#[inline(always)]
+pub(crate) fn port_bit(port: usize) -> u64 {
+    1 << port.min(63)
 }
 
 /// The index of `r` in the rule set (rules are compared by address: `r` comes from `rs`).
@@ -544,4 +619,32 @@ fn start_port(seed: u64, k: &NatKey) -> u32 {
     let mut h = seed ^ (u64::from(k.src) << 32 | u64::from(k.dst));
     h = (h ^ (u64::from(k.sport) << 16 | u64::from(k.dport))).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (h >> 32) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(rules: &str) -> NatStage {
+        let iface = |n: &str| n.strip_prefix('p').and_then(|i| i.parse().ok());
+        let rules = Arc::new(CompiledRules::parse(rules, std::path::Path::new("nat.conf"), &iface).unwrap());
+        let mut s = NatStage::new(vec![Some(0xc000_0201); 80], 1);
+        s.begin_batch(&rules, 0);
+        s
+    }
+
+    /// The port mask is exact below port 63; from 63 on, the plan decides.
+    #[test]
+    fn ports_that_translate_on_both_sides_of_the_mask() {
+        let mut s = stage("nat on p2 from any to any -> 192.0.2.1\nnat on p70 from any to any -> 192.0.2.1\n");
+        let on: Vec<u16> = (0..80).filter(|&p| s.on_port(p)).collect();
+        assert_eq!(on, vec![2, 70]);
+        // A translation made on a port keeps it translating (its replies arrive there).
+        s.note_port(64);
+        s.note_port(5);
+        let on: Vec<u16> = (0..80).filter(|&p| s.on_port(p)).collect();
+        assert_eq!(on, vec![2, 5, 64, 70]);
+        let s = stage("nat from any to any -> 192.0.2.1\n");
+        assert!((0..80).all(|p| s.on_port(p)), "a rule without `on`: every port");
+    }
 }

@@ -164,28 +164,58 @@ pub(crate) fn read_plain(ip: &[u8]) -> Option<(NatKey, u8)> {
 }
 
 /// [`rewrite`] for a packet [`read_plain`] took (`proto`: its protocol): one fold per
-/// checksum, RFC 1624 eqn. 3 with every changed word summed at once.
+/// checksum, RFC 1624 eqn. 3 with every changed word summed at once. The sums run on the
+/// words as they lie in memory, unswapped: a ones'-complement sum of byte-swapped words is
+/// the byte-swapped sum (RFC 1071, section 2(B)), so no field needs converting. With `ttl`
+/// the TTL (above 1, the caller checked) is decremented too, in the same header checksum
+/// update: the forwarding's decrement and the translation's in one.
 #[inline(always)]
-pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16) {
-    let ck_at = if p == proto::TCP { 36 } else { 26 };
-    let Some(h) = ip.get_mut(..ck_at + 2) else { return };
+pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16, ttl: bool) {
+    if p == proto::TCP {
+        if let Some(h) = ip.first_chunk_mut::<38>() {
+            rewrite_header(h, false, end, addr, port, ttl);
+        }
+    } else if let Some(h) = ip.first_chunk_mut::<28>() {
+        rewrite_header(h, true, end, addr, port, ttl);
+    }
+}
+
+/// [`rewrite_plain`] on the first `N` bytes of the packet, its L4 checksum the last two (a
+/// fixed length: the offsets need no bounds checks).
+#[inline(always)]
+fn rewrite_header<const N: usize>(h: &mut [u8; N], udp: bool, end: End, addr: u32, port: u16, ttl: bool) {
+    let ck_at = N - 2;
     let (a_at, p_at) = if end == End::Src { (12, 20) } else { (16, 22) };
-    let old = u32::from_be_bytes([h[a_at], h[a_at + 1], h[a_at + 2], h[a_at + 3]]);
-    let old_port = u16::from_be_bytes([h[p_at], h[p_at + 1]]);
-    h[a_at..a_at + 4].copy_from_slice(&addr.to_be_bytes());
-    h[p_at..p_at + 2].copy_from_slice(&port.to_be_bytes());
+    let word = |h: &[u8; N], at: usize| u16::from_ne_bytes([h[at], h[at + 1]]);
+    let (new, new_port) = (addr.to_be_bytes(), port.to_be_bytes());
     // ~m + m' of the address words: the header's and the pseudo-header's change.
-    let delta = u64::from(!(old >> 16) as u16) + u64::from(!(old as u16)) + u64::from(addr >> 16) + u64::from(addr & 0xffff);
-    let ip_ck = u16::from_be_bytes([h[10], h[11]]);
-    let ip_ck = !wire::checksum::fold(u64::from(!ip_ck) + delta);
-    h[10..12].copy_from_slice(&ip_ck.to_be_bytes());
-    let ck = u16::from_be_bytes([h[ck_at], h[ck_at + 1]]);
-    if p == proto::UDP && ck == 0 {
+    let delta = u32::from(!word(h, a_at)) + u32::from(!word(h, a_at + 2)) + u32::from(u16::from_ne_bytes([new[0], new[1]])) + u32::from(u16::from_ne_bytes([new[2], new[3]]));
+    let port_delta = u32::from(!word(h, p_at)) + u32::from(u16::from_ne_bytes(new_port));
+    h[a_at..a_at + 4].copy_from_slice(&new);
+    h[p_at..p_at + 2].copy_from_slice(&new_port);
+    let mut ip_delta = delta;
+    if ttl {
+        let old = word(h, 8);
+        h[8] = h[8].wrapping_sub(1);
+        ip_delta += u32::from(!old) + u32::from(word(h, 8));
+    }
+    let ip_ck = !fold32(u32::from(!word(h, 10)) + ip_delta);
+    h[10..12].copy_from_slice(&ip_ck.to_ne_bytes());
+    let ck = word(h, ck_at);
+    if udp && ck == 0 {
         return;
     }
-    let ck = !wire::checksum::fold(u64::from(!ck) + delta + u64::from(!old_port) + u64::from(port));
-    let ck = if p == proto::UDP && ck == 0 { 0xffff } else { ck };
-    h[ck_at..ck_at + 2].copy_from_slice(&ck.to_be_bytes());
+    let ck = !fold32(u32::from(!ck) + delta + port_delta);
+    // RFC 768: a computed UDP checksum of zero is sent as all ones (the same either way round).
+    let ck = if udp && ck == 0 { 0xffff } else { ck };
+    h[ck_at..ck_at + 2].copy_from_slice(&ck.to_ne_bytes());
+}
+
+/// A ones'-complement sum of at most 2^16 16-bit words folded to 16 bits.
+#[inline(always)]
+fn fold32(sum: u32) -> u16 {
+    let sum = (sum & 0xffff) + (sum >> 16);
+    ((sum & 0xffff) + (sum >> 16)) as u16
 }
 
 /// Offsets of an address and a port field for `end` (IP header, L4 header).

@@ -34,8 +34,16 @@ fn rewritten(input: &[u8], end: End, addr: u32, port: u16) -> Vec<u8> {
     let mut q = input.to_vec();
     if let Some((key, _)) = read_plain(&q) {
         assert_eq!((key, t.kind), (t.key, Kind::Ports));
-        rewrite_plain(&mut q, key.proto, end, addr, port);
+        rewrite_plain(&mut q, key.proto, end, addr, port, false);
         assert_eq!(q, p, "rewrite_plain");
+        // With the TTL: the same, and what the forwarding's own decrement gives.
+        if input[8] > 1 {
+            let mut r = input.to_vec();
+            rewrite_plain(&mut r, key.proto, end, addr, port, true);
+            let mut want = p.clone();
+            wire::Ipv4Packet::new_unchecked(&mut want[..]).decrement_ttl();
+            assert_eq!(r, want, "rewrite_plain with the TTL");
+        }
     }
     p
 }

@@ -61,8 +61,19 @@ impl PoolCursor {
         PoolCursor { next: 0, rng: seed | 1, sticky: HashMap::new() }
     }
 
-    /// The pool address for source `src` under rule `rule` (the sticky key).
+    /// The pool address for source `src` under rule `rule` (the sticky key), remembered for
+    /// `src` with `sticky`.
     pub fn pick(&mut self, pool: &Pool, method: PoolMethod, sticky: bool, rule: usize, src: u32) -> Option<u32> {
+        let a = self.choose(pool, method, sticky, rule, src)?;
+        if sticky {
+            self.stick(rule, src, a);
+        }
+        Some(a)
+    }
+
+    /// [`pick`](Self::pick) without remembering the choice: for a translation that may not be
+    /// made (the out rules may block its packet); [`stick`](Self::stick) once it is.
+    pub fn choose(&mut self, pool: &Pool, method: PoolMethod, sticky: bool, rule: usize, src: u32) -> Option<u32> {
         if pool.addrs.is_empty() {
             return None;
         }
@@ -87,10 +98,17 @@ impl PoolCursor {
             PoolMethod::SourceHash => pool.addrs[(mix(src, 0) % n as u64) as usize],
             PoolMethod::Bitmask => bitmask(pool, src),
         };
-        if sticky {
-            self.sticky.insert((rule, src), a);
-        }
         Some(a)
+    }
+
+    /// `src` keeps `addr` under rule `rule` (`sticky-address`).
+    pub fn stick(&mut self, rule: usize, src: u32, addr: u32) {
+        self.sticky.insert((rule, src), addr);
+    }
+
+    /// How many sources a `sticky-address` choice is kept for.
+    pub fn sticky_sources(&self) -> usize {
+        self.sticky.len()
     }
 }
 

@@ -74,8 +74,10 @@ pub struct Session {
     /// The translating interface (port index): the keys only apply there.
     pub iface: u16,
     pub kind: NatKind,
-    /// Index of the rule that made it (for counters).
-    pub rule: u32,
+    /// Made by a translation rule with `pass` (`rdr pass`, `nat pass`): fixed when made, so
+    /// that a reload, which may move or change rules, does not change it (pf's state keeps
+    /// the rule that made it).
+    pub pass: bool,
     pub out_key: NatKey,
     /// New (source address, source port) of packets matching `out_key`.
     pub out_to: (u32, u16),
@@ -320,7 +322,12 @@ impl NatTable {
 
     #[inline(always)]
     fn lookup(&mut self, key: &NatKey, side: Side, now: u32, t: &Timeouts) -> Option<&mut Session> {
-        let h = self.hasher.hash(key, side);
+        self.lookup_by(key, self.hasher.hash(key, side), side, now, t)
+    }
+
+    /// [`lookup`](Self::lookup) with the key's hash `h` known.
+    #[inline(always)]
+    fn lookup_by(&mut self, key: &NatKey, h: u64, side: Side, now: u32, t: &Timeouts) -> Option<&mut Session> {
         let (_, i) = self.find(key, h, side)?;
         if self.slots[i].session.expired(now, t) {
             return self.expire(i);
@@ -340,6 +347,13 @@ impl NatTable {
     #[inline]
     pub fn lookup_out(&mut self, key: &NatKey, now: u32, t: &Timeouts) -> Option<&mut Session> {
         self.lookup(key, Side::Out, now, t)
+    }
+
+    /// [`lookup_out`](Self::lookup_out) for a key whose hash ([`hash_out`](Self::hash_out))
+    /// the caller has: the prefetching pass's, not computed twice.
+    #[inline]
+    pub fn lookup_out_hashed(&mut self, key: &NatKey, h: u64, now: u32, t: &Timeouts) -> Option<&mut Session> {
+        self.lookup_by(key, h, Side::Out, now, t)
     }
 
     /// The session whose in key is `key`, if it has not expired.
@@ -433,14 +447,18 @@ impl NatTable {
         if n == 0 {
             return;
         }
+        let mut i = self.sweep_at;
         for _ in 0..budget.min(n) {
-            let i = self.sweep_at % n;
-            self.sweep_at = i + 1;
+            if i >= n {
+                i = 0;
+            }
             if self.slots[i].link == IN_USE && self.slots[i].session.expired(now, t) {
                 self.remove(i);
                 self.expired += 1;
             }
+            i += 1;
         }
+        self.sweep_at = i;
     }
 
     /// A free port in `lo..=hi` searched from `start`: one that `accept` takes (the worker's
@@ -492,7 +510,7 @@ mod tests {
         Session {
             iface: 1,
             kind: NatKind::Nat,
-            rule: 0,
+            pass: false,
             out_key,
             out_to: (0xc000_0201, nat_port),
             in_key: NatKey { src: 0x0808_0808, dst: 0xc000_0201, sport: 53, dport: nat_port, proto: 17 },
