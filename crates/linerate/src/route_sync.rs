@@ -15,10 +15,13 @@
 //! What the FIB takes of a kernel route ([`RouteSync::target`]): the lowest-metric route of a
 //! prefix with TOS 0; unicast next hops on linerate's TAPs (the TAP of port X is port X),
 //! equal cost whatever their weights; `blackhole` (dropped, counted `blackhole`),
-//! `unreachable` and `prohibit` (ICMP destination unreachable, counted `no_route`). The rest
-//! is left out and counted by reason, and the first of each reason logged: next hops on other
-//! interfaces (a route with none on a TAP is not mirrored), nexthop objects, gateways of the
-//! other family, encapsulations, source-specific routes, other route types.
+//! `unreachable` and `prohibit` (ICMP destination unreachable, counted `no_route`). A route
+//! that names a nexthop object (`RTA_NH_ID`, FRR's default) forwards by the object as the
+//! kernel last described it (a group: its members, equal cost), and follows it when it
+//! changes or goes ([`RouteSync::take_nexthop`]). The rest is left out and counted by reason,
+//! and the first of each reason logged: next hops on other interfaces (a route with none on a
+//! TAP is not mirrored), gateways of the other family, encapsulations, source-specific
+//! routes, other route types.
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -28,6 +31,7 @@ use std::time::Instant;
 
 use config::KernelRoutes;
 use dataplane::fib::{FibControl, PrefixMap, PrefixSet, Target};
+use io::netlink::nexthop::{self, NexthopKind, NexthopMessage};
 use io::netlink::route::{self, NLM_F_APPEND, RouteMessage, RouteNextHop, RouteSocket};
 
 mod threads;
@@ -47,7 +51,8 @@ pub const RCVBUF: usize = 256 << 20;
 pub enum Skip {
     /// Its interface is not one of linerate's TAPs.
     UnknownInterface,
-    /// A nexthop object, a gateway of the other family, an encapsulation, a source prefix.
+    /// A gateway of the other family, an encapsulation, a source prefix; a nexthop object
+    /// that is one of these, or that the kernel did not describe.
     Unsupported,
     /// Not unicast, blackhole, unreachable or prohibit (local, broadcast, throw, ...).
     RouteType,
@@ -110,7 +115,16 @@ struct KernelRoute {
     metric: u32,
     kind: u8,
     hops: Vec<RouteNextHop>,
+    /// The nexthop object it forwards by, if any (then `hops` is only a fallback while the
+    /// object is unknown).
+    nh_id: Option<u32>,
     skip: Option<Skip>,
+}
+
+/// What a route forwards to, resolved.
+enum Resolved {
+    Hops(Vec<RouteNextHop>),
+    Blackhole,
 }
 
 /// A prefix of the mirrored table.
@@ -131,6 +145,13 @@ pub struct RouteSync {
     /// When the last dump started, until the FIB has caught up with it.
     dump_started: Option<Instant>,
     dumping: bool,
+    /// Nexthop objects by id, as the kernel last described them.
+    nexthops: HashMap<u32, NexthopKind>,
+    /// Object id -> the prefixes with a route that names it (a group's members reach their
+    /// routes through the groups that hold them).
+    users: HashMap<u32, HashSet<Key>>,
+    /// The objects the dump being read has named so far.
+    dumped_nexthops: HashSet<u32>,
     pub stats: Arc<SyncStats>,
     logged: HashSet<Skip>,
 }
@@ -146,6 +167,9 @@ impl RouteSync {
             dirty_list: Vec::new(),
             dump_started: None,
             dumping: false,
+            nexthops: HashMap::new(),
+            users: HashMap::new(),
+            dumped_nexthops: HashSet::new(),
             stats: Arc::default(),
             logged: HashSet::new(),
         }
@@ -158,9 +182,16 @@ impl RouteSync {
         }
     }
 
-    /// Takes one netlink message (a route message of another table, or not a route message,
-    /// is ignored).
+    /// Takes one netlink message (a route message of another table, or neither a route nor a
+    /// nexthop message, is ignored).
     pub fn handle(&mut self, m: &[u8]) {
+        if m.get(4..6).is_some_and(|t| nexthop::is_nexthop(u16::from_ne_bytes([t[0], t[1]]))) {
+            if let Ok(n) = nexthop::parse_nexthop(m) {
+                self.stats.messages.fetch_add(1, Relaxed);
+                self.take_nexthop(n);
+            }
+            return;
+        }
         let Ok(msg) = route::parse_route(m) else { return };
         if msg.table != self.cfg.table || !self.cfg.takes(msg.protocol) {
             return;
@@ -192,9 +223,10 @@ impl RouteSync {
             self.skip(why, &|| format!("{}/{} ({reason}, type {})", key.0, key.1, msg.kind));
         }
         let list = self.routes.entry(key).or_default();
+        let objects: Vec<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
         let at = list.iter().position(|r| r.metric == msg.metric);
         if msg.new {
-            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: msg.next_hops, skip };
+            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: msg.next_hops, nh_id: msg.nh_id, skip };
             match at {
                 // IPv6 `ip route append`: one more next hop of an existing route.
                 Some(i) if msg.flags & NLM_F_APPEND != 0 && msg.dst.is_ipv6() => {
@@ -210,20 +242,119 @@ impl RouteSync {
         } else if let Some(i) = at {
             // IPv6 deletes one next hop of a multipath route at a time on some kernels: take
             // away the ones named; the route goes when none is left (or none was named).
+            let object = list[i].nh_id.is_some();
             let hops = &mut list[i].hops;
-            if msg.next_hops.is_empty() || hops.iter().all(|h| msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)) {
+            if object || msg.next_hops.is_empty() || hops.iter().all(|h| msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)) {
                 list.remove(i);
             } else {
                 hops.retain(|h| !msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex));
             }
         }
+        let named: Vec<u32> = if objects.is_empty() { Vec::new() } else { list.iter().filter_map(|r| r.nh_id).collect() };
         if list.is_empty() {
             self.routes.remove(&key);
+        }
+        if !objects.is_empty() {
+            self.note_users(key, &objects, &named);
         }
         if self.dumping {
             self.stale.remove(&key);
         }
         self.mark(key);
+    }
+
+    /// Records which of the objects `before` the routes of `key` name now (`after`).
+    fn note_users(&mut self, key: Key, before: &[u32], after: &[u32]) {
+        for id in before {
+            if after.contains(id) {
+                self.users.entry(*id).or_default().insert(key);
+            } else if let Some(keys) = self.users.get_mut(id) {
+                keys.remove(&key);
+                if keys.is_empty() {
+                    self.users.remove(id);
+                }
+            }
+        }
+    }
+
+    /// Takes a nexthop object's change. The kernel tells the routes that use a changed
+    /// object only with `net.ipv4.nexthop_compat_mode` 1 and only IPv4 ones; it deletes the
+    /// routes that use a deleted object without an `RTM_DELROUTE` for IPv4 ones (and IPv6 ones
+    /// in mode 0), and takes a deleted object out of the groups that hold it with an
+    /// `RTM_NEWNEXTHOP` of the group alone. So the mirror does all of this itself.
+    fn take_nexthop(&mut self, n: NexthopMessage) {
+        if self.dumping {
+            self.dumped_nexthops.insert(n.id);
+        }
+        if !n.new {
+            self.remove_nexthop(n.id);
+        } else if self.nexthops.get(&n.id) != Some(&n.kind) {
+            self.nexthops.insert(n.id, n.kind);
+            self.mark_users(n.id);
+        }
+    }
+
+    /// The groups that hold object `id`.
+    fn groups_holding(&self, id: u32) -> Vec<u32> {
+        let holds = |k: &NexthopKind| matches!(k, NexthopKind::Group(m) if m.iter().any(|&(i, _)| i == id));
+        self.nexthops.iter().filter(|(_, k)| holds(k)).map(|(&g, _)| g).collect()
+    }
+
+    /// Marks every prefix whose route forwards by object `id`, directly or through a group.
+    fn mark_users(&mut self, id: u32) {
+        let mut keys = Vec::new();
+        for i in std::iter::once(id).chain(self.groups_holding(id)) {
+            keys.extend(self.users.get(&i).into_iter().flatten().copied());
+        }
+        for key in keys {
+            self.mark(key);
+        }
+    }
+
+    /// Object `id` is gone, as the kernel does it: the routes that name it go, and so does
+    /// it from the groups that held it (a group left empty goes too).
+    fn remove_nexthop(&mut self, id: u32) {
+        self.nexthops.remove(&id);
+        for key in self.users.remove(&id).unwrap_or_default() {
+            for table in [&mut self.routes, &mut self.stale] {
+                if let Some(list) = table.get_mut(&key) {
+                    list.retain(|r| r.nh_id != Some(id));
+                    if list.is_empty() {
+                        table.remove(&key);
+                    }
+                }
+            }
+            self.mark(key);
+        }
+        for g in self.groups_holding(id) {
+            let Some(NexthopKind::Group(members)) = self.nexthops.get_mut(&g) else { continue };
+            members.retain(|&(i, _)| i != id);
+            if members.is_empty() {
+                self.remove_nexthop(g);
+            } else {
+                self.mark_users(g);
+            }
+        }
+    }
+
+    /// What object `id` forwards to: a group's single-hop members (the kernel allows a
+    /// blackhole only as a group's one member).
+    fn resolve(&self, id: u32) -> Result<Resolved, String> {
+        let one = |i: u32| match self.nexthops.get(&i) {
+            Some(NexthopKind::One(h)) => Ok(Some(*h)),
+            Some(NexthopKind::Blackhole) => Ok(None),
+            Some(NexthopKind::Unsupported(why)) => Err(format!("nexthop object {i}: {why}")),
+            Some(NexthopKind::Group(_)) => Err(format!("nexthop object {i}: a group in a group")),
+            None => Err(format!("nexthop object {i} unknown")),
+        };
+        let members = match self.nexthops.get(&id) {
+            Some(NexthopKind::Group(m)) => m.iter().map(|&(i, _)| one(i)).collect::<Result<Vec<_>, _>>()?,
+            _ => vec![one(id)?],
+        };
+        if members.iter().any(Option::is_none) {
+            return Ok(Resolved::Blackhole);
+        }
+        Ok(Resolved::Hops(members.into_iter().flatten().collect()))
     }
 
     /// What the FIB should hold for a prefix now: its lowest-metric route, if linerate can
@@ -233,14 +364,29 @@ impl RouteSync {
         if best.skip.is_some() {
             return None;
         }
-        match best.kind {
-            route::RTN_BLACKHOLE => return Some(Target::Blackhole),
-            route::RTN_UNREACHABLE | route::RTN_PROHIBIT => return Some(Target::Unreachable),
-            _ => {}
-        }
+        let hops = match best.nh_id {
+            // An object the kernel did not describe: the next hops it listed, if any.
+            Some(id) if self.nexthops.contains_key(&id) || best.hops.is_empty() => match self.resolve(id) {
+                Ok(Resolved::Hops(hops)) => hops,
+                Ok(Resolved::Blackhole) => return Some(Target::Blackhole),
+                Err(why) => {
+                    self.skip(Skip::Unsupported, &|| format!("{}/{} ({why})", key.0, key.1));
+                    return None;
+                }
+            },
+            _ => match best.kind {
+                route::RTN_BLACKHOLE => return Some(Target::Blackhole),
+                route::RTN_UNREACHABLE | route::RTN_PROHIBIT => return Some(Target::Unreachable),
+                _ => best.hops,
+            },
+        };
         let mut via = Vec::new();
         let mut connected = None;
-        for h in &best.hops {
+        for h in &hops {
+            if h.gateway.is_some_and(|g| g.is_ipv4() != key.0.is_ipv4()) {
+                self.skip(Skip::Unsupported, &|| format!("next hop {:?} of {}/{} (a gateway of the other family)", h.gateway, key.0, key.1));
+                continue;
+            }
             let Some(&port) = self.ports.get(&h.ifindex) else {
                 self.skip(Skip::UnknownInterface, &|| format!("next hop {:?} (ifindex {}) of {}/{}", h.gateway, h.ifindex, key.0, key.1));
                 continue;
@@ -294,16 +440,22 @@ impl RouteSync {
     /// dump has not reached yet.
     fn start_dump(&mut self, at: Instant) {
         self.stale.extend(self.routes.drain());
+        self.dumped_nexthops.clear();
         self.dumping = true;
         self.dump_started = Some(at);
         self.stats.dumps.fetch_add(1, Relaxed);
     }
 
-    /// The dump has been read: the prefixes it did not name are gone.
+    /// The dump has been read: the prefixes and nexthop objects it did not name are gone.
     fn finish_dump(&mut self) {
-        let gone: Vec<Key> = self.stale.drain().map(|(key, _)| key).collect();
-        for key in gone {
+        let gone: Vec<(Key, Vec<u32>)> = self.stale.drain().map(|(key, list)| (key, list.iter().filter_map(|r| r.nh_id).collect())).collect();
+        for (key, objects) in gone {
+            self.note_users(key, &objects, &[]);
             self.mark(key);
+        }
+        let vanished: Vec<u32> = self.nexthops.keys().filter(|id| !self.dumped_nexthops.contains(id)).copied().collect();
+        for id in vanished {
+            self.remove_nexthop(id);
         }
         self.dumping = false;
         self.publish();
