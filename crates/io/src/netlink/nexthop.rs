@@ -74,7 +74,7 @@ pub fn is_nexthop(ty: u16) -> bool {
 }
 
 fn group(p: &[u8]) -> Result<Vec<(u32, u16)>, NexthopParseError> {
-    if p.len() % GROUP_ENTRY != 0 {
+    if !p.len().is_multiple_of(GROUP_ENTRY) {
         return Err(NexthopParseError::AttrLen(NHA_GROUP));
     }
     // The weight is one less than the weight, its high byte in what was reserved before
