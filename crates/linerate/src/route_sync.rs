@@ -23,6 +23,7 @@
 //! TAP is not mirrored), gateways of the other family, encapsulations, source-specific
 //! routes, other route types.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -152,6 +153,8 @@ pub struct RouteSync {
     users: HashMap<u32, HashSet<Key>>,
     /// The objects the dump being read has named so far.
     dumped_nexthops: HashSet<u32>,
+    /// The message being taken, its list of next hops reused from one to the next.
+    scratch: RouteMessage,
     pub stats: Arc<SyncStats>,
     logged: HashSet<Skip>,
 }
@@ -170,6 +173,7 @@ impl RouteSync {
             nexthops: HashMap::new(),
             users: HashMap::new(),
             dumped_nexthops: HashSet::new(),
+            scratch: RouteMessage::default(),
             stats: Arc::default(),
             logged: HashSet::new(),
         }
@@ -192,12 +196,12 @@ impl RouteSync {
             }
             return;
         }
-        let Ok(msg) = route::parse_route(m) else { return };
-        if msg.table != self.cfg.table || !self.cfg.takes(msg.protocol) {
-            return;
+        let mut msg = std::mem::take(&mut self.scratch);
+        if route::parse_route_into(m, &mut msg).is_ok() && msg.table == self.cfg.table && self.cfg.takes(msg.protocol) {
+            self.stats.messages.fetch_add(1, Relaxed);
+            self.take(&msg);
         }
-        self.stats.messages.fetch_add(1, Relaxed);
-        self.take(msg);
+        self.scratch = msg;
     }
 
     /// Publishes the table's size and what waits to be applied.
@@ -206,7 +210,7 @@ impl RouteSync {
         self.stats.dirty.store(self.dirty.len() as u64, Relaxed);
     }
 
-    fn take(&mut self, msg: RouteMessage) {
+    fn take(&mut self, msg: &RouteMessage) {
         let key = (msg.dst, msg.dst_len);
         if msg.tos != 0 {
             self.skip(Skip::Tos, &|| format!("{}/{} tos {}", key.0, key.1, msg.tos));
@@ -222,11 +226,23 @@ impl RouteSync {
             let reason = msg.unsupported.unwrap_or("its type");
             self.skip(why, &|| format!("{}/{} ({reason}, type {})", key.0, key.1, msg.kind));
         }
-        let list = self.routes.entry(key).or_default();
+        // One hash of the prefix for the whole change (a full table's withdrawal is a million).
+        let mut entry = match self.routes.entry(key) {
+            Entry::Occupied(e) => e,
+            Entry::Vacant(v) if msg.new => v.insert_entry(Vec::new()),
+            Entry::Vacant(_) => {
+                if self.dumping {
+                    self.stale.remove(&key);
+                }
+                self.mark(key);
+                return;
+            }
+        };
+        let list = entry.get_mut();
         let objects: Vec<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
         let at = list.iter().position(|r| r.metric == msg.metric);
         if msg.new {
-            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: msg.next_hops, nh_id: msg.nh_id, skip };
+            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: msg.next_hops.clone(), nh_id: msg.nh_id, skip };
             match at {
                 // IPv6 `ip route append`: one more next hop of an existing route.
                 Some(i) if msg.flags & NLM_F_APPEND != 0 && msg.dst.is_ipv6() => {
@@ -252,7 +268,7 @@ impl RouteSync {
         }
         let named: Vec<u32> = if objects.is_empty() { Vec::new() } else { list.iter().filter_map(|r| r.nh_id).collect() };
         if list.is_empty() {
-            self.routes.remove(&key);
+            entry.remove();
         }
         if !objects.is_empty() {
             self.note_users(key, &objects, &named);
@@ -419,8 +435,11 @@ impl RouteSync {
 
     /// Applies up to `max` changed prefixes to the FIB; returns how many.
     pub fn apply(&mut self, fib: &mut FibControl, max: usize) -> usize {
-        let keys = self.dirty_list.split_off(self.dirty_list.len().saturating_sub(max));
-        for &key in &keys {
+        // Taken from the end in place: a slice's own list would be a large allocation each.
+        let start = self.dirty_list.len().saturating_sub(max);
+        let n = self.dirty_list.len() - start;
+        for i in start..self.dirty_list.len() {
+            let key = self.dirty_list[i];
             self.dirty.remove(&key);
             let res = match self.target(key) {
                 Some(t) => fib.set_kernel(key.0, key.1, &t),
@@ -431,9 +450,10 @@ impl RouteSync {
                 let _ = fib.remove_kernel(key.0, key.1);
             }
         }
-        self.stats.applied.fetch_add(keys.len() as u64, Relaxed);
+        self.dirty_list.truncate(start);
+        self.stats.applied.fetch_add(n as u64, Relaxed);
         self.publish();
-        keys.len()
+        n
     }
 
     /// Starts reading a new dump: the table known so far is kept aside for the prefixes the

@@ -137,8 +137,37 @@ fn multipath(family: u8, mut b: &[u8], out: &mut Vec<RouteNextHop>) -> Result<Op
     Ok(unsupported)
 }
 
+impl Default for RouteMessage {
+    fn default() -> Self {
+        RouteMessage {
+            new: false,
+            flags: 0,
+            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            dst_len: 0,
+            src_len: 0,
+            tos: 0,
+            table: 0,
+            protocol: 0,
+            kind: 0,
+            metric: 0,
+            next_hops: Vec::new(),
+            nh_id: None,
+            unsupported: None,
+        }
+    }
+}
+
 /// Parses one whole netlink message (header included) as a route message.
 pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
+    let mut msg = RouteMessage::default();
+    parse_route_into(m, &mut msg)?;
+    Ok(msg)
+}
+
+/// As [`parse_route`], into `msg`, whose list of next hops is reused (no allocation per
+/// message once it has room: a full table's withdrawal is a million messages). On an error
+/// `msg` holds part of the message.
+pub fn parse_route_into(m: &[u8], msg: &mut RouteMessage) -> Result<(), RouteParseError> {
     if m.len() < NLMSG_HDRLEN + RTMSG_LEN {
         return Err(RouteParseError::Truncated);
     }
@@ -160,7 +189,9 @@ pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
     if r[1] > max {
         return Err(RouteParseError::PrefixLen(r[1]));
     }
-    let mut msg = RouteMessage {
+    let mut next_hops = std::mem::take(&mut msg.next_hops);
+    next_hops.clear();
+    *msg = RouteMessage {
         new: ty == RTM_NEWROUTE,
         flags: u16_at(m, 6),
         dst,
@@ -171,7 +202,7 @@ pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
         protocol: r[5],
         kind: r[7],
         metric: 0,
-        next_hops: Vec::new(),
+        next_hops,
         nh_id: None,
         unsupported: (r[2] != 0).then_some("a source prefix (source-specific routing)"),
     };
@@ -205,7 +236,7 @@ pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
     if has_single && msg.next_hops.is_empty() {
         msg.next_hops.push(single);
     }
-    Ok(msg)
+    Ok(())
 }
 
 /// A netlink socket subscribed to the IPv4 and IPv6 route groups and to nexthop objects,

@@ -393,3 +393,48 @@ fn a_new_dump_removes_vanished_nexthop_objects() {
     assert_eq!(s.nexthops.keys().copied().collect::<Vec<_>>(), vec![11]);
     assert_eq!(s.users.keys().copied().collect::<Vec<_>>(), vec![11]);
 }
+
+/// The applier's CPU per withdrawn route (not a test: `cargo test --release -p linerate
+/// withdrawal_cost -- --ignored --nocapture`; under callgrind, `--toggle-collect=*withdraw*`
+/// counts the withdrawal alone). `LR_WITHDRAW_V4` routes (default 200,000) and a fifth as
+/// many IPv6 ones, as `scripts/route-churn.sh` makes them.
+#[test]
+#[ignore]
+fn withdrawal_cost() {
+    let v4: u32 = std::env::var("LR_WITHDRAW_V4").map_or(200_000, |v| v.parse().unwrap());
+    let v6 = v4 / 5;
+    let mut add = Vec::new();
+    let mut del = Vec::new();
+    for i in 0..v4 {
+        let a = std::net::Ipv4Addr::from(0x2000_0000 + (i << 8)).to_string();
+        let m = Msg::new(&a, 24, &[("198.18.0.2", TAP_A)]);
+        add.push(m.bytes());
+        del.push(m.del().bytes());
+    }
+    for i in 0..v6 {
+        let a = std::net::Ipv6Addr::new(0x2a00, (i >> 16) as u16, i as u16, 0, 0, 0, 0, 0).to_string();
+        let m = Msg::new(&a, 48, &[("fe80::1", TAP_A)]);
+        add.push(m.bytes());
+        del.push(m.del().bytes());
+    }
+    let (mut s, mut ctl) = (sync(), fib());
+    for m in &add {
+        s.handle(m);
+    }
+    while s.apply(&mut ctl, SLICE) > 0 {}
+    let (taken, applied) = withdraw(&mut s, &mut ctl, &del);
+    let n = f64::from(v4 + v6);
+    eprintln!("withdrawal of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", taken.as_nanos() as f64 / n, applied.as_nanos() as f64 / n);
+    assert_eq!(ctl.kernel_counts(), (0, 0));
+}
+
+#[inline(never)]
+fn withdraw(s: &mut RouteSync, ctl: &mut FibControl, del: &[Vec<u8>]) -> (std::time::Duration, std::time::Duration) {
+    let t = Instant::now();
+    for m in del {
+        s.handle(m);
+    }
+    let taken = t.elapsed();
+    while s.apply(ctl, SLICE) > 0 {}
+    (taken, t.elapsed() - taken)
+}
