@@ -35,7 +35,10 @@ use dataplane::fib::{FibControl, PrefixMap, PrefixSet, Target};
 use io::netlink::nexthop::{self, NexthopKind, NexthopMessage};
 use io::netlink::route::{self, NLM_F_APPEND, RouteMessage, RouteNextHop, RouteSocket};
 
+mod small;
 mod threads;
+
+use small::Small;
 
 pub use threads::start;
 
@@ -115,7 +118,7 @@ impl SyncStats {
 struct KernelRoute {
     metric: u32,
     kind: u8,
-    hops: Vec<RouteNextHop>,
+    hops: Small<RouteNextHop>,
     /// The nexthop object it forwards by, if any (then `hops` is only a fallback while the
     /// object is unknown).
     nh_id: Option<u32>,
@@ -136,10 +139,10 @@ pub struct RouteSync {
     cfg: KernelRoutes,
     /// TAP ifindex -> logical port.
     ports: HashMap<u32, u16>,
-    routes: PrefixMap<Key, Vec<KernelRoute>>,
+    routes: PrefixMap<Key, Small<KernelRoute>>,
     /// While a dump is read: the table as it was before it, for the prefixes the dump has not
     /// reached yet (so that they keep their routes until then).
-    stale: PrefixMap<Key, Vec<KernelRoute>>,
+    stale: PrefixMap<Key, Small<KernelRoute>>,
     /// Changed prefixes, once each: the set, and the list to take them from in slices.
     dirty: PrefixSet<Key>,
     dirty_list: Vec<Key>,
@@ -229,7 +232,7 @@ impl RouteSync {
         // One hash of the prefix for the whole change (a full table's withdrawal is a million).
         let mut entry = match self.routes.entry(key) {
             Entry::Occupied(e) => e,
-            Entry::Vacant(v) if msg.new => v.insert_entry(Vec::new()),
+            Entry::Vacant(v) if msg.new => v.insert_entry(Small::Empty),
             Entry::Vacant(_) => {
                 if self.dumping {
                     self.stale.remove(&key);
@@ -242,11 +245,11 @@ impl RouteSync {
         let objects: Vec<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
         let at = list.iter().position(|r| r.metric == msg.metric);
         if msg.new {
-            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: msg.next_hops.clone(), nh_id: msg.nh_id, skip };
+            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: Small::from(&msg.next_hops[..]), nh_id: msg.nh_id, skip };
             match at {
                 // IPv6 `ip route append`: one more next hop of an existing route.
                 Some(i) if msg.flags & NLM_F_APPEND != 0 && msg.dst.is_ipv6() => {
-                    for h in r.hops {
+                    for &h in r.hops.iter() {
                         if !list[i].hops.contains(&h) {
                             list[i].hops.push(h);
                         }
@@ -383,7 +386,7 @@ impl RouteSync {
         let hops = match best.nh_id {
             // An object the kernel did not describe: the next hops it listed, if any.
             Some(id) if self.nexthops.contains_key(&id) || best.hops.is_empty() => match self.resolve(id) {
-                Ok(Resolved::Hops(hops)) => hops,
+                Ok(Resolved::Hops(hops)) => Small::from(hops),
                 Ok(Resolved::Blackhole) => return Some(Target::Blackhole),
                 Err(why) => {
                     self.skip(Skip::Unsupported, &|| format!("{}/{} ({why})", key.0, key.1));
@@ -398,7 +401,7 @@ impl RouteSync {
         };
         let mut via = Vec::new();
         let mut connected = None;
-        for h in &hops {
+        for h in hops.iter() {
             if h.gateway.is_some_and(|g| g.is_ipv4() != key.0.is_ipv4()) {
                 self.skip(Skip::Unsupported, &|| format!("next hop {:?} of {}/{} (a gateway of the other family)", h.gateway, key.0, key.1));
                 continue;
