@@ -144,8 +144,9 @@ pub struct FibControl {
     /// `BTreeMap`'s was the largest cost of a withdrawal after the LPM's.
     routes: PrefixMap<(IpAddr, u8), Installed>,
     /// Routes and groups using each gateway or group id; an id at zero is freed (a
-    /// gateway's only once its neighbour is gone too).
-    refs: HashMap<NextHop, u32>,
+    /// gateway's only once its neighbour is gone too). The prefix maps' hasher: every route
+    /// added or removed looks its id up here.
+    refs: HashMap<NextHop, u32, PrefixHash>,
     /// Multipath groups by id, and by member set (one group per distinct set).
     groups: HashMap<NextHop, Group>,
     group_by_members: HashMap<Vec<NextHop>, NextHop>,
@@ -180,7 +181,7 @@ impl FibControl {
             neighbours: HashMap::new(),
             gateway_of: HashMap::new(),
             routes: PrefixMap::default(),
-            refs: HashMap::new(),
+            refs: HashMap::default(),
             groups: HashMap::new(),
             group_by_members: HashMap::new(),
             free_slots: Vec::new(),
