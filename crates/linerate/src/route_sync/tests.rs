@@ -394,9 +394,9 @@ fn a_new_dump_removes_vanished_nexthop_objects() {
     assert_eq!(s.users.keys().copied().collect::<Vec<_>>(), vec![11]);
 }
 
-/// The applier's CPU per withdrawn route (not a test: `cargo test --release -p linerate
-/// withdrawal_cost -- --ignored --nocapture`; under callgrind, `--toggle-collect=*withdraw*`
-/// counts the withdrawal alone). `LR_WITHDRAW_V4` routes (default 200,000) and a fifth as
+/// The applier's CPU per route loaded and withdrawn, twice (not a test: `cargo test
+/// --release -p linerate withdrawal_cost -- --ignored --nocapture`; under callgrind,
+/// `--toggle-collect=*withdraw*` counts the changes alone, without making the messages). `LR_WITHDRAW_V4` routes (default 200,000) and a fifth as
 /// many IPv6 ones, as `scripts/route-churn.sh` makes them.
 #[test]
 #[ignore]
@@ -418,13 +418,14 @@ fn withdrawal_cost() {
         del.push(m.del().bytes());
     }
     let (mut s, mut ctl) = (sync(), fib());
-    for m in &add {
-        s.handle(m);
-    }
-    while s.apply(&mut ctl, SLICE) > 0 {}
-    let (taken, applied) = withdraw(&mut s, &mut ctl, &del);
     let n = f64::from(v4 + v6);
-    eprintln!("withdrawal of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", taken.as_nanos() as f64 / n, applied.as_nanos() as f64 / n);
+    let per = |d: std::time::Duration| d.as_nanos() as f64 / n;
+    for round in 0..2 {
+        let (taken, applied) = withdraw(&mut s, &mut ctl, &add);
+        eprintln!("load {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", per(taken), per(applied));
+        let (taken, applied) = withdraw(&mut s, &mut ctl, &del);
+        eprintln!("withdrawal {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", per(taken), per(applied));
+    }
     assert_eq!(ctl.kernel_counts(), (0, 0));
 }
 
