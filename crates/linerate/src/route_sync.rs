@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use config::KernelRoutes;
-use dataplane::fib::{FibControl, PrefixMap, PrefixSet, Target};
+use dataplane::fib::{FibControl, PrefixMap, Target};
 use io::netlink::nexthop::{self, NexthopKind, NexthopMessage};
 use io::netlink::route::{self, NLM_F_APPEND, RouteMessage, RouteNextHop, RouteSocket};
 
@@ -87,7 +87,8 @@ pub struct SyncStats {
     pub messages: AtomicU64,
     /// Prefixes applied to the FIB (after coalescing).
     pub applied: AtomicU64,
-    /// Kernel routes in the FIB's view (installed or shadowed by another source).
+    /// Kernel routes in the FIB's view (installed or shadowed by another source); a prefix
+    /// withdrawn counts until the withdrawal is applied (`pending` says how many wait).
     pub routes: AtomicU64,
     /// Changed prefixes not yet applied.
     dirty: AtomicU64,
@@ -134,17 +135,27 @@ enum Resolved {
 /// A prefix of the mirrored table.
 type Key = (IpAddr, u8);
 
+/// What the mirror holds for a prefix: its kernel routes, and whether they changed since the
+/// FIB was last told. A prefix whose last route went stays, with none, until that is applied:
+/// the flag here spares a set of changed prefixes, whose search per change (a cache miss in
+/// a full table) cost as much as this map's own.
+#[derive(Debug, Default)]
+struct Prefix {
+    list: Small<KernelRoute>,
+    dirty: bool,
+}
+
 /// The mirrored table as the kernel last said, and the prefixes changed since the last apply.
 pub struct RouteSync {
     cfg: KernelRoutes,
     /// TAP ifindex -> logical port.
     ports: HashMap<u32, u16>,
-    routes: PrefixMap<Key, Small<KernelRoute>>,
+    routes: PrefixMap<Key, Prefix>,
     /// While a dump is read: the table as it was before it, for the prefixes the dump has not
     /// reached yet (so that they keep their routes until then).
     stale: PrefixMap<Key, Small<KernelRoute>>,
-    /// Changed prefixes, once each: the set, and the list to take them from in slices.
-    dirty: PrefixSet<Key>,
+    /// Changed prefixes (flagged in `routes`), to take them from in slices; once each, but
+    /// for those a dump's start moved to `stale`.
     dirty_list: Vec<Key>,
     /// When the last dump started, until the FIB has caught up with it.
     dump_started: Option<Instant>,
@@ -169,7 +180,6 @@ impl RouteSync {
             ports,
             routes: PrefixMap::default(),
             stale: PrefixMap::default(),
-            dirty: PrefixSet::default(),
             dirty_list: Vec::new(),
             dump_started: None,
             dumping: false,
@@ -210,7 +220,7 @@ impl RouteSync {
     /// Publishes the table's size and what waits to be applied.
     fn publish(&self) {
         self.stats.routes.store(self.routes.len() as u64, Relaxed);
-        self.stats.dirty.store(self.dirty.len() as u64, Relaxed);
+        self.stats.dirty.store(self.dirty_list.len() as u64, Relaxed);
     }
 
     fn take(&mut self, msg: &RouteMessage) {
@@ -230,18 +240,8 @@ impl RouteSync {
             self.skip(why, &|| format!("{}/{} ({reason}, type {})", key.0, key.1, msg.kind));
         }
         // One hash of the prefix for the whole change (a full table's withdrawal is a million).
-        let mut entry = match self.routes.entry(key) {
-            Entry::Occupied(e) => e,
-            Entry::Vacant(v) if msg.new => v.insert_entry(Small::Empty),
-            Entry::Vacant(_) => {
-                if self.dumping {
-                    self.stale.remove(&key);
-                }
-                self.mark(key);
-                return;
-            }
-        };
-        let list = entry.get_mut();
+        let prefix = self.routes.entry(key).or_default();
+        let list = &mut prefix.list;
         let objects: Vec<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
         let at = list.iter().position(|r| r.metric == msg.metric);
         if msg.new {
@@ -270,8 +270,8 @@ impl RouteSync {
             }
         }
         let named: Vec<u32> = if objects.is_empty() { Vec::new() } else { list.iter().filter_map(|r| r.nh_id).collect() };
-        if list.is_empty() {
-            entry.remove();
+        if !std::mem::replace(&mut prefix.dirty, true) {
+            self.dirty_list.push(key);
         }
         if !objects.is_empty() {
             self.note_users(key, &objects, &named);
@@ -279,7 +279,6 @@ impl RouteSync {
         if self.dumping {
             self.stale.remove(&key);
         }
-        self.mark(key);
     }
 
     /// Records which of the objects `before` the routes of `key` name now (`after`).
@@ -335,12 +334,13 @@ impl RouteSync {
     fn remove_nexthop(&mut self, id: u32) {
         self.nexthops.remove(&id);
         for key in self.users.remove(&id).unwrap_or_default() {
-            for table in [&mut self.routes, &mut self.stale] {
-                if let Some(list) = table.get_mut(&key) {
-                    list.retain(|r| r.nh_id != Some(id));
-                    if list.is_empty() {
-                        table.remove(&key);
-                    }
+            if let Some(p) = self.routes.get_mut(&key) {
+                p.list.retain(|r| r.nh_id != Some(id));
+            }
+            if let Some(list) = self.stale.get_mut(&key) {
+                list.retain(|r| r.nh_id != Some(id));
+                if list.is_empty() {
+                    self.stale.remove(&key);
                 }
             }
             self.mark(key);
@@ -379,7 +379,7 @@ impl RouteSync {
     /// What the FIB should hold for a prefix now: its lowest-metric route, if linerate can
     /// forward by it.
     fn target(&mut self, key: Key) -> Option<Target> {
-        let best = self.routes.get(&key).or_else(|| self.stale.get(&key))?.iter().min_by_key(|r| r.metric)?.clone();
+        let best = self.routes.get(&key).map(|p| &p.list).filter(|l| !l.is_empty()).or_else(|| self.stale.get(&key))?.iter().min_by_key(|r| r.metric)?.clone();
         if best.skip.is_some() {
             return None;
         }
@@ -426,14 +426,15 @@ impl RouteSync {
     }
 
     fn mark(&mut self, key: Key) {
-        if self.dirty.insert(key) {
+        let prefix = self.routes.entry(key).or_default();
+        if !std::mem::replace(&mut prefix.dirty, true) {
             self.dirty_list.push(key);
         }
     }
 
     /// Whether changes wait to be applied.
     pub fn is_dirty(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.dirty_list.is_empty()
     }
 
     /// Applies up to `max` changed prefixes to the FIB; returns how many.
@@ -443,7 +444,9 @@ impl RouteSync {
         let n = self.dirty_list.len() - start;
         for i in start..self.dirty_list.len() {
             let key = self.dirty_list[i];
-            self.dirty.remove(&key);
+            if let Some(p) = self.routes.get_mut(&key) {
+                p.dirty = false;
+            }
             let res = match self.target(key) {
                 Some(t) => fib.set_kernel(key.0, key.1, &t),
                 None => fib.remove_kernel(key.0, key.1).map(drop),
@@ -451,6 +454,12 @@ impl RouteSync {
             if let Err(e) = res {
                 self.skip(Skip::FibFull, &|| format!("{}/{}: {e}", key.0, key.1));
                 let _ = fib.remove_kernel(key.0, key.1);
+            }
+            // A prefix left without routes goes once the FIB has been told.
+            if let Entry::Occupied(e) = self.routes.entry(key)
+                && e.get().list.is_empty()
+            {
+                e.remove();
             }
         }
         self.dirty_list.truncate(start);
@@ -462,7 +471,8 @@ impl RouteSync {
     /// Starts reading a new dump: the table known so far is kept aside for the prefixes the
     /// dump has not reached yet.
     fn start_dump(&mut self, at: Instant) {
-        self.stale.extend(self.routes.drain());
+        // Flags go with the entries: the prefixes still listed are applied all the same.
+        self.stale.extend(self.routes.drain().filter(|(_, p)| !p.list.is_empty()).map(|(key, p)| (key, p.list)));
         self.dumped_nexthops.clear();
         self.dumping = true;
         self.dump_started = Some(at);
