@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use config::KernelRoutes;
-use dataplane::fib::{FibControl, PrefixMap, Target};
+use dataplane::fib::{FibControl, PrefixMap, PrefixSet, Target};
 use io::netlink::nexthop::{self, NexthopKind, NexthopMessage};
 use io::netlink::route::{self, NLM_F_APPEND, RouteMessage, RouteNextHop, RouteSocket};
 
@@ -164,7 +164,7 @@ pub struct RouteSync {
     nexthops: HashMap<u32, NexthopKind>,
     /// Object id -> the prefixes with a route that names it (a group's members reach their
     /// routes through the groups that hold them).
-    users: HashMap<u32, HashSet<Key>>,
+    users: HashMap<u32, PrefixSet<Key>>,
     /// The objects the dump being read has named so far.
     dumped_nexthops: HashSet<u32>,
     /// The message being taken, its list of next hops reused from one to the next.
@@ -242,7 +242,8 @@ impl RouteSync {
         // One hash of the prefix for the whole change (a full table's withdrawal is a million).
         let prefix = self.routes.entry(key).or_default();
         let list = &mut prefix.list;
-        let objects: Vec<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
+        // Small: FRR names an object in every route, so these are per route there.
+        let objects: Small<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
         let at = list.iter().position(|r| r.metric == msg.metric);
         if msg.new {
             let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: Small::from(&msg.next_hops[..]), nh_id: msg.nh_id, skip };
@@ -269,7 +270,7 @@ impl RouteSync {
                 hops.retain(|h| !msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex));
             }
         }
-        let named: Vec<u32> = if objects.is_empty() { Vec::new() } else { list.iter().filter_map(|r| r.nh_id).collect() };
+        let named: Small<u32> = if objects.is_empty() { Small::Empty } else { list.iter().filter_map(|r| r.nh_id).collect() };
         if !std::mem::replace(&mut prefix.dirty, true) {
             self.dirty_list.push(key);
         }

@@ -44,6 +44,16 @@ impl<T> Small<T> {
     }
 }
 
+impl<T> FromIterator<T> for Small<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
+        let mut s = Small::Empty;
+        for item in items {
+            s.push(item);
+        }
+        s
+    }
+}
+
 impl<T> From<Vec<T>> for Small<T> {
     fn from(mut v: Vec<T>) -> Self {
         match v.len() {
@@ -140,6 +150,7 @@ mod tests {
                 prop_assert_eq!(&s[..], &v[..]);
                 prop_assert_eq!(matches!(s, Small::One(_)), v.len() == 1);
                 prop_assert_eq!(Small::from(&v[..]), s.clone());
+                prop_assert_eq!(v.iter().copied().collect::<Small<u8>>(), s.clone());
             }
         }
     }
