@@ -18,7 +18,7 @@
 //! a freed id is reused only after a grace period over the workers' lookups ([`lpm::Grace`]),
 //! so a packet that looked up the old route never takes the new neighbour's adjacency.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -139,11 +139,14 @@ pub struct FibControl {
     neighbours: HashMap<IpAddr, (u16, MacAddr)>,
     /// Next-hop id -> the gateway it stands for (the reverse of `gateways`).
     gateway_of: HashMap<NextHop, (IpAddr, u16)>,
-    /// Every prefix installed, for listing and precedence; the LPM cannot be enumerated.
-    routes: BTreeMap<(IpAddr, u8), Installed>,
+    /// Every prefix installed, for listing and precedence; the LPM cannot be enumerated. A
+    /// hash map (sorted when listed): a full table's churn pays a search per route, and a
+    /// `BTreeMap`'s was the largest cost of a withdrawal after the LPM's.
+    routes: PrefixMap<(IpAddr, u8), Installed>,
     /// Routes and groups using each gateway or group id; an id at zero is freed (a
-    /// gateway's only once its neighbour is gone too).
-    refs: HashMap<NextHop, u32>,
+    /// gateway's only once its neighbour is gone too). The prefix maps' hasher: every route
+    /// added or removed looks its id up here.
+    refs: HashMap<NextHop, u32, PrefixHash>,
     /// Multipath groups by id, and by member set (one group per distinct set).
     groups: HashMap<NextHop, Group>,
     group_by_members: HashMap<Vec<NextHop>, NextHop>,
@@ -177,8 +180,8 @@ impl FibControl {
             connected: HashMap::new(),
             neighbours: HashMap::new(),
             gateway_of: HashMap::new(),
-            routes: BTreeMap::new(),
-            refs: HashMap::new(),
+            routes: PrefixMap::default(),
+            refs: HashMap::default(),
             groups: HashMap::new(),
             group_by_members: HashMap::new(),
             free_slots: Vec::new(),
@@ -231,22 +234,33 @@ impl FibControl {
 
     /// Removes a prefix whatever installed it; returns whether it was there.
     pub fn remove(&mut self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
-        let res = match prefix {
-            IpAddr::V4(a) => self.fib.v4.remove(u32::from(a), len),
-            IpAddr::V6(a) => self.fib.v6.remove(u128::from(a), len),
-        };
+        let res = self.lpm_remove_old(prefix, len);
         self.routes.remove(&(prefix, len));
         res.map(|old| old.is_some()).map_err(|source| FibError::Lpm { prefix, len, source })
     }
 
+    /// Removes a prefix from the LPM only (the caller has taken it out of `routes`).
+    fn lpm_remove(&mut self, prefix: IpAddr, len: u8) -> Result<(), FibError> {
+        self.lpm_remove_old(prefix, len).map(drop).map_err(|source| FibError::Lpm { prefix, len, source })
+    }
+
+    fn lpm_remove_old(&mut self, prefix: IpAddr, len: u8) -> Result<Option<NextHop>, LpmError> {
+        match prefix {
+            IpAddr::V4(a) => self.fib.v4.remove(u32::from(a), len),
+            IpAddr::V6(a) => self.fib.v6.remove(u128::from(a), len),
+        }
+    }
+
     /// Every installed prefix and what it is, in address order.
     pub fn routes(&self) -> impl Iterator<Item = (IpAddr, u8, RouteKind)> + '_ {
-        self.routes.iter().map(|(&(p, l), i)| (p, l, i.kind))
+        self.routes_by_source().map(|(p, l, kind, _)| (p, l, kind))
     }
 
     /// Every installed prefix, what it is and where it comes from, in address order.
     pub fn routes_by_source(&self) -> impl Iterator<Item = (IpAddr, u8, RouteKind, RouteSource)> + '_ {
-        self.routes.iter().map(|(&(p, l), i)| (p, l, i.kind, i.source))
+        let mut all: Vec<_> = self.routes.iter().map(|(&(p, l), i)| (p, l, i.kind, i.source)).collect();
+        all.sort_unstable_by_key(|r| (r.0, r.1));
+        all.into_iter()
     }
 
     /// Number of installed prefixes.

@@ -4,11 +4,11 @@
 //!
 //! Host A -> D (linerate, FRR's zebra and bgpd run by hand in its namespace) -> B and C, each
 //! with a BIRD announcing the same 3,000 prefixes, C with a longer AS path. bgpd picks B's,
-//! zebra installs them in the kernel (plain routes: `no zebra nexthop kernel enable`, as
-//! linerate does not read nexthop objects), linerate mirrors them.
+//! zebra installs them in the kernel as it does by default (through nexthop objects,
+//! `RTA_NH_ID`), linerate mirrors them.
 //!
-//! - all 3,000 reach linerate's FIB via B, and the kernel's table has them as `proto bgp`;
-//!   traffic to them arrives at B;
+//! - all 3,000 reach linerate's FIB via B, and the kernel's table has them as `proto bgp`,
+//!   through a nexthop object; traffic to them arrives at B;
 //! - B withdraws them: within a second the traffic arrives at C instead, and all 3,000 are
 //!   in the FIB via C.
 //!
@@ -30,7 +30,6 @@ use common::bgp::{Lab, PREFIXES, build, kernel_routes_via, text, write_router_co
 const FRR: &str = "/usr/lib/frr";
 
 const ZEBRA_CONF: &str = "hostname lrfr-zebra
-no zebra nexthop kernel enable
 ";
 
 const BGPD_CONF: &str = "hostname lrfr-bgpd
@@ -153,6 +152,8 @@ fn wait_for_routes_via_b(lab: &Lab, frr: &Path, cfg: &Path) {
     }
     eprintln!("BGP: {n} routes via B in the FIB {:?} after FRR started", start.elapsed());
     assert_eq!(kernel_bgp_routes_via(&lab.d, "198.19.0.2"), n, "zebra's routes in the kernel:\n{}", diag());
+    let kernel = text(&lab.d.ip(&["route", "show", "proto", "bgp"]).unwrap());
+    assert!(kernel.lines().all(|l| l.contains(" nhid ")), "zebra installed routes without nexthop objects:\n{kernel}");
     // C's session may come up after B's routes are in: wait for it, so that its routes are
     // there to take over.
     let limit = Duration::from_secs(30);

@@ -6,6 +6,11 @@
 //!   over B and C (each gets 35-65% of them, every frame arrives); deleting it in the kernel
 //!   withdraws it (A's ping then gets "Net Unreachable" from linerate);
 //! - an IPv6 route via a TAP reaches B;
+//! - routes through nexthop objects (`ip route add P nhid N`, as FRR's zebra installs them),
+//!   with `net.ipv4.nexthop_compat_mode` 0 so that the kernel says nothing of the routes when
+//!   an object changes: one through a single object goes to B, one through a group to B and
+//!   C; deleting a group member, replacing an object and deleting it move the traffic (or
+//!   withdraw the routes) with no route message;
 //! - `[[route]]` reload: a static route with a list of next hops is added, changed, removed
 //!   by `linerate reload` and SIGHUP, while a flow to an unchanged route loses nothing.
 //!
@@ -114,6 +119,7 @@ via = "198.19.0.2"
 
     kernel_multipath_spreads_flows(&lab, &c, &cfg);
     kernel_withdrawal_and_ipv6(&lab, &cfg);
+    kernel_nexthop_objects(&lab, &c, &cfg);
     let pid = dut.0.as_ref().unwrap().id().to_string();
     static_routes_reload_without_loss(&lab, &cfg, &pid);
 
@@ -161,6 +167,60 @@ fn kernel_withdrawal_and_ipv6(lab: &Lab, cfg: &std::path::Path) {
     let b0 = rx_packets(&lab.b, "lrb0");
     let _ = lab.a.command("ping").args(["-6", "-c", "3", "-i", "0.2", "-W", "1", "2001:db8:99::1"]).output().unwrap();
     assert!(rx_packets(&lab.b, "lrb0") - b0 >= 3, "B did not receive the IPv6 pings");
+}
+
+/// Sends 2000 frames to `dst` from A and returns how many B and C received, and how many
+/// were sent.
+fn delivered(lab: &Lab, c: &Namespace, dst: &str) -> (u64, u64, u64) {
+    let (b0, c0) = (rx_packets(&lab.b, "lrb0"), rx_packets(c, "lrc0"));
+    let out = traffic(lab, dst, 2000, 2000).output().unwrap();
+    assert!(out.status.success(), "gen: {}", text(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    (rx_packets(&lab.b, "lrb0") - b0, rx_packets(c, "lrc0") - c0, sent(&out))
+}
+
+/// Asserts that `dst`'s traffic reaches B (`to_b`) or C, none the other (which counts every
+/// frame: a few ARP or NDP frames besides). A loaded shared machine drops some in the veths.
+fn all_to(lab: &Lab, c: &Namespace, dst: &str, to_b: bool) {
+    let (b, c_rx, n) = delivered(lab, c, dst);
+    let (hit, miss) = if to_b { (b, c_rx) } else { (c_rx, b) };
+    assert!(hit * 100 >= n * 90 && miss <= 10, "{dst}: B got {b}, C got {c_rx} of {n}; all should go to {}", if to_b { "B" } else { "C" });
+}
+
+/// Routes through nexthop objects, followed with no route message from the kernel.
+fn kernel_nexthop_objects(lab: &Lab, c: &Namespace, cfg: &std::path::Path) {
+    lab.d.sysctl("net.ipv4.nexthop_compat_mode=0").unwrap();
+    for cmd in [
+        "nexthop add id 10 via 198.19.0.2 dev lrhd1",
+        "nexthop add id 11 via 198.20.0.2 dev lrhd2",
+        "nexthop add id 20 group 10/11",
+        "route add 10.95.0.0/16 nhid 10 proto static",
+        "route add 10.96.0.0/16 nhid 20 proto static",
+    ] {
+        lab.d.ip(&cmd.split(' ').collect::<Vec<_>>()).unwrap();
+    }
+    wait_route(cfg, "10.95.0.0/16", "no route through object 10", |r| r.is_some_and(|r| r["via"] == "198.19.0.2" && r["source"] == "kernel"));
+    wait_route(cfg, "10.96.0.0/16", "no route through group 20", |r| r.is_some_and(|r| r["kind"] == "multipath" && r["paths"].as_array().is_some_and(|p| p.len() == 2)));
+    all_to(lab, c, "10.95.0.1-10.95.0.100", true);
+    let (b, c_rx, n) = delivered(lab, c, "10.96.0.1-10.96.0.100");
+    eprintln!("group 20: B got {b}, C got {c_rx} of {n}");
+    assert!((b + c_rx) * 100 >= n * 90 && b * 100 >= n * 30 && c_rx * 100 >= n * 30, "group 20: B {b}, C {c_rx} of {n}");
+
+    // The kernel takes 11 out of group 20 and tells only of the group.
+    lab.d.ip(&["nexthop", "del", "id", "11"]).unwrap();
+    wait_route(cfg, "10.96.0.0/16", "group 20 still has object 11", |r| r.is_some_and(|r| r["kind"] == "via" && r["via"] == "198.19.0.2"));
+    all_to(lab, c, "10.96.0.1-10.96.0.100", true);
+    // Object 10 now leads to C: both routes follow.
+    lab.d.ip(&["nexthop", "replace", "id", "10", "via", "198.20.0.2", "dev", "lrhd2"]).unwrap();
+    wait_route(cfg, "10.95.0.0/16", "did not follow object 10", |r| r.is_some_and(|r| r["via"] == "198.20.0.2"));
+    wait_route(cfg, "10.96.0.0/16", "did not follow object 10", |r| r.is_some_and(|r| r["kind"] == "via" && r["via"] == "198.20.0.2"));
+    all_to(lab, c, "10.95.0.1-10.95.0.100", false);
+    all_to(lab, c, "10.96.0.1-10.96.0.100", false);
+    // Deleting object 10 deletes both routes (and group 20) in the kernel, silently.
+    lab.d.ip(&["nexthop", "del", "id", "10"]).unwrap();
+    assert!(text(&lab.d.exec("ip", &["route", "show", "10.95.0.0/16"]).unwrap()).trim().is_empty(), "the kernel kept the route");
+    wait_route(cfg, "10.95.0.0/16", "still installed", |r| r.is_none());
+    wait_route(cfg, "10.96.0.0/16", "still installed", |r| r.is_none());
 }
 
 /// Static routes reload while a flow to an unchanged static route (10.97/16) runs: add

@@ -8,6 +8,7 @@
 //! installed unless another source holds the prefix; they are remembered either way.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use lpm::NextHop;
@@ -197,10 +198,13 @@ impl FibControl {
     pub fn remove_kernel(&mut self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
         let key = (masked(prefix, len), len);
         let Some((id, _)) = self.kernel.remove(&key) else { return Ok(false) };
-        let res = if self.routes.get(&key).is_some_and(|i| i.source == RouteSource::Kernel) {
-            self.remove(key.0, len).map(drop)
-        } else {
-            Ok(())
+        // One search of the installed routes (a full table's withdrawal pays it per route).
+        let res = match self.routes.entry(key) {
+            Entry::Occupied(e) if e.get().source == RouteSource::Kernel => {
+                e.remove();
+                self.lpm_remove(key.0, len)
+            }
+            _ => Ok(()),
         };
         self.release(id);
         res.map(|()| true)

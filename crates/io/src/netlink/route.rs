@@ -8,7 +8,8 @@
 //! `RTA_DST`, `RTA_TABLE` (the table id when it does not fit `rtm_table`), `RTA_PRIORITY`
 //! (the metric), `RTA_GATEWAY` and `RTA_OIF` for one next hop, or `RTA_MULTIPATH`: a list of
 //! `rtnexthop` (length u16, flags u8, hops u8 = weight - 1, ifindex i32) each followed by its
-//! own attributes (`RTA_GATEWAY`, or `RTA_VIA` for a gateway of the other family).
+//! own attributes (`RTA_GATEWAY`, or `RTA_VIA` for a gateway of the other family), or
+//! `RTA_NH_ID`: a nexthop object ([`super::nexthop`]), which the socket also follows.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -76,9 +77,12 @@ pub struct RouteMessage {
     pub kind: u8,
     /// The metric (`RTA_PRIORITY`; 0 if absent).
     pub metric: u32,
+    /// The next hops the message lists (with a nexthop object, the kernel lists the object's
+    /// too unless `net.ipv4.nexthop_compat_mode` is 0; the object is what counts).
     pub next_hops: Vec<RouteNextHop>,
-    /// What the parser found but linerate cannot forward by: a nexthop object (`RTA_NH_ID`),
-    /// a gateway of the other family (`RTA_VIA`), an encapsulation (`RTA_ENCAP`), a source
+    /// The nexthop object the route forwards by (`RTA_NH_ID`).
+    pub nh_id: Option<u32>,
+    /// What the parser found but linerate cannot forward by: a gateway of the other family (`RTA_VIA`), an encapsulation (`RTA_ENCAP`), a source
     /// prefix.
     pub unsupported: Option<&'static str>,
 }
@@ -98,7 +102,7 @@ pub enum RouteParseError {
     AttrLen(u16),
 }
 
-fn addr(family: u8, p: &[u8], ty: u16) -> Result<IpAddr, RouteParseError> {
+pub(crate) fn addr(family: u8, p: &[u8], ty: u16) -> Result<IpAddr, RouteParseError> {
     match (family as i32, p.len()) {
         (libc::AF_INET, 4) => Ok(IpAddr::V4(Ipv4Addr::new(p[0], p[1], p[2], p[3]))),
         (libc::AF_INET6, 16) => {
@@ -133,8 +137,37 @@ fn multipath(family: u8, mut b: &[u8], out: &mut Vec<RouteNextHop>) -> Result<Op
     Ok(unsupported)
 }
 
+impl Default for RouteMessage {
+    fn default() -> Self {
+        RouteMessage {
+            new: false,
+            flags: 0,
+            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            dst_len: 0,
+            src_len: 0,
+            tos: 0,
+            table: 0,
+            protocol: 0,
+            kind: 0,
+            metric: 0,
+            next_hops: Vec::new(),
+            nh_id: None,
+            unsupported: None,
+        }
+    }
+}
+
 /// Parses one whole netlink message (header included) as a route message.
 pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
+    let mut msg = RouteMessage::default();
+    parse_route_into(m, &mut msg)?;
+    Ok(msg)
+}
+
+/// As [`parse_route`], into `msg`, whose list of next hops is reused (no allocation per
+/// message once it has room: a full table's withdrawal is a million messages). On an error
+/// `msg` holds part of the message.
+pub fn parse_route_into(m: &[u8], msg: &mut RouteMessage) -> Result<(), RouteParseError> {
     if m.len() < NLMSG_HDRLEN + RTMSG_LEN {
         return Err(RouteParseError::Truncated);
     }
@@ -156,7 +189,9 @@ pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
     if r[1] > max {
         return Err(RouteParseError::PrefixLen(r[1]));
     }
-    let mut msg = RouteMessage {
+    let mut next_hops = std::mem::take(&mut msg.next_hops);
+    next_hops.clear();
+    *msg = RouteMessage {
         new: ty == RTM_NEWROUTE,
         flags: u16_at(m, 6),
         dst,
@@ -167,7 +202,8 @@ pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
         protocol: r[5],
         kind: r[7],
         metric: 0,
-        next_hops: Vec::new(),
+        next_hops,
+        nh_id: None,
         unsupported: (r[2] != 0).then_some("a source prefix (source-specific routing)"),
     };
     let mut single = RouteNextHop { gateway: None, ifindex: 0, weight: 1 };
@@ -193,17 +229,18 @@ pub fn parse_route(m: &[u8]) -> Result<RouteMessage, RouteParseError> {
             RTA_SRC if msg.src_len != 0 => {}
             RTA_VIA => msg.unsupported = Some("a gateway of the other address family (RTA_VIA)"),
             RTA_ENCAP => msg.unsupported = Some("an encapsulation (RTA_ENCAP)"),
-            RTA_NH_ID => msg.unsupported = Some("a nexthop object (RTA_NH_ID)"),
+            RTA_NH_ID => msg.nh_id = Some(attr_u32(p).ok_or(RouteParseError::AttrLen(ty))?),
             _ => {}
         }
     }
     if has_single && msg.next_hops.is_empty() {
         msg.next_hops.push(single);
     }
-    Ok(msg)
+    Ok(())
 }
 
-/// A netlink socket subscribed to the IPv4 and IPv6 route groups, non-blocking.
+/// A netlink socket subscribed to the IPv4 and IPv6 route groups and to nexthop objects,
+/// non-blocking.
 pub struct RouteSocket {
     fd: OwnedFd,
 }
@@ -226,6 +263,8 @@ impl RouteSocket {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
+        // A kernel without nexthop objects (before 5.3) refuses the group; it has none to send.
+        let _ = setsockopt(&fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, super::nexthop::RTNLGRP_NEXTHOP as libc::c_int);
         Ok(RouteSocket { fd })
     }
 
@@ -321,9 +360,15 @@ pub fn messages(b: &[u8]) -> impl Iterator<Item = &[u8]> {
     super::messages(b)
 }
 
-/// Dumps every IPv4 and IPv6 route of the namespace (all tables: the caller filters),
-/// calling `each` with every route message.
+/// Dumps every nexthop object, then every IPv4 and IPv6 route of the namespace (all tables:
+/// the caller filters), calling `each` with every message (the objects first, so that the
+/// routes that name them find them).
 pub fn dump_routes(mut each: impl FnMut(&[u8])) -> io::Result<()> {
+    match super::nexthop::dump_nexthops(&mut each) {
+        // A kernel without nexthop objects.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::EAFNOSUPPORT)) => {}
+        res => res?,
+    }
     for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
         let mut body = vec![0u8; RTMSG_LEN];
         body[0] = family;
