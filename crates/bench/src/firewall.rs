@@ -46,6 +46,9 @@ pub struct BenchFirewallResult {
     pub prefill: Duration,
     /// State-table counters at the end (warm-up and every run included).
     pub state_counters: Vec<(&'static str, u64)>,
+    /// The verdict cache's counters at the end (all zero unless the tree engine compiled the
+    /// rules).
+    pub verdict_cache: fw::classifier::CacheCounters,
     /// Rules (and the default) that counted packets or states, warm-up included.
     pub matched: Vec<RuleStat>,
     /// NAT translations prefilled, in use at the end, and the table's bytes.
@@ -195,6 +198,7 @@ pub(crate) fn setup_firewall(worker: &mut BenchWorker, f: &BenchFirewall, frames
         prefilled_states: k,
         prefill: t1.elapsed(),
         state_counters: Vec::new(),
+        verdict_cache: fw::classifier::CacheCounters::default(),
         matched: Vec::new(),
         nat_prefilled,
         nat_sessions: 0,

@@ -1,0 +1,151 @@
+//! The verdict cache (`fw::classifier::VerdictCache`) against the reference evaluator and the
+//! uncached classifier: random realistic rule sets ([`fw::testgen`]), random packet streams
+//! drawn with repeats from a pool of flows (so that the cache hits, and with a small cache
+//! evicts), each packet sometimes changed in what rules cannot see (length, ICMP id, IP
+//! options, TCP flag bits no rule tests), which must not change the answer; then a reload
+//! to another set with the same cache, and back.
+//!
+//! `FW_CACHE_SETS=N` runs N rule sets instead of the default.
+
+use std::path::Path;
+
+use fw::classifier::{BuildOptions, Classifier, Engine, VerdictCache};
+use fw::packet::{Af, Dir, PacketKey};
+use fw::reference::evaluate;
+use fw::rules::{AddrMatch, AddrTarget, PortMatch, RuleSet};
+use fw::testgen::Rng;
+
+fn rules(seed: u64, n: usize) -> RuleSet {
+    fw::rules::parse(&fw::testgen::ruleset(seed, n), Path::new("gen.conf"), &fw::testgen::iface_index).unwrap()
+}
+
+/// Addresses at the ends of the rules' prefixes and table entries, and the ports at the ends
+/// of their ranges: where packets get different verdicts.
+fn edges(rs: &RuleSet) -> (Vec<u128>, Vec<u128>, Vec<u16>) {
+    let mut prefixes: Vec<_> = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix)).collect();
+    let mut ports = vec![0u16, 22, 53, 80, 443, 65535];
+    for r in &rs.rules {
+        for m in [&r.src, &r.dst] {
+            if let AddrMatch::List(items) = m {
+                prefixes.extend(items.iter().filter_map(|i| match i.target {
+                    AddrTarget::Prefix(p) => Some(p),
+                    AddrTarget::Table(_) => None,
+                }));
+            }
+        }
+        for pm in [&r.src_ports, &r.dst_ports] {
+            if let PortMatch::Ranges(rs) = pm {
+                ports.extend(rs.iter().flat_map(|&(a, b)| [a, b, b.wrapping_add(1)]));
+            }
+        }
+        ports.extend(r.icmp_types.iter().map(|&t| u16::from(t)));
+    }
+    let (mut v4, mut v6) = (vec![0], vec![0]);
+    for p in prefixes {
+        let v = if p.af == Af::Inet { &mut v4 } else { &mut v6 };
+        v.extend([p.first(), p.last()]);
+    }
+    (v4, v6, ports)
+}
+
+/// A pool of flows for `rs`'s addresses and ports, both directions, the generator's
+/// interfaces, TCP with several flag combinations, UDP, ICMP, GRE.
+fn pool(rs: &RuleSet, rng: &mut Rng, n: usize) -> Vec<PacketKey> {
+    let (v4, v6, ports) = edges(rs);
+    (0..n)
+        .map(|_| {
+            let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
+            let addrs = if af == Af::Inet { &v4 } else { &v6 };
+            let mut addr = |rng: &mut Rng| {
+                let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+                if rng.index(4) == 0 { if af == Af::Inet { r & u128::from(u32::MAX) } else { r } } else { addrs[rng.index(addrs.len())] }
+            };
+            let (src, dst) = (addr(rng), addr(rng));
+            let proto = [6u8, 6, 17, 17, 1, 58, 47][rng.index(7)];
+            PacketKey {
+                af,
+                dir: if rng.index(2) == 0 { Dir::In } else { Dir::Out },
+                iface: rng.index(6) as u16,
+                proto,
+                src,
+                dst,
+                src_port: ports[rng.index(ports.len())],
+                dst_port: ports[rng.index(ports.len())],
+                tcp_flags: [0x02, 0x12, 0x10, 0x11, 0x04, rng.next_u64() as u8][rng.index(6)],
+                len: 60,
+                icmp_id: 0,
+                ip_opts: false,
+            }
+        })
+        .collect()
+}
+
+/// `k` changed only where no rule of `cl` can see: the verdict must stay.
+fn unseen_variant(k: &PacketKey, cl: &Classifier, rng: &mut Rng) -> PacketKey {
+    let noise = rng.next_u64() as u8 & !cl.flags_mask();
+    PacketKey { len: rng.next_u64() as u16, icmp_id: rng.next_u64() as u16, ip_opts: rng.index(2) == 0, tcp_flags: k.tcp_flags ^ noise, ..*k }
+}
+
+/// `packets` packets drawn from `flows`, each through `cache` and compared with the reference
+/// and the uncached classifier. Returns the cache's hits over this stream.
+fn stream(rs: &RuleSet, cl: &Classifier, cache: &mut VerdictCache, flows: &[PacketKey], rng: &mut Rng, packets: usize, what: &str) -> u64 {
+    let before = cache.counters().hits;
+    for n in 0..packets {
+        let base = flows[rng.index(flows.len())];
+        let k = if rng.index(3) == 0 { unseen_variant(&base, cl, rng) } else { base };
+        let want = evaluate(rs, &k);
+        assert_eq!(cl.classify(&k), want, "{what}: classifier, packet {n}: {k:?}");
+        assert_eq!(cache.lookup(cl, &k), want, "{what}: cache, packet {n}: {k:?}");
+        assert_eq!(cache.classify(cl, &k), want, "{what}: cache (engine's choice), packet {n}: {k:?}");
+    }
+    cache.counters().hits - before
+}
+
+fn check(seed: u64) {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let sizes = [1 + rng.index(40), 1 + rng.index(400)];
+    let (a, b) = (rules(seed, sizes[0]), rules(seed + 1_000_003, sizes[1]));
+    let engine = if seed % 3 == 0 { Engine::Auto } else { Engine::Tree };
+    let build = |rs: &RuleSet| Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
+    // Small caches evict all the time; larger ones hold the pool.
+    let mut cache = VerdictCache::new([4, 64, 4096][rng.index(3)], rng.next_u64());
+    let (ca, cb) = (build(&a), build(&b));
+    let fa = pool(&a, &mut rng, 1 + rng.index(300));
+    let fb = pool(&b, &mut rng, 1 + rng.index(300));
+    let hits = stream(&a, &ca, &mut cache, &fa, &mut rng, 2000, &format!("seed {seed}, set A"));
+    assert!(hits > 0, "seed {seed}: a stream with repeats never hit");
+    // A reload: the same cache, another set; the old set's flows too, which it holds.
+    stream(&b, &cb, &mut cache, &fa, &mut rng, 1000, &format!("seed {seed}, set B on A's flows"));
+    stream(&b, &cb, &mut cache, &fb, &mut rng, 1000, &format!("seed {seed}, set B"));
+    // And back to A rebuilt (another classifier, the same rules).
+    let ca2 = build(&a);
+    stream(&a, &ca2, &mut cache, &fb, &mut rng, 1000, &format!("seed {seed}, set A again"));
+    assert!(cache.counters().invalidations >= 3);
+}
+
+#[test]
+fn cached_verdicts_match_the_reference_across_reloads() {
+    let sets = std::env::var("FW_CACHE_SETS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    for seed in 0..sets {
+        check(seed);
+    }
+}
+
+/// An explicit invalidation forgets everything: the next lookups all miss.
+#[test]
+fn invalidate_forgets_every_entry() {
+    let rs = rules(5, 100);
+    let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+    let mut rng = Rng(11);
+    let flows = pool(&rs, &mut rng, 50);
+    let mut cache = VerdictCache::new(4096, 1);
+    for k in &flows {
+        cache.lookup(&cl, k);
+    }
+    let misses = cache.counters().misses;
+    cache.invalidate();
+    for k in &flows {
+        assert_eq!(cache.lookup(&cl, k), evaluate(&rs, k));
+    }
+    assert_eq!(cache.counters().misses, 2 * misses);
+}
