@@ -49,14 +49,15 @@ fn edges(rs: &RuleSet) -> (Vec<u128>, Vec<u128>, Vec<u16>) {
 }
 
 /// A pool of flows for `rs`'s addresses and ports, both directions, the generator's
-/// interfaces, TCP with several flag combinations, UDP, ICMP, GRE.
+/// interfaces, TCP with several flag combinations, UDP, ICMP, GRE; each with a sibling that
+/// differs from it in one keyed field only, which a cache must tell apart.
 fn pool(rs: &RuleSet, rng: &mut Rng, n: usize) -> Vec<PacketKey> {
     let (v4, v6, ports) = edges(rs);
-    (0..n)
+    let flows: Vec<PacketKey> = (0..n)
         .map(|_| {
             let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
             let addrs = if af == Af::Inet { &v4 } else { &v6 };
-            let mut addr = |rng: &mut Rng| {
+            let addr = |rng: &mut Rng| {
                 let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
                 if rng.index(4) == 0 { if af == Af::Inet { r & u128::from(u32::MAX) } else { r } } else { addrs[rng.index(addrs.len())] }
             };
@@ -77,7 +78,24 @@ fn pool(rs: &RuleSet, rng: &mut Rng, n: usize) -> Vec<PacketKey> {
                 ip_opts: false,
             }
         })
-        .collect()
+        .collect();
+    let siblings: Vec<PacketKey> = flows.iter().map(|k| sibling(k, rng, &ports)).collect();
+    flows.into_iter().chain(siblings).collect()
+}
+
+/// `k` with one keyed field changed (to a value near or at a rule's edge).
+fn sibling(k: &PacketKey, rng: &mut Rng, ports: &[u16]) -> PacketKey {
+    let max = if k.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
+    match rng.index(9) {
+        0 => PacketKey { src: k.src.wrapping_add(1) & max, ..*k },
+        1 => PacketKey { dst: k.dst.wrapping_sub(1) & max, ..*k },
+        2 => PacketKey { src_port: ports[rng.index(ports.len())], ..*k },
+        3 => PacketKey { dst_port: ports[rng.index(ports.len())], ..*k },
+        4 | 5 => PacketKey { proto: 6, tcp_flags: k.tcp_flags ^ [0x02, 0x10, 0x01, 0x04][rng.index(4)], ..*k },
+        6 => PacketKey { dir: if k.dir == Dir::In { Dir::Out } else { Dir::In }, ..*k },
+        7 => PacketKey { iface: (k.iface + 1) % 6, ..*k },
+        _ => PacketKey { proto: [6u8, 17, 1, 58][rng.index(4)], ..*k },
+    }
 }
 
 /// `k` changed only where no rule of `cl` can see: the verdict must stay.
@@ -86,12 +104,17 @@ fn unseen_variant(k: &PacketKey, cl: &Classifier, rng: &mut Rng) -> PacketKey {
     PacketKey { len: rng.next_u64() as u16, icmp_id: rng.next_u64() as u16, ip_opts: rng.index(2) == 0, tcp_flags: k.tcp_flags ^ noise, ..*k }
 }
 
-/// `packets` packets drawn from `flows`, each through `cache` and compared with the reference
+/// `packets` packets drawn from `flows` (a flow and its sibling often in a row), each through `cache` and compared with the reference
 /// and the uncached classifier. Returns the cache's hits over this stream.
 fn stream(rs: &RuleSet, cl: &Classifier, cache: &mut VerdictCache, flows: &[PacketKey], rng: &mut Rng, packets: usize, what: &str) -> u64 {
     let before = cache.counters().hits;
+    let half = flows.len() / 2;
+    let mut prev = 0;
     for n in 0..packets {
-        let base = flows[rng.index(flows.len())];
+        // Half the time the sibling of the flow just seen (both then in the cache).
+        let i = if rng.index(2) == 0 { if prev < half { prev + half } else { prev - half } } else { rng.index(flows.len()) };
+        prev = i;
+        let base = flows[i];
         let k = if rng.index(3) == 0 { unseen_variant(&base, cl, rng) } else { base };
         let want = evaluate(rs, &k);
         assert_eq!(cl.classify(&k), want, "{what}: classifier, packet {n}: {k:?}");
@@ -108,10 +131,11 @@ fn check(seed: u64) {
     let engine = if seed % 3 == 0 { Engine::Auto } else { Engine::Tree };
     let build = |rs: &RuleSet| Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
     // Small caches evict all the time; larger ones hold the pool.
-    let mut cache = VerdictCache::new([4, 64, 4096][rng.index(3)], rng.next_u64());
+    let mut cache = VerdictCache::new([4, 4, 64, 4096][rng.index(4)], rng.next_u64());
     let (ca, cb) = (build(&a), build(&b));
-    let fa = pool(&a, &mut rng, 1 + rng.index(300));
-    let fb = pool(&b, &mut rng, 1 + rng.index(300));
+    let (na, nb) = (1 + rng.index(150), 1 + rng.index(150));
+    let fa = pool(&a, &mut rng, na);
+    let fb = pool(&b, &mut rng, nb);
     let hits = stream(&a, &ca, &mut cache, &fa, &mut rng, 2000, &format!("seed {seed}, set A"));
     assert!(hits > 0, "seed {seed}: a stream with repeats never hit");
     // A reload: the same cache, another set; the old set's flows too, which it holds.
