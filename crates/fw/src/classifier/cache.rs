@@ -10,7 +10,8 @@
 //!
 //! Bounded: a fixed array of 64-byte entries, four per set, allocated once by [`new`], with
 //! a 32-bit signature per entry in a separate array that a lookup reads first; a miss
-//! replaces one of the set's entries, the ways taken in turn. Nothing is allocated on the fast path and nothing is
+//! replaces one of the set's entries, the ways taken in turn. While more than a quarter of
+//! the lookups miss (a flood of new flows), only one miss in 16 is inserted, at random. Nothing is allocated on the fast path and nothing is
 //! shared: each worker owns its cache. Entries are tagged with a generation; a cache sees
 //! which classifier it is asked about ([`Classifier::id`], unique per build) and starts a
 //! new generation when that changes, so a reload can never be answered from the old set.
@@ -31,6 +32,15 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 1 << 15;
 /// Entries per set. With two, a set that three active flows share misses on every packet
 /// of the three when they take turns (2,000 flows in 16k entries: 8% of packets missed).
 const WAYS: usize = 4;
+
+/// Lookups over which the miss share is measured (see [`VerdictCache::flooded`]).
+const WINDOW: u64 = 1024;
+/// A window with more misses than this is a flood of new flows.
+const FLOOD_MISSES: u64 = WINDOW / 4;
+/// In a flood, one miss in this many is inserted (Open vSwitch's EMC inserts one in 100
+/// always): each insertion writes a line of the cache at random, which a flood pays for
+/// on every packet and never gets back, and it would evict the flows that do repeat.
+const FLOOD_INSERT_ONE_IN: u64 = 16;
 
 /// Generations use 30 bits (the low 2 hold the family and the direction); 0 is never current.
 const GEN_BITS: u32 = 30;
@@ -83,6 +93,12 @@ pub struct VerdictCache {
     sigs: Box<[[u32; WAYS]]>,
     /// The way the next miss replaces (turning: no line is moved).
     victim: usize,
+    /// Chooses the misses inserted in a flood (xorshift).
+    rng: u64,
+    /// Lookups and misses when the current window started.
+    window: (u64, u64),
+    /// The last window was a flood.
+    flood: bool,
     /// Sets - 1 (a power of two minus one).
     set_mask: usize,
     generation: u32,
@@ -120,6 +136,9 @@ impl VerdictCache {
             entries: vec![EMPTY; entries].into_boxed_slice(),
             sigs: vec![[0; WAYS]; entries / WAYS].into_boxed_slice(),
             victim: 0,
+            rng: seed | 1,
+            window: (0, 0),
+            flood: false,
             set_mask: entries / WAYS - 1,
             generation: 1,
             owner: 0,
@@ -185,6 +204,14 @@ impl VerdictCache {
     fn miss(&mut self, cl: &Classifier, key: &PacketKey, p: &Probe, set: usize, sig: u32) -> Verdict {
         self.counters.misses += 1;
         let v = cl.classify(key);
+        if self.flooded() {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            if self.rng & (FLOOD_INSERT_ONE_IN - 1) != 0 {
+                return v;
+            }
+        }
         let w = self.victim;
         self.victim = (w + 1) % WAYS;
         self.sigs[set][w] = sig;
@@ -198,6 +225,19 @@ impl VerdictCache {
         let tag = u64::from(key.src_port) << 48 | u64::from(key.dst_port) << 32 | u64::from(key.iface) << 16 | u64::from(key.proto) << 8 | u64::from(flags);
         let meta = u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
         Probe { src: key.src, dst: key.dst, tag, gen_meta: self.generation << 2 | meta }
+    }
+
+    /// Whether the last full window of lookups missed more than [`FLOOD_MISSES`] times
+    /// (evaluated on misses only: without misses it does not matter).
+    #[inline(always)]
+    fn flooded(&mut self) -> bool {
+        let c = &self.counters;
+        let lookups = c.hits + c.misses;
+        if lookups - self.window.0 >= WINDOW {
+            self.flood = c.misses - self.window.1 > FLOOD_MISSES;
+            self.window = (lookups, c.misses);
+        }
+        self.flood
     }
 
     /// The key's set and signature.
@@ -330,5 +370,34 @@ mod tests {
         }
         assert!(c.counters().misses >= 12);
         assert_eq!(c.memory_bytes(), (64 + 4) * WAYS);
+    }
+
+    #[test]
+    fn a_flood_inserts_few_and_the_cache_recovers_after_it() {
+        let cl = classifier("block in proto tcp to port 22\n", super::super::Engine::Tree);
+        let mut c = VerdictCache::new(1 << 12, 7);
+        let flood: Vec<PacketKey> = (0..20_000u32).map(|i| PacketKey { src: u128::from(i), ..SYN }).collect();
+        for k in &flood {
+            assert_eq!(c.classify(&cl, k), cl.classify(k));
+        }
+        // The flood's last keys again: few were inserted.
+        let again = flood[19_000..].iter().filter(|k| {
+            let before = c.counters().hits;
+            c.classify(&cl, k);
+            c.counters().hits > before
+        });
+        assert!(again.count() < 200);
+        // A few flows repeating: past a window the cache inserts every miss again.
+        let hot: Vec<PacketKey> = (0..10u16).map(|i| PacketKey { src_port: i, ..SYN }).collect();
+        for _ in 0..300 {
+            for k in &hot {
+                assert_eq!(c.classify(&cl, k), cl.classify(k));
+            }
+        }
+        let before = c.counters().misses;
+        for k in &hot {
+            c.classify(&cl, k);
+        }
+        assert_eq!(c.counters().misses, before);
     }
 }
