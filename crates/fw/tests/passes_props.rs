@@ -158,7 +158,7 @@ fn check(seed: u64) {
     let rules = fw::rules::parse(&text, Path::new("r.conf"), &ifaces).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let mut model = Pf::new();
     // Every other seed with the tree engine, so that its verdicts go through the cache.
-    let engine = if seed % 2 == 0 { Engine::Auto } else { Engine::Tree };
+    let engine = if seed.is_multiple_of(2) { Engine::Auto } else { Engine::Tree };
     let mut imp = Impl::with_engine(rules.clone(), engine);
     for n in 0..300 {
         let (key, quoted) = rand_packet(&mut rng);

@@ -128,7 +128,7 @@ fn check(seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let sizes = [1 + rng.index(40), 1 + rng.index(400)];
     let (a, b) = (rules(seed, sizes[0]), rules(seed + 1_000_003, sizes[1]));
-    let engine = if seed % 3 == 0 { Engine::Auto } else { Engine::Tree };
+    let engine = if seed.is_multiple_of(3) { Engine::Auto } else { Engine::Tree };
     let build = |rs: &RuleSet| Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
     // Small caches evict all the time; larger ones hold the pool.
     let mut cache = VerdictCache::new([4, 4, 64, 4096][rng.index(4)], rng.next_u64());
