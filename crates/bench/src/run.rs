@@ -63,6 +63,7 @@ fn run_one(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
 fn firewall_at_end(mut r: BenchFirewallResult, worker: &mut BenchWorker) -> BenchFirewallResult {
     if let Some(stats) = worker.firewall_stats() {
         r.state_counters = stats.states().to_vec();
+        r.verdict_cache = stats.verdict_cache();
         r.matched = stats.rules().snapshot().into_iter().filter(|s| s.packets > 0 || s.states > 0).collect();
     }
     if let Some(t) = worker.nat_table_mut() {

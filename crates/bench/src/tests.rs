@@ -84,3 +84,29 @@ fn bad_frame_size_is_rejected() {
     let err = run(&cfg, |_, _| {}).unwrap_err().to_string();
     assert!(err.contains("frame size 59"), "{err}");
 }
+
+/// The realistic rules kept for the bench match none of its packets (either pass), checked
+/// with the reference evaluator, and the tree's verdict cache counts the bench's lookups.
+#[test]
+fn realistic_bench_rules_match_no_packet_and_go_through_the_cache() {
+    use fw::packet::{Af, Dir};
+    let keys: Vec<PacketKey> = (0..300u32)
+        .map(|i| PacketKey { af: Af::Inet, proto: 17, src: u128::from(0xc612_0a01 + i % 20), dst: u128::from(0x0a00_0000 + i * 7919), src_port: 2000 + i as u16, dst_port: 9, ..PacketKey::ZERO })
+        .collect();
+    let text = bench_rules(&BenchFirewall { rules: 300, realistic: true, ..Default::default() }, &keys);
+    let rs = fw::rules::parse(&text, std::path::Path::new("b.conf"), &fw::testgen::iface_index).unwrap();
+    assert_eq!(rs.rules.len(), 301, "300 rules and the final pass");
+    let last = rs.rules.len() - 1;
+    for k in &keys {
+        for (dir, iface) in [(Dir::In, 0), (Dir::Out, 1)] {
+            let k = PacketKey { dir, iface, ..*k };
+            assert!(rs.rules[..last].iter().all(|r| !fw::reference::rule_matches(&rs, r, &k)), "{k:?}");
+        }
+    }
+    let fw = BenchFirewall { rules: 1000, realistic: true, ..Default::default() };
+    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
+    let res = run(&cfg, |_, _| {}).unwrap();
+    assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
+    let c = res.firewall.unwrap().verdict_cache;
+    assert!(c.hits > 10 * c.misses && c.misses >= 200, "{c:?}");
+}

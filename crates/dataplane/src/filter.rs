@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use fw::classifier::{BuildError, Classifier};
+use fw::classifier::{BuildError, CacheCounters, Classifier, VerdictCache};
 use fw::packet::{Dir, PacketKey};
 use fw::passes::{Count, Drop, Hit, Passes, Ticket};
 use fw::rules::{Action, RuleSet};
@@ -296,6 +296,8 @@ pub struct FirewallStats {
     states: [AtomicU64; STATE_FIELDS],
     /// Generation of the rule set the worker uses.
     generation: AtomicU64,
+    /// The verdict cache's hits, misses and invalidations.
+    cache: [AtomicU64; 3],
 }
 
 impl FirewallStats {
@@ -307,6 +309,12 @@ impl FirewallStats {
     /// State-table counters, named by [`STATE_COUNTER_NAMES`].
     pub fn states(&self) -> [(&'static str, u64); STATE_FIELDS] {
         std::array::from_fn(|i| (STATE_COUNTER_NAMES[i], self.states[i].load(Ordering::Relaxed)))
+    }
+
+    /// The worker's verdict cache's counters (in use only in front of the tree engine).
+    pub fn verdict_cache(&self) -> CacheCounters {
+        let [hits, misses, invalidations] = std::array::from_fn(|i| self.cache[i].load(Ordering::Relaxed));
+        CacheCounters { hits, misses, invalidations }
     }
 
     /// The [`RulesSlot`] generation the worker has adopted.
@@ -323,6 +331,9 @@ pub struct Firewall {
     seen: u64,
     cur: Arc<RuleCounters>,
     states: StateTable,
+    /// Verdicts of the rules by exact match, in front of an expensive classifier (see
+    /// [`fw::classifier::cache`]); it starts over by itself when the classifier changes.
+    cache: VerdictCache,
     clock: Instant,
     /// Coarse clock of the state table: whole seconds since the worker started, per batch.
     now: u32,
@@ -448,19 +459,21 @@ impl Firewall {
             states.set_timeouts(state_timeouts(&rules.rules));
             states.set_limit(state_limit(&rules.rules));
             states.set_passes(rules.has_in, rules.has_out);
-            return Ok(Firewall::with_table(slot, id, seen, rules, states));
+            let cache = VerdictCache::new(fw::classifier::cache::DEFAULT_CACHE_ENTRIES, seed ^ 0x5bd1_e995_2f3c_a7e1);
+            return Ok(Firewall::with_table(slot, id, seen, rules, states, cache));
         }
     }
 
-    fn with_table(slot: Arc<RulesSlot>, id: usize, seen: u64, rules: Arc<CompiledRules>, states: StateTable) -> Firewall {
+    fn with_table(slot: Arc<RulesSlot>, id: usize, seen: u64, rules: Arc<CompiledRules>, states: StateTable, cache: VerdictCache) -> Firewall {
         let route_bits = rules.route_bits;
         let cur = Arc::new(RuleCounters::new(rules));
         let stats = Arc::new(FirewallStats {
             rules: Mutex::new(Arc::clone(&cur)),
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
+            cache: std::array::from_fn(|_| AtomicU64::new(0)),
         });
-        Firewall { slot, id, seen, cur, states, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits }
+        Firewall { slot, id, seen, cur, states, cache, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -546,6 +559,10 @@ impl Firewall {
     pub(crate) fn end_batch(&mut self) {
         self.flush_counts();
         for (a, v) in self.stats.states.iter().zip(state_fields(&self.states.counters())) {
+            a.store(v, Ordering::Relaxed);
+        }
+        let c = self.cache.counters();
+        for (a, v) in self.stats.cache.iter().zip([c.hits, c.misses, c.invalidations]) {
             a.store(v, Ordering::Relaxed);
         }
     }
@@ -677,7 +694,7 @@ impl Firewall {
     #[inline(never)]
     fn inbound_miss(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<Option<Ticket>, DropReason> {
         let rules = &self.cur.rules;
-        let v = rules.classifier.classify(key);
+        let v = self.cache.classify(&rules.classifier, key);
         if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
@@ -694,7 +711,7 @@ impl Firewall {
     #[inline]
     fn inbound_with(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, verdict: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
         let (r, count) = p.inbound_with(key, tcp, hit, verdict);
         let has_out = rules.has_out;
         self.counted(count, key.len);
@@ -758,7 +775,7 @@ impl Firewall {
         let routed = self.out_key(seen, port);
         let seen = routed.as_ref().unwrap_or(seen);
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
         let (r, count) = p.outbound_translated(key, seen, port, tcp, ticket, pass);
         self.counted(count, key.len);
         self.log_decided(count, r, Dir::Out);
@@ -772,7 +789,7 @@ impl Firewall {
         let routed = self.out_key(key, port);
         let key = routed.as_ref().unwrap_or(key);
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
+        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
         let (r, count) = p.outbound(key, port, tcp, ticket);
         self.counted(count, key.len);
         self.log_decided(count, r, Dir::Out);

@@ -13,7 +13,7 @@
 //! pass only if the state or the rule that passes it has `allow-opts`; pf's implicit default
 //! pass does not.
 
-use crate::classifier::Classifier;
+use crate::classifier::{Classifier, VerdictCache};
 use crate::verdict::Verdict;
 use crate::packet::{Dir, PacketKey};
 use crate::rules::{Action, RuleSet, StateMode, StatePolicy};
@@ -61,6 +61,8 @@ pub struct Ticket {
 pub struct Passes<'a> {
     pub rules: &'a RuleSet,
     pub classifier: &'a Classifier,
+    /// The worker's verdict cache in front of `classifier`, if it has one.
+    pub cache: Option<&'a mut VerdictCache>,
     pub states: &'a mut StateTable,
     pub now: u32,
     /// The state counts of the rules with `max` ([`RuleLimits::of`] the rules), if any.
@@ -135,7 +137,7 @@ impl Passes<'_> {
     /// The outbound pass of `key` (as the inbound pass saw it) on interface `port`.
     #[inline]
     pub fn outbound(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> (Result<(), Drop>, Count) {
-        self.outbound_seen(key, port, tcp, ticket, |c, k| c.classify(k))
+        self.outbound_seen(key, port, tcp, ticket, |p, k| p.verdict(k))
     }
 
     /// The outbound pass of a packet that leaves translated (`nat`, `binat`): the rules judge
@@ -146,11 +148,11 @@ impl Passes<'_> {
     #[inline(never)]
     pub fn outbound_translated(&mut self, key: &PacketKey, seen: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, pass: bool) -> (Result<(), Drop>, Count) {
         let seen = PacketKey { dir: Dir::Out, iface: port, ..*seen };
-        self.outbound_seen(key, port, tcp, ticket, |c, _| if pass { Verdict::TRANSLATION_PASS } else { c.classify(&seen) })
+        self.outbound_seen(key, port, tcp, ticket, |p, _| if pass { Verdict::TRANSLATION_PASS } else { p.verdict(&seen) })
     }
 
     #[inline(always)]
-    fn outbound_seen(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, judge: impl FnOnce(&Classifier, &PacketKey) -> Verdict) -> (Result<(), Drop>, Count) {
+    fn outbound_seen(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, judge: impl FnOnce(&mut Self, &PacketKey) -> Verdict) -> (Result<(), Drop>, Count) {
         if self.skipped(port) {
             return (Ok(()), Count::default());
         }
@@ -161,9 +163,18 @@ impl Passes<'_> {
             let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(()) };
             return (r, Count::default());
         }
-        let v = judge(self.classifier, &key);
+        let v = judge(self, &key);
         let (r, count) = self.rules(&key, tcp, Pass::Out, Some(v));
         (r.map(|_| ()), count)
+    }
+
+    /// The rules' verdict for `key`, through the cache if there is one.
+    #[inline(always)]
+    fn verdict(&mut self, key: &PacketKey) -> Verdict {
+        match self.cache.as_deref_mut() {
+            Some(c) => c.classify(self.classifier, key),
+            None => self.classifier.classify(key),
+        }
     }
 
     /// `set skip on`: pf does not filter this interface at all.
@@ -183,7 +194,10 @@ impl Passes<'_> {
     /// entry its `keep state` created or joined, if any).
     #[inline(always)]
     fn rules(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, v: Option<Verdict>) -> (Result<Option<StateId>, Drop>, Count) {
-        let v = v.unwrap_or_else(|| self.classifier.classify(key));
+        let v = match v {
+            Some(v) => v,
+            None => self.verdict(key),
+        };
         let count = Count { rule: v.rule, by_rules: true, created: false };
         if v.action == Action::Block {
             return (Err(Drop::Blocked), count);

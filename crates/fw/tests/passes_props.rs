@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 
 use common::{Rng, seed};
-use fw::classifier::Classifier;
+use fw::classifier::{BuildOptions, Classifier, Engine, VerdictCache};
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::passes::{Drop, Hit, Passes};
 use fw::reference::Pf;
@@ -108,17 +108,23 @@ fn rand_packet(rng: &mut Rng) -> (PacketKey, Option<PacketKey>) {
 struct Impl {
     rules: RuleSet,
     classifier: Classifier,
+    /// In front of the classifier where it is the tree (a small one: entries get evicted).
+    cache: VerdictCache,
     states: StateTable,
     has_out: bool,
 }
 
 impl Impl {
     fn new(rules: RuleSet) -> Impl {
-        let classifier = Classifier::build(&rules).unwrap();
+        Impl::with_engine(rules, Engine::Auto)
+    }
+
+    fn with_engine(rules: RuleSet, engine: Engine) -> Impl {
+        let classifier = Classifier::build_with(&rules, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
         let mut states = StateTable::new(4096, Timeouts::default(), 5);
         states.set_passes(rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let has_out = rules.acts_on(Dir::Out);
-        Impl { rules, classifier, states, has_out }
+        Impl { rules, classifier, cache: VerdictCache::new(16, 3), states, has_out }
     }
 
     fn forward(&mut self, key: &PacketKey, quoted: Option<&PacketKey>, out: u16) -> Result<(), Drop> {
@@ -136,7 +142,7 @@ impl Impl {
         if hit.is_some_and(|h| self.states.settled(h.id, h.from_a)) && !key.ip_opts {
             return Ok(());
         }
-        let mut p = Passes { rules: &self.rules, classifier: &self.classifier, states: &mut self.states, now: 1, limits: None };
+        let mut p = Passes { rules: &self.rules, classifier: &self.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: 1, limits: None };
         let ticket = p.inbound(key, None, hit).0?;
         if ticket.out_settled || (!self.has_out && !key.ip_opts) {
             return Ok(());
@@ -151,7 +157,9 @@ fn check(seed: u64) {
     let ifaces = |n: &str| IFACES.iter().position(|i| *i == n).map(|i| i as u16);
     let rules = fw::rules::parse(&text, Path::new("r.conf"), &ifaces).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let mut model = Pf::new();
-    let mut imp = Impl::new(rules.clone());
+    // Every other seed with the tree engine, so that its verdicts go through the cache.
+    let engine = if seed.is_multiple_of(2) { Engine::Auto } else { Engine::Tree };
+    let mut imp = Impl::with_engine(rules.clone(), engine);
     for n in 0..300 {
         let (key, quoted) = rand_packet(&mut rng);
         let out = iface_of(key.dst);

@@ -22,7 +22,7 @@ fn udp(src: u8) -> PacketKey {
 
 /// The in pass of `key` through `table` with the rules' limits.
 fn pass_in(rs: &RuleSet, cl: &Classifier, limits: &Arc<RuleLimits>, table: &mut StateTable, key: &PacketKey, now: u32) -> Result<(), Drop> {
-    let mut p = Passes { rules: rs, classifier: cl, states: table, now, limits: Some(limits) };
+    let mut p = Passes { rules: rs, classifier: cl, cache: None, states: table, now, limits: Some(limits) };
     p.inbound(key, None, None).0.map(|_| ())
 }
 
