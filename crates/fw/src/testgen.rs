@@ -13,6 +13,9 @@
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::packet::Af;
+use crate::rules::{AddrMatch, AddrTarget, PortMatch, Prefix, RuleSet};
+
 /// The interfaces rules name (`on lr-g0` ...), in port-index order.
 pub const IFACES: [&str; 4] = ["lr-g0", "lr-g1", "lr-g2", "lr-g3"];
 
@@ -313,6 +316,46 @@ pub fn uniform(rules: usize) -> String {
     }
     t.push_str("pass all no state\n");
     t
+}
+
+/// Addresses and ports where rules start or stop matching.
+pub struct Boundaries {
+    pub v4: Vec<u128>,
+    pub v6: Vec<u128>,
+    pub ports: Vec<u16>,
+}
+
+/// The first and last address of every prefix and table entry and their neighbours, the
+/// ends of every port range and their neighbours, ICMP types: where packets of `rs` get
+/// different verdicts (for property tests against the reference).
+pub fn boundaries(rs: &RuleSet) -> Boundaries {
+    let mut prefixes: Vec<Prefix> = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix)).collect();
+    let mut ports = vec![0u16, 65535];
+    for r in &rs.rules {
+        for m in [&r.src, &r.dst] {
+            if let AddrMatch::List(items) = m {
+                prefixes.extend(items.iter().filter_map(|i| match i.target {
+                    AddrTarget::Prefix(p) => Some(p),
+                    AddrTarget::Table(_) => None,
+                }));
+            }
+        }
+        for pm in [&r.src_ports, &r.dst_ports] {
+            if let PortMatch::Ranges(rs) = pm {
+                for &(a, b) in rs {
+                    ports.extend([a, a.wrapping_sub(1), b, b.wrapping_add(1)]);
+                }
+            }
+        }
+        ports.extend(r.icmp_types.iter().map(|&t| u16::from(t)));
+    }
+    let (mut v4, mut v6) = (Vec::new(), Vec::new());
+    for p in prefixes {
+        let max = if p.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
+        let v = if p.af == Af::Inet { &mut v4 } else { &mut v6 };
+        v.extend([p.first(), p.last(), p.first().wrapping_sub(1) & max, p.last().wrapping_add(1) & max]);
+    }
+    Boundaries { v4, v6, ports }
 }
 
 #[cfg(test)]

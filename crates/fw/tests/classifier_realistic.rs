@@ -12,45 +12,8 @@ use std::path::Path;
 use fw::classifier::{BuildOptions, Classifier, Engine};
 use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
-use fw::rules::{AddrMatch, AddrTarget, PortMatch, Prefix, RuleSet};
-use fw::testgen::Rng;
+use fw::testgen::{Boundaries, Rng, boundaries};
 
-/// Addresses and ports where rules start or stop matching.
-struct Boundaries {
-    v4: Vec<u128>,
-    v6: Vec<u128>,
-    ports: Vec<u16>,
-}
-
-fn boundaries(rs: &RuleSet) -> Boundaries {
-    let mut prefixes: Vec<Prefix> = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix)).collect();
-    let mut ports = vec![0u16, 65535];
-    for r in &rs.rules {
-        for m in [&r.src, &r.dst] {
-            if let AddrMatch::List(items) = m {
-                prefixes.extend(items.iter().filter_map(|i| match i.target {
-                    AddrTarget::Prefix(p) => Some(p),
-                    AddrTarget::Table(_) => None,
-                }));
-            }
-        }
-        for pm in [&r.src_ports, &r.dst_ports] {
-            if let PortMatch::Ranges(rs) = pm {
-                for &(a, b) in rs {
-                    ports.extend([a, a.wrapping_sub(1), b, b.wrapping_add(1)]);
-                }
-            }
-        }
-        ports.extend(r.icmp_types.iter().map(|&t| u16::from(t)));
-    }
-    let (mut v4, mut v6) = (Vec::new(), Vec::new());
-    for p in prefixes {
-        let max = if p.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
-        let v = if p.af == Af::Inet { &mut v4 } else { &mut v6 };
-        v.extend([p.first(), p.last(), p.first().wrapping_sub(1) & max, p.last().wrapping_add(1) & max]);
-    }
-    Boundaries { v4, v6, ports }
-}
 
 fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
     let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };

@@ -12,39 +12,20 @@ use std::path::Path;
 use fw::classifier::{BuildOptions, Classifier, Engine, VerdictCache};
 use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
-use fw::rules::{AddrMatch, AddrTarget, PortMatch, RuleSet};
+use fw::rules::RuleSet;
 use fw::testgen::Rng;
 
 fn rules(seed: u64, n: usize) -> RuleSet {
     fw::rules::parse(&fw::testgen::ruleset(seed, n), Path::new("gen.conf"), &fw::testgen::iface_index).unwrap()
 }
 
-/// Addresses at the ends of the rules' prefixes and table entries, and the ports at the ends
-/// of their ranges: where packets get different verdicts.
+/// Addresses at the ends of the rules' prefixes and table entries (and 0), and the ports at
+/// the ends of their ranges (and a few well-known ones): where packets get different verdicts.
 fn edges(rs: &RuleSet) -> (Vec<u128>, Vec<u128>, Vec<u16>) {
-    let mut prefixes: Vec<_> = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix)).collect();
-    let mut ports = vec![0u16, 22, 53, 80, 443, 65535];
-    for r in &rs.rules {
-        for m in [&r.src, &r.dst] {
-            if let AddrMatch::List(items) = m {
-                prefixes.extend(items.iter().filter_map(|i| match i.target {
-                    AddrTarget::Prefix(p) => Some(p),
-                    AddrTarget::Table(_) => None,
-                }));
-            }
-        }
-        for pm in [&r.src_ports, &r.dst_ports] {
-            if let PortMatch::Ranges(rs) = pm {
-                ports.extend(rs.iter().flat_map(|&(a, b)| [a, b, b.wrapping_add(1)]));
-            }
-        }
-        ports.extend(r.icmp_types.iter().map(|&t| u16::from(t)));
-    }
-    let (mut v4, mut v6) = (vec![0], vec![0]);
-    for p in prefixes {
-        let v = if p.af == Af::Inet { &mut v4 } else { &mut v6 };
-        v.extend([p.first(), p.last()]);
-    }
+    let fw::testgen::Boundaries { mut v4, mut v6, mut ports } = fw::testgen::boundaries(rs);
+    v4.push(0);
+    v6.push(0);
+    ports.extend([0, 22, 53, 80, 443, 65535]);
     (v4, v6, ports)
 }
 
