@@ -414,7 +414,7 @@ impl StateTable {
         }
     }
 
-    /// Entries holding counts of rules with `max` (for tests and `show`).
+    /// Entries holding counts of rules with `max` (for tests).
     pub fn limited_entries(&self) -> usize {
         self.limited.len()
     }

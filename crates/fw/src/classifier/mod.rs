@@ -210,7 +210,8 @@ impl RouteVariants {
                 .filter(|(r, _)| route & r.route_need == r.route_need && route & r.route_refuse == 0)
                 .map(|(r, i)| (r.clone(), i))
                 .unzip();
-            let variant = RuleSet { rules: keep, ..rs.clone() };
+            // The engines read the rules and the tables only.
+            let variant = RuleSet { rules: keep, tables: rs.tables.clone(), ..RuleSet::default() };
             let (c, stats) = compile(&variant, opts)?;
             first_stats.get_or_insert(stats);
             sets.push(Some((c, map)));
