@@ -68,6 +68,8 @@ mod tests {
         ctl.add_connected(v4(198, 19, 0, 0), 24, 1).unwrap();
         ctl.add_route(v4(10, 0, 0, 0), 8, v4(198, 19, 0, 2), 1).unwrap();
         ctl.add_blackhole(v4(203, 0, 113, 0), 24).unwrap();
+        let paths = vec![(v4(192, 0, 2, 1), 0), (v4(198, 19, 0, 2), 1)];
+        ctl.set_static(v4(100, 100, 0, 0), 16, crate::fib::Target::Via(paths)).unwrap();
         ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 0)), 48, IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2)), 1).unwrap();
         ctl.fib()
     }
@@ -96,6 +98,10 @@ mod tests {
         assert_eq!(bits(key(Af::Inet, v4("10.9.9.9"), v4("192.0.2.7"), 1)), 0);
         // No route at all, either end.
         assert_eq!(bits(key(Af::Inet, v4("100.64.0.1"), v4("100.64.0.2"), 0)), ALL);
+        // Multipath: either path's interface passes.
+        assert_eq!(bits(key(Af::Inet, v4("100.100.1.1"), v4("10.1.1.1"), 0)), 0);
+        assert_eq!(bits(key(Af::Inet, v4("100.100.1.1"), v4("10.1.1.1"), 1)), 0);
+        assert_eq!(bits(key(Af::Inet, v4("100.100.1.1"), v4("10.1.1.1"), 2)), route::SRC_URPF_FAILED);
         // A blackhole covers the address (routable), but leaves by no interface.
         assert_eq!(bits(key(Af::Inet, v4("203.0.113.5"), v4("203.0.113.6"), 0)), route::SRC_URPF_FAILED);
         // Only the bits asked for.
