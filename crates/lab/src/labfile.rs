@@ -4,6 +4,8 @@
 //! runs = 5            # runs per set (the study's 5)
 //! seconds = 5         # length of one run; its value is the median of the per-second
 //!                     # receiver rates, first and last seconds left out
+//! workers = 1         # queues per veth and workers per DUT (linerate's workers, the
+//!                     # kernel's NAPI threads), each on its own CPU (`linerate lab --workers`)
 //!
 //! [traffic]           # defaults for every set
 //! flows = 2000        # 20 sources x 100 destinations, as the study
@@ -140,6 +142,8 @@ struct FileSpec {
     #[serde(default)]
     seconds: Option<Spanned<u32>>,
     #[serde(default)]
+    workers: Option<Spanned<usize>>,
+    #[serde(default)]
     traffic: Traffic,
     set: Vec<Spanned<SetSpec>>,
 }
@@ -183,6 +187,8 @@ const BACKENDS: [&str; 4] = ["auto", "af_xdp", "af_xdp_native", "af_packet"];
 pub struct Lab {
     pub runs: usize,
     pub seconds: u32,
+    /// Queues per veth and workers per DUT (`runner::Cpus::workers`).
+    pub workers: usize,
     pub sets: Vec<Set>,
 }
 
@@ -211,6 +217,10 @@ impl Lab {
         if let Some(r) = spec.runs.as_ref().filter(|r| *r.get_ref() == 0) {
             return Err(at.error(r.span(), "need runs >= 1".into()));
         }
+        let workers = spec.workers.as_ref().map_or(1, |w| *w.get_ref());
+        if let Some(w) = spec.workers.as_ref().filter(|w| !(1..=64).contains(w.get_ref())) {
+            return Err(at.error(w.span(), "need workers within 1..=64".into()));
+        }
         if let Some(r) = spec.seconds.as_ref().filter(|r| *r.get_ref() < 3) {
             return Err(at.error(r.span(), "need seconds >= 3 (the first and last seconds of a run are left out)".into()));
         }
@@ -224,7 +234,7 @@ impl Lab {
         if sets.is_empty() {
             return Err(at.error(0..0, "no [[set]] to run".into()));
         }
-        Ok(Lab { runs, seconds, sets })
+        Ok(Lab { runs, seconds, workers, sets })
     }
 
     /// The built-in default: the study's headline comparison in a few minutes.
@@ -409,6 +419,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(lab.sets.len(), 3);
+        assert_eq!(lab.workers, 1);
         assert_eq!((lab.sets[1].name.as_str(), lab.sets[1].rules), ("nft-rules100", 100));
         assert_eq!(lab.sets[1].sweep, Some(("nft".into(), "rules".into(), 100)));
         assert!(lab.sets[2].traffic.ipv6 && lab.sets[2].traffic.frame_size == 62);
@@ -433,5 +444,8 @@ mod tests {
         assert!(e.contains("nat applies"), "{e}");
         let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\nnat = true\ntraffic = { ipv6 = true }\n", "lab.toml").unwrap_err().to_string();
         assert!(e.contains("nat needs IPv4"), "{e}");
+        let e = Lab::parse("workers = 0\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml").unwrap_err().to_string();
+        assert!(e.starts_with("lab.toml:1:11:") && e.contains("workers within 1..=64"), "{e}");
+        assert_eq!(Lab::parse("workers = 4\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml").unwrap().workers, 4);
     }
 }

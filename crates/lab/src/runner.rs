@@ -14,8 +14,9 @@
 //! kernel does for a DUT runs on the DUT's CPU, for both DUTs alike; in softirq, veth would
 //! run the DUT's receive on the generator's CPU. The receiver counts in the kernel (`rcv
 //! --backend xdp-sink`: an XDP program counts and drops) and only reads the counters.
-//! linerate's AF_XDP sets use generic XDP by default: on veth, native XDP runs in the
-//! sender's softirq, which would hand part of the DUT's work to the generator's CPU.
+//! linerate's AF_XDP sets use native XDP where the driver has it (`backend = "auto"`): with
+//! the DUT's input in a NAPI thread on the DUT's CPU, veth runs the program there, not in
+//! the sender's softirq. With `--workers N` each party takes N CPUs ([`Cpus`]).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -30,16 +31,31 @@ use crate::topology::{End, Namespace, veth_offloads_off};
 
 /// Where the lab's three parties run. On the 2-CPU machine the generator and the receiver
 /// share CPU 0 and the DUT owns CPU 1; with more CPUs each gets its own.
+///
+/// With several workers every veth has that many queues, and each party takes as many
+/// consecutive CPUs from its first: generator `i` on CPU `generator + i` (veth puts the
+/// frames an XDP sender hands it on receive queue `cpu % queues`, so consecutive CPUs fill
+/// every queue), the DUT's worker or NAPI thread for queue `i` on `dut + i`, the receiver's
+/// NAPI thread for queue `i` on `receiver + i`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cpus {
     pub generator: usize,
     pub dut: usize,
     pub receiver: usize,
+    pub workers: usize,
 }
 
 impl Default for Cpus {
     fn default() -> Self {
-        Cpus { generator: 0, dut: 1, receiver: 0 }
+        Cpus { generator: 0, dut: 1, receiver: 0, workers: 1 }
+    }
+}
+
+impl Cpus {
+    /// Every CPU the lab uses, for checking that they exist.
+    pub fn all(&self) -> Vec<usize> {
+        let w = self.workers.max(1);
+        [self.generator, self.dut, self.receiver].into_iter().flat_map(|first| first..first + w).collect()
     }
 }
 const GEN_MAC: &str = "02:00:00:00:01:01";
@@ -90,9 +106,10 @@ fn sh(ns: &Namespace, script: &str) -> Result<(), LabError> {
     ns.exec("sh", &["-c", script]).map(|_| ()).map_err(LabError::from)
 }
 
-/// Turns threaded NAPI on for `ifname` (a veth with GRO on) and receive packet steering off.
+/// Turns threaded NAPI on for `ifname` (a veth with GRO on) and receive packet steering off
+/// on every receive queue.
 fn threaded_napi(ns: &Namespace, ifname: &str) -> Result<(), LabError> {
-    sh(ns, &format!("echo 1 > /sys/class/net/{ifname}/threaded && echo 0 > /sys/class/net/{ifname}/queues/rx-0/rps_cpus"))
+    sh(ns, &format!("echo 1 > /sys/class/net/{ifname}/threaded && for q in /sys/class/net/{ifname}/queues/rx-*; do echo 0 > $q/rps_cpus; done"))
 }
 
 /// Real-time priority (SCHED_FIFO, `chrt`) of the receiver's NAPI thread, so that it runs as
@@ -102,29 +119,31 @@ fn threaded_napi(ns: &Namespace, ifname: &str) -> Result<(), LabError> {
 /// (docs/performance.md, "The lab's generator and the kernel DUT").
 const RECEIVER_NAPI_FIFO: &str = "50";
 
-/// Pins the NAPI threads of `ifname` in `ns` to `cpu` at the default priority; returns them.
-fn place_napi(ns: &Namespace, ifname: &str, cpu: usize) -> Result<Vec<u32>, LabError> {
+/// Pins the NAPI thread of each receive queue `i` of `ifname` in `ns` to CPU `first + i` at
+/// the default priority; returns the threads.
+fn place_napi(ns: &Namespace, ifname: &str, first: usize) -> Result<Vec<u32>, LabError> {
     let out = ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])?;
     let ifindex: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| LabError::Process { what: format!("ifindex of {ifname}"), detail: String::from_utf8_lossy(&out.stdout).into_owned() })?;
     let what = |e: std::io::Error| LabError::Process { what: format!("placing the NAPI thread of {ifname} in {}", ns.name()), detail: e.to_string() };
     let napis = io::napi::napis_in_netns(&Path::new("/run/netns").join(ns.name()), ifindex).map_err(what)?;
-    let tids: Vec<u32> = napis.iter().filter_map(|n| n.tid).collect();
-    if tids.is_empty() {
+    let placed: Vec<(u32, usize)> = napis.iter().filter_map(|n| Some((n.tid?, first + n.rx_queues.first().copied().unwrap_or(0) as usize))).collect();
+    if placed.is_empty() {
         return Err(LabError::Process { what: format!("{ifname} in {} has no NAPI thread", ns.name()), detail: format!("{napis:?}") });
     }
-    for &tid in &tids {
+    for &(tid, cpu) in &placed {
         io::affinity::pin_thread(tid, cpu).map_err(what)?;
         io::affinity::set_thread_nice(tid, 0).map_err(what)?;
     }
-    Ok(tids)
+    Ok(placed.into_iter().map(|(tid, _)| tid).collect())
 }
 
 impl LabEnv {
     /// Builds the topology; `bin` is the linerate binary that runs gen, rcv and the DUT.
     pub fn build(bin: &Path, cpus: Cpus) -> Result<LabEnv, LabError> {
         let (generator, dut, rcv) = (Namespace::create("lrlab-g")?, Namespace::create("lrlab-d")?, Namespace::create("lrlab-r")?);
-        veth_offloads_off(End { ns: &generator, name: "lrg0", mac: GEN_MAC }, End { ns: &dut, name: "lrd0", mac: DUT0_MAC })?;
-        veth_offloads_off(End { ns: &dut, name: "lrd1", mac: DUT1_MAC }, End { ns: &rcv, name: "lrr0", mac: RCV_MAC })?;
+        let queues = cpus.workers.max(1);
+        veth_offloads_off(End { ns: &generator, name: "lrg0", mac: GEN_MAC }, End { ns: &dut, name: "lrd0", mac: DUT0_MAC }, queues)?;
+        veth_offloads_off(End { ns: &dut, name: "lrd1", mac: DUT1_MAC }, End { ns: &rcv, name: "lrr0", mac: RCV_MAC }, queues)?;
         for (ns, ifname, v4, v6) in [
             (&generator, "lrg0", "198.18.0.2/24", "2001:2:0:1::2/64"),
             (&dut, "lrd0", "198.18.0.1/24", "2001:2:0:1::1/64"),
@@ -181,9 +200,8 @@ impl LabEnv {
         let rcv = self.spawn_rcv(seconds + 2)?;
         let mut rcv = ChildGuard(Some(rcv));
         sleep(Duration::from_millis(500), stop)?;
-        let gen_out = self.run_gen(set, seconds, rate, stop)?;
+        let gen_json = self.run_gen(set, seconds, rate, stop)?;
         let rcv_out = rcv.wait_output(stop)?;
-        let gen_json = last_json(&gen_out).ok_or_else(|| LabError::Process { what: "gen".into(), detail: gen_out.clone() })?;
         let rcv_json = last_json(&rcv_out).ok_or_else(|| LabError::Process { what: "rcv".into(), detail: rcv_out.clone() })?;
         let per_second: Vec<f64> = rcv_json["per_second"].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default();
         let pps = active_median(&per_second).unwrap_or(0.0);
@@ -221,8 +239,7 @@ impl LabEnv {
         self.dut.sysctl("net.ipv4.ip_forward=0")?;
         self.dut.sysctl("net.ipv6.conf.all.forwarding=0")?;
         let _ = self.dut.exec("nft", &["flush", "ruleset"]);
-        let out = self.run_gen(set, seconds, None, stop)?;
-        let json = last_json(&out).ok_or_else(|| LabError::Process { what: "gen".into(), detail: out.clone() })?;
+        let json = self.run_gen(set, seconds, None, stop)?;
         let per_second: Vec<f64> = json["per_second"].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default();
         // What it offers: what the DUT's input took and what it refused (ring full).
         Ok(active_median(&per_second).unwrap_or(0.0).max(offered_pps(&json)))
@@ -235,22 +252,41 @@ impl LabEnv {
         Ok(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?)
     }
 
-    fn run_gen(&self, set: &Set, seconds: u32, rate: Option<f64>, stop: &AtomicBool) -> Result<String, LabError> {
+    /// Runs the generators, one per worker on its own CPU with its share of the destinations
+    /// and of the rate, and returns their summaries combined.
+    fn run_gen(&self, set: &Set, seconds: u32, rate: Option<f64>, stop: &AtomicBool) -> Result<serde_json::Value, LabError> {
+        let parts = self.cpus.workers.max(1);
+        let rate = rate.or((set.traffic.rate > 0.0).then_some(set.traffic.rate)).map(|r| r / parts as f64);
+        let mut children = Vec::new();
+        for part in 0..parts {
+            let child = self.gen_command(set, seconds, rate, part).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
+            children.push(ChildGuard(Some(child)));
+        }
+        let mut summaries = Vec::new();
+        for child in &mut children {
+            let out = child.wait_output(stop)?;
+            summaries.push(last_json(&out).ok_or_else(|| LabError::Process { what: "gen".into(), detail: out.clone() })?);
+        }
+        Ok(combine_gen(&summaries))
+    }
+
+    /// `linerate gen` for generator `part` of the lab's workers.
+    fn gen_command(&self, set: &Set, seconds: u32, rate: Option<f64>, part: usize) -> std::process::Command {
         let t = &set.traffic;
-        let (src, dst) = ranges(t.flows, t.ipv6);
+        let (src, dst) = ranges_part(t.flows, t.ipv6, part as u32, self.cpus.workers.max(1) as u32);
         let mut cmd = self.generator.command(self.bin.to_str().unwrap_or("linerate"));
-        cmd.args(["gen", "-i", "lrg0", "-D", DUT0_MAC, "-s", &src, "-d", &dst, "--json", "--cpu", &self.cpus.generator.to_string(), "-t", &seconds.to_string()]);
+        let cpu = (self.cpus.generator + part).to_string();
+        cmd.args(["gen", "-i", "lrg0", "-D", DUT0_MAC, "-s", &src, "-d", &dst, "--json", "--cpu", &cpu, "-t", &seconds.to_string()]);
         cmd.args(["--backend", &t.generator]);
         if t.imix {
             cmd.arg("--imix");
         } else {
             cmd.args(["-l", &t.frame_size.to_string()]);
         }
-        if let Some(r) = rate.or((t.rate > 0.0).then_some(t.rate)) {
+        if let Some(r) = rate {
             cmd.args(["-R", &format!("{r:.0}")]);
         }
-        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
-        ChildGuard(Some(child)).wait_output(stop)
+        cmd
     }
 
     /// Configures the DUT namespace for `set`; the returned guard undoes it.
@@ -291,7 +327,7 @@ impl LabEnv {
                 }
                 std::fs::write(&path, text)?;
                 let mut cmd = self.dut.command(self.bin.to_str().unwrap_or("linerate"));
-                cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &self.cpus.dut.to_string()]);
+                cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &self.cpus.dut.to_string(), "--workers", &self.cpus.workers.max(1).to_string()]);
                 cmd.stdout(Stdio::null());
                 guard.child = Some(wait_ready(cmd, "forwarding with", Duration::from_secs(15), stop)?);
             }
@@ -374,6 +410,27 @@ fn offered_pps(summary: &serde_json::Value) -> f64 {
     n as f64 / summary["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0)
 }
 
+/// Several generators' summaries as one: frames and rates summed, per-second rates summed
+/// second by second (the generators start within milliseconds of each other).
+fn combine_gen(summaries: &[serde_json::Value]) -> serde_json::Value {
+    if let [one] = summaries {
+        return one.clone();
+    }
+    let sum = |key: &str| summaries.iter().map(|s| s[key].as_u64().unwrap_or(0)).sum::<u64>();
+    let mut per_second: Vec<f64> = Vec::new();
+    for s in summaries {
+        for (i, v) in s["per_second"].as_array().into_iter().flatten().filter_map(|v| v.as_f64()).enumerate() {
+            if per_second.len() <= i {
+                per_second.resize(i + 1, 0.0);
+            }
+            per_second[i] += v;
+        }
+    }
+    let median_pps: f64 = summaries.iter().filter_map(|s| s["median_pps"].as_f64()).sum();
+    let seconds = summaries.iter().filter_map(|s| s["seconds"].as_f64()).fold(0.0, f64::max);
+    serde_json::json!({ "sent": sum("sent"), "dropped": sum("dropped"), "median_pps": median_pps, "seconds": seconds, "per_second": per_second })
+}
+
 fn last_json(out: &str) -> Option<serde_json::Value> {
     out.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("per_second").is_some()))
 }
@@ -391,16 +448,25 @@ pub fn active_median(per_second: &[f64]) -> Option<f64> {
 /// Generator ranges for `flows` flows: up to 20 sources (the study's 198.18.10.1-20) times
 /// enough destinations from 198.19.10.1 (IPv6: 2001:2:0:10::/64 and 2001:2:0:20::/64).
 pub fn ranges(flows: u32, ipv6: bool) -> (String, String) {
+    ranges_part(flows, ipv6, 0, 1)
+}
+
+/// [`ranges`] for generator `part` of `parts`: every source, and its contiguous share of the
+/// destinations, so that each flow comes from one generator (and one queue) only.
+pub fn ranges_part(flows: u32, ipv6: bool, part: u32, parts: u32) -> (String, String) {
     let srcs = flows.clamp(1, 20);
     let dsts = flows.div_ceil(srcs).max(1);
+    let share = dsts.div_ceil(parts.max(1));
+    let first = (1 + part * share).min(dsts);
+    let last = ((part + 1) * share).clamp(first, dsts);
     if ipv6 {
         let s = |i: u32| Ipv6Addr::from(u128::from(Ipv6Addr::new(0x2001, 2, 0, 0x10, 0, 0, 0, 0)) + u128::from(i));
         let d = |i: u32| Ipv6Addr::from(u128::from(Ipv6Addr::new(0x2001, 2, 0, 0x20, 0, 0, 0, 0)) + u128::from(i));
-        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(1), d(dsts)))
+        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(first), d(last)))
     } else {
         let s = |i: u32| Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 10, 0)) + i);
         let d = |i: u32| Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 19, 10, 0)) + i);
-        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(1), d(dsts)))
+        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(first), d(last)))
     }
 }
 
@@ -549,6 +615,11 @@ mod tests {
         assert_eq!(ranges(2000, false), ("198.18.10.1-198.18.10.20".into(), "198.19.10.1-198.19.10.100".into()));
         assert_eq!(ranges(1, false), ("198.18.10.1-198.18.10.1".into(), "198.19.10.1-198.19.10.1".into()));
         assert_eq!(ranges(40, true), ("2001:2:0:10::1-2001:2:0:10::14".into(), "2001:2:0:20::1-2001:2:0:20::2".into()));
+        // Four generators share the 100 destinations of 2000 flows, 25 each.
+        assert_eq!(ranges_part(2000, false, 0, 4).1, "198.19.10.1-198.19.10.25");
+        assert_eq!(ranges_part(2000, false, 3, 4).1, "198.19.10.76-198.19.10.100");
+        // More generators than destinations: the last ones repeat the last destination.
+        assert_eq!(ranges_part(20, false, 2, 4).1, "198.19.10.1-198.19.10.1");
     }
 
     #[test]

@@ -214,6 +214,9 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
     let mut s = String::new();
     let base = results.first().map(|r| r.median()).unwrap_or(0.0);
     let _ = writeln!(s, "{} runs x {} s per set; value of a run = median of the receiver's per-second rates, first and last seconds left out", lab.runs, lab.seconds);
+    if lab.workers > 1 {
+        let _ = writeln!(s, "{} workers: {} queues per veth, {} generators, linerate's workers and the kernel's input NAPI threads on as many CPUs", lab.workers, lab.workers, lab.workers);
+    }
     if let Some(r) = results.first() {
         let _ = writeln!(s, "generator alone (DUT dropping everything): {:.0} pps", r.generator_pps);
     }
@@ -386,7 +389,7 @@ pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
             })
         })
         .collect();
-    json!({ "runs": lab.runs, "seconds": lab.seconds, "sets": sets })
+    json!({ "runs": lab.runs, "seconds": lab.seconds, "workers": lab.workers, "sets": sets })
 }
 
 #[cfg(test)]

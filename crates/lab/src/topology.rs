@@ -128,16 +128,29 @@ pub struct End<'a> {
 /// Creates a veth pair between two namespaces, sets the MACs, brings both ends up, with the
 /// kernel's default offloads (tx checksumming, TSO, GSO on), as a new user has them.
 pub fn veth(a: End<'_>, b: End<'_>) -> Result<(), TopologyError> {
+    veth_queues(a, b, 1)
+}
+
+/// [`veth`] with `queues` receive and transmit queues on each end (each receive queue has
+/// its own NAPI instance: one per worker in a lab with several).
+pub fn veth_queues(a: End<'_>, b: End<'_>, queues: usize) -> Result<(), TopologyError> {
     check_name(a.name)?;
     check_name(b.name)?;
-    a.ns.ip(&["link", "add", a.name, "address", a.mac, "type", "veth", "peer", "name", b.name, "address", b.mac, "netns", b.ns.name()])?;
+    let q = queues.max(1).to_string();
+    let counts = ["numtxqueues", q.as_str(), "numrxqueues", q.as_str()];
+    let mut args = vec!["link", "add", a.name, "address", a.mac];
+    args.extend_from_slice(&counts);
+    args.extend_from_slice(&["type", "veth", "peer", "name", b.name, "address", b.mac]);
+    args.extend_from_slice(&counts);
+    args.extend_from_slice(&["netns", b.ns.name()]);
+    a.ns.ip(&args)?;
     a.ns.ip(&["link", "set", a.name, "up"])?;
     b.ns.ip(&["link", "set", b.name, "up"]).map(|_| ())
 }
 
 /// [`veth`] with offloads off on both ends ([`Namespace::offloads_off`]): for measurements.
-pub fn veth_offloads_off(a: End<'_>, b: End<'_>) -> Result<(), TopologyError> {
-    veth(a, b)?;
+pub fn veth_offloads_off(a: End<'_>, b: End<'_>, queues: usize) -> Result<(), TopologyError> {
+    veth_queues(a, b, queues)?;
     a.ns.offloads_off(a.name)?;
     b.ns.offloads_off(b.name)
 }

@@ -46,6 +46,11 @@ pub struct LabArgs {
     /// CPU of the receiver (its input's NAPI thread, at real-time priority).
     #[arg(long, default_value_t = 0)]
     rcv_cpu: usize,
+    /// Workers of every DUT (overrides the file): each veth gets this many queues; linerate
+    /// runs this many workers, the kernel's input NAPI this many threads; generator, DUT and
+    /// receiver each take this many consecutive CPUs from their first.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    workers: Option<u16>,
 }
 
 pub fn main(args: LabArgs) -> Result<()> {
@@ -58,6 +63,9 @@ pub fn main(args: LabArgs) -> Result<()> {
     }
     if let Some(s) = args.seconds {
         lab.seconds = s;
+    }
+    if let Some(w) = args.workers {
+        lab.workers = usize::from(w);
     }
     if lab.runs == 0 || lab.seconds < 3 {
         bail!("--runs must be >= 1 and --seconds >= 3 (the first and last seconds of a run are left out)");
@@ -74,19 +82,21 @@ pub fn main(args: LabArgs) -> Result<()> {
         PathBuf::from(format!("results/lab-{t}"))
     });
     let stop = crate::signals::stop_on_signals()?;
-    let cpus = lab::runner::Cpus { generator: args.gen_cpu, dut: args.dut_cpu, receiver: args.rcv_cpu };
+    let cpus = lab::runner::Cpus { generator: args.gen_cpu, dut: args.dut_cpu, receiver: args.rcv_cpu, workers: lab.workers };
     let ncpu = io::affinity::available_cpus();
-    if let Some(c) = [cpus.generator, cpus.dut, cpus.receiver].into_iter().find(|&c| c >= ncpu) {
-        bail!("cpu {c} does not exist here ({ncpu} CPUs)");
+    if let Some(c) = cpus.all().into_iter().find(|&c| c >= ncpu) {
+        bail!("cpu {c} does not exist here ({ncpu} CPUs; with --workers N each party takes N CPUs from its first)");
     }
+    let span = |first: usize| if cpus.workers > 1 { format!("cpus {first}-{}", first + cpus.workers - 1) } else { format!("cpu {first}") };
     eprintln!(
-        "lab: {} sets x {} runs x {} s; generator on cpu {}, DUT on cpu {}, receiver on cpu {}",
+        "lab: {} sets x {} runs x {} s; {} worker(s); generator on {}, DUT on {}, receiver on {}",
         lab.sets.len(),
         lab.runs,
         lab.seconds,
-        cpus.generator,
-        cpus.dut,
-        cpus.receiver
+        cpus.workers,
+        span(cpus.generator),
+        span(cpus.dut),
+        span(cpus.receiver)
     );
     let env = LabEnv::build(&bin, cpus).context("building the lab topology")?;
     let started = Instant::now();

@@ -98,3 +98,21 @@ fn short_nat_lab_compares_masquerade_and_nat() {
     let summary = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
     assert!(summary.contains("lrnat / masq: "), "{summary}");
 }
+
+/// `--workers 2`: two queues per veth, two generators, linerate with two workers and the
+/// kernel with two NAPI threads; both forward and the results say how many workers ran.
+#[test]
+fn two_worker_lab_forwards() {
+    if !lab::topology::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let toml = "runs = 1\nseconds = 3\n[traffic]\nflows = 200\n[[set]]\nname = \"kernel\"\ndut = \"kernel\"\n[[set]]\nname = \"linerate\"\ndut = \"linerate\"\n";
+    let run = run_lab("lab-workers", toml, &["--workers", "2", "--gen-cpu", "0", "--dut-cpu", "0", "--rcv-cpu", "0"]);
+    assert_eq!(run.json["workers"], 2, "{}", run.json);
+    for s in run.json["sets"].as_array().unwrap() {
+        assert!(s["median_pps"].as_f64().unwrap() > 1000.0, "a set forwarded (almost) nothing: {s}");
+    }
+    assert!(run.stdout.contains("2 workers: 2 queues per veth"), "{}", run.stdout);
+}

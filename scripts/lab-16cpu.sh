@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The lab on a machine with many CPUs (the library's 16-CPU device machine): generator, DUT
+# and receiver each on CPUs of their own. Labs, in this order: `overload` (kernel and
+# linerate at full speed, then paced at 1x-3x of that), `workers2` and `workers4` (kernel
+# and linerate with 2 and 4 workers: the veths get that many queues), `default` (the
+# default lab, one worker).
+#
+#   scripts/lab-16cpu.sh [BINARY]     BINARY: target/release/linerate by default
+#
+# OUT: results folder (default results/<date>-16cpu); each lab's folder is packed into
+# OUT/labs.tar.gz and its summary copied to OUT/<lab>-summary.txt as it ends.
+# LR_DEBS: a folder of Debian packages (iproute2, ethtool, nftables, iputils-ping, procps
+# and their libraries) for a bare machine: a tool the machine lacks runs from them, through
+# the dynamic loader with their libraries, so nothing on the machine changes.
+# LR_FORCE_DEBS=1 uses them even for tools the machine has (to test this script).
+# LR_CPUS="G D R": first CPUs of generator, DUT and receiver (default "2 6 10");
+# LR_LABS: which labs to run (default "overload workers2 workers4 default").
+# LR_COMPARE: another linerate binary; the overload lab runs again with it (`overload-b`).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=$(realpath "${1:-target/release/linerate}")
+out=${OUT:-results/$(date +%F)-16cpu}
+mkdir -p "$out"
+log() { echo "== $(date +%T) $*"; }
+
+# Unpacks every .deb in $1 into $2 (python, so that neither dpkg nor ar is needed).
+unpack_debs() {
+    python3 - "$1" "$2" <<'EOF'
+import io, pathlib, sys, tarfile
+src, dst = pathlib.Path(sys.argv[1]), sys.argv[2]
+for deb in sorted(src.glob("*.deb")):
+    data = deb.read_bytes()
+    assert data[:8] == b"!<arch>\n", deb
+    off = 8
+    while off + 60 <= len(data):
+        name, size = data[off:off + 16].decode().strip().rstrip("/"), int(data[off + 48:off + 58])
+        body = data[off + 60:off + 60 + size]
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(body)) as t:
+                t.extractall(dst, filter="tar") if hasattr(tarfile, "data_filter") else t.extractall(dst)
+        off += 60 + size + (size & 1)
+EOF
+}
+
+if [ -n "${LR_DEBS:-}" ]; then
+    root=/tmp/lr-tools
+    rm -rf "$root" && mkdir -p "$root/wrap"
+    unpack_debs "$LR_DEBS" "$root" || log "unpacking $LR_DEBS failed"
+    libs="$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu"
+    loader=$(ls /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 2>/dev/null | head -1)
+    for t in ip ethtool nft ping sysctl kill chrt; do
+        if [ -z "${LR_FORCE_DEBS:-}" ] && command -v "$t" >/dev/null; then continue; fi
+        for d in usr/sbin sbin usr/bin bin; do
+            if [ -x "$root/$d/$t" ]; then
+                # --library-path applies to this program only, not to what it runs
+                # (`ip netns exec` starts linerate, sh, ethtool with the machine's libraries).
+                printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "$loader" "$libs" "$root/$d/$t" >"$root/wrap/$t"
+                chmod +x "$root/wrap/$t"
+                break
+            fi
+        done
+    done
+    export PATH="$root/wrap:$PATH"
+fi
+
+log "machine: $(nproc) CPUs, kernel $(uname -r), $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-?}")"
+log "cores: $(cat /sys/devices/system/cpu/cpu{0..15}/topology/thread_siblings_list 2>/dev/null | tr '\n' ' ')"
+for t in ip ethtool nft ping sysctl kill chrt; do
+    printf '%s: %s (%s)\n' "$t" "$(command -v $t || echo MISSING)" "$($t -V 2>&1 | head -1 || true)"
+done
+
+# One lab: name, timeout in seconds, then linerate lab's arguments. A name ending in -b runs
+# the LR_COMPARE binary. /proc/stat and the NAPI and worker threads' CPU times are sampled
+# meanwhile (cpustat.txt: which CPUs were saturated, and by what).
+lab() {
+    local name=$1 limit=$2 exe=$bin
+    shift 2
+    [ "${name%-b}" != "$name" ] && exe=$(realpath "$LR_COMPARE")
+    case " ${LR_LABS:-overload workers2 workers4 default} " in *" ${name%-b} "*) ;; *) return ;; esac
+    log "lab $name ($exe): $*"
+    mkdir -p "$out/$name"
+    (while :; do echo "t $(date +%s.%N)"; grep '^cpu[0-9]' /proc/stat; ps -eLo tid,comm,psr,ni,time | grep -E 'napi/lr|lr-worker'; sleep 1; done >"$out/$name/cpustat.txt") &
+    local sampler=$!
+    timeout -s INT "$limit" "$exe" lab "$@" --out "$out/$name" 2>&1 | tr '\r' '\n' | grep -v '^\[' || log "lab $name failed or timed out"
+    kill "$sampler"
+    cp "$out/$name/summary.txt" "$out/$name-summary.txt" 2>/dev/null
+    tar -C "$out" -czf "$out/labs.tar.gz" $(cd "$out" && ls -d */ 2>/dev/null)
+}
+
+cat >"$out/overload.toml" <<'EOF'
+# Full speed, then paced at 1x-3x of that rate (the overload sweep), kernel and linerate.
+runs = 3
+seconds = 4
+[traffic]
+flows = 2000
+frame_size = 60
+[[set]]
+name = "kernel"
+dut = "kernel"
+overload = [1, 2, 3]
+[[set]]
+name = "linerate"
+dut = "linerate"
+overload = [1, 2, 3]
+EOF
+
+cat >"$out/workers.toml" <<'EOF'
+# Kernel and linerate forwarding with several workers (`--workers N`).
+runs = 3
+seconds = 4
+[traffic]
+flows = 2000
+frame_size = 60
+[[set]]
+name = "kernel"
+dut = "kernel"
+[[set]]
+name = "linerate"
+dut = "linerate"
+EOF
+
+read -r g d r <<<"${LR_CPUS:-2 6 10}"
+cpus=(--gen-cpu "$g" --dut-cpu "$d" --rcv-cpu "$r")
+lab overload 110 "$out/overload.toml" "${cpus[@]}"
+[ -n "${LR_COMPARE:-}" ] && lab overload-b 110 "$out/overload.toml" "${cpus[@]}"
+lab workers2 110 "$out/workers.toml" --workers 2 "${cpus[@]}"
+lab workers4 110 "$out/workers.toml" --workers 4 "${cpus[@]}"
+lab default 330 --runs 3 --seconds 4 "${cpus[@]}"
+log done
