@@ -31,7 +31,7 @@ use fw::classifier::{BuildError, CacheCounters, Classifier, VerdictCache};
 use fw::packet::{Dir, PacketKey};
 use fw::passes::{Count, Drop, Hit, Passes, Ticket};
 use fw::rules::{Action, RuleSet};
-use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError, StateCounters, StateId, StateLookup, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError, StateCounters, StateId, StateLookup, StateDropReason, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 use crate::fib::Fib;
@@ -126,6 +126,9 @@ impl CompiledRules {
 /// The control side's handle for publishing rule sets to workers.
 pub struct RulesSlot {
     generation: AtomicU64,
+    /// Where the workers' coarse clocks start: one epoch for all, so that the times they
+    /// give the shared source nodes (`max-src-conn-rate`, `src.track`) agree.
+    epoch: Instant,
     current: Mutex<Published>,
 }
 
@@ -145,7 +148,7 @@ struct WorkerMemory {
 
 impl RulesSlot {
     pub fn new(rules: Arc<CompiledRules>) -> Arc<RulesSlot> {
-        Arc::new(RulesSlot { generation: AtomicU64::new(0), current: Mutex::new(Published { rules, workers: Vec::new() }) })
+        Arc::new(RulesSlot { generation: AtomicU64::new(0), epoch: Instant::now(), current: Mutex::new(Published { rules, workers: Vec::new() }) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Published> {
@@ -272,20 +275,22 @@ pub struct RuleStat {
     pub states: u64,
 }
 
-const STATE_FIELDS: usize = 14;
+const STATE_FIELDS: usize = 19;
 
 /// Names of the state-table counters, in [`FirewallStats::states`] order.
 pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
     "in_use", "inserts", "insert_full", "insert_exists", "hits", "misses", "drop_out_of_window",
     "expired_lookup", "expired_sweep", "reused_closed", "removed", "icmp_error_hits",
-    "icmp_error_misses", "icmp_error_bad_seq",
+    "icmp_error_misses", "icmp_error_bad_seq", "rule_max", "src_limit_states", "src_limit_nodes",
+    "src_limit_conn", "src_limit_conn_rate",
 ];
 
 fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
     [
         c.in_use, c.inserts, c.insert_full, c.insert_exists, c.hits, c.misses, c.drop_out_of_window,
         c.expired_lookup, c.expired_sweep, c.reused_closed, c.removed, c.icmp_error_hits,
-        c.icmp_error_misses, c.icmp_error_bad_seq,
+        c.icmp_error_misses, c.icmp_error_bad_seq, c.rule_max, c.src_limit_states, c.src_limit_nodes,
+        c.src_limit_conn, c.src_limit_conn_rate,
     ]
 }
 
@@ -335,7 +340,7 @@ pub struct Firewall {
     /// [`fw::classifier::cache`]); it starts over by itself when the classifier changes.
     cache: VerdictCache,
     clock: Instant,
-    /// Coarse clock of the state table: whole seconds since the worker started, per batch.
+    /// Coarse clock of the state table: whole seconds since the slot's epoch, per batch.
     now: u32,
     stats: Arc<FirewallStats>,
     /// Counts not yet added to the per-rule counters, see [`Pending::count`].
@@ -473,7 +478,8 @@ impl Firewall {
             generation: AtomicU64::new(seen),
             cache: std::array::from_fn(|_| AtomicU64::new(0)),
         });
-        Firewall { slot, id, seen, cur, states, cache, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits }
+        let clock = slot.epoch;
+        Firewall { slot, id, seen, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -488,7 +494,7 @@ impl Firewall {
         &self.states
     }
 
-    /// The coarse clock of this batch (seconds since the worker started).
+    /// The coarse clock of this batch (seconds since the slot's epoch).
     #[inline(always)]
     pub(crate) fn now(&self) -> u32 {
         self.now
@@ -613,9 +619,13 @@ impl Firewall {
             StateLookup::Hit { id, verdict, .. } => {
                 let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
                 self.count(rule, key.len);
-                self.log_state(rule, matches!(verdict, StateVerdict::Drop(_)));
-                if let StateVerdict::Drop(_) = verdict {
-                    return Err(DropReason::StateOutOfWindow);
+                let dropped = match verdict {
+                    StateVerdict::Drop(d) => Some(d),
+                    StateVerdict::Pass => None,
+                };
+                self.log_state(rule, dropped);
+                if let Some(d) = dropped {
+                    return Err(state_drop_reason(d));
                 }
                 let hit = Hit::of(id, key);
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
@@ -646,11 +656,15 @@ impl Firewall {
     pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<Option<StateId>, DropReason>> {
         let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
         self.count(hit.rule as usize, len);
-        self.log_state(hit.rule as usize, matches!(hit.verdict, StateVerdict::Drop(_)));
+        let dropped = match hit.verdict {
+            StateVerdict::Drop(d) => Some(d),
+            StateVerdict::Pass => None,
+        };
+        self.log_state(hit.rule as usize, dropped);
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
-            StateVerdict::Drop(_) => Err(DropReason::StateOutOfWindow),
+            StateVerdict::Drop(d) => Err(state_drop_reason(d)),
         })
     }
 
@@ -667,7 +681,7 @@ impl Firewall {
         };
         let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
         self.count(rule, key.len);
-        self.log_state(rule, bad);
+        self.log_state(rule, bad.then_some(StateDropReason::OutOfWindow));
         if bad {
             return Some(Err(DropReason::StateOutOfWindow));
         }
@@ -838,6 +852,18 @@ fn drop_reason(d: Drop) -> DropReason {
         Drop::IpOptions => DropReason::IpOptions,
         Drop::StateLimit => DropReason::StateLimit,
         Drop::RuleMax => DropReason::RuleStateMax,
+        Drop::SrcStates => DropReason::SrcStateLimit,
+        Drop::SrcNodes => DropReason::SrcNodeLimit,
+    }
+}
+
+/// The drop reason of a packet its state drops.
+#[cold]
+fn state_drop_reason(d: StateDropReason) -> DropReason {
+    match d {
+        StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
+        StateDropReason::SrcConn => DropReason::SrcConnLimit,
+        StateDropReason::SrcConnRate => DropReason::SrcConnRateLimit,
     }
 }
 
