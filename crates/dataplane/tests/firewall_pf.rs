@@ -374,3 +374,48 @@ fn max_src_states_and_nodes_refuse_new_states() {
     let states: std::collections::HashMap<_, _> = w.firewall().unwrap().stats().states().into_iter().collect();
     assert_eq!((states["src_limit_states"], states["src_limit_nodes"]), (1, 1));
 }
+
+/// `overload <bad> flush global`: the source refused by `max-src-conn` goes into <bad>
+/// (which `block quick from <bad>` then stops), and every state it opened is killed, of
+/// this rule and of others; another source still connects.
+#[test]
+fn overload_adds_the_source_to_its_table_and_flushes_its_states() {
+    let rules = "table <bad> persist\nblock all\nblock quick from <bad>\n\
+                 pass in on a proto tcp to port 22 keep state (max-src-conn 1, overload <bad> flush global)\n\
+                 pass in on a proto udp keep state\npass out on b keep state\n";
+    let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
+    let mut w = Worker::new(fib(), &ports, vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let slot = RulesSlot::new(Arc::new(CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap()));
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
+    let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, frames: Vec<(u16, Vec<u8>)>| {
+        for (port, frame) in frames {
+            let p = usize::from(port);
+            w.rx[p] = ReplayRx::new(port, vec![frame]).once();
+            while !w.rx[p].finished() {
+                w.poll();
+            }
+        }
+    };
+    let mut before = handshake(A_HOST, 4001);
+    before.push((0, udp(0, A_HOST, 1000, FAR, 53)));
+    before.extend(handshake(A_HOST, 4002));
+    send(&mut w, before);
+    let c = w.counts();
+    assert_eq!((c.forwarded, drops(&c, DropReason::SrcConnLimit)), (6, 1), "{c:?}");
+    // The slot's thread may have applied it already: then there is nothing left to take.
+    assert!(slot.apply_overloads() <= 1);
+    let mut after = vec![data(A_HOST, 4001), (0, udp(0, A_HOST, 1000, FAR, 53)), (0, frames::tcp(0, A_HOST, 4003, FAR, 22, SYN, 1000, 0))];
+    after.extend(handshake(A_HOST2, 4001));
+    send(&mut w, after);
+    let c = w.counts();
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (9, 3), "{c:?}");
+    let fw = w.firewall().unwrap();
+    let bad = &fw.rules().rules.tables[0];
+    assert!(bad.contains(fw::packet::Af::Inet, u128::from(A_HOST.to_bits())) && !bad.contains(fw::packet::Af::Inet, u128::from(A_HOST2.to_bits())));
+    let states: std::collections::HashMap<_, _> = fw.stats().states().into_iter().collect();
+    assert_eq!((states["src_overload"], states["src_flushed"]), (1, 2), "{states:?}");
+    // The rules' counts went on through the table update: the tcp rule has its packets of
+    // both sources' handshakes (3 + 3 + 3).
+    let stats = fw.stats().rules().snapshot();
+    assert_eq!(stats[2].packets, 9, "{stats:?}");
+}

@@ -325,6 +325,27 @@ pub struct SrcTrack {
     /// `max-src-conn-rate N / S`: at most N new established connections per S seconds
     /// per source address (pf's decaying count).
     pub max_conn_rate: Option<(u32, u32)>,
+    /// `overload <table> [flush [global]]`: a source refused by `max-src-conn` or
+    /// `max-src-conn-rate` is added to that table.
+    pub overload: Option<Overload>,
+}
+
+/// `overload <table> [flush [global]]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overload {
+    /// The table's index in [`RuleSet::tables`].
+    pub table: usize,
+    /// Which states of the source `flush` kills as well.
+    pub flush: Flush,
+}
+
+/// What `overload ... flush` kills: nothing, the source's states of the rule, or all its
+/// states (`flush global`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    None,
+    Rule,
+    Global,
 }
 
 /// pf's state timeouts (`set timeout`): the state table's own type, so that a parsed rule

@@ -128,7 +128,7 @@ pub use sub::{Pass, SubState};
 pub use quick::QuickHits;
 use tcp::Peer;
 pub use memory::{StateAllocError, StateMemory};
-pub use limits::{Held, LimitRefusal, RuleLimits};
+pub use limits::{Held, LimitRefusal, OverloadEvent, RuleLimits};
 pub use sources::{ConnRefusal, SourceKey, Sources, SrcRefusal};
 use std::collections::HashMap;
 pub use timeouts::{Timeouts, Tmo};
@@ -451,6 +451,7 @@ impl StateTable {
         for h in held.iter_mut().flatten() {
             if let Err(e) = h.establish(now) {
                 refused = refused.or(Some(e));
+                self.counters.src_overload += u64::from(h.overloads());
             }
         }
         let reason = match refused? {

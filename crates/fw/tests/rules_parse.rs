@@ -681,7 +681,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("block from 10.0.0.9 - ::1", "rules.conf:1:23: the range's two addresses are of different families"),
         ("block all allow-opts", "rules.conf:1:11: allow-opts only applies to pass rules"),
         ("set state-policy sticky", "rules.conf:1:18: expected floating or if-bound, found \"sticky\""),
-        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, source-track), found \"no-such\""),
+        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track), found \"no-such\""),
         ("pass in proto tcp keep state (max 10 sloppy)", "rules.conf:1:38: expected \",\" or \")\", found \"sloppy\""),
         ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
         ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),

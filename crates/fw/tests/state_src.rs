@@ -127,3 +127,21 @@ fn a_reload_starts_new_source_nodes() {
     w.t[0].expire(1000, 1000);
     assert_eq!((old.sources().nodes(), w.limits.sources().nodes()), (0, 0));
 }
+
+/// `overload ... flush`: the states the source opened, of the rule only or (`global`) all.
+#[test]
+fn flush_kills_the_sources_states_of_the_rule_or_all() {
+    let mut w = World::new("pass in proto tcp to port 22 keep state (source-track rule)\npass in proto tcp to port 80 keep state\n");
+    let syn = |src: u8, sport: u16, dport: u16| PacketKey { dst_port: dport, ..tcp(src, sport, tcp_flags::SYN) };
+    for (src, sport, dport) in [(1, 1, 22), (1, 2, 80), (2, 1, 22)] {
+        let mut p = Passes { rules: &w.rs, classifier: &w.cl, cache: None, states: &mut w.t[0], now: 1, limits: Some(&w.limits) };
+        assert!(p.inbound(&syn(src, sport, dport), Some(&seg(1000, 0, tcp_flags::SYN)), None).0.is_ok());
+    }
+    let host1 = u128::from(0x0a00_0001u32);
+    // Rule 0's states of 10.0.0.1: one; then the rest of its states.
+    assert_eq!(w.t[0].flush_source(0..100, Af::Inet, host1, Some(0)), 1);
+    assert!(!w.t[0].debug_contains(&syn(1, 1, 22)) && w.t[0].debug_contains(&syn(1, 2, 80)));
+    assert_eq!(w.t[0].flush_source(0..100, Af::Inet6, host1, None), 0);
+    assert_eq!(w.t[0].flush_source(0..100, Af::Inet, host1, None), 1);
+    assert_eq!((w.t[0].len(), w.t[0].counters().src_flushed), (1, 2));
+}

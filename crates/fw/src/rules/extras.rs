@@ -10,7 +10,7 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "route-to", "reply-to", "dup-to", "rdr-to", "nat-to", "binat-to", "af-to", "divert-to",
     "divert-reply", "divert-packet", "tag", "tagged", "queue", "prio", "set", "probability",
     "rtable", "rdomain", "user", "group", "os", "modulate", "synproxy", "max", "max-pkt-rate",
-    "overload", "pflow", "no-sync", "once", "received-on", "fragment", "tos",
+    "pflow", "no-sync", "once", "received-on", "fragment", "tos",
     "min-ttl", "max-mss", "no-df", "random-id", "reassemble", "scrub", "adaptive.start",
     "adaptive.end", "sticky-address", "route",
 ];

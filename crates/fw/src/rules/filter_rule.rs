@@ -251,7 +251,7 @@ impl Parser<'_> {
                 } else if self.src_track_option(&mut src)? {
                 } else {
                     self.refuse_unsupported_option("")?;
-                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, source-track)");
+                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track)");
                 }
                 if self.eat_punct(")")? {
                     break;

@@ -1,8 +1,9 @@
 //! pf's source-tracking state options (pf.conf(5), STATEFUL TRACKING OPTIONS): `max-src-nodes`,
-//! `max-src-states`, `max-src-conn`, `max-src-conn-rate N/S` and `source-track [rule |
-//! global]`, read inside `keep state ( ... )`, checked as pfctl checks them.
+//! `max-src-states`, `max-src-conn`, `max-src-conn-rate N/S`, `overload <table> [flush
+//! [global]]` and `source-track [rule | global]`, read inside `keep state ( ... )`, checked
+//! as pfctl checks them.
 
-use super::{PResult, Parser, SrcTrack, Tok, Token, here};
+use super::{Flush, Overload, PResult, Parser, SrcTrack, Tok, Token, here};
 
 /// The source-tracking options of one `keep state ( ... )` as written, with their tokens.
 #[derive(Default)]
@@ -13,6 +14,7 @@ pub(super) struct SrcOptions {
     states: Option<(u32, Token)>,
     conn: Option<(u32, Token)>,
     rate: Option<((u32, u32), Token)>,
+    overload: Option<(Overload, Token)>,
 }
 
 /// Fails at `t` if `slot` holds a value already (pfctl: "multiple definitions").
@@ -60,9 +62,33 @@ impl Parser<'_> {
                 self.next()?;
                 o.rate = Some((self.conn_rate()?, t));
             }
+            "overload" => {
+                once(&o.overload, &t, "overload")?;
+                self.next()?;
+                o.overload = Some((self.overload()?, t));
+            }
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// After `overload`: `<table> [flush [global]]`; the table must be defined (pf would
+    /// create it, but then no rule of the file could name it).
+    fn overload(&mut self) -> PResult<Overload> {
+        self.expect_punct("<", "a table <name>")?;
+        let (name, nt) = self.word("a table name")?;
+        self.expect_punct(">", "\">\" closing the table name")?;
+        let Some(&table) = self.table_idx.get(&name) else {
+            return here(&nt, format!("undefined table <{name}> (define it with `table <{name}> persist` first)"));
+        };
+        let flush = if !self.eat_word("flush")? {
+            Flush::None
+        } else if self.eat_word("global")? {
+            Flush::Global
+        } else {
+            Flush::Rule
+        };
+        Ok(Overload { table, flush })
     }
 
     /// `N/S` (one word, or `N / S`): at least 1 connection per at least 1 second.
@@ -95,6 +121,12 @@ impl Parser<'_> {
     /// `source-track global`); `max-src-states` alone, or `source-track` alone, globally.
     pub(super) fn src_track_of(o: SrcOptions) -> PResult<Option<SrcTrack>> {
         let per_rule = [o.nodes.as_ref().map(|(_, t)| ("max-src-nodes", t)), o.conn.as_ref().map(|(_, t)| ("max-src-conn", t)), o.rate.as_ref().map(|(_, t)| ("max-src-conn-rate", t))];
+        if let Some((_, ot)) = &o.overload
+            && o.conn.is_none()
+            && o.rate.is_none()
+        {
+            return here(ot, "`overload` acts on sources refused by `max-src-conn` or `max-src-conn-rate`: give one");
+        }
         let any = o.track.is_some() || o.states.is_some() || per_rule.iter().any(Option::is_some);
         if !any {
             return Ok(None);
@@ -115,6 +147,7 @@ impl Parser<'_> {
             max_states: o.states.map(|(n, _)| n),
             max_conn: o.conn.map(|(n, _)| n),
             max_conn_rate: o.rate.map(|(r, _)| r),
+            overload: o.overload.map(|(v, _)| v),
         }))
     }
 }

@@ -9,12 +9,13 @@
 //! `max-src-conn-rate`, `max-src-states`, `max-src-nodes`), and what a state holds of both
 //! is a [`Held`], kept by the worker's table beside the entry and released with it.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use super::sources::{ConnRefusal, SourceKey, Sources, SrcRefusal};
-use crate::packet::PacketKey;
-use crate::rules::{RuleSet, SrcTrack};
+use crate::packet::{Af, PacketKey};
+use crate::rules::{Flush, RuleSet, SrcTrack};
 
 /// The state counts of a rule set's rules with `max`, and the source nodes of its rules
 /// with source tracking (`sources.rs`).
@@ -26,6 +27,27 @@ pub struct RuleLimits {
     /// Per rule: its source tracking.
     track: Box<[Option<SrcTrack>]>,
     sources: Sources,
+    /// Sources to add to `overload` tables, for whoever applies them ([`Self::wait_overloads`]).
+    overloads: Mutex<Vec<OverloadEvent>>,
+    overloaded: Condvar,
+    /// Events not queued because the queue was full.
+    overloads_lost: AtomicU64,
+}
+
+/// Pending events at most: a flood of refused sources waits for the table updates rather
+/// than growing the queue.
+const MAX_PENDING_OVERLOADS: usize = 4096;
+
+/// A source refused by a rule with `overload <table>`: to be added to the table, and its
+/// states flushed as the rule says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverloadEvent {
+    pub table: usize,
+    pub af: Af,
+    pub addr: u128,
+    pub flush: Flush,
+    /// The rule that refused it (`flush` without `global` kills its states only).
+    pub rule: u32,
 }
 
 /// What a state of a limited rule holds, given back when it goes: a count of the rule's
@@ -57,7 +79,7 @@ impl RuleLimits {
             let cur = max.iter().map(|_| AtomicU32::new(0)).collect();
             let limit = u32::try_from(rs.limit_src_nodes).unwrap_or(u32::MAX);
             let sources = Sources::new(max.len(), limit, rs.timeouts.src_track);
-            Arc::new(RuleLimits { max, cur, track, sources })
+            Arc::new(RuleLimits { max, cur, track, sources, overloads: Mutex::new(Vec::new()), overloaded: Condvar::new(), overloads_lost: AtomicU64::new(0) })
         })
     }
 
@@ -109,6 +131,45 @@ impl RuleLimits {
     pub fn sources(&self) -> &Sources {
         &self.sources
     }
+
+    /// Whether some rule has `overload`.
+    pub fn has_overload(&self) -> bool {
+        self.track.iter().flatten().any(|t| t.overload.is_some())
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<OverloadEvent>> {
+        self.overloads.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues an overload (once per table and address while it waits).
+    fn overload(&self, ev: OverloadEvent) {
+        let mut q = self.queue();
+        if q.iter().any(|e| (e.table, e.af, e.addr) == (ev.table, ev.af, ev.addr) && e.flush == ev.flush && e.rule == ev.rule) {
+            return;
+        }
+        if q.len() >= MAX_PENDING_OVERLOADS {
+            self.overloads_lost.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        q.push(ev);
+        self.overloaded.notify_all();
+    }
+
+    /// Waits up to `timeout` for overload events to be queued (they stay queued).
+    pub fn wait_overloads(&self, timeout: Duration) {
+        let q = self.queue();
+        let _q = self.overloaded.wait_timeout_while(q, timeout, |q| q.is_empty()).unwrap_or_else(|e| e.into_inner());
+    }
+
+    /// Takes the overload events queued, without waiting.
+    pub fn take_overloads(&self) -> Vec<OverloadEvent> {
+        std::mem::take(&mut *self.queue())
+    }
+
+    /// Events lost to a full queue.
+    pub fn overloads_lost(&self) -> u64 {
+        self.overloads_lost.load(Ordering::Relaxed)
+    }
 }
 
 impl Held {
@@ -118,7 +179,19 @@ impl Held {
         let (Some(k), false) = (self.source, self.established) else { return Ok(()) };
         self.established = true;
         let t = self.limits.track[self.rule as usize].as_ref().expect("a source has its rule's tracking");
-        self.limits.sources.establish(k, t, now)
+        let r = self.limits.sources.establish(k, t, now);
+        if r.is_err()
+            && let Some(o) = t.overload
+        {
+            let (af, addr) = k.addr();
+            self.limits.overload(OverloadEvent { table: o.table, af, addr, flush: o.flush, rule: self.rule });
+        }
+        r
+    }
+
+    /// Whether the state's rule has `overload` (its refusals are queued as overloads).
+    pub fn overloads(&self) -> bool {
+        self.limits.track[self.rule as usize].is_some_and(|t| t.overload.is_some())
     }
 
     /// Gives the counts back (the state is gone).

@@ -162,6 +162,11 @@ pub struct StateCounters {
     pub src_limit_conn: u64,
     /// ... by `max-src-conn-rate` (pf's LCNT_SRCCONNRATE).
     pub src_limit_conn_rate: u64,
+    /// Of those, refused by a rule with `overload <table>`: the source was queued for the
+    /// table (pf's LCNT_OVERLOAD_TABLE).
+    pub src_overload: u64,
+    /// States removed by `overload ... flush` (pf's LCNT_OVERLOAD_FLUSH counts flushes).
+    pub src_flushed: u64,
 }
 
 /// Inspection of one state (tests, `pfctl -ss`-like dumps).
