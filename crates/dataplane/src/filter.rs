@@ -103,7 +103,7 @@ impl CompiledRules {
     }
 
     /// Whether some rule has `overload` (the slot then runs its overload thread).
-    fn overloads(&self) -> bool {
+    pub(crate) fn overloads(&self) -> bool {
         self.limits.as_ref().is_some_and(|l| l.has_overload())
     }
 
@@ -179,22 +179,18 @@ struct WorkerMemory {
 
 impl RulesSlot {
     pub fn new(rules: Arc<CompiledRules>) -> Arc<RulesSlot> {
-        let overloads = rules.overloads();
-        let slot = Arc::new_cyclic(|me| RulesSlot {
+        Arc::new_cyclic(|me| RulesSlot {
             generation: AtomicU64::new(0),
             me: me.clone(),
             overloader: AtomicBool::new(false),
             overloading: Mutex::new(()),
             epoch: Instant::now(),
             current: Mutex::new(Published { rules, workers: Vec::new(), flushes: Vec::new(), flush_seq: 0 }),
-        });
-        if overloads {
-            slot.start_overloader();
-        }
-        slot
+        })
     }
 
-    /// Starts the overload thread, once.
+    /// Starts the overload thread, once: when a worker first queues an overload (not
+    /// before: `linerate run` starts no thread before it drops its privileges).
     fn start_overloader(&self) {
         if !self.overloader.swap(true, Ordering::AcqRel) {
             overload::spawn_overloader(self.me.clone());
@@ -215,9 +211,6 @@ impl RulesSlot {
 
     /// [`publish`](Self::publish), with flush jobs for every worker.
     fn publish_with(&self, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<(), StateAllocError> {
-        if rules.overloads() {
-            self.start_overloader();
-        }
         let limit = state_limit(&rules.rules);
         // Held throughout: two publishers (the control socket, SIGHUP) reserve in turn.
         let mut cur = self.lock();
@@ -735,7 +728,7 @@ impl Firewall {
                 };
                 self.log_state(rule, dropped);
                 if let Some(d) = dropped {
-                    return Err(state_drop_reason(d));
+                    return Err(self.state_dropped(d));
                 }
                 let hit = Hit::of(id, key);
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
@@ -774,7 +767,7 @@ impl Firewall {
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
-            StateVerdict::Drop(d) => Err(state_drop_reason(d)),
+            StateVerdict::Drop(d) => Err(self.state_dropped(d)),
         })
     }
 
@@ -920,6 +913,22 @@ impl Firewall {
         r.map_err(|d| self.dropped(d, count.rule))
     }
 
+    /// The drop reason of a packet its state drops. A connection refused by a source limit
+    /// may have queued an overload: the slot's overload thread then has work.
+    #[cold]
+    #[inline(never)]
+    fn state_dropped(&self, d: StateDropReason) -> DropReason {
+        match d {
+            StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
+            StateDropReason::SrcConn | StateDropReason::SrcConnRate => {
+                if self.cur.rules.overloads() {
+                    self.slot.start_overloader();
+                }
+                if d == StateDropReason::SrcConn { DropReason::SrcConnLimit } else { DropReason::SrcConnRateLimit }
+            }
+        }
+    }
+
     /// The drop reason of a pass's verdict; notes the deciding rule of a block for
     /// [`take_refusal`](Self::take_refusal).
     #[cold]
@@ -967,15 +976,7 @@ fn drop_reason(d: Drop) -> DropReason {
     }
 }
 
-/// The drop reason of a packet its state drops.
-#[cold]
-fn state_drop_reason(d: StateDropReason) -> DropReason {
-    match d {
-        StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
-        StateDropReason::SrcConn => DropReason::SrcConnLimit,
-        StateDropReason::SrcConnRate => DropReason::SrcConnRateLimit,
-    }
-}
+
 
 impl std::ops::Drop for Firewall {
     /// Later reloads reserve no memory for a firewall that is gone.
