@@ -189,8 +189,9 @@ impl RulesSlot {
         })
     }
 
-    /// Starts the overload thread, once: when a worker first queues an overload (not
-    /// before: `linerate run` starts no thread before it drops its privileges).
+    /// Starts the overload thread, once: from a worker's first batch with rules that have
+    /// `overload` (not before: `linerate run` starts no thread before it drops its
+    /// privileges).
     fn start_overloader(&self) {
         if !self.overloader.swap(true, Ordering::AcqRel) {
             overload::spawn_overloader(self.me.clone());
@@ -425,7 +426,11 @@ pub struct Firewall {
     slot: Arc<RulesSlot>,
     /// This firewall's registration in `slot`.
     id: usize,
+    /// The generation each batch compares the slot's with: the adopted one, or `u64::MAX`
+    /// while flushes are pending (so that the one check per batch brings the worker to them).
     seen: u64,
+    /// The generation of the rules in use.
+    adopted: u64,
     cur: Arc<RuleCounters>,
     states: StateTable,
     /// Verdicts of the rules by exact match, in front of an expensive classifier (see
@@ -564,6 +569,7 @@ impl Firewall {
     }
 
     fn with_table(slot: Arc<RulesSlot>, id: usize, seen: u64, rules: Arc<CompiledRules>, states: StateTable, cache: VerdictCache) -> Firewall {
+        let rules_overload = rules.overloads();
         let route_bits = rules.route_bits;
         let cur = Arc::new(RuleCounters::new(rules));
         let stats = Arc::new(FirewallStats {
@@ -573,7 +579,9 @@ impl Firewall {
             cache: std::array::from_fn(|_| AtomicU64::new(0)),
         });
         let clock = slot.epoch;
-        Firewall { slot, id, seen, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new() }
+        // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
+        let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
+        Firewall { slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new() }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -622,16 +630,32 @@ impl Firewall {
     pub(crate) fn begin_batch(&mut self) {
         let g = self.slot.generation();
         if g != self.seen {
-            self.adopt();
+            self.adopt_or_flush(g);
         }
         self.now = self.clock.elapsed().as_secs() as u32;
         self.states.expire(self.now, EXPIRE_BUDGET);
-        if !self.flushes.is_empty() {
-            self.flush_step();
-        }
         if let Some(log) = &mut self.log {
             log.new_batch();
         }
+    }
+
+    /// A new generation to adopt, or a stretch of the pending flushes to walk.
+    #[cold]
+    #[inline(never)]
+    fn adopt_or_flush(&mut self, g: u64) {
+        if g != self.adopted {
+            self.adopt();
+        }
+        // A worker working with `overload` rules: the slot's overload thread must run (started
+        // here, from a worker, not where the slot is made: `linerate run` starts no thread
+        // before it drops its privileges).
+        if self.cur.rules.overloads() {
+            self.slot.start_overloader();
+        }
+        if !self.flushes.is_empty() {
+            self.flush_step();
+        }
+        self.seen = if self.flushes.is_empty() { self.adopted } else { u64::MAX };
     }
 
     /// Takes the published rule set: its timeouts and its state limit apply to the kept
@@ -659,6 +683,7 @@ impl Firewall {
         self.cur = Arc::new(counters);
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);
         self.seen = g;
+        self.adopted = g;
         self.stats.generation.store(g, Ordering::Release);
     }
 
@@ -722,13 +747,9 @@ impl Firewall {
             StateLookup::Hit { id, verdict, .. } => {
                 let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
                 self.count(rule, key.len);
-                let dropped = match verdict {
-                    StateVerdict::Drop(d) => Some(d),
-                    StateVerdict::Pass => None,
-                };
-                self.log_state(rule, dropped);
-                if let Some(d) = dropped {
-                    return Err(self.state_dropped(d));
+                self.log_state(rule, verdict);
+                if let StateVerdict::Drop(d) = verdict {
+                    return Err(state_drop_reason(d));
                 }
                 let hit = Hit::of(id, key);
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
@@ -759,15 +780,11 @@ impl Firewall {
     pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<Option<StateId>, DropReason>> {
         let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
         self.count(hit.rule as usize, len);
-        let dropped = match hit.verdict {
-            StateVerdict::Drop(d) => Some(d),
-            StateVerdict::Pass => None,
-        };
-        self.log_state(hit.rule as usize, dropped);
+        self.log_state(hit.rule as usize, hit.verdict);
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
-            StateVerdict::Drop(d) => Err(self.state_dropped(d)),
+            StateVerdict::Drop(d) => Err(state_drop_reason(d)),
         })
     }
 
@@ -784,7 +801,7 @@ impl Firewall {
         };
         let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
         self.count(rule, key.len);
-        self.log_state(rule, bad.then_some(StateDropReason::OutOfWindow));
+        self.log_state(rule, if bad { StateVerdict::Drop(StateDropReason::OutOfWindow) } else { StateVerdict::Pass });
         if bad {
             return Some(Err(DropReason::StateOutOfWindow));
         }
@@ -913,22 +930,6 @@ impl Firewall {
         r.map_err(|d| self.dropped(d, count.rule))
     }
 
-    /// The drop reason of a packet its state drops. A connection refused by a source limit
-    /// may have queued an overload: the slot's overload thread then has work.
-    #[cold]
-    #[inline(never)]
-    fn state_dropped(&self, d: StateDropReason) -> DropReason {
-        match d {
-            StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
-            StateDropReason::SrcConn | StateDropReason::SrcConnRate => {
-                if self.cur.rules.overloads() {
-                    self.slot.start_overloader();
-                }
-                if d == StateDropReason::SrcConn { DropReason::SrcConnLimit } else { DropReason::SrcConnRateLimit }
-            }
-        }
-    }
-
     /// The drop reason of a pass's verdict; notes the deciding rule of a block for
     /// [`take_refusal`](Self::take_refusal).
     #[cold]
@@ -973,6 +974,16 @@ fn drop_reason(d: Drop) -> DropReason {
         Drop::RuleMax => DropReason::RuleStateMax,
         Drop::SrcStates => DropReason::SrcStateLimit,
         Drop::SrcNodes => DropReason::SrcNodeLimit,
+    }
+}
+
+/// The drop reason of a packet its state drops.
+#[cold]
+fn state_drop_reason(d: StateDropReason) -> DropReason {
+    match d {
+        StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
+        StateDropReason::SrcConn => DropReason::SrcConnLimit,
+        StateDropReason::SrcConnRate => DropReason::SrcConnRateLimit,
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fw::packet::Dir;
 use fw::passes::{Count, Drop};
-use fw::state::StateDropReason;
+use fw::state::{StateDropReason, StateVerdict};
 use fw::rules::{Action, LogMode, Rule, RuleSet};
 use io::pflog::Reason;
 use io::ratelimit::TokenBucket;
@@ -273,12 +273,12 @@ impl Firewall {
     /// the rule logs all. After a reload a state's rule index names the rule at that index
     /// in the new set.
     #[inline(always)]
-    pub(super) fn log_state(&mut self, i: usize, dropped: Option<StateDropReason>) {
+    pub(super) fn log_state(&mut self, i: usize, verdict: StateVerdict) {
         if self.cur.rules.log.all {
-            let (action, reason) = match dropped {
-                None => (Action::Pass, io::pflog::Reason::Match),
-                Some(StateDropReason::OutOfWindow) => (Action::Block, io::pflog::Reason::StateMismatch),
-                Some(StateDropReason::SrcConn | StateDropReason::SrcConnRate) => (Action::Block, io::pflog::Reason::SrcLimit),
+            let (action, reason) = match verdict {
+                StateVerdict::Pass => (Action::Pass, io::pflog::Reason::Match),
+                StateVerdict::Drop(StateDropReason::OutOfWindow) => (Action::Block, io::pflog::Reason::StateMismatch),
+                StateVerdict::Drop(StateDropReason::SrcConn | StateDropReason::SrcConnRate) => (Action::Block, io::pflog::Reason::SrcLimit),
             };
             self.log_rule(i, LogHit { rule: i as u32, action, reason, dir: Dir::In }, true);
         }

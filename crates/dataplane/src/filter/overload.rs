@@ -7,8 +7,8 @@
 //! of the rule set's tables, compiles the classifier again and publishes the result like a
 //! reload, with the same limits and source nodes (the counts go on) and a flush for each
 //! worker. pf does the same from a task queue, outside the packet path. A thread per slot
-//! ([`spawn_overloader`]), started when a worker first refuses a source under a rule with
-//! `overload`, calls it whenever sources are queued; it ends with the slot.
+//! ([`spawn_overloader`]), started by a worker's first batch under rules with `overload`,
+//! calls it whenever sources are queued; it ends with the slot.
 //!
 //! A flush is a walk of the worker's state table, [`FLUSH_SLOTS_PER_BATCH`] slots per batch
 //! (as operators' `kill` requests are), removing the states the source opened (of the rule,
@@ -128,7 +128,8 @@ pub(super) fn spawn_overloader(slot: Weak<RulesSlot>) {
 }
 
 impl Firewall {
-    /// Walks the next stretch of the pending flushes (once per batch while there are some).
+    /// Walks the next stretch of the pending flushes (once per batch while there are some,
+    /// from [`Firewall::adopt_or_flush`]).
     #[cold]
     #[inline(never)]
     pub(super) fn flush_step(&mut self) {
