@@ -248,8 +248,7 @@ impl Parser<'_> {
                         return here(&t, "max needs at least 1 state");
                     }
                     opts.max_states = Some(n as u32);
-                } else if self.src_track_option(&mut src)? {
-                } else {
+                } else if !self.src_track_option(&mut src)? {
                     self.refuse_unsupported_option("")?;
                     return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track)");
                 }

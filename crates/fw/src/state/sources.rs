@@ -91,6 +91,8 @@ pub struct Sources {
     rule_nodes: Box<[AtomicU32]>,
     /// `set timeout src.track`.
     linger: u32,
+    /// When the pool was last swept for want of a node (`take`).
+    last_sweep: AtomicU32,
 }
 
 /// Adds one to `a` unless it is at `max`.
@@ -114,6 +116,7 @@ impl Sources {
             limit,
             rule_nodes: (0..rules).map(|_| AtomicU32::new(0)).collect(),
             linger,
+            last_sweep: AtomicU32::new(0),
         }
     }
 
@@ -162,10 +165,13 @@ impl Sources {
                 dec(c);
             }
             drop(shard);
-            if swept {
+            // Nodes kept after their last state may be over their time: sweep, then once
+            // more. At most one sweep a second, whoever asks: a flood of new sources against
+            // a full pool must not walk it for each of them.
+            let last = self.last_sweep.load(Ordering::Acquire);
+            if swept || now <= last || self.last_sweep.compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire).is_err() {
                 return Err(SrcRefusal::Nodes);
             }
-            // Nodes kept after their last state may be over their time: sweep, then once more.
             self.sweep(now);
             swept = true;
         }
