@@ -177,8 +177,12 @@ impl Held {
     /// once; `Err` if that breaks the rule's `max-src-conn` or `max-src-conn-rate`.
     pub fn establish(&mut self, now: u32) -> Result<(), ConnRefusal> {
         let (Some(k), false) = (self.source, self.established) else { return Ok(()) };
-        self.established = true;
         let t = self.limits.track[self.rule as usize].as_ref().expect("a source has its rule's tracking");
+        if t.max_conn.is_none() && t.max_conn_rate.is_none() {
+            // Nothing limits connections: not counted (no lock taken).
+            return Ok(());
+        }
+        self.established = true;
         let r = self.limits.sources.establish(k, t, now);
         if r.is_err()
             && let Some(o) = t.overload
