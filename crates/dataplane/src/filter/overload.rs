@@ -30,6 +30,11 @@ use super::{CompiledRules, Firewall, RulesSlot};
 /// State slots a worker's flush walks per batch.
 pub const FLUSH_SLOTS_PER_BATCH: usize = 1024;
 
+/// The most entries `overload` fills a table to (pf's default `set limit table-entries`):
+/// sources beyond it are not added (their states are still flushed), so that a flood of
+/// refused sources cannot grow the rule set, and its compile time, without bound.
+pub const MAX_OVERLOAD_TABLE_ENTRIES: usize = 200_000;
+
 /// How long the overload thread waits for sources before it looks at the slot again.
 const OVERLOAD_POLL: Duration = Duration::from_millis(250);
 
@@ -64,7 +69,7 @@ impl CompiledRules {
         for ev in events {
             let Some(table) = rules.tables.get_mut(ev.table) else { continue };
             let prefix = Prefix { af: ev.af, addr: ev.addr, len: Prefix::bits(ev.af) };
-            if table.contains(ev.af, ev.addr) {
+            if table.contains(ev.af, ev.addr) || table.entries.len() >= MAX_OVERLOAD_TABLE_ENTRIES {
                 continue;
             }
             // A host entry: the most specific one, so it wins over any negated prefix.
@@ -140,5 +145,41 @@ impl Firewall {
         if end >= self.states.slot_count() {
             self.flushes.remove(0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn ev(addr: u128, flush: Flush) -> OverloadEvent {
+        OverloadEvent { table: 1, af: Af::Inet, addr, flush, rule: 3 }
+    }
+
+    #[test]
+    fn a_source_joins_its_table_once_and_the_rules_stay_the_same() {
+        let text = "table <a> { 10.0.0.0/8 }\ntable <bad> { 192.0.2.0/24, !192.0.2.7 }\nblock quick from <bad>\n\
+                    pass in proto tcp keep state (max-src-conn 1, overload <bad>)\n";
+        let rules = CompiledRules::parse(text, Path::new("o.conf"), &|_| None).unwrap();
+        let (x, inside, excluded) = (0xc633_6401, 0xc000_0201, 0xc000_0207);
+        // Already a member: nothing to compile.
+        assert!(rules.overloaded(&[ev(inside, Flush::None)]).is_none());
+        let new = rules.overloaded(&[ev(x, Flush::None), ev(x, Flush::Rule), ev(excluded, Flush::None)]).unwrap().unwrap();
+        let bad = &new.rules.tables[1];
+        assert!(bad.contains(Af::Inet, x) && bad.contains(Af::Inet, excluded) && bad.contains(Af::Inet, inside));
+        // The negated host entry was replaced by the plain one: the /24, x and .7.
+        assert_eq!(bad.entries.len(), 3);
+        assert_eq!(new.rules.tables[0], rules.rules.tables[0]);
+        assert!(rules.same_rules(&new) && new.overloads());
+        let fresh = CompiledRules::parse(text, Path::new("o.conf"), &|_| None).unwrap();
+        assert!(!rules.same_rules(&fresh));
+    }
+
+    #[test]
+    fn flush_jobs_as_the_rule_says() {
+        assert_eq!(FlushJob::of(&ev(1, Flush::None)), None);
+        assert_eq!(FlushJob::of(&ev(1, Flush::Rule)).map(|j| j.rule), Some(Some(3)));
+        assert_eq!(FlushJob::of(&ev(1, Flush::Global)).map(|j| (j.rule, j.cursor)), Some((None, 0)));
     }
 }
