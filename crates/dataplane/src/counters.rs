@@ -45,6 +45,10 @@ drop_reasons! {
     StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
     RuleStateMax => "rule_state_max", "A keep-state rule with `max N` passed it, but the rule has N states already (pf's max).";
+    SrcStateLimit => "src_state_limit", "A keep-state rule with `max-src-states N` passed it, but its source has N states of the rule already (pf's SRCLIMIT).";
+    SrcNodeLimit => "src_node_limit", "A source-tracking rule passed it from a new source, but the rule has its `max-src-nodes` sources, or `set limit src-nodes` are in use (pf's SRCLIMIT).";
+    SrcConnLimit => "src_conn_limit", "It established a TCP connection beyond its source's `max-src-conn`: the state is removed (pf's SRCLIMIT).";
+    SrcConnRateLimit => "src_conn_rate_limit", "It established a TCP connection beyond its source's `max-src-conn-rate`: the state is removed (pf's SRCLIMIT).";
     OffloadMalformed => "offload_malformed", "Sent by this host with offload metadata (virtio_net_hdr) that does not match the frame.";
     GsoUnsupported => "gso_unsupported", "A GSO frame linerate does not segment: not TCP or UDP, IPv6 extension headers, or datagrams larger than a frame buffer.";
     FragmentNoFirst => "fragment_no_first", "Later IPv4 fragment whose first fragment the filter has not seen (or forgot).";

@@ -23,15 +23,15 @@
 //! packets).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use fw::classifier::{BuildError, CacheCounters, Classifier, VerdictCache};
 use fw::packet::{Dir, PacketKey};
 use fw::passes::{Count, Drop, Hit, Passes, Ticket};
 use fw::rules::{Action, RuleSet};
-use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError, StateCounters, StateId, StateLookup, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError, StateCounters, StateId, StateLookup, StateDropReason, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
 
 use crate::counters::DropReason;
 use crate::fib::Fib;
@@ -41,6 +41,9 @@ mod keys;
 pub mod requests;
 pub mod nat;
 mod nat_rewrite;
+mod overload;
+pub use overload::FLUSH_SLOTS_PER_BATCH;
+use overload::FlushJob;
 pub mod log;
 mod refuse;
 mod route_hosts;
@@ -80,12 +83,28 @@ pub struct CompiledRules {
 impl CompiledRules {
     /// Compiles `rules` (off the fast path: this can take seconds for large sets).
     pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
+        let limits = RuleLimits::of(&rules);
+        CompiledRules::with_limits(rules, limits)
+    }
+
+    /// [`new`](Self::new) with the limits (and source nodes) of an earlier set of the same
+    /// rules: `overload` changed a table, not the rules.
+    fn with_limits(rules: RuleSet, limits: Option<Arc<RuleLimits>>) -> Result<CompiledRules, BuildError> {
         let classifier = Classifier::build(&rules)?;
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let log = LogRules::of(&rules);
         let route_bits = rules.route_bits_used();
-        let limits = RuleLimits::of(&rules);
         Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits })
+    }
+
+    /// Whether `other` is this set with other table entries (`overload`): the same limits.
+    fn same_rules(&self, other: &CompiledRules) -> bool {
+        matches!((&self.limits, &other.limits), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+    }
+
+    /// Whether some rule has `overload` (the slot then runs its overload thread).
+    pub(crate) fn overloads(&self) -> bool {
+        self.limits.as_ref().is_some_and(|l| l.has_overload())
     }
 
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
@@ -126,6 +145,15 @@ impl CompiledRules {
 /// The control side's handle for publishing rule sets to workers.
 pub struct RulesSlot {
     generation: AtomicU64,
+    /// The slot itself, for the overload thread it may start.
+    me: Weak<RulesSlot>,
+    /// Whether the overload thread runs (`overload.rs`).
+    overloader: AtomicBool,
+    /// Held while overloads are applied.
+    overloading: Mutex<()>,
+    /// Where the workers' coarse clocks start: one epoch for all, so that the times they
+    /// give the shared source nodes (`max-src-conn-rate`, `src.track`) agree.
+    epoch: Instant,
     current: Mutex<Published>,
 }
 
@@ -134,6 +162,10 @@ struct Published {
     rules: Arc<CompiledRules>,
     /// `None` once the firewall is dropped.
     workers: Vec<Option<WorkerMemory>>,
+    /// `overload ... flush` jobs for the workers, numbered, kept until every worker took them.
+    flushes: Vec<(u64, FlushJob)>,
+    /// The number of the last flush job.
+    flush_seq: u64,
 }
 
 /// The state capacity a worker's table will have once it adopts the published set, and the
@@ -141,11 +173,29 @@ struct Published {
 struct WorkerMemory {
     capacity: usize,
     pending: Option<StateMemory>,
+    /// The last flush job the worker took.
+    flush_seen: u64,
 }
 
 impl RulesSlot {
     pub fn new(rules: Arc<CompiledRules>) -> Arc<RulesSlot> {
-        Arc::new(RulesSlot { generation: AtomicU64::new(0), current: Mutex::new(Published { rules, workers: Vec::new() }) })
+        Arc::new_cyclic(|me| RulesSlot {
+            generation: AtomicU64::new(0),
+            me: me.clone(),
+            overloader: AtomicBool::new(false),
+            overloading: Mutex::new(()),
+            epoch: Instant::now(),
+            current: Mutex::new(Published { rules, workers: Vec::new(), flushes: Vec::new(), flush_seq: 0 }),
+        })
+    }
+
+    /// Starts the overload thread, once: from a worker's first batch with rules that have
+    /// `overload` (not before: `linerate run` starts no thread before it drops its
+    /// privileges).
+    fn start_overloader(&self) {
+        if !self.overloader.swap(true, Ordering::AcqRel) {
+            overload::spawn_overloader(self.me.clone());
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Published> {
@@ -157,6 +207,11 @@ impl RulesSlot {
     /// caller's thread; if any reservation fails nothing is published (the workers keep the
     /// old set) and the error says how much was asked.
     pub fn publish(&self, rules: Arc<CompiledRules>) -> Result<(), StateAllocError> {
+        self.publish_with(rules, Vec::new())
+    }
+
+    /// [`publish`](Self::publish), with flush jobs for every worker.
+    fn publish_with(&self, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<(), StateAllocError> {
         let limit = state_limit(&rules.rules);
         // Held throughout: two publishers (the control socket, SIGHUP) reserve in turn.
         let mut cur = self.lock();
@@ -176,9 +231,32 @@ impl RulesSlot {
             }
         }
         cur.rules = rules;
+        Self::push_flushes(&mut cur, flushes);
         // Bumped under the lock: a worker that sees the new generation finds the new set.
         self.generation.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Hands flush jobs to the workers, the rules unchanged.
+    fn publish_flushes(&self, flushes: Vec<FlushJob>) {
+        if flushes.is_empty() {
+            return;
+        }
+        let mut cur = self.lock();
+        Self::push_flushes(&mut cur, flushes);
+        // The workers look for flushes when they adopt a generation.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn push_flushes(cur: &mut Published, flushes: Vec<FlushJob>) {
+        for job in flushes {
+            cur.flush_seq += 1;
+            let seq = cur.flush_seq;
+            cur.flushes.push((seq, job));
+        }
+        // Those every worker took go.
+        let taken = cur.workers.iter().flatten().map(|w| w.flush_seen).min().unwrap_or(cur.flush_seq);
+        cur.flushes.retain(|&(seq, _)| seq > taken);
     }
 
     pub fn current(&self) -> Arc<CompiledRules> {
@@ -197,14 +275,23 @@ impl RulesSlot {
         if state_limit(&cur.rules.rules) > capacity {
             return None;
         }
-        cur.workers.push(Some(WorkerMemory { capacity, pending: None }));
+        let flush_seen = cur.flush_seq;
+        cur.workers.push(Some(WorkerMemory { capacity, pending: None, flush_seen }));
         Some((cur.workers.len() - 1, self.generation(), Arc::clone(&cur.rules)))
     }
 
     /// The current set and generation for worker `id`, with the memory reserved for it.
-    fn adopt(&self, id: usize) -> (Arc<CompiledRules>, u64, Option<StateMemory>) {
+    /// The flush jobs worker `id` has not taken are added to `flushes`.
+    fn adopt(&self, id: usize, flushes: &mut Vec<FlushJob>) -> (Arc<CompiledRules>, u64, Option<StateMemory>) {
         let mut cur = self.lock();
-        let mem = cur.workers.get_mut(id).and_then(|w| w.as_mut()?.pending.take());
+        let seq = cur.flush_seq;
+        let mut seen = seq;
+        let mem = cur.workers.get_mut(id).and_then(|w| {
+            let w = w.as_mut()?;
+            seen = std::mem::replace(&mut w.flush_seen, seq);
+            w.pending.take()
+        });
+        flushes.extend(cur.flushes.iter().filter(|&&(n, _)| n > seen).map(|&(_, job)| job));
         (Arc::clone(&cur.rules), self.generation(), mem)
     }
 
@@ -241,6 +328,15 @@ impl RuleCounters {
         RuleCounters { rules, packets: zeroed(n), bytes: zeroed(n), states: zeroed(n) }
     }
 
+    /// Adds `old`'s counts (of the same rules) to these.
+    fn add(&self, old: &RuleCounters) {
+        for (new, old) in [(&self.packets, &old.packets), (&self.bytes, &old.bytes), (&self.states, &old.states)] {
+            for (n, o) in new.iter().zip(old.iter()) {
+                bump(n, o.load(Ordering::Relaxed));
+            }
+        }
+    }
+
     /// A copy of the counters of every rule, in rule order.
     pub fn snapshot(&self) -> Vec<RuleStat> {
         let r = &self.rules.rules.rules;
@@ -272,20 +368,22 @@ pub struct RuleStat {
     pub states: u64,
 }
 
-const STATE_FIELDS: usize = 14;
+const STATE_FIELDS: usize = 21;
 
 /// Names of the state-table counters, in [`FirewallStats::states`] order.
 pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
     "in_use", "inserts", "insert_full", "insert_exists", "hits", "misses", "drop_out_of_window",
     "expired_lookup", "expired_sweep", "reused_closed", "removed", "icmp_error_hits",
-    "icmp_error_misses", "icmp_error_bad_seq",
+    "icmp_error_misses", "icmp_error_bad_seq", "rule_max", "src_limit_states", "src_limit_nodes",
+    "src_limit_conn", "src_limit_conn_rate", "src_overload", "src_flushed",
 ];
 
 fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
     [
         c.in_use, c.inserts, c.insert_full, c.insert_exists, c.hits, c.misses, c.drop_out_of_window,
         c.expired_lookup, c.expired_sweep, c.reused_closed, c.removed, c.icmp_error_hits,
-        c.icmp_error_misses, c.icmp_error_bad_seq,
+        c.icmp_error_misses, c.icmp_error_bad_seq, c.rule_max, c.src_limit_states, c.src_limit_nodes,
+        c.src_limit_conn, c.src_limit_conn_rate, c.src_overload, c.src_flushed,
     ]
 }
 
@@ -328,14 +426,18 @@ pub struct Firewall {
     slot: Arc<RulesSlot>,
     /// This firewall's registration in `slot`.
     id: usize,
+    /// The generation each batch compares the slot's with: the adopted one, or `u64::MAX`
+    /// while flushes are pending (so that the one check per batch brings the worker to them).
     seen: u64,
+    /// The generation of the rules in use.
+    adopted: u64,
     cur: Arc<RuleCounters>,
     states: StateTable,
     /// Verdicts of the rules by exact match, in front of an expensive classifier (see
     /// [`fw::classifier::cache`]); it starts over by itself when the classifier changes.
     cache: VerdictCache,
     clock: Instant,
-    /// Coarse clock of the state table: whole seconds since the worker started, per batch.
+    /// Coarse clock of the state table: whole seconds since the slot's epoch, per batch.
     now: u32,
     stats: Arc<FirewallStats>,
     /// Counts not yet added to the per-rule counters, see [`Pending::count`].
@@ -354,6 +456,8 @@ pub struct Firewall {
     fib: Option<Arc<Fib>>,
     /// The current rules' route bits ([`CompiledRules::route_bits`]), at hand per packet.
     route_bits: u8,
+    /// `overload ... flush` walks still to do (`overload.rs`).
+    flushes: Vec<FlushJob>,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -465,6 +569,7 @@ impl Firewall {
     }
 
     fn with_table(slot: Arc<RulesSlot>, id: usize, seen: u64, rules: Arc<CompiledRules>, states: StateTable, cache: VerdictCache) -> Firewall {
+        let rules_overload = rules.overloads();
         let route_bits = rules.route_bits;
         let cur = Arc::new(RuleCounters::new(rules));
         let stats = Arc::new(FirewallStats {
@@ -473,7 +578,10 @@ impl Firewall {
             generation: AtomicU64::new(seen),
             cache: std::array::from_fn(|_| AtomicU64::new(0)),
         });
-        Firewall { slot, id, seen, cur, states, cache, clock: Instant::now(), now: 0, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits }
+        let clock = slot.epoch;
+        // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
+        let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
+        Firewall { slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new() }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -488,7 +596,7 @@ impl Firewall {
         &self.states
     }
 
-    /// The coarse clock of this batch (seconds since the worker started).
+    /// The coarse clock of this batch (seconds since the slot's epoch).
     #[inline(always)]
     pub(crate) fn now(&self) -> u32 {
         self.now
@@ -522,13 +630,32 @@ impl Firewall {
     pub(crate) fn begin_batch(&mut self) {
         let g = self.slot.generation();
         if g != self.seen {
-            self.adopt();
+            self.adopt_or_flush(g);
         }
         self.now = self.clock.elapsed().as_secs() as u32;
         self.states.expire(self.now, EXPIRE_BUDGET);
         if let Some(log) = &mut self.log {
             log.new_batch();
         }
+    }
+
+    /// A new generation to adopt, or a stretch of the pending flushes to walk.
+    #[cold]
+    #[inline(never)]
+    fn adopt_or_flush(&mut self, g: u64) {
+        if g != self.adopted {
+            self.adopt();
+        }
+        // A worker working with `overload` rules: the slot's overload thread must run (started
+        // here, from a worker, not where the slot is made: `linerate run` starts no thread
+        // before it drops its privileges).
+        if self.cur.rules.overloads() {
+            self.slot.start_overloader();
+        }
+        if !self.flushes.is_empty() {
+            self.flush_step();
+        }
+        self.seen = if self.flushes.is_empty() { self.adopted } else { u64::MAX };
     }
 
     /// Takes the published rule set: its timeouts and its state limit apply to the kept
@@ -539,7 +666,7 @@ impl Firewall {
     fn adopt(&mut self) {
         // Counts of the old set go to the old set's counters.
         self.flush_counts();
-        let (rules, g, mem) = self.slot.adopt(self.id);
+        let (rules, g, mem) = self.slot.adopt(self.id, &mut self.flushes);
         if let Some(mem) = mem {
             self.states.grow_into(mem);
         }
@@ -547,9 +674,16 @@ impl Firewall {
         self.states.set_limit(state_limit(&rules.rules));
         self.states.set_passes(rules.has_in, rules.has_out);
         self.route_bits = rules.route_bits;
-        self.cur = Arc::new(RuleCounters::new(rules));
+        // An overload changed a table, not the rules: their counts go on.
+        let carried = self.cur.rules.same_rules(&rules);
+        let counters = RuleCounters::new(rules);
+        if carried {
+            counters.add(&self.cur);
+        }
+        self.cur = Arc::new(counters);
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);
         self.seen = g;
+        self.adopted = g;
         self.stats.generation.store(g, Ordering::Release);
     }
 
@@ -613,9 +747,9 @@ impl Firewall {
             StateLookup::Hit { id, verdict, .. } => {
                 let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
                 self.count(rule, key.len);
-                self.log_state(rule, matches!(verdict, StateVerdict::Drop(_)));
-                if let StateVerdict::Drop(_) = verdict {
-                    return Err(DropReason::StateOutOfWindow);
+                self.log_state(rule, verdict);
+                if let StateVerdict::Drop(d) = verdict {
+                    return Err(state_drop_reason(d));
                 }
                 let hit = Hit::of(id, key);
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
@@ -646,11 +780,11 @@ impl Firewall {
     pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<Option<StateId>, DropReason>> {
         let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
         self.count(hit.rule as usize, len);
-        self.log_state(hit.rule as usize, matches!(hit.verdict, StateVerdict::Drop(_)));
+        self.log_state(hit.rule as usize, hit.verdict);
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
-            StateVerdict::Drop(_) => Err(DropReason::StateOutOfWindow),
+            StateVerdict::Drop(d) => Err(state_drop_reason(d)),
         })
     }
 
@@ -667,7 +801,7 @@ impl Firewall {
         };
         let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
         self.count(rule, key.len);
-        self.log_state(rule, bad);
+        self.log_state(rule, if bad { StateVerdict::Drop(StateDropReason::OutOfWindow) } else { StateVerdict::Pass });
         if bad {
             return Some(Err(DropReason::StateOutOfWindow));
         }
@@ -838,8 +972,22 @@ fn drop_reason(d: Drop) -> DropReason {
         Drop::IpOptions => DropReason::IpOptions,
         Drop::StateLimit => DropReason::StateLimit,
         Drop::RuleMax => DropReason::RuleStateMax,
+        Drop::SrcStates => DropReason::SrcStateLimit,
+        Drop::SrcNodes => DropReason::SrcNodeLimit,
     }
 }
+
+/// The drop reason of a packet its state drops.
+#[cold]
+fn state_drop_reason(d: StateDropReason) -> DropReason {
+    match d {
+        StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
+        StateDropReason::SrcConn => DropReason::SrcConnLimit,
+        StateDropReason::SrcConnRate => DropReason::SrcConnRateLimit,
+    }
+}
+
+
 
 impl std::ops::Drop for Firewall {
     /// Later reloads reserve no memory for a firewall that is gone.

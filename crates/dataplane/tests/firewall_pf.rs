@@ -22,6 +22,9 @@ use frames::{RX_MAC, TX_MAC, flow, udp};
 
 const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
+/// A second host behind port a.
+const A_HOST2: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 3);
+const A_MAC2: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa3]);
 const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
 const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
@@ -37,6 +40,7 @@ fn fib() -> Arc<Fib> {
     FIB.get_or_init(|| {
         let mut ctl = FibControl::new(64);
         ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
+        ctl.set_neighbour(IpAddr::V4(A_HOST2), 0, A_MAC2).unwrap();
         ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
         ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
         ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
@@ -297,4 +301,121 @@ fn max_states_of_a_rule_drop_the_next_flow() {
     let (c, w) = run(rules, [out, vec![udp(1, FAR, 53, A_HOST, 1001)]]);
     assert_eq!((c.forwarded, drops(&c, DropReason::RuleStateMax)), (4, 1), "{c:?}");
     assert_eq!(w.firewall().unwrap().state_table().limited_entries(), 2);
+}
+
+/// The three segments of a TCP handshake from `src:sport` (behind port a) to FAR:22, then
+/// one segment of data from the client.
+fn handshake(src: Ipv4Addr, sport: u16) -> Vec<(u16, Vec<u8>)> {
+    vec![
+        (0, frames::tcp(0, src, sport, FAR, 22, SYN, 1000, 0)),
+        (1, frames::tcp(1, FAR, 22, src, sport, SYN | ACK, 5000, 1001)),
+        (0, frames::tcp(0, src, sport, FAR, 22, ACK, 1001, 5001)),
+    ]
+}
+
+/// A segment of data from the client of `handshake(src, sport)`.
+fn data(src: Ipv4Addr, sport: u16) -> (u16, Vec<u8>) {
+    (0, frames::tcp(0, src, sport, FAR, 22, ACK | 0x08, 1001, 5001))
+}
+
+/// `max-src-conn 2`: a source's third connection is refused when it becomes established
+/// (its state removed: its next segment meets the rules, which want a SYN), while its first
+/// two keep working and another source opens its own.
+#[test]
+fn max_src_conn_refuses_a_sources_third_connection() {
+    let rules = "block all\npass in on a proto tcp to port 22 keep state (max-src-conn 2)\npass out on b proto tcp keep state\n";
+    let mut frames = Vec::new();
+    for sport in [4001, 4002, 4003] {
+        frames.extend(handshake(A_HOST, sport));
+    }
+    frames.push(data(A_HOST, 4003));
+    frames.extend(handshake(A_HOST2, 4001));
+    frames.push(data(A_HOST, 4001));
+    frames.push(data(A_HOST2, 4001));
+    let c = run_batches(rules, frames);
+    // 3 + 3 + 2 (the third's SYN and SYN-ACK) + 3 (the other source) + 2 (data).
+    assert_eq!((c.forwarded, drops(&c, DropReason::SrcConnLimit), drops(&c, DropReason::FilterBlocked)), (13, 1, 1), "{c:?}");
+}
+
+/// `max-src-conn-rate 2/10`: connections that became established count for ten seconds
+/// even once closed; the third within them is refused under its own reason.
+#[test]
+fn max_src_conn_rate_counts_closed_connections_too() {
+    let rules = "block all\npass in on a proto tcp to port 22 keep state (max-src-conn-rate 2/10)\npass out on b proto tcp keep state\n";
+    let mut frames = Vec::new();
+    for sport in [4001, 4002] {
+        frames.extend(handshake(A_HOST, sport));
+        // Closed at once: a reset right after the ACK (and its bytes of payload).
+        let payload = (frames.last().unwrap().1.len() - 54) as u32;
+        frames.push((0, frames::tcp(0, A_HOST, sport, FAR, 22, 0x04 | ACK, 1001 + payload, 5001)));
+    }
+    frames.extend(handshake(A_HOST, 4003));
+    frames.extend(handshake(A_HOST2, 4003));
+    let c = run_batches(rules, frames);
+    assert_eq!((c.forwarded, drops(&c, DropReason::SrcConnRateLimit)), (8 + 2 + 3, 1), "{c:?}");
+}
+
+/// `max-src-states 2` and `max-src-nodes 1` refuse new states, each under its reason.
+#[test]
+fn max_src_states_and_nodes_refuse_new_states() {
+    let rules = "block all\npass in on a proto udp keep state (max-src-states 2)\npass in on a proto tcp keep state (max-src-nodes 1)\npass out on b keep state\n";
+    let out = vec![
+        udp(0, A_HOST, 1000, FAR, 53),
+        udp(0, A_HOST, 1001, FAR, 53),
+        udp(0, A_HOST, 1002, FAR, 53),
+        udp(0, A_HOST2, 1002, FAR, 53),
+        udp(0, A_HOST, 1000, FAR, 53),
+        frames::tcp(0, A_HOST, 4000, FAR, 22, SYN, 1000, 0),
+        frames::tcp(0, A_HOST, 4001, FAR, 22, SYN, 1000, 0),
+        frames::tcp(0, A_HOST2, 4000, FAR, 22, SYN, 1000, 0),
+    ];
+    let (c, w) = run(rules, [out, vec![]]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::SrcStateLimit), drops(&c, DropReason::SrcNodeLimit)), (6, 1, 1), "{c:?}");
+    let states: std::collections::HashMap<_, _> = w.firewall().unwrap().stats().states().into_iter().collect();
+    assert_eq!((states["src_limit_states"], states["src_limit_nodes"]), (1, 1));
+}
+
+/// `overload <bad> flush global`: the source refused by `max-src-conn` goes into <bad>
+/// (which `block quick from <bad>` then stops), and every state it opened is killed, of
+/// this rule and of others; another source still connects.
+#[test]
+fn overload_adds_the_source_to_its_table_and_flushes_its_states() {
+    let rules = "table <bad> persist\nblock all\nblock quick from <bad>\n\
+                 pass in on a proto tcp to port 22 keep state (max-src-conn 1, overload <bad> flush global)\n\
+                 pass in on a proto udp keep state\npass out on b keep state\n";
+    let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
+    let mut w = Worker::new(fib(), &ports, vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let slot = RulesSlot::new(Arc::new(CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap()));
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
+    let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, frames: Vec<(u16, Vec<u8>)>| {
+        for (port, frame) in frames {
+            let p = usize::from(port);
+            w.rx[p] = ReplayRx::new(port, vec![frame]).once();
+            while !w.rx[p].finished() {
+                w.poll();
+            }
+        }
+    };
+    let mut before = handshake(A_HOST, 4001);
+    before.push((0, udp(0, A_HOST, 1000, FAR, 53)));
+    before.extend(handshake(A_HOST, 4002));
+    send(&mut w, before);
+    let c = w.counts();
+    assert_eq!((c.forwarded, drops(&c, DropReason::SrcConnLimit)), (6, 1), "{c:?}");
+    // The slot's thread may have applied it already: then there is nothing left to take.
+    assert!(slot.apply_overloads() <= 1);
+    let mut after = vec![data(A_HOST, 4001), (0, udp(0, A_HOST, 1000, FAR, 53)), (0, frames::tcp(0, A_HOST, 4003, FAR, 22, SYN, 1000, 0))];
+    after.extend(handshake(A_HOST2, 4001));
+    send(&mut w, after);
+    let c = w.counts();
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (9, 3), "{c:?}");
+    let fw = w.firewall().unwrap();
+    let bad = &fw.rules().rules.tables[0];
+    assert!(bad.contains(fw::packet::Af::Inet, u128::from(A_HOST.to_bits())) && !bad.contains(fw::packet::Af::Inet, u128::from(A_HOST2.to_bits())));
+    let states: std::collections::HashMap<_, _> = fw.stats().states().into_iter().collect();
+    assert_eq!((states["src_overload"], states["src_flushed"]), (1, 2), "{states:?}");
+    // The rules' counts went on through the table update: the tcp rule has its packets of
+    // both sources' handshakes (3 + 3 + 3).
+    let stats = fw.stats().rules().snapshot();
+    assert_eq!(stats[2].packets, 9, "{stats:?}");
 }

@@ -17,7 +17,7 @@ use crate::classifier::{Classifier, VerdictCache};
 use crate::verdict::Verdict;
 use crate::packet::{Dir, PacketKey};
 use crate::rules::{Action, RuleSet, StateMode, StatePolicy};
-use crate::state::{Flow, InsertError, Pass, RuleLimits, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};
+use crate::state::{Flow, InsertError, LimitRefusal, Pass, RuleLimits, SrcRefusal, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};
 use std::sync::Arc;
 
 /// Why a pass drops a packet.
@@ -31,6 +31,22 @@ pub enum Drop {
     StateLimit,
     /// A state was to be created and its rule has its `max` states.
     RuleMax,
+    /// A state was to be created and its source has its rule's `max-src-states`.
+    SrcStates,
+    /// A state was to be created for a new source and its rule has its `max-src-nodes`
+    /// sources, or there are `set limit src-nodes` already.
+    SrcNodes,
+}
+
+impl Drop {
+    /// The drop for a state its rule's limits refused.
+    fn limit(r: LimitRefusal) -> Drop {
+        match r {
+            LimitRefusal::Max => Drop::RuleMax,
+            LimitRefusal::Source(SrcRefusal::States) => Drop::SrcStates,
+            LimitRefusal::Source(SrcRefusal::Nodes) => Drop::SrcNodes,
+        }
+    }
 }
 
 /// What a pass counts: the packet under rule `rule` (`None`: pf's default, or the pass was
@@ -228,16 +244,23 @@ impl Passes<'_> {
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
         let opts = StateOptions { sloppy, allow_opts, bound };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
-        let limit = i.and_then(|i| self.limits.filter(|l| l.limits(i)));
-        if limit.is_some_and(|l| !l.take(rule as usize)) {
-            return (Err(Drop::RuleMax), count);
-        }
+        let held = match i.and_then(|i| Some((i, self.limits.filter(|l| l.limits(i))?))) {
+            Some((i, l)) => match l.acquire(i, key, self.now) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    self.states.count_refusal(e);
+                    return (Err(Drop::limit(e)), count);
+                }
+            },
+            None => None,
+        };
         let r = self.states.keep(key, rule, self.now, tcp, opts, pass);
-        if let Some(l) = limit {
+        if let Some(h) = held {
+            self.states.tick(self.now);
             // Counted once per pf state the rule added; given back with its entry.
             match r {
-                Ok((id, true)) => self.states.hold_limit(id, Arc::clone(l), rule),
-                _ => l.give_back(rule as usize),
+                Ok((id, true)) => self.states.hold_limit(id, h),
+                _ => h.release(self.now),
             }
         }
         match r {

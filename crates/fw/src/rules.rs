@@ -38,6 +38,7 @@ mod iface_addr;
 mod lexer;
 mod nat;
 mod parser;
+mod src_track;
 mod translation;
 mod values;
 
@@ -63,6 +64,13 @@ pub const DEFAULT_LIMIT_STATES: u64 = 100_000;
 /// The largest `set limit states` (the state table's [`MAX_LIMIT`](crate::state::MAX_LIMIT)):
 /// each worker reserves 104 bytes per state, 10.4 GB at this limit.
 pub const MAX_LIMIT_STATES: u64 = crate::state::MAX_LIMIT as u64;
+
+/// pf's default `set limit src-nodes` (pf.conf(5): "Default is 10000").
+pub const DEFAULT_LIMIT_SRC_NODES: u64 = 10_000;
+
+/// The largest `set limit src-nodes`: some 100 bytes a node, 1 GB at this limit, shared by
+/// the workers.
+pub const MAX_LIMIT_SRC_NODES: u64 = 10_000_000;
 
 /// pf features linerate parses only to refuse them, with the reason given after "`X` is not
 /// supported by linerate": accepting them would promise what is not done.
@@ -282,6 +290,9 @@ pub struct Rule {
     pub keep_state: StateMode,
     /// `keep state (max N)`: at most N states of this rule at a time.
     pub max_states: Option<u32>,
+    /// pf's source tracking (`max-src-conn`, `max-src-conn-rate`, `max-src-states`,
+    /// `max-src-nodes`, `source-track`): `None` without any of them.
+    pub src_track: Option<SrcTrack>,
     /// `keep state (if-bound)` / `(floating)`: this rule's states bind as it says rather than
     /// as `set state-policy` does.
     pub state_policy: Option<StatePolicy>,
@@ -293,6 +304,48 @@ pub struct Rule {
     pub log: LogMode,
     /// 1-based line of the rule in its file.
     pub line: usize,
+}
+
+/// A rule's source tracking (pf.conf(5), STATEFUL TRACKING OPTIONS): the states it creates
+/// are counted per source address (the address the creating packet came from), in a *source
+/// node* of the rule (`source-track rule`) or one shared by every rule that tracks globally
+/// (`source-track global`). As pfctl: `max-src-conn`, `max-src-conn-rate` and
+/// `max-src-nodes` track per rule; `max-src-states` alone, or `source-track` without a word,
+/// globally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrcTrack {
+    /// Source nodes shared by all globally tracking rules rather than this rule's own.
+    pub global: bool,
+    /// `max-src-nodes N`: at most N source addresses with states of this rule.
+    pub max_nodes: Option<u32>,
+    /// `max-src-states N`: at most N states per source address (in its node).
+    pub max_states: Option<u32>,
+    /// `max-src-conn N`: at most N fully established TCP connections per source address.
+    pub max_conn: Option<u32>,
+    /// `max-src-conn-rate N / S`: at most N new established connections per S seconds
+    /// per source address (pf's decaying count).
+    pub max_conn_rate: Option<(u32, u32)>,
+    /// `overload <table> [flush [global]]`: a source refused by `max-src-conn` or
+    /// `max-src-conn-rate` is added to that table.
+    pub overload: Option<Overload>,
+}
+
+/// `overload <table> [flush [global]]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overload {
+    /// The table's index in [`RuleSet::tables`].
+    pub table: usize,
+    /// Which states of the source `flush` kills as well.
+    pub flush: Flush,
+}
+
+/// What `overload ... flush` kills: nothing, the source's states of the rule, or all its
+/// states (`flush global`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    None,
+    Rule,
+    Global,
 }
 
 /// pf's state timeouts (`set timeout`): the state table's own type, so that a parsed rule
@@ -315,6 +368,9 @@ pub struct RuleSet {
     pub tables: Vec<Table>,
     /// `set limit states N` (default [`DEFAULT_LIMIT_STATES`]).
     pub limit_states: u64,
+    /// `set limit src-nodes N` (default [`DEFAULT_LIMIT_SRC_NODES`]): source nodes of the
+    /// tracking rules, all together.
+    pub limit_src_nodes: u64,
     pub timeouts: Timeouts,
     pub state_policy: StatePolicy,
     /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
@@ -332,6 +388,7 @@ impl Default for RuleSet {
             rules: Vec::new(),
             tables: Vec::new(),
             limit_states: DEFAULT_LIMIT_STATES,
+            limit_src_nodes: DEFAULT_LIMIT_SRC_NODES,
             timeouts: Timeouts::default(),
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),

@@ -108,6 +108,7 @@ mod index;
 mod insert;
 mod inspect;
 mod limits;
+mod sources;
 mod lookup;
 mod memory;
 mod quick;
@@ -127,9 +128,9 @@ pub use sub::{Pass, SubState};
 pub use quick::QuickHits;
 use tcp::Peer;
 pub use memory::{StateAllocError, StateMemory};
-pub use limits::RuleLimits;
+pub use limits::{Held, LimitRefusal, OverloadEvent, RuleLimits};
+pub use sources::{ConnRefusal, SourceKey, Sources, SrcRefusal};
 use std::collections::HashMap;
-use std::sync::Arc;
 pub use timeouts::{Timeouts, Tmo};
 pub use types::{
     FlowHit, IcmpErrorMatch, InsertError, StateCounters, StateDropReason, StateId, StateInfo, StateLookup,
@@ -195,13 +196,14 @@ pub struct StateTable {
     want: [u8; 2],
     sweep_cursor: usize,
     counters: StateCounters,
-    /// The entries holding states of rules with `max`, and whose counts they hold (an entry
-    /// holds at most two pf states). Empty, and never looked at, without such rules.
-    limited: HashMap<u32, [Option<HeldLimit>; 2]>,
+    /// The entries holding states of rules with `max` or source tracking, and the counts
+    /// they hold (an entry holds at most two pf states). Empty, and never looked at, without
+    /// such rules.
+    limited: HashMap<u32, [Option<Held>; 2]>,
+    /// The latest `now` the table was given by a sweep or a new state: when counts given
+    /// back on a removal are dated (source nodes kept for `src.track`).
+    clock: u32,
 }
-
-/// A count an entry holds: rule `.1` of the rule set whose counts are `.0`.
-type HeldLimit = (Arc<RuleLimits>, u32);
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
 /// (`from_init`) or of the responder: the sender becomes SINGLE, a receiver that was SINGLE
@@ -265,6 +267,7 @@ impl StateTable {
             sweep_cursor: 0,
             counters: StateCounters::default(),
             limited: HashMap::new(),
+            clock: 0,
         })
     }
 
@@ -360,6 +363,7 @@ impl StateTable {
     /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead
     /// ones. Returns the number removed.
     pub fn expire(&mut self, now: u32, budget: usize) -> usize {
+        self.clock = self.clock.max(now);
         let n = self.slots.len();
         if n == 0 {
             return 0;
@@ -403,18 +407,18 @@ impl StateTable {
         true
     }
 
-    /// Entry `id` holds a state of rule `rule`, which has a `max` in `limits`: the count is
+    /// Entry `id` holds a state of a rule with `max` or source tracking: its counts are
     /// given back when the entry goes.
-    pub fn hold_limit(&mut self, id: StateId, limits: Arc<RuleLimits>, rule: u32) {
-        let held = self.limited.entry(id.0).or_default();
-        match held.iter_mut().find(|h| h.is_none()) {
-            Some(free) => *free = Some((limits, rule)),
-            // Never: an entry holds two pf states. Give the count back rather than leak it.
-            None => limits.give_back(rule as usize),
+    pub fn hold_limit(&mut self, id: StateId, held: Held) {
+        let slots = self.limited.entry(id.0).or_default();
+        match slots.iter_mut().find(|h| h.is_none()) {
+            Some(free) => *free = Some(held),
+            // Never: an entry holds two pf states. Give the counts back rather than leak them.
+            None => held.release(self.clock),
         }
     }
 
-    /// Entries holding counts of rules with `max` (for tests).
+    /// Entries holding counts of rules with `max` or source tracking (for tests).
     pub fn limited_entries(&self) -> usize {
         self.limited.len()
     }
@@ -429,9 +433,53 @@ impl StateTable {
 
     #[cold]
     fn release_limits_of(&mut self, id: usize) {
-        for (limits, rule) in self.limited.remove(&(id as u32)).into_iter().flatten().flatten() {
-            limits.give_back(rule as usize);
+        for held in self.limited.remove(&(id as u32)).into_iter().flatten().flatten() {
+            held.release(self.clock);
         }
+    }
+
+    /// Entry `id`'s TCP connection has just become established (both ends): its states of
+    /// source-tracking rules count it in their source nodes (pf's `pf_src_connlimit`).
+    /// `Some` if that breaks a `max-src-conn` or `max-src-conn-rate`: the caller drops the
+    /// packet and removes the entry.
+    #[cold]
+    #[inline(never)]
+    fn established(&mut self, id: usize, now: u32) -> Option<StateDropReason> {
+        self.tick(now);
+        let held = self.limited.get_mut(&(id as u32))?;
+        let mut refused = None;
+        for h in held.iter_mut().flatten() {
+            if let Err(e) = h.establish(now) {
+                refused = refused.or(Some(e));
+                self.counters.src_overload += u64::from(h.overloads());
+            }
+        }
+        let reason = match refused? {
+            ConnRefusal::Conn => {
+                self.counters.src_limit_conn += 1;
+                StateDropReason::SrcConn
+            }
+            ConnRefusal::Rate => {
+                self.counters.src_limit_conn_rate += 1;
+                StateDropReason::SrcConnRate
+            }
+        };
+        Some(reason)
+    }
+
+    /// Counts a state a limited rule refused (the caller drops the packet).
+    pub fn count_refusal(&mut self, r: LimitRefusal) {
+        match r {
+            LimitRefusal::Max => self.counters.rule_max += 1,
+            LimitRefusal::Source(SrcRefusal::States) => self.counters.src_limit_states += 1,
+            LimitRefusal::Source(SrcRefusal::Nodes) => self.counters.src_limit_nodes += 1,
+        }
+    }
+
+    /// Dates the counts given back from now on (see `clock`).
+    #[inline]
+    pub(crate) fn tick(&mut self, now: u32) {
+        self.clock = self.clock.max(now);
     }
 
     /// The index of the rule that created state `id` (what per-rule counters need on a hit,

@@ -260,6 +260,7 @@ fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule
         route_refuse: 0,
         keep_state,
         max_states: None,
+        src_track: None,
         state_policy: None,
         allow_opts: rng.chance(20),
         label: None,

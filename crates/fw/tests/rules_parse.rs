@@ -337,8 +337,8 @@ fn errors_name_file_line_column() {
             "rules.conf:1:11: keep state only applies to pass rules",
         ),
         (
-            "pass all keep state (max-src-nodes 10)",
-            "rules.conf:1:22: `max-src-nodes` is not supported by linerate",
+            "pass all keep state (max-pkt-rate 100/10)",
+            "rules.conf:1:22: `max-pkt-rate` is not supported by linerate",
         ),
         (
             "pass all label web",
@@ -374,15 +374,15 @@ fn errors_name_file_line_column() {
         ),
         (
             "set limit frags 10",
-            "rules.conf:1:11: expected \"states\", found \"frags\"",
+            "rules.conf:1:11: expected states or src-nodes, found \"frags\"",
         ),
         (
             "set timeout tcp.bogus 5",
-            "rules.conf:1:13: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval), found \"tcp.bogus\"",
+            "rules.conf:1:13: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track), found \"tcp.bogus\"",
         ),
         (
             "set timeout { tcp.first 5",
-            "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval), found end of file",
+            "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track), found end of file",
         ),
         (
             "set block-policy maybe",
@@ -681,7 +681,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("block from 10.0.0.9 - ::1", "rules.conf:1:23: the range's two addresses are of different families"),
         ("block all allow-opts", "rules.conf:1:11: allow-opts only applies to pass rules"),
         ("set state-policy sticky", "rules.conf:1:18: expected floating or if-bound, found \"sticky\""),
-        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max), found \"no-such\""),
+        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track), found \"no-such\""),
         ("pass in proto tcp keep state (max 10 sloppy)", "rules.conf:1:38: expected \",\" or \")\", found \"sloppy\""),
         ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
         ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::reference::evaluate;
-use fw::rules::{Action, AddrMatch, BlockReturn, Dir as RDir, RuleSet, parse, parse_with_addresses};
+use fw::rules::{Action, AddrMatch, BlockReturn, Dir as RDir, Flush, Overload, RuleSet, SrcTrack, parse, parse_with_addresses};
 
 fn ifaces(name: &str) -> Option<u16> {
     ["em0", "em1"].iter().position(|n| *n == name).map(|i| i as u16)
@@ -79,9 +79,6 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
         ("block in from { no-route, 10.0.0.1 }", "rules.conf:1:17: `no-route` in a host list is not supported by linerate"),
         ("block in to urpf-failed", "rules.conf:1:13: urpf-failed only applies to a source (`from urpf-failed`)"),
         ("nat on em0 from no-route -> 192.0.2.1", "rules.conf:1:17: `no-route` in a translation rule is not supported by linerate"),
-        ("pass in proto tcp keep state (max-src-conn 10)", "rules.conf:1:31: `max-src-conn` is not supported by linerate"),
-        ("pass in proto tcp keep state (max-src-conn-rate 10/5)", "rules.conf:1:31: `max-src-conn-rate` is not supported by linerate"),
-        ("pass in proto tcp keep state (overload <bad> flush)", "rules.conf:1:31: `overload` is not supported by linerate"),
         ("pass in all tag web", "rules.conf:1:13: `tag` is not supported by linerate"),
         ("pass out all tagged web", "rules.conf:1:14: `tagged` is not supported by linerate"),
         ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
@@ -288,4 +285,62 @@ fn antispoof_expands_as_pfctl() {
     let rs6 = ok_addr("antispoof for em0\n");
     assert_eq!(rs6.rules.len(), 2);
     assert_eq!(evaluate(&rs6, &six).action, Action::Block, "both families without inet/inet6");
+}
+
+/// pf's source-tracking state options, tracked per rule or globally as pfctl decides.
+#[test]
+fn source_tracking_options() {
+    let track = |text: &str| ok(text).rules.last().unwrap().src_track;
+    let none = SrcTrack::default();
+    assert_eq!(track("pass in proto tcp keep state"), None);
+    assert_eq!(
+        track("pass in proto tcp keep state (max 100, max-src-conn 10, max-src-conn-rate 15/5, max-src-nodes 50, sloppy)"),
+        Some(SrcTrack { max_conn: Some(10), max_conn_rate: Some((15, 5)), max_nodes: Some(50), ..none })
+    );
+    // `max-src-states` alone, or a bare `source-track`, track globally.
+    assert_eq!(track("pass keep state (max-src-states 3)"), Some(SrcTrack { global: true, max_states: Some(3), ..none }));
+    assert_eq!(track("pass keep state (source-track)"), Some(SrcTrack { global: true, ..none }));
+    assert_eq!(track("pass keep state (source-track global, max-src-states 3)"), Some(SrcTrack { global: true, max_states: Some(3), ..none }));
+    assert_eq!(track("pass keep state (source-track rule, max-src-states 3)"), Some(SrcTrack { max_states: Some(3), ..none }));
+    assert_eq!(track("pass keep state (max-src-states 3, max-src-conn 2)"), Some(SrcTrack { max_states: Some(3), max_conn: Some(2), ..none }));
+    // The rate as one word or three, and through a macro.
+    for text in ["pass keep state (max-src-conn-rate 10 / 60)", "pass keep state (max-src-conn-rate 10/ 60)", "pass keep state (max-src-conn-rate 10 /60)", "rate = \"10/60\"\npass keep state (max-src-conn-rate $rate)"] {
+        assert_eq!(track(text).and_then(|t| t.max_conn_rate), Some((10, 60)), "{text}");
+    }
+    // `overload <table> [flush [global]]`.
+    let ov = |text: &str| track(&format!("table <a> persist\ntable <bad> persist\n{text}")).and_then(|t| t.overload);
+    assert_eq!(ov("pass keep state (max-src-conn 5, overload <bad>)"), Some(Overload { table: 1, flush: Flush::None }));
+    assert_eq!(ov("pass keep state (overload <bad> flush, max-src-conn-rate 5/1)"), Some(Overload { table: 1, flush: Flush::Rule }));
+    assert_eq!(ov("pass keep state (max-src-conn 5, overload <a> flush global)"), Some(Overload { table: 0, flush: Flush::Global }));
+    // `set limit src-nodes`, `set timeout src.track`.
+    let rs = ok("set limit { states 1000, src-nodes 500 }\nset timeout src.track 30\npass all");
+    assert_eq!((rs.limit_states, rs.limit_src_nodes, rs.timeouts.src_track), (1000, 500, 30));
+    assert_eq!(ok("pass all").limit_src_nodes, fw::rules::DEFAULT_LIMIT_SRC_NODES);
+}
+
+#[test]
+fn source_tracking_errors_where_written() {
+    let cases = [
+        ("pass keep state (max-src-conn 0)", "rules.conf:1:31: `max-src-conn` must be at least 1"),
+        ("pass keep state (max-src-states 0)", "rules.conf:1:33: `max-src-states` must be at least 1"),
+        ("pass keep state (max-src-nodes)", "rules.conf:1:31: expected a number, found \")\""),
+        ("pass keep state (max-src-conn 4294967296)", "rules.conf:1:31: a number 4294967296 out of range (at most 4294967295)"),
+        ("pass keep state (max-src-conn 5, max-src-conn 6)", "rules.conf:1:34: `max-src-conn` is given twice"),
+        ("pass keep state (max-src-conn-rate 10)", "rules.conf:1:38: expected a rate (connections/seconds, e.g. 10/5), found \")\""),
+        ("pass keep state (max-src-conn-rate 10/0)", "rules.conf:1:36: `max-src-conn-rate` needs at least 1 connection per at least 1 second"),
+        ("pass keep state (max-src-conn-rate ten/5)", "rules.conf:1:36: expected a rate (connections/seconds, e.g. 10/5), found \"ten/5\""),
+        ("pass keep state (max-src-conn-rate 1/2/3)", "rules.conf:1:36: expected a rate (connections/seconds, e.g. 10/5), found \"1/2/3\""),
+        ("pass keep state (source-track global, max-src-conn 5)", "rules.conf:1:18: `max-src-conn` counts per rule: it cannot be combined with `source-track global`"),
+        ("pass keep state (max-src-nodes 5, source-track)", "rules.conf:1:35: `max-src-nodes` counts per rule: it cannot be combined with `source-track global`"),
+        ("pass keep state (source-track rule, source-track global)", "rules.conf:1:37: `source-track` is given twice"),
+        ("pass in max-src-conn 10", "rules.conf:1:9: expected flags, keep state"),
+        ("set limit src-nodes 10000001", "rules.conf:1:21: a number of source nodes 10000001 out of range (at most 10000000)"),
+        ("block keep state (max-src-conn 3)", "rules.conf:1:7: keep state only applies to pass rules"),
+        ("pass keep state (max-src-conn 3, overload <nope>)", "rules.conf:1:44: undefined table <nope> (define it with `table <nope> persist` first)"),
+        ("table <bad> persist\npass keep state (overload <bad> flush)", "rules.conf:2:18: `overload` acts on sources refused by `max-src-conn` or `max-src-conn-rate`: give one"),
+        ("table <bad> persist\npass keep state (max-src-conn 3, overload bad)", "rules.conf:2:43: expected a table <name>, found \"bad\""),
+        ("table <bad> persist\npass keep state (max-src-conn 3, overload <bad> flush rule)", "rules.conf:2:55: expected \",\" or \")\", found \"rule\""),
+    ];
+    let bad: Vec<_> = cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| !e.starts_with(*w)).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
 }

@@ -42,8 +42,10 @@ pub enum Reason {
     IpOption = 8,
     /// A TCP segment outside its state's window.
     StateMismatch = 10,
-    /// The state table is full.
+    /// The state table is full, or the rule has its `max` states.
     StateLimit = 12,
+    /// A source-tracking limit (`max-src-*`).
+    SrcLimit = 13,
 }
 
 impl Reason {
@@ -53,11 +55,12 @@ impl Reason {
             Reason::IpOption => "ip-option",
             Reason::StateMismatch => "state-mismatch",
             Reason::StateLimit => "state-limit",
+            Reason::SrcLimit => "src-limit",
         }
     }
 
     fn from_u8(v: u8) -> Option<Reason> {
-        [Reason::Match, Reason::IpOption, Reason::StateMismatch, Reason::StateLimit].into_iter().find(|r| *r as u8 == v)
+        [Reason::Match, Reason::IpOption, Reason::StateMismatch, Reason::StateLimit, Reason::SrcLimit].into_iter().find(|r| *r as u8 == v)
     }
 }
 

@@ -250,3 +250,29 @@ fn max_states_limit_a_rules_connections() {
     let report = stop(dut);
     assert!(report.contains("drop rule_state_max"), "{report}");
 }
+
+/// `max-src-conn 2, overload <bruteforce> flush global`: of three connections A opens at
+/// once, two are established, the third is refused as its handshake completes; A then goes
+/// into <bruteforce>, its two connections' states are flushed, and `block quick from
+/// <bruteforce>` stops everything from it, pings included.
+#[test]
+fn max_src_conn_overloads_a_source_into_a_table() {
+    if !usable() {
+        eprintln!("skipped: needs root and python3");
+        return;
+    }
+    let lab = build("s");
+    let rules = "table <bruteforce> persist\nblock all\nblock quick from <bruteforce>\npass out all\npass in on lrd0 proto icmp\n\
+                 pass in on lrd0 proto tcp to port 8080 keep state (max-src-conn 2, overload <bruteforce> flush global)\n";
+    let dut = start(&lab, rules);
+    let mut server = lab.b.command("python3");
+    server.args(["-c", KEEP_SERVER, "8080"]);
+    let _server = start_until(server, "ready");
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok(), "ping before");
+    let out = lab.a.command("python3").args(["-c", HOLD, "8080", "3", "0"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "two of three connections: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_err(), "A is in <bruteforce>: its pings are blocked");
+    assert!(!connects(&lab, 8080), "A is in <bruteforce>: no connection");
+    let report = stop(dut);
+    assert!(report.contains("drop src_conn_limit"), "{report}");
+}

@@ -17,6 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fw::packet::Dir;
 use fw::passes::{Count, Drop};
+use fw::state::{StateDropReason, StateVerdict};
 use fw::rules::{Action, LogMode, Rule, RuleSet};
 use io::pflog::Reason;
 use io::ratelimit::TokenBucket;
@@ -115,6 +116,7 @@ impl LogHit {
             Err(Drop::Blocked) => (Action::Block, Reason::Match),
             Err(Drop::IpOptions) => (Action::Block, Reason::IpOption),
             Err(Drop::StateLimit | Drop::RuleMax) => (Action::Block, Reason::StateLimit),
+            Err(Drop::SrcStates | Drop::SrcNodes) => (Action::Block, Reason::SrcLimit),
         };
         LogHit { rule: rule as u32, action, reason, dir }
     }
@@ -271,9 +273,13 @@ impl Firewall {
     /// the rule logs all. After a reload a state's rule index names the rule at that index
     /// in the new set.
     #[inline(always)]
-    pub(super) fn log_state(&mut self, i: usize, dropped: bool) {
+    pub(super) fn log_state(&mut self, i: usize, verdict: StateVerdict) {
         if self.cur.rules.log.all {
-            let (action, reason) = if dropped { (Action::Block, io::pflog::Reason::StateMismatch) } else { (Action::Pass, io::pflog::Reason::Match) };
+            let (action, reason) = match verdict {
+                StateVerdict::Pass => (Action::Pass, io::pflog::Reason::Match),
+                StateVerdict::Drop(StateDropReason::OutOfWindow) => (Action::Block, io::pflog::Reason::StateMismatch),
+                StateVerdict::Drop(StateDropReason::SrcConn | StateDropReason::SrcConnRate) => (Action::Block, io::pflog::Reason::SrcLimit),
+            };
             self.log_rule(i, LogHit { rule: i as u32, action, reason, dir: Dir::In }, true);
         }
     }

@@ -9,9 +9,8 @@ use crate::packet::Af;
 const UNSUPPORTED_OPTIONS: &[&str] = &[
     "route-to", "reply-to", "dup-to", "rdr-to", "nat-to", "binat-to", "af-to", "divert-to",
     "divert-reply", "divert-packet", "tag", "tagged", "queue", "prio", "set", "probability",
-    "rtable", "rdomain", "user", "group", "os", "modulate", "synproxy", "max", "max-src-nodes",
-    "max-src-states", "max-src-conn", "max-src-conn-rate", "max-pkt-rate", "overload",
-    "source-track", "pflow", "no-sync", "once", "received-on", "fragment", "tos",
+    "rtable", "rdomain", "user", "group", "os", "modulate", "synproxy", "max", "max-pkt-rate",
+    "pflow", "no-sync", "once", "received-on", "fragment", "tos",
     "min-ttl", "max-mss", "no-df", "random-id", "reassemble", "scrub", "adaptive.start",
     "adaptive.end", "sticky-address", "route",
 ];

@@ -15,6 +15,8 @@ struct FilterOptions {
     state_policy: Option<StatePolicy>,
     /// `keep state (max N)`.
     max_states: Option<u32>,
+    /// `keep state (max-src-conn N, ...)`.
+    src_track: Option<SrcTrack>,
     icmp_types: Vec<u8>,
     icmp_code: Option<u8>,
     /// The `icmp-type` / `icmp6-type` keyword and the protocol it needs.
@@ -122,6 +124,7 @@ impl Parser<'_> {
             route_refuse: hosts.route_refuse,
             keep_state,
             max_states: opts.max_states,
+            src_track: opts.src_track,
             state_policy: opts.state_policy,
             allow_opts: opts.allow_opts.is_some(),
             label: opts.label,
@@ -160,7 +163,7 @@ impl Parser<'_> {
                 Tok::Word(w) if w == "keep" => {
                     self.next()?;
                     self.expect_word("state")?;
-                    let mode = self.state_options(&mut opts.state_policy, &mut opts.max_states)?;
+                    let mode = self.state_options(&mut opts)?;
                     opts.keep = Some((mode, t));
                 }
                 Tok::Word(w) if w == "no" => {
@@ -225,28 +228,29 @@ impl Parser<'_> {
         }
     }
 
-    /// After `keep state`: the optional `( sloppy, if-bound, floating, max N )`. Returns the
-    /// state mode; a binding goes to `policy`, a limit to `max`.
-    fn state_options(&mut self, policy: &mut Option<StatePolicy>, max: &mut Option<u32>) -> PResult<StateMode> {
+    /// After `keep state`: the optional `( sloppy, if-bound, floating, max N, max-src-conn N,
+    /// ... )`. Returns the state mode; a binding, a limit and source tracking go to `opts`.
+    fn state_options(&mut self, opts: &mut FilterOptions) -> PResult<StateMode> {
         let mut mode = StateMode::Keep;
+        let mut src = super::src_track::SrcOptions::default();
         if self.eat_punct("(")? {
             loop {
                 if self.eat_word("sloppy")? {
                     mode = StateMode::KeepSloppy;
                 } else if self.eat_word("if-bound")? {
-                    *policy = Some(StatePolicy::IfBound);
+                    opts.state_policy = Some(StatePolicy::IfBound);
                 } else if self.eat_word("floating")? {
-                    *policy = Some(StatePolicy::Floating);
+                    opts.state_policy = Some(StatePolicy::Floating);
                 } else if self.eat_word("max")? {
                     let t = self.peek()?.clone();
                     let n = self.number("a number of states", u64::from(u32::MAX))?;
                     if n == 0 {
                         return here(&t, "max needs at least 1 state");
                     }
-                    *max = Some(n as u32);
-                } else {
+                    opts.max_states = Some(n as u32);
+                } else if !self.src_track_option(&mut src)? {
                     self.refuse_unsupported_option("")?;
-                    return self.fail("a state option (sloppy, if-bound, floating, max)");
+                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track)");
                 }
                 if self.eat_punct(")")? {
                     break;
@@ -254,6 +258,7 @@ impl Parser<'_> {
                 self.expect_punct(",", "\",\" or \")\"")?;
             }
         }
+        opts.src_track = Self::src_track_of(src)?;
         Ok(mode)
     }
 

@@ -163,6 +163,7 @@ impl Parser<'_> {
                 route_refuse: 0,
                 keep_state: StateMode::None,
                 max_states: None,
+                src_track: None,
                 state_policy: None,
                 allow_opts: false,
                 label: label.clone(),

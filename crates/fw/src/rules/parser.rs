@@ -404,7 +404,7 @@ impl Parser<'_> {
             return self.fail(
                 "a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, \
                  tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, \
-                 icmp.error, other.first, other.single, other.multiple, interval)",
+                 icmp.error, other.first, other.single, other.multiple, interval, src.track)",
             );
         }
         let (name, _) = self.word("")?;
@@ -417,7 +417,14 @@ impl Parser<'_> {
         self.expect_word("set")?;
         if self.eat_word("limit")? {
             self.settings(|p| {
-                p.expect_word("states")?;
+                if p.eat_word("src-nodes")? {
+                    p.rs.limit_src_nodes = p.number("a number of source nodes", MAX_LIMIT_SRC_NODES)?;
+                    return Ok(());
+                }
+                if !p.is_word("states")? {
+                    return p.fail("states or src-nodes");
+                }
+                p.next()?;
                 p.rs.limit_states = p.number("a number of states", MAX_LIMIT_STATES)?;
                 Ok(())
             })?;

@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{Entry, F_INIT_B, F_USED, StateId, StateTable, flow::FlowKey, pseudo_state, tcp_state};
-use crate::packet::proto;
+use crate::packet::{Af, proto};
 
 /// One end of a state: address and port (for ICMP, pf's mapping: the query's identifier on
 /// the querier's side, its type on the other; 0 for protocols without ports).
@@ -64,6 +64,27 @@ impl StateTable {
         let (a, b) = e.key.endpoints();
         let (initiator, responder) = if e.flags & F_INIT_B != 0 { (b, a) } else { (a, b) };
         Some(StateEnds { initiator, responder })
+    }
+}
+
+impl StateTable {
+    /// `overload ... flush`: removes, among slots `ids`, the states that `af`/`addr` opened
+    /// (its initiator), of rule `rule` only if given. Returns how many.
+    pub fn flush_source(&mut self, ids: std::ops::Range<usize>, af: Af, addr: u128, rule: Option<u32>) -> usize {
+        let want = match af {
+            Af::Inet => IpAddr::V4(Ipv4Addr::from_bits(addr as u32)),
+            Af::Inet6 => IpAddr::V6(Ipv6Addr::from_bits(addr)),
+        };
+        let gone: Vec<StateId> = self
+            .states_in(ids)
+            .filter(|&id| rule.is_none_or(|r| self.rule_of(id) == Some(r)) && self.ends(id).is_some_and(|e| e.initiator.addr == want))
+            .collect();
+        for &id in &gone {
+            let pos = self.position_of(id.0 as usize);
+            self.remove_at(pos, id.0 as usize);
+        }
+        self.counters.src_flushed += gone.len() as u64;
+        gone.len()
     }
 }
 

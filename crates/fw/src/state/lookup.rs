@@ -103,6 +103,9 @@ impl StateTable {
         let from_init = from_a ^ (e.flags & F_INIT_B != 0);
         let e = &mut self.slots[id];
         let mut verdict = StateVerdict::Pass;
+        // The packet made both ends of a TCP connection established (source tracking counts
+        // connections from then on).
+        let mut established = false;
         let refresh = match class(proto_) {
             Class::Udp | Class::Other => Some(match (proto_ == proto::UDP, pseudo_states(&mut e.pseudo, from_init)) {
                 (true, true) => Tmo::UdpMultiple,
@@ -126,7 +129,8 @@ impl StateTable {
                     self.counters.misses += 1;
                     return None;
                 }
-                match tcp {
+                let opening = src.state < tcp_state::ESTABLISHED || dst.state < tcp_state::ESTABLISHED;
+                let t = match tcp {
                     Some(seg) if e.flags & F_SLOPPY == 0 => match tcp::track_full(src, dst, seg) {
                         tcp::Track::Pass(t) => Some(t),
                         tcp::Track::PassNoRefresh => None,
@@ -136,7 +140,9 @@ impl StateTable {
                         }
                     },
                     _ => Some(tcp::track_sloppy(src, dst, flags)),
-                }
+                };
+                established = opening && src.state == tcp_state::ESTABLISHED && dst.state == tcp_state::ESTABLISHED;
+                t
             }
         };
         if let Some(t) = refresh {
@@ -150,6 +156,14 @@ impl StateTable {
         self.counters.hits += 1;
         if verdict != StateVerdict::Pass {
             self.counters.drop_out_of_window += 1;
+        }
+        if established
+            && !self.limited.is_empty()
+            && let Some(reason) = self.established(id, now)
+        {
+            // pf kills the state; the rules decide about the flow's next packets.
+            self.remove_at(pos, id);
+            return Some(Tracked { id, from_init, verdict: StateVerdict::Drop(reason), rule });
         }
         Some(Tracked { id, from_init, verdict, rule })
     }

@@ -27,6 +27,9 @@ pub struct Timeouts {
     /// (expired entries are treated as absent on lookup and swept a little per batch);
     /// it is kept so a rule file's `set timeout interval` is accepted and reported.
     pub interval: u32,
+    /// pf's `src.track`: how long a source node outlives its last state (source tracking,
+    /// [`crate::rules::SrcTrack`]).
+    pub src_track: u32,
 }
 
 impl Default for Timeouts {
@@ -47,6 +50,7 @@ impl Default for Timeouts {
             other_single: 30,
             other_multiple: 60,
             interval: 10,
+            src_track: 0,
         }
     }
 }
@@ -112,6 +116,7 @@ impl Timeouts {
             "other.single" => &mut self.other_single,
             "other.multiple" => &mut self.other_multiple,
             "interval" => &mut self.interval,
+            "src.track" => &mut self.src_track,
             _ => return None,
         })
     }

@@ -64,6 +64,11 @@ pub struct StateId(pub u32);
 pub enum StateDropReason {
     /// TCP sequence/ack outside the tracked windows (pf's PFRES_BADSTATE).
     OutOfWindow,
+    /// The packet established a TCP connection beyond its source's `max-src-conn` (pf's
+    /// PFRES_SRCLIMIT): the state is removed.
+    SrcConn,
+    /// ... beyond its source's `max-src-conn-rate`.
+    SrcConnRate,
 }
 
 /// What to do with a packet that matched a state.
@@ -147,6 +152,21 @@ pub struct StateCounters {
     pub icmp_error_misses: u64,
     /// ICMP errors quoting a TCP sequence number outside the window.
     pub icmp_error_bad_seq: u64,
+    /// States refused by their rule's `max` (pf's LCNT_STATES).
+    pub rule_max: u64,
+    /// States refused by `max-src-states` (pf's LCNT_SRCSTATES).
+    pub src_limit_states: u64,
+    /// States refused for want of a source node: `max-src-nodes`, `set limit src-nodes`.
+    pub src_limit_nodes: u64,
+    /// Connections refused (their state removed) by `max-src-conn` (pf's LCNT_SRCCONN).
+    pub src_limit_conn: u64,
+    /// ... by `max-src-conn-rate` (pf's LCNT_SRCCONNRATE).
+    pub src_limit_conn_rate: u64,
+    /// Of those, refused by a rule with `overload <table>`: the source was queued for the
+    /// table (pf's LCNT_OVERLOAD_TABLE).
+    pub src_overload: u64,
+    /// States removed by `overload ... flush` (pf's LCNT_OVERLOAD_FLUSH counts flushes).
+    pub src_flushed: u64,
 }
 
 /// Inspection of one state (tests, `pfctl -ss`-like dumps).
