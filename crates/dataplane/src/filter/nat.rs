@@ -40,7 +40,8 @@ use super::CompiledRules;
 use super::nat_rewrite::{End, Kind, Tuple, read, read_plain, rewrite, rewrite_error, rewrite_plain};
 use crate::counters::DropReason;
 
-/// Table slots the expiry sweep examines per batch.
+/// Table slots the expiry sweep examines per batch, at most (it keeps pf's pace,
+/// [`NatTable::sweep_paced`]).
 const SWEEP_BUDGET: usize = 16;
 
 /// Bytes of translation table (index and slots) up to which a batch's lookups are not
@@ -132,7 +133,7 @@ impl NatStage {
             self.plan = Some(plan);
         }
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
-        self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
+        self.table.sweep_paced(now, &rules.rules.timeouts, SWEEP_BUDGET);
         self.hashed = false;
         has_nat(rules) || !self.table.is_empty()
     }

@@ -22,7 +22,7 @@
 use std::hash::Hasher;
 
 use mem::hugemem::advise_huge;
-use mem::prefetch::prefetch_read;
+use mem::prefetch::prefetch_read_once;
 
 use super::NatKind;
 use super::index::{MAX_SLOTS, MIN_WORDS, NatIndex, Side};
@@ -215,6 +215,10 @@ pub struct NatTable {
     len: usize,
     limit: usize,
     sweep_at: usize,
+    /// The clock (seconds) up to which [`sweep_paced`](Self::sweep_paced) was credited.
+    sweep_clock: u32,
+    /// Slots the paced sweep may still examine.
+    sweep_owed: usize,
     pub created: u64,
     pub expired: u64,
 }
@@ -231,6 +235,8 @@ impl NatTable {
             len: 0,
             limit,
             sweep_at: 0,
+            sweep_clock: 0,
+            sweep_owed: 0,
             created: 0,
             expired: 0,
         }
@@ -309,7 +315,7 @@ impl NatTable {
     #[inline(always)]
     pub fn probe(&self, h: u64, out: bool) {
         if let Some(s) = self.index.probe(h, if out { Side::Out } else { Side::In }).and_then(|i| self.slots.get(i)) {
-            prefetch_read(s);
+            prefetch_read_once(s);
         }
     }
 
@@ -461,6 +467,29 @@ impl NatTable {
         self.sweep_at = i;
     }
 
+    /// [`sweep`](Self::sweep) at pf's pace: every slot examined once per `interval` (pf's
+    /// purge thread takes `states / interval` states a second; 10 s by default), at most
+    /// `budget` slots per call, and all of `budget` while the table is full (new translations
+    /// wait for room). What a batch pays: an unpaced sweep of a large table reads `budget`
+    /// cold slots every batch (at 1M translations, 100 times more than the pace needs); an
+    /// expired session is already treated as absent by the lookups, so only the reuse of its
+    /// slot and ports waits for the sweep (or a lookup of its key).
+    #[inline]
+    pub fn sweep_paced(&mut self, now: u32, t: &Timeouts, budget: usize) {
+        let n = self.slots.len();
+        if now != self.sweep_clock {
+            let seconds = now.wrapping_sub(self.sweep_clock) as usize;
+            self.sweep_clock = now;
+            let per_second = n.div_ceil(t.interval.max(1) as usize);
+            self.sweep_owed = self.sweep_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
+        }
+        let budget = if self.len >= self.limit { budget } else { budget.min(self.sweep_owed) };
+        if budget > 0 {
+            self.sweep_owed = self.sweep_owed.saturating_sub(budget);
+            self.sweep(now, t, budget);
+        }
+    }
+
     /// A free port in `lo..=hi` searched from `start`: one that `accept` takes (the worker's
     /// steering) and whose in key (`key_for(port)`) is not in use. Every port of the range is
     /// tried before giving up, as pf does, so a tuple in use is never handed out and a free
@@ -550,6 +579,39 @@ mod tests {
         // Steering: only even ports accepted.
         let nt = NatTable::new(100, 7);
         assert_eq!(nt.free_port(range, 0, |p| p % 2 == 0, |p| NatKey { dport: p, ..other }), Ok(50002));
+    }
+
+    /// The paced sweep examines `len / interval` slots per second of the clock, all of its
+    /// budget while the table is full.
+    #[test]
+    fn the_paced_sweep_takes_a_tenth_of_the_slots_a_second() {
+        let t = Timeouts::default();
+        let mut nt = NatTable::new(1000, 7);
+        for i in 0..100 {
+            nt.insert(session(i, 10000 + i)).unwrap();
+        }
+        // At second 0 nothing is owed; by second 31 (udp.single 30 s) all have expired.
+        nt.sweep_paced(0, &t, 16);
+        assert_eq!(nt.len(), 100);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        assert_eq!(nt.len(), 100 - 32, "31 s owe the whole table: 16 a call");
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        assert_eq!(nt.len(), 0, "owed 100, swept");
+        for i in 0..100 {
+            nt.insert(session(i, 20000 + i)).unwrap();
+        }
+        nt.sweep_paced(32, &t, 16);
+        nt.sweep_paced(32, &t, 16);
+        assert_eq!(nt.len(), 90, "one second: a tenth (10 slots) of the table");
+        // A full table sweeps at full budget.
+        nt.set_limit(90);
+        nt.sweep_paced(32, &t, 16);
+        assert_eq!(nt.len(), 74);
     }
 
     #[test]
