@@ -51,16 +51,39 @@ fn compile(text: &str) -> Arc<CompiledRules> {
 
 /// Runs `per_port[p]` received on port p (port 0's frames first) through a worker with `rules`.
 fn run(rules: &str, per_port: [Vec<Vec<u8>>; 2]) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
+    run_prefilled(rules, per_port, 0)
+}
+
+/// States of other flows a table needs to outgrow the filter stage's cache threshold (1 MiB
+/// of index lines in use and slots: 152 bytes a state), so that its lookups are batched.
+const BATCHED_PREFILL: usize = 8000;
+
+/// [`run`] with `prefill` states of other flows (UDP 172.16.0.0/12 -> 203.0.113.1:9, under
+/// rule 0) in the table first: each adds one to `in_use` and `inserts`, and two states to
+/// rule 0's count.
+fn run_prefilled(rules: &str, per_port: [Vec<Vec<u8>>; 2], prefill: usize) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
     let [a, b] = per_port;
     let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
     let mut w = Worker::new(fib(), &ports(), rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
     w.set_firewall(Firewall::new(RulesSlot::new(compile(rules)), 7));
+    prefill_states(&mut w, prefill);
     while !(w.rx[0].finished() && w.rx[1].finished()) {
         w.poll();
     }
     let c = w.counts();
     assert_eq!(c.rx, c.forwarded + c.local + c.dropped(), "{c:?}");
     (c, w)
+}
+
+/// Puts `n` states of flows no test sends (UDP 172.16.0.0/12 -> 203.0.113.1:9) in the
+/// worker's table, under rule 0.
+fn prefill_states(w: &mut Worker<ReplayRx, CountingTx, CountingTx>, n: usize) {
+    use fw::packet::{Af, Dir, PacketKey, proto};
+    let fw = w.firewall_mut().unwrap();
+    for i in 0..n {
+        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: u128::from(0xac10_0000u32 + (i >> 16) as u32), dst: u128::from(u32::from(Ipv4Addr::new(203, 0, 113, 1))), src_port: i as u16, dst_port: 9, len: 46, ..PacketKey::ZERO };
+        fw.insert_state(&key, 0).unwrap();
+    }
 }
 
 fn drops(c: &Counts, r: DropReason) -> u64 {
@@ -230,14 +253,26 @@ fn batched_and_one_by_one_state_lookups_agree() {
         back.push(tcp(1, FAR, 80, A_HOST, 40000, SYN | ACK, 5000, 1001));
         back.push(tcp(1, FAR, 80, A_HOST, 40000, ACK, 5001 + 1_000_000_000, 1001));
     }
-    let outcome = |limit: u32| {
+    // The batched lookup needs a table whose states in use outgrow the cache threshold: the
+    // large one holds states of other flows first, and the small one a few (a table that is
+    // empty at the first packet leaves that packet to the rules without a lookup: one miss
+    // fewer), whose counts are taken off after.
+    let outcome = |limit: u32, prefill: usize| {
         let rules = format!("set limit states {limit}\nblock all\npass in on a keep state\npass out on b keep state\n");
-        let (c, w) = run(&rules, [out.clone(), back.clone()]);
+        let (c, w) = run_prefilled(&rules, [out.clone(), back.clone()], prefill);
         let fw = w.firewall_stats().unwrap();
-        let table = w.firewall().unwrap().state_table().memory_bytes();
-        (c, fw.rules().snapshot(), fw.states().to_vec(), table)
+        let table = w.firewall().unwrap().state_table().working_set_bytes();
+        let mut rules = fw.rules().snapshot();
+        rules[0].states -= 2 * prefill as u64;
+        let mut states = fw.states().to_vec();
+        for (name, v) in &mut states {
+            if ["in_use", "inserts"].contains(name) {
+                *v -= prefill as u64;
+            }
+        }
+        (c, rules, states, table)
     };
-    let (small, big) = (outcome(64), outcome(200_000));
+    let (small, big) = (outcome(256, 100), outcome(200_000, BATCHED_PREFILL));
     assert!(small.3 < 1 << 20 && big.3 > 1 << 20, "one table under the cache threshold, one over");
     assert_eq!(small.0, big.0);
     assert_eq!(small.1, big.1);
@@ -261,9 +296,11 @@ fn a_udp_packet_with_ip_options_keeps_its_place_in_the_batch() {
     ip.set_total_len(ip.total_len() + 4);
     ip.fill_checksum();
     // A table under the cache threshold and one over it (the batched lookup).
-    for limit in [64, 200_000] {
+    for (limit, prefill) in [(64, 0), (200_000, BATCHED_PREFILL)] {
         let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
         w.set_firewall(Firewall::new(RulesSlot::new(compile(&format!("set limit states {limit}\nblock all\npass all keep state\n"))), 3));
+        prefill_states(&mut w, prefill);
+        assert_eq!(w.firewall().unwrap().state_table().working_set_bytes() > 1 << 20, prefill > 0, "the batched lookup with the prefilled table");
         // Batch 1 creates the state, batch 2 makes the initiator's packets quick hits, batch
         // 3 has the reply with options, then the initiator again.
         for batch in [vec![out()], vec![out()], vec![reply.clone(), out()]] {
@@ -273,7 +310,7 @@ fn a_udp_packet_with_ip_options_keeps_its_place_in_the_batch() {
             }
         }
         assert_eq!(w.counts().forwarded, 4, "{:?}", w.counts());
-        let info = w.firewall().unwrap().state_table().info(StateId(0)).unwrap();
+        let info = w.firewall().unwrap().state_table().info(StateId(prefill as u32)).unwrap();
         assert_eq!((info.initiator_state, info.responder_state, info.timeout), (MULTIPLE, MULTIPLE, Tmo::UdpMultiple), "limit {limit}: {info:?}");
     }
 }

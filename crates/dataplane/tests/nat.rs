@@ -470,3 +470,44 @@ fn ports_steer_replies_to_the_worker_that_translated() {
         }
     }
 }
+
+/// A table past the size at which the NAT stage prefetches a batch's lookups (and hands the
+/// outbound pass the slot each probe named) translates as a small one: new flows whose first
+/// and second packets share a batch, the same flows in a later batch, their replies.
+#[test]
+fn a_table_large_enough_to_prefetch_translates_as_a_small_one() {
+    use fw::nat::table::{NatKey, Session};
+    let mut w = worker(NAT, None);
+    // 12,000 translations of other flows: some 1.2 MiB of index and slots.
+    let table = w.nat_table_mut().unwrap();
+    for i in 0..12_000u32 {
+        let out_key = NatKey { src: 0xac10_0000 + (i >> 16), dst: 0x6440_0000, sport: i as u16, dport: 9, proto: 17 };
+        let port = 1024 + (i % 60_000) as u16;
+        let in_key = NatKey { src: 0x6440_0000, dst: u32::from(EXT_ADDR), sport: 9, dport: port, proto: 17 };
+        let s = Session { iface: 1, kind: fw::nat::NatKind::Nat, pass: false, out_key, out_to: (u32::from(EXT_ADDR), port), in_key, in_to: (out_key.src, out_key.sport), last: 0, phase: Default::default() };
+        table.insert(s).unwrap();
+    }
+    assert!(table.working_set_bytes() > 1 << 20, "{} bytes", table.working_set_bytes());
+    // Each flow's first packet, then its second, in one batch.
+    let flows: Vec<u16> = (1000..1060).collect();
+    let batch: Vec<Vec<u8>> = flows.iter().flat_map(|&p| [udp(0, LAN_HOST, p, FAR, 53), tcp(0, LAN_HOST, p, FAR, 80, 0x02)]).chain(flows.iter().map(|&p| udp(0, LAN_HOST, p, FAR, 53))).collect();
+    let [_, out] = send(&mut w, 0, batch);
+    assert_eq!(out.len(), 3 * flows.len());
+    let n = flows.len();
+    assert!(out.iter().all(|f| (tuple(f).0, tuple(f).2) == (EXT_ADDR, FAR)));
+    let port = |i: usize| tuple(&out[i]).1;
+    let udp_ports: std::collections::HashSet<u16> = (0..n).map(|k| port(2 * k)).collect();
+    let tcp_ports: std::collections::HashSet<u16> = (0..n).map(|k| port(2 * k + 1)).collect();
+    assert_eq!((udp_ports.len(), tcp_ports.len()), (n, n), "a port per flow");
+    assert!((0..n).all(|k| port(2 * n + k) == port(2 * k)), "a flow's second packet takes its first's translation");
+    // Again, a batch later (the probes' slots now name every flow's session), and the replies.
+    let [_, again] = send(&mut w, 0, flows.iter().map(|&p| udp(0, LAN_HOST, p, FAR, 53)).collect());
+    let ports: Vec<u16> = again.iter().map(|f| tuple(f).1).collect();
+    let first: Vec<u16> = out[2 * flows.len()..].iter().map(|f| tuple(f).1).collect();
+    assert_eq!(ports, first, "the same translation for each flow");
+    let [back, _] = send(&mut w, 1, ports.iter().map(|&p| udp(1, FAR, 53, EXT_ADDR, p)).collect());
+    let got: Vec<(Ipv4Addr, u16, Ipv4Addr, u16)> = back.iter().map(|f| tuple(f)).collect();
+    let want: Vec<(Ipv4Addr, u16, Ipv4Addr, u16)> = flows.iter().map(|&p| (FAR, 53, LAN_HOST, p)).collect();
+    assert_eq!(got, want);
+    assert_eq!(w.nat_counts().unwrap().created, 12_000 + 2 * flows.len() as u64);
+}

@@ -40,7 +40,8 @@ use super::CompiledRules;
 use super::nat_rewrite::{End, Kind, Tuple, read, read_plain, rewrite, rewrite_error, rewrite_plain};
 use crate::counters::DropReason;
 
-/// Table slots the expiry sweep examines per batch.
+/// Table slots the expiry sweep examines per batch, at most (it keeps pf's pace,
+/// [`NatTable::sweep_paced`]).
 const SWEEP_BUDGET: usize = 16;
 
 /// Bytes of translation table (index and slots) up to which a batch's lookups are not
@@ -91,11 +92,13 @@ pub(crate) struct NatStage {
     /// some rule has no `on`): the per-packet test, exact below port 63 (the plan decides the
     /// rest).
     port_mask: u64,
-    /// The batch's prefetched lookups: hash, and whether of an out key.
-    prefetched: Box<[(u64, bool); MAX_BATCH]>,
-    /// The prefetching pass's hash of each packet's out key, by index in the batch (valid
-    /// while `hashed`): the outbound pass's lookup reuses it.
-    out_hash: Box<[Option<u64>; MAX_BATCH]>,
+    /// The batch's prefetched lookups: hash, whether of an out key, and the packet's index
+    /// in the batch.
+    prefetched: Box<[(u64, bool, u16); MAX_BATCH]>,
+    /// The prefetching pass's hash of each packet's out key and the slot its probe named
+    /// ([`NO_HINT`](fw::nat::table::NO_HINT): none), by index in the batch (valid while `hashed`): the outbound pass's
+    /// lookup reuses them.
+    out_hash: Box<[Option<(u64, u32)>; MAX_BATCH]>,
     hashed: bool,
 }
 
@@ -106,7 +109,7 @@ pub(crate) fn has_nat(rules: &CompiledRules) -> bool {
 
 impl NatStage {
     pub fn new(port_v4: Vec<Option<u32>>, seed: u64) -> NatStage {
-        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, port_mask: 0, prefetched: Box::new([(0, false); MAX_BATCH]), out_hash: Box::new([None; MAX_BATCH]), hashed: false }
+        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, port_mask: 0, prefetched: Box::new([(0, false, 0); MAX_BATCH]), out_hash: Box::new([None; MAX_BATCH]), hashed: false }
     }
 
     /// This is worker `worker` of `workers` (more than one: ports are chosen for the steering).
@@ -132,7 +135,7 @@ impl NatStage {
             self.plan = Some(plan);
         }
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
-        self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
+        self.table.sweep_paced(now, &rules.rules.timeouts, SWEEP_BUDGET);
         self.hashed = false;
         has_nat(rules) || !self.table.is_empty()
     }
@@ -162,14 +165,14 @@ impl NatStage {
             let out = !self.on_port(port);
             let h = if out { self.table.hash_out(&key) } else { self.table.hash_in(&key) };
             self.table.prefetch_index(h);
-            self.prefetched[n % MAX_BATCH] = (h, out);
-            if out {
-                self.out_hash[i % MAX_BATCH] = Some(h);
-            }
+            self.prefetched[n % MAX_BATCH] = (h, out, i as u16);
             n += 1;
         }
-        for &(h, out) in &self.prefetched[..n.min(MAX_BATCH)] {
-            self.table.probe(h, out);
+        for &(h, out, i) in &self.prefetched[..n.min(MAX_BATCH)] {
+            let slot = self.table.probe(h, out);
+            if out {
+                self.out_hash[usize::from(i) % MAX_BATCH] = Some((h, slot));
+            }
         }
     }
 
@@ -210,10 +213,11 @@ impl NatStage {
         self.port_mask
     }
 
-    /// The hash of packet `i`'s out key, if the prefetching pass computed it (the packet
-    /// came in on a port that does not translate, so its key is as it was read then).
+    /// The hash of packet `i`'s out key and the slot its probe named, if the prefetching
+    /// pass computed them (the packet came in on a port that does not translate, so its key
+    /// is as it was read then).
     #[inline(always)]
-    pub fn out_hash(&self, i: usize) -> Option<u64> {
+    pub fn out_hash(&self, i: usize) -> Option<(u64, u32)> {
         if self.hashed { self.out_hash[i % MAX_BATCH] } else { None }
     }
 
@@ -314,12 +318,13 @@ impl NatStage {
 
     /// [`outbound`](Self::outbound)'s common case: a plain TCP or UDP packet ([`read_plain`])
     /// of a flow translated already, rewritten (with `ttl`, its TTL decremented in the same
-    /// checksum update; `hash`: its out key's, if known). `false`: another packet, left as it is.
+    /// checksum update; `hash`: its out key's and the slot the prefetching pass's probe
+    /// named, if known). `false`: another packet, left as it is.
     #[inline(always)]
-    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32, ttl: bool, hash: Option<u64>) -> bool {
+    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32, ttl: bool, hash: Option<(u64, u32)>) -> bool {
         let Some((key, flags)) = read_plain(ip) else { return false };
         let s = match hash {
-            Some(h) => self.table.lookup_out_hashed(&key, h, now, timeouts),
+            Some((h, slot)) => self.table.lookup_out_hinted(&key, h, slot, now, timeouts),
             None => self.table.lookup_out(&key, now, timeouts),
         };
         if let Some(s) = s.filter(|s| s.iface == port) {

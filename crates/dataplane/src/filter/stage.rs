@@ -7,7 +7,9 @@
 //! whose state they would not change, reading their flow straight from the header
 //! ([`keys::lean_udp_v4`]); then the general lookup runs, in order, on the packets it left
 //! (their flow from the header too if IPv4 TCP or UDP, [`keys::lean_v4`], else the full
-//! key). How the quick loop finds the flows depends on the table's size:
+//! key). How the quick loop finds the flows depends on the table's working set (the index
+//! lines its states occupy and its slots, `fw::state::StateTable::working_set_bytes`: a table
+//! sized for 1M states that holds 2000 counts as small):
 //!
 //! * small enough to stay cached ([`CACHED_TABLE_BYTES`]): each packet looked up as soon as
 //!   its flow is read. When no IPv6 packet is to route, the loop walks the classify pass's

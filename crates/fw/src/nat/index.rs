@@ -10,7 +10,7 @@
 //! places. The array is a power of two of words, at most half full.
 
 use mem::hugemem::HugeArray;
-use mem::prefetch::prefetch_read;
+use mem::prefetch::prefetch_read_once;
 
 /// An empty word.
 const EMPTY: u64 = 0;
@@ -93,7 +93,7 @@ impl NatIndex {
     #[inline(always)]
     pub(super) fn prefetch(&self, h: u64) {
         if let Some(w) = self.words.get(self.home(h)) {
-            prefetch_read(w);
+            prefetch_read_once(w);
         }
     }
 

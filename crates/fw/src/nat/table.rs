@@ -22,7 +22,7 @@
 use std::hash::Hasher;
 
 use mem::hugemem::advise_huge;
-use mem::prefetch::prefetch_read;
+use mem::prefetch::prefetch_read_once;
 
 use super::NatKind;
 use super::index::{MAX_SLOTS, MIN_WORDS, NatIndex, Side};
@@ -144,6 +144,9 @@ impl Session {
     }
 }
 
+/// [`NatTable::probe`]'s answer when it names no slot.
+pub const NO_HINT: u32 = u32::MAX;
+
 /// Why a translation could not be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllocError {
@@ -158,12 +161,31 @@ pub enum AllocError {
 #[repr(align(64))]
 struct Slot {
     session: Session,
-    /// [`IN_USE`], else the next free slot ([`NONE`] ends the list).
+    /// In use: [`IN_USE`] with bit `1 << side` set while the index names this slot for its
+    /// key of that side ([`INDEXED`]: a key a later session took over is not); else the next
+    /// free slot ([`NONE`] ends the list).
     link: u32,
 }
 
-const IN_USE: u32 = u32::MAX - 1;
+/// A slot in use, its low two bits clear: `link & !3 == IN_USE`.
+const IN_USE: u32 = u32::MAX - 15;
+/// The bits of [`IN_USE`] that say which keys the index names the slot for.
+const INDEXED: u32 = 3;
 const NONE: u32 = u32::MAX;
+
+impl Slot {
+    #[inline(always)]
+    fn in_use(&self) -> bool {
+        self.link & !INDEXED == IN_USE
+    }
+
+    /// In use and named by the index for its key of `side`: then a packet whose key equals
+    /// that key is this session's, without a probe.
+    #[inline(always)]
+    fn indexed(&self, side: Side) -> bool {
+        self.link & !INDEXED == IN_USE && self.link & (1 << side as u32) != 0
+    }
+}
 
 /// A keyed folded-multiply hash of a key's two words (as the state table's, `crate::state`,
 /// "Hash"), with secrets of its own for each side: an outsider who does not know them cannot
@@ -215,6 +237,10 @@ pub struct NatTable {
     len: usize,
     limit: usize,
     sweep_at: usize,
+    /// The clock (seconds) up to which [`sweep_paced`](Self::sweep_paced) was credited.
+    sweep_clock: u32,
+    /// Slots the paced sweep may still examine.
+    sweep_owed: usize,
     pub created: u64,
     pub expired: u64,
 }
@@ -231,6 +257,8 @@ impl NatTable {
             len: 0,
             limit,
             sweep_at: 0,
+            sweep_clock: 0,
+            sweep_owed: 0,
             created: 0,
             expired: 0,
         }
@@ -305,12 +333,13 @@ impl NatTable {
 
     /// Probes the index for hash `h` of an out key (`out`) or an in key (whose line should
     /// be cached by now) and starts loading the slot its first matching tag names, nearly
-    /// always the session the lookup will find: the second step.
+    /// always the session the lookup will find: the second step. Returns that slot, a hint
+    /// for [`lookup_out_hinted`](Self::lookup_out_hinted) ([`NO_HINT`]: none).
     #[inline(always)]
-    pub fn probe(&self, h: u64, out: bool) {
-        if let Some(s) = self.index.probe(h, if out { Side::Out } else { Side::In }).and_then(|i| self.slots.get(i)) {
-            prefetch_read(s);
-        }
+    pub fn probe(&self, h: u64, out: bool) -> u32 {
+        let Some((i, s)) = self.index.probe(h, if out { Side::Out } else { Side::In }).and_then(|i| Some((i, self.slots.get(i)?))) else { return NO_HINT };
+        prefetch_read_once(s);
+        i as u32
     }
 
     /// The slot of `key` as key `side`, by hash `h`: its index position and slot.
@@ -350,10 +379,24 @@ impl NatTable {
     }
 
     /// [`lookup_out`](Self::lookup_out) for a key whose hash ([`hash_out`](Self::hash_out))
-    /// the caller has: the prefetching pass's, not computed twice.
-    #[inline]
-    pub fn lookup_out_hashed(&mut self, key: &NatKey, h: u64, now: u32, t: &Timeouts) -> Option<&mut Session> {
-        self.lookup_by(key, h, Side::Out, now, t)
+    /// the caller has (the prefetching pass's, not computed twice), with the slot that pass's
+    /// [`probe`](Self::probe) named: if that slot holds a session the index names for this
+    /// out key, it is the one, and the index is not read again (its line, loaded a batch
+    /// earlier, may have left the nearest cache since); else the index is probed. The table
+    /// may have changed since the probe (sessions removed, keys taken over): the check holds
+    /// whatever happened.
+    #[inline(always)]
+    pub fn lookup_out_hinted(&mut self, key: &NatKey, h: u64, hint: u32, now: u32, t: &Timeouts) -> Option<&mut Session> {
+        let i = hint as usize;
+        match self.slots.get(i) {
+            Some(s) if s.indexed(Side::Out) && s.session.out_key == *key => {
+                if s.session.expired(now, t) {
+                    return self.expire(i);
+                }
+                self.slots.get_mut(i).map(|s| &mut s.session)
+            }
+            _ => self.lookup_by(key, h, Side::Out, now, t),
+        }
     }
 
     /// The session whose in key is `key`, if it has not expired.
@@ -400,9 +443,13 @@ impl NatTable {
             let key = *s.key(side);
             let h = self.hasher.hash(&key, side);
             match self.find(&key, h, side) {
-                Some((pos, _)) => self.index.repoint(pos, i),
+                Some((pos, j)) => {
+                    self.index.repoint(pos, i);
+                    self.slots[j].link &= !(1 << side as u32);
+                }
                 None => self.index.insert(h, i, side),
             }
+            self.slots[i].link |= 1 << side as u32;
         }
         self.len += 1;
         self.created += 1;
@@ -425,7 +472,7 @@ impl NatTable {
     #[cold]
     fn rebuild(&mut self, words: usize) -> Result<(), AllocError> {
         let mut index = NatIndex::with_words(words).map_err(|_| AllocError::TableFull)?;
-        for (i, slot) in self.slots.iter().enumerate().filter(|(_, s)| s.link == IN_USE) {
+        for (i, slot) in self.slots.iter().enumerate().filter(|(_, s)| s.in_use()) {
             for side in [Side::Out, Side::In] {
                 let key = slot.session.key(side);
                 let h = self.hasher.hash(key, side);
@@ -452,13 +499,36 @@ impl NatTable {
             if i >= n {
                 i = 0;
             }
-            if self.slots[i].link == IN_USE && self.slots[i].session.expired(now, t) {
+            if self.slots[i].in_use() && self.slots[i].session.expired(now, t) {
                 self.remove(i);
                 self.expired += 1;
             }
             i += 1;
         }
         self.sweep_at = i;
+    }
+
+    /// [`sweep`](Self::sweep) at pf's pace: every slot examined once per `interval` (pf's
+    /// purge thread takes `states / interval` states a second; 10 s by default), at most
+    /// `budget` slots per call, and all of `budget` while the table is full (new translations
+    /// wait for room). What a batch pays: an unpaced sweep of a large table reads `budget`
+    /// cold slots every batch (at 1M translations, 100 times more than the pace needs); an
+    /// expired session is already treated as absent by the lookups, so only the reuse of its
+    /// slot and ports waits for the sweep (or a lookup of its key).
+    #[inline]
+    pub fn sweep_paced(&mut self, now: u32, t: &Timeouts, budget: usize) {
+        let n = self.slots.len();
+        if now != self.sweep_clock {
+            let seconds = now.wrapping_sub(self.sweep_clock) as usize;
+            self.sweep_clock = now;
+            let per_second = n.div_ceil(t.interval.max(1) as usize);
+            self.sweep_owed = self.sweep_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
+        }
+        let budget = if self.len >= self.limit { budget } else { budget.min(self.sweep_owed) };
+        if budget > 0 {
+            self.sweep_owed = self.sweep_owed.saturating_sub(budget);
+            self.sweep(now, t, budget);
+        }
     }
 
     /// A free port in `lo..=hi` searched from `start`: one that `accept` takes (the worker's
@@ -481,17 +551,20 @@ impl NatTable {
     #[doc(hidden)]
     pub fn debug_check(&self) -> f64 {
         let (keys, distance) = self.index.check(|i, side| {
-            let s = self.slots.get(i).filter(|s| s.link == IN_USE)?;
+            let s = self.slots.get(i).filter(|s| s.in_use())?;
             let side = if side == 0 { Side::Out } else { Side::In };
+            assert!(s.indexed(side), "slot {i} named for side {side:?}, not marked indexed");
             Some(self.hasher.hash(s.session.key(side), side))
         });
-        let used = self.slots.iter().filter(|s| s.link == IN_USE).count();
+        let used = self.slots.iter().filter(|s| s.in_use()).count();
         assert_eq!(used, self.len, "sessions counted");
         assert!(keys <= 2 * used, "more keys than sessions have");
+        let marked: usize = self.slots.iter().filter(|s| s.in_use()).map(|s| (s.link & INDEXED).count_ones() as usize).sum();
+        assert_eq!(marked, keys, "keys marked indexed in their slots");
         let mut free = 0;
         let mut f = self.free_head;
         while f != NONE {
-            assert!(self.slots[f as usize].link != IN_USE, "free list names a slot in use");
+            assert!(!self.slots[f as usize].in_use(), "free list names a slot in use");
             free += 1;
             assert!(free <= self.slots.len(), "free list cycle");
             f = self.slots[f as usize].link;
@@ -550,6 +623,71 @@ mod tests {
         // Steering: only even ports accepted.
         let nt = NatTable::new(100, 7);
         assert_eq!(nt.free_port(range, 0, |p| p % 2 == 0, |p| NatKey { dport: p, ..other }), Ok(50002));
+    }
+
+    /// The paced sweep examines `len / interval` slots per second of the clock, all of its
+    /// budget while the table is full.
+    #[test]
+    fn the_paced_sweep_takes_a_tenth_of_the_slots_a_second() {
+        let t = Timeouts::default();
+        let mut nt = NatTable::new(1000, 7);
+        for i in 0..100 {
+            nt.insert(session(i, 10000 + i)).unwrap();
+        }
+        // At second 0 nothing is owed; by second 31 (udp.single 30 s) all have expired.
+        nt.sweep_paced(0, &t, 16);
+        assert_eq!(nt.len(), 100);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        assert_eq!(nt.len(), 100 - 32, "31 s owe the whole table: 16 a call");
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        nt.sweep_paced(31, &t, 16);
+        assert_eq!(nt.len(), 0, "owed 100, swept");
+        for i in 0..100 {
+            nt.insert(session(i, 20000 + i)).unwrap();
+        }
+        nt.sweep_paced(32, &t, 16);
+        nt.sweep_paced(32, &t, 16);
+        assert_eq!(nt.len(), 90, "one second: a tenth (10 slots) of the table");
+        // A full table sweeps at full budget.
+        nt.set_limit(90);
+        nt.sweep_paced(32, &t, 16);
+        assert_eq!(nt.len(), 74);
+    }
+
+    /// A probe's hint taken before the table changed: a key taken over by a later session,
+    /// a slot freed and reused by another session. The hinted lookup finds what the plain one
+    /// finds.
+    #[test]
+    fn a_stale_hint_finds_what_the_index_finds() {
+        let t = Timeouts::default();
+        let mut nt = NatTable::new(10, 7);
+        let first = session(1000, 50001);
+        nt.insert(first).unwrap();
+        let key = first.out_key;
+        let h = nt.hash_out(&key);
+        let hint = nt.probe(h, true);
+        assert_ne!(hint, NO_HINT);
+        assert_eq!(nt.lookup_out_hinted(&key, h, hint, 1, &t).map(|s| s.out_to.1), Some(50001));
+        // A later session takes the out key over; the hint still names the first's slot.
+        nt.insert(Session { iface: 2, ..session(1000, 50002) }).unwrap();
+        assert_eq!(nt.lookup_out_hinted(&key, h, hint, 1, &t).map(|s| s.out_to.1), Some(50002));
+        assert_eq!(nt.lookup_out(&key, 1, &t).map(|s| s.out_to.1), Some(50002));
+        nt.debug_check();
+        // The first expires and its slot goes to another flow's session: the hint names it.
+        let taker = nt.probe(h, true);
+        nt.lookup_in(&first.in_key, 40, &t);
+        let other = session(2000, 50003);
+        nt.insert(other).unwrap();
+        assert_eq!(nt.lookup_out_hinted(&key, h, hint, 1, &t).map(|s| s.out_to.1), Some(50002));
+        // Past the taker's timeout: gone, whichever slot the hint names.
+        assert!(nt.lookup_out_hinted(&key, h, taker, 40, &t).is_none());
+        assert!(nt.lookup_out_hinted(&key, h, NO_HINT, 40, &t).is_none());
+        assert!(nt.lookup_out_hinted(&other.out_key, nt.hash_out(&other.out_key), hint, 1, &t).is_some());
+        nt.debug_check();
     }
 
     #[test]
