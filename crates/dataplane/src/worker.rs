@@ -29,8 +29,10 @@ pub enum Idle {
     #[default]
     Spin,
     /// Keep polling for `spin`, then sleep in `poll(2)` until a port has frames. With
-    /// `yield_cpu` the worker yields between empty polls: the kernel's receive thread for
-    /// its ports runs on this CPU below it (`io::napi`) and needs the CPU to bring frames.
+    /// `yield_cpu` the kernel's receive thread for the worker's ports runs on its CPU below
+    /// it (`io::napi`) and brings frames only while the worker gives the CPU up: after light
+    /// traffic the worker yields between empty polls (a reply is caught without a wake-up),
+    /// after a loaded poll it sleeps at once ([`Worker::run`]).
     Sleep { spin: Duration, yield_cpu: bool },
 }
 
@@ -257,10 +259,20 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let fds: Option<Vec<RawFd>> = self.rx.iter().map(RxPort::wait_fd).collect();
         let Idle::Sleep { spin, yield_cpu } = self.idle else { return self.spin(stop) };
         let Some(fds) = fds.filter(|f| !f.is_empty()) else { return self.spin(stop) };
-        let (mut empty, mut idle_since) = (0u32, None);
+        let (mut empty, mut idle_since, mut loaded) = (0u32, None, false);
         while !stop.load(Ordering::Relaxed) {
-            if self.poll() > 0 || self.desk_busy {
-                (empty, idle_since) = (0, None);
+            let received = self.poll();
+            if received > 0 || self.desk_busy {
+                (empty, idle_since, loaded) = (0, None, received >= self.batch_size / 2);
+                continue;
+            }
+            if yield_cpu && loaded {
+                // Drained faster than the receive thread fills: sleeping hands it the CPU
+                // until its next batch wakes this worker; a yield would hand a flooded thread
+                // the CPU until the scheduler's next tick, to fill the socket's ring and drop
+                // the rest after paying for them.
+                self.sleep(&fds);
+                loaded = false;
                 continue;
             }
             if yield_cpu {

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use crate::netlink::{self, NLMSG_HDRLEN, attr_u32, attrs, push_attr, u16_at};
 
 /// Nice value of placed NAPI threads: a third of the worker's CFS weight, so a busy worker
-/// keeps most of the CPU and the thread still runs as soon as the worker yields.
+/// keeps most of the CPU and the thread still runs as soon as the worker yields or sleeps.
 pub const NAPI_NICE: i32 = 5;
 
 // linux/genetlink.h and linux/netdev.h (the "netdev" generic netlink family).
