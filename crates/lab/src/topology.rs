@@ -136,12 +136,14 @@ pub fn veth(a: End<'_>, b: End<'_>) -> Result<(), TopologyError> {
 pub fn veth_queues(a: End<'_>, b: End<'_>, queues: usize) -> Result<(), TopologyError> {
     check_name(a.name)?;
     check_name(b.name)?;
-    let q = queues.max(1).to_string();
-    let counts = ["numtxqueues", q.as_str(), "numrxqueues", q.as_str()];
+    let q = queues.to_string();
+    // One queue: the kernel's default, which leaves `ethtool -L` room to add queues later
+    // (veth's maximum is the CPU count unless given).
+    let counts: &[&str] = if queues > 1 { &["numtxqueues", &q, "numrxqueues", &q] } else { &[] };
     let mut args = vec!["link", "add", a.name, "address", a.mac];
-    args.extend_from_slice(&counts);
+    args.extend_from_slice(counts);
     args.extend_from_slice(&["type", "veth", "peer", "name", b.name, "address", b.mac]);
-    args.extend_from_slice(&counts);
+    args.extend_from_slice(counts);
     args.extend_from_slice(&["netns", b.ns.name()]);
     a.ns.ip(&args)?;
     a.ns.ip(&["link", "set", a.name, "up"])?;
