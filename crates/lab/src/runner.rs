@@ -52,9 +52,14 @@ impl Default for Cpus {
 }
 
 impl Cpus {
+    /// Queues per veth, generators, DUT workers: `workers`, at least one.
+    pub fn queues(&self) -> usize {
+        self.workers.max(1)
+    }
+
     /// Every CPU the lab uses, for checking that they exist.
     pub fn all(&self) -> Vec<usize> {
-        let w = self.workers.max(1);
+        let w = self.queues();
         [self.generator, self.dut, self.receiver].into_iter().flat_map(|first| first..first + w).collect()
     }
 }
@@ -141,7 +146,7 @@ impl LabEnv {
     /// Builds the topology; `bin` is the linerate binary that runs gen, rcv and the DUT.
     pub fn build(bin: &Path, cpus: Cpus) -> Result<LabEnv, LabError> {
         let (generator, dut, rcv) = (Namespace::create("lrlab-g")?, Namespace::create("lrlab-d")?, Namespace::create("lrlab-r")?);
-        let queues = cpus.workers.max(1);
+        let queues = cpus.queues();
         veth_offloads_off(End { ns: &generator, name: "lrg0", mac: GEN_MAC }, End { ns: &dut, name: "lrd0", mac: DUT0_MAC }, queues)?;
         veth_offloads_off(End { ns: &dut, name: "lrd1", mac: DUT1_MAC }, End { ns: &rcv, name: "lrr0", mac: RCV_MAC }, queues)?;
         for (ns, ifname, v4, v6) in [
@@ -255,7 +260,7 @@ impl LabEnv {
     /// Runs the generators, one per worker on its own CPU with its share of the destinations
     /// and of the rate, and returns their summaries combined.
     fn run_gen(&self, set: &Set, seconds: u32, rate: Option<f64>, stop: &AtomicBool) -> Result<serde_json::Value, LabError> {
-        let parts = self.cpus.workers.max(1);
+        let parts = self.cpus.queues();
         let rate = rate.or((set.traffic.rate > 0.0).then_some(set.traffic.rate)).map(|r| r / parts as f64);
         let mut children = Vec::new();
         for part in 0..parts {
@@ -273,7 +278,7 @@ impl LabEnv {
     /// `linerate gen` for generator `part` of the lab's workers.
     fn gen_command(&self, set: &Set, seconds: u32, rate: Option<f64>, part: usize) -> std::process::Command {
         let t = &set.traffic;
-        let (src, dst) = ranges_part(t.flows, t.ipv6, part as u32, self.cpus.workers.max(1) as u32);
+        let (src, dst) = ranges_part(t.flows, t.ipv6, part as u32, self.cpus.queues() as u32);
         let mut cmd = self.generator.command(self.bin.to_str().unwrap_or("linerate"));
         let cpu = (self.cpus.generator + part).to_string();
         cmd.args(["gen", "-i", "lrg0", "-D", DUT0_MAC, "-s", &src, "-d", &dst, "--json", "--cpu", &cpu, "-t", &seconds.to_string()]);
@@ -327,7 +332,7 @@ impl LabEnv {
                 }
                 std::fs::write(&path, text)?;
                 let mut cmd = self.dut.command(self.bin.to_str().unwrap_or("linerate"));
-                cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &self.cpus.dut.to_string(), "--workers", &self.cpus.workers.max(1).to_string()]);
+                cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &self.cpus.dut.to_string(), "--workers", &self.cpus.queues().to_string()]);
                 cmd.stdout(Stdio::null());
                 guard.child = Some(wait_ready(cmd, "forwarding with", Duration::from_secs(15), stop)?);
             }
