@@ -8,7 +8,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # command -> Debian package providing it
 for pair in ip:iproute2 gcc:gcc ping:iputils-ping tcpdump:tcpdump nft:nftables \
             sysctl:procps valgrind:valgrind ethtool:ethtool traceroute:traceroute \
-            tracepath:iputils-tracepath python3:python3 bird:bird2 vtysh:frr; do
+            tracepath:iputils-tracepath python3:python3 bird:bird2 vtysh:frr \
+            iperf3:iperf3 ssh:openssh-client sshd:openssh-server ss:iproute2; do
     have "${pair%%:*}" || need_pkgs+=("${pair##*:}")
 done
 # Tools the tests check linerate's metrics and service unit with, without what they recommend

@@ -38,6 +38,7 @@ use crate::fib::Fib;
 
 pub mod frags;
 mod keys;
+mod local;
 pub mod requests;
 pub mod nat;
 mod nat_rewrite;

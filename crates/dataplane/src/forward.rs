@@ -200,6 +200,18 @@ impl Forwarder {
         self.filter.as_mut().map(|f| &mut f.fw)
     }
 
+    /// The firewall's pass over a packet the router sends on logical port `port`
+    /// ([`Firewall::local_out`]); frames that are not IP pass (pf does not see them).
+    pub fn local_out(&mut self, frame: &[u8], port: u16) -> Result<(), DropReason> {
+        let Some(fw) = self.firewall_mut() else { return Ok(()) };
+        let Ok(l2) = wire::parse_l2(frame) else { return Err(DropReason::Truncated) };
+        match l2.ethertype {
+            EtherType::Ipv4 => fw.local_out(frame, l2.l3_offset, true, port),
+            EtherType::Ipv6 => fw.local_out(frame, l2.l3_offset, false, port),
+            _ => Ok(()),
+        }
+    }
+
     /// Handles every frame of `input` (leaving it empty): forwarded frames are appended to
     /// `outputs[physical port]`, frames for the slow path to `punts`, the rest freed and
     /// counted. Each output must have room for a whole input batch (callers flush after each

@@ -15,6 +15,7 @@ pub mod ecmp;
 pub mod fib;
 pub mod filter;
 pub mod forward;
+pub mod host_out;
 pub mod neighbour;
 pub mod ports;
 pub mod punt;

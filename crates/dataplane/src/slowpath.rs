@@ -46,6 +46,13 @@ pub trait SlowIo {
     fn send_wire(&mut self, phys: u16, frame: &[u8]);
     /// Hands an untagged frame to the host stack through logical port `port`'s TAP.
     fn send_host(&mut self, port: u16, frame: &[u8]);
+    /// Sends a frame the host stack sent on logical port `port` (`untagged`: as it came,
+    /// `frame`: with the port's tag if any) on physical port `phys`: with a firewall, through
+    /// the worker of its flow ([`crate::host_out`]).
+    fn send_from_host(&mut self, port: u16, phys: u16, untagged: &[u8], frame: &[u8]) {
+        let _ = (port, untagged);
+        self.send_wire(phys, frame);
+    }
 }
 
 /// What the slow path did, for `linerate show` and `top`.
@@ -306,8 +313,8 @@ impl SlowPath {
             return;
         }
         self.stats.from_host += 1;
-        let frame = tag(p, frame);
-        io.send_wire(p.phys, &frame);
+        let tagged = tag(p, frame);
+        io.send_from_host(port, p.phys, frame, &tagged);
     }
 
     /// Whether `frame` (from the host) is an ARP reply or a solicited neighbour advertisement

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use io::{Batch, FramePool, RxPort, TxPort};
 
-use crate::counters::{Counts, WorkerCounters};
+use crate::counters::{Counts, DropReason, WorkerCounters};
+use crate::host_out::HostOutReceiver;
 use crate::fib::{Fib, PortInfo};
 use crate::filter::requests::{StateDesk, StateRequest};
 use crate::filter::{Firewall, FirewallStats};
@@ -74,6 +75,8 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     /// Where `linerate capture` arms a capture in this worker, and the arming last seen.
     capture: Arc<CaptureSlot>,
     capture_seen: u64,
+    /// The router's own packets to filter and send ([`crate::host_out`]).
+    host_out: Option<HostOutReceiver>,
 }
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
@@ -99,12 +102,18 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             desk_busy: false,
             capture: CaptureSlot::new(),
             capture_seen: 0,
+            host_out: None,
         }
     }
 
     /// Chooses what the worker does while its ports are idle (before it runs).
     pub fn set_idle(&mut self, idle: Idle) {
         self.idle = idle;
+    }
+
+    /// Where the router's own packets of this worker's flows come from (with a firewall).
+    pub fn set_host_out(&mut self, host_out: HostOutReceiver) {
+        self.host_out = Some(host_out);
     }
 
     /// Where a capture is armed in this worker ([`crate::tap`]).
@@ -212,6 +221,9 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 self.local.punt_burst(&mut self.pool, &mut self.punts);
             }
         }
+        if self.host_out.as_ref().is_some_and(HostOutReceiver::pending) {
+            self.send_host_out();
+        }
         self.forwarder.quiescent();
         if let Some(desk) = &mut self.desk {
             self.desk_busy = desk.serve(self.forwarder.firewall_mut());
@@ -222,6 +234,36 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             self.publish_ports();
         }
         received
+    }
+
+    /// Filters and sends up to a batch of the router's own packets (after the received ones:
+    /// the host stack's traffic is the control plane's, light, and must not starve the ports).
+    #[cold]
+    #[inline(never)]
+    fn send_host_out(&mut self) {
+        let Some(mut queue) = self.host_out.take() else { return };
+        for _ in 0..self.batch_size {
+            let Some(f) = queue.recv() else { break };
+            if let Err(reason) = self.forwarder.local_out(f.frame, f.port) {
+                self.forwarder.counts.drop(reason);
+                continue;
+            }
+            let (Some(out), Some(mut desc)) = (self.outputs.get_mut(usize::from(f.phys)), self.pool.alloc()) else {
+                self.forwarder.counts.drop(DropReason::TxError);
+                continue;
+            };
+            self.pool.write(&mut desc, f.frame);
+            out.push(desc);
+            if out.is_full() {
+                self.tx[usize::from(f.phys)].tx_burst(&mut self.pool, out);
+            }
+        }
+        for (port, out) in self.outputs.iter_mut().enumerate() {
+            if !out.is_empty() {
+                self.tx[port].tx_burst(&mut self.pool, out);
+            }
+        }
+        self.host_out = Some(queue);
     }
 
     /// Sleeps until a port is readable (or [`SLEEP_MAX`]), off the FIB's grace periods.
@@ -256,7 +298,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// Polls until `stop` is set, sleeping while idle if so configured and every input port
     /// can wake it.
     pub fn run(&mut self, stop: &AtomicBool) {
-        let fds: Option<Vec<RawFd>> = self.rx.iter().map(RxPort::wait_fd).collect();
+        let fds: Option<Vec<RawFd>> = self.rx.iter().map(RxPort::wait_fd).chain(self.host_out.as_ref().map(|h| Some(h.fd()))).collect();
         let Idle::Sleep { spin, yield_cpu } = self.idle else { return self.spin(stop) };
         let Some(fds) = fds.filter(|f| !f.is_empty()) else { return self.spin(stop) };
         let (mut empty, mut idle_since, mut loaded) = (0u32, None, false);

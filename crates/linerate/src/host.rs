@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use config::Config;
+use dataplane::host_out::HostOutSender;
 use dataplane::punt::PuntReceiver;
 use dataplane::slowpath::{SlowIo, SlowPath};
 use io::afpacket::RawSender;
@@ -23,10 +24,20 @@ use io::tap::Tap;
 pub struct HostIo {
     senders: Vec<RawSender>,
     taps: Vec<Option<Tap>>,
-    /// Frames that could not be sent (socket buffer full, link down) or written to a TAP.
+    /// Frames that could not be sent (socket buffer full, link down, a worker's queue of the
+    /// router's own packets full) or written to a TAP.
     pub send_errors: u64,
+    /// With a firewall: the workers that filter and send the host stack's IP packets.
+    host_out: Option<HostOutSender>,
     /// The static routes on their way to the TAPs, until `ip` is done.
     routes: Option<HostRoutes>,
+}
+
+impl HostIo {
+    /// Sends the host stack's IP packets through the workers' firewalls from now on.
+    pub fn set_host_out(&mut self, out: HostOutSender) {
+        self.host_out = Some(out);
+    }
 }
 
 impl SlowIo for HostIo {
@@ -34,6 +45,18 @@ impl SlowIo for HostIo {
         match self.senders.get(phys as usize) {
             Some(s) if s.send(frame).is_ok() => {}
             _ => self.send_errors += 1,
+        }
+    }
+
+    fn send_from_host(&mut self, port: u16, phys: u16, untagged: &[u8], frame: &[u8]) {
+        let ip = matches!(untagged.get(12..14), Some([0x08, 0x00] | [0x86, 0xdd]));
+        match &mut self.host_out {
+            Some(out) if ip => {
+                if !out.send(port, phys, untagged, frame) {
+                    self.send_errors += 1;
+                }
+            }
+            _ => self.send_wire(phys, frame),
         }
     }
 
@@ -93,7 +116,7 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
     } else {
         None
     };
-    Ok(HostIo { senders, taps, send_errors: 0, routes })
+    Ok(HostIo { senders, taps, send_errors: 0, host_out: None, routes })
 }
 
 /// The config's static routes being given to the TAPs by one `ip -batch` run in the

@@ -73,7 +73,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let cpus = worker_cpus(args.cpu, workers);
     let receive = cfg.router.napi_threads.then(|| crate::receive::place(&physical, &claimed.backends, &cpus));
     let log_file = if firewall.slot.is_some() { crate::logger::open_file(&cfg.log)? } else { None };
-    let mut built = workers::build(&cfg, opened.per_worker, std::mem::take(&mut firewall.per_worker), &slow, &ports, receive.as_ref());
+    let mut built = workers::build(&cfg, opened.per_worker, std::mem::take(&mut firewall.per_worker), &slow, &ports, receive.as_ref(), &opened.kinds)?;
     let state = router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
     let mut control = bind_control(&cfg, &privileges);
 
@@ -81,7 +81,11 @@ pub fn main(args: RunArgs) -> Result<()> {
     // this comes before any thread starts).
     let dropped = privileges.drop_privileges(crate::privilege::exit_needs(&cfg, nft_table))?;
     eprintln!("linerate: privileges: {dropped}");
-    let threads = workers::start(&slow.slow, slow.threads, built.ready, &cpus, &claimed.stop)?;
+    let mut slow_io = slow.threads;
+    if let Some(out) = built.host_out.take() {
+        slow_io.host_io.set_host_out(out);
+    }
+    let threads = workers::start(&slow.slow, slow_io, built.ready, &cpus, &claimed.stop)?;
     serve(&mut claimed.metrics, control.as_mut(), &state, &privileges);
     let logger = match &state.log {
         Some(hub) => {

@@ -91,12 +91,24 @@ pub(super) struct Workers {
     pub state_desks: Vec<Sender<StateRequest>>,
     /// Each worker's log ring, drained by the logger thread (with a firewall).
     pub log_rings: Vec<LogRing>,
+    /// With a firewall: where the slow path sends the host stack's IP packets, to be
+    /// filtered by the worker of their flow.
+    pub host_out: Option<dataplane::host_out::HostOutSender>,
 }
 
 /// Builds a worker on each worker's ports, with its firewall (if any).
-pub(super) fn build(cfg: &Config, ports_by_worker: Vec<WorkerPorts>, firewalls: Firewalls, slow: &SlowPathSetup, ports: &[PortInfo], receive: Option<&ReceivePlacement>) -> Workers {
+/// `kinds`: each physical interface's backend (AF_PACKET spreads flows over the workers by
+/// its fanout program, AF_XDP by the NIC's RSS).
+pub(super) fn build(cfg: &Config, ports_by_worker: Vec<WorkerPorts>, firewalls: Firewalls, slow: &SlowPathSetup, ports: &[PortInfo], receive: Option<&ReceivePlacement>, kinds: &[String]) -> Result<Workers> {
     let workers = ports_by_worker.len();
-    let mut built = Workers { ready: Vec::new(), counters: Vec::new(), fw_stats: Vec::new(), state_desks: Vec::new(), log_rings: Vec::new() };
+    let mut built = Workers { ready: Vec::new(), counters: Vec::new(), fw_stats: Vec::new(), state_desks: Vec::new(), log_rings: Vec::new(), host_out: None };
+    let mut host_out = Vec::new();
+    if firewalls.iter().any(Option::is_some) {
+        let (sender, receivers) = dataplane::host_out::host_out_channels(workers, kinds.iter().map(|k| k.starts_with("af_packet")).collect()).context("opening the queues of the router's own packets")?;
+        built.host_out = Some(sender);
+        host_out = receivers;
+    }
+    let mut host_out = host_out.into_iter();
     for (w, (WorkerPorts { rx, tx, pool }, firewall)) in ports_by_worker.into_iter().zip(firewalls).enumerate() {
         let mut worker: RunWorker = Worker::new(Arc::clone(&slow.fib), ports, rx, tx, slow.punt_tx.clone(), pool, cfg.router.batch_size);
         // The errors-per-second budget is shared out among the workers.
@@ -110,11 +122,14 @@ pub(super) fn build(cfg: &Config, ports_by_worker: Vec<WorkerPorts>, firewalls: 
         if let Some(firewall) = firewall {
             built.add_firewall(&mut worker, w, workers, firewall, cfg);
         }
+        if let Some(queue) = host_out.next() {
+            worker.set_host_out(queue);
+        }
         built.fw_stats.extend(worker.firewall_stats());
         built.counters.push(worker.counters());
         built.ready.push(worker);
     }
-    built
+    Ok(built)
 }
 
 impl Workers {
