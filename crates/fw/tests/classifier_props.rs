@@ -368,6 +368,7 @@ fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 

@@ -39,6 +39,7 @@ fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 

@@ -522,6 +522,7 @@ fn example_key(
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 
