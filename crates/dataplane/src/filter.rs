@@ -834,7 +834,7 @@ impl Firewall {
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
             self.log_decided(Count { rule: v.rule, by_rules: true, created: false }, r, Dir::In);
             return match r {
-                Ok(()) => Ok(has_out.then(Ticket::default)),
+                Ok(()) => Ok(has_out.then(|| Ticket { tag: v.tag, ..Ticket::default() })),
                 Err(d) => Err(self.dropped(d, v.rule)),
             };
         }
