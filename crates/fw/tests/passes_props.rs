@@ -63,6 +63,12 @@ fn rand_rule(rng: &mut Rng) -> String {
             r += " allow-opts";
         }
     }
+    // pf's tags: set inbound, tested outbound (a tag set and tested in one pass is refused).
+    if r.contains(" in") && rng.below(3) == 0 {
+        r += *pick(rng, &[" tag T0", " tag T1"]);
+    } else if r.contains(" out") && rng.below(3) == 0 {
+        r += *pick(rng, &[" tagged T0", " tagged T1", " ! tagged T0"]);
+    }
     r
 }
 
