@@ -222,18 +222,26 @@ impl Passes<'_> {
         if v.action == Action::Block {
             return (Err(Drop::Blocked), count);
         }
-        let tag = if v.tag != 0 { v.tag } else { key.tag };
+        // Only the inbound pass's tag travels (to the outbound pass); an outbound pass's is
+        // kept by the state it creates, computed there.
+        let tag = match pass {
+            Pass::In if v.tag != 0 => v.tag,
+            Pass::In => key.tag,
+            Pass::Out => 0,
+        };
         if v.keep_state == StateMode::None && !key.ip_opts {
             return (Ok((None, tag)), count);
         }
-        let (r, count) = self.options_and_state(key, tcp, pass, v.rule, v.keep_state, tag);
+        let (r, count) = self.options_and_state(key, tcp, pass, v.rule, v.keep_state, v.tag);
         (r.map(|id| (id, tag)), count)
     }
 
     /// The rest of [`rules`](Self::rules) for a passing packet: the rule's `allow-opts`, and
-    /// its state (which tags the packets it passes with `tag`).
+    /// its state (which tags the packets it passes as the verdict's `tag`, else as the packet
+    /// came).
     #[inline(never)]
     fn options_and_state(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, i: Option<usize>, keep: StateMode, tag: u8) -> (Result<Option<StateId>, Drop>, Count) {
+        let tag = if tag != 0 { tag } else { key.tag };
         let mut count = Count { rule: i, by_rules: true, created: false };
         let allow_opts = i.is_some_and(|i| self.rules.rules[i].allow_opts);
         if key.ip_opts && !allow_opts {

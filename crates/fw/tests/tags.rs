@@ -104,3 +104,22 @@ fn tagged_and_not_tagged_test_the_tag_the_packet_brings() {
     assert_eq!(verdict(&rs, &out(2, 7)).rule, Some(2));
     assert_eq!(verdict(&rs, &out(2, lan)).rule, Some(0));
 }
+
+/// The verdict cache keys on the packet's tag: packets differing only there get their own
+/// verdicts, and the tag the pass sets comes back from the cache.
+#[test]
+fn the_verdict_cache_keys_on_the_tag() {
+    let rs = ok("block out all\npass out tagged LAN tag OUT\n");
+    let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+    assert!(cl.wants_cache());
+    let mut cache = fw::classifier::VerdictCache::new(64, 1);
+    let out = |tag| PacketKey { dir: Dir::Out, tag, ..UDP };
+    for _ in 0..3 {
+        for tag in [1, 0, 2, 1] {
+            let want = evaluate(&rs, &out(tag));
+            assert_eq!(cache.classify(&cl, &out(tag)), want, "tag {tag}");
+            assert_eq!(want.tag, if tag == 1 { 2 } else { 0 });
+        }
+    }
+    assert!(cache.counters().hits >= 9, "{:?}", cache.counters());
+}

@@ -180,27 +180,35 @@ impl VerdictCache {
     /// ([`Classifier::wants_cache`]: the tree engine); RFC answers directly.
     #[inline(always)]
     pub fn classify(&mut self, cl: &Classifier, key: &PacketKey) -> Verdict {
-        if !cl.wants_cache() {
-            return cl.classify(key);
+        match cl.cache_mode() {
+            0 => cl.classify(key),
+            1 => self.lookup_as::<false>(cl, key),
+            _ => self.lookup_as::<true>(cl, key),
         }
-        self.lookup(cl, key)
     }
 
     /// `cl`'s verdict for `key` through the cache, whatever the engine.
     #[inline]
     pub fn lookup(&mut self, cl: &Classifier, key: &PacketKey) -> Verdict {
+        self.lookup_as::<true>(cl, key)
+    }
+
+    /// [`lookup`](Self::lookup); `TAGS`: whether the rules read packet tags (without, the
+    /// key's tag is 0 and the verdict's too: neither is read).
+    #[inline(always)]
+    fn lookup_as<const TAGS: bool>(&mut self, cl: &Classifier, key: &PacketKey) -> Verdict {
         if cl.id() != self.owner {
             self.invalidate();
             self.owner = cl.id();
         }
-        let p = self.probe(key, cl.flags_mask());
+        let p = self.probe::<TAGS>(key, cl.flags_mask());
         let (set, sig) = self.set_of(&p);
         for (w, &s) in self.sigs[set].iter().enumerate() {
             if s == sig {
                 let e = &self.entries[set * WAYS + w];
                 if e.gen_meta == p.gen_meta && e.tag == p.tag && e.src == p.src && e.dst == p.dst {
                     self.counters.hits += 1;
-                    return verdict_of(e);
+                    return verdict_of::<TAGS>(e);
                 }
             }
         }
@@ -228,10 +236,11 @@ impl VerdictCache {
     }
 
     #[inline(always)]
-    fn probe(&self, key: &PacketKey, flags_mask: u8) -> Probe {
+    fn probe<const TAGS: bool>(&self, key: &PacketKey, flags_mask: u8) -> Probe {
         let flags = if key.proto == proto::TCP { key.tcp_flags & flags_mask } else { 0 };
         let tag = u64::from(key.src_port) << 48 | u64::from(key.dst_port) << 32 | u64::from(key.iface) << 16 | u64::from(key.proto) << 8 | u64::from(flags);
-        let meta = u32::from(key.tag) << 5 | u32::from(key.route & 7) << 2 | u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
+        let ptag = if TAGS { u32::from(key.tag) << 5 } else { 0 };
+        let meta = ptag | u32::from(key.route & 7) << 2 | u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
         Probe { src: key.src, dst: key.dst, tag, gen_meta: self.generation << META_BITS | meta }
     }
 
@@ -274,7 +283,7 @@ fn verdict_bits(v: &Verdict) -> u8 {
 }
 
 #[inline(always)]
-fn verdict_of(e: &Entry) -> Verdict {
+fn verdict_of<const TAGS: bool>(e: &Entry) -> Verdict {
     Verdict {
         action: if e.verdict & 1 != 0 { Action::Block } else { Action::Pass },
         rule: (e.rule != NO_RULE).then_some(e.rule as usize),
@@ -283,7 +292,7 @@ fn verdict_of(e: &Entry) -> Verdict {
             1 => StateMode::Keep,
             _ => StateMode::KeepSloppy,
         },
-        tag: e.vtag,
+        tag: if TAGS { e.vtag } else { 0 },
     }
 }
 

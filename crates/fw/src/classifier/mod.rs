@@ -271,8 +271,9 @@ pub struct Classifier {
     id: u64,
     /// The TCP flag bits some rule tests.
     flags_mask: u8,
-    /// See [`Classifier::wants_cache`].
-    wants_cache: bool,
+    /// See [`Classifier::wants_cache`]: 0 no, 1 yes, 2 yes and the rules test tags (the
+    /// cache then keys on them; one byte, so that the fast path reads one field).
+    cache_mode: u8,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -305,8 +306,12 @@ impl Classifier {
         } else {
             compile_routes(rs, opts)?
         };
-        let wants_cache = compiled.has_tree();
-        Ok(Classifier { compiled, rules, stats, id, flags_mask, wants_cache })
+        let cache_mode = match (compiled.has_tree(), matches!(compiled, Compiled::Tags(_))) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        };
+        Ok(Classifier { compiled, rules, stats, id, flags_mask, cache_mode })
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
@@ -342,8 +347,14 @@ impl Classifier {
     /// trees and leaves, 100-400 ns), not with RFC (about 30 ns, less than a cache miss).
     #[inline(always)]
     pub fn wants_cache(&self) -> bool {
-        self.wants_cache
+        self.cache_mode != 0
     }
+
+    /// [`wants_cache`](Self::wants_cache), and 2 where the rules read packet tags.
+    #[inline(always)]
+    pub(crate) fn cache_mode(&self) -> u8 {
+        self.cache_mode
+}
 
     /// Number of rules compiled.
     pub fn rule_count(&self) -> usize {
