@@ -105,6 +105,10 @@ fn tos_name(w: &str) -> Option<u8> {
 impl Parser<'_> {
     /// `[no] scrub [in|out] [quick] [on IFACE] [inet|inet6] [proto P] HOSTS [OPTIONS]`.
     pub(super) fn scrub_rule(&mut self) -> PResult<()> {
+        let first = self.peek()?.clone();
+        if !self.rs.rules.is_empty() || !self.rs.nat.is_empty() {
+            return here(&first, "scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)");
+        }
         let exempt = self.eat_word("no")?;
         let at = self.expect_word("scrub")?;
         let dir = if self.eat_word("in")? {
@@ -311,6 +315,8 @@ mod tests {
             ("scrub in on em9 all", "pf.conf:1:13: unknown interface \"em9\""),
             ("scrub in from no-route", "pf.conf:1:15: `no-route` in a scrub rule is not supported by linerate"),
             ("pass in all scrub (random-id)", "pf.conf:1:13: `scrub` is not supported by linerate"),
+            ("pass all\nscrub in all", "pf.conf:2:1: scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)"),
+            ("nat on em0 from 10/8 -> 192.0.2.1\nno scrub in all", "pf.conf:2:1: scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)"),
         ];
         for (text, want) in cases {
             assert_eq!(err(text), want, "{text}");
