@@ -2,7 +2,7 @@
 //! packet inbound (before the filter and the TTL decrement) or outbound, with checksums
 //! that still hold; what pf drops is dropped and counted.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -24,6 +24,9 @@ const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
 const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
 const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
+const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 2);
+const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
+const B_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
 
 fn fib() -> Arc<Fib> {
     static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
@@ -32,6 +35,9 @@ fn fib() -> Arc<Fib> {
         ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
         ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
         ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
+        ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
+        ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
+        ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1).unwrap();
         ctl.fib()
     })
     .clone()
@@ -164,4 +170,40 @@ fn illegal_tcp_flags_are_dropped_and_counted() {
     assert_eq!((c.drops[DropReason::ScrubBadTcp as usize], c.forwarded, out.len()), (2, 1, 1), "{c:?}");
     let (c, _, _) = run("pass all no state\n", bad);
     assert_eq!((c.drops[DropReason::ScrubBadTcp as usize], c.forwarded), (0, 3), "{c:?}");
+}
+
+/// The TCP checksum of IPv6 frame `f` (TCP right after the fixed header), recomputed.
+fn tcp6_checksum(f: &[u8]) -> u16 {
+    let seg = &f[54..];
+    let mut b = f[22..54].to_vec();
+    b.extend_from_slice(&(seg.len() as u32).to_be_bytes());
+    b.extend_from_slice(&[0, 0, 0, 6]);
+    b.extend_from_slice(seg);
+    b[40 + 16..40 + 18].fill(0);
+    wire::checksum::checksum(&b)
+}
+
+/// IPv6: `min-ttl` raises the hop limit before the forwarding's decrement, `max-mss`
+/// clamps a SYN's MSS, and the TCP checksum still holds.
+#[test]
+fn ipv6_hop_limit_and_mss() {
+    let mut buf = vec![0u8; 256];
+    let n = wire::build::udp_frame(&frames::flow(0, A6.into(), 40000, FAR6.into(), 80), 16, &mut buf).unwrap();
+    buf.truncate(n);
+    buf.resize(54 + 24, 0);
+    buf[18..20].copy_from_slice(&24u16.to_be_bytes()); // payload length
+    buf[20] = 6; // next header: TCP
+    buf[21] = 3; // hop limit
+    let mut seg = vec![0x9c, 0x40, 0x00, 0x50, 0, 0, 0x03, 0xe8, 0, 0, 0, 0, 0x60, SYN, 0xff, 0xff, 0, 0, 0, 0];
+    seg.extend_from_slice(&MSS_1460);
+    buf[54..].copy_from_slice(&seg);
+    let c = tcp6_checksum(&buf);
+    buf[70..72].copy_from_slice(&c.to_be_bytes());
+    let (c, out, scrub) = run("scrub in inet6 proto tcp all min-ttl 64 max-mss 1220\npass all\n", vec![buf]);
+    assert_eq!(c.forwarded, 1, "{c:?}");
+    let f = &out[0];
+    assert_eq!(f[21], 63, "raised to 64, then decremented");
+    assert_eq!(&f[74..78], &[0x02, 0x04, 0x04, 0xc4], "MSS 1220");
+    assert_eq!(u16::from_be_bytes([f[70], f[71]]), tcp6_checksum(f));
+    assert_eq!(scrub, [("packets", 1), ("ttl_raised", 1), ("mss_clamped", 1)]);
 }
