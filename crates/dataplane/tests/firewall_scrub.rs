@@ -154,6 +154,10 @@ fn inbound_and_outbound_scrub_and_the_first_match() {
     let (_, out, _) = run("scrub out on if1 all min-ttl 64\npass all\n", vec![pkt()]);
     assert_eq!(out[0][22], 64, "raised after the decrement");
     assert!(checksums_hold(&out[0]));
+    // A rule set of scrub rules alone (every packet passes by default, nothing to filter).
+    let (_, out, _) = run("scrub in all min-ttl 32\nscrub out all min-ttl 64\n", vec![pkt()]);
+    assert_eq!(out[0][22], 64);
+    assert!(checksums_hold(&out[0]));
     let (_, out, _) = run("no scrub in from 198.18.0.0/24\nscrub in all min-ttl 64\npass all\n", vec![pkt()]);
     assert_eq!(out[0][22], 4, "exempted");
     let (_, out, _) = run("scrub in proto tcp from 198.18.0.0/24 to any port 80 max-mss 1200\nscrub in all max-mss 1000\npass all\n", vec![pkt()]);
