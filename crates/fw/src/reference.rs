@@ -23,7 +23,7 @@ fn item_matches(rs: &RuleSet, item: &AddrItem, af: Af, addr: u128) -> bool {
     }
 }
 
-fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
+pub(crate) fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
     match m {
         AddrMatch::Any => true,
         AddrMatch::List(items) => items.iter().any(|i| item_matches(rs, i, af, addr)),

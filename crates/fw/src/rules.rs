@@ -38,6 +38,7 @@ mod iface_addr;
 mod lexer;
 mod nat;
 mod parser;
+mod scrub;
 mod src_track;
 mod tags;
 mod translation;
@@ -50,6 +51,7 @@ pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRu
 use values::{af_name, parse_flags, parse_table_file, port_number};
 
 pub use extras::LogMode;
+pub use scrub::{ScrubOpts, ScrubRule};
 
 pub use crate::packet::{Af, Dir};
 
@@ -391,6 +393,8 @@ pub struct RuleSet {
     pub skip: Vec<u16>,
     /// `nat`, `rdr` and `binat` rules, in file order (`crate::nat`).
     pub nat: Vec<NatRule>,
+    /// `scrub` and `no scrub` rules, in file order: the first that matches a packet applies.
+    pub scrub: Vec<ScrubRule>,
     /// `set block-policy`: what a plain `block` rule written after it sends back (`None`:
     /// drop, the default; `return`: [`BlockReturn::RETURN`]).
     pub block_policy: Option<BlockReturn>,
@@ -409,6 +413,7 @@ impl Default for RuleSet {
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),
             nat: Vec::new(),
+            scrub: Vec::new(),
             block_policy: None,
             tags: Vec::new(),
         }

@@ -11,13 +11,13 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "divert-reply", "divert-packet", "queue", "prio", "set", "probability",
     "rtable", "rdomain", "user", "group", "os", "modulate", "synproxy", "max", "max-pkt-rate",
     "pflow", "no-sync", "once", "received-on", "fragment", "tos",
-    "min-ttl", "max-mss", "no-df", "random-id", "reassemble", "scrub", "adaptive.start",
+    "reassemble", "scrub", "adaptive.start",
     "adaptive.end", "sticky-address", "route",
 ];
 
 /// pf statements linerate does not implement.
 const UNSUPPORTED_STATEMENTS: &[&str] = &[
-    "match", "anchor", "scrub", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
+    "match", "anchor", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
     "binat-anchor", "load", "include", "queue", "altq", "ether",
 ];
 
