@@ -208,6 +208,7 @@ pub(crate) fn setup_firewall(worker: &mut BenchWorker, f: &BenchFirewall, frames
             icmp_id: 0,
             ip_opts: false,
             route: 0,
+            tag: 0,
         };
         fw.insert_state(&key, n - 1).map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
     }

@@ -58,6 +58,7 @@ drop_reasons! {
     NatExhausted => "nat_exhausted", "A nat rule matched but no translation was free: every port of its range in use towards that destination, or the translation table full.";
     NatNoAddress => "nat_no_address", "A nat rule translates to `(interface)` and the interface has no IPv4 address.";
     NatFragment => "nat_fragment", "An IPv4 fragment of a flow NAT would translate: linerate does not reassemble.";
+    ScrubBadTcp => "scrub_bad_tcp", "A TCP segment a scrub rule matched with flags pf's normalization drops (SYN with RST or FIN; FIN, PSH or URG without ACK; none of SYN, ACK, RST) or a data offset below 5.";
     Blackhole => "blackhole", "Discarded by a blackhole route (config, or a kernel route of type blackhole).";
 }
 
@@ -65,7 +66,7 @@ drop_reasons! {
 pub const DROP_REASONS: usize = DropReason::ALL.len();
 
 /// Counters of one worker as plain integers: what the fast path increments.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
     pub rx: u64,
     pub forwarded: u64,
@@ -74,6 +75,13 @@ pub struct Counts {
     /// Handed to the slow path to be sent later: waiting for ARP/NDP, or to be fragmented.
     pub slow_path: u64,
     pub drops: [u64; DROP_REASONS],
+}
+
+// By hand: `Default` is derived for arrays of at most 32 elements.
+impl Default for Counts {
+    fn default() -> Self {
+        Counts { rx: 0, forwarded: 0, local: 0, slow_path: 0, drops: [0; DROP_REASONS] }
+    }
 }
 
 impl Counts {
@@ -128,7 +136,7 @@ impl Counts {
 }
 
 /// A worker's counters as published for other threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WorkerCounters {
     rx: AtomicU64,
     forwarded: AtomicU64,
@@ -144,6 +152,25 @@ pub struct WorkerCounters {
     /// Port-statistics requests made and served: the worker publishes when they differ.
     requested: AtomicU64,
     served: AtomicU64,
+}
+
+// By hand: `Default` is derived for arrays of at most 32 elements.
+impl Default for WorkerCounters {
+    fn default() -> Self {
+        WorkerCounters {
+            rx: AtomicU64::default(),
+            forwarded: AtomicU64::default(),
+            local: AtomicU64::default(),
+            slow_path: AtomicU64::default(),
+            drops: std::array::from_fn(|_| AtomicU64::new(0)),
+            ports: Box::default(),
+            icmp_sent: AtomicU64::default(),
+            icmp_suppressed: AtomicU64::default(),
+            port_counts: std::sync::Mutex::default(),
+            requested: AtomicU64::default(),
+            served: AtomicU64::default(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]

@@ -48,6 +48,7 @@ use overload::FlushJob;
 pub mod log;
 mod refuse;
 mod route_hosts;
+pub mod scrub;
 mod stage;
 
 use log::{LogHit, LogRules, LogSink};
@@ -79,6 +80,11 @@ pub struct CompiledRules {
     /// The route bits the rules test (`no-route`, `urpf-failed`): 0, the usual case, looks
     /// nothing up.
     route_bits: u8,
+    /// Some `scrub` rule applies to inbound / outbound packets: the stage's scrub pass runs.
+    scrub_in: bool,
+    scrub_out: bool,
+    /// Some scrub rule names hosts, ports, a family or a protocol: matching needs a key.
+    scrub_keyed: bool,
 }
 
 impl CompiledRules {
@@ -95,7 +101,9 @@ impl CompiledRules {
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let log = LogRules::of(&rules);
         let route_bits = rules.route_bits_used();
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits })
+        let (scrub_in, scrub_out) = (rules.scrubs(Dir::In), rules.scrubs(Dir::Out));
+        let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed })
     }
 
     /// Whether `other` is this set with other table entries (`overload`): the same limits.
@@ -397,6 +405,8 @@ pub struct FirewallStats {
     generation: AtomicU64,
     /// The verdict cache's hits, misses and invalidations.
     cache: [AtomicU64; 3],
+    /// Normalization's counts ([`scrub::ScrubCounts`]).
+    scrub: [AtomicU64; scrub::SCRUB_COUNTER_NAMES.len()],
 }
 
 impl FirewallStats {
@@ -414,6 +424,11 @@ impl FirewallStats {
     pub fn verdict_cache(&self) -> CacheCounters {
         let [hits, misses, invalidations] = std::array::from_fn(|i| self.cache[i].load(Ordering::Relaxed));
         CacheCounters { hits, misses, invalidations }
+    }
+
+    /// Normalization's counters (`scrub` rules), named by [`scrub::SCRUB_COUNTER_NAMES`].
+    pub fn scrub(&self) -> [(&'static str, u64); scrub::SCRUB_COUNTER_NAMES.len()] {
+        std::array::from_fn(|i| (scrub::SCRUB_COUNTER_NAMES[i], self.scrub[i].load(Ordering::Relaxed)))
     }
 
     /// The [`RulesSlot`] generation the worker has adopted.
@@ -459,6 +474,8 @@ pub struct Firewall {
     route_bits: u8,
     /// `overload ... flush` walks still to do (`overload.rs`).
     flushes: Vec<FlushJob>,
+    /// What normalization did (published after each batch).
+    pub(crate) scrub_counts: scrub::ScrubCounts,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -578,11 +595,12 @@ impl Firewall {
             states: std::array::from_fn(|_| AtomicU64::new(0)),
             generation: AtomicU64::new(seen),
             cache: std::array::from_fn(|_| AtomicU64::new(0)),
+            scrub: std::array::from_fn(|_| AtomicU64::new(0)),
         });
         let clock = slot.epoch;
         // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
         let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
-        Firewall { slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new() }
+        Firewall { slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -591,6 +609,12 @@ impl Firewall {
 
     pub fn rules(&self) -> &Arc<CompiledRules> {
         &self.cur.rules
+    }
+
+    /// The rules and the normalization counters, for the scrub pass.
+    #[inline(always)]
+    pub(crate) fn scrub_parts(&mut self) -> (&CompiledRules, &mut scrub::ScrubCounts) {
+        (&self.cur.rules, &mut self.scrub_counts)
     }
 
     pub fn state_table(&self) -> &StateTable {
@@ -698,6 +722,9 @@ impl Firewall {
         }
         let c = self.cache.counters();
         for (a, v) in self.stats.cache.iter().zip([c.hits, c.misses, c.invalidations]) {
+            a.store(v, Ordering::Relaxed);
+        }
+        for (a, v) in self.stats.scrub.iter().zip(self.scrub_counts.fields()) {
             a.store(v, Ordering::Relaxed);
         }
     }
@@ -835,7 +862,7 @@ impl Firewall {
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
             self.log_decided(Count { rule: v.rule, by_rules: true, created: false }, r, Dir::In);
             return match r {
-                Ok(()) => Ok(has_out.then(Ticket::default)),
+                Ok(()) => Ok(has_out.then(|| Ticket { tag: v.tag, ..Ticket::default() })),
                 Err(d) => Err(self.dropped(d, v.rule)),
             };
         }

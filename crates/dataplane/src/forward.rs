@@ -52,6 +52,22 @@ const TAG_LEN: usize = 4;
 /// Packets of the batch whose data is prefetched ahead of the one being parsed.
 const PREFETCH_AHEAD: usize = 4;
 
+/// The inbound scrub pass: every packet to route normalized by the first scrub rule that
+/// matches it on its input port (out of line: only rule sets with `scrub` run it).
+#[inline(never)]
+fn scrub_in(f: &mut FilterStage, pool: &mut FramePool, descs: &[FrameDesc], steps: &mut [Step]) {
+    for (step, &desc) in steps.iter_mut().zip(descs) {
+        let (l3, v4, in_port) = match *step {
+            Step::V4 { l3, in_port, .. } => (l3, true, in_port),
+            Step::V6 { l3, in_port, .. } => (l3, false, in_port),
+            _ => continue,
+        };
+        if let Err(reason) = f.scrub(pool.frame_mut(desc), usize::from(l3), v4, in_port, fw::packet::Dir::In) {
+            *step = Step::Drop(reason);
+        }
+    }
+}
+
 /// Decision of the classify pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
@@ -240,7 +256,7 @@ impl Forwarder {
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<false, false>(pool, desc, i, step, outputs, punts);
+            self.apply::<false, false, false>(pool, desc, i, step, outputs, punts);
         }
     }
 
@@ -260,6 +276,10 @@ impl Forwarder {
     fn nat_in(&mut self, pool: &mut FramePool, descs: &[FrameDesc]) {
         let Some(f) = &mut self.filter else { return };
         f.begin_batch();
+        // pf normalizes a packet before anything else looks at it.
+        if f.scrub.on_in {
+            scrub_in(f, pool, descs, &mut self.steps[..]);
+        }
         if !f.nat_on {
             return;
         }
@@ -298,25 +318,37 @@ impl Forwarder {
     /// only NAT's outbound pass added if anything is to translate.
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        let (out_pass, nat) = self.filter.as_ref().map_or((false, false), |f| (f.out_pass, f.nat_on));
-        if out_pass {
+        let (out_pass, nat, scrub) = self.filter.as_ref().map_or((false, false, false), |f| (f.out_pass, f.nat_on, f.scrub.on_out));
+        if scrub {
+            self.apply_scrubbed(pool, input, outputs, punts);
+        } else if out_pass {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<true, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<true, false, false>(pool, desc, i, step, outputs, punts);
             }
         } else if nat {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false, true>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, true, false>(pool, desc, i, step, outputs, punts);
             }
         } else {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, false, false>(pool, desc, i, step, outputs, punts);
             }
         }
         if let Some(f) = &mut self.filter {
             f.fw.end_batch();
+        }
+    }
+
+    /// The apply pass with the outbound scrub rules and the `out` rules: its own function, so
+    /// that rule sets without `scrub out` pay nothing per packet.
+    #[inline(never)]
+    fn apply_scrubbed(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+        for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+            let step = self.steps[i % MAX_BATCH];
+            self.apply::<true, false, true>(pool, desc, i, step, outputs, punts);
         }
     }
 
@@ -358,9 +390,10 @@ impl Forwarder {
 
     /// The rest of a packet's way after the lookups. `FW`: with the firewall's out pass (and
     /// NAT's), for a batch where some packet needs it; `NAT`: with NAT's outbound pass only,
-    /// for a batch whose packets states settled.
+    /// for a batch whose packets states settled; `SCRUB` (with `FW`): the outbound scrub
+    /// rules first.
     #[inline(always)]
-    fn apply<const FW: bool, const NAT: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply<const FW: bool, const NAT: bool, const SCRUB: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (l3, nh, v4, in_port) = match step {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
@@ -399,7 +432,7 @@ impl Forwarder {
         }
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
-        if FW && let Err(stop) = self.out_pass(pool, desc, i, l3, port, v4) {
+        if FW && let Err(stop) = self.out_pass::<SCRUB>(pool, desc, i, l3, port, v4) {
             return match stop {
                 OutStop::Refuse(refusal) => self.refuse(pool, desc, in_port, refusal, punts),
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
@@ -432,10 +465,14 @@ impl Forwarder {
     /// The firewall's out pass of packet `i` on output port `port` (skipped when a state
     /// settled it) and NAT's outbound pass. When both run, NAT chooses the translation first
     /// and the rules judge the packet as it will leave (pf translates before it filters).
+    /// `SCRUB`: normalized first, as pf does before its state lookup.
     #[inline(always)]
-    fn out_pass(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16, v4: bool) -> Result<(), OutStop> {
+    fn out_pass<const SCRUB: bool>(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16, v4: bool) -> Result<(), OutStop> {
         let Some(f) = &mut self.filter else { return Ok(()) };
         let i = i % MAX_BATCH;
+        if SCRUB {
+            f.scrub(pool.frame_mut(desc), l3, v4, port, fw::packet::Dir::Out).map_err(OutStop::Drop)?;
+        }
         // Translation is IPv4's.
         let nat = v4 && f.nat_on && f.nat.on_port(port);
         if !f.settled[i] {

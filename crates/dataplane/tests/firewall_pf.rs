@@ -419,3 +419,25 @@ fn overload_adds_the_source_to_its_table_and_flushes_its_states() {
     let stats = fw.stats().rules().snapshot();
     assert_eq!(stats[2].packets, 9, "{stats:?}");
 }
+
+/// pf's `tag` / `tagged`: the in pass on a tags A's traffic LAN (its state remembers the
+/// tag), the out pass on b lets only LAN out. A second host behind a, which no tagging rule
+/// matches, is blocked on the way out; replies come back. With `no state` on the out rule
+/// every packet of A's flow is judged on b by the tag its in state gives it; with `no
+/// state` on the in rule, by the tag the in rules give each packet.
+#[test]
+fn tagged_out_rules_pass_what_the_in_pass_tagged() {
+    for (in_state, out_state) in [("keep state", "keep state"), ("keep state", "no state"), ("no state", "keep state")] {
+        let rules = format!("pass in on a from 198.18.0.2 tag LAN {in_state}\nblock out on b\npass out on b tagged LAN {out_state}\n");
+        let frames = vec![
+            (0, udp(0, A_HOST, 1000, FAR, 53)),
+            (0, udp(0, A_HOST2, 1000, FAR, 53)),
+            (0, udp(0, A_HOST, 1000, FAR, 53)),
+            (1, udp(1, FAR, 53, A_HOST, 1000)),
+            (0, udp(0, A_HOST2, 1000, FAR, 53)),
+            (0, udp(0, A_HOST, 1000, FAR, 53)),
+        ];
+        let c = run_batches(&rules, frames);
+        assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (4, 2), "{in_state}, {out_state}: {c:?}");
+    }
+}

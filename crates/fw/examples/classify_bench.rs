@@ -41,6 +41,7 @@ fn traffic(n: usize, seed: u64) -> Vec<PacketKey> {
             icmp_id: 0,
             ip_opts: false,
             route: 0,
+            tag: 0,
         })
         .collect()
 }
@@ -204,6 +205,7 @@ fn realistic_traffic(rs: &RuleSet, n: usize, seed: u64) -> Vec<PacketKey> {
                 icmp_id: 0,
                 ip_opts: false,
                 route: 0,
+                tag: 0,
             }
         })
         .collect()

@@ -26,6 +26,7 @@ fn filler(i: u64) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 

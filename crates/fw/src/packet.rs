@@ -45,6 +45,10 @@ pub struct PacketKey {
     /// ([`route`] bits). Filled by the data plane only when the rule set has such hosts
     /// ([`RuleSet::route_bits_used`](crate::rules::RuleSet::route_bits_used)), else 0.
     pub route: u8,
+    /// pf's packet tag (`tag` / `tagged`): the id of the tag the packet carries into this pass
+    /// ([`RuleSet::tags`](crate::rules::RuleSet::tags)`[tag - 1]`), 0 for none. Set by the
+    /// passes: the outbound pass sees what the inbound pass (its rules or its state) tagged.
+    pub tag: u8,
 }
 
 /// The bits of [`PacketKey::route`].
@@ -74,6 +78,7 @@ impl PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     };
 }
 

@@ -71,6 +71,9 @@ pub struct Ticket {
     /// The outbound pass is settled already: the entry's pf state for it floats and allows
     /// what the packet carries.
     pub out_settled: bool,
+    /// The tag the packet leaves the inbound pass with (pf's `tag`, 0: none): what the
+    /// outbound pass's `tagged` sees.
+    pub tag: u8,
 }
 
 /// The rules and states one worker filters with.
@@ -125,14 +128,14 @@ impl Passes<'_> {
     #[inline(always)]
     pub fn inbound_with(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, v: Option<Verdict>) -> (Result<Ticket, Drop>, Count) {
         if self.skipped(key.iface) {
-            let ticket = Ticket { state: hit.map(|h| h.id), from_a: hit.is_some_and(|h| h.from_a), out_settled: false };
+            let ticket = Ticket { state: hit.map(|h| h.id), from_a: hit.is_some_and(|h| h.from_a), out_settled: false, tag: key.tag };
             return (Ok(ticket), Count::default());
         }
         if let Some(h) = hit {
             return self.inbound_hit(key, tcp, h, v);
         }
         let (r, count) = self.rules(key, tcp, Pass::In, v);
-        (r.map(|state| Ticket { state, ..Ticket::default() }), count)
+        (r.map(|(state, tag)| Ticket { state, tag, ..Ticket::default() }), count)
     }
 
     /// [`inbound`](Self::inbound) for a packet whose flow has an entry (`v`: the rules'
@@ -141,13 +144,14 @@ impl Passes<'_> {
     fn inbound_hit(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Hit, v: Option<Verdict>) -> (Result<Ticket, Drop>, Count) {
         let [sin, sout] = self.states.sub_states(hit.id, hit.from_a).unwrap_or([None, None]);
         let out_settled = sout.is_some_and(|o| o.bound.is_none() && (o.allow_opts || !key.ip_opts));
-        let ticket = Ticket { state: Some(hit.id), from_a: hit.from_a, out_settled };
+        let ticket = Ticket { state: Some(hit.id), from_a: hit.from_a, out_settled, tag: key.tag };
         if let Some(s) = sin.filter(|s| s.on(key.iface)) {
+            let ticket = Ticket { tag: if s.tag != 0 { s.tag } else { key.tag }, ..ticket };
             let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(ticket) };
             return (r, Count::default());
         }
         let (r, count) = self.rules(key, tcp, Pass::In, v);
-        (r.map(|_| ticket), count)
+        (r.map(|(_, tag)| Ticket { tag, ..ticket }), count)
     }
 
     /// The outbound pass of `key` (as the inbound pass saw it) on interface `port`.
@@ -163,7 +167,7 @@ impl Passes<'_> {
     /// of the rules (pf's default pass, keeping state).
     #[inline(never)]
     pub fn outbound_translated(&mut self, key: &PacketKey, seen: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, pass: bool) -> (Result<(), Drop>, Count) {
-        let seen = PacketKey { dir: Dir::Out, iface: port, ..*seen };
+        let seen = PacketKey { dir: Dir::Out, iface: port, tag: ticket.tag, ..*seen };
         self.outbound_seen(key, port, tcp, ticket, |p, _| if pass { Verdict::TRANSLATION_PASS } else { p.verdict(&seen) })
     }
 
@@ -172,7 +176,7 @@ impl Passes<'_> {
         if self.skipped(port) {
             return (Ok(()), Count::default());
         }
-        let key = PacketKey { dir: Dir::Out, iface: port, ..*key };
+        let key = PacketKey { dir: Dir::Out, iface: port, tag: ticket.tag, ..*key };
         // Read now: an earlier packet's outbound pass may have added it since the lookup.
         let sub = ticket.state.and_then(|id| self.out_state(id, &key, &ticket));
         if let Some(s) = sub.filter(|s| s.on(port)) {
@@ -206,10 +210,10 @@ impl Passes<'_> {
         subs?[1]
     }
 
-    /// The rules of `key`'s direction and interface: `Ok(entry)` if the packet passes (the
-    /// entry its `keep state` created or joined, if any).
+    /// The rules of `key`'s direction and interface: `Ok((entry, tag))` if the packet passes
+    /// (the entry its `keep state` created or joined, if any, and the tag it leaves with).
     #[inline(always)]
-    fn rules(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, v: Option<Verdict>) -> (Result<Option<StateId>, Drop>, Count) {
+    fn rules(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, v: Option<Verdict>) -> (Result<(Option<StateId>, u8), Drop>, Count) {
         let v = match v {
             Some(v) => v,
             None => self.verdict(key),
@@ -218,16 +222,26 @@ impl Passes<'_> {
         if v.action == Action::Block {
             return (Err(Drop::Blocked), count);
         }
+        // Only the inbound pass's tag travels (to the outbound pass); an outbound pass's is
+        // kept by the state it creates, computed there.
+        let tag = match pass {
+            Pass::In if v.tag != 0 => v.tag,
+            Pass::In => key.tag,
+            Pass::Out => 0,
+        };
         if v.keep_state == StateMode::None && !key.ip_opts {
-            return (Ok(None), count);
+            return (Ok((None, tag)), count);
         }
-        self.options_and_state(key, tcp, pass, v.rule, v.keep_state)
+        let (r, count) = self.options_and_state(key, tcp, pass, v.rule, v.keep_state, v.tag);
+        (r.map(|id| (id, tag)), count)
     }
 
     /// The rest of [`rules`](Self::rules) for a passing packet: the rule's `allow-opts`, and
-    /// its state.
+    /// its state (which tags the packets it passes as the verdict's `tag`, else as the packet
+    /// came).
     #[inline(never)]
-    fn options_and_state(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, i: Option<usize>, keep: StateMode) -> (Result<Option<StateId>, Drop>, Count) {
+    fn options_and_state(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, i: Option<usize>, keep: StateMode, tag: u8) -> (Result<Option<StateId>, Drop>, Count) {
+        let tag = if tag != 0 { tag } else { key.tag };
         let mut count = Count { rule: i, by_rules: true, created: false };
         let allow_opts = i.is_some_and(|i| self.rules.rules[i].allow_opts);
         if key.ip_opts && !allow_opts {
@@ -242,7 +256,7 @@ impl Passes<'_> {
         };
         let policy = i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
-        let opts = StateOptions { sloppy, allow_opts, bound };
+        let opts = StateOptions { sloppy, allow_opts, bound, tag };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
         let held = match i.and_then(|i| Some((i, self.limits.filter(|l| l.limits(i))?))) {
             Some((i, l)) => match l.acquire(i, key, self.now) {

@@ -5,6 +5,10 @@
 //! pf semantics: rules are evaluated in order; every matching rule becomes the current
 //! decision (the **last** match wins), except that a matching `quick` rule decides at once.
 //! A packet matching no rule is **passed** without state (pf's implicit default).
+//!
+//! Tags as pf's `pf_test_rule` keeps them (see `rules/tags.rs`): `tagged` compares the tag
+//! the packet carries at that point of the walk, and every matching rule with `tag` retags
+//! it, deciding or not; the verdict's tag is the last one set.
 
 use crate::packet::{Af, PacketKey, proto};
 use crate::rules::{Action, AddrItem, AddrMatch, AddrTarget, Rule, RuleSet, StateMode};
@@ -19,7 +23,7 @@ fn item_matches(rs: &RuleSet, item: &AddrItem, af: Af, addr: u128) -> bool {
     }
 }
 
-fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
+pub(crate) fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
     match m {
         AddrMatch::Any => true,
         AddrMatch::List(items) => items.iter().any(|i| item_matches(rs, i, af, addr)),
@@ -57,6 +61,9 @@ pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
     if rule.icmp_code.is_some_and(|c| u16::from(c) != key.dst_port) {
         return false;
     }
+    if rule.tagged.is_some_and(|(negated, id)| (key.tag == id) == negated) {
+        return false;
+    }
     // Flags are only checked on TCP packets, as pf does.
     if let Some((set, mask)) = rule.flags
         && key.proto == proto::TCP
@@ -70,15 +77,21 @@ pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
 /// Evaluates the rule set on one packet, pf's way.
 pub fn evaluate(rs: &RuleSet, key: &PacketKey) -> Verdict {
     let mut verdict = Verdict::DEFAULT;
+    // The packet as the walk sees it: its tag changes at each matching rule with `tag`.
+    let mut k = *key;
+    let mut tag = 0;
     for (i, rule) in rs.rules.iter().enumerate() {
-        if rule_matches(rs, rule, key) {
+        if rule_matches(rs, rule, &k) {
+            if let Some(t) = rule.tag {
+                (k.tag, tag) = (t, t);
+            }
             verdict = Verdict::of_rule(rs, i);
             if rule.quick {
                 break;
             }
         }
     }
-    verdict
+    Verdict { tag, ..verdict }
 }
 
 /// A pf state as pf keys it: addresses and ports in the order of the packet that created it,
@@ -91,6 +104,9 @@ struct PfState {
     /// `if-bound`: the interface it was created on.
     bound: Option<u16>,
     allow_opts: bool,
+    /// The tag the creating packet left its pass with (0: none): the tag of the packets the
+    /// state passes.
+    tag: u8,
 }
 
 /// pf's filtering of forwarded packets, written for obviousness: a list of states searched
@@ -135,16 +151,17 @@ impl Pf {
     /// inbound pass, then the outbound pass. `quoted`: for an ICMP error, the packet it quotes
     /// (whose flow's states it passes under). `Err` names the pass's reason to drop.
     pub fn forward(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>, out: u16) -> Result<(), crate::passes::Drop> {
-        self.pass(rs, key, quoted)?;
-        let out_key = PacketKey { dir: crate::packet::Dir::Out, iface: out, ..*key };
-        self.pass(rs, &out_key, quoted)
+        let tag = self.pass(rs, key, quoted)?;
+        let out_key = PacketKey { dir: crate::packet::Dir::Out, iface: out, tag, ..*key };
+        self.pass(rs, &out_key, quoted).map(|_| ())
     }
 
-    /// One pass of pf_test: the state of the pass, else the rules.
-    fn pass(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>) -> Result<(), crate::passes::Drop> {
+    /// One pass of pf_test: the state of the pass, else the rules. `Ok`: the tag the packet
+    /// leaves the pass with.
+    fn pass(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>) -> Result<u8, crate::passes::Drop> {
         use crate::passes::Drop;
         if rs.skip.contains(&key.iface) {
-            return Ok(());
+            return Ok(key.tag);
         }
         let icmp_error = crate::state::is_icmp_error(key.proto, key.src_port);
         // An error is looked up as the packet it quotes, travelling the other way.
@@ -160,7 +177,8 @@ impl Pf {
         };
         let found = self.states.iter().find(|s| s.af == af && s.proto == proto_ && s.key == sk && s.bound.is_none_or(|b| b == key.iface));
         if let Some(s) = found {
-            return if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(()) };
+            let tag = if s.tag != 0 { s.tag } else { key.tag };
+            return if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(tag) };
         }
         let v = evaluate(rs, key);
         if v.action == Action::Block {
@@ -170,11 +188,12 @@ impl Pf {
         if key.ip_opts && !allow_opts {
             return Err(Drop::IpOptions);
         }
+        let tag = if v.tag != 0 { v.tag } else { key.tag };
         if v.keep_state != StateMode::None && !icmp_error {
             let policy = v.rule.and_then(|r| rs.rules[r].state_policy).unwrap_or(rs.state_policy);
             let bound = (policy == crate::rules::StatePolicy::IfBound).then_some(key.iface);
-            self.states.push(PfState { af, proto: proto_, key: sk, bound, allow_opts });
+            self.states.push(PfState { af, proto: proto_, key: sk, bound, allow_opts, tag });
         }
-        Ok(())
+        Ok(tag)
     }
 }

@@ -38,7 +38,9 @@ mod iface_addr;
 mod lexer;
 mod nat;
 mod parser;
+mod scrub;
 mod src_track;
+mod tags;
 mod translation;
 mod values;
 
@@ -49,6 +51,7 @@ pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRu
 use values::{af_name, parse_flags, parse_table_file, port_number};
 
 pub use extras::LogMode;
+pub use scrub::{ScrubOpts, ScrubRule};
 
 pub use crate::packet::{Af, Dir};
 
@@ -75,6 +78,14 @@ pub const MAX_LIMIT_SRC_NODES: u64 = 10_000_000;
 /// pf features linerate parses only to refuse them, with the reason given after "`X` is not
 /// supported by linerate": accepting them would promise what is not done.
 const UNSUPPORTED: [(&str, &str); 0] = [];
+
+/// The most distinct tag names a rule set may use (`tag`, `tagged`): a tag travels with the
+/// packet and its states as a byte (0: none). pf allows more; a rule set beyond is refused
+/// at the name that crosses the cap.
+pub const MAX_TAGS: usize = 255;
+
+/// The longest tag name (pf's `PF_TAG_NAME_SIZE` is 64 bytes with the terminating NUL).
+pub const MAX_TAG_NAME: usize = 63;
 
 /// What a rule does with the packets it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -300,6 +311,11 @@ pub struct Rule {
     /// [`PacketKey::ip_opts`](crate::packet::PacketKey::ip_opts)); without it pf drops them.
     pub allow_opts: bool,
     pub label: Option<String>,
+    /// `tag NAME`: the packets the rule matches are tagged (its id, see [`RuleSet::tags`]).
+    pub tag: Option<u8>,
+    /// `tagged NAME` / `! tagged NAME`: (negated, id) of the tag the packet must (must not)
+    /// carry.
+    pub tagged: Option<(bool, u8)>,
     /// `log` / `log (all)`.
     pub log: LogMode,
     /// 1-based line of the rule in its file.
@@ -377,9 +393,13 @@ pub struct RuleSet {
     pub skip: Vec<u16>,
     /// `nat`, `rdr` and `binat` rules, in file order (`crate::nat`).
     pub nat: Vec<NatRule>,
+    /// `scrub` and `no scrub` rules, in file order: the first that matches a packet applies.
+    pub scrub: Vec<ScrubRule>,
     /// `set block-policy`: what a plain `block` rule written after it sends back (`None`:
     /// drop, the default; `return`: [`BlockReturn::RETURN`]).
     pub block_policy: Option<BlockReturn>,
+    /// The tag names the rules use: tag id `i + 1` is `tags[i]` (0 is no tag).
+    pub tags: Vec<String>,
 }
 
 impl Default for RuleSet {
@@ -393,7 +413,9 @@ impl Default for RuleSet {
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),
             nat: Vec::new(),
+            scrub: Vec::new(),
             block_policy: None,
+            tags: Vec::new(),
         }
     }
 }
@@ -405,13 +427,15 @@ impl RuleSet {
         self.rules.iter().fold(0, |b, r| b | r.route_need | r.route_refuse)
     }
 
-    /// Whether some rule that can match packets of direction `dir` blocks or keeps state (a
-    /// translation rule with `pass` keeps one in the pass it translates in). If none does, that pass over any packet (without IP options) ends in "pass, no
-    /// state": the data plane skips it, and a state need not cover it to settle a packet.
+    /// Whether some rule that can match packets of direction `dir` blocks, keeps state or
+    /// tags (a translation rule with `pass` keeps one in the pass it translates in). If none
+    /// does, that pass over any packet (without IP options) ends in "pass, no state", the
+    /// packet's tag unchanged: the data plane skips it, and a state need not cover it to
+    /// settle a packet.
     pub fn acts_on(&self, dir: Dir) -> bool {
         self.rules
             .iter()
-            .any(|r| r.dir.is_none_or(|d| d == dir) && (r.action == Action::Block || r.keep_state != StateMode::None))
+            .any(|r| r.dir.is_none_or(|d| d == dir) && (r.action == Action::Block || r.keep_state != StateMode::None || r.tag.is_some()))
             || self.nat.iter().any(|r| r.pass && r.translates(dir))
     }
 }

@@ -165,6 +165,9 @@ struct Entry {
     kif: [u16; 2],
     /// `allow-opts` of pf's two states (`sub::ALLOW_A`, `ALLOW_B`).
     allow: u8,
+    /// The tag of pf's two states (pf's `tag`: what the packets each passes are tagged
+    /// with; 0: none), by endpoint A, B.
+    tags: [u8; 2],
 }
 
 const NONE: u32 = u32::MAX;

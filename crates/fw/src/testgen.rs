@@ -307,6 +307,32 @@ pub fn ruleset(seed: u64, rules: usize) -> String {
     out
 }
 
+/// [`ruleset`] with pf's tags (`T0`..`T3`) on some rules, drawn apart so that the rules are
+/// otherwise the same: `tag` on inbound rules, `tagged` / `! tagged` on outbound ones (a tag
+/// set and tested in one pass is refused by the parser).
+pub fn ruleset_tagged(seed: u64, rules: usize) -> String {
+    let mut rng = Rng(seed ^ 0x7A66_ED00);
+    let mut out = String::new();
+    for line in ruleset(seed, rules).lines() {
+        out.push_str(line);
+        let dir = line.split_whitespace().nth(1);
+        if !line.starts_with('#') && !line.starts_with("table") && rng.chance(30) {
+            let t = rng.below(4);
+            match dir {
+                Some("in") => {
+                    let _ = write!(out, " tag T{t}");
+                }
+                Some("out") => {
+                    let _ = write!(out, " {}tagged T{t}", if rng.chance(25) { "! " } else { "" });
+                }
+                _ => {}
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The uniform rules of `linerate bench --rules N`: `rules` distinct `block in quick proto
 /// tcp from HOST to HOST port 22`, then `pass all no state`.
 pub fn uniform(rules: usize) -> String {

@@ -11,6 +11,10 @@ pub struct Verdict {
     pub rule: Option<usize>,
     /// Whether (and how) the deciding rule creates a state; `None` for blocks and the default.
     pub keep_state: StateMode,
+    /// The tag the pass leaves on the packet (pf's `tag`: the last matching rule with `tag`
+    /// up to the deciding one, whether or not it decides); 0: the pass sets none and the
+    /// packet keeps the tag it came with.
+    pub tag: u8,
 }
 
 impl Verdict {
@@ -19,6 +23,7 @@ impl Verdict {
         action: Action::Pass,
         rule: None,
         keep_state: StateMode::None,
+        tag: 0,
     };
 
     /// The verdict of a pass that a translation rule with `pass` decides (`nat pass`, `rdr
@@ -28,15 +33,17 @@ impl Verdict {
         action: Action::Pass,
         rule: None,
         keep_state: StateMode::Keep,
+        tag: 0,
     };
 
-    /// The verdict decided by rule `i`.
+    /// The verdict decided by rule `i` (without the tag, which earlier rules may set).
     pub fn of_rule(rs: &RuleSet, i: usize) -> Verdict {
         let r = &rs.rules[i];
         Verdict {
             action: r.action,
             rule: Some(i),
             keep_state: r.keep_state,
+            tag: 0,
         }
     }
 }

@@ -264,6 +264,8 @@ fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule
         state_policy: None,
         allow_opts: rng.chance(20),
         label: None,
+        tag: None,
+        tagged: None,
         log: Default::default(),
         line,
     }
@@ -368,6 +370,7 @@ fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 
@@ -386,6 +389,27 @@ fn add_route_hosts(rng: &mut Rng, rs: &mut RuleSet) {
     }
 }
 
+/// pf's `tag` and `tagged` on some rules (ids 1-3), as the parser accepts them: a rule that
+/// tags is inbound, and a `tagged` rule after one is outbound (a tag set and tested in one
+/// pass is refused).
+fn add_tags(rng: &mut Rng, rs: &mut RuleSet) {
+    rs.tags = vec!["A".into(), "B".into(), "C".into()];
+    let mut tagging = false;
+    for r in &mut rs.rules {
+        if rng.chance(25) {
+            r.tagged = Some((rng.chance(30), 1 + rng.below(3) as u8));
+            if tagging {
+                r.dir = Some(Dir::Out);
+            }
+        }
+        if rng.chance(25) && r.dir != Some(Dir::Out) {
+            r.tag = Some(1 + rng.below(3) as u8);
+            r.dir = Some(Dir::In);
+            tagging = true;
+        }
+    }
+}
+
 fn check(seed: u64, packets: usize, opts: &BuildOptions) {
     let mut rng = Rng(seed);
     let uni = universe();
@@ -396,6 +420,11 @@ fn check(seed: u64, packets: usize, opts: &BuildOptions) {
     if let Some(r) = &mut route_rng {
         add_route_hosts(r, &mut rs);
     }
+    // Half the sets tag, likewise.
+    let mut tag_rng = (seed % 2 == 1).then_some(Rng(seed ^ 0x7A6_7A6));
+    if let Some(r) = &mut tag_rng {
+        add_tags(r, &mut rs);
+    }
     let cl = Classifier::build_with(&rs, opts)
         .unwrap_or_else(|e| panic!("seed {seed}: build failed: {e}"));
     let used = used_prefixes(&rs);
@@ -403,6 +432,9 @@ fn check(seed: u64, packets: usize, opts: &BuildOptions) {
         let mut key = rand_key(&mut rng, &used);
         if let Some(r) = &mut route_rng {
             key.route = r.below(8) as u8;
+        }
+        if let Some(r) = &mut tag_rng {
+            key.tag = r.below(5) as u8;
         }
         let want = evaluate(&rs, &key);
         let got = cl.classify(&key);

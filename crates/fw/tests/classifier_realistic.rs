@@ -39,6 +39,7 @@ fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 
@@ -55,6 +56,31 @@ fn check(seed: u64, rules: usize, engine: Engine, packets: usize) -> &'static st
         assert_eq!(got, want, "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}", cl.stats().engine);
     }
     cl.stats().engine
+}
+
+/// [`check`] on [`fw::testgen::ruleset_tagged`], packets carrying tags `T0`..`T3` or none.
+fn check_tagged(seed: u64, rules: usize, engine: Engine, packets: usize) {
+    let text = fw::testgen::ruleset_tagged(seed, rules);
+    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
+    let b = boundaries(&rs);
+    let mut rng = Rng(seed);
+    for _ in 0..packets {
+        let mut k = key(&mut rng, &b);
+        k.tag = rng.below(rs.tags.len() as u64 + 2) as u8;
+        let (want, got) = (evaluate(&rs, &k), cl.classify(&k));
+        assert_eq!(got, want, "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}", cl.stats().engine);
+    }
+}
+
+#[test]
+fn tagged_realistic_sets_match_the_reference() {
+    for seed in 0..sets(30) {
+        let rules = 1 + (seed as usize * 11) % 80;
+        for engine in [Engine::Auto, Engine::Tree] {
+            check_tagged(seed, rules, engine, 2000);
+        }
+    }
 }
 
 fn sets(default: u64) -> u64 {

@@ -25,6 +25,7 @@ fn key(src: u32, dst: u32, dport: u16, flags: u8) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 

@@ -63,6 +63,12 @@ fn rand_rule(rng: &mut Rng) -> String {
             r += " allow-opts";
         }
     }
+    // pf's tags: set inbound, tested outbound (a tag set and tested in one pass is refused).
+    if r.contains(" in") && rng.below(3) == 0 {
+        r += *pick(rng, &[" tag T0", " tag T1"]);
+    } else if r.contains(" out") && rng.below(3) == 0 {
+        r += *pick(rng, &[" tagged T0", " tagged T1", " ! tagged T0"]);
+    }
     r
 }
 
@@ -196,4 +202,24 @@ fn out_rules_apply_to_flows_passed_in() {
     assert_eq!(imp.forward(&reply, None, 0), Ok(()));
     assert_eq!(model.forward(&rules, &udp(53), None, 1), Ok(()));
     assert_eq!(model.len(), 3, "in and out states of the port-53 flow, the in state of port 8099");
+}
+
+/// pf's tags across the passes and through states: the in pass tags LAN traffic (its state
+/// remembers the tag), and the out rules, stateless so that they judge every packet, let
+/// only tagged packets out, also those the in state passes without rules.
+#[test]
+fn tags_travel_from_the_in_pass_and_with_states() {
+    let text = "pass in on a tag LAN keep state\npass in on c no state\nblock out on b\npass out on b tagged LAN no state\n";
+    let ifaces = |n: &str| IFACES.iter().position(|i| *i == n).map(|i| i as u16);
+    let rules = fw::rules::parse(text, Path::new("r.conf"), &ifaces).unwrap();
+    let mut imp = Impl::new(rules.clone());
+    let mut model = Pf::new();
+    let udp = |src: u32| PacketKey { af: Af::Inet, proto: proto::UDP, src: src.into(), dst: HOSTS[2].into(), src_port: 1000, dst_port: 53, iface: iface_of(src.into()), ..PacketKey::ZERO };
+    for n in 0..3 {
+        assert_eq!(imp.forward(&udp(HOSTS[0]), None, 1), Ok(()), "packet {n} from a: tagged LAN (by the state after the first)");
+        assert_eq!(model.forward(&rules, &udp(HOSTS[0]), None, 1), Ok(()));
+        assert_eq!(imp.forward(&udp(HOSTS[4]), None, 1), Err(Drop::Blocked), "packet {n} from c: untagged");
+        assert_eq!(model.forward(&rules, &udp(HOSTS[4]), None, 1), Err(Drop::Blocked));
+    }
+    assert_eq!(model.len(), 1, "the in state of the flow from a only");
 }

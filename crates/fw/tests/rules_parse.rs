@@ -293,7 +293,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all extra",
-            "rules.conf:1:10: expected flags, keep state, no state, allow-opts, label, icmp-type, icmp6-type or end of line, found \"extra\"",
+            "rules.conf:1:10: expected flags, keep state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line, found \"extra\"",
         ),
         (
             "pass proto tcp to port 70000",
@@ -522,6 +522,7 @@ fn example_key(
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 
@@ -686,7 +687,6 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
         ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),
         ("pass out route-to em1 all", "rules.conf:1:10: `route-to` is not supported by linerate"),
-        ("pass in all tag good", "rules.conf:1:13: `tag` is not supported by linerate"),
         ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
         ("nat pass log on em0 from any to any -> 1.2.3.4", "rules.conf:1:10: `nat pass log` is not supported by linerate (log with a filter rule)"),
         ("nat-anchor \"ftp-proxy/*\"", "rules.conf:1:1: `nat-anchor` is not supported by linerate"),

@@ -104,6 +104,7 @@ fn universe(rng: &mut Rng, n: usize) -> Vec<PacketKey> {
             icmp_id: 0,
             ip_opts: false,
             route: 0,
+            tag: 0,
         };
         if seen.insert(mkey(&k)) {
             v.push(k);

@@ -22,6 +22,7 @@ fn udp(src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 

@@ -35,6 +35,7 @@ fn packet(t: Tuple, reply: bool) -> (FlowV4, PacketKey) {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     };
     (FlowV4::new(p, s, sp, d, dp), key)
 }

@@ -31,6 +31,7 @@ fn flow(i: u64) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 

@@ -31,6 +31,7 @@ fn key(from_a: bool, flags: u8) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 

@@ -58,6 +58,7 @@ fn pool(rs: &RuleSet, rng: &mut Rng, n: usize) -> Vec<PacketKey> {
                 icmp_id: 0,
                 ip_opts: false,
                 route: 0,
+                tag: 0,
             }
         })
         .collect();

@@ -372,6 +372,17 @@ fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwContr
     family(w, "linerate_state_icmp_errors", Kind::Counter, "ICMP errors matched against states, by result.", Some("result"), &[
         ("icmp_error_hits", "hit"), ("icmp_error_misses", "miss"), ("icmp_error_bad_seq", "bad_seq"),
     ]);
+    let scrub: Vec<(String, [(&str, u64); 7])> = fw.stats.iter().enumerate().map(|(i, s)| (i.to_string(), s.scrub())).collect();
+    w.family("linerate_scrub_packets", Kind::Counter, "Packets a scrub rule matched (in and out passes).");
+    for (id, c) in &scrub {
+        w.sample("linerate_scrub_packets", Kind::Counter, &[("worker", id)], c[0].1 as f64);
+    }
+    w.family("linerate_scrub_changes", Kind::Counter, "What scrub rules changed in packets, by change.");
+    for (id, c) in &scrub {
+        for &(change, n) in &c[1..] {
+            w.sample("linerate_scrub_changes", Kind::Counter, &[("worker", id), ("change", change)], n as f64);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -189,7 +189,7 @@ mod tests {
     }
 
     fn key(p: u8) -> PacketKey {
-        PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: p, src: 0x0a00_0001, dst: 0x0a00_0102, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0 }
+        PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: p, src: 0x0a00_0001, dst: 0x0a00_0102, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0, tag: 0 }
     }
 
     /// A UDP header for ports 4000 -> 53 announcing a 3000-byte datagram, then data.

@@ -124,7 +124,7 @@ pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut Pa
         };
         (Af::Inet6, p, u128::from(ip.src_addr()), ip.dst_addr_u128(), total.min(usize::from(u16::MAX)) as u16, l4)
     };
-    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len, icmp_id: 0, ip_opts, route: 0 };
+    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len, icmp_id: 0, ip_opts, route: 0, tag: 0 };
     *tcp = None;
     match proto_ {
         proto::TCP => {
@@ -296,7 +296,7 @@ pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(Packet
         _ => (0, 0, None),
     };
     let id = if matches!(proto_, proto::ICMP | proto::ICMPV6) { icmp_id(l4) } else { 0 };
-    let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0, icmp_id: id, ip_opts: false, route: 0 };
+    let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0, icmp_id: id, ip_opts: false, route: 0, tag: 0 };
     Some((k, seq))
 }
 
@@ -357,7 +357,7 @@ mod tests {
             let (mut key, mut tcp) = (PacketKey {
                 af: Af::Inet6, dir: Dir::Out, iface: 0, proto: 0, src: 1, dst: 2, src_port: 3, dst_port: 4, tcp_flags: 5, len: 6,
                 icmp_id: 0,
-                ip_opts: false, route: 9,
+                ip_opts: false, route: 9, tag: 0,
             }, None);
             extract(&frame, 14, true, 7, &mut key, &mut tcp);
             let mut lean_tcp = None;
@@ -402,7 +402,7 @@ mod tests {
             let n = icmp_error(&orig[..n], IcmpError::TimeExceeded, router, mac, &mut err).unwrap();
             let err = &err[..n];
             let v4 = src.is_ipv4();
-            let mut key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: 0, src: 0, dst: 0, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0 };
+            let mut key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: 0, src: 0, dst: 0, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0, tag: 0 };
             extract(err, 14, v4, 1, &mut key, &mut None);
             assert!(fw::state::is_icmp_error(key.proto, key.src_port), "{key:?}");
             let addr = |a: IpAddr| match a {

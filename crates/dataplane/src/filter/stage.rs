@@ -100,6 +100,8 @@ pub(crate) struct FilterStage {
     pub frags: super::frags::FragTable,
     /// Translations (`nat`, `rdr`, `binat`).
     pub nat: super::nat::NatStage,
+    /// Normalization (`scrub`).
+    pub scrub: super::scrub::ScrubStage,
     /// The batch's rule set translates (or translations remain): the NAT passes run.
     pub nat_on: bool,
     /// Packets a translation rule with `pass` redirected (`rdr pass`, `binat pass`): their
@@ -150,6 +152,7 @@ impl FilterStage {
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
             nat,
+            scrub: super::scrub::ScrubStage::new(super::random_seed()),
             nat_on: false,
             nat_pass: Box::new([false; MAX_BATCH]),
             nat_passed: false,
@@ -180,10 +183,18 @@ impl FilterStage {
     pub fn begin_batch(&mut self) {
         self.fw.begin_batch();
         self.nat_on = self.nat.begin_batch(self.fw.rules(), self.fw.now);
+        (self.scrub.on_in, self.scrub.on_out) = (self.fw.rules().scrub_in, self.fw.rules().scrub_out);
         if self.nat_passed {
             self.nat_passed = false;
             self.nat_pass.fill(false);
         }
+    }
+
+    /// Normalizes the packet at `l3` of `frame` in pass `dir` on `port` ([`super::scrub`]).
+    #[inline(always)]
+    pub fn scrub(&mut self, frame: &mut [u8], l3: usize, v4: bool, port: u16, dir: fw::packet::Dir) -> Result<(), DropReason> {
+        let (rules, counts) = self.fw.scrub_parts();
+        self.scrub.apply(rules, counts, frame, l3, v4, port, dir)
     }
 
     /// Packet `i` of the batch was redirected by a translation rule with `pass`.

@@ -3,7 +3,7 @@
 //!
 //! The key is every field the stateless classifier reads: family, direction, interface,
 //! protocol, addresses, ports (ICMP type and code), the route bits (`no-route`,
-//! `urpf-failed`), and the TCP flags masked to the bits
+//! `urpf-failed`), the packet's tag (`tagged`), and the TCP flags masked to the bits
 //! some rule tests ([`Classifier::flags_mask`]; 0 for other protocols, whose flags no rule
 //! checks). What rules cannot see (length, ICMP id, IP options, untested flag bits) is left
 //! out, so packets differing only there share an entry. The value is the classifier's whole
@@ -43,11 +43,12 @@ const FLOOD_MISSES: u64 = WINDOW / 4;
 /// on every packet and never gets back, and it would evict the flows that do repeat.
 const FLOOD_INSERT_ONE_IN: u64 = 16;
 
-/// Generations use 27 bits (the low 5 hold the route bits, the direction and the family); 0
-/// is never current.
-const GEN_BITS: u32 = 27;
+/// Generations use 19 bits (the low 13 hold the packet's tag, the route bits, the direction
+/// and the family: the tag rides in a word compared anyway, so rule sets without tags pay
+/// nothing for it); 0 is never current. A wrap clears the cache.
+const GEN_BITS: u32 = 19;
 /// The bits of `gen_meta` below the generation.
-const META_BITS: u32 = 5;
+const META_BITS: u32 = 13;
 
 /// No rule decided (pf's default pass) in [`Entry::rule`].
 const NO_RULE: u32 = u32::MAX;
@@ -61,14 +62,17 @@ struct Entry {
     /// Source port (or ICMP type) << 48 | destination port (code) << 32 | interface << 16 |
     /// protocol << 8 | masked TCP flags.
     tag: u64,
-    /// Generation << 5 | route bits << 2 | direction << 1 | family; 0: empty.
+    /// Generation << 13 | packet tag << 5 | route bits << 2 | direction << 1 | family; 0:
+    /// empty.
     gen_meta: u32,
     rule: u32,
     /// Action (bit 0: block) | state mode << 1.
     verdict: u8,
+    /// [`Verdict::tag`].
+    vtag: u8,
 }
 
-const EMPTY: Entry = Entry { src: 0, dst: 0, tag: 0, gen_meta: 0, rule: NO_RULE, verdict: 0 };
+const EMPTY: Entry = Entry { src: 0, dst: 0, tag: 0, gen_meta: 0, rule: NO_RULE, verdict: 0, vtag: 0 };
 
 /// The cache's view of a packet: the packed key and where its set is.
 #[derive(Clone, Copy)]
@@ -176,27 +180,35 @@ impl VerdictCache {
     /// ([`Classifier::wants_cache`]: the tree engine); RFC answers directly.
     #[inline(always)]
     pub fn classify(&mut self, cl: &Classifier, key: &PacketKey) -> Verdict {
-        if !cl.wants_cache() {
-            return cl.classify(key);
+        match cl.cache_mode() {
+            0 => cl.classify(key),
+            1 => self.lookup_as::<false>(cl, key),
+            _ => self.lookup_as::<true>(cl, key),
         }
-        self.lookup(cl, key)
     }
 
     /// `cl`'s verdict for `key` through the cache, whatever the engine.
     #[inline]
     pub fn lookup(&mut self, cl: &Classifier, key: &PacketKey) -> Verdict {
+        self.lookup_as::<true>(cl, key)
+    }
+
+    /// [`lookup`](Self::lookup); `TAGS`: whether the rules read packet tags (without, the
+    /// key's tag is 0 and the verdict's too: neither is read).
+    #[inline(always)]
+    fn lookup_as<const TAGS: bool>(&mut self, cl: &Classifier, key: &PacketKey) -> Verdict {
         if cl.id() != self.owner {
             self.invalidate();
             self.owner = cl.id();
         }
-        let p = self.probe(key, cl.flags_mask());
+        let p = self.probe::<TAGS>(key, cl.flags_mask());
         let (set, sig) = self.set_of(&p);
         for (w, &s) in self.sigs[set].iter().enumerate() {
             if s == sig {
                 let e = &self.entries[set * WAYS + w];
                 if e.gen_meta == p.gen_meta && e.tag == p.tag && e.src == p.src && e.dst == p.dst {
                     self.counters.hits += 1;
-                    return verdict_of(e);
+                    return verdict_of::<TAGS>(e);
                 }
             }
         }
@@ -219,15 +231,16 @@ impl VerdictCache {
         let w = self.victim;
         self.victim = (w + 1) % WAYS;
         self.sigs[set][w] = sig;
-        self.entries[set * WAYS + w] = Entry { src: p.src, dst: p.dst, tag: p.tag, gen_meta: p.gen_meta, rule: rule_bits(&v), verdict: verdict_bits(&v) };
+        self.entries[set * WAYS + w] = Entry { src: p.src, dst: p.dst, tag: p.tag, gen_meta: p.gen_meta, rule: rule_bits(&v), verdict: verdict_bits(&v), vtag: v.tag };
         v
     }
 
     #[inline(always)]
-    fn probe(&self, key: &PacketKey, flags_mask: u8) -> Probe {
+    fn probe<const TAGS: bool>(&self, key: &PacketKey, flags_mask: u8) -> Probe {
         let flags = if key.proto == proto::TCP { key.tcp_flags & flags_mask } else { 0 };
         let tag = u64::from(key.src_port) << 48 | u64::from(key.dst_port) << 32 | u64::from(key.iface) << 16 | u64::from(key.proto) << 8 | u64::from(flags);
-        let meta = u32::from(key.route & 7) << 2 | u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
+        let ptag = if TAGS { u32::from(key.tag) << 5 } else { 0 };
+        let meta = ptag | u32::from(key.route & 7) << 2 | u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
         Probe { src: key.src, dst: key.dst, tag, gen_meta: self.generation << META_BITS | meta }
     }
 
@@ -270,7 +283,7 @@ fn verdict_bits(v: &Verdict) -> u8 {
 }
 
 #[inline(always)]
-fn verdict_of(e: &Entry) -> Verdict {
+fn verdict_of<const TAGS: bool>(e: &Entry) -> Verdict {
     Verdict {
         action: if e.verdict & 1 != 0 { Action::Block } else { Action::Pass },
         rule: (e.rule != NO_RULE).then_some(e.rule as usize),
@@ -279,6 +292,7 @@ fn verdict_of(e: &Entry) -> Verdict {
             1 => StateMode::Keep,
             _ => StateMode::KeepSloppy,
         },
+        tag: if TAGS { e.vtag } else { 0 },
     }
 }
 

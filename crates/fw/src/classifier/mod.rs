@@ -26,6 +26,7 @@
 //! hashed probe instead of the walk.
 
 mod rfc;
+mod tags;
 pub mod tree;
 pub mod cache;
 
@@ -153,6 +154,7 @@ enum Compiled {
     Rfc(Box<rfc::Rfc>),
     Tree(Box<tree::Tree>),
     Routes(Box<RouteVariants>),
+    Tags(Box<tags::TagVariants>),
 }
 
 impl Compiled {
@@ -162,6 +164,7 @@ impl Compiled {
             Compiled::Rfc(r) => r.classify(key),
             Compiled::Tree(t) => t.classify(key),
             Compiled::Routes(v) => v.classify(key),
+            Compiled::Tags(v) => v.classify(key),
         }
     }
 
@@ -171,6 +174,7 @@ impl Compiled {
             Compiled::Rfc(_) => false,
             Compiled::Tree(_) => true,
             Compiled::Routes(v) => v.sets.iter().flatten().any(|(c, _)| c.has_tree()),
+            Compiled::Tags(v) => v.has_tree(),
         }
     }
 
@@ -179,6 +183,7 @@ impl Compiled {
             Compiled::Rfc(r) => r.memory_bytes(),
             Compiled::Tree(t) => t.memory_bytes(),
             Compiled::Routes(v) => v.sets.iter().flatten().map(|(c, map)| c.memory_bytes() + map.len() * 4).sum(),
+            Compiled::Tags(v) => v.memory_bytes(),
         }
     }
 }
@@ -228,6 +233,17 @@ impl RouteVariants {
     }
 }
 
+/// Compiles `rs` (without tags), once per value of the route bits it tests if any.
+fn compile_routes(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierStats), BuildError> {
+    match rs.route_bits_used() {
+        0 => compile(rs, opts),
+        used => {
+            let (v, stats) = RouteVariants::build(rs, opts, used)?;
+            Ok((Compiled::Routes(Box::new(v)), stats))
+        }
+    }
+}
+
 /// Compiles `rs` with one engine (see [`Classifier::build_with`]), ignoring route hosts.
 fn compile(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierStats), BuildError> {
     let gave_up = match opts.engine {
@@ -255,8 +271,9 @@ pub struct Classifier {
     id: u64,
     /// The TCP flag bits some rule tests.
     flags_mask: u8,
-    /// See [`Classifier::wants_cache`].
-    wants_cache: bool,
+    /// See [`Classifier::wants_cache`]: 0 no, 1 yes, 2 yes and the rules test tags (the
+    /// cache then keys on them; one byte, so that the fast path reads one field).
+    cache_mode: u8,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -283,15 +300,18 @@ impl Classifier {
         let rules = rs.rules.len();
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let flags_mask = rs.rules.iter().filter_map(|r| r.flags).fold(0, |m, (_, mask)| m | mask);
-        let (compiled, stats) = match rs.route_bits_used() {
-            0 => compile(rs, opts)?,
-            used => {
-                let (v, stats) = RouteVariants::build(rs, opts, used)?;
-                (Compiled::Routes(Box::new(v)), stats)
-            }
+        let (compiled, stats) = if rs.rules.iter().any(|r| r.tag.is_some() || r.tagged.is_some()) {
+            let (v, stats) = tags::TagVariants::build(rs, opts)?;
+            (Compiled::Tags(Box::new(v)), stats)
+        } else {
+            compile_routes(rs, opts)?
         };
-        let wants_cache = compiled.has_tree();
-        Ok(Classifier { compiled, rules, stats, id, flags_mask, wants_cache })
+        let cache_mode = match (compiled.has_tree(), matches!(compiled, Compiled::Tags(_))) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        };
+        Ok(Classifier { compiled, rules, stats, id, flags_mask, cache_mode })
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
@@ -327,8 +347,14 @@ impl Classifier {
     /// trees and leaves, 100-400 ns), not with RFC (about 30 ns, less than a cache miss).
     #[inline(always)]
     pub fn wants_cache(&self) -> bool {
-        self.wants_cache
+        self.cache_mode != 0
     }
+
+    /// [`wants_cache`](Self::wants_cache), and 2 where the rules read packet tags.
+    #[inline(always)]
+    pub(crate) fn cache_mode(&self) -> u8 {
+        self.cache_mode
+}
 
     /// Number of rules compiled.
     pub fn rule_count(&self) -> usize {

@@ -8,16 +8,16 @@ use crate::packet::Af;
 /// linerate") rather than reported as unknown words or, worse, accepted and ignored.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
     "route-to", "reply-to", "dup-to", "rdr-to", "nat-to", "binat-to", "af-to", "divert-to",
-    "divert-reply", "divert-packet", "tag", "tagged", "queue", "prio", "set", "probability",
+    "divert-reply", "divert-packet", "queue", "prio", "set", "probability",
     "rtable", "rdomain", "user", "group", "os", "modulate", "synproxy", "max", "max-pkt-rate",
     "pflow", "no-sync", "once", "received-on", "fragment", "tos",
-    "min-ttl", "max-mss", "no-df", "random-id", "reassemble", "scrub", "adaptive.start",
+    "reassemble", "scrub", "adaptive.start",
     "adaptive.end", "sticky-address", "route",
 ];
 
 /// pf statements linerate does not implement.
 const UNSUPPORTED_STATEMENTS: &[&str] = &[
-    "match", "anchor", "scrub", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
+    "match", "anchor", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
     "binat-anchor", "load", "include", "queue", "altq", "ether",
 ];
 
@@ -110,6 +110,13 @@ impl Parser<'_> {
 
     pub(super) fn refuse_unsupported_option(&mut self, context: &str) -> PResult<()> {
         self.refuse_in(UNSUPPORTED_OPTIONS, context)
+    }
+
+    /// `tag` / `tagged` on a translation rule (pf allows them there; linerate tags in filter
+    /// rules only).
+    pub(super) fn refuse_translation_tag(&mut self) -> PResult<()> {
+        self.refuse_in(&["tag", "tagged"], "")?;
+        self.refuse_unsupported_option("")
     }
 
     pub(super) fn refuse_unsupported_statement(&mut self) -> PResult<()> {

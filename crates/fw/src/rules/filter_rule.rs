@@ -21,6 +21,10 @@ struct FilterOptions {
     icmp_code: Option<u8>,
     /// The `icmp-type` / `icmp6-type` keyword and the protocol it needs.
     icmp_tok: Option<(Token, u8)>,
+    /// `tag NAME`.
+    tag: Option<u8>,
+    /// `[!] tagged NAME`, with its token for errors.
+    tagged: Option<(bool, u8, Token)>,
 }
 
 /// `icmp-type` needs `proto icmp` alone, `icmp6-type` `proto icmp6`.
@@ -104,7 +108,7 @@ impl Parser<'_> {
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
         check_icmp_proto(opts.icmp_tok.as_ref(), &protos)?;
         let (keep_state, flags) = state_and_flags(action, &opts)?;
-        self.rs.rules.push(Rule {
+        let rule = Rule {
             action,
             block_return,
             dir,
@@ -128,9 +132,13 @@ impl Parser<'_> {
             state_policy: opts.state_policy,
             allow_opts: opts.allow_opts.is_some(),
             label: opts.label,
+            tag: opts.tag,
+            tagged: opts.tagged.as_ref().map(|&(neg, id, _)| (neg, id)),
             log,
             line: at.line,
-        });
+        };
+        self.check_tag_order(&rule, opts.tagged.as_ref().map(|(_, _, t)| t))?;
+        self.rs.rules.push(rule);
         Ok(())
     }
 
@@ -184,6 +192,19 @@ impl Parser<'_> {
                     opts.label = Some(s.clone());
                     self.next()?;
                 }
+                Tok::Word(w) if w == "tag" => {
+                    self.next()?;
+                    opts.tag = Some(self.tag_name()?);
+                }
+                Tok::Word(w) if w == "tagged" => {
+                    self.next()?;
+                    opts.tagged = Some((false, self.tag_name()?, t));
+                }
+                Tok::Punct("!") => {
+                    self.next()?;
+                    let tt = self.expect_word("tagged")?;
+                    opts.tagged = Some((true, self.tag_name()?, tt));
+                }
                 Tok::Word(w) if w == "icmp-type" || w == "icmp6-type" => {
                     let want = if w == "icmp-type" {
                         crate::packet::proto::ICMP
@@ -205,7 +226,7 @@ impl Parser<'_> {
                 _ => {
                     self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, no state, allow-opts, label, icmp-type, icmp6-type or end of line",
+                        "flags, keep state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line",
                     );
                 }
             }

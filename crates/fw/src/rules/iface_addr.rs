@@ -167,6 +167,8 @@ impl Parser<'_> {
                 state_policy: None,
                 allow_opts: false,
                 label: label.clone(),
+                tag: None,
+                tagged: None,
                 log,
                 line: at.line,
             };

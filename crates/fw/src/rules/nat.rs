@@ -53,7 +53,7 @@ impl Parser<'_> {
             return here(t, NO_INET6);
         }
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
-        self.refuse_unsupported_option("")?;
+        self.refuse_translation_tag()?;
         let target = if negated {
             None
         } else {
@@ -138,7 +138,7 @@ impl Parser<'_> {
         match self.peek()?.tok {
             Tok::Newline | Tok::Eof => {}
             _ => {
-                self.refuse_unsupported_option("")?;
+                self.refuse_translation_tag()?;
                 return self.fail("port, a pool type (round-robin, random, source-hash, bitmask), sticky-address, static-port or end of line");
             }
         }

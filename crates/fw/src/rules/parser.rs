@@ -216,6 +216,8 @@ impl Parser<'_> {
                             "table" => self.table_def()?,
                             "set" => self.set_option()?,
                             "pass" | "block" => self.rule()?,
+                            "scrub" => self.scrub_rule()?,
+                            "no" if self.no_scrub() => self.scrub_rule()?,
                             "nat" | "rdr" | "binat" | "no" => self.nat_rule()?,
                             "antispoof" => self.antispoof()?,
                             _ => {
@@ -240,6 +242,11 @@ impl Parser<'_> {
             }
             self.end_of_statement()?;
         }
+    }
+
+    /// Whether the statement is `no scrub` (the raw token after `no`).
+    fn no_scrub(&self) -> bool {
+        matches!(self.toks.iter().rev().nth(1), Some(Token { tok: Tok::Word(w), .. }) if w == "scrub")
     }
 
     pub(super) fn macro_def(&mut self) -> PResult<()> {

@@ -302,7 +302,7 @@ mod tests {
     use crate::packet::Dir;
 
     fn key(af: Af, p: u8, src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
-        PacketKey { af, dir: Dir::In, iface: 0, proto: p, src, dst, src_port: sp, dst_port: dp, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0 }
+        PacketKey { af, dir: Dir::In, iface: 0, proto: p, src, dst, src_port: sp, dst_port: dp, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0, tag: 0 }
     }
 
     #[test]

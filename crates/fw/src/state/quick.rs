@@ -137,7 +137,7 @@ mod tests {
         let timeouts = crate::state::Timeouts::default();
         let mut t = StateTable::new(16, timeouts, 7);
         let (a, b) = (0x0a00_0001u32, 0xc612_0001u32);
-        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: a.into(), dst: b.into(), src_port: 1000, dst_port: 53, tcp_flags: 0, len: 60, icmp_id: 0, ip_opts: false, route: 0 };
+        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: a.into(), dst: b.into(), src_port: 1000, dst_port: 53, tcp_flags: 0, len: 60, icmp_id: 0, ip_opts: false, route: 0, tag: 0 };
         let out = FlowV4::new(proto::UDP, a, 1000, b, 53);
         let back = FlowV4::new(proto::UDP, b, 53, a, 1000);
         let id = t.insert(&key, 3, 10, None).unwrap();

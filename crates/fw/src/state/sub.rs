@@ -46,6 +46,8 @@ pub struct SubState {
     /// The interface it is bound to (`None`: floating).
     pub bound: Option<u16>,
     pub allow_opts: bool,
+    /// The tag it gives the packets it passes (0: none, they keep theirs).
+    pub tag: u8,
 }
 
 impl SubState {
@@ -86,6 +88,7 @@ fn add_one(e: &mut Entry, from_a: bool, opts: StateOptions) {
     }
     e.flags |= bit;
     e.kif[side] = opts.bound.unwrap_or(FLOAT);
+    e.tags[side] = opts.tag;
     if opts.allow_opts {
         e.allow |= if from_a { ALLOW_A } else { ALLOW_B };
     }
@@ -96,7 +99,7 @@ fn add_one(e: &mut Entry, from_a: bool, opts: StateOptions) {
 
 fn sub_state(e: &Entry, from_a: bool) -> Option<SubState> {
     let (bit, side, allow) = if from_a { (F_PF_A, 0, ALLOW_A) } else { (F_PF_B, 1, ALLOW_B) };
-    (e.flags & bit != 0).then(|| SubState { bound: (e.kif[side] != FLOAT).then_some(e.kif[side]), allow_opts: e.allow & allow != 0 })
+    (e.flags & bit != 0).then(|| SubState { bound: (e.kif[side] != FLOAT).then_some(e.kif[side]), allow_opts: e.allow & allow != 0, tag: e.tags[side] })
 }
 
 impl StateTable {

@@ -123,6 +123,8 @@ pub struct StateOptions {
     pub allow_opts: bool,
     /// `if-bound`: the interface the state is bound to; `None` floats.
     pub bound: Option<u16>,
+    /// pf's tag of the packets the state passes (0: none).
+    pub tag: u8,
 }
 
 /// Counters the worker publishes (plain integers, no atomics).

@@ -110,6 +110,11 @@ fn print_firewall(out: &mut String, stats: &FirewallStats) {
     }
     let states: Vec<String> = stats.states().iter().map(|(n, v)| format!("{n} {v}")).collect();
     let _ = writeln!(out, "states: {}", states.join(", "));
+    let scrub = stats.scrub();
+    if scrub[0].1 > 0 {
+        let scrub: Vec<String> = scrub.iter().map(|(n, v)| format!("{n} {v}")).collect();
+        let _ = writeln!(out, "scrub: {}", scrub.join(", "));
+    }
 }
 
 /// The log's records and losses, when anything was logged or a rule logs.

@@ -489,6 +489,7 @@ pub fn packet(rng: &mut Rng, anchors: &Anchors, edges: &[u16]) -> PacketKey {
         icmp_id: 0,
         ip_opts: false,
         route: 0,
+        tag: 0,
     }
 }
 
