@@ -70,7 +70,7 @@ impl Firewall {
                 return Err(state_drop_reason(d));
             }
             let hit = Hit::of(id, key);
-            ticket = Ticket { state: Some(id), from_a: hit.from_a, out_settled: false };
+            ticket = Ticket { state: Some(id), from_a: hit.from_a, out_settled: false, tag: key.tag };
         }
         self.filter_out(key, port, tcp, ticket)
     }
