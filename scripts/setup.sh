@@ -36,7 +36,19 @@ if ((${#need_pkgs[@]})); then
     fi
     echo "setup: installing ${need_pkgs[*]}" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    # The tests start their own sshd (and iperf3) inside namespaces: keep the packages from
+    # starting a server on this machine's addresses, now or at boot (policy-rc.d(8)).
+    own_policy=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own_policy=1
+    fi
+    rc=0
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null || rc=$?
+    if ((own_policy)); then rm -f /usr/sbin/policy-rc.d; fi
+    ((rc == 0)) || exit "$rc"
+    if [[ " ${need_pkgs[*]} " == *" openssh-server "* ]] && have systemctl; then
+        systemctl disable ssh.service ssh.socket >/dev/null 2>&1 || true
+    fi
 fi
 
 if ! have cargo; then
