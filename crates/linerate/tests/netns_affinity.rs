@@ -20,7 +20,11 @@ mod common;
 
 use common::{build, start_until, write_config};
 
+/// The router's own packets take the out pass too (pf): its IPv6 chatter (router and
+/// neighbour solicitations, MLD reports) is passed, so that `filter_blocked` counts only
+/// forwarded packets.
 const RULES: &str = "block all\n\
+    pass out quick inet6 proto icmp6\n\
     pass in on lrd0 proto tcp keep state\n\
     pass in on lrd0 proto udp keep state\n\
     pass in on lrd0 proto icmp keep state\n\
