@@ -52,8 +52,10 @@ fn fragmented_udp_passes_as_its_first_fragment_is_judged() {
     let cfg = write_config(&lab, "auto", "[firewall]\nrules = \"rules.conf\"\n");
     std::fs::write(
         lab.dir.join("rules.conf"),
-        // pf filters a forwarded packet on both interfaces: the pass out is needed too.
-        "block all\npass in on lrd0 proto udp from 198.18.0.2 to 198.19.0.2 port 9999 keep state\npass out on lrd1 proto udp from 198.18.0.2 to 198.19.0.2 port 9999 keep state\n",
+        // pf filters a forwarded packet on both interfaces: the pass out is needed too. The
+        // router's own IPv6 chatter (solicitations, MLD) takes the out pass as well: passed,
+        // so that `filter_blocked` counts the fragments only.
+        "block all\npass out quick inet6 proto icmp6\npass in on lrd0 proto udp from 198.18.0.2 to 198.19.0.2 port 9999 keep state\npass out on lrd1 proto udp from 198.18.0.2 to 198.19.0.2 port 9999 keep state\n",
     )
     .unwrap();
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
