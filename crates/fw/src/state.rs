@@ -134,7 +134,7 @@ use std::collections::HashMap;
 pub use timeouts::{Timeouts, Tmo};
 pub use types::{
     FlowHit, IcmpErrorMatch, InsertError, StateCounters, StateDropReason, StateId, StateInfo, StateLookup,
-    StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags, tcp_state,
+    Modulation, StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags, tcp_state,
 };
 
 
@@ -168,6 +168,10 @@ struct Entry {
     /// The tag of pf's two states (pf's `tag`: what the packets each passes are tagged
     /// with; 0: none), by endpoint A, B.
     tags: [u8; 2],
+    /// `modulate state`: the offset added to the initiator's TCP sequence numbers (pf's
+    /// `src.seqdiff`); 0 when the state does not modulate. In the entry's spare bytes, so
+    /// that a state stays 104 bytes.
+    seqdiff: u32,
 }
 
 const NONE: u32 = u32::MAX;
@@ -206,6 +210,8 @@ pub struct StateTable {
     /// The latest `now` the table was given by a sweep or a new state: when counts given
     /// back on a removal are dated (source nodes kept for `src.track`).
     clock: u32,
+    /// The generator of `modulate state`'s offsets (see `insert.rs`).
+    iss: u64,
 }
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
@@ -271,6 +277,7 @@ impl StateTable {
             counters: StateCounters::default(),
             limited: HashMap::new(),
             clock: 0,
+            iss: seed ^ 0x6d6f_6475_6c61_7465,
         })
     }
 

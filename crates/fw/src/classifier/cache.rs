@@ -278,6 +278,7 @@ fn verdict_bits(v: &Verdict) -> u8 {
         StateMode::None => 0,
         StateMode::Keep => 1,
         StateMode::KeepSloppy => 2,
+        StateMode::Modulate => 3,
     };
     u8::from(v.action == Action::Block) | mode << 1
 }
@@ -290,7 +291,8 @@ fn verdict_of<const TAGS: bool>(e: &Entry) -> Verdict {
         keep_state: match e.verdict >> 1 {
             0 => StateMode::None,
             1 => StateMode::Keep,
-            _ => StateMode::KeepSloppy,
+            2 => StateMode::KeepSloppy,
+            _ => StateMode::Modulate,
         },
         tag: if TAGS { e.vtag } else { 0 },
     }
