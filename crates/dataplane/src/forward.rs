@@ -39,7 +39,9 @@ use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
 use crate::filter::nat::{NatCounts, NatStage};
+use crate::filter::modulate;
 use crate::filter::{FilterStage, Firewall, Refusal, Routed, RoutedPacket, RoutedV4};
+use fw::state::{Flow, Modulation};
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 use crate::tap::{Point, Tap};
@@ -244,7 +246,7 @@ impl Forwarder {
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<false, false, false>(pool, desc, i, step, outputs, punts);
+            self.apply::<false, false, false, false>(pool, desc, i, step, outputs, punts);
         }
     }
 
@@ -307,22 +309,25 @@ impl Forwarder {
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (out_pass, nat, scrub) = self.filter.as_ref().map_or((false, false, false), |f| (f.out_pass, f.nat_on, f.scrub.on_out));
-        if scrub {
+        // Read after the in pass, which may have created the first modulating state.
+        if self.filter.as_ref().is_some_and(|f| f.fw.modulating()) {
+            self.apply_modulated(pool, input, outputs, punts, scrub);
+        } else if scrub {
             self.apply_scrubbed(pool, input, outputs, punts);
         } else if out_pass {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<true, false, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<true, false, false, false>(pool, desc, i, step, outputs, punts);
             }
         } else if nat {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false, true, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, true, false, false>(pool, desc, i, step, outputs, punts);
             }
         } else {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false, false, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, false, false, false>(pool, desc, i, step, outputs, punts);
             }
         }
         if let Some(f) = &mut self.filter {
@@ -336,7 +341,22 @@ impl Forwarder {
     fn apply_scrubbed(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<true, false, true>(pool, desc, i, step, outputs, punts);
+            self.apply::<true, false, true, false>(pool, desc, i, step, outputs, punts);
+        }
+    }
+
+    /// The apply pass with the `out` rules (and the outbound scrub rules if `scrub`), and
+    /// `modulate state`'s rewrite of the TCP packets of states that modulate: its own
+    /// function, so that rule sets without `modulate state` pay nothing per packet.
+    #[inline(never)]
+    fn apply_modulated(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch, scrub: bool) {
+        for (desc, i) in input.drain().zip(0..MAX_BATCH) {
+            let step = self.steps[i % MAX_BATCH];
+            if scrub {
+                self.apply::<true, false, true, true>(pool, desc, i, step, outputs, punts);
+            } else {
+                self.apply::<true, false, false, true>(pool, desc, i, step, outputs, punts);
+            }
         }
     }
 
@@ -381,7 +401,7 @@ impl Forwarder {
     /// for a batch whose packets states settled; `SCRUB` (with `FW`): the outbound scrub
     /// rules first.
     #[inline(always)]
-    fn apply<const FW: bool, const NAT: bool, const SCRUB: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply<const FW: bool, const NAT: bool, const SCRUB: bool, const MOD: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (l3, nh, v4, in_port) = match step {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
@@ -418,6 +438,9 @@ impl Forwarder {
         } else if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
             return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
         }
+        // `modulate state`: the flow as its state is keyed, read before NAT's out pass
+        // translates the packet.
+        let flow = if MOD { modulate::tcp_flow(pool.frame(desc).get(l3..).unwrap_or(&[]), v4) } else { None };
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
         if FW && let Err(stop) = self.out_pass::<SCRUB>(pool, desc, i, l3, port, v4) {
@@ -426,10 +449,15 @@ impl Forwarder {
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
             };
         }
+        // After the out pass, which may have created the state.
+        let rewrite = if MOD { self.modulation(flow) } else { None };
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
         if usize::from(desc.len) - l3 > usize::from(out_port.mtu) {
-            return self.too_big(pool, desc, l3, v4, in_port, (id, port, mac), out_port, punts);
+            return self.too_big(pool, desc, l3, v4, in_port, (id, port, mac), out_port, punts, rewrite);
+        }
+        if MOD && let Some((m, off)) = rewrite {
+            modulate::rewrite(pool.frame_mut(desc).get_mut(l3 + off..).unwrap_or(&mut []), m);
         }
         let Some(mac) = mac else {
             self.counts.slow_path += 1;
@@ -521,7 +549,7 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch) {
+    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch, rewrite: Option<(Modulation, usize)>) {
         let (next_hop, port, mac) = next;
         // Not resolved yet: the slow path resolves, then fragments when it sends.
         let later = match mac {
@@ -536,6 +564,13 @@ impl Forwarder {
             (40 + usize::from(Ipv6Packet::new_unchecked(&frame[l3..]).payload_len()), true)
         };
         let mtu = usize::from(out_port.mtu);
+        // A packet that leaves (whole, or in fragments) leaves modulated; an error about it
+        // quotes it as its sender sent it.
+        if let Some((m, off)) = rewrite
+            && (ip_len <= mtu || !df)
+        {
+            modulate::rewrite(pool.frame_mut(desc).get_mut(l3 + off..).unwrap_or(&mut []), m);
+        }
         if ip_len <= mtu {
             // Bytes after the IP packet (a frame carrying trailing data) made it look long;
             // the packet itself fits: the slow path sends it with its new L2 header.
@@ -543,11 +578,20 @@ impl Forwarder {
             return punts.push(desc, later, in_port);
         }
         if df {
+            // The error quotes the packet as its sender sent it (not modulated).
             let err = IcmpError::PacketTooBig { mtu: u32::from(out_port.mtu) };
             return self.error(pool, desc, in_port, DropReason::TooBig, err, punts);
         }
         self.counts.slow_path += 1;
         punts.push(desc, later, in_port);
+    }
+
+    /// The `modulate state` rewrite of the TCP packet of `flow` (and where its TCP header
+    /// starts), if its state modulates.
+    #[inline(never)]
+    fn modulation(&self, flow: Option<(Flow, usize)>) -> Option<(Modulation, usize)> {
+        let (flow, off) = flow?;
+        Some((self.filter.as_ref()?.fw.modulation(&flow)?, off))
     }
 
     /// A dropped packet the sender should hear about: counted under `reason`, and handed to

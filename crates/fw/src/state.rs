@@ -212,6 +212,10 @@ pub struct StateTable {
     clock: u32,
     /// The generator of `modulate state`'s offsets (see `insert.rs`).
     iss: u64,
+    /// Some state was created with an offset (`modulate state`): from then on the data plane
+    /// looks each TCP packet's rewrite up ([`StateTable::modulation`]), also after a reload
+    /// without `modulate state` rules.
+    modulated: bool,
 }
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
@@ -278,6 +282,7 @@ impl StateTable {
             limited: HashMap::new(),
             clock: 0,
             iss: seed ^ 0x6d6f_6475_6c61_7465,
+            modulated: false,
         })
     }
 
@@ -363,6 +368,12 @@ impl StateTable {
 
     /// Bytes of one state's slot (64) and TCP tracking (24), for documentation and tests.
     pub const ENTRY_BYTES: usize = size_of::<Entry>() + size_of::<[Peer; 2]>();
+
+    /// Whether some state of the table was created by `modulate state` with an offset (it may
+    /// be gone since): the data plane then rewrites the packets of such states.
+    pub fn modulates(&self) -> bool {
+        self.modulated
+    }
 
     pub fn counters(&self) -> StateCounters {
         StateCounters { in_use: self.len as u64, ..self.counters }

@@ -116,6 +116,7 @@ impl StateTable {
             && class(fk.proto()) == Class::Tcp
         {
             e.seqdiff = self.seqdiff(h, seg.seq);
+            self.modulated = true;
         }
         e.tmo = t as u8;
         e.expire = self.deadline(now, t);

@@ -1,0 +1,190 @@
+//! pf's `modulate state` on real frames through a worker: a TCP connection's handshake and
+//! data both ways, the initiator's sequence numbers leaving shifted by one constant,
+//! non-zero offset, the acknowledgements it receives in its own numbers, checksums that
+//! hold, no packet dropped out of window.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use dataplane::counters::{Counts, DropReason};
+use dataplane::fib::{Fib, FibControl};
+use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::ports::PortInfo;
+use dataplane::worker::Worker;
+use io::mem::{CountingTx, ReplayRx};
+use io::pool::FramePool;
+use io::{Batch, PortStats, TxPort};
+use wire::MacAddr;
+
+mod frames;
+use frames::{RX_MAC, TX_MAC, tcp_checksum};
+
+const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
+const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
+const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
+
+fn fib() -> Arc<Fib> {
+    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
+    FIB.get_or_init(|| {
+        let mut ctl = FibControl::new(64);
+        ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
+        ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
+        ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
+        ctl.fib()
+    })
+    .clone()
+}
+
+fn ifaces(name: &str) -> Option<u16> {
+    ["if0", "if1"].iter().position(|n| *n == name).map(|i| i as u16)
+}
+
+/// Keeps a copy of every frame it sends.
+#[derive(Default)]
+struct Capture {
+    frames: Vec<Vec<u8>>,
+    stats: PortStats,
+}
+
+impl TxPort for Capture {
+    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
+        for desc in batch.drain() {
+            self.frames.push(pool.frame(desc).to_vec());
+            self.stats.tx_packets += 1;
+            pool.free(desc);
+        }
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const PSH: u8 = 0x08;
+const FIN: u8 = 0x01;
+/// TCP payload bytes of a `frames::tcp` segment.
+const PAYLOAD: u32 = 48;
+
+/// A worker between A (port 0, "if0") and FAR (port 1, "if1"), fed one frame at a time.
+struct Router {
+    w: Worker<ReplayRx, Capture, CountingTx>,
+}
+
+impl Router {
+    fn new(rules: &str) -> Router {
+        let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
+        let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
+        let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+        let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
+        w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
+        Router { w }
+    }
+
+    /// A segment sent by A (`from_a`) or FAR, `payload` bytes or none: (seq, ack) of the
+    /// segment as the other end receives it.
+    fn send(&mut self, from_a: bool, flags: u8, seq: u32, ack: u32, payload: bool) -> (u32, u32) {
+        let (port, out) = if from_a { (0, 1) } else { (1, 0) };
+        let mut f = if from_a { frames::tcp(0, A_HOST, 40000, FAR, 80, flags, seq, ack) } else { frames::tcp(1, FAR, 80, A_HOST, 40000, flags, seq, ack) };
+        if !payload {
+            f.truncate(34 + 20);
+            f[16..18].copy_from_slice(&40u16.to_be_bytes());
+            fix(&mut f);
+        }
+        self.w.rx[port] = ReplayRx::new(port as u16, vec![f]).once();
+        while !self.w.rx[port].finished() {
+            self.w.poll();
+        }
+        let g = self.w.tx[out].frames.pop().expect("the segment was forwarded");
+        assert!(checksums_hold(&g), "checksums recomputed from scratch agree");
+        let word = |at: usize| u32::from_be_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
+        (word(38), word(42))
+    }
+
+    fn counts(&self) -> Counts {
+        self.w.counts()
+    }
+}
+
+/// Recomputes the IPv4 and TCP checksums of frame `f`.
+fn fix(f: &mut [u8]) {
+    f[24..26].fill(0);
+    let c = wire::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[50..52].fill(0);
+    let c = tcp_checksum(&f[14..]);
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+}
+
+fn checksums_hold(f: &[u8]) -> bool {
+    let mut g = f.to_vec();
+    fix(&mut g);
+    g[24..26] == f[24..26] && g[50..52] == f[50..52]
+}
+
+/// A's connection to FAR:80: handshake, `rounds` of data both ways, close. Returns the
+/// offset FAR saw A's numbers shifted by.
+fn connection(r: &mut Router, isn_a: u32, isn_far: u32, rounds: usize) -> u32 {
+    let (syn_seq, _) = r.send(true, SYN, isn_a, 0, false);
+    let d = syn_seq.wrapping_sub(isn_a);
+    let (seq, ack) = r.send(false, SYN | ACK, isn_far, syn_seq.wrapping_add(1), false);
+    assert_eq!((seq, ack), (isn_far, isn_a.wrapping_add(1)), "A sees its own numbers acknowledged");
+    let (mut a, mut far) = (isn_a.wrapping_add(1), isn_far.wrapping_add(1));
+    let (seq, ack) = r.send(true, ACK, a, far, false);
+    assert_eq!((seq, ack), (a.wrapping_add(d), far));
+    for _ in 0..rounds {
+        let (seq, ack) = r.send(true, ACK | PSH, a, far, true);
+        assert_eq!((seq, ack), (a.wrapping_add(d), far), "one constant offset");
+        a = a.wrapping_add(PAYLOAD);
+        let (seq, ack) = r.send(false, ACK | PSH, far, seq.wrapping_add(PAYLOAD), true);
+        assert_eq!((seq, ack), (far, a), "FAR's acknowledgement in A's numbers");
+        far = far.wrapping_add(PAYLOAD);
+    }
+    let (seq, _) = r.send(true, FIN | ACK, a, far, false);
+    let (_, ack) = r.send(false, FIN | ACK, far, seq.wrapping_add(1), false);
+    assert_eq!(ack, a.wrapping_add(1));
+    r.send(true, ACK, a.wrapping_add(1), far.wrapping_add(1), false);
+    d
+}
+
+/// Issue 17's case: `pass in on if0 proto tcp modulate state`.
+#[test]
+fn a_modulated_connection_both_ways() {
+    for rules in ["pass in on if0 proto tcp modulate state\n", "block all\npass in on if0 proto tcp modulate state (max 10)\npass out on if1 proto tcp\n"] {
+        let mut r = Router::new(rules);
+        let d = connection(&mut r, 1000, 5_000_000, 4);
+        assert_ne!(d, 0, "{rules}");
+        let c = r.counts();
+        assert_eq!(c.drops[DropReason::StateOutOfWindow as usize], 0, "{c:?}");
+        assert_eq!((c.forwarded, c.dropped()), (c.rx, 0), "{c:?}");
+    }
+}
+
+/// The initiator's numbers wrap around mid-connection.
+#[test]
+fn a_modulated_connection_across_the_wrap() {
+    let mut r = Router::new("pass in on if0 proto tcp modulate state\n");
+    connection(&mut r, u32::MAX - 100, 7, 5);
+    assert_eq!(r.counts().drops[DropReason::StateOutOfWindow as usize], 0);
+}
+
+/// pf modulates the states that `pass out ... modulate state` creates too: the SYN that
+/// created the state leaves shifted.
+#[test]
+fn a_state_the_out_pass_creates_modulates_its_first_packet() {
+    let mut r = Router::new("block all\npass in proto tcp no state\npass out on if0 proto tcp no state\npass out on if1 proto tcp modulate state\n");
+    let d = connection(&mut r, 1000, 5_000_000, 2);
+    assert_ne!(d, 0);
+    assert_eq!(r.counts().drops[DropReason::StateOutOfWindow as usize], 0);
+}
+
+/// Without `modulate state` nothing is rewritten, and two connections' offsets differ.
+#[test]
+fn keep_state_leaves_numbers_alone() {
+    let mut r = Router::new("pass in on if0 proto tcp keep state\n");
+    assert_eq!(connection(&mut r, 1000, 5_000_000, 1), 0);
+}
