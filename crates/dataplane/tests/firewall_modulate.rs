@@ -73,6 +73,9 @@ const PAYLOAD: u32 = 48;
 /// A worker between A (port 0, "if0") and FAR (port 1, "if1"), fed one frame at a time.
 struct Router {
     w: Worker<ReplayRx, Capture, CountingTx>,
+    /// A's address and port as FAR sees them (NAT's, with `nat`).
+    a_seen: Ipv4Addr,
+    a_port_seen: u16,
 }
 
 impl Router {
@@ -82,14 +85,14 @@ impl Router {
         let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
         let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
         w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
-        Router { w }
+        Router { w, a_seen: A_HOST, a_port_seen: 40000 }
     }
 
     /// A segment sent by A (`from_a`) or FAR, `payload` bytes or none: (seq, ack) of the
     /// segment as the other end receives it.
     fn send(&mut self, from_a: bool, flags: u8, seq: u32, ack: u32, payload: bool) -> (u32, u32) {
         let (port, out) = if from_a { (0, 1) } else { (1, 0) };
-        let mut f = if from_a { frames::tcp(0, A_HOST, 40000, FAR, 80, flags, seq, ack) } else { frames::tcp(1, FAR, 80, A_HOST, 40000, flags, seq, ack) };
+        let mut f = if from_a { frames::tcp(0, A_HOST, 40000, FAR, 80, flags, seq, ack) } else { frames::tcp(1, FAR, 80, self.a_seen, self.a_port_seen, flags, seq, ack) };
         if !payload {
             f.truncate(34 + 20);
             f[16..18].copy_from_slice(&40u16.to_be_bytes());
@@ -101,6 +104,13 @@ impl Router {
         }
         let g = self.w.tx[out].frames.pop().expect("the segment was forwarded");
         assert!(checksums_hold(&g), "checksums recomputed from scratch agree");
+        let src = Ipv4Addr::new(g[26], g[27], g[28], g[29]);
+        assert_eq!(src, if from_a { self.a_seen } else { FAR });
+        if from_a {
+            self.a_port_seen = u16::from_be_bytes([g[34], g[35]]);
+        } else {
+            assert_eq!((u16::from_be_bytes([g[36], g[37]]), Ipv4Addr::new(g[30], g[31], g[32], g[33])), (40000, A_HOST), "translated back");
+        }
         let word = |at: usize| u32::from_be_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
         (word(38), word(42))
     }
@@ -187,4 +197,17 @@ fn a_state_the_out_pass_creates_modulates_its_first_packet() {
 fn keep_state_leaves_numbers_alone() {
     let mut r = Router::new("pass in on if0 proto tcp keep state\n");
     assert_eq!(connection(&mut r, 1000, 5_000_000, 1), 0);
+}
+
+/// With NAT on the flow: the state is keyed by A's own address (the inside view, where pf
+/// keeps it too), the numbers are shifted as without NAT, and both rewrites' checksum updates
+/// hold together.
+#[test]
+fn a_modulated_connection_through_nat() {
+    let mut r = Router::new("nat on if1 from 198.18.0.0/16 to any -> 192.0.2.7\npass in on if0 proto tcp modulate state\n");
+    r.a_seen = Ipv4Addr::new(192, 0, 2, 7);
+    let d = connection(&mut r, 1000, 5_000_000, 3);
+    assert_ne!(d, 0);
+    let c = r.counts();
+    assert_eq!((c.forwarded, c.dropped()), (c.rx, 0), "{c:?}");
 }
