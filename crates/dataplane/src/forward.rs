@@ -41,7 +41,7 @@ use crate::fib::Fib;
 use crate::filter::nat::{NatCounts, NatStage};
 use crate::filter::modulate;
 use crate::filter::{FilterStage, Firewall, Refusal, Routed, RoutedPacket, RoutedV4};
-use fw::state::{Flow, Modulation};
+use fw::state::Modulation;
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 use crate::tap::{Point, Tap};
@@ -440,7 +440,7 @@ impl Forwarder {
         }
         // `modulate state`: the flow as its state is keyed, read before NAT's out pass
         // translates the packet.
-        let flow = if MOD { modulate::tcp_flow(pool.frame(desc).get(l3..).unwrap_or(&[]), v4) } else { None };
+        let target = if MOD { modulate::target(pool.frame(desc).get(l3..).unwrap_or(&[]), v4) } else { None };
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
         if FW && let Err(stop) = self.out_pass::<SCRUB>(pool, desc, i, l3, port, v4) {
@@ -450,14 +450,14 @@ impl Forwarder {
             };
         }
         // After the out pass, which may have created the state.
-        let rewrite = if MOD { self.modulation(flow) } else { None };
+        let rewrite = if MOD { self.modulation(target) } else { None };
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
         if usize::from(desc.len) - l3 > usize::from(out_port.mtu) {
             return self.too_big(pool, desc, l3, v4, in_port, (id, port, mac), out_port, punts, rewrite);
         }
-        if MOD && let Some((m, off)) = rewrite {
-            modulate::rewrite(pool.frame_mut(desc).get_mut(l3 + off..).unwrap_or(&mut []), m);
+        if MOD && let Some((m, target)) = rewrite {
+            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
         }
         let Some(mac) = mac else {
             self.counts.slow_path += 1;
@@ -549,7 +549,7 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch, rewrite: Option<(Modulation, usize)>) {
+    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch, rewrite: Option<(Modulation, modulate::Target)>) {
         let (next_hop, port, mac) = next;
         // Not resolved yet: the slow path resolves, then fragments when it sends.
         let later = match mac {
@@ -566,10 +566,10 @@ impl Forwarder {
         let mtu = usize::from(out_port.mtu);
         // A packet that leaves (whole, or in fragments) leaves modulated; an error about it
         // quotes it as its sender sent it.
-        if let Some((m, off)) = rewrite
+        if let Some((m, target)) = rewrite
             && (ip_len <= mtu || !df)
         {
-            modulate::rewrite(pool.frame_mut(desc).get_mut(l3 + off..).unwrap_or(&mut []), m);
+            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
         }
         if ip_len <= mtu {
             // Bytes after the IP packet (a frame carrying trailing data) made it look long;
@@ -586,12 +586,11 @@ impl Forwarder {
         punts.push(desc, later, in_port);
     }
 
-    /// The `modulate state` rewrite of the TCP packet of `flow` (and where its TCP header
-    /// starts), if its state modulates.
+    /// The `modulate state` rewrite of `target`, if its flow's state modulates.
     #[inline(never)]
-    fn modulation(&self, flow: Option<(Flow, usize)>) -> Option<(Modulation, usize)> {
-        let (flow, off) = flow?;
-        Some((self.filter.as_ref()?.fw.modulation(&flow)?, off))
+    fn modulation(&self, target: Option<modulate::Target>) -> Option<(Modulation, modulate::Target)> {
+        let target = target?;
+        Some((self.filter.as_ref()?.fw.modulation(target.flow())?, target))
     }
 
     /// A dropped packet the sender should hear about: counted under `reason`, and handed to

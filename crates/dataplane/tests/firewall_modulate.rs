@@ -211,3 +211,45 @@ fn a_modulated_connection_through_nat() {
     let c = r.counts();
     assert_eq!((c.forwarded, c.dropped()), (c.rx, 0), "{c:?}");
 }
+
+/// A router beyond the firewall answers A's (shifted) segment with a time exceeded: A gets it
+/// with the quoted sequence number its own, the ICMP checksum holding.
+#[test]
+fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
+    let mut r = Router::new("block all\npass in on if0 proto tcp modulate state\npass out on if1 proto tcp\n");
+    let (syn_seq, _) = r.send(true, SYN, 1000, 0, false);
+    assert_ne!(syn_seq, 1000);
+    r.send(false, SYN | ACK, 77, syn_seq.wrapping_add(1), false);
+    // What left toward FAR: A's data segment, shifted.
+    let mut f = frames::tcp(0, A_HOST, 40000, FAR, 80, ACK | PSH, 1001, 78);
+    fix(&mut f);
+    r.w.rx[0] = ReplayRx::new(0, vec![f]).once();
+    while !r.w.rx[0].finished() {
+        r.w.poll();
+    }
+    let sent = r.w.tx[1].frames.pop().expect("forwarded");
+    let quoted = sent[14..14 + 28].to_vec();
+    assert_eq!(u32::from_be_bytes([quoted[24], quoted[25], quoted[26], quoted[27]]), syn_seq.wrapping_add(1));
+    let router = Ipv4Addr::new(10, 1, 1, 254);
+    let mut buf = frames::udp(1, router, 0, A_HOST, 0);
+    buf.truncate(34);
+    buf[23] = 1; // ICMP
+    buf.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
+    buf.extend_from_slice(&quoted);
+    let total = (buf.len() - 14) as u16;
+    buf[16..18].copy_from_slice(&total.to_be_bytes());
+    buf[24..26].fill(0);
+    let c = wire::checksum::checksum(&buf[14..34]);
+    buf[24..26].copy_from_slice(&c.to_be_bytes());
+    let c = wire::checksum::checksum(&buf[34..]);
+    buf[36..38].copy_from_slice(&c.to_be_bytes());
+    r.w.rx[1] = ReplayRx::new(1, vec![buf]).once();
+    while !r.w.rx[1].finished() {
+        r.w.poll();
+    }
+    let got = r.w.tx[0].frames.pop().expect("the error reached A");
+    assert_eq!(got[34], 11);
+    assert_eq!(u32::from_be_bytes([got[42 + 24], got[42 + 25], got[42 + 26], got[42 + 27]]), 1001, "A's own number");
+    assert_eq!(wire::checksum::checksum(&got[34..]), 0, "ICMP checksum");
+    assert_eq!(r.counts().drops[DropReason::StateOutOfWindow as usize], 0);
+}

@@ -27,6 +27,11 @@
 //!   its type, the reply back (echo reply is mapped to echo request, etc.): only the replies
 //!   with the query's identifier match, not a query the other way; `icmp.first` after
 //!   creation, `icmp.error` after any later packet (as pf).
+//! * `modulate state` ([`StateOptions::modulate`]): a TCP state created by a bare SYN keeps a
+//!   random offset for the initiator's sequence numbers (the entry's `seqdiff`); the
+//!   responder's acknowledgements are shifted back before tracking, so both ends are tracked
+//!   in their own sequence spaces, and [`StateTable::modulation`] tells the data plane how
+//!   to rewrite each packet ([`Modulation`]).
 //! * ICMP errors (unreachable, time exceeded, packet too big, ...):
 //!   [`StateTable::lookup_icmp_error`] with the quoted inner header finds the flow's state; for
 //!   TCP the quoted sequence number is checked against the sender's window as pf does.
@@ -52,7 +57,8 @@
 //! * `slots`: a flat `Vec<Entry>` of capacity `limit` (ids are slot indices). An `Entry` is
 //!   **64 bytes, one cache line** (64-byte aligned): the canonical key (40 B, see [`Flow`]:
 //!   IPv4 packs each endpoint into one word, IPv6 uses all five), deadline, rule index, flags,
-//!   timeout kind and the UDP/other pseudo-states (12 B), 12 B of padding. Everything a lookup
+//!   timeout kind and the UDP/other pseudo-states (12 B), interface bindings, `allow-opts` and
+//!   tags (7 B), `modulate state`'s offset (4 B), 1 B of padding. Everything a lookup
 //!   of a UDP state reads is in that line. Free slots are chained through the entry itself (no
 //!   side free list). Pages of the slot array are committed by the OS as the high-water mark
 //!   grows, as 2 MiB pages where the kernel can (`MADV_HUGEPAGE`, as for the index).

@@ -1,6 +1,7 @@
 //! pf's `modulate state` in the data plane: the TCP header of a packet whose state modulates
 //! is rewritten as it leaves (sequence number, acknowledgement number, SACK blocks), with
-//! incremental checksum updates (RFC 1624). The state says how ([`Modulation`]); the state
+//! incremental checksum updates (RFC 1624), and so is the quoted sequence number of an ICMP
+//! error about one of its packets. The state says how ([`Modulation`]); the state
 //! table tracks both ends in their own sequence spaces, so the rewrite is the last thing
 //! done to the packet, after its out pass (and NAT's address rewrite, which it commutes
 //! with: the two touch different fields, and each updates the checksum for its own).
@@ -15,39 +16,95 @@ const OPT_END: u8 = 0;
 const OPT_NOP: u8 = 1;
 const OPT_SACK: u8 = 5;
 
-/// The flow of the TCP segment in the IP packet `ip` (the frame from its IP header) and
-/// where its TCP header starts: `None` for anything else, a later fragment, or a header cut
-/// short.
-pub(crate) fn tcp_flow(ip: &[u8], v4: bool) -> Option<(Flow, usize)> {
-    let (flow, off) = if v4 {
-        let h = ip.get(..20)?;
-        let p = Ipv4Packet::new_unchecked(h);
-        if u8::from(p.protocol()) != proto::TCP || p.frag_offset() != 0 {
-            return None;
+/// What of a packet `modulate state` may rewrite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A TCP segment whose header starts at `off` (from the IP header).
+    Segment { flow: Flow, off: usize },
+    /// An ICMP error quoting a TCP segment: the quoted sequence number at `seq_at`, the
+    /// ICMP checksum at `sum_at`; `flow` is the quoted packet's.
+    Quoted { flow: Flow, seq_at: usize, sum_at: usize },
+}
+
+impl Target {
+    pub(crate) fn flow(&self) -> &Flow {
+        match self {
+            Target::Segment { flow, .. } | Target::Quoted { flow, .. } => flow,
         }
-        let off = p.header_len();
-        let ports = ip.get(off..off + 4)?;
-        let sport = u16::from_be_bytes([ports[0], ports[1]]);
-        let dport = u16::from_be_bytes([ports[2], ports[3]]);
-        (Flow::v4(proto::TCP, p.src_addr_u32(), sport, p.dst_addr_u32(), dport), off)
-    } else {
-        let p = Ipv6Packet::new_unchecked(ip);
-        let (next, off) = p.upper_layer().ok()?;
-        if u8::from(next) != proto::TCP {
-            return None;
+    }
+}
+
+/// The TCP segment, or the ICMP error quoting one, in the IP packet `ip` (the frame from its
+/// IP header): `None` for anything else, a later fragment, or a header cut short.
+pub(crate) fn target(ip: &[u8], v4: bool) -> Option<Target> {
+    let (flow, proto_, off) = if v4 { l4_v4(ip)? } else { l4_v6(ip)? };
+    match proto_ {
+        // The rewrite needs the fixed header: sequence, acknowledgement and checksum.
+        proto::TCP => (ip.len() >= off + 20).then_some(Target::Segment { flow: flow?, off }),
+        proto::ICMP if matches!(*ip.get(off)?, 3 | 4 | 11 | 12) => quoted(ip, off, true),
+        proto::ICMPV6 if (1..=4).contains(ip.get(off)?) => quoted(ip, off, false),
+        _ => None,
+    }
+}
+
+/// An ICMP error at `off` of `ip` (of family `v4`) quoting (at least the first 8 bytes of) a
+/// TCP segment.
+fn quoted(ip: &[u8], off: usize, v4: bool) -> Option<Target> {
+    let inner = ip.get(off + 8..)?;
+    let (flow, proto_, l4) = if v4 { l4_v4(inner)? } else { l4_v6(inner)? };
+    (proto_ == proto::TCP && inner.len() >= l4 + 8).then_some(Target::Quoted { flow: flow?, seq_at: off + 8 + l4 + 4, sum_at: off + 2 })
+}
+
+/// An IPv4 packet's protocol, where its payload starts, and the flow of a TCP segment (not
+/// a later fragment) with its ports there.
+fn l4_v4(ip: &[u8]) -> Option<(Option<Flow>, u8, usize)> {
+    let p = Ipv4Packet::new_unchecked(ip.get(..20)?);
+    if p.frag_offset() != 0 {
+        return None;
+    }
+    let (proto_, off) = (u8::from(p.protocol()), p.header_len());
+    let flow = ports(ip, off).map(|(s, d)| Flow::v4(proto::TCP, p.src_addr_u32(), s, p.dst_addr_u32(), d));
+    Some((flow.filter(|_| proto_ == proto::TCP), proto_, off))
+}
+
+/// [`l4_v4`] for IPv6, behind its extension headers.
+fn l4_v6(ip: &[u8]) -> Option<(Option<Flow>, u8, usize)> {
+    if ip.len() < 40 {
+        return None;
+    }
+    let p = Ipv6Packet::new_unchecked(ip);
+    let (next, off) = p.upper_layer().ok()?;
+    let proto_ = u8::from(next);
+    let flow = ports(ip, off).map(|(s, d)| Flow::v6(proto::TCP, u128::from(p.src_addr()), s, p.dst_addr_u128(), d));
+    Some((flow.filter(|_| proto_ == proto::TCP), proto_, off))
+}
+
+fn ports(ip: &[u8], off: usize) -> Option<(u16, u16)> {
+    let b = ip.get(off..off + 4)?;
+    Some((u16::from_be_bytes([b[0], b[1]]), u16::from_be_bytes([b[2], b[3]])))
+}
+
+/// Rewrites `target` of the IP packet `ip` as `m` says. An ICMP error's quoted segment is
+/// one the quoted sender sent: an initiator's shifted number is shifted back (the error goes
+/// to the initiator, pf_test_state_icmp), the ICMP checksum updated (the quoted segment's own
+/// checksum covers bytes the error does not carry: pf leaves it too).
+pub(crate) fn apply(ip: &mut [u8], target: Target, m: Modulation) {
+    match target {
+        Target::Segment { off, .. } => rewrite(ip.get_mut(off..).unwrap_or(&mut []), m),
+        Target::Quoted { seq_at, sum_at, .. } => {
+            if m.seq_add == 0 || ip.len() < seq_at + 4 || ip.len() < sum_at + 2 {
+                return;
+            }
+            let mut sum = u16::from_be_bytes([ip[sum_at], ip[sum_at + 1]]);
+            shift(ip, seq_at, m.seq_add.wrapping_neg(), &mut sum);
+            ip[sum_at..sum_at + 2].copy_from_slice(&sum.to_be_bytes());
         }
-        let ports = ip.get(off..off + 4)?;
-        let sport = u16::from_be_bytes([ports[0], ports[1]]);
-        let dport = u16::from_be_bytes([ports[2], ports[3]]);
-        (Flow::v6(proto::TCP, u128::from(p.src_addr()), sport, p.dst_addr_u128(), dport), off)
-    };
-    // The rewrite needs the fixed header: sequence, acknowledgement and checksum.
-    (ip.len() >= off + 20).then_some((flow, off))
+    }
 }
 
 /// Rewrites the TCP header `tcp` (from its first byte to the end of the packet) as `m` says,
 /// its checksum updated for each field changed.
-pub(crate) fn rewrite(tcp: &mut [u8], m: Modulation) {
+fn rewrite(tcp: &mut [u8], m: Modulation) {
     if tcp.len() < 20 {
         return;
     }

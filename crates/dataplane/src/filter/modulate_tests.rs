@@ -45,11 +45,12 @@ fn word(ip: &[u8], at: usize) -> u32 {
 }
 
 fn modulated(mut ip: Vec<u8>, m: Modulation) -> Vec<u8> {
-    let (flow, off) = tcp_flow(&ip, true).expect("a TCP segment");
+    let t = target(&ip, true).expect("a TCP segment");
+    let Target::Segment { flow, off } = t else { panic!("{t:?}") };
     assert_eq!(off, 20);
     let k = PacketKey { af: fw::packet::Af::Inet, proto: proto::TCP, src: 0x0a00_0001, dst: 0xc633_6402, src_port: 40000, dst_port: 80, ..PacketKey::ZERO };
     assert_eq!(flow, Flow::of(&k), "the flow the state table keys");
-    rewrite(&mut ip[off..], m);
+    apply(&mut ip, t, m);
     ip
 }
 
@@ -81,12 +82,12 @@ fn not_a_tcp_first_fragment_or_cut_short() {
     let mut ip = segment(1, 2, [0; 4]);
     ip[6] = 0x20;
     ip[7] = 0x01; // offset 8: a later fragment
-    assert!(tcp_flow(&ip, true).is_none());
+    assert!(target(&ip, true).is_none());
     let ip = segment(1, 2, [0; 4]);
-    assert!(tcp_flow(&ip[..36], true).is_none(), "no room for the checksum");
+    assert!(target(&ip[..36], true).is_none(), "no room for the checksum");
     let mut udp = segment(1, 2, [0; 4]);
     udp[9] = proto::UDP;
-    assert!(tcp_flow(&udp, true).is_none());
+    assert!(target(&udp, true).is_none());
 }
 
 #[test]
@@ -108,10 +109,35 @@ fn ipv6_segment_found_behind_its_header() {
     ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
     ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
     ip.extend_from_slice(&[0x9c, 0x40, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
-    let (flow, off) = tcp_flow(&ip, false).expect("a TCP segment");
+    let Some(Target::Segment { flow, off }) = target(&ip, false) else { panic!("a TCP segment") };
     assert_eq!(off, 40);
     let k = PacketKey { af: fw::packet::Af::Inet6, proto: proto::TCP, src: 0x2001_0db8_u128 << 96 | 1, dst: 0x2001_0db8_u128 << 96 | 2, src_port: 40000, dst_port: 80, ..PacketKey::ZERO };
     assert_eq!(flow, Flow::of(&k));
+}
+
+/// A time exceeded from a router beyond, quoting the IPv4 header and 8 bytes of a segment
+/// A sent (shifted): the quoted number goes back to A's own, the ICMP checksum holds.
+#[test]
+fn icmp_error_quoting_a_shifted_segment() {
+    let d = 0x4000_0000;
+    let seg = segment(1000u32.wrapping_add(d), 0, [0; 4]);
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, proto::ICMP, 0, 0, 203, 0, 113, 9, 10, 0, 0, 1];
+    ip.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
+    ip.extend_from_slice(&seg[..28]);
+    let len = ip.len() as u16;
+    ip[2..4].copy_from_slice(&len.to_be_bytes());
+    let c = checksum(&ip[20..]);
+    ip[22..24].copy_from_slice(&c.to_be_bytes());
+    let t = target(&ip, true).expect("an error quoting TCP");
+    let k = PacketKey { af: fw::packet::Af::Inet, proto: proto::TCP, src: 0x0a00_0001, dst: 0xc633_6402, src_port: 40000, dst_port: 80, ..PacketKey::ZERO };
+    assert_eq!(*t.flow(), Flow::of(&k), "the quoted packet's flow, from its sender");
+    apply(&mut ip, t, Modulation { seq_add: d, ack_sub: 0 });
+    assert_eq!(word(&ip, 28 + 20 + 4), 1000);
+    assert_eq!(checksum(&ip[20..]), 0, "ICMP checksum");
+    // An error about the responder's packet: nothing to shift back.
+    let before = ip.clone();
+    apply(&mut ip, t, Modulation { seq_add: 0, ack_sub: d });
+    assert_eq!(ip, before);
 }
 
 proptest! {
