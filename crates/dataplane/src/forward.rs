@@ -308,12 +308,11 @@ impl Forwarder {
     /// only NAT's outbound pass added if anything is to translate.
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        let (out_pass, nat, scrub) = self.filter.as_ref().map_or((false, false, false), |f| (f.out_pass, f.nat_on, f.scrub.on_out));
-        // Read after the in pass, which may have created the first modulating state.
-        if self.filter.as_ref().is_some_and(|f| f.fw.modulating()) {
-            self.apply_modulated(pool, input, outputs, punts, scrub);
-        } else if scrub {
-            self.apply_scrubbed(pool, input, outputs, punts);
+        // `modulate`: read after the in pass, which may have created the first modulating
+        // state.
+        let (out_pass, nat, scrub, modulate) = self.filter.as_ref().map_or((false, false, false, false), |f| (f.out_pass, f.nat_on, f.scrub.on_out, f.fw.modulating()));
+        if scrub || modulate {
+            self.apply_rewriting(pool, input, outputs, punts, scrub, modulate);
         } else if out_pass {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
@@ -335,27 +334,17 @@ impl Forwarder {
         }
     }
 
-    /// The apply pass with the outbound scrub rules and the `out` rules: its own function, so
-    /// that rule sets without `scrub out` pay nothing per packet.
+    /// The apply pass with the `out` rules, and the outbound scrub rules (`scrub`) or `modulate
+    /// state`'s rewrite of the TCP packets of states that modulate (`modulate`), or both: its
+    /// own function, so that rule sets with neither pay nothing per packet.
     #[inline(never)]
-    fn apply_scrubbed(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply_rewriting(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch, scrub: bool, modulate: bool) {
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<true, false, true, false>(pool, desc, i, step, outputs, punts);
-        }
-    }
-
-    /// The apply pass with the `out` rules (and the outbound scrub rules if `scrub`), and
-    /// `modulate state`'s rewrite of the TCP packets of states that modulate: its own
-    /// function, so that rule sets without `modulate state` pay nothing per packet.
-    #[inline(never)]
-    fn apply_modulated(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch, scrub: bool) {
-        for (desc, i) in input.drain().zip(0..MAX_BATCH) {
-            let step = self.steps[i % MAX_BATCH];
-            if scrub {
-                self.apply::<true, false, true, true>(pool, desc, i, step, outputs, punts);
-            } else {
-                self.apply::<true, false, false, true>(pool, desc, i, step, outputs, punts);
+            match (scrub, modulate) {
+                (true, false) => self.apply::<true, false, true, false>(pool, desc, i, step, outputs, punts),
+                (false, _) => self.apply::<true, false, false, true>(pool, desc, i, step, outputs, punts),
+                (true, true) => self.apply::<true, false, true, true>(pool, desc, i, step, outputs, punts),
             }
         }
     }
