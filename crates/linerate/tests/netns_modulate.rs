@@ -49,11 +49,12 @@ elif mode == 'give':
 elif mode == 'fetch':
     drain(socket.create_connection((host, port), timeout=60))
 elif mode == 'sniff':
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800)); s.bind((host, 0))
+    # ETH_P_ALL: a socket of one protocol does not see the host's own outgoing frames.
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind((host, 0))
     s.settimeout(30); ready()
     while True:
         f = s.recv(65535); ip = f[14:]; t = ip[(ip[0] & 15) * 4:]
-        if ip[9] == 6 and int.from_bytes(t[2:4], 'big') == port and t[13] & 0x12 == 0x02:
+        if f[12:14] == b'\x08\x00' and ip[9] == 6 and int.from_bytes(t[2:4], 'big') == port and t[13] & 0x12 == 0x02:
             print(int.from_bytes(t[4:8], 'big'), flush=True); break
 "#;
 
