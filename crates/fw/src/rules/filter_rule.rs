@@ -48,7 +48,7 @@ fn state_and_flags(action: Action, opts: &FilterOptions) -> PResult<(StateMode, 
     let keep_state = match (&opts.keep, action) {
         (Some((m, t)), Action::Block) if *m != StateMode::None => {
             let what = if *m == StateMode::Modulate { "modulate state" } else { "keep state" };
-            return here(t, &format!("{what} only applies to pass rules"));
+            return here(t, format!("{what} only applies to pass rules"));
         }
         (Some((m, _)), _) => *m,
         (None, Action::Pass) => StateMode::Keep,
