@@ -328,6 +328,18 @@ mod tests {
         assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 1, invalidations: 1 });
     }
 
+    /// Every state mode comes back from the cache as it went in.
+    #[test]
+    fn state_modes_survive_the_cache() {
+        for (opt, mode) in [("no state", StateMode::None), ("keep state", StateMode::Keep), ("keep state (sloppy)", StateMode::KeepSloppy), ("modulate state", StateMode::Modulate)] {
+            let cl = classifier(&format!("block all\npass in proto tcp to port 22 flags S/SA {opt}\n"), super::super::Engine::Tree);
+            let mut c = VerdictCache::new(64, 7);
+            c.classify(&cl, &SYN);
+            let hit = c.classify(&cl, &SYN);
+            assert_eq!((hit.keep_state, c.counters().hits), (mode, 1), "{opt}");
+        }
+    }
+
     /// `no-route` / `urpf-failed` sets: the route bits are part of the key, and a set whose
     /// variants are trees is cached.
     #[test]
