@@ -3,7 +3,7 @@
 //! non-zero offset, the acknowledgements it receives in its own numbers, checksums that
 //! hold, no packet dropped out of window.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -25,6 +25,9 @@ const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
 const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
 const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
+const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 2);
+const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
+const B_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
 
 fn fib() -> Arc<Fib> {
     static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
@@ -33,6 +36,9 @@ fn fib() -> Arc<Fib> {
         ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
         ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
         ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
+        ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
+        ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
+        ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1).unwrap();
         ctl.fib()
     })
     .clone()
@@ -252,4 +258,51 @@ fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
     assert_eq!(u32::from_be_bytes([got[42 + 24], got[42 + 25], got[42 + 26], got[42 + 27]]), 1001, "A's own number");
     assert_eq!(wire::checksum::checksum(&got[34..]), 0, "ICMP checksum");
     assert_eq!(r.counts().drops[DropReason::StateOutOfWindow as usize], 0);
+}
+
+/// A bare IPv6 TCP segment (no payload) from A (`from_a`, received on port 0) to FAR:80, or
+/// back (received on port 1), checksum filled.
+fn tcp6(from_a: bool, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
+    let (port, src, sport, dst, dport) = if from_a { (0, A6, 40000, FAR6, 80) } else { (1, FAR6, 80, A6, 40000) };
+    let mut buf = vec![0u8; 128];
+    let n = wire::build::udp_frame(&frames::flow(port, src.into(), sport, dst.into(), dport), 14 + 40 + 20, &mut buf).unwrap();
+    buf.truncate(n);
+    assert_eq!(buf.len(), 14 + 40 + 20);
+    buf[20] = 6; // next header: TCP
+    let mut t = wire::TcpPacket::new_unchecked(&mut buf[54..]);
+    t.set_src_port(sport);
+    t.set_dst_port(dport);
+    t.set_seq_number(seq);
+    t.set_ack_number(ack);
+    t.set_header_len(20);
+    t.set_flags(wire::TcpFlags(flags));
+    t.set_window_len(65535);
+    t.set_urgent(0);
+    t.fill_checksum_v6(&src, &dst);
+    buf
+}
+
+/// The same over IPv6: the segment found behind the IPv6 header, shifted, its checksum (over
+/// the IPv6 pseudo-header) holding.
+#[test]
+fn a_modulated_ipv6_handshake() {
+    let mut r = Router::new("pass in on if0 proto tcp modulate state\n");
+    let mut send = |port: usize, f: Vec<u8>, src: Ipv6Addr, dst: Ipv6Addr| {
+        r.w.rx[port] = ReplayRx::new(port as u16, vec![f]).once();
+        while !r.w.rx[port].finished() {
+            r.w.poll();
+        }
+        let g = r.w.tx[1 - port].frames.pop().expect("forwarded");
+        assert!(wire::TcpPacket::new_unchecked(&g[54..]).verify_checksum_v6(&src, &dst), "TCP checksum");
+        let word = |at: usize| u32::from_be_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
+        (word(58), word(62))
+    };
+    let (seq, _) = send(0, tcp6(true, SYN, 1000, 0), A6, FAR6);
+    assert_ne!(seq, 1000);
+    let (s2, a2) = send(1, tcp6(false, SYN | ACK, 9, seq.wrapping_add(1)), FAR6, A6);
+    assert_eq!((s2, a2), (9, 1001));
+    let (s3, a3) = send(0, tcp6(true, ACK, 1001, 10), A6, FAR6);
+    assert_eq!((s3, a3), (seq.wrapping_add(1), 10));
+    let c = r.counts();
+    assert_eq!((c.forwarded, c.dropped()), (3, 0), "{c:?}");
 }
