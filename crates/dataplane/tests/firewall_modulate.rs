@@ -1,7 +1,7 @@
 //! pf's `modulate state` on real frames through a worker: a TCP connection's handshake and
-//! data both ways, the initiator's sequence numbers leaving shifted by one constant,
-//! non-zero offset, the acknowledgements it receives in its own numbers, checksums that
-//! hold, no packet dropped out of window.
+//! data both ways, each end's sequence numbers leaving shifted by one constant, non-zero
+//! offset, the acknowledgements each receives in its own numbers, checksums that hold, no
+//! packet dropped out of window.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
@@ -143,28 +143,31 @@ fn checksums_hold(f: &[u8]) -> bool {
 }
 
 /// A's connection to FAR:80: handshake, `rounds` of data both ways, close. Returns the
-/// offset FAR saw A's numbers shifted by.
-fn connection(r: &mut Router, isn_a: u32, isn_far: u32, rounds: usize) -> u32 {
+/// offsets A's and FAR's numbers were shifted by, as the other end saw them.
+fn connection(r: &mut Router, isn_a: u32, isn_far: u32, rounds: usize) -> (u32, u32) {
     let (syn_seq, _) = r.send(true, SYN, isn_a, 0, false);
-    let d = syn_seq.wrapping_sub(isn_a);
+    let da = syn_seq.wrapping_sub(isn_a);
     let (seq, ack) = r.send(false, SYN | ACK, isn_far, syn_seq.wrapping_add(1), false);
-    assert_eq!((seq, ack), (isn_far, isn_a.wrapping_add(1)), "A sees its own numbers acknowledged");
+    let df = seq.wrapping_sub(isn_far);
+    assert_eq!(ack, isn_a.wrapping_add(1), "A sees its own numbers acknowledged");
+    // Each end's next number in its own space: the other end sees it shifted.
     let (mut a, mut far) = (isn_a.wrapping_add(1), isn_far.wrapping_add(1));
-    let (seq, ack) = r.send(true, ACK, a, far, false);
-    assert_eq!((seq, ack), (a.wrapping_add(d), far));
+    let (seq, ack) = r.send(true, ACK, a, far.wrapping_add(df), false);
+    assert_eq!((seq, ack), (a.wrapping_add(da), far));
     for _ in 0..rounds {
-        let (seq, ack) = r.send(true, ACK | PSH, a, far, true);
-        assert_eq!((seq, ack), (a.wrapping_add(d), far), "one constant offset");
+        let (seq, ack) = r.send(true, ACK | PSH, a, far.wrapping_add(df), true);
+        assert_eq!((seq, ack), (a.wrapping_add(da), far), "constant offsets");
         a = a.wrapping_add(PAYLOAD);
         let (seq, ack) = r.send(false, ACK | PSH, far, seq.wrapping_add(PAYLOAD), true);
-        assert_eq!((seq, ack), (far, a), "FAR's acknowledgement in A's numbers");
+        assert_eq!((seq, ack), (far.wrapping_add(df), a), "FAR's acknowledgement in A's numbers");
         far = far.wrapping_add(PAYLOAD);
     }
-    let (seq, _) = r.send(true, FIN | ACK, a, far, false);
+    let (seq, _) = r.send(true, FIN | ACK, a, far.wrapping_add(df), false);
     let (_, ack) = r.send(false, FIN | ACK, far, seq.wrapping_add(1), false);
     assert_eq!(ack, a.wrapping_add(1));
-    r.send(true, ACK, a.wrapping_add(1), far.wrapping_add(1), false);
-    d
+    let (_, ack) = r.send(true, ACK, a.wrapping_add(1), far.wrapping_add(df).wrapping_add(1), false);
+    assert_eq!(ack, far.wrapping_add(1));
+    (da, df)
 }
 
 /// Issue 17's case: `pass in on if0 proto tcp modulate state`.
@@ -172,8 +175,8 @@ fn connection(r: &mut Router, isn_a: u32, isn_far: u32, rounds: usize) -> u32 {
 fn a_modulated_connection_both_ways() {
     for rules in ["pass in on if0 proto tcp modulate state\n", "block all\npass in on if0 proto tcp modulate state (max 10)\npass out on if1 proto tcp\n"] {
         let mut r = Router::new(rules);
-        let d = connection(&mut r, 1000, 5_000_000, 4);
-        assert_ne!(d, 0, "{rules}");
+        let (da, df) = connection(&mut r, 1000, 5_000_000, 4);
+        assert!(da != 0 && df != 0, "{rules}");
         let c = r.counts();
         assert_eq!(c.drops[DropReason::StateOutOfWindow as usize], 0, "{c:?}");
         assert_eq!((c.forwarded, c.dropped()), (c.rx, 0), "{c:?}");
@@ -193,8 +196,8 @@ fn a_modulated_connection_across_the_wrap() {
 #[test]
 fn a_state_the_out_pass_creates_modulates_its_first_packet() {
     let mut r = Router::new("block all\npass in proto tcp no state\npass out on if0 proto tcp no state\npass out on if1 proto tcp modulate state\n");
-    let d = connection(&mut r, 1000, 5_000_000, 2);
-    assert_ne!(d, 0);
+    let (da, df) = connection(&mut r, 1000, 5_000_000, 2);
+    assert!(da != 0 && df != 0);
     assert_eq!(r.counts().drops[DropReason::StateOutOfWindow as usize], 0);
 }
 
@@ -202,7 +205,7 @@ fn a_state_the_out_pass_creates_modulates_its_first_packet() {
 #[test]
 fn keep_state_leaves_numbers_alone() {
     let mut r = Router::new("pass in on if0 proto tcp keep state\n");
-    assert_eq!(connection(&mut r, 1000, 5_000_000, 1), 0);
+    assert_eq!(connection(&mut r, 1000, 5_000_000, 1), (0, 0));
 }
 
 /// With NAT on the flow: the state is keyed by A's own address (the inside view, where pf
@@ -212,8 +215,8 @@ fn keep_state_leaves_numbers_alone() {
 fn a_modulated_connection_through_nat() {
     let mut r = Router::new("nat on if1 from 198.18.0.0/16 to any -> 192.0.2.7\npass in on if0 proto tcp modulate state\n");
     r.a_seen = Ipv4Addr::new(192, 0, 2, 7);
-    let d = connection(&mut r, 1000, 5_000_000, 3);
-    assert_ne!(d, 0);
+    let (da, df) = connection(&mut r, 1000, 5_000_000, 3);
+    assert!(da != 0 && df != 0);
     let c = r.counts();
     assert_eq!((c.forwarded, c.dropped()), (c.rx, 0), "{c:?}");
 }
@@ -225,9 +228,9 @@ fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
     let mut r = Router::new("block all\npass in on if0 proto tcp modulate state\npass out on if1 proto tcp\n");
     let (syn_seq, _) = r.send(true, SYN, 1000, 0, false);
     assert_ne!(syn_seq, 1000);
-    r.send(false, SYN | ACK, 77, syn_seq.wrapping_add(1), false);
+    let (far_seq, _) = r.send(false, SYN | ACK, 77, syn_seq.wrapping_add(1), false);
     // What left toward FAR: A's data segment, shifted.
-    let mut f = frames::tcp(0, A_HOST, 40000, FAR, 80, ACK | PSH, 1001, 78);
+    let mut f = frames::tcp(0, A_HOST, 40000, FAR, 80, ACK | PSH, 1001, far_seq.wrapping_add(1));
     fix(&mut f);
     r.w.rx[0] = ReplayRx::new(0, vec![f]).once();
     while !r.w.rx[0].finished() {
@@ -300,8 +303,9 @@ fn a_modulated_ipv6_handshake() {
     let (seq, _) = send(0, tcp6(true, SYN, 1000, 0), A6, FAR6);
     assert_ne!(seq, 1000);
     let (s2, a2) = send(1, tcp6(false, SYN | ACK, 9, seq.wrapping_add(1)), FAR6, A6);
-    assert_eq!((s2, a2), (9, 1001));
-    let (s3, a3) = send(0, tcp6(true, ACK, 1001, 10), A6, FAR6);
+    assert_ne!(s2, 9);
+    assert_eq!(a2, 1001);
+    let (s3, a3) = send(0, tcp6(true, ACK, 1001, s2.wrapping_add(1)), A6, FAR6);
     assert_eq!((s3, a3), (seq.wrapping_add(1), 10));
     let c = r.counts();
     assert_eq!((c.forwarded, c.dropped()), (3, 0), "{c:?}");

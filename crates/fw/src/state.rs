@@ -28,10 +28,11 @@
 //!   with the query's identifier match, not a query the other way; `icmp.first` after
 //!   creation, `icmp.error` after any later packet (as pf).
 //! * `modulate state` ([`StateOptions::modulate`]): a TCP state created by a bare SYN keeps a
-//!   random offset for the initiator's sequence numbers (the entry's `seqdiff`); the
-//!   responder's acknowledgements are shifted back before tracking, so both ends are tracked
-//!   in their own sequence spaces, and [`StateTable::modulation`] tells the data plane how
-//!   to rewrite each packet ([`Modulation`]).
+//!   random offset for the initiator's sequence numbers (the entry's `seqdiff`) and derives
+//!   the responder's from it under a secret; each end's acknowledgements are shifted back
+//!   before tracking, so both ends are tracked in their own sequence spaces, and
+//!   [`StateTable::modulation`] tells the data plane how to rewrite each packet
+//!   ([`Modulation`]).
 //! * ICMP errors (unreachable, time exceeded, packet too big, ...):
 //!   [`StateTable::lookup_icmp_error`] with the quoted inner header finds the flow's state; for
 //!   TCP the quoted sequence number is checked against the sender's window as pf does.
@@ -218,6 +219,8 @@ pub struct StateTable {
     clock: u32,
     /// The generator of `modulate state`'s offsets (see `insert.rs`).
     iss: u64,
+    /// The secret the responder's offset is derived under (see `lookup.rs`).
+    mod_key: u64,
     /// Some state was created with an offset (`modulate state`): from then on the data plane
     /// looks each TCP packet's rewrite up ([`StateTable::modulation`]), also after a reload
     /// without `modulate state` rules.
@@ -288,6 +291,10 @@ impl StateTable {
             limited: HashMap::new(),
             clock: 0,
             iss: seed ^ 0x6d6f_6475_6c61_7465,
+            mod_key: {
+                let mut x = seed ^ 0x7365_7276_6572_2121;
+                flow::splitmix64(&mut x)
+            },
             modulated: false,
         })
     }

@@ -1,6 +1,6 @@
-//! `modulate state`: the initiator's sequence numbers shifted by a random, constant, non-zero
-//! offset on the way to the responder, the responder's acknowledgements shifted back, and
-//! the windows tracked in each end's own sequence space (no out-of-window drops).
+//! `modulate state`: each end's sequence numbers shifted by a random, constant, non-zero
+//! offset on the way to the other, the acknowledgements shifted back, and the windows
+//! tracked in each end's own sequence space (no out-of-window drops).
 
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{
@@ -79,31 +79,35 @@ impl Wire {
 }
 
 /// A handshake and `rounds` of data both ways (`lens`), each end acknowledging what it
-/// received; checks the offset A's numbers leave with and the acknowledgements A receives.
+/// received; checks the offsets each end's numbers leave with and the acknowledgements each
+/// end receives (its own numbers).
 fn converse(seed: u64, isn_a: u32, isn_b: u32, lens: &[(u16, u16)]) {
     let (mut w, syn) = Wire::open(seed, MODULATE, seg(isn_a, 0, SYN, 0));
-    let diff = syn.seq.wrapping_sub(isn_a);
-    assert_ne!(diff, 0, "the offset is never 0");
+    let da = syn.seq.wrapping_sub(isn_a);
+    assert_ne!(da, 0, "the offset is never 0");
     // B answers the SYN it saw.
     let synack = w.pass(false, seg(isn_b, syn.seq.wrapping_add(1), SYN | ACK, 0));
-    assert_eq!(synack.seq, isn_b, "the responder's numbers are left as they are");
+    let db = synack.seq.wrapping_sub(isn_b);
+    assert_ne!(db, 0, "the responder's numbers are shifted too (pf's deferred seqdiff)");
     assert_eq!(synack.ack, isn_a.wrapping_add(1), "A sees its own numbers acknowledged");
+    // Each end's next number in its own space; the other sees it shifted.
     let (mut a_nxt, mut b_nxt) = (isn_a.wrapping_add(1), isn_b.wrapping_add(1));
-    let ack = w.pass(true, seg(a_nxt, b_nxt, ACK, 0));
-    assert_eq!(ack.seq, a_nxt.wrapping_add(diff));
+    let ack = w.pass(true, seg(a_nxt, b_nxt.wrapping_add(db), ACK, 0));
+    assert_eq!((ack.seq, ack.ack), (a_nxt.wrapping_add(da), b_nxt));
     for &(la, lb) in lens {
-        let d = w.pass(true, seg(a_nxt, b_nxt, ACK | PSH, la));
-        assert_eq!(d.seq, a_nxt.wrapping_add(diff), "a constant offset");
+        let d = w.pass(true, seg(a_nxt, b_nxt.wrapping_add(db), ACK | PSH, la));
+        assert_eq!((d.seq, d.ack), (a_nxt.wrapping_add(da), b_nxt), "constant offsets");
         a_nxt = a_nxt.wrapping_add(u32::from(la));
         // B acknowledges (and sends) in the shifted space it sees.
         let r = w.pass(false, seg(b_nxt, d.seq.wrapping_add(u32::from(la)), ACK | PSH, lb));
-        assert_eq!(r.ack, a_nxt, "A sees its own numbers acknowledged");
+        assert_eq!((r.seq, r.ack), (b_nxt.wrapping_add(db), a_nxt), "A sees its own numbers acknowledged");
         b_nxt = b_nxt.wrapping_add(u32::from(lb));
     }
-    let fin = w.pass(true, seg(a_nxt, b_nxt, FIN | ACK, 0));
+    let fin = w.pass(true, seg(a_nxt, b_nxt.wrapping_add(db), FIN | ACK, 0));
     let finack = w.pass(false, seg(b_nxt, fin.seq.wrapping_add(1), FIN | ACK, 0));
     assert_eq!(finack.ack, a_nxt.wrapping_add(1));
-    w.pass(true, seg(a_nxt.wrapping_add(1), b_nxt.wrapping_add(1), ACK, 0));
+    let last = w.pass(true, seg(a_nxt.wrapping_add(1), finack.seq.wrapping_add(1), ACK, 0));
+    assert_eq!(last.ack, b_nxt.wrapping_add(1));
     assert_eq!(w.t.counters().drop_out_of_window, 0);
 }
 
@@ -169,15 +173,18 @@ fn both_lookups_and_both_directions_agree() {
     let (mut w, syn) = Wire::open(9, MODULATE, seg(500, 0, SYN, 0));
     let off = syn.seq.wrapping_sub(500);
     let (ka, kb) = (key(true, ACK), key(false, ACK));
-    assert_eq!(w.t.modulation(&Flow::of(&ka), 1), Some(Modulation { seq_add: off, ack_sub: 0 }));
-    assert_eq!(w.t.modulation(&Flow::of(&kb), 1), Some(Modulation { seq_add: 0, ack_sub: off }));
+    let ma = w.t.modulation(&Flow::of(&ka), 1).expect("A's packets are rewritten");
+    let mb = w.t.modulation(&Flow::of(&kb), 1).expect("B's packets are rewritten");
+    assert_eq!((ma.seq_add, mb.ack_sub), (off, off));
+    assert_eq!(ma.ack_sub, mb.seq_add);
+    assert_ne!(mb.seq_add, 0);
     // The fast path's lookup tracks in the same space.
     let f = FlowV4::new(proto::TCP, B as u32, PB, A as u32, PA);
     let h = w.t.hash_v4(&f);
     let s = seg(70, syn.seq.wrapping_add(1), SYN | ACK, 0);
     let hit = w.t.lookup_v4(&f, h, None, Some(&s), 1).expect("hit");
     assert_eq!(hit.verdict, StateVerdict::Pass);
-    assert_eq!(w.t.modulation_of(hit.id, f.from_a()), Some(Modulation { seq_add: 0, ack_sub: off }));
+    assert_eq!(w.t.modulation_of(hit.id, f.from_a()), Some(mb));
     // Expired: nothing to rewrite.
     w.now = 1_000_000;
     assert_eq!(w.t.modulation(&Flow::of(&ka), w.now), None);
@@ -186,11 +193,12 @@ fn both_lookups_and_both_directions_agree() {
 #[test]
 fn icmp_errors_quote_the_shifted_number() {
     let (mut w, syn) = Wire::open(13, MODULATE, seg(1000, 0, SYN, 0));
-    w.pass(false, seg(9, syn.seq.wrapping_add(1), SYN | ACK, 0));
-    let d = w.pass(true, seg(1001, 10, ACK, 100));
-    // An error from beyond the firewall about A's segment quotes what left the firewall.
-    let quoted = key(true, ACK);
-    assert!(matches!(w.t.match_icmp_error(&quoted, Some(d.seq), 1), IcmpErrorMatch::Pass(_)));
+    let sa = w.pass(false, seg(9, syn.seq.wrapping_add(1), SYN | ACK, 0));
+    let d = w.pass(true, seg(1001, sa.seq.wrapping_add(1), ACK, 100));
+    // An error from beyond the firewall about A's segment quotes what left the firewall;
+    // one about B's (from A's side), B's shifted number.
+    assert!(matches!(w.t.match_icmp_error(&key(true, ACK), Some(d.seq), 1), IcmpErrorMatch::Pass(_)));
+    assert!(matches!(w.t.match_icmp_error(&key(false, ACK), Some(sa.seq.wrapping_add(1)), 1), IcmpErrorMatch::Pass(_)));
 }
 
 proptest! {

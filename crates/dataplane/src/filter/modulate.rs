@@ -84,10 +84,11 @@ fn ports(ip: &[u8], off: usize) -> Option<(u16, u16)> {
     Some((u16::from_be_bytes([b[0], b[1]]), u16::from_be_bytes([b[2], b[3]])))
 }
 
-/// Rewrites `target` of the IP packet `ip` as `m` says. An ICMP error's quoted segment is
-/// one the quoted sender sent: an initiator's shifted number is shifted back (the error goes
-/// to the initiator, pf_test_state_icmp), the ICMP checksum updated (the quoted segment's own
-/// checksum covers bytes the error does not carry: pf leaves it too).
+/// Rewrites `target` of the IP packet `ip` as `m` says (for an ICMP error, `m` is the
+/// rewrite of the quoted packet's sender). The quoted segment left the firewall shifted; the
+/// error goes back to its sender, which gets its own number again (pf_test_state_icmp), the
+/// ICMP checksum updated (the quoted segment's own checksum covers bytes the error does not
+/// carry: pf leaves it too).
 pub(crate) fn apply(ip: &mut [u8], target: Target, m: Modulation) {
     match target {
         Target::Segment { off, .. } => rewrite(ip.get_mut(off..).unwrap_or(&mut []), m),

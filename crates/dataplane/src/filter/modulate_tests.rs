@@ -134,7 +134,7 @@ fn icmp_error_quoting_a_shifted_segment() {
     apply(&mut ip, t, Modulation { seq_add: d, ack_sub: 0 });
     assert_eq!(word(&ip, 28 + 20 + 4), 1000);
     assert_eq!(checksum(&ip[20..]), 0, "ICMP checksum");
-    // An error about the responder's packet: nothing to shift back.
+    // A rewrite shifting no sequence number leaves the error alone.
     let before = ip.clone();
     apply(&mut ip, t, Modulation { seq_add: 0, ack_sub: d });
     assert_eq!(ip, before);

@@ -132,10 +132,11 @@ impl StateTable {
                 let opening = src.state < tcp_state::ESTABLISHED || dst.state < tcp_state::ESTABLISHED;
                 let demodulated;
                 let tcp = match tcp {
-                    // `modulate state`: the responder acknowledges the initiator's shifted
-                    // numbers; the state tracks the initiator's own.
-                    Some(seg) if e.seqdiff != 0 && !from_init => {
-                        demodulated = TcpSegment { ack: seg.ack.wrapping_sub(e.seqdiff), ..*seg };
+                    // `modulate state`: each end acknowledges the other's shifted numbers; the
+                    // state tracks each end's own (pf_tcp_track_full: `ack - dst->seqdiff`).
+                    Some(seg) if e.seqdiff != 0 => {
+                        let ack_sub = modulation_for(e.seqdiff, self.mod_key, from_init).ack_sub;
+                        demodulated = TcpSegment { ack: seg.ack.wrapping_sub(ack_sub), ..*seg };
                         Some(&demodulated)
                     }
                     _ => tcp,
@@ -224,9 +225,9 @@ impl StateTable {
         }
         if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
             let from_init = from_a ^ (e.flags & F_INIT_B != 0);
-            // An error about a packet of a modulated initiator comes from beyond the
-            // firewall: it quotes the shifted sequence number (pf_test_state_icmp).
-            let seq = if from_init { seq.wrapping_sub(e.seqdiff) } else { seq };
+            // An error about a packet of a modulated flow comes from beyond the firewall: it
+            // quotes the shifted sequence number (pf_test_state_icmp).
+            let seq = if e.seqdiff != 0 { seq.wrapping_sub(modulation_for(e.seqdiff, self.mod_key, from_init).seq_add) } else { seq };
             let [p0, p1] = &self.tcp[id];
             let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
             if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
@@ -249,19 +250,28 @@ impl StateTable {
         if e.expire <= now || e.seqdiff == 0 {
             return None;
         }
-        Some(modulation_for(e.seqdiff, flow.from_a ^ (e.flags & F_INIT_B != 0)))
+        Some(modulation_for(e.seqdiff, self.mod_key, flow.from_a ^ (e.flags & F_INIT_B != 0)))
     }
 
     /// [`modulation`](Self::modulation) of state `id` for a packet from endpoint A of its key
     /// (`from_a`) or B.
     pub fn modulation_of(&self, id: StateId, from_a: bool) -> Option<Modulation> {
         let e = self.slots.get(id.0 as usize)?;
-        (e.seqdiff != 0).then(|| modulation_for(e.seqdiff, from_a ^ (e.flags & F_INIT_B != 0)))
+        (e.seqdiff != 0).then(|| modulation_for(e.seqdiff, self.mod_key, from_a ^ (e.flags & F_INIT_B != 0)))
     }
 }
 
-/// The rewrite of a packet from the initiator (`from_init`) or from the responder.
+/// The rewrite of a packet from the initiator (`from_init`) or from the responder, for a
+/// state whose initiator's offset is `seqdiff`. The responder's offset (pf draws it at the
+/// responder's first packet, "use random iss for the TCP server") is derived from it under
+/// the table's secret `key`, so that the entry holds one number: random to anyone without
+/// the secret, as the initiator's is, and never 0.
 #[inline]
-fn modulation_for(seqdiff: u32, from_init: bool) -> Modulation {
-    if from_init { Modulation { seq_add: seqdiff, ack_sub: 0 } } else { Modulation { seq_add: 0, ack_sub: seqdiff } }
+fn modulation_for(seqdiff: u32, key: u64, from_init: bool) -> Modulation {
+    let mut x = key ^ u64::from(seqdiff);
+    let responder = match super::flow::splitmix64(&mut x) as u32 {
+        0 => 1,
+        d => d,
+    };
+    if from_init { Modulation { seq_add: seqdiff, ack_sub: responder } } else { Modulation { seq_add: responder, ack_sub: seqdiff } }
 }
