@@ -103,8 +103,8 @@ pub enum StateMode {
     Keep,
     /// `keep state (sloppy)`: the state does not check TCP sequence windows.
     KeepSloppy,
-    /// `modulate state`: `keep state`, and a TCP state created by a SYN shifts the
-    /// initiator's sequence numbers by a random offset (see [`crate::state::Modulation`]).
+    /// `modulate state`: `keep state`, and a TCP state created by a SYN shifts each end's
+    /// sequence numbers by a random offset (see [`crate::state::Modulation`]).
     Modulate,
 }
 

@@ -176,8 +176,8 @@ struct Entry {
     /// with; 0: none), by endpoint A, B.
     tags: [u8; 2],
     /// `modulate state`: the offset added to the initiator's TCP sequence numbers (pf's
-    /// `src.seqdiff`); 0 when the state does not modulate. In the entry's spare bytes, so
-    /// that a state stays 104 bytes.
+    /// `src.seqdiff`; the responder's is derived from it, `lookup.rs`); 0 when the state
+    /// does not modulate. In the entry's spare bytes, so that a state stays 104 bytes.
     seqdiff: u32,
 }
 

@@ -259,8 +259,9 @@ impl Parser<'_> {
         }
     }
 
-    /// After `keep state` (or `modulate state`): the optional `( sloppy, if-bound, floating, max N, max-src-conn N,
-    /// ... )`. Returns the state mode; a binding, a limit and source tracking go to `opts`.
+    /// After `keep state` (or `modulate state`): the optional `( sloppy, if-bound, floating,
+    /// max N, max-src-conn N, ... )`. Returns the state mode; a binding, a limit and source
+    /// tracking go to `opts`.
     fn state_options(&mut self, opts: &mut FilterOptions) -> PResult<StateMode> {
         let mut mode = StateMode::Keep;
         let mut src = super::src_track::SrcOptions::default();
