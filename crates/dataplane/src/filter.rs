@@ -46,6 +46,7 @@ mod overload;
 pub use overload::FLUSH_SLOTS_PER_BATCH;
 use overload::FlushJob;
 pub mod log;
+pub(crate) mod modulate;
 mod refuse;
 mod route_hosts;
 pub mod scrub;
@@ -85,6 +86,9 @@ pub struct CompiledRules {
     scrub_out: bool,
     /// Some scrub rule names hosts, ports, a family or a protocol: matching needs a key.
     scrub_keyed: bool,
+    /// Some rule says `modulate state`: the apply pass rewrites the TCP packets of states
+    /// that modulate.
+    pub(crate) modulate: bool,
 }
 
 impl CompiledRules {
@@ -103,7 +107,8 @@ impl CompiledRules {
         let route_bits = rules.route_bits_used();
         let (scrub_in, scrub_out) = (rules.scrubs(Dir::In), rules.scrubs(Dir::Out));
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed })
+        let modulate = rules.rules.iter().any(|r| r.keep_state == fw::rules::StateMode::Modulate);
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate })
     }
 
     /// Whether `other` is this set with other table entries (`overload`): the same limits.
@@ -625,6 +630,17 @@ impl Firewall {
     #[inline(always)]
     pub(crate) fn now(&self) -> u32 {
         self.now
+    }
+
+    /// Whether the apply pass looks up each TCP packet's `modulate state` rewrite: the rule
+    /// set has such rules, or the table holds (or held) states of them.
+    pub(crate) fn modulating(&self) -> bool {
+        self.cur.rules.modulate || self.states.modulates()
+    }
+
+    /// The `modulate state` rewrite of a packet of `flow` as it leaves (after its passes).
+    pub(crate) fn modulation(&self, flow: &Flow) -> Option<fw::state::Modulation> {
+        self.states.modulation(flow, self.now)
     }
 
     /// Turns the quick loop off: the general lookup then takes every packet, in order. For

@@ -39,7 +39,9 @@ use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
 use crate::filter::nat::{NatCounts, NatStage};
+use crate::filter::modulate;
 use crate::filter::{FilterStage, Firewall, Refusal, Routed, RoutedPacket, RoutedV4};
+use fw::state::Modulation;
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 use crate::tap::{Point, Tap};
@@ -256,7 +258,7 @@ impl Forwarder {
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<false, false, false>(pool, desc, i, step, outputs, punts);
+            self.apply::<false, false, false, false>(pool, desc, i, step, outputs, punts);
         }
     }
 
@@ -318,23 +320,25 @@ impl Forwarder {
     /// only NAT's outbound pass added if anything is to translate.
     #[inline(never)]
     fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        let (out_pass, nat, scrub) = self.filter.as_ref().map_or((false, false, false), |f| (f.out_pass, f.nat_on, f.scrub.on_out));
-        if scrub {
-            self.apply_scrubbed(pool, input, outputs, punts);
+        // `modulate`: read after the in pass, which may have created the first modulating
+        // state.
+        let (out_pass, nat, scrub, modulate) = self.filter.as_ref().map_or((false, false, false, false), |f| (f.out_pass, f.nat_on, f.scrub.on_out, f.fw.modulating()));
+        if scrub || modulate {
+            self.apply_rewriting(pool, input, outputs, punts, scrub, modulate);
         } else if out_pass {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<true, false, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<true, false, false, false>(pool, desc, i, step, outputs, punts);
             }
         } else if nat {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false, true, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, true, false, false>(pool, desc, i, step, outputs, punts);
             }
         } else {
             for (desc, i) in input.drain().zip(0..MAX_BATCH) {
                 let step = self.steps[i % MAX_BATCH];
-                self.apply::<false, false, false>(pool, desc, i, step, outputs, punts);
+                self.apply::<false, false, false, false>(pool, desc, i, step, outputs, punts);
             }
         }
         if let Some(f) = &mut self.filter {
@@ -342,13 +346,18 @@ impl Forwarder {
         }
     }
 
-    /// The apply pass with the outbound scrub rules and the `out` rules: its own function, so
-    /// that rule sets without `scrub out` pay nothing per packet.
+    /// The apply pass with the `out` rules, and the outbound scrub rules (`scrub`) or `modulate
+    /// state`'s rewrite of the TCP packets of states that modulate (`modulate`), or both: its
+    /// own function, so that rule sets with neither pay nothing per packet.
     #[inline(never)]
-    fn apply_scrubbed(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply_rewriting(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch, scrub: bool, modulate: bool) {
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
-            self.apply::<true, false, true>(pool, desc, i, step, outputs, punts);
+            match (scrub, modulate) {
+                (true, false) => self.apply::<true, false, true, false>(pool, desc, i, step, outputs, punts),
+                (false, _) => self.apply::<true, false, false, true>(pool, desc, i, step, outputs, punts),
+                (true, true) => self.apply::<true, false, true, true>(pool, desc, i, step, outputs, punts),
+            }
         }
     }
 
@@ -393,7 +402,7 @@ impl Forwarder {
     /// for a batch whose packets states settled; `SCRUB` (with `FW`): the outbound scrub
     /// rules first.
     #[inline(always)]
-    fn apply<const FW: bool, const NAT: bool, const SCRUB: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply<const FW: bool, const NAT: bool, const SCRUB: bool, const MOD: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
         let (l3, nh, v4, in_port) = match step {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
@@ -430,6 +439,9 @@ impl Forwarder {
         } else if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
             return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
         }
+        // `modulate state`: the flow as its state is keyed, read before NAT's out pass
+        // translates the packet.
+        let target = if MOD { modulate::target(pool.frame(desc).get(l3..).unwrap_or(&[]), v4) } else { None };
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
         if FW && let Err(stop) = self.out_pass::<SCRUB>(pool, desc, i, l3, port, v4) {
@@ -438,10 +450,15 @@ impl Forwarder {
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
             };
         }
+        // After the out pass, which may have created the state.
+        let rewrite = if MOD { self.modulation(target) } else { None };
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
         if usize::from(desc.len) - l3 > usize::from(out_port.mtu) {
-            return self.too_big(pool, desc, l3, v4, in_port, (id, port, mac), out_port, punts);
+            return self.too_big(pool, desc, l3, v4, in_port, (id, port, mac), out_port, punts, rewrite);
+        }
+        if MOD && let Some((m, target)) = rewrite {
+            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
         }
         let Some(mac) = mac else {
             self.counts.slow_path += 1;
@@ -533,7 +550,7 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch) {
+    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch, rewrite: Option<(Modulation, modulate::Target)>) {
         let (next_hop, port, mac) = next;
         // Not resolved yet: the slow path resolves, then fragments when it sends.
         let later = match mac {
@@ -548,6 +565,13 @@ impl Forwarder {
             (40 + usize::from(Ipv6Packet::new_unchecked(&frame[l3..]).payload_len()), true)
         };
         let mtu = usize::from(out_port.mtu);
+        // A packet that leaves (whole, or in fragments) leaves modulated; an error about it
+        // quotes it as its sender sent it.
+        if let Some((m, target)) = rewrite
+            && (ip_len <= mtu || !df)
+        {
+            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
+        }
         if ip_len <= mtu {
             // Bytes after the IP packet (a frame carrying trailing data) made it look long;
             // the packet itself fits: the slow path sends it with its new L2 header.
@@ -555,11 +579,19 @@ impl Forwarder {
             return punts.push(desc, later, in_port);
         }
         if df {
+            // The error quotes the packet as its sender sent it (not modulated).
             let err = IcmpError::PacketTooBig { mtu: u32::from(out_port.mtu) };
             return self.error(pool, desc, in_port, DropReason::TooBig, err, punts);
         }
         self.counts.slow_path += 1;
         punts.push(desc, later, in_port);
+    }
+
+    /// The `modulate state` rewrite of `target`, if its flow's state modulates.
+    #[inline(never)]
+    fn modulation(&self, target: Option<modulate::Target>) -> Option<(Modulation, modulate::Target)> {
+        let target = target?;
+        Some((self.filter.as_ref()?.fw.modulation(target.flow())?, target))
     }
 
     /// A dropped packet the sender should hear about: counted under `reason`, and handed to

@@ -251,12 +251,13 @@ impl Passes<'_> {
             StateMode::None => return (Ok(None), count),
             // pf creates no state for ICMP errors.
             _ if is_icmp_error(key.proto, key.src_port) => return (Ok(None), count),
-            StateMode::Keep => false,
+            StateMode::Keep | StateMode::Modulate => false,
             StateMode::KeepSloppy => true,
         };
+        let modulate = keep == StateMode::Modulate;
         let policy = i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
-        let opts = StateOptions { sloppy, allow_opts, bound, tag };
+        let opts = StateOptions { sloppy, allow_opts, bound, tag, modulate };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
         let held = match i.and_then(|i| Some((i, self.limits.filter(|l| l.limits(i))?))) {
             Some((i, l)) => match l.acquire(i, key, self.now) {

@@ -103,6 +103,9 @@ pub enum StateMode {
     Keep,
     /// `keep state (sloppy)`: the state does not check TCP sequence windows.
     KeepSloppy,
+    /// `modulate state`: `keep state`, and a TCP state created by a SYN shifts each end's
+    /// sequence numbers by a random offset (see [`crate::state::Modulation`]).
+    Modulate,
 }
 
 /// What a `block` rule sends back about a packet it blocks (pf's `block return`,

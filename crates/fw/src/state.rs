@@ -27,6 +27,12 @@
 //!   its type, the reply back (echo reply is mapped to echo request, etc.): only the replies
 //!   with the query's identifier match, not a query the other way; `icmp.first` after
 //!   creation, `icmp.error` after any later packet (as pf).
+//! * `modulate state` ([`StateOptions::modulate`]): a TCP state created by a bare SYN keeps a
+//!   random offset for the initiator's sequence numbers (the entry's `seqdiff`) and derives
+//!   the responder's from it under a secret; each end's acknowledgements are shifted back
+//!   before tracking, so both ends are tracked in their own sequence spaces, and
+//!   [`StateTable::modulation`] tells the data plane how to rewrite each packet
+//!   ([`Modulation`]).
 //! * ICMP errors (unreachable, time exceeded, packet too big, ...):
 //!   [`StateTable::lookup_icmp_error`] with the quoted inner header finds the flow's state; for
 //!   TCP the quoted sequence number is checked against the sender's window as pf does.
@@ -52,7 +58,8 @@
 //! * `slots`: a flat `Vec<Entry>` of capacity `limit` (ids are slot indices). An `Entry` is
 //!   **64 bytes, one cache line** (64-byte aligned): the canonical key (40 B, see [`Flow`]:
 //!   IPv4 packs each endpoint into one word, IPv6 uses all five), deadline, rule index, flags,
-//!   timeout kind and the UDP/other pseudo-states (12 B), 12 B of padding. Everything a lookup
+//!   timeout kind and the UDP/other pseudo-states (12 B), interface bindings, `allow-opts` and
+//!   tags (7 B), `modulate state`'s offset (4 B), 1 B of padding. Everything a lookup
 //!   of a UDP state reads is in that line. Free slots are chained through the entry itself (no
 //!   side free list). Pages of the slot array are committed by the OS as the high-water mark
 //!   grows, as 2 MiB pages where the kernel can (`MADV_HUGEPAGE`, as for the index).
@@ -134,7 +141,7 @@ use std::collections::HashMap;
 pub use timeouts::{Timeouts, Tmo};
 pub use types::{
     FlowHit, IcmpErrorMatch, InsertError, StateCounters, StateDropReason, StateId, StateInfo, StateLookup,
-    StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags, tcp_state,
+    Modulation, StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags, tcp_state,
 };
 
 
@@ -168,6 +175,10 @@ struct Entry {
     /// The tag of pf's two states (pf's `tag`: what the packets each passes are tagged
     /// with; 0: none), by endpoint A, B.
     tags: [u8; 2],
+    /// `modulate state`: the offset added to the initiator's TCP sequence numbers (pf's
+    /// `src.seqdiff`; the responder's is derived from it, `lookup.rs`); 0 when the state
+    /// does not modulate. In the entry's spare bytes, so that a state stays 104 bytes.
+    seqdiff: u32,
 }
 
 const NONE: u32 = u32::MAX;
@@ -206,6 +217,14 @@ pub struct StateTable {
     /// The latest `now` the table was given by a sweep or a new state: when counts given
     /// back on a removal are dated (source nodes kept for `src.track`).
     clock: u32,
+    /// The generator of `modulate state`'s offsets (see `insert.rs`).
+    iss: u64,
+    /// The secret the responder's offset is derived under (see `lookup.rs`).
+    mod_key: u64,
+    /// Some state was created with an offset (`modulate state`): from then on the data plane
+    /// looks each TCP packet's rewrite up ([`StateTable::modulation`]), also after a reload
+    /// without `modulate state` rules.
+    modulated: bool,
 }
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
@@ -271,6 +290,12 @@ impl StateTable {
             counters: StateCounters::default(),
             limited: HashMap::new(),
             clock: 0,
+            iss: seed ^ 0x6d6f_6475_6c61_7465,
+            mod_key: {
+                let mut x = seed ^ 0x7365_7276_6572_2121;
+                flow::splitmix64(&mut x)
+            },
+            modulated: false,
         })
     }
 
@@ -356,6 +381,12 @@ impl StateTable {
 
     /// Bytes of one state's slot (64) and TCP tracking (24), for documentation and tests.
     pub const ENTRY_BYTES: usize = size_of::<Entry>() + size_of::<[Peer; 2]>();
+
+    /// Whether some state of the table was created by `modulate state` with an offset (it may
+    /// be gone since): the data plane then rewrites the packets of such states.
+    pub fn modulates(&self) -> bool {
+        self.modulated
+    }
 
     pub fn counters(&self) -> StateCounters {
         StateCounters { in_use: self.len as u64, ..self.counters }

@@ -39,6 +39,16 @@ fn item(s: &str) -> AddrItem {
     }
 }
 
+/// `modulate state` takes keep state's options; a rule's state mode says it modulates.
+#[test]
+fn modulate_state_with_and_without_options() {
+    let rs = ok("pass in on em0 proto tcp modulate state\npass in proto { tcp udp } to port 53 modulate state (max 10, if-bound, max-src-conn 5)\n");
+    let (a, b) = (&rs.rules[0], &rs.rules[1]);
+    assert_eq!((a.keep_state, a.flags), (StateMode::Modulate, Some(DEFAULT_FLAGS)));
+    assert_eq!((b.keep_state, b.max_states, b.state_policy), (StateMode::Modulate, Some(10), Some(StatePolicy::IfBound)));
+    assert!(b.src_track.is_some());
+}
+
 #[test]
 fn defaults_of_pass_and_block() {
     let rs = ok("block all\npass all\n");
@@ -293,7 +303,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all extra",
-            "rules.conf:1:10: expected flags, keep state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line, found \"extra\"",
+            "rules.conf:1:10: expected flags, keep state, modulate state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line, found \"extra\"",
         ),
         (
             "pass proto tcp to port 70000",
@@ -684,7 +694,9 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("set state-policy sticky", "rules.conf:1:18: expected floating or if-bound, found \"sticky\""),
         ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track), found \"no-such\""),
         ("pass in proto tcp keep state (max 10 sloppy)", "rules.conf:1:38: expected \",\" or \")\", found \"sloppy\""),
-        ("pass in proto tcp modulate state", "rules.conf:1:19: `modulate` is not supported by linerate"),
+        ("pass in proto tcp modulate state (sloppy)", "rules.conf:1:19: modulate state does not take sloppy (use keep state (sloppy))"),
+        ("block in proto tcp modulate state", "rules.conf:1:20: modulate state only applies to pass rules"),
+        ("pass in proto tcp modulate", "rules.conf:1:27: expected \"state\", found end of file"),
         ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),
         ("pass out route-to em1 all", "rules.conf:1:10: `route-to` is not supported by linerate"),
         ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),

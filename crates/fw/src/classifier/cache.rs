@@ -278,6 +278,7 @@ fn verdict_bits(v: &Verdict) -> u8 {
         StateMode::None => 0,
         StateMode::Keep => 1,
         StateMode::KeepSloppy => 2,
+        StateMode::Modulate => 3,
     };
     u8::from(v.action == Action::Block) | mode << 1
 }
@@ -290,7 +291,8 @@ fn verdict_of<const TAGS: bool>(e: &Entry) -> Verdict {
         keep_state: match e.verdict >> 1 {
             0 => StateMode::None,
             1 => StateMode::Keep,
-            _ => StateMode::KeepSloppy,
+            2 => StateMode::KeepSloppy,
+            _ => StateMode::Modulate,
         },
         tag: if TAGS { e.vtag } else { 0 },
     }
@@ -324,6 +326,18 @@ mod tests {
         assert_eq!(first.keep_state, StateMode::Keep);
         assert_eq!(c.classify(&cl, &SYN), first);
         assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 1, invalidations: 1 });
+    }
+
+    /// Every state mode comes back from the cache as it went in.
+    #[test]
+    fn state_modes_survive_the_cache() {
+        for (opt, mode) in [("no state", StateMode::None), ("keep state", StateMode::Keep), ("keep state (sloppy)", StateMode::KeepSloppy), ("modulate state", StateMode::Modulate)] {
+            let cl = classifier(&format!("block all\npass in proto tcp to port 22 flags S/SA {opt}\n"), super::super::Engine::Tree);
+            let mut c = VerdictCache::new(64, 7);
+            c.classify(&cl, &SYN);
+            let hit = c.classify(&cl, &SYN);
+            assert_eq!((hit.keep_state, c.counters().hits), (mode, 1), "{opt}");
+        }
     }
 
     /// `no-route` / `urpf-failed` sets: the route bits are part of the key, and a set whose

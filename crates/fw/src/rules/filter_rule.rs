@@ -47,7 +47,8 @@ fn check_icmp_proto(icmp_tok: Option<&(Token, u8)>, protos: &[u8]) -> PResult<()
 fn state_and_flags(action: Action, opts: &FilterOptions) -> PResult<(StateMode, Option<(u8, u8)>)> {
     let keep_state = match (&opts.keep, action) {
         (Some((m, t)), Action::Block) if *m != StateMode::None => {
-            return here(t, "keep state only applies to pass rules");
+            let what = if *m == StateMode::Modulate { "modulate state" } else { "keep state" };
+            return here(t, format!("{what} only applies to pass rules"));
         }
         (Some((m, _)), _) => *m,
         (None, Action::Pass) => StateMode::Keep,
@@ -174,6 +175,15 @@ impl Parser<'_> {
                     let mode = self.state_options(&mut opts)?;
                     opts.keep = Some((mode, t));
                 }
+                Tok::Word(w) if w == "modulate" => {
+                    self.next()?;
+                    self.expect_word("state")?;
+                    let mode = self.state_options(&mut opts)?;
+                    if mode == StateMode::KeepSloppy {
+                        return here(&t, "modulate state does not take sloppy (use keep state (sloppy))");
+                    }
+                    opts.keep = Some((StateMode::Modulate, t));
+                }
                 Tok::Word(w) if w == "no" => {
                     self.next()?;
                     self.expect_word("state")?;
@@ -226,7 +236,7 @@ impl Parser<'_> {
                 _ => {
                     self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line",
+                        "flags, keep state, modulate state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line",
                     );
                 }
             }
@@ -249,8 +259,9 @@ impl Parser<'_> {
         }
     }
 
-    /// After `keep state`: the optional `( sloppy, if-bound, floating, max N, max-src-conn N,
-    /// ... )`. Returns the state mode; a binding, a limit and source tracking go to `opts`.
+    /// After `keep state` (or `modulate state`): the optional `( sloppy, if-bound, floating,
+    /// max N, max-src-conn N, ... )`. Returns the state mode; a binding, a limit and source
+    /// tracking go to `opts`.
     fn state_options(&mut self, opts: &mut FilterOptions) -> PResult<StateMode> {
         let mut mode = StateMode::Keep;
         let mut src = super::src_track::SrcOptions::default();

@@ -34,6 +34,7 @@ pub(super) const RESERVED: &[&str] = &[
     "any",
     "flags",
     "keep",
+    "modulate",
     "no",
     "state",
     "label",

@@ -4,7 +4,7 @@ use super::index::Found;
 use super::quick::mark_steady;
 use super::{
     Class, Entry, F_INIT_B, F_SLOPPY, F_USED, Flow, InsertError, NONE, StateId, StateOptions, StateTable,
-    TcpSegment, Tmo, class, pseudo_state, sub, tcp, tcp_state,
+    TcpSegment, Tmo, class, pseudo_state, sub, tcp, tcp_flags, tcp_state,
 };
 use crate::packet::{PacketKey, proto};
 
@@ -111,6 +111,13 @@ impl StateTable {
             }
             Class::Icmp => Tmo::IcmpFirst,
         };
+        if opts.modulate
+            && let Some(seg) = tcp.filter(|s| s.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN)
+            && class(fk.proto()) == Class::Tcp
+        {
+            e.seqdiff = self.seqdiff(h, seg.seq);
+            self.modulated = true;
+        }
         e.tmo = t as u8;
         e.expire = self.deadline(now, t);
         if fk.proto() == proto::UDP {
@@ -119,5 +126,19 @@ impl StateTable {
         self.slots[id] = e;
         self.counters.inserts += 1;
         Ok(id)
+    }
+
+    /// `modulate state`'s offset for an initiator whose SYN carries `seq` (pf_create_state:
+    /// `seqdiff = pf_tcp_iss() - seq`, never 0): the initial sequence number the responder
+    /// sees is the keyed hash of the flow (`h`, under the table's secret) and a counter, as
+    /// pf's `pf_tcp_iss` (RFC 6528) is, so it cannot be predicted from the initiator's.
+    fn seqdiff(&mut self, h: u64, seq: u32) -> u32 {
+        self.iss = self.iss.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut x = self.iss ^ h;
+        let iss = super::flow::splitmix64(&mut x) as u32;
+        match iss.wrapping_sub(seq) {
+            0 => 1,
+            d => d,
+        }
     }
 }

@@ -4,7 +4,7 @@
 use super::index::{Found, find_v4};
 use super::quick::mark_steady;
 use super::{
-    Class, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, StateDropReason, StateId, StateLookup,
+    Class, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
     StateTable, StateVerdict, TcpSegment, Tmo, class, pseudo_states, tcp, tcp_flags, tcp_state,
 };
 use crate::packet::{PacketKey, proto};
@@ -130,6 +130,17 @@ impl StateTable {
                     return None;
                 }
                 let opening = src.state < tcp_state::ESTABLISHED || dst.state < tcp_state::ESTABLISHED;
+                let demodulated;
+                let tcp = match tcp {
+                    // `modulate state`: each end acknowledges the other's shifted numbers; the
+                    // state tracks each end's own (pf_tcp_track_full: `ack - dst->seqdiff`).
+                    Some(seg) if e.seqdiff != 0 => {
+                        let ack_sub = modulation_for(e.seqdiff, self.mod_key, from_init).ack_sub;
+                        demodulated = TcpSegment { ack: seg.ack.wrapping_sub(ack_sub), ..*seg };
+                        Some(&demodulated)
+                    }
+                    _ => tcp,
+                };
                 let t = match tcp {
                     Some(seg) if e.flags & F_SLOPPY == 0 => match tcp::track_full(src, dst, seg) {
                         tcp::Track::Pass(t) => Some(t),
@@ -214,6 +225,9 @@ impl StateTable {
         }
         if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
             let from_init = from_a ^ (e.flags & F_INIT_B != 0);
+            // An error about a packet of a modulated flow comes from beyond the firewall: it
+            // quotes the shifted sequence number (pf_test_state_icmp).
+            let seq = if e.seqdiff != 0 { seq.wrapping_sub(modulation_for(e.seqdiff, self.mod_key, from_init).seq_add) } else { seq };
             let [p0, p1] = &self.tcp[id];
             let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
             if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
@@ -224,4 +238,40 @@ impl StateTable {
         self.counters.icmp_error_hits += 1;
         IcmpErrorMatch::Pass(StateId(id as u32))
     }
+}
+
+impl StateTable {
+    /// How a packet of `flow` is to be rewritten for its state's `modulate state`, if the flow
+    /// has a live state that modulates (the caller rewrites the packet as it leaves; see
+    /// [`Modulation`]). Does not track the packet.
+    pub fn modulation(&self, flow: &Flow, now: u32) -> Option<Modulation> {
+        let Ok(Found { id, .. }) = self.find(&flow.key, self.hash(&flow.key)) else { return None };
+        let e = &self.slots[id];
+        if e.expire <= now || e.seqdiff == 0 {
+            return None;
+        }
+        Some(modulation_for(e.seqdiff, self.mod_key, flow.from_a ^ (e.flags & F_INIT_B != 0)))
+    }
+
+    /// [`modulation`](Self::modulation) of state `id` for a packet from endpoint A of its key
+    /// (`from_a`) or B.
+    pub fn modulation_of(&self, id: StateId, from_a: bool) -> Option<Modulation> {
+        let e = self.slots.get(id.0 as usize)?;
+        (e.seqdiff != 0).then(|| modulation_for(e.seqdiff, self.mod_key, from_a ^ (e.flags & F_INIT_B != 0)))
+    }
+}
+
+/// The rewrite of a packet from the initiator (`from_init`) or from the responder, for a
+/// state whose initiator's offset is `seqdiff`. The responder's offset (pf draws it at the
+/// responder's first packet, "use random iss for the TCP server") is derived from it under
+/// the table's secret `key`, so that the entry holds one number: random to anyone without
+/// the secret, as the initiator's is, and never 0.
+#[inline]
+fn modulation_for(seqdiff: u32, key: u64, from_init: bool) -> Modulation {
+    let mut x = key ^ u64::from(seqdiff);
+    let responder = match super::flow::splitmix64(&mut x) as u32 {
+        0 => 1,
+        d => d,
+    };
+    if from_init { Modulation { seq_add: seqdiff, ack_sub: responder } } else { Modulation { seq_add: responder, ack_sub: seqdiff } }
 }

@@ -1,6 +1,8 @@
 //! TCP window tracking, following pf's `pf_tcp_track_full` / `pf_tcp_track_sloppy`
 //! (OpenBSD `sys/net/pf.c`), which implements Guido van Rooij's "Real Stateful TCP Packet
-//! Filtering in IP Filter" checks. Scrub/modulate/synproxy parts of pf are not modelled.
+//! Filtering in IP Filter" checks. Scrub/synproxy parts of pf are not modelled; `modulate
+//! state` is handled by the caller, which hands tracking segments in each end's own
+//! sequence space (`lookup.rs`).
 //!
 //! One [`Peer`] per end of the connection (pf's `struct pf_state_peer`): `src` is the peer that
 //! sent the packet being tracked, `dst` the one receiving it.

@@ -125,6 +125,21 @@ pub struct StateOptions {
     pub bound: Option<u16>,
     /// pf's tag of the packets the state passes (0: none).
     pub tag: u8,
+    /// pf's `modulate state`: a TCP state created by a bare SYN gets random offsets for both
+    /// ends' sequence numbers ([`Modulation`]). No effect on other protocols.
+    pub modulate: bool,
+}
+
+/// How a packet of a `modulate state` flow is rewritten (pf's `seqdiff` of each end): each
+/// end's sequence numbers are shifted by its own random offset on their way to the other,
+/// and its acknowledgements (and SACK blocks) of the other's numbers shifted back. The state
+/// tracks both ends in their own, unshifted, sequence spaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modulation {
+    /// Added to the packet's sequence number.
+    pub seq_add: u32,
+    /// Subtracted from its acknowledgement number and SACK block edges.
+    pub ack_sub: u32,
 }
 
 /// Counters the worker publishes (plain integers, no atomics).
