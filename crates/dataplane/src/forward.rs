@@ -407,7 +407,7 @@ impl Forwarder {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
             Step::Drop(reason) => return self.drop(pool, desc, reason),
-            Step::Local { in_port } => return self.local(desc, in_port, punts),
+            Step::Local { in_port } => return self.local_rewritten::<MOD>(pool, desc, in_port, punts),
             Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
             Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
         };
@@ -419,7 +419,7 @@ impl Forwarder {
         let (port, mac) = match adj {
             Adjacency::Forward { port, mac } => (port, Some(mac)),
             Adjacency::Unresolved { port } => (port, None),
-            Adjacency::Local => return self.local(desc, in_port, punts),
+            Adjacency::Local => return self.local_rewritten::<MOD>(pool, desc, in_port, punts),
             Adjacency::Blackhole => return self.drop(pool, desc, DropReason::Blackhole),
             Adjacency::Unreachable => return self.error(pool, desc, in_port, DropReason::NoRoute, IcmpError::NoRoute, punts),
             // A group's member is never a group (the writer never makes one).
@@ -585,6 +585,35 @@ impl Forwarder {
         }
         self.counts.slow_path += 1;
         punts.push(desc, later, in_port);
+    }
+
+    /// A packet for the router: with `MOD`, rewritten first if its flow's state modulates
+    /// (the router's end sees the shifted numbers, as any end behind linerate).
+    #[inline(always)]
+    fn local_rewritten<const MOD: bool>(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, punts: &mut PuntBatch) {
+        if MOD {
+            self.modulate_frame(pool.frame_mut(desc));
+        }
+        self.local(desc, in_port, punts)
+    }
+
+    /// `modulate state`'s rewrite of a frame to or from the router itself, its passes done,
+    /// if its flow's state modulates (`docs/firewall.md`, "The router's own packets").
+    #[cold]
+    #[inline(never)]
+    pub fn modulate_frame(&self, frame: &mut [u8]) {
+        let Some(f) = self.filter.as_ref().filter(|f| f.fw.modulating()) else { return };
+        let Ok(l2) = wire::parse_l2(frame) else { return };
+        let v4 = match l2.ethertype {
+            EtherType::Ipv4 => true,
+            EtherType::Ipv6 => false,
+            _ => return,
+        };
+        let Some(ip) = frame.get_mut(l2.l3_offset..) else { return };
+        let Some(target) = modulate::target(ip, v4) else { return };
+        if let Some(m) = f.fw.modulation(target.flow()) {
+            modulate::apply(ip, target, m);
+        }
     }
 
     /// The `modulate state` rewrite of `target`, if its flow's state modulates.

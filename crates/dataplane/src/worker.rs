@@ -258,6 +258,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 continue;
             };
             self.pool.write(&mut desc, f.frame);
+            self.forwarder.modulate_frame(self.pool.frame_mut(desc));
             out.push(desc);
             if out.is_full() {
                 self.tx[usize::from(f.phys)].tx_burst(&mut self.pool, out);

@@ -16,11 +16,12 @@ mod common;
 use common::{Guard, Lab, build, start_until, write_config};
 
 /// A stateful rule set as a firewall in front of a server would have: everything blocked but
-/// TCP to iperf3's and ssh's ports from A's side, ICMP, and neighbour discovery.
+/// TCP to iperf3's and ssh's ports from A's side (with pf's random sequence numbers, also
+/// for ssh to the router itself), ICMP, and neighbour discovery.
 const RULES: &str = "\
 block all
 pass out keep state
-pass in on lrd0 proto tcp from 198.18.0.0/24 to any port { 22, 5201 } flags S/SA keep state
+pass in on lrd0 proto tcp from 198.18.0.0/24 to any port { 22, 5201 } flags S/SA modulate state
 pass in on lrd0 inet proto icmp keep state
 pass quick inet6 proto icmp6 icmp6-type { neighbrsol, neighbradv }
 ";
