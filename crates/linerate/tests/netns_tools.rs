@@ -215,15 +215,25 @@ fn keygen(path: &Path) {
 
 #[test]
 fn ssh_across_and_to_the_router() {
+    ssh_across("auto", "ss", 2);
+}
+
+/// The same over AF_XDP: the worker sends the router's own packets on its AF_XDP socket.
+#[test]
+fn ssh_across_and_to_the_router_af_xdp() {
+    ssh_across("af_xdp", "sx", 1);
+}
+
+fn ssh_across(backend: &str, tag: &str, workers: u32) {
     if !is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let lab = build("ss");
+    let lab = build(tag);
     keygen(&lab.dir.join("host_key"));
     keygen(&lab.dir.join("client_key"));
     std::fs::copy(lab.dir.join("client_key.pub"), lab.dir.join("authorized_keys")).unwrap();
-    let dut = start_dut(&lab, "auto", 2);
+    let dut = start_dut(&lab, backend, workers);
     let _b = sshd(&lab.b, &lab.dir, "198.19.0.2");
     // The router's own address: sshd in D listens on linerate's TAP, as an operator's would.
     let _d = sshd(&lab.d, &lab.dir, "198.18.0.1");
