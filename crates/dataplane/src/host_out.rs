@@ -19,8 +19,9 @@ use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 /// Bytes before the frame in a datagram: the logical and the physical port.
 const HEADER: usize = 4;
-/// Largest frame carried (a full-size frame with two tags, and room to spare).
-const MAX_FRAME: usize = 9216;
+/// Largest frame carried: what a worker's frame buffer holds (the TAPs' MTU keeps the host
+/// stack's frames within it; a larger one is dropped here, never cut).
+const MAX_FRAME: usize = io::pool::MAX_FRAME_LEN;
 
 /// The slow-path thread's end: one socket per worker.
 pub struct HostOutSender {
@@ -72,14 +73,18 @@ pub fn host_out_channels(workers: usize, fanout: Vec<bool>) -> std::io::Result<(
 impl HostOutSender {
     /// Queues `frame` for logical port `port` on physical port `phys` to the worker of its
     /// flow, chosen from `untagged` (the frame before its 802.1Q tag). `false`: dropped, the
-    /// worker's queue was full (or the frame too large).
+    /// worker's queue was full or the frame larger than a frame buffer.
     pub fn send(&mut self, port: u16, phys: u16, untagged: &[u8], frame: &[u8]) -> bool {
+        if frame.len() > MAX_FRAME {
+            self.dropped += 1;
+            return false;
+        }
         let w = self.worker_of(untagged, phys);
         let mut msg = Vec::with_capacity(HEADER + frame.len());
         msg.extend_from_slice(&port.to_le_bytes());
         msg.extend_from_slice(&phys.to_le_bytes());
         msg.extend_from_slice(frame);
-        if frame.len() > MAX_FRAME || self.sockets[w].send(&msg).is_err() {
+        if self.sockets[w].send(&msg).is_err() {
             self.dropped += 1;
             return false;
         }

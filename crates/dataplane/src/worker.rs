@@ -244,11 +244,6 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let Some(mut queue) = self.host_out.take() else { return };
         for _ in 0..self.batch_size {
             let Some(f) = queue.recv() else { break };
-            // Never cut: the TAP's MTU keeps the host's frames within a buffer.
-            if f.frame.len() > io::pool::MAX_FRAME_LEN {
-                self.forwarder.counts.drop(DropReason::TooBig);
-                continue;
-            }
             if let Err(reason) = self.forwarder.local_out(f.frame, f.port) {
                 self.forwarder.counts.drop(reason);
                 continue;

@@ -5,38 +5,22 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
-use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
+use dataplane::{Counts, DropReason, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
 use io::{Batch, FramePool, PortStats, TxPort};
 use wire::build::{UdpFlow, udp_frame};
 use wire::{Ipv4Packet, MacAddr};
 
 mod frames;
+use frames::world::{A_HOST, B_GW, B_MAC, FAR, fib};
 use frames::{RX_MAC, TX_MAC, tcp, udp};
 
-const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
-const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
-const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
-const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
-
-/// Port 0 ("a", MAC RX_MAC) faces host A (198.18.0.2); port 1 ("b", TX_MAC) leads to 10/8.
-fn fib() -> Arc<Fib> {
-    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
-    FIB.get_or_init(|| {
-        let mut ctl = FibControl::new(64);
-        ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
-        ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
-        ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
-        ctl.fib()
-    })
-    .clone()
-}
-
+/// Port 0 ("a", MAC RX_MAC) faces host A (198.18.0.2); port 1 ("b", TX_MAC) leads to 10/8
+/// (`frames::world`).
 fn ports() -> [PortInfo; 2] {
     [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)]
 }

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dataplane::counters::{Counts, DropReason};
-use dataplane::fib::FibControl;
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::host_out::host_out_channels;
 use dataplane::ports::PortInfo;
@@ -16,34 +15,23 @@ use dataplane::worker::Worker;
 use io::TxPort;
 use io::mem::{CountingTx, ReplayRx};
 use io::pool::FramePool;
-use wire::MacAddr;
 use wire::icmp_reply::{IcmpError, icmp_error};
 
 mod frames;
+use frames::world::{A_HOST, FAR, fib, ifaces};
 use frames::{RX_MAC, TX_MAC, tcp, udp};
 
-const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const ROUTER_B: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
-const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
-const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
 
-fn ifaces(name: &str) -> Option<u16> {
-    ["a", "b"].iter().position(|n| *n == name).map(|i| i as u16)
-}
-
 type TestWorker = Worker<ReplayRx, CountingTx, CountingTx>;
 
-/// A worker with `rules` on ports a (0) and b (1), 10/8 behind b.
+/// A worker with `rules` on ports if0 (0, A) and if1 (1, 10/8 behind it).
 fn worker(rules: &str) -> TestWorker {
-    let mut ctl = FibControl::new(64);
-    ctl.set_neighbour(A_HOST.into(), 0, MacAddr([2, 0, 0, 0, 0, 0xa2])).unwrap();
-    ctl.set_neighbour(B_GW.into(), 1, MacAddr([2, 0, 0, 0, 0, 0xb2])).unwrap();
-    ctl.add_route(Ipv4Addr::new(10, 0, 0, 0).into(), 8, B_GW.into(), 1).unwrap();
-    let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
+    let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
     let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
-    let mut w = Worker::new(ctl.fib(), &ports, rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 64);
+    let mut w = Worker::new(fib(), &ports, rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 64);
     let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
     w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
     w
@@ -63,18 +51,18 @@ fn blocked(c: &Counts) -> u64 {
     c.drops[DropReason::FilterBlocked as usize]
 }
 
-/// `block all` + `pass out on b keep state`: the router's SYN leaves (the worker sends it on
-/// b) and keeps a state, so the SYN-ACK that comes back passes the in rules it would
+/// `block all` + `pass out on if1 keep state`: the router's SYN leaves (the worker sends it
+/// on if1) and keeps a state, so the SYN-ACK that comes back passes the in rules it would
 /// otherwise fail; a SYN-ACK of a connection the router never opened is blocked.
 #[test]
 fn the_routers_own_connection_keeps_state_for_its_replies() {
-    let mut w = worker("block all\npass out on b keep state\n");
+    let mut w = worker("block all\npass out on if1 keep state\n");
     let (mut to_workers, mut queues) = host_out_channels(1, vec![false, false]).unwrap();
     w.set_host_out(queues.remove(0));
     let syn = tcp(1, ROUTER_B, 40000, FAR, 179, SYN, 1000, 0);
     assert!(to_workers.send(1, 1, &syn, &syn));
     w.poll();
-    assert_eq!(w.tx[1].stats().tx_packets, 1, "the router's SYN left by b");
+    assert_eq!(w.tx[1].stats().tx_packets, 1, "the router's SYN left by if1");
     let before = blocked(&w.counts());
     // Replies to the router: passed by the state, then not routed here (no local address in
     // this FIB), so counted as no_route rather than filter_blocked.
@@ -88,7 +76,7 @@ fn the_routers_own_connection_keeps_state_for_its_replies() {
 /// would block them do not apply (the state decides), and its TCP window moves with them.
 #[test]
 fn a_connection_to_the_router_passes_its_replies_by_state() {
-    let mut w = worker("block all\npass in on a proto tcp to port 22 keep state\nblock out quick on a proto tcp\n");
+    let mut w = worker("block all\npass in on if0 proto tcp to port 22 keep state\nblock out quick on if0 proto tcp\n");
     let c = receive(&mut w, 0, tcp(0, A_HOST, 50000, ROUTER_B, 22, SYN, 1000, 0));
     assert_eq!(blocked(&c), 0, "{c:?}");
     let fw = w.firewall_mut().unwrap();
@@ -102,7 +90,7 @@ fn a_connection_to_the_router_passes_its_replies_by_state() {
 /// `pass out` rule; one about a flow without a state is blocked.
 #[test]
 fn the_routers_icmp_errors_pass_by_the_quoted_flows_state() {
-    let mut w = worker("block all\npass in on a proto udp keep state\npass out on b proto udp\n");
+    let mut w = worker("block all\npass in on if0 proto udp keep state\npass out on if1 proto udp\n");
     let datagram = udp(0, A_HOST, 1000, FAR, 53);
     let c = receive(&mut w, 0, datagram.clone());
     assert_eq!((c.forwarded, blocked(&c)), (1, 0), "{c:?}");

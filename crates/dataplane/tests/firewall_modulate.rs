@@ -3,71 +3,21 @@
 //! offset, the acknowledgements each receives in its own numbers, checksums that hold, no
 //! packet dropped out of window.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use dataplane::counters::{Counts, DropReason};
-use dataplane::fib::{Fib, FibControl};
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
 use io::mem::{CountingTx, ReplayRx};
 use io::pool::FramePool;
-use io::{Batch, PortStats, TxPort};
-use wire::MacAddr;
 
 mod frames;
-use frames::{RX_MAC, TX_MAC, tcp_checksum};
+use frames::world::{A_HOST, A6, FAR, FAR6, fib, ifaces};
+use frames::{Capture, RX_MAC, TX_MAC, fix_tcp_v4, tcp_v4_checksums_hold};
 
-const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
-const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
-const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
-const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
-const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 2);
-const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
-const B_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
-
-fn fib() -> Arc<Fib> {
-    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
-    FIB.get_or_init(|| {
-        let mut ctl = FibControl::new(64);
-        ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
-        ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
-        ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
-        ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
-        ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
-        ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1).unwrap();
-        ctl.fib()
-    })
-    .clone()
-}
-
-fn ifaces(name: &str) -> Option<u16> {
-    ["if0", "if1"].iter().position(|n| *n == name).map(|i| i as u16)
-}
-
-/// Keeps a copy of every frame it sends.
-#[derive(Default)]
-struct Capture {
-    frames: Vec<Vec<u8>>,
-    stats: PortStats,
-}
-
-impl TxPort for Capture {
-    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
-        for desc in batch.drain() {
-            self.frames.push(pool.frame(desc).to_vec());
-            self.stats.tx_packets += 1;
-            pool.free(desc);
-        }
-    }
-
-    fn stats(&self) -> PortStats {
-        self.stats
-    }
-}
 
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
@@ -102,14 +52,14 @@ impl Router {
         if !payload {
             f.truncate(34 + 20);
             f[16..18].copy_from_slice(&40u16.to_be_bytes());
-            fix(&mut f);
+            fix_tcp_v4(&mut f);
         }
         self.w.rx[port] = ReplayRx::new(port as u16, vec![f]).once();
         while !self.w.rx[port].finished() {
             self.w.poll();
         }
         let g = self.w.tx[out].frames.pop().expect("the segment was forwarded");
-        assert!(checksums_hold(&g), "checksums recomputed from scratch agree");
+        assert!(tcp_v4_checksums_hold(&g), "checksums recomputed from scratch agree");
         let src = Ipv4Addr::new(g[26], g[27], g[28], g[29]);
         assert_eq!(src, if from_a { self.a_seen } else { FAR });
         if from_a {
@@ -124,22 +74,6 @@ impl Router {
     fn counts(&self) -> Counts {
         self.w.counts()
     }
-}
-
-/// Recomputes the IPv4 and TCP checksums of frame `f`.
-fn fix(f: &mut [u8]) {
-    f[24..26].fill(0);
-    let c = wire::checksum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    f[50..52].fill(0);
-    let c = tcp_checksum(&f[14..]);
-    f[50..52].copy_from_slice(&c.to_be_bytes());
-}
-
-fn checksums_hold(f: &[u8]) -> bool {
-    let mut g = f.to_vec();
-    fix(&mut g);
-    g[24..26] == f[24..26] && g[50..52] == f[50..52]
 }
 
 /// A's connection to FAR:80: handshake, `rounds` of data both ways, close. Returns the
@@ -231,7 +165,7 @@ fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
     let (far_seq, _) = r.send(false, SYN | ACK, 77, syn_seq.wrapping_add(1), false);
     // What left toward FAR: A's data segment, shifted.
     let mut f = frames::tcp(0, A_HOST, 40000, FAR, 80, ACK | PSH, 1001, far_seq.wrapping_add(1));
-    fix(&mut f);
+    fix_tcp_v4(&mut f);
     r.w.rx[0] = ReplayRx::new(0, vec![f]).once();
     while !r.w.rx[0].finished() {
         r.w.poll();

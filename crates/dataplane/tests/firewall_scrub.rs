@@ -2,71 +2,20 @@
 //! packet inbound (before the filter and the TTL decrement) or outbound, with checksums
 //! that still hold; what pf drops is dropped and counted.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use dataplane::counters::{Counts, DropReason};
-use dataplane::fib::{Fib, FibControl};
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
 use io::mem::{CountingTx, ReplayRx};
 use io::pool::FramePool;
-use io::{Batch, PortStats, TxPort};
-use wire::MacAddr;
 
 mod frames;
-use frames::{RX_MAC, TX_MAC, tcp_checksum};
+use frames::world::{A_HOST, A6, FAR, FAR6, fib, ifaces};
+use frames::{Capture, RX_MAC, TX_MAC, fix_tcp_v4, tcp_v4_checksums_hold};
 
-const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
-const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
-const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
-const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
-const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 2);
-const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
-const B_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
-
-fn fib() -> Arc<Fib> {
-    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
-    FIB.get_or_init(|| {
-        let mut ctl = FibControl::new(64);
-        ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
-        ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
-        ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
-        ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
-        ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
-        ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1).unwrap();
-        ctl.fib()
-    })
-    .clone()
-}
-
-fn ifaces(name: &str) -> Option<u16> {
-    ["if0", "if1"].iter().position(|n| *n == name).map(|i| i as u16)
-}
-
-/// Keeps a copy of every frame it sends.
-#[derive(Default)]
-struct Capture {
-    frames: Vec<Vec<u8>>,
-    stats: PortStats,
-}
-
-impl TxPort for Capture {
-    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
-        for desc in batch.drain() {
-            self.frames.push(pool.frame(desc).to_vec());
-            self.stats.tx_packets += 1;
-            pool.free(desc);
-        }
-    }
-
-    fn stats(&self) -> PortStats {
-        self.stats
-    }
-}
 
 /// A TCP segment from A to FAR:80 received on port 0, `flags`, with TCP options `opts`,
 /// IPv4 flags word `frag` and TTL `ttl`; checksums correct.
@@ -79,25 +28,8 @@ fn tcp(flags: u8, opts: &[u8], frag: u16, ttl: u8) -> Vec<u8> {
     f[16..18].copy_from_slice(&total.to_be_bytes());
     f[20..22].copy_from_slice(&frag.to_be_bytes());
     f[22] = ttl;
-    fix(&mut f);
+    fix_tcp_v4(&mut f);
     f
-}
-
-/// Recomputes the IPv4 and TCP checksums of frame `f`.
-fn fix(f: &mut [u8]) {
-    f[24..26].fill(0);
-    let c = wire::checksum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    f[50..52].fill(0);
-    let c = tcp_checksum(&f[14..]);
-    f[50..52].copy_from_slice(&c.to_be_bytes());
-}
-
-/// Whether both checksums of frame `f` hold (recomputed from scratch).
-fn checksums_hold(f: &[u8]) -> bool {
-    let mut g = f.to_vec();
-    fix(&mut g);
-    g[24..26] == f[24..26] && g[50..52] == f[50..52]
 }
 
 /// Runs `frames` (received on port 0) through a worker with `rules`: the counts, what port 1
@@ -128,12 +60,12 @@ const MSS_1460: [u8; 4] = [0x02, 0x04, 0x05, 0xb4];
 #[test]
 fn a_syn_forwarded_through_max_mss_has_its_mss_clamped() {
     let syn = tcp(SYN, &MSS_1460, 0x4000, 64);
-    assert!(checksums_hold(&syn));
+    assert!(tcp_v4_checksums_hold(&syn));
     let (c, out, scrub) = run("scrub on if1 all max-mss 1400\npass all\n", vec![syn.clone()]);
     assert_eq!(c.forwarded, 1, "{c:?}");
     let f = &out[0];
     assert_eq!(&f[54..58], &[0x02, 0x04, 0x05, 0x78], "MSS 1400");
-    assert!(checksums_hold(f), "checksums after the clamp and the TTL decrement");
+    assert!(tcp_v4_checksums_hold(f), "checksums after the clamp and the TTL decrement");
     assert_eq!(f[22], 63);
     assert_eq!(scrub, [("packets", 1), ("mss_clamped", 1)]);
     // Not on if0 inbound: the SYN leaves as it came (but its TTL).
@@ -150,19 +82,19 @@ fn inbound_and_outbound_scrub_and_the_first_match() {
     let pkt = || tcp(SYN, &MSS_1460, 0x4000, 5);
     let (_, out, _) = run("scrub in on if0 all min-ttl 64 no-df\npass all\n", vec![pkt()]);
     assert_eq!((out[0][22], out[0][20] & 0x40), (63, 0), "raised to 64 in, then decremented; DF cleared");
-    assert!(checksums_hold(&out[0]));
+    assert!(tcp_v4_checksums_hold(&out[0]));
     let (_, out, _) = run("scrub out on if1 all min-ttl 64\npass all\n", vec![pkt()]);
     assert_eq!(out[0][22], 64, "raised after the decrement");
-    assert!(checksums_hold(&out[0]));
+    assert!(tcp_v4_checksums_hold(&out[0]));
     // A rule set of scrub rules alone (every packet passes by default, nothing to filter).
     let (_, out, _) = run("scrub in all min-ttl 32\nscrub out all min-ttl 64\n", vec![pkt()]);
     assert_eq!(out[0][22], 64);
-    assert!(checksums_hold(&out[0]));
+    assert!(tcp_v4_checksums_hold(&out[0]));
     let (_, out, _) = run("no scrub in from 198.18.0.0/24\nscrub in all min-ttl 64\npass all\n", vec![pkt()]);
     assert_eq!(out[0][22], 4, "exempted");
     let (_, out, _) = run("scrub in proto tcp from 198.18.0.0/24 to any port 80 max-mss 1200\nscrub in all max-mss 1000\npass all\n", vec![pkt()]);
     assert_eq!(&out[0][56..58], &1200u16.to_be_bytes(), "the first match, not the last");
-    assert!(checksums_hold(&out[0]));
+    assert!(tcp_v4_checksums_hold(&out[0]));
 }
 
 /// What pf's normalization drops (SYN+FIN, no flags) is dropped under `scrub_bad_tcp`;

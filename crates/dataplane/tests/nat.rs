@@ -14,11 +14,11 @@ use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
 use dataplane::punt::{Punt, PuntBatch, PuntPort};
 use io::mem::ReplayRx;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
-use io::{Batch, FramePool, PortStats, TxPort};
+use io::FramePool;
 use wire::{IpProtocol, Ipv4Packet, MacAddr};
 
 mod frames;
-use frames::{RX_MAC, TX_MAC, tcp_checksum, udp};
+use frames::{Capture, RX_MAC, TX_MAC, tcp_checksum, udp};
 
 const LAN_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const BINAT_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 7);
@@ -59,25 +59,6 @@ fn ifaces(name: &str) -> Option<u16> {
     ["lan", "ext"].iter().position(|n| *n == name).map(|i| i as u16)
 }
 
-/// Keeps what it is sent.
-#[derive(Default)]
-struct Capture {
-    frames: Vec<Vec<u8>>,
-    stats: PortStats,
-}
-
-impl TxPort for Capture {
-    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
-        for d in batch.drain() {
-            self.stats.tx_packets += 1;
-            self.frames.push(pool.frame(d).to_vec());
-            pool.free(d);
-        }
-    }
-    fn stats(&self) -> PortStats {
-        self.stats
-    }
-}
 
 /// Keeps what is punted to the slow path, with why.
 #[derive(Default)]

@@ -19,11 +19,7 @@ use lab::topology::is_root;
 
 mod common;
 
-use common::{B_MAC, Lab, build, start_until, write_config};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use common::{B_MAC, Lab, build, start_until, text, write_config};
 
 fn linerate(args: &[&str], cfg: Option<&Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_linerate"));

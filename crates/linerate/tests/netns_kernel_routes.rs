@@ -23,14 +23,10 @@ use lab::topology::{End, Namespace, is_root, veth};
 
 mod common;
 
-use common::{D0_MAC, Lab, build, start_until, write_config};
+use common::{D0_MAC, Lab, build, start_until, text, write_config};
 
 const C_MAC: &str = "02:00:00:00:0c:01";
 const D2_MAC: &str = "02:00:00:00:0d:02";
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 fn linerate(args: &[&str], cfg: &std::path::Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_linerate")).args(args).arg("-c").arg(cfg).output().unwrap()

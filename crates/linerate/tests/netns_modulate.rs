@@ -8,13 +8,13 @@
 //! drop.
 
 use std::io::Read;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use lab::topology::is_root;
 
 mod common;
 
-use common::{Guard, Lab, build, start_until, write_config};
+use common::{build, finish, start_until, text, traffic_listen, traffic_run, write_config};
 
 /// `serve HOST PORT` (prints bytes and SHA-256 of what it receives), `send HOST PORT BYTES`
 /// (prints the same of what it sends), `give HOST PORT BYTES` (a server sending BYTES to its
@@ -64,33 +64,6 @@ fn usable() -> bool {
     is_root() && Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
 }
 
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Starts the traffic program with `args` in `ns` and waits for it to be ready.
-fn listen(lab: &Lab, ns: &lab::topology::Namespace, args: &[&str]) -> Guard {
-    let mut cmd = ns.command("python3");
-    cmd.arg(lab.dir.join("traffic.py")).args(args);
-    start_until(cmd, "ready")
-}
-
-/// Runs the traffic program to its end in `ns`; its stdout.
-fn run(lab: &Lab, ns: &lab::topology::Namespace, args: &[&str]) -> String {
-    let out = ns.command("python3").arg(lab.dir.join("traffic.py")).args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// The stdout of a started program once it has exited.
-fn finish(mut g: Guard) -> String {
-    let mut child = g.0.take().unwrap();
-    let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let _ = child.wait();
-    out.trim().to_owned()
-}
-
 #[test]
 fn tcp_through_modulate_state() {
     if !usable() {
@@ -109,17 +82,17 @@ fn tcp_through_modulate_state() {
     assert!(!ping.contains(" 0 received"), "{ping}");
 
     // A's data to B; the SYN seen on each side.
-    let (sniff_a, sniff_b) = (listen(&lab, &lab.a, &["sniff", "lra0", "5101"]), listen(&lab, &lab.b, &["sniff", "lrb0", "5101"]));
-    let server = listen(&lab, &lab.b, &["serve", "198.19.0.2", "5101"]);
-    let sent = run(&lab, &lab.a, &["send", "198.19.0.2", "5101", &(4 * MB).to_string()]);
+    let (sniff_a, sniff_b) = (traffic_listen(&lab, &lab.a, &["sniff", "lra0", "5101"]), traffic_listen(&lab, &lab.b, &["sniff", "lrb0", "5101"]));
+    let server = traffic_listen(&lab, &lab.b, &["serve", "198.19.0.2", "5101"]);
+    let sent = traffic_run(&lab, &lab.a, &["send", "198.19.0.2", "5101", &(4 * MB).to_string()]);
     assert_eq!(finish(server), sent, "A's data as B received it");
     let (isn_a, isn_b) = (finish(sniff_a), finish(sniff_b));
     assert!(!isn_a.is_empty() && !isn_b.is_empty(), "both sniffers saw the SYN: {isn_a:?} {isn_b:?}");
     assert_ne!(isn_a, isn_b, "B sees another initial sequence number than A sent");
 
     // B's data to A, on a connection A opens.
-    let server = listen(&lab, &lab.b, &["give", "198.19.0.2", "5102", &(4 * MB).to_string()]);
-    let got = run(&lab, &lab.a, &["fetch", "198.19.0.2", "5102"]);
+    let server = traffic_listen(&lab, &lab.b, &["give", "198.19.0.2", "5102", &(4 * MB).to_string()]);
+    let got = traffic_run(&lab, &lab.a, &["fetch", "198.19.0.2", "5102"]);
     assert_eq!(got, finish(server), "B's data as A received it");
 
     let mut child = dut.terminate().unwrap();

@@ -9,14 +9,12 @@
 //! through its TAP; a UDP_SEGMENT send cut into datagrams. Needs root; without it each test
 //! says "skipped" and passes.
 
-use std::io::Read;
-use std::process::Output;
 
 use lab::topology::is_root;
 
 mod common;
 
-use common::{Guard, Lab, build, start_until, write_config};
+use common::{Lab, build, finish, start_until, text, traffic_listen, traffic_run, write_config};
 
 /// The traffic programs: `serve HOST PORT` (prints bytes and SHA-256 of what it receives),
 /// `send HOST PORT BYTES` (prints the same of what it sends), `udprecv HOST PORT COUNT`,
@@ -60,40 +58,12 @@ elif mode == 'udpsend':
 
 const MB: usize = 1 << 20;
 
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Starts `mode host port [arg]` of the traffic program in namespace `ns` and waits for it
-/// to listen.
-fn listen(lab: &Lab, ns: &lab::topology::Namespace, args: &[&str]) -> Guard {
-    let mut cmd = ns.command("python3");
-    cmd.arg(lab.dir.join("traffic.py")).args(args);
-    start_until(cmd, "ready")
-}
-
-/// Runs the traffic program to its end in `ns`, returns its stdout.
-fn run(lab: &Lab, ns: &lab::topology::Namespace, args: &[&str]) -> String {
-    let out = ns.command("python3").arg(lab.dir.join("traffic.py")).args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// The stdout of a listener once it has exited.
-fn finish(mut g: Guard) -> String {
-    let mut child = g.0.take().unwrap();
-    let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let _ = child.wait();
-    out.trim().to_owned()
-}
-
 /// `bytes` of TCP from `from` to `to_addr` (a listener in `to`): both ends must agree on
 /// length and SHA-256.
 fn tcp_transfer(lab: &Lab, backend: &str, from: &lab::topology::Namespace, to: &lab::topology::Namespace, to_addr: &str, port: u16, bytes: usize) {
     let port = port.to_string();
-    let server = listen(lab, to, &["serve", to_addr, &port]);
-    let sent = run(lab, from, &["send", to_addr, &port, &bytes.to_string()]);
+    let server = traffic_listen(lab, to, &["serve", to_addr, &port]);
+    let sent = traffic_run(lab, from, &["send", to_addr, &port, &bytes.to_string()]);
     let got = finish(server);
     assert!(sent.starts_with(&bytes.to_string()), "{backend}: sender said {sent:?}");
     assert_eq!(got, sent, "{backend}: TCP to {to_addr}: received (bytes, sha256) differ from sent");
@@ -131,8 +101,8 @@ fn offloads_on(backend: &str, tag: &str) {
     tcp_transfer(&lab, backend, &lab.a, &lab.b, "2001:db8:b::2", 5003, 2 * MB);
     // The router's own address: a listener on its TAP in D, reached through linerate.
     tcp_transfer(&lab, backend, &lab.a, &lab.d, "198.18.0.1", 5004, 2 * MB);
-    let udp = listen(&lab, &lab.b, &["udprecv", "198.19.0.2", "9999", "40"]);
-    run(&lab, &lab.a, &["udpsend", "198.19.0.2", "9999"]);
+    let udp = traffic_listen(&lab, &lab.b, &["udprecv", "198.19.0.2", "9999", "40"]);
+    traffic_run(&lab, &lab.a, &["udpsend", "198.19.0.2", "9999"]);
     assert_eq!(finish(udp), "40", "{backend}: UDP datagrams of 1000 bytes, intact, seen in B");
 
     let child = dut.terminate().unwrap();

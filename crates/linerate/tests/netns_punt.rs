@@ -8,18 +8,14 @@
 //! AF_PACKET, one worker. Needs root (skips without). Namespaces `lr<pid>p{a,d,b}`, removed on
 //! drop. Run it alone (it saturates a CPU): `flock /tmp/lr-bench.lock cargo test ...`.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lab::topology::is_root;
 
 mod common;
 
-use common::{D0_MAC, build, start_until, write_config};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use common::{D0_MAC, build, start_until, text, write_config};
 
 /// Replies received out of `ping -c N` output.
 fn received(out: &str) -> u32 {

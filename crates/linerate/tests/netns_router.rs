@@ -13,18 +13,14 @@
 //! Once per backend. Needs root (skips without). Namespaces `lr<pid><tag><host>` and the
 //! TAPs inside D are removed on drop, also when an assertion fails.
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use lab::topology::is_root;
 
 mod common;
 
-use common::{Lab, build, start_until, write_config};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use common::{Lab, build, start_until, text, write_config};
 
 /// Runs `program args` in A without failing on a non-zero exit (ping reporting errors exits 1).
 fn in_a(lab: &Lab, program: &str, args: &[&str]) -> String {

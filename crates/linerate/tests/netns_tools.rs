@@ -7,13 +7,13 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use lab::topology::{Namespace, is_root};
 
 mod common;
 
-use common::{Guard, Lab, build, start_until, write_config};
+use common::{Guard, Lab, build, start_until, text, write_config};
 
 /// A stateful rule set as a firewall in front of a server would have: everything blocked but
 /// TCP to iperf3's and ssh's ports from A's side (with pf's random sequence numbers, also
@@ -25,10 +25,6 @@ pass in on lrd0 proto tcp from 198.18.0.0/24 to any port { 22, 5201 } flags S/SA
 pass in on lrd0 inet proto icmp keep state
 pass quick inet6 proto icmp6 icmp6-type { neighbrsol, neighbradv }
 ";
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// Starts linerate in D with `RULES`, `workers` workers on `backend`.
 fn start_dut(lab: &Lab, backend: &str, workers: u32) -> Guard {

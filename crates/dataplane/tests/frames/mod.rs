@@ -52,3 +52,80 @@ pub fn tcp_checksum(ip: &[u8]) -> u16 {
     let ps = wire::checksum::pseudo_header_v4(&src, &dst, ip[9], (total - 20) as u32);
     !wire::checksum::fold(u64::from(ps) + u64::from(wire::checksum::sum(&ip[20..total])))
 }
+
+/// The two-port world of the scrub, modulate and router's-own-packets tests: host A behind
+/// port 0 ("if0"); 10/8 and 2001:db8:f::/48 behind B's gateway on port 1 ("if1").
+pub mod world {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::sync::{Arc, OnceLock};
+
+    use dataplane::fib::{Fib, FibControl};
+    use wire::MacAddr;
+
+    pub const A_HOST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    pub const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
+    pub const B_GW: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+    pub const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
+    pub const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
+    pub const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 2);
+    pub const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
+    pub const B_GW6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2);
+
+    pub fn fib() -> Arc<Fib> {
+        static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
+        FIB.get_or_init(|| {
+            let mut ctl = FibControl::new(64);
+            ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
+            ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
+            ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
+            ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
+            ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
+            ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1).unwrap();
+            ctl.fib()
+        })
+        .clone()
+    }
+
+    pub fn ifaces(name: &str) -> Option<u16> {
+        ["if0", "if1"].iter().position(|n| *n == name).map(|i| i as u16)
+    }
+}
+
+/// An output port that keeps a copy of every frame it sends.
+#[derive(Default)]
+pub struct Capture {
+    pub frames: Vec<Vec<u8>>,
+    stats: io::PortStats,
+}
+
+impl io::TxPort for Capture {
+    fn tx_burst(&mut self, pool: &mut io::pool::FramePool, batch: &mut io::Batch) {
+        for desc in batch.drain() {
+            self.frames.push(pool.frame(desc).to_vec());
+            self.stats.tx_packets += 1;
+            pool.free(desc);
+        }
+    }
+
+    fn stats(&self) -> io::PortStats {
+        self.stats
+    }
+}
+
+/// Recomputes the IPv4 header and TCP checksums of an untagged IPv4 TCP frame `f` (a
+/// 20-byte IP header).
+pub fn fix_tcp_v4(f: &mut [u8]) {
+    f[24..26].fill(0);
+    let c = wire::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[50..52].fill(0);
+    let c = tcp_checksum(&f[14..]);
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Whether both checksums of such a frame hold, recomputed from scratch.
+pub fn tcp_v4_checksums_hold(f: &[u8]) -> bool {
+    let mut g = f.to_vec();
+    fix_tcp_v4(&mut g);
+    g[24..26] == f[24..26] && g[50..52] == f[50..52]
+}

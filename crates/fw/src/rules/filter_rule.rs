@@ -88,19 +88,8 @@ impl Parser<'_> {
         let quick = self.eat_word("quick")?;
         let (ifaces, iface_neg) = self.rule_ifaces()?;
         self.refuse_unsupported_option("")?;
-        let af = if self.eat_word("inet")? {
-            Some(Af::Inet)
-        } else if self.eat_word("inet6")? {
-            Some(Af::Inet6)
-        } else {
-            None
-        };
-        let mut protos = Vec::new();
-        if self.eat_word("proto")? {
-            protos = self.proto_list()?;
-            protos.sort_unstable();
-            protos.dedup();
-        }
+        let af = self.rule_af()?;
+        let protos = self.rule_protos()?;
         self.refuse_unsupported_option("")?;
         let hosts = self.hosts(None)?;
         let opts = self.filter_options()?;
@@ -145,7 +134,29 @@ impl Parser<'_> {
 
     /// `on IFACE`, `on ! IFACE`, `on { ... }`, or nothing: the interfaces and whether they are
     /// negated.
-    fn rule_ifaces(&mut self) -> PResult<(Vec<u16>, bool)> {
+    /// `inet` or `inet6`, if next.
+    pub(super) fn rule_af(&mut self) -> PResult<Option<Af>> {
+        if self.eat_word("inet")? {
+            Ok(Some(Af::Inet))
+        } else if self.eat_word("inet6")? {
+            Ok(Some(Af::Inet6))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// `proto P` / `proto { P ... }`, if next: sorted, without repeats (empty: any).
+    pub(super) fn rule_protos(&mut self) -> PResult<Vec<u8>> {
+        if !self.eat_word("proto")? {
+            return Ok(Vec::new());
+        }
+        let mut protos = self.proto_list()?;
+        protos.sort_unstable();
+        protos.dedup();
+        Ok(protos)
+    }
+
+    pub(super) fn rule_ifaces(&mut self) -> PResult<(Vec<u16>, bool)> {
         if !self.eat_word("on")? {
             return Ok((Vec::new(), false));
         }

@@ -124,24 +124,9 @@ impl Parser<'_> {
         }
         // The first matching scrub rule applies anyway: `quick` changes nothing.
         self.eat_word("quick")?;
-        let (mut ifaces, mut iface_neg) = (Vec::new(), false);
-        if self.eat_word("on")? {
-            iface_neg = self.eat_punct("!")?;
-            ifaces = self.iface_list()?;
-        }
-        let af = if self.eat_word("inet")? {
-            Some(Af::Inet)
-        } else if self.eat_word("inet6")? {
-            Some(Af::Inet6)
-        } else {
-            None
-        };
-        let mut protos = Vec::new();
-        if self.eat_word("proto")? {
-            protos = self.proto_list()?;
-            protos.sort_unstable();
-            protos.dedup();
-        }
+        let (ifaces, iface_neg) = self.rule_ifaces()?;
+        let af = self.rule_af()?;
+        let protos = self.rule_protos()?;
         self.refuse_unsupported_option("")?;
         let hosts = self.hosts(None)?;
         if let Some(t) = &hosts.route_tok {

@@ -3,7 +3,7 @@
 //! the same prefixes by eBGP (C with a longer AS path), and the checks on linerate's FIB.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lab::topology::{End, Namespace, veth};
@@ -13,9 +13,7 @@ use super::{D0_MAC, Guard};
 /// Prefixes each neighbour announces.
 pub const PREFIXES: u32 = 3000;
 
-pub fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+pub use super::text;
 
 /// The i-th announced prefix: 10.200.0.0/24, 10.200.1.0/24, ...
 pub fn prefix(i: u32) -> String {

@@ -4,7 +4,8 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -121,4 +122,33 @@ pub fn start_until(mut cmd: Command, ready: &str) -> Guard {
         Ok(child) => Guard(Some(child)),
         Err(e) => panic!("{e}"),
     }
+}
+
+/// A finished command's stdout and stderr, for messages.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Starts the lab's traffic program (`traffic.py` in its folder, written by the test) with
+/// `args` in `ns` and waits until it says "ready".
+pub fn traffic_listen(lab: &Lab, ns: &Namespace, args: &[&str]) -> Guard {
+    let mut cmd = ns.command("python3");
+    cmd.arg(lab.dir.join("traffic.py")).args(args);
+    start_until(cmd, "ready")
+}
+
+/// Runs the lab's traffic program to its end in `ns`; its stdout.
+pub fn traffic_run(lab: &Lab, ns: &Namespace, args: &[&str]) -> String {
+    let out = ns.command("python3").arg(lab.dir.join("traffic.py")).args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The stdout of a started program once it has exited.
+pub fn finish(mut g: Guard) -> String {
+    let mut child = g.0.take().unwrap();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let _ = child.wait();
+    out.trim().to_owned()
 }
