@@ -124,13 +124,22 @@ fn rewrite(tcp: &mut [u8], m: Modulation) {
     tcp[16..18].copy_from_slice(&sum.to_be_bytes());
 }
 
-/// Adds `delta` to the 32-bit field at `at`, updating `sum`.
+/// Adds `delta` to the 32-bit field at `at`, updating `sum` (a checksum over 16-bit words
+/// from byte 0 of `tcp`).
 fn shift(tcp: &mut [u8], at: usize, delta: u32, sum: &mut u16) {
     let Some(b) = tcp.get_mut(at..at + 4) else { return };
     let old = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let new = old.wrapping_add(delta);
     b.copy_from_slice(&new.to_be_bytes());
+    // A field at an odd offset (a SACK edge behind unpadded options) straddles three words:
+    // its bytes count with their places in each half swapped.
+    let (old, new) = if at % 2 == 0 { (old, new) } else { (swap_halves(old), swap_halves(new)) };
     *sum = update32(*sum, old, new);
+}
+
+/// `v` with the two bytes of each 16-bit half swapped.
+fn swap_halves(v: u32) -> u32 {
+    ((v & 0x00ff_00ff) << 8) | ((v >> 8) & 0x00ff_00ff)
 }
 
 /// pf_modulate_sack: the edges of the SACK blocks in the options (bytes 20..`hlen`) shifted

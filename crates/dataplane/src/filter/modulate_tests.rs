@@ -7,18 +7,28 @@ use wire::checksum::checksum;
 /// NOP NOP SACK with two blocks (data offset 13), 5 bytes of payload; `seq`, `ack` and the
 /// block edges as given, checksums filled from scratch.
 fn segment(seq: u32, ack: u32, blocks: [u32; 4]) -> Vec<u8> {
+    segment_with_nops(seq, ack, blocks, 2)
+}
+
+/// [`segment`] with `nops` NOPs before the SACK option (and NOPs after it to a 4-byte
+/// boundary): with an odd number the edges start at odd offsets, across the checksum's
+/// 16-bit words. Its SACK edges start at byte 54 + `nops` of the packet.
+fn segment_with_nops(seq: u32, ack: u32, blocks: [u32; 4], nops: usize) -> Vec<u8> {
     let mut ip = vec![
         0x45, 0x00, 0x00, 0x00, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 10, 0, 0, 1, 198, 51, 100, 2, //
         0x9c, 0x40, 0x00, 0x50,
     ];
     ip.extend_from_slice(&seq.to_be_bytes());
     ip.extend_from_slice(&ack.to_be_bytes());
-    ip.extend_from_slice(&[0xd0, 0x18, 0x01, 0xf5, 0x00, 0x00, 0x00, 0x00]);
+    let opts = (12 + nops + 18).div_ceil(4) * 4;
+    ip.extend_from_slice(&[((20 + opts) / 4 * 16) as u8, 0x18, 0x01, 0xf5, 0x00, 0x00, 0x00, 0x00]);
     ip.extend_from_slice(&[1, 1, 8, 10, 0x00, 0x9c, 0x27, 0x24, 0x00, 0x01, 0x02, 0x03]);
-    ip.extend_from_slice(&[1, 1, 5, 18]);
+    ip.extend(std::iter::repeat_n(1, nops));
+    ip.extend_from_slice(&[5, 18]);
     for b in blocks {
         ip.extend_from_slice(&b.to_be_bytes());
     }
+    ip.resize(40 + opts, 1);
     ip.extend_from_slice(b"hello");
     let len = ip.len() as u16;
     ip[2..4].copy_from_slice(&len.to_be_bytes());
@@ -152,6 +162,17 @@ proptest! {
         prop_assert_eq!(word(&out, 28), ack.wrapping_sub(ack_sub));
         for (i, b) in blocks.iter().enumerate() {
             prop_assert_eq!(word(&out, 56 + 4 * i), b.wrapping_sub(ack_sub));
+        }
+    }
+
+    /// The same with the SACK edges at any alignment (a stack, or an attacker, need not pad
+    /// options to 4 bytes): an edge at an odd offset straddles the checksum's words.
+    #[test]
+    fn checksum_stays_valid_with_sack_at_any_offset(ack in any::<u32>(), blocks in any::<[u32; 4]>(), ack_sub in any::<u32>(), nops in 0usize..4) {
+        let out = modulated(segment_with_nops(1, ack, blocks, nops), Modulation { seq_add: 0, ack_sub });
+        prop_assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_checksum(&out));
+        for (i, b) in blocks.iter().enumerate() {
+            prop_assert_eq!(word(&out, 54 + nops + 4 * i), b.wrapping_sub(ack_sub));
         }
     }
 }

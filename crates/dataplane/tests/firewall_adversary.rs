@@ -1,0 +1,321 @@
+//! An adversary's TCP conversation through a worker whose rule set uses everything that
+//! rewrites packets at once: `scrub` (max-mss, random-id, no-df, min-ttl, set-tos),
+//! `modulate state`, tags, `block return` and, in one variant, `nat`. The segments follow a
+//! real connection or not, carry random TCP options, are cut short or have bytes changed,
+//! and ICMP errors quote what the far end received. Whatever comes in: no panic, every
+//! packet counted once, and every frame that leaves with checksums that held when it came
+//! in leaves with checksums that hold (IPv4 header, TCP, ICMP, and the quoted IPv4 header).
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+
+use dataplane::counters::Counts;
+use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::ports::PortInfo;
+use dataplane::worker::Worker;
+use io::mem::{CountingTx, ReplayRx};
+use io::pool::FramePool;
+use proptest::prelude::*;
+
+mod frames;
+use frames::world::{A_HOST, FAR, fib, ifaces};
+use frames::{Capture, RX_MAC, TX_MAC};
+
+const SCRUB: &str = "scrub on if1 all max-mss 1200 random-id no-df min-ttl 10 set-tos 0x10\n";
+const FILTER: &str = "block return all
+pass in on if0 proto tcp from any to any port 80 tag LAN modulate state
+pass in on if0 proto icmp all keep state
+pass out on if1 tagged LAN keep state
+pass out on if1 proto icmp all keep state
+";
+const NAT: &str = "nat on if1 from 198.18.0.0/24 to any -> 198.19.0.1\n";
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+
+/// One step of the adversary: who sends what.
+#[derive(Clone, Debug)]
+enum Send {
+    /// A TCP segment from A (`from_a`) or FAR: the numbers the connection expects
+    /// (`consistent`) or `seq`/`ack` as given.
+    Tcp { from_a: bool, flags: u8, consistent: bool, seq: u32, ack: u32, opts: Vec<u8>, payload: u8, harm: Harm },
+    /// FAR's ICMP error (type 3 code 4 or type 11) quoting the last segment it received,
+    /// the quote cut to `quote` bytes past its IP header.
+    IcmpError { time_exceeded: bool, quote: u8, harm: Harm },
+}
+
+/// What the adversary does to a frame after building it.
+#[derive(Clone, Debug)]
+struct Harm {
+    /// (offset past the Ethernet header, xor mask): a byte changed.
+    change: Option<(u16, u8)>,
+    /// Bytes cut off the end (the IPv4 total length left as it was).
+    cut: u8,
+    /// The checksums recomputed after the change (so the header is odd but consistent).
+    refix: bool,
+}
+
+fn harm() -> impl Strategy<Value = Harm> {
+    let change = prop_oneof![3 => Just(None), 1 => (0u16..80, 1u8..=255).prop_map(Some)];
+    let cut = prop_oneof![6 => Just(0u8), 1 => 1u8..40];
+    (change, cut, any::<bool>()).prop_map(|(change, cut, refix)| Harm { change, cut, refix })
+}
+
+/// TCP options, well formed or not: MSS, window scale, SACK-permitted, timestamps, SACK
+/// blocks, NOPs, an end, or arbitrary bytes; padded to a multiple of 4, at most 40.
+fn options() -> impl Strategy<Value = Vec<u8>> {
+    let atom = prop_oneof![
+        any::<u16>().prop_map(|m| vec![2, 4, (m >> 8) as u8, m as u8]),
+        Just(vec![3, 3, 7]),
+        Just(vec![4, 2]),
+        any::<[u8; 8]>().prop_map(|t| [&[8u8, 10][..], &t[..]].concat()),
+        (1usize..4, any::<[u8; 24]>()).prop_map(|(n, e)| [&[5u8, (2 + 8 * n) as u8][..], &e[..8 * n]].concat()),
+        Just(vec![1]),
+        Just(vec![0]),
+        proptest::collection::vec(any::<u8>(), 1..6),
+    ];
+    proptest::collection::vec(atom, 0..5).prop_map(|atoms| {
+        let mut o: Vec<u8> = atoms.concat();
+        o.truncate(40);
+        o.resize(o.len().div_ceil(4) * 4, 1);
+        o
+    })
+}
+
+fn step() -> impl Strategy<Value = Send> {
+    let flags = prop_oneof![Just(SYN), Just(SYN | ACK), Just(ACK), Just(ACK | 0x08), Just(ACK | 0x01), Just(0x04), any::<u8>()];
+    let tcp = (any::<bool>(), flags, prop::bool::weighted(0.8), any::<u32>(), any::<u32>(), options(), prop_oneof![Just(0u8), 1u8..64], harm())
+        .prop_map(|(from_a, flags, consistent, seq, ack, opts, payload, harm)| Send::Tcp { from_a, flags, consistent, seq, ack, opts, payload, harm });
+    let icmp = (any::<bool>(), 0u8..60, harm()).prop_map(|(time_exceeded, quote, harm)| Send::IcmpError { time_exceeded, quote, harm });
+    prop_oneof![8 => tcp, 1 => icmp]
+}
+
+/// The connection as each end knows it: the next numbers and what the far end saw last.
+struct Conversation {
+    w: Worker<ReplayRx, Capture, CountingTx>,
+    a_next: u32,
+    far_next: u32,
+    /// The next sequence number of the other end, in the numbers this end receives.
+    a_acks: u32,
+    far_acks: u32,
+    /// A's address and port as FAR sees them.
+    a_seen: (Ipv4Addr, u16),
+    /// The last IPv4 packet FAR received.
+    far_got: Option<Vec<u8>>,
+}
+
+impl Conversation {
+    fn new(rules: &str) -> Conversation {
+        let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
+        let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
+        let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+        let rules = CompiledRules::parse(rules, Path::new("adversary.conf"), &ifaces).unwrap();
+        w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 11));
+        Conversation { w, a_next: 1000, far_next: 9_000_000, a_acks: 0, far_acks: 0, a_seen: (A_HOST, 40000), far_got: None }
+    }
+
+    /// Builds `s`'s frame, sends it, and checks what leaves.
+    fn send(&mut self, s: &Send) -> Result<(), TestCaseError> {
+        let (port, frame, harm) = match s {
+            Send::Tcp { from_a, flags, consistent, seq, ack, opts, payload, harm } => {
+                let (seq, ack) = match (consistent, from_a) {
+                    (true, true) => (self.a_next, self.a_acks),
+                    (true, false) => (self.far_next, self.far_acks),
+                    (false, _) => (*seq, *ack),
+                };
+                let f = if *from_a {
+                    tcp_frame(0, (A_HOST, 40000), (FAR, 80), *flags, seq, ack, opts, *payload)
+                } else {
+                    tcp_frame(1, (FAR, 80), self.a_seen, *flags, seq, ack, opts, *payload)
+                };
+                if *consistent {
+                    let used = u32::from(*payload) + u32::from(flags & (SYN | 0x01) != 0);
+                    let next = if *from_a { &mut self.a_next } else { &mut self.far_next };
+                    *next = next.wrapping_add(used);
+                }
+                (if *from_a { 0 } else { 1 }, f, harm)
+            }
+            Send::IcmpError { time_exceeded, quote, harm } => {
+                let Some(got) = &self.far_got else { return Ok(()) };
+                (1, icmp_error(got, *time_exceeded, usize::from(*quote)), harm)
+            }
+        };
+        let (frame, intact) = harmed(frame, harm);
+        let before = self.w.counts();
+        self.w.rx[port] = ReplayRx::new(port as u16, vec![frame]).once();
+        while !self.w.rx[port].finished() {
+            self.w.poll();
+        }
+        accounted(&before, &self.w.counts())?;
+        for out in 0..2 {
+            for g in std::mem::take(&mut self.w.tx[out].frames) {
+                if intact {
+                    checksums_hold(&g)?;
+                }
+                self.learn(out, &g);
+            }
+        }
+        Ok(())
+    }
+
+    /// What an end learns from a frame it receives: the other end's next number, and, for
+    /// FAR, A's address and port after NAT.
+    fn learn(&mut self, out: usize, g: &[u8]) {
+        let Some(ip) = g.get(14..) else { return };
+        if ip.len() < 40 || ip[0] != 0x45 || ip[9] != 6 {
+            return;
+        }
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+        let hlen = usize::from(ip[32] >> 4) * 4;
+        let seq = u32::from_be_bytes([ip[24], ip[25], ip[26], ip[27]]);
+        let used = total.saturating_sub(20 + hlen) as u32 + u32::from(ip[33] & (SYN | 0x01) != 0);
+        if out == 1 {
+            self.far_acks = seq.wrapping_add(used);
+            self.a_seen = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), u16::from_be_bytes([ip[20], ip[21]]));
+            self.far_got = Some(ip[..total].to_vec());
+        } else if ip[33] & 0x04 == 0 {
+            self.a_acks = seq.wrapping_add(used);
+        }
+    }
+}
+
+/// An untagged IPv4 TCP frame received on `port`, checksums correct.
+#[allow(clippy::too_many_arguments)]
+fn tcp_frame(port: u16, src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), flags: u8, seq: u32, ack: u32, opts: &[u8], payload: u8) -> Vec<u8> {
+    let mut f = frames::tcp(port, src.0, src.1, dst.0, dst.1, flags, seq, ack);
+    f.truncate(34 + 20);
+    f.extend_from_slice(opts);
+    f.extend((0..payload).map(|i| i.wrapping_mul(37)));
+    f[46] = (((20 + opts.len()) / 4) << 4) as u8;
+    let total = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    fix(&mut f);
+    f
+}
+
+/// FAR's ICMP error about `got` (the IPv4 packet it received), from FAR to its source.
+fn icmp_error(got: &[u8], time_exceeded: bool, quote: usize) -> Vec<u8> {
+    let quoted = &got[..(20 + quote).min(got.len())];
+    let mut f = frames::tcp(1, FAR, 80, Ipv4Addr::new(got[12], got[13], got[14], got[15]), 1, 0, 0, 0);
+    f.truncate(34);
+    f[23] = 1;
+    let (ty, code) = if time_exceeded { (11, 0) } else { (3, 4) };
+    f.extend_from_slice(&[ty, code, 0, 0, 0, 0, 0x05, 0x00]);
+    f.extend_from_slice(quoted);
+    let total = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    fix(&mut f);
+    f
+}
+
+/// The frame as the adversary leaves it, and whether its checksums still held as sent.
+fn harmed(mut f: Vec<u8>, h: &Harm) -> (Vec<u8>, bool) {
+    if let Some((at, x)) = h.change {
+        let at = 14 + usize::from(at) % (f.len() - 14);
+        f[at] ^= x;
+    }
+    f.truncate(f.len().saturating_sub(usize::from(h.cut)).max(15));
+    if h.refix {
+        fix(&mut f);
+    }
+    let intact = checksums_hold(&f).is_ok();
+    (f, intact)
+}
+
+/// Recomputes the IPv4 header checksum and the TCP or ICMP checksum of `f`, as far as its
+/// bytes let it.
+fn fix(f: &mut [u8]) {
+    let Some(ip) = f.get_mut(14..) else { return };
+    let hlen = usize::from(ip.first().map_or(0, |b| b & 0xf)) * 4;
+    if hlen < 20 || ip.len() < hlen {
+        return;
+    }
+    ip[10..12].fill(0);
+    let c = wire::checksum::checksum(&ip[..hlen]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if total > ip.len() || total < hlen {
+        return;
+    }
+    match ip[9] {
+        6 if total >= hlen + 20 && hlen == 20 => {
+            ip[hlen + 16..hlen + 18].fill(0);
+            let c = frames::tcp_checksum(&ip[..total]);
+            ip[hlen + 16..hlen + 18].copy_from_slice(&c.to_be_bytes());
+        }
+        1 if total >= hlen + 8 => {
+            fix_quoted(&mut ip[hlen + 8..total]);
+            ip[hlen + 2..hlen + 4].fill(0);
+            let c = wire::checksum::checksum(&ip[hlen..total]);
+            ip[hlen + 2..hlen + 4].copy_from_slice(&c.to_be_bytes());
+        }
+        _ => {}
+    }
+}
+
+/// The header checksum of the IPv4 packet an ICMP error quotes (before the ICMP checksum,
+/// which covers it), if the whole header is there.
+fn fix_quoted(q: &mut [u8]) {
+    if q.len() >= 20 && q[0] == 0x45 {
+        q[10..12].fill(0);
+        let c = wire::checksum::checksum(&q[..20]);
+        q[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// Whether the checksums of `f` hold, recomputed from scratch: the IPv4 header's, the TCP
+/// segment's (when the whole segment is there), the ICMP message's.
+fn checksums_hold(f: &[u8]) -> Result<(), TestCaseError> {
+    let mut g = f.to_vec();
+    fix(&mut g);
+    prop_assert_eq!(&g, &f.to_vec(), "checksums of a frame that left");
+    Ok(())
+}
+
+/// The packet the worker just received was counted exactly once.
+fn accounted(before: &Counts, after: &Counts) -> Result<(), TestCaseError> {
+    let rx = after.rx - before.rx;
+    let out = (after.forwarded - before.forwarded) + (after.local - before.local) + (after.slow_path - before.slow_path) + (after.dropped() - before.dropped());
+    prop_assert_eq!(rx, out, "{:?}", after);
+    Ok(())
+}
+
+proptest! {
+    // PROPTEST_CASES raises the number of conversations (the default here: 200).
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(200), ..ProptestConfig::default() })]
+
+    #[test]
+    fn an_adversarys_conversation_through_every_rewrite(steps in proptest::collection::vec(step(), 1..40)) {
+        let mut c = Conversation::new(&format!("{SCRUB}{FILTER}"));
+        for s in &steps {
+            c.send(s)?;
+        }
+    }
+
+    #[test]
+    fn the_same_behind_nat(steps in proptest::collection::vec(step(), 1..40)) {
+        let mut c = Conversation::new(&format!("{SCRUB}{NAT}{FILTER}"));
+        for s in &steps {
+            c.send(s)?;
+        }
+    }
+}
+
+/// The adversary's honest case: a real connection's handshake and data both ways get
+/// through, so the properties above are not met by dropping everything.
+#[test]
+fn an_honest_conversation_gets_through() {
+    for rules in [format!("{SCRUB}{FILTER}"), format!("{SCRUB}{NAT}{FILTER}")] {
+        let mut c = Conversation::new(&rules);
+        let mss = [2, 4, 0x05, 0xb4];
+        let script = [(true, SYN), (false, SYN | ACK), (true, ACK), (true, ACK | 0x08), (false, ACK | 0x08), (true, ACK)];
+        for (from_a, flags) in script {
+            let payload = if flags & 0x08 != 0 { 30 } else { 0 };
+            let opts = if flags & SYN != 0 { mss.to_vec() } else { Vec::new() };
+            c.send(&Send::Tcp { from_a, flags, consistent: true, seq: 0, ack: 0, opts, payload, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
+        }
+        let counts = c.w.counts();
+        assert_eq!((counts.forwarded, counts.dropped()), (6, 0), "{rules}: {counts:?}");
+    }
+}
