@@ -133,7 +133,7 @@ fn shift(tcp: &mut [u8], at: usize, delta: u32, sum: &mut u16) {
     b.copy_from_slice(&new.to_be_bytes());
     // A field at an odd offset (a SACK edge behind unpadded options) straddles three words:
     // its bytes count with their places in each half swapped.
-    let (old, new) = if at % 2 == 0 { (old, new) } else { (swap_halves(old), swap_halves(new)) };
+    let (old, new) = if at.is_multiple_of(2) { (old, new) } else { (swap_halves(old), swap_halves(new)) };
     *sum = update32(*sum, old, new);
 }
 
