@@ -6,7 +6,7 @@
 //! packet counted once, and every frame that leaves with checksums that held when it came
 //! in leaves with checksums that hold (IPv4 header, TCP, ICMP, and the quoted IPv4 header).
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,19 +19,21 @@ use io::pool::FramePool;
 use proptest::prelude::*;
 
 mod frames;
-use frames::world::{A_HOST, FAR, fib, ifaces};
+use frames::world::{A_HOST, A6, FAR, FAR6, fib, ifaces};
 use frames::{Capture, RX_MAC, TX_MAC};
 
 const SCRUB: &str = "scrub on if1 all max-mss 1200 random-id no-df min-ttl 10 set-tos 0x10\n";
 const FILTER: &str = "block return all
 pass in on if0 proto tcp from any to any port 80 tag LAN modulate state
-pass in on if0 proto icmp all keep state
+pass in on if0 proto { icmp, icmp6 } all keep state
 pass out on if1 tagged LAN keep state
-pass out on if1 proto icmp all keep state
+pass out on if1 proto { icmp, icmp6 } all keep state
 ";
 const NAT: &str = "nat on if1 from 198.18.0.0/24 to any -> 198.19.0.1\n";
 
+const FIN: u8 = 0x01;
 const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
 const ACK: u8 = 0x10;
 
 /// One step of the adversary: who sends what.
@@ -94,25 +96,29 @@ fn step() -> impl Strategy<Value = Send> {
 /// The connection as each end knows it: the next numbers and what the far end saw last.
 struct Conversation {
     w: Worker<ReplayRx, Capture, CountingTx>,
+    /// A's and FAR's addresses: IPv4 or IPv6.
+    a: IpAddr,
+    far: IpAddr,
     a_next: u32,
     far_next: u32,
     /// The next sequence number of the other end, in the numbers this end receives.
     a_acks: u32,
     far_acks: u32,
     /// A's address and port as FAR sees them.
-    a_seen: (Ipv4Addr, u16),
-    /// The last IPv4 packet FAR received.
+    a_seen: (IpAddr, u16),
+    /// The last IP packet FAR received.
     far_got: Option<Vec<u8>>,
 }
 
 impl Conversation {
-    fn new(rules: &str) -> Conversation {
+    fn new(rules: &str, v6: bool) -> Conversation {
         let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
         let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
         let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
         let rules = CompiledRules::parse(rules, Path::new("adversary.conf"), &ifaces).unwrap();
         w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 11));
-        Conversation { w, a_next: 1000, far_next: 9_000_000, a_acks: 0, far_acks: 0, a_seen: (A_HOST, 40000), far_got: None }
+        let (a, far): (IpAddr, IpAddr) = if v6 { (A6.into(), FAR6.into()) } else { (A_HOST.into(), FAR.into()) };
+        Conversation { w, a, far, a_next: 1000, far_next: 9_000_000, a_acks: 0, far_acks: 0, a_seen: (a, 40000), far_got: None }
     }
 
     /// Builds `s`'s frame, sends it, and checks what leaves.
@@ -124,13 +130,10 @@ impl Conversation {
                     (true, false) => (self.far_next, self.far_acks),
                     (false, _) => (*seq, *ack),
                 };
-                let f = if *from_a {
-                    tcp_frame(0, (A_HOST, 40000), (FAR, 80), *flags, seq, ack, opts, *payload)
-                } else {
-                    tcp_frame(1, (FAR, 80), self.a_seen, *flags, seq, ack, opts, *payload)
-                };
+                let segment = Segment { flags: *flags, seq, ack, opts, payload: *payload };
+                let f = if *from_a { tcp_frame(0, (self.a, 40000), (self.far, 80), &segment) } else { tcp_frame(1, (self.far, 80), self.a_seen, &segment) };
                 if *consistent {
-                    let used = u32::from(*payload) + u32::from(flags & (SYN | 0x01) != 0);
+                    let used = u32::from(*payload) + u32::from(flags & (SYN | FIN) != 0);
                     let next = if *from_a { &mut self.a_next } else { &mut self.far_next };
                     *next = next.wrapping_add(used);
                 }
@@ -138,7 +141,7 @@ impl Conversation {
             }
             Send::IcmpError { time_exceeded, quote, harm } => {
                 let Some(got) = &self.far_got else { return Ok(()) };
-                (1, icmp_error(got, *time_exceeded, usize::from(*quote)), harm)
+                (1, icmp_error(self.far, got, *time_exceeded, usize::from(*quote)), harm)
             }
         };
         let (frame, intact) = harmed(frame, harm);
@@ -159,54 +162,97 @@ impl Conversation {
         Ok(())
     }
 
-    /// What an end learns from a frame it receives: the other end's next number, and, for
-    /// FAR, A's address and port after NAT.
+    /// What an end learns from a TCP segment it receives: the other end's next number, and,
+    /// for FAR, A's address and port after NAT.
     fn learn(&mut self, out: usize, g: &[u8]) {
         let Some(ip) = g.get(14..) else { return };
-        if ip.len() < 40 || ip[0] != 0x45 || ip[9] != 6 {
-            return;
-        }
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-        let hlen = usize::from(ip[32] >> 4) * 4;
-        let seq = u32::from_be_bytes([ip[24], ip[25], ip[26], ip[27]]);
-        let used = total.saturating_sub(20 + hlen) as u32 + u32::from(ip[33] & (SYN | 0x01) != 0);
+        let Some((src, total, l4)) = tcp_in(ip) else { return };
+        let tcp = &ip[l4..total];
+        let hlen = usize::from(tcp[12] >> 4) * 4;
+        let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
+        let used = (total - l4).saturating_sub(hlen) as u32 + u32::from(tcp[13] & (SYN | FIN) != 0);
         if out == 1 {
             self.far_acks = seq.wrapping_add(used);
-            self.a_seen = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), u16::from_be_bytes([ip[20], ip[21]]));
+            self.a_seen = (src, u16::from_be_bytes([tcp[0], tcp[1]]));
             self.far_got = Some(ip[..total].to_vec());
-        } else if ip[33] & 0x04 == 0 {
+        } else if tcp[13] & RST == 0 {
             self.a_acks = seq.wrapping_add(used);
         }
     }
 }
 
-/// An untagged IPv4 TCP frame received on `port`, checksums correct.
-#[allow(clippy::too_many_arguments)]
-fn tcp_frame(port: u16, src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), flags: u8, seq: u32, ack: u32, opts: &[u8], payload: u8) -> Vec<u8> {
-    let mut f = frames::tcp(port, src.0, src.1, dst.0, dst.1, flags, seq, ack);
-    f.truncate(34 + 20);
-    f.extend_from_slice(opts);
-    f.extend((0..payload).map(|i| i.wrapping_mul(37)));
-    f[46] = (((20 + opts.len()) / 4) << 4) as u8;
-    let total = (f.len() - 14) as u16;
-    f[16..18].copy_from_slice(&total.to_be_bytes());
+/// The source, total length and TCP header offset of `ip`, an IPv4 or IPv6 packet carrying
+/// a whole TCP header (no options, no extension headers).
+fn tcp_in(ip: &[u8]) -> Option<(IpAddr, usize, usize)> {
+    let (src, total, l4, next): (IpAddr, usize, usize, u8) = match *ip.first()? >> 4 {
+        4 if ip.len() >= 20 && ip[0] == 0x45 => (Ipv4Addr::from(<[u8; 4]>::try_from(&ip[12..16]).ok()?).into(), usize::from(u16::from_be_bytes([ip[2], ip[3]])), 20, ip[9]),
+        6 if ip.len() >= 40 => (Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).ok()?).into(), 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])), 40, ip[6]),
+        _ => return None,
+    };
+    (next == 6 && total <= ip.len() && total >= l4 + 20).then_some((src, total, l4))
+}
+
+/// A TCP segment's fields.
+struct Segment<'a> {
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    opts: &'a [u8],
+    payload: u8,
+}
+
+/// An untagged IPv4 or IPv6 frame received on `port` carrying `s` from `src` to `dst`,
+/// checksums correct.
+fn tcp_frame(port: u16, src: (IpAddr, u16), dst: (IpAddr, u16), s: &Segment) -> Vec<u8> {
+    let mut tcp = Vec::with_capacity(80);
+    tcp.extend_from_slice(&src.1.to_be_bytes());
+    tcp.extend_from_slice(&dst.1.to_be_bytes());
+    tcp.extend_from_slice(&s.seq.to_be_bytes());
+    tcp.extend_from_slice(&s.ack.to_be_bytes());
+    tcp.extend_from_slice(&[(((20 + s.opts.len()) / 4) << 4) as u8, s.flags, 0xff, 0xff, 0, 0, 0, 0]);
+    tcp.extend_from_slice(s.opts);
+    tcp.extend((0..s.payload).map(|i| i.wrapping_mul(37)));
+    ip_frame(port, src.0, dst.0, 6, &tcp)
+}
+
+/// An Ethernet frame received on `port` with an IP header from `src` to `dst` (TTL / hop
+/// limit 64) carrying `payload` of protocol `proto`, its checksums filled in.
+fn ip_frame(port: u16, src: IpAddr, dst: IpAddr, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + 40 + payload.len());
+    f.extend_from_slice(&(if port == 0 { RX_MAC } else { TX_MAC }).0);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x99]);
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, proto, 0, 0]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+            let total = (20 + payload.len()) as u16;
+            f[16..18].copy_from_slice(&total.to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[proto, 64]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+        }
+        _ => unreachable!("one family"),
+    }
+    f.extend_from_slice(payload);
     fix(&mut f);
     f
 }
 
-/// FAR's ICMP error about `got` (the IPv4 packet it received), from FAR to its source.
-fn icmp_error(got: &[u8], time_exceeded: bool, quote: usize) -> Vec<u8> {
-    let quoted = &got[..(20 + quote).min(got.len())];
-    let mut f = frames::tcp(1, FAR, 80, Ipv4Addr::new(got[12], got[13], got[14], got[15]), 1, 0, 0, 0);
-    f.truncate(34);
-    f[23] = 1;
-    let (ty, code) = if time_exceeded { (11, 0) } else { (3, 4) };
-    f.extend_from_slice(&[ty, code, 0, 0, 0, 0, 0x05, 0x00]);
-    f.extend_from_slice(quoted);
-    let total = (f.len() - 14) as u16;
-    f[16..18].copy_from_slice(&total.to_be_bytes());
-    fix(&mut f);
-    f
+/// FAR's ICMP or ICMPv6 error (destination unreachable, or time exceeded) about `got` (the
+/// IP packet it received), quoting its header and `quote` bytes more, to its source.
+fn icmp_error(far: IpAddr, got: &[u8], time_exceeded: bool, quote: usize) -> Vec<u8> {
+    let (to, hlen, proto, ty): (IpAddr, usize, u8, [u8; 2]) = match far {
+        IpAddr::V4(_) => (Ipv4Addr::from(<[u8; 4]>::try_from(&got[12..16]).unwrap()).into(), 20, 1, if time_exceeded { [11, 0] } else { [3, 4] }),
+        IpAddr::V6(_) => (Ipv6Addr::from(<[u8; 16]>::try_from(&got[8..24]).unwrap()).into(), 40, 58, if time_exceeded { [3, 0] } else { [1, 4] }),
+    };
+    let mut icmp = vec![ty[0], ty[1], 0, 0, 0, 0, 0x05, 0x00];
+    icmp.extend_from_slice(&got[..(hlen + quote).min(got.len())]);
+    ip_frame(1, far, to, proto, &icmp)
 }
 
 /// The frame as the adversary leaves it, and whether its checksums still held as sent.
@@ -223,39 +269,53 @@ fn harmed(mut f: Vec<u8>, h: &Harm) -> (Vec<u8>, bool) {
     (f, intact)
 }
 
-/// Recomputes the IPv4 header checksum and the TCP or ICMP checksum of `f`, as far as its
-/// bytes let it.
+/// Recomputes the checksums of `f` as far as its bytes let it: the IPv4 header's, and the
+/// TCP segment's or the ICMP(v6) message's (after the quoted IPv4 header's, which it covers).
 fn fix(f: &mut [u8]) {
     let Some(ip) = f.get_mut(14..) else { return };
-    let hlen = usize::from(ip.first().map_or(0, |b| b & 0xf)) * 4;
-    if hlen < 20 || ip.len() < hlen {
-        return;
-    }
-    ip[10..12].fill(0);
-    let c = wire::checksum::checksum(&ip[..hlen]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if total > ip.len() || total < hlen {
-        return;
-    }
-    match ip[9] {
-        6 if total >= hlen + 20 && hlen == 20 => {
-            ip[hlen + 16..hlen + 18].fill(0);
-            let c = frames::tcp_checksum(&ip[..total]);
-            ip[hlen + 16..hlen + 18].copy_from_slice(&c.to_be_bytes());
+    let Some(&first) = ip.first() else { return };
+    let (hlen, total, proto, pseudo) = match first >> 4 {
+        4 => {
+            let hlen = usize::from(first & 0xf) * 4;
+            if hlen < 20 || ip.len() < hlen {
+                return;
+            }
+            ip[10..12].fill(0);
+            let c = wire::checksum::checksum(&ip[..hlen]);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            if total > ip.len() || total < hlen {
+                return;
+            }
+            let (s, d) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+            let pseudo = if ip[9] == 6 { wire::checksum::pseudo_header_v4(&s, &d, 6, (total - hlen) as u32) } else { 0 };
+            (hlen, total, ip[9], pseudo)
         }
-        1 if total >= hlen + 8 => {
+        6 if ip.len() >= 40 => {
+            let total = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            if total > ip.len() {
+                return;
+            }
+            let s = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap());
+            let d = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap());
+            (40, total, ip[6], wire::checksum::pseudo_header_v6(&s, &d, ip[6], (total - 40) as u32))
+        }
+        _ => return,
+    };
+    let at = match proto {
+        6 if total >= hlen + 20 => 16,
+        1 | 58 if total >= hlen + 8 => {
             fix_quoted(&mut ip[hlen + 8..total]);
-            ip[hlen + 2..hlen + 4].fill(0);
-            let c = wire::checksum::checksum(&ip[hlen..total]);
-            ip[hlen + 2..hlen + 4].copy_from_slice(&c.to_be_bytes());
+            2
         }
-        _ => {}
-    }
+        _ => return,
+    };
+    ip[hlen + at..hlen + at + 2].fill(0);
+    let c = !wire::checksum::fold(u64::from(pseudo) + u64::from(wire::checksum::sum(&ip[hlen..total])));
+    ip[hlen + at..hlen + at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
-/// The header checksum of the IPv4 packet an ICMP error quotes (before the ICMP checksum,
-/// which covers it), if the whole header is there.
+/// The header checksum of the IPv4 packet an ICMP error quotes, if its whole header is there.
 fn fix_quoted(q: &mut [u8]) {
     if q.len() >= 20 && q[0] == 0x45 {
         q[10..12].fill(0);
@@ -264,8 +324,7 @@ fn fix_quoted(q: &mut [u8]) {
     }
 }
 
-/// Whether the checksums of `f` hold, recomputed from scratch: the IPv4 header's, the TCP
-/// segment's (when the whole segment is there), the ICMP message's.
+/// Whether the checksums of `f` hold, recomputed from scratch.
 fn checksums_hold(f: &[u8]) -> Result<(), TestCaseError> {
     let mut g = f.to_vec();
     fix(&mut g);
@@ -286,8 +345,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(200), ..ProptestConfig::default() })]
 
     #[test]
-    fn an_adversarys_conversation_through_every_rewrite(steps in proptest::collection::vec(step(), 1..40)) {
-        let mut c = Conversation::new(&format!("{SCRUB}{FILTER}"));
+    fn an_adversarys_conversation_through_every_rewrite(v6 in any::<bool>(), steps in proptest::collection::vec(step(), 1..40)) {
+        let mut c = Conversation::new(&format!("{SCRUB}{FILTER}"), v6);
         for s in &steps {
             c.send(s)?;
         }
@@ -295,7 +354,7 @@ proptest! {
 
     #[test]
     fn the_same_behind_nat(steps in proptest::collection::vec(step(), 1..40)) {
-        let mut c = Conversation::new(&format!("{SCRUB}{NAT}{FILTER}"));
+        let mut c = Conversation::new(&format!("{SCRUB}{NAT}{FILTER}"), false);
         for s in &steps {
             c.send(s)?;
         }
@@ -306,8 +365,8 @@ proptest! {
 /// through, so the properties above are not met by dropping everything.
 #[test]
 fn an_honest_conversation_gets_through() {
-    for rules in [format!("{SCRUB}{FILTER}"), format!("{SCRUB}{NAT}{FILTER}")] {
-        let mut c = Conversation::new(&rules);
+    for (rules, v6) in [(format!("{SCRUB}{FILTER}"), false), (format!("{SCRUB}{FILTER}"), true), (format!("{SCRUB}{NAT}{FILTER}"), false)] {
+        let mut c = Conversation::new(&rules, v6);
         let mss = [2, 4, 0x05, 0xb4];
         let script = [(true, SYN), (false, SYN | ACK), (true, ACK), (true, ACK | 0x08), (false, ACK | 0x08), (true, ACK)];
         for (from_a, flags) in script {
@@ -315,7 +374,8 @@ fn an_honest_conversation_gets_through() {
             let opts = if flags & SYN != 0 { mss.to_vec() } else { Vec::new() };
             c.send(&Send::Tcp { from_a, flags, consistent: true, seq: 0, ack: 0, opts, payload, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
         }
+        c.send(&Send::IcmpError { time_exceeded: false, quote: 8, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
         let counts = c.w.counts();
-        assert_eq!((counts.forwarded, counts.dropped()), (6, 0), "{rules}: {counts:?}");
+        assert_eq!((counts.forwarded, counts.dropped()), (7, 0), "{rules} (IPv6: {v6}): {counts:?}");
     }
 }
