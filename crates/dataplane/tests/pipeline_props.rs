@@ -1,6 +1,8 @@
 //! Property tests of the whole forwarding node: arbitrary frames never panic it, and every
 //! received packet is accounted for exactly once (forwarded, local, slow path, or one drop
-//! reason), also with 802.1Q sub-interfaces, a small MTU and ICMP errors on.
+//! reason), also with 802.1Q sub-interfaces, a small MTU and ICMP errors on, and through a
+//! firewall whose rules use every part of it (frames with valid IP headers and random
+//! contents, so that they get past the checks the firewall sits behind).
 
 use dataplane::{Fib, FibControl, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
@@ -89,8 +91,78 @@ fn all_accounted_for(mut w: Worker<ReplayRx, CountingTx, CountingTx>, n: u64) ->
     Ok(())
 }
 
+/// Every part of the firewall at once: scrub, NAT (nat, rdr), `block return`, tags, keep
+/// and modulate state with source tracking and overload, an ICMP type list.
+const KITCHEN_SINK: &str = "table <abusers> persist
+scrub in on a all max-mss 1000 random-id no-df min-ttl 30 set-tos 0x08
+nat on b from 198.18.0.0/16 to any -> 198.19.0.1
+rdr on b proto tcp from any to 198.19.0.1 port 8080 -> 198.18.0.9 port 80
+block return all
+block in quick from <abusers>
+pass in on a proto tcp from any to any flags S/SA modulate state (max-src-conn 50, max-src-conn-rate 20/5, overload <abusers> flush) tag IN
+pass in on a proto udp all keep state (max 100)
+pass in on a inet proto icmp icmp-type { echoreq, unreach } keep state
+pass in on a inet6 proto icmp6 all keep state allow-opts
+pass in on b proto tcp to 198.18.0.9 port 80 keep state
+pass out on b tagged IN keep state
+pass out on b proto { udp, icmp, icmp6 } all keep state
+";
+
+fn worker_firewall(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx> {
+    let ifaces = |name: &str| ["a", "b"].iter().position(|n| *n == name).map(|i| i as u16);
+    let rules = dataplane::filter::CompiledRules::parse(KITCHEN_SINK, std::path::Path::new("sink.conf"), &ifaces).unwrap();
+    let mut w = worker(frames);
+    w.set_firewall(dataplane::filter::Firewall::new(dataplane::filter::RulesSlot::new(Arc::new(rules)), 3));
+    w.set_icmp_rate(1_000_000);
+    w
+}
+
+/// A frame to the router from behind port a with a valid IPv4 or IPv6 header (options or
+/// extension headers, fragments, any protocol, few addresses so that flows repeat) and
+/// random contents behind it.
+fn frame_with_valid_ip() -> impl Strategy<Value = Vec<u8>> {
+    let proto = prop_oneof![Just(6u8), Just(17), Just(1), Just(58), Just(0), Just(44), Just(60), any::<u8>()];
+    let frag = prop_oneof![4 => Just(0u16), 1 => Just(0x2000), 1 => any::<u16>()];
+    (any::<bool>(), proto, frag, 0usize..3, 0u8..4, 0u8..4, proptest::collection::vec(any::<u8>(), 0..120)).prop_map(|(v6, proto, frag, opt_words, src, dst, rest)| {
+        let mut f = RX_MAC.0.to_vec();
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 0xa1]);
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(rest.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[proto, 64]);
+            f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0xa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2 + src]);
+            f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0xf, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 + dst]);
+        } else {
+            let hlen = 20 + 4 * opt_words;
+            f.extend_from_slice(&[0x08, 0x00, 0x40 | (hlen / 4) as u8, 0]);
+            f.extend_from_slice(&((hlen + rest.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&[0x12, 0x34]);
+            f.extend_from_slice(&frag.to_be_bytes());
+            f.extend_from_slice(&[64, proto, 0, 0, 198, 18, 0, 2 + src, 198, 19, 0, 1 + dst]);
+            f.extend(std::iter::repeat_n(1, 4 * opt_words));
+            let c = wire::checksum::checksum(&f[14..14 + hlen]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        f.extend_from_slice(&rest);
+        f
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn every_packet_is_accounted_for_through_the_firewall(frames in proptest::collection::vec(prop_oneof![3 => frame_with_valid_ip(), 1 => frame()], 1..300)) {
+        let n = frames.len() as u64;
+        let mut w = worker_firewall(frames);
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+        let c = w.counts();
+        prop_assert_eq!(c.rx, n);
+        prop_assert_eq!(c.forwarded + c.local + c.slow_path + c.dropped(), n);
+        prop_assert_eq!(w.pool.available(), 300, "every frame back in the pool");
+    }
+
     #[test]
     fn every_packet_is_accounted_for(frames in proptest::collection::vec(frame(), 1..300)) {
         let n = frames.len() as u64;
