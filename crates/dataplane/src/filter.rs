@@ -548,6 +548,13 @@ impl QuickPass<'_> {
         self.counted(hit, len)
     }
 
+    /// [`udp_v4`](Self::udp_v4) for an IPv6 UDP flow ([`keys::lean_udp_v6`]).
+    #[inline(always)]
+    pub(crate) fn udp_v6(&mut self, flow: &Flow, len: u16) -> bool {
+        let hit = self.hits.udp(flow);
+        self.counted(hit, len)
+    }
+
     /// Counts a quick hit (the rule of its state) of `len` bytes.
     #[inline(always)]
     fn counted(&mut self, hit: Option<u32>, len: u16) -> bool {
@@ -787,7 +794,8 @@ impl Firewall {
         if self.states.is_empty() {
             return self.inbound_as(key, tcp, None, v);
         }
-        match self.states.lookup(key, tcp, self.now) {
+        let flow = Flow::of(key);
+        match self.states.lookup_flow(&flow, tcp, key.tcp_flags, self.now) {
             StateLookup::Hit { id, verdict, .. } => {
                 let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
                 self.count(rule, key.len);
@@ -795,7 +803,7 @@ impl Firewall {
                 if let StateVerdict::Drop(d) = verdict {
                     return Err(state_drop_reason(d));
                 }
-                let hit = Hit::of(id, key);
+                let hit = Hit { id, from_a: flow.from_a() };
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
                     return Ok(None);
                 }

@@ -3,7 +3,7 @@
 //! the TCP fields that state tracking needs.
 
 use fw::packet::{Af, Dir, PacketKey, proto};
-use fw::state::{FlowV4, TcpSegment};
+use fw::state::{Flow, FlowV4, TcpSegment};
 use wire::{Ipv4Packet, Ipv6Packet, UdpPacket};
 
 /// The state-table flow and IP length of an IPv4 UDP or TCP packet, read straight from its
@@ -47,6 +47,32 @@ pub(crate) fn lean_udp_v4(h: &[u8; 28]) -> Option<(FlowV4, u16)> {
 #[inline]
 pub(crate) fn is_udp_v4(frame: &[u8], l3: usize) -> bool {
     frame.get(l3 + 9) == Some(&proto::UDP)
+}
+
+/// [`lean_udp_v4`] for IPv6: a UDP datagram right behind the IPv6 header (no extension
+/// header) whose length field fits in the payload. `h`: 48 bytes from the IPv6 header on,
+/// with the same guarantee as there (the classify pass checked the payload length against
+/// the frame). The flow is [`Flow::v6`]'s; the length, the key's (header and payload).
+#[inline(always)]
+pub(crate) fn lean_udp_v6(h: &[u8; 48]) -> Option<(Flow, u16)> {
+    let payload = u16::from_be_bytes([h[4], h[5]]);
+    let udp_len = u16::from_be_bytes([h[44], h[45]]);
+    if h[0] >> 4 != 6 || h[6] != proto::UDP || udp_len < 8 || udp_len > payload {
+        return None;
+    }
+    let addr = |at: usize| u128::from_be_bytes(h[at..at + 16].try_into().unwrap_or_default());
+    let port = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+    let flow = Flow::v6(proto::UDP, addr(8), port(40), addr(24), port(42));
+    Some((flow, payload.saturating_add(40)))
+}
+
+/// Whether the IPv6 packet at `l3` of `frame` may be UDP although [`lean_udp_v6`] rejected
+/// it: UDP with an odd length, or behind extension headers (any next header but TCP,
+/// ICMPv6 and "no next header" may lead to UDP; the quick loop leaves the rest of the
+/// batch behind such a packet).
+#[inline]
+pub(crate) fn may_be_udp_v6(frame: &[u8], l3: usize) -> bool {
+    !matches!(frame.get(l3 + 6), Some(&(proto::TCP | proto::ICMPV6 | 59)))
 }
 
 /// The total length of an IPv4 header [`lean_v4`] takes: version 4, IHL 5, not a fragment
@@ -303,7 +329,6 @@ pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(Packet
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fw::state::Flow;
     use proptest::prelude::*;
     use wire::TcpPacket;
 
@@ -378,6 +403,52 @@ mod tests {
                 _ => false,
             };
             prop_assert_eq!(lean.is_some(), v.header_len() == 20 && v.frag_offset() == 0 && !v.more_frags() && complete);
+        }
+    }
+
+    /// An IPv6 packet as the classify pass lets it through: a header with random next header
+    /// (UDP most often) and addresses, then up to 60 random bytes, the payload length at
+    /// most that (the rest: Ethernet padding).
+    fn packet_v6() -> impl Strategy<Value = Vec<u8>> {
+        let next = prop_oneof![4 => Just(proto::UDP), 1 => Just(proto::TCP), 1 => Just(0u8), 1 => Just(44u8), 1 => any::<u8>()];
+        (next, any::<u16>(), any::<[u8; 32]>(), proptest::collection::vec(any::<u8>(), 0..60), 0u16..70).prop_map(|(next, payload, addrs, rest, udp_len)| {
+            let payload = payload % (rest.len() as u16 + 1);
+            let mut b = vec![0x60, 0, 0, 0];
+            b.extend_from_slice(&payload.to_be_bytes());
+            b.extend_from_slice(&[next, 64]);
+            b.extend_from_slice(&addrs);
+            b.extend_from_slice(&rest);
+            if b.len() >= 46 {
+                b[44..46].copy_from_slice(&udp_len.to_be_bytes());
+            }
+            b
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        /// [`lean_udp_v6`] gives the full key's flow and length for every packet it accepts,
+        /// accepts every UDP datagram right behind the header whose length fits (packets the
+        /// classify pass accepts: the payload within the frame), and rejects no packet
+        /// [`may_be_udp_v6`] then calls anything but UDP.
+        #[test]
+        fn lean_v6_flow_is_the_key_flow(ip in packet_v6()) {
+            let payload = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            let mut frame = vec![0u8; 14];
+            frame.extend_from_slice(&ip);
+            let mut key = PacketKey { af: Af::Inet, dir: Dir::Out, iface: 0, proto: 0, src: 1, dst: 2, src_port: 3, dst_port: 4, tcp_flags: 5, len: 6, icmp_id: 0, ip_opts: false, route: 9, tag: 0 };
+            extract(&frame, 14, false, 7, &mut key, &mut None);
+            let lean = ip.first_chunk().and_then(lean_udp_v6);
+            if let Some((flow, len)) = lean {
+                prop_assert_eq!(flow, Flow::of(&key));
+                prop_assert_eq!(len, key.len);
+                prop_assert!(!key.ip_opts);
+            }
+            let complete = ip[6] == proto::UDP && wire::UdpPacket::new_checked(&ip[40..40 + payload]).is_ok();
+            prop_assert_eq!(lean.is_some(), complete);
+            if lean.is_none() && key.proto == proto::UDP {
+                prop_assert!(may_be_udp_v6(&frame, 14), "a UDP packet the quick loop cannot read stops it");
+            }
         }
     }
 

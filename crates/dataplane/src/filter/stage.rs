@@ -244,9 +244,13 @@ impl FilterStage {
         for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
             let Some(RoutedPacket { l3, v4, .. }) = step.routed() else { continue };
             let frame = pool.frame(*desc);
-            let lean = if v4 { frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4) } else { None };
-            let hit = lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len));
-            let q = Quick::of(hit, v4 && lean.is_none() && keys::is_udp_v4(frame, l3));
+            let q = if v4 {
+                let lean = frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4);
+                Quick::of(lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)), lean.is_none() && keys::is_udp_v4(frame, l3))
+            } else {
+                let lean = frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v6);
+                Quick::of(lean.is_some_and(|(flow, len)| quick.udp_v6(&flow, len)), lean.is_none() && keys::may_be_udp_v6(frame, l3))
+            };
             if !note(q, i, n, &mut self.settled, &mut self.left, &mut left) {
                 break;
             }

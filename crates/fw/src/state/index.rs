@@ -49,6 +49,25 @@ pub(super) fn find_v4(index: &[u64], slots: &[Entry], f: &FlowV4, h: u64, mut i:
     }
 }
 
+/// [`find_v4`] for any flow's key `k` (the quick lookups of IPv6 flows).
+#[inline(always)]
+pub(super) fn find_key(index: &[u64], slots: &[Entry], k: &FlowKey, h: u64, mut i: usize) -> Option<usize> {
+    let n = index.len();
+    loop {
+        let w = *index.get(i)?;
+        if w == EMPTY {
+            return None;
+        }
+        if (w ^ h) & TAG_MASK == 0 {
+            let id = (w as u32 as usize).wrapping_sub(1);
+            if slots.get(id).is_some_and(|e| e.key == *k) {
+                return Some(id);
+            }
+        }
+        i = next_word(i, n);
+    }
+}
+
 /// The word after `i` in an index of `len` words (linear probing wraps around).
 #[inline(always)]
 pub(super) fn next_word(i: usize, len: usize) -> usize {

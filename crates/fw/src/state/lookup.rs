@@ -25,9 +25,16 @@ impl StateTable {
     /// (`None`: flag-only sloppy tracking from `key.tcp_flags`). `now`: coarse clock, seconds.
     #[inline]
     pub fn lookup(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, now: u32) -> StateLookup {
-        let f = Flow::of(key);
+        self.lookup_flow(&Flow::of(key), tcp, key.tcp_flags, now)
+    }
+
+    /// [`lookup`](Self::lookup) of a packet whose flow the caller has built already
+    /// ([`Flow::of`] its key; `flags`: its TCP flags): the data plane keeps the flow's
+    /// orientation for the passes that follow.
+    #[inline]
+    pub fn lookup_flow(&mut self, f: &Flow, tcp: Option<&TcpSegment>, flags: u8, now: u32) -> StateLookup {
         let found = self.find(&f.key, self.hash(&f.key));
-        match self.track(found, f.from_a, f.key.proto(), tcp, key.tcp_flags, now) {
+        match self.track(found, f.from_a, f.key.proto(), tcp, flags, now) {
             Some(Tracked { id, from_init, verdict, .. }) => {
                 StateLookup::Hit { id: StateId(id as u32), dir_from_initiator: from_init, verdict }
             }

@@ -1,4 +1,4 @@
-//! The fast path's first loop: hits of established UDP flows over IPv4, the bulk of a
+//! The fast path's first loop: hits of established UDP flows (IPv4 and IPv6), the bulk of a
 //! stateful firewall's traffic, found with nothing but a probe and a deadline refresh.
 //!
 //! A UDP state's pseudo-states and timeout kind change only on some packets: after a packet
@@ -20,8 +20,8 @@
 //! packet whose full key could name a UDP state but that it does not give to the quick loop
 //! (the data plane: an IPv4 UDP packet with IP options, a fragment, an odd UDP length).
 
-use super::index::{find_v4, home_of};
-use super::{Entry, F_INIT_B, FlowV4, StateTable, Tmo, pseudo_states};
+use super::index::{find_key, find_v4, home_of};
+use super::{Entry, F_INIT_B, Flow, FlowV4, StateTable, Tmo, pseudo_states};
 use crate::state::flow::FlowHasher;
 
 /// A UDP packet from endpoint A (resp. B) of the key changes nothing but the deadline.
@@ -104,8 +104,24 @@ impl QuickHits<'_> {
     /// table (nothing the quick loop does moves index words).
     #[inline(always)]
     pub fn udp_v4_from(&mut self, f: &FlowV4, h: u64, i: usize) -> Option<u32> {
-        let steady = F_STEADY_A << u8::from(!f.from_a());
         let id = find_v4(self.index, self.slots, f, h, i)?;
+        self.hit(id, f.from_a())
+    }
+
+    /// [`udp_v4`](Self::udp_v4) for a UDP flow of either family ([`Flow::v6`], [`Flow::v4`]):
+    /// the data plane's for IPv6.
+    #[inline(always)]
+    pub fn udp(&mut self, f: &Flow) -> Option<u32> {
+        let h = self.hasher.hash(&f.key);
+        let id = find_key(self.index, self.slots, &f.key, h, home_of(h, self.index.len()))?;
+        self.hit(id, f.from_a)
+    }
+
+    /// The quick lookup's outcome for the state in slot `id`, found for a packet sent by
+    /// endpoint A of its key (`from_a`) or B.
+    #[inline(always)]
+    fn hit(&mut self, id: usize, from_a: bool) -> Option<u32> {
+        let steady = F_STEADY_A << u8::from(!from_a);
         let e = self.slots.get_mut(id)?;
         if e.expire <= self.now || e.flags & steady == 0 {
             e.flags &= !F_STEADY;
