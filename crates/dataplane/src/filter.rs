@@ -555,6 +555,14 @@ impl QuickPass<'_> {
         self.counted(hit, len)
     }
 
+    /// [`udp_v6`](Self::udp_v6) with the flow's hash and where the batched lookup's probe
+    /// stopped.
+    #[inline(always)]
+    pub(crate) fn udp_v6_from(&mut self, flow: &Flow, hash: u64, probe: u32, len: u16) -> bool {
+        let hit = self.hits.udp_from(flow, hash, probe as usize);
+        self.counted(hit, len)
+    }
+
     /// Counts a quick hit (the rule of its state) of `len` bytes.
     #[inline(always)]
     fn counted(&mut self, hit: Option<u32>, len: u16) -> bool {

@@ -22,7 +22,7 @@
 
 use fw::packet::{PacketKey, proto};
 use fw::passes::{Hit, Ticket};
-use fw::state::{FlowV4, StateId, TcpSegment, is_icmp_error};
+use fw::state::{Flow, FlowV4, StateId, TcpSegment, is_icmp_error};
 use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
@@ -64,8 +64,10 @@ pub(crate) struct RoutedV4 {
     pub index: u16,
 }
 
-/// An IPv4 packet's flow as the batched lookup reads it straight from the header, hashed and
-/// probed (`valid`: a TCP or UDP packet whose flow [`keys::lean_v4`] read).
+/// A packet's flow as the batched lookup reads it straight from the header, hashed and
+/// probed: an IPv4 TCP or UDP packet whose flow [`keys::lean_v4`] read (`valid`), or an IPv6
+/// UDP one [`keys::lean_udp_v6`] read (`v6`, its flow in `FilterStage::lean_flows6`, for the
+/// quick loop only: kept apart so that IPv4's entries stay small).
 #[derive(Clone, Copy, Default)]
 struct LeanFlow {
     flow: FlowV4,
@@ -75,7 +77,8 @@ struct LeanFlow {
     /// IP length, for the rule counters.
     len: u16,
     valid: bool,
-    /// Not `valid`, but an IPv4 UDP packet (see [`keys::is_udp_v4`]).
+    v6: bool,
+    /// Neither, but maybe UDP (see [`keys::is_udp_v4`], [`keys::may_be_udp_v6`]).
     odd_udp: bool,
 }
 
@@ -94,6 +97,7 @@ pub(crate) struct FilterStage {
     /// a firewall.
     pub out_pass: bool,
     lean_flows: Box<[LeanFlow; MAX_BATCH]>,
+    lean_flows6: Box<[Flow; MAX_BATCH]>,
     /// The packets the quick loop left to the general path, by index in the batch.
     left: Box<[u16; MAX_BATCH]>,
     /// IPv4 datagrams in fragments: later fragments take their first's ports.
@@ -124,6 +128,27 @@ enum Prior {
     Hit(StateId),
 }
 
+/// The batched lookup's reading of a packet [`keys::lean_v4`] did not take: for an IPv6 one,
+/// its UDP flow (into `flow6`) hashed and probed; else whether it may be UDP all the same.
+/// Out of line: IPv4's loop stays as it was.
+#[inline(never)]
+fn lean_other(table: &fw::state::StateTable, frame: &[u8], routed: Option<RoutedPacket>, flow6: &mut Flow) -> LeanFlow {
+    let Some(RoutedPacket { l3, v4, .. }) = routed else { return LeanFlow::default() };
+    if v4 {
+        return LeanFlow { odd_udp: keys::is_udp_v4(frame, l3), ..LeanFlow::default() };
+    }
+    match frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v6) {
+        Some((flow, len)) => {
+            // Probed at once (IPv4's probes wait for their index lines in a loop of their
+            // own): the probe still starts loading the state's slot.
+            let hash = table.hash_flow(&flow);
+            *flow6 = flow;
+            LeanFlow { hash, probe: table.probe(hash), len, v6: true, ..LeanFlow::default() }
+        }
+        None => LeanFlow { odd_udp: keys::may_be_udp_v6(frame, l3), ..LeanFlow::default() },
+    }
+}
+
 /// The flow of an IPv4 TCP/UDP packet (see [`keys::lean_v4`]).
 #[inline(always)]
 fn lean(frame: &[u8], l3: usize, v4: bool, tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
@@ -149,6 +174,7 @@ impl FilterStage {
             tickets: Box::new([Ticket::default(); MAX_BATCH]),
             out_pass: false,
             lean_flows: Box::new([LeanFlow::default(); MAX_BATCH]),
+            lean_flows6: Box::new([Flow::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
             nat,
@@ -294,9 +320,9 @@ impl FilterStage {
                 Some((flow, len)) => {
                     let hash = table.hash_v4(&flow);
                     table.prefetch_index(hash);
-                    LeanFlow { flow, hash, probe: 0, len, valid: true, odd_udp: false }
+                    LeanFlow { flow, hash, probe: 0, len, valid: true, v6: false, odd_udp: false }
                 }
-                None => LeanFlow { odd_udp: routed.is_some_and(|r| r.v4 && keys::is_udp_v4(frame, r.l3)), ..LeanFlow::default() },
+                None => lean_other(table, frame, routed, &mut self.lean_flows6[i % MAX_BATCH]),
             };
         }
         for l in self.lean_flows[..descs.len()].iter_mut().filter(|l| l.valid) {
@@ -310,6 +336,7 @@ impl FilterStage {
         let mut quick = self.fw.quick();
         for (i, l) in self.lean_flows[..descs.len()].iter().enumerate() {
             let hit = l.valid && l.flow.proto() == proto::UDP && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
+            let hit = hit || (l.v6 && quick.udp_v6_from(&self.lean_flows6[i % MAX_BATCH], l.hash, l.probe, l.len));
             if !note(Quick::of(hit, l.odd_udp), i, descs.len(), &mut self.settled, &mut self.left, &mut left) {
                 break;
             }

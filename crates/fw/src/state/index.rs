@@ -82,6 +82,12 @@ impl StateTable {
         self.hasher.hash_v4(f)
     }
 
+    /// The hash of any flow's key ([`hash_v4`](Self::hash_v4) for IPv4's fast path).
+    #[inline(always)]
+    pub fn hash_flow(&self, f: &super::Flow) -> u64 {
+        self.hasher.hash(&f.key)
+    }
+
     /// Starts loading the index line where the probe for hash `h` begins: the first step of
     /// the batched lookup (see the module documentation).
     #[inline(always)]

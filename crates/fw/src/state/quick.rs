@@ -113,7 +113,14 @@ impl QuickHits<'_> {
     #[inline(always)]
     pub fn udp(&mut self, f: &Flow) -> Option<u32> {
         let h = self.hasher.hash(&f.key);
-        let id = find_key(self.index, self.slots, &f.key, h, home_of(h, self.index.len()))?;
+        self.udp_from(f, h, home_of(h, self.index.len()))
+    }
+
+    /// [`udp`](Self::udp) for a flow of hash `h` ([`StateTable::hash_flow`]), probing from
+    /// index word `i` (as [`udp_v4_from`](Self::udp_v4_from)).
+    #[inline(always)]
+    pub fn udp_from(&mut self, f: &Flow, h: u64, i: usize) -> Option<u32> {
+        let id = find_key(self.index, self.slots, &f.key, h, i)?;
         self.hit(id, f.from_a)
     }
 
