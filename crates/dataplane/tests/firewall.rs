@@ -545,13 +545,15 @@ proptest::proptest! {
             batches.push(batch);
             rest = &rest[n..];
         }
-        for limit in [64, 200_000] {
+        // A table under the cache threshold, and one over it (the batched lookup).
+        for (limit, prefill) in [(64, 0), (200_000, BATCHED_PREFILL)] {
             let outcome = |quick: bool| {
                 let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
                 let rules = format!("set limit states {limit}\nblock all\npass all keep state\n");
                 let mut fw = Firewall::new(RulesSlot::new(compile(&rules)), 5);
                 fw.set_quick_loop(quick);
                 w.set_firewall(fw);
+                prefill_states(&mut w, prefill);
                 for b in &batches {
                     w.rx[0] = ReplayRx::new(0, b.clone()).once();
                     while !w.rx[0].finished() {
@@ -560,7 +562,7 @@ proptest::proptest! {
                 }
                 let stats = w.firewall_stats().unwrap();
                 let table = w.firewall().unwrap().state_table();
-                let infos: Vec<_> = (0..64).map(|id| table.info(StateId(id))).collect();
+                let infos: Vec<_> = (prefill..prefill + 64).map(|id| table.info(StateId(id as u32))).collect();
                 (w.counts(), stats.rules().snapshot(), stats.states().to_vec(), infos)
             };
             let (quick, ordered) = (outcome(true), outcome(false));
