@@ -47,6 +47,7 @@ pub use overload::FLUSH_SLOTS_PER_BATCH;
 use overload::FlushJob;
 pub mod log;
 pub(crate) mod modulate;
+pub(crate) mod synproxy;
 mod refuse;
 mod route_hosts;
 pub mod scrub;
@@ -107,7 +108,8 @@ impl CompiledRules {
         let route_bits = rules.route_bits_used();
         let (scrub_in, scrub_out) = (rules.scrubs(Dir::In), rules.scrubs(Dir::Out));
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
-        let modulate = rules.rules.iter().any(|r| r.keep_state == fw::rules::StateMode::Modulate);
+        // `synproxy state` shifts the server's numbers as `modulate state` does.
+        let modulate = rules.rules.iter().any(|r| matches!(r.keep_state, fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy));
         Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate })
     }
 
@@ -382,14 +384,15 @@ pub struct RuleStat {
     pub states: u64,
 }
 
-const STATE_FIELDS: usize = 21;
+const STATE_FIELDS: usize = 25;
 
 /// Names of the state-table counters, in [`FirewallStats::states`] order.
 pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
     "in_use", "inserts", "insert_full", "insert_exists", "hits", "misses", "drop_out_of_window",
     "expired_lookup", "expired_sweep", "reused_closed", "removed", "icmp_error_hits",
     "icmp_error_misses", "icmp_error_bad_seq", "rule_max", "src_limit_states", "src_limit_nodes",
-    "src_limit_conn", "src_limit_conn_rate", "src_overload", "src_flushed",
+    "src_limit_conn", "src_limit_conn_rate", "src_overload", "src_flushed", "synproxy_syn_acks",
+    "synproxy_syns", "synproxy_established", "synproxy_dropped",
 ];
 
 fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
@@ -397,7 +400,8 @@ fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
         c.in_use, c.inserts, c.insert_full, c.insert_exists, c.hits, c.misses, c.drop_out_of_window,
         c.expired_lookup, c.expired_sweep, c.reused_closed, c.removed, c.icmp_error_hits,
         c.icmp_error_misses, c.icmp_error_bad_seq, c.rule_max, c.src_limit_states, c.src_limit_nodes,
-        c.src_limit_conn, c.src_limit_conn_rate, c.src_overload, c.src_flushed,
+        c.src_limit_conn, c.src_limit_conn_rate, c.src_overload, c.src_flushed, c.synproxy_syn_acks,
+        c.synproxy_syns, c.synproxy_established, c.synproxy_dropped,
     ]
 }
 
@@ -636,6 +640,19 @@ impl Firewall {
     /// set has such rules, or the table holds (or held) states of them.
     pub(crate) fn modulating(&self) -> bool {
         self.cur.rules.modulate || self.states.modulates()
+    }
+
+    /// The handshake step of `synproxy state` the last state lookup or insert decided
+    /// (right after a pass dropped a packet as [`DropReason::Synproxy`]).
+    #[cold]
+    pub(crate) fn take_proxy(&mut self) -> Option<fw::state::ProxyStep> {
+        self.states.take_proxy()
+    }
+
+    /// Records the MSS of the client's SYN that opened proxied state `id`.
+    #[cold]
+    pub(crate) fn set_proxy_mss(&mut self, id: StateId, mss: u16) {
+        self.states.set_proxy_mss(id, mss);
     }
 
     /// The `modulate state` rewrite of a packet of `flow` as it leaves (after its passes).
@@ -1018,6 +1035,7 @@ fn drop_reason(d: Drop) -> DropReason {
         Drop::RuleMax => DropReason::RuleStateMax,
         Drop::SrcStates => DropReason::SrcStateLimit,
         Drop::SrcNodes => DropReason::SrcNodeLimit,
+        Drop::Synproxy => DropReason::Synproxy,
     }
 }
 
@@ -1028,6 +1046,7 @@ fn state_drop_reason(d: StateDropReason) -> DropReason {
         StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
         StateDropReason::SrcConn => DropReason::SrcConnLimit,
         StateDropReason::SrcConnRate => DropReason::SrcConnRateLimit,
+        StateDropReason::Synproxy => DropReason::Synproxy,
     }
 }
 

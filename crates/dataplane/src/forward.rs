@@ -79,6 +79,9 @@ enum Step {
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
     V4 { l3: u16, slot: u16, in_port: u16 },
     V6 { l3: u16, slot: u16, in_port: u16 },
+    /// `synproxy state`'s answer to a client's SYN, built in the SYN's buffer: sent back out
+    /// of the port the SYN came in on.
+    Reflect,
 }
 
 impl Routed for Step {
@@ -246,6 +249,9 @@ impl Forwarder {
         if self.filter.is_some() {
             self.nat_in(pool, descs);
             self.filter_in(pool, descs, n4, n6);
+            if self.filter.as_ref().is_some_and(|f| f.proxying) {
+                self.synproxy(pool, input);
+            }
         }
         if n4 > 0 {
             self.fib.v4.lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
@@ -268,6 +274,58 @@ impl Forwarder {
     fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc], n4: usize, n6: usize) {
         if let Some(f) = &mut self.filter {
             f.filter_in(pool, descs, &mut self.steps[..], &self.v4_at[..n4.min(MAX_BATCH)], n6 == 0);
+        }
+    }
+
+    /// `synproxy state`'s packets for the handshake steps the in pass noted
+    /// ([`crate::filter::synproxy`]), each built in the buffer of the packet that called for
+    /// it: the client's SYN becomes the router's SYN-ACK (sent back), the client's ACK the
+    /// router's SYN to the server and the server's SYN-ACK the ACK to the client (both
+    /// forwarded as the packets were to be), and the server's ACK is built in a new buffer,
+    /// sent back after the batch. Once per batch that has such a step.
+    #[cold]
+    #[inline(never)]
+    fn synproxy(&mut self, pool: &mut FramePool, input: &mut Batch) {
+        use crate::filter::synproxy::{self, DEFAULT_MSS, Segment};
+        use fw::state::{ProxyStep, tcp_flags::{ACK, SYN}};
+        let Some(f) = &mut self.filter else { return };
+        f.proxying = false;
+        let mut buf = [0u8; synproxy::MAX_FRAME];
+        for (i, desc) in input.as_mut_slice().iter_mut().enumerate().take(MAX_BATCH) {
+            let Some((step, r)) = f.proxy[i].take() else { continue };
+            let (l3, v4) = (r.l3, r.v4);
+            let built = match step {
+                ProxyStep::SynAck { id, seq, ack } => {
+                    let mss = synproxy::mss_of(pool.frame(*desc), l3, v4).unwrap_or(DEFAULT_MSS);
+                    f.fw.set_proxy_mss(id, mss);
+                    // Window 0, as pf: the client sends nothing before the server's window.
+                    let s = Segment { seq, ack, flags: SYN | ACK, win: 0, mss: Some(mss) };
+                    synproxy::build(pool.frame(*desc), l3, v4, true, s, &mut buf).map(|n| (n, Step::Reflect))
+                }
+                ProxyStep::SynToServer { seq, win, mss } => {
+                    let s = Segment { seq, ack: 0, flags: SYN, win, mss: Some(mss) };
+                    synproxy::build(pool.frame(*desc), l3, v4, false, s, &mut buf).map(|n| (n, self.steps[i]))
+                }
+                ProxyStep::Established { to_server, to_client } => {
+                    let back = Segment { seq: to_server.seq, ack: to_server.ack, flags: ACK, win: to_server.win, mss: None };
+                    if let Some(n) = synproxy::build(pool.frame(*desc), l3, v4, true, back, &mut buf)
+                        && let Some(mut copy) = pool.alloc()
+                    {
+                        pool.write(&mut copy, &buf[..n]);
+                        copy.port = desc.port;
+                        f.proxy_out.push(copy);
+                    }
+                    let on = Segment { seq: to_client.seq, ack: to_client.ack, flags: ACK, win: to_client.win, mss: None };
+                    synproxy::build(pool.frame(*desc), l3, v4, false, on, &mut buf).map(|n| (n, self.steps[i]))
+                }
+            };
+            match built {
+                Some((n, step)) => {
+                    pool.write(desc, &buf[..n]);
+                    self.steps[i] = step;
+                }
+                None => self.steps[i] = Step::Drop(DropReason::Synproxy),
+            }
         }
     }
 
@@ -343,6 +401,9 @@ impl Forwarder {
         }
         if let Some(f) = &mut self.filter {
             f.fw.end_batch();
+            if !f.proxy_out.is_empty() {
+                self.proxy_out(pool, outputs);
+            }
         }
     }
 
@@ -407,6 +468,7 @@ impl Forwarder {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
             Step::Drop(reason) => return self.drop(pool, desc, reason),
+            Step::Reflect => return self.reflect(pool, desc, outputs),
             Step::Local { in_port } => return self.local_rewritten::<MOD>(pool, desc, in_port, punts),
             Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
             Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
@@ -662,6 +724,35 @@ impl Forwarder {
             punts.push(desc, refusal.punt(), in_port);
         } else {
             pool.free(desc);
+        }
+    }
+
+    /// `synproxy state`'s SYN-ACK, built in the client's SYN: out of the port the SYN came
+    /// in on. The SYN counts as consumed by the proxy (`synproxy`).
+    #[cold]
+    #[inline(never)]
+    fn reflect(&mut self, pool: &mut FramePool, desc: FrameDesc, outputs: &mut [Batch]) {
+        self.counts.drop(DropReason::Synproxy);
+        match outputs.get_mut(usize::from(desc.port)) {
+            Some(out) if !out.is_full() => out.push(desc),
+            _ => pool.free(desc),
+        }
+    }
+
+    /// `synproxy state`'s ACKs to servers, built during the batch: out of the ports their
+    /// SYN-ACKs came in on.
+    #[cold]
+    #[inline(never)]
+    fn proxy_out(&mut self, pool: &mut FramePool, outputs: &mut [Batch]) {
+        let Some(f) = &mut self.filter else { return };
+        for d in f.proxy_out.drain(..) {
+            match outputs.get_mut(usize::from(d.port)) {
+                Some(out) if !out.is_full() => out.push(d),
+                _ => {
+                    pool.free(d);
+                    self.counts.drop(DropReason::TxError);
+                }
+            }
         }
     }
 
