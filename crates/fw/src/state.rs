@@ -545,10 +545,16 @@ impl StateTable {
         if e.flags & F_USED == 0 {
             return None;
         }
-        let states = match class(e.key.proto()) {
+        let mut states = match class(e.key.proto()) {
             Class::Tcp => self.tcp[id.0 as usize].map(|p| p.state),
             _ => e.pseudo,
         };
+        // A proxied handshake names its phase, as pfctl shows it.
+        match e.proxy {
+            proxy::PROXY_SRC => states[0] = tcp_state::PROXY_SRC,
+            proxy::PROXY_DST => states[0] = tcp_state::PROXY_DST,
+            _ => {}
+        }
         Some(StateInfo {
             rule: e.rule,
             af: e.key.af(),

@@ -5,7 +5,7 @@
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{
     Flow, Modulation, ProxyPhase, ProxyReply, ProxyStep, StateDropReason, StateId, StateLookup, StateOptions, StateTable,
-    StateVerdict, TcpSegment, Timeouts, tcp_flags::*,
+    StateVerdict, TcpSegment, Timeouts, tcp_flags::*, tcp_state,
 };
 
 const A: u128 = 0x0a00_0001;
@@ -41,6 +41,9 @@ fn open() -> Proxy {
     let Some(ProxyStep::SynAck { id: sid, seq: r, ack }) = t.take_proxy() else { panic!("the SYN is answered") };
     assert_eq!((sid, ack), (id, C + 1));
     assert_eq!(t.proxy_phase(id), Some(ProxyPhase::ProxySrc));
+    let i = t.info(id).unwrap();
+    assert_eq!(fw::state::state_name(proto::TCP, i.initiator_state), "PROXY:SRC", "as pfctl -ss shows it");
+    assert_eq!(i.timeout, fw::state::Tmo::TcpFirst);
     Proxy { t, id, r }
 }
 
@@ -63,6 +66,8 @@ impl Proxy {
         assert_eq!(self.send(true, seg(C + 1, self.r.wrapping_add(1), ACK, 502)), StateVerdict::Drop(StateDropReason::Synproxy));
         assert_eq!(self.t.take_proxy(), Some(ProxyStep::SynToServer { seq: C, win: 502, mss: 1460 }));
         assert_eq!(self.t.proxy_phase(self.id), Some(ProxyPhase::ProxyDst));
+        let i = self.t.info(self.id).unwrap();
+        assert_eq!((fw::state::state_name(proto::TCP, i.initiator_state), i.timeout), ("PROXY:DST", fw::state::Tmo::TcpOpening));
         assert_eq!(self.send(false, seg(S, C + 1, SYN | ACK, 65160)), StateVerdict::Drop(StateDropReason::Synproxy));
         self.t.take_proxy().expect("the server's SYN-ACK is answered")
     }
@@ -90,6 +95,8 @@ fn the_handshake_steps_and_their_packets() {
         }
     );
     assert_eq!(p.t.proxy_phase(p.id), Some(ProxyPhase::Proxied));
+    let i = p.t.info(p.id).unwrap();
+    assert_eq!((i.initiator_state, i.responder_state, i.timeout), (tcp_state::ESTABLISHED, tcp_state::ESTABLISHED, fw::state::Tmo::TcpEstablished));
     let c = p.t.counters();
     assert_eq!((c.synproxy_syn_acks, c.synproxy_syns, c.synproxy_established, c.synproxy_dropped), (2, 1, 1, 0));
     // The ACK to the client leaves with the router's numbers: it acknowledges R + 1's SYN.

@@ -50,15 +50,6 @@ impl ProxyPhase {
             _ => None,
         }
     }
-
-    /// How `linerate show states` names it (pf's `PROXY:SRC`, `PROXY:DST`).
-    pub fn name(self) -> &'static str {
-        match self {
-            ProxyPhase::ProxySrc => "PROXY:SRC",
-            ProxyPhase::ProxyDst => "PROXY:DST",
-            ProxyPhase::Proxied => "PROXIED",
-        }
-    }
 }
 
 /// A TCP segment the router sends for the proxy: numbers as they go on the wire.

@@ -29,6 +29,11 @@ pub mod tcp_state {
     pub const LAST_ACK: u8 = 8;
     pub const FIN_WAIT_2: u8 = 9;
     pub const TIME_WAIT: u8 = 10;
+    /// pf's `PF_TCPS_PROXY_SRC`, `PF_TCPS_PROXY_DST`: what inspection reports as the
+    /// initiator's state while `synproxy state` completes its handshake (the tracking
+    /// itself never holds them).
+    pub const PROXY_SRC: u8 = 11;
+    pub const PROXY_DST: u8 = 12;
 }
 
 /// UDP / other-protocol pseudo-states (pf's `PFUDPS_*` / `PFOTHERS_*`).
