@@ -260,7 +260,12 @@ impl Forwarder {
             self.fib.v6.lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
         }
         if self.filter.is_some() {
-            return self.apply_filtered(pool, input, outputs, punts);
+            self.apply_filtered(pool, input, outputs, punts);
+            // `synproxy state`'s ACKs to servers, after the batch's frames.
+            if self.filter.as_ref().is_some_and(|f| !f.proxy_out.is_empty()) {
+                self.proxy_out(pool, outputs);
+            }
+            return;
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
@@ -401,9 +406,6 @@ impl Forwarder {
         }
         if let Some(f) = &mut self.filter {
             f.fw.end_batch();
-            if !f.proxy_out.is_empty() {
-                self.proxy_out(pool, outputs);
-            }
         }
     }
 

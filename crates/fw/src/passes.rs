@@ -260,7 +260,8 @@ impl Passes<'_> {
         let modulate = keep == StateMode::Modulate;
         let policy = i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
-        let synproxy = keep == StateMode::Synproxy;
+        // An outbound pass never proxies (the router's own SYNs, a rule without direction).
+        let synproxy = keep == StateMode::Synproxy && pass == Pass::In;
         let opts = StateOptions { sloppy, allow_opts, bound, tag, modulate, synproxy };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
         let held = match i.and_then(|i| Some((i, self.limits.filter(|l| l.limits(i))?))) {
@@ -285,9 +286,8 @@ impl Passes<'_> {
         match r {
             Ok((id, added)) => {
                 count.created = added;
-                // The SYN that opened a `synproxy state` is answered by the router, not passed
-                // (an outbound pass never proxies: the parser refuses `out` synproxy rules).
-                if synproxy && self.states.proxy_pending(pass) {
+                // The SYN that opened a `synproxy state` is answered by the router, not passed.
+                if synproxy && self.states.proxy_pending() {
                     return (Err(Drop::Synproxy), count);
                 }
                 (Ok(Some(id)), count)

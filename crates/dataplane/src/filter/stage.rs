@@ -279,8 +279,7 @@ impl FilterStage {
         let prior = match hit {
             Some(Ok(None)) => return self.settled[i % MAX_BATCH] = true,
             Some(Ok(Some(id))) => Prior::Hit(id),
-            Some(Err(DropReason::Synproxy)) => return self.proxied(i, step),
-            Some(Err(reason)) => return step.drop_for(reason),
+            Some(Err(reason)) => return self.state_dropped(i, step, reason),
             None => Prior::Miss,
         };
         let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, prior);
@@ -370,12 +369,22 @@ impl FilterStage {
         }
     }
 
+    /// A packet its state dropped (out of line: the fast path's loop stays as it was before
+    /// `synproxy state`, which this tells apart).
+    #[cold]
+    #[inline(never)]
+    fn state_dropped<S: Routed>(&mut self, i: usize, step: &mut S, reason: DropReason) {
+        match reason {
+            DropReason::Synproxy => self.proxied(i, step),
+            _ => step.drop_for(reason),
+        }
+    }
+
     /// A packet its `synproxy state` consumed: a handshake step is noted for the proxy pass
     /// (the SYN's answer goes back where the SYN came from; the SYN to the server and the
     /// ACK to the client are forwarded as the packet would be, past the out pass, as pf's
     /// generated packets are); anything else is dropped.
     #[cold]
-    #[inline(never)]
     fn proxied<S: Routed>(&mut self, i: usize, step: &mut S) {
         let i = i % MAX_BATCH;
         match (self.fw.take_proxy(), step.routed()) {

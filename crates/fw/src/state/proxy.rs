@@ -84,12 +84,8 @@ impl StateTable {
         self.proxy_step.take()
     }
 
-    /// Whether a handshake step is pending after a pass `pass` created a state; after an
-    /// outbound pass it is dropped (a SYN leaving the router is never proxied).
-    pub fn proxy_pending(&mut self, pass: super::Pass) -> bool {
-        if pass == super::Pass::Out {
-            self.proxy_step = None;
-        }
+    /// Whether a handshake step is pending (after a pass that kept state).
+    pub fn proxy_pending(&self) -> bool {
         self.proxy_step.is_some()
     }
 
@@ -132,6 +128,7 @@ impl StateTable {
     pub(super) fn proxy_track(&mut self, id: usize, from_init: bool, seg: Option<&TcpSegment>, now: u32) -> StateVerdict {
         const SAR: u8 = tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST;
         let drop = StateVerdict::Drop(StateDropReason::Synproxy);
+        self.proxy_step = None;
         let e = &mut self.slots[id];
         let [c, s] = &mut self.tcp[id];
         let r = e.seqdiff;
