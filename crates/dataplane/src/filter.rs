@@ -448,6 +448,10 @@ impl FirewallStats {
 
 /// The firewall of one worker.
 pub struct Firewall {
+    /// `synproxy state`: for each packet a state or pass dropped as [`DropReason::Synproxy`]
+    /// during the batch, in batch order, what to send for it (`None`: nothing). The
+    /// forwarder's proxy pass takes them (`Forwarder::synproxy`); empty otherwise.
+    pub(crate) proxy_queue: Vec<Option<fw::state::ProxyStep>>,
     slot: Arc<RulesSlot>,
     /// This firewall's registration in `slot`.
     id: usize,
@@ -609,7 +613,7 @@ impl Firewall {
         let clock = slot.epoch;
         // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
         let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
-        Firewall { slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
+        Firewall { proxy_queue: Vec::new(), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -640,13 +644,6 @@ impl Firewall {
     /// set has such rules, or the table holds (or held) states of them.
     pub(crate) fn modulating(&self) -> bool {
         self.cur.rules.modulate || self.states.modulates()
-    }
-
-    /// The handshake step of `synproxy state` the last state lookup or insert decided
-    /// (right after a pass dropped a packet as [`DropReason::Synproxy`]).
-    #[cold]
-    pub(crate) fn take_proxy(&mut self) -> Option<fw::state::ProxyStep> {
-        self.states.take_proxy()
     }
 
     /// Records the MSS of the client's SYN that opened proxied state `id`.
@@ -810,7 +807,7 @@ impl Firewall {
                 self.count(rule, key.len);
                 self.log_state(rule, verdict);
                 if let StateVerdict::Drop(d) = verdict {
-                    return Err(state_drop_reason(d));
+                    return Err(self.state_dropped(d));
                 }
                 let hit = Hit::of(id, key);
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
@@ -845,7 +842,7 @@ impl Firewall {
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
-            StateVerdict::Drop(d) => Err(state_drop_reason(d)),
+            StateVerdict::Drop(d) => Err(self.state_dropped(d)),
         })
     }
 
@@ -999,7 +996,29 @@ impl Firewall {
         if d == Drop::Blocked {
             self.blocked_by = rule;
         }
+        if d == Drop::Synproxy {
+            self.queue_proxy();
+        }
         drop_reason(d)
+    }
+
+    /// The drop reason of a packet its state drops; a `synproxy state` handshake packet's
+    /// step queued for the proxy pass.
+    #[cold]
+    #[inline(never)]
+    fn state_dropped(&mut self, d: StateDropReason) -> DropReason {
+        if d == StateDropReason::Synproxy {
+            self.queue_proxy();
+        }
+        state_drop_reason(d)
+    }
+
+    /// Queues what to send for the packet the state table just dropped as a `synproxy
+    /// state` handshake packet (see [`Firewall::proxy_queue`]).
+    #[cold]
+    fn queue_proxy(&mut self) {
+        let step = self.states.take_proxy();
+        self.proxy_queue.push(step);
     }
 
     /// What to send back about the packet of `key` that the last pass dropped as

@@ -249,7 +249,7 @@ impl Forwarder {
         if self.filter.is_some() {
             self.nat_in(pool, descs);
             self.filter_in(pool, descs, n4, n6);
-            if self.filter.as_ref().is_some_and(|f| f.proxying) {
+            if self.filter.as_ref().is_some_and(|f| !f.fw.proxy_queue.is_empty()) {
                 self.synproxy(pool, input);
             }
         }
@@ -282,22 +282,34 @@ impl Forwarder {
         }
     }
 
-    /// `synproxy state`'s packets for the handshake steps the in pass noted
-    /// ([`crate::filter::synproxy`]), each built in the buffer of the packet that called for
-    /// it: the client's SYN becomes the router's SYN-ACK (sent back), the client's ACK the
-    /// router's SYN to the server and the server's SYN-ACK the ACK to the client (both
-    /// forwarded as the packets were to be), and the server's ACK is built in a new buffer,
-    /// sent back after the batch. Once per batch that has such a step.
+    /// `synproxy state`'s packets for the handshake packets the in pass dropped as
+    /// `synproxy` (the firewall queued what to send for each, in batch order), each built
+    /// in the buffer of the packet that called for it ([`crate::filter::synproxy`]): the
+    /// client's SYN becomes the router's SYN-ACK (sent back), the client's ACK the router's
+    /// SYN to the server and the server's SYN-ACK the ACK to the client (both forwarded as
+    /// the packets were to be, past the out pass, as pf's generated packets), and the
+    /// server's ACK is built in a new buffer, sent after the batch. The in pass left these
+    /// packets as drops, so that its loops stay as without `synproxy state`; their classify
+    /// decisions (route lookup slots included) are made again here, in the same order.
+    /// Only for a batch with such a packet.
     #[cold]
     #[inline(never)]
     fn synproxy(&mut self, pool: &mut FramePool, input: &mut Batch) {
         use crate::filter::synproxy::{self, DEFAULT_MSS, Segment};
         use fw::state::{ProxyStep, tcp_flags::{ACK, SYN}};
         let Some(f) = &mut self.filter else { return };
-        f.proxying = false;
+        let mut queue = std::mem::take(&mut f.fw.proxy_queue);
+        let mut steps = queue.drain(..);
+        let (mut v4, mut v6, mut at) = ([0u32; MAX_BATCH], [0u128; MAX_BATCH], [RoutedV4::default(); MAX_BATCH]);
+        let mut lookups = Lookups { v4: &mut v4, n4: 0, v6: &mut v6, n6: 0, v4_at: &mut at };
         let mut buf = [0u8; synproxy::MAX_FRAME];
         for (i, desc) in input.as_mut_slice().iter_mut().enumerate().take(MAX_BATCH) {
-            let Some((step, r)) = f.proxy[i].take() else { continue };
+            let classified = classify_frame(pool.frame(*desc), desc.port, &self.ports, &mut lookups, Some((desc.addr, i as u16)));
+            if self.steps[i] != Step::Drop(DropReason::Synproxy) {
+                continue;
+            }
+            let Some(step) = steps.next() else { break };
+            let (Some(step), Some(r)) = (step, classified.routed()) else { continue };
             let (l3, v4) = (r.l3, r.v4);
             let built = match step {
                 ProxyStep::SynAck { id, seq, ack } => {
@@ -309,7 +321,7 @@ impl Forwarder {
                 }
                 ProxyStep::SynToServer { seq, win, mss } => {
                     let s = Segment { seq, ack: 0, flags: SYN, win, mss: Some(mss) };
-                    synproxy::build(pool.frame(*desc), l3, v4, false, s, &mut buf).map(|n| (n, self.steps[i]))
+                    synproxy::build(pool.frame(*desc), l3, v4, false, s, &mut buf).map(|n| (n, classified))
                 }
                 ProxyStep::Established { to_server, to_client } => {
                     let back = Segment { seq: to_server.seq, ack: to_server.ack, flags: ACK, win: to_server.win, mss: None };
@@ -321,17 +333,19 @@ impl Forwarder {
                         f.proxy_out.push(copy);
                     }
                     let on = Segment { seq: to_client.seq, ack: to_client.ack, flags: ACK, win: to_client.win, mss: None };
-                    synproxy::build(pool.frame(*desc), l3, v4, false, on, &mut buf).map(|n| (n, self.steps[i]))
+                    synproxy::build(pool.frame(*desc), l3, v4, false, on, &mut buf).map(|n| (n, classified))
                 }
             };
-            match built {
-                Some((n, step)) => {
-                    pool.write(desc, &buf[..n]);
-                    self.steps[i] = step;
-                }
-                None => self.steps[i] = Step::Drop(DropReason::Synproxy),
+            if let Some((n, step)) = built {
+                pool.write(desc, &buf[..n]);
+                self.steps[i] = step;
+                // The out pass is skipped for the router's own handshake packets.
+                f.settled[i % MAX_BATCH] = true;
             }
         }
+        drop(steps);
+        // The queue's buffer is kept for the next batch.
+        f.fw.proxy_queue = queue;
     }
 
     /// The batch's start for the firewall, then NAT's inbound pass: on the interfaces that

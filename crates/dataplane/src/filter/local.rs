@@ -37,8 +37,8 @@ impl Firewall {
         }
         self.blocked_by = None;
         // The router's own connections are not proxied: a handshake step is not acted on.
-        if r == Err(DropReason::Synproxy) {
-            self.take_proxy();
+        if !self.proxy_queue.is_empty() {
+            self.proxy_queue.clear();
         }
         self.end_batch();
         r

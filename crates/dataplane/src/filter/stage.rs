@@ -22,7 +22,7 @@
 
 use fw::packet::{PacketKey, proto};
 use fw::passes::{Hit, Ticket};
-use fw::state::{FlowV4, ProxyStep, StateId, TcpSegment, is_icmp_error};
+use fw::state::{FlowV4, StateId, TcpSegment, is_icmp_error};
 use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
@@ -44,7 +44,7 @@ pub(crate) trait Routed {
 }
 
 /// A packet the classify pass found routable.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) struct RoutedPacket {
     /// The offset of its IP header in the frame.
     pub l3: usize,
@@ -111,11 +111,6 @@ pub(crate) struct FilterStage {
     /// For a packet the in pass blocked (`filter_blocked`): its input port and the answer
     /// of its `block return` rule, if it has one (taken by the apply pass).
     pub refusals: Box<[Option<(u16, super::Refusal)>; MAX_BATCH]>,
-    /// `synproxy state`: for a packet its state consumed as a handshake step, what to send
-    /// for it, and where it is (taken by the forwarder's proxy pass, `super::synproxy`).
-    pub proxy: Box<[Option<(ProxyStep, RoutedPacket)>; MAX_BATCH]>,
-    /// Some packet of the batch has a `proxy` step.
-    pub proxying: bool,
     /// `synproxy state`'s ACKs to servers built during the batch, sent after it.
     pub proxy_out: Vec<FrameDesc>,
 }
@@ -164,8 +159,6 @@ impl FilterStage {
             nat_pass: Box::new([false; MAX_BATCH]),
             nat_passed: false,
             refusals: Box::new([None; MAX_BATCH]),
-            proxy: Box::new([None; MAX_BATCH]),
-            proxying: false,
             proxy_out: Vec::with_capacity(MAX_BATCH),
         }
     }
@@ -279,7 +272,7 @@ impl FilterStage {
         let prior = match hit {
             Some(Ok(None)) => return self.settled[i % MAX_BATCH] = true,
             Some(Ok(Some(id))) => Prior::Hit(id),
-            Some(Err(reason)) => return self.state_dropped(i, step, reason),
+            Some(Err(reason)) => return step.drop_for(reason),
             None => Prior::Miss,
         };
         let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, prior);
@@ -364,40 +357,7 @@ impl FilterStage {
                 self.refusals[i] = step.routed().zip(self.fw.take_refusal(&self.keys[i])).map(|(p, r)| (p.in_port, r));
                 step.drop_for(DropReason::FilterBlocked);
             }
-            Err(DropReason::Synproxy) => self.proxied(i, step),
             Err(reason) => step.drop_for(reason),
-        }
-    }
-
-    /// A packet its state dropped (out of line: the fast path's loop stays as it was before
-    /// `synproxy state`, which this tells apart).
-    #[cold]
-    #[inline(never)]
-    fn state_dropped<S: Routed>(&mut self, i: usize, step: &mut S, reason: DropReason) {
-        match reason {
-            DropReason::Synproxy => self.proxied(i, step),
-            _ => step.drop_for(reason),
-        }
-    }
-
-    /// A packet its `synproxy state` consumed: a handshake step is noted for the proxy pass
-    /// (the SYN's answer goes back where the SYN came from; the SYN to the server and the
-    /// ACK to the client are forwarded as the packet would be, past the out pass, as pf's
-    /// generated packets are); anything else is dropped.
-    #[cold]
-    fn proxied<S: Routed>(&mut self, i: usize, step: &mut S) {
-        let i = i % MAX_BATCH;
-        match (self.fw.take_proxy(), step.routed()) {
-            (Some(p), Some(r)) => {
-                self.proxy[i] = Some((p, r));
-                self.proxying = true;
-                if matches!(p, ProxyStep::SynAck { .. }) {
-                    step.drop_for(DropReason::Synproxy);
-                } else {
-                    self.settled[i] = true;
-                }
-            }
-            _ => step.drop_for(DropReason::Synproxy),
         }
     }
 
