@@ -72,7 +72,12 @@ fn seen(g: &[u8]) -> Seen {
 
 /// A segment from A (`from_a`) or FAR, with `frames::tcp`'s payload or none, and an MSS option.
 fn segment(from_a: bool, flags: u8, seq: u32, ack: u32, payload: bool, mss: Option<u16>) -> Vec<u8> {
-    let mut f = if from_a { frames::tcp(0, A_HOST, 40000, FAR, 80, flags, seq, ack) } else { frames::tcp(1, FAR, 80, A_HOST, 40000, flags, seq, ack) };
+    segment_port(40000, from_a, flags, seq, ack, payload, mss)
+}
+
+/// [`segment`] of A's connection from port `sport`.
+fn segment_port(sport: u16, from_a: bool, flags: u8, seq: u32, ack: u32, payload: bool, mss: Option<u16>) -> Vec<u8> {
+    let mut f = if from_a { frames::tcp(0, A_HOST, sport, FAR, 80, flags, seq, ack) } else { frames::tcp(1, FAR, 80, A_HOST, sport, flags, seq, ack) };
     if !payload {
         f.truncate(34 + 20);
     }
@@ -98,8 +103,13 @@ impl Router {
 
     /// Receives `f` on A's port (`from_a`) or FAR's: what then leaves towards A, towards FAR.
     fn send(&mut self, from_a: bool, f: Vec<u8>) -> (Vec<Seen>, Vec<Seen>) {
+        self.send_all(from_a, vec![f])
+    }
+
+    /// [`send`](Self::send) of several frames, received in one batch.
+    fn send_all(&mut self, from_a: bool, f: Vec<Vec<u8>>) -> (Vec<Seen>, Vec<Seen>) {
         let port = if from_a { 0 } else { 1 };
-        self.w.rx[port] = ReplayRx::new(port as u16, vec![f]).once();
+        self.w.rx[port] = ReplayRx::new(port as u16, f).once();
         while !self.w.rx[port].finished() {
             self.w.poll();
         }
@@ -215,4 +225,50 @@ fn other_traffic_is_not_proxied() {
     let (to_a, to_far) = r.send(true, f);
     assert!(to_a.is_empty() && to_far.is_empty());
     assert_eq!((r.synproxy_drops(), r.w.counts().drops[DropReason::FilterBlocked as usize]), (0, 1));
+}
+
+/// Several handshakes in one batch, mixed with packets the proxy drops and packets the rules
+/// block: each answer is built from its own packet (the proxy pass pairs the firewall's
+/// queued steps with the batch's dropped packets in order).
+#[test]
+fn handshakes_in_one_batch() {
+    let mut r = Router::new();
+    let blocked = || {
+        let mut f = frames::tcp(0, A_HOST, 40009, FAR, 81, SYN, 1, 0);
+        f.truncate(54);
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        fix_tcp_v4(&mut f);
+        f
+    };
+    let isn = |p: u16| C + u32::from(p) * 1000;
+    let syns = vec![blocked(), segment_port(40001, true, SYN, isn(40001), 0, false, Some(1401)), blocked(), segment_port(40002, true, SYN, isn(40002), 0, false, Some(1402))];
+    let (to_a, to_far) = r.send_all(true, syns);
+    assert!(to_far.is_empty(), "{to_far:?}");
+    assert_eq!(to_a.len(), 2, "{to_a:?}");
+    let mut routers = std::collections::HashMap::new();
+    for sa in &to_a {
+        let p = sa.dst.1;
+        assert_eq!((sa.flags, sa.ack, sa.mss), (SYN | ACK, isn(p) + 1, Some(p - 40001 + 1401)), "{sa:?}");
+        routers.insert(p, sa.seq);
+    }
+    // One batch: 40002's wrong ACK (dropped, nothing sent), a blocked packet, 40001's and
+    // 40002's right ACKs.
+    let acks = vec![
+        segment_port(40002, true, ACK, isn(40002) + 1, routers[&40002].wrapping_add(7), false, None),
+        blocked(),
+        segment_port(40001, true, ACK, isn(40001) + 1, routers[&40001].wrapping_add(1), false, None),
+        segment_port(40002, true, ACK, isn(40002) + 1, routers[&40002].wrapping_add(1), false, None),
+    ];
+    let (to_a, to_far) = r.send_all(true, acks);
+    assert!(to_a.is_empty(), "{to_a:?}");
+    let got: Vec<_> = to_far.iter().map(|s| (s.src.1, s.flags, s.seq, s.mss)).collect();
+    assert_eq!(got, vec![(40001, SYN, isn(40001), Some(1401)), (40002, SYN, isn(40002), Some(1402))]);
+    // Both servers' SYN-ACKs in one batch.
+    let sas = vec![segment_port(40001, false, SYN | ACK, S, isn(40001) + 1, false, None), segment_port(40002, false, SYN | ACK, S + 5, isn(40002) + 1, false, None)];
+    let (to_a, to_far) = r.send_all(false, sas);
+    let got: Vec<_> = to_far.iter().map(|s| (s.src.1, s.flags, s.seq, s.ack)).collect();
+    assert_eq!(got, vec![(40001, ACK, isn(40001) + 1, S + 1), (40002, ACK, isn(40002) + 1, S + 6)]);
+    let got: Vec<_> = to_a.iter().map(|s| (s.dst.1, s.flags, s.seq, s.ack)).collect();
+    assert_eq!(got, vec![(40001, ACK, routers[&40001].wrapping_add(1), isn(40001) + 1), (40002, ACK, routers[&40002].wrapping_add(1), isn(40002) + 1)]);
+    assert_eq!(r.w.counts().drops[DropReason::FilterBlocked as usize], 3);
 }
