@@ -646,6 +646,12 @@ impl Firewall {
         self.cur.rules.modulate || self.states.modulates()
     }
 
+    /// Makes proxied state `id`, awaiting the client's ACK, a plain state.
+    #[cold]
+    pub(crate) fn unproxy(&mut self, id: StateId) {
+        self.states.unproxy(id);
+    }
+
     /// Records the MSS of the client's SYN that opened proxied state `id`.
     #[cold]
     pub(crate) fn set_proxy_mss(&mut self, id: StateId, mss: u16) {

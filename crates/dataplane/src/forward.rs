@@ -312,6 +312,14 @@ impl Forwarder {
             let (Some(step), Some(r)) = (step, classified.routed()) else { continue };
             let (l3, v4) = (r.l3, r.v4);
             let built = match step {
+                // A SYN to the router's own address: not proxied (the host's answer never
+                // reaches the forwarder's proxy); its state becomes a plain one.
+                ProxyStep::SynAck { id, .. } if to_router(&self.fib, classified, &lookups) => {
+                    f.fw.unproxy(id);
+                    self.steps[i] = classified;
+                    f.settled[i % MAX_BATCH] = true;
+                    continue;
+                }
                 ProxyStep::SynAck { id, seq, ack } => {
                     let mss = synproxy::mss_of(pool.frame(*desc), l3, v4).unwrap_or(DEFAULT_MSS);
                     f.fw.set_proxy_mss(id, mss);
@@ -795,6 +803,16 @@ impl Forwarder {
         self.counts.local += 1;
         punts.push(desc, Punt::Local, in_port);
     }
+}
+
+/// Whether the routed packet `step` (its destination in `lookups`) is for the router itself.
+fn to_router(fib: &Fib, step: Step, lookups: &Lookups) -> bool {
+    let nh = match step {
+        Step::V4 { slot, .. } => fib.v4.lookup(lookups.v4[usize::from(slot) % MAX_BATCH]),
+        Step::V6 { slot, .. } => fib.v6.lookup(lookups.v6[usize::from(slot) % MAX_BATCH]),
+        _ => None,
+    };
+    nh.is_some_and(|nh| fib.adj.get(nh) == Adjacency::Local)
 }
 
 /// Why the out pass stopped a packet.

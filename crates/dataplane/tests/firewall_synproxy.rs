@@ -93,10 +93,14 @@ fn segment_port(sport: u16, from_a: bool, flags: u8, seq: u32, ack: u32, payload
 
 impl Router {
     fn new() -> Router {
+        Router::with(fib(), RULES)
+    }
+
+    fn with(fib: Arc<dataplane::fib::Fib>, rules: &str) -> Router {
         let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
         let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
-        let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
-        let rules = CompiledRules::parse(RULES, Path::new("test.conf"), &ifaces).unwrap();
+        let mut w = Worker::new(fib, &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+        let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
         w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
         Router { w }
     }
@@ -271,4 +275,25 @@ fn handshakes_in_one_batch() {
     let got: Vec<_> = to_a.iter().map(|s| (s.dst.1, s.flags, s.seq, s.ack)).collect();
     assert_eq!(got, vec![(40001, ACK, routers[&40001].wrapping_add(1), isn(40001) + 1), (40002, ACK, routers[&40002].wrapping_add(1), isn(40002) + 1)]);
     assert_eq!(r.w.counts().drops[DropReason::FilterBlocked as usize], 3);
+}
+
+/// A SYN to the router's own address under a `synproxy` rule is not proxied (the host's
+/// answer would never reach the proxy): it goes to the host, its state a plain one.
+#[test]
+fn connections_to_the_router_are_not_proxied() {
+    let router = Ipv4Addr::new(198, 18, 0, 1);
+    let mut ctl = dataplane::fib::FibControl::new(64);
+    ctl.set_neighbour(std::net::IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
+    ctl.add_local(std::net::IpAddr::V4(router)).unwrap();
+    let mut r = Router::with(ctl.fib(), "block all\npass in on if0 proto tcp synproxy state\n");
+    let mut f = frames::tcp(0, A_HOST, 40000, router, 22, SYN, C, 0);
+    f.truncate(54);
+    f[16..18].copy_from_slice(&40u16.to_be_bytes());
+    fix_tcp_v4(&mut f);
+    let (to_a, to_far) = r.send(true, f);
+    assert!(to_a.is_empty() && to_far.is_empty(), "no SYN-ACK from the proxy: {to_a:?}");
+    assert_eq!((r.w.counts().local, r.synproxy_drops()), (1, 0), "the SYN went to the host");
+    let states = r.w.firewall().unwrap().stats().states();
+    let get = |n: &str| states.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert_eq!((get("inserts"), get("synproxy_syn_acks")), (1, 0));
 }

@@ -97,6 +97,16 @@ impl StateTable {
         }
     }
 
+    /// Makes state `id`, just created by a client's SYN and awaiting its ACK, a plain
+    /// state (the caller passes the SYN on instead of answering it: a connection to the
+    /// router itself).
+    pub fn unproxy(&mut self, id: StateId) {
+        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.proxy == PROXY_SRC) {
+            (e.proxy, e.seqdiff, e.pseudo) = (0, 0, [0; 2]);
+            self.counters.synproxy_syn_acks = self.counters.synproxy_syn_acks.saturating_sub(1);
+        }
+    }
+
     /// The `synproxy state` phase of state `id`, if it proxies.
     pub fn proxy_phase(&self, id: StateId) -> Option<ProxyPhase> {
         ProxyPhase::of(self.slots.get(id.0 as usize)?.proxy)
