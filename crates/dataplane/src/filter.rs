@@ -613,7 +613,7 @@ impl Firewall {
         let clock = slot.epoch;
         // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
         let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
-        Firewall { proxy_queue: Vec::new(), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
+        Firewall { proxy_queue: Vec::with_capacity(io::batch::MAX_BATCH), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
