@@ -47,6 +47,7 @@ pub use overload::FLUSH_SLOTS_PER_BATCH;
 use overload::FlushJob;
 pub mod log;
 pub(crate) mod modulate;
+pub(crate) mod synproxy;
 mod refuse;
 mod route_hosts;
 pub mod scrub;
@@ -107,7 +108,8 @@ impl CompiledRules {
         let route_bits = rules.route_bits_used();
         let (scrub_in, scrub_out) = (rules.scrubs(Dir::In), rules.scrubs(Dir::Out));
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
-        let modulate = rules.rules.iter().any(|r| r.keep_state == fw::rules::StateMode::Modulate);
+        // `synproxy state` shifts the server's numbers as `modulate state` does.
+        let modulate = rules.rules.iter().any(|r| matches!(r.keep_state, fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy));
         Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate })
     }
 
@@ -382,14 +384,15 @@ pub struct RuleStat {
     pub states: u64,
 }
 
-const STATE_FIELDS: usize = 21;
+const STATE_FIELDS: usize = 25;
 
 /// Names of the state-table counters, in [`FirewallStats::states`] order.
 pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
     "in_use", "inserts", "insert_full", "insert_exists", "hits", "misses", "drop_out_of_window",
     "expired_lookup", "expired_sweep", "reused_closed", "removed", "icmp_error_hits",
     "icmp_error_misses", "icmp_error_bad_seq", "rule_max", "src_limit_states", "src_limit_nodes",
-    "src_limit_conn", "src_limit_conn_rate", "src_overload", "src_flushed",
+    "src_limit_conn", "src_limit_conn_rate", "src_overload", "src_flushed", "synproxy_syn_acks",
+    "synproxy_syns", "synproxy_established", "synproxy_dropped",
 ];
 
 fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
@@ -397,7 +400,8 @@ fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
         c.in_use, c.inserts, c.insert_full, c.insert_exists, c.hits, c.misses, c.drop_out_of_window,
         c.expired_lookup, c.expired_sweep, c.reused_closed, c.removed, c.icmp_error_hits,
         c.icmp_error_misses, c.icmp_error_bad_seq, c.rule_max, c.src_limit_states, c.src_limit_nodes,
-        c.src_limit_conn, c.src_limit_conn_rate, c.src_overload, c.src_flushed,
+        c.src_limit_conn, c.src_limit_conn_rate, c.src_overload, c.src_flushed, c.synproxy_syn_acks,
+        c.synproxy_syns, c.synproxy_established, c.synproxy_dropped,
     ]
 }
 
@@ -444,6 +448,10 @@ impl FirewallStats {
 
 /// The firewall of one worker.
 pub struct Firewall {
+    /// `synproxy state`: for each packet a state or pass dropped as [`DropReason::Synproxy`]
+    /// during the batch, in batch order, what to send for it (`None`: nothing). The
+    /// forwarder's proxy pass takes them (`Forwarder::synproxy`); empty otherwise.
+    pub(crate) proxy_queue: Vec<Option<fw::state::ProxyStep>>,
     slot: Arc<RulesSlot>,
     /// This firewall's registration in `slot`.
     id: usize,
@@ -620,7 +628,7 @@ impl Firewall {
         let clock = slot.epoch;
         // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
         let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
-        Firewall { slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
+        Firewall { proxy_queue: Vec::with_capacity(io::batch::MAX_BATCH), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -651,6 +659,18 @@ impl Firewall {
     /// set has such rules, or the table holds (or held) states of them.
     pub(crate) fn modulating(&self) -> bool {
         self.cur.rules.modulate || self.states.modulates()
+    }
+
+    /// Makes proxied state `id`, awaiting the client's ACK, a plain state.
+    #[cold]
+    pub(crate) fn unproxy(&mut self, id: StateId) {
+        self.states.unproxy(id);
+    }
+
+    /// Records the MSS of the client's SYN that opened proxied state `id`.
+    #[cold]
+    pub(crate) fn set_proxy_mss(&mut self, id: StateId, mss: u16) {
+        self.states.set_proxy_mss(id, mss);
     }
 
     /// The `modulate state` rewrite of a packet of `flow` as it leaves (after its passes).
@@ -809,7 +829,7 @@ impl Firewall {
                 self.count(rule, key.len);
                 self.log_state(rule, verdict);
                 if let StateVerdict::Drop(d) = verdict {
-                    return Err(state_drop_reason(d));
+                    return Err(self.state_dropped(d));
                 }
                 let hit = Hit { id, from_a: flow.from_a() };
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
@@ -844,7 +864,7 @@ impl Firewall {
         Some(match hit.verdict {
             StateVerdict::Pass if hit.settled => Ok(None),
             StateVerdict::Pass => Ok(Some(hit.id)),
-            StateVerdict::Drop(d) => Err(state_drop_reason(d)),
+            StateVerdict::Drop(d) => Err(self.state_dropped(d)),
         })
     }
 
@@ -998,7 +1018,29 @@ impl Firewall {
         if d == Drop::Blocked {
             self.blocked_by = rule;
         }
+        if d == Drop::Synproxy {
+            self.queue_proxy();
+        }
         drop_reason(d)
+    }
+
+    /// The drop reason of a packet its state drops; a `synproxy state` handshake packet's
+    /// step queued for the proxy pass.
+    #[cold]
+    #[inline(never)]
+    fn state_dropped(&mut self, d: StateDropReason) -> DropReason {
+        if d == StateDropReason::Synproxy {
+            self.queue_proxy();
+        }
+        state_drop_reason(d)
+    }
+
+    /// Queues what to send for the packet the state table just dropped as a `synproxy
+    /// state` handshake packet (see [`Firewall::proxy_queue`]).
+    #[cold]
+    fn queue_proxy(&mut self) {
+        let step = self.states.take_proxy();
+        self.proxy_queue.push(step);
     }
 
     /// What to send back about the packet of `key` that the last pass dropped as
@@ -1034,6 +1076,7 @@ fn drop_reason(d: Drop) -> DropReason {
         Drop::RuleMax => DropReason::RuleStateMax,
         Drop::SrcStates => DropReason::SrcStateLimit,
         Drop::SrcNodes => DropReason::SrcNodeLimit,
+        Drop::Synproxy => DropReason::Synproxy,
     }
 }
 
@@ -1044,6 +1087,7 @@ fn state_drop_reason(d: StateDropReason) -> DropReason {
         StateDropReason::OutOfWindow => DropReason::StateOutOfWindow,
         StateDropReason::SrcConn => DropReason::SrcConnLimit,
         StateDropReason::SrcConnRate => DropReason::SrcConnRateLimit,
+        StateDropReason::Synproxy => DropReason::Synproxy,
     }
 }
 

@@ -79,6 +79,9 @@ enum Step {
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
     V4 { l3: u16, slot: u16, in_port: u16 },
     V6 { l3: u16, slot: u16, in_port: u16 },
+    /// `synproxy state`'s answer to a client's SYN, built in the SYN's buffer: sent back out
+    /// of the port the SYN came in on.
+    Reflect,
 }
 
 impl Routed for Step {
@@ -246,6 +249,9 @@ impl Forwarder {
         if self.filter.is_some() {
             self.nat_in(pool, descs);
             self.filter_in(pool, descs, n4, n6);
+            if self.filter.as_ref().is_some_and(|f| !f.fw.proxy_queue.is_empty()) {
+                self.synproxy(pool, input);
+            }
         }
         if n4 > 0 {
             self.fib.v4.lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
@@ -254,7 +260,12 @@ impl Forwarder {
             self.fib.v6.lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
         }
         if self.filter.is_some() {
-            return self.apply_filtered(pool, input, outputs, punts);
+            self.apply_filtered(pool, input, outputs, punts);
+            // `synproxy state`'s ACKs to servers, after the batch's frames.
+            if self.filter.as_ref().is_some_and(|f| !f.proxy_out.is_empty()) {
+                self.proxy_out(pool, outputs);
+            }
+            return;
         }
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
@@ -269,6 +280,80 @@ impl Forwarder {
         if let Some(f) = &mut self.filter {
             f.filter_in(pool, descs, &mut self.steps[..], &self.v4_at[..n4.min(MAX_BATCH)], n6 == 0);
         }
+    }
+
+    /// `synproxy state`'s packets for the handshake packets the in pass dropped as
+    /// `synproxy` (the firewall queued what to send for each, in batch order), each built
+    /// in the buffer of the packet that called for it ([`crate::filter::synproxy`]): the
+    /// client's SYN becomes the router's SYN-ACK (sent back), the client's ACK the router's
+    /// SYN to the server and the server's SYN-ACK the ACK to the client (both forwarded as
+    /// the packets were to be, past the out pass, as pf's generated packets), and the
+    /// server's ACK is built in a new buffer, sent after the batch. The in pass left these
+    /// packets as drops, so that its loops stay as without `synproxy state`; their classify
+    /// decisions (route lookup slots included) are made again here, in the same order.
+    /// Only for a batch with such a packet.
+    #[cold]
+    #[inline(never)]
+    fn synproxy(&mut self, pool: &mut FramePool, input: &mut Batch) {
+        use crate::filter::synproxy::{self, DEFAULT_MSS, Segment};
+        use fw::state::{ProxyStep, tcp_flags::{ACK, SYN}};
+        let Some(f) = &mut self.filter else { return };
+        let mut queue = std::mem::take(&mut f.fw.proxy_queue);
+        let mut steps = queue.drain(..);
+        let (mut v4, mut v6, mut at) = ([0u32; MAX_BATCH], [0u128; MAX_BATCH], [RoutedV4::default(); MAX_BATCH]);
+        let mut lookups = Lookups { v4: &mut v4, n4: 0, v6: &mut v6, n6: 0, v4_at: &mut at };
+        let mut buf = [0u8; synproxy::MAX_FRAME];
+        for (i, desc) in input.as_mut_slice().iter_mut().enumerate().take(MAX_BATCH) {
+            let classified = classify_frame(pool.frame(*desc), desc.port, &self.ports, &mut lookups, Some((desc.addr, i as u16)));
+            if self.steps[i] != Step::Drop(DropReason::Synproxy) {
+                continue;
+            }
+            let Some(step) = steps.next() else { break };
+            let (Some(step), Some(r)) = (step, classified.routed()) else { continue };
+            let (l3, v4) = (r.l3, r.v4);
+            let built = match step {
+                // A SYN to the router's own address: not proxied (the host's answer never
+                // reaches the forwarder's proxy); its state becomes a plain one.
+                ProxyStep::SynAck { id, .. } if to_router(&self.fib, classified, &lookups) => {
+                    f.fw.unproxy(id);
+                    self.steps[i] = classified;
+                    f.settled[i % MAX_BATCH] = true;
+                    continue;
+                }
+                ProxyStep::SynAck { id, seq, ack } => {
+                    let mss = synproxy::mss_of(pool.frame(*desc), l3, v4).unwrap_or(DEFAULT_MSS);
+                    f.fw.set_proxy_mss(id, mss);
+                    // Window 0, as pf: the client sends nothing before the server's window.
+                    let s = Segment { seq, ack, flags: SYN | ACK, win: 0, mss: Some(mss) };
+                    synproxy::build(pool.frame(*desc), l3, v4, true, s, &mut buf).map(|n| (n, Step::Reflect))
+                }
+                ProxyStep::SynToServer { seq, win, mss } => {
+                    let s = Segment { seq, ack: 0, flags: SYN, win, mss: Some(mss) };
+                    synproxy::build(pool.frame(*desc), l3, v4, false, s, &mut buf).map(|n| (n, classified))
+                }
+                ProxyStep::Established { to_server, to_client } => {
+                    let back = Segment { seq: to_server.seq, ack: to_server.ack, flags: ACK, win: to_server.win, mss: None };
+                    if let Some(n) = synproxy::build(pool.frame(*desc), l3, v4, true, back, &mut buf)
+                        && let Some(mut copy) = pool.alloc()
+                    {
+                        pool.write(&mut copy, &buf[..n]);
+                        copy.port = desc.port;
+                        f.proxy_out.push(copy);
+                    }
+                    let on = Segment { seq: to_client.seq, ack: to_client.ack, flags: ACK, win: to_client.win, mss: None };
+                    synproxy::build(pool.frame(*desc), l3, v4, false, on, &mut buf).map(|n| (n, classified))
+                }
+            };
+            if let Some((n, step)) = built {
+                pool.write(desc, &buf[..n]);
+                self.steps[i] = step;
+                // The out pass is skipped for the router's own handshake packets.
+                f.settled[i % MAX_BATCH] = true;
+            }
+        }
+        drop(steps);
+        // The queue's buffer is kept for the next batch.
+        f.fw.proxy_queue = queue;
     }
 
     /// The batch's start for the firewall, then NAT's inbound pass: on the interfaces that
@@ -407,6 +492,7 @@ impl Forwarder {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
             Step::Drop(reason) => return self.drop(pool, desc, reason),
+            Step::Reflect => return self.reflect(pool, desc, outputs),
             Step::Local { in_port } => return self.local_rewritten::<MOD>(pool, desc, in_port, punts),
             Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
             Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
@@ -665,6 +751,35 @@ impl Forwarder {
         }
     }
 
+    /// `synproxy state`'s SYN-ACK, built in the client's SYN: out of the port the SYN came
+    /// in on. The SYN counts as consumed by the proxy (`synproxy`).
+    #[cold]
+    #[inline(never)]
+    fn reflect(&mut self, pool: &mut FramePool, desc: FrameDesc, outputs: &mut [Batch]) {
+        self.counts.drop(DropReason::Synproxy);
+        match outputs.get_mut(usize::from(desc.port)) {
+            Some(out) if !out.is_full() => out.push(desc),
+            _ => pool.free(desc),
+        }
+    }
+
+    /// `synproxy state`'s ACKs to servers, built during the batch: out of the ports their
+    /// SYN-ACKs came in on.
+    #[cold]
+    #[inline(never)]
+    fn proxy_out(&mut self, pool: &mut FramePool, outputs: &mut [Batch]) {
+        let Some(f) = &mut self.filter else { return };
+        for d in f.proxy_out.drain(..) {
+            match outputs.get_mut(usize::from(d.port)) {
+                Some(out) if !out.is_full() => out.push(d),
+                _ => {
+                    pool.free(d);
+                    self.counts.drop(DropReason::TxError);
+                }
+            }
+        }
+    }
+
     #[inline(always)]
     fn drop(&mut self, pool: &mut FramePool, desc: FrameDesc, reason: DropReason) {
         self.counts.drop(reason);
@@ -688,6 +803,16 @@ impl Forwarder {
         self.counts.local += 1;
         punts.push(desc, Punt::Local, in_port);
     }
+}
+
+/// Whether the routed packet `step` (its destination in `lookups`) is for the router itself.
+fn to_router(fib: &Fib, step: Step, lookups: &Lookups) -> bool {
+    let nh = match step {
+        Step::V4 { slot, .. } => fib.v4.lookup(lookups.v4[usize::from(slot) % MAX_BATCH]),
+        Step::V6 { slot, .. } => fib.v6.lookup(lookups.v6[usize::from(slot) % MAX_BATCH]),
+        _ => None,
+    };
+    nh.is_some_and(|nh| fib.adj.get(nh) == Adjacency::Local)
 }
 
 /// Why the out pass stopped a packet.

@@ -36,6 +36,9 @@ pub enum Drop {
     /// A state was to be created for a new source and its rule has its `max-src-nodes`
     /// sources, or there are `set limit src-nodes` already.
     SrcNodes,
+    /// A SYN opened a `synproxy state`: the router answers it itself
+    /// ([`StateTable::take_proxy`]).
+    Synproxy,
 }
 
 impl Drop {
@@ -251,13 +254,15 @@ impl Passes<'_> {
             StateMode::None => return (Ok(None), count),
             // pf creates no state for ICMP errors.
             _ if is_icmp_error(key.proto, key.src_port) => return (Ok(None), count),
-            StateMode::Keep | StateMode::Modulate => false,
+            StateMode::Keep | StateMode::Modulate | StateMode::Synproxy => false,
             StateMode::KeepSloppy => true,
         };
         let modulate = keep == StateMode::Modulate;
         let policy = i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
-        let opts = StateOptions { sloppy, allow_opts, bound, tag, modulate };
+        // An outbound pass never proxies (the router's own SYNs, a rule without direction).
+        let synproxy = keep == StateMode::Synproxy && pass == Pass::In;
+        let opts = StateOptions { sloppy, allow_opts, bound, tag, modulate, synproxy };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
         let held = match i.and_then(|i| Some((i, self.limits.filter(|l| l.limits(i))?))) {
             Some((i, l)) => match l.acquire(i, key, self.now) {
@@ -281,6 +286,10 @@ impl Passes<'_> {
         match r {
             Ok((id, added)) => {
                 count.created = added;
+                // The SYN that opened a `synproxy state` is answered by the router, not passed.
+                if synproxy && self.states.proxy_pending() {
+                    return (Err(Drop::Synproxy), count);
+                }
                 (Ok(Some(id)), count)
             }
             Err(InsertError::Full) => (Err(Drop::StateLimit), count),

@@ -106,6 +106,10 @@ pub enum StateMode {
     /// `modulate state`: `keep state`, and a TCP state created by a SYN shifts each end's
     /// sequence numbers by a random offset (see [`crate::state::Modulation`]).
     Modulate,
+    /// `synproxy state`: `modulate state`'s rewriting, and the router completes a TCP
+    /// client's handshake itself before it opens the connection to the server (see
+    /// `state/proxy.rs`). TCP only.
+    Synproxy,
 }
 
 /// What a `block` rule sends back about a packet it blocks (pf's `block return`,
@@ -542,6 +546,7 @@ fn parse_inner(
         path,
         ifaces,
         addresses,
+        synproxy_at: None,
     };
     p.file().map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),

@@ -118,6 +118,7 @@ mod limits;
 mod sources;
 mod lookup;
 mod memory;
+mod proxy;
 mod quick;
 mod sub;
 mod tcp;
@@ -143,6 +144,7 @@ pub use types::{
     FlowHit, IcmpErrorMatch, InsertError, StateCounters, StateDropReason, StateId, StateInfo, StateLookup,
     Modulation, StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags, tcp_state,
 };
+pub use proxy::{ProxyPhase, ProxyReply, ProxyStep};
 
 
 const F_USED: u8 = 1;
@@ -175,6 +177,11 @@ struct Entry {
     /// The tag of pf's two states (pf's `tag`: what the packets each passes are tagged
     /// with; 0: none), by endpoint A, B.
     tags: [u8; 2],
+    /// `synproxy state`'s phase (`proxy::PROXY_SRC`, `PROXY_DST`, `PROXIED`; 0: not
+    /// proxied). While the router completes the handshake, `seqdiff` holds its own initial
+    /// sequence number and `pseudo` the client's MSS; once `PROXIED`, `seqdiff` is the
+    /// responder's offset (the initiator's is 0). In the entry's last spare byte.
+    proxy: u8,
     /// `modulate state`: the offset added to the initiator's TCP sequence numbers (pf's
     /// `src.seqdiff`; the responder's is derived from it, `lookup.rs`); 0 when the state
     /// does not modulate. In the entry's spare bytes, so that a state stays 104 bytes.
@@ -225,6 +232,9 @@ pub struct StateTable {
     /// looks each TCP packet's rewrite up ([`StateTable::modulation`]), also after a reload
     /// without `modulate state` rules.
     modulated: bool,
+    /// What the data plane is to send for the packet the table handled last, when that was
+    /// a `synproxy state` handshake step (taken with [`StateTable::take_proxy`]).
+    proxy_step: Option<ProxyStep>,
 }
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
@@ -296,6 +306,7 @@ impl StateTable {
                 flow::splitmix64(&mut x)
             },
             modulated: false,
+            proxy_step: None,
         })
     }
 
@@ -534,10 +545,16 @@ impl StateTable {
         if e.flags & F_USED == 0 {
             return None;
         }
-        let states = match class(e.key.proto()) {
+        let mut states = match class(e.key.proto()) {
             Class::Tcp => self.tcp[id.0 as usize].map(|p| p.state),
             _ => e.pseudo,
         };
+        // A proxied handshake names its phase, as pfctl shows it.
+        match e.proxy {
+            proxy::PROXY_SRC => states[0] = tcp_state::PROXY_SRC,
+            proxy::PROXY_DST => states[0] = tcp_state::PROXY_DST,
+            _ => {}
+        }
         Some(StateInfo {
             rule: e.rule,
             af: e.key.af(),

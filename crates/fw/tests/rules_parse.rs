@@ -49,6 +49,17 @@ fn modulate_state_with_and_without_options() {
     assert!(b.src_track.is_some());
 }
 
+/// `synproxy state` takes keep state's options (but sloppy); TCP, in rules only.
+#[test]
+fn synproxy_state_with_and_without_options() {
+    let rs = ok("pass in on em0 proto tcp to port 80 synproxy state\npass in proto tcp synproxy state (max 10, if-bound, max-src-conn 5)\npass proto tcp flags S/SA synproxy state\n");
+    let (a, b, c) = (&rs.rules[0], &rs.rules[1], &rs.rules[2]);
+    assert_eq!((a.keep_state, a.flags), (StateMode::Synproxy, Some(DEFAULT_FLAGS)));
+    assert_eq!((b.keep_state, b.max_states, b.state_policy), (StateMode::Synproxy, Some(10), Some(StatePolicy::IfBound)));
+    assert!(b.src_track.is_some());
+    assert_eq!((c.keep_state, c.dir), (StateMode::Synproxy, None));
+}
+
 #[test]
 fn defaults_of_pass_and_block() {
     let rs = ok("block all\npass all\n");
@@ -303,7 +314,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all extra",
-            "rules.conf:1:10: expected flags, keep state, modulate state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line, found \"extra\"",
+            "rules.conf:1:10: expected flags, keep state, modulate state, synproxy state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line, found \"extra\"",
         ),
         (
             "pass proto tcp to port 70000",
@@ -697,7 +708,15 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("pass in proto tcp modulate state (sloppy)", "rules.conf:1:19: modulate state does not take sloppy (use keep state (sloppy))"),
         ("block in proto tcp modulate state", "rules.conf:1:20: modulate state only applies to pass rules"),
         ("pass in proto tcp modulate", "rules.conf:1:27: expected \"state\", found end of file"),
-        ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),
+        ("pass in proto tcp synproxy state (sloppy)", "rules.conf:1:19: synproxy state does not take sloppy (the proxy checks the handshake's numbers)"),
+        ("pass in proto udp synproxy state", "rules.conf:1:19: synproxy state only applies to rules with proto tcp"),
+        ("pass in all synproxy state", "rules.conf:1:13: synproxy state only applies to rules with proto tcp"),
+        ("pass out proto tcp synproxy state", "rules.conf:1:20: synproxy state only applies to in rules (it answers the SYNs that arrive)"),
+        ("block in proto tcp synproxy state", "rules.conf:1:20: synproxy state only applies to pass rules"),
+        ("pass in proto tcp synproxy state (no-such)", "rules.conf:1:35: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track), found \"no-such\""),
+        ("pass in proto tcp synproxy", "rules.conf:1:27: expected \"state\", found end of file"),
+        ("rdr on em0 proto tcp to port 80 -> 10.0.0.5\npass in proto tcp synproxy state", "rules.conf:2:19: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
+        ("nat on em0 from 10.0.0.0/8 -> 192.0.2.1\npass in proto tcp to port 80 synproxy state", "rules.conf:2:30: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
         ("pass out route-to em1 all", "rules.conf:1:10: `route-to` is not supported by linerate"),
         ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
         ("nat pass log on em0 from any to any -> 1.2.3.4", "rules.conf:1:10: `nat pass log` is not supported by linerate (log with a filter rule)"),

@@ -81,7 +81,6 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
         ("nat on em0 from no-route -> 192.0.2.1", "rules.conf:1:17: `no-route` in a translation rule is not supported by linerate"),
         ("rdr on em0 proto tcp to port 80 tag web -> 10.0.0.5", "rules.conf:1:33: `tag` is not supported by linerate"),
         ("pass in all tag web\npass in all tagged web", "rules.conf:2:13: `tagged` after a rule that tags packets in the same pass (line 1) is not supported by linerate"),
-        ("pass in proto tcp synproxy state", "rules.conf:1:19: `synproxy` is not supported by linerate"),
         ("scrub in all fragment reassemble", "rules.conf:1:14: `fragment` is not supported by linerate"),
         ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
         ("pass in all scrub (random-id)", "rules.conf:1:13: `scrub` is not supported by linerate"),

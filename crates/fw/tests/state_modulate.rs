@@ -38,7 +38,7 @@ fn seg(seq: u32, ack: u32, flags: u8, payload_len: u16) -> TcpSegment {
     TcpSegment { seq, ack, win: 65535, flags, payload_len, wscale: None }
 }
 
-const MODULATE: StateOptions = StateOptions { sloppy: false, allow_opts: false, bound: None, tag: 0, modulate: true };
+const MODULATE: StateOptions = StateOptions { sloppy: false, allow_opts: false, bound: None, tag: 0, modulate: true, synproxy: false };
 
 /// A connection through a table: what each end sends, tracked, and rewritten as the data
 /// plane rewrites it (`Modulation`), giving what the other end receives.

@@ -46,6 +46,8 @@ pub enum Reason {
     StateLimit = 12,
     /// A source-tracking limit (`max-src-*`).
     SrcLimit = 13,
+    /// A packet `synproxy state` consumed or dropped during its handshake.
+    Synproxy = 14,
 }
 
 impl Reason {
@@ -56,11 +58,12 @@ impl Reason {
             Reason::StateMismatch => "state-mismatch",
             Reason::StateLimit => "state-limit",
             Reason::SrcLimit => "src-limit",
+            Reason::Synproxy => "synproxy",
         }
     }
 
     fn from_u8(v: u8) -> Option<Reason> {
-        [Reason::Match, Reason::IpOption, Reason::StateMismatch, Reason::StateLimit, Reason::SrcLimit].into_iter().find(|r| *r as u8 == v)
+        [Reason::Match, Reason::IpOption, Reason::StateMismatch, Reason::StateLimit, Reason::SrcLimit, Reason::Synproxy].into_iter().find(|r| *r as u8 == v)
     }
 }
 

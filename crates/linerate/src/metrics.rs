@@ -368,6 +368,9 @@ fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwContr
     family(w, "linerate_state_limit_refusals", Kind::Counter, "States refused, or connections removed as they became established, by the rule's limit (pf's limit counters).", Some("limit"), &[
         ("rule_max", "max"), ("src_limit_states", "max-src-states"), ("src_limit_nodes", "max-src-nodes"), ("src_limit_conn", "max-src-conn"), ("src_limit_conn_rate", "max-src-conn-rate"),
     ]);
+    family(w, "linerate_state_synproxy", Kind::Counter, "`synproxy state` handshakes: SYN-ACKs the router answered SYNs with, SYNs it sent servers, connections handed over, packets dropped during a handshake.", Some("event"), &[
+        ("synproxy_syn_acks", "syn_ack"), ("synproxy_syns", "syn"), ("synproxy_established", "established"), ("synproxy_dropped", "dropped"),
+    ]);
     family(w, "linerate_state_overloads", Kind::Counter, "Sources refused by a rule with `overload <table>`, queued for the table.", None, &[("src_overload", "")]);
     family(w, "linerate_state_icmp_errors", Kind::Counter, "ICMP errors matched against states, by result.", Some("result"), &[
         ("icmp_error_hits", "hit"), ("icmp_error_misses", "miss"), ("icmp_error_bad_seq", "bad_seq"),

@@ -36,6 +36,10 @@ impl Firewall {
             self.emit_log(frame, l3, port);
         }
         self.blocked_by = None;
+        // The router's own connections are not proxied: a handshake step is not acted on.
+        if !self.proxy_queue.is_empty() {
+            self.proxy_queue.clear();
+        }
         self.end_batch();
         r
     }

@@ -117,6 +117,7 @@ impl LogHit {
             Err(Drop::IpOptions) => (Action::Block, Reason::IpOption),
             Err(Drop::StateLimit | Drop::RuleMax) => (Action::Block, Reason::StateLimit),
             Err(Drop::SrcStates | Drop::SrcNodes) => (Action::Block, Reason::SrcLimit),
+            Err(Drop::Synproxy) => (Action::Block, Reason::Synproxy),
         };
         LogHit { rule: rule as u32, action, reason, dir }
     }
@@ -279,6 +280,7 @@ impl Firewall {
                 StateVerdict::Pass => (Action::Pass, io::pflog::Reason::Match),
                 StateVerdict::Drop(StateDropReason::OutOfWindow) => (Action::Block, io::pflog::Reason::StateMismatch),
                 StateVerdict::Drop(StateDropReason::SrcConn | StateDropReason::SrcConnRate) => (Action::Block, io::pflog::Reason::SrcLimit),
+                StateVerdict::Drop(StateDropReason::Synproxy) => (Action::Block, io::pflog::Reason::Synproxy),
             };
             self.log_rule(i, LogHit { rule: i as u32, action, reason, dir: Dir::In }, true);
         }

@@ -115,6 +115,8 @@ pub(crate) struct FilterStage {
     /// For a packet the in pass blocked (`filter_blocked`): its input port and the answer
     /// of its `block return` rule, if it has one (taken by the apply pass).
     pub refusals: Box<[Option<(u16, super::Refusal)>; MAX_BATCH]>,
+    /// `synproxy state`'s ACKs to servers built during the batch, sent after it.
+    pub proxy_out: Vec<FrameDesc>,
 }
 
 /// What is known of a packet's state before its key is built.
@@ -183,6 +185,7 @@ impl FilterStage {
             nat_pass: Box::new([false; MAX_BATCH]),
             nat_passed: false,
             refusals: Box::new([None; MAX_BATCH]),
+            proxy_out: Vec::with_capacity(MAX_BATCH),
         }
     }
 

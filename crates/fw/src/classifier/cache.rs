@@ -279,6 +279,7 @@ fn verdict_bits(v: &Verdict) -> u8 {
         StateMode::Keep => 1,
         StateMode::KeepSloppy => 2,
         StateMode::Modulate => 3,
+        StateMode::Synproxy => 4,
     };
     u8::from(v.action == Action::Block) | mode << 1
 }
@@ -292,7 +293,8 @@ fn verdict_of<const TAGS: bool>(e: &Entry) -> Verdict {
             0 => StateMode::None,
             1 => StateMode::Keep,
             2 => StateMode::KeepSloppy,
-            _ => StateMode::Modulate,
+            3 => StateMode::Modulate,
+            _ => StateMode::Synproxy,
         },
         tag: if TAGS { e.vtag } else { 0 },
     }
@@ -331,7 +333,7 @@ mod tests {
     /// Every state mode comes back from the cache as it went in.
     #[test]
     fn state_modes_survive_the_cache() {
-        for (opt, mode) in [("no state", StateMode::None), ("keep state", StateMode::Keep), ("keep state (sloppy)", StateMode::KeepSloppy), ("modulate state", StateMode::Modulate)] {
+        for (opt, mode) in [("no state", StateMode::None), ("keep state", StateMode::Keep), ("keep state (sloppy)", StateMode::KeepSloppy), ("modulate state", StateMode::Modulate), ("synproxy state", StateMode::Synproxy)] {
             let cl = classifier(&format!("block all\npass in proto tcp to port 22 flags S/SA {opt}\n"), super::super::Engine::Tree);
             let mut c = VerdictCache::new(64, 7);
             c.classify(&cl, &SYN);

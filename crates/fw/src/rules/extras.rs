@@ -9,7 +9,7 @@ use crate::packet::Af;
 const UNSUPPORTED_OPTIONS: &[&str] = &[
     "route-to", "reply-to", "dup-to", "rdr-to", "nat-to", "binat-to", "af-to", "divert-to",
     "divert-reply", "divert-packet", "queue", "prio", "set", "probability",
-    "rtable", "rdomain", "user", "group", "os", "synproxy", "max", "max-pkt-rate",
+    "rtable", "rdomain", "user", "group", "os", "max", "max-pkt-rate",
     "pflow", "no-sync", "once", "received-on", "fragment", "tos",
     "reassemble", "scrub", "adaptive.start",
     "adaptive.end", "sticky-address", "route",

@@ -47,7 +47,11 @@ fn check_icmp_proto(icmp_tok: Option<&(Token, u8)>, protos: &[u8]) -> PResult<()
 fn state_and_flags(action: Action, opts: &FilterOptions) -> PResult<(StateMode, Option<(u8, u8)>)> {
     let keep_state = match (&opts.keep, action) {
         (Some((m, t)), Action::Block) if *m != StateMode::None => {
-            let what = if *m == StateMode::Modulate { "modulate state" } else { "keep state" };
+            let what = match m {
+                StateMode::Modulate => "modulate state",
+                StateMode::Synproxy => "synproxy state",
+                _ => "keep state",
+            };
             return here(t, format!("{what} only applies to pass rules"));
         }
         (Some((m, _)), _) => *m,
@@ -68,6 +72,16 @@ fn state_and_flags(action: Action, opts: &FilterOptions) -> PResult<(StateMode, 
 }
 
 impl Parser<'_> {
+    /// At the end of the file: `synproxy state` and translation rules do not go together
+    /// (the proxy's handshake packets are built with the addresses the rules saw, and
+    /// would leave untranslated), so a file with both is refused at the first synproxy.
+    pub(super) fn check_synproxy_without_nat(&self) -> PResult<()> {
+        match (&self.synproxy_at, self.rs.nat.first()) {
+            (Some(t), Some(n)) => here(t, format!("synproxy state is not supported together with nat, rdr or binat rules (line {})", n.line)),
+            _ => Ok(()),
+        }
+    }
+
     pub(super) fn rule(&mut self) -> PResult<()> {
         let (a, at) = self.word("pass or block")?;
         let action = if a == "pass" {
@@ -98,6 +112,17 @@ impl Parser<'_> {
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
         check_icmp_proto(opts.icmp_tok.as_ref(), &protos)?;
         let (keep_state, flags) = state_and_flags(action, &opts)?;
+        if keep_state == StateMode::Synproxy
+            && let Some((_, t)) = &opts.keep
+        {
+            if protos != [6] {
+                return here(t, "synproxy state only applies to rules with proto tcp");
+            }
+            if dir == Some(Dir::Out) {
+                return here(t, "synproxy state only applies to in rules (it answers the SYNs that arrive)");
+            }
+            self.synproxy_at.get_or_insert_with(|| t.clone());
+        }
         let rule = Rule {
             action,
             block_return,
@@ -195,6 +220,15 @@ impl Parser<'_> {
                     }
                     opts.keep = Some((StateMode::Modulate, t));
                 }
+                Tok::Word(w) if w == "synproxy" => {
+                    self.next()?;
+                    self.expect_word("state")?;
+                    let mode = self.state_options(&mut opts)?;
+                    if mode == StateMode::KeepSloppy {
+                        return here(&t, "synproxy state does not take sloppy (the proxy checks the handshake's numbers)");
+                    }
+                    opts.keep = Some((StateMode::Synproxy, t));
+                }
                 Tok::Word(w) if w == "no" => {
                     self.next()?;
                     self.expect_word("state")?;
@@ -247,7 +281,7 @@ impl Parser<'_> {
                 _ => {
                     self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, modulate state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line",
+                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line",
                     );
                 }
             }

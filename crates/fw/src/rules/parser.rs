@@ -35,6 +35,7 @@ pub(super) const RESERVED: &[&str] = &[
     "flags",
     "keep",
     "modulate",
+    "synproxy",
     "no",
     "state",
     "label",
@@ -60,6 +61,9 @@ pub(super) struct Parser<'a> {
     pub(super) ifaces: &'a dyn Fn(&str) -> Option<u16>,
     /// The router's addresses per interface, if the caller gave them.
     pub(super) addresses: Option<&'a super::InterfaceAddresses>,
+    /// Where the first `synproxy state` is (a translation rule anywhere in the file is then
+    /// refused there: see `filter_rule.rs`).
+    pub(super) synproxy_at: Option<Token>,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -201,7 +205,7 @@ impl Parser<'_> {
             self.skip_newlines()?;
             let t = self.peek_raw().clone();
             match &t.tok {
-                Tok::Eof => return Ok(()),
+                Tok::Eof => return self.check_synproxy_without_nat(),
                 Tok::Word(w) => {
                     let is_def = matches!(
                         self.toks.iter().rev().nth(1),

@@ -118,6 +118,12 @@ impl StateTable {
             e.seqdiff = self.seqdiff(h, seg.seq);
             self.modulated = true;
         }
+        if opts.synproxy
+            && let Some(seg) = tcp.filter(|s| s.flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST) == tcp_flags::SYN)
+            && class(fk.proto()) == Class::Tcp
+        {
+            self.proxy_start(&mut e, id, h, seg);
+        }
         e.tmo = t as u8;
         e.expire = self.deadline(now, t);
         if fk.proto() == proto::UDP {

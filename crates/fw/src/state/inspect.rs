@@ -105,6 +105,8 @@ pub fn state_name(protocol: u8, state: u8) -> &'static str {
             LAST_ACK => "LAST_ACK",
             FIN_WAIT_2 => "FIN_WAIT_2",
             TIME_WAIT => "TIME_WAIT",
+            PROXY_SRC => "PROXY:SRC",
+            PROXY_DST => "PROXY:DST",
             _ => "UNKNOWN",
         }
     } else {

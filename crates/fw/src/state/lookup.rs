@@ -7,6 +7,7 @@ use super::{
     Class, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
     StateTable, StateVerdict, TcpSegment, Tmo, class, pseudo_states, tcp, tcp_flags, tcp_state,
 };
+use super::proxy::{PROXIED, PROXY_DST, PROXY_SRC};
 use crate::packet::{PacketKey, proto};
 
 /// A hit of the general lookup, tracked.
@@ -108,6 +109,11 @@ impl StateTable {
             return self.expired(pos, id);
         }
         let from_init = from_a ^ (e.flags & F_INIT_B != 0);
+        if matches!(e.proxy, PROXY_SRC | PROXY_DST) && proto_ == proto::TCP {
+            let verdict = self.proxy_track(id, from_init, tcp, now);
+            self.counters.hits += 1;
+            return Some(Tracked { id, from_init, verdict, rule: self.slots[id].rule });
+        }
         let e = &mut self.slots[id];
         let mut verdict = StateVerdict::Pass;
         // The packet made both ends of a TCP connection established (source tracking counts
@@ -142,7 +148,7 @@ impl StateTable {
                     // `modulate state`: each end acknowledges the other's shifted numbers; the
                     // state tracks each end's own (pf_tcp_track_full: `ack - dst->seqdiff`).
                     Some(seg) if e.seqdiff != 0 => {
-                        let ack_sub = modulation_for(e.seqdiff, self.mod_key, from_init).ack_sub;
+                        let ack_sub = offsets(e, self.mod_key, from_init).map_or(0, |m| m.ack_sub);
                         demodulated = TcpSegment { ack: seg.ack.wrapping_sub(ack_sub), ..*seg };
                         Some(&demodulated)
                     }
@@ -234,7 +240,10 @@ impl StateTable {
             let from_init = from_a ^ (e.flags & F_INIT_B != 0);
             // An error about a packet of a modulated flow comes from beyond the firewall: it
             // quotes the shifted sequence number (pf_test_state_icmp).
-            let seq = if e.seqdiff != 0 { seq.wrapping_sub(modulation_for(e.seqdiff, self.mod_key, from_init).seq_add) } else { seq };
+            let seq = match offsets(e, self.mod_key, from_init) {
+                Some(m) => seq.wrapping_sub(m.seq_add),
+                None => seq,
+            };
             let [p0, p1] = &self.tcp[id];
             let (src, dst) = if from_init { (p0, p1) } else { (p1, p0) };
             if !tcp::icmp_quoted_seq_ok(src, dst, seq) {
@@ -254,17 +263,34 @@ impl StateTable {
     pub fn modulation(&self, flow: &Flow, now: u32) -> Option<Modulation> {
         let Ok(Found { id, .. }) = self.find(&flow.key, self.hash(&flow.key)) else { return None };
         let e = &self.slots[id];
-        if e.expire <= now || e.seqdiff == 0 {
+        if e.expire <= now {
             return None;
         }
-        Some(modulation_for(e.seqdiff, self.mod_key, flow.from_a ^ (e.flags & F_INIT_B != 0)))
+        offsets(e, self.mod_key, flow.from_a ^ (e.flags & F_INIT_B != 0))
     }
 
     /// [`modulation`](Self::modulation) of state `id` for a packet from endpoint A of its key
     /// (`from_a`) or B.
     pub fn modulation_of(&self, id: StateId, from_a: bool) -> Option<Modulation> {
         let e = self.slots.get(id.0 as usize)?;
-        (e.seqdiff != 0).then(|| modulation_for(e.seqdiff, self.mod_key, from_a ^ (e.flags & F_INIT_B != 0)))
+        offsets(e, self.mod_key, from_a ^ (e.flags & F_INIT_B != 0))
+    }
+}
+
+/// The rewrite of a packet of entry `e` from the initiator (`from_init`) or the responder:
+/// `modulate state`'s offsets, or a proxied connection's (`synproxy state`: the responder's
+/// numbers shifted by `seqdiff`, the initiator's left); `None` when nothing is rewritten
+/// (no offset, or a proxied connection still in its handshake).
+#[inline]
+fn offsets(e: &super::Entry, key: u64, from_init: bool) -> Option<Modulation> {
+    if e.seqdiff == 0 {
+        return None;
+    }
+    match e.proxy {
+        0 => Some(modulation_for(e.seqdiff, key, from_init)),
+        PROXIED if from_init => Some(Modulation { seq_add: 0, ack_sub: e.seqdiff }),
+        PROXIED => Some(Modulation { seq_add: e.seqdiff, ack_sub: 0 }),
+        _ => None,
     }
 }
 

@@ -97,6 +97,15 @@ fn add_one(e: &mut Entry, from_a: bool, opts: StateOptions) {
     e.flags = (e.flags & !F_FLOATING) | if floating { F_FLOATING } else { 0 };
 }
 
+/// Adds to `e` the pf state of the other orientation than the one keyed from endpoint A
+/// (`from_a`) or B, with the same binding, tag and `allow-opts` (`synproxy state`: the one
+/// pf state of a proxied connection covers both sides, `proxy.rs`).
+pub(super) fn mirror(e: &mut Entry, from_a: bool) {
+    let Some(s) = sub_state(e, from_a) else { return };
+    let opts = StateOptions { bound: s.bound, allow_opts: s.allow_opts, tag: s.tag, ..StateOptions::default() };
+    add_one(e, !from_a, opts);
+}
+
 fn sub_state(e: &Entry, from_a: bool) -> Option<SubState> {
     let (bit, side, allow) = if from_a { (F_PF_A, 0, ALLOW_A) } else { (F_PF_B, 1, ALLOW_B) };
     (e.flags & bit != 0).then(|| SubState { bound: (e.kif[side] != FLOAT).then_some(e.kif[side]), allow_opts: e.allow & allow != 0, tag: e.tags[side] })

@@ -29,6 +29,11 @@ pub mod tcp_state {
     pub const LAST_ACK: u8 = 8;
     pub const FIN_WAIT_2: u8 = 9;
     pub const TIME_WAIT: u8 = 10;
+    /// pf's `PF_TCPS_PROXY_SRC`, `PF_TCPS_PROXY_DST`: what inspection reports as the
+    /// initiator's state while `synproxy state` completes its handshake (the tracking
+    /// itself never holds them).
+    pub const PROXY_SRC: u8 = 11;
+    pub const PROXY_DST: u8 = 12;
 }
 
 /// UDP / other-protocol pseudo-states (pf's `PFUDPS_*` / `PFOTHERS_*`).
@@ -69,6 +74,10 @@ pub enum StateDropReason {
     SrcConn,
     /// ... beyond its source's `max-src-conn-rate`.
     SrcConnRate,
+    /// A packet of a `synproxy state` connection during the handshake the router completes
+    /// itself (pf's PFRES_SYNPROXY): each end's handshake packets are consumed (the router
+    /// answers them, [`ProxyStep`](super::ProxyStep)), anything else dropped.
+    Synproxy,
 }
 
 /// What to do with a packet that matched a state.
@@ -128,6 +137,10 @@ pub struct StateOptions {
     /// pf's `modulate state`: a TCP state created by a bare SYN gets random offsets for both
     /// ends' sequence numbers ([`Modulation`]). No effect on other protocols.
     pub modulate: bool,
+    /// pf's `synproxy state`: a TCP state created by a bare SYN completes the client's
+    /// handshake in the router before the server sees a SYN (`proxy.rs`). No effect on
+    /// other protocols or other packets.
+    pub synproxy: bool,
 }
 
 /// How a packet of a `modulate state` flow is rewritten (pf's `seqdiff` of each end): each
@@ -184,6 +197,15 @@ pub struct StateCounters {
     pub src_overload: u64,
     /// States removed by `overload ... flush` (pf's LCNT_OVERLOAD_FLUSH counts flushes).
     pub src_flushed: u64,
+    /// `synproxy state`: SYN-ACKs the router answered clients' SYNs with (retransmissions
+    /// included).
+    pub synproxy_syn_acks: u64,
+    /// ... SYNs it sent servers for clients that completed its handshake.
+    pub synproxy_syns: u64,
+    /// ... connections it handed over, both handshakes done.
+    pub synproxy_established: u64,
+    /// ... packets dropped during a handshake (neither end's expected handshake packet).
+    pub synproxy_dropped: u64,
 }
 
 /// Inspection of one state (tests, `pfctl -ss`-like dumps).
