@@ -175,6 +175,10 @@ struct Entry {
     /// The tag of pf's two states (pf's `tag`: what the packets each passes are tagged
     /// with; 0: none), by endpoint A, B.
     tags: [u8; 2],
+    /// The timeouts the state is under: 0, the table's (`set timeout`); else those of
+    /// [`StateTable::profiles`]`[profile - 1]`, its rule's `keep state (tcp.established N)`.
+    /// In the byte before `seqdiff` that alignment left spare: a state stays 104 bytes.
+    profile: u8,
     /// `modulate state`: the offset added to the initiator's TCP sequence numbers (pf's
     /// `src.seqdiff`; the responder's is derived from it, `lookup.rs`); 0 when the state
     /// does not modulate. In the entry's spare bytes, so that a state stays 104 bytes.
@@ -203,6 +207,13 @@ pub struct StateTable {
     timeouts: Timeouts,
     /// `timeouts` by kind, read per packet.
     secs: [u32; Tmo::ALL.len()],
+    /// Per-rule timeouts (pf's `keep state (udp.first 30, ...)`), each set once, by value,
+    /// kept across reloads so that a state's `profile` stays valid: a kind's override, or
+    /// `None` for the table's. At most 255.
+    profiles: Vec<[Option<u32>; Tmo::ALL.len()]>,
+    /// The profile of each rule of the current set (0: none); empty when no rule has its
+    /// own timeouts, so that inserts of other rule sets only test the length.
+    rule_profile: Vec<u8>,
     /// The quick lookups' deadlines by kind (see [`QuickHits`]), computed per batch.
     deadlines: [u32; 16],
     /// The flags a state needs for a packet from endpoint B (index 0) or A (1) to be settled
@@ -244,6 +255,21 @@ fn pseudo_states(states: &mut [u8; 2], from_init: bool) -> bool {
 }
 
 
+/// `now` plus the seconds of kind `t` under timeout `profile` (0: `secs`, the table's).
+#[inline(always)]
+fn deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo, profile: u8) -> u32 {
+    if profile == 0 {
+        return now.saturating_add(secs[t as usize]);
+    }
+    profile_deadline(secs, profiles, now, t, profile)
+}
+
+#[cold]
+fn profile_deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo, profile: u8) -> u32 {
+    let own = profiles.get(usize::from(profile) - 1).and_then(|p| p[t as usize]);
+    now.saturating_add(own.unwrap_or(secs[t as usize]))
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
     Tcp,
@@ -284,6 +310,8 @@ impl StateTable {
             hasher: FlowHasher::new(seed),
             secs: timeouts.by_kind(),
             timeouts,
+            profiles: Vec::new(),
+            rule_profile: Vec::new(),
             deadlines: [0; 16],
             want: sub::want(true, true),
             sweep_cursor: 0,
@@ -393,9 +421,45 @@ impl StateTable {
     }
 
 
+    /// The deadline of a state of timeout `profile` refreshed at `now` under kind `t`.
+    #[inline(always)]
+    fn deadline(&self, now: u32, t: Tmo, profile: u8) -> u32 {
+        deadline(&self.secs, &self.profiles, now, t, profile)
+    }
+
+    /// Sets the timeouts of each rule's states (`per_rule[i]`: rule `i`'s overrides, as
+    /// [`Rule::state_timeouts`](crate::rules::Rule::state_timeouts)); the states already
+    /// made keep theirs. A set of overrides beyond the 255 the table keeps over its life
+    /// falls back to the table's timeouts.
+    pub fn set_rule_timeouts<'a>(&mut self, per_rule: impl IntoIterator<Item = &'a [(Tmo, u32)]>) {
+        self.rule_profile.clear();
+        for (i, o) in per_rule.into_iter().enumerate() {
+            if o.is_empty() {
+                continue;
+            }
+            let mut p = [None; Tmo::ALL.len()];
+            for &(t, s) in o {
+                p[t as usize] = Some(s);
+            }
+            let id = match self.profiles.iter().position(|q| *q == p) {
+                Some(k) => k + 1,
+                None if self.profiles.len() < usize::from(u8::MAX) => {
+                    self.profiles.push(p);
+                    self.profiles.len()
+                }
+                None => 0,
+            };
+            if self.rule_profile.len() <= i {
+                self.rule_profile.resize(i + 1, 0);
+            }
+            self.rule_profile[i] = id as u8;
+        }
+    }
+
+    /// The timeout profile of a state rule `rule` creates.
     #[inline]
-    fn deadline(&self, now: u32, t: Tmo) -> u32 {
-        now.saturating_add(self.secs[t as usize])
+    fn profile_of(&self, rule: u32) -> u8 {
+        if self.rule_profile.is_empty() { 0 } else { self.rule_profile.get(rule as usize).copied().unwrap_or(0) }
     }
 
 
@@ -546,6 +610,7 @@ impl StateTable {
             responder_state: states[1],
             expire: e.expire,
             timeout: Tmo::from_u8(e.tmo),
+            timeout_secs: deadline(&self.secs, &self.profiles, 0, Tmo::from_u8(e.tmo), e.profile),
             sloppy: e.flags & F_SLOPPY != 0,
         })
     }

@@ -235,8 +235,20 @@ fn macro_with_interface_modifier() {
 fn set_skip_on_loopback() {
     assert!(ok("set skip on lo\n").skip.is_empty());
     assert_eq!(ok("set skip on { lo0 em1 lo }\n").skip, [1]);
-    assert_eq!(err("set skip on { em0 lx }"), "rules.conf:1:19: unknown interface \"lx\"");
-    assert_eq!(err("pass on lo"), "rules.conf:1:9: unknown interface \"lo\"");
+    assert!(ok("set skip on { lo0 }\n").skip.is_empty());
+    // pf skips an interface that does not exist: nothing to skip here, a notice says so.
+    let rs = ok("set skip on { em0 lx }");
+    assert_eq!(rs.skip, [0]);
+    assert_eq!(rs.notices, ["rules.conf:1:19: `set skip on lx`: no interface \"lx\" is configured, nothing to skip"]);
+    // A rule on loopback alone matches nothing here: left out, with a notice.
+    let rs = ok("pass on lo\nblock in on { lo0 em1 } all\npass out on ! lo0 all");
+    assert_eq!(rs.rules.len(), 2);
+    assert_eq!((rs.rules[0].ifaces.as_slice(), rs.rules[0].line), (&[1u16][..], 2));
+    assert!(rs.rules[1].ifaces.is_empty() && !rs.rules[1].iface_neg, "`on ! lo0`: every interface");
+    assert_eq!(rs.notices, ["rules.conf:1:6: a rule on the loopback interface only: linerate never sees loopback traffic, the rule matches nothing and is left out"]);
+    // Its errors are still errors.
+    assert_eq!(err("pass on lo proto tcp from any port 0 to bogus"), "rules.conf:1:41: expected an address, a prefix, a table <name> or \"any\", found \"bogus\"");
+    assert_eq!(err("pass on lx"), "rules.conf:1:9: unknown interface \"lx\"");
 }
 
 #[test]

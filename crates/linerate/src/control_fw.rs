@@ -89,7 +89,7 @@ pub(crate) fn rules(fw: &FwControl) -> Value {
         .map(|r| {
             let text = r.rule.and_then(|_| source.get(r.line.wrapping_sub(1))).map(|l| l.trim().to_owned());
             json!({
-                "number": r.rule, "line": (r.line > 0).then_some(r.line), "label": r.label, "text": text,
+                "number": r.rule, "line": (r.line > 0).then_some(r.line), "label": r.label, "ridentifier": r.ridentifier, "text": text,
                 "action": match r.action { fw::rules::Action::Pass => "pass", fw::rules::Action::Block => "block" },
                 "packets": r.packets, "bytes": r.bytes, "states": r.states,
             })

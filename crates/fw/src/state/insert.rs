@@ -119,7 +119,8 @@ impl StateTable {
             self.modulated = true;
         }
         e.tmo = t as u8;
-        e.expire = self.deadline(now, t);
+        e.profile = self.profile_of(rule);
+        e.expire = self.deadline(now, t, e.profile);
         if fk.proto() == proto::UDP {
             mark_steady(&mut e, self.want);
         }

@@ -2,7 +2,7 @@
 //! ([`StateTable::lookup_v4`]), and ICMP errors matched to the flow they quote.
 
 use super::index::{Found, find_v4};
-use super::quick::mark_steady;
+use super::quick::{mark_steady, steady_bits};
 use super::{
     Class, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
     StateTable, StateVerdict, TcpSegment, Tmo, class, pseudo_states, tcp, tcp_flags, tcp_state,
@@ -58,14 +58,15 @@ impl StateTable {
             return self.lookup_v4_slow(f, h, tcp, now);
         };
         let e = self.slots.get_mut(id)?;
-        if e.expire <= now || f.proto() != proto::UDP {
+        // A state under its rule's own timeouts takes the general path.
+        if e.expire <= now || f.proto() != proto::UDP || e.profile != 0 {
             return self.lookup_v4_slow(f, h, tcp, now);
         }
         let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
         let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
-        mark_steady(e, self.want);
+        steady_bits(e, self.want);
         self.counters.hits += 1;
         let want = self.want[usize::from(f.from_a())];
         Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass, settled: e.flags & want == want })
@@ -158,7 +159,7 @@ impl StateTable {
         };
         if let Some(t) = refresh {
             e.tmo = t as u8;
-            e.expire = now.saturating_add(self.secs[t as usize]);
+            e.expire = super::deadline(&self.secs, &self.profiles, now, t, e.profile);
         }
         if proto_ == proto::UDP {
             mark_steady(e, self.want);
