@@ -171,6 +171,7 @@ impl Parser<'_> {
         if self.eat_punct("{")? {
             // OPNsense writes `from {any}`: pfctl takes a list of `any` alone as `any`.
             self.skip_newlines()?;
+            let t = self.peek()?.clone();
             if self.eat_word("any")? {
                 self.skip_newlines()?;
                 self.eat_punct(",")?;
@@ -178,7 +179,6 @@ impl Parser<'_> {
                 if self.eat_punct("}")? {
                     return Ok(AddrMatch::Any);
                 }
-                let t = self.peek()?.clone();
                 return here(&t, "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
             }
             let mut items = Vec::new();

@@ -4,7 +4,7 @@
 use super::index::{Found, find_v4};
 use super::quick::{mark_steady, steady_bits};
 use super::{
-    Class, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
+    Class, Entry, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
     StateTable, StateVerdict, TcpSegment, Tmo, class, pseudo_states, tcp, tcp_flags, tcp_state,
 };
 use crate::packet::{PacketKey, proto};
@@ -58,8 +58,7 @@ impl StateTable {
             return self.lookup_v4_slow(f, h, tcp, now);
         };
         let e = self.slots.get_mut(id)?;
-        // A state under its rule's own timeouts takes the general path.
-        if e.expire <= now || f.proto() != proto::UDP || e.profile != 0 {
+        if e.expire <= now || f.proto() != proto::UDP {
             return self.lookup_v4_slow(f, h, tcp, now);
         }
         let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
@@ -67,6 +66,10 @@ impl StateTable {
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
         steady_bits(e, self.want);
+        if e.profile != 0 {
+            // Under its rule's own timeouts: their deadline, and never steady.
+            own_timeouts(e, &self.secs, &self.profiles, now, t);
+        }
         self.counters.hits += 1;
         let want = self.want[usize::from(f.from_a())];
         Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass, settled: e.flags & want == want })
@@ -275,4 +278,13 @@ fn modulation_for(seqdiff: u32, key: u64, from_init: bool) -> Modulation {
         d => d,
     };
     if from_init { Modulation { seq_add: seqdiff, ack_sub: responder } } else { Modulation { seq_add: responder, ack_sub: seqdiff } }
+}
+
+/// A UDP hit's entry under its rule's own timeouts (`profile` not 0), after the fast path
+/// refreshed it by the table's: the rule's deadline, and no steady bits (`quick.rs`).
+#[cold]
+#[inline(never)]
+fn own_timeouts(e: &mut Entry, secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo) {
+    e.expire = super::deadline(secs, profiles, now, t, e.profile);
+    mark_steady(e, [0, 0]);
 }
