@@ -100,7 +100,8 @@ fn fixtures_load_with_their_settings_and_notices() {
     assert!(rs.rules.iter().all(|r| r.ridentifier.is_none()));
 }
 
-fn key(af: Af, dir: Dir, iface: u16, proto: u8, src: &str, dst: &str, sp: u16, dp: u16) -> PacketKey {
+/// A packet of family `af` seen in direction `dir` on interface `iface`.
+fn key((af, dir, iface): (Af, Dir, u16), proto: u8, src: &str, dst: &str, sp: u16, dp: u16) -> PacketKey {
     let addr = |s: &str| match s.parse::<IpAddr>().unwrap() {
         IpAddr::V4(a) => u128::from(u32::from(a)),
         IpAddr::V6(a) => u128::from(a),
@@ -124,7 +125,7 @@ fn key(af: Af, dir: Dir, iface: u16, proto: u8, src: &str, dst: &str, sp: u16, d
 }
 
 fn v4(dir: Dir, iface: u16, proto: u8, src: &str, dst: &str, sp: u16, dp: u16) -> PacketKey {
-    key(Af::Inet, dir, iface, proto, src, dst, sp, dp)
+    key((Af::Inet, dir, iface), proto, src, dst, sp, dp)
 }
 
 /// The classifier's verdict, checked against the reference's: the action and the deciding
@@ -191,7 +192,7 @@ fn pfsense_verdicts() {
     let k = v4(Dir::In, LAN, proto::UDP, "10.0.0.50", "93.184.216.34", 1234, 0);
     assert_eq!(decide(&rs, &cl, &k), (block, Some(1000000115), "Block traffic to port 0".into()));
     // IPv6 neighbour solicitation passes by the first ICMPv6 rule.
-    let k = key(Af::Inet6, Dir::In, WAN, proto::ICMPV6, "fe80::1", "ff02::1:ff00:1", 135, 0);
+    let k = key((Af::Inet6, Dir::In, WAN), proto::ICMPV6, "fe80::1", "ff02::1:ff00:1", 135, 0);
     assert_eq!(decide(&rs, &cl, &k), (pass, Some(1000000107), String::new()));
     // The published web server, with its shorter established timeout.
     let k = v4(Dir::In, WAN, proto::TCP, "8.8.8.8", "10.0.0.5", 40000, 443);
@@ -226,9 +227,9 @@ fn opnsense_verdicts() {
     let k = v4(Dir::In, WAN, 112, "198.18.0.2", "224.0.0.18", 0, 0);
     assert_eq!(decide(&rs, &cl, &k), (pass, None, "7b8a99a0b1c2d3e4f5061728394a5b6c".into()), "CARP");
     // Multicast listener messages are blocked; link-local to global too.
-    let k = key(Af::Inet6, Dir::In, LAN, proto::ICMPV6, "fe80::5", "ff02::16", 131, 0);
+    let k = key((Af::Inet6, Dir::In, LAN), proto::ICMPV6, "fe80::5", "ff02::16", 131, 0);
     assert_eq!(decide(&rs, &cl, &k).0, block);
-    let k = key(Af::Inet6, Dir::In, LAN, proto::TCP, "fe80::5", "2001:db8::1", 4000, 80);
+    let k = key((Af::Inet6, Dir::In, LAN), proto::TCP, "fe80::5", "2001:db8::1", 4000, 80);
     assert_eq!(decide(&rs, &cl, &k), (block, None, "a1b2c3d4e5f60718293a4b5c6d7e8f90".into()));
     // The published web servers (a table behind a macro), and the ping rule's named and
     // numbered types.
