@@ -361,6 +361,7 @@ impl RuleCounters {
                 rule: r.get(i).map(|_| i),
                 line: r.get(i).map_or(0, |r| r.line),
                 label: r.get(i).and_then(|r| r.label.clone()),
+                ridentifier: r.get(i).and_then(|r| r.ridentifier),
                 action: r.get(i).map_or(Action::Pass, |r| r.action),
                 packets: self.packets[i].load(Ordering::Relaxed),
                 bytes: self.bytes[i].load(Ordering::Relaxed),
@@ -377,6 +378,8 @@ pub struct RuleStat {
     /// Line of the rule in its file (0 for the default).
     pub line: usize,
     pub label: Option<String>,
+    /// The rule's `ridentifier` (pfSense's `tracker`), if it has one.
+    pub ridentifier: Option<u32>,
     pub action: Action,
     pub packets: u64,
     pub bytes: u64,
@@ -607,6 +610,7 @@ impl Firewall {
             // Allocated unlocked; a reload raising the limit meanwhile means another try.
             let Some((id, seen, rules)) = slot.register(capacity) else { continue };
             states.set_timeouts(state_timeouts(&rules.rules));
+            states.set_rule_timeouts(rules.rules.rules.iter().map(|r| r.state_timeouts.as_slice()));
             states.set_limit(state_limit(&rules.rules));
             states.set_passes(rules.has_in, rules.has_out);
             let cache = VerdictCache::new(fw::classifier::cache::DEFAULT_CACHE_ENTRIES, seed ^ 0x5bd1_e995_2f3c_a7e1);
@@ -747,6 +751,7 @@ impl Firewall {
             self.states.grow_into(mem);
         }
         self.states.set_timeouts(state_timeouts(&rules.rules));
+        self.states.set_rule_timeouts(rules.rules.rules.iter().map(|r| r.state_timeouts.as_slice()));
         self.states.set_limit(state_limit(&rules.rules));
         self.states.set_passes(rules.has_in, rules.has_out);
         self.route_bits = rules.route_bits;

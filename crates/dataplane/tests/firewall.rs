@@ -656,3 +656,30 @@ fn capture_at_rx_tx_and_drop() {
         w.poll();
     }
 }
+
+/// A rule's own state timeouts (`keep state (udp.multiple 9)`) reach the worker's table: its
+/// states are refreshed by them, on the quick loop's batches too, while another rule's
+/// states keep the rule set's.
+#[test]
+fn a_rules_own_timeouts_refresh_its_states_in_the_worker() {
+    use fw::state::{StateId, Tmo};
+    let rules = "pass in on a proto udp to port 53 keep state (udp.multiple 9)\npass in on a proto udp to port 54 keep state\n";
+    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    w.set_firewall(Firewall::new(RulesSlot::new(compile(rules)), 3));
+    let out = |port| udp(0, A_HOST, 1000, FAR, port);
+    let back = |port| udp(0, FAR, port, A_HOST, 1000);
+    let batches = [vec![out(53), out(54)], vec![out(53), out(54)], vec![back(53), back(54), out(53), out(54)], vec![out(53), out(54)], vec![out(53), out(54)]];
+    for batch in batches {
+        w.rx[0] = ReplayRx::new(0, batch).once();
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+    }
+    assert_eq!(w.counts().forwarded, 12, "{:?}", w.counts());
+    let t = w.firewall().unwrap().state_table();
+    let (own, plain) = (t.info(StateId(0)).unwrap(), t.info(StateId(1)).unwrap());
+    assert_eq!((own.rule, own.timeout, own.timeout_secs), (0, Tmo::UdpMultiple, 9));
+    assert_eq!((plain.rule, plain.timeout, plain.timeout_secs), (1, Tmo::UdpMultiple, 60));
+    // Both refreshed by the last batch: 9 s against the rule set's 60.
+    assert_eq!(plain.expire - own.expire, 60 - 9);
+}

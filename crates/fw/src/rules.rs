@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod anchor;
 mod block_return;
 mod extras;
 mod filter_rule;
@@ -318,6 +319,13 @@ pub struct Rule {
     /// [`PacketKey::ip_opts`](crate::packet::PacketKey::ip_opts)); without it pf drops them.
     pub allow_opts: bool,
     pub label: Option<String>,
+    /// `ridentifier N` (pfSense's older `tracker N`): a number the rule set's author gives
+    /// the rule, shown beside it (`linerate show`, metrics) as pfctl shows it; no effect on
+    /// verdicts.
+    pub ridentifier: Option<u32>,
+    /// `keep state (tcp.established 3600, ...)`: timeouts of this rule's states that differ
+    /// from the rule set's (`set timeout`), as (kind, seconds); empty for most rules.
+    pub state_timeouts: Vec<(crate::state::Tmo, u32)>,
     /// `tag NAME`: the packets the rule matches are tagged (its id, see [`RuleSet::tags`]).
     pub tag: Option<u8>,
     /// `tagged NAME` / `! tagged NAME`: (negated, id) of the tag the packet must (must not)
@@ -407,6 +415,10 @@ pub struct RuleSet {
     pub block_policy: Option<BlockReturn>,
     /// The tag names the rules use: tag id `i + 1` is `tags[i]` (0 is no tag).
     pub tags: Vec<String>,
+    /// What the file holds that linerate accepts but that does nothing here (an anchor
+    /// nothing loads rules into, `set skip` on an interface not configured), as
+    /// `path:line:column: text`: `check`, `run` and `reload` print them.
+    pub notices: Vec<String>,
 }
 
 impl Default for RuleSet {
@@ -423,6 +435,7 @@ impl Default for RuleSet {
             scrub: Vec::new(),
             block_policy: None,
             tags: Vec::new(),
+            notices: Vec::new(),
         }
     }
 }
@@ -545,10 +558,11 @@ fn parse_inner(
         rs: RuleSet::default(),
         path,
         ifaces,
+        table_entries_limit: None,
         addresses,
         synproxy_at: None,
     };
-    p.file().map_err(|e| match e {
+    p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),
         PErr::Full(e) => e,
     })?;

@@ -172,20 +172,35 @@ struct Entry {
     pseudo: [u8; 2],
     /// The interface each of pf's two states is bound to (`if-bound`), by endpoint A, B.
     kif: [u16; 2],
-    /// `allow-opts` of pf's two states (`sub::ALLOW_A`, `ALLOW_B`).
+    /// `allow-opts` of pf's two states (`sub::ALLOW_A`, `ALLOW_B`: bits 0 and 1), and in
+    /// bits 4 to 7 `synproxy state`'s phase ([`Entry::proxy`]): no byte of the line is left.
     allow: u8,
     /// The tag of pf's two states (pf's `tag`: what the packets each passes are tagged
     /// with; 0: none), by endpoint A, B.
     tags: [u8; 2],
-    /// `synproxy state`'s phase (`proxy::PROXY_SRC`, `PROXY_DST`, `PROXIED`; 0: not
-    /// proxied). While the router completes the handshake, `seqdiff` holds its own initial
-    /// sequence number and `pseudo` the client's MSS; once `PROXIED`, `seqdiff` is the
-    /// responder's offset (the initiator's is 0). In the entry's last spare byte.
-    proxy: u8,
+    /// The timeouts the state is under: 0, the table's (`set timeout`); else those of
+    /// [`StateTable::profiles`]`[profile - 1]`, its rule's `keep state (tcp.established N)`.
+    /// In the byte before `seqdiff` that alignment left spare: a state stays 104 bytes.
+    profile: u8,
     /// `modulate state`: the offset added to the initiator's TCP sequence numbers (pf's
     /// `src.seqdiff`; the responder's is derived from it, `lookup.rs`); 0 when the state
     /// does not modulate. In the entry's spare bytes, so that a state stays 104 bytes.
     seqdiff: u32,
+}
+
+impl Entry {
+    /// `synproxy state`'s phase (`proxy::PROXY_SRC`, `PROXY_DST`, `PROXIED`; 0: not
+    /// proxied). While the router completes the handshake, `seqdiff` holds its own initial
+    /// sequence number and `pseudo` the client's MSS; once `PROXIED`, `seqdiff` is the
+    /// responder's offset (the initiator's is 0).
+    #[inline(always)]
+    fn proxy(&self) -> u8 {
+        self.allow >> 4
+    }
+
+    fn set_proxy(&mut self, phase: u8) {
+        self.allow = (self.allow & 0x0f) | (phase << 4);
+    }
 }
 
 const NONE: u32 = u32::MAX;
@@ -210,6 +225,13 @@ pub struct StateTable {
     timeouts: Timeouts,
     /// `timeouts` by kind, read per packet.
     secs: [u32; Tmo::ALL.len()],
+    /// Per-rule timeouts (pf's `keep state (udp.first 30, ...)`), each set once, by value,
+    /// kept across reloads so that a state's `profile` stays valid: a kind's override, or
+    /// `None` for the table's. At most 255.
+    profiles: Vec<[Option<u32>; Tmo::ALL.len()]>,
+    /// The profile of each rule of the current set (0: none); empty when no rule has its
+    /// own timeouts, so that inserts of other rule sets only test the length.
+    rule_profile: Vec<u8>,
     /// The quick lookups' deadlines by kind (see [`QuickHits`]), computed per batch.
     deadlines: [u32; 16],
     /// The flags a state needs for a packet from endpoint B (index 0) or A (1) to be settled
@@ -254,6 +276,21 @@ fn pseudo_states(states: &mut [u8; 2], from_init: bool) -> bool {
 }
 
 
+/// `now` plus the seconds of kind `t` under timeout `profile` (0: `secs`, the table's).
+#[inline(always)]
+fn deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo, profile: u8) -> u32 {
+    if profile == 0 {
+        return now.saturating_add(secs[t as usize]);
+    }
+    profile_deadline(secs, profiles, now, t, profile)
+}
+
+#[cold]
+fn profile_deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo, profile: u8) -> u32 {
+    let own = profiles.get(usize::from(profile) - 1).and_then(|p| p[t as usize]);
+    now.saturating_add(own.unwrap_or(secs[t as usize]))
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
     Tcp,
@@ -294,6 +331,8 @@ impl StateTable {
             hasher: FlowHasher::new(seed),
             secs: timeouts.by_kind(),
             timeouts,
+            profiles: Vec::new(),
+            rule_profile: Vec::new(),
             deadlines: [0; 16],
             want: sub::want(true, true),
             sweep_cursor: 0,
@@ -404,9 +443,45 @@ impl StateTable {
     }
 
 
+    /// The deadline of a state of timeout `profile` refreshed at `now` under kind `t`.
+    #[inline(always)]
+    fn deadline(&self, now: u32, t: Tmo, profile: u8) -> u32 {
+        deadline(&self.secs, &self.profiles, now, t, profile)
+    }
+
+    /// Sets the timeouts of each rule's states (`per_rule[i]`: rule `i`'s overrides, as
+    /// [`Rule::state_timeouts`](crate::rules::Rule::state_timeouts)); the states already
+    /// made keep theirs. A set of overrides beyond the 255 the table keeps over its life
+    /// falls back to the table's timeouts.
+    pub fn set_rule_timeouts<'a>(&mut self, per_rule: impl IntoIterator<Item = &'a [(Tmo, u32)]>) {
+        self.rule_profile.clear();
+        for (i, o) in per_rule.into_iter().enumerate() {
+            if o.is_empty() {
+                continue;
+            }
+            let mut p = [None; Tmo::ALL.len()];
+            for &(t, s) in o {
+                p[t as usize] = Some(s);
+            }
+            let id = match self.profiles.iter().position(|q| *q == p) {
+                Some(k) => k + 1,
+                None if self.profiles.len() < usize::from(u8::MAX) => {
+                    self.profiles.push(p);
+                    self.profiles.len()
+                }
+                None => 0,
+            };
+            if self.rule_profile.len() <= i {
+                self.rule_profile.resize(i + 1, 0);
+            }
+            self.rule_profile[i] = id as u8;
+        }
+    }
+
+    /// The timeout profile of a state rule `rule` creates.
     #[inline]
-    fn deadline(&self, now: u32, t: Tmo) -> u32 {
-        now.saturating_add(self.secs[t as usize])
+    fn profile_of(&self, rule: u32) -> u8 {
+        if self.rule_profile.is_empty() { 0 } else { self.rule_profile.get(rule as usize).copied().unwrap_or(0) }
     }
 
 
@@ -550,7 +625,7 @@ impl StateTable {
             _ => e.pseudo,
         };
         // A proxied handshake names its phase, as pfctl shows it.
-        match e.proxy {
+        match e.proxy() {
             proxy::PROXY_SRC => states[0] = tcp_state::PROXY_SRC,
             proxy::PROXY_DST => states[0] = tcp_state::PROXY_DST,
             _ => {}
@@ -563,6 +638,7 @@ impl StateTable {
             responder_state: states[1],
             expire: e.expire,
             timeout: Tmo::from_u8(e.tmo),
+            timeout_secs: deadline(&self.secs, &self.profiles, 0, Tmo::from_u8(e.tmo), e.profile),
             sloppy: e.flags & F_SLOPPY != 0,
         })
     }

@@ -264,6 +264,8 @@ fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule
         state_policy: None,
         allow_opts: rng.chance(20),
         label: None,
+        ridentifier: None,
+        state_timeouts: Vec::new(),
         tag: None,
         tagged: None,
         log: Default::default(),

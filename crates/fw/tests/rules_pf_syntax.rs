@@ -234,8 +234,20 @@ fn macro_with_interface_modifier() {
 fn set_skip_on_loopback() {
     assert!(ok("set skip on lo\n").skip.is_empty());
     assert_eq!(ok("set skip on { lo0 em1 lo }\n").skip, [1]);
-    assert_eq!(err("set skip on { em0 lx }"), "rules.conf:1:19: unknown interface \"lx\"");
-    assert_eq!(err("pass on lo"), "rules.conf:1:9: unknown interface \"lo\"");
+    assert!(ok("set skip on { lo0 }\n").skip.is_empty());
+    // pf skips an interface that does not exist: nothing to skip here, a notice says so.
+    let rs = ok("set skip on { em0 lx }");
+    assert_eq!(rs.skip, [0]);
+    assert_eq!(rs.notices, ["rules.conf:1:19: `set skip on lx`: no interface \"lx\" is configured, nothing to skip"]);
+    // A rule on loopback alone matches nothing here: left out, with a notice.
+    let rs = ok("pass on lo\nblock in on { lo0 em1 } all\npass out on ! lo0 all");
+    assert_eq!(rs.rules.len(), 2);
+    assert_eq!((rs.rules[0].ifaces.as_slice(), rs.rules[0].line), (&[1u16][..], 2));
+    assert!(rs.rules[1].ifaces.is_empty() && !rs.rules[1].iface_neg, "`on ! lo0`: every interface");
+    assert_eq!(rs.notices, ["rules.conf:1:6: a rule on the loopback interface only: linerate never sees loopback traffic, the rule matches nothing and is left out"]);
+    // Its errors are still errors.
+    assert_eq!(err("pass on lo proto tcp from any port 0 to bogus"), "rules.conf:1:41: expected an address, a prefix, a table <name> or \"any\", found \"bogus\"");
+    assert_eq!(err("pass on lx"), "rules.conf:1:9: unknown interface \"lx\"");
 }
 
 #[test]
@@ -341,4 +353,103 @@ fn source_tracking_errors_where_written() {
     ];
     let bad: Vec<_> = cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| !e.starts_with(*w)).collect();
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// What pfSense and OPNsense write in their rule files (issue 17): each accepted form, and
+/// each error with its place.
+#[test]
+fn pfsense_rule_identifiers() {
+    let rs = ok_addr("pass in all ridentifier 1000000103 keep state label \"x\"\nblock all tracker 7\nantispoof for em0 label \"a\" ridentifier 9");
+    assert_eq!(rs.rules[0].ridentifier, Some(1_000_000_103));
+    assert_eq!((rs.rules[0].label.as_deref(), rs.rules[1].ridentifier), (Some("x"), Some(7)));
+    assert!(rs.rules[2..].iter().all(|r| r.ridentifier == Some(9) && r.label.as_deref() == Some("a")));
+    assert_eq!(err("pass all ridentifier 4294967296"), "rules.conf:1:22: a rule identifier (a number 0-4294967295) 4294967296 out of range (at most 4294967295)");
+    assert_eq!(err("pass all ridentifier x"), "rules.conf:1:22: expected a rule identifier (a number 0-4294967295), found \"x\"");
+}
+
+#[test]
+fn pfsense_set_statements() {
+    let t = |text: &str| ok(text).timeouts;
+    let d = fw::state::Timeouts::default();
+    assert_eq!(t("set optimization normal"), d);
+    assert_eq!(t("set optimization default"), d);
+    let sat = t("set optimization satellite");
+    assert_eq!(sat, t("set optimization high-latency"));
+    assert_eq!((sat.tcp_first, sat.tcp_opening, sat.tcp_closing, sat.tcp_finwait, sat.tcp_closed), (180, 35, 905, 50, 95));
+    let c = t("set optimization conservative");
+    assert_eq!((c.tcp_first, c.tcp_opening, c.tcp_established, c.tcp_closing, c.tcp_finwait, c.tcp_closed), (3600, 900, 432_000, 3600, 600, 180));
+    let a = t("set optimization aggressive");
+    assert_eq!((a.tcp_first, a.tcp_opening, a.tcp_established, a.tcp_closing, a.tcp_finwait, a.tcp_closed), (30, 5, 18000, 60, 30, 30));
+    assert_eq!(a.udp_first, d.udp_first, "only TCP's timeouts are preset");
+    // Applied where it stands: a later `set timeout` overrides it, an earlier one does not.
+    assert_eq!(t("set optimization aggressive\nset timeout tcp.first 99").tcp_first, 99);
+    assert_eq!(t("set timeout tcp.first 99\nset optimization aggressive").tcp_first, 30);
+    for o in ["none", "basic", "profile"] {
+        assert_eq!(ok(&format!("set ruleset-optimization {o}\npass all")).rules.len(), 1);
+    }
+    assert_eq!(err("set ruleset-optimization full"), "rules.conf:1:26: expected none, basic or profile, found \"full\"");
+    assert_eq!(t("set timeout { adaptive.start 0, adaptive.end 0, tcp.first 10 }").tcp_first, 10);
+    assert_eq!(err("set timeout { adaptive.start 6000, adaptive.end 12000 }"), "rules.conf:1:30: `set timeout adaptive.start` other than 0 is not supported by linerate (timeouts do not scale with the number of states; 0 turns pf's scaling off)");
+    ok("set loginterface em0\nset loginterface none");
+    assert_eq!(ok("set limit { table-entries 3, states 10 }\ntable <t> { 10.0.0.1 10.0.0.2 10.0.0.3 }").limit_states, 10);
+    assert_eq!(err("set limit table-entries 2\ntable <t> { 10.0.0.1 10.0.0.2 10.0.0.3 }"), "rules.conf:1:25: the tables hold 3 entries, above `set limit table-entries 2`");
+}
+
+#[test]
+fn anchors() {
+    // Empty anchors: accepted, nothing in them, a notice each.
+    let rs = ok("anchor \"userrules/*\"\nnat-anchor \"natrules/*\"\nrdr-anchor \"relayd/*\" on em0\nbinat-anchor \"b\"\npass all");
+    assert_eq!((rs.rules.len(), rs.nat.len()), (1, 0));
+    assert_eq!(rs.notices.len(), 4);
+    assert_eq!(rs.notices[2], "rules.conf:3:1: rdr-anchor \"relayd/*\" holds no rules: linerate does not load rules into anchors at run time (`pfctl -a`), so it matches nothing");
+    // Inline rules stand where the anchor stands; a quick one in it ends the evaluation.
+    let rs = ok("block all\nanchor \"lan\" {\n pass in quick on em1 proto tcp to port 22\n anchor \"deeper\" {\n  pass out all\n }\n}\nblock in proto tcp to port 23");
+    assert_eq!(rs.rules.len(), 4);
+    assert!(rs.notices.is_empty());
+    let k = PacketKey { af: Af::Inet, dir: Dir::In, iface: 1, proto: proto::TCP, dst_port: 22, tcp_flags: 0x02, ..PacketKey::ZERO };
+    assert_eq!(evaluate(&rs, &k).rule, Some(1));
+    assert_eq!(ok("anchor \"a\" { pass all }").rules.len(), 1, "one line");
+    assert_eq!(err("anchor \"a\" in on em0 {\npass all\n}"), "rules.conf:1:12: `anchor` with criteria of its own and inline rules is not supported by linerate (write the criteria in its rules)");
+    assert_eq!(err("rdr-anchor \"r\" {\n}"), "rules.conf:1:16: inline rules of `rdr-anchor` are not supported by linerate (only `anchor \"name\" { ... }` with filter rules)");
+    assert_eq!(err("anchor \"a\" {\ntable <t> { 10.0.0.1 }\n}"), "rules.conf:2:1: expected a filter rule (pass, block), an anchor or \"}\" in an inline anchor, found \"table\"");
+    assert_eq!(err("anchor \"a\" {\npass all"), "rules.conf:2:9: expected a filter rule (pass, block), an anchor or \"}\" in an inline anchor, found end of file");
+    assert_eq!(err("load anchor \"a\" from \"x\""), "rules.conf:1:1: `load` is not supported by linerate");
+}
+
+#[test]
+fn per_rule_state_timeouts() {
+    use fw::state::Tmo;
+    let rs = ok("pass in proto tcp all flags S/SA keep state (tcp.established 3600, max 5, tcp.established 60, tcp.closing 10)");
+    assert_eq!(rs.rules[0].state_timeouts, [(Tmo::TcpEstablished, 60), (Tmo::TcpClosing, 10)]);
+    assert_eq!(rs.rules[0].max_states, Some(5));
+    assert_eq!(ok("pass proto udp all keep state (udp.first 30, udp.single 20, udp.multiple 90)").rules[0].state_timeouts.len(), 3);
+    assert_eq!(ok("pass proto tcp all modulate state (tcp.first 5)").rules[0].state_timeouts, [(Tmo::TcpFirst, 5)]);
+    assert_eq!(err("pass all keep state (tcp.established x)"), "rules.conf:1:38: expected a number of seconds, found \"x\"");
+    assert_eq!(err("pass all keep state (adaptive.start 10)"), "rules.conf:1:22: `adaptive.start` in a rule's state options is not supported by linerate (adaptive timeouts apply to the whole table: `set timeout adaptive.start`)");
+    assert_eq!(err("pass all keep state (interval 10)"), "rules.conf:1:22: `interval` is not a state timeout (it belongs to `set timeout`)");
+}
+
+#[test]
+fn product_shaped_hosts_protocols_and_macros() {
+    // OPNsense: `{any}` is any, macros may start with '_', `(if:0)` as a translation address.
+    let rs = ok_addr("__lan_net = \"{ 10.0.0.0/24 }\"\nnat on em0 from any to any -> (em0:0)\npass in from {any} to { any }\npass in from $__lan_net to {(self)}");
+    assert_eq!((&rs.rules[0].src, &rs.rules[0].dst), (&AddrMatch::Any, &AddrMatch::Any));
+    assert_eq!(rs.nat[0].target.as_ref().map(|t| t.addr.clone()), Some(fw::rules::NatAddr::Iface(0)));
+    assert_eq!(err("pass from { any, 10.0.0.1 }"), "rules.conf:1:13: `any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
+    assert_eq!(err("pass from { 10.0.0.1 any }"), "rules.conf:1:22: `any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
+    // Protocol names of /etc/protocols: carp (and its vrrp), pfsync, ipv6-icmp, ...
+    let rs = ok("no nat proto carp\nno rdr proto vrrp\npass proto carp\npass proto { pfsync igmp ospf pim ipv6 ipencap }\npass inet6 proto ipv6-icmp icmp6-type {1,2,135,136}");
+    assert_eq!(rs.rules[0].protos, [112]);
+    assert_eq!(rs.nat.len(), 2);
+    assert_eq!(rs.rules[1].protos, [2, 4, 41, 89, 103, 240]);
+    assert_eq!((rs.rules[2].protos.as_slice(), rs.rules[2].icmp_types.as_slice()), (&[58u8][..], &[1u8, 2, 135, 136][..]));
+    // `port = N`, `!=`, `<`, `>=` and space-separated lists.
+    let rs = ok("pass proto udp from any port = 68 to any port = 67\npass proto tcp to port != 25\npass proto tcp to port < 1024\npass proto tcp to port { 443 80 22 }");
+    assert!(rs.rules[0].src_ports.matches(68) && !rs.rules[0].src_ports.matches(69) && rs.rules[0].dst_ports.matches(67));
+    assert!(!rs.rules[1].dst_ports.matches(25) && rs.rules[1].dst_ports.matches(26));
+    assert!(rs.rules[2].dst_ports.matches(1023) && !rs.rules[2].dst_ports.matches(1024));
+    assert!([443, 80, 22].iter().all(|&p| rs.rules[3].dst_ports.matches(p)) && !rs.rules[3].dst_ports.matches(81));
+    // What stays refused says why.
+    assert_eq!(err("pass in on em0 reply-to (em0 192.0.2.254) all"), "rules.conf:1:16: `reply-to` is not supported by linerate (linerate routes replies by its routing table alone, not back to the gateway a connection came from)");
+    assert_eq!(err("scrub on em0 all fragment reassemble"), "rules.conf:1:18: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")");
 }

@@ -89,7 +89,7 @@ pub(crate) fn rules(fw: &FwControl) -> Value {
         .map(|r| {
             let text = r.rule.and_then(|_| source.get(r.line.wrapping_sub(1))).map(|l| l.trim().to_owned());
             json!({
-                "number": r.rule, "line": (r.line > 0).then_some(r.line), "label": r.label, "text": text,
+                "number": r.rule, "line": (r.line > 0).then_some(r.line), "label": r.label, "ridentifier": r.ridentifier, "text": text,
                 "action": match r.action { fw::rules::Action::Pass => "pass", fw::rules::Action::Block => "block" },
                 "packets": r.packets, "bytes": r.bytes, "states": r.states,
             })
@@ -190,11 +190,12 @@ fn states_json(fw: &FwControl, r: &StateReply) -> Value {
         .iter()
         .map(|row| {
             let (i, e) = (row.ends.initiator, row.ends.responder);
-            let line = source_rules.as_ref().and_then(|s| s.rules.rules.rules.get(row.rule as usize)).map(|r| r.line);
+            let rule = source_rules.as_ref().and_then(|s| s.rules.rules.rules.get(row.rule as usize));
+            let (line, ridentifier) = (rule.map(|r| r.line), rule.and_then(|r| r.ridentifier));
             json!({
                 "proto": proto_name(row.proto), "src": i.addr.to_string(), "sport": i.port, "dst": e.addr.to_string(), "dport": e.port,
                 "state": format!("{}:{}", fw::state::state_name(row.proto, row.states[0]), fw::state::state_name(row.proto, row.states[1])),
-                "expires_in": row.expires_in, "rule": row.rule, "line": line,
+                "expires_in": row.expires_in, "rule": row.rule, "line": line, "ridentifier": ridentifier,
             })
         })
         .collect();

@@ -318,12 +318,13 @@ fn slow_path(w: &mut Writer, state: &RouterState, stats: &Value) {
 fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwControl) {
     let rules = crate::control_fw::rules(fw);
     let rows = rules.as_array().cloned().unwrap_or_default();
-    let labels: Vec<[String; 4]> = rows
+    let labels: Vec<[String; 5]> = rows
         .iter()
         .map(|r| {
             let rule = r["number"].as_u64().map_or_else(|| "default".to_owned(), |n| n.to_string());
             let line = r["line"].as_u64().map_or_else(String::new, |n| n.to_string());
-            [rule, line, text(&r["action"]), r["label"].as_str().unwrap_or("").to_owned()]
+            let rid = r["ridentifier"].as_u64().map_or_else(String::new, |n| n.to_string());
+            [rule, line, text(&r["action"]), r["label"].as_str().unwrap_or("").to_owned(), rid]
         })
         .collect();
     for (key, name, help) in [
@@ -334,7 +335,10 @@ fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwContr
         let samples: Vec<_> = rows
             .iter()
             .zip(&labels)
-            .map(|(r, [rule, line, action, label])| (vec![("rule", rule.as_str()), ("line", line.as_str()), ("action", action.as_str()), ("label", label.as_str())], num(&r[key])))
+            .map(|(r, [rule, line, action, label, rid])| {
+                let labels = vec![("rule", rule.as_str()), ("line", line.as_str()), ("action", action.as_str()), ("label", label.as_str()), ("ridentifier", rid.as_str())];
+                (labels, num(&r[key]))
+            })
             .collect();
         w.metric(name, Kind::Counter, help, &samples);
     }

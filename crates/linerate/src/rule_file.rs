@@ -28,5 +28,10 @@ pub fn load(cfg: &Config, rules: &Path) -> Result<RuleFile> {
         let name = &cfg.interfaces[usize::from(i)].name;
         anyhow::bail!("{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config", rules.display(), r.line, r.column, r.kind.name());
     }
+    // What is accepted but does nothing here (an empty anchor, `set skip` on an interface
+    // not configured): said once per load, so that `check` shows it before `run` does.
+    for n in &compiled.rules.notices {
+        eprintln!("linerate: notice: {n}");
+    }
     Ok(RuleFile { rules: compiled, text })
 }

@@ -130,10 +130,13 @@ fn states_table(v: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{:<9} {:<45} {:<45} {:<24} {:>8} rule", "proto", "initiator", "responder", "state", "expires");
     for st in v["states"].as_array().into_iter().flatten() {
-        let rule = match st["line"].as_u64() {
+        let mut rule = match st["line"].as_u64() {
             Some(line) => format!("@{} (line {line})", s(&st["rule"])),
             None => format!("@{}", s(&st["rule"])),
         };
+        if let Some(n) = st["ridentifier"].as_u64() {
+            rule.push_str(&format!(" ridentifier {n}"));
+        }
         let _ = writeln!(
             out,
             "{:<9} {:<45} {:<45} {:<24} {:>7}s {rule}",
@@ -208,10 +211,10 @@ mod tests {
     #[test]
     fn tables() {
         let v = json!({"states": [{"proto": "udp", "src": "2001:db8::1", "sport": 5, "dst": "10.0.0.1", "dport": 53,
-                                   "state": "MULTIPLE:SINGLE", "expires_in": 30, "rule": 1, "line": 2}],
+                                   "state": "MULTIPLE:SINGLE", "expires_in": 30, "rule": 1, "line": 2, "ridentifier": 1000000103}],
                        "matched": 3, "shown": 1, "in_use": 3, "limit": 1000});
         let t = states_table(&v);
-        assert!(t.contains("[2001:db8::1]:5") && t.contains("10.0.0.1:53") && t.contains("@1 (line 2)"), "{t}");
+        assert!(t.contains("[2001:db8::1]:5") && t.contains("10.0.0.1:53") && t.contains("@1 (line 2) ridentifier 1000000103"), "{t}");
         assert!(t.contains("1 of 3 matching states shown"), "{t}");
         let r = rules_text(&json!([{"number": 0, "text": "pass all", "packets": 5, "bytes": 300, "states": 1},
                                    {"number": null, "packets": 0, "bytes": 0, "states": 0}]));

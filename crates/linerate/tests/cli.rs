@@ -202,3 +202,18 @@ fn check_accepts_the_labs_config_and_nat_rules() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("1001 rules"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The rule files pfSense and OPNsense write (fw's fixtures, their refused lines commented
+/// out) pass `check`, which says what in them does nothing here.
+#[test]
+fn check_accepts_the_pfsense_and_opnsense_rule_files() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fw/tests/fixtures");
+    for (product, rules) in [("pfsense", 47), ("opnsense", 37)] {
+        let out = linerate().args(["check", "-c"]).arg(fixtures.join(product).join("c.toml")).output().unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{product}: {stdout}{stderr}");
+        assert!(stdout.contains(&format!(": {rules} rules")), "{product}: {stdout}");
+        assert!(stderr.contains("rules.debug:32:13: `set skip on pfsync0`") || product == "opnsense", "{stderr}");
+        assert!(stderr.contains("linerate: notice: ") && stderr.contains("anchor \"relayd/*\" holds no rules"), "{product}: {stderr}");
+    }
+}

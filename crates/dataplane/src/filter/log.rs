@@ -9,7 +9,7 @@
 //! `linerate` crate) drains the rings into a pflog capture file and to `linerate log`.
 //!
 //! Each rule has a stable id for the log, the same after a reload that keeps the rule: its
-//! label, else a hash of its text ([`stable_id`]).
+//! ridentifier, else its label, else a hash of its text ([`stable_id`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -220,13 +220,15 @@ impl LogRules {
     }
 }
 
-/// A rule's id in the log, the same across reloads while the rule is unchanged: its label (cut
-/// to 15 bytes), else 8 hex digits of a hash (FNV-1a) of its parsed form, which leaves out its
+/// A rule's id in the log, the same across reloads while the rule is unchanged: its
+/// `ridentifier` in decimal (pfSense's log names rules by it), else its label (cut to 15
+/// bytes), else 8 hex digits of a hash (FNV-1a) of its parsed form, which leaves out its
 /// line number (moving a rule keeps its id; editing it changes it).
 pub fn stable_id(rule: &Rule) -> [u8; ID_LEN] {
     let mut id = [0u8; ID_LEN];
-    let text = match &rule.label {
-        Some(l) if !l.is_empty() => l.clone(),
+    let text = match (&rule.label, rule.ridentifier) {
+        (_, Some(n)) => n.to_string(),
+        (Some(l), None) if !l.is_empty() => l.clone(),
         _ => {
             let norm = format!("{:?}", Rule { line: 0, ..rule.clone() });
             let h = norm.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
@@ -322,6 +324,8 @@ mod tests {
         assert_ne!(LogRules::of(&c).ids[0].unwrap(), id, "another rule, another id");
         let all = rules("pass in log (all) all\n");
         assert!(LogRules::of(&all).logs_all(&all, 0));
+        let rid = rules("block in log all ridentifier 1000000103 label \"Default deny rule IPv4\"\n");
+        assert_eq!(&LogRules::of(&rid).ids[0].unwrap()[..11], b"1000000103\0", "the ridentifier before the label");
     }
 
     #[test]

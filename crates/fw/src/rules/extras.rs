@@ -15,15 +15,21 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "adaptive.end", "sticky-address", "route",
 ];
 
+/// Why some of [`UNSUPPORTED_OPTIONS`] are refused, shown after the error.
+const OPTION_REASONS: &[(&str, &str)] = &[
+    ("route-to", "linerate forwards by its routing table alone; write the route in [[route]] or the route file"),
+    ("reply-to", "linerate routes replies by its routing table alone, not back to the gateway a connection came from"),
+    ("dup-to", "linerate does not duplicate packets"),
+];
+
 /// pf statements linerate does not implement.
 const UNSUPPORTED_STATEMENTS: &[&str] = &[
-    "match", "anchor", "nat", "rdr", "binat", "nat-anchor", "rdr-anchor",
-    "binat-anchor", "load", "include", "queue", "altq", "ether",
+    "match", "load", "include", "queue", "altq", "ether",
 ];
 
 /// `set` options linerate does not implement.
 const UNSUPPORTED_SET: &[&str] = &[
-    "optimization", "ruleset-optimization", "loginterface", "reassemble", "debug", "hostid",
+    "reassemble", "debug", "hostid",
     "fingerprints", "syncookies", "state-defaults", "fail-policy", "keepcounters",
     "require-order", "prio", "timeout-adaptive",
 ];
@@ -103,7 +109,10 @@ impl Parser<'_> {
         if let Tok::Word(w) = &t.tok
             && list.contains(&w.as_str())
         {
-            return here(&t, format!("`{context}{w}` is not supported by linerate"));
+            return match OPTION_REASONS.iter().find(|(o, _)| o == w) {
+                Some((_, why)) => here(&t, format!("`{context}{w}` is not supported by linerate ({why})")),
+                None => here(&t, format!("`{context}{w}` is not supported by linerate")),
+            };
         }
         Ok(())
     }
@@ -139,32 +148,35 @@ impl Parser<'_> {
 
     /// One interface name, or `{ name [,] ... }`, resolved to port indices.
     pub(super) fn iface_list(&mut self) -> PResult<Vec<u16>> {
-        self.iface_list_skipping(false)
+        Ok(self.iface_list_skipping(false)?.0)
     }
 
     /// [`Self::iface_list`]; with `loopback_ok`, the loopback names `lo` and `lo0` are taken
-    /// and left out of the list: linerate never sees loopback traffic, so `set skip on lo`,
-    /// in nearly every pf.conf, already holds.
-    pub(super) fn iface_list_skipping(&mut self, loopback_ok: bool) -> PResult<Vec<u16>> {
+    /// and left out of the list, and counted: linerate never sees loopback traffic.
+    pub(super) fn iface_list_skipping(&mut self, loopback_ok: bool) -> PResult<(Vec<u16>, usize)> {
         let mut out = Vec::new();
-        if !self.eat_punct("{")? {
-            out.extend(self.iface_name(loopback_ok)?);
-            return Ok(out);
-        }
-        let mut out = Vec::new();
+        let mut loopbacks = 0;
+        let braced = self.eat_punct("{")?;
+        let mut n = 0;
         loop {
-            self.skip_newlines()?;
-            if !out.is_empty() && self.eat_punct("}")? {
-                return Ok(out);
+            if braced {
+                self.skip_newlines()?;
+                if n > 0 && self.eat_punct("}")? {
+                    return Ok((out, loopbacks));
+                }
+                if self.is_punct("!")? {
+                    let t = self.peek()?.clone();
+                    return here(&t, "`!` in an interface list is not supported by linerate (negate a single interface)");
+                }
             }
-            if self.is_punct("!")? {
-                let t = self.peek()?.clone();
-                return here(&t, "`!` in an interface list is not supported by linerate (negate a single interface)");
+            match self.iface_name(loopback_ok)? {
+                Some(i) if !out.contains(&i) => out.push(i),
+                Some(_) => {}
+                None => loopbacks += 1,
             }
-            if let Some(i) = self.iface_name(loopback_ok)?
-                && !out.contains(&i)
-            {
-                out.push(i);
+            n += 1;
+            if !braced {
+                return Ok((out, loopbacks));
             }
             self.eat_punct(",")?;
         }

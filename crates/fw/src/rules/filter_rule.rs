@@ -21,6 +21,10 @@ struct FilterOptions {
     icmp_code: Option<u8>,
     /// The `icmp-type` / `icmp6-type` keyword and the protocol it needs.
     icmp_tok: Option<(Token, u8)>,
+    /// `ridentifier N` / `tracker N`.
+    ridentifier: Option<u32>,
+    /// `keep state (tcp.established 3600, ...)`.
+    state_timeouts: Vec<(crate::state::Tmo, u32)>,
     /// `tag NAME`.
     tag: Option<u8>,
     /// `[!] tagged NAME`, with its token for errors.
@@ -100,7 +104,14 @@ impl Parser<'_> {
         let log = self.log_mode()?;
         self.refuse_unsupported("")?;
         let quick = self.eat_word("quick")?;
-        let (ifaces, iface_neg) = self.rule_ifaces()?;
+        let on = self.peek()?.clone();
+        let Some((ifaces, iface_neg)) = self.filter_rule_ifaces()? else {
+            // `on lo0` alone: pfSense's loopback rules. linerate never sees loopback
+            // traffic, so the rule matches nothing; it is read, checked and left out.
+            self.rule_rest(action)?;
+            self.notice(&on, "a rule on the loopback interface only: linerate never sees loopback traffic, the rule matches nothing and is left out");
+            return Ok(());
+        };
         self.refuse_unsupported_option("")?;
         let af = self.rule_af()?;
         let protos = self.rule_protos()?;
@@ -147,6 +158,8 @@ impl Parser<'_> {
             state_policy: opts.state_policy,
             allow_opts: opts.allow_opts.is_some(),
             label: opts.label,
+            ridentifier: opts.ridentifier,
+            state_timeouts: opts.state_timeouts,
             tag: opts.tag,
             tagged: opts.tagged.as_ref().map(|&(neg, id, _)| (neg, id)),
             log,
@@ -181,6 +194,41 @@ impl Parser<'_> {
         Ok(protos)
     }
 
+    /// The rest of a rule that is left out (after its interfaces), parsed for its errors.
+    fn rule_rest(&mut self, action: Action) -> PResult<()> {
+        self.refuse_unsupported_option("")?;
+        let af = self.rule_af()?;
+        let protos = self.rule_protos()?;
+        self.refuse_unsupported_option("")?;
+        let hosts = self.hosts(None)?;
+        let opts = self.filter_options()?;
+        check_families(af, &hosts)?;
+        check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
+        check_icmp_proto(opts.icmp_tok.as_ref(), &protos)?;
+        state_and_flags(action, &opts)?;
+        Ok(())
+    }
+
+    /// A filter rule's interfaces ([`Self::rule_ifaces`]) where the loopback names `lo`
+    /// and `lo0` are taken: left out of a list; `None` when the rule is on loopback alone.
+    fn filter_rule_ifaces(&mut self) -> PResult<Option<(Vec<u16>, bool)>> {
+        if !self.eat_word("on")? {
+            return Ok(Some((Vec::new(), false)));
+        }
+        let iface_neg = self.eat_punct("!")?;
+        if iface_neg && self.is_punct("{")? {
+            let t = self.peek()?.clone();
+            return here(&t, "`on ! { ... }` is not supported by linerate (negate a single interface)");
+        }
+        let (list, loopbacks) = self.iface_list_skipping(true)?;
+        Ok(match (list.is_empty() && loopbacks > 0, iface_neg) {
+            // `on ! lo0`: every interface linerate has.
+            (true, true) => Some((Vec::new(), false)),
+            (true, false) => None,
+            (false, _) => Some((list, iface_neg)),
+        })
+    }
+
     pub(super) fn rule_ifaces(&mut self) -> PResult<(Vec<u16>, bool)> {
         if !self.eat_word("on")? {
             return Ok((Vec::new(), false));
@@ -200,7 +248,8 @@ impl Parser<'_> {
         loop {
             let t = self.peek()?.clone();
             match &t.tok {
-                Tok::Newline | Tok::Eof => return Ok(opts),
+                // `}` ends the last rule of an inline anchor written on one line.
+                Tok::Newline | Tok::Eof | Tok::Punct("}") => return Ok(opts),
                 Tok::Word(w) if w == "flags" => {
                     self.next()?;
                     opts.flags = Some(self.tcp_flags()?);
@@ -247,6 +296,10 @@ impl Parser<'_> {
                     opts.label = Some(s.clone());
                     self.next()?;
                 }
+                Tok::Word(w) if w == "ridentifier" || w == "tracker" => {
+                    self.next()?;
+                    opts.ridentifier = Some(self.ridentifier()?);
+                }
                 Tok::Word(w) if w == "tag" => {
                     self.next()?;
                     opts.tag = Some(self.tag_name()?);
@@ -281,7 +334,7 @@ impl Parser<'_> {
                 _ => {
                     self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, tag, tagged, icmp-type, icmp6-type or end of line",
+                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type or end of line",
                     );
                 }
             }
@@ -325,9 +378,10 @@ impl Parser<'_> {
                         return here(&t, "max needs at least 1 state");
                     }
                     opts.max_states = Some(n as u32);
+                } else if self.state_timeout(opts)? {
                 } else if !self.src_track_option(&mut src)? {
                     self.refuse_unsupported_option("")?;
-                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track)");
+                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, or a timeout such as tcp.established 3600)");
                 }
                 if self.eat_punct(")")? {
                     break;
@@ -337,6 +391,31 @@ impl Parser<'_> {
         }
         opts.src_track = Self::src_track_of(src)?;
         Ok(mode)
+    }
+
+    /// After `ridentifier` (or `tracker`): the rule's number (pf's `u_int32_t`).
+    pub(super) fn ridentifier(&mut self) -> PResult<u32> {
+        Ok(self.number("a rule identifier (a number 0-4294967295)", u64::from(u32::MAX))? as u32)
+    }
+
+    /// A timeout among a rule's state options (`tcp.established 3600`): pf's per-rule
+    /// timeouts, which its states use instead of the rule set's. False if the next word is
+    /// no timeout name.
+    fn state_timeout(&mut self, opts: &mut FilterOptions) -> PResult<bool> {
+        let t = self.peek()?.clone();
+        let Tok::Word(w) = &t.tok else { return Ok(false) };
+        if matches!(w.as_str(), "adaptive.start" | "adaptive.end") {
+            return here(&t, format!("`{w}` in a rule's state options is not supported by linerate (adaptive timeouts apply to the whole table: `set timeout {w}`)"));
+        }
+        if matches!(w.as_str(), "interval" | "src.track") {
+            return here(&t, format!("`{w}` is not a state timeout (it belongs to `set timeout`)"));
+        }
+        let Some(kind) = crate::state::Tmo::from_name(w) else { return Ok(false) };
+        self.next()?;
+        let secs = self.number("a number of seconds", u64::from(u32::MAX))? as u32;
+        opts.state_timeouts.retain(|&(k, _)| k != kind);
+        opts.state_timeouts.push((kind, secs));
+        Ok(true)
     }
 
     /// After `proto`: one protocol or a `{ ... }` list.
@@ -367,6 +446,13 @@ impl Parser<'_> {
                 "esp" => Some(50),
                 "ah" => Some(51),
                 "sctp" => Some(132),
+                "igmp" => Some(2),
+                "ipencap" | "ipip" => Some(4),
+                "ipv6" => Some(41),
+                "ospf" => Some(89),
+                "pim" => Some(103),
+                "carp" | "vrrp" => Some(112),
+                "pfsync" => Some(240),
                 w => w.parse::<u8>().ok(),
             };
             if let Some(p) = p {
@@ -374,7 +460,7 @@ impl Parser<'_> {
                 return Ok(p);
             }
         }
-        self.fail("a protocol (tcp, udp, icmp, icmp6, gre, esp, ah, sctp or a number 0-255)")
+        self.fail("a protocol (tcp, udp, icmp, icmp6, gre, esp, ah, sctp, carp, ... or a number 0-255)")
     }
 
     pub(super) fn icmp_type(&mut self, v6: bool) -> PResult<u8> {

@@ -169,6 +169,18 @@ impl Parser<'_> {
             return Ok(AddrMatch::Any);
         }
         if self.eat_punct("{")? {
+            // OPNsense writes `from {any}`: pfctl takes a list of `any` alone as `any`.
+            self.skip_newlines()?;
+            let t = self.peek()?.clone();
+            if self.eat_word("any")? {
+                self.skip_newlines()?;
+                self.eat_punct(",")?;
+                self.skip_newlines()?;
+                if self.eat_punct("}")? {
+                    return Ok(AddrMatch::Any);
+                }
+                return here(&t, "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
+            }
             let mut items = Vec::new();
             self.addr_list(toks, is_src, &mut items, 0)?;
             return Ok(AddrMatch::List(items));
@@ -210,6 +222,9 @@ impl Parser<'_> {
         let negated = self.eat_punct("!")?;
         self.refuse_unsupported_address()?;
         let t = self.peek()?.clone();
+        if matches!(&t.tok, Tok::Word(w) if w == "any") {
+            return here(&t, "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
+        }
         match &t.tok {
             Tok::Punct("<") => {
                 self.next()?;

@@ -125,14 +125,21 @@ impl Parser<'_> {
         } else {
             None
         };
-        let mut label = None;
-        if self.eat_word("label")? {
-            let lt = self.peek()?.clone();
-            let Tok::Str(s) = &lt.tok else {
-                return self.fail("a quoted label");
-            };
-            label = Some(s.clone());
-            self.next()?;
+        // pf's antispoof options, in any order (pfSense writes a `ridentifier`).
+        let (mut label, mut ridentifier) = (None, None);
+        loop {
+            if self.eat_word("label")? {
+                let lt = self.peek()?.clone();
+                let Tok::Str(s) = &lt.tok else {
+                    return self.fail("a quoted label");
+                };
+                label = Some(s.clone());
+                self.next()?;
+            } else if self.eat_word("ridentifier")? || self.eat_word("tracker")? {
+                ridentifier = Some(self.ridentifier()?);
+            } else {
+                break;
+            }
         }
         for (name, t) in names {
             let index = (self.ifaces)(&name).map_or_else(|| here(&t, format!("unknown interface \"{name}\"")), Ok)?;
@@ -167,6 +174,8 @@ impl Parser<'_> {
                 state_policy: None,
                 allow_opts: false,
                 label: label.clone(),
+                ridentifier,
+                state_timeouts: Vec::new(),
                 tag: None,
                 tagged: None,
                 log,

@@ -164,6 +164,15 @@ impl Parser<'_> {
     fn nat_addr(&mut self) -> PResult<NatAddr> {
         let at = self.peek()?.clone();
         if self.eat_punct("(")? {
+            // `(em0:0)`: the interface's first address, no aliases: what `(em0)` is here.
+            let t = self.peek()?.clone();
+            if let Tok::Word(w) = &t.tok
+                && let Some(i) = w.strip_suffix(":0").and_then(|n| (self.ifaces)(n))
+            {
+                self.next()?;
+                self.expect_punct(")", "\")\" closing `(interface)`")?;
+                return Ok(NatAddr::Iface(i));
+            }
             let iface = self.iface_list()?;
             self.expect_punct(")", "\")\" closing `(interface)`")?;
             return match iface.as_slice() {

@@ -59,6 +59,8 @@ pub(super) struct Parser<'a> {
     pub(super) rs: RuleSet,
     pub(super) path: &'a Path,
     pub(super) ifaces: &'a dyn Fn(&str) -> Option<u16>,
+    /// `set limit table-entries N`, with its token: checked against the tables at the end.
+    pub(super) table_entries_limit: Option<(u64, Token)>,
     /// The router's addresses per interface, if the caller gave them.
     pub(super) addresses: Option<&'a super::InterfaceAddresses>,
     /// Where the first `synproxy state` is (a translation rule anywhere in the file is then
@@ -225,6 +227,7 @@ impl Parser<'_> {
                             "no" if self.no_scrub() => self.scrub_rule()?,
                             "nat" | "rdr" | "binat" | "no" => self.nat_rule()?,
                             "antispoof" => self.antispoof()?,
+                            "anchor" | "nat-anchor" | "rdr-anchor" | "binat-anchor" => self.anchor()?,
                             _ => {
                                 self.refuse_unsupported_statement()?;
                                 return self
@@ -259,12 +262,13 @@ impl Parser<'_> {
         let Tok::Word(name) = &t.tok else {
             unreachable!()
         };
-        if !name.starts_with(|c: char| c.is_ascii_alphabetic())
+        // OPNsense names its own macros `__lan_network`: pfctl takes a leading '_'.
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
             || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         {
             return here(
                 &t,
-                format!("invalid macro name \"{name}\" (a letter, then letters, digits or '_')"),
+                format!("invalid macro name \"{name}\" (a letter or '_', then letters, digits or '_')"),
             );
         }
         if RESERVED.contains(&name.as_str()) {
@@ -408,9 +412,78 @@ impl Parser<'_> {
         }
     }
 
+    /// pf refuses tables holding more entries, all together, than `set limit
+    /// table-entries` (its `PF_LIMIT_TABLE_ENTRIES`).
+    pub(super) fn check_table_entries(&self) -> PResult<()> {
+        let Some((limit, t)) = &self.table_entries_limit else { return Ok(()) };
+        let n: usize = self.rs.tables.iter().map(|t| t.entries.len()).sum();
+        if n as u64 > *limit {
+            return here(t, format!("the tables hold {n} entries, above `set limit table-entries {limit}`"));
+        }
+        Ok(())
+    }
+
+    /// After `set optimization`: pfctl's presets of the TCP timeouts (pfctl.c `pf_hints`),
+    /// applied where the statement stands (a later `set timeout` overrides them). pf's
+    /// `tcp.tsdiff` of each preset has no counterpart: linerate does not check timestamps.
+    fn optimization(&mut self) -> PResult<()> {
+        let (name, t) = self.word("normal, high-latency, satellite, conservative or aggressive")?;
+        // tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed.
+        let secs: [u32; 6] = match name.as_str() {
+            "normal" | "default" => [120, 30, 86400, 900, 45, 90],
+            "high-latency" | "satellite" => [180, 35, 86400, 905, 50, 95],
+            "conservative" => [3600, 900, 432_000, 3600, 600, 180],
+            "aggressive" => [30, 5, 18000, 60, 30, 30],
+            _ => return here(&t, format!("unknown optimization \"{name}\" (normal, high-latency, satellite, conservative or aggressive)")),
+        };
+        let to = &mut self.rs.timeouts;
+        [to.tcp_first, to.tcp_opening, to.tcp_established, to.tcp_closing, to.tcp_finwait, to.tcp_closed] = secs;
+        Ok(())
+    }
+
+    /// After `set skip on`: interface names, the ones not configured left out with a notice
+    /// (pf skips an interface that does not exist yet; here it has no packets).
+    fn skip_list(&mut self) -> PResult<Vec<u16>> {
+        let braced = self.eat_punct("{")?;
+        let mut out = Vec::new();
+        let mut seen = 0;
+        loop {
+            if braced {
+                self.skip_newlines()?;
+                if seen > 0 && self.eat_punct("}")? {
+                    return Ok(out);
+                }
+            }
+            let (name, t) = self.word("an interface name")?;
+            seen += 1;
+            match (self.ifaces)(&name) {
+                Some(i) if !out.contains(&i) => out.push(i),
+                Some(_) => {}
+                // Loopback: linerate never sees its traffic, the skip holds already.
+                None if matches!(name.as_str(), "lo" | "lo0") => {}
+                None => self.notice(&t, format!("`set skip on {name}`: no interface \"{name}\" is configured, nothing to skip")),
+            }
+            if !braced {
+                return Ok(out);
+            }
+            self.eat_punct(",")?;
+        }
+    }
+
     /// `NAME SECONDS` of `set timeout`.
     fn timeout_setting(&mut self) -> PResult<()> {
         let t = self.peek()?.clone();
+        if let Tok::Word(w) = &t.tok
+            && (w == "adaptive.start" || w == "adaptive.end")
+        {
+            let w = w.clone();
+            self.next()?;
+            let nt = self.peek()?.clone();
+            if self.number("a number of states", u64::from(u32::MAX))? != 0 {
+                return here(&nt, format!("`set timeout {w}` other than 0 is not supported by linerate (timeouts do not scale with the number of states; 0 turns pf's scaling off)"));
+            }
+            return Ok(());
+        }
         let ok = matches!(&t.tok, Tok::Word(w) if self.rs.timeouts.get_mut(w).is_some());
         if !ok {
             return self.fail(
@@ -425,10 +498,21 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// Notes `msg` about the token `t` in [`RuleSet::notices`].
+    pub(super) fn notice(&mut self, t: &Token, msg: impl std::fmt::Display) {
+        self.rs.notices.push(format!("{}:{}:{}: {msg}", self.path.display(), t.line, t.col));
+    }
+
     pub(super) fn set_option(&mut self) -> PResult<()> {
         self.expect_word("set")?;
         if self.eat_word("limit")? {
             self.settings(|p| {
+                if p.eat_word("table-entries")? {
+                    let t = p.peek()?.clone();
+                    let n = p.number("a number of table entries", u64::MAX)?;
+                    p.table_entries_limit = Some((n, t));
+                    return Ok(());
+                }
                 if p.eat_word("src-nodes")? {
                     p.rs.limit_src_nodes = p.number("a number of source nodes", MAX_LIMIT_SRC_NODES)?;
                     return Ok(());
@@ -442,9 +526,20 @@ impl Parser<'_> {
             })?;
         } else if self.eat_word("timeout")? {
             self.settings(Self::timeout_setting)?;
+        } else if self.eat_word("optimization")? {
+            self.optimization()?;
+        } else if self.eat_word("ruleset-optimization")? {
+            // pfctl's optimizer reorders and merges rules without changing any verdict;
+            // linerate's classifier is exact to the rule order already.
+            if !(self.eat_word("none")? || self.eat_word("basic")? || self.eat_word("profile")?) {
+                return self.fail("none, basic or profile");
+            }
+        } else if self.eat_word("loginterface")? {
+            // pf's statistics interface (`pfctl -si`): linerate counts every interface.
+            self.word("an interface name or none")?;
         } else if self.eat_word("skip")? {
             self.expect_word("on")?;
-            let ifaces = self.iface_list_skipping(true)?;
+            let ifaces = self.skip_list()?;
             self.rs.skip.extend(ifaces);
         } else if self.eat_word("state-policy")? {
             self.rs.state_policy = if self.eat_word("floating")? {

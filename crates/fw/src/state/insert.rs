@@ -125,7 +125,8 @@ impl StateTable {
             self.proxy_start(&mut e, id, h, seg);
         }
         e.tmo = t as u8;
-        e.expire = self.deadline(now, t);
+        e.profile = self.profile_of(rule);
+        e.expire = self.deadline(now, t, e.profile);
         if fk.proto() == proto::UDP {
             mark_steady(&mut e, self.want);
         }

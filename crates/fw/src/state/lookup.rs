@@ -2,9 +2,9 @@
 //! ([`StateTable::lookup_v4`]), and ICMP errors matched to the flow they quote.
 
 use super::index::{Found, find_v4};
-use super::quick::mark_steady;
+use super::quick::{mark_steady, steady_bits};
 use super::{
-    Class, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
+    Class, Entry, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
     StateTable, StateVerdict, TcpSegment, Tmo, class, pseudo_states, tcp, tcp_flags, tcp_state,
 };
 use super::proxy::{PROXIED, PROXY_DST, PROXY_SRC};
@@ -73,7 +73,11 @@ impl StateTable {
         let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
-        mark_steady(e, self.want);
+        steady_bits(e, self.want);
+        if e.profile != 0 {
+            // Under its rule's own timeouts: their deadline, and never steady.
+            own_timeouts(e, &self.secs, &self.profiles, now, t);
+        }
         self.counters.hits += 1;
         let want = self.want[usize::from(f.from_a())];
         Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass, settled: e.flags & want == want })
@@ -109,7 +113,7 @@ impl StateTable {
             return self.expired(pos, id);
         }
         let from_init = from_a ^ (e.flags & F_INIT_B != 0);
-        if matches!(e.proxy, PROXY_SRC | PROXY_DST) && proto_ == proto::TCP {
+        if matches!(e.proxy(), PROXY_SRC | PROXY_DST) && proto_ == proto::TCP {
             let verdict = self.proxy_track(id, from_init, tcp, now);
             self.counters.hits += 1;
             return Some(Tracked { id, from_init, verdict, rule: self.slots[id].rule });
@@ -171,7 +175,7 @@ impl StateTable {
         };
         if let Some(t) = refresh {
             e.tmo = t as u8;
-            e.expire = now.saturating_add(self.secs[t as usize]);
+            e.expire = super::deadline(&self.secs, &self.profiles, now, t, e.profile);
         }
         if proto_ == proto::UDP {
             mark_steady(e, self.want);
@@ -286,7 +290,7 @@ fn offsets(e: &super::Entry, key: u64, from_init: bool) -> Option<Modulation> {
     if e.seqdiff == 0 {
         return None;
     }
-    match e.proxy {
+    match e.proxy() {
         0 => Some(modulation_for(e.seqdiff, key, from_init)),
         PROXIED if from_init => Some(Modulation { seq_add: 0, ack_sub: e.seqdiff }),
         PROXIED => Some(Modulation { seq_add: e.seqdiff, ack_sub: 0 }),
@@ -307,4 +311,13 @@ fn modulation_for(seqdiff: u32, key: u64, from_init: bool) -> Modulation {
         d => d,
     };
     if from_init { Modulation { seq_add: seqdiff, ack_sub: responder } } else { Modulation { seq_add: responder, ack_sub: seqdiff } }
+}
+
+/// A UDP hit's entry under its rule's own timeouts (`profile` not 0), after the fast path
+/// refreshed it by the table's: the rule's deadline, and no steady bits (`quick.rs`).
+#[cold]
+#[inline(never)]
+fn own_timeouts(e: &mut Entry, secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo) {
+    e.expire = super::deadline(secs, profiles, now, t, e.profile);
+    mark_steady(e, [0, 0]);
 }

@@ -92,7 +92,7 @@ impl StateTable {
     /// Records the MSS of the client's SYN that created `id` (a proxied state awaiting the
     /// client's ACK), for the SYN the router sends the server.
     pub fn set_proxy_mss(&mut self, id: StateId, mss: u16) {
-        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.proxy == PROXY_SRC) {
+        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.proxy() == PROXY_SRC) {
             e.pseudo = mss.to_be_bytes();
         }
     }
@@ -101,22 +101,23 @@ impl StateTable {
     /// state (the caller passes the SYN on instead of answering it: a connection to the
     /// router itself).
     pub fn unproxy(&mut self, id: StateId) {
-        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.proxy == PROXY_SRC) {
-            (e.proxy, e.seqdiff, e.pseudo) = (0, 0, [0; 2]);
+        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.proxy() == PROXY_SRC) {
+            e.set_proxy(0);
+            (e.seqdiff, e.pseudo) = (0, [0; 2]);
             self.counters.synproxy_syn_acks = self.counters.synproxy_syn_acks.saturating_sub(1);
         }
     }
 
     /// The `synproxy state` phase of state `id`, if it proxies.
     pub fn proxy_phase(&self, id: StateId) -> Option<ProxyPhase> {
-        ProxyPhase::of(self.slots.get(id.0 as usize)?.proxy)
+        ProxyPhase::of(self.slots.get(id.0 as usize)?.proxy())
     }
 
     /// A new entry's handshake from the client's bare SYN `seg` (hash `h`): the router's
     /// number drawn, the SYN answered.
     pub(super) fn proxy_start(&mut self, e: &mut Entry, id: usize, h: u64, seg: &TcpSegment) {
         let r = self.router_isn(h);
-        e.proxy = PROXY_SRC;
+        e.set_proxy(PROXY_SRC);
         e.seqdiff = r;
         self.counters.synproxy_syn_acks += 1;
         self.proxy_step = Some(ProxyStep::SynAck { id: StateId(id as u32), seq: r, ack: seg.seq.wrapping_add(1) });
@@ -142,7 +143,7 @@ impl StateTable {
         let e = &mut self.slots[id];
         let [c, s] = &mut self.tcp[id];
         let r = e.seqdiff;
-        let step = match (e.proxy, from_init, seg) {
+        let step = match (e.proxy(), from_init, seg) {
             // The client's SYN again: the same SYN-ACK.
             (PROXY_SRC, true, Some(g)) if g.flags & SAR == tcp_flags::SYN && g.seq == c.seqlo => {
                 self.counters.synproxy_syn_acks += 1;
@@ -153,7 +154,7 @@ impl StateTable {
             (PROXY_SRC | PROXY_DST, true, Some(g))
                 if g.flags & SAR == tcp_flags::ACK && g.ack == r.wrapping_add(1) && g.seq == c.seqlo.wrapping_add(1) =>
             {
-                e.proxy = PROXY_DST;
+                e.set_proxy(PROXY_DST);
                 c.max_win = g.win.max(1);
                 e.tmo = Tmo::TcpOpening as u8;
                 e.expire = now.saturating_add(self.secs[Tmo::TcpOpening as usize]);
@@ -175,7 +176,7 @@ impl StateTable {
                 s.seqlo = ss.wrapping_add(1);
                 (c.wscale, s.wscale) = (0, 0);
                 (c.state, s.state) = (tcp_state::ESTABLISHED, tcp_state::ESTABLISHED);
-                e.proxy = PROXIED;
+                e.set_proxy(PROXIED);
                 e.seqdiff = r.wrapping_sub(ss);
                 e.tmo = tcp::timeout_for(c, s) as u8;
                 e.expire = now.saturating_add(self.secs[e.tmo as usize]);

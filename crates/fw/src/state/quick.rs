@@ -32,8 +32,20 @@ const F_STEADY: u8 = F_STEADY_A | F_STEADY_B;
 /// Recomputes a UDP entry's steady bits from its pseudo-states and timeout kind (after a full
 /// update, an insert, a pf state added), and from whether the entry settles a packet of that
 /// sender (`want`: [`StateTable`]'s, see `sub.rs`): only then may the quick loop take it.
+/// A state under its rule's own timeouts is never steady: the quick loop refreshes by the
+/// table's.
 #[inline]
 pub(super) fn mark_steady(e: &mut Entry, want: [u8; 2]) {
+    if e.profile != 0 {
+        e.flags &= !F_STEADY;
+        return;
+    }
+    steady_bits(e, want);
+}
+
+/// [`mark_steady`] for an entry under the table's timeouts.
+#[inline]
+pub(super) fn steady_bits(e: &mut Entry, want: [u8; 2]) {
     let mut bits = 0;
     for (from_a, bit) in [(true, F_STEADY_A), (false, F_STEADY_B)] {
         let mut pseudo = e.pseudo;

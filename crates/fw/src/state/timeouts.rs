@@ -92,6 +92,28 @@ impl Tmo {
         Tmo::OtherSingle,
         Tmo::OtherMultiple,
     ];
+    /// The kind named as in pf.conf (`tcp.established`); `interval` and `src.track` are no
+    /// state's timeout.
+    pub fn from_name(name: &str) -> Option<Tmo> {
+        Some(match name {
+            "tcp.first" => Tmo::TcpFirst,
+            "tcp.opening" => Tmo::TcpOpening,
+            "tcp.established" => Tmo::TcpEstablished,
+            "tcp.closing" => Tmo::TcpClosing,
+            "tcp.finwait" => Tmo::TcpFinWait,
+            "tcp.closed" => Tmo::TcpClosed,
+            "udp.first" => Tmo::UdpFirst,
+            "udp.single" => Tmo::UdpSingle,
+            "udp.multiple" => Tmo::UdpMultiple,
+            "icmp.first" => Tmo::IcmpFirst,
+            "icmp.error" => Tmo::IcmpError,
+            "other.first" => Tmo::OtherFirst,
+            "other.single" => Tmo::OtherSingle,
+            "other.multiple" => Tmo::OtherMultiple,
+            _ => return None,
+        })
+    }
+
     pub(super) fn from_u8(v: u8) -> Tmo {
         Tmo::ALL[v as usize]
     }

@@ -220,6 +220,8 @@ pub struct StateInfo {
     /// Absolute deadline on the caller's clock.
     pub expire: u32,
     pub timeout: Tmo,
+    /// The seconds of `timeout` for this state (its rule's own, or the table's).
+    pub timeout_secs: u32,
     pub sloppy: bool,
 }
 

@@ -98,7 +98,7 @@ fn print_slow_path(out: &mut String, run: &Run, state: &RouterState) {
 /// state table's.
 fn print_firewall(out: &mut String, stats: &FirewallStats) {
     let rules = stats.rules();
-    let _ = writeln!(out, "{:<6} {:<16} {:<6} {:>12} {:>14} {:>10}", "line", "label", "action", "packets", "bytes", "states");
+    let _ = writeln!(out, "{:<6} {:<16} {:<11} {:<6} {:>12} {:>14} {:>10}", "line", "label", "ridentifier", "action", "packets", "bytes", "states");
     for r in rules.snapshot() {
         let line = if r.rule.is_some() { r.line.to_string() } else { "-".into() };
         let label = r.label.as_deref().unwrap_or(if r.rule.is_some() { "" } else { "(default pass)" });
@@ -106,7 +106,8 @@ fn print_firewall(out: &mut String, stats: &FirewallStats) {
             fw::rules::Action::Pass => "pass",
             fw::rules::Action::Block => "block",
         };
-        let _ = writeln!(out, "{line:<6} {label:<16} {action:<6} {:>12} {:>14} {:>10}", r.packets, r.bytes, r.states);
+        let rid = r.ridentifier.map_or_else(String::new, |n| n.to_string());
+        let _ = writeln!(out, "{line:<6} {label:<16} {rid:<11} {action:<6} {:>12} {:>14} {:>10}", r.packets, r.bytes, r.states);
     }
     let states: Vec<String> = stats.states().iter().map(|(n, v)| format!("{n} {v}")).collect();
     let _ = writeln!(out, "states: {}", states.join(", "));
