@@ -1,6 +1,7 @@
 //! An adversary's TCP conversation through a worker whose rule set uses everything that
 //! rewrites packets at once: `scrub` (max-mss, random-id, no-df, min-ttl, set-tos),
-//! `modulate state`, tags, `block return` and, in one variant, `nat`. The segments follow a
+//! `modulate state` (or, in one variant, `synproxy state`), tags, `block return` and, in
+//! another, `nat`. The segments follow a
 //! real connection or not, carry random TCP options, are cut short or have bytes changed,
 //! and ICMP errors quote what the far end received. Whatever comes in: no panic, every
 //! packet counted once, and every frame that leaves with checksums that held when it came
@@ -353,6 +354,14 @@ proptest! {
     }
 
     #[test]
+    fn the_same_through_synproxy(v6 in any::<bool>(), steps in proptest::collection::vec(step(), 1..40)) {
+        let mut c = Conversation::new(&format!("{SCRUB}{}", FILTER.replace("modulate state", "synproxy state")), v6);
+        for s in &steps {
+            c.send(s)?;
+        }
+    }
+
+    #[test]
     fn the_same_behind_nat(steps in proptest::collection::vec(step(), 1..40)) {
         let mut c = Conversation::new(&format!("{SCRUB}{NAT}{FILTER}"), false);
         for s in &steps {
@@ -377,5 +386,27 @@ fn an_honest_conversation_gets_through() {
         c.send(&Send::IcmpError { time_exceeded: false, quote: 8, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
         let counts = c.w.counts();
         assert_eq!((counts.forwarded, counts.dropped()), (7, 0), "{rules} (IPv6: {v6}): {counts:?}");
+    }
+}
+
+/// The honest case through `synproxy state`: the router answers A's SYN itself, opens the
+/// connection to FAR on A's ACK, and data then flows both ways with checksums that hold.
+#[test]
+fn an_honest_conversation_through_synproxy() {
+    for v6 in [false, true] {
+        let mut c = Conversation::new(&format!("{SCRUB}{}", FILTER.replace("modulate state", "synproxy state")), v6);
+        let mss = [2, 4, 0x05, 0xb4];
+        // A's data is the last segment FAR receives.
+        let script = [(true, SYN), (true, ACK), (false, SYN | ACK), (false, ACK | 0x08), (true, ACK | 0x08)];
+        for (from_a, flags) in script {
+            let payload = if flags & 0x08 != 0 { 30 } else { 0 };
+            let opts = if flags & SYN != 0 { mss.to_vec() } else { Vec::new() };
+            c.send(&Send::Tcp { from_a, flags, consistent: true, seq: 0, ack: 0, opts, payload, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
+        }
+        let counts = c.w.counts();
+        assert_eq!(counts.drops[dataplane::counters::DropReason::StateOutOfWindow as usize], 0, "IPv6 {v6}: {counts:?}");
+        assert!(counts.forwarded >= 4, "IPv6 {v6}: {counts:?}");
+        let got = c.far_got.expect("FAR received the connection");
+        assert_eq!(got[got.len() - 30..], (0..30u8).map(|i| i.wrapping_mul(37)).collect::<Vec<_>>()[..], "A's data reached FAR");
     }
 }
