@@ -709,7 +709,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("pass in all synproxy state", "rules.conf:1:13: synproxy state only applies to rules with proto tcp"),
         ("pass out proto tcp synproxy state", "rules.conf:1:20: synproxy state only applies to in rules (it answers the SYNs that arrive)"),
         ("block in proto tcp synproxy state", "rules.conf:1:20: synproxy state only applies to pass rules"),
-        ("pass in proto tcp synproxy state (no-such)", "rules.conf:1:35: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track), found \"no-such\""),
+        ("pass in proto tcp synproxy state (no-such)", "rules.conf:1:35: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, or a timeout such as tcp.established 3600), found \"no-such\""),
         ("pass in proto tcp synproxy", "rules.conf:1:27: expected \"state\", found end of file"),
         ("rdr on em0 proto tcp to port 80 -> 10.0.0.5\npass in proto tcp synproxy state", "rules.conf:2:19: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
         ("nat on em0 from 10.0.0.0/8 -> 192.0.2.1\npass in proto tcp to port 80 synproxy state", "rules.conf:2:30: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
