@@ -342,8 +342,8 @@ fn accounted(before: &Counts, after: &Counts) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    // PROPTEST_CASES raises the number of conversations (the default here: 200).
-    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(200), ..ProptestConfig::default() })]
+    // PROPTEST_CASES changes the number of conversations (the default here: 1000).
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000), ..ProptestConfig::default() })]
 
     #[test]
     fn an_adversarys_conversation_through_every_rewrite(v6 in any::<bool>(), steps in proptest::collection::vec(step(), 1..40)) {
