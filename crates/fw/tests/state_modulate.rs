@@ -2,37 +2,15 @@
 //! offset on the way to the other, the acknowledgements shifted back, and the windows
 //! tracked in each end's own sequence space (no out-of-window drops).
 
-use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::packet::{PacketKey, proto};
 use fw::state::{
     Flow, FlowV4, IcmpErrorMatch, Modulation, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts,
     tcp_flags::*,
 };
 use proptest::prelude::*;
 
-const A: u128 = 0x0a00_0001;
-const B: u128 = 0xc633_6402;
-const PA: u16 = 40000;
-const PB: u16 = 80;
-
-fn key(from_a: bool, flags: u8) -> PacketKey {
-    let (src, dst, src_port, dst_port) = if from_a { (A, B, PA, PB) } else { (B, A, PB, PA) };
-    PacketKey {
-        af: Af::Inet,
-        dir: Dir::In,
-        iface: 1,
-        proto: proto::TCP,
-        src,
-        dst,
-        src_port,
-        dst_port,
-        tcp_flags: flags,
-        len: 40,
-        icmp_id: 0,
-        ip_opts: false,
-        route: 0,
-        tag: 0,
-    }
-}
+mod common;
+use common::conn::{A, B, PA, PB, key};
 
 fn seg(seq: u32, ack: u32, flags: u8, payload_len: u16) -> TcpSegment {
     TcpSegment { seq, ack, win: 65535, flags, payload_len, wscale: None }

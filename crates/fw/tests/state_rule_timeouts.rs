@@ -9,23 +9,9 @@ const A: u128 = 0x0a00_0001;
 const B: u128 = 0x0a00_0002;
 
 fn key(p: u8, from_a: bool, sport: u16, flags: u8) -> PacketKey {
-    let (src, dst, sp, dp) = if from_a { (A, B, sport, 80) } else { (B, A, 80, sport) };
-    PacketKey {
-        af: Af::Inet,
-        dir: if from_a { Dir::Out } else { Dir::In },
-        iface: 1,
-        proto: p,
-        src,
-        dst,
-        src_port: sp,
-        dst_port: dp,
-        tcp_flags: flags,
-        len: 40,
-        icmp_id: 0,
-        ip_opts: false,
-        route: 0,
-        tag: 0,
-    }
+    let (src, dst, src_port, dst_port) = if from_a { (A, B, sport, 80) } else { (B, A, 80, sport) };
+    let dir = if from_a { Dir::Out } else { Dir::In };
+    PacketKey { af: Af::Inet, dir, iface: 1, proto: p, src, dst, src_port, dst_port, tcp_flags: flags, len: 40, ..PacketKey::ZERO }
 }
 
 fn seg(seq: u32, ack: u32, flags: u8) -> TcpSegment {

@@ -2,23 +2,17 @@
 //! what the router sends for each, the phases), then the connection's numbers shifted as
 //! `modulate state` shifts them, tracked in each end's own sequence space.
 
-use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::packet::proto;
 use fw::state::{
     Flow, Modulation, ProxyPhase, ProxyReply, ProxyStep, StateDropReason, StateId, StateLookup, StateOptions, StateTable,
     StateVerdict, TcpSegment, Timeouts, tcp_flags::*, tcp_state,
 };
 
-const A: u128 = 0x0a00_0001;
-const B: u128 = 0xc633_6402;
-const PA: u16 = 40000;
-const PB: u16 = 80;
+mod common;
+use common::conn::key;
+
 const C: u32 = 1_000_000;
 const S: u32 = 0xfff0_0000;
-
-fn key(from_a: bool, flags: u8) -> PacketKey {
-    let (src, dst, src_port, dst_port) = if from_a { (A, B, PA, PB) } else { (B, A, PB, PA) };
-    PacketKey { af: Af::Inet, dir: Dir::In, iface: 1, proto: proto::TCP, src, dst, src_port, dst_port, tcp_flags: flags, len: 40, ..PacketKey::ZERO }
-}
 
 fn seg(seq: u32, ack: u32, flags: u8, win: u16) -> TcpSegment {
     TcpSegment { seq, ack, win, flags, payload_len: 0, wscale: None }

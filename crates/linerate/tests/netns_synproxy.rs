@@ -9,93 +9,10 @@
 //! Needs root and python3 (skips without). Namespaces `lr<pid><tag><host>` are removed on
 //! drop.
 
-use std::io::Read;
-use std::process::Command;
-
-use lab::topology::is_root;
-
 mod common;
 
+use common::tcp::{MB, TRAFFIC, both_ways, stop_with_no_window_drops, usable};
 use common::{build, finish, start_until, text, traffic_listen, traffic_run, write_config};
-
-/// `serve HOST PORT`, `send HOST PORT BYTES`, `give HOST PORT BYTES`, `fetch HOST PORT` as in
-/// netns_modulate; `sniff IFACE PORT` (the sequence number of the first SYN to PORT);
-/// `count IFACE PORT SECS` (for SECS seconds: segments to PORT, and SYN-ACKs from it);
-/// `syn SRC DST PORT` (three bare SYNs from a raw socket, nothing after).
-const TRAFFIC: &str = r#"
-import hashlib, random, socket, struct, sys, time
-mode = sys.argv[1]
-def ready():
-    sys.stderr.write('ready\n'); sys.stderr.flush()
-def listener(host, port):
-    s = socket.socket(socket.AF_INET6 if ':' in host else socket.AF_INET); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port)); s.listen(1); s.settimeout(60); ready()
-    c, _ = s.accept(); c.settimeout(60); return c
-def drain(c):
-    h = hashlib.sha256(); n = 0
-    while True:
-        b = c.recv(1 << 16)
-        if not b: break
-        h.update(b); n += len(b)
-    print(n, h.hexdigest(), flush=True)
-def tcp_of(f):
-    if f[12:14] == b'\x08\x00' and f[23] == 6:
-        return f[14 + (f[14] & 15) * 4:]
-    if f[12:14] == b'\x86\xdd' and f[20] == 6:
-        return f[54:]
-    return None
-if mode == 'serve':
-    drain(listener(sys.argv[2], int(sys.argv[3])))
-elif mode == 'send':
-    data = random.Random(int(sys.argv[3])).randbytes(int(sys.argv[4]))
-    c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=60); c.sendall(data); c.close()
-    print(len(data), hashlib.sha256(data).hexdigest(), flush=True)
-elif mode == 'give':
-    data = random.Random(int(sys.argv[3])).randbytes(int(sys.argv[4]))
-    c = listener(sys.argv[2], int(sys.argv[3])); c.sendall(data); c.close()
-    print(len(data), hashlib.sha256(data).hexdigest(), flush=True)
-elif mode == 'fetch':
-    drain(socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=60))
-elif mode in ('sniff', 'count'):
-    port = int(sys.argv[3])
-    # ETH_P_ALL: a socket of one protocol does not see the host's own outgoing frames.
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind((sys.argv[2], 0))
-    s.settimeout(0.2); ready()
-    end = time.time() + (float(sys.argv[4]) if mode == 'count' else 30)
-    to, synacks = 0, 0
-    while time.time() < end:
-        try:
-            t = tcp_of(s.recv(65535))
-        except socket.timeout:
-            continue
-        if t is None:
-            continue
-        if int.from_bytes(t[2:4], 'big') == port:
-            to += 1
-            if mode == 'sniff' and t[13] & 0x12 == 0x02:
-                print(int.from_bytes(t[4:8], 'big'), flush=True); sys.exit(0)
-        if int.from_bytes(t[0:2], 'big') == port and t[13] & 0x12 == 0x12:
-            synacks += 1
-    print('to', to, 'synacks', synacks, flush=True)
-elif mode == 'syn':
-    src, dst, port = sys.argv[2], sys.argv[3], int(sys.argv[4])
-    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
-    t = struct.pack('!HHIIBBHHH', 40404, port, 12345, 0, 5 << 4, 2, 65535, 0, 0)
-    d = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack('!BBH', 0, 6, len(t)) + t
-    c = sum(int.from_bytes(d[i:i + 2], 'big') for i in range(0, len(d), 2))
-    while c >> 16:
-        c = (c & 0xffff) + (c >> 16)
-    t = t[:16] + struct.pack('!H', ~c & 0xffff) + t[18:]
-    for _ in range(3):
-        s.sendto(t, (dst, 0)); time.sleep(0.3)
-    print('sent', flush=True)
-"#;
-
-const MB: usize = 1 << 20;
-
-fn usable() -> bool {
-    is_root() && Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
-}
 
 #[test]
 fn tcp_through_synproxy_state() {
@@ -112,25 +29,19 @@ fn tcp_through_synproxy_state() {
     std::fs::write(lab.dir.join("rules.conf"), rules).unwrap();
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
-    let mut dut = start_until(linerate, "forwarding with");
+    let dut = start_until(linerate, "forwarding with");
     let ping = text(&lab.a.command("ping").args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).output().unwrap());
     assert!(!ping.contains(" 0 received"), "{ping}");
     let ping = text(&lab.a.command("ping").args(["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:b::2"]).output().unwrap());
     assert!(!ping.contains(" 0 received"), "{ping}");
 
-    // A's data to B; the SYN seen on each side.
+    // A's data to B (the SYN seen on each side), then B's to A (B's numbers shifted to the
+    // router's).
     let (sniff_a, sniff_b) = (traffic_listen(&lab, &lab.a, &["sniff", "lra0", "5301"]), traffic_listen(&lab, &lab.b, &["sniff", "lrb0", "5301"]));
-    let server = traffic_listen(&lab, &lab.b, &["serve", "198.19.0.2", "5301"]);
-    let sent = traffic_run(&lab, &lab.a, &["send", "198.19.0.2", "5301", &(4 * MB).to_string()]);
-    assert_eq!(finish(server), sent, "A's data as B received it");
+    both_ways(&lab, "198.19.0.2", 5301, 5302, 4 * MB);
     let (isn_a, isn_b) = (finish(sniff_a), finish(sniff_b));
     assert!(!isn_a.is_empty(), "A's SYN seen");
     assert_eq!(isn_b, isn_a, "B's SYN (the router's) carries A's initial sequence number");
-
-    // B's data to A, on a connection A opens (B's numbers shifted to the router's).
-    let server = traffic_listen(&lab, &lab.b, &["give", "198.19.0.2", "5302", &(4 * MB).to_string()]);
-    let got = traffic_run(&lab, &lab.a, &["fetch", "198.19.0.2", "5302"]);
-    assert_eq!(got, finish(server), "B's data as A received it");
 
     // The same over IPv6.
     let server = traffic_listen(&lab, &lab.b, &["serve", "2001:db8:b::2", "5301"]);
@@ -147,10 +58,6 @@ fn tcp_through_synproxy_state() {
     // To the port: the three SYNs, and the resets A's kernel answers the SYN-ACKs with.
     assert!(n.len() == 2 && n[0] >= 3 && n[1] >= 3, "A's SYNs left and the router answered each: {seen_a}");
 
-    let mut child = dut.terminate().unwrap();
-    let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    assert!(child.wait().unwrap().success(), "{out}");
-    assert!(!out.lines().any(|l| l.trim().starts_with("drop state_out_of_window")), "{out}");
+    let out = stop_with_no_window_drops(dut);
     assert!(out.lines().any(|l| l.trim().starts_with("drop synproxy")), "the proxy's drops counted: {out}");
 }

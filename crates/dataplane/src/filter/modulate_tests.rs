@@ -1,4 +1,5 @@
 use super::*;
+use crate::filter::scrub::tests::tcp_ck_v4;
 use fw::packet::PacketKey;
 use proptest::prelude::*;
 use wire::checksum::checksum;
@@ -34,20 +35,9 @@ fn segment_with_nops(seq: u32, ack: u32, blocks: [u32; 4], nops: usize) -> Vec<u
     ip[2..4].copy_from_slice(&len.to_be_bytes());
     let c = checksum(&ip[..20]);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let c = tcp_checksum(&ip);
+    let c = tcp_ck_v4(&ip);
     ip[36..38].copy_from_slice(&c.to_be_bytes());
     ip
-}
-
-/// The TCP checksum of IPv4 packet `ip`, recomputed over the pseudo-header and segment.
-fn tcp_checksum(ip: &[u8]) -> u16 {
-    let seg = &ip[20..];
-    let mut b = ip[12..20].to_vec();
-    b.extend_from_slice(&[0, proto::TCP]);
-    b.extend_from_slice(&(seg.len() as u16).to_be_bytes());
-    b.extend_from_slice(seg);
-    b[12 + 16..12 + 18].fill(0);
-    checksum(&b)
 }
 
 fn word(ip: &[u8], at: usize) -> u32 {
@@ -72,7 +62,7 @@ fn initiator_side_shifts_the_sequence_number_only() {
     assert_eq!(word(&out, 28), 2000);
     // The SACK blocks are the responder's numbers: left alone.
     assert_eq!([word(&out, 56), word(&out, 60), word(&out, 64), word(&out, 68)], [1, 2, 3, 4]);
-    assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_checksum(&out));
+    assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_ck_v4(&out));
     assert_eq!(out[..20], ip[..20], "the IP header is untouched");
 }
 
@@ -83,7 +73,7 @@ fn responder_side_shifts_the_ack_and_the_sack_blocks_back() {
     let out = modulated(ip, Modulation { seq_add: 0, ack_sub: d });
     assert_eq!((word(&out, 24), word(&out, 28)), (9, 5));
     assert_eq!([word(&out, 56), word(&out, 60), word(&out, 64), word(&out, 68)], [10, 20, 30, 40]);
-    assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_checksum(&out));
+    assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_ck_v4(&out));
     assert_eq!(&out[out.len() - 5..], b"hello");
 }
 
@@ -105,12 +95,12 @@ fn a_malformed_option_list_ends_the_sack_walk() {
     let d = 7;
     let mut ip = segment(1, 2, [100, 200, 300, 400]);
     ip[40 + 13] = 40; // SACK option length running past the header
-    let c = tcp_checksum(&ip);
+    let c = tcp_ck_v4(&ip);
     ip[36..38].copy_from_slice(&c.to_be_bytes());
     let out = modulated(ip, Modulation { seq_add: 0, ack_sub: d });
     assert_eq!(word(&out, 56), 100, "blocks of a malformed option left as they are");
     assert_eq!(word(&out, 28), 2u32.wrapping_sub(d));
-    assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_checksum(&out));
+    assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_ck_v4(&out));
 }
 
 #[test]
@@ -157,7 +147,7 @@ proptest! {
     fn checksum_stays_valid(seq in any::<u32>(), ack in any::<u32>(), blocks in any::<[u32; 4]>(),
                             seq_add in any::<u32>(), ack_sub in any::<u32>()) {
         let out = modulated(segment(seq, ack, blocks), Modulation { seq_add, ack_sub });
-        prop_assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_checksum(&out));
+        prop_assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_ck_v4(&out));
         prop_assert_eq!(word(&out, 24), seq.wrapping_add(seq_add));
         prop_assert_eq!(word(&out, 28), ack.wrapping_sub(ack_sub));
         for (i, b) in blocks.iter().enumerate() {
@@ -170,7 +160,7 @@ proptest! {
     #[test]
     fn checksum_stays_valid_with_sack_at_any_offset(ack in any::<u32>(), blocks in any::<[u32; 4]>(), ack_sub in any::<u32>(), nops in 0usize..4) {
         let out = modulated(segment_with_nops(1, ack, blocks, nops), Modulation { seq_add: 0, ack_sub });
-        prop_assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_checksum(&out));
+        prop_assert_eq!(u16::from_be_bytes([out[36], out[37]]), tcp_ck_v4(&out));
         for (i, b) in blocks.iter().enumerate() {
             prop_assert_eq!(word(&out, 54 + nops + 4 * i), b.wrapping_sub(ack_sub));
         }

@@ -202,7 +202,7 @@ fn clamp_mss(seg: &mut [u8], max: u16, c: &mut ScrubCounts) {
 
 #[cfg(test)]
 #[path = "scrub_tests.rs"]
-mod tests;
+pub(crate) mod tests;
 
 /// The filter stage's normalization: whether the batch's rules scrub each direction, and
 /// what it needs per packet.

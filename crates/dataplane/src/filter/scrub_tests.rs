@@ -16,8 +16,9 @@ fn ip_ck(ip: &[u8]) -> u16 {
     checksum(&h)
 }
 
-/// The TCP checksum of IPv4 packet `ip`, recomputed over the pseudo-header and segment.
-fn tcp_ck_v4(ip: &[u8]) -> u16 {
+/// The TCP checksum of IPv4 packet `ip` (a 20-byte header), recomputed over the
+/// pseudo-header and segment (`modulate`'s tests use it too).
+pub(crate) fn tcp_ck_v4(ip: &[u8]) -> u16 {
     let seg = &ip[20..];
     let mut b = ip[12..20].to_vec();
     b.extend_from_slice(&[0, proto::TCP]);

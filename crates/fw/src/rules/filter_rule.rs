@@ -1,7 +1,7 @@
 //! Filter rules: `pass` / `block` with their hosts, ports, protocols and options.
 
 use super::*;
-use super::hosts::{check_families, check_ports_need_tcp_udp};
+use super::hosts::{Hosts, check_families, check_ports_need_tcp_udp};
 
 /// A filter rule's options after its hosts, as written (defaults are applied by the caller).
 #[derive(Default)]
@@ -48,6 +48,16 @@ fn check_icmp_proto(icmp_tok: Option<&(Token, u8)>, protos: &[u8]) -> PResult<()
 
 /// pf's defaults: `pass` keeps state, `block` never does; a stateful rule gets `flags S/SA`.
 /// `keep state` and `allow-opts` on a `block` rule are errors.
+/// What [`Parser::rule_body`] reads of a filter rule.
+struct RuleBody {
+    af: Option<Af>,
+    protos: Vec<u8>,
+    hosts: Hosts,
+    opts: FilterOptions,
+    keep_state: StateMode,
+    flags: Option<(u8, u8)>,
+}
+
 fn state_and_flags(action: Action, opts: &FilterOptions) -> PResult<(StateMode, Option<(u8, u8)>)> {
     let keep_state = match (&opts.keep, action) {
         (Some((m, t)), Action::Block) if *m != StateMode::None => {
@@ -108,21 +118,11 @@ impl Parser<'_> {
         let Some((ifaces, iface_neg)) = self.filter_rule_ifaces()? else {
             // `on lo0` alone: pfSense's loopback rules. linerate never sees loopback
             // traffic, so the rule matches nothing; it is read, checked and left out.
-            self.rule_rest(action)?;
+            self.rule_body(action)?;
             self.notice(&on, "a rule on the loopback interface only: linerate never sees loopback traffic, the rule matches nothing and is left out");
             return Ok(());
         };
-        self.refuse_unsupported_option("")?;
-        let af = self.rule_af()?;
-        let protos = self.rule_protos()?;
-        self.refuse_unsupported_option("")?;
-        let hosts = self.hosts(None)?;
-        let opts = self.filter_options()?;
-        // Semantic checks, pf's defaults.
-        check_families(af, &hosts)?;
-        check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
-        check_icmp_proto(opts.icmp_tok.as_ref(), &protos)?;
-        let (keep_state, flags) = state_and_flags(action, &opts)?;
+        let RuleBody { af, protos, hosts, opts, keep_state, flags } = self.rule_body(action)?;
         if keep_state == StateMode::Synproxy
             && let Some((_, t)) = &opts.keep
         {
@@ -194,8 +194,9 @@ impl Parser<'_> {
         Ok(protos)
     }
 
-    /// The rest of a rule that is left out (after its interfaces), parsed for its errors.
-    fn rule_rest(&mut self, action: Action) -> PResult<()> {
+    /// A filter rule after its interfaces (family, protocols, hosts, options), checked with
+    /// pf's defaults applied: what a rule that is left out is parsed for, too.
+    fn rule_body(&mut self, action: Action) -> PResult<RuleBody> {
         self.refuse_unsupported_option("")?;
         let af = self.rule_af()?;
         let protos = self.rule_protos()?;
@@ -205,8 +206,8 @@ impl Parser<'_> {
         check_families(af, &hosts)?;
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
         check_icmp_proto(opts.icmp_tok.as_ref(), &protos)?;
-        state_and_flags(action, &opts)?;
-        Ok(())
+        let (keep_state, flags) = state_and_flags(action, &opts)?;
+        Ok(RuleBody { af, protos, hosts, opts, keep_state, flags })
     }
 
     /// A filter rule's interfaces ([`Self::rule_ifaces`]) where the loopback names `lo`
@@ -260,23 +261,18 @@ impl Parser<'_> {
                     let mode = self.state_options(&mut opts)?;
                     opts.keep = Some((mode, t));
                 }
-                Tok::Word(w) if w == "modulate" => {
+                Tok::Word(w) if w == "modulate" || w == "synproxy" => {
+                    let (mode, sloppy_refused) = if w == "modulate" {
+                        (StateMode::Modulate, "modulate state does not take sloppy (use keep state (sloppy))")
+                    } else {
+                        (StateMode::Synproxy, "synproxy state does not take sloppy (the proxy checks the handshake's numbers)")
+                    };
                     self.next()?;
                     self.expect_word("state")?;
-                    let mode = self.state_options(&mut opts)?;
-                    if mode == StateMode::KeepSloppy {
-                        return here(&t, "modulate state does not take sloppy (use keep state (sloppy))");
+                    if self.state_options(&mut opts)? == StateMode::KeepSloppy {
+                        return here(&t, sloppy_refused);
                     }
-                    opts.keep = Some((StateMode::Modulate, t));
-                }
-                Tok::Word(w) if w == "synproxy" => {
-                    self.next()?;
-                    self.expect_word("state")?;
-                    let mode = self.state_options(&mut opts)?;
-                    if mode == StateMode::KeepSloppy {
-                        return here(&t, "synproxy state does not take sloppy (the proxy checks the handshake's numbers)");
-                    }
-                    opts.keep = Some((StateMode::Synproxy, t));
+                    opts.keep = Some((mode, t));
                 }
                 Tok::Word(w) if w == "no" => {
                     self.next()?;

@@ -32,26 +32,20 @@ pub(super) fn home_of(h: u64, len: usize) -> usize {
 /// or `None` at the first empty word. The probe of [`StateTable::lookup_v4`] and of the quick
 /// lookups ([`QuickHits`]).
 #[inline(always)]
-pub(super) fn find_v4(index: &[u64], slots: &[Entry], f: &FlowV4, h: u64, mut i: usize) -> Option<usize> {
-    let n = index.len();
-    loop {
-        let w = *index.get(i)?;
-        if w == EMPTY {
-            return None;
-        }
-        if (w ^ h) & TAG_MASK == 0 {
-            let id = (w as u32 as usize).wrapping_sub(1);
-            if slots.get(id).is_some_and(|e| e.key.is(f)) {
-                return Some(id);
-            }
-        }
-        i = next_word(i, n);
-    }
+pub(super) fn find_v4(index: &[u64], slots: &[Entry], f: &FlowV4, h: u64, i: usize) -> Option<usize> {
+    find_by(index, slots, h, i, |e| e.key.is(f))
 }
 
 /// [`find_v4`] for any flow's key `k` (the quick lookups of IPv6 flows).
 #[inline(always)]
-pub(super) fn find_key(index: &[u64], slots: &[Entry], k: &FlowKey, h: u64, mut i: usize) -> Option<usize> {
+pub(super) fn find_key(index: &[u64], slots: &[Entry], k: &FlowKey, h: u64, i: usize) -> Option<usize> {
+    find_by(index, slots, h, i, |e| e.key == *k)
+}
+
+/// The probe behind both: the first slot from word `i` whose tag matches `h` and whose entry
+/// `is` the flow's.
+#[inline(always)]
+fn find_by(index: &[u64], slots: &[Entry], h: u64, mut i: usize, is: impl Fn(&Entry) -> bool) -> Option<usize> {
     let n = index.len();
     loop {
         let w = *index.get(i)?;
@@ -60,7 +54,7 @@ pub(super) fn find_key(index: &[u64], slots: &[Entry], k: &FlowKey, h: u64, mut 
         }
         if (w ^ h) & TAG_MASK == 0 {
             let id = (w as u32 as usize).wrapping_sub(1);
-            if slots.get(id).is_some_and(|e| e.key == *k) {
+            if slots.get(id).is_some_and(&is) {
                 return Some(id);
             }
         }

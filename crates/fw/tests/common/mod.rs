@@ -1,5 +1,10 @@
-//! What the state table's randomised tests share: a small, seedable generator and the seed
-//! (`FW_STATE_SEED=<u64>` overrides it, to replay a failure).
+//! What the state table's tests share: a small, seedable generator and the seed
+//! (`FW_STATE_SEED=<u64>` overrides it, to replay a failure), and one TCP connection's
+//! packet keys ([`conn`]).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+pub mod conn;
 
 pub struct Rng(pub u64);
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use lab::topology::{End, Namespace, veth};
 
 pub mod bgp;
+pub mod tcp;
 
 pub const A_MAC: &str = "02:00:00:00:0a:01";
 pub const D0_MAC: &str = "02:00:00:00:0d:00";
