@@ -62,6 +62,8 @@ pub(crate) use stage::{FilterStage, Routed, RoutedPacket, RoutedV4};
 /// State-table slots the incremental expiry sweep examines per batch: enough to keep up with
 /// millions of flows over a timeout of tens of seconds, small enough not to show per batch.
 const EXPIRE_BUDGET: usize = 16;
+// A batch's quick loop may see no more packets than the state table allows for.
+const _: () = assert!(io::batch::MAX_BATCH <= fw::state::QUICK_BATCH_MAX);
 
 /// A rule set ready for the fast path.
 pub struct CompiledRules {

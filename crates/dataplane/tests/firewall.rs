@@ -163,6 +163,28 @@ fn full_state_table_drops_new_flows() {
     assert_eq!((c.forwarded, drops(&c, DropReason::StateLimit)), (2, 2), "{c:?}");
 }
 
+/// pf's adaptive timeouts reach the worker's table from the rule file. Four flows out
+/// through a and their replies, no time passing: with `adaptive.end` at the four states the
+/// flows hold, every state is dead as soon as the last one is made, so replies meet
+/// `block all`; with the end above the count, or the scaling off, every reply passes.
+/// (Scaling below the end shortens lives, which takes a clock: `fw`'s state tests.)
+#[test]
+fn adaptive_timeouts_reach_the_state_table() {
+    let out: Vec<_> = (0..4).map(|i| udp(0, A_HOST, 1000 + i, FAR, 53)).collect();
+    let back: Vec<_> = (0..4).map(|i| udp(1, FAR, 53, A_HOST, 1000 + i)).collect();
+    let rules = |adaptive: &str| format!("set timeout {{ {adaptive} }}\nblock all\npass in on a proto udp keep state\npass out on b proto udp keep state\n");
+    let expired = |w: &Worker<ReplayRx, CountingTx, CountingTx>| {
+        let states: std::collections::HashMap<_, _> = w.firewall_stats().unwrap().states().into_iter().collect();
+        states["expired_sweep"] + states["expired_lookup"]
+    };
+    let (c, w) = run(&rules("adaptive.start 2, adaptive.end 4"), [out.clone(), back.clone()]);
+    assert!(drops(&c, DropReason::FilterBlocked) > 0 && expired(&w) > 0, "{c:?}");
+    for adaptive in ["adaptive.start 2, adaptive.end 5", "adaptive.start 0, adaptive.end 0"] {
+        let (c, w) = run(&rules(adaptive), [out.clone(), back.clone()]);
+        assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked), expired(&w)), (8, 0, 0), "{adaptive}: {c:?}");
+    }
+}
+
 /// An ICMP error (received on port b, `from` its sender) reporting on `orig`, a frame that
 /// host A sent through port a: addressed to A, quoting the start of `orig`'s IP packet.
 fn icmp_error_about(orig: &[u8], from: Ipv4Addr) -> Vec<u8> {

@@ -559,6 +559,7 @@ fn parse_inner(
         path,
         ifaces,
         table_entries_limit: None,
+        adaptive_set: false,
         addresses,
         synproxy_at: None,
     };
@@ -566,5 +567,8 @@ fn parse_inner(
         PErr::Here(l, c, m) => err((l, c, m)),
         PErr::Full(e) => e,
     })?;
+    if !p.adaptive_set {
+        p.rs.timeouts.adapt_to_limit(p.rs.limit_states);
+    }
     Ok(p.rs)
 }

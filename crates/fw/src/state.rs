@@ -133,7 +133,7 @@ use index::EMPTY;
 pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
 pub use inspect::{Endpoint, StateEnds, state_name};
 pub use sub::{Pass, SubState};
-pub use quick::QuickHits;
+pub use quick::{QUICK_BATCH_MAX, QuickHits};
 use tcp::Peer;
 pub use memory::{StateAllocError, StateMemory};
 pub use limits::{Held, LimitRefusal, OverloadEvent, RuleLimits};
@@ -223,6 +223,9 @@ pub struct StateTable {
     capacity: usize,
     hasher: FlowHasher,
     timeouts: Timeouts,
+    /// Above this many entries pf's adaptive scaling shortens every timeout
+    /// ([`Timeouts::adaptive`]; `usize::MAX`: off).
+    adaptive_from: usize,
     /// `timeouts` by kind, read per packet.
     secs: [u32; Tmo::ALL.len()],
     /// Per-rule timeouts (pf's `keep state (udp.first 30, ...)`), each set once, by value,
@@ -291,6 +294,25 @@ fn profile_deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo:
     now.saturating_add(own.unwrap_or(secs[t as usize]))
 }
 
+/// The seconds of kind `t` under timeout `profile` (0: the table's).
+#[inline]
+fn timeout_of(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], t: Tmo, profile: u8) -> u32 {
+    deadline(secs, profiles, 0, t, profile)
+}
+
+/// How many seconds pf's adaptive scaling takes off a timeout of `secs` with `states`
+/// states (scaling on from `start` to `end`, see [`Timeouts::adaptive`]): pf_state_expires
+/// keeps `secs * (end - states) / (end - start)`, and nothing from `end` on.
+#[inline]
+fn adaptive_cut(secs: u32, states: usize, (start, end): (u32, u32)) -> u32 {
+    let (start, end, n) = (u64::from(start), u64::from(end), states as u64);
+    if n <= start {
+        return 0;
+    }
+    let kept = if n >= end { 0 } else { u64::from(secs) * (end - n) / (end - start) };
+    secs - kept as u32
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
     Tcp,
@@ -307,6 +329,11 @@ fn class(p: u8) -> Class {
         proto::ICMP | proto::ICMPV6 => Class::Icmp,
         _ => Class::Other,
     }
+}
+
+/// The entry count above which `t`'s adaptive scaling applies (`usize::MAX`: off).
+fn adaptive_from(t: &Timeouts) -> usize {
+    t.adaptive().map_or(usize::MAX, |(start, _)| start as usize)
 }
 
 impl StateTable {
@@ -330,6 +357,7 @@ impl StateTable {
             capacity: limit,
             hasher: FlowHasher::new(seed),
             secs: timeouts.by_kind(),
+            adaptive_from: adaptive_from(&timeouts),
             timeouts,
             profiles: Vec::new(),
             rule_profile: Vec::new(),
@@ -408,6 +436,26 @@ impl StateTable {
     pub fn set_timeouts(&mut self, t: Timeouts) {
         self.timeouts = t;
         self.secs = t.by_kind();
+        self.adaptive_from = adaptive_from(&t);
+    }
+
+    /// Whether entry `e` is dead at `now`: past its deadline, or past the deadline pf's
+    /// adaptive scaling gives it with the entries held now (the deadline kept is that of
+    /// the full timeout, so the scaling follows the count as pf's does).
+    #[inline(always)]
+    fn dead(&self, e: &Entry, now: u32) -> bool {
+        e.expire <= now || (self.len > self.adaptive_from && self.dead_scaled(e, now))
+    }
+
+    #[cold]
+    fn dead_scaled(&self, e: &Entry, now: u32) -> bool {
+        e.expire <= now.saturating_add(self.scaled_cut(e))
+    }
+
+    /// The seconds adaptive scaling takes off entry `e`'s deadline now.
+    fn scaled_cut(&self, e: &Entry) -> u32 {
+        let Some(range) = self.timeouts.adaptive() else { return 0 };
+        adaptive_cut(timeout_of(&self.secs, &self.profiles, Tmo::from_u8(e.tmo), e.profile), self.len, range)
     }
 
     /// Bytes reserved by the table (slot array at full capacity, index, header).
@@ -509,9 +557,11 @@ impl StateTable {
     #[inline]
     fn sweep(&mut self, ids: std::ops::Range<usize>, now: u32) -> usize {
         let mut removed = 0;
+        // Removals only lower the count: a sweep that starts unscaled stays so.
+        let scaled = self.len > self.adaptive_from;
         for id in ids {
             let e = &self.slots[id];
-            if e.flags & F_USED != 0 && e.expire <= now {
+            if e.flags & F_USED != 0 && (e.expire <= now || (scaled && self.dead_scaled(e, now))) {
                 let pos = self.position_of(id);
                 self.remove_at(pos, id);
                 removed += 1;
@@ -636,7 +686,7 @@ impl StateTable {
             proto: e.key.proto(),
             initiator_state: states[0],
             responder_state: states[1],
-            expire: e.expire,
+            expire: e.expire.saturating_sub(self.scaled_cut(e)),
             timeout: Tmo::from_u8(e.tmo),
             timeout_secs: deadline(&self.secs, &self.profiles, 0, Tmo::from_u8(e.tmo), e.profile),
             sloppy: e.flags & F_SLOPPY != 0,

@@ -89,8 +89,9 @@ fn fixtures_load_with_their_settings_and_notices() {
     assert_eq!(rule(1770001006).state_timeouts, [(Tmo::UdpFirst, 30), (Tmo::UdpMultiple, 90)]);
     assert_eq!(rule(1770001008).label.as_deref(), Some("USER_RULE: admins (old tracker)"), "`tracker` is read as `ridentifier`");
     assert!(rule(1000002620).action == Action::Block, "antispoof's rules carry its ridentifier");
-    // `set optimization normal` is pf's defaults.
-    assert_eq!(rs.timeouts, fw::state::Timeouts::default());
+    // `set optimization normal` is pf's defaults; pfSense turns adaptive scaling off.
+    assert_eq!(rs.timeouts, fw::state::Timeouts { adaptive_start: 0, adaptive_end: 0, ..Default::default() });
+    assert_eq!(rs.timeouts.adaptive(), None);
 
     let rs = load("opnsense");
     assert_eq!((rs.rules.len(), rs.limit_states), (37, 48000));

@@ -399,11 +399,11 @@ fn errors_name_file_line_column() {
         ),
         (
             "set timeout tcp.bogus 5",
-            "rules.conf:1:13: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track), found \"tcp.bogus\"",
+            "rules.conf:1:13: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track, adaptive.start, adaptive.end), found \"tcp.bogus\"",
         ),
         (
             "set timeout { tcp.first 5",
-            "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track), found end of file",
+            "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track, adaptive.start, adaptive.end), found end of file",
         ),
         (
             "set block-policy maybe",

@@ -372,6 +372,7 @@ fn pfsense_set_statements() {
     let t = |text: &str| ok(text).timeouts;
     let d = fw::state::Timeouts::default();
     assert_eq!(t("set optimization normal"), d);
+    assert_eq!(d.adaptive(), Some((60_000, 120_000)), "pf's default for its default limit of 100000 states");
     assert_eq!(t("set optimization default"), d);
     let sat = t("set optimization satellite");
     assert_eq!(sat, t("set optimization high-latency"));
@@ -389,7 +390,16 @@ fn pfsense_set_statements() {
     }
     assert_eq!(err("set ruleset-optimization full"), "rules.conf:1:26: expected none, basic or profile, found \"full\"");
     assert_eq!(t("set timeout { adaptive.start 0, adaptive.end 0, tcp.first 10 }").tcp_first, 10);
-    assert_eq!(err("set timeout { adaptive.start 6000, adaptive.end 12000 }"), "rules.conf:1:30: `set timeout adaptive.start` other than 0 is not supported by linerate (timeouts do not scale with the number of states; 0 turns pf's scaling off)");
+    assert_eq!(t("set timeout { adaptive.start 0, adaptive.end 0 }").adaptive(), None);
+    assert_eq!(t("set timeout { adaptive.start 6000, adaptive.end 12000 }").adaptive(), Some((6000, 12000)));
+    // As pfctl: without either, both follow `set limit states` (60% and 120%), wherever the
+    // limit stands; with either, both stay as written (the other at its default).
+    assert_eq!(t("set limit states 48000").adaptive(), Some((28_800, 57_600)));
+    assert_eq!(t("set timeout tcp.first 9\nset limit states 50").adaptive(), Some((30, 60)));
+    // The start stays at its default, 60000, not below the end: off, as in pf.
+    assert_eq!(t("set limit states 48000\nset timeout adaptive.end 50000").adaptive(), None);
+    assert_eq!(t("set limit states 48000\nset timeout adaptive.start 10000").adaptive(), Some((10_000, 120_000)));
+    assert_eq!(err("set timeout adaptive.start"), "rules.conf:1:27: expected a number of states, found end of file");
     ok("set loginterface em0\nset loginterface none");
     assert_eq!(ok("set limit { table-entries 3, states 10 }\ntable <t> { 10.0.0.1 10.0.0.2 10.0.0.3 }").limit_states, 10);
     assert_eq!(err("set limit table-entries 2\ntable <t> { 10.0.0.1 10.0.0.2 10.0.0.3 }"), "rules.conf:1:25: the tables hold 3 entries, above `set limit table-entries 2`");

@@ -41,6 +41,8 @@ struct MEntry {
     id: u32,
     init: Ep,
     deadline: u32,
+    /// The timeout `deadline` was set with (what adaptive scaling shortens).
+    secs: u32,
     st: [u8; 2],
 }
 
@@ -139,6 +141,7 @@ impl Model {
             id,
             init: s,
             deadline: now + self.first_timeout(k.proto),
+            secs: self.first_timeout(k.proto),
             st: if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
                 [0, 0]
             } else {
@@ -170,11 +173,25 @@ impl Model {
         }
     }
 
+    /// Whether `e` is dead at `now`, with pf's adaptive scaling over the entries held
+    /// (pf_state_expires: timeout * (end - states) / (end - start) above the start, 0 from
+    /// the end on).
+    fn dead(&self, e: &MEntry, now: u32) -> bool {
+        let (start, end, n) = (u64::from(self.to.adaptive_start), u64::from(self.to.adaptive_end), self.map.len() as u64);
+        let secs = u64::from(e.secs);
+        let kept = match () {
+            _ if end == 0 || start >= end || n <= start => secs,
+            _ if n >= end => 0,
+            _ => secs * (end - n) / (end - start),
+        };
+        u64::from(e.deadline) - (secs - kept) <= u64::from(now)
+    }
+
     /// What a lookup of `k` must answer at `now`, updating the model as the table does.
     fn lookup(&mut self, k: &PacketKey, mk: &MKey, now: u32) -> StateLookup {
         match self.map.get(mk).copied() {
             None => StateLookup::Miss,
-            Some(e) if e.deadline <= now => {
+            Some(e) if self.dead(&e, now) => {
                 self.take(mk);
                 StateLookup::Miss
             }
@@ -183,6 +200,7 @@ impl Model {
                 let from_init = s == e.init || s == d;
                 let tmo = self.refresh_timeout(k, &mut e, from_init);
                 e.deadline = now + tmo;
+                e.secs = tmo;
                 self.map.insert(*mk, e);
                 StateLookup::Hit {
                     id: StateId(e.id),
@@ -197,7 +215,7 @@ impl Model {
     fn lookup_icmp_error(&mut self, mk: &MKey, now: u32) -> Option<StateId> {
         match self.map.get(mk).copied() {
             None => None,
-            Some(e) if e.deadline <= now => {
+            Some(e) if self.dead(&e, now) => {
                 self.take(mk);
                 None
             }
@@ -246,7 +264,8 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(seed: u64, limit: usize, flows: usize, adv: u64) -> Self {
+    /// `adaptive`: pf's adaptive scaling (start, end), or the default (off at these sizes).
+    fn new(seed: u64, limit: usize, flows: usize, adv: u64, adaptive: Option<(u32, u32)>) -> Self {
         let mut rng = Rng(seed | 1);
         let to = Timeouts {
             udp_first: 6,
@@ -258,6 +277,10 @@ impl Harness {
             other_single: 2,
             other_multiple: 7,
             ..Timeouts::default()
+        };
+        let to = match adaptive {
+            Some((adaptive_start, adaptive_end)) => Timeouts { adaptive_start, adaptive_end, ..to },
+            None => to,
         };
         let table = StateTable::new(limit, to, seed);
         let uni = universe(&mut rng, flows);
@@ -334,7 +357,7 @@ impl Harness {
         let got = self.table.insert(k, op as u32, now, None);
         let m = &mut self.model;
         match m.map.get(mk).copied() {
-            Some(e) if e.deadline > now => {
+            Some(e) if !m.dead(&e, now) => {
                 assert_eq!(got, Err(InsertError::Exists(StateId(e.id))), "op {op}")
             }
             Some(e) => {
@@ -370,7 +393,7 @@ impl Harness {
             .model
             .map
             .iter()
-            .filter(|(_, e)| e.deadline <= now)
+            .filter(|(_, e)| self.model.dead(e, now))
             .map(|(k, _)| *k)
             .collect();
         let mut gone = 0;
@@ -433,7 +456,11 @@ impl Harness {
 }
 
 fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool) {
-    let mut h = Harness::new(seed, limit, flows, adv);
+    run_scaled(seed, ops, limit, flows, adv, resize, None);
+}
+
+fn run_scaled(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool, adaptive: Option<(u32, u32)>) {
+    let mut h = Harness::new(seed, limit, flows, adv, adaptive);
     for op in 0..ops {
         h.step(op);
         if resize && h.rng.below(5000) == 0 {
@@ -469,4 +496,20 @@ fn model_large_table() {
 #[test]
 fn model_limit_changes() {
     run(common::seed(0x5eed_0001) ^ 0x1177, 1_000_000, 1000, 3000, 300, true);
+}
+
+/// pf's adaptive timeouts: from half the limit on, every timeout shrinks with the entries
+/// held, to a third at the limit (`set timeout { adaptive.start 256, adaptive.end 1024 }`
+/// with 512 states); the table's deadlines, sweeps and lookups follow the count as the
+/// model's do.
+#[test]
+fn model_adaptive_timeouts() {
+    run_scaled(common::seed(0x5eed_0001) ^ 0xada, 1_000_000, 512, 2000, 300, false, Some((256, 1024)));
+}
+
+/// The same with the limit changing around the end: from 700 entries on (the limit goes
+/// up to 1024) every state is dead.
+#[test]
+fn model_adaptive_end_below_limit() {
+    run_scaled(common::seed(0x5eed_0001) ^ 0xade, 1_000_000, 512, 2000, 300, true, Some((100, 700)));
 }

@@ -359,3 +359,34 @@ fn icmp_query_states_are_keyed_by_identifier() {
     assert_eq!(hit(&mut t, &v6(2, 1, 129, 3), 1), (id6, false));
     assert_eq!(t.lookup(&v6(2, 1, 128, 4), None, 1), StateLookup::Miss);
 }
+
+/// pf's adaptive timeouts (pf_state_expires): above `adaptive.start` states every state's
+/// timeout is scaled by (end - states) / (end - start), counted when it is judged, and at
+/// `adaptive.end` every state is dead.
+#[test]
+fn adaptive_scaling_follows_the_count() {
+    let to = Timeouts { udp_first: 60, adaptive_start: 10, adaptive_end: 30, ..Timeouts::default() };
+    let mut t = StateTable::new(100, to, 5);
+    let flow = |i: u16| udp(1, i, 2, 2);
+    let ids: Vec<StateId> = (0..10).map(|i| t.insert(&flow(i), 0, 0, None).unwrap()).collect();
+    assert_eq!(t.info(ids[0]).unwrap().expire, 60, "10 states: not above the start");
+    for i in 10..20 {
+        t.insert(&flow(i), 0, 0, None).unwrap();
+    }
+    assert_eq!(t.info(ids[0]).unwrap().expire, 30, "20 states: 60 * (30 - 20) / (30 - 10)");
+    assert_eq!(t.lookup(&flow(0), None, 30), StateLookup::Miss);
+    assert_eq!(t.info(ids[1]).unwrap().expire, 33, "19 states: 60 * 11 / 20");
+    assert!(matches!(t.lookup(&flow(1), None, 32), StateLookup::Hit { .. }));
+    // The sweep judges by the count as it goes, and each removal lengthens the others'
+    // lives: at 40 s, with 19 states the untouched ones end at 33, with 18 at 36, with 17 at
+    // 39, with 16 at 42.
+    assert_eq!(t.expire(40, 100), 3);
+    assert_eq!(t.len(), 16);
+    // At the end, everything is dead at once.
+    for i in 100..114 {
+        t.insert(&flow(i), 0, 40, None).unwrap();
+    }
+    assert_eq!(t.len(), 30);
+    assert_eq!(t.lookup(&flow(100), None, 40), StateLookup::Miss);
+    assert_eq!(t.insert(&flow(100), 0, 40, None).map(|_| ()), Ok(()), "a dead entry is replaced");
+}

@@ -61,6 +61,9 @@ pub(super) struct Parser<'a> {
     pub(super) ifaces: &'a dyn Fn(&str) -> Option<u16>,
     /// `set limit table-entries N`, with its token: checked against the tables at the end.
     pub(super) table_entries_limit: Option<(u64, Token)>,
+    /// The file sets `adaptive.start` or `adaptive.end`: pfctl then leaves both as written
+    /// rather than deriving them from `set limit states`.
+    pub(super) adaptive_set: bool,
     /// The router's addresses per interface, if the caller gave them.
     pub(super) addresses: Option<&'a super::InterfaceAddresses>,
     /// Where the first `synproxy state` is (a translation rule anywhere in the file is then
@@ -470,30 +473,26 @@ impl Parser<'_> {
         }
     }
 
-    /// `NAME SECONDS` of `set timeout`.
+    /// `NAME SECONDS` of `set timeout` (`adaptive.start` and `adaptive.end` take a number
+    /// of states).
     fn timeout_setting(&mut self) -> PResult<()> {
         let t = self.peek()?.clone();
         if let Tok::Word(w) = &t.tok
             && (w == "adaptive.start" || w == "adaptive.end")
         {
-            let w = w.clone();
-            self.next()?;
-            let nt = self.peek()?.clone();
-            if self.number("a number of states", u64::from(u32::MAX))? != 0 {
-                return here(&nt, format!("`set timeout {w}` other than 0 is not supported by linerate (timeouts do not scale with the number of states; 0 turns pf's scaling off)"));
-            }
-            return Ok(());
+            self.adaptive_set = true;
         }
         let ok = matches!(&t.tok, Tok::Word(w) if self.rs.timeouts.get_mut(w).is_some());
         if !ok {
             return self.fail(
                 "a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, \
                  tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, \
-                 icmp.error, other.first, other.single, other.multiple, interval, src.track)",
+                 icmp.error, other.first, other.single, other.multiple, interval, src.track, adaptive.start, adaptive.end)",
             );
         }
         let (name, _) = self.word("")?;
-        let v = self.number("a number of seconds", u32::MAX as u64)? as u32;
+        let what = if name.starts_with("adaptive.") { "a number of states" } else { "a number of seconds" };
+        let v = self.number(what, u32::MAX as u64)? as u32;
         *self.rs.timeouts.get_mut(&name).expect("checked") = v;
         Ok(())
     }

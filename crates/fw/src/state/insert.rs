@@ -48,7 +48,7 @@ impl StateTable {
         let h = self.hash(&fk);
         let id = match self.find(&fk, h) {
             Ok(Found { id, .. }) => {
-                if self.slots[id].expire > now {
+                if !self.dead(&self.slots[id], now) {
                     self.counters.insert_exists += 1;
                     return Err(InsertError::Exists(StateId(id as u32)));
                 }

@@ -21,8 +21,12 @@
 //! (the data plane: an IPv4 UDP packet with IP options, a fragment, an odd UDP length).
 
 use super::index::{find_key, find_v4, home_of};
-use super::{Entry, F_INIT_B, Flow, FlowV4, StateTable, Tmo, pseudo_states};
+use super::{Entry, F_INIT_B, Flow, FlowV4, StateTable, Tmo, adaptive_cut, pseudo_states};
 use crate::state::flow::FlowHasher;
+
+/// The most packets one [`QuickHits`] may look up (the data plane's batch): what the quick
+/// loop allows for when pf's adaptive scaling makes a state's life depend on the count.
+pub const QUICK_BATCH_MAX: usize = 256;
 
 /// A UDP packet from endpoint A (resp. B) of the key changes nothing but the deadline.
 pub(super) const F_STEADY_A: u8 = 8;
@@ -73,7 +77,9 @@ pub struct QuickHits<'a> {
     index: &'a [u64],
     slots: &'a mut [Entry],
     hasher: &'a FlowHasher,
-    now: u32,
+    /// A state whose deadline is at or before this is dead to the loop: `now`, or later
+    /// under pf's adaptive scaling ([`StateTable::quick`]).
+    live_after: u32,
     /// The deadline of a state refreshed now, by timeout kind (`Tmo as usize`; a steady
     /// state's kind is `UdpSingle` or `UdpMultiple`): one load per hit, no branch on the kind.
     deadlines: &'a [u32; 16],
@@ -82,16 +88,30 @@ pub struct QuickHits<'a> {
 }
 
 impl StateTable {
+    /// The loop's dead-before time under adaptive scaling. A state's life then depends on
+    /// the count, which the in-order lookups of the batch's other packets may raise by one
+    /// entry each: the loop takes only states live at the count the batch could reach, and
+    /// by the larger cut of the two kinds it holds (`udp.single`, `udp.multiple`), so that
+    /// whatever it takes is live in order too. It leaves the others to those lookups.
+    #[cold]
+    fn quick_live_after(&self, now: u32) -> u32 {
+        let Some(range) = self.timeouts.adaptive() else { return now };
+        let reach = self.len + QUICK_BATCH_MAX;
+        let cut = |t: Tmo| adaptive_cut(self.secs[t as usize], reach, range);
+        now.saturating_add(cut(Tmo::UdpSingle).max(cut(Tmo::UdpMultiple)))
+    }
+
     /// Quick lookups at time `now` (see the module documentation of `quick`): use
     /// [`QuickHits::udp_v4`] on every packet of a batch, then the general lookup on those it
     /// leaves, in order.
     pub fn quick(&mut self, now: u32) -> QuickHits<'_> {
         self.deadlines = std::array::from_fn(|k| self.secs.get(k).map_or(now, |&s| now.saturating_add(s)));
+        let live_after = if self.len + QUICK_BATCH_MAX > self.adaptive_from { self.quick_live_after(now) } else { now };
         QuickHits {
             index: &self.index,
             slots: &mut self.slots,
             hasher: &self.hasher,
-            now,
+            live_after,
             deadlines: &self.deadlines,
             hits: 0,
             counter: &mut self.counters.hits,
@@ -142,7 +162,7 @@ impl QuickHits<'_> {
     fn hit(&mut self, id: usize, from_a: bool) -> Option<u32> {
         let steady = F_STEADY_A << u8::from(!from_a);
         let e = self.slots.get_mut(id)?;
-        if e.expire <= self.now || e.flags & steady == 0 {
+        if e.expire <= self.live_after || e.flags & steady == 0 {
             e.flags &= !F_STEADY;
             return None;
         }

@@ -30,6 +30,13 @@ pub struct Timeouts {
     /// pf's `src.track`: how long a source node outlives its last state (source tracking,
     /// [`crate::rules::SrcTrack`]).
     pub src_track: u32,
+    /// pf's adaptive scaling (`adaptive.start`, `adaptive.end`): above `adaptive_start`
+    /// states every timeout is scaled by (end - states) / (end - start); at `adaptive_end`
+    /// all states are dead. Off when `adaptive_end` is 0 or not above the start, as in pf.
+    /// The default is pf's for the default limit (60% and 120% of 100000 states); the
+    /// parser derives both from a rule file's `set limit states` as pfctl does.
+    pub adaptive_start: u32,
+    pub adaptive_end: u32,
 }
 
 impl Default for Timeouts {
@@ -51,6 +58,8 @@ impl Default for Timeouts {
             other_multiple: 60,
             interval: 10,
             src_track: 0,
+            adaptive_start: 60_000,
+            adaptive_end: 120_000,
         }
     }
 }
@@ -139,6 +148,8 @@ impl Timeouts {
             "other.multiple" => &mut self.other_multiple,
             "interval" => &mut self.interval,
             "src.track" => &mut self.src_track,
+            "adaptive.start" => &mut self.adaptive_start,
+            "adaptive.end" => &mut self.adaptive_end,
             _ => return None,
         })
     }
@@ -170,5 +181,19 @@ impl Timeouts {
     /// (one load instead of a match over the fields).
     pub(super) fn by_kind(&self) -> [u32; Tmo::ALL.len()] {
         Tmo::ALL.map(|t| self.get(t))
+    }
+
+    /// pf's adaptive timeouts for a `set limit states` of `limit` when the rule file sets
+    /// neither `adaptive.start` nor `adaptive.end` (pfctl: 60% and 120% of the limit).
+    pub fn adapt_to_limit(&mut self, limit: u64) {
+        let tenth = u32::try_from(limit / 10).unwrap_or(u32::MAX / 12);
+        self.adaptive_start = tenth.saturating_mul(6);
+        self.adaptive_end = tenth.saturating_mul(12);
+    }
+
+    /// The scaling's (start, end) in states, if it is on (pf_state_expires: `end` non-zero
+    /// and above `start`).
+    pub fn adaptive(&self) -> Option<(u32, u32)> {
+        (self.adaptive_end != 0 && self.adaptive_start < self.adaptive_end).then_some((self.adaptive_start, self.adaptive_end))
     }
 }
