@@ -326,6 +326,10 @@ pub struct Rule {
     /// `keep state (tcp.established 3600, ...)`: timeouts of this rule's states that differ
     /// from the rule set's (`set timeout`), as (kind, seconds); empty for most rules.
     pub state_timeouts: Vec<(crate::state::Tmo, u32)>,
+    /// pf's per-rule adaptive timeouts, (start, end) in this rule's states: `keep state
+    /// (adaptive.start N, adaptive.end M)`, or 60% and 120% of `max` when the rule sets
+    /// neither (pfctl). `None` when the start is 0: the rule set's scaling applies.
+    pub state_adaptive: Option<(u32, u32)>,
     /// `tag NAME`: the packets the rule matches are tagged (its id, see [`RuleSet::tags`]).
     pub tag: Option<u8>,
     /// `tagged NAME` / `! tagged NAME`: (negated, id) of the tag the packet must (must not)

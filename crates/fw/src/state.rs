@@ -151,6 +151,9 @@ const F_USED: u8 = 1;
 /// The initiator is endpoint B of the canonical key.
 const F_INIT_B: u8 = 2;
 const F_SLOPPY: u8 = 4;
+/// In [`Entry::allow`] (bit 2, beside `sub`'s two allow-opts bits): the entry holds a state
+/// of a rule with adaptive timeouts of its own, whose count its life follows.
+const RULE_ADAPTIVE: u8 = 4;
 // 8 and 16: `quick::F_STEADY_A` and `F_STEADY_B`; 32, 64, 128: `sub::F_PF_A`, `F_PF_B`,
 // `F_FLOATING`.
 
@@ -306,7 +309,7 @@ fn timeout_of(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.l
 #[inline]
 fn adaptive_cut(secs: u32, states: usize, (start, end): (u32, u32)) -> u32 {
     let (start, end, n) = (u64::from(start), u64::from(end), states as u64);
-    if n <= start {
+    if end == 0 || n <= start || start >= end {
         return 0;
     }
     let kept = if n >= end { 0 } else { u64::from(secs) * (end - n) / (end - start) };
@@ -443,19 +446,27 @@ impl StateTable {
     /// adaptive scaling gives it with the entries held now (the deadline kept is that of
     /// the full timeout, so the scaling follows the count as pf's does).
     #[inline(always)]
-    fn dead(&self, e: &Entry, now: u32) -> bool {
-        e.expire <= now || (self.len > self.adaptive_from && self.dead_scaled(e, now))
+    fn dead(&self, id: usize, now: u32) -> bool {
+        let e = &self.slots[id];
+        e.expire <= now || ((self.len > self.adaptive_from || e.allow & RULE_ADAPTIVE != 0) && self.dead_scaled(id, now))
     }
 
     #[cold]
-    fn dead_scaled(&self, e: &Entry, now: u32) -> bool {
-        e.expire <= now.saturating_add(self.scaled_cut(e))
+    fn dead_scaled(&self, id: usize, now: u32) -> bool {
+        self.slots[id].expire <= now.saturating_add(self.scaled_cut(id))
     }
 
-    /// The seconds adaptive scaling takes off entry `e`'s deadline now.
-    fn scaled_cut(&self, e: &Entry) -> u32 {
-        let Some(range) = self.timeouts.adaptive() else { return 0 };
-        adaptive_cut(timeout_of(&self.secs, &self.profiles, Tmo::from_u8(e.tmo), e.profile), self.len, range)
+    /// The seconds adaptive scaling takes off entry `id`'s deadline now: its rule's own
+    /// scaling by the rule's count if it has one, else the table's by its entries.
+    fn scaled_cut(&self, id: usize) -> u32 {
+        let e = &self.slots[id];
+        let secs = timeout_of(&self.secs, &self.profiles, Tmo::from_u8(e.tmo), e.profile);
+        if e.allow & RULE_ADAPTIVE != 0
+            && let Some((range, states)) = self.limited.get(&(id as u32)).into_iter().flatten().flatten().find_map(Held::adaptive)
+        {
+            return adaptive_cut(secs, states as usize, range);
+        }
+        self.timeouts.adaptive().map_or(0, |range| adaptive_cut(secs, self.len, range))
     }
 
     /// Bytes reserved by the table (slot array at full capacity, index, header).
@@ -561,7 +572,7 @@ impl StateTable {
         let scaled = self.len > self.adaptive_from;
         for id in ids {
             let e = &self.slots[id];
-            if e.flags & F_USED != 0 && (e.expire <= now || (scaled && self.dead_scaled(e, now))) {
+            if e.flags & F_USED != 0 && (e.expire <= now || ((scaled || e.allow & RULE_ADAPTIVE != 0) && self.dead_scaled(id, now))) {
                 let pos = self.position_of(id);
                 self.remove_at(pos, id);
                 removed += 1;
@@ -585,6 +596,13 @@ impl StateTable {
     /// Entry `id` holds a state of a rule with `max` or source tracking: its counts are
     /// given back when the entry goes.
     pub fn hold_limit(&mut self, id: StateId, held: Held) {
+        if held.adaptive().is_some()
+            && let Some(e) = self.slots.get_mut(id.0 as usize)
+        {
+            // Its life follows its rule's count: judged on the general path only.
+            e.allow |= RULE_ADAPTIVE;
+            quick::clear_steady(std::slice::from_mut(e));
+        }
         let slots = self.limited.entry(id.0).or_default();
         match slots.iter_mut().find(|h| h.is_none()) {
             Some(free) => *free = Some(held),
@@ -686,11 +704,18 @@ impl StateTable {
             proto: e.key.proto(),
             initiator_state: states[0],
             responder_state: states[1],
-            expire: e.expire.saturating_sub(self.scaled_cut(e)),
+            expire: e.expire.saturating_sub(self.scaled_cut(id.0 as usize)),
             timeout: Tmo::from_u8(e.tmo),
             timeout_secs: deadline(&self.secs, &self.profiles, 0, Tmo::from_u8(e.tmo), e.profile),
             sloppy: e.flags & F_SLOPPY != 0,
         })
+    }
+
+    /// The entry (live or dead) held for this flow, without looking it up. For tests.
+    #[doc(hidden)]
+    pub fn debug_id(&self, key: &PacketKey) -> Option<StateId> {
+        let fk = Flow::of(key).key;
+        self.find(&fk, self.hash(&fk)).ok().map(|f| StateId(f.id as u32))
     }
 
     /// Whether an entry (live or dead) for this flow is held. For tests.

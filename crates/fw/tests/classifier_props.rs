@@ -266,6 +266,7 @@ fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule
         label: None,
         ridentifier: None,
         state_timeouts: Vec::new(),
+        state_adaptive: None,
         tag: None,
         tagged: None,
         log: Default::default(),

@@ -435,7 +435,8 @@ fn per_rule_state_timeouts() {
     assert_eq!(ok("pass proto udp all keep state (udp.first 30, udp.single 20, udp.multiple 90)").rules[0].state_timeouts.len(), 3);
     assert_eq!(ok("pass proto tcp all modulate state (tcp.first 5)").rules[0].state_timeouts, [(Tmo::TcpFirst, 5)]);
     assert_eq!(err("pass all keep state (tcp.established x)"), "rules.conf:1:38: expected a number of seconds, found \"x\"");
-    assert_eq!(err("pass all keep state (adaptive.start 10)"), "rules.conf:1:22: `adaptive.start` in a rule's state options is not supported by linerate (adaptive timeouts apply to the whole table: `set timeout adaptive.start`)");
+    assert_eq!(ok("pass all keep state (adaptive.start 10)").rules[0].state_adaptive, Some((10, 0)));
+    assert_eq!(err("pass all keep state (adaptive.end x)"), "rules.conf:1:35: expected a number of states, found \"x\"");
     assert_eq!(err("pass all keep state (interval 10)"), "rules.conf:1:22: `interval` is not a state timeout (it belongs to `set timeout`)");
 }
 

@@ -25,10 +25,23 @@ struct FilterOptions {
     ridentifier: Option<u32>,
     /// `keep state (tcp.established 3600, ...)`.
     state_timeouts: Vec<(crate::state::Tmo, u32)>,
+    /// `keep state (adaptive.start N, adaptive.end M)`, each if given.
+    adaptive: (Option<u32>, Option<u32>),
     /// `tag NAME`.
     tag: Option<u8>,
     /// `[!] tagged NAME`, with its token for errors.
     tagged: Option<(bool, u8, Token)>,
+}
+
+/// A rule's adaptive timeouts (pf's parse.y): as written if either is; else, for a rule
+/// with `max N`, 60% and 120% of N. Only a non-zero start makes them the rule's own
+/// (pf_state_expires); otherwise the rule set's apply.
+fn rule_adaptive((start, end): (Option<u32>, Option<u32>), max: Option<u32>) -> Option<(u32, u32)> {
+    let (start, end) = match (start, end, max) {
+        (None, None, Some(m)) => ((m / 10) * 6, (m / 10).saturating_mul(12)),
+        (s, e, _) => (s.unwrap_or(0), e.unwrap_or(0)),
+    };
+    (start != 0).then_some((start, end))
 }
 
 /// `icmp-type` needs `proto icmp` alone, `icmp6-type` `proto icmp6`.
@@ -160,6 +173,7 @@ impl Parser<'_> {
             label: opts.label,
             ridentifier: opts.ridentifier,
             state_timeouts: opts.state_timeouts,
+            state_adaptive: rule_adaptive(opts.adaptive, opts.max_states),
             tag: opts.tag,
             tagged: opts.tagged.as_ref().map(|&(neg, id, _)| (neg, id)),
             log,
@@ -377,7 +391,7 @@ impl Parser<'_> {
                 } else if self.state_timeout(opts)? {
                 } else if !self.src_track_option(&mut src)? {
                     self.refuse_unsupported_option("")?;
-                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, or a timeout such as tcp.established 3600)");
+                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, or a timeout such as tcp.established 3600)");
                 }
                 if self.eat_punct(")")? {
                     break;
@@ -401,7 +415,11 @@ impl Parser<'_> {
         let t = self.peek()?.clone();
         let Tok::Word(w) = &t.tok else { return Ok(false) };
         if matches!(w.as_str(), "adaptive.start" | "adaptive.end") {
-            return here(&t, format!("`{w}` in a rule's state options is not supported by linerate (adaptive timeouts apply to the whole table: `set timeout {w}`)"));
+            let start = w == "adaptive.start";
+            self.next()?;
+            let n = self.number("a number of states", u64::from(u32::MAX))? as u32;
+            if start { opts.adaptive.0 = Some(n) } else { opts.adaptive.1 = Some(n) }
+            return Ok(true);
         }
         if matches!(w.as_str(), "interval" | "src.track") {
             return here(&t, format!("`{w}` is not a state timeout (it belongs to `set timeout`)"));

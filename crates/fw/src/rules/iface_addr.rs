@@ -176,6 +176,7 @@ impl Parser<'_> {
                 label: label.clone(),
                 ridentifier,
                 state_timeouts: Vec::new(),
+                state_adaptive: None,
                 tag: None,
                 tagged: None,
                 log,

@@ -48,7 +48,7 @@ impl StateTable {
         let h = self.hash(&fk);
         let id = match self.find(&fk, h) {
             Ok(Found { id, .. }) => {
-                if !self.dead(&self.slots[id], now) {
+                if !self.dead(id, now) {
                     self.counters.insert_exists += 1;
                     return Err(InsertError::Exists(StateId(id as u32)));
                 }

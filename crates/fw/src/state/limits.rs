@@ -23,6 +23,11 @@ use crate::rules::{Flush, RuleSet, SrcTrack};
 pub struct RuleLimits {
     /// Per rule: its `max`, 0 without one.
     max: Box<[u32]>,
+    /// Per rule: its own adaptive timeouts ([`Rule::state_adaptive`](crate::rules::Rule::state_adaptive)),
+    /// scaled by its count in `cur`.
+    adaptive: Box<[Option<(u32, u32)>]>,
+    /// Per rule with `max` or its own adaptive timeouts: its states now (pf's
+    /// `states_cur`).
     cur: Box<[AtomicU32]>,
     /// Per rule: its source tracking.
     track: Box<[Option<SrcTrack>]>,
@@ -56,6 +61,7 @@ pub struct OverloadEvent {
 pub struct Held {
     limits: Arc<RuleLimits>,
     rule: u32,
+    /// Counted in the rule's `cur`.
     max: bool,
     source: Option<SourceKey>,
     established: bool,
@@ -71,28 +77,35 @@ pub enum LimitRefusal {
 }
 
 impl RuleLimits {
-    /// The limits of `rs`, or `None` if no rule has `max` or source tracking.
+    /// The limits of `rs`, or `None` if no rule has `max`, source tracking or adaptive
+    /// timeouts of its own.
     pub fn of(rs: &RuleSet) -> Option<Arc<RuleLimits>> {
         let max: Box<[u32]> = rs.rules.iter().map(|r| r.max_states.unwrap_or(0)).collect();
         let track: Box<[Option<SrcTrack>]> = rs.rules.iter().map(|r| r.src_track).collect();
-        (max.iter().any(|&m| m > 0) || track.iter().any(Option::is_some)).then(|| {
+        let adaptive: Box<[Option<(u32, u32)>]> = rs.rules.iter().map(|r| r.state_adaptive).collect();
+        (max.iter().any(|&m| m > 0) || track.iter().any(Option::is_some) || adaptive.iter().any(Option::is_some)).then(|| {
             let cur = max.iter().map(|_| AtomicU32::new(0)).collect();
             let limit = u32::try_from(rs.limit_src_nodes).unwrap_or(u32::MAX);
             let sources = Sources::new(max.len(), limit, rs.timeouts.src_track);
-            Arc::new(RuleLimits { max, cur, track, sources, overloads: Mutex::new(Vec::new()), overloaded: Condvar::new(), overloads_lost: AtomicU64::new(0) })
+            Arc::new(RuleLimits { max, adaptive, cur, track, sources, overloads: Mutex::new(Vec::new()), overloaded: Condvar::new(), overloads_lost: AtomicU64::new(0) })
         })
     }
 
-    /// Whether rule `i` has a `max` or source tracking.
+    /// Whether rule `i` has a `max`, source tracking or adaptive timeouts of its own.
     #[inline]
     pub fn limits(&self, i: usize) -> bool {
-        self.max.get(i).is_some_and(|&m| m > 0) || self.track.get(i).is_some_and(Option::is_some)
+        self.counts(i) || self.track.get(i).is_some_and(Option::is_some)
+    }
+
+    /// Whether rule `i`'s states are counted: it has a `max` or adaptive timeouts.
+    fn counts(&self, i: usize) -> bool {
+        self.max.get(i).is_some_and(|&m| m > 0) || self.adaptive.get(i).is_some_and(Option::is_some)
     }
 
     /// Counts one more state of rule `i` (created by a packet of `key` at `now`): in its
     /// `max` and its source node. Nothing is counted if it is refused.
     pub fn acquire(self: &Arc<Self>, i: usize, key: &PacketKey, now: u32) -> Result<Held, LimitRefusal> {
-        let max = self.max.get(i).is_some_and(|&m| m > 0);
+        let max = self.counts(i);
         if max && !self.take(i) {
             return Err(LimitRefusal::Max);
         }
@@ -112,7 +125,7 @@ impl RuleLimits {
 
     /// Counts one more state of rule `i`; false (and nothing counted) if it has its `max`.
     pub fn take(&self, i: usize) -> bool {
-        let max = self.max[i];
+        let max = if self.max[i] == 0 { u32::MAX } else { self.max[i] };
         self.cur[i].fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| (c < max).then_some(c + 1)).is_ok()
     }
 
@@ -191,6 +204,12 @@ impl Held {
             self.limits.overload(OverloadEvent { table: o.table, af, addr, flush: o.flush, rule: self.rule });
         }
         r
+    }
+
+    /// The state's rule's own adaptive timeouts and its states now, if it has them.
+    pub fn adaptive(&self) -> Option<((u32, u32), u32)> {
+        let i = self.rule as usize;
+        Some((self.limits.adaptive[i]?, self.limits.current(i)))
     }
 
     /// Whether the state's rule has `overload` (its refusals are queued as overloads).

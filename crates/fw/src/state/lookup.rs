@@ -67,7 +67,7 @@ impl StateTable {
         };
         let scaled = self.len > self.adaptive_from;
         let e = self.slots.get_mut(id)?;
-        if e.expire <= now || f.proto() != proto::UDP || scaled {
+        if e.expire <= now || f.proto() != proto::UDP || scaled || e.allow & super::RULE_ADAPTIVE != 0 {
             return self.lookup_v4_slow(f, h, tcp, now);
         }
         let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
@@ -110,7 +110,7 @@ impl StateTable {
             return None;
         };
         let e = &self.slots[id];
-        if self.dead(e, now) {
+        if self.dead(id, now) {
             return self.expired(pos, id);
         }
         let from_init = from_a ^ (e.flags & F_INIT_B != 0);
@@ -235,7 +235,7 @@ impl StateTable {
             }
         };
         let e = &self.slots[id];
-        if self.dead(e, now) {
+        if self.dead(id, now) {
             self.remove_at(pos, id);
             self.counters.expired_lookup += 1;
             self.counters.icmp_error_misses += 1;
@@ -268,7 +268,7 @@ impl StateTable {
     pub fn modulation(&self, flow: &Flow, now: u32) -> Option<Modulation> {
         let Ok(Found { id, .. }) = self.find(&flow.key, self.hash(&flow.key)) else { return None };
         let e = &self.slots[id];
-        if self.dead(e, now) {
+        if self.dead(id, now) {
             return None;
         }
         offsets(e, self.mod_key, flow.from_a ^ (e.flags & F_INIT_B != 0))

@@ -40,7 +40,7 @@ const F_STEADY: u8 = F_STEADY_A | F_STEADY_B;
 /// table's.
 #[inline]
 pub(super) fn mark_steady(e: &mut Entry, want: [u8; 2]) {
-    if e.profile != 0 {
+    if e.profile != 0 || e.allow & super::RULE_ADAPTIVE != 0 {
         e.flags &= !F_STEADY;
         return;
     }
