@@ -637,6 +637,13 @@ impl Firewall {
         Firewall { proxy_queue: Vec::with_capacity(io::batch::MAX_BATCH), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
     }
 
+    /// The current rules' `set timeout frag` and `set limit frags`: how long and how many
+    /// fragmented datagrams the filter stage's fragment table keeps.
+    pub(crate) fn frag_settings(&self) -> (u32, usize) {
+        let rs = &self.cur.rules.rules;
+        (rs.timeouts.frag, usize::try_from(rs.limit_frags).unwrap_or(usize::MAX))
+    }
+
     pub fn stats(&self) -> Arc<FirewallStats> {
         Arc::clone(&self.stats)
     }

@@ -185,6 +185,33 @@ fn adaptive_timeouts_reach_the_state_table() {
     }
 }
 
+/// Fragment `first` (true: offset 0, more to come; false: the last, at offset 8) of the
+/// UDP datagram `id` from A port `sport` to FAR port 53.
+fn udp_fragment(id: u16, sport: u16, first: bool) -> Vec<u8> {
+    let mut f = udp(0, A_HOST, sport, FAR, 53);
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+    ip.set_ident(id);
+    ip.set_more_frags(first);
+    ip.set_frag_offset(if first { 0 } else { 8 });
+    ip.fill_checksum();
+    f
+}
+
+/// `set limit frags` and `set timeout frag` reach the worker's fragment table: with room
+/// for 4 datagrams (one set), the first of 5 is evicted and its last fragment, whose ports
+/// only the first fragment carried, is dropped; pf's default room keeps all five.
+#[test]
+fn the_fragment_table_follows_the_rules() {
+    let firsts = (0..5).map(|i| udp_fragment(100 + i, 1000 + i, true));
+    let lasts = (0..5).map(|i| udp_fragment(100 + i, 1000 + i, false));
+    let frames: Vec<_> = firsts.chain(lasts).collect();
+    let rules = |set: &str| format!("{set}\nblock all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n");
+    let (c, _) = run(&rules("set limit frags 4"), [frames.clone(), vec![]]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::FragmentNoFirst)), (9, 1), "{c:?}");
+    let (c, _) = run(&rules("set timeout frag 30"), [frames, vec![]]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::FragmentNoFirst)), (10, 0), "{c:?}");
+}
+
 /// An ICMP error (received on port b, `from` its sender) reporting on `orig`, a frame that
 /// host A sent through port a: addressed to A, quoting the start of `orig`'s IP packet.
 fn icmp_error_about(orig: &[u8], from: Ipv4Addr) -> Vec<u8> {

@@ -72,6 +72,12 @@ pub const MAX_LIMIT_STATES: u64 = crate::state::MAX_LIMIT as u64;
 /// pf's default `set limit src-nodes` (pf.conf(5): "Default is 10000").
 pub const DEFAULT_LIMIT_SRC_NODES: u64 = 10_000;
 
+/// pf's default `set limit frags` (OpenBSD pf FAQ "Options": "frags ... Default is 5000").
+pub const DEFAULT_LIMIT_FRAGS: u64 = 5000;
+
+/// The largest `set limit frags`: fragmented datagrams tracked per worker (36 MB).
+pub const MAX_LIMIT_FRAGS: u64 = 1_000_000;
+
 /// The largest `set limit src-nodes`: some 100 bytes a node, 1 GB at this limit, shared by
 /// the workers.
 pub const MAX_LIMIT_SRC_NODES: u64 = 10_000_000;
@@ -406,6 +412,9 @@ pub struct RuleSet {
     /// `set limit src-nodes N` (default [`DEFAULT_LIMIT_SRC_NODES`]): source nodes of the
     /// tracking rules, all together.
     pub limit_src_nodes: u64,
+    /// `set limit frags N` (default [`DEFAULT_LIMIT_FRAGS`]): fragmented IPv4 datagrams
+    /// each worker tracks at a time.
+    pub limit_frags: u64,
     pub timeouts: Timeouts,
     pub state_policy: StatePolicy,
     /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
@@ -432,6 +441,7 @@ impl Default for RuleSet {
             tables: Vec::new(),
             limit_states: DEFAULT_LIMIT_STATES,
             limit_src_nodes: DEFAULT_LIMIT_SRC_NODES,
+            limit_frags: DEFAULT_LIMIT_FRAGS,
             timeouts: Timeouts::default(),
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),

@@ -394,16 +394,16 @@ fn errors_name_file_line_column() {
             "rules.conf:1:18: expected a number of states, found \"lots\"",
         ),
         (
-            "set limit frags 10",
-            "rules.conf:1:11: expected states or src-nodes, found \"frags\"",
+            "set limit fragments 10",
+            "rules.conf:1:11: expected states, src-nodes, frags or table-entries, found \"fragments\"",
         ),
         (
             "set timeout tcp.bogus 5",
-            "rules.conf:1:13: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track, adaptive.start, adaptive.end), found \"tcp.bogus\"",
+            "rules.conf:1:13: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track, frag, adaptive.start, adaptive.end), found \"tcp.bogus\"",
         ),
         (
             "set timeout { tcp.first 5",
-            "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track, adaptive.start, adaptive.end), found end of file",
+            "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track, frag, adaptive.start, adaptive.end), found end of file",
         ),
         (
             "set block-policy maybe",

@@ -401,6 +401,15 @@ fn pfsense_set_statements() {
     assert_eq!(t("set limit states 48000\nset timeout adaptive.start 10000").adaptive(), Some((10_000, 120_000)));
     assert_eq!(err("set timeout adaptive.start"), "rules.conf:1:27: expected a number of states, found end of file");
     ok("set loginterface em0\nset loginterface none");
+    // The fragment table's settings.
+    assert_eq!((t("set timeout frag 10").frag, fw::state::Timeouts::default().frag), (10, 30));
+    assert_eq!(ok("set limit { frags 100, states 10 }").limit_frags, 100);
+    assert_eq!(ok("pass all").limit_frags, 5000, "pf's default");
+    assert_eq!(err("set limit frags 0"), "rules.conf:1:17: `set limit frags` needs at least 1 datagram (linerate drops no fragment for want of room: a full table evicts its oldest datagram)");
+    assert_eq!(err("set limit frags 2000000"), "rules.conf:1:17: a number of fragmented datagrams 2000000 out of range (at most 1000000)");
+    assert_eq!(err("set limit bogus 1"), "rules.conf:1:11: expected states, src-nodes, frags or table-entries, found \"bogus\"");
+    // A word with `%` reaches the parser, which names what it does not support.
+    assert_eq!(err("pass in all probability 50%"), "rules.conf:1:13: `probability` is not supported by linerate");
     assert_eq!(ok("set limit { table-entries 3, states 10 }\ntable <t> { 10.0.0.1 10.0.0.2 10.0.0.3 }").limit_states, 10);
     assert_eq!(err("set limit table-entries 2\ntable <t> { 10.0.0.1 10.0.0.2 10.0.0.3 }"), "rules.conf:1:25: the tables hold 3 entries, above `set limit table-entries 2`");
 }

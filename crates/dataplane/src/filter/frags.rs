@@ -12,8 +12,10 @@
 //!   attack); other offsets cannot reach the 8 bytes the filter read. A later fragment with
 //!   no recorded first (reordered ahead of it, or its datagram evicted or expired) is
 //!   dropped: nothing is held waiting for the first.
-//! * A datagram's entry goes when all its bytes have passed, when [`TIMEOUT`] has expired,
-//!   or when a newer datagram needs its slot (a full table evicts the oldest in the set).
+//! * A datagram's entry goes when all its bytes have passed, when its time (pf's `set
+//!   timeout frag`, 30 s by default) has expired, or when a newer datagram needs its slot (a
+//!   full set evicts its oldest). The table holds pf's `set limit frags` datagrams (5000 by
+//!   default), in sets of [`WAYS`].
 //!
 //! Fragments of one datagram must reach the same worker: the RSS hashes linerate uses and
 //! NICs' hash fragments by addresses only ([`io::rss`]). Other protocols (ESP, GRE, ...)
@@ -24,12 +26,11 @@ use fw::packet::{PacketKey, proto};
 
 use crate::counters::DropReason;
 
-/// Datagrams in flight tracked per worker.
-pub const SLOTS: usize = 4096;
-/// Seconds a datagram's entry lives: Linux's `ipfrag_time`, after which the receiver gives
-/// up on the datagram anyway.
-pub const TIMEOUT: u32 = 30;
-const WAYS: usize = 4;
+/// Datagrams in flight tracked per worker until the rules say (pf's default `set limit
+/// frags`).
+pub const SLOTS: usize = 5000;
+/// Entries per set: a new datagram evicts the oldest of its set's.
+pub const WAYS: usize = 4;
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -100,13 +101,31 @@ pub fn is_fragment_v4(ip: &[u8]) -> bool {
 
 impl FragTable {
     pub fn new(seed: u64) -> FragTable {
-        FragTable { slots: vec![Slot::default(); SLOTS].into_boxed_slice(), seed: (seed as u32) | 1, counts: FragCounts::default() }
+        FragTable { slots: Self::slots(SLOTS), seed: (seed as u32) | 1, counts: FragCounts::default() }
+    }
+
+    fn slots(datagrams: usize) -> Box<[Slot]> {
+        vec![Slot::default(); datagrams.div_ceil(WAYS).max(1) * WAYS].into_boxed_slice()
+    }
+
+    /// Datagrams the table holds.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Holds `datagrams` (rounded up to whole sets) from now on, if it does not already:
+    /// a new `set limit frags`. The datagrams in flight are forgotten, so their later
+    /// fragments are dropped as `fragment_no_first`.
+    pub fn resize(&mut self, datagrams: usize) {
+        if datagrams.div_ceil(WAYS).max(1) * WAYS != self.slots.len() {
+            self.slots = Self::slots(datagrams);
+        }
     }
 
     fn set(&self, f: &Frag) -> usize {
         let x = f.src ^ f.dst.rotate_left(11) ^ (u32::from(f.id) << 8 | u32::from(f.proto));
         let h = x.wrapping_mul(self.seed).wrapping_mul(0x9e37_79b1);
-        (h >> 16) as usize % (SLOTS / WAYS) * WAYS
+        (h >> 16) as usize % (self.slots.len() / WAYS) * WAYS
     }
 
     fn find(&mut self, f: &Frag, now: u32) -> Option<&mut Slot> {
@@ -115,14 +134,15 @@ impl FragTable {
     }
 
     /// Judges IPv4 fragment `ip` (its `key` as [`super::keys::extract`] built it), at `now`
-    /// (seconds): fills in the ports a later fragment inherits, or the reason to drop it.
-    pub fn judge(&mut self, ip: &[u8], key: &mut PacketKey, now: u32) -> Result<(), DropReason> {
+    /// (seconds), a first fragment's datagram living `timeout` seconds: fills in the ports a
+    /// later fragment inherits, or the reason to drop it.
+    pub fn judge(&mut self, ip: &[u8], key: &mut PacketKey, now: u32, timeout: u32) -> Result<(), DropReason> {
         let Some((f, payload)) = parse(ip) else { return Ok(()) };
         if !matches!(f.proto, proto::TCP | proto::UDP | proto::ICMP) {
             return Ok(());
         }
         if f.offset == 0 {
-            return self.first(&f, payload, key, now);
+            return self.first(&f, payload, key, now, timeout);
         }
         if f.proto == proto::TCP && f.offset == 8 {
             return Err(DropReason::FragmentOverlap);
@@ -140,7 +160,7 @@ impl FragTable {
         Ok(())
     }
 
-    fn first(&mut self, f: &Frag, l4: &[u8], key: &mut PacketKey, now: u32) -> Result<(), DropReason> {
+    fn first(&mut self, f: &Frag, l4: &[u8], key: &mut PacketKey, now: u32, timeout: u32) -> Result<(), DropReason> {
         let need = if f.proto == proto::TCP { 20 } else { 8 };
         let Some(h) = l4.get(..need) else { return Err(DropReason::FragmentTiny) };
         let (sport, dport) = match f.proto {
@@ -152,7 +172,7 @@ impl FragTable {
         if !f.more {
             return Ok(()); // offset 0 and no MF: not a fragment after all
         }
-        let entry = Slot { src: f.src, dst: f.dst, id: f.id, proto: f.proto, used: true, sport, dport, expires: now + TIMEOUT, seen: f.len, total: None };
+        let entry = Slot { src: f.src, dst: f.dst, id: f.id, proto: f.proto, used: true, sport, dport, expires: now.saturating_add(timeout), seen: f.len, total: None };
         if let Some(e) = self.find(f, now) {
             // A retransmitted first fragment: the same datagram again.
             *e = entry;
@@ -203,17 +223,17 @@ mod tests {
     fn later_fragments_take_the_first_fragments_ports_until_complete() {
         let mut t = FragTable::new(7);
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 0, true, proto::UDP, &udp_start(1480)), &mut k, 0).unwrap();
+        t.judge(&frag(9, 0, true, proto::UDP, &udp_start(1480)), &mut k, 0, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1).unwrap();
+        t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 2960, false, proto::UDP, &[0; 48]), &mut k, 1).unwrap();
+        t.judge(&frag(9, 2960, false, proto::UDP, &[0; 48]), &mut k, 1, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         // Complete: the entry is gone, a stray copy of a later fragment is dropped.
         let mut k = key(proto::UDP);
-        assert_eq!(t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1), Err(DropReason::FragmentNoFirst));
+        assert_eq!(t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30), Err(DropReason::FragmentNoFirst));
         assert_eq!(t.counts, FragCounts { tracked: 1, evicted: 0 });
     }
 
@@ -221,41 +241,65 @@ mod tests {
     fn adversarial_fragments_are_dropped() {
         let mut t = FragTable::new(7);
         // A later fragment before (or without) its first.
-        assert_eq!(t.judge(&frag(1, 1480, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 0), Err(DropReason::FragmentNoFirst));
+        assert_eq!(t.judge(&frag(1, 1480, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 0, 30), Err(DropReason::FragmentNoFirst));
         // A first fragment too short for the TCP header (RFC 1858 tiny fragment).
-        assert_eq!(t.judge(&frag(2, 0, true, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0), Err(DropReason::FragmentTiny));
-        assert_eq!(t.judge(&frag(2, 0, true, proto::UDP, &[0; 4]), &mut key(proto::UDP), 0), Err(DropReason::FragmentTiny));
+        assert_eq!(t.judge(&frag(2, 0, true, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0, 30), Err(DropReason::FragmentTiny));
+        assert_eq!(t.judge(&frag(2, 0, true, proto::UDP, &[0; 4]), &mut key(proto::UDP), 0, 30), Err(DropReason::FragmentTiny));
         // TCP at offset 8 rewrites the flags (RFC 1858 overlapping fragment).
         let mut tcp = vec![0u8; 24];
         tcp[0..4].copy_from_slice(&[0, 80, 0, 22]);
-        t.judge(&frag(3, 0, true, proto::TCP, &tcp), &mut key(proto::TCP), 0).unwrap();
-        assert_eq!(t.judge(&frag(3, 8, false, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0), Err(DropReason::FragmentOverlap));
+        t.judge(&frag(3, 0, true, proto::TCP, &tcp), &mut key(proto::TCP), 0, 30).unwrap();
+        assert_eq!(t.judge(&frag(3, 8, false, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0, 30), Err(DropReason::FragmentOverlap));
         let mut k = key(proto::TCP);
-        t.judge(&frag(3, 24, false, proto::TCP, &[0; 16]), &mut k, 0).unwrap();
+        t.judge(&frag(3, 24, false, proto::TCP, &[0; 16]), &mut k, 0, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (80, 22));
         // Other protocols pass through untouched (their key has no ports to inherit).
-        assert_eq!(t.judge(&frag(4, 1480, false, 47, &[0; 8]), &mut key(47), 0), Ok(()));
+        assert_eq!(t.judge(&frag(4, 1480, false, 47, &[0; 8]), &mut key(47), 0, 30), Ok(()));
         // Truncated headers are left to the rules.
-        assert_eq!(t.judge(&[0x45, 0, 0], &mut key(proto::UDP), 0), Ok(()));
+        assert_eq!(t.judge(&[0x45, 0, 0], &mut key(proto::UDP), 0, 30), Ok(()));
     }
 
     #[test]
     fn entries_expire_and_a_full_set_evicts_the_oldest() {
         let mut t = FragTable::new(7);
-        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0).unwrap();
-        assert!(t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), TIMEOUT).is_ok());
-        assert_eq!(t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), TIMEOUT + 1), Err(DropReason::FragmentNoFirst));
+        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 30).unwrap();
+        assert!(t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 30, 30).is_ok());
+        assert_eq!(t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 31, 30), Err(DropReason::FragmentNoFirst));
         // Flood one worker with first fragments: memory stays SLOTS entries, and the table
         // keeps tracking the newest datagrams.
         let mut t = FragTable::new(7);
         for id in 0..20_000u16 {
-            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1).unwrap();
+            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1, 30).unwrap();
         }
         assert_eq!(t.counts.tracked, 20_000);
         assert!(t.counts.evicted >= 20_000 - SLOTS as u64);
         let mut k = key(proto::UDP);
-        t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1).unwrap();
+        t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30).unwrap();
         assert_eq!(k.dst_port, 53);
+    }
+
+    /// `set timeout frag` and `set limit frags`: a datagram lives the timeout its first
+    /// fragment was judged under; a table resized to 10 datagrams holds 12 (whole sets of
+    /// 4) and forgets those in flight.
+    #[test]
+    fn timeout_and_size_follow_the_rules() {
+        let mut t = FragTable::new(7);
+        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 5).unwrap();
+        assert!(t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 5, 30).is_ok());
+        assert_eq!(t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 6, 30), Err(DropReason::FragmentNoFirst));
+        assert_eq!(t.capacity(), SLOTS);
+        t.judge(&frag(6, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 30).unwrap();
+        t.resize(10);
+        assert_eq!(t.capacity(), 12);
+        assert_eq!(t.judge(&frag(6, 64, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 1, 30), Err(DropReason::FragmentNoFirst));
+        for id in 0..1000u16 {
+            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1, 30).unwrap();
+        }
+        assert!(t.counts.evicted >= 1000 - 12);
+        t.resize(12);
+        let mut k = key(proto::UDP);
+        t.judge(&frag(999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30).unwrap();
+        assert_eq!(k.dst_port, 53, "resizing to the size it has keeps what it holds");
     }
 
     #[test]

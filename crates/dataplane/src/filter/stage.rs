@@ -413,7 +413,9 @@ impl FilterStage {
         self.fw.fill_route_bits(key);
         // Fragments are never on the fast path (keys::lean_v4 refuses them).
         if v4 && let Some(ip) = frame.get(l3..).filter(|ip| super::frags::is_fragment_v4(ip)) {
-            self.frags.judge(ip, key, self.fw.now)?;
+            let (timeout, datagrams) = self.fw.frag_settings();
+            self.frags.resize(datagrams);
+            self.frags.judge(ip, key, self.fw.now, timeout)?;
         }
         let (key, tcp) = (&*key, tcp.as_ref());
         if self.nat_passed && self.nat_pass[i] {

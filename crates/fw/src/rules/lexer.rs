@@ -21,7 +21,7 @@ pub(super) struct Token {
 }
 
 pub(super) fn is_word_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '/' | '-' | '+' | '*')
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '/' | '-' | '+' | '*' | '%')
 }
 
 pub(super) type LexErr = (usize, usize, String);

@@ -487,7 +487,7 @@ impl Parser<'_> {
             return self.fail(
                 "a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, \
                  tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, \
-                 icmp.error, other.first, other.single, other.multiple, interval, src.track, adaptive.start, adaptive.end)",
+                 icmp.error, other.first, other.single, other.multiple, interval, src.track, frag, adaptive.start, adaptive.end)",
             );
         }
         let (name, _) = self.word("")?;
@@ -516,8 +516,16 @@ impl Parser<'_> {
                     p.rs.limit_src_nodes = p.number("a number of source nodes", MAX_LIMIT_SRC_NODES)?;
                     return Ok(());
                 }
+                if p.eat_word("frags")? {
+                    let t = p.peek()?.clone();
+                    p.rs.limit_frags = p.number("a number of fragmented datagrams", MAX_LIMIT_FRAGS)?;
+                    if p.rs.limit_frags == 0 {
+                        return here(&t, "`set limit frags` needs at least 1 datagram (linerate drops no fragment for want of room: a full table evicts its oldest datagram)");
+                    }
+                    return Ok(());
+                }
                 if !p.is_word("states")? {
-                    return p.fail("states or src-nodes");
+                    return p.fail("states, src-nodes, frags or table-entries");
                 }
                 p.next()?;
                 p.rs.limit_states = p.number("a number of states", MAX_LIMIT_STATES)?;

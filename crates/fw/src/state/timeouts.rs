@@ -30,6 +30,9 @@ pub struct Timeouts {
     /// pf's `src.track`: how long a source node outlives its last state (source tracking,
     /// [`crate::rules::SrcTrack`]).
     pub src_track: u32,
+    /// pf's `frag`: how long a fragmented IPv4 datagram's entry lives (the data plane's
+    /// fragment table, which gives later fragments the first one's ports).
+    pub frag: u32,
     /// pf's adaptive scaling (`adaptive.start`, `adaptive.end`): above `adaptive_start`
     /// states every timeout is scaled by (end - states) / (end - start); at `adaptive_end`
     /// all states are dead. Off when `adaptive_end` is 0 or not above the start, as in pf.
@@ -58,6 +61,7 @@ impl Default for Timeouts {
             other_multiple: 60,
             interval: 10,
             src_track: 0,
+            frag: 30,
             adaptive_start: 60_000,
             adaptive_end: 120_000,
         }
@@ -148,6 +152,7 @@ impl Timeouts {
             "other.multiple" => &mut self.other_multiple,
             "interval" => &mut self.interval,
             "src.track" => &mut self.src_track,
+            "frag" => &mut self.frag,
             "adaptive.start" => &mut self.adaptive_start,
             "adaptive.end" => &mut self.adaptive_end,
             _ => return None,
