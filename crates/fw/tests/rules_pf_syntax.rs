@@ -473,3 +473,18 @@ fn product_shaped_hosts_protocols_and_macros() {
     assert_eq!(err("pass in on em0 reply-to (em0 192.0.2.254) all"), "rules.conf:1:16: `reply-to` is not supported by linerate (linerate routes replies by its routing table alone, not back to the gateway a connection came from)");
     assert_eq!(err("scrub on em0 all fragment reassemble"), "rules.conf:1:18: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")");
 }
+
+/// `set` options that change no verdict here are accepted; what they would change is
+/// refused by name.
+#[test]
+fn set_options_without_effect() {
+    for text in ["set debug urgent", "set debug misc", "set debug crit", "set hostid 0x1234abcd", "set hostid 7", "set fingerprints \"/etc/pf.os\"", "set require-order yes", "set require-order no", "set reassemble yes"] {
+        assert_eq!(ok(&format!("{text}\npass all")).rules.len(), 1, "{text}");
+    }
+    assert_eq!(err("set debug chatty"), "rules.conf:1:11: expected a debug level (none, urgent, misc, loud, or emerg ... debug), found \"chatty\"");
+    assert_eq!(err("set hostid me"), "rules.conf:1:12: expected a host id (a number), found \"me\"");
+    assert_eq!(err("set fingerprints /etc/pf.os"), "rules.conf:1:18: expected a quoted file name, found \"/etc/pf.os\"");
+    assert!(err("set reassemble no").starts_with("rules.conf:1:16: `set reassemble no` is not supported by linerate"));
+    assert!(err("set reassemble yes no-df").starts_with("rules.conf:1:20: `no-df` is not supported by linerate"));
+    assert!(err("set keepcounters").starts_with("rules.conf:1:5: `set keepcounters` is not supported by linerate"));
+}

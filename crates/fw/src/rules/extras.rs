@@ -29,9 +29,7 @@ const UNSUPPORTED_STATEMENTS: &[&str] = &[
 
 /// `set` options linerate does not implement.
 const UNSUPPORTED_SET: &[&str] = &[
-    "reassemble", "debug", "hostid",
-    "fingerprints", "syncookies", "state-defaults", "fail-policy", "keepcounters",
-    "require-order", "prio", "timeout-adaptive",
+    "syncookies", "state-defaults", "fail-policy", "keepcounters", "prio", "timeout-adaptive",
 ];
 
 /// Address keywords linerate does not implement.

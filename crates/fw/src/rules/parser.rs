@@ -80,6 +80,9 @@ pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
     Err(PErr::Here(t.line, t.col, msg.into()))
 }
 
+/// pf's `set debug` levels: FreeBSD's, then OpenBSD's syslog names.
+const DEBUG_LEVELS: &[&str] = &["none", "urgent", "misc", "loud", "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"];
+
 impl Parser<'_> {
     /// Raw next token, no macro expansion.
     pub(super) fn peek_raw(&self) -> &Token {
@@ -502,6 +505,44 @@ impl Parser<'_> {
         self.rs.notices.push(format!("{}:{}:{}: {msg}", self.path.display(), t.line, t.col));
     }
 
+    /// The `set` options that change no verdict here: pf's kernel log level (`debug`;
+    /// linerate logs by its own `--log-level`), pfsync's `hostid` (no pfsync), the OS
+    /// `fingerprints` of `os` rules (refused), `require-order` (linerate takes statements in
+    /// any order), and `reassemble yes` (what linerate's fragment table does for IPv4).
+    fn set_without_effect(&mut self) -> PResult<()> {
+        let (opt, _) = self.word("")?;
+        let t = self.peek()?.clone();
+        let (arg, ok) = match &t.tok {
+            Tok::Word(w) => (w.clone(), match opt.as_str() {
+                "debug" => DEBUG_LEVELS.contains(&w.as_str()),
+                "hostid" => w.parse::<u32>().is_ok() || w.starts_with("0x") && u32::from_str_radix(&w[2..], 16).is_ok(),
+                "require-order" => w == "yes" || w == "no",
+                "reassemble" => w == "yes" || w == "no",
+                _ => false,
+            }),
+            Tok::Str(_) if opt == "fingerprints" => (String::new(), true),
+            _ => (String::new(), false),
+        };
+        if !ok {
+            let what = match opt.as_str() {
+                "debug" => "a debug level (none, urgent, misc, loud, or emerg ... debug)",
+                "hostid" => "a host id (a number)",
+                "fingerprints" => "a quoted file name",
+                _ => "yes or no",
+            };
+            return self.fail(what);
+        }
+        if opt == "reassemble" && arg == "no" {
+            return here(&t, "`set reassemble no` is not supported by linerate (its fragment table always gives IPv4 fragments their datagram's ports, as pf's reassembly does)");
+        }
+        self.next()?;
+        if opt == "reassemble" && self.is_word("no-df")? {
+            let t = self.peek()?.clone();
+            return here(&t, "`no-df` is not supported by linerate (it does not reassemble, so there is no reassembled packet to clear DF on)");
+        }
+        Ok(())
+    }
+
     pub(super) fn set_option(&mut self) -> PResult<()> {
         self.expect_word("set")?;
         if self.eat_word("limit")? {
@@ -544,6 +585,8 @@ impl Parser<'_> {
         } else if self.eat_word("loginterface")? {
             // pf's statistics interface (`pfctl -si`): linerate counts every interface.
             self.word("an interface name or none")?;
+        } else if self.is_word("debug")? || self.is_word("hostid")? || self.is_word("fingerprints")? || self.is_word("require-order")? || self.is_word("reassemble")? {
+            self.set_without_effect()?;
         } else if self.eat_word("skip")? {
             self.expect_word("on")?;
             let ifaces = self.skip_list()?;
