@@ -92,15 +92,19 @@ fn all_accounted_for(mut w: Worker<ReplayRx, CountingTx, CountingTx>, n: u64) ->
 }
 
 /// Every part of the firewall at once: scrub, NAT (nat, rdr), `block return`, tags, keep
-/// and modulate state with source tracking and overload, an ICMP type list.
+/// and modulate state with source tracking and overload, an ICMP type list, adaptive
+/// timeouts low enough that states die by the count (the rule set's and a rule's own), a
+/// fragment table of one set.
 const KITCHEN_SINK: &str = "table <abusers> persist
+set timeout { adaptive.start 2, adaptive.end 5 }
+set limit frags 4
 scrub in on a all max-mss 1000 random-id no-df min-ttl 30 set-tos 0x08
 nat on b from 198.18.0.0/16 to any -> 198.19.0.1
 rdr on b proto tcp from any to 198.19.0.1 port 8080 -> 198.18.0.9 port 80
 block return all
 block in quick from <abusers>
 pass in on a proto tcp from any to any flags S/SA modulate state (max-src-conn 50, max-src-conn-rate 20/5, overload <abusers> flush) tag IN
-pass in on a proto udp all keep state (max 100)
+pass in on a proto udp all keep state (max 100, adaptive.start 1, adaptive.end 3)
 pass in on a inet proto icmp icmp-type { echoreq, unreach } keep state
 pass in on a inet6 proto icmp6 all keep state allow-opts
 pass in on b proto tcp to 198.18.0.9 port 80 keep state
