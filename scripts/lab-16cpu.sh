@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The lab on a machine with many CPUs (the library's 16-CPU device machine): generator, DUT
 # and receiver each on CPUs of their own. Labs, in this order: `overload` (kernel and
-# linerate at full speed, then paced at 1x-3x of that), `workers2` and `workers4` (kernel
-# and linerate with 2 and 4 workers: the veths get that many queues), `default` (the
-# default lab, one worker).
+# linerate at full speed, then paced at 1x-3x of that), `backends` (the kernel, linerate
+# over AF_PACKET and over generic XDP, each flooded and paced at 0.5x-3x: no livelock on
+# any backend), `workers2` and `workers4` (kernel and linerate with 2 and 4 workers: the
+# veths get that many queues), `default` (the default lab, one worker). About 5 minutes for
+# `default workers2 workers4`, 2.5 for `backends` (2026-11-26).
 #
 #   scripts/lab-16cpu.sh [BINARY]     BINARY: target/release/linerate by default
 #
@@ -14,7 +16,8 @@
 # the dynamic loader with their libraries, so nothing on the machine changes.
 # LR_FORCE_DEBS=1 uses them even for tools the machine has (to test this script).
 # LR_CPUS="G D R": first CPUs of generator, DUT and receiver (default "2 6 10");
-# LR_LABS: which labs to run (default "overload workers2 workers4 default").
+# LR_LABS: which labs to run (default "overload workers2 workers4 default"; `backends` on
+# request).
 # LR_COMPARE: another linerate binary; the overload lab runs again with it (`overload-b`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,6 +107,29 @@ dut = "linerate"
 overload = [1, 2, 3]
 EOF
 
+cat >"$out/backends.toml" <<'EOF'
+# Every backend under overload: full speed, then paced at 0.5x-3x of each set's rate.
+runs = 3
+seconds = 4
+[traffic]
+flows = 2000
+frame_size = 60
+[[set]]
+name = "kernel"
+dut = "kernel"
+overload = [0.5, 1, 2, 3]
+[[set]]
+name = "linerate-af_packet"
+dut = "linerate"
+backend = "af_packet"
+overload = [0.5, 1, 2, 3]
+[[set]]
+name = "linerate-xdp-generic"
+dut = "linerate"
+backend = "af_xdp"
+overload = [0.5, 1, 2, 3]
+EOF
+
 cat >"$out/workers.toml" <<'EOF'
 # Kernel and linerate forwarding with several workers (`--workers N`).
 runs = 3
@@ -123,6 +149,7 @@ read -r g d r <<<"${LR_CPUS:-2 6 10}"
 cpus=(--gen-cpu "$g" --dut-cpu "$d" --rcv-cpu "$r")
 lab overload 110 "$out/overload.toml" "${cpus[@]}"
 [ -n "${LR_COMPARE:-}" ] && lab overload-b 110 "$out/overload.toml" "${cpus[@]}"
+lab backends 220 "$out/backends.toml" "${cpus[@]}"
 lab workers2 110 "$out/workers.toml" --workers 2 "${cpus[@]}"
 lab workers4 110 "$out/workers.toml" --workers 4 "${cpus[@]}"
 lab default 330 --runs 3 --seconds 4 "${cpus[@]}"
