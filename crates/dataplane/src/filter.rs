@@ -37,6 +37,7 @@ use crate::counters::DropReason;
 use crate::fib::Fib;
 
 pub mod frags;
+pub mod tables;
 mod keys;
 mod local;
 pub mod requests;
@@ -92,18 +93,25 @@ pub struct CompiledRules {
     /// Some rule says `modulate state`: the apply pass rewrites the TCP packets of states
     /// that modulate.
     pub(crate) modulate: bool,
+    /// Shared by the sets made from this one by changing table entries (`overload`,
+    /// `linerate table`): the same rules, whose counters go on.
+    lineage: Arc<()>,
 }
 
 impl CompiledRules {
     /// Compiles `rules` (off the fast path: this can take seconds for large sets).
     pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
         let limits = RuleLimits::of(&rules);
-        CompiledRules::with_limits(rules, limits)
+        CompiledRules::with_limits(rules, limits, Arc::new(()))
     }
 
-    /// [`new`](Self::new) with the limits (and source nodes) of an earlier set of the same
-    /// rules: `overload` changed a table, not the rules.
-    fn with_limits(rules: RuleSet, limits: Option<Arc<RuleLimits>>) -> Result<CompiledRules, BuildError> {
+    /// `rules`, this set's rules with other table entries, compiled: it shares this set's
+    /// limits and source nodes, and its rule counters go on.
+    fn derived(&self, rules: RuleSet) -> Result<CompiledRules, BuildError> {
+        CompiledRules::with_limits(rules, self.limits.clone(), Arc::clone(&self.lineage))
+    }
+
+    fn with_limits(rules: RuleSet, limits: Option<Arc<RuleLimits>>, lineage: Arc<()>) -> Result<CompiledRules, BuildError> {
         let classifier = Classifier::build(&rules)?;
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let log = LogRules::of(&rules);
@@ -112,12 +120,12 @@ impl CompiledRules {
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
         // `synproxy state` shifts the server's numbers as `modulate state` does.
         let modulate = rules.rules.iter().any(|r| matches!(r.keep_state, fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy));
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate })
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate, lineage })
     }
 
-    /// Whether `other` is this set with other table entries (`overload`): the same limits.
+    /// Whether `other` is this set with other table entries (`overload`, `linerate table`).
     fn same_rules(&self, other: &CompiledRules) -> bool {
-        matches!((&self.limits, &other.limits), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+        Arc::ptr_eq(&self.lineage, &other.lineage)
     }
 
     /// Whether some rule has `overload` (the slot then runs its overload thread).

@@ -381,6 +381,39 @@ fn reload_applies_the_state_limit() {
     assert_eq!((states["inserts"], states["hits"], states["insert_full"]), (20, 4 + 4, 2 + 2));
 }
 
+/// `linerate table` (pfctl -t -T): an address added to a running table is blocked from the
+/// next batch on, deleted it passes again; the rules' counters go on across the changes; a
+/// `const` table, an unknown one and a change past `set limit table-entries` are refused.
+#[test]
+fn tables_change_while_the_rules_run() {
+    use dataplane::filter::tables::{TableChange, TableError, TableOp};
+    let entry = |s: &str| fw::rules::TableEntry { negated: false, prefix: fw::rules::parse_prefix(s).unwrap() };
+    let slot = RulesSlot::new(compile("set limit table-entries 3\ntable <bad> persist\ntable <fixed> const { 192.0.2.1 }\nblock in quick from <bad>\nblock in quick from <fixed>\npass all no state\n"));
+    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
+    let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>| {
+        let before = w.counts();
+        w.rx[0] = ReplayRx::new(0, vec![udp(0, A_HOST, 1000, FAR, 53)]).once();
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+        let c = w.counts();
+        (c.forwarded - before.forwarded, drops(&c, DropReason::FilterBlocked) - drops(&before, DropReason::FilterBlocked))
+    };
+    assert_eq!(send(&mut w), (1, 0));
+    let host = A_HOST.to_string();
+    assert_eq!(slot.change_table("bad", TableOp::Add(vec![entry(&host), entry("198.51.100.0/24")])), Ok(TableChange { added: 2, deleted: 0, entries: 2 }));
+    assert_eq!(send(&mut w), (0, 1), "blocked by the new entry");
+    assert_eq!(slot.change_table("bad", TableOp::Delete(vec![entry(&host)])), Ok(TableChange { added: 0, deleted: 1, entries: 1 }));
+    assert_eq!(send(&mut w), (1, 0));
+    let stats = w.firewall_stats().unwrap().rules().snapshot();
+    assert_eq!((stats[0].packets, stats[2].packets), (1, 2), "the counts of every batch, across the changes");
+    assert_eq!(slot.change_table("fixed", TableOp::Flush), Err(TableError::Constant("fixed".into())));
+    assert_eq!(slot.change_table("nope", TableOp::Flush), Err(TableError::Unknown("nope".into())));
+    assert_eq!(slot.change_table("bad", TableOp::Add(vec![entry("10.0.0.1"), entry("10.0.0.2")])), Err(TableError::TooMany { total: 4, limit: 3 }));
+    assert_eq!(slot.table("bad").unwrap().entries, [entry("198.51.100.0/24")]);
+}
+
 /// A reload whose state table cannot be had is refused by `publish`: nothing is published, the
 /// worker keeps the old rules and its table, and a later reload works.
 #[test]

@@ -138,6 +138,7 @@ fn table_rules(entries: usize) -> RuleSet {
     let mut t = Table {
         name: "t".into(),
         entries: Vec::new(),
+        constant: false,
     };
     for i in 0..entries {
         let len = if i % 10 == 0 { 24 } else { 32 };

@@ -47,9 +47,9 @@ mod values;
 
 use lexer::{Tok, Token, describe, lex};
 use parser::{PErr, PResult, Parser, here};
-pub use values::parse_prefix;
+pub use values::{parse_prefix, parse_table_file};
 pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
-use values::{af_name, parse_flags, parse_table_file, port_number};
+use values::{af_name, parse_flags, port_number};
 
 pub use extras::LogMode;
 pub use scrub::{ScrubOpts, ScrubRule};
@@ -267,6 +267,9 @@ pub struct TableEntry {
 pub struct Table {
     pub name: String,
     pub entries: Vec<TableEntry>,
+    /// `const`, or made by linerate (an interface's addresses): its entries cannot be
+    /// changed while the rules run (`linerate table`).
+    pub constant: bool,
 }
 
 impl Table {
@@ -415,6 +418,8 @@ pub struct RuleSet {
     /// `set limit frags N` (default [`DEFAULT_LIMIT_FRAGS`]): fragmented IPv4 datagrams
     /// each worker tracks at a time.
     pub limit_frags: u64,
+    /// `set limit table-entries N`, if the file sets it: what the tables may hold in all.
+    pub limit_table_entries: Option<u64>,
     pub timeouts: Timeouts,
     pub state_policy: StatePolicy,
     /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
@@ -442,6 +447,7 @@ impl Default for RuleSet {
             limit_states: DEFAULT_LIMIT_STATES,
             limit_src_nodes: DEFAULT_LIMIT_SRC_NODES,
             limit_frags: DEFAULT_LIMIT_FRAGS,
+            limit_table_entries: None,
             timeouts: Timeouts::default(),
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),

@@ -142,6 +142,7 @@ fn rand_tables(rng: &mut Rng, uni: &[Prefix]) -> Vec<Table> {
         tables.push(Table {
             name: format!("t{t}"),
             entries,
+            constant: false,
         });
     }
     tables

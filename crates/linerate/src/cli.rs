@@ -4,7 +4,7 @@
 use clap::builder::StyledStr;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{bench, check, client, lab_cmd, log, run, service, show, states, stream, traffic};
+use crate::{bench, check, client, lab_cmd, log, run, service, show, states, stream, table, traffic};
 
 #[derive(Parser)]
 #[command(name = "linerate", version, about = "Userspace software router, firewall and bench lab")]
@@ -34,6 +34,8 @@ pub enum Command {
     Kill(states::KillArgs),
     /// Remove every firewall state of a running `linerate run` (pfctl -F states).
     Flush(states::FlushArgs),
+    /// Show, test or change a firewall table of a running `linerate run` (pfctl -t TABLE -T).
+    Table(table::TableArgs),
     /// Print (or write as a pflog capture) the packets that firewall rules with `log` decide.
     Log(stream::LogArgs),
     /// Capture frames inside a running `linerate run`: as received, as sent, or dropped.
@@ -61,7 +63,7 @@ pub enum Command {
 /// The headings `linerate --help` lists the subcommands under (clap has one heading for all
 /// of them), in order; every subcommand is in one group.
 const COMMAND_GROUPS: [(&str, &[&str]); 3] = [
-    ("Router commands", &["run", "check", "reload", "show", "top", "kill", "flush", "log", "capture", "install-service"]),
+    ("Router commands", &["run", "check", "reload", "show", "top", "kill", "flush", "table", "log", "capture", "install-service"]),
     ("Lab commands", &["lab", "bench", "gen", "rcv", "stat"]),
     ("Other commands", &["help"]),
 ];

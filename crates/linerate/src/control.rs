@@ -122,7 +122,7 @@ fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
                 access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"))
             ),
             (Some(Role::ReadOnly), "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
-            (Some(Role::ReadOnly), c) if crate::control_fw::is_admin_command(c) => {
+            (Some(Role::ReadOnly), c) if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) => {
                 format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
             }
             // Packets' contents: for the admin only.
@@ -142,8 +142,8 @@ fn answer(state: &RouterState, command: &str) -> String {
         "routes" => routes(state).to_string(),
         "neighbours" => neighbours(state).to_string(),
         "interfaces" => interfaces(state).to_string(),
-        other => crate::control_fw::answer(state.fw.as_ref(), other).unwrap_or_else(|| {
-            format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours, interfaces, rules, states, kill-states or flush-states)")
+        other => crate::control_fw::answer(state.fw.as_ref(), other).or_else(|| crate::table::answer(state.slot.as_ref(), other)).unwrap_or_else(|| {
+            format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours, interfaces, rules, states, kill-states, flush-states, table-show, table-test or table-change)")
         }),
     }
 }

@@ -30,6 +30,7 @@ mod signals;
 mod show;
 mod states;
 mod steering;
+mod table;
 mod stream;
 mod traffic;
 mod tools;
@@ -50,6 +51,7 @@ fn main() -> std::process::ExitCode {
         Command::Top(args) => show::top_main(args),
         Command::Kill(args) => states::kill_main(args),
         Command::Flush(args) => states::flush_main(args),
+        Command::Table(args) => table::main(args),
         Command::Log(args) => stream::log_main(args),
         Command::Capture(args) => stream::capture_main(args),
         Command::InstallService(args) => service::install_main(args),

@@ -15,8 +15,8 @@
 //! or all of them with `flush global`).
 //!
 //! The table's new entries last until the rule file is loaded again, as in pf, where loading
-//! the rules defines the tables anew (`pfctl -t TABLE -T add` is pf's way to keep addresses:
-//! put them in the table's file).
+//! the rules defines the tables anew (addresses to keep go in the table's file);
+//! `linerate table` (`tables.rs`) changes tables the same way.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -77,7 +77,7 @@ impl CompiledRules {
             table.entries.push(TableEntry { negated: false, prefix });
             added = true;
         }
-        added.then(|| CompiledRules::with_limits(rules, self.limits.clone()))
+        added.then(|| self.derived(rules))
     }
 }
 

@@ -91,7 +91,7 @@ impl Parser<'_> {
             entries.push(TableEntry { negated: false, prefix: p });
         }
         self.table_idx.insert(name.clone(), self.rs.tables.len());
-        self.rs.tables.push(Table { name, entries });
+        self.rs.tables.push(Table { name, entries, constant: true });
         Ok(AddrTarget::Table(self.rs.tables.len() - 1))
     }
 

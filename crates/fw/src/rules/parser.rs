@@ -317,8 +317,13 @@ impl Parser<'_> {
             return here(&nt, format!("table <{name}> is already defined"));
         }
         let mut entries = Vec::new();
+        let mut constant = false;
         loop {
-            if self.eat_word("persist")? || self.eat_word("const")? || self.eat_word("counters")? {
+            if self.eat_word("const")? {
+                constant = true;
+                continue;
+            }
+            if self.eat_word("persist")? || self.eat_word("counters")? {
                 continue;
             }
             if self.eat_punct("{")? {
@@ -367,7 +372,7 @@ impl Parser<'_> {
             _ => return self.fail("\"{\", file, persist, const, counters or end of line"),
         }
         self.table_idx.insert(name.clone(), self.rs.tables.len());
-        self.rs.tables.push(Table { name, entries });
+        self.rs.tables.push(Table { name, entries, constant });
         Ok(())
     }
 
@@ -551,6 +556,7 @@ impl Parser<'_> {
                     let t = p.peek()?.clone();
                     let n = p.number("a number of table entries", u64::MAX)?;
                     p.table_entries_limit = Some((n, t));
+                    p.rs.limit_table_entries = Some(n);
                     return Ok(());
                 }
                 if p.eat_word("src-nodes")? {
