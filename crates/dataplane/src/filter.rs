@@ -238,9 +238,23 @@ impl RulesSlot {
 
     /// [`publish`](Self::publish), with flush jobs for every worker.
     fn publish_with(&self, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<(), StateAllocError> {
+        self.publish_over(None, rules, flushes).map(|_| ())
+    }
+
+    /// Publishes `rules`, which were made from `from` by changing table entries (`overload`,
+    /// `linerate table`), unless another set was published since (a reload): then nothing is
+    /// published and it says `false`, so that the change is not made on rules gone by.
+    fn publish_derived(&self, from: &Arc<CompiledRules>, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<bool, StateAllocError> {
+        self.publish_over(Some(from), rules, flushes)
+    }
+
+    fn publish_over(&self, from: Option<&Arc<CompiledRules>>, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<bool, StateAllocError> {
         let limit = state_limit(&rules.rules);
         // Held throughout: two publishers (the control socket, SIGHUP) reserve in turn.
         let mut cur = self.lock();
+        if from.is_some_and(|f| !Arc::ptr_eq(f, &cur.rules)) {
+            return Ok(false);
+        }
         let mut reserved = Vec::new();
         for (i, w) in cur.workers.iter().enumerate() {
             if let Some(w) = w
@@ -260,7 +274,7 @@ impl RulesSlot {
         Self::push_flushes(&mut cur, flushes);
         // Bumped under the lock: a worker that sees the new generation finds the new set.
         self.generation.fetch_add(1, Ordering::Release);
-        Ok(())
+        Ok(true)
     }
 
     /// Hands flush jobs to the workers, the rules unchanged.

@@ -98,9 +98,13 @@ impl RulesSlot {
         let flushes: Vec<FlushJob> = events.iter().filter_map(FlushJob::of).collect();
         match cur.overloaded(&events) {
             Some(Ok(rules)) => {
-                // The same limit of states: publishing reserves nothing.
-                if let Err(e) = self.publish_with(Arc::new(rules), flushes) {
-                    eprintln!("linerate: warning: overload: {e}");
+                // The same limit of states: publishing reserves nothing. A reload meanwhile
+                // defined the tables anew: the sources are not added to its tables (their
+                // indices were the old set's), their states are still flushed.
+                match self.publish_derived(&cur, Arc::new(rules), flushes.clone()) {
+                    Ok(true) => {}
+                    Ok(false) => self.publish_flushes(flushes),
+                    Err(e) => eprintln!("linerate: warning: overload: {e}"),
                 }
             }
             Some(Err(e)) => eprintln!("linerate: warning: overload: the rules with the new table entries do not compile: {e}"),

@@ -90,9 +90,20 @@ fn apply(t: &mut Table, op: TableOp) -> TableChange {
 
 impl RulesSlot {
     /// Changes table `name` of the running rules and publishes them (nothing is published if
-    /// nothing changed). One change at a time, and none while overloads are applied.
+    /// nothing changed). One change at a time, and none while overloads are applied; a
+    /// reload published meanwhile has the change made again on its rules.
     pub fn change_table(&self, name: &str, op: TableOp) -> Result<TableChange, TableError> {
         let _one = self.overloading.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(change) = self.try_change_table(name, op.clone())? {
+                return Ok(change);
+            }
+        }
+    }
+
+    /// [`change_table`](Self::change_table) on the rules running now; `None` if a reload
+    /// replaced them before the change could be published.
+    fn try_change_table(&self, name: &str, op: TableOp) -> Result<Option<TableChange>, TableError> {
         let cur = self.current();
         let mut rules = cur.rules.clone();
         let held: usize = rules.tables.iter().map(|t| t.entries.len()).sum();
@@ -108,11 +119,11 @@ impl RulesSlot {
             return Err(TableError::TooMany { total, limit });
         }
         if change.added + change.deleted == 0 {
-            return Ok(change);
+            return Ok(Some(change));
         }
         let new = cur.derived(rules).map_err(|e| TableError::Compile(e.to_string()))?;
-        self.publish(std::sync::Arc::new(new)).map_err(|e| TableError::Publish(e.to_string()))?;
-        Ok(change)
+        let published = self.publish_derived(&cur, std::sync::Arc::new(new), Vec::new()).map_err(|e| TableError::Publish(e.to_string()))?;
+        Ok(published.then_some(change))
     }
 
     /// Table `name` of the running rules.
@@ -141,6 +152,21 @@ mod tests {
 
     fn table(entries: &[&str]) -> Table {
         Table { name: "t".into(), entries: entries.iter().map(|s| e(s)).collect(), constant: false }
+    }
+
+    /// A change made on rules that a reload replaced meanwhile is not published over the
+    /// reload: `change_table` makes it again on the new rules.
+    #[test]
+    fn a_reload_in_between_wins() {
+        let set = |t: &str| std::sync::Arc::new(CompiledRules::parse(&format!("table <t> persist {{ {t} }}\nblock in from <t>\n"), std::path::Path::new("t.conf"), &|_| None).unwrap());
+        let slot = RulesSlot::new(set("10.0.0.1"));
+        let stale = slot.current();
+        slot.publish(set("10.0.0.2")).unwrap();
+        let derived = std::sync::Arc::new(stale.derived(stale.rules.clone()).unwrap());
+        assert!(!slot.publish_derived(&stale, derived, Vec::new()).unwrap());
+        assert_eq!(slot.table("t").unwrap().entries, [e("10.0.0.2")], "the reload's table stays");
+        assert_eq!(slot.change_table("t", TableOp::Add(vec![e("10.0.0.3")])).unwrap().entries, 2);
+        assert_eq!(slot.table("t").unwrap().entries, [e("10.0.0.2"), e("10.0.0.3")]);
     }
 
     #[test]
