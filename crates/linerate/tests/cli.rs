@@ -126,6 +126,26 @@ fn check_gives_the_rules_the_interface_addresses() {
     assert!(err.contains("r.conf:1:12: `lr-b:peer` is not supported by linerate"), "{err}");
 }
 
+/// OpenBSD's `egress` group resolves to the interface of the static default route, for
+/// interfaces, their addresses and `antispoof`; without one the error says why.
+#[test]
+fn check_resolves_egress_from_the_default_route() {
+    let dir = std::env::temp_dir().join(format!("lr-cli-egress-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ifaces = "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\"]\n\n[[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n\n";
+    let (with, without) = (dir.join("with.toml"), dir.join("without.toml"));
+    std::fs::write(&with, format!("{ifaces}[[route]]\nprefix = \"0.0.0.0/0\"\nvia = \"198.19.0.254\"\n\n[firewall]\nrules = \"r.conf\"\n")).unwrap();
+    std::fs::write(&without, format!("{ifaces}[firewall]\nrules = \"r.conf\"\n")).unwrap();
+    std::fs::write(dir.join("r.conf"), "block in on egress\nantispoof for egress inet\npass in on egress proto tcp to (egress) port 22\npass out on egress from egress:network\n").unwrap();
+    let ok = linerate().args(["check", "-c"]).arg(&with).output().unwrap();
+    let bad = linerate().args(["check", "-c"]).arg(&without).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success() && stdout.contains(": 5 rules"), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert!(err.contains("r.conf:1:13: unknown interface \"egress\" (pf's `egress` group: no static default route"), "{err}");
+}
+
 #[test]
 fn bench_with_rules_reports_the_firewall() {
     let out = linerate()
