@@ -37,6 +37,7 @@ mod filter_rule;
 mod hosts;
 mod iface_addr;
 mod lexer;
+mod match_rule;
 mod nat;
 mod parser;
 mod scrub;
@@ -582,6 +583,7 @@ fn parse_inner(
         adaptive_set: false,
         addresses,
         synproxy_at: None,
+        match_scrubs: Vec::new(),
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),

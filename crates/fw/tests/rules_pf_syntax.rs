@@ -82,7 +82,7 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
         ("rdr on em0 proto tcp to port 80 tag web -> 10.0.0.5", "rules.conf:1:33: `tag` is not supported by linerate"),
         ("pass in all tag web\npass in all tagged web", "rules.conf:2:13: `tagged` after a rule that tags packets in the same pass (line 1) is not supported by linerate"),
         ("scrub in all fragment reassemble", "rules.conf:1:14: `fragment` is not supported by linerate"),
-        ("match in all scrub (no-df)", "rules.conf:1:1: `match` is not supported by linerate"),
+        ("match in all log", "rules.conf:1:14: `match ... log` is not supported by linerate"),
         ("pass in all scrub (random-id)", "rules.conf:1:13: `scrub` is not supported by linerate"),
     ];
     let bad: Vec<_> = cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| !e.starts_with(*w)).collect();
@@ -487,4 +487,30 @@ fn set_options_without_effect() {
     assert!(err("set reassemble no").starts_with("rules.conf:1:16: `set reassemble no` is not supported by linerate"));
     assert!(err("set reassemble yes no-df").starts_with("rules.conf:1:20: `no-df` is not supported by linerate"));
     assert!(err("set keepcounters").starts_with("rules.conf:1:5: `set keepcounters` is not supported by linerate"));
+}
+
+/// OpenBSD's `match ... scrub (...)` is the scrub rule it stands for, where pf's result
+/// cannot differ; the rest of `match` is refused by name.
+#[test]
+fn match_scrub_is_a_scrub_rule() {
+    let m = ok("match in all scrub (no-df random-id max-mss 1440)\npass all");
+    assert_eq!(m.scrub, ok("scrub in all no-df random-id max-mss 1440\npass all").scrub);
+    let m = ok("match in all scrub (no-df)\nmatch out on em0 inet proto tcp to port 80 scrub (set-tos lowdelay, min-ttl 5)\nblock in quick on em1\npass all");
+    assert_eq!(m.scrub.len(), 2);
+    assert_eq!((m.scrub[1].opts.set_tos, m.scrub[1].opts.min_ttl, m.scrub[1].line), (Some(0x10), 5, 2));
+    assert!(ok("block all\nmatch in all scrub (no-df)").scrub.len() == 1, "after rules that decide nothing it scrubs");
+    for (text, want) in [
+        ("match out on em0 from any to any nat-to (em0)", "rules.conf:1:34: `match ... nat-to` is not supported by linerate (only `match ... scrub (...)`, made a scrub rule)"),
+        ("match in all", "rules.conf:1:13: `match` without `scrub (...)` changes nothing here"),
+        ("match in all scrub (no-df) tag X", "rules.conf:1:28: `match ... tag` is not supported by linerate"),
+        ("match in all scrub (reassemble tcp)", "rules.conf:1:21: `reassemble` is not supported by linerate"),
+        ("pass in quick all\nmatch in all scrub (no-df)", "rules.conf:2:1: `match ... scrub` after a `pass ... quick` rule (line 1) is not supported by linerate"),
+        ("match in all scrub (no-df)\nmatch all scrub (random-id)", "rules.conf:2:1: a second scrub rule for the same packets (line 1) is not supported"),
+        ("scrub in all no-df\nmatch in all scrub (random-id)", "rules.conf:2:1: a second scrub rule for the same packets (line 1)"),
+        ("match in all scrub (no-df)\nscrub in all random-id", "rules.conf:2:1: a `scrub` rule for the packets of `match ... scrub` (line 1) is not supported by linerate"),
+    ] {
+        let e = err(text);
+        assert!(e.starts_with(want), "{text}: {e}");
+    }
+    assert_eq!(ok("match in all scrub (no-df)\nmatch out all scrub (random-id)").scrub.len(), 2, "one per direction");
 }

@@ -69,6 +69,9 @@ pub(super) struct Parser<'a> {
     /// Where the first `synproxy state` is (a translation rule anywhere in the file is then
     /// refused there: see `filter_rule.rs`).
     pub(super) synproxy_at: Option<Token>,
+    /// The `match ... scrub` rules so far, (line, direction): a `scrub` rule for the same
+    /// packets after one is refused (`match_rule.rs`).
+    pub(super) match_scrubs: Vec<(usize, Option<Dir>)>,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -230,6 +233,7 @@ impl Parser<'_> {
                             "set" => self.set_option()?,
                             "pass" | "block" => self.rule()?,
                             "scrub" => self.scrub_rule()?,
+                            "match" => self.match_rule()?,
                             "no" if self.no_scrub() => self.scrub_rule()?,
                             "nat" | "rdr" | "binat" | "no" => self.nat_rule()?,
                             "antispoof" => self.antispoof()?,

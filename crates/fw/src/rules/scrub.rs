@@ -134,7 +134,8 @@ impl Parser<'_> {
         }
         check_families(af, &hosts)?;
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
-        let opts = self.scrub_options(exempt)?;
+        let opts = self.scrub_options(exempt, false)?;
+        self.check_scrub_after_match(&at, dir)?;
         self.rs.scrub.push(ScrubRule {
             exempt,
             dir,
@@ -152,14 +153,14 @@ impl Parser<'_> {
         Ok(())
     }
 
-    /// The options of a scrub rule, to the end of the line, optionally comma-separated (none
-    /// after `no scrub`).
-    fn scrub_options(&mut self, exempt: bool) -> PResult<ScrubOpts> {
+    /// The options of a scrub rule, to the end of the line (or to the `)` of `match ...
+    /// scrub (...)`, `inside`), optionally comma-separated (none after `no scrub`).
+    pub(super) fn scrub_options(&mut self, exempt: bool, inside: bool) -> PResult<ScrubOpts> {
         let mut o = ScrubOpts::default();
         loop {
             let t = self.peek()?.clone();
             let Tok::Word(w) = &t.tok else {
-                if matches!(t.tok, Tok::Newline | Tok::Eof) {
+                if matches!(t.tok, Tok::Newline | Tok::Eof) || (inside && t.tok == Tok::Punct(")")) {
                     return Ok(o);
                 }
                 return self.fail("a scrub option (no-df, random-id, min-ttl, max-mss, set-tos) or end of line");
