@@ -156,6 +156,19 @@ fn nat_to_the_interface_address_and_back() {
     assert_eq!(w.counts().local, 1);
 }
 
+/// OpenBSD's `match out ... nat-to` through a worker: translated out, and back, as `nat`.
+#[test]
+fn match_nat_to_translates_as_nat() {
+    let mut w = worker("match out on ext inet from 198.18.0.0/24 to any nat-to (ext)\nblock all\npass out quick inet\npass in on lan inet\n", None);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
+    assert_eq!(out.len(), 1);
+    let (s, sp, d, dp) = tuple(&out[0]);
+    assert_eq!((s, d, dp), (EXT_ADDR, FAR, 53));
+    let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp)]);
+    assert_eq!(back.len(), 1);
+    assert_eq!(tuple(&back[0]), (FAR, 53, LAN_HOST, 1000));
+}
+
 #[test]
 fn icmp_echo_identifiers_and_errors_are_translated() {
     let mut w = worker(NAT, None);

@@ -584,6 +584,7 @@ fn parse_inner(
         addresses,
         synproxy_at: None,
         match_scrubs: Vec::new(),
+        match_nats: Vec::new(),
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),

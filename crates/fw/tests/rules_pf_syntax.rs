@@ -500,8 +500,8 @@ fn match_scrub_is_a_scrub_rule() {
     assert_eq!((m.scrub[1].opts.set_tos, m.scrub[1].opts.min_ttl, m.scrub[1].line), (Some(0x10), 5, 2));
     assert!(ok("block all\nmatch in all scrub (no-df)").scrub.len() == 1, "after rules that decide nothing it scrubs");
     for (text, want) in [
-        ("match out on em0 from any to any nat-to (em0)", "rules.conf:1:34: `match ... nat-to` is not supported by linerate (only `match ... scrub (...)`, made a scrub rule)"),
-        ("match in all", "rules.conf:1:13: `match` without `scrub (...)` changes nothing here"),
+        ("match in on em0 from any to any rdr-to 10.0.0.1", "rules.conf:1:33: `match ... rdr-to` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)"),
+        ("match in all", "rules.conf:1:13: `match` without `scrub (...)` or `nat-to` changes nothing here"),
         ("match in all scrub (no-df) tag X", "rules.conf:1:28: `match ... tag` is not supported by linerate"),
         ("match in all scrub (reassemble tcp)", "rules.conf:1:21: `reassemble` is not supported by linerate"),
         ("pass in quick all\nmatch in all scrub (no-df)", "rules.conf:2:1: `match ... scrub` after a `pass ... quick` rule (line 1) is not supported by linerate"),
@@ -513,4 +513,42 @@ fn match_scrub_is_a_scrub_rule() {
         assert!(e.starts_with(want), "{text}: {e}");
     }
     assert_eq!(ok("match in all scrub (no-df)\nmatch out all scrub (random-id)").scrub.len(), 2, "one per direction");
+}
+
+/// OpenBSD's `match out ... nat-to` is the `nat` rule it stands for, last written first
+/// (pf's last matching `nat-to` wins), and refused where pf's result could differ.
+#[test]
+fn match_nat_to_is_a_nat_rule() {
+    let strip = |mut rs: RuleSet| {
+        for r in &mut rs.nat {
+            (r.line, r.column) = (0, 0);
+        }
+        rs.nat
+    };
+    let m = ok("match out on em0 inet proto tcp from 10.0.0.0/8 to any nat-to 192.0.2.1 port 1024:65535 static-port\npass all");
+    assert_eq!(strip(m), strip(ok("nat on em0 inet proto tcp from 10.0.0.0/8 to any -> 192.0.2.1 port 1024:65535 static-port\npass all")));
+    let two = ok("match out on em0 from 10.0.0.0/8 nat-to 192.0.2.1\nmatch out on em0 from 10.1.0.0/16 nat-to 192.0.2.2\nblock all\npass out quick inet\npass in on em1 from 10.0.0.0/8");
+    assert_eq!(two.nat.iter().map(|r| r.line).collect::<Vec<_>>(), [2, 1], "the last one is tried first");
+    assert!(ok("match out on em0 all nat-to 192.0.2.1\npass out on em1 from 10.0.0.0/8").nat.len() == 1, "another interface's rules may look at the source");
+    assert_eq!(ok("match out on em0 nat-to (em0)").nat.len(), 1, "no hosts: all");
+    for (text, want) in [
+        ("match in on em0 all nat-to 192.0.2.1", "rules.conf:1:21: `nat-to` on a `match` rule that is not `out` is not supported by linerate"),
+        ("pass out quick all\nmatch out on em0 all nat-to 192.0.2.1", "rules.conf:2:1: `match ... nat-to` after a `pass ... quick` rule (line 1) is not supported by linerate"),
+        ("nat on em0 from any -> 192.0.2.1\nmatch out on em0 all nat-to 192.0.2.2", "rules.conf:2:1: `match ... nat-to` together with translation rules (line 1) is not supported by linerate"),
+        ("match out on em0 all nat-to 192.0.2.2\nnat on em0 from any -> 192.0.2.1", "rules.conf:2:1: translation rules together with `match ... nat-to` (line 1) are not supported by linerate"),
+        ("match out on em0 all nat-to 192.0.2.1\npass out on em0 from 10.0.0.0/8", "rules.conf:2:1: an outbound rule that looks at the source, on the interface of `match ... nat-to` (line 1), is not supported by linerate"),
+        ("match out on em0 all nat-to 192.0.2.1\nblock all\npass proto udp from any port 53", "rules.conf:3:1: an outbound rule that looks at the source"),
+        ("match out on em0 inet6 all nat-to 2001:db8::1", "rules.conf:1:1: IPv6 translation is not supported by linerate"),
+        ("match out on em0 all nat-to 192.0.2.1 tag x", "rules.conf:1:39: `tag` is not supported by linerate"),
+    ] {
+        let e = err(text);
+        assert!(e.starts_with(want), "{text}: {e}");
+    }
+}
+
+/// A list inside an interface list, as a macro holding one makes it, is flattened.
+#[test]
+fn lists_inside_interface_lists() {
+    let rs = ok("int_if = \"{ em1 }\"\npass in on { em0 $int_if }");
+    assert_eq!(rs.rules.last().unwrap().ifaces, [0, 1]);
 }

@@ -146,6 +146,15 @@ fn check_resolves_egress_from_the_default_route() {
     assert!(err.contains("r.conf:1:13: unknown interface \"egress\" (pf's `egress` group: no static default route"), "{err}");
 }
 
+/// The usual OpenBSD router (match rules for scrub and NAT, `egress`) passes `check`.
+#[test]
+fn check_accepts_an_openbsd_router() {
+    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fw/tests/fixtures/openbsd/c.toml");
+    let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && stdout.contains(": 9 rules"), "{stdout}{stderr}");
+}
+
 #[test]
 fn bench_with_rules_reports_the_firewall() {
     let out = linerate()

@@ -167,6 +167,16 @@ impl Parser<'_> {
                     return here(&t, "`!` in an interface list is not supported by linerate (negate a single interface)");
                 }
             }
+            if braced && self.is_punct("{")? {
+                // A list inside the list (a macro holding one: `{ egress $int_if }`), flattened
+                // as pfctl does.
+                let (inner, lo) = self.iface_list_skipping(loopback_ok)?;
+                out.extend(inner.into_iter().filter(|i| !out.contains(i)).collect::<Vec<_>>());
+                loopbacks += lo;
+                n += 1;
+                self.eat_punct(",")?;
+                continue;
+            }
             match self.iface_name(loopback_ok)? {
                 Some(i) if !out.contains(&i) => out.push(i),
                 Some(_) => {}

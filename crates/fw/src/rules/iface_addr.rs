@@ -99,6 +99,25 @@ impl Parser<'_> {
     /// expands it, per interface: `block in [quick] on ! IFACE [af] from IFACE:network`
     /// (its networks seen on another interface) and `block in [quick] [af] from IFACE` (its
     /// own addresses as a source, on any interface). Blocked packets are dropped silently.
+    /// An interface name or a `{ ... }` list of them, lists inside it flattened (a macro
+    /// holding one: `antispoof for { egress $int_if }`), as pfctl does.
+    fn antispoof_names(&mut self, names: &mut Vec<(String, Token)>) -> PResult<()> {
+        if !self.eat_punct("{")? {
+            names.push(self.word("an interface name")?);
+            return Ok(());
+        }
+        let mut n = 0;
+        loop {
+            self.skip_newlines()?;
+            if n > 0 && self.eat_punct("}")? {
+                return Ok(());
+            }
+            self.antispoof_names(names)?;
+            n += 1;
+            self.eat_punct(",")?;
+        }
+    }
+
     pub(super) fn antispoof(&mut self) -> PResult<()> {
         let at = self.expect_word("antispoof")?;
         let log = self.log_mode()?;
@@ -106,18 +125,7 @@ impl Parser<'_> {
         let quick = self.eat_word("quick")?;
         self.expect_word("for")?;
         let mut names: Vec<(String, Token)> = Vec::new();
-        if self.eat_punct("{")? {
-            loop {
-                self.skip_newlines()?;
-                if !names.is_empty() && self.eat_punct("}")? {
-                    break;
-                }
-                names.push(self.word("an interface name")?);
-                self.eat_punct(",")?;
-            }
-        } else {
-            names.push(self.word("an interface name")?);
-        }
+        self.antispoof_names(&mut names)?;
         let af = if self.eat_word("inet")? {
             Some(Af::Inet)
         } else if self.eat_word("inet6")? {

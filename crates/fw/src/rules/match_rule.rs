@@ -7,10 +7,20 @@
 //! - two scrub rules (`match` or `scrub`) that can apply to the same direction: pf merges
 //!   the options of every match rule a packet meets, linerate takes the first rule's.
 //!
-//! `match` with anything else (`nat-to`, `rdr-to`, `tag`, `log`, ...) is refused by name.
+//! `match out [on IFACE] [inet] [proto P] HOSTS nat-to ADDR [port ...] [pool options]`
+//! (OpenBSD's outbound NAT, `match out on egress inet from !(egress:network) nat-to
+//! (egress:0)`) becomes the `nat` rule it stands for. pf translates after its rules have
+//! judged the packet as it came, the last matching `nat-to` winning; a `nat` rule translates
+//! before the out rules, the first matching one winning. So the rules are kept in reverse
+//! order, and refused where the difference shows: a `pass ... quick` rule before it (pf
+//! would not translate what that rule passes), an outbound filter rule on its interfaces
+//! that looks at the source (address or port: it would see the translated one), and `nat`,
+//! `rdr` or `binat` rules beside it.
+//!
+//! `match` with anything else (`rdr-to`, `tag`, `log`, ...) is refused by name.
 
-use super::lexer::Tok;
-use super::parser::{Parser, here};
+use super::lexer::{Tok, Token};
+use super::parser::{PErr, Parser, here};
 use super::scrub::ScrubRule;
 use super::*;
 
@@ -28,16 +38,21 @@ impl Parser<'_> {
         let (ifaces, iface_neg) = self.rule_ifaces()?;
         let af = self.rule_af()?;
         let protos = self.rule_protos()?;
-        self.refuse_unsupported_option("match ")?;
+        if !self.is_word("nat-to")? {
+            self.refuse_unsupported_option("match ")?;
+        }
         let hosts = self.hosts(None)?;
         if let Some(t) = &hosts.route_tok {
             return here(t, format!("`{}` in a match rule is not supported by linerate", super::lexer::describe(&t.tok).trim_matches('"')));
         }
         let t = self.peek()?.clone();
+        if self.is_word("nat-to")? {
+            return self.match_nat(at, dir, (ifaces, iface_neg), af, protos, hosts);
+        }
         if !self.eat_word("scrub")? {
             return match &t.tok {
-                Tok::Word(w) => here(&t, format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)`, made a scrub rule)")),
-                _ => here(&t, "`match` without `scrub (...)` changes nothing here: write `match ... scrub (...)`"),
+                Tok::Word(w) => here(&t, format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)")),
+                _ => here(&t, "`match` without `scrub (...)` or `nat-to` changes nothing here"),
             };
         }
         self.expect_punct("(", "\"(\"")?;
@@ -45,7 +60,7 @@ impl Parser<'_> {
         self.expect_punct(")", "\")\"")?;
         if let Tok::Word(w) = &self.peek()?.tok {
             let (w, t) = (w.clone(), self.peek()?.clone());
-            return here(&t, format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)`, made a scrub rule)"));
+            return here(&t, format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)"));
         }
         self.check_match_place(&at, dir)?;
         self.match_scrubs.push((at.line, dir));
@@ -63,6 +78,65 @@ impl Parser<'_> {
             opts,
             line: at.line,
         });
+        Ok(())
+    }
+
+    /// The rest of `match out ... nat-to TARGET`, from `nat-to`.
+    fn match_nat(&mut self, at: Token, dir: Option<Dir>, (ifaces, iface_neg): (Vec<u16>, bool), af: Option<Af>, protos: Vec<u8>, hosts: super::hosts::Hosts) -> PResult<()> {
+        let nt = self.next()?;
+        if dir != Some(Dir::Out) {
+            return here(&nt, "`nat-to` on a `match` rule that is not `out` is not supported by linerate (`match out ... nat-to`)");
+        }
+        if let Some(t) = self.rs.nat.first().filter(|_| self.match_nats.is_empty()).map(|r| r.line) {
+            return here(&at, format!("`match ... nat-to` together with translation rules (line {t}) is not supported by linerate: write one or the other"));
+        }
+        if af == Some(Af::Inet6) || hosts.addr_toks.iter().any(|(_, a, _)| *a == Af::Inet6) {
+            return here(&at, "IPv6 translation is not supported by linerate (nat-to is IPv4 only)");
+        }
+        let target = self.nat_target(NatKind::Nat, &nt)?;
+        if let Tok::Word(w) = &self.peek()?.tok {
+            let (w, t) = (w.clone(), self.peek()?.clone());
+            return here(&t, format!("`match ... nat-to ... {w}` is not supported by linerate"));
+        }
+        if let Some(r) = self.rs.rules.iter().find(|r| r.quick && r.action == Action::Pass) {
+            return here(&at, format!("`match ... nat-to` after a `pass ... quick` rule (line {}) is not supported by linerate: pf does not translate the packets that rule passes; put the match rules first", r.line));
+        }
+        self.match_nats.push(MatchNat { line: at.line, ifaces: ifaces.clone(), iface_neg });
+        // Last written, first tried: pf's last matching `nat-to` wins.
+        self.rs.nat.insert(0, NatRule {
+            kind: NatKind::Nat,
+            negated: false,
+            pass: false,
+            ifaces,
+            iface_neg,
+            af: Some(Af::Inet),
+            protos,
+            src: hosts.src,
+            src_ports: hosts.src_ports,
+            dst: hosts.dst,
+            dst_ports: hosts.dst_ports,
+            dst_iface: hosts.dst_iface,
+            target: Some(target),
+            line: at.line,
+            column: at.col,
+        });
+        Ok(())
+    }
+
+    /// At the end of the file: no outbound filter rule on the interfaces of a `match ...
+    /// nat-to` looks at the source, which pf's rules see untranslated and linerate's
+    /// translated.
+    pub(super) fn check_match_nats(&self) -> PResult<()> {
+        for m in &self.match_nats {
+            let looks = self.rs.rules.iter().find(|r| {
+                let outbound = r.dir != Some(Dir::In);
+                let shares = r.ifaces.is_empty() || m.ifaces.is_empty() || r.iface_neg || m.iface_neg || r.ifaces.iter().any(|i| m.ifaces.contains(i));
+                outbound && shares && (r.src != AddrMatch::Any || r.src_ports != PortMatch::Any)
+            });
+            if let Some(r) = looks {
+                return Err(PErr::Here(r.line, 1, format!("an outbound rule that looks at the source, on the interface of `match ... nat-to` (line {}), is not supported by linerate: pf's rules see the source before translation, linerate's after; match the source on the way in instead", m.line)));
+            }
+        }
         Ok(())
     }
 
@@ -85,4 +159,12 @@ impl Parser<'_> {
         }
         Ok(())
     }
+}
+
+/// A `match ... nat-to` rule, for the checks at the end of the file.
+#[derive(Debug)]
+pub(super) struct MatchNat {
+    pub(super) line: usize,
+    ifaces: Vec<u16>,
+    iface_neg: bool,
 }

@@ -27,6 +27,9 @@ impl Parser<'_> {
         if !self.rs.rules.is_empty() {
             return here(&first, "translation rules (nat, rdr, binat) must come before filter rules (pf.conf(5), STATEMENT ORDER)");
         }
+        if let Some(m) = self.match_nats.first() {
+            return here(&first, format!("translation rules together with `match ... nat-to` (line {}) are not supported by linerate: write one or the other", m.line));
+        }
         let negated = self.eat_word("no")?;
         let kind = self.nat_kind()?;
         let pass = self.nat_pass(kind, negated)?;
@@ -122,7 +125,7 @@ impl Parser<'_> {
 
     /// What follows `->`: the address(es), `port`, the pool type, `sticky-address`,
     /// `static-port`.
-    fn nat_target(&mut self, kind: NatKind, arrow: &Token) -> PResult<NatTarget> {
+    pub(super) fn nat_target(&mut self, kind: NatKind, arrow: &Token) -> PResult<NatTarget> {
         let addr = self.nat_addr()?;
         let (mut ports, mut port_star) = (None, false);
         if self.is_word("port")? {

@@ -72,6 +72,9 @@ pub(super) struct Parser<'a> {
     /// The `match ... scrub` rules so far, (line, direction): a `scrub` rule for the same
     /// packets after one is refused (`match_rule.rs`).
     pub(super) match_scrubs: Vec<(usize, Option<Dir>)>,
+    /// The `match ... nat-to` rules so far: checked against the filter rules at the end of
+    /// the file (`match_rule.rs`).
+    pub(super) match_nats: Vec<super::match_rule::MatchNat>,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -216,7 +219,10 @@ impl Parser<'_> {
             self.skip_newlines()?;
             let t = self.peek_raw().clone();
             match &t.tok {
-                Tok::Eof => return self.check_synproxy_without_nat(),
+                Tok::Eof => {
+                    self.check_synproxy_without_nat()?;
+                    return self.check_match_nats();
+                }
                 Tok::Word(w) => {
                     let is_def = matches!(
                         self.toks.iter().rev().nth(1),
