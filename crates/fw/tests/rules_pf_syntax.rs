@@ -487,6 +487,9 @@ fn set_options_without_effect() {
     assert!(err("set reassemble no").starts_with("rules.conf:1:16: `set reassemble no` is not supported by linerate"));
     assert!(err("set reassemble yes no-df").starts_with("rules.conf:1:20: `no-df` is not supported by linerate"));
     assert!(err("set keepcounters").starts_with("rules.conf:1:5: `set keepcounters` is not supported by linerate"));
+    // pfsync's `no-sync` state option: nothing to keep off a sync interface here.
+    assert_eq!(ok("pass in proto tcp keep state (no-sync, max 5)").rules[0].max_states, Some(5));
+    assert!(err("pass in proto tcp keep state (pflow)").starts_with("rules.conf:1:31: `pflow` is not supported by linerate"));
 }
 
 /// OpenBSD's `match ... scrub (...)` is the scrub rule it stands for, where pf's result

@@ -381,6 +381,8 @@ impl Parser<'_> {
                     opts.state_policy = Some(StatePolicy::IfBound);
                 } else if self.eat_word("floating")? {
                     opts.state_policy = Some(StatePolicy::Floating);
+                } else if self.eat_word("no-sync")? {
+                    // pfsync's: keeps the states off the sync interface; linerate has no pfsync.
                 } else if self.eat_word("max")? {
                     let t = self.peek()?.clone();
                     let n = self.number("a number of states", u64::from(u32::MAX))?;
@@ -391,7 +393,7 @@ impl Parser<'_> {
                 } else if self.state_timeout(opts)? {
                 } else if !self.src_track_option(&mut src)? {
                     self.refuse_unsupported_option("")?;
-                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, or a timeout such as tcp.established 3600)");
+                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600)");
                 }
                 if self.eat_punct(")")? {
                     break;
