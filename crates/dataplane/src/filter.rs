@@ -96,6 +96,32 @@ pub struct CompiledRules {
     /// Shared by the sets made from this one by changing table entries (`overload`,
     /// `linerate table`): the same rules, whose counters go on.
     lineage: Arc<()>,
+    /// `set keepcounters`: where each rule's counters come from in the set this one
+    /// replaced, found when it is published.
+    keep: std::sync::OnceLock<KeepCounts>,
+}
+
+/// The rules of a set published with `set keepcounters` that are in the set it replaced.
+struct KeepCounts {
+    /// The replaced set's lineage: only a worker counting under it carries its counts.
+    from: Arc<()>,
+    /// For each rule (and pf's default, last), the replaced set's index of the same rule.
+    map: Vec<Option<usize>>,
+}
+
+impl KeepCounts {
+    /// pf's way (`set keepcounters`): a rule of `new` takes the counters of an equal rule of
+    /// `old` (its line aside), each old rule's once.
+    fn of(old: &CompiledRules, new: &CompiledRules) -> KeepCounts {
+        let key = |r: &fw::rules::Rule| format!("{:?}", fw::rules::Rule { line: 0, ..r.clone() });
+        let mut olds: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
+        for (i, r) in old.rules.rules.iter().enumerate().rev() {
+            olds.entry(key(r)).or_default().push(i);
+        }
+        let mut map: Vec<Option<usize>> = new.rules.rules.iter().map(|r| olds.get_mut(&key(r)).and_then(Vec::pop)).collect();
+        map.push(Some(old.rule_count()));
+        KeepCounts { from: Arc::clone(&old.lineage), map }
+    }
 }
 
 impl CompiledRules {
@@ -120,7 +146,7 @@ impl CompiledRules {
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
         // `synproxy state` shifts the server's numbers as `modulate state` does.
         let modulate = rules.rules.iter().any(|r| matches!(r.keep_state, fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy));
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate, lineage })
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate, lineage, keep: std::sync::OnceLock::new() })
     }
 
     /// Whether `other` is this set with other table entries (`overload`, `linerate table`).
@@ -255,6 +281,9 @@ impl RulesSlot {
         if from.is_some_and(|f| !Arc::ptr_eq(f, &cur.rules)) {
             return Ok(false);
         }
+        if from.is_none() && rules.rules.keep_counters && !rules.same_rules(&cur.rules) {
+            let _ = rules.keep.set(KeepCounts::of(&cur.rules, &rules));
+        }
         let mut reserved = Vec::new();
         for (i, w) in cur.workers.iter().enumerate() {
             if let Some(w) = w
@@ -366,6 +395,17 @@ impl RuleCounters {
     fn new(rules: Arc<CompiledRules>) -> RuleCounters {
         let n = rules.rule_count() + 1;
         RuleCounters { rules, packets: zeroed(n), bytes: zeroed(n), states: zeroed(n) }
+    }
+
+    /// Adds the counts `old` holds for the rules `map` names (`set keepcounters`).
+    fn add_mapped(&self, old: &RuleCounters, map: &[Option<usize>]) {
+        for (new, old) in [(&self.packets, &old.packets), (&self.bytes, &old.bytes), (&self.states, &old.states)] {
+            for (n, o) in new.iter().zip(map) {
+                if let Some(o) = o.and_then(|o| old.get(o)) {
+                    bump(n, o.load(Ordering::Relaxed));
+                }
+            }
+        }
     }
 
     /// Adds `old`'s counts (of the same rules) to these.
@@ -791,6 +831,10 @@ impl Firewall {
         let counters = RuleCounters::new(rules);
         if carried {
             counters.add(&self.cur);
+        } else if let Some(k) = counters.rules.keep.get()
+            && Arc::ptr_eq(&k.from, &self.cur.rules.lineage)
+        {
+            counters.add_mapped(&self.cur, &k.map);
         }
         self.cur = Arc::new(counters);
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);

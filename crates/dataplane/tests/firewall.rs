@@ -414,6 +414,33 @@ fn tables_change_while_the_rules_run() {
     assert_eq!(slot.table("bad").unwrap().entries, [entry("198.51.100.0/24")]);
 }
 
+/// `set keepcounters`: a reload carries each rule's counters to the same rule of the new set
+/// (wherever it now stands); without it, the new set counts from zero.
+#[test]
+fn keepcounters_carries_the_counts_of_the_same_rules() {
+    let old = "block in quick proto udp to port 9\npass all no state\n";
+    let slot = RulesSlot::new(compile(old));
+    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
+    let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>| {
+        w.rx[0] = ReplayRx::new(0, vec![udp(0, A_HOST, 1000, FAR, 9), udp(0, A_HOST, 1000, FAR, 53)]).once();
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+    };
+    let packets = |w: &Worker<ReplayRx, CountingTx, CountingTx>| w.firewall_stats().unwrap().rules().snapshot().iter().map(|r| r.packets).collect::<Vec<_>>();
+    send(&mut w);
+    assert_eq!(packets(&w), [1, 1, 0], "the block, then `pass all` (a stateless pass skips the out pass)");
+    // A new rule first: the two old ones keep their counts, the new one starts at zero.
+    slot.publish(compile(&format!("set keepcounters\npass in proto tcp no state\n{old}"))).unwrap();
+    send(&mut w);
+    assert_eq!(packets(&w), [0, 2, 2, 0]);
+    // Without keepcounters a reload counts from zero.
+    slot.publish(compile(old)).unwrap();
+    send(&mut w);
+    assert_eq!(packets(&w), [1, 1, 0]);
+}
+
 /// A reload whose state table cannot be had is refused by `publish`: nothing is published, the
 /// worker keeps the old rules and its table, and a later reload works.
 #[test]

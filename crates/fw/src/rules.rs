@@ -421,6 +421,9 @@ pub struct RuleSet {
     pub limit_frags: u64,
     /// `set limit table-entries N`, if the file sets it: what the tables may hold in all.
     pub limit_table_entries: Option<u64>,
+    /// `set keepcounters`: a reload carries each rule's counters over to the same rule in
+    /// the new set.
+    pub keep_counters: bool,
     pub timeouts: Timeouts,
     pub state_policy: StatePolicy,
     /// `set skip on IFACE`: interfaces pf does not filter at all (port indices).
@@ -449,6 +452,7 @@ impl Default for RuleSet {
             limit_src_nodes: DEFAULT_LIMIT_SRC_NODES,
             limit_frags: DEFAULT_LIMIT_FRAGS,
             limit_table_entries: None,
+            keep_counters: false,
             timeouts: Timeouts::default(),
             state_policy: StatePolicy::Floating,
             skip: Vec::new(),

@@ -486,7 +486,8 @@ fn set_options_without_effect() {
     assert_eq!(err("set fingerprints /etc/pf.os"), "rules.conf:1:18: expected a quoted file name, found \"/etc/pf.os\"");
     assert!(err("set reassemble no").starts_with("rules.conf:1:16: `set reassemble no` is not supported by linerate"));
     assert!(err("set reassemble yes no-df").starts_with("rules.conf:1:20: `no-df` is not supported by linerate"));
-    assert!(err("set keepcounters").starts_with("rules.conf:1:5: `set keepcounters` is not supported by linerate"));
+    assert!(ok("set keepcounters\npass all").keep_counters && !ok("pass all").keep_counters);
+    assert!(err("set state-defaults no-sync").starts_with("rules.conf:1:5: `set state-defaults` is not supported by linerate"));
     // pfsync's `no-sync` state option: nothing to keep off a sync interface here.
     assert_eq!(ok("pass in proto tcp keep state (no-sync, max 5)").rules[0].max_states, Some(5));
     assert!(err("pass in proto tcp keep state (pflow)").starts_with("rules.conf:1:31: `pflow` is not supported by linerate"));

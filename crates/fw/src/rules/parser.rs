@@ -601,6 +601,8 @@ impl Parser<'_> {
         } else if self.eat_word("loginterface")? {
             // pf's statistics interface (`pfctl -si`): linerate counts every interface.
             self.word("an interface name or none")?;
+        } else if self.eat_word("keepcounters")? {
+            self.rs.keep_counters = true;
         } else if self.is_word("debug")? || self.is_word("hostid")? || self.is_word("fingerprints")? || self.is_word("require-order")? || self.is_word("reassemble")? {
             self.set_without_effect()?;
         } else if self.eat_word("skip")? {
