@@ -90,13 +90,14 @@ lab() {
     tar -C "$out" -czf "$out/labs.tar.gz" $(cd "$out" && ls -d */ 2>/dev/null)
 }
 
-cat >"$out/overload.toml" <<'EOF'
-# Full speed, then paced at 1x-3x of that rate (the overload sweep), kernel and linerate.
-runs = 3
-seconds = 4
-[traffic]
-flows = 2000
-frame_size = 60
+# A lab file: its comment ($1), the runs and traffic every lab here uses, then its sets
+# (standard input).
+labfile() {
+    printf '# %s\nruns = 3\nseconds = 4\n[traffic]\nflows = 2000\nframe_size = 60\n' "$1"
+    cat
+}
+
+labfile "Full speed, then paced at 1x-3x of that rate (the overload sweep), kernel and linerate." >"$out/overload.toml" <<'EOF'
 [[set]]
 name = "kernel"
 dut = "kernel"
@@ -107,13 +108,7 @@ dut = "linerate"
 overload = [1, 2, 3]
 EOF
 
-cat >"$out/backends.toml" <<'EOF'
-# Every backend under overload: full speed, then paced at 0.5x-3x of each set's rate.
-runs = 3
-seconds = 4
-[traffic]
-flows = 2000
-frame_size = 60
+labfile "Every backend under overload: full speed, then paced at 0.5x-3x of each set's rate." >"$out/backends.toml" <<'EOF'
 [[set]]
 name = "kernel"
 dut = "kernel"
@@ -130,13 +125,7 @@ backend = "af_xdp"
 overload = [0.5, 1, 2, 3]
 EOF
 
-cat >"$out/workers.toml" <<'EOF'
-# Kernel and linerate forwarding with several workers (`--workers N`).
-runs = 3
-seconds = 4
-[traffic]
-flows = 2000
-frame_size = 60
+labfile "Kernel and linerate forwarding with several workers (\`--workers N\`)." >"$out/workers.toml" <<'EOF'
 [[set]]
 name = "kernel"
 dut = "kernel"

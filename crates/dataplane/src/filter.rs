@@ -276,13 +276,22 @@ impl RulesSlot {
 
     fn publish_over(&self, from: Option<&Arc<CompiledRules>>, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<bool, StateAllocError> {
         let limit = state_limit(&rules.rules);
+        // `set keepcounters`: the rules matched before the lock (a workers' adopt waits on it).
+        let keep = (from.is_none() && rules.rules.keep_counters).then(|| {
+            let old = self.current();
+            (KeepCounts::of(&old, &rules), old)
+        });
         // Held throughout: two publishers (the control socket, SIGHUP) reserve in turn.
         let mut cur = self.lock();
         if from.is_some_and(|f| !Arc::ptr_eq(f, &cur.rules)) {
             return Ok(false);
         }
-        if from.is_none() && rules.rules.keep_counters && !rules.same_rules(&cur.rules) {
-            let _ = rules.keep.set(KeepCounts::of(&cur.rules, &rules));
+        if let Some((k, old)) = keep
+            && !rules.same_rules(&cur.rules)
+        {
+            // Another set was published meanwhile: matched again, against it.
+            let k = if Arc::ptr_eq(&old, &cur.rules) { k } else { KeepCounts::of(&cur.rules, &rules) };
+            let _ = rules.keep.set(k);
         }
         let mut reserved = Vec::new();
         for (i, w) in cur.workers.iter().enumerate() {

@@ -508,6 +508,7 @@ fn match_scrub_is_a_scrub_rule() {
         ("match in all", "rules.conf:1:13: `match` without `scrub (...)` or `nat-to` changes nothing here"),
         ("match in all scrub (no-df) tag X", "rules.conf:1:28: `match ... tag` is not supported by linerate"),
         ("match in all scrub (reassemble tcp)", "rules.conf:1:21: `reassemble` is not supported by linerate"),
+        ("match in proto icmp to port 80 scrub (no-df)", "rules.conf:1:24: port only applies to proto tcp or udp"),
         ("pass in quick all\nmatch in all scrub (no-df)", "rules.conf:2:1: `match ... scrub` after a `pass ... quick` rule (line 1) is not supported by linerate"),
         ("match in all scrub (no-df)\nmatch all scrub (random-id)", "rules.conf:2:1: a second scrub rule for the same packets (line 1) is not supported"),
         ("scrub in all no-df\nmatch in all scrub (random-id)", "rules.conf:2:1: a second scrub rule for the same packets (line 1)"),

@@ -117,13 +117,7 @@ impl Parser<'_> {
             Action::Block
         };
         let block_return = if action == Action::Block { self.block_return()? } else { self.refuse_return()? };
-        let dir = if self.eat_word("in")? {
-            Some(Dir::In)
-        } else if self.eat_word("out")? {
-            Some(Dir::Out)
-        } else {
-            None
-        };
+        let dir = self.rule_dir()?;
         let log = self.log_mode()?;
         self.refuse_unsupported("")?;
         let quick = self.eat_word("quick")?;
@@ -187,6 +181,17 @@ impl Parser<'_> {
     /// `on IFACE`, `on ! IFACE`, `on { ... }`, or nothing: the interfaces and whether they are
     /// negated.
     /// `inet` or `inet6`, if next.
+    /// `in`, `out` or neither.
+    pub(super) fn rule_dir(&mut self) -> PResult<Option<Dir>> {
+        Ok(if self.eat_word("in")? {
+            Some(Dir::In)
+        } else if self.eat_word("out")? {
+            Some(Dir::Out)
+        } else {
+            None
+        })
+    }
+
     pub(super) fn rule_af(&mut self) -> PResult<Option<Af>> {
         if self.eat_word("inet")? {
             Ok(Some(Af::Inet))

@@ -21,37 +21,22 @@
 
 use super::lexer::{Tok, Token};
 use super::parser::{PErr, Parser, here};
-use super::scrub::ScrubRule;
+use super::scrub::{Matching, ScrubRule};
 use super::*;
 
 impl Parser<'_> {
     /// `match [in|out] [on IFACE] [inet|inet6] [proto P] HOSTS scrub ( OPTIONS )`.
     pub(super) fn match_rule(&mut self) -> PResult<()> {
         let at = self.expect_word("match")?;
-        let dir = if self.eat_word("in")? {
-            Some(Dir::In)
-        } else if self.eat_word("out")? {
-            Some(Dir::Out)
-        } else {
-            None
-        };
-        let (ifaces, iface_neg) = self.rule_ifaces()?;
-        let af = self.rule_af()?;
-        let protos = self.rule_protos()?;
-        if !self.is_word("nat-to")? {
-            self.refuse_unsupported_option("match ")?;
-        }
-        let hosts = self.hosts(None)?;
-        if let Some(t) = &hosts.route_tok {
-            return here(t, format!("`{}` in a match rule is not supported by linerate", super::lexer::describe(&t.tok).trim_matches('"')));
-        }
+        let dir = self.rule_dir()?;
+        let m = self.rule_matching("match")?;
         let t = self.peek()?.clone();
         if self.is_word("nat-to")? {
-            return self.match_nat(at, dir, (ifaces, iface_neg), af, protos, hosts);
+            return self.match_nat(at, dir, m);
         }
         if !self.eat_word("scrub")? {
             return match &t.tok {
-                Tok::Word(w) => here(&t, format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)")),
+                Tok::Word(w) => here(&t, only_scrub_or_nat(w)),
                 _ => here(&t, "`match` without `scrub (...)` or `nat-to` changes nothing here"),
             };
         }
@@ -60,29 +45,16 @@ impl Parser<'_> {
         self.expect_punct(")", "\")\"")?;
         if let Tok::Word(w) = &self.peek()?.tok {
             let (w, t) = (w.clone(), self.peek()?.clone());
-            return here(&t, format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)"));
+            return here(&t, only_scrub_or_nat(&w));
         }
         self.check_match_place(&at, dir)?;
         self.match_scrubs.push((at.line, dir));
-        self.rs.scrub.push(ScrubRule {
-            exempt: false,
-            dir,
-            ifaces,
-            iface_neg,
-            af,
-            protos,
-            src: hosts.src,
-            src_ports: hosts.src_ports,
-            dst: hosts.dst,
-            dst_ports: hosts.dst_ports,
-            opts,
-            line: at.line,
-        });
+        self.rs.scrub.push(ScrubRule::of(false, dir, m, opts, at.line));
         Ok(())
     }
 
     /// The rest of `match out ... nat-to TARGET`, from `nat-to`.
-    fn match_nat(&mut self, at: Token, dir: Option<Dir>, (ifaces, iface_neg): (Vec<u16>, bool), af: Option<Af>, protos: Vec<u8>, hosts: super::hosts::Hosts) -> PResult<()> {
+    fn match_nat(&mut self, at: Token, dir: Option<Dir>, mut m: Matching) -> PResult<()> {
         let nt = self.next()?;
         if dir != Some(Dir::Out) {
             return here(&nt, "`nat-to` on a `match` rule that is not `out` is not supported by linerate (`match out ... nat-to`)");
@@ -90,7 +62,7 @@ impl Parser<'_> {
         if let Some(t) = self.rs.nat.first().filter(|_| self.match_nats.is_empty()).map(|r| r.line) {
             return here(&at, format!("`match ... nat-to` together with translation rules (line {t}) is not supported by linerate: write one or the other"));
         }
-        if af == Some(Af::Inet6) || hosts.addr_toks.iter().any(|(_, a, _)| *a == Af::Inet6) {
+        if m.af == Some(Af::Inet6) || m.hosts.addr_toks.iter().any(|(_, a, _)| *a == Af::Inet6) {
             return here(&at, "IPv6 translation is not supported by linerate (nat-to is IPv4 only)");
         }
         let target = self.nat_target(NatKind::Nat, &nt)?;
@@ -101,25 +73,11 @@ impl Parser<'_> {
         if let Some(r) = self.rs.rules.iter().find(|r| r.quick && r.action == Action::Pass) {
             return here(&at, format!("`match ... nat-to` after a `pass ... quick` rule (line {}) is not supported by linerate: pf does not translate the packets that rule passes; put the match rules first", r.line));
         }
-        self.match_nats.push(MatchNat { line: at.line, ifaces: ifaces.clone(), iface_neg });
+        self.match_nats.push(MatchNat { line: at.line, ifaces: m.ifaces.clone(), iface_neg: m.iface_neg });
+        // nat-to translates IPv4 only, as pf with an IPv4 target.
+        m.af = Some(Af::Inet);
         // Last written, first tried: pf's last matching `nat-to` wins.
-        self.rs.nat.insert(0, NatRule {
-            kind: NatKind::Nat,
-            negated: false,
-            pass: false,
-            ifaces,
-            iface_neg,
-            af: Some(Af::Inet),
-            protos,
-            src: hosts.src,
-            src_ports: hosts.src_ports,
-            dst: hosts.dst,
-            dst_ports: hosts.dst_ports,
-            dst_iface: hosts.dst_iface,
-            target: Some(target),
-            line: at.line,
-            column: at.col,
-        });
+        self.rs.nat.insert(0, super::nat::nat_rule_of(NatKind::Nat, false, false, m, Some(target), &at));
         Ok(())
     }
 
@@ -142,7 +100,7 @@ impl Parser<'_> {
 
     /// A `scrub` rule for direction `dir` after a `match ... scrub` for the same packets.
     pub(super) fn check_scrub_after_match(&self, at: &super::lexer::Token, dir: Option<Dir>) -> PResult<()> {
-        match self.match_scrubs.iter().find(|&&(_, d)| d.is_none() || dir.is_none() || d == dir) {
+        match self.match_scrubs.iter().find(|&&(_, d)| dirs_meet(d, dir)) {
             Some((line, _)) => here(at, format!("a `scrub` rule for the packets of `match ... scrub` (line {line}) is not supported by linerate: pf merges their options, linerate applies the first rule's; write one")),
             None => Ok(()),
         }
@@ -153,8 +111,7 @@ impl Parser<'_> {
         if let Some(r) = self.rs.rules.iter().find(|r| r.quick && r.action == Action::Pass) {
             return here(at, format!("`match ... scrub` after a `pass ... quick` rule (line {}) is not supported by linerate: pf does not scrub the packets that rule passes; put the match rules first", r.line));
         }
-        let overlaps = |d: Option<Dir>| d.is_none() || dir.is_none() || d == dir;
-        if let Some(r) = self.rs.scrub.iter().find(|r| overlaps(r.dir)) {
+        if let Some(r) = self.rs.scrub.iter().find(|r| dirs_meet(r.dir, dir)) {
             return here(at, format!("a second scrub rule for the same packets (line {}) is not supported with `match ... scrub`: pf merges the options of every match rule a packet meets, linerate applies the first scrub rule's; write one rule per direction", r.line));
         }
         Ok(())
@@ -167,4 +124,14 @@ pub(super) struct MatchNat {
     pub(super) line: usize,
     ifaces: Vec<u16>,
     iface_neg: bool,
+}
+
+/// Whether rules of directions `a` and `b` (`None`: both) can see the same packets.
+fn dirs_meet(a: Option<Dir>, b: Option<Dir>) -> bool {
+    a.is_none() || b.is_none() || a == b
+}
+
+/// The error for a `match` rule's option other than `scrub` and `nat-to`.
+fn only_scrub_or_nat(w: &str) -> String {
+    format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)")
 }

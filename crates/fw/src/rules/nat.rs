@@ -6,6 +6,7 @@
 use super::hosts::check_ports_need_tcp_udp;
 use super::{AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
 use super::translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
+use super::scrub::Matching;
 use crate::packet::Af;
 
 /// The `inet6` error: linerate translates IPv4 only.
@@ -18,6 +19,28 @@ struct PoolOptions {
     method_tok: Option<Token>,
     sticky: bool,
     static_port: bool,
+}
+
+/// A translation rule of `kind` matching `m`, written at `at`.
+pub(super) fn nat_rule_of(kind: NatKind, negated: bool, pass: bool, m: Matching, target: Option<NatTarget>, at: &Token) -> NatRule {
+    let h = m.hosts;
+    NatRule {
+        kind,
+        negated,
+        pass,
+        ifaces: m.ifaces,
+        iface_neg: m.iface_neg,
+        af: m.af,
+        protos: m.protos,
+        src: h.src,
+        src_ports: h.src_ports,
+        dst: h.dst,
+        dst_ports: h.dst_ports,
+        dst_iface: h.dst_iface,
+        target,
+        line: at.line,
+        column: at.col,
+    }
 }
 
 impl Parser<'_> {
@@ -73,23 +96,8 @@ impl Parser<'_> {
         if kind == NatKind::Binat {
             self.check_binat(&first, &hosts.src, target.as_ref())?;
         }
-        self.rs.nat.push(NatRule {
-            kind,
-            negated,
-            pass,
-            ifaces,
-            iface_neg,
-            af,
-            protos,
-            src: hosts.src,
-            src_ports: hosts.src_ports,
-            dst: hosts.dst,
-            dst_ports: hosts.dst_ports,
-            dst_iface: hosts.dst_iface,
-            target,
-            line: first.line,
-            column: first.col,
-        });
+        let m = Matching { ifaces, iface_neg, af, protos, hosts };
+        self.rs.nat.push(nat_rule_of(kind, negated, pass, m, target, &first));
         Ok(())
     }
 

@@ -46,7 +46,22 @@ pub struct ScrubRule {
     pub line: usize,
 }
 
+/// What a scrub, match or translation rule matches: its interfaces, family, protocols and
+/// hosts.
+pub(super) struct Matching {
+    pub(super) ifaces: Vec<u16>,
+    pub(super) iface_neg: bool,
+    pub(super) af: Option<Af>,
+    pub(super) protos: Vec<u8>,
+    pub(super) hosts: super::hosts::Hosts,
+}
+
 impl ScrubRule {
+    pub(super) fn of(exempt: bool, dir: Option<Dir>, m: Matching, opts: ScrubOpts, line: usize) -> ScrubRule {
+        let h = m.hosts;
+        ScrubRule { exempt, dir, ifaces: m.ifaces, iface_neg: m.iface_neg, af: m.af, protos: m.protos, src: h.src, src_ports: h.src_ports, dst: h.dst, dst_ports: h.dst_ports, opts, line }
+    }
+
     /// Whether the rule matches `key` (its direction and interface those of the pass).
     pub fn matches(&self, rs: &RuleSet, key: &PacketKey) -> bool {
         use crate::reference::addr_matches;
@@ -111,46 +126,37 @@ impl Parser<'_> {
         }
         let exempt = self.eat_word("no")?;
         let at = self.expect_word("scrub")?;
-        let dir = if self.eat_word("in")? {
-            Some(Dir::In)
-        } else if self.eat_word("out")? {
-            Some(Dir::Out)
-        } else {
-            None
-        };
+        let dir = self.rule_dir()?;
         if self.is_word("log")? {
             let t = self.peek()?.clone();
             return here(&t, "`scrub log` is not supported by linerate (what scrub drops is counted, per reason)");
         }
         // The first matching scrub rule applies anyway: `quick` changes nothing.
         self.eat_word("quick")?;
+        let m = self.rule_matching("scrub")?;
+        let opts = self.scrub_options(exempt, false)?;
+        self.check_scrub_after_match(&at, dir)?;
+        self.rs.scrub.push(ScrubRule::of(exempt, dir, m, opts, at.line));
+        Ok(())
+    }
+
+    /// `[on IFACE] [inet|inet6] [proto P] HOSTS` of a `kind` rule (`scrub`, `match`), checked
+    /// as a filter rule's are. An unsupported option before the hosts is refused by name,
+    /// but for `match`'s `nat-to`.
+    pub(super) fn rule_matching(&mut self, kind: &str) -> PResult<Matching> {
         let (ifaces, iface_neg) = self.rule_ifaces()?;
         let af = self.rule_af()?;
         let protos = self.rule_protos()?;
-        self.refuse_unsupported_option("")?;
+        if !(kind == "match" && self.is_word("nat-to")?) {
+            self.refuse_unsupported_option(if kind == "match" { "match " } else { "" })?;
+        }
         let hosts = self.hosts(None)?;
         if let Some(t) = &hosts.route_tok {
-            return here(t, format!("`{}` in a scrub rule is not supported by linerate", super::lexer::describe(&t.tok).trim_matches('"')));
+            return here(t, format!("`{}` in a {kind} rule is not supported by linerate", super::lexer::describe(&t.tok).trim_matches('"')));
         }
         check_families(af, &hosts)?;
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
-        let opts = self.scrub_options(exempt, false)?;
-        self.check_scrub_after_match(&at, dir)?;
-        self.rs.scrub.push(ScrubRule {
-            exempt,
-            dir,
-            ifaces,
-            iface_neg,
-            af,
-            protos,
-            src: hosts.src,
-            src_ports: hosts.src_ports,
-            dst: hosts.dst,
-            dst_ports: hosts.dst_ports,
-            opts,
-            line: at.line,
-        });
-        Ok(())
+        Ok(Matching { ifaces, iface_neg, af, protos, hosts })
     }
 
     /// The options of a scrub rule, to the end of the line (or to the `)` of `match ...
