@@ -44,6 +44,7 @@ drop_reasons! {
     FilterBlocked => "filter_blocked", "Blocked by a firewall rule (in or out).";
     StateOutOfWindow => "state_out_of_window", "TCP segment outside its state's windows (pf's BADSTATE).";
     Synproxy => "synproxy", "A packet of a `synproxy state` connection in its handshake: the handshake packets the router answers itself (the client's SYN and ACK, the server's SYN-ACK) and anything else, dropped (pf's SYNPROXY).";
+    RouteTo => "route_to", "A packet of a state whose rule has `route-to` or `reply-to`, when the routing table reaches the gateway through another interface than the rule names, or not at all.";
     StateLimit => "state_limit", "A keep-state rule passed it but the state table is full.";
     RuleStateMax => "rule_state_max", "A keep-state rule with `max N` passed it, but the rule has N states already (pf's max).";
     SrcStateLimit => "src_state_limit", "A keep-state rule with `max-src-states N` passed it, but its source has N states of the rule already (pf's SRCLIMIT).";

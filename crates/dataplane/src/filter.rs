@@ -38,7 +38,7 @@ use crate::fib::Fib;
 
 pub mod frags;
 pub mod tables;
-mod keys;
+pub(crate) mod keys;
 mod local;
 pub mod requests;
 pub mod nat;
@@ -93,6 +93,9 @@ pub struct CompiledRules {
     /// Some rule says `modulate state`: the apply pass rewrites the TCP packets of states
     /// that modulate.
     pub(crate) modulate: bool,
+    /// Some rule has `route-to` or `reply-to`: the forwarder looks their packets' states up
+    /// before the route lookups (`forward/route_opts.rs`).
+    pub(crate) route_opts: bool,
     /// Shared by the sets made from this one by changing table entries (`overload`,
     /// `linerate table`): the same rules, whose counters go on.
     lineage: Arc<()>,
@@ -146,7 +149,8 @@ impl CompiledRules {
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
         // `synproxy state` shifts the server's numbers as `modulate state` does.
         let modulate = rules.rules.iter().any(|r| matches!(r.keep_state, fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy));
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate, lineage, keep: std::sync::OnceLock::new() })
+        let route_opts = rules.rules.iter().any(|r| r.route.is_some());
+        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate, route_opts, lineage, keep: std::sync::OnceLock::new() })
     }
 
     /// Whether `other` is this set with other table entries (`overload`, `linerate table`).
@@ -867,6 +871,21 @@ impl Firewall {
         for (a, v) in self.stats.scrub.iter().zip(self.scrub_counts.fields()) {
             a.store(v, Ordering::Relaxed);
         }
+    }
+
+    /// Whether some rule has `route-to` or `reply-to`.
+    #[inline(always)]
+    pub(crate) fn routes(&self) -> bool {
+        self.cur.rules.route_opts
+    }
+
+    /// `route-to` / `reply-to`: the option of the rule whose state passes the packet of
+    /// `key`, if it applies to the packet's side of its flow (`route-to`: sent by the
+    /// initiator; `reply-to`: by the responder), as pf routes a state's packets.
+    pub(crate) fn route_option(&self, key: &PacketKey) -> Option<fw::rules::RouteOpt> {
+        let (id, from_initiator) = self.states.initiator_side(&Flow::of(key), self.now)?;
+        let rule = self.cur.rules.rules.rules.get(self.states.rule_of(id)? as usize)?;
+        rule.route.filter(|r| r.reply != from_initiator)
     }
 
     /// Counts a packet under rule `i` (see [`Pending::count`]).

@@ -46,6 +46,8 @@ use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 use crate::tap::{Point, Tap};
 
+mod route_opts;
+
 /// Ethernet header without a tag.
 const ETH_LEN: usize = 14;
 /// 802.1Q tag: TPID + TCI.
@@ -130,6 +132,10 @@ pub struct Forwarder {
     nat_steering: (u16, u16),
     /// An armed capture (`linerate capture`), if any.
     tap: Option<Tap>,
+    /// `route-to` / `reply-to`: the option routing each packet of the batch, if any
+    /// (valid while `via_any`, see `forward/route_opts.rs`).
+    via: Box<[Option<fw::rules::RouteOpt>; MAX_BATCH]>,
+    via_any: bool,
 }
 
 /// Destinations collected by the classify pass.
@@ -162,6 +168,8 @@ impl Forwarder {
             port_v4: ports.iter().map(|p| p.ipv4().map(u32::from)).collect(),
             nat_steering: (0, 1),
             tap: None,
+            via: Box::new([None; MAX_BATCH]),
+            via_any: false,
         }
     }
 
@@ -252,12 +260,19 @@ impl Forwarder {
             if self.filter.as_ref().is_some_and(|f| !f.fw.proxy_queue.is_empty()) {
                 self.synproxy(pool, input);
             }
+            self.via_any = false;
+            if self.filter.as_ref().is_some_and(|f| f.fw.routes()) {
+                self.route_options(pool, input.as_slice());
+            }
         }
         if n4 > 0 {
             self.fib.v4.lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
         }
         if n6 > 0 {
             self.fib.v6.lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
+        }
+        if self.via_any {
+            self.check_route_options();
         }
         if self.filter.is_some() {
             self.apply_filtered(pool, input, outputs, punts);
@@ -548,7 +563,11 @@ impl Forwarder {
         }
         let Some(mac) = mac else {
             self.counts.slow_path += 1;
-            return punts.push(desc, Punt::Unresolved { next_hop: id, port }, in_port);
+            let punt = match self.via_any.then(|| self.via_gateway(i)).flatten() {
+                Some(gateway) => Punt::Via { gateway, port },
+                None => Punt::Unresolved { next_hop: id, port },
+            };
+            return punts.push(desc, punt, in_port);
         };
         let Some(out) = outputs.get_mut(out_port.phys as usize) else {
             return self.drop(pool, desc, DropReason::TxError);

@@ -43,6 +43,9 @@ pub enum Punt {
     /// The next hop's link-layer address is unknown: resolve it, then send the frame (its
     /// TTL already decremented) on logical port `port`.
     Unresolved { next_hop: NextHop, port: u16 },
+    /// The same for a packet `route-to` or `reply-to` sends to `gateway`: resolve the
+    /// gateway (not the packet's destination, which a connected route's next hop would be).
+    Via { gateway: std::net::IpAddr, port: u16 },
     /// IPv4 without DF, larger than the MTU of logical port `port`: fragment (RFC 791) and
     /// send to `mac` (TTL already decremented).
     Fragment { port: u16, mac: wire::MacAddr },
@@ -143,7 +146,7 @@ impl PuntClass {
         match punt {
             Punt::Local if is_arp_nd(frame) => PuntClass::ArpNd,
             Punt::Local => PuntClass::Local,
-            Punt::Unresolved { .. } => PuntClass::Resolve,
+            Punt::Unresolved { .. } | Punt::Via { .. } => PuntClass::Resolve,
             Punt::Fragment { .. } => PuntClass::Fragment,
             Punt::Error(_) | Punt::Reset { .. } => PuntClass::IcmpError,
         }

@@ -273,22 +273,29 @@ impl SlowPath {
                     self.stats.neighbour_drops += 1;
                     return;
                 };
-                let pkt = Pending { frame: msg.frame, port, in_port: msg.in_port };
-                match self.neigh.send(ip, port, pkt, now, &mut self.actions) {
-                    Send::Now(mac, pkt) => {
-                        // Known here but not (or no longer) in the FIB: install it again.
-                        self.install(ip, port, mac);
-                        self.transmit(io, pkt, mac);
-                    }
-                    Send::Queued => {}
-                    Send::Dropped(_) => self.stats.neighbour_drops += 1,
-                }
-                self.run_actions(io);
+                self.resolve_and_send(io, msg, ip, port, now);
             }
+            Punt::Via { gateway, port } => self.resolve_and_send(io, msg, gateway, port, now),
             Punt::Fragment { port, mac } => {
                 self.transmit(io, Pending { frame: msg.frame, port, in_port: msg.in_port }, mac);
             }
         }
+    }
+
+    /// Sends a punted frame to neighbour `ip` on `port` once its link-layer address is
+    /// known: now, or queued while it is resolved.
+    fn resolve_and_send(&mut self, io: &mut impl SlowIo, msg: PuntedFrame, ip: IpAddr, port: u16, now: u64) {
+        let pkt = Pending { frame: msg.frame, port, in_port: msg.in_port };
+        match self.neigh.send(ip, port, pkt, now, &mut self.actions) {
+            Send::Now(mac, pkt) => {
+                // Known here but not (or no longer) in the FIB: install it again.
+                self.install(ip, port, mac);
+                self.transmit(io, pkt, mac);
+            }
+            Send::Queued => {}
+            Send::Dropped(_) => self.stats.neighbour_drops += 1,
+        }
+        self.run_actions(io);
     }
 
     /// Timers: request retransmissions, failures, and the periodic re-probe of entries.

@@ -40,6 +40,7 @@ mod lexer;
 mod match_rule;
 mod nat;
 mod parser;
+mod route_opt;
 mod scrub;
 mod src_track;
 mod tags;
@@ -53,6 +54,7 @@ pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRu
 use values::{af_name, parse_flags, port_number};
 
 pub use extras::LogMode;
+pub use route_opt::RouteOpt;
 pub use scrub::{ScrubOpts, ScrubRule};
 
 pub use crate::packet::{Af, Dir};
@@ -347,6 +349,8 @@ pub struct Rule {
     pub tagged: Option<(bool, u8)>,
     /// `log` / `log (all)`.
     pub log: LogMode,
+    /// `route-to` / `reply-to` (`pass in` rules that keep state only).
+    pub route: Option<RouteOpt>,
     /// 1-based line of the rule in its file.
     pub line: usize,
 }

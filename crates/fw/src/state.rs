@@ -678,6 +678,14 @@ impl StateTable {
     /// The index of the rule that created state `id` (what per-rule counters need on a hit,
     /// without building a whole [`StateInfo`]).
     #[inline]
+    /// The live state of flow `f` at `now`, and whether `f`'s sender is its initiator:
+    /// what `route-to` and `reply-to` ask of a packet the in pass passed.
+    pub fn initiator_side(&self, f: &Flow, now: u32) -> Option<(StateId, bool)> {
+        let id = self.find(&f.key, self.hash(&f.key)).ok()?.id;
+        let from_initiator = f.from_a ^ (self.slots[id].flags & F_INIT_B != 0);
+        (!self.dead(id, now)).then_some((StateId(id as u32), from_initiator))
+    }
+
     pub fn rule_of(&self, id: StateId) -> Option<u32> {
         self.slots.get(id.0 as usize).filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
     }

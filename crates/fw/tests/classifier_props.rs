@@ -271,6 +271,7 @@ fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule
         tag: None,
         tagged: None,
         log: Default::default(),
+        route: None,
         line,
     }
 }

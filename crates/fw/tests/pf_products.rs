@@ -15,7 +15,8 @@ use fw::state::Tmo;
 use fw::testgen::{Rng, boundaries};
 
 /// How the fixtures mark the lines linerate refuses (`scrub ... fragment reassemble`: it
-/// does not reassemble; `route-to`, `reply-to`: it routes by its table alone), commented out
+/// does not reassemble; `route-to` on `pass out` rules: linerate routes by pf's options only
+/// the flows that arrive), commented out
 /// so that `linerate check` accepts the files.
 const REFUSED: &str = "#refused by linerate: ";
 
@@ -60,18 +61,17 @@ fn refusals(product: &str) -> Vec<String> {
 
 #[test]
 fn refused_lines_fail_by_name_at_their_place() {
-    let route_to = "`route-to` is not supported by linerate (linerate forwards by its routing table alone; write the route in [[route]] or the route file)";
-    let reply_to = "`reply-to` is not supported by linerate (linerate routes replies by its routing table alone, not back to the gateway a connection came from)";
+    let out_route = "`route-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)";
     let fragment = "`fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")";
-    assert_eq!(refusals("pfsense"), [format!("38:24: {fragment}"), format!("143:10: {route_to}"), format!("154:23: {reply_to}")]);
-    assert_eq!(refusals("opnsense"), [format!("84:30: {route_to}"), format!("89:25: {reply_to}")]);
+    assert_eq!(refusals("pfsense"), [format!("38:24: {fragment}"), format!("143:10: {out_route}")]);
+    assert_eq!(refusals("opnsense"), [format!("84:30: {out_route}")]);
 }
 
 #[test]
 fn fixtures_load_with_their_settings_and_notices() {
     let rs = load("pfsense");
-    // 47 pass and block lines, two on lo0 left out, antispoof's two.
-    assert_eq!(rs.rules.len(), 47);
+    // 48 pass and block lines, two on lo0 left out, antispoof's two.
+    assert_eq!(rs.rules.len(), 48);
     assert_eq!((rs.limit_states, rs.limit_src_nodes), (48000, 48000));
     assert!(rs.skip.is_empty(), "pfsync0 and lo0 are not linerate's interfaces");
     assert_eq!(rs.scrub.len(), 2);
@@ -94,7 +94,7 @@ fn fixtures_load_with_their_settings_and_notices() {
     assert_eq!(rs.timeouts.adaptive(), None);
 
     let rs = load("opnsense");
-    assert_eq!((rs.rules.len(), rs.limit_states), (37, 48000));
+    assert_eq!((rs.rules.len(), rs.limit_states), (38, 48000));
     assert_eq!(rs.nat.len(), 4);
     let r = rs.rules.iter().find(|r| r.label.as_deref() == Some("8e9fa0b1c2d3e4f5061728394a5b6c7d")).unwrap();
     assert_eq!(r.state_timeouts, [(Tmo::TcpEstablished, 3600), (Tmo::TcpClosing, 60)]);
@@ -195,9 +195,11 @@ fn pfsense_verdicts() {
     // IPv6 neighbour solicitation passes by the first ICMPv6 rule.
     let k = key((Af::Inet6, Dir::In, WAN), proto::ICMPV6, "fe80::1", "ff02::1:ff00:1", 135, 0);
     assert_eq!(decide(&rs, &cl, &k), (pass, Some(1000000107), String::new()));
-    // The published web server, with its shorter established timeout.
+    // The published web server: its replies go back to the WAN gateway (`reply-to`).
     let k = v4(Dir::In, WAN, proto::TCP, "8.8.8.8", "10.0.0.5", 40000, 443);
-    assert_eq!(decide(&rs, &cl, &k), (pass, Some(1770001002), "USER_RULE: web with short idle".into()));
+    assert_eq!(decide(&rs, &cl, &k), (pass, Some(1770001001), "USER_RULE: NAT web".into()));
+    let gateway = fw::rules::RouteOpt { reply: true, af: Af::Inet, gateway: 0xc612_00fe, port: Some(WAN) };
+    assert_eq!(rs.rules.iter().find(|r| r.ridentifier == Some(1770001001)).and_then(|r| r.route), Some(gateway));
     // LAN DNS by its own rule; LAN SMTP blocked.
     let k = v4(Dir::In, LAN, proto::UDP, "10.0.0.50", "9.9.9.9", 5353, 53);
     assert_eq!(decide(&rs, &cl, &k).1, Some(1770001006));
@@ -235,7 +237,7 @@ fn opnsense_verdicts() {
     // The published web servers (a table behind a macro), and the ping rule's named and
     // numbered types.
     let k = v4(Dir::In, WAN, proto::TCP, "8.8.8.8", "10.0.0.6", 40000, 80);
-    assert_eq!(decide(&rs, &cl, &k), (pass, None, "8e9fa0b1c2d3e4f5061728394a5b6c7d".into()));
+    assert_eq!(decide(&rs, &cl, &k), (pass, None, "7d8e9fa0b1c2d3e4f5061728394a5b6c".into()), "web, reply-to");
     for t in [8u16, 3, 11] {
         let k = v4(Dir::In, WAN, proto::ICMP, "8.8.8.8", "198.18.0.1", t, 0);
         assert_eq!(decide(&rs, &cl, &k).2, "b1c2d3e4f5061728394a5b6c7d8e9fa0", "icmp type {t}");

@@ -314,7 +314,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all extra",
-            "rules.conf:1:10: expected flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type or end of line, found \"extra\"",
+            "rules.conf:1:10: expected flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to or end of line, found \"extra\"",
         ),
         (
             "pass proto tcp to port 70000",
@@ -713,7 +713,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ("pass in proto tcp synproxy", "rules.conf:1:27: expected \"state\", found end of file"),
         ("rdr on em0 proto tcp to port 80 -> 10.0.0.5\npass in proto tcp synproxy state", "rules.conf:2:19: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
         ("nat on em0 from 10.0.0.0/8 -> 192.0.2.1\npass in proto tcp to port 80 synproxy state", "rules.conf:2:30: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
-        ("pass out route-to em1 all", "rules.conf:1:10: `route-to` is not supported by linerate (linerate forwards by its routing table alone; write the route in [[route]] or the route file)"),
+        ("pass out route-to (em1 192.0.2.1) all", "rules.conf:1:10: `route-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"),
         ("match out on em0 rdr-to 10.0.0.1", "rules.conf:1:18: `match rdr-to` is not supported by linerate"),
         ("nat pass log on em0 from any to any -> 1.2.3.4", "rules.conf:1:10: `nat pass log` is not supported by linerate (log with a filter rule)"),
         ("nat-anchor \"ftp-proxy/*\" {\n}", "rules.conf:1:26: inline rules of `nat-anchor` are not supported by linerate (only `anchor \"name\" { ... }` with filter rules)"),

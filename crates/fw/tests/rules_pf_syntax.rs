@@ -470,7 +470,8 @@ fn product_shaped_hosts_protocols_and_macros() {
     assert!(rs.rules[2].dst_ports.matches(1023) && !rs.rules[2].dst_ports.matches(1024));
     assert!([443, 80, 22].iter().all(|&p| rs.rules[3].dst_ports.matches(p)) && !rs.rules[3].dst_ports.matches(81));
     // What stays refused says why.
-    assert_eq!(err("pass in on em0 reply-to (em0 192.0.2.254) all"), "rules.conf:1:16: `reply-to` is not supported by linerate (linerate routes replies by its routing table alone, not back to the gateway a connection came from)");
+    assert_eq!(err("pass in on em0 reply-to (em0 192.0.2.254) all"), "rules.conf:1:16: `reply-to` on a rule for both address families: add `inet`");
+    assert_eq!(err("pass out on em0 reply-to (em0 192.0.2.254) inet all"), "rules.conf:1:17: `reply-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)");
     assert_eq!(err("scrub on em0 all fragment reassemble"), "rules.conf:1:18: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")");
 }
 

@@ -17,8 +17,8 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
 
 /// Why some of [`UNSUPPORTED_OPTIONS`] are refused, shown after the error.
 const OPTION_REASONS: &[(&str, &str)] = &[
-    ("route-to", "linerate forwards by its routing table alone; write the route in [[route]] or the route file"),
-    ("reply-to", "linerate routes replies by its routing table alone, not back to the gateway a connection came from"),
+    ("route-to", "only on `pass in` filter rules"),
+    ("reply-to", "only on `pass in` filter rules"),
     ("dup-to", "linerate does not duplicate packets"),
 ];
 
@@ -117,6 +117,15 @@ impl Parser<'_> {
 
     pub(super) fn refuse_unsupported_option(&mut self, context: &str) -> PResult<()> {
         self.refuse_in(UNSUPPORTED_OPTIONS, context)
+    }
+
+    /// [`Self::refuse_unsupported_option`] where a filter rule's `route-to` or `reply-to`
+    /// may come next (read among its options, `route_opt.rs`).
+    pub(super) fn refuse_unsupported_filter_option(&mut self) -> PResult<()> {
+        if self.is_word("route-to")? || self.is_word("reply-to")? {
+            return Ok(());
+        }
+        self.refuse_unsupported_option("")
     }
 
     /// `tag` / `tagged` on a translation rule (pf allows them there; linerate tags in filter

@@ -31,6 +31,8 @@ struct FilterOptions {
     tag: Option<u8>,
     /// `[!] tagged NAME`, with its token for errors.
     tagged: Option<(bool, u8, Token)>,
+    /// `route-to` / `reply-to` among the options (OpenBSD's place).
+    route: Option<(RouteOpt, Token)>,
 }
 
 /// A rule's adaptive timeouts (pf's parse.y): as written if either is; else, for a rule
@@ -129,7 +131,13 @@ impl Parser<'_> {
             self.notice(&on, "a rule on the loopback interface only: linerate never sees loopback traffic, the rule matches nothing and is left out");
             return Ok(());
         };
-        let RuleBody { af, protos, hosts, opts, keep_state, flags } = self.rule_body(action)?;
+        // FreeBSD's place for `route-to`: after the interfaces.
+        let route_first = self.route_option()?;
+        let RuleBody { af, protos, hosts, mut opts, keep_state, flags } = self.rule_body(action)?;
+        let route = match (route_first, opts.route.take()) {
+            (Some(_), Some((_, t))) => return here(&t, "a second `route-to` or `reply-to`"),
+            (first, last) => first.or(last),
+        };
         if keep_state == StateMode::Synproxy
             && let Some((_, t)) = &opts.keep
         {
@@ -171,8 +179,12 @@ impl Parser<'_> {
             tag: opts.tag,
             tagged: opts.tagged.as_ref().map(|&(neg, id, _)| (neg, id)),
             log,
+            route: route.as_ref().map(|(r, _)| *r),
             line: at.line,
         };
+        if let Some(r) = &route {
+            self.check_route_option(&rule, r)?;
+        }
         self.check_tag_order(&rule, opts.tagged.as_ref().map(|(_, _, t)| t))?;
         self.rs.rules.push(rule);
         Ok(())
@@ -216,10 +228,10 @@ impl Parser<'_> {
     /// A filter rule after its interfaces (family, protocols, hosts, options), checked with
     /// pf's defaults applied: what a rule that is left out is parsed for, too.
     fn rule_body(&mut self, action: Action) -> PResult<RuleBody> {
-        self.refuse_unsupported_option("")?;
+        self.refuse_unsupported_filter_option()?;
         let af = self.rule_af()?;
         let protos = self.rule_protos()?;
-        self.refuse_unsupported_option("")?;
+        self.refuse_unsupported_filter_option()?;
         let hosts = self.hosts(None)?;
         let opts = self.filter_options()?;
         check_families(af, &hosts)?;
@@ -323,6 +335,12 @@ impl Parser<'_> {
                     self.next()?;
                     opts.tagged = Some((false, self.tag_name()?, t));
                 }
+                Tok::Word(w) if w == "route-to" || w == "reply-to" => {
+                    if opts.route.is_some() {
+                        return here(&t, "a second `route-to` or `reply-to`");
+                    }
+                    opts.route = self.route_option()?;
+                }
                 Tok::Punct("!") => {
                     self.next()?;
                     let tt = self.expect_word("tagged")?;
@@ -349,7 +367,7 @@ impl Parser<'_> {
                 _ => {
                     self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type or end of line",
+                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to or end of line",
                     );
                 }
             }

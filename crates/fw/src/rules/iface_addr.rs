@@ -188,6 +188,7 @@ impl Parser<'_> {
                 tag: None,
                 tagged: None,
                 log,
+                route: None,
                 line: at.line,
             };
             self.rs.rules.push(rule(vec![index], nets));

@@ -1,0 +1,83 @@
+//! pf's `route-to` and `reply-to` in the forwarder: the packets a state's rule routes leave
+//! towards its gateway (`fw::rules::RouteOpt`). Only for rule sets with such a rule: the
+//! pass below runs once per batch, between the in pass and the route lookups, and looks
+//! every routed packet's state up again (the in pass may have just made it), so the fast
+//! path of other rule sets is unchanged. The gateway replaces the destination as the
+//! address looked up: the route to the gateway gives the output port, which the out pass
+//! filters on, as pf's does for the interface `route-to` sends to.
+
+use super::{Forwarder, MAX_BATCH, Step};
+use crate::adjacency::Adjacency;
+use crate::counters::DropReason;
+use crate::filter::keys;
+use fw::packet::{Af, PacketKey};
+use fw::rules::RouteOpt;
+use io::{FrameDesc, FramePool};
+
+impl Forwarder {
+    /// Before the route lookups: each packet whose state's rule routes it gets the gateway
+    /// as the address to look up, and its option in `via`.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn route_options(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
+        let Some(f) = &self.filter else { return };
+        let (mut key, mut tcp) = (PacketKey::ZERO, None);
+        self.via.fill(None);
+        for (i, desc) in descs.iter().enumerate().take(MAX_BATCH) {
+            let (l3, slot, v4, in_port) = match self.steps[i] {
+                Step::V4 { l3, slot, in_port } => (l3, slot, true, in_port),
+                Step::V6 { l3, slot, in_port } => (l3, slot, false, in_port),
+                _ => continue,
+            };
+            keys::extract(pool.frame(*desc), usize::from(l3), v4, in_port, &mut key, &mut tcp);
+            let Some(opt) = f.fw.route_option(&key).filter(|o| o.af == key.af) else { continue };
+            let slot = usize::from(slot) % MAX_BATCH;
+            match opt.af {
+                Af::Inet => self.v4_dst[slot] = opt.gateway as u32,
+                Af::Inet6 => self.v6_dst[slot] = opt.gateway,
+            }
+            self.via[i] = Some(opt);
+            self.via_any = true;
+        }
+    }
+
+    /// After the route lookups: a packet whose gateway the routing table reaches through
+    /// another port than its rule names, or not at all, is dropped (`route_to`).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn check_route_options(&mut self) {
+        for i in 0..MAX_BATCH {
+            let Some(opt) = self.via[i] else { continue };
+            let nh = match self.steps[i] {
+                Step::V4 { slot, .. } => self.v4_nh[usize::from(slot) % MAX_BATCH],
+                Step::V6 { slot, .. } => self.v6_nh[usize::from(slot) % MAX_BATCH],
+                _ => continue,
+            };
+            let reached = nh.map(|id| self.fib.adj.get(id)).is_some_and(|adj| reaches(adj, opt));
+            if !reached {
+                self.steps[i] = Step::Drop(DropReason::RouteTo);
+            }
+        }
+    }
+
+    /// The gateway to resolve for packet `i` when its next hop's link-layer address is
+    /// unknown: its option's, if it has one.
+    #[inline]
+    pub(super) fn via_gateway(&self, i: usize) -> Option<std::net::IpAddr> {
+        let opt = self.via[i % MAX_BATCH]?;
+        Some(match opt.af {
+            Af::Inet => std::net::Ipv4Addr::from(opt.gateway as u32).into(),
+            Af::Inet6 => std::net::Ipv6Addr::from(opt.gateway).into(),
+        })
+    }
+}
+
+/// Whether adjacency `adj` (the route to `opt`'s gateway) sends packets out where `opt`
+/// says: on its port if it names one (a group of paths only if it names none).
+fn reaches(adj: Adjacency, opt: RouteOpt) -> bool {
+    match adj {
+        Adjacency::Forward { port, .. } | Adjacency::Unresolved { port } => opt.port.is_none_or(|p| p == port),
+        Adjacency::Multipath { .. } => opt.port.is_none(),
+        Adjacency::Local | Adjacency::Blackhole | Adjacency::Unreachable => false,
+    }
+}

@@ -1,0 +1,209 @@
+//! pf's `route-to` and `reply-to` through a worker on real frames, in a multi-WAN router's
+//! shape: a LAN (port 0), WAN1 with the default route (port 1), WAN2 (port 2). A LAN rule
+//! with `route-to` sends its flows out of WAN2 to its gateway, both for the packet that
+//! makes the state and for later ones (the quick loop's too); a WAN2 rule with `reply-to`
+//! sends the replies of the connections that came in by WAN2 back by WAN2, not by the
+//! default route. An unresolved gateway is resolved itself (not the packet's destination),
+//! and a gateway the routing table reaches through another interface than the rule names
+//! drops the packet under `route_to`.
+
+mod common;
+#[path = "frames/mod.rs"]
+mod frames;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::sync::Arc;
+
+use common::Recorder;
+use dataplane::counters::{Counts, DropReason};
+use dataplane::fib::FibControl;
+use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::ports::PortInfo;
+use dataplane::punt::{Punt, PuntBatch, PuntPort, PuntedFrame};
+use dataplane::slowpath::SlowPath;
+use dataplane::worker::Worker;
+use frames::Capture;
+use io::mem::ReplayRx;
+use io::pool::FramePool;
+use wire::build::{UdpFlow, udp_frame};
+use wire::{ArpPacket, EtherType, MacAddr, parse_l2};
+
+const MACS: [MacAddr; 3] = [MacAddr([2, 0, 0, 0, 0, 0x10]), MacAddr([2, 0, 0, 0, 0, 0x11]), MacAddr([2, 0, 0, 0, 0, 0x12])];
+const HOST: Ipv4Addr = Ipv4Addr::new(192, 168, 1, 10);
+const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa0]);
+const GW1: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 254);
+const GW1_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb1]);
+const GW2: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 254);
+const GW2_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
+const FAR: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 5);
+const HOST6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 10);
+const GW1_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 0xfe);
+const GW2_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x19, 0, 0, 0, 0, 0xfe);
+const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xff, 0, 0, 0, 0, 5);
+
+/// The punts of a worker, kept with their reasons.
+#[derive(Default)]
+struct PuntLog(Vec<PuntedFrame>);
+
+impl PuntPort for PuntLog {
+    fn punt_burst(&mut self, pool: &mut FramePool, punts: &mut PuntBatch) {
+        for (desc, punt, in_port) in punts.drain() {
+            self.0.push(PuntedFrame { punt, phys: desc.port, in_port, frame: pool.frame(desc).to_vec() });
+            pool.free(desc);
+        }
+    }
+}
+
+fn ifaces(name: &str) -> Option<u16> {
+    ["lan", "wan1", "wan2"].iter().position(|n| *n == name).map(|i| i as u16)
+}
+
+fn ports() -> Vec<PortInfo> {
+    let nets: [(IpAddr, IpAddr); 3] = [
+        (Ipv4Addr::new(192, 168, 1, 1).into(), Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1).into()),
+        (Ipv4Addr::new(198, 18, 0, 1).into(), Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 1).into()),
+        (Ipv4Addr::new(198, 19, 0, 1).into(), Ipv6Addr::new(0x2001, 0xdb8, 0x19, 0, 0, 0, 0, 1).into()),
+    ];
+    (0..3)
+        .map(|i| {
+            let mut p = PortInfo::new(["lan", "wan1", "wan2"][i], MACS[i], i as u16);
+            p.addresses = vec![(nets[i].0, 24), (nets[i].1, 64)];
+            p
+        })
+        .collect()
+}
+
+/// The routing table: the three connected networks, the default routes by WAN1; WAN2's
+/// gateway known or not (`gw2_known`).
+fn fib_control(gw2_known: bool) -> FibControl {
+    let mut ctl = FibControl::new(64);
+    for (i, p) in ports().iter().enumerate() {
+        for &(addr, len) in &p.addresses {
+            let net = match addr {
+                IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & !0xff)),
+                IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & !0xffff_ffff_ffff_ffff)),
+            };
+            ctl.add_connected(net, len, i as u16).unwrap();
+        }
+    }
+    ctl.set_neighbour(HOST.into(), 0, HOST_MAC).unwrap();
+    ctl.set_neighbour(HOST6.into(), 0, HOST_MAC).unwrap();
+    ctl.set_neighbour(GW1.into(), 1, GW1_MAC).unwrap();
+    ctl.set_neighbour(GW1_6.into(), 1, GW1_MAC).unwrap();
+    if gw2_known {
+        ctl.set_neighbour(GW2.into(), 2, GW2_MAC).unwrap();
+        ctl.set_neighbour(GW2_6.into(), 2, GW2_MAC).unwrap();
+    }
+    ctl.add_route(Ipv4Addr::UNSPECIFIED.into(), 0, GW1.into(), 1).unwrap();
+    ctl.add_route(Ipv6Addr::UNSPECIFIED.into(), 0, GW1_6.into(), 1).unwrap();
+    ctl
+}
+
+struct Router {
+    w: Worker<ReplayRx, Capture, PuntLog>,
+}
+
+impl Router {
+    fn new(rules: &str, fib: &FibControl) -> Router {
+        let rx = (0..3).map(|p| ReplayRx::new(p, Vec::<Vec<u8>>::new())).collect();
+        let tx = (0..3).map(|_| Capture::default()).collect();
+        let mut w = Worker::new(fib.fib(), &ports(), rx, tx, PuntLog::default(), FramePool::new(600), 256);
+        let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
+        w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
+        Router { w }
+    }
+
+    /// Receives `frame` on `port` (one batch): the port it left by and the destination MAC
+    /// it left with, or `None`.
+    fn send(&mut self, port: usize, frame: Vec<u8>) -> Option<(usize, MacAddr)> {
+        self.w.rx[port] = ReplayRx::new(port as u16, vec![frame]).once();
+        while !self.w.rx[port].finished() {
+            self.w.poll();
+        }
+        (0..3).find_map(|p| self.w.tx[p].frames.pop().map(|f| (p, MacAddr([f[0], f[1], f[2], f[3], f[4], f[5]]))))
+    }
+
+    fn counts(&self) -> Counts {
+        self.w.counts()
+    }
+}
+
+/// A UDP frame received on `port` (addressed to its MAC).
+fn udp(port: usize, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> Vec<u8> {
+    let flow = UdpFlow { src_mac: HOST_MAC, dst_mac: MACS[port], src, dst, src_port: sport, dst_port: dport, ttl: 64 };
+    let mut buf = vec![0u8; 128];
+    let n = udp_frame(&flow, 90, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+const LAN_ROUTE_TO: &str = "pass all\npass in quick on lan route-to (wan2 198.19.0.254) inet proto udp from 192.168.1.0/24 to any port 53 keep state\npass in quick on lan route-to (wan2 2001:db8:19::fe) inet6 proto udp to any port 53 keep state\n";
+
+#[test]
+fn route_to_sends_the_flow_out_of_its_gateway_replies_come_back_by_the_table() {
+    let mut r = Router::new(LAN_ROUTE_TO, &fib_control(true));
+    // Several packets of the flow, each its own batch: the first makes the state, the later
+    // ones are its state's (the quick loop's once the reply made it steady).
+    for _ in 0..3 {
+        assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
+    }
+    assert_eq!(r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)), Some((0, HOST_MAC)), "the reply: routed by the table");
+    for _ in 0..3 {
+        assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
+    }
+    // Traffic the rule does not match: the default route.
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 80)), Some((1, GW1_MAC)));
+    // IPv6 the same way.
+    assert_eq!(r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 53)), Some((2, GW2_MAC)));
+    assert_eq!(r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 80)), Some((1, GW1_MAC)));
+    assert_eq!(r.counts().forwarded, 10);
+}
+
+#[test]
+fn reply_to_sends_the_replies_back_by_the_interface_the_connection_came_in_by() {
+    let rules = "pass all\npass in quick on wan2 reply-to (wan2 198.19.0.254) inet proto udp to 192.168.1.10 port 5000 keep state\n";
+    let mut r = Router::new(rules, &fib_control(true));
+    assert_eq!(r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)), Some((0, HOST_MAC)), "the request: routed by the table");
+    for _ in 0..3 {
+        assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)), "replies: back by WAN2");
+    }
+    // Without the rule's state (a connection from the LAN), the default route.
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)), Some((1, GW1_MAC)));
+}
+
+#[test]
+fn an_unresolved_gateway_is_resolved_itself() {
+    let ctl = fib_control(false);
+    let mut r = Router::new(LAN_ROUTE_TO, &ctl);
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), None);
+    let punts = std::mem::take(&mut r.w.local.0);
+    assert_eq!(punts.len(), 1);
+    assert_eq!(punts[0].punt, Punt::Via { gateway: GW2.into(), port: 2 });
+    // The slow path asks for the gateway's address on WAN2.
+    let mut sp = SlowPath::new(ctl, ports(), false, 1000);
+    let mut io = Recorder::default();
+    sp.handle(&mut io, punts[0].clone(), 0);
+    let asked: Vec<_> = io
+        .wire
+        .iter()
+        .filter_map(|(phys, f)| {
+            let l2 = parse_l2(f).ok().filter(|l2| l2.ethertype == EtherType::Arp)?;
+            Some((*phys, ArpPacket::new_checked(&f[l2.l3_offset..]).ok()?.target_proto_addr()))
+        })
+        .collect();
+    assert_eq!(asked, [(2, GW2)]);
+}
+
+#[test]
+fn a_gateway_on_another_interface_drops_the_packet() {
+    let rules = "pass all\npass in quick on lan route-to (wan1 198.19.0.254) inet proto udp to any port 53 keep state\n";
+    let mut r = Router::new(rules, &fib_control(true));
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), None);
+    assert_eq!(r.counts().drops[DropReason::RouteTo as usize], 1);
+    // The OpenBSD spelling names no interface: the table's way to the gateway is taken.
+    let rules = "pass all\npass in quick on lan inet proto udp to any port 53 keep state route-to 198.19.0.254\n";
+    let mut r = Router::new(rules, &fib_control(true));
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
+}
+
