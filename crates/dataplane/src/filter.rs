@@ -39,6 +39,7 @@ use crate::fib::Fib;
 pub mod frags;
 pub mod tables;
 pub(crate) mod keys;
+mod routes;
 mod local;
 pub mod requests;
 pub mod nat;
@@ -112,11 +113,16 @@ struct KeepCounts {
     map: Vec<Option<usize>>,
 }
 
+/// What makes two rules of two sets the same rule (pf's `keepcounters`): all but the line.
+fn rule_identity(r: &fw::rules::Rule) -> String {
+    format!("{:?}", fw::rules::Rule { line: 0, ..r.clone() })
+}
+
 impl KeepCounts {
     /// pf's way (`set keepcounters`): a rule of `new` takes the counters of an equal rule of
     /// `old` (its line aside), each old rule's once.
     fn of(old: &CompiledRules, new: &CompiledRules) -> KeepCounts {
-        let key = |r: &fw::rules::Rule| format!("{:?}", fw::rules::Rule { line: 0, ..r.clone() });
+        let key = rule_identity;
         let mut olds: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
         for (i, r) in old.rules.rules.iter().enumerate().rev() {
             olds.entry(key(r)).or_default().push(i);
@@ -569,6 +575,10 @@ pub struct Firewall {
     flushes: Vec<FlushJob>,
     /// What normalization did (published after each batch).
     pub(crate) scrub_counts: scrub::ScrubCounts,
+    /// The `route-to` / `reply-to` options of rules that reloads removed while states of
+    /// theirs remained (`routes.rs`).
+    ghost_routes: Vec<fw::rules::RouteOpt>,
+    ghost_scan: routes::GhostScan,
 }
 
 /// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
@@ -709,7 +719,7 @@ impl Firewall {
         let clock = slot.epoch;
         // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
         let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
-        Firewall { proxy_queue: Vec::with_capacity(io::batch::MAX_BATCH), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default() }
+        Firewall { proxy_queue: Vec::with_capacity(io::batch::MAX_BATCH), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default(), ghost_routes: Vec::new(), ghost_scan: routes::GhostScan::default() }
     }
 
     /// The current rules' `set timeout frag` and `set limit frags`: how long and how many
@@ -841,6 +851,9 @@ impl Firewall {
         self.route_bits = rules.route_bits;
         // An overload changed a table, not the rules: their counts go on.
         let carried = self.cur.rules.same_rules(&rules);
+        if !carried && (self.cur.rules.route_opts || rules.route_opts) {
+            self.carry_routes(&rules);
+        }
         let counters = RuleCounters::new(rules);
         if carried {
             counters.add(&self.cur);
@@ -871,21 +884,6 @@ impl Firewall {
         for (a, v) in self.stats.scrub.iter().zip(self.scrub_counts.fields()) {
             a.store(v, Ordering::Relaxed);
         }
-    }
-
-    /// Whether some rule has `route-to` or `reply-to`.
-    #[inline(always)]
-    pub(crate) fn routes(&self) -> bool {
-        self.cur.rules.route_opts
-    }
-
-    /// `route-to` / `reply-to`: the option of the rule whose state passes the packet of
-    /// `key`, if it applies to the packet's side of its flow (`route-to`: sent by the
-    /// initiator; `reply-to`: by the responder), as pf routes a state's packets.
-    pub(crate) fn route_option(&self, key: &PacketKey) -> Option<fw::rules::RouteOpt> {
-        let (id, from_initiator) = self.states.initiator_side(&Flow::of(key), self.now)?;
-        let rule = self.cur.rules.rules.rules.get(self.states.rule_of(id)? as usize)?;
-        rule.route.filter(|r| r.reply != from_initiator)
     }
 
     /// Counts a packet under rule `i` (see [`Pending::count`]).

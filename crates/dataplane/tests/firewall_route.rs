@@ -102,6 +102,11 @@ fn fib_control(gw2_known: bool) -> FibControl {
 
 struct Router {
     w: Worker<ReplayRx, Capture, PuntLog>,
+    slot: Arc<RulesSlot>,
+}
+
+fn compile(rules: &str) -> Arc<CompiledRules> {
+    Arc::new(CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap())
 }
 
 impl Router {
@@ -109,9 +114,14 @@ impl Router {
         let rx = (0..3).map(|p| ReplayRx::new(p, Vec::<Vec<u8>>::new())).collect();
         let tx = (0..3).map(|_| Capture::default()).collect();
         let mut w = Worker::new(fib.fib(), &ports(), rx, tx, PuntLog::default(), FramePool::new(600), 256);
-        let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
-        w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
-        Router { w }
+        let slot = RulesSlot::new(compile(rules));
+        w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
+        Router { w, slot }
+    }
+
+    /// A reload: the worker adopts `rules` at its next batch.
+    fn reload(&self, rules: &str) {
+        self.slot.publish(compile(rules)).unwrap();
     }
 
     /// Receives `frame` on `port` (one batch): the port it left by and the destination MAC
@@ -207,3 +217,27 @@ fn a_gateway_on_another_interface_drops_the_packet() {
     assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
 }
 
+
+/// A reload keeps each state's route, as pf's states keep their rule: a rule added above the
+/// `route-to` rule (which moves its index) changes nothing for its flows, nor does the
+/// rule's removal (pf keeps a removed rule for its states); new flows follow the new set.
+#[test]
+fn a_reload_keeps_each_states_route() {
+    let mut r = Router::new(LAN_ROUTE_TO, &fib_control(true));
+    let out = |r: &mut Router, sport: u16| r.send(0, udp(0, HOST.into(), sport, FAR.into(), 53));
+    assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)));
+    // A rule above it: the index of the route-to rule moves from 1 to 2, and the rule now at
+    // 1 has no option.
+    r.reload(&format!("pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"));
+    assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)), "the state's route");
+    assert_eq!(out(&mut r, 5001), Some((2, GW2_MAC)), "a new flow, by the same rule");
+    // The route-to rule gone: its states keep the route, new flows take the table's.
+    r.reload("pass all\npass in quick on lan inet proto udp to any port 123 keep state\npass in quick on lan inet proto udp to any port 53 keep state\n");
+    assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)), "an old state: its removed rule's route");
+    assert_eq!(out(&mut r, 5001), Some((2, GW2_MAC)));
+    assert_eq!(out(&mut r, 5002), Some((1, GW1_MAC)), "a new flow: the table's way");
+    // A set that routes another way by the rule at the old index: old states keep theirs.
+    r.reload("pass all\npass in quick on lan route-to (wan1 198.18.0.254) inet proto udp to any port 53 keep state\n");
+    assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)));
+    assert_eq!(out(&mut r, 5003), Some((1, GW1_MAC)));
+}

@@ -686,6 +686,20 @@ impl StateTable {
         (!self.dead(id, now)).then_some((StateId(id as u32), from_initiator))
     }
 
+    /// Gives every state the rule index `f` maps its own to (a reload that moves rules, see
+    /// the data plane's `filter/routes.rs`).
+    pub fn map_rules(&mut self, f: impl Fn(u32) -> u32) {
+        for e in self.slots.iter_mut().filter(|e| e.flags & F_USED != 0) {
+            e.rule = f(e.rule);
+        }
+    }
+
+    /// The rule indices of the states in slots `ids` (clipped to [`slot_count`](Self::slot_count)).
+    pub fn rules_of_slots(&self, ids: std::ops::Range<usize>) -> impl Iterator<Item = u32> + '_ {
+        let ids = ids.start.min(self.slots.len())..ids.end.min(self.slots.len());
+        self.slots[ids].iter().filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
+    }
+
     pub fn rule_of(&self, id: StateId) -> Option<u32> {
         self.slots.get(id.0 as usize).filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
     }

@@ -20,7 +20,8 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     pub(super) fn route_options(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
-        let Some(f) = &self.filter else { return };
+        let Some(f) = &mut self.filter else { return };
+        f.fw.scan_ghosts();
         let (mut key, mut tcp) = (PacketKey::ZERO, None);
         self.via.fill(None);
         for (i, desc) in descs.iter().enumerate().take(MAX_BATCH) {

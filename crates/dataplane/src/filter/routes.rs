@@ -1,0 +1,151 @@
+//! `route-to` and `reply-to` (`fw::rules::RouteOpt`) as the firewall answers them: which
+//! gateway a packet of a state leaves towards (the forwarder's `forward/route_opts.rs` asks),
+//! and keeping each state's option across reloads, as pf's states keep their rule.
+//!
+//! A state holds its rule's index, which a reload may give to another rule (a rule added
+//! above it). pf's state keeps the rule it was made by, so its route stays. When either
+//! set has route options, adopting the new set moves each state to the index of the same
+//! rule in it (equal but for its line, as `keepcounters` pairs rules), or, when the new set
+//! lacks that rule, to a *ghost* index that keeps its option (or to no rule if it had
+//! none). Ghosts are past any set's rules: counters and logs, bounds-checked, skip them.
+//! While ghosts are kept, the forwarder's pass runs even for a set without options; a scan
+//! of a few slots per batch forgets them once a whole round of the table finds no state of
+//! theirs (pf frees a removed rule with its last state).
+
+use std::collections::HashMap;
+
+use fw::packet::PacketKey;
+use fw::rules::RouteOpt;
+use fw::state::Flow;
+
+use super::{CompiledRules, Firewall, rule_identity};
+
+/// The first ghost index; at most [`MAX_GHOSTS`] distinct options are kept.
+const GHOST_BASE: u32 = u32::MAX - 1 - MAX_GHOSTS as u32;
+const MAX_GHOSTS: usize = 256;
+/// A state's rule index when its rule is gone and had no option.
+const NO_RULE: u32 = u32::MAX;
+/// State slots the ghost scan reads per batch.
+const SCAN_SLOTS: usize = 256;
+
+/// Where the scan for states of ghosts is, and whether its round has found one.
+#[derive(Default)]
+pub(crate) struct GhostScan {
+    next: usize,
+    found: bool,
+}
+
+impl Firewall {
+    /// Whether some rule has `route-to` or `reply-to`.
+    #[inline(always)]
+    pub(crate) fn routes(&self) -> bool {
+        self.cur.rules.route_opts || !self.ghost_routes.is_empty()
+    }
+
+    /// Once per batch while [`routes`](Self::routes): a step of the scan that forgets the
+    /// ghosts when no state holds one.
+    pub(crate) fn scan_ghosts(&mut self) {
+        if self.ghost_routes.is_empty() {
+            return;
+        }
+        let GhostScan { next, found } = self.ghost_scan;
+        let end = (next + SCAN_SLOTS).min(self.states.slot_count());
+        let found = found || self.states.rules_of_slots(next..end).any(|r| (GHOST_BASE..NO_RULE).contains(&r));
+        self.ghost_scan = match end == self.states.slot_count() {
+            true if !found => {
+                self.ghost_routes.clear();
+                GhostScan::default()
+            }
+            true => GhostScan::default(),
+            false => GhostScan { next: end, found },
+        };
+    }
+
+    /// The option of the rule whose state passes the packet of `key`, if it applies to the
+    /// packet's side of its flow (`route-to`: sent by the initiator; `reply-to`: by the
+    /// responder), as pf routes a state's packets.
+    pub(crate) fn route_option(&self, key: &PacketKey) -> Option<RouteOpt> {
+        let (id, from_initiator) = self.states.initiator_side(&Flow::of(key), self.now)?;
+        let rule = self.states.rule_of(id)?;
+        let opt = match rule.checked_sub(GHOST_BASE) {
+            Some(k) => self.ghost_routes.get(k as usize).copied(),
+            None => self.cur.rules.rules.rules.get(rule as usize)?.route,
+        };
+        opt.filter(|r| r.reply != from_initiator)
+    }
+
+    /// Before adopting `new`: each state's rule index moved to its rule in `new`, or to a
+    /// ghost (see the module documentation).
+    #[cold]
+    pub(super) fn carry_routes(&mut self, new: &CompiledRules) {
+        let mut news: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, r) in new.rules.rules.iter().enumerate().rev() {
+            news.entry(rule_identity(r)).or_default().push(i as u32);
+        }
+        let cur = std::sync::Arc::clone(&self.cur);
+        let map: Vec<u32> = cur
+            .rules
+            .rules
+            .rules
+            .iter()
+            .map(|r| match news.get_mut(&rule_identity(r)).and_then(Vec::pop) {
+                Some(j) => j,
+                None => r.route.map_or(NO_RULE, |opt| self.ghost(opt)),
+            })
+            .collect();
+        self.states.map_rules(|r| map.get(r as usize).copied().unwrap_or(r));
+        // States scanned before may hold the new ghosts: a new round.
+        self.ghost_scan = GhostScan::default();
+    }
+
+    /// The ghost index keeping `opt` (no rule once [`MAX_GHOSTS`] are kept).
+    fn ghost(&mut self, opt: RouteOpt) -> u32 {
+        let k = match self.ghost_routes.iter().position(|g| *g == opt) {
+            Some(k) => k,
+            None if self.ghost_routes.len() < MAX_GHOSTS => {
+                self.ghost_routes.push(opt);
+                self.ghost_routes.len() - 1
+            }
+            None => return NO_RULE,
+        };
+        GHOST_BASE + k as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use fw::packet::{Af, proto};
+
+    use super::*;
+    use crate::filter::RulesSlot;
+
+    fn compile(text: &str) -> CompiledRules {
+        let ifaces = |n: &str| ["lan", "wan"].iter().position(|i| *i == n).map(|i| i as u16);
+        CompiledRules::parse(text, Path::new("t.conf"), &ifaces).unwrap()
+    }
+
+    /// A state of a removed `route-to` rule keeps its route through a ghost, and the ghost
+    /// is forgotten by the first round of the scan after the state is gone.
+    #[test]
+    fn ghosts_live_as_long_as_their_states() {
+        let with = "pass all\npass in on lan route-to (wan 192.0.2.1) inet proto udp keep state\n";
+        let mut fw = Firewall::new(RulesSlot::new(Arc::new(compile(with))), 7);
+        let key = PacketKey { af: Af::Inet, proto: proto::UDP, src: 0x0a00_0002, dst: 0xcb00_7105, src_port: 5000, dst_port: 53, ..PacketKey::ZERO };
+        let id = fw.states.insert(&key, 1, fw.now, None).unwrap();
+        let opt = RouteOpt { reply: false, af: Af::Inet, gateway: 0xc000_0201, port: Some(1) };
+        assert_eq!(fw.route_option(&key), Some(opt));
+        fw.carry_routes(&compile("pass all\npass in on lan inet proto udp keep state\n"));
+        fw.cur = Arc::new(super::super::RuleCounters::new(Arc::new(compile("pass all\n"))));
+        assert!(fw.routes(), "a ghost keeps the pass on");
+        assert_eq!(fw.route_option(&key), Some(opt), "the old state's route");
+        fw.scan_ghosts();
+        assert!(fw.routes(), "its state is there");
+        assert!(fw.states.remove(id));
+        fw.scan_ghosts();
+        assert!(!fw.routes(), "forgotten with its last state");
+        assert_eq!(fw.route_option(&key), None);
+    }
+}
