@@ -36,6 +36,10 @@ use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits
 use crate::counters::DropReason;
 use crate::fib::Fib;
 
+/// State-table slots the paced expiry sweep examines per batch at most
+/// ([`StateTable::expire_paced`]; all of them while the table is full).
+const EXPIRE_BUDGET: usize = 16;
+
 pub mod frags;
 pub mod tables;
 pub(crate) mod keys;
@@ -61,9 +65,6 @@ pub use crate::seed::random_seed;
 
 pub(crate) use stage::{FilterStage, Routed, RoutedPacket, RoutedV4};
 
-/// State-table slots the incremental expiry sweep examines per batch: enough to keep up with
-/// millions of flows over a timeout of tens of seconds, small enough not to show per batch.
-const EXPIRE_BUDGET: usize = 16;
 // A batch's quick loop may see no more packets than the state table allows for.
 const _: () = assert!(io::batch::MAX_BATCH <= fw::state::QUICK_BATCH_MAX);
 
@@ -807,7 +808,7 @@ impl Firewall {
             self.adopt_or_flush(g);
         }
         self.now = self.clock.elapsed().as_secs() as u32;
-        self.states.expire(self.now, EXPIRE_BUDGET);
+        self.states.expire_paced(self.now, EXPIRE_BUDGET);
         if let Some(log) = &mut self.log {
             log.new_batch();
         }

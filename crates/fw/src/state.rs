@@ -244,6 +244,10 @@ pub struct StateTable {
     /// ([`FlowHit::settled`], `sub.rs`).
     want: [u8; 2],
     sweep_cursor: usize,
+    /// [`expire_paced`](Self::expire_paced): the clock (seconds) up to which it was credited,
+    /// and the slots it may still examine.
+    purge_clock: u32,
+    purge_owed: usize,
     counters: StateCounters,
     /// The entries holding states of rules with `max` or source tracking, and the counts
     /// they hold (an entry holds at most two pf states). Empty, and never looked at, without
@@ -367,6 +371,8 @@ impl StateTable {
             deadlines: [0; 16],
             want: sub::want(true, true),
             sweep_cursor: 0,
+            purge_clock: 0,
+            purge_owed: 0,
             counters: StateCounters::default(),
             limited: HashMap::new(),
             clock: 0,
@@ -543,6 +549,35 @@ impl StateTable {
         if self.rule_profile.is_empty() { 0 } else { self.rule_profile.get(rule as usize).copied().unwrap_or(0) }
     }
 
+
+    /// [`expire`](Self::expire) at pf's pace, as the NAT table's sweep
+    /// (`nat::NatTable::sweep_paced`): every slot examined once per `set timeout interval`
+    /// (pf's purge thread takes `states / interval` states a second; 10 s by default), at
+    /// most `budget` slots per call, and all of `budget` while the table is full (new states
+    /// wait for room). Dead states are absent to lookups anyway: only the reuse of their
+    /// slots waits for it. Returns the number removed.
+    #[inline]
+    pub fn expire_paced(&mut self, now: u32, budget: usize) -> usize {
+        if now != self.purge_clock {
+            self.credit_purge(now);
+        }
+        let budget = if self.len >= self.limit { budget } else { budget.min(self.purge_owed) };
+        if budget == 0 {
+            self.clock = self.clock.max(now);
+            return 0;
+        }
+        self.purge_owed = self.purge_owed.saturating_sub(budget);
+        self.expire(now, budget)
+    }
+
+    /// A new second of the clock: the slots the paced sweep may examine for it.
+    #[cold]
+    fn credit_purge(&mut self, now: u32) {
+        let (n, seconds) = (self.slots.len(), now.wrapping_sub(self.purge_clock) as usize);
+        self.purge_clock = now;
+        let per_second = n.div_ceil(self.timeouts.interval.max(1) as usize);
+        self.purge_owed = self.purge_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
+    }
 
     /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead
     /// ones. Returns the number removed.

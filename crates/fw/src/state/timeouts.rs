@@ -23,9 +23,9 @@ pub struct Timeouts {
     pub other_first: u32,
     pub other_single: u32,
     pub other_multiple: u32,
-    /// pf's `interval`: how often expired states are purged. The table does not use it
-    /// (expired entries are treated as absent on lookup and swept a little per batch);
-    /// it is kept so a rule file's `set timeout interval` is accepted and reported.
+    /// pf's `interval`: the data plane's paced sweep examines the whole table once per
+    /// interval ([`StateTable::expire_paced`](super::StateTable::expire_paced)); expired
+    /// entries are absent to lookups at once.
     pub interval: u32,
     /// pf's `src.track`: how long a source node outlives its last state (source tracking,
     /// [`crate::rules::SrcTrack`]).
