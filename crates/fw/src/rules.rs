@@ -41,6 +41,7 @@ mod match_rule;
 mod nat;
 mod parser;
 mod route_opt;
+mod translate_rule;
 mod scrub;
 mod src_track;
 mod tags;
@@ -593,6 +594,7 @@ fn parse_inner(
         synproxy_at: None,
         match_scrubs: Vec::new(),
         match_nats: Vec::new(),
+        pass_translations: Vec::new(),
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),

@@ -321,6 +321,52 @@ fn pf_rules_filter_on_the_translated_address_and_rdr_pass() {
     assert!(report.contains("filter_blocked"), "{report}");
 }
 
+/// OpenBSD's way: `match out ... nat-to` for the inside network, a port forward written as
+/// `pass in ... rdr-to` under `block all`.
+const OPENBSD_RULES: &str = "\
+ext_if = \"lrd1\"
+int_if = \"lrd0\"
+lan = \"198.18.0.0/24\"
+match out on $ext_if inet from $lan to any nat-to ($ext_if)
+block all
+pass in quick on $ext_if inet proto tcp from any to ($ext_if) port 80 rdr-to 198.18.0.2 port 8080
+pass in on $int_if from $lan
+pass out on $int_if
+pass out on $ext_if inet proto { tcp udp icmp }
+";
+
+#[test]
+fn openbsd_rules_match_nat_to_and_pass_rdr_to() {
+    if skip() {
+        return;
+    }
+    let nl = nat_lab("nato");
+    let lab = &nl.lab;
+    let (dut, _) = start_with(lab, 1, OPENBSD_RULES);
+    let mut server = lab.b.command("python3");
+    server.args(["-c", SERVER, "1"]);
+    let mut server = start_until(server, "ready");
+    let out = lab.a.exec("python3", &["-c", CLIENT, "1", "198.18.0.2"]).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "TCP through match ... nat-to");
+    let mut child = server.0.take().unwrap();
+    let mut seen = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
+    child.wait().unwrap();
+    assert!(seen.starts_with("198.19.0.1 "), "B sees the translated address: {seen}");
+    // The port forward: B reaches A's server through 198.19.0.1:80; port 81 stays blocked.
+    let mut server = lab.a.command("python3");
+    server.args(["-c", ECHO_PEER, "1"]);
+    let _server = start_until(server, "ready");
+    let connect = |port: u16| {
+        let script = format!("import socket\nc = socket.create_connection(('198.19.0.1', {port}), 3)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n");
+        lab.b.exec("python3", &["-c", &script]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    assert!(connect(81).is_err(), "no forward for port 81: blocked");
+    let got = connect(80);
+    let report = stop(dut);
+    assert_eq!(got.ok().as_deref(), Some("A saw 198.19.0.2 hello"), "pass in ... rdr-to\n{report}");
+}
+
 /// B's UDP side of the differential: echoes every datagram on port 9000 and, after 2 s of
 /// silence, prints `peer_addr peer_port payload` per datagram.
 const UDP_ECHO: &str = r#"

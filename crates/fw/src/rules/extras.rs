@@ -119,11 +119,14 @@ impl Parser<'_> {
         self.refuse_in(UNSUPPORTED_OPTIONS, context)
     }
 
-    /// [`Self::refuse_unsupported_option`] where a filter rule's `route-to` or `reply-to`
-    /// may come next (read among its options, `route_opt.rs`).
+    /// [`Self::refuse_unsupported_option`] where a filter rule's `route-to`, `reply-to`,
+    /// `rdr-to` or `nat-to` may come next (read among its options, `route_opt.rs`,
+    /// `translate_rule.rs`).
     pub(super) fn refuse_unsupported_filter_option(&mut self) -> PResult<()> {
-        if self.is_word("route-to")? || self.is_word("reply-to")? {
-            return Ok(());
+        for w in ["route-to", "reply-to", "rdr-to", "nat-to"] {
+            if self.is_word(w)? {
+                return Ok(());
+            }
         }
         self.refuse_unsupported_option("")
     }

@@ -33,6 +33,8 @@ struct FilterOptions {
     tagged: Option<(bool, u8, Token)>,
     /// `route-to` / `reply-to` among the options (OpenBSD's place).
     route: Option<(RouteOpt, Token)>,
+    /// `rdr-to` / `nat-to` (OpenBSD's translation on a pass rule), the last option.
+    translate: Option<(NatKind, NatTarget, Token)>,
 }
 
 /// A rule's adaptive timeouts (pf's parse.y): as written if either is; else, for a rule
@@ -138,6 +140,7 @@ impl Parser<'_> {
             (Some(_), Some((_, t))) => return here(&t, "a second `route-to` or `reply-to`"),
             (first, last) => first.or(last),
         };
+        let translate = opts.translate.take();
         if keep_state == StateMode::Synproxy
             && let Some((_, t)) = &opts.keep
         {
@@ -186,6 +189,9 @@ impl Parser<'_> {
             self.check_route_option(&rule, r)?;
         }
         self.check_tag_order(&rule, opts.tagged.as_ref().map(|(_, _, t)| t))?;
+        if let Some(tr) = translate {
+            return self.pass_translation(rule, tr);
+        }
         self.rs.rules.push(rule);
         Ok(())
     }
@@ -335,6 +341,9 @@ impl Parser<'_> {
                     self.next()?;
                     opts.tagged = Some((false, self.tag_name()?, t));
                 }
+                Tok::Word(w) if w == "rdr-to" || w == "nat-to" => {
+                    opts.translate = Some(self.translate_option(&t)?);
+                }
                 Tok::Word(w) if w == "route-to" || w == "reply-to" => {
                     if opts.route.is_some() {
                         return here(&t, "a second `route-to` or `reply-to`");
@@ -367,7 +376,7 @@ impl Parser<'_> {
                 _ => {
                     self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to or end of line",
+                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to, rdr-to, nat-to or end of line",
                     );
                 }
             }

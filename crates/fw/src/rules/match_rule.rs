@@ -59,7 +59,10 @@ impl Parser<'_> {
         if dir != Some(Dir::Out) {
             return here(&nt, "`nat-to` on a `match` rule that is not `out` is not supported by linerate (`match out ... nat-to`)");
         }
-        if let Some(t) = self.rs.nat.first().filter(|_| self.match_nats.is_empty()).map(|r| r.line) {
+        // Not beside pf's translation rules; beside OpenBSD's `pass in ... rdr-to`, which
+        // translates other packets (`translate_rule.rs`).
+        let in_the_way = |n: &&NatRule| !self.match_nats.iter().any(|m| m.line == n.line) && !(n.kind == NatKind::Rdr && self.is_pass_translation(n.line));
+        if let Some(t) = self.rs.nat.iter().find(in_the_way).map(|r| r.line) {
             return here(&at, format!("`match ... nat-to` together with translation rules (line {t}) is not supported by linerate: write one or the other"));
         }
         if m.af == Some(Af::Inet6) || m.hosts.addr_toks.iter().any(|(_, a, _)| *a == Af::Inet6) {

@@ -50,6 +50,9 @@ impl Parser<'_> {
         if !self.rs.rules.is_empty() {
             return here(&first, "translation rules (nat, rdr, binat) must come before filter rules (pf.conf(5), STATEMENT ORDER)");
         }
+        if let Some(p) = self.pass_translations.first() {
+            return here(&first, format!("translation rules together with `rdr-to` or `nat-to` on a pass rule (line {}) are not supported by linerate: write one or the other", p.line()));
+        }
         if let Some(m) = self.match_nats.first() {
             return here(&first, format!("translation rules together with `match ... nat-to` (line {}) are not supported by linerate: write one or the other", m.line));
         }

@@ -75,6 +75,9 @@ pub(super) struct Parser<'a> {
     /// The `match ... nat-to` rules so far: checked against the filter rules at the end of
     /// the file (`match_rule.rs`).
     pub(super) match_nats: Vec<super::match_rule::MatchNat>,
+    /// The pass rules with `rdr-to` or `nat-to`, made translation rules: checked against the
+    /// filter rules at the end of the file (`translate_rule.rs`).
+    pub(super) pass_translations: Vec<super::translate_rule::PassTranslation>,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -221,6 +224,7 @@ impl Parser<'_> {
             match &t.tok {
                 Tok::Eof => {
                     self.check_synproxy_without_nat()?;
+                    self.check_pass_translations()?;
                     return self.check_match_nats();
                 }
                 Tok::Word(w) => {

@@ -24,6 +24,9 @@ mod run;
 
 use run::Word;
 
+mod overlap;
+pub(crate) use overlap::may_overlap;
+
 use crate::packet::{Af, Dir, PacketKey, proto};
 use crate::verdict::Verdict;
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};

@@ -1,0 +1,218 @@
+//! OpenBSD's translation on pass rules: `pass in ... rdr-to ADDR [port P]` (a port
+//! forward) and `pass out ... nat-to ADDR` (outbound NAT), IPv4.
+//!
+//! pf translates a packet such a rule decides: the last matching rule, or the first `quick`
+//! one. linerate makes the rule the `rdr pass` / `nat pass` rule it stands for: its
+//! translation applies to every packet it matches and passes it without the rules of that
+//! pass, with a state. The two agree where no other rule of the pass can decide one of
+//! those packets, and the rest is refused at the end of the file: a `quick` rule before it,
+//! any rule after it (unless it is `quick`), or another such rule, that may match a packet
+//! it matches ([`crate::classifier::tree::may_overlap`], which errs towards "may"). So are
+//! options a translation rule cannot carry (`label`, `log`, `tag`, state options, ...) and
+//! translation rules beside it.
+
+use super::lexer::Token;
+use super::parser::{PErr, Parser, here};
+use super::scrub::Matching;
+use super::*;
+use crate::state::tcp_flags;
+
+/// A pass rule made a translation rule, for the checks at the end of the file.
+#[derive(Debug)]
+pub(super) struct PassTranslation {
+    /// The rule as written (IPv4), to compare with the others.
+    rule: Rule,
+    /// `rdr-to` or `nat-to`.
+    keyword: &'static str,
+    /// The number of filter rules before it.
+    position: usize,
+}
+
+impl PassTranslation {
+    pub(super) fn line(&self) -> usize {
+        self.rule.line
+    }
+}
+
+impl Parser<'_> {
+    /// Whether the translation rule of line `line` is a pass rule's.
+    pub(super) fn is_pass_translation(&self, line: usize) -> bool {
+        self.pass_translations.iter().any(|p| p.rule.line == line)
+    }
+
+    /// After `rdr-to` / `nat-to` (the keyword `t`, not consumed): the target, up to the end
+    /// of the rule.
+    pub(super) fn translate_option(&mut self, t: &Token) -> PResult<(NatKind, NatTarget, Token)> {
+        let kind = if matches!(&t.tok, Tok::Word(w) if w == "rdr-to") { NatKind::Rdr } else { NatKind::Nat };
+        self.next()?;
+        let target = self.nat_target(kind, t)?;
+        Ok((kind, target, t.clone()))
+    }
+
+    /// Pass rule `rule`, which translates as `tr` says: its translation rule, or the error
+    /// that says why it cannot be one.
+    pub(super) fn pass_translation(&mut self, mut rule: Rule, (kind, target, t): (NatKind, NatTarget, Token)) -> PResult<()> {
+        let keyword = if kind == NatKind::Rdr { "rdr-to" } else { "nat-to" };
+        let dir = if kind == NatKind::Rdr { Dir::In } else { Dir::Out };
+        if rule.action != Action::Pass {
+            return here(&t, format!("`{keyword}` only applies to pass rules"));
+        }
+        if rule.dir != Some(dir) {
+            return here(&t, format!("`{keyword}` on a pass rule that is not `{}` is not supported by linerate", if dir == Dir::In { "in" } else { "out" }));
+        }
+        if rule.af == Some(Af::Inet6) {
+            return here(&t, "IPv6 translation is not supported by linerate (rdr-to and nat-to are IPv4 only)");
+        }
+        if let Some(what) = option_of(&rule) {
+            return here(&t, format!("`{keyword}` on a pass rule with {what} is not supported by linerate: it becomes a `{} pass` rule, which has no such option", kind.name()));
+        }
+        // Beside OpenBSD's other translation rules of the other kind (`match out ... nat-to`
+        // with `pass in ... rdr-to`), which translate other packets; not beside pf's.
+        let in_the_way = |n: &&NatRule| {
+            let from_match = self.match_nats.iter().any(|m| m.line == n.line);
+            !self.is_pass_translation(n.line) && (!from_match || n.kind == kind)
+        };
+        if let Some(n) = self.rs.nat.iter().find(in_the_way) {
+            return here(&t, format!("`{keyword}` on a pass rule together with translation rules (line {}) is not supported by linerate: write one or the other", n.line));
+        }
+        let af = rule.af;
+        // Compared with the others as what it is: a rule for IPv4 packets.
+        rule.af = Some(Af::Inet);
+        let hosts = super::hosts::Hosts {
+            src: rule.src.clone(),
+            src_ports: rule.src_ports.clone(),
+            dst: rule.dst.clone(),
+            dst_ports: rule.dst_ports.clone(),
+            dst_iface: None,
+            addr_toks: Vec::new(),
+            port_tok: None,
+            route_need: 0,
+            route_refuse: 0,
+            route_tok: None,
+        };
+        let m = Matching { ifaces: rule.ifaces.clone(), iface_neg: rule.iface_neg, af, protos: rule.protos.clone(), hosts };
+        let at = Token { line: rule.line, ..t };
+        self.rs.nat.push(super::nat::nat_rule_of(kind, false, true, m, Some(target), &at));
+        self.pass_translations.push(PassTranslation { rule, keyword, position: self.rs.rules.len() });
+        Ok(())
+    }
+
+    /// At the end of the file: the refusals of the module's documentation, where another
+    /// rule may decide a packet a translating pass rule matches.
+    pub(super) fn check_pass_translations(&self) -> PResult<()> {
+        let tables = &self.rs.tables;
+        for (k, p) in self.pass_translations.iter().enumerate() {
+            let (line, kw) = (p.rule.line, p.keyword);
+            let meets = |r: &Rule| crate::classifier::tree::may_overlap(r, &p.rule, tables);
+            let earlier_quick = self.rs.rules[..p.position].iter().find(|r| r.quick && meets(r));
+            let later = if p.rule.quick { None } else { self.rs.rules[p.position..].iter().find(|r| meets(r)) };
+            let why = "pf translates only the packets the rule decides, linerate every packet it matches";
+            if let Some(r) = earlier_quick {
+                return Err(PErr::Here(line, 1, format!("`{kw}` on a pass rule after a `quick` rule that may decide some of its packets (line {}) is not supported by linerate: {why}", r.line)));
+            }
+            if let Some(r) = later {
+                return Err(PErr::Here(line, 1, format!("`{kw}` on a pass rule that is not `quick`, before a rule that may decide some of its packets (line {}), is not supported by linerate: {why}; make it `quick`", r.line)));
+            }
+            if let Some(o) = self.pass_translations[k + 1..].iter().find(|o| meets(&o.rule)) {
+                return Err(PErr::Here(o.rule.line, 1, format!("two pass rules that translate and may match the same packets (lines {line} and {}) are not supported by linerate", o.rule.line)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first option of `r` that a translation rule cannot carry, named for the error.
+fn option_of(r: &Rule) -> Option<&'static str> {
+    let default_flags = r.flags.is_none() || r.flags == Some((tcp_flags::SYN, tcp_flags::SYN | tcp_flags::ACK));
+    [
+        (r.keep_state != StateMode::Keep, "`no state`, `modulate state`, `synproxy state` or `keep state (sloppy)`"),
+        (!default_flags, "`flags`"),
+        (r.label.is_some(), "`label`"),
+        (r.log != LogMode::default(), "`log`"),
+        (r.tag.is_some() || r.tagged.is_some(), "`tag` or `tagged`"),
+        (r.max_states.is_some() || r.src_track.is_some() || !r.state_timeouts.is_empty() || r.state_policy.is_some(), "state options"),
+        (r.allow_opts, "`allow-opts`"),
+        (r.ridentifier.is_some(), "`ridentifier`"),
+        (r.route.is_some(), "`route-to` or `reply-to`"),
+        (!r.icmp_types.is_empty() || r.icmp_code.is_some(), "`icmp-type`"),
+        (r.route_need != 0 || r.route_refuse != 0, "`no-route` or `urpf-failed`"),
+    ]
+    .into_iter()
+    .find_map(|(has, what)| has.then_some(what))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn ifaces(name: &str) -> Option<u16> {
+        ["lr-wan", "lr-lan"].iter().position(|n| *n == name).map(|i| i as u16)
+    }
+
+    fn rules(text: &str) -> Result<RuleSet, String> {
+        parse(text, Path::new("r.conf"), &ifaces).map_err(|e| e.to_string())
+    }
+
+    /// The translation rules of `text`, their lines and columns aside.
+    fn nat_of(text: &str) -> Vec<NatRule> {
+        rules(text).unwrap().nat.into_iter().map(|n| NatRule { line: 0, column: 0, ..n }).collect()
+    }
+
+    #[test]
+    fn a_translating_pass_rule_is_its_translation_rule_with_pass() {
+        let rdr = "pass in quick on lr-wan proto tcp from any to 192.0.2.1 port 80 rdr-to 10.0.0.5 port 8080\n";
+        assert_eq!(nat_of(rdr), nat_of("rdr pass on lr-wan proto tcp from any to 192.0.2.1 port 80 -> 10.0.0.5 port 8080\n"));
+        let nat = "pass out on lr-wan inet from 10.0.0.0/24 nat-to 192.0.2.1\n";
+        assert_eq!(nat_of(nat), nat_of("nat pass on lr-wan inet from 10.0.0.0/24 -> 192.0.2.1\n"));
+        assert!(rules(rdr).unwrap().rules.is_empty(), "no filter rule is left of it");
+    }
+
+    /// OpenBSD's usual router: the translating rules meet no other rule of their pass.
+    #[test]
+    fn openbsds_usual_router_loads() {
+        let text = "\
+table <bad> { 198.51.100.0/24 }
+block all
+block in quick on lr-wan proto tcp from <bad> to any port 443
+pass out quick inet
+pass in on lr-wan inet proto tcp to 192.0.2.1 port 22
+pass in quick on lr-wan inet proto tcp to 192.0.2.1 port 80 rdr-to 10.0.0.5
+pass in on lr-lan
+";
+        let rs = rules(text).unwrap();
+        assert_eq!((rs.rules.len(), rs.nat.len()), (5, 1));
+        assert!(rs.nat[0].pass);
+        // With OpenBSD's outbound NAT (before the quick rules, as `match` rules must be).
+        let rs = rules(&format!("match out on lr-wan inet from 10.0.0.0/24 nat-to 192.0.2.1\n{text}")).unwrap();
+        assert_eq!(rs.nat.iter().map(|n| (n.kind, n.pass)).collect::<Vec<_>>(), [(NatKind::Nat, false), (NatKind::Rdr, true)]);
+    }
+
+    #[test]
+    fn refusals_name_the_rule_in_the_way() {
+        let cases = [
+            (
+                "block in quick on lr-wan from 198.51.100.0/24\npass in quick on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n",
+                "r.conf:2:1: `rdr-to` on a pass rule after a `quick` rule that may decide some of its packets (line 1) is not supported by linerate",
+            ),
+            (
+                "pass in on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\nblock in on lr-wan proto tcp to port 1:1024\n",
+                "r.conf:1:1: `rdr-to` on a pass rule that is not `quick`, before a rule that may decide some of its packets (line 2), is not supported by linerate",
+            ),
+            (
+                "pass in quick on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\npass in quick on lr-wan inet proto tcp to port 80:81 rdr-to 10.0.0.6\n",
+                "r.conf:2:1: two pass rules that translate and may match the same packets (lines 1 and 2)",
+            ),
+            ("pass in quick on lr-wan inet proto tcp to port 80 label \"web\" rdr-to 10.0.0.5\n", "r.conf:1:63: `rdr-to` on a pass rule with `label` is not supported by linerate"),
+            ("pass out on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:1:46: `rdr-to` on a pass rule that is not `in` is not supported by linerate"),
+            ("pass in quick on lr-wan inet6 proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:1:52: IPv6 translation is not supported by linerate"),
+            ("match out on lr-wan inet from 10.0.0.0/8 nat-to 192.0.2.1\npass out quick on lr-wan inet nat-to 192.0.2.2\n", "r.conf:2:31: `nat-to` on a pass rule together with translation rules (line 1)"),
+            ("nat on lr-wan from 10.0.0.0/8 -> 192.0.2.1\npass in quick on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:2:51: `rdr-to` on a pass rule together with translation rules (line 1)"),
+        ];
+        for (text, want) in cases {
+            let got = rules(text).expect_err(text);
+            assert!(got.starts_with(want), "{text}: {got}");
+        }
+    }
+}
