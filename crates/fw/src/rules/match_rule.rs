@@ -61,7 +61,11 @@ impl Parser<'_> {
         }
         // Not beside pf's translation rules; beside OpenBSD's `pass in ... rdr-to`, which
         // translates other packets (`translate_rule.rs`).
-        let in_the_way = |n: &&NatRule| !self.match_nats.iter().any(|m| m.line == n.line) && !(n.kind == NatKind::Rdr && self.is_pass_translation(n.line));
+        let in_the_way = |n: &&NatRule| {
+            let ours = self.match_nats.iter().any(|m| m.line == n.line);
+            let forward = n.kind == NatKind::Rdr && self.is_pass_translation(n.line);
+            !(ours || forward)
+        };
         if let Some(t) = self.rs.nat.iter().find(in_the_way).map(|r| r.line) {
             return here(&at, format!("`match ... nat-to` together with translation rules (line {t}) is not supported by linerate: write one or the other"));
         }
