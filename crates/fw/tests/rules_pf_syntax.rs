@@ -488,7 +488,17 @@ fn set_options_without_effect() {
     assert!(err("set reassemble no").starts_with("rules.conf:1:16: `set reassemble no` is not supported by linerate"));
     assert!(err("set reassemble yes no-df").starts_with("rules.conf:1:20: `no-df` is not supported by linerate"));
     assert!(ok("set keepcounters\npass all").keep_counters && !ok("pass all").keep_counters);
-    assert!(err("set state-defaults no-sync").starts_with("rules.conf:1:5: `set state-defaults` is not supported by linerate"));
+    // `set state-defaults`: what later rules that keep state start from, their own options
+    // over it.
+    let rs = ok("set state-defaults if-bound, tcp.established 3600, max 100, no-sync\npass in proto tcp keep state (floating, max 5)\npass in proto udp\npass in proto icmp no state");
+    let (r0, r1, r2) = (&rs.rules[0], &rs.rules[1], &rs.rules[2]);
+    assert_eq!((r0.state_policy, r0.max_states), (Some(fw::rules::StatePolicy::Floating), Some(5)));
+    assert_eq!((r1.state_policy, r1.max_states), (Some(fw::rules::StatePolicy::IfBound), Some(100)));
+    assert_eq!((r0.state_timeouts.as_slice(), r1.state_timeouts.as_slice()), (&[(fw::state::Tmo::TcpEstablished, 3600)][..], &[(fw::state::Tmo::TcpEstablished, 3600)][..]));
+    assert_eq!((r2.state_policy, r2.max_states, r2.state_timeouts.len()), (None, None, 0), "no state: nothing to start from");
+    assert_eq!(ok("set state-defaults sloppy\npass in proto tcp").rules[0].keep_state, fw::rules::StateMode::KeepSloppy);
+    assert!(err("set state-defaults pflow").starts_with("rules.conf:1:20: `pflow` is not supported by linerate"));
+    assert!(err("set state-defaults max-src-conn 10").starts_with("rules.conf:1:20: source tracking in `set state-defaults` is not supported by linerate"));
     // pfsync's `no-sync` state option: nothing to keep off a sync interface here.
     assert_eq!(ok("pass in proto tcp keep state (no-sync, max 5)").rules[0].max_states, Some(5));
     assert!(err("pass in proto tcp keep state (pflow)").starts_with("rules.conf:1:31: `pflow` is not supported by linerate"));

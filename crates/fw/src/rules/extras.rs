@@ -29,7 +29,7 @@ const UNSUPPORTED_STATEMENTS: &[&str] = &[
 
 /// `set` options linerate does not implement.
 const UNSUPPORTED_SET: &[&str] = &[
-    "syncookies", "state-defaults", "fail-policy", "prio", "timeout-adaptive",
+    "syncookies", "fail-policy", "prio", "timeout-adaptive",
 ];
 
 /// Address keywords linerate does not implement.

@@ -37,6 +37,16 @@ struct FilterOptions {
     translate: Option<(NatKind, NatTarget, Token)>,
 }
 
+/// `set state-defaults`: the state options every later rule that keeps state starts from.
+#[derive(Debug, Default)]
+pub(super) struct StateDefaults {
+    sloppy: bool,
+    policy: Option<StatePolicy>,
+    max: Option<u32>,
+    timeouts: Vec<(crate::state::Tmo, u32)>,
+    adaptive: (Option<u32>, Option<u32>),
+}
+
 /// A rule's adaptive timeouts (pf's parse.y): as written if either is; else, for a rule
 /// with `max N`, 60% and 120% of N. Only a non-zero start makes them the rule's own
 /// (pf_state_expires); otherwise the rule set's apply.
@@ -135,7 +145,8 @@ impl Parser<'_> {
         };
         // FreeBSD's place for `route-to`: after the interfaces.
         let route_first = self.route_option()?;
-        let RuleBody { af, protos, hosts, mut opts, keep_state, flags } = self.rule_body(action)?;
+        let RuleBody { af, protos, hosts, mut opts, mut keep_state, flags } = self.rule_body(action)?;
+        self.apply_state_defaults(&mut keep_state, &mut opts);
         let route = match (route_first, opts.route.take()) {
             (Some(_), Some((_, t))) => return here(&t, "a second `route-to` or `reply-to`"),
             (first, last) => first.or(last),
@@ -407,26 +418,7 @@ impl Parser<'_> {
         let mut src = super::src_track::SrcOptions::default();
         if self.eat_punct("(")? {
             loop {
-                if self.eat_word("sloppy")? {
-                    mode = StateMode::KeepSloppy;
-                } else if self.eat_word("if-bound")? {
-                    opts.state_policy = Some(StatePolicy::IfBound);
-                } else if self.eat_word("floating")? {
-                    opts.state_policy = Some(StatePolicy::Floating);
-                } else if self.eat_word("no-sync")? {
-                    // pfsync's: keeps the states off the sync interface; linerate has no pfsync.
-                } else if self.eat_word("max")? {
-                    let t = self.peek()?.clone();
-                    let n = self.number("a number of states", u64::from(u32::MAX))?;
-                    if n == 0 {
-                        return here(&t, "max needs at least 1 state");
-                    }
-                    opts.max_states = Some(n as u32);
-                } else if self.state_timeout(opts)? {
-                } else if !self.src_track_option(&mut src)? {
-                    self.refuse_unsupported_option("")?;
-                    return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600)");
-                }
+                self.state_option(opts, &mut mode, &mut src)?;
                 if self.eat_punct(")")? {
                     break;
                 }
@@ -435,6 +427,70 @@ impl Parser<'_> {
         }
         opts.src_track = Self::src_track_of(src)?;
         Ok(mode)
+    }
+
+    /// One state option, into `opts`, `mode` (`sloppy`) and `src` (source tracking).
+    fn state_option(&mut self, opts: &mut FilterOptions, mode: &mut StateMode, src: &mut super::src_track::SrcOptions) -> PResult<()> {
+        if self.eat_word("sloppy")? {
+            *mode = StateMode::KeepSloppy;
+        } else if self.eat_word("if-bound")? {
+            opts.state_policy = Some(StatePolicy::IfBound);
+        } else if self.eat_word("floating")? {
+            opts.state_policy = Some(StatePolicy::Floating);
+        } else if self.eat_word("no-sync")? {
+            // pfsync's: keeps the states off the sync interface; linerate has no pfsync.
+        } else if self.eat_word("max")? {
+            let t = self.peek()?.clone();
+            let n = self.number("a number of states", u64::from(u32::MAX))?;
+            if n == 0 {
+                return here(&t, "max needs at least 1 state");
+            }
+            opts.max_states = Some(n as u32);
+        } else if self.state_timeout(opts)? {
+        } else if !self.src_track_option(src)? {
+            self.refuse_unsupported_option("")?;
+            return self.fail("a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600)");
+        }
+        Ok(())
+    }
+
+    /// After `set state-defaults`: pf's state options every later rule that keeps state
+    /// starts from (its own `keep state (...)` options override them). Source tracking is
+    /// refused there: write it on the rules.
+    pub(super) fn state_defaults(&mut self) -> PResult<()> {
+        let (mut opts, mut mode) = (FilterOptions::default(), StateMode::Keep);
+        loop {
+            let t = self.peek()?.clone();
+            let mut src = super::src_track::SrcOptions::default();
+            self.state_option(&mut opts, &mut mode, &mut src)?;
+            if Self::src_track_of(src)?.is_some() {
+                return here(&t, "source tracking in `set state-defaults` is not supported by linerate (write it on the rules)");
+            }
+            if !self.eat_punct(",")? {
+                break;
+            }
+        }
+        self.state_defaults = Some(StateDefaults { sloppy: mode == StateMode::KeepSloppy, policy: opts.state_policy, max: opts.max_states, timeouts: opts.state_timeouts, adaptive: opts.adaptive });
+        Ok(())
+    }
+
+    /// `set state-defaults` under a rule's own state options (see [`Self::state_defaults`]).
+    fn apply_state_defaults(&self, keep: &mut StateMode, opts: &mut FilterOptions) {
+        let Some(d) = &self.state_defaults else { return };
+        if *keep == StateMode::None {
+            return;
+        }
+        if d.sloppy && *keep == StateMode::Keep {
+            *keep = StateMode::KeepSloppy;
+        }
+        opts.state_policy = opts.state_policy.or(d.policy);
+        opts.max_states = opts.max_states.or(d.max);
+        for &(k, v) in &d.timeouts {
+            if !opts.state_timeouts.iter().any(|&(o, _)| o == k) {
+                opts.state_timeouts.push((k, v));
+            }
+        }
+        opts.adaptive = (opts.adaptive.0.or(d.adaptive.0), opts.adaptive.1.or(d.adaptive.1));
     }
 
     /// After `ridentifier` (or `tracker`): the rule's number (pf's `u_int32_t`).

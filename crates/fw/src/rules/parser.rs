@@ -78,6 +78,8 @@ pub(super) struct Parser<'a> {
     /// The pass rules with `rdr-to` or `nat-to`, made translation rules: checked against the
     /// filter rules at the end of the file (`translate_rule.rs`).
     pub(super) pass_translations: Vec<super::translate_rule::PassTranslation>,
+    /// `set state-defaults` (`filter_rule.rs`).
+    pub(super) state_defaults: Option<super::filter_rule::StateDefaults>,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -594,6 +596,8 @@ impl Parser<'_> {
             })?;
         } else if self.eat_word("timeout")? {
             self.settings(Self::timeout_setting)?;
+        } else if self.eat_word("state-defaults")? {
+            self.state_defaults()?;
         } else if self.eat_word("optimization")? {
             self.optimization()?;
         } else if self.eat_word("ruleset-optimization")? {
