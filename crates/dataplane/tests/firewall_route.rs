@@ -241,3 +241,34 @@ fn a_reload_keeps_each_states_route() {
     assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)));
     assert_eq!(out(&mut r, 5003), Some((1, GW1_MAC)));
 }
+
+/// `frame`'s IPv4 datagram (untagged, no options) as two fragments, the first with 24 bytes
+/// of its payload (the UDP header and 16 bytes), padded to the minimum frame.
+fn fragments(frame: &[u8]) -> [Vec<u8>; 2] {
+    let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+    let payload = &frame[34..14 + total];
+    let make = |offset: usize, data: &[u8], more: bool| {
+        let mut f = frame[..34].to_vec();
+        f.extend_from_slice(data);
+        f[16..18].copy_from_slice(&((20 + data.len()) as u16).to_be_bytes());
+        f[20..22].copy_from_slice(&((offset / 8) as u16 | if more { 0x2000 } else { 0 }).to_be_bytes());
+        f[24..26].fill(0);
+        let c = wire::checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f.resize(f.len().max(60), 0);
+        f
+    };
+    [make(0, &payload[..24], true), make(24, &payload[24..], false)]
+}
+
+/// The later fragments of a routed datagram take its route too: they carry no ports, the
+/// fragment table gives them their first fragment's.
+#[test]
+fn fragments_of_a_routed_datagram_follow_it() {
+    let mut r = Router::new(LAN_ROUTE_TO, &fib_control(true));
+    let [first, second] = fragments(&udp(0, HOST.into(), 5000, FAR.into(), 53));
+    assert_eq!(r.send(0, first), Some((2, GW2_MAC)));
+    assert_eq!(r.send(0, second), Some((2, GW2_MAC)), "the later fragment: by its datagram's route");
+    let [first, second] = fragments(&udp(0, HOST.into(), 5000, FAR.into(), 80));
+    assert_eq!((r.send(0, first), r.send(0, second)), (Some((1, GW1_MAC)), Some((1, GW1_MAC))));
+}

@@ -9,7 +9,7 @@
 use super::{Forwarder, MAX_BATCH, Step};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
-use crate::filter::keys;
+use crate::filter::{frags, keys};
 use fw::packet::{Af, PacketKey};
 use fw::rules::RouteOpt;
 use io::{FrameDesc, FramePool};
@@ -30,8 +30,17 @@ impl Forwarder {
                 Step::V6 { l3, slot, in_port } => (l3, slot, false, in_port),
                 _ => continue,
             };
-            keys::extract(pool.frame(*desc), usize::from(l3), v4, in_port, &mut key, &mut tcp);
-            let Some(opt) = f.fw.route_option(&key).filter(|o| o.af == key.af) else { continue };
+            let frame = pool.frame(*desc);
+            // A fragment's key (its datagram's ports, from the fragment table) is the in
+            // pass's: fragments never take the quick loop.
+            let fragment = v4 && frame.get(usize::from(l3)..).is_some_and(frags::is_fragment_v4);
+            let key = if fragment {
+                &f.keys[i]
+            } else {
+                keys::extract(frame, usize::from(l3), v4, in_port, &mut key, &mut tcp);
+                &key
+            };
+            let Some(opt) = f.fw.route_option(key).filter(|o| o.af == key.af) else { continue };
             let slot = usize::from(slot) % MAX_BATCH;
             match opt.af {
                 Af::Inet => self.v4_dst[slot] = opt.gateway as u32,
