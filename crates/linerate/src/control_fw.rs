@@ -195,7 +195,8 @@ fn states_json(fw: &FwControl, r: &StateReply) -> Value {
             json!({
                 "proto": proto_name(row.proto), "src": i.addr.to_string(), "sport": i.port, "dst": e.addr.to_string(), "dport": e.port,
                 "state": format!("{}:{}", fw::state::state_name(row.proto, row.states[0]), fw::state::state_name(row.proto, row.states[1])),
-                "expires_in": row.expires_in, "rule": row.rule, "line": line, "ridentifier": ridentifier,
+                // A state of a rule a reload removed names none of the current set's.
+                "expires_in": row.expires_in, "rule": rule.map(|_| row.rule), "line": line, "ridentifier": ridentifier,
             })
         })
         .collect();
