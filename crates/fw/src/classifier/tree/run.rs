@@ -151,7 +151,10 @@ impl<V: Word> Forest<V> {
                 continue;
             }
             let v = k[d];
-            if !checks[i + 1..i + 1 + n].iter().any(|&(a, b)| a <= v && v <= b) {
+            // All the ranges compared, without a branch per range (an early exit here is
+            // a mispredicted branch per rule checked).
+            let hit = checks[i + 1..i + 1 + n].iter().fold(false, |hit, &(a, b)| hit | ((a <= v) & (v <= b)));
+            if !hit {
                 return false;
             }
             i += 1 + n;
