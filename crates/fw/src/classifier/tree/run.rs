@@ -27,7 +27,8 @@ pub(super) const EMPTY: u32 = LEAF;
 pub(super) const LINEAR_RANGES: usize = 8;
 
 /// Added to a dimension in a leaf: `(dimension + SHARED, count)` is followed by one item,
-/// `(start, 0)`, the set's place in [`Forest::shared`].
+/// `(start, 0)`, the set's place in [`Forest::shared`]. Dimensions are below it, so that
+/// `& 7` gives the dimension either way.
 pub(super) const SHARED: usize = 8;
 
 /// A packet's dimensions, and one more (unused) so that a dimension read from the
