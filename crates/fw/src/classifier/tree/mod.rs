@@ -85,7 +85,7 @@ fn dim_max(af: Af, d: usize) -> u128 {
 }
 
 #[inline(always)]
-fn key_dims<V: Word>(key: &PacketKey) -> [V; DIMS] {
+fn key_dims<V: Word>(key: &PacketKey) -> run::Key<V> {
     let mask = if key.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
     [
         u128::from(key.dir == Dir::Out) << 16 | u128::from(key.iface),
@@ -95,6 +95,7 @@ fn key_dims<V: Word>(key: &PacketKey) -> [V; DIMS] {
         u128::from(key.dst_port),
         key.src & mask,
         key.dst & mask,
+        0,
     ]
     .map(V::narrow)
 }

@@ -12,7 +12,7 @@
 //! A packet walks its family's trees in lockstep, one level of each per step: the walks are
 //! independent, so their memory reads overlap instead of queueing one behind another.
 
-use super::{DIMS, GROUPS, LEAF, Out};
+use super::{GROUPS, LEAF, Out};
 
 /// No rule: the priority that ends a leaf and that [`Forest::classify`] returns when no rule
 /// matches.
@@ -27,8 +27,13 @@ pub(super) const EMPTY: u32 = LEAF;
 pub(super) const LINEAR_RANGES: usize = 8;
 
 /// Added to a dimension in a leaf: `(dimension + SHARED, count)` is followed by one item,
-/// `(start, 0)`, the set's place in [`Forest::shared`].
-pub(super) const SHARED: usize = 16;
+/// `(start, 0)`, the set's place in [`Forest::shared`]. Dimensions are below it, so that
+/// `& 7` gives the dimension either way.
+pub(super) const SHARED: usize = 8;
+
+/// A packet's dimensions, and one more (unused) so that a dimension read from the
+/// structure can be masked into range instead of checked.
+pub(super) type Key<V> = [V; 8];
 
 /// The type of a dimension's values.
 pub(super) trait Word: Copy + Ord + Send + Sync + 'static {
@@ -87,14 +92,14 @@ impl<V: Word> Forest<V> {
 
     /// The best priority of a rule matching `k`, [`NONE`] if none does.
     #[inline(always)]
-    pub(super) fn classify(&self, k: &[V; DIMS]) -> u32 {
+    pub(super) fn classify(&self, k: &Key<V>) -> u32 {
         let mut at = self.roots;
         loop {
             let mut inner = false;
             for c in at.iter_mut() {
                 if *c & LEAF == 0 {
                     let n = &self.nodes[*c as usize];
-                    *c = n.child[usize::from(k[n.dim as usize] > n.value)];
+                    *c = n.child[usize::from(k[n.dim as usize & 7] > n.value)];
                     inner = true;
                 }
             }
@@ -117,44 +122,47 @@ impl<V: Word> Forest<V> {
     /// The priority of the first rule of the leaf at `p` that matches `k` and beats `best`,
     /// else `best`.
     #[inline(always)]
-    fn scan_leaf(&self, mut p: usize, k: &[V; DIMS], best: u32) -> u32 {
-        loop {
-            let (prio, n) = self.items[p];
+    fn scan_leaf(&self, p: usize, k: &Key<V>, best: u32) -> u32 {
+        let mut rest = &self.items[p..];
+        // The leaf's end, `(NONE, 0)`, beats no `best`, so that the scan ends there.
+        while let Some((&(prio, n), tail)) = rest.split_first() {
             let prio = prio.low();
             if prio >= best {
-                return best;
+                break;
             }
-            let end = p + 1 + n.low() as usize;
-            if self.matches(&self.items[p + 1..end], k) {
+            let (checks, tail) = tail.split_at(n.low() as usize);
+            if self.matches(checks, k) {
                 return prio;
             }
-            p = end;
+            rest = tail;
         }
+        best
     }
 
     /// Whether `k` is in every range set of a rule's `checks`.
     #[inline(always)]
-    fn matches(&self, checks: &[(V, V)], k: &[V; DIMS]) -> bool {
-        let mut i = 0;
-        while i < checks.len() {
-            let (d, n) = checks[i];
+    fn matches(&self, mut checks: &[(V, V)], k: &Key<V>) -> bool {
+        while let Some((&(d, n), tail)) = checks.split_first() {
             let (d, n) = (d.low() as usize, n.low() as usize);
+            let v = k[d & 7];
             if d >= SHARED {
-                let at = checks[i + 1].0.low() as usize;
+                let Some((&(at, _), tail)) = tail.split_first() else { return false };
+                let at = at.low() as usize;
                 let set = &self.shared[at..at + n];
-                let v = k[d - SHARED];
                 let j = set.partition_point(|x| x.1 < v);
                 if j == n || set[j].0 > v {
                     return false;
                 }
-                i += 2;
+                checks = tail;
                 continue;
             }
-            let v = k[d];
-            if !checks[i + 1..i + 1 + n].iter().any(|&(a, b)| a <= v && v <= b) {
+            let (set, tail) = tail.split_at(n);
+            // All the ranges compared, without a branch per range (an early exit here is
+            // a mispredicted branch per rule checked).
+            if !set.iter().fold(false, |hit, &(a, b)| hit | ((a <= v) & (v <= b))) {
                 return false;
             }
-            i += 1 + n;
+            checks = tail;
         }
         true
     }
