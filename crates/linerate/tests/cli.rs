@@ -237,7 +237,7 @@ fn check_accepts_the_labs_config_and_nat_rules() {
 #[test]
 fn check_accepts_the_pfsense_and_opnsense_rule_files() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fw/tests/fixtures");
-    for (product, rules) in [("pfsense", 47), ("opnsense", 37)] {
+    for (product, rules) in [("pfsense", 48), ("opnsense", 38)] {
         let out = linerate().args(["check", "-c"]).arg(fixtures.join(product).join("c.toml")).output().unwrap();
         let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{product}: {stdout}{stderr}");
