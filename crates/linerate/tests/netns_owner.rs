@@ -127,7 +127,7 @@ fn rule_file_errors_touch_nothing() {
     }
     assert!(!clean.contains("prog/xdp") && !clean.contains("lrhd0"), "{clean}");
     let cases = [
-        ("pass all\npass out route-to lrd1 all\n", "rules.conf:2:10: `route-to` is not supported by linerate"),
+        ("pass all\npass out route-to (lrd1 198.19.0.2) inet all\n", "rules.conf:2:10: `route-to` on a rule that is not `in` is not supported by linerate"),
         ("pass in log (to pflog1) all\n", "rules.conf:1:14: `log (to IFACE)` is not supported by linerate"),
         ("set limit states 4000000000\npass all\n", "rules.conf:1:18: a number of states 4000000000 out of range"),
         ("pass in on lrd7 all\n", "rules.conf:1:12: unknown interface \"lrd7\""),
