@@ -242,6 +242,20 @@ fn a_reload_keeps_each_states_route() {
     assert_eq!(out(&mut r, 5003), Some((1, GW1_MAC)));
 }
 
+/// A state whose rule index a reload without the options left past the set (its rule
+/// gone) is not given the option of the rule a later set has at that index.
+#[test]
+fn a_stale_rule_index_takes_no_route() {
+    let mut r = Router::new("pass all\npass in quick on lan inet proto udp to any port 123 keep state\npass in quick on lan inet proto udp to any port 53 keep state\n", &fib_control(true));
+    let out = |r: &mut Router| r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53));
+    assert_eq!(out(&mut r), Some((1, GW1_MAC)));
+    r.reload("pass all\n");
+    assert_eq!(out(&mut r), Some((1, GW1_MAC)), "its state, its rule gone");
+    r.reload(&format!("pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"));
+    assert_eq!(out(&mut r), Some((1, GW1_MAC)), "index 2 routes in this set, not this state");
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)), Some((2, GW2_MAC)), "a new flow does");
+}
+
 /// `frame`'s IPv4 datagram (untagged, no options) as two fragments, the first with 24 bytes
 /// of its payload (the UDP header and 16 bytes), padded to the minimum frame.
 fn fragments(frame: &[u8]) -> [Vec<u8>; 2] {

@@ -93,7 +93,9 @@ impl Firewall {
                 None => r.route.map_or(NO_RULE, |opt| self.ghost(opt)),
             })
             .collect();
-        self.states.map_rules(|r| map.get(r as usize).copied().unwrap_or(r));
+        // An index past the old set (a reload without the options left it there, its rule
+        // gone) names no rule; a ghost stays one.
+        self.states.map_rules(|r| map.get(r as usize).copied().unwrap_or(if r >= GHOST_BASE { r } else { NO_RULE }));
         // States scanned before may hold the new ghosts: a new round.
         self.ghost_scan = GhostScan::default();
     }
