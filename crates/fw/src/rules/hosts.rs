@@ -81,22 +81,18 @@ pub(super) fn check_ports_need_tcp_udp(port_tok: Option<&Token>, protos: &[u8]) 
     Ok(())
 }
 
+impl Hosts {
+    /// Hosts from `src` (address, ports) to `dst`, with nothing else written.
+    pub(super) fn between((src, src_ports): (AddrMatch, PortMatch), (dst, dst_ports): (AddrMatch, PortMatch)) -> Hosts {
+        Hosts { src, src_ports, dst, dst_ports, dst_iface: None, addr_toks: Vec::new(), port_tok: None, route_need: 0, route_refuse: 0, route_tok: None }
+    }
+}
+
 impl Parser<'_> {
     /// `all`, or `[from ipportspec] [to ipportspec]`. With `iface_dst`, `to (IFACE)` is
     /// accepted (translation rules); a list there is refused at that token.
     pub(super) fn hosts(&mut self, iface_dst: Option<&Token>) -> PResult<Hosts> {
-        let mut hosts = Hosts {
-            src: AddrMatch::Any,
-            src_ports: PortMatch::Any,
-            dst: AddrMatch::Any,
-            dst_ports: PortMatch::Any,
-            dst_iface: None,
-            addr_toks: Vec::new(),
-            port_tok: None,
-            route_need: 0,
-            route_refuse: 0,
-            route_tok: None,
-        };
+        let mut hosts = Hosts::between((AddrMatch::Any, PortMatch::Any), (AddrMatch::Any, PortMatch::Any));
         if self.eat_word("all")? {
             return Ok(hosts);
         }

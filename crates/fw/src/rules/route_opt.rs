@@ -14,6 +14,8 @@ use super::lexer::{Tok, Token};
 use super::parser::{Parser, here};
 use super::*;
 
+const NO_POOLS: &str = "a pool of gateways is not supported by linerate (one `(IFACE ADDRESS)` or `ADDRESS`)";
+
 /// A rule's `route-to` or `reply-to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RouteOpt {
@@ -41,7 +43,7 @@ impl Parser<'_> {
         self.next()?;
         let at = self.peek()?.clone();
         if self.is_punct("{")? {
-            return here(&at, "a pool of gateways is not supported by linerate (one `(IFACE ADDRESS)` or `ADDRESS`)");
+            return here(&at, NO_POOLS);
         }
         let named = self.eat_punct("(")?;
         let port = if named { Some(self.route_iface()?) } else { None };
@@ -57,7 +59,7 @@ impl Parser<'_> {
         let at = self.peek()?.clone();
         match self.iface_list()?.as_slice() {
             [i] => Ok(*i),
-            _ => here(&at, "a pool of gateways is not supported by linerate (one `(IFACE ADDRESS)` or `ADDRESS`)"),
+            _ => here(&at, NO_POOLS),
         }
     }
 

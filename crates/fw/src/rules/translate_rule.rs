@@ -60,7 +60,8 @@ impl Parser<'_> {
         if rule.dir != Some(dir) {
             return here(&t, format!("`{keyword}` on a pass rule that is not `{}` is not supported by linerate", if dir == Dir::In { "in" } else { "out" }));
         }
-        if rule.af == Some(Af::Inet6) {
+        let v6_host = |m: &AddrMatch| matches!(m, AddrMatch::List(items) if items.iter().any(|i| matches!(i.target, AddrTarget::Prefix(p) if p.af == Af::Inet6)));
+        if rule.af == Some(Af::Inet6) || v6_host(&rule.src) || v6_host(&rule.dst) {
             return here(&t, "IPv6 translation is not supported by linerate (rdr-to and nat-to are IPv4 only)");
         }
         if let Some(what) = option_of(&rule) {
@@ -78,18 +79,7 @@ impl Parser<'_> {
         let af = rule.af;
         // Compared with the others as what it is: a rule for IPv4 packets.
         rule.af = Some(Af::Inet);
-        let hosts = super::hosts::Hosts {
-            src: rule.src.clone(),
-            src_ports: rule.src_ports.clone(),
-            dst: rule.dst.clone(),
-            dst_ports: rule.dst_ports.clone(),
-            dst_iface: None,
-            addr_toks: Vec::new(),
-            port_tok: None,
-            route_need: 0,
-            route_refuse: 0,
-            route_tok: None,
-        };
+        let hosts = super::hosts::Hosts::between((rule.src.clone(), rule.src_ports.clone()), (rule.dst.clone(), rule.dst_ports.clone()));
         let m = Matching { ifaces: rule.ifaces.clone(), iface_neg: rule.iface_neg, af, protos: rule.protos.clone(), hosts };
         let at = Token { line: rule.line, ..t };
         self.rs.nat.push(super::nat::nat_rule_of(kind, false, true, m, Some(target), &at));
@@ -207,6 +197,7 @@ pass in on lr-lan
             ("pass in quick on lr-wan inet proto tcp to port 80 label \"web\" rdr-to 10.0.0.5\n", "r.conf:1:63: `rdr-to` on a pass rule with `label` is not supported by linerate"),
             ("pass out on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:1:46: `rdr-to` on a pass rule that is not `in` is not supported by linerate"),
             ("pass in quick on lr-wan inet6 proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:1:52: IPv6 translation is not supported by linerate"),
+            ("pass in quick on lr-wan proto tcp to 2001:db8::1 port 80 rdr-to 10.0.0.5\n", "r.conf:1:58: IPv6 translation is not supported by linerate"),
             ("match out on lr-wan inet from 10.0.0.0/8 nat-to 192.0.2.1\npass out quick on lr-wan inet nat-to 192.0.2.2\n", "r.conf:2:31: `nat-to` on a pass rule together with translation rules (line 1)"),
             ("nat on lr-wan from 10.0.0.0/8 -> 192.0.2.1\npass in quick on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:2:51: `rdr-to` on a pass rule together with translation rules (line 1)"),
         ];
