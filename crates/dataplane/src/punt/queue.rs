@@ -97,11 +97,16 @@ impl PuntSender {
     /// Whether a frame of `class` may be queued at `now`: its next hop's share first (so a
     /// single flow to a silent host does not use up the class), then the class's bucket.
     fn admit(&mut self, class: PuntClass, punt: Punt, frame: &[u8], now: u64) -> Result<(), PuntDrop> {
-        if let Punt::Unresolved { next_hop, .. } = punt {
-            let dst = if self.fib.adj.is_glean(next_hop) { destination(frame) } else { 0 };
-            if !self.next_hop.allow(next_hop, dst, now) {
-                return Err(PuntDrop::NextHopLimit);
-            }
+        let share = match punt {
+            Punt::Unresolved { next_hop, .. } => Some((next_hop, if self.fib.adj.is_glean(next_hop) { destination(frame) } else { 0 })),
+            // `route-to`'s gateway: a share of its own, whatever the packets' destinations.
+            Punt::Via { gateway, .. } => Some((VIA_NEXT_HOP, address(gateway))),
+            _ => None,
+        };
+        if let Some((next_hop, dst)) = share
+            && !self.next_hop.allow(next_hop, dst, now)
+        {
+            return Err(PuntDrop::NextHopLimit);
         }
         let allowed = self.police[class as usize].as_mut().is_none_or(|bucket| bucket.allow(now));
         if allowed { Ok(()) } else { Err(PuntDrop::Policed) }
@@ -142,6 +147,18 @@ impl PuntPort for PuntSender {
 }
 
 /// The destination address of an IPv4 (as IPv4-mapped) or IPv6 packet; 0 if it has none.
+/// The next-hop id [`Punt::Via`]'s gateways are throttled under (with their address), which
+/// no adjacency has.
+const VIA_NEXT_HOP: lpm::NextHop = lpm::NextHop::MAX;
+
+/// An address as [`destination`] gives it (IPv4 mapped into IPv6).
+fn address(ip: std::net::IpAddr) -> u128 {
+    match ip {
+        std::net::IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        std::net::IpAddr::V6(a) => u128::from(a),
+    }
+}
+
 fn destination(frame: &[u8]) -> u128 {
     let Ok(l2) = wire::parse_l2(frame) else { return 0 };
     let l3 = &frame[l2.l3_offset..];

@@ -165,6 +165,12 @@ fn next_hops_are_throttled_gateways_as_one_connected_hosts_each() {
     let v6 = (udp_to(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 7))), Punt::Unresolved { next_hop: connected, port: 1 });
     s.punt(&[v6.clone(), v6.clone(), v6]);
     assert_eq!(s.served().len(), 2);
+    // `route-to`'s gateway: one share whatever the destinations, one per gateway.
+    let gateway = |g: u8| Punt::Via { gateway: IpAddr::V4(Ipv4Addr::new(198, 19, 0, g)), port: 1 };
+    let routed: Vec<_> = (0..5).map(|i| (udp_to(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i))), gateway(254))).collect();
+    s.punt(&routed);
+    s.punt(&[(udp_to(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9))), gateway(253))]);
+    assert_eq!(s.served().len(), 2 + 1);
 }
 
 #[test]
