@@ -10,12 +10,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
-use common::Recorder;
+use common::{PuntLog, Recorder};
 use dataplane::counters::{Counts, DropReason};
 use dataplane::fib::FibControl;
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
-use dataplane::punt::{Punt, PuntBatch, PuntPort, PuntedFrame};
+use dataplane::punt::{Punt, PuntedFrame};
 use dataplane::slowpath::SlowPath;
 use dataplane::worker::Worker;
 use io::mem::{CountingTx, ReplayRx};
@@ -33,19 +33,6 @@ const FAR: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 1);
 const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 2);
 const ROUTER_A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xa, 0, 0, 0, 0, 1);
 const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
-
-/// The punts of a worker, kept with their reasons.
-#[derive(Default)]
-struct PuntLog(Vec<PuntedFrame>);
-
-impl PuntPort for PuntLog {
-    fn punt_burst(&mut self, pool: &mut FramePool, punts: &mut PuntBatch) {
-        for (desc, punt, in_port) in punts.drain() {
-            self.0.push(PuntedFrame { punt, phys: desc.port, in_port, frame: pool.frame(desc).to_vec() });
-            pool.free(desc);
-        }
-    }
-}
 
 fn ifaces(name: &str) -> Option<u16> {
     ["a", "b"].iter().position(|n| *n == name).map(|i| i as u16)

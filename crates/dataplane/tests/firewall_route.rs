@@ -15,12 +15,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
-use common::Recorder;
+use common::{PuntLog, Recorder};
 use dataplane::counters::{Counts, DropReason};
 use dataplane::fib::FibControl;
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
-use dataplane::punt::{Punt, PuntBatch, PuntPort, PuntedFrame};
+use dataplane::punt::Punt;
 use dataplane::slowpath::SlowPath;
 use dataplane::worker::Worker;
 use frames::Capture;
@@ -41,19 +41,6 @@ const HOST6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 10);
 const GW1_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 0xfe);
 const GW2_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x19, 0, 0, 0, 0, 0xfe);
 const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xff, 0, 0, 0, 0, 5);
-
-/// The punts of a worker, kept with their reasons.
-#[derive(Default)]
-struct PuntLog(Vec<PuntedFrame>);
-
-impl PuntPort for PuntLog {
-    fn punt_burst(&mut self, pool: &mut FramePool, punts: &mut PuntBatch) {
-        for (desc, punt, in_port) in punts.drain() {
-            self.0.push(PuntedFrame { punt, phys: desc.port, in_port, frame: pool.frame(desc).to_vec() });
-            pool.free(desc);
-        }
-    }
-}
 
 fn ifaces(name: &str) -> Option<u16> {
     ["lan", "wan1", "wan2"].iter().position(|n| *n == name).map(|i| i as u16)
