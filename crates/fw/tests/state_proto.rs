@@ -201,6 +201,34 @@ fn icmp_error_matching() {
     assert_eq!((c.icmp_error_hits, c.icmp_error_misses), (4, 2));
 }
 
+/// The paced sweep: the whole table once per `set timeout interval` (500 slots over 10 s:
+/// 50 a second, at most the budget a call), and the budget every call while the table is
+/// full.
+#[test]
+fn paced_sweep_keeps_pfs_interval() {
+    let to = Timeouts { interval: 10, ..Timeouts::default() };
+    let mut t = StateTable::new(1000, to, 5);
+    for i in 0..500u16 {
+        t.insert(&udp(1, 1000 + i, 2, 53), 0, 0, None).unwrap();
+    }
+    // At 59 (udp.first is 60): a whole table's credit spent, nothing dead.
+    assert_eq!(t.expire_paced(59, 1000), 0);
+    // At 60 every state is dead; a second's credit is 50 slots, taken 16 a call.
+    let swept: Vec<usize> = (0..5).map(|_| t.expire_paced(60, 16)).collect();
+    assert_eq!(swept, [16, 16, 16, 2, 0], "50 slots in the second");
+    assert_eq!(t.len(), 450);
+    // Ten more seconds: the rest of the table (the credit never exceeds the table).
+    let rest: usize = (0..100).map(|_| t.expire_paced(70, 16)).sum();
+    assert_eq!((rest, t.len()), (450, 0));
+    // Full: the whole budget, credit or not.
+    let mut t = StateTable::new(100, to, 5);
+    for i in 0..100u16 {
+        t.insert(&udp(1, 1000 + i, 2, 53), 0, 0, None).unwrap();
+    }
+    assert_eq!(t.expire_paced(59, 1000), 0);
+    assert_eq!((t.expire_paced(60, 16), t.expire_paced(60, 16)), (16, 0), "full, then the second's credit (10) spent");
+}
+
 #[test]
 fn expiry_by_sweep() {
     let to = Timeouts::default();
