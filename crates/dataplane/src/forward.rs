@@ -563,11 +563,7 @@ impl Forwarder {
         }
         let Some(mac) = mac else {
             self.counts.slow_path += 1;
-            let punt = match self.via_any.then(|| self.via_gateway(i)).flatten() {
-                Some(gateway) => Punt::Via { gateway, port },
-                None => Punt::Unresolved { next_hop: id, port },
-            };
-            return punts.push(desc, punt, in_port);
+            return punts.push(desc, self.unresolved(i, id, port), in_port);
         };
         let Some(out) = outputs.get_mut(out_port.phys as usize) else {
             return self.drop(pool, desc, DropReason::TxError);

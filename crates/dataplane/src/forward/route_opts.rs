@@ -10,6 +10,8 @@ use super::{Forwarder, MAX_BATCH, Step};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
 use crate::filter::{frags, keys};
+use crate::punt::Punt;
+use lpm::NextHop;
 use fw::packet::{Af, PacketKey};
 use fw::rules::RouteOpt;
 use io::{FrameDesc, FramePool};
@@ -70,15 +72,19 @@ impl Forwarder {
         }
     }
 
-    /// The gateway to resolve for packet `i` when its next hop's link-layer address is
-    /// unknown: its option's, if it has one.
-    #[inline]
-    pub(super) fn via_gateway(&self, i: usize) -> Option<std::net::IpAddr> {
-        let opt = self.via[i % MAX_BATCH]?;
-        Some(match opt.af {
+    /// Why packet `i` goes to the slow path when the link-layer address of its next hop `id`
+    /// on `port` is unknown: to resolve its option's gateway, if it has one, else the next
+    /// hop. Out of line: the apply pass's code stays as without `route-to`.
+    #[inline(never)]
+    pub(super) fn unresolved(&self, i: usize, id: NextHop, port: u16) -> Punt {
+        let Some(opt) = self.via[i % MAX_BATCH].filter(|_| self.via_any) else {
+            return Punt::Unresolved { next_hop: id, port };
+        };
+        let gateway = match opt.af {
             Af::Inet => std::net::Ipv4Addr::from(opt.gateway as u32).into(),
             Af::Inet6 => std::net::Ipv6Addr::from(opt.gateway).into(),
-        })
+        };
+        Punt::Via { gateway, port }
     }
 }
 
