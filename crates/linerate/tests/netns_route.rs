@@ -6,7 +6,8 @@
 //!   198.21.0.2)`, which linerate resolves itself (ARP for the gateway, not the target);
 //! - W's pings from 203.0.113.5 to A come in by WAN2; A's replies are answered only through
 //!   a WAN2 rule with `reply-to (lrd2 198.21.0.2)`;
-//! - A's pings to B still take the routing table.
+//! - A's pings to B still take the routing table;
+//! - with one worker and with two.
 //!
 //! Needs root. Namespaces `lr<pid>rt*` are removed on drop.
 
@@ -57,20 +58,28 @@ fn route_to_and_reply_to_choose_the_wan() {
     w.ip(&["addr", "add", "203.0.113.5/32", "dev", "lo"]).unwrap();
     w.ip(&["route", "add", "198.18.0.0/24", "via", "198.21.0.1"]).unwrap();
     let cfg = write_config(&lab, "af_packet", EXTRA);
+    // One worker, then two: each flow's states on the worker its packets reach.
+    for workers in ["1", "2"] {
+        route_both_ways(&lab, &w, &cfg, workers);
+    }
+}
+
+/// Starts linerate with `workers` workers and the options, pings both ways, reloads without.
+fn route_both_ways(lab: &common::Lab, w: &Namespace, cfg: &std::path::Path, workers: &str) {
     std::fs::write(lab.dir.join("rules.conf"), RULES).unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(&cfg).output().unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(cfg).output().unwrap();
     assert!(check.status.success(), "check: {}", common::text(&check));
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
+    linerate.args(["run", "-c"]).arg(cfg).args(["--cpu", "0", "--workers", workers]);
     let _dut = start_until(linerate, "forwarding with");
 
-    assert!(answered(&lab.a, &["198.19.0.2"]), "A to B: the routing table's way");
-    assert!(answered(&lab.a, &["203.0.113.5"]), "A to 203.0.113.5: route-to by WAN2");
-    assert!(answered(&w, &["-I", "203.0.113.5", "198.18.0.2"]), "W to A: the replies by WAN2 (reply-to)");
+    assert!(answered(&lab.a, &["198.19.0.2"]), "{workers} workers: A to B: the routing table's way");
+    assert!(answered(&lab.a, &["203.0.113.5"]), "{workers} workers: A to 203.0.113.5: route-to by WAN2");
+    assert!(answered(w, &["-I", "203.0.113.5", "198.18.0.2"]), "{workers} workers: W to A: the replies by WAN2 (reply-to)");
     // Without the options the same pings are lost by WAN1 (B does not forward).
     std::fs::write(lab.dir.join("rules.conf"), "pass all\n").unwrap();
-    let reload = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(&cfg).output().unwrap();
+    let reload = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(cfg).output().unwrap();
     assert!(reload.status.success(), "reload: {}", common::text(&reload));
-    assert!(!answered(&w, &["-I", "203.0.113.5", "-W", "1", "198.18.0.2"]), "W to A without reply-to");
-    assert!(!answered(&lab.a, &["-W", "1", "203.0.113.5"]), "A to 203.0.113.5 without route-to");
+    assert!(!answered(w, &["-I", "203.0.113.5", "-W", "1", "198.18.0.2"]), "{workers} workers: W to A without reply-to");
+    assert!(!answered(&lab.a, &["-W", "1", "203.0.113.5"]), "{workers} workers: A to 203.0.113.5 without route-to");
 }
