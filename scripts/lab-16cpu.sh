@@ -3,8 +3,10 @@
 # and receiver each on CPUs of their own. Labs, in this order: `overload` (kernel and
 # linerate at full speed, then paced at 1x-3x of that), `backends` (the kernel, linerate
 # over AF_PACKET and over generic XDP, each flooded and paced at 0.5x-3x: no livelock on
-# any backend), `workers2` and `workers4` (kernel and linerate with 2 and 4 workers: the
-# veths get that many queues), `default` (the default lab, one worker). About 5 minutes for
+# any backend), `paced` (kernel and linerate paced at 0.5x-3x in bursts of up to 256 and
+# of up to 64 frames, with every run's counters: where paced frames are lost), `workers2`
+# and `workers4` (kernel and linerate with 2 and 4 workers: the veths get that many
+# queues), `default` (the default lab, one worker). About 5 minutes for
 # `default workers2 workers4`, 2.5 for `backends` (2026-11-26).
 #
 #   scripts/lab-16cpu.sh [BINARY]     BINARY: target/release/linerate by default
@@ -16,8 +18,8 @@
 # the dynamic loader with their libraries, so nothing on the machine changes.
 # LR_FORCE_DEBS=1 uses them even for tools the machine has (to test this script).
 # LR_CPUS="G D R": first CPUs of generator, DUT and receiver (default "2 6 10");
-# LR_LABS: which labs to run (default "overload workers2 workers4 default"; `backends` on
-# request).
+# LR_LABS: which labs to run (default "overload workers2 workers4 default"; `backends` and
+# `paced` on request).
 # LR_COMPARE: another linerate binary; the overload lab runs again with it (`overload-b`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -97,15 +99,17 @@ labfile() {
     cat
 }
 
-labfile "Full speed, then paced at 1x-3x of that rate (the overload sweep), kernel and linerate." >"$out/overload.toml" <<'EOF'
+labfile "Full speed, then paced at 1x-3x of that rate (the overload sweep), and 5 pings, kernel and linerate." >"$out/overload.toml" <<'EOF'
 [[set]]
 name = "kernel"
 dut = "kernel"
 overload = [1, 2, 3]
+ping = 5
 [[set]]
 name = "linerate"
 dut = "linerate"
 overload = [1, 2, 3]
+ping = 5
 EOF
 
 labfile "Every backend under overload: full speed, then paced at 0.5x-3x of each set's rate." >"$out/backends.toml" <<'EOF'
@@ -125,6 +129,38 @@ backend = "af_xdp"
 overload = [0.5, 1, 2, 3]
 EOF
 
+labfile "Where paced frames are lost: kernel and linerate paced at 0.5x-3x, in bursts of up to 256 frames (veth's ring) and of up to 64; counters.txt has every run's counters." >"$out/paced.toml" <<'EOF'
+[[set]]
+name = "kernel"
+dut = "kernel"
+overload = [0.5, 1, 2, 3]
+[[set]]
+name = "linerate"
+dut = "linerate"
+overload = [0.5, 1, 2, 3]
+[[set]]
+name = "kernel-step64"
+dut = "kernel"
+overload = [0.5, 1, 2, 3]
+traffic = { paced_step = 64 }
+[[set]]
+name = "linerate-step64"
+dut = "linerate"
+overload = [0.5, 1, 2, 3]
+traffic = { paced_step = 64 }
+EOF
+
+labfile "Kernel and linerate paced at 0.5x-2x (the idle lab runs it with the DUT CPU's idle states on, then off)." >"$out/idle.toml" <<'EOF'
+[[set]]
+name = "kernel"
+dut = "kernel"
+overload = [0.5, 1, 2]
+[[set]]
+name = "linerate"
+dut = "linerate"
+overload = [0.5, 1, 2]
+EOF
+
 labfile "Kernel and linerate forwarding with several workers (\`--workers N\`)." >"$out/workers.toml" <<'EOF'
 [[set]]
 name = "kernel"
@@ -136,9 +172,24 @@ EOF
 
 read -r g d r <<<"${LR_CPUS:-2 6 10}"
 cpus=(--gen-cpu "$g" --dut-cpu "$d" --rcv-cpu "$r")
-lab overload 110 "$out/overload.toml" "${cpus[@]}"
-[ -n "${LR_COMPARE:-}" ] && lab overload-b 110 "$out/overload.toml" "${cpus[@]}"
+lab overload 140 "$out/overload.toml" "${cpus[@]}"
+[ -n "${LR_COMPARE:-}" ] && lab overload-b 140 "$out/overload.toml" "${cpus[@]}"
 lab backends 220 "$out/backends.toml" "${cpus[@]}"
+lab paced 300 "$out/paced.toml" --runs 2 "${cpus[@]}"
+
+# `idle`: the paced sweep with the DUT CPU's idle states as the machine has them, then with
+# every state but polling disabled on that CPU: are paced frames lost while the DUT's CPU
+# wakes from idle (a burst fills veth's 256-frame ring meanwhile)? Restored after.
+idle_states() { ls -d /sys/devices/system/cpu/cpu"$1"/cpuidle/state* 2>/dev/null; }
+case " ${LR_LABS:-} " in *" idle "*)
+    log "cpuidle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null), governor $(cat /sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null)"
+    for st in $(idle_states "$d"); do log "cpu$d $(basename "$st"): $(cat "$st"/name) exit latency $(cat "$st"/latency) us, disabled $(cat "$st"/disable)"; done
+    LR_LABS="$LR_LABS idle-on idle-off"
+    lab idle-on 120 "$out/idle.toml" --runs 2 "${cpus[@]}"
+    for st in $(idle_states "$d"); do [ "$(cat "$st"/name)" = POLL ] || echo 1 >"$st"/disable; done
+    lab idle-off 120 "$out/idle.toml" --runs 2 "${cpus[@]}"
+    for st in $(idle_states "$d"); do echo 0 >"$st"/disable; done
+;; esac
 lab workers2 110 "$out/workers.toml" --workers 2 "${cpus[@]}"
 lab workers4 110 "$out/workers.toml" --workers 4 "${cpus[@]}"
 lab default 330 --runs 3 --seconds 4 "${cpus[@]}"

@@ -82,7 +82,13 @@ pub struct Counts {
 // By hand: `Default` is derived for arrays of at most 32 elements.
 impl Default for Counts {
     fn default() -> Self {
-        Counts { rx: 0, forwarded: 0, local: 0, slow_path: 0, drops: [0; DROP_REASONS] }
+        Counts {
+            rx: 0,
+            forwarded: 0,
+            local: 0,
+            slow_path: 0,
+            drops: [0; DROP_REASONS],
+        }
     }
 }
 
@@ -104,7 +110,10 @@ impl Counts {
     /// The frames an rx port dropped itself (see [`io::RxPort::take_drops`]): received, and
     /// dropped under their reasons, so that the sum over the reasons still adds up.
     pub fn from_rx_drops(d: &io::RxDrops) -> Counts {
-        let mut c = Counts { rx: d.offload_malformed + d.gso_unsupported, ..Counts::default() };
+        let mut c = Counts {
+            rx: d.offload_malformed + d.gso_unsupported,
+            ..Counts::default()
+        };
         c.drops[DropReason::OffloadMalformed as usize] = d.offload_malformed;
         c.drops[DropReason::GsoUnsupported as usize] = d.gso_unsupported;
         c
@@ -198,7 +207,10 @@ pub struct PortSnapshot {
 impl WorkerCounters {
     /// Counters for a worker with `ports` physical ports.
     pub fn new(ports: usize) -> Self {
-        WorkerCounters { ports: (0..ports).map(|_| PortCounters::default()).collect(), ..Default::default() }
+        WorkerCounters {
+            ports: (0..ports).map(|_| PortCounters::default()).collect(),
+            ..Default::default()
+        }
     }
 
     /// Whether a reader asked for port statistics since the last publication (two loads;
@@ -209,7 +221,12 @@ impl WorkerCounters {
     }
 
     /// The worker's answer to a request: its ports' statistics and ICMP counts.
-    pub fn publish_ports(&self, stats: impl Iterator<Item = io::PortStats>, counts: &[Counts], icmp: (u64, u64)) {
+    pub fn publish_ports(
+        &self,
+        stats: impl Iterator<Item = io::PortStats>,
+        counts: &[Counts],
+        icmp: (u64, u64),
+    ) {
         let want = self.requested.load(Ordering::Acquire);
         counts.clone_into(&mut self.port_counts.lock().unwrap_or_else(|e| e.into_inner()));
         for (c, s) in self.ports.iter().zip(stats) {
@@ -247,7 +264,11 @@ impl WorkerCounters {
             .collect();
         PortSnapshot {
             ports,
-            counts: self.port_counts.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            counts: self
+                .port_counts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             icmp_sent: self.icmp_sent.load(Ordering::Relaxed),
             icmp_suppressed: self.icmp_suppressed.load(Ordering::Relaxed),
         }
@@ -288,7 +309,11 @@ mod tests {
     #[test]
     fn names_are_unique_snake_case() {
         let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
-        assert!(names.iter().all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
+        assert!(
+            names
+                .iter()
+                .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        );
         names.sort();
         names.dedup();
         assert_eq!(names.len(), DROP_REASONS);
@@ -297,20 +322,32 @@ mod tests {
     #[test]
     fn publish_snapshot_and_since() {
         let shared = WorkerCounters::default();
-        let mut c = Counts { rx: 10, forwarded: 7, local: 1, ..Default::default() };
+        let mut c = Counts {
+            rx: 10,
+            forwarded: 7,
+            local: 1,
+            ..Default::default()
+        };
         c.drop(DropReason::NoRoute);
         c.drop(DropReason::NoRoute);
         shared.publish(&c);
         let snap = shared.snapshot();
         assert_eq!(snap, c);
         assert_eq!(snap.dropped(), 2);
-        let later = Counts { rx: 15, forwarded: 12, ..snap };
+        let later = Counts {
+            rx: 15,
+            forwarded: 12,
+            ..snap
+        };
         assert_eq!(later.since(&snap).forwarded, 5);
     }
 
     #[test]
     fn port_drops_count_as_received_and_dropped() {
-        let c = Counts::from_rx_drops(&io::RxDrops { offload_malformed: 2, gso_unsupported: 3 });
+        let c = Counts::from_rx_drops(&io::RxDrops {
+            offload_malformed: 2,
+            gso_unsupported: 3,
+        });
         assert_eq!((c.rx, c.dropped()), (5, 5));
         assert_eq!(c.drops[DropReason::GsoUnsupported as usize], 3);
         assert_eq!(c.drops[DropReason::OffloadMalformed as usize], 2);

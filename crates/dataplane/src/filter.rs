@@ -31,7 +31,11 @@ use fw::classifier::{BuildError, CacheCounters, Classifier, VerdictCache};
 use fw::packet::{Dir, PacketKey};
 use fw::passes::{Count, Drop, Hit, Passes, Ticket};
 use fw::rules::{Action, RuleSet};
-use fw::state::{Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError, StateCounters, StateId, StateLookup, StateDropReason, StateMemory, StateTable, StateVerdict, TcpSegment, Timeouts};
+use fw::state::{
+    Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError,
+    StateCounters, StateDropReason, StateId, StateLookup, StateMemory, StateTable, StateVerdict,
+    TcpSegment, Timeouts,
+};
 
 use crate::counters::DropReason;
 use crate::fib::Fib;
@@ -41,27 +45,27 @@ use crate::fib::Fib;
 const EXPIRE_BUDGET: usize = 16;
 
 pub mod frags;
-pub mod tables;
 pub(crate) mod keys;
-mod routes;
 mod local;
-pub mod requests;
 pub mod nat;
 mod nat_rewrite;
 mod overload;
+pub mod requests;
+mod routes;
+pub mod tables;
 pub use overload::FLUSH_SLOTS_PER_BATCH;
 use overload::FlushJob;
 pub mod log;
 pub(crate) mod modulate;
-pub(crate) mod synproxy;
 mod refuse;
 mod route_hosts;
 pub mod scrub;
 mod stage;
+pub(crate) mod synproxy;
 
+pub use crate::seed::random_seed;
 use log::{LogHit, LogRules, LogSink};
 pub use refuse::Refusal;
-pub use crate::seed::random_seed;
 
 pub(crate) use stage::{FilterStage, Routed, RoutedPacket, RoutedV4};
 
@@ -116,7 +120,13 @@ struct KeepCounts {
 
 /// What makes two rules of two sets the same rule (pf's `keepcounters`): all but the line.
 fn rule_identity(r: &fw::rules::Rule) -> String {
-    format!("{:?}", fw::rules::Rule { line: 0, ..r.clone() })
+    format!(
+        "{:?}",
+        fw::rules::Rule {
+            line: 0,
+            ..r.clone()
+        }
+    )
 }
 
 impl KeepCounts {
@@ -124,13 +134,22 @@ impl KeepCounts {
     /// `old` (its line aside), each old rule's once.
     fn of(old: &CompiledRules, new: &CompiledRules) -> KeepCounts {
         let key = rule_identity;
-        let mut olds: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
+        let mut olds: std::collections::HashMap<String, Vec<usize>> =
+            std::collections::HashMap::new();
         for (i, r) in old.rules.rules.iter().enumerate().rev() {
             olds.entry(key(r)).or_default().push(i);
         }
-        let mut map: Vec<Option<usize>> = new.rules.rules.iter().map(|r| olds.get_mut(&key(r)).and_then(Vec::pop)).collect();
+        let mut map: Vec<Option<usize>> = new
+            .rules
+            .rules
+            .iter()
+            .map(|r| olds.get_mut(&key(r)).and_then(Vec::pop))
+            .collect();
         map.push(Some(old.rule_count()));
-        KeepCounts { from: Arc::clone(&old.lineage), map }
+        KeepCounts {
+            from: Arc::clone(&old.lineage),
+            map,
+        }
     }
 }
 
@@ -147,7 +166,11 @@ impl CompiledRules {
         CompiledRules::with_limits(rules, self.limits.clone(), Arc::clone(&self.lineage))
     }
 
-    fn with_limits(rules: RuleSet, limits: Option<Arc<RuleLimits>>, lineage: Arc<()>) -> Result<CompiledRules, BuildError> {
+    fn with_limits(
+        rules: RuleSet,
+        limits: Option<Arc<RuleLimits>>,
+        lineage: Arc<()>,
+    ) -> Result<CompiledRules, BuildError> {
         let classifier = Classifier::build(&rules)?;
         let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let log = LogRules::of(&rules);
@@ -155,9 +178,29 @@ impl CompiledRules {
         let (scrub_in, scrub_out) = (rules.scrubs(Dir::In), rules.scrubs(Dir::Out));
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
         // `synproxy state` shifts the server's numbers as `modulate state` does.
-        let modulate = rules.rules.iter().any(|r| matches!(r.keep_state, fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy));
+        let modulate = rules.rules.iter().any(|r| {
+            matches!(
+                r.keep_state,
+                fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy
+            )
+        });
         let route_opts = rules.rules.iter().any(|r| r.route.is_some());
-        Ok(CompiledRules { rules, classifier, has_out, has_in, log, limits, route_bits, scrub_in, scrub_out, scrub_keyed, modulate, route_opts, lineage, keep: std::sync::OnceLock::new() })
+        Ok(CompiledRules {
+            rules,
+            classifier,
+            has_out,
+            has_in,
+            log,
+            limits,
+            route_bits,
+            scrub_in,
+            scrub_out,
+            scrub_keyed,
+            modulate,
+            route_opts,
+            lineage,
+            keep: std::sync::OnceLock::new(),
+        })
     }
 
     /// Whether `other` is this set with other table entries (`overload`, `linerate table`).
@@ -171,26 +214,44 @@ impl CompiledRules {
     }
 
     /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
-    pub fn load(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<CompiledRules, String> {
+    pub fn load(
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+    ) -> Result<CompiledRules, String> {
         let rules = fw::rules::load(path, ifaces).map_err(|e| e.to_string())?;
         CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// [`load`](Self::load) knowing the router's addresses on its interfaces (`self`,
     /// interface hosts, `antispoof`: [`fw::rules::parse_with_addresses`]).
-    pub fn load_with_addresses(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &fw::rules::InterfaceAddresses) -> Result<CompiledRules, String> {
-        let rules = fw::rules::load_with_addresses(path, ifaces, addresses).map_err(|e| e.to_string())?;
+    pub fn load_with_addresses(
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+        addresses: &fw::rules::InterfaceAddresses,
+    ) -> Result<CompiledRules, String> {
+        let rules =
+            fw::rules::load_with_addresses(path, ifaces, addresses).map_err(|e| e.to_string())?;
         CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// [`parse`](Self::parse) knowing the router's addresses on its interfaces.
-    pub fn parse_with_addresses(text: &str, path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &fw::rules::InterfaceAddresses) -> Result<CompiledRules, String> {
-        let rules = fw::rules::parse_with_addresses(text, path, ifaces, addresses).map_err(|e| e.to_string())?;
+    pub fn parse_with_addresses(
+        text: &str,
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+        addresses: &fw::rules::InterfaceAddresses,
+    ) -> Result<CompiledRules, String> {
+        let rules = fw::rules::parse_with_addresses(text, path, ifaces, addresses)
+            .map_err(|e| e.to_string())?;
         CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// As [`load`](Self::load) from text; `path` names it in errors and anchors table files.
-    pub fn parse(text: &str, path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<CompiledRules, String> {
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+    ) -> Result<CompiledRules, String> {
         let rules = fw::rules::parse(text, path, ifaces).map_err(|e| e.to_string())?;
         CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
     }
@@ -248,7 +309,12 @@ impl RulesSlot {
             overloader: AtomicBool::new(false),
             overloading: Mutex::new(()),
             epoch: Instant::now(),
-            current: Mutex::new(Published { rules, workers: Vec::new(), flushes: Vec::new(), flush_seq: 0 }),
+            current: Mutex::new(Published {
+                rules,
+                workers: Vec::new(),
+                flushes: Vec::new(),
+                flush_seq: 0,
+            }),
         })
     }
 
@@ -274,18 +340,32 @@ impl RulesSlot {
     }
 
     /// [`publish`](Self::publish), with flush jobs for every worker.
-    fn publish_with(&self, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<(), StateAllocError> {
+    fn publish_with(
+        &self,
+        rules: Arc<CompiledRules>,
+        flushes: Vec<FlushJob>,
+    ) -> Result<(), StateAllocError> {
         self.publish_over(None, rules, flushes).map(|_| ())
     }
 
     /// Publishes `rules`, which were made from `from` by changing table entries (`overload`,
     /// `linerate table`), unless another set was published since (a reload): then nothing is
     /// published and it says `false`, so that the change is not made on rules gone by.
-    fn publish_derived(&self, from: &Arc<CompiledRules>, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<bool, StateAllocError> {
+    fn publish_derived(
+        &self,
+        from: &Arc<CompiledRules>,
+        rules: Arc<CompiledRules>,
+        flushes: Vec<FlushJob>,
+    ) -> Result<bool, StateAllocError> {
         self.publish_over(Some(from), rules, flushes)
     }
 
-    fn publish_over(&self, from: Option<&Arc<CompiledRules>>, rules: Arc<CompiledRules>, flushes: Vec<FlushJob>) -> Result<bool, StateAllocError> {
+    fn publish_over(
+        &self,
+        from: Option<&Arc<CompiledRules>>,
+        rules: Arc<CompiledRules>,
+        flushes: Vec<FlushJob>,
+    ) -> Result<bool, StateAllocError> {
         let limit = state_limit(&rules.rules);
         // `set keepcounters`: the rules matched before the lock (a workers' adopt waits on it).
         let keep = (from.is_none() && rules.rules.keep_counters).then(|| {
@@ -301,7 +381,11 @@ impl RulesSlot {
             && !rules.same_rules(&cur.rules)
         {
             // Another set was published meanwhile: matched again, against it.
-            let k = if Arc::ptr_eq(&old, &cur.rules) { k } else { KeepCounts::of(&cur.rules, &rules) };
+            let k = if Arc::ptr_eq(&old, &cur.rules) {
+                k
+            } else {
+                KeepCounts::of(&cur.rules, &rules)
+            };
             let _ = rules.keep.set(k);
         }
         let mut reserved = Vec::new();
@@ -344,7 +428,13 @@ impl RulesSlot {
             cur.flushes.push((seq, job));
         }
         // Those every worker took go.
-        let taken = cur.workers.iter().flatten().map(|w| w.flush_seen).min().unwrap_or(cur.flush_seq);
+        let taken = cur
+            .workers
+            .iter()
+            .flatten()
+            .map(|w| w.flush_seen)
+            .min()
+            .unwrap_or(cur.flush_seq);
         cur.flushes.retain(|&(seq, _)| seq > taken);
     }
 
@@ -365,13 +455,25 @@ impl RulesSlot {
             return None;
         }
         let flush_seen = cur.flush_seq;
-        cur.workers.push(Some(WorkerMemory { capacity, pending: None, flush_seen }));
-        Some((cur.workers.len() - 1, self.generation(), Arc::clone(&cur.rules)))
+        cur.workers.push(Some(WorkerMemory {
+            capacity,
+            pending: None,
+            flush_seen,
+        }));
+        Some((
+            cur.workers.len() - 1,
+            self.generation(),
+            Arc::clone(&cur.rules),
+        ))
     }
 
     /// The current set and generation for worker `id`, with the memory reserved for it.
     /// The flush jobs worker `id` has not taken are added to `flushes`.
-    fn adopt(&self, id: usize, flushes: &mut Vec<FlushJob>) -> (Arc<CompiledRules>, u64, Option<StateMemory>) {
+    fn adopt(
+        &self,
+        id: usize,
+        flushes: &mut Vec<FlushJob>,
+    ) -> (Arc<CompiledRules>, u64, Option<StateMemory>) {
         let mut cur = self.lock();
         let seq = cur.flush_seq;
         let mut seen = seq;
@@ -380,7 +482,12 @@ impl RulesSlot {
             seen = std::mem::replace(&mut w.flush_seen, seq);
             w.pending.take()
         });
-        flushes.extend(cur.flushes.iter().filter(|&&(n, _)| n > seen).map(|&(_, job)| job));
+        flushes.extend(
+            cur.flushes
+                .iter()
+                .filter(|&&(n, _)| n > seen)
+                .map(|&(_, job)| job),
+        );
         (Arc::clone(&cur.rules), self.generation(), mem)
     }
 
@@ -414,12 +521,21 @@ fn bump(a: &AtomicU64, n: u64) {
 impl RuleCounters {
     fn new(rules: Arc<CompiledRules>) -> RuleCounters {
         let n = rules.rule_count() + 1;
-        RuleCounters { rules, packets: zeroed(n), bytes: zeroed(n), states: zeroed(n) }
+        RuleCounters {
+            rules,
+            packets: zeroed(n),
+            bytes: zeroed(n),
+            states: zeroed(n),
+        }
     }
 
     /// Adds the counts `old` holds for the rules `map` names (`set keepcounters`).
     fn add_mapped(&self, old: &RuleCounters, map: &[Option<usize>]) {
-        for (new, old) in [(&self.packets, &old.packets), (&self.bytes, &old.bytes), (&self.states, &old.states)] {
+        for (new, old) in [
+            (&self.packets, &old.packets),
+            (&self.bytes, &old.bytes),
+            (&self.states, &old.states),
+        ] {
             for (n, o) in new.iter().zip(map) {
                 if let Some(o) = o.and_then(|o| old.get(o)) {
                     bump(n, o.load(Ordering::Relaxed));
@@ -430,7 +546,11 @@ impl RuleCounters {
 
     /// Adds `old`'s counts (of the same rules) to these.
     fn add(&self, old: &RuleCounters) {
-        for (new, old) in [(&self.packets, &old.packets), (&self.bytes, &old.bytes), (&self.states, &old.states)] {
+        for (new, old) in [
+            (&self.packets, &old.packets),
+            (&self.bytes, &old.bytes),
+            (&self.states, &old.states),
+        ] {
             for (n, o) in new.iter().zip(old.iter()) {
                 bump(n, o.load(Ordering::Relaxed));
             }
@@ -475,20 +595,60 @@ const STATE_FIELDS: usize = 25;
 
 /// Names of the state-table counters, in [`FirewallStats::states`] order.
 pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
-    "in_use", "inserts", "insert_full", "insert_exists", "hits", "misses", "drop_out_of_window",
-    "expired_lookup", "expired_sweep", "reused_closed", "removed", "icmp_error_hits",
-    "icmp_error_misses", "icmp_error_bad_seq", "rule_max", "src_limit_states", "src_limit_nodes",
-    "src_limit_conn", "src_limit_conn_rate", "src_overload", "src_flushed", "synproxy_syn_acks",
-    "synproxy_syns", "synproxy_established", "synproxy_dropped",
+    "in_use",
+    "inserts",
+    "insert_full",
+    "insert_exists",
+    "hits",
+    "misses",
+    "drop_out_of_window",
+    "expired_lookup",
+    "expired_sweep",
+    "reused_closed",
+    "removed",
+    "icmp_error_hits",
+    "icmp_error_misses",
+    "icmp_error_bad_seq",
+    "rule_max",
+    "src_limit_states",
+    "src_limit_nodes",
+    "src_limit_conn",
+    "src_limit_conn_rate",
+    "src_overload",
+    "src_flushed",
+    "synproxy_syn_acks",
+    "synproxy_syns",
+    "synproxy_established",
+    "synproxy_dropped",
 ];
 
 fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
     [
-        c.in_use, c.inserts, c.insert_full, c.insert_exists, c.hits, c.misses, c.drop_out_of_window,
-        c.expired_lookup, c.expired_sweep, c.reused_closed, c.removed, c.icmp_error_hits,
-        c.icmp_error_misses, c.icmp_error_bad_seq, c.rule_max, c.src_limit_states, c.src_limit_nodes,
-        c.src_limit_conn, c.src_limit_conn_rate, c.src_overload, c.src_flushed, c.synproxy_syn_acks,
-        c.synproxy_syns, c.synproxy_established, c.synproxy_dropped,
+        c.in_use,
+        c.inserts,
+        c.insert_full,
+        c.insert_exists,
+        c.hits,
+        c.misses,
+        c.drop_out_of_window,
+        c.expired_lookup,
+        c.expired_sweep,
+        c.reused_closed,
+        c.removed,
+        c.icmp_error_hits,
+        c.icmp_error_misses,
+        c.icmp_error_bad_seq,
+        c.rule_max,
+        c.src_limit_states,
+        c.src_limit_nodes,
+        c.src_limit_conn,
+        c.src_limit_conn_rate,
+        c.src_overload,
+        c.src_flushed,
+        c.synproxy_syn_acks,
+        c.synproxy_syns,
+        c.synproxy_established,
+        c.synproxy_dropped,
     ]
 }
 
@@ -513,18 +673,33 @@ impl FirewallStats {
 
     /// State-table counters, named by [`STATE_COUNTER_NAMES`].
     pub fn states(&self) -> [(&'static str, u64); STATE_FIELDS] {
-        std::array::from_fn(|i| (STATE_COUNTER_NAMES[i], self.states[i].load(Ordering::Relaxed)))
+        std::array::from_fn(|i| {
+            (
+                STATE_COUNTER_NAMES[i],
+                self.states[i].load(Ordering::Relaxed),
+            )
+        })
     }
 
     /// The worker's verdict cache's counters (in use only in front of the tree engine).
     pub fn verdict_cache(&self) -> CacheCounters {
-        let [hits, misses, invalidations] = std::array::from_fn(|i| self.cache[i].load(Ordering::Relaxed));
-        CacheCounters { hits, misses, invalidations }
+        let [hits, misses, invalidations] =
+            std::array::from_fn(|i| self.cache[i].load(Ordering::Relaxed));
+        CacheCounters {
+            hits,
+            misses,
+            invalidations,
+        }
     }
 
     /// Normalization's counters (`scrub` rules), named by [`scrub::SCRUB_COUNTER_NAMES`].
     pub fn scrub(&self) -> [(&'static str, u64); scrub::SCRUB_COUNTER_NAMES.len()] {
-        std::array::from_fn(|i| (scrub::SCRUB_COUNTER_NAMES[i], self.scrub[i].load(Ordering::Relaxed)))
+        std::array::from_fn(|i| {
+            (
+                scrub::SCRUB_COUNTER_NAMES[i],
+                self.scrub[i].load(Ordering::Relaxed),
+            )
+        })
     }
 
     /// The [`RulesSlot`] generation the worker has adopted.
@@ -590,7 +765,11 @@ struct Pending {
     bytes: u64,
 }
 
-const NO_PENDING: Pending = Pending { rule: usize::MAX, packets: 0, bytes: 0 };
+const NO_PENDING: Pending = Pending {
+    rule: usize::MAX,
+    packets: 0,
+    bytes: 0,
+};
 
 impl Pending {
     /// Counts a packet under rule `i` (`usize::MAX`: no rule, pf's default). Consecutive
@@ -605,7 +784,11 @@ impl Pending {
             self.bytes += u64::from(len);
         } else {
             self.flush(cur);
-            *self = Pending { rule: i, packets: 1, bytes: u64::from(len) };
+            *self = Pending {
+                rule: i,
+                packets: 1,
+                bytes: u64::from(len),
+            };
         }
     }
 
@@ -678,7 +861,9 @@ fn state_timeouts(rs: &RuleSet) -> Timeouts {
 /// The rule set's `set limit states` (at least 1). Not cut to the table's maximum: a set
 /// built by hand above it fails to allocate, with that error.
 fn state_limit(rs: &RuleSet) -> usize {
-    usize::try_from(rs.limit_states).unwrap_or(usize::MAX).max(1)
+    usize::try_from(rs.limit_states)
+        .unwrap_or(usize::MAX)
+        .max(1)
 }
 
 impl Firewall {
@@ -696,17 +881,35 @@ impl Firewall {
             let capacity = state_limit(&slot.current().rules);
             let mut states = StateTable::try_new(capacity, Timeouts::default(), seed)?;
             // Allocated unlocked; a reload raising the limit meanwhile means another try.
-            let Some((id, seen, rules)) = slot.register(capacity) else { continue };
+            let Some((id, seen, rules)) = slot.register(capacity) else {
+                continue;
+            };
             states.set_timeouts(state_timeouts(&rules.rules));
-            states.set_rule_timeouts(rules.rules.rules.iter().map(|r| r.state_timeouts.as_slice()));
+            states.set_rule_timeouts(
+                rules
+                    .rules
+                    .rules
+                    .iter()
+                    .map(|r| r.state_timeouts.as_slice()),
+            );
             states.set_limit(state_limit(&rules.rules));
             states.set_passes(rules.has_in, rules.has_out);
-            let cache = VerdictCache::new(fw::classifier::cache::DEFAULT_CACHE_ENTRIES, seed ^ 0x5bd1_e995_2f3c_a7e1);
+            let cache = VerdictCache::new(
+                fw::classifier::cache::DEFAULT_CACHE_ENTRIES,
+                seed ^ 0x5bd1_e995_2f3c_a7e1,
+            );
             return Ok(Firewall::with_table(slot, id, seen, rules, states, cache));
         }
     }
 
-    fn with_table(slot: Arc<RulesSlot>, id: usize, seen: u64, rules: Arc<CompiledRules>, states: StateTable, cache: VerdictCache) -> Firewall {
+    fn with_table(
+        slot: Arc<RulesSlot>,
+        id: usize,
+        seen: u64,
+        rules: Arc<CompiledRules>,
+        states: StateTable,
+        cache: VerdictCache,
+    ) -> Firewall {
         let rules_overload = rules.overloads();
         let route_bits = rules.route_bits;
         let cur = Arc::new(RuleCounters::new(rules));
@@ -720,14 +923,40 @@ impl Firewall {
         let clock = slot.epoch;
         // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
         let (adopted, seen) = (seen, if rules_overload { u64::MAX } else { seen });
-        Firewall { proxy_queue: Vec::with_capacity(io::batch::MAX_BATCH), slot, id, seen, adopted, cur, states, cache, clock, now: clock.elapsed().as_secs() as u32, stats, pending: NO_PENDING, quick_loop: true, log: None, log_hit: None, blocked_by: None, fib: None, route_bits, flushes: Vec::new(), scrub_counts: scrub::ScrubCounts::default(), ghost_routes: Vec::new(), ghost_scan: routes::GhostScan::default() }
+        Firewall {
+            proxy_queue: Vec::with_capacity(io::batch::MAX_BATCH),
+            slot,
+            id,
+            seen,
+            adopted,
+            cur,
+            states,
+            cache,
+            clock,
+            now: clock.elapsed().as_secs() as u32,
+            stats,
+            pending: NO_PENDING,
+            quick_loop: true,
+            log: None,
+            log_hit: None,
+            blocked_by: None,
+            fib: None,
+            route_bits,
+            flushes: Vec::new(),
+            scrub_counts: scrub::ScrubCounts::default(),
+            ghost_routes: Vec::new(),
+            ghost_scan: routes::GhostScan::default(),
+        }
     }
 
     /// The current rules' `set timeout frag` and `set limit frags`: how long and how many
     /// fragmented datagrams the filter stage's fragment table keeps.
     pub(crate) fn frag_settings(&self) -> (u32, usize) {
         let rs = &self.cur.rules.rules;
-        (rs.timeouts.frag, usize::try_from(rs.limit_frags).unwrap_or(usize::MAX))
+        (
+            rs.timeouts.frag,
+            usize::try_from(rs.limit_frags).unwrap_or(usize::MAX),
+        )
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -830,7 +1059,11 @@ impl Firewall {
         if !self.flushes.is_empty() {
             self.flush_step();
         }
-        self.seen = if self.flushes.is_empty() { self.adopted } else { u64::MAX };
+        self.seen = if self.flushes.is_empty() {
+            self.adopted
+        } else {
+            u64::MAX
+        };
     }
 
     /// Takes the published rule set: its timeouts and its state limit apply to the kept
@@ -846,7 +1079,13 @@ impl Firewall {
             self.states.grow_into(mem);
         }
         self.states.set_timeouts(state_timeouts(&rules.rules));
-        self.states.set_rule_timeouts(rules.rules.rules.iter().map(|r| r.state_timeouts.as_slice()));
+        self.states.set_rule_timeouts(
+            rules
+                .rules
+                .rules
+                .iter()
+                .map(|r| r.state_timeouts.as_slice()),
+        );
         self.states.set_limit(state_limit(&rules.rules));
         self.states.set_passes(rules.has_in, rules.has_out);
         self.route_bits = rules.route_bits;
@@ -875,11 +1114,21 @@ impl Firewall {
     #[inline]
     pub(crate) fn end_batch(&mut self) {
         self.flush_counts();
-        for (a, v) in self.stats.states.iter().zip(state_fields(&self.states.counters())) {
+        for (a, v) in self
+            .stats
+            .states
+            .iter()
+            .zip(state_fields(&self.states.counters()))
+        {
             a.store(v, Ordering::Relaxed);
         }
         let c = self.cache.counters();
-        for (a, v) in self.stats.cache.iter().zip([c.hits, c.misses, c.invalidations]) {
+        for (a, v) in self
+            .stats
+            .cache
+            .iter()
+            .zip([c.hits, c.misses, c.invalidations])
+        {
             a.store(v, Ordering::Relaxed);
         }
         for (a, v) in self.stats.scrub.iter().zip(self.scrub_counts.fields()) {
@@ -903,7 +1152,11 @@ impl Firewall {
     /// [`fw::state::QuickHits`]), counted under their rules.
     #[inline(always)]
     pub(crate) fn quick(&mut self) -> QuickPass<'_> {
-        QuickPass { hits: self.states.quick(self.now), pending: &mut self.pending, cur: &self.cur }
+        QuickPass {
+            hits: self.states.quick(self.now),
+            pending: &mut self.pending,
+            cur: &self.cur,
+        }
     }
 
     #[inline(always)]
@@ -916,14 +1169,23 @@ impl Firewall {
     /// state settles it (the out pass is skipped), `Ok(Some(ticket))` for the out pass,
     /// `Err(reason)` to drop.
     #[inline(always)]
-    pub(crate) fn filter_in(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<Option<Ticket>, DropReason> {
+    pub(crate) fn filter_in(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+    ) -> Result<Option<Ticket>, DropReason> {
         self.lookup_then(key, tcp, None)
     }
 
     /// [`filter_in`](Self::filter_in); `v`: the verdict that replaces the rules' (a
     /// translation rule's `pass`).
     #[inline(always)]
-    fn lookup_then(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, v: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
+    fn lookup_then(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        v: Option<fw::reference::Verdict>,
+    ) -> Result<Option<Ticket>, DropReason> {
         // A rule set without keep-state rules never fills the table: skip the hash and probe
         // (the state counters then count no misses).
         if self.states.is_empty() {
@@ -938,7 +1200,10 @@ impl Firewall {
                 if let StateVerdict::Drop(d) = verdict {
                     return Err(self.state_dropped(d));
                 }
-                let hit = Hit { id, from_a: flow.from_a() };
+                let hit = Hit {
+                    id,
+                    from_a: flow.from_a(),
+                };
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
                     return Ok(None);
                 }
@@ -950,7 +1215,13 @@ impl Firewall {
 
     /// [`inbound`](Self::inbound), or with `v` instead of the rules' verdict.
     #[inline(always)]
-    fn inbound_as(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, v: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
+    fn inbound_as(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        hit: Option<Hit>,
+        v: Option<fw::reference::Verdict>,
+    ) -> Result<Option<Ticket>, DropReason> {
         match v {
             None => self.inbound(key, tcp, hit),
             Some(_) => self.inbound_with(key, tcp, hit, v),
@@ -964,7 +1235,14 @@ impl Firewall {
     /// after which the caller builds the key and runs [`inbound`](Self::inbound) without a
     /// hit. `h` and `probe` as for [`StateTable::lookup_v4`].
     #[inline(always)]
-    pub(crate) fn state_hit(&mut self, flow: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, len: u16) -> Option<Result<Option<StateId>, DropReason>> {
+    pub(crate) fn state_hit(
+        &mut self,
+        flow: &FlowV4,
+        h: u64,
+        probe: Option<u32>,
+        tcp: Option<&TcpSegment>,
+        len: u16,
+    ) -> Option<Result<Option<StateId>, DropReason>> {
         let hit = self.states.lookup_v4(flow, h, probe, tcp, self.now)?;
         self.count(hit.rule as usize, len);
         self.log_state(hit.rule as usize, hit.verdict);
@@ -980,7 +1258,12 @@ impl Firewall {
     /// the flow sent by the quoted packet's destination, counted under the state's rule.
     /// One quoting a TCP sequence number outside the flow's window is dropped. `None` when
     /// no state matches: the rules decide.
-    pub(crate) fn icmp_error(&mut self, key: &PacketKey, quoted: &PacketKey, seq: Option<u32>) -> Option<Result<Option<Ticket>, DropReason>> {
+    pub(crate) fn icmp_error(
+        &mut self,
+        key: &PacketKey,
+        quoted: &PacketKey,
+        seq: Option<u32>,
+    ) -> Option<Result<Option<Ticket>, DropReason>> {
         let (id, bad) = match self.states.match_icmp_error(quoted, seq, self.now) {
             IcmpErrorMatch::Pass(id) => (id, false),
             IcmpErrorMatch::BadSeq(id) => (id, true),
@@ -988,11 +1271,21 @@ impl Firewall {
         };
         let rule = self.states.rule_of(id).map_or(usize::MAX, |r| r as usize);
         self.count(rule, key.len);
-        self.log_state(rule, if bad { StateVerdict::Drop(StateDropReason::OutOfWindow) } else { StateVerdict::Pass });
+        self.log_state(
+            rule,
+            if bad {
+                StateVerdict::Drop(StateDropReason::OutOfWindow)
+            } else {
+                StateVerdict::Pass
+            },
+        );
         if bad {
             return Some(Err(DropReason::StateOutOfWindow));
         }
-        let hit = Hit { id, from_a: !Flow::of(quoted).from_a() };
+        let hit = Hit {
+            id,
+            from_a: !Flow::of(quoted).from_a(),
+        };
         if self.states.settled(id, hit.from_a) && !key.ip_opts {
             return Some(Ok(None));
         }
@@ -1002,7 +1295,12 @@ impl Firewall {
     /// pf's inbound pass over a packet no state settles (`hit`: the flow's state, if the
     /// lookup found one): `Ok(Some(ticket))` when the out pass must run.
     #[inline(always)]
-    pub(crate) fn inbound(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>) -> Result<Option<Ticket>, DropReason> {
+    pub(crate) fn inbound(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        hit: Option<Hit>,
+    ) -> Result<Option<Ticket>, DropReason> {
         match hit {
             None => self.inbound_miss(key, tcp),
             Some(_) => self.inbound_with(key, tcp, hit, None),
@@ -1013,15 +1311,30 @@ impl Firewall {
     /// stateless one the outcome without the state table (`fw::passes::stateless`). Out of
     /// line, so that the loops calling it stay small.
     #[inline(never)]
-    fn inbound_miss(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>) -> Result<Option<Ticket>, DropReason> {
+    fn inbound_miss(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+    ) -> Result<Option<Ticket>, DropReason> {
         let rules = &self.cur.rules;
         let v = self.cache.classify(&rules.classifier, key);
         if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
-            self.log_decided(Count { rule: v.rule, by_rules: true, created: false }, r, Dir::In);
+            self.log_decided(
+                Count {
+                    rule: v.rule,
+                    by_rules: true,
+                    created: false,
+                },
+                r,
+                Dir::In,
+            );
             return match r {
-                Ok(()) => Ok(has_out.then(|| Ticket { tag: v.tag, ..Ticket::default() })),
+                Ok(()) => Ok(has_out.then(|| Ticket {
+                    tag: v.tag,
+                    ..Ticket::default()
+                })),
                 Err(d) => Err(self.dropped(d, v.rule)),
             };
         }
@@ -1030,9 +1343,22 @@ impl Firewall {
 
     /// [`fw::passes::Passes::inbound_with`], counted.
     #[inline]
-    fn inbound_with(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, verdict: Option<fw::reference::Verdict>) -> Result<Option<Ticket>, DropReason> {
+    fn inbound_with(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        hit: Option<Hit>,
+        verdict: Option<fw::reference::Verdict>,
+    ) -> Result<Option<Ticket>, DropReason> {
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
+        let mut p = Passes {
+            rules: &rules.rules,
+            classifier: &rules.classifier,
+            cache: Some(&mut self.cache),
+            states: &mut self.states,
+            now: self.now,
+            limits: rules.limits.as_ref(),
+        };
         let (r, count) = p.inbound_with(key, tcp, hit, verdict);
         let has_out = rules.has_out;
         self.counted(count, key.len);
@@ -1047,7 +1373,12 @@ impl Firewall {
     /// rules.
     #[cold]
     #[inline(never)]
-    pub(crate) fn filter_in_translated(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, prior: Option<Option<StateId>>) -> Result<Option<Ticket>, DropReason> {
+    pub(crate) fn filter_in_translated(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        prior: Option<Option<StateId>>,
+    ) -> Result<Option<Ticket>, DropReason> {
         let pass = Some(fw::reference::Verdict::TRANSLATION_PASS);
         match prior {
             Some(id) => self.inbound_with(key, tcp, id.map(|id| Hit::of(id, key)), pass),
@@ -1073,7 +1404,10 @@ impl Firewall {
     #[cold]
     #[inline(never)]
     fn route_bits_for(&self, key: &mut PacketKey, used: u8) {
-        key.route = self.fib.as_ref().map_or(0, |fib| route_hosts::route_bits(fib, key, used));
+        key.route = self
+            .fib
+            .as_ref()
+            .map_or(0, |fib| route_hosts::route_bits(fib, key, used));
     }
 
     /// `key` as the out pass on `port` sees it: its route bits again, for that interface (the
@@ -1081,9 +1415,15 @@ impl Firewall {
     #[inline(always)]
     fn out_key(&self, key: &PacketKey, port: u16) -> Option<PacketKey> {
         (self.route_bits != 0).then(|| {
-            let mut k = PacketKey { iface: port, ..*key };
+            let mut k = PacketKey {
+                iface: port,
+                ..*key
+            };
             self.route_bits_for(&mut k, self.route_bits);
-            PacketKey { iface: key.iface, ..k }
+            PacketKey {
+                iface: key.iface,
+                ..k
+            }
         })
     }
 
@@ -1092,11 +1432,26 @@ impl Firewall {
     /// [`Passes::outbound_translated`]); `pass`: a translation rule with `pass` decides.
     #[cold]
     #[inline(never)]
-    pub(crate) fn filter_out_translated(&mut self, key: &PacketKey, seen: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, pass: bool) -> Result<(), DropReason> {
+    pub(crate) fn filter_out_translated(
+        &mut self,
+        key: &PacketKey,
+        seen: &PacketKey,
+        port: u16,
+        tcp: Option<&TcpSegment>,
+        ticket: Ticket,
+        pass: bool,
+    ) -> Result<(), DropReason> {
         let routed = self.out_key(seen, port);
         let seen = routed.as_ref().unwrap_or(seen);
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
+        let mut p = Passes {
+            rules: &rules.rules,
+            classifier: &rules.classifier,
+            cache: Some(&mut self.cache),
+            states: &mut self.states,
+            now: self.now,
+            limits: rules.limits.as_ref(),
+        };
         let (r, count) = p.outbound_translated(key, seen, port, tcp, ticket, pass);
         self.counted(count, key.len);
         self.log_decided(count, r, Dir::Out);
@@ -1106,11 +1461,24 @@ impl Firewall {
     /// pf's outbound pass on the output port, for a packet its inbound pass left `ticket`.
     /// Out of line: the apply pass's loop stays as it is without a firewall.
     #[inline(never)]
-    pub(crate) fn filter_out(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> Result<(), DropReason> {
+    pub(crate) fn filter_out(
+        &mut self,
+        key: &PacketKey,
+        port: u16,
+        tcp: Option<&TcpSegment>,
+        ticket: Ticket,
+    ) -> Result<(), DropReason> {
         let routed = self.out_key(key, port);
         let key = routed.as_ref().unwrap_or(key);
         let rules = &self.cur.rules;
-        let mut p = Passes { rules: &rules.rules, classifier: &rules.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: self.now, limits: rules.limits.as_ref() };
+        let mut p = Passes {
+            rules: &rules.rules,
+            classifier: &rules.classifier,
+            cache: Some(&mut self.cache),
+            states: &mut self.states,
+            now: self.now,
+            limits: rules.limits.as_ref(),
+        };
         let (r, count) = p.outbound(key, port, tcp, ticket);
         self.counted(count, key.len);
         self.log_decided(count, r, Dir::Out);
@@ -1197,8 +1565,6 @@ fn state_drop_reason(d: StateDropReason) -> DropReason {
         StateDropReason::Synproxy => DropReason::Synproxy,
     }
 }
-
-
 
 impl std::ops::Drop for Firewall {
     /// Later reloads reserve no memory for a firewall that is gone.

@@ -38,13 +38,13 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use crate::adjacency::Adjacency;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
-use crate::filter::nat::{NatCounts, NatStage};
 use crate::filter::modulate;
+use crate::filter::nat::{NatCounts, NatStage};
 use crate::filter::{FilterStage, Firewall, Refusal, Routed, RoutedPacket, RoutedV4};
-use fw::state::Modulation;
 use crate::ports::{OutPort, PortInfo, PortMap};
 use crate::punt::{Punt, PuntBatch};
 use crate::tap::{Point, Tap};
+use fw::state::Modulation;
 
 mod route_opts;
 
@@ -66,7 +66,13 @@ fn scrub_in(f: &mut FilterStage, pool: &mut FramePool, descs: &[FrameDesc], step
             Step::V6 { l3, in_port, .. } => (l3, false, in_port),
             _ => continue,
         };
-        if let Err(reason) = f.scrub(pool.frame_mut(desc), usize::from(l3), v4, in_port, fw::packet::Dir::In) {
+        if let Err(reason) = f.scrub(
+            pool.frame_mut(desc),
+            usize::from(l3),
+            v4,
+            in_port,
+            fw::packet::Dir::In,
+        ) {
             *step = Step::Drop(reason);
         }
     }
@@ -77,10 +83,20 @@ fn scrub_in(f: &mut FilterStage, pool: &mut FramePool, descs: &[FrameDesc], step
 enum Step {
     Drop(DropReason),
     /// For the router; arrived on logical port `in_port`.
-    Local { in_port: u16 },
+    Local {
+        in_port: u16,
+    },
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the lookup arrays.
-    V4 { l3: u16, slot: u16, in_port: u16 },
-    V6 { l3: u16, slot: u16, in_port: u16 },
+    V4 {
+        l3: u16,
+        slot: u16,
+        in_port: u16,
+    },
+    V6 {
+        l3: u16,
+        slot: u16,
+        in_port: u16,
+    },
     /// `synproxy state`'s answer to a client's SYN, built in the SYN's buffer: sent back out
     /// of the port the SYN came in on.
     Reflect,
@@ -90,8 +106,16 @@ impl Routed for Step {
     #[inline(always)]
     fn routed(&self) -> Option<RoutedPacket> {
         match *self {
-            Step::V4 { l3, in_port, .. } => Some(RoutedPacket { l3: l3 as usize, v4: true, in_port }),
-            Step::V6 { l3, in_port, .. } => Some(RoutedPacket { l3: l3 as usize, v4: false, in_port }),
+            Step::V4 { l3, in_port, .. } => Some(RoutedPacket {
+                l3: l3 as usize,
+                v4: true,
+                in_port,
+            }),
+            Step::V6 { l3, in_port, .. } => Some(RoutedPacket {
+                l3: l3 as usize,
+                v4: false,
+                in_port,
+            }),
             _ => None,
         }
     }
@@ -176,12 +200,15 @@ impl Forwarder {
     /// Lets this worker send up to `per_second` ICMP errors (bursts of up to a tenth of a
     /// second's worth, at least 1); 0 sends none.
     pub fn set_icmp_rate(&mut self, per_second: u64) {
-        self.icmp_limit = (per_second > 0).then(|| TokenBucket::new(per_second, (per_second / 10).max(1)));
+        self.icmp_limit =
+            (per_second > 0).then(|| TokenBucket::new(per_second, (per_second / 10).max(1)));
     }
 
     /// ICMP errors allowed and suppressed by the rate limit so far.
     pub fn icmp_counts(&self) -> (u64, u64) {
-        self.icmp_limit.as_ref().map_or((0, 0), |b| (b.allowed(), b.suppressed()))
+        self.icmp_limit
+            .as_ref()
+            .map_or((0, 0), |b| (b.allowed(), b.suppressed()))
     }
 
     /// Adds (or replaces) the firewall stage.
@@ -232,8 +259,12 @@ impl Forwarder {
     /// The firewall's pass over a packet the router sends on logical port `port`
     /// ([`Firewall::local_out`]); frames that are not IP pass (pf does not see them).
     pub fn local_out(&mut self, frame: &[u8], port: u16) -> Result<(), DropReason> {
-        let Some(fw) = self.firewall_mut() else { return Ok(()) };
-        let Ok(l2) = wire::parse_l2(frame) else { return Err(DropReason::Truncated) };
+        let Some(fw) = self.firewall_mut() else {
+            return Ok(());
+        };
+        let Ok(l2) = wire::parse_l2(frame) else {
+            return Err(DropReason::Truncated);
+        };
         match l2.ethertype {
             EtherType::Ipv4 => fw.local_out(frame, l2.l3_offset, true, port),
             EtherType::Ipv6 => fw.local_out(frame, l2.l3_offset, false, port),
@@ -245,7 +276,13 @@ impl Forwarder {
     /// `outputs[physical port]`, frames for the slow path to `punts`, the rest freed and
     /// counted. Each output must have room for a whole input batch (callers flush after each
     /// call).
-    pub fn process(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    pub fn process(
+        &mut self,
+        pool: &mut FramePool,
+        input: &mut Batch,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+    ) {
         let descs = input.as_slice();
         self.counts.rx += descs.len() as u64;
         self.batch_now = None;
@@ -253,11 +290,19 @@ impl Forwarder {
         // passes are out of line, and its classify pass (which also lists where the IPv4
         // packets are) a separate instance, so the code without one compiles (inlining
         // included) as if the filter stage did not exist.
-        let (n4, n6) = if self.filter.is_some() { self.classify::<true>(pool, descs) } else { self.classify::<false>(pool, descs) };
+        let (n4, n6) = if self.filter.is_some() {
+            self.classify::<true>(pool, descs)
+        } else {
+            self.classify::<false>(pool, descs)
+        };
         if self.filter.is_some() {
             self.nat_in(pool, descs);
             self.filter_in(pool, descs, n4, n6);
-            if self.filter.as_ref().is_some_and(|f| !f.fw.proxy_queue.is_empty()) {
+            if self
+                .filter
+                .as_ref()
+                .is_some_and(|f| !f.fw.proxy_queue.is_empty())
+            {
                 self.synproxy(pool, input);
             }
             self.via_any = false;
@@ -266,10 +311,14 @@ impl Forwarder {
             }
         }
         if n4 > 0 {
-            self.fib.v4.lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
+            self.fib
+                .v4
+                .lookup_batch(&self.v4_dst[..n4], &mut self.v4_nh[..n4]);
         }
         if n6 > 0 {
-            self.fib.v6.lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
+            self.fib
+                .v6
+                .lookup_batch(&self.v6_dst[..n6], &mut self.v6_nh[..n6]);
         }
         if self.via_any {
             self.check_route_options();
@@ -277,7 +326,11 @@ impl Forwarder {
         if self.filter.is_some() {
             self.apply_filtered(pool, input, outputs, punts);
             // `synproxy state`'s ACKs to servers, after the batch's frames.
-            if self.filter.as_ref().is_some_and(|f| !f.proxy_out.is_empty()) {
+            if self
+                .filter
+                .as_ref()
+                .is_some_and(|f| !f.proxy_out.is_empty())
+            {
                 self.proxy_out(pool, outputs);
             }
             return;
@@ -293,7 +346,13 @@ impl Forwarder {
     #[inline(never)]
     fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc], n4: usize, n6: usize) {
         if let Some(f) = &mut self.filter {
-            f.filter_in(pool, descs, &mut self.steps[..], &self.v4_at[..n4.min(MAX_BATCH)], n6 == 0);
+            f.filter_in(
+                pool,
+                descs,
+                &mut self.steps[..],
+                &self.v4_at[..n4.min(MAX_BATCH)],
+                n6 == 0,
+            );
         }
     }
 
@@ -311,20 +370,41 @@ impl Forwarder {
     #[inline(never)]
     fn synproxy(&mut self, pool: &mut FramePool, input: &mut Batch) {
         use crate::filter::synproxy::{self, DEFAULT_MSS, Segment};
-        use fw::state::{ProxyStep, tcp_flags::{ACK, SYN}};
+        use fw::state::{
+            ProxyStep,
+            tcp_flags::{ACK, SYN},
+        };
         let Some(f) = &mut self.filter else { return };
         let mut queue = std::mem::take(&mut f.fw.proxy_queue);
         let mut steps = queue.drain(..);
-        let (mut v4, mut v6, mut at) = ([0u32; MAX_BATCH], [0u128; MAX_BATCH], [RoutedV4::default(); MAX_BATCH]);
-        let mut lookups = Lookups { v4: &mut v4, n4: 0, v6: &mut v6, n6: 0, v4_at: &mut at };
+        let (mut v4, mut v6, mut at) = (
+            [0u32; MAX_BATCH],
+            [0u128; MAX_BATCH],
+            [RoutedV4::default(); MAX_BATCH],
+        );
+        let mut lookups = Lookups {
+            v4: &mut v4,
+            n4: 0,
+            v6: &mut v6,
+            n6: 0,
+            v4_at: &mut at,
+        };
         let mut buf = [0u8; synproxy::MAX_FRAME];
         for (i, desc) in input.as_mut_slice().iter_mut().enumerate().take(MAX_BATCH) {
-            let classified = classify_frame(pool.frame(*desc), desc.port, &self.ports, &mut lookups, Some((desc.addr, i as u16)));
+            let classified = classify_frame(
+                pool.frame(*desc),
+                desc.port,
+                &self.ports,
+                &mut lookups,
+                Some((desc.addr, i as u16)),
+            );
             if self.steps[i] != Step::Drop(DropReason::Synproxy) {
                 continue;
             }
             let Some(step) = steps.next() else { break };
-            let (Some(step), Some(r)) = (step, classified.routed()) else { continue };
+            let (Some(step), Some(r)) = (step, classified.routed()) else {
+                continue;
+            };
             let (l3, v4) = (r.l3, r.v4);
             let built = match step {
                 // A SYN to the router's own address: not proxied (the host's answer never
@@ -339,24 +419,55 @@ impl Forwarder {
                     let mss = synproxy::mss_of(pool.frame(*desc), l3, v4).unwrap_or(DEFAULT_MSS);
                     f.fw.set_proxy_mss(id, mss);
                     // Window 0, as pf: the client sends nothing before the server's window.
-                    let s = Segment { seq, ack, flags: SYN | ACK, win: 0, mss: Some(mss) };
-                    synproxy::build(pool.frame(*desc), l3, v4, true, s, &mut buf).map(|n| (n, Step::Reflect))
+                    let s = Segment {
+                        seq,
+                        ack,
+                        flags: SYN | ACK,
+                        win: 0,
+                        mss: Some(mss),
+                    };
+                    synproxy::build(pool.frame(*desc), l3, v4, true, s, &mut buf)
+                        .map(|n| (n, Step::Reflect))
                 }
                 ProxyStep::SynToServer { seq, win, mss } => {
-                    let s = Segment { seq, ack: 0, flags: SYN, win, mss: Some(mss) };
-                    synproxy::build(pool.frame(*desc), l3, v4, false, s, &mut buf).map(|n| (n, classified))
+                    let s = Segment {
+                        seq,
+                        ack: 0,
+                        flags: SYN,
+                        win,
+                        mss: Some(mss),
+                    };
+                    synproxy::build(pool.frame(*desc), l3, v4, false, s, &mut buf)
+                        .map(|n| (n, classified))
                 }
-                ProxyStep::Established { to_server, to_client } => {
-                    let back = Segment { seq: to_server.seq, ack: to_server.ack, flags: ACK, win: to_server.win, mss: None };
-                    if let Some(n) = synproxy::build(pool.frame(*desc), l3, v4, true, back, &mut buf)
+                ProxyStep::Established {
+                    to_server,
+                    to_client,
+                } => {
+                    let back = Segment {
+                        seq: to_server.seq,
+                        ack: to_server.ack,
+                        flags: ACK,
+                        win: to_server.win,
+                        mss: None,
+                    };
+                    if let Some(n) =
+                        synproxy::build(pool.frame(*desc), l3, v4, true, back, &mut buf)
                         && let Some(mut copy) = pool.alloc()
                     {
                         pool.write(&mut copy, &buf[..n]);
                         copy.port = desc.port;
                         f.proxy_out.push(copy);
                     }
-                    let on = Segment { seq: to_client.seq, ack: to_client.ack, flags: ACK, win: to_client.win, mss: None };
-                    synproxy::build(pool.frame(*desc), l3, v4, false, on, &mut buf).map(|n| (n, classified))
+                    let on = Segment {
+                        seq: to_client.seq,
+                        ack: to_client.ack,
+                        flags: ACK,
+                        win: to_client.win,
+                        mss: None,
+                    };
+                    synproxy::build(pool.frame(*desc), l3, v4, false, on, &mut buf)
+                        .map(|n| (n, classified))
                 }
             };
             if let Some((n, step)) = built {
@@ -388,20 +499,34 @@ impl Forwarder {
         let now = f.fw.now();
         if f.nat.prefetching() {
             let pool = &*pool;
-            f.nat.prefetch(self.steps.iter().zip(descs).enumerate().filter_map(|(i, (step, &desc))| match *step {
-                Step::V4 { l3, in_port, .. } => Some((i, pool.frame(desc).get(usize::from(l3)..)?, in_port)),
-                _ => None,
-            }));
+            f.nat
+                .prefetch(self.steps.iter().zip(descs).enumerate().filter_map(
+                    |(i, (step, &desc))| match *step {
+                        Step::V4 { l3, in_port, .. } => {
+                            Some((i, pool.frame(desc).get(usize::from(l3)..)?, in_port))
+                        }
+                        _ => None,
+                    },
+                ));
         }
         // Read once: a translation made below is on a port already in it.
         let mask = f.nat.port_mask();
-        for (i, step) in self.steps[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
-            let Step::V4 { l3, slot, in_port } = *step else { continue };
-            if mask & crate::filter::nat::port_bit(usize::from(in_port)) == 0 || !f.nat.on_port(in_port) {
+        for (i, step) in self.steps[..descs.len().min(MAX_BATCH)]
+            .iter_mut()
+            .enumerate()
+        {
+            let Step::V4 { l3, slot, in_port } = *step else {
+                continue;
+            };
+            if mask & crate::filter::nat::port_bit(usize::from(in_port)) == 0
+                || !f.nat.on_port(in_port)
+            {
                 continue;
             }
             let frame = pool.frame_mut(descs[i]);
-            let Some(ip) = frame.get_mut(usize::from(l3)..) else { continue };
+            let Some(ip) = frame.get_mut(usize::from(l3)..) else {
+                continue;
+            };
             match f.nat.inbound(&f.fw.rules().rules, ip, in_port, now) {
                 Ok(Some((dst, pass))) => {
                     self.v4_dst[usize::from(slot) % MAX_BATCH] = dst;
@@ -419,10 +544,21 @@ impl Forwarder {
     /// one matched a state, the common case, or there are none), as without a firewall, with
     /// only NAT's outbound pass added if anything is to translate.
     #[inline(never)]
-    fn apply_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply_filtered(
+        &mut self,
+        pool: &mut FramePool,
+        input: &mut Batch,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+    ) {
         // `modulate`: read after the in pass, which may have created the first modulating
         // state.
-        let (out_pass, nat, scrub, modulate) = self.filter.as_ref().map_or((false, false, false, false), |f| (f.out_pass, f.nat_on, f.scrub.on_out, f.fw.modulating()));
+        let (out_pass, nat, scrub, modulate) = self
+            .filter
+            .as_ref()
+            .map_or((false, false, false, false), |f| {
+                (f.out_pass, f.nat_on, f.scrub.on_out, f.fw.modulating())
+            });
         if scrub || modulate {
             self.apply_rewriting(pool, input, outputs, punts, scrub, modulate);
         } else if out_pass {
@@ -450,13 +586,27 @@ impl Forwarder {
     /// state`'s rewrite of the TCP packets of states that modulate (`modulate`), or both: its
     /// own function, so that rule sets with neither pay nothing per packet.
     #[inline(never)]
-    fn apply_rewriting(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch, scrub: bool, modulate: bool) {
+    fn apply_rewriting(
+        &mut self,
+        pool: &mut FramePool,
+        input: &mut Batch,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+        scrub: bool,
+        modulate: bool,
+    ) {
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let step = self.steps[i % MAX_BATCH];
             match (scrub, modulate) {
-                (true, false) => self.apply::<true, false, true, false>(pool, desc, i, step, outputs, punts),
-                (false, _) => self.apply::<true, false, false, true>(pool, desc, i, step, outputs, punts),
-                (true, true) => self.apply::<true, false, true, true>(pool, desc, i, step, outputs, punts),
+                (true, false) => {
+                    self.apply::<true, false, true, false>(pool, desc, i, step, outputs, punts)
+                }
+                (false, _) => {
+                    self.apply::<true, false, false, true>(pool, desc, i, step, outputs, punts)
+                }
+                (true, true) => {
+                    self.apply::<true, false, true, true>(pool, desc, i, step, outputs, punts)
+                }
             }
         }
     }
@@ -482,8 +632,18 @@ impl Forwarder {
 
     /// Fills `steps` for every frame; returns how many IPv4 and IPv6 lookups it queued.
     /// `FW`: also fills `v4_at` for the firewall.
-    fn classify<const FW: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {
-        let mut lookups = Lookups { v4: &mut self.v4_dst, n4: 0, v6: &mut self.v6_dst, n6: 0, v4_at: &mut self.v4_at };
+    fn classify<const FW: bool>(
+        &mut self,
+        pool: &FramePool,
+        descs: &[FrameDesc],
+    ) -> (usize, usize) {
+        let mut lookups = Lookups {
+            v4: &mut self.v4_dst,
+            n4: 0,
+            v6: &mut self.v6_dst,
+            n6: 0,
+            v4_at: &mut self.v4_at,
+        };
         for d in descs.iter().take(PREFETCH_AHEAD) {
             pool.prefetch(*d);
         }
@@ -502,19 +662,50 @@ impl Forwarder {
     /// for a batch whose packets states settled; `SCRUB` (with `FW`): the outbound scrub
     /// rules first.
     #[inline(always)]
-    fn apply<const FW: bool, const NAT: bool, const SCRUB: bool, const MOD: bool>(&mut self, pool: &mut FramePool, mut desc: FrameDesc, i: usize, step: Step, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    fn apply<const FW: bool, const NAT: bool, const SCRUB: bool, const MOD: bool>(
+        &mut self,
+        pool: &mut FramePool,
+        mut desc: FrameDesc,
+        i: usize,
+        step: Step,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+    ) {
         let (l3, nh, v4, in_port) = match step {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
             Step::Drop(reason) => return self.drop(pool, desc, reason),
             Step::Reflect => return self.reflect(pool, desc, outputs),
-            Step::Local { in_port } => return self.local_rewritten::<MOD>(pool, desc, in_port, punts),
-            Step::V4 { l3, slot, in_port } => (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port),
-            Step::V6 { l3, slot, in_port } => (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port),
+            Step::Local { in_port } => {
+                return self.local_rewritten::<MOD>(pool, desc, in_port, punts);
+            }
+            Step::V4 { l3, slot, in_port } => (
+                l3 as usize,
+                self.v4_nh[slot as usize % MAX_BATCH],
+                true,
+                in_port,
+            ),
+            Step::V6 { l3, slot, in_port } => (
+                l3 as usize,
+                self.v6_nh[slot as usize % MAX_BATCH],
+                false,
+                in_port,
+            ),
         };
-        let Some(id) = nh else { return self.error(pool, desc, in_port, DropReason::NoRoute, IcmpError::NoRoute, punts) };
+        let Some(id) = nh else {
+            return self.error(
+                pool,
+                desc,
+                in_port,
+                DropReason::NoRoute,
+                IcmpError::NoRoute,
+                punts,
+            );
+        };
         let (id, adj) = match self.fib.adj.get(id) {
-            Adjacency::Multipath { members, paths } => self.path(pool, desc, l3, v4, members, paths),
+            Adjacency::Multipath { members, paths } => {
+                self.path(pool, desc, l3, v4, members, paths)
+            }
             adj => (id, adj),
         };
         let (port, mac) = match adj {
@@ -522,7 +713,16 @@ impl Forwarder {
             Adjacency::Unresolved { port } => (port, None),
             Adjacency::Local => return self.local_rewritten::<MOD>(pool, desc, in_port, punts),
             Adjacency::Blackhole => return self.drop(pool, desc, DropReason::Blackhole),
-            Adjacency::Unreachable => return self.error(pool, desc, in_port, DropReason::NoRoute, IcmpError::NoRoute, punts),
+            Adjacency::Unreachable => {
+                return self.error(
+                    pool,
+                    desc,
+                    in_port,
+                    DropReason::NoRoute,
+                    IcmpError::NoRoute,
+                    punts,
+                );
+            }
             // A group's member is never a group (the writer never makes one).
             Adjacency::Multipath { .. } => return self.drop(pool, desc, DropReason::NoRoute),
         };
@@ -534,15 +734,35 @@ impl Forwarder {
         if NAT && v4 && self.filter.as_ref().is_some_and(|f| f.nat.on_port(port)) {
             match self.nat_only(pool, desc, i, l3, port) {
                 Ok(true) => {}
-                Ok(false) => return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts),
+                Ok(false) => {
+                    return self.error(
+                        pool,
+                        desc,
+                        in_port,
+                        DropReason::TtlExpired,
+                        IcmpError::TimeExceeded,
+                        punts,
+                    );
+                }
                 Err(reason) => return self.drop(pool, desc, reason),
             }
         } else if !decrement_ttl(pool.frame_mut(desc), l3, v4) {
-            return self.error(pool, desc, in_port, DropReason::TtlExpired, IcmpError::TimeExceeded, punts);
+            return self.error(
+                pool,
+                desc,
+                in_port,
+                DropReason::TtlExpired,
+                IcmpError::TimeExceeded,
+                punts,
+            );
         }
         // `modulate state`: the flow as its state is keyed, read before NAT's out pass
         // translates the packet.
-        let target = if MOD { modulate::target(pool.frame(desc).get(l3..).unwrap_or(&[]), v4) } else { None };
+        let target = if MOD {
+            modulate::target(pool.frame(desc).get(l3..).unwrap_or(&[]), v4)
+        } else {
+            None
+        };
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
         if FW && let Err(stop) = self.out_pass::<SCRUB>(pool, desc, i, l3, port, v4) {
@@ -556,10 +776,24 @@ impl Forwarder {
         // The frame length bounds the IP length (plus at most the padding of a minimum-size
         // frame, far below any MTU), so only frames longer than the MTU read the header.
         if usize::from(desc.len) - l3 > usize::from(out_port.mtu) {
-            return self.too_big(pool, desc, l3, v4, in_port, (id, port, mac), out_port, punts, rewrite);
+            return self.too_big(
+                pool,
+                desc,
+                l3,
+                v4,
+                in_port,
+                (id, port, mac),
+                out_port,
+                punts,
+                rewrite,
+            );
         }
         if MOD && let Some((m, target)) = rewrite {
-            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
+            modulate::apply(
+                pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []),
+                target,
+                m,
+            );
         }
         let Some(mac) = mac else {
             self.counts.slow_path += 1;
@@ -585,16 +819,31 @@ impl Forwarder {
     /// and the rules judge the packet as it will leave (pf translates before it filters).
     /// `SCRUB`: normalized first, as pf does before its state lookup.
     #[inline(always)]
-    fn out_pass<const SCRUB: bool>(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16, v4: bool) -> Result<(), OutStop> {
-        let Some(f) = &mut self.filter else { return Ok(()) };
+    fn out_pass<const SCRUB: bool>(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        i: usize,
+        l3: usize,
+        port: u16,
+        v4: bool,
+    ) -> Result<(), OutStop> {
+        let Some(f) = &mut self.filter else {
+            return Ok(());
+        };
         let i = i % MAX_BATCH;
         if SCRUB {
-            f.scrub(pool.frame_mut(desc), l3, v4, port, fw::packet::Dir::Out).map_err(OutStop::Drop)?;
+            f.scrub(pool.frame_mut(desc), l3, v4, port, fw::packet::Dir::Out)
+                .map_err(OutStop::Drop)?;
         }
         // Translation is IPv4's.
         let nat = v4 && f.nat_on && f.nat.on_port(port);
         if !f.settled[i] {
-            let r = if nat { filter_out_translating(f, pool.frame_mut(desc), l3, port, i) } else { f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i]) };
+            let r = if nat {
+                filter_out_translating(f, pool.frame_mut(desc), l3, port, i)
+            } else {
+                f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i])
+            };
             if f.fw.has_log_hit() {
                 f.fw.emit_log(pool.frame(desc), l3, port);
             }
@@ -620,16 +869,34 @@ impl Forwarder {
     /// already) in line, both in one checksum update; any other out of line. `Ok(false)`: its
     /// TTL would reach zero, and it is left as it came.
     #[inline(always)]
-    fn nat_only(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, l3: usize, port: u16) -> Result<bool, DropReason> {
-        let Some(f) = &mut self.filter else { return Ok(true) };
+    fn nat_only(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        i: usize,
+        l3: usize,
+        port: u16,
+    ) -> Result<bool, DropReason> {
+        let Some(f) = &mut self.filter else {
+            return Ok(true);
+        };
         let now = f.fw.now();
         let frame = pool.frame_mut(desc);
         // The classify pass checked that the header is there.
-        let Some(ip) = frame.get_mut(l3..).filter(|ip| ip.len() >= 20) else { return Ok(true) };
+        let Some(ip) = frame.get_mut(l3..).filter(|ip| ip.len() >= 20) else {
+            return Ok(true);
+        };
         if ip[8] <= 1 {
             return Ok(false);
         }
-        if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, true, f.nat.out_hash(i)) {
+        if f.nat.outbound_plain(
+            &f.fw.rules().rules.timeouts,
+            ip,
+            port,
+            now,
+            true,
+            f.nat.out_hash(i),
+        ) {
             return Ok(true);
         }
         decrement_ttl(frame, l3, true);
@@ -639,7 +906,15 @@ impl Forwarder {
     /// The member of a multipath group this packet's flow takes, and its adjacency
     /// (out of line: only multipath routes pay for the flow hash).
     #[inline(never)]
-    fn path(&self, pool: &FramePool, desc: FrameDesc, l3: usize, v4: bool, members: u32, paths: u16) -> (NextHop, Adjacency) {
+    fn path(
+        &self,
+        pool: &FramePool,
+        desc: FrameDesc,
+        l3: usize,
+        v4: bool,
+        members: u32,
+        paths: u16,
+    ) -> (NextHop, Adjacency) {
         let hash = crate::ecmp::flow_hash(&pool.frame(desc)[l3..], v4, self.fib.ecmp_seed);
         let id = self.fib.adj.member(members, crate::ecmp::pick(hash, paths));
         (id, self.fib.adj.get(id))
@@ -651,7 +926,18 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn too_big(&mut self, pool: &mut FramePool, desc: FrameDesc, l3: usize, v4: bool, in_port: u16, next: (NextHop, u16, Option<MacAddr>), out_port: OutPort, punts: &mut PuntBatch, rewrite: Option<(Modulation, modulate::Target)>) {
+    fn too_big(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        l3: usize,
+        v4: bool,
+        in_port: u16,
+        next: (NextHop, u16, Option<MacAddr>),
+        out_port: OutPort,
+        punts: &mut PuntBatch,
+        rewrite: Option<(Modulation, modulate::Target)>,
+    ) {
         let (next_hop, port, mac) = next;
         // Not resolved yet: the slow path resolves, then fragments when it sends.
         let later = match mac {
@@ -663,7 +949,10 @@ impl Forwarder {
             let ip = Ipv4Packet::new_unchecked(&frame[l3..]);
             (usize::from(ip.total_len()), ip.dont_frag())
         } else {
-            (40 + usize::from(Ipv6Packet::new_unchecked(&frame[l3..]).payload_len()), true)
+            (
+                40 + usize::from(Ipv6Packet::new_unchecked(&frame[l3..]).payload_len()),
+                true,
+            )
         };
         let mtu = usize::from(out_port.mtu);
         // A packet that leaves (whole, or in fragments) leaves modulated; an error about it
@@ -671,7 +960,11 @@ impl Forwarder {
         if let Some((m, target)) = rewrite
             && (ip_len <= mtu || !df)
         {
-            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
+            modulate::apply(
+                pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []),
+                target,
+                m,
+            );
         }
         if ip_len <= mtu {
             // Bytes after the IP packet (a frame carrying trailing data) made it look long;
@@ -681,7 +974,9 @@ impl Forwarder {
         }
         if df {
             // The error quotes the packet as its sender sent it (not modulated).
-            let err = IcmpError::PacketTooBig { mtu: u32::from(out_port.mtu) };
+            let err = IcmpError::PacketTooBig {
+                mtu: u32::from(out_port.mtu),
+            };
             return self.error(pool, desc, in_port, DropReason::TooBig, err, punts);
         }
         self.counts.slow_path += 1;
@@ -691,7 +986,13 @@ impl Forwarder {
     /// A packet for the router: with `MOD`, rewritten first if its flow's state modulates
     /// (the router's end sees the shifted numbers, as any end behind linerate).
     #[inline(always)]
-    fn local_rewritten<const MOD: bool>(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, punts: &mut PuntBatch) {
+    fn local_rewritten<const MOD: bool>(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        in_port: u16,
+        punts: &mut PuntBatch,
+    ) {
         if MOD {
             self.modulate_frame(pool.frame_mut(desc));
         }
@@ -703,15 +1004,23 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     pub fn modulate_frame(&self, frame: &mut [u8]) {
-        let Some(f) = self.filter.as_ref().filter(|f| f.fw.modulating()) else { return };
-        let Ok(l2) = wire::parse_l2(frame) else { return };
+        let Some(f) = self.filter.as_ref().filter(|f| f.fw.modulating()) else {
+            return;
+        };
+        let Ok(l2) = wire::parse_l2(frame) else {
+            return;
+        };
         let v4 = match l2.ethertype {
             EtherType::Ipv4 => true,
             EtherType::Ipv6 => false,
             _ => return,
         };
-        let Some(ip) = frame.get_mut(l2.l3_offset..) else { return };
-        let Some(target) = modulate::target(ip, v4) else { return };
+        let Some(ip) = frame.get_mut(l2.l3_offset..) else {
+            return;
+        };
+        let Some(target) = modulate::target(ip, v4) else {
+            return;
+        };
         if let Some(m) = f.fw.modulation(target.flow()) {
             modulate::apply(ip, target, m);
         }
@@ -719,7 +1028,10 @@ impl Forwarder {
 
     /// The `modulate state` rewrite of `target`, if its flow's state modulates.
     #[inline(never)]
-    fn modulation(&self, target: Option<modulate::Target>) -> Option<(Modulation, modulate::Target)> {
+    fn modulation(
+        &self,
+        target: Option<modulate::Target>,
+    ) -> Option<(Modulation, modulate::Target)> {
         let target = target?;
         Some((self.filter.as_ref()?.fw.modulation(target.flow())?, target))
     }
@@ -728,13 +1040,27 @@ impl Forwarder {
     /// the slow path for an ICMP error if this worker's rate limit allows one now.
     #[cold]
     #[inline(never)]
-    fn error(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, reason: DropReason, err: IcmpError, punts: &mut PuntBatch) {
+    fn error(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        in_port: u16,
+        reason: DropReason,
+        err: IcmpError,
+        punts: &mut PuntBatch,
+    ) {
         self.counts.drop(reason);
         if self.tap.is_some() {
             self.tap_drop(pool, desc, reason);
         }
-        let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
-        if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
+        let now = *self
+            .batch_now
+            .get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
+        if self
+            .icmp_limit
+            .as_mut()
+            .is_some_and(|limit| limit.allow(now))
+        {
             punts.push(desc, Punt::Error(err), in_port);
         } else {
             pool.free(desc);
@@ -745,7 +1071,11 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     fn blocked(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, punts: &mut PuntBatch) {
-        match self.filter.as_mut().and_then(|f| f.refusals[i % MAX_BATCH].take()) {
+        match self
+            .filter
+            .as_mut()
+            .and_then(|f| f.refusals[i % MAX_BATCH].take())
+        {
             Some((in_port, refusal)) => self.refuse(pool, desc, in_port, refusal, punts),
             None => self.drop(pool, desc, DropReason::FilterBlocked),
         }
@@ -756,10 +1086,23 @@ impl Forwarder {
     /// limit allows one now (the same budget as the router's ICMP errors).
     #[cold]
     #[inline(never)]
-    fn refuse(&mut self, pool: &mut FramePool, desc: FrameDesc, in_port: u16, refusal: Refusal, punts: &mut PuntBatch) {
+    fn refuse(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        in_port: u16,
+        refusal: Refusal,
+        punts: &mut PuntBatch,
+    ) {
         self.counts.drop(DropReason::FilterBlocked);
-        let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
-        if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
+        let now = *self
+            .batch_now
+            .get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
+        if self
+            .icmp_limit
+            .as_mut()
+            .is_some_and(|limit| limit.allow(now))
+        {
             punts.push(desc, refusal.punt(), in_port);
         } else {
             pool.free(desc);
@@ -875,8 +1218,12 @@ fn rewrite_l2_in_place(frame: &mut [u8], out: &OutPort, mac: MacAddr) {
 #[inline(never)]
 fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
     let now = f.fw.now();
-    let Some(ip) = frame.get_mut(l3..) else { return Ok(()) };
-    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false, None) {
+    let Some(ip) = frame.get_mut(l3..) else {
+        return Ok(());
+    };
+    if f.nat
+        .outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false, None)
+    {
         return Ok(());
     }
     f.nat.outbound_other(&f.fw.rules().rules, ip, port, now)
@@ -885,7 +1232,12 @@ fn nat_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Resul
 /// [`nat_out`] for a packet `outbound_plain` left.
 #[cold]
 #[inline(never)]
-fn nat_out_other(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
+fn nat_out_other(
+    f: &mut FilterStage,
+    frame: &mut [u8],
+    l3: usize,
+    port: u16,
+) -> Result<(), DropReason> {
     let now = f.fw.now();
     match frame.get_mut(l3..) {
         Some(ip) => f.nat.outbound_other(&f.fw.rules().rules, ip, port, now),
@@ -898,25 +1250,55 @@ fn nat_out_other(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) ->
 /// its new source, and only then is the translation made and applied; a packet they block
 /// leaves no translation behind and stays as it came (a `block return` answers its sender).
 #[inline(never)]
-fn filter_out_translating(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16, i: usize) -> Result<(), DropReason> {
+fn filter_out_translating(
+    f: &mut FilterStage,
+    frame: &mut [u8],
+    l3: usize,
+    port: u16,
+    i: usize,
+) -> Result<(), DropReason> {
     let i = i % MAX_BATCH;
     let (key, tcp, ticket) = (f.keys[i], f.tcp[i], f.tickets[i]);
-    let Some(ip) = frame.get_mut(l3..) else { return f.fw.filter_out(&key, port, tcp.as_ref(), ticket) };
+    let Some(ip) = frame.get_mut(l3..) else {
+        return f.fw.filter_out(&key, port, tcp.as_ref(), ticket);
+    };
     let now = f.fw.now();
     let plan = f.nat.plan_outbound(&f.fw.rules().rules, ip, port, now)?;
-    f.fw.filter_out_translated(&key, &plan.seen(&key), port, tcp.as_ref(), ticket, plan.pass)?;
-    f.nat.commit_outbound(&f.fw.rules().rules, ip, port, now, plan)
+    f.fw.filter_out_translated(
+        &key,
+        &plan.seen(&key),
+        port,
+        tcp.as_ref(),
+        ticket,
+        plan.pass,
+    )?;
+    f.nat
+        .commit_outbound(&f.fw.rules().rules, ip, port, now, plan)
 }
 
 /// Writes the output L2 header in front of the IP packet at `l3`: MACs, and the 802.1Q tag of
 /// the output port if it has one. The frame's start moves when the header length changes (a
 /// tag pushed into the headroom, or popped). Returns false if the headroom is too small.
 #[inline(never)]
-fn write_l2(pool: &mut FramePool, desc: &mut FrameDesc, l3: usize, out: &OutPort, mac: MacAddr) -> bool {
-    let hdr = if out.tci == 0 { ETH_LEN } else { ETH_LEN + TAG_LEN };
+fn write_l2(
+    pool: &mut FramePool,
+    desc: &mut FrameDesc,
+    l3: usize,
+    out: &OutPort,
+    mac: MacAddr,
+) -> bool {
+    let hdr = if out.tci == 0 {
+        ETH_LEN
+    } else {
+        ETH_LEN + TAG_LEN
+    };
     // The EtherType of the IP packet sits right before l3 in both layouts; only what is in
     // front of it changes.
-    let moved = if hdr > l3 { pool.push_front(desc, hdr - l3) } else { pool.pull_front(desc, l3 - hdr) };
+    let moved = if hdr > l3 {
+        pool.push_front(desc, hdr - l3)
+    } else {
+        pool.pull_front(desc, l3 - hdr)
+    };
     if !moved {
         return false;
     }
@@ -934,14 +1316,22 @@ fn write_l2(pool: &mut FramePool, desc: &mut FrameDesc, l3: usize, out: &OutPort
 /// `at`: the frame's pool address and index in the batch, to list it in `lookups.v4_at` if it
 /// is IPv4 to route (`None`: list nothing).
 #[inline(always)]
-fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookups, at: Option<(u32, u16)>) -> Step {
+fn classify_frame(
+    frame: &[u8],
+    phys: u16,
+    ports: &PortMap,
+    lookups: &mut Lookups,
+    at: Option<(u32, u16)>,
+) -> Step {
     // Untagged or single-tagged IPv4/IPv6, the common cases, without the general L2 parse.
     let (ethertype, l3, vid) = match frame.get(12..14) {
         Some(&[0x08, 0x00]) => (EtherType::Ipv4, ETH_LEN, 0),
         Some(&[0x86, 0xdd]) => (EtherType::Ipv6, ETH_LEN, 0),
-        Some(&[0x81, 0x00]) if matches!(frame.get(16..18), Some(&[0x08, 0x00])) => {
-            (EtherType::Ipv4, ETH_LEN + TAG_LEN, u16::from_be_bytes([frame[14], frame[15]]) & 0xfff)
-        }
+        Some(&[0x81, 0x00]) if matches!(frame.get(16..18), Some(&[0x08, 0x00])) => (
+            EtherType::Ipv4,
+            ETH_LEN + TAG_LEN,
+            u16::from_be_bytes([frame[14], frame[15]]) & 0xfff,
+        ),
         _ => {
             let l2 = match wire::parse_l2(frame) {
                 Ok(l2) => l2,
@@ -975,7 +1365,13 @@ fn classify_frame(frame: &[u8], phys: u16, ports: &PortMap, lookups: &mut Lookup
 
 /// RFC 1812 5.2.2 validation and 5.3.7 martian filtering of an IPv4 header.
 #[inline(always)]
-fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups, at: Option<(u32, u16)>) -> Step {
+fn classify_ipv4(
+    bytes: &[u8],
+    l3: usize,
+    in_port: u16,
+    lookups: &mut Lookups,
+    at: Option<(u32, u16)>,
+) -> Step {
     let ip = match Ipv4Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -1001,10 +1397,17 @@ fn classify_ipv4(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups, a
     let slot = lookups.n4;
     lookups.v4[slot % MAX_BATCH] = dst;
     if let Some((addr, at)) = at {
-        lookups.v4_at[slot % MAX_BATCH] = RoutedV4 { header_addr: addr + l3 as u32, index: at };
+        lookups.v4_at[slot % MAX_BATCH] = RoutedV4 {
+            header_addr: addr + l3 as u32,
+            index: at,
+        };
     }
     lookups.n4 += 1;
-    Step::V4 { l3: l3 as u16, slot: slot as u16, in_port }
+    Step::V4 {
+        l3: l3 as u16,
+        slot: slot as u16,
+        in_port,
+    }
 }
 
 /// IPv6 header checks (RFC 8200 section 3; RFC 4291 address scopes).
@@ -1029,7 +1432,11 @@ fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -
     let slot = lookups.n6;
     lookups.v6[slot % MAX_BATCH] = dst;
     lookups.n6 += 1;
-    Step::V6 { l3: l3 as u16, slot: slot as u16, in_port }
+    Step::V6 {
+        l3: l3 as u16,
+        slot: slot as u16,
+        in_port,
+    }
 }
 
 fn ip_error_reason(e: wire::Error) -> DropReason {

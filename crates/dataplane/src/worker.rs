@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use io::{Batch, FramePool, RxPort, TxPort};
 
 use crate::counters::{Counts, DropReason, WorkerCounters};
-use crate::host_out::HostOutReceiver;
 use crate::fib::{Fib, PortInfo};
 use crate::filter::requests::{StateDesk, StateRequest};
 use crate::filter::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
+use crate::host_out::HostOutReceiver;
 use crate::punt::{PuntBatch, PuntPort};
 use crate::tap::{CaptureSlot, Point};
 
@@ -81,7 +81,15 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// A worker over `ports` (their MACs), reading `fib`. `batch_size` is clamped to 1..=256.
-    pub fn new(fib: Arc<Fib>, ports: &[PortInfo], rx: Vec<R>, tx: Vec<T>, local: L, pool: FramePool, batch_size: usize) -> Self {
+    pub fn new(
+        fib: Arc<Fib>,
+        ports: &[PortInfo],
+        rx: Vec<R>,
+        tx: Vec<T>,
+        local: L,
+        pool: FramePool,
+        batch_size: usize,
+    ) -> Self {
         let outputs = (0..tx.len()).map(|_| Batch::new()).collect();
         let shared = Arc::new(WorkerCounters::new(tx.len()));
         let port_counts = vec![Counts::default(); rx.len()];
@@ -138,7 +146,11 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
 
     /// Has the worker serve state-table requests (`show`/`kill`/`flush states`) arriving on
     /// `requests`, `worker` naming it in its replies (before it runs).
-    pub fn set_state_requests(&mut self, worker: usize, requests: std::sync::mpsc::Receiver<StateRequest>) {
+    pub fn set_state_requests(
+        &mut self,
+        worker: usize,
+        requests: std::sync::mpsc::Receiver<StateRequest>,
+    ) {
         self.desk = Some(StateDesk::new(worker, requests));
     }
 
@@ -203,7 +215,12 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 t.copy_batch(&self.pool, &self.input, None);
             }
             let before = self.forwarder.counts;
-            self.forwarder.process(&mut self.pool, &mut self.input, &mut self.outputs, &mut self.punts);
+            self.forwarder.process(
+                &mut self.pool,
+                &mut self.input,
+                &mut self.outputs,
+                &mut self.punts,
+            );
             if let Some(t) = self.forwarder.tap_at(Point::Tx) {
                 for (port, out) in self.outputs.iter().enumerate() {
                     t.copy_batch(&self.pool, out, Some(port as u16));
@@ -241,14 +258,18 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     #[cold]
     #[inline(never)]
     fn send_host_out(&mut self) {
-        let Some(mut queue) = self.host_out.take() else { return };
+        let Some(mut queue) = self.host_out.take() else {
+            return;
+        };
         for _ in 0..self.batch_size {
             let Some(f) = queue.recv() else { break };
             if let Err(reason) = self.forwarder.local_out(f.frame, f.port) {
                 self.forwarder.counts.drop(reason);
                 continue;
             }
-            let (Some(out), Some(mut desc)) = (self.outputs.get_mut(usize::from(f.phys)), self.pool.alloc()) else {
+            let (Some(out), Some(mut desc)) =
+                (self.outputs.get_mut(usize::from(f.phys)), self.pool.alloc())
+            else {
                 self.forwarder.counts.drop(DropReason::TxError);
                 continue;
             };
@@ -291,17 +312,32 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     fn publish_ports(&self) {
         let stats = self.rx.iter().zip(&self.tx).map(|(r, t)| {
             let (r, t) = (r.stats(), t.stats());
-            io::PortStats { tx_packets: t.tx_packets, tx_bytes: t.tx_bytes, tx_dropped: t.tx_dropped, ..r }
+            io::PortStats {
+                tx_packets: t.tx_packets,
+                tx_bytes: t.tx_bytes,
+                tx_dropped: t.tx_dropped,
+                ..r
+            }
         });
-        self.shared.publish_ports(stats, &self.port_counts, self.forwarder.icmp_counts());
+        self.shared
+            .publish_ports(stats, &self.port_counts, self.forwarder.icmp_counts());
     }
 
     /// Polls until `stop` is set, sleeping while idle if so configured and every input port
     /// can wake it.
     pub fn run(&mut self, stop: &AtomicBool) {
-        let fds: Option<Vec<RawFd>> = self.rx.iter().map(RxPort::wait_fd).chain(self.host_out.as_ref().map(|h| Some(h.fd()))).collect();
-        let Idle::Sleep { spin, yield_cpu } = self.idle else { return self.spin(stop) };
-        let Some(fds) = fds.filter(|f| !f.is_empty()) else { return self.spin(stop) };
+        let fds: Option<Vec<RawFd>> = self
+            .rx
+            .iter()
+            .map(RxPort::wait_fd)
+            .chain(self.host_out.as_ref().map(|h| Some(h.fd())))
+            .collect();
+        let Idle::Sleep { spin, yield_cpu } = self.idle else {
+            return self.spin(stop);
+        };
+        let Some(fds) = fds.filter(|f| !f.is_empty()) else {
+            return self.spin(stop);
+        };
         let (mut empty, mut idle_since, mut loaded) = (0u32, None, false);
         while !stop.load(Ordering::Relaxed) {
             let received = self.poll();

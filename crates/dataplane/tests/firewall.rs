@@ -4,8 +4,8 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
@@ -34,7 +34,10 @@ fn compile(text: &str) -> Arc<CompiledRules> {
 }
 
 /// Runs `per_port[p]` received on port p (port 0's frames first) through a worker with `rules`.
-fn run(rules: &str, per_port: [Vec<Vec<u8>>; 2]) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
+fn run(
+    rules: &str,
+    per_port: [Vec<Vec<u8>>; 2],
+) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
     run_prefilled(rules, per_port, 0)
 }
 
@@ -45,10 +48,22 @@ const BATCHED_PREFILL: usize = 8000;
 /// [`run`] with `prefill` states of other flows (UDP 172.16.0.0/12 -> 203.0.113.1:9, under
 /// rule 0) in the table first: each adds one to `in_use` and `inserts`, and two states to
 /// rule 0's count.
-fn run_prefilled(rules: &str, per_port: [Vec<Vec<u8>>; 2], prefill: usize) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
+fn run_prefilled(
+    rules: &str,
+    per_port: [Vec<Vec<u8>>; 2],
+    prefill: usize,
+) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
     let [a, b] = per_port;
     let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
-    let mut w = Worker::new(fib(), &ports(), rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        rx,
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     w.set_firewall(Firewall::new(RulesSlot::new(compile(rules)), 7));
     prefill_states(&mut w, prefill);
     while !(w.rx[0].finished() && w.rx[1].finished()) {
@@ -65,7 +80,18 @@ fn prefill_states(w: &mut Worker<ReplayRx, CountingTx, CountingTx>, n: usize) {
     use fw::packet::{Af, Dir, PacketKey, proto};
     let fw = w.firewall_mut().unwrap();
     for i in 0..n {
-        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: u128::from(0xac10_0000u32 + (i >> 16) as u32), dst: u128::from(u32::from(Ipv4Addr::new(203, 0, 113, 1))), src_port: i as u16, dst_port: 9, len: 46, ..PacketKey::ZERO };
+        let key = PacketKey {
+            af: Af::Inet,
+            dir: Dir::In,
+            iface: 0,
+            proto: proto::UDP,
+            src: u128::from(0xac10_0000u32 + (i >> 16) as u32),
+            dst: u128::from(u32::from(Ipv4Addr::new(203, 0, 113, 1))),
+            src_port: i as u16,
+            dst_port: 9,
+            len: 46,
+            ..PacketKey::ZERO
+        };
         fw.insert_state(&key, 0).unwrap();
     }
 }
@@ -76,15 +102,35 @@ fn drops(c: &Counts, r: DropReason) -> u64 {
 
 #[test]
 fn in_rules_block_and_count_per_rule() {
-    let rules = "block in quick proto udp to port 9999 label \"nine\"\npass in proto udp no state\n";
-    let frames = vec![udp(0, A_HOST, 1000, FAR, 9999), udp(0, A_HOST, 1000, FAR, 53), udp(0, A_HOST, 1001, FAR, 53)];
+    let rules =
+        "block in quick proto udp to port 9999 label \"nine\"\npass in proto udp no state\n";
+    let frames = vec![
+        udp(0, A_HOST, 1000, FAR, 9999),
+        udp(0, A_HOST, 1000, FAR, 53),
+        udp(0, A_HOST, 1001, FAR, 53),
+    ];
     let (c, w) = run(rules, [frames, vec![]]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (2, 1), "{c:?}");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::FilterBlocked)),
+        (2, 1),
+        "{c:?}"
+    );
     assert_eq!(w.tx[1].stats().tx_packets, 2);
     let stats = w.firewall_stats().unwrap().rules().snapshot();
     assert_eq!(stats.len(), 3, "two rules and the default");
-    assert_eq!((stats[0].line, stats[0].label.as_deref(), stats[0].packets, stats[0].bytes), (1, Some("nine"), 1, 46));
-    assert_eq!((stats[1].packets, stats[1].bytes, stats[1].states), (2, 92, 0));
+    assert_eq!(
+        (
+            stats[0].line,
+            stats[0].label.as_deref(),
+            stats[0].packets,
+            stats[0].bytes
+        ),
+        (1, Some("nine"), 1, 46)
+    );
+    assert_eq!(
+        (stats[1].packets, stats[1].bytes, stats[1].states),
+        (2, 92, 0)
+    );
     // Both rules are `in` only: the out pass is skipped, the default counts nothing.
     assert_eq!(stats[2].packets, 0);
 }
@@ -101,13 +147,27 @@ fn without_out_rules_the_out_pass_is_skipped() {
 #[test]
 fn stateless_pass_rules_skip_the_out_pass() {
     // `pass all no state` matches outbound packets too, but cannot change their fate.
-    let (c, w) = run("block in quick proto udp to port 9\npass all no state\n", [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]]);
+    let (c, w) = run(
+        "block in quick proto udp to port 9\npass all no state\n",
+        [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]],
+    );
     assert_eq!(c.forwarded, 1);
-    assert_eq!(w.firewall_stats().unwrap().rules().snapshot()[1].packets, 1, "counted by the in pass only");
+    assert_eq!(
+        w.firewall_stats().unwrap().rules().snapshot()[1].packets,
+        1,
+        "counted by the in pass only"
+    );
     // A block that can match outbound packets brings the out pass back.
-    let (c, w) = run("block out proto udp to port 9\npass all no state\n", [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]]);
+    let (c, w) = run(
+        "block out proto udp to port 9\npass all no state\n",
+        [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]],
+    );
     assert_eq!(c.forwarded, 1);
-    assert_eq!(w.firewall_stats().unwrap().rules().snapshot()[1].packets, 2, "in and out passes");
+    assert_eq!(
+        w.firewall_stats().unwrap().rules().snapshot()[1].packets,
+        2,
+        "in and out passes"
+    );
 }
 
 #[test]
@@ -115,30 +175,51 @@ fn out_rules_apply_on_the_output_port() {
     let rules = "block out on b proto udp to port 7\nblock out on a proto udp to port 8\n";
     let frames = vec![udp(0, A_HOST, 1000, FAR, 7), udp(0, A_HOST, 1000, FAR, 8)];
     let (c, _) = run(rules, [frames, vec![]]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (1, 1), "{c:?}");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::FilterBlocked)),
+        (1, 1),
+        "{c:?}"
+    );
 }
 
 #[test]
 fn states_let_replies_in_on_the_other_port() {
     // pf filters the flow in on a and out on b: both passes need a rule (`block all`).
-    let rules = "block all\npass in on a proto udp keep state\npass out on b proto udp keep state\n";
+    let rules =
+        "block all\npass in on a proto udp keep state\npass out on b proto udp keep state\n";
     let out = vec![udp(0, A_HOST, 1000, FAR, 53)];
     // The reply matches the state; a packet of another flow from the same host is blocked.
     let back = vec![udp(1, FAR, 53, A_HOST, 1000), udp(1, FAR, 53, A_HOST, 1001)];
     let (c, w) = run(rules, [out, back]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (2, 1), "{c:?}");
-    assert_eq!(w.tx[0].stats().tx_packets, 1, "the reply went out on port a");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::FilterBlocked)),
+        (2, 1),
+        "{c:?}"
+    );
+    assert_eq!(
+        w.tx[0].stats().tx_packets,
+        1,
+        "the reply went out on port a"
+    );
     let fw = w.firewall_stats().unwrap();
     let stats = fw.rules().snapshot();
-    assert_eq!((stats[1].packets, stats[1].states), (2, 1), "the state's packets count under its rule");
+    assert_eq!(
+        (stats[1].packets, stats[1].states),
+        (2, 1),
+        "the state's packets count under its rule"
+    );
     assert_eq!(stats[0].packets, 1, "block all");
     let states: std::collections::HashMap<_, _> = fw.states().into_iter().collect();
-    assert_eq!((states["inserts"], states["hits"], states["in_use"]), (1, 1, 1));
+    assert_eq!(
+        (states["inserts"], states["hits"], states["in_use"]),
+        (1, 1, 1)
+    );
 }
 
 #[test]
 fn tcp_state_checks_windows() {
-    let rules = "block all\npass in on a proto tcp keep state\npass out on b proto tcp keep state\n";
+    let rules =
+        "block all\npass in on a proto tcp keep state\npass out on b proto tcp keep state\n";
     const SYN: u8 = 0x02;
     const ACK: u8 = 0x10;
     let out = vec![tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000, 0)];
@@ -160,7 +241,11 @@ fn full_state_table_drops_new_flows() {
     let rules = "set limit states 2\npass in proto udp keep state\n";
     let frames = (0..4).map(|i| udp(0, A_HOST, 1000 + i, FAR, 53)).collect();
     let (c, _) = run(rules, [frames, vec![]]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::StateLimit)), (2, 2), "{c:?}");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::StateLimit)),
+        (2, 2),
+        "{c:?}"
+    );
 }
 
 /// pf's adaptive timeouts reach the worker's table from the rule file. Four flows out
@@ -172,16 +257,38 @@ fn full_state_table_drops_new_flows() {
 fn adaptive_timeouts_reach_the_state_table() {
     let out: Vec<_> = (0..4).map(|i| udp(0, A_HOST, 1000 + i, FAR, 53)).collect();
     let back: Vec<_> = (0..4).map(|i| udp(1, FAR, 53, A_HOST, 1000 + i)).collect();
-    let rules = |adaptive: &str| format!("set timeout {{ {adaptive} }}\nblock all\npass in on a proto udp keep state\npass out on b proto udp keep state\n");
+    let rules = |adaptive: &str| {
+        format!(
+            "set timeout {{ {adaptive} }}\nblock all\npass in on a proto udp keep state\npass out on b proto udp keep state\n"
+        )
+    };
     let expired = |w: &Worker<ReplayRx, CountingTx, CountingTx>| {
-        let states: std::collections::HashMap<_, _> = w.firewall_stats().unwrap().states().into_iter().collect();
+        let states: std::collections::HashMap<_, _> =
+            w.firewall_stats().unwrap().states().into_iter().collect();
         states["expired_sweep"] + states["expired_lookup"]
     };
-    let (c, w) = run(&rules("adaptive.start 2, adaptive.end 4"), [out.clone(), back.clone()]);
-    assert!(drops(&c, DropReason::FilterBlocked) > 0 && expired(&w) > 0, "{c:?}");
-    for adaptive in ["adaptive.start 2, adaptive.end 5", "adaptive.start 0, adaptive.end 0"] {
+    let (c, w) = run(
+        &rules("adaptive.start 2, adaptive.end 4"),
+        [out.clone(), back.clone()],
+    );
+    assert!(
+        drops(&c, DropReason::FilterBlocked) > 0 && expired(&w) > 0,
+        "{c:?}"
+    );
+    for adaptive in [
+        "adaptive.start 2, adaptive.end 5",
+        "adaptive.start 0, adaptive.end 0",
+    ] {
         let (c, w) = run(&rules(adaptive), [out.clone(), back.clone()]);
-        assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked), expired(&w)), (8, 0, 0), "{adaptive}: {c:?}");
+        assert_eq!(
+            (
+                c.forwarded,
+                drops(&c, DropReason::FilterBlocked),
+                expired(&w)
+            ),
+            (8, 0, 0),
+            "{adaptive}: {c:?}"
+        );
     }
 }
 
@@ -205,18 +312,37 @@ fn the_fragment_table_follows_the_rules() {
     let firsts = (0..5).map(|i| udp_fragment(100 + i, 1000 + i, true));
     let lasts = (0..5).map(|i| udp_fragment(100 + i, 1000 + i, false));
     let frames: Vec<_> = firsts.chain(lasts).collect();
-    let rules = |set: &str| format!("{set}\nblock all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n");
+    let rules = |set: &str| {
+        format!(
+            "{set}\nblock all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n"
+        )
+    };
     let (c, _) = run(&rules("set limit frags 4"), [frames.clone(), vec![]]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::FragmentNoFirst)), (9, 1), "{c:?}");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::FragmentNoFirst)),
+        (9, 1),
+        "{c:?}"
+    );
     let (c, _) = run(&rules("set timeout frag 30"), [frames, vec![]]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::FragmentNoFirst)), (10, 0), "{c:?}");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::FragmentNoFirst)),
+        (10, 0),
+        "{c:?}"
+    );
 }
 
 /// An ICMP error (received on port b, `from` its sender) reporting on `orig`, a frame that
 /// host A sent through port a: addressed to A, quoting the start of `orig`'s IP packet.
 fn icmp_error_about(orig: &[u8], from: Ipv4Addr) -> Vec<u8> {
     let mut buf = vec![0u8; 1500];
-    let n = wire::icmp_reply::icmp_error(orig, wire::icmp_reply::IcmpError::NoRoute, IpAddr::V4(from), B_MAC, &mut buf).unwrap();
+    let n = wire::icmp_reply::icmp_error(
+        orig,
+        wire::icmp_reply::IcmpError::NoRoute,
+        IpAddr::V4(from),
+        B_MAC,
+        &mut buf,
+    )
+    .unwrap();
     buf.truncate(n);
     wire::EthernetFrame::new_unchecked(&mut buf[..]).set_dst_addr(TX_MAC);
     buf
@@ -248,18 +374,32 @@ fn icmp_errors_pass_under_the_state_of_the_flow_they_quote() {
         // Passes: the TCP flow's state, quoted sequence number in the window.
         icmp_error_about(&out_tcp, FAR),
         // Dropped: sequence number far outside the window.
-        icmp_error_about(&tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000 + 1_000_000, 0), FAR),
+        icmp_error_about(
+            &tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000 + 1_000_000, 0),
+            FAR,
+        ),
     ];
     let (c, w) = run(rules, [vec![out_udp.clone(), out_tcp.clone()], back]);
     assert_eq!(c.forwarded, 2 + 3, "{c:?}");
-    assert_eq!(w.tx[0].stats().tx_packets, 3, "the three errors went back to host A on port a");
+    assert_eq!(
+        w.tx[0].stats().tx_packets,
+        3,
+        "the three errors went back to host A on port a"
+    );
     assert_eq!(drops(&c, DropReason::FilterBlocked), 2, "{c:?}");
     assert_eq!(drops(&c, DropReason::StateOutOfWindow), 1, "{c:?}");
     let fw = w.firewall_stats().unwrap();
     let states: std::collections::HashMap<_, _> = fw.states().into_iter().collect();
-    assert_eq!((states["icmp_error_hits"], states["icmp_error_bad_seq"]), (3, 1));
+    assert_eq!(
+        (states["icmp_error_hits"], states["icmp_error_bad_seq"]),
+        (3, 1)
+    );
     let stats = fw.rules().snapshot();
-    assert_eq!((stats[1].packets, stats[1].states), (2 + 4, 2), "the errors count under the flows' rule");
+    assert_eq!(
+        (stats[1].packets, stats[1].states),
+        (2 + 4, 2),
+        "the errors count under the flows' rule"
+    );
     assert_eq!(stats[0].packets, 2, "block all");
 }
 
@@ -282,16 +422,36 @@ fn batched_and_one_by_one_state_lookups_agree() {
             // Replies to flows that have no state (blocked), and a port the rules block.
             back.push(udp(1, FAR, 54, A_HOST, 2000 + i + round));
         }
-        out.push(tcp(0, A_HOST, 40000, FAR, 80, if round == 0 { SYN } else { ACK }, 1000 + u32::from(round), 5001));
+        out.push(tcp(
+            0,
+            A_HOST,
+            40000,
+            FAR,
+            80,
+            if round == 0 { SYN } else { ACK },
+            1000 + u32::from(round),
+            5001,
+        ));
         back.push(tcp(1, FAR, 80, A_HOST, 40000, SYN | ACK, 5000, 1001));
-        back.push(tcp(1, FAR, 80, A_HOST, 40000, ACK, 5001 + 1_000_000_000, 1001));
+        back.push(tcp(
+            1,
+            FAR,
+            80,
+            A_HOST,
+            40000,
+            ACK,
+            5001 + 1_000_000_000,
+            1001,
+        ));
     }
     // The batched lookup needs a table whose states in use outgrow the cache threshold: the
     // large one holds states of other flows first, and the small one a few (a table that is
     // empty at the first packet leaves that packet to the rules without a lookup: one miss
     // fewer), whose counts are taken off after.
     let outcome = |limit: u32, prefill: usize| {
-        let rules = format!("set limit states {limit}\nblock all\npass in on a keep state\npass out on b keep state\n");
+        let rules = format!(
+            "set limit states {limit}\nblock all\npass in on a keep state\npass out on b keep state\n"
+        );
         let (c, w) = run_prefilled(&rules, [out.clone(), back.clone()], prefill);
         let fw = w.firewall_stats().unwrap();
         let table = w.firewall().unwrap().state_table().working_set_bytes();
@@ -306,12 +466,24 @@ fn batched_and_one_by_one_state_lookups_agree() {
         (c, rules, states, table)
     };
     let (small, big) = (outcome(256, 100), outcome(200_000, BATCHED_PREFILL));
-    assert!(small.3 < 1 << 20 && big.3 > 1 << 20, "one table under the cache threshold, one over");
+    assert!(
+        small.3 < 1 << 20 && big.3 > 1 << 20,
+        "one table under the cache threshold, one over"
+    );
     assert_eq!(small.0, big.0);
     assert_eq!(small.1, big.1);
     assert_eq!(small.2, big.2);
-    assert!(small.0.forwarded > 100 && drops(&small.0, DropReason::FilterBlocked) > 100, "{:?}", small.0);
-    assert_eq!(drops(&small.0, DropReason::StateOutOfWindow), 3, "{:?}", small.0);
+    assert!(
+        small.0.forwarded > 100 && drops(&small.0, DropReason::FilterBlocked) > 100,
+        "{:?}",
+        small.0
+    );
+    assert_eq!(
+        drops(&small.0, DropReason::StateOutOfWindow),
+        3,
+        "{:?}",
+        small.0
+    );
 }
 
 /// The quick loop takes packets of established UDP flows ahead of the rest of their batch.
@@ -330,10 +502,27 @@ fn a_udp_packet_with_ip_options_keeps_its_place_in_the_batch() {
     ip.fill_checksum();
     // A table under the cache threshold and one over it (the batched lookup).
     for (limit, prefill) in [(64, 0), (200_000, BATCHED_PREFILL)] {
-        let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
-        w.set_firewall(Firewall::new(RulesSlot::new(compile(&format!("set limit states {limit}\nblock all\npass all keep state\n"))), 3));
+        let mut w = Worker::new(
+            fib(),
+            &ports(),
+            vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())],
+            vec![CountingTx::new(), CountingTx::new()],
+            CountingTx::new(),
+            FramePool::new(600),
+            256,
+        );
+        w.set_firewall(Firewall::new(
+            RulesSlot::new(compile(&format!(
+                "set limit states {limit}\nblock all\npass all keep state\n"
+            ))),
+            3,
+        ));
         prefill_states(&mut w, prefill);
-        assert_eq!(w.firewall().unwrap().state_table().working_set_bytes() > 1 << 20, prefill > 0, "the batched lookup with the prefilled table");
+        assert_eq!(
+            w.firewall().unwrap().state_table().working_set_bytes() > 1 << 20,
+            prefill > 0,
+            "the batched lookup with the prefilled table"
+        );
         // Batch 1 creates the state, batch 2 makes the initiator's packets quick hits, batch
         // 3 has the reply with options, then the initiator again.
         for batch in [vec![out()], vec![out()], vec![reply.clone(), out()]] {
@@ -343,8 +532,17 @@ fn a_udp_packet_with_ip_options_keeps_its_place_in_the_batch() {
             }
         }
         assert_eq!(w.counts().forwarded, 4, "{:?}", w.counts());
-        let info = w.firewall().unwrap().state_table().info(StateId(prefill as u32)).unwrap();
-        assert_eq!((info.initiator_state, info.responder_state, info.timeout), (MULTIPLE, MULTIPLE, Tmo::UdpMultiple), "limit {limit}: {info:?}");
+        let info = w
+            .firewall()
+            .unwrap()
+            .state_table()
+            .info(StateId(prefill as u32))
+            .unwrap();
+        assert_eq!(
+            (info.initiator_state, info.responder_state, info.timeout),
+            (MULTIPLE, MULTIPLE, Tmo::UdpMultiple),
+            "limit {limit}: {info:?}"
+        );
     }
 }
 
@@ -353,10 +551,26 @@ fn a_udp_packet_with_ip_options_keeps_its_place_in_the_batch() {
 /// for, the table grows and takes them.
 #[test]
 fn reload_applies_the_state_limit() {
-    let rules = |limit: u32| compile(&format!("set limit states {limit}\nblock all\npass in on a proto udp keep state\npass out on b proto udp keep state\n"));
-    let flows = |ports: std::ops::Range<u16>| ports.map(|p| udp(0, A_HOST, p, FAR, 53)).collect::<Vec<_>>();
+    let rules = |limit: u32| {
+        compile(&format!(
+            "set limit states {limit}\nblock all\npass in on a proto udp keep state\npass out on b proto udp keep state\n"
+        ))
+    };
+    let flows = |ports: std::ops::Range<u16>| {
+        ports
+            .map(|p| udp(0, A_HOST, p, FAR, 53))
+            .collect::<Vec<_>>()
+    };
     let slot = RulesSlot::new(rules(4));
-    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
     let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, frames: Vec<Vec<u8>>| {
         let before = w.counts();
@@ -365,20 +579,34 @@ fn reload_applies_the_state_limit() {
             w.poll();
         }
         let c = w.counts();
-        (c.forwarded - before.forwarded, drops(&c, DropReason::StateLimit) - drops(&before, DropReason::StateLimit))
+        (
+            c.forwarded - before.forwarded,
+            drops(&c, DropReason::StateLimit) - drops(&before, DropReason::StateLimit),
+        )
     };
-    let in_use = |w: &Worker<ReplayRx, CountingTx, CountingTx>| w.firewall().unwrap().state_table().len();
+    let in_use =
+        |w: &Worker<ReplayRx, CountingTx, CountingTx>| w.firewall().unwrap().state_table().len();
     assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 4");
     // Lower: the four states stay and pass; new flows are refused.
     slot.publish(rules(2)).unwrap();
     assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 2");
-    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (4, 2));
+    assert_eq!(
+        (in_use(&w), w.firewall().unwrap().state_table().limit()),
+        (4, 2)
+    );
     // Higher than ever: the table grows, the old states are still found.
     slot.publish(rules(100_000)).unwrap();
     assert_eq!(send(&mut w, flows(1000..1020)), (20, 0), "limit 100000");
-    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (20, 100_000));
-    let states: std::collections::HashMap<_, _> = w.firewall_stats().unwrap().states().into_iter().collect();
-    assert_eq!((states["inserts"], states["hits"], states["insert_full"]), (20, 4 + 4, 2 + 2));
+    assert_eq!(
+        (in_use(&w), w.firewall().unwrap().state_table().limit()),
+        (20, 100_000)
+    );
+    let states: std::collections::HashMap<_, _> =
+        w.firewall_stats().unwrap().states().into_iter().collect();
+    assert_eq!(
+        (states["inserts"], states["hits"], states["insert_full"]),
+        (20, 4 + 4, 2 + 2)
+    );
 }
 
 /// `linerate table` (pfctl -t -T): an address added to a running table is blocked from the
@@ -387,9 +615,22 @@ fn reload_applies_the_state_limit() {
 #[test]
 fn tables_change_while_the_rules_run() {
     use dataplane::filter::tables::{TableChange, TableError, TableOp};
-    let entry = |s: &str| fw::rules::TableEntry { negated: false, prefix: fw::rules::parse_prefix(s).unwrap() };
-    let slot = RulesSlot::new(compile("set limit table-entries 3\ntable <bad> persist\ntable <fixed> const { 192.0.2.1 }\nblock in quick from <bad>\nblock in quick from <fixed>\npass all no state\n"));
-    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let entry = |s: &str| fw::rules::TableEntry {
+        negated: false,
+        prefix: fw::rules::parse_prefix(s).unwrap(),
+    };
+    let slot = RulesSlot::new(compile(
+        "set limit table-entries 3\ntable <bad> persist\ntable <fixed> const { 192.0.2.1 }\nblock in quick from <bad>\nblock in quick from <fixed>\npass all no state\n",
+    ));
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
     let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>| {
         let before = w.counts();
@@ -398,20 +639,59 @@ fn tables_change_while_the_rules_run() {
             w.poll();
         }
         let c = w.counts();
-        (c.forwarded - before.forwarded, drops(&c, DropReason::FilterBlocked) - drops(&before, DropReason::FilterBlocked))
+        (
+            c.forwarded - before.forwarded,
+            drops(&c, DropReason::FilterBlocked) - drops(&before, DropReason::FilterBlocked),
+        )
     };
     assert_eq!(send(&mut w), (1, 0));
     let host = A_HOST.to_string();
-    assert_eq!(slot.change_table("bad", TableOp::Add(vec![entry(&host), entry("198.51.100.0/24")])), Ok(TableChange { added: 2, deleted: 0, entries: 2 }));
+    assert_eq!(
+        slot.change_table(
+            "bad",
+            TableOp::Add(vec![entry(&host), entry("198.51.100.0/24")])
+        ),
+        Ok(TableChange {
+            added: 2,
+            deleted: 0,
+            entries: 2
+        })
+    );
     assert_eq!(send(&mut w), (0, 1), "blocked by the new entry");
-    assert_eq!(slot.change_table("bad", TableOp::Delete(vec![entry(&host)])), Ok(TableChange { added: 0, deleted: 1, entries: 1 }));
+    assert_eq!(
+        slot.change_table("bad", TableOp::Delete(vec![entry(&host)])),
+        Ok(TableChange {
+            added: 0,
+            deleted: 1,
+            entries: 1
+        })
+    );
     assert_eq!(send(&mut w), (1, 0));
     let stats = w.firewall_stats().unwrap().rules().snapshot();
-    assert_eq!((stats[0].packets, stats[2].packets), (1, 2), "the counts of every batch, across the changes");
-    assert_eq!(slot.change_table("fixed", TableOp::Flush), Err(TableError::Constant("fixed".into())));
-    assert_eq!(slot.change_table("nope", TableOp::Flush), Err(TableError::Unknown("nope".into())));
-    assert_eq!(slot.change_table("bad", TableOp::Add(vec![entry("10.0.0.1"), entry("10.0.0.2")])), Err(TableError::TooMany { total: 4, limit: 3 }));
-    assert_eq!(slot.table("bad").unwrap().entries, [entry("198.51.100.0/24")]);
+    assert_eq!(
+        (stats[0].packets, stats[2].packets),
+        (1, 2),
+        "the counts of every batch, across the changes"
+    );
+    assert_eq!(
+        slot.change_table("fixed", TableOp::Flush),
+        Err(TableError::Constant("fixed".into()))
+    );
+    assert_eq!(
+        slot.change_table("nope", TableOp::Flush),
+        Err(TableError::Unknown("nope".into()))
+    );
+    assert_eq!(
+        slot.change_table(
+            "bad",
+            TableOp::Add(vec![entry("10.0.0.1"), entry("10.0.0.2")])
+        ),
+        Err(TableError::TooMany { total: 4, limit: 3 })
+    );
+    assert_eq!(
+        slot.table("bad").unwrap().entries,
+        [entry("198.51.100.0/24")]
+    );
 }
 
 /// `set keepcounters`: a reload carries each rule's counters to the same rule of the new set
@@ -420,19 +700,46 @@ fn tables_change_while_the_rules_run() {
 fn keepcounters_carries_the_counts_of_the_same_rules() {
     let old = "block in quick proto udp to port 9\npass all no state\n";
     let slot = RulesSlot::new(compile(old));
-    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
     let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>| {
-        w.rx[0] = ReplayRx::new(0, vec![udp(0, A_HOST, 1000, FAR, 9), udp(0, A_HOST, 1000, FAR, 53)]).once();
+        w.rx[0] = ReplayRx::new(
+            0,
+            vec![udp(0, A_HOST, 1000, FAR, 9), udp(0, A_HOST, 1000, FAR, 53)],
+        )
+        .once();
         while !w.rx[0].finished() {
             w.poll();
         }
     };
-    let packets = |w: &Worker<ReplayRx, CountingTx, CountingTx>| w.firewall_stats().unwrap().rules().snapshot().iter().map(|r| r.packets).collect::<Vec<_>>();
+    let packets = |w: &Worker<ReplayRx, CountingTx, CountingTx>| {
+        w.firewall_stats()
+            .unwrap()
+            .rules()
+            .snapshot()
+            .iter()
+            .map(|r| r.packets)
+            .collect::<Vec<_>>()
+    };
     send(&mut w);
-    assert_eq!(packets(&w), [1, 1, 0], "the block, then `pass all` (a stateless pass skips the out pass)");
+    assert_eq!(
+        packets(&w),
+        [1, 1, 0],
+        "the block, then `pass all` (a stateless pass skips the out pass)"
+    );
     // A new rule first: the two old ones keep their counts, the new one starts at zero.
-    slot.publish(compile(&format!("set keepcounters\npass in proto tcp no state\n{old}"))).unwrap();
+    slot.publish(compile(&format!(
+        "set keepcounters\npass in proto tcp no state\n{old}"
+    )))
+    .unwrap();
     send(&mut w);
     assert_eq!(packets(&w), [0, 2, 2, 0]);
     // Without keepcounters a reload counts from zero.
@@ -445,14 +752,29 @@ fn keepcounters_carries_the_counts_of_the_same_rules() {
 /// worker keeps the old rules and its table, and a later reload works.
 #[test]
 fn reload_that_cannot_allocate_keeps_the_old_rules() {
-    let slot = RulesSlot::new(compile("set limit states 4\nblock all\npass in on a proto udp keep state\n"));
-    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let slot = RulesSlot::new(compile(
+        "set limit states 4\nblock all\npass in on a proto udp keep state\n",
+    ));
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
     // The parser refuses more than MAX_LIMIT_STATES; a set built by hand gets this far.
     let mut huge = fw::rules::parse("pass all no state\n", Path::new("r.conf"), &|_| None).unwrap();
     huge.limit_states = fw::state::MAX_LIMIT as u64 + 1;
-    let err = slot.publish(Arc::new(CompiledRules::new(huge).unwrap())).unwrap_err();
-    assert!(matches!(err, fw::state::StateAllocError::TooLarge(_)), "{err}");
+    let err = slot
+        .publish(Arc::new(CompiledRules::new(huge).unwrap()))
+        .unwrap_err();
+    assert!(
+        matches!(err, fw::state::StateAllocError::TooLarge(_)),
+        "{err}"
+    );
     assert_eq!(slot.generation(), 0);
     let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, port: u16| {
         w.rx[0] = ReplayRx::new(0, vec![udp(0, A_HOST, port, FAR, 53)]).once();
@@ -462,10 +784,24 @@ fn reload_that_cannot_allocate_keeps_the_old_rules() {
     };
     send(&mut w, 1000);
     let fw = w.firewall().unwrap();
-    assert_eq!((fw.rules().rule_count(), fw.state_table().limit(), fw.state_table().len()), (2, 4, 1));
-    slot.publish(compile("set limit states 8\npass all no state\n")).unwrap();
+    assert_eq!(
+        (
+            fw.rules().rule_count(),
+            fw.state_table().limit(),
+            fw.state_table().len()
+        ),
+        (2, 4, 1)
+    );
+    slot.publish(compile("set limit states 8\npass all no state\n"))
+        .unwrap();
     send(&mut w, 1001);
-    assert_eq!((w.firewall().unwrap().rules().rule_count(), w.firewall().unwrap().state_table().limit()), (1, 8));
+    assert_eq!(
+        (
+            w.firewall().unwrap().rules().rule_count(),
+            w.firewall().unwrap().state_table().limit()
+        ),
+        (1, 8)
+    );
 }
 
 /// Counts forwarded frames by UDP destination port (frames are IPv4 without options).
@@ -504,7 +840,15 @@ fn reload_race_every_packet_gets_old_or_new_verdict() {
     let rx = vec![ReplayRx::new(0, frames)];
     let tx = vec![ByPortTx::default(), ByPortTx::default()];
     // Batch 64 of a 4-frame loop: every batch holds 16 packets of each flow.
-    let mut w = Worker::new(fib(), &ports(), rx, tx, CountingTx::new(), FramePool::new(600), 64);
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        rx,
+        tx,
+        CountingTx::new(),
+        FramePool::new(600),
+        64,
+    );
     let slot = RulesSlot::new(Arc::clone(&set_a));
     w.set_firewall(Firewall::new(Arc::clone(&slot), 1));
     let stats = w.firewall_stats().unwrap();
@@ -517,9 +861,13 @@ fn reload_race_every_packet_gets_old_or_new_verdict() {
     const SWAPS: u64 = 3000;
     let deadline = Instant::now() + Duration::from_secs(120);
     for i in 1..=SWAPS {
-        slot.publish(Arc::clone(if i % 2 == 1 { &set_b } else { &set_a })).unwrap();
+        slot.publish(Arc::clone(if i % 2 == 1 { &set_b } else { &set_a }))
+            .unwrap();
         while stats.generation() < i {
-            assert!(Instant::now() < deadline, "worker stopped adopting rule sets at swap {i}");
+            assert!(
+                Instant::now() < deadline,
+                "worker stopped adopting rule sets at swap {i}"
+            );
             std::thread::yield_now();
         }
     }
@@ -534,7 +882,12 @@ fn reload_race_every_packet_gets_old_or_new_verdict() {
     assert_eq!(fwd[1], received(1), "flow 1 passes in both sets");
     assert_eq!(fwd[4], 0, "flow 4 is blocked in both sets");
     for k in [2, 3] {
-        assert!(fwd[k] > 0 && fwd[k] < received(k as u64), "flow {k}: {} of {} forwarded", fwd[k], received(k as u64));
+        assert!(
+            fwd[k] > 0 && fwd[k] < received(k as u64),
+            "flow {k}: {} of {} forwarded",
+            fwd[k],
+            received(k as u64)
+        );
     }
     let blocked: u64 = (1..=4).map(|k| received(k) - fwd[k as usize]).sum();
     assert_eq!(blocked, drops(&c, DropReason::FilterBlocked));
@@ -568,12 +921,28 @@ enum Shape {
 /// far side (`back`), all received on port 0 so that both directions share batches.
 fn shaped(flow: u16, back: bool, shape: Shape) -> Vec<u8> {
     let (sport, dport) = if flow == 0 { (0, 0) } else { (flow, 53) };
-    let mut f = if back { udp(0, FAR, dport, A_HOST, sport) } else { udp(0, A_HOST, sport, FAR, dport) };
+    let mut f = if back {
+        udp(0, FAR, dport, A_HOST, sport)
+    } else {
+        udp(0, A_HOST, sport, FAR, dport)
+    };
     if let Shape::Ipv6 | Shape::Ipv6DestOpts | Shape::Ipv6BadUdpLength = shape {
         // Routed both ways in `frames::world`.
         let (a, b): (IpAddr, IpAddr) = (A6.into(), FAR6.into());
-        let (src, dst, src_port, dst_port) = if back { (b, a, dport, sport) } else { (a, b, sport, dport) };
-        let flow = UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac: RX_MAC, src, dst, src_port, dst_port, ttl: 64 };
+        let (src, dst, src_port, dst_port) = if back {
+            (b, a, dport, sport)
+        } else {
+            (a, b, sport, dport)
+        };
+        let flow = UdpFlow {
+            src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]),
+            dst_mac: RX_MAC,
+            src,
+            dst,
+            src_port,
+            dst_port,
+            ttl: 64,
+        };
         let mut buf = vec![0u8; 128];
         let n = udp_frame(&flow, 80, &mut buf).unwrap();
         buf.truncate(n);
@@ -591,7 +960,11 @@ fn shaped(flow: u16, back: bool, shape: Shape) -> Vec<u8> {
         return buf;
     }
     if let Shape::Tcp = shape {
-        return if back { tcp(0, FAR, dport, A_HOST, sport, 0x10, 7, 8) } else { tcp(0, A_HOST, sport, FAR, dport, 0x10, 7, 8) };
+        return if back {
+            tcp(0, FAR, dport, A_HOST, sport, 0x10, 7, 8)
+        } else {
+            tcp(0, A_HOST, sport, FAR, dport, 0x10, 7, 8)
+        };
     }
     if let Shape::IpOptions = shape {
         f.splice(34..34, [1, 1, 1, 0]);
@@ -685,11 +1058,29 @@ proptest::proptest! {
 
 /// Runs frames received on port 0 then port 1 through a worker with `rules` and a log ring;
 /// returns the records (rule, id, action, dir, interface, IP bytes).
-fn logged(rules: &str, per_port: [Vec<Vec<u8>>; 2]) -> Vec<(u32, String, fw::rules::Action, fw::packet::Dir, u16, Vec<u8>)> {
+fn logged(
+    rules: &str,
+    per_port: [Vec<Vec<u8>>; 2],
+) -> Vec<(
+    u32,
+    String,
+    fw::rules::Action,
+    fw::packet::Dir,
+    u16,
+    Vec<u8>,
+)> {
     use dataplane::filter::log::log_ring;
     let [a, b] = per_port;
     let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
-    let mut w = Worker::new(fib(), &ports(), rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        rx,
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     let mut fw = Firewall::new(RulesSlot::new(compile(rules)), 7);
     let (sink, mut ring) = log_ring(64, 128, 1_000_000);
     fw.set_log(sink);
@@ -698,7 +1089,16 @@ fn logged(rules: &str, per_port: [Vec<Vec<u8>>; 2]) -> Vec<(u32, String, fw::rul
         w.poll();
     }
     let mut out = Vec::new();
-    while ring.consumer.pop_with(|r| out.push((r.rule, r.id().to_owned(), r.action, r.dir, r.iface, r.packet().to_vec()))) {}
+    while ring.consumer.pop_with(|r| {
+        out.push((
+            r.rule,
+            r.id().to_owned(),
+            r.action,
+            r.dir,
+            r.iface,
+            r.packet().to_vec(),
+        ))
+    }) {}
     out
 }
 
@@ -716,10 +1116,17 @@ fn log_records_the_packets_its_rules_decide() {
     ];
     let recs = logged(rules, [frames.clone(), vec![]]);
     let summary: Vec<_> = recs.iter().map(|r| (r.0, r.2, r.3, r.4)).collect();
-    assert_eq!(summary, [(0, Block, In, 0), (1, Pass, In, 0), (1, Pass, In, 0)]);
+    assert_eq!(
+        summary,
+        [(0, Block, In, 0), (1, Pass, In, 0), (1, Pass, In, 0)]
+    );
     assert_eq!(recs[1].1, "dns");
     assert_eq!(recs[0].1.len(), 8, "no label: a hash, {:?}", recs[0].1);
-    assert_eq!(recs[0].5, frames[0][14..], "the IP packet, whole (46 bytes < snap length)");
+    assert_eq!(
+        recs[0].5,
+        frames[0][14..],
+        "the IP packet, whole (46 bytes < snap length)"
+    );
 }
 
 #[test]
@@ -727,11 +1134,23 @@ fn log_all_logs_every_packet_of_its_states_and_out_rules_log_out() {
     use fw::packet::Dir::{In, Out};
     use fw::rules::Action::{Block, Pass};
     let rules = "pass in log (all) proto udp to port 53\nblock out log on b proto udp to port 7\npass in proto udp to port 7 no state\n";
-    let a = vec![udp(0, A_HOST, 1000, FAR, 53), udp(0, A_HOST, 1000, FAR, 53), udp(0, A_HOST, 1000, FAR, 7)];
+    let a = vec![
+        udp(0, A_HOST, 1000, FAR, 53),
+        udp(0, A_HOST, 1000, FAR, 53),
+        udp(0, A_HOST, 1000, FAR, 7),
+    ];
     let reply = vec![udp(1, FAR, 53, A_HOST, 1000)];
     let recs = logged(rules, [a, reply]);
     let summary: Vec<_> = recs.iter().map(|r| (r.0, r.2, r.3, r.4)).collect();
-    assert_eq!(summary, [(0, Pass, In, 0), (0, Pass, In, 0), (1, Block, Out, 1), (0, Pass, In, 1)]);
+    assert_eq!(
+        summary,
+        [
+            (0, Pass, In, 0),
+            (0, Pass, In, 0),
+            (1, Block, Out, 1),
+            (0, Pass, In, 1)
+        ]
+    );
     // The out pass sees the packet after routing: TTL decremented.
     assert_eq!(recs[2].5[8], 63);
 }
@@ -741,24 +1160,55 @@ fn log_all_logs_every_packet_of_its_states_and_out_rules_log_out() {
 #[test]
 fn capture_at_rx_tx_and_drop() {
     use dataplane::tap::{CaptureSpec, Point, arm_all};
-    let frames = vec![udp(0, A_HOST, 1000, FAR, 9999), udp(0, A_HOST, 1000, FAR, 53)];
+    let frames = vec![
+        udp(0, A_HOST, 1000, FAR, 9999),
+        udp(0, A_HOST, 1000, FAR, 53),
+    ];
     for point in [Point::Rx, Point::Tx, Point::Drop] {
         let rx = vec![ReplayRx::new(0, frames.clone()).once()];
-        let mut w = Worker::new(fib(), &ports(), rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
-        w.set_firewall(Firewall::new(RulesSlot::new(compile("block in quick proto udp to port 9999\n")), 7));
-        let mut cap = arm_all(&[w.capture_slot()], CaptureSpec { point, port: None, snap: 1500 }, 16);
+        let mut w = Worker::new(
+            fib(),
+            &ports(),
+            rx,
+            vec![CountingTx::new(), CountingTx::new()],
+            CountingTx::new(),
+            FramePool::new(600),
+            256,
+        );
+        w.set_firewall(Firewall::new(
+            RulesSlot::new(compile("block in quick proto udp to port 9999\n")),
+            7,
+        ));
+        let mut cap = arm_all(
+            &[w.capture_slot()],
+            CaptureSpec {
+                point,
+                port: None,
+                snap: 1500,
+            },
+            16,
+        );
         while !w.rx[0].finished() {
             w.poll();
         }
         let mut got = Vec::new();
         while cap.rings[0].pop_with(|r| got.push((r.port, r.reason, r.frame().to_vec()))) {}
         match point {
-            Point::Rx => assert_eq!(got, [(0, None, frames[0].clone()), (0, None, frames[1].clone())]),
-            Point::Drop => assert_eq!(got, [(0, Some(DropReason::FilterBlocked), frames[0].clone())]),
+            Point::Rx => assert_eq!(
+                got,
+                [(0, None, frames[0].clone()), (0, None, frames[1].clone())]
+            ),
+            Point::Drop => assert_eq!(
+                got,
+                [(0, Some(DropReason::FilterBlocked), frames[0].clone())]
+            ),
             Point::Tx => {
                 assert_eq!(got.len(), 1);
                 let (port, reason, f) = &got[0];
-                assert_eq!((*port, *reason, &f[0..6], f[14 + 8]), (1, None, &B_MAC.0[..], 63));
+                assert_eq!(
+                    (*port, *reason, &f[0..6], f[14 + 8]),
+                    (1, None, &B_MAC.0[..], 63)
+                );
             }
         }
         drop(cap);
@@ -773,11 +1223,25 @@ fn capture_at_rx_tx_and_drop() {
 fn a_rules_own_timeouts_refresh_its_states_in_the_worker() {
     use fw::state::{StateId, Tmo};
     let rules = "pass in on a proto udp to port 53 keep state (udp.multiple 9)\npass in on a proto udp to port 54 keep state\n";
-    let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     w.set_firewall(Firewall::new(RulesSlot::new(compile(rules)), 3));
     let out = |port| udp(0, A_HOST, 1000, FAR, port);
     let back = |port| udp(0, FAR, port, A_HOST, 1000);
-    let batches = [vec![out(53), out(54)], vec![out(53), out(54)], vec![back(53), back(54), out(53), out(54)], vec![out(53), out(54)], vec![out(53), out(54)]];
+    let batches = [
+        vec![out(53), out(54)],
+        vec![out(53), out(54)],
+        vec![back(53), back(54), out(53), out(54)],
+        vec![out(53), out(54)],
+        vec![out(53), out(54)],
+    ];
     for batch in batches {
         w.rx[0] = ReplayRx::new(0, batch).once();
         while !w.rx[0].finished() {
@@ -787,8 +1251,14 @@ fn a_rules_own_timeouts_refresh_its_states_in_the_worker() {
     assert_eq!(w.counts().forwarded, 12, "{:?}", w.counts());
     let t = w.firewall().unwrap().state_table();
     let (own, plain) = (t.info(StateId(0)).unwrap(), t.info(StateId(1)).unwrap());
-    assert_eq!((own.rule, own.timeout, own.timeout_secs), (0, Tmo::UdpMultiple, 9));
-    assert_eq!((plain.rule, plain.timeout, plain.timeout_secs), (1, Tmo::UdpMultiple, 60));
+    assert_eq!(
+        (own.rule, own.timeout, own.timeout_secs),
+        (0, Tmo::UdpMultiple, 9)
+    );
+    assert_eq!(
+        (plain.rule, plain.timeout, plain.timeout_secs),
+        (1, Tmo::UdpMultiple, 60)
+    );
     // Both refreshed by the last batch: 9 s against the rule set's 60.
     assert_eq!(plain.expire - own.expire, 60 - 9);
 }

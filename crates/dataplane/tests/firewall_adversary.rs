@@ -42,10 +42,23 @@ const ACK: u8 = 0x10;
 enum Send {
     /// A TCP segment from A (`from_a`) or FAR: the numbers the connection expects
     /// (`consistent`) or `seq`/`ack` as given.
-    Tcp { from_a: bool, flags: u8, consistent: bool, seq: u32, ack: u32, opts: Vec<u8>, payload: u8, harm: Harm },
+    Tcp {
+        from_a: bool,
+        flags: u8,
+        consistent: bool,
+        seq: u32,
+        ack: u32,
+        opts: Vec<u8>,
+        payload: u8,
+        harm: Harm,
+    },
     /// FAR's ICMP error (type 3 code 4 or type 11) quoting the last segment it received,
     /// the quote cut to `quote` bytes past its IP header.
-    IcmpError { time_exceeded: bool, quote: u8, harm: Harm },
+    IcmpError {
+        time_exceeded: bool,
+        quote: u8,
+        harm: Harm,
+    },
 }
 
 /// What the adversary does to a frame after building it.
@@ -73,7 +86,11 @@ fn options() -> impl Strategy<Value = Vec<u8>> {
         Just(vec![3, 3, 7]),
         Just(vec![4, 2]),
         any::<[u8; 8]>().prop_map(|t| [&[8u8, 10][..], &t[..]].concat()),
-        (1usize..4, any::<[u8; 24]>()).prop_map(|(n, e)| [&[5u8, (2 + 8 * n) as u8][..], &e[..8 * n]].concat()),
+        (1usize..4, any::<[u8; 24]>()).prop_map(|(n, e)| [
+            &[5u8, (2 + 8 * n) as u8][..],
+            &e[..8 * n]
+        ]
+        .concat()),
         Just(vec![1]),
         Just(vec![0]),
         proptest::collection::vec(any::<u8>(), 1..6),
@@ -87,10 +104,43 @@ fn options() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn step() -> impl Strategy<Value = Send> {
-    let flags = prop_oneof![Just(SYN), Just(SYN | ACK), Just(ACK), Just(ACK | 0x08), Just(ACK | 0x01), Just(0x04), any::<u8>()];
-    let tcp = (any::<bool>(), flags, prop::bool::weighted(0.8), any::<u32>(), any::<u32>(), options(), prop_oneof![Just(0u8), 1u8..64], harm())
-        .prop_map(|(from_a, flags, consistent, seq, ack, opts, payload, harm)| Send::Tcp { from_a, flags, consistent, seq, ack, opts, payload, harm });
-    let icmp = (any::<bool>(), 0u8..60, harm()).prop_map(|(time_exceeded, quote, harm)| Send::IcmpError { time_exceeded, quote, harm });
+    let flags = prop_oneof![
+        Just(SYN),
+        Just(SYN | ACK),
+        Just(ACK),
+        Just(ACK | 0x08),
+        Just(ACK | 0x01),
+        Just(0x04),
+        any::<u8>()
+    ];
+    let tcp = (
+        any::<bool>(),
+        flags,
+        prop::bool::weighted(0.8),
+        any::<u32>(),
+        any::<u32>(),
+        options(),
+        prop_oneof![Just(0u8), 1u8..64],
+        harm(),
+    )
+        .prop_map(
+            |(from_a, flags, consistent, seq, ack, opts, payload, harm)| Send::Tcp {
+                from_a,
+                flags,
+                consistent,
+                seq,
+                ack,
+                opts,
+                payload,
+                harm,
+            },
+        );
+    let icmp =
+        (any::<bool>(), 0u8..60, harm()).prop_map(|(time_exceeded, quote, harm)| Send::IcmpError {
+            time_exceeded,
+            quote,
+            harm,
+        });
     prop_oneof![8 => tcp, 1 => icmp]
 }
 
@@ -113,36 +163,97 @@ struct Conversation {
 
 impl Conversation {
     fn new(rules: &str, v6: bool) -> Conversation {
-        let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
-        let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
-        let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+        let ports = [
+            PortInfo::new("if0", RX_MAC, 0),
+            PortInfo::new("if1", TX_MAC, 1),
+        ];
+        let rx = vec![
+            ReplayRx::new(0, Vec::<Vec<u8>>::new()),
+            ReplayRx::new(1, Vec::<Vec<u8>>::new()),
+        ];
+        let mut w = Worker::new(
+            fib(),
+            &ports,
+            rx,
+            vec![Capture::default(), Capture::default()],
+            CountingTx::new(),
+            FramePool::new(600),
+            256,
+        );
         let rules = CompiledRules::parse(rules, Path::new("adversary.conf"), &ifaces).unwrap();
         w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 11));
-        let (a, far): (IpAddr, IpAddr) = if v6 { (A6.into(), FAR6.into()) } else { (A_HOST.into(), FAR.into()) };
-        Conversation { w, a, far, a_next: 1000, far_next: 9_000_000, a_acks: 0, far_acks: 0, a_seen: (a, 40000), far_got: None }
+        let (a, far): (IpAddr, IpAddr) = if v6 {
+            (A6.into(), FAR6.into())
+        } else {
+            (A_HOST.into(), FAR.into())
+        };
+        Conversation {
+            w,
+            a,
+            far,
+            a_next: 1000,
+            far_next: 9_000_000,
+            a_acks: 0,
+            far_acks: 0,
+            a_seen: (a, 40000),
+            far_got: None,
+        }
     }
 
     /// Builds `s`'s frame, sends it, and checks what leaves.
     fn send(&mut self, s: &Send) -> Result<(), TestCaseError> {
         let (port, frame, harm) = match s {
-            Send::Tcp { from_a, flags, consistent, seq, ack, opts, payload, harm } => {
+            Send::Tcp {
+                from_a,
+                flags,
+                consistent,
+                seq,
+                ack,
+                opts,
+                payload,
+                harm,
+            } => {
                 let (seq, ack) = match (consistent, from_a) {
                     (true, true) => (self.a_next, self.a_acks),
                     (true, false) => (self.far_next, self.far_acks),
                     (false, _) => (*seq, *ack),
                 };
-                let segment = Segment { flags: *flags, seq, ack, opts, payload: *payload };
-                let f = if *from_a { tcp_frame(0, (self.a, 40000), (self.far, 80), &segment) } else { tcp_frame(1, (self.far, 80), self.a_seen, &segment) };
+                let segment = Segment {
+                    flags: *flags,
+                    seq,
+                    ack,
+                    opts,
+                    payload: *payload,
+                };
+                let f = if *from_a {
+                    tcp_frame(0, (self.a, 40000), (self.far, 80), &segment)
+                } else {
+                    tcp_frame(1, (self.far, 80), self.a_seen, &segment)
+                };
                 if *consistent {
                     let used = u32::from(*payload) + u32::from(flags & (SYN | FIN) != 0);
-                    let next = if *from_a { &mut self.a_next } else { &mut self.far_next };
+                    let next = if *from_a {
+                        &mut self.a_next
+                    } else {
+                        &mut self.far_next
+                    };
                     *next = next.wrapping_add(used);
                 }
                 (if *from_a { 0 } else { 1 }, f, harm)
             }
-            Send::IcmpError { time_exceeded, quote, harm } => {
-                let Some(got) = &self.far_got else { return Ok(()) };
-                (1, icmp_error(self.far, got, *time_exceeded, usize::from(*quote)), harm)
+            Send::IcmpError {
+                time_exceeded,
+                quote,
+                harm,
+            } => {
+                let Some(got) = &self.far_got else {
+                    return Ok(());
+                };
+                (
+                    1,
+                    icmp_error(self.far, got, *time_exceeded, usize::from(*quote)),
+                    harm,
+                )
             }
         };
         let (frame, intact) = harmed(frame, harm);
@@ -167,7 +278,9 @@ impl Conversation {
     /// for FAR, A's address and port after NAT.
     fn learn(&mut self, out: usize, g: &[u8]) {
         let Some(ip) = g.get(14..) else { return };
-        let Some((src, total, l4)) = tcp_in(ip) else { return };
+        let Some((src, total, l4)) = tcp_in(ip) else {
+            return;
+        };
         let tcp = &ip[l4..total];
         let hlen = usize::from(tcp[12] >> 4) * 4;
         let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
@@ -186,8 +299,18 @@ impl Conversation {
 /// a whole TCP header (no options, no extension headers).
 fn tcp_in(ip: &[u8]) -> Option<(IpAddr, usize, usize)> {
     let (src, total, l4, next): (IpAddr, usize, usize, u8) = match *ip.first()? >> 4 {
-        4 if ip.len() >= 20 && ip[0] == 0x45 => (Ipv4Addr::from(<[u8; 4]>::try_from(&ip[12..16]).ok()?).into(), usize::from(u16::from_be_bytes([ip[2], ip[3]])), 20, ip[9]),
-        6 if ip.len() >= 40 => (Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).ok()?).into(), 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])), 40, ip[6]),
+        4 if ip.len() >= 20 && ip[0] == 0x45 => (
+            Ipv4Addr::from(<[u8; 4]>::try_from(&ip[12..16]).ok()?).into(),
+            usize::from(u16::from_be_bytes([ip[2], ip[3]])),
+            20,
+            ip[9],
+        ),
+        6 if ip.len() >= 40 => (
+            Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).ok()?).into(),
+            40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])),
+            40,
+            ip[6],
+        ),
         _ => return None,
     };
     (next == 6 && total <= ip.len() && total >= l4 + 20).then_some((src, total, l4))
@@ -210,7 +333,16 @@ fn tcp_frame(port: u16, src: (IpAddr, u16), dst: (IpAddr, u16), s: &Segment) -> 
     tcp.extend_from_slice(&dst.1.to_be_bytes());
     tcp.extend_from_slice(&s.seq.to_be_bytes());
     tcp.extend_from_slice(&s.ack.to_be_bytes());
-    tcp.extend_from_slice(&[(((20 + s.opts.len()) / 4) << 4) as u8, s.flags, 0xff, 0xff, 0, 0, 0, 0]);
+    tcp.extend_from_slice(&[
+        (((20 + s.opts.len()) / 4) << 4) as u8,
+        s.flags,
+        0xff,
+        0xff,
+        0,
+        0,
+        0,
+        0,
+    ]);
     tcp.extend_from_slice(s.opts);
     tcp.extend((0..s.payload).map(|i| i.wrapping_mul(37)));
     ip_frame(port, src.0, dst.0, 6, &tcp)
@@ -248,8 +380,18 @@ fn ip_frame(port: u16, src: IpAddr, dst: IpAddr, proto: u8, payload: &[u8]) -> V
 /// IP packet it received), quoting its header and `quote` bytes more, to its source.
 fn icmp_error(far: IpAddr, got: &[u8], time_exceeded: bool, quote: usize) -> Vec<u8> {
     let (to, hlen, proto, ty): (IpAddr, usize, u8, [u8; 2]) = match far {
-        IpAddr::V4(_) => (Ipv4Addr::from(<[u8; 4]>::try_from(&got[12..16]).unwrap()).into(), 20, 1, if time_exceeded { [11, 0] } else { [3, 4] }),
-        IpAddr::V6(_) => (Ipv6Addr::from(<[u8; 16]>::try_from(&got[8..24]).unwrap()).into(), 40, 58, if time_exceeded { [3, 0] } else { [1, 4] }),
+        IpAddr::V4(_) => (
+            Ipv4Addr::from(<[u8; 4]>::try_from(&got[12..16]).unwrap()).into(),
+            20,
+            1,
+            if time_exceeded { [11, 0] } else { [3, 4] },
+        ),
+        IpAddr::V6(_) => (
+            Ipv6Addr::from(<[u8; 16]>::try_from(&got[8..24]).unwrap()).into(),
+            40,
+            58,
+            if time_exceeded { [3, 0] } else { [1, 4] },
+        ),
     };
     let mut icmp = vec![ty[0], ty[1], 0, 0, 0, 0, 0x05, 0x00];
     icmp.extend_from_slice(&got[..(hlen + quote).min(got.len())]);
@@ -288,8 +430,15 @@ fn fix(f: &mut [u8]) {
             if total > ip.len() || total < hlen {
                 return;
             }
-            let (s, d) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
-            let pseudo = if ip[9] == 6 { wire::checksum::pseudo_header_v4(&s, &d, 6, (total - hlen) as u32) } else { 0 };
+            let (s, d) = (
+                Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+                Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+            );
+            let pseudo = if ip[9] == 6 {
+                wire::checksum::pseudo_header_v4(&s, &d, 6, (total - hlen) as u32)
+            } else {
+                0
+            };
             (hlen, total, ip[9], pseudo)
         }
         6 if ip.len() >= 40 => {
@@ -299,7 +448,12 @@ fn fix(f: &mut [u8]) {
             }
             let s = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap());
             let d = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap());
-            (40, total, ip[6], wire::checksum::pseudo_header_v6(&s, &d, ip[6], (total - 40) as u32))
+            (
+                40,
+                total,
+                ip[6],
+                wire::checksum::pseudo_header_v6(&s, &d, ip[6], (total - 40) as u32),
+            )
         }
         _ => return,
     };
@@ -312,7 +466,8 @@ fn fix(f: &mut [u8]) {
         _ => return,
     };
     ip[hlen + at..hlen + at + 2].fill(0);
-    let c = !wire::checksum::fold(u64::from(pseudo) + u64::from(wire::checksum::sum(&ip[hlen..total])));
+    let c =
+        !wire::checksum::fold(u64::from(pseudo) + u64::from(wire::checksum::sum(&ip[hlen..total])));
     ip[hlen + at..hlen + at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
@@ -336,7 +491,10 @@ fn checksums_hold(f: &[u8]) -> Result<(), TestCaseError> {
 /// The packet the worker just received was counted exactly once.
 fn accounted(before: &Counts, after: &Counts) -> Result<(), TestCaseError> {
     let rx = after.rx - before.rx;
-    let out = (after.forwarded - before.forwarded) + (after.local - before.local) + (after.slow_path - before.slow_path) + (after.dropped() - before.dropped());
+    let out = (after.forwarded - before.forwarded)
+        + (after.local - before.local)
+        + (after.slow_path - before.slow_path)
+        + (after.dropped() - before.dropped());
     prop_assert_eq!(rx, out, "{:?}", after);
     Ok(())
 }
@@ -374,18 +532,60 @@ proptest! {
 /// through, so the properties above are not met by dropping everything.
 #[test]
 fn an_honest_conversation_gets_through() {
-    for (rules, v6) in [(format!("{SCRUB}{FILTER}"), false), (format!("{SCRUB}{FILTER}"), true), (format!("{SCRUB}{NAT}{FILTER}"), false)] {
+    for (rules, v6) in [
+        (format!("{SCRUB}{FILTER}"), false),
+        (format!("{SCRUB}{FILTER}"), true),
+        (format!("{SCRUB}{NAT}{FILTER}"), false),
+    ] {
         let mut c = Conversation::new(&rules, v6);
         let mss = [2, 4, 0x05, 0xb4];
-        let script = [(true, SYN), (false, SYN | ACK), (true, ACK), (true, ACK | 0x08), (false, ACK | 0x08), (true, ACK)];
+        let script = [
+            (true, SYN),
+            (false, SYN | ACK),
+            (true, ACK),
+            (true, ACK | 0x08),
+            (false, ACK | 0x08),
+            (true, ACK),
+        ];
         for (from_a, flags) in script {
             let payload = if flags & 0x08 != 0 { 30 } else { 0 };
-            let opts = if flags & SYN != 0 { mss.to_vec() } else { Vec::new() };
-            c.send(&Send::Tcp { from_a, flags, consistent: true, seq: 0, ack: 0, opts, payload, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
+            let opts = if flags & SYN != 0 {
+                mss.to_vec()
+            } else {
+                Vec::new()
+            };
+            c.send(&Send::Tcp {
+                from_a,
+                flags,
+                consistent: true,
+                seq: 0,
+                ack: 0,
+                opts,
+                payload,
+                harm: Harm {
+                    change: None,
+                    cut: 0,
+                    refix: false,
+                },
+            })
+            .unwrap();
         }
-        c.send(&Send::IcmpError { time_exceeded: false, quote: 8, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
+        c.send(&Send::IcmpError {
+            time_exceeded: false,
+            quote: 8,
+            harm: Harm {
+                change: None,
+                cut: 0,
+                refix: false,
+            },
+        })
+        .unwrap();
         let counts = c.w.counts();
-        assert_eq!((counts.forwarded, counts.dropped()), (7, 0), "{rules} (IPv6: {v6}): {counts:?}");
+        assert_eq!(
+            (counts.forwarded, counts.dropped()),
+            (7, 0),
+            "{rules} (IPv6: {v6}): {counts:?}"
+        );
     }
 }
 
@@ -394,19 +594,57 @@ fn an_honest_conversation_gets_through() {
 #[test]
 fn an_honest_conversation_through_synproxy() {
     for v6 in [false, true] {
-        let mut c = Conversation::new(&format!("{SCRUB}{}", FILTER.replace("modulate state", "synproxy state")), v6);
+        let mut c = Conversation::new(
+            &format!(
+                "{SCRUB}{}",
+                FILTER.replace("modulate state", "synproxy state")
+            ),
+            v6,
+        );
         let mss = [2, 4, 0x05, 0xb4];
         // A's data is the last segment FAR receives.
-        let script = [(true, SYN), (true, ACK), (false, SYN | ACK), (false, ACK | 0x08), (true, ACK | 0x08)];
+        let script = [
+            (true, SYN),
+            (true, ACK),
+            (false, SYN | ACK),
+            (false, ACK | 0x08),
+            (true, ACK | 0x08),
+        ];
         for (from_a, flags) in script {
             let payload = if flags & 0x08 != 0 { 30 } else { 0 };
-            let opts = if flags & SYN != 0 { mss.to_vec() } else { Vec::new() };
-            c.send(&Send::Tcp { from_a, flags, consistent: true, seq: 0, ack: 0, opts, payload, harm: Harm { change: None, cut: 0, refix: false } }).unwrap();
+            let opts = if flags & SYN != 0 {
+                mss.to_vec()
+            } else {
+                Vec::new()
+            };
+            c.send(&Send::Tcp {
+                from_a,
+                flags,
+                consistent: true,
+                seq: 0,
+                ack: 0,
+                opts,
+                payload,
+                harm: Harm {
+                    change: None,
+                    cut: 0,
+                    refix: false,
+                },
+            })
+            .unwrap();
         }
         let counts = c.w.counts();
-        assert_eq!(counts.drops[dataplane::counters::DropReason::StateOutOfWindow as usize], 0, "IPv6 {v6}: {counts:?}");
+        assert_eq!(
+            counts.drops[dataplane::counters::DropReason::StateOutOfWindow as usize],
+            0,
+            "IPv6 {v6}: {counts:?}"
+        );
         assert!(counts.forwarded >= 4, "IPv6 {v6}: {counts:?}");
         let got = c.far_got.expect("FAR received the connection");
-        assert_eq!(got[got.len() - 30..], (0..30u8).map(|i| i.wrapping_mul(37)).collect::<Vec<_>>()[..], "A's data reached FAR");
+        assert_eq!(
+            got[got.len() - 30..],
+            (0..30u8).map(|i| i.wrapping_mul(37)).collect::<Vec<_>>()[..],
+            "A's data reached FAR"
+        );
     }
 }

@@ -29,7 +29,11 @@ use io::pool::FramePool;
 use wire::build::{UdpFlow, udp_frame};
 use wire::{ArpPacket, EtherType, MacAddr, parse_l2};
 
-const MACS: [MacAddr; 3] = [MacAddr([2, 0, 0, 0, 0, 0x10]), MacAddr([2, 0, 0, 0, 0, 0x11]), MacAddr([2, 0, 0, 0, 0, 0x12])];
+const MACS: [MacAddr; 3] = [
+    MacAddr([2, 0, 0, 0, 0, 0x10]),
+    MacAddr([2, 0, 0, 0, 0, 0x11]),
+    MacAddr([2, 0, 0, 0, 0, 0x12]),
+];
 const HOST: Ipv4Addr = Ipv4Addr::new(192, 168, 1, 10);
 const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa0]);
 const GW1: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 254);
@@ -43,14 +47,26 @@ const GW2_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x19, 0, 0, 0, 0, 0xfe);
 const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xff, 0, 0, 0, 0, 5);
 
 fn ifaces(name: &str) -> Option<u16> {
-    ["lan", "wan1", "wan2"].iter().position(|n| *n == name).map(|i| i as u16)
+    ["lan", "wan1", "wan2"]
+        .iter()
+        .position(|n| *n == name)
+        .map(|i| i as u16)
 }
 
 fn ports() -> Vec<PortInfo> {
     let nets: [(IpAddr, IpAddr); 3] = [
-        (Ipv4Addr::new(192, 168, 1, 1).into(), Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1).into()),
-        (Ipv4Addr::new(198, 18, 0, 1).into(), Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 1).into()),
-        (Ipv4Addr::new(198, 19, 0, 1).into(), Ipv6Addr::new(0x2001, 0xdb8, 0x19, 0, 0, 0, 0, 1).into()),
+        (
+            Ipv4Addr::new(192, 168, 1, 1).into(),
+            Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1).into(),
+        ),
+        (
+            Ipv4Addr::new(198, 18, 0, 1).into(),
+            Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 1).into(),
+        ),
+        (
+            Ipv4Addr::new(198, 19, 0, 1).into(),
+            Ipv6Addr::new(0x2001, 0xdb8, 0x19, 0, 0, 0, 0, 1).into(),
+        ),
     ];
     (0..3)
         .map(|i| {
@@ -82,8 +98,10 @@ fn fib_control(gw2_known: bool) -> FibControl {
         ctl.set_neighbour(GW2.into(), 2, GW2_MAC).unwrap();
         ctl.set_neighbour(GW2_6.into(), 2, GW2_MAC).unwrap();
     }
-    ctl.add_route(Ipv4Addr::UNSPECIFIED.into(), 0, GW1.into(), 1).unwrap();
-    ctl.add_route(Ipv6Addr::UNSPECIFIED.into(), 0, GW1_6.into(), 1).unwrap();
+    ctl.add_route(Ipv4Addr::UNSPECIFIED.into(), 0, GW1.into(), 1)
+        .unwrap();
+    ctl.add_route(Ipv6Addr::UNSPECIFIED.into(), 0, GW1_6.into(), 1)
+        .unwrap();
     ctl
 }
 
@@ -98,9 +116,19 @@ fn compile(rules: &str) -> Arc<CompiledRules> {
 
 impl Router {
     fn new(rules: &str, fib: &FibControl) -> Router {
-        let rx = (0..3).map(|p| ReplayRx::new(p, Vec::<Vec<u8>>::new())).collect();
+        let rx = (0..3)
+            .map(|p| ReplayRx::new(p, Vec::<Vec<u8>>::new()))
+            .collect();
         let tx = (0..3).map(|_| Capture::default()).collect();
-        let mut w = Worker::new(fib.fib(), &ports(), rx, tx, PuntLog::default(), FramePool::new(600), 256);
+        let mut w = Worker::new(
+            fib.fib(),
+            &ports(),
+            rx,
+            tx,
+            PuntLog::default(),
+            FramePool::new(600),
+            256,
+        );
         let slot = RulesSlot::new(compile(rules));
         w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
         Router { w, slot }
@@ -118,7 +146,12 @@ impl Router {
         while !self.w.rx[port].finished() {
             self.w.poll();
         }
-        (0..3).find_map(|p| self.w.tx[p].frames.pop().map(|f| (p, MacAddr([f[0], f[1], f[2], f[3], f[4], f[5]]))))
+        (0..3).find_map(|p| {
+            self.w.tx[p]
+                .frames
+                .pop()
+                .map(|f| (p, MacAddr([f[0], f[1], f[2], f[3], f[4], f[5]])))
+        })
     }
 
     fn counts(&self) -> Counts {
@@ -128,7 +161,15 @@ impl Router {
 
 /// A UDP frame received on `port` (addressed to its MAC).
 fn udp(port: usize, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> Vec<u8> {
-    let flow = UdpFlow { src_mac: HOST_MAC, dst_mac: MACS[port], src, dst, src_port: sport, dst_port: dport, ttl: 64 };
+    let flow = UdpFlow {
+        src_mac: HOST_MAC,
+        dst_mac: MACS[port],
+        src,
+        dst,
+        src_port: sport,
+        dst_port: dport,
+        ttl: 64,
+    };
     let mut buf = vec![0u8; 128];
     let n = udp_frame(&flow, 90, &mut buf).unwrap();
     buf.truncate(n);
@@ -143,17 +184,36 @@ fn route_to_sends_the_flow_out_of_its_gateway_replies_come_back_by_the_table() {
     // Several packets of the flow, each its own batch: the first makes the state, the later
     // ones are its state's (the quick loop's once the reply made it steady).
     for _ in 0..3 {
-        assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
+        assert_eq!(
+            r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
+            Some((2, GW2_MAC))
+        );
     }
-    assert_eq!(r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)), Some((0, HOST_MAC)), "the reply: routed by the table");
+    assert_eq!(
+        r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)),
+        Some((0, HOST_MAC)),
+        "the reply: routed by the table"
+    );
     for _ in 0..3 {
-        assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
+        assert_eq!(
+            r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
+            Some((2, GW2_MAC))
+        );
     }
     // Traffic the rule does not match: the default route.
-    assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 80)), Some((1, GW1_MAC)));
+    assert_eq!(
+        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 80)),
+        Some((1, GW1_MAC))
+    );
     // IPv6 the same way.
-    assert_eq!(r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 53)), Some((2, GW2_MAC)));
-    assert_eq!(r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 80)), Some((1, GW1_MAC)));
+    assert_eq!(
+        r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 53)),
+        Some((2, GW2_MAC))
+    );
+    assert_eq!(
+        r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 80)),
+        Some((1, GW1_MAC))
+    );
     assert_eq!(r.counts().forwarded, 10);
 }
 
@@ -161,12 +221,23 @@ fn route_to_sends_the_flow_out_of_its_gateway_replies_come_back_by_the_table() {
 fn reply_to_sends_the_replies_back_by_the_interface_the_connection_came_in_by() {
     let rules = "pass all\npass in quick on wan2 reply-to (wan2 198.19.0.254) inet proto udp to 192.168.1.10 port 5000 keep state\n";
     let mut r = Router::new(rules, &fib_control(true));
-    assert_eq!(r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)), Some((0, HOST_MAC)), "the request: routed by the table");
+    assert_eq!(
+        r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)),
+        Some((0, HOST_MAC)),
+        "the request: routed by the table"
+    );
     for _ in 0..3 {
-        assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)), "replies: back by WAN2");
+        assert_eq!(
+            r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
+            Some((2, GW2_MAC)),
+            "replies: back by WAN2"
+        );
     }
     // Without the rule's state (a connection from the LAN), the default route.
-    assert_eq!(r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)), Some((1, GW1_MAC)));
+    assert_eq!(
+        r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)),
+        Some((1, GW1_MAC))
+    );
 }
 
 #[test]
@@ -176,7 +247,13 @@ fn an_unresolved_gateway_is_resolved_itself() {
     assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), None);
     let punts = std::mem::take(&mut r.w.local.0);
     assert_eq!(punts.len(), 1);
-    assert_eq!(punts[0].punt, Punt::Via { gateway: GW2.into(), port: 2 });
+    assert_eq!(
+        punts[0].punt,
+        Punt::Via {
+            gateway: GW2.into(),
+            port: 2
+        }
+    );
     // The slow path asks for the gateway's address on WAN2.
     let mut sp = SlowPath::new(ctl, ports(), false, 1000);
     let mut io = Recorder::default();
@@ -185,8 +262,15 @@ fn an_unresolved_gateway_is_resolved_itself() {
         .wire
         .iter()
         .filter_map(|(phys, f)| {
-            let l2 = parse_l2(f).ok().filter(|l2| l2.ethertype == EtherType::Arp)?;
-            Some((*phys, ArpPacket::new_checked(&f[l2.l3_offset..]).ok()?.target_proto_addr()))
+            let l2 = parse_l2(f)
+                .ok()
+                .filter(|l2| l2.ethertype == EtherType::Arp)?;
+            Some((
+                *phys,
+                ArpPacket::new_checked(&f[l2.l3_offset..])
+                    .ok()?
+                    .target_proto_addr(),
+            ))
         })
         .collect();
     assert_eq!(asked, [(2, GW2)]);
@@ -201,9 +285,11 @@ fn a_gateway_on_another_interface_drops_the_packet() {
     // The OpenBSD spelling names no interface: the table's way to the gateway is taken.
     let rules = "pass all\npass in quick on lan inet proto udp to any port 53 keep state route-to 198.19.0.254\n";
     let mut r = Router::new(rules, &fib_control(true));
-    assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
+    assert_eq!(
+        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
+        Some((2, GW2_MAC))
+    );
 }
-
 
 /// A reload keeps each state's route, as pf's states keep their rule: a rule added above the
 /// `route-to` rule (which moves its index) changes nothing for its flows, nor does the
@@ -215,14 +301,28 @@ fn a_reload_keeps_each_states_route() {
     assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)));
     // A rule above it: the index of the route-to rule moves from 1 to 2, and the rule now at
     // 1 has no option.
-    r.reload(&format!("pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"));
+    r.reload(&format!(
+        "pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"
+    ));
     assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)), "the state's route");
-    assert_eq!(out(&mut r, 5001), Some((2, GW2_MAC)), "a new flow, by the same rule");
+    assert_eq!(
+        out(&mut r, 5001),
+        Some((2, GW2_MAC)),
+        "a new flow, by the same rule"
+    );
     // The route-to rule gone: its states keep the route, new flows take the table's.
     r.reload("pass all\npass in quick on lan inet proto udp to any port 123 keep state\npass in quick on lan inet proto udp to any port 53 keep state\n");
-    assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)), "an old state: its removed rule's route");
+    assert_eq!(
+        out(&mut r, 5000),
+        Some((2, GW2_MAC)),
+        "an old state: its removed rule's route"
+    );
     assert_eq!(out(&mut r, 5001), Some((2, GW2_MAC)));
-    assert_eq!(out(&mut r, 5002), Some((1, GW1_MAC)), "a new flow: the table's way");
+    assert_eq!(
+        out(&mut r, 5002),
+        Some((1, GW1_MAC)),
+        "a new flow: the table's way"
+    );
     // A set that routes another way by the rule at the old index: old states keep theirs.
     r.reload("pass all\npass in quick on lan route-to (wan1 198.18.0.254) inet proto udp to any port 53 keep state\n");
     assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)));
@@ -233,14 +333,27 @@ fn a_reload_keeps_each_states_route() {
 /// gone) is not given the option of the rule a later set has at that index.
 #[test]
 fn a_stale_rule_index_takes_no_route() {
-    let mut r = Router::new("pass all\npass in quick on lan inet proto udp to any port 123 keep state\npass in quick on lan inet proto udp to any port 53 keep state\n", &fib_control(true));
+    let mut r = Router::new(
+        "pass all\npass in quick on lan inet proto udp to any port 123 keep state\npass in quick on lan inet proto udp to any port 53 keep state\n",
+        &fib_control(true),
+    );
     let out = |r: &mut Router| r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53));
     assert_eq!(out(&mut r), Some((1, GW1_MAC)));
     r.reload("pass all\n");
     assert_eq!(out(&mut r), Some((1, GW1_MAC)), "its state, its rule gone");
-    r.reload(&format!("pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"));
-    assert_eq!(out(&mut r), Some((1, GW1_MAC)), "index 2 routes in this set, not this state");
-    assert_eq!(r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)), Some((2, GW2_MAC)), "a new flow does");
+    r.reload(&format!(
+        "pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"
+    ));
+    assert_eq!(
+        out(&mut r),
+        Some((1, GW1_MAC)),
+        "index 2 routes in this set, not this state"
+    );
+    assert_eq!(
+        r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)),
+        Some((2, GW2_MAC)),
+        "a new flow does"
+    );
 }
 
 /// `frame`'s IPv4 datagram (untagged, no options) as two fragments, the first with 24 bytes
@@ -252,14 +365,18 @@ fn fragments(frame: &[u8]) -> [Vec<u8>; 2] {
         let mut f = frame[..34].to_vec();
         f.extend_from_slice(data);
         f[16..18].copy_from_slice(&((20 + data.len()) as u16).to_be_bytes());
-        f[20..22].copy_from_slice(&((offset / 8) as u16 | if more { 0x2000 } else { 0 }).to_be_bytes());
+        f[20..22]
+            .copy_from_slice(&((offset / 8) as u16 | if more { 0x2000 } else { 0 }).to_be_bytes());
         f[24..26].fill(0);
         let c = wire::checksum::checksum(&f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
         f.resize(f.len().max(60), 0);
         f
     };
-    [make(0, &payload[..24], true), make(24, &payload[24..], false)]
+    [
+        make(0, &payload[..24], true),
+        make(24, &payload[24..], false),
+    ]
 }
 
 /// The later fragments of a routed datagram take its route too: they carry no ports, the
@@ -269,7 +386,14 @@ fn fragments_of_a_routed_datagram_follow_it() {
     let mut r = Router::new(LAN_ROUTE_TO, &fib_control(true));
     let [first, second] = fragments(&udp(0, HOST.into(), 5000, FAR.into(), 53));
     assert_eq!(r.send(0, first), Some((2, GW2_MAC)));
-    assert_eq!(r.send(0, second), Some((2, GW2_MAC)), "the later fragment: by its datagram's route");
+    assert_eq!(
+        r.send(0, second),
+        Some((2, GW2_MAC)),
+        "the later fragment: by its datagram's route"
+    );
     let [first, second] = fragments(&udp(0, HOST.into(), 5000, FAR.into(), 80));
-    assert_eq!((r.send(0, first), r.send(0, second)), (Some((1, GW1_MAC)), Some((1, GW1_MAC))));
+    assert_eq!(
+        (r.send(0, first), r.send(0, second)),
+        (Some((1, GW1_MAC)), Some((1, GW1_MAC)))
+    );
 }

@@ -22,9 +22,17 @@ fn fib() -> Arc<Fib> {
     FIB.get_or_init(|| {
         let mut ctl = FibControl::new(64);
         let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
-        ctl.set_neighbour(gw, 1, wire::MacAddr([2, 0, 0, 0, 0, 0xb2])).unwrap();
-        ctl.add_route(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, gw, 1).unwrap();
-        ctl.add_route(IpAddr::V6("::".parse().unwrap()), 0, IpAddr::V6("2001:db8::2".parse().unwrap()), 1).unwrap();
+        ctl.set_neighbour(gw, 1, wire::MacAddr([2, 0, 0, 0, 0, 0xb2]))
+            .unwrap();
+        ctl.add_route(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, gw, 1)
+            .unwrap();
+        ctl.add_route(
+            IpAddr::V6("::".parse().unwrap()),
+            0,
+            IpAddr::V6("2001:db8::2".parse().unwrap()),
+            1,
+        )
+        .unwrap();
         ctl.fib()
     })
     .clone()
@@ -33,7 +41,15 @@ fn fib() -> Arc<Fib> {
 fn worker(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx> {
     let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
     let rx = ReplayRx::new(0, frames).once();
-    Worker::new(fib(), &ports, vec![rx], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(300), 256)
+    Worker::new(
+        fib(),
+        &ports,
+        vec![rx],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(300),
+        256,
+    )
 }
 
 /// A worker with sub-interfaces (VLAN 5 on port a, 7 on port b), a 576-byte MTU on b (so
@@ -44,37 +60,65 @@ fn worker_vlan(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx>
     let ports = [
         PortInfo::new("a", RX_MAC, 0),
         b,
-        PortInfo { vlan: Some(5), ..PortInfo::new("a.5", RX_MAC, 0) },
-        PortInfo { vlan: Some(7), ..PortInfo::new("b.7", TX_MAC, 1) },
+        PortInfo {
+            vlan: Some(5),
+            ..PortInfo::new("a.5", RX_MAC, 0)
+        },
+        PortInfo {
+            vlan: Some(7),
+            ..PortInfo::new("b.7", TX_MAC, 1)
+        },
     ];
     let rx = ReplayRx::new(0, frames).once();
-    let mut w = Worker::new(fib(), &ports, vec![rx], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(300), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports,
+        vec![rx],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(300),
+        256,
+    );
     w.set_icmp_rate(1_000_000);
     w
 }
 
 /// A frame addressed to the router with a plausible L2/L3 start and random rest.
 fn frame() -> impl Strategy<Value = Vec<u8>> {
-    let ethertype = prop_oneof![Just([0x08, 0x00]), Just([0x86, 0xdd]), Just([0x08, 0x06]), Just([0x81, 0x00]), any::<[u8; 2]>()];
-    (ethertype, proptest::collection::vec(any::<u8>(), 0..700), any::<bool>()).prop_map(|(et, rest, v)| {
-        let mut f = RX_MAC.0.to_vec();
-        f.extend_from_slice(&[2, 0, 0, 0, 0, 0xa1]);
-        f.extend_from_slice(&et);
-        let mut rest = rest;
-        if v && et == [0x81, 0x00] && rest.len() >= 5 {
-            // A tag for VLAN 5, then IPv4.
-            rest[..5].copy_from_slice(&[0, 5, 0x08, 0x00, 0x45]);
-        } else if v && !rest.is_empty() {
-            rest[0] = if et == [0x86, 0xdd] { 0x60 } else { 0x45 };
-        }
-        f.extend_from_slice(&rest);
-        f
-    })
+    let ethertype = prop_oneof![
+        Just([0x08, 0x00]),
+        Just([0x86, 0xdd]),
+        Just([0x08, 0x06]),
+        Just([0x81, 0x00]),
+        any::<[u8; 2]>()
+    ];
+    (
+        ethertype,
+        proptest::collection::vec(any::<u8>(), 0..700),
+        any::<bool>(),
+    )
+        .prop_map(|(et, rest, v)| {
+            let mut f = RX_MAC.0.to_vec();
+            f.extend_from_slice(&[2, 0, 0, 0, 0, 0xa1]);
+            f.extend_from_slice(&et);
+            let mut rest = rest;
+            if v && et == [0x81, 0x00] && rest.len() >= 5 {
+                // A tag for VLAN 5, then IPv4.
+                rest[..5].copy_from_slice(&[0, 5, 0x08, 0x00, 0x45]);
+            } else if v && !rest.is_empty() {
+                rest[0] = if et == [0x86, 0xdd] { 0x60 } else { 0x45 };
+            }
+            f.extend_from_slice(&rest);
+            f
+        })
 }
 
 /// Runs `w` over its `n` frames, then checks that each packet was counted exactly once and
 /// that every frame went back to the pool.
-fn all_accounted_for(mut w: Worker<ReplayRx, CountingTx, CountingTx>, n: u64) -> Result<(), TestCaseError> {
+fn all_accounted_for(
+    mut w: Worker<ReplayRx, CountingTx, CountingTx>,
+    n: u64,
+) -> Result<(), TestCaseError> {
     while !w.rx[0].finished() {
         w.poll();
     }
@@ -114,9 +158,17 @@ pass out on b proto { udp, icmp, icmp6 } all keep state
 
 fn worker_firewall(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx> {
     let ifaces = |name: &str| ["a", "b"].iter().position(|n| *n == name).map(|i| i as u16);
-    let rules = dataplane::filter::CompiledRules::parse(KITCHEN_SINK, std::path::Path::new("sink.conf"), &ifaces).unwrap();
+    let rules = dataplane::filter::CompiledRules::parse(
+        KITCHEN_SINK,
+        std::path::Path::new("sink.conf"),
+        &ifaces,
+    )
+    .unwrap();
     let mut w = worker(frames);
-    w.set_firewall(dataplane::filter::Firewall::new(dataplane::filter::RulesSlot::new(Arc::new(rules)), 3));
+    w.set_firewall(dataplane::filter::Firewall::new(
+        dataplane::filter::RulesSlot::new(Arc::new(rules)),
+        3,
+    ));
     w.set_icmp_rate(1_000_000);
     w
 }
@@ -125,31 +177,83 @@ fn worker_firewall(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, Countin
 /// extension headers, fragments, any protocol, few addresses so that flows repeat) and
 /// random contents behind it.
 fn frame_with_valid_ip() -> impl Strategy<Value = Vec<u8>> {
-    let proto = prop_oneof![Just(6u8), Just(17), Just(1), Just(58), Just(0), Just(44), Just(60), any::<u8>()];
+    let proto = prop_oneof![
+        Just(6u8),
+        Just(17),
+        Just(1),
+        Just(58),
+        Just(0),
+        Just(44),
+        Just(60),
+        any::<u8>()
+    ];
     let frag = prop_oneof![4 => Just(0u16), 1 => Just(0x2000), 1 => any::<u16>()];
-    (any::<bool>(), proto, frag, 0usize..3, 0u8..4, 0u8..4, proptest::collection::vec(any::<u8>(), 0..120)).prop_map(|(v6, proto, frag, opt_words, src, dst, rest)| {
-        let mut f = RX_MAC.0.to_vec();
-        f.extend_from_slice(&[2, 0, 0, 0, 0, 0xa1]);
-        if v6 {
-            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-            f.extend_from_slice(&(rest.len() as u16).to_be_bytes());
-            f.extend_from_slice(&[proto, 64]);
-            f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0xa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2 + src]);
-            f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0xf, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 + dst]);
-        } else {
-            let hlen = 20 + 4 * opt_words;
-            f.extend_from_slice(&[0x08, 0x00, 0x40 | (hlen / 4) as u8, 0]);
-            f.extend_from_slice(&((hlen + rest.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&[0x12, 0x34]);
-            f.extend_from_slice(&frag.to_be_bytes());
-            f.extend_from_slice(&[64, proto, 0, 0, 198, 18, 0, 2 + src, 198, 19, 0, 1 + dst]);
-            f.extend(std::iter::repeat_n(1, 4 * opt_words));
-            let c = wire::checksum::checksum(&f[14..14 + hlen]);
-            f[24..26].copy_from_slice(&c.to_be_bytes());
-        }
-        f.extend_from_slice(&rest);
-        f
-    })
+    (
+        any::<bool>(),
+        proto,
+        frag,
+        0usize..3,
+        0u8..4,
+        0u8..4,
+        proptest::collection::vec(any::<u8>(), 0..120),
+    )
+        .prop_map(|(v6, proto, frag, opt_words, src, dst, rest)| {
+            let mut f = RX_MAC.0.to_vec();
+            f.extend_from_slice(&[2, 0, 0, 0, 0, 0xa1]);
+            if v6 {
+                f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+                f.extend_from_slice(&(rest.len() as u16).to_be_bytes());
+                f.extend_from_slice(&[proto, 64]);
+                f.extend_from_slice(&[
+                    0x20,
+                    0x01,
+                    0x0d,
+                    0xb8,
+                    0,
+                    0xa,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    2 + src,
+                ]);
+                f.extend_from_slice(&[
+                    0x20,
+                    0x01,
+                    0x0d,
+                    0xb8,
+                    0,
+                    0xf,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    1 + dst,
+                ]);
+            } else {
+                let hlen = 20 + 4 * opt_words;
+                f.extend_from_slice(&[0x08, 0x00, 0x40 | (hlen / 4) as u8, 0]);
+                f.extend_from_slice(&((hlen + rest.len()) as u16).to_be_bytes());
+                f.extend_from_slice(&[0x12, 0x34]);
+                f.extend_from_slice(&frag.to_be_bytes());
+                f.extend_from_slice(&[64, proto, 0, 0, 198, 18, 0, 2 + src, 198, 19, 0, 1 + dst]);
+                f.extend(std::iter::repeat_n(1, 4 * opt_words));
+                let c = wire::checksum::checksum(&f[14..14 + hlen]);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
+            }
+            f.extend_from_slice(&rest);
+            f
+        })
 }
 
 proptest! {

@@ -14,10 +14,13 @@
 //! pass does not.
 
 use crate::classifier::{Classifier, VerdictCache};
-use crate::verdict::Verdict;
 use crate::packet::{Dir, PacketKey};
 use crate::rules::{Action, RuleSet, StateMode, StatePolicy};
-use crate::state::{Flow, InsertError, LimitRefusal, Pass, RuleLimits, SrcRefusal, StateId, StateOptions, StateTable, SubState, TcpSegment, is_icmp_error};
+use crate::state::{
+    Flow, InsertError, LimitRefusal, Pass, RuleLimits, SrcRefusal, StateId, StateOptions,
+    StateTable, SubState, TcpSegment, is_icmp_error,
+};
+use crate::verdict::Verdict;
 use std::sync::Arc;
 
 /// Why a pass drops a packet.
@@ -102,7 +105,10 @@ pub struct Hit {
 impl Hit {
     /// The hit of a packet of `key`'s own flow.
     pub fn of(id: StateId, key: &PacketKey) -> Hit {
-        Hit { id, from_a: Flow::of(key).from_a() }
+        Hit {
+            id,
+            from_a: Flow::of(key).from_a(),
+        }
     }
 }
 
@@ -113,44 +119,95 @@ impl Hit {
 /// case, without building a [`Passes`].
 #[inline(always)]
 pub fn stateless(rules: &RuleSet, v: &Verdict, key: &PacketKey) -> Option<Result<(), Drop>> {
-    if key.ip_opts || v.keep_state != StateMode::None || (!rules.skip.is_empty() && rules.skip.contains(&key.iface)) {
+    if key.ip_opts
+        || v.keep_state != StateMode::None
+        || (!rules.skip.is_empty() && rules.skip.contains(&key.iface))
+    {
         return None;
     }
-    Some(if v.action == Action::Block { Err(Drop::Blocked) } else { Ok(()) })
+    Some(if v.action == Action::Block {
+        Err(Drop::Blocked)
+    } else {
+        Ok(())
+    })
 }
 
 impl Passes<'_> {
     /// The inbound pass of `key` (as received: `dir` In, `iface` the input interface).
     /// `hit`: the flow's entry if the lookup found one (and let the packet through).
     #[inline(always)]
-    pub fn inbound(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>) -> (Result<Ticket, Drop>, Count) {
+    pub fn inbound(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        hit: Option<Hit>,
+    ) -> (Result<Ticket, Drop>, Count) {
         self.inbound_with(key, tcp, hit, None)
     }
 
     /// [`inbound`](Self::inbound) with the rules' verdict for `key`, if the caller has it.
     #[inline(always)]
-    pub fn inbound_with(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Option<Hit>, v: Option<Verdict>) -> (Result<Ticket, Drop>, Count) {
+    pub fn inbound_with(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        hit: Option<Hit>,
+        v: Option<Verdict>,
+    ) -> (Result<Ticket, Drop>, Count) {
         if self.skipped(key.iface) {
-            let ticket = Ticket { state: hit.map(|h| h.id), from_a: hit.is_some_and(|h| h.from_a), out_settled: false, tag: key.tag };
+            let ticket = Ticket {
+                state: hit.map(|h| h.id),
+                from_a: hit.is_some_and(|h| h.from_a),
+                out_settled: false,
+                tag: key.tag,
+            };
             return (Ok(ticket), Count::default());
         }
         if let Some(h) = hit {
             return self.inbound_hit(key, tcp, h, v);
         }
         let (r, count) = self.rules(key, tcp, Pass::In, v);
-        (r.map(|(state, tag)| Ticket { state, tag, ..Ticket::default() }), count)
+        (
+            r.map(|(state, tag)| Ticket {
+                state,
+                tag,
+                ..Ticket::default()
+            }),
+            count,
+        )
     }
 
     /// [`inbound`](Self::inbound) for a packet whose flow has an entry (`v`: the rules'
     /// verdict if the caller has it, used when the entry has no `in` state for the packet).
     #[inline(never)]
-    fn inbound_hit(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, hit: Hit, v: Option<Verdict>) -> (Result<Ticket, Drop>, Count) {
-        let [sin, sout] = self.states.sub_states(hit.id, hit.from_a).unwrap_or([None, None]);
+    fn inbound_hit(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        hit: Hit,
+        v: Option<Verdict>,
+    ) -> (Result<Ticket, Drop>, Count) {
+        let [sin, sout] = self
+            .states
+            .sub_states(hit.id, hit.from_a)
+            .unwrap_or([None, None]);
         let out_settled = sout.is_some_and(|o| o.bound.is_none() && (o.allow_opts || !key.ip_opts));
-        let ticket = Ticket { state: Some(hit.id), from_a: hit.from_a, out_settled, tag: key.tag };
+        let ticket = Ticket {
+            state: Some(hit.id),
+            from_a: hit.from_a,
+            out_settled,
+            tag: key.tag,
+        };
         if let Some(s) = sin.filter(|s| s.on(key.iface)) {
-            let ticket = Ticket { tag: if s.tag != 0 { s.tag } else { key.tag }, ..ticket };
-            let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(ticket) };
+            let ticket = Ticket {
+                tag: if s.tag != 0 { s.tag } else { key.tag },
+                ..ticket
+            };
+            let r = if key.ip_opts && !s.allow_opts {
+                Err(Drop::IpOptions)
+            } else {
+                Ok(ticket)
+            };
             return (r, Count::default());
         }
         let (r, count) = self.rules(key, tcp, Pass::In, v);
@@ -159,7 +216,13 @@ impl Passes<'_> {
 
     /// The outbound pass of `key` (as the inbound pass saw it) on interface `port`.
     #[inline]
-    pub fn outbound(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket) -> (Result<(), Drop>, Count) {
+    pub fn outbound(
+        &mut self,
+        key: &PacketKey,
+        port: u16,
+        tcp: Option<&TcpSegment>,
+        ticket: Ticket,
+    ) -> (Result<(), Drop>, Count) {
         self.outbound_seen(key, port, tcp, ticket, |p, k| p.verdict(k))
     }
 
@@ -169,21 +232,58 @@ impl Passes<'_> {
     /// that the flow keeps one entry. `pass`: a translation rule with `pass` decides instead
     /// of the rules (pf's default pass, keeping state).
     #[inline(never)]
-    pub fn outbound_translated(&mut self, key: &PacketKey, seen: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, pass: bool) -> (Result<(), Drop>, Count) {
-        let seen = PacketKey { dir: Dir::Out, iface: port, tag: ticket.tag, ..*seen };
-        self.outbound_seen(key, port, tcp, ticket, |p, _| if pass { Verdict::TRANSLATION_PASS } else { p.verdict(&seen) })
+    pub fn outbound_translated(
+        &mut self,
+        key: &PacketKey,
+        seen: &PacketKey,
+        port: u16,
+        tcp: Option<&TcpSegment>,
+        ticket: Ticket,
+        pass: bool,
+    ) -> (Result<(), Drop>, Count) {
+        let seen = PacketKey {
+            dir: Dir::Out,
+            iface: port,
+            tag: ticket.tag,
+            ..*seen
+        };
+        self.outbound_seen(key, port, tcp, ticket, |p, _| {
+            if pass {
+                Verdict::TRANSLATION_PASS
+            } else {
+                p.verdict(&seen)
+            }
+        })
     }
 
     #[inline(always)]
-    fn outbound_seen(&mut self, key: &PacketKey, port: u16, tcp: Option<&TcpSegment>, ticket: Ticket, judge: impl FnOnce(&mut Self, &PacketKey) -> Verdict) -> (Result<(), Drop>, Count) {
+    fn outbound_seen(
+        &mut self,
+        key: &PacketKey,
+        port: u16,
+        tcp: Option<&TcpSegment>,
+        ticket: Ticket,
+        judge: impl FnOnce(&mut Self, &PacketKey) -> Verdict,
+    ) -> (Result<(), Drop>, Count) {
         if self.skipped(port) {
             return (Ok(()), Count::default());
         }
-        let key = PacketKey { dir: Dir::Out, iface: port, tag: ticket.tag, ..*key };
+        let key = PacketKey {
+            dir: Dir::Out,
+            iface: port,
+            tag: ticket.tag,
+            ..*key
+        };
         // Read now: an earlier packet's outbound pass may have added it since the lookup.
-        let sub = ticket.state.and_then(|id| self.out_state(id, &key, &ticket));
+        let sub = ticket
+            .state
+            .and_then(|id| self.out_state(id, &key, &ticket));
         if let Some(s) = sub.filter(|s| s.on(port)) {
-            let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(()) };
+            let r = if key.ip_opts && !s.allow_opts {
+                Err(Drop::IpOptions)
+            } else {
+                Ok(())
+            };
             return (r, Count::default());
         }
         let v = judge(self, &key);
@@ -209,19 +309,33 @@ impl Passes<'_> {
     /// The entry's pf state for the outbound pass of `key`, if the entry is still its flow's
     /// (an ICMP error's entry is the quoted flow's: taken as the inbound pass found it).
     fn out_state(&self, id: StateId, key: &PacketKey, ticket: &Ticket) -> Option<SubState> {
-        let subs = if is_icmp_error(key.proto, key.src_port) { self.states.sub_states(id, ticket.from_a) } else { self.states.sub_states_of(id, key) };
+        let subs = if is_icmp_error(key.proto, key.src_port) {
+            self.states.sub_states(id, ticket.from_a)
+        } else {
+            self.states.sub_states_of(id, key)
+        };
         subs?[1]
     }
 
     /// The rules of `key`'s direction and interface: `Ok((entry, tag))` if the packet passes
     /// (the entry its `keep state` created or joined, if any, and the tag it leaves with).
     #[inline(always)]
-    fn rules(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, v: Option<Verdict>) -> (Result<(Option<StateId>, u8), Drop>, Count) {
+    fn rules(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        pass: Pass,
+        v: Option<Verdict>,
+    ) -> (Result<(Option<StateId>, u8), Drop>, Count) {
         let v = match v {
             Some(v) => v,
             None => self.verdict(key),
         };
-        let count = Count { rule: v.rule, by_rules: true, created: false };
+        let count = Count {
+            rule: v.rule,
+            by_rules: true,
+            created: false,
+        };
         if v.action == Action::Block {
             return (Err(Drop::Blocked), count);
         }
@@ -243,9 +357,21 @@ impl Passes<'_> {
     /// its state (which tags the packets it passes as the verdict's `tag`, else as the packet
     /// came).
     #[inline(never)]
-    fn options_and_state(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, pass: Pass, i: Option<usize>, keep: StateMode, tag: u8) -> (Result<Option<StateId>, Drop>, Count) {
+    fn options_and_state(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        pass: Pass,
+        i: Option<usize>,
+        keep: StateMode,
+        tag: u8,
+    ) -> (Result<Option<StateId>, Drop>, Count) {
         let tag = if tag != 0 { tag } else { key.tag };
-        let mut count = Count { rule: i, by_rules: true, created: false };
+        let mut count = Count {
+            rule: i,
+            by_rules: true,
+            created: false,
+        };
         let allow_opts = i.is_some_and(|i| self.rules.rules[i].allow_opts);
         if key.ip_opts && !allow_opts {
             return (Err(Drop::IpOptions), count);
@@ -258,11 +384,20 @@ impl Passes<'_> {
             StateMode::KeepSloppy => true,
         };
         let modulate = keep == StateMode::Modulate;
-        let policy = i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
+        let policy = i
+            .and_then(|i| self.rules.rules[i].state_policy)
+            .unwrap_or(self.rules.state_policy);
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
         // An outbound pass never proxies (the router's own SYNs, a rule without direction).
         let synproxy = keep == StateMode::Synproxy && pass == Pass::In;
-        let opts = StateOptions { sloppy, allow_opts, bound, tag, modulate, synproxy };
+        let opts = StateOptions {
+            sloppy,
+            allow_opts,
+            bound,
+            tag,
+            modulate,
+            synproxy,
+        };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
         let held = match i.and_then(|i| Some((i, self.limits.filter(|l| l.limits(i))?))) {
             Some((i, l)) => match l.acquire(i, key, self.now) {

@@ -115,11 +115,11 @@ mod index;
 mod insert;
 mod inspect;
 mod limits;
-mod sources;
 mod lookup;
 mod memory;
 mod proxy;
 mod quick;
+mod sources;
 mod sub;
 mod tcp;
 mod timeouts;
@@ -128,24 +128,24 @@ mod types;
 use mem::hugemem::HugeArray;
 
 use crate::packet::{PacketKey, proto};
+pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
 use flow::{FlowHasher, FlowKey};
 use index::EMPTY;
-pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
 pub use inspect::{Endpoint, StateEnds, state_name};
-pub use sub::{Pass, SubState};
-pub use quick::{QUICK_BATCH_MAX, QuickHits};
-use tcp::Peer;
-pub use memory::{StateAllocError, StateMemory};
 pub use limits::{Held, LimitRefusal, OverloadEvent, RuleLimits};
+pub use memory::{StateAllocError, StateMemory};
+pub use proxy::{ProxyPhase, ProxyReply, ProxyStep};
+pub use quick::{QUICK_BATCH_MAX, QuickHits};
 pub use sources::{ConnRefusal, SourceKey, Sources, SrcRefusal};
 use std::collections::HashMap;
+pub use sub::{Pass, SubState};
+use tcp::Peer;
 pub use timeouts::{Timeouts, Tmo};
 pub use types::{
-    FlowHit, IcmpErrorMatch, InsertError, StateCounters, StateDropReason, StateId, StateInfo, StateLookup,
-    Modulation, StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags, tcp_state,
+    FlowHit, IcmpErrorMatch, InsertError, Modulation, StateCounters, StateDropReason, StateId,
+    StateInfo, StateLookup, StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags,
+    tcp_state,
 };
-pub use proxy::{ProxyPhase, ProxyReply, ProxyStep};
-
 
 const F_USED: u8 = 1;
 /// The initiator is endpoint B of the canonical key.
@@ -285,10 +285,15 @@ fn pseudo_states(states: &mut [u8; 2], from_init: bool) -> bool {
     src == pseudo_state::MULTIPLE && dst == pseudo_state::MULTIPLE
 }
 
-
 /// `now` plus the seconds of kind `t` under timeout `profile` (0: `secs`, the table's).
 #[inline(always)]
-fn deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo, profile: u8) -> u32 {
+fn deadline(
+    secs: &[u32; Tmo::ALL.len()],
+    profiles: &[[Option<u32>; Tmo::ALL.len()]],
+    now: u32,
+    t: Tmo,
+    profile: u8,
+) -> u32 {
     if profile == 0 {
         return now.saturating_add(secs[t as usize]);
     }
@@ -296,14 +301,27 @@ fn deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len
 }
 
 #[cold]
-fn profile_deadline(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo, profile: u8) -> u32 {
-    let own = profiles.get(usize::from(profile) - 1).and_then(|p| p[t as usize]);
+fn profile_deadline(
+    secs: &[u32; Tmo::ALL.len()],
+    profiles: &[[Option<u32>; Tmo::ALL.len()]],
+    now: u32,
+    t: Tmo,
+    profile: u8,
+) -> u32 {
+    let own = profiles
+        .get(usize::from(profile) - 1)
+        .and_then(|p| p[t as usize]);
     now.saturating_add(own.unwrap_or(secs[t as usize]))
 }
 
 /// The seconds of kind `t` under timeout `profile` (0: the table's).
 #[inline]
-fn timeout_of(secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], t: Tmo, profile: u8) -> u32 {
+fn timeout_of(
+    secs: &[u32; Tmo::ALL.len()],
+    profiles: &[[Option<u32>; Tmo::ALL.len()]],
+    t: Tmo,
+    profile: u8,
+) -> u32 {
     deadline(secs, profiles, 0, t, profile)
 }
 
@@ -316,7 +334,11 @@ fn adaptive_cut(secs: u32, states: usize, (start, end): (u32, u32)) -> u32 {
     if end == 0 || n <= start || start >= end {
         return 0;
     }
-    let kept = if n >= end { 0 } else { u64::from(secs) * (end - n) / (end - start) };
+    let kept = if n >= end {
+        0
+    } else {
+        u64::from(secs) * (end - n) / (end - start)
+    };
     secs - kept as u32
 }
 
@@ -352,7 +374,11 @@ impl StateTable {
     }
 
     /// A table for at most `limit` states (`limit <= MAX_LIMIT`), all memory allocated here.
-    pub fn try_new(limit: usize, timeouts: Timeouts, seed: u64) -> Result<StateTable, StateAllocError> {
+    pub fn try_new(
+        limit: usize,
+        timeouts: Timeouts,
+        seed: u64,
+    ) -> Result<StateTable, StateAllocError> {
         let mem = StateMemory::try_new(limit)?;
         Ok(StateTable {
             slots: mem.slots,
@@ -454,7 +480,9 @@ impl StateTable {
     #[inline(always)]
     fn dead(&self, id: usize, now: u32) -> bool {
         let e = &self.slots[id];
-        e.expire <= now || ((self.len > self.adaptive_from || e.allow & RULE_ADAPTIVE != 0) && self.dead_scaled(id, now))
+        e.expire <= now
+            || ((self.len > self.adaptive_from || e.allow & RULE_ADAPTIVE != 0)
+                && self.dead_scaled(id, now))
     }
 
     #[cold]
@@ -468,11 +496,19 @@ impl StateTable {
         let e = &self.slots[id];
         let secs = timeout_of(&self.secs, &self.profiles, Tmo::from_u8(e.tmo), e.profile);
         if e.allow & RULE_ADAPTIVE != 0
-            && let Some((range, states)) = self.limited.get(&(id as u32)).into_iter().flatten().flatten().find_map(Held::adaptive)
+            && let Some((range, states)) = self
+                .limited
+                .get(&(id as u32))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .find_map(Held::adaptive)
         {
             return adaptive_cut(secs, states as usize, range);
         }
-        self.timeouts.adaptive().map_or(0, |range| adaptive_cut(secs, self.len, range))
+        self.timeouts
+            .adaptive()
+            .map_or(0, |range| adaptive_cut(secs, self.len, range))
     }
 
     /// Bytes reserved by the table (slot array at full capacity, index, header).
@@ -491,7 +527,8 @@ impl StateTable {
     /// table up as a cached one, without the batched lookup's prefetching loops.
     pub fn working_set_bytes(&self) -> usize {
         let index_bytes = self.index.len() * size_of::<u64>();
-        index_bytes.min(self.len * 64) + self.slots.len() * (size_of::<Entry>() + size_of::<[Peer; 2]>())
+        index_bytes.min(self.len * 64)
+            + self.slots.len() * (size_of::<Entry>() + size_of::<[Peer; 2]>())
     }
 
     /// Bytes of one state's slot (64) and TCP tracking (24), for documentation and tests.
@@ -504,9 +541,11 @@ impl StateTable {
     }
 
     pub fn counters(&self) -> StateCounters {
-        StateCounters { in_use: self.len as u64, ..self.counters }
+        StateCounters {
+            in_use: self.len as u64,
+            ..self.counters
+        }
     }
-
 
     /// The deadline of a state of timeout `profile` refreshed at `now` under kind `t`.
     #[inline(always)]
@@ -546,9 +585,12 @@ impl StateTable {
     /// The timeout profile of a state rule `rule` creates.
     #[inline]
     fn profile_of(&self, rule: u32) -> u8 {
-        if self.rule_profile.is_empty() { 0 } else { self.rule_profile.get(rule as usize).copied().unwrap_or(0) }
+        if self.rule_profile.is_empty() {
+            0
+        } else {
+            self.rule_profile.get(rule as usize).copied().unwrap_or(0)
+        }
     }
-
 
     /// [`expire`](Self::expire) at pf's pace, as the NAT table's sweep
     /// (`nat::NatTable::sweep_paced`): every slot examined once per `set timeout interval`
@@ -561,7 +603,11 @@ impl StateTable {
         if now != self.purge_clock {
             self.credit_purge(now);
         }
-        let budget = if self.len >= self.limit { budget } else { budget.min(self.purge_owed) };
+        let budget = if self.len >= self.limit {
+            budget
+        } else {
+            budget.min(self.purge_owed)
+        };
         if budget == 0 {
             self.clock = self.clock.max(now);
             return 0;
@@ -573,10 +619,16 @@ impl StateTable {
     /// A new second of the clock: the slots the paced sweep may examine for it.
     #[cold]
     fn credit_purge(&mut self, now: u32) {
-        let (n, seconds) = (self.slots.len(), now.wrapping_sub(self.purge_clock) as usize);
+        let (n, seconds) = (
+            self.slots.len(),
+            now.wrapping_sub(self.purge_clock) as usize,
+        );
         self.purge_clock = now;
         let per_second = n.div_ceil(self.timeouts.interval.max(1) as usize);
-        self.purge_owed = self.purge_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
+        self.purge_owed = self
+            .purge_owed
+            .saturating_add(per_second.saturating_mul(seconds))
+            .min(n);
     }
 
     /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead
@@ -590,11 +642,19 @@ impl StateTable {
         // From the cursor to the end of the array, then from its start: two plain ranges
         // rather than a wrapping cursor per slot (this runs every batch).
         let budget = budget.min(n);
-        let start = if self.sweep_cursor < n { self.sweep_cursor } else { 0 };
+        let start = if self.sweep_cursor < n {
+            self.sweep_cursor
+        } else {
+            0
+        };
         let first = budget.min(n - start);
         let mut removed = self.sweep(start..start + first, now);
         removed += self.sweep(0..budget - first, now);
-        self.sweep_cursor = if budget - first > 0 { budget - first } else { start + first };
+        self.sweep_cursor = if budget - first > 0 {
+            budget - first
+        } else {
+            start + first
+        };
         self.counters.expired_sweep += removed as u64;
         removed
     }
@@ -607,7 +667,10 @@ impl StateTable {
         let scaled = self.len > self.adaptive_from;
         for id in ids {
             let e = &self.slots[id];
-            if e.flags & F_USED != 0 && (e.expire <= now || ((scaled || e.allow & RULE_ADAPTIVE != 0) && self.dead_scaled(id, now))) {
+            if e.flags & F_USED != 0
+                && (e.expire <= now
+                    || ((scaled || e.allow & RULE_ADAPTIVE != 0) && self.dead_scaled(id, now)))
+            {
                 let pos = self.position_of(id);
                 self.remove_at(pos, id);
                 removed += 1;
@@ -661,7 +724,13 @@ impl StateTable {
 
     #[cold]
     fn release_limits_of(&mut self, id: usize) {
-        for held in self.limited.remove(&(id as u32)).into_iter().flatten().flatten() {
+        for held in self
+            .limited
+            .remove(&(id as u32))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             held.release(self.clock);
         }
     }
@@ -732,11 +801,17 @@ impl StateTable {
     /// The rule indices of the states in slots `ids` (clipped to [`slot_count`](Self::slot_count)).
     pub fn rules_of_slots(&self, ids: std::ops::Range<usize>) -> impl Iterator<Item = u32> + '_ {
         let ids = ids.start.min(self.slots.len())..ids.end.min(self.slots.len());
-        self.slots[ids].iter().filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
+        self.slots[ids]
+            .iter()
+            .filter(|e| e.flags & F_USED != 0)
+            .map(|e| e.rule)
     }
 
     pub fn rule_of(&self, id: StateId) -> Option<u32> {
-        self.slots.get(id.0 as usize).filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
+        self.slots
+            .get(id.0 as usize)
+            .filter(|e| e.flags & F_USED != 0)
+            .map(|e| e.rule)
     }
 
     /// Inspects a state (live or dead-not-reclaimed).
@@ -763,7 +838,13 @@ impl StateTable {
             responder_state: states[1],
             expire: e.expire.saturating_sub(self.scaled_cut(id.0 as usize)),
             timeout: Tmo::from_u8(e.tmo),
-            timeout_secs: deadline(&self.secs, &self.profiles, 0, Tmo::from_u8(e.tmo), e.profile),
+            timeout_secs: deadline(
+                &self.secs,
+                &self.profiles,
+                0,
+                Tmo::from_u8(e.tmo),
+                e.profile,
+            ),
             sloppy: e.flags & F_SLOPPY != 0,
         })
     }
@@ -772,7 +853,9 @@ impl StateTable {
     #[doc(hidden)]
     pub fn debug_id(&self, key: &PacketKey) -> Option<StateId> {
         let fk = Flow::of(key).key;
-        self.find(&fk, self.hash(&fk)).ok().map(|f| StateId(f.id as u32))
+        self.find(&fk, self.hash(&fk))
+            .ok()
+            .map(|f| StateId(f.id as u32))
     }
 
     /// Whether an entry (live or dead) for this flow is held. For tests.
@@ -781,7 +864,6 @@ impl StateTable {
         let fk = Flow::of(key).key;
         self.find(&fk, self.hash(&fk)).is_ok()
     }
-
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
-use fw::rules::{StatePolicy, 
+use fw::rules::{
     Action, AddrItem, AddrMatch, AddrTarget, DEFAULT_FLAGS, DEFAULT_LIMIT_STATES, MAX_LIMIT_STATES,
-    PortMatch, Prefix, RuleSet, StateMode, Timeouts, load, parse, parse_prefix,
+    PortMatch, Prefix, RuleSet, StateMode, StatePolicy, Timeouts, load, parse, parse_prefix,
 };
 
 fn ifaces(name: &str) -> Option<u16> {
@@ -42,20 +42,36 @@ fn item(s: &str) -> AddrItem {
 /// `modulate state` takes keep state's options; a rule's state mode says it modulates.
 #[test]
 fn modulate_state_with_and_without_options() {
-    let rs = ok("pass in on em0 proto tcp modulate state\npass in proto { tcp udp } to port 53 modulate state (max 10, if-bound, max-src-conn 5)\n");
+    let rs = ok(
+        "pass in on em0 proto tcp modulate state\npass in proto { tcp udp } to port 53 modulate state (max 10, if-bound, max-src-conn 5)\n",
+    );
     let (a, b) = (&rs.rules[0], &rs.rules[1]);
-    assert_eq!((a.keep_state, a.flags), (StateMode::Modulate, Some(DEFAULT_FLAGS)));
-    assert_eq!((b.keep_state, b.max_states, b.state_policy), (StateMode::Modulate, Some(10), Some(StatePolicy::IfBound)));
+    assert_eq!(
+        (a.keep_state, a.flags),
+        (StateMode::Modulate, Some(DEFAULT_FLAGS))
+    );
+    assert_eq!(
+        (b.keep_state, b.max_states, b.state_policy),
+        (StateMode::Modulate, Some(10), Some(StatePolicy::IfBound))
+    );
     assert!(b.src_track.is_some());
 }
 
 /// `synproxy state` takes keep state's options (but sloppy); TCP, in rules only.
 #[test]
 fn synproxy_state_with_and_without_options() {
-    let rs = ok("pass in on em0 proto tcp to port 80 synproxy state\npass in proto tcp synproxy state (max 10, if-bound, max-src-conn 5)\npass proto tcp flags S/SA synproxy state\n");
+    let rs = ok(
+        "pass in on em0 proto tcp to port 80 synproxy state\npass in proto tcp synproxy state (max 10, if-bound, max-src-conn 5)\npass proto tcp flags S/SA synproxy state\n",
+    );
     let (a, b, c) = (&rs.rules[0], &rs.rules[1], &rs.rules[2]);
-    assert_eq!((a.keep_state, a.flags), (StateMode::Synproxy, Some(DEFAULT_FLAGS)));
-    assert_eq!((b.keep_state, b.max_states, b.state_policy), (StateMode::Synproxy, Some(10), Some(StatePolicy::IfBound)));
+    assert_eq!(
+        (a.keep_state, a.flags),
+        (StateMode::Synproxy, Some(DEFAULT_FLAGS))
+    );
+    assert_eq!(
+        (b.keep_state, b.max_states, b.state_policy),
+        (StateMode::Synproxy, Some(10), Some(StatePolicy::IfBound))
+    );
     assert!(b.src_track.is_some());
     assert_eq!((c.keep_state, c.dir), (StateMode::Synproxy, None));
 }
@@ -126,12 +142,22 @@ fn full_rule() {
         "block out on ! em0 proto { udp, tcp } to any port ssh\nblock in all\nblock drop out all",
     );
     assert_eq!(
-        (rs.rules[0].ifaces.clone(), rs.rules[0].iface_neg, rs.rules[0].dir),
+        (
+            rs.rules[0].ifaces.clone(),
+            rs.rules[0].iface_neg,
+            rs.rules[0].dir
+        ),
         (vec![0], true, Some(Dir::Out))
     );
     assert_eq!(rs.rules[0].protos, vec![6, 17]);
-    assert_eq!((rs.rules[1].action, rs.rules[1].dir), (Action::Block, Some(Dir::In)));
-    assert_eq!((rs.rules[2].action, rs.rules[2].dir), (Action::Block, Some(Dir::Out)));
+    assert_eq!(
+        (rs.rules[1].action, rs.rules[1].dir),
+        (Action::Block, Some(Dir::In))
+    );
+    assert_eq!(
+        (rs.rules[2].action, rs.rules[2].dir),
+        (Action::Block, Some(Dir::Out))
+    );
 }
 
 #[test]
@@ -285,7 +311,10 @@ fn options() {
     assert_eq!(rs.timeouts.tcp_first, 100);
     assert_eq!(rs.timeouts.interval, 2);
     assert_eq!(rs.timeouts.tcp_closing, 900);
-    assert_eq!(ok(&format!("set limit states {MAX_LIMIT_STATES}")).limit_states, MAX_LIMIT_STATES);
+    assert_eq!(
+        ok(&format!("set limit states {MAX_LIMIT_STATES}")).limit_states,
+        MAX_LIMIT_STATES
+    );
 }
 
 #[test]
@@ -514,8 +543,7 @@ fn example_key(
     dport: u16,
     flags: u8,
 ) -> PacketKey {
-    let (s, d): (std::net::IpAddr, std::net::IpAddr) =
-        (src.parse().unwrap(), dst.parse().unwrap());
+    let (s, d): (std::net::IpAddr, std::net::IpAddr) = (src.parse().unwrap(), dst.parse().unwrap());
     let (af, s, d) = match (s, d) {
         (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
             (Af::Inet, u32::from(s) as u128, u32::from(d) as u128)
@@ -669,56 +697,169 @@ fn lists_ranges_skip_policy_and_options() {
                  pass on { em0, em1 } inet proto icmp icmp-type { echoreq, unreach } allow-opts\n\
                  pass inet6 proto icmp6 icmp6-type { neighbrsol, neighbradv } keep state (floating)\n\
                  block from 10.0.0.1 - 10.0.0.6 to { 192.168.0.0 - 192.168.1.255, 2001:db8::1 - 2001:db8::2 }\n");
-    assert_eq!((rs.skip.clone(), rs.state_policy), (vec![0, 1], StatePolicy::IfBound));
+    assert_eq!(
+        (rs.skip.clone(), rs.state_policy),
+        (vec![0, 1], StatePolicy::IfBound)
+    );
     let r = &rs.rules[0];
-    assert_eq!((r.ifaces.clone(), r.icmp_types.clone(), r.allow_opts, r.state_policy), (vec![0, 1], vec![8, 3], true, None));
-    assert_eq!((rs.rules[1].icmp_types.clone(), rs.rules[1].state_policy), (vec![135, 136], Some(StatePolicy::Floating)));
+    assert_eq!(
+        (
+            r.ifaces.clone(),
+            r.icmp_types.clone(),
+            r.allow_opts,
+            r.state_policy
+        ),
+        (vec![0, 1], vec![8, 3], true, None)
+    );
+    assert_eq!(
+        (rs.rules[1].icmp_types.clone(), rs.rules[1].state_policy),
+        (vec![135, 136], Some(StatePolicy::Floating))
+    );
     let prefixes = |m: &AddrMatch| match m {
-        AddrMatch::List(l) => l.iter().map(|i| match i.target {
-            AddrTarget::Prefix(p) => p.to_string(),
-            AddrTarget::Table(_) => panic!(),
-        }).collect::<Vec<_>>(),
+        AddrMatch::List(l) => l
+            .iter()
+            .map(|i| match i.target {
+                AddrTarget::Prefix(p) => p.to_string(),
+                AddrTarget::Table(_) => panic!(),
+            })
+            .collect::<Vec<_>>(),
         AddrMatch::Any => panic!(),
     };
-    assert_eq!(prefixes(&rs.rules[2].src), ["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"]);
-    assert_eq!(prefixes(&rs.rules[2].dst), ["192.168.0.0/23", "2001:db8::1/128", "2001:db8::2/128"]);
+    assert_eq!(
+        prefixes(&rs.rules[2].src),
+        ["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"]
+    );
+    assert_eq!(
+        prefixes(&rs.rules[2].dst),
+        ["192.168.0.0/23", "2001:db8::1/128", "2001:db8::2/128"]
+    );
     assert!(!ok("pass all\n").rules[0].allow_opts);
-    assert_eq!(ok("set state-policy floating\n").state_policy, StatePolicy::Floating);
+    assert_eq!(
+        ok("set state-policy floating\n").state_policy,
+        StatePolicy::Floating
+    );
 }
 
 /// What linerate does not do is refused by name at its position, never accepted and ignored.
 #[test]
 fn unimplemented_pf_syntax_is_refused_by_name() {
     let cases = [
-        ("pass in on ! { em0 em1 }", "rules.conf:1:14: `on ! { ... }` is not supported by linerate (negate a single interface)"),
-        ("pass on { em0 !em1 }", "rules.conf:1:15: `!` in an interface list is not supported by linerate (negate a single interface)"),
-        ("pass proto icmp icmp-type { unreach code 4 }", "rules.conf:1:37: `code` in an icmp-type list is not supported by linerate (one rule per type and code)"),
-        ("block from ! 10.0.0.1 - 10.0.0.2", "rules.conf:1:23: `! a - b` is not supported by linerate (a negated range)"),
-        ("block from 10.0.0.0/8 - 11.0.0.0", "rules.conf:1:12: a range is written between two addresses, without /len"),
-        ("block from 10.0.0.9 - 10.0.0.1", "rules.conf:1:23: the range's last address is below its first"),
-        ("block from 10.0.0.9 - ::1", "rules.conf:1:23: the range's two addresses are of different families"),
-        ("block all allow-opts", "rules.conf:1:11: allow-opts only applies to pass rules"),
-        ("set state-policy sticky", "rules.conf:1:18: expected floating or if-bound, found \"sticky\""),
-        ("pass in proto tcp keep state (no-such)", "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600), found \"no-such\""),
-        ("pass in proto tcp keep state (max 10 sloppy)", "rules.conf:1:38: expected \",\" or \")\", found \"sloppy\""),
-        ("pass in proto tcp modulate state (sloppy)", "rules.conf:1:19: modulate state does not take sloppy (use keep state (sloppy))"),
-        ("block in proto tcp modulate state", "rules.conf:1:20: modulate state only applies to pass rules"),
-        ("pass in proto tcp modulate", "rules.conf:1:27: expected \"state\", found end of file"),
-        ("pass in proto tcp synproxy state (sloppy)", "rules.conf:1:19: synproxy state does not take sloppy (the proxy checks the handshake's numbers)"),
-        ("pass in proto udp synproxy state", "rules.conf:1:19: synproxy state only applies to rules with proto tcp"),
-        ("pass in all synproxy state", "rules.conf:1:13: synproxy state only applies to rules with proto tcp"),
-        ("pass out proto tcp synproxy state", "rules.conf:1:20: synproxy state only applies to in rules (it answers the SYNs that arrive)"),
-        ("block in proto tcp synproxy state", "rules.conf:1:20: synproxy state only applies to pass rules"),
-        ("pass in proto tcp synproxy state (no-such)", "rules.conf:1:35: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600), found \"no-such\""),
-        ("pass in proto tcp synproxy", "rules.conf:1:27: expected \"state\", found end of file"),
-        ("rdr on em0 proto tcp to port 80 -> 10.0.0.5\npass in proto tcp synproxy state", "rules.conf:2:19: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
-        ("nat on em0 from 10.0.0.0/8 -> 192.0.2.1\npass in proto tcp to port 80 synproxy state", "rules.conf:2:30: synproxy state is not supported together with nat, rdr or binat rules (line 1)"),
-        ("pass out route-to (em1 192.0.2.1) all", "rules.conf:1:10: `route-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"),
-        ("match out on em0 rdr-to 10.0.0.1", "rules.conf:1:18: `match rdr-to` is not supported by linerate"),
-        ("nat pass log on em0 from any to any -> 1.2.3.4", "rules.conf:1:10: `nat pass log` is not supported by linerate (log with a filter rule)"),
-        ("nat-anchor \"ftp-proxy/*\" {\n}", "rules.conf:1:26: inline rules of `nat-anchor` are not supported by linerate (only `anchor \"name\" { ... }` with filter rules)"),
-        ("set syncookies adaptive", "rules.conf:1:5: `set syncookies` is not supported by linerate"),
-        ("set optimization fast", "rules.conf:1:18: unknown optimization \"fast\" (normal, high-latency, satellite, conservative or aggressive)"),
+        (
+            "pass in on ! { em0 em1 }",
+            "rules.conf:1:14: `on ! { ... }` is not supported by linerate (negate a single interface)",
+        ),
+        (
+            "pass on { em0 !em1 }",
+            "rules.conf:1:15: `!` in an interface list is not supported by linerate (negate a single interface)",
+        ),
+        (
+            "pass proto icmp icmp-type { unreach code 4 }",
+            "rules.conf:1:37: `code` in an icmp-type list is not supported by linerate (one rule per type and code)",
+        ),
+        (
+            "block from ! 10.0.0.1 - 10.0.0.2",
+            "rules.conf:1:23: `! a - b` is not supported by linerate (a negated range)",
+        ),
+        (
+            "block from 10.0.0.0/8 - 11.0.0.0",
+            "rules.conf:1:12: a range is written between two addresses, without /len",
+        ),
+        (
+            "block from 10.0.0.9 - 10.0.0.1",
+            "rules.conf:1:23: the range's last address is below its first",
+        ),
+        (
+            "block from 10.0.0.9 - ::1",
+            "rules.conf:1:23: the range's two addresses are of different families",
+        ),
+        (
+            "block all allow-opts",
+            "rules.conf:1:11: allow-opts only applies to pass rules",
+        ),
+        (
+            "set state-policy sticky",
+            "rules.conf:1:18: expected floating or if-bound, found \"sticky\"",
+        ),
+        (
+            "pass in proto tcp keep state (no-such)",
+            "rules.conf:1:31: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600), found \"no-such\"",
+        ),
+        (
+            "pass in proto tcp keep state (max 10 sloppy)",
+            "rules.conf:1:38: expected \",\" or \")\", found \"sloppy\"",
+        ),
+        (
+            "pass in proto tcp modulate state (sloppy)",
+            "rules.conf:1:19: modulate state does not take sloppy (use keep state (sloppy))",
+        ),
+        (
+            "block in proto tcp modulate state",
+            "rules.conf:1:20: modulate state only applies to pass rules",
+        ),
+        (
+            "pass in proto tcp modulate",
+            "rules.conf:1:27: expected \"state\", found end of file",
+        ),
+        (
+            "pass in proto tcp synproxy state (sloppy)",
+            "rules.conf:1:19: synproxy state does not take sloppy (the proxy checks the handshake's numbers)",
+        ),
+        (
+            "pass in proto udp synproxy state",
+            "rules.conf:1:19: synproxy state only applies to rules with proto tcp",
+        ),
+        (
+            "pass in all synproxy state",
+            "rules.conf:1:13: synproxy state only applies to rules with proto tcp",
+        ),
+        (
+            "pass out proto tcp synproxy state",
+            "rules.conf:1:20: synproxy state only applies to in rules (it answers the SYNs that arrive)",
+        ),
+        (
+            "block in proto tcp synproxy state",
+            "rules.conf:1:20: synproxy state only applies to pass rules",
+        ),
+        (
+            "pass in proto tcp synproxy state (no-such)",
+            "rules.conf:1:35: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600), found \"no-such\"",
+        ),
+        (
+            "pass in proto tcp synproxy",
+            "rules.conf:1:27: expected \"state\", found end of file",
+        ),
+        (
+            "rdr on em0 proto tcp to port 80 -> 10.0.0.5\npass in proto tcp synproxy state",
+            "rules.conf:2:19: synproxy state is not supported together with nat, rdr or binat rules (line 1)",
+        ),
+        (
+            "nat on em0 from 10.0.0.0/8 -> 192.0.2.1\npass in proto tcp to port 80 synproxy state",
+            "rules.conf:2:30: synproxy state is not supported together with nat, rdr or binat rules (line 1)",
+        ),
+        (
+            "pass out route-to (em1 192.0.2.1) all",
+            "rules.conf:1:10: `route-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)",
+        ),
+        (
+            "match out on em0 rdr-to 10.0.0.1",
+            "rules.conf:1:18: `match rdr-to` is not supported by linerate",
+        ),
+        (
+            "nat pass log on em0 from any to any -> 1.2.3.4",
+            "rules.conf:1:10: `nat pass log` is not supported by linerate (log with a filter rule)",
+        ),
+        (
+            "nat-anchor \"ftp-proxy/*\" {\n}",
+            "rules.conf:1:26: inline rules of `nat-anchor` are not supported by linerate (only `anchor \"name\" { ... }` with filter rules)",
+        ),
+        (
+            "set syncookies adaptive",
+            "rules.conf:1:5: `set syncookies` is not supported by linerate",
+        ),
+        (
+            "set optimization fast",
+            "rules.conf:1:18: unknown optimization \"fast\" (normal, high-latency, satellite, conservative or aggressive)",
+        ),
     ];
     for (text, want) in cases {
         assert_eq!(err(text), want, "for {text:?}");
@@ -729,8 +870,18 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
 #[test]
 fn log_options() {
     use fw::rules::LogMode;
-    let rs = ok("block log all\npass in log (all) quick proto tcp label \"web\"\npass out all\nblock in log on em0 all\n");
+    let rs = ok(
+        "block log all\npass in log (all) quick proto tcp label \"web\"\npass out all\nblock in log on em0 all\n",
+    );
     let modes: Vec<LogMode> = rs.rules.iter().map(|r| r.log).collect();
-    assert_eq!(modes, [LogMode::Decided, LogMode::All, LogMode::None, LogMode::Decided]);
+    assert_eq!(
+        modes,
+        [
+            LogMode::Decided,
+            LogMode::All,
+            LogMode::None,
+            LogMode::Decided
+        ]
+    );
     assert!(rs.rules[1].quick);
 }

@@ -19,7 +19,9 @@ impl Default for Batch {
 
 impl Batch {
     pub fn new() -> Self {
-        Batch { descs: Vec::with_capacity(MAX_BATCH) }
+        Batch {
+            descs: Vec::with_capacity(MAX_BATCH),
+        }
     }
 
     #[inline]

@@ -39,7 +39,14 @@ impl ReplayRx {
                 bounds.push(bytes.len());
             }
         }
-        ReplayRx { bytes, bounds, next: 0, looping: true, port, stats: PortStats::default() }
+        ReplayRx {
+            bytes,
+            bounds,
+            next: 0,
+            looping: true,
+            port,
+            stats: PortStats::default(),
+        }
     }
 
     /// Stops after one pass over the frames instead of looping.
@@ -133,7 +140,11 @@ pub struct PcapTx<W: Write> {
 
 impl<W: Write> PcapTx<W> {
     pub fn new(out: W) -> io::Result<Self> {
-        Ok(PcapTx { writer: PcapWriter::new(out)?, stats: PortStats::default(), error: None })
+        Ok(PcapTx {
+            writer: PcapWriter::new(out)?,
+            stats: PortStats::default(),
+            error: None,
+        })
     }
 
     /// Flushes and returns the stream, or the first write error met.

@@ -14,6 +14,8 @@
 //! rate = 0            # offered pps; 0 = as fast as the generator goes
 //! generator = "xdp-live"  # xdp-live (default: the kernel sends, BPF_PROG_RUN live frames,
 //!                     # several Mpps from one core) | af-packet (a TX ring, about 1 Mpps)
+//! paced_step = 256    # xdp-live, paced runs: most frames offered at once (1..=256; veth's
+//!                     # ring holds 256, so smaller steps leave the DUT room for jitter)
 //!
 //! [[set]]
 //! name = "kernel"
@@ -83,11 +85,21 @@ pub struct Traffic {
     /// `linerate gen`'s backend: "xdp-live" (the kernel sends, several Mpps from one core)
     /// or "af-packet".
     pub generator: String,
+    /// xdp-live, paced: most frames per BPF_PROG_RUN call (`linerate gen --paced-step`).
+    pub paced_step: u32,
 }
 
 impl Default for Traffic {
     fn default() -> Self {
-        Traffic { flows: 2000, frame_size: 60, imix: false, ipv6: false, rate: 0.0, generator: "xdp-live".into() }
+        Traffic {
+            flows: 2000,
+            frame_size: 60,
+            imix: false,
+            ipv6: false,
+            rate: 0.0,
+            generator: "xdp-live".into(),
+            paced_step: 256,
+        }
     }
 }
 
@@ -132,6 +144,7 @@ struct TrafficOverride {
     imix: Option<bool>,
     ipv6: Option<bool>,
     rate: Option<f64>,
+    paced_step: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -197,44 +210,81 @@ pub enum LabFileError {
     #[error("{0}: cannot read: {1}")]
     Io(String, std::io::Error),
     #[error("{path}:{line}:{col}: {msg}")]
-    Parse { path: String, line: usize, col: usize, msg: String },
+    Parse {
+        path: String,
+        line: usize,
+        col: usize,
+        msg: String,
+    },
 }
 
 impl Lab {
     pub fn load(path: &Path) -> Result<Lab, LabFileError> {
-        let text = std::fs::read_to_string(path).map_err(|e| LabFileError::Io(path.display().to_string(), e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LabFileError::Io(path.display().to_string(), e))?;
         Lab::parse(&text, &path.display().to_string())
     }
 
     pub fn parse(text: &str, path: &str) -> Result<Lab, LabFileError> {
         let spec: FileSpec = toml::from_str(text).map_err(|e| {
             let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
-            LabFileError::Parse { path: path.to_owned(), line, col, msg: e.message().to_owned() }
+            LabFileError::Parse {
+                path: path.to_owned(),
+                line,
+                col,
+                msg: e.message().to_owned(),
+            }
         })?;
         let at = Locator { text, path };
         let runs = spec.runs.as_ref().map_or(default_runs(), |r| *r.get_ref());
-        let seconds = spec.seconds.as_ref().map_or(default_seconds(), |r| *r.get_ref());
+        let seconds = spec
+            .seconds
+            .as_ref()
+            .map_or(default_seconds(), |r| *r.get_ref());
         if let Some(r) = spec.runs.as_ref().filter(|r| *r.get_ref() == 0) {
             return Err(at.error(r.span(), "need runs >= 1".into()));
         }
         let workers = spec.workers.as_ref().map_or(1, |w| *w.get_ref());
-        if let Some(w) = spec.workers.as_ref().filter(|w| !(1..=64).contains(w.get_ref())) {
+        if let Some(w) = spec
+            .workers
+            .as_ref()
+            .filter(|w| !(1..=64).contains(w.get_ref()))
+        {
             return Err(at.error(w.span(), "need workers within 1..=64".into()));
         }
         if let Some(r) = spec.seconds.as_ref().filter(|r| *r.get_ref() < 3) {
-            return Err(at.error(r.span(), "need seconds >= 3 (the first and last seconds of a run are left out)".into()));
+            return Err(at.error(
+                r.span(),
+                "need seconds >= 3 (the first and last seconds of a run are left out)".into(),
+            ));
         }
         if !["xdp-live", "af-packet"].contains(&spec.traffic.generator.as_str()) {
-            return Err(at.error(0..0, format!("[traffic] generator {:?} is not xdp-live or af-packet", spec.traffic.generator)));
+            return Err(at.error(
+                0..0,
+                format!(
+                    "[traffic] generator {:?} is not xdp-live or af-packet",
+                    spec.traffic.generator
+                ),
+            ));
         }
         let mut sets = Vec::new();
         for spanned in &spec.set {
-            sets.extend(expand_set(spanned.get_ref(), spanned.span(), &spec.traffic, &at)?);
+            sets.extend(expand_set(
+                spanned.get_ref(),
+                spanned.span(),
+                &spec.traffic,
+                &at,
+            )?);
         }
         if sets.is_empty() {
             return Err(at.error(0..0, "no [[set]] to run".into()));
         }
-        Ok(Lab { runs, seconds, workers, sets })
+        Ok(Lab {
+            runs,
+            seconds,
+            workers,
+            sets,
+        })
     }
 
     /// The built-in default: the study's headline comparison in a few minutes.
@@ -252,13 +302,23 @@ struct Locator<'a> {
 impl Locator<'_> {
     fn error(&self, span: std::ops::Range<usize>, msg: String) -> LabFileError {
         let (line, col) = line_col(self.text, span.start);
-        LabFileError::Parse { path: self.path.to_owned(), line, col, msg }
+        LabFileError::Parse {
+            path: self.path.to_owned(),
+            line,
+            col,
+            msg,
+        }
     }
 }
 
 /// One [[set]] with the file's traffic under its own, checked, then one set per value of its
 /// sweep (or just itself).
-fn expand_set(s: &SetSpec, span: std::ops::Range<usize>, traffic: &Traffic, at: &Locator) -> Result<Vec<Set>, LabFileError> {
+fn expand_set(
+    s: &SetSpec,
+    span: std::ops::Range<usize>,
+    traffic: &Traffic,
+    at: &Locator,
+) -> Result<Vec<Set>, LabFileError> {
     let mut t = traffic.clone();
     if let Some(o) = &s.traffic {
         t.flows = o.flows.unwrap_or(t.flows);
@@ -266,19 +326,57 @@ fn expand_set(s: &SetSpec, span: std::ops::Range<usize>, traffic: &Traffic, at: 
         t.imix = o.imix.unwrap_or(t.imix);
         t.ipv6 = o.ipv6.unwrap_or(t.ipv6);
         t.rate = o.rate.unwrap_or(t.rate);
+        t.paced_step = o.paced_step.unwrap_or(t.paced_step);
+    }
+    if !(1..=256).contains(&t.paced_step) {
+        return Err(at.error(
+            span,
+            format!(
+                "set {:?}: paced_step {} is not within 1..=256",
+                s.name, t.paced_step
+            ),
+        ));
     }
     let backend = s.backend.clone().unwrap_or_else(|| "auto".into());
     if !BACKENDS.contains(&backend.as_str()) {
-        return Err(at.error(span, format!("set {:?}: backend {backend:?} is not auto, af_xdp, af_xdp_native or af_packet", s.name)));
+        return Err(at.error(
+            span,
+            format!(
+                "set {:?}: backend {backend:?} is not auto, af_xdp, af_xdp_native or af_packet",
+                s.name
+            ),
+        ));
     }
-    if let Some(f) = s.overload.iter().find(|f| !(f.is_finite() && (0.01..=100.0).contains(*f))) {
-        return Err(at.error(span, format!("set {:?}: overload multiple {f} is not within 0.01..=100", s.name)));
+    if let Some(f) = s
+        .overload
+        .iter()
+        .find(|f| !(f.is_finite() && (0.01..=100.0).contains(*f)))
+    {
+        return Err(at.error(
+            span,
+            format!(
+                "set {:?}: overload multiple {f} is not within 0.01..=100",
+                s.name
+            ),
+        ));
     }
     if s.nft_set && s.dut != Dut::KernelNft {
-        return Err(at.error(span, format!("set {:?}: nft_set applies to dut = \"kernel-nft\" only", s.name)));
+        return Err(at.error(
+            span,
+            format!(
+                "set {:?}: nft_set applies to dut = \"kernel-nft\" only",
+                s.name
+            ),
+        ));
     }
     if s.nat && s.dut == Dut::Kernel {
-        return Err(at.error(span, format!("set {:?}: nat applies to dut = \"kernel-nft\" (masquerade) or \"linerate\"", s.name)));
+        return Err(at.error(
+            span,
+            format!(
+                "set {:?}: nat applies to dut = \"kernel-nft\" (masquerade) or \"linerate\"",
+                s.name
+            ),
+        ));
     }
     let base = Set {
         name: s.name.clone(),
@@ -300,13 +398,31 @@ fn expand_set(s: &SetSpec, span: std::ops::Range<usize>, traffic: &Traffic, at: 
     for set in &expanded {
         let t = &set.traffic;
         if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
-            return Err(at.error(span.clone(), format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name)));
+            return Err(at.error(
+                span.clone(),
+                format!(
+                    "set {:?}: flows must be >= 1 and frame_size within 60..=1514",
+                    set.name
+                ),
+            ));
         }
         if set.nat && t.ipv6 {
-            return Err(at.error(span.clone(), format!("set {:?}: nat needs IPv4 traffic (linerate translates IPv4 only)", set.name)));
+            return Err(at.error(
+                span.clone(),
+                format!(
+                    "set {:?}: nat needs IPv4 traffic (linerate translates IPv4 only)",
+                    set.name
+                ),
+            ));
         }
         if set.dut == Dut::KernelNft && set.rules > 100_000 {
-            return Err(at.error(span.clone(), format!("set {:?}: {} nftables rules would take minutes to load; at most 100000", set.name, set.rules)));
+            return Err(at.error(
+                span.clone(),
+                format!(
+                    "set {:?}: {} nftables rules would take minutes to load; at most 100000",
+                    set.name, set.rules
+                ),
+            ));
         }
     }
     Ok(expanded)
@@ -324,7 +440,11 @@ fn sweep(base: &Set, sw: &Sweep, name: &str) -> Result<Vec<Set>, String> {
             "rules" => set.rules = v as u32,
             "flows" => set.traffic.flows = v as u32,
             "frame_size" => set.traffic.frame_size = v as usize,
-            other => return Err(format!("set {name:?}: cannot sweep {other:?} (rules, flows or frame_size)")),
+            other => {
+                return Err(format!(
+                    "set {name:?}: cannot sweep {other:?} (rules, flows or frame_size)"
+                ));
+            }
         }
         set.name = format!("{}-{}{}", name, sw.param, v);
         set.sweep = Some((name.to_owned(), sw.param.clone(), v));
@@ -389,7 +509,12 @@ nat = true
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, col)
 }
 
@@ -402,50 +527,154 @@ mod tests {
         let lab = Lab::default_lab();
         assert_eq!((lab.runs, lab.seconds), (5, 5));
         let names: Vec<_> = lab.sets.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["kernel", "linerate", "kernel-nft-1000", "kernel-nft-set-1000", "linerate-1000", "kernel-nft-masquerade", "linerate-nat"]);
-        assert_eq!((lab.sets[2].rules, lab.sets[3].rules, lab.sets[4].rules), (1000, 1000, 1000));
+        assert_eq!(
+            names,
+            [
+                "kernel",
+                "linerate",
+                "kernel-nft-1000",
+                "kernel-nft-set-1000",
+                "linerate-1000",
+                "kernel-nft-masquerade",
+                "linerate-nat"
+            ]
+        );
+        assert_eq!(
+            (lab.sets[2].rules, lab.sets[3].rules, lab.sets[4].rules),
+            (1000, 1000, 1000)
+        );
         assert!(!lab.sets[2].nft_set && lab.sets[3].nft_set);
-        assert_eq!((lab.sets[4].dut, lab.sets[4].backend.as_str()), (Dut::Linerate, "auto"));
+        assert_eq!(
+            (lab.sets[4].dut, lab.sets[4].backend.as_str()),
+            (Dut::Linerate, "auto")
+        );
         assert_eq!(lab.sets[1].overload, [0.5, 1.0, 1.5, 2.0, 3.0]);
-        assert!(lab.sets.iter().all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60));
-        assert_eq!(lab.sets.iter().filter(|s| s.nat).map(|s| s.dut).collect::<Vec<_>>(), [Dut::KernelNft, Dut::Linerate]);
+        assert!(
+            lab.sets
+                .iter()
+                .all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60)
+        );
+        assert_eq!(
+            lab.sets
+                .iter()
+                .filter(|s| s.nat)
+                .map(|s| s.dut)
+                .collect::<Vec<_>>(),
+            [Dut::KernelNft, Dut::Linerate]
+        );
     }
 
     #[test]
     fn sweeps_expand_and_overrides_apply() {
         let lab = Lab::parse(
-            "runs = 3\nseconds = 4\n[[set]]\nname = \"nft\"\ndut = \"kernel-nft\"\nsweep = { param = \"rules\", values = [1, 100] }\n[[set]]\nname = \"lr6\"\ndut = \"linerate\"\nbackend = \"af_packet\"\ntraffic = { ipv6 = true, frame_size = 62 }\n",
+            "runs = 3\nseconds = 4\n[[set]]\nname = \"nft\"\ndut = \"kernel-nft\"\nsweep = { param = \"rules\", values = [1, 100] }\n[[set]]\nname = \"lr6\"\ndut = \"linerate\"\nbackend = \"af_packet\"\ntraffic = { ipv6 = true, frame_size = 62, paced_step = 32 }\n",
             "x.toml",
         )
         .unwrap();
         assert_eq!(lab.sets.len(), 3);
         assert_eq!(lab.workers, 1);
-        assert_eq!((lab.sets[1].name.as_str(), lab.sets[1].rules), ("nft-rules100", 100));
+        assert_eq!(
+            (lab.sets[1].name.as_str(), lab.sets[1].rules),
+            ("nft-rules100", 100)
+        );
         assert_eq!(lab.sets[1].sweep, Some(("nft".into(), "rules".into(), 100)));
         assert!(lab.sets[2].traffic.ipv6 && lab.sets[2].traffic.frame_size == 62);
+        assert_eq!(
+            (
+                lab.sets[0].traffic.paced_step,
+                lab.sets[2].traffic.paced_step
+            ),
+            (256, 32)
+        );
     }
 
     #[test]
     fn errors_name_the_place() {
-        let e = Lab::parse("runs = 5\n[[set]]\nname = \"a\"\ndut = \"bsd\"\n", "lab.toml").unwrap_err().to_string();
+        let e = Lab::parse(
+            "runs = 5\n[[set]]\nname = \"a\"\ndut = \"bsd\"\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("lab.toml:4:7:"), "{e}");
-        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nbogus = 1\n", "lab.toml").unwrap_err().to_string();
+        let e = Lab::parse(
+            "[[set]]\nname = \"a\"\ndut = \"kernel\"\nbogus = 1\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("lab.toml:4:1:"), "{e}");
-        let e = Lab::parse("seconds = 2\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml").unwrap_err().to_string();
+        let e = Lab::parse(
+            "seconds = 2\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("seconds >= 3"), "{e}");
         assert!(e.starts_with("lab.toml:1:11:"), "{e}");
-        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\nbackend = \"dpdk\"\n", "lab.toml").unwrap_err().to_string();
-        assert!(e.starts_with("lab.toml:1:1:") && e.contains("backend \"dpdk\""), "{e}");
-        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\noverload = [0.5, -1]\n", "lab.toml").unwrap_err().to_string();
+        let e = Lab::parse(
+            "[[set]]\nname = \"a\"\ndut = \"linerate\"\nbackend = \"dpdk\"\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("lab.toml:1:1:") && e.contains("backend \"dpdk\""),
+            "{e}"
+        );
+        let e = Lab::parse(
+            "[[set]]\nname = \"a\"\ndut = \"linerate\"\noverload = [0.5, -1]\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("overload multiple -1"), "{e}");
-        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nnft_set = true\n", "lab.toml").unwrap_err().to_string();
+        let e = Lab::parse(
+            "[traffic]\npaced_step = 512\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("paced_step 512 is not within 1..=256"), "{e}");
+        let e = Lab::parse(
+            "[[set]]\nname = \"a\"\ndut = \"kernel\"\nnft_set = true\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("nft_set applies"), "{e}");
-        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nnat = true\n", "lab.toml").unwrap_err().to_string();
+        let e = Lab::parse(
+            "[[set]]\nname = \"a\"\ndut = \"kernel\"\nnat = true\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("nat applies"), "{e}");
-        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"linerate\"\nnat = true\ntraffic = { ipv6 = true }\n", "lab.toml").unwrap_err().to_string();
+        let e = Lab::parse(
+            "[[set]]\nname = \"a\"\ndut = \"linerate\"\nnat = true\ntraffic = { ipv6 = true }\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("nat needs IPv4"), "{e}");
-        let e = Lab::parse("workers = 0\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml").unwrap_err().to_string();
-        assert!(e.starts_with("lab.toml:1:11:") && e.contains("workers within 1..=64"), "{e}");
-        assert_eq!(Lab::parse("workers = 4\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml").unwrap().workers, 4);
+        let e = Lab::parse(
+            "workers = 0\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n",
+            "lab.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("lab.toml:1:11:") && e.contains("workers within 1..=64"),
+            "{e}"
+        );
+        assert_eq!(
+            Lab::parse(
+                "workers = 4\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n",
+                "lab.toml"
+            )
+            .unwrap()
+            .workers,
+            4
+        );
     }
 }

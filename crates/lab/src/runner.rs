@@ -24,8 +24,8 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::labfile::{Dut, Set};
 pub use crate::error::LabError;
+use crate::labfile::{Dut, Set};
 use crate::process::{terminate, wait_ready};
 use crate::topology::{End, Namespace, veth_offloads_off};
 
@@ -47,7 +47,12 @@ pub struct Cpus {
 
 impl Default for Cpus {
     fn default() -> Self {
-        Cpus { generator: 0, dut: 1, receiver: 0, workers: 1 }
+        Cpus {
+            generator: 0,
+            dut: 1,
+            receiver: 0,
+            workers: 1,
+        }
     }
 }
 
@@ -60,9 +65,14 @@ impl Cpus {
     /// Every CPU the lab uses, for checking that they exist.
     pub fn all(&self) -> Vec<usize> {
         let w = self.queues();
-        [self.generator, self.dut, self.receiver].into_iter().flat_map(|first| first..first + w).collect()
+        [self.generator, self.dut, self.receiver]
+            .into_iter()
+            .flat_map(|first| first..first + w)
+            .collect()
     }
 }
+/// linerate's standard output (its report when it stops), in the lab's scratch folder.
+const DUT_REPORT: &str = "dut-report.txt";
 const GEN_MAC: &str = "02:00:00:00:01:01";
 const DUT0_MAC: &str = "02:00:00:00:02:00";
 const DUT1_MAC: &str = "02:00:00:00:02:01";
@@ -93,6 +103,8 @@ pub struct LabEnv {
     bin: PathBuf,
     dir: PathBuf,
     cpus: Cpus,
+    /// `counters.txt`: each run's counters that grew and the DUT's report ([`Self::journal`]).
+    journal: Option<PathBuf>,
 }
 
 impl Drop for LabEnv {
@@ -104,17 +116,28 @@ impl Drop for LabEnv {
 /// A sysfs CPU mask (comma-separated 32-bit hex words, lowest last) with only `cpu` set.
 pub fn cpu_mask(cpu: usize) -> String {
     let words = cpu / 32 + 1;
-    (0..words).rev().map(|w| format!("{:x}", if w == cpu / 32 { 1u32 << (cpu % 32) } else { 0 })).collect::<Vec<_>>().join(",")
+    (0..words)
+        .rev()
+        .map(|w| format!("{:x}", if w == cpu / 32 { 1u32 << (cpu % 32) } else { 0 }))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn sh(ns: &Namespace, script: &str) -> Result<(), LabError> {
-    ns.exec("sh", &["-c", script]).map(|_| ()).map_err(LabError::from)
+    ns.exec("sh", &["-c", script])
+        .map(|_| ())
+        .map_err(LabError::from)
 }
 
 /// Turns threaded NAPI on for `ifname` (a veth with GRO on) and receive packet steering off
 /// on every receive queue.
 fn threaded_napi(ns: &Namespace, ifname: &str) -> Result<(), LabError> {
-    sh(ns, &format!("echo 1 > /sys/class/net/{ifname}/threaded && for q in /sys/class/net/{ifname}/queues/rx-*; do echo 0 > $q/rps_cpus; done"))
+    sh(
+        ns,
+        &format!(
+            "echo 1 > /sys/class/net/{ifname}/threaded && for q in /sys/class/net/{ifname}/queues/rx-*; do echo 0 > $q/rps_cpus; done"
+        ),
+    )
 }
 
 /// Real-time priority (SCHED_FIFO, `chrt`) of the receiver's NAPI thread, so that it runs as
@@ -128,12 +151,33 @@ const RECEIVER_NAPI_FIFO: &str = "50";
 /// the default priority; returns the threads.
 fn place_napi(ns: &Namespace, ifname: &str, first: usize) -> Result<Vec<u32>, LabError> {
     let out = ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])?;
-    let ifindex: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| LabError::Process { what: format!("ifindex of {ifname}"), detail: String::from_utf8_lossy(&out.stdout).into_owned() })?;
-    let what = |e: std::io::Error| LabError::Process { what: format!("placing the NAPI thread of {ifname} in {}", ns.name()), detail: e.to_string() };
-    let napis = io::napi::napis_in_netns(&Path::new("/run/netns").join(ns.name()), ifindex).map_err(what)?;
-    let placed: Vec<(u32, usize)> = napis.iter().filter_map(|n| Some((n.tid?, first + n.rx_queues.first().copied().unwrap_or(0) as usize))).collect();
+    let ifindex: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| LabError::Process {
+            what: format!("ifindex of {ifname}"),
+            detail: String::from_utf8_lossy(&out.stdout).into_owned(),
+        })?;
+    let what = |e: std::io::Error| LabError::Process {
+        what: format!("placing the NAPI thread of {ifname} in {}", ns.name()),
+        detail: e.to_string(),
+    };
+    let napis = io::napi::napis_in_netns(&Path::new("/run/netns").join(ns.name()), ifindex)
+        .map_err(what)?;
+    let placed: Vec<(u32, usize)> = napis
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n.tid?,
+                first + n.rx_queues.first().copied().unwrap_or(0) as usize,
+            ))
+        })
+        .collect();
     if placed.is_empty() {
-        return Err(LabError::Process { what: format!("{ifname} in {} has no NAPI thread", ns.name()), detail: format!("{napis:?}") });
+        return Err(LabError::Process {
+            what: format!("{ifname} in {} has no NAPI thread", ns.name()),
+            detail: format!("{napis:?}"),
+        });
     }
     for &(tid, cpu) in &placed {
         io::affinity::pin_thread(tid, cpu).map_err(what)?;
@@ -145,10 +189,38 @@ fn place_napi(ns: &Namespace, ifname: &str, first: usize) -> Result<Vec<u32>, La
 impl LabEnv {
     /// Builds the topology; `bin` is the linerate binary that runs gen, rcv and the DUT.
     pub fn build(bin: &Path, cpus: Cpus) -> Result<LabEnv, LabError> {
-        let (generator, dut, rcv) = (Namespace::create("lrlab-g")?, Namespace::create("lrlab-d")?, Namespace::create("lrlab-r")?);
+        let (generator, dut, rcv) = (
+            Namespace::create("lrlab-g")?,
+            Namespace::create("lrlab-d")?,
+            Namespace::create("lrlab-r")?,
+        );
         let queues = cpus.queues();
-        veth_offloads_off(End { ns: &generator, name: "lrg0", mac: GEN_MAC }, End { ns: &dut, name: "lrd0", mac: DUT0_MAC }, queues)?;
-        veth_offloads_off(End { ns: &dut, name: "lrd1", mac: DUT1_MAC }, End { ns: &rcv, name: "lrr0", mac: RCV_MAC }, queues)?;
+        veth_offloads_off(
+            End {
+                ns: &generator,
+                name: "lrg0",
+                mac: GEN_MAC,
+            },
+            End {
+                ns: &dut,
+                name: "lrd0",
+                mac: DUT0_MAC,
+            },
+            queues,
+        )?;
+        veth_offloads_off(
+            End {
+                ns: &dut,
+                name: "lrd1",
+                mac: DUT1_MAC,
+            },
+            End {
+                ns: &rcv,
+                name: "lrr0",
+                mac: RCV_MAC,
+            },
+            queues,
+        )?;
         for (ns, ifname, v4, v6) in [
             (&generator, "lrg0", "198.18.0.2/24", "2001:2:0:1::2/64"),
             (&dut, "lrd0", "198.18.0.1/24", "2001:2:0:1::1/64"),
@@ -168,13 +240,32 @@ impl LabEnv {
         ] {
             dut.ip(&r.split(' ').collect::<Vec<_>>())?;
         }
-        for (addr, mac, dev) in [("198.19.0.2", RCV_MAC, "lrd1"), ("198.18.0.2", GEN_MAC, "lrd0"), ("2001:2:0:2::2", RCV_MAC, "lrd1"), ("2001:2:0:1::2", GEN_MAC, "lrd0")] {
-            dut.ip(&["neigh", "replace", addr, "lladdr", mac, "nud", "permanent", "dev", dev])?;
+        for (addr, mac, dev) in [
+            ("198.19.0.2", RCV_MAC, "lrd1"),
+            ("198.18.0.2", GEN_MAC, "lrd0"),
+            ("2001:2:0:2::2", RCV_MAC, "lrd1"),
+            ("2001:2:0:1::2", GEN_MAC, "lrd0"),
+        ] {
+            dut.ip(&[
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                mac,
+                "nud",
+                "permanent",
+                "dev",
+                dev,
+            ])?;
         }
         // Routes through the DUT for the lab's pings (the generator's frames need none).
         generator.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.0.1"])?;
         rcv.ip(&["route", "add", "198.18.0.0/16", "via", "198.19.0.1"])?;
-        for s in ["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0", "net.ipv4.conf.lrd0.rp_filter=0"] {
+        for s in [
+            "net.ipv4.conf.all.rp_filter=0",
+            "net.ipv4.conf.default.rp_filter=0",
+            "net.ipv4.conf.lrd0.rp_filter=0",
+        ] {
             dut.sysctl(s)?;
         }
         // The DUT's input receives in NAPI (GRO on: the in-kernel generator's frames need it),
@@ -191,34 +282,116 @@ impl LabEnv {
         // by frame (linerate over AF_XDP does), on the DUT's CPU.
         rcv.exec("ethtool", &["-K", "lrr0", "gro", "on"])?;
         threaded_napi(&rcv, "lrr0")?;
-        let env = LabEnv { generator, dut, rcv, bin: bin.to_owned(), dir: std::env::temp_dir().join(format!("lrlab-{}", std::process::id())), cpus };
+        let env = LabEnv {
+            generator,
+            dut,
+            rcv,
+            bin: bin.to_owned(),
+            dir: std::env::temp_dir().join(format!("lrlab-{}", std::process::id())),
+            cpus,
+            journal: None,
+        };
         std::fs::create_dir_all(&env.dir)?;
         for tid in place_napi(&env.rcv, "lrr0", cpus.receiver)? {
-            crate::topology::run(std::process::Command::new("chrt").args(["-f", "-p", RECEIVER_NAPI_FIFO, &tid.to_string()]))?;
+            crate::topology::run(std::process::Command::new("chrt").args([
+                "-f",
+                "-p",
+                RECEIVER_NAPI_FIFO,
+                &tid.to_string(),
+            ]))?;
         }
         Ok(env)
     }
 
+    /// Appends to `path`, for every run, where its frames went ([`crate::counters`]).
+    pub fn keep_counters(mut self, path: PathBuf) -> Self {
+        self.journal = Some(path);
+        self
+    }
+
     /// Runs one run of `set` for `seconds`, offering `rate` pps (None: as fast as possible).
-    pub fn run(&self, set: &Set, seconds: u32, rate: Option<f64>, stop: &AtomicBool) -> Result<RunResult, LabError> {
-        let _dut = self.start_dut(set, stop)?;
+    pub fn run(
+        &self,
+        set: &Set,
+        seconds: u32,
+        rate: Option<f64>,
+        stop: &AtomicBool,
+    ) -> Result<RunResult, LabError> {
+        let mut dut = self.start_dut(set, stop)?;
         let rcv = self.spawn_rcv(seconds + 2)?;
         let mut rcv = ChildGuard(Some(rcv));
         sleep(Duration::from_millis(500), stop)?;
+        let before = self.counters();
         let gen_json = self.run_gen(set, seconds, rate, stop)?;
         let rcv_out = rcv.wait_output(stop)?;
-        let rcv_json = last_json(&rcv_out).ok_or_else(|| LabError::Process { what: "rcv".into(), detail: rcv_out.clone() })?;
-        let per_second: Vec<f64> = rcv_json["per_second"].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default();
+        let grown = self.counters().grown_since(&before);
+        let report = dut.stop();
+        let rcv_json = last_json(&rcv_out).ok_or_else(|| LabError::Process {
+            what: "rcv".into(),
+            detail: rcv_out.clone(),
+        })?;
+        let per_second: Vec<f64> = rcv_json["per_second"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+            .unwrap_or_default();
         let pps = active_median(&per_second).unwrap_or(0.0);
-        Ok(RunResult {
+        let result = RunResult {
             pps,
             rx_per_second: per_second,
             sent: gen_json["sent"].as_u64().unwrap_or(0),
             gen_pps: gen_json["median_pps"].as_f64().unwrap_or(0.0),
-            offered: gen_json["sent"].as_u64().unwrap_or(0) + gen_json["dropped"].as_u64().unwrap_or(0),
+            offered: gen_json["sent"].as_u64().unwrap_or(0)
+                + gen_json["dropped"].as_u64().unwrap_or(0),
             offered_pps: offered_pps(&gen_json),
             received: rcv_json["received"].as_u64().unwrap_or(0),
-        })
+        };
+        self.journal(set, rate, &result, &grown, &report)?;
+        Ok(result)
+    }
+
+    /// Every counter of the four veths, each read in its namespace.
+    fn counters(&self) -> crate::counters::Snapshot {
+        let mut all = crate::counters::read(&self.generator, &["lrg0"]);
+        all.extend(crate::counters::read(&self.dut, &["lrd0", "lrd1"]));
+        all.extend(crate::counters::read(&self.rcv, &["lrr0"]));
+        all
+    }
+
+    /// One run's block of `counters.txt`: what was offered, refused and received, the
+    /// counters that grew, and linerate's report of its ports and drops.
+    fn journal(
+        &self,
+        set: &Set,
+        rate: Option<f64>,
+        r: &RunResult,
+        grown: &[String],
+        report: &str,
+    ) -> Result<(), LabError> {
+        let Some(path) = &self.journal else {
+            return Ok(());
+        };
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let paced = rate
+            .map(|r| format!("paced at {r:.0} pps"))
+            .unwrap_or_else(|| "full speed".into());
+        writeln!(
+            f,
+            "== {} ({paced}): offered {}, refused by the DUT's input {}, received {}, {:.0} pps",
+            set.name,
+            r.offered,
+            r.offered - r.sent,
+            r.received,
+            r.pps
+        )?;
+        writeln!(f, "grew: {}", grown.join(" "))?;
+        for line in report.lines() {
+            writeln!(f, "dut: {line}")?;
+        }
+        Ok(())
     }
 
     /// Pings the receiver from the generator across `set`'s DUT, once a second, `count`
@@ -227,12 +400,28 @@ impl LabEnv {
     pub fn ping(&self, set: &Set, count: u32, stop: &AtomicBool) -> Result<f64, LabError> {
         let _dut = self.start_dut(set, stop)?;
         let mut cmd = self.generator.command("ping");
-        cmd.args(["-n", "-c", &(count + 1).to_string(), "-i", "1", "-W", "1", "198.19.0.2"]);
-        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
+        cmd.args([
+            "-n",
+            "-c",
+            &(count + 1).to_string(),
+            "-i",
+            "1",
+            "-W",
+            "1",
+            "198.19.0.2",
+        ]);
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()?;
         let out = ChildGuard(Some(child)).wait_output(stop)?;
         let rtts: Vec<f64> = out.lines().filter_map(ping_time_us).skip(1).collect();
         if rtts.is_empty() {
-            return Err(LabError::Process { what: "ping across the DUT got no reply".into(), detail: out });
+            return Err(LabError::Process {
+                what: "ping across the DUT got no reply".into(),
+                detail: out,
+            });
         }
         Ok(crate::stat::median(&rtts))
     }
@@ -245,43 +434,102 @@ impl LabEnv {
         self.dut.sysctl("net.ipv6.conf.all.forwarding=0")?;
         let _ = self.dut.exec("nft", &["flush", "ruleset"]);
         let json = self.run_gen(set, seconds, None, stop)?;
-        let per_second: Vec<f64> = json["per_second"].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default();
+        let per_second: Vec<f64> = json["per_second"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+            .unwrap_or_default();
         // What it offers: what the DUT's input took and what it refused (ring full).
-        Ok(active_median(&per_second).unwrap_or(0.0).max(offered_pps(&json)))
+        Ok(active_median(&per_second)
+            .unwrap_or(0.0)
+            .max(offered_pps(&json)))
     }
 
     fn spawn_rcv(&self, seconds: u32) -> Result<Child, LabError> {
         let mut cmd = self.rcv.command(self.bin.to_str().unwrap_or("linerate"));
         // Counted in the kernel (XDP), so that the receiver leaves CPU 0 to the generator.
-        cmd.args(["rcv", "-i", "lrr0", "--backend", "xdp-sink", "--json", "--cpu", &self.cpus.receiver.to_string(), "-t", &seconds.to_string()]);
-        Ok(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?)
+        cmd.args([
+            "rcv",
+            "-i",
+            "lrr0",
+            "--backend",
+            "xdp-sink",
+            "--json",
+            "--cpu",
+            &self.cpus.receiver.to_string(),
+            "-t",
+            &seconds.to_string(),
+        ]);
+        Ok(cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()?)
     }
 
     /// Runs the generators, one per worker on its own CPU with its share of the destinations
     /// and of the rate, and returns their summaries combined.
-    fn run_gen(&self, set: &Set, seconds: u32, rate: Option<f64>, stop: &AtomicBool) -> Result<serde_json::Value, LabError> {
+    fn run_gen(
+        &self,
+        set: &Set,
+        seconds: u32,
+        rate: Option<f64>,
+        stop: &AtomicBool,
+    ) -> Result<serde_json::Value, LabError> {
         let parts = self.cpus.queues();
-        let rate = rate.or((set.traffic.rate > 0.0).then_some(set.traffic.rate)).map(|r| r / parts as f64);
+        let rate = rate
+            .or((set.traffic.rate > 0.0).then_some(set.traffic.rate))
+            .map(|r| r / parts as f64);
         let mut children = Vec::new();
         for part in 0..parts {
-            let child = self.gen_command(set, seconds, rate, part).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
+            let child = self
+                .gen_command(set, seconds, rate, part)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .stdin(Stdio::null())
+                .spawn()?;
             children.push(ChildGuard(Some(child)));
         }
         let mut summaries = Vec::new();
         for child in &mut children {
             let out = child.wait_output(stop)?;
-            summaries.push(last_json(&out).ok_or_else(|| LabError::Process { what: "gen".into(), detail: out.clone() })?);
+            summaries.push(last_json(&out).ok_or_else(|| LabError::Process {
+                what: "gen".into(),
+                detail: out.clone(),
+            })?);
         }
         Ok(combine_gen(&summaries))
     }
 
     /// `linerate gen` for generator `part` of the lab's workers.
-    fn gen_command(&self, set: &Set, seconds: u32, rate: Option<f64>, part: usize) -> std::process::Command {
+    fn gen_command(
+        &self,
+        set: &Set,
+        seconds: u32,
+        rate: Option<f64>,
+        part: usize,
+    ) -> std::process::Command {
         let t = &set.traffic;
         let (src, dst) = ranges_part(t.flows, t.ipv6, part as u32, self.cpus.queues() as u32);
-        let mut cmd = self.generator.command(self.bin.to_str().unwrap_or("linerate"));
+        let mut cmd = self
+            .generator
+            .command(self.bin.to_str().unwrap_or("linerate"));
         let cpu = (self.cpus.generator + part).to_string();
-        cmd.args(["gen", "-i", "lrg0", "-D", DUT0_MAC, "-s", &src, "-d", &dst, "--json", "--cpu", &cpu, "-t", &seconds.to_string()]);
+        cmd.args([
+            "gen",
+            "-i",
+            "lrg0",
+            "-D",
+            DUT0_MAC,
+            "-s",
+            &src,
+            "-d",
+            &dst,
+            "--json",
+            "--cpu",
+            &cpu,
+            "-t",
+            &seconds.to_string(),
+        ]);
         cmd.args(["--backend", &t.generator]);
         if t.imix {
             cmd.arg("--imix");
@@ -290,6 +538,9 @@ impl LabEnv {
         }
         if let Some(r) = rate {
             cmd.args(["-R", &format!("{r:.0}")]);
+            if t.generator == "xdp-live" {
+                cmd.args(["--paced-step", &t.paced_step.to_string()]);
+            }
         }
         cmd
     }
@@ -299,9 +550,13 @@ impl LabEnv {
         let forwarding = set.dut != Dut::Linerate;
         let f = if forwarding { "1" } else { "0" };
         self.dut.sysctl(&format!("net.ipv4.ip_forward={f}"))?;
-        self.dut.sysctl(&format!("net.ipv6.conf.all.forwarding={f}"))?;
+        self.dut
+            .sysctl(&format!("net.ipv6.conf.all.forwarding={f}"))?;
         let _ = self.dut.exec("nft", &["flush", "ruleset"]);
-        let mut guard = DutGuard { env: self, child: None };
+        let mut guard = DutGuard {
+            env: self,
+            child: None,
+        };
         if forwarding {
             // linerate places it itself; a linerate run before may have moved it.
             place_napi(&self.dut, "lrd0", self.cpus.dut)?;
@@ -310,7 +565,11 @@ impl LabEnv {
             Dut::Kernel => {}
             Dut::KernelNft => {
                 let path = self.dir.join("ruleset.nft");
-                let mut ruleset = if set.nft_set { nft_set_ruleset(set.rules, set.conntrack) } else { nft_ruleset(set.rules, set.conntrack) };
+                let mut ruleset = if set.nft_set {
+                    nft_set_ruleset(set.rules, set.conntrack)
+                } else {
+                    nft_ruleset(set.rules, set.conntrack)
+                };
                 if set.nat {
                     ruleset.push_str(NFT_MASQUERADE);
                 }
@@ -322,7 +581,11 @@ impl LabEnv {
                 // rules = N: the same N non-matching rules as the nftables set, in pf syntax.
                 let rules = (set.rules > 0 || set.nat).then(|| self.dir.join("rules.conf"));
                 if let Some(r) = &rules {
-                    let mut text = if set.nat { String::from(PF_NAT) } else { String::new() };
+                    let mut text = if set.nat {
+                        String::from(PF_NAT)
+                    } else {
+                        String::new()
+                    };
                     text.push_str(&linerate_rules(set.rules, set.conntrack || set.nat));
                     std::fs::write(r, text)?;
                 }
@@ -332,9 +595,22 @@ impl LabEnv {
                 }
                 std::fs::write(&path, text)?;
                 let mut cmd = self.dut.command(self.bin.to_str().unwrap_or("linerate"));
-                cmd.args(["run", "-c", path.to_str().unwrap_or(""), "--cpu", &self.cpus.dut.to_string(), "--workers", &self.cpus.queues().to_string()]);
-                cmd.stdout(Stdio::null());
-                guard.child = Some(wait_ready(cmd, "forwarding with", Duration::from_secs(15), stop)?);
+                cmd.args([
+                    "run",
+                    "-c",
+                    path.to_str().unwrap_or(""),
+                    "--cpu",
+                    &self.cpus.dut.to_string(),
+                    "--workers",
+                    &self.cpus.queues().to_string(),
+                ]);
+                cmd.stdout(std::fs::File::create(self.dir.join(DUT_REPORT))?);
+                guard.child = Some(wait_ready(
+                    cmd,
+                    "forwarding with",
+                    Duration::from_secs(15),
+                    stop,
+                )?);
             }
         }
         Ok(guard)
@@ -345,6 +621,22 @@ impl LabEnv {
 struct DutGuard<'a> {
     env: &'a LabEnv,
     child: Option<Child>,
+}
+
+impl DutGuard<'_> {
+    /// Stops the DUT and returns linerate's report of its ports and drops (the lines before
+    /// its slow path's; empty for the kernel).
+    fn stop(&mut self) -> String {
+        let Some(mut child) = self.child.take() else {
+            return String::new();
+        };
+        terminate(&mut child);
+        let text = std::fs::read_to_string(self.env.dir.join(DUT_REPORT)).unwrap_or_default();
+        text.lines()
+            .take_while(|l| !l.starts_with("slow path"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
 }
 
 impl Drop for DutGuard<'_> {
@@ -376,7 +668,10 @@ impl ChildGuard {
         let out = child.wait_with_output()?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         if !out.status.success() {
-            return Err(LabError::Process { what: format!("exit status {}", out.status), detail: String::from_utf8_lossy(&out.stderr).trim().to_owned() });
+            return Err(LabError::Process {
+                what: format!("exit status {}", out.status),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
         }
         Ok(stdout)
     }
@@ -412,7 +707,11 @@ fn ping_time_us(line: &str) -> Option<f64> {
 /// DUT's input refused, per second of the run.
 fn offered_pps(summary: &serde_json::Value) -> f64 {
     let n = summary["sent"].as_u64().unwrap_or(0) + summary["dropped"].as_u64().unwrap_or(0);
-    n as f64 / summary["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0)
+    n as f64
+        / summary["seconds"]
+            .as_f64()
+            .filter(|s| *s > 0.0)
+            .unwrap_or(1.0)
 }
 
 /// Several generators' summaries as one: frames and rates summed, per-second rates summed
@@ -421,23 +720,44 @@ fn combine_gen(summaries: &[serde_json::Value]) -> serde_json::Value {
     if let [one] = summaries {
         return one.clone();
     }
-    let sum = |key: &str| summaries.iter().map(|s| s[key].as_u64().unwrap_or(0)).sum::<u64>();
+    let sum = |key: &str| {
+        summaries
+            .iter()
+            .map(|s| s[key].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
     let mut per_second: Vec<f64> = Vec::new();
     for s in summaries {
-        for (i, v) in s["per_second"].as_array().into_iter().flatten().filter_map(|v| v.as_f64()).enumerate() {
+        for (i, v) in s["per_second"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_f64())
+            .enumerate()
+        {
             if per_second.len() <= i {
                 per_second.resize(i + 1, 0.0);
             }
             per_second[i] += v;
         }
     }
-    let median_pps: f64 = summaries.iter().filter_map(|s| s["median_pps"].as_f64()).sum();
-    let seconds = summaries.iter().filter_map(|s| s["seconds"].as_f64()).fold(0.0, f64::max);
+    let median_pps: f64 = summaries
+        .iter()
+        .filter_map(|s| s["median_pps"].as_f64())
+        .sum();
+    let seconds = summaries
+        .iter()
+        .filter_map(|s| s["seconds"].as_f64())
+        .fold(0.0, f64::max);
     serde_json::json!({ "sent": sum("sent"), "dropped": sum("dropped"), "median_pps": median_pps, "seconds": seconds, "per_second": per_second })
 }
 
 fn last_json(out: &str) -> Option<serde_json::Value> {
-    out.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("per_second").is_some()))
+    out.lines().rev().find_map(|l| {
+        serde_json::from_str::<serde_json::Value>(l)
+            .ok()
+            .filter(|v| v.get("per_second").is_some())
+    })
 }
 
 /// The run's value from the receiver's per-second rates: the median of the seconds in which
@@ -465,13 +785,27 @@ pub fn ranges_part(flows: u32, ipv6: bool, part: u32, parts: u32) -> (String, St
     let first = (1 + part * share).min(dsts);
     let last = ((part + 1) * share).clamp(first, dsts);
     if ipv6 {
-        let s = |i: u32| Ipv6Addr::from(u128::from(Ipv6Addr::new(0x2001, 2, 0, 0x10, 0, 0, 0, 0)) + u128::from(i));
-        let d = |i: u32| Ipv6Addr::from(u128::from(Ipv6Addr::new(0x2001, 2, 0, 0x20, 0, 0, 0, 0)) + u128::from(i));
-        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(first), d(last)))
+        let s = |i: u32| {
+            Ipv6Addr::from(
+                u128::from(Ipv6Addr::new(0x2001, 2, 0, 0x10, 0, 0, 0, 0)) + u128::from(i),
+            )
+        };
+        let d = |i: u32| {
+            Ipv6Addr::from(
+                u128::from(Ipv6Addr::new(0x2001, 2, 0, 0x20, 0, 0, 0, 0)) + u128::from(i),
+            )
+        };
+        (
+            format!("{}-{}", s(1), s(srcs)),
+            format!("{}-{}", d(first), d(last)),
+        )
     } else {
         let s = |i: u32| Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 10, 0)) + i);
         let d = |i: u32| Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 19, 10, 0)) + i);
-        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(first), d(last)))
+        (
+            format!("{}-{}", s(1), s(srcs)),
+            format!("{}-{}", d(first), d(last)),
+        )
     }
 }
 
@@ -479,7 +813,9 @@ pub fn ranges_part(flows: u32, ipv6: bool, part: u32, parts: u32) -> (String, St
 /// packet without matching any), `rules` rules that never match the lab's traffic, then
 /// accept: the study's "N non-matching rules before the pass", evaluated linearly.
 pub fn nft_ruleset(rules: u32, conntrack: bool) -> String {
-    let mut s = String::from("table inet lrlab {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n");
+    let mut s = String::from(
+        "table inet lrlab {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n",
+    );
     if conntrack {
         s.push_str("    ct state invalid drop\n");
     }
@@ -505,7 +841,9 @@ pub fn nft_set_ruleset(rules: u32, conntrack: bool) -> String {
     let mut s = String::from("table inet lrlab {\n");
     if rules > 0 {
         s.push_str("  set blocked {\n    type ipv4_addr\n    elements = {");
-        let addrs: Vec<String> = (0..rules).map(|i| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i).to_string()).collect();
+        let addrs: Vec<String> = (0..rules)
+            .map(|i| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i).to_string())
+            .collect();
         s.push_str(&addrs.join(", "));
         s.push_str("}\n  }\n");
     }
@@ -528,9 +866,15 @@ pub fn linerate_rules(rules: u32, conntrack: bool) -> String {
     let mut s = String::new();
     for i in 0..rules {
         let a = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i);
-        s.push_str(&format!("block in quick proto udp from {a} to any port 9\n"));
+        s.push_str(&format!(
+            "block in quick proto udp from {a} to any port 9\n"
+        ));
     }
-    s.push_str(if conntrack { "pass all keep state\n" } else { "pass all no state\n" });
+    s.push_str(if conntrack {
+        "pass all keep state\n"
+    } else {
+        "pass all no state\n"
+    });
     s
 }
 
@@ -604,8 +948,14 @@ mod tests {
 
     #[test]
     fn ping_lines_give_microseconds() {
-        assert_eq!(ping_time_us("64 bytes from 198.19.0.2: icmp_seq=2 ttl=63 time=0.052 ms"), Some(52.0));
-        assert_eq!(ping_time_us("PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data."), None);
+        assert_eq!(
+            ping_time_us("64 bytes from 198.19.0.2: icmp_seq=2 ttl=63 time=0.052 ms"),
+            Some(52.0)
+        );
+        assert_eq!(
+            ping_time_us("PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data."),
+            None
+        );
     }
 
     #[test]
@@ -617,19 +967,43 @@ mod tests {
 
     #[test]
     fn ranges_match_the_study() {
-        assert_eq!(ranges(2000, false), ("198.18.10.1-198.18.10.20".into(), "198.19.10.1-198.19.10.100".into()));
-        assert_eq!(ranges(1, false), ("198.18.10.1-198.18.10.1".into(), "198.19.10.1-198.19.10.1".into()));
-        assert_eq!(ranges(40, true), ("2001:2:0:10::1-2001:2:0:10::14".into(), "2001:2:0:20::1-2001:2:0:20::2".into()));
+        assert_eq!(
+            ranges(2000, false),
+            (
+                "198.18.10.1-198.18.10.20".into(),
+                "198.19.10.1-198.19.10.100".into()
+            )
+        );
+        assert_eq!(
+            ranges(1, false),
+            (
+                "198.18.10.1-198.18.10.1".into(),
+                "198.19.10.1-198.19.10.1".into()
+            )
+        );
+        assert_eq!(
+            ranges(40, true),
+            (
+                "2001:2:0:10::1-2001:2:0:10::14".into(),
+                "2001:2:0:20::1-2001:2:0:20::2".into()
+            )
+        );
         // Four generators share the 100 destinations of 2000 flows, 25 each.
         assert_eq!(ranges_part(2000, false, 0, 4).1, "198.19.10.1-198.19.10.25");
-        assert_eq!(ranges_part(2000, false, 3, 4).1, "198.19.10.76-198.19.10.100");
+        assert_eq!(
+            ranges_part(2000, false, 3, 4).1,
+            "198.19.10.76-198.19.10.100"
+        );
         // More generators than destinations: the last ones repeat the last destination.
         assert_eq!(ranges_part(20, false, 2, 4).1, "198.19.10.1-198.19.10.1");
     }
 
     #[test]
     fn active_median_ignores_idle_and_partial_seconds() {
-        assert_eq!(active_median(&[3.0, 50_000.0, 100_000.0, 101_000.0, 99_000.0, 40_000.0, 0.0]), Some(100_000.0));
+        assert_eq!(
+            active_median(&[3.0, 50_000.0, 100_000.0, 101_000.0, 99_000.0, 40_000.0, 0.0]),
+            Some(100_000.0)
+        );
         assert_eq!(active_median(&[0.0, 0.0]), None);
     }
 
@@ -637,13 +1011,20 @@ mod tests {
     fn nft_ruleset_is_linear_and_ends_in_accept() {
         let r = nft_ruleset(3, true);
         assert_eq!(r.matches(" drop\n").count(), 4);
-        assert!(r.contains("ct state invalid drop") && r.trim_end().ends_with("}\n}") && r.contains("    accept\n"));
+        assert!(
+            r.contains("ct state invalid drop")
+                && r.trim_end().ends_with("}\n}")
+                && r.contains("    accept\n")
+        );
     }
 
     #[test]
     fn nft_set_ruleset_has_one_lookup() {
         let r = nft_set_ruleset(3, false);
-        assert!(r.contains("elements = {10.0.0.0, 10.0.0.1, 10.0.0.2}"), "{r}");
+        assert!(
+            r.contains("elements = {10.0.0.0, 10.0.0.1, 10.0.0.2}"),
+            "{r}"
+        );
         assert_eq!(r.matches(" drop\n").count(), 1);
         assert!(r.contains("ip saddr @blocked udp dport 9 drop") && r.contains("    accept\n"));
         assert!(!nft_set_ruleset(0, false).contains("@blocked"));
@@ -652,7 +1033,10 @@ mod tests {
     #[test]
     fn linerate_rules_mirror_the_nft_rules() {
         let r = linerate_rules(2, false);
-        assert_eq!(r, "block in quick proto udp from 10.0.0.0 to any port 9\nblock in quick proto udp from 10.0.0.1 to any port 9\npass all no state\n");
+        assert_eq!(
+            r,
+            "block in quick proto udp from 10.0.0.0 to any port 9\nblock in quick proto udp from 10.0.0.1 to any port 9\npass all no state\n"
+        );
         assert!(linerate_rules(0, true).ends_with("pass all keep state\n"));
     }
 

@@ -50,7 +50,11 @@ pub struct OverloadPoint {
 impl OverloadPoint {
     /// "1.5x" for a paced point, "flood (14.2x)" for the runs.
     pub fn label(&self) -> String {
-        if self.flood { format!("flood ({:.1}x)", self.multiple) } else { format!("{}x", self.multiple) }
+        if self.flood {
+            format!("flood ({:.1}x)", self.multiple)
+        } else {
+            format!("{}x", self.multiple)
+        }
     }
 }
 
@@ -70,12 +74,25 @@ impl SetResult {
         if v.is_empty() {
             return (0.0, 0.0);
         }
-        v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+        v.iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
     }
 
     /// Median share of the frames the generator offered that reached the receiver.
     pub fn delivered(&self) -> f64 {
-        median(&self.runs.iter().map(|r| if r.offered == 0 { 0.0 } else { r.received as f64 / r.offered as f64 }).collect::<Vec<_>>())
+        median(
+            &self
+                .runs
+                .iter()
+                .map(|r| {
+                    if r.offered == 0 {
+                        0.0
+                    } else {
+                        r.received as f64 / r.offered as f64
+                    }
+                })
+                .collect::<Vec<_>>(),
+        )
     }
 
     pub fn generator_bound(&self) -> bool {
@@ -91,19 +108,32 @@ impl SetResult {
     /// back (with the in-kernel generator, a DUT that returns its pages slowly does), so the
     /// set measured the generator as much as the DUT.
     pub fn generator_held_back(&self) -> bool {
-        self.generator_pps > 0.0 && !self.runs.is_empty() && self.offered() < GENERATOR_HELD_BACK * self.generator_pps
+        self.generator_pps > 0.0
+            && !self.runs.is_empty()
+            && self.offered() < GENERATOR_HELD_BACK * self.generator_pps
     }
 
     /// The rate the overload sweep multiplies: the zero-loss rate if searched, else the median.
     pub fn overload_base(&self) -> f64 {
-        self.search.as_ref().map(|s| s.rate_pps).filter(|&r| r > 0.0).unwrap_or_else(|| self.median())
+        self.search
+            .as_ref()
+            .map(|s| s.rate_pps)
+            .filter(|&r| r > 0.0)
+            .unwrap_or_else(|| self.median())
     }
 
     /// The highest delivered rate of the sweep (its flood point is the runs' median), and
     /// what the sweep's highest offered load delivered as a share of it.
     pub fn overload_verdict(&self) -> Option<(f64, f64)> {
-        let last = self.overload.iter().max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))?;
-        let peak = self.overload.iter().map(|p| p.delivered_pps).fold(0.0, f64::max);
+        let last = self
+            .overload
+            .iter()
+            .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))?;
+        let peak = self
+            .overload
+            .iter()
+            .map(|p| p.delivered_pps)
+            .fold(0.0, f64::max);
         (peak > 0.0).then(|| (peak, last.delivered_pps / peak))
     }
 
@@ -111,12 +141,20 @@ impl SetResult {
     /// goes (no `rate`) and more than the paced points did.
     fn flood_point(&self) -> Option<OverloadPoint> {
         let (base, offered) = (self.overload_base(), self.offered());
-        let paced_max = self.overload.iter().map(|p| p.offered_pps).fold(0.0, f64::max);
+        let paced_max = self
+            .overload
+            .iter()
+            .map(|p| p.offered_pps)
+            .fold(0.0, f64::max);
         let unpaced = self.set.traffic.rate <= 0.0 && !self.runs.is_empty() && base > 0.0;
-        (unpaced && offered > paced_max).then(|| OverloadPoint { multiple: offered / base, offered_pps: offered, delivered_pps: self.median(), flood: true })
+        (unpaced && offered > paced_max).then(|| OverloadPoint {
+            multiple: offered / base,
+            offered_pps: offered,
+            delivered_pps: self.median(),
+            flood: true,
+        })
     }
 }
-
 
 /// Where the session is, for a progress bar.
 pub struct Progress<'a> {
@@ -135,9 +173,25 @@ pub struct SearchOptions {
 }
 
 /// Runs every set `lab.runs` times (interleaved), then the zero-loss search if asked.
-pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &AtomicBool, mut progress: impl FnMut(Progress<'_>)) -> Result<Vec<SetResult>, LabError> {
-    let mut results: Vec<SetResult> =
-        lab.sets.iter().map(|s| SetResult { set: s.clone(), runs: Vec::new(), search: None, generator_pps: 0.0, overload: Vec::new(), ping_us: None }).collect();
+pub fn run(
+    lab: &Lab,
+    env: &LabEnv,
+    search_opts: Option<SearchOptions>,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(Progress<'_>),
+) -> Result<Vec<SetResult>, LabError> {
+    let mut results: Vec<SetResult> = lab
+        .sets
+        .iter()
+        .map(|s| SetResult {
+            set: s.clone(),
+            runs: Vec::new(),
+            search: None,
+            generator_pps: 0.0,
+            overload: Vec::new(),
+            ping_us: None,
+        })
+        .collect();
     // One calibration per distinct traffic mix.
     let mut mixes: Vec<crate::labfile::Traffic> = Vec::new();
     for r in &results {
@@ -147,11 +201,23 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
     }
     let sweeps: usize = lab.sets.iter().map(|s| s.overload.len()).sum();
     let pings = lab.sets.iter().filter(|s| s.ping > 0).count();
-    let total = mixes.len() + lab.runs * lab.sets.len() + search_opts.map_or(0, |s| s.max_trials * lab.sets.len()) + sweeps + pings;
+    let total = mixes.len()
+        + lab.runs * lab.sets.len()
+        + search_opts.map_or(0, |s| s.max_trials * lab.sets.len())
+        + sweeps
+        + pings;
     let mut done = 0;
     for mix in &mixes {
-        let r = results.iter().find(|r| r.set.traffic == *mix).expect("mix from a set");
-        progress(Progress { done, total, set: "generator", what: "calibration (DUT drops all)".into() });
+        let r = results
+            .iter()
+            .find(|r| r.set.traffic == *mix)
+            .expect("mix from a set");
+        progress(Progress {
+            done,
+            total,
+            set: "generator",
+            what: "calibration (DUT drops all)".into(),
+        });
         let capacity = env.calibrate(&r.set, lab.seconds, stop)?;
         done += 1;
         for r in results.iter_mut().filter(|r| r.set.traffic == *mix) {
@@ -160,7 +226,12 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
     }
     for run in 0..lab.runs {
         for r in results.iter_mut() {
-            progress(Progress { done, total, set: &r.set.name, what: format!("run {}/{}", run + 1, lab.runs) });
+            progress(Progress {
+                done,
+                total,
+                set: &r.set.name,
+                what: format!("run {}/{}", run + 1, lab.runs),
+            });
             let res = env.run(&r.set, lab.seconds, None, stop)?;
             r.runs.push(res);
             done += 1;
@@ -169,14 +240,28 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
     if let Some(opts) = search_opts {
         for r in results.iter_mut() {
             let max = median(&r.runs.iter().map(|x| x.gen_pps).collect::<Vec<_>>()).max(1000.0);
-            let params = SearchParams { max_pps: max, tolerance_pps: (max * opts.tolerance).max(1000.0), max_trials: opts.max_trials, acceptable_loss: 0.0 };
+            let params = SearchParams {
+                max_pps: max,
+                tolerance_pps: (max * opts.tolerance).max(1000.0),
+                max_trials: opts.max_trials,
+                acceptable_loss: 0.0,
+            };
             let name = r.set.name.clone();
             let set = r.set.clone();
             let found = search::search(&params, |rate| {
-                progress(Progress { done, total, set: &name, what: format!("zero-loss trial at {:.0} pps", rate) });
+                progress(Progress {
+                    done,
+                    total,
+                    set: &name,
+                    what: format!("zero-loss trial at {:.0} pps", rate),
+                });
                 done += 1;
                 let res = env.run(&set, lab.seconds, Some(rate), stop)?;
-                Ok::<_, LabError>(Trial { rate_pps: rate, sent: res.offered, received: res.received })
+                Ok::<_, LabError>(Trial {
+                    rate_pps: rate,
+                    sent: res.offered,
+                    received: res.received,
+                })
             })?;
             r.search = Some(found);
         }
@@ -185,15 +270,30 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
         let base = r.overload_base();
         for &multiple in &r.set.overload.clone() {
             let rate = (multiple * base).max(1000.0);
-            progress(Progress { done, total, set: &r.set.name, what: format!("overload {multiple}x: {rate:.0} pps offered") });
+            progress(Progress {
+                done,
+                total,
+                set: &r.set.name,
+                what: format!("overload {multiple}x: {rate:.0} pps offered"),
+            });
             let res = env.run(&r.set, lab.seconds, Some(rate), stop)?;
-            r.overload.push(OverloadPoint { multiple, offered_pps: res.offered_pps, delivered_pps: res.pps, flood: false });
+            r.overload.push(OverloadPoint {
+                multiple,
+                offered_pps: res.offered_pps,
+                delivered_pps: res.pps,
+                flood: false,
+            });
             done += 1;
         }
         r.overload.extend(r.flood_point());
     }
     for r in results.iter_mut().filter(|r| r.set.ping > 0) {
-        progress(Progress { done, total, set: &r.set.name, what: format!("{} pings, 1/s", r.set.ping) });
+        progress(Progress {
+            done,
+            total,
+            set: &r.set.name,
+            what: format!("{} pings, 1/s", r.set.ping),
+        });
         r.ping_us = Some(env.ping(&r.set, r.set.ping, stop)?);
         done += 1;
     }
@@ -202,7 +302,11 @@ pub fn run(lab: &Lab, env: &LabEnv, search_opts: Option<SearchOptions>, stop: &A
 
 /// The ministat comparison of the sets (the first set is the reference), as ministat prints it.
 pub fn ministat(results: &[SetResult]) -> String {
-    let samples: Vec<(String, Vec<f64>)> = results.iter().take(7).map(|r| (r.set.name.clone(), r.values())).collect();
+    let samples: Vec<(String, Vec<f64>)> = results
+        .iter()
+        .take(7)
+        .map(|r| (r.set.name.clone(), r.values()))
+        .collect();
     match stat::try_compare(&samples, &stat::Options::default()) {
         Ok(s) => s,
         Err(e) => format!("(no ministat comparison: {e})\n"),
@@ -213,14 +317,30 @@ pub fn ministat(results: &[SetResult]) -> String {
 pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
     let mut s = String::new();
     let base = results.first().map(|r| r.median()).unwrap_or(0.0);
-    let _ = writeln!(s, "{} runs x {} s per set; value of a run = median of the receiver's per-second rates, first and last seconds left out", lab.runs, lab.seconds);
+    let _ = writeln!(
+        s,
+        "{} runs x {} s per set; value of a run = median of the receiver's per-second rates, first and last seconds left out",
+        lab.runs, lab.seconds
+    );
     if lab.workers > 1 {
-        let _ = writeln!(s, "{} workers: {} queues per veth, {} generators, linerate's workers and the kernel's input NAPI threads on as many CPUs", lab.workers, lab.workers, lab.workers);
+        let _ = writeln!(
+            s,
+            "{} workers: {} queues per veth, {} generators, linerate's workers and the kernel's input NAPI threads on as many CPUs",
+            lab.workers, lab.workers, lab.workers
+        );
     }
     if let Some(r) = results.first() {
-        let _ = writeln!(s, "generator alone (DUT dropping everything): {:.0} pps", r.generator_pps);
+        let _ = writeln!(
+            s,
+            "generator alone (DUT dropping everything): {:.0} pps",
+            r.generator_pps
+        );
     }
-    let _ = writeln!(s, "{:<22} {:<11} {:>12} {:>12} {:>12} {:>9} {:>10}", "set", "dut", "median pps", "min", "max", "vs first", "delivered");
+    let _ = writeln!(
+        s,
+        "{:<22} {:<11} {:>12} {:>12} {:>12} {:>9} {:>10}",
+        "set", "dut", "median pps", "min", "max", "vs first", "delivered"
+    );
     for r in results {
         let (min, max) = r.min_max();
         let ratio = if base > 0.0 { r.median() / base } else { 0.0 };
@@ -228,7 +348,17 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
             crate::labfile::Dut::Linerate => format!("linerate/{}", r.set.backend),
             d => d.name().to_owned(),
         };
-        let _ = writeln!(s, "{:<22} {:<11} {:>12.0} {:>12.0} {:>12.0} {:>8.2}x {:>9.1}%", r.set.name, dut, r.median(), min, max, ratio, r.delivered() * 100.0);
+        let _ = writeln!(
+            s,
+            "{:<22} {:<11} {:>12.0} {:>12.0} {:>12.0} {:>8.2}x {:>9.1}%",
+            r.set.name,
+            dut,
+            r.median(),
+            min,
+            max,
+            ratio,
+            r.delivered() * 100.0
+        );
     }
     for r in results {
         if r.generator_bound() {
@@ -251,18 +381,49 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
             );
         }
         if let Some(found) = &r.search {
-            let _ = writeln!(s, "zero-loss throughput of {}: {:.0} pps ({} trials, RFC 2544 26.1 binary search)", r.set.name, found.rate_pps, found.trials.len());
+            let _ = writeln!(
+                s,
+                "zero-loss throughput of {}: {:.0} pps ({} trials, RFC 2544 26.1 binary search)",
+                r.set.name,
+                found.rate_pps,
+                found.trials.len()
+            );
         }
         if let Some((peak, share)) = r.overload_verdict() {
-            let points: Vec<String> = r.overload.iter().map(|p| format!("{}: {:.0} -> {:.0}", p.label(), p.offered_pps, p.delivered_pps)).collect();
-            let _ = writeln!(s, "overload of {} (offered -> delivered pps): {}", r.set.name, points.join(", "));
-            let _ = writeln!(s, "  at the highest load it delivered {:.0}% of its peak ({peak:.0} pps)", share * 100.0);
+            let points: Vec<String> = r
+                .overload
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {:.0} -> {:.0}",
+                        p.label(),
+                        p.offered_pps,
+                        p.delivered_pps
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "overload of {} (offered -> delivered pps): {}",
+                r.set.name,
+                points.join(", ")
+            );
+            let _ = writeln!(
+                s,
+                "  at the highest load it delivered {:.0}% of its peak ({peak:.0} pps)",
+                share * 100.0
+            );
         }
     }
     let base_rtt = results.iter().find_map(|r| r.ping_us);
     for r in results {
         if let (Some(us), Some(base)) = (r.ping_us, base_rtt) {
-            let _ = writeln!(s, "ping across {} (1/s, median): {us:.0} us, {:.2}x the first", r.set.name, us / base);
+            let _ = writeln!(
+                s,
+                "ping across {} (1/s, median): {us:.0} us, {:.2}x the first",
+                r.set.name,
+                us / base
+            );
         }
     }
     let _ = write!(s, "{}", ratios(results));
@@ -274,13 +435,31 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
 /// linerate with rules against the kernel with the same rules, linear and as a set: the
 /// study's question, and the fair answer to it.
 fn ratios(results: &[SetResult]) -> String {
-    let find = |f: &dyn Fn(&SetResult) -> bool| results.iter().find(|r| f(r)).map(|r| (r.set.name.as_str(), r.median()));
+    let find = |f: &dyn Fn(&SetResult) -> bool| {
+        results
+            .iter()
+            .find(|r| f(r))
+            .map(|r| (r.set.name.as_str(), r.median()))
+    };
     let mut s = String::new();
-    for lr in results.iter().filter(|r| r.set.dut == crate::labfile::Dut::Linerate) {
+    for lr in results
+        .iter()
+        .filter(|r| r.set.dut == crate::labfile::Dut::Linerate)
+    {
         let same = |nft_set: bool| {
-            find(&|r: &SetResult| r.set.dut == crate::labfile::Dut::KernelNft && r.set.rules == lr.set.rules && r.set.nft_set == nft_set && r.set.conntrack == lr.set.conntrack && r.set.nat == lr.set.nat)
+            find(&|r: &SetResult| {
+                r.set.dut == crate::labfile::Dut::KernelNft
+                    && r.set.rules == lr.set.rules
+                    && r.set.nft_set == nft_set
+                    && r.set.conntrack == lr.set.conntrack
+                    && r.set.nat == lr.set.nat
+            })
         };
-        for (name, pps) in [same(false), same(true)].into_iter().flatten().filter(|(_, p)| *p > 0.0) {
+        for (name, pps) in [same(false), same(true)]
+            .into_iter()
+            .flatten()
+            .filter(|(_, p)| *p > 0.0)
+        {
             let _ = writeln!(s, "{} / {}: {:.2}x", lr.set.name, name, lr.median() / pps);
         }
     }
@@ -291,29 +470,64 @@ fn ratios(results: &[SetResult]) -> String {
 pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut runs = String::from("set,dut,run,pps,gen_pps,offered_pps,sent,received\n");
-    let mut sets = String::from("set,dut,backend,rules,flows,frame_size,imix,ipv6,runs,median_pps,min_pps,max_pps,delivered,zero_loss_pps\n");
+    let mut sets = String::from(
+        "set,dut,backend,rules,flows,frame_size,imix,ipv6,runs,median_pps,min_pps,max_pps,delivered,zero_loss_pps\n",
+    );
     for r in results {
         for (i, x) in r.runs.iter().enumerate() {
-            let _ = writeln!(runs, "{},{},{},{:.0},{:.0},{:.0},{},{}", r.set.name, r.set.dut.name(), i + 1, x.pps, x.gen_pps, x.offered_pps, x.sent, x.received);
+            let _ = writeln!(
+                runs,
+                "{},{},{},{:.0},{:.0},{:.0},{},{}",
+                r.set.name,
+                r.set.dut.name(),
+                i + 1,
+                x.pps,
+                x.gen_pps,
+                x.offered_pps,
+                x.sent,
+                x.received
+            );
         }
         let (min, max) = r.min_max();
         let t = &r.set.traffic;
         let _ = writeln!(
             sets,
             "{},{},{},{},{},{},{},{},{},{:.0},{:.0},{:.0},{:.4},{}",
-            r.set.name, r.set.dut.name(), r.set.backend, r.set.rules, t.flows, t.frame_size, t.imix, t.ipv6, r.runs.len(), r.median(), min, max, r.delivered(),
-            r.search.as_ref().map(|s| format!("{:.0}", s.rate_pps)).unwrap_or_default()
+            r.set.name,
+            r.set.dut.name(),
+            r.set.backend,
+            r.set.rules,
+            t.flows,
+            t.frame_size,
+            t.imix,
+            t.ipv6,
+            r.runs.len(),
+            r.median(),
+            min,
+            max,
+            r.delivered(),
+            r.search
+                .as_ref()
+                .map(|s| format!("{:.0}", s.rate_pps))
+                .unwrap_or_default()
         );
     }
     std::fs::write(dir.join("runs.csv"), runs)?;
     std::fs::write(dir.join("sets.csv"), sets)?;
-    std::fs::write(dir.join("results.json"), format!("{}\n", to_json(lab, results)))?;
+    std::fs::write(
+        dir.join("results.json"),
+        format!("{}\n", to_json(lab, results)),
+    )?;
     std::fs::write(dir.join("plot.svg"), svg(results))?;
     if results.iter().any(|r| !r.overload.is_empty()) {
         let mut csv = String::from("set,multiple,flood,offered_pps,delivered_pps\n");
         for r in results {
             for p in &r.overload {
-                let _ = writeln!(csv, "{},{:.2},{},{:.0},{:.0}", r.set.name, p.multiple, p.flood, p.offered_pps, p.delivered_pps);
+                let _ = writeln!(
+                    csv,
+                    "{},{:.2},{},{:.0},{:.0}",
+                    r.set.name, p.multiple, p.flood, p.offered_pps, p.delivered_pps
+                );
             }
         }
         std::fs::write(dir.join("overload.csv"), csv)?;
@@ -337,14 +551,22 @@ pub fn svg(results: &[SetResult]) -> String {
                 None => families.push((base, vec![(v as f64, r.median())])),
             }
         }
-        let series: Vec<(&str, Vec<(f64, f64)>)> = families.iter().map(|(n, p)| (n.as_str(), p.clone())).collect();
+        let series: Vec<(&str, Vec<(f64, f64)>)> = families
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.clone()))
+            .collect();
         return plot::lines(&format!("forwarding rate vs {param}"), &param, &series);
     }
     let bars: Vec<plot::Bar<'_>> = results
         .iter()
         .map(|r| {
             let (min, max) = r.min_max();
-            plot::Bar { label: &r.set.name, median: r.median(), min, max }
+            plot::Bar {
+                label: &r.set.name,
+                median: r.median(),
+                min,
+                max,
+            }
         })
         .collect();
     plot::bars("forwarding rate at the receiver", &bars)
@@ -355,9 +577,21 @@ pub fn overload_svg(results: &[SetResult]) -> String {
     let series: Vec<(&str, Vec<(f64, f64)>)> = results
         .iter()
         .filter(|r| !r.overload.is_empty())
-        .map(|r| (r.set.name.as_str(), r.overload.iter().map(|p| (p.offered_pps, p.delivered_pps)).collect()))
+        .map(|r| {
+            (
+                r.set.name.as_str(),
+                r.overload
+                    .iter()
+                    .map(|p| (p.offered_pps, p.delivered_pps))
+                    .collect(),
+            )
+        })
         .collect();
-    plot::lines("delivered vs offered (overload sweep)", "offered pps", &series)
+    plot::lines(
+        "delivered vs offered (overload sweep)",
+        "offered pps",
+        &series,
+    )
 }
 
 /// `{"sets":[{"name":..., "dut":..., "runs_pps":[...], "median_pps":...}, ...]}`
@@ -397,7 +631,15 @@ mod tests {
     use super::*;
 
     fn run(pps: f64, offered_pps: f64) -> RunResult {
-        RunResult { pps, rx_per_second: vec![pps], sent: 0, gen_pps: offered_pps, offered: 0, offered_pps, received: 0 }
+        RunResult {
+            pps,
+            rx_per_second: vec![pps],
+            sent: 0,
+            gen_pps: offered_pps,
+            offered: 0,
+            offered_pps,
+            received: 0,
+        }
     }
 
     /// The runs (offered as fast as the generator goes) close the sweep as its flood point,
@@ -406,11 +648,29 @@ mod tests {
     fn flood_point_closes_the_sweep() {
         let set = Lab::default_lab().sets[1].clone();
         let runs = vec![run(300e3, 4e6), run(345e3, 5e6), run(394e3, 4.5e6)];
-        let mut r = SetResult { set, runs, search: None, generator_pps: 7e6, overload: Vec::new(), ping_us: None };
-        for (multiple, offered, delivered) in [(0.5, 170e3, 170e3), (1.0, 340e3, 330e3), (3.0, 600e3, 360e3)] {
-            r.overload.push(OverloadPoint { multiple, offered_pps: offered, delivered_pps: delivered, flood: false });
+        let mut r = SetResult {
+            set,
+            runs,
+            search: None,
+            generator_pps: 7e6,
+            overload: Vec::new(),
+            ping_us: None,
+        };
+        for (multiple, offered, delivered) in [
+            (0.5, 170e3, 170e3),
+            (1.0, 340e3, 330e3),
+            (3.0, 600e3, 360e3),
+        ] {
+            r.overload.push(OverloadPoint {
+                multiple,
+                offered_pps: offered,
+                delivered_pps: delivered,
+                flood: false,
+            });
         }
-        let flood = r.flood_point().expect("the runs offered more than the paced points");
+        let flood = r
+            .flood_point()
+            .expect("the runs offered more than the paced points");
         assert!(flood.flood && flood.offered_pps == 4.5e6 && flood.delivered_pps == 345e3);
         assert_eq!(flood.label(), format!("flood ({:.1}x)", 4.5e6 / 345e3));
         r.overload.push(flood);

@@ -36,13 +36,20 @@ pub enum TrafficError {
 /// Frames per burst.
 const BURST: usize = 64;
 
-fn open(iface: &str, backend: Backend, pool: &mut FramePool) -> Result<(AnyRx, AnyTx), TrafficError> {
+fn open(
+    iface: &str,
+    backend: Backend,
+    pool: &mut FramePool,
+) -> Result<(AnyRx, AnyTx), TrafficError> {
     let mut opener = PortOpener::new();
     let res = match backend {
         Backend::AfPacket => opener.open_packet(iface, 0).map_err(|e| e.to_string()),
         Backend::AfXdp => opener.open_xdp(pool, iface, 0).map_err(|e| e.to_string()),
         Backend::XdpSink => Err("the xdp-sink backend only receives (linerate rcv)".to_string()),
-        Backend::XdpLive => Err("the xdp-live backend only sends (linerate gen; see traffic::generate_live)".to_string()),
+        Backend::XdpLive => Err(
+            "the xdp-live backend only sends (linerate gen; see traffic::generate_live)"
+                .to_string(),
+        ),
     };
     let (rx, tx, _) = res.map_err(|e| TrafficError::Open(format!("{iface}: {e}")))?;
     Ok((rx, tx))
@@ -94,7 +101,13 @@ struct Seconds<F: FnMut(usize, f64)> {
 
 impl<F: FnMut(usize, f64)> Seconds<F> {
     fn new(on_second: F) -> Self {
-        Seconds { start: Instant::now(), next: Duration::from_secs(1), last_count: 0, per_second: Vec::new(), on_second }
+        Seconds {
+            start: Instant::now(),
+            next: Duration::from_secs(1),
+            last_count: 0,
+            per_second: Vec::new(),
+            on_second,
+        }
     }
 
     fn tick(&mut self, count: u64) {
@@ -109,7 +122,11 @@ impl<F: FnMut(usize, f64)> Seconds<F> {
 }
 
 /// Sends `cfg.frames` in a loop until the count or duration is reached or `stop` is set.
-pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+pub fn generate(
+    cfg: &GenConfig,
+    stop: &AtomicBool,
+    on_second: impl FnMut(usize, f64),
+) -> Result<Report, TrafficError> {
     pin(cfg.cpu)?;
     let mut pool = FramePool::new(8192);
     let (_rx, mut tx) = open(&cfg.iface, cfg.backend, &mut pool)?;
@@ -122,7 +139,10 @@ pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize,
     loop {
         let sent = tx.stats().tx_packets;
         let elapsed = start.elapsed();
-        if stop.load(Ordering::Relaxed) || offered >= limit || cfg.duration.is_some_and(|d| elapsed >= d) {
+        if stop.load(Ordering::Relaxed)
+            || offered >= limit
+            || cfg.duration.is_some_and(|d| elapsed >= d)
+        {
             break;
         }
         let mut want = BURST.min((limit - offered) as usize);
@@ -143,7 +163,14 @@ pub fn generate(cfg: &GenConfig, stop: &AtomicBool, on_second: impl FnMut(usize,
     }
     tx.flush(&mut pool);
     let s = tx.stats();
-    Ok(Report { packets: s.tx_packets, bytes: s.tx_bytes, dropped: s.tx_dropped, per_second: secs.per_second, elapsed: start.elapsed(), notes: Vec::new() })
+    Ok(Report {
+        packets: s.tx_packets,
+        bytes: s.tx_bytes,
+        dropped: s.tx_dropped,
+        per_second: secs.per_second,
+        elapsed: start.elapsed(),
+        notes: Vec::new(),
+    })
 }
 
 /// What the in-kernel generator sends and for how long ([`generate_live`]).
@@ -160,6 +187,8 @@ pub struct LiveConfig {
     pub cpu: Option<usize>,
     /// Frames per flush to the driver (1..=256).
     pub batch: u32,
+    /// With `rate_pps`: most frames per call, the largest burst the receiver gets (1..=256).
+    pub paced_step: u32,
 }
 
 /// Time one BPF_PROG_RUN call should take at full speed: long enough to spread the call's
@@ -169,20 +198,27 @@ const LIVE_CALL: Duration = Duration::from_millis(10);
 /// [`io::xdp::livegen::Sender::open`]), and the fewest frames per call then.
 const LIVE_CALL_UNATTACHED: Duration = Duration::from_millis(250);
 const LIVE_MIN_CALL_UNATTACHED: u64 = 1 << 16;
+/// Calls in a row that may fail for want of memory before the generator gives up.
+const LIVE_MAX_FAILING_CALLS: u32 = 1000;
 /// The first call: small, so that a peer that takes nothing is reported at once.
 const LIVE_PROBE: u64 = 256;
 const LIVE_MAX_CALL: u64 = 1 << 22;
-/// Most frames per call when rate-limited: a veth's 256-frame ring, which an empty ring takes
-/// whole. Each call sets up a page pool of fresh pages, which cost more than the frames, so
-/// fewer, larger calls pace higher rates (docs/performance.md, "The in-kernel generator").
-const LIVE_PACED_STEP: u64 = 256;
+/// Most frames per call when rate-limited, by default: a veth's 256-frame ring, which an
+/// empty ring takes whole. Each call sets up a page pool of fresh pages, which cost more than
+/// the frames, so fewer, larger calls pace higher rates (docs/performance.md, "The in-kernel
+/// generator"); smaller ones leave a receiver's ring room for jitter.
+pub const LIVE_PACED_STEP: u32 = 256;
 
 /// Sends `cfg.flows` with the kernel's live-frames XDP generator until the count or
 /// duration is reached or `stop` is set. The report's `packets` are the frames the driver
 /// took (its `xdp_xmit` counters), `dropped` the frames offered that it did not take (veth:
 /// its peer's ring was full), and `bytes` the frames taken times the mean frame length of
 /// the size cycle. The per-second rates count frames taken.
-pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+pub fn generate_live(
+    cfg: &LiveConfig,
+    stop: &AtomicBool,
+    on_second: impl FnMut(usize, f64),
+) -> Result<Report, TrafficError> {
     pin(cfg.cpu)?;
     let open = |e: io::xdp::livegen::LiveGenError| TrafficError::Open(e.to_string());
     let generator = io::xdp::livegen::Generator::load(&cfg.flows.spec()).map_err(open)?;
@@ -201,15 +237,22 @@ pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(
     let mut t = sender.totals();
     // Frames per call, scaled after each call to take about `target`.
     let mut call = LIVE_PROBE;
-    while !stop.load(Ordering::Relaxed) && t.attempted < limit && cfg.duration.is_none_or(|d| start.elapsed() < d) {
+    // Calls that failed for want of memory: in a row, and in all.
+    let (mut failing, mut failed) = (0u32, 0u64);
+    while !stop.load(Ordering::Relaxed)
+        && t.attempted < limit
+        && cfg.duration.is_none_or(|d| start.elapsed() < d)
+    {
         let mut want = (limit - t.attempted).min(call);
         if let Some(rate) = cfg.rate_pps {
             // Token bucket: never more than `rate` x elapsed, in steps of at most
-            // LIVE_PACED_STEP frames so that no burst overflows a receiver's ring (veth: 256)
+            // `paced_step` frames so that no burst overflows a receiver's ring (veth: 256)
             // on its own. Below a step per millisecond it sleeps between steps; faster, it
             // waits on the clock (the generator has its CPU to itself).
-            let allowed = ((rate * start.elapsed().as_secs_f64()) as u64).saturating_sub(t.attempted);
-            let step = ((rate / 1000.0) as u64).clamp(1, LIVE_PACED_STEP).min(want);
+            let allowed =
+                ((rate * start.elapsed().as_secs_f64()) as u64).saturating_sub(t.attempted);
+            let most = u64::from(cfg.paced_step.clamp(1, io::xdp::livegen::MAX_BATCH));
+            let step = ((rate / 1000.0) as u64).clamp(1, most).min(want);
             if allowed < step {
                 let wait = (step - allowed) as f64 / rate;
                 if wait > 1e-3 {
@@ -220,20 +263,44 @@ pub fn generate_live(cfg: &LiveConfig, stop: &AtomicBool, on_second: impl FnMut(
                 secs.tick(t.sent);
                 continue;
             }
-            want = want.min(allowed).min(LIVE_PACED_STEP);
+            want = want.min(allowed).min(most);
         }
         let began = Instant::now();
-        t = sender.send(want as u32, cfg.batch).map_err(open)?;
+        match sender.send(want as u32, cfg.batch) {
+            Ok(now) => (t, failing) = (now, 0),
+            Err(e) if e.is_transient() && failing < LIVE_MAX_FAILING_CALLS => {
+                (failing, failed) = (failing + 1, failed + 1);
+                continue;
+            }
+            Err(e) => return Err(open(e)),
+        }
         let took = began.elapsed().as_secs_f64().max(1e-6);
         call = ((want as f64 * target.as_secs_f64() / took) as u64).clamp(least, LIVE_MAX_CALL);
         secs.tick(t.sent);
     }
+    if failed > 0 {
+        notes.push(format!("{failed} BPF_PROG_RUN calls failed for want of memory (ENOSPC/ENOMEM) and were made again"));
+    }
     let bytes = (t.sent as f64 * cfg.flows.mean_frame_len()).round() as u64;
-    Ok(Report { packets: t.sent, bytes, dropped: t.attempted.saturating_sub(t.sent), per_second: secs.per_second, elapsed: start.elapsed(), notes })
+    Ok(Report {
+        packets: t.sent,
+        bytes,
+        dropped: t.attempted.saturating_sub(t.sent),
+        per_second: secs.per_second,
+        elapsed: start.elapsed(),
+        notes,
+    })
 }
 
 /// Counts frames arriving on `iface` until `duration` passes or `stop` is set.
-pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: Option<usize>, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
+pub fn receive(
+    iface: &str,
+    backend: Backend,
+    duration: Option<Duration>,
+    cpu: Option<usize>,
+    stop: &AtomicBool,
+    on_second: impl FnMut(usize, f64),
+) -> Result<Report, TrafficError> {
     pin(cpu)?;
     if backend == Backend::XdpSink {
         return receive_in_kernel(iface, duration, stop, on_second);
@@ -262,29 +329,59 @@ pub fn receive(iface: &str, backend: Backend, duration: Option<Duration>, cpu: O
         _ => 0,
     };
     let dropped = rx.stats().rx_dropped + kernel_drops;
-    Ok(Report { packets, bytes, dropped, per_second: secs.per_second, elapsed: secs.start.elapsed(), notes: Vec::new() })
+    Ok(Report {
+        packets,
+        bytes,
+        dropped,
+        per_second: secs.per_second,
+        elapsed: secs.start.elapsed(),
+        notes: Vec::new(),
+    })
 }
 
 /// [`receive`] with the counting done in the kernel by an XDP program: this thread reads the
 /// counters once a millisecond and sleeps in between, leaving its CPU to whatever shares it
 /// (in the lab, the generator). Nothing is dropped before the count: the program sees every
 /// frame that reaches the interface.
-fn receive_in_kernel(iface: &str, duration: Option<Duration>, stop: &AtomicBool, on_second: impl FnMut(usize, f64)) -> Result<Report, TrafficError> {
-    let sink = io::xdp::sink::CountingSink::attach(iface).map_err(|e| TrafficError::Open(format!("{iface}: cannot attach the counting XDP program: {e}")))?;
-    let read = || sink.counts().map_err(|e| TrafficError::Open(format!("{iface}: cannot read the XDP counters: {e}")));
+fn receive_in_kernel(
+    iface: &str,
+    duration: Option<Duration>,
+    stop: &AtomicBool,
+    on_second: impl FnMut(usize, f64),
+) -> Result<Report, TrafficError> {
+    let sink = io::xdp::sink::CountingSink::attach(iface).map_err(|e| {
+        TrafficError::Open(format!(
+            "{iface}: cannot attach the counting XDP program: {e}"
+        ))
+    })?;
+    let read = || {
+        sink.counts()
+            .map_err(|e| TrafficError::Open(format!("{iface}: cannot read the XDP counters: {e}")))
+    };
     let mut secs = Seconds::new(on_second);
     while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| secs.start.elapsed() < d) {
         secs.tick(read()?.0);
         std::thread::sleep(Duration::from_millis(1));
     }
     let (packets, bytes) = read()?;
-    Ok(Report { packets, bytes, dropped: 0, per_second: secs.per_second, elapsed: secs.start.elapsed(), notes: Vec::new() })
+    Ok(Report {
+        packets,
+        bytes,
+        dropped: 0,
+        per_second: secs.per_second,
+        elapsed: secs.start.elapsed(),
+        notes: Vec::new(),
+    })
 }
 
 /// The lab's measure of a run: the median of the per-second rates, leaving out the first and
 /// last seconds (ramp-up and tail), as the study did with its receiver's output.
 pub fn run_value(per_second: &[f64]) -> Option<f64> {
-    let inner = if per_second.len() > 2 { &per_second[1..per_second.len() - 1] } else { per_second };
+    let inner = if per_second.len() > 2 {
+        &per_second[1..per_second.len() - 1]
+    } else {
+        per_second
+    };
     (!inner.is_empty()).then(|| crate::stat::median(inner))
 }
 

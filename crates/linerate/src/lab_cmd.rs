@@ -68,7 +68,9 @@ pub fn main(args: LabArgs) -> Result<()> {
         lab.workers = usize::from(w);
     }
     if lab.runs == 0 || lab.seconds < 3 {
-        bail!("--runs must be >= 1 and --seconds >= 3 (the first and last seconds of a run are left out)");
+        bail!(
+            "--runs must be >= 1 and --seconds >= 3 (the first and last seconds of a run are left out)"
+        );
     }
     if !io::netdev::is_root() {
         bail!("linerate lab needs root: it creates network namespaces and veth pairs");
@@ -78,16 +80,32 @@ pub fn main(args: LabArgs) -> Result<()> {
     }
     let bin = std::env::current_exe().context("locating the linerate binary")?;
     let out = args.out.clone().unwrap_or_else(|| {
-        let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         PathBuf::from(format!("results/lab-{t}"))
     });
     let stop = crate::signals::stop_on_signals()?;
-    let cpus = lab::runner::Cpus { generator: args.gen_cpu, dut: args.dut_cpu, receiver: args.rcv_cpu, workers: lab.workers };
+    let cpus = lab::runner::Cpus {
+        generator: args.gen_cpu,
+        dut: args.dut_cpu,
+        receiver: args.rcv_cpu,
+        workers: lab.workers,
+    };
     let ncpu = io::affinity::available_cpus();
     if let Some(c) = cpus.all().into_iter().find(|&c| c >= ncpu) {
-        bail!("cpu {c} does not exist here ({ncpu} CPUs; with --workers N each party takes N CPUs from its first)");
+        bail!(
+            "cpu {c} does not exist here ({ncpu} CPUs; with --workers N each party takes N CPUs from its first)"
+        );
     }
-    let span = |first: usize| if cpus.workers > 1 { format!("cpus {first}-{}", first + cpus.workers - 1) } else { format!("cpu {first}") };
+    let span = |first: usize| {
+        if cpus.workers > 1 {
+            format!("cpus {first}-{}", first + cpus.workers - 1)
+        } else {
+            format!("cpu {first}")
+        }
+    };
     eprintln!(
         "lab: {} sets x {} runs x {} s; {} worker(s); generator on {}, DUT on {}, receiver on {}",
         lab.sets.len(),
@@ -98,16 +116,29 @@ pub fn main(args: LabArgs) -> Result<()> {
         span(cpus.dut),
         span(cpus.receiver)
     );
-    let env = LabEnv::build(&bin, cpus).context("building the lab topology")?;
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let _ = std::fs::remove_file(out.join("counters.txt"));
+    let env = LabEnv::build(&bin, cpus)
+        .context("building the lab topology")?
+        .keep_counters(out.join("counters.txt"));
     let started = Instant::now();
-    let search = args.search.then_some(SearchOptions { tolerance: args.tolerance, max_trials: args.max_trials });
-    let results = session::run(&lab, &env, search, &stop, |p: Progress<'_>| progress_bar(&p, started));
+    let search = args.search.then_some(SearchOptions {
+        tolerance: args.tolerance,
+        max_trials: args.max_trials,
+    });
+    let results = session::run(&lab, &env, search, &stop, |p: Progress<'_>| {
+        progress_bar(&p, started)
+    });
     eprintln!();
     drop(env); // namespaces go before we print, also on error
     let results = results?;
-    session::write(&out, &lab, &results).with_context(|| format!("writing results to {}", out.display()))?;
+    session::write(&out, &lab, &results)
+        .with_context(|| format!("writing results to {}", out.display()))?;
     println!("{}", session::summary(&lab, &results));
-    println!("results: {} (runs.csv, sets.csv, results.json, plot.svg, summary.txt)", out.display());
+    println!(
+        "results: {} (runs.csv, sets.csv, results.json, plot.svg, summary.txt; counters.txt: where each run's frames went)",
+        out.display()
+    );
     if args.json {
         println!("{}", session::to_json(&lab, &results));
     }

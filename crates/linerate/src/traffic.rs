@@ -75,6 +75,10 @@ pub struct GenArgs {
     /// xdp-live only: frames the kernel hands the driver at once (1..=256) [default: 64].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
     batch: Option<u32>,
+    /// xdp-live with --rate only: most frames per BPF_PROG_RUN call, the largest burst the
+    /// receiver's ring gets at once (1..=256) [default: 256, veth's ring].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256), requires = "rate")]
+    paced_step: Option<u32>,
     /// CPU to pin to.
     #[arg(long)]
     cpu: Option<usize>,
@@ -105,7 +109,11 @@ pub struct RcvArgs {
 const LIVE_BATCH: u32 = 64;
 
 fn mac(text: &str) -> Result<MacAddr> {
-    text.parse().map_err(|_| anyhow::anyhow!("{text:?} is not a MAC address (expected six hex bytes like 02:00:00:00:00:01)"))
+    text.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "{text:?} is not a MAC address (expected six hex bytes like 02:00:00:00:00:01)"
+        )
+    })
 }
 
 fn per_second(what: &'static str, json: bool) -> impl FnMut(usize, f64) {
@@ -113,7 +121,10 @@ fn per_second(what: &'static str, json: bool) -> impl FnMut(usize, f64) {
         if json {
             println!("{{\"second\":{sec},\"{what}_pps\":{pps}}}");
         } else {
-            println!("{sec:>5} s  {pps:>12.0} pps {what}  ({:.3} Mpps)", pps / 1e6);
+            println!(
+                "{sec:>5} s  {pps:>12.0} pps {what}  ({:.3} Mpps)",
+                pps / 1e6
+            );
         }
     }
 }
@@ -130,33 +141,57 @@ fn summary(what: &str, r: &Report, json: bool) {
         });
         println!("{v}");
     } else {
-        println!("{what} {} packets ({} bytes) in {:.2} s: {:.0} pps average, {} dropped", r.packets, r.bytes, r.elapsed.as_secs_f64(), pps, r.dropped);
+        println!(
+            "{what} {} packets ({} bytes) in {:.2} s: {:.0} pps average, {} dropped",
+            r.packets,
+            r.bytes,
+            r.elapsed.as_secs_f64(),
+            pps,
+            r.dropped
+        );
     }
 }
 
 pub fn gen_main(args: GenArgs) -> Result<()> {
     let (def_src, def_dst) = if args.ipv6 {
-        ("2001:2:0:10::1-2001:2:0:10::14", "2001:2:0:20::1-2001:2:0:20::64")
+        (
+            "2001:2:0:10::1-2001:2:0:10::14",
+            "2001:2:0:20::1-2001:2:0:20::64",
+        )
     } else {
         ("198.18.10.1-198.18.10.20", "198.19.10.1-198.19.10.100")
     };
     let src = EndpointRange::parse(args.src.as_deref().unwrap_or(def_src), 2000)?;
     let dst = EndpointRange::parse(args.dst.as_deref().unwrap_or(def_dst), 2000)?;
     if !io::netdev::exists(&args.iface) {
-        bail!("no interface named {:?} in this network namespace (check `ip link`)", args.iface);
+        bail!(
+            "no interface named {:?} in this network namespace (check `ip link`)",
+            args.iface
+        );
     }
     let src_mac = match &args.src_mac {
         Some(m) => mac(m)?,
-        None => MacAddr(io::netdev::mac_address(&args.iface).context("reading the interface's MAC")?),
+        None => {
+            MacAddr(io::netdev::mac_address(&args.iface).context("reading the interface's MAC")?)
+        }
     };
     let dst_mac = match &args.dst_mac {
         Some(m) => mac(m)?,
         None => {
-            eprintln!("gen: warning: no -D/--dst-mac given: sending to broadcast; a router will not forward such frames");
+            eprintln!(
+                "gen: warning: no -D/--dst-mac given: sending to broadcast; a router will not forward such frames"
+            );
             MacAddr::BROADCAST
         }
     };
-    let sizes = if args.imix { Sizes::Imix } else { Sizes::Frame(args.len.unwrap_or(if src.first.is_ipv6() { 62 } else { 60 })) };
+    let sizes = if args.imix {
+        Sizes::Imix
+    } else {
+        Sizes::Frame(
+            args.len
+                .unwrap_or(if src.first.is_ipv6() { 62 } else { 60 }),
+        )
+    };
     if let Sizes::Frame(l) = sizes
         && !(60..=1514).contains(&l)
     {
@@ -176,20 +211,32 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
         },
         args.iface,
         Backend::from(args.backend),
-        args.rate.map(|r| format!(", limited to {r:.0} pps")).unwrap_or_default()
+        args.rate
+            .map(|r| format!(", limited to {r:.0} pps"))
+            .unwrap_or_default()
     );
     let stop = crate::signals::stop_on_signals()?;
     let duration = args.seconds.map(Duration::from_secs_f64);
     if let BackendArg::XdpLive = args.backend {
         let flows = flows::live_flows(&src, &dst, sizes, src_mac, dst_mac, args.vlan)?;
         let batch = args.batch.unwrap_or(LIVE_BATCH);
-        let cfg = LiveConfig { iface: args.iface.clone(), flows, rate_pps: args.rate, count: args.count, duration, cpu: args.cpu, batch };
+        let paced_step = args.paced_step.unwrap_or(traffic::LIVE_PACED_STEP);
+        let cfg = LiveConfig {
+            iface: args.iface.clone(),
+            flows,
+            rate_pps: args.rate,
+            count: args.count,
+            duration,
+            cpu: args.cpu,
+            batch,
+            paced_step,
+        };
         let report = traffic::generate_live(&cfg, &stop, per_second("tx", args.json))?;
         summary("sent", &report, args.json);
         return Ok(());
     }
-    if args.batch.is_some() {
-        bail!("--batch is for the xdp-live backend only");
+    if args.batch.is_some() || args.paced_step.is_some() {
+        bail!("--batch and --paced-step are for the xdp-live backend only");
     }
     let mut set = flows::frames(&src, &dst, sizes, src_mac, dst_mac)?;
     if let Some(vid) = args.vlan {
@@ -211,10 +258,20 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
 
 pub fn rcv_main(args: RcvArgs) -> Result<()> {
     if !io::netdev::exists(&args.iface) {
-        bail!("no interface named {:?} in this network namespace (check `ip link`)", args.iface);
+        bail!(
+            "no interface named {:?} in this network namespace (check `ip link`)",
+            args.iface
+        );
     }
     let stop = crate::signals::stop_on_signals()?;
-    let report = traffic::receive(&args.iface, args.backend.into(), args.seconds.map(Duration::from_secs_f64), args.cpu, &stop, per_second("rx", args.json))?;
+    let report = traffic::receive(
+        &args.iface,
+        args.backend.into(),
+        args.seconds.map(Duration::from_secs_f64),
+        args.cpu,
+        &stop,
+        per_second("rx", args.json),
+    )?;
     summary("received", &report, args.json);
     Ok(())
 }

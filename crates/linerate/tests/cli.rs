@@ -14,10 +14,25 @@ fn examples() -> std::path::PathBuf {
 #[test]
 fn bench_json_is_the_last_line_with_the_documented_keys() {
     let out = linerate()
-        .args(["bench", "--routes", "2000", "--flows", "50", "--runs", "3", "--seconds", "0.1", "--json"])
+        .args([
+            "bench",
+            "--routes",
+            "2000",
+            "--flows",
+            "50",
+            "--runs",
+            "3",
+            "--seconds",
+            "0.1",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let last = stdout.lines().last().unwrap();
     let v: serde_json::Value = serde_json::from_str(last).unwrap();
@@ -26,22 +41,54 @@ fn bench_json_is_the_last_line_with_the_documented_keys() {
     assert_eq!(v["runs"].as_array().unwrap().len(), 3);
     let drops = v["drops"].as_object().unwrap();
     assert!(drops.contains_key("no_route") && drops.contains_key("bad_checksum"));
-    assert_eq!(v["forwarded"], v["rx"], "every generated flow has a route: {last}");
+    assert_eq!(
+        v["forwarded"], v["rx"],
+        "every generated flow has a route: {last}"
+    );
 }
 
 #[test]
 fn bench_ipv6_and_route_file() {
     let out = linerate()
-        .args(["bench", "--ipv6", "--routes", "3000", "--flows", "20", "--runs", "1", "--seconds", "0.1", "--json"])
+        .args([
+            "bench",
+            "--ipv6",
+            "--routes",
+            "3000",
+            "--flows",
+            "20",
+            "--runs",
+            "1",
+            "--seconds",
+            "0.1",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let routes = examples().join("routes.txt");
     let out = linerate()
-        .args(["bench", "--routes-file", routes.to_str().unwrap(), "--runs", "1", "--seconds", "0.1", "--json"])
+        .args([
+            "bench",
+            "--routes-file",
+            routes.to_str().unwrap(),
+            "--runs",
+            "1",
+            "--seconds",
+            "0.1",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert!(v["forwarded"].as_u64().unwrap() > 0);
@@ -51,14 +98,35 @@ fn bench_ipv6_and_route_file() {
 fn bench_pcap_replays_a_capture() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../setup/tests/golden/input.pcap");
     let out = linerate()
-        .args(["bench", "--pcap", pcap.to_str().unwrap(), "--routes", "100", "--runs", "1", "--seconds", "0.1", "--json"])
+        .args([
+            "bench",
+            "--pcap",
+            pcap.to_str().unwrap(),
+            "--routes",
+            "100",
+            "--runs",
+            "1",
+            "--seconds",
+            "0.1",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     // The golden capture holds one frame of each malformed kind.
-    for reason in ["truncated", "bad_checksum", "bad_version", "unknown_vlan", "not_for_us"] {
+    for reason in [
+        "truncated",
+        "bad_checksum",
+        "bad_version",
+        "unknown_vlan",
+        "not_for_us",
+    ] {
         assert!(v["drops"][reason].as_u64().unwrap() > 0, "{reason}: {v}");
     }
 }
@@ -68,8 +136,15 @@ fn bench_rejects_bad_route_file_with_line() {
     let dir = std::env::temp_dir().join(format!("lr-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("routes.txt");
-    std::fs::write(&file, "# ok\n10.0.0.0/8 198.19.0.2\n10.0.0.0/33 198.19.0.2\n").unwrap();
-    let out = linerate().args(["bench", "--routes-file", file.to_str().unwrap()]).output().unwrap();
+    std::fs::write(
+        &file,
+        "# ok\n10.0.0.0/8 198.19.0.2\n10.0.0.0/33 198.19.0.2\n",
+    )
+    .unwrap();
+    let out = linerate()
+        .args(["bench", "--routes-file", file.to_str().unwrap()])
+        .output()
+        .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
@@ -78,13 +153,25 @@ fn bench_rejects_bad_route_file_with_line() {
 
 #[test]
 fn check_accepts_the_example_and_rejects_with_position() {
-    let ok = linerate().args(["check", "-c"]).arg(examples().join("router.toml")).output().unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let ok = linerate()
+        .args(["check", "-c"])
+        .arg(examples().join("router.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let dir = std::env::temp_dir().join(format!("lr-cli-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.toml");
     std::fs::write(&file, "[[interface]]\nname = \"lr-a\"\nmtu = 20\n").unwrap();
-    let bad = linerate().args(["check", "-c"]).arg(&file).output().unwrap();
+    let bad = linerate()
+        .args(["check", "-c"])
+        .arg(&file)
+        .output()
+        .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(bad.status.code(), Some(1));
     let err = String::from_utf8(bad.stderr).unwrap();
@@ -93,19 +180,37 @@ fn check_accepts_the_example_and_rejects_with_position() {
 
 #[test]
 fn check_compiles_the_firewall_rules_and_reports_their_position() {
-    let ok = linerate().args(["check", "-c"]).arg(examples().join("router.toml")).output().unwrap();
+    let ok = linerate()
+        .args(["check", "-c"])
+        .arg(examples().join("router.toml"))
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
-    assert!(stdout.contains("firewall") && stdout.contains("rules"), "{stdout}");
+    assert!(
+        stdout.contains("firewall") && stdout.contains("rules"),
+        "{stdout}"
+    );
     let dir = std::env::temp_dir().join(format!("lr-cli-fw-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("router.toml");
-    std::fs::write(&cfg, "[[interface]]\nname = \"lr-a\"\n\n[firewall]\nrules = \"r.conf\"\n").unwrap();
-    std::fs::write(dir.join("r.conf"), "block all\npass in on lr-a\npass out on lr-b\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "[[interface]]\nname = \"lr-a\"\n\n[firewall]\nrules = \"r.conf\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("r.conf"),
+        "block all\npass in on lr-a\npass out on lr-b\n",
+    )
+    .unwrap();
     let bad = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(bad.status.code(), Some(1));
     let err = String::from_utf8(bad.stderr).unwrap();
-    assert!(err.contains("r.conf:3:13:") && err.contains("lr-b"), "{err}");
+    assert!(
+        err.contains("r.conf:3:13:") && err.contains("lr-b"),
+        "{err}"
+    );
 }
 
 /// `self`, interface hosts and `antispoof` take the addresses of the config's interfaces.
@@ -115,15 +220,26 @@ fn check_gives_the_rules_the_interface_addresses() {
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("router.toml");
     std::fs::write(&cfg, "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\", \"2001:db8:a::1/64\"]\n\n[[interface]]\nname = \"lr-b\"\n\n[firewall]\nrules = \"r.conf\"\n").unwrap();
-    std::fs::write(dir.join("r.conf"), "antispoof for lr-a inet\npass in to self\nblock in to lr-a:network\n").unwrap();
+    std::fs::write(
+        dir.join("r.conf"),
+        "antispoof for lr-a inet\npass in to self\nblock in to lr-a:network\n",
+    )
+    .unwrap();
     let ok = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
     std::fs::write(dir.join("r.conf"), "pass in to lr-b:peer\n").unwrap();
     let bad = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
-    assert!(ok.status.success() && stdout.contains(": 4 rules"), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success() && stdout.contains(": 4 rules"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let err = String::from_utf8(bad.stderr).unwrap();
-    assert!(err.contains("r.conf:1:12: `lr-b:peer` is not supported by linerate"), "{err}");
+    assert!(
+        err.contains("r.conf:1:12: `lr-b:peer` is not supported by linerate"),
+        "{err}"
+    );
 }
 
 /// OpenBSD's `egress` group resolves to the interface of the static default route, for
@@ -135,13 +251,29 @@ fn check_resolves_egress_from_the_default_route() {
     let ifaces = "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\"]\n\n[[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n\n";
     let (with, without) = (dir.join("with.toml"), dir.join("without.toml"));
     std::fs::write(&with, format!("{ifaces}[[route]]\nprefix = \"0.0.0.0/0\"\nvia = \"198.19.0.254\"\n\n[firewall]\nrules = \"r.conf\"\n")).unwrap();
-    std::fs::write(&without, format!("{ifaces}[firewall]\nrules = \"r.conf\"\n")).unwrap();
+    std::fs::write(
+        &without,
+        format!("{ifaces}[firewall]\nrules = \"r.conf\"\n"),
+    )
+    .unwrap();
     std::fs::write(dir.join("r.conf"), "block in on egress\nantispoof for egress inet\npass in on egress proto tcp to (egress) port 22\npass out on egress from egress:network\n").unwrap();
-    let ok = linerate().args(["check", "-c"]).arg(&with).output().unwrap();
-    let bad = linerate().args(["check", "-c"]).arg(&without).output().unwrap();
+    let ok = linerate()
+        .args(["check", "-c"])
+        .arg(&with)
+        .output()
+        .unwrap();
+    let bad = linerate()
+        .args(["check", "-c"])
+        .arg(&without)
+        .output()
+        .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
-    assert!(ok.status.success() && stdout.contains(": 5 rules"), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success() && stdout.contains(": 5 rules"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let err = String::from_utf8(bad.stderr).unwrap();
     assert!(err.contains("r.conf:1:13: unknown interface \"egress\" (pf's `egress` group: no static default route"), "{err}");
 }
@@ -151,17 +283,42 @@ fn check_resolves_egress_from_the_default_route() {
 fn check_accepts_an_openbsd_router() {
     let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fw/tests/fixtures/openbsd/c.toml");
     let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && stdout.contains(": 9 rules"), "{stdout}{stderr}");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains(": 9 rules"),
+        "{stdout}{stderr}"
+    );
 }
 
 #[test]
 fn bench_with_rules_reports_the_firewall() {
     let out = linerate()
-        .args(["bench", "--routes", "2000", "--flows", "50", "--runs", "1", "--seconds", "0.1", "--rules", "20", "--states", "10", "--json"])
+        .args([
+            "bench",
+            "--routes",
+            "2000",
+            "--flows",
+            "50",
+            "--runs",
+            "1",
+            "--seconds",
+            "0.1",
+            "--rules",
+            "20",
+            "--states",
+            "10",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["forwarded"], v["rx"]);
@@ -173,10 +330,27 @@ fn bench_with_rules_reports_the_firewall() {
 #[test]
 fn bench_workers_spread_flows_by_rss() {
     let out = linerate()
-        .args(["bench", "--workers", "2", "--routes", "2000", "--flows", "200", "--runs", "1", "--seconds", "0.1", "--json"])
+        .args([
+            "bench",
+            "--workers",
+            "2",
+            "--routes",
+            "2000",
+            "--flows",
+            "200",
+            "--runs",
+            "1",
+            "--seconds",
+            "0.1",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["workers"], 2);
@@ -184,7 +358,10 @@ fn bench_workers_spread_flows_by_rss() {
     assert_eq!(shares.len(), 2);
     assert!(shares.iter().all(|s| s.as_u64().unwrap() > 0), "{v}");
     assert_eq!(v["forwarded"], v["rx"]);
-    let bad = linerate().args(["bench", "--workers", "0"]).output().unwrap();
+    let bad = linerate()
+        .args(["bench", "--workers", "0"])
+        .output()
+        .unwrap();
     assert!(!bad.status.success());
 }
 
@@ -195,23 +372,48 @@ fn state_filters_and_metrics_address_are_checked() {
     let fails = |args: &[&str], want: &str| {
         let out = linerate().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{args:?}: {err}"
+        );
     };
     fails(&["show", "states", "--src", "10.0.0.300"], "--src");
-    fails(&["show", "states", "--dst", "10.0.0.0/40"], "prefix length must be 0..=32");
+    fails(
+        &["show", "states", "--dst", "10.0.0.0/40"],
+        "prefix length must be 0..=32",
+    );
     fails(&["show", "states", "--proto", "sctp"], "--proto");
-    fails(&["show", "routes", "--port", "53"], "use them with `show states`");
-    fails(&["show", "rules", "--host", "10.0.0.1"], "use them with `show states`");
+    fails(
+        &["show", "routes", "--port", "53"],
+        "use them with `show states`",
+    );
+    fails(
+        &["show", "rules", "--host", "10.0.0.1"],
+        "use them with `show states`",
+    );
     fails(&["kill", "states"], "--src");
-    fails(&["--log-level", "loud", "flush", "states"], "invalid value 'loud'");
+    fails(
+        &["--log-level", "loud", "flush", "states"],
+        "invalid value 'loud'",
+    );
 
     let dir = std::env::temp_dir().join(format!("lr-cli-metrics-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("router.toml");
-    std::fs::write(&cfg, "[router]\nmetrics_listen = \"127.0.0.1\"\n\n[[interface]]\nname = \"lo\"\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "[router]\nmetrics_listen = \"127.0.0.1\"\n\n[[interface]]\nname = \"lo\"\n",
+    )
+    .unwrap();
     let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("router.toml:2:18: router: metrics_listen \"127.0.0.1\" is not an address and port"), "{err}");
+    assert!(
+        !out.status.success()
+            && err.contains(
+                "router.toml:2:18: router: metrics_listen \"127.0.0.1\" is not an address and port"
+            ),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -225,11 +427,23 @@ fn check_accepts_the_labs_config_and_nat_rules() {
     let mut text = lab::runner::linerate_config("auto");
     text.push_str("\n[firewall]\nrules = \"r.conf\"\n");
     std::fs::write(&cfg, text).unwrap();
-    std::fs::write(dir.join("r.conf"), format!("{}{}", lab::runner::PF_NAT, lab::runner::linerate_rules(1000, true))).unwrap();
+    std::fs::write(
+        dir.join("r.conf"),
+        format!(
+            "{}{}",
+            lab::runner::PF_NAT,
+            lab::runner::linerate_rules(1000, true)
+        ),
+    )
+    .unwrap();
     let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("1001 rules"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("1001 rules"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The rule files pfSense and OPNsense write (fw's fixtures, their refused lines commented
@@ -238,11 +452,28 @@ fn check_accepts_the_labs_config_and_nat_rules() {
 fn check_accepts_the_pfsense_and_opnsense_rule_files() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fw/tests/fixtures");
     for (product, rules) in [("pfsense", 48), ("opnsense", 38)] {
-        let out = linerate().args(["check", "-c"]).arg(fixtures.join(product).join("c.toml")).output().unwrap();
-        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let out = linerate()
+            .args(["check", "-c"])
+            .arg(fixtures.join(product).join("c.toml"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
         assert!(out.status.success(), "{product}: {stdout}{stderr}");
-        assert!(stdout.contains(&format!(": {rules} rules")), "{product}: {stdout}");
-        assert!(stderr.contains("rules.debug:32:13: `set skip on pfsync0`") || product == "opnsense", "{stderr}");
-        assert!(stderr.contains("linerate: notice: ") && stderr.contains("anchor \"relayd/*\" holds no rules"), "{product}: {stderr}");
+        assert!(
+            stdout.contains(&format!(": {rules} rules")),
+            "{product}: {stdout}"
+        );
+        assert!(
+            stderr.contains("rules.debug:32:13: `set skip on pfsync0`") || product == "opnsense",
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("linerate: notice: ")
+                && stderr.contains("anchor \"relayd/*\" holds no rules"),
+            "{product}: {stderr}"
+        );
     }
 }

@@ -29,11 +29,27 @@ fn run_lab(tag: &str, toml: &str, args: &[&str]) -> LabRun {
     let file = dir.join("lab.toml");
     std::fs::write(&file, toml).unwrap();
     let out_dir = dir.join("results");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linerate")).arg("lab").arg(&file).args(args).args(["--json", "--out"]).arg(&out_dir).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .arg("lab")
+        .arg(&file)
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    LabRun { dir, out_dir, stdout, json }
+    LabRun {
+        dir,
+        out_dir,
+        stdout,
+        json,
+    }
 }
 
 #[test]
@@ -54,7 +70,10 @@ fn short_lab_writes_sane_results() {
     for s in sets {
         let runs = s["runs_pps"].as_array().unwrap();
         assert_eq!(runs.len(), 3, "{s}");
-        assert!(runs.iter().all(|r| r.as_f64().unwrap() > 1000.0), "a run forwarded (almost) nothing: {s}");
+        assert!(
+            runs.iter().all(|r| r.as_f64().unwrap() > 1000.0),
+            "a run forwarded (almost) nothing: {s}"
+        );
         assert!(s["median_pps"].as_f64().unwrap() > 1000.0);
         assert!(s["generator_capacity_pps"].as_f64().unwrap() > 1000.0);
         assert!(s["zero_loss_pps"].as_f64().is_some(), "{s}");
@@ -62,17 +81,52 @@ fn short_lab_writes_sane_results() {
     let names: Vec<_> = sets.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["kernel", "linerate"]);
 
-    for f in ["runs.csv", "sets.csv", "results.json", "plot.svg", "summary.txt"] {
+    for f in [
+        "runs.csv",
+        "sets.csv",
+        "results.json",
+        "plot.svg",
+        "summary.txt",
+        "counters.txt",
+    ] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    // Every run (3 per set, and the search's trials) says where its frames went: the veths'
+    // counters that grew, and linerate's own report for its runs.
+    let counters = std::fs::read_to_string(out_dir.join("counters.txt")).unwrap();
+    let blocks: Vec<&str> = counters.split("== ").skip(1).collect();
+    assert!(blocks.len() >= 6, "{counters}");
+    for b in &blocks {
+        assert!(
+            b.contains("lrg0.tx_packets=") && b.contains("lrr0.rx_packets="),
+            "{b}"
+        );
+        if b.starts_with("linerate") {
+            assert!(b.lines().any(|l| l.starts_with("dut: packets: rx ")), "{b}");
+        }
     }
     let runs_csv = std::fs::read_to_string(out_dir.join("runs.csv")).unwrap();
     assert_eq!(runs_csv.lines().count(), 1 + 6, "{runs_csv}");
-    assert!(std::fs::read_to_string(out_dir.join("plot.svg")).unwrap().starts_with("<svg"));
+    assert!(
+        std::fs::read_to_string(out_dir.join("plot.svg"))
+            .unwrap()
+            .starts_with("<svg")
+    );
     let summary = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
-    assert!(summary.contains("Difference at 95.0% confidence") || summary.contains("No difference proven at 95.0% confidence"), "{summary}");
-    assert!(stdout.contains("zero-loss throughput of kernel"), "{stdout}");
+    assert!(
+        summary.contains("Difference at 95.0% confidence")
+            || summary.contains("No difference proven at 95.0% confidence"),
+        "{summary}"
+    );
+    assert!(
+        stdout.contains("zero-loss throughput of kernel"),
+        "{stdout}"
+    );
     // The namespaces are gone.
-    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let ns = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrlab-"));
 }
 
@@ -93,7 +147,10 @@ fn short_nat_lab_compares_masquerade_and_nat() {
     let (v, out_dir) = (&run.json, &run.out_dir);
     for s in v["sets"].as_array().unwrap() {
         assert!(s["nat"].as_bool().unwrap(), "{s}");
-        assert!(s["median_pps"].as_f64().unwrap() > 1000.0, "a NAT set forwarded (almost) nothing: {s}");
+        assert!(
+            s["median_pps"].as_f64().unwrap() > 1000.0,
+            "a NAT set forwarded (almost) nothing: {s}"
+        );
     }
     let summary = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
     assert!(summary.contains("lrnat / masq: "), "{summary}");
@@ -109,10 +166,30 @@ fn two_worker_lab_forwards() {
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let toml = "runs = 1\nseconds = 3\n[traffic]\nflows = 200\n[[set]]\nname = \"kernel\"\ndut = \"kernel\"\n[[set]]\nname = \"linerate\"\ndut = \"linerate\"\n";
-    let run = run_lab("lab-workers", toml, &["--workers", "2", "--gen-cpu", "0", "--dut-cpu", "0", "--rcv-cpu", "0"]);
+    let run = run_lab(
+        "lab-workers",
+        toml,
+        &[
+            "--workers",
+            "2",
+            "--gen-cpu",
+            "0",
+            "--dut-cpu",
+            "0",
+            "--rcv-cpu",
+            "0",
+        ],
+    );
     assert_eq!(run.json["workers"], 2, "{}", run.json);
     for s in run.json["sets"].as_array().unwrap() {
-        assert!(s["median_pps"].as_f64().unwrap() > 1000.0, "a set forwarded (almost) nothing: {s}");
+        assert!(
+            s["median_pps"].as_f64().unwrap() > 1000.0,
+            "a set forwarded (almost) nothing: {s}"
+        );
     }
-    assert!(run.stdout.contains("2 workers: 2 queues per veth"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("2 workers: 2 queues per veth"),
+        "{}",
+        run.stdout
+    );
 }

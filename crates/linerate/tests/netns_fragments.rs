@@ -25,7 +25,12 @@ fn receive(lab: &Lab, port: u16, send: impl FnOnce()) -> Vec<usize> {
     send();
     let mut child = guard.0.take().unwrap();
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     child.wait().unwrap();
     out.lines().map(|l| l.trim().parse().unwrap()).collect()
 }
@@ -39,12 +44,25 @@ fn send_big(lab: &Lab, port: u16, n: usize) {
 }
 
 fn counter(stdout: &str, name: &str) -> u64 {
-    stdout.lines().find_map(|l| l.trim().strip_prefix(name).map(|n| n.trim().parse::<u64>().unwrap())).unwrap_or(0)
+    stdout
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(name)
+                .map(|n| n.trim().parse::<u64>().unwrap())
+        })
+        .unwrap_or(0)
 }
 
 #[test]
 fn fragmented_udp_passes_as_its_first_fragment_is_judged() {
-    if !is_root() || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
+    if !is_root()
+        || !Command::new("python3")
+            .arg("-c")
+            .arg("pass")
+            .status()
+            .is_ok_and(|s| s.success())
+    {
         eprintln!("skipped: needs root and python3");
         return;
     }
@@ -68,13 +86,26 @@ fn fragmented_udp_passes_as_its_first_fragment_is_judged() {
 
     let mut linerate = dut.terminate().unwrap();
     let mut stdout = String::new();
-    linerate.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    linerate
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
     assert!(linerate.wait().unwrap().success(), "{stdout}");
-    assert_eq!(passed, vec![3000; 5], "every fragment of the passed datagrams\n{stdout}");
+    assert_eq!(
+        passed,
+        vec![3000; 5],
+        "every fragment of the passed datagrams\n{stdout}"
+    );
     assert!(blocked.is_empty(), "{blocked:?}");
     // Three fragments per blocked datagram, each judged by the blocked datagram's ports.
     assert_eq!(counter(&stdout, "drop filter_blocked"), 12, "{stdout}");
-    for reason in ["drop fragment_no_first", "drop fragment_tiny", "drop fragment_overlap"] {
+    for reason in [
+        "drop fragment_no_first",
+        "drop fragment_tiny",
+        "drop fragment_overlap",
+    ] {
         assert_eq!(counter(&stdout, reason), 0, "{reason}\n{stdout}");
     }
 }

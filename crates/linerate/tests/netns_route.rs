@@ -42,7 +42,8 @@ rules = "rules.conf"
 fn answered(ns: &Namespace, args: &[&str]) -> bool {
     let mut all = vec!["-c", "3", "-i", "0.2", "-W", "2"];
     all.extend_from_slice(args);
-    ns.exec("ping", &all).is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 3 received"))
+    ns.exec("ping", &all)
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 3 received"))
 }
 
 #[test]
@@ -53,10 +54,24 @@ fn route_to_and_reply_to_choose_the_wan() {
     }
     let lab = build("rt");
     let w = Namespace::create(&format!("lr{}rtw", std::process::id())).unwrap();
-    veth(End { ns: &lab.d, name: "lrd2", mac: "02:00:00:00:0d:02" }, End { ns: &w, name: "lrw0", mac: "02:00:00:00:0e:01" }).unwrap();
+    veth(
+        End {
+            ns: &lab.d,
+            name: "lrd2",
+            mac: "02:00:00:00:0d:02",
+        },
+        End {
+            ns: &w,
+            name: "lrw0",
+            mac: "02:00:00:00:0e:01",
+        },
+    )
+    .unwrap();
     w.addr("lrw0", "198.21.0.2/24").unwrap();
-    w.ip(&["addr", "add", "203.0.113.5/32", "dev", "lo"]).unwrap();
-    w.ip(&["route", "add", "198.18.0.0/24", "via", "198.21.0.1"]).unwrap();
+    w.ip(&["addr", "add", "203.0.113.5/32", "dev", "lo"])
+        .unwrap();
+    w.ip(&["route", "add", "198.18.0.0/24", "via", "198.21.0.1"])
+        .unwrap();
     let cfg = write_config(&lab, "af_packet", EXTRA);
     // One worker, then two: each flow's states on the worker its packets reach.
     for workers in ["1", "2"] {
@@ -67,19 +82,45 @@ fn route_to_and_reply_to_choose_the_wan() {
 /// Starts linerate with `workers` workers and the options, pings both ways, reloads without.
 fn route_both_ways(lab: &common::Lab, w: &Namespace, cfg: &std::path::Path, workers: &str) {
     std::fs::write(lab.dir.join("rules.conf"), RULES).unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(cfg).output().unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["check", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
     assert!(check.status.success(), "check: {}", common::text(&check));
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    linerate.args(["run", "-c"]).arg(cfg).args(["--cpu", "0", "--workers", workers]);
+    linerate
+        .args(["run", "-c"])
+        .arg(cfg)
+        .args(["--cpu", "0", "--workers", workers]);
     let _dut = start_until(linerate, "forwarding with");
 
-    assert!(answered(&lab.a, &["198.19.0.2"]), "{workers} workers: A to B: the routing table's way");
-    assert!(answered(&lab.a, &["203.0.113.5"]), "{workers} workers: A to 203.0.113.5: route-to by WAN2");
-    assert!(answered(w, &["-I", "203.0.113.5", "198.18.0.2"]), "{workers} workers: W to A: the replies by WAN2 (reply-to)");
+    assert!(
+        answered(&lab.a, &["198.19.0.2"]),
+        "{workers} workers: A to B: the routing table's way"
+    );
+    assert!(
+        answered(&lab.a, &["203.0.113.5"]),
+        "{workers} workers: A to 203.0.113.5: route-to by WAN2"
+    );
+    assert!(
+        answered(w, &["-I", "203.0.113.5", "198.18.0.2"]),
+        "{workers} workers: W to A: the replies by WAN2 (reply-to)"
+    );
     // Without the options the same pings are lost by WAN1 (B does not forward).
     std::fs::write(lab.dir.join("rules.conf"), "pass all\n").unwrap();
-    let reload = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(cfg).output().unwrap();
+    let reload = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["reload", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
     assert!(reload.status.success(), "reload: {}", common::text(&reload));
-    assert!(!answered(w, &["-I", "203.0.113.5", "-W", "1", "198.18.0.2"]), "{workers} workers: W to A without reply-to");
-    assert!(!answered(&lab.a, &["-W", "1", "203.0.113.5"]), "{workers} workers: A to 203.0.113.5 without route-to");
+    assert!(
+        !answered(w, &["-I", "203.0.113.5", "-W", "1", "198.18.0.2"]),
+        "{workers} workers: W to A without reply-to"
+    );
+    assert!(
+        !answered(&lab.a, &["-W", "1", "203.0.113.5"]),
+        "{workers} workers: A to 203.0.113.5 without route-to"
+    );
 }

@@ -96,12 +96,17 @@ fn parse(ip: &[u8]) -> Option<(Frag, &[u8])> {
 /// Whether the IPv4 packet `ip` (validated by the classify pass) is a fragment.
 #[inline(always)]
 pub fn is_fragment_v4(ip: &[u8]) -> bool {
-    ip.get(6..8).is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x3fff != 0)
+    ip.get(6..8)
+        .is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x3fff != 0)
 }
 
 impl FragTable {
     pub fn new(seed: u64) -> FragTable {
-        FragTable { slots: Self::slots(SLOTS), seed: (seed as u32) | 1, counts: FragCounts::default() }
+        FragTable {
+            slots: Self::slots(SLOTS),
+            seed: (seed as u32) | 1,
+            counts: FragCounts::default(),
+        }
     }
 
     fn slots(datagrams: usize) -> Box<[Slot]> {
@@ -130,14 +135,26 @@ impl FragTable {
 
     fn find(&mut self, f: &Frag, now: u32) -> Option<&mut Slot> {
         let s = self.set(f);
-        self.slots[s..s + WAYS].iter_mut().find(|e| e.used && e.expires >= now && (e.src, e.dst, e.id, e.proto) == (f.src, f.dst, f.id, f.proto))
+        self.slots[s..s + WAYS].iter_mut().find(|e| {
+            e.used
+                && e.expires >= now
+                && (e.src, e.dst, e.id, e.proto) == (f.src, f.dst, f.id, f.proto)
+        })
     }
 
     /// Judges IPv4 fragment `ip` (its `key` as [`super::keys::extract`] built it), at `now`
     /// (seconds), a first fragment's datagram living `timeout` seconds: fills in the ports a
     /// later fragment inherits, or the reason to drop it.
-    pub fn judge(&mut self, ip: &[u8], key: &mut PacketKey, now: u32, timeout: u32) -> Result<(), DropReason> {
-        let Some((f, payload)) = parse(ip) else { return Ok(()) };
+    pub fn judge(
+        &mut self,
+        ip: &[u8],
+        key: &mut PacketKey,
+        now: u32,
+        timeout: u32,
+    ) -> Result<(), DropReason> {
+        let Some((f, payload)) = parse(ip) else {
+            return Ok(());
+        };
         if !matches!(f.proto, proto::TCP | proto::UDP | proto::ICMP) {
             return Ok(());
         }
@@ -147,7 +164,9 @@ impl FragTable {
         if f.proto == proto::TCP && f.offset == 8 {
             return Err(DropReason::FragmentOverlap);
         }
-        let Some(e) = self.find(&f, now) else { return Err(DropReason::FragmentNoFirst) };
+        let Some(e) = self.find(&f, now) else {
+            return Err(DropReason::FragmentNoFirst);
+        };
         key.src_port = e.sport;
         key.dst_port = e.dport;
         e.seen += f.len;
@@ -160,19 +179,42 @@ impl FragTable {
         Ok(())
     }
 
-    fn first(&mut self, f: &Frag, l4: &[u8], key: &mut PacketKey, now: u32, timeout: u32) -> Result<(), DropReason> {
+    fn first(
+        &mut self,
+        f: &Frag,
+        l4: &[u8],
+        key: &mut PacketKey,
+        now: u32,
+        timeout: u32,
+    ) -> Result<(), DropReason> {
         let need = if f.proto == proto::TCP { 20 } else { 8 };
-        let Some(h) = l4.get(..need) else { return Err(DropReason::FragmentTiny) };
+        let Some(h) = l4.get(..need) else {
+            return Err(DropReason::FragmentTiny);
+        };
         let (sport, dport) = match f.proto {
             proto::ICMP => (h[0].into(), h[1].into()),
-            _ => (u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]])),
+            _ => (
+                u16::from_be_bytes([h[0], h[1]]),
+                u16::from_be_bytes([h[2], h[3]]),
+            ),
         };
         key.src_port = sport;
         key.dst_port = dport;
         if !f.more {
             return Ok(()); // offset 0 and no MF: not a fragment after all
         }
-        let entry = Slot { src: f.src, dst: f.dst, id: f.id, proto: f.proto, used: true, sport, dport, expires: now.saturating_add(timeout), seen: f.len, total: None };
+        let entry = Slot {
+            src: f.src,
+            dst: f.dst,
+            id: f.id,
+            proto: f.proto,
+            used: true,
+            sport,
+            dport,
+            expires: now.saturating_add(timeout),
+            seen: f.len,
+            total: None,
+        };
         if let Some(e) = self.find(f, now) {
             // A retransmitted first fragment: the same datagram again.
             *e = entry;
@@ -198,7 +240,9 @@ mod tests {
 
     /// An IPv4 fragment: `id`, payload offset (bytes), MF, protocol, payload.
     fn frag(id: u16, offset: u16, more: bool, p: u8, payload: &[u8]) -> Vec<u8> {
-        let mut b = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, p, 0, 0, 10, 0, 0, 1, 10, 0, 1, 2];
+        let mut b = vec![
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, p, 0, 0, 10, 0, 0, 1, 10, 0, 1, 2,
+        ];
         let total = (20 + payload.len()) as u16;
         b[2..4].copy_from_slice(&total.to_be_bytes());
         b[4..6].copy_from_slice(&id.to_be_bytes());
@@ -209,7 +253,22 @@ mod tests {
     }
 
     fn key(p: u8) -> PacketKey {
-        PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: p, src: 0x0a00_0001, dst: 0x0a00_0102, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0, tag: 0 }
+        PacketKey {
+            af: Af::Inet,
+            dir: Dir::In,
+            iface: 0,
+            proto: p,
+            src: 0x0a00_0001,
+            dst: 0x0a00_0102,
+            src_port: 0,
+            dst_port: 0,
+            tcp_flags: 0,
+            len: 0,
+            icmp_id: 0,
+            ip_opts: false,
+            route: 0,
+            tag: 0,
+        }
     }
 
     /// A UDP header for ports 4000 -> 53 announcing a 3000-byte datagram, then data.
@@ -223,38 +282,97 @@ mod tests {
     fn later_fragments_take_the_first_fragments_ports_until_complete() {
         let mut t = FragTable::new(7);
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 0, true, proto::UDP, &udp_start(1480)), &mut k, 0, 30).unwrap();
+        t.judge(
+            &frag(9, 0, true, proto::UDP, &udp_start(1480)),
+            &mut k,
+            0,
+            30,
+        )
+        .unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30).unwrap();
+        t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30)
+            .unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 2960, false, proto::UDP, &[0; 48]), &mut k, 1, 30).unwrap();
+        t.judge(&frag(9, 2960, false, proto::UDP, &[0; 48]), &mut k, 1, 30)
+            .unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         // Complete: the entry is gone, a stray copy of a later fragment is dropped.
         let mut k = key(proto::UDP);
-        assert_eq!(t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30), Err(DropReason::FragmentNoFirst));
-        assert_eq!(t.counts, FragCounts { tracked: 1, evicted: 0 });
+        assert_eq!(
+            t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30),
+            Err(DropReason::FragmentNoFirst)
+        );
+        assert_eq!(
+            t.counts,
+            FragCounts {
+                tracked: 1,
+                evicted: 0
+            }
+        );
     }
 
     #[test]
     fn adversarial_fragments_are_dropped() {
         let mut t = FragTable::new(7);
         // A later fragment before (or without) its first.
-        assert_eq!(t.judge(&frag(1, 1480, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 0, 30), Err(DropReason::FragmentNoFirst));
+        assert_eq!(
+            t.judge(
+                &frag(1, 1480, false, proto::UDP, &[0; 8]),
+                &mut key(proto::UDP),
+                0,
+                30
+            ),
+            Err(DropReason::FragmentNoFirst)
+        );
         // A first fragment too short for the TCP header (RFC 1858 tiny fragment).
-        assert_eq!(t.judge(&frag(2, 0, true, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0, 30), Err(DropReason::FragmentTiny));
-        assert_eq!(t.judge(&frag(2, 0, true, proto::UDP, &[0; 4]), &mut key(proto::UDP), 0, 30), Err(DropReason::FragmentTiny));
+        assert_eq!(
+            t.judge(
+                &frag(2, 0, true, proto::TCP, &[0; 16]),
+                &mut key(proto::TCP),
+                0,
+                30
+            ),
+            Err(DropReason::FragmentTiny)
+        );
+        assert_eq!(
+            t.judge(
+                &frag(2, 0, true, proto::UDP, &[0; 4]),
+                &mut key(proto::UDP),
+                0,
+                30
+            ),
+            Err(DropReason::FragmentTiny)
+        );
         // TCP at offset 8 rewrites the flags (RFC 1858 overlapping fragment).
         let mut tcp = vec![0u8; 24];
         tcp[0..4].copy_from_slice(&[0, 80, 0, 22]);
-        t.judge(&frag(3, 0, true, proto::TCP, &tcp), &mut key(proto::TCP), 0, 30).unwrap();
-        assert_eq!(t.judge(&frag(3, 8, false, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0, 30), Err(DropReason::FragmentOverlap));
+        t.judge(
+            &frag(3, 0, true, proto::TCP, &tcp),
+            &mut key(proto::TCP),
+            0,
+            30,
+        )
+        .unwrap();
+        assert_eq!(
+            t.judge(
+                &frag(3, 8, false, proto::TCP, &[0; 16]),
+                &mut key(proto::TCP),
+                0,
+                30
+            ),
+            Err(DropReason::FragmentOverlap)
+        );
         let mut k = key(proto::TCP);
-        t.judge(&frag(3, 24, false, proto::TCP, &[0; 16]), &mut k, 0, 30).unwrap();
+        t.judge(&frag(3, 24, false, proto::TCP, &[0; 16]), &mut k, 0, 30)
+            .unwrap();
         assert_eq!((k.src_port, k.dst_port), (80, 22));
         // Other protocols pass through untouched (their key has no ports to inherit).
-        assert_eq!(t.judge(&frag(4, 1480, false, 47, &[0; 8]), &mut key(47), 0, 30), Ok(()));
+        assert_eq!(
+            t.judge(&frag(4, 1480, false, 47, &[0; 8]), &mut key(47), 0, 30),
+            Ok(())
+        );
         // Truncated headers are left to the rules.
         assert_eq!(t.judge(&[0x45, 0, 0], &mut key(proto::UDP), 0, 30), Ok(()));
     }
@@ -262,19 +380,48 @@ mod tests {
     #[test]
     fn entries_expire_and_a_full_set_evicts_the_oldest() {
         let mut t = FragTable::new(7);
-        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 30).unwrap();
-        assert!(t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 30, 30).is_ok());
-        assert_eq!(t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 31, 30), Err(DropReason::FragmentNoFirst));
+        t.judge(
+            &frag(5, 0, true, proto::UDP, &udp_start(64)),
+            &mut key(proto::UDP),
+            0,
+            30,
+        )
+        .unwrap();
+        assert!(
+            t.judge(
+                &frag(5, 64, true, proto::UDP, &[0; 8]),
+                &mut key(proto::UDP),
+                30,
+                30
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            t.judge(
+                &frag(5, 72, true, proto::UDP, &[0; 8]),
+                &mut key(proto::UDP),
+                31,
+                30
+            ),
+            Err(DropReason::FragmentNoFirst)
+        );
         // Flood one worker with first fragments: memory stays SLOTS entries, and the table
         // keeps tracking the newest datagrams.
         let mut t = FragTable::new(7);
         for id in 0..20_000u16 {
-            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1, 30).unwrap();
+            t.judge(
+                &frag(id, 0, true, proto::UDP, &udp_start(64)),
+                &mut key(proto::UDP),
+                1,
+                30,
+            )
+            .unwrap();
         }
         assert_eq!(t.counts.tracked, 20_000);
         assert!(t.counts.evicted >= 20_000 - SLOTS as u64);
         let mut k = key(proto::UDP);
-        t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30).unwrap();
+        t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30)
+            .unwrap();
         assert_eq!(k.dst_port, 53);
     }
 
@@ -284,22 +431,68 @@ mod tests {
     #[test]
     fn timeout_and_size_follow_the_rules() {
         let mut t = FragTable::new(7);
-        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 5).unwrap();
-        assert!(t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 5, 30).is_ok());
-        assert_eq!(t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 6, 30), Err(DropReason::FragmentNoFirst));
+        t.judge(
+            &frag(5, 0, true, proto::UDP, &udp_start(64)),
+            &mut key(proto::UDP),
+            0,
+            5,
+        )
+        .unwrap();
+        assert!(
+            t.judge(
+                &frag(5, 64, true, proto::UDP, &[0; 8]),
+                &mut key(proto::UDP),
+                5,
+                30
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            t.judge(
+                &frag(5, 72, true, proto::UDP, &[0; 8]),
+                &mut key(proto::UDP),
+                6,
+                30
+            ),
+            Err(DropReason::FragmentNoFirst)
+        );
         assert_eq!(t.capacity(), SLOTS);
-        t.judge(&frag(6, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 30).unwrap();
+        t.judge(
+            &frag(6, 0, true, proto::UDP, &udp_start(64)),
+            &mut key(proto::UDP),
+            0,
+            30,
+        )
+        .unwrap();
         t.resize(10);
         assert_eq!(t.capacity(), 12);
-        assert_eq!(t.judge(&frag(6, 64, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 1, 30), Err(DropReason::FragmentNoFirst));
+        assert_eq!(
+            t.judge(
+                &frag(6, 64, false, proto::UDP, &[0; 8]),
+                &mut key(proto::UDP),
+                1,
+                30
+            ),
+            Err(DropReason::FragmentNoFirst)
+        );
         for id in 0..1000u16 {
-            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1, 30).unwrap();
+            t.judge(
+                &frag(id, 0, true, proto::UDP, &udp_start(64)),
+                &mut key(proto::UDP),
+                1,
+                30,
+            )
+            .unwrap();
         }
         assert!(t.counts.evicted >= 1000 - 12);
         t.resize(12);
         let mut k = key(proto::UDP);
-        t.judge(&frag(999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30).unwrap();
-        assert_eq!(k.dst_port, 53, "resizing to the size it has keeps what it holds");
+        t.judge(&frag(999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30)
+            .unwrap();
+        assert_eq!(
+            k.dst_port, 53,
+            "resizing to the size it has keeps what it holds"
+        );
     }
 
     #[test]

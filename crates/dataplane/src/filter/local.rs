@@ -20,7 +20,13 @@ use crate::counters::DropReason;
 impl Firewall {
     /// pf's pass over an IP packet the router sends on logical port `port` (`frame`: its
     /// Ethernet frame, the IP header at `l3`): `Ok` to send it.
-    pub fn local_out(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16) -> Result<(), DropReason> {
+    pub fn local_out(
+        &mut self,
+        frame: &[u8],
+        l3: usize,
+        v4: bool,
+        port: u16,
+    ) -> Result<(), DropReason> {
         self.begin_batch();
         let mut key = PacketKey::ZERO;
         let mut tcp = None;
@@ -47,7 +53,12 @@ impl Firewall {
     /// An ICMP error the router sends about a tracked flow (the kernel's port unreachable,
     /// its time exceeded) passes under that flow's state, as in pf; one quoting a TCP
     /// sequence number outside the flow's window is dropped. `None`: not such an error.
-    fn local_icmp_error(&mut self, frame: &[u8], l3: usize, key: &PacketKey) -> Option<Result<(), DropReason>> {
+    fn local_icmp_error(
+        &mut self,
+        frame: &[u8],
+        l3: usize,
+        key: &PacketKey,
+    ) -> Option<Result<(), DropReason>> {
         if !is_icmp_error(key.proto, key.src_port) || self.states.is_empty() {
             return None;
         }
@@ -62,7 +73,12 @@ impl Firewall {
         Some(Ok(()))
     }
 
-    fn local_out_key(&mut self, key: &PacketKey, tcp: Option<&TcpSegment>, port: u16) -> Result<(), DropReason> {
+    fn local_out_key(
+        &mut self,
+        key: &PacketKey,
+        tcp: Option<&TcpSegment>,
+        port: u16,
+    ) -> Result<(), DropReason> {
         let mut ticket = Ticket::default();
         if !self.states.is_empty()
             && let StateLookup::Hit { id, verdict, .. } = self.states.lookup(key, tcp, self.now)
@@ -74,7 +90,12 @@ impl Firewall {
                 return Err(state_drop_reason(d));
             }
             let hit = Hit::of(id, key);
-            ticket = Ticket { state: Some(id), from_a: hit.from_a, out_settled: false, tag: key.tag };
+            ticket = Ticket {
+                state: Some(id),
+                from_a: hit.from_a,
+                out_settled: false,
+                tag: key.tag,
+            };
         }
         self.filter_out(key, port, tcp, ticket)
     }

@@ -50,7 +50,11 @@ impl Firewall {
         }
         let GhostScan { next, found } = self.ghost_scan;
         let end = (next + SCAN_SLOTS).min(self.states.slot_count());
-        let found = found || self.states.rules_of_slots(next..end).any(|r| (GHOST_BASE..NO_RULE).contains(&r));
+        let found = found
+            || self
+                .states
+                .rules_of_slots(next..end)
+                .any(|r| (GHOST_BASE..NO_RULE).contains(&r));
         self.ghost_scan = match end == self.states.slot_count() {
             true if !found => {
                 self.ghost_routes.clear();
@@ -88,14 +92,20 @@ impl Firewall {
             .rules
             .rules
             .iter()
-            .map(|r| match news.get_mut(&rule_identity(r)).and_then(Vec::pop) {
-                Some(j) => j,
-                None => r.route.map_or(NO_RULE, |opt| self.ghost(opt)),
-            })
+            .map(
+                |r| match news.get_mut(&rule_identity(r)).and_then(Vec::pop) {
+                    Some(j) => j,
+                    None => r.route.map_or(NO_RULE, |opt| self.ghost(opt)),
+                },
+            )
             .collect();
         // An index past the old set (a reload without the options left it there, its rule
         // gone) names no rule; a ghost stays one.
-        self.states.map_rules(|r| map.get(r as usize).copied().unwrap_or(if r >= GHOST_BASE { r } else { NO_RULE }));
+        self.states.map_rules(|r| {
+            map.get(r as usize)
+                .copied()
+                .unwrap_or(if r >= GHOST_BASE { r } else { NO_RULE })
+        });
         // States scanned before may hold the new ghosts: a new round.
         self.ghost_scan = GhostScan::default();
     }
@@ -125,7 +135,12 @@ mod tests {
     use crate::filter::RulesSlot;
 
     fn compile(text: &str) -> CompiledRules {
-        let ifaces = |n: &str| ["lan", "wan"].iter().position(|i| *i == n).map(|i| i as u16);
+        let ifaces = |n: &str| {
+            ["lan", "wan"]
+                .iter()
+                .position(|i| *i == n)
+                .map(|i| i as u16)
+        };
         CompiledRules::parse(text, Path::new("t.conf"), &ifaces).unwrap()
     }
 
@@ -135,12 +150,29 @@ mod tests {
     fn ghosts_live_as_long_as_their_states() {
         let with = "pass all\npass in on lan route-to (wan 192.0.2.1) inet proto udp keep state\n";
         let mut fw = Firewall::new(RulesSlot::new(Arc::new(compile(with))), 7);
-        let key = PacketKey { af: Af::Inet, proto: proto::UDP, src: 0x0a00_0002, dst: 0xcb00_7105, src_port: 5000, dst_port: 53, ..PacketKey::ZERO };
+        let key = PacketKey {
+            af: Af::Inet,
+            proto: proto::UDP,
+            src: 0x0a00_0002,
+            dst: 0xcb00_7105,
+            src_port: 5000,
+            dst_port: 53,
+            ..PacketKey::ZERO
+        };
         let id = fw.states.insert(&key, 1, fw.now, None).unwrap();
-        let opt = RouteOpt { reply: false, af: Af::Inet, gateway: 0xc000_0201, port: Some(1) };
+        let opt = RouteOpt {
+            reply: false,
+            af: Af::Inet,
+            gateway: 0xc000_0201,
+            port: Some(1),
+        };
         assert_eq!(fw.route_option(&key), Some(opt));
-        fw.carry_routes(&compile("pass all\npass in on lan inet proto udp keep state\n"));
-        fw.cur = Arc::new(super::super::RuleCounters::new(Arc::new(compile("pass all\n"))));
+        fw.carry_routes(&compile(
+            "pass all\npass in on lan inet proto udp keep state\n",
+        ));
+        fw.cur = Arc::new(super::super::RuleCounters::new(Arc::new(compile(
+            "pass all\n",
+        ))));
         assert!(fw.routes(), "a ghost keeps the pass on");
         assert_eq!(fw.route_option(&key), Some(opt), "the old state's route");
         fw.scan_ghosts();

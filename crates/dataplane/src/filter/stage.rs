@@ -134,20 +134,43 @@ enum Prior {
 /// its UDP flow (into `flow6`) hashed and probed; else whether it may be UDP all the same.
 /// Out of line: IPv4's loop stays as it was.
 #[inline(never)]
-fn lean_other(table: &fw::state::StateTable, frame: &[u8], routed: Option<RoutedPacket>, flow6: &mut Flow) -> LeanFlow {
-    let Some(RoutedPacket { l3, v4, .. }) = routed else { return LeanFlow::default() };
+fn lean_other(
+    table: &fw::state::StateTable,
+    frame: &[u8],
+    routed: Option<RoutedPacket>,
+    flow6: &mut Flow,
+) -> LeanFlow {
+    let Some(RoutedPacket { l3, v4, .. }) = routed else {
+        return LeanFlow::default();
+    };
     if v4 {
-        return LeanFlow { odd_udp: keys::is_udp_v4(frame, l3), ..LeanFlow::default() };
+        return LeanFlow {
+            odd_udp: keys::is_udp_v4(frame, l3),
+            ..LeanFlow::default()
+        };
     }
-    match frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v6) {
+    match frame
+        .get(l3..)
+        .and_then(|b| b.first_chunk())
+        .and_then(keys::lean_udp_v6)
+    {
         Some((flow, len)) => {
             // Probed at once (IPv4's probes wait for their index lines in a loop of their
             // own): the probe still starts loading the state's slot.
             let hash = table.hash_flow(&flow);
             *flow6 = flow;
-            LeanFlow { hash, probe: table.probe(hash), len, v6: true, ..LeanFlow::default() }
+            LeanFlow {
+                hash,
+                probe: table.probe(hash),
+                len,
+                v6: true,
+                ..LeanFlow::default()
+            }
         }
-        None => LeanFlow { odd_udp: keys::may_be_udp_v6(frame, l3), ..LeanFlow::default() },
+        None => LeanFlow {
+            odd_udp: keys::may_be_udp_v6(frame, l3),
+            ..LeanFlow::default()
+        },
     }
 }
 
@@ -163,7 +186,11 @@ fn lean(frame: &[u8], l3: usize, v4: bool, tcp: &mut Option<TcpSegment>) -> Opti
 /// The segment to track for a packet of `flow` (UDP has none; `tcp` is stale then).
 #[inline(always)]
 fn segment<'a>(flow: &FlowV4, tcp: &'a Option<TcpSegment>) -> Option<&'a TcpSegment> {
-    if flow.proto() == proto::TCP { tcp.as_ref() } else { None }
+    if flow.proto() == proto::TCP {
+        tcp.as_ref()
+    } else {
+        None
+    }
 }
 
 impl FilterStage {
@@ -193,7 +220,14 @@ impl FilterStage {
     /// `v4`: where the IPv4 packets to route are, in order; `only_v4`: no other packet is
     /// to route).
     #[inline(always)]
-    pub fn filter_in<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4], only_v4: bool) {
+    pub fn filter_in<S: Routed>(
+        &mut self,
+        pool: &FramePool,
+        descs: &[FrameDesc],
+        steps: &mut [S],
+        v4: &[RoutedV4],
+        only_v4: bool,
+    ) {
         self.out_pass = false;
         let n = descs.len().min(steps.len()).min(MAX_BATCH);
         let (descs, steps) = (&descs[..n], &mut steps[..n]);
@@ -212,7 +246,8 @@ impl FilterStage {
     pub fn begin_batch(&mut self) {
         self.fw.begin_batch();
         self.nat_on = self.nat.begin_batch(self.fw.rules(), self.fw.now);
-        (self.scrub.on_in, self.scrub.on_out) = (self.fw.rules().scrub_in, self.fw.rules().scrub_out);
+        (self.scrub.on_in, self.scrub.on_out) =
+            (self.fw.rules().scrub_in, self.fw.rules().scrub_out);
         if self.nat_passed {
             self.nat_passed = false;
             self.nat_pass.fill(false);
@@ -221,7 +256,14 @@ impl FilterStage {
 
     /// Normalizes the packet at `l3` of `frame` in pass `dir` on `port` ([`super::scrub`]).
     #[inline(always)]
-    pub fn scrub(&mut self, frame: &mut [u8], l3: usize, v4: bool, port: u16, dir: fw::packet::Dir) -> Result<(), DropReason> {
+    pub fn scrub(
+        &mut self,
+        frame: &mut [u8],
+        l3: usize,
+        v4: bool,
+        port: u16,
+        dir: fw::packet::Dir,
+    ) -> Result<(), DropReason> {
         let (rules, counts) = self.fw.scrub_parts();
         self.scrub.apply(rules, counts, frame, l3, v4, port, dir)
     }
@@ -247,7 +289,14 @@ impl FilterStage {
     /// A cached table: the quick loop over the batch ([`fw::state::QuickHits`]: hits of steady
     /// UDP states), then lookups one after the other for the packets it left, in order.
     #[inline(always)]
-    fn cached<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4], only_v4: bool) {
+    fn cached<S: Routed>(
+        &mut self,
+        pool: &FramePool,
+        descs: &[FrameDesc],
+        steps: &mut [S],
+        v4: &[RoutedV4],
+        only_v4: bool,
+    ) {
         if !self.fw.quick_loop() {
             let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
             return self.in_order::<S, false>(pool, descs, steps, left);
@@ -261,7 +310,10 @@ impl FilterStage {
                 let (hdr, i) = (p.header_addr as usize, usize::from(p.index));
                 let q = match pool.peek(hdr).and_then(keys::lean_udp_v4) {
                     Some((flow, len)) => Quick::of(quick.udp_v4(&flow, len), false),
-                    None => Quick::of(false, pool.peek::<20>(hdr).is_some_and(|h| keys::is_udp_v4(h, 0))),
+                    None => Quick::of(
+                        false,
+                        pool.peek::<20>(hdr).is_some_and(|h| keys::is_udp_v4(h, 0)),
+                    ),
                 };
                 if !note(q, i, n, &mut self.settled, &mut self.left, &mut left) {
                     break;
@@ -271,14 +323,28 @@ impl FilterStage {
             return self.in_order::<S, false>(pool, descs, steps, left);
         }
         for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
-            let Some(RoutedPacket { l3, v4, .. }) = step.routed() else { continue };
+            let Some(RoutedPacket { l3, v4, .. }) = step.routed() else {
+                continue;
+            };
             let frame = pool.frame(*desc);
             let q = if v4 {
-                let lean = frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v4);
-                Quick::of(lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)), lean.is_none() && keys::is_udp_v4(frame, l3))
+                let lean = frame
+                    .get(l3..)
+                    .and_then(|b| b.first_chunk())
+                    .and_then(keys::lean_udp_v4);
+                Quick::of(
+                    lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)),
+                    lean.is_none() && keys::is_udp_v4(frame, l3),
+                )
             } else {
-                let lean = frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::lean_udp_v6);
-                Quick::of(lean.is_some_and(|(flow, len)| quick.udp_v6(&flow, len)), lean.is_none() && keys::may_be_udp_v6(frame, l3))
+                let lean = frame
+                    .get(l3..)
+                    .and_then(|b| b.first_chunk())
+                    .and_then(keys::lean_udp_v6);
+                Quick::of(
+                    lean.is_some_and(|(flow, len)| quick.udp_v6(&flow, len)),
+                    lean.is_none() && keys::may_be_udp_v6(frame, l3),
+                )
             };
             if !note(q, i, n, &mut self.settled, &mut self.left, &mut left) {
                 break;
@@ -291,8 +357,21 @@ impl FilterStage {
     /// The fast path's state lookup of packet `i`, and what follows from it.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn lookup<S: Routed>(&mut self, i: usize, step: &mut S, flow: &FlowV4, h: u64, probe: Option<u32>, len: u16, pool: &FramePool, desc: FrameDesc, l3: usize) {
-        let hit = self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
+    fn lookup<S: Routed>(
+        &mut self,
+        i: usize,
+        step: &mut S,
+        flow: &FlowV4,
+        h: u64,
+        probe: Option<u32>,
+        len: u16,
+        pool: &FramePool,
+        desc: FrameDesc,
+        l3: usize,
+    ) {
+        let hit = self
+            .fw
+            .state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
         let port = step.routed().map_or(desc.port, |r| r.in_port);
         // A packet the state decides is logged here (`log (all)`); one that goes on to the
         // rules is logged once, after them (`by_key`).
@@ -323,12 +402,23 @@ impl FilterStage {
                 Some((flow, len)) => {
                     let hash = table.hash_v4(&flow);
                     table.prefetch_index(hash);
-                    LeanFlow { flow, hash, probe: 0, len, valid: true, v6: false, odd_udp: false }
+                    LeanFlow {
+                        flow,
+                        hash,
+                        probe: 0,
+                        len,
+                        valid: true,
+                        v6: false,
+                        odd_udp: false,
+                    }
                 }
                 None => lean_other(table, frame, routed, &mut self.lean_flows6[i % MAX_BATCH]),
             };
         }
-        for l in self.lean_flows[..descs.len()].iter_mut().filter(|l| l.valid) {
+        for l in self.lean_flows[..descs.len()]
+            .iter_mut()
+            .filter(|l| l.valid)
+        {
             l.probe = table.probe(l.hash);
         }
         if !self.fw.quick_loop() {
@@ -338,9 +428,20 @@ impl FilterStage {
         let mut left = 0;
         let mut quick = self.fw.quick();
         for (i, l) in self.lean_flows[..descs.len()].iter().enumerate() {
-            let hit = l.valid && l.flow.proto() == proto::UDP && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
-            let hit = hit || (l.v6 && quick.udp_v6_from(&self.lean_flows6[i % MAX_BATCH], l.hash, l.probe, l.len));
-            if !note(Quick::of(hit, l.odd_udp), i, descs.len(), &mut self.settled, &mut self.left, &mut left) {
+            let hit = l.valid
+                && l.flow.proto() == proto::UDP
+                && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
+            let hit = hit
+                || (l.v6
+                    && quick.udp_v6_from(&self.lean_flows6[i % MAX_BATCH], l.hash, l.probe, l.len));
+            if !note(
+                Quick::of(hit, l.odd_udp),
+                i,
+                descs.len(),
+                &mut self.settled,
+                &mut self.left,
+                &mut left,
+            ) {
                 break;
             }
         }
@@ -351,20 +452,33 @@ impl FilterStage {
     /// The general lookup, in order, of the `left` packets the quick loop left (listed in
     /// `self.left`); `BATCHED`: their flows were read, hashed and probed into `self.lean_flows`.
     #[inline(always)]
-    fn in_order<S: Routed, const BATCHED: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], left: usize) {
+    fn in_order<S: Routed, const BATCHED: bool>(
+        &mut self,
+        pool: &FramePool,
+        descs: &[FrameDesc],
+        steps: &mut [S],
+        left: usize,
+    ) {
         for k in 0..left.min(MAX_BATCH) {
             let i = usize::from(self.left[k]);
-            let (Some(step), Some(&desc)) = (steps.get_mut(i), descs.get(i)) else { continue };
-            let Some(RoutedPacket { l3, v4, in_port }) = step.routed() else { continue };
+            let (Some(step), Some(&desc)) = (steps.get_mut(i), descs.get(i)) else {
+                continue;
+            };
+            let Some(RoutedPacket { l3, v4, in_port }) = step.routed() else {
+                continue;
+            };
             let i = i % MAX_BATCH;
             let flow = if BATCHED {
                 let l = &self.lean_flows[i];
                 l.valid.then_some((l.flow, l.hash, Some(l.probe), l.len))
             } else {
-                lean(pool.frame(desc), l3, v4, &mut self.tcp[i]).map(|(flow, len)| (flow, self.fw.state_table().hash_v4(&flow), None, len))
+                lean(pool.frame(desc), l3, v4, &mut self.tcp[i])
+                    .map(|(flow, len)| (flow, self.fw.state_table().hash_v4(&flow), None, len))
             };
             match flow {
-                Some((flow, hash, probe, len)) => self.lookup(i, step, &flow, hash, probe, len, pool, desc, l3),
+                Some((flow, hash, probe, len)) => {
+                    self.lookup(i, step, &flow, hash, probe, len, pool, desc, l3)
+                }
                 None => {
                     let r = self.by_key_cold(pool.frame(desc), l3, v4, in_port, i, Prior::Unknown);
                     self.record(i, step, r);
@@ -385,7 +499,10 @@ impl FilterStage {
             }
             Err(DropReason::FilterBlocked) => {
                 // Where the apply pass finds the answer of a `block return` rule, if any.
-                self.refusals[i] = step.routed().zip(self.fw.take_refusal(&self.keys[i])).map(|(p, r)| (p.in_port, r));
+                self.refusals[i] = step
+                    .routed()
+                    .zip(self.fw.take_refusal(&self.keys[i]))
+                    .map(|(p, r)| (p.in_port, r));
                 step.drop_for(DropReason::FilterBlocked);
             }
             Err(reason) => step.drop_for(reason),
@@ -396,7 +513,15 @@ impl FilterStage {
     /// up already, `prior`) the state lookup by key, or for an ICMP error the state of the
     /// flow it quotes, then the in pass; then, if its rule logs it, its log record.
     #[inline(always)]
-    fn by_key(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, prior: Prior) -> Result<Option<Ticket>, DropReason> {
+    fn by_key(
+        &mut self,
+        frame: &[u8],
+        l3: usize,
+        v4: bool,
+        port: u16,
+        i: usize,
+        prior: Prior,
+    ) -> Result<Option<Ticket>, DropReason> {
         let r = self.judge(frame, l3, v4, port, i, prior);
         if self.fw.has_log_hit() {
             self.fw.emit_log(frame, l3, port);
@@ -406,13 +531,25 @@ impl FilterStage {
 
     /// [`by_key`](Self::by_key) but for the log.
     #[inline(always)]
-    fn judge(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, prior: Prior) -> Result<Option<Ticket>, DropReason> {
+    fn judge(
+        &mut self,
+        frame: &[u8],
+        l3: usize,
+        v4: bool,
+        port: u16,
+        i: usize,
+        prior: Prior,
+    ) -> Result<Option<Ticket>, DropReason> {
         let i = i % MAX_BATCH;
         let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
         keys::extract(frame, l3, v4, port, key, tcp);
         self.fw.fill_route_bits(key);
         // Fragments are never on the fast path (keys::lean_v4 refuses them).
-        if v4 && let Some(ip) = frame.get(l3..).filter(|ip| super::frags::is_fragment_v4(ip)) {
+        if v4
+            && let Some(ip) = frame
+                .get(l3..)
+                .filter(|ip| super::frags::is_fragment_v4(ip))
+        {
             let (timeout, datagrams) = self.fw.frag_settings();
             self.frags.resize(datagrams);
             self.frags.judge(ip, key, self.fw.now, timeout)?;
@@ -430,7 +567,9 @@ impl FilterStage {
             Prior::Miss => return self.fw.inbound(key, tcp, None),
             Prior::Hit(id) => return self.fw.inbound(key, tcp, Some(Hit::of(id, key))),
             // Without states nothing can match (the pass for rule sets without `keep state`).
-            Prior::Unknown if self.fw.state_table().is_empty() => return self.fw.inbound(key, tcp, None),
+            Prior::Unknown if self.fw.state_table().is_empty() => {
+                return self.fw.inbound(key, tcp, None);
+            }
             Prior::Unknown => {}
         }
         if is_icmp_error(key.proto, key.src_port)
@@ -443,7 +582,15 @@ impl FilterStage {
 
     /// [`by_key`](Self::by_key) out of line, so that the fast path's loop stays small.
     #[inline(never)]
-    fn by_key_cold(&mut self, frame: &[u8], l3: usize, v4: bool, port: u16, i: usize, prior: Prior) -> Result<Option<Ticket>, DropReason> {
+    fn by_key_cold(
+        &mut self,
+        frame: &[u8],
+        l3: usize,
+        v4: bool,
+        port: u16,
+        i: usize,
+        prior: Prior,
+    ) -> Result<Option<Ticket>, DropReason> {
         self.by_key(frame, l3, v4, port, i, prior)
     }
 }
@@ -474,7 +621,14 @@ impl Quick {
 /// Notes the quick loop's outcome `q` for packet `i` of `n`: marks a hit stateful, or lists
 /// what it leaves in `list` (`left` of them so far). `false`: the loop stops there.
 #[inline(always)]
-fn note(q: Quick, i: usize, n: usize, settled: &mut [bool; MAX_BATCH], list: &mut [u16; MAX_BATCH], left: &mut usize) -> bool {
+fn note(
+    q: Quick,
+    i: usize,
+    n: usize,
+    settled: &mut [bool; MAX_BATCH],
+    list: &mut [u16; MAX_BATCH],
+    left: &mut usize,
+) -> bool {
     match q {
         Quick::Hit => settled[i % MAX_BATCH] = true,
         Quick::Leave => {
@@ -508,7 +662,12 @@ fn leave_the_rest(list: &mut [u16; MAX_BATCH], left: usize, from: usize, n: usiz
 
 /// [`Firewall::icmp_error`] for an ICMP error (its `key`), out of line (rare).
 #[inline(never)]
-fn icmp_error(fw: &mut Firewall, frame: &[u8], l3: usize, key: &PacketKey) -> Option<Result<Option<Ticket>, DropReason>> {
+fn icmp_error(
+    fw: &mut Firewall,
+    frame: &[u8],
+    l3: usize,
+    key: &PacketKey,
+) -> Option<Result<Option<Ticket>, DropReason>> {
     let (quoted, seq) = keys::quoted(frame, l3, key)?;
     fw.icmp_error(key, &quoted, seq)
 }

@@ -11,10 +11,10 @@ use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
 use crate::filter::{frags, keys};
 use crate::punt::Punt;
-use lpm::NextHop;
 use fw::packet::{Af, PacketKey};
 use fw::rules::RouteOpt;
 use io::{FrameDesc, FramePool};
+use lpm::NextHop;
 
 impl Forwarder {
     /// Before the route lookups: each packet whose state's rule routes it gets the gateway
@@ -35,14 +35,19 @@ impl Forwarder {
             let frame = pool.frame(*desc);
             // A fragment's key (its datagram's ports, from the fragment table) is the in
             // pass's: fragments never take the quick loop.
-            let fragment = v4 && frame.get(usize::from(l3)..).is_some_and(frags::is_fragment_v4);
+            let fragment = v4
+                && frame
+                    .get(usize::from(l3)..)
+                    .is_some_and(frags::is_fragment_v4);
             let key = if fragment {
                 &f.keys[i]
             } else {
                 keys::extract(frame, usize::from(l3), v4, in_port, &mut key, &mut tcp);
                 &key
             };
-            let Some(opt) = f.fw.route_option(key).filter(|o| o.af == key.af) else { continue };
+            let Some(opt) = f.fw.route_option(key).filter(|o| o.af == key.af) else {
+                continue;
+            };
             let slot = usize::from(slot) % MAX_BATCH;
             match opt.af {
                 Af::Inet => self.v4_dst[slot] = opt.gateway as u32,
@@ -65,7 +70,9 @@ impl Forwarder {
                 Step::V6 { slot, .. } => self.v6_nh[usize::from(slot) % MAX_BATCH],
                 _ => continue,
             };
-            let reached = nh.map(|id| self.fib.adj.get(id)).is_some_and(|adj| reaches(adj, opt));
+            let reached = nh
+                .map(|id| self.fib.adj.get(id))
+                .is_some_and(|adj| reaches(adj, opt));
             if !reached {
                 self.steps[i] = Step::Drop(DropReason::RouteTo);
             }
@@ -92,7 +99,9 @@ impl Forwarder {
 /// says: on its port if it names one (a group of paths only if it names none).
 fn reaches(adj: Adjacency, opt: RouteOpt) -> bool {
     match adj {
-        Adjacency::Forward { port, .. } | Adjacency::Unresolved { port } => opt.port.is_none_or(|p| p == port),
+        Adjacency::Forward { port, .. } | Adjacency::Unresolved { port } => {
+            opt.port.is_none_or(|p| p == port)
+        }
         Adjacency::Multipath { .. } => opt.port.is_none(),
         Adjacency::Local | Adjacency::Blackhole | Adjacency::Unreachable => false,
     }

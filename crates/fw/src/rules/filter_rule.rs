@@ -1,7 +1,7 @@
 //! Filter rules: `pass` / `block` with their hosts, ports, protocols and options.
 
-use super::*;
 use super::hosts::{Hosts, check_families, check_ports_need_tcp_udp};
+use super::*;
 
 /// A filter rule's options after its hosts, as written (defaults are applied by the caller).
 #[derive(Default)]
@@ -118,7 +118,13 @@ impl Parser<'_> {
     /// would leave untranslated), so a file with both is refused at the first synproxy.
     pub(super) fn check_synproxy_without_nat(&self) -> PResult<()> {
         match (&self.synproxy_at, self.rs.nat.first()) {
-            (Some(t), Some(n)) => here(t, format!("synproxy state is not supported together with nat, rdr or binat rules (line {})", n.line)),
+            (Some(t), Some(n)) => here(
+                t,
+                format!(
+                    "synproxy state is not supported together with nat, rdr or binat rules (line {})",
+                    n.line
+                ),
+            ),
             _ => Ok(()),
         }
     }
@@ -130,7 +136,11 @@ impl Parser<'_> {
         } else {
             Action::Block
         };
-        let block_return = if action == Action::Block { self.block_return()? } else { self.refuse_return()? };
+        let block_return = if action == Action::Block {
+            self.block_return()?
+        } else {
+            self.refuse_return()?
+        };
         let dir = self.rule_dir()?;
         let log = self.log_mode()?;
         self.refuse_unsupported("")?;
@@ -145,7 +155,14 @@ impl Parser<'_> {
         };
         // FreeBSD's place for `route-to`: after the interfaces.
         let route_first = self.route_option()?;
-        let RuleBody { af, protos, hosts, mut opts, mut keep_state, flags } = self.rule_body(action)?;
+        let RuleBody {
+            af,
+            protos,
+            hosts,
+            mut opts,
+            mut keep_state,
+            flags,
+        } = self.rule_body(action)?;
         self.apply_state_defaults(&mut keep_state, &mut opts);
         let route = match (route_first, opts.route.take()) {
             (Some(_), Some((_, t))) => return here(&t, "a second `route-to` or `reply-to`"),
@@ -159,7 +176,10 @@ impl Parser<'_> {
                 return here(t, "synproxy state only applies to rules with proto tcp");
             }
             if dir == Some(Dir::Out) {
-                return here(t, "synproxy state only applies to in rules (it answers the SYNs that arrive)");
+                return here(
+                    t,
+                    "synproxy state only applies to in rules (it answers the SYNs that arrive)",
+                );
             }
             self.synproxy_at.get_or_insert_with(|| t.clone());
         }
@@ -255,7 +275,14 @@ impl Parser<'_> {
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
         check_icmp_proto(opts.icmp_tok.as_ref(), &protos)?;
         let (keep_state, flags) = state_and_flags(action, &opts)?;
-        Ok(RuleBody { af, protos, hosts, opts, keep_state, flags })
+        Ok(RuleBody {
+            af,
+            protos,
+            hosts,
+            opts,
+            keep_state,
+            flags,
+        })
     }
 
     /// A filter rule's interfaces ([`Self::rule_ifaces`]) where the loopback names `lo`
@@ -267,7 +294,10 @@ impl Parser<'_> {
         let iface_neg = self.eat_punct("!")?;
         if iface_neg && self.is_punct("{")? {
             let t = self.peek()?.clone();
-            return here(&t, "`on ! { ... }` is not supported by linerate (negate a single interface)");
+            return here(
+                &t,
+                "`on ! { ... }` is not supported by linerate (negate a single interface)",
+            );
         }
         let (list, loopbacks) = self.iface_list_skipping(true)?;
         Ok(match (list.is_empty() && loopbacks > 0, iface_neg) {
@@ -285,7 +315,10 @@ impl Parser<'_> {
         let iface_neg = self.eat_punct("!")?;
         if iface_neg && self.is_punct("{")? {
             let t = self.peek()?.clone();
-            return here(&t, "`on ! { ... }` is not supported by linerate (negate a single interface)");
+            return here(
+                &t,
+                "`on ! { ... }` is not supported by linerate (negate a single interface)",
+            );
         }
         Ok((self.iface_list()?, iface_neg))
     }
@@ -311,9 +344,15 @@ impl Parser<'_> {
                 }
                 Tok::Word(w) if w == "modulate" || w == "synproxy" => {
                     let (mode, sloppy_refused) = if w == "modulate" {
-                        (StateMode::Modulate, "modulate state does not take sloppy (use keep state (sloppy))")
+                        (
+                            StateMode::Modulate,
+                            "modulate state does not take sloppy (use keep state (sloppy))",
+                        )
                     } else {
-                        (StateMode::Synproxy, "synproxy state does not take sloppy (the proxy checks the handshake's numbers)")
+                        (
+                            StateMode::Synproxy,
+                            "synproxy state does not take sloppy (the proxy checks the handshake's numbers)",
+                        )
                     };
                     self.next()?;
                     self.expect_word("state")?;
@@ -430,7 +469,12 @@ impl Parser<'_> {
     }
 
     /// One state option, into `opts`, `mode` (`sloppy`) and `src` (source tracking).
-    fn state_option(&mut self, opts: &mut FilterOptions, mode: &mut StateMode, src: &mut super::src_track::SrcOptions) -> PResult<()> {
+    fn state_option(
+        &mut self,
+        opts: &mut FilterOptions,
+        mode: &mut StateMode,
+        src: &mut super::src_track::SrcOptions,
+    ) -> PResult<()> {
         if self.eat_word("sloppy")? {
             *mode = StateMode::KeepSloppy;
         } else if self.eat_word("if-bound")? {
@@ -464,19 +508,30 @@ impl Parser<'_> {
             let mut src = super::src_track::SrcOptions::default();
             self.state_option(&mut opts, &mut mode, &mut src)?;
             if Self::src_track_of(src)?.is_some() {
-                return here(&t, "source tracking in `set state-defaults` is not supported by linerate (write it on the rules)");
+                return here(
+                    &t,
+                    "source tracking in `set state-defaults` is not supported by linerate (write it on the rules)",
+                );
             }
             if !self.eat_punct(",")? {
                 break;
             }
         }
-        self.state_defaults = Some(StateDefaults { sloppy: mode == StateMode::KeepSloppy, policy: opts.state_policy, max: opts.max_states, timeouts: opts.state_timeouts, adaptive: opts.adaptive });
+        self.state_defaults = Some(StateDefaults {
+            sloppy: mode == StateMode::KeepSloppy,
+            policy: opts.state_policy,
+            max: opts.max_states,
+            timeouts: opts.state_timeouts,
+            adaptive: opts.adaptive,
+        });
         Ok(())
     }
 
     /// `set state-defaults` under a rule's own state options (see [`Self::state_defaults`]).
     fn apply_state_defaults(&self, keep: &mut StateMode, opts: &mut FilterOptions) {
-        let Some(d) = &self.state_defaults else { return };
+        let Some(d) = &self.state_defaults else {
+            return;
+        };
         if *keep == StateMode::None {
             return;
         }
@@ -490,12 +545,18 @@ impl Parser<'_> {
                 opts.state_timeouts.push((k, v));
             }
         }
-        opts.adaptive = (opts.adaptive.0.or(d.adaptive.0), opts.adaptive.1.or(d.adaptive.1));
+        opts.adaptive = (
+            opts.adaptive.0.or(d.adaptive.0),
+            opts.adaptive.1.or(d.adaptive.1),
+        );
     }
 
     /// After `ridentifier` (or `tracker`): the rule's number (pf's `u_int32_t`).
     pub(super) fn ridentifier(&mut self) -> PResult<u32> {
-        Ok(self.number("a rule identifier (a number 0-4294967295)", u64::from(u32::MAX))? as u32)
+        Ok(self.number(
+            "a rule identifier (a number 0-4294967295)",
+            u64::from(u32::MAX),
+        )? as u32)
     }
 
     /// A timeout among a rule's state options (`tcp.established 3600`): pf's per-rule
@@ -503,18 +564,29 @@ impl Parser<'_> {
     /// no timeout name.
     fn state_timeout(&mut self, opts: &mut FilterOptions) -> PResult<bool> {
         let t = self.peek()?.clone();
-        let Tok::Word(w) = &t.tok else { return Ok(false) };
+        let Tok::Word(w) = &t.tok else {
+            return Ok(false);
+        };
         if matches!(w.as_str(), "adaptive.start" | "adaptive.end") {
             let start = w == "adaptive.start";
             self.next()?;
             let n = self.number("a number of states", u64::from(u32::MAX))? as u32;
-            if start { opts.adaptive.0 = Some(n) } else { opts.adaptive.1 = Some(n) }
+            if start {
+                opts.adaptive.0 = Some(n)
+            } else {
+                opts.adaptive.1 = Some(n)
+            }
             return Ok(true);
         }
         if matches!(w.as_str(), "interval" | "src.track") {
-            return here(&t, format!("`{w}` is not a state timeout (it belongs to `set timeout`)"));
+            return here(
+                &t,
+                format!("`{w}` is not a state timeout (it belongs to `set timeout`)"),
+            );
         }
-        let Some(kind) = crate::state::Tmo::from_name(w) else { return Ok(false) };
+        let Some(kind) = crate::state::Tmo::from_name(w) else {
+            return Ok(false);
+        };
         self.next()?;
         let secs = self.number("a number of seconds", u64::from(u32::MAX))? as u32;
         opts.state_timeouts.retain(|&(k, _)| k != kind);
@@ -564,7 +636,9 @@ impl Parser<'_> {
                 return Ok(p);
             }
         }
-        self.fail("a protocol (tcp, udp, icmp, icmp6, gre, esp, ah, sctp, carp, ... or a number 0-255)")
+        self.fail(
+            "a protocol (tcp, udp, icmp, icmp6, gre, esp, ah, sctp, carp, ... or a number 0-255)",
+        )
     }
 
     pub(super) fn icmp_type(&mut self, v6: bool) -> PResult<u8> {

@@ -6,7 +6,6 @@ use std::path::Path;
 
 use super::*;
 
-
 pub(super) enum PErr {
     Here(usize, usize, String),
     /// An error located in another file (a table file).
@@ -92,7 +91,10 @@ pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
 }
 
 /// pf's `set debug` levels: FreeBSD's, then OpenBSD's syslog names.
-const DEBUG_LEVELS: &[&str] = &["none", "urgent", "misc", "loud", "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"];
+const DEBUG_LEVELS: &[&str] = &[
+    "none", "urgent", "misc", "loud", "emerg", "alert", "crit", "err", "warning", "notice", "info",
+    "debug",
+];
 
 impl Parser<'_> {
     /// Raw next token, no macro expansion.
@@ -121,8 +123,17 @@ impl Parser<'_> {
                 .map_err(|(l, c, m)| PErr::Here(l, c, format!("in the value of ${name}: {m}")))?;
             if !modifier.is_empty() {
                 match toks.as_mut_slice() {
-                    [Token { tok: Tok::Word(w), .. }] => w.push_str(modifier),
-                    _ => return here(&t, format!("${name}{modifier}: ${name} must hold one interface name")),
+                    [
+                        Token {
+                            tok: Tok::Word(w), ..
+                        },
+                    ] => w.push_str(modifier),
+                    _ => {
+                        return here(
+                            &t,
+                            format!("${name}{modifier}: ${name} must hold one interface name"),
+                        );
+                    }
                 }
             }
             if toks.iter().any(|t| t.tok == Tok::Newline) {
@@ -249,11 +260,14 @@ impl Parser<'_> {
                             "no" if self.no_scrub() => self.scrub_rule()?,
                             "nat" | "rdr" | "binat" | "no" => self.nat_rule()?,
                             "antispoof" => self.antispoof()?,
-                            "anchor" | "nat-anchor" | "rdr-anchor" | "binat-anchor" => self.anchor()?,
+                            "anchor" | "nat-anchor" | "rdr-anchor" | "binat-anchor" => {
+                                self.anchor()?
+                            }
                             _ => {
                                 self.refuse_unsupported_statement()?;
-                                return self
-                                    .fail("a rule (pass, block), table, set or a macro definition");
+                                return self.fail(
+                                    "a rule (pass, block), table, set or a macro definition",
+                                );
                             }
                         }
                     }
@@ -290,7 +304,9 @@ impl Parser<'_> {
         {
             return here(
                 &t,
-                format!("invalid macro name \"{name}\" (a letter or '_', then letters, digits or '_')"),
+                format!(
+                    "invalid macro name \"{name}\" (a letter or '_', then letters, digits or '_')"
+                ),
             );
         }
         if RESERVED.contains(&name.as_str()) {
@@ -388,7 +404,11 @@ impl Parser<'_> {
             _ => return self.fail("\"{\", file, persist, const, counters or end of line"),
         }
         self.table_idx.insert(name.clone(), self.rs.tables.len());
-        self.rs.tables.push(Table { name, entries, constant });
+        self.rs.tables.push(Table {
+            name,
+            entries,
+            constant,
+        });
         Ok(())
     }
 
@@ -400,7 +420,10 @@ impl Parser<'_> {
             && let Some((_, why)) = UNSUPPORTED.iter().find(|(u, _)| u == w)
         {
             let context = if w == "log" { "" } else { context };
-            return here(&t, format!("`{context}{w}` is not supported by linerate ({why})"));
+            return here(
+                &t,
+                format!("`{context}{w}` is not supported by linerate ({why})"),
+            );
         }
         Ok(())
     }
@@ -442,10 +465,15 @@ impl Parser<'_> {
     /// pf refuses tables holding more entries, all together, than `set limit
     /// table-entries` (its `PF_LIMIT_TABLE_ENTRIES`).
     pub(super) fn check_table_entries(&self) -> PResult<()> {
-        let Some((limit, t)) = &self.table_entries_limit else { return Ok(()) };
+        let Some((limit, t)) = &self.table_entries_limit else {
+            return Ok(());
+        };
         let n: usize = self.rs.tables.iter().map(|t| t.entries.len()).sum();
         if n as u64 > *limit {
-            return here(t, format!("the tables hold {n} entries, above `set limit table-entries {limit}`"));
+            return here(
+                t,
+                format!("the tables hold {n} entries, above `set limit table-entries {limit}`"),
+            );
         }
         Ok(())
     }
@@ -461,10 +489,24 @@ impl Parser<'_> {
             "high-latency" | "satellite" => [180, 35, 86400, 905, 50, 95],
             "conservative" => [3600, 900, 432_000, 3600, 600, 180],
             "aggressive" => [30, 5, 18000, 60, 30, 30],
-            _ => return here(&t, format!("unknown optimization \"{name}\" (normal, high-latency, satellite, conservative or aggressive)")),
+            _ => {
+                return here(
+                    &t,
+                    format!(
+                        "unknown optimization \"{name}\" (normal, high-latency, satellite, conservative or aggressive)"
+                    ),
+                );
+            }
         };
         let to = &mut self.rs.timeouts;
-        [to.tcp_first, to.tcp_opening, to.tcp_established, to.tcp_closing, to.tcp_finwait, to.tcp_closed] = secs;
+        [
+            to.tcp_first,
+            to.tcp_opening,
+            to.tcp_established,
+            to.tcp_closing,
+            to.tcp_finwait,
+            to.tcp_closed,
+        ] = secs;
         Ok(())
     }
 
@@ -515,7 +557,11 @@ impl Parser<'_> {
             );
         }
         let (name, _) = self.word("")?;
-        let what = if name.starts_with("adaptive.") { "a number of states" } else { "a number of seconds" };
+        let what = if name.starts_with("adaptive.") {
+            "a number of states"
+        } else {
+            "a number of seconds"
+        };
         let v = self.number(what, u32::MAX as u64)? as u32;
         *self.rs.timeouts.get_mut(&name).expect("checked") = v;
         Ok(())
@@ -523,7 +569,12 @@ impl Parser<'_> {
 
     /// Notes `msg` about the token `t` in [`RuleSet::notices`].
     pub(super) fn notice(&mut self, t: &Token, msg: impl std::fmt::Display) {
-        self.rs.notices.push(format!("{}:{}:{}: {msg}", self.path.display(), t.line, t.col));
+        self.rs.notices.push(format!(
+            "{}:{}:{}: {msg}",
+            self.path.display(),
+            t.line,
+            t.col
+        ));
     }
 
     /// The `set` options that change no verdict here: pf's kernel log level (`debug`;
@@ -534,13 +585,19 @@ impl Parser<'_> {
         let (opt, _) = self.word("")?;
         let t = self.peek()?.clone();
         let (arg, ok) = match &t.tok {
-            Tok::Word(w) => (w.clone(), match opt.as_str() {
-                "debug" => DEBUG_LEVELS.contains(&w.as_str()),
-                "hostid" => w.parse::<u32>().is_ok() || w.starts_with("0x") && u32::from_str_radix(&w[2..], 16).is_ok(),
-                "require-order" => w == "yes" || w == "no",
-                "reassemble" => w == "yes" || w == "no",
-                _ => false,
-            }),
+            Tok::Word(w) => (
+                w.clone(),
+                match opt.as_str() {
+                    "debug" => DEBUG_LEVELS.contains(&w.as_str()),
+                    "hostid" => {
+                        w.parse::<u32>().is_ok()
+                            || w.starts_with("0x") && u32::from_str_radix(&w[2..], 16).is_ok()
+                    }
+                    "require-order" => w == "yes" || w == "no",
+                    "reassemble" => w == "yes" || w == "no",
+                    _ => false,
+                },
+            ),
             Tok::Str(_) if opt == "fingerprints" => (String::new(), true),
             _ => (String::new(), false),
         };
@@ -554,12 +611,18 @@ impl Parser<'_> {
             return self.fail(what);
         }
         if opt == "reassemble" && arg == "no" {
-            return here(&t, "`set reassemble no` is not supported by linerate (its fragment table always gives IPv4 fragments their datagram's ports, as pf's reassembly does)");
+            return here(
+                &t,
+                "`set reassemble no` is not supported by linerate (its fragment table always gives IPv4 fragments their datagram's ports, as pf's reassembly does)",
+            );
         }
         self.next()?;
         if opt == "reassemble" && self.is_word("no-df")? {
             let t = self.peek()?.clone();
-            return here(&t, "`no-df` is not supported by linerate (it does not reassemble, so there is no reassembled packet to clear DF on)");
+            return here(
+                &t,
+                "`no-df` is not supported by linerate (it does not reassemble, so there is no reassembled packet to clear DF on)",
+            );
         }
         Ok(())
     }
@@ -611,7 +674,12 @@ impl Parser<'_> {
             self.word("an interface name or none")?;
         } else if self.eat_word("keepcounters")? {
             self.rs.keep_counters = true;
-        } else if self.is_word("debug")? || self.is_word("hostid")? || self.is_word("fingerprints")? || self.is_word("require-order")? || self.is_word("reassemble")? {
+        } else if self.is_word("debug")?
+            || self.is_word("hostid")?
+            || self.is_word("fingerprints")?
+            || self.is_word("require-order")?
+            || self.is_word("reassemble")?
+        {
             self.set_without_effect()?;
         } else if self.eat_word("skip")? {
             self.expect_word("on")?;

@@ -14,7 +14,8 @@ use super::lexer::{Tok, Token};
 use super::parser::{Parser, here};
 use super::*;
 
-const NO_POOLS: &str = "a pool of gateways is not supported by linerate (one `(IFACE ADDRESS)` or `ADDRESS`)";
+const NO_POOLS: &str =
+    "a pool of gateways is not supported by linerate (one `(IFACE ADDRESS)` or `ADDRESS`)";
 
 /// A rule's `route-to` or `reply-to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,12 +47,24 @@ impl Parser<'_> {
             return here(&at, NO_POOLS);
         }
         let named = self.eat_punct("(")?;
-        let port = if named { Some(self.route_iface()?) } else { None };
+        let port = if named {
+            Some(self.route_iface()?)
+        } else {
+            None
+        };
         let (af, gateway) = self.gateway()?;
         if named {
             self.expect_punct(")", "\")\" closing `(IFACE ADDRESS)`")?;
         }
-        Ok(Some((RouteOpt { reply, af, gateway, port }, t)))
+        Ok(Some((
+            RouteOpt {
+                reply,
+                af,
+                gateway,
+                port,
+            },
+            t,
+        )))
     }
 
     /// The interface of `(IFACE ADDRESS)`.
@@ -68,33 +81,64 @@ impl Parser<'_> {
         let at = self.peek()?.clone();
         let iface_alone = matches!(&at.tok, Tok::Word(w) if (self.ifaces)(w).is_some());
         if matches!(at.tok, Tok::Punct(")")) || iface_alone {
-            return here(&at, "`(IFACE)` without a gateway is not supported by linerate (name the gateway: `(IFACE ADDRESS)`)");
+            return here(
+                &at,
+                "`(IFACE)` without a gateway is not supported by linerate (name the gateway: `(IFACE ADDRESS)`)",
+            );
         }
         let (mut toks, mut items) = (Vec::new(), Vec::new());
         self.addr_item(&mut toks, false, &mut items)?;
         match items.as_slice() {
-            [AddrItem { negated: false, target: AddrTarget::Prefix(p) }] if p.len == Prefix::bits(p.af) => Ok((p.af, p.addr)),
+            [
+                AddrItem {
+                    negated: false,
+                    target: AddrTarget::Prefix(p),
+                },
+            ] if p.len == Prefix::bits(p.af) => Ok((p.af, p.addr)),
             _ => here(&at, "a gateway is one address"),
         }
     }
 
     /// Where pf's rule can carry the option, linerate can route by it: a `pass in` rule that
     /// keeps state, of the gateway's family.
-    pub(super) fn check_route_option(&self, rule: &Rule, (opt, t): &(RouteOpt, Token)) -> PResult<()> {
+    pub(super) fn check_route_option(
+        &self,
+        rule: &Rule,
+        (opt, t): &(RouteOpt, Token),
+    ) -> PResult<()> {
         let kw = if opt.reply { "reply-to" } else { "route-to" };
         if rule.action != Action::Pass {
             return here(t, format!("`{kw}` only applies to pass rules"));
         }
         if rule.dir != Some(Dir::In) {
-            return here(t, format!("`{kw}` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"));
+            return here(
+                t,
+                format!(
+                    "`{kw}` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"
+                ),
+            );
         }
         if rule.keep_state == StateMode::None {
-            return here(t, format!("`{kw}` with `no state` is not supported by linerate (the state carries the route)"));
+            return here(
+                t,
+                format!(
+                    "`{kw}` with `no state` is not supported by linerate (the state carries the route)"
+                ),
+            );
         }
         match rule.af {
             Some(af) if af == opt.af => Ok(()),
-            Some(_) => here(t, format!("`{kw}` with a gateway of the other address family")),
-            None => here(t, format!("`{kw}` on a rule for both address families: add `{}`", values::af_name(opt.af))),
+            Some(_) => here(
+                t,
+                format!("`{kw}` with a gateway of the other address family"),
+            ),
+            None => here(
+                t,
+                format!(
+                    "`{kw}` on a rule for both address families: add `{}`",
+                    values::af_name(opt.af)
+                ),
+            ),
         }
     }
 }
@@ -104,37 +148,97 @@ mod tests {
     use super::*;
 
     fn ifaces(name: &str) -> Option<u16> {
-        ["lr-lan", "lr-wan1", "lr-wan2"].iter().position(|n| *n == name).map(|i| i as u16)
+        ["lr-lan", "lr-wan1", "lr-wan2"]
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| i as u16)
     }
 
     fn route_of(text: &str) -> Result<Option<RouteOpt>, String> {
-        parse(text, Path::new("r.conf"), &ifaces).map(|rs| rs.rules[0].route).map_err(|e| e.to_string())
+        parse(text, Path::new("r.conf"), &ifaces)
+            .map(|rs| rs.rules[0].route)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
     fn freebsd_and_openbsd_spellings() {
         let lan = "pass in quick on lr-lan route-to (lr-wan2 192.0.2.1) inet from 10.0.0.0/24 to any keep state\n";
-        assert_eq!(route_of(lan), Ok(Some(RouteOpt { reply: false, af: Af::Inet, gateway: 0xc000_0201, port: Some(2) })));
+        assert_eq!(
+            route_of(lan),
+            Ok(Some(RouteOpt {
+                reply: false,
+                af: Af::Inet,
+                gateway: 0xc000_0201,
+                port: Some(2)
+            }))
+        );
         let wan = "pass in on lr-wan2 reply-to (lr-wan2 192.0.2.1) inet proto tcp to port 22\n";
-        assert_eq!(route_of(wan), Ok(Some(RouteOpt { reply: true, af: Af::Inet, gateway: 0xc000_0201, port: Some(2) })));
-        let openbsd = "gw = \"2001:db8::1\"\npass in on lr-lan inet6 from any to any route-to $gw\n";
-        assert_eq!(route_of(openbsd), Ok(Some(RouteOpt { reply: false, af: Af::Inet6, gateway: 0x2001_0db8 << 96 | 1, port: None })));
+        assert_eq!(
+            route_of(wan),
+            Ok(Some(RouteOpt {
+                reply: true,
+                af: Af::Inet,
+                gateway: 0xc000_0201,
+                port: Some(2)
+            }))
+        );
+        let openbsd =
+            "gw = \"2001:db8::1\"\npass in on lr-lan inet6 from any to any route-to $gw\n";
+        assert_eq!(
+            route_of(openbsd),
+            Ok(Some(RouteOpt {
+                reply: false,
+                af: Af::Inet6,
+                gateway: 0x2001_0db8 << 96 | 1,
+                port: None
+            }))
+        );
         assert_eq!(route_of("pass in on lr-lan inet keep state\n"), Ok(None));
     }
 
     #[test]
     fn refusals_name_the_problem() {
         let cases = [
-            ("pass out on lr-wan1 route-to (lr-wan2 192.0.2.1) inet\n", "r.conf:1:21: `route-to` on a rule that is not `in` is not supported by linerate"),
-            ("pass in on lr-lan route-to (lr-wan2 192.0.2.1) inet no state\n", "r.conf:1:19: `route-to` with `no state` is not supported by linerate"),
-            ("block in on lr-lan route-to (lr-wan2 192.0.2.1) inet\n", "r.conf:1:20: `route-to` only applies to pass rules"),
-            ("pass in on lr-lan route-to (lr-wan2 192.0.2.1)\n", "r.conf:1:19: `route-to` on a rule for both address families: add `inet`"),
-            ("pass in on lr-lan inet6 reply-to 192.0.2.1\n", "r.conf:1:25: `reply-to` with a gateway of the other address family"),
-            ("pass in on lr-lan route-to { (lr-wan1 192.0.2.1), (lr-wan2 198.51.100.1) } inet\n", "r.conf:1:28: a pool of gateways is not supported by linerate"),
-            ("pass in on lr-lan route-to (lr-wan2) inet\n", "r.conf:1:36: `(IFACE)` without a gateway is not supported by linerate"),
-            ("pass in on lr-lan route-to (lr-wan2 192.0.2.0/24) inet\n", "r.conf:1:37: a gateway is one address"),
-            ("pass in on lr-lan inet route-to lr-wan2\n", "r.conf:1:33: `(IFACE)` without a gateway is not supported by linerate"),
-            ("pass in on lr-lan dup-to (lr-wan2 192.0.2.1) inet\n", "`dup-to` is not supported by linerate"),
+            (
+                "pass out on lr-wan1 route-to (lr-wan2 192.0.2.1) inet\n",
+                "r.conf:1:21: `route-to` on a rule that is not `in` is not supported by linerate",
+            ),
+            (
+                "pass in on lr-lan route-to (lr-wan2 192.0.2.1) inet no state\n",
+                "r.conf:1:19: `route-to` with `no state` is not supported by linerate",
+            ),
+            (
+                "block in on lr-lan route-to (lr-wan2 192.0.2.1) inet\n",
+                "r.conf:1:20: `route-to` only applies to pass rules",
+            ),
+            (
+                "pass in on lr-lan route-to (lr-wan2 192.0.2.1)\n",
+                "r.conf:1:19: `route-to` on a rule for both address families: add `inet`",
+            ),
+            (
+                "pass in on lr-lan inet6 reply-to 192.0.2.1\n",
+                "r.conf:1:25: `reply-to` with a gateway of the other address family",
+            ),
+            (
+                "pass in on lr-lan route-to { (lr-wan1 192.0.2.1), (lr-wan2 198.51.100.1) } inet\n",
+                "r.conf:1:28: a pool of gateways is not supported by linerate",
+            ),
+            (
+                "pass in on lr-lan route-to (lr-wan2) inet\n",
+                "r.conf:1:36: `(IFACE)` without a gateway is not supported by linerate",
+            ),
+            (
+                "pass in on lr-lan route-to (lr-wan2 192.0.2.0/24) inet\n",
+                "r.conf:1:37: a gateway is one address",
+            ),
+            (
+                "pass in on lr-lan inet route-to lr-wan2\n",
+                "r.conf:1:33: `(IFACE)` without a gateway is not supported by linerate",
+            ),
+            (
+                "pass in on lr-lan dup-to (lr-wan2 192.0.2.1) inet\n",
+                "`dup-to` is not supported by linerate",
+            ),
         ];
         for (text, want) in cases {
             let got = route_of(text).expect_err(text);

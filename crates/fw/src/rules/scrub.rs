@@ -57,9 +57,28 @@ pub(super) struct Matching {
 }
 
 impl ScrubRule {
-    pub(super) fn of(exempt: bool, dir: Option<Dir>, m: Matching, opts: ScrubOpts, line: usize) -> ScrubRule {
+    pub(super) fn of(
+        exempt: bool,
+        dir: Option<Dir>,
+        m: Matching,
+        opts: ScrubOpts,
+        line: usize,
+    ) -> ScrubRule {
         let h = m.hosts;
-        ScrubRule { exempt, dir, ifaces: m.ifaces, iface_neg: m.iface_neg, af: m.af, protos: m.protos, src: h.src, src_ports: h.src_ports, dst: h.dst, dst_ports: h.dst_ports, opts, line }
+        ScrubRule {
+            exempt,
+            dir,
+            ifaces: m.ifaces,
+            iface_neg: m.iface_neg,
+            af: m.af,
+            protos: m.protos,
+            src: h.src,
+            src_ports: h.src_ports,
+            dst: h.dst,
+            dst_ports: h.dst_ports,
+            opts,
+            line,
+        }
     }
 
     /// Whether the rule matches `key` (its direction and interface those of the pass).
@@ -103,7 +122,9 @@ impl RuleSet {
 
     /// Whether some scrub rule can apply to packets of direction `dir`.
     pub fn scrubs(&self, dir: Dir) -> bool {
-        self.scrub.iter().any(|r| !r.exempt && r.dir.is_none_or(|d| d == dir))
+        self.scrub
+            .iter()
+            .any(|r| !r.exempt && r.dir.is_none_or(|d| d == dir))
     }
 }
 
@@ -122,21 +143,29 @@ impl Parser<'_> {
     pub(super) fn scrub_rule(&mut self) -> PResult<()> {
         let first = self.peek()?.clone();
         if !self.rs.rules.is_empty() || !self.rs.nat.is_empty() {
-            return here(&first, "scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)");
+            return here(
+                &first,
+                "scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)",
+            );
         }
         let exempt = self.eat_word("no")?;
         let at = self.expect_word("scrub")?;
         let dir = self.rule_dir()?;
         if self.is_word("log")? {
             let t = self.peek()?.clone();
-            return here(&t, "`scrub log` is not supported by linerate (what scrub drops is counted, per reason)");
+            return here(
+                &t,
+                "`scrub log` is not supported by linerate (what scrub drops is counted, per reason)",
+            );
         }
         // The first matching scrub rule applies anyway: `quick` changes nothing.
         self.eat_word("quick")?;
         let m = self.rule_matching("scrub")?;
         let opts = self.scrub_options(exempt, false)?;
         self.check_scrub_after_match(&at, dir)?;
-        self.rs.scrub.push(ScrubRule::of(exempt, dir, m, opts, at.line));
+        self.rs
+            .scrub
+            .push(ScrubRule::of(exempt, dir, m, opts, at.line));
         Ok(())
     }
 
@@ -152,11 +181,23 @@ impl Parser<'_> {
         }
         let hosts = self.hosts(None)?;
         if let Some(t) = &hosts.route_tok {
-            return here(t, format!("`{}` in a {kind} rule is not supported by linerate", super::lexer::describe(&t.tok).trim_matches('"')));
+            return here(
+                t,
+                format!(
+                    "`{}` in a {kind} rule is not supported by linerate",
+                    super::lexer::describe(&t.tok).trim_matches('"')
+                ),
+            );
         }
         check_families(af, &hosts)?;
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
-        Ok(Matching { ifaces, iface_neg, af, protos, hosts })
+        Ok(Matching {
+            ifaces,
+            iface_neg,
+            af,
+            protos,
+            hosts,
+        })
     }
 
     /// The options of a scrub rule, to the end of the line (or to the `)` of `match ...
@@ -166,10 +207,13 @@ impl Parser<'_> {
         loop {
             let t = self.peek()?.clone();
             let Tok::Word(w) = &t.tok else {
-                if matches!(t.tok, Tok::Newline | Tok::Eof) || (inside && t.tok == Tok::Punct(")")) {
+                if matches!(t.tok, Tok::Newline | Tok::Eof) || (inside && t.tok == Tok::Punct(")"))
+                {
                     return Ok(o);
                 }
-                return self.fail("a scrub option (no-df, random-id, min-ttl, max-mss, set-tos) or end of line");
+                return self.fail(
+                    "a scrub option (no-df, random-id, min-ttl, max-mss, set-tos) or end of line",
+                );
             };
             if exempt {
                 return here(&t, "`no scrub` takes no options");
@@ -206,7 +250,12 @@ impl Parser<'_> {
                     continue;
                 }
                 "fragment" | "reassemble" => {
-                    return here(&t, format!("`{w}` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")"));
+                    return here(
+                        &t,
+                        format!(
+                            "`{w}` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")"
+                        ),
+                    );
                 }
                 _ => {
                     self.refuse_unsupported_option("")?;
@@ -242,7 +291,10 @@ mod tests {
     use crate::packet::proto;
 
     fn ifaces(name: &str) -> Option<u16> {
-        ["em0", "em1"].iter().position(|n| *n == name).map(|i| i as u16)
+        ["em0", "em1"]
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| i as u16)
     }
 
     fn ok(text: &str) -> RuleSet {
@@ -250,26 +302,60 @@ mod tests {
     }
 
     fn err(text: &str) -> String {
-        parse(text, Path::new("pf.conf"), &ifaces).expect_err("should fail").to_string()
+        parse(text, Path::new("pf.conf"), &ifaces)
+            .expect_err("should fail")
+            .to_string()
     }
 
     #[test]
     fn scrub_statements_parse() {
-        let rs = ok("ext = \"em1\"\nscrub in all\nscrub on em0 all max-mss 1440\nscrub out on $ext all random-id no-df\n\
+        let rs = ok(
+            "ext = \"em1\"\nscrub in all\nscrub on em0 all max-mss 1440\nscrub out on $ext all random-id no-df\n\
                      scrub in on em1 inet proto tcp from any to 10.0.0.0/8 port 80 min-ttl 64, set-tos lowdelay\n\
-                     no scrub in on em0 from 10.1.0.0/16\nscrub quick all set-tos 0x1c max-mss 1400\npass all\n");
+                     no scrub in on em0 from 10.1.0.0/16\nscrub quick all set-tos 0x1c max-mss 1400\npass all\n",
+        );
         assert_eq!(rs.scrub.len(), 6);
         let s = &rs.scrub;
-        assert_eq!((s[0].dir, s[0].opts, s[0].line), (Some(Dir::In), ScrubOpts::default(), 2));
+        assert_eq!(
+            (s[0].dir, s[0].opts, s[0].line),
+            (Some(Dir::In), ScrubOpts::default(), 2)
+        );
         assert!(s[0].matches_all_hosts());
-        assert_eq!((s[1].dir, &s[1].ifaces[..], s[1].opts.max_mss), (None, &[0u16][..], 1440));
+        assert_eq!(
+            (s[1].dir, &s[1].ifaces[..], s[1].opts.max_mss),
+            (None, &[0u16][..], 1440)
+        );
         assert_eq!((s[2].dir, &s[2].ifaces[..]), (Some(Dir::Out), &[1u16][..]));
-        assert_eq!(s[2].opts, ScrubOpts { no_df: true, random_id: true, ..ScrubOpts::default() });
-        assert_eq!(s[3].opts, ScrubOpts { min_ttl: 64, set_tos: Some(0x10), ..ScrubOpts::default() });
-        assert_eq!((s[3].af, &s[3].protos[..]), (Some(Af::Inet), &[proto::TCP][..]));
+        assert_eq!(
+            s[2].opts,
+            ScrubOpts {
+                no_df: true,
+                random_id: true,
+                ..ScrubOpts::default()
+            }
+        );
+        assert_eq!(
+            s[3].opts,
+            ScrubOpts {
+                min_ttl: 64,
+                set_tos: Some(0x10),
+                ..ScrubOpts::default()
+            }
+        );
+        assert_eq!(
+            (s[3].af, &s[3].protos[..]),
+            (Some(Af::Inet), &[proto::TCP][..])
+        );
         assert!(!s[3].matches_all_hosts());
         assert!(s[4].exempt);
-        assert_eq!(s[5].opts, ScrubOpts { max_mss: 1400, set_tos: Some(0x1c), ..ScrubOpts::default() });
+        assert_eq!(
+            s[5].opts,
+            ScrubOpts {
+                max_mss: 1400,
+                set_tos: Some(0x1c),
+                ..ScrubOpts::default()
+            }
+        );
         assert_eq!(rs.rules.len(), 1);
         assert!(rs.scrubs(Dir::In) && rs.scrubs(Dir::Out));
         assert!(!ok("scrub in all").scrubs(Dir::Out));
@@ -279,36 +365,107 @@ mod tests {
 
     #[test]
     fn the_first_matching_scrub_rule_applies() {
-        let rs = ok("no scrub in on em0 from 10.1.0.0/16\nscrub in on em0 all max-mss 1400\nscrub in all max-mss 1300\nscrub out all no-df\n");
-        let key = |dir, iface, src| PacketKey { dir, iface, src, proto: proto::TCP, ..PacketKey::ZERO };
+        let rs = ok(
+            "no scrub in on em0 from 10.1.0.0/16\nscrub in on em0 all max-mss 1400\nscrub in all max-mss 1300\nscrub out all no-df\n",
+        );
+        let key = |dir, iface, src| PacketKey {
+            dir,
+            iface,
+            src,
+            proto: proto::TCP,
+            ..PacketKey::ZERO
+        };
         let mss = |k| rs.scrub_for(&k).map(|o| o.max_mss);
-        assert_eq!(mss(key(Dir::In, 0, 0x0a01_0203)), None, "exempted by `no scrub`");
+        assert_eq!(
+            mss(key(Dir::In, 0, 0x0a01_0203)),
+            None,
+            "exempted by `no scrub`"
+        );
         assert_eq!(mss(key(Dir::In, 0, 0x0a02_0203)), Some(1400));
-        assert_eq!(mss(key(Dir::In, 1, 0x0a01_0203)), Some(1300), "first match, not the last");
-        assert_eq!(rs.scrub_for(&key(Dir::Out, 1, 0)).map(|o| o.no_df), Some(true));
+        assert_eq!(
+            mss(key(Dir::In, 1, 0x0a01_0203)),
+            Some(1300),
+            "first match, not the last"
+        );
+        assert_eq!(
+            rs.scrub_for(&key(Dir::Out, 1, 0)).map(|o| o.no_df),
+            Some(true)
+        );
         assert_eq!(ok("pass all").scrub_for(&key(Dir::In, 0, 0)), None);
-        assert_eq!(ok("set skip on em1\nscrub all").scrub_for(&key(Dir::In, 1, 0)), None, "set skip");
+        assert_eq!(
+            ok("set skip on em1\nscrub all").scrub_for(&key(Dir::In, 1, 0)),
+            None,
+            "set skip"
+        );
     }
 
     #[test]
     fn scrub_errors_name_their_place() {
         let cases = [
-            ("scrub in all fragment reassemble", "pf.conf:1:14: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")"),
-            ("scrub in all max-mss 1400 reassemble tcp", "pf.conf:1:27: `reassemble` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")"),
-            ("scrub in all\nscrub on em0 all fragment crop", "pf.conf:2:18: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")"),
-            ("scrub in all max-mss 0", "pf.conf:1:22: max-mss is 1 to 65535"),
-            ("scrub in all max-mss 70000", "pf.conf:1:22: an MSS (1-65535) 70000 out of range (at most 65535)"),
-            ("scrub in all min-ttl 0", "pf.conf:1:22: min-ttl is 1 to 255"),
-            ("scrub in all set-tos fast", "pf.conf:1:22: expected a TOS (0-255, 0x00-0xff, lowdelay, throughput or reliability), found \"fast\""),
-            ("scrub in all max-pkt-rate 10/1", "pf.conf:1:14: `max-pkt-rate` is not supported by linerate"),
-            ("scrub in all bogus", "pf.conf:1:14: expected a scrub option (no-df, random-id, min-ttl, max-mss, set-tos) or end of line, found \"bogus\""),
-            ("scrub log in all", "pf.conf:1:7: `scrub log` is not supported by linerate (what scrub drops is counted, per reason)"),
-            ("no scrub in all no-df", "pf.conf:1:17: `no scrub` takes no options"),
-            ("scrub in on em9 all", "pf.conf:1:13: unknown interface \"em9\""),
-            ("scrub in from no-route", "pf.conf:1:15: `no-route` in a scrub rule is not supported by linerate"),
-            ("pass in all scrub (random-id)", "pf.conf:1:13: `scrub` is not supported by linerate"),
-            ("pass all\nscrub in all", "pf.conf:2:1: scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)"),
-            ("nat on em0 from 10/8 -> 192.0.2.1\nno scrub in all", "pf.conf:2:1: scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)"),
+            (
+                "scrub in all fragment reassemble",
+                "pf.conf:1:14: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")",
+            ),
+            (
+                "scrub in all max-mss 1400 reassemble tcp",
+                "pf.conf:1:27: `reassemble` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")",
+            ),
+            (
+                "scrub in all\nscrub on em0 all fragment crop",
+                "pf.conf:2:18: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")",
+            ),
+            (
+                "scrub in all max-mss 0",
+                "pf.conf:1:22: max-mss is 1 to 65535",
+            ),
+            (
+                "scrub in all max-mss 70000",
+                "pf.conf:1:22: an MSS (1-65535) 70000 out of range (at most 65535)",
+            ),
+            (
+                "scrub in all min-ttl 0",
+                "pf.conf:1:22: min-ttl is 1 to 255",
+            ),
+            (
+                "scrub in all set-tos fast",
+                "pf.conf:1:22: expected a TOS (0-255, 0x00-0xff, lowdelay, throughput or reliability), found \"fast\"",
+            ),
+            (
+                "scrub in all max-pkt-rate 10/1",
+                "pf.conf:1:14: `max-pkt-rate` is not supported by linerate",
+            ),
+            (
+                "scrub in all bogus",
+                "pf.conf:1:14: expected a scrub option (no-df, random-id, min-ttl, max-mss, set-tos) or end of line, found \"bogus\"",
+            ),
+            (
+                "scrub log in all",
+                "pf.conf:1:7: `scrub log` is not supported by linerate (what scrub drops is counted, per reason)",
+            ),
+            (
+                "no scrub in all no-df",
+                "pf.conf:1:17: `no scrub` takes no options",
+            ),
+            (
+                "scrub in on em9 all",
+                "pf.conf:1:13: unknown interface \"em9\"",
+            ),
+            (
+                "scrub in from no-route",
+                "pf.conf:1:15: `no-route` in a scrub rule is not supported by linerate",
+            ),
+            (
+                "pass in all scrub (random-id)",
+                "pf.conf:1:13: `scrub` is not supported by linerate",
+            ),
+            (
+                "pass all\nscrub in all",
+                "pf.conf:2:1: scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)",
+            ),
+            (
+                "nat on em0 from 10/8 -> 192.0.2.1\nno scrub in all",
+                "pf.conf:2:1: scrub rules must come before translation and filter rules (pf.conf(5), STATEMENT ORDER)",
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(err(text), want, "{text}");

@@ -110,7 +110,12 @@ impl Space {
         }
     }
 
-    pub(crate) fn id(&mut self, s: RSet, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
+    pub(crate) fn id(
+        &mut self,
+        s: RSet,
+        budget: &mut Budget,
+        what: &str,
+    ) -> Result<u32, BuildError> {
         if let Some(&i) = self.map.get(&s) {
             return Ok(i);
         }

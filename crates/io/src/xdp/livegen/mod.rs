@@ -71,7 +71,19 @@ pub enum LiveGenError {
          to receive them. Enable it on the peer with `ethtool -K PEER gro on` (or attach an XDP \
          program to the peer), and check that both ends are up"
     )]
-    PeerNotReady { ifname: String, attempted: u64, peer: String },
+    PeerNotReady {
+        ifname: String,
+        attempted: u64,
+        peer: String,
+    },
+}
+
+impl LiveGenError {
+    /// A call that failed for want of memory or room (ENOMEM, ENOSPC: seen once in a lab on
+    /// Linux 6.18 while the DUT forwarded the frames), which the next call may not meet.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LiveGenError::Sys { source, .. } if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::ENOMEM)))
+    }
 }
 
 fn sys(what: impl Into<String>) -> impl FnOnce(io::Error) -> LiveGenError {
@@ -95,33 +107,68 @@ impl Generator {
         let layout = Layout::of(spec.template)?;
         let count = |what: &str, n: usize| match u32::try_from(n) {
             Ok(n) if n > 0 && n < i32::MAX as u32 => Ok(n),
-            _ => Err(LiveGenError::Template(format!("{n} {what}: expected 1 to {}", i32::MAX - 1))),
+            _ => Err(LiveGenError::Template(format!(
+                "{n} {what}: expected 1 to {}",
+                i32::MAX - 1
+            ))),
         };
         let counts = program::Counts {
             sources: count("sources", spec.sources.len())?,
             destinations: count("destinations", spec.destinations.len())?,
             sizes: count("sizes", spec.sizes.len())?,
         };
-        let table = |name: &str, value_size: usize, values: &[u8]| -> Result<OwnedFd, LiveGenError> {
-            let n = (values.len() / value_size) as u32;
-            let map = bpf::create_array(name, value_size as u32, n).map_err(sys(format!("creating map {name} of {n} entries")))?;
-            bpf::array_fill(map.as_raw_fd(), value_size, values).map_err(sys(format!("filling map {name}")))?;
-            Ok(map)
-        };
-        let state = table("lr_gen_state", layout::STATE_VALUE, &[0; layout::STATE_VALUE])?;
-        let sizes = table("lr_gen_sizes", layout::SIZE_VALUE, &layout::sizes(layout, spec)?)?;
-        let sources = table("lr_gen_src", layout::ENDPOINT_VALUE, &layout::endpoints(layout, spec.sources)?)?;
-        let destinations = table("lr_gen_dst", layout::ENDPOINT_VALUE, &layout::endpoints(layout, spec.destinations)?)?;
+        let table =
+            |name: &str, value_size: usize, values: &[u8]| -> Result<OwnedFd, LiveGenError> {
+                let n = (values.len() / value_size) as u32;
+                let map = bpf::create_array(name, value_size as u32, n)
+                    .map_err(sys(format!("creating map {name} of {n} entries")))?;
+                bpf::array_fill(map.as_raw_fd(), value_size, values)
+                    .map_err(sys(format!("filling map {name}")))?;
+                Ok(map)
+            };
+        let state = table(
+            "lr_gen_state",
+            layout::STATE_VALUE,
+            &[0; layout::STATE_VALUE],
+        )?;
+        let sizes = table(
+            "lr_gen_sizes",
+            layout::SIZE_VALUE,
+            &layout::sizes(layout, spec)?,
+        )?;
+        let sources = table(
+            "lr_gen_src",
+            layout::ENDPOINT_VALUE,
+            &layout::endpoints(layout, spec.sources)?,
+        )?;
+        let destinations = table(
+            "lr_gen_dst",
+            layout::ENDPOINT_VALUE,
+            &layout::endpoints(layout, spec.destinations)?,
+        )?;
         let maps = program::Maps {
             state: state.as_raw_fd(),
             sizes: sizes.as_raw_fd(),
             sources: sources.as_raw_fd(),
             destinations: destinations.as_raw_fd(),
         };
-        let insns = program::program(layout, &spec.template[..layout.headers_end()], &maps, counts);
-        let prog = bpf::load_xdp(&insns, PROG_NAME).map_err(|e| LiveGenError::Rejected { source: e.source, log: e.log })?;
+        let insns = program::program(
+            layout,
+            &spec.template[..layout.headers_end()],
+            &maps,
+            counts,
+        );
+        let prog = bpf::load_xdp(&insns, PROG_NAME).map_err(|e| LiveGenError::Rejected {
+            source: e.source,
+            log: e.log,
+        })?;
         let data = [&program::META[..], spec.template].concat();
-        Ok(Generator { prog, maps: [state, sizes, sources, destinations], data, layout })
+        Ok(Generator {
+            prog,
+            maps: [state, sizes, sources, destinations],
+            data,
+            layout,
+        })
     }
 
     pub fn layout(&self) -> Layout {
@@ -144,17 +191,22 @@ impl Generator {
     /// after a receiver wrote into the headroom.
     pub fn run_on_page(&self, meta: [u8; 4], frame: &[u8]) -> Result<(u32, Vec<u8>), LiveGenError> {
         let input = [&meta[..], frame].concat();
-        let (verdict, out) = bpf::test_run_frame(self.prog.as_raw_fd(), &input, meta.len() as u32, 4096).map_err(sys("BPF_PROG_RUN (test)"))?;
+        let (verdict, out) =
+            bpf::test_run_frame(self.prog.as_raw_fd(), &input, meta.len() as u32, 4096)
+                .map_err(sys("BPF_PROG_RUN (test)"))?;
         match out.get(..meta.len()) {
             Some(m) if m == meta => Ok((verdict, out[meta.len()..].to_vec())),
-            _ => Err(LiveGenError::Template("the program changed its metadata".into())),
+            _ => Err(LiveGenError::Template(
+                "the program changed its metadata".into(),
+            )),
         }
     }
 
     /// Runs the program once, not live, on `frame` without the generator's metadata, as on
     /// a frame received by the interface the program is attached to (see [`Sender::open`]).
     pub fn run_on_received(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), LiveGenError> {
-        bpf::test_run_frame(self.prog.as_raw_fd(), frame, 0, 4096).map_err(sys("BPF_PROG_RUN (test)"))
+        bpf::test_run_frame(self.prog.as_raw_fd(), frame, 0, 4096)
+            .map_err(sys("BPF_PROG_RUN (test)"))
     }
 
     /// Whether `verdict` (from [`run_on`](Self::run_on)) sends the frame.
@@ -170,7 +222,14 @@ impl Generator {
     /// Makes and offers `frames` frames to interface `ifindex`, `batch` per flush. A signal
     /// may end the call early (EINTR, not an error): [`runs`](Self::runs) says how many ran.
     fn send_raw(&self, ifindex: u32, frames: u32, batch: u32) -> io::Result<()> {
-        match bpf::run_live(self.prog.as_raw_fd(), &self.data, program::META.len() as u32, ifindex, frames, batch) {
+        match bpf::run_live(
+            self.prog.as_raw_fd(),
+            &self.data,
+            program::META.len() as u32,
+            ifindex,
+            frames,
+            batch,
+        ) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             other => other,
         }
@@ -181,7 +240,9 @@ impl Generator {
         let mut value = [0u8; layout::STATE_VALUE];
         bpf::array_get(self.maps[0].as_raw_fd(), 0, &mut value)?;
         let at = layout::ST_RUNS as usize;
-        Ok(u64::from_ne_bytes(value[at..at + 8].try_into().expect("8 bytes")))
+        Ok(u64::from_ne_bytes(
+            value[at..at + 8].try_into().expect("8 bytes"),
+        ))
     }
 }
 
@@ -207,21 +268,42 @@ struct XmitCounters {
 
 impl XmitCounters {
     fn open(ifname: &str) -> Result<XmitCounters, LiveGenError> {
-        let stats = DriverStats::open(ifname).map_err(sys(format!("reading the driver statistics of {ifname} (ethtool -S)")))?;
-        let pick = |suffix: &str| stats.names().iter().enumerate().filter(|(_, n)| n.ends_with(suffix)).map(|(i, _)| i).collect::<Vec<_>>();
+        let stats = DriverStats::open(ifname).map_err(sys(format!(
+            "reading the driver statistics of {ifname} (ethtool -S)"
+        )))?;
+        let pick = |suffix: &str| {
+            stats
+                .names()
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.ends_with(suffix))
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
         let (sent, refused) = (pick("xdp_xmit"), pick("xdp_xmit_errors"));
         if sent.is_empty() {
-            return Err(LiveGenError::NoXmitCounters { ifname: ifname.to_owned() });
+            return Err(LiveGenError::NoXmitCounters {
+                ifname: ifname.to_owned(),
+            });
         }
         let peer = stats.names().iter().position(|n| n == "peer_ifindex");
-        Ok(XmitCounters { stats, sent, refused, peer })
+        Ok(XmitCounters {
+            stats,
+            sent,
+            refused,
+            peer,
+        })
     }
 
     /// (sent, refused, peer ifindex if the driver says).
     fn read(&self) -> io::Result<(u64, u64, Option<u64>)> {
         let v = self.stats.read()?;
         let total = |idx: &[usize]| idx.iter().map(|&i| v[i]).sum::<u64>();
-        Ok((total(&self.sent), total(&self.refused), self.peer.map(|i| v[i])))
+        Ok((
+            total(&self.sent),
+            total(&self.refused),
+            self.peer.map(|i| v[i]),
+        ))
     }
 }
 
@@ -249,12 +331,31 @@ impl Sender {
     /// attached (another XDP program is there), the generator still works, with fewer,
     /// longer calls: see [`attach_error`](Self::attach_error).
     pub fn open(generator: Generator, ifname: &str) -> Result<Sender, LiveGenError> {
-        let ifindex = crate::sys::ifindex(ifname).ok_or_else(|| LiveGenError::NoInterface(ifname.to_owned()))?;
-        let attached = bpf::link_xdp(generator.prog.as_raw_fd(), ifindex, crate::sys::XDP_FLAGS_SKB_MODE).map_err(|e| e.to_string());
+        let ifindex = crate::sys::ifindex(ifname)
+            .ok_or_else(|| LiveGenError::NoInterface(ifname.to_owned()))?;
+        let attached = bpf::link_xdp(
+            generator.prog.as_raw_fd(),
+            ifindex,
+            crate::sys::XDP_FLAGS_SKB_MODE,
+        )
+        .map_err(|e| e.to_string());
         let counters = XmitCounters::open(ifname)?;
-        let (sent, refused, _) = counters.read().map_err(sys(format!("reading the XDP counters of {ifname}")))?;
-        let base_runs = generator.runs().map_err(sys("reading the generator's run count"))?;
-        Ok(Sender { generator, attached, ifname: ifname.to_owned(), ifindex, counters, base: (sent, refused), base_runs, totals: Totals::default() })
+        let (sent, refused, _) = counters
+            .read()
+            .map_err(sys(format!("reading the XDP counters of {ifname}")))?;
+        let base_runs = generator
+            .runs()
+            .map_err(sys("reading the generator's run count"))?;
+        Ok(Sender {
+            generator,
+            attached,
+            ifname: ifname.to_owned(),
+            ifindex,
+            counters,
+            base: (sent, refused),
+            base_runs,
+            totals: Totals::default(),
+        })
     }
 
     /// Makes and offers `frames` more frames (on this CPU), `batch` per flush (1 to
@@ -265,15 +366,28 @@ impl Sender {
             return Ok(self.totals);
         }
         let what = || format!("sending on {} (BPF_PROG_RUN, live frames)", self.ifname);
-        self.generator.send_raw(self.ifindex, frames, batch.clamp(1, MAX_BATCH)).map_err(sys(what()))?;
+        self.generator
+            .send_raw(self.ifindex, frames, batch.clamp(1, MAX_BATCH))
+            .map_err(sys(what()))?;
         let first = self.totals.attempted == 0;
-        self.totals.attempted = self.generator.runs().map_err(sys("reading the generator's run count"))? - self.base_runs;
-        let (sent, refused, peer) = self.counters.read().map_err(sys(format!("reading the XDP counters of {}", self.ifname)))?;
+        self.totals.attempted = self
+            .generator
+            .runs()
+            .map_err(sys("reading the generator's run count"))?
+            - self.base_runs;
+        let (sent, refused, peer) = self
+            .counters
+            .read()
+            .map_err(sys(format!("reading the XDP counters of {}", self.ifname)))?;
         self.totals.sent = sent.saturating_sub(self.base.0);
         self.totals.refused = refused.saturating_sub(self.base.1);
         if first && self.totals.attempted > 0 && self.totals.sent == 0 && self.totals.refused == 0 {
             let peer = peer.map(|i| format!(" (ifindex {i})")).unwrap_or_default();
-            return Err(LiveGenError::PeerNotReady { ifname: self.ifname.clone(), attempted: self.totals.attempted, peer });
+            return Err(LiveGenError::PeerNotReady {
+                ifname: self.ifname.clone(),
+                attempted: self.totals.attempted,
+                peer,
+            });
         }
         Ok(self.totals)
     }

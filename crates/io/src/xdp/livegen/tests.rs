@@ -30,7 +30,15 @@ fn endpoints(first: &str, n: u128, port: u16, ports: u16) -> Vec<(IpAddr, u16)> 
 
 /// The frame wire builds for this flow, IP length and VLAN: what the program must make.
 fn expected(src: (IpAddr, u16), dst: (IpAddr, u16), ip_len: usize, vlan: Option<u16>) -> Vec<u8> {
-    let flow = UdpFlow { src_mac: SRC_MAC, dst_mac: DST_MAC, src: src.0, dst: dst.0, src_port: src.1, dst_port: dst.1, ttl: 64 };
+    let flow = UdpFlow {
+        src_mac: SRC_MAC,
+        dst_mac: DST_MAC,
+        src: src.0,
+        dst: dst.0,
+        src_port: src.1,
+        dst_port: dst.1,
+        ttl: 64,
+    };
     let mut buf = vec![0u8; 2048];
     let len = udp_frame_ip_len(&flow, ip_len, &mut buf).unwrap();
     buf.truncate(len);
@@ -52,14 +60,30 @@ fn check_valid(f: &[u8]) -> (IpAddr, u16, IpAddr, u16) {
             let p = Ipv4Packet::new_checked(ip).unwrap();
             assert!(p.verify_checksum(), "IPv4 header checksum");
             let u = UdpPacket::new_checked(p.payload()).unwrap();
-            assert!(u.checksum() != 0 && u.verify_checksum_v4(&p.src_addr(), &p.dst_addr()), "UDP checksum");
-            (p.src_addr().into(), u.src_port(), p.dst_addr().into(), u.dst_port())
+            assert!(
+                u.checksum() != 0 && u.verify_checksum_v4(&p.src_addr(), &p.dst_addr()),
+                "UDP checksum"
+            );
+            (
+                p.src_addr().into(),
+                u.src_port(),
+                p.dst_addr().into(),
+                u.dst_port(),
+            )
         }
         EtherType::Ipv6 => {
             let p = Ipv6Packet::new_checked(ip).unwrap();
             let u = UdpPacket::new_checked(p.payload()).unwrap();
-            assert!(u.verify_checksum_v6(&p.src_addr(), &p.dst_addr()), "UDP checksum");
-            (p.src_addr().into(), u.src_port(), p.dst_addr().into(), u.dst_port())
+            assert!(
+                u.verify_checksum_v6(&p.src_addr(), &p.dst_addr()),
+                "UDP checksum"
+            );
+            (
+                p.src_addr().into(),
+                u.src_port(),
+                p.dst_addr().into(),
+                u.dst_port(),
+            )
         }
         other => panic!("EtherType {other:?}"),
     }
@@ -75,18 +99,37 @@ struct Case {
 impl Case {
     fn frame(&self, i: usize) -> Vec<u8> {
         let (s, d) = (self.sources.len(), self.destinations.len());
-        expected(self.sources[i % s], self.destinations[(i / s) % d], self.ip_lens[(i / (s * d)) % self.ip_lens.len()], self.vlan)
+        expected(
+            self.sources[i % s],
+            self.destinations[(i / s) % d],
+            self.ip_lens[(i / (s * d)) % self.ip_lens.len()],
+            self.vlan,
+        )
     }
 
     fn generator(&self) -> Generator {
-        let frames: Vec<Vec<u8>> = (0..self.ip_lens.len()).map(|k| self.frame(k * self.sources.len() * self.destinations.len())).collect();
+        let frames: Vec<Vec<u8>> = (0..self.ip_lens.len())
+            .map(|k| self.frame(k * self.sources.len() * self.destinations.len()))
+            .collect();
         let template = frames.iter().max_by_key(|f| f.len()).unwrap().clone();
         let l3 = if self.vlan.is_some() { 18 } else { 14 };
         // wire raises an IP length to the least that holds the headers.
         let least = if self.sources[0].0.is_ipv4() { 28 } else { 48 };
-        let sizes: Vec<FrameSize> = frames.iter().zip(&self.ip_lens).map(|(f, &ip)| FrameSize { frame_len: f.len(), ip_len: ip.max(least) }).collect();
+        let sizes: Vec<FrameSize> = frames
+            .iter()
+            .zip(&self.ip_lens)
+            .map(|(f, &ip)| FrameSize {
+                frame_len: f.len(),
+                ip_len: ip.max(least),
+            })
+            .collect();
         assert!(sizes.iter().all(|s| s.frame_len >= l3 + s.ip_len));
-        let spec = Spec { template: &template, sources: &self.sources, destinations: &self.destinations, sizes: &sizes };
+        let spec = Spec {
+            template: &template,
+            sources: &self.sources,
+            destinations: &self.destinations,
+            sizes: &sizes,
+        };
         Generator::load(&spec).expect("generator loads")
     }
 
@@ -97,7 +140,11 @@ impl Case {
     }
 
     /// [`run`](Self::run) with the page's metadata from `input` too.
-    fn run_on_pages(&self, n: usize, mut input: impl FnMut(&[u8], usize) -> ([u8; 4], Vec<u8>)) -> Vec<Vec<u8>> {
+    fn run_on_pages(
+        &self,
+        n: usize,
+        mut input: impl FnMut(&[u8], usize) -> ([u8; 4], Vec<u8>),
+    ) -> Vec<Vec<u8>> {
         let g = self.generator();
         let mut prev = g.template().to_vec();
         let mut out = Vec::new();
@@ -116,7 +163,12 @@ impl Case {
 }
 
 fn v4_case(ip_lens: Vec<usize>, vlan: Option<u16>) -> Case {
-    Case { sources: endpoints("198.18.10.1", 20, 2000, 1), destinations: endpoints("198.19.10.1", 100, 2000, 1), ip_lens, vlan }
+    Case {
+        sources: endpoints("198.18.10.1", 20, 2000, 1),
+        destinations: endpoints("198.19.10.1", 100, 2000, 1),
+        ip_lens,
+        vlan,
+    }
 }
 
 fn root() -> bool {
@@ -153,7 +205,11 @@ fn ipv6_with_a_vlan_tag_and_several_ports() {
         vlan: Some(10),
     };
     let frames = case.run(60, |prev, _| prev.to_vec());
-    assert!(frames.iter().all(|f| f.len() == 66 && f[12..16] == [0x81, 0x00, 0x00, 0x0a]));
+    assert!(
+        frames
+            .iter()
+            .all(|f| f.len() == 66 && f[12..16] == [0x81, 0x00, 0x00, 0x0a])
+    );
     // Destinations cross from ...:fffe to ...:1:1, the carry the table takes care of.
     let flows: HashSet<_> = frames.iter().map(|f| check_valid(f)).collect();
     assert_eq!(flows.len(), 24);
@@ -164,11 +220,22 @@ fn imix_sizes_grow_and_shrink_the_frame() {
     if !root() {
         return;
     }
-    let case = Case { sources: endpoints("198.18.10.1", 2, 2000, 1), destinations: endpoints("198.19.10.1", 3, 2000, 1), ip_lens: IMIX.to_vec(), vlan: None };
+    let case = Case {
+        sources: endpoints("198.18.10.1", 2, 2000, 1),
+        destinations: endpoints("198.19.10.1", 3, 2000, 1),
+        ip_lens: IMIX.to_vec(),
+        vlan: None,
+    };
     // Half the runs on the previous frame (a recycled page, shorter or longer than the
     // next), half on the template (a fresh page).
     let template = case.generator().template().to_vec();
-    let frames = case.run(40, |prev, i| if i % 2 == 0 { prev.to_vec() } else { template.clone() });
+    let frames = case.run(40, |prev, i| {
+        if i % 2 == 0 {
+            prev.to_vec()
+        } else {
+            template.clone()
+        }
+    });
     let lens: Vec<usize> = frames.iter().map(Vec::len).step_by(6).collect();
     assert_eq!(&lens[..6], &[60, 590, 1514, 60, 590, 1514]);
 }
@@ -215,7 +282,11 @@ fn a_frame_forwarded_in_place_comes_back_as_the_template() {
         f[24..26].copy_from_slice(&(s + u16::from(carry)).to_be_bytes());
         ([program::META[0], program::META[1], 0, 0], f)
     });
-    assert!(frames.iter().all(|f| f[14 + 8] == 64 && f[..6] == DST_MAC.0 && f[6..12] == SRC_MAC.0));
+    assert!(
+        frames
+            .iter()
+            .all(|f| f[14 + 8] == 64 && f[..6] == DST_MAC.0 && f[6..12] == SRC_MAC.0)
+    );
 }
 
 /// Attached to an interface, the program must leave what the interface receives alone: only
@@ -240,11 +311,33 @@ fn a_bad_spec_is_refused_before_loading() {
     let case = v4_case(vec![46], None);
     let t = case.frame(0);
     let v6 = endpoints("2001:db8::1", 1, 1, 1);
-    let sizes = [FrameSize { frame_len: 60, ip_len: 46 }];
+    let sizes = [FrameSize {
+        frame_len: 60,
+        ip_len: 46,
+    }];
     let spec = |sources: &[(IpAddr, u16)], sizes: &[FrameSize]| {
-        Generator::load(&Spec { template: &t, sources, destinations: &case.destinations, sizes }).err().map(|e| e.to_string())
+        Generator::load(&Spec {
+            template: &t,
+            sources,
+            destinations: &case.destinations,
+            sizes,
+        })
+        .err()
+        .map(|e| e.to_string())
     };
     assert!(spec(&v6, &sizes).unwrap().contains("family"));
     assert!(spec(&[], &sizes).unwrap().contains("0 sources"));
     assert!(spec(&case.sources, &[]).unwrap().contains("0 sizes"));
+}
+
+#[test]
+fn only_a_want_of_memory_is_worth_another_call() {
+    let err = |code| LiveGenError::Sys {
+        what: "sending".into(),
+        source: std::io::Error::from_raw_os_error(code),
+    };
+    assert!(err(libc::ENOSPC).is_transient());
+    assert!(err(libc::ENOMEM).is_transient());
+    assert!(!err(libc::EPERM).is_transient());
+    assert!(!LiveGenError::NoInterface("lrx".into()).is_transient());
 }
