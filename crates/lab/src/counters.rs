@@ -48,17 +48,97 @@ impl Snapshot {
         self.0.extend(other.0);
     }
 
-    /// The counters that grew since `before`, as `name=delta` in name order (a counter
-    /// that went backwards, reset by a driver, counts from zero).
-    pub fn grown_since(&self, before: &Snapshot) -> Vec<String> {
+    /// The counters that grew since `before`, by how much (a counter that went backwards,
+    /// reset by a driver, counts from zero).
+    pub fn grown_since(&self, before: &Snapshot) -> Snapshot {
+        let grown = self.0.iter().filter_map(|(name, &after)| {
+            let start = before.0.get(name).copied().unwrap_or(0);
+            let delta = if after >= start { after - start } else { after };
+            (delta > 0).then(|| (name.clone(), delta))
+        });
+        Snapshot(grown.collect())
+    }
+
+    /// `name=value` in name order.
+    pub fn listed(&self) -> Vec<String> {
         self.0
             .iter()
-            .filter_map(|(name, &after)| {
-                let start = before.0.get(name).copied().unwrap_or(0);
-                let delta = if after >= start { after - start } else { after };
-                (delta > 0).then(|| format!("{name}={delta}"))
-            })
+            .map(|(name, v)| format!("{name}={v}"))
             .collect()
+    }
+
+    /// The sum of interface `iface`'s counters named `prefix...suffix` (one per queue).
+    fn sum(&self, iface: &str, prefix: &str, suffix: &str) -> u64 {
+        let head = format!("{iface}.{prefix}");
+        self.0
+            .iter()
+            .filter(|(n, _)| n.starts_with(&head) && n.ends_with(suffix))
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+/// Where a run's frames were lost, from the lab's counters that grew in it ([`Snapshot`]):
+/// generator `lrg0` -> DUT input `lrd0` ... DUT output `lrd1` -> receiver `lrr0`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// Refused by the DUT's input: the generator's XDP transmits its veth peer's ring had
+    /// no room for.
+    pub input: u64,
+    /// Taken by the DUT's input and neither sent on nor dropped at its output: what the DUT
+    /// dropped itself.
+    pub inside: u64,
+    /// Of `inside`: dropped in the DUT's input queue (veth: an XDP redirect to an AF_XDP
+    /// socket whose ring was full, or no buffer on its fill ring).
+    pub socket: u64,
+    /// Sent by the DUT and dropped on the way to the receiver (its output's ring full).
+    pub output: u64,
+}
+
+impl Losses {
+    /// From the counters that grew in a run; `None` without the DUT input's counters.
+    pub fn of(grown: &Snapshot) -> Option<Losses> {
+        let xdp_in = grown.sum("lrd0", "rx_queue_", "_xdp_packets");
+        let taken = if xdp_in > 0 {
+            xdp_in
+        } else {
+            *grown.0.get("lrd0.rx_packets")?
+        };
+        let sent_on = grown.0.get("lrd1.tx_packets").copied().unwrap_or(0);
+        let output = grown.0.get("lrd1.tx_dropped").copied().unwrap_or(0);
+        Some(Losses {
+            input: grown.sum("lrg0", "tx_queue_", "_xdp_xmit_errors"),
+            inside: taken.saturating_sub(sent_on + output),
+            socket: grown
+                .sum("lrd0", "rx_queue_", "_drops")
+                .saturating_sub(grown.sum("lrd0", "rx_queue_", "_xdp_drops")),
+            output,
+        })
+    }
+
+    pub fn add(&mut self, o: &Losses) {
+        self.input += o.input;
+        self.inside += o.inside;
+        self.socket += o.socket;
+        self.output += o.output;
+    }
+
+    /// "input 35.1% / inside 0.9% (socket 0.9%) / output 0.4%" of `offered` frames.
+    pub fn shares(&self, offered: u64) -> String {
+        let pct = |n: u64| {
+            if offered == 0 {
+                0.0
+            } else {
+                n as f64 * 100.0 / offered as f64
+            }
+        };
+        format!(
+            "input {:.1}% / inside {:.1}% (socket {:.1}%) / output {:.1}%",
+            pct(self.input),
+            pct(self.inside),
+            pct(self.socket),
+            pct(self.output)
+        )
     }
 }
 
@@ -88,9 +168,34 @@ mod tests {
                 .replace("tx_packets:99", "tx_packets:50"),
         );
         assert_eq!(
-            after.grown_since(&before),
+            after.grown_since(&before).listed(),
             vec!["lrd0.rx_packets=300", "lrd1.tx_packets=50"]
         );
+    }
+
+    /// A linerate run of the 16-CPU lab (results/2026-11-26-16cpu-losses/1-paced, linerate
+    /// paced at 0.5x), its refusals split over two queues: per-queue counters are summed.
+    #[test]
+    fn losses_follow_the_frames() {
+        let grown = parse(
+            "lrg0.tx_queue_0_xdp_xmit:891840\nlrg0.tx_queue_0_xdp_xmit_errors:400000\n\
+             lrg0.tx_queue_1_xdp_xmit_errors:77248\nlrd0.rx_queue_0_xdp_packets:891840\n\
+             lrd0.rx_queue_0_xdp_redirect:879376\nlrd0.rx_queue_0_drops:12464\n\
+             lrd1.tx_packets:874519\nlrd1.tx_dropped:4858\nlrr0.rx_packets:874519\n",
+        );
+        let l = Losses::of(&grown).unwrap();
+        let want = Losses {
+            input: 477248,
+            inside: 12463,
+            socket: 12464,
+            output: 4858,
+        };
+        assert_eq!(l, want);
+        assert_eq!(
+            l.shares(1369088),
+            "input 34.9% / inside 0.9% (socket 0.9%) / output 0.4%"
+        );
+        assert_eq!(Losses::of(&parse("lrg0.tx_packets:5\n")), None);
     }
 
     #[test]

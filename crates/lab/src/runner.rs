@@ -93,6 +93,8 @@ pub struct RunResult {
     pub offered: u64,
     pub offered_pps: f64,
     pub received: u64,
+    /// Where the frames offered and not received were lost, if the counters say.
+    pub losses: Option<crate::counters::Losses>,
 }
 
 /// The lab's namespaces and the paths it needs.
@@ -344,6 +346,7 @@ impl LabEnv {
                 + gen_json["dropped"].as_u64().unwrap_or(0),
             offered_pps: offered_pps(&gen_json),
             received: rcv_json["received"].as_u64().unwrap_or(0),
+            losses: crate::counters::Losses::of(&grown),
         };
         self.journal(set, rate, &result, &grown, &report)?;
         Ok(result)
@@ -364,7 +367,7 @@ impl LabEnv {
         set: &Set,
         rate: Option<f64>,
         r: &RunResult,
-        grown: &[String],
+        grown: &crate::counters::Snapshot,
         report: &str,
     ) -> Result<(), LabError> {
         let Some(path) = &self.journal else {
@@ -387,7 +390,7 @@ impl LabEnv {
             r.received,
             r.pps
         )?;
-        writeln!(f, "grew: {}", grown.join(" "))?;
+        writeln!(f, "grew: {}", grown.listed().join(" "))?;
         for line in report.lines() {
             writeln!(f, "dut: {line}")?;
         }

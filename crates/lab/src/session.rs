@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde_json::json;
 
+use crate::counters::Losses;
 use crate::labfile::{Lab, Set};
 use crate::plot;
 use crate::runner::{LabEnv, LabError, RunResult};
@@ -45,6 +46,8 @@ pub struct OverloadPoint {
     /// The set's own runs, offered as fast as the generator goes (medians of the runs): the
     /// sweep's heaviest load, beyond what the paced generator reaches on a small machine.
     pub flood: bool,
+    /// Where the frames were lost, and the frames offered (the flood: its runs' sums).
+    pub lost: Option<(Losses, u64)>,
 }
 
 impl OverloadPoint {
@@ -152,7 +155,22 @@ impl SetResult {
             offered_pps: offered,
             delivered_pps: self.median(),
             flood: true,
+            lost: self.lost(),
         })
+    }
+
+    /// Where the frames the set's runs offered were lost, summed over the runs whose
+    /// counters say, and the frames those runs offered.
+    pub fn lost(&self) -> Option<(Losses, u64)> {
+        let mut sum: Option<(Losses, u64)> = None;
+        for r in &self.runs {
+            if let Some(l) = &r.losses {
+                let (total, offered) = sum.get_or_insert((Losses::default(), 0));
+                total.add(l);
+                *offered += r.offered;
+            }
+        }
+        sum
     }
 }
 
@@ -282,6 +300,7 @@ pub fn run(
                 offered_pps: res.offered_pps,
                 delivered_pps: res.pps,
                 flood: false,
+                lost: res.losses.map(|l| (l, res.offered)),
             });
             done += 1;
         }
@@ -413,6 +432,34 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
                 "  at the highest load it delivered {:.0}% of its peak ({peak:.0} pps)",
                 share * 100.0
             );
+            let lost: Vec<String> = r
+                .overload
+                .iter()
+                .filter_map(|p| {
+                    p.lost
+                        .map(|(l, offered)| format!("{}: {}", p.label(), l.shares(offered)))
+                })
+                .collect();
+            if !lost.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  where its lost frames were dropped, share of offered: {}",
+                    lost.join("; ")
+                );
+            }
+        }
+    }
+    let lost: Vec<(&str, Losses, u64)> = results
+        .iter()
+        .filter_map(|r| r.lost().map(|(l, n)| (r.set.name.as_str(), l, n)))
+        .collect();
+    if !lost.is_empty() {
+        let _ = writeln!(
+            s,
+            "where the lost frames were dropped, share of offered in the runs (input: the DUT's input ring was full; inside: the DUT dropped them; output: the receiver's ring was full; counters.txt):"
+        );
+        for (name, l, offered) in lost {
+            let _ = writeln!(s, "  {name}: {}", l.shares(offered));
         }
     }
     let base_rtt = results.iter().find_map(|r| r.ping_us);
@@ -520,12 +567,18 @@ pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()
     )?;
     std::fs::write(dir.join("plot.svg"), svg(results))?;
     if results.iter().any(|r| !r.overload.is_empty()) {
-        let mut csv = String::from("set,multiple,flood,offered_pps,delivered_pps\n");
+        // Frames offered, and where those lost were dropped (empty without the counters).
+        let mut csv = String::from(
+            "set,multiple,flood,offered_pps,delivered_pps,offered_frames,lost_input,lost_inside,lost_socket,lost_output\n",
+        );
         for r in results {
             for p in &r.overload {
+                let lost = p.lost.map_or(",,,,".to_owned(), |(l, n)| {
+                    format!("{n},{},{},{},{}", l.input, l.inside, l.socket, l.output)
+                });
                 let _ = writeln!(
                     csv,
-                    "{},{:.2},{},{:.0},{:.0}",
+                    "{},{:.2},{},{:.0},{:.0},{lost}",
                     r.set.name, p.multiple, p.flood, p.offered_pps, p.delivered_pps
                 );
             }
@@ -639,6 +692,7 @@ mod tests {
             offered: 0,
             offered_pps,
             received: 0,
+            losses: None,
         }
     }
 
@@ -666,6 +720,7 @@ mod tests {
                 offered_pps: offered,
                 delivered_pps: delivered,
                 flood: false,
+                lost: None,
             });
         }
         let flood = r
@@ -680,5 +735,45 @@ mod tests {
         // A set with a fixed rate has no flood.
         r.set.traffic.rate = 1e5;
         assert!(r.flood_point().is_none());
+    }
+
+    /// The runs' losses are summed into the flood point and the summary, as shares of what
+    /// the runs offered; runs without counters are left out.
+    #[test]
+    fn losses_are_summed_over_the_runs() {
+        let lab = Lab::default_lab();
+        let mut runs = vec![run(300e3, 4e6), run(345e3, 5e6), run(394e3, 4.5e6)];
+        for (r, input) in runs.iter_mut().zip([600, 400]) {
+            r.offered = 1000;
+            r.losses = Some(Losses {
+                input,
+                inside: 50,
+                socket: 40,
+                output: 10,
+            });
+        }
+        let r = SetResult {
+            set: lab.sets[1].clone(),
+            runs,
+            search: None,
+            generator_pps: 7e6,
+            overload: Vec::new(),
+            ping_us: None,
+        };
+        let want = Losses {
+            input: 1000,
+            inside: 100,
+            socket: 80,
+            output: 20,
+        };
+        assert_eq!(r.lost(), Some((want, 2000)));
+        let text = summary(&lab, std::slice::from_ref(&r));
+        assert!(
+            text.contains(&format!(
+                "\n  {}: input 50.0% / inside 5.0% (socket 4.0%) / output 1.0%\n",
+                r.set.name
+            )),
+            "{text}"
+        );
     }
 }

@@ -96,6 +96,16 @@ fn short_lab_writes_sane_results() {
     let counters = std::fs::read_to_string(out_dir.join("counters.txt")).unwrap();
     let blocks: Vec<&str> = counters.split("== ").skip(1).collect();
     assert!(blocks.len() >= 6, "{counters}");
+    // ... and the summary sums it up per set.
+    let summary_text = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
+    assert!(
+        summary_text.contains("where the lost frames were dropped"),
+        "{summary_text}"
+    );
+    for set in ["kernel", "linerate"] {
+        let line = format!("\n  {set}: input ");
+        assert!(summary_text.contains(&line), "{summary_text}");
+    }
     for b in &blocks {
         assert!(
             b.contains("lrg0.tx_packets=") && b.contains("lrr0.rx_packets="),
