@@ -102,6 +102,9 @@ pub struct CompiledRules {
     /// Some rule has `route-to` or `reply-to`: the forwarder looks their packets' states up
     /// before the route lookups (`forward/route_opts.rs`).
     pub(crate) route_opts: bool,
+    /// Some `out` rule has `route-to`: the forwarder looks the state up again after the out
+    /// pass, which may have just made it.
+    pub(crate) routes_out: bool,
     /// Shared by the sets made from this one by changing table entries (`overload`,
     /// `linerate table`): the same rules, whose counters go on.
     lineage: Arc<()>,
@@ -185,6 +188,10 @@ impl CompiledRules {
             )
         });
         let route_opts = rules.rules.iter().any(|r| r.route.is_some());
+        let routes_out = rules
+            .rules
+            .iter()
+            .any(|r| r.route.is_some() && r.dir == Some(fw::packet::Dir::Out));
         Ok(CompiledRules {
             rules,
             classifier,
@@ -198,6 +205,7 @@ impl CompiledRules {
             scrub_keyed,
             modulate,
             route_opts,
+            routes_out,
             lineage,
             keep: std::sync::OnceLock::new(),
         })

@@ -48,6 +48,8 @@ use fw::state::Modulation;
 
 mod route_opts;
 
+pub use route_opts::HostVia;
+
 /// Ethernet header without a tag.
 const ETH_LEN: usize = 14;
 /// 802.1Q tag: TPID + TCI.
@@ -160,6 +162,9 @@ pub struct Forwarder {
     /// (valid while `via_any`, see `forward/route_opts.rs`).
     via: Box<[Option<fw::rules::RouteOpt>; MAX_BATCH]>,
     via_any: bool,
+    /// Some `out` rule has `route-to` (this batch's set): the apply pass asks after the out
+    /// pass whether the state it made routes the packet ([`Self::reroute_after_out`]).
+    routes_out: bool,
 }
 
 /// Destinations collected by the classify pass.
@@ -194,6 +199,7 @@ impl Forwarder {
             tap: None,
             via: Box::new([None; MAX_BATCH]),
             via_any: false,
+            routes_out: false,
         }
     }
 
@@ -258,17 +264,25 @@ impl Forwarder {
 
     /// The firewall's pass over a packet the router sends on logical port `port`
     /// ([`Firewall::local_out`]); frames that are not IP pass (pf does not see them).
-    pub fn local_out(&mut self, frame: &[u8], port: u16) -> Result<(), DropReason> {
+    /// `Ok(Some(via))`: the state that passed it routes it (`route-to`, `reply-to`), by
+    /// [`host_frame_via`](Self::host_frame_via).
+    pub fn local_out(&mut self, frame: &[u8], port: u16) -> Result<Option<HostVia>, DropReason> {
         let Some(fw) = self.firewall_mut() else {
-            return Ok(());
+            return Ok(None);
         };
         let Ok(l2) = wire::parse_l2(frame) else {
             return Err(DropReason::Truncated);
         };
-        match l2.ethertype {
-            EtherType::Ipv4 => fw.local_out(frame, l2.l3_offset, true, port),
-            EtherType::Ipv6 => fw.local_out(frame, l2.l3_offset, false, port),
-            _ => Ok(()),
+        let v4 = match l2.ethertype {
+            EtherType::Ipv4 => true,
+            EtherType::Ipv6 => false,
+            _ => return Ok(None),
+        };
+        fw.local_out(frame, l2.l3_offset, v4, port)?;
+        // `route-to` / `reply-to`: the state that passed it may send it elsewhere.
+        match fw.local_route(frame, l2.l3_offset, v4, port) {
+            Some(opt) => self.host_via(opt).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -306,6 +320,7 @@ impl Forwarder {
                 self.synproxy(pool, input);
             }
             self.via_any = false;
+            self.routes_out = self.filter.as_ref().is_some_and(|f| f.fw.routes_out());
             if self.filter.as_ref().is_some_and(|f| f.fw.routes()) {
                 self.route_options(pool, input.as_slice());
             }
@@ -702,13 +717,13 @@ impl Forwarder {
                 punts,
             );
         };
-        let (id, adj) = match self.fib.adj.get(id) {
+        let (mut id, adj) = match self.fib.adj.get(id) {
             Adjacency::Multipath { members, paths } => {
                 self.path(pool, desc, l3, v4, members, paths)
             }
             adj => (id, adj),
         };
-        let (port, mac) = match adj {
+        let (mut port, mut mac) = match adj {
             Adjacency::Forward { port, mac } => (port, Some(mac)),
             Adjacency::Unresolved { port } => (port, None),
             Adjacency::Local => return self.local_rewritten::<MOD>(pool, desc, in_port, punts),
@@ -726,7 +741,7 @@ impl Forwarder {
             // A group's member is never a group (the writer never makes one).
             Adjacency::Multipath { .. } => return self.drop(pool, desc, DropReason::NoRoute),
         };
-        let Some(&out_port) = self.ports.output(port) else {
+        let Some(&(mut out_port)) = self.ports.output(port) else {
             return self.drop(pool, desc, DropReason::TxError);
         };
         // With NAT only, a packet it translates has its TTL decremented in the same checksum
@@ -770,6 +785,19 @@ impl Forwarder {
                 OutStop::Refuse(refusal) => self.refuse(pool, desc, in_port, refusal, punts),
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
             };
+        }
+        // `route-to` on an `out` rule: the state the out pass made may send it elsewhere.
+        if FW && self.routes_out {
+            match self.reroute_after_out(pool, desc, i, l3, v4) {
+                None => {}
+                Some(Ok((to_id, to_port, to_mac))) => {
+                    let Some(&to) = self.ports.output(to_port) else {
+                        return self.drop(pool, desc, DropReason::TxError);
+                    };
+                    (id, port, mac, out_port) = (to_id, to_port, to_mac, to);
+                }
+                Some(Err(reason)) => return self.drop(pool, desc, reason),
+            }
         }
         // After the out pass, which may have created the state.
         let rewrite = if MOD { self.modulation(target) } else { None };

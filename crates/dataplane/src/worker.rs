@@ -263,22 +263,42 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         };
         for _ in 0..self.batch_size {
             let Some(f) = queue.recv() else { break };
-            if let Err(reason) = self.forwarder.local_out(f.frame, f.port) {
-                self.forwarder.counts.drop(reason);
-                continue;
-            }
-            let (Some(out), Some(mut desc)) =
-                (self.outputs.get_mut(usize::from(f.phys)), self.pool.alloc())
-            else {
+            let via = match self.forwarder.local_out(f.frame, f.port) {
+                Ok(via) => via,
+                Err(reason) => {
+                    self.forwarder.counts.drop(reason);
+                    continue;
+                }
+            };
+            let Some(mut desc) = self.pool.alloc() else {
                 self.forwarder.counts.drop(DropReason::TxError);
                 continue;
             };
             self.pool.write(&mut desc, f.frame);
             self.forwarder.modulate_frame(self.pool.frame_mut(desc));
+            // A state's `route-to` / `reply-to`: out by its gateway's port, or by the slow
+            // path while the gateway is unresolved.
+            let phys =
+                match via.map(|v| self.forwarder.host_frame_via(&mut self.pool, &mut desc, &v)) {
+                    None => f.phys,
+                    Some(Ok(phys)) => phys,
+                    Some(Err(punt)) => {
+                        self.punts.push(desc, punt, f.port);
+                        continue;
+                    }
+                };
+            let Some(out) = self.outputs.get_mut(usize::from(phys)) else {
+                self.pool.free(desc);
+                self.forwarder.counts.drop(DropReason::TxError);
+                continue;
+            };
             out.push(desc);
             if out.is_full() {
-                self.tx[usize::from(f.phys)].tx_burst(&mut self.pool, out);
+                self.tx[usize::from(phys)].tx_burst(&mut self.pool, out);
             }
+        }
+        if !self.punts.is_empty() {
+            self.local.punt_burst(&mut self.pool, &mut self.punts);
         }
         for (port, out) in self.outputs.iter_mut().enumerate() {
             if !out.is_empty() {

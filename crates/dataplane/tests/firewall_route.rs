@@ -397,3 +397,93 @@ fn fragments_of_a_routed_datagram_follow_it() {
         (Some((1, GW1_MAC)), Some((1, GW1_MAC)))
     );
 }
+
+/// `route-to` on a `pass out` rule: the out pass on WAN1, where the table sent the flow,
+/// makes the state, whose rule sends the packet by WAN2 to its gateway instead; the later
+/// packets leave that way from the start, and the replies come back by the table.
+#[test]
+fn route_to_on_pass_out_sends_the_flow_by_its_gateway() {
+    let rules = "pass all\npass out route-to (wan2 198.19.0.254) inet proto udp from 192.168.1.0/24 to any port 53 keep state\n";
+    let mut r = Router::new(rules, &fib_control(true));
+    for _ in 0..3 {
+        assert_eq!(
+            r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
+            Some((2, GW2_MAC))
+        );
+    }
+    assert_eq!(
+        r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)),
+        Some((0, HOST_MAC)),
+        "the reply: routed by the table"
+    );
+    assert_eq!(
+        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
+        Some((2, GW2_MAC))
+    );
+    assert_eq!(
+        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 80)),
+        Some((1, GW1_MAC)),
+        "a flow the rule does not match: the default route"
+    );
+    assert_eq!(r.counts().forwarded, 6);
+    // An unresolved gateway: the first packet goes to the slow path to resolve it.
+    let mut r = Router::new(rules, &fib_control(false));
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)), None);
+    let punts = std::mem::take(&mut r.w.local.0);
+    assert_eq!(
+        punts.iter().map(|p| p.punt).collect::<Vec<_>>(),
+        [Punt::Via {
+            gateway: GW2.into(),
+            port: 2
+        }]
+    );
+}
+
+/// The router's own packets (pfSense's "let out anything from firewall host itself" on a
+/// second WAN): sent by the host stack on WAN1's TAP, where its table sent them, they leave
+/// by WAN2 to its gateway, rewritten for it; unresolved, the slow path resolves the gateway.
+#[test]
+fn the_routers_own_packets_follow_route_to_on_pass_out() {
+    let rules = "pass all\npass out route-to ( wan2 198.19.0.254 ) from 198.19.0.1 to !198.19.0.0/24 keep state allow-opts label \"let out anything from firewall host itself\"\n";
+    for gw_known in [true, false] {
+        let mut r = Router::new(rules, &fib_control(gw_known));
+        let (mut to_workers, mut queues) =
+            dataplane::host_out::host_out_channels(1, vec![false, false, false]).unwrap();
+        r.w.set_host_out(queues.remove(0));
+        // As the kernel sends it on WAN1's TAP: to WAN1's gateway, from WAN2's address.
+        let mut own = udp(1, Ipv4Addr::new(198, 19, 0, 1).into(), 123, FAR.into(), 123);
+        own[..6].copy_from_slice(&GW1_MAC.0);
+        own[6..12].copy_from_slice(&MACS[1].0);
+        let other = udp(1, Ipv4Addr::new(198, 18, 0, 1).into(), 123, FAR.into(), 123);
+        for frame in [&own, &own, &other] {
+            assert!(to_workers.send(1, 1, frame, frame));
+        }
+        r.w.poll();
+        let macs = |p: usize| -> Vec<(MacAddr, MacAddr)> {
+            r.w.tx[p]
+                .frames
+                .iter()
+                .map(|f| {
+                    (
+                        MacAddr(f[..6].try_into().unwrap()),
+                        MacAddr(f[6..12].try_into().unwrap()),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(macs(1).len(), 1, "WAN1's own traffic stays on WAN1");
+        if gw_known {
+            assert_eq!(macs(2), [(GW2_MAC, MACS[2]); 2]);
+        } else {
+            assert!(macs(2).is_empty());
+            let punts = std::mem::take(&mut r.w.local.0);
+            assert_eq!(
+                punts.iter().map(|p| p.punt).collect::<Vec<_>>(),
+                [Punt::Via {
+                    gateway: GW2.into(),
+                    port: 2
+                }; 2]
+            );
+        }
+    }
+}

@@ -421,6 +421,12 @@ impl Passes<'_> {
         match r {
             Ok((id, added)) => {
                 count.created = added;
+                // `route-to` on an `out` rule: the flow's entry (which the inbound pass may
+                // have made, under its own rule) holds one rule index; the out rule's, which
+                // says where the flow's packets go, takes it.
+                if pass == Pass::Out && i.is_some_and(|i| self.rules.rules[i].route.is_some()) {
+                    self.states.set_rule(id, rule);
+                }
                 // The SYN that opened a `synproxy state` is answered by the router, not passed.
                 if synproxy && self.states.proxy_pending() {
                     return (Err(Drop::Synproxy), count);

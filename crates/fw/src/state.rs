@@ -807,6 +807,17 @@ impl StateTable {
             .map(|e| e.rule)
     }
 
+    /// Gives state `id` rule index `rule` (a `route-to` on an `out` rule, see `passes.rs`).
+    pub fn set_rule(&mut self, id: StateId, rule: u32) {
+        if let Some(e) = self
+            .slots
+            .get_mut(id.0 as usize)
+            .filter(|e| e.flags & F_USED != 0)
+        {
+            e.rule = rule;
+        }
+    }
+
     pub fn rule_of(&self, id: StateId) -> Option<u32> {
         self.slots
             .get(id.0 as usize)

@@ -15,9 +15,7 @@ use fw::state::Tmo;
 use fw::testgen::{Rng, boundaries};
 
 /// How the fixtures mark the lines linerate refuses (`scrub ... fragment reassemble`: it
-/// does not reassemble; `route-to` on `pass out` rules: linerate routes by pf's options only
-/// the flows that arrive), commented out
-/// so that `linerate check` accepts the files.
+/// does not reassemble), commented out so that `linerate check` accepts the files.
 const REFUSED: &str = "#refused by linerate: ";
 
 const WAN: u16 = 0;
@@ -77,20 +75,16 @@ fn refusals(product: &str) -> Vec<String> {
 
 #[test]
 fn refused_lines_fail_by_name_at_their_place() {
-    let out_route = "`route-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)";
     let fragment = "`fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")";
-    assert_eq!(
-        refusals("pfsense"),
-        [format!("38:24: {fragment}"), format!("143:10: {out_route}")]
-    );
-    assert_eq!(refusals("opnsense"), [format!("84:30: {out_route}")]);
+    assert_eq!(refusals("pfsense"), [format!("38:24: {fragment}")]);
+    assert!(refusals("opnsense").is_empty());
 }
 
 #[test]
 fn fixtures_load_with_their_settings_and_notices() {
     let rs = load("pfsense");
-    // 48 pass and block lines, two on lo0 left out, antispoof's two.
-    assert_eq!(rs.rules.len(), 48);
+    // 49 pass and block lines, two on lo0 left out, antispoof's two.
+    assert_eq!(rs.rules.len(), 49);
     assert_eq!((rs.limit_states, rs.limit_src_nodes), (48000, 48000));
     assert!(
         rs.skip.is_empty(),
@@ -145,7 +139,7 @@ fn fixtures_load_with_their_settings_and_notices() {
     assert_eq!(rs.timeouts.adaptive(), None);
 
     let rs = load("opnsense");
-    assert_eq!((rs.rules.len(), rs.limit_states), (38, 48000));
+    assert_eq!((rs.rules.len(), rs.limit_states), (39, 48000));
     assert_eq!(rs.nat.len(), 4);
     let r = rs
         .rules
@@ -388,9 +382,22 @@ fn pfsense_verdicts() {
         decide(&rs, &cl, &k),
         (
             pass,
-            Some(1000005713),
-            "let out anything IPv4 from firewall host itself".into()
+            Some(1000005715),
+            "let out anything from firewall host itself".into()
         )
+    );
+    // ... and that rule sends it to WAN's gateway (the router's own packets leave by it).
+    let gw = rs
+        .rules
+        .iter()
+        .find(|r| r.ridentifier == Some(1000005715))
+        .unwrap();
+    assert_eq!(
+        gw.route.map(|o| (o.gateway, o.port)),
+        Some((
+            u128::from(u32::from(std::net::Ipv4Addr::new(198, 18, 0, 254))),
+            Some(WAN)
+        ))
     );
     // LAN's addresses arriving on WAN: antispoof.
     let k = v4(Dir::In, WAN, proto::UDP, "10.0.0.9", "8.8.8.8", 1, 2);

@@ -837,8 +837,8 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
             "rules.conf:2:30: synproxy state is not supported together with nat, rdr or binat rules (line 1)",
         ),
         (
-            "pass out route-to (em1 192.0.2.1) all",
-            "rules.conf:1:10: `route-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)",
+            "pass out reply-to (em1 192.0.2.1) inet all",
+            "rules.conf:1:10: `reply-to` on an `out` rule is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)",
         ),
         (
             "match out on em0 rdr-to 10.0.0.1",

@@ -1145,7 +1145,7 @@ fn product_shaped_hosts_protocols_and_macros() {
     );
     assert_eq!(
         err("pass out on em0 reply-to (em0 192.0.2.254) inet all"),
-        "rules.conf:1:17: `reply-to` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"
+        "rules.conf:1:17: `reply-to` on an `out` rule is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"
     );
     assert_eq!(
         err("scrub on em0 all fragment reassemble"),

@@ -6,6 +6,9 @@
 //!   198.21.0.2)`, which linerate resolves itself (ARP for the gateway, not the target);
 //! - W's pings from 203.0.113.5 to A come in by WAN2; A's replies are answered only through
 //!   a WAN2 rule with `reply-to (lrd2 198.21.0.2)`;
+//! - the router's own pings from its WAN2 address (sent by its kernel by WAN1, its default
+//!   route) are answered only through pfSense's `pass out route-to (lrd2 198.21.0.2) from
+//!   198.21.0.1 to !198.21.0.0/24` ("let out anything from firewall host itself");
 //! - A's pings to B still take the routing table;
 //! - with one worker and with two.
 //!
@@ -23,6 +26,7 @@ const RULES: &str = "\
 pass all
 pass in quick on lrd0 route-to (lrd2 198.21.0.2) inet proto icmp from 198.18.0.0/24 to 203.0.113.0/24
 pass in quick on lrd2 reply-to (lrd2 198.21.0.2) inet proto icmp to 198.18.0.0/24
+pass out route-to ( lrd2 198.21.0.2 ) from 198.21.0.1 to !198.21.0.0/24 keep state
 ";
 
 const EXTRA: &str = r#"
@@ -94,6 +98,10 @@ fn route_both_ways(lab: &common::Lab, w: &Namespace, cfg: &std::path::Path, work
         .arg(cfg)
         .args(["--cpu", "0", "--workers", workers]);
     let _dut = start_until(linerate, "forwarding with");
+    // The router's kernel (its TAPs) routes its own traffic by WAN1.
+    lab.d
+        .ip(&["route", "replace", "default", "via", "198.19.0.2"])
+        .unwrap();
 
     assert!(
         answered(&lab.a, &["198.19.0.2"]),
@@ -106,6 +114,10 @@ fn route_both_ways(lab: &common::Lab, w: &Namespace, cfg: &std::path::Path, work
     assert!(
         answered(w, &["-I", "203.0.113.5", "198.18.0.2"]),
         "{workers} workers: W to A: the replies by WAN2 (reply-to)"
+    );
+    assert!(
+        answered(&lab.d, &["-I", "198.21.0.1", "203.0.113.5"]),
+        "{workers} workers: the router's own pings by WAN2 (route-to on pass out)"
     );
     // Without the options the same pings are lost by WAN1 (B does not forward).
     std::fs::write(lab.dir.join("rules.conf"), "pass all\n").unwrap();
@@ -122,5 +134,9 @@ fn route_both_ways(lab: &common::Lab, w: &Namespace, cfg: &std::path::Path, work
     assert!(
         !answered(&lab.a, &["-W", "1", "203.0.113.5"]),
         "{workers} workers: A to 203.0.113.5 without route-to"
+    );
+    assert!(
+        !answered(&lab.d, &["-I", "198.21.0.1", "-W", "1", "203.0.113.5"]),
+        "{workers} workers: the router's own pings without route-to on pass out"
     );
 }

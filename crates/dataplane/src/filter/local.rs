@@ -50,6 +50,27 @@ impl Firewall {
         r
     }
 
+    /// The `route-to` or `reply-to` of the state that passed the router's own packet
+    /// (`local_out` said `Ok`) on logical port `port`, if it routes the packet's side of
+    /// its flow (pfSense's `pass out route-to` for the router's traffic on a second WAN;
+    /// `reply-to` on the `pass in` rule of a connection to the router).
+    pub fn local_route(
+        &self,
+        frame: &[u8],
+        l3: usize,
+        v4: bool,
+        port: u16,
+    ) -> Option<fw::rules::RouteOpt> {
+        if !self.routes() {
+            return None;
+        }
+        let (mut key, mut tcp) = (PacketKey::ZERO, None);
+        keys::extract(frame, l3, v4, port, &mut key, &mut tcp);
+        key.dir = Dir::Out;
+        key.iface = port;
+        self.route_option(&key).filter(|o| o.af == key.af)
+    }
+
     /// An ICMP error the router sends about a tracked flow (the kernel's port unreachable,
     /// its time exceeded) passes under that flow's state, as in pf; one quoting a TCP
     /// sequence number outside the flow's window is dropped. `None`: not such an error.

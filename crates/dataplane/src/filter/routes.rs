@@ -42,6 +42,12 @@ impl Firewall {
         self.cur.rules.route_opts || !self.ghost_routes.is_empty()
     }
 
+    /// Whether some `out` rule has `route-to` (its first packet is routed after the out pass).
+    #[inline(always)]
+    pub(crate) fn routes_out(&self) -> bool {
+        self.cur.rules.routes_out
+    }
+
     /// Once per batch while [`routes`](Self::routes): a step of the scan that forgets the
     /// ghosts when no state holds one.
     pub(crate) fn scan_ghosts(&mut self) {

@@ -6,6 +6,8 @@
 //! address looked up: the route to the gateway gives the output port, which the out pass
 //! filters on, as pf's does for the interface `route-to` sends to.
 
+use std::net::IpAddr;
+
 use super::{Forwarder, MAX_BATCH, Step};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
@@ -15,6 +17,20 @@ use fw::packet::{Af, PacketKey};
 use fw::rules::RouteOpt;
 use io::{FrameDesc, FramePool};
 use lpm::NextHop;
+use wire::MacAddr;
+
+/// Where a packet goes once re-routed: its next hop, logical output port and the link-layer
+/// address of its gateway (`None`: to resolve).
+pub(super) type Rerouted = (NextHop, u16, Option<MacAddr>);
+
+/// Where a packet of the router's own that a state's option routes leaves: logical port
+/// `port`, to the link-layer address `mac` of `gateway` (`None`: not resolved yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostVia {
+    pub port: u16,
+    pub mac: Option<MacAddr>,
+    pub gateway: IpAddr,
+}
 
 impl Forwarder {
     /// Before the route lookups: each packet whose state's rule routes it gets the gateway
@@ -77,6 +93,112 @@ impl Forwarder {
                 self.steps[i] = Step::Drop(DropReason::RouteTo);
             }
         }
+    }
+
+    /// After the out pass of packet `i` (its IP header at `l3`): when the state an `out`
+    /// rule with `route-to` has just made routes it, where it goes instead (pf's pf_route
+    /// from the out pass; pf's second out pass on the new interface finds the same floating
+    /// state, so none is run here). Later packets of the flow are routed before the lookups.
+    /// `None`: it stays where the routing table sent it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn reroute_after_out(
+        &mut self,
+        pool: &FramePool,
+        desc: FrameDesc,
+        i: usize,
+        l3: usize,
+        v4: bool,
+    ) -> Option<Result<Rerouted, DropReason>> {
+        let i = i % MAX_BATCH;
+        if self.via[i].is_some() {
+            return None;
+        }
+        let f = self.filter.as_ref()?;
+        let key = &f.keys[i];
+        let opt =
+            f.fw.route_option(key)
+                .filter(|o| o.af == key.af && !o.reply)?;
+        let Some((id, adj)) = self.gateway_adjacency(opt) else {
+            return Some(Err(DropReason::RouteTo));
+        };
+        let (id, adj) = match adj {
+            Adjacency::Multipath { members, paths } => {
+                self.path(pool, desc, l3, v4, members, paths)
+            }
+            adj => (id, adj),
+        };
+        self.via[i] = Some(opt);
+        self.via_any = true;
+        Some(match adj {
+            Adjacency::Forward { port, mac } => Ok((id, port, Some(mac))),
+            Adjacency::Unresolved { port } => Ok((id, port, None)),
+            _ => Err(DropReason::RouteTo),
+        })
+    }
+
+    /// The route to `opt`'s gateway, if the routing table reaches it where `opt` says.
+    fn gateway_adjacency(&self, opt: RouteOpt) -> Option<(NextHop, Adjacency)> {
+        let id = match opt.af {
+            Af::Inet => self.fib.v4.lookup(opt.gateway as u32),
+            Af::Inet6 => self.fib.v6.lookup(opt.gateway),
+        }?;
+        let adj = self.fib.adj.get(id);
+        reaches(adj, opt).then_some((id, adj))
+    }
+
+    /// Where the router's own packet that `opt` routes leaves. A gateway reached through a
+    /// group of paths is refused: the host stack's packets carry no flow hash here.
+    pub(super) fn host_via(&self, opt: RouteOpt) -> Result<HostVia, DropReason> {
+        let gateway = match opt.af {
+            Af::Inet => std::net::Ipv4Addr::from(opt.gateway as u32).into(),
+            Af::Inet6 => std::net::Ipv6Addr::from(opt.gateway).into(),
+        };
+        match self.gateway_adjacency(opt).map(|(_, adj)| adj) {
+            Some(Adjacency::Forward { port, mac }) => Ok(HostVia {
+                port,
+                mac: Some(mac),
+                gateway,
+            }),
+            Some(Adjacency::Unresolved { port }) => Ok(HostVia {
+                port,
+                mac: None,
+                gateway,
+            }),
+            _ => Err(DropReason::RouteTo),
+        }
+    }
+
+    /// The router's own frame in `desc`, which `via` routes: its link-layer header made for
+    /// `via.port` (the gateway's address, the port's, its VLAN tag), and the physical port
+    /// to send it by. `Err`: for the slow path, which resolves the gateway, or fragments a
+    /// packet longer than the port's MTU.
+    pub fn host_frame_via(
+        &self,
+        pool: &mut FramePool,
+        desc: &mut FrameDesc,
+        via: &HostVia,
+    ) -> Result<u16, Punt> {
+        let punt = Punt::Via {
+            gateway: via.gateway,
+            port: via.port,
+        };
+        let (Some(mac), Some(&out)) = (via.mac, self.ports.output(via.port)) else {
+            return Err(punt);
+        };
+        let Ok(l2) = wire::parse_l2(pool.frame(*desc)) else {
+            return Err(punt);
+        };
+        let l3 = l2.l3_offset;
+        if usize::from(desc.len).saturating_sub(l3) > usize::from(out.mtu) {
+            return Err(punt);
+        }
+        if l3 == usize::from(out.hdr) {
+            super::rewrite_l2_in_place(pool.frame_mut(*desc), &out, mac);
+        } else if !super::write_l2(pool, desc, l3, &out, mac) {
+            return Err(punt);
+        }
+        Ok(out.phys)
     }
 
     /// Why packet `i` goes to the slow path when the link-layer address of its next hop `id`

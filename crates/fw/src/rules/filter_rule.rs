@@ -183,7 +183,7 @@ impl Parser<'_> {
             }
             self.synproxy_at.get_or_insert_with(|| t.clone());
         }
-        let rule = Rule {
+        let mut rule = Rule {
             action,
             block_return,
             dir,
@@ -217,7 +217,7 @@ impl Parser<'_> {
             line: at.line,
         };
         if let Some(r) = &route {
-            self.check_route_option(&rule, r)?;
+            self.check_route_option(&mut rule, r)?;
         }
         self.check_tag_order(&rule, opts.tagged.as_ref().map(|(_, _, t)| t))?;
         if let Some(tr) = translate {

@@ -686,6 +686,7 @@ impl Parser<'_> {
             let ifaces = self.skip_list()?;
             self.rs.skip.extend(ifaces);
         } else if self.eat_word("state-policy")? {
+            let at = self.peek()?.clone();
             self.rs.state_policy = if self.eat_word("floating")? {
                 StatePolicy::Floating
             } else if self.eat_word("if-bound")? {
@@ -693,6 +694,15 @@ impl Parser<'_> {
             } else {
                 return self.fail("floating or if-bound");
             };
+            let routed_out =
+                |r: &Rule| r.dir == Some(Dir::Out) && r.route.is_some() && r.state_policy.is_none();
+            if self.rs.state_policy == StatePolicy::IfBound && self.rs.rules.iter().any(routed_out)
+            {
+                return here(
+                    &at,
+                    "if-bound states with a `route-to` on an `out` rule above are not supported by linerate (its state is made on the interface the routing table chose, and its packets leave by another)",
+                );
+            }
         } else if self.eat_word("block-policy")? {
             // As in pfctl, it applies to the `block` rules that follow.
             self.rs.block_policy = if self.eat_word("drop")? {

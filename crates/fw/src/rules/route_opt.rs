@@ -1,4 +1,4 @@
-//! pf's `route-to` and `reply-to` on `pass in` rules: policy routing (pfSense's and
+//! pf's `route-to` and `reply-to` on `pass` rules: policy routing (pfSense's and
 //! OPNsense's gateway on a LAN rule, `reply-to` on a WAN rule of a multi-WAN router).
 //!
 //! pf.conf(5): the packets of a state made by a rule with `route-to` leave towards its
@@ -7,8 +7,11 @@
 //! `(IFACE ADDRESS)` (FreeBSD, pfSense, OpenBSD before 6.9: the interface is named) and
 //! `ADDRESS` (OpenBSD since 6.9: the interface is the route's to the gateway). They are
 //! accepted after the rule's interfaces (FreeBSD's place) and among its options (OpenBSD's).
-//! Refused by name: pools of gateways, `(IFACE)` alone, `dup-to`, and the options on
-//! rules whose packets linerate could not route that way (`out` rules, `no state`).
+//! On `pass out` rules `route-to` re-routes the packets the rule passes (pfSense's "let out
+//! anything from firewall host itself" on a second WAN: the router's own traffic from that
+//! WAN's address leaves by its gateway). Refused by name: pools of gateways, `(IFACE)`
+//! alone, `dup-to`, and the options on rules whose packets linerate could not route that
+//! way (`reply-to` on `out` rules, `no state`, `out` rules with if-bound states).
 
 use super::lexer::{Tok, Token};
 use super::parser::{Parser, here};
@@ -99,24 +102,37 @@ impl Parser<'_> {
         }
     }
 
-    /// Where pf's rule can carry the option, linerate can route by it: a `pass in` rule that
-    /// keeps state, of the gateway's family.
+    /// Where pf's rule can carry the option, linerate can route by it: a `pass` rule that
+    /// keeps state, `in` (either option) or `out` (`route-to`: pfSense's rule for the
+    /// router's own traffic on a second WAN, OPNsense's forced gateway), floating, of the
+    /// gateway's family, written (`inet`) or implied by the rule's addresses (pfSense writes
+    /// `from 198.18.0.1 to !198.18.0.0/24`: pfctl takes the family from them, and so does
+    /// the rule here).
     pub(super) fn check_route_option(
         &self,
-        rule: &Rule,
+        rule: &mut Rule,
         (opt, t): &(RouteOpt, Token),
     ) -> PResult<()> {
         let kw = if opt.reply { "reply-to" } else { "route-to" };
         if rule.action != Action::Pass {
             return here(t, format!("`{kw}` only applies to pass rules"));
         }
-        if rule.dir != Some(Dir::In) {
-            return here(
-                t,
-                format!(
-                    "`{kw}` on a rule that is not `in` is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"
-                ),
-            );
+        match (rule.dir, opt.reply) {
+            (Some(Dir::In), _) | (Some(Dir::Out), false) => {}
+            (Some(Dir::Out), true) => {
+                return here(
+                    t,
+                    "`reply-to` on an `out` rule is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)",
+                );
+            }
+            (None, _) => {
+                return here(
+                    t,
+                    format!(
+                        "`{kw}` on a rule for both directions is not supported by linerate (add `in` or `out`)"
+                    ),
+                );
+            }
         }
         if rule.keep_state == StateMode::None {
             return here(
@@ -126,6 +142,14 @@ impl Parser<'_> {
                 ),
             );
         }
+        let if_bound = rule.state_policy.unwrap_or(self.rs.state_policy) == StatePolicy::IfBound;
+        if rule.dir == Some(Dir::Out) && if_bound {
+            return here(
+                t,
+                "`route-to` on an `out` rule with if-bound states is not supported by linerate (its state is made on the interface the routing table chose, and its packets leave by another: use floating states)",
+            );
+        }
+        rule.af = rule.af.or_else(|| hosts_family(rule));
         match rule.af {
             Some(af) if af == opt.af => Ok(()),
             Some(_) => here(
@@ -141,6 +165,21 @@ impl Parser<'_> {
             ),
         }
     }
+}
+
+/// The family every address the rule names is of, if it names some and they agree: the
+/// family pfctl gives a rule written without `inet` or `inet6`.
+fn hosts_family(rule: &Rule) -> Option<Af> {
+    let items = [&rule.src, &rule.dst].into_iter().flat_map(|m| match m {
+        AddrMatch::Any => &[][..],
+        AddrMatch::List(l) => l.as_slice(),
+    });
+    let mut fams = items.filter_map(|i| match &i.target {
+        AddrTarget::Prefix(p) => Some(p.af),
+        _ => None,
+    });
+    let first = fams.next()?;
+    fams.all(|f| f == first).then_some(first)
 }
 
 #[cfg(test)]
@@ -196,12 +235,53 @@ mod tests {
         assert_eq!(route_of("pass in on lr-lan inet keep state\n"), Ok(None));
     }
 
+    /// pfSense's rule for the router's own traffic on a second WAN: `out`, and no `inet`
+    /// (the family is its addresses').
+    #[test]
+    fn route_to_on_pass_out_takes_the_family_of_its_addresses() {
+        let text = "pass out route-to ( lr-wan2 192.0.2.1 ) from 192.0.2.5 to !192.0.2.0/24 ridentifier 1000005715 keep state allow-opts label \"let out anything from firewall host itself\"\n";
+        let rs = parse(text, Path::new("r.conf"), &ifaces).unwrap();
+        let r = &rs.rules[0];
+        assert_eq!((r.dir, r.af), (Some(Dir::Out), Some(Af::Inet)));
+        assert_eq!(
+            r.route,
+            Some(RouteOpt {
+                reply: false,
+                af: Af::Inet,
+                gateway: 0xc000_0201,
+                port: Some(2)
+            })
+        );
+        let any = "pass out route-to (lr-wan2 192.0.2.1) from any to any\n";
+        assert!(route_of(any).unwrap_err().contains("add `inet`"));
+    }
+
     #[test]
     fn refusals_name_the_problem() {
         let cases = [
             (
-                "pass out on lr-wan1 route-to (lr-wan2 192.0.2.1) inet\n",
-                "r.conf:1:21: `route-to` on a rule that is not `in` is not supported by linerate",
+                "pass out on lr-wan1 reply-to (lr-wan2 192.0.2.1) inet\n",
+                "r.conf:1:21: `reply-to` on an `out` rule is not supported by linerate",
+            ),
+            (
+                "pass on lr-wan1 route-to (lr-wan2 192.0.2.1) inet\n",
+                "r.conf:1:17: `route-to` on a rule for both directions is not supported by linerate (add `in` or `out`)",
+            ),
+            (
+                "pass out route-to (lr-wan2 192.0.2.1) inet keep state (if-bound)\n",
+                "r.conf:1:10: `route-to` on an `out` rule with if-bound states is not supported by linerate",
+            ),
+            (
+                "set state-policy if-bound\npass out route-to (lr-wan2 192.0.2.1) inet\n",
+                "r.conf:2:10: `route-to` on an `out` rule with if-bound states is not supported by linerate",
+            ),
+            (
+                "pass out route-to (lr-wan2 192.0.2.1) inet\nset state-policy if-bound\n",
+                "r.conf:2:18: if-bound states with a `route-to` on an `out` rule above are not supported by linerate",
+            ),
+            (
+                "pass out route-to (lr-wan2 192.0.2.1) from 192.0.2.5 to 2001:db8::/32\n",
+                "r.conf:1",
             ),
             (
                 "pass in on lr-lan route-to (lr-wan2 192.0.2.1) inet no state\n",
