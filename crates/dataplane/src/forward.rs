@@ -689,6 +689,7 @@ impl Forwarder {
         let (l3, nh, v4, in_port) = match step {
             // A blocked packet's answer, if its rule has one, is in the filter stage's list.
             Step::Drop(DropReason::FilterBlocked) => return self.blocked(pool, desc, i, punts),
+            Step::Drop(DropReason::FragmentNoFirst) => return self.hold_fragment(pool, desc),
             Step::Drop(reason) => return self.drop(pool, desc, reason),
             Step::Reflect => return self.reflect(pool, desc, outputs),
             Step::Local { in_port } => {
@@ -1164,6 +1165,63 @@ impl Forwarder {
                 }
             }
         }
+    }
+
+    /// A later fragment that came before its first: held until it comes
+    /// ([`crate::filter::frag_hold`]), or dropped if there is no room.
+    #[cold]
+    #[inline(never)]
+    fn hold_fragment(&mut self, pool: &mut FramePool, desc: FrameDesc) {
+        if let Some(f) = &mut self.filter {
+            let frame = pool.frame(desc);
+            let ip = wire::parse_l2(frame)
+                .ok()
+                .and_then(|l2| frame.get(l2.l3_offset..));
+            if let Some((ident, false)) = ip.and_then(crate::filter::frags::ident) {
+                let now = f.fw.now();
+                let first_seen = f.frags.has_first(ident, now);
+                let expires = now.saturating_add(f.fw.frag_settings().0);
+                if f.held.hold(ident, desc, expires, first_seen).is_ok() {
+                    return;
+                }
+            }
+        }
+        self.drop(pool, desc, DropReason::FragmentNoFirst)
+    }
+
+    /// Later fragments waiting for their first (neither forwarded nor dropped yet).
+    pub fn fragments_held(&self) -> usize {
+        self.filter.as_ref().map_or(0, |f| f.held.waiting())
+    }
+
+    /// Whether fragments wait for their first, or were released or expired since
+    /// [`held_fragments`](Self::held_fragments) was last called.
+    pub fn holds_fragments(&self) -> bool {
+        self.filter.as_ref().is_some_and(|f| f.held.busy())
+    }
+
+    /// The fragments that waited for their first: those it released, up to `max`, into
+    /// `batch`, to go through [`process`](Self::process) again (their arrival is counted
+    /// already); those past their time freed and counted as `fragment_no_first`. Returns
+    /// how many went into `batch`.
+    pub fn held_fragments(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
+        let Some(f) = &mut self.filter else { return 0 };
+        f.held.expire(f.fw.now());
+        let mut expired = 0;
+        for d in f.held.take_expired() {
+            pool.free(d);
+            expired += 1;
+        }
+        let mut n = 0;
+        for d in f.held.take_released(max.min(batch.room())) {
+            batch.push(d);
+            n += 1;
+        }
+        for _ in 0..expired {
+            self.counts.drop(DropReason::FragmentNoFirst);
+        }
+        self.counts.rx -= n as u64;
+        n
     }
 
     #[inline(always)]

@@ -189,6 +189,11 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     }
 
     /// Running totals as the worker sees them now.
+    /// Later fragments waiting for their first: received, neither forwarded nor dropped yet.
+    pub fn fragments_held(&self) -> usize {
+        self.forwarder.fragments_held()
+    }
+
     pub fn counts(&self) -> Counts {
         self.forwarder.counts
     }
@@ -238,6 +243,9 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 self.local.punt_burst(&mut self.pool, &mut self.punts);
             }
         }
+        if self.forwarder.holds_fragments() {
+            self.forward_held_fragments();
+        }
         if self.host_out.as_ref().is_some_and(HostOutReceiver::pending) {
             self.send_host_out();
         }
@@ -251,6 +259,33 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             self.publish_ports();
         }
         received
+    }
+
+    /// Forwards the fragments whose first fragment has come since they were held (after the
+    /// received ones), and frees those that waited too long.
+    #[cold]
+    #[inline(never)]
+    fn forward_held_fragments(&mut self) {
+        let n = self
+            .forwarder
+            .held_fragments(&mut self.pool, &mut self.input, self.batch_size);
+        if n == 0 {
+            return;
+        }
+        self.forwarder.process(
+            &mut self.pool,
+            &mut self.input,
+            &mut self.outputs,
+            &mut self.punts,
+        );
+        for (port, out) in self.outputs.iter_mut().enumerate() {
+            if !out.is_empty() {
+                self.tx[port].tx_burst(&mut self.pool, out);
+            }
+        }
+        if !self.punts.is_empty() {
+            self.local.punt_burst(&mut self.pool, &mut self.punts);
+        }
     }
 
     /// Filters and sends up to a batch of the router's own packets (after the received ones:

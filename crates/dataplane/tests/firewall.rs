@@ -70,7 +70,8 @@ fn run_prefilled(
         w.poll();
     }
     let c = w.counts();
-    assert_eq!(c.rx, c.forwarded + c.local + c.dropped(), "{c:?}");
+    let held = w.fragments_held() as u64;
+    assert_eq!(c.rx, c.forwarded + c.local + c.dropped() + held, "{c:?}");
     (c, w)
 }
 
@@ -304,9 +305,60 @@ fn udp_fragment(id: u16, sport: u16, first: bool) -> Vec<u8> {
     f
 }
 
+/// A later fragment that comes ahead of its first waits for it, then goes through the rules
+/// with its datagram's ports: its first in the same batch or in a later one. A datagram
+/// the rules block takes its waiting fragment with it.
+#[test]
+fn a_fragment_ahead_of_its_first_waits_for_it() {
+    let rules = "block all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n";
+    let (c, w) = run(
+        rules,
+        [
+            vec![udp_fragment(7, 1000, false), udp_fragment(7, 1000, true)],
+            vec![],
+        ],
+    );
+    assert_eq!(
+        (c.forwarded, c.dropped(), w.fragments_held()),
+        (2, 0, 0),
+        "one batch: {c:?}"
+    );
+    let (c, mut w) = run(rules, [vec![udp_fragment(8, 1000, false)], vec![]]);
+    assert_eq!(
+        (c.forwarded, c.dropped(), w.fragments_held()),
+        (0, 0, 1),
+        "{c:?}"
+    );
+    let mut to_54 = udp_fragment(9, 1000, true);
+    to_54[36..38].copy_from_slice(&54u16.to_be_bytes());
+    to_54[40..42].fill(0);
+    for frame in [
+        udp_fragment(9, 1000, false),
+        to_54,
+        udp_fragment(8, 1000, true),
+    ] {
+        w.rx[0] = ReplayRx::new(0, vec![frame]).once();
+        while !w.rx[0].finished() {
+            w.poll();
+        }
+    }
+    let c = w.counts();
+    assert_eq!(
+        (
+            c.rx,
+            c.forwarded,
+            drops(&c, DropReason::FilterBlocked),
+            w.fragments_held()
+        ),
+        (4, 2, 2, 0),
+        "datagram 8 passed in order, first then the one that waited; 9 blocked, both: {c:?}"
+    );
+}
+
 /// `set limit frags` and `set timeout frag` reach the worker's fragment table: with room
 /// for 4 datagrams (one set), the first of 5 is evicted and its last fragment, whose ports
-/// only the first fragment carried, is dropped; pf's default room keeps all five.
+/// only the first fragment carried, waits for a first fragment that will not come again
+/// (until `set timeout frag`); pf's default room keeps all five.
 #[test]
 fn the_fragment_table_follows_the_rules() {
     let firsts = (0..5).map(|i| udp_fragment(100 + i, 1000 + i, true));
@@ -317,10 +369,14 @@ fn the_fragment_table_follows_the_rules() {
             "{set}\nblock all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n"
         )
     };
-    let (c, _) = run(&rules("set limit frags 4"), [frames.clone(), vec![]]);
+    let (c, w) = run(&rules("set limit frags 4"), [frames.clone(), vec![]]);
     assert_eq!(
-        (c.forwarded, drops(&c, DropReason::FragmentNoFirst)),
-        (9, 1),
+        (
+            c.forwarded,
+            drops(&c, DropReason::FragmentNoFirst),
+            w.fragments_held()
+        ),
+        (9, 0, 1),
         "{c:?}"
     );
     let (c, _) = run(&rules("set timeout frag 30"), [frames, vec![]]);

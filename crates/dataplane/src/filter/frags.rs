@@ -10,8 +10,9 @@
 //! * A later fragment takes those ports. A TCP fragment at offset 8 bytes could rewrite the
 //!   TCP flags the first was judged by, and is dropped (RFC 1858 4, the overlapping fragment
 //!   attack); other offsets cannot reach the 8 bytes the filter read. A later fragment with
-//!   no recorded first (reordered ahead of it, or its datagram evicted or expired) is
-//!   dropped: nothing is held waiting for the first.
+//!   no recorded first (reordered ahead of it, or its datagram evicted or expired) waits for
+//!   it, a bounded number of them ([`super::frag_hold`]), and is dropped if it does not come
+//!   in time.
 //! * A datagram's entry goes when all its bytes have passed, when its time (pf's `set
 //!   timeout frag`, 30 s by default) has expired, or when a newer datagram needs its slot (a
 //!   full set evicts its oldest). The table holds pf's `set limit frags` datagrams (5000 by
@@ -93,6 +94,12 @@ fn parse(ip: &[u8]) -> Option<(Frag, &[u8])> {
     Some((f, payload))
 }
 
+/// The datagram of IPv4 fragment `ip`, and whether it is its first fragment.
+pub fn ident(ip: &[u8]) -> Option<(super::frag_hold::Ident, bool)> {
+    let (f, _) = parse(ip)?;
+    Some(((f.src, f.dst, f.id, f.proto), f.offset == 0 && f.more))
+}
+
 /// Whether the IPv4 packet `ip` (validated by the classify pass) is a fragment.
 #[inline(always)]
 pub fn is_fragment_v4(ip: &[u8]) -> bool {
@@ -140,6 +147,21 @@ impl FragTable {
                 && e.expires >= now
                 && (e.src, e.dst, e.id, e.proto) == (f.src, f.dst, f.id, f.proto)
         })
+    }
+
+    /// Whether datagram `ident`'s first fragment is recorded (at `now`): a later fragment
+    /// judged before it, in the same batch, need not wait.
+    pub fn has_first(&mut self, (src, dst, id, proto): super::frag_hold::Ident, now: u32) -> bool {
+        let f = Frag {
+            src,
+            dst,
+            id,
+            proto,
+            offset: 0,
+            more: true,
+            len: 0,
+        };
+        self.find(&f, now).is_some()
     }
 
     /// Judges IPv4 fragment `ip` (its `key` as [`super::keys::extract`] built it), at `now`

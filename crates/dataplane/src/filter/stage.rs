@@ -102,6 +102,8 @@ pub(crate) struct FilterStage {
     left: Box<[u16; MAX_BATCH]>,
     /// IPv4 datagrams in fragments: later fragments take their first's ports.
     pub frags: super::frags::FragTable,
+    /// Later fragments waiting for their first.
+    pub held: super::frag_hold::HeldFragments,
     /// Translations (`nat`, `rdr`, `binat`).
     pub nat: super::nat::NatStage,
     /// Normalization (`scrub`).
@@ -206,6 +208,7 @@ impl FilterStage {
             lean_flows6: Box::new([Flow::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
+            held: Default::default(),
             nat,
             scrub: super::scrub::ScrubStage::new(super::random_seed()),
             nat_on: false,
@@ -550,9 +553,7 @@ impl FilterStage {
                 .get(l3..)
                 .filter(|ip| super::frags::is_fragment_v4(ip))
         {
-            let (timeout, datagrams) = self.fw.frag_settings();
-            self.frags.resize(datagrams);
-            self.frags.judge(ip, key, self.fw.now, timeout)?;
+            judge_fragment(&mut self.frags, &mut self.held, &self.fw, ip, key)?;
         }
         let (key, tcp) = (&*key, tcp.as_ref());
         if self.nat_passed && self.nat_pass[i] {
@@ -670,4 +671,27 @@ fn icmp_error(
 ) -> Option<Result<Option<Ticket>, DropReason>> {
     let (quoted, seq) = keys::quoted(frame, l3, key)?;
     fw.icmp_error(key, &quoted, seq)
+}
+
+/// IPv4 fragment `ip` (its `key`) through the fragment table, which gives the key its
+/// datagram's ports; a first fragment releases the fragments that waited for it. Out of
+/// line: fragments are rare.
+#[cold]
+#[inline(never)]
+fn judge_fragment(
+    frags: &mut super::frags::FragTable,
+    held: &mut super::frag_hold::HeldFragments,
+    fw: &Firewall,
+    ip: &[u8],
+    key: &mut PacketKey,
+) -> Result<(), DropReason> {
+    let (timeout, datagrams) = fw.frag_settings();
+    frags.resize(datagrams);
+    frags.judge(ip, key, fw.now, timeout)?;
+    if held.is_holding()
+        && let Some((ident, true)) = super::frags::ident(ip)
+    {
+        held.first_passed(ident);
+    }
+    Ok(())
 }
