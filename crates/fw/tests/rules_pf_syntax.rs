@@ -189,8 +189,8 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
             "rules.conf:2:13: `tagged` after a rule that tags packets in the same pass (line 1) is not supported by linerate",
         ),
         (
-            "scrub in all fragment reassemble",
-            "rules.conf:1:14: `fragment` is not supported by linerate",
+            "scrub in all fragment drop-ovl",
+            "rules.conf:1:14: `fragment` is not supported by linerate but as `fragment reassemble`",
         ),
         (
             "match in all log",
@@ -1148,8 +1148,8 @@ fn product_shaped_hosts_protocols_and_macros() {
         "rules.conf:1:17: `reply-to` on an `out` rule is not supported by linerate (write it on the `pass in` rule of the interface the flows arrive on)"
     );
     assert_eq!(
-        err("scrub on em0 all fragment reassemble"),
-        "rules.conf:1:18: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")"
+        err("scrub on em0 all reassemble tcp"),
+        "rules.conf:1:18: `reassemble` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")"
     );
 }
 

@@ -138,6 +138,9 @@ fn tos_name(w: &str) -> Option<u8> {
     }
 }
 
+/// The notice of `scrub ... fragment reassemble`.
+const FRAGMENT_REASSEMBLE: &str = "`fragment reassemble`: linerate does not reassemble; it judges every IPv4 fragment as pf judges the reassembled datagram (by its first fragment's ports, a fragment that comes ahead of its first waiting for it) and forwards the fragments as they came, those of a datagram whose last fragment never comes too (docs/firewall.md, \"Normalization\")";
+
 impl Parser<'_> {
     /// `[no] scrub [in|out] [quick] [on IFACE] [inet|inet6] [proto P] HOSTS [OPTIONS]`.
     pub(super) fn scrub_rule(&mut self) -> PResult<()> {
@@ -248,6 +251,21 @@ impl Parser<'_> {
                     o.set_tos = Some(self.tos()?);
                     self.eat_punct(",")?;
                     continue;
+                }
+                // pfSense writes it on every interface. What it asks for, pf judging each
+                // datagram as a whole, linerate's fragment table does for every rule set;
+                // how it differs (no reassembled packet) is noted.
+                "fragment" if !exempt => {
+                    self.next()?;
+                    if self.eat_word("reassemble")? {
+                        self.notice(&t, FRAGMENT_REASSEMBLE);
+                        self.eat_punct(",")?;
+                        continue;
+                    }
+                    return here(
+                        &t,
+                        "`fragment` is not supported by linerate but as `fragment reassemble` (`crop` and `drop-ovl` keep fragments pf's reassembly would not: docs/firewall.md, \"Normalization\")",
+                    );
                 }
                 "fragment" | "reassemble" => {
                     return here(
@@ -399,20 +417,26 @@ mod tests {
         );
     }
 
+    /// pfSense's `scrub on $WAN all fragment reassemble`: a scrub rule, and a notice of how
+    /// linerate's fragment handling differs from reassembly.
+    #[test]
+    fn fragment_reassemble_is_noted() {
+        let rs = ok("scrub on em0 inet all fragment reassemble max-mss 1400");
+        assert_eq!((rs.scrub.len(), rs.scrub[0].opts.max_mss), (1, 1400));
+        assert_eq!(rs.notices.len(), 1);
+        assert!(rs.notices[0].starts_with("pf.conf:1:23: `fragment reassemble`: linerate does not reassemble; it judges every IPv4 fragment as pf judges the reassembled datagram"), "{:?}", rs.notices);
+    }
+
     #[test]
     fn scrub_errors_name_their_place() {
         let cases = [
-            (
-                "scrub in all fragment reassemble",
-                "pf.conf:1:14: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")",
-            ),
             (
                 "scrub in all max-mss 1400 reassemble tcp",
                 "pf.conf:1:27: `reassemble` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")",
             ),
             (
                 "scrub in all\nscrub on em0 all fragment crop",
-                "pf.conf:2:18: `fragment` is not supported by linerate (it does not reassemble fragments: IPv4 fragments are forwarded as they come, judged by their first fragment's ports; docs/firewall.md, \"Normalization\")",
+                "pf.conf:2:18: `fragment` is not supported by linerate but as `fragment reassemble` (`crop` and `drop-ovl` keep fragments pf's reassembly would not: docs/firewall.md, \"Normalization\")",
             ),
             (
                 "scrub in all max-mss 0",
