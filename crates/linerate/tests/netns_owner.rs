@@ -161,8 +161,8 @@ fn rule_file_errors_touch_nothing() {
     );
     let cases = [
         (
-            "pass all\npass out route-to (lrd1 198.19.0.2) inet all\n",
-            "rules.conf:2:10: `route-to` on a rule that is not `in` is not supported by linerate",
+            "pass all\npass out reply-to (lrd1 198.19.0.2) inet all\n",
+            "rules.conf:2:10: `reply-to` on an `out` rule is not supported by linerate",
         ),
         (
             "pass in log (to pflog1) all\n",
