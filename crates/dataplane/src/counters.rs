@@ -53,7 +53,7 @@ drop_reasons! {
     SrcConnRateLimit => "src_conn_rate_limit", "It established a TCP connection beyond its source's `max-src-conn-rate`: the state is removed (pf's SRCLIMIT).";
     OffloadMalformed => "offload_malformed", "Sent by this host with offload metadata (virtio_net_hdr) that does not match the frame.";
     GsoUnsupported => "gso_unsupported", "A GSO frame linerate does not segment: not TCP or UDP, IPv6 extension headers, or datagrams larger than a frame buffer.";
-    FragmentNoFirst => "fragment_no_first", "Later IPv4 fragment whose first fragment did not come in time (pf's frag timeout), or that found no room to wait for it.";
+    FragmentNoFirst => "fragment_no_first", "Later fragment whose first fragment did not come in time (pf's frag timeout), or that found no room to wait for it.";
     FragmentTiny => "fragment_tiny", "First IPv4 fragment too short for its L4 header (RFC 1858).";
     FragmentOverlap => "fragment_overlap", "IPv4 TCP fragment at offset 8, over the flags (RFC 1858).";
     IpOptions => "ip_options", "IP options or IPv6 routing / hop-by-hop options, and the rule or state passing it lacks allow-opts (pf).";

@@ -46,6 +46,7 @@ const EXPIRE_BUDGET: usize = 16;
 
 pub mod frag_hold;
 pub mod frags;
+pub mod frags6;
 pub(crate) mod keys;
 mod local;
 pub mod nat;

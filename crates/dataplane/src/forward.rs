@@ -1174,8 +1174,10 @@ impl Forwarder {
     fn hold_fragment(&mut self, pool: &mut FramePool, desc: FrameDesc) {
         if let Some(f) = &mut self.filter {
             let frame = pool.frame(desc);
+            // IPv6 fragments do not wait (`filter/frags6.rs`).
             let ip = wire::parse_l2(frame)
                 .ok()
+                .filter(|l2| l2.ethertype == EtherType::Ipv4)
                 .and_then(|l2| frame.get(l2.l3_offset..));
             if let Some((ident, false)) = ip.and_then(crate::filter::frags::ident) {
                 let now = f.fw.now();

@@ -471,7 +471,8 @@ fn check_accepts_the_pfsense_and_opnsense_rule_files() {
             "{stderr}"
         );
         assert!(
-            stderr.contains("rules.debug:38:24: `fragment reassemble`: linerate does not reassemble")
+            stderr
+                .contains("rules.debug:38:24: `fragment reassemble`: linerate does not reassemble")
                 || product == "opnsense",
             "{stderr}"
         );

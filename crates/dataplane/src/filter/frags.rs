@@ -20,8 +20,8 @@
 //!
 //! Fragments of one datagram must reach the same worker: the RSS hashes linerate uses and
 //! NICs' hash fragments by addresses only ([`io::rss`]). Other protocols (ESP, GRE, ...)
-//! carry no ports: their fragments are judged as they are, alike. IPv6 fragments are not
-//! tracked (see docs/router.md, "Fragments").
+//! carry no ports: their fragments are judged as they are, alike. IPv6 fragments have a table of
+//! their own ([`super::frags6`]).
 
 use fw::packet::{PacketKey, proto};
 

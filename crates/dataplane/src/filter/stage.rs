@@ -104,6 +104,8 @@ pub(crate) struct FilterStage {
     pub frags: super::frags::FragTable,
     /// Later fragments waiting for their first.
     pub held: super::frag_hold::HeldFragments,
+    /// IPv6 datagrams in fragments: their first fragments' protocols and ports.
+    pub frags6: super::frags6::FragTable6,
     /// Translations (`nat`, `rdr`, `binat`).
     pub nat: super::nat::NatStage,
     /// Normalization (`scrub`).
@@ -209,6 +211,7 @@ impl FilterStage {
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
             held: Default::default(),
+            frags6: super::frags6::FragTable6::new(super::random_seed()),
             nat,
             scrub: super::scrub::ScrubStage::new(super::random_seed()),
             nat_on: false,
@@ -548,12 +551,15 @@ impl FilterStage {
         keys::extract(frame, l3, v4, port, key, tcp);
         self.fw.fill_route_bits(key);
         // Fragments are never on the fast path (keys::lean_v4 refuses them).
-        if v4
-            && let Some(ip) = frame
-                .get(l3..)
-                .filter(|ip| super::frags::is_fragment_v4(ip))
-        {
-            judge_fragment(&mut self.frags, &mut self.held, &self.fw, ip, key)?;
+        if let Some(ip) = frame.get(l3..).filter(|ip| {
+            if v4 {
+                super::frags::is_fragment_v4(ip)
+            } else {
+                super::frags6::may_be_fragment(ip)
+            }
+        }) {
+            let tables = (&mut self.frags, &mut self.held, &mut self.frags6);
+            judge_fragment(tables, &self.fw, ip, v4, key)?;
         }
         let (key, tcp) = (&*key, tcp.as_ref());
         if self.nat_passed && self.nat_pass[i] {
@@ -673,19 +679,29 @@ fn icmp_error(
     fw.icmp_error(key, &quoted, seq)
 }
 
-/// IPv4 fragment `ip` (its `key`) through the fragment table, which gives the key its
-/// datagram's ports; a first fragment releases the fragments that waited for it. Out of
-/// line: fragments are rare.
+/// Fragment `ip` (its `key`) through the fragment tables, which give a later fragment its
+/// datagram's protocol and ports; an IPv4 first fragment releases the fragments that
+/// waited for it. Out of line: fragments are rare.
 #[cold]
 #[inline(never)]
 fn judge_fragment(
-    frags: &mut super::frags::FragTable,
-    held: &mut super::frag_hold::HeldFragments,
+    (frags, held, frags6): (
+        &mut super::frags::FragTable,
+        &mut super::frag_hold::HeldFragments,
+        &mut super::frags6::FragTable6,
+    ),
     fw: &Firewall,
     ip: &[u8],
+    v4: bool,
     key: &mut PacketKey,
 ) -> Result<(), DropReason> {
     let (timeout, datagrams) = fw.frag_settings();
+    if !v4 {
+        return match super::frags6::is_fragment_v6(ip) {
+            true => frags6.judge(ip, key, fw.now, timeout),
+            false => Ok(()),
+        };
+    }
     frags.resize(datagrams);
     frags.judge(ip, key, fw.now, timeout)?;
     if held.is_holding()
