@@ -1174,14 +1174,19 @@ impl Forwarder {
     fn hold_fragment(&mut self, pool: &mut FramePool, desc: FrameDesc) {
         if let Some(f) = &mut self.filter {
             let frame = pool.frame(desc);
-            // IPv6 fragments do not wait (`filter/frags6.rs`).
-            let ip = wire::parse_l2(frame)
-                .ok()
-                .filter(|l2| l2.ethertype == EtherType::Ipv4)
-                .and_then(|l2| frame.get(l2.l3_offset..));
-            if let Some((ident, false)) = ip.and_then(crate::filter::frags::ident) {
-                let now = f.fw.now();
-                let first_seen = f.frags.has_first(ident, now);
+            let l2 = wire::parse_l2(frame).ok();
+            let ip = l2.and_then(|l2| frame.get(l2.l3_offset..)).unwrap_or(&[]);
+            let now = f.fw.now();
+            let later = match l2.map(|l2| l2.ethertype) {
+                Some(EtherType::Ipv4) => crate::filter::frags::ident(ip)
+                    .filter(|(_, first)| !first)
+                    .map(|(id, _)| (id, f.frags.has_first(id, now))),
+                Some(EtherType::Ipv6) => crate::filter::frags6::ident(ip)
+                    .filter(|(_, first)| !first)
+                    .map(|(id, _)| (id, f.frags6.has_first(id, now))),
+                _ => None,
+            };
+            if let Some((ident, first_seen)) = later {
                 let expires = now.saturating_add(f.fw.frag_settings().0);
                 if f.held.hold(ident, desc, expires, first_seen).is_ok() {
                     return;

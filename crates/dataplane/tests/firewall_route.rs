@@ -5,7 +5,9 @@
 //! sends the replies of the connections that came in by WAN2 back by WAN2, not by the
 //! default route. An unresolved gateway is resolved itself (not the packet's destination),
 //! and a gateway the routing table reaches through another interface than the rule names
-//! drops the packet under `route_to`.
+//! drops the packet under `route_to`. `route-to` on `pass out` rules, for forwarded flows
+//! and the router's own packets. On the same router, IPv6 fragments judged by their
+//! datagram's ports.
 
 mod common;
 #[path = "frames/mod.rs"]
@@ -486,4 +488,67 @@ fn the_routers_own_packets_follow_route_to_on_pass_out() {
             );
         }
     }
+}
+
+/// An IPv6 fragment from HOST6 to FAR6 received on the LAN: datagram `id`, its offset in
+/// bytes, M, and its bytes after the fragment header (a first fragment: a UDP header to
+/// port 53 first).
+fn fragment6(id: u32, offset: u16, more: bool) -> Vec<u8> {
+    let payload: Vec<u8> = if offset == 0 {
+        let mut udp = vec![0x13, 0x88, 0x00, 0x35, 0x05, 0xc8, 0, 0];
+        udp.resize(1232, 0xab);
+        udp
+    } else {
+        vec![0xcd; 248]
+    };
+    let mut f = Vec::new();
+    f.extend_from_slice(&MACS[0].0);
+    f.extend_from_slice(&HOST_MAC.0);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[44, 64]);
+    f.extend_from_slice(&HOST6.octets());
+    f.extend_from_slice(&FAR6.octets());
+    f.extend_from_slice(&[17, 0]);
+    f.extend_from_slice(&(offset | u16::from(more)).to_be_bytes());
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(&payload);
+    f
+}
+
+/// IPv6 fragments through rules that pass one port: the later fragments take their first
+/// fragment's protocol and ports, also when they come ahead of it (they wait for it).
+#[test]
+fn ipv6_fragments_are_judged_by_their_datagrams_ports() {
+    let rules = "block all\npass inet6 proto udp to port 53 no state\n";
+    let mut r = Router::new(rules, &fib_control(true));
+    assert_eq!(r.send(0, fragment6(7, 0, true)), Some((1, GW1_MAC)));
+    assert_eq!(
+        r.send(0, fragment6(7, 1232, false)),
+        Some((1, GW1_MAC)),
+        "a later fragment, in order"
+    );
+    assert_eq!(
+        r.send(0, fragment6(8, 1232, false)),
+        None,
+        "ahead of its first: it waits"
+    );
+    assert_eq!(r.w.fragments_held(), 1);
+    r.w.rx[0] = ReplayRx::new(0, vec![fragment6(8, 0, true)]).once();
+    while !r.w.rx[0].finished() {
+        r.w.poll();
+    }
+    assert_eq!(
+        r.w.tx[1].frames.len(),
+        2,
+        "the first, then the one that waited"
+    );
+    assert_eq!((r.w.fragments_held(), r.counts().forwarded), (0, 4));
+    r.w.tx[1].frames.clear();
+    // A datagram to another port: its fragments are blocked, the first and the later one.
+    let mut other = fragment6(9, 0, true);
+    other[14 + 48 + 2..14 + 48 + 4].copy_from_slice(&54u16.to_be_bytes());
+    assert_eq!(r.send(0, other), None);
+    assert_eq!(r.send(0, fragment6(9, 1232, false)), None);
+    assert_eq!(r.counts().drops[DropReason::FilterBlocked as usize], 2);
 }

@@ -83,7 +83,7 @@ fn fixtures_load_with_their_settings_and_notices() {
         .filter(|n| n.contains("holds no rules"))
         .count();
     let loopback = rs.notices.iter().filter(|n| n.contains("loopback")).count();
-    assert!(rs.notices.contains(&format!("{p}:38:24: `fragment reassemble`: linerate does not reassemble; it judges every fragment as pf judges the reassembled datagram (by its first fragment's protocol and ports; an IPv4 fragment that comes ahead of its first waits for it, an IPv6 one is dropped) and forwards the fragments as they came, those of a datagram whose last fragment never comes too (docs/firewall.md, \"Normalization\")")), "{:?}", rs.notices);
+    assert!(rs.notices.contains(&format!("{p}:38:24: `fragment reassemble`: linerate does not reassemble; it judges every fragment as pf judges the reassembled datagram (by its first fragment's protocol and ports, a fragment that comes ahead of its first waiting for it) and forwards the fragments as they came, those of a datagram whose last fragment never comes too (docs/firewall.md, \"Normalization\")")), "{:?}", rs.notices);
     assert_eq!((anchors, loopback, rs.notices.len()), (10, 2, 14));
     // The per-rule timeouts and identifiers are the rules' own.
     let rule = |rid: u32| {

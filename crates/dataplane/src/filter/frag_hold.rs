@@ -1,7 +1,8 @@
-//! Later IPv4 fragments that arrive before their first, held until it comes. pf reassembles
+//! Later fragments (IPv4 and IPv6) that arrive before their first, held until it comes. pf reassembles
 //! (`set reassemble yes`, `scrub ... fragment reassemble`) and so judges a datagram whose
-//! fragments came in any order; linerate's fragment table ([`super::frags`]) gives a later
-//! fragment its first fragment's ports, so one that comes first waits here (its frame
+//! fragments came in any order; linerate's fragment tables ([`super::frags`],
+//! [`super::frags6`]) give a later fragment its first fragment's ports, so one that comes
+//! first waits here (its frame
 //! kept, nothing copied) and goes through the filter again when the first has passed. What
 //! waits longer than pf's `set timeout frag`, or finds no room, is dropped as
 //! `fragment_no_first`.
@@ -12,8 +13,9 @@ use io::FrameDesc;
 /// pool, so that a flood of orphan fragments cannot take the pool.
 pub const MAX_HELD: usize = 256;
 
-/// A datagram: source, destination, identification, protocol.
-pub type Ident = (u32, u32, u16, u8);
+/// A datagram: source, destination, identification, protocol (IPv4's addresses and
+/// identification widened).
+pub type Ident = (u128, u128, u32, u8);
 
 struct Held {
     ident: Ident,
@@ -170,7 +172,7 @@ mod tests {
     fn room_is_bounded() {
         let mut h = HeldFragments::default();
         for i in 0..MAX_HELD as u32 {
-            h.hold((i, 0, 0, 17), desc(i), 30, false).unwrap();
+            h.hold((i.into(), 0, 0, 17), desc(i), 30, false).unwrap();
         }
         assert_eq!(
             h.hold((9, 9, 9, 17), desc(9999), 30, false),

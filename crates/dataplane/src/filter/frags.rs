@@ -97,7 +97,8 @@ fn parse(ip: &[u8]) -> Option<(Frag, &[u8])> {
 /// The datagram of IPv4 fragment `ip`, and whether it is its first fragment.
 pub fn ident(ip: &[u8]) -> Option<(super::frag_hold::Ident, bool)> {
     let (f, _) = parse(ip)?;
-    Some(((f.src, f.dst, f.id, f.proto), f.offset == 0 && f.more))
+    let ident = (f.src.into(), f.dst.into(), f.id.into(), f.proto);
+    Some((ident, f.offset == 0 && f.more))
 }
 
 /// Whether the IPv4 packet `ip` (validated by the classify pass) is a fragment.
@@ -153,9 +154,9 @@ impl FragTable {
     /// judged before it, in the same batch, need not wait.
     pub fn has_first(&mut self, (src, dst, id, proto): super::frag_hold::Ident, now: u32) -> bool {
         let f = Frag {
-            src,
-            dst,
-            id,
+            src: src as u32,
+            dst: dst as u32,
+            id: id as u16,
             proto,
             offset: 0,
             more: true,

@@ -8,8 +8,8 @@
 //!   first fragment), or it is dropped (`fragment_tiny`); its protocol and ports are recorded
 //!   under (source, destination, identification, protocol).
 //! * A later fragment takes them; a TCP fragment at offset 8 could rewrite the flags the
-//!   first was judged by and is dropped (`fragment_overlap`); one whose first was not seen
-//!   is dropped (`fragment_no_first`): IPv6 fragments do not wait for their first.
+//!   first was judged by and is dropped (`fragment_overlap`); one that comes ahead of its
+//!   first waits for it ([`super::frag_hold`]), as an IPv4 one does.
 //! * A datagram's entry goes when all its bytes have passed, when pf's `set timeout frag`
 //!   has expired, or when a newer datagram needs its slot (the oldest of its set goes).
 //!
@@ -114,6 +114,12 @@ pub fn is_fragment_v6(ip: &[u8]) -> bool {
     may_be_fragment(ip) && parse(ip).is_some_and(|f| f.offset != 0 || f.more)
 }
 
+/// The datagram of IPv6 fragment `ip`, and whether it is its first fragment.
+pub fn ident(ip: &[u8]) -> Option<(super::frag_hold::Ident, bool)> {
+    let f = parse(ip)?;
+    Some(((f.src, f.dst, f.id, f.proto), f.offset == 0 && f.more))
+}
+
 impl Default for FragTable6 {
     fn default() -> Self {
         FragTable6::new(0x9e37_79b9_7f4a_7c15)
@@ -142,6 +148,21 @@ impl FragTable6 {
                 && e.expires >= now
                 && (e.src, e.dst, e.id, e.proto) == (f.src, f.dst, f.id, f.proto)
         })
+    }
+
+    /// Whether datagram `ident`'s first fragment is recorded (at `now`).
+    pub fn has_first(&mut self, (src, dst, id, proto): super::frag_hold::Ident, now: u32) -> bool {
+        let f = Frag6 {
+            src,
+            dst,
+            id,
+            proto,
+            offset: 0,
+            more: true,
+            rest: 0,
+            at: 0,
+        };
+        self.find(&f, now).is_some()
     }
 
     /// Judges IPv6 fragment `ip` (its `key` as [`super::keys::extract`] built it: a first

@@ -680,8 +680,8 @@ fn icmp_error(
 }
 
 /// Fragment `ip` (its `key`) through the fragment tables, which give a later fragment its
-/// datagram's protocol and ports; an IPv4 first fragment releases the fragments that
-/// waited for it. Out of line: fragments are rare.
+/// datagram's protocol and ports; a first fragment releases the fragments that waited for
+/// it. Out of line: fragments are rare.
 #[cold]
 #[inline(never)]
 fn judge_fragment(
@@ -696,17 +696,20 @@ fn judge_fragment(
     key: &mut PacketKey,
 ) -> Result<(), DropReason> {
     let (timeout, datagrams) = fw.frag_settings();
-    if !v4 {
-        return match super::frags6::is_fragment_v6(ip) {
-            true => frags6.judge(ip, key, fw.now, timeout),
-            false => Ok(()),
-        };
-    }
-    frags.resize(datagrams);
-    frags.judge(ip, key, fw.now, timeout)?;
-    if held.is_holding()
-        && let Some((ident, true)) = super::frags::ident(ip)
-    {
+    let first = if v4 {
+        frags.resize(datagrams);
+        frags.judge(ip, key, fw.now, timeout)?;
+        held.is_holding().then(|| super::frags::ident(ip)).flatten()
+    } else {
+        if !super::frags6::is_fragment_v6(ip) {
+            return Ok(());
+        }
+        frags6.judge(ip, key, fw.now, timeout)?;
+        held.is_holding()
+            .then(|| super::frags6::ident(ip))
+            .flatten()
+    };
+    if let Some((ident, true)) = first {
         held.first_passed(ident);
     }
     Ok(())

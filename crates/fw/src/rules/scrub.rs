@@ -139,7 +139,7 @@ fn tos_name(w: &str) -> Option<u8> {
 }
 
 /// The notice of `scrub ... fragment reassemble`.
-const FRAGMENT_REASSEMBLE: &str = "`fragment reassemble`: linerate does not reassemble; it judges every fragment as pf judges the reassembled datagram (by its first fragment's protocol and ports; an IPv4 fragment that comes ahead of its first waits for it, an IPv6 one is dropped) and forwards the fragments as they came, those of a datagram whose last fragment never comes too (docs/firewall.md, \"Normalization\")";
+const FRAGMENT_REASSEMBLE: &str = "`fragment reassemble`: linerate does not reassemble; it judges every fragment as pf judges the reassembled datagram (by its first fragment's protocol and ports, a fragment that comes ahead of its first waiting for it) and forwards the fragments as they came, those of a datagram whose last fragment never comes too (docs/firewall.md, \"Normalization\")";
 
 impl Parser<'_> {
     /// `[no] scrub [in|out] [quick] [on IFACE] [inet|inet6] [proto P] HOSTS [OPTIONS]`.
