@@ -355,6 +355,39 @@ fn a_fragment_ahead_of_its_first_waits_for_it() {
     );
 }
 
+/// A flood of later fragments whose first never comes: a bounded number wait (256 per
+/// worker), the rest are dropped as `fragment_no_first`, and the frame pool keeps room for
+/// the traffic that follows.
+#[test]
+fn orphan_fragments_cannot_take_the_pool() {
+    let rules = "block all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n";
+    let orphans: Vec<_> = (0..400)
+        .map(|i| udp_fragment(1000 + i, 2000, false))
+        .collect();
+    let (c, mut w) = run(rules, [orphans, vec![]]);
+    let held = w.fragments_held();
+    assert_eq!(held, dataplane::filter::frag_hold::MAX_HELD);
+    assert_eq!(
+        drops(&c, DropReason::FragmentNoFirst),
+        400 - held as u64,
+        "{c:?}"
+    );
+    // Whole datagrams still go through.
+    let whole: Vec<_> = (0..50)
+        .flat_map(|i| {
+            [
+                udp_fragment(5000 + i, 3000, true),
+                udp_fragment(5000 + i, 3000, false),
+            ]
+        })
+        .collect();
+    w.rx[0] = ReplayRx::new(0, whole).once();
+    while !w.rx[0].finished() {
+        w.poll();
+    }
+    assert_eq!(w.counts().forwarded, 100);
+}
+
 /// `set limit frags` and `set timeout frag` reach the worker's fragment table: with room
 /// for 4 datagrams (one set), the first of 5 is evicted and its last fragment, whose ports
 /// only the first fragment carried, waits for a first fragment that will not come again
