@@ -77,11 +77,7 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
     let mut t = String::new();
     if f.states.is_some() || f.nat.is_some() {
         let k = f.states.unwrap_or(0).max(f.nat.unwrap_or(0));
-        let _ = writeln!(
-            t,
-            "set limit states {}",
-            (k + flows + 1024).min(fw::state::MAX_LIMIT)
-        );
+        let _ = writeln!(t, "set limit states {}", (k + flows + 1024).min(fw::state::MAX_LIMIT));
         // The table is nearly full: pf's adaptive scaling, on by default from 60% of the
         // limit, would cut the timeouts to a third and expire the prefilled states while
         // the bench runs. It measures the lookups, so it turns the scaling off.
@@ -93,40 +89,19 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
     if let Some(m) = f.table_size {
         t.push_str("table <t> const {");
         for i in 0..m.min(1 << 20) {
-            let _ = write!(
-                t,
-                " {}/28",
-                Ipv4Addr::from(0x0b00_0000u32 + (i as u32) * 16)
-            );
+            let _ = write!(t, " {}/28", Ipv4Addr::from(0x0b00_0000u32 + (i as u32) * 16));
         }
         t.push_str(" }\nblock in quick from <t>\n");
     }
     if f.realistic {
-        t.push_str(&realistic_rules(
-            f.rules,
-            &keys[..keys.len().min(REALISTIC_MISSED_FLOWS)],
-        ));
+        t.push_str(&realistic_rules(f.rules, &keys[..keys.len().min(REALISTIC_MISSED_FLOWS)]));
     } else {
         for i in 0..f.rules {
-            let _ = writeln!(
-                t,
-                "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22",
-                (i >> 16) & 255,
-                (i >> 8) & 255,
-                i & 255
-            );
+            let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
         }
     }
     let log = if f.log.is_some() { "log " } else { "" };
-    let _ = writeln!(
-        t,
-        "pass {log}all {}",
-        if f.states.is_some() {
-            "keep state"
-        } else {
-            "no state"
-        }
-    );
+    let _ = writeln!(t, "pass {log}all {}", if f.states.is_some() { "keep state" } else { "no state" });
     t
 }
 
@@ -135,35 +110,13 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
 fn realistic_rules(n: usize, keys: &[PacketKey]) -> String {
     let passes: Vec<PacketKey> = keys
         .iter()
-        .flat_map(|k| {
-            [
-                PacketKey {
-                    dir: Dir::In,
-                    iface: 0,
-                    ..*k
-                },
-                PacketKey {
-                    dir: Dir::Out,
-                    iface: 1,
-                    ..*k
-                },
-            ]
-        })
+        .flat_map(|k| [PacketKey { dir: Dir::In, iface: 0, ..*k }, PacketKey { dir: Dir::Out, iface: 1, ..*k }])
         .collect();
     let mut generated = 2 * n + 16;
     loop {
         let text = fw::testgen::ruleset(1, generated);
-        let rs = fw::rules::parse(
-            &text,
-            std::path::Path::new("gen.conf"),
-            &fw::testgen::iface_index,
-        )
-        .expect("generated rules parse");
-        let keep: std::collections::HashSet<usize> = unmatched(&rs, &passes)
-            .into_iter()
-            .map(|i| rs.rules[i].line)
-            .take(n)
-            .collect();
+        let rs = fw::rules::parse(&text, std::path::Path::new("gen.conf"), &fw::testgen::iface_index).expect("generated rules parse");
+        let keep: std::collections::HashSet<usize> = unmatched(&rs, &passes).into_iter().map(|i| rs.rules[i].line).take(n).collect();
         if keep.len() == n {
             let mut out = String::new();
             for (i, line) in text.lines().enumerate() {
@@ -186,10 +139,7 @@ fn realistic_rules(n: usize, keys: &[PacketKey]) -> String {
 fn unmatched(rs: &fw::rules::RuleSet, keys: &[PacketKey]) -> Vec<usize> {
     let mut alive: Vec<usize> = (0..rs.rules.len()).collect();
     loop {
-        let sub = fw::rules::RuleSet {
-            rules: alive.iter().map(|&i| rs.rules[i].clone()).collect(),
-            ..rs.clone()
-        };
+        let sub = fw::rules::RuleSet { rules: alive.iter().map(|&i| rs.rules[i].clone()).collect(), ..rs.clone() };
         let cl = fw::classifier::Classifier::build(&sub).expect("the classifier compiles any set");
         let mut decided = vec![false; alive.len()];
         for k in keys {
@@ -200,12 +150,7 @@ fn unmatched(rs: &fw::rules::RuleSet, keys: &[PacketKey]) -> Vec<usize> {
         if !decided.contains(&true) {
             return alive;
         }
-        alive = alive
-            .into_iter()
-            .zip(decided)
-            .filter(|&(_, d)| !d)
-            .map(|(i, _)| i)
-            .collect();
+        alive = alive.into_iter().zip(decided).filter(|&(_, d)| !d).map(|(i, _)| i).collect();
     }
 }
 
@@ -221,64 +166,28 @@ fn frame_keys(frames: &[Vec<u8>]) -> Vec<PacketKey> {
             let ethertype = f.get(at..at + 2)?;
             let ip = at + 2;
             let (af, src, dst, l4) = if ethertype == [0x08, 0x00] {
-                let a = |o: usize| {
-                    f.get(ip + o..ip + o + 4)
-                        .map(|b| u128::from(u32::from_be_bytes(b.try_into().expect("4 bytes"))))
-                };
-                (
-                    Af::Inet,
-                    a(12)?,
-                    a(16)?,
-                    ip + usize::from(f.get(ip)? & 0x0f) * 4,
-                )
+                let a = |o: usize| f.get(ip + o..ip + o + 4).map(|b| u128::from(u32::from_be_bytes(b.try_into().expect("4 bytes"))));
+                (Af::Inet, a(12)?, a(16)?, ip + usize::from(f.get(ip)? & 0x0f) * 4)
             } else {
-                let a = |o: usize| {
-                    f.get(ip + o..ip + o + 16)
-                        .map(|b| u128::from_be_bytes(b.try_into().expect("16 bytes")))
-                };
+                let a = |o: usize| f.get(ip + o..ip + o + 16).map(|b| u128::from_be_bytes(b.try_into().expect("16 bytes")));
                 (Af::Inet6, a(8)?, a(24)?, ip + 40)
             };
-            let port = |o: usize| {
-                f.get(l4 + o..l4 + o + 2)
-                    .map(|b| u16::from_be_bytes([b[0], b[1]]))
-            };
-            Some(PacketKey {
-                af,
-                src,
-                dst,
-                proto: fw::packet::proto::UDP,
-                src_port: port(0)?,
-                dst_port: port(2)?,
-                len: 46,
-                ..PacketKey::ZERO
-            })
+            let port = |o: usize| f.get(l4 + o..l4 + o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+            Some(PacketKey { af, src, dst, proto: fw::packet::proto::UDP, src_port: port(0)?, dst_port: port(2)?, len: 46, ..PacketKey::ZERO })
         })
         .collect()
 }
 
 /// Compiles the bench's rules, gives the worker its firewall and prefills the state table.
-pub(crate) fn setup_firewall(
-    worker: &mut BenchWorker,
-    f: &BenchFirewall,
-    frames: &[Vec<u8>],
-) -> Result<BenchFirewallResult, BenchError> {
+pub(crate) fn setup_firewall(worker: &mut BenchWorker, f: &BenchFirewall, frames: &[Vec<u8>]) -> Result<BenchFirewallResult, BenchError> {
     if f.table_size.is_some_and(|m| m > 1 << 20) || f.rules > 1 << 24 {
-        return Err(BenchError::Invalid(
-            "at most 2^24 rules and 2^20 table entries".into(),
-        ));
+        return Err(BenchError::Invalid("at most 2^24 rules and 2^20 table entries".into()));
     }
     let text = bench_rules(f, &frame_keys(frames));
     let t0 = Instant::now();
     // The bench's ports (mem0, mem1) and the generated sets' interfaces (lr-g0.., the same indices).
-    let iface = |n: &str| {
-        if n == "mem1" {
-            Some(1)
-        } else {
-            fw::testgen::iface_index(n)
-        }
-    };
-    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &iface)
-        .map_err(BenchError::Invalid)?;
+    let iface = |n: &str| if n == "mem1" { Some(1) } else { fw::testgen::iface_index(n) };
+    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &iface).map_err(BenchError::Invalid)?;
     let compile = t0.elapsed();
     let (n, classifier_bytes) = (rules.rule_count(), rules.classifier_bytes());
     let mut firewall = Firewall::new(RulesSlot::new(Arc::new(rules)), 1);
@@ -305,8 +214,7 @@ pub(crate) fn setup_firewall(
             route: 0,
             tag: 0,
         };
-        fw.insert_state(&key, n - 1)
-            .map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
+        fw.insert_state(&key, n - 1).map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
     }
     let nat_prefilled = f.nat.unwrap_or(0);
     prefill_nat(worker, nat_prefilled)?;
@@ -333,46 +241,17 @@ pub(crate) fn setup_firewall(
 /// to 192.0.2.1 and a port of its own towards its destination), as `nat` would have.
 fn prefill_nat(worker: &mut BenchWorker, k: usize) -> Result<(), BenchError> {
     use fw::nat::table::{NatKey, Session};
-    let Some(table) = worker.nat_table_mut() else {
-        return Ok(());
-    };
+    let Some(table) = worker.nat_table_mut() else { return Ok(()) };
     table.set_limit(usize::MAX);
     table.reserve(k);
     let ext = u32::from(Ipv4Addr::new(192, 0, 2, 1));
     for i in 0..k {
-        let (src, dst) = (
-            0xac10_0000u32 + (i >> 16) as u32,
-            0x6440_0000u32 + (i >> 16) as u32,
-        );
+        let (src, dst) = (0xac10_0000u32 + (i >> 16) as u32, 0x6440_0000u32 + (i >> 16) as u32);
         let (sport, port) = (i as u16, 1024 + (i % 64000) as u16);
-        let out_key = NatKey {
-            src,
-            dst,
-            sport,
-            dport: 9,
-            proto: fw::packet::proto::UDP,
-        };
-        let in_key = NatKey {
-            src: dst,
-            dst: ext,
-            sport: 9,
-            dport: port,
-            proto: fw::packet::proto::UDP,
-        };
-        let s = Session {
-            iface: 1,
-            kind: fw::nat::NatKind::Nat,
-            pass: false,
-            out_key,
-            out_to: (ext, port),
-            in_key,
-            in_to: (src, sport),
-            last: 0,
-            phase: Default::default(),
-        };
-        table
-            .insert(s)
-            .map_err(|e| BenchError::Invalid(format!("prefilling translation {i}: {e:?}")))?;
+        let out_key = NatKey { src, dst, sport, dport: 9, proto: fw::packet::proto::UDP };
+        let in_key = NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: fw::packet::proto::UDP };
+        let s = Session { iface: 1, kind: fw::nat::NatKind::Nat, pass: false, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Default::default() };
+        table.insert(s).map_err(|e| BenchError::Invalid(format!("prefilling translation {i}: {e:?}")))?;
     }
     Ok(())
 }
@@ -382,11 +261,7 @@ fn prefill_nat(worker: &mut BenchWorker, k: usize) -> Result<(), BenchError> {
 /// by the rate limit, dropped for a full ring.
 fn drain_log(fw: &mut Firewall, rate: u64) -> Arc<[AtomicU64; 3]> {
     use std::sync::atomic::Ordering::Relaxed;
-    let (sink, mut ring) = dataplane::filter::log::log_ring(
-        1024,
-        dataplane::filter::log::DEFAULT_LOG_SNAP,
-        if rate == 0 { u64::MAX / 4 } else { rate },
-    );
+    let (sink, mut ring) = dataplane::filter::log::log_ring(1024, dataplane::filter::log::DEFAULT_LOG_SNAP, if rate == 0 { u64::MAX / 4 } else { rate });
     fw.set_log(sink);
     let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
     let c = Arc::clone(&counts);

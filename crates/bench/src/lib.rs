@@ -21,8 +21,8 @@ use wire::MacAddr;
 
 pub mod firewall;
 mod measure;
-pub mod prepare;
 pub mod run;
+pub mod prepare;
 pub mod synth;
 #[cfg(test)]
 mod tests;
@@ -75,6 +75,7 @@ pub struct BenchConfig {
     pub vlan: bool,
 }
 
+
 impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
@@ -126,3 +127,4 @@ pub enum BenchError {
     #[error("{0}")]
     Invalid(String),
 }
+

@@ -24,8 +24,7 @@ impl Runs {
     pub fn add(&mut self, forwarded: u64, elapsed: Duration, counts: &Counts) -> f64 {
         self.counts.add(counts);
         let mpps = forwarded as f64 / elapsed.as_secs_f64() / 1e6;
-        self.ns_per_packet
-            .push(elapsed.as_nanos() as f64 / counts.rx.max(1) as f64);
+        self.ns_per_packet.push(elapsed.as_nanos() as f64 / counts.rx.max(1) as f64);
         self.mpps.push(mpps);
         mpps
     }
@@ -33,13 +32,7 @@ impl Runs {
 
 impl BenchResult {
     /// A result from the measured runs (medians taken here), no firewall.
-    pub(crate) fn measured(
-        runs: Runs,
-        routes: usize,
-        flows_per_worker: Vec<usize>,
-        frame_size: usize,
-        setup: Duration,
-    ) -> Self {
+    pub(crate) fn measured(runs: Runs, routes: usize, flows_per_worker: Vec<usize>, frame_size: usize, setup: Duration) -> Self {
         BenchResult {
             mpps: median(&runs.mpps),
             ns_per_packet: median(&runs.ns_per_packet),
@@ -81,11 +74,5 @@ pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    if n == 0 { f64::NAN } else if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }

@@ -15,9 +15,7 @@ use crate::{BenchConfig, BenchError, BenchResult, BenchWorker};
 /// Runs the bench; `on_run(i, mpps)` is called after each measured run.
 pub fn run(cfg: &BenchConfig, on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
     if cfg.runs == 0 || cfg.seconds <= 0.0 || cfg.flows == 0 {
-        return Err(BenchError::Invalid(
-            "runs, seconds and flows must be positive".into(),
-        ));
+        return Err(BenchError::Invalid("runs, seconds and flows must be positive".into()));
     }
     if cfg.workers > 1 {
         return crate::workers::run_workers(cfg, on_run);
@@ -26,10 +24,7 @@ pub fn run(cfg: &BenchConfig, on_run: impl FnMut(usize, f64)) -> Result<BenchRes
 }
 
 /// The bench with one worker, pinned to `cfg.cpu`, on the calling thread.
-fn run_one(
-    cfg: &BenchConfig,
-    mut on_run: impl FnMut(usize, f64),
-) -> Result<BenchResult, BenchError> {
+fn run_one(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
     let started = Instant::now();
     let setup = prepare(cfg)?;
     if let Some(cpu) = cfg.cpu {
@@ -39,15 +34,7 @@ fn run_one(
     let rx = ReplayRx::new(0, &setup.frames);
     let tx = vec![CountingTx::new(), CountingTx::new()];
     let pool = FramePool::new(1024);
-    let mut worker = Worker::new(
-        setup.ctl.fib(),
-        &setup.ports,
-        vec![rx],
-        tx,
-        CountingTx::new(),
-        pool,
-        cfg.batch,
-    );
+    let mut worker = Worker::new(setup.ctl.fib(), &setup.ports, vec![rx], tx, CountingTx::new(), pool, cfg.batch);
     let fw_result = match &cfg.firewall {
         Some(f) => Some(setup_firewall(&mut worker, f, &setup.frames)?),
         None => None,
@@ -77,12 +64,7 @@ fn firewall_at_end(mut r: BenchFirewallResult, worker: &mut BenchWorker) -> Benc
     if let Some(stats) = worker.firewall_stats() {
         r.state_counters = stats.states().to_vec();
         r.verdict_cache = stats.verdict_cache();
-        r.matched = stats
-            .rules()
-            .snapshot()
-            .into_iter()
-            .filter(|s| s.packets > 0 || s.states > 0)
-            .collect();
+        r.matched = stats.rules().snapshot().into_iter().filter(|s| s.packets > 0 || s.states > 0).collect();
     }
     if let Some(t) = worker.nat_table_mut() {
         r.nat_sessions = t.len();
@@ -90,3 +72,4 @@ fn firewall_at_end(mut r: BenchFirewallResult, worker: &mut BenchWorker) -> Benc
     }
     r
 }
+

@@ -52,19 +52,11 @@ fn v6_len(rng: &mut Rng) -> u8 {
 }
 
 fn mask_v4(addr: u32, len: u8) -> u32 {
-    if len == 0 {
-        0
-    } else {
-        addr & (u32::MAX << (32 - len))
-    }
+    if len == 0 { 0 } else { addr & (u32::MAX << (32 - len)) }
 }
 
 fn mask_v6(addr: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        addr & (u128::MAX << (128 - len))
-    }
+    if len == 0 { 0 } else { addr & (u128::MAX << (128 - len)) }
 }
 
 /// `n` distinct IPv4 unicast prefixes (in 1.0.0.0-223.255.255.255, avoiding 127/8 and the
@@ -113,16 +105,9 @@ pub fn v6_prefixes(n: usize, seed: u64) -> Vec<(u128, u8)> {
             mask_v6(site | (random & (u128::MAX >> 48)), len)
         } else {
             let (block, block_len) = V6_BLOCKS[rng.below(V6_BLOCKS.len() as u64) as usize];
-            mask_v6(
-                block | (random & (u128::MAX >> block_len)),
-                len.max(block_len),
-            )
+            mask_v6(block | (random & (u128::MAX >> block_len)), len.max(block_len))
         };
-        let len = if len > 48 && sites.is_empty() {
-            48
-        } else {
-            len.max(16)
-        };
+        let len = if len > 48 && sites.is_empty() { 48 } else { len.max(16) };
         if seen.insert((addr, len)) {
             if len == 48 {
                 sites.push(addr);
@@ -135,22 +120,14 @@ pub fn v6_prefixes(n: usize, seed: u64) -> Vec<(u128, u8)> {
 
 /// A random address inside `prefix/len`.
 pub fn v4_inside(prefix: u32, len: u8, rng: &mut Rng) -> u32 {
-    let host = if len >= 32 {
-        0
-    } else {
-        (rng.next_u64() as u32) & (u32::MAX >> len)
-    };
+    let host = if len >= 32 { 0 } else { (rng.next_u64() as u32) & (u32::MAX >> len) };
     mask_v4(prefix, len) | host
 }
 
 /// A random address inside `prefix/len`.
 pub fn v6_inside(prefix: u128, len: u8, rng: &mut Rng) -> u128 {
     let r = u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64());
-    let host = if len >= 128 {
-        0
-    } else {
-        r & (u128::MAX >> len)
-    };
+    let host = if len >= 128 { 0 } else { r & (u128::MAX >> len) };
     mask_v6(prefix, len) | host
 }
 

@@ -29,19 +29,13 @@ struct WorkerRun {
 /// Each worker's reports: its index and its run, or why it could not set up.
 type Report = (usize, Result<WorkerRun, String>);
 
-pub(crate) fn run_workers(
-    cfg: &BenchConfig,
-    mut on_run: impl FnMut(usize, f64),
-) -> Result<BenchResult, BenchError> {
+pub(crate) fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
     let started = Instant::now();
     let setup = prepare(cfg)?;
     let n = cfg.workers;
     let shares = spread(setup.frames, n);
     if shares.iter().any(|s| s.is_empty()) {
-        return Err(BenchError::Invalid(format!(
-            "{} flows do not spread over {n} workers: give more --flows",
-            cfg.flows
-        )));
+        return Err(BenchError::Invalid(format!("{} flows do not spread over {n} workers: give more --flows", cfg.flows)));
     }
     let flows_per_worker: Vec<usize> = shares.iter().map(|s| s.len()).collect();
     let fib = setup.ctl.fib();
@@ -49,16 +43,8 @@ pub(crate) fn run_workers(
     let (tx_res, rx_res) = mpsc::channel::<Report>();
     let mut handles = Vec::new();
     for (i, frames) in shares.into_iter().enumerate() {
-        let (fib, ports, barrier, tx_res, cfg) = (
-            Arc::clone(&fib),
-            setup.ports.clone(),
-            Arc::clone(&barrier),
-            tx_res.clone(),
-            cfg.clone(),
-        );
-        handles.push(std::thread::spawn(move || {
-            worker_thread(i, &cfg, fib, &ports, frames, &barrier, &tx_res)
-        }));
+        let (fib, ports, barrier, tx_res, cfg) = (Arc::clone(&fib), setup.ports.clone(), Arc::clone(&barrier), tx_res.clone(), cfg.clone());
+        handles.push(std::thread::spawn(move || worker_thread(i, &cfg, fib, &ports, frames, &barrier, &tx_res)));
     }
     drop(tx_res);
     let setup_time = started.elapsed();
@@ -71,13 +57,7 @@ pub(crate) fn run_workers(
     for h in handles {
         let _ = h.join();
     }
-    Ok(BenchResult::measured(
-        runs,
-        setup.routes,
-        flows_per_worker,
-        cfg.frame_size,
-        setup_time,
-    ))
+    Ok(BenchResult::measured(runs, setup.routes, flows_per_worker, cfg.frame_size, setup_time))
 }
 
 /// The frames of each of `n` workers, by the Toeplitz RSS hash of each frame, as a NIC's RSS
@@ -86,9 +66,7 @@ fn spread(frames: Vec<Vec<u8>>, n: usize) -> Vec<Vec<Vec<u8>>> {
     let rss = io::rss::Toeplitz::new(&io::rss::MICROSOFT_KEY);
     let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); n];
     for frame in frames {
-        let q = rss
-            .hash_frame(&frame)
-            .map_or(0, |h| io::rss::queue_for(h, n as u16) as usize);
+        let q = rss.hash_frame(&frame).map_or(0, |h| io::rss::queue_for(h, n as u16) as usize);
         shares[q].push(frame);
     }
     shares
@@ -96,34 +74,16 @@ fn spread(frames: Vec<Vec<u8>>, n: usize) -> Vec<Vec<Vec<u8>>> {
 
 /// Worker `i`: sets up over its frames, warms up, then measures one run each time the
 /// barrier opens and reports it.
-fn worker_thread(
-    i: usize,
-    cfg: &BenchConfig,
-    fib: Arc<Fib>,
-    ports: &[PortInfo],
-    frames: Vec<Vec<u8>>,
-    barrier: &Barrier,
-    tx_res: &Sender<Report>,
-) {
+fn worker_thread(i: usize, cfg: &BenchConfig, fib: Arc<Fib>, ports: &[PortInfo], frames: Vec<Vec<u8>>, barrier: &Barrier, tx_res: &Sender<Report>) {
     let cpus = io::affinity::available_cpus().max(1);
     let _ = io::affinity::pin_current_thread(i % cpus);
     let rx = ReplayRx::new(0, &frames);
     let tx = vec![CountingTx::new(), CountingTx::new()];
-    let mut worker = Worker::new(
-        fib,
-        ports,
-        vec![rx],
-        tx,
-        CountingTx::new(),
-        FramePool::new(1024),
-        cfg.batch,
-    );
+    let mut worker = Worker::new(fib, ports, vec![rx], tx, CountingTx::new(), FramePool::new(1024), cfg.batch);
     // A worker that cannot set up still meets every barrier, reporting its error there,
     // so the coordinator never waits for it forever.
     let failed = match &cfg.firewall {
-        Some(f) => setup_firewall(&mut worker, f, &frames)
-            .err()
-            .map(|e| e.to_string()),
+        Some(f) => setup_firewall(&mut worker, f, &frames).err().map(|e| e.to_string()),
         None => None,
     };
     drop(frames);
@@ -139,14 +99,7 @@ fn worker_thread(
         let before = worker.counts();
         let (forwarded, elapsed) = measure(&mut worker, Duration::from_secs_f64(cfg.seconds));
         let counts = worker.counts().since(&before);
-        let _ = tx_res.send((
-            i,
-            Ok(WorkerRun {
-                forwarded,
-                elapsed,
-                counts,
-            }),
-        ));
+        let _ = tx_res.send((i, Ok(WorkerRun { forwarded, elapsed, counts })));
     }
 }
 
@@ -155,9 +108,7 @@ fn worker_thread(
 fn collect_run(n: usize, rx_res: &Receiver<Report>, runs: &mut Runs) -> Result<f64, BenchError> {
     let (mut forwarded, mut longest, mut counts) = (0u64, Duration::ZERO, Counts::default());
     for _ in 0..n {
-        let (i, res) = rx_res
-            .recv()
-            .map_err(|_| BenchError::Invalid("a bench worker stopped".into()))?;
+        let (i, res) = rx_res.recv().map_err(|_| BenchError::Invalid("a bench worker stopped".into()))?;
         let run = res.map_err(|e| BenchError::Invalid(format!("worker {i}: {e}")))?;
         forwarded += run.forwarded;
         longest = longest.max(run.elapsed);

@@ -19,21 +19,12 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub(crate) fn new(text: &'a str, path: &'a Path) -> Ctx<'a> {
-        Ctx {
-            text,
-            path,
-            lines: LineIndex::new(text),
-        }
+        Ctx { text, path, lines: LineIndex::new(text) }
     }
 
     pub(crate) fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
         let (line, column) = self.lines.line_col(self.text, span.start);
-        ConfigError {
-            path: self.path.to_owned(),
-            line,
-            column,
-            message: msg.into(),
-        }
+        ConfigError { path: self.path.to_owned(), line, column, message: msg.into() }
     }
 
     pub(crate) fn line(&self, span: &Range<usize>) -> usize {
@@ -73,9 +64,7 @@ pub(crate) enum Origin {
 impl Ctx<'_> {
     pub(crate) fn describe(&self, origin: Origin, route_file: &Path) -> String {
         match origin {
-            Origin::Config(offset) => {
-                format!("{} line {}", self.path.display(), self.lines.line(offset))
-            }
+            Origin::Config(offset) => format!("{} line {}", self.path.display(), self.lines.line(offset)),
             Origin::File(line) => format!("{} line {line}", route_file.display()),
         }
     }

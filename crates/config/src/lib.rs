@@ -8,8 +8,8 @@
 
 mod context;
 mod file_routes;
-mod kernel_routes;
 mod log;
+mod kernel_routes;
 mod mac;
 mod prefix;
 mod punt;
@@ -25,8 +25,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-pub use kernel_routes::{KernelRoutes, PROTO_KERNEL, PROTO_LINERATE};
 pub use log::LogSettings;
+pub use kernel_routes::{KernelRoutes, PROTO_KERNEL, PROTO_LINERATE};
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
 pub use punt::{PuntClassLimits, PuntSettings};
@@ -178,9 +178,7 @@ impl FromStr for XdpMode {
             "auto" => Ok(XdpMode::Auto),
             "native" => Ok(XdpMode::Native),
             "generic" => Ok(XdpMode::Generic),
-            _ => Err(format!(
-                "unknown xdp_mode {s:?} (expected auto, native or generic)"
-            )),
+            _ => Err(format!("unknown xdp_mode {s:?} (expected auto, native or generic)")),
         }
     }
 }
@@ -223,10 +221,7 @@ impl Route {
     /// Every next hop (gateway, interface): none for a directly connected route.
     pub fn next_hops(&self) -> Vec<(IpAddr, &str)> {
         let first = self.via.map(|v| (v, self.interface.as_str()));
-        first
-            .into_iter()
-            .chain(self.also_via.iter().map(|(a, i)| (*a, i.as_str())))
-            .collect()
+        first.into_iter().chain(self.also_via.iter().map(|(a, i)| (*a, i.as_str()))).collect()
     }
 }
 

@@ -24,8 +24,7 @@ impl std::hash::Hasher for PrefixHasher {
         for chunk in bytes.chunks(8) {
             let mut word = [0u8; 8];
             word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
-                .wrapping_mul(0x517c_c1b7_2722_0a95);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
         }
     }
 }
@@ -53,18 +52,10 @@ pub(crate) fn own_address<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'
 pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -> Option<String> {
     if via.is_ipv4() != prefix.is_ipv4() {
         let family = if via.is_ipv4() { "IPv4" } else { "IPv6" };
-        return Some(format!(
-            "via {via} is {family} but the prefix is {}",
-            prefix.family()
-        ));
+        return Some(format!("via {via} is {family} but the prefix is {}", prefix.family()));
     }
     if via.is_unspecified() || via.is_multicast() {
         return Some(format!("via {via} is not a unicast address"));
     }
-    own_address(ifaces, via).map(|i| {
-        format!(
-            "via {via} is this router's own address on interface {:?}",
-            i.name
-        )
-    })
+    own_address(ifaces, via).map(|i| format!("via {via} is this router's own address on interface {:?}", i.name))
 }

@@ -131,18 +131,8 @@ fn errors() {
         20,
         "unexpected \"extra\" after the next hop",
     );
-    fails(
-        "10.0.0.0/8 1.2.3.4 dev\n",
-        1,
-        23,
-        "`dev` needs an interface name",
-    );
-    fails(
-        "10.0.0.0/8 dev lr-a x\n",
-        1,
-        21,
-        "unexpected \"x\" after the interface",
-    );
+    fails("10.0.0.0/8 1.2.3.4 dev\n", 1, 23, "`dev` needs an interface name");
+    fails("10.0.0.0/8 dev lr-a x\n", 1, 21, "unexpected \"x\" after the interface");
     fails("10.0.0.0/8 dev\n", 1, 15, "`dev` needs an interface name");
     // Columns count characters, not bytes.
     fails(
@@ -156,24 +146,8 @@ fn errors() {
 #[test]
 fn interfaces_and_connected_routes() {
     let r = p("2001:db8::/32 fe80::1 dev lr-a\n10.0.0.0/8\tdev  lr-b # connected\n").unwrap();
-    assert_eq!(
-        (
-            r[0].next_hop,
-            r[0].interface.as_deref(),
-            r[0].next_hop_column,
-            r[0].interface_column
-        ),
-        (Some(ip("fe80::1")), Some("lr-a"), 15, 27)
-    );
-    assert_eq!(
-        (
-            r[1].next_hop,
-            r[1].interface.as_deref(),
-            r[1].line,
-            r[1].interface_column
-        ),
-        (None, Some("lr-b"), 2, 17)
-    );
+    assert_eq!((r[0].next_hop, r[0].interface.as_deref(), r[0].next_hop_column, r[0].interface_column), (Some(ip("fe80::1")), Some("lr-a"), 15, 27));
+    assert_eq!((r[1].next_hop, r[1].interface.as_deref(), r[1].line, r[1].interface_column), (None, Some("lr-b"), 2, 17));
 }
 
 #[test]

@@ -15,12 +15,7 @@ impl LineIndex {
     pub fn new(text: &str) -> LineIndex {
         let mut starts = Vec::with_capacity(text.len() / 32 + 1);
         starts.push(0);
-        starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
+        starts.extend(text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1));
         LineIndex { starts }
     }
 
@@ -53,10 +48,7 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     }
     let before = &text.as_bytes()[..offset];
     let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let column = 1 + text[line_start..offset].chars().count();
     (line, column)
 }
@@ -69,17 +61,7 @@ mod tests {
     fn maps_offsets() {
         let t = "ab\ncd\n\néx";
         let index = LineIndex::new(t);
-        for (offset, want) in [
-            (0, (1, 1)),
-            (1, (1, 2)),
-            (2, (1, 3)),
-            (3, (2, 1)),
-            (6, (3, 1)),
-            (7, (4, 1)),
-            (9, (4, 2)),
-            (8, (4, 1)),
-            (999, (4, 3)),
-        ] {
+        for (offset, want) in [(0, (1, 1)), (1, (1, 2)), (2, (1, 3)), (3, (2, 1)), (6, (3, 1)), (7, (4, 1)), (9, (4, 2)), (8, (4, 1)), (999, (4, 3))] {
             assert_eq!(line_col(t, offset), want, "offset {offset}");
             assert_eq!(index.line_col(t, offset), want, "offset {offset} (index)");
         }
@@ -90,11 +72,7 @@ mod tests {
         let t = "\n\na\nbé\n\n[x]\nlast";
         let index = LineIndex::new(t);
         for offset in 0..=t.len() + 2 {
-            assert_eq!(
-                index.line_col(t, offset),
-                line_col(t, offset),
-                "offset {offset}"
-            );
+            assert_eq!(index.line_col(t, offset), line_col(t, offset), "offset {offset}");
         }
         assert_eq!(LineIndex::new("").line_col("", 0), (1, 1));
     }

@@ -216,13 +216,7 @@ fn example_files_validate() {
     let c = Config::load(&dir.join("router.toml")).unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<_> = c.interfaces.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["lr-a", "lr-b", "lr-b.100"]);
-    assert_eq!(
-        c.interfaces[2].vlan,
-        Some(Vlan {
-            parent: "lr-b".into(),
-            tag: 100
-        })
-    );
+    assert_eq!(c.interfaces[2].vlan, Some(Vlan { parent: "lr-b".into(), tag: 100 }));
     assert_eq!(c.interfaces[0].tap_name(0), "lrh-a");
     assert_eq!(c.interfaces[0].addresses.len(), 2);
     assert_eq!(
@@ -544,12 +538,7 @@ fn interface_numbers_and_backend() {
         7,
         "mtu 9001 is out of range (68..=9000)",
     );
-    fails(
-        &t("queues = 4"),
-        3,
-        10,
-        "interface \"a\": queues is no longer a setting: each worker reads one queue (router.workers)",
-    );
+    fails(&t("queues = 4"), 3, 10, "interface \"a\": queues is no longer a setting: each worker reads one queue (router.workers)");
     fails(
         &t("backend = \"xdp\""),
         3,
@@ -745,98 +734,41 @@ fn neighbour_errors() {
 fn firewall_rules_resolve_against_the_config_directory() {
     let text = format!("{BASE}[firewall]\nrules = \"fw/rules.conf\"\n");
     let c = Config::parse(&text, Path::new("/etc/linerate/router.toml")).unwrap();
-    assert_eq!(
-        c.firewall.unwrap().rules,
-        Path::new("/etc/linerate/fw/rules.conf")
-    );
-    let c = Config::parse(
-        &format!("{BASE}[firewall]\nrules = \"/abs/r.conf\"\n"),
-        Path::new("x/router.toml"),
-    )
-    .unwrap();
+    assert_eq!(c.firewall.unwrap().rules, Path::new("/etc/linerate/fw/rules.conf"));
+    let c = Config::parse(&format!("{BASE}[firewall]\nrules = \"/abs/r.conf\"\n"), Path::new("x/router.toml")).unwrap();
     assert_eq!(c.firewall.unwrap().rules, Path::new("/abs/r.conf"));
     assert_eq!(parse(BASE).unwrap().firewall, None);
 }
 
 #[test]
 fn firewall_errors() {
-    fails_after_base(
-        "[firewall]\nrules = \"r.conf\"\nstates = 5\n",
-        3,
-        1,
-        "unknown field `states`",
-    );
-    fails_after_base(
-        "[firewall]\nrules = \"\"\n",
-        2,
-        9,
-        "firewall: rules must be a non-empty path",
-    );
+    fails_after_base("[firewall]\nrules = \"r.conf\"\nstates = 5\n", 3, 1, "unknown field `states`");
+    fails_after_base("[firewall]\nrules = \"\"\n", 2, 9, "firewall: rules must be a non-empty path");
     fails_after_base("[firewall]\n", 1, 1, "missing field `rules`");
 }
 
 #[test]
 fn vlan_sub_interfaces() {
-    let ok = format!(
-        "{BASE}\n[[interface]]\nname = \"lr-a.10\"\nparent = \"lr-a\"\nvlan = 10\naddresses = [\"10.10.0.1/24\"]\n"
-    );
+    let ok = format!("{BASE}\n[[interface]]\nname = \"lr-a.10\"\nparent = \"lr-a\"\nvlan = 10\naddresses = [\"10.10.0.1/24\"]\n");
     let cfg = parse(&ok).unwrap();
     let sub = cfg.interface("lr-a.10").unwrap();
-    assert_eq!(
-        sub.vlan,
-        Some(Vlan {
-            parent: "lr-a".into(),
-            tag: 10
-        })
-    );
+    assert_eq!(sub.vlan, Some(Vlan { parent: "lr-a".into(), tag: 10 }));
     assert_eq!(cfg.interface("lr-a").unwrap().vlan, None);
     // Sub-interface before its parent is fine.
     let before = "[[interface]]\nname = \"lr-v\"\nparent = \"lr-p\"\nvlan = 7\n\n[[interface]]\nname = \"lr-p\"\n";
-    assert_eq!(
-        parse(before).unwrap().interfaces[0]
-            .vlan
-            .as_ref()
-            .unwrap()
-            .tag,
-        7
-    );
+    assert_eq!(parse(before).unwrap().interfaces[0].vlan.as_ref().unwrap().tag, 7);
     let sub = |kv: &str| format!("{BASE}\n[[interface]]\nname = \"lr-s\"\n{kv}\n");
     let l = BASE_LINES + 4;
-    fails(
-        &sub("parent = \"lr-x\"\nvlan = 5"),
-        l,
-        10,
-        "parent \"lr-x\" is not a configured interface",
-    );
+    fails(&sub("parent = \"lr-x\"\nvlan = 5"), l, 10, "parent \"lr-x\" is not a configured interface");
     fails(&sub("parent = \"lr-a\""), l, 10, "parent needs a vlan tag");
     fails(&sub("vlan = 5"), l, 8, "vlan needs a parent interface");
-    fails(
-        &sub("parent = \"lr-a\"\nvlan = 4095"),
-        l + 1,
-        8,
-        "vlan 4095 is out of range (1..=4094)",
-    );
-    fails(
-        &sub("parent = \"lr-a\"\nvlan = 5\nbackend = \"af_xdp\""),
-        l + 2,
-        11,
-        "backend cannot be set on a VLAN sub-interface",
-    );
+    fails(&sub("parent = \"lr-a\"\nvlan = 4095"), l + 1, 8, "vlan 4095 is out of range (1..=4094)");
+    fails(&sub("parent = \"lr-a\"\nvlan = 5\nbackend = \"af_xdp\""), l + 2, 11, "backend cannot be set on a VLAN sub-interface");
     let dup = format!("{ok}\n[[interface]]\nname = \"lr-a.b\"\nparent = \"lr-a\"\nvlan = 10\n");
     let e = parse(&dup).unwrap_err();
-    assert!(
-        e.message
-            .contains("vlan 10 on \"lr-a\" is already interface \"lr-a.10\""),
-        "{e}"
-    );
-    let stacked =
-        format!("{ok}\n[[interface]]\nname = \"lr-q\"\nparent = \"lr-a.10\"\nvlan = 11\n");
-    assert!(
-        parse(&stacked)
-            .unwrap_err()
-            .message
-            .contains("stacked tags are not supported")
-    );
+    assert!(e.message.contains("vlan 10 on \"lr-a\" is already interface \"lr-a.10\""), "{e}");
+    let stacked = format!("{ok}\n[[interface]]\nname = \"lr-q\"\nparent = \"lr-a.10\"\nvlan = 11\n");
+    assert!(parse(&stacked).unwrap_err().message.contains("stacked tags are not supported"));
 }
 
 #[test]
@@ -845,20 +777,12 @@ fn host_stack_settings_and_tap_names() {
     assert!(cfg.router.host_stack);
     assert_eq!(cfg.router.icmp_errors_per_second, 100);
     assert_eq!(cfg.interfaces[0].tap_name(0), "lrh-a");
-    let long = Interface {
-        name: "lr1234567890-d0".into(),
-        ..cfg.interfaces[0].clone()
-    };
+    let long = Interface { name: "lr1234567890-d0".into(), ..cfg.interfaces[0].clone() };
     assert_eq!(long.tap_name(3), "lrh1234567890-3");
     let r = parse("[router]\nhost_stack = false\nicmp_errors_per_second = 0\n").unwrap();
     assert!(!r.router.host_stack);
     assert_eq!(r.router.icmp_errors_per_second, 0);
-    fails(
-        &format!("{BASE}tap = \"eth9\"\n"),
-        BASE_LINES + 1,
-        7,
-        "must start with \"lr\"",
-    );
+    fails(&format!("{BASE}tap = \"eth9\"\n"), BASE_LINES + 1, 7, "must start with \"lr\"");
     let clash = "[[interface]]\nname = \"lr-a\"\n[[interface]]\nname = \"-a\"\n";
     fails(clash, 4, 8, "would both use host-stack TAP \"lrh-a\"");
 }
@@ -872,12 +796,7 @@ fn idle_and_receive_thread_settings() {
     assert!(!spin.sleep_when_idle && !spin.napi_threads);
     let off = parse("[router]\nnapi_threads = false\n").unwrap().router;
     assert!(off.sleep_when_idle && !off.napi_threads);
-    fails(
-        "[router]\nsleep_when_idle = false\nnapi_threads = true\n",
-        3,
-        16,
-        "napi_threads = true needs sleep_when_idle = true",
-    );
+    fails("[router]\nsleep_when_idle = false\nnapi_threads = true\n", 3, 16, "napi_threads = true needs sleep_when_idle = true");
 }
 
 #[test]
@@ -885,91 +804,28 @@ fn max_neighbours_default_range_and_position() {
     assert_eq!(parse(BASE).unwrap().router.max_neighbours, 65_536);
     let r = parse("[router]\nmax_neighbours = 16\n").unwrap();
     assert_eq!(r.router.max_neighbours, 16);
-    assert_eq!(
-        parse("[router]\nmax_neighbours = 1048576\n")
-            .unwrap()
-            .router
-            .max_neighbours,
-        1 << 20
-    );
-    fails(
-        "[router]\nmax_neighbours = 15\n",
-        2,
-        18,
-        "router: max_neighbours 15 is out of range (16..=1048576)",
-    );
-    fails(
-        "[router]\nmax_neighbours = 1048577\n",
-        2,
-        18,
-        "max_neighbours 1048577 is out of range",
-    );
-    fails(
-        "[router]\nmax_neighbours = \"many\"\n",
-        2,
-        18,
-        "expected i64",
-    );
+    assert_eq!(parse("[router]\nmax_neighbours = 1048576\n").unwrap().router.max_neighbours, 1 << 20);
+    fails("[router]\nmax_neighbours = 15\n", 2, 18, "router: max_neighbours 15 is out of range (16..=1048576)");
+    fails("[router]\nmax_neighbours = 1048577\n", 2, 18, "max_neighbours 1048577 is out of range");
+    fails("[router]\nmax_neighbours = \"many\"\n", 2, 18, "expected i64");
 }
 
 #[test]
 fn punt_classes_defaults_overrides_and_positions() {
     let d = parse(BASE).unwrap().router.punt;
     assert_eq!(d, crate::PuntSettings::default());
-    assert_eq!(
-        (d.resolve.rate, d.next_hop_burst, d.icmp_error_queue),
-        (5_000, 8, 256)
-    );
+    assert_eq!((d.resolve.rate, d.next_hop_burst, d.icmp_error_queue), (5_000, 8, 256));
     let text = "[router.punt]\narp_nd = { rate = 500, burst = 50, queue = 64 }\nresolve = { rate = 100 }\nicmp_error = { queue = 16 }\nnext_hop_burst = 2\nnext_hop_rate = 1\n";
     let p = parse(text).unwrap().router.punt;
-    assert_eq!(
-        (p.arp_nd.rate, p.arp_nd.burst, p.arp_nd.queue),
-        (500, 50, 64)
-    );
+    assert_eq!((p.arp_nd.rate, p.arp_nd.burst, p.arp_nd.queue), (500, 50, 64));
     // What is not given keeps its default.
-    assert_eq!(
-        (p.resolve.rate, p.resolve.burst, p.resolve.queue),
-        (100, 500, 1_024)
-    );
-    assert_eq!(
-        (
-            p.icmp_error_queue,
-            p.next_hop_burst,
-            p.next_hop_rate,
-            p.local
-        ),
-        (16, 2, 1, d.local)
-    );
-    fails(
-        "[router.punt]\nlocal = { rate = 0 }\n",
-        2,
-        18,
-        "router.punt.local: rate 0 is out of range (1..=10000000)",
-    );
-    fails(
-        "[router.punt]\nfragment = { queue = 8 }\n",
-        2,
-        22,
-        "router.punt.fragment: queue 8 is out of range (16..=1048576)",
-    );
-    fails(
-        "[router.punt]\nnext_hop_burst = 9\n",
-        2,
-        18,
-        "router.punt: next_hop_burst 9 is out of range (1..=8)",
-    );
-    fails(
-        "[router.punt]\nicmp_error = { queue = 64, rate = 5 }\n",
-        2,
-        35,
-        "only queue can be set here; the rate of ICMP errors is router.icmp_errors_per_second",
-    );
-    fails(
-        "[router.punt]\nresolve = { rate = 5, per_host = 1 }\n",
-        2,
-        23,
-        "unknown field `per_host`",
-    );
+    assert_eq!((p.resolve.rate, p.resolve.burst, p.resolve.queue), (100, 500, 1_024));
+    assert_eq!((p.icmp_error_queue, p.next_hop_burst, p.next_hop_rate, p.local), (16, 2, 1, d.local));
+    fails("[router.punt]\nlocal = { rate = 0 }\n", 2, 18, "router.punt.local: rate 0 is out of range (1..=10000000)");
+    fails("[router.punt]\nfragment = { queue = 8 }\n", 2, 22, "router.punt.fragment: queue 8 is out of range (16..=1048576)");
+    fails("[router.punt]\nnext_hop_burst = 9\n", 2, 18, "router.punt: next_hop_burst 9 is out of range (1..=8)");
+    fails("[router.punt]\nicmp_error = { queue = 64, rate = 5 }\n", 2, 35, "only queue can be set here; the rate of ICMP errors is router.icmp_errors_per_second");
+    fails("[router.punt]\nresolve = { rate = 5, per_host = 1 }\n", 2, 23, "unknown field `per_host`");
     fails("[router.punt]\nflood = 1\n", 2, 1, "unknown field `flood`");
 }
 
@@ -977,27 +833,11 @@ fn punt_classes_defaults_overrides_and_positions() {
 fn privilege_settings() {
     let d = parse(BASE).unwrap().router;
     assert!(!d.fail_closed && d.user.is_none() && d.control_group.is_none());
-    let r =
-        parse("[router]\nfail_closed = true\nuser = \"linerate\"\ncontrol_group = \"lr-ops\"\n")
-            .unwrap()
-            .router;
+    let r = parse("[router]\nfail_closed = true\nuser = \"linerate\"\ncontrol_group = \"lr-ops\"\n").unwrap().router;
     assert!(r.fail_closed);
-    assert_eq!(
-        (r.user.as_deref(), r.control_group.as_deref()),
-        (Some("linerate"), Some("lr-ops"))
-    );
-    fails(
-        "[router]\nuser = \"-root\"\n",
-        2,
-        8,
-        "router: user \"-root\" is not a user or group name",
-    );
-    fails(
-        "[router]\ncontrol_group = \"a b\"\n",
-        2,
-        17,
-        "control_group \"a b\" is not",
-    );
+    assert_eq!((r.user.as_deref(), r.control_group.as_deref()), (Some("linerate"), Some("lr-ops")));
+    fails("[router]\nuser = \"-root\"\n", 2, 8, "router: user \"-root\" is not a user or group name");
+    fails("[router]\ncontrol_group = \"a b\"\n", 2, 17, "control_group \"a b\" is not");
     fails("[router]\nuser = \"\"\n", 2, 8, "is not a user");
     fails("[router]\nfail_closed = 1\n", 2, 15, "expected a boolean");
 }
@@ -1005,24 +845,10 @@ fn privilege_settings() {
 #[test]
 fn metrics_listen() {
     assert_eq!(parse(BASE).unwrap().router.metrics_listen, None);
-    let r = parse("[router]\nmetrics_listen = \"127.0.0.1:9111\"\n")
-        .unwrap()
-        .router;
+    let r = parse("[router]\nmetrics_listen = \"127.0.0.1:9111\"\n").unwrap().router;
     assert_eq!(r.metrics_listen, Some("127.0.0.1:9111".parse().unwrap()));
-    let r = parse("[router]\nmetrics_listen = \"[::1]:9111\"\n")
-        .unwrap()
-        .router;
+    let r = parse("[router]\nmetrics_listen = \"[::1]:9111\"\n").unwrap().router;
     assert_eq!(r.metrics_listen, Some("[::1]:9111".parse().unwrap()));
-    fails(
-        "[router]\nmetrics_listen = \"localhost\"\n",
-        2,
-        18,
-        "metrics_listen \"localhost\" is not an address and port",
-    );
-    fails(
-        "[router]\nmetrics_listen = 9111\n",
-        2,
-        18,
-        "expected a string",
-    );
+    fails("[router]\nmetrics_listen = \"localhost\"\n", 2, 18, "metrics_listen \"localhost\" is not an address and port");
+    fails("[router]\nmetrics_listen = 9111\n", 2, 18, "expected a string");
 }

@@ -137,10 +137,7 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
 fn firewall(cx: &Ctx, raw: RawFirewall) -> Result<FirewallSettings, ConfigError> {
     let p = raw.rules.get_ref();
     if p.is_empty() || p.contains('\0') {
-        return Err(cx.err(
-            raw.rules.span(),
-            "firewall: rules must be a non-empty path without NUL bytes",
-        ));
+        return Err(cx.err(raw.rules.span(), "firewall: rules must be a non-empty path without NUL bytes"));
     }
     let dir = cx.path().parent().unwrap_or(Path::new(""));
     Ok(FirewallSettings { rules: dir.join(p) })
@@ -167,14 +164,8 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         1_000_000,
         i64::from(d.icmp_errors_per_second),
     )? as u32;
-    let sleep_when_idle = r
-        .sleep_when_idle
-        .as_ref()
-        .map_or(d.sleep_when_idle, |b| *b.get_ref());
-    let napi_threads = r
-        .napi_threads
-        .as_ref()
-        .map_or(d.napi_threads && sleep_when_idle, |b| *b.get_ref());
+    let sleep_when_idle = r.sleep_when_idle.as_ref().map_or(d.sleep_when_idle, |b| *b.get_ref());
+    let napi_threads = r.napi_threads.as_ref().map_or(d.napi_threads && sleep_when_idle, |b| *b.get_ref());
     if let (Some(n), false) = (&r.napi_threads, sleep_when_idle)
         && *n.get_ref()
     {
@@ -207,11 +198,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         control_group,
         metrics_listen,
         route_file,
-        kernel_routes: crate::kernel_routes::settings(
-            cx,
-            r.kernel_routes,
-            r.host_stack.unwrap_or(d.host_stack),
-        )?,
+        kernel_routes: crate::kernel_routes::settings(cx, r.kernel_routes, r.host_stack.unwrap_or(d.host_stack))?,
     })
 }
 
@@ -238,24 +225,15 @@ fn control_socket(cx: &Ctx, v: Option<S<String>>) -> Result<Option<PathBuf>, Con
 fn route_file(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<PathBuf>, ConfigError> {
     match v {
         None => Ok(None),
-        Some(f) if f.get_ref().is_empty() || f.get_ref().contains('\0') => Err(cx.err(
-            f.span(),
-            "router: route_file must be a non-empty path without NUL bytes",
-        )),
-        Some(f) => Ok(Some(
-            cx.path()
-                .parent()
-                .unwrap_or(Path::new(""))
-                .join(f.get_ref()),
-        )),
+        Some(f) if f.get_ref().is_empty() || f.get_ref().contains('\0') => {
+            Err(cx.err(f.span(), "router: route_file must be a non-empty path without NUL bytes"))
+        }
+        Some(f) => Ok(Some(cx.path().parent().unwrap_or(Path::new("")).join(f.get_ref()))),
     }
 }
 
 /// `router.metrics_listen`: an address and port.
-fn metrics_listen(
-    cx: &Ctx,
-    v: Option<&S<String>>,
-) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+fn metrics_listen(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<std::net::SocketAddr>, ConfigError> {
     let Some(s) = v else { return Ok(None) };
     let addr = s.get_ref().parse().map_err(|_| {
         cx.err(s.span(), format!("router: metrics_listen {:?} is not an address and port (e.g. \"127.0.0.1:9111\" or \"[::1]:9111\")", s.get_ref()))
@@ -268,10 +246,7 @@ fn metrics_listen(
 fn account_name(cx: &Ctx, v: Option<&S<String>>, key: &str) -> Result<Option<String>, ConfigError> {
     let Some(v) = v else { return Ok(None) };
     let n = v.get_ref();
-    let ok = (1..=32).contains(&n.len())
-        && !n.starts_with('-')
-        && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    let ok = (1..=32).contains(&n.len()) && !n.starts_with('-') && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
     if !ok {
         return Err(cx.err(v.span(), format!("router: {key} {n:?} is not a user or group name (1..=32 letters, digits, '_', '-', '.'; not starting with '-')")));
     }
@@ -357,11 +332,7 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
 }
 
 /// One `[[interface]]` on its own (its `parent` not yet looked up).
-fn interface(
-    cx: &Ctx,
-    r: RawInterface,
-    claimed: &mut Claimed,
-) -> Result<ReadInterface, ConfigError> {
+fn interface(cx: &Ctx, r: RawInterface, claimed: &mut Claimed) -> Result<ReadInterface, ConfigError> {
     let name = r.name.get_ref().clone();
     if let Some(p) = name_problem(&name) {
         return Err(cx.err(r.name.span(), format!(
@@ -389,56 +360,25 @@ fn interface(
     let xdp_mode = parsed(cx, &owner, r.xdp_mode.as_ref(), XdpMode::Auto)?;
     let parent = parent_and_tag(cx, &owner, &r)?;
     let tap = tap(cx, &owner, r.tap.as_ref())?;
-    let ra =
-        r.ra.as_ref()
-            .map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu))
-            .transpose()?;
-    let iface = Interface {
-        name,
-        mac,
-        addresses,
-        mtu,
-        backend,
-        xdp_mode,
-        vlan: None,
-        tap,
-        ra,
-    };
-    Ok(ReadInterface {
-        iface,
-        parent,
-        name_span: r.name.span(),
-    })
+    let ra = r.ra.as_ref().map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu)).transpose()?;
+    let iface = Interface { name, mac, addresses, mtu, backend, xdp_mode, vlan: None, tap, ra };
+    Ok(ReadInterface { iface, parent, name_span: r.name.span() })
 }
 
 /// A keyword setting (`default` when absent); its error is the value's own, after `owner`.
-fn parsed<T: std::str::FromStr>(
-    cx: &Ctx,
-    owner: &str,
-    v: Option<&S<String>>,
-    default: T,
-) -> Result<T, ConfigError>
+fn parsed<T: std::str::FromStr>(cx: &Ctx, owner: &str, v: Option<&S<String>>, default: T) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
     match v {
         None => Ok(default),
-        Some(v) => v
-            .get_ref()
-            .parse()
-            .map_err(|e| cx.err(v.span(), format!("{owner}: {e}"))),
+        Some(v) => v.get_ref().parse().map_err(|e| cx.err(v.span(), format!("{owner}: {e}"))),
     }
 }
 
 /// An interface's addresses: unicast, each on one interface only (`claimed`: the addresses
 /// of the interfaces before it).
-fn addresses(
-    cx: &Ctx,
-    owner: &str,
-    name: &str,
-    raw: &[S<String>],
-    claimed: &mut HashMap<IpAddr, String>,
-) -> Result<Vec<IfAddr>, ConfigError> {
+fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut HashMap<IpAddr, String>) -> Result<Vec<IfAddr>, ConfigError> {
     let mut addresses = Vec::with_capacity(raw.len());
     for a in raw {
         let ifa: IfAddr = a.get_ref().parse().map_err(|e| {
@@ -473,35 +413,17 @@ fn addresses(
 
 /// A sub-interface's `parent` and `vlan` tag (both or neither); what it inherits from its
 /// parent may not be set.
-fn parent_and_tag(
-    cx: &Ctx,
-    owner: &str,
-    r: &RawInterface,
-) -> Result<Option<(S<String>, u16)>, ConfigError> {
+fn parent_and_tag(cx: &Ctx, owner: &str, r: &RawInterface) -> Result<Option<(S<String>, u16)>, ConfigError> {
     match (&r.parent, &r.vlan) {
         (None, None) => Ok(None),
-        (Some(p), None) => Err(cx.err(
-            p.span(),
-            format!("{owner}: parent needs a vlan tag (vlan = 1..=4094)"),
-        )),
-        (None, Some(v)) => Err(cx.err(
-            v.span(),
-            format!("{owner}: vlan needs a parent interface (parent = \"NAME\")"),
-        )),
+        (Some(p), None) => Err(cx.err(p.span(), format!("{owner}: parent needs a vlan tag (vlan = 1..=4094)"))),
+        (None, Some(v)) => Err(cx.err(v.span(), format!("{owner}: vlan needs a parent interface (parent = \"NAME\")"))),
         (Some(p), Some(_)) => {
             let tag = cx.int(&r.vlan, &format!("{owner}: "), "vlan", 1, 4094, 1)? as u16;
-            let inherited = [
-                ("mac", r.mac.as_ref().map(|m| m.span())),
-                ("backend", r.backend.as_ref().map(|b| b.span())),
-                ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span())),
-            ];
+            let inherited = [("mac", r.mac.as_ref().map(|m| m.span())), ("backend", r.backend.as_ref().map(|b| b.span())),
+                ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span()))];
             if let Some((key, Some(span))) = inherited.into_iter().find(|(_, s)| s.is_some()) {
-                return Err(cx.err(
-                    span,
-                    format!(
-                        "{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)"
-                    ),
-                ));
+                return Err(cx.err(span, format!("{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)")));
             }
             Ok(Some((p.clone(), tag)))
         }
@@ -526,28 +448,14 @@ fn tap(cx: &Ctx, owner: &str, t: Option<&S<String>>) -> Result<Option<String>, C
 /// is used once.
 fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>, ConfigError> {
     let mut tags: HashMap<(String, u16), String> = HashMap::new();
-    let snapshot: Vec<(String, bool)> = read
-        .iter()
-        .map(|r| (r.iface.name.clone(), r.parent.is_some()))
-        .collect();
+    let snapshot: Vec<(String, bool)> = read.iter().map(|r| (r.iface.name.clone(), r.parent.is_some())).collect();
     let mut done = Vec::with_capacity(read.len());
-    for ReadInterface {
-        mut iface,
-        parent: vlan,
-        ..
-    } in read
-    {
+    for ReadInterface { mut iface, parent: vlan, .. } in read {
         if let Some((parent, tag)) = vlan {
             let owner = format!("interface {:?}", iface.name);
             match snapshot.iter().find(|(n, _)| n == parent.get_ref()) {
                 None => {
-                    return Err(cx.err(
-                        parent.span(),
-                        format!(
-                            "{owner}: parent {:?} is not a configured interface",
-                            parent.get_ref()
-                        ),
-                    ));
+                    return Err(cx.err(parent.span(), format!("{owner}: parent {:?} is not a configured interface", parent.get_ref())));
                 }
                 Some((_, true)) => {
                     return Err(cx.err(parent.span(), format!("{owner}: parent {:?} is itself a VLAN sub-interface (stacked tags are not supported)", parent.get_ref())));
@@ -555,18 +463,9 @@ fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>,
                 Some(_) => {}
             }
             if let Some(other) = tags.insert((parent.get_ref().clone(), tag), iface.name.clone()) {
-                return Err(cx.err(
-                    parent.span(),
-                    format!(
-                        "{owner}: vlan {tag} on {:?} is already interface {other:?}",
-                        parent.get_ref()
-                    ),
-                ));
+                return Err(cx.err(parent.span(), format!("{owner}: vlan {tag} on {:?} is already interface {other:?}", parent.get_ref())));
             }
-            iface.vlan = Some(Vlan {
-                parent: parent.into_inner(),
-                tag,
-            });
+            iface.vlan = Some(Vlan { parent: parent.into_inner(), tag });
         }
         done.push(iface);
     }
@@ -574,11 +473,7 @@ fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>,
 }
 
 /// No two interfaces share a host-stack TAP name.
-fn distinct_taps(
-    cx: &Ctx,
-    ifaces: &[Interface],
-    name_spans: &[Range<usize>],
-) -> Result<(), ConfigError> {
+fn distinct_taps(cx: &Ctx, ifaces: &[Interface], name_spans: &[Range<usize>]) -> Result<(), ConfigError> {
     let mut taps: HashMap<String, String> = HashMap::new();
     for (i, iface) in ifaces.iter().enumerate() {
         let t = iface.tap_name(i);
@@ -613,12 +508,7 @@ fn known_interface(
     ))
 }
 
-fn routes(
-    cx: &Ctx,
-    ifaces: &[Interface],
-    raw: Vec<RawRoute>,
-    seen: &mut Seen,
-) -> Result<Vec<Route>, ConfigError> {
+fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -> Result<Vec<Route>, ConfigError> {
     let mut out = Vec::with_capacity(raw.len());
     for r in raw {
         let ps = &r.prefix;
@@ -632,9 +522,7 @@ fn routes(
         if let Some(first) = seen.get(&prefix) {
             let first = cx.line(&match *first {
                 Origin::Config(offset) => offset..offset,
-                Origin::File(_) => {
-                    unreachable!("the route file is read after the [[route]] tables")
-                }
+                Origin::File(_) => unreachable!("the route file is read after the [[route]] tables"),
             });
             return Err(cx.err(
                 ps.span(),
@@ -685,54 +573,27 @@ const MAX_PATHS: usize = 16;
 
 /// A route's `via`: one address or a list of distinct ones (equal-cost multipath), each a
 /// unicast address of the prefix's family that is not the router's own.
-fn next_hops(
-    cx: &Ctx,
-    ifaces: &[Interface],
-    owner: &str,
-    prefix: Prefix,
-    v: &S<toml::Value>,
-) -> Result<Vec<IpAddr>, ConfigError> {
+fn next_hops(cx: &Ctx, ifaces: &[Interface], owner: &str, prefix: Prefix, v: &S<toml::Value>) -> Result<Vec<IpAddr>, ConfigError> {
     let texts: Vec<&str> = match v.get_ref() {
         toml::Value::String(s) => vec![s.as_str()],
         toml::Value::Array(list) if !list.is_empty() && list.len() <= MAX_PATHS => {
             let mut out = Vec::new();
             for x in list {
                 let Some(s) = x.as_str() else {
-                    return Err(cx.err(
-                        v.span(),
-                        format!(
-                            "{owner}: via must be an address or a list of addresses, found {x}"
-                        ),
-                    ));
+                    return Err(cx.err(v.span(), format!("{owner}: via must be an address or a list of addresses, found {x}")));
                 };
                 out.push(s);
             }
             out
         }
         toml::Value::Array(list) => {
-            return Err(cx.err(
-                v.span(),
-                format!(
-                    "{owner}: via lists {} next hops (1..={MAX_PATHS})",
-                    list.len()
-                ),
-            ));
+            return Err(cx.err(v.span(), format!("{owner}: via lists {} next hops (1..={MAX_PATHS})", list.len())));
         }
-        other => {
-            return Err(cx.err(
-                v.span(),
-                format!("{owner}: via must be an address or a list of addresses, found {other}"),
-            ));
-        }
+        other => return Err(cx.err(v.span(), format!("{owner}: via must be an address or a list of addresses, found {other}"))),
     };
     let mut out: Vec<IpAddr> = Vec::new();
     for t in texts {
-        let a: IpAddr = t.parse().map_err(|_| {
-            cx.err(
-                v.span(),
-                format!("{owner}: via {t:?} is not an IPv4 or IPv6 address"),
-            )
-        })?;
+        let a: IpAddr = t.parse().map_err(|_| cx.err(v.span(), format!("{owner}: via {t:?} is not an IPv4 or IPv6 address")))?;
         if let Some(problem) = via_problem(ifaces, &prefix, &a) {
             return Err(cx.err(v.span(), format!("{owner}: {problem}")));
         }

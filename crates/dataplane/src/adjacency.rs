@@ -66,17 +66,11 @@ impl Adjacency {
     pub fn decode(word: u64) -> Adjacency {
         let port = ((word >> 48) & 0xfff) as u16;
         match word >> 60 {
-            KIND_FORWARD => Adjacency::Forward {
-                port,
-                mac: mac_from_u64(word),
-            },
+            KIND_FORWARD => Adjacency::Forward { port, mac: mac_from_u64(word) },
             KIND_LOCAL => Adjacency::Local,
             KIND_BLACKHOLE => Adjacency::Blackhole,
             KIND_UNREACHABLE => Adjacency::Unreachable,
-            KIND_MULTIPATH => Adjacency::Multipath {
-                members: word as u32,
-                paths: port,
-            },
+            KIND_MULTIPATH => Adjacency::Multipath { members: word as u32, paths: port },
             _ => Adjacency::Unresolved { port },
         }
     }
@@ -128,9 +122,7 @@ impl AdjacencyTable {
     /// beyond the array reads as id 1, the blackhole.
     #[inline]
     pub fn member(&self, members: u32, i: usize) -> u32 {
-        self.members
-            .get(members as usize + i)
-            .map_or(1, |m| m.load(Ordering::Relaxed))
+        self.members.get(members as usize + i).map_or(1, |m| m.load(Ordering::Relaxed))
     }
 
     /// Writes group `group`'s member ids (control plane, before any adjacency names the
@@ -167,10 +159,7 @@ impl AdjacencyTable {
 
     /// Makes `id` the unresolved adjacency of connected prefixes on `port` (control plane).
     pub fn set_glean(&self, id: u32, port: u16) {
-        self.entries[id as usize].store(
-            Adjacency::Unresolved { port }.encode() | GLEAN,
-            Ordering::Relaxed,
-        );
+        self.entries[id as usize].store(Adjacency::Unresolved { port }.encode() | GLEAN, Ordering::Relaxed);
     }
 
     /// Whether `id` is a connected prefix's: its packets each resolve their own destination.
@@ -191,25 +180,13 @@ mod tests {
         let mac = MacAddr([0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]);
         for adj in [
             Adjacency::Unresolved { port: 7 },
-            Adjacency::Forward {
-                port: MAX_PORT,
-                mac,
-            },
-            Adjacency::Forward {
-                port: 0,
-                mac: MacAddr([0xff; 6]),
-            },
+            Adjacency::Forward { port: MAX_PORT, mac },
+            Adjacency::Forward { port: 0, mac: MacAddr([0xff; 6]) },
             Adjacency::Local,
             Adjacency::Blackhole,
             Adjacency::Unreachable,
-            Adjacency::Multipath {
-                members: 48,
-                paths: 3,
-            },
-            Adjacency::Multipath {
-                members: u32::MAX,
-                paths: MAX_PATHS as u16,
-            },
+            Adjacency::Multipath { members: 48, paths: 3 },
+            Adjacency::Multipath { members: u32::MAX, paths: MAX_PATHS as u16 },
         ] {
             assert_eq!(Adjacency::decode(adj.encode()), adj);
         }
@@ -227,13 +204,7 @@ mod tests {
         t.set_glean(1, 9);
         assert_eq!(t.get(1), Adjacency::Unresolved { port: 9 });
         assert!(t.is_glean(1) && !t.is_glean(0) && !t.is_glean(2) && !t.is_glean(7));
-        t.set(
-            1,
-            Adjacency::Forward {
-                port: 9,
-                mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            },
-        );
+        t.set(1, Adjacency::Forward { port: 9, mac: MacAddr([2, 0, 0, 0, 0, 1]) });
         assert!(!t.is_glean(1));
     }
 }

@@ -67,23 +67,13 @@ pub enum RouteKind {
     /// Dropped with an ICMP destination unreachable.
     Unreachable,
     /// A directly connected prefix on a logical port.
-    Connected {
-        port: u16,
-    },
+    Connected { port: u16 },
     /// Via a gateway on a port.
-    Via {
-        gateway: IpAddr,
-        port: u16,
-    },
+    Via { gateway: IpAddr, port: u16 },
     /// Via one of several gateways, by flow ([`FibControl::group_members`] lists them).
-    Multipath {
-        group: NextHop,
-        paths: u16,
-    },
+    Multipath { group: NextHop, paths: u16 },
     /// A neighbour's host route.
-    Neighbour {
-        port: u16,
-    },
+    Neighbour { port: u16 },
 }
 
 /// Where an installed route comes from. A kernel route loses to every other source.
@@ -108,11 +98,7 @@ struct Installed {
 #[derive(Debug, thiserror::Error)]
 pub enum FibError {
     #[error("route {prefix}/{len}")]
-    Lpm {
-        prefix: IpAddr,
-        len: u8,
-        source: LpmError,
-    },
+    Lpm { prefix: IpAddr, len: u8, source: LpmError },
     #[error("out of next-hop ids (capacity {0})")]
     NextHopsExhausted(usize),
     #[error("out of multipath groups (capacity {0} distinct sets of next hops)")]
@@ -229,11 +215,7 @@ impl FibControl {
     }
 
     fn retire<T>(&self, what: T) -> Retired<T> {
-        Retired {
-            what,
-            v4: self.fib.v4.grace(),
-            v6: self.fib.v6.grace(),
-        }
+        Retired { what, v4: self.fib.v4.grace(), v6: self.fib.v6.grace() }
     }
 
     fn lpm_insert(&self, prefix: IpAddr, len: u8, id: NextHop) -> Result<(), FibError> {
@@ -241,24 +223,12 @@ impl FibControl {
             IpAddr::V4(a) => self.fib.v4.insert(u32::from(a), len, id),
             IpAddr::V6(a) => self.fib.v6.insert(u128::from(a), len, id),
         };
-        res.map(drop).map_err(|source| FibError::Lpm {
-            prefix,
-            len,
-            source,
-        })
+        res.map(drop).map_err(|source| FibError::Lpm { prefix, len, source })
     }
 
-    fn insert(
-        &mut self,
-        prefix: IpAddr,
-        len: u8,
-        id: NextHop,
-        kind: RouteKind,
-        source: RouteSource,
-    ) -> Result<(), FibError> {
+    fn insert(&mut self, prefix: IpAddr, len: u8, id: NextHop, kind: RouteKind, source: RouteSource) -> Result<(), FibError> {
         self.lpm_insert(prefix, len, id)?;
-        self.routes
-            .insert((prefix, len), Installed { kind, source });
+        self.routes.insert((prefix, len), Installed { kind, source });
         Ok(())
     }
 
@@ -266,23 +236,12 @@ impl FibControl {
     pub fn remove(&mut self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
         let res = self.lpm_remove_old(prefix, len);
         self.routes.remove(&(prefix, len));
-        res.map(|old| old.is_some())
-            .map_err(|source| FibError::Lpm {
-                prefix,
-                len,
-                source,
-            })
+        res.map(|old| old.is_some()).map_err(|source| FibError::Lpm { prefix, len, source })
     }
 
     /// Removes a prefix from the LPM only (the caller has taken it out of `routes`).
     fn lpm_remove(&mut self, prefix: IpAddr, len: u8) -> Result<(), FibError> {
-        self.lpm_remove_old(prefix, len)
-            .map(drop)
-            .map_err(|source| FibError::Lpm {
-                prefix,
-                len,
-                source,
-            })
+        self.lpm_remove_old(prefix, len).map(drop).map_err(|source| FibError::Lpm { prefix, len, source })
     }
 
     fn lpm_remove_old(&mut self, prefix: IpAddr, len: u8) -> Result<Option<NextHop>, LpmError> {
@@ -298,14 +257,8 @@ impl FibControl {
     }
 
     /// Every installed prefix, what it is and where it comes from, in address order.
-    pub fn routes_by_source(
-        &self,
-    ) -> impl Iterator<Item = (IpAddr, u8, RouteKind, RouteSource)> + '_ {
-        let mut all: Vec<_> = self
-            .routes
-            .iter()
-            .map(|(&(p, l), i)| (p, l, i.kind, i.source))
-            .collect();
+    pub fn routes_by_source(&self) -> impl Iterator<Item = (IpAddr, u8, RouteKind, RouteSource)> + '_ {
+        let mut all: Vec<_> = self.routes.iter().map(|(&(p, l), i)| (p, l, i.kind, i.source)).collect();
         all.sort_unstable_by_key(|r| (r.0, r.1));
         all.into_iter()
     }
@@ -323,22 +276,14 @@ impl FibControl {
 
     /// The gateways (address, port) of a multipath group, for listing.
     pub fn group_members(&self, group: NextHop) -> Vec<(IpAddr, u16)> {
-        let Some(g) = self.groups.get(&group) else {
-            return Vec::new();
-        };
-        g.members
-            .iter()
-            .filter_map(|m| self.gateway_of.get(m).copied())
-            .collect()
+        let Some(g) = self.groups.get(&group) else { return Vec::new() };
+        g.members.iter().filter_map(|m| self.gateway_of.get(m).copied()).collect()
     }
 
     /// The port whose connected prefixes use next-hop id `id` (their hosts are resolved by
     /// the packet's own destination).
     pub fn connected_port(&self, id: NextHop) -> Option<u16> {
-        self.connected
-            .iter()
-            .find(|&(_, &i)| i == id)
-            .map(|(&p, _)| p)
+        self.connected.iter().find(|&(_, &i)| i == id).map(|(&p, _)| p)
     }
 
     /// Known neighbours (static, or resolved by ARP/NDP).
@@ -348,13 +293,7 @@ impl FibControl {
 
     /// One of the router's own addresses: packets to it take the local exit.
     pub fn add_local(&mut self, addr: IpAddr) -> Result<(), FibError> {
-        self.insert(
-            addr,
-            host_len(addr),
-            LOCAL_ID,
-            RouteKind::Local,
-            RouteSource::Interface,
-        )
+        self.insert(addr, host_len(addr), LOCAL_ID, RouteKind::Local, RouteSource::Interface)
     }
 
     /// A blackhole route (static).
@@ -378,13 +317,7 @@ impl FibControl {
     /// once they are neighbours (host routes); the rest of the subnet is unresolved.
     pub fn add_connected(&mut self, prefix: IpAddr, len: u8, port: u16) -> Result<(), FibError> {
         let id = self.connected_id(port)?;
-        self.insert(
-            prefix,
-            len,
-            id,
-            RouteKind::Connected { port },
-            RouteSource::Interface,
-        )
+        self.insert(prefix, len, id, RouteKind::Connected { port }, RouteSource::Interface)
     }
 
     /// The next-hop id standing for `gateway` on `port`, created unresolved (or resolved if
@@ -406,13 +339,7 @@ impl FibControl {
     }
 
     /// A static route to `prefix/len` via `gateway` out of `port`; returns its next-hop id.
-    pub fn add_route(
-        &mut self,
-        prefix: IpAddr,
-        len: u8,
-        gateway: IpAddr,
-        port: u16,
-    ) -> Result<NextHop, FibError> {
+    pub fn add_route(&mut self, prefix: IpAddr, len: u8, gateway: IpAddr, port: u16) -> Result<NextHop, FibError> {
         self.set_static(prefix, len, Target::Via(vec![(gateway, port)]))?;
         Ok(self.gateways[&(port, gateway)])
     }
@@ -426,9 +353,7 @@ impl FibControl {
     /// Drops one use of `id`; at zero a group is dissolved and a gateway id whose neighbour
     /// is unknown is freed (after a grace period).
     fn release(&mut self, id: NextHop) {
-        let Some(n) = self.refs.get_mut(&id) else {
-            return;
-        };
+        let Some(n) = self.refs.get_mut(&id) else { return };
         *n -= 1;
         if *n > 0 {
             return;
@@ -458,8 +383,7 @@ impl FibControl {
 
     fn alloc_slot(&mut self) -> Result<usize, FibError> {
         while self.retired_slots.front().is_some_and(Retired::is_over) {
-            self.free_slots
-                .extend(self.retired_slots.pop_front().map(|r| r.what));
+            self.free_slots.extend(self.retired_slots.pop_front().map(|r| r.what));
         }
         if let Some(s) = self.free_slots.pop() {
             return Ok(s);
@@ -486,13 +410,7 @@ impl FibControl {
             }
         };
         let start = self.fib.adj.set_members(slot, &members);
-        self.fib.adj.set(
-            id,
-            Adjacency::Multipath {
-                members: start,
-                paths: members.len() as u16,
-            },
-        );
+        self.fib.adj.set(id, Adjacency::Multipath { members: start, paths: members.len() as u16 });
         for &m in &members {
             self.acquire(m);
         }
@@ -516,13 +434,7 @@ impl FibControl {
         let len = host_len(addr);
         let res = match self.routes.get(&(addr, len)).map(|i| i.source) {
             Some(RouteSource::Static | RouteSource::Interface) => Ok(()),
-            _ => self.insert(
-                addr,
-                len,
-                id,
-                RouteKind::Neighbour { port },
-                RouteSource::Neighbour,
-            ),
+            _ => self.insert(addr, len, id, RouteKind::Neighbour { port }, RouteSource::Neighbour),
         };
         if res.is_err() {
             self.unset_neighbour(addr);
@@ -535,21 +447,13 @@ impl FibControl {
     /// again (the next packet goes to the slow path and starts a new resolution). Its id is
     /// freed unless a route uses it.
     pub fn unset_neighbour(&mut self, addr: IpAddr) {
-        let Some((port, _)) = self.neighbours.remove(&addr) else {
-            return;
-        };
+        let Some((port, _)) = self.neighbours.remove(&addr) else { return };
         let len = host_len(addr);
-        if self
-            .routes
-            .get(&(addr, len))
-            .is_some_and(|i| i.source == RouteSource::Neighbour)
-        {
+        if self.routes.get(&(addr, len)).is_some_and(|i| i.source == RouteSource::Neighbour) {
             // Removing or replacing a host route cannot fail: it needs no new tbl8 group.
             let _ = self.withdraw(addr, len);
         }
-        let Some(&id) = self.gateways.get(&(port, addr)) else {
-            return;
-        };
+        let Some(&id) = self.gateways.get(&(port, addr)) else { return };
         self.fib.adj.set(id, Adjacency::Unresolved { port });
         if !self.refs.contains_key(&id) {
             self.gateways.remove(&(port, addr));
@@ -578,9 +482,5 @@ fn host_len(addr: IpAddr) -> u8 {
 }
 
 fn check_port(port: u16) -> Result<(), FibError> {
-    if port > MAX_PORT {
-        Err(FibError::PortTooLarge(port))
-    } else {
-        Ok(())
-    }
+    if port > MAX_PORT { Err(FibError::PortTooLarge(port)) } else { Ok(()) }
 }

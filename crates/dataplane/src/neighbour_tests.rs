@@ -233,10 +233,7 @@ fn static_entries_never_age_or_change() {
     t.confirm(ip(1), MAC2, 0, &mut out);
     t.refresh(ip(1), 0);
     assert_eq!(t.get(ip(1)), Some((State::Permanent, Some(MAC))));
-    assert_eq!(
-        t.send(ip(1), 0, 4, u64::MAX / 2, &mut out),
-        Send::Now(MAC, 4)
-    );
+    assert_eq!(t.send(ip(1), 0, 4, u64::MAX / 2, &mut out), Send::Now(MAC, 4));
     assert!(out.is_empty());
 }
 
@@ -305,10 +302,7 @@ fn full_table_evicts_failed_then_incomplete_then_stale_least_recently_used_first
 #[test]
 fn a_scan_recycles_its_own_entries() {
     let max = 1000;
-    let mut t = NeighbourTable::new(Config {
-        max_entries: max,
-        ..Config::default()
-    });
+    let mut t = NeighbourTable::new(Config { max_entries: max, ..Config::default() });
     let mut out = Vec::new();
     let real = IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1));
     t.send(real, 1, 0, 0, &mut out);
@@ -330,68 +324,38 @@ fn advertisements_follow_rfc4861_7_2_5() {
     let mut t = table();
     let mut out = Vec::new();
     // No entry: nothing is created, whatever the flags.
-    assert_eq!(
-        t.advert(ip(1), Some(MAC), false, true, 0, &mut out),
-        Advert::NoEntry
-    );
-    assert_eq!(
-        t.advert(ip(1), Some(MAC), true, true, 0, &mut out),
-        Advert::NoEntry
-    );
+    assert_eq!(t.advert(ip(1), Some(MAC), false, true, 0, &mut out), Advert::NoEntry);
+    assert_eq!(t.advert(ip(1), Some(MAC), true, true, 0, &mut out), Advert::NoEntry);
     assert!(t.is_empty());
     // INCOMPLETE: no target address: ignored; solicited: REACHABLE, queue released.
     t.send(ip(1), 0, 7, 0, &mut out);
     out.clear();
-    assert_eq!(
-        t.advert(ip(1), None, true, true, 0, &mut out),
-        Advert::Ignored
-    );
+    assert_eq!(t.advert(ip(1), None, true, true, 0, &mut out), Advert::Ignored);
     assert_eq!(state(&t, ip(1)), State::Incomplete);
-    assert_eq!(
-        t.advert(ip(1), Some(MAC), true, false, S, &mut out),
-        Advert::Updated
-    );
+    assert_eq!(t.advert(ip(1), Some(MAC), true, false, S, &mut out), Advert::Updated);
     assert_eq!(out, vec![Action::Resolved(ip(1), MAC, vec![7])]);
     assert_eq!(t.get(ip(1)), Some((State::Reachable, Some(MAC))));
     // Unsolicited, no override, a different address: REACHABLE becomes STALE, MAC kept.
-    assert_eq!(
-        t.advert(ip(1), Some(MAC2), false, false, S, &mut out),
-        Advert::Ignored
-    );
+    assert_eq!(t.advert(ip(1), Some(MAC2), false, false, S, &mut out), Advert::Ignored);
     assert_eq!(t.get(ip(1)), Some((State::Stale, Some(MAC))));
     // Solicited without an address: REACHABLE with the cached one.
-    assert_eq!(
-        t.advert(ip(1), None, true, false, S, &mut out),
-        Advert::Updated
-    );
+    assert_eq!(t.advert(ip(1), None, true, false, S, &mut out), Advert::Updated);
     assert_eq!(t.get(ip(1)), Some((State::Reachable, Some(MAC))));
     // Override with a new address, unsolicited: STALE with it.
-    assert_eq!(
-        t.advert(ip(1), Some(MAC2), false, true, S, &mut out),
-        Advert::Updated
-    );
+    assert_eq!(t.advert(ip(1), Some(MAC2), false, true, S, &mut out), Advert::Updated);
     assert_eq!(t.get(ip(1)), Some((State::Stale, Some(MAC2))));
     // Unsolicited, same address: no change of state.
-    assert_eq!(
-        t.advert(ip(1), Some(MAC2), false, false, S, &mut out),
-        Advert::Updated
-    );
+    assert_eq!(t.advert(ip(1), Some(MAC2), false, false, S, &mut out), Advert::Updated);
     assert_eq!(state(&t, ip(1)), State::Stale);
     // INCOMPLETE with an unsolicited advertisement: STALE.
     t.send(ip(2), 0, 8, 0, &mut out);
     out.clear();
-    assert_eq!(
-        t.advert(ip(2), Some(MAC), false, false, 0, &mut out),
-        Advert::Updated
-    );
+    assert_eq!(t.advert(ip(2), Some(MAC), false, false, 0, &mut out), Advert::Updated);
     assert_eq!(out, vec![Action::Resolved(ip(2), MAC, vec![8])]);
     assert_eq!(state(&t, ip(2)), State::Stale);
     // Static entries ignore it.
     t.add_static(ip(3), 0, MAC, &mut out);
-    assert_eq!(
-        t.advert(ip(3), Some(MAC2), true, true, 0, &mut out),
-        Advert::Ignored
-    );
+    assert_eq!(t.advert(ip(3), Some(MAC2), true, true, 0, &mut out), Advert::Ignored);
     assert_eq!(t.get(ip(3)), Some((State::Permanent, Some(MAC))));
 }
 

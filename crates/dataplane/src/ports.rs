@@ -30,14 +30,7 @@ pub struct PortInfo {
 impl PortInfo {
     /// An untagged physical port with MTU 1500 and no addresses.
     pub fn new(name: &str, mac: MacAddr, phys: u16) -> PortInfo {
-        PortInfo {
-            name: name.to_owned(),
-            mac,
-            phys,
-            vlan: None,
-            mtu: 1500,
-            addresses: Vec::new(),
-        }
+        PortInfo { name: name.to_owned(), mac, phys, vlan: None, mtu: 1500, addresses: Vec::new() }
     }
 
     /// The first IPv4 address of the port.
@@ -93,8 +86,7 @@ impl PortMap {
     /// of them (ports with an unknown `phys` are ignored on input).
     pub fn new(ports: &[PortInfo]) -> PortMap {
         let phys_count = ports.iter().map(|p| p.phys as usize + 1).max().unwrap_or(0);
-        let mut input: Vec<Box<[u16; 4096]>> =
-            (0..phys_count).map(|_| Box::new([NONE; 4096])).collect();
+        let mut input: Vec<Box<[u16; 4096]>> = (0..phys_count).map(|_| Box::new([NONE; 4096])).collect();
         let mut phys_macs = vec![MacAddr([0; 6]); phys_count];
         for (logical, p) in ports.iter().enumerate() {
             let table = &mut input[p.phys as usize];
@@ -116,20 +108,13 @@ impl PortMap {
                 mtu: p.mtu,
             })
             .collect();
-        PortMap {
-            input,
-            out,
-            phys_macs,
-        }
+        PortMap { input, out, phys_macs }
     }
 
     /// The logical port of a frame received on `phys` with VLAN id `vid` (0: untagged).
     #[inline(always)]
     pub fn input(&self, phys: u16, vid: u16) -> Option<u16> {
-        let l = *self
-            .input
-            .get(phys as usize)?
-            .get(usize::from(vid) & 0xfff)?;
+        let l = *self.input.get(phys as usize)?.get(usize::from(vid) & 0xfff)?;
         (l != NONE).then_some(l)
     }
 
@@ -141,10 +126,7 @@ impl PortMap {
     /// The MAC address physical port `phys` accepts unicast frames for.
     #[inline(always)]
     pub fn phys_mac(&self, phys: u16) -> MacAddr {
-        self.phys_macs
-            .get(phys as usize)
-            .copied()
-            .unwrap_or(MacAddr([0; 6]))
+        self.phys_macs.get(phys as usize).copied().unwrap_or(MacAddr([0; 6]))
     }
 
     /// Number of physical ports.
@@ -162,11 +144,7 @@ mod tests {
         let mac = MacAddr([2, 0, 0, 0, 0, 1]);
         let mut sub = PortInfo::new("a.10", mac, 0);
         sub.vlan = Some(10);
-        let ports = [
-            PortInfo::new("a", mac, 0),
-            PortInfo::new("b", MacAddr([2, 0, 0, 0, 0, 2]), 1),
-            sub,
-        ];
+        let ports = [PortInfo::new("a", mac, 0), PortInfo::new("b", MacAddr([2, 0, 0, 0, 0, 2]), 1), sub];
         let m = PortMap::new(&ports);
         assert_eq!(m.input(0, 0), Some(0));
         assert_eq!(m.input(0, 10), Some(2));

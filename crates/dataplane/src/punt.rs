@@ -45,10 +45,7 @@ pub enum Punt {
     Unresolved { next_hop: NextHop, port: u16 },
     /// The same for a packet `route-to` or `reply-to` sends to `gateway`: resolve the
     /// gateway (not the packet's destination, which a connected route's next hop would be).
-    Via {
-        gateway: std::net::IpAddr,
-        port: u16,
-    },
+    Via { gateway: std::net::IpAddr, port: u16 },
     /// IPv4 without DF, larger than the MTU of logical port `port`: fragment (RFC 791) and
     /// send to `mac` (TTL already decremented).
     Fragment { port: u16, mac: wire::MacAddr },
@@ -61,9 +58,7 @@ pub struct PuntBatch {
 
 impl Default for PuntBatch {
     fn default() -> Self {
-        PuntBatch {
-            items: Vec::with_capacity(MAX_BATCH),
-        }
+        PuntBatch { items: Vec::with_capacity(MAX_BATCH) }
     }
 }
 
@@ -131,13 +126,7 @@ pub enum PuntClass {
 
 impl PuntClass {
     /// Every class, in the order the slow path serves them.
-    pub const ALL: [PuntClass; 5] = [
-        PuntClass::ArpNd,
-        PuntClass::Local,
-        PuntClass::Resolve,
-        PuntClass::Fragment,
-        PuntClass::IcmpError,
-    ];
+    pub const ALL: [PuntClass; 5] = [PuntClass::ArpNd, PuntClass::Local, PuntClass::Resolve, PuntClass::Fragment, PuntClass::IcmpError];
 
     /// Stable snake_case name (counters, config keys).
     pub fn name(self) -> &'static str {
@@ -165,17 +154,11 @@ impl PuntClass {
 }
 
 fn is_arp_nd(frame: &[u8]) -> bool {
-    let Ok(l2) = wire::parse_l2(frame) else {
-        return false;
-    };
+    let Ok(l2) = wire::parse_l2(frame) else { return false };
     match l2.ethertype {
         EtherType::Arp => true,
         EtherType::Ipv6 => Ipv6Packet::new_checked(&frame[l2.l3_offset..]).is_ok_and(|ip| {
-            ip.next_header() == IpProtocol::Icmpv6
-                && ip
-                    .payload()
-                    .first()
-                    .is_some_and(|t| (133..=137).contains(t))
+            ip.next_header() == IpProtocol::Icmpv6 && ip.payload().first().is_some_and(|t| (133..=137).contains(t))
         }),
         _ => false,
     }

@@ -83,9 +83,7 @@ impl Advertiser {
     pub fn solicited(&mut self, now: u64) {
         let delay = self.random(MAX_RA_DELAY_TIME);
         let at = match self.last_sent {
-            Some(last) if now < last + MIN_DELAY_BETWEEN_RAS => {
-                last + MIN_DELAY_BETWEEN_RAS + delay
-            }
+            Some(last) if now < last + MIN_DELAY_BETWEEN_RAS => last + MIN_DELAY_BETWEEN_RAS + delay,
             _ => now + delay,
         };
         self.next = self.next.min(at);
@@ -116,20 +114,13 @@ mod tests {
             mtu: Some(1400),
             prefixes: Vec::new(),
         };
-        AdvertSettings {
-            advert,
-            min_interval: min,
-            max_interval: max,
-        }
+        AdvertSettings { advert, min_interval: min, max_interval: max }
     }
 
     #[test]
     fn unsolicited_intervals_stay_within_the_bounds() {
         let mut a = Advertiser::new(&settings(200, 600), 7, 5 * SECOND);
-        assert!(
-            !a.due(5 * SECOND - 1) && a.due(5 * SECOND),
-            "the first is sent at once"
-        );
+        assert!(!a.due(5 * SECOND - 1) && a.due(5 * SECOND), "the first is sent at once");
         let mut now = 5 * SECOND;
         let mut gaps = Vec::new();
         for _ in 0..200 {
@@ -138,22 +129,11 @@ mod tests {
             now = a.next();
         }
         // The first three are capped at 16 s; the rest spread over [200 s, 600 s].
-        assert!(
-            gaps[..3]
-                .iter()
-                .all(|&g| (16 * SECOND..=16 * SECOND).contains(&g)),
-            "{gaps:?}"
-        );
+        assert!(gaps[..3].iter().all(|&g| (16 * SECOND..=16 * SECOND).contains(&g)), "{gaps:?}");
         let rest = &gaps[3..];
-        assert!(
-            rest.iter()
-                .all(|&g| (200 * SECOND..=600 * SECOND).contains(&g))
-        );
+        assert!(rest.iter().all(|&g| (200 * SECOND..=600 * SECOND).contains(&g)));
         let (lo, hi) = (rest.iter().min().unwrap(), rest.iter().max().unwrap());
-        assert!(
-            *lo < 260 * SECOND && *hi > 540 * SECOND,
-            "not spread: {lo} {hi}"
-        );
+        assert!(*lo < 260 * SECOND && *hi > 540 * SECOND, "not spread: {lo} {hi}");
     }
 
     #[test]
@@ -164,22 +144,14 @@ mod tests {
         // Right after one was sent: MIN_DELAY_BETWEEN_RAS after it, plus at most 0.5 s, and
         // never later than the unsolicited one already due.
         a.solicited(SECOND);
-        assert!(
-            a.next() <= scheduled && a.next() >= 3 * SECOND,
-            "{}",
-            a.next()
-        );
+        assert!(a.next() <= scheduled && a.next() >= 3 * SECOND, "{}", a.next());
         let mut b = Advertiser::new(&settings(200, 600), 2, 0);
         b.sent(0);
         b.sent(10 * SECOND);
         let far = b.next();
         assert!(far >= 26 * SECOND);
         b.solicited(20 * SECOND);
-        assert!(
-            (20 * SECOND..=20 * SECOND + MAX_RA_DELAY_TIME).contains(&b.next()),
-            "{}",
-            b.next()
-        );
+        assert!((20 * SECOND..=20 * SECOND + MAX_RA_DELAY_TIME).contains(&b.next()), "{}", b.next());
         // A flood draws one advertisement: the schedule only moves earlier.
         let once = b.next();
         for t in 0..1000 {

@@ -26,13 +26,10 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use crate::neighbour::{self, Action, NeighbourTable, Send, State};
 use io::ratelimit::TokenBucket;
 use wire::icmp_reply::{self, IcmpError};
-use wire::{
-    ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet,
-    Ipv6Packet, MacAddr, parse_l2,
-};
+use crate::neighbour::{self, Action, NeighbourTable, Send, State};
+use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, parse_l2};
 
 use crate::fib::FibControl;
 use crate::ports::PortInfo;
@@ -134,34 +131,14 @@ pub struct SlowPath {
 
 impl SlowPath {
     /// `icmp_per_second` bounds the errors this thread originates (host unreachable).
-    pub fn new(
-        ctl: FibControl,
-        ports: Vec<PortInfo>,
-        host_stack: bool,
-        icmp_per_second: u64,
-    ) -> SlowPath {
-        Self::with_max_neighbours(
-            ctl,
-            ports,
-            host_stack,
-            icmp_per_second,
-            neighbour::Config::default().max_entries,
-        )
+    pub fn new(ctl: FibControl, ports: Vec<PortInfo>, host_stack: bool, icmp_per_second: u64) -> SlowPath {
+        Self::with_max_neighbours(ctl, ports, host_stack, icmp_per_second, neighbour::Config::default().max_entries)
     }
 
     /// [`new`](Self::new) with room for `max_neighbours` neighbour entries
     /// (`router.max_neighbours`).
-    pub fn with_max_neighbours(
-        ctl: FibControl,
-        ports: Vec<PortInfo>,
-        host_stack: bool,
-        icmp_per_second: u64,
-        max_neighbours: usize,
-    ) -> SlowPath {
-        let neigh = NeighbourTable::new(neighbour::Config {
-            max_entries: max_neighbours,
-            ..neighbour::Config::default()
-        });
+    pub fn with_max_neighbours(ctl: FibControl, ports: Vec<PortInfo>, host_stack: bool, icmp_per_second: u64, max_neighbours: usize) -> SlowPath {
+        let neigh = NeighbourTable::new(neighbour::Config { max_entries: max_neighbours, ..neighbour::Config::default() });
         let actions = Vec::new();
         SlowPath {
             ctl,
@@ -188,12 +165,7 @@ impl SlowPath {
     /// Makes `ip` a static neighbour on `port` at `mac` now (a reload): permanent in the
     /// cache, its host route and every gateway through it resolved in the FIB. Packets that
     /// waited for it leave on the next [`tick`](Self::tick). On a FIB error nothing changed.
-    pub fn set_static(
-        &mut self,
-        ip: IpAddr,
-        port: u16,
-        mac: MacAddr,
-    ) -> Result<(), crate::fib::FibError> {
+    pub fn set_static(&mut self, ip: IpAddr, port: u16, mac: MacAddr) -> Result<(), crate::fib::FibError> {
         self.ctl.set_neighbour(ip, port, mac)?;
         self.neigh.add_static(ip, port, mac, &mut self.actions);
         Ok(())
@@ -228,9 +200,7 @@ impl SlowPath {
 
     fn send_adverts(&mut self, io: &mut impl SlowIo, now: u64) {
         for port in 0..self.adverts.len() {
-            let Some(a) = self.adverts[port].as_mut().filter(|a| a.due(now)) else {
-                continue;
-            };
+            let Some(a) = self.adverts[port].as_mut().filter(|a| a.due(now)) else { continue };
             a.sent(now);
             let ra = a.advert.clone();
             self.send_advert(io, port, &ra);
@@ -238,15 +208,8 @@ impl SlowPath {
     }
 
     /// Sends `ra` on logical port `port` from its link-local address.
-    fn send_advert(
-        &mut self,
-        io: &mut impl SlowIo,
-        port: usize,
-        ra: &wire::router_advert::RouterAdvert,
-    ) {
-        let Some(p) = self.ports.get(port) else {
-            return;
-        };
+    fn send_advert(&mut self, io: &mut impl SlowIo, port: usize, ra: &wire::router_advert::RouterAdvert) {
+        let Some(p) = self.ports.get(port) else { return };
         let mut buf = vec![0u8; ra.frame_len().max(64)];
         if let Ok(n) = wire::router_advert::router_advert(p.mac, link_local(p.mac), ra, &mut buf) {
             self.stats.router_adverts += 1;
@@ -270,11 +233,7 @@ impl SlowPath {
 
     /// Neighbour entries: address, state, MAC, logical port.
     pub fn neighbours(&self) -> Vec<(IpAddr, State, Option<MacAddr>, Option<u16>)> {
-        let mut v: Vec<_> = self
-            .neigh
-            .entries()
-            .map(|(ip, state, mac, port, _)| (ip, state, mac, Some(port)))
-            .collect();
+        let mut v: Vec<_> = self.neigh.entries().map(|(ip, state, mac, port, _)| (ip, state, mac, Some(port))).collect();
         v.sort_by_key(|e| e.0);
         v
     }
@@ -318,34 +277,15 @@ impl SlowPath {
             }
             Punt::Via { gateway, port } => self.resolve_and_send(io, msg, gateway, port, now),
             Punt::Fragment { port, mac } => {
-                self.transmit(
-                    io,
-                    Pending {
-                        frame: msg.frame,
-                        port,
-                        in_port: msg.in_port,
-                    },
-                    mac,
-                );
+                self.transmit(io, Pending { frame: msg.frame, port, in_port: msg.in_port }, mac);
             }
         }
     }
 
     /// Sends a punted frame to neighbour `ip` on `port` once its link-layer address is
     /// known: now, or queued while it is resolved.
-    fn resolve_and_send(
-        &mut self,
-        io: &mut impl SlowIo,
-        msg: PuntedFrame,
-        ip: IpAddr,
-        port: u16,
-        now: u64,
-    ) {
-        let pkt = Pending {
-            frame: msg.frame,
-            port,
-            in_port: msg.in_port,
-        };
+    fn resolve_and_send(&mut self, io: &mut impl SlowIo, msg: PuntedFrame, ip: IpAddr, port: u16, now: u64) {
+        let pkt = Pending { frame: msg.frame, port, in_port: msg.in_port };
         match self.neigh.send(ip, port, pkt, now, &mut self.actions) {
             Send::Now(mac, pkt) => {
                 // Known here but not (or no longer) in the FIB: install it again.
@@ -387,24 +327,17 @@ impl SlowPath {
     /// Whether `frame` (from the host) is an ARP reply or a solicited neighbour advertisement
     /// for one of the port's addresses: this thread answered the request already.
     fn answered_here(&self, p: &PortInfo, frame: &[u8]) -> bool {
-        let Ok(l2) = parse_l2(frame) else {
-            return false;
-        };
+        let Ok(l2) = parse_l2(frame) else { return false };
         let l3 = &frame[l2.l3_offset..];
         match l2.ethertype {
-            EtherType::Arp => ArpPacket::new_checked(l3).is_ok_and(|a| {
-                a.operation() == ArpOperation::Reply && p.owns(IpAddr::V4(a.sender_proto_addr()))
-            }),
+            EtherType::Arp => ArpPacket::new_checked(l3)
+                .is_ok_and(|a| a.operation() == ArpOperation::Reply && p.owns(IpAddr::V4(a.sender_proto_addr()))),
             EtherType::Ipv6 => {
-                let Ok(ip) = Ipv6Packet::new_checked(l3) else {
-                    return false;
-                };
+                let Ok(ip) = Ipv6Packet::new_checked(l3) else { return false };
                 if ip.next_header() != IpProtocol::Icmpv6 {
                     return false;
                 }
-                let Ok(icmp) = Icmpv6Packet::new_checked(&l3[40..]) else {
-                    return false;
-                };
+                let Ok(icmp) = Icmpv6Packet::new_checked(&l3[40..]) else { return false };
                 icmp.msg_type() == Icmpv6Type::NeighborAdvert
                     && icmp.rest_of_header() & wire::ndisc::na_flags::SOLICITED != 0
                     && icmp.ndp_target_addr().is_some_and(|t| owns_v6(p, t))
@@ -425,20 +358,14 @@ impl SlowPath {
         let l2 = parse_l2(frame).ok()?;
         let l3 = &frame[l2.l3_offset..];
         match l2.ethertype {
-            EtherType::Ipv4 => Ipv4Packet::new_checked(l3)
-                .ok()
-                .map(|ip| IpAddr::V4(ip.dst_addr())),
-            EtherType::Ipv6 => Ipv6Packet::new_checked(l3)
-                .ok()
-                .map(|ip| IpAddr::V6(ip.dst_addr())),
+            EtherType::Ipv4 => Ipv4Packet::new_checked(l3).ok().map(|ip| IpAddr::V4(ip.dst_addr())),
+            EtherType::Ipv6 => Ipv6Packet::new_checked(l3).ok().map(|ip| IpAddr::V6(ip.dst_addr())),
             _ => None,
         }
     }
 
     fn install(&mut self, ip: IpAddr, port: u16, mac: MacAddr) {
-        if self.ctl.neighbour(ip) != Some((port, mac))
-            && self.ctl.set_neighbour(ip, port, mac).is_err()
-        {
+        if self.ctl.neighbour(ip) != Some((port, mac)) && self.ctl.set_neighbour(ip, port, mac).is_err() {
             // The packets keep taking the slow path.
             self.stats.fib_full += 1;
         }
@@ -466,14 +393,7 @@ impl SlowPath {
                     for p in pkts {
                         self.stats.neighbour_drops += 1;
                         let phys = self.ports.get(p.in_port as usize).map_or(0, |x| x.phys);
-                        self.error(
-                            io,
-                            &p.frame,
-                            phys,
-                            p.in_port,
-                            IcmpError::AddressUnreachable,
-                            true,
-                        );
+                        self.error(io, &p.frame, phys, p.in_port, IcmpError::AddressUnreachable, true);
                     }
                 }
                 Action::Evicted(ip, pkts) => {
@@ -487,13 +407,7 @@ impl SlowPath {
     /// Sends an ARP request or a neighbour solicitation for `ip` (broadcast / multicast, or
     /// unicast to re-check a cached MAC).
     fn request(&mut self, io: &mut impl SlowIo, ip: IpAddr, unicast: Option<MacAddr>) {
-        let Some(p) = self
-            .neigh
-            .port(ip)
-            .and_then(|port| self.ports.get(port as usize))
-        else {
-            return;
-        };
+        let Some(p) = self.neigh.port(ip).and_then(|port| self.ports.get(port as usize)) else { return };
         let n = match ip {
             IpAddr::V4(target) => {
                 let Some(src) = p.ipv4() else { return };
@@ -534,9 +448,7 @@ impl SlowPath {
                 }
             }
             Err(_) => {
-                let err = IcmpError::PacketTooBig {
-                    mtu: u32::from(p.mtu),
-                };
+                let err = IcmpError::PacketTooBig { mtu: u32::from(p.mtu) };
                 let phys = self.ports.get(pkt.in_port as usize).map_or(0, |x| x.phys);
                 self.stats.neighbour_drops += 1;
                 self.error(io, &pkt.frame, phys, pkt.in_port, err, true);
@@ -547,17 +459,8 @@ impl SlowPath {
     /// Sends ICMP error `err` about `frame` (received on logical port `in_port`) back to its
     /// sender, from the router's address on that port. `limit`: this thread's own errors go
     /// through its rate limit (the workers' are limited already).
-    fn error(
-        &mut self,
-        io: &mut impl SlowIo,
-        frame: &[u8],
-        phys: u16,
-        in_port: u16,
-        err: IcmpError,
-        limit: bool,
-    ) {
-        if !icmp_reply::should_send_error(frame, err) || (limit && !self.icmp_limit.allow(self.now))
-        {
+    fn error(&mut self, io: &mut impl SlowIo, frame: &[u8], phys: u16, in_port: u16, err: IcmpError, limit: bool) {
+        if !icmp_reply::should_send_error(frame, err) || (limit && !self.icmp_limit.allow(self.now)) {
             self.stats.icmp_suppressed += 1;
             return;
         }
@@ -567,9 +470,7 @@ impl SlowPath {
         };
         let v4 = parse_l2(frame).is_ok_and(|l2| l2.ethertype == EtherType::Ipv4);
         let src = if v4 {
-            p.ipv4()
-                .or_else(|| self.ports.iter().find_map(PortInfo::ipv4))
-                .map(IpAddr::V4)
+            p.ipv4().or_else(|| self.ports.iter().find_map(PortInfo::ipv4)).map(IpAddr::V4)
         } else {
             Some(IpAddr::V6(p.ipv6().unwrap_or_else(|| link_local(p.mac))))
         };
@@ -604,10 +505,7 @@ impl SlowPath {
     /// A frame for the router itself.
     fn local(&mut self, io: &mut impl SlowIo, msg: &PuntedFrame, now: u64) {
         let frame = &msg.frame[..];
-        let (Some(p), Ok(l2)) = (
-            self.ports.get(msg.in_port as usize).cloned(),
-            parse_l2(frame),
-        ) else {
+        let (Some(p), Ok(l2)) = (self.ports.get(msg.in_port as usize).cloned(), parse_l2(frame)) else {
             self.stats.invalid += 1;
             return;
         };
@@ -642,23 +540,12 @@ impl SlowPath {
 
     /// IPv6 for the router: neighbour discovery and echo. Returns whether the host stack
     /// should see the frame too (not when it is an invalid NDP message).
-    fn ipv6_local(
-        &mut self,
-        io: &mut impl SlowIo,
-        p: &PortInfo,
-        msg: &PuntedFrame,
-        l3: &[u8],
-        now: u64,
-    ) -> bool {
+    fn ipv6_local(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) -> bool {
         match wire::router_advert::parse_router_solicit(l3) {
             // RFC 4861 6.2.6: answered by bringing the port's next advertisement forward.
             Ok(Some(_)) => {
                 self.stats.router_solicits += 1;
-                if let Some(a) = self
-                    .adverts
-                    .get_mut(msg.in_port as usize)
-                    .and_then(Option::as_mut)
-                {
+                if let Some(a) = self.adverts.get_mut(msg.in_port as usize).and_then(Option::as_mut) {
                     a.solicited(now);
                 }
                 return self.host_stack;
@@ -678,15 +565,11 @@ impl SlowPath {
             }
             Ok(None) => {}
         }
-        let Ok(ip) = Ipv6Packet::new_checked(l3) else {
-            return true;
-        };
+        let Ok(ip) = Ipv6Packet::new_checked(l3) else { return true };
         if ip.next_header() != IpProtocol::Icmpv6 {
             return true;
         }
-        let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else {
-            return true;
-        };
+        let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else { return true };
         if icmp.msg_type() != Icmpv6Type::EchoRequest || !owns_v6(p, ip.dst_addr()) {
             return true;
         }
@@ -707,34 +590,13 @@ fn owns_v6(p: &PortInfo, a: Ipv6Addr) -> bool {
 /// fe80::/64 with the modified EUI-64 interface identifier of `mac`.
 pub fn link_local(mac: MacAddr) -> Ipv6Addr {
     let m = mac.0;
-    Ipv6Addr::from([
-        0xfe,
-        0x80,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-        m[0] ^ 0x02,
-        m[1],
-        m[2],
-        0xff,
-        0xfe,
-        m[3],
-        m[4],
-        m[5],
-    ])
+    Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
 }
 
 fn ip_total_len(l3: &[u8]) -> Option<usize> {
     match l3.first()? >> 4 {
-        4 => Ipv4Packet::new_checked(l3)
-            .ok()
-            .map(|ip| usize::from(ip.total_len())),
-        6 => Ipv6Packet::new_checked(l3)
-            .ok()
-            .map(|ip| 40 + usize::from(ip.payload_len())),
+        4 => Ipv4Packet::new_checked(l3).ok().map(|ip| usize::from(ip.total_len())),
+        6 => Ipv6Packet::new_checked(l3).ok().map(|ip| 40 + usize::from(ip.payload_len())),
         _ => None,
     }
 }

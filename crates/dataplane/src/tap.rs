@@ -43,9 +43,7 @@ impl Point {
     }
 
     pub fn parse(s: &str) -> Option<Point> {
-        [Point::Rx, Point::Tx, Point::Drop]
-            .into_iter()
-            .find(|p| p.name() == s)
+        [Point::Rx, Point::Tx, Point::Drop].into_iter().find(|p| p.name() == s)
     }
 }
 
@@ -66,14 +64,7 @@ pub struct CaptureRecord {
 
 impl Default for CaptureRecord {
     fn default() -> Self {
-        CaptureRecord {
-            ts_ns: 0,
-            port: 0,
-            reason: None,
-            orig_len: 0,
-            len: 0,
-            data: [0; CAPTURE_SNAP_MAX],
-        }
+        CaptureRecord { ts_ns: 0, port: 0, reason: None, orig_len: 0, len: 0, data: [0; CAPTURE_SNAP_MAX] }
     }
 }
 
@@ -100,9 +91,7 @@ pub struct Tap {
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Tap {
@@ -135,13 +124,7 @@ impl Tap {
         }
     }
 
-    pub fn copy_desc(
-        &mut self,
-        pool: &FramePool,
-        desc: FrameDesc,
-        port: u16,
-        reason: Option<DropReason>,
-    ) {
+    pub fn copy_desc(&mut self, pool: &FramePool, desc: FrameDesc, port: u16, reason: Option<DropReason>) {
         self.copy(pool.frame(desc), port, reason);
     }
 
@@ -173,13 +156,7 @@ impl CaptureSlot {
     /// poll round. The returned end reads the copies.
     pub fn arm(&self, spec: CaptureSpec, capacity: usize) -> Consumer<CaptureRecord> {
         let (ring, consumer) = io::spsc::ring(capacity);
-        *self.lock() = Some(Tap {
-            spec: CaptureSpec {
-                snap: spec.snap.clamp(1, CAPTURE_SNAP_MAX),
-                ..spec
-            },
-            ring,
-        });
+        *self.lock() = Some(Tap { spec: CaptureSpec { snap: spec.snap.clamp(1, CAPTURE_SNAP_MAX), ..spec }, ring });
         self.generation.fetch_add(1, Ordering::Release);
         consumer
     }
@@ -220,10 +197,7 @@ pub struct Capture {
 /// Arms `spec` in every worker's slot (rings of `capacity` records each).
 pub fn arm_all(slots: &[Arc<CaptureSlot>], spec: CaptureSpec, capacity: usize) -> Capture {
     let rings = slots.iter().map(|s| s.arm(spec, capacity)).collect();
-    Capture {
-        slots: slots.to_vec(),
-        rings,
-    }
+    Capture { slots: slots.to_vec(), rings }
 }
 
 impl Capture {
@@ -249,18 +223,8 @@ mod tests {
     fn armed_once_per_generation_and_filtered_by_port() {
         let slot = CaptureSlot::new();
         let mut seen = 0;
-        assert!(
-            slot.changed(&mut seen).is_none(),
-            "nothing armed: no change"
-        );
-        let mut rx = slot.arm(
-            CaptureSpec {
-                point: Point::Drop,
-                port: Some(1),
-                snap: 4,
-            },
-            8,
-        );
+        assert!(slot.changed(&mut seen).is_none(), "nothing armed: no change");
+        let mut rx = slot.arm(CaptureSpec { point: Point::Drop, port: Some(1), snap: 4 }, 8);
         let mut tap = slot.changed(&mut seen).expect("changed").expect("armed");
         assert!(slot.changed(&mut seen).is_none(), "taken once");
         assert!(tap.at(Point::Drop) && !tap.at(Point::Rx));
@@ -268,10 +232,7 @@ mod tests {
         tap.copy(&[9; 6], 0, None);
         let mut got = Vec::new();
         while rx.pop_with(|r| got.push((r.port, r.reason, r.orig_len, r.frame().to_vec()))) {}
-        assert_eq!(
-            got,
-            [(1, Some(DropReason::TtlExpired), 6, vec![1, 2, 3, 4])]
-        );
+        assert_eq!(got, [(1, Some(DropReason::TtlExpired), 6, vec![1, 2, 3, 4])]);
         slot.disarm();
         assert!(matches!(slot.changed(&mut seen), Some(None)), "disarmed");
         drop(rx);
@@ -281,15 +242,7 @@ mod tests {
     #[test]
     fn a_full_ring_counts_what_it_drops() {
         let slots = [CaptureSlot::new()];
-        let cap = arm_all(
-            &slots,
-            CaptureSpec {
-                point: Point::Rx,
-                port: None,
-                snap: 64,
-            },
-            2,
-        );
+        let cap = arm_all(&slots, CaptureSpec { point: Point::Rx, port: None, snap: 64 }, 2);
         let mut seen = 0;
         let mut tap = slots[0].changed(&mut seen).unwrap().unwrap();
         for _ in 0..5 {
@@ -297,9 +250,6 @@ mod tests {
         }
         assert_eq!(cap.ring_drops(), 3);
         drop(cap);
-        assert!(
-            matches!(slots[0].changed(&mut seen), Some(None)),
-            "dropping the capture disarms"
-        );
+        assert!(matches!(slots[0].changed(&mut seen), Some(None)), "dropping the capture disarms");
     }
 }

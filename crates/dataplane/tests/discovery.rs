@@ -32,40 +32,23 @@ fn v4(s: &str) -> Ipv4Addr {
 /// One port, a: 198.18.0.1/24 and 2001:db8:a::1/64.
 fn setup() -> SlowPath {
     let mut a = PortInfo::new("a", R_A, 0);
-    a.addresses = vec![
-        (IpAddr::V4(v4("198.18.0.1")), 24),
-        (IpAddr::V6(v6("2001:db8:a::1")), 64),
-    ];
+    a.addresses = vec![(IpAddr::V4(v4("198.18.0.1")), 24), (IpAddr::V6(v6("2001:db8:a::1")), 64)];
     let mut ctl = FibControl::new(64);
-    ctl.add_connected(IpAddr::V4(v4("198.18.0.0")), 24, 0)
-        .unwrap();
-    ctl.add_connected(IpAddr::V6(v6("2001:db8:a::")), 64, 0)
-        .unwrap();
+    ctl.add_connected(IpAddr::V4(v4("198.18.0.0")), 24, 0).unwrap();
+    ctl.add_connected(IpAddr::V6(v6("2001:db8:a::")), 64, 0).unwrap();
     ctl.add_local(IpAddr::V4(v4("198.18.0.1"))).unwrap();
     ctl.add_local(IpAddr::V6(v6("2001:db8:a::1"))).unwrap();
     SlowPath::new(ctl, vec![a], true, 1000)
 }
 
-type Snapshot = (
-    Vec<(IpAddr, u8, RouteKind)>,
-    Vec<(IpAddr, State, Option<MacAddr>, Option<u16>)>,
-);
+type Snapshot = (Vec<(IpAddr, u8, RouteKind)>, Vec<(IpAddr, State, Option<MacAddr>, Option<u16>)>);
 
 fn snapshot(sp: &SlowPath) -> Snapshot {
     (sp.fib().routes().collect(), sp.neighbours())
 }
 
 fn local(sp: &mut SlowPath, io: &mut Recorder, frame: Vec<u8>) {
-    sp.handle(
-        io,
-        PuntedFrame {
-            punt: Punt::Local,
-            phys: 0,
-            in_port: 0,
-            frame,
-        },
-        0,
-    );
+    sp.handle(io, PuntedFrame { punt: Punt::Local, phys: 0, in_port: 0, frame }, 0);
 }
 
 /// Delivers `frame`, then checks that it changed neither routes nor neighbours and that it
@@ -75,17 +58,8 @@ fn rejected(sp: &mut SlowPath, frame: Vec<u8>, reason: Reject) -> Recorder {
     let (total, mine) = (sp.stats.rejects.total(), sp.stats.rejects.get(reason));
     let mut io = Recorder::default();
     local(sp, &mut io, frame);
-    assert_eq!(
-        snapshot(sp),
-        before,
-        "{reason:?}: routes or neighbours changed"
-    );
-    assert_eq!(
-        sp.stats.rejects.get(reason),
-        mine + 1,
-        "{reason:?}: {:?}",
-        sp.stats.rejects
-    );
+    assert_eq!(snapshot(sp), before, "{reason:?}: routes or neighbours changed");
+    assert_eq!(sp.stats.rejects.get(reason), mine + 1, "{reason:?}: {:?}", sp.stats.rejects);
     assert_eq!(sp.stats.rejects.total(), total + 1);
     io
 }
@@ -124,9 +98,7 @@ fn arp(op: ArpOperation, sender: &str, target: &str) -> Vec<u8> {
 }
 
 fn is_na(f: &[u8]) -> bool {
-    f.len() > 54
-        && Icmpv6Packet::new_checked(&f[54..])
-            .is_ok_and(|i| i.msg_type() == Icmpv6Type::NeighborAdvert)
+    f.len() > 54 && Icmpv6Packet::new_checked(&f[54..]).is_ok_and(|i| i.msg_type() == Icmpv6Type::NeighborAdvert)
 }
 
 #[test]
@@ -136,10 +108,7 @@ fn ns_with_hop_limit_64_or_a_bad_checksum_is_dropped() {
     f[21] = 64;
     fix_checksum(&mut f);
     let io = rejected(&mut sp, f, Reject::Nd(NdError::HopLimit));
-    assert!(
-        io.wire.is_empty() && io.host.is_empty(),
-        "neither answered nor passed up"
-    );
+    assert!(io.wire.is_empty() && io.host.is_empty(), "neither answered nor passed up");
     let mut f = ns("2001:db8:a::9", "2001:db8:a::1");
     f[57] ^= 0x55;
     let io = rejected(&mut sp, f, Reject::Nd(NdError::Checksum));
@@ -149,44 +118,20 @@ fn ns_with_hop_limit_64_or_a_bad_checksum_is_dropped() {
     local(&mut sp, &mut io, ns("2001:db8:a::9", "2001:db8:a::1"));
     assert!(is_na(&io.wire[0].1));
     let n = sp.neighbours();
-    assert_eq!(
-        n,
-        vec![(
-            IpAddr::V6(v6("2001:db8:a::9")),
-            State::Stale,
-            Some(HOST),
-            Some(0)
-        )]
-    );
-    let id = sp
-        .fib()
-        .fib()
-        .v6
-        .lookup(u128::from(v6("2001:db8:a::9")))
-        .unwrap();
-    assert_eq!(
-        sp.fib().fib().adj.get(id),
-        Adjacency::Forward { port: 0, mac: HOST }
-    );
+    assert_eq!(n, vec![(IpAddr::V6(v6("2001:db8:a::9")), State::Stale, Some(HOST), Some(0))]);
+    let id = sp.fib().fib().v6.lookup(u128::from(v6("2001:db8:a::9"))).unwrap();
+    assert_eq!(sp.fib().fib().adj.get(id), Adjacency::Forward { port: 0, mac: HOST });
 }
 
 #[test]
 fn ns_from_an_off_link_or_link_local_source_is_answered_but_not_learnt() {
     let mut sp = setup();
-    let io = rejected(
-        &mut sp,
-        ns("2001:db8:ffff::7", "2001:db8:a::1"),
-        Reject::OffLink,
-    );
+    let io = rejected(&mut sp, ns("2001:db8:ffff::7", "2001:db8:a::1"), Reject::OffLink);
     assert!(is_na(&io.wire[0].1), "answered all the same");
     assert_eq!(io.host.len(), 1, "the kernel sees it too");
     rejected(&mut sp, ns("fe80::7", "2001:db8:a::1"), Reject::LinkLocal);
     // A solicitation for someone else teaches nothing either.
-    let io = rejected(
-        &mut sp,
-        ns("2001:db8:a::9", "2001:db8:a::77"),
-        Reject::NotForUs,
-    );
+    let io = rejected(&mut sp, ns("2001:db8:a::9", "2001:db8:a::77"), Reject::NotForUs);
     assert!(io.wire.is_empty());
 }
 
@@ -194,17 +139,9 @@ fn ns_from_an_off_link_or_link_local_source_is_answered_but_not_learnt() {
 fn unsolicited_na_never_creates_an_entry() {
     let mut sp = setup();
     // Override flag, on-link target, to all nodes: RFC 4861 7.2.5 discards it.
-    rejected(
-        &mut sp,
-        na("2001:db8:a::5", "ff02::1", na_flags::OVERRIDE),
-        Reject::NoEntry,
-    );
+    rejected(&mut sp, na("2001:db8:a::5", "ff02::1", na_flags::OVERRIDE), Reject::NoEntry);
     // Solicited + override, unicast to the router, but nothing was asked: the same.
-    let f = na(
-        "2001:db8:a::6",
-        "2001:db8:a::1",
-        na_flags::SOLICITED | na_flags::OVERRIDE,
-    );
+    let f = na("2001:db8:a::6", "2001:db8:a::1", na_flags::SOLICITED | na_flags::OVERRIDE);
     rejected(&mut sp, f, Reject::NoEntry);
     assert!(sp.neighbours().is_empty());
 }
@@ -212,22 +149,10 @@ fn unsolicited_na_never_creates_an_entry() {
 #[test]
 fn na_for_an_off_link_target_or_own_address_changes_nothing() {
     let mut sp = setup();
-    let f = na(
-        "2001:db8:ffff::5",
-        "2001:db8:a::1",
-        na_flags::SOLICITED | na_flags::OVERRIDE,
-    );
+    let f = na("2001:db8:ffff::5", "2001:db8:a::1", na_flags::SOLICITED | na_flags::OVERRIDE);
     rejected(&mut sp, f, Reject::OffLink);
-    rejected(
-        &mut sp,
-        na("2001:db8:a::1", "ff02::1", na_flags::OVERRIDE),
-        Reject::OwnAddress,
-    );
-    let mut f = na(
-        "2001:db8:a::5",
-        "ff02::1",
-        na_flags::SOLICITED | na_flags::OVERRIDE,
-    );
+    rejected(&mut sp, na("2001:db8:a::1", "ff02::1", na_flags::OVERRIDE), Reject::OwnAddress);
+    let mut f = na("2001:db8:a::5", "ff02::1", na_flags::SOLICITED | na_flags::OVERRIDE);
     let io = rejected(&mut sp, f.clone(), Reject::Nd(NdError::MulticastSolicited));
     assert!(io.host.is_empty());
     f[62] = 0xff; // target ff.. : multicast
@@ -241,40 +166,13 @@ fn solicited_na_resolves_and_a_non_overriding_one_does_not_move_it() {
     let mut io = Recorder::default();
     let fib = sp.fib().fib();
     let id = fib.v6.lookup(u128::from(v6("2001:db8:a::5"))).unwrap();
-    let flow = wire::build::UdpFlow {
-        src_mac: HOST,
-        dst_mac: R_A,
-        src: IpAddr::V6(v6("2001:db8:a::2")),
-        dst: IpAddr::V6(v6("2001:db8:a::5")),
-        src_port: 1,
-        dst_port: 2,
-        ttl: 9,
-    };
+    let flow = wire::build::UdpFlow { src_mac: HOST, dst_mac: R_A, src: IpAddr::V6(v6("2001:db8:a::2")), dst: IpAddr::V6(v6("2001:db8:a::5")), src_port: 1, dst_port: 2, ttl: 9 };
     let mut buf = [0u8; 256];
     let n = wire::build::udp_frame(&flow, 80, &mut buf).unwrap();
-    sp.handle(
-        &mut io,
-        PuntedFrame {
-            punt: Punt::Unresolved {
-                next_hop: id,
-                port: 0,
-            },
-            phys: 0,
-            in_port: 0,
-            frame: buf[..n].to_vec(),
-        },
-        0,
-    );
-    local(
-        &mut sp,
-        &mut io,
-        na("2001:db8:a::5", "2001:db8:a::1", na_flags::SOLICITED),
-    );
+    sp.handle(&mut io, PuntedFrame { punt: Punt::Unresolved { next_hop: id, port: 0 }, phys: 0, in_port: 0, frame: buf[..n].to_vec() }, 0);
+    local(&mut sp, &mut io, na("2001:db8:a::5", "2001:db8:a::1", na_flags::SOLICITED));
     let host_id = fib.v6.lookup(u128::from(v6("2001:db8:a::5"))).unwrap();
-    assert_eq!(
-        fib.adj.get(host_id),
-        Adjacency::Forward { port: 0, mac: HOST }
-    );
+    assert_eq!(fib.adj.get(host_id), Adjacency::Forward { port: 0, mac: HOST });
     assert_eq!(sp.stats.sent_after_resolution, 1);
     // A different address without Override: the address is kept (the entry only turns
     // STALE, to be probed, RFC 4861 7.2.5), counted; the route stays.
@@ -283,69 +181,30 @@ fn solicited_na_resolves_and_a_non_overriding_one_does_not_move_it() {
     fix_checksum(&mut f);
     local(&mut sp, &mut io, f);
     assert_eq!(sp.stats.rejects.get(Reject::NotOverriding), 1);
-    assert_eq!(
-        sp.neighbours(),
-        vec![(
-            IpAddr::V6(v6("2001:db8:a::5")),
-            State::Stale,
-            Some(HOST),
-            Some(0)
-        )]
-    );
-    assert_eq!(
-        fib.adj.get(host_id),
-        Adjacency::Forward { port: 0, mac: HOST }
-    );
+    assert_eq!(sp.neighbours(), vec![(IpAddr::V6(v6("2001:db8:a::5")), State::Stale, Some(HOST), Some(0))]);
+    assert_eq!(fib.adj.get(host_id), Adjacency::Forward { port: 0, mac: HOST });
 }
 
 #[test]
 fn arp_from_an_off_link_sender_is_answered_but_not_learnt() {
     let mut sp = setup();
-    let io = rejected(
-        &mut sp,
-        arp(ArpOperation::Request, "203.0.113.5", "198.18.0.1"),
-        Reject::OffLink,
-    );
+    let io = rejected(&mut sp, arp(ArpOperation::Request, "203.0.113.5", "198.18.0.1"), Reject::OffLink);
     assert_eq!(io.wire.len(), 1, "the request is answered");
     // A reply nobody asked for, a request for another host from an unknown sender, a
     // claim of the router's own address, a probe from 0.0.0.0.
-    rejected(
-        &mut sp,
-        arp(ArpOperation::Reply, "198.18.0.5", "198.18.0.1"),
-        Reject::NoEntry,
-    );
-    rejected(
-        &mut sp,
-        arp(ArpOperation::Request, "198.18.0.5", "198.18.0.6"),
-        Reject::NotForUs,
-    );
-    rejected(
-        &mut sp,
-        arp(ArpOperation::Request, "198.18.0.1", "198.18.0.1"),
-        Reject::OwnAddress,
-    );
-    rejected(
-        &mut sp,
-        arp(ArpOperation::Request, "0.0.0.0", "198.18.0.9"),
-        Reject::BadSender,
-    );
+    rejected(&mut sp, arp(ArpOperation::Reply, "198.18.0.5", "198.18.0.1"), Reject::NoEntry);
+    rejected(&mut sp, arp(ArpOperation::Request, "198.18.0.5", "198.18.0.6"), Reject::NotForUs);
+    rejected(&mut sp, arp(ArpOperation::Request, "198.18.0.1", "198.18.0.1"), Reject::OwnAddress);
+    rejected(&mut sp, arp(ArpOperation::Request, "0.0.0.0", "198.18.0.9"), Reject::BadSender);
     let mut f = arp(ArpOperation::Request, "198.18.0.5", "198.18.0.1");
     f[14] = 9; // hardware type
     rejected(&mut sp, f, Reject::ArpMalformed);
     // An on-link request for the router is learnt (RFC 826 merge), and then the same
     // sender's gratuitous ARP updates its entry.
     let mut io = Recorder::default();
-    local(
-        &mut sp,
-        &mut io,
-        arp(ArpOperation::Request, "198.18.0.5", "198.18.0.1"),
-    );
+    local(&mut sp, &mut io, arp(ArpOperation::Request, "198.18.0.5", "198.18.0.1"));
     assert_eq!(sp.neighbours().len(), 1);
     let before = sp.stats.rejects.total();
-    local(
-        &mut sp,
-        &mut io,
-        arp(ArpOperation::Request, "198.18.0.5", "198.18.0.5"),
-    );
+    local(&mut sp, &mut io, arp(ArpOperation::Request, "198.18.0.5", "198.18.0.5"));
     assert_eq!(sp.stats.rejects.total(), before);
 }

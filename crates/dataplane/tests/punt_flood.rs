@@ -10,18 +10,14 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dataplane::Worker;
 use dataplane::fib::FibControl;
 use dataplane::ports::PortInfo;
-use dataplane::punt::{
-    PuntClass, PuntClock, PuntDrop, PuntPolicy, PuntReceiver, PuntSender, punt_channel,
-};
+use dataplane::punt::{PuntClass, PuntClock, PuntDrop, PuntPolicy, PuntReceiver, PuntSender, punt_channel};
 use dataplane::slowpath::{SlowIo, SlowPath};
+use dataplane::Worker;
 use io::{Batch, FramePool, PortStats, RxPort, TxPort};
 use wire::build::{UdpFlow, arp_frame, icmpv4_echo_frame, udp_frame};
-use wire::{
-    ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr, parse_l2,
-};
+use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr, parse_l2};
 
 const R_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const R_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -47,9 +43,7 @@ impl RxPort for QueueRx {
     fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
         let mut n = 0;
         while n < max.min(batch.room()) {
-            let Some(f) = self.frames.pop_front() else {
-                break;
-            };
+            let Some(f) = self.frames.pop_front() else { break };
             let Some(mut d) = pool.alloc() else { break };
             pool.write(&mut d, &f);
             d.port = self.port;
@@ -83,10 +77,7 @@ impl TxPort for MacTx {
         }
     }
     fn stats(&self) -> PortStats {
-        PortStats {
-            tx_packets: self.to_real + self.other,
-            ..PortStats::default()
-        }
+        PortStats { tx_packets: self.to_real + self.other, ..PortStats::default() }
     }
 }
 
@@ -117,9 +108,7 @@ impl SlowIo for Wire {
                     self.nd_adverts += 1;
                 }
             }
-            EtherType::Ipv4 if l3.get(9) == Some(&1) && l3.get(20) == Some(&0) => {
-                self.echo_replies += 1
-            }
+            EtherType::Ipv4 if l3.get(9) == Some(&1) && l3.get(20) == Some(&0) => self.echo_replies += 1,
             _ => {}
         }
     }
@@ -148,11 +137,7 @@ fn lab() -> Lab {
     let mut b = PortInfo::new("b", R_B, 1);
     b.addresses = vec![(ip("10.16.0.1"), 12)];
     let mut ctl = FibControl::new(1 << 16);
-    for (net, len, port) in [
-        ("198.18.0.0", 24, 0),
-        ("2001:db8:a::", 64, 0),
-        ("10.16.0.0", 12, 1),
-    ] {
+    for (net, len, port) in [("198.18.0.0", 24, 0), ("2001:db8:a::", 64, 0), ("10.16.0.0", 12, 1)] {
         ctl.add_connected(ip(net), len, port).unwrap();
     }
     for me in ["198.18.0.1", "2001:db8:a::1", "10.16.0.1"] {
@@ -163,45 +148,14 @@ fn lab() -> Lab {
     let (mut tx, rx) = punt_channel(&PuntPolicy::default(), 1, Arc::clone(&fib));
     let clock = Arc::new(AtomicU64::new(0));
     tx.set_clock(PuntClock::Manual(Arc::clone(&clock)));
-    let rxs = vec![
-        QueueRx {
-            port: 0,
-            ..QueueRx::default()
-        },
-        QueueRx {
-            port: 1,
-            ..QueueRx::default()
-        },
-    ];
-    let worker = Worker::new(
-        fib,
-        &ports,
-        rxs,
-        vec![MacTx::default(), MacTx::default()],
-        tx,
-        FramePool::new(512),
-        64,
-    );
+    let rxs = vec![QueueRx { port: 0, ..QueueRx::default() }, QueueRx { port: 1, ..QueueRx::default() }];
+    let worker = Worker::new(fib, &ports, rxs, vec![MacTx::default(), MacTx::default()], tx, FramePool::new(512), 64);
     let sp = SlowPath::with_max_neighbours(ctl, ports, false, 100, 16_384);
-    Lab {
-        worker,
-        sp,
-        rx,
-        wire: Wire::default(),
-        clock,
-    }
+    Lab { worker, sp, rx, wire: Wire::default(), clock }
 }
 
 fn udp_to(dst: Ipv4Addr) -> Vec<u8> {
-    let flow = UdpFlow {
-        src_mac: HOST_A,
-        dst_mac: R_A,
-        src: ip("198.18.0.2"),
-        dst: IpAddr::V4(dst),
-        src_port: 1000,
-        dst_port: 53,
-        ttl: 64,
-    };
+    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: ip("198.18.0.2"), dst: IpAddr::V4(dst), src_port: 1000, dst_port: 53, ttl: 64 };
     let mut buf = [0u8; 128];
     let n = udp_frame(&flow, 60, &mut buf).unwrap();
     buf[..n].to_vec()
@@ -209,45 +163,18 @@ fn udp_to(dst: Ipv4Addr) -> Vec<u8> {
 
 fn arp_request(mac: MacAddr, from: &str, to: &str) -> Vec<u8> {
     let mut buf = [0u8; 64];
-    let n = arp_frame(
-        ArpOperation::Request,
-        mac,
-        from.parse().unwrap(),
-        MacAddr::ZERO,
-        to.parse().unwrap(),
-        &mut buf,
-    )
-    .unwrap();
+    let n = arp_frame(ArpOperation::Request, mac, from.parse().unwrap(), MacAddr::ZERO, to.parse().unwrap(), &mut buf).unwrap();
     buf[..n].to_vec()
 }
 
 /// The host's solicitation for the router's IPv6 address, and its ping of the router.
 fn host_asks() -> [Vec<u8>; 3] {
     let mut buf = [0u8; 128];
-    let n = wire::ndisc::neighbor_solicit(
-        HOST_A,
-        "2001:db8:a::2".parse().unwrap(),
-        "2001:db8:a::1".parse().unwrap(),
-        None,
-        &mut buf,
-    )
-    .unwrap();
+    let n = wire::ndisc::neighbor_solicit(HOST_A, "2001:db8:a::2".parse().unwrap(), "2001:db8:a::1".parse().unwrap(), None, &mut buf).unwrap();
     let ns = buf[..n].to_vec();
-    let flow = UdpFlow {
-        src_mac: HOST_A,
-        dst_mac: R_A,
-        src: ip("198.18.0.2"),
-        dst: ip("198.18.0.1"),
-        src_port: 0,
-        dst_port: 0,
-        ttl: 64,
-    };
+    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: ip("198.18.0.2"), dst: ip("198.18.0.1"), src_port: 0, dst_port: 0, ttl: 64 };
     let n = icmpv4_echo_frame(&flow, 7, 1, b"are you there", &mut buf).unwrap();
-    [
-        arp_request(HOST_A, "198.18.0.2", "198.18.0.1"),
-        ns,
-        buf[..n].to_vec(),
-    ]
+    [arp_request(HOST_A, "198.18.0.2", "198.18.0.1"), ns, buf[..n].to_vec()]
 }
 
 impl Lab {
@@ -258,11 +185,7 @@ impl Lab {
     /// One worker poll, then the slow path's share of work and, every 100 ms, its timers.
     fn step(&mut self) {
         self.worker.poll();
-        let (sp, wire, now) = (
-            &mut self.sp,
-            &mut self.wire,
-            self.clock.load(Ordering::Relaxed),
-        );
+        let (sp, wire, now) = (&mut self.sp, &mut self.wire, self.clock.load(Ordering::Relaxed));
         self.rx.serve(SLOW_BUDGET, |m| sp.handle(wire, m, now));
         if now % 100_000_000 < 64 * GAP_NS {
             self.sp.tick(&mut self.wire, now);
@@ -309,21 +232,11 @@ fn arp_nd_and_pings_survive_a_flood_to_unresolved_addresses() {
     }
 
     let w = &lab.wire;
-    assert_eq!(
-        (w.arp_replies, w.nd_adverts, w.echo_replies),
-        (asked + 1, asked, asked),
-        "every question to the router answered"
-    );
-    assert_eq!(
-        lab.worker.tx[1].to_real, to_real,
-        "REAL's traffic forwarded by the fast path"
-    );
+    assert_eq!((w.arp_replies, w.nd_adverts, w.echo_replies), (asked + 1, asked, asked), "every question to the router answered");
+    assert_eq!(lab.worker.tx[1].to_real, to_real, "REAL's traffic forwarded by the fast path");
     let c = lab.worker.counts();
     assert_eq!(c.rx, c.forwarded + c.local + c.slow_path + c.dropped());
-    assert_eq!(
-        (c.forwarded, c.local, c.slow_path, c.dropped()),
-        (to_real, 3 * asked + 1, FLOOD, 0)
-    );
+    assert_eq!((c.forwarded, c.local, c.slow_path, c.dropped()), (to_real, 3 * asked + 1, FLOOD, 0));
 
     // Every flood frame: dropped by the punt stage (by reason), or reached the slow path and
     // was dropped there when its neighbour failed, was evicted, or overflowed its queue.
@@ -331,37 +244,17 @@ fn arp_nd_and_pings_survive_a_flood_to_unresolved_addresses() {
     let s = lab.sp.stats;
     let punt_dropped = d.class_total(PuntClass::Resolve);
     assert_eq!(punt_dropped + s.neighbour_drops, FLOOD, "{d:?} {s:?}");
-    assert_eq!(
-        s.sent_after_resolution, 0,
-        "nobody answered the flood: {s:?}"
-    );
-    for other in [
-        PuntClass::ArpNd,
-        PuntClass::Local,
-        PuntClass::Fragment,
-        PuntClass::IcmpError,
-    ] {
+    assert_eq!(s.sent_after_resolution, 0, "nobody answered the flood: {s:?}");
+    for other in [PuntClass::ArpNd, PuntClass::Local, PuntClass::Fragment, PuntClass::IcmpError] {
         assert_eq!(d.class_total(other), 0, "{other:?} untouched: {d:?}");
     }
     // What reached the slow path is what the resolve class's bucket allows over the second
     // of flood: 5,000/s plus a burst of 500.
     let reached = FLOOD - punt_dropped;
-    assert!(
-        reached <= 5_000 + 500 + 5,
-        "{reached} resolve punts reached the slow path"
-    );
-    assert!(
-        reached >= 5_000,
-        "{reached}: the class is policed, not shut"
-    );
-    assert!(
-        d.get(PuntClass::Resolve, PuntDrop::Policed) > FLOOD * 9 / 10,
-        "{d:?}"
-    );
-    eprintln!(
-        "punt drops {d:?}\nslow path {s:?}\nARP requests sent {}",
-        w.arp_requests
-    );
+    assert!(reached <= 5_000 + 500 + 5, "{reached} resolve punts reached the slow path");
+    assert!(reached >= 5_000, "{reached}: the class is policed, not shut");
+    assert!(d.get(PuntClass::Resolve, PuntDrop::Policed) > FLOOD * 9 / 10, "{d:?}");
+    eprintln!("punt drops {d:?}\nslow path {s:?}\nARP requests sent {}", w.arp_requests);
 }
 
 #[test]
@@ -379,15 +272,7 @@ fn one_flow_to_a_silent_host_is_throttled_per_next_hop() {
     let d = lab.rx.stats().drops();
     // The default share: 8 at once (what the slow path queues), 4 per second after; 10 ms
     // of flow gets 8.
-    assert_eq!(
-        d.get(PuntClass::Resolve, PuntDrop::NextHopLimit),
-        10_000 - 8,
-        "{d:?}"
-    );
-    assert_eq!(
-        d.get(PuntClass::Resolve, PuntDrop::Policed),
-        0,
-        "the class's bucket untouched: {d:?}"
-    );
+    assert_eq!(d.get(PuntClass::Resolve, PuntDrop::NextHopLimit), 10_000 - 8, "{d:?}");
+    assert_eq!(d.get(PuntClass::Resolve, PuntDrop::Policed), 0, "the class's bucket untouched: {d:?}");
     assert_eq!(lab.wire.arp_requests, 1);
 }

@@ -39,27 +39,9 @@ fn setup(min: u32, max: u32) -> SlowPath {
 /// What `ra = { min_interval = MIN, max_interval = MAX, mtu = 1500 }` on port a says: its
 /// /64 as the prefix, RFC 4861 6.2.1's defaults otherwise.
 fn advert_settings(min: u32, max: u32) -> AdvertSettings {
-    let prefix = AdvertPrefix {
-        prefix: v6("2001:db8:a::"),
-        len: 64,
-        valid_lifetime: 2_592_000,
-        preferred_lifetime: 604_800,
-    };
-    let advert = RouterAdvert {
-        hop_limit: 64,
-        managed: false,
-        other_config: false,
-        router_lifetime: (3 * max) as u16,
-        reachable_time: 0,
-        retrans_timer: 0,
-        mtu: Some(1500),
-        prefixes: vec![prefix],
-    };
-    AdvertSettings {
-        advert,
-        min_interval: min,
-        max_interval: max,
-    }
+    let prefix = AdvertPrefix { prefix: v6("2001:db8:a::"), len: 64, valid_lifetime: 2_592_000, preferred_lifetime: 604_800 };
+    let advert = RouterAdvert { hop_limit: 64, managed: false, other_config: false, router_lifetime: (3 * max) as u16, reachable_time: 0, retrans_timer: 0, mtu: Some(1500), prefixes: vec![prefix] };
+    AdvertSettings { advert, min_interval: min, max_interval: max }
 }
 
 /// The advertisements in `io`: (physical port, router lifetime, prefix options).
@@ -70,20 +52,12 @@ fn adverts(io: &Recorder) -> Vec<(u16, u16, usize)> {
             let ip = Ipv6Packet::new_checked(&f[14..]).ok()?;
             let icmp = Icmpv6Packet::new_checked(ip.payload()).ok()?;
             (icmp.msg_type() == Icmpv6Type::RouterAdvert).then(|| {
-                assert_eq!(
-                    ip.src_addr(),
-                    link_local(R_A),
-                    "from the port's link-local address"
-                );
+                assert_eq!(ip.src_addr(), link_local(R_A), "from the port's link-local address");
                 assert_eq!(ip.dst_addr(), v6("ff02::1"));
                 assert_eq!(ip.hop_limit(), 255);
                 assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
                 let p = ip.payload();
-                (
-                    *phys,
-                    u16::from_be_bytes([p[6], p[7]]),
-                    p[16..].chunks(8).filter(|o| o[0] == 3).count(),
-                )
+                (*phys, u16::from_be_bytes([p[6], p[7]]), p[16..].chunks(8).filter(|o| o[0] == 3).count())
             })
         })
         .collect()
@@ -115,16 +89,7 @@ fn rs(src: Ipv6Addr, hop_limit: u8) -> Vec<u8> {
 }
 
 fn solicit(sp: &mut SlowPath, io: &mut Recorder, frame: Vec<u8>, now: u64) {
-    sp.handle(
-        io,
-        PuntedFrame {
-            punt: Punt::Local,
-            phys: 0,
-            in_port: 0,
-            frame,
-        },
-        now,
-    );
+    sp.handle(io, PuntedFrame { punt: Punt::Local, phys: 0, in_port: 0, frame }, now);
 }
 
 #[test]
@@ -132,11 +97,7 @@ fn periodic_solicited_and_final_adverts() {
     let mut sp = setup(3, 4);
     let mut io = Recorder::default();
     sp.tick(&mut io, 0);
-    assert_eq!(
-        adverts(&io),
-        [(0, 12, 1)],
-        "one at start, on port a only, lifetime 3 x 4 s"
-    );
+    assert_eq!(adverts(&io), [(0, 12, 1)], "one at start, on port a only, lifetime 3 x 4 s");
     // Ticks every 100 ms for 20 s: one every 3 to 4 s.
     io.wire.clear();
     let mut times = Vec::new();
@@ -147,16 +108,8 @@ fn periodic_solicited_and_final_adverts() {
             io.wire.clear();
         }
     }
-    let gaps: Vec<u64> = std::iter::once(0)
-        .chain(times.iter().copied())
-        .collect::<Vec<_>>()
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .collect();
-    assert!(
-        gaps.len() >= 5 && gaps.iter().all(|g| (30..=41).contains(g)),
-        "gaps in 100 ms: {gaps:?}"
-    );
+    let gaps: Vec<u64> = std::iter::once(0).chain(times.iter().copied()).collect::<Vec<_>>().windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.len() >= 5 && gaps.iter().all(|g| (30..=41).contains(g)), "gaps in 100 ms: {gaps:?}");
 
     // A solicitation 0.5 s after an advertisement: answered 3 s after it (plus up to 0.5 s),
     // not at once; a second one changes nothing.
@@ -170,19 +123,11 @@ fn periodic_solicited_and_final_adverts() {
         t += SECOND / 100;
         sp.tick(&mut io, t);
     }
-    assert!(
-        (last + 3 * SECOND..=last + 3 * SECOND + SECOND / 2 + SECOND / 100).contains(&t),
-        "answered after {} ms",
-        (t - last) / 1_000_000
-    );
+    assert!((last + 3 * SECOND..=last + 3 * SECOND + SECOND / 2 + SECOND / 100).contains(&t), "answered after {} ms", (t - last) / 1_000_000);
 
     io.wire.clear();
     sp.stop(&mut io);
-    assert_eq!(
-        adverts(&io),
-        [(0, 0, 1)],
-        "the final advertisement has lifetime 0"
-    );
+    assert_eq!(adverts(&io), [(0, 0, 1)], "the final advertisement has lifetime 0");
 }
 
 #[test]
@@ -199,11 +144,7 @@ fn a_solicitation_after_a_quiet_time_is_answered_within_half_a_second() {
         u += SECOND / 100;
         sp.tick(&mut io, u);
     }
-    assert!(
-        u - quiet <= SECOND / 2 + SECOND / 100,
-        "{} ms",
-        (u - quiet) / 1_000_000
-    );
+    assert!(u - quiet <= SECOND / 2 + SECOND / 100, "{} ms", (u - quiet) / 1_000_000);
     assert_eq!(adverts(&io), [(0, 1800, 1)]);
 }
 

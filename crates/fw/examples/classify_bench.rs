@@ -74,9 +74,7 @@ fn cached_pass(cl: &Classifier, cache: &mut VerdictCache, keys: &[PacketKey]) ->
     let t = Instant::now();
     let mut acc = 0usize;
     for k in keys {
-        acc += black_box(cache.classify(cl, black_box(k)))
-            .rule
-            .unwrap_or(0);
+        acc += black_box(cache.classify(cl, black_box(k))).rule.unwrap_or(0);
     }
     black_box(acc);
     t.elapsed().as_nanos() as f64 / keys.len() as f64
@@ -100,10 +98,7 @@ fn cached(built: &[(&Classifier, &str)], hot: &[Vec<PacketKey>], cold: &[Vec<Pac
         }
     }
     println!("\nthrough the verdict cache (as a worker classifies; RFC sets bypass it)");
-    println!(
-        "{:<30} {:>22} {:>30}",
-        "rule set", "2000 flows (hits)", "1M distinct packets (misses)"
-    );
+    println!("{:<30} {:>22} {:>30}", "rule set", "2000 flows (hits)", "1M distinct packets (misses)");
     for (i, (cl, name)) in built.iter().enumerate() {
         println!(
             "{:<30} {:>7.2} ns ({:>5.2}x 10) {:>9.2} ns ({:>5.2}x 10, {:.1}% hits) {}",
@@ -163,12 +158,7 @@ fn table_rules(entries: usize) -> RuleSet {
 }
 
 fn realistic(n: usize) -> RuleSet {
-    parse(
-        &fw::testgen::ruleset(1, n),
-        Path::new("gen.conf"),
-        &fw::testgen::iface_index,
-    )
-    .unwrap()
+    parse(&fw::testgen::ruleset(1, n), Path::new("gen.conf"), &fw::testgen::iface_index).unwrap()
 }
 
 /// Traffic for a realistic set: addresses inside the rules' prefixes (70%) or anywhere,
@@ -189,10 +179,7 @@ fn realistic_traffic(rs: &RuleSet, n: usize, seed: u64) -> Vec<PacketKey> {
         .collect();
     let mut x = seed;
     let addr = |x: &mut u64, af: Af| -> u128 {
-        let r = (u128::from(lcg(x)) << 96)
-            | (u128::from(lcg(x)) << 64)
-            | (u128::from(lcg(x)) << 32)
-            | u128::from(lcg(x));
+        let r = (u128::from(lcg(x)) << 96) | (u128::from(lcg(x)) << 64) | (u128::from(lcg(x)) << 32) | u128::from(lcg(x));
         let cands: Vec<&Prefix> = prefixes.iter().filter(|p| p.af == af).collect();
         if cands.is_empty() || lcg(x) % 10 < 3 {
             return if af == Af::Inet { r & 0xffff_ffff } else { r };
@@ -202,24 +189,12 @@ fn realistic_traffic(rs: &RuleSet, n: usize, seed: u64) -> Vec<PacketKey> {
     };
     (0..n)
         .map(|_| {
-            let af = if lcg(&mut x).is_multiple_of(5) {
-                Af::Inet6
-            } else {
-                Af::Inet
-            };
+            let af = if lcg(&mut x).is_multiple_of(5) { Af::Inet6 } else { Af::Inet };
             let proto = [6u8, 6, 6, 17, 17, 1][lcg(&mut x) as usize % 6];
-            let proto = if proto == 1 && af == Af::Inet6 {
-                58
-            } else {
-                proto
-            };
+            let proto = if proto == 1 && af == Af::Inet6 { 58 } else { proto };
             PacketKey {
                 af,
-                dir: if lcg(&mut x).is_multiple_of(2) {
-                    Dir::In
-                } else {
-                    Dir::Out
-                },
+                dir: if lcg(&mut x).is_multiple_of(2) { Dir::In } else { Dir::Out },
                 iface: (lcg(&mut x) % 4) as u16,
                 proto,
                 src: addr(&mut x, af),
@@ -248,19 +223,14 @@ fn main() {
             ..*k
         })
         .collect();
-    let real: Vec<(&str, RuleSet, Vec<PacketKey>)> = [
-        (10, "realistic 10"),
-        (100, "realistic 100"),
-        (1_000, "realistic 1k"),
-        (10_000, "realistic 10k"),
-    ]
-    .into_iter()
-    .map(|(n, name)| {
-        let rs = realistic(n);
-        let keys = realistic_traffic(&rs, 1 << 20, 7);
-        (name, rs, keys)
-    })
-    .collect();
+    let real: Vec<(&str, RuleSet, Vec<PacketKey>)> = [(10, "realistic 10"), (100, "realistic 100"), (1_000, "realistic 1k"), (10_000, "realistic 10k")]
+        .into_iter()
+        .map(|(n, name)| {
+            let rs = realistic(n);
+            let keys = realistic_traffic(&rs, 1 << 20, 7);
+            (name, rs, keys)
+        })
+        .collect();
     let mut built = Vec::new();
     for (name, rs, k) in [
         ("0 non-matching + pass all", rules(0), &keys),
@@ -293,11 +263,7 @@ fn main() {
         let rel = if i < 3 {
             format!("  ({:.2}x the 1-rule rate)", ns[0] / ns[i])
         } else if i >= 5 {
-            format!(
-                "  ({:.2}x the time of 10 realistic rules, {})",
-                ns[i] / ns[5],
-                cl.stats().engine
-            )
+            format!("  ({:.2}x the time of 10 realistic rules, {})", ns[i] / ns[5], cl.stats().engine)
         } else {
             String::new()
         };
@@ -310,10 +276,7 @@ fn main() {
         );
     }
     let real_built: Vec<(&Classifier, &str)> = built[5..].iter().map(|b| (&b.2, b.0)).collect();
-    let hot: Vec<Vec<PacketKey>> = real
-        .iter()
-        .map(|(_, _, k)| repeat(k, 2000, 1 << 20))
-        .collect();
+    let hot: Vec<Vec<PacketKey>> = real.iter().map(|(_, _, k)| repeat(k, 2000, 1 << 20)).collect();
     let cold: Vec<Vec<PacketKey>> = real.iter().map(|(_, _, k)| k.clone()).collect();
     cached(&real_built, &hot, &cold);
 }

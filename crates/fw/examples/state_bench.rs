@@ -122,12 +122,7 @@ fn bench_udp(k: usize, a: usize, rounds: usize) -> UdpRow {
     assert_eq!(hits, rounds * a);
     let miss_ns = bench_misses(&mut t);
     let mb = t.memory_bytes() as f64 / 1e6;
-    UdpRow {
-        hit_ns,
-        miss_ns,
-        fill_s,
-        mb,
-    }
+    UdpRow { hit_ns, miss_ns, fill_s, mb }
 }
 
 /// ns per lookup of `ACTIVE` keys that are not in `t`.
@@ -200,12 +195,7 @@ fn main() {
     for k in state_counts() {
         let a = ACTIVE.min(k);
         let rounds = LOOKUPS / a;
-        let UdpRow {
-            hit_ns: udp_ns,
-            miss_ns,
-            fill_s: fill,
-            mb,
-        } = bench_udp(k, a, rounds);
+        let UdpRow { hit_ns: udp_ns, miss_ns, fill_s: fill, mb } = bench_udp(k, a, rounds);
         let tcp_ns = bench_tcp(k, a, rounds);
         println!(
             "{k:>8} | {a:>6} | {udp_ns:>10.1} | {tcp_ns:>10.1} | {miss_ns:>7.1} | {fill:>6.2} | {mb:.0}"

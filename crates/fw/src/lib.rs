@@ -9,13 +9,13 @@
 
 #![forbid(unsafe_code)]
 
-pub mod classifier;
-pub mod nat;
 pub mod packet;
-pub mod passes;
-pub mod reference;
 pub mod rules;
+pub mod reference;
+pub mod verdict;
+pub mod classifier;
 pub mod state;
+pub mod passes;
 #[doc(hidden)]
 pub mod testgen;
-pub mod verdict;
+pub mod nat;

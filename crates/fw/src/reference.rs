@@ -14,6 +14,7 @@ use crate::packet::{Af, PacketKey, proto};
 use crate::rules::{Action, AddrItem, AddrMatch, AddrTarget, Rule, RuleSet, StateMode};
 pub use crate::verdict::Verdict;
 
+
 fn item_matches(rs: &RuleSet, item: &AddrItem, af: Af, addr: u128) -> bool {
     match item.target {
         // An element of one family only ever matches packets of that family.
@@ -54,21 +55,13 @@ pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
     if key.route & rule.route_need != rule.route_need || key.route & rule.route_refuse != 0 {
         return false;
     }
-    if !rule.icmp_types.is_empty()
-        && !rule
-            .icmp_types
-            .iter()
-            .any(|&t| u16::from(t) == key.src_port)
-    {
+    if !rule.icmp_types.is_empty() && !rule.icmp_types.iter().any(|&t| u16::from(t) == key.src_port) {
         return false;
     }
     if rule.icmp_code.is_some_and(|c| u16::from(c) != key.dst_port) {
         return false;
     }
-    if rule
-        .tagged
-        .is_some_and(|(negated, id)| (key.tag == id) == negated)
-    {
+    if rule.tagged.is_some_and(|(negated, id)| (key.tag == id) == negated) {
         return false;
     }
     // Flags are only checked on TCP packets, as pf does.
@@ -157,31 +150,15 @@ impl Pf {
     /// Filters a packet received as `key` (`dir` In) and routed to interface `out`: the
     /// inbound pass, then the outbound pass. `quoted`: for an ICMP error, the packet it quotes
     /// (whose flow's states it passes under). `Err` names the pass's reason to drop.
-    pub fn forward(
-        &mut self,
-        rs: &RuleSet,
-        key: &PacketKey,
-        quoted: Option<&PacketKey>,
-        out: u16,
-    ) -> Result<(), crate::passes::Drop> {
+    pub fn forward(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>, out: u16) -> Result<(), crate::passes::Drop> {
         let tag = self.pass(rs, key, quoted)?;
-        let out_key = PacketKey {
-            dir: crate::packet::Dir::Out,
-            iface: out,
-            tag,
-            ..*key
-        };
+        let out_key = PacketKey { dir: crate::packet::Dir::Out, iface: out, tag, ..*key };
         self.pass(rs, &out_key, quoted).map(|_| ())
     }
 
     /// One pass of pf_test: the state of the pass, else the rules. `Ok`: the tag the packet
     /// leaves the pass with.
-    fn pass(
-        &mut self,
-        rs: &RuleSet,
-        key: &PacketKey,
-        quoted: Option<&PacketKey>,
-    ) -> Result<u8, crate::passes::Drop> {
+    fn pass(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>) -> Result<u8, crate::passes::Drop> {
         use crate::passes::Drop;
         if rs.skip.contains(&key.iface) {
             return Ok(key.tag);
@@ -198,16 +175,10 @@ impl Pf {
                 (key.af, key.proto, pf_key(s, d, key.dir))
             }
         };
-        let found = self.states.iter().find(|s| {
-            s.af == af && s.proto == proto_ && s.key == sk && s.bound.is_none_or(|b| b == key.iface)
-        });
+        let found = self.states.iter().find(|s| s.af == af && s.proto == proto_ && s.key == sk && s.bound.is_none_or(|b| b == key.iface));
         if let Some(s) = found {
             let tag = if s.tag != 0 { s.tag } else { key.tag };
-            return if key.ip_opts && !s.allow_opts {
-                Err(Drop::IpOptions)
-            } else {
-                Ok(tag)
-            };
+            return if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(tag) };
         }
         let v = evaluate(rs, key);
         if v.action == Action::Block {
@@ -219,19 +190,9 @@ impl Pf {
         }
         let tag = if v.tag != 0 { v.tag } else { key.tag };
         if v.keep_state != StateMode::None && !icmp_error {
-            let policy = v
-                .rule
-                .and_then(|r| rs.rules[r].state_policy)
-                .unwrap_or(rs.state_policy);
+            let policy = v.rule.and_then(|r| rs.rules[r].state_policy).unwrap_or(rs.state_policy);
             let bound = (policy == crate::rules::StatePolicy::IfBound).then_some(key.iface);
-            self.states.push(PfState {
-                af,
-                proto: proto_,
-                key: sk,
-                bound,
-                allow_opts,
-                tag,
-            });
+            self.states.push(PfState { af, proto: proto_, key: sk, bound, allow_opts, tag });
         }
         Ok(tag)
     }

@@ -41,20 +41,18 @@ mod match_rule;
 mod nat;
 mod parser;
 mod route_opt;
+mod translate_rule;
 mod scrub;
 mod src_track;
 mod tags;
-mod translate_rule;
 mod translation;
 mod values;
 
 use lexer::{Tok, Token, describe, lex};
 use parser::{PErr, PResult, Parser, here};
-pub use translation::{
-    DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod,
-};
-use values::{af_name, parse_flags, port_number};
 pub use values::{parse_prefix, parse_table_file};
+pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
+use values::{af_name, parse_flags, port_number};
 
 pub use extras::LogMode;
 pub use route_opt::RouteOpt;
@@ -145,12 +143,7 @@ pub struct BlockReturn {
 
 impl BlockReturn {
     /// pf's `block return`: a reset for TCP, port unreachable for the rest.
-    pub const RETURN: BlockReturn = BlockReturn {
-        rst: true,
-        rst_ttl: 64,
-        icmp: Some(3),
-        icmp6: Some(4),
-    };
+    pub const RETURN: BlockReturn = BlockReturn { rst: true, rst_ttl: 64, icmp: Some(3), icmp6: Some(4) };
 }
 
 /// An address prefix of one family. `addr` has its host bits cleared; IPv4 in the low 32 bits.
@@ -481,9 +474,7 @@ impl RuleSet {
     /// The [`route`](crate::packet::route) bits some rule tests: the data plane looks the
     /// packet's addresses up in the FIB for the filter only if this is not 0.
     pub fn route_bits_used(&self) -> u8 {
-        self.rules
-            .iter()
-            .fold(0, |b, r| b | r.route_need | r.route_refuse)
+        self.rules.iter().fold(0, |b, r| b | r.route_need | r.route_refuse)
     }
 
     /// Whether some rule that can match packets of direction `dir` blocks, keeps state or
@@ -492,10 +483,10 @@ impl RuleSet {
     /// packet's tag unchanged: the data plane skips it, and a state need not cover it to
     /// settle a packet.
     pub fn acts_on(&self, dir: Dir) -> bool {
-        self.rules.iter().any(|r| {
-            r.dir.is_none_or(|d| d == dir)
-                && (r.action == Action::Block || r.keep_state != StateMode::None || r.tag.is_some())
-        }) || self.nat.iter().any(|r| r.pass && r.translates(dir))
+        self.rules
+            .iter()
+            .any(|r| r.dir.is_none_or(|d| d == dir) && (r.action == Action::Block || r.keep_state != StateMode::None || r.tag.is_some()))
+            || self.nat.iter().any(|r| r.pass && r.translates(dir))
     }
 }
 
@@ -567,11 +558,7 @@ pub fn parse_with_addresses(
 }
 
 /// [`load`] knowing the router's addresses on its interfaces.
-pub fn load_with_addresses(
-    path: &Path,
-    ifaces: &dyn Fn(&str) -> Option<u16>,
-    addresses: &InterfaceAddresses,
-) -> Result<RuleSet, RuleError> {
+pub fn load_with_addresses(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &InterfaceAddresses) -> Result<RuleSet, RuleError> {
     let text = std::fs::read_to_string(path).map_err(|e| RuleError {
         path: path.to_path_buf(),
         line: 0,
@@ -610,12 +597,10 @@ fn parse_inner(
         pass_translations: Vec::new(),
         state_defaults: None,
     };
-    p.file()
-        .and_then(|()| p.check_table_entries())
-        .map_err(|e| match e {
-            PErr::Here(l, c, m) => err((l, c, m)),
-            PErr::Full(e) => e,
-        })?;
+    p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
+        PErr::Here(l, c, m) => err((l, c, m)),
+        PErr::Full(e) => e,
+    })?;
     if !p.adaptive_set {
         p.rs.timeouts.adapt_to_limit(p.rs.limit_states);
     }

@@ -100,10 +100,7 @@ impl Pool {
             .map(|_| v4_sites[rng.below(sites as u64) as usize] | ((rng.below(256) as u32) << 8))
             .collect();
         let v6 = (0..subnets)
-            .map(|_| {
-                v6_sites[rng.below(sites as u64) as usize]
-                    | (u128::from(rng.below(1 << 32) as u32) << 64)
-            })
+            .map(|_| v6_sites[rng.below(sites as u64) as usize] | (u128::from(rng.below(1 << 32) as u32) << 64))
             .collect();
         Pool { v4, v6 }
     }
@@ -112,22 +109,9 @@ impl Pool {
     fn prefix(&self, rng: &mut Rng, fam: Fam) -> String {
         match fam {
             Fam::V4 => {
-                let base =
-                    self.v4[rng.below(self.v4.len() as u64) as usize] | rng.below(256) as u32;
-                let len = rng.weighted(&[
-                    (3, 8u32),
-                    (2, 12),
-                    (10, 16),
-                    (5, 20),
-                    (35, 24),
-                    (10, 28),
-                    (35, 32),
-                ]);
-                let addr = if len == 0 {
-                    0
-                } else {
-                    base & (u32::MAX << (32 - len))
-                };
+                let base = self.v4[rng.below(self.v4.len() as u64) as usize] | rng.below(256) as u32;
+                let len = rng.weighted(&[(3, 8u32), (2, 12), (10, 16), (5, 20), (35, 24), (10, 28), (35, 32)]);
+                let addr = if len == 0 { 0 } else { base & (u32::MAX << (32 - len)) };
                 if len == 32 && rng.chance(50) {
                     Ipv4Addr::from(addr).to_string()
                 } else {
@@ -135,8 +119,7 @@ impl Pool {
                 }
             }
             Fam::V6 => {
-                let base = self.v6[rng.below(self.v6.len() as u64) as usize]
-                    | u128::from(rng.below(1 << 16));
+                let base = self.v6[rng.below(self.v6.len() as u64) as usize] | u128::from(rng.below(1 << 16));
                 let len = rng.weighted(&[(5, 32u32), (20, 48), (10, 56), (40, 64), (25, 128)]);
                 let addr = base & (u128::MAX << (128 - len));
                 format!("{}/{len}", Ipv6Addr::from(addr))
@@ -161,35 +144,20 @@ fn ports(rng: &mut Rng, src: bool) -> Option<String> {
     }
     let (a, b) = (port(rng), port(rng));
     let (lo, hi) = (a.min(b), a.max(b).max(a.min(b) + 2));
-    Some(
-        match rng.weighted(&[
-            (45, 0),
-            (14, 1),
-            (10, 2),
-            (5, 3),
-            (8, 4),
-            (4, 5),
-            (4, 6),
-            (2, 7),
-        ]) {
-            0 => format!("port {a}"),
-            1 => {
-                let n = 2 + rng.below(4);
-                let items: Vec<String> = (0..n).map(|_| port(rng).to_string()).collect();
-                format!("port {{ {} }}", items.join(", "))
-            }
-            2 => format!("port {lo}:{hi}"),
-            3 => format!("port != {a}"),
-            4 => format!(
-                "port {} {}",
-                ["<", "<=", ">", ">="][rng.below(4) as usize],
-                if rng.chance(50) { 1024 } else { a }
-            ),
-            5 => format!("port {lo} >< {hi}"),
-            6 => format!("port {lo} <> {hi}"),
-            _ => format!("port {{ {lo}:{hi}, {a} }}"),
-        },
-    )
+    Some(match rng.weighted(&[(45, 0), (14, 1), (10, 2), (5, 3), (8, 4), (4, 5), (4, 6), (2, 7)]) {
+        0 => format!("port {a}"),
+        1 => {
+            let n = 2 + rng.below(4);
+            let items: Vec<String> = (0..n).map(|_| port(rng).to_string()).collect();
+            format!("port {{ {} }}", items.join(", "))
+        }
+        2 => format!("port {lo}:{hi}"),
+        3 => format!("port != {a}"),
+        4 => format!("port {} {}", ["<", "<=", ">", ">="][rng.below(4) as usize], if rng.chance(50) { 1024 } else { a }),
+        5 => format!("port {lo} >< {hi}"),
+        6 => format!("port {lo} <> {hi}"),
+        _ => format!("port {{ {lo}:{hi}, {a} }}"),
+    })
 }
 
 /// The `from`/`to` address: `any`, a prefix, a negation, a list or a table.
@@ -197,11 +165,7 @@ fn address(rng: &mut Rng, pool: &Pool, fam: Option<Fam>, tables: usize, src: boo
     let any = if src { 45 } else { 25 };
     let Some(fam) = fam else {
         // No family: only `any` and tables keep the rule meaningful for both.
-        return if tables > 0 && rng.chance(40) {
-            format!("<t{}>", rng.below(tables as u64))
-        } else {
-            "any".into()
-        };
+        return if tables > 0 && rng.chance(40) { format!("<t{}>", rng.below(tables as u64)) } else { "any".into() };
     };
     match rng.weighted(&[(any, 0), (40, 1), (6, 2), (10, 3), (7, 4), (2, 5)]) {
         0 => "any".into(),
@@ -229,12 +193,7 @@ fn table(rng: &mut Rng, pool: &Pool, i: usize, rules: usize, out: &mut String) {
     for _ in 0..n {
         let fam = if rng.chance(80) { Fam::V4 } else { Fam::V6 };
         let neg = rng.chance(8);
-        let _ = write!(
-            out,
-            " {}{}",
-            if neg { "!" } else { "" },
-            pool.prefix(rng, fam)
-        );
+        let _ = write!(out, " {}{}", if neg { "!" } else { "" }, pool.prefix(rng, fam));
     }
     out.push_str(" }\n");
 }
@@ -259,32 +218,17 @@ fn rule(rng: &mut Rng, pool: &Pool, tables: usize, out: &mut String) {
     }
     // 0 tcp, 1 udp, 2 tcp+udp, 3 icmp of the family, 4 any protocol.
     let proto = rng.weighted(&[(45, 0), (25, 1), (8, 2), (13, 3), (9, 4)]);
-    let proto = if proto == 3 && fam.is_none() {
-        4
-    } else {
-        proto
-    };
+    let proto = if proto == 3 && fam.is_none() { 4 } else { proto };
     match proto {
         0 => out.push_str(" proto tcp"),
         1 => out.push_str(" proto udp"),
         2 => out.push_str(" proto { tcp, udp }"),
-        3 => out.push_str(if fam == Some(Fam::V6) {
-            " proto icmp6"
-        } else {
-            " proto icmp"
-        }),
+        3 => out.push_str(if fam == Some(Fam::V6) { " proto icmp6" } else { " proto icmp" }),
         _ => {}
     }
-    let (src, dst) = (
-        address(rng, pool, fam, tables, true),
-        address(rng, pool, fam, tables, false),
-    );
+    let (src, dst) = (address(rng, pool, fam, tables, true), address(rng, pool, fam, tables, false));
     let with_ports = proto <= 2;
-    let (sp, dp) = if with_ports {
-        (ports(rng, true), ports(rng, false))
-    } else {
-        (None, None)
-    };
+    let (sp, dp) = if with_ports { (ports(rng, true), ports(rng, false)) } else { (None, None) };
     if src == "any" && dst == "any" && sp.is_none() && dp.is_none() && rng.chance(50) {
         out.push_str(" all");
     } else {
@@ -333,27 +277,13 @@ fn on_clause(rng: &mut Rng, out: &mut String) {
 /// `unreach` with a code.
 fn icmp_type_clause(rng: &mut Rng, fam: Option<Fam>, out: &mut String) {
     let (kw, names): (&str, &[&str]) = if fam == Some(Fam::V6) {
-        (
-            "icmp6-type",
-            &[
-                "echoreq",
-                "echorep",
-                "unreach",
-                "toobig",
-                "neighbrsol",
-                "neighbradv",
-            ],
-        )
+        ("icmp6-type", &["echoreq", "echorep", "unreach", "toobig", "neighbrsol", "neighbradv"])
     } else {
         ("icmp-type", &["echoreq", "echorep", "unreach", "timex"])
     };
     let t = names[rng.below(names.len() as u64) as usize];
     if rng.chance(20) {
-        let _ = write!(
-            out,
-            " {kw} {{ {t}, {} }}",
-            names[rng.below(names.len() as u64) as usize]
-        );
+        let _ = write!(out, " {kw} {{ {t}, {} }}", names[rng.below(names.len() as u64) as usize]);
     } else if t == "unreach" && rng.chance(30) {
         let _ = write!(out, " {kw} {t} code {}", rng.below(4));
     } else {
@@ -393,11 +323,7 @@ pub fn ruleset_tagged(seed: u64, rules: usize) -> String {
                     let _ = write!(out, " tag T{t}");
                 }
                 Some("out") => {
-                    let _ = write!(
-                        out,
-                        " {}tagged T{t}",
-                        if rng.chance(25) { "! " } else { "" }
-                    );
+                    let _ = write!(out, " {}tagged T{t}", if rng.chance(25) { "! " } else { "" });
                 }
                 _ => {}
             }
@@ -412,13 +338,7 @@ pub fn ruleset_tagged(seed: u64, rules: usize) -> String {
 pub fn uniform(rules: usize) -> String {
     let mut t = String::with_capacity(rules * 70 + 20);
     for i in 0..rules {
-        let _ = writeln!(
-            t,
-            "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22",
-            (i >> 16) & 255,
-            (i >> 8) & 255,
-            i & 255
-        );
+        let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
     }
     t.push_str("pass all no state\n");
     t
@@ -435,11 +355,7 @@ pub struct Boundaries {
 /// ends of every port range and their neighbours, ICMP types: where packets of `rs` get
 /// different verdicts (for property tests against the reference).
 pub fn boundaries(rs: &RuleSet) -> Boundaries {
-    let mut prefixes: Vec<Prefix> = rs
-        .tables
-        .iter()
-        .flat_map(|t| t.entries.iter().map(|e| e.prefix))
-        .collect();
+    let mut prefixes: Vec<Prefix> = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix)).collect();
     let mut ports = vec![0u16, 65535];
     for r in &rs.rules {
         for m in [&r.src, &r.dst] {
@@ -461,18 +377,9 @@ pub fn boundaries(rs: &RuleSet) -> Boundaries {
     }
     let (mut v4, mut v6) = (Vec::new(), Vec::new());
     for p in prefixes {
-        let max = if p.af == Af::Inet {
-            u128::from(u32::MAX)
-        } else {
-            u128::MAX
-        };
+        let max = if p.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
         let v = if p.af == Af::Inet { &mut v4 } else { &mut v6 };
-        v.extend([
-            p.first(),
-            p.last(),
-            p.first().wrapping_sub(1) & max,
-            p.last().wrapping_add(1) & max,
-        ]);
+        v.extend([p.first(), p.last(), p.first().wrapping_sub(1) & max, p.last().wrapping_add(1) & max]);
     }
     Boundaries { v4, v6, ports }
 }

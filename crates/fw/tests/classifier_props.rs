@@ -186,9 +186,7 @@ fn rand_port_matches(rng: &mut Rng, tcpudp: bool) -> (PortMatch, PortMatch) {
 fn rand_icmp(rng: &mut Rng, icmp: bool) -> (Vec<u8>, Option<u8>) {
     if icmp && rng.chance(40) {
         (
-            (0..1 + rng.below(2))
-                .map(|_| *rng.pick(&[0u8, 3, 8, 128, 129]))
-                .collect(),
+            (0..1 + rng.below(2)).map(|_| *rng.pick(&[0u8, 3, 8, 128, 129])).collect(),
             if rng.chance(40) {
                 Some(*rng.pick(&[0u8, 1, 3]))
             } else {
@@ -473,10 +471,7 @@ fn classifier_matches_reference() {
             }
         } else if s % 4 == 1 {
             // The decision tree on the same sets.
-            BuildOptions {
-                engine: Engine::Tree,
-                ..BuildOptions::default()
-            }
+            BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }
         } else {
             BuildOptions::default()
         };
@@ -519,19 +514,8 @@ fn classifier_matches_reference_large_sets() {
             }
         }
         let t = std::time::Instant::now();
-        let engine = if s % 2 == 0 {
-            Engine::Auto
-        } else {
-            Engine::Tree
-        };
-        let cl = Classifier::build_with(
-            &rs,
-            &BuildOptions {
-                engine,
-                ..BuildOptions::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("seed {s}: {e}"));
+        let engine = if s % 2 == 0 { Engine::Auto } else { Engine::Tree };
+        let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap_or_else(|e| panic!("seed {s}: {e}"));
         eprintln!(
             "{} rules: built in {:?}, {} KiB, {:?}",
             rs.rules.len(),
@@ -567,20 +551,9 @@ fn budget_exceeded_is_a_clear_error() {
             })
         }));
     }
-    let opts = BuildOptions {
-        memory_budget: 256 << 10,
-        engine: Engine::Rfc,
-        ..BuildOptions::default()
-    };
+    let opts = BuildOptions { memory_budget: 256 << 10, engine: Engine::Rfc, ..BuildOptions::default() };
     let e = Classifier::build_with(&rs, &opts).unwrap_err().to_string();
-    let auto = Classifier::build_with(
-        &rs,
-        &BuildOptions {
-            engine: Engine::Auto,
-            ..opts
-        },
-    )
-    .unwrap();
+    let auto = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Auto, ..opts }).unwrap();
     assert_eq!(auto.stats().engine, "tree");
     assert!(e.contains("memory budget of 0 MiB (262144 bytes)"), "{e}");
     assert!(Classifier::build(&rs).is_ok());

@@ -14,34 +14,17 @@ use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
 use fw::testgen::{Boundaries, Rng, boundaries};
 
+
 fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
-    let af = if rng.index(4) == 0 {
-        Af::Inet6
-    } else {
-        Af::Inet
-    };
+    let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
     let pool = if af == Af::Inet { &b.v4 } else { &b.v6 };
     let addr = |rng: &mut Rng| -> u128 {
         let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
-        let r = if af == Af::Inet {
-            r & u128::from(u32::MAX)
-        } else {
-            r
-        };
-        if pool.is_empty() || rng.index(5) == 0 {
-            r
-        } else {
-            pool[rng.index(pool.len())]
-        }
+        let r = if af == Af::Inet { r & u128::from(u32::MAX) } else { r };
+        if pool.is_empty() || rng.index(5) == 0 { r } else { pool[rng.index(pool.len())] }
     };
     let proto = [6u8, 6, 17, 17, 1, 58, 47][rng.index(7)];
-    let port = |rng: &mut Rng| {
-        if rng.index(4) == 0 {
-            rng.next_u64() as u16
-        } else {
-            b.ports[rng.index(b.ports.len())]
-        }
-    };
+    let port = |rng: &mut Rng| if rng.index(4) == 0 { rng.next_u64() as u16 } else { b.ports[rng.index(b.ports.len())] };
     PacketKey {
         af,
         dir: if rng.index(2) == 0 { Dir::In } else { Dir::Out },
@@ -63,25 +46,14 @@ fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
 fn check(seed: u64, rules: usize, engine: Engine, packets: usize) -> &'static str {
     let text = fw::testgen::ruleset(seed, rules);
     let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
-    let cl = Classifier::build_with(
-        &rs,
-        &BuildOptions {
-            engine,
-            ..BuildOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("seed {seed}, {rules} rules, {engine:?}: {e}"));
+    let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() })
+        .unwrap_or_else(|e| panic!("seed {seed}, {rules} rules, {engine:?}: {e}"));
     let b = boundaries(&rs);
     let mut rng = Rng(seed);
     for _ in 0..packets {
         let k = key(&mut rng, &b);
         let (want, got) = (evaluate(&rs, &k), cl.classify(&k));
-        assert_eq!(
-            got,
-            want,
-            "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}",
-            cl.stats().engine
-        );
+        assert_eq!(got, want, "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}", cl.stats().engine);
     }
     cl.stats().engine
 }
@@ -89,28 +61,15 @@ fn check(seed: u64, rules: usize, engine: Engine, packets: usize) -> &'static st
 /// [`check`] on [`fw::testgen::ruleset_tagged`], packets carrying tags `T0`..`T3` or none.
 fn check_tagged(seed: u64, rules: usize, engine: Engine, packets: usize) {
     let text = fw::testgen::ruleset_tagged(seed, rules);
-    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index)
-        .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let cl = Classifier::build_with(
-        &rs,
-        &BuildOptions {
-            engine,
-            ..BuildOptions::default()
-        },
-    )
-    .unwrap();
+    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
     let b = boundaries(&rs);
     let mut rng = Rng(seed);
     for _ in 0..packets {
         let mut k = key(&mut rng, &b);
         k.tag = rng.below(rs.tags.len() as u64 + 2) as u8;
         let (want, got) = (evaluate(&rs, &k), cl.classify(&k));
-        assert_eq!(
-            got,
-            want,
-            "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}",
-            cl.stats().engine
-        );
+        assert_eq!(got, want, "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}", cl.stats().engine);
     }
 }
 
@@ -125,10 +84,7 @@ fn tagged_realistic_sets_match_the_reference() {
 }
 
 fn sets(default: u64) -> u64 {
-    std::env::var("FW_REALISTIC_SETS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    std::env::var("FW_REALISTIC_SETS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
 #[test]
@@ -141,15 +97,7 @@ fn small_realistic_sets_match_the_reference_with_each_engine() {
         // RFC alone, where it fits its default budgets.
         let text = fw::testgen::ruleset(seed, rules);
         let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
-        if Classifier::build_with(
-            &rs,
-            &BuildOptions {
-                engine: Engine::Rfc,
-                ..BuildOptions::default()
-            },
-        )
-        .is_ok()
-        {
+        if Classifier::build_with(&rs, &BuildOptions { engine: Engine::Rfc, ..BuildOptions::default() }).is_ok() {
             check(seed, rules, Engine::Rfc, 3000);
         }
     }
@@ -172,25 +120,12 @@ fn large_realistic_sets_match_the_reference() {
 fn over_the_rfc_budgets_the_tree_takes_over() {
     let text = fw::testgen::ruleset(77, 300);
     let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
-    let opts = BuildOptions {
-        memory_budget: 1 << 16,
-        ..BuildOptions::default()
-    };
+    let opts = BuildOptions { memory_budget: 1 << 16, ..BuildOptions::default() };
     let cl = Classifier::build_with(&rs, &opts).unwrap();
     assert_eq!(cl.stats().engine, "tree");
     let why = cl.stats().rfc_gave_up.clone().unwrap();
-    assert!(
-        why.contains("memory budget") || why.contains("class pairs"),
-        "{why}"
-    );
-    let e = Classifier::build_with(
-        &rs,
-        &BuildOptions {
-            engine: Engine::Rfc,
-            ..opts
-        },
-    )
-    .unwrap_err();
+    assert!(why.contains("memory budget") || why.contains("class pairs"), "{why}");
+    let e = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Rfc, ..opts }).unwrap_err();
     assert!(e.to_string().contains("memory budget of 0 MiB"), "{e}");
     let b = boundaries(&rs);
     let mut rng = Rng(5);
@@ -214,69 +149,29 @@ fn tree_priorities_across_groups_match_the_reference() {
             text.push_str(&format!(" 10.{}.{}.0/24", i % 4, 16 * (i / 4)));
         }
         text.push_str(" }\n");
-        let narrow = [
-            "10.0.0.0/24",
-            "10.1.16.0/20",
-            "10.2.0.7",
-            "! 10.0.0.0/16",
-            "<big>",
-            "{ 10.3.0.0/16, !10.3.3.0/24 }",
-        ];
+        let narrow = ["10.0.0.0/24", "10.1.16.0/20", "10.2.0.7", "! 10.0.0.0/16", "<big>", "{ 10.3.0.0/16, !10.3.3.0/24 }"];
         let wide = ["any", "10.0.0.0/8", "! 10.2.0.0/16", "! <big>"];
         for _ in 0..(60 + rng.index(200)) {
             let addr = |rng: &mut Rng| {
-                if rng.index(2) == 0 {
-                    narrow[rng.index(narrow.len())]
-                } else {
-                    wide[rng.index(wide.len())]
-                }
+                if rng.index(2) == 0 { narrow[rng.index(narrow.len())] } else { wide[rng.index(wide.len())] }
             };
             let (src, dst) = (addr(&mut rng), addr(&mut rng));
             let action = if rng.index(2) == 0 { "pass" } else { "block" };
             let quick = if rng.index(4) == 0 { " quick" } else { "" };
-            let port = [
-                "",
-                " port 80",
-                " port { 22, 443 }",
-                " port 1000:2000",
-                " port != 53",
-            ][rng.index(5)];
-            text.push_str(&format!(
-                "{action} in{quick} inet proto tcp from {src} to {dst}{port} no state\n"
-            ));
+            let port = ["", " port 80", " port { 22, 443 }", " port 1000:2000", " port != 53"][rng.index(5)];
+            text.push_str(&format!("{action} in{quick} inet proto tcp from {src} to {dst}{port} no state\n"));
         }
-        let rs =
-            fw::rules::parse(&text, Path::new("groups.conf"), &fw::testgen::iface_index).unwrap();
-        let cl = Classifier::build_with(
-            &rs,
-            &BuildOptions {
-                engine: Engine::Tree,
-                ..BuildOptions::default()
-            },
-        )
-        .unwrap();
+        let rs = fw::rules::parse(&text, Path::new("groups.conf"), &fw::testgen::iface_index).unwrap();
+        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
         let b = boundaries(&rs);
         for _ in 0..20_000 {
             let mut k = key(&mut rng, &b);
             if rng.index(2) == 0 {
                 // Inside the networks the rules name, inbound TCP: the packets that match most.
-                let a = |rng: &mut Rng| {
-                    0x0a00_0000 | (rng.index(4) as u128) << 16 | rng.next_u64() as u128 & 0xffff
-                };
-                k = PacketKey {
-                    af: Af::Inet,
-                    dir: Dir::In,
-                    proto: 6,
-                    src: a(&mut rng),
-                    dst: a(&mut rng),
-                    ..k
-                };
+                let a = |rng: &mut Rng| 0x0a00_0000 | (rng.index(4) as u128) << 16 | rng.next_u64() as u128 & 0xffff;
+                k = PacketKey { af: Af::Inet, dir: Dir::In, proto: 6, src: a(&mut rng), dst: a(&mut rng), ..k };
             }
-            assert_eq!(
-                cl.classify(&k),
-                evaluate(&rs, &k),
-                "seed {seed}: {k:?}\nrules:\n{text}"
-            );
+            assert_eq!(cl.classify(&k), evaluate(&rs, &k), "seed {seed}: {k:?}\nrules:\n{text}");
         }
     }
 }

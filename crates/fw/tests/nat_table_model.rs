@@ -25,10 +25,7 @@ struct Model {
 
 impl Model {
     fn remove(&mut self, id: u32) {
-        let s = self
-            .sessions
-            .remove(&id)
-            .expect("removing a session the model holds");
+        let s = self.sessions.remove(&id).expect("removing a session the model holds");
         if self.outs.get(&s.out_key) == Some(&id) {
             self.outs.remove(&s.out_key);
         }
@@ -38,11 +35,7 @@ impl Model {
     }
 
     fn expired_ids(&self, now: u32, t: &Timeouts) -> Vec<u32> {
-        self.sessions
-            .iter()
-            .filter(|(_, s)| now.wrapping_sub(s.last) > s.timeout(t))
-            .map(|(&id, _)| id)
-            .collect()
+        self.sessions.iter().filter(|(_, s)| now.wrapping_sub(s.last) > s.timeout(t)).map(|(&id, _)| id).collect()
     }
 }
 
@@ -61,11 +54,7 @@ fn session(rng: &mut Rng, id: u32, now: u32) -> Session {
     let (out_key, in_key) = (key(rng), key(rng));
     Session {
         iface: rng.below(3) as u16,
-        kind: if rng.below(2) == 0 {
-            NatKind::Nat
-        } else {
-            NatKind::Rdr
-        },
+        kind: if rng.below(2) == 0 { NatKind::Nat } else { NatKind::Rdr },
         pass: false,
         out_key,
         out_to: (id, out_key.sport ^ 0x4000),
@@ -77,26 +66,11 @@ fn session(rng: &mut Rng, id: u32, now: u32) -> Session {
 }
 
 /// One lookup by `out` key or in key, in both, compared; a hit is touched in both.
-fn lookup(
-    t: &mut NatTable,
-    m: &mut Model,
-    k: &NatKey,
-    out: bool,
-    now: u32,
-    tmo: &Timeouts,
-    flags: u8,
-) {
+fn lookup(t: &mut NatTable, m: &mut Model, k: &NatKey, out: bool, now: u32, tmo: &Timeouts, flags: u8) {
     let want = if out { m.outs.get(k) } else { m.ins.get(k) }.copied();
-    let got = if out {
-        t.lookup_out(k, now, tmo)
-    } else {
-        t.lookup_in(k, now, tmo)
-    };
+    let got = if out { t.lookup_out(k, now, tmo) } else { t.lookup_in(k, now, tmo) };
     let Some(id) = want else {
-        assert!(
-            got.is_none(),
-            "key {k:?} (out: {out}) found a session the model does not have"
-        );
+        assert!(got.is_none(), "key {k:?} (out: {out}) found a session the model does not have");
         return;
     };
     let ms = m.sessions[&id];
@@ -110,10 +84,7 @@ fn lookup(
     assert_eq!(*s, ms, "session {id}");
     s.touch(now, !out, flags);
     let after = *s;
-    m.sessions
-        .get_mut(&id)
-        .expect("hit")
-        .touch(now, !out, flags);
+    m.sessions.get_mut(&id).expect("hit").touch(now, !out, flags);
     assert_eq!(after, m.sessions[&id]);
 }
 
@@ -138,11 +109,7 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
                 next_id += 1;
                 let r = t.insert(s);
                 if m.sessions.len() >= limit {
-                    assert_eq!(
-                        r,
-                        Err(AllocError::TableFull),
-                        "op {op}: insert into a full table"
-                    );
+                    assert_eq!(r, Err(AllocError::TableFull), "op {op}: insert into a full table");
                     full += 1;
                 } else {
                     assert_eq!(r, Ok(()), "op {op}: insert");
@@ -158,11 +125,7 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
             }
             75..=84 => {
                 let k = key(&mut rng);
-                assert_eq!(
-                    t.in_key_used(&k),
-                    m.ins.contains_key(&k),
-                    "op {op}: in_key_used({k:?})"
-                );
+                assert_eq!(t.in_key_used(&k), m.ins.contains_key(&k), "op {op}: in_key_used({k:?})");
             }
             // A slow clock (a second every ~200 operations), so that the table fills up.
             85..=93 => now += u32::from(rng.below(20) == 0) * rng.below(8) as u32,
@@ -173,10 +136,7 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
                 let dead = m.expired_ids(now, &tmo);
                 t.sweep(now, &tmo, 1 + rng.below(64) as usize);
                 t.debug_check();
-                assert!(
-                    t.len() <= before && t.len() >= before - dead.len(),
-                    "op {op}: partial sweep"
-                );
+                assert!(t.len() <= before && t.len() >= before - dead.len(), "op {op}: partial sweep");
                 t.sweep(now, &tmo, usize::MAX);
                 for id in dead {
                     m.remove(id);
@@ -199,25 +159,13 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
         }
     }
     check(&t, &m);
-    eprintln!(
-        "{} sessions at the end, {} expired, {full} inserts refused for a full table, clock at {now}",
-        t.len(),
-        t.expired
-    );
+    eprintln!("{} sessions at the end, {} expired, {full} inserts refused for a full table, clock at {now}", t.len(), t.expired);
     assert!(full > 0, "the table was never full");
 }
 
 /// Under a changed limit `l`: inserts until full, which must be at `l` sessions (or never,
 /// if it already holds more: none is removed).
-fn return_limit(
-    t: &mut NatTable,
-    m: &mut Model,
-    l: usize,
-    rng: &mut Rng,
-    next_id: &mut u32,
-    now: u32,
-    op: usize,
-) {
+fn return_limit(t: &mut NatTable, m: &mut Model, l: usize, rng: &mut Rng, next_id: &mut u32, now: u32, op: usize) {
     for _ in 0..4 {
         let s = session(rng, *next_id, now);
         *next_id += 1;
@@ -228,10 +176,7 @@ fn return_limit(
                 m.outs.insert(s.out_key, s.out_to.0);
                 m.ins.insert(s.in_key, s.out_to.0);
             }
-            Err(e) => assert!(
-                e == AllocError::TableFull && m.sessions.len() >= l,
-                "op {op}: refused under limit {l}"
-            ),
+            Err(e) => assert!(e == AllocError::TableFull && m.sessions.len() >= l, "op {op}: refused under limit {l}"),
         }
     }
 }
@@ -256,31 +201,9 @@ fn many_sessions_found_by_both_keys() {
     let mut t = NatTable::new(usize::MAX, 42);
     let n = 200_000u32;
     let s = |i: u32| {
-        let out_key = NatKey {
-            src: 0x0a00_0000 + i,
-            dst: 0x0808_0808,
-            sport: 1000,
-            dport: 53,
-            proto: 17,
-        };
-        let in_key = NatKey {
-            src: 0x0808_0808,
-            dst: 0xc000_0201 + (i >> 16),
-            sport: 53,
-            dport: i as u16,
-            proto: 17,
-        };
-        Session {
-            iface: 1,
-            kind: NatKind::Nat,
-            pass: false,
-            out_key,
-            out_to: (in_key.dst, in_key.dport),
-            in_key,
-            in_to: (out_key.src, 1000),
-            last: 0,
-            phase: Phase::First,
-        }
+        let out_key = NatKey { src: 0x0a00_0000 + i, dst: 0x0808_0808, sport: 1000, dport: 53, proto: 17 };
+        let in_key = NatKey { src: 0x0808_0808, dst: 0xc000_0201 + (i >> 16), sport: 53, dport: i as u16, proto: 17 };
+        Session { iface: 1, kind: NatKind::Nat, pass: false, out_key, out_to: (in_key.dst, in_key.dport), in_key, in_to: (out_key.src, 1000), last: 0, phase: Phase::First }
     };
     for i in 0..n {
         t.insert(s(i)).unwrap();
@@ -290,14 +213,8 @@ fn many_sessions_found_by_both_keys() {
     let per = t.memory_bytes() as f64 / f64::from(n);
     assert!(per <= 128.0, "{per} bytes per session");
     for i in 0..n {
-        assert_eq!(
-            t.lookup_in(&s(i).in_key, 10, &tmo)
-                .map(|x| x.in_to.0 - 0x0a00_0000),
-            Some(i)
-        );
-        let x = t
-            .lookup_out(&s(i).out_key, 10, &tmo)
-            .expect("found by its out key");
+        assert_eq!(t.lookup_in(&s(i).in_key, 10, &tmo).map(|x| x.in_to.0 - 0x0a00_0000), Some(i));
+        let x = t.lookup_out(&s(i).out_key, 10, &tmo).expect("found by its out key");
         assert_eq!(x.in_to.0 - 0x0a00_0000, i);
         if i % 2 == 1 {
             x.touch(25, true, 0);
@@ -323,42 +240,13 @@ fn structured_keys_probe_few_words() {
     t.reserve(n);
     let ext = 0xc000_0201;
     for i in 0..n {
-        let (src, dst) = (
-            0xac10_0000u32 + (i >> 16) as u32,
-            0x6440_0000u32 + (i >> 16) as u32,
-        );
+        let (src, dst) = (0xac10_0000u32 + (i >> 16) as u32, 0x6440_0000u32 + (i >> 16) as u32);
         let (sport, port) = (i as u16, 1024 + (i % 64000) as u16);
-        let out_key = NatKey {
-            src,
-            dst,
-            sport,
-            dport: 9,
-            proto: 17,
-        };
-        let in_key = NatKey {
-            src: dst,
-            dst: ext,
-            sport: 9,
-            dport: port,
-            proto: 17,
-        };
-        t.insert(Session {
-            iface: 1,
-            kind: NatKind::Nat,
-            pass: false,
-            out_key,
-            out_to: (ext, port),
-            in_key,
-            in_to: (src, sport),
-            last: 0,
-            phase: Phase::First,
-        })
-        .unwrap();
+        let out_key = NatKey { src, dst, sport, dport: 9, proto: 17 };
+        let in_key = NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: 17 };
+        t.insert(Session { iface: 1, kind: NatKind::Nat, pass: false, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Phase::First }).unwrap();
     }
     let mean = t.debug_check();
-    eprintln!(
-        "mean distance from home {mean:.3} words, {:.1} bytes a session",
-        t.memory_bytes() as f64 / n as f64
-    );
+    eprintln!("mean distance from home {mean:.3} words, {:.1} bytes a session", t.memory_bytes() as f64 / n as f64);
     assert!(mean < 1.0, "mean distance {mean} words");
 }

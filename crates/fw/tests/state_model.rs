@@ -177,11 +177,7 @@ impl Model {
     /// (pf_state_expires: timeout * (end - states) / (end - start) above the start, 0 from
     /// the end on).
     fn dead(&self, e: &MEntry, now: u32) -> bool {
-        let (start, end, n) = (
-            u64::from(self.to.adaptive_start),
-            u64::from(self.to.adaptive_end),
-            self.map.len() as u64,
-        );
+        let (start, end, n) = (u64::from(self.to.adaptive_start), u64::from(self.to.adaptive_end), self.map.len() as u64);
         let secs = u64::from(e.secs);
         let kept = match () {
             _ if end == 0 || start >= end || n <= start => secs,
@@ -241,18 +237,8 @@ fn stored_key(dk: &MKey, k: &PacketKey) -> PacketKey {
     };
     if dk.1 == proto::ICMP || dk.1 == proto::ICMPV6 {
         // The request: from the end keyed by its identifier (0) to the type.
-        let (id_end, type_end) = if dk.2.1 == 0 {
-            (dk.2, dk.3)
-        } else {
-            (dk.3, dk.2)
-        };
-        PacketKey {
-            src: id_end.0,
-            dst: type_end.0,
-            src_port: type_end.1,
-            dst_port: 0,
-            ..pk
-        }
+        let (id_end, type_end) = if dk.2.1 == 0 { (dk.2, dk.3) } else { (dk.3, dk.2) };
+        PacketKey { src: id_end.0, dst: type_end.0, src_port: type_end.1, dst_port: 0, ..pk }
     } else {
         pk
     }
@@ -293,11 +279,7 @@ impl Harness {
             ..Timeouts::default()
         };
         let to = match adaptive {
-            Some((adaptive_start, adaptive_end)) => Timeouts {
-                adaptive_start,
-                adaptive_end,
-                ..to
-            },
+            Some((adaptive_start, adaptive_end)) => Timeouts { adaptive_start, adaptive_end, ..to },
             None => to,
         };
         let table = StateTable::new(limit, to, seed);
@@ -477,15 +459,7 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool
     run_scaled(seed, ops, limit, flows, adv, resize, None);
 }
 
-fn run_scaled(
-    seed: u64,
-    ops: usize,
-    limit: usize,
-    flows: usize,
-    adv: u64,
-    resize: bool,
-    adaptive: Option<(u32, u32)>,
-) {
+fn run_scaled(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool, adaptive: Option<(u32, u32)>) {
     let mut h = Harness::new(seed, limit, flows, adv, adaptive);
     for op in 0..ops {
         h.step(op);
@@ -499,16 +473,7 @@ fn run_scaled(
     }
     h.table.debug_check();
     let c = h.table.counters();
-    let Harness {
-        base,
-        limit,
-        cap,
-        hits,
-        fulls,
-        swept,
-        now,
-        ..
-    } = h;
+    let Harness { base, limit, cap, hits, fulls, swept, now, .. } = h;
     eprintln!(
         "seed {seed}: {ops} ops, limit {base} (last {limit}, largest {cap}), {flows} flows: {hits} hits, {fulls} full, {swept} swept, now {now}, {c:?}"
     );
@@ -524,27 +489,13 @@ fn model_small_table_often_full() {
 /// Larger table near its limit.
 #[test]
 fn model_large_table() {
-    run(
-        common::seed(0x5eed_0001) ^ 0xabcdef,
-        1_000_000,
-        20_000,
-        40_000,
-        6000,
-        false,
-    );
+    run(common::seed(0x5eed_0001) ^ 0xabcdef, 1_000_000, 20_000, 40_000, 6000, false);
 }
 
 /// The limit changes now and then, lower (states above it stay) and higher (the table grows).
 #[test]
 fn model_limit_changes() {
-    run(
-        common::seed(0x5eed_0001) ^ 0x1177,
-        1_000_000,
-        1000,
-        3000,
-        300,
-        true,
-    );
+    run(common::seed(0x5eed_0001) ^ 0x1177, 1_000_000, 1000, 3000, 300, true);
 }
 
 /// pf's adaptive timeouts: from half the limit on, every timeout shrinks with the entries
@@ -553,28 +504,12 @@ fn model_limit_changes() {
 /// model's do.
 #[test]
 fn model_adaptive_timeouts() {
-    run_scaled(
-        common::seed(0x5eed_0001) ^ 0xada,
-        1_000_000,
-        512,
-        2000,
-        300,
-        false,
-        Some((256, 1024)),
-    );
+    run_scaled(common::seed(0x5eed_0001) ^ 0xada, 1_000_000, 512, 2000, 300, false, Some((256, 1024)));
 }
 
 /// The same with the limit changing around the end: from 700 entries on (the limit goes
 /// up to 1024) every state is dead.
 #[test]
 fn model_adaptive_end_below_limit() {
-    run_scaled(
-        common::seed(0x5eed_0001) ^ 0xade,
-        1_000_000,
-        512,
-        2000,
-        300,
-        true,
-        Some((100, 700)),
-    );
+    run_scaled(common::seed(0x5eed_0001) ^ 0xade, 1_000_000, 512, 2000, 300, true, Some((100, 700)));
 }

@@ -4,8 +4,8 @@
 
 use fw::packet::{PacketKey, proto};
 use fw::state::{
-    Flow, FlowV4, IcmpErrorMatch, Modulation, StateLookup, StateOptions, StateTable, StateVerdict,
-    TcpSegment, Timeouts, tcp_flags::*,
+    Flow, FlowV4, IcmpErrorMatch, Modulation, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts,
+    tcp_flags::*,
 };
 use proptest::prelude::*;
 
@@ -13,24 +13,10 @@ mod common;
 use common::conn::{A, B, PA, PB, key};
 
 fn seg(seq: u32, ack: u32, flags: u8, payload_len: u16) -> TcpSegment {
-    TcpSegment {
-        seq,
-        ack,
-        win: 65535,
-        flags,
-        payload_len,
-        wscale: None,
-    }
+    TcpSegment { seq, ack, win: 65535, flags, payload_len, wscale: None }
 }
 
-const MODULATE: StateOptions = StateOptions {
-    sloppy: false,
-    allow_opts: false,
-    bound: None,
-    tag: 0,
-    modulate: true,
-    synproxy: false,
-};
+const MODULATE: StateOptions = StateOptions { sloppy: false, allow_opts: false, bound: None, tag: 0, modulate: true, synproxy: false };
 
 /// A connection through a table: what each end sends, tracked, and rewritten as the data
 /// plane rewrites it (`Modulation`), giving what the other end receives.
@@ -44,17 +30,8 @@ impl Wire {
     fn pass(&mut self, from_a: bool, s: TcpSegment) -> TcpSegment {
         let k = key(from_a, s.flags);
         match self.t.lookup(&k, Some(&s), self.now) {
-            StateLookup::Hit {
-                verdict,
-                dir_from_initiator,
-                ..
-            } => {
-                assert_eq!(
-                    verdict,
-                    StateVerdict::Pass,
-                    "{s:?} from {}",
-                    if from_a { "A" } else { "B" }
-                );
+            StateLookup::Hit { verdict, dir_from_initiator, .. } => {
+                assert_eq!(verdict, StateVerdict::Pass, "{s:?} from {}", if from_a { "A" } else { "B" });
                 assert_eq!(dir_from_initiator, from_a);
             }
             StateLookup::Miss => panic!("miss"),
@@ -63,15 +40,8 @@ impl Wire {
     }
 
     fn rewrite(&self, from_a: bool, s: TcpSegment) -> TcpSegment {
-        match self
-            .t
-            .modulation(&Flow::of(&key(from_a, s.flags)), self.now)
-        {
-            Some(Modulation { seq_add, ack_sub }) => TcpSegment {
-                seq: s.seq.wrapping_add(seq_add),
-                ack: s.ack.wrapping_sub(ack_sub),
-                ..s
-            },
+        match self.t.modulation(&Flow::of(&key(from_a, s.flags)), self.now) {
+            Some(Modulation { seq_add, ack_sub }) => TcpSegment { seq: s.seq.wrapping_add(seq_add), ack: s.ack.wrapping_sub(ack_sub), ..s },
             None => s,
         }
     }
@@ -79,8 +49,7 @@ impl Wire {
     /// A's SYN creates the state.
     fn open(seed: u64, opts: StateOptions, syn: TcpSegment) -> (Wire, TcpSegment) {
         let mut t = StateTable::new(64, Timeouts::default(), seed);
-        t.insert_with(&key(true, syn.flags), 0, 1, Some(&syn), opts)
-            .unwrap();
+        t.insert_with(&key(true, syn.flags), 0, 1, Some(&syn), opts).unwrap();
         let w = Wire { t, now: 1 };
         let out = w.rewrite(true, syn);
         (w, out)
@@ -97,58 +66,32 @@ fn converse(seed: u64, isn_a: u32, isn_b: u32, lens: &[(u16, u16)]) {
     // B answers the SYN it saw.
     let synack = w.pass(false, seg(isn_b, syn.seq.wrapping_add(1), SYN | ACK, 0));
     let db = synack.seq.wrapping_sub(isn_b);
-    assert_ne!(
-        db, 0,
-        "the responder's numbers are shifted too (pf's deferred seqdiff)"
-    );
-    assert_eq!(
-        synack.ack,
-        isn_a.wrapping_add(1),
-        "A sees its own numbers acknowledged"
-    );
+    assert_ne!(db, 0, "the responder's numbers are shifted too (pf's deferred seqdiff)");
+    assert_eq!(synack.ack, isn_a.wrapping_add(1), "A sees its own numbers acknowledged");
     // Each end's next number in its own space; the other sees it shifted.
     let (mut a_nxt, mut b_nxt) = (isn_a.wrapping_add(1), isn_b.wrapping_add(1));
     let ack = w.pass(true, seg(a_nxt, b_nxt.wrapping_add(db), ACK, 0));
     assert_eq!((ack.seq, ack.ack), (a_nxt.wrapping_add(da), b_nxt));
     for &(la, lb) in lens {
         let d = w.pass(true, seg(a_nxt, b_nxt.wrapping_add(db), ACK | PSH, la));
-        assert_eq!(
-            (d.seq, d.ack),
-            (a_nxt.wrapping_add(da), b_nxt),
-            "constant offsets"
-        );
+        assert_eq!((d.seq, d.ack), (a_nxt.wrapping_add(da), b_nxt), "constant offsets");
         a_nxt = a_nxt.wrapping_add(u32::from(la));
         // B acknowledges (and sends) in the shifted space it sees.
-        let r = w.pass(
-            false,
-            seg(b_nxt, d.seq.wrapping_add(u32::from(la)), ACK | PSH, lb),
-        );
-        assert_eq!(
-            (r.seq, r.ack),
-            (b_nxt.wrapping_add(db), a_nxt),
-            "A sees its own numbers acknowledged"
-        );
+        let r = w.pass(false, seg(b_nxt, d.seq.wrapping_add(u32::from(la)), ACK | PSH, lb));
+        assert_eq!((r.seq, r.ack), (b_nxt.wrapping_add(db), a_nxt), "A sees its own numbers acknowledged");
         b_nxt = b_nxt.wrapping_add(u32::from(lb));
     }
     let fin = w.pass(true, seg(a_nxt, b_nxt.wrapping_add(db), FIN | ACK, 0));
     let finack = w.pass(false, seg(b_nxt, fin.seq.wrapping_add(1), FIN | ACK, 0));
     assert_eq!(finack.ack, a_nxt.wrapping_add(1));
-    let last = w.pass(
-        true,
-        seg(a_nxt.wrapping_add(1), finack.seq.wrapping_add(1), ACK, 0),
-    );
+    let last = w.pass(true, seg(a_nxt.wrapping_add(1), finack.seq.wrapping_add(1), ACK, 0));
     assert_eq!(last.ack, b_nxt.wrapping_add(1));
     assert_eq!(w.t.counters().drop_out_of_window, 0);
 }
 
 #[test]
 fn handshake_and_data_both_ways() {
-    converse(
-        7,
-        1_000,
-        5_000_000,
-        &[(100, 0), (1460, 1460), (0, 500), (1460, 1)],
-    );
+    converse(7, 1_000, 5_000_000, &[(100, 0), (1460, 1460), (0, 500), (1460, 1)]);
 }
 
 #[test]
@@ -181,16 +124,7 @@ fn the_responder_acknowledging_unshifted_numbers_is_out_of_window() {
     }
     let s = seg(9, 1001, SYN | ACK, 0);
     let r = w.t.lookup(&key(false, s.flags), Some(&s), 1);
-    assert!(
-        matches!(
-            r,
-            StateLookup::Hit {
-                verdict: StateVerdict::Drop(_),
-                ..
-            }
-        ),
-        "{r:?}"
-    );
+    assert!(matches!(r, StateLookup::Hit { verdict: StateVerdict::Drop(_), .. }), "{r:?}");
 }
 
 #[test]
@@ -207,10 +141,7 @@ fn keep_state_and_picked_up_connections_do_not_modulate() {
 #[test]
 fn udp_under_modulate_state_is_keep_state() {
     let mut t = StateTable::new(8, Timeouts::default(), 1);
-    let k = PacketKey {
-        proto: proto::UDP,
-        ..key(true, 0)
-    };
+    let k = PacketKey { proto: proto::UDP, ..key(true, 0) };
     t.insert_with(&k, 0, 1, None, MODULATE).unwrap();
     assert_eq!(t.modulation(&Flow::of(&k), 1), None);
 }
@@ -220,12 +151,8 @@ fn both_lookups_and_both_directions_agree() {
     let (mut w, syn) = Wire::open(9, MODULATE, seg(500, 0, SYN, 0));
     let off = syn.seq.wrapping_sub(500);
     let (ka, kb) = (key(true, ACK), key(false, ACK));
-    let ma =
-        w.t.modulation(&Flow::of(&ka), 1)
-            .expect("A's packets are rewritten");
-    let mb =
-        w.t.modulation(&Flow::of(&kb), 1)
-            .expect("B's packets are rewritten");
+    let ma = w.t.modulation(&Flow::of(&ka), 1).expect("A's packets are rewritten");
+    let mb = w.t.modulation(&Flow::of(&kb), 1).expect("B's packets are rewritten");
     assert_eq!((ma.seq_add, mb.ack_sub), (off, off));
     assert_eq!(ma.ack_sub, mb.seq_add);
     assert_ne!(mb.seq_add, 0);
@@ -248,14 +175,8 @@ fn icmp_errors_quote_the_shifted_number() {
     let d = w.pass(true, seg(1001, sa.seq.wrapping_add(1), ACK, 100));
     // An error from beyond the firewall about A's segment quotes what left the firewall;
     // one about B's (from A's side), B's shifted number.
-    assert!(matches!(
-        w.t.match_icmp_error(&key(true, ACK), Some(d.seq), 1),
-        IcmpErrorMatch::Pass(_)
-    ));
-    assert!(matches!(
-        w.t.match_icmp_error(&key(false, ACK), Some(sa.seq.wrapping_add(1)), 1),
-        IcmpErrorMatch::Pass(_)
-    ));
+    assert!(matches!(w.t.match_icmp_error(&key(true, ACK), Some(d.seq), 1), IcmpErrorMatch::Pass(_)));
+    assert!(matches!(w.t.match_icmp_error(&key(false, ACK), Some(sa.seq.wrapping_add(1)), 1), IcmpErrorMatch::Pass(_)));
 }
 
 proptest! {

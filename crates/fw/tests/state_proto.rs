@@ -2,8 +2,9 @@
 
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{
-    InsertError, StateAllocError, StateId, StateLookup, StateMemory, StateTable, StateVerdict,
-    Timeouts, Tmo, is_icmp_error, pseudo_state::*,
+    InsertError, StateAllocError, StateId, StateLookup, StateMemory, StateTable, StateVerdict, Timeouts, Tmo,
+    is_icmp_error,
+    pseudo_state::*,
 };
 
 fn udp(src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
@@ -205,10 +206,7 @@ fn icmp_error_matching() {
 /// full.
 #[test]
 fn paced_sweep_keeps_pfs_interval() {
-    let to = Timeouts {
-        interval: 10,
-        ..Timeouts::default()
-    };
+    let to = Timeouts { interval: 10, ..Timeouts::default() };
     let mut t = StateTable::new(1000, to, 5);
     for i in 0..500u16 {
         t.insert(&udp(1, 1000 + i, 2, 53), 0, 0, None).unwrap();
@@ -228,11 +226,7 @@ fn paced_sweep_keeps_pfs_interval() {
         t.insert(&udp(1, 1000 + i, 2, 53), 0, 0, None).unwrap();
     }
     assert_eq!(t.expire_paced(59, 1000), 0);
-    assert_eq!(
-        (t.expire_paced(60, 16), t.expire_paced(60, 16)),
-        (16, 0),
-        "full, then the second's credit (10) spent"
-    );
+    assert_eq!((t.expire_paced(60, 16), t.expire_paced(60, 16)), (16, 0), "full, then the second's credit (10) spent");
 }
 
 #[test]
@@ -324,10 +318,7 @@ fn limit_refuses_new_existing_keep_flowing() {
 fn limit_stops_at_capacity_until_grown_into_new_memory() {
     let mut t = StateTable::new(2, Timeouts::default(), 5);
     let keys: Vec<_> = (0..6u16).map(|i| udp(10, 1000 + i, 20, 53)).collect();
-    let ids: Vec<_> = keys[..2]
-        .iter()
-        .map(|k| t.insert(k, 0, 0, None).unwrap())
-        .collect();
+    let ids: Vec<_> = keys[..2].iter().map(|k| t.insert(k, 0, 0, None).unwrap()).collect();
     // A higher limit than the table's memory holds is cut to it: setting it never allocates.
     t.set_limit(6);
     assert_eq!((t.limit(), t.capacity()), (2, 2));
@@ -343,18 +334,12 @@ fn limit_stops_at_capacity_until_grown_into_new_memory() {
     for k in &keys[2..] {
         t.insert(k, 0, 1, None).unwrap();
     }
-    assert_eq!(
-        t.insert(&udp(10, 9, 20, 53), 0, 1, None),
-        Err(InsertError::Full)
-    );
+    assert_eq!(t.insert(&udp(10, 9, 20, 53), 0, 1, None), Err(InsertError::Full));
     // Smaller memory than the table has is ignored.
     t.grow_into(StateMemory::try_new(3).unwrap());
     assert_eq!(t.capacity(), 6);
     t.debug_check();
-    assert!(matches!(
-        StateTable::try_new(fw::state::MAX_LIMIT + 1, Timeouts::default(), 0),
-        Err(StateAllocError::TooLarge(_))
-    ));
+    assert!(matches!(StateTable::try_new(fw::state::MAX_LIMIT + 1, Timeouts::default(), 0), Err(StateAllocError::TooLarge(_))));
 }
 
 #[test]
@@ -386,47 +371,18 @@ fn custom_timeouts() {
 #[test]
 fn icmp_query_states_are_keyed_by_identifier() {
     let mut t = StateTable::new(16, Timeouts::default(), 9);
-    let ping = |src, dst, ty, id| PacketKey {
-        proto: proto::ICMP,
-        src_port: ty,
-        icmp_id: id,
-        ..udp(src, 0, dst, 0)
-    };
+    let ping = |src, dst, ty, id| PacketKey { proto: proto::ICMP, src_port: ty, icmp_id: id, ..udp(src, 0, dst, 0) };
     let id = t.insert(&ping(1, 2, 8, 77), 0, 0, None).unwrap();
     assert_eq!(hit(&mut t, &ping(2, 1, 0, 77), 1), (id, false), "the reply");
-    assert_eq!(
-        hit(&mut t, &ping(1, 2, 8, 77), 1),
-        (id, true),
-        "the next request"
-    );
-    assert_eq!(
-        t.lookup(&ping(2, 1, 0, 78), None, 1),
-        StateLookup::Miss,
-        "a reply with another id"
-    );
-    assert_eq!(
-        t.lookup(&ping(2, 1, 8, 77), None, 1),
-        StateLookup::Miss,
-        "a request the other way, same id"
-    );
-    assert_eq!(
-        t.lookup(&ping(2, 1, 8, 5), None, 1),
-        StateLookup::Miss,
-        "a request the other way"
-    );
-    assert_eq!(
-        t.lookup(&ping(1, 2, 8, 78), None, 1),
-        StateLookup::Miss,
-        "a second ping"
-    );
+    assert_eq!(hit(&mut t, &ping(1, 2, 8, 77), 1), (id, true), "the next request");
+    assert_eq!(t.lookup(&ping(2, 1, 0, 78), None, 1), StateLookup::Miss, "a reply with another id");
+    assert_eq!(t.lookup(&ping(2, 1, 8, 77), None, 1), StateLookup::Miss, "a request the other way, same id");
+    assert_eq!(t.lookup(&ping(2, 1, 8, 5), None, 1), StateLookup::Miss, "a request the other way");
+    assert_eq!(t.lookup(&ping(1, 2, 8, 78), None, 1), StateLookup::Miss, "a second ping");
     // Timestamp request and reply (13, 14) likewise; ICMPv6 echo (128, 129).
     let ts = t.insert(&ping(1, 2, 13, 9), 0, 0, None).unwrap();
     assert_eq!(hit(&mut t, &ping(2, 1, 14, 9), 1), (ts, false));
-    let v6 = |src, dst, ty, id| PacketKey {
-        af: Af::Inet6,
-        proto: proto::ICMPV6,
-        ..ping(src, dst, ty, id)
-    };
+    let v6 = |src, dst, ty, id| PacketKey { af: Af::Inet6, proto: proto::ICMPV6, ..ping(src, dst, ty, id) };
     let id6 = t.insert(&v6(1, 2, 128, 3), 0, 0, None).unwrap();
     assert_eq!(hit(&mut t, &v6(2, 1, 129, 3), 1), (id6, false));
     assert_eq!(t.lookup(&v6(2, 1, 128, 4), None, 1), StateLookup::Miss);
@@ -437,40 +393,18 @@ fn icmp_query_states_are_keyed_by_identifier() {
 /// `adaptive.end` every state is dead.
 #[test]
 fn adaptive_scaling_follows_the_count() {
-    let to = Timeouts {
-        udp_first: 60,
-        adaptive_start: 10,
-        adaptive_end: 30,
-        ..Timeouts::default()
-    };
+    let to = Timeouts { udp_first: 60, adaptive_start: 10, adaptive_end: 30, ..Timeouts::default() };
     let mut t = StateTable::new(100, to, 5);
     let flow = |i: u16| udp(1, i, 2, 2);
-    let ids: Vec<StateId> = (0..10)
-        .map(|i| t.insert(&flow(i), 0, 0, None).unwrap())
-        .collect();
-    assert_eq!(
-        t.info(ids[0]).unwrap().expire,
-        60,
-        "10 states: not above the start"
-    );
+    let ids: Vec<StateId> = (0..10).map(|i| t.insert(&flow(i), 0, 0, None).unwrap()).collect();
+    assert_eq!(t.info(ids[0]).unwrap().expire, 60, "10 states: not above the start");
     for i in 10..20 {
         t.insert(&flow(i), 0, 0, None).unwrap();
     }
-    assert_eq!(
-        t.info(ids[0]).unwrap().expire,
-        30,
-        "20 states: 60 * (30 - 20) / (30 - 10)"
-    );
+    assert_eq!(t.info(ids[0]).unwrap().expire, 30, "20 states: 60 * (30 - 20) / (30 - 10)");
     assert_eq!(t.lookup(&flow(0), None, 30), StateLookup::Miss);
-    assert_eq!(
-        t.info(ids[1]).unwrap().expire,
-        33,
-        "19 states: 60 * 11 / 20"
-    );
-    assert!(matches!(
-        t.lookup(&flow(1), None, 32),
-        StateLookup::Hit { .. }
-    ));
+    assert_eq!(t.info(ids[1]).unwrap().expire, 33, "19 states: 60 * 11 / 20");
+    assert!(matches!(t.lookup(&flow(1), None, 32), StateLookup::Hit { .. }));
     // The sweep judges by the count as it goes, and each removal lengthens the others'
     // lives: at 40 s, with 19 states the untouched ones end at 33, with 18 at 36, with 17 at
     // 39, with 16 at 42.
@@ -482,9 +416,5 @@ fn adaptive_scaling_follows_the_count() {
     }
     assert_eq!(t.len(), 30);
     assert_eq!(t.lookup(&flow(100), None, 40), StateLookup::Miss);
-    assert_eq!(
-        t.insert(&flow(100), 0, 40, None).map(|_| ()),
-        Ok(()),
-        "a dead entry is replaced"
-    );
+    assert_eq!(t.insert(&flow(100), 0, 40, None).map(|_| ()), Ok(()), "a dead entry is replaced");
 }

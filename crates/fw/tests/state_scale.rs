@@ -55,11 +55,7 @@ fn fill_to_limit() {
     let t0 = Instant::now();
     // Full to its limit: pf's adaptive scaling, on by default, would shorten the timeouts
     // to a third; this test is about the table's structure.
-    let to = Timeouts {
-        adaptive_start: 0,
-        adaptive_end: 0,
-        ..Timeouts::default()
-    };
+    let to = Timeouts { adaptive_start: 0, adaptive_end: 0, ..Timeouts::default() };
     let mut t = StateTable::new(n, to, 0x1234_5678);
     let mem = t.memory_bytes();
     let per_state = mem as f64 / n as f64;

@@ -409,14 +409,7 @@ fn picked_up_connection() {
 
 #[test]
 fn sloppy_skips_window_checks() {
-    let mut f = handshake(
-        None,
-        None,
-        StateOptions {
-            sloppy: true,
-            ..StateOptions::default()
-        },
-    );
+    let mut f = handshake(None, None, StateOptions { sloppy: true, ..StateOptions::default() });
     assert!(f.t.info(f.id).unwrap().sloppy);
     assert_eq!(
         f.send(true, seg(ISA + 1 + 200_000, ISB + 1, 65535, ACK, 100), 3),
@@ -437,10 +430,7 @@ fn sloppy_skips_window_checks() {
             0,
             0,
             Some(&seg(ISA, 0, 65535, SYN, 0)),
-            StateOptions {
-                sloppy: true,
-                ..StateOptions::default()
-            },
+            StateOptions { sloppy: true, ..StateOptions::default() },
         )
         .unwrap();
     let mut g = Flow { t, id };

@@ -16,22 +16,13 @@ use fw::rules::RuleSet;
 use fw::testgen::Rng;
 
 fn rules(seed: u64, n: usize) -> RuleSet {
-    fw::rules::parse(
-        &fw::testgen::ruleset(seed, n),
-        Path::new("gen.conf"),
-        &fw::testgen::iface_index,
-    )
-    .unwrap()
+    fw::rules::parse(&fw::testgen::ruleset(seed, n), Path::new("gen.conf"), &fw::testgen::iface_index).unwrap()
 }
 
 /// Addresses at the ends of the rules' prefixes and table entries (and 0), and the ports at
 /// the ends of their ranges (and a few well-known ones): where packets get different verdicts.
 fn edges(rs: &RuleSet) -> (Vec<u128>, Vec<u128>, Vec<u16>) {
-    let fw::testgen::Boundaries {
-        mut v4,
-        mut v6,
-        mut ports,
-    } = fw::testgen::boundaries(rs);
+    let fw::testgen::Boundaries { mut v4, mut v6, mut ports } = fw::testgen::boundaries(rs);
     v4.push(0);
     v6.push(0);
     ports.extend([0, 22, 53, 80, 443, 65535]);
@@ -45,23 +36,11 @@ fn pool(rs: &RuleSet, rng: &mut Rng, n: usize) -> Vec<PacketKey> {
     let (v4, v6, ports) = edges(rs);
     let flows: Vec<PacketKey> = (0..n)
         .map(|_| {
-            let af = if rng.index(4) == 0 {
-                Af::Inet6
-            } else {
-                Af::Inet
-            };
+            let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
             let addrs = if af == Af::Inet { &v4 } else { &v6 };
             let addr = |rng: &mut Rng| {
                 let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
-                if rng.index(4) == 0 {
-                    if af == Af::Inet {
-                        r & u128::from(u32::MAX)
-                    } else {
-                        r
-                    }
-                } else {
-                    addrs[rng.index(addrs.len())]
-                }
+                if rng.index(4) == 0 { if af == Af::Inet { r & u128::from(u32::MAX) } else { r } } else { addrs[rng.index(addrs.len())] }
             };
             let (src, dst) = (addr(rng), addr(rng));
             let proto = [6u8, 6, 17, 17, 1, 58, 47][rng.index(7)];
@@ -89,108 +68,41 @@ fn pool(rs: &RuleSet, rng: &mut Rng, n: usize) -> Vec<PacketKey> {
 
 /// `k` with one keyed field changed (to a value near or at a rule's edge).
 fn sibling(k: &PacketKey, rng: &mut Rng, ports: &[u16]) -> PacketKey {
-    let max = if k.af == Af::Inet {
-        u128::from(u32::MAX)
-    } else {
-        u128::MAX
-    };
+    let max = if k.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
     match rng.index(9) {
-        0 => PacketKey {
-            src: k.src.wrapping_add(1) & max,
-            ..*k
-        },
-        1 => PacketKey {
-            dst: k.dst.wrapping_sub(1) & max,
-            ..*k
-        },
-        2 => PacketKey {
-            src_port: ports[rng.index(ports.len())],
-            ..*k
-        },
-        3 => PacketKey {
-            dst_port: ports[rng.index(ports.len())],
-            ..*k
-        },
-        4 | 5 => PacketKey {
-            proto: 6,
-            tcp_flags: k.tcp_flags ^ [0x02, 0x10, 0x01, 0x04][rng.index(4)],
-            ..*k
-        },
-        6 => PacketKey {
-            dir: if k.dir == Dir::In { Dir::Out } else { Dir::In },
-            ..*k
-        },
-        7 => PacketKey {
-            iface: (k.iface + 1) % 6,
-            ..*k
-        },
-        _ => PacketKey {
-            proto: [6u8, 17, 1, 58][rng.index(4)],
-            ..*k
-        },
+        0 => PacketKey { src: k.src.wrapping_add(1) & max, ..*k },
+        1 => PacketKey { dst: k.dst.wrapping_sub(1) & max, ..*k },
+        2 => PacketKey { src_port: ports[rng.index(ports.len())], ..*k },
+        3 => PacketKey { dst_port: ports[rng.index(ports.len())], ..*k },
+        4 | 5 => PacketKey { proto: 6, tcp_flags: k.tcp_flags ^ [0x02, 0x10, 0x01, 0x04][rng.index(4)], ..*k },
+        6 => PacketKey { dir: if k.dir == Dir::In { Dir::Out } else { Dir::In }, ..*k },
+        7 => PacketKey { iface: (k.iface + 1) % 6, ..*k },
+        _ => PacketKey { proto: [6u8, 17, 1, 58][rng.index(4)], ..*k },
     }
 }
 
 /// `k` changed only where no rule of `cl` can see: the verdict must stay.
 fn unseen_variant(k: &PacketKey, cl: &Classifier, rng: &mut Rng) -> PacketKey {
     let noise = rng.next_u64() as u8 & !cl.flags_mask();
-    PacketKey {
-        len: rng.next_u64() as u16,
-        icmp_id: rng.next_u64() as u16,
-        ip_opts: rng.index(2) == 0,
-        tcp_flags: k.tcp_flags ^ noise,
-        ..*k
-    }
+    PacketKey { len: rng.next_u64() as u16, icmp_id: rng.next_u64() as u16, ip_opts: rng.index(2) == 0, tcp_flags: k.tcp_flags ^ noise, ..*k }
 }
 
 /// `packets` packets drawn from `flows` (a flow and its sibling often in a row), each through `cache` and compared with the reference
 /// and the uncached classifier. Returns the cache's hits over this stream.
-fn stream(
-    rs: &RuleSet,
-    cl: &Classifier,
-    cache: &mut VerdictCache,
-    flows: &[PacketKey],
-    rng: &mut Rng,
-    packets: usize,
-    what: &str,
-) -> u64 {
+fn stream(rs: &RuleSet, cl: &Classifier, cache: &mut VerdictCache, flows: &[PacketKey], rng: &mut Rng, packets: usize, what: &str) -> u64 {
     let before = cache.counters().hits;
     let half = flows.len() / 2;
     let mut prev = 0;
     for n in 0..packets {
         // Half the time the sibling of the flow just seen (both then in the cache).
-        let i = if rng.index(2) == 0 {
-            if prev < half {
-                prev + half
-            } else {
-                prev - half
-            }
-        } else {
-            rng.index(flows.len())
-        };
+        let i = if rng.index(2) == 0 { if prev < half { prev + half } else { prev - half } } else { rng.index(flows.len()) };
         prev = i;
         let base = flows[i];
-        let k = if rng.index(3) == 0 {
-            unseen_variant(&base, cl, rng)
-        } else {
-            base
-        };
+        let k = if rng.index(3) == 0 { unseen_variant(&base, cl, rng) } else { base };
         let want = evaluate(rs, &k);
-        assert_eq!(
-            cl.classify(&k),
-            want,
-            "{what}: classifier, packet {n}: {k:?}"
-        );
-        assert_eq!(
-            cache.lookup(cl, &k),
-            want,
-            "{what}: cache, packet {n}: {k:?}"
-        );
-        assert_eq!(
-            cache.classify(cl, &k),
-            want,
-            "{what}: cache (engine's choice), packet {n}: {k:?}"
-        );
+        assert_eq!(cl.classify(&k), want, "{what}: classifier, packet {n}: {k:?}");
+        assert_eq!(cache.lookup(cl, &k), want, "{what}: cache, packet {n}: {k:?}");
+        assert_eq!(cache.classify(cl, &k), want, "{what}: cache (engine's choice), packet {n}: {k:?}");
     }
     cache.counters().hits - before
 }
@@ -199,76 +111,28 @@ fn check(seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let sizes = [1 + rng.index(40), 1 + rng.index(400)];
     let (a, b) = (rules(seed, sizes[0]), rules(seed + 1_000_003, sizes[1]));
-    let engine = if seed.is_multiple_of(3) {
-        Engine::Auto
-    } else {
-        Engine::Tree
-    };
-    let build = |rs: &RuleSet| {
-        Classifier::build_with(
-            rs,
-            &BuildOptions {
-                engine,
-                ..BuildOptions::default()
-            },
-        )
-        .unwrap()
-    };
+    let engine = if seed.is_multiple_of(3) { Engine::Auto } else { Engine::Tree };
+    let build = |rs: &RuleSet| Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
     // Small caches evict all the time; larger ones hold the pool.
     let mut cache = VerdictCache::new([4, 4, 64, 4096][rng.index(4)], rng.next_u64());
     let (ca, cb) = (build(&a), build(&b));
     let (na, nb) = (1 + rng.index(150), 1 + rng.index(150));
     let fa = pool(&a, &mut rng, na);
     let fb = pool(&b, &mut rng, nb);
-    let hits = stream(
-        &a,
-        &ca,
-        &mut cache,
-        &fa,
-        &mut rng,
-        2000,
-        &format!("seed {seed}, set A"),
-    );
+    let hits = stream(&a, &ca, &mut cache, &fa, &mut rng, 2000, &format!("seed {seed}, set A"));
     assert!(hits > 0, "seed {seed}: a stream with repeats never hit");
     // A reload: the same cache, another set; the old set's flows too, which it holds.
-    stream(
-        &b,
-        &cb,
-        &mut cache,
-        &fa,
-        &mut rng,
-        1000,
-        &format!("seed {seed}, set B on A's flows"),
-    );
-    stream(
-        &b,
-        &cb,
-        &mut cache,
-        &fb,
-        &mut rng,
-        1000,
-        &format!("seed {seed}, set B"),
-    );
+    stream(&b, &cb, &mut cache, &fa, &mut rng, 1000, &format!("seed {seed}, set B on A's flows"));
+    stream(&b, &cb, &mut cache, &fb, &mut rng, 1000, &format!("seed {seed}, set B"));
     // And back to A rebuilt (another classifier, the same rules).
     let ca2 = build(&a);
-    stream(
-        &a,
-        &ca2,
-        &mut cache,
-        &fb,
-        &mut rng,
-        1000,
-        &format!("seed {seed}, set A again"),
-    );
+    stream(&a, &ca2, &mut cache, &fb, &mut rng, 1000, &format!("seed {seed}, set A again"));
     assert!(cache.counters().invalidations >= 3);
 }
 
 #[test]
 fn cached_verdicts_match_the_reference_across_reloads() {
-    let sets = std::env::var("FW_CACHE_SETS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+    let sets = std::env::var("FW_CACHE_SETS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
     for seed in 0..sets {
         check(seed);
     }
@@ -278,14 +142,7 @@ fn cached_verdicts_match_the_reference_across_reloads() {
 #[test]
 fn invalidate_forgets_every_entry() {
     let rs = rules(5, 100);
-    let cl = Classifier::build_with(
-        &rs,
-        &BuildOptions {
-            engine: Engine::Tree,
-            ..BuildOptions::default()
-        },
-    )
-    .unwrap();
+    let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
     let mut rng = Rng(11);
     let flows = pool(&rs, &mut rng, 50);
     let mut cache = VerdictCache::new(4096, 1);

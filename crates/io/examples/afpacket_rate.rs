@@ -14,12 +14,7 @@ use io::{Batch, FramePool, RxPort, TxPort};
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
 }
 
 struct Netns(String);
@@ -40,20 +35,14 @@ fn enter(ns: &str) {
 /// CPU time the calling thread has used (so the figure can be read per CPU-second on a
 /// shared machine).
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn main() {
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let secs: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
     let ns = veth_pair();
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicBool::new(false));
@@ -65,9 +54,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let name = ns.0.clone();
-    let sent = std::thread::spawn(move || send(&name, secs))
-        .join()
-        .expect("sender");
+    let sent = std::thread::spawn(move || send(&name, secs)).join().expect("sender");
     stop.store(true, Ordering::Release);
     let received = receiver.join().expect("receiver");
     report(&sent, &received);
@@ -79,20 +66,9 @@ fn veth_pair() -> Netns {
     let ns = Netns(format!("lrr-{}", std::process::id()));
     ip(&["netns", "add", &ns.0]);
     for key in ["all", "default"] {
-        let _ = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns.0,
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
-            ])
-            .output();
+        let _ = Command::new("ip").args(["netns", "exec", &ns.0, "sysctl", "-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=1")]).output();
     }
-    ip(&[
-        "-n", &ns.0, "link", "add", "lrp0", "type", "veth", "peer", "name", "lrp1",
-    ]);
+    ip(&["-n", &ns.0, "link", "add", "lrp0", "type", "veth", "peer", "name", "lrp1"]);
     ip(&["-n", &ns.0, "link", "set", "lrp0", "up"]);
     ip(&["-n", &ns.0, "link", "set", "lrp1", "up"]);
     ns
@@ -140,11 +116,7 @@ fn receive(ns: &str, stop: &AtomicBool, ready: &AtomicBool) -> Received {
         }
     }
     let kernel = rx.kernel_stats();
-    Received {
-        stats: rx.stats(),
-        counters: rx.counters(),
-        kernel,
-    }
+    Received { stats: rx.stats(), counters: rx.counters(), kernel }
 }
 
 /// The sender on CPU 0: numbered 60-byte frames to `lrp0` for `secs` seconds.
@@ -173,12 +145,7 @@ fn send(ns: &str, secs: u64) -> Sent {
         tx.tx_burst(&mut pool, &mut batch);
     }
     tx.flush(&mut pool);
-    Sent {
-        stats: tx.stats(),
-        errors: tx.errors(),
-        elapsed: start.elapsed(),
-        cpu: thread_cpu() - cpu0,
-    }
+    Sent { stats: tx.stats(), errors: tx.errors(), elapsed: start.elapsed(), cpu: thread_cpu() - cpu0 }
 }
 
 fn report(s: &Sent, r: &Received) {
@@ -209,8 +176,5 @@ fn report(s: &Sent, r: &Received) {
         cpu.as_secs_f64(),
         sent as f64 / cpu.as_secs_f64() / 1e6
     );
-    println!(
-        "  loss: {:.3} %",
-        100.0 * (sent.saturating_sub(rs.rx_packets)) as f64 / sent.max(1) as f64
-    );
+    println!("  loss: {:.3} %", 100.0 * (sent.saturating_sub(rs.rx_packets)) as f64 / sent.max(1) as f64);
 }

@@ -11,27 +11,16 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 /// Pins thread `tid` (any thread of the system, a kernel thread too; 0: the caller) to `cpu`.
 pub fn pin_thread(tid: u32, cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("cpu {cpu} out of range"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cpu {cpu} out of range")));
     }
     // SAFETY: cpu_set_t is plain data, all-zero is the empty set; CPU_SET writes inside it
     // (cpu checked against CPU_SETSIZE above); sched_setaffinity reads `size_of` bytes of it.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(
-            tid as libc::pid_t,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        )
+        libc::sched_setaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// The CPUs thread `tid` may run on.
@@ -40,17 +29,10 @@ pub fn thread_cpus(tid: u32) -> io::Result<Vec<usize>> {
     // it; CPU_ISSET reads inside it for every cpu below CPU_SETSIZE.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(
-            tid as libc::pid_t,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &mut set,
-        ) != 0
-        {
+        if libc::sched_getaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect())
+        Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect())
     }
 }
 
@@ -62,17 +44,9 @@ pub fn set_thread_cpus(tid: u32, cpus: &[usize]) -> io::Result<()> {
         for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
             libc::CPU_SET(c, &mut set);
         }
-        libc::sched_setaffinity(
-            tid as libc::pid_t,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        )
+        libc::sched_setaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// Thread `tid`'s nice value (-20..=19).
@@ -93,18 +67,12 @@ pub fn thread_nice(tid: u32) -> io::Result<i32> {
 pub fn set_thread_nice(tid: u32, nice: i32) -> io::Result<()> {
     // SAFETY: setpriority has no memory arguments.
     let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// Number of CPUs this process may run on.
 pub fn available_cpus() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 #[cfg(test)]

@@ -19,9 +19,7 @@ impl Default for Batch {
 
 impl Batch {
     pub fn new() -> Self {
-        Batch {
-            descs: Vec::with_capacity(MAX_BATCH),
-        }
+        Batch { descs: Vec::with_capacity(MAX_BATCH) }
     }
 
     #[inline]

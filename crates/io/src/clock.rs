@@ -3,10 +3,7 @@
 /// CLOCK_MONOTONIC in microseconds: what systemd compares a `RELOADING=1` notification's
 /// `MONOTONIC_USEC` with (std's `Instant` reads the same clock but does not expose it).
 pub fn monotonic_usec() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec to the valid pointer it is given; with
     // CLOCK_MONOTONIC it cannot fail on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };

@@ -13,16 +13,16 @@
 //! with a `// SAFETY:` comment.
 
 pub mod affinity;
-pub mod afpacket;
 pub mod any;
+pub mod afpacket;
 pub mod batch;
 pub mod clock;
 pub mod ethtool;
 pub mod idle;
 pub mod mem;
-pub mod napi;
 pub mod netdev;
 pub mod netlink;
+pub mod napi;
 pub mod offload;
 pub mod pcap;
 pub mod pflog;
@@ -37,5 +37,5 @@ pub mod tap;
 pub mod xdp;
 
 pub use batch::Batch;
-pub use pool::{FRAME_SIZE, FrameDesc, FramePool, HEADROOM};
+pub use pool::{FrameDesc, FramePool, FRAME_SIZE, HEADROOM};
 pub use port::{PortStats, RxDrops, RxPort, TxPort};

@@ -39,14 +39,7 @@ impl ReplayRx {
                 bounds.push(bytes.len());
             }
         }
-        ReplayRx {
-            bytes,
-            bounds,
-            next: 0,
-            looping: true,
-            port,
-            stats: PortStats::default(),
-        }
+        ReplayRx { bytes, bounds, next: 0, looping: true, port, stats: PortStats::default() }
     }
 
     /// Stops after one pass over the frames instead of looping.
@@ -140,11 +133,7 @@ pub struct PcapTx<W: Write> {
 
 impl<W: Write> PcapTx<W> {
     pub fn new(out: W) -> io::Result<Self> {
-        Ok(PcapTx {
-            writer: PcapWriter::new(out)?,
-            stats: PortStats::default(),
-            error: None,
-        })
+        Ok(PcapTx { writer: PcapWriter::new(out)?, stats: PortStats::default(), error: None })
     }
 
     /// Flushes and returns the stream, or the first write error met.

@@ -69,21 +69,13 @@ fn send(sock: &OwnedFd, msg: &[u8]) -> io::Result<()> {
     // SAFETY: `msg` is a readable buffer of `msg.len()` bytes; a NULL address sends to the
     // kernel on a netlink socket.
     let sent = unsafe { libc::send(sock.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-    if sent < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    if sent < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
 fn recv(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a writable buffer of `buf.len()` bytes.
     let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 
 /// The messages of one datagram, each whole (header included).
@@ -113,11 +105,7 @@ pub fn exchange(protocol: libc::c_int, msg: &[u8]) -> io::Result<Vec<Vec<u8>>> {
 
 /// As [`exchange`], handing each reply message to `each` instead of keeping it (a dump of a
 /// full routing table is a million messages).
-pub fn exchange_each(
-    protocol: libc::c_int,
-    msg: &[u8],
-    each: &mut impl FnMut(&[u8]),
-) -> io::Result<()> {
+pub fn exchange_each(protocol: libc::c_int, msg: &[u8], each: &mut impl FnMut(&[u8])) -> io::Result<()> {
     let sock = crate::sys::socket(libc::AF_NETLINK, libc::SOCK_RAW, protocol)?;
     send(&sock, msg)?;
     let dump = u16_at(msg, 6) & libc::NLM_F_DUMP as u16 != 0;
@@ -148,10 +136,7 @@ pub fn exchange_each(
             return Ok(());
         }
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "netlink socket closed",
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "netlink socket closed"));
         }
     }
 }

@@ -19,24 +19,14 @@ const SNAPLEN: u32 = 65535;
 pub enum PcapError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error(
-        "{path}: not a pcap file (magic {magic:#010x}; pcapng is not supported: convert with `editcap -F pcap`)"
-    )]
+    #[error("{path}: not a pcap file (magic {magic:#010x}; pcapng is not supported: convert with `editcap -F pcap`)")]
     BadMagic { path: PathBuf, magic: u32 },
     #[error("{path}: link type {linktype} is not Ethernet (1)")]
     NotEthernet { path: PathBuf, linktype: u32 },
     #[error("{path}: record {index} at byte {offset} is truncated")]
-    Truncated {
-        path: PathBuf,
-        index: usize,
-        offset: usize,
-    },
+    Truncated { path: PathBuf, index: usize, offset: usize },
     #[error("{path}: record {index} claims {len} bytes, more than the snap length")]
-    TooLong {
-        path: PathBuf,
-        index: usize,
-        len: u32,
-    },
+    TooLong { path: PathBuf, index: usize, len: u32 },
 }
 
 /// One captured frame.
@@ -52,20 +42,13 @@ pub fn read_file(path: &Path) -> Result<Vec<Record>, PcapError> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|source| PcapError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        .map_err(|source| PcapError::Io { path: path.to_owned(), source })?;
     parse(&bytes, path)
 }
 
 /// Parses a capture held in memory; `path` is only used in errors.
 pub fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Record>, PcapError> {
-    let truncated = |index, offset| PcapError::Truncated {
-        path: path.to_owned(),
-        index,
-        offset,
-    };
+    let truncated = |index, offset| PcapError::Truncated { path: path.to_owned(), index, offset };
     if bytes.len() < 24 {
         return Err(truncated(0, 0));
     }
@@ -76,27 +59,15 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Record>, PcapError> {
         (MAGIC_NSEC, _) => (true, true),
         (_, MAGIC_USEC) => (false, false),
         (_, MAGIC_NSEC) => (false, true),
-        _ => {
-            return Err(PcapError::BadMagic {
-                path: path.to_owned(),
-                magic: be,
-            });
-        }
+        _ => return Err(PcapError::BadMagic { path: path.to_owned(), magic: be }),
     };
     let word = |at: usize| {
         let b: [u8; 4] = bytes[at..at + 4].try_into().unwrap();
-        if little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }
+        if little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) }
     };
     let linktype = word(20) & 0x0fff_ffff; // upper bits carry FCS-length flags
     if linktype != LINKTYPE_ETHERNET {
-        return Err(PcapError::NotEthernet {
-            path: path.to_owned(),
-            linktype,
-        });
+        return Err(PcapError::NotEthernet { path: path.to_owned(), linktype });
     }
     let mut records = Vec::new();
     let mut at = 24;
@@ -107,11 +78,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Record>, PcapError> {
         }
         let (ts_sec, sub, caplen) = (word(at), word(at + 4), word(at + 8));
         if caplen > 262_144 {
-            return Err(PcapError::TooLong {
-                path: path.to_owned(),
-                index,
-                len: caplen,
-            });
+            return Err(PcapError::TooLong { path: path.to_owned(), index, len: caplen });
         }
         let start = at + 16;
         let end = start + caplen as usize;
@@ -119,11 +86,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Record>, PcapError> {
             return Err(truncated(index, at));
         }
         let ts_nsec = if nanos { sub } else { sub.saturating_mul(1000) };
-        records.push(Record {
-            ts_sec,
-            ts_nsec,
-            data: bytes[start..end].to_vec(),
-        });
+        records.push(Record { ts_sec, ts_nsec, data: bytes[start..end].to_vec() });
         at = end;
     }
     Ok(records)
@@ -174,20 +137,9 @@ impl<W: Write> PcapWriter<W> {
     }
 
     /// Appends a record holding `data`, the first bytes of a frame of `orig_len` bytes.
-    pub fn write_cut(
-        &mut self,
-        ts_sec: u32,
-        ts_usec: u32,
-        data: &[&[u8]],
-        orig_len: u32,
-    ) -> io::Result<()> {
+    pub fn write_cut(&mut self, ts_sec: u32, ts_usec: u32, data: &[&[u8]], orig_len: u32) -> io::Result<()> {
         let caplen: usize = data.iter().map(|d| d.len()).sum();
-        self.out.write_all(&record_header(
-            ts_sec,
-            ts_usec,
-            caplen as u32,
-            orig_len.max(caplen as u32),
-        ))?;
+        self.out.write_all(&record_header(ts_sec, ts_usec, caplen as u32, orig_len.max(caplen as u32)))?;
         for d in data {
             self.out.write_all(d)?;
         }
@@ -197,8 +149,7 @@ impl<W: Write> PcapWriter<W> {
     /// Appends one frame with the given timestamp.
     pub fn write(&mut self, ts_sec: u32, ts_usec: u32, frame: &[u8]) -> io::Result<()> {
         let len = frame.len() as u32;
-        self.out
-            .write_all(&record_header(ts_sec, ts_usec, len, len))?;
+        self.out.write_all(&record_header(ts_sec, ts_usec, len, len))?;
         self.out.write_all(frame)
     }
 
@@ -229,14 +180,7 @@ mod tests {
         let bytes = w.into_inner();
         let recs = parse(&bytes, Path::new("mem")).unwrap();
         assert_eq!(recs.len(), 2);
-        assert_eq!(
-            recs[0],
-            Record {
-                ts_sec: 1,
-                ts_nsec: 2000,
-                data: vec![0xaa; 60]
-            }
-        );
+        assert_eq!(recs[0], Record { ts_sec: 1, ts_nsec: 2000, data: vec![0xaa; 60] });
         assert_eq!(recs[1].data.len(), 61);
     }
 
@@ -246,10 +190,7 @@ mod tests {
         w.write_cut(7, 8, &[&[1, 2], &[3]], 1500).unwrap();
         let b = w.into_inner();
         assert_eq!(&b[16..24], &[128, 0, 0, 0, 117, 0, 0, 0]);
-        assert_eq!(
-            &b[24..40],
-            &[7, 0, 0, 0, 8, 0, 0, 0, 3, 0, 0, 0, 0xdc, 5, 0, 0]
-        );
+        assert_eq!(&b[24..40], &[7, 0, 0, 0, 8, 0, 0, 0, 3, 0, 0, 0, 0xdc, 5, 0, 0]);
         assert_eq!(&b[40..], &[1, 2, 3]);
     }
 
@@ -258,39 +199,20 @@ mod tests {
         let mut bytes = BE_CAPTURE_HEAD.to_vec();
         bytes.extend_from_slice(&[0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0, 2, 0xde, 0xad]);
         let recs = parse(&bytes, Path::new("be")).unwrap();
-        assert_eq!(
-            recs,
-            vec![Record {
-                ts_sec: 5,
-                ts_nsec: 6000,
-                data: vec![0xde, 0xad]
-            }]
-        );
+        assert_eq!(recs, vec![Record { ts_sec: 5, ts_nsec: 6000, data: vec![0xde, 0xad] }]);
     }
 
     #[test]
     fn rejects_bad_input_with_reasons() {
         let p = Path::new("x.pcap");
-        assert!(matches!(
-            parse(&[0; 10], p),
-            Err(PcapError::Truncated { .. })
-        ));
-        assert!(matches!(
-            parse(&[0; 24], p),
-            Err(PcapError::BadMagic { .. })
-        ));
+        assert!(matches!(parse(&[0; 10], p), Err(PcapError::Truncated { .. })));
+        assert!(matches!(parse(&[0; 24], p), Err(PcapError::BadMagic { .. })));
         let mut linux_sll = BE_CAPTURE_HEAD;
         linux_sll[23] = 113;
-        assert!(matches!(
-            parse(&linux_sll, p),
-            Err(PcapError::NotEthernet { linktype: 113, .. })
-        ));
+        assert!(matches!(parse(&linux_sll, p), Err(PcapError::NotEthernet { linktype: 113, .. })));
         let mut short = BE_CAPTURE_HEAD.to_vec();
         short.extend_from_slice(&[0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 9, 0, 0, 0, 9, 1]);
         let err = parse(&short, p).unwrap_err().to_string();
-        assert!(
-            err.contains("record 0") && err.contains("truncated"),
-            "{err}"
-        );
+        assert!(err.contains("record 0") && err.contains("truncated"), "{err}");
     }
 }

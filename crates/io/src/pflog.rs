@@ -63,16 +63,7 @@ impl Reason {
     }
 
     fn from_u8(v: u8) -> Option<Reason> {
-        [
-            Reason::Match,
-            Reason::IpOption,
-            Reason::StateMismatch,
-            Reason::StateLimit,
-            Reason::SrcLimit,
-            Reason::Synproxy,
-        ]
-        .into_iter()
-        .find(|r| *r as u8 == v)
+        [Reason::Match, Reason::IpOption, Reason::StateMismatch, Reason::StateLimit, Reason::SrcLimit, Reason::Synproxy].into_iter().find(|r| *r as u8 == v)
     }
 }
 
@@ -144,11 +135,7 @@ impl Header {
 
     /// tcpdump's words for the action, the direction and the reason.
     pub fn action_name(&self) -> &'static str {
-        if self.action == ACTION_PASS {
-            "pass"
-        } else {
-            "block"
-        }
+        if self.action == ACTION_PASS { "pass" } else { "block" }
     }
 
     pub fn dir_name(&self) -> &'static str {
@@ -205,10 +192,7 @@ mod tests {
         let (h, at) = Header::decode(&bytes).unwrap();
         assert_eq!((h, at), (fixture_header(), 64));
         let h = fixture_header();
-        assert_eq!(
-            (h.action_name(), h.dir_name(), h.reason_name()),
-            ("block", "in", "match")
-        );
+        assert_eq!((h.action_name(), h.dir_name(), h.reason_name()), ("block", "in", "match"));
         assert!(Header::decode(&FIXTURE[..40]).is_none());
         let mut short_len = FIXTURE;
         short_len[0] = 45;
@@ -217,11 +201,7 @@ mod tests {
 
     #[test]
     fn long_names_are_cut_and_terminated() {
-        let h = Header {
-            ifname: "a-very-long-interface-name".into(),
-            ruleset: "x".repeat(40),
-            ..fixture_header()
-        };
+        let h = Header { ifname: "a-very-long-interface-name".into(), ruleset: "x".repeat(40), ..fixture_header() };
         let b = h.encode();
         assert_eq!(&b[4..20], b"a-very-long-int\0");
         assert_eq!(b[35], 0);

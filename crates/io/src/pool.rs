@@ -59,8 +59,7 @@ impl Region {
         let layout = Self::layout(len);
         // SAFETY: `layout` has a non-zero size (callers ask for at least one page).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr =
-            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         Region { ptr, len }
     }
 
@@ -135,19 +134,11 @@ impl Drop for FramePool {
 impl FramePool {
     /// A pool of `chunks` frames of `FRAME_SIZE` bytes.
     pub fn new(chunks: u32) -> Self {
-        assert!(
-            chunks > 0 && (chunks as usize) * FRAME_SIZE <= u32::MAX as usize,
-            "pool size"
-        );
+        assert!(chunks > 0 && (chunks as usize) * FRAME_SIZE <= u32::MAX as usize, "pool size");
         let pages = (chunks as usize).div_ceil(CHUNKS_PER_PAGE);
         let mem = std::mem::ManuallyDrop::new(Region::new(pages * PAGE));
         let free = (0..chunks).rev().collect();
-        FramePool {
-            mem,
-            free,
-            chunks,
-            leases: std::sync::Arc::new(()),
-        }
+        FramePool { mem, free, chunks, leases: std::sync::Arc::new(()) }
     }
 
     /// Number of chunks in the pool.
@@ -164,11 +155,7 @@ impl FramePool {
     #[inline]
     pub fn alloc(&mut self) -> Option<FrameDesc> {
         let chunk = self.free.pop()?;
-        Some(FrameDesc {
-            addr: chunk * FRAME_SIZE as u32 + HEADROOM as u32,
-            len: 0,
-            port: 0,
-        })
+        Some(FrameDesc { addr: chunk * FRAME_SIZE as u32 + HEADROOM as u32, len: 0, port: 0 })
     }
 
     /// Returns a frame's chunk to the pool.
@@ -307,10 +294,7 @@ mod tests {
         let mut d = pool.alloc().unwrap();
         pool.write(&mut d, &[7; 28]);
         assert_eq!(pool.peek::<28>(d.addr as usize), Some(&[7; 28]));
-        assert!(
-            pool.peek::<28>(FRAME_SIZE - 27).is_none(),
-            "would cross into the next chunk"
-        );
+        assert!(pool.peek::<28>(FRAME_SIZE - 27).is_none(), "would cross into the next chunk");
         assert!(pool.peek::<1>(2 * FRAME_SIZE).is_none(), "past the pool");
         assert!(pool.peek::<1>(usize::MAX).is_none());
     }

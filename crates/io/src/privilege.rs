@@ -87,33 +87,17 @@ fn join(d: &[CapData; 2], f: fn(&CapData) -> u32) -> CapSet {
 
 /// The calling thread's capabilities (capget(2)).
 pub fn get() -> io::Result<Caps> {
-    let mut hdr = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
+    let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     let mut data = [CapData::default(); 2];
     // SAFETY: version 3 takes a header and an array of two data structs, both valid here.
-    cvt(unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            &mut hdr as *mut CapHeader,
-            data.as_mut_ptr(),
-        )
-    } as libc::c_int)?;
-    Ok(Caps {
-        effective: join(&data, |d| d.effective),
-        permitted: join(&data, |d| d.permitted),
-        inheritable: join(&data, |d| d.inheritable),
-    })
+    cvt(unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut CapHeader, data.as_mut_ptr()) } as libc::c_int)?;
+    Ok(Caps { effective: join(&data, |d| d.effective), permitted: join(&data, |d| d.permitted), inheritable: join(&data, |d| d.inheritable) })
 }
 
 /// Sets the calling thread's capabilities (capset(2)): a thread may only lower its
 /// permitted set, and its effective set must stay within it.
 pub fn set(c: &Caps) -> io::Result<()> {
-    let mut hdr = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
+    let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     let part = |i: u32| CapData {
         effective: (c.effective.0 >> i) as u32,
         permitted: (c.permitted.0 >> i) as u32,
@@ -121,11 +105,7 @@ pub fn set(c: &Caps) -> io::Result<()> {
     };
     let data = [part(0), part(32)];
     // SAFETY: as in `get`; the kernel only reads `data`.
-    cvt(
-        unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) }
-            as libc::c_int,
-    )
-    .map(drop)
+    cvt(unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) } as libc::c_int).map(drop)
 }
 
 fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<()> {
@@ -136,20 +116,12 @@ fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<()> 
 /// Raises `c` in the ambient set, so that programs this thread runs (`ip`, `nft`) get it
 /// without file capabilities; it must be permitted and inheritable.
 pub fn ambient_raise(c: u32) -> io::Result<()> {
-    prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-        c.into(),
-    )
+    prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong, c.into())
 }
 
 /// Empties the ambient set.
 pub fn ambient_clear() -> io::Result<()> {
-    prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-        0,
-    )
+    prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0)
 }
 
 /// Removes `c` from the bounding set (needs CAP_SETPCAP): no program this process runs can
@@ -160,10 +132,7 @@ pub fn bounding_drop(c: u32) -> io::Result<()> {
 
 /// The highest capability number the kernel knows (`/proc/sys/kernel/cap_last_cap`).
 pub fn last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40)
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(40)
 }
 
 /// PR_SET_KEEPCAPS: whether the permitted set survives a change from uid 0 to another uid.
@@ -207,15 +176,7 @@ pub fn user(name: &str) -> io::Result<Option<(u32, u32)>> {
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer is valid for the call; the strings in `pw` point into `buf`.
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pw,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut out,
-        )
-    };
+    let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
@@ -230,15 +191,7 @@ pub fn group(name: &str) -> io::Result<Option<u32>> {
     let mut gr: libc::group = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::group = std::ptr::null_mut();
     // SAFETY: as in `user`.
-    let rc = unsafe {
-        libc::getgrnam_r(
-            cname.as_ptr(),
-            &mut gr,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut out,
-        )
-    };
+    let rc = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
@@ -257,32 +210,15 @@ pub struct Peer {
 
 /// The credentials of the peer of Unix socket `fd`.
 pub fn peer(fd: RawFd) -> io::Result<Peer> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     crate::sys::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred)?;
     let mut groups = vec![0u32; 256];
     let mut len = (groups.len() * 4) as libc::socklen_t;
     // SAFETY: `groups` holds `len` bytes; the kernel writes at most that many.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERGROUPS,
-            groups.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERGROUPS, groups.as_mut_ptr().cast(), &mut len) };
     cvt(rc)?;
     groups.truncate(len as usize / 4);
-    Ok(Peer {
-        pid: cred.pid,
-        uid: cred.uid,
-        gid: cred.gid,
-        groups,
-    })
+    Ok(Peer { pid: cred.pid, uid: cred.uid, gid: cred.gid, groups })
 }
 
 /// Runs `f` with the process's file mode creation mask set to `mask` (umask(2)), then puts
@@ -308,12 +244,7 @@ pub fn thread_count() -> io::Result<usize> {
         .lines()
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "no Threads: line in /proc/self/status",
-            )
-        })
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Threads: line in /proc/self/status"))
 }
 
 #[cfg(test)]
@@ -323,11 +254,7 @@ mod tests {
     #[test]
     fn capability_sets_read_back() {
         let c = get().unwrap();
-        assert_eq!(
-            c.effective.0 & !c.permitted.0,
-            0,
-            "effective within permitted"
-        );
+        assert_eq!(c.effective.0 & !c.permitted.0, 0, "effective within permitted");
         // Setting what we have changes nothing.
         set(&c).unwrap();
         assert_eq!(get().unwrap(), c);
@@ -354,9 +281,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lr-umask-{}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
         with_umask(0o077, || std::fs::write(&dir, b"x")).unwrap();
-        let mode = std::os::unix::fs::PermissionsExt::mode(
-            &std::fs::metadata(&dir).unwrap().permissions(),
-        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&dir).unwrap().permissions());
         assert_eq!(mode & 0o777, 0o600);
         std::fs::remove_file(&dir).unwrap();
         assert_eq!(with_umask(0o022, || 0), 0);

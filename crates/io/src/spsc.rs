@@ -58,14 +58,7 @@ pub fn ring<T: Default + Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
         tail: Line(AtomicUsize::new(0)),
         dropped: AtomicU64::new(0),
     });
-    (
-        Producer {
-            shared: Arc::clone(&shared),
-            tail: 0,
-            head_seen: 0,
-        },
-        Consumer { shared },
-    )
+    (Producer { shared: Arc::clone(&shared), tail: 0, head_seen: 0 }, Consumer { shared })
 }
 
 impl<T: Send> Producer<T> {
@@ -79,8 +72,7 @@ impl<T: Send> Producer<T> {
             self.head_seen = s.head.0.load(Ordering::Acquire);
             if self.tail.wrapping_sub(self.head_seen) > s.mask {
                 // A single writer: a relaxed load and store is an increment nobody races.
-                s.dropped
-                    .store(s.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                s.dropped.store(s.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                 return false;
             }
         }

@@ -129,11 +129,7 @@ pub const XDP_ATTACHED_MULTI: u8 = 4;
 
 /// Maps a `-1` return to the thread's errno.
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
+    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
 }
 
 /// The `bpf(2)` syscall with a command-specific attribute struct, returning the raw result.
@@ -162,32 +158,15 @@ pub fn socket(domain: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> io::R
 }
 
 /// `setsockopt(2)` with a plain-data value.
-pub fn setsockopt<T>(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> io::Result<()> {
+pub fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
     // SAFETY: `value` points to `size_of::<T>()` readable bytes for the duration of the call.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
+    let ret =
+        unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), size_of::<T>() as libc::socklen_t) };
     check(ret as libc::c_long).map(drop)
 }
 
 /// `getsockopt(2)` into a plain-data value; returns the length the kernel wrote.
-pub fn getsockopt<T>(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &mut T,
-) -> io::Result<usize> {
+pub fn getsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &mut T) -> io::Result<usize> {
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `value` points to `len` writable bytes of a `repr(C)` plain-data struct (any bit
     // pattern valid), and `len` is a live socklen_t the kernel updates.
@@ -207,7 +186,5 @@ pub fn ifindex(ifname: &str) -> Option<u32> {
 /// Identity of the calling thread's network namespace (inode of /proc/thread-self/ns/net).
 pub fn netns_id() -> u64 {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net")
-        .map(|m| m.ino())
-        .unwrap_or(0)
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
 }

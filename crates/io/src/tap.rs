@@ -25,33 +25,20 @@ use crate::port::{PortStats, RxPort, TxPort};
 pub const NAME_PREFIX: &str = "lr";
 
 pub(crate) fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
 }
 
 pub(crate) fn ifreq(name: &str) -> libc::ifreq {
     // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req
-        .ifr_name
-        .iter_mut()
-        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
-    {
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
         *dst = src as libc::c_char;
     }
     req
 }
 
 fn ifreq_name(req: &libc::ifreq) -> String {
-    let bytes: Vec<u8> = req
-        .ifr_name
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
+    let bytes: Vec<u8> = req.ifr_name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -81,45 +68,23 @@ impl Tap {
         if !name.starts_with(NAME_PREFIX) || name.len() >= libc::IFNAMSIZ || name.contains('/') {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "TAP name {name:?} must start with {NAME_PREFIX:?} and be at most {} bytes",
-                    libc::IFNAMSIZ - 1
-                ),
+                format!("TAP name {name:?} must start with {NAME_PREFIX:?} and be at most {} bytes", libc::IFNAMSIZ - 1),
             ));
         }
         let path = c"/dev/net/tun";
         // SAFETY: `path` is NUL-terminated and outlives the call; a non-negative result is a
         // fresh fd we now own.
-        let fd = cvt(unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        })
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("opening {}: {e} (modprobe tun?)", path_str(path)),
-            )
-        })?;
+        let fd = cvt(unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) })
+            .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e} (modprobe tun?)", path_str(path))))?;
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut req = ifreq(name);
         req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: TUNSETIFF reads the name and flags from `req`, a valid ifreq, and writes the
         // interface's actual name back into it.
-        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) }).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("TUNSETIFF {name}: {e} (needs CAP_NET_ADMIN)"),
-            )
-        })?;
-        Ok(Tap {
-            fd,
-            name: ifreq_name(&req),
-            port,
-            stats: PortStats::default(),
-        })
+        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) })
+            .map_err(|e| io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e} (needs CAP_NET_ADMIN)")))?;
+        Ok(Tap { fd, name: ifreq_name(&req), port, stats: PortStats::default() })
     }
 
     /// The interface's name (with any `%d` resolved).
@@ -152,11 +117,7 @@ impl Tap {
         unsafe {
             let up_flag = libc::IFF_UP as libc::c_short;
             let flags = req.ifr_ifru.ifru_flags;
-            req.ifr_ifru.ifru_flags = if up {
-                flags | up_flag
-            } else {
-                flags & !up_flag
-            };
+            req.ifr_ifru.ifru_flags = if up { flags | up_flag } else { flags & !up_flag };
         }
         // SAFETY: SIOCSIFFLAGS reads the name and flags from `req`, a valid ifreq.
         cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
@@ -165,12 +126,7 @@ impl Tap {
     /// A second handle on the same device (dup(2)), e.g. one for the rx side of a worker and
     /// one for the tx side. Each handle keeps its own counters.
     pub fn try_clone(&self) -> io::Result<Tap> {
-        Ok(Tap {
-            fd: self.fd.try_clone()?,
-            name: self.name.clone(),
-            port: self.port,
-            stats: PortStats::default(),
-        })
+        Ok(Tap { fd: self.fd.try_clone()?, name: self.name.clone(), port: self.port, stats: PortStats::default() })
     }
 
     /// Reads one frame into `buf`; `Ok(None)` if none is waiting. A frame longer than `buf`
@@ -182,11 +138,7 @@ impl Tap {
             return Ok(Some(n as usize));
         }
         let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            Ok(None)
-        } else {
-            Err(e)
-        }
+        if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) }
     }
 
     /// Writes one whole frame (the kernel receives it on the interface); `Ok(false)` if the
@@ -198,20 +150,12 @@ impl Tap {
             return Ok(true);
         }
         let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            Ok(false)
-        } else {
-            Err(e)
-        }
+        if e.kind() == io::ErrorKind::WouldBlock { Ok(false) } else { Err(e) }
     }
 
     /// Waits up to `timeout_ms` (-1: forever) for a frame to read.
     pub fn wait_readable(&self, timeout_ms: i32) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd, count 1.
         let n = cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) })?;
         Ok(n > 0 && pfd.revents & libc::POLLIN != 0)

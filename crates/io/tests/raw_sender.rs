@@ -14,17 +14,15 @@ use common::{ETHERTYPE_TEST, ip, veth_ns};
 
 const MAGIC: &[u8; 4] = b"LRRS";
 
+
+
 fn test_frame(seq: u32, len: usize) -> Vec<u8> {
     common::test_frame(MAGIC, seq, len)
 }
 
 /// One of our test frames, with or without an 802.1Q tag.
 fn is_test_frame(f: &[u8]) -> bool {
-    let at = if f.get(12..14) == Some(&[0x81, 0x00]) {
-        16
-    } else {
-        12
-    };
+    let at = if f.get(12..14) == Some(&[0x81, 0x00]) { 16 } else { 12 };
     f.get(at..at + 2) == Some(&ETHERTYPE_TEST.to_be_bytes()) && f.get(at + 2..at + 6) == Some(MAGIC)
 }
 
@@ -37,14 +35,7 @@ fn ten_frames_cross_the_veth_in_order() {
         let tx = RawSender::open("lrr0").unwrap();
         assert_eq!(tx.ifname(), "lrr0");
         // Sizes from the Ethernet minimum to a full 1500-byte MTU, one VLAN-tagged.
-        let mut frames: Vec<Vec<u8>> = (0..10u32)
-            .map(|s| {
-                test_frame(
-                    s,
-                    [60, 64, 100, 128, 256, 512, 1000, 1400, 1500, 1514][s as usize],
-                )
-            })
-            .collect();
+        let mut frames: Vec<Vec<u8>> = (0..10u32).map(|s| test_frame(s, [60, 64, 100, 128, 256, 512, 1000, 1400, 1500, 1514][s as usize])).collect();
         let inner = frames[9].split_off(12);
         frames[9].extend_from_slice(&[0x81, 0x00, 0x00, 100]);
         frames[9].extend_from_slice(&inner); // 1518 bytes: tagged full-size frame
@@ -67,13 +58,7 @@ fn ten_frames_cross_the_veth_in_order() {
                 pool.free(d);
             }
         }
-        assert_eq!(
-            got.len(),
-            frames.len(),
-            "received {} of {}",
-            got.len(),
-            frames.len()
-        );
+        assert_eq!(got.len(), frames.len(), "received {} of {}", got.len(), frames.len());
         for (i, (g, f)) in got.iter().zip(&frames).enumerate() {
             assert_eq!(g, f, "frame {i}: bytes and order");
         }
@@ -85,10 +70,7 @@ fn ten_frames_cross_the_veth_in_order() {
 fn oversize_frames_and_down_links_are_errors() {
     need_root!();
     let ns = veth_ns("lrr", "e");
-    ip(&[
-        "-n", &ns.0, "link", "add", "lrrdown", "type", "veth", "peer", "name", "lrrdown1",
-    ])
-    .unwrap(); // left down
+    ip(&["-n", &ns.0, "link", "add", "lrrdown", "type", "veth", "peer", "name", "lrrdown1"]).unwrap(); // left down
     let name = ns.name();
     ns.run(|| {
         let tx = RawSender::open("lrr0").unwrap();

@@ -16,10 +16,7 @@ use io::{Batch, FramePool, RxPort, TxPort};
 use wire::build::{UdpFlow, icmpv4_echo_frame, icmpv6_echo_frame};
 use wire::icmp_reply::echo_reply;
 use wire::ndisc::{arp_reply, arp_request, neighbor_advert};
-use wire::{
-    ArpOperation, ArpPacket, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Type, IpProtocol,
-    Ipv6Packet, MacAddr,
-};
+use wire::{ArpOperation, ArpPacket, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv6Packet, MacAddr};
 
 const KERNEL_MAC: MacAddr = MacAddr([0x02, 0x00, 0x00, 0x00, 0x0a, 0x01]);
 const HOST_MAC: MacAddr = MacAddr([0x02, 0x00, 0x00, 0x00, 0x0b, 0x01]);
@@ -41,13 +38,8 @@ use common::{Netns, ip, is_root};
 /// `ip -o link show DEV` in namespace `ns` (sysfs shows the test process's namespace, not the
 /// thread's), or None if there is no such interface.
 fn link(ns: &str, dev: &str) -> Option<String> {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-o", "link", "show", dev])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = Command::new("ip").args(["-n", ns, "-o", "link", "show", dev]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Sends one frame through the TAP's TxPort.
@@ -59,32 +51,19 @@ fn send(tap: &mut Tap, pool: &mut FramePool, frame: &[u8]) {
     let before = TxPort::stats(tap).tx_packets;
     tap.tx_burst(pool, &mut batch);
     assert!(batch.is_empty());
-    assert_eq!(
-        TxPort::stats(tap).tx_packets,
-        before + 1,
-        "write to the TAP failed"
-    );
+    assert_eq!(TxPort::stats(tap).tx_packets, before + 1, "write to the TAP failed");
 }
 
 /// Reads frames through the TAP's RxPort for up to 5 s, answering the kernel's ARP requests
 /// and Neighbor Solicitations for the host's addresses, until `want` returns something.
-fn expect<T>(
-    tap: &mut Tap,
-    pool: &mut FramePool,
-    what: &str,
-    mut want: impl FnMut(&[u8]) -> Option<T>,
-) -> T {
+fn expect<T>(tap: &mut Tap, pool: &mut FramePool, what: &str, mut want: impl FnMut(&[u8]) -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut batch = Batch::new();
     let mut seen = Vec::new();
     while Instant::now() < deadline {
         tap.wait_readable(100).unwrap();
         tap.rx_burst(pool, &mut batch, 64);
-        let frames: Vec<Vec<u8>> = batch
-            .as_slice()
-            .iter()
-            .map(|d| pool.frame(*d).to_vec())
-            .collect();
+        let frames: Vec<Vec<u8>> = batch.as_slice().iter().map(|d| pool.frame(*d).to_vec()).collect();
         for d in batch.drain() {
             assert_eq!(d.port, 7);
             pool.free(d);
@@ -113,12 +92,10 @@ fn echo_reply_icmp(f: &[u8], v6: bool) -> Option<Vec<u8>> {
     if v6 {
         let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
         let icmp = Icmpv6Packet::new_checked(ip.payload()).ok()?;
-        (ip.next_header() == IpProtocol::Icmpv6 && icmp.msg_type() == Icmpv6Type::EchoReply)
-            .then(|| ip.payload().to_vec())
+        (ip.next_header() == IpProtocol::Icmpv6 && icmp.msg_type() == Icmpv6Type::EchoReply).then(|| ip.payload().to_vec())
     } else {
         let ip = wire::Ipv4Packet::new_checked(eth.payload()).ok()?;
-        (ip.protocol() == IpProtocol::Icmp && ip.payload().first() == Some(&0))
-            .then(|| ip.payload().to_vec())
+        (ip.protocol() == IpProtocol::Icmp && ip.payload().first() == Some(&0)).then(|| ip.payload().to_vec())
     }
 }
 
@@ -136,23 +113,10 @@ fn kernel_answers_arp_and_ping_through_the_tap() {
         assert_eq!(tap.name(), "lrtap0");
         tap.set_mac(KERNEL_MAC.0).unwrap();
         ip(&["-n", &name, "addr", "add", "10.77.0.1/24", "dev", "lrtap0"]).unwrap();
-        ip(&[
-            "-n",
-            &name,
-            "addr",
-            "add",
-            "2001:db8:77::1/64",
-            "dev",
-            "lrtap0",
-            "nodad",
-        ])
-        .unwrap();
+        ip(&["-n", &name, "addr", "add", "2001:db8:77::1/64", "dev", "lrtap0", "nodad"]).unwrap();
         tap.set_up(true).unwrap();
         let shown = link(&name, "lrtap0").unwrap();
-        assert!(
-            shown.contains(",UP") && shown.contains("link/ether 02:00:00:00:0a:01"),
-            "{shown}"
-        );
+        assert!(shown.contains(",UP") && shown.contains("link/ether 02:00:00:00:0a:01"), "{shown}");
         let mut pool = FramePool::new(256);
 
         // ARP: who has 10.77.0.1? The kernel answers from the TAP's MAC.
@@ -161,57 +125,25 @@ fn kernel_answers_arp_and_ping_through_the_tap() {
         send(&mut tap, &mut pool, &frame[..n]);
         expect(&mut tap, &mut pool, "ARP reply", |f| {
             let eth = EthernetFrame::new_checked(f).ok()?;
-            let arp = ArpPacket::new_checked(eth.payload())
-                .ok()
-                .filter(|_| eth.ethertype() == EtherType::Arp)?;
+            let arp = ArpPacket::new_checked(eth.payload()).ok().filter(|_| eth.ethertype() == EtherType::Arp)?;
             (arp.operation() == ArpOperation::Reply).then_some(())?;
             assert_eq!(eth.dst_addr(), HOST_MAC);
-            assert_eq!(
-                (arp.sender_hw_addr(), arp.sender_proto_addr()),
-                (KERNEL_MAC, KERNEL_V4)
-            );
-            assert_eq!(
-                (arp.target_hw_addr(), arp.target_proto_addr()),
-                (HOST_MAC, HOST_V4)
-            );
+            assert_eq!((arp.sender_hw_addr(), arp.sender_proto_addr()), (KERNEL_MAC, KERNEL_V4));
+            assert_eq!((arp.target_hw_addr(), arp.target_proto_addr()), (HOST_MAC, HOST_V4));
             Some(())
         });
 
         // Ping over IPv4 and IPv6: the kernel's ICMP message is the one echo_reply builds.
-        let flow = |src: IpAddr, dst: IpAddr| UdpFlow {
-            src_mac: HOST_MAC,
-            dst_mac: KERNEL_MAC,
-            src,
-            dst,
-            src_port: 0,
-            dst_port: 0,
-            ttl: 64,
-        };
+        let flow = |src: IpAddr, dst: IpAddr| UdpFlow { src_mac: HOST_MAC, dst_mac: KERNEL_MAC, src, dst, src_port: 0, dst_port: 0, ttl: 64 };
         let data: Vec<u8> = (0..56u8).collect();
         for v6 in [false, true] {
             let n = if v6 {
-                icmpv6_echo_frame(
-                    &flow(host_v6().into(), kernel_v6().into()),
-                    0x4c52,
-                    6,
-                    &data,
-                    &mut frame,
-                )
-                .unwrap()
+                icmpv6_echo_frame(&flow(host_v6().into(), kernel_v6().into()), 0x4c52, 6, &data, &mut frame).unwrap()
             } else {
-                icmpv4_echo_frame(
-                    &flow(HOST_V4.into(), KERNEL_V4.into()),
-                    0x4c52,
-                    4,
-                    &data,
-                    &mut frame,
-                )
-                .unwrap()
+                icmpv4_echo_frame(&flow(HOST_V4.into(), KERNEL_V4.into()), 0x4c52, 4, &data, &mut frame).unwrap()
             };
             send(&mut tap, &mut pool, &frame[..n]);
-            let kernel = expect(&mut tap, &mut pool, "echo reply", |f| {
-                echo_reply_icmp(f, v6)
-            });
+            let kernel = expect(&mut tap, &mut pool, "echo reply", |f| echo_reply_icmp(f, v6));
             let mut ours = [0u8; 256];
             let m = echo_reply(&frame[..n], KERNEL_MAC, &mut ours).unwrap();
             let ours = echo_reply_icmp(&ours[..m], v6).expect("our reply parses as one");

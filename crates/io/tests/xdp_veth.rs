@@ -34,10 +34,7 @@ fn veth_ns(tag: &str) -> Netns {
     ns.disable_ipv6();
     let n = ns.name();
     let (m0, m1) = (mac(&MAC0), mac(&MAC1));
-    ip(&[
-        "-n", n, "link", "add", "lrx0", "address", &m0, "type", "veth", "peer", "name", "lrx1",
-        "address", &m1,
-    ]);
+    ip(&["-n", n, "link", "add", "lrx0", "address", &m0, "type", "veth", "peer", "name", "lrx1", "address", &m1]);
     // Only lrx1 gets an address: the kernel ignores an ARP request whose sender address
     // is one of its own (martian source), so 10.77.0.1 must not be local.
     ip(&["-n", n, "addr", "add", "10.77.0.2/24", "dev", "lrx1"]);
@@ -48,10 +45,7 @@ fn veth_ns(tag: &str) -> Netns {
 }
 
 fn mac(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// An Ethernet/IPv4/UDP frame from lrx0 to lrx1 carrying MARK and `seq`, `len` bytes long.
@@ -61,33 +55,11 @@ fn ipv4_frame(seq: u32, len: usize) -> Vec<u8> {
     f.extend_from_slice(&MAC0);
     f.extend_from_slice(&[0x08, 0x00]);
     let ip_len = (len - 14) as u16;
-    f.extend_from_slice(&[
-        0x45,
-        0,
-        (ip_len >> 8) as u8,
-        ip_len as u8,
-        0,
-        0,
-        0x40,
-        0,
-        64,
-        17,
-        0,
-        0,
-    ]);
+    f.extend_from_slice(&[0x45, 0, (ip_len >> 8) as u8, ip_len as u8, 0, 0, 0x40, 0, 64, 17, 0, 0]);
     f.extend_from_slice(&IP0);
     f.extend_from_slice(&IP1);
     let udp_len = ip_len - 20;
-    f.extend_from_slice(&[
-        0x30,
-        0x39,
-        0x30,
-        0x39,
-        (udp_len >> 8) as u8,
-        udp_len as u8,
-        0,
-        0,
-    ]);
+    f.extend_from_slice(&[0x30, 0x39, 0x30, 0x39, (udp_len >> 8) as u8, udp_len as u8, 0, 0]);
     f.extend_from_slice(MARK);
     f.extend_from_slice(&seq.to_be_bytes());
     while f.len() < len {
@@ -128,22 +100,11 @@ fn send(pool: &mut FramePool, tx: &mut XdpTx, frames: &[Vec<u8>]) {
 
 /// Polls `rx` (and flushes `txs`) until `want` frames carrying MARK arrived or 3 s passed;
 /// returns every descriptor received (marked or not), owned by the caller.
-fn recv(
-    pool: &mut FramePool,
-    rx: &mut XdpRx,
-    txs: &mut [&mut XdpTx],
-    want: usize,
-) -> Vec<FrameDesc> {
+fn recv(pool: &mut FramePool, rx: &mut XdpRx, txs: &mut [&mut XdpTx], want: usize) -> Vec<FrameDesc> {
     let mut got = Vec::new();
     let mut batch = Batch::new();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while got
-        .iter()
-        .filter(|d| marked_seq(pool.frame(**d)).is_some())
-        .count()
-        < want
-        && Instant::now() < deadline
-    {
+    while got.iter().filter(|d| marked_seq(pool.frame(**d)).is_some()).count() < want && Instant::now() < deadline {
         for tx in txs.iter_mut() {
             tx.flush(pool);
         }
@@ -169,14 +130,11 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
         let mut pool = FramePool::new(8192);
         let cfg = XdpConfig::default();
         let (mut rx1, mut tx1) = xdp::open(&mut pool, "lrx1", 1, &cfg, None).expect("open lrx1");
-        let (mut rx0, mut tx0) =
-            xdp::open(&mut pool, "lrx0", 0, &cfg, Some(&rx1.umem())).expect("open lrx0");
+        let (mut rx0, mut tx0) = xdp::open(&mut pool, "lrx0", 0, &cfg, Some(&rx1.umem())).expect("open lrx0");
         eprintln!("veth lrx1: {:?}, lrx0: {:?}", rx1.mode(), rx0.mode());
         assert_eq!(rx1.binding(), ("lrx1", 0));
         for name in ["lrx0", "lrx1"] {
-            let (_, prog) = xdp::attached_program(name)
-                .unwrap()
-                .expect("program attached");
+            let (_, prog) = xdp::attached_program(name).unwrap().expect("program attached");
             assert_eq!(prog, "lr_xsk");
         }
 
@@ -207,9 +165,7 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
 
 /// lrx0 -> lrx1: 200 frames of assorted sizes, in two bursts, each received once and intact.
 fn assorted_frames_arrive_intact(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) {
-    let frames: Vec<Vec<u8>> = (0..200)
-        .map(|i| ipv4_frame(i, 60 + (i as usize * 7) % 1400))
-        .collect();
+    let frames: Vec<Vec<u8>> = (0..200).map(|i| ipv4_frame(i, 60 + (i as usize * 7) % 1400)).collect();
     send(pool, tx0, &frames[..100]);
     send(pool, tx0, &frames[100..]);
     let got = recv(pool, rx1, &mut [&mut *tx0], 200);
@@ -247,28 +203,13 @@ fn steered_by_ethertype(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) 
         f
     };
     let lldp = ether(&[0x01, 0x80, 0xc2, 0, 0, 0x0e], 0x88cc);
-    let (vlan, qinq, ipv6) = (
-        ether(&MAC1, 0x8100),
-        ether(&MAC1, 0x88a8),
-        ether(&MAC1, 0x86dd),
-    );
+    let (vlan, qinq, ipv6) = (ether(&MAC1, 0x8100), ether(&MAC1, 0x88a8), ether(&MAC1, 0x86dd));
     let arp = arp_request();
-    let burst = [
-        arp.clone(),
-        lldp,
-        vlan.clone(),
-        qinq.clone(),
-        ipv6.clone(),
-        ipv4_frame(1000, 60),
-    ];
+    let burst = [arp.clone(), lldp, vlan.clone(), qinq.clone(), ipv6.clone(), ipv4_frame(1000, 60)];
     send(pool, tx0, &burst);
     let got = recv(pool, rx1, &mut [&mut *tx0], 1);
     let got_bytes: Vec<Vec<u8>> = got.iter().map(|d| pool.frame(*d).to_vec()).collect();
-    assert_eq!(
-        got_bytes,
-        [arp, vlan, qinq, ipv6, ipv4_frame(1000, 60)],
-        "LLDP does not reach the socket"
-    );
+    assert_eq!(got_bytes, [arp, vlan, qinq, ipv6, ipv4_frame(1000, 60)], "LLDP does not reach the socket");
     for d in got {
         pool.free(d);
     }
@@ -276,13 +217,7 @@ fn steered_by_ethertype(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) 
 
 /// Shared UMEM forwarding: receive on lrx1, send the same descriptors back out of lrx1,
 /// receive them on lrx0. No byte is copied in user space.
-fn forwarded_on_the_shared_umem(
-    pool: &mut FramePool,
-    rx0: &mut XdpRx,
-    tx0: &mut XdpTx,
-    rx1: &mut XdpRx,
-    tx1: &mut XdpTx,
-) {
+fn forwarded_on_the_shared_umem(pool: &mut FramePool, rx0: &mut XdpRx, tx0: &mut XdpTx, rx1: &mut XdpRx, tx1: &mut XdpTx) {
     let frames: Vec<Vec<u8>> = (2000..2064).map(|i| ipv4_frame(i, 128)).collect();
     send(pool, tx0, &frames);
     let got = recv(pool, rx1, &mut [&mut *tx0], 64);
@@ -294,10 +229,7 @@ fn forwarded_on_the_shared_umem(
     tx1.tx_burst(pool, &mut batch);
     let back = recv(pool, rx0, &mut [&mut *tx0, &mut *tx1], 64);
     assert_eq!(back.len(), 64, "forwarded {} of 64", back.len());
-    let mut seqs: Vec<u32> = back
-        .iter()
-        .map(|d| marked_seq(pool.frame(*d)).unwrap())
-        .collect();
+    let mut seqs: Vec<u32> = back.iter().map(|d| marked_seq(pool.frame(*d)).unwrap()).collect();
     seqs.sort();
     assert_eq!(seqs, (2000..2064).collect::<Vec<_>>());
     for d in &back {

@@ -13,9 +13,7 @@ pub const MAX_FLOWS: usize = 1 << 22;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FlowError {
-    #[error(
-        "bad range {0:?}: expected ADDR[:PORT][-ADDR[:PORT]] (IPv6 with a port as [ADDR]:PORT)"
-    )]
+    #[error("bad range {0:?}: expected ADDR[:PORT][-ADDR[:PORT]] (IPv6 with a port as [ADDR]:PORT)")]
     Syntax(String),
     #[error("range {0:?} goes backwards")]
     Backwards(String),
@@ -95,18 +93,12 @@ impl EndpointRange {
         if addr_u128(last) < addr_u128(first) || port_last < port_first {
             return Err(FlowError::Backwards(s.to_owned()));
         }
-        Ok(EndpointRange {
-            first,
-            last,
-            port_first,
-            port_last,
-        })
+        Ok(EndpointRange { first, last, port_first, port_last })
     }
 
     /// Number of (address, port) endpoints.
     pub fn len(&self) -> u128 {
-        (addr_u128(self.last) - addr_u128(self.first) + 1)
-            * (u128::from(self.port_last - self.port_first) + 1)
+        (addr_u128(self.last) - addr_u128(self.first) + 1) * (u128::from(self.port_last - self.port_first) + 1)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -141,13 +133,7 @@ pub struct FrameSet {
 }
 
 /// Builds the frames of `src` x `dst` flows.
-pub fn frames(
-    src: &EndpointRange,
-    dst: &EndpointRange,
-    sizes: Sizes,
-    src_mac: MacAddr,
-    dst_mac: MacAddr,
-) -> Result<FrameSet, FlowError> {
+pub fn frames(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_mac: MacAddr, dst_mac: MacAddr) -> Result<FrameSet, FlowError> {
     if src.first.is_ipv4() != dst.first.is_ipv4() {
         return Err(FlowError::FamilyMismatch);
     }
@@ -168,28 +154,15 @@ pub fn frames(
         let f = k % n;
         let (s, sp) = src.get((f % src.len() as usize) as u128);
         let (d, dp) = dst.get((f / src.len() as usize) as u128);
-        let flow = UdpFlow {
-            src_mac,
-            dst_mac,
-            src: s,
-            dst: d,
-            src_port: sp,
-            dst_port: dp,
-            ttl: 64,
-        };
+        let flow = UdpFlow { src_mac, dst_mac, src: s, dst: d, src_port: sp, dst_port: dp, ttl: 64 };
         let len = match sizes {
             Sizes::Frame(l) => udp_frame(&flow, l, &mut buf),
-            Sizes::Imix => {
-                udp_frame_ip_len(&flow, IMIX_CYCLE[(k / n) % IMIX_CYCLE.len()], &mut buf)
-            }
+            Sizes::Imix => udp_frame_ip_len(&flow, IMIX_CYCLE[(k / n) % IMIX_CYCLE.len()], &mut buf),
         }
         .map_err(|e| FlowError::Frame(e.to_string()))?;
         out.push(buf[..len].to_vec());
     }
-    Ok(FrameSet {
-        frames: out,
-        flows: n,
-    })
+    Ok(FrameSet { frames: out, flows: n })
 }
 
 /// Inserts an 802.1Q tag with VLAN id `vid` (PCP 0) after the source MAC: the frame grows
@@ -212,12 +185,7 @@ pub struct LiveFlows {
 
 impl LiveFlows {
     pub fn spec(&self) -> io::xdp::livegen::Spec<'_> {
-        io::xdp::livegen::Spec {
-            template: &self.template,
-            sources: &self.sources,
-            destinations: &self.destinations,
-            sizes: &self.sizes,
-        }
+        io::xdp::livegen::Spec { template: &self.template, sources: &self.sources, destinations: &self.destinations, sizes: &self.sizes }
     }
 
     /// Mean frame length over the size cycle (bytes, without FCS).
@@ -227,14 +195,7 @@ impl LiveFlows {
 }
 
 /// Builds the [`LiveFlows`] of `src` x `dst` flows, tagged with `vlan` if given.
-pub fn live_flows(
-    src: &EndpointRange,
-    dst: &EndpointRange,
-    sizes: Sizes,
-    src_mac: MacAddr,
-    dst_mac: MacAddr,
-    vlan: Option<u16>,
-) -> Result<LiveFlows, FlowError> {
+pub fn live_flows(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_mac: MacAddr, dst_mac: MacAddr, vlan: Option<u16>) -> Result<LiveFlows, FlowError> {
     if src.first.is_ipv4() != dst.first.is_ipv4() {
         return Err(FlowError::FamilyMismatch);
     }
@@ -244,15 +205,7 @@ pub fn live_flows(
     }
     let (s, sp) = src.get(0);
     let (d, dp) = dst.get(0);
-    let flow = UdpFlow {
-        src_mac,
-        dst_mac,
-        src: s,
-        dst: d,
-        src_port: sp,
-        dst_port: dp,
-        ttl: 64,
-    };
+    let flow = UdpFlow { src_mac, dst_mac, src: s, dst: d, src_port: sp, dst_port: dp, ttl: 64 };
     let lens: Vec<usize> = match sizes {
         Sizes::Frame(_) => vec![0],
         Sizes::Imix => IMIX_CYCLE.to_vec(),
@@ -276,26 +229,10 @@ pub fn live_flows(
         4 => usize::from(u16::from_be_bytes([f[l3 + 2], f[l3 + 3]])),
         _ => 40 + usize::from(u16::from_be_bytes([f[l3 + 4], f[l3 + 5]])),
     };
-    let sizes = frames
-        .iter()
-        .map(|f| io::xdp::livegen::FrameSize {
-            frame_len: f.len(),
-            ip_len: ip_len(f),
-        })
-        .collect();
-    let template = frames
-        .iter()
-        .max_by_key(|f| f.len())
-        .expect("at least one size")
-        .clone();
+    let sizes = frames.iter().map(|f| io::xdp::livegen::FrameSize { frame_len: f.len(), ip_len: ip_len(f) }).collect();
+    let template = frames.iter().max_by_key(|f| f.len()).expect("at least one size").clone();
     let list = |r: &EndpointRange| (0..r.len()).map(|i| r.get(i)).collect::<Vec<_>>();
-    Ok(LiveFlows {
-        template,
-        sources: list(src),
-        destinations: list(dst),
-        sizes,
-        flows: n as usize,
-    })
+    Ok(LiveFlows { template, sources: list(src), destinations: list(dst), sizes, flows: n as usize })
 }
 
 #[cfg(test)]
@@ -320,36 +257,17 @@ mod tests {
 
     #[test]
     fn rejects_bad_ranges() {
-        assert!(matches!(
-            EndpointRange::parse("198.18.10.20-198.18.10.1", 0),
-            Err(FlowError::Backwards(_))
-        ));
-        assert!(matches!(
-            EndpointRange::parse("1.2.3.4-2001::1", 0),
-            Err(FlowError::MixedFamily(_))
-        ));
-        assert!(matches!(
-            EndpointRange::parse("foo", 0),
-            Err(FlowError::Syntax(_))
-        ));
-        assert!(matches!(
-            EndpointRange::parse("1.2.3.4:99999", 0),
-            Err(FlowError::Syntax(_))
-        ));
+        assert!(matches!(EndpointRange::parse("198.18.10.20-198.18.10.1", 0), Err(FlowError::Backwards(_))));
+        assert!(matches!(EndpointRange::parse("1.2.3.4-2001::1", 0), Err(FlowError::MixedFamily(_))));
+        assert!(matches!(EndpointRange::parse("foo", 0), Err(FlowError::Syntax(_))));
+        assert!(matches!(EndpointRange::parse("1.2.3.4:99999", 0), Err(FlowError::Syntax(_))));
     }
 
     #[test]
     fn study_default_is_2000_flows_of_60_bytes() {
         let s = EndpointRange::parse("198.18.10.1-198.18.10.20", 2000).unwrap();
         let d = EndpointRange::parse("198.19.10.1-198.19.10.100", 2000).unwrap();
-        let set = frames(
-            &s,
-            &d,
-            Sizes::Frame(60),
-            MacAddr([2, 0, 0, 0, 0, 1]),
-            MacAddr([2, 0, 0, 0, 0, 2]),
-        )
-        .unwrap();
+        let set = frames(&s, &d, Sizes::Frame(60), MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2])).unwrap();
         assert_eq!(set.flows, 2000);
         assert!(set.frames.iter().all(|f| f.len() == 60));
         let distinct: std::collections::HashSet<_> = set.frames.iter().collect();
@@ -378,27 +296,9 @@ mod tests {
         }
         let v4 = |s: &str| EndpointRange::parse(s, 2000).unwrap();
         let cases = [
-            (
-                v4("198.18.10.1-198.18.10.20"),
-                v4("198.19.10.1-198.19.10.100"),
-                Sizes::Frame(60),
-                None,
-                4000,
-            ),
-            (
-                v4("198.18.10.1:1000-198.18.10.3:1001"),
-                v4("198.19.10.1"),
-                Sizes::Imix,
-                Some(42),
-                200,
-            ),
-            (
-                v4("[2001:2::1]:9-[2001:2::2]:9"),
-                v4("2001:2:0:20::1-2001:2:0:20::5"),
-                Sizes::Frame(100),
-                Some(7),
-                30,
-            ),
+            (v4("198.18.10.1-198.18.10.20"), v4("198.19.10.1-198.19.10.100"), Sizes::Frame(60), None, 4000),
+            (v4("198.18.10.1:1000-198.18.10.3:1001"), v4("198.19.10.1"), Sizes::Imix, Some(42), 200),
+            (v4("[2001:2::1]:9-[2001:2::2]:9"), v4("2001:2:0:20::1-2001:2:0:20::5"), Sizes::Frame(100), Some(7), 30),
             (v4("2001:2::1"), v4("2001:2::2"), Sizes::Imix, None, 30),
         ];
         for (src, dst, sizes, vlan, runs) in cases {
@@ -413,11 +313,7 @@ mod tests {
             for i in 0..runs {
                 let (verdict, f) = g.run_on(&prev).unwrap();
                 assert!(io::xdp::livegen::Generator::sends(verdict));
-                assert_eq!(
-                    f,
-                    want[i % want.len()],
-                    "{src:?} {sizes:?} {vlan:?}: frame {i}"
-                );
+                assert_eq!(f, want[i % want.len()], "{src:?} {sizes:?} {vlan:?}: frame {i}");
                 prev = f;
             }
         }

@@ -11,9 +11,7 @@ use crate::error::LabError;
 /// Stops `child`: SIGTERM (so linerate prints its counters and removes what it installed),
 /// then SIGKILL if it has not exited within 3 s.
 pub fn terminate(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
@@ -28,12 +26,7 @@ pub fn terminate(child: &mut Child) {
 /// Starts `cmd` (its stdout as the caller set it; stderr is read here) and waits until a line
 /// of its stderr contains `ready`. Fails, stopping the child, if it exits first, if `timeout`
 /// passes, or if `stop` is set.
-pub fn wait_ready(
-    mut cmd: Command,
-    ready: &str,
-    timeout: Duration,
-    stop: &AtomicBool,
-) -> Result<Child, LabError> {
+pub fn wait_ready(mut cmd: Command, ready: &str, timeout: Duration, stop: &AtomicBool) -> Result<Child, LabError> {
     let mut child = cmd.stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
     let stderr = child.stderr.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -60,17 +53,11 @@ pub fn wait_ready(
             Ok(Ok(())) => return Ok(child),
             Ok(Err(seen)) => {
                 terminate(&mut child);
-                return Err(LabError::Process {
-                    what: format!("{what} exited before it was ready"),
-                    detail: seen.trim().to_owned(),
-                });
+                return Err(LabError::Process { what: format!("{what} exited before it was ready"), detail: seen.trim().to_owned() });
             }
             Err(_) if Instant::now() > deadline => {
                 terminate(&mut child);
-                return Err(LabError::Process {
-                    what,
-                    detail: format!("not ready after {} s", timeout.as_secs()),
-                });
+                return Err(LabError::Process { what, detail: format!("not ready after {} s", timeout.as_secs()) });
             }
             Err(_) => {}
         }

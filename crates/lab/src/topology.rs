@@ -24,14 +24,8 @@ pub enum TopologyError {
 fn check_name(name: &str) -> Result<(), TopologyError> {
     let ok = name.starts_with(PREFIX)
         && name.len() <= 15
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(TopologyError::BadName(name.to_owned()))
-    }
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok { Ok(()) } else { Err(TopologyError::BadName(name.to_owned())) }
 }
 
 /// Runs a command, turning a non-zero exit into an error carrying its stderr.
@@ -40,10 +34,7 @@ pub fn run(cmd: &mut Command) -> Result<Output, TopologyError> {
     let out = cmd
         .stdin(Stdio::null())
         .output()
-        .map_err(|source| TopologyError::Spawn {
-            cmd: text.clone(),
-            source,
-        })?;
+        .map_err(|source| TopologyError::Spawn { cmd: text.clone(), source })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         return Err(TopologyError::Failed { cmd: text, stderr });
@@ -67,9 +58,7 @@ impl Namespace {
         check_name(name)?;
         let _ = ip(&["netns", "del", name]);
         ip(&["netns", "add", name])?;
-        let ns = Namespace {
-            name: name.to_owned(),
-        };
+        let ns = Namespace { name: name.to_owned() };
         ns.ip(&["link", "set", "lo", "up"])?;
         Ok(ns)
     }
@@ -107,13 +96,7 @@ impl Namespace {
     /// measurement turns them off so that every set (the kernel, linerate) is offered and
     /// forwards the same per-packet frames, as the study turned TSO/LRO off on its routers.
     pub fn offloads_off(&self, ifname: &str) -> Result<(), TopologyError> {
-        self.exec(
-            "ethtool",
-            &[
-                "-K", ifname, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off",
-            ],
-        )
-        .map(|_| ())
+        self.exec("ethtool", &["-K", ifname, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off"]).map(|_| ())
     }
 
     /// Adds an address (CIDR) to an interface and brings it up.
@@ -156,11 +139,7 @@ pub fn veth_queues(a: End<'_>, b: End<'_>, queues: usize) -> Result<(), Topology
     let q = queues.to_string();
     // One queue: the kernel's default, which leaves `ethtool -L` room to add queues later
     // (veth's maximum is the CPU count unless given).
-    let counts: &[&str] = if queues > 1 {
-        &["numtxqueues", &q, "numrxqueues", &q]
-    } else {
-        &[]
-    };
+    let counts: &[&str] = if queues > 1 { &["numtxqueues", &q, "numrxqueues", &q] } else { &[] };
     let mut args = vec!["link", "add", a.name, "address", a.mac];
     args.extend_from_slice(counts);
     args.extend_from_slice(&["type", "veth", "peer", "name", b.name, "address", b.mac]);
@@ -223,19 +202,7 @@ mod tests {
         {
             let a = Namespace::create(&na).unwrap();
             let b = Namespace::create(&nb).unwrap();
-            veth(
-                End {
-                    ns: &a,
-                    name: "lrt0",
-                    mac: "02:00:00:00:01:01",
-                },
-                End {
-                    ns: &b,
-                    name: "lrt1",
-                    mac: "02:00:00:00:01:02",
-                },
-            )
-            .unwrap();
+            veth(End { ns: &a, name: "lrt0", mac: "02:00:00:00:01:01" }, End { ns: &b, name: "lrt1", mac: "02:00:00:00:01:02" }).unwrap();
             a.addr("lrt0", "198.18.0.1/30").unwrap();
             b.addr("lrt1", "198.18.0.2/30").unwrap();
             let ping = a.exec("ping", &["-c", "1", "-W", "2", "198.18.0.2"]);

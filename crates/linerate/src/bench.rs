@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use ::bench::{BenchConfig, BenchFirewall, BenchFirewallResult, BenchResult, RouteSource};
 use anyhow::{Result, bail};
+use ::bench::{BenchConfig, BenchFirewall, BenchFirewallResult, BenchResult, RouteSource};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -92,10 +92,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
     announce(&cfg);
     let res = ::bench::run(&cfg, |i, mpps| eprintln!("  run {}: {mpps:.2} Mpps", i + 1))?;
     print_figures(&res);
-    let firewall = res
-        .firewall
-        .as_ref()
-        .map(|f| print_firewall(&args, &cfg, f));
+    let firewall = res.firewall.as_ref().map(|f| print_firewall(&args, &cfg, f));
     if args.json {
         println!("{}", result_json(&cfg, &res, firewall));
     }
@@ -115,9 +112,7 @@ fn bench_config(args: &BenchArgs) -> Result<BenchConfig> {
     if args.batch == 0 || args.batch > 256 {
         bail!("--batch {} out of range 1-256", args.batch);
     }
-    let cpu = args
-        .cpu
-        .unwrap_or_else(|| io::affinity::available_cpus().saturating_sub(1));
+    let cpu = args.cpu.unwrap_or_else(|| io::affinity::available_cpus().saturating_sub(1));
     Ok(BenchConfig {
         routes,
         flows: args.flows,
@@ -138,12 +133,7 @@ fn bench_config(args: &BenchArgs) -> Result<BenchConfig> {
 
 /// The firewall's rule set, if any of the firewall options is given.
 fn bench_firewall(args: &BenchArgs) -> Option<BenchFirewall> {
-    (args.rules.is_some()
-        || args.table_size.is_some()
-        || args.states.is_some()
-        || args.nat
-        || args.log.is_some())
-    .then(|| BenchFirewall {
+    (args.rules.is_some() || args.table_size.is_some() || args.states.is_some() || args.nat || args.log.is_some()).then(|| BenchFirewall {
         rules: args.rules.unwrap_or(0),
         table_size: args.table_size,
         states: args.states,
@@ -158,9 +148,7 @@ fn announce(cfg: &BenchConfig) {
     let family = if cfg.ipv6 { "IPv6" } else { "IPv4" };
     let source = match (&cfg.pcap, &cfg.routes) {
         (Some(p), _) => format!("capture {}", p.display()),
-        (None, RouteSource::Synthetic(n)) => {
-            format!("{} flows, synthetic {n}-route table", cfg.flows)
-        }
+        (None, RouteSource::Synthetic(n)) => format!("{} flows, synthetic {n}-route table", cfg.flows),
         (None, RouteSource::File(p)) => format!("{} flows, routes from {}", cfg.flows, p.display()),
     };
     let cpu = cfg.cpu.unwrap_or(0);
@@ -168,15 +156,7 @@ fn announce(cfg: &BenchConfig) {
         "bench: {family}, {source}, {}-byte frames, batch {}, {}, {} runs x {} s",
         cfg.frame_size,
         cfg.batch,
-        if cfg.workers > 1 {
-            format!(
-                "{} workers pinned to cpus 0-{}",
-                cfg.workers,
-                cfg.workers - 1
-            )
-        } else {
-            format!("worker pinned to cpu {cpu}")
-        },
+        if cfg.workers > 1 { format!("{} workers pinned to cpus 0-{}", cfg.workers, cfg.workers - 1) } else { format!("worker pinned to cpu {cpu}") },
         cfg.runs,
         cfg.seconds
     );
@@ -184,45 +164,18 @@ fn announce(cfg: &BenchConfig) {
 
 /// The rate, the runs and the packet counters.
 fn print_figures(res: &BenchResult) {
-    println!(
-        "forwarded: {:.2} Mpps (median of {} runs), {:.1} ns/packet",
-        res.mpps,
-        res.runs_mpps.len(),
-        res.ns_per_packet
-    );
-    println!(
-        "runs (Mpps): {}",
-        res.runs_mpps
-            .iter()
-            .map(|m| format!("{m:.2}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    println!(
-        "setup: {:.2} s for {} routes, {} flows",
-        res.setup.as_secs_f64(),
-        res.routes,
-        res.flows
-    );
+    println!("forwarded: {:.2} Mpps (median of {} runs), {:.1} ns/packet", res.mpps, res.runs_mpps.len(), res.ns_per_packet);
+    println!("runs (Mpps): {}", res.runs_mpps.iter().map(|m| format!("{m:.2}")).collect::<Vec<_>>().join(" "));
+    println!("setup: {:.2} s for {} routes, {} flows", res.setup.as_secs_f64(), res.routes, res.flows);
     let c = &res.counts;
-    println!(
-        "packets: rx {} forwarded {} local {} dropped {}",
-        c.rx,
-        c.forwarded,
-        c.local,
-        c.dropped()
-    );
+    println!("packets: rx {} forwarded {} local {} dropped {}", c.rx, c.forwarded, c.local, c.dropped());
     for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
         println!("  drop {:<20} {n}", reason.name());
     }
 }
 
 /// Prints the firewall's figures; returns them as the JSON output's `firewall` object.
-fn print_firewall(
-    args: &BenchArgs,
-    cfg: &BenchConfig,
-    f: &BenchFirewallResult,
-) -> serde_json::Value {
+fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) -> serde_json::Value {
     println!(
         "firewall: {} rules compiled in {:.2} s ({:.1} MiB), {} states prefilled in {:.2} s (limit {}, table {:.1} MiB)",
         f.rules,
@@ -244,27 +197,13 @@ fn print_firewall(
     }
     if let Some(l) = &f.log {
         let v = |i: usize| l[i].load(std::sync::atomic::Ordering::Relaxed);
-        println!(
-            "log: {} records, rate limit refused {}, ring full {}",
-            v(0),
-            v(1),
-            v(2)
-        );
+        println!("log: {} records, rate limit refused {}, ring full {}", v(0), v(1), v(2));
     }
     let vc = &f.verdict_cache;
     if vc.hits + vc.misses > 0 {
-        println!(
-            "verdict cache: {} hits, {} misses ({:.1}% hits)",
-            vc.hits,
-            vc.misses,
-            100.0 * vc.hits as f64 / (vc.hits + vc.misses) as f64
-        );
+        println!("verdict cache: {} hits, {} misses ({:.1}% hits)", vc.hits, vc.misses, 100.0 * vc.hits as f64 / (vc.hits + vc.misses) as f64);
     }
-    let states: serde_json::Map<String, serde_json::Value> = f
-        .state_counters
-        .iter()
-        .map(|&(n, v)| (n.to_owned(), v.into()))
-        .collect();
+    let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
     let matched: Vec<serde_json::Value> = f
         .matched
         .iter()
@@ -287,16 +226,9 @@ fn print_firewall(
 }
 
 /// The `--json` line.
-fn result_json(
-    cfg: &BenchConfig,
-    res: &BenchResult,
-    firewall: Option<serde_json::Value>,
-) -> serde_json::Value {
+fn result_json(cfg: &BenchConfig, res: &BenchResult, firewall: Option<serde_json::Value>) -> serde_json::Value {
     let c = &res.counts;
-    let drops: serde_json::Map<String, serde_json::Value> = c
-        .drops_by_reason()
-        .map(|(r, n)| (r.name().to_owned(), n.into()))
-        .collect();
+    let drops: serde_json::Map<String, serde_json::Value> = c.drops_by_reason().map(|(r, n)| (r.name().to_owned(), n.into())).collect();
     serde_json::json!({
         "mpps": res.mpps,
         "ns_per_packet": res.ns_per_packet,

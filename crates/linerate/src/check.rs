@@ -17,9 +17,7 @@ pub fn main(args: CheckArgs) -> Result<()> {
     // Interfaces without a configured MAC get theirs from the kernel at run time (a stand-in
     // here; the config is not copied: it may hold a full table).
     for iface in &mut cfg.interfaces {
-        iface
-            .mac
-            .get_or_insert(config::MacAddr([0x02, 0, 0, 0, 0, 0]));
+        iface.mac.get_or_insert(config::MacAddr([0x02, 0, 0, 0, 0, 0]));
     }
     setup::fib(&cfg)?;
     // The rule file is parsed and compiled as `run` would (interface names -> port indices in
@@ -27,11 +25,7 @@ pub fn main(args: CheckArgs) -> Result<()> {
     let rules = match &cfg.firewall {
         Some(f) => {
             let compiled = crate::rule_file::load(&cfg, &f.rules)?;
-            format!(
-                ", firewall {}: {} rules",
-                f.rules.display(),
-                compiled.rules.rule_count()
-            )
+            format!(", firewall {}: {} rules", f.rules.display(), compiled.rules.rule_count())
         }
         None => String::new(),
     };

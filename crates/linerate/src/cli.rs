@@ -4,16 +4,10 @@
 use clap::builder::StyledStr;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{
-    bench, check, client, lab_cmd, log, run, service, show, states, stream, table, traffic,
-};
+use crate::{bench, check, client, lab_cmd, log, run, service, show, states, stream, table, traffic};
 
 #[derive(Parser)]
-#[command(
-    name = "linerate",
-    version,
-    about = "Userspace software router, firewall and bench lab"
-)]
+#[command(name = "linerate", version, about = "Userspace software router, firewall and bench lab")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -69,22 +63,7 @@ pub enum Command {
 /// The headings `linerate --help` lists the subcommands under (clap has one heading for all
 /// of them), in order; every subcommand is in one group.
 const COMMAND_GROUPS: [(&str, &[&str]); 3] = [
-    (
-        "Router commands",
-        &[
-            "run",
-            "check",
-            "reload",
-            "show",
-            "top",
-            "kill",
-            "flush",
-            "table",
-            "log",
-            "capture",
-            "install-service",
-        ],
-    ),
+    ("Router commands", &["run", "check", "reload", "show", "top", "kill", "flush", "table", "log", "capture", "install-service"]),
     ("Lab commands", &["lab", "bench", "gen", "rcv", "stat"]),
     ("Other commands", &["help"]),
 ];
@@ -106,39 +85,19 @@ pub fn command() -> clap::Command {
 
 /// clap's default help layout, with the subcommands under [`COMMAND_GROUPS`]' headings.
 fn help_template(cmd: &clap::Command) -> StyledStr {
-    let (header, literal) = (
-        cmd.get_styles().get_header(),
-        cmd.get_styles().get_literal(),
-    );
-    let width = cmd
-        .get_subcommands()
-        .map(|s| s.get_name().len())
-        .max()
-        .unwrap_or(0);
+    let (header, literal) = (cmd.get_styles().get_header(), cmd.get_styles().get_literal());
+    let width = cmd.get_subcommands().map(|s| s.get_name().len()).max().unwrap_or(0);
     let mut t = String::from("{before-help}{about-with-newline}\n{usage-heading} {usage}\n\n");
     for (heading, names) in COMMAND_GROUPS {
-        t.push_str(&format!(
-            "{}{heading}:{}\n",
-            header.render(),
-            header.render_reset()
-        ));
+        t.push_str(&format!("{}{heading}:{}\n", header.render(), header.render_reset()));
         for sub in names.iter().filter_map(|&n| cmd.find_subcommand(n)) {
             let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
             let (name, pad) = (sub.get_name(), width - sub.get_name().len());
-            t.push_str(&format!(
-                "  {}{name}{}{:pad$}  {about}\n",
-                literal.render(),
-                literal.render_reset(),
-                ""
-            ));
+            t.push_str(&format!("  {}{name}{}{:pad$}  {about}\n", literal.render(), literal.render_reset(), ""));
         }
         t.push('\n');
     }
-    t.push_str(&format!(
-        "{}Options:{}\n{{options}}{{after-help}}",
-        header.render(),
-        header.render_reset()
-    ));
+    t.push_str(&format!("{}Options:{}\n{{options}}{{after-help}}", header.render(), header.render_reset()));
     StyledStr::from(t)
 }
 
@@ -151,21 +110,12 @@ mod tests {
         let cmd = command();
         let names: Vec<&str> = cmd.get_subcommands().map(|s| s.get_name()).collect();
         for name in &names {
-            let groups = COMMAND_GROUPS
-                .iter()
-                .filter(|(_, g)| g.contains(name))
-                .count();
-            assert_eq!(
-                groups, 1,
-                "{name} is in {groups} groups of `linerate --help`"
-            );
+            let groups = COMMAND_GROUPS.iter().filter(|(_, g)| g.contains(name)).count();
+            assert_eq!(groups, 1, "{name} is in {groups} groups of `linerate --help`");
         }
         for (_, group) in COMMAND_GROUPS {
             for name in group {
-                assert!(
-                    names.contains(name),
-                    "{name} is grouped but is no subcommand"
-                );
+                assert!(names.contains(name), "{name} is grouped but is no subcommand");
             }
         }
     }
@@ -177,10 +127,7 @@ mod tests {
         let lab = help.find("Lab commands:").expect(&help);
         let options = help.find("Options:").expect(&help);
         assert!(router < lab && lab < options, "{help}");
-        let at = |name: &str| {
-            help.find(&format!("\n  {name} "))
-                .unwrap_or_else(|| panic!("{name} missing: {help}"))
-        };
+        let at = |name: &str| help.find(&format!("\n  {name} ")).unwrap_or_else(|| panic!("{name} missing: {help}"));
         assert!(router < at("reload") && at("reload") < lab, "{help}");
         assert!(lab < at("bench") && at("bench") < options, "{help}");
         assert!(help.contains("--log-level <LOG_LEVEL>"), "{help}");

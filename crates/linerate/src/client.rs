@@ -34,18 +34,12 @@ impl SocketArgs {
 
 /// Sends one command line, returns the one-line answer (`error: ...` answers become errors).
 pub fn request(socket: &std::path::Path, command: &str, timeout: Duration) -> Result<String> {
-    let mut conn = UnixStream::connect(socket).with_context(|| {
-        format!(
-            "connecting to {} (is linerate run listening?)",
-            socket.display()
-        )
-    })?;
+    let mut conn = UnixStream::connect(socket)
+        .with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
     conn.set_read_timeout(Some(timeout))?;
     conn.write_all(format!("{command}\n").as_bytes())?;
     let mut answer = String::new();
-    BufReader::new(&conn)
-        .read_line(&mut answer)
-        .context("reading the answer")?;
+    BufReader::new(&conn).read_line(&mut answer).context("reading the answer")?;
     let answer = answer.trim_end().to_owned();
     if let Some(err) = answer.strip_prefix("error: ") {
         bail!("{command}: {err}");

@@ -50,10 +50,7 @@ impl Access {
     fn role(&self, peer: &io::privilege::Peer) -> Option<Role> {
         if peer.uid == 0 || peer.uid == self.admin_uid {
             Some(Role::Admin)
-        } else if self
-            .read_gid
-            .is_some_and(|g| peer.gid == g || peer.groups.contains(&g))
-        {
+        } else if self.read_gid.is_some_and(|g| peer.gid == g || peer.groups.contains(&g)) {
             Some(Role::ReadOnly)
         } else {
             None
@@ -70,11 +67,7 @@ pub struct Server {
 impl Server {
     /// Binds the socket at `path` (replacing a stale file no process listens on), mode 0600,
     /// or 0660 with `group_readable`, then gives the file to `owner` (uid, gid) if set.
-    pub fn bind(
-        path: &std::path::Path,
-        owner: (Option<u32>, Option<u32>),
-        group_readable: bool,
-    ) -> Result<Server> {
+    pub fn bind(path: &std::path::Path, owner: (Option<u32>, Option<u32>), group_readable: bool) -> Result<Server> {
         if std::fs::symlink_metadata(path).is_ok() {
             if UnixStream::connect(path).is_ok() {
                 bail!("another process is listening on it");
@@ -84,15 +77,10 @@ impl Server {
         // The mode is set by the umask at bind(2): a chmod afterwards would leave a moment
         // when anyone could connect.
         let mask = if group_readable { 0o117 } else { 0o177 };
-        let listener =
-            io::privilege::with_umask(mask, || UnixListener::bind(path)).context("binding")?;
-        let server = Server {
-            path: path.to_owned(),
-            listener: Some(listener),
-        };
+        let listener = io::privilege::with_umask(mask, || UnixListener::bind(path)).context("binding")?;
+        let server = Server { path: path.to_owned(), listener: Some(listener) };
         if owner != (None, None) {
-            std::os::unix::fs::chown(path, owner.0, owner.1)
-                .context("giving the socket file to router.user / router.control_group")?;
+            std::os::unix::fs::chown(path, owner.0, owner.1).context("giving the socket file to router.user / router.control_group")?;
         }
         Ok(server)
     }
@@ -123,44 +111,23 @@ fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
     let mut reader = BufReader::new(&conn);
-    let answer = match (
-        io::privilege::peer(conn.as_raw_fd()),
-        reader.read_line(&mut line),
-    ) {
-        (Err(e), _) => {
-            format!("error: permission denied: cannot read the peer's credentials ({e})")
-        }
+    let answer = match (io::privilege::peer(conn.as_raw_fd()), reader.read_line(&mut line)) {
+        (Err(e), _) => format!("error: permission denied: cannot read the peer's credentials ({e})"),
         (_, Err(e)) => format!("error: reading the command: {e}"),
         (Ok(peer), Ok(_)) => match (access.role(&peer), line.trim()) {
             (None, _) => format!(
                 "error: permission denied: uid {} may not use this socket (root, uid {}{})",
                 peer.uid,
                 access.admin_uid,
-                access.read_gid.map_or(String::new(), |g| format!(
-                    ", or group {g} for show and top"
-                ))
+                access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"))
             ),
-            (Some(Role::ReadOnly), "reload") => format!(
-                "error: permission denied: reload needs root or uid {}",
-                access.admin_uid
-            ),
-            (Some(Role::ReadOnly), c)
-                if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) =>
-            {
-                format!(
-                    "error: permission denied: {} needs root or uid {}",
-                    c.split(' ').next().unwrap_or(c),
-                    access.admin_uid
-                )
+            (Some(Role::ReadOnly), "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
+            (Some(Role::ReadOnly), c) if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) => {
+                format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
             }
             // Packets' contents: for the admin only.
-            (Some(Role::ReadOnly), c) if crate::stream::is_stream(c) => format!(
-                "error: permission denied: log and capture need root or uid {}",
-                access.admin_uid
-            ),
-            (Some(Role::Admin), c) if crate::stream::is_stream(c) => {
-                return crate::stream::serve(conn, Arc::clone(state), c.to_owned());
-            }
+            (Some(Role::ReadOnly), c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
+            (Some(Role::Admin), c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
             (Some(_), command) => answer(state, command),
         },
     };
@@ -184,21 +151,13 @@ fn answer(state: &RouterState, command: &str) -> String {
 /// Counters of every worker (per physical interface: its queue), their sums per interface,
 /// drop reasons and the slow path's counters.
 pub(crate) fn stats(state: &RouterState) -> Value {
-    let physical: Vec<&dataplane::PortInfo> =
-        state.ports.iter().filter(|p| p.vlan.is_none()).collect();
-    let snaps: Vec<WorkerSnapshot> = state
-        .workers
-        .iter()
-        .map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200))))
-        .collect();
+    let physical: Vec<&dataplane::PortInfo> = state.ports.iter().filter(|p| p.vlan.is_none()).collect();
+    let snaps: Vec<WorkerSnapshot> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
     let mut total = dataplane::Counts::default();
     for (c, _) in &snaps {
         total.add(c);
     }
-    let drops: serde_json::Map<String, Value> = total
-        .drops_by_reason()
-        .map(|(r, n)| (r.name().to_owned(), json!(n)))
-        .collect();
+    let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
     json!({
         "uptime": state.started.elapsed().as_secs_f64(),
         "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
@@ -222,10 +181,7 @@ type WorkerSnapshot = (dataplane::Counts, dataplane::counters::PortSnapshot);
 fn port_stats(p: &io::PortStats, c: Option<&dataplane::Counts>) -> Value {
     let errors = c.map_or(0, |c| {
         use dataplane::DropReason::*;
-        [Truncated, BadVersion, BadLength, BadChecksum]
-            .iter()
-            .map(|&r| c.drops[r as usize])
-            .sum::<u64>()
+        [Truncated, BadVersion, BadLength, BadChecksum].iter().map(|&r| c.drops[r as usize]).sum::<u64>()
     });
     json!({
         "rx_packets": p.rx_packets, "rx_bytes": p.rx_bytes, "rx_errors": errors,
@@ -256,11 +212,7 @@ fn worker_stats(physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> 
 }
 
 /// Each physical interface's counters: its queues summed over the workers.
-fn interface_stats(
-    state: &RouterState,
-    physical: &[&dataplane::PortInfo],
-    snaps: &[WorkerSnapshot],
-) -> Vec<Value> {
+fn interface_stats(state: &RouterState, physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> Vec<Value> {
     physical
         .iter()
         .enumerate()
@@ -293,10 +245,7 @@ fn interface_stats(
 fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
     let s = state.slow.lock().unwrap_or_else(|e| e.into_inner()).stats;
     let punt_drops = punt_drops(state, snaps);
-    let queue_full: u64 = PuntClass::ALL
-        .iter()
-        .map(|&c| punt_drops.get(c, PuntDrop::QueueFull))
-        .sum();
+    let queue_full: u64 = PuntClass::ALL.iter().map(|&c| punt_drops.get(c, PuntDrop::QueueFull)).sum();
     json!({
         "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
         "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
@@ -315,11 +264,7 @@ fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
 /// ICMP rate limit, before the copy).
 fn punt_drops(state: &RouterState, snaps: &[WorkerSnapshot]) -> PuntDrops {
     let mut d = state.punt.drops();
-    d.add(
-        PuntClass::IcmpError,
-        PuntDrop::Policed,
-        snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum(),
-    );
+    d.add(PuntClass::IcmpError, PuntDrop::Policed, snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum());
     d
 }
 
@@ -394,31 +339,13 @@ mod tests {
 
     #[test]
     fn roles_by_peer_credentials() {
-        let access = Access {
-            admin_uid: 999,
-            read_gid: Some(50),
-        };
-        let peer = |uid, gid, groups: &[u32]| Peer {
-            pid: 1,
-            uid,
-            gid,
-            groups: groups.to_vec(),
-        };
+        let access = Access { admin_uid: 999, read_gid: Some(50) };
+        let peer = |uid, gid, groups: &[u32]| Peer { pid: 1, uid, gid, groups: groups.to_vec() };
         assert_eq!(access.role(&peer(0, 0, &[])), Some(Role::Admin));
         assert_eq!(access.role(&peer(999, 999, &[])), Some(Role::Admin));
         assert_eq!(access.role(&peer(1000, 50, &[])), Some(Role::ReadOnly));
-        assert_eq!(
-            access.role(&peer(1000, 1000, &[7, 50])),
-            Some(Role::ReadOnly)
-        );
+        assert_eq!(access.role(&peer(1000, 1000, &[7, 50])), Some(Role::ReadOnly));
         assert_eq!(access.role(&peer(1000, 1000, &[7])), None);
-        assert_eq!(
-            Access {
-                admin_uid: 0,
-                read_gid: None
-            }
-            .role(&peer(65534, 65534, &[50])),
-            None
-        );
+        assert_eq!(Access { admin_uid: 0, read_gid: None }.role(&peer(65534, 65534, &[50])), None);
     }
 }

@@ -24,25 +24,16 @@ static JOURNAL: AtomicBool = AtomicBool::new(false);
 /// Sets the most verbose level printed, and whether stderr is the journal.
 pub fn init(level: Level) {
     MAX_LEVEL.store(level as u8, Ordering::Relaxed);
-    JOURNAL.store(
-        stderr_is_journal(std::env::var("JOURNAL_STREAM").ok().as_deref()),
-        Ordering::Relaxed,
-    );
+    JOURNAL.store(stderr_is_journal(std::env::var("JOURNAL_STREAM").ok().as_deref()), Ordering::Relaxed);
 }
 
 /// Whether `journal_stream` (`DEV:INODE`) names this process's stderr.
 fn stderr_is_journal(journal_stream: Option<&str>) -> bool {
     use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
-    let Some((dev, ino)) = journal_stream.and_then(|v| v.split_once(':')) else {
-        return false;
-    };
-    let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    let Ok(meta) = std::fs::File::from(fd).metadata() else {
-        return false;
-    };
+    let Some((dev, ino)) = journal_stream.and_then(|v| v.split_once(':')) else { return false };
+    let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() else { return false };
+    let Ok(meta) = std::fs::File::from(fd).metadata() else { return false };
     dev.parse() == Ok(meta.dev()) && ino.parse() == Ok(meta.ino())
 }
 
@@ -84,14 +75,8 @@ mod tests {
 
     #[test]
     fn prefixes() {
-        assert_eq!(
-            line(Level::Warning, true, format_args!("x {}", 1)),
-            "<4>x 1"
-        );
-        assert_eq!(
-            line(Level::Error, false, format_args!("bad")),
-            "linerate: error: bad"
-        );
+        assert_eq!(line(Level::Warning, true, format_args!("x {}", 1)), "<4>x 1");
+        assert_eq!(line(Level::Error, false, format_args!("bad")), "linerate: error: bad");
         assert_eq!(line(Level::Info, false, format_args!("ok")), "linerate: ok");
         assert!(!stderr_is_journal(None));
         assert!(!stderr_is_journal(Some("garbage")));

@@ -13,9 +13,9 @@ mod host;
 mod kernel_bypass;
 mod lab_cmd;
 mod log;
-mod logger;
 mod metrics;
 mod notify;
+mod logger;
 mod output;
 mod owner;
 mod privilege;
@@ -26,14 +26,14 @@ mod router_state;
 mod rule_file;
 mod run;
 mod service;
-mod show;
 mod signals;
+mod show;
 mod states;
 mod steering;
-mod stream;
 mod table;
-mod tools;
+mod stream;
 mod traffic;
+mod tools;
 
 use cli::Command;
 
@@ -79,13 +79,7 @@ fn stat_main(args: &[std::ffi::OsString]) -> std::process::ExitCode {
     } else {
         74
     };
-    let code = lab::stat::run_with_default_width(
-        args,
-        &mut std::io::stdin().lock(),
-        &mut std::io::stdout().lock(),
-        &mut std::io::stderr().lock(),
-        width,
-    );
+    let code = lab::stat::run_with_default_width(args, &mut std::io::stdin().lock(), &mut std::io::stdout().lock(), &mut std::io::stderr().lock(), width);
     std::process::ExitCode::from(code.clamp(0, 255) as u8)
 }
 

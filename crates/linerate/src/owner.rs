@@ -36,11 +36,8 @@ impl Drop for InterfaceLock {
 
 /// The lock file of `ifname` in this network namespace.
 fn lock_path(dir: &Path, ifname: &str) -> Result<PathBuf> {
-    let ns = std::fs::metadata("/proc/self/ns/net")
-        .context("reading /proc/self/ns/net")?
-        .ino();
-    let index =
-        io::netdev::ifindex(ifname).with_context(|| format!("reading the index of {ifname}"))?;
+    let ns = std::fs::metadata("/proc/self/ns/net").context("reading /proc/self/ns/net")?.ino();
+    let index = io::netdev::ifindex(ifname).with_context(|| format!("reading the index of {ifname}"))?;
     Ok(dir.join(format!("net{ns}-if{index}.lock")))
 }
 
@@ -62,45 +59,24 @@ fn lock_one(dir: &Path, ifname: &str) -> Result<InterfaceLock> {
 
 /// Locks the file at `path`; `None` if the file was removed by its last owner meanwhile.
 fn try_lock(path: &Path, ifname: &str) -> Result<Option<InterfaceLock>> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .with_context(|| format!("opening {}", path.display()))?;
+    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).with_context(|| format!("opening {}", path.display()))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
-            let pid = holder
-                .split_whitespace()
-                .next()
-                .filter(|p| p.parse::<u32>().is_ok())
-                .unwrap_or("unknown");
-            bail!(
-                "interface {ifname} is in use by another linerate (pid {pid}, lock {}): one process per interface",
-                path.display()
-            );
+            let pid = holder.split_whitespace().next().filter(|p| p.parse::<u32>().is_ok()).unwrap_or("unknown");
+            bail!("interface {ifname} is in use by another linerate (pid {pid}, lock {}): one process per interface", path.display());
         }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("locking {}", path.display()));
-        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
     }
-    let same =
-        |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+    let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
     match (file.metadata(), std::fs::metadata(path)) {
         (Ok(a), Ok(b)) if same(&a, &b) => {}
         _ => return Ok(None),
     }
-    file.set_len(0)
-        .and_then(|()| file.write_all(format!("{} {ifname}\n", std::process::id()).as_bytes()))
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(Some(InterfaceLock {
-        _file: file,
-        path: path.to_owned(),
-    }))
+    file.set_len(0).and_then(|()| file.write_all(format!("{} {ifname}\n", std::process::id()).as_bytes())).with_context(|| format!("writing {}", path.display()))?;
+    Ok(Some(InterfaceLock { _file: file, path: path.to_owned() }))
 }
 
 #[cfg(test)]
@@ -115,20 +91,10 @@ mod tests {
         assert_eq!(text, format!("{} lo\n", std::process::id()));
         // flock(2) locks belong to the open file: a second open in this process conflicts
         // as a second process would.
-        let err = lock_all(&dir, &["lo"])
-            .err()
-            .expect("the second lock must fail")
-            .to_string();
-        assert!(
-            err.contains("interface lo is in use by another linerate")
-                && err.contains(&format!("pid {}", std::process::id())),
-            "{err}"
-        );
+        let err = lock_all(&dir, &["lo"]).err().expect("the second lock must fail").to_string();
+        assert!(err.contains("interface lo is in use by another linerate") && err.contains(&format!("pid {}", std::process::id())), "{err}");
         drop(held);
-        assert!(
-            !lock_path(&dir, "lo").unwrap().exists(),
-            "a clean exit removes the file"
-        );
+        assert!(!lock_path(&dir, "lo").unwrap().exists(), "a clean exit removes the file");
         // A file left by a crash (no lock on it) is taken over.
         std::fs::write(lock_path(&dir, "lo").unwrap(), "999999999 lo\n").unwrap();
         let again = lock_all(&dir, &["lo"]).unwrap();

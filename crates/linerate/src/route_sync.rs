@@ -26,8 +26,8 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 use config::KernelRoutes;
@@ -67,13 +67,7 @@ pub enum Skip {
 }
 
 impl Skip {
-    const ALL: [Skip; 5] = [
-        Skip::UnknownInterface,
-        Skip::Unsupported,
-        Skip::RouteType,
-        Skip::Tos,
-        Skip::FibFull,
-    ];
+    const ALL: [Skip; 5] = [Skip::UnknownInterface, Skip::Unsupported, Skip::RouteType, Skip::Tos, Skip::FibFull];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -116,9 +110,7 @@ impl SyncStats {
 
     /// (reason, count) for every reason a route or next hop was left out.
     pub fn skipped(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        Skip::ALL
-            .iter()
-            .map(|&s| (s.name(), self.skipped[s as usize].load(Relaxed)))
+        Skip::ALL.iter().map(|&s| (s.name(), self.skipped[s as usize].load(Relaxed)))
     }
 }
 
@@ -203,20 +195,14 @@ impl RouteSync {
     fn skip(&mut self, why: Skip, what: &dyn Fn() -> String) {
         self.stats.skipped[why as usize].fetch_add(1, Relaxed);
         if self.logged.insert(why) {
-            eprintln!(
-                "linerate: kernel routes: {} not mirrored ({}; counted, logged once)",
-                what(),
-                why.name()
-            );
+            eprintln!("linerate: kernel routes: {} not mirrored ({}; counted, logged once)", what(), why.name());
         }
     }
 
     /// Takes one netlink message (a route message of another table, or neither a route nor a
     /// nexthop message, is ignored).
     pub fn handle(&mut self, m: &[u8]) {
-        if m.get(4..6)
-            .is_some_and(|t| nexthop::is_nexthop(u16::from_ne_bytes([t[0], t[1]])))
-        {
+        if m.get(4..6).is_some_and(|t| nexthop::is_nexthop(u16::from_ne_bytes([t[0], t[1]]))) {
             if let Ok(n) = nexthop::parse_nexthop(m) {
                 self.stats.messages.fetch_add(1, Relaxed);
                 self.take_nexthop(n);
@@ -224,10 +210,7 @@ impl RouteSync {
             return;
         }
         let mut msg = std::mem::take(&mut self.scratch);
-        if route::parse_route_into(m, &mut msg).is_ok()
-            && msg.table == self.cfg.table
-            && self.cfg.takes(msg.protocol)
-        {
+        if route::parse_route_into(m, &mut msg).is_ok() && msg.table == self.cfg.table && self.cfg.takes(msg.protocol) {
             self.stats.messages.fetch_add(1, Relaxed);
             self.take(&msg);
         }
@@ -237,55 +220,33 @@ impl RouteSync {
     /// Publishes the table's size and what waits to be applied.
     fn publish(&self) {
         self.stats.routes.store(self.routes.len() as u64, Relaxed);
-        self.stats
-            .dirty
-            .store(self.dirty_list.len() as u64, Relaxed);
+        self.stats.dirty.store(self.dirty_list.len() as u64, Relaxed);
     }
 
     fn take(&mut self, msg: &RouteMessage) {
         let key = (msg.dst, msg.dst_len);
         if msg.tos != 0 {
-            self.skip(Skip::Tos, &|| {
-                format!("{}/{} tos {}", key.0, key.1, msg.tos)
-            });
+            self.skip(Skip::Tos, &|| format!("{}/{} tos {}", key.0, key.1, msg.tos));
             return;
         }
         let skip = match (msg.unsupported, msg.kind) {
             (Some(_), _) if msg.new => Some(Skip::Unsupported),
-            (
-                None,
-                route::RTN_UNICAST
-                | route::RTN_BLACKHOLE
-                | route::RTN_UNREACHABLE
-                | route::RTN_PROHIBIT,
-            ) => None,
+            (None, route::RTN_UNICAST | route::RTN_BLACKHOLE | route::RTN_UNREACHABLE | route::RTN_PROHIBIT) => None,
             _ if msg.new => Some(Skip::RouteType),
             _ => None,
         };
         if let Some(why) = skip {
             let reason = msg.unsupported.unwrap_or("its type");
-            self.skip(why, &|| {
-                format!("{}/{} ({reason}, type {})", key.0, key.1, msg.kind)
-            });
+            self.skip(why, &|| format!("{}/{} ({reason}, type {})", key.0, key.1, msg.kind));
         }
         // One hash of the prefix for the whole change (a full table's withdrawal is a million).
         let prefix = self.routes.entry(key).or_default();
         let list = &mut prefix.list;
         // Small: FRR names an object in every route, so these are per route there.
-        let objects: Small<u32> = list
-            .iter()
-            .filter_map(|r| r.nh_id)
-            .chain(msg.nh_id)
-            .collect();
+        let objects: Small<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
         let at = list.iter().position(|r| r.metric == msg.metric);
         if msg.new {
-            let r = KernelRoute {
-                metric: msg.metric,
-                kind: msg.kind,
-                hops: Small::from(&msg.next_hops[..]),
-                nh_id: msg.nh_id,
-                skip,
-            };
+            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: Small::from(&msg.next_hops[..]), nh_id: msg.nh_id, skip };
             match at {
                 // IPv6 `ip route append`: one more next hop of an existing route.
                 Some(i) if msg.flags & NLM_F_APPEND != 0 && msg.dst.is_ipv6() => {
@@ -303,28 +264,13 @@ impl RouteSync {
             // away the ones named; the route goes when none is left (or none was named).
             let object = list[i].nh_id.is_some();
             let hops = &mut list[i].hops;
-            if object
-                || msg.next_hops.is_empty()
-                || hops.iter().all(|h| {
-                    msg.next_hops
-                        .iter()
-                        .any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)
-                })
-            {
+            if object || msg.next_hops.is_empty() || hops.iter().all(|h| msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)) {
                 list.remove(i);
             } else {
-                hops.retain(|h| {
-                    !msg.next_hops
-                        .iter()
-                        .any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)
-                });
+                hops.retain(|h| !msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex));
             }
         }
-        let named: Small<u32> = if objects.is_empty() {
-            Small::Empty
-        } else {
-            list.iter().filter_map(|r| r.nh_id).collect()
-        };
+        let named: Small<u32> = if objects.is_empty() { Small::Empty } else { list.iter().filter_map(|r| r.nh_id).collect() };
         if !std::mem::replace(&mut prefix.dirty, true) {
             self.dirty_list.push(key);
         }
@@ -369,13 +315,8 @@ impl RouteSync {
 
     /// The groups that hold object `id`.
     fn groups_holding(&self, id: u32) -> Vec<u32> {
-        let holds =
-            |k: &NexthopKind| matches!(k, NexthopKind::Group(m) if m.iter().any(|&(i, _)| i == id));
-        self.nexthops
-            .iter()
-            .filter(|(_, k)| holds(k))
-            .map(|(&g, _)| g)
-            .collect()
+        let holds = |k: &NexthopKind| matches!(k, NexthopKind::Group(m) if m.iter().any(|&(i, _)| i == id));
+        self.nexthops.iter().filter(|(_, k)| holds(k)).map(|(&g, _)| g).collect()
     }
 
     /// Marks every prefix whose route forwards by object `id`, directly or through a group.
@@ -406,9 +347,7 @@ impl RouteSync {
             self.mark(key);
         }
         for g in self.groups_holding(id) {
-            let Some(NexthopKind::Group(members)) = self.nexthops.get_mut(&g) else {
-                continue;
-            };
+            let Some(NexthopKind::Group(members)) = self.nexthops.get_mut(&g) else { continue };
             members.retain(|&(i, _)| i != id);
             if members.is_empty() {
                 self.remove_nexthop(g);
@@ -429,10 +368,7 @@ impl RouteSync {
             None => Err(format!("nexthop object {i} unknown")),
         };
         let members = match self.nexthops.get(&id) {
-            Some(NexthopKind::Group(m)) => m
-                .iter()
-                .map(|&(i, _)| one(i))
-                .collect::<Result<Vec<_>, _>>()?,
+            Some(NexthopKind::Group(m)) => m.iter().map(|&(i, _)| one(i)).collect::<Result<Vec<_>, _>>()?,
             _ => vec![one(id)?],
         };
         if members.iter().any(Option::is_none) {
@@ -444,32 +380,20 @@ impl RouteSync {
     /// What the FIB should hold for a prefix now: its lowest-metric route, if linerate can
     /// forward by it.
     fn target(&mut self, key: Key) -> Option<Target> {
-        let best = self
-            .routes
-            .get(&key)
-            .map(|p| &p.list)
-            .filter(|l| !l.is_empty())
-            .or_else(|| self.stale.get(&key))?
-            .iter()
-            .min_by_key(|r| r.metric)?
-            .clone();
+        let best = self.routes.get(&key).map(|p| &p.list).filter(|l| !l.is_empty()).or_else(|| self.stale.get(&key))?.iter().min_by_key(|r| r.metric)?.clone();
         if best.skip.is_some() {
             return None;
         }
         let hops = match best.nh_id {
             // An object the kernel did not describe: the next hops it listed, if any.
-            Some(id) if self.nexthops.contains_key(&id) || best.hops.is_empty() => {
-                match self.resolve(id) {
-                    Ok(Resolved::Hops(hops)) => Small::from(hops),
-                    Ok(Resolved::Blackhole) => return Some(Target::Blackhole),
-                    Err(why) => {
-                        self.skip(Skip::Unsupported, &|| {
-                            format!("{}/{} ({why})", key.0, key.1)
-                        });
-                        return None;
-                    }
+            Some(id) if self.nexthops.contains_key(&id) || best.hops.is_empty() => match self.resolve(id) {
+                Ok(Resolved::Hops(hops)) => Small::from(hops),
+                Ok(Resolved::Blackhole) => return Some(Target::Blackhole),
+                Err(why) => {
+                    self.skip(Skip::Unsupported, &|| format!("{}/{} ({why})", key.0, key.1));
+                    return None;
                 }
-            }
+            },
             _ => match best.kind {
                 route::RTN_BLACKHOLE => return Some(Target::Blackhole),
                 route::RTN_UNREACHABLE | route::RTN_PROHIBIT => return Some(Target::Unreachable),
@@ -480,21 +404,11 @@ impl RouteSync {
         let mut connected = None;
         for h in hops.iter() {
             if h.gateway.is_some_and(|g| g.is_ipv4() != key.0.is_ipv4()) {
-                self.skip(Skip::Unsupported, &|| {
-                    format!(
-                        "next hop {:?} of {}/{} (a gateway of the other family)",
-                        h.gateway, key.0, key.1
-                    )
-                });
+                self.skip(Skip::Unsupported, &|| format!("next hop {:?} of {}/{} (a gateway of the other family)", h.gateway, key.0, key.1));
                 continue;
             }
             let Some(&port) = self.ports.get(&h.ifindex) else {
-                self.skip(Skip::UnknownInterface, &|| {
-                    format!(
-                        "next hop {:?} (ifindex {}) of {}/{}",
-                        h.gateway, h.ifindex, key.0, key.1
-                    )
-                });
+                self.skip(Skip::UnknownInterface, &|| format!("next hop {:?} (ifindex {}) of {}/{}", h.gateway, h.ifindex, key.0, key.1));
                 continue;
             };
             match h.gateway {
@@ -559,12 +473,7 @@ impl RouteSync {
     /// dump has not reached yet.
     fn start_dump(&mut self, at: Instant) {
         // Flags go with the entries: the prefixes still listed are applied all the same.
-        self.stale.extend(
-            self.routes
-                .drain()
-                .filter(|(_, p)| !p.list.is_empty())
-                .map(|(key, p)| (key, p.list)),
-        );
+        self.stale.extend(self.routes.drain().filter(|(_, p)| !p.list.is_empty()).map(|(key, p)| (key, p.list)));
         self.dumped_nexthops.clear();
         self.dumping = true;
         self.dump_started = Some(at);
@@ -573,21 +482,12 @@ impl RouteSync {
 
     /// The dump has been read: the prefixes and nexthop objects it did not name are gone.
     fn finish_dump(&mut self) {
-        let gone: Vec<(Key, Vec<u32>)> = self
-            .stale
-            .drain()
-            .map(|(key, list)| (key, list.iter().filter_map(|r| r.nh_id).collect()))
-            .collect();
+        let gone: Vec<(Key, Vec<u32>)> = self.stale.drain().map(|(key, list)| (key, list.iter().filter_map(|r| r.nh_id).collect())).collect();
         for (key, objects) in gone {
             self.note_users(key, &objects, &[]);
             self.mark(key);
         }
-        let vanished: Vec<u32> = self
-            .nexthops
-            .keys()
-            .filter(|id| !self.dumped_nexthops.contains(id))
-            .copied()
-            .collect();
+        let vanished: Vec<u32> = self.nexthops.keys().filter(|id| !self.dumped_nexthops.contains(id)).copied().collect();
         for id in vanished {
             self.remove_nexthop(id);
         }
@@ -602,11 +502,7 @@ impl RouteSync {
         }
         let secs = self.dump_started.take()?.elapsed().as_secs_f64();
         let n = self.routes.len();
-        Some(format!(
-            "linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)",
-            self.cfg.table,
-            n as f64 / secs.max(1e-9)
-        ))
+        Some(format!("linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)", self.cfg.table, n as f64 / secs.max(1e-9)))
     }
 }
 
@@ -622,26 +518,11 @@ pub fn tap_ports(cfg: &config::Config) -> HashMap<u32, u16> {
 /// The mirror of `router.kernel_routes`, if configured: its state and its subscribed socket
 /// (call once the TAPs exist, before the capabilities are dropped).
 pub fn open(cfg: &config::Config) -> anyhow::Result<Option<(RouteSync, RouteSocket)>> {
-    let Some(k) = &cfg.router.kernel_routes else {
-        return Ok(None);
-    };
-    let sock = RouteSocket::open(RCVBUF).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: router.kernel_routes: opening a route netlink socket: {e}",
-            cfg.path.display()
-        )
-    })?;
+    let Some(k) = &cfg.router.kernel_routes else { return Ok(None) };
+    let sock = RouteSocket::open(RCVBUF).map_err(|e| anyhow::anyhow!("{}: router.kernel_routes: opening a route netlink socket: {e}", cfg.path.display()))?;
     let ports = tap_ports(cfg);
-    let protocols = if k.protocols.is_empty() {
-        "every protocol but kernel".to_owned()
-    } else {
-        format!("protocols {:?}", k.protocols)
-    };
-    eprintln!(
-        "linerate: kernel routes: mirroring table {} ({protocols}) through {} TAPs",
-        k.table,
-        ports.len()
-    );
+    let protocols = if k.protocols.is_empty() { "every protocol but kernel".to_owned() } else { format!("protocols {:?}", k.protocols) };
+    eprintln!("linerate: kernel routes: mirroring table {} ({protocols}) through {} TAPs", k.table, ports.len());
     Ok(Some((RouteSync::new(k.clone(), ports), sock)))
 }
 

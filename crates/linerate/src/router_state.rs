@@ -46,10 +46,7 @@ pub struct Captures {
 
 impl Captures {
     pub fn new(slots: Vec<Arc<CaptureSlot>>) -> Captures {
-        Captures {
-            slots,
-            busy: Mutex::new(()),
-        }
+        Captures { slots, busy: Mutex::new(()) }
     }
 
     /// Held while a capture runs (one at a time); `None` while another one does.

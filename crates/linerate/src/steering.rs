@@ -28,35 +28,22 @@ pub fn xdp_split_reason(ifname: &str) -> Option<String> {
             "the RSS hash of {ifname} is not symmetric (replies may reach another queue); make it so with `ethtool -X {ifname} xfrm symmetric-xor` or `ethtool -X {ifname} hkey {}`",
             symmetric_hkey()
         )),
-        Err(e) => Some(format!(
-            "{ifname} has no RSS that linerate can check ({e}): its queues may split a flow's two directions"
-        )),
+        Err(e) => Some(format!("{ifname} has no RSS that linerate can check ({e}): its queues may split a flow's two directions")),
     }
 }
 
 /// [`io::rss::SYMMETRIC_KEY`] as `ethtool -X hkey` writes it.
 fn symmetric_hkey() -> String {
-    io::rss::SYMMETRIC_KEY
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    io::rss::SYMMETRIC_KEY.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// The backend of each interface, given flow affinity: with several workers and `keep
 /// state`, `auto` becomes AF_PACKET where AF_XDP would split flows (said on stderr), and
 /// `af_xdp` there is an error.
-pub fn backends(
-    ifaces: &[Interface],
-    workers: usize,
-    keep_state: bool,
-) -> Result<Vec<Backend>, String> {
+pub fn backends(ifaces: &[Interface], workers: usize, keep_state: bool) -> Result<Vec<Backend>, String> {
     let mut out = Vec::new();
     for iface in ifaces {
-        let split =
-            (workers > 1 && keep_state && matches!(iface.backend, Backend::Auto | Backend::AfXdp))
-                .then(|| xdp_split_reason(&iface.name))
-                .flatten();
+        let split = (workers > 1 && keep_state && matches!(iface.backend, Backend::Auto | Backend::AfXdp)).then(|| xdp_split_reason(&iface.name)).flatten();
         out.push(match (iface.backend, split) {
             (Backend::AfXdp, Some(why)) => {
                 return Err(format!("{}: `keep state` with {workers} workers needs both directions of a flow on one worker, and AF_XDP cannot promise it: {why}; or use backend = \"af_packet\" (symmetric fanout) or one worker", iface.name));
@@ -73,11 +60,7 @@ pub fn backends(
 
 /// Why a reload must not bring `keep state` to this run (AF_XDP on an interface whose
 /// queues may split flows, several workers), or `None`.
-pub fn reload_refusal(
-    ifaces: &[Interface],
-    backends: &[Backend],
-    workers: usize,
-) -> Option<String> {
+pub fn reload_refusal(ifaces: &[Interface], backends: &[Backend], workers: usize) -> Option<String> {
     if workers < 2 {
         return None;
     }

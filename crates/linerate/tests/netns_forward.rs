@@ -29,46 +29,29 @@ fn forward_through(backend: &str, tag: &str) {
 
     let pcap = lab.dir.join("b.pcap");
     let mut tcpdump = lab.b.command("tcpdump");
-    tcpdump
-        .args(["-i", "lrb0", "-n", "-U", "--immediate-mode", "-w"])
-        .arg(&pcap)
-        .arg("udp or icmp");
+    tcpdump.args(["-i", "lrb0", "-n", "-U", "--immediate-mode", "-w"]).arg(&pcap).arg("udp or icmp");
     let mut capture = start_until(tcpdump, "listening on");
 
     // Five UDP datagrams from a kernel socket, five to a destination linerate has no route to.
     let udp = "for i in 1 2 3 4 5; do echo linerate-$i > /dev/udp/198.19.0.2/9999; echo x > /dev/udp/203.0.113.9/9; done";
     lab.a.exec("bash", &["-c", udp]).unwrap();
     // Ping crosses linerate both ways (B's replies come back through it).
-    let ping = lab
-        .a
-        .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
-    assert!(
-        ping.is_ok(),
-        "ping through linerate ({backend}) failed: {ping:?}"
-    );
+    let ping = lab.a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
+    assert!(ping.is_ok(), "ping through linerate ({backend}) failed: {ping:?}");
     std::thread::sleep(Duration::from_millis(300));
 
     let mut tcpdump = capture.terminate().unwrap();
     tcpdump.wait().unwrap();
     let mut out = String::new();
     let mut linerate = dut.terminate().unwrap();
-    linerate
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    linerate.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     let status = linerate.wait().unwrap();
     assert!(status.success(), "linerate exited with {status}: {out}");
 
     check_capture(&pcap, backend, &out);
     let no_route = out
         .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("drop no_route")
-                .map(|n| n.trim().parse::<u64>().unwrap())
-        })
+        .find_map(|l| l.trim().strip_prefix("drop no_route").map(|n| n.trim().parse::<u64>().unwrap()))
         .unwrap_or(0);
     assert_eq!(no_route, 5, "linerate's counters:\n{out}");
     assert!(out.contains("lrd0") && out.contains("lrd1"), "{out}");
@@ -94,10 +77,7 @@ fn check_capture(pcap: &Path, backend: &str, linerate_out: &str) {
         match ip.protocol() {
             wire::IpProtocol::Udp => {
                 let u = wire::UdpPacket::new_checked(ip.payload()).unwrap();
-                assert!(
-                    u.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()),
-                    "{backend}: bad UDP checksum"
-                );
+                assert!(u.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()), "{backend}: bad UDP checksum");
                 assert!(u.payload().starts_with(b"linerate-"));
                 udp += 1;
             }
@@ -105,12 +85,7 @@ fn check_capture(pcap: &Path, backend: &str, linerate_out: &str) {
             _ => {}
         }
     }
-    assert_eq!(
-        udp,
-        5,
-        "{backend}: UDP datagrams seen in B ({} frames captured); linerate said:\n{linerate_out}",
-        recs.len()
-    );
+    assert_eq!(udp, 5, "{backend}: UDP datagrams seen in B ({} frames captured); linerate said:\n{linerate_out}", recs.len());
     assert!(echo >= 3, "{backend}: echo requests seen in B: {echo}");
 }
 

@@ -38,29 +38,16 @@ fn idle_worker(backend: &str, tag: &str) {
     let dut = start_until(cmd, "forwarding with");
     let pid = dut.0.as_ref().unwrap().id();
     // Once neighbours are resolved, nothing moves: the worker must be asleep.
-    assert!(
-        lab.a
-            .exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"])
-            .is_ok(),
-        "{backend}: ping across linerate"
-    );
+    assert!(lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(), "{backend}: ping across linerate");
     std::thread::sleep(Duration::from_millis(500));
     let before = thread_ticks(pid, "lr-worker-0").expect("worker thread");
     std::thread::sleep(Duration::from_secs(3));
     let used = thread_ticks(pid, "lr-worker-0").expect("worker thread") - before;
     // 300 ticks would be a spinning worker; a sleeping one wakes 100 times a second at most.
-    assert!(
-        used <= 30,
-        "{backend}: the idle worker used {used} of 300 clock ticks in 3 s"
-    );
+    assert!(used <= 30, "{backend}: the idle worker used {used} of 300 clock ticks in 3 s");
     // Asleep, it still forwards at once.
-    let ping = lab
-        .a
-        .exec("ping", &["-c", "5", "-i", "0.5", "-W", "1", "198.19.0.2"]);
-    assert!(
-        ping.is_ok(),
-        "{backend}: ping across a sleeping linerate failed: {ping:?}"
-    );
+    let ping = lab.a.exec("ping", &["-c", "5", "-i", "0.5", "-W", "1", "198.19.0.2"]);
+    assert!(ping.is_ok(), "{backend}: ping across a sleeping linerate failed: {ping:?}");
 }
 
 #[test]

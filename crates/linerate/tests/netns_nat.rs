@@ -40,13 +40,7 @@ struct NatLab {
 }
 
 fn skip() -> bool {
-    if !is_root()
-        || !Command::new("python3")
-            .arg("-c")
-            .arg("pass")
-            .status()
-            .is_ok_and(|s| s.success())
-    {
+    if !is_root() || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
         eprintln!("skipped: needs root and python3");
         return true;
     }
@@ -57,48 +51,19 @@ fn nat_lab(tag: &str) -> NatLab {
     let lab = build(tag);
     lab.b.ip(&["route", "del", "default"]).unwrap();
     let c = Namespace::create(&format!("lr{}{tag}c", std::process::id())).unwrap();
-    veth(
-        End {
-            ns: &lab.b,
-            name: "lrb1",
-            mac: "02:00:00:00:0b:02",
-        },
-        End {
-            ns: &c,
-            name: "lrc0",
-            mac: "02:00:00:00:0c:01",
-        },
-    )
-    .unwrap();
+    veth(End { ns: &lab.b, name: "lrb1", mac: "02:00:00:00:0b:02" }, End { ns: &c, name: "lrc0", mac: "02:00:00:00:0c:01" }).unwrap();
     lab.b.addr("lrb1", "198.20.0.1/24").unwrap();
     c.addr("lrc0", "198.20.0.2/24").unwrap();
-    c.ip(&["route", "add", "default", "via", "198.20.0.1"])
-        .unwrap();
+    c.ip(&["route", "add", "default", "via", "198.20.0.1"]).unwrap();
     lab.b.sysctl("net.ipv4.ip_forward=1").unwrap();
     for ns in [&lab.b, &c] {
         ns.sysctl("net.ipv4.icmp_ratelimit=0").unwrap();
     }
     // binat's outside address: B reaches it at linerate's MAC (pf users publish it by ARP).
-    lab.b
-        .ip(&[
-            "neigh",
-            "add",
-            "198.19.0.7",
-            "lladdr",
-            D1_MAC,
-            "dev",
-            "lrb0",
-            "nud",
-            "permanent",
-        ])
-        .unwrap();
-    lab.a
-        .ip(&["addr", "add", "198.18.0.7/24", "dev", "lra0"])
-        .unwrap();
+    lab.b.ip(&["neigh", "add", "198.19.0.7", "lladdr", D1_MAC, "dev", "lrb0", "nud", "permanent"]).unwrap();
+    lab.a.ip(&["addr", "add", "198.18.0.7/24", "dev", "lra0"]).unwrap();
     for i in 10..110 {
-        lab.a
-            .ip(&["addr", "add", &format!("198.18.0.{i}/24"), "dev", "lra0"])
-            .unwrap();
+        lab.a.ip(&["addr", "add", &format!("198.18.0.{i}/24"), "dev", "lra0"]).unwrap();
     }
     NatLab { lab, _c: c }
 }
@@ -128,21 +93,10 @@ fn start_with(lab: &Lab, workers: usize, rules: &str) -> (Guard, PathBuf) {
     let extra = "[firewall]\nrules = \"rules.conf\"\n\n[[route]]\nprefix = \"198.20.0.0/24\"\nvia = \"198.19.0.2\"\n";
     let cfg = write_config(lab, "af_packet", extra);
     std::fs::write(lab.dir.join("rules.conf"), rules).unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["check", "-c"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "check: {}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let check = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(&cfg).output().unwrap();
+    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stderr));
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    linerate
-        .args(["run", "-c"])
-        .arg(&cfg)
-        .args(["--workers", &workers.to_string(), "--cpu", "0"]);
+    linerate.args(["run", "-c"]).arg(&cfg).args(["--workers", &workers.to_string(), "--cpu", "0"]);
     (start_until(linerate, "forwarding with"), cfg)
 }
 
@@ -150,12 +104,7 @@ fn start_with(lab: &Lab, workers: usize, rules: &str) -> (Guard, PathBuf) {
 fn stop(mut dut: Guard) -> String {
     let mut child = dut.terminate().unwrap();
     let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert!(child.wait().unwrap().success(), "{out}");
     out
 }
@@ -217,26 +166,13 @@ fn many_connections(workers: usize, per: usize) {
     let mut client = lab.a.command("python3");
     client.args(["-c", CLIENT, &per.to_string()]).args(&srcs);
     let out = client.output().unwrap();
-    let matched: usize = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0);
+    let matched: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
     let mut child = server.0.take().unwrap();
     let mut seen = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut seen)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
     child.wait().unwrap();
     let report = stop(dut);
-    assert_eq!(
-        matched,
-        total,
-        "echoes intact: {}\n{report}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(matched, total, "echoes intact: {}\n{report}", String::from_utf8_lossy(&out.stderr));
     // Each translated port stands for one inside (address, port): a port is never handed
     // out to a second inside flow while the first holds it. (A connection retried from
     // the same inside port, after a timeout on this busy machine, keeps its translation.)
@@ -245,21 +181,12 @@ fn many_connections(workers: usize, per: usize) {
     let mut done = std::collections::HashSet::new();
     for line in seen.lines() {
         let f: Vec<&str> = line.split(' ').collect();
-        assert_eq!(
-            f[0], "198.19.0.1",
-            "B sees only the translated address: {line}"
-        );
+        assert_eq!(f[0], "198.19.0.1", "B sees only the translated address: {line}");
         let port: u16 = f[1].parse().unwrap();
-        assert!(
-            (50001..=65535).contains(&port),
-            "port in pf's default range: {line}"
-        );
+        assert!((50001..=65535).contains(&port), "port in pf's default range: {line}");
         let (inside, i) = f[2].split_once('/').unwrap();
         let prev = inside_of.insert(port, inside.to_owned());
-        assert!(
-            prev.as_deref().is_none_or(|p| p == inside),
-            "port {port} handed out to {prev:?} and {inside}"
-        );
+        assert!(prev.as_deref().is_none_or(|p| p == inside), "port {port} handed out to {prev:?} and {inside}");
         payload_srcs.insert(inside.split(':').next().unwrap().to_owned());
         done.insert((inside.split(':').next().unwrap().to_owned(), i.to_owned()));
     }
@@ -299,37 +226,15 @@ fn ping_and_traceroute_through_nat_two_workers() {
     let mut answered = 0;
     for i in 10..30 {
         let src = format!("198.18.0.{i}");
-        let ping = lab.a.exec(
-            "ping",
-            &["-c", "2", "-i", "0.2", "-W", "2", "-I", &src, "198.19.0.2"],
-        );
-        answered += usize::from(
-            ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 2 received")),
-        );
+        let ping = lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "-I", &src, "198.19.0.2"]);
+        answered += usize::from(ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 2 received")));
     }
-    let tr = lab
-        .a
-        .exec(
-            "traceroute",
-            &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"],
-        )
-        .unwrap();
+    let tr = lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"]).unwrap();
     let report = stop(dut);
-    assert_eq!(
-        answered, 20,
-        "pings answered through nat on two workers\n{report}"
-    );
+    assert_eq!(answered, 20, "pings answered through nat on two workers\n{report}");
     let text = String::from_utf8_lossy(&tr.stdout).to_string();
-    let hops: Vec<&str> = text
-        .lines()
-        .skip_while(|l| l.starts_with("traceroute"))
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .collect();
-    assert_eq!(
-        hops,
-        ["198.18.0.1", "198.19.0.2", "198.20.0.2"],
-        "{text}\n{report}"
-    );
+    let hops: Vec<&str> = text.lines().skip_while(|l| l.starts_with("traceroute")).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(hops, ["198.18.0.1", "198.19.0.2", "198.20.0.2"], "{text}\n{report}");
 }
 
 #[test]
@@ -340,25 +245,13 @@ fn ping_traceroute_rdr_and_binat() {
     let nl = nat_lab("natp");
     let lab = &nl.lab;
     let (dut, _) = start(lab, 1);
-    let ping = lab
-        .a
-        .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
+    let ping = lab.a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
     assert!(ping.is_ok(), "ping through nat: {ping:?}");
     // Hop 2 (B) answers "time exceeded", hop 3 (C) "port unreachable": both sent to
     // 198.19.0.1 and translated back to A with the UDP probe they quote.
-    let tr = lab
-        .a
-        .exec(
-            "traceroute",
-            &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"],
-        )
-        .unwrap();
+    let tr = lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"]).unwrap();
     let text = String::from_utf8_lossy(&tr.stdout).to_string();
-    let hops: Vec<&str> = text
-        .lines()
-        .skip_while(|l| l.starts_with("traceroute"))
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .collect();
+    let hops: Vec<&str> = text.lines().skip_while(|l| l.starts_with("traceroute")).filter_map(|l| l.split_whitespace().nth(1)).collect();
     assert_eq!(hops, ["198.18.0.1", "198.19.0.2", "198.20.0.2"], "{text}");
 
     // rdr: B reaches A's server on 8080 through 198.19.0.1:80; A sees B's own address.
@@ -367,10 +260,7 @@ fn ping_traceroute_rdr_and_binat() {
     server.args(["-c", serve]);
     let _server = start_until(server, "ready");
     let get = |dst: &str| {
-        let script = format!(
-            "import socket\nc = socket.create_connection(('{dst}', {}), 5)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n",
-            if dst == "198.19.0.1" { 80 } else { 8080 }
-        );
+        let script = format!("import socket\nc = socket.create_connection(('{dst}', {}), 5)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n", if dst == "198.19.0.1" { 80 } else { 8080 });
         let out = lab.b.exec("python3", &["-c", &script]).unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
@@ -381,25 +271,14 @@ fn ping_traceroute_rdr_and_binat() {
     let mut server = lab.b.command("python3");
     server.args(["-c", SERVER, "1"]);
     let mut server = start_until(server, "ready");
-    let out = lab
-        .a
-        .exec("python3", &["-c", CLIENT, "1", "198.18.0.7"])
-        .unwrap();
+    let out = lab.a.exec("python3", &["-c", CLIENT, "1", "198.18.0.7"]).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
     let mut child = server.0.take().unwrap();
     let mut seen = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut seen)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
     child.wait().unwrap();
     let report = stop(dut);
-    assert!(
-        seen.starts_with("198.19.0.7 "),
-        "binat outbound keeps its own address: {seen}\n{report}"
-    );
+    assert!(seen.starts_with("198.19.0.7 "), "binat outbound keeps its own address: {seen}\n{report}");
 }
 
 /// A's server on 8080 for `n` connections: answers each with the peer's address and what
@@ -415,61 +294,29 @@ fn pf_rules_filter_on_the_translated_address_and_rdr_pass() {
     let lab = &nl.lab;
     let (dut, _) = start_with(lab, 1, PF_RULES);
     // Out on lrd1 as 198.19.0.1: passed by `from ($ext_if)`, not blocked by `from $lan`.
-    let ping = lab
-        .a
-        .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
-    assert!(
-        ping.is_ok(),
-        "ping through nat, passed on the translated source: {ping:?}"
-    );
+    let ping = lab.a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
+    assert!(ping.is_ok(), "ping through nat, passed on the translated source: {ping:?}");
     let mut server = lab.b.command("python3");
     server.args(["-c", SERVER, "1"]);
     let mut server = start_until(server, "ready");
-    let out = lab
-        .a
-        .exec("python3", &["-c", CLIENT, "1", "198.18.0.2"])
-        .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "1",
-        "TCP through nat"
-    );
+    let out = lab.a.exec("python3", &["-c", CLIENT, "1", "198.18.0.2"]).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "TCP through nat");
     let mut child = server.0.take().unwrap();
     let mut seen = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut seen)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
     child.wait().unwrap();
-    assert!(
-        seen.starts_with("198.19.0.1 "),
-        "B sees the translated address: {seen}"
-    );
+    assert!(seen.starts_with("198.19.0.1 "), "B sees the translated address: {seen}");
     // The rule on the translated source and C's address blocks this one.
-    let blocked = lab
-        .a
-        .exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "198.20.0.2"]);
-    assert!(
-        blocked.is_err(),
-        "blocked out as 198.19.0.1 to C: {blocked:?}"
-    );
+    let blocked = lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "198.20.0.2"]);
+    assert!(blocked.is_err(), "blocked out as 198.19.0.1 to C: {blocked:?}");
     // `rdr pass`: B reaches A's server through 198.19.0.1:80 with no `pass in` rule for it.
     let mut server = lab.a.command("python3");
     server.args(["-c", ECHO_PEER, "1"]);
     let _server = start_until(server, "ready");
     let script = "import socket\nc = socket.create_connection(('198.19.0.1', 80), 5)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n";
-    let got = lab
-        .b
-        .exec("python3", &["-c", script])
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let got = lab.b.exec("python3", &["-c", script]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
     let report = stop(dut);
-    assert_eq!(
-        got.ok().as_deref(),
-        Some("A saw 198.19.0.2 hello"),
-        "rdr pass\n{report}"
-    );
+    assert_eq!(got.ok().as_deref(), Some("A saw 198.19.0.2 hello"), "rdr pass\n{report}");
     // Blocked: the two pings to C, each before any translation was made for it.
     assert!(report.contains("filter_blocked"), "{report}");
 }
@@ -499,48 +346,25 @@ fn openbsd_rules_match_nat_to_and_pass_rdr_to() {
     let mut server = lab.b.command("python3");
     server.args(["-c", SERVER, "1"]);
     let mut server = start_until(server, "ready");
-    let out = lab
-        .a
-        .exec("python3", &["-c", CLIENT, "1", "198.18.0.2"])
-        .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "1",
-        "TCP through match ... nat-to"
-    );
+    let out = lab.a.exec("python3", &["-c", CLIENT, "1", "198.18.0.2"]).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "TCP through match ... nat-to");
     let mut child = server.0.take().unwrap();
     let mut seen = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut seen)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
     child.wait().unwrap();
-    assert!(
-        seen.starts_with("198.19.0.1 "),
-        "B sees the translated address: {seen}"
-    );
+    assert!(seen.starts_with("198.19.0.1 "), "B sees the translated address: {seen}");
     // The port forward: B reaches A's server through 198.19.0.1:80; port 81 stays blocked.
     let mut server = lab.a.command("python3");
     server.args(["-c", ECHO_PEER, "1"]);
     let _server = start_until(server, "ready");
     let connect = |port: u16| {
-        let script = format!(
-            "import socket\nc = socket.create_connection(('198.19.0.1', {port}), 3)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n"
-        );
-        lab.b
-            .exec("python3", &["-c", &script])
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        let script = format!("import socket\nc = socket.create_connection(('198.19.0.1', {port}), 3)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n");
+        lab.b.exec("python3", &["-c", &script]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
     assert!(connect(81).is_err(), "no forward for port 81: blocked");
     let got = connect(80);
     let report = stop(dut);
-    assert_eq!(
-        got.ok().as_deref(),
-        Some("A saw 198.19.0.2 hello"),
-        "pass in ... rdr-to\n{report}"
-    );
+    assert_eq!(got.ok().as_deref(), Some("A saw 198.19.0.2 hello"), "pass in ... rdr-to\n{report}");
 }
 
 /// B's UDP side of the differential: echoes every datagram on port 9000 and, after 2 s of
@@ -584,22 +408,11 @@ fn udp_flows_through(lab: &Lab, n: usize) -> (Vec<(String, u16, String)>, usize)
     let mut server = lab.b.command("python3");
     server.args(["-c", UDP_ECHO]);
     let mut server = start_until(server, "ready");
-    let out = lab
-        .a
-        .exec("python3", &["-c", UDP_FLOWS, &n.to_string()])
-        .unwrap();
-    let echoed = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0);
+    let out = lab.a.exec("python3", &["-c", UDP_FLOWS, &n.to_string()]).unwrap();
+    let echoed = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
     let mut child = server.0.take().unwrap();
     let mut seen = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut seen)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
     child.wait().unwrap();
     let rows = seen.lines().filter(|l| !l.is_empty()).map(|l| {
         let f: Vec<&str> = l.splitn(3, ' ').collect();
@@ -615,12 +428,7 @@ fn udp_flows_through(lab: &Lab, n: usize) -> (Vec<(String, u16, String)>, usize)
 /// one of pf's range).
 #[test]
 fn differential_against_nftables_masquerade() {
-    if skip()
-        || !Command::new("nft")
-            .arg("--version")
-            .status()
-            .is_ok_and(|s| s.success())
-    {
+    if skip() || !Command::new("nft").arg("--version").status().is_ok_and(|s| s.success()) {
         eprintln!("skipped: needs root, python3 and nft");
         return;
     }
@@ -656,30 +464,11 @@ fn differential_against_nftables_masquerade() {
         let mut out_of = std::collections::HashMap::new();
         let mut in_of = std::collections::HashMap::new();
         for r in rows {
-            assert_eq!(
-                *out_of.entry(inside(r)).or_insert(r.1),
-                r.1,
-                "{name}: one outside port per inside flow"
-            );
-            assert_eq!(
-                in_of.entry(r.1).or_insert_with(|| inside(r)),
-                &inside(r),
-                "{name}: one inside flow per outside port"
-            );
+            assert_eq!(*out_of.entry(inside(r)).or_insert(r.1), r.1, "{name}: one outside port per inside flow");
+            assert_eq!(in_of.entry(r.1).or_insert_with(|| inside(r)), &inside(r), "{name}: one inside flow per outside port");
         }
     }
-    let payloads = |rows: &[(String, u16, String)]| {
-        rows.iter()
-            .map(|r| r.2.split('|').next().unwrap().to_owned())
-            .collect::<std::collections::BTreeSet<_>>()
-    };
-    assert_eq!(
-        payloads(&kernel.0),
-        payloads(&linerate.0),
-        "the same payloads reach B"
-    );
-    assert!(
-        linerate.0.iter().all(|r| (50001..=65535).contains(&r.1)),
-        "linerate: pf's range"
-    );
+    let payloads = |rows: &[(String, u16, String)]| rows.iter().map(|r| r.2.split('|').next().unwrap().to_owned()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(payloads(&kernel.0), payloads(&linerate.0), "the same payloads reach B");
+    assert!(linerate.0.iter().all(|r| (50001..=65535).contains(&r.1)), "linerate: pf's range");
 }

@@ -9,6 +9,7 @@
 //! through its TAP; a UDP_SEGMENT send cut into datagrams. Needs root; without it each test
 //! says "skipped" and passes.
 
+
 use lab::topology::is_root;
 
 mod common;
@@ -59,38 +60,20 @@ const MB: usize = 1 << 20;
 
 /// `bytes` of TCP from `from` to `to_addr` (a listener in `to`): both ends must agree on
 /// length and SHA-256.
-fn tcp_transfer(
-    lab: &Lab,
-    backend: &str,
-    from: &lab::topology::Namespace,
-    to: &lab::topology::Namespace,
-    to_addr: &str,
-    port: u16,
-    bytes: usize,
-) {
+fn tcp_transfer(lab: &Lab, backend: &str, from: &lab::topology::Namespace, to: &lab::topology::Namespace, to_addr: &str, port: u16, bytes: usize) {
     let port = port.to_string();
     let server = traffic_listen(lab, to, &["serve", to_addr, &port]);
     let sent = traffic_run(lab, from, &["send", to_addr, &port, &bytes.to_string()]);
     let got = finish(server);
-    assert!(
-        sent.starts_with(&bytes.to_string()),
-        "{backend}: sender said {sent:?}"
-    );
-    assert_eq!(
-        got, sent,
-        "{backend}: TCP to {to_addr}: received (bytes, sha256) differ from sent"
-    );
+    assert!(sent.starts_with(&bytes.to_string()), "{backend}: sender said {sent:?}");
+    assert_eq!(got, sent, "{backend}: TCP to {to_addr}: received (bytes, sha256) differ from sent");
 }
 
 /// The offloads the test relies on, on A's veth (before linerate starts: native XDP turns
 /// TSO off on the peer).
 fn assert_offloads_on(lab: &Lab) {
     let k = text(&lab.a.exec("ethtool", &["-k", "lra0"]).unwrap());
-    for feature in [
-        "tx-checksumming: on",
-        "tcp-segmentation-offload: on",
-        "generic-segmentation-offload: on",
-    ] {
+    for feature in ["tx-checksumming: on", "tcp-segmentation-offload: on", "generic-segmentation-offload: on"] {
         assert!(k.contains(feature), "A's veth lacks {feature}:\n{k}");
     }
 }
@@ -110,13 +93,7 @@ fn offloads_on(backend: &str, tag: &str) {
     let mut dut = start_until(linerate, "forwarding with");
     // Resolve B first, so the UDP test's datagrams do not wait for ARP (on a loaded machine
     // the first echo may time out: one reply is enough).
-    let ping = text(
-        &lab.a
-            .command("ping")
-            .args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"])
-            .output()
-            .unwrap(),
-    );
+    let ping = text(&lab.a.command("ping").args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).output().unwrap());
     assert!(!ping.contains(" 0 received"), "{backend}: {ping}");
 
     tcp_transfer(&lab, backend, &lab.a, &lab.b, "198.19.0.2", 5001, 4 * MB);
@@ -126,36 +103,18 @@ fn offloads_on(backend: &str, tag: &str) {
     tcp_transfer(&lab, backend, &lab.a, &lab.d, "198.18.0.1", 5004, 2 * MB);
     let udp = traffic_listen(&lab, &lab.b, &["udprecv", "198.19.0.2", "9999", "40"]);
     traffic_run(&lab, &lab.a, &["udpsend", "198.19.0.2", "9999"]);
-    assert_eq!(
-        finish(udp),
-        "40",
-        "{backend}: UDP datagrams of 1000 bytes, intact, seen in B"
-    );
+    assert_eq!(finish(udp), "40", "{backend}: UDP datagrams of 1000 bytes, intact, seen in B");
 
     let child = dut.terminate().unwrap();
     let out = child.wait_with_output().unwrap();
     let summary = text(&out);
-    assert!(
-        out.status.success(),
-        "{backend}: linerate exited with {}: {summary}",
-        out.status
-    );
+    assert!(out.status.success(), "{backend}: linerate exited with {}: {summary}", out.status);
     for reason in ["offload_malformed", "gso_unsupported"] {
-        assert!(
-            !summary
-                .lines()
-                .any(|l| l.trim().starts_with(&format!("drop {reason}"))),
-            "{backend}: {reason}:\n{summary}"
-        );
+        assert!(!summary.lines().any(|l| l.trim().starts_with(&format!("drop {reason}"))), "{backend}: {reason}:\n{summary}");
     }
     // A's 1500-byte segments do not fit B's 1400-byte link: linerate said so (too big) and
     // A's TCP went on with smaller ones.
-    assert!(
-        summary
-            .lines()
-            .any(|l| l.trim().starts_with("drop too_big")),
-        "{backend}: no too_big drop:\n{summary}"
-    );
+    assert!(summary.lines().any(|l| l.trim().starts_with("drop too_big")), "{backend}: no too_big drop:\n{summary}");
 }
 
 #[test]

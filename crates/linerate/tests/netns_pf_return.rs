@@ -17,12 +17,7 @@ mod common;
 use common::{Lab, build, start_until, write_config};
 
 fn usable() -> bool {
-    is_root()
-        && Command::new("python3")
-            .arg("-c")
-            .arg("pass")
-            .status()
-            .is_ok_and(|s| s.success())
+    is_root() && Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
 }
 
 /// TCP servers on B (both families) on 8080 and 8099, and UDP receivers on 9999.
@@ -98,26 +93,16 @@ fn block_return_refuses_tcp_and_udp_at_once() {
     server.args(["-c", SERVER]);
     let _server = start_until(server, "ready");
     // IPv6 neighbours first, so that no case waits for address resolution.
-    let _ = lab
-        .a
-        .exec("ping", &["-6", "-c", "1", "-W", "2", "2001:db8:b::2"]);
+    let _ = lab.a.exec("ping", &["-6", "-c", "1", "-W", "2", "2001:db8:b::2"]);
     let out = lab.a.exec("python3", &["-c", CLIENT]).unwrap();
     let got = String::from_utf8_lossy(&out.stdout).into_owned();
     eprintln!("{got}");
     let mut child = dut.terminate().unwrap();
     let mut report = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut report)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut report).unwrap();
     assert!(child.wait().unwrap().success(), "{report}");
     let result = |name: &str| -> (String, f64) {
-        let l = got
-            .lines()
-            .find(|l| l.starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("{name}: {got}"));
+        let l = got.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {got}"));
         let f: Vec<&str> = l.split_whitespace().collect();
         (f[1].to_owned(), f[2].parse().unwrap())
     };
@@ -127,22 +112,12 @@ fn block_return_refuses_tcp_and_udp_at_once() {
     for name in ["tcp4-8099", "tcp6-8099", "udp4", "udp6"] {
         let (what, secs) = result(name);
         assert_eq!(what, "refused", "{name}: {got}\n{report}");
-        assert!(
-            secs < 1.0,
-            "{name} refused at once, not after a timeout: {secs} s\n{got}"
-        );
+        assert!(secs < 1.0, "{name} refused at once, not after a timeout: {secs} s\n{got}");
     }
     // Counted: resets (one per SYN: the refused connects do not retransmit) and unreachables.
     let count = |label: &str| -> u64 {
-        let at = report
-            .find(label)
-            .unwrap_or_else(|| panic!("{label}: {report}"));
-        report[at + label.len()..]
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
+        let at = report.find(label).unwrap_or_else(|| panic!("{label}: {report}"));
+        report[at + label.len()..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
     };
     assert!(count("block return resets ") >= 2, "{report}");
     assert!(count("block return unreachables ") >= 2, "{report}");

@@ -28,11 +28,7 @@ fn in_a(lab: &Lab, program: &str, args: &[&str]) -> String {
 }
 
 fn show(lab: &Lab, cfg: &std::path::Path, what: &str) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["show", what, "--json", "-c"])
-        .arg(cfg)
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", what, "--json", "-c"]).arg(cfg).output().unwrap();
     assert!(out.status.success(), "show {what}: {}", text(&out));
     let _ = lab;
     serde_json::from_slice(&out.stdout).unwrap()
@@ -58,70 +54,27 @@ fn router(backend: &str, tag: &str) {
 
     let child = dut.terminate().unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{backend}: linerate exited with {}: {}",
-        out.status,
-        text(&out)
-    );
+    assert!(out.status.success(), "{backend}: linerate exited with {}: {}", out.status, text(&out));
     let summary = text(&out);
     assert!(summary.contains("slow path: arp replies"), "{summary}");
     std::thread::sleep(Duration::from_millis(100));
     let links = text(&lab.d.ip(&["-o", "link"]).unwrap());
-    assert!(
-        !links.contains("lrh"),
-        "{backend}: TAPs left behind after exit:\n{links}"
-    );
+    assert!(!links.contains("lrh"), "{backend}: TAPs left behind after exit:\n{links}");
 }
 
 /// The router's own addresses answer, in both families (echo replies from linerate); across
 /// linerate, ARP and NDP resolve B on demand (the first packet waits, not lost).
 fn pings_answer_and_cross(lab: &Lab, backend: &str) {
-    let ping = in_a(
-        lab,
-        "ping",
-        &["-c", "2", "-i", "0.2", "-W", "2", "198.18.0.1"],
-    );
-    assert!(
-        ping.contains(" 0% packet loss"),
-        "{backend}: ping 198.18.0.1:\n{ping}"
-    );
-    let ping = in_a(
-        lab,
-        "ping",
-        &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.1"],
-    );
-    assert!(
-        ping.contains(" 0% packet loss"),
-        "{backend}: ping of the far address:\n{ping}"
-    );
-    let ping6 = in_a(
-        lab,
-        "ping",
-        &["-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:a::1"],
-    );
-    assert!(
-        ping6.contains(" 0% packet loss"),
-        "{backend}: ping -6 2001:db8:a::1:\n{ping6}"
-    );
-    let ping = in_a(
-        lab,
-        "ping",
-        &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"],
-    );
-    assert!(
-        ping.contains(" 0% packet loss"),
-        "{backend}: ping through:\n{ping}"
-    );
-    let ping6 = in_a(
-        lab,
-        "ping",
-        &["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:b::2"],
-    );
-    assert!(
-        ping6.contains(" 0% packet loss"),
-        "{backend}: ping -6 through:\n{ping6}"
-    );
+    let ping = in_a(lab, "ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.18.0.1"]);
+    assert!(ping.contains(" 0% packet loss"), "{backend}: ping 198.18.0.1:\n{ping}");
+    let ping = in_a(lab, "ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.1"]);
+    assert!(ping.contains(" 0% packet loss"), "{backend}: ping of the far address:\n{ping}");
+    let ping6 = in_a(lab, "ping", &["-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:a::1"]);
+    assert!(ping6.contains(" 0% packet loss"), "{backend}: ping -6 2001:db8:a::1:\n{ping6}");
+    let ping = in_a(lab, "ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]);
+    assert!(ping.contains(" 0% packet loss"), "{backend}: ping through:\n{ping}");
+    let ping6 = in_a(lab, "ping", &["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:b::2"]);
+    assert!(ping6.contains(" 0% packet loss"), "{backend}: ping -6 through:\n{ping6}");
 }
 
 /// traceroute / tracepath: hop 1 is the router (time exceeded from 198.18.0.1), then B.
@@ -129,66 +82,19 @@ fn pings_answer_and_cross(lab: &Lab, backend: &str) {
 /// requests), DF too big for the 1400-byte link (frag needed, mtu 1400); without DF, the
 /// ping is fragmented.
 fn icmp_errors_and_fragments(lab: &Lab, backend: &str) {
-    let tr = in_a(
-        lab,
-        "traceroute",
-        &["-n", "-q", "1", "-w", "2", "-m", "3", "198.19.0.2"],
-    );
-    assert!(
-        tr.lines()
-            .any(|l| l.trim_start().starts_with("1 ") && l.contains("198.18.0.1")),
-        "{backend}: traceroute:\n{tr}"
-    );
-    assert!(
-        tr.lines()
-            .any(|l| l.trim_start().starts_with("2 ") && l.contains("198.19.0.2")),
-        "{backend}: traceroute:\n{tr}"
-    );
+    let tr = in_a(lab, "traceroute", &["-n", "-q", "1", "-w", "2", "-m", "3", "198.19.0.2"]);
+    assert!(tr.lines().any(|l| l.trim_start().starts_with("1 ") && l.contains("198.18.0.1")), "{backend}: traceroute:\n{tr}");
+    assert!(tr.lines().any(|l| l.trim_start().starts_with("2 ") && l.contains("198.19.0.2")), "{backend}: traceroute:\n{tr}");
     let tp = in_a(lab, "tracepath", &["-n", "-m", "3", "2001:db8:b::2"]);
-    assert!(
-        tp.contains("2001:db8:a::1"),
-        "{backend}: tracepath -6 shows no router hop:\n{tp}"
-    );
+    assert!(tp.contains("2001:db8:a::1"), "{backend}: tracepath -6 shows no router hop:\n{tp}");
     let net = in_a(lab, "ping", &["-c", "1", "-W", "2", "203.0.113.9"]);
-    assert!(
-        net.contains("From 198.18.0.1") && net.contains("Net Unreachable"),
-        "{backend}: {net}"
-    );
+    assert!(net.contains("From 198.18.0.1") && net.contains("Net Unreachable"), "{backend}: {net}");
     let host = in_a(lab, "ping", &["-c", "1", "-W", "5", "198.19.0.77"]);
-    assert!(
-        host.contains("From 198.18.0.1") && host.contains("Host Unreachable"),
-        "{backend}: {host}"
-    );
-    let df = in_a(
-        lab,
-        "ping",
-        &["-c", "1", "-W", "2", "-M", "do", "-s", "1450", "198.19.0.2"],
-    );
-    assert!(
-        df.contains("mtu = 1400") || df.contains("Frag needed"),
-        "{backend}: {df}"
-    );
-    let frag = in_a(
-        lab,
-        "ping",
-        &[
-            "-c",
-            "2",
-            "-i",
-            "0.3",
-            "-W",
-            "2",
-            "-M",
-            "dont",
-            "-s",
-            "1450",
-            "198.19.0.2",
-        ],
-    );
-    assert!(
-        frag.contains(" 0% packet loss"),
-        "{backend}: fragmented ping:\n{frag}"
-    );
+    assert!(host.contains("From 198.18.0.1") && host.contains("Host Unreachable"), "{backend}: {host}");
+    let df = in_a(lab, "ping", &["-c", "1", "-W", "2", "-M", "do", "-s", "1450", "198.19.0.2"]);
+    assert!(df.contains("mtu = 1400") || df.contains("Frag needed"), "{backend}: {df}");
+    let frag = in_a(lab, "ping", &["-c", "2", "-i", "0.3", "-W", "2", "-M", "dont", "-s", "1450", "198.19.0.2"]);
+    assert!(frag.contains(" 0% packet loss"), "{backend}: fragmented ping:\n{frag}");
 }
 
 /// The host stack: a TCP listener on the router's address, reached through linerate.
@@ -196,18 +102,8 @@ fn host_stack_answers_tcp(lab: &Lab, backend: &str) {
     let mut listener = lab.d.command("python3");
     listener.args(["-u", "-c", "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('198.18.0.1',7777))\ns.listen(1)\nprint('listening',flush=True)\nimport sys\nsys.stderr.write('listening\\n');sys.stderr.flush()\nc,_=s.accept()\nc.sendall(b'hello from the router\\n')\nc.close()"]);
     let mut server = start_until(listener, "listening");
-    let tcp = in_a(
-        lab,
-        "bash",
-        &[
-            "-c",
-            "exec 3<>/dev/tcp/198.18.0.1/7777 && timeout 5 cat <&3",
-        ],
-    );
-    assert!(
-        tcp.contains("hello from the router"),
-        "{backend}: TCP to the router through its TAP: {tcp}"
-    );
+    let tcp = in_a(lab, "bash", &["-c", "exec 3<>/dev/tcp/198.18.0.1/7777 && timeout 5 cat <&3"]);
+    assert!(tcp.contains("hello from the router"), "{backend}: TCP to the router through its TAP: {tcp}");
     if let Some(mut c) = server.terminate() {
         let _ = c.wait();
     }
@@ -218,21 +114,10 @@ fn control_socket_shows(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     let neigh = show(lab, cfg, "neighbours");
     let list = neigh.as_array().unwrap();
     for addr in ["198.18.0.2", "198.19.0.2", "2001:db8:b::2"] {
-        assert!(
-            list.iter()
-                .any(|n| n["address"] == addr && n["mac"].is_string()),
-            "{backend}: neighbour {addr} missing: {neigh}"
-        );
+        assert!(list.iter().any(|n| n["address"] == addr && n["mac"].is_string()), "{backend}: neighbour {addr} missing: {neigh}");
     }
     let routes = show(lab, cfg, "routes");
-    assert!(
-        routes
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["prefix"] == "198.19.0.0/24" && r["kind"] == "connected"),
-        "{routes}"
-    );
+    assert!(routes.as_array().unwrap().iter().any(|r| r["prefix"] == "198.19.0.0/24" && r["kind"] == "connected"), "{routes}");
     let ifaces = show(lab, cfg, "interfaces");
     assert_eq!(ifaces[1]["mtu"], 1400);
     assert!(ifaces[0]["tap"].is_string());
@@ -240,19 +125,9 @@ fn control_socket_shows(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     assert!(drops["ttl_expired"].as_u64().unwrap() >= 1, "{drops}");
     assert!(drops["no_route"].as_u64().unwrap() >= 1, "{drops}");
     assert!(drops["too_big"].as_u64().unwrap() >= 1, "{drops}");
-    let top = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["top", "-n", "1", "-w", "0.3", "-c"])
-        .arg(cfg)
-        .output()
-        .unwrap();
+    let top = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["top", "-n", "1", "-w", "0.3", "-c"]).arg(cfg).output().unwrap();
     let top_out = text(&top);
-    assert!(
-        top.status.success()
-            && top_out.contains("lrd0")
-            && top_out.contains("ipkts/s")
-            && top_out.contains("q0"),
-        "{top_out}"
-    );
+    assert!(top.status.success() && top_out.contains("lrd0") && top_out.contains("ipkts/s") && top_out.contains("q0"), "{top_out}");
 }
 
 #[test]

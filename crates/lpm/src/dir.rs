@@ -12,9 +12,9 @@ use std::hash::Hash;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
+use mem::hugemem::HugeArray;
 use crate::reclaim::{GroupPool, Registry};
 use crate::{LpmError, MAX_NEXT_HOP, NextHop};
-use mem::hugemem::HugeArray;
 
 /// Entry holds a route (low 30 bits = next hop).
 pub(crate) const VALID: u32 = 1 << 31;

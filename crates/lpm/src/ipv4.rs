@@ -4,9 +4,9 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering::Acquire;
 
 use crate::dir::{EXT, GroupStats, Tables, Writer, decode, tbl8_index};
+use mem::prefetch::prefetch_read as prefetch;
 use crate::reclaim::{Grace, Reader, Registry};
 use crate::{LpmError, NextHop};
-use mem::prefetch::prefetch_read as prefetch;
 
 /// Default tbl8 pool: 65,536 groups = 64 MiB of address space (committed as used). A
 /// realistic 1M-prefix table has about 1% of prefixes longer than /24, i.e. ~10k groups.

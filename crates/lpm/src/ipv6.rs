@@ -16,9 +16,9 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering::Acquire;
 
 use crate::dir::{EXT, GroupStats, Tables, Writer, decode, tbl8_index};
+use mem::prefetch::prefetch_read as prefetch;
 use crate::reclaim::{Grace, Reader, Registry};
 use crate::{LpmError, NextHop};
-use mem::prefetch::prefetch_read as prefetch;
 
 /// Default tbl8 pool: 2^19 groups = 512 MiB of address space, committed only as groups are
 /// first used (a realistic 200k-prefix table touches well under half).

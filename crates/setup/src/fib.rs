@@ -18,29 +18,20 @@ pub enum BuildError {
 /// and MAC.
 pub fn ports(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
     let path = cfg.path.display().to_string();
-    let physical: Vec<&config::Interface> =
-        cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
+    let physical: Vec<&config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
     let mut ports = Vec::new();
     for iface in &cfg.interfaces {
         let parent_name = iface.vlan.as_ref().map_or(&iface.name, |v| &v.parent);
-        let phys = physical
-            .iter()
-            .position(|p| &p.name == parent_name)
+        let phys = physical.iter().position(|p| &p.name == parent_name)
             .ok_or_else(|| BuildError::UnknownInterface(path.clone(), parent_name.clone()))?;
-        let mac = physical[phys]
-            .mac
-            .ok_or_else(|| BuildError::NoMac(path.clone(), physical[phys].name.clone()))?;
+        let mac = physical[phys].mac.ok_or_else(|| BuildError::NoMac(path.clone(), physical[phys].name.clone()))?;
         ports.push(PortInfo {
             name: iface.name.clone(),
             mac: MacAddr(mac.0),
             phys: phys as u16,
             vlan: iface.vlan.as_ref().map(|v| v.tag),
             mtu: iface.mtu,
-            addresses: iface
-                .addresses
-                .iter()
-                .map(|a| (a.addr, a.prefix_len))
-                .collect(),
+            addresses: iface.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect(),
         });
     }
     Ok(ports)
@@ -48,18 +39,11 @@ pub fn ports(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
 
 /// The logical port called `name` (`path`: the config's, for the error).
 fn port_named(ports: &[PortInfo], name: &str, path: &str) -> Result<u16, BuildError> {
-    ports
-        .iter()
-        .position(|p| p.name == name)
-        .map(|i| i as u16)
-        .ok_or_else(|| BuildError::UnknownInterface(path.to_owned(), name.to_owned()))
+    ports.iter().position(|p| p.name == name).map(|i| i as u16).ok_or_else(|| BuildError::UnknownInterface(path.to_owned(), name.to_owned()))
 }
 
 /// The config's static routes as the FIB takes them (interfaces resolved to logical ports).
-pub fn static_routes(
-    cfg: &config::Config,
-    ports: &[PortInfo],
-) -> Result<Vec<StaticRoute>, BuildError> {
+pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<StaticRoute>, BuildError> {
     let path = cfg.path.display().to_string();
     let port_of = |name: &str| port_named(ports, name, &path);
     let mut out = Vec::with_capacity(cfg.routes.len());
@@ -68,17 +52,9 @@ pub fn static_routes(
         let target = if hops.is_empty() {
             Target::Connected(port_of(&r.interface)?)
         } else {
-            Target::Via(
-                hops.into_iter()
-                    .map(|(gw, i)| Ok((gw, port_of(i)?)))
-                    .collect::<Result<_, BuildError>>()?,
-            )
+            Target::Via(hops.into_iter().map(|(gw, i)| Ok((gw, port_of(i)?))).collect::<Result<_, BuildError>>()?)
         };
-        out.push(StaticRoute {
-            prefix: r.prefix.addr,
-            len: r.prefix.len,
-            target,
-        });
+        out.push(StaticRoute { prefix: r.prefix.addr, len: r.prefix.len, target });
     }
     Ok(out)
 }
@@ -90,23 +66,18 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
     let path = cfg.path.display().to_string();
     let ports = ports(cfg)?;
     let port_of = |name: &str| port_named(&ports, name, &path);
-    let fib_err = |source| BuildError::Fib {
-        path: path.clone(),
-        source,
-    };
+    let fib_err = |source| BuildError::Fib { path: path.clone(), source };
     let mut ctl = FibControl::new(next_hops_for(cfg));
     for (port, iface) in cfg.interfaces.iter().enumerate() {
         for a in &iface.addresses {
             let net = a.network();
-            ctl.add_connected(net.addr, net.len, port as u16)
-                .map_err(fib_err)?;
+            ctl.add_connected(net.addr, net.len, port as u16).map_err(fib_err)?;
             ctl.add_local(a.addr).map_err(fib_err)?;
         }
     }
     for n in &cfg.neighbours {
         let port = port_of(&n.interface)?;
-        ctl.set_neighbour(n.address, port, MacAddr(n.mac.0))
-            .map_err(fib_err)?;
+        ctl.set_neighbour(n.address, port, MacAddr(n.mac.0)).map_err(fib_err)?;
     }
     let routes = static_routes(cfg, &ports)?;
     ctl.set_static_routes(&routes).map_err(fib_err)?;
@@ -116,11 +87,6 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
 /// Adjacency capacity for a config: twice the neighbour limit (freed ids wait out a grace
 /// period before reuse), plus configured gateways and connected prefixes.
 pub fn next_hops_for(cfg: &config::Config) -> usize {
-    let fixed = cfg.routes.len()
-        + cfg
-            .interfaces
-            .iter()
-            .map(|i| i.addresses.len())
-            .sum::<usize>();
+    let fixed = cfg.routes.len() + cfg.interfaces.iter().map(|i| i.addresses.len()).sum::<usize>();
     DEFAULT_NEXT_HOPS.max(2 * cfg.router.max_neighbours + fixed + cfg.neighbours.len() + 16)
 }

@@ -6,22 +6,11 @@ use wire::router_advert::{AdvertPrefix, RouterAdvert};
 
 /// The config's `[router.punt]`.
 pub fn punt_policy(p: &config::PuntSettings) -> PuntPolicy {
-    let c = |l: config::PuntClassLimits| {
-        Some(RateLimit {
-            per_second: u64::from(l.rate),
-            burst: u64::from(l.burst),
-        })
-    };
+    let c = |l: config::PuntClassLimits| Some(RateLimit { per_second: u64::from(l.rate), burst: u64::from(l.burst) });
     let q = |l: config::PuntClassLimits| l.queue as usize;
     PuntPolicy {
         police: [c(p.arp_nd), c(p.local), c(p.resolve), c(p.fragment), None],
-        queue: [
-            q(p.arp_nd),
-            q(p.local),
-            q(p.resolve),
-            q(p.fragment),
-            p.icmp_error_queue as usize,
-        ],
+        queue: [q(p.arp_nd), q(p.local), q(p.resolve), q(p.fragment), p.icmp_error_queue as usize],
         next_hop_burst: u64::from(p.next_hop_burst),
         next_hop_rate: u64::from(p.next_hop_rate),
     }
@@ -34,12 +23,7 @@ pub fn advert_settings(cfg: &config::RouterAdvertSettings) -> AdvertSettings {
         .prefixes
         .iter()
         .filter_map(|p| match p.addr {
-            std::net::IpAddr::V6(a) => Some(AdvertPrefix {
-                prefix: a,
-                len: p.len,
-                valid_lifetime: cfg.valid_lifetime,
-                preferred_lifetime: cfg.preferred_lifetime,
-            }),
+            std::net::IpAddr::V6(a) => Some(AdvertPrefix { prefix: a, len: p.len, valid_lifetime: cfg.valid_lifetime, preferred_lifetime: cfg.preferred_lifetime }),
             std::net::IpAddr::V4(_) => None,
         })
         .collect();
@@ -53,9 +37,5 @@ pub fn advert_settings(cfg: &config::RouterAdvertSettings) -> AdvertSettings {
         mtu: cfg.mtu,
         prefixes,
     };
-    AdvertSettings {
-        advert,
-        min_interval: cfg.min_interval,
-        max_interval: cfg.max_interval,
-    }
+    AdvertSettings { advert, min_interval: cfg.min_interval, max_interval: cfg.max_interval }
 }

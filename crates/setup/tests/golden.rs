@@ -8,8 +8,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use dataplane::Worker;
 use dataplane::counters::DropReason;
+use dataplane::Worker;
 use io::mem::{CountingTx, PcapTx, ReplayRx};
 use io::{FramePool, TxPort};
 use wire::build::{UdpFlow, udp_frame};
@@ -27,15 +27,7 @@ fn v4(a: [u8; 4]) -> IpAddr {
 }
 
 fn udp(src: IpAddr, dst: IpAddr, ttl: u8) -> Vec<u8> {
-    let flow = UdpFlow {
-        src_mac: HOST_A,
-        dst_mac: ROUTER_A,
-        src,
-        dst,
-        src_port: 4000,
-        dst_port: 53,
-        ttl,
-    };
+    let flow = UdpFlow { src_mac: HOST_A, dst_mac: ROUTER_A, src, dst, src_port: 4000, dst_port: 53, ttl };
     let mut buf = vec![0u8; 256];
     let len = udp_frame(&flow, 60, &mut buf).unwrap();
     buf.truncate(len);
@@ -78,32 +70,14 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
     let mut out = vec![
         (udp(a2, v4([10, 1, 2, 3]), 64), fwd),
         (udp(a2, v4([198, 19, 0, 2]), 64), fwd),
-        (
-            udp(a2, v4([10, 9, 9, 9]), 1),
-            dropped(DropReason::TtlExpired),
-        ),
-        (
-            with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| ip.set_checksum(0x1234)),
-            dropped(DropReason::BadChecksum),
-        ),
-        (
-            udp(a2, v4([192, 0, 2, 1]), 64),
-            dropped(DropReason::NoRoute),
-        ),
+        (udp(a2, v4([10, 9, 9, 9]), 1), dropped(DropReason::TtlExpired)),
+        (with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| ip.set_checksum(0x1234)), dropped(DropReason::BadChecksum)),
+        (udp(a2, v4([192, 0, 2, 1]), 64), dropped(DropReason::NoRoute)),
         (udp(a2, v4([203, 0, 113, 5]), 64), SlowPath),
-        (
-            udp(v4([127, 0, 0, 1]), v4([10, 1, 2, 3]), 64),
-            dropped(DropReason::MartianSource),
-        ),
+        (udp(v4([127, 0, 0, 1]), v4([10, 1, 2, 3]), 64), dropped(DropReason::MartianSource)),
         (udp(v6("2001:db8:a::2"), v6("2001:db8:100::5"), 64), fwd),
-        (
-            udp(v6("2001:db8:a::2"), v6("2001:db8:100::5"), 1),
-            dropped(DropReason::TtlExpired),
-        ),
-        (
-            udp(v6("2001:db8:a::2"), v6("2001:db8:ffff::1"), 64),
-            dropped(DropReason::NoRoute),
-        ),
+        (udp(v6("2001:db8:a::2"), v6("2001:db8:100::5"), 1), dropped(DropReason::TtlExpired)),
+        (udp(v6("2001:db8:a::2"), v6("2001:db8:ffff::1"), 64), dropped(DropReason::NoRoute)),
     ];
     // Local exit: to the router's own address, and an ARP request for it.
     out.push((udp(a2, v4([198, 18, 0, 1]), 64), Local)); // the router's own address
@@ -123,55 +97,31 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
     ip.fill_checksum();
     out.push((opt, fwd));
     // Malformed frames.
-    out.push((
-        udp(a2, v4([10, 1, 2, 3]), 64)[..30].to_vec(),
-        dropped(DropReason::Truncated),
-    ));
-    out.push((
-        with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
-            ip.set_version(5);
-            ip.fill_checksum();
-        }),
-        dropped(DropReason::BadVersion),
-    ));
+    out.push((udp(a2, v4([10, 1, 2, 3]), 64)[..30].to_vec(), dropped(DropReason::Truncated)));
+    out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
+        ip.set_version(5);
+        ip.fill_checksum();
+    }), dropped(DropReason::BadVersion)));
     // Total length beyond the frame: the frame lost bytes on the way.
-    out.push((
-        with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
-            ip.set_total_len(200);
-            ip.fill_checksum();
-        }),
-        dropped(DropReason::Truncated),
-    ));
+    out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
+        ip.set_total_len(200);
+        ip.fill_checksum();
+    }), dropped(DropReason::Truncated)));
     // Total length shorter than the header itself (RFC 1812 5.2.2).
-    out.push((
-        with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
-            ip.set_total_len(10);
-            ip.fill_checksum();
-        }),
-        dropped(DropReason::BadLength),
-    ));
+    out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
+        ip.set_total_len(10);
+        ip.fill_checksum();
+    }), dropped(DropReason::BadLength)));
     let mut lldp = udp(a2, v4([10, 1, 2, 3]), 64);
     lldp[12..14].copy_from_slice(&[0x88, 0xcc]);
     out.push((lldp, dropped(DropReason::UnknownEthertype)));
-    out.push((
-        tagged(udp(a2, v4([10, 1, 2, 3]), 64), 100),
-        dropped(DropReason::UnknownVlan),
-    ));
+    out.push((tagged(udp(a2, v4([10, 1, 2, 3]), 64), 100), dropped(DropReason::UnknownVlan)));
     // 802.1Q: untagged in, tagged out (lr-b.7); tagged in (lr-a.5), untagged out; tagged in,
     // tagged out; two stacked tags are not a configured sub-interface.
     out.push((udp(a2, v4([10, 77, 1, 1]), 64), fwd));
-    out.push((
-        tagged(udp(v4([198, 21, 0, 2]), v4([10, 1, 2, 3]), 64), 5),
-        fwd,
-    ));
-    out.push((
-        tagged(udp(v4([198, 21, 0, 2]), v4([10, 77, 1, 1]), 64), 5),
-        fwd,
-    ));
-    out.push((
-        tagged(tagged(udp(a2, v4([10, 1, 2, 3]), 64), 5), 5),
-        dropped(DropReason::UnknownVlan),
-    ));
+    out.push((tagged(udp(v4([198, 21, 0, 2]), v4([10, 1, 2, 3]), 64), 5), fwd));
+    out.push((tagged(udp(v4([198, 21, 0, 2]), v4([10, 77, 1, 1]), 64), 5), fwd));
+    out.push((tagged(tagged(udp(a2, v4([10, 1, 2, 3]), 64), 5), 5), dropped(DropReason::UnknownVlan)));
     let mut elsewhere = udp(a2, v4([10, 1, 2, 3]), 64);
     elsewhere[5] = 0x99;
     out.push((elsewhere, dropped(DropReason::NotForUs)));
@@ -193,28 +143,13 @@ fn golden_pcap_in_pcap_out() {
     if bless {
         std::fs::write(&input_path, &input_bytes).unwrap();
     }
-    assert_eq!(
-        std::fs::read(&input_path).unwrap(),
-        input_bytes,
-        "input.pcap is stale: bless it"
-    );
+    assert_eq!(std::fs::read(&input_path).unwrap(), input_bytes, "input.pcap is stale: bless it");
 
     // Replay the checked-in capture, as `linerate bench --pcap` would.
     let recs = io::pcap::read_file(&input_path).unwrap();
     let rx = ReplayRx::new(0, recs.iter().map(|r| r.data.clone())).once();
-    let tx = vec![
-        PcapTx::new(Vec::new()).unwrap(),
-        PcapTx::new(Vec::new()).unwrap(),
-    ];
-    let mut w = Worker::new(
-        ctl.fib(),
-        &ports,
-        vec![rx],
-        tx,
-        CountingTx::new(),
-        FramePool::new(64),
-        4,
-    );
+    let tx = vec![PcapTx::new(Vec::new()).unwrap(), PcapTx::new(Vec::new()).unwrap()];
+    let mut w = Worker::new(ctl.fib(), &ports, vec![rx], tx, CountingTx::new(), FramePool::new(64), 4);
     while !w.rx[0].finished() {
         w.poll();
     }
@@ -228,11 +163,7 @@ fn golden_pcap_in_pcap_out() {
     if bless {
         std::fs::write(&expected_path, &out_b).unwrap();
     }
-    assert_eq!(
-        std::fs::read(&expected_path).unwrap(),
-        out_b,
-        "output differs from expected.pcap"
-    );
+    assert_eq!(std::fs::read(&expected_path).unwrap(), out_b, "output differs from expected.pcap");
 
     let forwarded = frames.iter().filter(|(_, fate)| *fate == Forward).count() as u64;
     let local = frames.iter().filter(|(_, fate)| *fate == Local).count() as u64;
@@ -243,16 +174,8 @@ fn golden_pcap_in_pcap_out() {
     assert_eq!(counts.slow_path, slow);
     assert_eq!(w.local.stats().tx_packets, local + slow);
     for &reason in DropReason::ALL {
-        let want = frames
-            .iter()
-            .filter(|(_, fate)| *fate == dropped(reason))
-            .count() as u64;
-        assert_eq!(
-            counts.drops[reason as usize],
-            want,
-            "drop reason {}",
-            reason.name()
-        );
+        let want = frames.iter().filter(|(_, fate)| *fate == dropped(reason)).count() as u64;
+        assert_eq!(counts.drops[reason as usize], want, "drop reason {}", reason.name());
     }
     assert_eq!(w.pool.available(), 64, "every frame returned to the pool");
 
@@ -267,8 +190,7 @@ fn golden_pcap_in_pcap_out() {
         let l2 = wire::parse_l2(&rec.data).unwrap();
         let l3 = &rec.data[l2.l3_offset..];
         // Only lr-b.7's route (10.77/16) goes out tagged.
-        let to_vlan7 = l2.ethertype == wire::EtherType::Ipv4
-            && Ipv4Packet::new_checked(l3).unwrap().dst_addr().octets()[1] == 77;
+        let to_vlan7 = l2.ethertype == wire::EtherType::Ipv4 && Ipv4Packet::new_checked(l3).unwrap().dst_addr().octets()[1] == 77;
         assert_eq!(l2.vlans, [to_vlan7.then_some(7), None]);
         tags += usize::from(to_vlan7);
         if l2.ethertype == wire::EtherType::Ipv4 {

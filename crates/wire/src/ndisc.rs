@@ -170,19 +170,10 @@ impl NdMessage {
 /// (another next header or ICMPv6 type), `Err` naming the first failed check otherwise.
 /// Extension headers are not walked: NDP messages carry none on a router's links.
 pub fn parse_nd(l3: &[u8]) -> Result<Option<NdMessage>, NdError> {
-    let Ok(ip) = Ipv6Packet::new_checked(l3) else {
-        return Ok(None);
-    };
-    let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else {
-        return Ok(None);
-    };
+    let Ok(ip) = Ipv6Packet::new_checked(l3) else { return Ok(None) };
+    let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else { return Ok(None) };
     let kind = icmp.msg_type();
-    if ip.next_header() != IpProtocol::Icmpv6
-        || !matches!(
-            kind,
-            Icmpv6Type::NeighborSolicit | Icmpv6Type::NeighborAdvert
-        )
-    {
+    if ip.next_header() != IpProtocol::Icmpv6 || !matches!(kind, Icmpv6Type::NeighborSolicit | Icmpv6Type::NeighborAdvert) {
         return Ok(None);
     }
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
@@ -206,11 +197,7 @@ pub fn parse_nd(l3: &[u8]) -> Result<Option<NdMessage>, NdError> {
         Err(_) => Err(NdError::TooShort),
     };
     let (source_ll, target_ll) = (option(OPT_SOURCE_LL_ADDR)?, option(OPT_TARGET_LL_ADDR)?);
-    let flags = if kind == Icmpv6Type::NeighborAdvert {
-        icmp.rest_of_header()
-    } else {
-        0
-    };
+    let flags = if kind == Icmpv6Type::NeighborAdvert { icmp.rest_of_header() } else { 0 };
     if kind == Icmpv6Type::NeighborSolicit && src.is_unspecified() {
         if source_ll.is_some() {
             return Err(NdError::DadSourceLlOption);
@@ -219,19 +206,10 @@ pub fn parse_nd(l3: &[u8]) -> Result<Option<NdMessage>, NdError> {
             return Err(NdError::DadDestination);
         }
     }
-    if kind == Icmpv6Type::NeighborAdvert && dst.is_multicast() && flags & na_flags::SOLICITED != 0
-    {
+    if kind == Icmpv6Type::NeighborAdvert && dst.is_multicast() && flags & na_flags::SOLICITED != 0 {
         return Err(NdError::MulticastSolicited);
     }
-    Ok(Some(NdMessage {
-        kind,
-        src,
-        dst,
-        target,
-        flags,
-        source_ll,
-        target_ll,
-    }))
+    Ok(Some(NdMessage { kind, src, dst, target, flags, source_ll, target_ll }))
 }
 
 /// Builds the ARP reply (RFC 826, "Packet Reception") to the ARP request in `frame` for
@@ -357,9 +335,7 @@ pub fn neighbor_advert(
             na_flags::ROUTER | na_flags::OVERRIDE,
         )
     } else {
-        let mac = ns
-            .source_ll
-            .unwrap_or_else(|| EthernetFrame::new_unchecked(frame).src_addr());
+        let mac = ns.source_ll.unwrap_or_else(|| EthernetFrame::new_unchecked(frame).src_addr());
         let f = na_flags::ROUTER | na_flags::SOLICITED | na_flags::OVERRIDE;
         (ns.src, mac, f)
     };
@@ -387,11 +363,7 @@ pub fn neighbor_advert(
 /// (RFC 4861 7.2.6: sent when a link-layer address becomes known or changes, here when the
 /// router starts), with the Router and Override flags and a Target Link-Layer Address
 /// option, so neighbours update their caches at once. Untagged.
-pub fn unsolicited_advert(
-    router_mac: MacAddr,
-    target: Ipv6Addr,
-    buf: &mut [u8],
-) -> Result<usize, Error> {
+pub fn unsolicited_advert(router_mac: MacAddr, target: Ipv6Addr, buf: &mut [u8]) -> Result<usize, Error> {
     if target.is_multicast() || target.is_unspecified() {
         return Err(Error::Malformed);
     }
@@ -405,15 +377,7 @@ pub fn unsolicited_advert(
     eth.set_ethertype(EtherType::Ipv6);
     let ip = &mut out[ETH..ETH + ip_len];
     let flags = na_flags::ROUTER | na_flags::OVERRIDE;
-    write_nd(
-        &mut ip[40..],
-        Icmpv6Type::NeighborAdvert,
-        flags,
-        target,
-        Some((OPT_TARGET_LL_ADDR, router_mac)),
-        &target,
-        &all_nodes,
-    );
+    write_nd(&mut ip[40..], Icmpv6Type::NeighborAdvert, flags, target, Some((OPT_TARGET_LL_ADDR, router_mac)), &target, &all_nodes);
     write_ipv6(ip, target, all_nodes);
     Ok(len.max(crate::build::MIN_FRAME_LEN))
 }

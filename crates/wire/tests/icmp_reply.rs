@@ -229,18 +229,8 @@ fn icmpv6_errors_truncate_to_1280() {
             0,
             1480,
         ),
-        (
-            IcmpError::Refused { code: 3, code6: 4 },
-            Icmpv6Type::DestUnreachable,
-            4,
-            0,
-        ),
-        (
-            IcmpError::Refused { code: 13, code6: 1 },
-            Icmpv6Type::DestUnreachable,
-            1,
-            0,
-        ),
+        (IcmpError::Refused { code: 3, code6: 4 }, Icmpv6Type::DestUnreachable, 4, 0),
+        (IcmpError::Refused { code: 13, code6: 1 }, Icmpv6Type::DestUnreachable, 1, 0),
     ] {
         let n = icmp_error(&big, err, IpAddr::V6(router_v6()), ROUTER_MAC, &mut buf).unwrap();
         assert_eq!(n, 14 + 1280);

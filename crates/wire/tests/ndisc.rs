@@ -3,8 +3,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use wire::ndisc::{
-    self, OPT_SOURCE_LL_ADDR, OPT_TARGET_LL_ADDR, arp_reply, arp_request, multicast_mac, na_flags,
+use wire::ndisc::{self,
+    OPT_SOURCE_LL_ADDR, OPT_TARGET_LL_ADDR, arp_reply, arp_request, multicast_mac, na_flags,
     ndp_option_mac, neighbor_advert, neighbor_solicit, solicited_node,
 };
 use wire::{
@@ -443,19 +443,13 @@ fn unsolicited_advert_to_all_nodes() {
     let f = &buf[..n];
     assert_eq!(&f[0..6], &[0x33, 0x33, 0, 0, 0, 1]);
     let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
-    assert_eq!(
-        (ip.src_addr(), ip.hop_limit()),
-        (target, ndisc::ND_HOP_LIMIT)
-    );
+    assert_eq!((ip.src_addr(), ip.hop_limit()), (target, ndisc::ND_HOP_LIMIT));
     let na = Icmpv6Packet::new_checked(ip.payload()).unwrap();
     assert!(na.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
     assert_eq!(na.msg_type(), Icmpv6Type::NeighborAdvert);
     assert_eq!(na.rest_of_header() & ndisc::na_flags::SOLICITED, 0);
     assert_eq!(na.ndp_target_addr(), Some(target));
-    assert_eq!(
-        ndisc::ndp_option_mac(&ip.payload()[24..], ndisc::OPT_TARGET_LL_ADDR).unwrap(),
-        Some(mac)
-    );
+    assert_eq!(ndisc::ndp_option_mac(&ip.payload()[24..], ndisc::OPT_TARGET_LL_ADDR).unwrap(), Some(mac));
     assert!(ndisc::unsolicited_advert(mac, "ff02::1".parse().unwrap(), &mut buf).is_err());
 }
 
@@ -465,18 +459,8 @@ fn parse_nd_validates_each_rule() {
     use wire::ndisc::{NdError, parse_nd, unsolicited_advert};
     let ns = ns_capture();
     let m = parse_nd(&ns[14..]).unwrap().unwrap();
-    assert_eq!(
-        (m.kind, m.src, m.target),
-        (
-            Icmpv6Type::NeighborSolicit,
-            v6("2001:db8::1"),
-            v6("2001:db8::2")
-        )
-    );
-    assert_eq!(
-        (m.source_ll, m.target_ll, m.flags),
-        (Some(MacAddr([2, 0, 0, 0, 0, 1])), None, 0)
-    );
+    assert_eq!((m.kind, m.src, m.target), (Icmpv6Type::NeighborSolicit, v6("2001:db8::1"), v6("2001:db8::2")));
+    assert_eq!((m.source_ll, m.target_ll, m.flags), (Some(MacAddr([2, 0, 0, 0, 0, 1])), None, 0));
     assert!(parse_nd(&dad_capture()[14..]).unwrap().is_some());
     assert_eq!(parse_nd(&ARP_REQUEST[14..]), Ok(None), "not IPv6");
     let edit = |f: &[u8], at: usize, v: &[u8], fix: bool| {
@@ -491,42 +475,23 @@ fn parse_nd_validates_each_rule() {
     assert_eq!(edit(&ns, 21, &[64], false), Err(NdError::HopLimit));
     assert_eq!(edit(&ns, 57, &[0], false), Err(NdError::Checksum));
     assert_eq!(edit(&ns, 55, &[1], true), Err(NdError::Code));
-    assert_eq!(
-        edit(&ns, 62, &v6("ff02::1").octets(), true),
-        Err(NdError::TargetMulticast)
-    );
+    assert_eq!(edit(&ns, 62, &v6("ff02::1").octets(), true), Err(NdError::TargetMulticast));
     assert_eq!(edit(&ns, 79, &[0], true), Err(NdError::ZeroLengthOption));
-    assert_eq!(
-        edit(&ns, 79, &[2], true),
-        Err(NdError::TooShort),
-        "option past the end"
-    );
+    assert_eq!(edit(&ns, 79, &[2], true), Err(NdError::TooShort), "option past the end");
     let mut short = ns[..14 + 40 + 20].to_vec();
     short[18..20].copy_from_slice(&20u16.to_be_bytes());
     fix_checksum(&mut short);
     assert_eq!(parse_nd(&short[14..]), Err(NdError::TooShort));
     let dad = dad_capture();
-    assert_eq!(
-        edit(&dad, 78, &[OPT_SOURCE_LL_ADDR], true),
-        Err(NdError::DadSourceLlOption)
-    );
-    assert_eq!(
-        edit(&dad, 38, &v6("ff02::1").octets(), true),
-        Err(NdError::DadDestination)
-    );
+    assert_eq!(edit(&dad, 78, &[OPT_SOURCE_LL_ADDR], true), Err(NdError::DadSourceLlOption));
+    assert_eq!(edit(&dad, 38, &v6("ff02::1").octets(), true), Err(NdError::DadDestination));
     // An advertisement to all nodes: fine unsolicited, invalid with the Solicited flag.
     let mut buf = [0u8; 128];
     let n = unsolicited_advert(ROUTER_MAC, v6("2001:db8::5"), &mut buf).unwrap();
     let na = buf[..n].to_vec();
     let m = parse_nd(&na[14..]).unwrap().unwrap();
-    assert_eq!(
-        (m.kind, m.target_ll, m.solicited(), m.override_flag()),
-        (Icmpv6Type::NeighborAdvert, Some(ROUTER_MAC), false, true)
-    );
-    assert_eq!(
-        edit(&na, 58, &[0xe0], true),
-        Err(NdError::MulticastSolicited)
-    );
+    assert_eq!((m.kind, m.target_ll, m.solicited(), m.override_flag()), (Icmpv6Type::NeighborAdvert, Some(ROUTER_MAC), false, true));
+    assert_eq!(edit(&na, 58, &[0xe0], true), Err(NdError::MulticastSolicited));
     let names: std::collections::HashSet<_> = NdError::ALL.iter().map(|e| e.name()).collect();
     assert_eq!(names.len(), NdError::ALL.len());
 }

@@ -71,20 +71,10 @@ fn the_ttl_is_the_rules() {
 
 #[test]
 fn sequence_space_of_syn_fin_and_data() {
-    let (syn, fin, ack, rst, psh) = (
-        TcpFlags::SYN,
-        TcpFlags::FIN,
-        TcpFlags::ACK,
-        TcpFlags::RST,
-        TcpFlags(0x08),
-    );
+    let (syn, fin, ack, rst, psh) = (TcpFlags::SYN, TcpFlags::FIN, TcpFlags::ACK, TcpFlags::RST, TcpFlags(0x08));
     assert_eq!(reset_for(100, 7, syn, 0), Some((0, 101, rst | ack)));
     assert_eq!(reset_for(100, 7, syn | fin, 10), Some((0, 112, rst | ack)));
-    assert_eq!(
-        reset_for(u32::MAX, 7, psh, 3),
-        Some((0, 2, rst | ack)),
-        "wraps around"
-    );
+    assert_eq!(reset_for(u32::MAX, 7, psh, 3), Some((0, 2, rst | ack)), "wraps around");
     assert_eq!(reset_for(100, 7, syn | ack, 0), Some((7, 0, rst)));
     assert_eq!(reset_for(100, 7, rst, 0), None, "never a reset for a reset");
     assert_eq!(reset_for(100, 7, rst | ack, 0), None);
@@ -101,10 +91,7 @@ fn no_reset_for_resets_group_addresses_or_fragments() {
     // A RST (flags at 14 + 20 + 13); the checksum is not looked at.
     assert_eq!(set(&|v| v[47] = 0x04), Err(Error::Malformed));
     // Link-layer broadcast.
-    assert_eq!(
-        set(&|v| v[..6].copy_from_slice(&[0xff; 6])),
-        Err(Error::Malformed)
-    );
+    assert_eq!(set(&|v| v[..6].copy_from_slice(&[0xff; 6])), Err(Error::Malformed));
     // A first fragment (MF) and a later one: the header checksum is fixed up by hand.
     let frag = |v: &mut Vec<u8>, flags: [u8; 2]| {
         v[20..22].copy_from_slice(&flags);
@@ -115,30 +102,15 @@ fn no_reset_for_resets_group_addresses_or_fragments() {
     assert_eq!(set(&|v| frag(v, [0x20, 0x00])), Err(Error::Malformed));
     assert_eq!(set(&|v| frag(v, [0x00, 0x10])), Err(Error::Malformed));
     // A multicast destination (224.0.0.2).
-    assert_eq!(
-        set(&|v| {
-            v[30..34].copy_from_slice(&[224, 0, 0, 2]);
-            frag(v, [0x40, 0])
-        }),
-        Err(Error::Malformed)
-    );
+    assert_eq!(set(&|v| { v[30..34].copy_from_slice(&[224, 0, 0, 2]); frag(v, [0x40, 0]) }), Err(Error::Malformed));
     // UDP.
-    assert_eq!(
-        set(&|v| {
-            v[23] = 17;
-            frag(v, [0x40, 0])
-        }),
-        Err(Error::Malformed)
-    );
+    assert_eq!(set(&|v| { v[23] = 17; frag(v, [0x40, 0]) }), Err(Error::Malformed));
     // Truncated.
     assert!(tcp_reset(&SYN_V4[..40], 0, ROUTER_MAC, &mut buf).is_err());
     // An IPv6 multicast destination.
     let mut v = DATA_V6.to_vec();
     v[38] = 0xff;
-    assert_eq!(
-        tcp_reset(&v, 0, ROUTER_MAC, &mut buf),
-        Err(Error::Malformed)
-    );
+    assert_eq!(tcp_reset(&v, 0, ROUTER_MAC, &mut buf), Err(Error::Malformed));
 }
 
 mod never_panic {
@@ -149,9 +121,7 @@ mod never_panic {
     /// A reset built from any frame parses back, with valid checksums and RST set.
     fn check(frame: &[u8]) {
         let mut buf = [0u8; 256];
-        let Ok(n) = tcp_reset(frame, 0, ROUTER_MAC, &mut buf) else {
-            return;
-        };
+        let Ok(n) = tcp_reset(frame, 0, ROUTER_MAC, &mut buf) else { return };
         let f = &buf[..n];
         let l2 = parse_l2(f).unwrap();
         let l3 = &f[l2.l3_offset..];
@@ -159,15 +129,11 @@ mod never_panic {
             let ip = Ipv4Packet::new_checked(l3).unwrap();
             assert!(ip.verify_checksum() && ip.protocol() == IpProtocol::Tcp);
             let t = TcpPacket::new_checked(ip.payload()).unwrap();
-            assert!(
-                t.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0
-            );
+            assert!(t.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0);
         } else {
             let ip = Ipv6Packet::new_checked(l3).unwrap();
             let t = TcpPacket::new_checked(ip.payload()).unwrap();
-            assert!(
-                t.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0
-            );
+            assert!(t.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0);
         }
     }
 

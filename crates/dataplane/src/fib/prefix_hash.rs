@@ -21,9 +21,7 @@ pub struct PrefixHash {
 
 impl Default for PrefixHash {
     fn default() -> Self {
-        PrefixHash {
-            seed: RandomState::new().hash_one(0x6c72_u64) | 1,
-        }
+        PrefixHash { seed: RandomState::new().hash_one(0x6c72_u64) | 1 }
     }
 }
 
@@ -31,10 +29,7 @@ impl BuildHasher for PrefixHash {
     type Hasher = PrefixHasher;
 
     fn build_hasher(&self) -> PrefixHasher {
-        PrefixHasher {
-            state: self.seed,
-            seed: self.seed,
-        }
+        PrefixHasher { state: self.seed, seed: self.seed }
     }
 }
 
@@ -96,15 +91,8 @@ mod tests {
         for i in 0..65_536 {
             buckets[(h.hash_one(key(i, 24)) & 1023) as usize] += 1;
         }
-        assert!(
-            buckets.iter().all(|&n| n < 128),
-            "max {}",
-            buckets.iter().max().unwrap()
-        );
+        assert!(buckets.iter().all(|&n| n < 128), "max {}", buckets.iter().max().unwrap());
         // Another map's seed: other hashes.
-        assert_ne!(
-            PrefixHash::default().hash_one(key(7, 24)),
-            h.hash_one(key(7, 24))
-        );
+        assert_ne!(PrefixHash::default().hash_one(key(7, 24)), h.hash_one(key(7, 24)));
     }
 }

@@ -50,19 +50,11 @@ pub struct RouteChanges {
 pub(super) fn masked(prefix: IpAddr, len: u8) -> IpAddr {
     match prefix {
         IpAddr::V4(a) => {
-            let m = if len == 0 {
-                0
-            } else {
-                u32::MAX << (32 - u32::from(len.min(32)))
-            };
+            let m = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
             IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
         }
         IpAddr::V6(a) => {
-            let m = if len == 0 {
-                0
-            } else {
-                u128::MAX << (128 - u32::from(len.min(128)))
-            };
+            let m = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
             IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
         }
     }
@@ -74,12 +66,7 @@ impl FibControl {
         let paths = match target {
             Target::Blackhole => return Ok((BLACKHOLE_ID, RouteKind::Blackhole)),
             Target::Unreachable => return Ok((UNREACHABLE_ID, RouteKind::Unreachable)),
-            Target::Connected(port) => {
-                return Ok((
-                    self.connected_id(*port)?,
-                    RouteKind::Connected { port: *port },
-                ));
-            }
+            Target::Connected(port) => return Ok((self.connected_id(*port)?, RouteKind::Connected { port: *port })),
             Target::Via(paths) => paths,
         };
         if paths.is_empty() || paths.len() > MAX_PATHS {
@@ -113,13 +100,7 @@ impl FibControl {
         }
         let group = group?;
         self.acquire(group);
-        Ok((
-            group,
-            RouteKind::Multipath {
-                group,
-                paths: ids.len() as u16,
-            },
-        ))
+        Ok((group, RouteKind::Multipath { group, paths: ids.len() as u16 }))
     }
 
     /// Removes what is installed at `prefix/len`, or puts the kernel's route for it (or a
@@ -132,13 +113,7 @@ impl FibControl {
             && let Some(&(port, _)) = self.neighbours.get(&prefix)
             && let Some(&id) = self.gateways.get(&(port, prefix))
         {
-            return self.insert(
-                prefix,
-                len,
-                id,
-                RouteKind::Neighbour { port },
-                RouteSource::Neighbour,
-            );
+            return self.insert(prefix, len, id, RouteKind::Neighbour { port }, RouteSource::Neighbour);
         }
         self.remove(prefix, len).map(drop)
     }
@@ -146,11 +121,7 @@ impl FibControl {
     /// Adds or replaces a static route (it wins over every other source of that prefix).
     pub fn set_static(&mut self, prefix: IpAddr, len: u8, target: Target) -> Result<(), FibError> {
         let prefix = masked(prefix, len);
-        if self
-            .statics
-            .get(&(prefix, len))
-            .is_some_and(|(t, _)| *t == target)
-        {
+        if self.statics.get(&(prefix, len)).is_some_and(|(t, _)| *t == target) {
             return Ok(());
         }
         let (id, kind) = self.resolve(&target)?;
@@ -167,9 +138,7 @@ impl FibControl {
     /// Removes a static route; returns whether there was one.
     pub fn remove_static(&mut self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
         let prefix = masked(prefix, len);
-        let Some((_, id)) = self.statics.remove(&(prefix, len)) else {
-            return Ok(false);
-        };
+        let Some((_, id)) = self.statics.remove(&(prefix, len)) else { return Ok(false) };
         let res = self.withdraw(prefix, len);
         self.release(id);
         res.map(|()| true)
@@ -181,12 +150,7 @@ impl FibControl {
     pub fn set_static_routes(&mut self, routes: &[StaticRoute]) -> Result<RouteChanges, FibError> {
         let mut c = RouteChanges::default();
         let mut listed = HashMap::with_capacity(routes.len());
-        for StaticRoute {
-            prefix,
-            len,
-            target,
-        } in routes
-        {
+        for StaticRoute { prefix, len, target } in routes {
             let key = (masked(*prefix, *len), *len);
             listed.insert(key, ());
             match self.statics.get(&key) {
@@ -201,12 +165,7 @@ impl FibControl {
                 }
             }
         }
-        let gone: Vec<(IpAddr, u8)> = self
-            .statics
-            .keys()
-            .filter(|k| !listed.contains_key(k))
-            .copied()
-            .collect();
+        let gone: Vec<(IpAddr, u8)> = self.statics.keys().filter(|k| !listed.contains_key(k)).copied().collect();
         for (prefix, len) in gone {
             self.remove_static(prefix, len)?;
             c.removed += 1;
@@ -224,10 +183,7 @@ impl FibControl {
     pub fn set_kernel(&mut self, prefix: IpAddr, len: u8, target: &Target) -> Result<(), FibError> {
         let key = (masked(prefix, len), len);
         let (id, kind) = self.resolve(target)?;
-        let shadowed = self
-            .routes
-            .get(&key)
-            .is_some_and(|i| i.source != RouteSource::Kernel);
+        let shadowed = self.routes.get(&key).is_some_and(|i| i.source != RouteSource::Kernel);
         if !shadowed && let Err(e) = self.insert(key.0, len, id, kind, RouteSource::Kernel) {
             self.release(id);
             return Err(e);
@@ -241,9 +197,7 @@ impl FibControl {
     /// Removes the kernel's route for `prefix/len`; returns whether there was one.
     pub fn remove_kernel(&mut self, prefix: IpAddr, len: u8) -> Result<bool, FibError> {
         let key = (masked(prefix, len), len);
-        let Some((id, _)) = self.kernel.remove(&key) else {
-            return Ok(false);
-        };
+        let Some((id, _)) = self.kernel.remove(&key) else { return Ok(false) };
         // One search of the installed routes (a full table's withdrawal pays it per route).
         let res = match self.routes.entry(key) {
             Entry::Occupied(e) if e.get().source == RouteSource::Kernel => {
@@ -263,15 +217,7 @@ impl FibControl {
 
     /// Number of kernel routes remembered, and how many of them are installed.
     pub fn kernel_counts(&self) -> (usize, usize) {
-        let installed = self
-            .kernel
-            .keys()
-            .filter(|k| {
-                self.routes
-                    .get(k)
-                    .is_some_and(|i| i.source == RouteSource::Kernel)
-            })
-            .count();
+        let installed = self.kernel.keys().filter(|k| self.routes.get(k).is_some_and(|i| i.source == RouteSource::Kernel)).count();
         (self.kernel.len(), installed)
     }
 }

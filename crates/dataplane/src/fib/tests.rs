@@ -5,37 +5,25 @@ use std::net::Ipv4Addr;
 fn neighbour_resolves_existing_gateway_in_place() {
     let mut ctl = FibControl::new(16);
     let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
-    let id = ctl
-        .add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, gw, 1)
-        .unwrap();
+    let id = ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, gw, 1).unwrap();
     let fib = ctl.fib();
     assert_eq!(fib.v4.lookup(0x0a01_0203), Some(id));
     assert_eq!(fib.adj.get(id), Adjacency::Unresolved { port: 1 });
     let mac = MacAddr([2, 0, 0, 0, 0, 9]);
     ctl.set_neighbour(gw, 1, mac).unwrap();
     assert_eq!(fib.adj.get(id), Adjacency::Forward { port: 1, mac });
-    assert_eq!(
-        fib.v4.lookup(u32::from(Ipv4Addr::new(198, 19, 0, 2))),
-        Some(id)
-    );
+    assert_eq!(fib.v4.lookup(u32::from(Ipv4Addr::new(198, 19, 0, 2))), Some(id));
 }
 
 #[test]
 fn local_and_connected() {
     let mut ctl = FibControl::new(16);
     let me = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
-    ctl.add_connected(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)), 24, 0)
-        .unwrap();
+    ctl.add_connected(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)), 24, 0).unwrap();
     ctl.add_local(me).unwrap();
     let fib = ctl.fib();
-    assert_eq!(
-        fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 1))),
-        Some(LOCAL_ID)
-    );
-    let other = fib
-        .v4
-        .lookup(u32::from(Ipv4Addr::new(198, 18, 0, 7)))
-        .unwrap();
+    assert_eq!(fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 1))), Some(LOCAL_ID));
+    let other = fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 7))).unwrap();
     assert_eq!(fib.adj.get(other), Adjacency::Unresolved { port: 0 });
 }
 
@@ -44,9 +32,7 @@ fn neighbours_free_their_host_route_and_id_configured_gateways_keep_theirs() {
     let mut ctl = FibControl::new(8);
     let fib = ctl.fib();
     let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
-    let gw_id = ctl
-        .add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, gw, 1)
-        .unwrap();
+    let gw_id = ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, gw, 1).unwrap();
     let mac = MacAddr([2, 0, 0, 0, 0, 9]);
     let base = ctl.next_hops();
     for i in 0..100u32 {
@@ -62,11 +48,7 @@ fn neighbours_free_their_host_route_and_id_configured_gateways_keep_theirs() {
     assert_eq!(fib.adj.get(gw_id), Adjacency::Forward { port: 1, mac });
     ctl.unset_neighbour(gw);
     assert_eq!(fib.adj.get(gw_id), Adjacency::Unresolved { port: 1 });
-    assert_eq!(
-        fib.v4.lookup(0x0a01_0101),
-        Some(gw_id),
-        "the configured route stays"
-    );
+    assert_eq!(fib.v4.lookup(0x0a01_0101), Some(gw_id), "the configured route stays");
     assert_eq!(ctl.gateway_of(gw_id), Some(gw));
     assert_eq!((ctl.next_hops(), ctl.routes().count()), (base, 1));
 }
@@ -77,25 +59,15 @@ fn freed_ids_wait_for_the_readers() {
     let fib = ctl.fib();
     let reader = fib.v4.reader();
     let mac = MacAddr([2, 0, 0, 0, 0, 9]);
-    let (a, b) = (
-        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-    );
+    let (a, b) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
     ctl.set_neighbour(a, 0, mac).unwrap();
     let id_a = fib.v4.lookup(0x0a00_0001).unwrap();
     ctl.unset_neighbour(a);
     // The reader may still hold id_a: b gets a fresh id, and then there are none left.
     ctl.set_neighbour(b, 0, mac).unwrap();
     assert_ne!(fib.v4.lookup(0x0a00_0002), Some(id_a));
-    assert!(matches!(
-        ctl.set_neighbour(a, 0, mac),
-        Err(FibError::NextHopsExhausted(5))
-    ));
-    assert_eq!(
-        ctl.neighbour(a),
-        None,
-        "nothing of a failed install is left"
-    );
+    assert!(matches!(ctl.set_neighbour(a, 0, mac), Err(FibError::NextHopsExhausted(5))));
+    assert_eq!(ctl.neighbour(a), None, "nothing of a failed install is left");
     reader.quiescent();
     ctl.set_neighbour(a, 0, mac).unwrap();
     assert_eq!(fib.v4.lookup(0x0a00_0001), Some(id_a));
@@ -105,11 +77,8 @@ fn freed_ids_wait_for_the_readers() {
 fn exhausting_next_hops_is_an_error() {
     let mut ctl = FibControl::new(4);
     let p = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0));
-    ctl.add_route(p, 8, IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1)), 0)
-        .unwrap();
-    let err = ctl
-        .add_route(p, 8, IpAddr::V4(Ipv4Addr::new(1, 1, 1, 2)), 0)
-        .unwrap_err();
+    ctl.add_route(p, 8, IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1)), 0).unwrap();
+    let err = ctl.add_route(p, 8, IpAddr::V4(Ipv4Addr::new(1, 1, 1, 2)), 0).unwrap_err();
     assert!(matches!(err, FibError::NextHopsExhausted(4)));
 }
 
@@ -126,15 +95,12 @@ fn multipath_groups_are_shared_and_freed_with_their_last_route() {
     let base = ctl.next_hops();
     ctl.set_kernel(v4([10, 0, 0, 0]), 8, &two).unwrap();
     // Same set in another order: the same group.
-    ctl.set_kernel(v4([11, 0, 0, 0]), 8, &Target::Via(vec![(b, 2), (a, 1)]))
-        .unwrap();
+    ctl.set_kernel(v4([11, 0, 0, 0]), 8, &Target::Via(vec![(b, 2), (a, 1)])).unwrap();
     assert_eq!(ctl.group_count(), 1);
     assert_eq!(ctl.next_hops(), base + 3, "two gateways and one group");
     let group = fib.v4.lookup(0x0a01_0101).unwrap();
     assert_eq!(fib.v4.lookup(0x0b01_0101), Some(group));
-    let Adjacency::Multipath { members, paths: 2 } = fib.adj.get(group) else {
-        panic!("{:?}", fib.adj.get(group))
-    };
+    let Adjacency::Multipath { members, paths: 2 } = fib.adj.get(group) else { panic!("{:?}", fib.adj.get(group)) };
     let ids = [fib.adj.member(members, 0), fib.adj.member(members, 1)];
     assert_eq!(fib.adj.get(ids[0]), Adjacency::Unresolved { port: 1 });
     assert_eq!(fib.adj.get(ids[1]), Adjacency::Unresolved { port: 2 });
@@ -170,31 +136,20 @@ fn static_and_interface_routes_win_over_kernel_routes() {
     // it is removed the kernel's takes its place.
     ctl.set_kernel(v4([10, 0, 0, 0]), 8, &kernel).unwrap();
     let kid = fib.v4.lookup(0x0a00_0001).unwrap();
-    ctl.set_static(v4([10, 0, 0, 0]), 8, Target::Blackhole)
-        .unwrap();
+    ctl.set_static(v4([10, 0, 0, 0]), 8, Target::Blackhole).unwrap();
     assert_eq!(fib.v4.lookup(0x0a00_0001), Some(BLACKHOLE_ID));
-    ctl.set_kernel(v4([10, 0, 0, 0]), 8, &Target::Unreachable)
-        .unwrap();
-    assert_eq!(
-        fib.v4.lookup(0x0a00_0001),
-        Some(BLACKHOLE_ID),
-        "a kernel update does not beat the static route"
-    );
+    ctl.set_kernel(v4([10, 0, 0, 0]), 8, &Target::Unreachable).unwrap();
+    assert_eq!(fib.v4.lookup(0x0a00_0001), Some(BLACKHOLE_ID), "a kernel update does not beat the static route");
     ctl.set_kernel(v4([10, 0, 0, 0]), 8, &kernel).unwrap();
     assert!(ctl.remove_static(v4([10, 0, 0, 0]), 8).unwrap());
     assert_eq!(fib.v4.lookup(0x0a00_0001), Some(kid));
-    let sources: Vec<RouteSource> = ctl
-        .routes_by_source()
-        .filter(|r| r.0 == v4([10, 0, 0, 0]))
-        .map(|r| r.3)
-        .collect();
+    let sources: Vec<RouteSource> = ctl.routes_by_source().filter(|r| r.0 == v4([10, 0, 0, 0])).map(|r| r.3).collect();
     assert_eq!(sources, vec![RouteSource::Kernel]);
     // A kernel /32 to a neighbour's address loses to its host route, and comes back after.
     let n = v4([198, 18, 0, 7]);
     ctl.set_kernel(n, 32, &Target::Unreachable).unwrap();
     assert_eq!(fib.v4.lookup(0xc612_0007), Some(UNREACHABLE_ID));
-    ctl.set_neighbour(n, 0, MacAddr([2, 0, 0, 0, 0, 1]))
-        .unwrap();
+    ctl.set_neighbour(n, 0, MacAddr([2, 0, 0, 0, 0, 1])).unwrap();
     assert_ne!(fib.v4.lookup(0xc612_0007), Some(UNREACHABLE_ID));
     ctl.unset_neighbour(n);
     assert_eq!(fib.v4.lookup(0xc612_0007), Some(UNREACHABLE_ID));
@@ -205,53 +160,24 @@ fn static_route_sets_change_only_what_changed() {
     let mut ctl = FibControl::new(64);
     let fib = ctl.fib();
     let (a, b) = (v4([198, 19, 0, 2]), v4([198, 19, 0, 3]));
-    let set = |routes: &[([u8; 4], u8, Target)]| {
-        routes
-            .iter()
-            .map(|(p, l, t)| StaticRoute {
-                prefix: v4(*p),
-                len: *l,
-                target: t.clone(),
-            })
-            .collect::<Vec<_>>()
-    };
-    let first = set(&[
-        ([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])),
-        ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1)])),
-        ([30, 0, 0, 0], 8, Target::Connected(1)),
-    ]);
+    let set = |routes: &[([u8; 4], u8, Target)]| routes.iter().map(|(p, l, t)| StaticRoute { prefix: v4(*p), len: *l, target: t.clone() }).collect::<Vec<_>>();
+    let first = set(&[([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([30, 0, 0, 0], 8, Target::Connected(1))]);
     let c = ctl.set_static_routes(&first).unwrap();
     assert_eq!((c.added, c.changed, c.removed, c.unchanged), (3, 0, 0, 0));
     let id_a = fib.v4.lookup(0x0a00_0001).unwrap();
-    ctl.set_kernel(v4([30, 0, 0, 0]), 8, &Target::Blackhole)
-        .unwrap();
-    let second = set(&[
-        ([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])),
-        ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1), (b, 1)])),
-        ([40, 0, 0, 0], 8, Target::Unreachable),
-    ]);
+    ctl.set_kernel(v4([30, 0, 0, 0]), 8, &Target::Blackhole).unwrap();
+    let second = set(&[([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1), (b, 1)])), ([40, 0, 0, 0], 8, Target::Unreachable)]);
     let c = ctl.set_static_routes(&second).unwrap();
     assert_eq!((c.added, c.changed, c.removed, c.unchanged), (1, 1, 1, 1));
     assert_eq!(fib.v4.lookup(0x0a00_0001), Some(id_a));
-    assert!(matches!(
-        fib.adj.get(fib.v4.lookup(0x1400_0001).unwrap()),
-        Adjacency::Multipath { paths: 2, .. }
-    ));
-    assert_eq!(
-        fib.v4.lookup(0x1e00_0001),
-        Some(BLACKHOLE_ID),
-        "the kernel's route took the removed static's place"
-    );
+    assert!(matches!(fib.adj.get(fib.v4.lookup(0x1400_0001).unwrap()), Adjacency::Multipath { paths: 2, .. }));
+    assert_eq!(fib.v4.lookup(0x1e00_0001), Some(BLACKHOLE_ID), "the kernel's route took the removed static's place");
     assert_eq!(fib.v4.lookup(0x2800_0001), Some(UNREACHABLE_ID));
     // Back to nothing: every id but the fixed ones is released.
     ctl.set_static_routes(&[]).unwrap();
     ctl.remove_kernel(v4([30, 0, 0, 0]), 8).unwrap();
     assert_eq!((ctl.route_count(), ctl.group_count()), (0, 0));
-    assert_eq!(
-        ctl.next_hops(),
-        3 + 1,
-        "local, blackhole, unreachable and port 1's connected id"
-    );
+    assert_eq!(ctl.next_hops(), 3 + 1, "local, blackhole, unreachable and port 1's connected id");
 }
 
 mod props {
@@ -281,15 +207,7 @@ mod props {
     /// Prefixes nest: 10.p.0.0/16, /20, /24, /32 (host routes of the gateways' range).
     fn prefix(p: u8, l: u8) -> (IpAddr, u8) {
         let len = [16, 20, 24, 32][l as usize];
-        (
-            v4([
-                10,
-                p % 4,
-                if len >= 24 { p } else { 0 },
-                if len == 32 { 1 } else { 0 },
-            ]),
-            len,
-        )
+        (v4([10, p % 4, if len >= 24 { p } else { 0 }, if len == 32 { 1 } else { 0 }]), len)
     }
 
     fn gw(g: u8) -> IpAddr {

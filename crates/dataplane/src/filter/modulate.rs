@@ -23,11 +23,7 @@ pub(crate) enum Target {
     Segment { flow: Flow, off: usize },
     /// An ICMP error quoting a TCP segment: the quoted sequence number at `seq_at`, the
     /// ICMP checksum at `sum_at`; `flow` is the quoted packet's.
-    Quoted {
-        flow: Flow,
-        seq_at: usize,
-        sum_at: usize,
-    },
+    Quoted { flow: Flow, seq_at: usize, sum_at: usize },
 }
 
 impl Target {
@@ -56,11 +52,7 @@ pub(crate) fn target(ip: &[u8], v4: bool) -> Option<Target> {
 fn quoted(ip: &[u8], off: usize, v4: bool) -> Option<Target> {
     let inner = ip.get(off + 8..)?;
     let (flow, proto_, l4) = if v4 { l4_v4(inner)? } else { l4_v6(inner)? };
-    (proto_ == proto::TCP && inner.len() >= l4 + 8).then_some(Target::Quoted {
-        flow: flow?,
-        seq_at: off + 8 + l4 + 4,
-        sum_at: off + 2,
-    })
+    (proto_ == proto::TCP && inner.len() >= l4 + 8).then_some(Target::Quoted { flow: flow?, seq_at: off + 8 + l4 + 4, sum_at: off + 2 })
 }
 
 /// An IPv4 packet's protocol, where its payload starts, and the flow of a TCP segment (not
@@ -71,8 +63,7 @@ fn l4_v4(ip: &[u8]) -> Option<(Option<Flow>, u8, usize)> {
         return None;
     }
     let (proto_, off) = (u8::from(p.protocol()), p.header_len());
-    let flow =
-        ports(ip, off).map(|(s, d)| Flow::v4(proto::TCP, p.src_addr_u32(), s, p.dst_addr_u32(), d));
+    let flow = ports(ip, off).map(|(s, d)| Flow::v4(proto::TCP, p.src_addr_u32(), s, p.dst_addr_u32(), d));
     Some((flow.filter(|_| proto_ == proto::TCP), proto_, off))
 }
 
@@ -84,24 +75,13 @@ fn l4_v6(ip: &[u8]) -> Option<(Option<Flow>, u8, usize)> {
     let p = Ipv6Packet::new_unchecked(ip);
     let (next, off) = p.upper_layer().ok()?;
     let proto_ = u8::from(next);
-    let flow = ports(ip, off).map(|(s, d)| {
-        Flow::v6(
-            proto::TCP,
-            u128::from(p.src_addr()),
-            s,
-            p.dst_addr_u128(),
-            d,
-        )
-    });
+    let flow = ports(ip, off).map(|(s, d)| Flow::v6(proto::TCP, u128::from(p.src_addr()), s, p.dst_addr_u128(), d));
     Some((flow.filter(|_| proto_ == proto::TCP), proto_, off))
 }
 
 fn ports(ip: &[u8], off: usize) -> Option<(u16, u16)> {
     let b = ip.get(off..off + 4)?;
-    Some((
-        u16::from_be_bytes([b[0], b[1]]),
-        u16::from_be_bytes([b[2], b[3]]),
-    ))
+    Some((u16::from_be_bytes([b[0], b[1]]), u16::from_be_bytes([b[2], b[3]])))
 }
 
 /// Rewrites `target` of the IP packet `ip` as `m` says (for an ICMP error, `m` is the
@@ -147,19 +127,13 @@ fn rewrite(tcp: &mut [u8], m: Modulation) {
 /// Adds `delta` to the 32-bit field at `at`, updating `sum` (a checksum over 16-bit words
 /// from byte 0 of `tcp`).
 fn shift(tcp: &mut [u8], at: usize, delta: u32, sum: &mut u16) {
-    let Some(b) = tcp.get_mut(at..at + 4) else {
-        return;
-    };
+    let Some(b) = tcp.get_mut(at..at + 4) else { return };
     let old = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let new = old.wrapping_add(delta);
     b.copy_from_slice(&new.to_be_bytes());
     // A field at an odd offset (a SACK edge behind unpadded options) straddles three words:
     // its bytes count with their places in each half swapped.
-    let (old, new) = if at.is_multiple_of(2) {
-        (old, new)
-    } else {
-        (swap_halves(old), swap_halves(new))
-    };
+    let (old, new) = if at.is_multiple_of(2) { (old, new) } else { (swap_halves(old), swap_halves(new)) };
     *sum = update32(*sum, old, new);
 }
 

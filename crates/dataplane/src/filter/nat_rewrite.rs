@@ -84,21 +84,10 @@ pub(crate) fn read(ip: &[u8]) -> Option<Tuple> {
     let end = usize::from(be16(ip, 2)?).min(ip.len());
     let p = *ip.get(9)?;
     let (src, dst) = (be32(ip, 12)?, be32(ip, 16)?);
-    let mut key = NatKey {
-        src,
-        dst,
-        sport: 0,
-        dport: 0,
-        proto: p,
-    };
+    let mut key = NatKey { src, dst, sport: 0, dport: 0, proto: p };
     let frag = be16(ip, 6)? & 0x3fff != 0;
     if frag && matches!(p, proto::TCP | proto::UDP | proto::ICMP) {
-        return Some(Tuple {
-            key,
-            kind: Kind::Fragment,
-            l4: ihl,
-            tcp_flags: 0,
-        });
+        return Some(Tuple { key, kind: Kind::Fragment, l4: ihl, tcp_flags: 0 });
     }
     let l4 = ip.get(ihl..end)?;
     let (kind, tcp_flags) = match p {
@@ -121,25 +110,14 @@ pub(crate) fn read(ip: &[u8]) -> Option<Tuple> {
                 (Kind::Query { request }, 0)
             } else if icmp_error(l4[0]) {
                 let at = ihl + 8;
-                (
-                    Kind::Error {
-                        inner: quoted(ip.get(..end)?, at)?,
-                        at,
-                    },
-                    0,
-                )
+                (Kind::Error { inner: quoted(ip.get(..end)?, at)?, at }, 0)
             } else {
                 (Kind::Other, 0)
             }
         }
         _ => (Kind::Other, 0),
     };
-    Some(Tuple {
-        key,
-        kind,
-        l4: ihl,
-        tcp_flags,
-    })
+    Some(Tuple { key, kind, l4: ihl, tcp_flags })
 }
 
 /// The flow of the packet an ICMP error quotes at `at` (its ports, or a query's identifier
@@ -150,13 +128,7 @@ fn quoted(ip: &[u8], at: usize) -> Option<NatKey> {
         return None;
     }
     let ihl = usize::from(q[0] & 0x0f) * 4;
-    let mut key = NatKey {
-        src: be32(q, 12)?,
-        dst: be32(q, 16)?,
-        sport: 0,
-        dport: 0,
-        proto: q[9],
-    };
+    let mut key = NatKey { src: be32(q, 12)?, dst: be32(q, 16)?, sport: 0, dport: 0, proto: q[9] };
     let first = be16(q, 6)? & 0x1fff == 0;
     match key.proto {
         proto::TCP | proto::UDP if first => {
@@ -179,31 +151,15 @@ fn quoted(ip: &[u8], at: usize) -> Option<NatKey> {
 pub(crate) fn read_plain(ip: &[u8]) -> Option<(NatKey, u8)> {
     let h: &[u8; 40] = match ip.first_chunk::<28>() {
         Some(h) if h[0] == 0x45 && (h[6] & 0x3f) | h[7] == 0 && h[9] == proto::UDP => {
-            let key = NatKey {
-                src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
-                dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]),
-                sport: u16::from_be_bytes([h[20], h[21]]),
-                dport: u16::from_be_bytes([h[22], h[23]]),
-                proto: proto::UDP,
-            };
+            let key = NatKey { src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]), dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]), sport: u16::from_be_bytes([h[20], h[21]]), dport: u16::from_be_bytes([h[22], h[23]]), proto: proto::UDP };
             return Some((key, 0));
         }
         _ => ip.first_chunk()?,
     };
-    if h[0] != 0x45
-        || (h[6] & 0x3f) | h[7] != 0
-        || h[9] != proto::TCP
-        || u16::from_be_bytes([h[2], h[3]]) < 40
-    {
+    if h[0] != 0x45 || (h[6] & 0x3f) | h[7] != 0 || h[9] != proto::TCP || u16::from_be_bytes([h[2], h[3]]) < 40 {
         return None;
     }
-    let key = NatKey {
-        src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
-        dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]),
-        sport: u16::from_be_bytes([h[20], h[21]]),
-        dport: u16::from_be_bytes([h[22], h[23]]),
-        proto: proto::TCP,
-    };
+    let key = NatKey { src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]), dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]), sport: u16::from_be_bytes([h[20], h[21]]), dport: u16::from_be_bytes([h[22], h[23]]), proto: proto::TCP };
     Some((key, h[33]))
 }
 
@@ -227,23 +183,13 @@ pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16
 /// [`rewrite_plain`] on the first `N` bytes of the packet, its L4 checksum the last two (a
 /// fixed length: the offsets need no bounds checks).
 #[inline(always)]
-fn rewrite_header<const N: usize>(
-    h: &mut [u8; N],
-    udp: bool,
-    end: End,
-    addr: u32,
-    port: u16,
-    ttl: bool,
-) {
+fn rewrite_header<const N: usize>(h: &mut [u8; N], udp: bool, end: End, addr: u32, port: u16, ttl: bool) {
     let ck_at = N - 2;
     let (a_at, p_at) = if end == End::Src { (12, 20) } else { (16, 22) };
     let word = |h: &[u8; N], at: usize| u16::from_ne_bytes([h[at], h[at + 1]]);
     let (new, new_port) = (addr.to_be_bytes(), port.to_be_bytes());
     // ~m + m' of the address words: the header's and the pseudo-header's change.
-    let delta = u32::from(!word(h, a_at))
-        + u32::from(!word(h, a_at + 2))
-        + u32::from(u16::from_ne_bytes([new[0], new[1]]))
-        + u32::from(u16::from_ne_bytes([new[2], new[3]]));
+    let delta = u32::from(!word(h, a_at)) + u32::from(!word(h, a_at + 2)) + u32::from(u16::from_ne_bytes([new[0], new[1]])) + u32::from(u16::from_ne_bytes([new[2], new[3]]));
     let port_delta = u32::from(!word(h, p_at)) + u32::from(u16::from_ne_bytes(new_port));
     h[a_at..a_at + 4].copy_from_slice(&new);
     h[p_at..p_at + 2].copy_from_slice(&new_port);
@@ -300,15 +246,7 @@ pub(crate) fn rewrite(ip: &mut [u8], t: &Tuple, end: End, addr: u32, port: u16) 
             }
             let ck = update16(update32(ck, old, addr), old_port, port);
             // RFC 768: a computed UDP checksum of zero is sent as all ones.
-            put16(
-                ip,
-                ck_at,
-                if p == proto::UDP && ck == 0 {
-                    0xffff
-                } else {
-                    ck
-                },
-            );
+            put16(ip, ck_at, if p == proto::UDP && ck == 0 { 0xffff } else { ck });
         }
         (Kind::Query { .. }, _) => {
             let old_id = be16(ip, l4 + 4).unwrap_or(0);
@@ -323,17 +261,8 @@ pub(crate) fn rewrite(ip: &mut [u8], t: &Tuple, end: End, addr: u32, port: u16) 
 /// The ICMP error `ip` (read as `t`, `Kind::Error`): the outer header's `outer` address
 /// becomes `addr`, and the quoted packet's `inner` end becomes `inner_to` (address, port or
 /// identifier), every checksum involved updated.
-pub(crate) fn rewrite_error(
-    ip: &mut [u8],
-    t: &Tuple,
-    outer: End,
-    addr: u32,
-    inner: End,
-    inner_to: (u32, u16),
-) {
-    let Kind::Error { inner: q, at } = t.kind else {
-        return;
-    };
+pub(crate) fn rewrite_error(ip: &mut [u8], t: &Tuple, outer: End, addr: u32, inner: End, inner_to: (u32, u16)) {
+    let Kind::Error { inner: q, at } = t.kind else { return };
     let icmp_ck = t.l4 + 2;
     // A 16-bit word of the ICMP message changes: the ICMP checksum follows (every field
     // changed here sits at an even offset from the ICMP header).
@@ -346,10 +275,7 @@ pub(crate) fn rewrite_error(
     };
     let end = usize::from(be16(ip, 2).unwrap_or(0)).min(ip.len());
     let ihl = usize::from(ip[at] & 0x0f) * 4;
-    let (a_at, old_a) = (
-        at + addr_at(inner),
-        if inner == End::Src { q.src } else { q.dst },
-    );
+    let (a_at, old_a) = (at + addr_at(inner), if inner == End::Src { q.src } else { q.dst });
     let (new_a, new_port) = inner_to;
     // The quoted IP header: address and header checksum.
     set(ip, a_at, (new_a >> 16) as u16);
@@ -368,15 +294,7 @@ pub(crate) fn rewrite_error(
                 && !(q.proto == proto::UDP && ck == 0)
             {
                 let ck = update16(update32(ck, old_a, new_a), old_port, new_port);
-                set(
-                    ip,
-                    ck_at,
-                    if q.proto == proto::UDP && ck == 0 {
-                        0xffff
-                    } else {
-                        ck
-                    },
-                );
+                set(ip, ck_at, if q.proto == proto::UDP && ck == 0 { 0xffff } else { ck });
             }
         }
         proto::ICMP if q.sport != 0 && l4 + 8 <= end => {

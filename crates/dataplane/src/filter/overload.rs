@@ -56,42 +56,25 @@ impl FlushJob {
             Flush::Rule => Some(ev.rule),
             Flush::Global => None,
         };
-        Some(FlushJob {
-            af: ev.af,
-            addr: ev.addr,
-            rule,
-            cursor: 0,
-        })
+        Some(FlushJob { af: ev.af, addr: ev.addr, rule, cursor: 0 })
     }
 }
 
 impl CompiledRules {
     /// This set with the sources of `events` added to their tables, compiled, sharing this
     /// set's limits and source nodes. `None` if every source was in its table already.
-    fn overloaded(
-        &self,
-        events: &[OverloadEvent],
-    ) -> Option<Result<CompiledRules, fw::classifier::BuildError>> {
+    fn overloaded(&self, events: &[OverloadEvent]) -> Option<Result<CompiledRules, fw::classifier::BuildError>> {
         let mut rules = self.rules.clone();
         let mut added = false;
         for ev in events {
-            let Some(table) = rules.tables.get_mut(ev.table) else {
-                continue;
-            };
-            let prefix = Prefix {
-                af: ev.af,
-                addr: ev.addr,
-                len: Prefix::bits(ev.af),
-            };
+            let Some(table) = rules.tables.get_mut(ev.table) else { continue };
+            let prefix = Prefix { af: ev.af, addr: ev.addr, len: Prefix::bits(ev.af) };
             if table.contains(ev.af, ev.addr) || table.entries.len() >= MAX_OVERLOAD_TABLE_ENTRIES {
                 continue;
             }
             // A host entry: the most specific one, so it wins over any negated prefix.
             table.entries.retain(|e| e.prefix != prefix);
-            table.entries.push(TableEntry {
-                negated: false,
-                prefix,
-            });
+            table.entries.push(TableEntry { negated: false, prefix });
             added = true;
         }
         added.then(|| self.derived(rules))
@@ -107,9 +90,7 @@ impl RulesSlot {
         // One at a time: the thread and a test may both call it.
         let _one = self.overloading.lock().unwrap_or_else(|e| e.into_inner());
         let cur = self.current();
-        let Some(limits) = cur.limits.as_ref() else {
-            return 0;
-        };
+        let Some(limits) = cur.limits.as_ref() else { return 0 };
         let events = limits.take_overloads();
         if events.is_empty() {
             return 0;
@@ -126,9 +107,7 @@ impl RulesSlot {
                     Err(e) => eprintln!("linerate: warning: overload: {e}"),
                 }
             }
-            Some(Err(e)) => eprintln!(
-                "linerate: warning: overload: the rules with the new table entries do not compile: {e}"
-            ),
+            Some(Err(e)) => eprintln!("linerate: warning: overload: the rules with the new table entries do not compile: {e}"),
             None => self.publish_flushes(flushes),
         }
         events.len()
@@ -138,22 +117,20 @@ impl RulesSlot {
 /// Starts `slot`'s overload thread, which applies overloads as they are queued and ends
 /// when the slot goes.
 pub(super) fn spawn_overloader(slot: Weak<RulesSlot>) {
-    let spawned = std::thread::Builder::new()
-        .name("lr-overload".into())
-        .spawn(move || {
-            loop {
-                let Some(s) = slot.upgrade() else { return };
-                let cur = s.current();
-                drop(s);
-                match cur.limits.as_ref() {
-                    Some(l) => l.wait_overloads(OVERLOAD_POLL),
-                    None => std::thread::sleep(OVERLOAD_POLL),
-                }
-                drop(cur);
-                let Some(s) = slot.upgrade() else { return };
-                s.apply_overloads();
+    let spawned = std::thread::Builder::new().name("lr-overload".into()).spawn(move || {
+        loop {
+            let Some(s) = slot.upgrade() else { return };
+            let cur = s.current();
+            drop(s);
+            match cur.limits.as_ref() {
+                Some(l) => l.wait_overloads(OVERLOAD_POLL),
+                None => std::thread::sleep(OVERLOAD_POLL),
             }
-        });
+            drop(cur);
+            let Some(s) = slot.upgrade() else { return };
+            s.apply_overloads();
+        }
+    });
     if let Err(e) = spawned {
         eprintln!("linerate: warning: overload thread: {e}: `overload` tables will not be updated");
     }
@@ -165,12 +142,9 @@ impl Firewall {
     #[cold]
     #[inline(never)]
     pub(super) fn flush_step(&mut self) {
-        let Some(job) = self.flushes.first_mut() else {
-            return;
-        };
+        let Some(job) = self.flushes.first_mut() else { return };
         let end = job.cursor + FLUSH_SLOTS_PER_BATCH;
-        self.states
-            .flush_source(job.cursor..end, job.af, job.addr, job.rule);
+        self.states.flush_source(job.cursor..end, job.af, job.addr, job.rule);
         job.cursor = end;
         if end >= self.states.slot_count() {
             self.flushes.remove(0);
@@ -184,13 +158,7 @@ mod tests {
     use std::path::Path;
 
     fn ev(addr: u128, flush: Flush) -> OverloadEvent {
-        OverloadEvent {
-            table: 1,
-            af: Af::Inet,
-            addr,
-            flush,
-            rule: 3,
-        }
+        OverloadEvent { table: 1, af: Af::Inet, addr, flush, rule: 3 }
     }
 
     #[test]
@@ -201,20 +169,9 @@ mod tests {
         let (x, inside, excluded) = (0xc633_6401, 0xc000_0201, 0xc000_0207);
         // Already a member: nothing to compile.
         assert!(rules.overloaded(&[ev(inside, Flush::None)]).is_none());
-        let new = rules
-            .overloaded(&[
-                ev(x, Flush::None),
-                ev(x, Flush::Rule),
-                ev(excluded, Flush::None),
-            ])
-            .unwrap()
-            .unwrap();
+        let new = rules.overloaded(&[ev(x, Flush::None), ev(x, Flush::Rule), ev(excluded, Flush::None)]).unwrap().unwrap();
         let bad = &new.rules.tables[1];
-        assert!(
-            bad.contains(Af::Inet, x)
-                && bad.contains(Af::Inet, excluded)
-                && bad.contains(Af::Inet, inside)
-        );
+        assert!(bad.contains(Af::Inet, x) && bad.contains(Af::Inet, excluded) && bad.contains(Af::Inet, inside));
         // The negated host entry was replaced by the plain one: the /24, x and .7.
         assert_eq!(bad.entries.len(), 3);
         assert_eq!(new.rules.tables[0], rules.rules.tables[0]);
@@ -226,13 +183,7 @@ mod tests {
     #[test]
     fn flush_jobs_as_the_rule_says() {
         assert_eq!(FlushJob::of(&ev(1, Flush::None)), None);
-        assert_eq!(
-            FlushJob::of(&ev(1, Flush::Rule)).map(|j| j.rule),
-            Some(Some(3))
-        );
-        assert_eq!(
-            FlushJob::of(&ev(1, Flush::Global)).map(|j| (j.rule, j.cursor)),
-            Some((None, 0))
-        );
+        assert_eq!(FlushJob::of(&ev(1, Flush::Rule)).map(|j| j.rule), Some(Some(3)));
+        assert_eq!(FlushJob::of(&ev(1, Flush::Global)).map(|j| (j.rule, j.cursor)), Some((None, 0)));
     }
 }

@@ -35,15 +35,11 @@ pub struct StateFilter {
 fn within(addr: IpAddr, (prefix, len): (IpAddr, u8)) -> bool {
     match (addr, prefix) {
         (IpAddr::V4(a), IpAddr::V4(p)) => {
-            let mask = u32::MAX
-                .checked_shl(32 - u32::from(len.min(32)))
-                .unwrap_or(0);
+            let mask = u32::MAX.checked_shl(32 - u32::from(len.min(32))).unwrap_or(0);
             a.to_bits() & mask == p.to_bits() & mask
         }
         (IpAddr::V6(a), IpAddr::V6(p)) => {
-            let mask = u128::MAX
-                .checked_shl(128 - u32::from(len.min(128)))
-                .unwrap_or(0);
+            let mask = u128::MAX.checked_shl(128 - u32::from(len.min(128))).unwrap_or(0);
             a.to_bits() & mask == p.to_bits() & mask
         }
         _ => false,
@@ -56,9 +52,7 @@ impl StateFilter {
         self.proto.is_none_or(|p| p == proto)
             && self.src.is_none_or(|s| within(i.addr, s))
             && self.dst.is_none_or(|d| within(r.addr, d))
-            && self
-                .host
-                .is_none_or(|h| within(i.addr, h) || within(r.addr, h))
+            && self.host.is_none_or(|h| within(i.addr, h) || within(r.addr, h))
             && self.port.is_none_or(|p| i.port == p || r.port == p)
     }
 }
@@ -113,11 +107,7 @@ pub struct StateDesk {
 
 impl StateDesk {
     pub fn new(worker: usize, requests: Receiver<StateRequest>) -> StateDesk {
-        StateDesk {
-            worker,
-            requests,
-            serving: None,
-        }
+        StateDesk { worker, requests, serving: None }
     }
 
     /// Between batches: takes a request if none is being served and walks the next stretch
@@ -127,16 +117,7 @@ impl StateDesk {
     pub fn serve(&mut self, fw: Option<&mut Firewall>) -> bool {
         if self.serving.is_none() {
             match self.requests.try_recv() {
-                Ok(req) => {
-                    self.serving = Some((
-                        req,
-                        0,
-                        StateReply {
-                            worker: self.worker,
-                            ..StateReply::default()
-                        },
-                    ))
-                }
+                Ok(req) => self.serving = Some((req, 0, StateReply { worker: self.worker, ..StateReply::default() })),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return false,
             }
         }
@@ -145,9 +126,7 @@ impl StateDesk {
 
     #[cold]
     fn step(&mut self, fw: Option<&mut Firewall>) -> bool {
-        let Some((req, cursor, reply)) = self.serving.as_mut() else {
-            return false;
-        };
+        let Some((req, cursor, reply)) = self.serving.as_mut() else { return false };
         let done = match fw {
             None => true,
             Some(fw) => walk(fw, req, cursor, reply),
@@ -170,9 +149,7 @@ fn walk(fw: &mut Firewall, req: &StateRequest, cursor: &mut usize, reply: &mut S
         .states_in(start..end)
         .filter_map(|id| {
             let (ends, info) = (table.ends(id)?, table.info(id)?);
-            req.filter
-                .matches(info.proto, &ends)
-                .then_some((id, ends, info.proto))
+            req.filter.matches(info.proto, &ends).then_some((id, ends, info.proto))
         })
         .collect();
     for (id, ends, proto) in hits {
@@ -180,17 +157,8 @@ fn walk(fw: &mut Firewall, req: &StateRequest, cursor: &mut usize, reply: &mut S
         match req.op {
             StateOp::List { limit } if reply.rows.len() < limit => {
                 if let Some(info) = table.info(id) {
-                    let (states, expires_in) = (
-                        [info.initiator_state, info.responder_state],
-                        info.expire.saturating_sub(now),
-                    );
-                    reply.rows.push(StateRow {
-                        proto,
-                        ends,
-                        states,
-                        expires_in,
-                        rule: info.rule,
-                    });
+                    let (states, expires_in) = ([info.initiator_state, info.responder_state], info.expire.saturating_sub(now));
+                    reply.rows.push(StateRow { proto, ends, states, expires_in, rule: info.rule });
                 }
             }
             StateOp::List { .. } => {}
@@ -216,45 +184,21 @@ mod tests {
     use crate::filter::{CompiledRules, RulesSlot};
 
     fn firewall(states: usize) -> Firewall {
-        let rules = CompiledRules::parse(
-            &format!("set limit states {states}\npass all\n"),
-            std::path::Path::new("t.conf"),
-            &|_| None,
-        )
-        .unwrap();
+        let rules = CompiledRules::parse(&format!("set limit states {states}\npass all\n"), std::path::Path::new("t.conf"), &|_| None).unwrap();
         Firewall::new(RulesSlot::new(std::sync::Arc::new(rules)), 9)
     }
 
     fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> PacketKey {
         let a = |b: [u8; 4]| u128::from(u32::from_be_bytes(b));
-        PacketKey {
-            proto: proto::UDP,
-            src: a(src),
-            dst: a(dst),
-            src_port: sport,
-            dst_port: dport,
-            len: 60,
-            ..PacketKey::ZERO
-        }
+        PacketKey { proto: proto::UDP, src: a(src), dst: a(dst), src_port: sport, dst_port: dport, len: 60, ..PacketKey::ZERO }
     }
 
     /// Serves requests until the reply comes, counting the polls.
-    fn ask(
-        desk: &mut StateDesk,
-        fw: &mut Firewall,
-        op: StateOp,
-        filter: StateFilter,
-    ) -> (StateReply, usize) {
+    fn ask(desk: &mut StateDesk, fw: &mut Firewall, op: StateOp, filter: StateFilter) -> (StateReply, usize) {
         let (tx, rx) = channel();
         let (req_tx, req_rx) = channel();
         desk.requests = req_rx;
-        req_tx
-            .send(StateRequest {
-                op,
-                filter,
-                reply: tx,
-            })
-            .unwrap();
+        req_tx.send(StateRequest { op, filter, reply: tx }).unwrap();
         let mut polls = 0;
         loop {
             polls += 1;
@@ -274,68 +218,31 @@ mod tests {
         let n = 2 * SLOTS_PER_POLL + 100;
         for p in 0..n {
             let sport = 1000 + (p % 60000) as u16;
-            fw.insert_state(
-                &udp([10, 0, (p / 60000) as u8, 1], sport, [10, 0, 1, 2], 53),
-                0,
-            )
-            .unwrap();
+            fw.insert_state(&udp([10, 0, (p / 60000) as u8, 1], sport, [10, 0, 1, 2], 53), 0).unwrap();
         }
-        fw.insert_state(&udp([10, 0, 0, 7], 5000, [10, 0, 1, 2], 123), 0)
-            .unwrap();
+        fw.insert_state(&udp([10, 0, 0, 7], 5000, [10, 0, 1, 2], 123), 0).unwrap();
         let (_, idle) = channel();
         let mut desk = StateDesk::new(2, idle);
         assert!(!desk.serve(Some(&mut fw)), "no request, nothing to do");
 
-        let (all, polls) = ask(
-            &mut desk,
-            &mut fw,
-            StateOp::List { limit: 10 },
-            StateFilter::default(),
-        );
-        assert_eq!(
-            (all.worker, all.matched, all.rows.len(), all.in_use),
-            (2, n as u64 + 1, 10, n as u64 + 1)
-        );
+        let (all, polls) = ask(&mut desk, &mut fw, StateOp::List { limit: 10 }, StateFilter::default());
+        assert_eq!((all.worker, all.matched, all.rows.len(), all.in_use), (2, n as u64 + 1, 10, n as u64 + 1));
         assert!(polls >= 3, "a table of 3 stretches takes 3 polls: {polls}");
 
-        let one = StateFilter {
-            src: Some(("10.0.0.7".parse().unwrap(), 32)),
-            ..StateFilter::default()
-        };
+        let one = StateFilter { src: Some(("10.0.0.7".parse().unwrap(), 32)), ..StateFilter::default() };
         let (r, _) = ask(&mut desk, &mut fw, StateOp::List { limit: 10 }, one);
         assert_eq!(r.matched, 1);
         let row = r.rows[0];
-        assert_eq!(
-            (row.ends.initiator.port, row.ends.responder.port, row.proto),
-            (5000, 123, proto::UDP)
-        );
-        assert_eq!(
-            row.ends.responder.addr,
-            "10.0.1.2".parse::<IpAddr>().unwrap()
-        );
+        assert_eq!((row.ends.initiator.port, row.ends.responder.port, row.proto), (5000, 123, proto::UDP));
+        assert_eq!(row.ends.responder.addr, "10.0.1.2".parse::<IpAddr>().unwrap());
 
         // The responder's address is not the initiator's: -k 10.0.1.2 kills nothing.
-        let wrong_side = StateFilter {
-            src: Some(("10.0.1.2".parse().unwrap(), 32)),
-            ..StateFilter::default()
-        };
-        assert_eq!(
-            ask(&mut desk, &mut fw, StateOp::Kill, wrong_side).0.removed,
-            0
-        );
+        let wrong_side = StateFilter { src: Some(("10.0.1.2".parse().unwrap(), 32)), ..StateFilter::default() };
+        assert_eq!(ask(&mut desk, &mut fw, StateOp::Kill, wrong_side).0.removed, 0);
         let (k, _) = ask(&mut desk, &mut fw, StateOp::Kill, one);
         assert_eq!((k.removed, k.in_use), (1, n as u64));
-        let port = StateFilter {
-            port: Some(53),
-            host: Some(("10.0.0.0".parse().unwrap(), 8)),
-            ..StateFilter::default()
-        };
-        assert_eq!(
-            ask(&mut desk, &mut fw, StateOp::List { limit: 0 }, port)
-                .0
-                .matched,
-            n as u64
-        );
+        let port = StateFilter { port: Some(53), host: Some(("10.0.0.0".parse().unwrap(), 8)), ..StateFilter::default() };
+        assert_eq!(ask(&mut desk, &mut fw, StateOp::List { limit: 0 }, port).0.matched, n as u64);
         let (f, _) = ask(&mut desk, &mut fw, StateOp::Kill, StateFilter::default());
         assert_eq!((f.removed, f.in_use), (n as u64, 0));
         fw.state_table().debug_check();
@@ -346,13 +253,7 @@ mod tests {
         let (tx, rx) = channel();
         let (req_tx, req_rx) = channel();
         let mut desk = StateDesk::new(0, req_rx);
-        req_tx
-            .send(StateRequest {
-                op: StateOp::Kill,
-                filter: StateFilter::default(),
-                reply: tx,
-            })
-            .unwrap();
+        req_tx.send(StateRequest { op: StateOp::Kill, filter: StateFilter::default(), reply: tx }).unwrap();
         assert!(!desk.serve(None));
         assert_eq!(rx.try_recv().unwrap(), StateReply::default());
     }
@@ -364,9 +265,6 @@ mod tests {
         assert!(!within(p("11.1.2.3"), (p("10.0.0.0"), 8)));
         assert!(within(p("1.2.3.4"), (p("0.0.0.0"), 0)));
         assert!(within(p("2001:db8::1"), (p("2001:db8::"), 32)));
-        assert!(
-            !within(p("2001:db8::1"), (p("10.0.0.0"), 0)),
-            "families differ"
-        );
+        assert!(!within(p("2001:db8::1"), (p("10.0.0.0"), 0)), "families differ");
     }
 }

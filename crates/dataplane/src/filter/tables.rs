@@ -41,9 +41,7 @@ pub enum TableError {
     Unknown(String),
     #[error("table <{0}> is const (or made by linerate) and cannot be changed while the rules run")]
     Constant(String),
-    #[error(
-        "the tables would hold {total} entries, above the limit of {limit} (`set limit table-entries`)"
-    )]
+    #[error("the tables would hold {total} entries, above the limit of {limit} (`set limit table-entries`)")]
     TooMany { total: usize, limit: usize },
     #[error("the rules with the new entries do not compile: {0}")]
     Compile(String),
@@ -72,8 +70,7 @@ fn apply(t: &mut Table, op: TableOp) -> TableChange {
             }
         }
         TableOp::Delete(entries) => {
-            t.entries
-                .retain(|x| !entries.iter().any(|e| e.prefix == x.prefix));
+            t.entries.retain(|x| !entries.iter().any(|e| e.prefix == x.prefix));
             c.deleted = before - t.entries.len();
         }
         TableOp::Flush => {
@@ -110,16 +107,8 @@ impl RulesSlot {
         let cur = self.current();
         let mut rules = cur.rules.clone();
         let held: usize = rules.tables.iter().map(|t| t.entries.len()).sum();
-        let limit = rules
-            .limit_table_entries
-            .map_or(DEFAULT_TABLE_ENTRIES.max(held), |l| {
-                usize::try_from(l).unwrap_or(usize::MAX)
-            });
-        let t = rules
-            .tables
-            .iter_mut()
-            .find(|t| t.name == name)
-            .ok_or_else(|| TableError::Unknown(name.into()))?;
+        let limit = rules.limit_table_entries.map_or(DEFAULT_TABLE_ENTRIES.max(held), |l| usize::try_from(l).unwrap_or(usize::MAX));
+        let t = rules.tables.iter_mut().find(|t| t.name == name).ok_or_else(|| TableError::Unknown(name.into()))?;
         if t.constant {
             return Err(TableError::Constant(name.into()));
         }
@@ -132,23 +121,14 @@ impl RulesSlot {
         if change.added + change.deleted == 0 {
             return Ok(Some(change));
         }
-        let new = cur
-            .derived(rules)
-            .map_err(|e| TableError::Compile(e.to_string()))?;
-        let published = self
-            .publish_derived(&cur, std::sync::Arc::new(new), Vec::new())
-            .map_err(|e| TableError::Publish(e.to_string()))?;
+        let new = cur.derived(rules).map_err(|e| TableError::Compile(e.to_string()))?;
+        let published = self.publish_derived(&cur, std::sync::Arc::new(new), Vec::new()).map_err(|e| TableError::Publish(e.to_string()))?;
         Ok(published.then_some(change))
     }
 
     /// Table `name` of the running rules.
     pub fn table(&self, name: &str) -> Option<Table> {
-        self.current()
-            .rules
-            .tables
-            .iter()
-            .find(|t| t.name == name)
-            .cloned()
+        self.current().rules.tables.iter().find(|t| t.name == name).cloned()
     }
 }
 
@@ -156,13 +136,7 @@ impl CompiledRules {
     /// Whether the running rules' table `name` holds `addr` (pf's `-T test`): its most
     /// specific entry covering the address is not negated.
     pub fn table_test(&self, name: &str, af: fw::packet::Af, addr: u128) -> Option<bool> {
-        Some(
-            self.rules
-                .tables
-                .iter()
-                .find(|t| t.name == name)?
-                .contains(af, addr),
-        )
+        Some(self.rules.tables.iter().find(|t| t.name == name)?.contains(af, addr))
     }
 }
 
@@ -173,106 +147,39 @@ mod tests {
 
     fn e(s: &str) -> TableEntry {
         let (negated, s) = s.strip_prefix('!').map_or((false, s), |r| (true, r));
-        TableEntry {
-            negated,
-            prefix: fw::rules::parse_prefix(s).unwrap(),
-        }
+        TableEntry { negated, prefix: fw::rules::parse_prefix(s).unwrap() }
     }
 
     fn table(entries: &[&str]) -> Table {
-        Table {
-            name: "t".into(),
-            entries: entries.iter().map(|s| e(s)).collect(),
-            constant: false,
-        }
+        Table { name: "t".into(), entries: entries.iter().map(|s| e(s)).collect(), constant: false }
     }
 
     /// A change made on rules that a reload replaced meanwhile is not published over the
     /// reload: `change_table` makes it again on the new rules.
     #[test]
     fn a_reload_in_between_wins() {
-        let set = |t: &str| {
-            std::sync::Arc::new(
-                CompiledRules::parse(
-                    &format!("table <t> persist {{ {t} }}\nblock in from <t>\n"),
-                    std::path::Path::new("t.conf"),
-                    &|_| None,
-                )
-                .unwrap(),
-            )
-        };
+        let set = |t: &str| std::sync::Arc::new(CompiledRules::parse(&format!("table <t> persist {{ {t} }}\nblock in from <t>\n"), std::path::Path::new("t.conf"), &|_| None).unwrap());
         let slot = RulesSlot::new(set("10.0.0.1"));
         let stale = slot.current();
         slot.publish(set("10.0.0.2")).unwrap();
         let derived = std::sync::Arc::new(stale.derived(stale.rules.clone()).unwrap());
         assert!(!slot.publish_derived(&stale, derived, Vec::new()).unwrap());
-        assert_eq!(
-            slot.table("t").unwrap().entries,
-            [e("10.0.0.2")],
-            "the reload's table stays"
-        );
-        assert_eq!(
-            slot.change_table("t", TableOp::Add(vec![e("10.0.0.3")]))
-                .unwrap()
-                .entries,
-            2
-        );
-        assert_eq!(
-            slot.table("t").unwrap().entries,
-            [e("10.0.0.2"), e("10.0.0.3")]
-        );
+        assert_eq!(slot.table("t").unwrap().entries, [e("10.0.0.2")], "the reload's table stays");
+        assert_eq!(slot.change_table("t", TableOp::Add(vec![e("10.0.0.3")])).unwrap().entries, 2);
+        assert_eq!(slot.table("t").unwrap().entries, [e("10.0.0.2"), e("10.0.0.3")]);
     }
 
     #[test]
     fn add_delete_flush_replace_count_as_pfctl() {
         let mut t = table(&["10.0.0.0/8"]);
-        let c = apply(
-            &mut t,
-            TableOp::Add(vec![e("10.0.0.0/8"), e("192.0.2.1"), e("!10.1.0.0/16")]),
-        );
+        let c = apply(&mut t, TableOp::Add(vec![e("10.0.0.0/8"), e("192.0.2.1"), e("!10.1.0.0/16")]));
         assert_eq!((c.added, c.deleted, c.entries), (2, 0, 3));
-        assert!(
-            t.contains(Af::Inet, 0xc000_0201)
-                && !t.contains(Af::Inet, 0x0a01_0001)
-                && t.contains(Af::Inet, 0x0a02_0001)
-        );
-        assert_eq!(
-            apply(&mut t, TableOp::Add(vec![e("10.1.0.0/16")])),
-            TableChange {
-                added: 1,
-                deleted: 0,
-                entries: 3
-            },
-            "a sign changes"
-        );
-        assert_eq!(
-            apply(
-                &mut t,
-                TableOp::Delete(vec![e("192.0.2.1"), e("198.51.100.1")])
-            ),
-            TableChange {
-                added: 0,
-                deleted: 1,
-                entries: 2
-            }
-        );
-        let c = apply(
-            &mut t,
-            TableOp::Replace(vec![
-                e("10.0.0.0/8"),
-                e("2001:db8::/32"),
-                e("2001:db8::/32"),
-            ]),
-        );
+        assert!(t.contains(Af::Inet, 0xc000_0201) && !t.contains(Af::Inet, 0x0a01_0001) && t.contains(Af::Inet, 0x0a02_0001));
+        assert_eq!(apply(&mut t, TableOp::Add(vec![e("10.1.0.0/16")])), TableChange { added: 1, deleted: 0, entries: 3 }, "a sign changes");
+        assert_eq!(apply(&mut t, TableOp::Delete(vec![e("192.0.2.1"), e("198.51.100.1")])), TableChange { added: 0, deleted: 1, entries: 2 });
+        let c = apply(&mut t, TableOp::Replace(vec![e("10.0.0.0/8"), e("2001:db8::/32"), e("2001:db8::/32")]));
         assert_eq!((c.added, c.deleted, c.entries), (1, 1, 2));
-        assert_eq!(
-            apply(&mut t, TableOp::Flush),
-            TableChange {
-                added: 0,
-                deleted: 2,
-                entries: 0
-            }
-        );
+        assert_eq!(apply(&mut t, TableOp::Flush), TableChange { added: 0, deleted: 2, entries: 0 });
         assert_eq!(t.entries, Vec::<TableEntry>::new());
     }
 }

@@ -35,10 +35,7 @@ impl PuntPolicy {
         let n = workers.max(1) as u64;
         let mut out = *self;
         for p in out.police.iter_mut().flatten() {
-            *p = RateLimit {
-                per_second: p.per_second.div_ceil(n),
-                burst: p.burst.div_ceil(n),
-            };
+            *p = RateLimit { per_second: p.per_second.div_ceil(n), burst: p.burst.div_ceil(n) };
         }
         out
     }
@@ -50,13 +47,7 @@ impl Default for PuntPolicy {
     fn default() -> Self {
         let limit = |per_second, burst| Some(RateLimit { per_second, burst });
         PuntPolicy {
-            police: [
-                limit(10_000, 1_000),
-                limit(10_000, 1_000),
-                limit(5_000, 500),
-                limit(20_000, 2_000),
-                None,
-            ],
+            police: [limit(10_000, 1_000), limit(10_000, 1_000), limit(5_000, 500), limit(20_000, 2_000), None],
             queue: [1_024, 1_024, 1_024, 1_024, 256],
             next_hop_burst: 8,
             next_hop_rate: 4,
@@ -89,16 +80,8 @@ struct Slot {
 
 impl NextHopThrottle {
     pub fn new(rate: u64, burst: u64) -> NextHopThrottle {
-        let empty = Slot {
-            id: 0,
-            dst: 0,
-            bucket: None,
-        };
-        NextHopThrottle {
-            slots: vec![empty; SLOTS].into_boxed_slice(),
-            rate,
-            burst,
-        }
+        let empty = Slot { id: 0, dst: 0, bucket: None };
+        NextHopThrottle { slots: vec![empty; SLOTS].into_boxed_slice(), rate, burst }
     }
 
     /// Whether one more packet for next hop `id` (a connected prefix's: to `dst`, else 0) may
@@ -107,15 +90,9 @@ impl NextHopThrottle {
         let (rate, burst) = (self.rate, self.burst);
         let slot = &mut self.slots[index(id, dst)];
         if slot.id != id || slot.dst != dst {
-            *slot = Slot {
-                id,
-                dst,
-                bucket: None,
-            };
+            *slot = Slot { id, dst, bucket: None };
         }
-        slot.bucket
-            .get_or_insert_with(|| TokenBucket::new(rate, burst))
-            .allow(now)
+        slot.bucket.get_or_insert_with(|| TokenBucket::new(rate, burst)).allow(now)
     }
 }
 

@@ -1,13 +1,13 @@
 //! The queues from the workers to the slow path: one bounded channel per class, a doorbell,
 //! and the slow path's service order.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use io::FramePool;
 use io::ratelimit::TokenBucket;
+use io::FramePool;
 
 use super::police::{NextHopThrottle, PuntPolicy};
 use super::stats::{PuntDrop, PuntStats, SenderCounters};
@@ -61,11 +61,7 @@ pub struct PuntReceiver {
 
 /// The queues for `workers` workers under `policy` (rates for all workers together; each
 /// sender polices its share). `fib` is the one the workers read.
-pub fn punt_channel(
-    policy: &PuntPolicy,
-    workers: usize,
-    fib: Arc<Fib>,
-) -> (PuntSender, PuntReceiver) {
+pub fn punt_channel(policy: &PuntPolicy, workers: usize, fib: Arc<Fib>) -> (PuntSender, PuntReceiver) {
     let mut pairs: [_; CLASSES] = std::array::from_fn(|c| {
         let (tx, rx) = sync_channel(policy.queue[c].max(1));
         (Some(tx), Some(rx))
@@ -74,40 +70,17 @@ pub fn punt_channel(
     let receivers = std::array::from_fn(|c| pairs[c].1.take().expect("each taken once"));
     let (bell_tx, bell_rx) = sync_channel(1);
     let stats = PuntStats::default();
-    let sender = PuntSender::new(
-        queues,
-        bell_tx,
-        fib,
-        policy.share(workers),
-        stats.clone(),
-        PuntClock::Real(Instant::now()),
-    );
-    (
-        sender,
-        PuntReceiver {
-            queues: receivers,
-            bell: bell_rx,
-            stats,
-        },
-    )
+    let sender = PuntSender::new(queues, bell_tx, fib, policy.share(workers), stats.clone(), PuntClock::Real(Instant::now()));
+    (sender, PuntReceiver { queues: receivers, bell: bell_rx, stats })
 }
 
 impl PuntSender {
-    fn new(
-        queues: [SyncSender<PuntedFrame>; CLASSES],
-        bell: SyncSender<()>,
-        fib: Arc<Fib>,
-        policy: PuntPolicy,
-        stats: PuntStats,
-        clock: PuntClock,
-    ) -> PuntSender {
+    fn new(queues: [SyncSender<PuntedFrame>; CLASSES], bell: SyncSender<()>, fib: Arc<Fib>, policy: PuntPolicy, stats: PuntStats, clock: PuntClock) -> PuntSender {
         PuntSender {
             queues,
             bell,
             fib,
-            police: policy
-                .police
-                .map(|p| p.map(|l| TokenBucket::new(l.per_second, l.burst))),
+            police: policy.police.map(|p| p.map(|l| TokenBucket::new(l.per_second, l.burst))),
             next_hop: NextHopThrottle::new(policy.next_hop_rate, policy.next_hop_burst),
             policy,
             counters: stats.register(),
@@ -123,22 +96,9 @@ impl PuntSender {
 
     /// Whether a frame of `class` may be queued at `now`: its next hop's share first (so a
     /// single flow to a silent host does not use up the class), then the class's bucket.
-    fn admit(
-        &mut self,
-        class: PuntClass,
-        punt: Punt,
-        frame: &[u8],
-        now: u64,
-    ) -> Result<(), PuntDrop> {
+    fn admit(&mut self, class: PuntClass, punt: Punt, frame: &[u8], now: u64) -> Result<(), PuntDrop> {
         let share = match punt {
-            Punt::Unresolved { next_hop, .. } => Some((
-                next_hop,
-                if self.fib.adj.is_glean(next_hop) {
-                    destination(frame)
-                } else {
-                    0
-                },
-            )),
+            Punt::Unresolved { next_hop, .. } => Some((next_hop, if self.fib.adj.is_glean(next_hop) { destination(frame) } else { 0 })),
             // `route-to`'s gateway: a share of its own, whatever the packets' destinations.
             Punt::Via { gateway, .. } => Some((VIA_NEXT_HOP, address(gateway))),
             _ => None,
@@ -148,28 +108,15 @@ impl PuntSender {
         {
             return Err(PuntDrop::NextHopLimit);
         }
-        let allowed = self.police[class as usize]
-            .as_mut()
-            .is_none_or(|bucket| bucket.allow(now));
-        if allowed {
-            Ok(())
-        } else {
-            Err(PuntDrop::Policed)
-        }
+        let allowed = self.police[class as usize].as_mut().is_none_or(|bucket| bucket.allow(now));
+        if allowed { Ok(()) } else { Err(PuntDrop::Policed) }
     }
 }
 
 impl Clone for PuntSender {
     fn clone(&self) -> Self {
         let queues = self.queues.clone();
-        PuntSender::new(
-            queues,
-            self.bell.clone(),
-            Arc::clone(&self.fib),
-            self.policy,
-            self.stats.clone(),
-            self.clock.clone(),
-        )
+        PuntSender::new(queues, self.bell.clone(), Arc::clone(&self.fib), self.policy, self.stats.clone(), self.clock.clone())
     }
 }
 
@@ -182,16 +129,9 @@ impl PuntPort for PuntSender {
             let frame = pool.frame(desc);
             let class = PuntClass::of(punt, frame);
             let result = self.admit(class, punt, frame, now).and_then(|()| {
-                let msg = PuntedFrame {
-                    punt,
-                    phys: desc.port,
-                    in_port,
-                    frame: frame.to_vec(),
-                };
+                let msg = PuntedFrame { punt, phys: desc.port, in_port, frame: frame.to_vec() };
                 // Full: the slow path is behind. Disconnected: it is gone (shutting down).
-                self.queues[class as usize]
-                    .try_send(msg)
-                    .map_err(|_| PuntDrop::QueueFull)
+                self.queues[class as usize].try_send(msg).map_err(|_| PuntDrop::QueueFull)
             });
             pool.free(desc);
             match result {
@@ -220,16 +160,11 @@ fn address(ip: std::net::IpAddr) -> u128 {
 }
 
 fn destination(frame: &[u8]) -> u128 {
-    let Ok(l2) = wire::parse_l2(frame) else {
-        return 0;
-    };
+    let Ok(l2) = wire::parse_l2(frame) else { return 0 };
     let l3 = &frame[l2.l3_offset..];
     match l2.ethertype {
-        wire::EtherType::Ipv4 => wire::Ipv4Packet::new_checked(l3)
-            .map_or(0, |ip| u128::from(ip.dst_addr().to_ipv6_mapped())),
-        wire::EtherType::Ipv6 => {
-            wire::Ipv6Packet::new_checked(l3).map_or(0, |ip| ip.dst_addr_u128())
-        }
+        wire::EtherType::Ipv4 => wire::Ipv4Packet::new_checked(l3).map_or(0, |ip| u128::from(ip.dst_addr().to_ipv6_mapped())),
+        wire::EtherType::Ipv6 => wire::Ipv6Packet::new_checked(l3).map_or(0, |ip| ip.dst_addr_u128()),
         _ => 0,
     }
 }
@@ -251,11 +186,7 @@ impl PuntReceiver {
         loop {
             let before = done;
             for (c, q) in self.queues.iter().enumerate() {
-                let quantum = if c == PuntClass::ArpNd as usize {
-                    budget
-                } else {
-                    QUANTUM
-                };
+                let quantum = if c == PuntClass::ArpNd as usize { budget } else { QUANTUM };
                 for msg in q.try_iter().take(quantum.min(budget - done)) {
                     handle(msg);
                     done += 1;

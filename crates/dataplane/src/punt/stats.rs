@@ -17,11 +17,7 @@ pub enum PuntDrop {
 }
 
 impl PuntDrop {
-    pub const ALL: [PuntDrop; 3] = [
-        PuntDrop::Policed,
-        PuntDrop::QueueFull,
-        PuntDrop::NextHopLimit,
-    ];
+    pub const ALL: [PuntDrop; 3] = [PuntDrop::Policed, PuntDrop::QueueFull, PuntDrop::NextHopLimit];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -92,29 +88,17 @@ impl PuntStats {
     /// Counters for one more sender (a worker's clone of the channel).
     pub(super) fn register(&self) -> Arc<SenderCounters> {
         let c = Arc::new(SenderCounters::default());
-        self.senders
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::clone(&c));
+        self.senders.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::clone(&c));
         c
     }
 
     /// The sum over every sender so far.
     pub fn drops(&self) -> PuntDrops {
         let mut out = PuntDrops::default();
-        for s in self
-            .senders
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+        for s in self.senders.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             for c in PuntClass::ALL {
                 for r in PuntDrop::ALL {
-                    out.add(
-                        c,
-                        r,
-                        s.counts[c as usize][r as usize].load(Ordering::Relaxed),
-                    );
+                    out.add(c, r, s.counts[c as usize][r as usize].load(Ordering::Relaxed));
                 }
             }
         }

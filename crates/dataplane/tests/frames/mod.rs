@@ -13,42 +13,20 @@ pub const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
 /// The flow of a frame received on `port` from a host behind it.
 pub fn flow(port: u16, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> UdpFlow {
     let dst_mac = if port == 0 { RX_MAC } else { TX_MAC };
-    UdpFlow {
-        src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]),
-        dst_mac,
-        src,
-        dst,
-        src_port: sport,
-        dst_port: dport,
-        ttl: 64,
-    }
+    UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac, src, dst, src_port: sport, dst_port: dport, ttl: 64 }
 }
 
 /// A UDP frame received on `port`.
 pub fn udp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
     let mut buf = vec![0u8; 128];
-    let n = udp_frame(
-        &flow(port, src.into(), sport, dst.into(), dport),
-        60,
-        &mut buf,
-    )
-    .unwrap();
+    let n = udp_frame(&flow(port, src.into(), sport, dst.into(), dport), 60, &mut buf).unwrap();
     buf.truncate(n);
     buf
 }
 
 /// The same addresses as [`udp`] carrying a TCP segment, with a correct checksum.
 #[allow(clippy::too_many_arguments)]
-pub fn tcp(
-    port: u16,
-    src: Ipv4Addr,
-    sport: u16,
-    dst: Ipv4Addr,
-    dport: u16,
-    flags: u8,
-    seq: u32,
-    ack: u32,
-) -> Vec<u8> {
+pub fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
     let mut f = udp(port, src, sport, dst, dport);
     let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
     ip.set_protocol(IpProtocol::Tcp);
@@ -70,10 +48,7 @@ pub fn tcp(
 /// The TCP checksum of the IPv4 packet `ip` (RFC 9293 3.1: over the pseudo-header).
 pub fn tcp_checksum(ip: &[u8]) -> u16 {
     let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let (src, dst) = (
-        Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-        Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
-    );
+    let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
     let ps = wire::checksum::pseudo_header_v4(&src, &dst, ip[9], (total - 20) as u32);
     !wire::checksum::fold(u64::from(ps) + u64::from(wire::checksum::sum(&ip[20..total])))
 }
@@ -102,27 +77,17 @@ pub mod world {
             let mut ctl = FibControl::new(64);
             ctl.set_neighbour(IpAddr::V4(A_HOST), 0, A_MAC).unwrap();
             ctl.set_neighbour(IpAddr::V4(B_GW), 1, B_MAC).unwrap();
-            ctl.add_route(
-                IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)),
-                8,
-                IpAddr::V4(B_GW),
-                1,
-            )
-            .unwrap();
+            ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(B_GW), 1).unwrap();
             ctl.set_neighbour(IpAddr::V6(A6), 0, A_MAC).unwrap();
             ctl.set_neighbour(IpAddr::V6(B_GW6), 1, B_MAC).unwrap();
-            ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1)
-                .unwrap();
+            ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(B_GW6), 1).unwrap();
             ctl.fib()
         })
         .clone()
     }
 
     pub fn ifaces(name: &str) -> Option<u16> {
-        ["if0", "if1"]
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| i as u16)
+        ["if0", "if1"].iter().position(|n| *n == name).map(|i| i as u16)
     }
 }
 

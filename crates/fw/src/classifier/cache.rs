@@ -72,15 +72,7 @@ struct Entry {
     vtag: u8,
 }
 
-const EMPTY: Entry = Entry {
-    src: 0,
-    dst: 0,
-    tag: 0,
-    gen_meta: 0,
-    rule: NO_RULE,
-    verdict: 0,
-    vtag: 0,
-};
+const EMPTY: Entry = Entry { src: 0, dst: 0, tag: 0, gen_meta: 0, rule: NO_RULE, verdict: 0, vtag: 0 };
 
 /// The cache's view of a packet: the packed key and where its set is.
 #[derive(Clone, Copy)]
@@ -126,10 +118,7 @@ pub struct VerdictCache {
 
 impl std::fmt::Debug for VerdictCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VerdictCache")
-            .field("entries", &self.entries.len())
-            .field("counters", &self.counters)
-            .finish()
+        f.debug_struct("VerdictCache").field("entries", &self.entries.len()).field("counters", &self.counters).finish()
     }
 }
 
@@ -228,14 +217,7 @@ impl VerdictCache {
 
     /// Classifies, and puts the verdict in the set's next way in turn.
     #[inline(never)]
-    fn miss(
-        &mut self,
-        cl: &Classifier,
-        key: &PacketKey,
-        p: &Probe,
-        set: usize,
-        sig: u32,
-    ) -> Verdict {
+    fn miss(&mut self, cl: &Classifier, key: &PacketKey, p: &Probe, set: usize, sig: u32) -> Verdict {
         self.counters.misses += 1;
         let v = cl.classify(key);
         if self.flooded() {
@@ -249,41 +231,17 @@ impl VerdictCache {
         let w = self.victim;
         self.victim = (w + 1) % WAYS;
         self.sigs[set][w] = sig;
-        self.entries[set * WAYS + w] = Entry {
-            src: p.src,
-            dst: p.dst,
-            tag: p.tag,
-            gen_meta: p.gen_meta,
-            rule: rule_bits(&v),
-            verdict: verdict_bits(&v),
-            vtag: v.tag,
-        };
+        self.entries[set * WAYS + w] = Entry { src: p.src, dst: p.dst, tag: p.tag, gen_meta: p.gen_meta, rule: rule_bits(&v), verdict: verdict_bits(&v), vtag: v.tag };
         v
     }
 
     #[inline(always)]
     fn probe<const TAGS: bool>(&self, key: &PacketKey, flags_mask: u8) -> Probe {
-        let flags = if key.proto == proto::TCP {
-            key.tcp_flags & flags_mask
-        } else {
-            0
-        };
-        let tag = u64::from(key.src_port) << 48
-            | u64::from(key.dst_port) << 32
-            | u64::from(key.iface) << 16
-            | u64::from(key.proto) << 8
-            | u64::from(flags);
+        let flags = if key.proto == proto::TCP { key.tcp_flags & flags_mask } else { 0 };
+        let tag = u64::from(key.src_port) << 48 | u64::from(key.dst_port) << 32 | u64::from(key.iface) << 16 | u64::from(key.proto) << 8 | u64::from(flags);
         let ptag = if TAGS { u32::from(key.tag) << 5 } else { 0 };
-        let meta = ptag
-            | u32::from(key.route & 7) << 2
-            | u32::from(key.dir == Dir::Out) << 1
-            | u32::from(key.af == Af::Inet6);
-        Probe {
-            src: key.src,
-            dst: key.dst,
-            tag,
-            gen_meta: self.generation << META_BITS | meta,
-        }
+        let meta = ptag | u32::from(key.route & 7) << 2 | u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
+        Probe { src: key.src, dst: key.dst, tag, gen_meta: self.generation << META_BITS | meta }
     }
 
     /// Whether the last full window of lookups missed more than [`FLOOD_MISSES`] times
@@ -302,15 +260,8 @@ impl VerdictCache {
     /// The key's set and signature.
     #[inline(always)]
     fn set_of(&self, p: &Probe) -> (usize, u32) {
-        let h = mum(
-            p.src as u64 ^ self.seed,
-            p.dst as u64 ^ 0x9e37_79b9_7f4a_7c15,
-        ) ^ mum(
-            (p.src >> 64) as u64 ^ p.tag,
-            (p.dst >> 64) as u64
-                ^ u64::from(p.gen_meta & ((1 << META_BITS) - 1))
-                ^ 0xbf58_476d_1ce4_e5b9,
-        );
+        let h = mum(p.src as u64 ^ self.seed, p.dst as u64 ^ 0x9e37_79b9_7f4a_7c15)
+            ^ mum((p.src >> 64) as u64 ^ p.tag, (p.dst >> 64) as u64 ^ u64::from(p.gen_meta & ((1 << META_BITS) - 1)) ^ 0xbf58_476d_1ce4_e5b9);
         (((h ^ (h >> 32)) as usize) & self.set_mask, (h >> 32) as u32)
     }
 }
@@ -336,11 +287,7 @@ fn verdict_bits(v: &Verdict) -> u8 {
 #[inline(always)]
 fn verdict_of<const TAGS: bool>(e: &Entry) -> Verdict {
     Verdict {
-        action: if e.verdict & 1 != 0 {
-            Action::Block
-        } else {
-            Action::Pass
-        },
+        action: if e.verdict & 1 != 0 { Action::Block } else { Action::Pass },
         rule: (e.rule != NO_RULE).then_some(e.rule as usize),
         keep_state: match e.verdict >> 1 {
             0 => StateMode::None,
@@ -360,29 +307,11 @@ mod tests {
     use std::path::Path;
 
     fn classifier(text: &str, engine: super::super::Engine) -> Classifier {
-        let rs = parse(text, Path::new("t.conf"), &|n| {
-            n.strip_prefix("em").and_then(|i| i.parse().ok())
-        })
-        .unwrap();
-        Classifier::build_with(
-            &rs,
-            &super::super::BuildOptions {
-                engine,
-                ..Default::default()
-            },
-        )
-        .unwrap()
+        let rs = parse(text, Path::new("t.conf"), &|n| n.strip_prefix("em").and_then(|i| i.parse().ok())).unwrap();
+        Classifier::build_with(&rs, &super::super::BuildOptions { engine, ..Default::default() }).unwrap()
     }
 
-    const SYN: PacketKey = PacketKey {
-        proto: proto::TCP,
-        src: 0x0a00_0001,
-        dst: 0xc000_0201,
-        src_port: 40000,
-        dst_port: 22,
-        tcp_flags: 0x02,
-        ..PacketKey::ZERO
-    };
+    const SYN: PacketKey = PacketKey { proto: proto::TCP, src: 0x0a00_0001, dst: 0xc000_0201, src_port: 40000, dst_port: 22, tcp_flags: 0x02, ..PacketKey::ZERO };
 
     #[test]
     fn entry_is_one_cache_line() {
@@ -391,40 +320,21 @@ mod tests {
 
     #[test]
     fn a_repeated_key_hits_and_answers_as_the_classifier() {
-        let cl = classifier(
-            "block all\npass in proto tcp to port 22 flags S/SA keep state\n",
-            super::super::Engine::Tree,
-        );
+        let cl = classifier("block all\npass in proto tcp to port 22 flags S/SA keep state\n", super::super::Engine::Tree);
         let mut c = VerdictCache::new(64, 7);
         let first = c.classify(&cl, &SYN);
         assert_eq!(first, cl.classify(&SYN));
         assert_eq!(first.rule, Some(1));
         assert_eq!(first.keep_state, StateMode::Keep);
         assert_eq!(c.classify(&cl, &SYN), first);
-        assert_eq!(
-            c.counters(),
-            CacheCounters {
-                hits: 1,
-                misses: 1,
-                invalidations: 1
-            }
-        );
+        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 1, invalidations: 1 });
     }
 
     /// Every state mode comes back from the cache as it went in.
     #[test]
     fn state_modes_survive_the_cache() {
-        for (opt, mode) in [
-            ("no state", StateMode::None),
-            ("keep state", StateMode::Keep),
-            ("keep state (sloppy)", StateMode::KeepSloppy),
-            ("modulate state", StateMode::Modulate),
-            ("synproxy state", StateMode::Synproxy),
-        ] {
-            let cl = classifier(
-                &format!("block all\npass in proto tcp to port 22 flags S/SA {opt}\n"),
-                super::super::Engine::Tree,
-            );
+        for (opt, mode) in [("no state", StateMode::None), ("keep state", StateMode::Keep), ("keep state (sloppy)", StateMode::KeepSloppy), ("modulate state", StateMode::Modulate), ("synproxy state", StateMode::Synproxy)] {
+            let cl = classifier(&format!("block all\npass in proto tcp to port 22 flags S/SA {opt}\n"), super::super::Engine::Tree);
             let mut c = VerdictCache::new(64, 7);
             c.classify(&cl, &SYN);
             let hit = c.classify(&cl, &SYN);
@@ -436,85 +346,43 @@ mod tests {
     /// variants are trees is cached.
     #[test]
     fn route_bits_are_keyed() {
-        let cl = classifier(
-            "block in quick from urpf-failed\npass in quick proto tcp to port 22 no state\nblock in all\n",
-            super::super::Engine::Tree,
-        );
+        let cl = classifier("block in quick from urpf-failed\npass in quick proto tcp to port 22 no state\nblock in all\n", super::super::Engine::Tree);
         assert!(cl.wants_cache());
         let mut c = VerdictCache::new(64, 7);
-        let spoofed = PacketKey {
-            route: crate::packet::route::SRC_URPF_FAILED,
-            ..SYN
-        };
+        let spoofed = PacketKey { route: crate::packet::route::SRC_URPF_FAILED, ..SYN };
         for _ in 0..2 {
             assert_eq!(c.classify(&cl, &SYN).rule, Some(1));
             assert_eq!(c.classify(&cl, &spoofed).rule, Some(0));
         }
         assert_eq!(c.counters().hits, 2);
-        let rfc = classifier(
-            "block in quick from urpf-failed\npass all\n",
-            super::super::Engine::Auto,
-        );
+        let rfc = classifier("block in quick from urpf-failed\npass all\n", super::super::Engine::Auto);
         assert!(!rfc.wants_cache());
     }
 
     #[test]
     fn fields_rules_cannot_see_share_an_entry_and_tested_flags_do_not() {
-        let cl = classifier(
-            "block all\npass in proto tcp to port 22 flags S/SA keep state\n",
-            super::super::Engine::Tree,
-        );
+        let cl = classifier("block all\npass in proto tcp to port 22 flags S/SA keep state\n", super::super::Engine::Tree);
         let mut c = VerdictCache::new(64, 7);
         c.classify(&cl, &SYN);
         // Length, ICMP id, IP options, and flag bits outside S/A: the same entry.
-        let same = PacketKey {
-            len: 1500,
-            icmp_id: 9,
-            ip_opts: true,
-            tcp_flags: 0x02 | 0x08 | 0x80,
-            ..SYN
-        };
+        let same = PacketKey { len: 1500, icmp_id: 9, ip_opts: true, tcp_flags: 0x02 | 0x08 | 0x80, ..SYN };
         assert_eq!(c.classify(&cl, &same), cl.classify(&same));
         assert_eq!(c.counters().hits, 1);
         // ACK is tested (mask SA): another entry, and another verdict.
-        let ack = PacketKey {
-            tcp_flags: 0x10,
-            ..SYN
-        };
+        let ack = PacketKey { tcp_flags: 0x10, ..SYN };
         assert_eq!(c.classify(&cl, &ack), cl.classify(&ack));
         assert_eq!(c.classify(&cl, &ack).rule, Some(0));
         assert_eq!(c.counters().misses, 2);
         // Every keyed field makes a different entry.
         let others = [
-            PacketKey {
-                dir: Dir::Out,
-                ..SYN
-            },
+            PacketKey { dir: Dir::Out, ..SYN },
             PacketKey { iface: 1, ..SYN },
-            PacketKey {
-                src: SYN.src + 1,
-                ..SYN
-            },
-            PacketKey {
-                dst: SYN.dst + 1,
-                ..SYN
-            },
-            PacketKey {
-                src_port: 40001,
-                ..SYN
-            },
-            PacketKey {
-                dst_port: 23,
-                ..SYN
-            },
-            PacketKey {
-                proto: proto::UDP,
-                ..SYN
-            },
-            PacketKey {
-                af: Af::Inet6,
-                ..SYN
-            },
+            PacketKey { src: SYN.src + 1, ..SYN },
+            PacketKey { dst: SYN.dst + 1, ..SYN },
+            PacketKey { src_port: 40001, ..SYN },
+            PacketKey { dst_port: 23, ..SYN },
+            PacketKey { proto: proto::UDP, ..SYN },
+            PacketKey { af: Af::Inet6, ..SYN },
         ];
         for k in others {
             assert_eq!(c.classify(&cl, &k), cl.classify(&k), "{k:?}");
@@ -530,22 +398,12 @@ mod tests {
         assert_eq!(c.classify(&old, &SYN).action, Action::Block);
         assert_eq!(c.classify(&new, &SYN).action, Action::Pass);
         assert_eq!(c.classify(&new, &SYN).action, Action::Pass);
-        assert_eq!(
-            c.counters(),
-            CacheCounters {
-                hits: 1,
-                misses: 2,
-                invalidations: 2
-            }
-        );
+        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 2, invalidations: 2 });
     }
 
     #[test]
     fn rfc_answers_without_the_cache() {
-        let cl = classifier(
-            "block all\npass in proto tcp to port 22\n",
-            super::super::Engine::Rfc,
-        );
+        let cl = classifier("block all\npass in proto tcp to port 22\n", super::super::Engine::Rfc);
         assert!(!cl.wants_cache());
         let mut c = VerdictCache::new(64, 7);
         assert_eq!(c.classify(&cl, &SYN), cl.classify(&SYN));
@@ -554,18 +412,10 @@ mod tests {
 
     #[test]
     fn a_full_set_evicts_its_older_entry_and_stays_right() {
-        let cl = classifier(
-            "block in proto tcp to port 22\n",
-            super::super::Engine::Tree,
-        );
+        let cl = classifier("block in proto tcp to port 22\n", super::super::Engine::Tree);
         // One set: every key collides.
         let mut c = VerdictCache::new(WAYS, 7);
-        let keys: Vec<PacketKey> = (0..6)
-            .map(|i| PacketKey {
-                src_port: 1000 + i,
-                ..SYN
-            })
-            .collect();
+        let keys: Vec<PacketKey> = (0..6).map(|i| PacketKey { src_port: 1000 + i, ..SYN }).collect();
         for k in keys.iter().chain(&keys).chain(keys.iter().rev()) {
             assert_eq!(c.classify(&cl, k), cl.classify(k));
         }
@@ -575,17 +425,9 @@ mod tests {
 
     #[test]
     fn a_flood_inserts_few_and_the_cache_recovers_after_it() {
-        let cl = classifier(
-            "block in proto tcp to port 22\n",
-            super::super::Engine::Tree,
-        );
+        let cl = classifier("block in proto tcp to port 22\n", super::super::Engine::Tree);
         let mut c = VerdictCache::new(1 << 12, 7);
-        let flood: Vec<PacketKey> = (0..20_000u32)
-            .map(|i| PacketKey {
-                src: u128::from(i),
-                ..SYN
-            })
-            .collect();
+        let flood: Vec<PacketKey> = (0..20_000u32).map(|i| PacketKey { src: u128::from(i), ..SYN }).collect();
         for k in &flood {
             assert_eq!(c.classify(&cl, k), cl.classify(k));
         }
@@ -597,9 +439,7 @@ mod tests {
         });
         assert!(again.count() < 200);
         // A few flows repeating: past a window the cache inserts every miss again.
-        let hot: Vec<PacketKey> = (0..10u16)
-            .map(|i| PacketKey { src_port: i, ..SYN })
-            .collect();
+        let hot: Vec<PacketKey> = (0..10u16).map(|i| PacketKey { src_port: i, ..SYN }).collect();
         for _ in 0..300 {
             for k in &hot {
                 assert_eq!(c.classify(&cl, k), cl.classify(k));

@@ -25,17 +25,17 @@
 //! every field the rules can read, so that the packets of a flow after its first take one
 //! hashed probe instead of the walk.
 
-pub mod cache;
 mod rfc;
 mod tags;
 pub mod tree;
+pub mod cache;
 
 use crate::packet::PacketKey;
-use crate::rules::RuleSet;
 use crate::verdict::Verdict;
+use crate::rules::RuleSet;
 
-pub use cache::{CacheCounters, VerdictCache};
 pub use tree::TreeStats;
+pub use cache::{CacheCounters, VerdictCache};
 
 /// Source of [`Classifier::id`].
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -142,8 +142,7 @@ fn rfc_budget(rs: &RuleSet, opts: &BuildOptions) -> usize {
         return opts.memory_budget;
     }
     let items = rs.rules.len() + rs.tables.iter().map(|t| t.entries.len()).sum::<usize>();
-    opts.memory_budget
-        .min(RFC_BASE_BUDGET.saturating_add(items.saturating_mul(RFC_BYTES_PER_ITEM)))
+    opts.memory_budget.min(RFC_BASE_BUDGET.saturating_add(items.saturating_mul(RFC_BYTES_PER_ITEM)))
 }
 
 /// See [`rfc_budget`].
@@ -183,12 +182,7 @@ impl Compiled {
         match self {
             Compiled::Rfc(r) => r.memory_bytes(),
             Compiled::Tree(t) => t.memory_bytes(),
-            Compiled::Routes(v) => v
-                .sets
-                .iter()
-                .flatten()
-                .map(|(c, map)| c.memory_bytes() + map.len() * 4)
-                .sum(),
+            Compiled::Routes(v) => v.sets.iter().flatten().map(|(c, map)| c.memory_bytes() + map.len() * 4).sum(),
             Compiled::Tags(v) => v.memory_bytes(),
         }
     }
@@ -206,11 +200,7 @@ struct RouteVariants {
 }
 
 impl RouteVariants {
-    fn build(
-        rs: &RuleSet,
-        opts: &BuildOptions,
-        used: u8,
-    ) -> Result<(RouteVariants, ClassifierStats), BuildError> {
+    fn build(rs: &RuleSet, opts: &BuildOptions, used: u8) -> Result<(RouteVariants, ClassifierStats), BuildError> {
         let mut sets = Vec::with_capacity(8);
         let mut first_stats = None;
         for route in 0..8u8 {
@@ -222,32 +212,21 @@ impl RouteVariants {
                 .rules
                 .iter()
                 .zip(0u32..)
-                .filter(|(r, _)| {
-                    route & r.route_need == r.route_need && route & r.route_refuse == 0
-                })
+                .filter(|(r, _)| route & r.route_need == r.route_need && route & r.route_refuse == 0)
                 .map(|(r, i)| (r.clone(), i))
                 .unzip();
             // The engines read the rules and the tables only.
-            let variant = RuleSet {
-                rules: keep,
-                tables: rs.tables.clone(),
-                ..RuleSet::default()
-            };
+            let variant = RuleSet { rules: keep, tables: rs.tables.clone(), ..RuleSet::default() };
             let (c, stats) = compile(&variant, opts)?;
             first_stats.get_or_insert(stats);
             sets.push(Some((c, map)));
         }
-        Ok((
-            RouteVariants { used, sets },
-            first_stats.unwrap_or_default(),
-        ))
+        Ok((RouteVariants { used, sets }, first_stats.unwrap_or_default()))
     }
 
     #[inline]
     fn classify(&self, key: &PacketKey) -> Verdict {
-        let Some((c, map)) = &self.sets[usize::from(key.route & self.used)] else {
-            unreachable!("a set per value of the used bits")
-        };
+        let Some((c, map)) = &self.sets[usize::from(key.route & self.used)] else { unreachable!("a set per value of the used bits") };
         let mut v = c.classify(key);
         v.rule = v.rule.map(|i| map[i] as usize);
         v
@@ -255,10 +234,7 @@ impl RouteVariants {
 }
 
 /// Compiles `rs` (without tags), once per value of the route bits it tests if any.
-fn compile_routes(
-    rs: &RuleSet,
-    opts: &BuildOptions,
-) -> Result<(Compiled, ClassifierStats), BuildError> {
+fn compile_routes(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierStats), BuildError> {
     match rs.route_bits_used() {
         0 => compile(rs, opts),
         used => {
@@ -272,27 +248,17 @@ fn compile_routes(
 fn compile(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierStats), BuildError> {
     let gave_up = match opts.engine {
         Engine::Tree => None,
-        Engine::Rfc | Engine::Auto => {
-            match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
-                Ok(r) => {
-                    let stats = ClassifierStats {
-                        engine: "rfc",
-                        ..r.stats.clone()
-                    };
-                    return Ok((Compiled::Rfc(Box::new(r)), stats));
-                }
-                Err(e) if opts.engine == Engine::Rfc => return Err(e),
-                Err(e) => Some(e.message),
+        Engine::Rfc | Engine::Auto => match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
+            Ok(r) => {
+                let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
+                return Ok((Compiled::Rfc(Box::new(r)), stats));
             }
-        }
+            Err(e) if opts.engine == Engine::Rfc => return Err(e),
+            Err(e) => Some(e.message),
+        },
     };
     let t = tree::Tree::build(rs);
-    let stats = ClassifierStats {
-        engine: "tree",
-        rfc_gave_up: gave_up,
-        tree: Some(t.stats()),
-        ..ClassifierStats::default()
-    };
+    let stats = ClassifierStats { engine: "tree", rfc_gave_up: gave_up, tree: Some(t.stats()), ..ClassifierStats::default() };
     Ok((Compiled::Tree(Box::new(t)), stats))
 }
 
@@ -329,22 +295,12 @@ impl Classifier {
     /// Compiles `rs`. Fails only with [`Engine::Rfc`] over its budgets, or past 2^31 rules.
     pub fn build_with(rs: &RuleSet, opts: &BuildOptions) -> Result<Classifier, BuildError> {
         if rs.rules.len() >= 1 << 31 {
-            return Err(BuildError {
-                message: format!("too many rules: {} (at most 2^31 - 1)", rs.rules.len()),
-            });
+            return Err(BuildError { message: format!("too many rules: {} (at most 2^31 - 1)", rs.rules.len()) });
         }
         let rules = rs.rules.len();
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let flags_mask = rs
-            .rules
-            .iter()
-            .filter_map(|r| r.flags)
-            .fold(0, |m, (_, mask)| m | mask);
-        let (compiled, stats) = if rs
-            .rules
-            .iter()
-            .any(|r| r.tag.is_some() || r.tagged.is_some())
-        {
+        let flags_mask = rs.rules.iter().filter_map(|r| r.flags).fold(0, |m, (_, mask)| m | mask);
+        let (compiled, stats) = if rs.rules.iter().any(|r| r.tag.is_some() || r.tagged.is_some()) {
             let (v, stats) = tags::TagVariants::build(rs, opts)?;
             (Compiled::Tags(Box::new(v)), stats)
         } else {
@@ -355,14 +311,7 @@ impl Classifier {
             (true, false) => 1,
             (true, true) => 2,
         };
-        Ok(Classifier {
-            compiled,
-            rules,
-            stats,
-            id,
-            flags_mask,
-            cache_mode,
-        })
+        Ok(Classifier { compiled, rules, stats, id, flags_mask, cache_mode })
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
@@ -405,7 +354,7 @@ impl Classifier {
     #[inline(always)]
     pub(crate) fn cache_mode(&self) -> u8 {
         self.cache_mode
-    }
+}
 
     /// Number of rules compiled.
     pub fn rule_count(&self) -> usize {

@@ -30,15 +30,8 @@ pub(super) struct TagVariants {
 }
 
 impl TagVariants {
-    pub(super) fn build(
-        rs: &RuleSet,
-        opts: &BuildOptions,
-    ) -> Result<(TagVariants, ClassifierStats), BuildError> {
-        let mut tested: Vec<u8> = rs
-            .rules
-            .iter()
-            .filter_map(|r| r.tagged.map(|(_, id)| id))
-            .collect();
+    pub(super) fn build(rs: &RuleSet, opts: &BuildOptions) -> Result<(TagVariants, ClassifierStats), BuildError> {
+        let mut tested: Vec<u8> = rs.rules.iter().filter_map(|r| r.tagged.map(|(_, id)| id)).collect();
         tested.sort_unstable();
         tested.dedup();
         let mut by_tag = Box::new([0u8; 256]);
@@ -55,53 +48,18 @@ impl TagVariants {
                 .rules
                 .iter()
                 .zip(0u32..)
-                .filter(|(r, _)| {
-                    r.tagged
-                        .is_none_or(|(negated, id)| (value == id) != negated)
-                })
-                .map(|(r, i)| {
-                    (
-                        crate::rules::Rule {
-                            tagged: None,
-                            tag: None,
-                            ..r.clone()
-                        },
-                        i,
-                    )
-                })
+                .filter(|(r, _)| r.tagged.is_none_or(|(negated, id)| (value == id) != negated))
+                .map(|(r, i)| (crate::rules::Rule { tagged: None, tag: None, ..r.clone() }, i))
                 .unzip();
-            let variant = RuleSet {
-                rules: keep,
-                tables: rs.tables.clone(),
-                ..RuleSet::default()
-            };
+            let variant = RuleSet { rules: keep, tables: rs.tables.clone(), ..RuleSet::default() };
             let (c, stats) = super::compile_routes(&variant, opts)?;
             first_stats.get_or_insert(stats);
             sets.push((c, map));
         }
-        let (tagging_rules, tagging_index): (Vec<_>, Vec<usize>) = rs
-            .rules
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.tag.is_some())
-            .map(|(i, r)| (r.clone(), i))
-            .unzip();
-        let tagging = RuleSet {
-            rules: tagging_rules,
-            tables: rs.tables.clone(),
-            ..RuleSet::default()
-        };
+        let (tagging_rules, tagging_index): (Vec<_>, Vec<usize>) = rs.rules.iter().enumerate().filter(|(_, r)| r.tag.is_some()).map(|(i, r)| (r.clone(), i)).unzip();
+        let tagging = RuleSet { rules: tagging_rules, tables: rs.tables.clone(), ..RuleSet::default() };
         let quick = rs.rules.iter().map(|r| r.quick).collect();
-        Ok((
-            TagVariants {
-                by_tag,
-                sets,
-                tagging,
-                tagging_index,
-                quick,
-            },
-            first_stats.unwrap_or_default(),
-        ))
+        Ok((TagVariants { by_tag, sets, tagging, tagging_index, quick }, first_stats.unwrap_or_default()))
     }
 
     #[inline]
@@ -129,9 +87,6 @@ impl TagVariants {
     }
 
     pub(super) fn memory_bytes(&self) -> usize {
-        self.sets
-            .iter()
-            .map(|(c, map)| c.memory_bytes() + map.len() * 4)
-            .sum()
+        self.sets.iter().map(|(c, map)| c.memory_bytes() + map.len() * 4).sum()
     }
 }

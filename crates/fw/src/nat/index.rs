@@ -60,18 +60,12 @@ impl NatIndex {
     /// An empty index of `words` words (a power of two, at least [`MIN_WORDS`]).
     pub(super) fn with_words(words: usize) -> std::io::Result<NatIndex> {
         debug_assert!(words.is_power_of_two() && words >= MIN_WORDS);
-        Ok(NatIndex {
-            words: HugeArray::zeroed(words)?,
-            keys: 0,
-        })
+        Ok(NatIndex { words: HugeArray::zeroed(words)?, keys: 0 })
     }
 
     /// Words an index needs for `sessions` sessions (two keys each) at most half full.
     pub(super) fn words_for(sessions: usize) -> usize {
-        sessions
-            .saturating_mul(4)
-            .max(MIN_WORDS)
-            .next_power_of_two()
+        sessions.saturating_mul(4).max(MIN_WORDS).next_power_of_two()
     }
 
     /// Its size in words.
@@ -112,12 +106,7 @@ impl NatIndex {
 
     /// The position and slot of the word of `side` with hash `h` whose slot `is` the key's.
     #[inline(always)]
-    pub(super) fn find(
-        &self,
-        h: u64,
-        side: Side,
-        is: impl Fn(usize) -> bool,
-    ) -> Option<(usize, usize)> {
+    pub(super) fn find(&self, h: u64, side: Side, is: impl Fn(usize) -> bool) -> Option<(usize, usize)> {
         let mut i = self.home(h);
         loop {
             let w = *self.words.get(i)?;
@@ -180,11 +169,7 @@ impl NatIndex {
                 break;
             }
             let k = self.home(w);
-            let stays = if hole <= j {
-                hole < k && k <= j
-            } else {
-                hole < k || k <= j
-            };
+            let stays = if hole <= j { hole < k && k <= j } else { hole < k || k <= j };
             if !stays {
                 self.words[hole] = w;
                 hole = j;
@@ -205,15 +190,11 @@ impl NatIndex {
                 continue;
             }
             let (slot, side) = named(w);
-            let h = valid(slot, side)
-                .unwrap_or_else(|| panic!("word {i} names slot {slot} side {side}, not in use"));
+            let h = valid(slot, side).unwrap_or_else(|| panic!("word {i} names slot {slot} side {side}, not in use"));
             assert_eq!(w & TAG_MASK, h & TAG_MASK, "tag of word {i}");
             let mut j = self.home(h);
             while j != i {
-                assert!(
-                    self.words[j] != EMPTY,
-                    "hole between the home of word {i} and it"
-                );
+                assert!(self.words[j] != EMPTY, "hole between the home of word {i} and it");
                 j = (j + 1) % n;
                 distance += 1;
             }
@@ -245,16 +226,10 @@ mod tests {
         }
         ix.remove(h(1), 1, Side::Out);
         for slot in [0, 2, 3, 4] {
-            assert!(
-                ix.find(h(slot as u64), Side::Out, |s| s == slot).is_some(),
-                "slot {slot}"
-            );
+            assert!(ix.find(h(slot as u64), Side::Out, |s| s == slot).is_some(), "slot {slot}");
         }
         assert!(ix.find(h(1), Side::Out, |s| s == 1).is_none());
-        assert!(
-            ix.find(h(2), Side::In, |s| s == 2).is_none(),
-            "the side is part of the key"
-        );
+        assert!(ix.find(h(2), Side::In, |s| s == 2).is_none(), "the side is part of the key");
         ix.check(|s, _| (s != 1 && s < 5).then(|| h(s as u64)));
     }
 }

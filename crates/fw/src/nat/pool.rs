@@ -36,10 +36,7 @@ impl Pool {
 
     /// A pool of one address (an interface's).
     pub fn single(addr: u32) -> Pool {
-        Pool {
-            addrs: vec![addr],
-            prefix: Some((addr, 32)),
-        }
+        Pool { addrs: vec![addr], prefix: Some((addr, 32)) }
     }
 }
 
@@ -61,23 +58,12 @@ fn mix(x: u32, seed: u64) -> u64 {
 
 impl PoolCursor {
     pub fn new(seed: u64) -> PoolCursor {
-        PoolCursor {
-            next: 0,
-            rng: seed | 1,
-            sticky: HashMap::new(),
-        }
+        PoolCursor { next: 0, rng: seed | 1, sticky: HashMap::new() }
     }
 
     /// The pool address for source `src` under rule `rule` (the sticky key), remembered for
     /// `src` with `sticky`.
-    pub fn pick(
-        &mut self,
-        pool: &Pool,
-        method: PoolMethod,
-        sticky: bool,
-        rule: usize,
-        src: u32,
-    ) -> Option<u32> {
+    pub fn pick(&mut self, pool: &Pool, method: PoolMethod, sticky: bool, rule: usize, src: u32) -> Option<u32> {
         let a = self.choose(pool, method, sticky, rule, src)?;
         if sticky {
             self.stick(rule, src, a);
@@ -87,14 +73,7 @@ impl PoolCursor {
 
     /// [`pick`](Self::pick) without remembering the choice: for a translation that may not be
     /// made (the out rules may block its packet); [`stick`](Self::stick) once it is.
-    pub fn choose(
-        &mut self,
-        pool: &Pool,
-        method: PoolMethod,
-        sticky: bool,
-        rule: usize,
-        src: u32,
-    ) -> Option<u32> {
+    pub fn choose(&mut self, pool: &Pool, method: PoolMethod, sticky: bool, rule: usize, src: u32) -> Option<u32> {
         if pool.addrs.is_empty() {
             return None;
         }
@@ -138,11 +117,7 @@ impl PoolCursor {
 pub fn bitmask(pool: &Pool, src: u32) -> u32 {
     match pool.prefix {
         Some((net, len)) => {
-            let mask = if len == 0 {
-                0
-            } else {
-                u32::MAX << (32 - u32::from(len))
-            };
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
             (net & mask) | (src & !mask)
         }
         None => pool.addrs[0],
@@ -155,11 +130,7 @@ mod tests {
     use crate::packet::Af;
 
     fn pool(p: &[(u32, u8)]) -> Pool {
-        Pool::new(
-            &p.iter()
-                .map(|&(a, l)| Prefix::new(Af::Inet, u128::from(a), l))
-                .collect::<Vec<_>>(),
-        )
+        Pool::new(&p.iter().map(|&(a, l)| Prefix::new(Af::Inet, u128::from(a), l)).collect::<Vec<_>>())
     }
 
     #[test]
@@ -167,9 +138,7 @@ mod tests {
         let p = pool(&[(0xc000_0200, 31)]);
         assert_eq!(p.addrs, vec![0xc000_0200, 0xc000_0201]);
         let mut c = PoolCursor::new(1);
-        let a: Vec<u32> = (0..4)
-            .map(|i| c.pick(&p, PoolMethod::RoundRobin, false, 0, i).unwrap())
-            .collect();
+        let a: Vec<u32> = (0..4).map(|i| c.pick(&p, PoolMethod::RoundRobin, false, 0, i).unwrap()).collect();
         assert_eq!(a, vec![0xc000_0200, 0xc000_0201, 0xc000_0200, 0xc000_0201]);
         let first = c.pick(&p, PoolMethod::RoundRobin, true, 0, 7).unwrap();
         for _ in 0..5 {
@@ -182,10 +151,7 @@ mod tests {
         let p = pool(&[(0xc000_0200, 24)]);
         assert_eq!(bitmask(&p, 0x0a00_0007), 0xc000_0207);
         let mut c = PoolCursor::new(1);
-        assert_eq!(
-            c.pick(&p, PoolMethod::Bitmask, false, 0, 0x0a01_02fe),
-            Some(0xc000_02fe)
-        );
+        assert_eq!(c.pick(&p, PoolMethod::Bitmask, false, 0, 0x0a01_02fe), Some(0xc000_02fe));
     }
 
     #[test]
@@ -193,14 +159,8 @@ mod tests {
         let p = pool(&[(0xc000_0200, 28)]);
         let (mut c1, mut c2) = (PoolCursor::new(1), PoolCursor::new(99));
         for src in 0..100u32 {
-            assert_eq!(
-                c1.pick(&p, PoolMethod::SourceHash, false, 0, src),
-                c2.pick(&p, PoolMethod::SourceHash, false, 0, src)
-            );
-            assert!(
-                p.addrs
-                    .contains(&c1.pick(&p, PoolMethod::Random, false, 0, src).unwrap())
-            );
+            assert_eq!(c1.pick(&p, PoolMethod::SourceHash, false, 0, src), c2.pick(&p, PoolMethod::SourceHash, false, 0, src));
+            assert!(p.addrs.contains(&c1.pick(&p, PoolMethod::Random, false, 0, src).unwrap()));
         }
     }
 }

@@ -43,22 +43,14 @@ impl std::hash::Hash for NatKey {
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(u64::from(self.src) << 32 | u64::from(self.dst));
-        state.write_u64(
-            u64::from(self.sport) << 32 | u64::from(self.dport) << 8 | u64::from(self.proto),
-        );
+        state.write_u64(u64::from(self.sport) << 32 | u64::from(self.dport) << 8 | u64::from(self.proto));
     }
 }
 
 impl NatKey {
     /// The same flow seen from the other end.
     pub fn reversed(&self) -> NatKey {
-        NatKey {
-            src: self.dst,
-            dst: self.src,
-            sport: self.dport,
-            dport: self.sport,
-            proto: self.proto,
-        }
+        NatKey { src: self.dst, dst: self.src, sport: self.dport, dport: self.sport, proto: self.proto }
     }
 }
 
@@ -220,9 +212,7 @@ impl KeyHasher {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             (z ^ (z >> 31)) | 1
         };
-        KeyHasher {
-            secret: [next(), next(), next(), next()],
-        }
+        KeyHasher { secret: [next(), next(), next(), next()] }
     }
 
     #[inline(always)]
@@ -301,9 +291,7 @@ impl NatTable {
             return Err(AllocError::TableFull);
         }
         let more = want.saturating_sub(self.slots.len());
-        self.slots
-            .try_reserve(more)
-            .map_err(|_| AllocError::TableFull)?;
+        self.slots.try_reserve(more).map_err(|_| AllocError::TableFull)?;
         advise_huge(self.slots.spare_capacity_mut());
         if !self.index.has_room(2 * n) {
             self.rebuild(NatIndex::words_for(want))?;
@@ -349,13 +337,7 @@ impl NatTable {
     /// for [`lookup_out_hinted`](Self::lookup_out_hinted) ([`NO_HINT`]: none).
     #[inline(always)]
     pub fn probe(&self, h: u64, out: bool) -> u32 {
-        let Some((i, s)) = self
-            .index
-            .probe(h, if out { Side::Out } else { Side::In })
-            .and_then(|i| Some((i, self.slots.get(i)?)))
-        else {
-            return NO_HINT;
-        };
+        let Some((i, s)) = self.index.probe(h, if out { Side::Out } else { Side::In }).and_then(|i| Some((i, self.slots.get(i)?))) else { return NO_HINT };
         prefetch_read_once(s);
         i as u32
     }
@@ -364,9 +346,7 @@ impl NatTable {
     #[inline(always)]
     fn find(&self, key: &NatKey, h: u64, side: Side) -> Option<(usize, usize)> {
         let slots = &self.slots;
-        self.index.find(h, side, |i| {
-            slots.get(i).is_some_and(|s| s.session.key(side) == key)
-        })
+        self.index.find(h, side, |i| slots.get(i).is_some_and(|s| s.session.key(side) == key))
     }
 
     #[inline(always)]
@@ -376,14 +356,7 @@ impl NatTable {
 
     /// [`lookup`](Self::lookup) with the key's hash `h` known.
     #[inline(always)]
-    fn lookup_by(
-        &mut self,
-        key: &NatKey,
-        h: u64,
-        side: Side,
-        now: u32,
-        t: &Timeouts,
-    ) -> Option<&mut Session> {
+    fn lookup_by(&mut self, key: &NatKey, h: u64, side: Side, now: u32, t: &Timeouts) -> Option<&mut Session> {
         let (_, i) = self.find(key, h, side)?;
         if self.slots[i].session.expired(now, t) {
             return self.expire(i);
@@ -413,14 +386,7 @@ impl NatTable {
     /// may have changed since the probe (sessions removed, keys taken over): the check holds
     /// whatever happened.
     #[inline(always)]
-    pub fn lookup_out_hinted(
-        &mut self,
-        key: &NatKey,
-        h: u64,
-        hint: u32,
-        now: u32,
-        t: &Timeouts,
-    ) -> Option<&mut Session> {
+    pub fn lookup_out_hinted(&mut self, key: &NatKey, h: u64, hint: u32, now: u32, t: &Timeouts) -> Option<&mut Session> {
         let i = hint as usize;
         match self.slots.get(i) {
             Some(s) if s.indexed(Side::Out) && s.session.out_key == *key => {
@@ -441,8 +407,7 @@ impl NatTable {
 
     /// Whether an in key is taken (expired sessions count until swept or looked up).
     pub fn in_key_used(&self, key: &NatKey) -> bool {
-        self.find(key, self.hasher.hash(key, Side::In), Side::In)
-            .is_some()
+        self.find(key, self.hasher.hash(key, Side::In), Side::In).is_some()
     }
 
     /// Adds a session; its keys should be free (the caller checked with the lookups). A
@@ -461,24 +426,16 @@ impl NatTable {
                     return Err(AllocError::TableFull);
                 }
                 if self.slots.len() == self.slots.capacity() {
-                    self.slots
-                        .try_reserve(self.slots.len().max(64))
-                        .map_err(|_| AllocError::TableFull)?;
+                    self.slots.try_reserve(self.slots.len().max(64)).map_err(|_| AllocError::TableFull)?;
                     advise_huge(self.slots.spare_capacity_mut());
                 }
-                self.slots.push(Slot {
-                    session: s,
-                    link: IN_USE,
-                });
+                self.slots.push(Slot { session: s, link: IN_USE });
                 self.slots.len() - 1
             }
             head => {
                 let i = head as usize;
                 self.free_head = self.slots[i].link;
-                self.slots[i] = Slot {
-                    session: s,
-                    link: IN_USE,
-                };
+                self.slots[i] = Slot { session: s, link: IN_USE };
                 i
             }
         };
@@ -503,8 +460,7 @@ impl NatTable {
     fn remove(&mut self, i: usize) {
         let s = self.slots[i].session;
         for side in [Side::Out, Side::In] {
-            self.index
-                .remove(self.hasher.hash(s.key(side), side), i, side);
+            self.index.remove(self.hasher.hash(s.key(side), side), i, side);
         }
         self.slots[i].link = self.free_head;
         self.free_head = i as u32;
@@ -566,16 +522,9 @@ impl NatTable {
             let seconds = now.wrapping_sub(self.sweep_clock) as usize;
             self.sweep_clock = now;
             let per_second = n.div_ceil(t.interval.max(1) as usize);
-            self.sweep_owed = self
-                .sweep_owed
-                .saturating_add(per_second.saturating_mul(seconds))
-                .min(n);
+            self.sweep_owed = self.sweep_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
         }
-        let budget = if self.len >= self.limit {
-            budget
-        } else {
-            budget.min(self.sweep_owed)
-        };
+        let budget = if self.len >= self.limit { budget } else { budget.min(self.sweep_owed) };
         if budget > 0 {
             self.sweep_owed = self.sweep_owed.saturating_sub(budget);
             self.sweep(now, t, budget);
@@ -586,13 +535,7 @@ impl NatTable {
     /// steering) and whose in key (`key_for(port)`) is not in use. Every port of the range is
     /// tried before giving up, as pf does, so a tuple in use is never handed out and a free
     /// one is always found.
-    pub fn free_port(
-        &self,
-        (lo, hi): (u16, u16),
-        start: u32,
-        accept: impl Fn(u16) -> bool,
-        key_for: impl Fn(u16) -> NatKey,
-    ) -> Result<u16, AllocError> {
+    pub fn free_port(&self, (lo, hi): (u16, u16), start: u32, accept: impl Fn(u16) -> bool, key_for: impl Fn(u16) -> NatKey) -> Result<u16, AllocError> {
         let n = u32::from(hi - lo) + 1;
         for k in 0..n {
             let port = lo + ((start.wrapping_add(k)) % n) as u16;
@@ -610,29 +553,18 @@ impl NatTable {
         let (keys, distance) = self.index.check(|i, side| {
             let s = self.slots.get(i).filter(|s| s.in_use())?;
             let side = if side == 0 { Side::Out } else { Side::In };
-            assert!(
-                s.indexed(side),
-                "slot {i} named for side {side:?}, not marked indexed"
-            );
+            assert!(s.indexed(side), "slot {i} named for side {side:?}, not marked indexed");
             Some(self.hasher.hash(s.session.key(side), side))
         });
         let used = self.slots.iter().filter(|s| s.in_use()).count();
         assert_eq!(used, self.len, "sessions counted");
         assert!(keys <= 2 * used, "more keys than sessions have");
-        let marked: usize = self
-            .slots
-            .iter()
-            .filter(|s| s.in_use())
-            .map(|s| (s.link & INDEXED).count_ones() as usize)
-            .sum();
+        let marked: usize = self.slots.iter().filter(|s| s.in_use()).map(|s| (s.link & INDEXED).count_ones() as usize).sum();
         assert_eq!(marked, keys, "keys marked indexed in their slots");
         let mut free = 0;
         let mut f = self.free_head;
         while f != NONE {
-            assert!(
-                !self.slots[f as usize].in_use(),
-                "free list names a slot in use"
-            );
+            assert!(!self.slots[f as usize].in_use(), "free list names a slot in use");
             free += 1;
             assert!(free <= self.slots.len(), "free list cycle");
             f = self.slots[f as usize].link;
@@ -647,26 +579,14 @@ mod tests {
     use super::*;
 
     fn session(sport: u16, nat_port: u16) -> Session {
-        let out_key = NatKey {
-            src: 0x0a00_0002,
-            dst: 0x0808_0808,
-            sport,
-            dport: 53,
-            proto: 17,
-        };
+        let out_key = NatKey { src: 0x0a00_0002, dst: 0x0808_0808, sport, dport: 53, proto: 17 };
         Session {
             iface: 1,
             kind: NatKind::Nat,
             pass: false,
             out_key,
             out_to: (0xc000_0201, nat_port),
-            in_key: NatKey {
-                src: 0x0808_0808,
-                dst: 0xc000_0201,
-                sport: 53,
-                dport: nat_port,
-                proto: 17,
-            },
+            in_key: NatKey { src: 0x0808_0808, dst: 0xc000_0201, sport: 53, dport: nat_port, proto: 17 },
             in_to: (0x0a00_0002, sport),
             last: 0,
             phase: Phase::First,
@@ -679,14 +599,8 @@ mod tests {
         let mut nt = NatTable::new(10, 7);
         let s = session(1000, 50001);
         nt.insert(s).unwrap();
-        assert_eq!(
-            nt.lookup_out(&s.out_key, 5, &t).map(|s| s.out_to),
-            Some((0xc000_0201, 50001))
-        );
-        assert_eq!(
-            nt.lookup_in(&s.in_key, 5, &t).map(|s| s.in_to),
-            Some((0x0a00_0002, 1000))
-        );
+        assert_eq!(nt.lookup_out(&s.out_key, 5, &t).map(|s| s.out_to), Some((0xc000_0201, 50001)));
+        assert_eq!(nt.lookup_in(&s.in_key, 5, &t).map(|s| s.in_to), Some((0x0a00_0002, 1000)));
         // udp.single (30 s) after the first packet only.
         assert!(nt.lookup_in(&s.in_key, 40, &t).is_none());
         assert!(nt.is_empty());
@@ -698,47 +612,17 @@ mod tests {
         let mut nt = NatTable::new(100, 7);
         let range = (50001, 50004);
         for (i, p) in (50001..=50004).enumerate() {
-            let port = nt
-                .free_port(
-                    range,
-                    0,
-                    |_| true,
-                    |p| NatKey {
-                        dport: p,
-                        ..session(0, 0).in_key
-                    },
-                )
-                .unwrap();
+            let port = nt.free_port(range, 0, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key }).unwrap();
             assert_eq!(port, p);
             nt.insert(session(1000 + i as u16, port)).unwrap();
         }
-        assert_eq!(
-            nt.free_port(
-                range,
-                3,
-                |_| true,
-                |p| NatKey {
-                    dport: p,
-                    ..session(0, 0).in_key
-                }
-            ),
-            Err(AllocError::PortsExhausted)
-        );
+        assert_eq!(nt.free_port(range, 3, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key }), Err(AllocError::PortsExhausted));
         // Another destination has its own ports (endpoint-dependent mapping).
-        let other = NatKey {
-            src: 0x0101_0101,
-            ..session(0, 0).in_key
-        };
-        assert_eq!(
-            nt.free_port(range, 0, |_| true, |p| NatKey { dport: p, ..other }),
-            Ok(50001)
-        );
+        let other = NatKey { src: 0x0101_0101, ..session(0, 0).in_key };
+        assert_eq!(nt.free_port(range, 0, |_| true, |p| NatKey { dport: p, ..other }), Ok(50001));
         // Steering: only even ports accepted.
         let nt = NatTable::new(100, 7);
-        assert_eq!(
-            nt.free_port(range, 0, |p| p % 2 == 0, |p| NatKey { dport: p, ..other }),
-            Ok(50002)
-        );
+        assert_eq!(nt.free_port(range, 0, |p| p % 2 == 0, |p| NatKey { dport: p, ..other }), Ok(50002));
     }
 
     /// The paced sweep examines `len / interval` slots per second of the clock, all of its
@@ -787,22 +671,10 @@ mod tests {
         let h = nt.hash_out(&key);
         let hint = nt.probe(h, true);
         assert_ne!(hint, NO_HINT);
-        assert_eq!(
-            nt.lookup_out_hinted(&key, h, hint, 1, &t)
-                .map(|s| s.out_to.1),
-            Some(50001)
-        );
+        assert_eq!(nt.lookup_out_hinted(&key, h, hint, 1, &t).map(|s| s.out_to.1), Some(50001));
         // A later session takes the out key over; the hint still names the first's slot.
-        nt.insert(Session {
-            iface: 2,
-            ..session(1000, 50002)
-        })
-        .unwrap();
-        assert_eq!(
-            nt.lookup_out_hinted(&key, h, hint, 1, &t)
-                .map(|s| s.out_to.1),
-            Some(50002)
-        );
+        nt.insert(Session { iface: 2, ..session(1000, 50002) }).unwrap();
+        assert_eq!(nt.lookup_out_hinted(&key, h, hint, 1, &t).map(|s| s.out_to.1), Some(50002));
         assert_eq!(nt.lookup_out(&key, 1, &t).map(|s| s.out_to.1), Some(50002));
         nt.debug_check();
         // The first expires and its slot goes to another flow's session: the hint names it.
@@ -810,18 +682,11 @@ mod tests {
         nt.lookup_in(&first.in_key, 40, &t);
         let other = session(2000, 50003);
         nt.insert(other).unwrap();
-        assert_eq!(
-            nt.lookup_out_hinted(&key, h, hint, 1, &t)
-                .map(|s| s.out_to.1),
-            Some(50002)
-        );
+        assert_eq!(nt.lookup_out_hinted(&key, h, hint, 1, &t).map(|s| s.out_to.1), Some(50002));
         // Past the taker's timeout: gone, whichever slot the hint names.
         assert!(nt.lookup_out_hinted(&key, h, taker, 40, &t).is_none());
         assert!(nt.lookup_out_hinted(&key, h, NO_HINT, 40, &t).is_none());
-        assert!(
-            nt.lookup_out_hinted(&other.out_key, nt.hash_out(&other.out_key), hint, 1, &t)
-                .is_some()
-        );
+        assert!(nt.lookup_out_hinted(&other.out_key, nt.hash_out(&other.out_key), hint, 1, &t).is_some());
         nt.debug_check();
     }
 

@@ -31,18 +31,10 @@ impl Parser<'_> {
                 Tok::Newline | Tok::Eof => break,
                 Tok::Punct("{") => {
                     if kw != "anchor" {
-                        return here(
-                            &t,
-                            format!(
-                                "inline rules of `{kw}` are not supported by linerate (only `anchor \"name\" {{ ... }}` with filter rules)"
-                            ),
-                        );
+                        return here(&t, format!("inline rules of `{kw}` are not supported by linerate (only `anchor \"name\" {{ ... }}` with filter rules)"));
                     }
                     if let Some(c) = criteria {
-                        return here(
-                            &c,
-                            "`anchor` with criteria of its own and inline rules is not supported by linerate (write the criteria in its rules)",
-                        );
+                        return here(&c, "`anchor` with criteria of its own and inline rules is not supported by linerate (write the criteria in its rules)");
                     }
                     self.next()?;
                     return self.inline_anchor();
@@ -69,11 +61,7 @@ impl Parser<'_> {
             match &t.tok {
                 Tok::Word(w) if w == "pass" || w == "block" => self.rule()?,
                 Tok::Word(w) if w == "anchor" => self.anchor()?,
-                _ => {
-                    return self.fail(
-                        "a filter rule (pass, block), an anchor or \"}\" in an inline anchor",
-                    );
-                }
+                _ => return self.fail("a filter rule (pass, block), an anchor or \"}\" in an inline anchor"),
             }
             if !self.is_punct("}")? {
                 self.end_of_statement()?;

@@ -7,39 +7,12 @@ use crate::packet::Af;
 /// pf options linerate does not implement: named in an error ("`X` is not supported by
 /// linerate") rather than reported as unknown words or, worse, accepted and ignored.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "route-to",
-    "reply-to",
-    "dup-to",
-    "rdr-to",
-    "nat-to",
-    "binat-to",
-    "af-to",
-    "divert-to",
-    "divert-reply",
-    "divert-packet",
-    "queue",
-    "prio",
-    "set",
-    "probability",
-    "rtable",
-    "rdomain",
-    "user",
-    "group",
-    "os",
-    "max",
-    "max-pkt-rate",
-    "pflow",
-    "no-sync",
-    "once",
-    "received-on",
-    "fragment",
-    "tos",
-    "reassemble",
-    "scrub",
-    "adaptive.start",
-    "adaptive.end",
-    "sticky-address",
-    "route",
+    "route-to", "reply-to", "dup-to", "rdr-to", "nat-to", "binat-to", "af-to", "divert-to",
+    "divert-reply", "divert-packet", "queue", "prio", "set", "probability",
+    "rtable", "rdomain", "user", "group", "os", "max", "max-pkt-rate",
+    "pflow", "no-sync", "once", "received-on", "fragment", "tos",
+    "reassemble", "scrub", "adaptive.start",
+    "adaptive.end", "sticky-address", "route",
 ];
 
 /// Why some of [`UNSUPPORTED_OPTIONS`] are refused, shown after the error.
@@ -50,10 +23,14 @@ const OPTION_REASONS: &[(&str, &str)] = &[
 ];
 
 /// pf statements linerate does not implement.
-const UNSUPPORTED_STATEMENTS: &[&str] = &["load", "include", "queue", "altq", "ether"];
+const UNSUPPORTED_STATEMENTS: &[&str] = &[
+    "load", "include", "queue", "altq", "ether",
+];
 
 /// `set` options linerate does not implement.
-const UNSUPPORTED_SET: &[&str] = &["syncookies", "fail-policy", "prio", "timeout-adaptive"];
+const UNSUPPORTED_SET: &[&str] = &[
+    "syncookies", "fail-policy", "prio", "timeout-adaptive",
+];
 
 /// Address keywords linerate does not implement.
 const UNSUPPORTED_ADDRESSES: &[&str] = &["route"];
@@ -63,22 +40,12 @@ const UNSUPPORTED_ADDRESSES: &[&str] = &["route"];
 pub(super) fn range_prefixes(af: Af, lo: u128, hi: u128) -> Vec<Prefix> {
     let bits = u32::from(Prefix::bits(af));
     // The last address of the block of 2^host addresses at `start` (aligned to it).
-    let last = |start: u128, host: u32| {
-        if host >= 128 {
-            u128::MAX
-        } else {
-            start + ((1u128 << host) - 1)
-        }
-    };
+    let last = |start: u128, host: u32| if host >= 128 { u128::MAX } else { start + ((1u128 << host) - 1) };
     let mut out = Vec::new();
     let mut cur = lo;
     loop {
         // The largest aligned block starting at `cur` that ends by `hi`.
-        let mut host = if cur == 0 {
-            bits
-        } else {
-            cur.trailing_zeros().min(bits)
-        };
+        let mut host = if cur == 0 { bits } else { cur.trailing_zeros().min(bits) };
         while host > 0 && last(cur, host) > hi {
             host -= 1;
         }
@@ -118,10 +85,7 @@ impl Parser<'_> {
             match &t.tok {
                 Tok::Word(w) if w == "all" => {}
                 Tok::Word(w) if w == "to" => {
-                    return here(
-                        &t,
-                        "`log (to IFACE)` is not supported by linerate (one log: `[log]` in the config, `linerate log`)",
-                    );
+                    return here(&t, "`log (to IFACE)` is not supported by linerate (one log: `[log]` in the config, `linerate log`)");
                 }
                 Tok::Word(w) if w == "user" || w == "matches" => {
                     return here(&t, format!("`log ({w})` is not supported by linerate"));
@@ -144,10 +108,7 @@ impl Parser<'_> {
             && list.contains(&w.as_str())
         {
             return match OPTION_REASONS.iter().find(|(o, _)| o == w) {
-                Some((_, why)) => here(
-                    &t,
-                    format!("`{context}{w}` is not supported by linerate ({why})"),
-                ),
+                Some((_, why)) => here(&t, format!("`{context}{w}` is not supported by linerate ({why})")),
                 None => here(&t, format!("`{context}{w}` is not supported by linerate")),
             };
         }
@@ -190,12 +151,7 @@ impl Parser<'_> {
         if let Tok::Word(w) = &t.tok
             && (w == "no-route" || w == "urpf-failed")
         {
-            return here(
-                &t,
-                format!(
-                    "`{w}` in a host list is not supported by linerate (make it the whole `from` or `to` of the rule)"
-                ),
-            );
+            return here(&t, format!("`{w}` in a host list is not supported by linerate (make it the whole `from` or `to` of the rule)"));
         }
         self.refuse_in(UNSUPPORTED_ADDRESSES, "")
     }
@@ -220,22 +176,14 @@ impl Parser<'_> {
                 }
                 if self.is_punct("!")? {
                     let t = self.peek()?.clone();
-                    return here(
-                        &t,
-                        "`!` in an interface list is not supported by linerate (negate a single interface)",
-                    );
+                    return here(&t, "`!` in an interface list is not supported by linerate (negate a single interface)");
                 }
             }
             if braced && self.is_punct("{")? {
                 // A list inside the list (a macro holding one: `{ egress $int_if }`), flattened
                 // as pfctl does.
                 let (inner, lo) = self.iface_list_skipping(loopback_ok)?;
-                out.extend(
-                    inner
-                        .into_iter()
-                        .filter(|i| !out.contains(i))
-                        .collect::<Vec<_>>(),
-                );
+                out.extend(inner.into_iter().filter(|i| !out.contains(i)).collect::<Vec<_>>());
                 loopbacks += lo;
                 n += 1;
                 self.eat_punct(",")?;
@@ -283,10 +231,7 @@ impl Parser<'_> {
             let t = self.icmp_type(v6)?;
             if self.is_word("code")? {
                 let t = self.peek()?.clone();
-                return here(
-                    &t,
-                    "`code` in an icmp-type list is not supported by linerate (one rule per type and code)",
-                );
+                return here(&t, "`code` in an icmp-type list is not supported by linerate (one rule per type and code)");
             }
             if !out.contains(&t) {
                 out.push(t);
@@ -297,21 +242,13 @@ impl Parser<'_> {
 
     /// After an address `first` (token `t`): ` - LAST` makes it a range, expanded into the
     /// prefixes that cover it (pf's `host - host`). `None` when no `-` follows.
-    pub(super) fn address_range(
-        &mut self,
-        first: Prefix,
-        t: &Token,
-        negated: bool,
-    ) -> PResult<Option<Vec<AddrItem>>> {
+    pub(super) fn address_range(&mut self, first: Prefix, t: &Token, negated: bool) -> PResult<Option<Vec<AddrItem>>> {
         if !self.is_word("-")? {
             return Ok(None);
         }
         let dash = self.next()?;
         if negated {
-            return here(
-                &dash,
-                "`! a - b` is not supported by linerate (a negated range)",
-            );
+            return here(&dash, "`! a - b` is not supported by linerate (a negated range)");
         }
         let full = Prefix::bits(first.af);
         if first.len != full || matches!(&t.tok, Tok::Word(w) if w.contains('/')) {
@@ -334,10 +271,7 @@ impl Parser<'_> {
         self.next()?;
         let items = range_prefixes(first.af, first.addr, last.addr)
             .into_iter()
-            .map(|p| AddrItem {
-                negated: false,
-                target: AddrTarget::Prefix(p),
-            })
+            .map(|p| AddrItem { negated: false, target: AddrTarget::Prefix(p) })
             .collect();
         Ok(Some(items))
     }
@@ -351,23 +285,11 @@ mod tests {
     fn ranges_are_covered_by_aligned_prefixes() {
         let v4 = |a: [u8; 4]| u128::from(u32::from_be_bytes(a));
         let got = range_prefixes(Af::Inet, v4([10, 0, 0, 1]), v4([10, 0, 0, 6]));
-        let want: Vec<Prefix> = [(1, 32), (2, 31), (4, 31), (6, 32)]
-            .iter()
-            .map(|&(a, l)| Prefix::new(Af::Inet, v4([10, 0, 0, a]), l))
-            .collect();
+        let want: Vec<Prefix> = [(1, 32), (2, 31), (4, 31), (6, 32)].iter().map(|&(a, l)| Prefix::new(Af::Inet, v4([10, 0, 0, a]), l)).collect();
         assert_eq!(got, want);
-        assert_eq!(
-            range_prefixes(Af::Inet, 0, u128::from(u32::MAX)),
-            vec![Prefix::new(Af::Inet, 0, 0)]
-        );
-        assert_eq!(
-            range_prefixes(Af::Inet6, 0, u128::MAX),
-            vec![Prefix::new(Af::Inet6, 0, 0)]
-        );
-        assert_eq!(
-            range_prefixes(Af::Inet6, 5, 5),
-            vec![Prefix::new(Af::Inet6, 5, 128)]
-        );
+        assert_eq!(range_prefixes(Af::Inet, 0, u128::from(u32::MAX)), vec![Prefix::new(Af::Inet, 0, 0)]);
+        assert_eq!(range_prefixes(Af::Inet6, 0, u128::MAX), vec![Prefix::new(Af::Inet6, 0, 0)]);
+        assert_eq!(range_prefixes(Af::Inet6, 5, 5), vec![Prefix::new(Af::Inet6, 5, 128)]);
         // Every address of random ranges is covered once, and nothing outside.
         let mut x = 0x1234_5678u64;
         for _ in 0..200 {
@@ -379,11 +301,7 @@ mod tests {
             let ps = range_prefixes(Af::Inet, lo, hi);
             for a in lo.saturating_sub(3)..hi + 3 {
                 let n = ps.iter().filter(|p| p.contains(Af::Inet, a)).count();
-                assert_eq!(
-                    n,
-                    usize::from((lo..=hi).contains(&a)),
-                    "{lo}..{hi} at {a}: {ps:?}"
-                );
+                assert_eq!(n, usize::from((lo..=hi).contains(&a)), "{lo}..{hi} at {a}: {ps:?}");
             }
         }
     }

@@ -83,22 +83,8 @@ pub(super) fn check_ports_need_tcp_udp(port_tok: Option<&Token>, protos: &[u8]) 
 
 impl Hosts {
     /// Hosts from `src` (address, ports) to `dst`, with nothing else written.
-    pub(super) fn between(
-        (src, src_ports): (AddrMatch, PortMatch),
-        (dst, dst_ports): (AddrMatch, PortMatch),
-    ) -> Hosts {
-        Hosts {
-            src,
-            src_ports,
-            dst,
-            dst_ports,
-            dst_iface: None,
-            addr_toks: Vec::new(),
-            port_tok: None,
-            route_need: 0,
-            route_refuse: 0,
-            route_tok: None,
-        }
+    pub(super) fn between((src, src_ports): (AddrMatch, PortMatch), (dst, dst_ports): (AddrMatch, PortMatch)) -> Hosts {
+        Hosts { src, src_ports, dst, dst_ports, dst_iface: None, addr_toks: Vec::new(), port_tok: None, route_need: 0, route_refuse: 0, route_tok: None }
     }
 }
 
@@ -106,10 +92,7 @@ impl Parser<'_> {
     /// `all`, or `[from ipportspec] [to ipportspec]`. With `iface_dst`, `to (IFACE)` is
     /// accepted (translation rules); a list there is refused at that token.
     pub(super) fn hosts(&mut self, iface_dst: Option<&Token>) -> PResult<Hosts> {
-        let mut hosts = Hosts::between(
-            (AddrMatch::Any, PortMatch::Any),
-            (AddrMatch::Any, PortMatch::Any),
-        );
+        let mut hosts = Hosts::between((AddrMatch::Any, PortMatch::Any), (AddrMatch::Any, PortMatch::Any));
         if self.eat_word("all")? {
             return Ok(hosts);
         }
@@ -130,10 +113,7 @@ impl Parser<'_> {
                 self.expect_punct(")", "\")\" closing `(interface)`")?;
                 hosts.dst_iface = i.first().copied().filter(|_| i.len() == 1);
                 if hosts.dst_iface.is_none() {
-                    return here(
-                        first,
-                        "`to ({ ... })` is not supported by linerate: name one interface",
-                    );
+                    return here(first, "`to ({ ... })` is not supported by linerate: name one interface");
                 }
             } else if !self.route_host(&mut hosts, false)? && !self.is_word("port")? {
                 hosts.dst = self.addr_match(&mut hosts.addr_toks, false)?;
@@ -155,19 +135,12 @@ impl Parser<'_> {
         // The word after a `!` is two raw tokens ahead (the next is the `!`).
         let ahead = self.toks.len() - if negated { 2 } else { 1 };
         let t = self.toks[ahead].clone();
-        let Tok::Word(w) = &t.tok else {
-            return Ok(false);
-        };
+        let Tok::Word(w) = &t.tok else { return Ok(false) };
         let bit = match (w.as_str(), is_src) {
             ("no-route", true) => route::SRC_NO_ROUTE,
             ("no-route", false) => route::DST_NO_ROUTE,
             ("urpf-failed", true) => route::SRC_URPF_FAILED,
-            ("urpf-failed", false) => {
-                return here(
-                    &t,
-                    "urpf-failed only applies to a source (`from urpf-failed`)",
-                );
-            }
+            ("urpf-failed", false) => return here(&t, "urpf-failed only applies to a source (`from urpf-failed`)"),
             _ => return Ok(false),
         };
         if negated {
@@ -202,10 +175,7 @@ impl Parser<'_> {
                 if self.eat_punct("}")? {
                     return Ok(AddrMatch::Any);
                 }
-                return here(
-                    &t,
-                    "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)",
-                );
+                return here(&t, "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
             }
             let mut items = Vec::new();
             self.addr_list(toks, is_src, &mut items, 0)?;
@@ -243,21 +213,13 @@ impl Parser<'_> {
 
     /// One host of an address: `[!] prefix`, `[!] <table>`, or a range `a - b` (several
     /// prefixes), appended to `out`.
-    pub(super) fn addr_item(
-        &mut self,
-        toks: &mut Vec<(Token, Af, bool)>,
-        is_src: bool,
-        out: &mut Vec<AddrItem>,
-    ) -> PResult<()> {
+    pub(super) fn addr_item(&mut self, toks: &mut Vec<(Token, Af, bool)>, is_src: bool, out: &mut Vec<AddrItem>) -> PResult<()> {
         const WHAT: &str = "an address, a prefix, a table <name> or \"any\"";
         let negated = self.eat_punct("!")?;
         self.refuse_unsupported_address()?;
         let t = self.peek()?.clone();
         if matches!(&t.tok, Tok::Word(w) if w == "any") {
-            return here(
-                &t,
-                "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)",
-            );
+            return here(&t, "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
         }
         match &t.tok {
             Tok::Punct("<") => {
@@ -266,10 +228,7 @@ impl Parser<'_> {
                 self.expect_punct(">", "\">\" closing the table name")?;
                 match self.table_idx.get(&name) {
                     Some(&i) => {
-                        out.push(AddrItem {
-                            negated,
-                            target: AddrTarget::Table(i),
-                        });
+                        out.push(AddrItem { negated, target: AddrTarget::Table(i) });
                         Ok(())
                     }
                     None => here(
@@ -286,10 +245,7 @@ impl Parser<'_> {
                     toks.push((t.clone(), p.af, is_src));
                     match self.address_range(p, &t, negated)? {
                         Some(items) => out.extend(items),
-                        None => out.push(AddrItem {
-                            negated,
-                            target: AddrTarget::Prefix(p),
-                        }),
+                        None => out.push(AddrItem { negated, target: AddrTarget::Prefix(p) }),
                     }
                     Ok(())
                 }

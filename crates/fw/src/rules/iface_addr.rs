@@ -12,10 +12,7 @@
 
 use std::net::IpAddr;
 
-use super::{
-    Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule,
-    StateMode, Table, TableEntry, Tok, Token, here,
-};
+use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Tok, Token, here};
 
 /// A router address as a prefix of `len` bits (its host address with `len` = the family's
 /// width).
@@ -34,21 +31,12 @@ impl Parser<'_> {
     /// The addresses of one interface (`t`: where it is named, for errors).
     fn addresses_of(&self, t: &Token, name: &str) -> PResult<Vec<(IpAddr, u8)>> {
         let Some(all) = self.addresses else {
-            return here(
-                t,
-                format!(
-                    "`{name}` as an address needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know"
-                ),
-            );
+            return here(t, format!("`{name}` as an address needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know"));
         };
         if (self.ifaces)(name).is_none() {
             return here(t, format!("unknown interface \"{name}\""));
         }
-        Ok(all
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, a)| a.clone())
-            .unwrap_or_default())
+        Ok(all.iter().find(|(n, _)| n == name).map(|(_, a)| a.clone()).unwrap_or_default())
     }
 
     /// The table standing for `spec` (`self`, `em0`, `em0:network`, ...), named `(spec)`,
@@ -66,22 +54,8 @@ impl Parser<'_> {
                 "network" => network = true,
                 "broadcast" => broadcast = true,
                 "0" => first_only = true,
-                "peer" => {
-                    return here(
-                        t,
-                        format!(
-                            "`{ifname}:peer` is not supported by linerate (no point-to-point interfaces)"
-                        ),
-                    );
-                }
-                _ => {
-                    return here(
-                        t,
-                        format!(
-                            "`{ifname}:{m}`: expected {ifname}:network, {ifname}:broadcast or {ifname}:0"
-                        ),
-                    );
-                }
+                "peer" => return here(t, format!("`{ifname}:peer` is not supported by linerate (no point-to-point interfaces)")),
+                _ => return here(t, format!("`{ifname}:{m}`: expected {ifname}:network, {ifname}:broadcast or {ifname}:0")),
             }
         }
         let addrs: Vec<(IpAddr, u8)> = if ifname == "self" {
@@ -89,10 +63,7 @@ impl Parser<'_> {
                 return here(t, "`self` takes no modifier");
             }
             let Some(all) = self.addresses else {
-                return here(
-                    t,
-                    "`self` needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know",
-                );
+                return here(t, "`self` needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know");
             };
             all.iter().flat_map(|(_, a)| a.iter().copied()).collect()
         } else {
@@ -117,17 +88,10 @@ impl Parser<'_> {
             } else {
                 host(a)
             };
-            entries.push(TableEntry {
-                negated: false,
-                prefix: p,
-            });
+            entries.push(TableEntry { negated: false, prefix: p });
         }
         self.table_idx.insert(name.clone(), self.rs.tables.len());
-        self.rs.tables.push(Table {
-            name,
-            entries,
-            constant: true,
-        });
+        self.rs.tables.push(Table { name, entries, constant: true });
         Ok(AddrTarget::Table(self.rs.tables.len() - 1))
     }
 
@@ -186,20 +150,12 @@ impl Parser<'_> {
             }
         }
         for (name, t) in names {
-            let index = (self.ifaces)(&name)
-                .map_or_else(|| here(&t, format!("unknown interface \"{name}\"")), Ok)?;
-            let addrs: Vec<(IpAddr, u8)> = self
-                .addresses_of(&t, &name)?
-                .into_iter()
-                .filter(|(a, _)| af.is_none_or(|f| (f == Af::Inet) == a.is_ipv4()))
-                .collect();
+            let index = (self.ifaces)(&name).map_or_else(|| here(&t, format!("unknown interface \"{name}\"")), Ok)?;
+            let addrs: Vec<(IpAddr, u8)> = self.addresses_of(&t, &name)?.into_iter().filter(|(a, _)| af.is_none_or(|f| (f == Af::Inet) == a.is_ipv4())).collect();
             if addrs.is_empty() {
                 continue;
             }
-            let item = |p: Prefix| AddrItem {
-                negated: false,
-                target: AddrTarget::Prefix(p),
-            };
+            let item = |p: Prefix| AddrItem { negated: false, target: AddrTarget::Prefix(p) };
             let nets: Vec<AddrItem> = addrs.iter().map(|&(a, l)| item(prefix(a, l))).collect();
             let hosts: Vec<AddrItem> = addrs.iter().map(|&(a, _)| item(host(a))).collect();
             let rule = |ifaces: Vec<u16>, src: Vec<AddrItem>| Rule {

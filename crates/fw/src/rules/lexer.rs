@@ -28,14 +28,7 @@ pub(super) type LexErr = (usize, usize, String);
 
 /// Tokenizes `text`. With `at`, every token gets that position (macro expansion).
 pub(super) fn lex(text: &str, at: Option<(usize, usize, u8)>) -> Result<Vec<Token>, LexErr> {
-    let mut lx = Lexer {
-        chars: text.chars().collect(),
-        i: 0,
-        line: 1,
-        col: 1,
-        at,
-        out: Vec::new(),
-    };
+    let mut lx = Lexer { chars: text.chars().collect(), i: 0, line: 1, col: 1, at, out: Vec::new() };
     while lx.i < lx.chars.len() {
         lx.token()?;
     }
@@ -70,19 +63,10 @@ impl Lexer {
     }
 
     fn push(&mut self, tok: Tok, (line, col, depth): (usize, usize, u8)) {
-        self.out.push(Token {
-            tok,
-            line,
-            col,
-            depth,
-        });
+        self.out.push(Token { tok, line, col, depth });
     }
 
-    fn err<T>(
-        &self,
-        (line, col, _): (usize, usize, u8),
-        msg: impl Into<String>,
-    ) -> Result<T, LexErr> {
+    fn err<T>(&self, (line, col, _): (usize, usize, u8), msg: impl Into<String>) -> Result<T, LexErr> {
         Err((line, col, msg.into()))
     }
 

@@ -29,9 +29,7 @@ impl Parser<'_> {
     /// One source-tracking option at the next word, if it is one: `Ok(true)` once read.
     pub(super) fn src_track_option(&mut self, o: &mut SrcOptions) -> PResult<bool> {
         let t = self.peek()?.clone();
-        let Tok::Word(w) = &t.tok else {
-            return Ok(false);
-        };
+        let Tok::Word(w) = &t.tok else { return Ok(false) };
         match w.as_str() {
             "source-track" => {
                 once(&o.track, &t, "source-track")?;
@@ -81,10 +79,7 @@ impl Parser<'_> {
         let (name, nt) = self.word("a table name")?;
         self.expect_punct(">", "\">\" closing the table name")?;
         let Some(&table) = self.table_idx.get(&name) else {
-            return here(
-                &nt,
-                format!("undefined table <{name}> (define it with `table <{name}> persist` first)"),
-            );
+            return here(&nt, format!("undefined table <{name}> (define it with `table <{name}> persist` first)"));
         };
         let flush = if !self.eat_word("flush")? {
             Flush::None
@@ -100,33 +95,23 @@ impl Parser<'_> {
     fn conn_rate(&mut self) -> PResult<(u32, u32)> {
         const WHAT: &str = "a rate (connections/seconds, e.g. 10/5)";
         let at = self.peek()?.clone();
-        let Tok::Word(first) = &at.tok else {
-            return self.fail(WHAT);
-        };
+        let Tok::Word(first) = &at.tok else { return self.fail(WHAT) };
         let mut text = first.clone();
         self.next()?;
         // `10 / 5`, `10 /5`, `10/ 5`: the lexer splits where the spaces are.
         while text.matches('/').count() == 0 || text.ends_with('/') {
             match &self.peek()?.tok {
-                Tok::Word(w)
-                    if (text.ends_with('/') || w.starts_with('/'))
-                        && text.matches('/').count() + w.matches('/').count() == 1 =>
-                {
+                Tok::Word(w) if (text.ends_with('/') || w.starts_with('/')) && text.matches('/').count() + w.matches('/').count() == 1 => {
                     text.push_str(w);
                     self.next()?;
                 }
                 _ => return self.fail(WHAT),
             }
         }
-        let parsed = text
-            .split_once('/')
-            .and_then(|(n, s)| Some((n.parse::<u32>().ok()?, s.parse::<u32>().ok()?)));
+        let parsed = text.split_once('/').and_then(|(n, s)| Some((n.parse::<u32>().ok()?, s.parse::<u32>().ok()?)));
         match parsed {
             Some((n, s)) if n > 0 && s > 0 => Ok((n, s)),
-            Some(_) => here(
-                &at,
-                "`max-src-conn-rate` needs at least 1 connection per at least 1 second",
-            ),
+            Some(_) => here(&at, "`max-src-conn-rate` needs at least 1 connection per at least 1 second"),
             None => here(&at, format!("expected {WHAT}, found \"{text}\"")),
         }
     }
@@ -135,19 +120,12 @@ impl Parser<'_> {
     /// `max-src-conn-rate` and `max-src-nodes` track per rule (and cannot be combined with
     /// `source-track global`); `max-src-states` alone, or `source-track` alone, globally.
     pub(super) fn src_track_of(o: SrcOptions) -> PResult<Option<SrcTrack>> {
-        let per_rule = [
-            o.nodes.as_ref().map(|(_, t)| ("max-src-nodes", t)),
-            o.conn.as_ref().map(|(_, t)| ("max-src-conn", t)),
-            o.rate.as_ref().map(|(_, t)| ("max-src-conn-rate", t)),
-        ];
+        let per_rule = [o.nodes.as_ref().map(|(_, t)| ("max-src-nodes", t)), o.conn.as_ref().map(|(_, t)| ("max-src-conn", t)), o.rate.as_ref().map(|(_, t)| ("max-src-conn-rate", t))];
         if let Some((_, ot)) = &o.overload
             && o.conn.is_none()
             && o.rate.is_none()
         {
-            return here(
-                ot,
-                "`overload` acts on sources refused by `max-src-conn` or `max-src-conn-rate`: give one",
-            );
+            return here(ot, "`overload` acts on sources refused by `max-src-conn` or `max-src-conn-rate`: give one");
         }
         let any = o.track.is_some() || o.states.is_some() || per_rule.iter().any(Option::is_some);
         if !any {
@@ -156,12 +134,7 @@ impl Parser<'_> {
         let global = match &o.track {
             Some((true, tt)) => {
                 if let Some((name, _)) = per_rule.iter().flatten().next() {
-                    return here(
-                        tt,
-                        format!(
-                            "`{name}` counts per rule: it cannot be combined with `source-track global`"
-                        ),
-                    );
+                    return here(tt, format!("`{name}` counts per rule: it cannot be combined with `source-track global`"));
                 }
                 true
             }

@@ -104,11 +104,7 @@ pub fn parse_prefix(w: &str) -> Option<Prefix> {
 }
 
 /// Table file: one `[!]prefix` per whitespace-separated word, `#` comments.
-pub fn parse_table_file(
-    text: &str,
-    path: &Path,
-    out: &mut Vec<TableEntry>,
-) -> Result<(), RuleError> {
+pub fn parse_table_file(text: &str, path: &Path, out: &mut Vec<TableEntry>) -> Result<(), RuleError> {
     for (ln, line) in text.lines().enumerate() {
         let body = line.split('#').next().unwrap_or("");
         let mut col = 1;

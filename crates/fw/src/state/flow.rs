@@ -43,11 +43,7 @@ const V4_TAIL: u64 = 4 << AF_SHIFT;
 impl FlowKey {
     #[inline]
     pub(super) fn proto(&self) -> u8 {
-        if self.is_v6() {
-            (self.w[4] >> PROTO_SHIFT) as u8
-        } else {
-            (self.w[0] >> 48) as u8
-        }
+        if self.is_v6() { (self.w[4] >> PROTO_SHIFT) as u8 } else { (self.w[0] >> 48) as u8 }
     }
 
     #[inline]
@@ -93,14 +89,7 @@ impl Flow {
     #[inline]
     fn v4_id(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16, icmp_id: u16) -> Flow {
         let (sport, dport) = key_ports(proto_, sport, dport, icmp_id);
-        FlowV4::from_wire(
-            proto_,
-            src.to_be_bytes(),
-            sport.to_be_bytes(),
-            dst.to_be_bytes(),
-            dport.to_be_bytes(),
-        )
-        .flow()
+        FlowV4::from_wire(proto_, src.to_be_bytes(), sport.to_be_bytes(), dst.to_be_bytes(), dport.to_be_bytes()).flow()
     }
 
     /// The flow of an IPv6 packet (ports as in [`Flow::v4`]).
@@ -113,33 +102,16 @@ impl Flow {
     fn v6_id(proto_: u8, src: u128, sport: u16, dst: u128, dport: u16, icmp_id: u16) -> Flow {
         let (sport, dport) = key_ports(proto_, sport, dport, icmp_id);
         let from_a = (src, sport) <= (dst, dport);
-        let ((a, pa), (b, pb)) = if from_a {
-            ((src, sport), (dst, dport))
-        } else {
-            ((dst, dport), (src, sport))
-        };
-        let tail =
-            u64::from(pa) | u64::from(pb) << 16 | u64::from(proto_) << PROTO_SHIFT | 6 << AF_SHIFT;
-        Flow {
-            key: FlowKey {
-                w: [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64, tail],
-            },
-            from_a,
-        }
+        let ((a, pa), (b, pb)) = if from_a { ((src, sport), (dst, dport)) } else { ((dst, dport), (src, sport)) };
+        let tail = u64::from(pa) | u64::from(pb) << 16 | u64::from(proto_) << PROTO_SHIFT | 6 << AF_SHIFT;
+        Flow { key: FlowKey { w: [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64, tail] }, from_a }
     }
 
     /// The flow of a packet key (IPv4 keys hold the address in the low 32 bits).
     #[inline]
     pub fn of(k: &PacketKey) -> Flow {
         match k.af {
-            Af::Inet => Flow::v4_id(
-                k.proto,
-                k.src as u32,
-                k.src_port,
-                k.dst as u32,
-                k.dst_port,
-                k.icmp_id,
-            ),
+            Af::Inet => Flow::v4_id(k.proto, k.src as u32, k.src_port, k.dst as u32, k.dst_port, k.icmp_id),
             Af::Inet6 => Flow::v6_id(k.proto, k.src, k.src_port, k.dst, k.dst_port, k.icmp_id),
         }
     }
@@ -172,37 +144,19 @@ impl FlowV4 {
     #[inline(always)]
     pub fn new(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16) -> FlowV4 {
         let (sport, dport) = key_ports(proto_, sport, dport, 0);
-        FlowV4::from_wire(
-            proto_,
-            src.to_be_bytes(),
-            sport.to_be_bytes(),
-            dst.to_be_bytes(),
-            dport.to_be_bytes(),
-        )
+        FlowV4::from_wire(proto_, src.to_be_bytes(), sport.to_be_bytes(), dst.to_be_bytes(), dport.to_be_bytes())
     }
 
     /// The flow of a TCP or UDP packet from its header's bytes as they are on the wire
     /// (addresses, then ports): [`FlowV4::new`] of the same fields, without converting them
     /// from network byte order (not for ICMP, whose key maps the type first).
     #[inline(always)]
-    pub fn from_wire(
-        proto_: u8,
-        src: [u8; 4],
-        sport: [u8; 2],
-        dst: [u8; 4],
-        dport: [u8; 2],
-    ) -> FlowV4 {
-        let endpoint = |addr: [u8; 4], port: [u8; 2]| {
-            u64::from(u32::from_le_bytes(addr)) << 16 | u64::from(u16::from_le_bytes(port))
-        };
+    pub fn from_wire(proto_: u8, src: [u8; 4], sport: [u8; 2], dst: [u8; 4], dport: [u8; 2]) -> FlowV4 {
+        let endpoint = |addr: [u8; 4], port: [u8; 2]| u64::from(u32::from_le_bytes(addr)) << 16 | u64::from(u16::from_le_bytes(port));
         let (s, d) = (endpoint(src, sport), endpoint(dst, dport));
         let from_a = s <= d;
         let (a, b) = if from_a { (s, d) } else { (d, s) };
-        FlowV4 {
-            a: a | u64::from(proto_) << 48,
-            b,
-            from_a,
-        }
+        FlowV4 { a: a | u64::from(proto_) << 48, b, from_a }
     }
 
     #[inline(always)]
@@ -216,12 +170,7 @@ impl FlowV4 {
     }
 
     pub fn flow(&self) -> Flow {
-        Flow {
-            key: FlowKey {
-                w: [self.a, self.b, 0, 0, V4_TAIL],
-            },
-            from_a: self.from_a,
-        }
+        Flow { key: FlowKey { w: [self.a, self.b, 0, 0, V4_TAIL] }, from_a: self.from_a }
     }
 }
 
@@ -324,9 +273,7 @@ impl FlowHasher {
     pub(super) fn new(seed: u64) -> FlowHasher {
         let mut s = seed;
         // Odd secrets: a multiplication by an odd number loses no bits.
-        FlowHasher {
-            secret: std::array::from_fn(|_| splitmix64(&mut s) | 1),
-        }
+        FlowHasher { secret: std::array::from_fn(|_| splitmix64(&mut s) | 1) }
     }
 
     /// The hash of `f.flow()`'s key, from the two words it needs.
@@ -355,43 +302,21 @@ mod tests {
     use crate::packet::Dir;
 
     fn key(af: Af, p: u8, src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
-        PacketKey {
-            af,
-            dir: Dir::In,
-            iface: 0,
-            proto: p,
-            src,
-            dst,
-            src_port: sp,
-            dst_port: dp,
-            tcp_flags: 0,
-            len: 0,
-            icmp_id: 0,
-            ip_opts: false,
-            route: 0,
-            tag: 0,
-        }
+        PacketKey { af, dir: Dir::In, iface: 0, proto: p, src, dst, src_port: sp, dst_port: dp, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0, tag: 0 }
     }
 
     #[test]
     fn both_directions_share_a_key() {
         for af in [Af::Inet, Af::Inet6] {
             let k = key(af, proto::UDP, 10, 1000, 5, 53);
-            let r = PacketKey {
-                dir: Dir::Out,
-                iface: 3,
-                ..key(af, proto::UDP, 5, 53, 10, 1000)
-            };
+            let r = PacketKey { dir: Dir::Out, iface: 3, ..key(af, proto::UDP, 5, 53, 10, 1000) };
             let (a, b) = (Flow::of(&k), Flow::of(&r));
             assert_eq!(a.key, b.key);
             assert_ne!(a.from_a, b.from_a);
             let e = key(af, proto::ICMP, 10, 8, 5, 0);
             let er = key(af, proto::ICMP, 5, 0, 10, 0);
             assert_eq!(Flow::of(&e).key, Flow::of(&er).key);
-            assert_eq!(
-                (Flow::of(&k).key.af(), Flow::of(&k).proto()),
-                (af, proto::UDP)
-            );
+            assert_eq!((Flow::of(&k).key.af(), Flow::of(&k).proto()), (af, proto::UDP));
         }
     }
 
@@ -411,12 +336,7 @@ mod tests {
     #[test]
     fn v4_flow_is_the_flow() {
         let h = FlowHasher::new(5);
-        for (p, s, sp, d, dp) in [
-            (17, 1, 2, 3, 4),
-            (6, 9, 80, 3, 40000),
-            (1, 7, 0, 7, 0),
-            (47, u32::MAX, 0, 0, 0),
-        ] {
+        for (p, s, sp, d, dp) in [(17, 1, 2, 3, 4), (6, 9, 80, 3, 40000), (1, 7, 0, 7, 0), (47, u32::MAX, 0, 0, 0)] {
             let f4 = FlowV4::new(p, s, sp, d, dp);
             let f = Flow::v4(p, s, sp, d, dp);
             assert_eq!(f4.flow(), f);

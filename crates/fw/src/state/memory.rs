@@ -14,11 +14,7 @@ pub enum StateAllocError {
     #[error("set limit states {0} is above the maximum, {MAX_LIMIT}")]
     TooLarge(usize),
     #[error("cannot allocate a state table for {states} states ({} MB): {why}", bytes / 1_000_000)]
-    NoMemory {
-        states: usize,
-        bytes: usize,
-        why: String,
-    },
+    NoMemory { states: usize, bytes: usize, why: String },
 }
 
 /// Slot array, TCP peers and index for up to `capacity` states: reserved (virtual memory,
@@ -47,36 +43,22 @@ impl StateMemory {
         if capacity > MAX_LIMIT {
             return Err(StateAllocError::TooLarge(capacity));
         }
-        let no_memory = |why: String| StateAllocError::NoMemory {
-            states: capacity,
-            bytes: StateMemory::bytes(capacity),
-            why,
-        };
+        let no_memory = |why: String| StateAllocError::NoMemory { states: capacity, bytes: StateMemory::bytes(capacity), why };
         let mut slots = Vec::new();
-        slots
-            .try_reserve_exact(capacity)
-            .map_err(|e| no_memory(e.to_string()))?;
+        slots.try_reserve_exact(capacity).map_err(|e| no_memory(e.to_string()))?;
         let mut tcp = Vec::new();
-        tcp.try_reserve_exact(capacity)
-            .map_err(|e| no_memory(e.to_string()))?;
-        let index =
-            HugeArray::zeroed(index_words(capacity)).map_err(|e| no_memory(e.to_string()))?;
+        tcp.try_reserve_exact(capacity).map_err(|e| no_memory(e.to_string()))?;
+        let index = HugeArray::zeroed(index_words(capacity)).map_err(|e| no_memory(e.to_string()))?;
         // Huge pages for the arrays' pages, as for the index: at millions of states a slot
         // access would otherwise miss the TLB as well as the cache.
         advise_huge(slots.spare_capacity_mut());
         advise_huge(tcp.spare_capacity_mut());
-        Ok(StateMemory {
-            slots,
-            tcp,
-            index,
-            capacity,
-        })
+        Ok(StateMemory { slots, tcp, index, capacity })
     }
 
     /// Bytes reserved for `capacity` states (104 per state, see the module doc of `state`).
     pub fn bytes(capacity: usize) -> usize {
-        capacity * (size_of::<Entry>() + size_of::<[Peer; 2]>())
-            + index_words(capacity) * size_of::<u64>()
+        capacity * (size_of::<Entry>() + size_of::<[Peer; 2]>()) + index_words(capacity) * size_of::<u64>()
     }
 
     pub fn capacity(&self) -> usize {
@@ -99,9 +81,6 @@ mod tests {
 
     #[test]
     fn refuses_above_the_maximum() {
-        assert!(matches!(
-            StateMemory::try_new(MAX_LIMIT + 1),
-            Err(StateAllocError::TooLarge(_))
-        ));
+        assert!(matches!(StateMemory::try_new(MAX_LIMIT + 1), Err(StateAllocError::TooLarge(_))));
     }
 }

@@ -21,10 +21,7 @@
 //! handshake keeps no option but the MSS: neither end scales its window or uses timestamps
 //! or SACK, as with pf.
 
-use super::{
-    Entry, F_INIT_B, StateDropReason, StateId, StateTable, StateVerdict, TcpSegment, Tmo, sub, tcp,
-    tcp_flags, tcp_state,
-};
+use super::{Entry, F_INIT_B, StateDropReason, StateId, StateTable, StateVerdict, TcpSegment, Tmo, sub, tcp, tcp_flags, tcp_state};
 
 /// The client's SYN is answered, its ACK awaited.
 pub(super) const PROXY_SRC: u8 = 1;
@@ -76,10 +73,7 @@ pub enum ProxyStep {
     /// The server's SYN-ACK: answered with `to_server` (an ACK, back the way it came), and
     /// itself becomes `to_client` (an ACK with the server's window), forwarded; `to_client`
     /// is in the server's numbers, which the `modulate state` rewrite shifts as it leaves.
-    Established {
-        to_server: ProxyReply,
-        to_client: ProxyReply,
-    },
+    Established { to_server: ProxyReply, to_client: ProxyReply },
 }
 
 impl StateTable {
@@ -98,11 +92,7 @@ impl StateTable {
     /// Records the MSS of the client's SYN that created `id` (a proxied state awaiting the
     /// client's ACK), for the SYN the router sends the server.
     pub fn set_proxy_mss(&mut self, id: StateId, mss: u16) {
-        if let Some(e) = self
-            .slots
-            .get_mut(id.0 as usize)
-            .filter(|e| e.proxy() == PROXY_SRC)
-        {
+        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.proxy() == PROXY_SRC) {
             e.pseudo = mss.to_be_bytes();
         }
     }
@@ -111,11 +101,7 @@ impl StateTable {
     /// state (the caller passes the SYN on instead of answering it: a connection to the
     /// router itself).
     pub fn unproxy(&mut self, id: StateId) {
-        if let Some(e) = self
-            .slots
-            .get_mut(id.0 as usize)
-            .filter(|e| e.proxy() == PROXY_SRC)
-        {
+        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.proxy() == PROXY_SRC) {
             e.set_proxy(0);
             (e.seqdiff, e.pseudo) = (0, [0; 2]);
             self.counters.synproxy_syn_acks = self.counters.synproxy_syn_acks.saturating_sub(1);
@@ -134,11 +120,7 @@ impl StateTable {
         e.set_proxy(PROXY_SRC);
         e.seqdiff = r;
         self.counters.synproxy_syn_acks += 1;
-        self.proxy_step = Some(ProxyStep::SynAck {
-            id: StateId(id as u32),
-            seq: r,
-            ack: seg.seq.wrapping_add(1),
-        });
+        self.proxy_step = Some(ProxyStep::SynAck { id: StateId(id as u32), seq: r, ack: seg.seq.wrapping_add(1) });
     }
 
     /// The router's initial sequence number for a proxied connection: a keyed hash of the
@@ -154,13 +136,7 @@ impl StateTable {
     /// [`take_proxy`](Self::take_proxy)'s step. Returns the verdict and the timeout to set.
     #[cold]
     #[inline(never)]
-    pub(super) fn proxy_track(
-        &mut self,
-        id: usize,
-        from_init: bool,
-        seg: Option<&TcpSegment>,
-        now: u32,
-    ) -> StateVerdict {
+    pub(super) fn proxy_track(&mut self, id: usize, from_init: bool, seg: Option<&TcpSegment>, now: u32) -> StateVerdict {
         const SAR: u8 = tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST;
         let drop = StateVerdict::Drop(StateDropReason::Synproxy);
         self.proxy_step = None;
@@ -171,18 +147,12 @@ impl StateTable {
             // The client's SYN again: the same SYN-ACK.
             (PROXY_SRC, true, Some(g)) if g.flags & SAR == tcp_flags::SYN && g.seq == c.seqlo => {
                 self.counters.synproxy_syn_acks += 1;
-                ProxyStep::SynAck {
-                    id: StateId(id as u32),
-                    seq: r,
-                    ack: c.seqlo.wrapping_add(1),
-                }
+                ProxyStep::SynAck { id: StateId(id as u32), seq: r, ack: c.seqlo.wrapping_add(1) }
             }
             // The client's ACK of the router's SYN-ACK (in either phase: a repeated ACK
             // repeats the SYN, pf_synproxy).
             (PROXY_SRC | PROXY_DST, true, Some(g))
-                if g.flags & SAR == tcp_flags::ACK
-                    && g.ack == r.wrapping_add(1)
-                    && g.seq == c.seqlo.wrapping_add(1) =>
+                if g.flags & SAR == tcp_flags::ACK && g.ack == r.wrapping_add(1) && g.seq == c.seqlo.wrapping_add(1) =>
             {
                 e.set_proxy(PROXY_DST);
                 c.max_win = g.win.max(1);
@@ -193,17 +163,10 @@ impl StateTable {
                     0 => DEFAULT_MSS,
                     m => m,
                 };
-                ProxyStep::SynToServer {
-                    seq: c.seqlo,
-                    win: g.win,
-                    mss,
-                }
+                ProxyStep::SynToServer { seq: c.seqlo, win: g.win, mss }
             }
             // The server's SYN-ACK of the router's SYN.
-            (PROXY_DST, false, Some(g))
-                if g.flags & SAR == tcp_flags::SYN | tcp_flags::ACK
-                    && g.ack == c.seqlo.wrapping_add(1) =>
-            {
+            (PROXY_DST, false, Some(g)) if g.flags & SAR == tcp_flags::SYN | tcp_flags::ACK && g.ack == c.seqlo.wrapping_add(1) => {
                 s.max_win = g.win.max(1);
                 let (cs, ss) = (c.seqlo, g.seq);
                 // pf_synproxy: each end's window edge from the other's window, no scaling.
@@ -223,16 +186,8 @@ impl StateTable {
                 self.modulated = true;
                 self.counters.synproxy_established += 1;
                 ProxyStep::Established {
-                    to_server: ProxyReply {
-                        seq: cs.wrapping_add(1),
-                        ack: ss.wrapping_add(1),
-                        win: c.max_win,
-                    },
-                    to_client: ProxyReply {
-                        seq: ss.wrapping_add(1),
-                        ack: cs.wrapping_add(1),
-                        win: s.max_win,
-                    },
+                    to_server: ProxyReply { seq: cs.wrapping_add(1), ack: ss.wrapping_add(1), win: c.max_win },
+                    to_client: ProxyReply { seq: ss.wrapping_add(1), ack: cs.wrapping_add(1), win: s.max_win },
                 }
             }
             _ => {

@@ -54,11 +54,7 @@ pub(super) fn steady_bits(e: &mut Entry, want: [u8; 2]) {
     for (from_a, bit) in [(true, F_STEADY_A), (false, F_STEADY_B)] {
         let mut pseudo = e.pseudo;
         let both_multiple = pseudo_states(&mut pseudo, from_a ^ (e.flags & F_INIT_B != 0));
-        let tmo = if both_multiple {
-            Tmo::UdpMultiple
-        } else {
-            Tmo::UdpSingle
-        };
+        let tmo = if both_multiple { Tmo::UdpMultiple } else { Tmo::UdpSingle };
         let settles = e.flags & want[usize::from(from_a)] == want[usize::from(from_a)];
         if pseudo == e.pseudo && e.tmo == tmo as u8 && settles {
             bits |= bit;
@@ -99,9 +95,7 @@ impl StateTable {
     /// whatever it takes is live in order too. It leaves the others to those lookups.
     #[cold]
     fn quick_live_after(&self, now: u32) -> u32 {
-        let Some(range) = self.timeouts.adaptive() else {
-            return now;
-        };
+        let Some(range) = self.timeouts.adaptive() else { return now };
         let reach = self.len + QUICK_BATCH_MAX;
         let cut = |t: Tmo| adaptive_cut(self.secs[t as usize], reach, range);
         now.saturating_add(cut(Tmo::UdpSingle).max(cut(Tmo::UdpMultiple)))
@@ -111,13 +105,8 @@ impl StateTable {
     /// [`QuickHits::udp_v4`] on every packet of a batch, then the general lookup on those it
     /// leaves, in order.
     pub fn quick(&mut self, now: u32) -> QuickHits<'_> {
-        self.deadlines =
-            std::array::from_fn(|k| self.secs.get(k).map_or(now, |&s| now.saturating_add(s)));
-        let live_after = if self.len + QUICK_BATCH_MAX > self.adaptive_from {
-            self.quick_live_after(now)
-        } else {
-            now
-        };
+        self.deadlines = std::array::from_fn(|k| self.secs.get(k).map_or(now, |&s| now.saturating_add(s)));
+        let live_after = if self.len + QUICK_BATCH_MAX > self.adaptive_from { self.quick_live_after(now) } else { now };
         QuickHits {
             index: &self.index,
             slots: &mut self.slots,
@@ -203,95 +192,32 @@ mod tests {
         let timeouts = crate::state::Timeouts::default();
         let mut t = StateTable::new(16, timeouts, 7);
         let (a, b) = (0x0a00_0001u32, 0xc612_0001u32);
-        let key = PacketKey {
-            af: Af::Inet,
-            dir: Dir::In,
-            iface: 0,
-            proto: proto::UDP,
-            src: a.into(),
-            dst: b.into(),
-            src_port: 1000,
-            dst_port: 53,
-            tcp_flags: 0,
-            len: 60,
-            icmp_id: 0,
-            ip_opts: false,
-            route: 0,
-            tag: 0,
-        };
+        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: a.into(), dst: b.into(), src_port: 1000, dst_port: 53, tcp_flags: 0, len: 60, icmp_id: 0, ip_opts: false, route: 0, tag: 0 };
         let out = FlowV4::new(proto::UDP, a, 1000, b, 53);
         let back = FlowV4::new(proto::UDP, b, 53, a, 1000);
         let id = t.insert(&key, 3, 10, None).unwrap();
         let quick = |t: &mut StateTable, f: &FlowV4, now: u32| t.quick(now).udp_v4(f);
-        let general = |t: &mut StateTable, f: &FlowV4, now: u32| {
-            t.lookup_v4(f, t.hash_v4(f), None, None, now)
-                .map(|h| h.rule)
-        };
+        let general = |t: &mut StateTable, f: &FlowV4, now: u32| t.lookup_v4(f, t.hash_v4(f), None, None, now).map(|h| h.rule);
         let states = |t: &StateTable| {
             let i = t.info(id).unwrap();
             (i.initiator_state, i.responder_state, i.timeout, i.expire)
         };
-        assert_eq!(
-            quick(&mut t, &out, 11),
-            None,
-            "first packet's timeout still applies"
-        );
+        assert_eq!(quick(&mut t, &out, 11), None, "first packet's timeout still applies");
         assert_eq!(general(&mut t, &out, 11), Some(3));
-        assert_eq!(
-            states(&t),
-            (SINGLE, 0, Tmo::UdpSingle, 11 + timeouts.udp_single)
-        );
+        assert_eq!(states(&t), (SINGLE, 0, Tmo::UdpSingle, 11 + timeouts.udp_single));
         assert_eq!(quick(&mut t, &out, 12), Some(3), "the same sender again");
-        assert_eq!(
-            states(&t),
-            (SINGLE, 0, Tmo::UdpSingle, 12 + timeouts.udp_single)
-        );
-        assert_eq!(
-            quick(&mut t, &back, 12),
-            None,
-            "the reply changes the states"
-        );
-        assert_eq!(
-            quick(&mut t, &out, 12),
-            None,
-            "left after a packet of its flow was left"
-        );
+        assert_eq!(states(&t), (SINGLE, 0, Tmo::UdpSingle, 12 + timeouts.udp_single));
+        assert_eq!(quick(&mut t, &back, 12), None, "the reply changes the states");
+        assert_eq!(quick(&mut t, &out, 12), None, "left after a packet of its flow was left");
         assert_eq!(general(&mut t, &back, 13), Some(3));
-        assert_eq!(
-            states(&t),
-            (MULTIPLE, SINGLE, Tmo::UdpSingle, 13 + timeouts.udp_single)
-        );
-        assert_eq!(
-            quick(&mut t, &out, 13),
-            None,
-            "makes the responder MULTIPLE"
-        );
+        assert_eq!(states(&t), (MULTIPLE, SINGLE, Tmo::UdpSingle, 13 + timeouts.udp_single));
+        assert_eq!(quick(&mut t, &out, 13), None, "makes the responder MULTIPLE");
         assert_eq!(general(&mut t, &out, 14), Some(3));
-        assert_eq!(
-            states(&t),
-            (
-                MULTIPLE,
-                MULTIPLE,
-                Tmo::UdpMultiple,
-                14 + timeouts.udp_multiple
-            )
-        );
+        assert_eq!(states(&t), (MULTIPLE, MULTIPLE, Tmo::UdpMultiple, 14 + timeouts.udp_multiple));
         assert_eq!(quick(&mut t, &back, 15), Some(3));
         assert_eq!(quick(&mut t, &out, 16), Some(3));
-        assert_eq!(
-            states(&t),
-            (
-                MULTIPLE,
-                MULTIPLE,
-                Tmo::UdpMultiple,
-                16 + timeouts.udp_multiple
-            )
-        );
-        assert_eq!(
-            quick(&mut t, &out, 16 + timeouts.udp_multiple),
-            None,
-            "expired"
-        );
+        assert_eq!(states(&t), (MULTIPLE, MULTIPLE, Tmo::UdpMultiple, 16 + timeouts.udp_multiple));
+        assert_eq!(quick(&mut t, &out, 16 + timeouts.udp_multiple), None, "expired");
         assert_eq!(t.counters().hits, 6);
     }
 }

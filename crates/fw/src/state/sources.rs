@@ -97,10 +97,7 @@ pub struct Sources {
 
 /// Adds one to `a` unless it is at `max`.
 fn inc_below(a: &AtomicU32, max: u32) -> bool {
-    a.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
-        (c < max).then_some(c + 1)
-    })
-    .is_ok()
+    a.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| (c < max).then_some(c + 1)).is_ok()
 }
 
 /// Takes one from `a`, never below zero.
@@ -131,21 +128,11 @@ impl Sources {
 
     /// The node key of a state of rule `rule` (tracking as `t`) from `addr`.
     pub fn key(rule: u32, t: &SrcTrack, af: Af, addr: u128) -> SourceKey {
-        SourceKey {
-            scope: if t.global { GLOBAL } else { rule },
-            af,
-            addr,
-        }
+        SourceKey { scope: if t.global { GLOBAL } else { rule }, af, addr }
     }
 
     /// Counts one more state in node `key` of rule `rule`, creating the node if need be.
-    pub fn take(
-        &self,
-        key: SourceKey,
-        rule: u32,
-        t: &SrcTrack,
-        now: u32,
-    ) -> Result<(), SrcRefusal> {
+    pub fn take(&self, key: SourceKey, rule: u32, t: &SrcTrack, now: u32) -> Result<(), SrcRefusal> {
         let mut swept = false;
         loop {
             let mut shard = self.shard(&key);
@@ -160,10 +147,7 @@ impl Sources {
                 n.states += 1;
                 return Ok(());
             }
-            let rule_nodes = self
-                .rule_nodes
-                .get(rule as usize)
-                .filter(|_| key.scope != GLOBAL);
+            let rule_nodes = self.rule_nodes.get(rule as usize).filter(|_| key.scope != GLOBAL);
             let rule_ok = match (rule_nodes, t.max_nodes) {
                 (Some(c), Some(m)) => inc_below(c, m),
                 (Some(c), None) => {
@@ -174,13 +158,7 @@ impl Sources {
             };
             let pool_ok = rule_ok && inc_below(&self.nodes, self.limit);
             if pool_ok {
-                shard.insert(
-                    key,
-                    Node {
-                        states: 1,
-                        ..Node::default()
-                    },
-                );
+                shard.insert(key, Node { states: 1, ..Node::default() });
                 return Ok(());
             }
             if rule_ok && let Some(c) = rule_nodes {
@@ -191,13 +169,7 @@ impl Sources {
             // more. At most one sweep a second, whoever asks: a flood of new sources against
             // a full pool must not walk it for each of them.
             let last = self.last_sweep.load(Ordering::Acquire);
-            if swept
-                || now <= last
-                || self
-                    .last_sweep
-                    .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-            {
+            if swept || now <= last || self.last_sweep.compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire).is_err() {
                 return Err(SrcRefusal::Nodes);
             }
             self.sweep(now);
@@ -217,9 +189,7 @@ impl Sources {
         if n.states > 0 {
             return;
         }
-        let rate_until = t
-            .max_conn_rate
-            .map_or(0, |(_, secs)| n.last.saturating_add(secs));
+        let rate_until = t.max_conn_rate.map_or(0, |(_, secs)| n.last.saturating_add(secs));
         let until = now.saturating_add(self.linger).max(rate_until);
         if until > now && (self.linger > 0 || n.rate > 0) {
             n.expire = until;
@@ -245,9 +215,7 @@ impl Sources {
     /// caller removes the state, which gives it back).
     pub fn establish(&self, key: SourceKey, t: &SrcTrack, now: u32) -> Result<(), ConnRefusal> {
         let mut shard = self.shard(&key);
-        let Some(n) = shard.get_mut(&key) else {
-            return Ok(());
-        };
+        let Some(n) = shard.get_mut(&key) else { return Ok(()) };
         n.conn += 1;
         // pf_add_threshold: the count decays linearly over the window, then restarts.
         let secs = t.max_conn_rate.map_or(1, |(_, s)| s.max(1));
@@ -262,9 +230,7 @@ impl Sources {
         if t.max_conn.is_some_and(|m| n.conn > m) {
             return Err(ConnRefusal::Conn);
         }
-        if t.max_conn_rate
-            .is_some_and(|(lim, _)| n.rate > u64::from(lim) * THRESHOLD_MULT)
-        {
+        if t.max_conn_rate.is_some_and(|(lim, _)| n.rate > u64::from(lim) * THRESHOLD_MULT) {
             return Err(ConnRefusal::Rate);
         }
         Ok(())
@@ -274,11 +240,7 @@ impl Sources {
     pub fn sweep(&self, now: u32) {
         for shard in self.shards.iter() {
             let mut s = shard.lock().unwrap_or_else(|e| e.into_inner());
-            let gone: Vec<SourceKey> = s
-                .iter()
-                .filter(|(_, n)| n.states == 0 && n.expire <= now)
-                .map(|(k, _)| *k)
-                .collect();
+            let gone: Vec<SourceKey> = s.iter().filter(|(_, n)| n.states == 0 && n.expire <= now).map(|(k, _)| *k).collect();
             for k in gone {
                 s.remove(&k);
                 self.forget(k);
@@ -316,10 +278,7 @@ mod tests {
             t.max_nodes = Some(2);
         });
         let k = |a| Sources::key(0, &t, Af::Inet, a);
-        assert_eq!(
-            (s.take(k(1), 0, &t, 1), s.take(k(1), 0, &t, 1)),
-            (Ok(()), Ok(()))
-        );
+        assert_eq!((s.take(k(1), 0, &t, 1), s.take(k(1), 0, &t, 1)), (Ok(()), Ok(())));
         assert_eq!(s.take(k(1), 0, &t, 1), Err(SrcRefusal::States));
         assert_eq!(s.take(k(2), 0, &t, 1), Ok(()));
         assert_eq!(s.take(k(3), 0, &t, 1), Err(SrcRefusal::Nodes));

@@ -146,11 +146,7 @@ pub(super) fn track_full(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment) -> Tr
     if span.seq == span.end {
         // Ease sequencing restrictions on no-data packets.
         let seq = src.seqlo;
-        span = Span {
-            seq,
-            end: seq,
-            data_end: seq,
-        };
+        span = Span { seq, end: seq, data_end: seq };
     }
     if in_window(src, dst, &span, seg, ack, scales) {
         update_windows(src, dst, win, scales.sws, span.end, ack);
@@ -184,10 +180,7 @@ pub(super) fn track_full(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment) -> Tr
 #[inline(always)]
 fn scales(src: &Peer, dst: &Peer, flags: u8) -> Scales {
     if src.wscale != 0 && dst.wscale != 0 && flags & SYN == 0 {
-        Scales {
-            sws: src.wscale & WSCALE_MASK,
-            dws: dst.wscale & WSCALE_MASK,
-        }
+        Scales { sws: src.wscale & WSCALE_MASK, dws: dst.wscale & WSCALE_MASK }
     } else {
         Scales { sws: 0, dws: 0 }
     }
@@ -211,13 +204,7 @@ fn span_of(seg: &TcpSegment) -> Span {
 /// decides whether scaling is on for both (RFC 7323 2.2). Returns the segment's window with
 /// the sender's scale removed (pf rounds it up).
 #[inline(always)]
-fn adopt_window_scale(
-    src: &mut Peer,
-    dst: &mut Peer,
-    seg: &TcpSegment,
-    win: u16,
-    scales: &mut Scales,
-) -> u16 {
+fn adopt_window_scale(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment, win: u16, scales: &mut Scales) -> u16 {
     src.wscale = get_wscale(seg);
     if src.wscale & WSCALE_FLAG != 0 {
         // Remove the scale factor from the initial window.
@@ -268,14 +255,7 @@ fn ack_to_check(seg: &TcpSegment, dst: &Peer) -> u32 {
 /// pf's four window checks (van Rooij's), plus the exact sequence match pf requires of a
 /// reset (compare RFC 5961 3.2).
 #[inline(always)]
-fn in_window(
-    src: &Peer,
-    dst: &Peer,
-    span: &Span,
-    seg: &TcpSegment,
-    ack: u32,
-    scales: Scales,
-) -> bool {
+fn in_window(src: &Peer, dst: &Peer, span: &Span, seg: &TcpSegment, ack: u32, scales: Scales) -> bool {
     let orig_seq = seg.seq;
     let ackskew = dst.seqlo.wrapping_sub(ack) as i32 as i64;
     let dwin = (dst.max_win as u32) << scales.dws;

@@ -24,8 +24,5 @@ impl Rng {
 
 /// `FW_STATE_SEED` if set, else the test's `default`.
 pub fn seed(default: u64) -> u64 {
-    std::env::var("FW_STATE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    std::env::var("FW_STATE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }

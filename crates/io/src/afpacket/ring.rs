@@ -101,22 +101,13 @@ impl RxGeometry {
     /// size, frame size a multiple of 16 and no larger than a block.
     pub fn validate(&self) -> Result<(), String> {
         if self.block_size == 0 || !self.block_size.is_multiple_of(PAGE) {
-            return Err(format!(
-                "rx_block_size {} must be a non-zero multiple of {PAGE}",
-                self.block_size
-            ));
+            return Err(format!("rx_block_size {} must be a non-zero multiple of {PAGE}", self.block_size));
         }
         if self.blocks == 0 {
             return Err("rx_blocks must be at least 1".into());
         }
-        if self.frame_size < 128
-            || !self.frame_size.is_multiple_of(ALIGNMENT)
-            || self.frame_size > self.block_size
-        {
-            return Err(format!(
-                "frame size {} must be a multiple of 16 in 128..=block size",
-                self.frame_size
-            ));
+        if self.frame_size < 128 || !self.frame_size.is_multiple_of(ALIGNMENT) || self.frame_size > self.block_size {
+            return Err(format!("frame size {} must be a multiple of 16 in 128..=block size", self.frame_size));
         }
         if self.ring_len().is_none() {
             return Err("rx ring larger than the address space".into());
@@ -142,11 +133,7 @@ impl RxGeometry {
 
     /// The block after `index`, wrapping.
     pub fn next_block(&self, index: u32) -> u32 {
-        if index + 1 >= self.blocks {
-            0
-        } else {
-            index + 1
-        }
+        if index + 1 >= self.blocks { 0 } else { index + 1 }
     }
 }
 
@@ -164,24 +151,15 @@ impl TxGeometry {
 
     /// A ring of at least `frames` slots (rounded up to whole blocks) of `frame_size` bytes.
     pub fn new(frames: u32, frame_size: u32) -> Result<TxGeometry, String> {
-        if frame_size < 128
-            || !frame_size.is_multiple_of(ALIGNMENT)
-            || frame_size > Self::BLOCK_SIZE
-        {
-            return Err(format!(
-                "tx frame size {frame_size} must be a multiple of 16 in 128..=65536"
-            ));
+        if frame_size < 128 || !frame_size.is_multiple_of(ALIGNMENT) || frame_size > Self::BLOCK_SIZE {
+            return Err(format!("tx frame size {frame_size} must be a multiple of 16 in 128..=65536"));
         }
         if frames == 0 || frames > 1 << 20 {
             return Err(format!("tx_frames {frames} must be in 1..=1048576"));
         }
         let per_block = Self::BLOCK_SIZE / frame_size;
         let blocks = frames.div_ceil(per_block);
-        Ok(TxGeometry {
-            frame_size,
-            block_size: Self::BLOCK_SIZE,
-            frames: blocks * per_block,
-        })
+        Ok(TxGeometry { frame_size, block_size: Self::BLOCK_SIZE, frames: blocks * per_block })
     }
 
     pub fn frames_per_block(&self) -> u32 {
@@ -200,17 +178,12 @@ impl TxGeometry {
     pub fn slot_offset(&self, index: u32) -> usize {
         debug_assert!(index < self.frames);
         let per = self.frames_per_block();
-        (index / per) as usize * self.block_size as usize
-            + (index % per) as usize * self.frame_size as usize
+        (index / per) as usize * self.block_size as usize + (index % per) as usize * self.frame_size as usize
     }
 
     /// The slot after `index`, wrapping.
     pub fn next_slot(&self, index: u32) -> u32 {
-        if index + 1 >= self.frames {
-            0
-        } else {
-            index + 1
-        }
+        if index + 1 >= self.frames { 0 } else { index + 1 }
     }
 
     /// Largest frame a slot holds (after the slot header and the vnet header).
@@ -278,10 +251,7 @@ pub struct BlockCursor {
 
 impl BlockCursor {
     pub fn start(header: &BlockHeader) -> BlockCursor {
-        BlockCursor {
-            remaining: header.num_pkts,
-            offset: header.offset_to_first_pkt,
-        }
+        BlockCursor { remaining: header.num_pkts, offset: header.offset_to_first_pkt }
     }
 
     /// Reads the frame at the cursor and moves past it (via `tp_next_offset`).
@@ -309,11 +279,7 @@ impl BlockCursor {
         }
         let vlan = if st & status::VLAN_VALID != 0 {
             let tci = u32_at(block, off + v3::VLAN_TCI).unwrap_or(0) as u16;
-            let tpid = if st & status::VLAN_TPID_VALID != 0 {
-                u16_at(block, off + v3::VLAN_TPID).unwrap_or(0)
-            } else {
-                0
-            };
+            let tpid = if st & status::VLAN_TPID_VALID != 0 { u16_at(block, off + v3::VLAN_TPID).unwrap_or(0) } else { 0 };
             Some((if tpid == 0 { 0x8100 } else { tpid }, tci))
         } else {
             None
@@ -327,12 +293,7 @@ impl BlockCursor {
                 self.offset = self.offset.saturating_add(next);
             }
         }
-        Step::Frame(Frame {
-            status: st,
-            data: start..end,
-            wire_len: len,
-            vlan,
-        })
+        Step::Frame(Frame { status: st, data: start..end, wire_len: len, vlan })
     }
 }
 
@@ -379,11 +340,7 @@ pub(crate) mod tests {
         let mut off = first as usize;
         for (i, (data, st)) in frames.iter().enumerate() {
             let total = (mac as usize + data.len()).next_multiple_of(16);
-            let next = if i + 1 == frames.len() {
-                0
-            } else {
-                total as u32
-            };
+            let next = if i + 1 == frames.len() { 0 } else { total as u32 };
             b[off + v3::NEXT_OFFSET..][..4].copy_from_slice(&next.to_ne_bytes());
             b[off + v3::SNAPLEN..][..4].copy_from_slice(&(data.len() as u32).to_ne_bytes());
             b[off + v3::LEN..][..4].copy_from_slice(&(data.len() as u32).to_ne_bytes());
@@ -398,51 +355,24 @@ pub(crate) mod tests {
     #[test]
     fn offsets_match_the_kernel_structs() {
         let bh = offset_of!(libc::tpacket_block_desc, hdr);
-        assert_eq!(
-            bh + offset_of!(libc::tpacket_hdr_v1, block_status),
-            block::BLOCK_STATUS
-        );
-        assert_eq!(
-            bh + offset_of!(libc::tpacket_hdr_v1, num_pkts),
-            block::NUM_PKTS
-        );
-        assert_eq!(
-            bh + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt),
-            block::OFFSET_TO_FIRST_PKT
-        );
-        assert_eq!(
-            bh + offset_of!(libc::tpacket_hdr_v1, blk_len),
-            block::BLK_LEN
-        );
-        assert_eq!(
-            std::mem::size_of::<libc::tpacket_block_desc>(),
-            block::DESC_LEN
-        );
-        assert_eq!(
-            offset_of!(libc::tpacket3_hdr, tp_next_offset),
-            v3::NEXT_OFFSET
-        );
+        assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, block_status), block::BLOCK_STATUS);
+        assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, num_pkts), block::NUM_PKTS);
+        assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt), block::OFFSET_TO_FIRST_PKT);
+        assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, blk_len), block::BLK_LEN);
+        assert_eq!(std::mem::size_of::<libc::tpacket_block_desc>(), block::DESC_LEN);
+        assert_eq!(offset_of!(libc::tpacket3_hdr, tp_next_offset), v3::NEXT_OFFSET);
         assert_eq!(offset_of!(libc::tpacket3_hdr, tp_snaplen), v3::SNAPLEN);
         assert_eq!(offset_of!(libc::tpacket3_hdr, tp_len), v3::LEN);
         assert_eq!(offset_of!(libc::tpacket3_hdr, tp_status), v3::STATUS);
         assert_eq!(offset_of!(libc::tpacket3_hdr, tp_mac), v3::MAC);
         let hv1 = offset_of!(libc::tpacket3_hdr, hv1);
-        assert_eq!(
-            hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci),
-            v3::VLAN_TCI
-        );
-        assert_eq!(
-            hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid),
-            v3::VLAN_TPID
-        );
+        assert_eq!(hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci), v3::VLAN_TCI);
+        assert_eq!(hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid), v3::VLAN_TPID);
         assert_eq!(std::mem::size_of::<libc::tpacket3_hdr>(), v3::HDR_LEN);
         assert_eq!(offset_of!(libc::tpacket2_hdr, tp_status), v2::STATUS);
         assert_eq!(offset_of!(libc::tpacket2_hdr, tp_len), v2::LEN);
         assert_eq!(offset_of!(libc::tpacket2_hdr, tp_snaplen), v2::SNAPLEN);
-        assert_eq!(
-            libc::TPACKET2_HDRLEN - std::mem::size_of::<libc::sockaddr_ll>(),
-            v2::DATA
-        );
+        assert_eq!(libc::TPACKET2_HDRLEN - std::mem::size_of::<libc::sockaddr_ll>(), v2::DATA);
         assert_eq!(libc::TP_STATUS_USER, status::USER);
         assert_eq!(libc::TP_STATUS_COPY, status::COPY);
         assert_eq!(libc::TP_STATUS_LOSING, status::LOSING);
@@ -457,24 +387,9 @@ pub(crate) mod tests {
         let f1 = [1u8; 60];
         let f2 = [2u8; 1514];
         let f3 = [3u8; 61];
-        let block = build_block(
-            8192,
-            &[
-                (&f1, status::USER),
-                (&f2, status::USER | status::LOSING),
-                (&f3, status::USER),
-            ],
-            82,
-        );
+        let block = build_block(8192, &[(&f1, status::USER), (&f2, status::USER | status::LOSING), (&f3, status::USER)], 82);
         let h = BlockHeader::parse(&block).unwrap();
-        assert_eq!(
-            h,
-            BlockHeader {
-                status: status::USER,
-                num_pkts: 3,
-                offset_to_first_pkt: 48
-            }
-        );
+        assert_eq!(h, BlockHeader { status: status::USER, num_pkts: 3, offset_to_first_pkt: 48 });
         let mut c = BlockCursor::start(&h);
         let mut seen = Vec::new();
         loop {
@@ -487,10 +402,7 @@ pub(crate) mod tests {
                 Step::Corrupt => panic!("corrupt"),
             }
         }
-        assert_eq!(
-            seen,
-            vec![(f1.to_vec(), 1), (f2.to_vec(), 5), (f3.to_vec(), 1)]
-        );
+        assert_eq!(seen, vec![(f1.to_vec(), 1), (f2.to_vec(), 5), (f3.to_vec(), 1)]);
         assert_eq!(c.next(&block), Step::Done, "done stays done");
     }
 
@@ -503,13 +415,9 @@ pub(crate) mod tests {
         for want in 0..5u8 {
             // Peek without consuming (as when the pool is empty), then consume.
             let mut peek = c;
-            let Step::Frame(f) = peek.next(&block) else {
-                panic!()
-            };
+            let Step::Frame(f) = peek.next(&block) else { panic!() };
             assert_eq!(block[f.data.start], want);
-            let Step::Frame(g) = c.next(&block) else {
-                panic!()
-            };
+            let Step::Frame(g) = c.next(&block) else { panic!() };
             assert_eq!(f, g);
             assert_eq!(c, peek);
         }
@@ -538,10 +446,7 @@ pub(crate) mod tests {
         let mut c = BlockCursor::start(&BlockHeader::parse(&block).unwrap());
         assert_eq!(c.next(&block), Step::Corrupt);
         // First-frame offset inside the descriptor.
-        let mut c = BlockCursor {
-            remaining: 1,
-            offset: 8,
-        };
+        let mut c = BlockCursor { remaining: 1, offset: 8 };
         assert_eq!(c.next(&block), Step::Corrupt);
         // Too short to hold a descriptor.
         assert_eq!(BlockHeader::parse(&block[..10]), None);
@@ -556,30 +461,16 @@ pub(crate) mod tests {
     #[test]
     fn truncation_and_vlan_are_reported() {
         let f = [9u8; 80];
-        let mut block = build_block(
-            4096,
-            &[(
-                &f,
-                status::USER | status::VLAN_VALID | status::VLAN_TPID_VALID,
-            )],
-            82,
-        );
+        let mut block = build_block(4096, &[(&f, status::USER | status::VLAN_VALID | status::VLAN_TPID_VALID)], 82);
         block[48 + v3::LEN..][..4].copy_from_slice(&9000u32.to_ne_bytes());
         block[48 + v3::VLAN_TCI..][..4].copy_from_slice(&0x0123u32.to_ne_bytes());
         block[48 + v3::VLAN_TPID..][..2].copy_from_slice(&0x88a8u16.to_ne_bytes());
         let mut c = BlockCursor::start(&BlockHeader::parse(&block).unwrap());
-        let Step::Frame(fr) = c.next(&block) else {
-            panic!()
-        };
+        let Step::Frame(fr) = c.next(&block) else { panic!() };
         assert!(fr.truncated());
         assert_eq!(fr.vlan, Some((0x88a8, 0x0123)));
         assert_eq!(len_with_vlan(&fr), 84);
-        let mut st = Frame {
-            status: status::COPY,
-            data: 0..10,
-            wire_len: 10,
-            vlan: None,
-        };
+        let mut st = Frame { status: status::COPY, data: 0..10, wire_len: 10, vlan: None };
         assert!(st.truncated());
         st.status = status::USER | status::VLAN_VALID;
         assert!(!st.truncated());
@@ -597,43 +488,17 @@ pub(crate) mod tests {
 
     #[test]
     fn rx_geometry_validates_and_wraps() {
-        let g = RxGeometry {
-            block_size: 1 << 18,
-            blocks: 64,
-            frame_size: 2048,
-        };
+        let g = RxGeometry { block_size: 1 << 18, blocks: 64, frame_size: 2048 };
         g.validate().unwrap();
         assert_eq!(g.frame_nr(), 128 * 64);
         assert_eq!(g.ring_len(), Some(16 << 20));
         assert_eq!(g.block_offset(3), 3 << 18);
         assert_eq!(g.next_block(62), 63);
         assert_eq!(g.next_block(63), 0);
-        assert!(
-            RxGeometry {
-                block_size: 5000,
-                ..g
-            }
-            .validate()
-            .is_err()
-        );
+        assert!(RxGeometry { block_size: 5000, ..g }.validate().is_err());
         assert!(RxGeometry { blocks: 0, ..g }.validate().is_err());
-        assert!(
-            RxGeometry {
-                frame_size: 2047,
-                ..g
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            RxGeometry {
-                block_size: 4096,
-                frame_size: 8192,
-                ..g
-            }
-            .validate()
-            .is_err()
-        );
+        assert!(RxGeometry { frame_size: 2047, ..g }.validate().is_err());
+        assert!(RxGeometry { block_size: 4096, frame_size: 8192, ..g }.validate().is_err());
     }
 
     #[test]

@@ -61,18 +61,7 @@ pub struct PacketRx {
 impl PacketRx {
     pub(crate) fn new(fd: OwnedFd, ring: Mapping, geo: RxGeometry, port: u16) -> PacketRx {
         debug_assert_eq!(Some(ring.len()), geo.ring_len());
-        PacketRx {
-            ring,
-            fd,
-            geo,
-            block: 0,
-            cursor: None,
-            port,
-            stats: PortStats::default(),
-            counters: RxCounters::default(),
-            kernel: KernelStats::default(),
-            offload: OffloadState::default(),
-        }
+        PacketRx { ring, fd, geo, block: 0, cursor: None, port, stats: PortStats::default(), counters: RxCounters::default(), kernel: KernelStats::default(), offload: OffloadState::default() }
     }
 
     /// Counters beyond [`PortStats`].
@@ -116,9 +105,7 @@ impl PacketRx {
     /// Gives the current block back to the kernel and moves to the next.
     fn release_block(&mut self) {
         let off = self.geo.block_offset(self.block) + ring::block::BLOCK_STATUS;
-        self.ring
-            .status(off)
-            .store(ring::status::KERNEL, Ordering::Release);
+        self.ring.status(off).store(ring::status::KERNEL, Ordering::Release);
         self.cursor = None;
         self.block = self.geo.next_block(self.block);
     }
@@ -137,10 +124,7 @@ impl RxPort for PacketRx {
                 // SAFETY: the block's status was just read (Acquire) as TP_STATUS_USER, so the
                 // kernel has finished writing it and will not touch it until we store
                 // TP_STATUS_KERNEL in `release_block`, after this slice is gone.
-                let blk = unsafe {
-                    self.ring
-                        .bytes(self.geo.block_offset(self.block), block_len)
-                };
+                let blk = unsafe { self.ring.bytes(self.geo.block_offset(self.block), block_len) };
                 match BlockHeader::parse(blk) {
                     Some(h) => self.cursor = Some(BlockCursor::start(&h)),
                     None => {
@@ -153,10 +137,7 @@ impl RxPort for PacketRx {
             let Some(cursor) = self.cursor else { break };
             // SAFETY: as above: the block is ours until `release_block`, which runs only after
             // the last use of `blk` in this iteration.
-            let blk = unsafe {
-                self.ring
-                    .bytes(self.geo.block_offset(self.block), block_len)
-            };
+            let blk = unsafe { self.ring.bytes(self.geo.block_offset(self.block), block_len) };
             let mut next = cursor;
             match next.next(blk) {
                 Step::Done => self.release_block(),
@@ -166,17 +147,7 @@ impl RxPort for PacketRx {
                 }
                 Step::Frame(frame) if frame.status & ring::status::OFFLOAD != 0 => {
                     let room = want - got;
-                    let took = rx_offload::take(
-                        blk,
-                        &frame,
-                        cursor.offset as usize,
-                        &mut self.offload,
-                        &mut self.counters,
-                        pool,
-                        batch,
-                        room,
-                        self.port,
-                    );
+                    let took = rx_offload::take(blk, &frame, cursor.offset as usize, &mut self.offload, &mut self.counters, pool, batch, room, self.port);
                     got += took.frames;
                     bytes += took.bytes;
                     if !took.finished {
@@ -186,8 +157,7 @@ impl RxPort for PacketRx {
                 }
                 Step::Frame(frame) => {
                     let len = ring::len_with_vlan(&frame);
-                    let unusable =
-                        frame.truncated() || len > MAX_FRAME_LEN || frame.data.len() < 14;
+                    let unusable = frame.truncated() || len > MAX_FRAME_LEN || frame.data.len() < 14;
                     let desc = if unusable {
                         None
                     } else if let Some(desc) = pool.alloc() {

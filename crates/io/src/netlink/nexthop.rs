@@ -79,9 +79,7 @@ fn group(p: &[u8]) -> Result<Vec<(u32, u16)>, NexthopParseError> {
     }
     // The weight is one less than the weight, its high byte in what was reserved before
     // Linux 6.12 (zero there).
-    Ok(p.chunks_exact(GROUP_ENTRY)
-        .map(|e| (u32_at(e, 0), (u16::from(e[5]) << 8 | u16::from(e[4])) + 1))
-        .collect())
+    Ok(p.chunks_exact(GROUP_ENTRY).map(|e| (u32_at(e, 0), (u16::from(e[5]) << 8 | u16::from(e[4])) + 1)).collect())
 }
 
 /// Parses one whole netlink message (header included) as a nexthop message.
@@ -100,11 +98,7 @@ pub fn parse_nexthop(m: &[u8]) -> Result<NexthopMessage, NexthopParseError> {
     let n = &m[NLMSG_HDRLEN..len];
     let family = n[0];
     let mut id = None;
-    let mut hop = RouteNextHop {
-        gateway: None,
-        ifindex: 0,
-        weight: 1,
-    };
+    let mut hop = RouteNextHop { gateway: None, ifindex: 0, weight: 1 };
     let mut kind = None;
     for (ty, p) in attrs(&n[NHMSG_LEN..]) {
         match ty {

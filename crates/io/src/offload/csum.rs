@@ -33,9 +33,7 @@ pub fn complete_at(frame: &mut [u8], start: usize, offset: usize) -> Result<(), 
 pub fn complete_if_partial(frame: &mut [u8]) -> bool {
     // The common case first and cheaply: untagged IPv4 with a 20-byte header, neither TCP
     // nor UDP or with a field that is not the pseudo sum.
-    let Some(h) = frame.get(12..36).and_then(|b| b.first_chunk::<24>()) else {
-        return false;
-    };
+    let Some(h) = frame.get(12..36).and_then(|b| b.first_chunk::<24>()) else { return false };
     if h[..3] == [0x08, 0x00, 0x45] {
         let proto = h[11];
         if proto != PROTO_TCP && proto != PROTO_UDP {
@@ -46,9 +44,7 @@ pub fn complete_if_partial(frame: &mut [u8]) -> bool {
         let addrs = u64::from_be_bytes([h[14], h[15], h[16], h[17], h[18], h[19], h[20], h[21]]);
         let pseudo = fold16((addrs >> 32) + (addrs & 0xffff_ffff) + u64::from(proto) + len as u64);
         let field = 34 + if proto == PROTO_TCP { 16 } else { 6 };
-        let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else {
-            return false;
-        };
+        let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else { return false };
         if u16::from_be_bytes([hi, lo]) != pseudo {
             return false;
         }
@@ -68,9 +64,7 @@ fn fold16(acc: u64) -> u16 {
 /// [`complete_if_partial`] in full: any IPv4 header length, IPv6, VLAN tags, every check.
 #[cold]
 fn complete_checked(frame: &mut [u8]) -> bool {
-    let Some((l3, et)) = l3_start(frame) else {
-        return false;
-    };
+    let Some((l3, et)) = l3_start(frame) else { return false };
     let Some((l4, len, proto, pseudo)) = (match et {
         ETH_IPV4 => v4_l4(frame, l3),
         ETH_IPV6 => v6_l4(frame, l3),
@@ -80,9 +74,7 @@ fn complete_checked(frame: &mut [u8]) -> bool {
     };
     let field = l4 + if proto == PROTO_TCP { 16 } else { 6 };
     let min = if proto == PROTO_TCP { 20 } else { 8 };
-    let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else {
-        return false;
-    };
+    let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else { return false };
     if len < min || u16::from_be_bytes([hi, lo]) != fold(u64::from(pseudo)) {
         return false;
     }
@@ -97,26 +89,12 @@ fn v4_l4(frame: &[u8], l3: usize) -> Option<(usize, usize, u8, u32)> {
     let ihl = usize::from(h[0] & 0xf) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
     let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
-    if h[0] >> 4 != 4
-        || (proto != PROTO_TCP && proto != PROTO_UDP)
-        || fragment
-        || ihl < 20
-        || total < ihl
-        || l3 + total > frame.len()
-    {
+    if h[0] >> 4 != 4 || (proto != PROTO_TCP && proto != PROTO_UDP) || fragment || ihl < 20 || total < ihl || l3 + total > frame.len() {
         return None;
     }
-    let (src, dst) = (
-        Ipv4Addr::new(h[12], h[13], h[14], h[15]),
-        Ipv4Addr::new(h[16], h[17], h[18], h[19]),
-    );
+    let (src, dst) = (Ipv4Addr::new(h[12], h[13], h[14], h[15]), Ipv4Addr::new(h[16], h[17], h[18], h[19]));
     let len = total - ihl;
-    Some((
-        l3 + ihl,
-        len,
-        proto,
-        pseudo_header_v4(&src, &dst, proto, len as u32),
-    ))
+    Some((l3 + ihl, len, proto, pseudo_header_v4(&src, &dst, proto, len as u32)))
 }
 
 /// The same for an IPv6 packet whose next header is TCP or UDP.
@@ -130,10 +108,5 @@ fn v6_l4(frame: &[u8], l3: usize) -> Option<(usize, usize, u8, u32)> {
     }
     let src = Ipv6Addr::from(*h[8..24].first_chunk::<16>()?);
     let dst = Ipv6Addr::from(*h[24..40].first_chunk::<16>()?);
-    Some((
-        l3 + 40,
-        len,
-        proto,
-        pseudo_header_v6(&src, &dst, proto, len as u32),
-    ))
+    Some((l3 + 40, len, proto, pseudo_header_v6(&src, &dst, proto, len as u32)))
 }

@@ -7,10 +7,7 @@ use wire::{EthernetFrame, Ipv4Packet, Ipv6Packet, TcpFlags, TcpPacket, UdpPacket
 use super::*;
 
 pub(crate) fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 fn vnet(b: &str) -> VnetHdr {
@@ -28,8 +25,7 @@ const TSO_HDRS: &str = "020000000b01020000000a01080045001c7cde4940004006b40ac612
 /// The headers of a UDP_SEGMENT send of 2500 bytes (gso_size 1000) from port 40000 to 9999;
 /// the payload was `0..250` ten times.
 const USO_VNET: &str = "01052a00e80322000600";
-const USO_HDRS: &str =
-    "020000000b01020000000a010800450009e06cd0000040117815c6120002c61200019c40270f09cc9605";
+const USO_HDRS: &str = "020000000b01020000000a010800450009e06cd0000040117815c6120002c61200019c40270f09cc9605";
 
 fn ipv4_tcp(frame: &[u8]) -> (Ipv4Packet<&[u8]>, TcpPacket<&[u8]>) {
     let eth = EthernetFrame::new_checked(frame).unwrap();
@@ -47,16 +43,8 @@ fn a_partial_syn_is_completed_from_its_vnet_header() {
     assert!(h.needs_csum() && !h.is_gso());
     let mut f = hex(SYN);
     let (ip, tcp) = ipv4_tcp(&f);
-    assert!(
-        !tcp.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()),
-        "the fixture is partial"
-    );
-    complete_at(
-        &mut f,
-        usize::from(h.csum_start),
-        usize::from(h.csum_offset),
-    )
-    .unwrap();
+    assert!(!tcp.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()), "the fixture is partial");
+    complete_at(&mut f, usize::from(h.csum_start), usize::from(h.csum_offset)).unwrap();
     let (ip, tcp) = ipv4_tcp(&f);
     assert!(tcp.flags().contains(TcpFlags::SYN));
     assert!(tcp.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()));
@@ -104,18 +92,11 @@ fn the_xdp_rule_handles_udp_ipv6_and_vlan_tags() {
     assert_eq!(&tagged[16..], &segs[0][12..]);
     // IPv6 TCP.
     let mut v6 = tcp6_frame(b"hello", 0x18);
-    let (src, dst) = (
-        Ipv6Packet::new_unchecked(&v6[14..]).src_addr(),
-        Ipv6Packet::new_unchecked(&v6[14..]).dst_addr(),
-    );
+    let (src, dst) = (Ipv6Packet::new_unchecked(&v6[14..]).src_addr(), Ipv6Packet::new_unchecked(&v6[14..]).dst_addr());
     let pseudo = wire::checksum::pseudo_header_v6(&src, &dst, 6, 25);
     v6[54 + 16..54 + 18].copy_from_slice(&wire::checksum::fold(u64::from(pseudo)).to_be_bytes());
     assert!(complete_if_partial(&mut v6));
-    assert!(
-        TcpPacket::new_checked(&v6[54..])
-            .unwrap()
-            .verify_checksum_v6(&src, &dst)
-    );
+    assert!(TcpPacket::new_checked(&v6[54..]).unwrap().verify_checksum_v6(&src, &dst));
 }
 
 /// The TSO fixture's headers with FIN|PSH|ACK|CWR and 2 * 1448 + 100 payload bytes (the
@@ -145,31 +126,16 @@ fn a_tso_frame_with_fin_becomes_three_segments() {
         let mut out = vec![0u8; plan.segment_len(i)];
         plan.write(&f, i, &mut out).unwrap();
         let (ip, tcp) = ipv4_tcp(&out);
-        assert!(
-            tcp.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()),
-            "segment {i}"
-        );
+        assert!(tcp.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()), "segment {i}");
         assert_eq!(tcp.payload().len(), if i < 2 { 1448 } else { 100 });
         assert_eq!(tcp.seq_number(), seq0.wrapping_add(1448 * i as u32));
         assert_eq!(ip.ident(), id0.wrapping_add(i as u16));
         assert_eq!(tcp.options(), tcp0.options());
         let flags = tcp.flags();
         assert!(flags.contains(TcpFlags::ACK));
-        assert_eq!(
-            flags.contains(TcpFlags::FIN),
-            i == 2,
-            "FIN only on the last"
-        );
-        assert_eq!(
-            flags.contains(TcpFlags::PSH),
-            i == 2,
-            "PSH only on the last"
-        );
-        assert_eq!(
-            flags.contains(TcpFlags::CWR),
-            i == 0,
-            "CWR only on the first"
-        );
+        assert_eq!(flags.contains(TcpFlags::FIN), i == 2, "FIN only on the last");
+        assert_eq!(flags.contains(TcpFlags::PSH), i == 2, "PSH only on the last");
+        assert_eq!(flags.contains(TcpFlags::CWR), i == 0, "CWR only on the first");
         payload.extend_from_slice(tcp.payload());
     }
     assert_eq!(payload, tcp0.payload());
@@ -179,10 +145,7 @@ fn a_tso_frame_with_fin_becomes_three_segments() {
 fn tcp_segments_shrink_to_fit_and_carry_the_vlan_tag_back() {
     let f = tso_fin_frame();
     let plan = GsoPlan::new(&f, &vnet(TSO_VNET), Some((0x8100, 20)), 1000).unwrap();
-    assert_eq!(
-        plan.segments(),
-        (2 * 1448 + 100usize).div_ceil(1000 - 66 - 4)
-    );
+    assert_eq!(plan.segments(), (2 * 1448 + 100usize).div_ceil(1000 - 66 - 4));
     let mut out = vec![0u8; plan.segment_len(0)];
     assert_eq!(out.len(), 1000);
     plan.write(&f, 0, &mut out).unwrap();
@@ -215,10 +178,7 @@ fn a_udp_gso_frame_becomes_datagrams_of_gso_size() {
         assert!(ip.verify_checksum());
         assert_eq!(ip.ident(), 0x6cd0 + i as u16);
         let udp = UdpPacket::new_checked(&s[34..]).unwrap();
-        assert!(
-            udp.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()),
-            "datagram {i}"
-        );
+        assert!(udp.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()), "datagram {i}");
         assert_eq!(usize::from(udp.len()), 8 + if i < 2 { 1000 } else { 500 });
         assert_eq!((udp.src_port(), udp.dst_port()), (40000, 9999));
         data.extend_from_slice(udp.payload());
@@ -227,10 +187,7 @@ fn a_udp_gso_frame_becomes_datagrams_of_gso_size() {
     // A datagram cannot be cut: gso_size beyond the frame buffer is refused.
     let mut f = hex(USO_HDRS);
     f.extend((0..2500).map(|i| (i % 250) as u8));
-    assert_eq!(
-        GsoPlan::new(&f, &vnet(USO_VNET), None, 1000),
-        Err(OffloadError::Unsupported)
-    );
+    assert_eq!(GsoPlan::new(&f, &vnet(USO_VNET), None, 1000), Err(OffloadError::Unsupported));
 }
 
 /// Ethernet/IPv6/TCP from 2001:db8:a::2 to 2001:db8:b::2 with `payload` and `flags`.
@@ -252,14 +209,7 @@ fn tcp6_frame(payload: &[u8], flags: u8) -> Vec<u8> {
 fn a_tcpv6_gso_frame_is_cut_too() {
     let payload: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
     let f = tcp6_frame(&payload, 0x19);
-    let h = VnetHdr {
-        flags: flags::NEEDS_CSUM,
-        gso_type: gso_type::TCPV6,
-        gso_size: 1400,
-        csum_start: 54,
-        csum_offset: 16,
-        hdr_len: 74,
-    };
+    let h = VnetHdr { flags: flags::NEEDS_CSUM, gso_type: gso_type::TCPV6, gso_size: 1400, csum_start: 54, csum_offset: 16, hdr_len: 74 };
     let plan = GsoPlan::new(&f, &h, None, 1984).unwrap();
     assert_eq!(plan.segments(), 3);
     let mut got = Vec::new();
@@ -281,45 +231,12 @@ fn bad_metadata_is_refused_never_a_panic() {
     let f = tso_fin_frame();
     let h = vnet(TSO_VNET);
     let bad = |h: VnetHdr| GsoPlan::new(&f, &h, None, 1984);
-    assert_eq!(
-        bad(VnetHdr { gso_size: 0, ..h }),
-        Err(OffloadError::Malformed)
-    );
-    assert_eq!(
-        bad(VnetHdr {
-            gso_type: gso_type::TCPV6,
-            ..h
-        }),
-        Err(OffloadError::Malformed),
-        "TCPv6 on an IPv4 frame"
-    );
-    assert_eq!(
-        bad(VnetHdr {
-            gso_type: gso_type::UDP_L4,
-            ..h
-        }),
-        Err(OffloadError::Malformed),
-        "UDP on a TCP frame"
-    );
-    assert_eq!(
-        bad(VnetHdr {
-            gso_type: gso_type::UDP,
-            ..h
-        }),
-        Err(OffloadError::Unsupported),
-        "UFO"
-    );
-    assert_eq!(
-        bad(VnetHdr { gso_type: 2, ..h }),
-        Err(OffloadError::Unsupported)
-    );
-    assert!(
-        bad(VnetHdr {
-            gso_type: gso_type::TCPV4 | gso_type::ECN,
-            ..h
-        })
-        .is_ok()
-    );
+    assert_eq!(bad(VnetHdr { gso_size: 0, ..h }), Err(OffloadError::Malformed));
+    assert_eq!(bad(VnetHdr { gso_type: gso_type::TCPV6, ..h }), Err(OffloadError::Malformed), "TCPv6 on an IPv4 frame");
+    assert_eq!(bad(VnetHdr { gso_type: gso_type::UDP_L4, ..h }), Err(OffloadError::Malformed), "UDP on a TCP frame");
+    assert_eq!(bad(VnetHdr { gso_type: gso_type::UDP, ..h }), Err(OffloadError::Unsupported), "UFO");
+    assert_eq!(bad(VnetHdr { gso_type: 2, ..h }), Err(OffloadError::Unsupported));
+    assert!(bad(VnetHdr { gso_type: gso_type::TCPV4 | gso_type::ECN, ..h }).is_ok());
     // Every truncation of the frame: refused (IP length no longer matches), no panic.
     for n in 0..f.len() {
         assert!(GsoPlan::new(&f[..n], &h, None, 1984).is_err(), "cut at {n}");
@@ -327,21 +244,11 @@ fn bad_metadata_is_refused_never_a_panic() {
     // Writing with the wrong buffer or another frame: refused.
     let plan = GsoPlan::new(&f, &h, None, 1984).unwrap();
     assert!(plan.write(&f, 0, &mut [0u8; 10]).is_err());
-    assert!(
-        plan.write(&f[..100], 0, &mut vec![0u8; plan.segment_len(0)])
-            .is_err()
-    );
-    assert!(
-        plan.write(&f, 3, &mut vec![0u8; plan.segment_len(3)])
-            .is_err(),
-        "past the last segment"
-    );
+    assert!(plan.write(&f[..100], 0, &mut vec![0u8; plan.segment_len(0)]).is_err());
+    assert!(plan.write(&f, 3, &mut vec![0u8; plan.segment_len(3)]).is_err(), "past the last segment");
     // Checksum positions outside the frame.
     let mut syn = hex(SYN);
     assert_eq!(complete_at(&mut syn, 34, 40), Err(OffloadError::Malformed));
-    assert_eq!(
-        complete_at(&mut syn, usize::MAX, 16),
-        Err(OffloadError::Malformed)
-    );
+    assert_eq!(complete_at(&mut syn, usize::MAX, 16), Err(OffloadError::Malformed));
     assert_eq!(complete_at(&mut syn, 200, 0), Err(OffloadError::Malformed));
 }

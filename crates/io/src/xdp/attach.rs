@@ -30,28 +30,16 @@ static ATTACHED: Mutex<Vec<Weak<Attachment>>> = Mutex::new(Vec::new());
 pub fn unsteered_drops(ifindex: u32) -> Option<u64> {
     let netns = sys::netns_id();
     let all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
-    let a = all
-        .iter()
-        .filter_map(Weak::upgrade)
-        .find(|a| a.netns == netns && a.ifindex == ifindex)?;
+    let a = all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex)?;
     bpf::read_percpu_u64(a.drops.as_ref()?.as_raw_fd()).ok()
 }
 
 /// The attachment on `ifindex` (in the calling thread's namespace), creating it if needed.
-pub fn get_or_attach(
-    ifname: &str,
-    ifindex: u32,
-    want: XdpMode,
-    fail_closed: bool,
-) -> Result<Arc<Attachment>, XdpError> {
+pub fn get_or_attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Result<Arc<Attachment>, XdpError> {
     let netns = sys::netns_id();
     let mut all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|w| w.strong_count() > 0);
-    if let Some(a) = all
-        .iter()
-        .filter_map(Weak::upgrade)
-        .find(|a| a.netns == netns && a.ifindex == ifindex)
-    {
+    if let Some(a) = all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex) {
         if want != XdpMode::Auto && want != a.mode {
             return Err(XdpError::Config(format!(
                 "`{ifname}` already runs linerate's program in {:?} mode, {want:?} requested for another queue",
@@ -59,10 +47,7 @@ pub fn get_or_attach(
             )));
         }
         if fail_closed != a.drops.is_some() {
-            return Err(XdpError::Config(format!(
-                "`{ifname}` already runs linerate's program with fail-closed = {}",
-                a.drops.is_some()
-            )));
+            return Err(XdpError::Config(format!("`{ifname}` already runs linerate's program with fail-closed = {}", a.drops.is_some())));
         }
         return Ok(a);
     }
@@ -78,10 +63,7 @@ pub type Loaded = (OwnedFd, Option<OwnedFd>, OwnedFd);
 /// that drops IP frames no socket takes, and its counter).
 pub fn load_program(ifname: &str, name: &str, fail_closed: bool) -> Result<Loaded, XdpError> {
     let map = bpf::create_xskmap().map_err(|e| XdpError::sys("create XSKMAP", ifname, e))?;
-    let drops = fail_closed
-        .then(bpf::create_drop_counter)
-        .transpose()
-        .map_err(|e| XdpError::sys("create the drop counter map", ifname, e))?;
+    let drops = fail_closed.then(bpf::create_drop_counter).transpose().map_err(|e| XdpError::sys("create the drop counter map", ifname, e))?;
     let insns = match &drops {
         Some(d) => bpf::xsk_program_fail_closed(map.as_raw_fd(), d.as_raw_fd()),
         None => bpf::xsk_program(map.as_raw_fd()),
@@ -90,21 +72,13 @@ pub fn load_program(ifname: &str, name: &str, fail_closed: bool) -> Result<Loade
         if e.source.raw_os_error() == Some(libc::EPERM) {
             XdpError::sys("load XDP program", ifname, e.source)
         } else {
-            XdpError::ProgramRejected {
-                source: e.source,
-                log: e.log,
-            }
+            XdpError::ProgramRejected { source: e.source, log: e.log }
         }
     })?;
     Ok((map, drops, prog))
 }
 
-fn attach(
-    ifname: &str,
-    ifindex: u32,
-    want: XdpMode,
-    fail_closed: bool,
-) -> Result<Attachment, XdpError> {
+fn attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Result<Attachment, XdpError> {
     let (map, drops, prog) = load_program(ifname, bpf::PROG_NAME, fail_closed)?;
     let modes: &[XdpMode] = match want {
         XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
@@ -114,26 +88,10 @@ fn attach(
     let mut last = None;
     for &mode in modes {
         match link_replacing_stale(ifname, ifindex, &prog, mode) {
-            Ok(link) => {
-                return Ok(Attachment {
-                    netns: sys::netns_id(),
-                    ifindex,
-                    mode,
-                    map,
-                    drops,
-                    _prog: prog,
-                    _link: link,
-                });
-            }
+            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, map, drops, _prog: prog, _link: link }),
             // The driver has no native XDP: try generic (skb) mode.
             Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
-            Err(LinkError::Io(e)) => {
-                return Err(XdpError::sys(
-                    "attach XDP program (BPF_LINK_CREATE)",
-                    ifname,
-                    e,
-                ));
-            }
+            Err(LinkError::Io(e)) => return Err(XdpError::sys("attach XDP program (BPF_LINK_CREATE)", ifname, e)),
             Err(LinkError::Fatal(e)) => return Err(e),
         }
     }
@@ -149,21 +107,12 @@ enum LinkError {
 }
 
 fn mode_flags(mode: XdpMode) -> u32 {
-    if mode == XdpMode::Native {
-        sys::XDP_FLAGS_DRV_MODE
-    } else {
-        sys::XDP_FLAGS_SKB_MODE
-    }
+    if mode == XdpMode::Native { sys::XDP_FLAGS_DRV_MODE } else { sys::XDP_FLAGS_SKB_MODE }
 }
 
 /// Creates the link; if a program attached through netlink is in the way and is linerate's
 /// (left by a crash), detaches it and tries once more.
-fn link_replacing_stale(
-    ifname: &str,
-    ifindex: u32,
-    prog: &OwnedFd,
-    mode: XdpMode,
-) -> Result<OwnedFd, LinkError> {
+fn link_replacing_stale(ifname: &str, ifindex: u32, prog: &OwnedFd, mode: XdpMode) -> Result<OwnedFd, LinkError> {
     let flags = mode_flags(mode);
     let err = match bpf::link_xdp(prog.as_raw_fd(), ifindex, flags) {
         Ok(link) => return Ok(link),
@@ -171,27 +120,18 @@ fn link_replacing_stale(
         Err(e) => return Err(LinkError::Io(e)),
     };
     let fatal = |e| LinkError::Fatal(e);
-    let Some(old) = netlink::query(ifindex)
-        .map_err(|e| fatal(XdpError::sys("query XDP program (netlink)", ifname, e)))?
+    let Some(old) =
+        netlink::query(ifindex).map_err(|e| fatal(XdpError::sys("query XDP program (netlink)", ifname, e)))?
     else {
         return Err(LinkError::Io(err));
     };
     let name = bpf::prog_name(old.prog_id).unwrap_or_else(|e| format!("<unknown: {e}>"));
     if !bpf::OWN_PROG_NAMES.contains(&name.as_str()) {
-        return Err(fatal(XdpError::ForeignProgram {
-            ifname: ifname.into(),
-            id: old.prog_id,
-            name,
-        }));
+        return Err(fatal(XdpError::ForeignProgram { ifname: ifname.into(), id: old.prog_id, name }));
     }
     if let Err(e) = netlink::set_xdp(ifindex, -1, old.mode_flags) {
         // Netlink cannot detach a bpf_link: a live process (another linerate) holds it.
-        return Err(fatal(XdpError::InUse {
-            ifname: ifname.into(),
-            id: old.prog_id,
-            name,
-            source: e,
-        }));
+        return Err(fatal(XdpError::InUse { ifname: ifname.into(), id: old.prog_id, name, source: e }));
     }
     bpf::link_xdp(prog.as_raw_fd(), ifindex, flags).map_err(LinkError::Io)
 }

@@ -88,12 +88,7 @@ const EXIT: u8 = 0x90;
 
 impl Insn {
     const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Self {
-        Insn {
-            code,
-            regs: (src << 4) | (dst & 0x0f),
-            off,
-            imm,
-        }
+        Insn { code, regs: (src << 4) | (dst & 0x0f), off, imm }
     }
     /// dst = *(u32 *)(src + off)
     pub const fn ldx_w(dst: u8, src: u8, off: i16) -> Self {
@@ -157,10 +152,7 @@ impl Insn {
     }
     /// dst = map (by fd); two instruction slots.
     pub const fn ld_map_fd(dst: u8, fd: i32) -> [Self; 2] {
-        [
-            Self::new(LD | DW | IMM, dst, BPF_PSEUDO_MAP_FD, 0, fd),
-            Self::new(0, 0, 0, 0, 0),
-        ]
+        [Self::new(LD | DW | IMM, dst, BPF_PSEUDO_MAP_FD, 0, fd), Self::new(0, 0, 0, 0, 0)]
     }
     /// call helper
     pub const fn call(helper: i32) -> Self {
@@ -315,11 +307,7 @@ pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
         Insn::ldx_w(R2, R1, 16),
     ];
     p.extend(Insn::ld_map_fd(R1, map_fd));
-    p.extend([
-        Insn::mov_imm(R3, XDP_PASS),
-        Insn::call(BPF_FUNC_REDIRECT_MAP),
-        Insn::exit(),
-    ]);
+    p.extend([Insn::mov_imm(R3, XDP_PASS), Insn::call(BPF_FUNC_REDIRECT_MAP), Insn::exit()]);
     p
 }
 
@@ -346,14 +334,8 @@ pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
 /// out:  exit
 /// ```
 pub fn xsk_program_fail_closed(map_fd: RawFd, count_fd: RawFd) -> Vec<Insn> {
-    let (mut guarded, mut redirect, mut pass) =
-        (Fixups::default(), Fixups::default(), Fixups::default());
-    let mut p = vec![
-        Insn::ldx_w(R2, R1, 0),
-        Insn::ldx_w(R3, R1, 4),
-        Insn::mov_reg(R4, R2),
-        Insn::add_imm(R4, 14),
-    ];
+    let (mut guarded, mut redirect, mut pass) = (Fixups::default(), Fixups::default(), Fixups::default());
+    let mut p = vec![Insn::ldx_w(R2, R1, 0), Insn::ldx_w(R3, R1, 4), Insn::mov_reg(R4, R2), Insn::add_imm(R4, 14)];
     pass.jump(&mut p, Insn::jgt_reg(R4, R3, 0));
     p.extend([Insn::ldx_h(R4, R2, 12), Insn::be16(R4)]);
     for ethertype in [0x0800, 0x86dd, 0x8100, 0x88a8] {
@@ -365,34 +347,19 @@ pub fn xsk_program_fail_closed(map_fd: RawFd, count_fd: RawFd) -> Vec<Insn> {
     redirect.land(&mut p);
     p.push(Insn::ldx_w(R2, R1, 16));
     p.extend(Insn::ld_map_fd(R1, map_fd));
-    p.extend([
-        Insn::mov_imm(R3, XDP_PASS),
-        Insn::call(BPF_FUNC_REDIRECT_MAP),
-        Insn::exit(),
-    ]);
+    p.extend([Insn::mov_imm(R3, XDP_PASS), Insn::call(BPF_FUNC_REDIRECT_MAP), Insn::exit()]);
     guarded.land(&mut p);
     p.push(Insn::ldx_w(R2, R1, 16));
     p.extend(Insn::ld_map_fd(R1, map_fd));
-    p.extend([
-        Insn::mov_imm(R3, XDP_DROP),
-        Insn::call(BPF_FUNC_REDIRECT_MAP),
-    ]);
+    p.extend([Insn::mov_imm(R3, XDP_DROP), Insn::call(BPF_FUNC_REDIRECT_MAP)]);
     let mut out = Fixups::default();
     out.jump(&mut p, Insn::jne_imm(R0, XDP_DROP, 0));
-    p.extend([
-        Insn::st_w(R10, -4, 0),
-        Insn::mov_reg(R2, R10),
-        Insn::add_imm(R2, -4),
-    ]);
+    p.extend([Insn::st_w(R10, -4, 0), Insn::mov_reg(R2, R10), Insn::add_imm(R2, -4)]);
     p.extend(Insn::ld_map_fd(R1, count_fd));
     p.push(Insn::call(BPF_FUNC_MAP_LOOKUP_ELEM));
     let mut drop = Fixups::default();
     drop.jump(&mut p, Insn::jeq_imm(R0, 0, 0));
-    p.extend([
-        Insn::ldx_dw(R1, R0, 0),
-        Insn::add_imm(R1, 1),
-        Insn::stx_dw(R0, R1, 0),
-    ]);
+    p.extend([Insn::ldx_dw(R1, R0, 0), Insn::add_imm(R1, 1), Insn::stx_dw(R0, R1, 0)]);
     drop.land(&mut p);
     p.push(Insn::mov_imm(R0, XDP_DROP));
     out.land(&mut p);
@@ -445,10 +412,7 @@ pub(crate) fn assert_jumps_land_inside(p: &[Insn]) {
         let is_jump = matches!(code & 0x07, 0x05 | 0x06) && !matches!(code & 0xf0, 0x80 | 0x90);
         if is_jump {
             let target = i as i64 + 1 + i64::from(insn.off());
-            assert!(
-                target > i as i64 && (target as usize) < p.len(),
-                "insn {i} jumps to {target}"
-            );
+            assert!(target > i as i64 && (target as usize) < p.len(), "insn {i} jumps to {target}");
         }
     }
 }
@@ -558,11 +522,7 @@ fn load(prog_type: u32, attach: u32, insns: &[Insn], name: &str) -> Result<Owned
             license: license.as_ptr() as u64,
             log_level: level,
             log_size: log.len() as u32,
-            log_buf: if level > 0 {
-                log.as_mut_ptr() as u64
-            } else {
-                0
-            },
+            log_buf: if level > 0 { log.as_mut_ptr() as u64 } else { 0 },
             prog_name: obj_name(name),
             expected_attach_type: attach,
             ..Default::default()
@@ -578,10 +538,7 @@ fn load(prog_type: u32, attach: u32, insns: &[Insn], name: &str) -> Result<Owned
             let mut log = vec![0u8; 64 * 1024];
             let _ = attempt(&mut log, 1);
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            Err(LoadError {
-                source,
-                log: String::from_utf8_lossy(&log[..end]).trim_end().to_string(),
-            })
+            Err(LoadError { source, log: String::from_utf8_lossy(&log[..end]).trim_end().to_string() })
         }
     }
 }
@@ -639,20 +596,8 @@ struct XdpMd {
 /// the kernel's page pool hands out a new page), whose first `meta` bytes are metadata as in
 /// [`test_run_frame`], and the frames it returns XDP_TX for leave through `ifindex`, `batch`
 /// at a time (1..=256; the kernel's default when 0). Runs on the calling CPU.
-pub fn run_live(
-    prog: RawFd,
-    data: &[u8],
-    meta: u32,
-    ifindex: u32,
-    repeat: u32,
-    batch: u32,
-) -> io::Result<()> {
-    let ctx = XdpMd {
-        data: meta,
-        data_end: data.len() as u32,
-        ingress_ifindex: ifindex,
-        ..Default::default()
-    };
+pub fn run_live(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, batch: u32) -> io::Result<()> {
+    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
     let mut attr = TestRunAttr {
         prog_fd: prog as u32,
         data_size_in: data.len() as u32,
@@ -671,17 +616,8 @@ pub fn run_live(
 /// (before the frame, 0..=32, a multiple of 4), and also returns the data as the program
 /// left it, metadata included (it may rewrite, grow or shrink the frame); `room` is the most
 /// bytes it may have.
-pub fn test_run_frame(
-    prog: RawFd,
-    data: &[u8],
-    meta: u32,
-    room: usize,
-) -> io::Result<(u32, Vec<u8>)> {
-    let ctx = XdpMd {
-        data: meta,
-        data_end: data.len() as u32,
-        ..Default::default()
-    };
+pub fn test_run_frame(prog: RawFd, data: &[u8], meta: u32, room: usize) -> io::Result<(u32, Vec<u8>)> {
+    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ..Default::default() };
     let mut out = vec![0u8; room];
     let mut attr = TestRunAttr {
         prog_fd: prog as u32,
@@ -729,10 +665,7 @@ pub fn create_array(name: &str, value_size: u32, entries: u32) -> io::Result<Own
 /// `map` from index 0 on, in one BPF_MAP_UPDATE_BATCH (Linux 5.6).
 pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()> {
     if value_size == 0 || !values.len().is_multiple_of(value_size) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "values are not whole map values",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "values are not whole map values"));
     }
     let keys: Vec<u32> = (0..(values.len() / value_size) as u32).collect();
     let mut attr = MapBatchAttr {
@@ -744,11 +677,7 @@ pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()
     };
     sys::bpf(sys::BPF_MAP_UPDATE_BATCH, &mut attr)?;
     if attr.count as usize != keys.len() {
-        return Err(io::Error::other(format!(
-            "map update wrote {} of {} values",
-            attr.count,
-            keys.len()
-        )));
+        return Err(io::Error::other(format!("map update wrote {} of {} values", attr.count, keys.len())));
     }
     Ok(())
 }
@@ -756,28 +685,12 @@ pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()
 /// Reads entry `index` of array map `map` into `value`, which must be the map's value size.
 pub fn array_get(map: RawFd, index: u32, value: &mut [u8]) -> io::Result<()> {
     let mut info = MapInfo::default();
-    let mut attr = InfoAttr {
-        bpf_fd: map as u32,
-        info_len: size_of::<MapInfo>() as u32,
-        info: &mut info as *mut _ as u64,
-    };
+    let mut attr = InfoAttr { bpf_fd: map as u32, info_len: size_of::<MapInfo>() as u32, info: &mut info as *mut _ as u64 };
     sys::bpf(sys::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
     if info.value_size as usize != value.len() || info.key_size != 4 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "map values are {} bytes, not {}",
-                info.value_size,
-                value.len()
-            ),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("map values are {} bytes, not {}", info.value_size, value.len())));
     }
-    let mut attr = MapElemAttr {
-        map_fd: map as u32,
-        key: &index as *const u32 as u64,
-        value: value.as_mut_ptr() as u64,
-        ..Default::default()
-    };
+    let mut attr = MapElemAttr { map_fd: map as u32, key: &index as *const u32 as u64, value: value.as_mut_ptr() as u64, ..Default::default() };
     sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut attr).map(drop)
 }
 
@@ -793,24 +706,14 @@ struct LinkCreateAttr {
 /// Attaches XDP program `prog` to `ifindex` as a bpf_link in mode `flags`
 /// (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`). Closing the link fd detaches it.
 pub fn link_xdp(prog: RawFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
-    let mut attr = LinkCreateAttr {
-        prog_fd: prog as u32,
-        target_ifindex: ifindex,
-        attach_type: sys::BPF_XDP,
-        flags,
-    };
+    let mut attr = LinkCreateAttr { prog_fd: prog as u32, target_ifindex: ifindex, attach_type: sys::BPF_XDP, flags };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
 }
 
 /// Attaches tc program `prog` to the ingress of `ifindex` as a tcx bpf_link (Linux 6.6,
 /// `BPF_TCX_INGRESS`), after any program already there. Closing the link fd detaches it.
 pub fn link_tcx_ingress(prog: RawFd, ifindex: u32) -> io::Result<OwnedFd> {
-    let mut attr = LinkCreateAttr {
-        prog_fd: prog as u32,
-        target_ifindex: ifindex,
-        attach_type: sys::BPF_TCX_INGRESS,
-        flags: 0,
-    };
+    let mut attr = LinkCreateAttr { prog_fd: prog as u32, target_ifindex: ifindex, attach_type: sys::BPF_TCX_INGRESS, flags: 0 };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
 }
 
@@ -862,10 +765,7 @@ struct MapInfo {
 
 /// The BPF object name of program `id`.
 pub fn prog_name(id: u32) -> io::Result<String> {
-    let mut attr = GetFdByIdAttr {
-        id,
-        ..Default::default()
-    };
+    let mut attr = GetFdByIdAttr { id, ..Default::default() };
     let fd = sys::bpf_fd(sys::BPF_PROG_GET_FD_BY_ID, &mut attr)?;
     let mut info = ProgInfo::default();
     let mut attr = InfoAttr {
@@ -891,15 +791,7 @@ mod tests {
         for (i, insn) in p.iter().enumerate().take(12).skip(7) {
             assert_eq!(i + 1 + insn.off as usize, 14, "insn {i}");
         }
-        assert_eq!(
-            p[15],
-            Insn {
-                code: 0x18,
-                regs: 0x11,
-                off: 0,
-                imm: 7
-            }
-        );
+        assert_eq!(p[15], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 });
         assert_eq!(p[18].imm, BPF_FUNC_REDIRECT_MAP);
         assert_eq!(p[19].code, 0x95);
         assert_eq!(size_of::<Insn>(), 8);
@@ -925,17 +817,11 @@ mod tests {
         // Every forward jump lands inside the program; the last instruction exits.
         for (i, insn) in p.iter().enumerate() {
             if insn.code() & 0x07 == 0x05 && insn.code() != 0x85 && insn.code() != 0x95 {
-                assert!(
-                    i + 1 + (insn.off() as usize) < p.len(),
-                    "insn {i} jumps out"
-                );
+                assert!(i + 1 + (insn.off() as usize) < p.len(), "insn {i} jumps out");
             }
         }
         assert_eq!(p.last().unwrap().code(), 0x95);
-        assert!(
-            p.iter().any(|i| *i == Insn::ld_map_fd(R1, 8)[0]),
-            "the counter map is referenced"
-        );
+        assert!(p.iter().any(|i| *i == Insn::ld_map_fd(R1, 8)[0]), "the counter map is referenced");
     }
 
     /// A frame on a queue with no socket: IP is dropped and counted, ARP and LLDP pass
@@ -948,40 +834,21 @@ mod tests {
         }
         let map = create_xskmap().unwrap();
         let count = create_drop_counter().unwrap();
-        let prog = load_xdp(
-            &xsk_program_fail_closed(map.as_raw_fd(), count.as_raw_fd()),
-            PROG_NAME,
-        )
-        .expect("loads");
+        let prog = load_xdp(&xsk_program_fail_closed(map.as_raw_fd(), count.as_raw_fd()), PROG_NAME).expect("loads");
         let frame = |ethertype: u16| {
             let mut f = [0u8; 60];
             f[12..14].copy_from_slice(&ethertype.to_be_bytes());
             f
         };
         for ethertype in [0x0800, 0x86dd, 0x8100] {
-            assert_eq!(
-                test_run(prog.as_raw_fd(), &frame(ethertype)).unwrap(),
-                XDP_DROP as u32,
-                "{ethertype:#x}"
-            );
+            assert_eq!(test_run(prog.as_raw_fd(), &frame(ethertype)).unwrap(), XDP_DROP as u32, "{ethertype:#x}");
         }
-        assert_eq!(
-            test_run(prog.as_raw_fd(), &frame(0x0806)).unwrap(),
-            XDP_PASS as u32,
-            "ARP"
-        );
-        assert_eq!(
-            test_run(prog.as_raw_fd(), &frame(0x88cc)).unwrap(),
-            XDP_PASS as u32,
-            "LLDP"
-        );
+        assert_eq!(test_run(prog.as_raw_fd(), &frame(0x0806)).unwrap(), XDP_PASS as u32, "ARP");
+        assert_eq!(test_run(prog.as_raw_fd(), &frame(0x88cc)).unwrap(), XDP_PASS as u32, "LLDP");
         assert_eq!(read_percpu_u64(count.as_raw_fd()).unwrap(), 3);
         // Without fail-closed, the same IP frame goes to the kernel.
         let open = load_xdp(&xsk_program(map.as_raw_fd()), PROG_NAME).unwrap();
-        assert_eq!(
-            test_run(open.as_raw_fd(), &frame(0x0800)).unwrap(),
-            XDP_PASS as u32
-        );
+        assert_eq!(test_run(open.as_raw_fd(), &frame(0x0800)).unwrap(), XDP_PASS as u32);
     }
 
     #[test]

@@ -64,16 +64,8 @@ pub fn program(addrs: &[IpAddr], everything: bool) -> Vec<Insn> {
     if everything {
         return vec![Insn::mov_imm(R0, TC_ACT_SHOT), Insn::exit()];
     }
-    let (mut pass, mut drop, mut v6, mut own) = (
-        Fixups::default(),
-        Fixups::default(),
-        Fixups::default(),
-        Fixups::default(),
-    );
-    let mut p = vec![
-        Insn::ldx_w(R2, R1, SKB_DATA),
-        Insn::ldx_w(R3, R1, SKB_DATA_END),
-    ];
+    let (mut pass, mut drop, mut v6, mut own) = (Fixups::default(), Fixups::default(), Fixups::default(), Fixups::default());
+    let mut p = vec![Insn::ldx_w(R2, R1, SKB_DATA), Insn::ldx_w(R3, R1, SKB_DATA_END)];
     let room = |p: &mut Vec<Insn>, pass: &mut Fixups, bytes: i32| {
         p.extend([Insn::mov_reg(R4, R2), Insn::add_imm(R4, bytes)]);
         pass.jump(p, Insn::jgt_reg(R4, R3, 0));
@@ -90,10 +82,7 @@ pub fn program(addrs: &[IpAddr], everything: bool) -> Vec<Insn> {
     pass.jump(&mut p, Insn::jeq32_imm(R4, u32::MAX, 0));
     for addr in addrs {
         if let IpAddr::V4(v4) = addr {
-            pass.jump(
-                &mut p,
-                Insn::jeq32_imm(R4, u32::from_ne_bytes(v4.octets()), 0),
-            );
+            pass.jump(&mut p, Insn::jeq32_imm(R4, u32::from_ne_bytes(v4.octets()), 0));
         }
     }
     drop.jump(&mut p, Insn::ja(0));
@@ -114,10 +103,7 @@ pub fn program(addrs: &[IpAddr], everything: bool) -> Vec<Insn> {
         if let IpAddr::V6(v6) = addr {
             let mut next = Fixups::default();
             for (r, word) in regs.iter().zip(v6.octets().chunks(4)) {
-                next.jump(
-                    &mut p,
-                    Insn::jne32_imm(*r, u32::from_ne_bytes(word.try_into().expect("4 bytes")), 0),
-                );
+                next.jump(&mut p, Insn::jne32_imm(*r, u32::from_ne_bytes(word.try_into().expect("4 bytes")), 0));
             }
             pass.jump(&mut p, Insn::ja(0));
             next.land(&mut p);
@@ -138,37 +124,22 @@ pub struct KernelCopyDrop {
 impl KernelCopyDrop {
     /// Attaches a program to each of `ifaces` (name, the router's addresses on it), in this
     /// thread's network namespace. Needs tcx (Linux 6.6).
-    pub fn attach(
-        ifaces: &[(String, Vec<IpAddr>)],
-        everything: bool,
-    ) -> io::Result<KernelCopyDrop> {
+    pub fn attach(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> io::Result<KernelCopyDrop> {
         let mut attached = Vec::new();
         for (name, addrs) in ifaces {
-            let ifindex = sys::ifindex(name).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::NotFound, format!("no interface {name}"))
-            })?;
+            let ifindex = sys::ifindex(name).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface {name}")))?;
             let prog = load(addrs, everything)?;
-            let link = bpf::link_tcx_ingress(prog.as_raw_fd(), ifindex).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("attaching to the tc ingress (tcx) of {name}: {e}"),
-                )
-            })?;
+            let link = bpf::link_tcx_ingress(prog.as_raw_fd(), ifindex)
+                .map_err(|e| io::Error::new(e.kind(), format!("attaching to the tc ingress (tcx) of {name}: {e}")))?;
             attached.push((prog, link));
         }
-        Ok(KernelCopyDrop {
-            _attached: attached,
-        })
+        Ok(KernelCopyDrop { _attached: attached })
     }
 }
 
 fn load(addrs: &[IpAddr], everything: bool) -> io::Result<OwnedFd> {
-    bpf::load_sched_cls(&program(addrs, everything), PROG_NAME).map_err(|e| {
-        io::Error::new(
-            e.source.kind(),
-            format!("loading {PROG_NAME}: {}: {}", e.source, e.log.trim()),
-        )
-    })
+    bpf::load_sched_cls(&program(addrs, everything), PROG_NAME)
+        .map_err(|e| io::Error::new(e.source.kind(), format!("loading {PROG_NAME}: {}: {}", e.source, e.log.trim())))
 }
 
 #[cfg(test)]
@@ -195,11 +166,7 @@ mod tests {
 
     #[test]
     fn jumps_land_inside_the_program() {
-        let addrs: Vec<IpAddr> = vec![
-            "198.18.0.1".parse().unwrap(),
-            "2001:db8::1".parse().unwrap(),
-            "10.0.0.1".parse().unwrap(),
-        ];
+        let addrs: Vec<IpAddr> = vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap(), "10.0.0.1".parse().unwrap()];
         let p = program(&addrs, false);
         crate::xdp::bpf::assert_jumps_land_inside(&p);
         assert_eq!(program(&addrs, true).len(), 2);
@@ -214,75 +181,31 @@ mod tests {
             eprintln!("skipped: needs root");
             return;
         }
-        let addrs: Vec<IpAddr> = vec![
-            "198.18.0.1".parse().unwrap(),
-            "2001:db8::1".parse().unwrap(),
-            "2001:db8::2".parse().unwrap(),
-        ];
+        let addrs: Vec<IpAddr> = vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap()];
         let prog = load(&addrs, false).expect("program loads");
         let all = load(&addrs, true).expect("drop-all program loads");
         let mut arp = vec![0u8; 60];
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         let cases: Vec<(&str, Vec<u8>, i32)> = vec![
-            (
-                "IPv4 to the router",
-                ipv4_frame([198, 18, 0, 1], 60),
-                TC_ACT_OK,
-            ),
-            (
-                "IPv4 forwarded",
-                ipv4_frame([198, 19, 0, 2], 60),
-                TC_ACT_SHOT,
-            ),
-            (
-                "IPv4 to a near address",
-                ipv4_frame([198, 18, 0, 2], 60),
-                TC_ACT_SHOT,
-            ),
+            ("IPv4 to the router", ipv4_frame([198, 18, 0, 1], 60), TC_ACT_OK),
+            ("IPv4 forwarded", ipv4_frame([198, 19, 0, 2], 60), TC_ACT_SHOT),
+            ("IPv4 to a near address", ipv4_frame([198, 18, 0, 2], 60), TC_ACT_SHOT),
             ("IPv4 multicast", ipv4_frame([224, 0, 0, 5], 60), TC_ACT_OK),
-            (
-                "IPv4 multicast, top of range",
-                ipv4_frame([239, 255, 0, 1], 60),
-                TC_ACT_OK,
-            ),
+            ("IPv4 multicast, top of range", ipv4_frame([239, 255, 0, 1], 60), TC_ACT_OK),
             ("IPv4 240/4", ipv4_frame([240, 0, 0, 1], 60), TC_ACT_SHOT),
-            (
-                "IPv4 broadcast",
-                ipv4_frame([255, 255, 255, 255], 60),
-                TC_ACT_OK,
-            ),
+            ("IPv4 broadcast", ipv4_frame([255, 255, 255, 255], 60), TC_ACT_OK),
             ("ARP", arp, TC_ACT_OK),
             ("IPv6 to the router", ipv6_frame("2001:db8::1"), TC_ACT_OK),
-            (
-                "IPv6 to its second address",
-                ipv6_frame("2001:db8::2"),
-                TC_ACT_OK,
-            ),
+            ("IPv6 to its second address", ipv6_frame("2001:db8::2"), TC_ACT_OK),
             ("IPv6 forwarded", ipv6_frame("2001:db8::3"), TC_ACT_SHOT),
-            (
-                "IPv6 differing in the first word",
-                ipv6_frame("2001:db9::1"),
-                TC_ACT_SHOT,
-            ),
+            ("IPv6 differing in the first word", ipv6_frame("2001:db9::1"), TC_ACT_SHOT),
             ("IPv6 link-local", ipv6_frame("fe80::1"), TC_ACT_OK),
-            (
-                "IPv6 fec0::/10 (not link-local)",
-                ipv6_frame("fec0::1"),
-                TC_ACT_SHOT,
-            ),
+            ("IPv6 fec0::/10 (not link-local)", ipv6_frame("fec0::1"), TC_ACT_SHOT),
             ("IPv6 multicast", ipv6_frame("ff02::1:ff00:1"), TC_ACT_OK),
         ];
         for (what, frame, want) in &cases {
-            assert_eq!(
-                bpf::test_run(prog.as_raw_fd(), frame).unwrap(),
-                *want as u32,
-                "{what}"
-            );
-            assert_eq!(
-                bpf::test_run(all.as_raw_fd(), frame).unwrap(),
-                TC_ACT_SHOT as u32,
-                "{what}, drop all"
-            );
+            assert_eq!(bpf::test_run(prog.as_raw_fd(), frame).unwrap(), *want as u32, "{what}");
+            assert_eq!(bpf::test_run(all.as_raw_fd(), frame).unwrap(), TC_ACT_SHOT as u32, "{what}, drop all");
         }
     }
 }

@@ -14,10 +14,10 @@
 
 mod attach;
 pub mod bpf;
-pub mod kernel_copy;
-pub mod livegen;
 mod netlink;
 pub mod ring;
+pub mod kernel_copy;
+pub mod livegen;
 pub mod sink;
 mod socket;
 
@@ -26,9 +26,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::batch::Batch;
+use crate::sys;
 use crate::pool::{FRAME_SIZE, FrameDesc, FramePool};
 use crate::port::{PortStats, RxPort, TxPort};
-use crate::sys;
 use sys::XdpDesc;
 
 /// Offset of received data in its chunk in copy mode (the kernel's `XDP_PACKET_HEADROOM`):
@@ -79,13 +79,7 @@ pub struct XdpConfig {
 
 impl Default for XdpConfig {
     fn default() -> Self {
-        XdpConfig {
-            queue: 0,
-            ring_size: 2048,
-            mode: XdpMode::Auto,
-            zero_copy: ZeroCopy::Auto,
-            fail_closed: false,
-        }
+        XdpConfig { queue: 0, ring_size: 2048, mode: XdpMode::Auto, zero_copy: ZeroCopy::Auto, fail_closed: false }
     }
 }
 
@@ -113,49 +107,27 @@ pub enum XdpError {
         "XDP program `{name}` (id {id}) is already attached to `{ifname}` and is not linerate's; \
          remove it with `ip link set dev {ifname} xdp off` (or stop the tool that loaded it)"
     )]
-    ForeignProgram {
-        ifname: String,
-        id: u32,
-        name: String,
-    },
+    ForeignProgram { ifname: String, id: u32, name: String },
     #[error(
         "XDP program `{name}` (id {id}) on `{ifname}` is held by a live process; is another \
          linerate running on this interface?"
     )]
-    InUse {
-        ifname: String,
-        id: u32,
-        name: String,
-        source: io::Error,
-    },
+    InUse { ifname: String, id: u32, name: String, source: io::Error },
     #[error("invalid AF_XDP setup: {0}")]
     Config(String),
     #[error("{op} on `{ifname}`: {source}")]
-    Sys {
-        op: &'static str,
-        ifname: String,
-        source: io::Error,
-    },
+    Sys { op: &'static str, ifname: String, source: io::Error },
 }
 
 impl XdpError {
     fn sys(op: &'static str, ifname: &str, source: io::Error) -> Self {
         match source.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) => XdpError::NotPermitted {
-                op,
-                ifname: ifname.into(),
-            },
-            Some(libc::EAFNOSUPPORT) => XdpError::Unsupported(format!(
-                "{op}: the kernel was built without AF_XDP (CONFIG_XDP_SOCKETS)"
-            )),
-            Some(libc::ENOSYS) => XdpError::Unsupported(format!(
-                "{op}: the kernel has no bpf() (CONFIG_BPF_SYSCALL)"
-            )),
-            _ => XdpError::Sys {
-                op,
-                ifname: ifname.into(),
-                source,
-            },
+            Some(libc::EPERM | libc::EACCES) => XdpError::NotPermitted { op, ifname: ifname.into() },
+            Some(libc::EAFNOSUPPORT) => {
+                XdpError::Unsupported(format!("{op}: the kernel was built without AF_XDP (CONFIG_XDP_SOCKETS)"))
+            }
+            Some(libc::ENOSYS) => XdpError::Unsupported(format!("{op}: the kernel has no bpf() (CONFIG_BPF_SYSCALL)")),
+            _ => XdpError::Sys { op, ifname: ifname.into(), source },
         }
     }
 }
@@ -202,9 +174,7 @@ pub fn open(
     if let Some(u) = shared
         && u.first.region != region_id
     {
-        return Err(XdpError::Config(
-            "the shared UMEM was registered for another frame pool".into(),
-        ));
+        return Err(XdpError::Config("the shared UMEM was registered for another frame pool".into()));
     }
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
     let attach = attach::get_or_attach(ifname, ifindex, cfg.mode, cfg.fail_closed)?;
@@ -215,17 +185,9 @@ pub fn open(
         && Arc::ptr_eq(&u.first.attach, &attach)
         && u.first.queue == cfg.queue
     {
-        return Err(XdpError::QueueBusy {
-            ifname: ifname.into(),
-            queue: cfg.queue,
-        });
+        return Err(XdpError::QueueBusy { ifname: ifname.into(), queue: cfg.queue });
     }
-    let binder = Binder {
-        region,
-        ifindex,
-        ifname,
-        cfg,
-    };
+    let binder = Binder { region, ifindex, ifname, cfg };
     let parts = binder.bind(shared, attach.mode)?;
     bpf::xskmap_set(attach.map.as_raw_fd(), cfg.queue, parts.fd.as_raw_fd())
         .map_err(|e| XdpError::sys("insert socket in XSKMAP", ifname, e))?;
@@ -239,38 +201,19 @@ pub fn open(
         attach,
         _lease: pool.lease(),
     });
-    let mut rx = XdpRx {
-        sock: Arc::clone(&sock),
-        fill: parts.fill,
-        rx: parts.rx,
-        port,
-        stats: PortStats::default(),
-    };
+    let mut rx = XdpRx { sock: Arc::clone(&sock), fill: parts.fill, rx: parts.rx, port, stats: PortStats::default() };
     rx.top_up(pool);
-    let tx = XdpTx {
-        sock,
-        tx: parts.tx,
-        comp: parts.comp,
-        in_flight: 0,
-        stats: PortStats::default(),
-    };
+    let tx = XdpTx { sock, tx: parts.tx, comp: parts.comp, in_flight: 0, stats: PortStats::default() };
     Ok((rx, tx))
 }
 
 /// The ring size and queue the kernel side supports.
 fn check_config(cfg: &XdpConfig) -> Result<(), XdpError> {
     if !cfg.ring_size.is_power_of_two() || !(64..=1 << 16).contains(&cfg.ring_size) {
-        return Err(XdpError::Config(format!(
-            "ring_size {} is not a power of two in 64..=65536",
-            cfg.ring_size
-        )));
+        return Err(XdpError::Config(format!("ring_size {} is not a power of two in 64..=65536", cfg.ring_size)));
     }
     if cfg.queue >= bpf::MAX_QUEUES {
-        return Err(XdpError::Config(format!(
-            "queue {} is above the supported {}",
-            cfg.queue,
-            bpf::MAX_QUEUES - 1
-        )));
+        return Err(XdpError::Config(format!("queue {} is above the supported {}", cfg.queue, bpf::MAX_QUEUES - 1)));
     }
     Ok(())
 }
@@ -290,42 +233,28 @@ impl Binder<'_> {
         let zero_copy = self.cfg.zero_copy;
         Ok(match (shared, zero_copy) {
             (Some(u), _) => {
-                let parts = self
-                    .create(socket::Bind::Shared(u.first.fd.as_raw_fd()))
-                    .map_err(|e| self.error(e))?;
+                let parts = self.create(socket::Bind::Shared(u.first.fd.as_raw_fd())).map_err(|e| self.error(e))?;
                 if zero_copy == ZeroCopy::Require && !parts.zero_copy {
-                    return Err(XdpError::Config(
-                        "zero-copy required but the shared UMEM is in copy mode".into(),
-                    ));
+                    return Err(XdpError::Config("zero-copy required but the shared UMEM is in copy mode".into()));
                 }
                 parts
             }
-            (None, ZeroCopy::Never) => {
-                self.create(socket::Bind::Copy).map_err(|e| self.error(e))?
-            }
-            (None, ZeroCopy::Require) => {
-                self.create(socket::Bind::ZeroCopy)
-                    .map_err(|e| match e.step {
-                        "bind" if e.source.raw_os_error() != Some(libc::EBUSY) => {
-                            XdpError::ZeroCopyUnsupported {
-                                ifname: self.ifname.into(),
-                                source: e.source,
-                            }
-                        }
-                        _ => self.error(e),
-                    })?
-            }
+            (None, ZeroCopy::Never) => self.create(socket::Bind::Copy).map_err(|e| self.error(e))?,
+            (None, ZeroCopy::Require) => self.create(socket::Bind::ZeroCopy).map_err(|e| match e.step {
+                "bind" if e.source.raw_os_error() != Some(libc::EBUSY) => {
+                    XdpError::ZeroCopyUnsupported { ifname: self.ifname.into(), source: e.source }
+                }
+                _ => self.error(e),
+            })?,
             // Zero-copy needs the program in the driver; a failed bind leaves the socket
             // unusable, so fall back on a fresh one.
-            (None, ZeroCopy::Auto) if mode == XdpMode::Native => {
-                match self.create(socket::Bind::ZeroCopy) {
-                    Ok(parts) => parts,
-                    Err(e) if e.step == "bind" && e.source.raw_os_error() != Some(libc::EBUSY) => {
-                        self.create(socket::Bind::Copy).map_err(|e| self.error(e))?
-                    }
-                    Err(e) => return Err(self.error(e)),
+            (None, ZeroCopy::Auto) if mode == XdpMode::Native => match self.create(socket::Bind::ZeroCopy) {
+                Ok(parts) => parts,
+                Err(e) if e.step == "bind" && e.source.raw_os_error() != Some(libc::EBUSY) => {
+                    self.create(socket::Bind::Copy).map_err(|e| self.error(e))?
                 }
-            }
+                Err(e) => return Err(self.error(e)),
+            },
             (None, ZeroCopy::Auto) => self.create(socket::Bind::Copy).map_err(|e| self.error(e))?,
         })
     }
@@ -336,18 +265,8 @@ impl Binder<'_> {
     fn create(&self, bind: socket::Bind) -> Result<socket::Parts, socket::StepError> {
         let mut tries = 0;
         loop {
-            match socket::create(
-                self.region,
-                self.ifindex,
-                self.cfg.queue,
-                self.cfg.ring_size,
-                bind,
-            ) {
-                Err(e)
-                    if e.step == "bind"
-                        && e.source.raw_os_error() == Some(libc::EBUSY)
-                        && tries < BUSY_RETRIES =>
-                {
+            match socket::create(self.region, self.ifindex, self.cfg.queue, self.cfg.ring_size, bind) {
+                Err(e) if e.step == "bind" && e.source.raw_os_error() == Some(libc::EBUSY) && tries < BUSY_RETRIES => {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(25));
                 }
@@ -360,10 +279,7 @@ impl Binder<'_> {
     fn error(&self, e: socket::StepError) -> XdpError {
         let ifname = self.ifname;
         match e.source.raw_os_error() {
-            Some(libc::EBUSY) if e.step == "bind" => XdpError::QueueBusy {
-                ifname: ifname.into(),
-                queue: self.cfg.queue,
-            },
+            Some(libc::EBUSY) if e.step == "bind" => XdpError::QueueBusy { ifname: ifname.into(), queue: self.cfg.queue },
             Some(libc::EINVAL) if e.step == "bind" => XdpError::Sys {
                 op: "bind AF_XDP socket (does the queue exist? see `ethtool -l`)",
                 ifname: ifname.into(),
@@ -396,9 +312,7 @@ impl XdpRx {
 
     /// The UMEM this socket uses, to share it with the next port opened on the same pool.
     pub fn umem(&self) -> Umem {
-        Umem {
-            first: Arc::clone(&self.sock),
-        }
+        Umem { first: Arc::clone(&self.sock) }
     }
 
     /// Interface and queue the socket is bound to.
@@ -421,8 +335,7 @@ impl XdpRx {
         while n < free {
             let Some(frame) = pool.alloc() else { break };
             let idx = self.fill.idx.produce(1);
-            self.fill
-                .write(idx, (frame.addr & !(FRAME_SIZE as u32 - 1)) as u64);
+            self.fill.write(idx, (frame.addr & !(FRAME_SIZE as u32 - 1)) as u64);
             n += 1;
         }
         if n > 0 {
@@ -434,11 +347,7 @@ impl XdpRx {
 impl RxPort for XdpRx {
     #[inline]
     fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
-        debug_assert_eq!(
-            pool.region().0 as usize,
-            self.sock.region.0,
-            "port used with another pool"
-        );
+        debug_assert_eq!(pool.region().0 as usize, self.sock.region.0, "port used with another pool");
         // Keep the fill ring topped up, in steps of at least FILL_STEP frames: the kernel
         // drops frames when it finds no chunk to receive into.
         let step = FILL_STEP.min(self.fill.idx.size() / 2);
@@ -458,11 +367,7 @@ impl RxPort for XdpRx {
         for i in 0..n {
             let d = self.rx.read(start.wrapping_add(i));
             bytes += d.len as u64;
-            let desc = FrameDesc {
-                addr: d.addr as u32,
-                len: d.len as u16,
-                port: self.port,
-            };
+            let desc = FrameDesc { addr: d.addr as u32, len: d.len as u16, port: self.port };
             // AF_XDP carries no checksum state: finish what a sender on this host left partial.
             crate::offload::complete_if_partial(pool.frame_mut(desc));
             batch.push(desc);
@@ -480,10 +385,7 @@ impl RxPort for XdpRx {
     /// Includes the kernel's drops (no chunk on the fill ring, rx ring full): one syscall.
     fn stats(&self) -> PortStats {
         let k = socket::statistics(self.sock.fd.as_raw_fd());
-        PortStats {
-            rx_dropped: self.stats.rx_dropped + k.rx_dropped + k.rx_ring_full,
-            ..self.stats
-        }
+        PortStats { rx_dropped: self.stats.rx_dropped + k.rx_dropped + k.rx_ring_full, ..self.stats }
     }
 }
 
@@ -512,11 +414,7 @@ impl XdpTx {
         let start = self.comp.idx.consume(n);
         for i in 0..n {
             let addr = self.comp.read(start.wrapping_add(i));
-            pool.free(FrameDesc {
-                addr: addr as u32,
-                len: 0,
-                port: 0,
-            });
+            pool.free(FrameDesc { addr: addr as u32, len: 0, port: 0 });
         }
         self.comp.publish();
         self.in_flight -= n;
@@ -544,11 +442,7 @@ impl XdpTx {
 impl TxPort for XdpTx {
     #[inline]
     fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
-        debug_assert_eq!(
-            pool.region().0 as usize,
-            self.sock.region.0,
-            "port used with another pool"
-        );
+        debug_assert_eq!(pool.region().0 as usize, self.sock.region.0, "port used with another pool");
         self.reap(pool);
         let len = batch.len() as u32;
         let room = self.tx.free(len);
@@ -560,14 +454,7 @@ impl TxPort for XdpTx {
             let fits = (d.addr as usize % FRAME_SIZE) + d.len as usize <= FRAME_SIZE;
             if n < room && fits {
                 let idx = self.tx.idx.produce(1);
-                self.tx.write(
-                    idx,
-                    XdpDesc {
-                        addr: d.addr as u64,
-                        len: d.len as u32,
-                        options: 0,
-                    },
-                );
+                self.tx.write(idx, XdpDesc { addr: d.addr as u64, len: d.len as u32, options: 0 });
                 n += 1;
                 bytes += d.len as u64;
             } else {
@@ -599,17 +486,10 @@ impl TxPort for XdpTx {
 /// only while an XDP program is attached (or GRO is on): AF_PACKET ports on veth use this.
 pub fn attach_pass(ifname: &str) -> Result<OwnedFd, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let prog = bpf::load_xdp(
-        &[bpf::Insn::mov_imm(0, bpf::XDP_PASS), bpf::Insn::exit()],
-        bpf::PASS_PROG_NAME,
-    )
-    .map_err(|e| XdpError::ProgramRejected {
-        source: e.source,
-        log: e.log,
-    })?;
+    let prog = bpf::load_xdp(&[bpf::Insn::mov_imm(0, bpf::XDP_PASS), bpf::Insn::exit()], bpf::PASS_PROG_NAME)
+        .map_err(|e| XdpError::ProgramRejected { source: e.source, log: e.log })?;
     // The link holds the program; its fd can close.
-    bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_DRV_MODE)
-        .map_err(|e| XdpError::sys("attach XDP pass program (native)", ifname, e))
+    bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_DRV_MODE).map_err(|e| XdpError::sys("attach XDP pass program (native)", ifname, e))
 }
 
 /// IP frames the fail-closed steering program on `ifname` dropped because no socket was
@@ -621,13 +501,10 @@ pub fn unsteered_drops(ifname: &str) -> Option<u64> {
 /// The XDP program attached to `ifname` (in the calling thread's namespace), as (id, name).
 pub fn attached_program(ifname: &str) -> Result<Option<(u32, String)>, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let Some(a) =
-        netlink::query(ifindex).map_err(|e| XdpError::sys("query XDP program", ifname, e))?
-    else {
+    let Some(a) = netlink::query(ifindex).map_err(|e| XdpError::sys("query XDP program", ifname, e))? else {
         return Ok(None);
     };
-    let name =
-        bpf::prog_name(a.prog_id).map_err(|e| XdpError::sys("read program name", ifname, e))?;
+    let name = bpf::prog_name(a.prog_id).map_err(|e| XdpError::sys("read program name", ifname, e))?;
     Ok(Some((a.prog_id, name)))
 }
 
@@ -639,12 +516,7 @@ pub fn attached_program(ifname: &str) -> Result<Option<(u32, String)>, XdpError>
 pub fn attach_via_netlink(ifname: &str, name: &str, generic: bool) -> Result<u32, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
     let (_map, _drops, prog) = attach::load_program(ifname, name, false)?;
-    let flags = if generic {
-        sys::XDP_FLAGS_SKB_MODE
-    } else {
-        sys::XDP_FLAGS_DRV_MODE
-    };
-    netlink::set_xdp(ifindex, prog.as_raw_fd(), flags)
-        .map_err(|e| XdpError::sys("attach via netlink", ifname, e))?;
+    let flags = if generic { sys::XDP_FLAGS_SKB_MODE } else { sys::XDP_FLAGS_DRV_MODE };
+    netlink::set_xdp(ifindex, prog.as_raw_fd(), flags).map_err(|e| XdpError::sys("attach via netlink", ifname, e))?;
     Ok(attached_program(ifname)?.map_or(0, |(id, _)| id))
 }

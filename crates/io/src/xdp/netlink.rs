@@ -4,8 +4,8 @@
 
 use std::io;
 
-use crate::netlink::{NLA_F_NESTED, NLMSG_HDRLEN, attrs, push_attr, u16_at, u32_at};
 use crate::sys;
+use crate::netlink::{NLA_F_NESTED, NLMSG_HDRLEN, attrs, push_attr, u16_at, u32_at};
 
 const IFINFOMSG_LEN: usize = 16;
 
@@ -31,10 +31,7 @@ fn message(ty: u16, flags: u16, ifindex: u32, attrs: &[u8]) -> Vec<u8> {
 fn request(msg: &[u8]) -> io::Result<Vec<u8>> {
     let mut replies = crate::netlink::exchange(libc::NETLINK_ROUTE, msg)?;
     if replies.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "no netlink reply",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "no netlink reply"));
     }
     Ok(replies.swap_remove(0))
 }
@@ -43,14 +40,9 @@ fn request(msg: &[u8]) -> io::Result<Vec<u8>> {
 pub fn query(ifindex: u32) -> io::Result<Option<Attached>> {
     let reply = request(&message(libc::RTM_GETLINK, 0, ifindex, &[]))?;
     if u16_at(&reply, 4) != libc::RTM_NEWLINK {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "unexpected netlink reply",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "unexpected netlink reply"));
     }
-    let Some(xdp) = attrs(&reply[NLMSG_HDRLEN + IFINFOMSG_LEN..])
-        .find(|(t, _)| *t == sys::IFLA_XDP)
-        .map(|(_, p)| p)
+    let Some(xdp) = attrs(&reply[NLMSG_HDRLEN + IFINFOMSG_LEN..]).find(|(t, _)| *t == sys::IFLA_XDP).map(|(_, p)| p)
     else {
         return Ok(None);
     };
@@ -65,23 +57,13 @@ pub fn query(ifindex: u32) -> io::Result<Option<Attached>> {
         }
     }
     Ok(match attached {
-        sys::XDP_ATTACHED_SKB => Some(Attached {
-            prog_id: prog,
-            mode_flags: sys::XDP_FLAGS_SKB_MODE,
-        }),
-        sys::XDP_ATTACHED_MULTI if skb != 0 && drv == 0 => Some(Attached {
-            prog_id: skb,
-            mode_flags: sys::XDP_FLAGS_SKB_MODE,
-        }),
-        sys::XDP_ATTACHED_MULTI => Some(Attached {
-            prog_id: drv,
-            mode_flags: sys::XDP_FLAGS_DRV_MODE,
-        }),
+        sys::XDP_ATTACHED_SKB => Some(Attached { prog_id: prog, mode_flags: sys::XDP_FLAGS_SKB_MODE }),
+        sys::XDP_ATTACHED_MULTI if skb != 0 && drv == 0 => {
+            Some(Attached { prog_id: skb, mode_flags: sys::XDP_FLAGS_SKB_MODE })
+        }
+        sys::XDP_ATTACHED_MULTI => Some(Attached { prog_id: drv, mode_flags: sys::XDP_FLAGS_DRV_MODE }),
         0 => None,
-        _ => Some(Attached {
-            prog_id: prog,
-            mode_flags: sys::XDP_FLAGS_DRV_MODE,
-        }),
+        _ => Some(Attached { prog_id: prog, mode_flags: sys::XDP_FLAGS_DRV_MODE }),
     })
 }
 
@@ -92,13 +74,7 @@ pub fn set_xdp(ifindex: u32, prog_fd: i32, flags: u32) -> io::Result<()> {
     push_attr(&mut inner, sys::IFLA_XDP_FLAGS, &flags.to_ne_bytes());
     let mut outer = Vec::new();
     push_attr(&mut outer, sys::IFLA_XDP | NLA_F_NESTED, &inner);
-    request(&message(
-        libc::RTM_SETLINK,
-        libc::NLM_F_ACK as u16,
-        ifindex,
-        &outer,
-    ))
-    .map(drop)
+    request(&message(libc::RTM_SETLINK, libc::NLM_F_ACK as u16, ifindex, &outer)).map(drop)
 }
 
 #[cfg(test)]
@@ -116,9 +92,7 @@ mod tests {
         let m = message(libc::RTM_SETLINK, 0, 5, &outer);
         assert_eq!(u32_at(&m, 0) as usize, m.len());
         assert_eq!(u32_at(&m, NLMSG_HDRLEN + 4), 5);
-        let found: Vec<_> = attrs(&m[NLMSG_HDRLEN + IFINFOMSG_LEN..])
-            .map(|(t, _)| t)
-            .collect();
+        let found: Vec<_> = attrs(&m[NLMSG_HDRLEN + IFINFOMSG_LEN..]).map(|(t, _)| t).collect();
         assert_eq!(found, [3, sys::IFLA_XDP]);
         let xdp = attrs(&outer).nth(1).unwrap().1;
         let inner: Vec<_> = attrs(xdp).collect();

@@ -131,13 +131,7 @@ unsafe impl<T: Copy + Send> Send for Ring<T> {}
 impl<T: Copy> Ring<T> {
     /// Maps the ring of `size` entries at page offset `pgoff` of socket `fd`, whose layout
     /// the kernel reported in `off`.
-    pub fn map(
-        fd: RawFd,
-        pgoff: libc::off_t,
-        off: &XdpRingOffset,
-        size: u32,
-        side: Side,
-    ) -> io::Result<Self> {
+    pub fn map(fd: RawFd, pgoff: libc::off_t, off: &XdpRingOffset, size: u32, side: Side) -> io::Result<Self> {
         let map_len = off.desc as usize + size as usize * size_of::<T>();
         // SAFETY: a fresh shared mapping chosen by the kernel (addr NULL); it aliases no Rust
         // object. The socket's ring of this size was created by setsockopt before.
@@ -164,22 +158,8 @@ impl<T: Copy> Ring<T> {
         let descs = at(off.desc).cast::<T>();
         // SAFETY: both index words are live in the mapping (see above); AtomicU32 has the
         // layout of u32 and the kernel only accesses them atomically (READ_ONCE/smp_store_release).
-        let (p, c) = unsafe {
-            (
-                producer.as_ref().load(Ordering::Acquire),
-                consumer.as_ref().load(Ordering::Acquire),
-            )
-        };
-        Ok(Ring {
-            map,
-            map_len,
-            producer,
-            consumer,
-            flags,
-            descs,
-            side,
-            idx: RingIndex::new(size, p, c),
-        })
+        let (p, c) = unsafe { (producer.as_ref().load(Ordering::Acquire), consumer.as_ref().load(Ordering::Acquire)) };
+        Ok(Ring { map, map_len, producer, consumer, flags, descs, side, idx: RingIndex::new(size, p, c) })
     }
 
     /// Producer side: free entries, refreshing from the kernel's consumer index if fewer than `want`.
@@ -188,9 +168,7 @@ impl<T: Copy> Ring<T> {
         let consumer = self.consumer;
         // SAFETY: `consumer` points into our live mapping (see `map`); Acquire pairs with the
         // kernel's release of its consumer index, so slots it has read are ours to overwrite.
-        self.idx.free(want, || {
-            unsafe { consumer.as_ref() }.load(Ordering::Acquire)
-        })
+        self.idx.free(want, || unsafe { consumer.as_ref() }.load(Ordering::Acquire))
     }
 
     /// Consumer side: entries ready (at most `max`), refreshing from the kernel's producer index.
@@ -199,8 +177,7 @@ impl<T: Copy> Ring<T> {
         let producer = self.producer;
         // SAFETY: as in `free`; Acquire pairs with the kernel's release of its producer index,
         // so the entries it covers are fully written before we read them.
-        self.idx
-            .available(max, || unsafe { producer.as_ref() }.load(Ordering::Acquire))
+        self.idx.available(max, || unsafe { producer.as_ref() }.load(Ordering::Acquire))
     }
 
     /// Writes entry `idx` (producer side, `idx` claimed with `idx.produce`).

@@ -70,9 +70,7 @@ pub fn sink_program(map_fd: RawFd) -> Vec<Insn> {
 pub(super) fn possible_cpus() -> io::Result<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
     let last = text.trim().rsplit([',', '-']).next().unwrap_or("0");
-    last.parse::<usize>()
-        .map(|n| n + 1)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    last.parse::<usize>().map(|n| n + 1).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// The counting program attached to an interface; detached when dropped.
@@ -86,17 +84,10 @@ pub struct CountingSink {
 impl CountingSink {
     /// Attaches the counting program to `ifname` (in this thread's network namespace).
     pub fn attach(ifname: &str) -> io::Result<CountingSink> {
-        let ifindex = sys::ifindex(ifname).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}"))
-        })?;
+        let ifindex = sys::ifindex(ifname).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}")))?;
         let (map, prog) = Self::load()?;
         let link = bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_SKB_MODE)?;
-        Ok(CountingSink {
-            map,
-            cpus: possible_cpus()?,
-            _prog: prog,
-            _link: link,
-        })
+        Ok(CountingSink { map, cpus: possible_cpus()?, _prog: prog, _link: link })
     }
 
     /// The map and the loaded program, not attached.
@@ -110,9 +101,8 @@ impl CountingSink {
             ..Default::default()
         };
         let map = sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)?;
-        let prog = bpf::load_xdp(&sink_program(map.as_raw_fd()), SINK_PROG_NAME).map_err(|e| {
-            io::Error::new(e.source.kind(), format!("{}: {}", e.source, e.log.trim()))
-        })?;
+        let prog = bpf::load_xdp(&sink_program(map.as_raw_fd()), SINK_PROG_NAME)
+            .map_err(|e| io::Error::new(e.source.kind(), format!("{}: {}", e.source, e.log.trim())))?;
         Ok((map, prog))
     }
 
@@ -135,11 +125,7 @@ mod tests {
     fn program_shape() {
         let p = sink_program(9);
         assert_eq!(p.len(), 18);
-        assert_eq!(
-            9 + 1 + p[9].off() as usize,
-            16,
-            "a failed lookup jumps to the drop"
-        );
+        assert_eq!(9 + 1 + p[9].off() as usize, 16, "a failed lookup jumps to the drop");
         assert_eq!(p[6], Insn::ld_map_fd(R1, 9)[0]);
     }
 
@@ -154,15 +140,9 @@ mod tests {
         let (map, prog) = CountingSink::load().expect("sink loads");
         let frame = [0u8; 60];
         for _ in 0..3 {
-            assert_eq!(
-                bpf::test_run(prog.as_raw_fd(), &frame).unwrap(),
-                XDP_DROP as u32
-            );
+            assert_eq!(bpf::test_run(prog.as_raw_fd(), &frame).unwrap(), XDP_DROP as u32);
         }
-        assert_eq!(
-            read_counts(map.as_raw_fd(), possible_cpus().unwrap()).unwrap(),
-            (3, 180)
-        );
+        assert_eq!(read_counts(map.as_raw_fd(), possible_cpus().unwrap()).unwrap(), (3, 180));
     }
 
     #[test]

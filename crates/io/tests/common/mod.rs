@@ -12,18 +12,11 @@ pub fn is_root() -> bool {
 
 /// `ip ARGS...`: its stdout, or its stderr as the error.
 pub fn ip(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ))
+        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
     }
 }
 
@@ -32,10 +25,7 @@ pub struct Netns(pub String);
 
 impl Netns {
     pub fn create(name: String) -> Netns {
-        assert!(
-            name.starts_with("lr"),
-            "test namespaces carry the lr prefix"
-        );
+        assert!(name.starts_with("lr"), "test namespaces carry the lr prefix");
         let _ = ip(&["netns", "del", &name]);
         ip(&["netns", "add", &name]).unwrap();
         Netns(name)
@@ -48,15 +38,7 @@ impl Netns {
     /// No IPv6 in the namespace: no router solicitations or MLD reports among test frames.
     pub fn disable_ipv6(&self) {
         for key in ["all", "default"] {
-            ip(&[
-                "netns",
-                "exec",
-                &self.0,
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
-            ])
-            .unwrap();
+            ip(&["netns", "exec", &self.0, "sysctl", "-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=1")]).unwrap();
         }
     }
 
@@ -69,9 +51,7 @@ impl Netns {
                 let file = std::fs::File::open(&path).expect("open netns");
                 // SAFETY: setns on a namespace fd held open for the call; it switches only
                 // the calling thread, which runs nothing but `f`.
-                let rc = unsafe {
-                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET)
-                };
+                let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
                 assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
                 f()
             })
@@ -102,10 +82,7 @@ pub fn veth_ns(prefix: &str, tag: &str) -> Netns {
     ns.disable_ipv6();
     let n = ns.name();
     let (a, b) = (format!("{prefix}0"), format!("{prefix}1"));
-    ip(&[
-        "-n", n, "link", "add", &a, "type", "veth", "peer", "name", &b,
-    ])
-    .unwrap();
+    ip(&["-n", n, "link", "add", &a, "type", "veth", "peer", "name", &b]).unwrap();
     ip(&["-n", n, "link", "set", &a, "up"]).unwrap();
     ip(&["-n", n, "link", "set", &b, "up"]).unwrap();
     ns

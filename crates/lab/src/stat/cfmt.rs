@@ -67,10 +67,7 @@ pub fn strtod(s: &[u8]) -> (f64, usize) {
         i += 1;
     }
     let rest = &s[i..];
-    match inf_or_nan(rest)
-        .or_else(|| hex_prefixed(rest))
-        .or_else(|| decimal(rest))
-    {
+    match inf_or_nan(rest).or_else(|| hex_prefixed(rest)).or_else(|| decimal(rest)) {
         Some((v, n)) => (if neg { -v } else { v }, i + n),
         None => (0.0, 0),
     }

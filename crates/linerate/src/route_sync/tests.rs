@@ -30,10 +30,7 @@ impl Msg {
             proto: 12,
             kind: route::RTN_UNICAST,
             metric: 32,
-            hops: hops
-                .iter()
-                .map(|(g, i)| ((!g.is_empty()).then(|| g.parse().unwrap()), *i))
-                .collect(),
+            hops: hops.iter().map(|(g, i)| ((!g.is_empty()).then(|| g.parse().unwrap()), *i)).collect(),
             nh_id: None,
         }
     }
@@ -41,28 +38,12 @@ impl Msg {
     /// A route through nexthop object `id` (`RTA_NH_ID`), listing `hops` as well (the
     /// kernel's `nexthop_compat_mode` 1) or not.
     fn nh(dst: &str, len: u8, id: u32, hops: &[(&str, u32)]) -> Msg {
-        Msg {
-            nh_id: Some(id),
-            ..Msg::new(dst, len, hops)
-        }
+        Msg { nh_id: Some(id), ..Msg::new(dst, len, hops) }
     }
 
     pub(super) fn bytes(&self) -> Vec<u8> {
         let v4 = self.dst.is_ipv4();
-        let mut b = vec![
-            if v4 { 2 } else { 10 },
-            self.len,
-            0,
-            0,
-            self.table,
-            self.proto,
-            0,
-            self.kind,
-            0,
-            0,
-            0,
-            0,
-        ];
+        let mut b = vec![if v4 { 2 } else { 10 }, self.len, 0, 0, self.table, self.proto, 0, self.kind, 0, 0, 0, 0];
         let ip = |a: IpAddr| match a {
             IpAddr::V4(a) => a.octets().to_vec(),
             IpAddr::V6(a) => a.octets().to_vec(),
@@ -95,11 +76,7 @@ impl Msg {
                 push_attr(&mut b, 9, &mp);
             }
         }
-        let ty = if self.new {
-            route::RTM_NEWROUTE
-        } else {
-            route::RTM_DELROUTE
-        };
+        let ty = if self.new { route::RTM_NEWROUTE } else { route::RTM_DELROUTE };
         let mut m = message(ty, self.flags, &b);
         // The kernel's notifications carry no NLM_F_REQUEST.
         m[6] &= !1; // NLM_F_REQUEST
@@ -116,10 +93,7 @@ impl Msg {
 /// `NHA_GATEWAY` and `NHA_OIF`, `NHA_BLACKHOLE`, or `NHA_GROUP`.
 fn nexthop(new: bool, id: u32, kind: &NexthopKind) -> Vec<u8> {
     let family = match kind {
-        NexthopKind::One(RouteNextHop {
-            gateway: Some(IpAddr::V6(_)),
-            ..
-        }) => 10,
+        NexthopKind::One(RouteNextHop { gateway: Some(IpAddr::V6(_)), .. }) => 10,
         NexthopKind::Group(_) => 0,
         _ => 2,
     };
@@ -145,35 +119,17 @@ fn nexthop(new: bool, id: u32, kind: &NexthopKind) -> Vec<u8> {
         }
         NexthopKind::Unsupported(_) => push_attr(&mut b, 8, &[]),
     }
-    let mut m = message(
-        if new {
-            nexthop::RTM_NEWNEXTHOP
-        } else {
-            nexthop::RTM_DELNEXTHOP
-        },
-        0,
-        &b,
-    );
+    let mut m = message(if new { nexthop::RTM_NEWNEXTHOP } else { nexthop::RTM_DELNEXTHOP }, 0, &b);
     m[6] &= !1; // NLM_F_REQUEST
     m
 }
 
 fn one(gw: &str, ifindex: u32) -> NexthopKind {
-    NexthopKind::One(RouteNextHop {
-        gateway: Some(gw.parse().unwrap()),
-        ifindex,
-        weight: 1,
-    })
+    NexthopKind::One(RouteNextHop { gateway: Some(gw.parse().unwrap()), ifindex, weight: 1 })
 }
 
 pub(super) fn sync() -> RouteSync {
-    RouteSync::new(
-        KernelRoutes {
-            table: 254,
-            protocols: vec![],
-        },
-        HashMap::from([(TAP_A, 0), (TAP_B, 1)]),
-    )
+    RouteSync::new(KernelRoutes { table: 254, protocols: vec![] }, HashMap::from([(TAP_A, 0), (TAP_B, 1)]))
 }
 
 pub(super) fn fib() -> FibControl {
@@ -191,12 +147,8 @@ pub(super) fn lookup(ctl: &FibControl, a: &str) -> Option<Adjacency> {
 
 pub(super) fn gateways(ctl: &FibControl, a: &str) -> Vec<(IpAddr, u16)> {
     let fib = ctl.fib();
-    let IpAddr::V4(addr) = a.parse::<IpAddr>().unwrap() else {
-        panic!()
-    };
-    let Some(id) = fib.v4.lookup(u32::from(addr)) else {
-        return vec![];
-    };
+    let IpAddr::V4(addr) = a.parse::<IpAddr>().unwrap() else { panic!() };
+    let Some(id) = fib.v4.lookup(u32::from(addr)) else { return vec![] };
     let mut g = match ctl.gateway_of(id) {
         Some(gw) => vec![(gw, ctl.routes().find(|r| matches!(r.2, dataplane::fib::RouteKind::Via { gateway, .. } if gateway == gw)).map_or(0, |r| match r.2 {
             dataplane::fib::RouteKind::Via { port, .. } => port,
@@ -217,16 +169,9 @@ fn routes_on_taps_are_mirrored_and_withdrawn() {
     let (mut s, mut ctl) = (sync(), fib());
     s.handle(&Msg::new("10.1.0.0", 16, &[("198.18.0.2", TAP_A)]).bytes());
     assert_eq!(s.apply(&mut ctl, 100), 1);
-    assert_eq!(
-        lookup(&ctl, "10.1.2.3"),
-        Some(Adjacency::Unresolved { port: 0 })
-    );
+    assert_eq!(lookup(&ctl, "10.1.2.3"), Some(Adjacency::Unresolved { port: 0 }));
     assert_eq!(gateways(&ctl, "10.1.2.3"), vec![(ip("198.18.0.2"), 0)]);
-    s.handle(
-        &Msg::new("10.1.0.0", 16, &[("198.18.0.2", TAP_A)])
-            .del()
-            .bytes(),
-    );
+    s.handle(&Msg::new("10.1.0.0", 16, &[("198.18.0.2", TAP_A)]).del().bytes());
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "10.1.2.3"), None);
     assert_eq!(ctl.next_hops(), 3, "the gateway's id is freed");
@@ -239,11 +184,7 @@ fn changes_are_coalesced_per_prefix() {
         s.handle(&Msg::new("10.2.0.0", 24, &[(&format!("198.18.0.{}", 10 + i), TAP_A)]).bytes());
     }
     s.handle(&Msg::new("10.3.0.0", 24, &[("198.18.0.2", TAP_A)]).bytes());
-    s.handle(
-        &Msg::new("10.3.0.0", 24, &[("198.18.0.2", TAP_A)])
-            .del()
-            .bytes(),
-    );
+    s.handle(&Msg::new("10.3.0.0", 24, &[("198.18.0.2", TAP_A)]).del().bytes());
     assert_eq!(s.apply(&mut ctl, 100), 2, "two prefixes, eleven changes");
     assert_eq!(gateways(&ctl, "10.2.0.1"), vec![(ip("198.18.0.19"), 0)]);
     assert_eq!(lookup(&ctl, "10.3.0.1"), None);
@@ -253,28 +194,11 @@ fn changes_are_coalesced_per_prefix() {
 #[test]
 fn multipath_over_two_taps_and_unknown_interfaces() {
     let (mut s, mut ctl) = (sync(), fib());
-    s.handle(
-        &Msg::new(
-            "10.4.0.0",
-            16,
-            &[
-                ("198.18.0.2", TAP_A),
-                ("198.18.1.2", TAP_B),
-                ("192.0.2.1", 99),
-            ],
-        )
-        .bytes(),
-    );
+    s.handle(&Msg::new("10.4.0.0", 16, &[("198.18.0.2", TAP_A), ("198.18.1.2", TAP_B), ("192.0.2.1", 99)]).bytes());
     s.handle(&Msg::new("10.5.0.0", 16, &[("192.0.2.1", 99)]).bytes());
     s.apply(&mut ctl, 100);
-    assert!(matches!(
-        lookup(&ctl, "10.4.0.1"),
-        Some(Adjacency::Multipath { paths: 2, .. })
-    ));
-    assert_eq!(
-        gateways(&ctl, "10.4.0.1"),
-        vec![(ip("198.18.0.2"), 0), (ip("198.18.1.2"), 1)]
-    );
+    assert!(matches!(lookup(&ctl, "10.4.0.1"), Some(Adjacency::Multipath { paths: 2, .. })));
+    assert_eq!(gateways(&ctl, "10.4.0.1"), vec![(ip("198.18.0.2"), 0), (ip("198.18.1.2"), 1)]);
     assert_eq!(lookup(&ctl, "10.5.0.1"), None);
     let skipped: HashMap<_, _> = s.stats.skipped().collect();
     assert_eq!(skipped["unknown_interface"], 2);
@@ -295,21 +219,10 @@ fn lowest_metric_wins_and_other_tables_and_protocols_are_ignored() {
     s.handle(&connected.bytes());
     s.apply(&mut ctl, 100);
     assert_eq!(gateways(&ctl, "10.6.0.1"), vec![(ip("198.18.0.2"), 0)]);
-    assert_eq!(
-        (lookup(&ctl, "10.7.0.1"), lookup(&ctl, "198.18.0.9")),
-        (None, None)
-    );
-    s.handle(
-        &Msg::new("10.6.0.0", 16, &[("198.18.0.2", TAP_A)])
-            .del()
-            .bytes(),
-    );
+    assert_eq!((lookup(&ctl, "10.7.0.1"), lookup(&ctl, "198.18.0.9")), (None, None));
+    s.handle(&Msg::new("10.6.0.0", 16, &[("198.18.0.2", TAP_A)]).del().bytes());
     s.apply(&mut ctl, 100);
-    assert_eq!(
-        gateways(&ctl, "10.6.0.1"),
-        vec![(ip("198.18.1.2"), 1)],
-        "the next metric takes over"
-    );
+    assert_eq!(gateways(&ctl, "10.6.0.1"), vec![(ip("198.18.1.2"), 1)], "the next metric takes over");
 }
 
 #[test]
@@ -320,25 +233,11 @@ fn ipv6_appends_and_deletes_one_next_hop_at_a_time() {
     append.flags = NLM_F_APPEND;
     s.handle(&append.bytes());
     s.apply(&mut ctl, 100);
-    assert!(matches!(
-        lookup(&ctl, "2001:db8:100::1"),
-        Some(Adjacency::Multipath { paths: 2, .. })
-    ));
-    s.handle(
-        &Msg::new("2001:db8:100::", 48, &[("fe80::1", TAP_A)])
-            .del()
-            .bytes(),
-    );
+    assert!(matches!(lookup(&ctl, "2001:db8:100::1"), Some(Adjacency::Multipath { paths: 2, .. })));
+    s.handle(&Msg::new("2001:db8:100::", 48, &[("fe80::1", TAP_A)]).del().bytes());
     s.apply(&mut ctl, 100);
-    assert_eq!(
-        lookup(&ctl, "2001:db8:100::1"),
-        Some(Adjacency::Unresolved { port: 1 })
-    );
-    s.handle(
-        &Msg::new("2001:db8:100::", 48, &[("fe80::2", TAP_B)])
-            .del()
-            .bytes(),
-    );
+    assert_eq!(lookup(&ctl, "2001:db8:100::1"), Some(Adjacency::Unresolved { port: 1 }));
+    s.handle(&Msg::new("2001:db8:100::", 48, &[("fe80::2", TAP_B)]).del().bytes());
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "2001:db8:100::1"), None);
 }
@@ -359,10 +258,7 @@ fn blackhole_unreachable_and_other_types() {
     assert_eq!(lookup(&ctl, "10.8.0.1"), Some(Adjacency::Blackhole));
     assert_eq!(lookup(&ctl, "10.9.0.1"), Some(Adjacency::Unreachable));
     assert_eq!(lookup(&ctl, "10.10.0.1"), None);
-    assert_eq!(
-        s.stats.skipped().find(|s| s.0 == "route_type").unwrap().1,
-        1
-    );
+    assert_eq!(s.stats.skipped().find(|s| s.0 == "route_type").unwrap().1, 1);
 }
 
 #[test]
@@ -378,25 +274,13 @@ fn a_new_dump_removes_what_vanished() {
     s.start_dump(Instant::now());
     s.handle(&Msg::new("10.12.0.0", 16, &[("198.18.0.3", TAP_A)]).bytes());
     assert_eq!(s.apply(&mut ctl, 1), 1, "applied in slices");
-    assert_eq!(
-        gateways(&ctl, "10.12.0.1"),
-        vec![(ip("198.18.0.3"), 0)],
-        "applied while the dump is read"
-    );
+    assert_eq!(gateways(&ctl, "10.12.0.1"), vec![(ip("198.18.0.3"), 0)], "applied while the dump is read");
     s.apply(&mut ctl, 100);
-    assert_eq!(
-        gateways(&ctl, "10.11.0.1"),
-        vec![(ip("198.18.0.4"), 0)],
-        "kept until the dump has been read"
-    );
+    assert_eq!(gateways(&ctl, "10.11.0.1"), vec![(ip("198.18.0.4"), 0)], "kept until the dump has been read");
     assert_eq!(s.dump_report(), None, "the dump is still being read");
     s.handle(&Msg::new("10.13.0.0", 16, &[("198.18.0.2", TAP_A)]).bytes());
     s.finish_dump();
-    assert_eq!(
-        s.dump_report(),
-        None,
-        "the vanished prefix is not applied yet"
-    );
+    assert_eq!(s.dump_report(), None, "the vanished prefix is not applied yet");
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "10.11.0.1"), None);
     assert_eq!(gateways(&ctl, "10.12.0.1"), vec![(ip("198.18.0.3"), 0)]);
@@ -415,73 +299,34 @@ fn routes_follow_nexthop_objects() {
     let base = ctl.next_hops();
     s.handle(&nexthop(true, 10, &one("198.18.0.2", TAP_A)));
     s.handle(&nexthop(true, 11, &one("198.18.1.2", TAP_B)));
-    s.handle(&nexthop(
-        true,
-        20,
-        &NexthopKind::Group(vec![(10, 1), (11, 1)]),
-    ));
+    s.handle(&nexthop(true, 20, &NexthopKind::Group(vec![(10, 1), (11, 1)])));
     s.handle(&Msg::nh("10.30.0.0", 16, 10, &[]).bytes());
     // Listing the object's next hops, as the kernel does by default.
-    s.handle(
-        &Msg::nh(
-            "10.31.0.0",
-            16,
-            20,
-            &[("198.18.0.2", TAP_A), ("198.18.1.2", TAP_B)],
-        )
-        .bytes(),
-    );
+    s.handle(&Msg::nh("10.31.0.0", 16, 20, &[("198.18.0.2", TAP_A), ("198.18.1.2", TAP_B)]).bytes());
     s.apply(&mut ctl, 100);
     assert_eq!(gateways(&ctl, "10.30.0.1"), vec![(ip("198.18.0.2"), 0)]);
-    assert!(matches!(
-        lookup(&ctl, "10.31.0.1"),
-        Some(Adjacency::Multipath { paths: 2, .. })
-    ));
-    assert_eq!(
-        gateways(&ctl, "10.31.0.1"),
-        vec![(ip("198.18.0.2"), 0), (ip("198.18.1.2"), 1)]
-    );
+    assert!(matches!(lookup(&ctl, "10.31.0.1"), Some(Adjacency::Multipath { paths: 2, .. })));
+    assert_eq!(gateways(&ctl, "10.31.0.1"), vec![(ip("198.18.0.2"), 0), (ip("198.18.1.2"), 1)]);
 
     s.handle(&nexthop(true, 10, &one("198.18.0.3", TAP_A)));
-    assert_eq!(
-        s.apply(&mut ctl, 100),
-        2,
-        "both routes through object 10 follow it"
-    );
+    assert_eq!(s.apply(&mut ctl, 100), 2, "both routes through object 10 follow it");
     assert_eq!(gateways(&ctl, "10.30.0.1"), vec![(ip("198.18.0.3"), 0)]);
-    assert_eq!(
-        gateways(&ctl, "10.31.0.1"),
-        vec![(ip("198.18.0.3"), 0), (ip("198.18.1.2"), 1)]
-    );
+    assert_eq!(gateways(&ctl, "10.31.0.1"), vec![(ip("198.18.0.3"), 0), (ip("198.18.1.2"), 1)]);
     s.handle(&nexthop(true, 10, &one("198.18.0.3", TAP_A)));
-    assert_eq!(
-        s.apply(&mut ctl, 100),
-        0,
-        "an unchanged object changes nothing"
-    );
+    assert_eq!(s.apply(&mut ctl, 100), 0, "an unchanged object changes nothing");
 
     s.handle(&nexthop(false, 11, &one("198.18.1.2", TAP_B)));
     s.apply(&mut ctl, 100);
-    assert_eq!(
-        gateways(&ctl, "10.31.0.1"),
-        vec![(ip("198.18.0.3"), 0)],
-        "the group lost its member"
-    );
+    assert_eq!(gateways(&ctl, "10.31.0.1"), vec![(ip("198.18.0.3"), 0)], "the group lost its member");
     // What the kernel sends next: the group as it now is (nothing changes).
     s.handle(&nexthop(true, 20, &NexthopKind::Group(vec![(10, 1)])));
     assert_eq!(s.apply(&mut ctl, 100), 0);
 
     s.handle(&nexthop(false, 10, &one("198.18.0.3", TAP_A)));
     s.apply(&mut ctl, 100);
-    assert_eq!(
-        (lookup(&ctl, "10.30.0.1"), lookup(&ctl, "10.31.0.1")),
-        (None, None)
-    );
+    assert_eq!((lookup(&ctl, "10.30.0.1"), lookup(&ctl, "10.31.0.1")), (None, None));
     assert_eq!(ctl.next_hops(), base, "every id freed");
-    assert!(
-        s.nexthops.is_empty() && s.users.is_empty() && s.routes.is_empty(),
-        "group 20 went with its last member"
-    );
+    assert!(s.nexthops.is_empty() && s.users.is_empty() && s.routes.is_empty(), "group 20 went with its last member");
     assert_eq!(s.stats.routes.load(Relaxed), 0);
 }
 
@@ -498,23 +343,12 @@ fn nexthop_blackhole_unknown_objects_and_deleted_routes() {
     // An IPv4 route through an IPv6 gateway, and an encapsulation.
     s.handle(&nexthop(true, 14, &one("2001:db8:a::2", TAP_A)));
     s.handle(&Msg::nh("10.35.0.0", 16, 14, &[]).bytes());
-    s.handle(&nexthop(
-        true,
-        15,
-        &NexthopKind::Unsupported("an encapsulation (NHA_ENCAP)"),
-    ));
+    s.handle(&nexthop(true, 15, &NexthopKind::Unsupported("an encapsulation (NHA_ENCAP)")));
     s.handle(&Msg::nh("10.36.0.0", 16, 15, &[]).bytes());
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "10.32.0.1"), Some(Adjacency::Blackhole));
     assert_eq!(gateways(&ctl, "10.33.0.1"), vec![(ip("198.18.0.2"), 0)]);
-    assert_eq!(
-        (
-            lookup(&ctl, "10.34.0.1"),
-            lookup(&ctl, "10.35.0.1"),
-            lookup(&ctl, "10.36.0.1")
-        ),
-        (None, None, None)
-    );
+    assert_eq!((lookup(&ctl, "10.34.0.1"), lookup(&ctl, "10.35.0.1"), lookup(&ctl, "10.36.0.1")), (None, None, None));
     let skipped: HashMap<_, _> = s.stats.skipped().collect();
     assert_eq!(skipped["unsupported"], 3);
     // Once described, object 99 is what counts.
@@ -522,11 +356,7 @@ fn nexthop_blackhole_unknown_objects_and_deleted_routes() {
     s.apply(&mut ctl, 100);
     assert_eq!(gateways(&ctl, "10.33.0.1"), vec![(ip("198.18.1.2"), 1)]);
     // A deleted route no longer uses its object.
-    s.handle(
-        &Msg::nh("10.33.0.0", 16, 99, &[("198.18.1.2", TAP_B)])
-            .del()
-            .bytes(),
-    );
+    s.handle(&Msg::nh("10.33.0.0", 16, 99, &[("198.18.1.2", TAP_B)]).del().bytes());
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "10.33.0.1"), None);
     assert!(!s.users.contains_key(&99));
@@ -534,16 +364,9 @@ fn nexthop_blackhole_unknown_objects_and_deleted_routes() {
     s.handle(&nexthop(true, 12, &one("2001:db8:a::2", TAP_A)));
     s.handle(&Msg::nh("2001:db8:300::", 48, 12, &[("2001:db8:a::2", TAP_A)]).bytes());
     s.apply(&mut ctl, 100);
-    assert_eq!(
-        lookup(&ctl, "2001:db8:300::1"),
-        Some(Adjacency::Unresolved { port: 0 })
-    );
+    assert_eq!(lookup(&ctl, "2001:db8:300::1"), Some(Adjacency::Unresolved { port: 0 }));
     s.handle(&nexthop(false, 12, &one("2001:db8:a::2", TAP_A)));
-    s.handle(
-        &Msg::nh("2001:db8:300::", 48, 12, &[("2001:db8:a::2", TAP_A)])
-            .del()
-            .bytes(),
-    );
+    s.handle(&Msg::nh("2001:db8:300::", 48, 12, &[("2001:db8:a::2", TAP_A)]).del().bytes());
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "2001:db8:300::1"), None);
 }
@@ -560,16 +383,8 @@ fn a_new_dump_removes_vanished_nexthop_objects() {
     s.start_dump(Instant::now());
     s.handle(&nexthop(true, 11, &one("198.18.1.3", TAP_B)));
     s.apply(&mut ctl, 100);
-    assert_eq!(
-        gateways(&ctl, "10.40.0.1"),
-        vec![(ip("198.18.0.2"), 0)],
-        "kept until the dump has been read"
-    );
-    assert_eq!(
-        gateways(&ctl, "10.41.0.1"),
-        vec![(ip("198.18.1.3"), 1)],
-        "not yet in the dump: follows its object"
-    );
+    assert_eq!(gateways(&ctl, "10.40.0.1"), vec![(ip("198.18.0.2"), 0)], "kept until the dump has been read");
+    assert_eq!(gateways(&ctl, "10.41.0.1"), vec![(ip("198.18.1.3"), 1)], "not yet in the dump: follows its object");
     s.handle(&Msg::nh("10.41.0.0", 16, 11, &[]).bytes());
     s.finish_dump();
     s.apply(&mut ctl, 100);
@@ -597,8 +412,7 @@ fn withdrawal_cost() {
         del.push(m.del().bytes());
     }
     for i in 0..v6 {
-        let a =
-            std::net::Ipv6Addr::new(0x2a00, (i >> 16) as u16, i as u16, 0, 0, 0, 0, 0).to_string();
+        let a = std::net::Ipv6Addr::new(0x2a00, (i >> 16) as u16, i as u16, 0, 0, 0, 0, 0).to_string();
         let m = Msg::new(&a, 48, &[("fe80::1", TAP_A)]);
         add.push(m.bytes());
         del.push(m.del().bytes());
@@ -608,27 +422,15 @@ fn withdrawal_cost() {
     let per = |d: std::time::Duration| d.as_nanos() as f64 / n;
     for round in 0..2 {
         let (taken, applied) = withdraw(&mut s, &mut ctl, &add);
-        eprintln!(
-            "load {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route",
-            per(taken),
-            per(applied)
-        );
+        eprintln!("load {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", per(taken), per(applied));
         let (taken, applied) = withdraw(&mut s, &mut ctl, &del);
-        eprintln!(
-            "withdrawal {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route",
-            per(taken),
-            per(applied)
-        );
+        eprintln!("withdrawal {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", per(taken), per(applied));
     }
     assert_eq!(ctl.kernel_counts(), (0, 0));
 }
 
 #[inline(never)]
-fn withdraw(
-    s: &mut RouteSync,
-    ctl: &mut FibControl,
-    del: &[Vec<u8>],
-) -> (std::time::Duration, std::time::Duration) {
+fn withdraw(s: &mut RouteSync, ctl: &mut FibControl, del: &[Vec<u8>]) -> (std::time::Duration, std::time::Duration) {
     let t = Instant::now();
     for m in del {
         s.handle(m);

@@ -3,8 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::io::Read;
 use std::path::PathBuf;
+use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -37,47 +37,17 @@ pub fn build(tag: &str) -> Lab {
     let pid = std::process::id();
     let ns = |host: &str| Namespace::create(&format!("lr{pid}{tag}{host}")).unwrap();
     let (a, d, b) = (ns("a"), ns("d"), ns("b"));
-    veth(
-        End {
-            ns: &a,
-            name: "lra0",
-            mac: A_MAC,
-        },
-        End {
-            ns: &d,
-            name: "lrd0",
-            mac: D0_MAC,
-        },
-    )
-    .unwrap();
-    veth(
-        End {
-            ns: &d,
-            name: "lrd1",
-            mac: D1_MAC,
-        },
-        End {
-            ns: &b,
-            name: "lrb0",
-            mac: B_MAC,
-        },
-    )
-    .unwrap();
+    veth(End { ns: &a, name: "lra0", mac: A_MAC }, End { ns: &d, name: "lrd0", mac: D0_MAC }).unwrap();
+    veth(End { ns: &d, name: "lrd1", mac: D1_MAC }, End { ns: &b, name: "lrb0", mac: B_MAC }).unwrap();
     a.addr("lra0", "198.18.0.2/24").unwrap();
-    a.ip(&["route", "add", "default", "via", "198.18.0.1"])
-        .unwrap();
+    a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
     b.addr("lrb0", "198.19.0.2/24").unwrap();
-    b.ip(&["route", "add", "default", "via", "198.19.0.1"])
-        .unwrap();
+    b.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
     // IPv6 without duplicate address detection, so the addresses work at once.
-    a.ip(&["addr", "add", "2001:db8:a::2/64", "dev", "lra0", "nodad"])
-        .unwrap();
-    a.ip(&["-6", "route", "add", "default", "via", "2001:db8:a::1"])
-        .unwrap();
-    b.ip(&["addr", "add", "2001:db8:b::2/64", "dev", "lrb0", "nodad"])
-        .unwrap();
-    b.ip(&["-6", "route", "add", "default", "via", "2001:db8:b::1"])
-        .unwrap();
+    a.ip(&["addr", "add", "2001:db8:a::2/64", "dev", "lra0", "nodad"]).unwrap();
+    a.ip(&["-6", "route", "add", "default", "via", "2001:db8:a::1"]).unwrap();
+    b.ip(&["addr", "add", "2001:db8:b::2/64", "dev", "lrb0", "nodad"]).unwrap();
+    b.ip(&["-6", "route", "add", "default", "via", "2001:db8:b::1"]).unwrap();
     // The router's addresses are linerate's (on its host-stack TAPs); D's kernel has none on
     // the veths and does not forward.
     d.sysctl("net.ipv4.ip_forward=0").unwrap();
@@ -132,9 +102,7 @@ impl Guard {
     /// Sends SIGTERM and hands the child over (to read its output).
     pub fn terminate(&mut self) -> Option<Child> {
         let child = self.0.take()?;
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         Some(child)
     }
 }
@@ -159,11 +127,7 @@ pub fn start_until(mut cmd: Command, ready: &str) -> Guard {
 
 /// A finished command's stdout and stderr, for messages.
 pub fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// Starts the lab's traffic program (`traffic.py` in its folder, written by the test) with
@@ -176,12 +140,7 @@ pub fn traffic_listen(lab: &Lab, ns: &Namespace, args: &[&str]) -> Guard {
 
 /// Runs the lab's traffic program to its end in `ns`; its stdout.
 pub fn traffic_run(lab: &Lab, ns: &Namespace, args: &[&str]) -> String {
-    let out = ns
-        .command("python3")
-        .arg(lab.dir.join("traffic.py"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = ns.command("python3").arg(lab.dir.join("traffic.py")).args(args).output().unwrap();
     assert!(out.status.success(), "{args:?}: {}", text(&out));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
@@ -190,12 +149,7 @@ pub fn traffic_run(lab: &Lab, ns: &Namespace, args: &[&str]) -> String {
 pub fn finish(mut g: Guard) -> String {
     let mut child = g.0.take().unwrap();
     let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     let _ = child.wait();
     out.trim().to_owned()
 }

@@ -87,29 +87,16 @@ pub const MB: usize = 1 << 20;
 
 /// Root and python3, which these tests need.
 pub fn usable() -> bool {
-    is_root()
-        && Command::new("python3")
-            .arg("-c")
-            .arg("pass")
-            .status()
-            .is_ok_and(|s| s.success())
+    is_root() && Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
 }
 
 /// `bytes` from A to B at `host:to_b`, then `bytes` from B to A on a connection A opens to
 /// `host:to_a`, each checked by length and SHA-256.
 pub fn both_ways(lab: &Lab, host: &str, to_b: u16, to_a: u16, bytes: usize) {
     let server = traffic_listen(lab, &lab.b, &["serve", host, &to_b.to_string()]);
-    let sent = traffic_run(
-        lab,
-        &lab.a,
-        &["send", host, &to_b.to_string(), &bytes.to_string()],
-    );
+    let sent = traffic_run(lab, &lab.a, &["send", host, &to_b.to_string(), &bytes.to_string()]);
     assert_eq!(finish(server), sent, "A's data as B received it");
-    let server = traffic_listen(
-        lab,
-        &lab.b,
-        &["give", host, &to_a.to_string(), &bytes.to_string()],
-    );
+    let server = traffic_listen(lab, &lab.b, &["give", host, &to_a.to_string(), &bytes.to_string()]);
     let got = traffic_run(lab, &lab.a, &["fetch", host, &to_a.to_string()]);
     assert_eq!(got, finish(server), "B's data as A received it");
 }
@@ -119,17 +106,8 @@ pub fn both_ways(lab: &Lab, host: &str, to_b: u16, to_a: u16, bytes: usize) {
 pub fn stop_with_no_window_drops(mut dut: Guard) -> String {
     let mut child = dut.terminate().unwrap();
     let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert!(child.wait().unwrap().success(), "{out}");
-    assert!(
-        !out.lines()
-            .any(|l| l.trim().starts_with("drop state_out_of_window")),
-        "{out}"
-    );
+    assert!(!out.lines().any(|l| l.trim().starts_with("drop state_out_of_window")), "{out}");
     out
 }

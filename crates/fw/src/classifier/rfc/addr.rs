@@ -288,11 +288,7 @@ fn signatures(rs: &RuleSet, get: &impl Fn(&Rule) -> &AddrMatch) -> Signatures {
         });
         sig_rules[id as usize].push(i as u32);
     }
-    Signatures {
-        preds,
-        sigs,
-        sig_rules,
-    }
+    Signatures { preds, sigs, sig_rules }
 }
 
 /// The prefixes of family `fam` that change which predicates hold: the rules' own prefixes,
@@ -350,14 +346,7 @@ impl<'a> Classes<'a> {
                 neg_sigs.push(s as u32);
             }
         }
-        Classes {
-            sigs,
-            pos_index,
-            neg_sigs,
-            by_sigset: HashMap::new(),
-            fam: Af::Inet,
-            by_vector: HashMap::new(),
-        }
+        Classes { sigs, pos_index, neg_sigs, by_sigset: HashMap::new(), fam: Af::Inet, by_vector: HashMap::new() }
     }
 
     fn start_family(&mut self, fam: Af) {
@@ -366,13 +355,7 @@ impl<'a> Classes<'a> {
     }
 
     /// The class of predicate vector `v`.
-    fn class_of(
-        &mut self,
-        v: &Vec<u32>,
-        space: &mut Space,
-        budget: &mut Budget,
-        what: &str,
-    ) -> Result<u32, BuildError> {
+    fn class_of(&mut self, v: &Vec<u32>, space: &mut Space, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
         if let Some(&c) = self.by_vector.get(v) {
             return Ok(c);
         }
@@ -517,10 +500,7 @@ pub(crate) fn rest_lookup(
         let classes = classes[..n].to_vec();
         if (1..=4).contains(&n) && starts[0] == 0 {
             let pad = |v: &[u32]| -> [u32; 4] { std::array::from_fn(|i| v[i.min(n - 1)]) };
-            return Ok(Rest::Small4 {
-                starts: pad(&starts),
-                classes: pad(&classes),
-            });
+            return Ok(Rest::Small4 { starts: pad(&starts), classes: pad(&classes) });
         }
         return Ok(Rest::Intervals4 { starts, classes });
     }
@@ -528,13 +508,7 @@ pub(crate) fn rest_lookup(
 }
 
 /// An `lpm` table of the prefixes' classes (misses give `root`).
-fn lpm_rest(
-    fam: Af,
-    root: u32,
-    inserted: &[(Prefix, u32)],
-    budget: &mut Budget,
-    what: &str,
-) -> Result<Rest, BuildError> {
+fn lpm_rest(fam: Af, root: u32, inserted: &[(Prefix, u32)], budget: &mut Budget, what: &str) -> Result<Rest, BuildError> {
     // tbl8 groups needed: one per distinct 24+8(d-1)-bit prefix of the prefixes longer
     // than that, at each depth d.
     let bits = Prefix::bits(fam) as u32;
@@ -614,3 +588,4 @@ fn intervals(root: u32, inserted: &[(Prefix, u32)]) -> (Vec<u128>, Vec<u32>) {
     }
     (starts, classes)
 }
+

@@ -39,17 +39,10 @@ impl IfaceField {
         self.cls[s * 2 + (dir == Dir::Out) as usize]
     }
 
-    pub(crate) fn build(
-        rs: &RuleSet,
-        budget: &mut Budget,
-    ) -> Result<(IfaceField, Space), BuildError> {
+    pub(crate) fn build(rs: &RuleSet, budget: &mut Budget) -> Result<(IfaceField, Space), BuildError> {
         let wild = |r: &Rule| r.dir.is_none() && r.ifaces.is_empty();
         let mut space = Space::new(common_rules(rs, wild));
-        let mut ifs: Vec<u16> = rs
-            .rules
-            .iter()
-            .flat_map(|r| r.ifaces.iter().copied())
-            .collect();
+        let mut ifs: Vec<u16> = rs.rules.iter().flat_map(|r| r.ifaces.iter().copied()).collect();
         ifs.sort_unstable();
         ifs.dedup();
         let mut slot = vec![0u16; ifs.last().map_or(0, |&m| m as usize + 1)];
@@ -67,8 +60,7 @@ impl IfaceField {
                     .filter(|(_, r)| {
                         !wild(r)
                             && r.dir.is_none_or(|d| d == dir)
-                            && (r.ifaces.is_empty()
-                                || v.is_some_and(|v| r.ifaces.contains(&v)) != r.iface_neg)
+                            && (r.ifaces.is_empty() || v.is_some_and(|v| r.ifaces.contains(&v)) != r.iface_neg)
                     })
                     .map(|(i, _)| i as u32)
                     .collect();
@@ -89,10 +81,7 @@ pub(crate) fn proto_index(af: Af, proto: u8, flags: u8) -> usize {
         }
 }
 
-pub(crate) fn build_proto(
-    rs: &RuleSet,
-    budget: &mut Budget,
-) -> Result<(Vec<u32>, Space), BuildError> {
+pub(crate) fn build_proto(rs: &RuleSet, budget: &mut Budget) -> Result<(Vec<u32>, Space), BuildError> {
     let wild = |r: &Rule| r.af.is_none() && r.protos.is_empty() && r.flags.is_none();
     let mut space = Space::new(common_rules(rs, wild));
     type Sig = (Option<Af>, Vec<u8>, Option<(u8, u8)>);
@@ -217,3 +206,4 @@ pub(crate) fn build_ports(
     }
     Ok((table, space))
 }
+

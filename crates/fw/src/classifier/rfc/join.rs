@@ -143,10 +143,7 @@ impl Join {
             .sum();
         if pair_work > budget.max_pairs {
             return Err(BuildError {
-                message: format!(
-                    "{what}: {pair_work} class pairs share a rule (at most {})",
-                    budget.max_pairs
-                ),
+                message: format!("{what}: {pair_work} class pairs share a rule (at most {})", budget.max_pairs),
             });
         }
         // Exceptions covering a good part of the cross product: a full table is smaller.
@@ -164,13 +161,7 @@ impl Join {
         }
         let mut exc: Vec<(u32, u32, u32)> = Vec::new();
         if pair_work > 0 {
-            let table = Table {
-                rows: &mut rows,
-                cols: &cols,
-                nr,
-                full: use_full.then_some(&mut full),
-                exc: &mut exc,
-            };
+            let table = Table { rows: &mut rows, cols: &cols, nr, full: use_full.then_some(&mut full), exc: &mut exc };
             outputs.exceptions(&l.sets, &inv, table, &mut out, budget, what)?;
         }
         budget.release(l.bytes + r.bytes);
@@ -294,25 +285,11 @@ impl<'q> Outputs<'q> {
             ),
             None => ((NONE, NONE), Vec::new(), Vec::new()),
         };
-        Outputs {
-            quick,
-            xs,
-            ys,
-            common,
-            xsum,
-            ysum,
-            decision_ids: HashMap::new(),
-        }
+        Outputs { quick, xs, ys, common, xsum, ysum, decision_ids: HashMap::new() }
     }
 
     /// The output class of a decision.
-    fn decision_class(
-        &mut self,
-        d: Option<u32>,
-        out: &mut Space,
-        budget: &mut Budget,
-        what: &str,
-    ) -> Result<u32, BuildError> {
+    fn decision_class(&mut self, d: Option<u32>, out: &mut Space, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
         if let Some(&c) = self.decision_ids.get(&d) {
             return Ok(c);
         }
@@ -322,12 +299,7 @@ impl<'q> Outputs<'q> {
     }
 
     /// The dense table over (X, Y): the class of `common ∪ x ∪ y`.
-    fn dense(
-        &mut self,
-        out: &mut Space,
-        budget: &mut Budget,
-        what: &str,
-    ) -> Result<Vec<u32>, BuildError> {
+    fn dense(&mut self, out: &mut Space, budget: &mut Budget, what: &str) -> Result<Vec<u32>, BuildError> {
         let (xs, ys) = (self.xs, self.ys);
         let n_dense = xs.len().saturating_mul(ys.len());
         budget.charge(n_dense.saturating_mul(4), what)?;
@@ -392,12 +364,7 @@ impl<'q> Outputs<'q> {
                 let yi = table.cols[ri] as usize;
                 let c = match self.quick {
                     Some(_) => {
-                        let d = combine(&[
-                            self.common,
-                            self.xsum[xi],
-                            self.ysum[yi],
-                            (zq[ri], zmax[ri]),
-                        ]);
+                        let d = combine(&[self.common, self.xsum[xi], self.ysum[yi], (zq[ri], zmax[ri])]);
                         self.decision_class(d, out, budget, what)?
                     }
                     None => {
@@ -421,3 +388,4 @@ impl<'q> Outputs<'q> {
         Ok(())
     }
 }
+

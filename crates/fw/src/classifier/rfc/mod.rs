@@ -78,8 +78,8 @@ use sets::Budget;
 
 use super::{BuildError, BuildOptions, ClassifierStats};
 use crate::packet::PacketKey;
-use crate::rules::RuleSet;
 use crate::verdict::Verdict;
+use crate::rules::RuleSet;
 
 /// A rule set compiled by RFC. See the module documentation.
 pub(crate) struct Rfc {
@@ -101,30 +101,15 @@ pub(crate) struct Rfc {
 /// What [`ClassifierStats`] reports of a compiled RFC: classes per field and per
 /// combination, the combinations' table sizes, and which address lookups took an `lpm` table
 /// or a host map.
-fn stats(
-    field_classes: [usize; 6],
-    join_classes: [usize; 5],
-    joins: [&Join; 5],
-    [src, dst]: [&AddrField; 2],
-) -> ClassifierStats {
+fn stats(field_classes: [usize; 6], join_classes: [usize; 5], joins: [&Join; 5], [src, dst]: [&AddrField; 2]) -> ClassifierStats {
     ClassifierStats {
         engine: "rfc",
         field_classes,
         join_classes,
-        join_dense: joins.map(|j| {
-            j.dense
-                .len()
-                .max(if j.small_full { 0 } else { j.full.len() })
-        }),
+        join_dense: joins.map(|j| j.dense.len().max(if j.small_full { 0 } else { j.full.len() })),
         join_exceptions: joins.map(|j| j.n_exc),
-        lpm: [
-            src.v4.uses_lpm(),
-            src.v6.uses_lpm(),
-            dst.v4.uses_lpm(),
-            dst.v6.uses_lpm(),
-        ],
-        host_maps: [&src.v4, &src.v6, &dst.v4, &dst.v6]
-            .map(|a| a.hosts.as_ref().map_or(0, |h| h.len)),
+        lpm: [src.v4.uses_lpm(), src.v6.uses_lpm(), dst.v4.uses_lpm(), dst.v6.uses_lpm()],
+        host_maps: [&src.v4, &src.v6, &dst.v4, &dst.v6].map(|a| a.hosts.as_ref().map_or(0, |h| h.len)),
         ..ClassifierStats::default()
     }
 }
@@ -132,17 +117,8 @@ fn stats(
 impl Rfc {
     /// Compiles `rs` within `limit` bytes and at most `max_pairs` exception pairs per
     /// combination; over either, fails fast with the phase it was building.
-    pub(crate) fn build(
-        rs: &RuleSet,
-        opts: &BuildOptions,
-        limit: usize,
-        max_pairs: usize,
-    ) -> Result<Rfc, BuildError> {
-        let mut budget = Budget {
-            limit,
-            used: 0,
-            max_pairs,
-        };
+    pub(crate) fn build(rs: &RuleSet, opts: &BuildOptions, limit: usize, max_pairs: usize) -> Result<Rfc, BuildError> {
+        let mut budget = Budget { limit, used: 0, max_pairs };
         let b = &mut budget;
         b.charge(2 * 65536 * 2 + 1024 * 4, "the port and protocol tables")?;
         let (iface, s_if) = IfaceField::build(rs, b)?;
@@ -161,29 +137,14 @@ impl Rfc {
         )?;
         let (src, s_src) = build_addr(rs, |r| &r.src, opts, b, "the source address field")?;
         let (dst, s_dst) = build_addr(rs, |r| &r.dst, opts, b, "the destination address field")?;
-        let field_classes = [
-            s_if.len(),
-            s_pr.len(),
-            s_sp.len(),
-            s_dp.len(),
-            s_src.len(),
-            s_dst.len(),
-        ];
+        let field_classes = [s_if.len(), s_pr.len(), s_sp.len(), s_dp.len(), s_src.len(), s_dst.len()];
         let n = rs.rules.len();
         let (ab, s_ab) = Join::build(s_if, s_pr, n, b, "interface x protocol", None)?;
         let (ef, s_ef) = Join::build(s_sp, s_dp, n, b, "source port x destination port", None)?;
         let (n_ab, n_ef) = (s_ab.len(), s_ef.len());
-        let (abef, s_abef) =
-            Join::build(s_ab, s_ef, n, b, "(interface, protocol) x (ports)", None)?;
+        let (abef, s_abef) = Join::build(s_ab, s_ef, n, b, "(interface, protocol) x (ports)", None)?;
         let n_abef = s_abef.len();
-        let (cd, s_cd) = Join::build(
-            s_src,
-            s_dst,
-            n,
-            b,
-            "source address x destination address",
-            None,
-        )?;
+        let (cd, s_cd) = Join::build(s_src, s_dst, n, b, "source address x destination address", None)?;
         let n_cd = s_cd.len();
         let quick: Vec<bool> = rs.rules.iter().map(|r| r.quick).collect();
         let (fin, s_fin) = Join::build(s_abef, s_cd, n, b, "the final combination", Some(&quick))?;
@@ -197,12 +158,7 @@ impl Rfc {
             })
             .collect();
         let join_classes = [n_ab, n_ef, n_abef, n_cd, s_fin.len()];
-        let stats = stats(
-            field_classes,
-            join_classes,
-            [&ab, &ef, &abef, &cd, &fin],
-            [&src, &dst],
-        );
+        let stats = stats(field_classes, join_classes, [&ab, &ef, &abef, &cd, &fin], [&src, &dst]);
         Ok(Rfc {
             iface,
             proto,
@@ -252,4 +208,5 @@ impl Rfc {
                 .sum::<usize>()
             + self.verdicts.len() * std::mem::size_of::<Verdict>()
     }
+
 }

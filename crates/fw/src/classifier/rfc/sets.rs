@@ -110,12 +110,7 @@ impl Space {
         }
     }
 
-    pub(crate) fn id(
-        &mut self,
-        s: RSet,
-        budget: &mut Budget,
-        what: &str,
-    ) -> Result<u32, BuildError> {
+    pub(crate) fn id(&mut self, s: RSet, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
         if let Some(&i) = self.map.get(&s) {
             return Ok(i);
         }

@@ -28,8 +28,8 @@ mod overlap;
 pub(crate) use overlap::may_overlap;
 
 use crate::packet::{Af, Dir, PacketKey, proto};
-use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
 use crate::verdict::Verdict;
+use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
 
 /// Inclusive range of a dimension.
 type Range = (u128, u128);
@@ -54,9 +54,7 @@ fn group(af: Af, sets: &RuleSets) -> usize {
     let max = dim_max(af, SRC);
     let narrow = |d: usize| {
         sets[d].as_ref().is_some_and(|s| {
-            let size = s.iter().fold(0u128, |acc, &(a, b)| {
-                acc.saturating_add(b - a).saturating_add(1)
-            });
+            let size = s.iter().fold(0u128, |acc, &(a, b)| acc.saturating_add(b - a).saturating_add(1));
             size <= (max >> 4) + 1
         })
     };
@@ -88,19 +86,11 @@ fn dim_max(af: Af, d: usize) -> u128 {
 
 #[inline(always)]
 fn key_dims<V: Word>(key: &PacketKey) -> run::Key<V> {
-    let mask = if key.af == Af::Inet {
-        u128::from(u32::MAX)
-    } else {
-        u128::MAX
-    };
+    let mask = if key.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
     [
         u128::from(key.dir == Dir::Out) << 16 | u128::from(key.iface),
         u128::from(key.proto),
-        if key.proto == proto::TCP {
-            u128::from(key.tcp_flags)
-        } else {
-            NOT_TCP
-        },
+        if key.proto == proto::TCP { u128::from(key.tcp_flags) } else { NOT_TCP },
         u128::from(key.src_port),
         u128::from(key.dst_port),
         key.src & mask,
@@ -198,27 +188,16 @@ struct TreeRule {
 
 /// The ranges of one dimension of `r`, `None` for any value (empty: matches nothing).
 fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Range>> {
-    let points = |v: &mut dyn Iterator<Item = u128>| -> Vec<Range> {
-        normalize(v.map(|x| (x, x)).collect())
-    };
+    let points = |v: &mut dyn Iterator<Item = u128>| -> Vec<Range> { normalize(v.map(|x| (x, x)).collect()) };
     let ports = |pm: &PortMatch, icmp: &[u16]| -> Option<Vec<Range>> {
         let from_ports: Option<Vec<Range>> = match pm {
             PortMatch::Any => None,
-            PortMatch::Ranges(r) => Some(normalize(
-                r.iter()
-                    .map(|&(a, b)| (u128::from(a), u128::from(b)))
-                    .collect(),
-            )),
+            PortMatch::Ranges(r) => Some(normalize(r.iter().map(|&(a, b)| (u128::from(a), u128::from(b))).collect())),
         };
         if icmp.is_empty() {
             return from_ports;
         }
-        Some(points(
-            &mut icmp
-                .iter()
-                .filter(|&&t| pm.matches(t))
-                .map(|&t| u128::from(t)),
-        ))
+        Some(points(&mut icmp.iter().filter(|&&t| pm.matches(t)).map(|&t| u128::from(t))))
     };
     let max = dim_max(af, d);
     let set = match d {
@@ -244,30 +223,12 @@ fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Ran
             Some(normalize(v))
         }
         FLAGS => r.flags.map(|(set, mask)| {
-            normalize(
-                (0..=255u8)
-                    .filter(|f| f & mask == set)
-                    .map(|f| (u128::from(f), u128::from(f)))
-                    .chain([(NOT_TCP, NOT_TCP)])
-                    .collect(),
-            )
+            normalize((0..=255u8).filter(|f| f & mask == set).map(|f| (u128::from(f), u128::from(f))).chain([(NOT_TCP, NOT_TCP)]).collect())
         }),
         PROTO if r.protos.is_empty() => None,
         PROTO => Some(points(&mut r.protos.iter().map(|&p| u128::from(p)))),
-        SPORT => ports(
-            &r.src_ports,
-            &r.icmp_types
-                .iter()
-                .map(|&t| u16::from(t))
-                .collect::<Vec<_>>(),
-        ),
-        DPORT => ports(
-            &r.dst_ports,
-            &r.icmp_code
-                .iter()
-                .map(|&t| u16::from(t))
-                .collect::<Vec<_>>(),
-        ),
+        SPORT => ports(&r.src_ports, &r.icmp_types.iter().map(|&t| u16::from(t)).collect::<Vec<_>>()),
+        DPORT => ports(&r.dst_ports, &r.icmp_code.iter().map(|&t| u16::from(t)).collect::<Vec<_>>()),
         _ => {
             let m = if d == SRC { &r.src } else { &r.dst };
             match m {
@@ -282,11 +243,7 @@ fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Ran
                             AddrTarget::Prefix(_) => continue,
                             AddrTarget::Table(t) => tables[t].clone(),
                         };
-                        v.extend(if it.negated {
-                            complement(&pos, max)
-                        } else {
-                            pos
-                        });
+                        v.extend(if it.negated { complement(&pos, max) } else { pos });
                     }
                     Some(normalize(v))
                 }
@@ -339,11 +296,7 @@ pub struct TreeStats {
 /// rule order, then the others last first (the last matching one decides). `rules` is the
 /// rule count (below 2^31, so no priority reaches [`run::NONE`]).
 fn priority(index: usize, quick: bool, rules: usize) -> u32 {
-    if quick {
-        index as u32
-    } else {
-        (2 * rules - 1 - index) as u32
-    }
+    if quick { index as u32 } else { (2 * rules - 1 - index) as u32 }
 }
 
 /// The rule of a priority (the inverse of [`priority`]).
@@ -361,10 +314,7 @@ fn build_family(rs: &RuleSet, af: Af, out: &mut Out) -> [u32; GROUPS] {
             continue;
         }
         let sets: RuleSets = std::array::from_fn(|d| rule_dim(r, af, d, &tables));
-        if sets
-            .iter()
-            .any(|s| s.as_ref().is_some_and(|s| s.is_empty()))
-        {
+        if sets.iter().any(|s| s.as_ref().is_some_and(|s| s.is_empty())) {
             continue;
         }
         all.push((i, sets));
@@ -374,16 +324,10 @@ fn build_family(rs: &RuleSet, af: Af, out: &mut Out) -> [u32; GROUPS] {
     // every packet of the family, nothing decides; before a non-`quick` one, no
     // non-`quick` rule does (typically a final `pass all` or a first `block all`).
     let everything = |sets: &RuleSets| sets.iter().all(Option::is_none);
-    if let Some(q) = all
-        .iter()
-        .position(|(i, sets)| rs.rules[*i].quick && everything(sets))
-    {
+    if let Some(q) = all.iter().position(|(i, sets)| rs.rules[*i].quick && everything(sets)) {
         all.truncate(q + 1);
     }
-    if let Some(c) = all
-        .iter()
-        .rposition(|(i, sets)| !rs.rules[*i].quick && everything(sets))
-    {
+    if let Some(c) = all.iter().rposition(|(i, sets)| !rs.rules[*i].quick && everything(sets)) {
         let mut k = 0;
         all.retain(|(i, _)| {
             k += 1;
@@ -417,19 +361,11 @@ impl Builder {
                     ranges.extend(set);
                 }
             }
-            rules.push(TreeRule {
-                rule: i as u32,
-                quick: rs.rules[i].quick,
-                dims,
-            });
+            rules.push(TreeRule { rule: i as u32, quick: rs.rules[i].quick, dims });
         }
         let shared_at = out.shared.len();
         out.shared.extend_from_slice(&ranges);
-        Builder {
-            rules,
-            ranges,
-            shared_at,
-        }
+        Builder { rules, ranges, shared_at }
     }
 
     /// Grows the tree into `out`; its root.
@@ -549,12 +485,8 @@ impl Builder {
                 if self.covers_dim(r, d, (lo, hi)) {
                     continue;
                 }
-                let clipped: Vec<Range> = self
-                    .set(r, d)
-                    .iter()
-                    .filter(|x| x.1 >= lo && x.0 <= hi)
-                    .map(|x| (x.0.max(lo), x.1.min(hi)))
-                    .collect();
+                let clipped: Vec<Range> =
+                    self.set(r, d).iter().filter(|x| x.1 >= lo && x.0 <= hi).map(|x| (x.0.max(lo), x.1.min(hi))).collect();
                 if clipped.is_empty() {
                     continue 'rules;
                 }
@@ -588,15 +520,7 @@ impl Builder {
     }
 
     /// The subtree of the box holding `ids`, storing at most `budget` rules in its leaves.
-    fn grow(
-        &self,
-        mut ids: Vec<u32>,
-        bx: [Range; DIMS],
-        depth: usize,
-        budget: usize,
-        rule_count: usize,
-        out: &mut Out,
-    ) -> u32 {
+    fn grow(&self, mut ids: Vec<u32>, bx: [Range; DIMS], depth: usize, budget: usize, rule_count: usize, out: &mut Out) -> u32 {
         out.stats.depth = out.stats.depth.max(depth);
         self.prune(&mut ids, &bx);
         if ids.len() <= LEAF_RULES || depth >= MAX_DEPTH || budget < 2 * ids.len() {
@@ -624,11 +548,7 @@ impl Builder {
         }
         drop(ids);
         let at = out.nodes.len();
-        out.nodes.push(BuildNode {
-            value: v,
-            dim: d as u32,
-            child: [0, 0],
-        });
+        out.nodes.push(BuildNode { value: v, dim: d as u32, child: [0, 0] });
         let (mut lb, mut rb) = (bx, bx);
         lb[d].1 = v;
         rb[d].0 = v + 1;
@@ -656,12 +576,7 @@ impl Tree {
     pub(crate) fn build(rs: &RuleSet) -> Tree {
         let mut stats = TreeStats::default();
         let mut family = |af: Af| {
-            let mut out = Out {
-                nodes: Vec::new(),
-                shared: Vec::new(),
-                items: vec![(u128::from(run::NONE), 0)],
-                stats: TreeStats::default(),
-            };
+            let mut out = Out { nodes: Vec::new(), shared: Vec::new(), items: vec![(u128::from(run::NONE), 0)], stats: TreeStats::default() };
             let roots = build_family(rs, af, &mut out);
             let s = &out.stats;
             stats = TreeStats {
@@ -681,15 +596,8 @@ impl Tree {
         let (r6, o6) = family(Af::Inet6);
         let v6 = run::Forest::new(r6, &o6);
         drop(o6);
-        let verdicts = (0..rs.rules.len())
-            .map(|i| Verdict::of_rule(rs, i))
-            .collect();
-        Tree {
-            v4,
-            v6,
-            verdicts,
-            stats,
-        }
+        let verdicts = (0..rs.rules.len()).map(|i| Verdict::of_rule(rs, i)).collect();
+        Tree { v4, v6, verdicts, stats }
     }
 
     #[inline(always)]
@@ -728,11 +636,7 @@ mod tests {
             for matching in (0u32..1 << n).step_by(7) {
                 let m: Vec<usize> = (0..n).filter(|&i| matching >> i & 1 == 1).collect();
                 let want = m.iter().copied().find(|&i| quick(i)).or(m.last().copied());
-                let got = m
-                    .iter()
-                    .map(|&i| priority(i, quick(i), n))
-                    .min()
-                    .map(|p| rule_of(p, n));
+                let got = m.iter().map(|&i| priority(i, quick(i), n)).min().map(|p| rule_of(p, n));
                 assert_eq!(got, want, "quick {quick_bits:b}, matching {matching:b}");
             }
         }

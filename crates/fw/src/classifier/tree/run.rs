@@ -84,31 +84,10 @@ pub(super) struct Forest<V> {
 
 impl<V: Word> Forest<V> {
     pub(super) fn new(roots: [u32; GROUPS], out: &Out) -> Forest<V> {
-        let nodes = out
-            .nodes
-            .iter()
-            .map(|n| Node {
-                value: V::narrow(n.value),
-                dim: n.dim,
-                child: n.child,
-            })
-            .collect();
-        let items = out
-            .items
-            .iter()
-            .map(|&(a, b)| (V::narrow(a), V::narrow(b)))
-            .collect();
-        let shared = out
-            .shared
-            .iter()
-            .map(|&(a, b)| (V::narrow(a), V::narrow(b)))
-            .collect();
-        Forest {
-            nodes,
-            items,
-            shared,
-            roots,
-        }
+        let nodes = out.nodes.iter().map(|n| Node { value: V::narrow(n.value), dim: n.dim, child: n.child }).collect();
+        let items = out.items.iter().map(|&(a, b)| (V::narrow(a), V::narrow(b))).collect();
+        let shared = out.shared.iter().map(|&(a, b)| (V::narrow(a), V::narrow(b))).collect();
+        Forest { nodes, items, shared, roots }
     }
 
     /// The best priority of a rule matching `k`, [`NONE`] if none does.
@@ -167,9 +146,7 @@ impl<V: Word> Forest<V> {
             let (d, n) = (d.low() as usize, n.low() as usize);
             let v = k[d & 7];
             if d >= SHARED {
-                let Some((&(at, _), tail)) = tail.split_first() else {
-                    return false;
-                };
+                let Some((&(at, _), tail)) = tail.split_first() else { return false };
                 let at = at.low() as usize;
                 let set = &self.shared[at..at + n];
                 let j = set.partition_point(|x| x.1 < v);
@@ -182,10 +159,7 @@ impl<V: Word> Forest<V> {
             let (set, tail) = tail.split_at(n);
             // All the ranges compared, without a branch per range (an early exit here is
             // a mispredicted branch per rule checked).
-            if !set
-                .iter()
-                .fold(false, |hit, &(a, b)| hit | ((a <= v) & (v <= b)))
-            {
+            if !set.iter().fold(false, |hit, &(a, b)| hit | ((a <= v) & (v <= b))) {
                 return false;
             }
             checks = tail;
@@ -194,7 +168,6 @@ impl<V: Word> Forest<V> {
     }
 
     pub(super) fn bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node<V>>()
-            + (self.items.len() + self.shared.len()) * std::mem::size_of::<(V, V)>()
+        self.nodes.len() * std::mem::size_of::<Node<V>>() + (self.items.len() + self.shared.len()) * std::mem::size_of::<(V, V)>()
     }
 }

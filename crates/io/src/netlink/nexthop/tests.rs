@@ -60,25 +60,13 @@ const NH_DEL: &[u8] = &[
 ];
 
 fn one(gw: &str, ifindex: u32) -> NexthopKind {
-    NexthopKind::One(RouteNextHop {
-        gateway: Some(gw.parse().unwrap()),
-        ifindex,
-        weight: 1,
-    })
+    NexthopKind::One(RouteNextHop { gateway: Some(gw.parse().unwrap()), ifindex, weight: 1 })
 }
 
 #[test]
 fn single_next_hops_and_blackhole() {
     let n = parse_nexthop(NH_V4).unwrap();
-    assert_eq!(
-        n,
-        NexthopMessage {
-            new: true,
-            id: 10,
-            protocol: 0,
-            kind: one("198.18.0.2", 3)
-        }
-    );
+    assert_eq!(n, NexthopMessage { new: true, id: 10, protocol: 0, kind: one("198.18.0.2", 3) });
     assert_eq!(parse_nexthop(NH_V6).unwrap().kind, one("2001:db8:a::2", 3));
     let b = parse_nexthop(NH_BLACKHOLE).unwrap();
     assert_eq!((b.id, b.kind), (13, NexthopKind::Blackhole));
@@ -88,27 +76,15 @@ fn single_next_hops_and_blackhole() {
 
 #[test]
 fn groups_and_weights() {
-    assert_eq!(
-        parse_nexthop(NH_GROUP).unwrap().kind,
-        NexthopKind::Group(vec![(10, 1), (11, 1)])
-    );
-    assert_eq!(
-        parse_nexthop(NH_WEIGHTED).unwrap().kind,
-        NexthopKind::Group(vec![(10, 3), (11, 1)])
-    );
+    assert_eq!(parse_nexthop(NH_GROUP).unwrap().kind, NexthopKind::Group(vec![(10, 1), (11, 1)]));
+    assert_eq!(parse_nexthop(NH_WEIGHTED).unwrap().kind, NexthopKind::Group(vec![(10, 3), (11, 1)]));
     let s = parse_nexthop(NH_GROUP_SHRUNK).unwrap();
-    assert_eq!(
-        (s.new, s.id, s.kind),
-        (true, 20, NexthopKind::Group(vec![(10, 1)]))
-    );
+    assert_eq!((s.new, s.id, s.kind), (true, 20, NexthopKind::Group(vec![(10, 1)])));
 }
 
 #[test]
 fn damaged_messages_are_errors_not_panics() {
-    assert_eq!(
-        parse_nexthop(&NH_V4[..20]),
-        Err(NexthopParseError::Truncated)
-    );
+    assert_eq!(parse_nexthop(&NH_V4[..20]), Err(NexthopParseError::Truncated));
     let mut m = NH_V4.to_vec();
     m[4] = 24; // RTM_NEWROUTE
     assert_eq!(parse_nexthop(&m), Err(NexthopParseError::NotNexthop(24)));

@@ -136,21 +136,14 @@ fn v6(s: &str) -> IpAddr {
 }
 
 fn hop(gw: IpAddr, ifindex: u32) -> RouteNextHop {
-    RouteNextHop {
-        gateway: Some(gw),
-        ifindex,
-        weight: 1,
-    }
+    RouteNextHop { gateway: Some(gw), ifindex, weight: 1 }
 }
 
 #[test]
 fn ipv4_route_via_a_gateway() {
     let r = parse_route(V4_VIA).unwrap();
     assert!(r.new);
-    assert_eq!(
-        (r.dst, r.dst_len, r.table, r.protocol, r.kind, r.metric),
-        (v4("10.1.0.0"), 16, 254, 12, RTN_UNICAST, 32)
-    );
+    assert_eq!((r.dst, r.dst_len, r.table, r.protocol, r.kind, r.metric), (v4("10.1.0.0"), 16, 254, 12, RTN_UNICAST, 32));
     assert_eq!(r.next_hops, vec![hop(v4("198.18.0.2"), 3)]);
     assert_eq!(r.unsupported, None);
     let d = parse_route(V4_DEL).unwrap();
@@ -162,41 +155,26 @@ fn ipv4_route_via_a_gateway() {
 fn ipv4_multipath() {
     let r = parse_route(V4_MULTIPATH).unwrap();
     assert_eq!((r.dst, r.dst_len, r.protocol), (v4("10.2.0.0"), 24, 186));
-    assert_eq!(
-        r.next_hops,
-        vec![hop(v4("198.18.0.2"), 3), hop(v4("198.18.1.2"), 5)]
-    );
+    assert_eq!(r.next_hops, vec![hop(v4("198.18.0.2"), 3), hop(v4("198.18.1.2"), 5)]);
 }
 
 #[test]
 fn blackhole_and_unreachable() {
     let b = parse_route(V4_BLACKHOLE).unwrap();
-    assert_eq!(
-        (b.dst, b.dst_len, b.kind, b.protocol),
-        (v4("10.3.0.0"), 16, RTN_BLACKHOLE, 4)
-    );
+    assert_eq!((b.dst, b.dst_len, b.kind, b.protocol), (v4("10.3.0.0"), 16, RTN_BLACKHOLE, 4));
     assert!(b.next_hops.is_empty());
     let u = parse_route(V4_UNREACHABLE).unwrap();
-    assert_eq!(
-        (u.dst, u.kind, u.protocol),
-        (v4("10.4.0.0"), RTN_UNREACHABLE, 3)
-    );
+    assert_eq!((u.dst, u.kind, u.protocol), (v4("10.4.0.0"), RTN_UNREACHABLE, 3));
 }
 
 #[test]
 fn ipv6_routes() {
     let r = parse_route(V6_VIA).unwrap();
-    assert_eq!(
-        (r.dst, r.dst_len, r.table, r.protocol, r.metric),
-        (v6("2001:db8:100::"), 48, 254, 12, 1024)
-    );
+    assert_eq!((r.dst, r.dst_len, r.table, r.protocol, r.metric), (v6("2001:db8:100::"), 48, 254, 12, 1024));
     assert_eq!(r.next_hops, vec![hop(v6("2001:db8:a::2"), 3)]);
     let m = parse_route(V6_MULTIPATH).unwrap();
     assert_eq!((m.dst, m.dst_len), (v6("2001:db8:200::"), 48));
-    assert_eq!(
-        m.next_hops,
-        vec![hop(v6("2001:db8:a::2"), 3), hop(v6("2001:db8:b::2"), 5)]
-    );
+    assert_eq!(m.next_hops, vec![hop(v6("2001:db8:a::2"), 3), hop(v6("2001:db8:b::2"), 5)]);
     let l = parse_route(V6_LINK_LOCAL_LOCAL).unwrap();
     assert_eq!((l.table, l.kind, l.dst_len), (255, RTN_LOCAL, 128));
 }
@@ -204,26 +182,14 @@ fn ipv6_routes() {
 #[test]
 fn routes_through_nexthop_objects() {
     let g = parse_route(V4_NH_GROUP).unwrap();
-    assert_eq!(
-        (g.dst, g.dst_len, g.protocol, g.nh_id, g.unsupported),
-        (v4("10.50.0.0"), 16, 186, Some(20), None)
-    );
-    assert_eq!(
-        g.next_hops,
-        vec![hop(v4("198.18.0.2"), 3), hop(v4("198.18.1.2"), 5)]
-    );
+    assert_eq!((g.dst, g.dst_len, g.protocol, g.nh_id, g.unsupported), (v4("10.50.0.0"), 16, 186, Some(20), None));
+    assert_eq!(g.next_hops, vec![hop(v4("198.18.0.2"), 3), hop(v4("198.18.1.2"), 5)]);
     let o = parse_route(V4_NH_ONLY).unwrap();
-    assert_eq!(
-        (o.dst, o.nh_id, o.next_hops.len(), o.kind),
-        (v4("10.60.0.0"), Some(30), 0, RTN_UNICAST)
-    );
+    assert_eq!((o.dst, o.nh_id, o.next_hops.len(), o.kind), (v4("10.60.0.0"), Some(30), 0, RTN_UNICAST));
     let b = parse_route(V4_NH_BLACKHOLE).unwrap();
     assert_eq!((b.nh_id, b.kind), (Some(13), RTN_BLACKHOLE));
     let v = parse_route(V6_NH).unwrap();
-    assert_eq!(
-        (v.dst, v.dst_len, v.nh_id),
-        (v6("2001:db8:300::"), 48, Some(12))
-    );
+    assert_eq!((v.dst, v.dst_len, v.nh_id), (v6("2001:db8:300::"), 48, Some(12)));
     assert_eq!(v.next_hops, vec![hop(v6("2001:db8:a::2"), 3)]);
     for plain in [V4_VIA, V4_MULTIPATH, V6_VIA] {
         assert_eq!(parse_route(plain).unwrap().nh_id, None);
@@ -247,16 +213,7 @@ fn damaged_messages_are_errors_not_panics() {
     m[36] = 7;
     assert!(parse_route(&m).is_err());
     // Every truncation and every single-byte change of every fixture: no panic.
-    for f in [
-        V4_VIA,
-        V4_MULTIPATH,
-        V4_BLACKHOLE,
-        V6_VIA,
-        V6_MULTIPATH,
-        V4_NH_GROUP,
-        V4_NH_ONLY,
-        V6_NH,
-    ] {
+    for f in [V4_VIA, V4_MULTIPATH, V4_BLACKHOLE, V6_VIA, V6_MULTIPATH, V4_NH_GROUP, V4_NH_ONLY, V6_NH] {
         for n in 0..f.len() {
             let _ = parse_route(&f[..n]);
             for x in [0u8, 1, 0x7f, 0xff] {
