@@ -114,6 +114,95 @@ fn large_realistic_sets_match_the_reference() {
     eprintln!("engines used: {engines:?}");
 }
 
+/// One pass rule of [`services`], as packets aimed at it are made.
+struct Service {
+    v6: bool,
+    src: u128,
+    dst: u128,
+    ports: Vec<u16>,
+    iface: u16,
+    proto: u8,
+}
+
+/// A rule set shaped like a firewall's services: `block all`, then passes from networks to
+/// networks on ports (one, a list spread over the port space, or a short range), IPv4 and
+/// IPv6: the tree's leaves are full of rules that differ by port and prefix.
+fn services(seed: u64, n: usize) -> (String, Vec<Service>) {
+    let mut rng = Rng(seed);
+    let mut text = String::from("block all\n");
+    let mut rules = Vec::new();
+    for _ in 0..n {
+        let v6 = rng.index(4) == 0;
+        let net = |rng: &mut Rng| match v6 {
+            true => 0x2001_0db8u128 << 96 | (rng.index(64) as u128) << 80,
+            false => u128::from(10u32 << 24 | (rng.index(8) as u32) << 16 | (rng.index(256) as u32) << 8),
+        };
+        let (src, dst) = (net(&mut rng), net(&mut rng));
+        let text_of = |a: u128| match v6 {
+            true => format!("{}/48", std::net::Ipv6Addr::from(a)),
+            false => format!("{}/24", std::net::Ipv4Addr::from(a as u32)),
+        };
+        let p = 1 + rng.index(60_000) as u16;
+        let (ports, list) = match rng.index(3) {
+            0 => (p.to_string(), vec![p]),
+            1 => (format!("{{ {p} {} {} }}", p + 1024, p + 4096), vec![p, p + 1024, p + 4096]),
+            _ => {
+                let end = p + rng.index(40) as u16;
+                (format!("{p}:{end}"), (p..=end).collect())
+            }
+        };
+        let quick = if rng.index(3) == 0 { "quick " } else { "" };
+        let proto = [6u8, 17][rng.index(2)];
+        let iface = rng.index(4) as u16;
+        let af = if v6 { "inet6" } else { "inet" };
+        let name = if proto == 6 { "tcp" } else { "udp" };
+        text += &format!("pass in {quick}on lr-g{iface} {af} proto {name} from {} to {} port {ports}\n", text_of(src), text_of(dst));
+        rules.push(Service { v6, src, dst, ports: list, iface, proto });
+    }
+    (text, rules)
+}
+
+/// A packet aimed at a random rule of `rules`: inside its networks, on one of its ports or
+/// next to one, its interface and protocol most of the time.
+fn aimed(rng: &mut Rng, rules: &[Service]) -> PacketKey {
+    let r = &rules[rng.index(rules.len())];
+    let host = |rng: &mut Rng, net: u128| net | if r.v6 { u128::from(rng.next_u64()) } else { rng.index(256) as u128 };
+    let port = r.ports[rng.index(r.ports.len())].wrapping_add([0, 0, 0, 1, u16::MAX][rng.index(5)]);
+    PacketKey {
+        af: if r.v6 { Af::Inet6 } else { Af::Inet },
+        dir: Dir::In,
+        iface: if rng.index(5) == 0 { rng.index(4) as u16 } else { r.iface },
+        proto: if rng.index(5) == 0 { 6 + 17 - r.proto } else { r.proto },
+        src: host(rng, r.src),
+        dst: host(rng, r.dst),
+        src_port: rng.next_u64() as u16,
+        dst_port: port,
+        tcp_flags: 0x02,
+        ..PacketKey::ZERO
+    }
+}
+
+/// The tree against the reference on rule sets of the services shape: packets aimed at the
+/// rules (most match one) and others (most match none).
+#[test]
+fn services_shaped_sets_match_the_reference() {
+    for seed in 0..sets(6) {
+        let (text, services) = services(seed, 300 + 200 * seed as usize % 900);
+        let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
+        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+        let b = boundaries(&rs);
+        let mut rng = Rng(seed);
+        let mut passed = 0;
+        for n in 0..40_000 {
+            let k = if n % 4 == 0 { key(&mut rng, &b) } else { aimed(&mut rng, &services) };
+            let (want, got) = (evaluate(&rs, &k), cl.classify(&k));
+            assert_eq!(got, want, "seed {seed}: {k:?}\nrules:\n{text}");
+            passed += usize::from(want.rule.is_some_and(|r| r > 0));
+        }
+        assert!(passed > 10_000, "seed {seed}: only {passed} packets matched a pass rule");
+    }
+}
+
 /// RFC's worst case (every rule constrains every field, overlapping values) is never
 /// refused: a tiny RFC budget falls back to the tree, which agrees with the reference.
 #[test]
