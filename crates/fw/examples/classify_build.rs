@@ -1,6 +1,7 @@
 //! Compile time and size of the classifier on generated realistic rule sets
 //! ([`fw::testgen`]): `cargo run --release -p fw --example classify_build -- N [SEED]`
-//! (`uN`: N uniform rules instead, as `linerate bench --rules N` has).
+//! (`uN`: N uniform rules instead, as `linerate bench --rules N` has; `SHAPE:N`: N rules
+//! of an adversarial shape, [`fw::testgen::adversarial`]).
 //! Peak memory: run it under `/usr/bin/time -v`. `FW_ENGINE=rfc|tree` forces an engine.
 
 use std::path::Path;
@@ -26,12 +27,17 @@ fn main() {
     let arg = args.next().unwrap_or_else(|| "1000".into());
     let seed: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1);
     // `uN`: the bench's uniform rules (N host pairs, then `pass all`).
-    let (n, text) = match arg.strip_prefix('u') {
-        Some(n) => {
+    let (n, text) = match (arg.strip_prefix('u'), arg.split_once(':')) {
+        (Some(n), _) => {
             let n: usize = n.parse().expect("a rule count");
             (n, fw::testgen::uniform(n))
         }
-        None => {
+        (None, Some((shape, n))) => {
+            let n: usize = n.parse().expect("a rule count");
+            let text = fw::testgen::adversarial::ruleset(shape, seed, n);
+            (n, text.unwrap_or_else(|| panic!("shapes: {:?}", fw::testgen::adversarial::SHAPES)))
+        }
+        (None, None) => {
             let n: usize = arg.parse().expect("a rule count");
             (n, fw::testgen::ruleset(seed, n))
         }

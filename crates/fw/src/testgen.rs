@@ -10,6 +10,8 @@
 //!
 //! Interface names are [`IFACES`]; parse with [`iface_index`] as the resolver.
 
+pub mod adversarial;
+
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
