@@ -18,8 +18,11 @@
 //! first matching `quick` rule decides, else the last matching rule), and a leaf holds its
 //! rules sorted by it, each with only the dimensions the leaf's box does not settle: the
 //! first matching rule of a leaf is the leaf's answer, and the packet's is the best of its
-//! family's trees ([`run`] has the run-time layout).
+//! family's trees ([`run`] has the run-time layout). A leaf of a few tens of rules may
+//! have a filter that tells, by one dimension, which of them a packet may match
+//! ([`filter`]).
 
+mod filter;
 mod run;
 
 use run::Word;
@@ -33,6 +36,8 @@ use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
 
 /// Inclusive range of a dimension.
 type Range = (u128, u128);
+/// The dimensions a rule checks in a leaf's box, each with its ranges clipped to the box.
+type Checks = Vec<(usize, Vec<Range>)>;
 
 const DIMS: usize = 7;
 const IFDIR: usize = 0;
@@ -71,6 +76,9 @@ pub(crate) const STORED_PER_RULE: usize = 128;
 const STORED_SLACK: usize = 1 << 16;
 const MAX_DEPTH: usize = 64;
 const LEAF: u32 = 1 << 31;
+/// Set with [`LEAF`] on a leaf that has a filter ([`filter`]). Item indices stay below it
+/// (2^30 items are 8 GiB even narrowed to IPv4's: memory runs out first).
+const FILTERED: u32 = 1 << 30;
 
 /// The largest value of dimension `d` for family `af`.
 fn dim_max(af: Af, d: usize) -> u128 {
@@ -290,6 +298,8 @@ pub struct TreeStats {
     pub stored: usize,
     pub largest_leaf: usize,
     pub depth: usize,
+    /// Leaves with a filter ([`filter`]).
+    pub filtered: usize,
 }
 
 /// A rule's place in pf's order as one number, lower deciding: `quick` rules first in
@@ -469,7 +479,6 @@ impl Builder {
     /// with more than [`run::LINEAR_RANGES`] ranges left in the box is not copied but
     /// referred to in [`Out::shared`] (a table's or a negation's, once per rule).
     fn leaf(&self, ids: &[u32], bx: &[Range; DIMS], rule_count: usize, out: &mut Out) -> u32 {
-        let start = out.items.len();
         let mut order: Vec<(u32, &TreeRule)> = ids
             .iter()
             .map(|&i| {
@@ -478,45 +487,70 @@ impl Builder {
             })
             .collect();
         order.sort_unstable_by_key(|o| o.0);
-        let mut stored = 0;
-        'rules: for (prio, r) in order {
-            let mut checks: Vec<(usize, Vec<Range>)> = Vec::new();
-            for (d, &(lo, hi)) in bx.iter().enumerate() {
-                if self.covers_dim(r, d, (lo, hi)) {
-                    continue;
-                }
-                let clipped: Vec<Range> =
-                    self.set(r, d).iter().filter(|x| x.1 >= lo && x.0 <= hi).map(|x| (x.0.max(lo), x.1.min(hi))).collect();
-                if clipped.is_empty() {
-                    continue 'rules;
-                }
-                checks.push((d, clipped));
-            }
-            checks.sort_by_key(|c| c.1.len());
-            let header = out.items.len();
-            out.items.push((u128::from(prio), 0));
-            for (d, set) in checks {
-                if set.len() > run::LINEAR_RANGES {
-                    let (s, l) = r.dims[d];
-                    out.items.push(((d + run::SHARED) as u128, u128::from(l)));
-                    out.items.push(((self.shared_at + s as usize) as u128, 0));
-                } else {
-                    out.items.push((d as u128, set.len() as u128));
-                    out.items.extend(set);
-                }
-            }
-            out.items[header].1 = (out.items.len() - header - 1) as u128;
-            stored += 1;
+        let mut stored: Vec<(u32, &TreeRule, Checks)> = Vec::new();
+        for (prio, r) in order {
+            let Some(checks) = self.checks(r, bx) else { continue };
+            let whole = checks.is_empty();
+            stored.push((prio, r, checks));
             // Every packet of the box matches it: nothing after it can decide here.
-            if out.items[header].1 == 0 {
+            if whole {
                 break;
             }
         }
+        let checks: Vec<&[(usize, Vec<Range>)]> = stored.iter().map(|s| s.2.as_slice()).collect();
+        let flag = match filter::choose(&checks, bx) {
+            Some(f) => {
+                filter::write(&f, &mut out.items);
+                out.stats.filtered += 1;
+                FILTERED
+            }
+            None => 0,
+        };
+        let start = out.items.len();
+        for (prio, r, checks) in &stored {
+            self.write_rule(*prio, r, checks, &mut out.items);
+        }
         out.items.push((u128::from(run::NONE), 0));
         out.stats.leaves += 1;
-        out.stats.stored += stored;
-        out.stats.largest_leaf = out.stats.largest_leaf.max(stored);
-        start as u32 | LEAF
+        out.stats.stored += stored.len();
+        out.stats.largest_leaf = out.stats.largest_leaf.max(stored.len());
+        start as u32 | LEAF | flag
+    }
+
+    /// Rule `r` of priority `prio` in a leaf: its header, then its `checks`.
+    fn write_rule(&self, prio: u32, r: &TreeRule, checks: &[(usize, Vec<Range>)], items: &mut Vec<Range>) {
+        let header = items.len();
+        items.push((u128::from(prio), 0));
+        for (d, set) in checks {
+            if set.len() > run::LINEAR_RANGES {
+                let (s, l) = r.dims[*d];
+                items.push(((d + run::SHARED) as u128, u128::from(l)));
+                items.push(((self.shared_at + s as usize) as u128, 0));
+            } else {
+                items.push((*d as u128, set.len() as u128));
+                items.extend(set);
+            }
+        }
+        items[header].1 = (items.len() - header - 1) as u128;
+    }
+
+    /// The dimensions rule `r` checks in the box `bx` (those it does not cover there), with
+    /// its ranges clipped to the box, fewest ranges first; `None` if it matches nothing there.
+    fn checks(&self, r: &TreeRule, bx: &[Range; DIMS]) -> Option<Checks> {
+        let mut checks: Vec<(usize, Vec<Range>)> = Vec::new();
+        for (d, &(lo, hi)) in bx.iter().enumerate() {
+            if self.covers_dim(r, d, (lo, hi)) {
+                continue;
+            }
+            let clipped: Vec<Range> =
+                self.set(r, d).iter().filter(|x| x.1 >= lo && x.0 <= hi).map(|x| (x.0.max(lo), x.1.min(hi))).collect();
+            if clipped.is_empty() {
+                return None;
+            }
+            checks.push((d, clipped));
+        }
+        checks.sort_by_key(|c| c.1.len());
+        Some(checks)
     }
 
     /// The subtree of the box holding `ids`, storing at most `budget` rules in its leaves.
@@ -586,6 +620,7 @@ impl Tree {
                 stored: stats.stored + s.stored,
                 largest_leaf: stats.largest_leaf.max(s.largest_leaf),
                 depth: stats.depth.max(s.depth),
+                filtered: stats.filtered + s.filtered,
             };
             (roots, out)
         };

@@ -7,12 +7,15 @@
 //! it checks, `(dimension, count)` and `count` inclusive ranges (sorted, disjoint), or a
 //! reference to a larger set (see [`SHARED`]). The leaf
 //! ends with `(NONE, 0)`, which no priority beats, so that one comparison both ends the leaf
-//! and skips what cannot beat a rule already found in another tree.
+//! and skips what cannot beat a rule already found in another tree. A leaf whose pointer
+//! has [`FILTERED`] is preceded by its filter (`filter.rs`): which of its rules a packet
+//! may match, by one dimension, so that the scan checks only those.
 //!
 //! A packet walks its family's trees in lockstep, one level of each per step: the walks are
 //! independent, so their memory reads overlap instead of queueing one behind another.
 
-use super::{GROUPS, LEAF, Out};
+use super::filter::{self, BUCKETS};
+use super::{FILTERED, GROUPS, LEAF, Out};
 
 /// No rule: the priority that ends a leaf and that [`Forest::classify`] returns when no rule
 /// matches.
@@ -41,6 +44,8 @@ pub(super) trait Word: Copy + Ord + Send + Sync + 'static {
     fn narrow(v: u128) -> Self;
     /// The low 32 bits (headers: priorities, dimensions, counts).
     fn low(self) -> u32;
+    /// `(self - low) >> shift`, low 32 bits.
+    fn bucket(self, low: Self, shift: u32) -> u32;
 }
 
 impl Word for u32 {
@@ -52,6 +57,10 @@ impl Word for u32 {
     fn low(self) -> u32 {
         self
     }
+    #[inline(always)]
+    fn bucket(self, low: u32, shift: u32) -> u32 {
+        self.wrapping_sub(low).checked_shr(shift).unwrap_or(0)
+    }
 }
 
 impl Word for u128 {
@@ -62,6 +71,10 @@ impl Word for u128 {
     #[inline(always)]
     fn low(self) -> u32 {
         self as u32
+    }
+    #[inline(always)]
+    fn bucket(self, low: u128, shift: u32) -> u32 {
+        self.wrapping_sub(low).checked_shr(shift).unwrap_or(0) as u32
     }
 }
 
@@ -108,15 +121,36 @@ impl<V: Word> Forest<V> {
             }
         }
         // The leaves' first items, read together so that their cache misses overlap.
-        let starts = at.map(|c| (c & !LEAF) as usize);
+        let starts = at.map(|c| (c & !(LEAF | FILTERED)) as usize);
         let heads = starts.map(|p| self.items[p].0.low());
+        // The filters too, before any scan: their reads overlap the heads'.
+        let mut candidates = [u64::MAX; GROUPS];
+        for ((m, &p), c) in candidates.iter_mut().zip(&starts).zip(at) {
+            if c & FILTERED != 0 {
+                *m = self.candidates(p, k);
+            }
+        }
         let mut best = NONE;
-        for (p, head) in starts.into_iter().zip(heads) {
+        for ((p, head), m) in starts.into_iter().zip(heads).zip(candidates) {
             if head < best {
-                best = self.scan_leaf(p, k, best);
+                best = if m == u64::MAX { self.scan_leaf(p, k, best) } else { self.scan_candidates(p, k, best, m) };
             }
         }
         best
+    }
+
+    /// The rules of the filtered leaf at `p` that may match `k` (bit `j`: its rule `j`), by
+    /// the leaf's filter (`filter.rs`), which ends just before `p`.
+    #[inline(always)]
+    fn candidates(&self, p: usize, k: &Key<V>) -> u64 {
+        let Some(head) = self.items.get(p.wrapping_sub(2 + BUCKETS / 2)..p) else { return u64::MAX };
+        let (masks, rest) = head.split_at(BUCKETS / 2);
+        let [(low, _), (dim, shift)] = rest else { return u64::MAX };
+        let dim = dim.low();
+        let v = k[dim as usize & 7];
+        let b = if u128::from(dim) & filter::LOW != 0 { v.low() } else { v.bucket(*low, shift.low()) } as usize;
+        let (even, odd) = masks[b / 2 % (BUCKETS / 2)];
+        u64::from(if b.is_multiple_of(2) { even } else { odd }.low())
     }
 
     /// The priority of the first rule of the leaf at `p` that matches `k` and beats `best`,
@@ -134,6 +168,27 @@ impl<V: Word> Forest<V> {
             if self.matches(checks, k) {
                 return prio;
             }
+            rest = tail;
+        }
+        best
+    }
+
+    /// [`scan_leaf`](Self::scan_leaf) checking only the rules whose bit in `candidates` is
+    /// set (bit `j` for rule `j`, as the leaf's filter gives them).
+    #[inline(always)]
+    fn scan_candidates(&self, p: usize, k: &Key<V>, best: u32, mut candidates: u64) -> u32 {
+        let mut rest = &self.items[p..];
+        while candidates != 0 {
+            let Some((&(prio, n), tail)) = rest.split_first() else { break };
+            let prio = prio.low();
+            if prio >= best {
+                break;
+            }
+            let (checks, tail) = tail.split_at(n.low() as usize);
+            if candidates & 1 != 0 && self.matches(checks, k) {
+                return prio;
+            }
+            candidates >>= 1;
             rest = tail;
         }
         best
