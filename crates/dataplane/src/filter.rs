@@ -44,6 +44,7 @@ use crate::fib::Fib;
 /// ([`StateTable::expire_paced`]; all of them while the table is full).
 const EXPIRE_BUDGET: usize = 16;
 
+mod datagrams;
 pub mod frag_hold;
 pub mod frags;
 pub mod frags6;

@@ -180,33 +180,28 @@ fn udp(port: usize, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> Vec<u8>
 
 const LAN_ROUTE_TO: &str = "pass all\npass in quick on lan route-to (wan2 198.19.0.254) inet proto udp from 192.168.1.0/24 to any port 53 keep state\npass in quick on lan route-to (wan2 2001:db8:19::fe) inet6 proto udp to any port 53 keep state\n";
 
+/// The flow HOST:5000 -> FAR:53 leaves by WAN2 to its gateway: three packets, each its own
+/// batch (the first makes the state, the later ones are its state's, the quick loop's once
+/// the reply made it steady), its reply back by the table, then `after` more packets; the
+/// same host's port 80, which the rule does not match, by the default route.
+fn leaves_by_wan2(r: &mut Router, after: usize) {
+    let out = |r: &mut Router| r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53));
+    for _ in 0..3 {
+        assert_eq!(out(r), Some((2, GW2_MAC)));
+    }
+    let reply = r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000));
+    assert_eq!(reply, Some((0, HOST_MAC)), "the reply: routed by the table");
+    for _ in 0..after {
+        assert_eq!(out(r), Some((2, GW2_MAC)));
+    }
+    let other = r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 80));
+    assert_eq!(other, Some((1, GW1_MAC)), "a flow the rule does not match: the default route");
+}
+
 #[test]
 fn route_to_sends_the_flow_out_of_its_gateway_replies_come_back_by_the_table() {
     let mut r = Router::new(LAN_ROUTE_TO, &fib_control(true));
-    // Several packets of the flow, each its own batch: the first makes the state, the later
-    // ones are its state's (the quick loop's once the reply made it steady).
-    for _ in 0..3 {
-        assert_eq!(
-            r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
-            Some((2, GW2_MAC))
-        );
-    }
-    assert_eq!(
-        r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)),
-        Some((0, HOST_MAC)),
-        "the reply: routed by the table"
-    );
-    for _ in 0..3 {
-        assert_eq!(
-            r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
-            Some((2, GW2_MAC))
-        );
-    }
-    // Traffic the rule does not match: the default route.
-    assert_eq!(
-        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 80)),
-        Some((1, GW1_MAC))
-    );
+    leaves_by_wan2(&mut r, 3);
     // IPv6 the same way.
     assert_eq!(
         r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 53)),
@@ -407,26 +402,7 @@ fn fragments_of_a_routed_datagram_follow_it() {
 fn route_to_on_pass_out_sends_the_flow_by_its_gateway() {
     let rules = "pass all\npass out route-to (wan2 198.19.0.254) inet proto udp from 192.168.1.0/24 to any port 53 keep state\n";
     let mut r = Router::new(rules, &fib_control(true));
-    for _ in 0..3 {
-        assert_eq!(
-            r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
-            Some((2, GW2_MAC))
-        );
-    }
-    assert_eq!(
-        r.send(2, udp(2, FAR.into(), 53, HOST.into(), 5000)),
-        Some((0, HOST_MAC)),
-        "the reply: routed by the table"
-    );
-    assert_eq!(
-        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
-        Some((2, GW2_MAC))
-    );
-    assert_eq!(
-        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 80)),
-        Some((1, GW1_MAC)),
-        "a flow the rule does not match: the default route"
-    );
+    leaves_by_wan2(&mut r, 1);
     assert_eq!(r.counts().forwarded, 6);
     // An unresolved gateway: the first packet goes to the slow path to resolve it.
     let mut r = Router::new(rules, &fib_control(false));

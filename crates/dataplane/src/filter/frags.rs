@@ -25,41 +25,18 @@
 
 use fw::packet::{PacketKey, proto};
 
+pub use super::datagrams::{FragCounts, WAYS};
+use super::datagrams::{Datagrams, first_ports};
+use super::frag_hold::Ident;
 use crate::counters::DropReason;
 
 /// Datagrams in flight tracked per worker until the rules say (pf's default `set limit
 /// frags`).
 pub const SLOTS: usize = 5000;
-/// Entries per set: a new datagram evicts the oldest of its set's.
-pub const WAYS: usize = 4;
-
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    src: u32,
-    dst: u32,
-    id: u16,
-    proto: u8,
-    used: bool,
-    sport: u16,
-    dport: u16,
-    expires: u32,
-    /// Payload bytes seen, and the datagram's payload length once its last fragment came.
-    seen: u32,
-    total: Option<u32>,
-}
-
-/// What the table did, for the counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FragCounts {
-    pub tracked: u64,
-    pub evicted: u64,
-}
 
 /// One worker's table of datagrams being forwarded in fragments.
 pub struct FragTable {
-    slots: Box<[Slot]>,
-    seed: u32,
-    pub counts: FragCounts,
+    datagrams: Datagrams,
 }
 
 /// The IPv4 header fields a fragment is judged by.
@@ -73,6 +50,12 @@ struct Frag {
     more: bool,
     /// Its payload (after the IP header, to the end of the packet).
     len: u32,
+}
+
+impl Frag {
+    fn ident(&self) -> Ident {
+        (self.src.into(), self.dst.into(), self.id.into(), self.proto)
+    }
 }
 
 fn parse(ip: &[u8]) -> Option<(Frag, &[u8])> {
@@ -97,8 +80,7 @@ fn parse(ip: &[u8]) -> Option<(Frag, &[u8])> {
 /// The datagram of IPv4 fragment `ip`, and whether it is its first fragment.
 pub fn ident(ip: &[u8]) -> Option<(super::frag_hold::Ident, bool)> {
     let (f, _) = parse(ip)?;
-    let ident = (f.src.into(), f.dst.into(), f.id.into(), f.proto);
-    Some((ident, f.offset == 0 && f.more))
+    Some((f.ident(), f.offset == 0 && f.more))
 }
 
 /// Whether the IPv4 packet `ip` (validated by the classify pass) is a fragment.
@@ -110,59 +92,30 @@ pub fn is_fragment_v4(ip: &[u8]) -> bool {
 
 impl FragTable {
     pub fn new(seed: u64) -> FragTable {
-        FragTable {
-            slots: Self::slots(SLOTS),
-            seed: (seed as u32) | 1,
-            counts: FragCounts::default(),
-        }
-    }
-
-    fn slots(datagrams: usize) -> Box<[Slot]> {
-        vec![Slot::default(); datagrams.div_ceil(WAYS).max(1) * WAYS].into_boxed_slice()
+        FragTable { datagrams: Datagrams::new(SLOTS, seed) }
     }
 
     /// Datagrams the table holds.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.datagrams.capacity()
     }
 
     /// Holds `datagrams` (rounded up to whole sets) from now on, if it does not already:
     /// a new `set limit frags`. The datagrams in flight are forgotten, so their later
     /// fragments are dropped as `fragment_no_first`.
     pub fn resize(&mut self, datagrams: usize) {
-        if datagrams.div_ceil(WAYS).max(1) * WAYS != self.slots.len() {
-            self.slots = Self::slots(datagrams);
-        }
+        self.datagrams.resize(datagrams);
     }
 
-    fn set(&self, f: &Frag) -> usize {
-        let x = f.src ^ f.dst.rotate_left(11) ^ (u32::from(f.id) << 8 | u32::from(f.proto));
-        let h = x.wrapping_mul(self.seed).wrapping_mul(0x9e37_79b1);
-        (h >> 16) as usize % (self.slots.len() / WAYS) * WAYS
-    }
-
-    fn find(&mut self, f: &Frag, now: u32) -> Option<&mut Slot> {
-        let s = self.set(f);
-        self.slots[s..s + WAYS].iter_mut().find(|e| {
-            e.used
-                && e.expires >= now
-                && (e.src, e.dst, e.id, e.proto) == (f.src, f.dst, f.id, f.proto)
-        })
+    /// What the table did.
+    pub fn counts(&self) -> FragCounts {
+        self.datagrams.counts
     }
 
     /// Whether datagram `ident`'s first fragment is recorded (at `now`): a later fragment
     /// judged before it, in the same batch, need not wait.
-    pub fn has_first(&mut self, (src, dst, id, proto): super::frag_hold::Ident, now: u32) -> bool {
-        let f = Frag {
-            src: src as u32,
-            dst: dst as u32,
-            id: id as u16,
-            proto,
-            offset: 0,
-            more: true,
-            len: 0,
-        };
-        self.find(&f, now).is_some()
+    pub fn has_first(&mut self, ident: Ident, now: u32) -> bool {
+        self.datagrams.has_first(ident, now)
     }
 
     /// Judges IPv4 fragment `ip` (its `key` as [`super::keys::extract`] built it), at `now`
@@ -182,76 +135,17 @@ impl FragTable {
             return Ok(());
         }
         if f.offset == 0 {
-            return self.first(&f, payload, key, now, timeout);
+            (key.src_port, key.dst_port) = first_ports(f.proto, proto::ICMP, payload)?;
+            // Offset 0 and no MF: not a fragment after all.
+            if f.more {
+                self.datagrams.first(f.ident(), (key.src_port, key.dst_port), f.len, now, timeout);
+            }
+            return Ok(());
         }
         if f.proto == proto::TCP && f.offset == 8 {
             return Err(DropReason::FragmentOverlap);
         }
-        let Some(e) = self.find(&f, now) else {
-            return Err(DropReason::FragmentNoFirst);
-        };
-        key.src_port = e.sport;
-        key.dst_port = e.dport;
-        e.seen += f.len;
-        if !f.more {
-            e.total = Some(f.offset + f.len);
-        }
-        if e.total.is_some_and(|t| e.seen >= t) {
-            e.used = false;
-        }
-        Ok(())
-    }
-
-    fn first(
-        &mut self,
-        f: &Frag,
-        l4: &[u8],
-        key: &mut PacketKey,
-        now: u32,
-        timeout: u32,
-    ) -> Result<(), DropReason> {
-        let need = if f.proto == proto::TCP { 20 } else { 8 };
-        let Some(h) = l4.get(..need) else {
-            return Err(DropReason::FragmentTiny);
-        };
-        let (sport, dport) = match f.proto {
-            proto::ICMP => (h[0].into(), h[1].into()),
-            _ => (
-                u16::from_be_bytes([h[0], h[1]]),
-                u16::from_be_bytes([h[2], h[3]]),
-            ),
-        };
-        key.src_port = sport;
-        key.dst_port = dport;
-        if !f.more {
-            return Ok(()); // offset 0 and no MF: not a fragment after all
-        }
-        let entry = Slot {
-            src: f.src,
-            dst: f.dst,
-            id: f.id,
-            proto: f.proto,
-            used: true,
-            sport,
-            dport,
-            expires: now.saturating_add(timeout),
-            seen: f.len,
-            total: None,
-        };
-        if let Some(e) = self.find(f, now) {
-            // A retransmitted first fragment: the same datagram again.
-            *e = entry;
-            return Ok(());
-        }
-        let s = self.set(f);
-        let ways = &mut self.slots[s..s + WAYS];
-        let victim = ways.iter().position(|e| !e.used || e.expires < now);
-        let victim = victim.unwrap_or_else(|| {
-            self.counts.evicted += 1;
-            (0..WAYS).min_by_key(|&i| ways[i].expires).unwrap_or(0)
-        });
-        ways[victim] = entry;
-        self.counts.tracked += 1;
+        (key.src_port, key.dst_port) = self.datagrams.later(f.ident(), f.offset, f.len, f.more, now)?;
         Ok(())
     }
 }
@@ -328,7 +222,7 @@ mod tests {
             Err(DropReason::FragmentNoFirst)
         );
         assert_eq!(
-            t.counts,
+            t.counts(),
             FragCounts {
                 tracked: 1,
                 evicted: 0
@@ -440,8 +334,8 @@ mod tests {
             )
             .unwrap();
         }
-        assert_eq!(t.counts.tracked, 20_000);
-        assert!(t.counts.evicted >= 20_000 - SLOTS as u64);
+        assert_eq!(t.counts().tracked, 20_000);
+        assert!(t.counts().evicted >= 20_000 - SLOTS as u64);
         let mut k = key(proto::UDP);
         t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30)
             .unwrap();
@@ -507,7 +401,7 @@ mod tests {
             )
             .unwrap();
         }
-        assert!(t.counts.evicted >= 1000 - 12);
+        assert!(t.counts().evicted >= 1000 - 12);
         t.resize(12);
         let mut k = key(proto::UDP);
         t.judge(&frag(999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30)

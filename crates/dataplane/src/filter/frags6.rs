@@ -18,12 +18,13 @@
 
 use fw::packet::{PacketKey, proto};
 
+use super::datagrams::{Datagrams, first_ports};
+use super::frag_hold::Ident;
 use crate::counters::DropReason;
 
 /// Datagrams in flight per worker: fewer than IPv4's table holds (its entries are larger,
 /// and IPv6 fragments are rarer: only the sender fragments).
 pub const SLOTS: usize = 1024;
-const WAYS: usize = 4;
 
 const HOP_BY_HOP: u8 = 0;
 const ROUTING: u8 = 43;
@@ -31,25 +32,9 @@ const FRAGMENT: u8 = 44;
 const AH: u8 = 51;
 const DEST_OPTS: u8 = 60;
 
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    src: u128,
-    dst: u128,
-    id: u32,
-    proto: u8,
-    used: bool,
-    sport: u16,
-    dport: u16,
-    expires: u32,
-    /// Payload bytes seen, and the datagram's fragmentable length once its last came.
-    seen: u32,
-    total: Option<u32>,
-}
-
 /// One worker's IPv6 datagrams being forwarded in fragments.
 pub struct FragTable6 {
-    slots: Box<[Slot]>,
-    seed: u64,
+    datagrams: Datagrams,
 }
 
 /// What the fragment header of an IPv6 packet says.
@@ -66,6 +51,12 @@ struct Frag6 {
     rest: usize,
     /// Where they start in the packet.
     at: usize,
+}
+
+impl Frag6 {
+    fn ident(&self) -> Ident {
+        (self.src, self.dst, self.id, self.proto)
+    }
 }
 
 /// The fragment header of IPv6 packet `ip`, walking the extension headers before it (at
@@ -117,7 +108,7 @@ pub fn is_fragment_v6(ip: &[u8]) -> bool {
 /// The datagram of IPv6 fragment `ip`, and whether it is its first fragment.
 pub fn ident(ip: &[u8]) -> Option<(super::frag_hold::Ident, bool)> {
     let f = parse(ip)?;
-    Some(((f.src, f.dst, f.id, f.proto), f.offset == 0 && f.more))
+    Some((f.ident(), f.offset == 0 && f.more))
 }
 
 impl Default for FragTable6 {
@@ -128,41 +119,12 @@ impl Default for FragTable6 {
 
 impl FragTable6 {
     pub fn new(seed: u64) -> FragTable6 {
-        FragTable6 {
-            slots: vec![Slot::default(); SLOTS].into_boxed_slice(),
-            seed: seed | 1,
-        }
-    }
-
-    fn set(&self, f: &Frag6) -> usize {
-        let x = (f.src ^ f.dst.rotate_left(17)) as u64
-            ^ ((f.src ^ f.dst) >> 64) as u64
-            ^ (u64::from(f.id) << 8 | u64::from(f.proto));
-        (x.wrapping_mul(self.seed) >> 40) as usize % (self.slots.len() / WAYS) * WAYS
-    }
-
-    fn find(&mut self, f: &Frag6, now: u32) -> Option<&mut Slot> {
-        let s = self.set(f);
-        self.slots[s..s + WAYS].iter_mut().find(|e| {
-            e.used
-                && e.expires >= now
-                && (e.src, e.dst, e.id, e.proto) == (f.src, f.dst, f.id, f.proto)
-        })
+        FragTable6 { datagrams: Datagrams::new(SLOTS, seed) }
     }
 
     /// Whether datagram `ident`'s first fragment is recorded (at `now`).
-    pub fn has_first(&mut self, (src, dst, id, proto): super::frag_hold::Ident, now: u32) -> bool {
-        let f = Frag6 {
-            src,
-            dst,
-            id,
-            proto,
-            offset: 0,
-            more: true,
-            rest: 0,
-            at: 0,
-        };
-        self.find(&f, now).is_some()
+    pub fn has_first(&mut self, ident: Ident, now: u32) -> bool {
+        self.datagrams.has_first(ident, now)
     }
 
     /// Judges IPv6 fragment `ip` (its `key` as [`super::keys::extract`] built it: a first
@@ -181,72 +143,21 @@ impl FragTable6 {
         if !matches!(f.proto, proto::TCP | proto::UDP | proto::ICMPV6) {
             return Ok(());
         }
+        let rest = f.rest as u32;
         if f.offset == 0 {
-            return self.first(&f, ip, key, now, timeout);
+            // The header's lengths cover the whole datagram: the ports are read from this
+            // fragment's own bytes.
+            let l4 = ip.get(f.at..f.at + f.rest).unwrap_or(&[]);
+            let ports = first_ports(f.proto, proto::ICMPV6, l4)?;
+            (key.proto, key.src_port, key.dst_port) = (f.proto, ports.0, ports.1);
+            self.datagrams.first(f.ident(), ports, rest, now, timeout);
+            return Ok(());
         }
         if f.proto == proto::TCP && f.offset == 8 {
             return Err(DropReason::FragmentOverlap);
         }
-        let Some(e) = self.find(&f, now) else {
-            return Err(DropReason::FragmentNoFirst);
-        };
+        (key.src_port, key.dst_port) = self.datagrams.later(f.ident(), f.offset, rest, f.more, now)?;
         key.proto = f.proto;
-        key.src_port = e.sport;
-        key.dst_port = e.dport;
-        e.seen += f.rest as u32;
-        if !f.more {
-            e.total = Some(f.offset + f.rest as u32);
-        }
-        if e.total.is_some_and(|t| e.seen >= t) {
-            e.used = false;
-        }
-        Ok(())
-    }
-
-    /// A first fragment: its ports read from its upper-layer header (the key's are not: the
-    /// header's lengths cover the whole datagram), recorded, and given to its key too.
-    fn first(
-        &mut self,
-        f: &Frag6,
-        ip: &[u8],
-        key: &mut PacketKey,
-        now: u32,
-        timeout: u32,
-    ) -> Result<(), DropReason> {
-        let need = if f.proto == proto::TCP { 20 } else { 8 };
-        let Some(h) = ip.get(f.at..f.at + need).filter(|_| f.rest >= need) else {
-            return Err(DropReason::FragmentTiny);
-        };
-        let (sport, dport) = match f.proto {
-            proto::ICMPV6 => (h[0].into(), h[1].into()),
-            _ => (
-                u16::from_be_bytes([h[0], h[1]]),
-                u16::from_be_bytes([h[2], h[3]]),
-            ),
-        };
-        (key.proto, key.src_port, key.dst_port) = (f.proto, sport, dport);
-        let entry = Slot {
-            src: f.src,
-            dst: f.dst,
-            id: f.id,
-            proto: f.proto,
-            used: true,
-            sport,
-            dport,
-            expires: now.saturating_add(timeout),
-            seen: f.rest as u32,
-            total: None,
-        };
-        if let Some(e) = self.find(f, now) {
-            *e = entry;
-            return Ok(());
-        }
-        let s = self.set(f);
-        let ways = &mut self.slots[s..s + WAYS];
-        let victim = ways.iter().position(|e| !e.used || e.expires < now);
-        let victim =
-            victim.unwrap_or_else(|| (0..WAYS).min_by_key(|&i| ways[i].expires).unwrap_or(0));
-        ways[victim] = entry;
         Ok(())
     }
 }
@@ -254,7 +165,7 @@ impl FragTable6 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fw::packet::{Af, Dir};
+    use fw::packet::Af;
 
     /// An IPv6 packet 2001:db8::1 -> 2001:db8::2 with a fragment header (`id`, offset in
     /// bytes, M) before `payload` of protocol `p`, behind a destination options header if
@@ -300,19 +211,12 @@ mod tests {
     fn key(p: u8, ports: (u16, u16)) -> PacketKey {
         PacketKey {
             af: Af::Inet6,
-            dir: Dir::In,
-            iface: 0,
             proto: p,
             src: 0x2001_0db8_u128 << 96 | 1,
             dst: 0x2001_0db8_u128 << 96 | 2,
             src_port: ports.0,
             dst_port: ports.1,
-            tcp_flags: 0,
-            len: 0,
-            icmp_id: 0,
-            ip_opts: false,
-            route: 0,
-            tag: 0,
+            ..PacketKey::ZERO
         }
     }
 
