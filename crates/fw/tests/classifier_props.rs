@@ -470,8 +470,10 @@ fn classifier_matches_reference() {
                 ..BuildOptions::default()
             }
         } else if s % 4 == 1 {
-            // The decision tree on the same sets.
-            BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }
+            // The decision tree on the same sets, every other one with second leaf filters
+            // (by default only in sets of 2048 rules or more).
+            let leaf_pairs_from = if s % 8 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
+            BuildOptions { engine: Engine::Tree, leaf_pairs_from, ..BuildOptions::default() }
         } else {
             BuildOptions::default()
         };

@@ -46,7 +46,9 @@ fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
 fn check(seed: u64, rules: usize, engine: Engine, packets: usize) -> &'static str {
     let text = fw::testgen::ruleset(seed, rules);
     let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
-    let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() })
+    // Odd seeds: second leaf filters whatever the size (by default only from 2048 rules).
+    let leaf_pairs_from = if seed % 2 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
+    let cl = Classifier::build_with(&rs, &BuildOptions { engine, leaf_pairs_from, ..BuildOptions::default() })
         .unwrap_or_else(|e| panic!("seed {seed}, {rules} rules, {engine:?}: {e}"));
     let b = boundaries(&rs);
     let mut rng = Rng(seed);
@@ -184,15 +186,18 @@ fn aimed(rng: &mut Rng, rules: &[Service]) -> PacketKey {
 }
 
 /// The tree with its leaf filters against the reference on rule sets of the services shape:
-/// packets aimed at the rules (most match one) and others (most match none).
+/// packets aimed at the rules (most match one) and others (most match none). Odd seeds
+/// with second filters (by default only in sets of 2048 rules or more).
 #[test]
 fn services_shaped_sets_match_the_reference() {
     for seed in 0..sets(6) {
         let (text, services) = services(seed, 300 + 200 * seed as usize % 900);
         let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
-        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
-        let filtered = cl.stats().tree.as_ref().map_or(0, |t| t.filtered);
-        assert!(filtered > 0, "seed {seed}: no leaf has a filter");
+        let leaf_pairs_from = if seed % 2 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
+        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, leaf_pairs_from, ..BuildOptions::default() }).unwrap();
+        let stats = cl.stats().tree.clone().unwrap_or_default();
+        assert!(stats.filtered > 0, "seed {seed}: no leaf has a filter");
+        assert_eq!(stats.filtered_twice > 0, seed % 2 == 1, "seed {seed}: second filters where asked for only");
         let b = boundaries(&rs);
         let mut rng = Rng(seed);
         let mut passed = 0;

@@ -78,7 +78,13 @@ pub struct BuildOptions {
     /// in its own /24 would otherwise cost a 1 KiB tbl8 group (1M random hosts: 1.2 GiB).
     pub host_map_threshold: usize,
     pub engine: Engine,
+    /// Tree leaves get a second filter in rule sets of at least this many rules (default
+    /// [`DEFAULT_LEAF_PAIRS_FROM`]; 0: in every set, as the property tests build them).
+    pub leaf_pairs_from: usize,
 }
+
+/// Default of [`BuildOptions::leaf_pairs_from`].
+pub const DEFAULT_LEAF_PAIRS_FROM: usize = tree::PAIRS_FROM;
 
 /// Default of [`BuildOptions::host_map_threshold`].
 pub const DEFAULT_HOST_MAP_THRESHOLD: usize = 64;
@@ -91,6 +97,7 @@ impl Default for BuildOptions {
             lpm_threshold: DEFAULT_LPM_THRESHOLD,
             host_map_threshold: DEFAULT_HOST_MAP_THRESHOLD,
             engine: Engine::Auto,
+            leaf_pairs_from: DEFAULT_LEAF_PAIRS_FROM,
         }
     }
 }
@@ -257,7 +264,7 @@ fn compile(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierSta
             Err(e) => Some(e.message),
         },
     };
-    let t = tree::Tree::build(rs);
+    let t = tree::Tree::build(rs, opts.leaf_pairs_from);
     let stats = ClassifierStats { engine: "tree", rfc_gave_up: gave_up, tree: Some(t.stats()), ..ClassifierStats::default() };
     Ok((Compiled::Tree(Box::new(t)), stats))
 }

@@ -29,6 +29,7 @@ use run::Word;
 
 mod overlap;
 pub(crate) use overlap::may_overlap;
+pub use filter::PAIRS_FROM;
 
 use crate::packet::{Af, Dir, PacketKey, proto};
 use crate::verdict::Verdict;
@@ -277,6 +278,8 @@ struct Out {
     /// The range sets of all rules, which leaves refer to when a set is too large to copy.
     shared: Vec<Range>,
     stats: TreeStats,
+    /// Leaves may get a second filter ([`filter::choose`]'s `pairs`).
+    pairs: bool,
 }
 
 /// The tree of one group of one family, while it is built.
@@ -300,6 +303,8 @@ pub struct TreeStats {
     pub depth: usize,
     /// Leaves with a filter ([`filter`]).
     pub filtered: usize,
+    /// Of those, leaves with a second filter.
+    pub filtered_twice: usize,
 }
 
 /// A rule's place in pf's order as one number, lower deciding: `quick` rules first in
@@ -498,10 +503,11 @@ impl Builder {
             }
         }
         let checks: Vec<&[(usize, Vec<Range>)]> = stored.iter().map(|s| s.2.as_slice()).collect();
-        let flag = match filter::choose(&checks, bx) {
+        let flag = match filter::choose(&checks, bx, out.pairs) {
             Some(f) => {
                 filter::write(&f, &mut out.items);
                 out.stats.filtered += 1;
+                out.stats.filtered_twice += usize::from(f.second.is_some());
                 FILTERED
             }
             None => 0,
@@ -606,11 +612,12 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
-    /// Compiles `rs`; never fails (see the module documentation for the bounds).
-    pub(crate) fn build(rs: &RuleSet) -> Tree {
+    /// Compiles `rs`; never fails (see the module documentation for the bounds). Leaves get
+    /// second filters if `rs` has at least `pairs_from` rules.
+    pub(crate) fn build(rs: &RuleSet, pairs_from: usize) -> Tree {
         let mut stats = TreeStats::default();
         let mut family = |af: Af| {
-            let mut out = Out { nodes: Vec::new(), shared: Vec::new(), items: vec![(u128::from(run::NONE), 0)], stats: TreeStats::default() };
+            let mut out = Out { nodes: Vec::new(), shared: Vec::new(), items: vec![(u128::from(run::NONE), 0)], stats: TreeStats::default(), pairs: rs.rules.len() >= pairs_from };
             let roots = build_family(rs, af, &mut out);
             let s = &out.stats;
             stats = TreeStats {
@@ -621,6 +628,7 @@ impl Tree {
                 largest_leaf: stats.largest_leaf.max(s.largest_leaf),
                 depth: stats.depth.max(s.depth),
                 filtered: stats.filtered + s.filtered,
+                filtered_twice: stats.filtered_twice + s.filtered_twice,
             };
             (roots, out)
         };

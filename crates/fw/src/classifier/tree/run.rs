@@ -8,8 +8,8 @@
 //! reference to a larger set (see [`SHARED`]). The leaf
 //! ends with `(NONE, 0)`, which no priority beats, so that one comparison both ends the leaf
 //! and skips what cannot beat a rule already found in another tree. A leaf whose pointer
-//! has [`FILTERED`] is preceded by its filter (`filter.rs`): which of its rules a packet
-//! may match, by one dimension, so that the scan checks only those.
+//! has [`FILTERED`] is preceded by its filters (`filter.rs`): which of its rules a packet
+//! may match, by one or two dimensions, so that the scan checks only those.
 //!
 //! A packet walks its family's trees in lockstep, one level of each per step: the walks are
 //! independent, so their memory reads overlap instead of queueing one behind another.
@@ -140,15 +140,36 @@ impl<V: Word> Forest<V> {
     }
 
     /// The rules of the filtered leaf at `p` that may match `k` (bit `j`: its rule `j`), by
-    /// the leaf's filter (`filter.rs`), which ends just before `p`.
+    /// the leaf's filters (`filter.rs`), which end just before `p`.
     #[inline(always)]
     fn candidates(&self, p: usize, k: &Key<V>) -> u64 {
-        let Some(head) = self.items.get(p.wrapping_sub(2 + BUCKETS / 2)..p) else { return u64::MAX };
-        let (masks, rest) = head.split_at(BUCKETS / 2);
-        let [(low, _), (dim, shift)] = rest else { return u64::MAX };
-        let dim = dim.low();
+        let first = p.wrapping_sub(filter::HEADER_ITEMS);
+        let Some(&[low, (dim, shift)]) = self.items.get(first..p) else { return u64::MAX };
+        if u128::from(dim.low()) & filter::SECOND != 0 {
+            return self.both_candidates(first, low.0, dim, shift, k);
+        }
+        self.mask(first, low.0, dim, shift, k)
+    }
+
+    /// [`candidates`](Self::candidates) of a leaf with two filters, the first's header
+    /// starting at item `first`. Out of line: only large rule sets have them, and inlined
+    /// into the walk it slowed the verdict cache's hits (code placement, docs/performance.md).
+    #[inline(never)]
+    fn both_candidates(&self, first: usize, low: V, dim: V, shift: V, k: &Key<V>) -> u64 {
+        let second = first.wrapping_sub(filter::HEADER_ITEMS);
+        let Some(&[low2, (dim2, shift2)]) = self.items.get(second..first) else { return u64::MAX };
+        let m = self.mask(second, low, dim, shift, k);
+        m & self.mask(second.wrapping_sub(filter::MASK_ITEMS), low2.0, dim2, shift2, k)
+    }
+
+    /// The mask for `k` of the filter whose masks end just before item `end` and whose
+    /// header is `(low, _), (dim, shift)`.
+    #[inline(always)]
+    fn mask(&self, end: usize, low: V, dim: V, shift: V, k: &Key<V>) -> u64 {
+        let Some(masks) = self.items.get(end.wrapping_sub(filter::MASK_ITEMS)..end) else { return u64::MAX };
+        let dim = u128::from(dim.low());
         let v = k[dim as usize & 7];
-        let b = if u128::from(dim) & filter::LOW != 0 { v.low() } else { v.bucket(*low, shift.low()) } as usize;
+        let b = if dim & filter::LOW != 0 { v.low() } else { v.bucket(low, shift.low()) } as usize;
         let (even, odd) = masks[b / 2 % (BUCKETS / 2)];
         u64::from(if b.is_multiple_of(2) { even } else { odd }.low())
     }
