@@ -145,8 +145,8 @@ fn realistic_rules(n: usize, keys: &[PacketKey]) -> String {
 /// The indices, in order, of the rules of `rs` that match none of `keys` (the reference's
 /// [`fw::reference::rule_matches`], every rule against every key, the rules split over the
 /// CPUs). The keys carry no tag and a rule that matches none of them tags none, so each rule
-/// is judged alone. Classifying with compiled subsets until no key was decided took a
-/// compile per rule a key matched first: 5 minutes for 10k rules.
+/// is judged alone, with no compile per round of removals (docs/performance.md, "The
+/// in-memory bench on the 16-CPU machine").
 fn unmatched(rs: &fw::rules::RuleSet, keys: &[PacketKey]) -> Vec<usize> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = rs.rules.len().div_ceil(threads).max(1);

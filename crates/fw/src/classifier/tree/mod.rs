@@ -19,8 +19,8 @@
 //! rules sorted by it, each with only the dimensions the leaf's box does not settle: the
 //! first matching rule of a leaf is the leaf's answer, and the packet's is the best of its
 //! family's trees ([`run`] has the run-time layout). A leaf of a few tens of rules may
-//! have a filter that tells, by one dimension, which of them a packet may match
-//! ([`filter`]).
+//! have filters that tell, by one dimension or two, which of them a packet may match
+//! (`filter.rs`).
 
 mod filter;
 mod run;
@@ -301,7 +301,7 @@ pub struct TreeStats {
     pub stored: usize,
     pub largest_leaf: usize,
     pub depth: usize,
-    /// Leaves with a filter ([`filter`]).
+    /// Leaves with a filter (`filter.rs`).
     pub filtered: usize,
     /// Of those, leaves with a second filter.
     pub filtered_twice: usize,
