@@ -300,18 +300,19 @@ impl Forwarder {
         let descs = input.as_slice();
         self.counts.rx += descs.len() as u64;
         self.batch_now = None;
-        // With a firewall, three extra branches per batch (never per packet); the firewall's
-        // passes are out of line, and its classify pass (which also lists where the IPv4
-        // packets are) a separate instance, so the code without one compiles (inlining
-        // included) as if the filter stage did not exist.
-        let (n4, n6) = if self.filter.is_some() {
-            self.classify::<true>(pool, descs)
-        } else {
-            self.classify::<false>(pool, descs)
+        // With a firewall, a few extra branches per batch (never per packet); the firewall's
+        // passes are out of line, its classify pass too (which also lists where the IPv4
+        // packets are, and their UDP flows for the quick loop), so the code without one
+        // compiles (inlining included) as if the filter stage did not exist.
+        let flows = self.filter.as_ref().is_some_and(|f| f.reads_udp_flows());
+        let (n4, n6) = match (&self.filter, flows) {
+            (None, _) => self.classify::<false, false>(pool, descs),
+            (Some(_), true) => self.classify_filtered::<true>(pool, descs),
+            (Some(_), false) => self.classify_filtered::<false>(pool, descs),
         };
         if self.filter.is_some() {
             self.nat_in(pool, descs);
-            self.filter_in(pool, descs, n4, n6);
+            self.filter_in(pool, descs, n4, n6, flows);
             if self
                 .filter
                 .as_ref()
@@ -356,10 +357,10 @@ impl Forwarder {
         }
     }
 
-    /// The filter pass, right after classify (the frames are still in cache): state lookups,
-    /// else the `in` rules (see [`crate::filter::FilterStage`]).
+    /// The filter pass, right after classify: state lookups, else the `in` rules (see
+    /// [`crate::filter::FilterStage`]). `flows`: the classify pass read the IPv4 UDP flows.
     #[inline(never)]
-    fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc], n4: usize, n6: usize) {
+    fn filter_in(&mut self, pool: &FramePool, descs: &[FrameDesc], n4: usize, n6: usize, flows: bool) {
         if let Some(f) = &mut self.filter {
             f.filter_in(
                 pool,
@@ -367,6 +368,7 @@ impl Forwarder {
                 &mut self.steps[..],
                 &self.v4_at[..n4.min(MAX_BATCH)],
                 n6 == 0,
+                flows,
             );
         }
     }
@@ -406,7 +408,7 @@ impl Forwarder {
         };
         let mut buf = [0u8; synproxy::MAX_FRAME];
         for (i, desc) in input.as_mut_slice().iter_mut().enumerate().take(MAX_BATCH) {
-            let classified = classify_frame(
+            let classified = classify_frame::<false>(
                 pool.frame(*desc),
                 desc.port,
                 &self.ports,
@@ -645,9 +647,16 @@ impl Forwarder {
         self.v6_reader.online();
     }
 
+    /// The classify pass with a firewall, out of line so that the pass without one compiles
+    /// as if the firewall did not exist (its two instances inlined made that pass slower).
+    #[inline(never)]
+    fn classify_filtered<const FLOWS: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {
+        self.classify::<true, FLOWS>(pool, descs)
+    }
+
     /// Fills `steps` for every frame; returns how many IPv4 and IPv6 lookups it queued.
-    /// `FW`: also fills `v4_at` for the firewall.
-    fn classify<const FW: bool>(
+    /// `FW`: also fills `v4_at` for the firewall, with the UDP flows if `FLOWS`.
+    fn classify<const FW: bool, const FLOWS: bool>(
         &mut self,
         pool: &FramePool,
         descs: &[FrameDesc],
@@ -667,7 +676,7 @@ impl Forwarder {
                 pool.prefetch(ahead);
             }
             let at = FW.then_some((desc.addr, i as u16));
-            *step = classify_frame(pool.frame(desc), desc.port, &self.ports, &mut lookups, at);
+            *step = classify_frame::<FLOWS>(pool.frame(desc), desc.port, &self.ports, &mut lookups, at);
         }
         (lookups.n4, lookups.n6)
     }
@@ -1407,9 +1416,9 @@ fn write_l2(
 
 /// The classify pass for one frame: the checks that need only the frame's bytes.
 /// `at`: the frame's pool address and index in the batch, to list it in `lookups.v4_at` if it
-/// is IPv4 to route (`None`: list nothing).
+/// is IPv4 to route (`None`: list nothing), with its UDP flow if `FLOWS`.
 #[inline(always)]
-fn classify_frame(
+fn classify_frame<const FLOWS: bool>(
     frame: &[u8],
     phys: u16,
     ports: &PortMap,
@@ -1449,7 +1458,7 @@ fn classify_frame(
         return Step::Drop(DropReason::NotForUs);
     }
     match ethertype {
-        EtherType::Ipv4 => classify_ipv4(&frame[l3..], l3, logical, lookups, at),
+        EtherType::Ipv4 => classify_ipv4::<FLOWS>(&frame[l3..], l3, logical, lookups, at),
         EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, logical, lookups),
         EtherType::Arp => Step::Local { in_port: logical },
         _ => Step::Drop(DropReason::UnknownEthertype),
@@ -1458,7 +1467,7 @@ fn classify_frame(
 
 /// RFC 1812 5.2.2 validation and 5.3.7 martian filtering of an IPv4 header.
 #[inline(always)]
-fn classify_ipv4(
+fn classify_ipv4<const FLOWS: bool>(
     bytes: &[u8],
     l3: usize,
     in_port: u16,
@@ -1490,10 +1499,7 @@ fn classify_ipv4(
     let slot = lookups.n4;
     lookups.v4[slot % MAX_BATCH] = dst;
     if let Some((addr, at)) = at {
-        lookups.v4_at[slot % MAX_BATCH] = RoutedV4 {
-            header_addr: addr + l3 as u32,
-            index: at,
-        };
+        lookups.v4_at[slot % MAX_BATCH] = RoutedV4::new::<FLOWS>(addr + l3 as u32, at, bytes);
     }
     lookups.n4 += 1;
     Step::V4 {

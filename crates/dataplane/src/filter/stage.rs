@@ -55,13 +55,38 @@ pub(crate) struct RoutedPacket {
 }
 
 /// Where an IPv4 packet to route is. The classify pass lists them for the quick loop, which
-/// then reads neither the batch's descriptors nor its decisions.
+/// then reads neither the batch's descriptors nor its decisions; and, when the quick loop
+/// will run ([`FilterStage::reads_udp_flows`]), the packet's UDP flow, read while the
+/// header is in the cache (the quick loop reading the header again missed the L1 cache:
+/// docs/performance.md, "The quick loop's flows read by the classify pass").
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RoutedV4 {
     /// The pool address of its IP header.
     pub header_addr: u32,
     /// Its index in the batch.
     pub index: u16,
+    /// Its IP length if `flow` is its flow ([`keys::lean_udp_v4`] accepted it), else 0.
+    pub udp_len: u16,
+    /// It is UDP, whether or not `flow` was read ([`keys::is_udp_v4`]).
+    pub udp: bool,
+    pub flow: FlowV4,
+}
+
+impl RoutedV4 {
+    /// The entry of the IPv4 packet `ip` (from its header to the end of the frame, validated
+    /// by the classify pass) at pool address `header_addr`, packet `index`: with its UDP flow
+    /// if `FLOW`.
+    #[inline(always)]
+    pub fn new<const FLOW: bool>(header_addr: u32, index: u16, ip: &[u8]) -> RoutedV4 {
+        let mut r = RoutedV4 { header_addr, index, ..RoutedV4::default() };
+        if FLOW {
+            r.udp = keys::is_udp_v4(ip, 0);
+            if let Some((flow, len)) = ip.first_chunk().and_then(keys::lean_udp_v4) {
+                (r.flow, r.udp_len) = (flow, len);
+            }
+        }
+        r
+    }
 }
 
 /// A packet's flow as the batched lookup reads it straight from the header, hashed and
@@ -223,8 +248,8 @@ impl FilterStage {
     }
 
     /// The in pass over a batch (`steps[i]`: the classify pass's decision for `descs[i]`;
-    /// `v4`: where the IPv4 packets to route are, in order; `only_v4`: no other packet is
-    /// to route).
+    /// `v4`: where the IPv4 packets to route are, in order, with their UDP flows if `flows`;
+    /// `only_v4`: no other packet is to route).
     #[inline(always)]
     pub fn filter_in<S: Routed>(
         &mut self,
@@ -233,6 +258,7 @@ impl FilterStage {
         steps: &mut [S],
         v4: &[RoutedV4],
         only_v4: bool,
+        flows: bool,
     ) {
         self.out_pass = false;
         let n = descs.len().min(steps.len()).min(MAX_BATCH);
@@ -240,10 +266,25 @@ impl FilterStage {
         if self.fw.state_table().is_empty() {
             self.rules_only(pool, descs, steps);
         } else if self.fw.state_table().working_set_bytes() <= CACHED_TABLE_BYTES {
-            self.cached(pool, descs, steps, v4, only_v4);
+            self.cached(pool, descs, steps, v4, only_v4, flows);
         } else {
             self.batched(pool, descs, steps);
         }
+    }
+
+    /// Whether the classify pass should read the IPv4 UDP flows into its list of IPv4
+    /// packets ([`RoutedV4`]): the quick loop over a cached table will look them up, and no
+    /// inbound NAT or scrub pass will rewrite the packets in between. Asked before
+    /// [`begin_batch`](Self::begin_batch) (so by the last batch's NAT and scrub), the in pass
+    /// checks again that it may use them.
+    #[inline(always)]
+    pub fn reads_udp_flows(&self) -> bool {
+        let table = self.fw.state_table();
+        !table.is_empty()
+            && table.working_set_bytes() <= CACHED_TABLE_BYTES
+            && self.fw.quick_loop()
+            && !self.nat_on
+            && !self.scrub.on_in
     }
 
     /// Once per batch, before the NAT and filter passes: the firewall adopts a reloaded rule
@@ -294,6 +335,7 @@ impl FilterStage {
 
     /// A cached table: the quick loop over the batch ([`fw::state::QuickHits`]: hits of steady
     /// UDP states), then lookups one after the other for the packets it left, in order.
+    /// `flows`: `v4` holds the IPv4 packets' UDP flows as the classify pass read them.
     #[inline(always)]
     fn cached<S: Routed>(
         &mut self,
@@ -302,10 +344,15 @@ impl FilterStage {
         steps: &mut [S],
         v4: &[RoutedV4],
         only_v4: bool,
+        flows: bool,
     ) {
         if !self.fw.quick_loop() {
             let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
             return self.in_order::<S, false>(pool, descs, steps, left);
+        }
+        // NAT's and scrub's inbound passes rewrite packets after the classify pass read them.
+        if only_v4 && flows && !self.nat_on && !self.scrub.on_in {
+            return self.cached_flows(pool, descs, steps, v4);
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
@@ -358,6 +405,23 @@ impl FilterStage {
         }
         drop(quick);
         self.in_order::<S, false>(pool, descs, steps, left);
+    }
+
+    /// [`cached`](Self::cached) for a batch whose packets to route are the IPv4 ones of `v4`,
+    /// with the flows the classify pass read.
+    #[inline(always)]
+    fn cached_flows<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4]) {
+        let (mut left, n) = (0, descs.len());
+        let mut quick = self.fw.quick();
+        for p in v4 {
+            let hit = p.udp_len != 0 && quick.udp_v4(&p.flow, p.udp_len);
+            let q = Quick::of(hit, p.udp && p.udp_len == 0);
+            if !note(q, usize::from(p.index), n, &mut self.settled, &mut self.left, &mut left) {
+                break;
+            }
+        }
+        drop(quick);
+        self.in_order::<S, false>(pool, descs, steps, left)
     }
 
     /// The fast path's state lookup of packet `i`, and what follows from it.
