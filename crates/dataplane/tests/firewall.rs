@@ -1078,8 +1078,9 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
     /// The quick loop (established UDP flows first, the rest of the batch in order after)
     /// against every packet looked up in order: the same forwarding and drop counts, per-rule
-    /// counters, state counters and states (pseudo-states, timeout kinds), for a table under
-    /// the cache threshold and one over it. Random batches of two UDP flows and the flow of
+    /// counters, state counters and states (pseudo-states, timeout kinds), for tables under
+    /// the cache threshold (where the classify pass reads the flows of IPv4-only batches) and
+    /// one over it. Random batches of two UDP flows and the flow of
     /// ports 0, in both directions, in every shape (more than half are not plain, so that a
     /// packet the quick loop cannot read often falls between packets it takes): IP options,
     /// fragments and odd UDP lengths (these two fall on the flow of ports 0), TCP packets on
@@ -1116,8 +1117,11 @@ proptest::proptest! {
             batches.push(batch);
             rest = &rest[n..];
         }
-        // A table under the cache threshold, and one over it (the batched lookup).
-        for (limit, prefill) in [(64, 0), (200_000, BATCHED_PREFILL)] {
+        // Tables under the cache threshold, one small enough for pf's adaptive timeouts to
+        // keep the quick loop off (the quick loop takes only states that the batch's
+        // inserts cannot make expire) and one not, and one over the threshold (the batched
+        // lookup).
+        for (limit, prefill) in [(64, 0), (10_000, 0), (200_000, BATCHED_PREFILL)] {
             let outcome = |quick: bool| {
                 let mut w = Worker::new(fib(), &ports(), vec![ReplayRx::new(0, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
                 let rules = format!("set limit states {limit}\nblock all\npass all keep state\n");
