@@ -80,9 +80,9 @@ impl RoutedV4 {
     pub fn new<const FLOW: bool>(header_addr: u32, index: u16, ip: &[u8]) -> RoutedV4 {
         let mut r = RoutedV4 { header_addr, index, ..RoutedV4::default() };
         if FLOW {
-            r.udp = keys::is_udp_v4(ip, 0);
-            if let Some((flow, len)) = ip.first_chunk().and_then(keys::lean_udp_v4) {
-                (r.flow, r.udp_len) = (flow, len);
+            match ip.first_chunk().and_then(keys::lean_udp_v4) {
+                Some((flow, len)) => (r.flow, r.udp_len, r.udp) = (flow, len, true),
+                None => r.udp = keys::is_udp_v4(ip, 0),
             }
         }
         r
@@ -350,31 +350,17 @@ impl FilterStage {
             let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
             return self.in_order::<S, false>(pool, descs, steps, left);
         }
-        // NAT's and scrub's inbound passes rewrite packets after the classify pass read them.
-        if only_v4 && flows && !self.nat_on && !self.scrub.on_in {
-            return self.cached_flows(pool, descs, steps, v4);
+        if only_v4 {
+            // NAT's and scrub's inbound passes rewrite packets after the classify pass read them.
+            return if flows && !self.nat_on && !self.scrub.on_in {
+                self.cached_v4::<S, true>(pool, descs, steps, v4)
+            } else {
+                self.cached_v4::<S, false>(pool, descs, steps, v4)
+            };
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
         let n = descs.len();
-        if only_v4 {
-            // Every packet to route is in `v4`: the loop reads their headers from the pool.
-            for p in v4 {
-                let (hdr, i) = (p.header_addr as usize, usize::from(p.index));
-                let q = match pool.peek(hdr).and_then(keys::lean_udp_v4) {
-                    Some((flow, len)) => Quick::of(quick.udp_v4(&flow, len), false),
-                    None => Quick::of(
-                        false,
-                        pool.peek::<20>(hdr).is_some_and(|h| keys::is_udp_v4(h, 0)),
-                    ),
-                };
-                if !note(q, i, n, &mut self.settled, &mut self.left, &mut left) {
-                    break;
-                }
-            }
-            drop(quick);
-            return self.in_order::<S, false>(pool, descs, steps, left);
-        }
         for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
             let Some(RoutedPacket { l3, v4, .. }) = step.routed() else {
                 continue;
@@ -407,15 +393,24 @@ impl FilterStage {
         self.in_order::<S, false>(pool, descs, steps, left);
     }
 
-    /// [`cached`](Self::cached) for a batch whose packets to route are the IPv4 ones of `v4`,
-    /// with the flows the classify pass read.
-    #[inline(always)]
-    fn cached_flows<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4]) {
+    /// [`cached`](Self::cached) for a batch whose packets to route are the IPv4 ones of `v4`:
+    /// with the flows the classify pass read (`FLOWS`), or read here from their headers. Out
+    /// of line: its two instances inlined into the in pass made the quick loop longer
+    /// (docs/performance.md, "The quick loop's flows read by the classify pass").
+    #[inline(never)]
+    fn cached_v4<S: Routed, const FLOWS: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4]) {
         let (mut left, n) = (0, descs.len());
         let mut quick = self.fw.quick();
         for p in v4 {
-            let hit = p.udp_len != 0 && quick.udp_v4(&p.flow, p.udp_len);
-            let q = Quick::of(hit, p.udp && p.udp_len == 0);
+            let at = p.header_addr as usize;
+            // The flow and length if the quick loop can read them, and whether it is UDP.
+            let (lean, udp) = if FLOWS {
+                ((p.udp_len != 0).then_some((p.flow, p.udp_len)), p.udp)
+            } else {
+                let lean = pool.peek(at).and_then(keys::lean_udp_v4);
+                (lean, lean.is_some() || pool.peek::<20>(at).is_some_and(|h| keys::is_udp_v4(h, 0)))
+            };
+            let q = Quick::of(lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)), lean.is_none() && udp);
             if !note(q, usize::from(p.index), n, &mut self.settled, &mut self.left, &mut left) {
                 break;
             }
