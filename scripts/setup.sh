@@ -6,7 +6,7 @@ set -euo pipefail
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 # command -> Debian package providing it
-for pair in ip:iproute2 gcc:gcc ping:iputils-ping tcpdump:tcpdump nft:nftables \
+for pair in ip:iproute2 gcc:gcc g++:g++ ping:iputils-ping tcpdump:tcpdump nft:nftables \
             sysctl:procps valgrind:valgrind ethtool:ethtool traceroute:traceroute \
             tracepath:iputils-tracepath python3:python3 bird:bird2 vtysh:frr \
             iperf3:iperf3 ssh:openssh-client sshd:openssh-server ss:iproute2; do

@@ -39,8 +39,9 @@ pub enum NexthopKind {
     /// One next hop: a gateway on an interface, or on-link (no gateway).
     One(RouteNextHop),
     Blackhole,
-    /// A multipath group: member ids and their weights (1-256).
-    Group(Vec<(u32, u16)>),
+    /// A multipath group: member ids and their weights (1-256; up to 65,536 since Linux 6.12,
+    /// which is why a weight is not a `u16`).
+    Group(Vec<(u32, u32)>),
     /// Something linerate cannot forward by (an encapsulation, a bridge FDB next hop).
     Unsupported(&'static str),
 }
@@ -73,13 +74,13 @@ pub fn is_nexthop(ty: u16) -> bool {
     ty == RTM_NEWNEXTHOP || ty == RTM_DELNEXTHOP
 }
 
-fn group(p: &[u8]) -> Result<Vec<(u32, u16)>, NexthopParseError> {
+fn group(p: &[u8]) -> Result<Vec<(u32, u32)>, NexthopParseError> {
     if !p.len().is_multiple_of(GROUP_ENTRY) {
         return Err(NexthopParseError::AttrLen(NHA_GROUP));
     }
     // The weight is one less than the weight, its high byte in what was reserved before
     // Linux 6.12 (zero there).
-    Ok(p.chunks_exact(GROUP_ENTRY).map(|e| (u32_at(e, 0), (u16::from(e[5]) << 8 | u16::from(e[4])) + 1)).collect())
+    Ok(p.chunks_exact(GROUP_ENTRY).map(|e| (u32_at(e, 0), (u32::from(e[5]) << 8 | u32::from(e[4])) + 1)).collect())
 }
 
 /// Parses one whole netlink message (header included) as a nexthop message.

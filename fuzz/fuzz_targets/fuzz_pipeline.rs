@@ -1,0 +1,231 @@
+#![no_main]
+//! Arbitrary frames through a worker: two ports and a VLAN sub-interface with small MTUs
+//! (fragmentation, ICMP errors), routes and neighbours of both families, and one of four
+//! rule sets (none; scrub, NAT, rdr, binat, modulate state, tags and `block return`; the
+//! same with `synproxy state`; stateless rules with options, ICMP types and `return-icmp`).
+//!
+//! Input: a byte choosing the rule set, then frames, each a control byte (bit 0: the port;
+//! bit 1: the destination MAC made the port's; bit 2: the IP and L4 checksums fixed), a
+//! two-byte length and the bytes. Checked after every frame: no panic, every frame received
+//! counted once (forwarded, local, slow path, dropped, or held as a fragment), and every
+//! IPv4 header that leaves has a correct checksum.
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::fib::{Fib, FibControl};
+use dataplane::ports::PortInfo;
+use dataplane::worker::Worker;
+use io::mem::{CountingTx, ReplayRx};
+use io::pool::FramePool;
+use libfuzzer_sys::fuzz_target;
+use wire::MacAddr;
+
+const MAC: [MacAddr; 2] = [MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2])];
+
+const SCRUB: &str = "scrub in on if0 all max-mss 1200 random-id no-df min-ttl 10 set-tos 0x10 fragment reassemble\n";
+const NAT: &str = "nat on if1 from 198.18.0.0/24 to any -> 198.19.0.1
+rdr on if1 proto tcp from any to 198.19.0.1 port 8080 -> 198.18.0.2 port 80
+binat on if1 from 198.18.0.3 to any -> 198.19.0.3
+";
+const FILTER: &str = "block return all
+pass in on { if0, if0.10 } proto tcp from any to any port { 80, 443 } tag LAN modulate state
+pass in on if0 proto { udp, icmp, icmp6 } all keep state
+pass in on if1 proto tcp to port 80 keep state
+pass out on if1 tagged LAN keep state
+pass out on if1 proto { udp, icmp, icmp6 } all keep state
+pass quick inet6 proto icmp6 icmp6-type { neighbrsol, neighbradv, routersol }
+";
+const STATELESS: &str = "block return-icmp all
+pass in quick on if0 inet proto icmp icmp-type { echoreq, unreach } allow-opts no state
+pass in on if0 proto udp from 198.18.0.0/24 port 1024:65535 to ! 10.9.0.0/16 no state
+pass out on if1 all no state
+block return-rst in quick on if1 proto tcp to port 22
+";
+
+/// Built once: a FIB of 64 tables is large to allocate for every input.
+fn fib() -> Arc<Fib> {
+    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
+    FIB.get_or_init(build_fib).clone()
+}
+
+fn build_fib() -> Arc<Fib> {
+    let mut ctl = FibControl::new(64);
+    let v4 = |a, b, c, d| IpAddr::V4(Ipv4Addr::new(a, b, c, d));
+    let v6 = |x| IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, x, 0, 0, 0, 0, 2));
+    ctl.set_neighbour(v4(198, 18, 0, 2), 0, MacAddr([2, 0, 0, 0, 0, 0xa2])).unwrap();
+    ctl.set_neighbour(v4(198, 19, 0, 2), 1, MacAddr([2, 0, 0, 0, 0, 0xb2])).unwrap();
+    ctl.add_route(v4(10, 0, 0, 0), 8, v4(198, 19, 0, 2), 1).unwrap();
+    ctl.add_route(v4(203, 0, 113, 0), 24, v4(198, 18, 0, 9), 0).unwrap();
+    ctl.set_neighbour(v6(0xa), 0, MacAddr([2, 0, 0, 0, 0, 0xa6])).unwrap();
+    ctl.set_neighbour(v6(0xb), 1, MacAddr([2, 0, 0, 0, 0, 0xb6])).unwrap();
+    ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 0)), 48, v6(0xb), 1).unwrap();
+    ctl.fib()
+}
+
+fn ports() -> Vec<PortInfo> {
+    let mut p = vec![PortInfo::new("if0", MAC[0], 0), PortInfo::new("if1", MAC[1], 1), PortInfo::new("if0.10", MAC[0], 0)];
+    p[0].addresses = vec![("198.18.0.1".parse().unwrap(), 24), ("2001:db8:a::1".parse().unwrap(), 64)];
+    p[1].addresses = vec![("198.19.0.1".parse().unwrap(), 24), ("2001:db8:b::1".parse().unwrap(), 64)];
+    p[1].mtu = 1400;
+    p[2].vlan = Some(10);
+    p[2].mtu = 1280;
+    p[2].addresses = vec![("203.0.114.1".parse().unwrap(), 24)];
+    p
+}
+
+/// The four rule sets, compiled once (each input gets a firewall of its own).
+fn rule_sets() -> &'static [Option<Arc<CompiledRules>>; 4] {
+    static SETS: OnceLock<[Option<Arc<CompiledRules>>; 4]> = OnceLock::new();
+    SETS.get_or_init(|| {
+        let compile = |text: String| {
+            let text = format!("set limit states 1000\n{text}");
+            Some(Arc::new(CompiledRules::parse(&text, Path::new("fuzz.conf"), &ifaces).expect("the fuzz target's rules parse")))
+        };
+        [
+            None,
+            compile(format!("{SCRUB}{NAT}{FILTER}")),
+            compile(format!("{SCRUB}{}", FILTER.replace("modulate state", "synproxy state"))),
+            compile(STATELESS.to_string()),
+        ]
+    })
+}
+
+fn ifaces(name: &str) -> Option<u16> {
+    ["if0", "if1", "if0.10"].iter().position(|n| *n == name).map(|i| i as u16)
+}
+
+/// An output port that keeps the frames it sends.
+#[derive(Default)]
+struct Capture {
+    frames: Vec<Vec<u8>>,
+    stats: io::PortStats,
+}
+
+impl io::TxPort for Capture {
+    fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut io::Batch) {
+        for desc in batch.drain() {
+            self.frames.push(pool.frame(desc).to_vec());
+            self.stats.tx_packets += 1;
+            pool.free(desc);
+        }
+    }
+
+    fn stats(&self) -> io::PortStats {
+        self.stats
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&choice, mut rest)) = data.split_first() else { return };
+    let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
+    let tx = vec![Capture::default(), Capture::default()];
+    let mut w = Worker::new(fib(), &ports(), rx, tx, CountingTx::new(), FramePool::new(256), 64);
+    if let Some(rules) = &rule_sets()[usize::from(choice % 4)] {
+        w.set_firewall(Firewall::new(RulesSlot::new(rules.clone()), 7));
+    }
+    while let [control, hi, lo, tail @ ..] = rest {
+        let len = usize::from(u16::from_be_bytes([*hi, *lo])) % 1600;
+        let (bytes, next) = tail.split_at(len.min(tail.len()));
+        rest = next;
+        let port = usize::from(control & 1);
+        let mut frame = bytes.to_vec();
+        if control & 2 != 0 && frame.len() >= 6 {
+            frame[..6].copy_from_slice(&MAC[port].0);
+        }
+        if control & 4 != 0 {
+            fix_checksums(&mut frame);
+        }
+        let (before, held) = (w.counts(), w.fragments_held() as i64);
+        w.rx[port] = ReplayRx::new(port as u16, vec![frame]).once();
+        while !w.rx[port].finished() {
+            w.poll();
+        }
+        w.poll();
+        let after = w.counts();
+        let out = (after.forwarded - before.forwarded)
+            + (after.local - before.local)
+            + (after.slow_path - before.slow_path)
+            + (after.dropped() - before.dropped());
+        let now_held = w.fragments_held() as i64 - held;
+        assert_eq!((after.rx - before.rx) as i64, out as i64 + now_held, "{after:?}");
+        for p in 0..2 {
+            for f in std::mem::take(&mut w.tx[p].frames) {
+                if let Some(ip) = ipv4_header(&f) {
+                    assert_eq!(checksum(ip, 0), 0xffff, "IPv4 header checksum of {f:02x?}");
+                }
+            }
+        }
+    }
+});
+
+/// The IPv4 header of an Ethernet frame (untagged or one 802.1Q tag), if whole.
+fn ipv4_header(f: &[u8]) -> Option<&[u8]> {
+    let at = match f.get(12..14)? {
+        [0x08, 0x00] => 14,
+        [0x81, 0x00] if f.get(16..18)? == [0x08, 0x00] => 18,
+        _ => return None,
+    };
+    let ip = f.get(at..)?;
+    let hlen = usize::from(ip.first()? & 0x0f) * 4;
+    (ip[0] >> 4 == 4 && hlen >= 20).then(|| ip.get(..hlen)).flatten()
+}
+
+/// The one's-complement sum of `b` (16-bit big-endian words) and `start`, folded.
+fn checksum(b: &[u8], start: u32) -> u16 {
+    let mut s = b.chunks(2).fold(start, |s, c| s + (u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))));
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// Sets the IPv4 header checksum and the TCP, UDP, ICMP or ICMPv6 checksum of an untagged
+/// frame (not a fragment, L4 right behind the header), so that the fuzzer's frames get past
+/// the checks to the code behind them.
+fn fix_checksums(f: &mut [u8]) {
+    let Some(&[v, ..]) = f.get(14..15) else { return };
+    let (l4, proto, pseudo) = match v >> 4 {
+        4 => {
+            let hlen = (usize::from(v & 0x0f) * 4).max(20);
+            let Some(ip) = f.get_mut(14..14 + hlen) else { return };
+            ip[10..12].fill(0);
+            let c = !checksum(ip, 0);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+            if fragment || total < hlen || 14 + total > f.len() {
+                return;
+            }
+            let ip = &f[14..14 + total];
+            let len = (total - hlen) as u32;
+            let pseudo = checksum(&ip[12..20], u32::from(ip[9]) + len);
+            (14 + hlen..14 + total, ip[9], u32::from(pseudo))
+        }
+        6 => {
+            let Some(ip) = f.get(14..54) else { return };
+            let len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            if 54 + len > f.len() {
+                return;
+            }
+            let pseudo = checksum(&ip[8..40], u32::from(ip[6]) + len as u32);
+            (54..54 + len, ip[6], u32::from(pseudo))
+        }
+        _ => return,
+    };
+    let (at, pseudo) = match proto {
+        6 => (16, pseudo),
+        17 => (6, pseudo),
+        1 => (2, 0),
+        58 => (2, pseudo),
+        _ => return,
+    };
+    let Some(seg) = f.get_mut(l4) else { return };
+    if seg.len() < at + 2 {
+        return;
+    }
+    seg[at..at + 2].fill(0);
+    let c = !checksum(seg, pseudo);
+    seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}

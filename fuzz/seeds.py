@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Writes starting corpora for the targets that need structure to get anywhere:
+fuzz_pipeline (conversations of valid frames for each of its rule sets), fuzz_rules (rule
+files of the repository, cut into sets of a few rules), fuzz_ndisc, fuzz_routefile and
+fuzz_pcap. Usage: fuzz/seeds.py [DIR] (writes DIR/<target>/seed-*, DIR defaulting to
+fuzz/corpus, where the fuzzer's own finds stay beside them)."""
+import glob
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus")
+MAC = [bytes([2, 0, 0, 0, 0, 1]), bytes([2, 0, 0, 0, 0, 2])]
+PEER = [bytes([2, 0, 0, 0, 0, 0xA2]), bytes([2, 0, 0, 0, 0, 0xB2])]
+
+
+def v4(a):
+    return bytes(int(x) for x in a.split("."))
+
+
+def v6(x, host):
+    return bytes.fromhex(f"20010db8{x:04x}" + "0" * 12 + f"{host:08x}")
+
+
+def ipv4(src, dst, proto, payload, ttl=64, frag=0, ident=1, opts=b""):
+    hlen = 20 + len(opts)
+    h = struct.pack("!BBHHHBBH4s4s", 0x40 | hlen // 4, 0, hlen + len(payload), ident, frag, ttl, proto, 0, v4(src), v4(dst))
+    return h + opts + payload
+
+
+def ipv6(src, dst, nh, payload, hop=64):
+    return struct.pack("!IHBB", 6 << 28, len(payload), nh, hop) + src + dst + payload
+
+
+def eth(port, ethertype, l3, vlan=None):
+    tag = struct.pack("!HH", 0x8100, vlan) if vlan is not None else b""
+    return MAC[port] + PEER[port] + tag + struct.pack("!H", ethertype) + l3
+
+
+def udp(sp, dp, data=b"x" * 18):
+    return struct.pack("!HHHH", sp, dp, 8 + len(data), 0) + data
+
+
+def tcp(sp, dp, flags, seq=1000, ack=0, opts=b""):
+    return struct.pack("!HHIIBBHHH", sp, dp, seq, ack, (20 + len(opts)) // 4 << 4, flags, 65535, 0, 0) + opts
+
+
+def icmp(t, code=0, rest=b"\x00\x07\x00\x01", data=b"ping"):
+    return bytes([t, code, 0, 0]) + rest + data
+
+
+def frame(port, f, control=6):
+    return bytes([control | port]) + struct.pack("!H", len(f)) + f
+
+
+A, FAR, B = "198.18.0.2", "10.1.1.1", "198.19.0.1"
+A6, FAR6, R6 = v6(0xA, 2), v6(0xF, 1), v6(0xA, 1)
+ARP_REQ = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + PEER[0] + v4(A) + b"\0" * 6 + v4("198.18.0.1")
+NS = bytes([135, 0, 0, 0, 0, 0, 0, 0]) + R6 + bytes([1, 1]) + PEER[0]
+CONVERSATIONS = {
+    "udp": [eth(0, 0x800, ipv4(A, FAR, 17, udp(40000, 53))), eth(1, 0x800, ipv4(FAR, A, 17, udp(53, 40000)))],
+    "tcp": [
+        eth(0, 0x800, ipv4(A, FAR, 6, tcp(40000, 80, 0x02, opts=bytes([2, 4, 5, 0xB4])))),
+        eth(1, 0x800, ipv4(FAR, B, 6, tcp(80, 40000, 0x12, seq=9000, ack=1001))),
+        eth(0, 0x800, ipv4(A, FAR, 6, tcp(40000, 80, 0x10, seq=1001, ack=9001))),
+    ],
+    "icmp": [eth(0, 0x800, ipv4(A, FAR, 1, icmp(8))), eth(1, 0x800, ipv4(FAR, B, 1, icmp(0)))],
+    "ttl": [eth(0, 0x800, ipv4(A, FAR, 17, udp(1, 2), ttl=1))],
+    "options": [eth(0, 0x800, ipv4(A, FAR, 1, icmp(8), opts=bytes([7, 7, 4, 0, 0, 0, 0, 0])))],
+    "fragments": [
+        eth(0, 0x800, ipv4(A, FAR, 17, udp(1000, 2000, b"a" * 24)[:16], frag=0x2000, ident=9)),
+        eth(0, 0x800, ipv4(A, FAR, 17, b"b" * 16, frag=2, ident=9)),
+    ],
+    "big": [eth(0, 0x800, ipv4(A, FAR, 17, udp(1000, 2000, b"z" * 1450)))],
+    "vlan": [eth(0, 0x800, ipv4("203.0.114.2", FAR, 17, udp(5, 6)), vlan=10)],
+    "arp": [eth(0, 0x806, ARP_REQ)],
+    "rdr": [eth(1, 0x800, ipv4(FAR, B, 6, tcp(5555, 8080, 0x02)))],
+    "udp6": [eth(0, 0x86DD, ipv6(A6, FAR6, 17, udp(40000, 53))), eth(1, 0x86DD, ipv6(FAR6, A6, 17, udp(53, 40000)))],
+    "ns": [eth(0, 0x86DD, ipv6(A6, bytes.fromhex("ff0200000000000000000001ff000001"), 58, NS, hop=255))],
+    "ping6": [eth(0, 0x86DD, ipv6(A6, FAR6, 58, icmp(128)))],
+}
+
+
+def write(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"seed-{name}"), "wb") as f:
+        f.write(data)
+
+
+for choice in range(4):
+    for name, frames in CONVERSATIONS.items():
+        port = lambda f: 0 if f[:6] == MAC[0] else 1
+        write("fuzz_pipeline", f"{choice}-{name}", bytes([choice]) + b"".join(frame(port(f), f) for f in frames))
+
+root = os.path.dirname(HERE)
+files = glob.glob(os.path.join(root, "examples", "*.conf")) + glob.glob(os.path.join(root, "crates", "fw", "tests", "fixtures", "**", "*"), recursive=True)
+n = 0
+for path in sorted(files):
+    if not os.path.isfile(path):
+        continue
+    lines = [l for l in open(path, errors="replace").read().splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    for i in range(0, len(lines), 4):
+        write("fuzz_rules", f"{n}", "\n".join(lines[i : i + 4]).encode() + b"\n")
+        n += 1
+
+
+# Neighbour discovery: the solicitation above and an advertisement, as IPv6 packets.
+NA = bytes([136, 0, 0, 0, 0x60, 0, 0, 0]) + A6 + bytes([2, 1]) + PEER[0]
+RS = bytes([133, 0, 0, 0, 0, 0, 0, 0, 1, 1]) + PEER[0]
+ALL = bytes.fromhex("ff020000000000000000000000000001")
+for name, pkt in [("ns", ipv6(A6, R6, 58, NS, hop=255)), ("na", ipv6(A6, R6, 58, NA, hop=255)), ("rs", ipv6(A6, ALL, 58, RS, hop=255))]:
+    write("fuzz_ndisc", name, pkt)
+# The route file of the examples, and the golden pcaps.
+write("fuzz_routefile", "example", open(os.path.join(root, "examples", "routes.txt"), "rb").read())
+for path in glob.glob(os.path.join(root, "crates", "*", "tests", "golden", "*.pcap")):
+    write("fuzz_pcap", os.path.basename(path), open(path, "rb").read())
+print("seeds written under", OUT)
