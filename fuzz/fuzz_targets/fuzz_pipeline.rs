@@ -7,8 +7,9 @@
 //! Input: a byte choosing the rule set, then frames, each a control byte (bit 0: the port;
 //! bit 1: the destination MAC made the port's; bit 2: the IP and L4 checksums fixed), a
 //! two-byte length and the bytes. Checked after every frame: no panic, every frame received
-//! counted once (forwarded, local, slow path, dropped, or held as a fragment), and every
-//! IPv4 header that leaves has a correct checksum.
+//! counted once (forwarded, local, slow path, dropped, or held as a fragment), every IPv4
+//! header that leaves has a correct checksum, and so does every TCP, UDP, ICMP and ICMPv6
+//! segment that leaves while every frame sent so far had correct ones.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -125,6 +126,9 @@ fuzz_target!(|data: &[u8]| {
     if let Some(rules) = &rule_sets()[usize::from(choice % 4)] {
         w.set_firewall(Firewall::new(RulesSlot::new(rules.clone()), 7));
     }
+    // Every frame so far came with its checksums fixed: then every frame that leaves must
+    // carry correct ones (rewrites update them; what the router sends it computes).
+    let mut all_fixed = true;
     while let [control, hi, lo, tail @ ..] = rest {
         let len = usize::from(u16::from_be_bytes([*hi, *lo])) % 1600;
         let (bytes, next) = tail.split_at(len.min(tail.len()));
@@ -137,6 +141,7 @@ fuzz_target!(|data: &[u8]| {
         if control & 4 != 0 {
             fix_checksums(&mut frame);
         }
+        all_fixed &= control & 4 != 0;
         let (before, held) = (w.counts(), w.fragments_held() as i64);
         w.rx[port] = ReplayRx::new(port as u16, vec![frame]).once();
         while !w.rx[port].finished() {
@@ -155,18 +160,25 @@ fuzz_target!(|data: &[u8]| {
                 if let Some(ip) = ipv4_header(&f) {
                     assert_eq!(checksum(ip, 0), 0xffff, "IPv4 header checksum of {f:02x?}");
                 }
+                assert!(!all_fixed || l4_checksum_holds(&f), "L4 checksum of {f:02x?}");
             }
         }
     }
 });
 
-/// The IPv4 header of an Ethernet frame (untagged or one 802.1Q tag), if whole.
+/// Where the IP header of an Ethernet frame starts (untagged or one 802.1Q tag), and its
+/// ethertype.
+fn l3_start(f: &[u8]) -> Option<(usize, u16)> {
+    let ty = |at: usize| f.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    match ty(12)? {
+        0x8100 => Some((18, ty(16)?)),
+        t => Some((14, t)),
+    }
+}
+
+/// The IPv4 header of an Ethernet frame, if whole.
 fn ipv4_header(f: &[u8]) -> Option<&[u8]> {
-    let at = match f.get(12..14)? {
-        [0x08, 0x00] => 14,
-        [0x81, 0x00] if f.get(16..18)? == [0x08, 0x00] => 18,
-        _ => return None,
-    };
+    let (at, 0x0800) = l3_start(f)? else { return None };
     let ip = f.get(at..)?;
     let hlen = usize::from(ip.first()? & 0x0f) * 4;
     (ip[0] >> 4 == 4 && hlen >= 20).then(|| ip.get(..hlen)).flatten()
@@ -181,51 +193,69 @@ fn checksum(b: &[u8], start: u32) -> u16 {
     s as u16
 }
 
-/// Sets the IPv4 header checksum and the TCP, UDP, ICMP or ICMPv6 checksum of an untagged
-/// frame (not a fragment, L4 right behind the header), so that the fuzzer's frames get past
-/// the checks to the code behind them.
-fn fix_checksums(f: &mut [u8]) {
-    let Some(&[v, ..]) = f.get(14..15) else { return };
-    let (l4, proto, pseudo) = match v >> 4 {
-        4 => {
-            let hlen = (usize::from(v & 0x0f) * 4).max(20);
-            let Some(ip) = f.get_mut(14..14 + hlen) else { return };
-            ip[10..12].fill(0);
-            let c = !checksum(ip, 0);
-            ip[10..12].copy_from_slice(&c.to_be_bytes());
-            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-            let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
-            if fragment || total < hlen || 14 + total > f.len() {
-                return;
+/// The L4 segment of a frame whose checksum can be checked: TCP, UDP, ICMP or ICMPv6 right
+/// behind the IP header, not a fragment, all of it in the frame. Its bytes, the offset of
+/// its checksum field and the sum of its pseudo-header.
+struct L4 {
+    span: std::ops::Range<usize>,
+    at: usize,
+    pseudo: u32,
+}
+
+fn l4(f: &[u8]) -> Option<L4> {
+    let (l3, ty) = l3_start(f)?;
+    let ip = f.get(l3..)?;
+    let (hlen, total, proto, pseudo) = match (ty, ip.first()? >> 4) {
+        (0x0800, 4) => {
+            let hlen = usize::from(ip[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+            let fragment = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]) & 0x3fff != 0;
+            if hlen < 20 || fragment || total < hlen || total > ip.len() {
+                return None;
             }
-            let ip = &f[14..14 + total];
-            let len = (total - hlen) as u32;
-            let pseudo = checksum(&ip[12..20], u32::from(ip[9]) + len);
-            (14 + hlen..14 + total, ip[9], u32::from(pseudo))
+            (hlen, total, ip[9], checksum(&ip[12..20], u32::from(ip[9]) + (total - hlen) as u32))
         }
-        6 => {
-            let Some(ip) = f.get(14..54) else { return };
-            let len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-            if 54 + len > f.len() {
-                return;
+        (0x86dd, 6) => {
+            let total = 40 + usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
+            if ip.len() < total.max(40) {
+                return None;
             }
-            let pseudo = checksum(&ip[8..40], u32::from(ip[6]) + len as u32);
-            (54..54 + len, ip[6], u32::from(pseudo))
+            (40, total, ip[6], checksum(&ip[8..40], u32::from(ip[6]) + (total - 40) as u32))
         }
-        _ => return,
+        _ => return None,
     };
     let (at, pseudo) = match proto {
         6 => (16, pseudo),
         17 => (6, pseudo),
-        1 => (2, 0),
-        58 => (2, pseudo),
-        _ => return,
+        1 if ty == 0x0800 => (2, 0),
+        58 if ty == 0x86dd => (2, pseudo),
+        _ => return None,
     };
-    let Some(seg) = f.get_mut(l4) else { return };
-    if seg.len() < at + 2 {
-        return;
+    (total - hlen >= at + 2).then_some(L4 { span: l3 + hlen..l3 + total, at, pseudo: u32::from(pseudo) })
+}
+
+/// Sets the IPv4 header checksum and the L4 checksum ([`l4`]) of a frame, so that the
+/// fuzzer's frames get past the checks to the code behind them.
+fn fix_checksums(f: &mut [u8]) {
+    if let Some((at, 0x0800)) = l3_start(f)
+        && let Some(&v) = f.get(at)
+        && let Some(ip) = f.get_mut(at..at + (usize::from(v & 0x0f) * 4).max(20))
+    {
+        ip[10..12].fill(0);
+        let c = !checksum(ip, 0);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
     }
+    let Some(L4 { span, at, pseudo }) = l4(f) else { return };
+    let seg = &mut f[span];
     seg[at..at + 2].fill(0);
     let c = !checksum(seg, pseudo);
     seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Whether a frame's L4 checksum holds, where [`l4`] can check it (a UDP checksum of 0 is
+/// none in IPv4, and what the fixer writes for a sum of 0).
+fn l4_checksum_holds(f: &[u8]) -> bool {
+    let Some(L4 { span, at, pseudo }) = l4(f) else { return true };
+    let seg = &f[span];
+    (at == 6 && seg[6..8] == [0, 0]) || checksum(seg, pseudo) == 0xffff
 }
