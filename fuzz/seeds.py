@@ -94,6 +94,14 @@ for choice in range(4):
         port = lambda f: 0 if f[:6] == MAC[0] else 1
         write("fuzz_pipeline", f"{choice}-{name}", bytes([choice]) + b"".join(frame(port(f), f) for f in frames))
 
+# Reloads in the middle of a conversation (control bit 3 before its second frame).
+for choice in (1, 2, 3):
+    for name in ("tcp", "udp", "icmp", "rdr"):
+        frames = CONVERSATIONS[name]
+        port = lambda f: 0 if f[:6] == MAC[0] else 1
+        body = b"".join(frame(port(f), f, 6 | (8 if i == 1 else 0)) for i, f in enumerate(frames))
+        write("fuzz_pipeline", f"{choice}-reload-{name}", bytes([choice]) + body)
+
 root = os.path.dirname(HERE)
 files = glob.glob(os.path.join(root, "examples", "*.conf")) + glob.glob(os.path.join(root, "crates", "fw", "tests", "fixtures", "**", "*"), recursive=True)
 n = 0

@@ -5,8 +5,8 @@
 //! same with `synproxy state`; stateless rules with options, ICMP types and `return-icmp`).
 //!
 //! Input: a byte choosing the rule set, then frames, each a control byte (bit 0: the port;
-//! bit 1: the destination MAC made the port's; bit 2: the IP and L4 checksums fixed), a
-//! two-byte length and the bytes. Checked after every frame: no panic, every frame received
+//! bit 1: the destination MAC made the port's; bit 2: the IP and L4 checksums fixed; bit 3:
+//! a reload to the next rule set first), a two-byte length and the bytes. Checked after every frame: no panic, every frame received
 //! counted once (forwarded, local, slow path, dropped, or held as a fragment), every IPv4
 //! header that leaves has a correct checksum, and so does every TCP, UDP, ICMP and ICMPv6
 //! segment that leaves while every frame sent so far had correct ones.
@@ -123,8 +123,10 @@ fuzz_target!(|data: &[u8]| {
     let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
     let tx = vec![Capture::default(), Capture::default()];
     let mut w = Worker::new(fib(), &ports(), rx, tx, CountingTx::new(), FramePool::new(256), 64);
-    if let Some(rules) = &rule_sets()[usize::from(choice % 4)] {
-        w.set_firewall(Firewall::new(RulesSlot::new(rules.clone()), 7));
+    let mut set = usize::from(choice % 4);
+    let slot = rule_sets()[set].clone().map(RulesSlot::new);
+    if let Some(slot) = &slot {
+        w.set_firewall(Firewall::new(slot.clone(), 7));
     }
     // Every frame so far came with its checksums fixed: then every frame that leaves must
     // carry correct ones (rewrites update them; what the router sends it computes).
@@ -133,6 +135,14 @@ fuzz_target!(|data: &[u8]| {
         let len = usize::from(u16::from_be_bytes([*hi, *lo])) % 1600;
         let (bytes, next) = tail.split_at(len.min(tail.len()));
         rest = next;
+        if control & 8 != 0
+            && let Some(slot) = &slot
+        {
+            // A reload between two frames: the next of the three rule sets, over the states
+            // and translations the last one made.
+            set = set % 3 + 1;
+            slot.publish(rule_sets()[set].clone().expect("a firewall's set")).expect("the small limit fits");
+        }
         let port = usize::from(control & 1);
         let mut frame = bytes.to_vec();
         if control & 2 != 0 && frame.len() >= 6 {
