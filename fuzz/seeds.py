@@ -50,7 +50,10 @@ def icmp(t, code=0, rest=b"\x00\x07\x00\x01", data=b"ping"):
     return bytes([t, code, 0, 0]) + rest + data
 
 
-def frame(port, f, control=6):
+def frame(f, control=6):
+    """One frame of a fuzz_pipeline input, received on the port its destination MAC names;
+    `control` 6: the MAC kept and the checksums fixed by the target."""
+    port = 0 if f[:6] == MAC[0] else 1
     return bytes([control | port]) + struct.pack("!H", len(f)) + f
 
 
@@ -91,15 +94,12 @@ def write(target, name, data):
 
 for choice in range(4):
     for name, frames in CONVERSATIONS.items():
-        port = lambda f: 0 if f[:6] == MAC[0] else 1
-        write("fuzz_pipeline", f"{choice}-{name}", bytes([choice]) + b"".join(frame(port(f), f) for f in frames))
+        write("fuzz_pipeline", f"{choice}-{name}", bytes([choice]) + b"".join(frame(f) for f in frames))
 
 # Reloads in the middle of a conversation (control bit 3 before its second frame).
 for choice in (1, 2, 3):
     for name in ("tcp", "udp", "icmp", "rdr"):
-        frames = CONVERSATIONS[name]
-        port = lambda f: 0 if f[:6] == MAC[0] else 1
-        body = b"".join(frame(port(f), f, 6 | (8 if i == 1 else 0)) for i, f in enumerate(frames))
+        body = b"".join(frame(f, 6 | (8 if i == 1 else 0)) for i, f in enumerate(CONVERSATIONS[name]))
         write("fuzz_pipeline", f"{choice}-reload-{name}", bytes([choice]) + body)
 
 root = os.path.dirname(HERE)

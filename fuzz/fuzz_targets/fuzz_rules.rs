@@ -20,6 +20,8 @@ fuzz_target!(|data: &[u8]| {
         ("em1".to_string(), vec![("10.0.0.1".parse().unwrap(), 8)]),
     ];
     let path = Path::new("/nonexistent/fuzz.conf");
+    // Without the interfaces' addresses `self`, `(if)` and `antispoof` are errors: that
+    // path too must not panic.
     let _ = fw::rules::parse(text, path, &ifaces);
     let Ok(rs) = fw::rules::parse_with_addresses(text, path, &ifaces, &addresses) else { return };
     if rs.rules.len() > 8 {
