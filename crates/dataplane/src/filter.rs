@@ -670,8 +670,8 @@ pub struct FirewallStats {
     states: [AtomicU64; STATE_FIELDS],
     /// Generation of the rule set the worker uses.
     generation: AtomicU64,
-    /// The verdict cache's hits, misses and invalidations.
-    cache: [AtomicU64; 3],
+    /// The verdict cache's hits, misses, invalidations and class hits.
+    cache: [AtomicU64; 4],
     /// Normalization's counts ([`scrub::ScrubCounts`]).
     scrub: [AtomicU64; scrub::SCRUB_COUNTER_NAMES.len()],
 }
@@ -694,11 +694,12 @@ impl FirewallStats {
 
     /// The worker's verdict cache's counters (in use only in front of the tree engine).
     pub fn verdict_cache(&self) -> CacheCounters {
-        let [hits, misses, invalidations] =
+        let [hits, misses, invalidations, class_hits] =
             std::array::from_fn(|i| self.cache[i].load(Ordering::Relaxed));
         CacheCounters {
             hits,
             misses,
+            class_hits,
             invalidations,
         }
     }
@@ -1138,7 +1139,7 @@ impl Firewall {
             .stats
             .cache
             .iter()
-            .zip([c.hits, c.misses, c.invalidations])
+            .zip([c.hits, c.misses, c.invalidations, c.class_hits])
         {
             a.store(v, Ordering::Relaxed);
         }

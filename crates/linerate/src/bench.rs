@@ -201,7 +201,7 @@ fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) 
     }
     let vc = &f.verdict_cache;
     if vc.hits + vc.misses > 0 {
-        println!("verdict cache: {} hits, {} misses ({:.1}% hits)", vc.hits, vc.misses, 100.0 * vc.hits as f64 / (vc.hits + vc.misses) as f64);
+        println!("verdict cache: {} hits ({} by class), {} misses ({:.1}% hits)", vc.hits, vc.class_hits, vc.misses, 100.0 * vc.hits as f64 / (vc.hits + vc.misses) as f64);
     }
     let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
     let matched: Vec<serde_json::Value> = f
@@ -220,7 +220,7 @@ fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) 
         "prefilled_states": f.prefilled_states,
         "prefill_s": f.prefill.as_secs_f64(),
         "states": states,
-        "verdict_cache": {"hits": vc.hits, "misses": vc.misses, "invalidations": vc.invalidations},
+        "verdict_cache": {"hits": vc.hits, "class_hits": vc.class_hits, "misses": vc.misses, "invalidations": vc.invalidations},
         "matched_rules": matched,
     })
 }

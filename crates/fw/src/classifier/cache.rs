@@ -9,17 +9,24 @@
 //! out, so packets differing only there share an entry. The value is the classifier's whole
 //! [`Verdict`] (deciding rule, action, state mode: all the later steps use).
 //!
+//! A key with no entry of its own is looked up again by the classes of its addresses and
+//! ports (`classes.rs`: values that the same rules accept), in entries marked [`BY_CLASS`]:
+//! a new flow in the classes of a flow seen before is answered without the classifier. The
+//! class lookups stop while they do not pay ([`VerdictCache::classes_pay`]).
+//!
 //! Bounded: a fixed array of 64-byte entries, four per set, allocated once by [`new`], with
 //! a 32-bit signature per entry in a separate array that a lookup reads first; a miss
 //! replaces one of the set's entries, the ways taken in turn. While more than a quarter of
-//! the lookups miss (a flood of new flows), only one miss in 16 is inserted, at random. Nothing is allocated on the fast path and nothing is
-//! shared: each worker owns its cache. Entries are tagged with a generation; a cache sees
+//! the lookups find no entry of their own (a flood of new flows), only one such key in 16
+//! gets one, at random. Nothing is allocated on the fast path and nothing is shared: each
+//! worker owns its cache. Entries are tagged with a generation; a cache sees
 //! which classifier it is asked about ([`Classifier::id`], unique per build) and starts a
 //! new generation when that changes, so a reload can never be answered from the old set.
 //!
 //! [`new`]: VerdictCache::new
 
 use super::Classifier;
+use super::classes::KeyClasses;
 use crate::packet::{Af, Dir, PacketKey, proto};
 use crate::rules::{Action, StateMode};
 use crate::verdict::Verdict;
@@ -43,17 +50,30 @@ const FLOOD_MISSES: u64 = WINDOW / 4;
 /// on every packet and never gets back, and it would evict the flows that do repeat.
 const FLOOD_INSERT_ONE_IN: u64 = 16;
 
-/// Generations use 19 bits (the low 13 hold the packet's tag, the route bits, the direction
-/// and the family: the tag rides in a word compared anyway, so rule sets without tags pay
-/// nothing for it); 0 is never current. A wrap clears the cache.
-const GEN_BITS: u32 = 19;
+/// Class lookups over which their use is judged (see [`VerdictCache::classes_pay`]).
+const CLASS_WINDOW: u64 = 1024;
+/// A window of class lookups with fewer hits than this turns them off: they cost more than
+/// an exact probe (tens of ns for addresses deep in the rules' prefixes).
+const CLASS_MIN_HITS: u64 = CLASS_WINDOW / 8;
+/// While off, one exact miss in this many still looks its classes up, to see whether they
+/// pay again.
+const CLASS_SAMPLE_ONE_IN: u64 = 16;
+
+/// Generations use 18 bits (the low 14 say whether the key is by classes, and hold the
+/// packet's tag, the route bits, the direction and the family: the tag rides in a word
+/// compared anyway, so rule sets without tags pay nothing for it); 0 is never current. A
+/// wrap clears the cache.
+const GEN_BITS: u32 = 18;
 /// The bits of `gen_meta` below the generation.
-const META_BITS: u32 = 13;
+const META_BITS: u32 = 14;
+/// In `gen_meta`: the entry is keyed by the classes of addresses and ports.
+const BY_CLASS: u32 = 1 << 13;
 
 /// No rule decided (pf's default pass) in [`Entry::rule`].
 const NO_RULE: u32 = u32::MAX;
 
 /// One cached verdict: the key's fields packed, then the verdict. One cache line.
+/// Addresses and ports are their classes' ids in an entry with [`BY_CLASS`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(C, align(64))]
 struct Entry {
@@ -62,8 +82,8 @@ struct Entry {
     /// Source port (or ICMP type) << 48 | destination port (code) << 32 | interface << 16 |
     /// protocol << 8 | masked TCP flags.
     tag: u64,
-    /// Generation << 13 | packet tag << 5 | route bits << 2 | direction << 1 | family; 0:
-    /// empty.
+    /// Generation << 14 | [`BY_CLASS`] | packet tag << 5 | route bits << 2 | direction << 1 |
+    /// family; 0: empty.
     gen_meta: u32,
     rule: u32,
     /// Action (bit 0: block) | state mode << 1.
@@ -86,8 +106,13 @@ struct Probe {
 /// Hit and miss counts of a [`VerdictCache`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheCounters {
+    /// Lookups answered from an entry (`class_hits` included).
     pub hits: u64,
+    /// Lookups the classifier answered.
     pub misses: u64,
+    /// Of the hits, those answered by the classes of addresses and ports, from an entry
+    /// another key of the same classes made.
+    pub class_hits: u64,
     /// Times the cache started a new generation (a new classifier, or [`VerdictCache::invalidate`]).
     pub invalidations: u64,
 }
@@ -103,10 +128,19 @@ pub struct VerdictCache {
     victim: usize,
     /// Chooses the misses inserted in a flood (xorshift).
     rng: u64,
-    /// Lookups and misses when the current window started.
+    /// Probes of keys' own entries, and their misses, when the current window started.
     window: (u64, u64),
     /// The last window was a flood.
     flood: bool,
+    /// Lookups that probed the entry of the key itself, and those that found none (answered
+    /// by class or not): what tells a flood of new flows ([`flooded`](Self::flooded)).
+    exact_probes: u64,
+    exact_misses: u64,
+    /// Class lookups made, and (lookups, class hits) when the current window started.
+    class_lookups: u64,
+    class_window: (u64, u64),
+    /// The last window of class lookups hit too little: they are sampled only.
+    classes_off: bool,
     /// Sets - 1 (a power of two minus one).
     set_mask: usize,
     generation: u32,
@@ -147,6 +181,11 @@ impl VerdictCache {
             rng: seed | 1,
             window: (0, 0),
             flood: false,
+            exact_probes: 0,
+            exact_misses: 0,
+            class_lookups: 0,
+            class_window: (0, 0),
+            classes_off: false,
             set_mask: entries / WAYS - 1,
             generation: 1,
             owner: 0,
@@ -201,58 +240,114 @@ impl VerdictCache {
             self.invalidate();
             self.owner = cl.id();
         }
-        let p = self.probe::<TAGS>(key, cl.flags_mask());
-        let (set, sig) = self.set_of(&p);
-        for (w, &s) in self.sigs[set].iter().enumerate() {
-            if s == sig {
-                let e = &self.entries[set * WAYS + w];
-                if e.gen_meta == p.gen_meta && e.tag == p.tag && e.src == p.src && e.dst == p.dst {
-                    self.counters.hits += 1;
-                    return verdict_of::<TAGS>(e);
-                }
-            }
+        let p = self.probe::<TAGS>(key, cl);
+        // In a flood of new flows that classes answer, the key's own entry is rarely there:
+        // its probe is skipped but for one lookup in 16, which keeps the flood measured.
+        let skip_own = self.flood && !self.classes_off && !self.one_in(FLOOD_INSERT_ONE_IN);
+        if let Some(c) = cl.key_classes().filter(|_| skip_own) {
+            return self.by_class::<TAGS>(cl, c, key, &p);
         }
-        self.miss(cl, key, &p, set, sig)
+        self.exact_probes += 1;
+        let (set, sig) = self.set_of(&p);
+        if let Some(v) = self.find(&p, set, sig).map(verdict_of::<TAGS>) {
+            self.counters.hits += 1;
+            return v;
+        }
+        self.miss::<TAGS>(cl, key, &p, set, sig)
     }
 
-    /// Classifies, and puts the verdict in the set's next way in turn.
+    /// The entry of `p` in `set`, if there is one.
+    #[inline(always)]
+    fn find(&self, p: &Probe, set: usize, sig: u32) -> Option<&Entry> {
+        let ways = self.sigs[set].iter().enumerate().filter(|&(_, &s)| s == sig);
+        ways.map(|(w, _)| &self.entries[set * WAYS + w]).find(|e| e.gen_meta == p.gen_meta && e.tag == p.tag && e.src == p.src && e.dst == p.dst)
+    }
+
+    /// No entry for the key itself: the entry of its classes if the classifier has them
+    /// and they pay, else the classifier's verdict. The exact entry is made either way
+    /// (one miss in 16 in a flood), so that the flow's next packets take one probe.
     #[inline(never)]
-    fn miss(&mut self, cl: &Classifier, key: &PacketKey, p: &Probe, set: usize, sig: u32) -> Verdict {
-        self.counters.misses += 1;
-        let v = cl.classify(key);
-        if self.flooded() {
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            if self.rng & (FLOOD_INSERT_ONE_IN - 1) != 0 {
-                return v;
+    fn miss<const TAGS: bool>(&mut self, cl: &Classifier, key: &PacketKey, p: &Probe, set: usize, sig: u32) -> Verdict {
+        self.exact_misses += 1;
+        let v = match cl.key_classes() {
+            Some(c) if self.classes_pay() => self.by_class::<TAGS>(cl, c, key, p),
+            _ => {
+                self.counters.misses += 1;
+                cl.classify(key)
             }
+        };
+        if !self.flooded() || self.one_in(FLOOD_INSERT_ONE_IN) {
+            self.insert(p, set, sig, &v);
         }
-        let w = self.victim;
-        self.victim = (w + 1) % WAYS;
-        self.sigs[set][w] = sig;
-        self.entries[set * WAYS + w] = Entry { src: p.src, dst: p.dst, tag: p.tag, gen_meta: p.gen_meta, rule: rule_bits(&v), verdict: verdict_bits(&v), vtag: v.tag };
         v
     }
 
+    /// The verdict from the entry of `key`'s classes, or the classifier's, which then
+    /// makes that entry.
+    fn by_class<const TAGS: bool>(&mut self, cl: &Classifier, c: &KeyClasses, key: &PacketKey, p: &Probe) -> Verdict {
+        self.class_lookups += 1;
+        let (s, d, sp, dp) = c.of(key);
+        let tag = p.tag & 0xffff_ffff | u64::from(sp) << 48 | u64::from(dp) << 32;
+        let q = Probe { src: u128::from(s), dst: u128::from(d), tag, gen_meta: p.gen_meta | BY_CLASS };
+        let (set, sig) = self.set_of(&q);
+        if let Some(v) = self.find(&q, set, sig).map(verdict_of::<TAGS>) {
+            self.counters.hits += 1;
+            self.counters.class_hits += 1;
+            return v;
+        }
+        self.counters.misses += 1;
+        let v = cl.classify(key);
+        self.insert(&q, set, sig, &v);
+        v
+    }
+
+    /// Puts `v` for `p` in its set's next way in turn.
+    fn insert(&mut self, p: &Probe, set: usize, sig: u32, v: &Verdict) {
+        let w = self.victim;
+        self.victim = (w + 1) % WAYS;
+        self.sigs[set][w] = sig;
+        self.entries[set * WAYS + w] = Entry { src: p.src, dst: p.dst, tag: p.tag, gen_meta: p.gen_meta, rule: rule_bits(v), verdict: verdict_bits(v), vtag: v.tag };
+    }
+
+    /// True once in `n` calls, at random (`n` a power of two).
+    fn one_in(&mut self, n: u64) -> bool {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng & (n - 1) == 0
+    }
+
+    /// Whether to look the classes up: yes, unless the last window of [`CLASS_WINDOW`]
+    /// class lookups hit fewer than [`CLASS_MIN_HITS`] times (traffic whose flows are each
+    /// in classes of their own, where a lookup only adds to the classifier's walk); then
+    /// for one miss in [`CLASS_SAMPLE_ONE_IN`].
     #[inline(always)]
-    fn probe<const TAGS: bool>(&self, key: &PacketKey, flags_mask: u8) -> Probe {
-        let flags = if key.proto == proto::TCP { key.tcp_flags & flags_mask } else { 0 };
+    fn classes_pay(&mut self) -> bool {
+        if self.class_lookups - self.class_window.0 >= CLASS_WINDOW {
+            self.classes_off = self.counters.class_hits - self.class_window.1 < CLASS_MIN_HITS;
+            self.class_window = (self.class_lookups, self.counters.class_hits);
+        }
+        !self.classes_off || self.one_in(CLASS_SAMPLE_ONE_IN)
+    }
+
+    #[inline(always)]
+    fn probe<const TAGS: bool>(&self, key: &PacketKey, cl: &Classifier) -> Probe {
+        let flags = if key.proto == proto::TCP { key.tcp_flags & cl.flags_mask() } else { 0 };
         let tag = u64::from(key.src_port) << 48 | u64::from(key.dst_port) << 32 | u64::from(key.iface) << 16 | u64::from(key.proto) << 8 | u64::from(flags);
         let ptag = if TAGS { u32::from(key.tag) << 5 } else { 0 };
         let meta = ptag | u32::from(key.route & 7) << 2 | u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
         Probe { src: key.src, dst: key.dst, tag, gen_meta: self.generation << META_BITS | meta }
     }
 
-    /// Whether the last full window of lookups missed more than [`FLOOD_MISSES`] times
-    /// (evaluated on misses only: without misses it does not matter).
+    /// Whether the last full window of probes for keys' own entries found none more than
+    /// [`FLOOD_MISSES`] times (evaluated on such misses only: without them it does not
+    /// matter). Misses that the key's classes answer count: a flood of new flows in known
+    /// classes would otherwise insert every flow and evict the class entries that answer it.
     #[inline(always)]
     fn flooded(&mut self) -> bool {
-        let c = &self.counters;
-        let lookups = c.hits + c.misses;
-        if lookups - self.window.0 >= WINDOW {
-            self.flood = c.misses - self.window.1 > FLOOD_MISSES;
-            self.window = (lookups, c.misses);
+        if self.exact_probes - self.window.0 >= WINDOW {
+            self.flood = self.exact_misses - self.window.1 > FLOOD_MISSES;
+            self.window = (self.exact_probes, self.exact_misses);
         }
         self.flood
     }
@@ -327,7 +422,7 @@ mod tests {
         assert_eq!(first.rule, Some(1));
         assert_eq!(first.keep_state, StateMode::Keep);
         assert_eq!(c.classify(&cl, &SYN), first);
-        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 1, invalidations: 1 });
+        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 1, class_hits: 0, invalidations: 1 });
     }
 
     /// Every state mode comes back from the cache as it went in.
@@ -361,7 +456,10 @@ mod tests {
 
     #[test]
     fn fields_rules_cannot_see_share_an_entry_and_tested_flags_do_not() {
-        let cl = classifier("block all\npass in proto tcp to port 22 flags S/SA keep state\n", super::super::Engine::Tree);
+        // The last rules make SYN's addresses and ports classes of their own.
+        let rules = "block all\npass in proto tcp to port 22 flags S/SA keep state\n\
+                     block proto tcp from 10.0.0.1 to 192.0.2.1 port 23:25\nblock proto tcp from port 40000 to 192.0.2.2/31\n";
+        let cl = classifier(rules, super::super::Engine::Tree);
         let mut c = VerdictCache::new(64, 7);
         c.classify(&cl, &SYN);
         // Length, ICMP id, IP options, and flag bits outside S/A: the same entry.
@@ -388,6 +486,66 @@ mod tests {
             assert_eq!(c.classify(&cl, &k), cl.classify(&k), "{k:?}");
         }
         assert_eq!(c.counters().misses, 2 + others.len() as u64);
+        // Addresses and ports the rules do not tell apart from those of `others`: their
+        // entries (keyed by the fields' classes, `classes.rs`).
+        let alike = [
+            PacketKey { src: SYN.src + 2, ..SYN },
+            PacketKey { dst: SYN.dst + 2, ..SYN },
+            PacketKey { src_port: 50000, ..SYN },
+            PacketKey { dst_port: 24, ..SYN },
+        ];
+        for k in alike {
+            assert_eq!(c.classify(&cl, &k), cl.classify(&k), "{k:?}");
+        }
+        assert_eq!(c.counters().misses, 2 + others.len() as u64);
+    }
+
+    #[test]
+    fn class_lookups_stop_while_they_do_not_hit_and_resume_when_they_do() {
+        // A class per destination port 1-2000 and per source 10.0.0.1-10.
+        let ports = (1..=2000).map(|p| format!("block in proto tcp to port {p}\n"));
+        let text: String = ports.chain((1..=10).map(|h| format!("block in proto tcp from 10.0.0.{h}\n"))).collect();
+        let cl = classifier(&text, super::super::Engine::Tree);
+        let mut c = VerdictCache::new(1 << 15, 7);
+        // 20,000 new flows, each in classes of its own: after a window of class lookups
+        // that never hit, only one exact miss in 16 looks its classes up.
+        for i in 0..20_000u32 {
+            let k = PacketKey { src: u128::from(0x0a00_0001 + i / 2000), dst_port: 1 + (i % 2000) as u16, ..SYN };
+            assert_eq!(c.classify(&cl, &k), cl.classify(&k));
+        }
+        assert!(c.classes_off);
+        assert_eq!(c.counters().class_hits, 0);
+        let (lookups, misses) = (c.class_lookups, c.counters().misses);
+        assert!((1024..1024 + 19_000 / 8).contains(&lookups), "{lookups} class lookups");
+        // New flows in ten classes: the sampled lookups hit, and within a window of them
+        // (16k misses at most) every miss looks its classes up again.
+        for i in 0..40_000u32 {
+            let k = PacketKey { src: u128::from(0x0b00_0000 + i), dst_port: 1 + (i % 10) as u16, ..SYN };
+            assert_eq!(c.classify(&cl, &k), cl.classify(&k));
+        }
+        assert!(!c.classes_off);
+        let c2 = c.counters();
+        assert!(c2.misses - misses < 17_000 && c2.class_hits > 20_000, "{c2:?}");
+    }
+
+    #[test]
+    fn a_new_flow_in_the_classes_of_another_hits() {
+        let cl = classifier("block all\npass in proto tcp from 10.0.0.0/8 to 192.0.2.0/24 port 1000:2000\n", super::super::Engine::Tree);
+        let mut c = VerdictCache::new(4096, 7);
+        let first = PacketKey { dst_port: 1000, ..SYN };
+        assert_eq!(c.classify(&cl, &first).rule, Some(1));
+        for i in 1..100u16 {
+            let k = PacketKey { src: SYN.src + u128::from(i) * 65537, dst: SYN.dst + u128::from(i), src_port: 30000 + i, dst_port: 1000 + 9 * i, ..SYN };
+            assert_eq!(c.classify(&cl, &k).rule, Some(1), "{k:?}");
+        }
+        assert_eq!((c.counters().misses, c.counters().class_hits), (1, 99));
+        // Each of them has its own entry now: the next packets take one probe.
+        let k = PacketKey { src: SYN.src + 65537, dst: SYN.dst + 1, src_port: 30001, dst_port: 1009, ..SYN };
+        assert_eq!(c.classify(&cl, &k).rule, Some(1));
+        assert_eq!((c.counters().hits, c.counters().class_hits), (100, 99));
+        let outside = PacketKey { dst: SYN.dst + 256, ..first };
+        assert_eq!(c.classify(&cl, &outside).rule, Some(0));
+        assert_eq!(c.counters().misses, 2);
     }
 
     #[test]
@@ -398,7 +556,7 @@ mod tests {
         assert_eq!(c.classify(&old, &SYN).action, Action::Block);
         assert_eq!(c.classify(&new, &SYN).action, Action::Pass);
         assert_eq!(c.classify(&new, &SYN).action, Action::Pass);
-        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 2, invalidations: 2 });
+        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 2, class_hits: 0, invalidations: 2 });
     }
 
     #[test]
@@ -415,7 +573,8 @@ mod tests {
         let cl = classifier("block in proto tcp to port 22\n", super::super::Engine::Tree);
         // One set: every key collides.
         let mut c = VerdictCache::new(WAYS, 7);
-        let keys: Vec<PacketKey> = (0..6).map(|i| PacketKey { src_port: 1000 + i, ..SYN }).collect();
+        // Keys that differ in the interface (keyed as it is, not by class).
+        let keys: Vec<PacketKey> = (0..6).map(|i| PacketKey { iface: 1000 + i, ..SYN }).collect();
         for k in keys.iter().chain(&keys).chain(keys.iter().rev()) {
             assert_eq!(c.classify(&cl, k), cl.classify(k));
         }
@@ -427,7 +586,8 @@ mod tests {
     fn a_flood_inserts_few_and_the_cache_recovers_after_it() {
         let cl = classifier("block in proto tcp to port 22\n", super::super::Engine::Tree);
         let mut c = VerdictCache::new(1 << 12, 7);
-        let flood: Vec<PacketKey> = (0..20_000u32).map(|i| PacketKey { src: u128::from(i), ..SYN }).collect();
+        // Keys that differ in the interface (keyed as it is, not by class).
+        let flood: Vec<PacketKey> = (0..20_000u16).map(|i| PacketKey { iface: i, ..SYN }).collect();
         for k in &flood {
             assert_eq!(c.classify(&cl, k), cl.classify(k));
         }
@@ -439,7 +599,7 @@ mod tests {
         });
         assert!(again.count() < 200);
         // A few flows repeating: past a window the cache inserts every miss again.
-        let hot: Vec<PacketKey> = (0..10u16).map(|i| PacketKey { src_port: i, ..SYN }).collect();
+        let hot: Vec<PacketKey> = (0..10u16).map(|i| PacketKey { iface: 30_000 + i, ..SYN }).collect();
         for _ in 0..300 {
             for k in &hot {
                 assert_eq!(c.classify(&cl, k), cl.classify(k));

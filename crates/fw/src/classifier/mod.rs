@@ -23,8 +23,11 @@
 //!
 //! In front of the tree, each worker keeps a [`VerdictCache`] ([`cache`]): exact-match on
 //! every field the rules can read, so that the packets of a flow after its first take one
-//! hashed probe instead of the walk.
+//! hashed probe instead of the walk; and, for a key without an entry, on the classes of its
+//! addresses and ports (`classes.rs`), so that a new flow in the classes of one seen before
+//! takes a second probe instead of the walk.
 
+mod classes;
 mod rfc;
 mod tags;
 pub mod tree;
@@ -281,6 +284,9 @@ pub struct Classifier {
     /// See [`Classifier::wants_cache`]: 0 no, 1 yes, 2 yes and the rules test tags (the
     /// cache then keys on them; one byte, so that the fast path reads one field).
     cache_mode: u8,
+    /// With the cache: the classes of addresses and ports, by which it looks up a key that
+    /// has no entry of its own (`classes.rs`).
+    classes: Option<Box<classes::KeyClasses>>,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -318,7 +324,9 @@ impl Classifier {
             (true, false) => 1,
             (true, true) => 2,
         };
-        Ok(Classifier { compiled, rules, stats, id, flags_mask, cache_mode })
+        // Built from every rule: each variant's rules are a subset, whose classes these refine.
+        let classes = (cache_mode != 0).then(|| Box::new(classes::KeyClasses::build(rs)));
+        Ok(Classifier { compiled, rules, stats, id, flags_mask, cache_mode, classes })
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
@@ -336,7 +344,7 @@ impl Classifier {
 
     /// Bytes held by the compiled structure (LPM tables counted as their committed size).
     pub fn memory_bytes(&self) -> usize {
-        self.compiled.memory_bytes()
+        self.compiled.memory_bytes() + self.classes.as_ref().map_or(0, |c| c.memory_bytes())
     }
 
     /// Unique per build (a rebuilt rule set gets another).
@@ -362,6 +370,12 @@ impl Classifier {
     pub(crate) fn cache_mode(&self) -> u8 {
         self.cache_mode
 }
+
+    /// The classes of addresses and ports (with the cache only: the tree engine).
+    #[inline(always)]
+    pub(crate) fn key_classes(&self) -> Option<&classes::KeyClasses> {
+        self.classes.as_deref()
+    }
 
     /// Number of rules compiled.
     pub fn rule_count(&self) -> usize {

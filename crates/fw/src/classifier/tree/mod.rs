@@ -36,7 +36,7 @@ use crate::verdict::Verdict;
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
 
 /// Inclusive range of a dimension.
-type Range = (u128, u128);
+pub(super) type Range = (u128, u128);
 /// The dimensions a rule checks in a leaf's box, each with its ranges clipped to the box.
 type Checks = Vec<(usize, Vec<Range>)>;
 
@@ -45,9 +45,9 @@ const IFDIR: usize = 0;
 const PROTO: usize = 1;
 /// TCP flags, or [`NOT_TCP`] for other protocols (which `flags` rules match).
 const FLAGS: usize = 2;
-const SPORT: usize = 3;
-const DPORT: usize = 4;
-const SRC: usize = 5;
+pub(super) const SPORT: usize = 3;
+pub(super) const DPORT: usize = 4;
+pub(super) const SRC: usize = 5;
 // Destination address: dimension 6.
 const NOT_TCP: u128 = 256;
 
@@ -260,6 +260,15 @@ fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Ran
         }
     };
     set.filter(|s| s.as_slice() != [(0, max)])
+}
+
+/// Per rule of family `af` (`None`: every rule) that constrains dimension `d`, its index and
+/// ranges there; with the dimension's largest value. What [`super::classes`] partitions.
+pub(super) fn dim_ranges(rs: &RuleSet, af: Option<Af>, d: usize) -> (Vec<(usize, Vec<Range>)>, u128) {
+    let fam = af.unwrap_or(Af::Inet);
+    let tables: Vec<Vec<Range>> = if d >= SRC { rs.tables.iter().map(|t| table_ranges(t, fam)).collect() } else { Vec::new() };
+    let rules = rs.rules.iter().enumerate().filter(|(_, r)| af.is_none() || r.af.is_none() || r.af == af);
+    (rules.filter_map(|(i, r)| rule_dim(r, fam, d, &tables).map(|s| (i, s))).collect(), dim_max(fam, d))
 }
 
 /// A node as built, before [`run::Node`] narrows its value.
