@@ -86,7 +86,9 @@ fn bad_frame_size_is_rejected() {
 }
 
 /// The realistic rules kept for the bench match none of its packets (either pass), checked
-/// with the reference evaluator, and the tree's verdict cache counts the bench's lookups.
+/// with the reference evaluator, and the tree's verdict cache counts the bench's lookups:
+/// the first of each of its 200 keys (100 flows, two passes) has no entry of its own, and
+/// most of those are answered by an entry of their classes that another key made.
 #[test]
 fn realistic_bench_rules_match_no_packet_and_go_through_the_cache() {
     use fw::packet::{Af, Dir};
@@ -108,5 +110,5 @@ fn realistic_bench_rules_match_no_packet_and_go_through_the_cache() {
     let res = run(&cfg, |_, _| {}).unwrap();
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     let c = res.firewall.unwrap().verdict_cache;
-    assert!(c.hits > 10 * c.misses && c.misses >= 200, "{c:?}");
+    assert!(c.hits > 10 * c.misses && c.misses + c.class_hits >= 200 && c.class_hits > c.misses, "{c:?}");
 }
