@@ -36,7 +36,7 @@ const NODE: u32 = 1 << 30;
 /// without any of these three bits, it is the first interval of a run of at most
 /// [`NODE_FROM`] - 1.
 const LONG: u32 = 1 << 29;
-/// An entry spanning this many intervals or more gets a node (else a search by halves).
+/// An entry spanning this many intervals or more gets a node (else a short run).
 const NODE_FROM: usize = 8;
 /// Nodes per address table at most (1 KiB each): past it, entries are searched by halves.
 const NODE_BUDGET: usize = 1 << 14;
@@ -143,7 +143,7 @@ fn port_table(iv: &[(u128, u32)]) -> Box<[u16]> {
 trait AddrWord: Copy + Ord {
     const BITS: u32;
     fn of(v: u128) -> Self;
-    /// Bits `shift..shift + 16` (masked by `mask`) as an index.
+    /// The bits from `shift` up, masked by `mask`, as an index.
     fn chunk(self, shift: u32, mask: u32) -> usize;
 }
 
@@ -218,10 +218,12 @@ impl<W: AddrWord> AddrClasses<W> {
             let (a, b) = self.spans[(e & !LONG) as usize];
             return self.classes[a as usize + self.starts[a as usize + 1..=b as usize].partition_point(|&s| s <= v)];
         }
-        // The run's later starts, and those after it (all above the entry's values).
+        // The run's later starts, and those after it (all above the entry's values), or the
+        // padding: the largest address counts the padding too, and is in the last interval.
         let a = e as usize;
         let after: &[W; NODE_FROM - 1] = self.starts[a + 1..a + NODE_FROM].try_into().expect("padded");
-        self.classes[a + after.iter().map(|&s| usize::from(s <= v)).sum::<usize>()]
+        let i = a + after.iter().map(|&s| usize::from(s <= v)).sum::<usize>();
+        self.classes[i.min(self.classes.len() - 1)]
     }
 
     fn bytes(&self) -> usize {
@@ -246,8 +248,8 @@ impl AddrBuilder {
 
     /// The entry for the values `lo..lo + 2^bits`.
     fn entry(&mut self, lo: u128, bits: u32) -> u32 {
-        let last: Range = (lo, lo + ((1u128 << bits) - 1));
-        let (a, b) = (self.at(last.0), self.at(last.1));
+        let span: Range = (lo, lo + ((1u128 << bits) - 1));
+        let (a, b) = (self.at(span.0), self.at(span.1));
         if a == b {
             return DIRECT | self.classes[a];
         }
@@ -388,6 +390,23 @@ mod tests {
                 assert_eq!(a.class(v), want as u32, "{v:#x}, budget {budget}");
             }
         }
+    }
+
+    /// The first and last addresses of each family, in runs at the ends of the space (a
+    /// broadcast 255.255.255.255 once read past the classes).
+    #[test]
+    fn the_ends_of_the_address_space_find_their_intervals() {
+        let iv: Vec<(u128, u32)> = [(0, 0), (1, 1), (2, 2), (u128::MAX - 2, 3), (u128::MAX - 1, 4), (u128::MAX, 5)].into();
+        let v6 = AddrClasses::<u128>::build(&iv);
+        assert_eq!([0, 1, 2, 77, u128::MAX - 2, u128::MAX - 1, u128::MAX].map(|v| v6.class(v)), [0, 1, 2, 2, 3, 4, 5]);
+        let iv4: Vec<(u128, u32)> = [(0, 0), (1, 1), (0xffff_fff0, 2), (0xffff_fffe, 3), (0xffff_ffff, 4)].into();
+        let v4 = AddrClasses::<u32>::build(&iv4);
+        assert_eq!([0, 1, 9, 0xffff_fff0, 0xffff_fffe, u32::MAX].map(|v| v4.class(v)), [0, 1, 1, 2, 3, 4]);
+        let rs = rules("pass to 255.255.255.254\npass to 255.255.255.255\npass inet6 to ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe\n");
+        let keys: Vec<PacketKey> = [u32::MAX, u32::MAX - 1, u32::MAX - 2].iter().map(|&a| key(Af::Inet, 1, u128::from(a), 1, 2)).chain([u128::MAX, u128::MAX - 1].map(|a| key(Af::Inet6, 1, a, 1, 2))).collect();
+        check_same_rules(&rs, &keys);
+        let kc = KeyClasses::build(&rs);
+        assert_ne!(kc.of(&keys[0]).1, kc.of(&keys[1]).1);
     }
 
     #[test]
