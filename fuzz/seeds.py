@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Writes starting corpora for the targets that need structure to get anywhere:
 fuzz_pipeline (conversations of valid frames for each of its rule sets), fuzz_rules (rule
-files of the repository, cut into sets of a few rules), fuzz_ndisc, fuzz_routefile and
-fuzz_pcap. Usage: fuzz/seeds.py [DIR] (writes DIR/<target>/seed-*, DIR defaulting to
+files of the repository, cut into sets of a few rules), fuzz_classes (rule sets and keys
+from a fixed generator), fuzz_ndisc, fuzz_routefile and fuzz_pcap. Usage: fuzz/seeds.py [DIR] (writes DIR/<target>/seed-*, DIR defaulting to
 fuzz/corpus, where the fuzzer's own finds stay beside them)."""
 import glob
 import os
+import random
 import struct
 import sys
 
@@ -124,4 +125,12 @@ for name, pkt in [("ns", ipv6(A6, R6, 58, NS, hop=255)), ("na", ipv6(A6, R6, 58,
 write("fuzz_routefile", "example", open(os.path.join(root, "examples", "routes.txt"), "rb").read())
 for path in glob.glob(os.path.join(root, "crates", "*", "tests", "golden", "*.pcap")):
     write("fuzz_pcap", os.path.basename(path), open(path, "rb").read())
+# Rule sets of fuzz_classes: an options byte, 12-byte rules, 0xff, 8-byte keys; drawn from a
+# fixed generator, crowded (many rules per base) or sparse, both node budgets.
+rng = random.Random(17)
+for n, (rules, opts) in enumerate([(4, 0), (24, 1), (60, 2), (120, 3), (160, 4), (40, 5)]):
+    crowd = n % 2 == 1
+    body = b"".join(bytes([rng.randrange(0xff)]) + bytes((rng.randrange(256) & (0x30 if crowd and i in (0, 3) else 0xff)) for i in range(11)) for _ in range(rules))
+    keys = bytes(rng.randrange(256) for _ in range(8 * 200))
+    write("fuzz_classes", f"{n}", bytes([opts]) + body + b"\xff" + keys)
 print("seeds written under", OUT)

@@ -1,7 +1,8 @@
 //! Differential test of the stateless rule language against nftables: random pf rule sets
 //! (prefixes, negations, lists, port operators and ranges, ICMP types, in/out, interfaces,
 //! IPv4 and IPv6, quick and not, pass and block, up to 1000 rules) are compiled by linerate
-//! (`fw::classifier`, and the reference evaluator) and, translated as `nft_diff` explains,
+//! (`fw::classifier`, the reference evaluator, and the tree through a verdict cache, which
+//! answers packets by the classes of their fields) and, translated as `nft_diff` explains,
 //! loaded into a namespace's kernel. Each packet goes through both: the kernel's verdict is
 //! whether the packet, sent into the namespace on the interface standing for its direction
 //! and interface, is forwarded out of its other side.
@@ -12,7 +13,7 @@
 
 use std::process::Command;
 
-use fw::classifier::Classifier;
+use fw::classifier::{BuildOptions, Classifier, Engine, VerdictCache};
 use fw::packet::{Af, PacketKey};
 use fw::reference::evaluate;
 use fw::rules::{Action, parse};
@@ -160,6 +161,10 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
     let t = std::time::Instant::now();
     let cl = Classifier::build(&rs).unwrap_or_else(|e| panic!("seed {seed}, {n_rules} rules: {e}"));
     eprintln!("{n_rules} rules: classifier built in {:?}", t.elapsed());
+    // The tree whatever the size, through a small verdict cache: packets answered from
+    // entries other packets of their classes made are checked against the kernel too.
+    let tree = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+    let cache = std::cell::RefCell::new(VerdictCache::new(256, seed));
     let script = nft_diff::nft_script(&rules);
     let nft_path = b.dir.join("rules.nft");
     std::fs::write(&nft_path, &script).unwrap();
@@ -178,6 +183,8 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
     let want = |id: usize| {
         let v = cl.classify(&keys[id]);
         assert_eq!(v.action, evaluate(&rs, &keys[id]).action, "seed {seed}: classifier and reference disagree on {}", show(&keys[id]));
+        let cached = cache.borrow_mut().lookup(&tree, &keys[id]);
+        assert_eq!(cached.action, v.action, "seed {seed}: the tree through the verdict cache disagrees on {}", show(&keys[id]));
         v.action == Action::Pass
     };
     // A packet the kernel lost (a full queue) looks blocked: those are sent again, alone.
@@ -190,7 +197,15 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
     }
     let mut bad = Vec::new();
     let n_pass = (0..keys.len()).filter(|&id| want(id)).count();
-    eprintln!("{n_rules} rules ({} nftables rules): {n_pass} of {} packets pass, {} through the kernel", script.lines().count() - 6, keys.len(), passed.len());
+    let c = cache.borrow().counters();
+    eprintln!(
+        "{n_rules} rules ({} nftables rules): {n_pass} of {} packets pass, {} through the kernel; the cached tree: {} hits ({} by class)",
+        script.lines().count() - 6,
+        keys.len(),
+        passed.len(),
+        c.hits,
+        c.class_hits
+    );
     for (id, k) in keys.iter().enumerate() {
         let (lr, kernel) = (want(id), passed.contains(&(id as u32)));
         if lr != kernel {

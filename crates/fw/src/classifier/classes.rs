@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use super::tree::{self, DPORT, Range, SPORT, SRC};
+use super::tree::{self, DPORT, SPORT, SRC};
 use crate::packet::{Af, PacketKey};
 use crate::rules::RuleSet;
 
@@ -39,7 +39,7 @@ const LONG: u32 = 1 << 29;
 /// An entry spanning this many intervals or more gets a node (else a short run).
 const NODE_FROM: usize = 8;
 /// Nodes per address table at most (1 KiB each): past it, entries are searched by halves.
-const NODE_BUDGET: usize = 1 << 14;
+pub(super) const NODE_BUDGET: usize = 1 << 14;
 
 /// The class ids of a rule set's ports and addresses. See the module documentation.
 pub(crate) struct KeyClasses {
@@ -52,9 +52,10 @@ pub(crate) struct KeyClasses {
 }
 
 impl KeyClasses {
-    pub(crate) fn build(rs: &RuleSet) -> KeyClasses {
-        let addr4 = |d| AddrClasses::build(&intervals(rs, Some(Af::Inet), d));
-        let addr6 = |d| AddrClasses::build(&intervals(rs, Some(Af::Inet6), d));
+    /// The classes of `rs`, each address table with at most `nodes` nodes.
+    pub(crate) fn build(rs: &RuleSet, nodes: usize) -> KeyClasses {
+        let addr4 = |d| AddrClasses::build_with(&intervals(rs, Some(Af::Inet), d), nodes);
+        let addr6 = |d| AddrClasses::build_with(&intervals(rs, Some(Af::Inet6), d), nodes);
         KeyClasses {
             sport: port_table(&intervals(rs, None, SPORT)),
             dport: port_table(&intervals(rs, None, DPORT)),
@@ -185,15 +186,11 @@ struct AddrClasses<W> {
 }
 
 impl<W: AddrWord> AddrClasses<W> {
-    fn build(iv: &[(u128, u32)]) -> AddrClasses<W> {
-        Self::build_with(iv, NODE_BUDGET)
-    }
-
-    /// [`build`](Self::build) with at most `budget` nodes.
+    /// The classes of intervals `iv`, with at most `budget` nodes.
     fn build_with(iv: &[(u128, u32)], budget: usize) -> AddrClasses<W> {
         let mut b = AddrBuilder { starts: iv.iter().map(|e| e.0).collect(), classes: iv.iter().map(|e| e.1).collect(), nodes: Vec::new(), spans: Vec::new(), budget };
         let bits = W::BITS - 16;
-        let root = (0..1u128 << 16).map(|k| b.entry(k << bits, bits)).collect();
+        let root = b.entries(0, bits, 1 << 16, 0).into_boxed_slice();
         AddrClasses {
             root,
             nodes: b.nodes,
@@ -241,25 +238,43 @@ struct AddrBuilder {
 }
 
 impl AddrBuilder {
-    /// The interval holding `v`.
-    fn at(&self, v: u128) -> usize {
-        self.starts.partition_point(|&s| s <= v) - 1
+    /// The entries of `count` consecutive blocks of `2^bits` values from `lo`, the first
+    /// starting in interval `first`: one sweep over the blocks and their intervals (a
+    /// search by halves per block made the 65,536 root entries most of the build's time).
+    fn entries(&mut self, lo: u128, bits: u32, count: u128, first: usize) -> Vec<u32> {
+        let last = self.starts.len() - 1;
+        let mut out = Vec::with_capacity(count as usize);
+        let mut a = first;
+        for k in 0..count {
+            let start = lo + (k << bits);
+            let end = start + ((1u128 << bits) - 1);
+            while a < last && self.starts[a + 1] <= start {
+                a += 1;
+            }
+            if a == last {
+                // The remaining blocks all lie in the last interval.
+                out.resize(count as usize, DIRECT | self.classes[last]);
+                break;
+            }
+            let mut b = a;
+            while b < last && self.starts[b + 1] <= end {
+                b += 1;
+            }
+            out.push(self.entry(start, bits, a, b));
+        }
+        out
     }
 
-    /// The entry for the values `lo..lo + 2^bits`.
-    fn entry(&mut self, lo: u128, bits: u32) -> u32 {
-        let span: Range = (lo, lo + ((1u128 << bits) - 1));
-        let (a, b) = (self.at(span.0), self.at(span.1));
+    /// The entry for the values `lo..lo + 2^bits`, which lie in intervals `a..=b`.
+    fn entry(&mut self, lo: u128, bits: u32, a: usize, b: usize) -> u32 {
         if a == b {
             return DIRECT | self.classes[a];
         }
         if b - a + 1 >= NODE_FROM && bits >= 8 && self.nodes.len() < self.budget * 256 {
             let at = self.nodes.len();
             self.nodes.resize(at + 256, 0);
-            for k in 0..256u128 {
-                let e = self.entry(lo + (k << (bits - 8)), bits - 8);
-                self.nodes[at + k as usize] = e;
-            }
+            let node = self.entries(lo, bits - 8, 256, a);
+            self.nodes[at..at + 256].copy_from_slice(&node);
             return NODE | (at / 256) as u32;
         }
         if b - a + 1 < NODE_FROM {
@@ -283,7 +298,7 @@ mod tests {
     /// Keys with classes of their addresses and ports in common, and their other fields
     /// equal, are accepted by the same rules.
     fn check_same_rules(rs: &RuleSet, keys: &[PacketKey]) {
-        let kc = KeyClasses::build(rs);
+        let kc = KeyClasses::build(rs, NODE_BUDGET);
         let mut seen: HashMap<_, Vec<bool>> = HashMap::new();
         for k in keys {
             let matched: Vec<bool> = rs.rules.iter().map(|r| crate::reference::rule_matches(rs, r, k)).collect();
@@ -300,7 +315,7 @@ mod tests {
     #[test]
     fn ports_split_where_rules_begin_and_end() {
         let rs = rules("pass proto udp to port 1000:2000\nblock proto udp from port > 1500\npass proto udp to port { 53, 1999 }\n");
-        let kc = KeyClasses::build(&rs);
+        let kc = KeyClasses::build(&rs, NODE_BUDGET);
         let d = |p| kc.dport[p as usize];
         assert_eq!(d(0), 0);
         assert_eq!(d(999), 0);
@@ -336,7 +351,7 @@ mod tests {
         }
         check_same_rules(&rs, &keys);
         // A host rule makes a class of one address (a node below its /16).
-        let kc = KeyClasses::build(&rs);
+        let kc = KeyClasses::build(&rs, NODE_BUDGET);
         let c = |a: u32| kc.dst4.class(a);
         assert_ne!(c(0xc000_0205), c(0xc000_0204));
         assert_eq!(c(0xc000_0280), c(0x0808_0808));
@@ -397,15 +412,15 @@ mod tests {
     #[test]
     fn the_ends_of_the_address_space_find_their_intervals() {
         let iv: Vec<(u128, u32)> = [(0, 0), (1, 1), (2, 2), (u128::MAX - 2, 3), (u128::MAX - 1, 4), (u128::MAX, 5)].into();
-        let v6 = AddrClasses::<u128>::build(&iv);
+        let v6 = AddrClasses::<u128>::build_with(&iv, NODE_BUDGET);
         assert_eq!([0, 1, 2, 77, u128::MAX - 2, u128::MAX - 1, u128::MAX].map(|v| v6.class(v)), [0, 1, 2, 2, 3, 4, 5]);
         let iv4: Vec<(u128, u32)> = [(0, 0), (1, 1), (0xffff_fff0, 2), (0xffff_fffe, 3), (0xffff_ffff, 4)].into();
-        let v4 = AddrClasses::<u32>::build(&iv4);
+        let v4 = AddrClasses::<u32>::build_with(&iv4, NODE_BUDGET);
         assert_eq!([0, 1, 9, 0xffff_fff0, 0xffff_fffe, u32::MAX].map(|v| v4.class(v)), [0, 1, 1, 2, 3, 4]);
         let rs = rules("pass to 255.255.255.254\npass to 255.255.255.255\npass inet6 to ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe\n");
         let keys: Vec<PacketKey> = [u32::MAX, u32::MAX - 1, u32::MAX - 2].iter().map(|&a| key(Af::Inet, 1, u128::from(a), 1, 2)).chain([u128::MAX, u128::MAX - 1].map(|a| key(Af::Inet6, 1, a, 1, 2))).collect();
         check_same_rules(&rs, &keys);
-        let kc = KeyClasses::build(&rs);
+        let kc = KeyClasses::build(&rs, NODE_BUDGET);
         assert_ne!(kc.of(&keys[0]).1, kc.of(&keys[1]).1);
     }
 
@@ -418,7 +433,7 @@ mod tests {
             text += &format!("pass to 10.9.{}.{}\npass inet6 to 2001:db8::{:x}\n", i / 256, i % 256, i * 3);
         }
         let rs = rules(&text);
-        let kc = KeyClasses::build(&rs);
+        let kc = KeyClasses::build(&rs, NODE_BUDGET);
         assert!(!kc.dst4.nodes.is_empty() && !kc.dst6.nodes.is_empty());
         for i in 0..600u32 {
             let v4 = u128::from(0x0a09_0000 + i);

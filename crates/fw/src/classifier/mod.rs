@@ -84,7 +84,14 @@ pub struct BuildOptions {
     /// Tree leaves get a second filter in rule sets of at least this many rules (default
     /// [`DEFAULT_LEAF_PAIRS_FROM`]; 0: in every set, as the property tests build them).
     pub leaf_pairs_from: usize,
+    /// 256-entry nodes each address table of the cache's classes may use (default
+    /// [`DEFAULT_CLASS_NODES`]); past them, crowded spans are searched by halves. Tests and
+    /// the fuzz target set 0 or a few to reach that path.
+    pub class_nodes: usize,
 }
+
+/// Default of [`BuildOptions::class_nodes`].
+pub const DEFAULT_CLASS_NODES: usize = classes::NODE_BUDGET;
 
 /// Default of [`BuildOptions::leaf_pairs_from`].
 pub const DEFAULT_LEAF_PAIRS_FROM: usize = tree::PAIRS_FROM;
@@ -101,6 +108,7 @@ impl Default for BuildOptions {
             host_map_threshold: DEFAULT_HOST_MAP_THRESHOLD,
             engine: Engine::Auto,
             leaf_pairs_from: DEFAULT_LEAF_PAIRS_FROM,
+            class_nodes: DEFAULT_CLASS_NODES,
         }
     }
 }
@@ -325,7 +333,7 @@ impl Classifier {
             (true, true) => 2,
         };
         // Built from every rule: each variant's rules are a subset, whose classes these refine.
-        let classes = (cache_mode != 0).then(|| Box::new(classes::KeyClasses::build(rs)));
+        let classes = (cache_mode != 0).then(|| Box::new(classes::KeyClasses::build(rs, opts.class_nodes)));
         Ok(Classifier { compiled, rules, stats, id, flags_mask, cache_mode, classes })
     }
 

@@ -36,7 +36,7 @@ use crate::verdict::Verdict;
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
 
 /// Inclusive range of a dimension.
-pub(super) type Range = (u128, u128);
+type Range = (u128, u128);
 /// The dimensions a rule checks in a leaf's box, each with its ranges clipped to the box.
 type Checks = Vec<(usize, Vec<Range>)>;
 
@@ -457,12 +457,13 @@ impl Builder {
     /// The best split of the box: (dimension, value, larger side, sum of sides).
     fn best_split(&self, ids: &[u32], bx: &[Range; DIMS]) -> Option<(usize, u128, usize, usize)> {
         let mut best: Option<(usize, u128, usize, usize)> = None;
+        let (mut starts, mut ends, mut cands) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()), Vec::with_capacity(2 * ids.len()));
         for (d, &(lo, hi)) in bx.iter().enumerate() {
             if lo == hi {
                 continue;
             }
-            let mut starts = Vec::with_capacity(ids.len());
-            let mut ends = Vec::with_capacity(ids.len());
+            starts.clear();
+            ends.clear();
             for &i in ids {
                 if let Some((s, e)) = self.clip(&self.rules[i as usize], d, (lo, hi)) {
                     starts.push(s);
@@ -471,13 +472,22 @@ impl Builder {
             }
             starts.sort_unstable();
             ends.sort_unstable();
-            let mut cands: Vec<u128> = ends.iter().copied().filter(|&e| e < hi).collect();
+            cands.clear();
+            cands.extend(ends.iter().copied().filter(|&e| e < hi));
             cands.extend(starts.iter().filter(|&&s| s > lo).map(|&s| s - 1));
             cands.sort_unstable();
             cands.dedup();
-            for v in cands {
-                let l = starts.partition_point(|&s| s <= v);
-                let r = ends.len() - ends.partition_point(|&e| e <= v);
+            // Candidates increase: the rules starting at or below one, and those ending
+            // above it, are counted by two cursors.
+            let (mut l, mut ended) = (0, 0);
+            for &v in &cands {
+                while l < starts.len() && starts[l] <= v {
+                    l += 1;
+                }
+                while ended < ends.len() && ends[ended] <= v {
+                    ended += 1;
+                }
+                let r = ends.len() - ended;
                 let score = (l.max(r), l + r);
                 if best.is_none_or(|b| score < (b.2, b.3)) {
                     best = Some((d, v, score.0, score.1));
@@ -584,7 +594,7 @@ impl Builder {
         if sum >= 2 * ids.len() {
             return self.leaf(&ids, &bx, rule_count, out);
         }
-        let (mut left, mut right) = (Vec::new(), Vec::new());
+        let (mut left, mut right) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         for &i in &ids {
             if let Some((s, e)) = self.clip(&self.rules[i as usize], d, bx[d]) {
                 if s <= v {
