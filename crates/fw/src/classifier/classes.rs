@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use super::tree::{self, DPORT, SPORT, SRC};
+use super::tree::{self, DPORT, Range, SPORT, SRC};
 use crate::packet::{Af, PacketKey};
 use crate::rules::RuleSet;
 
@@ -98,27 +98,10 @@ fn word(rule: usize) -> u128 {
 /// class), starts increasing from 0, neighbours of different classes. Class 0 is the set of
 /// no rule.
 fn intervals(rs: &RuleSet, af: Option<Af>, d: usize) -> Vec<(u128, u32)> {
-    let (rules, max) = tree::dim_ranges(rs, af, d);
-    let mut events: Vec<(u128, u128)> = Vec::new();
-    for (i, ranges) in &rules {
-        let w = word(*i);
-        for &(a, b) in ranges {
-            events.push((a, w));
-            if b < max {
-                events.push((b + 1, w));
-            }
-        }
-    }
-    events.sort_unstable_by_key(|e| e.0);
-    let mut ids: HashMap<u128, u32> = HashMap::from([(0, 0)]);
+    let mut ids: HashMap<u128, u32, FastHash> = HashMap::default();
+    ids.insert(0, 0);
     let mut out: Vec<(u128, u32)> = vec![(0, 0)];
-    let (mut name, mut k) = (0u128, 0);
-    while k < events.len() {
-        let at = events[k].0;
-        while events.get(k).is_some_and(|e| e.0 == at) {
-            name ^= events[k].1;
-            k += 1;
-        }
+    for (at, name, _) in sweep(rs, af, d) {
         let next = ids.len() as u32;
         let class = *ids.entry(name).or_insert(next);
         match out.last_mut() {
@@ -128,6 +111,86 @@ fn intervals(rs: &RuleSet, af: Option<Af>, d: usize) -> Vec<(u128, u32)> {
     }
     out.dedup_by(|next, prev| next.1 == prev.1);
     out
+}
+
+/// The sizes of the distinct rule sets among the intervals of address field `d` (`SRC` or
+/// `SRC + 1`) of family `af`: how many of the family's rules that constrain the field
+/// accept each. Tells ahead a rule set RFC could not hold (`rfc::surely_over_budget`).
+pub(super) fn distinct_set_sizes(rs: &RuleSet, af: Af, d: usize) -> Vec<usize> {
+    let mut seen: HashMap<u128, (), FastHash> = HashMap::default();
+    seen.insert(0, ());
+    let mut sizes = vec![0];
+    for (_, name, size) in sweep(rs, Some(af), d) {
+        if seen.insert(name, ()).is_none() {
+            sizes.push(size);
+        }
+    }
+    sizes
+}
+
+/// Where the rule set changes along dimension `d`: (value, the name of the set of rules
+/// accepting it and the values up to the next change, their number), values increasing.
+/// Rules with the same ranges (a table, a network many rules name) are swept as one, their
+/// words XORed: the names are the same, and a table named by 1,000 rules costs its entries once.
+fn sweep(rs: &RuleSet, af: Option<Af>, d: usize) -> Vec<(u128, u128, usize)> {
+    let (rules, max) = tree::dim_ranges(rs, af, d);
+    let mut groups: HashMap<&[Range], (u128, usize), FastHash> = HashMap::with_capacity_and_hasher(rules.len(), FastHash::default());
+    for (i, ranges) in &rules {
+        let g = groups.entry(ranges.as_slice()).or_insert((0, 0));
+        *g = (g.0 ^ word(*i), g.1 + 1);
+    }
+    let mut events: Vec<(u128, u128, isize)> = Vec::new();
+    for (ranges, (w, n)) in groups {
+        for &(a, b) in ranges {
+            events.push((a, w, n as isize));
+            if b < max {
+                events.push((b + 1, w, -(n as isize)));
+            }
+        }
+    }
+    events.sort_unstable_by_key(|e| e.0);
+    let mut out = Vec::new();
+    let (mut name, mut size, mut k) = (0u128, 0isize, 0);
+    while k < events.len() {
+        let at = events[k].0;
+        while let Some(&(_, w, n)) = events.get(k).filter(|e| e.0 == at) {
+            name ^= w;
+            size += n;
+            k += 1;
+        }
+        out.push((at, name, size as usize));
+    }
+    out
+}
+
+/// A multiply-and-rotate hasher (FxHash's): the maps above hash range lists and set names
+/// of the operator's own rules at build time, where SipHash was a tenth of the sweep.
+type FastHash = std::hash::BuildHasherDefault<MulHasher>;
+
+#[derive(Default)]
+struct MulHasher(u64);
+
+impl std::hash::Hasher for MulHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// A port's class by its value. Ids fit: at most one class per value.

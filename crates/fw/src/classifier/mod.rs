@@ -266,6 +266,8 @@ fn compile_routes(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, Classi
 fn compile(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierStats), BuildError> {
     let gave_up = match opts.engine {
         Engine::Tree => None,
+        // Not attempted where its address fields alone would cross the budget.
+        Engine::Auto if let Some(e) = rfc::surely_over_budget(rs, rfc_budget(rs, opts)) => Some(e.message),
         Engine::Rfc | Engine::Auto => match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
             Ok(r) => {
                 let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
@@ -398,11 +400,37 @@ impl Classifier {
 
 #[cfg(test)]
 mod tests {
-    use super::Classifier;
+    use super::{BuildOptions, Classifier, rfc};
+    use crate::testgen;
+    use std::path::Path;
 
     #[test]
     fn classifier_is_send_and_sync() {
         fn is<T: Send + Sync>() {}
         is::<Classifier>();
+    }
+
+    /// RFC's attempt is skipped only where it would fail: on realistic and adversarial sets
+    /// of several sizes, under budgets from tight to the default, whenever the bound says
+    /// "surely over", RFC gives up too; and the bound does say so for 10,000 realistic
+    /// rules under the default budget (RFC gave up there after building the field).
+    #[test]
+    fn rfc_is_skipped_only_where_it_would_give_up() {
+        let parse = |text: String| crate::rules::parse(&text, Path::new("t.conf"), &testgen::iface_index).unwrap();
+        let mut sets: Vec<_> = [40, 200, 600, 2000, 10_000].iter().enumerate().map(|(s, &n)| parse(testgen::ruleset(s as u64, n))).collect();
+        sets.extend(testgen::adversarial::SHAPES.iter().map(|shape| parse(testgen::adversarial::ruleset(shape, 3, 300).unwrap())));
+        let mut skipped = 0;
+        for (k, rs) in sets.iter().enumerate() {
+            for limit in [300 << 10, 400 << 10, 600 << 10, 1 << 20, 4 << 20, super::rfc_budget(rs, &BuildOptions::default())] {
+                if let Some(e) = rfc::surely_over_budget(rs, limit) {
+                    skipped += 1;
+                    let built = rfc::Rfc::build(rs, &BuildOptions::default(), limit, usize::MAX);
+                    assert!(built.is_err(), "set {k}, limit {limit}: skipped ({}), yet RFC fits", e.message);
+                }
+            }
+        }
+        assert!(skipped >= 8, "the bound skipped RFC {skipped} times");
+        let big = &sets[4];
+        assert!(rfc::surely_over_budget(big, super::rfc_budget(big, &BuildOptions::default())).is_some());
     }
 }

@@ -87,8 +87,13 @@ impl Budget {
 }
 
 pub(crate) fn set_bytes(s: &RSet) -> usize {
+    set_bytes_of(s.len())
+}
+
+/// [`set_bytes`] of a set of `len` rules.
+pub(crate) fn set_bytes_of(len: usize) -> usize {
     // The set is held twice (map key + vector) plus bookkeeping.
-    2 * 4 * s.len() + 64
+    2 * 4 * len + 64
 }
 
 /// A class space under construction: class `i` accepts `common ∪ sets[i]`.

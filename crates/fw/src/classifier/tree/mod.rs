@@ -36,7 +36,7 @@ use crate::verdict::Verdict;
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
 
 /// Inclusive range of a dimension.
-type Range = (u128, u128);
+pub(super) type Range = (u128, u128);
 /// The dimensions a rule checks in a leaf's box, each with its ranges clipped to the box.
 type Checks = Vec<(usize, Vec<Range>)>;
 
