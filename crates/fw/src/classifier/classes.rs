@@ -117,15 +117,11 @@ fn intervals(rs: &RuleSet, af: Option<Af>, d: usize) -> Vec<(u128, u32)> {
 /// `SRC + 1`) of family `af`: how many of the family's rules that constrain the field
 /// accept each. Tells ahead a rule set RFC could not hold (`rfc::surely_over_budget`).
 pub(super) fn distinct_set_sizes(rs: &RuleSet, af: Af, d: usize) -> Vec<usize> {
+    let changes = sweep(rs, Some(af), d);
+    // The values below the first change are in no rule's ranges: the empty set, if any.
+    let below = changes.first().is_none_or(|c| c.0 > 0).then_some((0, 0, 0));
     let mut seen: HashMap<u128, (), FastHash> = HashMap::default();
-    seen.insert(0, ());
-    let mut sizes = vec![0];
-    for (_, name, size) in sweep(rs, Some(af), d) {
-        if seen.insert(name, ()).is_none() {
-            sizes.push(size);
-        }
-    }
-    sizes
+    below.into_iter().chain(changes).filter(|&(_, name, _)| seen.insert(name, ()).is_none()).map(|(_, _, size)| size).collect()
 }
 
 /// Where the rule set changes along dimension `d`: (value, the name of the set of rules
