@@ -114,14 +114,23 @@ fn intervals(rs: &RuleSet, af: Option<Af>, d: usize) -> Vec<(u128, u32)> {
 }
 
 /// The sizes of the distinct rule sets among the intervals of address field `d` (`SRC` or
-/// `SRC + 1`) of family `af`: how many of the family's rules that constrain the field
-/// accept each. Tells ahead a rule set RFC could not hold (`rfc::surely_over_budget`).
-pub(super) fn distinct_set_sizes(rs: &RuleSet, af: Af, d: usize) -> Vec<usize> {
+/// `SRC + 1`) of family `af` (how many of the family's rules that constrain the field
+/// accept each), and the number of values where the set changes. Tells ahead a rule set
+/// RFC could not hold (`rfc::surely_over_budget`).
+pub(super) fn set_sizes_and_changes(rs: &RuleSet, af: Af, d: usize) -> (Vec<usize>, usize) {
     let changes = sweep(rs, Some(af), d);
     // The values below the first change are in no rule's ranges: the empty set, if any.
     let below = changes.first().is_none_or(|c| c.0 > 0).then_some((0, 0, 0));
     let mut seen: HashMap<u128, (), FastHash> = HashMap::default();
-    below.into_iter().chain(changes).filter(|&(_, name, _)| seen.insert(name, ()).is_none()).map(|(_, _, size)| size).collect()
+    let (mut sizes, mut boundaries, mut last) = (Vec::new(), 0, None);
+    for (_, name, size) in below.into_iter().chain(changes) {
+        if seen.insert(name, ()).is_none() {
+            sizes.push(size);
+        }
+        boundaries += usize::from(last.is_some_and(|l| l != name));
+        last = Some(name);
+    }
+    (sizes, boundaries)
 }
 
 /// Where the rule set changes along dimension `d`: (value, the name of the set of rules

@@ -267,7 +267,7 @@ fn compile(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierSta
     let gave_up = match opts.engine {
         Engine::Tree => None,
         // Not attempted where its address fields alone would cross the budget.
-        Engine::Auto if let Some(e) = rfc::surely_over_budget(rs, rfc_budget(rs, opts)) => Some(e.message),
+        Engine::Auto if let Some(e) = rfc::surely_over_budget(rs, opts, rfc_budget(rs, opts)) => Some(e.message),
         Engine::Rfc | Engine::Auto => match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
             Ok(r) => {
                 let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
@@ -400,7 +400,7 @@ impl Classifier {
 
 #[cfg(test)]
 mod tests {
-    use super::{BuildOptions, Classifier, rfc};
+    use super::{BuildOptions, Classifier, rfc, tree};
     use crate::testgen;
     use std::path::Path;
 
@@ -422,7 +422,7 @@ mod tests {
         let mut skipped = 0;
         for (k, rs) in sets.iter().enumerate() {
             for limit in [300 << 10, 400 << 10, 600 << 10, 1 << 20, 4 << 20, super::rfc_budget(rs, &BuildOptions::default())] {
-                if let Some(e) = rfc::surely_over_budget(rs, limit) {
+                if let Some(e) = rfc::surely_over_budget(rs, &BuildOptions::default(), limit) {
                     skipped += 1;
                     let built = rfc::Rfc::build(rs, &BuildOptions::default(), limit, usize::MAX);
                     assert!(built.is_err(), "set {k}, limit {limit}: skipped ({}), yet RFC fits", e.message);
@@ -430,7 +430,23 @@ mod tests {
             }
         }
         assert!(skipped >= 8, "the bound skipped RFC {skipped} times");
+        // At the bound's edge: one byte less than the bound of the source field, or of both
+        // fields, and RFC must give up there, on realistic sets of many sizes and seeds.
+        for seed in 0..40u64 {
+            let rs = parse(testgen::ruleset(100 + seed, [20, 60, 150, 400, 1000][seed as usize % 5]));
+            // Lower LPM thresholds, so that the bound's `lpm` term is met at these sizes too.
+            let opts = BuildOptions { lpm_threshold: [256, 64, 16, 0][seed as usize % 4], ..BuildOptions::default() };
+            let src = rfc::FIRST_CHARGE + rfc::field_at_least(&rs, &opts, tree::SRC);
+            let both = src + rfc::field_at_least(&rs, &opts, tree::SRC + 1);
+            for (limit, fields) in [(src - 1, &["source address"][..]), (both - 1, &["source address", "destination address"])] {
+                assert!(rfc::surely_over_budget(&rs, &opts, limit).is_some());
+                // Within those fields (it builds them first), not in a later phase.
+                let e = rfc::Rfc::build(&rs, &opts, limit, usize::MAX).err().map(|e| e.message);
+                let within = e.as_ref().is_some_and(|m| m.contains("port and protocol") || fields.iter().any(|f| m.contains(f)));
+                assert!(within, "seed {seed}, limit {limit}: under the bound, yet RFC got past {fields:?}: {e:?}");
+            }
+        }
         let big = &sets[4];
-        assert!(rfc::surely_over_budget(big, super::rfc_budget(big, &BuildOptions::default())).is_some());
+        assert!(rfc::surely_over_budget(big, &BuildOptions::default(), super::rfc_budget(big, &BuildOptions::default())).is_some());
     }
 }

@@ -507,6 +507,27 @@ pub(crate) fn rest_lookup(
     Ok(Rest::Intervals { starts, classes })
 }
 
+/// What an `lpm` table is charged at least: its 2^24 first-level entries.
+pub(crate) const LPM_TABLE_BYTES: usize = (1 << 24) * 5;
+
+/// How many distinct host prefixes (/32, /128) of family `fam` the source (`src`) or
+/// destination field may insert: those of the rules' items and of every table's entries
+/// (at least as many as RFC's host map takes out of the lookup).
+pub(crate) fn host_prefixes(rs: &RuleSet, src: bool, fam: Af) -> usize {
+    let bits = Prefix::bits(fam);
+    let items = rs.rules.iter().flat_map(|r| match if src { &r.src } else { &r.dst } {
+        AddrMatch::Any => &[][..],
+        AddrMatch::List(items) => items.as_slice(),
+    });
+    let of_rules = items.filter_map(|it| match it.target {
+        AddrTarget::Prefix(p) => Some(p),
+        AddrTarget::Table(_) => None,
+    });
+    let of_tables = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix));
+    let hosts: HashSet<u128> = of_rules.chain(of_tables).filter(|p| p.af == fam && p.len == bits).map(|p| p.addr).collect();
+    hosts.len()
+}
+
 /// An `lpm` table of the prefixes' classes (misses give `root`).
 fn lpm_rest(fam: Af, root: u32, inserted: &[(Prefix, u32)], budget: &mut Budget, what: &str) -> Result<Rest, BuildError> {
     // tbl8 groups needed: one per distinct 24+8(d-1)-bit prefix of the prefixes longer
@@ -524,7 +545,7 @@ fn lpm_rest(fam: Af, root: u32, inserted: &[(Prefix, u32)], budget: &mut Budget,
         level += 8;
     }
     let groups = groups + groups / 8 + 16;
-    budget.charge((1usize << 24) * 5 + groups * 256 * 5, what)?;
+    budget.charge(LPM_TABLE_BYTES + groups * 256 * 5, what)?;
     let groups = u32::try_from(groups).map_err(|_| BuildError {
         message: format!("{what}: too many LPM groups"),
     })?;

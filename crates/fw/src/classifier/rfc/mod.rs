@@ -118,21 +118,38 @@ fn stats(field_classes: [usize; 6], join_classes: [usize; 5], joins: [&Join; 5],
 const PORT_AND_PROTO_TABLES: usize = 2 * 65536 * 2 + 1024 * 4;
 
 /// The error [`Rfc::build`] would return on `rs` within `limit` bytes, when its address
-/// fields alone surely cross it: each of their distinct rule sets is charged. One field
-/// holds both families, so each family's sets are a lower bound; RFC's sets also hold the
-/// rules that constrain the field without excluding any address, so they are larger.
-/// Building the fields before giving up was a third of a realistic 10k-rule compile.
-pub(super) fn surely_over_budget(rs: &RuleSet, limit: usize) -> Option<BuildError> {
+/// fields alone surely cross it. Building them before giving up was most of RFC's lost
+/// work on realistic sets of thousands of rules. See [`field_at_least`].
+pub(super) fn surely_over_budget(rs: &RuleSet, opts: &BuildOptions, limit: usize) -> Option<BuildError> {
     let mut budget = Budget { limit, used: 0, max_pairs: usize::MAX };
-    let field = |d| {
-        let family = |af| super::classes::distinct_set_sizes(rs, af, d).into_iter().map(sets::set_bytes_of).sum::<usize>();
-        family(Af::Inet).max(family(Af::Inet6))
-    };
     (budget.charge(PORT_AND_PROTO_TABLES, "the port and protocol tables"))
-        .and_then(|()| budget.charge(field(super::tree::SRC), "the source address field"))
-        .and_then(|()| budget.charge(field(super::tree::SRC + 1), "the destination address field"))
+        .and_then(|()| budget.charge(field_at_least(rs, opts, super::tree::SRC), "the source address field"))
+        .and_then(|()| budget.charge(field_at_least(rs, opts, super::tree::SRC + 1), "the destination address field"))
         .err()
 }
+
+/// At least what RFC charges for address field `d` (`SRC` or `SRC + 1`), from the rule sets
+/// of the field's intervals per family (the cache classes' sweep):
+/// - each distinct set: RFC's sets hold at least those rules (and also those that constrain
+///   the field without excluding any address), and it tells at least these sets apart;
+/// - an `lpm` table where it surely needs one: each value where the set changes is the
+///   start or the end of a prefix it inserts, so it inserts at least half as many, of
+///   which the host prefixes its host map may take are at most those the rules name.
+///
+/// One field holds both families: each family's charge is a lower bound.
+pub(super) fn field_at_least(rs: &RuleSet, opts: &BuildOptions, d: usize) -> usize {
+    let family = |af| {
+        let (sizes, changes) = super::classes::set_sizes_and_changes(rs, af, d);
+        let prefixes_left = changes.div_ceil(2).saturating_sub(addr::host_prefixes(rs, d == super::tree::SRC, af));
+        let lpm = if prefixes_left > opts.lpm_threshold { addr::LPM_TABLE_BYTES } else { 0 };
+        sizes.into_iter().map(sets::set_bytes_of).sum::<usize>() + lpm
+    };
+    family(Af::Inet).max(family(Af::Inet6))
+}
+
+/// See [`PORT_AND_PROTO_TABLES`] (for tests at the bound's edge).
+#[cfg(test)]
+pub(super) const FIRST_CHARGE: usize = PORT_AND_PROTO_TABLES;
 
 impl Rfc {
     /// Compiles `rs` within `limit` bytes and at most `max_pairs` exception pairs per
