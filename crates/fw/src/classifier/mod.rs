@@ -431,11 +431,12 @@ mod tests {
         }
         assert!(skipped >= 8, "the bound skipped RFC {skipped} times");
         // At the bound's edge: one byte less than the bound of the source field, or of both
-        // fields, and RFC must give up there, on realistic sets of many sizes and seeds.
-        for seed in 0..40u64 {
-            let rs = parse(testgen::ruleset(100 + seed, [20, 60, 150, 400, 1000][seed as usize % 5]));
+        // fields, and RFC must give up there, on realistic sets of many sizes and seeds and
+        // on the adversarial shapes.
+        let shapes = testgen::adversarial::SHAPES.iter().map(|shape| parse(testgen::adversarial::ruleset(shape, 5, 400).unwrap()));
+        for (seed, rs) in (0..40u64).map(|s| parse(testgen::ruleset(100 + s, [20, 60, 150, 400, 1000][s as usize % 5]))).chain(shapes).enumerate() {
             // Lower LPM thresholds, so that the bound's `lpm` term is met at these sizes too.
-            let opts = BuildOptions { lpm_threshold: [256, 64, 16, 0][seed as usize % 4], ..BuildOptions::default() };
+            let opts = BuildOptions { lpm_threshold: [256, 64, 16, 0][seed % 4], ..BuildOptions::default() };
             let src = rfc::FIRST_CHARGE + rfc::field_at_least(&rs, &opts, tree::SRC);
             let both = src + rfc::field_at_least(&rs, &opts, tree::SRC + 1);
             for (limit, fields) in [(src - 1, &["source address"][..]), (both - 1, &["source address", "destination address"])] {
