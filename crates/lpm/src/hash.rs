@@ -1,13 +1,15 @@
 //! A fast, non-cryptographic hasher for integer keys (multiply + splitmix64 finaliser).
-//! Used by the reference tables, whose lookups probe up to 129 maps per address in tests.
+//! Used by the reference tables, whose lookups probe up to 129 maps per address in tests,
+//! and by the firewall's build-time maps of rule ranges (`fw`'s `classifier/classes.rs`).
 
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Hasher for `u32` / `u128` keys.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct IntHasher(u64);
+pub struct IntHasher(u64);
 
-pub(crate) type IntBuild = BuildHasherDefault<IntHasher>;
+/// Builds [`IntHasher`]s (for `HashMap::with_hasher` and friends).
+pub type IntBuild = BuildHasherDefault<IntHasher>;
 
 impl Hasher for IntHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -17,6 +19,10 @@ impl Hasher for IntHasher {
     }
     #[inline]
     fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
         self.write_u64(n as u64);
     }
     #[inline]

@@ -86,6 +86,7 @@ mod reclaim;
 pub mod reference;
 
 pub use dir::GroupStats;
+pub use hash::{IntBuild, IntHasher};
 pub use ipv4::{DEFAULT_TBL8_GROUPS_V4, Ipv4Lpm};
 pub use ipv6::{DEFAULT_TBL8_GROUPS_V6, Ipv6Lpm};
 pub use reclaim::{Grace, Reader};

@@ -22,7 +22,7 @@
 //! mispredicted about three times per address). Past the node budget, longer runs are
 //! searched by halves.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::tree::{self, DPORT, Range, SPORT, SRC};
 use crate::packet::{Af, PacketKey};
@@ -121,10 +121,10 @@ pub(super) fn set_sizes_and_changes(rs: &RuleSet, af: Af, d: usize) -> (Vec<usiz
     let changes = sweep(rs, Some(af), d);
     // The values below the first change are in no rule's ranges: the empty set, if any.
     let below = changes.first().is_none_or(|c| c.0 > 0).then_some((0, 0, 0));
-    let mut seen: HashMap<u128, (), FastHash> = HashMap::default();
+    let mut seen: HashSet<u128, FastHash> = HashSet::default();
     let (mut sizes, mut boundaries, mut last) = (Vec::new(), 0, None);
     for (_, name, size) in below.into_iter().chain(changes) {
-        if seen.insert(name, ()).is_none() {
+        if seen.insert(name) {
             sizes.push(size);
         }
         boundaries += usize::from(last.is_some_and(|l| l != name));
@@ -168,35 +168,9 @@ fn sweep(rs: &RuleSet, af: Option<Af>, d: usize) -> Vec<(u128, u128, usize)> {
     out
 }
 
-/// A multiply-and-rotate hasher (FxHash's): the maps above hash range lists and set names
-/// of the operator's own rules at build time, where SipHash was a tenth of the sweep.
-type FastHash = std::hash::BuildHasherDefault<MulHasher>;
-
-#[derive(Default)]
-struct MulHasher(u64);
-
-impl std::hash::Hasher for MulHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn write_u128(&mut self, v: u128) {
-        self.write_u64(v as u64);
-        self.write_u64((v >> 64) as u64);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// The build-time maps hash range lists and set names of the operator's own rules, where
+/// SipHash was a tenth of the sweep.
+type FastHash = lpm::IntBuild;
 
 /// A port's class by its value. Ids fit: at most one class per value.
 fn port_table(iv: &[(u128, u32)]) -> Box<[u16]> {

@@ -437,7 +437,7 @@ mod tests {
         for (seed, rs) in (0..40u64).map(|s| parse(testgen::ruleset(100 + s, [20, 60, 150, 400, 1000][s as usize % 5]))).chain(shapes).enumerate() {
             // Lower LPM thresholds, so that the bound's `lpm` term is met at these sizes too.
             let opts = BuildOptions { lpm_threshold: [256, 64, 16, 0][seed % 4], ..BuildOptions::default() };
-            let src = rfc::FIRST_CHARGE + rfc::field_at_least(&rs, &opts, tree::SRC);
+            let src = rfc::PORT_AND_PROTO_TABLES + rfc::field_at_least(&rs, &opts, tree::SRC);
             let both = src + rfc::field_at_least(&rs, &opts, tree::SRC + 1);
             for (limit, fields) in [(src - 1, &["source address"][..]), (both - 1, &["source address", "destination address"])] {
                 assert!(rfc::surely_over_budget(&rs, &opts, limit).is_some());

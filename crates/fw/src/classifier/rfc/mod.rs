@@ -115,7 +115,7 @@ fn stats(field_classes: [usize; 6], join_classes: [usize; 5], joins: [&Join; 5],
 }
 
 /// What RFC charges first: both port tables and the protocol table.
-const PORT_AND_PROTO_TABLES: usize = 2 * 65536 * 2 + 1024 * 4;
+pub(super) const PORT_AND_PROTO_TABLES: usize = 2 * 65536 * 2 + 1024 * 4;
 
 /// The error [`Rfc::build`] would return on `rs` within `limit` bytes, when its address
 /// fields alone surely cross it. Building them before giving up was most of RFC's lost
@@ -146,10 +146,6 @@ pub(super) fn field_at_least(rs: &RuleSet, opts: &BuildOptions, d: usize) -> usi
     };
     family(Af::Inet).max(family(Af::Inet6))
 }
-
-/// See [`PORT_AND_PROTO_TABLES`] (for tests at the bound's edge).
-#[cfg(test)]
-pub(super) const FIRST_CHARGE: usize = PORT_AND_PROTO_TABLES;
 
 impl Rfc {
     /// Compiles `rs` within `limit` bytes and at most `max_pairs` exception pairs per
