@@ -1,19 +1,19 @@
 //! The filter stage of the forwarding node: pf-like rules (crate `fw`) and per-worker
 //! connection tracking.
 //!
-//! * [`CompiledRules`]: a parsed [`RuleSet`] and its compiled [`Classifier`], immutable, shared
-//!   by every worker through an `Arc`.
-//! * [`RulesSlot`]: how the control side hands a new rule set to the workers. It publishes the
-//!   new `Arc` under a mutex and bumps an atomic generation; a worker reads the generation
-//!   once per batch (one relaxed-cost load) and takes the mutex only when it changed, i.e. once
-//!   per reload. A worker therefore uses one rule set for a whole batch, never a mix. A set
+//! * [`CompiledRules`] (`compiled.rs`): a parsed [`RuleSet`] and its compiled classifier,
+//!   immutable, shared by every worker through an `Arc`.
+//! * [`RulesSlot`] (`slot.rs`): how the control side hands a new rule set to the workers. It
+//!   publishes the new `Arc` under a mutex and bumps an atomic generation; a worker reads the
+//!   generation once per batch (one relaxed-cost load) and takes the mutex only when it
+//!   changed, i.e. once per reload. A worker therefore uses one rule set for a whole batch, never a mix. A set
 //!   whose `set limit states` is above what a worker's state table holds comes with memory
 //!   the publisher reserved for that worker: workers never allocate a table themselves.
 //! * [`Firewall`]: what one worker owns: the current rules, its own [`StateTable`] (no lock:
 //!   only this worker touches it) and its counters. The state table survives reloads, so
 //!   established flows keep passing; a state's rule index may then name a rule of the old set,
 //!   which only matters for counters (bounds-checked when counted).
-//! * [`FirewallStats`]: the counters other threads read while the worker runs.
+//! * [`FirewallStats`] (`counters.rs`): the counters other threads read while the worker runs.
 //!
 //! Evaluation per routed packet (pf's, see [`fw::passes`]): one state lookup; a state that
 //! holds both of pf's states of the flow (its `in` and `out` states, `fw::state`'s `sub.rs`)
@@ -22,19 +22,17 @@
 //! interface (its pf state, else the `out` rules; skipped when no rule can act on outbound
 //! packets).
 
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use fw::classifier::{BuildError, CacheCounters, Classifier, VerdictCache};
+use fw::classifier::VerdictCache;
 use fw::packet::{Dir, PacketKey};
 use fw::passes::{Count, Drop, Hit, Passes, Ticket};
-use fw::rules::{Action, RuleSet};
+use fw::rules::RuleSet;
 use fw::state::{
-    Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, RuleLimits, StateAllocError,
-    StateCounters, StateDropReason, StateId, StateLookup, StateMemory, StateTable, StateVerdict,
-    TcpSegment, Timeouts,
+    Flow, FlowV4, IcmpErrorMatch, InsertError, QuickHits, StateAllocError, StateDropReason,
+    StateId, StateLookup, StateTable, StateVerdict, TcpSegment, Timeouts,
 };
 
 use crate::counters::DropReason;
@@ -44,6 +42,8 @@ use crate::fib::Fib;
 /// ([`StateTable::expire_paced`]; all of them while the table is full).
 const EXPIRE_BUDGET: usize = 16;
 
+mod compiled;
+mod counters;
 mod datagrams;
 pub mod frag_hold;
 pub mod frags;
@@ -62,663 +62,24 @@ pub mod log;
 pub(crate) mod modulate;
 mod refuse;
 mod route_hosts;
+mod slot;
 pub mod scrub;
 mod stage;
 pub(crate) mod synproxy;
 
 pub use crate::seed::random_seed;
-use log::{LogHit, LogRules, LogSink};
+use log::{LogHit, LogSink};
+pub use compiled::CompiledRules;
+use counters::{NO_PENDING, Pending, bump, state_fields};
+pub use counters::{FirewallStats, RuleCounters, RuleStat, STATE_COUNTER_NAMES};
 pub use refuse::Refusal;
+pub use slot::RulesSlot;
 
 pub(crate) use stage::{FilterStage, Routed, RoutedPacket, RoutedV4};
 
 // A batch's quick loop may see no more packets than the state table allows for.
 const _: () = assert!(io::batch::MAX_BATCH <= fw::state::QUICK_BATCH_MAX);
 
-/// A rule set ready for the fast path.
-pub struct CompiledRules {
-    pub rules: RuleSet,
-    classifier: Classifier,
-    /// Whether the out pass can change a packet's fate: some rule that can match outbound
-    /// packets (`out`, or no direction as `pass all`) blocks or keeps state. If every such
-    /// rule is a stateless pass, the out verdict is always "pass, no state" (pf's default
-    /// included), so the pass is skipped (but for packets with IP options, which pf's default
-    /// pass blocks); the only loss is those rules' out-pass counts.
-    has_out: bool,
-    /// The same for the in pass: whether a state must hold the packet's `in` state to settle it.
-    has_in: bool,
-    /// The rules with `log`, and their ids in the log.
-    pub log: LogRules,
-    /// The state counts of the rules with `max`, shared by the workers.
-    limits: Option<Arc<RuleLimits>>,
-    /// The route bits the rules test (`no-route`, `urpf-failed`): 0, the usual case, looks
-    /// nothing up.
-    route_bits: u8,
-    /// Some `scrub` rule applies to inbound / outbound packets: the stage's scrub pass runs.
-    scrub_in: bool,
-    scrub_out: bool,
-    /// Some scrub rule names hosts, ports, a family or a protocol: matching needs a key.
-    scrub_keyed: bool,
-    /// Some rule says `modulate state`: the apply pass rewrites the TCP packets of states
-    /// that modulate.
-    pub(crate) modulate: bool,
-    /// Some rule has `route-to` or `reply-to`: the forwarder looks their packets' states up
-    /// before the route lookups (`forward/route_opts.rs`).
-    pub(crate) route_opts: bool,
-    /// Some `out` rule has `route-to`: the forwarder looks the state up again after the out
-    /// pass, which may have just made it.
-    pub(crate) routes_out: bool,
-    /// Shared by the sets made from this one by changing table entries (`overload`,
-    /// `linerate table`): the same rules, whose counters go on.
-    lineage: Arc<()>,
-    /// `set keepcounters`: where each rule's counters come from in the set this one
-    /// replaced, found when it is published.
-    keep: std::sync::OnceLock<KeepCounts>,
-}
-
-/// The rules of a set published with `set keepcounters` that are in the set it replaced.
-struct KeepCounts {
-    /// The replaced set's lineage: only a worker counting under it carries its counts.
-    from: Arc<()>,
-    /// For each rule (and pf's default, last), the replaced set's index of the same rule.
-    map: Vec<Option<usize>>,
-}
-
-/// What makes two rules of two sets the same rule (pf's `keepcounters`): all but the line.
-fn rule_identity(r: &fw::rules::Rule) -> String {
-    format!(
-        "{:?}",
-        fw::rules::Rule {
-            line: 0,
-            ..r.clone()
-        }
-    )
-}
-
-impl KeepCounts {
-    /// pf's way (`set keepcounters`): a rule of `new` takes the counters of an equal rule of
-    /// `old` (its line aside), each old rule's once.
-    fn of(old: &CompiledRules, new: &CompiledRules) -> KeepCounts {
-        let key = rule_identity;
-        let mut olds: std::collections::HashMap<String, Vec<usize>> =
-            std::collections::HashMap::new();
-        for (i, r) in old.rules.rules.iter().enumerate().rev() {
-            olds.entry(key(r)).or_default().push(i);
-        }
-        let mut map: Vec<Option<usize>> = new
-            .rules
-            .rules
-            .iter()
-            .map(|r| olds.get_mut(&key(r)).and_then(Vec::pop))
-            .collect();
-        map.push(Some(old.rule_count()));
-        KeepCounts {
-            from: Arc::clone(&old.lineage),
-            map,
-        }
-    }
-}
-
-impl CompiledRules {
-    /// Compiles `rules` (off the fast path: this can take seconds for large sets).
-    pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
-        let limits = RuleLimits::of(&rules);
-        CompiledRules::with_limits(rules, limits, Arc::new(()))
-    }
-
-    /// `rules`, this set's rules with other table entries, compiled: it shares this set's
-    /// limits and source nodes, and its rule counters go on.
-    fn derived(&self, rules: RuleSet) -> Result<CompiledRules, BuildError> {
-        CompiledRules::with_limits(rules, self.limits.clone(), Arc::clone(&self.lineage))
-    }
-
-    fn with_limits(
-        rules: RuleSet,
-        limits: Option<Arc<RuleLimits>>,
-        lineage: Arc<()>,
-    ) -> Result<CompiledRules, BuildError> {
-        let classifier = Classifier::build(&rules)?;
-        let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
-        let log = LogRules::of(&rules);
-        let route_bits = rules.route_bits_used();
-        let (scrub_in, scrub_out) = (rules.scrubs(Dir::In), rules.scrubs(Dir::Out));
-        let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
-        // `synproxy state` shifts the server's numbers as `modulate state` does.
-        let modulate = rules.rules.iter().any(|r| {
-            matches!(
-                r.keep_state,
-                fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy
-            )
-        });
-        let route_opts = rules.rules.iter().any(|r| r.route.is_some());
-        let routes_out = rules
-            .rules
-            .iter()
-            .any(|r| r.route.is_some() && r.dir == Some(fw::packet::Dir::Out));
-        Ok(CompiledRules {
-            rules,
-            classifier,
-            has_out,
-            has_in,
-            log,
-            limits,
-            route_bits,
-            scrub_in,
-            scrub_out,
-            scrub_keyed,
-            modulate,
-            route_opts,
-            routes_out,
-            lineage,
-            keep: std::sync::OnceLock::new(),
-        })
-    }
-
-    /// Whether `other` is this set with other table entries (`overload`, `linerate table`).
-    fn same_rules(&self, other: &CompiledRules) -> bool {
-        Arc::ptr_eq(&self.lineage, &other.lineage)
-    }
-
-    /// Whether some rule has `overload` (the slot then runs its overload thread).
-    pub(crate) fn overloads(&self) -> bool {
-        self.limits.as_ref().is_some_and(|l| l.has_overload())
-    }
-
-    /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
-    pub fn load(
-        path: &Path,
-        ifaces: &dyn Fn(&str) -> Option<u16>,
-    ) -> Result<CompiledRules, String> {
-        let rules = fw::rules::load(path, ifaces).map_err(|e| e.to_string())?;
-        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
-    }
-
-    /// [`load`](Self::load) knowing the router's addresses on its interfaces (`self`,
-    /// interface hosts, `antispoof`: [`fw::rules::parse_with_addresses`]).
-    pub fn load_with_addresses(
-        path: &Path,
-        ifaces: &dyn Fn(&str) -> Option<u16>,
-        addresses: &fw::rules::InterfaceAddresses,
-    ) -> Result<CompiledRules, String> {
-        let rules =
-            fw::rules::load_with_addresses(path, ifaces, addresses).map_err(|e| e.to_string())?;
-        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
-    }
-
-    /// [`parse`](Self::parse) knowing the router's addresses on its interfaces.
-    pub fn parse_with_addresses(
-        text: &str,
-        path: &Path,
-        ifaces: &dyn Fn(&str) -> Option<u16>,
-        addresses: &fw::rules::InterfaceAddresses,
-    ) -> Result<CompiledRules, String> {
-        let rules = fw::rules::parse_with_addresses(text, path, ifaces, addresses)
-            .map_err(|e| e.to_string())?;
-        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
-    }
-
-    /// As [`load`](Self::load) from text; `path` names it in errors and anchors table files.
-    pub fn parse(
-        text: &str,
-        path: &Path,
-        ifaces: &dyn Fn(&str) -> Option<u16>,
-    ) -> Result<CompiledRules, String> {
-        let rules = fw::rules::parse(text, path, ifaces).map_err(|e| e.to_string())?;
-        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
-    }
-
-    pub fn rule_count(&self) -> usize {
-        self.rules.rules.len()
-    }
-
-    /// Bytes held by the compiled classifier.
-    pub fn classifier_bytes(&self) -> usize {
-        self.classifier.memory_bytes()
-    }
-}
-
-/// The control side's handle for publishing rule sets to workers.
-pub struct RulesSlot {
-    generation: AtomicU64,
-    /// The slot itself, for the overload thread it may start.
-    me: Weak<RulesSlot>,
-    /// Whether the overload thread runs (`overload.rs`).
-    overloader: AtomicBool,
-    /// Held while overloads are applied.
-    overloading: Mutex<()>,
-    /// Where the workers' coarse clocks start: one epoch for all, so that the times they
-    /// give the shared source nodes (`max-src-conn-rate`, `src.track`) agree.
-    epoch: Instant,
-    current: Mutex<Published>,
-}
-
-/// The published set, and what each worker's firewall (by registration) needs to adopt it.
-struct Published {
-    rules: Arc<CompiledRules>,
-    /// `None` once the firewall is dropped.
-    workers: Vec<Option<WorkerMemory>>,
-    /// `overload ... flush` jobs for the workers, numbered, kept until every worker took them.
-    flushes: Vec<(u64, FlushJob)>,
-    /// The number of the last flush job.
-    flush_seq: u64,
-}
-
-/// The state capacity a worker's table will have once it adopts the published set, and the
-/// memory reserved for it to get there (taken when it adopts).
-struct WorkerMemory {
-    capacity: usize,
-    pending: Option<StateMemory>,
-    /// The last flush job the worker took.
-    flush_seen: u64,
-}
-
-impl RulesSlot {
-    pub fn new(rules: Arc<CompiledRules>) -> Arc<RulesSlot> {
-        Arc::new_cyclic(|me| RulesSlot {
-            generation: AtomicU64::new(0),
-            me: me.clone(),
-            overloader: AtomicBool::new(false),
-            overloading: Mutex::new(()),
-            epoch: Instant::now(),
-            current: Mutex::new(Published {
-                rules,
-                workers: Vec::new(),
-                flushes: Vec::new(),
-                flush_seq: 0,
-            }),
-        })
-    }
-
-    /// Starts the overload thread, once: from a worker's first batch with rules that have
-    /// `overload` (not before: `linerate run` starts no thread before it drops its
-    /// privileges).
-    fn start_overloader(&self) {
-        if !self.overloader.swap(true, Ordering::AcqRel) {
-            overload::spawn_overloader(self.me.clone());
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Published> {
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Makes `rules` the set every worker uses from its next batch on. If its `set limit
-    /// states` is above a worker's table, the memory for that worker is reserved here, on the
-    /// caller's thread; if any reservation fails nothing is published (the workers keep the
-    /// old set) and the error says how much was asked.
-    pub fn publish(&self, rules: Arc<CompiledRules>) -> Result<(), StateAllocError> {
-        self.publish_with(rules, Vec::new())
-    }
-
-    /// [`publish`](Self::publish), with flush jobs for every worker.
-    fn publish_with(
-        &self,
-        rules: Arc<CompiledRules>,
-        flushes: Vec<FlushJob>,
-    ) -> Result<(), StateAllocError> {
-        self.publish_over(None, rules, flushes).map(|_| ())
-    }
-
-    /// Publishes `rules`, which were made from `from` by changing table entries (`overload`,
-    /// `linerate table`), unless another set was published since (a reload): then nothing is
-    /// published and it says `false`, so that the change is not made on rules gone by.
-    fn publish_derived(
-        &self,
-        from: &Arc<CompiledRules>,
-        rules: Arc<CompiledRules>,
-        flushes: Vec<FlushJob>,
-    ) -> Result<bool, StateAllocError> {
-        self.publish_over(Some(from), rules, flushes)
-    }
-
-    fn publish_over(
-        &self,
-        from: Option<&Arc<CompiledRules>>,
-        rules: Arc<CompiledRules>,
-        flushes: Vec<FlushJob>,
-    ) -> Result<bool, StateAllocError> {
-        let limit = state_limit(&rules.rules);
-        // `set keepcounters`: the rules matched before the lock (a workers' adopt waits on it).
-        let keep = (from.is_none() && rules.rules.keep_counters).then(|| {
-            let old = self.current();
-            (KeepCounts::of(&old, &rules), old)
-        });
-        // Held throughout: two publishers (the control socket, SIGHUP) reserve in turn.
-        let mut cur = self.lock();
-        if from.is_some_and(|f| !Arc::ptr_eq(f, &cur.rules)) {
-            return Ok(false);
-        }
-        if let Some((k, old)) = keep
-            && !rules.same_rules(&cur.rules)
-        {
-            // Another set was published meanwhile: matched again, against it.
-            let k = if Arc::ptr_eq(&old, &cur.rules) {
-                k
-            } else {
-                KeepCounts::of(&cur.rules, &rules)
-            };
-            let _ = rules.keep.set(k);
-        }
-        let mut reserved = Vec::new();
-        for (i, w) in cur.workers.iter().enumerate() {
-            if let Some(w) = w
-                && limit > w.capacity
-            {
-                reserved.push((i, StateMemory::try_new(limit)?));
-            }
-        }
-        for (i, mem) in reserved {
-            // A reservation the worker has not taken yet is smaller: replaced.
-            if let Some(w) = &mut cur.workers[i] {
-                w.capacity = limit;
-                w.pending = Some(mem);
-            }
-        }
-        cur.rules = rules;
-        Self::push_flushes(&mut cur, flushes);
-        // Bumped under the lock: a worker that sees the new generation finds the new set.
-        self.generation.fetch_add(1, Ordering::Release);
-        Ok(true)
-    }
-
-    /// Hands flush jobs to the workers, the rules unchanged.
-    fn publish_flushes(&self, flushes: Vec<FlushJob>) {
-        if flushes.is_empty() {
-            return;
-        }
-        let mut cur = self.lock();
-        Self::push_flushes(&mut cur, flushes);
-        // The workers look for flushes when they adopt a generation.
-        self.generation.fetch_add(1, Ordering::Release);
-    }
-
-    fn push_flushes(cur: &mut Published, flushes: Vec<FlushJob>) {
-        for job in flushes {
-            cur.flush_seq += 1;
-            let seq = cur.flush_seq;
-            cur.flushes.push((seq, job));
-        }
-        // Those every worker took go.
-        let taken = cur
-            .workers
-            .iter()
-            .flatten()
-            .map(|w| w.flush_seen)
-            .min()
-            .unwrap_or(cur.flush_seq);
-        cur.flushes.retain(|&(seq, _)| seq > taken);
-    }
-
-    pub fn current(&self) -> Arc<CompiledRules> {
-        Arc::clone(&self.lock().rules)
-    }
-
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// Registers a worker's firewall whose table holds `capacity` states: its id, the
-    /// generation and the set it starts with; `None` if the current set wants more states
-    /// (published since the caller looked).
-    fn register(&self, capacity: usize) -> Option<(usize, u64, Arc<CompiledRules>)> {
-        let mut cur = self.lock();
-        if state_limit(&cur.rules.rules) > capacity {
-            return None;
-        }
-        let flush_seen = cur.flush_seq;
-        cur.workers.push(Some(WorkerMemory {
-            capacity,
-            pending: None,
-            flush_seen,
-        }));
-        Some((
-            cur.workers.len() - 1,
-            self.generation(),
-            Arc::clone(&cur.rules),
-        ))
-    }
-
-    /// The current set and generation for worker `id`, with the memory reserved for it.
-    /// The flush jobs worker `id` has not taken are added to `flushes`.
-    fn adopt(
-        &self,
-        id: usize,
-        flushes: &mut Vec<FlushJob>,
-    ) -> (Arc<CompiledRules>, u64, Option<StateMemory>) {
-        let mut cur = self.lock();
-        let seq = cur.flush_seq;
-        let mut seen = seq;
-        let mem = cur.workers.get_mut(id).and_then(|w| {
-            let w = w.as_mut()?;
-            seen = std::mem::replace(&mut w.flush_seen, seq);
-            w.pending.take()
-        });
-        flushes.extend(
-            cur.flushes
-                .iter()
-                .filter(|&&(n, _)| n > seen)
-                .map(|&(_, job)| job),
-        );
-        (Arc::clone(&cur.rules), self.generation(), mem)
-    }
-
-    fn unregister(&self, id: usize) {
-        if let Some(w) = self.lock().workers.get_mut(id) {
-            *w = None;
-        }
-    }
-}
-
-/// Per-rule counters of one worker for one rule set; index `rule_count()` counts packets no
-/// rule matched (pf's default pass).
-pub struct RuleCounters {
-    pub rules: Arc<CompiledRules>,
-    packets: Box<[AtomicU64]>,
-    bytes: Box<[AtomicU64]>,
-    states: Box<[AtomicU64]>,
-}
-
-fn zeroed(n: usize) -> Box<[AtomicU64]> {
-    (0..n).map(|_| AtomicU64::new(0)).collect()
-}
-
-/// Single writer: a relaxed load and a plain store, no locked read-modify-write; on x86 and
-/// ARM this costs what incrementing a plain integer does, and readers see it at once.
-#[inline(always)]
-fn bump(a: &AtomicU64, n: u64) {
-    a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-}
-
-impl RuleCounters {
-    fn new(rules: Arc<CompiledRules>) -> RuleCounters {
-        let n = rules.rule_count() + 1;
-        RuleCounters {
-            rules,
-            packets: zeroed(n),
-            bytes: zeroed(n),
-            states: zeroed(n),
-        }
-    }
-
-    /// Adds the counts `old` holds for the rules `map` names (`set keepcounters`).
-    fn add_mapped(&self, old: &RuleCounters, map: &[Option<usize>]) {
-        for (new, old) in [
-            (&self.packets, &old.packets),
-            (&self.bytes, &old.bytes),
-            (&self.states, &old.states),
-        ] {
-            for (n, o) in new.iter().zip(map) {
-                if let Some(o) = o.and_then(|o| old.get(o)) {
-                    bump(n, o.load(Ordering::Relaxed));
-                }
-            }
-        }
-    }
-
-    /// Adds `old`'s counts (of the same rules) to these.
-    fn add(&self, old: &RuleCounters) {
-        for (new, old) in [
-            (&self.packets, &old.packets),
-            (&self.bytes, &old.bytes),
-            (&self.states, &old.states),
-        ] {
-            for (n, o) in new.iter().zip(old.iter()) {
-                bump(n, o.load(Ordering::Relaxed));
-            }
-        }
-    }
-
-    /// A copy of the counters of every rule, in rule order.
-    pub fn snapshot(&self) -> Vec<RuleStat> {
-        let r = &self.rules.rules.rules;
-        (0..=r.len())
-            .map(|i| RuleStat {
-                rule: r.get(i).map(|_| i),
-                line: r.get(i).map_or(0, |r| r.line),
-                label: r.get(i).and_then(|r| r.label.clone()),
-                ridentifier: r.get(i).and_then(|r| r.ridentifier),
-                action: r.get(i).map_or(Action::Pass, |r| r.action),
-                packets: self.packets[i].load(Ordering::Relaxed),
-                bytes: self.bytes[i].load(Ordering::Relaxed),
-                states: self.states[i].load(Ordering::Relaxed),
-            })
-            .collect()
-    }
-}
-
-/// Counters of one rule (or of the default pass, `rule: None`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleStat {
-    pub rule: Option<usize>,
-    /// Line of the rule in its file (0 for the default).
-    pub line: usize,
-    pub label: Option<String>,
-    /// The rule's `ridentifier` (pfSense's `tracker`), if it has one.
-    pub ridentifier: Option<u32>,
-    pub action: Action,
-    pub packets: u64,
-    pub bytes: u64,
-    /// States created by the rule.
-    pub states: u64,
-}
-
-const STATE_FIELDS: usize = 25;
-
-/// Names of the state-table counters, in [`FirewallStats::states`] order.
-pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
-    "in_use",
-    "inserts",
-    "insert_full",
-    "insert_exists",
-    "hits",
-    "misses",
-    "drop_out_of_window",
-    "expired_lookup",
-    "expired_sweep",
-    "reused_closed",
-    "removed",
-    "icmp_error_hits",
-    "icmp_error_misses",
-    "icmp_error_bad_seq",
-    "rule_max",
-    "src_limit_states",
-    "src_limit_nodes",
-    "src_limit_conn",
-    "src_limit_conn_rate",
-    "src_overload",
-    "src_flushed",
-    "synproxy_syn_acks",
-    "synproxy_syns",
-    "synproxy_established",
-    "synproxy_dropped",
-];
-
-fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
-    [
-        c.in_use,
-        c.inserts,
-        c.insert_full,
-        c.insert_exists,
-        c.hits,
-        c.misses,
-        c.drop_out_of_window,
-        c.expired_lookup,
-        c.expired_sweep,
-        c.reused_closed,
-        c.removed,
-        c.icmp_error_hits,
-        c.icmp_error_misses,
-        c.icmp_error_bad_seq,
-        c.rule_max,
-        c.src_limit_states,
-        c.src_limit_nodes,
-        c.src_limit_conn,
-        c.src_limit_conn_rate,
-        c.src_overload,
-        c.src_flushed,
-        c.synproxy_syn_acks,
-        c.synproxy_syns,
-        c.synproxy_established,
-        c.synproxy_dropped,
-    ]
-}
-
-/// A worker's firewall counters as published for other threads.
-pub struct FirewallStats {
-    /// Replaced (under the lock) only when the worker adopts a new rule set.
-    rules: Mutex<Arc<RuleCounters>>,
-    states: [AtomicU64; STATE_FIELDS],
-    /// Generation of the rule set the worker uses.
-    generation: AtomicU64,
-    /// The verdict cache's hits, misses, invalidations and class hits.
-    cache: [AtomicU64; 4],
-    /// Normalization's counts ([`scrub::ScrubCounts`]).
-    scrub: [AtomicU64; scrub::SCRUB_COUNTER_NAMES.len()],
-}
-
-impl FirewallStats {
-    /// The rule set in use and its per-rule counters (plus the default's, last).
-    pub fn rules(&self) -> Arc<RuleCounters> {
-        Arc::clone(&self.rules.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// State-table counters, named by [`STATE_COUNTER_NAMES`].
-    pub fn states(&self) -> [(&'static str, u64); STATE_FIELDS] {
-        std::array::from_fn(|i| {
-            (
-                STATE_COUNTER_NAMES[i],
-                self.states[i].load(Ordering::Relaxed),
-            )
-        })
-    }
-
-    /// The worker's verdict cache's counters (in use only in front of the tree engine).
-    pub fn verdict_cache(&self) -> CacheCounters {
-        let [hits, misses, invalidations, class_hits] =
-            std::array::from_fn(|i| self.cache[i].load(Ordering::Relaxed));
-        CacheCounters {
-            hits,
-            misses,
-            class_hits,
-            invalidations,
-        }
-    }
-
-    /// Normalization's counters (`scrub` rules), named by [`scrub::SCRUB_COUNTER_NAMES`].
-    pub fn scrub(&self) -> [(&'static str, u64); scrub::SCRUB_COUNTER_NAMES.len()] {
-        std::array::from_fn(|i| {
-            (
-                scrub::SCRUB_COUNTER_NAMES[i],
-                self.scrub[i].load(Ordering::Relaxed),
-            )
-        })
-    }
-
-    /// The [`RulesSlot`] generation the worker has adopted.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-}
 
 /// The firewall of one worker.
 pub struct Firewall {
@@ -769,54 +130,6 @@ pub struct Firewall {
     ghost_scan: routes::GhostScan,
 }
 
-/// Packets and bytes counted in a row under one rule (index as in [`Pending::count`]).
-#[derive(Clone, Copy)]
-struct Pending {
-    rule: usize,
-    packets: u64,
-    bytes: u64,
-}
-
-const NO_PENDING: Pending = Pending {
-    rule: usize::MAX,
-    packets: 0,
-    bytes: 0,
-};
-
-impl Pending {
-    /// Counts a packet under rule `i` (`usize::MAX`: no rule, pf's default). Consecutive
-    /// packets of one rule (a batch of state hits, typically) are summed here and added to the
-    /// shared counters once, at the end of the batch or when the rule changes: pf counts every
-    /// packet that matches a state under the state's rule, and doing that per packet cost two
-    /// loads and two stores into counters that other threads read.
-    #[inline(always)]
-    fn count(&mut self, cur: &RuleCounters, i: usize, len: u16) {
-        if self.rule == i {
-            self.packets += 1;
-            self.bytes += u64::from(len);
-        } else {
-            self.flush(cur);
-            *self = Pending {
-                rule: i,
-                packets: 1,
-                bytes: u64::from(len),
-            };
-        }
-    }
-
-    /// Adds the counts to `cur`'s counters. States keep the index of the rule that created
-    /// them, which after a reload may be out of range for the new set: such packets are
-    /// counted under the default slot rather than indexing out of bounds.
-    #[inline]
-    fn flush(&mut self, cur: &RuleCounters) {
-        let p = std::mem::replace(self, NO_PENDING);
-        if p.packets > 0 {
-            let i = p.rule.min(cur.packets.len() - 1);
-            bump(&cur.packets[i], p.packets);
-            bump(&cur.bytes[i], p.bytes);
-        }
-    }
-}
 
 /// The first loop of a batch's filter pass: [`QuickHits`] and the per-rule counts of its hits.
 pub(crate) struct QuickPass<'a> {

@@ -18,7 +18,8 @@ use fw::packet::PacketKey;
 use fw::rules::RouteOpt;
 use fw::state::Flow;
 
-use super::{CompiledRules, Firewall, rule_identity};
+use super::compiled::rule_identity;
+use super::{CompiledRules, Firewall};
 
 /// The first ghost index; at most [`MAX_GHOSTS`] distinct options are kept.
 const GHOST_BASE: u32 = u32::MAX - 1 - MAX_GHOSTS as u32;

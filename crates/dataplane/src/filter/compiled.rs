@@ -1,0 +1,213 @@
+//! A rule set compiled for the fast path ([`CompiledRules`]), shared by every worker.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use fw::classifier::{BuildError, Classifier};
+use fw::packet::Dir;
+use fw::rules::RuleSet;
+use fw::state::RuleLimits;
+
+use super::log::LogRules;
+
+/// A rule set ready for the fast path.
+pub struct CompiledRules {
+    pub rules: RuleSet,
+    pub(super) classifier: Classifier,
+    /// Whether the out pass can change a packet's fate: some rule that can match outbound
+    /// packets (`out`, or no direction as `pass all`) blocks or keeps state. If every such
+    /// rule is a stateless pass, the out verdict is always "pass, no state" (pf's default
+    /// included), so the pass is skipped (but for packets with IP options, which pf's default
+    /// pass blocks); the only loss is those rules' out-pass counts.
+    pub(super) has_out: bool,
+    /// The same for the in pass: whether a state must hold the packet's `in` state to settle it.
+    pub(super) has_in: bool,
+    /// The rules with `log`, and their ids in the log.
+    pub log: LogRules,
+    /// The state counts of the rules with `max`, shared by the workers.
+    pub(super) limits: Option<Arc<RuleLimits>>,
+    /// The route bits the rules test (`no-route`, `urpf-failed`): 0, the usual case, looks
+    /// nothing up.
+    pub(super) route_bits: u8,
+    /// Some `scrub` rule applies to inbound / outbound packets: the stage's scrub pass runs.
+    pub(super) scrub_in: bool,
+    pub(super) scrub_out: bool,
+    /// Some scrub rule names hosts, ports, a family or a protocol: matching needs a key.
+    pub(super) scrub_keyed: bool,
+    /// Some rule says `modulate state`: the apply pass rewrites the TCP packets of states
+    /// that modulate.
+    pub(crate) modulate: bool,
+    /// Some rule has `route-to` or `reply-to`: the forwarder looks their packets' states up
+    /// before the route lookups (`forward/route_opts.rs`).
+    pub(crate) route_opts: bool,
+    /// Some `out` rule has `route-to`: the forwarder looks the state up again after the out
+    /// pass, which may have just made it.
+    pub(crate) routes_out: bool,
+    /// Shared by the sets made from this one by changing table entries (`overload`,
+    /// `linerate table`): the same rules, whose counters go on.
+    pub(super) lineage: Arc<()>,
+    /// `set keepcounters`: where each rule's counters come from in the set this one
+    /// replaced, found when it is published.
+    pub(super) keep: std::sync::OnceLock<KeepCounts>,
+}
+
+/// The rules of a set published with `set keepcounters` that are in the set it replaced.
+pub(super) struct KeepCounts {
+    /// The replaced set's lineage: only a worker counting under it carries its counts.
+    pub(super) from: Arc<()>,
+    /// For each rule (and pf's default, last), the replaced set's index of the same rule.
+    pub(super) map: Vec<Option<usize>>,
+}
+
+/// What makes two rules of two sets the same rule (pf's `keepcounters`): all but the line.
+pub(super) fn rule_identity(r: &fw::rules::Rule) -> String {
+    format!(
+        "{:?}",
+        fw::rules::Rule {
+            line: 0,
+            ..r.clone()
+        }
+    )
+}
+
+impl KeepCounts {
+    /// pf's way (`set keepcounters`): a rule of `new` takes the counters of an equal rule of
+    /// `old` (its line aside), each old rule's once.
+    pub(super) fn of(old: &CompiledRules, new: &CompiledRules) -> KeepCounts {
+        let key = rule_identity;
+        let mut olds: std::collections::HashMap<String, Vec<usize>> =
+            std::collections::HashMap::new();
+        for (i, r) in old.rules.rules.iter().enumerate().rev() {
+            olds.entry(key(r)).or_default().push(i);
+        }
+        let mut map: Vec<Option<usize>> = new
+            .rules
+            .rules
+            .iter()
+            .map(|r| olds.get_mut(&key(r)).and_then(Vec::pop))
+            .collect();
+        map.push(Some(old.rule_count()));
+        KeepCounts {
+            from: Arc::clone(&old.lineage),
+            map,
+        }
+    }
+}
+
+impl CompiledRules {
+    /// Compiles `rules` (off the fast path: this can take seconds for large sets).
+    pub fn new(rules: RuleSet) -> Result<CompiledRules, BuildError> {
+        let limits = RuleLimits::of(&rules);
+        CompiledRules::with_limits(rules, limits, Arc::new(()))
+    }
+
+    /// `rules`, this set's rules with other table entries, compiled: it shares this set's
+    /// limits and source nodes, and its rule counters go on.
+    pub(super) fn derived(&self, rules: RuleSet) -> Result<CompiledRules, BuildError> {
+        CompiledRules::with_limits(rules, self.limits.clone(), Arc::clone(&self.lineage))
+    }
+
+    fn with_limits(
+        rules: RuleSet,
+        limits: Option<Arc<RuleLimits>>,
+        lineage: Arc<()>,
+    ) -> Result<CompiledRules, BuildError> {
+        let classifier = Classifier::build(&rules)?;
+        let (has_in, has_out) = (rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
+        let log = LogRules::of(&rules);
+        let route_bits = rules.route_bits_used();
+        let (scrub_in, scrub_out) = (rules.scrubs(Dir::In), rules.scrubs(Dir::Out));
+        let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
+        // `synproxy state` shifts the server's numbers as `modulate state` does.
+        let modulate = rules.rules.iter().any(|r| {
+            matches!(
+                r.keep_state,
+                fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy
+            )
+        });
+        let route_opts = rules.rules.iter().any(|r| r.route.is_some());
+        let routes_out = rules
+            .rules
+            .iter()
+            .any(|r| r.route.is_some() && r.dir == Some(fw::packet::Dir::Out));
+        Ok(CompiledRules {
+            rules,
+            classifier,
+            has_out,
+            has_in,
+            log,
+            limits,
+            route_bits,
+            scrub_in,
+            scrub_out,
+            scrub_keyed,
+            modulate,
+            route_opts,
+            routes_out,
+            lineage,
+            keep: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Whether `other` is this set with other table entries (`overload`, `linerate table`).
+    pub(super) fn same_rules(&self, other: &CompiledRules) -> bool {
+        Arc::ptr_eq(&self.lineage, &other.lineage)
+    }
+
+    /// Whether some rule has `overload` (the slot then runs its overload thread).
+    pub(crate) fn overloads(&self) -> bool {
+        self.limits.as_ref().is_some_and(|l| l.has_overload())
+    }
+
+    /// Reads, parses and compiles a rule file; errors read `file:line:col: problem`.
+    pub fn load(
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+    ) -> Result<CompiledRules, String> {
+        let rules = fw::rules::load(path, ifaces).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// [`load`](Self::load) knowing the router's addresses on its interfaces (`self`,
+    /// interface hosts, `antispoof`: [`fw::rules::parse_with_addresses`]).
+    pub fn load_with_addresses(
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+        addresses: &fw::rules::InterfaceAddresses,
+    ) -> Result<CompiledRules, String> {
+        let rules =
+            fw::rules::load_with_addresses(path, ifaces, addresses).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// [`parse`](Self::parse) knowing the router's addresses on its interfaces.
+    pub fn parse_with_addresses(
+        text: &str,
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+        addresses: &fw::rules::InterfaceAddresses,
+    ) -> Result<CompiledRules, String> {
+        let rules = fw::rules::parse_with_addresses(text, path, ifaces, addresses)
+            .map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// As [`load`](Self::load) from text; `path` names it in errors and anchors table files.
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        ifaces: &dyn Fn(&str) -> Option<u16>,
+    ) -> Result<CompiledRules, String> {
+        let rules = fw::rules::parse(text, path, ifaces).map_err(|e| e.to_string())?;
+        CompiledRules::new(rules).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn rule_count(&self) -> usize {
+        self.rules.rules.len()
+    }
+
+    /// Bytes held by the compiled classifier.
+    pub fn classifier_bytes(&self) -> usize {
+        self.classifier.memory_bytes()
+    }
+}

@@ -1,0 +1,182 @@
+//! The classify pass (pass 1 of the module documentation of `forward`): L2 parse, RFC 1812
+//! section 5.2.2 validation, martian checks, the destinations to look up; with a firewall, the
+//! packets' places in the pool and, for the quick loop, their UDP flows.
+
+use std::net::Ipv4Addr;
+
+use io::batch::MAX_BATCH;
+use io::{FrameDesc, FramePool};
+use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet};
+
+use super::{ETH_LEN, Forwarder, Lookups, PREFETCH_AHEAD, Step, TAG_LEN};
+use crate::counters::DropReason;
+use crate::filter::RoutedV4;
+use crate::ports::PortMap;
+
+impl Forwarder {
+    /// The classify pass with a firewall, out of line so that the pass without one compiles
+    /// as if the firewall did not exist (its two instances inlined made that pass slower).
+    #[inline(never)]
+    pub(super) fn classify_filtered<const FLOWS: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {
+        self.classify::<true, FLOWS>(pool, descs)
+    }
+
+    /// Fills `steps` for every frame; returns how many IPv4 and IPv6 lookups it queued.
+    /// `FW`: also fills `v4_at` for the firewall, with the UDP flows if `FLOWS`.
+    pub(super) fn classify<const FW: bool, const FLOWS: bool>(
+        &mut self,
+        pool: &FramePool,
+        descs: &[FrameDesc],
+    ) -> (usize, usize) {
+        let mut lookups = Lookups {
+            v4: &mut self.v4_dst,
+            n4: 0,
+            v6: &mut self.v6_dst,
+            n6: 0,
+            v4_at: &mut self.v4_at,
+        };
+        for d in descs.iter().take(PREFETCH_AHEAD) {
+            pool.prefetch(*d);
+        }
+        for (i, (&desc, step)) in descs.iter().zip(self.steps.iter_mut()).enumerate() {
+            if let Some(&ahead) = descs.get(i + PREFETCH_AHEAD) {
+                pool.prefetch(ahead);
+            }
+            let at = FW.then_some((desc.addr, i as u16));
+            *step = classify_frame::<FLOWS>(pool.frame(desc), desc.port, &self.ports, &mut lookups, at);
+        }
+        (lookups.n4, lookups.n6)
+    }
+}
+
+/// The classify pass for one frame: the checks that need only the frame's bytes.
+/// `at`: the frame's pool address and index in the batch, to list it in `lookups.v4_at` if it
+/// is IPv4 to route (`None`: list nothing), with its UDP flow if `FLOWS`.
+#[inline(always)]
+pub(super) fn classify_frame<const FLOWS: bool>(
+    frame: &[u8],
+    phys: u16,
+    ports: &PortMap,
+    lookups: &mut Lookups,
+    at: Option<(u32, u16)>,
+) -> Step {
+    // Untagged or single-tagged IPv4/IPv6, the common cases, without the general L2 parse.
+    let (ethertype, l3, vid) = match frame.get(12..14) {
+        Some(&[0x08, 0x00]) => (EtherType::Ipv4, ETH_LEN, 0),
+        Some(&[0x86, 0xdd]) => (EtherType::Ipv6, ETH_LEN, 0),
+        Some(&[0x81, 0x00]) if matches!(frame.get(16..18), Some(&[0x08, 0x00])) => (
+            EtherType::Ipv4,
+            ETH_LEN + TAG_LEN,
+            u16::from_be_bytes([frame[14], frame[15]]) & 0xfff,
+        ),
+        _ => {
+            let l2 = match wire::parse_l2(frame) {
+                Ok(l2) => l2,
+                Err(_) => return Step::Drop(DropReason::Truncated),
+            };
+            // One tag selects a sub-interface; stacked tags (QinQ) are not configurable.
+            let vid = match l2.vlans {
+                [None, _] => 0,
+                [Some(vid), None] => vid,
+                _ => return Step::Drop(DropReason::UnknownVlan),
+            };
+            (l2.ethertype, l2.l3_offset, vid)
+        }
+    };
+    let Some(logical) = ports.input(phys, vid) else {
+        return Step::Drop(DropReason::UnknownVlan);
+    };
+    // A router takes unicast frames addressed to its own port only (it is not a bridge).
+    let dst_mac = EthernetFrame::new_unchecked(frame).dst_addr();
+    let group = dst_mac.is_multicast();
+    if !group && dst_mac != ports.phys_mac(phys) {
+        return Step::Drop(DropReason::NotForUs);
+    }
+    match ethertype {
+        EtherType::Ipv4 => classify_ipv4::<FLOWS>(&frame[l3..], l3, logical, lookups, at),
+        EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, logical, lookups),
+        EtherType::Arp => Step::Local { in_port: logical },
+        _ => Step::Drop(DropReason::UnknownEthertype),
+    }
+}
+
+/// RFC 1812 5.2.2 validation and 5.3.7 martian filtering of an IPv4 header.
+#[inline(always)]
+fn classify_ipv4<const FLOWS: bool>(
+    bytes: &[u8],
+    l3: usize,
+    in_port: u16,
+    lookups: &mut Lookups,
+    at: Option<(u32, u16)>,
+) -> Step {
+    let ip = match Ipv4Packet::new_checked(bytes) {
+        Ok(ip) => ip,
+        Err(e) => return Step::Drop(ip_error_reason(e)),
+    };
+    if !ip.verify_checksum() {
+        return Step::Drop(DropReason::BadChecksum);
+    }
+    let src = u32::from(ip.src_addr());
+    let dst = ip.dst_addr_u32();
+    let (src_hi, dst_hi) = ((src >> 24) as u8, (dst >> 24) as u8);
+    // Sources 0/8, 127/8, multicast and class E / broadcast are never valid senders.
+    if src_hi == 0 || src_hi == 127 || src_hi >= 224 {
+        return Step::Drop(DropReason::MartianSource);
+    }
+    // Multicast and limited broadcast are for the host stack (no multicast routing).
+    if (224..240).contains(&dst_hi) || dst == u32::from(Ipv4Addr::BROADCAST) {
+        return Step::Local { in_port };
+    }
+    if dst_hi == 0 || dst_hi == 127 || dst_hi >= 240 {
+        return Step::Drop(DropReason::MartianDestination);
+    }
+    // At most MAX_BATCH frames per batch, so the slot always exists.
+    let slot = lookups.n4;
+    lookups.v4[slot % MAX_BATCH] = dst;
+    if let Some((addr, at)) = at {
+        lookups.v4_at[slot % MAX_BATCH] = RoutedV4::new::<FLOWS>(addr + l3 as u32, at, bytes);
+    }
+    lookups.n4 += 1;
+    Step::V4 {
+        l3: l3 as u16,
+        slot: slot as u16,
+        in_port,
+    }
+}
+
+/// IPv6 header checks (RFC 8200 section 3; RFC 4291 address scopes).
+#[inline(always)]
+fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -> Step {
+    let ip = match Ipv6Packet::new_checked(bytes) {
+        Ok(ip) => ip,
+        Err(e) => return Step::Drop(ip_error_reason(e)),
+    };
+    let src = ip.src_addr();
+    let dst = ip.dst_addr_u128();
+    if src.is_multicast() || src.is_loopback() {
+        return Step::Drop(DropReason::MartianSource);
+    }
+    // Multicast (NDP among it) and link-local destinations are never forwarded.
+    if (dst >> 120) == 0xff || (dst >> 118) == 0x3fa {
+        return Step::Local { in_port };
+    }
+    if dst == 0 || dst == 1 {
+        return Step::Drop(DropReason::MartianDestination);
+    }
+    let slot = lookups.n6;
+    lookups.v6[slot % MAX_BATCH] = dst;
+    lookups.n6 += 1;
+    Step::V6 {
+        l3: l3 as u16,
+        slot: slot as u16,
+        in_port,
+    }
+}
+
+fn ip_error_reason(e: wire::Error) -> DropReason {
+    match e {
+        wire::Error::Truncated => DropReason::Truncated,
+        wire::Error::BadVersion => DropReason::BadVersion,
+        _ => DropReason::BadLength,
+    }
+}
