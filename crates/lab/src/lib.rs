@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod configs;
 pub mod counters;
 pub mod error;
 pub mod flows;

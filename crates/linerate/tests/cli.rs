@@ -424,15 +424,15 @@ fn check_accepts_the_labs_config_and_nat_rules() {
     let dir = std::env::temp_dir().join(format!("lr-cli-lab-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("router.toml");
-    let mut text = lab::runner::linerate_config("auto");
+    let mut text = lab::configs::linerate_config("auto");
     text.push_str("\n[firewall]\nrules = \"r.conf\"\n");
     std::fs::write(&cfg, text).unwrap();
     std::fs::write(
         dir.join("r.conf"),
         format!(
             "{}{}",
-            lab::runner::PF_NAT,
-            lab::runner::linerate_rules(1000, true)
+            lab::configs::PF_NAT,
+            lab::configs::linerate_rules(1000, true)
         ),
     )
     .unwrap();
