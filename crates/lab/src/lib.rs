@@ -8,6 +8,7 @@ pub mod counters;
 pub mod error;
 pub mod flows;
 pub mod labfile;
+pub mod one_lab;
 pub mod plot;
 pub mod process;
 pub mod runner;

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use crate::configs::{DUT0_MAC, DUT1_MAC, GEN_MAC, NFT_MASQUERADE, PF_NAT, RCV_MAC, linerate_config, linerate_rules, nft_ruleset, nft_set_ruleset, ranges_part};
 pub use crate::error::LabError;
 use crate::labfile::{Dut, Set};
+use crate::one_lab::{LOCK_FILE, LabLock};
 use crate::process::{terminate, wait_ready};
 use crate::topology::{End, Namespace, veth_offloads_off};
 
@@ -104,6 +105,8 @@ pub struct LabEnv {
     cpus: Cpus,
     /// `counters.txt`: each run's counters that grew and the DUT's report ([`Self::journal`]).
     journal: Option<PathBuf>,
+    /// Held until the namespaces above are gone (fields drop in order).
+    _one_lab: LabLock,
 }
 
 impl Drop for LabEnv {
@@ -188,6 +191,7 @@ fn place_napi(ns: &Namespace, ifname: &str, first: usize) -> Result<Vec<u32>, La
 impl LabEnv {
     /// Builds the topology; `bin` is the linerate binary that runs gen, rcv and the DUT.
     pub fn build(bin: &Path, cpus: Cpus) -> Result<LabEnv, LabError> {
+        let one_lab = LabLock::take(Path::new(LOCK_FILE))?;
         let (generator, dut, rcv) = (
             Namespace::create("lrlab-g")?,
             Namespace::create("lrlab-d")?,
@@ -289,6 +293,7 @@ impl LabEnv {
             dir: std::env::temp_dir().join(format!("lrlab-{}", std::process::id())),
             cpus,
             journal: None,
+            _one_lab: one_lab,
         };
         std::fs::create_dir_all(&env.dir)?;
         for tid in place_napi(&env.rcv, "lrr0", cpus.receiver)? {

@@ -203,3 +203,44 @@ fn two_worker_lab_forwards() {
         run.stdout
     );
 }
+
+/// A second `linerate lab` started while one runs is refused at once, naming the first, and
+/// leaves the first's namespaces alone: the first finishes with real figures.
+#[test]
+fn a_second_lab_is_refused_and_the_first_goes_on() {
+    if !lab::topology::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("lr-lab-second-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lab.toml");
+    std::fs::write(&file, "runs = 1\nseconds = 4\n[traffic]\nflows = 200\n[[set]]\nname = \"kernel\"\ndut = \"kernel\"\n").unwrap();
+    let lab = |out: &str| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"));
+        c.arg("lab").arg(&file).args(["--json", "--out"]).arg(dir.join(out));
+        c
+    };
+    let first = lab("first").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // The first holds the lock once its pid is in the file, before it builds anything.
+    let holds = || std::fs::read_to_string(lab::one_lab::LOCK_FILE).is_ok_and(|t| t.trim() == first.id().to_string());
+    let t0 = std::time::Instant::now();
+    while !holds() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "the first lab never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let second = lab("second").output().unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "the second lab ran: {err}");
+    assert!(err.contains(&format!("another `linerate lab` is running (pid {}", first.id())), "{err}");
+    let out = first.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the first lab failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let pps = json["sets"][0]["median_pps"].as_f64().unwrap();
+    assert!(pps > 1000.0, "the first lab forwarded (almost) nothing: {json}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
