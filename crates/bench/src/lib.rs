@@ -20,6 +20,7 @@ use io::mem::{CountingTx, ReplayRx};
 use wire::MacAddr;
 
 pub mod firewall;
+pub mod interference;
 mod measure;
 pub mod run;
 pub mod prepare;
@@ -103,6 +104,8 @@ pub struct BenchResult {
     pub runs_mpps: Vec<f64>,
     /// Median of `runs_mpps`.
     pub mpps: f64,
+    /// What else ran on the workers' CPUs during each run (the worst worker's).
+    pub runs_interference: Vec<interference::Interference>,
     /// Median over runs of wall-clock ns per received packet.
     pub ns_per_packet: f64,
     /// Counters summed over the measured runs.

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use dataplane::counters::Counts;
 use io::TxPort;
 
+use crate::interference::Interference;
 use crate::{BenchResult, BenchWorker};
 
 /// The figures of the measured runs so far.
@@ -16,13 +17,16 @@ pub(crate) struct Runs {
     ns_per_packet: Vec<f64>,
     /// Counters summed over the runs.
     counts: Counts,
+    /// What else ran on the workers' CPUs during each run.
+    interference: Vec<Interference>,
 }
 
 impl Runs {
-    /// A run that forwarded `forwarded` packets in `elapsed` and counted `counts`; returns its
-    /// rate in Mpps.
-    pub fn add(&mut self, forwarded: u64, elapsed: Duration, counts: &Counts) -> f64 {
+    /// A run that forwarded `forwarded` packets in `elapsed` and counted `counts`, while
+    /// other work took `interference` of its CPU; returns its rate in Mpps.
+    pub fn add(&mut self, forwarded: u64, elapsed: Duration, counts: &Counts, interference: Interference) -> f64 {
         self.counts.add(counts);
+        self.interference.push(interference);
         let mpps = forwarded as f64 / elapsed.as_secs_f64() / 1e6;
         self.ns_per_packet.push(elapsed.as_nanos() as f64 / counts.rx.max(1) as f64);
         self.mpps.push(mpps);
@@ -37,6 +41,7 @@ impl BenchResult {
             mpps: median(&runs.mpps),
             ns_per_packet: median(&runs.ns_per_packet),
             runs_mpps: runs.mpps,
+            runs_interference: runs.interference,
             counts: runs.counts,
             routes,
             flows: flows_per_worker.iter().sum(),

@@ -8,12 +8,13 @@ use io::FramePool;
 use io::mem::{CountingTx, ReplayRx};
 
 use crate::firewall::{BenchFirewallResult, setup_firewall};
+use crate::interference::{CpuClocks, Interference};
 use crate::measure::{Runs, measure};
 use crate::prepare::prepare;
 use crate::{BenchConfig, BenchError, BenchResult, BenchWorker};
 
-/// Runs the bench; `on_run(i, mpps)` is called after each measured run.
-pub fn run(cfg: &BenchConfig, on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
+/// Runs the bench; `on_run(i, mpps, interference)` is called after each measured run.
+pub fn run(cfg: &BenchConfig, on_run: impl FnMut(usize, f64, Interference)) -> Result<BenchResult, BenchError> {
     if cfg.runs == 0 || cfg.seconds <= 0.0 || cfg.flows == 0 {
         return Err(BenchError::Invalid("runs, seconds and flows must be positive".into()));
     }
@@ -24,7 +25,7 @@ pub fn run(cfg: &BenchConfig, on_run: impl FnMut(usize, f64)) -> Result<BenchRes
 }
 
 /// The bench with one worker, pinned to `cfg.cpu`, on the calling thread.
-fn run_one(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
+fn run_one(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64, Interference)) -> Result<BenchResult, BenchError> {
     let started = Instant::now();
     let setup = prepare(cfg)?;
     if let Some(cpu) = cfg.cpu {
@@ -48,10 +49,11 @@ fn run_one(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<Benc
     }
     let mut runs = Runs::default();
     for i in 0..cfg.runs {
-        let before = worker.counts();
+        let (before, clocks) = (worker.counts(), CpuClocks::now(cfg.cpu));
         let (forwarded, elapsed) = measure(&mut worker, Duration::from_secs_f64(cfg.seconds));
-        let mpps = runs.add(forwarded, elapsed, &worker.counts().since(&before));
-        on_run(i, mpps);
+        let interference = CpuClocks::now(cfg.cpu).since(&clocks, elapsed);
+        let mpps = runs.add(forwarded, elapsed, &worker.counts().since(&before), interference);
+        on_run(i, mpps, interference);
     }
     Ok(BenchResult {
         firewall: fw_result.map(|r| firewall_at_end(r, &mut worker)),

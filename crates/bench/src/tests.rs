@@ -11,7 +11,7 @@ fn median_odd_even() {
 #[test]
 fn small_bench_forwards_every_flow() {
     let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 2, seconds: 0.05, ..Default::default() };
-    let res = run(&cfg, |_, _| {}).unwrap();
+    let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.runs_mpps.len(), 2);
     assert!(res.mpps > 0.0);
     assert!(res.counts.rx > 0);
@@ -21,7 +21,7 @@ fn small_bench_forwards_every_flow() {
 #[test]
 fn small_bench_ipv6_forwards_every_flow() {
     let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, ipv6: true, frame_size: 62, ..Default::default() };
-    let res = run(&cfg, |_, _| {}).unwrap();
+    let res = run(&cfg, |_, _, _| {}).unwrap();
     assert!(res.counts.rx > 0);
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
 }
@@ -30,7 +30,7 @@ fn small_bench_ipv6_forwards_every_flow() {
 fn nat_bench_translates_every_flow() {
     let fw = BenchFirewall { states: Some(0), nat: Some(500), ..Default::default() };
     let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
-    let res = run(&cfg, |_, _| {}).unwrap();
+    let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     let f = res.firewall.unwrap();
     assert_eq!((f.nat_prefilled, f.nat_sessions), (500, 600), "prefilled plus one per flow");
@@ -41,7 +41,7 @@ fn nat_bench_translates_every_flow() {
 fn firewall_bench_passes_every_flow_and_counts() {
     let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300), realistic: false, nat: None, log: None };
     let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
-    let res = run(&cfg, |_, _| {}).unwrap();
+    let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     let f = res.firewall.unwrap();
     assert_eq!((f.rules, f.prefilled_states), (52, 300));
@@ -70,7 +70,7 @@ fn bench_rules_text() {
 #[test]
 fn two_workers_share_the_flows_and_forward_everything() {
     let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 400, runs: 2, seconds: 0.05, workers: 2, ..Default::default() };
-    let res = run(&cfg, |_, _| {}).unwrap();
+    let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.flows_per_worker.len(), 2);
     assert!(res.flows_per_worker.iter().all(|&f| f > 50), "{:?}", res.flows_per_worker);
     assert_eq!(res.flows_per_worker.iter().sum::<usize>(), 400);
@@ -81,7 +81,7 @@ fn two_workers_share_the_flows_and_forward_everything() {
 #[test]
 fn bad_frame_size_is_rejected() {
     let cfg = BenchConfig { routes: RouteSource::Synthetic(10), frame_size: 59, ..Default::default() };
-    let err = run(&cfg, |_, _| {}).unwrap_err().to_string();
+    let err = run(&cfg, |_, _, _| {}).unwrap_err().to_string();
     assert!(err.contains("frame size 59"), "{err}");
 }
 
@@ -107,8 +107,34 @@ fn realistic_bench_rules_match_no_packet_and_go_through_the_cache() {
     }
     let fw = BenchFirewall { rules: 1000, realistic: true, ..Default::default() };
     let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
-    let res = run(&cfg, |_, _| {}).unwrap();
+    let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     let c = res.firewall.unwrap().verdict_cache;
     assert!(c.hits > 10 * c.misses && c.misses + c.class_hits >= 200 && c.class_hits > c.misses, "{c:?}");
+}
+
+/// A thread spinning on the worker's CPU (a second bench pinned there, say) shows in the
+/// run's interference: the worker waited for it about half the time.
+#[test]
+fn a_competitor_on_the_workers_cpu_is_reported() {
+    let cpu = io::affinity::available_cpus().saturating_sub(1);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinner = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            io::affinity::pin_current_thread(cpu).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 2, seconds: 0.5, cpu: Some(cpu), ..Default::default() };
+    let res = run(&cfg, |_, _, _| {}).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    assert_eq!(res.runs_interference.len(), 2);
+    for i in &res.runs_interference {
+        let waited = i.waited.expect("/proc/thread-self/schedstat is readable on Linux");
+        assert!(waited > 0.2, "a thread sharing the CPU went unnoticed: {i:?}");
+    }
 }

@@ -15,6 +15,7 @@ use io::FramePool;
 use io::mem::{CountingTx, ReplayRx};
 
 use crate::firewall::setup_firewall;
+use crate::interference::{CpuClocks, Interference};
 use crate::measure::{Runs, measure};
 use crate::prepare::prepare;
 use crate::{BenchConfig, BenchError, BenchResult};
@@ -24,12 +25,13 @@ struct WorkerRun {
     forwarded: u64,
     elapsed: Duration,
     counts: Counts,
+    interference: Interference,
 }
 
 /// Each worker's reports: its index and its run, or why it could not set up.
 type Report = (usize, Result<WorkerRun, String>);
 
-pub(crate) fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64)) -> Result<BenchResult, BenchError> {
+pub(crate) fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64, Interference)) -> Result<BenchResult, BenchError> {
     let started = Instant::now();
     let setup = prepare(cfg)?;
     let n = cfg.workers;
@@ -51,8 +53,8 @@ pub(crate) fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64))
     let mut runs = Runs::default();
     for r in 0..cfg.runs {
         barrier.wait();
-        let mpps = collect_run(n, &rx_res, &mut runs)?;
-        on_run(r, mpps);
+        let (mpps, interference) = collect_run(n, &rx_res, &mut runs)?;
+        on_run(r, mpps, interference);
     }
     for h in handles {
         let _ = h.join();
@@ -76,7 +78,7 @@ fn spread(frames: Vec<Vec<u8>>, n: usize) -> Vec<Vec<Vec<u8>>> {
 /// barrier opens and reports it.
 fn worker_thread(i: usize, cfg: &BenchConfig, fib: Arc<Fib>, ports: &[PortInfo], frames: Vec<Vec<u8>>, barrier: &Barrier, tx_res: &Sender<Report>) {
     let cpus = io::affinity::available_cpus().max(1);
-    let _ = io::affinity::pin_current_thread(i % cpus);
+    let cpu = io::affinity::pin_current_thread(i % cpus).ok().map(|()| i % cpus);
     let rx = ReplayRx::new(0, &frames);
     let tx = vec![CountingTx::new(), CountingTx::new()];
     let mut worker = Worker::new(fib, ports, vec![rx], tx, CountingTx::new(), FramePool::new(1024), cfg.batch);
@@ -96,23 +98,26 @@ fn worker_thread(i: usize, cfg: &BenchConfig, fib: Arc<Fib>, ports: &[PortInfo],
             let _ = tx_res.send((i, Err(e.clone())));
             continue;
         }
-        let before = worker.counts();
+        let (before, clocks) = (worker.counts(), CpuClocks::now(cpu));
         let (forwarded, elapsed) = measure(&mut worker, Duration::from_secs_f64(cfg.seconds));
+        let interference = CpuClocks::now(cpu).since(&clocks, elapsed);
         let counts = worker.counts().since(&before);
-        let _ = tx_res.send((i, Ok(WorkerRun { forwarded, elapsed, counts })));
+        let _ = tx_res.send((i, Ok(WorkerRun { forwarded, elapsed, counts, interference })));
     }
 }
 
 /// One run's reports of all `n` workers, added to `runs` as one run over the longest of
-/// their intervals; returns its rate in Mpps.
-fn collect_run(n: usize, rx_res: &Receiver<Report>, runs: &mut Runs) -> Result<f64, BenchError> {
+/// their intervals; returns its rate in Mpps and the worst worker's interference.
+fn collect_run(n: usize, rx_res: &Receiver<Report>, runs: &mut Runs) -> Result<(f64, Interference), BenchError> {
     let (mut forwarded, mut longest, mut counts) = (0u64, Duration::ZERO, Counts::default());
+    let mut interference = Interference::default();
     for _ in 0..n {
         let (i, res) = rx_res.recv().map_err(|_| BenchError::Invalid("a bench worker stopped".into()))?;
         let run = res.map_err(|e| BenchError::Invalid(format!("worker {i}: {e}")))?;
         forwarded += run.forwarded;
         longest = longest.max(run.elapsed);
         counts.add(&run.counts);
+        interference = interference.worst(run.interference);
     }
-    Ok(runs.add(forwarded, longest, &counts))
+    Ok((runs.add(forwarded, longest, &counts, interference), interference))
 }

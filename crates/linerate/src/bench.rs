@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
+use ::bench::interference::{Interference, NOTABLE};
 use ::bench::{BenchConfig, BenchFirewall, BenchFirewallResult, BenchResult, RouteSource};
 
 #[derive(clap::Args)]
@@ -90,8 +91,9 @@ pub enum RuleShape {
 pub fn main(args: BenchArgs) -> Result<()> {
     let cfg = bench_config(&args)?;
     announce(&cfg);
-    let res = ::bench::run(&cfg, |i, mpps| eprintln!("  run {}: {mpps:.2} Mpps", i + 1))?;
+    let res = ::bench::run(&cfg, |i, mpps, other| eprintln!("  run {}: {mpps:.2} Mpps{}", i + 1, other_work(&other)))?;
     print_figures(&res);
+    warn_interference(&cfg, &res);
     let firewall = res.firewall.as_ref().map(|f| print_firewall(&args, &cfg, f));
     if args.json {
         println!("{}", result_json(&cfg, &res, firewall));
@@ -174,6 +176,30 @@ fn print_figures(res: &BenchResult) {
     }
 }
 
+/// What else ran on the run's CPU, as a run's line ends: empty where neither clock was read.
+fn other_work(i: &Interference) -> String {
+    let pct = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    if i.waited.is_none() && i.stolen.is_none() {
+        return String::new();
+    }
+    format!(" (of its CPU: other tasks {}, steal {})", pct(i.waited), pct(i.stolen))
+}
+
+/// A warning for each run whose CPU other work took a notable share of: its figure is low by
+/// about that share, and nothing else in the output says so.
+fn warn_interference(cfg: &BenchConfig, res: &BenchResult) {
+    let cpus = if cfg.workers > 1 { format!("cpus 0-{}", cfg.workers - 1) } else { format!("cpu {}", cfg.cpu.unwrap_or(0)) };
+    for (k, i) in res.runs_interference.iter().enumerate().filter(|(_, i)| i.lost() >= NOTABLE) {
+        eprintln!(
+            "bench: warning: run {}: other work took {:.0}% of {cpus} (waited {:.0}%, stolen {:.0}%): its figure is low by about that much (another benchmark pinned there? a busy host?)",
+            k + 1,
+            i.lost() * 100.0,
+            i.waited.unwrap_or(0.0) * 100.0,
+            i.stolen.unwrap_or(0.0) * 100.0
+        );
+    }
+}
+
 /// Prints the firewall's figures; returns them as the JSON output's `firewall` object.
 fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) -> serde_json::Value {
     println!(
@@ -233,6 +259,7 @@ fn result_json(cfg: &BenchConfig, res: &BenchResult, firewall: Option<serde_json
         "mpps": res.mpps,
         "ns_per_packet": res.ns_per_packet,
         "runs": res.runs_mpps,
+        "runs_interference": res.runs_interference.iter().map(|i| serde_json::json!({"waited": i.waited, "stolen": i.stolen})).collect::<Vec<_>>(),
         "drops": drops,
         "rx": c.rx,
         "forwarded": c.forwarded,

@@ -39,6 +39,10 @@ fn bench_json_is_the_last_line_with_the_documented_keys() {
     assert!(v["mpps"].as_f64().unwrap() > 0.0);
     assert!(v["ns_per_packet"].as_f64().unwrap() > 0.0);
     assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    // Per run, the shares of its CPU that other work took (read from procfs on Linux).
+    let other = v["runs_interference"].as_array().unwrap();
+    assert_eq!(other.len(), 3);
+    assert!(other.iter().all(|i| (0.0..=1.0).contains(&i["waited"].as_f64().unwrap()) && (0.0..=1.0).contains(&i["stolen"].as_f64().unwrap())), "{other:?}");
     let drops = v["drops"].as_object().unwrap();
     assert!(drops.contains_key("no_route") && drops.contains_key("bad_checksum"));
     assert_eq!(
