@@ -596,6 +596,7 @@ fn parse_inner(
         match_nats: Vec::new(),
         pass_translations: Vec::new(),
         state_defaults: None,
+        macro_tokens: 0,
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),

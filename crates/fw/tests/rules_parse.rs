@@ -885,3 +885,26 @@ fn log_options() {
     );
     assert!(rs.rules[1].quick);
 }
+
+/// "Billion laughs": nine macros, each naming the one below ten times, would expand to 10^8
+/// addresses (gigabytes, minutes, in the running router on a reload). The expansion stops at
+/// its limit with the place it was reached; a large but real macro (a 45,000-address list
+/// used in 20 rules) still parses.
+#[test]
+fn macro_expansion_is_bounded() {
+    let mut text = String::from("x0 = \"10.0.0.1\"\n");
+    for i in 1..9 {
+        text.push_str(&format!("x{i} = \"{{ {} }}\"\n", vec![format!("$x{}", i - 1); 10].join(", ")));
+    }
+    text.push_str("pass from $x8\n");
+    let t0 = std::time::Instant::now();
+    let e = err(&text);
+    assert!(e.starts_with("rules.conf:10:11: macro expansions in this file add more than 2000000 tokens here"), "{e}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30), "stopped late: {:?}", t0.elapsed());
+    let big: Vec<String> = (0..45_000u32).map(|i| format!("10.{}.{}.{}", i >> 8 & 255, i & 255, i >> 16)).collect();
+    let mut text = format!("big = \"{{ {} }}\"\n", big.join(", "));
+    for k in 0..20 {
+        text.push_str(&format!("block in quick proto tcp from $big to any port {}\n", 1000 + k));
+    }
+    assert_eq!(ok(&text).rules.len(), 20);
+}

@@ -16,6 +16,12 @@ pub(super) type PResult<T> = Result<T, PErr>;
 
 pub(super) const MAX_MACRO_DEPTH: u8 = 16;
 
+/// The most tokens macro expansions may add to one file. A few nested macros, each naming
+/// the one below ten times, expand past memory ("billion laughs": 9 lines, 10^8 addresses,
+/// gigabytes, minutes); a `linerate reload` parses in the running router. Real files stay
+/// far below: a 5,000-address macro used in 50 rules adds 500,000.
+pub(super) const MAX_MACRO_TOKENS: usize = 2_000_000;
+
 pub(super) const RESERVED: &[&str] = &[
     "pass",
     "block",
@@ -79,6 +85,8 @@ pub(super) struct Parser<'a> {
     pub(super) pass_translations: Vec<super::translate_rule::PassTranslation>,
     /// `set state-defaults` (`filter_rule.rs`).
     pub(super) state_defaults: Option<super::filter_rule::StateDefaults>,
+    /// Tokens macro expansions have added so far (at most [`MAX_MACRO_TOKENS`]).
+    pub(super) macro_tokens: usize,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -139,6 +147,11 @@ impl Parser<'_> {
             if toks.iter().any(|t| t.tok == Tok::Newline) {
                 return here(&t, format!("macro ${name} holds a line break"));
             }
+            let expanded = self.macro_tokens + toks.len();
+            if expanded > MAX_MACRO_TOKENS {
+                return here(&t, format!("macro expansions in this file add more than {MAX_MACRO_TOKENS} tokens here (${name}: a macro that repeats another many times over?); use a table for large address sets"));
+            }
+            self.macro_tokens = expanded;
             self.toks.pop();
             self.toks.extend(toks.into_iter().rev());
         }
