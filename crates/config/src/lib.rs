@@ -353,9 +353,24 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The most bytes a configuration or route file may hold: a full Internet table (a million
+/// IPv4 and 200,000 IPv6 routes) is about 50 MiB.
+const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// The text of the regular file at `path`: a device (`/dev/zero`), a pipe or a runaway file
+/// fails at once rather than filling memory or blocking a reload.
 pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))
+    let cannot = |why: String| ConfigError::whole_file(path, format!("cannot read: {why}"));
+    let file = std::fs::File::open(path).map_err(|e| cannot(e.to_string()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(cannot("not a regular file".into()));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_FILE_BYTES + 1), &mut text).map_err(|e| cannot(e.to_string()))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(cannot(format!("larger than {} GiB", MAX_FILE_BYTES >> 30)));
+    }
+    Ok(text)
 }
 #[cfg(test)]
 mod tests;

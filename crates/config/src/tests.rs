@@ -255,6 +255,16 @@ fn missing_file() {
     assert!(s.contains("No such file"), "{s}");
 }
 
+/// A device or a folder given as the config is refused at once (reading `/dev/zero` whole
+/// would fill memory).
+#[test]
+fn devices_and_folders_are_not_configs() {
+    for p in ["/dev/zero", "/tmp"] {
+        let e = Config::load(Path::new(p)).unwrap_err().to_string();
+        assert_eq!(e, format!("{p}: cannot read: not a regular file"));
+    }
+}
+
 // ---------------------------------------------------- TOML / serde errors
 
 #[test]

@@ -45,6 +45,7 @@ mod translate_rule;
 mod scrub;
 mod src_track;
 mod tags;
+mod text_file;
 mod translation;
 mod values;
 
@@ -53,6 +54,7 @@ use parser::{PErr, PResult, Parser, here};
 pub use values::{parse_prefix, parse_table_file};
 pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
 use values::{af_name, parse_flags, port_number};
+pub use text_file::{MAX_RULE_FILE_BYTES, read_rule_text};
 
 pub use extras::LogMode;
 pub use route_opt::RouteOpt;
@@ -521,7 +523,7 @@ impl std::error::Error for RuleError {}
 
 /// Reads and parses the rule file at `path` (and the table files it names).
 pub fn load(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>) -> Result<RuleSet, RuleError> {
-    let text = std::fs::read_to_string(path).map_err(|e| RuleError {
+    let text = read_rule_text(path).map_err(|e| RuleError {
         path: path.to_path_buf(),
         line: 0,
         column: 0,
@@ -559,7 +561,7 @@ pub fn parse_with_addresses(
 
 /// [`load`] knowing the router's addresses on its interfaces.
 pub fn load_with_addresses(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &InterfaceAddresses) -> Result<RuleSet, RuleError> {
-    let text = std::fs::read_to_string(path).map_err(|e| RuleError {
+    let text = read_rule_text(path).map_err(|e| RuleError {
         path: path.to_path_buf(),
         line: 0,
         column: 0,

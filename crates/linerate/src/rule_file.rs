@@ -21,7 +21,7 @@ pub fn load(cfg: &Config, rules: &Path) -> Result<RuleFile> {
     let named = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
     let egress = egress(cfg);
     let ifaces = |name: &str| named(name).or_else(|| if name == "egress" { egress.as_ref().ok().copied() } else { None });
-    let text = std::fs::read_to_string(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
+    let text = fw::rules::read_rule_text(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
     let mut addresses: Vec<(String, Vec<(std::net::IpAddr, u8)>)> =
         cfg.interfaces.iter().map(|i| (i.name.clone(), i.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect())).collect();
     if let (None, Ok(port)) = (named("egress"), &egress) {

@@ -100,7 +100,7 @@ pub fn main(args: TableArgs) -> Result<()> {
 }
 
 fn read_file(path: &Path, out: &mut Vec<TableEntry>) -> Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let text = fw::rules::read_rule_text(path).with_context(|| format!("{}", path.display()))?;
     fw::rules::parse_table_file(&text, path, out).map_err(|e| anyhow::anyhow!("{e}"))
 }
 

@@ -401,7 +401,7 @@ impl Parser<'_> {
                 self.next()?;
                 let base = self.path.parent().unwrap_or(Path::new(""));
                 let fp = base.join(&f);
-                let text = std::fs::read_to_string(&fp).or_else(|e| {
+                let text = super::read_rule_text(&fp).or_else(|e| {
                     here(
                         &t,
                         format!("cannot read table file \"{}\": {e}", fp.display()),
