@@ -61,9 +61,13 @@ python3 - "$out/bench.jsonl" >"$out/summary.txt" <<'EOF'
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 mpps = collections.defaultdict(dict)
+# The largest share of a run's CPU that other tasks or the hypervisor took, per pair.
+other_work = collections.defaultdict(float)
 for r in rows:
     name, side, rnd = r["label"].split("/")
     mpps[name][(side, rnd)] = r["result"]["mpps"]
+    for i in r["result"].get("runs_interference", []):
+        other_work[name] = max(other_work[name], i.get("waited") or 0, i.get("stolen") or 0)
 for name, m in mpps.items():
     if name == "workers":
         one = m.get(("1", "1"))
@@ -72,7 +76,8 @@ for name, m in mpps.items():
     rounds = sorted({rnd for _, rnd in m})
     ratios = [m[("other", r)] / m[("base", r)] for r in rounds if ("other", r) in m and ("base", r) in m]
     med = lambda side: statistics.median(v for (s, _), v in m.items() if s == side)
-    print(f"{name}: base {med('base'):.2f}, other {med('other'):.2f} Mpps (medians of {len(rounds)} rounds); ratio per round " + ", ".join(f"{x:.2f}" for x in ratios))
+    print(f"{name}: base {med('base'):.2f}, other {med('other'):.2f} Mpps (medians of {len(rounds)} rounds); ratio per round " + ", ".join(f"{x:.2f}" for x in ratios)
+          + f"; other work on the CPU at most {100 * other_work[name]:.0f}% of a run")
 EOF
 cat "$out/summary.txt"
 log done
