@@ -106,33 +106,53 @@ impl Drop for Server {
     }
 }
 
+/// The longest command line read from a peer allowed every command: `table ... replace`
+/// carries a whole table file (a million entries are about 20 MiB).
+const MAX_ADMIN_LINE: u64 = fw::rules::MAX_RULE_FILE_BYTES;
+/// The longest from a read-only peer (`show`, `top`: a few words).
+const MAX_READ_ONLY_LINE: u64 = 64 << 10;
+
 fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
     // A client that never sends its line must not block the next one for long.
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut line = String::new();
-    let mut reader = BufReader::new(&conn);
-    let answer = match (io::privilege::peer(conn.as_raw_fd()), reader.read_line(&mut line)) {
-        (Err(e), _) => format!("error: permission denied: cannot read the peer's credentials ({e})"),
-        (_, Err(e)) => format!("error: reading the command: {e}"),
-        (Ok(peer), Ok(_)) => match (access.role(&peer), line.trim()) {
-            (None, _) => format!(
+    let answer = match io::privilege::peer(conn.as_raw_fd()) {
+        Err(e) => format!("error: permission denied: cannot read the peer's credentials ({e})"),
+        Ok(peer) => match access.role(&peer) {
+            None => format!(
                 "error: permission denied: uid {} may not use this socket (root, uid {}{})",
                 peer.uid,
                 access.admin_uid,
                 access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"))
             ),
-            (Some(Role::ReadOnly), "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
-            (Some(Role::ReadOnly), c) if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) => {
-                format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
-            }
-            // Packets' contents: for the admin only.
-            (Some(Role::ReadOnly), c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
-            (Some(Role::Admin), c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
-            (Some(_), command) => answer(state, command),
+            // Read only once the peer may send something, and only so much: a line read
+            // without a bound could fill the router's memory.
+            Some(role) => match read_command(&conn, if role == Role::Admin { MAX_ADMIN_LINE } else { MAX_READ_ONLY_LINE }) {
+                Err(e) => format!("error: reading the command: {e}"),
+                Ok(line) => match (role, line.trim()) {
+                    (Role::ReadOnly, "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
+                    (Role::ReadOnly, c) if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) => {
+                        format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
+                    }
+                    // Packets' contents: for the admin only.
+                    (Role::ReadOnly, c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
+                    (Role::Admin, c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
+                    (_, command) => answer(state, command),
+                },
+            },
         },
     };
     let mut conn = &conn;
     let _ = conn.write_all(format!("{}\n", answer.replace('\n', "; ")).as_bytes());
+}
+
+/// The peer's command line, of at most `max` bytes.
+fn read_command(conn: &UnixStream, max: u64) -> std::io::Result<String> {
+    let mut line = String::new();
+    BufReader::new(std::io::Read::take(conn, max)).read_line(&mut line)?;
+    if line.len() as u64 >= max && !line.ends_with('\n') {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("the command is longer than {max} bytes")));
+    }
+    Ok(line)
 }
 
 fn answer(state: &RouterState, command: &str) -> String {
@@ -347,5 +367,21 @@ mod tests {
         assert_eq!(access.role(&peer(1000, 1000, &[7, 50])), Some(Role::ReadOnly));
         assert_eq!(access.role(&peer(1000, 1000, &[7])), None);
         assert_eq!(Access { admin_uid: 0, read_gid: None }.role(&peer(65534, 65534, &[50])), None);
+    }
+
+    /// A command line is read up to its bound and no further: a peer streaming bytes without
+    /// a line break gets an error instead of filling the router's memory.
+    #[test]
+    fn command_lines_are_bounded() {
+        let (mut client, server) = UnixStream::pair().unwrap();
+        client.write_all(b"show routes\n").unwrap();
+        assert_eq!(read_command(&server, 64).unwrap(), "show routes\n");
+        let writer = std::thread::spawn(move || {
+            let _ = client.write_all(&vec![b'x'; 1 << 20]);
+        });
+        let e = read_command(&server, MAX_READ_ONLY_LINE).unwrap_err().to_string();
+        assert_eq!(e, format!("the command is longer than {MAX_READ_ONLY_LINE} bytes"));
+        drop(server);
+        writer.join().unwrap();
     }
 }
