@@ -25,6 +25,7 @@ pub mod netlink;
 pub mod napi;
 pub mod offload;
 pub mod pcap;
+pub mod pid_lock;
 pub mod pflog;
 pub mod pool;
 pub mod port;

@@ -6,9 +6,10 @@
 //! removed them. The file holds the holder's pid, for the refusal; the kernel releases the
 //! lock when the process dies, so a crash leaves no stale lock.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::File;
 use std::path::Path;
+
+use io::pid_lock::{Taken, holder_pid, take};
 
 use crate::error::LabError;
 
@@ -29,20 +30,10 @@ impl LabLock {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let pid = holder.trim().parse::<u32>().map_or("unknown".to_owned(), |p| p.to_string());
-                return Err(LabError::Busy { pid, lock: path.display().to_string() });
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        match take(path, &std::process::id().to_string())? {
+            Taken::Locked(file) => Ok(LabLock { _file: file }),
+            Taken::HeldBy(line) => Err(LabError::Busy { pid: holder_pid(&line), lock: path.display().to_string() }),
         }
-        file.set_len(0)?;
-        file.write_all(format!("{}\n", std::process::id()).as_bytes())?;
-        Ok(LabLock { _file: file })
     }
 }
 

@@ -10,12 +10,12 @@
 //! removes the file while still holding the lock; a run that opened it just before then
 //! finds, once it has the lock, that the name leads elsewhere, and starts over.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use io::pid_lock;
 
 /// Where the lock files are.
 pub const LOCK_DIR: &str = "/run/linerate";
@@ -59,24 +59,19 @@ fn lock_one(dir: &Path, ifname: &str) -> Result<InterfaceLock> {
 
 /// Locks the file at `path`; `None` if the file was removed by its last owner meanwhile.
 fn try_lock(path: &Path, ifname: &str) -> Result<Option<InterfaceLock>> {
-    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).with_context(|| format!("opening {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let pid = holder.split_whitespace().next().filter(|p| p.parse::<u32>().is_ok()).unwrap_or("unknown");
+    let line = format!("{} {ifname}", std::process::id());
+    let file = match pid_lock::take(path, &line).with_context(|| format!("locking {}", path.display()))? {
+        pid_lock::Taken::Locked(file) => file,
+        pid_lock::Taken::HeldBy(holder) => {
+            let pid = pid_lock::holder_pid(&holder);
             bail!("interface {ifname} is in use by another linerate (pid {pid}, lock {}): one process per interface", path.display());
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
-    }
+    };
     let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
     match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) if same(&a, &b) => {}
-        _ => return Ok(None),
+        (Ok(a), Ok(b)) if same(&a, &b) => Ok(Some(InterfaceLock { _file: file, path: path.to_owned() })),
+        _ => Ok(None),
     }
-    file.set_len(0).and_then(|()| file.write_all(format!("{} {ifname}\n", std::process::id()).as_bytes())).with_context(|| format!("writing {}", path.display()))?;
-    Ok(Some(InterfaceLock { _file: file, path: path.to_owned() }))
 }
 
 #[cfg(test)]
