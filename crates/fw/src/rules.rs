@@ -43,6 +43,7 @@ mod parser;
 mod route_opt;
 mod translate_rule;
 mod scrub;
+mod services;
 mod src_track;
 mod tags;
 mod text_file;
@@ -599,6 +600,7 @@ fn parse_inner(
         pass_translations: Vec::new(),
         state_defaults: None,
         macro_tokens: 0,
+        anchor_depth: 0,
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
         PErr::Here(l, c, m) => err((l, c, m)),

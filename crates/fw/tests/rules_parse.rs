@@ -207,6 +207,7 @@ fn ports_and_operators() {
         "pass proto udp to port { domain ntp 5000:5010 > 60000 }\n",
         "pass proto tcp to port { www https http smtp ssh }\n",
         "pass proto tcp to port 10 >< 11\n",
+        "pass proto udp to port { isakmp ipsec-nat-t dhcpv6-client openvpn }\n",
     ));
     let want: Vec<Vec<(u16, u16)>> = vec![
         vec![(80, 80)],
@@ -222,7 +223,9 @@ fn ports_and_operators() {
         vec![(53, 53), (123, 123), (5000, 5010), (60001, 65535)],
         vec![(80, 80), (443, 443), (80, 80), (25, 25), (22, 22)],
         vec![],
+        vec![(500, 500), (4500, 4500), (546, 546), (1194, 1194)],
     ];
+    assert_eq!(rs.rules.len(), want.len());
     for (r, w) in rs.rules.iter().zip(want) {
         assert_eq!(r.dst_ports, PortMatch::Ranges(w), "line {}", r.line);
     }
@@ -332,6 +335,14 @@ fn errors_name_file_line_column() {
         (
             "block all\npass in from foo\n",
             "rules.conf:2:14: expected an address, a prefix, a table <name> or \"any\", found \"foo\"",
+        ),
+        (
+            "pass from {{{{{{{{{{{{{{{{{{10.0.0.1}}}}}}}}}}}}}}}}}} to any",
+            "rules.conf:1:28: host lists nested more than 16 deep",
+        ),
+        (
+            "ports = \"{ 22, 80 }\"\npass proto tcp to port { $ports, 443 }",
+            "rules.conf:2:26: port lists do not nest in pf's grammar (a macro holding `{ ... }` inside a list of ports): write the ports as one list",
         ),
         (
             "pass on em7 all",
@@ -907,4 +918,39 @@ fn macro_expansion_is_bounded() {
         text.push_str(&format!("block in quick proto tcp from $big to any port {}\n", 1000 + k));
     }
     assert_eq!(ok(&text).rules.len(), 20);
+}
+
+/// Every nesting the grammar allows is bounded: 200,000 nested `{` (or anchors) used to
+/// overflow the parser's stack and abort the process (the running router, on a reload). The
+/// deepest nesting accepted still parses on a thread with 2 MiB of stack (the control
+/// socket's threads, which run reloads).
+#[test]
+fn nesting_is_bounded_and_never_overflows_the_stack() {
+    let nest = |open: &str, inner: &str, close: &str, d: usize| format!("{}{inner}{}", open.repeat(d), close.repeat(d));
+    let cases = [
+        (format!("pass on {} all", nest("{", "lr-a", "}", 200_000)), "interface lists nested more than 16 deep"),
+        (format!("antispoof for {}", nest("{", "lr-a", "}", 200_000)), "interface lists nested more than 16 deep"),
+        (format!("pass from {} to any", nest("{", "10.0.0.1", "}", 200_000)), "host lists nested more than 16 deep"),
+        (nest("anchor \"a\" {\n", "pass all\n", "}\n", 200_000), "anchors nested more than 64 deep"),
+    ];
+    let deepest = [
+        format!("pass on {} all", nest("{", "lr-a", "}", 17)),
+        format!("antispoof for {}", nest("{", "lo", "}", 17)),
+        format!("pass from {} to any", nest("{", "10.0.0.1", "}", 17)),
+        nest("anchor \"a\" {\n", "pass all\n", "}\n", 64),
+    ];
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            for (text, want) in &cases {
+                let e = err(text);
+                assert!(e.contains(want), "{e}");
+            }
+            for text in &deepest {
+                ok(text);
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
 }

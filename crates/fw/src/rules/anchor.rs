@@ -12,6 +12,10 @@
 
 use super::{PResult, Parser, Tok, here};
 
+/// Inline anchors nest; deeper than this is an error (pf's limit is the anchor path's
+/// length, MAXPATHLEN) rather than a parser that recurses until the stack runs out.
+const MAX_ANCHOR_DEPTH: usize = 64;
+
 impl Parser<'_> {
     /// One anchor statement (the keyword is next).
     pub(super) fn anchor(&mut self) -> PResult<()> {
@@ -36,8 +40,14 @@ impl Parser<'_> {
                     if let Some(c) = criteria {
                         return here(&c, "`anchor` with criteria of its own and inline rules is not supported by linerate (write the criteria in its rules)");
                     }
+                    if self.anchor_depth >= MAX_ANCHOR_DEPTH {
+                        return here(&t, format!("anchors nested more than {MAX_ANCHOR_DEPTH} deep"));
+                    }
                     self.next()?;
-                    return self.inline_anchor();
+                    self.anchor_depth += 1;
+                    let rules = self.inline_anchor();
+                    self.anchor_depth -= 1;
+                    return rules;
                 }
                 _ => {
                     criteria.get_or_insert(t);

@@ -32,6 +32,10 @@ const UNSUPPORTED_SET: &[&str] = &[
     "syncookies", "fail-policy", "prio", "timeout-adaptive",
 ];
 
+/// Interface lists nest (a macro holding a list inside another list); deeper is an error
+/// rather than a parser that recurses until the stack runs out.
+const MAX_IFACE_LIST_DEPTH: usize = 16;
+
 /// Address keywords linerate does not implement.
 const UNSUPPORTED_ADDRESSES: &[&str] = &["route"];
 
@@ -164,6 +168,11 @@ impl Parser<'_> {
     /// [`Self::iface_list`]; with `loopback_ok`, the loopback names `lo` and `lo0` are taken
     /// and left out of the list, and counted: linerate never sees loopback traffic.
     pub(super) fn iface_list_skipping(&mut self, loopback_ok: bool) -> PResult<(Vec<u16>, usize)> {
+        self.iface_list_nested(loopback_ok, 0)
+    }
+
+    /// [`Self::iface_list_skipping`] inside `depth` enclosing lists.
+    fn iface_list_nested(&mut self, loopback_ok: bool, depth: usize) -> PResult<(Vec<u16>, usize)> {
         let mut out = Vec::new();
         let mut loopbacks = 0;
         let braced = self.eat_punct("{")?;
@@ -182,7 +191,11 @@ impl Parser<'_> {
             if braced && self.is_punct("{")? {
                 // A list inside the list (a macro holding one: `{ egress $int_if }`), flattened
                 // as pfctl does.
-                let (inner, lo) = self.iface_list_skipping(loopback_ok)?;
+                if depth >= MAX_IFACE_LIST_DEPTH {
+                    let t = self.peek()?.clone();
+                    return here(&t, format!("interface lists nested more than {MAX_IFACE_LIST_DEPTH} deep"));
+                }
+                let (inner, lo) = self.iface_list_nested(loopback_ok, depth + 1)?;
                 out.extend(inner.into_iter().filter(|i| !out.contains(i)).collect::<Vec<_>>());
                 loopbacks += lo;
                 n += 1;

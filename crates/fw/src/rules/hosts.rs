@@ -5,6 +5,9 @@
 use super::*;
 use crate::packet::route;
 
+/// Host lists nest (a macro holding a list inside another list); deeper than this is an error.
+const MAX_LIST_DEPTH: usize = 16;
+
 /// What `all` / `from ... to ...` named.
 pub(super) struct Hosts {
     pub(super) src: AddrMatch,
@@ -201,7 +204,11 @@ impl Parser<'_> {
             if n > 0 && self.eat_punct("}")? {
                 return Ok(());
             }
-            if depth < 16 && self.eat_punct("{")? {
+            let t = self.peek()?.clone();
+            if self.eat_punct("{")? {
+                if depth >= MAX_LIST_DEPTH {
+                    return here(&t, format!("host lists nested more than {MAX_LIST_DEPTH} deep"));
+                }
                 self.addr_list(toks, is_src, items, depth + 1)?;
             } else {
                 self.addr_item(toks, is_src, items)?;
@@ -281,6 +288,10 @@ impl Parser<'_> {
                 self.skip_newlines()?;
                 if n > 0 && self.eat_punct("}")? {
                     break;
+                }
+                let t = self.peek()?;
+                if matches!(t.tok, Tok::Punct("{")) {
+                    return here(t, "port lists do not nest in pf's grammar (a macro holding `{ ... }` inside a list of ports): write the ports as one list");
                 }
                 self.port_item(&mut ranges)?;
                 n += 1;

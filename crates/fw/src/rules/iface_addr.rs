@@ -14,6 +14,10 @@ use std::net::IpAddr;
 
 use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Tok, Token, here};
 
+/// `antispoof for { ... }` lists nest (macros holding lists); deeper is an error rather than
+/// a parser that recurses until the stack runs out.
+const MAX_ANTISPOOF_LIST_DEPTH: usize = 16;
+
 /// A router address as a prefix of `len` bits (its host address with `len` = the family's
 /// width).
 fn prefix(addr: IpAddr, len: u8) -> Prefix {
@@ -101,10 +105,15 @@ impl Parser<'_> {
     /// own addresses as a source, on any interface). Blocked packets are dropped silently.
     /// An interface name or a `{ ... }` list of them, lists inside it flattened (a macro
     /// holding one: `antispoof for { egress $int_if }`), as pfctl does.
-    fn antispoof_names(&mut self, names: &mut Vec<(String, Token)>) -> PResult<()> {
+    /// `depth`: the lists this one is inside.
+    fn antispoof_names(&mut self, names: &mut Vec<(String, Token)>, depth: usize) -> PResult<()> {
+        let t = self.peek()?.clone();
         if !self.eat_punct("{")? {
             names.push(self.word("an interface name")?);
             return Ok(());
+        }
+        if depth > MAX_ANTISPOOF_LIST_DEPTH {
+            return here(&t, format!("interface lists nested more than {MAX_ANTISPOOF_LIST_DEPTH} deep"));
         }
         let mut n = 0;
         loop {
@@ -112,7 +121,7 @@ impl Parser<'_> {
             if n > 0 && self.eat_punct("}")? {
                 return Ok(());
             }
-            self.antispoof_names(names)?;
+            self.antispoof_names(names, depth + 1)?;
             n += 1;
             self.eat_punct(",")?;
         }
@@ -125,7 +134,7 @@ impl Parser<'_> {
         let quick = self.eat_word("quick")?;
         self.expect_word("for")?;
         let mut names: Vec<(String, Token)> = Vec::new();
-        self.antispoof_names(&mut names)?;
+        self.antispoof_names(&mut names, 0)?;
         let af = if self.eat_word("inet")? {
             Some(Af::Inet)
         } else if self.eat_word("inet6")? {
@@ -150,6 +159,12 @@ impl Parser<'_> {
             }
         }
         for (name, t) in names {
+            // pfctl's `antispoof for lo0` blocks 127.0.0.0/8 and ::1 from any other interface:
+            // the classify pass drops those sources on every port already (martian sources).
+            if (self.ifaces)(&name).is_none() && matches!(name.as_str(), "lo" | "lo0") {
+                self.notice(&t, format!("`antispoof for {name}`: linerate drops loopback sources (127.0.0.0/8, ::1) on every interface already, as martians"));
+                continue;
+            }
             let index = (self.ifaces)(&name).map_or_else(|| here(&t, format!("unknown interface \"{name}\"")), Ok)?;
             let addrs: Vec<(IpAddr, u8)> = self.addresses_of(&t, &name)?.into_iter().filter(|(a, _)| af.is_none_or(|f| (f == Af::Inet) == a.is_ipv4())).collect();
             if addrs.is_empty() {

@@ -87,6 +87,8 @@ pub(super) struct Parser<'a> {
     pub(super) state_defaults: Option<super::filter_rule::StateDefaults>,
     /// Tokens macro expansions have added so far (at most [`MAX_MACRO_TOKENS`]).
     pub(super) macro_tokens: usize,
+    /// Inline anchors the parser is inside (`anchor.rs`).
+    pub(super) anchor_depth: usize,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").

@@ -11,28 +11,9 @@ pub(super) fn af_name(af: Af) -> &'static str {
     }
 }
 
-/// A small service-name table (a subset of /etc/services) plus numbers.
+/// A port: a number, or a service name as pfctl resolves it ([`super::services`]).
 pub(super) fn port_number(w: &str) -> Option<u16> {
-    Some(match w {
-        "ftp-data" => 20,
-        "ftp" => 21,
-        "ssh" => 22,
-        "telnet" => 23,
-        "smtp" => 25,
-        "domain" => 53,
-        "bootps" => 67,
-        "bootpc" => 68,
-        "www" | "http" => 80,
-        "pop3" => 110,
-        "ntp" => 123,
-        "imap" => 143,
-        "snmp" => 161,
-        "https" => 443,
-        "submission" => 587,
-        "imaps" => 993,
-        "pop3s" => 995,
-        _ => return w.parse().ok(),
-    })
+    w.parse().ok().or_else(|| super::services::service_port(w))
 }
 
 /// `S/SA`, `/SA`: (set, mask). Letters F S R P A U E W.
