@@ -95,6 +95,10 @@ pub struct SlowStats {
     pub from_host: u64,
     /// Frames for the router nobody takes (no host stack, unparsable, ...).
     pub local_drops: u64,
+    /// ICMP and ICMPv6 redirects to the router, kept from its host stack: a router does not
+    /// take routes from redirects (RFC 1812 4.3.3.2, RFC 4861 8), and a host stack that did
+    /// would send the router's own traffic (BGP, ssh) wherever a neighbour on the link said.
+    pub redirects_ignored: u64,
     /// Punted or host frames naming a port that does not exist, or whose L2 header does not
     /// parse: dropped.
     pub invalid: u64,
@@ -510,6 +514,10 @@ impl SlowPath {
             return;
         };
         let l3 = &frame[l2.l3_offset..];
+        if is_redirect(l2.ethertype, l3) {
+            self.stats.redirects_ignored += 1;
+            return;
+        }
         let mut to_host = true;
         match l2.ethertype {
             EtherType::Arp => self.arp(io, &p, msg, l3, now),
@@ -623,6 +631,21 @@ fn tag(p: &PortInfo, frame: &[u8]) -> Vec<u8> {
             with_l2(p, dst, frame, 14)
         }
         _ => frame.to_vec(),
+    }
+}
+
+/// Whether `l3` is an ICMP redirect (type 5, a first fragment or whole) or an ICMPv6
+/// redirect (type 137, behind any extension headers).
+fn is_redirect(ethertype: EtherType, l3: &[u8]) -> bool {
+    match ethertype {
+        EtherType::Ipv4 => Ipv4Packet::new_checked(l3).is_ok_and(|ip| {
+            ip.protocol() == IpProtocol::Icmp && ip.frag_offset() == 0 && ip.payload().first() == Some(&5)
+        }),
+        EtherType::Ipv6 => Ipv6Packet::new_checked(l3).is_ok_and(|ip| match ip.upper_layer() {
+            Ok((IpProtocol::Icmpv6, at)) => l3.get(at) == Some(&137),
+            _ => false,
+        }),
+        _ => false,
     }
 }
 

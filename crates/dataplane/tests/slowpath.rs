@@ -196,6 +196,41 @@ fn echo_replies_and_icmp_errors() {
     assert_eq!(sp.stats.icmp_suppressed, 1);
 }
 
+/// ICMP and ICMPv6 redirects to the router never reach its host stack (RFC 1812 4.3.3.2,
+/// RFC 4861 8: a router takes no routes from redirects). Before, a neighbour on the link
+/// could redirect the router's own traffic: Linux's host stack, forwarding off, took the
+/// redirect from the TAP. Other ICMP for the router (a port unreachable) still goes up.
+#[test]
+fn redirects_are_kept_from_the_host_stack() {
+    let (mut sp, _) = setup();
+    let mut io = Recorder::default();
+    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: v4("198.18.0.2"), dst: v4("198.18.0.1"), src_port: 0, dst_port: 0, ttl: 64 };
+    let mut buf = vec![0; 256];
+    let n = icmpv4_echo_frame(&flow, 7, 1, b"redirect", &mut buf).unwrap();
+    let mut v4_frame = buf[..n].to_vec();
+    v4_frame[34..36].copy_from_slice(&[5, 1]); // redirect for host
+    sp.handle(&mut io, punt(v4_frame.clone(), Punt::Local, 0, 0), 0);
+    v4_frame[34..36].copy_from_slice(&[3, 3]); // port unreachable
+    sp.handle(&mut io, punt(v4_frame, Punt::Local, 0, 0), 0);
+    let flow6 = UdpFlow { src: v6("fe80::2"), dst: v6("2001:db8:a::1"), ttl: 255, ..flow };
+    let n = icmpv6_echo_frame(&flow6, 8, 1, b"redirect", &mut buf).unwrap();
+    let mut v6_frame = buf[..n].to_vec();
+    v6_frame[54] = 137;
+    sp.handle(&mut io, punt(v6_frame.clone(), Punt::Local, 0, 0), 0);
+    // The same behind a destination options header (PadN): the kernel walks the chain too.
+    let payload = u16::from_be_bytes([v6_frame[18], v6_frame[19]]) + 8;
+    v6_frame[18..20].copy_from_slice(&payload.to_be_bytes());
+    v6_frame[20] = 60;
+    v6_frame.splice(54..54, [58, 0, 1, 4, 0, 0, 0, 0]);
+    sp.handle(&mut io, punt(v6_frame.clone(), Punt::Local, 0, 0), 0);
+    v6_frame[62] = 1; // destination unreachable
+    sp.handle(&mut io, punt(v6_frame, Punt::Local, 0, 0), 0);
+    assert_eq!(sp.stats.redirects_ignored, 3);
+    let up: Vec<u8> = io.host.iter().map(|(_, f)| if f[12] == 0x08 { f[34] } else { f[62] }).collect();
+    assert_eq!(up, [3, 1], "only the unreachables reach the host stack");
+    assert!(io.wire.is_empty());
+}
+
 #[test]
 fn ndp_answers_and_resolves() {
     let (mut sp, fib) = setup();

@@ -8,7 +8,8 @@
 //!   output interface with a 1400-byte MTU;
 //! - a TCP connection from A to a listener on the router's address (the host stack, through
 //!   linerate's TAP) while linerate forwards;
-//! - `linerate show routes|neighbours|interfaces|drops --json` and `linerate top`.
+//! - `linerate show routes|neighbours|interfaces|drops --json` and `linerate top`;
+//! - an ICMPv6 redirect to the router changes none of its host stack's routes.
 //!
 //! Once per backend. Needs root (skips without). Namespaces `lr<pid><tag><host>` and the
 //! TAPs inside D are removed on drop, also when an assertion fails.
@@ -51,6 +52,7 @@ fn router(backend: &str, tag: &str) {
     icmp_errors_and_fragments(&lab, backend);
     host_stack_answers_tcp(&lab, backend);
     control_socket_shows(&lab, &cfg, backend);
+    redirects_leave_the_host_stack_alone(&lab, &cfg, backend);
 
     let child = dut.terminate().unwrap();
     let out = child.wait_with_output().unwrap();
@@ -128,6 +130,31 @@ fn control_socket_shows(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     let top = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["top", "-n", "1", "-w", "0.3", "-c"]).arg(cfg).output().unwrap();
     let top_out = text(&top);
     assert!(top.status.success() && top_out.contains("lrd0") && top_out.contains("ipkts/s") && top_out.contains("q0"), "{top_out}");
+}
+
+/// An ICMPv6 redirect from A, the first hop of D's host stack for 2001:db8:99::/64, naming
+/// another neighbour: the router's routes stay as they were (RFC 4861 8), and the slow path
+/// counts it. Before, D's kernel took it from the TAP and sent its own traffic for that
+/// destination to the address A named.
+fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backend: &str) {
+    let tap = show(lab, cfg, "interfaces")[0]["tap"].as_str().unwrap().to_owned();
+    let a_ll = text(&lab.a.ip(&["-6", "-o", "addr", "show", "dev", "lra0", "scope", "link"]).unwrap());
+    let a_ll = a_ll.split_whitespace().skip_while(|w| *w != "inet6").nth(1).unwrap().split('/').next().unwrap().to_owned();
+    lab.d.ip(&["-6", "route", "add", "2001:db8:99::/64", "via", &a_ll, "dev", &tap]).unwrap();
+    let route = || text(&lab.d.ip(&["-6", "route", "get", "2001:db8:99::1"]).unwrap());
+    assert!(route().contains(&a_ll), "{backend}: {}", route());
+    let send = format!(
+        "import socket,struct\ns=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_ICMPV6)\n\
+         s.setsockopt(socket.IPPROTO_IPV6,socket.IPV6_UNICAST_HOPS,255)\ns.bind(('{a_ll}',0,0,socket.if_nametoindex('lra0')))\n\
+         a=lambda x:socket.inet_pton(socket.AF_INET6,x)\n\
+         s.sendto(struct.pack('!BBHI',137,0,0,0)+a('fe80::bad')+a('2001:db8:99::1')+bytes.fromhex('0201020000000bad'),('2001:db8:a::1',0,0,0))"
+    );
+    let out = lab.a.command("python3").args(["-c", &send]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(route().contains(&a_ll) && !route().contains("fe80::bad"), "{backend}: the host stack took the redirect: {}", route());
+    let drops = text(&Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "drops", "-c"]).arg(cfg).output().unwrap());
+    assert!(drops.lines().any(|l| l.split_whitespace().eq(["redirect_ignored", "1"])), "{backend}: {drops}");
 }
 
 #[test]
