@@ -4,7 +4,7 @@
 //! ```toml
 //! [router.kernel_routes]
 //! table = "main"                      # or a number, 1..=4294967295 (default: main, 254)
-//! protocols = ["bird", "bgp", 188]    # default: every protocol but "kernel"
+//! protocols = ["bird", "bgp", 188]    # default: every protocol but "kernel", "ra", "redirect"
 //! ```
 
 use serde::Deserialize;
@@ -16,6 +16,11 @@ use crate::context::Ctx;
 /// `ip route ... proto kernel`: the routes the kernel makes for an interface's addresses
 /// (linerate has those as its connected routes already).
 pub const PROTO_KERNEL: u8 = 2;
+/// Routes a host learns from ICMP redirects (`proto redirect`) and Router Advertisements
+/// (`proto ra`): a router's host stack takes none (docs/router.md, "Host stack"), and a route
+/// any neighbour on a link could announce is not mirrored unless listed.
+pub const PROTO_REDIRECT: u8 = 1;
+pub const PROTO_RA: u8 = 9;
 /// The protocol linerate marks the routes it gives the host stack with (its static routes
 /// on the TAPs): never mirrored back.
 pub const PROTO_LINERATE: u8 = 250;
@@ -33,8 +38,8 @@ const PROTOCOLS: &[(&str, u8)] = &[
 pub struct KernelRoutes {
     /// The kernel routing table to mirror (`ip route show table N`; default 254, main).
     pub table: u32,
-    /// Route protocols (`rtm_protocol`) to mirror; empty: every one but `kernel` (2) and
-    /// linerate's own (250).
+    /// Route protocols (`rtm_protocol`) to mirror; empty: every one but `kernel` (2),
+    /// `redirect` (1), `ra` (9) and linerate's own (250).
     pub protocols: Vec<u8>,
 }
 
@@ -44,7 +49,11 @@ impl KernelRoutes {
         if proto == PROTO_LINERATE {
             return false;
         }
-        if self.protocols.is_empty() { proto != PROTO_KERNEL } else { self.protocols.contains(&proto) }
+        if self.protocols.is_empty() {
+            !matches!(proto, PROTO_KERNEL | PROTO_REDIRECT | PROTO_RA)
+        } else {
+            self.protocols.contains(&proto)
+        }
     }
 }
 
@@ -91,7 +100,7 @@ pub(crate) fn settings(cx: &Ctx, raw: Option<Spanned<RawKernelRoutes>>, host_sta
             protocols.push(n);
         }
         if protocols.is_empty() {
-            return Err(cx.err(list.span(), "router.kernel_routes: protocols is empty (leave it out to take every protocol but kernel)"));
+            return Err(cx.err(list.span(), "router.kernel_routes: protocols is empty (leave it out to take every protocol but kernel, ra and redirect)"));
         }
     }
     Ok(Some(KernelRoutes { table, protocols }))
@@ -103,6 +112,7 @@ mod tests {
     use std::path::Path;
 
     use crate::{Config, ConfigError, PROTO_KERNEL, PROTO_LINERATE};
+    use super::{PROTO_RA, PROTO_REDIRECT};
 
     const BASE: &str = "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\"]\n\n[[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n";
 
@@ -120,6 +130,9 @@ mod tests {
         let k = parse("[router.kernel_routes]\n").unwrap().router.kernel_routes.unwrap();
         assert_eq!((k.table, k.protocols.clone()), (254, vec![]));
         assert!(k.takes(12) && k.takes(4) && !k.takes(PROTO_KERNEL) && !k.takes(PROTO_LINERATE));
+        assert!(!k.takes(PROTO_RA) && !k.takes(PROTO_REDIRECT), "routes a neighbour could announce are not taken by default");
+        let k = parse("[router.kernel_routes]\nprotocols = [\"ra\"]\n").unwrap().router.kernel_routes.unwrap();
+        assert!(k.takes(PROTO_RA), "unless listed");
         let k = parse("[router.kernel_routes]\ntable = 100\nprotocols = [\"bird\", \"bgp\", 42]\n").unwrap().router.kernel_routes.unwrap();
         assert_eq!((k.table, k.protocols.clone()), (100, vec![12, 186, 42]));
         assert!(k.takes(186) && !k.takes(4));

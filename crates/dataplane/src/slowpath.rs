@@ -99,6 +99,10 @@ pub struct SlowStats {
     /// take routes from redirects (RFC 1812 4.3.3.2, RFC 4861 8), and a host stack that did
     /// would send the router's own traffic (BGP, ssh) wherever a neighbour on the link said.
     pub redirects_ignored: u64,
+    /// Router Advertisements from other routers, kept from the host stack for the same
+    /// reason: the kernel behind a TAP (`accept_ra` on, as a host) would take a default
+    /// route and addresses from any neighbour's, and `[router.kernel_routes]` mirror it.
+    pub router_adverts_ignored: u64,
     /// Punted or host frames naming a port that does not exist, or whose L2 header does not
     /// parse: dropped.
     pub invalid: u64,
@@ -514,9 +518,10 @@ impl SlowPath {
             return;
         };
         let l3 = &frame[l2.l3_offset..];
-        if is_redirect(l2.ethertype, l3) {
-            self.stats.redirects_ignored += 1;
-            return;
+        match host_config_message(l2.ethertype, l3) {
+            Some(HostConfig::Redirect) => return self.stats.redirects_ignored += 1,
+            Some(HostConfig::RouterAdvert) => return self.stats.router_adverts_ignored += 1,
+            None => {}
         }
         let mut to_host = true;
         match l2.ethertype {
@@ -634,18 +639,31 @@ fn tag(p: &PortInfo, frame: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Whether `l3` is an ICMP redirect (type 5, a first fragment or whole) or an ICMPv6
-/// redirect (type 137, behind any extension headers).
-fn is_redirect(ethertype: EtherType, l3: &[u8]) -> bool {
+/// A message that configures a host, which the router's host stack must not take.
+enum HostConfig {
+    /// An ICMP redirect (type 5, a first fragment or whole) or an ICMPv6 one (type 137).
+    Redirect,
+    /// An ICMPv6 Router Advertisement (type 134).
+    RouterAdvert,
+}
+
+/// Whether `l3` is a [`HostConfig`] message (ICMPv6 behind any extension headers).
+fn host_config_message(ethertype: EtherType, l3: &[u8]) -> Option<HostConfig> {
     match ethertype {
-        EtherType::Ipv4 => Ipv4Packet::new_checked(l3).is_ok_and(|ip| {
-            ip.protocol() == IpProtocol::Icmp && ip.frag_offset() == 0 && ip.payload().first() == Some(&5)
-        }),
-        EtherType::Ipv6 => Ipv6Packet::new_checked(l3).is_ok_and(|ip| match ip.upper_layer() {
-            Ok((IpProtocol::Icmpv6, at)) => l3.get(at) == Some(&137),
-            _ => false,
-        }),
-        _ => false,
+        EtherType::Ipv4 => {
+            let ip = Ipv4Packet::new_checked(l3).ok()?;
+            let redirect = ip.protocol() == IpProtocol::Icmp && ip.frag_offset() == 0 && ip.payload().first() == Some(&5);
+            redirect.then_some(HostConfig::Redirect)
+        }
+        EtherType::Ipv6 => match Ipv6Packet::new_checked(l3).ok()?.upper_layer() {
+            Ok((IpProtocol::Icmpv6, at)) => match l3.get(at) {
+                Some(137) => Some(HostConfig::Redirect),
+                Some(134) => Some(HostConfig::RouterAdvert),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
     }
 }
 

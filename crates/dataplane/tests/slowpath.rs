@@ -196,10 +196,11 @@ fn echo_replies_and_icmp_errors() {
     assert_eq!(sp.stats.icmp_suppressed, 1);
 }
 
-/// ICMP and ICMPv6 redirects to the router never reach its host stack (RFC 1812 4.3.3.2,
-/// RFC 4861 8: a router takes no routes from redirects). Before, a neighbour on the link
-/// could redirect the router's own traffic: Linux's host stack, forwarding off, took the
-/// redirect from the TAP. Other ICMP for the router (a port unreachable) still goes up.
+/// ICMP and ICMPv6 redirects to the router, and other routers' Router Advertisements, never
+/// reach its host stack (RFC 1812 4.3.3.2, RFC 4861 8: a router takes no routes from
+/// redirects). Before, a neighbour on the link could redirect the router's own traffic, or
+/// give it a default route: Linux's host stack, forwarding off, took both from the TAP.
+/// Other ICMP for the router (a port unreachable) still goes up.
 #[test]
 fn redirects_are_kept_from_the_host_stack() {
     let (mut sp, _) = setup();
@@ -223,9 +224,11 @@ fn redirects_are_kept_from_the_host_stack() {
     v6_frame[20] = 60;
     v6_frame.splice(54..54, [58, 0, 1, 4, 0, 0, 0, 0]);
     sp.handle(&mut io, punt(v6_frame.clone(), Punt::Local, 0, 0), 0);
+    v6_frame[62] = 134; // a Router Advertisement from another router
+    sp.handle(&mut io, punt(v6_frame.clone(), Punt::Local, 0, 0), 0);
     v6_frame[62] = 1; // destination unreachable
     sp.handle(&mut io, punt(v6_frame, Punt::Local, 0, 0), 0);
-    assert_eq!(sp.stats.redirects_ignored, 3);
+    assert_eq!((sp.stats.redirects_ignored, sp.stats.router_adverts_ignored), (3, 1));
     let up: Vec<u8> = io.host.iter().map(|(_, f)| if f[12] == 0x08 { f[34] } else { f[62] }).collect();
     assert_eq!(up, [3, 1], "only the unreachables reach the host stack");
     assert!(io.wire.is_empty());

@@ -287,7 +287,7 @@ fn slow_path(w: &mut Writer, state: &RouterState, stats: &Value) {
     ]));
     w.metric("linerate_host_packets", Kind::Counter, "Packets between the wire and the kernel's host stack (the TAPs).", &by("direction", &[("to_host", "to_host"), ("from_host", "from_host")]));
     w.metric("linerate_slow_path_drops", Kind::Counter, "Packets the slow path dropped, by reason.", &by("reason", &[
-        ("local_drops", "local_unwanted"), ("redirects_ignored", "redirect_ignored"), ("invalid", "invalid"), ("neighbour_drops", "neighbour_wait"), ("icmp_suppressed", "icmp_suppressed"),
+        ("local_drops", "local_unwanted"), ("redirects_ignored", "redirect_ignored"), ("router_adverts_ignored", "router_advert_ignored"), ("invalid", "invalid"), ("neighbour_drops", "neighbour_wait"), ("icmp_suppressed", "icmp_suppressed"),
     ]));
     w.metric("linerate_neighbour_resolutions", Kind::Counter, "Neighbour resolutions (ARP/NDP), by result.", &by("result", &[("resolved", "resolved"), ("resolve_failed", "failed")]));
     w.metric("linerate_neighbour_evictions", Kind::Counter, "Neighbour entries removed to make room (router.max_neighbours).", &[(vec![], num(&s["neighbour_evictions"]))]);

@@ -521,7 +521,7 @@ pub fn open(cfg: &config::Config) -> anyhow::Result<Option<(RouteSync, RouteSock
     let Some(k) = &cfg.router.kernel_routes else { return Ok(None) };
     let sock = RouteSocket::open(RCVBUF).map_err(|e| anyhow::anyhow!("{}: router.kernel_routes: opening a route netlink socket: {e}", cfg.path.display()))?;
     let ports = tap_ports(cfg);
-    let protocols = if k.protocols.is_empty() { "every protocol but kernel".to_owned() } else { format!("protocols {:?}", k.protocols) };
+    let protocols = if k.protocols.is_empty() { "every protocol but kernel, ra and redirect".to_owned() } else { format!("protocols {:?}", k.protocols) };
     eprintln!("linerate: kernel routes: mirroring table {} ({protocols}) through {} TAPs", k.table, ports.len());
     Ok(Some((RouteSync::new(k.clone(), ports), sock)))
 }

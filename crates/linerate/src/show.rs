@@ -114,8 +114,9 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
             for (reason, n) in stats["slow_path"]["punt_drops"].as_object().into_iter().flatten() {
                 let _ = writeln!(out, "{reason:<32} {:>14}", s(n));
             }
-            // Redirects to the router, kept from its host stack (RFC 4861 8).
+            // Redirects and other routers' adverts, kept from the host stack (docs/router.md).
             let _ = writeln!(out, "{:<32} {:>14}", "redirect_ignored", s(&stats["slow_path"]["redirects_ignored"]));
+            let _ = writeln!(out, "{:<32} {:>14}", "router_advert_ignored", s(&stats["slow_path"]["router_adverts_ignored"]));
             // The slow path's: ARP/NDP messages that changed nothing, and why.
             for (reason, n) in stats["slow_path"]["neighbour_rejects"].as_object().into_iter().flatten().filter(|(_, n)| num(n) > 0.0) {
                 let _ = writeln!(out, "{:<32} {:>14}", format!("arp_ndp_{reason}"), s(n));

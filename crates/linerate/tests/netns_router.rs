@@ -9,7 +9,8 @@
 //! - a TCP connection from A to a listener on the router's address (the host stack, through
 //!   linerate's TAP) while linerate forwards;
 //! - `linerate show routes|neighbours|interfaces|drops --json` and `linerate top`;
-//! - an ICMPv6 redirect to the router changes none of its host stack's routes.
+//! - an ICMPv6 redirect or a Router Advertisement to the router changes none of its host
+//!   stack's routes.
 //!
 //! Once per backend. Needs root (skips without). Namespaces `lr<pid><tag><host>` and the
 //! TAPs inside D are removed on drop, also when an assertion fails.
@@ -133,9 +134,10 @@ fn control_socket_shows(lab: &Lab, cfg: &std::path::Path, backend: &str) {
 }
 
 /// An ICMPv6 redirect from A, the first hop of D's host stack for 2001:db8:99::/64, naming
-/// another neighbour: the router's routes stay as they were (RFC 4861 8), and the slow path
-/// counts it. Before, D's kernel took it from the TAP and sent its own traffic for that
-/// destination to the address A named.
+/// another neighbour, then a Router Advertisement from A: the router's routes stay as they
+/// were (RFC 4861 8), and the slow path counts both. Before, D's kernel took them from the
+/// TAP: its own traffic for that destination went to the address A named, and A's advert
+/// gave it a default route (which `[router.kernel_routes]` mirrored into the FIB).
 fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     let tap = show(lab, cfg, "interfaces")[0]["tap"].as_str().unwrap().to_owned();
     let a_ll = text(&lab.a.ip(&["-6", "-o", "addr", "show", "dev", "lra0", "scope", "link"]).unwrap());
@@ -153,8 +155,23 @@ fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backen
     assert!(out.status.success(), "{}", text(&out));
     std::thread::sleep(Duration::from_millis(300));
     assert!(route().contains(&a_ll) && !route().contains("fe80::bad"), "{backend}: the host stack took the redirect: {}", route());
+    // A Router Advertisement from A to all nodes, default router for 1800 s with a prefix.
+    let advert = format!(
+        "import socket,struct\ns=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_ICMPV6)\n\
+         i=socket.if_nametoindex('lra0')\ns.setsockopt(socket.IPPROTO_IPV6,socket.IPV6_MULTICAST_HOPS,255)\n\
+         s.setsockopt(socket.IPPROTO_IPV6,socket.IPV6_MULTICAST_IF,i)\ns.bind(('{a_ll}',0,0,i))\n\
+         p=struct.pack('!BBBBIII',3,4,64,0xc0,86400,14400,0)+socket.inet_pton(socket.AF_INET6,'2001:db8:66::')\n\
+         s.sendto(struct.pack('!BBHBBHII',134,0,0,64,0,1800,0,0)+p,('ff02::1',0,0,i))"
+    );
+    let out = lab.a.command("python3").args(["-c", &advert]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(Duration::from_millis(500));
+    let routes = text(&lab.d.ip(&["-6", "route"]).unwrap());
+    assert!(!routes.contains("proto ra") && !routes.contains("2001:db8:66::"), "{backend}: the host stack took A's advertisement:\n{routes}");
     let drops = text(&Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "drops", "-c"]).arg(cfg).output().unwrap());
-    assert!(drops.lines().any(|l| l.split_whitespace().eq(["redirect_ignored", "1"])), "{backend}: {drops}");
+    for reason in ["redirect_ignored", "router_advert_ignored"] {
+        assert!(drops.lines().any(|l| l.split_whitespace().eq([reason, "1"])), "{backend}: {reason}: {drops}");
+    }
 }
 
 #[test]

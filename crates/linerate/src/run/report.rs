@@ -79,8 +79,8 @@ fn print_slow_path(out: &mut String, run: &Run, state: &RouterState) {
     let s = sp.stats;
     let _ = writeln!(
         out,
-        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, router adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}; block return unreachables {}), block return resets {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} redirects {} waiting {} invalid {}, send errors {}",
-        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.router_adverts, s.router_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.filter_unreachables, s.filter_resets, s.filter_resets_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.redirects_ignored, s.neighbour_drops, s.invalid, run.send_errors
+        "slow path: arp replies {} requests {}, nd adverts {} solicits {}, router adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}; block return unreachables {}), block return resets {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} redirects {} router adverts {} waiting {} invalid {}, send errors {}",
+        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.router_adverts, s.router_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.filter_unreachables, s.filter_resets, s.filter_resets_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.redirects_ignored, s.router_adverts_ignored, s.neighbour_drops, s.invalid, run.send_errors
     );
     // Punts the workers dropped, by class and reason; ICMP errors are policed before the copy.
     let mut punt_drops = state.punt.drops();
