@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::routefile::{self, FileRoute};
 use crate::context::{Ctx, Origin};
-use crate::route_checks::{Seen, on_link, via_problem};
+use crate::route_checks::{Seen, interface_route_problem, on_link, via_problem};
 use crate::{ConfigError, Interface, Route};
 
 /// Reads `file` and appends its routes to `routes`; `seen` holds the prefixes defined so far.
@@ -24,6 +24,9 @@ pub(crate) fn add(cx: &Ctx, ifaces: &[Interface], file: &Path, seen: &mut Seen, 
         // times.
         if let Some(&first) = seen.get(&r.prefix) {
             return Err(err(1, format!("duplicate route {} (first defined at {})", r.prefix, cx.describe(first, file))));
+        }
+        if let Some(problem) = interface_route_problem(ifaces, &r.prefix) {
+            return Err(err(1, format!("route {} {problem}", r.prefix)));
         }
         let interface = interface(ifaces, &r).map_err(|(column, msg)| err(column, format!("route {}: {msg}", r.prefix)))?;
         seen.insert(r.prefix, Origin::File(r.line));

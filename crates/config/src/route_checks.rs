@@ -57,5 +57,36 @@ pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -
     if via.is_unspecified() || via.is_multicast() {
         return Some(format!("via {via} is not a unicast address"));
     }
-    own_address(ifaces, via).map(|i| format!("via {via} is this router's own address on interface {:?}", i.name))
+    if let Some(i) = own_address(ifaces, via) {
+        return Some(format!("via {via} is this router's own address on interface {:?}", i.name));
+    }
+    broadcast_of(ifaces, via).map(|(i, net)| format!("via {via} is the broadcast address of {net} on interface {:?}", i.name))
+}
+
+/// The interface and network whose IPv4 broadcast address `ip` is (networks of /30 and
+/// wider: /31 and /32 have none, RFC 3021).
+fn broadcast_of<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<(&'a Interface, crate::Prefix)> {
+    let IpAddr::V4(v) = ip else { return None };
+    ifaces.iter().find_map(|i| {
+        let a = i.addresses.iter().find(|a| a.addr.is_ipv4() && a.prefix_len <= 30 && a.contains(ip) && u32::from(*v) | (u32::MAX >> a.prefix_len) == u32::from(*v))?;
+        Some((i, a.network()))
+    })
+}
+
+/// What is wrong with a static route to exactly `prefix`: an interface's own route (its
+/// connected prefix, or one of the router's addresses), which the FIB never lets another
+/// source replace (as Linux keeps `proto kernel` and local routes).
+pub(crate) fn interface_route_problem(ifaces: &[Interface], prefix: &Prefix) -> Option<String> {
+    let host_len = if prefix.is_ipv4() { 32 } else { 128 };
+    for i in ifaces {
+        for a in &i.addresses {
+            if prefix.len == host_len && a.addr == prefix.addr {
+                return Some(format!("is this router's own address on interface {:?}: a static route cannot replace it", i.name));
+            }
+            if a.network() == *prefix {
+                return Some(format!("is the connected prefix of interface {:?} ({a}): a static route cannot replace it (a more specific one can)", i.name));
+            }
+        }
+    }
+    None
 }

@@ -639,6 +639,36 @@ fn route_via_errors() {
         7,
         "via 224.0.0.1 is not a unicast address",
     );
+    fails_after_base(
+        &t("10.0.0.0/8", "198.18.0.255"),
+        3,
+        7,
+        "via 198.18.0.255 is the broadcast address of 198.18.0.0/24 on interface \"lr-a\"",
+    );
+}
+
+/// An interface's own routes are not a static route's to replace (the FIB refuses it too):
+/// before, such a route was installed over them, and removed by a reload it withdrew them.
+#[test]
+fn static_routes_for_interface_routes_are_refused() {
+    let t = |prefix: &str, via: &str| format!("[[route]]\nprefix = \"{prefix}\"\nvia = \"{via}\"\n");
+    fails_after_base(&t("198.18.0.0/24", "198.19.0.7"), 2, 10, "route 198.18.0.0/24 is the connected prefix of interface \"lr-a\" (198.18.0.1/24)");
+    fails_after_base(&t("198.18.0.1/32", "198.19.0.7"), 2, 10, "route 198.18.0.1/32 is this router's own address on interface \"lr-a\"");
+    fails_after_base(&t("2001:db8:b::/64", "2001:db8:a::7"), 2, 10, "route 2001:db8:b::/64 is the connected prefix of interface \"lr-b\"");
+    fails_after_base(&t("2001:db8:b::1/128", "2001:db8:a::7"), 2, 10, "is this router's own address on interface \"lr-b\"");
+    // More specific routes inside a connected prefix, and wider ones around it, are fine.
+    for (prefix, via) in [("198.18.0.128/25", "198.19.0.7"), ("198.18.0.0/16", "198.19.0.7"), ("198.18.0.2/32", "198.19.0.7")] {
+        parse(&format!("{BASE}{}", t(prefix, via))).unwrap_or_else(|e| panic!("{prefix}: {e}"));
+    }
+    // The same from a route file.
+    let dir = std::env::temp_dir().join(format!("lr-cfg-ifroute-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("routes.txt");
+    std::fs::write(&file, "10.0.0.0/8 198.18.0.2\n198.19.0.0/24 198.18.0.2\n").unwrap();
+    let e = parse(&format!("[router]\nroute_file = \"{}\"\n{BASE}", file.display())).unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!((e.line, e.column), (2, 1), "{e}");
+    assert!(e.message.contains("route 198.19.0.0/24 is the connected prefix of interface \"lr-b\""), "{e}");
 }
 
 #[test]

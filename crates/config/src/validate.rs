@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::context::{Ctx, Origin};
-use crate::route_checks::{Seen, on_link, own_address, via_problem};
+use crate::route_checks::{Seen, interface_route_problem, on_link, own_address, via_problem};
 use crate::{
     Backend, Config, ConfigError, FirewallSettings, IfAddr, Interface, MacAddr, Neighbour, Prefix,
     Route, RouterSettings, Vlan, XdpMode,
@@ -528,6 +528,9 @@ fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -
                 ps.span(),
                 format!("duplicate {owner} (first defined at line {first})"),
             ));
+        }
+        if let Some(problem) = interface_route_problem(ifaces, &prefix) {
+            return Err(cx.err(ps.span(), format!("{owner} {problem}")));
         }
         seen.insert(prefix, Origin::Config(ps.span().start));
         let vias = match &r.via {

@@ -107,6 +107,11 @@ pub enum FibError {
     PortTooLarge(u16),
     #[error("a route with {0} next hops (at most {max})", max = crate::adjacency::MAX_PATHS)]
     TooManyPaths(usize),
+    /// A static route for exactly an interface's own route: its connected prefix or one of
+    /// the router's addresses, which no other source replaces (as Linux's local table and
+    /// `proto kernel` routes are never replaced by `ip route add`).
+    #[error("route {prefix}/{len}: an interface's own route (its connected prefix or address); a static route cannot replace it")]
+    InterfaceRoute { prefix: IpAddr, len: u8 },
 }
 
 /// A multipath group: its members (sorted) and its slot in the member array.

@@ -118,11 +118,15 @@ impl FibControl {
         self.remove(prefix, len).map(drop)
     }
 
-    /// Adds or replaces a static route (it wins over every other source of that prefix).
+    /// Adds or replaces a static route (it wins over every other source of that prefix but
+    /// the interfaces': [`FibError::InterfaceRoute`]).
     pub fn set_static(&mut self, prefix: IpAddr, len: u8, target: Target) -> Result<(), FibError> {
         let prefix = masked(prefix, len);
         if self.statics.get(&(prefix, len)).is_some_and(|(t, _)| *t == target) {
             return Ok(());
+        }
+        if self.routes.get(&(prefix, len)).is_some_and(|r| r.source == RouteSource::Interface) {
+            return Err(FibError::InterfaceRoute { prefix, len });
         }
         let (id, kind) = self.resolve(&target)?;
         if let Err(e) = self.insert(prefix, len, id, kind, RouteSource::Static) {

@@ -300,3 +300,28 @@ mod props {
         }
     }
 }
+
+/// The interfaces' own routes (a connected prefix, the router's address) are not the
+/// config's to replace: a static route for exactly one of them is refused.
+#[test]
+fn static_routes_never_replace_connected_or_local_routes() {
+    let mut ctl = FibControl::new(64);
+    let fib = ctl.fib();
+    ctl.add_connected(v4([198, 18, 0, 0]), 24, 0).unwrap();
+    ctl.add_local(v4([198, 18, 0, 1])).unwrap();
+    for (prefix, len) in [(v4([198, 18, 0, 0]), 24), (v4([198, 18, 0, 1]), 32)] {
+        let e = ctl.set_static(prefix, len, Target::Blackhole).unwrap_err();
+        assert!(matches!(e, FibError::InterfaceRoute { .. }), "{e}");
+        let routes = [StaticRoute { prefix, len, target: Target::Blackhole }];
+        assert!(matches!(ctl.set_static_routes(&routes), Err(FibError::InterfaceRoute { .. })));
+        assert!(!ctl.remove_static(prefix, len).unwrap(), "nothing to remove");
+    }
+    // Before, each was installed, and its removal (a reload) withdrew the prefix: the
+    // router's address went unanswered and its link's hosts unreachable until a restart.
+    assert_eq!(fib.v4.lookup(0xc612_0001), Some(LOCAL_ID));
+    let glean = fib.v4.lookup(0xc612_0005).unwrap();
+    assert!(fib.adj.is_glean(glean));
+    // More specific routes inside a connected prefix are the config's to add.
+    ctl.set_static(v4([198, 18, 0, 128]), 25, Target::Blackhole).unwrap();
+    assert_eq!(fib.v4.lookup(0xc612_0081), Some(BLACKHOLE_ID));
+}
