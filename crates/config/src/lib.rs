@@ -129,6 +129,10 @@ pub struct FirewallSettings {
     pub rules: PathBuf,
 }
 
+/// The largest IP MTU: a frame buffer holds 1984 bytes (`io::pool::MAX_FRAME_LEN`), an
+/// Ethernet header and an 802.1Q tag take 18 of them.
+pub const MAX_MTU: u16 = 1966;
+
 /// One `[[interface]]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interface {
@@ -136,7 +140,7 @@ pub struct Interface {
     /// `None`: read the address from the kernel at run time.
     pub mac: Option<MacAddr>,
     pub addresses: Vec<IfAddr>,
-    /// 68..=9000 (default 1500).
+    /// 68..=[`MAX_MTU`] (default 1500).
     pub mtu: u16,
     pub backend: Backend,
     /// Where AF_XDP's steering program runs (default auto: native if the driver can).

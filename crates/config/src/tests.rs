@@ -181,14 +181,14 @@ fn check_full_neighbours(c: &Config) {
 #[test]
 fn interface_options() {
     let c = parse(
-        "[[interface]]\nname = \"eth0\"\nmac = \"02:AA:00:00:00:01\"\nmtu = 9000\nbackend = \"af_xdp\"\n\
+        "[[interface]]\nname = \"eth0\"\nmac = \"02:AA:00:00:00:01\"\nmtu = 1966\nbackend = \"af_xdp\"\n\
          [[interface]]\nname = \"x\"\nbackend = \"af_packet\"\nmtu = 68\n\
          [[interface]]\nname = \"m\"\nbackend = \"memory\"\n",
     )
     .unwrap();
     let i = &c.interfaces[0];
     assert_eq!(i.mac, Some(MacAddr([2, 0xaa, 0, 0, 0, 1])));
-    assert_eq!((i.mtu, i.backend), (9000, Backend::AfXdp));
+    assert_eq!((i.mtu, i.backend), (1966, Backend::AfXdp));
     assert!(i.addresses.is_empty());
     assert_eq!(
         (c.interfaces[1].backend, c.interfaces[1].mtu),
@@ -547,6 +547,15 @@ fn interface_numbers_and_backend() {
         3,
         7,
         "mtu 9001 is out of range (68..=9000)",
+    );
+    // Jumbo frames: before, accepted, and every frame longer than a frame buffer was lost
+    // without a count (and a host stack with a 9000-byte MTU offered peers an MSS it could
+    // never receive).
+    fails(
+        &t("mtu = 9000"),
+        3,
+        7,
+        "interface \"a\": mtu 9000 is more than linerate's frame buffers hold: at most 1966",
     );
     fails(&t("queues = 4"), 3, 10, "interface \"a\": queues is no longer a setting: each worker reads one queue (router.workers)");
     fails(

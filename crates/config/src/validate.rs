@@ -350,6 +350,12 @@ fn interface(cx: &Ctx, r: RawInterface, claimed: &mut Claimed) -> Result<ReadInt
     let mac = r.mac.as_ref().map(|m| mac(cx, &owner, m)).transpose()?;
     let addresses = addresses(cx, &owner, &name, &r.addresses, &mut claimed.addresses)?;
     let mtu = cx.int(&r.mtu, &format!("{owner}: "), "mtu", 68, 9000, 1500)? as u16;
+    if let Some(m) = r.mtu.as_ref().filter(|_| mtu > crate::MAX_MTU) {
+        return Err(cx.err(m.span(), format!(
+            "{owner}: mtu {mtu} is more than linerate's frame buffers hold: at most {} (jumbo frames are not supported; longer frames are dropped as frame_too_long)",
+            crate::MAX_MTU
+        )));
+    }
     if let Some(q) = &r.queues {
         return Err(cx.err(q.span(), format!(
             "{owner}: queues is no longer a setting: each worker reads one queue (router.workers); set the interface's queue count with `ethtool -L {} combined N`",

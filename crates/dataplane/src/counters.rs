@@ -52,6 +52,7 @@ drop_reasons! {
     SrcConnLimit => "src_conn_limit", "It established a TCP connection beyond its source's `max-src-conn`: the state is removed (pf's SRCLIMIT).";
     SrcConnRateLimit => "src_conn_rate_limit", "It established a TCP connection beyond its source's `max-src-conn-rate`: the state is removed (pf's SRCLIMIT).";
     OffloadMalformed => "offload_malformed", "Sent by this host with offload metadata (virtio_net_hdr) that does not match the frame.";
+    FrameTooLong => "frame_too_long", "Longer than a frame buffer holds (1984 bytes): the link's MTU is above the interface's (linerate takes no jumbo frames).";
     GsoUnsupported => "gso_unsupported", "A GSO frame linerate does not segment: not TCP or UDP, IPv6 extension headers, or datagrams larger than a frame buffer.";
     FragmentNoFirst => "fragment_no_first", "Later fragment whose first fragment did not come in time (pf's frag timeout), or that found no room to wait for it.";
     FragmentTiny => "fragment_tiny", "First IPv4 fragment too short for its L4 header (RFC 1858).";
@@ -111,11 +112,13 @@ impl Counts {
     /// dropped under their reasons, so that the sum over the reasons still adds up.
     pub fn from_rx_drops(d: &io::RxDrops) -> Counts {
         let mut c = Counts {
-            rx: d.offload_malformed + d.gso_unsupported,
+            rx: d.offload_malformed + d.gso_unsupported + d.too_long + d.runt,
             ..Counts::default()
         };
         c.drops[DropReason::OffloadMalformed as usize] = d.offload_malformed;
         c.drops[DropReason::GsoUnsupported as usize] = d.gso_unsupported;
+        c.drops[DropReason::FrameTooLong as usize] = d.too_long;
+        c.drops[DropReason::Truncated as usize] = d.runt;
         c
     }
 
@@ -347,8 +350,11 @@ mod tests {
         let c = Counts::from_rx_drops(&io::RxDrops {
             offload_malformed: 2,
             gso_unsupported: 3,
+            too_long: 4,
+            runt: 1,
         });
-        assert_eq!((c.rx, c.dropped()), (5, 5));
+        assert_eq!((c.rx, c.dropped()), (10, 10));
+        assert_eq!(c.drops[DropReason::FrameTooLong as usize], 4);
         assert_eq!(c.drops[DropReason::GsoUnsupported as usize], 3);
         assert_eq!(c.drops[DropReason::OffloadMalformed as usize], 2);
     }

@@ -30,11 +30,25 @@ pub struct RxDrops {
     pub offload_malformed: u64,
     /// GSO frames linerate does not segment ([`OffloadError::Unsupported`]).
     pub gso_unsupported: u64,
+    /// Frames longer than a frame buffer holds ([`crate::pool::MAX_FRAME_LEN`]), cut by the
+    /// kernel: a link MTU above the interface's (jumbo frames).
+    pub too_long: u64,
+    /// Frames shorter than an Ethernet header.
+    pub runt: u64,
 }
 
 impl RxDrops {
     pub fn is_empty(&self) -> bool {
-        self.offload_malformed == 0 && self.gso_unsupported == 0
+        *self == RxDrops::default()
+    }
+
+    /// Counts one frame that cannot be a frame in the pool: `too_long`, or a `runt`.
+    pub fn count_unusable(&mut self, len: usize) {
+        if len < 14 {
+            self.runt += 1;
+        } else {
+            self.too_long += 1;
+        }
     }
 
     /// Counts one frame dropped for `e`.

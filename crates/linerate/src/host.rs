@@ -76,18 +76,6 @@ fn ip(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The TAP's MTU: the interface's, except that with a firewall the host stack's packets pass
-/// through a worker (`docs/firewall.md`, "The router's own packets"), whose frame buffers
-/// hold at most [`io::pool::MAX_FRAME_LEN`] bytes with an Ethernet header and a tag.
-fn tap_mtu(cfg: &Config, iface: &config::Interface) -> u16 {
-    let most = (io::pool::MAX_FRAME_LEN - 18) as u16;
-    if cfg.firewall.is_none() || iface.mtu <= most {
-        return iface.mtu;
-    }
-    eprintln!("linerate: note: {}: the host stack's MTU is {most}, not {}: with a firewall its packets pass through a worker's frame buffers", iface.name, iface.mtu);
-    most
-}
-
 /// Creates and configures the TAP of every interface (`None` for all when the host stack is
 /// off), then opens the raw senders.
 pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
@@ -105,7 +93,7 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
         let name = iface.tap_name(i);
         let tap = Tap::open(&name, i as u16).with_context(|| format!("creating host-stack TAP {name} for {}", iface.name))?;
         tap.set_mac(port.mac.0).with_context(|| format!("setting the MAC of {name}"))?;
-        ip(&["link", "set", "dev", &name, "mtu", &tap_mtu(cfg, iface).to_string()])?;
+        ip(&["link", "set", "dev", &name, "mtu", &iface.mtu.to_string()])?;
         for a in &iface.addresses {
             let cidr = format!("{}/{}", a.addr, a.prefix_len);
             let mut args = vec!["addr", "replace", &cidr, "dev", &name];
@@ -313,4 +301,15 @@ pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop
     }
     slow.lock().unwrap_or_else(|e| e.into_inner()).stop(&mut io);
     io
+}
+
+#[cfg(test)]
+mod tests {
+    /// The config's largest MTU is what a frame buffer holds with an Ethernet header and a
+    /// tag: the host stack's TAP takes the interface's MTU, and its packets pass through a
+    /// worker's frame buffers with a firewall.
+    #[test]
+    fn the_largest_mtu_fits_a_frame_buffer() {
+        assert_eq!(usize::from(config::MAX_MTU), io::pool::MAX_FRAME_LEN - 18);
+    }
 }

@@ -175,6 +175,7 @@ impl RxPort for PacketRx {
                         got += 1;
                     } else {
                         self.counters.truncated += 1;
+                        self.offload.drops.count_unusable(frame.data.len());
                     }
                     self.consumed(&frame, next);
                 }

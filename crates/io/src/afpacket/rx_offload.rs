@@ -63,6 +63,7 @@ pub(super) fn take(blk: &[u8], frame: &Frame, hdr_off: usize, state: &mut Offloa
     let data = &blk[frame.data.clone()];
     if frame.truncated() || data.len() < 14 || (!h.is_gso() && ring::len_with_vlan(frame) > MAX_FRAME_LEN) {
         counters.truncated += 1;
+        state.drops.count_unusable(data.len());
         return dropped;
     }
     if !h.is_gso() {
@@ -196,7 +197,7 @@ mod tests {
         let blk = build_block(4096, &[(&hex(SYN), status::USER | status::CSUMNOTREADY)], 48);
         let Step::Frame(f) = BlockCursor::start(&BlockHeader::parse(&blk).unwrap()).next(&blk) else { panic!() };
         assert!(take_all(&blk, &f, &mut st, &mut pool, &mut batch, 64).finished);
-        assert_eq!(st.drops, RxDrops { offload_malformed: 2, gso_unsupported: 1 });
+        assert_eq!(st.drops, RxDrops { offload_malformed: 2, gso_unsupported: 1, ..RxDrops::default() });
         assert!(batch.is_empty());
         assert_eq!(pool.available(), 8, "every frame back in the pool");
     }

@@ -91,6 +91,8 @@ fn attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Resul
             Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, map, drops, _prog: prog, _link: link }),
             // The driver has no native XDP: try generic (skb) mode.
             Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
+            // Native XDP refuses a link whose MTU does not fit a page (veth, virtio_net).
+            Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::ERANGE) => return Err(mtu_too_large(ifname, mode)),
             Err(LinkError::Io(e)) => return Err(XdpError::sys("attach XDP program (BPF_LINK_CREATE)", ifname, e)),
             Err(LinkError::Fatal(e)) => return Err(e),
         }
@@ -99,6 +101,15 @@ fn attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Resul
         "`{ifname}` cannot run XDP in {want:?} mode: {}",
         last.map_or_else(String::new, |e| e.to_string())
     )))
+}
+
+/// The error for a driver that refuses XDP because of the link's MTU.
+fn mtu_too_large(ifname: &str, mode: XdpMode) -> XdpError {
+    let mtu = crate::netdev::mtu(ifname).map_or_else(|_| "its".to_owned(), |m| m.to_string());
+    XdpError::Unsupported(format!(
+        "`{ifname}` refuses XDP in {mode:?} mode with an MTU of {mtu} (the driver's limit for XDP): \
+         lower the link's MTU (`ip link set {ifname} mtu 1500`; linerate takes frames of at most 1984 bytes), or use backend \"af_packet\""
+    ))
 }
 
 enum LinkError {
