@@ -10,7 +10,8 @@
 //!   linerate's TAP) while linerate forwards;
 //! - `linerate show routes|neighbours|interfaces|drops --json` and `linerate top`;
 //! - an ICMPv6 redirect or a Router Advertisement to the router changes none of its host
-//!   stack's routes.
+//!   stack's routes;
+//! - frames longer than a frame buffer (a link MTU above linerate's) are counted as dropped.
 //!
 //! Once per backend. Needs root (skips without). Namespaces `lr<pid><tag><host>` and the
 //! TAPs inside D are removed on drop, also when an assertion fails.
@@ -172,6 +173,30 @@ fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backen
     for reason in ["redirect_ignored", "router_advert_ignored"] {
         assert!(drops.lines().any(|l| l.split_whitespace().eq([reason, "1"])), "{backend}: {reason}: {drops}");
     }
+}
+
+/// A link whose MTU is above linerate's (A's and the veth's 4000 bytes, set before linerate
+/// starts): a 3000-byte ping does not fit a frame buffer and is dropped as `frame_too_long`,
+/// not lost without a count. AF_PACKET only: native XDP on veth refuses that MTU.
+#[test]
+fn jumbo_frames_are_counted() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let lab = build("rj");
+    lab.a.ip(&["link", "set", "lra0", "mtu", "4000"]).unwrap();
+    lab.d.ip(&["link", "set", "lrd0", "mtu", "4000"]).unwrap();
+    let cfg = write_config(&lab, "af_packet", "");
+    let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
+    linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
+    let _dut = start_until(linerate, "forwarding with");
+    let ping = in_a(&lab, "ping", &["-c", "2", "-i", "0.2", "-W", "1", "-M", "dont", "-s", "3000", "198.19.0.2"]);
+    assert!(ping.contains("100% packet loss"), "{ping}");
+    let ping = in_a(&lab, "ping", &["-c", "2", "-i", "0.2", "-W", "2", "-s", "1000", "198.19.0.2"]);
+    assert!(ping.contains(" 0% packet loss"), "{ping}");
+    let drops = text(&Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "drops", "-c"]).arg(&cfg).output().unwrap());
+    assert!(drops.lines().any(|l| l.split_whitespace().eq(["frame_too_long", "2"])), "{drops}");
 }
 
 #[test]
