@@ -16,6 +16,7 @@ pub mod affinity;
 pub mod any;
 pub mod afpacket;
 pub mod batch;
+pub mod child;
 pub mod clock;
 pub mod ethtool;
 pub mod idle;

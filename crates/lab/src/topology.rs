@@ -74,10 +74,13 @@ impl Namespace {
         ip(&full)
     }
 
-    /// A command that runs `program` inside the namespace (`ip netns exec`).
+    /// A command that runs `program` inside the namespace (`ip netns exec`), stopped
+    /// (SIGTERM) when the thread that spawns it ends, even if the lab is killed with SIGKILL
+    /// ([`::io::child::stop_with_parent`]): nothing the lab started runs on without it.
     pub fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.name, program]);
+        ::io::child::stop_with_parent(&mut cmd);
         cmd
     }
 

@@ -244,3 +244,63 @@ fn a_second_lab_is_refused_and_the_first_goes_on() {
     assert!(pps > 1000.0, "the first lab forwarded (almost) nothing: {json}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A lab killed with SIGKILL (which it cannot catch) leaves no `linerate run` behind: the
+/// DUT it started in its namespace gets SIGTERM from the kernel when the lab dies
+/// (`io::child::stop_with_parent`). Before, the DUT forwarded on in a namespace nobody could
+/// name any more. The next lab removes the namespaces left behind.
+#[test]
+fn a_killed_lab_leaves_no_router_running() {
+    if !lab::topology::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("lr-lab-killed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lab.toml");
+    std::fs::write(&file, "runs = 1\nseconds = 8\n[traffic]\nflows = 200\n[[set]]\nname = \"lr\"\ndut = \"linerate\"\nbackend = \"af_packet\"\n").unwrap();
+    let mut lab = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .arg("lab")
+        .arg(&file)
+        .args(["--json", "--out"])
+        .arg(dir.join("out"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The DUT is the `linerate run` whose config is in the lab's folder.
+    let dut_config = format!("/tmp/lrlab-{}/router.toml", lab.id());
+    let duts = || -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                String::from_utf8_lossy(&cmd).contains(&dut_config) && !stat.contains(") Z ")
+            })
+            .collect()
+    };
+    let t0 = std::time::Instant::now();
+    while duts().is_empty() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the lab never started its DUT");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    lab.kill().unwrap();
+    lab.wait().unwrap();
+    let t0 = std::time::Instant::now();
+    while !duts().is_empty() && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = duts();
+    for pid in &left {
+        let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    for ns in ["lrlab-g", "lrlab-d", "lrlab-r"] {
+        let _ = std::process::Command::new("ip").args(["netns", "del", ns]).status();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(left.is_empty(), "linerate run {left:?} outlived the killed lab");
+}
