@@ -820,6 +820,25 @@ fn vlan_sub_interfaces() {
     assert!(parse(&stacked).unwrap_err().message.contains("stacked tags are not supported"));
 }
 
+/// Addresses a router cannot have, and one prefix on two links: before, each was accepted
+/// (a loopback address, martian on the wire; the same /24 on two interfaces, whose second
+/// connected route replaced the first).
+#[test]
+fn interface_addresses_a_router_cannot_have() {
+    let one = |addrs: &str| format!("[[interface]]\nname = \"lr-a\"\naddresses = [{addrs}]\n");
+    fails(&one("\"127.0.0.2/8\""), 3, 14, "interface \"lr-a\": address 127.0.0.2/8 is a loopback address");
+    fails(&one("\"::1/128\""), 3, 14, "address ::1/128 is the loopback address");
+    fails(&one("\"198.18.0.255/24\""), 3, 14, "address 198.18.0.255/24 is the broadcast address of its prefix");
+    parse(&one("\"198.18.0.255/23\", \"198.19.0.1/31\", \"198.19.1.1/32\"")).unwrap();
+    let two = |a: &str, b: &str| format!("{}[[interface]]\nname = \"lr-b\"\naddresses = [{b}]\n", one(a));
+    fails(&two("\"198.18.0.1/24\"", "\"198.18.0.2/24\""), 6, 14, "interface \"lr-b\": address 198.18.0.2/24: its prefix 198.18.0.0/24 is interface \"lr-a\"'s already");
+    // Link-local prefixes are on every link; a more specific prefix inside another is fine.
+    parse(&two("\"fe80::1/64\", \"198.18.0.1/24\"", "\"fe80::2/64\", \"198.18.0.129/25\"")).unwrap();
+    // A TAP may not take an interface's name.
+    let clash = "[[interface]]\nname = \"lr-a\"\ntap = \"lr-b\"\n[[interface]]\nname = \"lr-b\"\n";
+    fails(clash, 2, 8, "interface \"lr-a\"'s host-stack TAP would be named \"lr-b\", as interface \"lr-b\" is");
+}
+
 #[test]
 fn host_stack_settings_and_tap_names() {
     let cfg = parse(BASE).unwrap();

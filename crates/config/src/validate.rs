@@ -317,6 +317,8 @@ struct ReadInterface {
 struct Claimed {
     names: HashMap<String, usize>,
     addresses: HashMap<IpAddr, String>,
+    /// The on-link prefixes so far, by interface: a prefix is on one link.
+    networks: HashMap<Prefix, String>,
 }
 
 fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, ConfigError> {
@@ -348,7 +350,7 @@ fn interface(cx: &Ctx, r: RawInterface, claimed: &mut Claimed) -> Result<ReadInt
     claimed.names.insert(name.clone(), cx.line(&r.name.span()));
     let owner = format!("interface {name:?}");
     let mac = r.mac.as_ref().map(|m| mac(cx, &owner, m)).transpose()?;
-    let addresses = addresses(cx, &owner, &name, &r.addresses, &mut claimed.addresses)?;
+    let addresses = addresses(cx, &owner, &name, &r.addresses, claimed)?;
     let mtu = cx.int(&r.mtu, &format!("{owner}: "), "mtu", 68, 9000, 1500)? as u16;
     if let Some(m) = r.mtu.as_ref().filter(|_| mtu > crate::MAX_MTU) {
         return Err(cx.err(m.span(), format!(
@@ -384,7 +386,7 @@ where
 
 /// An interface's addresses: unicast, each on one interface only (`claimed`: the addresses
 /// of the interfaces before it).
-fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut HashMap<IpAddr, String>) -> Result<Vec<IfAddr>, ConfigError> {
+fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut Claimed) -> Result<Vec<IfAddr>, ConfigError> {
     let mut addresses = Vec::with_capacity(raw.len());
     for a in raw {
         let ifa: IfAddr = a.get_ref().parse().map_err(|e| {
@@ -402,7 +404,10 @@ fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut
                 format!("{owner}: address {} is not a unicast address", ifa.addr),
             ));
         }
-        if let Some(other) = claimed.get(&ifa.addr) {
+        if let Some(why) = not_a_router_address(&ifa) {
+            return Err(cx.err(a.span(), format!("{owner}: address {ifa} {why}")));
+        }
+        if let Some(other) = claimed.addresses.get(&ifa.addr) {
             return Err(cx.err(
                 a.span(),
                 format!(
@@ -411,10 +416,34 @@ fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut
                 ),
             ));
         }
-        claimed.insert(ifa.addr, name.to_owned());
+        // The same prefix on two links: one of its routes would replace the other's (IPv6
+        // link-local prefixes are on every link).
+        let link_local = matches!(ifa.addr, IpAddr::V6(v) if v.is_unicast_link_local());
+        match claimed.networks.get(&ifa.network()) {
+            Some(other) if other != name && !link_local => {
+                return Err(cx.err(a.span(), format!("{owner}: address {ifa}: its prefix {} is interface {other:?}'s already (a prefix is on one link)", ifa.network())));
+            }
+            _ => {}
+        }
+        claimed.addresses.insert(ifa.addr, name.to_owned());
+        claimed.networks.insert(ifa.network(), name.to_owned());
         addresses.push(ifa);
     }
     Ok(addresses)
+}
+
+/// Why `a` cannot be a router's address though it is unicast: a loopback address (the
+/// classify pass drops 127.0.0.0/8 and ::1 as martians), or the broadcast address of its
+/// own IPv4 prefix (/30 and wider).
+fn not_a_router_address(a: &IfAddr) -> Option<&'static str> {
+    match a.addr {
+        IpAddr::V4(v) if v.is_loopback() => Some("is a loopback address (martian on the wire)"),
+        IpAddr::V6(v) if v.is_loopback() => Some("is the loopback address (martian on the wire)"),
+        IpAddr::V4(v) if a.prefix_len <= 30 && (u32::from(v) | (u32::MAX >> a.prefix_len)) == u32::from(v) => {
+            Some("is the broadcast address of its prefix")
+        }
+        _ => None,
+    }
 }
 
 /// A sub-interface's `parent` and `vlan` tag (both or neither); what it inherits from its
@@ -478,11 +507,16 @@ fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>,
     Ok(done)
 }
 
-/// No two interfaces share a host-stack TAP name.
+/// No two interfaces share a host-stack TAP name, and no TAP takes an interface's name.
 fn distinct_taps(cx: &Ctx, ifaces: &[Interface], name_spans: &[Range<usize>]) -> Result<(), ConfigError> {
     let mut taps: HashMap<String, String> = HashMap::new();
     for (i, iface) in ifaces.iter().enumerate() {
         let t = iface.tap_name(i);
+        if let Some(other) = ifaces.iter().find(|o| o.name == t) {
+            return Err(cx.err(name_spans[i].clone(), format!(
+                "interface {:?}'s host-stack TAP would be named {t:?}, as interface {:?} is: set `tap = \"lr...\"` to another name", iface.name, other.name
+            )));
+        }
         if let Some(other) = taps.insert(t.clone(), iface.name.clone()) {
             return Err(cx.err(name_spans[i].clone(), format!(
                 "interfaces {other:?} and {:?} would both use host-stack TAP {t:?}: set `tap = \"lr...\"` on one of them", iface.name
