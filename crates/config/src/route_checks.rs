@@ -65,7 +65,7 @@ pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -
 
 /// The interface and network whose IPv4 broadcast address `ip` is (networks of /30 and
 /// wider: /31 and /32 have none, RFC 3021).
-fn broadcast_of<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<(&'a Interface, crate::Prefix)> {
+pub(crate) fn broadcast_of<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<(&'a Interface, crate::Prefix)> {
     let IpAddr::V4(v) = ip else { return None };
     ifaces.iter().find_map(|i| {
         let a = i.addresses.iter().find(|a| a.addr.is_ipv4() && a.prefix_len <= 30 && a.contains(ip) && u32::from(*v) | (u32::MAX >> a.prefix_len) == u32::from(*v))?;
@@ -82,6 +82,9 @@ pub(crate) fn interface_route_problem(ifaces: &[Interface], prefix: &Prefix) -> 
         for a in &i.addresses {
             if prefix.len == host_len && a.addr == prefix.addr {
                 return Some(format!("is this router's own address on interface {:?}: a static route cannot replace it", i.name));
+            }
+            if prefix.len == 32 && broadcast_of(std::slice::from_ref(i), &prefix.addr).is_some() {
+                return Some(format!("is the broadcast address of {} on interface {:?}: a static route cannot replace it", a.network(), i.name));
             }
             if a.network() == *prefix {
                 return Some(format!("is the connected prefix of interface {:?} ({a}): a static route cannot replace it (a more specific one can)", i.name));

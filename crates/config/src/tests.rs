@@ -665,6 +665,7 @@ fn static_routes_for_interface_routes_are_refused() {
     fails_after_base(&t("198.18.0.1/32", "198.19.0.7"), 2, 10, "route 198.18.0.1/32 is this router's own address on interface \"lr-a\"");
     fails_after_base(&t("2001:db8:b::/64", "2001:db8:a::7"), 2, 10, "route 2001:db8:b::/64 is the connected prefix of interface \"lr-b\"");
     fails_after_base(&t("2001:db8:b::1/128", "2001:db8:a::7"), 2, 10, "is this router's own address on interface \"lr-b\"");
+    fails_after_base(&t("198.18.0.255/32", "198.19.0.7"), 2, 10, "route 198.18.0.255/32 is the broadcast address of 198.18.0.0/24 on interface \"lr-a\"");
     // More specific routes inside a connected prefix, and wider ones around it, are fine.
     for (prefix, via) in [("198.18.0.128/25", "198.19.0.7"), ("198.18.0.0/16", "198.19.0.7"), ("198.18.0.2/32", "198.19.0.7")] {
         parse(&format!("{BASE}{}", t(prefix, via))).unwrap_or_else(|e| panic!("{prefix}: {e}"));
@@ -751,6 +752,12 @@ fn neighbour_errors() {
         2,
         11,
         "address is this router's own address on interface \"lr-b\"",
+    );
+    fails_after_base(
+        &t("198.19.0.255", M, ""),
+        2,
+        11,
+        "neighbour 198.19.0.255: address is the broadcast address of 198.19.0.0/24 on interface \"lr-b\"",
     );
     fails_after_base(
         &t("ff02::1", M, "interface = \"lr-a\"\n"),

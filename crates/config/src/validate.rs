@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::context::{Ctx, Origin};
-use crate::route_checks::{Seen, interface_route_problem, on_link, own_address, via_problem};
+use crate::route_checks::{Seen, broadcast_of, interface_route_problem, on_link, own_address, via_problem};
 use crate::{
     Backend, Config, ConfigError, FirewallSettings, IfAddr, Interface, MacAddr, Neighbour, Prefix,
     Route, RouterSettings, Vlan, XdpMode,
@@ -663,6 +663,9 @@ fn neighbours(
                 r.address.span(),
                 format!("{owner}: address is not a unicast address"),
             ));
+        }
+        if let Some((i, net)) = broadcast_of(ifaces, &address) {
+            return Err(cx.err(r.address.span(), format!("{owner}: address is the broadcast address of {net} on interface {:?}", i.name)));
         }
         if let Some(i) = own_address(ifaces, &address) {
             return Err(cx.err(

@@ -74,6 +74,9 @@ pub enum RouteKind {
     Multipath { group: NextHop, paths: u16 },
     /// A neighbour's host route.
     Neighbour { port: u16 },
+    /// The broadcast address of a connected IPv4 prefix on a port: for the router (its host
+    /// stack), never forwarded, from whichever port (RFC 1812 5.3.5.2, RFC 2644).
+    Broadcast { port: u16 },
 }
 
 /// Where an installed route comes from. A kernel route loses to every other source.
@@ -299,6 +302,12 @@ impl FibControl {
     /// One of the router's own addresses: packets to it take the local exit.
     pub fn add_local(&mut self, addr: IpAddr) -> Result<(), FibError> {
         self.insert(addr, host_len(addr), LOCAL_ID, RouteKind::Local, RouteSource::Interface)
+    }
+
+    /// The broadcast address `addr` of a connected IPv4 prefix on `port`: packets to it take
+    /// the local exit, as to the router's own addresses.
+    pub fn add_broadcast(&mut self, addr: IpAddr, port: u16) -> Result<(), FibError> {
+        self.insert(addr, host_len(addr), LOCAL_ID, RouteKind::Broadcast { port }, RouteSource::Interface)
     }
 
     /// A blackhole route (static).

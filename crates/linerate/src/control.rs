@@ -306,6 +306,7 @@ fn routes(state: &RouterState) -> Value {
                 RouteKind::Via { gateway, port } => ("via", vec![(gateway, port)], Some(port)),
                 RouteKind::Multipath { group, .. } => ("multipath", fib.group_members(group), None),
                 RouteKind::Neighbour { port } => ("neighbour", vec![], Some(port)),
+                RouteKind::Broadcast { port } => ("broadcast", vec![], Some(port)),
             };
             let source = match source {
                 RouteSource::Interface => "interface",

@@ -11,7 +11,8 @@
 //! - `linerate show routes|neighbours|interfaces|drops --json` and `linerate top`;
 //! - an ICMPv6 redirect or a Router Advertisement to the router changes none of its host
 //!   stack's routes;
-//! - frames longer than a frame buffer (a link MTU above linerate's) are counted as dropped.
+//! - frames longer than a frame buffer (a link MTU above linerate's) are counted as dropped;
+//! - subnet broadcasts are not forwarded (RFC 2644).
 //!
 //! Once per backend. Needs root (skips without). Namespaces `lr<pid><tag><host>` and the
 //! TAPs inside D are removed on drop, also when an assertion fails.
@@ -55,6 +56,7 @@ fn router(backend: &str, tag: &str) {
     host_stack_answers_tcp(&lab, backend);
     control_socket_shows(&lab, &cfg, backend);
     redirects_leave_the_host_stack_alone(&lab, &cfg, backend);
+    directed_broadcasts_are_not_forwarded(&lab, &cfg, backend);
 
     let child = dut.terminate().unwrap();
     let out = child.wait_with_output().unwrap();
@@ -173,6 +175,24 @@ fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backen
     for reason in ["redirect_ignored", "router_advert_ignored"] {
         assert!(drops.lines().any(|l| l.split_whitespace().eq([reason, "1"])), "{backend}: {reason}: {drops}");
     }
+}
+
+/// Subnet broadcasts (198.18.0.255 on A's link, 198.19.0.255 across) are the router's, never
+/// forwarded (RFC 2644): no ARP for them, no host unreachable back. Before, linerate routed
+/// them as hosts of the connected prefix: it asked ARP for x.x.x.255 on the link and
+/// answered A with host unreachable after three tries.
+fn directed_broadcasts_are_not_forwarded(lab: &Lab, cfg: &std::path::Path, backend: &str) {
+    let routes = show(lab, cfg, "routes");
+    for b in ["198.18.0.255/32", "198.19.0.255/32"] {
+        assert!(routes.as_array().unwrap().iter().any(|r| r["prefix"] == b && r["kind"] == "broadcast"), "{backend}: {b}: {routes}");
+    }
+    let before = show(lab, cfg, "neighbours");
+    for b in ["198.18.0.255", "198.19.0.255"] {
+        let ping = in_a(lab, "ping", &["-b", "-c", "1", "-W", "4", b]);
+        assert!(!ping.contains("Unreachable"), "{backend}: ping -b {b}: {ping}");
+    }
+    let after = show(lab, cfg, "neighbours");
+    assert_eq!(before.as_array().unwrap().len(), after.as_array().unwrap().len(), "{backend}: a broadcast address was resolved: {after}");
 }
 
 /// A link whose MTU is above linerate's (A's and the veth's 4000 bytes, set before linerate

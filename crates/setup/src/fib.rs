@@ -1,5 +1,7 @@
 //! Ports and FIB from a config.
 
+use std::net::IpAddr;
+
 use dataplane::fib::{DEFAULT_NEXT_HOPS, FibControl, FibError, PortInfo, StaticRoute, Target};
 use wire::MacAddr;
 
@@ -60,7 +62,8 @@ pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<Sta
 }
 
 /// Builds ports and tables from a validated config: ports in the config's order, the
-/// interfaces' addresses as local host routes, their subnets as connected routes, static
+/// interfaces' addresses as local host routes, their subnets as connected routes (and an
+/// IPv4 subnet's broadcast address as a local one: RFC 2644, no directed broadcasts), static
 /// neighbours as resolved host routes, then static routes.
 pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
     let path = cfg.path.display().to_string();
@@ -73,6 +76,9 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
             let net = a.network();
             ctl.add_connected(net.addr, net.len, port as u16).map_err(fib_err)?;
             ctl.add_local(a.addr).map_err(fib_err)?;
+            if let Some(b) = broadcast(a) {
+                ctl.add_broadcast(b, port as u16).map_err(fib_err)?;
+            }
         }
     }
     for n in &cfg.neighbours {
@@ -82,6 +88,15 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
     let routes = static_routes(cfg, &ports)?;
     ctl.set_static_routes(&routes).map_err(fib_err)?;
     Ok((ctl, ports))
+}
+
+/// The broadcast address of an IPv4 interface address's prefix (/30 and wider; /31 and /32
+/// have none, RFC 3021).
+fn broadcast(a: &config::IfAddr) -> Option<IpAddr> {
+    match a.addr {
+        IpAddr::V4(v) if a.prefix_len <= 30 => Some(IpAddr::V4((u32::from(v) | (u32::MAX >> a.prefix_len)).into())),
+        _ => None,
+    }
 }
 
 /// Adjacency capacity for a config: twice the neighbour limit (freed ids wait out a grace

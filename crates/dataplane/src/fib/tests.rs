@@ -325,3 +325,18 @@ fn static_routes_never_replace_connected_or_local_routes() {
     ctl.set_static(v4([198, 18, 0, 128]), 25, Target::Blackhole).unwrap();
     assert_eq!(fib.v4.lookup(0xc612_0081), Some(BLACKHOLE_ID));
 }
+
+/// A connected IPv4 subnet's broadcast address takes the local exit (never forwarded, RFC
+/// 2644), and neither a neighbour nor a kernel route replaces it.
+#[test]
+fn broadcast_addresses_are_local() {
+    let mut ctl = FibControl::new(64);
+    let fib = ctl.fib();
+    ctl.add_connected(v4([198, 18, 0, 0]), 24, 0).unwrap();
+    ctl.add_broadcast(v4([198, 18, 0, 255]), 0).unwrap();
+    assert_eq!(fib.v4.lookup(0xc612_00ff), Some(LOCAL_ID));
+    ctl.set_neighbour(v4([198, 18, 0, 255]), 0, MacAddr([2, 0, 0, 0, 0, 9])).unwrap();
+    ctl.set_kernel(v4([198, 18, 0, 255]), 32, &Target::Unreachable).unwrap();
+    assert_eq!(fib.v4.lookup(0xc612_00ff), Some(LOCAL_ID));
+    assert!(ctl.routes().any(|r| r.0 == v4([198, 18, 0, 255]) && r.2 == RouteKind::Broadcast { port: 0 }));
+}
