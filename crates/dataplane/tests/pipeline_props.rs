@@ -286,6 +286,42 @@ proptest! {
     }
 }
 
+/// A host without an address yet (source 0.0.0.0) reaches the router's host stack with a
+/// DHCP DISCOVER to 255.255.255.255 or a report to a multicast group; every other packet
+/// from 0.0.0.0, or from 127/8, is a martian. Before, the DISCOVER was a martian too: a DHCP
+/// server on the router never heard a client.
+#[test]
+fn unaddressed_hosts_reach_the_host_stack_only() {
+    let frame = |src: [u8; 4], dst: [u8; 4]| {
+        let flow = wire::build::UdpFlow {
+            src_mac: wire::MacAddr([2, 0, 0, 0, 0, 0xa1]),
+            dst_mac: if dst[0] >= 224 { wire::MacAddr([0xff; 6]) } else { RX_MAC },
+            src: IpAddr::V4(src.into()),
+            dst: IpAddr::V4(dst.into()),
+            src_port: 68,
+            dst_port: 67,
+            ttl: 64,
+        };
+        let mut buf = vec![0; 400];
+        let n = wire::build::udp_frame(&flow, 300, &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    };
+    let frames = vec![
+        frame([0, 0, 0, 0], [255, 255, 255, 255]),
+        frame([0, 0, 0, 0], [224, 0, 0, 22]),
+        frame([0, 0, 0, 0], [10, 1, 2, 3]),
+        frame([127, 0, 0, 1], [255, 255, 255, 255]),
+        frame([0, 1, 2, 3], [255, 255, 255, 255]),
+    ];
+    let mut w = worker(frames);
+    while !w.rx[0].finished() {
+        w.poll();
+    }
+    let c = w.counts();
+    assert_eq!((c.local, c.drops[dataplane::DropReason::MartianSource as usize], c.forwarded), (2, 3, 0));
+}
+
 /// TTL-expired packets are all dropped and counted, but only as many ICMP errors as the rate
 /// limit allows reach the slow path (errppslimit).
 #[test]

@@ -12,7 +12,8 @@
 //! - an ICMPv6 redirect or a Router Advertisement to the router changes none of its host
 //!   stack's routes;
 //! - frames longer than a frame buffer (a link MTU above linerate's) are counted as dropped;
-//! - subnet broadcasts are not forwarded (RFC 2644).
+//! - subnet broadcasts are not forwarded (RFC 2644);
+//! - a DHCP DISCOVER from 0.0.0.0 reaches the host stack.
 //!
 //! Once per backend. Needs root (skips without). Namespaces `lr<pid><tag><host>` and the
 //! TAPs inside D are removed on drop, also when an assertion fails.
@@ -57,6 +58,7 @@ fn router(backend: &str, tag: &str) {
     control_socket_shows(&lab, &cfg, backend);
     redirects_leave_the_host_stack_alone(&lab, &cfg, backend);
     directed_broadcasts_are_not_forwarded(&lab, &cfg, backend);
+    dhcp_discover_reaches_the_host_stack(&lab, backend);
 
     let child = dut.terminate().unwrap();
     let out = child.wait_with_output().unwrap();
@@ -193,6 +195,29 @@ fn directed_broadcasts_are_not_forwarded(lab: &Lab, cfg: &std::path::Path, backe
     }
     let after = show(lab, cfg, "neighbours");
     assert_eq!(before.as_array().unwrap().len(), after.as_array().unwrap().len(), "{backend}: a broadcast address was resolved: {after}");
+}
+
+/// A DHCP client's DISCOVER (from 0.0.0.0:68 to 255.255.255.255:67, a raw frame from A)
+/// reaches a UDP socket on port 67 in D, where a DHCP server on the router would listen.
+/// Before, the classify pass dropped it as a martian source.
+fn dhcp_discover_reaches_the_host_stack(lab: &Lab, backend: &str) {
+    let mut listener = lab.d.command("python3");
+    listener.args(["-u", "-c", "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('',67))\ns.settimeout(5)\nsys.stderr.write('listening\\n');sys.stderr.flush()\nd,a=s.recvfrom(2048)\nprint('got',len(d),'from',a[0],flush=True)"]);
+    listener.stdout(std::process::Stdio::piped());
+    let mut server = start_until(listener, "listening");
+    let send = "import socket,struct\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('lra0',0))\n\
+        p=b'\\x01\\x01\\x06\\x00'+bytes(236)+b'\\x63\\x82\\x53\\x63\\x35\\x01\\x01\\xff'\n\
+        u=struct.pack('!HHHH',68,67,8+len(p),0)+p\n\
+        h=struct.pack('!BBHHHBBH4s4s',0x45,0,20+len(u),1,0,64,17,0,bytes(4),b'\\xff'*4)\n\
+        c=sum(struct.unpack('!10H',h));c=(c>>16)+(c&0xffff);c=~(c+(c>>16))&0xffff\n\
+        h=h[:10]+struct.pack('!H',c)+h[12:]\n\
+        m=bytes.fromhex(open('/sys/class/net/lra0/address').read().strip().replace(':',''))\n\
+        s.send(b'\\xff'*6+m+b'\\x08\\x00'+h+u)";
+    let out = lab.a.command("python3").args(["-c", send]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let out = server.0.take().unwrap().wait_with_output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert!(got.contains("got 248 from 0.0.0.0"), "{backend}: no DISCOVER reached the host stack: {got} {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A link whose MTU is above linerate's (A's and the veth's 4000 bytes, set before linerate

@@ -119,13 +119,17 @@ fn classify_ipv4<const FLOWS: bool>(
     let src = u32::from(ip.src_addr());
     let dst = ip.dst_addr_u32();
     let (src_hi, dst_hi) = ((src >> 24) as u8, (dst >> 24) as u8);
-    // Sources 0/8, 127/8, multicast and class E / broadcast are never valid senders.
-    if src_hi == 0 || src_hi == 127 || src_hi >= 224 {
-        return Step::Drop(DropReason::MartianSource);
-    }
-    // Multicast and limited broadcast are for the host stack (no multicast routing).
+    // Sources 0/8, 127/8, multicast and class E / broadcast are never forwarded.
+    let martian = src_hi == 0 || src_hi == 127 || src_hi >= 224;
+    // Multicast and limited broadcast are for the host stack (no multicast routing), also
+    // from 0.0.0.0: a host without an address yet (a DHCP client's DISCOVER, RFC 2131 4.1;
+    // an IGMPv3 report, RFC 3376 4.2.13). RFC 1812 5.3.7 forbids forwarding such a source,
+    // not receiving it.
     if (224..240).contains(&dst_hi) || dst == u32::from(Ipv4Addr::BROADCAST) {
-        return Step::Local { in_port };
+        return if martian && src != 0 { Step::Drop(DropReason::MartianSource) } else { Step::Local { in_port } };
+    }
+    if martian {
+        return Step::Drop(DropReason::MartianSource);
     }
     if dst_hi == 0 || dst_hi == 127 || dst_hi >= 240 {
         return Step::Drop(DropReason::MartianDestination);
