@@ -17,7 +17,6 @@
 //! - `log` and `capture ...` (root and linerate's uid only) stream packets on a thread of
 //!   their own ([`crate::stream`]).
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -30,6 +29,7 @@ use dataplane::punt::{PuntClass, PuntDrop, PuntDrops};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::control_conn::{self, ReadOnlySlots};
 use crate::router_state::RouterState;
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -91,8 +91,9 @@ impl Server {
         std::thread::Builder::new()
             .name("lr-control".into())
             .spawn(move || {
+                let slots = ReadOnlySlots::default();
                 for conn in listener.incoming().flatten() {
-                    serve(conn, &state, access);
+                    accept(conn, &state, access, &slots);
                 }
             })
             .context("starting the control thread")?;
@@ -112,47 +113,61 @@ const MAX_ADMIN_LINE: u64 = fw::rules::MAX_RULE_FILE_BYTES;
 /// The longest from a read-only peer (`show`, `top`: a few words).
 const MAX_READ_ONLY_LINE: u64 = 64 << 10;
 
-fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access) {
-    // A client that never sends its line must not block the next one for long.
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-    let answer = match io::privilege::peer(conn.as_raw_fd()) {
-        Err(e) => format!("error: permission denied: cannot read the peer's credentials ({e})"),
+/// A new connection: its peer checked, then served on a thread of its own
+/// ([`crate::control_conn`]); a refusal is answered here.
+fn accept(conn: UnixStream, state: &Arc<RouterState>, access: Access, slots: &ReadOnlySlots) {
+    let refuse = |conn: &UnixStream, why: String| {
+        let _ = control_conn::write_all(conn, format!("error: {why}\n").as_bytes(), Duration::from_secs(1));
+    };
+    let role = match io::privilege::peer(conn.as_raw_fd()) {
+        Err(e) => return refuse(&conn, format!("permission denied: cannot read the peer's credentials ({e})")),
         Ok(peer) => match access.role(&peer) {
-            None => format!(
-                "error: permission denied: uid {} may not use this socket (root, uid {}{})",
-                peer.uid,
-                access.admin_uid,
-                access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"))
-            ),
-            // Read only once the peer may send something, and only so much: a line read
-            // without a bound could fill the router's memory.
-            Some(role) => match read_command(&conn, if role == Role::Admin { MAX_ADMIN_LINE } else { MAX_READ_ONLY_LINE }) {
-                Err(e) => format!("error: reading the command: {e}"),
-                Ok(line) => match (role, line.trim()) {
-                    (Role::ReadOnly, "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
-                    (Role::ReadOnly, c) if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) => {
-                        format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
-                    }
-                    // Packets' contents: for the admin only.
-                    (Role::ReadOnly, c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
-                    (Role::Admin, c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
-                    (_, command) => answer(state, command),
-                },
-            },
+            None => {
+                let group = access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"));
+                return refuse(&conn, format!("permission denied: uid {} may not use this socket (root, uid {}{group})", peer.uid, access.admin_uid));
+            }
+            Some(role) => role,
         },
     };
-    let mut conn = &conn;
-    let _ = conn.write_all(format!("{}\n", answer.replace('\n', "; ")).as_bytes());
+    let slot = match role {
+        Role::Admin => None,
+        Role::ReadOnly => match slots.take() {
+            Some(slot) => Some(slot),
+            None => return refuse(&conn, format!("busy: {} read-only peers are being served; try again", control_conn::MAX_READ_ONLY)),
+        },
+    };
+    let state = Arc::clone(state);
+    let spawned = std::thread::Builder::new().name("lr-control-peer".into()).spawn(move || {
+        let _slot = slot;
+        serve(conn, &state, access, role);
+    });
+    if let Err(e) = spawned {
+        crate::log::error(format_args!("control socket: cannot start a thread for a peer: {e}"));
+    }
 }
 
-/// The peer's command line, of at most `max` bytes.
-fn read_command(conn: &UnixStream, max: u64) -> std::io::Result<String> {
-    let mut line = String::new();
-    BufReader::new(std::io::Read::take(conn, max)).read_line(&mut line)?;
-    if line.len() as u64 >= max && !line.ends_with('\n') {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("the command is longer than {max} bytes")));
-    }
-    Ok(line)
+/// One peer's command and answer.
+fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access, role: Role) {
+    // Read only once the peer may send something, and only so much, in so long: a line read
+    // without a bound could fill the router's memory.
+    let (max, limit) = match role {
+        Role::Admin => (MAX_ADMIN_LINE, control_conn::ADMIN_READ),
+        Role::ReadOnly => (MAX_READ_ONLY_LINE, control_conn::READ_ONLY_READ),
+    };
+    let answer = match control_conn::read_line(&conn, max, limit) {
+        Err(e) => format!("error: reading the command: {e}"),
+        Ok(line) => match (role, line.trim()) {
+            (Role::ReadOnly, "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
+            (Role::ReadOnly, c) if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) => {
+                format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
+            }
+            // Packets' contents: for the admin only.
+            (Role::ReadOnly, c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
+            (Role::Admin, c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
+            (_, command) => answer(state, command),
+        },
+    };
+    let _ = control_conn::write_all(&conn, format!("{}\n", answer.replace('\n', "; ")).as_bytes(), control_conn::WRITE);
 }
 
 fn answer(state: &RouterState, command: &str) -> String {
@@ -368,21 +383,5 @@ mod tests {
         assert_eq!(access.role(&peer(1000, 1000, &[7, 50])), Some(Role::ReadOnly));
         assert_eq!(access.role(&peer(1000, 1000, &[7])), None);
         assert_eq!(Access { admin_uid: 0, read_gid: None }.role(&peer(65534, 65534, &[50])), None);
-    }
-
-    /// A command line is read up to its bound and no further: a peer streaming bytes without
-    /// a line break gets an error instead of filling the router's memory.
-    #[test]
-    fn command_lines_are_bounded() {
-        let (mut client, server) = UnixStream::pair().unwrap();
-        client.write_all(b"show routes\n").unwrap();
-        assert_eq!(read_command(&server, 64).unwrap(), "show routes\n");
-        let writer = std::thread::spawn(move || {
-            let _ = client.write_all(&vec![b'x'; 1 << 20]);
-        });
-        let e = read_command(&server, MAX_READ_ONLY_LINE).unwrap_err().to_string();
-        assert_eq!(e, format!("the command is longer than {MAX_READ_ONLY_LINE} bytes"));
-        drop(server);
-        writer.join().unwrap();
     }
 }

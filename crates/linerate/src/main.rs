@@ -6,6 +6,7 @@ mod check;
 mod cli;
 mod client;
 mod control;
+mod control_conn;
 mod control_fw;
 mod describe;
 mod fail_closed;

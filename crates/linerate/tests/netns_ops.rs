@@ -136,6 +136,23 @@ fn metrics_count_the_traffic_and_systemd_is_notified() {
     let out = lab.d.exec("bash", &["-c", &busy]).unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("HTTP/1.1 503"), "{out:?}");
 
+    // The control socket: peers that send a byte now and then, or ask for the stats and
+    // never read them, hold up nobody (each is served on a thread of its own, within its
+    // deadlines). Before, one such peer held every `show` back for as long as it liked.
+    let socket = lab.dir.join("control.sock");
+    let slow = format!(
+        "import socket,time\nss=[socket.socket(socket.AF_UNIX) for _ in range(3)]\n\
+         [s.connect('{}') for s in ss]\nss[2].send(b'stats\\n')\n\
+         for _ in range(8):\n  [s.send(b'x') for s in ss[:2]]\n  time.sleep(0.5)",
+        socket.display()
+    );
+    let mut slow = Command::new("python3").args(["-c", &slow]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = std::time::Instant::now();
+    let shown = linerate(&["show", "interfaces"], &cfg);
+    assert!(shown.status.success() && t0.elapsed() < Duration::from_secs(2), "show behind slow peers: {:?} {}", t0.elapsed(), stdout_of(&shown));
+    assert!(slow.wait().unwrap().success());
+
     // SIGHUP: RELOADING=1 with the monotonic clock, then READY=1 with the reload's answer.
     let pid = dut.0.as_ref().unwrap().id().to_string();
     assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
