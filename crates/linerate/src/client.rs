@@ -32,14 +32,26 @@ impl SocketArgs {
     }
 }
 
+/// Sends `command` as one line on the connection `r` reads, and returns the first line of
+/// the answer. A peer the router refuses is answered before its line is read and the socket
+/// closed: the write may then fail while the refusal waits to be read, which is returned.
+pub fn send_command(r: &mut BufReader<UnixStream>, command: &str) -> Result<String> {
+    let sent = r.get_ref().write_all(format!("{command}\n").as_bytes());
+    let mut line = String::new();
+    let read = r.read_line(&mut line);
+    if line.is_empty() {
+        sent?;
+        read.context("reading the answer")?;
+    }
+    Ok(line)
+}
+
 /// Sends one command line, returns the one-line answer (`error: ...` answers become errors).
 pub fn request(socket: &std::path::Path, command: &str, timeout: Duration) -> Result<String> {
-    let mut conn = UnixStream::connect(socket)
+    let conn = UnixStream::connect(socket)
         .with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
     conn.set_read_timeout(Some(timeout))?;
-    conn.write_all(format!("{command}\n").as_bytes())?;
-    let mut answer = String::new();
-    BufReader::new(&conn).read_line(&mut answer).context("reading the answer")?;
+    let answer = send_command(&mut BufReader::new(conn), command)?;
     let answer = answer.trim_end().to_owned();
     if let Some(err) = answer.strip_prefix("error: ") {
         bail!("{command}: {err}");

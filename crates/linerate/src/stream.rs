@@ -12,7 +12,7 @@
 //! The client writes the records as a pcap file (`-w FILE`, `-w -` for stdout: `tcpdump -r -`
 //! reads it) or prints one line per packet, as `tcpdump -n -e` would.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -243,11 +243,9 @@ impl Output {
 }
 
 fn run_client(socket: &std::path::Path, command: &str, count: u64, mut out: Output, kind: Kind) -> Result<()> {
-    let mut conn = UnixStream::connect(socket).with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
-    conn.write_all(format!("{command}\n").as_bytes())?;
+    let conn = UnixStream::connect(socket).with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
     let mut r = BufReader::new(conn);
-    let mut line = String::new();
-    r.read_line(&mut line).context("reading the answer")?;
+    let line = crate::client::send_command(&mut r, command)?;
     let line = line.trim_end();
     if let Some(e) = line.strip_prefix("error: ") {
         bail!("{}: {e}", command.split(' ').next().unwrap_or(command));
