@@ -200,6 +200,15 @@ impl IfAddr {
         }
     }
 
+    /// The IPv4 broadcast address of `network()` (/30 and wider: /31 and /32 have none, RFC
+    /// 3021; IPv6 has none).
+    pub fn broadcast(&self) -> Option<IpAddr> {
+        match self.addr {
+            IpAddr::V4(v) if self.prefix_len <= 30 => Some(IpAddr::V4((u32::from(v) | (u32::MAX >> self.prefix_len)).into())),
+            _ => None,
+        }
+    }
+
     /// True if `ip` is on-link (inside `network()`).
     pub fn contains(&self, ip: &IpAddr) -> bool {
         covers(&mask(self.addr, self.prefix_len), self.prefix_len, ip)
@@ -226,6 +235,15 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn broadcast_addresses() {
+        let b = |s: &str| s.parse::<IfAddr>().unwrap().broadcast();
+        assert_eq!(b("198.18.0.1/24"), Some(ip("198.18.0.255")));
+        assert_eq!(b("198.18.1.7/23"), Some(ip("198.18.1.255")));
+        assert_eq!(b("198.18.0.1/30"), Some(ip("198.18.0.3")));
+        assert_eq!((b("198.18.0.1/31"), b("198.18.0.1/32"), b("2001:db8::1/64")), (None, None, None));
     }
 
     #[test]

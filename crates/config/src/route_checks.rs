@@ -63,14 +63,9 @@ pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -
     broadcast_of(ifaces, via).map(|(i, net)| format!("via {via} is the broadcast address of {net} on interface {:?}", i.name))
 }
 
-/// The interface and network whose IPv4 broadcast address `ip` is (networks of /30 and
-/// wider: /31 and /32 have none, RFC 3021).
+/// The interface and network whose IPv4 broadcast address `ip` is ([`crate::IfAddr::broadcast`]).
 pub(crate) fn broadcast_of<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<(&'a Interface, crate::Prefix)> {
-    let IpAddr::V4(v) = ip else { return None };
-    ifaces.iter().find_map(|i| {
-        let a = i.addresses.iter().find(|a| a.addr.is_ipv4() && a.prefix_len <= 30 && a.contains(ip) && u32::from(*v) | (u32::MAX >> a.prefix_len) == u32::from(*v))?;
-        Some((i, a.network()))
-    })
+    ifaces.iter().find_map(|i| Some((i, i.addresses.iter().find(|a| a.broadcast() == Some(*ip))?.network())))
 }
 
 /// What is wrong with a static route to exactly `prefix`: an interface's own route (its
@@ -83,7 +78,7 @@ pub(crate) fn interface_route_problem(ifaces: &[Interface], prefix: &Prefix) -> 
             if prefix.len == host_len && a.addr == prefix.addr {
                 return Some(format!("is this router's own address on interface {:?}: a static route cannot replace it", i.name));
             }
-            if prefix.len == 32 && broadcast_of(std::slice::from_ref(i), &prefix.addr).is_some() {
+            if prefix.len == host_len && a.broadcast() == Some(prefix.addr) {
                 return Some(format!("is the broadcast address of {} on interface {:?}: a static route cannot replace it", a.network(), i.name));
             }
             if a.network() == *prefix {

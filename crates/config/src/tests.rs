@@ -666,6 +666,9 @@ fn static_routes_for_interface_routes_are_refused() {
     fails_after_base(&t("2001:db8:b::/64", "2001:db8:a::7"), 2, 10, "route 2001:db8:b::/64 is the connected prefix of interface \"lr-b\"");
     fails_after_base(&t("2001:db8:b::1/128", "2001:db8:a::7"), 2, 10, "is this router's own address on interface \"lr-b\"");
     fails_after_base(&t("198.18.0.255/32", "198.19.0.7"), 2, 10, "route 198.18.0.255/32 is the broadcast address of 198.18.0.0/24 on interface \"lr-a\"");
+    // The network named is the broadcast address's own, whichever address comes first.
+    let v6_first = "[[interface]]\nname = \"lr-a\"\naddresses = [\"2001:db8:a::1/64\", \"198.18.0.1/24\"]\n[[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n";
+    fails(&format!("{v6_first}{}", t("198.18.0.255/32", "198.19.0.7")), 8, 10, "route 198.18.0.255/32 is the broadcast address of 198.18.0.0/24 on interface \"lr-a\"");
     // More specific routes inside a connected prefix, and wider ones around it, are fine.
     for (prefix, via) in [("198.18.0.128/25", "198.19.0.7"), ("198.18.0.0/16", "198.19.0.7"), ("198.18.0.2/32", "198.19.0.7")] {
         parse(&format!("{BASE}{}", t(prefix, via))).unwrap_or_else(|e| panic!("{prefix}: {e}"));

@@ -439,9 +439,7 @@ fn not_a_router_address(a: &IfAddr) -> Option<&'static str> {
     match a.addr {
         IpAddr::V4(v) if v.is_loopback() => Some("is a loopback address (martian on the wire)"),
         IpAddr::V6(v) if v.is_loopback() => Some("is the loopback address (martian on the wire)"),
-        IpAddr::V4(v) if a.prefix_len <= 30 && (u32::from(v) | (u32::MAX >> a.prefix_len)) == u32::from(v) => {
-            Some("is the broadcast address of its prefix")
-        }
+        _ if a.broadcast() == Some(a.addr) => Some("is the broadcast address of its prefix"),
         _ => None,
     }
 }

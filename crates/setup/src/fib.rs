@@ -1,7 +1,5 @@
 //! Ports and FIB from a config.
 
-use std::net::IpAddr;
-
 use dataplane::fib::{DEFAULT_NEXT_HOPS, FibControl, FibError, PortInfo, StaticRoute, Target};
 use wire::MacAddr;
 
@@ -76,7 +74,7 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
             let net = a.network();
             ctl.add_connected(net.addr, net.len, port as u16).map_err(fib_err)?;
             ctl.add_local(a.addr).map_err(fib_err)?;
-            if let Some(b) = broadcast(a) {
+            if let Some(b) = a.broadcast() {
                 ctl.add_broadcast(b, port as u16).map_err(fib_err)?;
             }
         }
@@ -88,15 +86,6 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
     let routes = static_routes(cfg, &ports)?;
     ctl.set_static_routes(&routes).map_err(fib_err)?;
     Ok((ctl, ports))
-}
-
-/// The broadcast address of an IPv4 interface address's prefix (/30 and wider; /31 and /32
-/// have none, RFC 3021).
-fn broadcast(a: &config::IfAddr) -> Option<IpAddr> {
-    match a.addr {
-        IpAddr::V4(v) if a.prefix_len <= 30 => Some(IpAddr::V4((u32::from(v) | (u32::MAX >> a.prefix_len)).into())),
-        _ => None,
-    }
 }
 
 /// Adjacency capacity for a config: twice the neighbour limit (freed ids wait out a grace
