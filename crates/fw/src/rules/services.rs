@@ -5,7 +5,6 @@
 //! once per process.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::OnceLock;
 
 /// IANA's ports of the service names rule sets commonly write (names as in /etc/services).
@@ -39,15 +38,7 @@ pub(super) fn service_port(name: &str) -> Option<u16> {
 /// /etc/services as [`parse_services`] reads it; empty if the file is missing, not a regular
 /// file or larger than [`MAX_SERVICES_BYTES`].
 fn read_services(path: &str) -> HashMap<String, u16> {
-    let Ok(file) = std::fs::File::open(path) else { return HashMap::new() };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return HashMap::new();
-    }
-    let mut text = String::new();
-    match file.take(MAX_SERVICES_BYTES + 1).read_to_string(&mut text) {
-        Ok(n) if n as u64 <= MAX_SERVICES_BYTES => parse_services(&text),
-        _ => HashMap::new(),
-    }
+    super::text_file::read_bounded(std::path::Path::new(path), MAX_SERVICES_BYTES).map(|text| parse_services(&text)).unwrap_or_default()
 }
 
 /// Names and aliases of services(5) lines (`name port/protocol [aliases ...] [# comment]`)

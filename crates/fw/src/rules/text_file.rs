@@ -12,15 +12,19 @@ pub const MAX_RULE_FILE_BYTES: u64 = 256 << 20;
 
 /// The text of the regular file at `path`, at most [`MAX_RULE_FILE_BYTES`] long.
 pub fn read_rule_text(path: &Path) -> std::io::Result<String> {
+    read_bounded(path, MAX_RULE_FILE_BYTES)
+}
+
+/// The text of the regular file at `path`, at most `max` bytes long.
+pub(super) fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
     let file = std::fs::File::open(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
     }
     let mut text = String::new();
-    file.take(MAX_RULE_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_RULE_FILE_BYTES {
-        let mib = MAX_RULE_FILE_BYTES >> 20;
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("larger than {mib} MiB")));
+    file.take(max + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("larger than {} MiB", max >> 20)));
     }
     Ok(text)
 }
