@@ -29,7 +29,7 @@ use dataplane::punt::{PuntClass, PuntDrop, PuntDrops};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::control_conn::{self, ReadOnlySlots};
+use crate::peers::{self, Slots};
 use crate::router_state::RouterState;
 
 /// Who may use the control socket: root and `admin_uid` every command, members of
@@ -91,7 +91,7 @@ impl Server {
         std::thread::Builder::new()
             .name("lr-control".into())
             .spawn(move || {
-                let slots = ReadOnlySlots::default();
+                let slots = Slots::new(MAX_READ_ONLY);
                 for conn in listener.incoming().flatten() {
                     accept(conn, &state, access, &slots);
                 }
@@ -112,12 +112,21 @@ impl Drop for Server {
 const MAX_ADMIN_LINE: u64 = fw::rules::MAX_RULE_FILE_BYTES;
 /// The longest from a read-only peer (`show`, `top`: a few words).
 const MAX_READ_ONLY_LINE: u64 = 64 << 10;
+/// How long a read-only peer has to send its command line; an admin's may carry a whole
+/// table file (`table ... replace`).
+const READ_ONLY_READ: Duration = Duration::from_secs(5);
+const ADMIN_READ: Duration = Duration::from_secs(30);
+/// How long a peer has to read its answer (a full table's `routes` is tens of MB).
+const WRITE: Duration = Duration::from_secs(60);
+/// Read-only peers served at once; more are told the socket is busy. The admin's are
+/// always served.
+const MAX_READ_ONLY: usize = 8;
 
 /// A new connection: its peer checked, then served on a thread of its own
-/// ([`crate::control_conn`]); a refusal is answered here.
-fn accept(conn: UnixStream, state: &Arc<RouterState>, access: Access, slots: &ReadOnlySlots) {
+/// ([`crate::peers`]); a refusal is answered here.
+fn accept(conn: UnixStream, state: &Arc<RouterState>, access: Access, slots: &Slots) {
     let refuse = |conn: &UnixStream, why: String| {
-        let _ = control_conn::write_all(conn, format!("error: {why}\n").as_bytes(), Duration::from_secs(1));
+        let _ = peers::write_all(conn, format!("error: {why}\n").as_bytes(), Duration::from_secs(1));
     };
     let role = match io::privilege::peer(conn.as_raw_fd()) {
         Err(e) => return refuse(&conn, format!("permission denied: cannot read the peer's credentials ({e})")),
@@ -133,7 +142,7 @@ fn accept(conn: UnixStream, state: &Arc<RouterState>, access: Access, slots: &Re
         Role::Admin => None,
         Role::ReadOnly => match slots.take() {
             Some(slot) => Some(slot),
-            None => return refuse(&conn, format!("busy: {} read-only peers are being served; try again", control_conn::MAX_READ_ONLY)),
+            None => return refuse(&conn, format!("busy: {} read-only peers are being served; try again", slots.max())),
         },
     };
     let state = Arc::clone(state);
@@ -151,10 +160,10 @@ fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access, role: Role)
     // Read only once the peer may send something, and only so much, in so long: a line read
     // without a bound could fill the router's memory.
     let (max, limit) = match role {
-        Role::Admin => (MAX_ADMIN_LINE, control_conn::ADMIN_READ),
-        Role::ReadOnly => (MAX_READ_ONLY_LINE, control_conn::READ_ONLY_READ),
+        Role::Admin => (MAX_ADMIN_LINE, ADMIN_READ),
+        Role::ReadOnly => (MAX_READ_ONLY_LINE, READ_ONLY_READ),
     };
-    let answer = match control_conn::read_line(&conn, max, limit) {
+    let answer = match peers::read_line(&conn, max, limit) {
         Err(e) => format!("error: reading the command: {e}"),
         Ok(line) => match (role, line.trim()) {
             (Role::ReadOnly, "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
@@ -167,7 +176,7 @@ fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access, role: Role)
             (_, command) => answer(state, command),
         },
     };
-    let _ = control_conn::write_all(&conn, format!("{}\n", answer.replace('\n', "; ")).as_bytes(), control_conn::WRITE);
+    let _ = peers::write_all(&conn, format!("{}\n", answer.replace('\n', "; ")).as_bytes(), WRITE);
 }
 
 fn answer(state: &RouterState, command: &str) -> String {

@@ -3,26 +3,25 @@
 //! `GET /metrics`, as VPP's and grout's exporters do.
 //!
 //! A small HTTP/1.1 server of its own on std::net: one accepting thread, at most
-//! [`MAX_CONNECTIONS`] connections served at once (each on a short-lived thread, with read
-//! and write timeouts; more get 503 at once), one request per connection. It reads only what
+//! [`MAX_CONNECTIONS`] connections served at once (each on a short-lived thread, with
+//! deadlines for the request and the answer, [`crate::peers`]; more get 503 at once), one request per connection. It reads only what
 //! the control socket reads (published counters, the workers' port statistics on request),
 //! so a scrape costs the workers one publication of their port counters, never a lock.
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+use crate::peers::{self, Slots};
 use crate::router_state::RouterState;
 
 /// Connections served at once; more are answered 503 and closed.
 pub const MAX_CONNECTIONS: usize = 4;
-/// How long a client may take to send its request, or to read the answer.
+/// How long a client may take to send its request, or to read the answer, in all.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the accepting thread waits for the request it will answer 503.
 const BUSY_READ: Duration = Duration::from_millis(200);
@@ -47,12 +46,12 @@ impl Server {
     /// Serves `GET /metrics` on a thread of its own.
     pub fn serve(&mut self, state: Arc<RouterState>) -> Result<()> {
         let listener = self.listener.take().context("already serving")?;
-        let active = Arc::new(AtomicUsize::new(0));
+        let slots = Slots::new(MAX_CONNECTIONS);
         std::thread::Builder::new()
             .name("lr-metrics".into())
             .spawn(move || {
                 for conn in listener.incoming().flatten() {
-                    accept(conn, &state, &active);
+                    accept(conn, &state, &slots);
                 }
             })
             .context("starting the metrics thread")?;
@@ -62,19 +61,15 @@ impl Server {
 }
 
 /// Hands a connection to a thread of its own, or answers 503 if enough are being served.
-fn accept(conn: TcpStream, state: &Arc<RouterState>, active: &Arc<AtomicUsize>) {
-    let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
-    let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
-    if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-        active.fetch_sub(1, Ordering::AcqRel);
+fn accept(conn: TcpStream, state: &Arc<RouterState>, slots: &Slots) {
+    let Some(slot) = slots.take() else {
         // The request is read first (briefly: this is the accepting thread): closing a
         // socket with unread data resets it, and the client would lose the answer.
-        let _ = conn.set_read_timeout(Some(BUSY_READ));
-        let _ = read_head(&conn);
+        let _ = read_head(&conn, BUSY_READ);
         let _ = respond(&conn, "503 Service Unavailable", "text/plain", "busy\n");
         return;
-    }
-    let (state, slot) = (Arc::clone(state), Slot(Arc::clone(active)));
+    };
+    let state = Arc::clone(state);
     // If the thread cannot start, the closure (and the slot) is dropped: counted back.
     let _ = std::thread::Builder::new().name("lr-metrics-conn".into()).spawn(move || {
         handle(&conn, &state);
@@ -82,27 +77,12 @@ fn accept(conn: TcpStream, state: &Arc<RouterState>, active: &Arc<AtomicUsize>) 
     });
 }
 
-/// A connection being served: counted back when dropped.
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Reads the request head (up to a blank line, at most [`MAX_REQUEST`] bytes).
-fn read_head(mut conn: &TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = conn.read(&mut buf).ok()?;
-        if n == 0 || head.len() + n > MAX_REQUEST {
-            return None;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    String::from_utf8(head).ok()
+/// Reads the request head (up to a blank line, at most [`MAX_REQUEST`] bytes) within
+/// `limit` in all.
+fn read_head(conn: &TcpStream, limit: Duration) -> Option<String> {
+    let ended = |h: &[u8]| h.windows(4).any(|w| w == b"\r\n\r\n") || h.windows(2).any(|w| w == b"\n\n");
+    let head = peers::read_until(conn, MAX_REQUEST as u64, limit, ended).ok()?;
+    ended(&head).then(|| String::from_utf8(head).ok()).flatten()
 }
 
 /// An answer to a request.
@@ -142,7 +122,7 @@ fn route(head: &str, state: Option<&RouterState>) -> Response {
 }
 
 fn handle(conn: &TcpStream, state: &RouterState) {
-    let Some(head) = read_head(conn) else {
+    let Some(head) = read_head(conn, IO_TIMEOUT) else {
         let _ = respond(conn, "400 Bad Request", "text/plain", "bad request\n");
         return;
     };
@@ -151,11 +131,10 @@ fn handle(conn: &TcpStream, state: &RouterState) {
     let _ = respond(conn, answer.status, answer.content_type, &body);
 }
 
-fn respond(mut conn: &TcpStream, status: &str, ctype: &str, body: &str) -> std::io::Result<()> {
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    conn.write_all(head.as_bytes())?;
-    conn.write_all(body.as_bytes())?;
-    conn.flush()
+fn respond(conn: &TcpStream, status: &str, ctype: &str, body: &str) -> std::io::Result<()> {
+    let mut out = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    peers::write_all(conn, &out, IO_TIMEOUT)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

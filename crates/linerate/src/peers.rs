@@ -1,38 +1,39 @@
-//! The control socket's connections: each on a thread of its own, so that a slow peer holds
-//! up nobody else, with a deadline for its command line and one for its answer, and a bound
-//! on the read-only peers served at once (the admin's are always served).
-//!
-//! Before, one thread served the peers in turn with a 5-s timeout per read: a peer sending a
-//! byte every few seconds, or not reading a long answer, held every `show`, `reload` and
-//! `table` command back for as long as it liked.
+//! Serving a socket's peers (the control socket's, the metrics endpoint's): each on a
+//! thread of its own, so that a slow peer holds up nobody else, a bound on how many at once
+//! ([`Slots`]), and deadlines for what a peer sends and for reading what it is sent, in all
+//! rather than per read: a timeout per read lets a peer that sends a byte now and then hold
+//! its thread as long as it likes.
 
 use std::io::{self, Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long a read-only peer has to send its command line; an admin's may carry a whole
-/// table file (`table ... replace`).
-pub const READ_ONLY_READ: Duration = Duration::from_secs(5);
-pub const ADMIN_READ: Duration = Duration::from_secs(30);
-/// How long a peer has to read its answer (a full table's `routes` is tens of MB).
-pub const WRITE: Duration = Duration::from_secs(60);
-/// Read-only peers served at once; more are told the socket is busy.
-pub const MAX_READ_ONLY: usize = 8;
+/// The peers being served, at most `max`: a [`Slot`] is taken when one is accepted and given
+/// back when its thread ends.
+#[derive(Clone)]
+pub struct Slots {
+    taken: Arc<AtomicUsize>,
+    max: usize,
+}
 
-/// The read-only peers being served: taken when one is accepted, given back when its
-/// thread ends.
-#[derive(Clone, Default)]
-pub struct ReadOnlySlots(Arc<AtomicUsize>);
-
-/// One read-only peer's place among [`MAX_READ_ONLY`].
+/// One peer's place among its [`Slots`].
 pub struct Slot(Arc<AtomicUsize>);
 
-impl ReadOnlySlots {
+impl Slots {
+    pub fn new(max: usize) -> Slots {
+        Slots { taken: Arc::new(AtomicUsize::new(0)), max }
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
     pub fn take(&self) -> Option<Slot> {
-        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_READ_ONLY).then_some(n + 1)).ok()?;
-        Some(Slot(Arc::clone(&self.0)))
+        self.taken.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)).ok()?;
+        Some(Slot(Arc::clone(&self.taken)))
     }
 }
 
@@ -42,26 +43,64 @@ impl Drop for Slot {
     }
 }
 
-/// One line of at most `max` bytes (with its `\n`, if it came) from `conn`, read within
-/// `limit` in all.
-pub fn read_line(conn: &UnixStream, max: u64, limit: Duration) -> io::Result<String> {
+/// A stream whose reads and writes can be given a timeout.
+pub trait Timed {
+    fn read_timeout(&self, t: Duration) -> io::Result<()>;
+    fn write_timeout(&self, t: Duration) -> io::Result<()>;
+}
+
+impl Timed for UnixStream {
+    fn read_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t))
+    }
+    fn write_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(t))
+    }
+}
+
+impl Timed for TcpStream {
+    fn read_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t))
+    }
+    fn write_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(t))
+    }
+}
+
+/// Reads from `conn` into `buf` until `done(buf)` or the peer closes, at most `max` bytes,
+/// within `limit` in all.
+pub fn read_until<S: Timed>(conn: &S, max: u64, limit: Duration, done: impl Fn(&[u8]) -> bool) -> io::Result<Vec<u8>>
+where
+    for<'a> &'a S: Read,
+{
     let deadline = Instant::now() + limit;
-    let mut line = Vec::new();
+    let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
-    while !line.contains(&b'\n') {
-        if line.len() as u64 >= max {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("the command is longer than {max} bytes")));
+    while !done(&buf) {
+        if buf.len() as u64 >= max {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("longer than {max} bytes")));
         }
-        conn.set_read_timeout(Some(left(deadline, limit)?))?;
-        let want = chunk.len().min((max - line.len() as u64) as usize);
+        conn.read_timeout(left(deadline, limit)?)?;
+        let want = chunk.len().min((max - buf.len() as u64) as usize);
         match (&*conn).read(&mut chunk[..want]) {
             Ok(0) => break,
-            Ok(n) => line.extend_from_slice(&chunk[..n]),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return Err(timed_out("no command line", limit)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return Err(timed_out("nothing complete", limit)),
             Err(e) => return Err(e),
         }
     }
+    Ok(buf)
+}
+
+/// One line of at most `max` bytes (with its `\n`, if it came) from `conn`, read within
+/// `limit` in all.
+pub fn read_line(conn: &UnixStream, max: u64, limit: Duration) -> io::Result<String> {
+    let mut line = read_until(conn, max, limit, |b| b.contains(&b'\n')).map_err(|e| match e.kind() {
+        io::ErrorKind::InvalidData => io::Error::new(e.kind(), format!("the command is {e}")),
+        io::ErrorKind::TimedOut => timed_out("no command line", limit),
+        _ => e,
+    })?;
     if let Some(end) = line.iter().position(|&b| b == b'\n') {
         line.truncate(end + 1);
     }
@@ -69,11 +108,14 @@ pub fn read_line(conn: &UnixStream, max: u64, limit: Duration) -> io::Result<Str
 }
 
 /// Writes `bytes` to `conn` within `limit` in all.
-pub fn write_all(conn: &UnixStream, bytes: &[u8], limit: Duration) -> io::Result<()> {
+pub fn write_all<S: Timed>(conn: &S, bytes: &[u8], limit: Duration) -> io::Result<()>
+where
+    for<'a> &'a S: Write,
+{
     let deadline = Instant::now() + limit;
     let mut rest = bytes;
     while !rest.is_empty() {
-        conn.set_write_timeout(Some(left(deadline, limit)?))?;
+        conn.write_timeout(left(deadline, limit)?)?;
         match (&*conn).write(rest) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => rest = &rest[n..],
@@ -105,12 +147,12 @@ mod tests {
     fn command_lines_are_bounded_in_size_and_time() {
         let (mut client, server) = UnixStream::pair().unwrap();
         client.write_all(b"show routes\nmore").unwrap();
-        assert_eq!(read_line(&server, 64, READ_ONLY_READ).unwrap(), "show routes\n");
+        assert_eq!(read_line(&server, 64, Duration::from_secs(5)).unwrap(), "show routes\n");
         let (mut client, server) = UnixStream::pair().unwrap();
         let writer = std::thread::spawn(move || {
             let _ = client.write_all(&vec![b'x'; 1 << 20]);
         });
-        let e = read_line(&server, 64 << 10, READ_ONLY_READ).unwrap_err().to_string();
+        let e = read_line(&server, 64 << 10, Duration::from_secs(5)).unwrap_err().to_string();
         assert_eq!(e, "the command is longer than 65536 bytes");
         drop(server);
         writer.join().unwrap();
@@ -142,9 +184,9 @@ mod tests {
     }
 
     #[test]
-    fn read_only_slots_are_bounded_and_given_back() {
-        let slots = ReadOnlySlots::default();
-        let held: Vec<Slot> = (0..MAX_READ_ONLY).map(|_| slots.take().unwrap()).collect();
+    fn slots_are_bounded_and_given_back() {
+        let slots = Slots::new(8);
+        let held: Vec<Slot> = (0..8).map(|_| slots.take().unwrap()).collect();
         assert!(slots.take().is_none());
         drop(held);
         assert!(slots.take().is_some());
