@@ -9,9 +9,13 @@ have() { command -v "$1" >/dev/null 2>&1; }
 for pair in ip:iproute2 gcc:gcc g++:g++ ping:iputils-ping tcpdump:tcpdump nft:nftables \
             sysctl:procps valgrind:valgrind ethtool:ethtool traceroute:traceroute \
             tracepath:iputils-tracepath python3:python3 bird:bird2 vtysh:frr \
-            iperf3:iperf3 ssh:openssh-client sshd:openssh-server ss:iproute2; do
+            iperf3:iperf3 ssh:openssh-client sshd:openssh-server ss:iproute2 clang:clang; do
     have "${pair%%:*}" || need_pkgs+=("${pair##*:}")
 done
+# The eBPF programs (crates/io/bpf/*.bpf.c) are built by clang with libbpf's headers and the
+# kernel's UAPI headers.
+[[ -e /usr/include/bpf/bpf_helpers.h ]] || need_pkgs+=(libbpf-dev)
+[[ -e /usr/include/linux/bpf.h ]] || need_pkgs+=(linux-libc-dev)
 # Tools the tests check linerate's metrics and service unit with, without what they recommend
 # (prometheus would bring a node exporter): promtool, systemd-analyze, and Debian's Python
 # client to parse OpenMetrics text.

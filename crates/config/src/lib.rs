@@ -98,6 +98,12 @@ pub struct RouterSettings {
     /// `[router.kernel_routes]`: the kernel routing table mirrored into the FIB (default:
     /// none).
     pub kernel_routes: Option<KernelRoutes>,
+    /// Offload the flows the pipeline decided to the XDP fast path in the kernel, on AF_XDP
+    /// interfaces (default true; docs/router.md, "The fast path in the kernel").
+    pub fast_path: bool,
+    /// Flow entries of the fast path (each direction of a flow is one), 1024..=16,777,216
+    /// (default 262,144): the least recently used entry makes room.
+    pub fast_path_flows: u32,
 }
 
 impl Default for RouterSettings {
@@ -118,6 +124,8 @@ impl Default for RouterSettings {
             metrics_listen: None,
             route_file: None,
             kernel_routes: None,
+            fast_path: true,
+            fast_path_flows: 1 << 18,
         }
     }
 }

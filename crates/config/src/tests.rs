@@ -930,3 +930,13 @@ fn metrics_listen() {
     fails("[router]\nmetrics_listen = \"localhost\"\n", 2, 18, "metrics_listen \"localhost\" is not an address and port");
     fails("[router]\nmetrics_listen = 9111\n", 2, 18, "expected a string");
 }
+
+#[test]
+fn fast_path_settings() {
+    let d = parse("").unwrap().router;
+    assert!(d.fast_path && d.fast_path_flows == 1 << 18);
+    let off = parse("[router]\nfast_path = false\nfast_path_flows = 4096\n").unwrap().router;
+    assert!(!off.fast_path && off.fast_path_flows == 4096);
+    fails("[router]\nfast_path_flows = 10\n", 2, 19, "fast_path_flows");
+    fails("[router]\nfast_path = 1\n", 2, 13, "expected a boolean");
+}

@@ -56,6 +56,8 @@ struct RawRouter {
     metrics_listen: Option<S<String>>,
     route_file: Option<S<String>>,
     kernel_routes: Option<S<crate::kernel_routes::RawKernelRoutes>>,
+    fast_path: Option<bool>,
+    fast_path_flows: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -180,6 +182,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         d.max_neighbours as i64,
     )? as usize;
     let route_file = route_file(cx, r.route_file.as_ref())?;
+    let fast_path_flows = cx.int(&r.fast_path_flows, "router: ", "fast_path_flows", 1024, 1 << 24, i64::from(d.fast_path_flows))? as u32;
     let user = account_name(cx, r.user.as_ref(), "user")?;
     let control_group = account_name(cx, r.control_group.as_ref(), "control_group")?;
     let metrics_listen = metrics_listen(cx, r.metrics_listen.as_ref())?;
@@ -199,6 +202,8 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         metrics_listen,
         route_file,
         kernel_routes: crate::kernel_routes::settings(cx, r.kernel_routes, r.host_stack.unwrap_or(d.host_stack))?,
+        fast_path: r.fast_path.unwrap_or(d.fast_path),
+        fast_path_flows,
     })
 }
 

@@ -56,6 +56,9 @@ pub struct Fib {
     pub adj: AdjacencyTable,
     /// Seed of the multipath flow hash ([`crate::ecmp`]), per process.
     pub ecmp_seed: u64,
+    /// Moves on with every change of a route or a neighbour: flows offloaded to the kernel's
+    /// fast path before it are decided again ([`crate::offload`]).
+    pub decisions: Arc<crate::offload::Decisions>,
 }
 
 /// What a FIB entry is, for `linerate show routes`.
@@ -178,6 +181,7 @@ impl FibControl {
             v6: Ipv6Lpm::new(),
             adj: AdjacencyTable::with_groups(next_hops, DEFAULT_GROUPS),
             ecmp_seed: crate::seed::random_seed(),
+            decisions: Arc::default(),
         };
         fib.adj.set(LOCAL_ID, Adjacency::Local);
         fib.adj.set(BLACKHOLE_ID, Adjacency::Blackhole);
@@ -231,6 +235,10 @@ impl FibControl {
             IpAddr::V4(a) => self.fib.v4.insert(u32::from(a), len, id),
             IpAddr::V6(a) => self.fib.v6.insert(u128::from(a), len, id),
         };
+        // The same next hop again (a neighbour's refresh) changes no decision.
+        if !matches!(res, Ok(Some(old)) if old == id) {
+            self.fib.decisions.changed();
+        }
         res.map(drop).map_err(|source| FibError::Lpm { prefix, len, source })
     }
 
@@ -253,10 +261,14 @@ impl FibControl {
     }
 
     fn lpm_remove_old(&mut self, prefix: IpAddr, len: u8) -> Result<Option<NextHop>, LpmError> {
-        match prefix {
+        let res = match prefix {
             IpAddr::V4(a) => self.fib.v4.remove(u32::from(a), len),
             IpAddr::V6(a) => self.fib.v6.remove(u128::from(a), len),
+        };
+        if matches!(res, Ok(Some(_))) {
+            self.fib.decisions.changed();
         }
+        res
     }
 
     /// Every installed prefix and what it is, in address order.
@@ -443,7 +455,9 @@ impl FibControl {
             self.unset_neighbour(addr);
         }
         let id = self.gateway_id(addr, port)?;
-        self.neighbours.insert(addr, (port, mac));
+        if self.neighbours.insert(addr, (port, mac)).is_some_and(|old| old != (port, mac)) {
+            self.fib.decisions.changed();
+        }
         self.fib.adj.set(id, Adjacency::Forward { port, mac });
         let len = host_len(addr);
         let res = match self.routes.get(&(addr, len)).map(|i| i.source) {
@@ -469,6 +483,7 @@ impl FibControl {
         }
         let Some(&id) = self.gateways.get(&(port, addr)) else { return };
         self.fib.adj.set(id, Adjacency::Unresolved { port });
+        self.fib.decisions.changed();
         if !self.refs.contains_key(&id) {
             self.gateways.remove(&(port, addr));
             self.free_gateway_or_group(id);

@@ -292,6 +292,12 @@ impl Firewall {
         &self.cur.rules
     }
 
+    /// Whether the flows this firewall passes may go to the kernel's fast path: its rules
+    /// decide each flow once and for all ([`crate::offload`]).
+    pub fn offloadable(&self) -> bool {
+        self.cur.rules.offloadable
+    }
+
     /// The rules and the normalization counters, for the scrub pass.
     #[inline(always)]
     pub(crate) fn scrub_parts(&mut self) -> (&CompiledRules, &mut scrub::ScrubCounts) {

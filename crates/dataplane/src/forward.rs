@@ -235,6 +235,13 @@ impl Forwarder {
         self.tap.as_mut().filter(|t| t.at(point))
     }
 
+    /// Whether the flows of the batch just processed may go to the kernel's fast path: no
+    /// capture is armed, and a firewall, if any, decides each flow once
+    /// ([`crate::offload`]).
+    pub fn offloadable(&self) -> bool {
+        self.tap.is_none() && self.filter.as_ref().is_none_or(|f| f.fw.offloadable())
+    }
+
     pub fn firewall(&self) -> Option<&Firewall> {
         self.filter.as_ref().map(|f| &f.fw)
     }

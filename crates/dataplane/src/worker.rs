@@ -17,6 +17,7 @@ use crate::filter::requests::{StateDesk, StateRequest};
 use crate::filter::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
 use crate::host_out::HostOutReceiver;
+use crate::offload::FlowLearner;
 use crate::punt::{PuntBatch, PuntPort};
 use crate::tap::{CaptureSlot, Point};
 
@@ -77,6 +78,8 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     capture_seen: u64,
     /// The router's own packets to filter and send ([`crate::host_out`]).
     host_out: Option<HostOutReceiver>,
+    /// Offers the flows it forwards to the kernel's fast path ([`crate::offload`]).
+    learner: Option<FlowLearner>,
 }
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
@@ -111,7 +114,13 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             capture: CaptureSlot::new(),
             capture_seen: 0,
             host_out: None,
+            learner: None,
         }
+    }
+
+    /// Has the worker offer the flows it forwards to the kernel's fast path.
+    pub fn set_flow_learner(&mut self, learner: FlowLearner) {
+        self.learner = Some(learner);
     }
 
     /// Chooses what the worker does while its ports are idle (before it runs).
@@ -204,6 +213,12 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let mut received = 0;
         // The one cost of captures while none runs: a relaxed load per round.
         if let Some(tap) = self.capture.changed(&mut self.capture_seen) {
+            // A capture sees every frame: the fast path's flows come back to the pipeline.
+            if tap.is_some()
+                && let Some(l) = &self.learner
+            {
+                l.void_all();
+            }
             self.forwarder.set_tap(tap);
         }
         for i in 0..self.rx.len() {
@@ -220,12 +235,20 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 t.copy_batch(&self.pool, &self.input, None);
             }
             let before = self.forwarder.counts;
+            if let Some(l) = &mut self.learner {
+                l.begin_batch();
+            }
             self.forwarder.process(
                 &mut self.pool,
                 &mut self.input,
                 &mut self.outputs,
                 &mut self.punts,
             );
+            if let Some(l) = &mut self.learner
+                && self.forwarder.offloadable()
+            {
+                l.learn(&self.pool, &self.outputs);
+            }
             if let Some(t) = self.forwarder.tap_at(Point::Tx) {
                 for (port, out) in self.outputs.iter().enumerate() {
                     t.copy_batch(&self.pool, out, Some(port as u16));

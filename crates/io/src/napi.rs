@@ -37,7 +37,7 @@ const NETDEV_QUEUE_TYPE_RX: u32 = 0;
 const NETDEV_A_NAPI_IFINDEX: u16 = 1;
 const NETDEV_A_NAPI_ID: u16 = 2;
 const NETDEV_A_NAPI_PID: u16 = 4;
-const GENL_HDRLEN: usize = 4;
+pub(crate) const GENL_HDRLEN: usize = 4;
 
 /// One NAPI instance of an interface: its id, the rx queues it serves and its thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,13 +48,13 @@ pub struct Napi {
     pub tid: Option<u32>,
 }
 
-fn genl_request(family: u16, cmd: u8, flags: u16, attrs_out: &[u8]) -> Vec<u8> {
+pub(crate) fn genl_request(family: u16, cmd: u8, flags: u16, attrs_out: &[u8]) -> Vec<u8> {
     let mut body = vec![cmd, 1, 0, 0];
     body.extend_from_slice(attrs_out);
     netlink::message(family, flags, &body)
 }
 
-fn genl_family(name: &str) -> io::Result<u16> {
+pub(crate) fn genl_family(name: &str) -> io::Result<u16> {
     let mut a = Vec::new();
     push_attr(&mut a, CTRL_ATTR_FAMILY_NAME, format!("{name}\0").as_bytes());
     let replies = netlink::exchange(libc::NETLINK_GENERIC, &genl_request(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, &a))?;

@@ -96,6 +96,7 @@ pub struct XdpStatistics {
 pub const BPF_MAP_CREATE: libc::c_int = 0;
 pub const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 pub const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+pub const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
 pub const BPF_PROG_LOAD: libc::c_int = 5;
 pub const BPF_PROG_TEST_RUN: libc::c_int = 10;
 pub const BPF_MAP_UPDATE_BATCH: libc::c_int = 26;

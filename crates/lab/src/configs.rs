@@ -118,7 +118,8 @@ pub fn linerate_rules(rules: u32, conntrack: bool) -> String {
 }
 
 /// linerate's config for the lab's DUT namespace.
-pub fn linerate_config(backend: &str) -> String {
+/// With `fast_path` false, every frame goes through the pipeline.
+pub fn linerate_config(backend: &str, fast_path: bool) -> String {
     let (backend, mode) = match backend {
         "auto" => ("auto", "auto"),
         "af_xdp_native" => ("af_xdp", "native"),
@@ -128,6 +129,7 @@ pub fn linerate_config(backend: &str) -> String {
     format!(
         r#"[router]
 batch_size = 64
+fast_path = {fast_path}
 # The lab measures forwarding; the DUT namespace's kernel keeps the addresses (as it does
 # for the kernel sets) instead of linerate's host-stack TAPs.
 host_stack = false
@@ -254,7 +256,8 @@ mod tests {
     #[test]
     fn linerate_config_validates() {
         for b in ["auto", "af_xdp", "af_xdp_native", "af_packet"] {
-            config_ok(&linerate_config(b));
+            config_ok(&linerate_config(b, true));
+            config_ok(&linerate_config(b, false));
         }
     }
 

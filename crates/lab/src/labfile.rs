@@ -35,6 +35,8 @@
 //! [[set]]
 //! name = "linerate"
 //! dut = "linerate"
+//! fast_path = true    # linerate: the kernel fast path for decided flows (false: the
+//!                     # pipeline alone)
 //! backend = "auto"    # auto (default: AF_XDP, native where the driver can) | af_xdp
 //!                     # (generic XDP) | af_xdp_native | af_packet
 //! rules = 1000        # linerate too: the same rules in pf syntax, then `pass all no state`
@@ -127,6 +129,8 @@ struct SetSpec {
     #[serde(default)]
     backend: Option<String>,
     #[serde(default)]
+    fast_path: Option<bool>,
+    #[serde(default)]
     overload: Vec<f64>,
     #[serde(default)]
     ping: u32,
@@ -184,6 +188,9 @@ pub struct Set {
     pub nat: bool,
     /// linerate: "auto", "af_xdp", "af_xdp_native" or "af_packet".
     pub backend: String,
+    /// linerate: the kernel fast path for decided flows (`router.fast_path`, default true);
+    /// false measures the pipeline alone.
+    pub fast_path: bool,
     /// Multiples of the set's rate to offer after its runs (the overload sweep).
     pub overload: Vec<f64>,
     /// Pings across the idle DUT, one a second, after the runs (0: none).
@@ -386,6 +393,7 @@ fn expand_set(
         nft_set: s.nft_set,
         nat: s.nat,
         backend,
+        fast_path: s.fast_path.unwrap_or(true),
         overload: s.overload.clone(),
         ping: s.ping,
         traffic: t,
@@ -476,6 +484,12 @@ dut = "linerate"
 overload = [0.5, 1, 1.5, 2, 3]
 ping = 10
 
+# The pipeline alone: every frame through linerate's workers (router.fast_path = false).
+[[set]]
+name = "linerate-pipeline"
+dut = "linerate"
+fast_path = false
+
 [[set]]
 name = "kernel-nft-1000"
 dut = "kernel-nft"
@@ -492,6 +506,12 @@ nft_set = true
 name = "linerate-1000"
 dut = "linerate"
 rules = 1000
+
+[[set]]
+name = "linerate-1000-pipeline"
+dut = "linerate"
+rules = 1000
+fast_path = false
 
 # Outbound NAT of every flow: nftables masquerade (with conntrack, as it needs) against
 # pf's `nat on lrd1 from any to any -> (lrd1)` with `keep state`.
@@ -532,22 +552,26 @@ mod tests {
             [
                 "kernel",
                 "linerate",
+                "linerate-pipeline",
                 "kernel-nft-1000",
                 "kernel-nft-set-1000",
                 "linerate-1000",
+                "linerate-1000-pipeline",
                 "kernel-nft-masquerade",
                 "linerate-nat"
             ]
         );
         assert_eq!(
-            (lab.sets[2].rules, lab.sets[3].rules, lab.sets[4].rules),
+            (lab.sets[3].rules, lab.sets[4].rules, lab.sets[5].rules),
             (1000, 1000, 1000)
         );
-        assert!(!lab.sets[2].nft_set && lab.sets[3].nft_set);
+        assert!(!lab.sets[3].nft_set && lab.sets[4].nft_set);
         assert_eq!(
-            (lab.sets[4].dut, lab.sets[4].backend.as_str()),
+            (lab.sets[5].dut, lab.sets[5].backend.as_str()),
             (Dut::Linerate, "auto")
         );
+        let fast: Vec<bool> = lab.sets.iter().filter(|s| s.dut == Dut::Linerate).map(|s| s.fast_path).collect();
+        assert_eq!(fast, [true, false, true, false, true]);
         assert_eq!(lab.sets[1].overload, [0.5, 1.0, 1.5, 2.0, 3.0]);
         assert!(
             lab.sets

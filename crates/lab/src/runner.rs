@@ -594,7 +594,7 @@ impl LabEnv {
                     text.push_str(&linerate_rules(set.rules, set.conntrack || set.nat));
                     std::fs::write(r, text)?;
                 }
-                let mut text = linerate_config(&set.backend);
+                let mut text = linerate_config(&set.backend, set.fast_path);
                 if let Some(r) = &rules {
                     text.push_str(&format!("\n[firewall]\nrules = \"{}\"\n", r.display()));
                 }

@@ -15,6 +15,7 @@ mod lab_cmd;
 mod log;
 mod metrics;
 mod notify;
+mod offload;
 mod logger;
 mod output;
 mod owner;

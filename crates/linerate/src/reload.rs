@@ -222,6 +222,8 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
         ("control_group", a.control_group != b.control_group),
         ("metrics_listen", a.metrics_listen != b.metrics_listen),
         ("kernel_routes", a.kernel_routes != b.kernel_routes),
+        ("fast_path", a.fast_path != b.fast_path),
+        ("fast_path_flows", a.fast_path_flows != b.fast_path_flows),
     ];
     for (key, _) in router.iter().filter(|(_, changed)| *changed) {
         out.push(format!("router.{key} changed: restart needed"));

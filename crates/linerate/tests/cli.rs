@@ -428,7 +428,7 @@ fn check_accepts_the_labs_config_and_nat_rules() {
     let dir = std::env::temp_dir().join(format!("lr-cli-lab-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("router.toml");
-    let mut text = lab::configs::linerate_config("auto");
+    let mut text = lab::configs::linerate_config("auto", true);
     text.push_str("\n[firewall]\nrules = \"r.conf\"\n");
     std::fs::write(&cfg, text).unwrap();
     std::fs::write(

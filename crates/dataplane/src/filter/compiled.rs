@@ -43,6 +43,10 @@ pub struct CompiledRules {
     /// Some `out` rule has `route-to`: the forwarder looks the state up again after the out
     /// pass, which may have just made it.
     pub(crate) routes_out: bool,
+    /// Every packet of a flow gets the same verdict and leaves as it came (no state, no
+    /// translation, no scrub, no log, no test of TCP flags): its flows may be offloaded to
+    /// the kernel's fast path ([`crate::offload`]).
+    pub(crate) offloadable: bool,
     /// Shared by the sets made from this one by changing table entries (`overload`,
     /// `linerate table`): the same rules, whose counters go on.
     pub(super) lineage: Arc<()>,
@@ -130,6 +134,7 @@ impl CompiledRules {
             .rules
             .iter()
             .any(|r| r.route.is_some() && r.dir == Some(fw::packet::Dir::Out));
+        let offloadable = offloadable(&rules);
         Ok(CompiledRules {
             rules,
             classifier,
@@ -144,6 +149,7 @@ impl CompiledRules {
             modulate,
             route_opts,
             routes_out,
+            offloadable,
             lineage,
             keep: std::sync::OnceLock::new(),
         })
@@ -210,4 +216,17 @@ impl CompiledRules {
     pub fn classifier_bytes(&self) -> usize {
         self.classifier.memory_bytes()
     }
+}
+
+/// Whether every packet of a flow gets the same verdict from `rules` and leaves unchanged
+/// (see [`CompiledRules::offloadable`]).
+fn offloadable(rules: &RuleSet) -> bool {
+    rules.nat.is_empty()
+        && rules.scrub.is_empty()
+        && rules.rules.iter().all(|r| {
+            r.keep_state == fw::rules::StateMode::None
+                && r.log == fw::rules::LogMode::None
+                && r.flags.is_none()
+                && r.route.is_none()
+        })
 }

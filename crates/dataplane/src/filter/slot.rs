@@ -24,6 +24,9 @@ pub struct RulesSlot {
     /// give the shared source nodes (`max-src-conn-rate`, `src.track`) agree.
     pub(super) epoch: Instant,
     current: Mutex<Published>,
+    /// Told of every set published, so that flows offloaded under the old one are decided
+    /// again ([`crate::offload`]).
+    decisions: std::sync::OnceLock<Arc<crate::offload::Decisions>>,
 }
 
 /// The published set, and what each worker's firewall (by registration) needs to adopt it.
@@ -60,7 +63,13 @@ impl RulesSlot {
                 flushes: Vec::new(),
                 flush_seq: 0,
             }),
+            decisions: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Has every publication void the decisions of `decisions` (the FIB's, once).
+    pub fn set_decisions(&self, decisions: Arc<crate::offload::Decisions>) {
+        let _ = self.decisions.set(decisions);
     }
 
     /// Starts the overload thread, once: from a worker's first batch with rules that have
@@ -152,6 +161,10 @@ impl RulesSlot {
         Self::push_flushes(&mut cur, flushes);
         // Bumped under the lock: a worker that sees the new generation finds the new set.
         self.generation.fetch_add(1, Ordering::Release);
+        drop(cur);
+        if let Some(d) = self.decisions.get() {
+            d.changed();
+        }
         Ok(true)
     }
 

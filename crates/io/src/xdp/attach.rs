@@ -3,9 +3,10 @@
 //! replacement of a stale netlink-attached linerate program.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
 
+use super::fastpath::FastPath;
 use super::{XdpError, XdpMode, bpf, netlink, sys};
 
 /// The program, its XSKMAP and the link holding it on one interface.
@@ -13,12 +14,48 @@ pub struct Attachment {
     netns: u64,
     pub ifindex: u32,
     pub mode: XdpMode,
-    pub map: OwnedFd,
-    /// Fail-closed: the per-CPU count of IP frames dropped for want of a socket.
-    pub drops: Option<OwnedFd>,
-    _prog: OwnedFd,
+    steering: Steering,
     /// Closing this detaches the program.
     _link: OwnedFd,
+}
+
+/// Which program steers the interface's frames to the sockets.
+enum Steering {
+    /// The hand-assembled `lr_xsk`, with its own XSKMAP (and, fail-closed, its drop count).
+    Own { map: OwnedFd, drops: Option<OwnedFd>, _prog: OwnedFd },
+    /// The fast path's program, shared by every interface: the XSKMAP range of `slot`.
+    Fast { fast: Arc<FastPath>, slot: u32 },
+}
+
+impl Attachment {
+    /// Points queue `queue`'s entry of the steering map at socket `sock`.
+    pub fn set_socket(&self, queue: u32, sock: RawFd) -> io::Result<()> {
+        match &self.steering {
+            Steering::Own { map, .. } => bpf::xskmap_set(map.as_raw_fd(), queue, sock),
+            Steering::Fast { fast, slot } => fast.xsk_set(*slot, queue, sock),
+        }
+    }
+
+    fn fail_closed(&self) -> bool {
+        match &self.steering {
+            Steering::Own { drops, .. } => drops.is_some(),
+            Steering::Fast { fast, .. } => fast.fail_closed(),
+        }
+    }
+
+    fn fast(&self) -> bool {
+        matches!(self.steering, Steering::Fast { .. })
+    }
+
+    fn unsteered(&self) -> Option<u64> {
+        match &self.steering {
+            Steering::Own { drops, .. } => bpf::read_percpu_u64(drops.as_ref()?.as_raw_fd()).ok(),
+            Steering::Fast { fast, slot } if fast.fail_closed() => {
+                fast.port_counts(*slot as u16).ok().map(|c| c.unsteered)
+            }
+            Steering::Fast { .. } => None,
+        }
+    }
 }
 
 /// Live attachments of this process, so that sockets on several queues of one interface share
@@ -31,11 +68,19 @@ pub fn unsteered_drops(ifindex: u32) -> Option<u64> {
     let netns = sys::netns_id();
     let all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
     let a = all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex)?;
-    bpf::read_percpu_u64(a.drops.as_ref()?.as_raw_fd()).ok()
+    a.unsteered()
 }
 
 /// The attachment on `ifindex` (in the calling thread's namespace), creating it if needed.
-pub fn get_or_attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Result<Arc<Attachment>, XdpError> {
+/// With `fast` (the flow table's size), the fast path's program steers (and forwards the
+/// flows linerate offloads).
+pub fn get_or_attach(
+    ifname: &str,
+    ifindex: u32,
+    want: XdpMode,
+    fail_closed: bool,
+    fast: Option<u32>,
+) -> Result<Arc<Attachment>, XdpError> {
     let netns = sys::netns_id();
     let mut all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|w| w.strong_count() > 0);
@@ -46,12 +91,27 @@ pub fn get_or_attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: boo
                 a.mode
             )));
         }
-        if fail_closed != a.drops.is_some() {
-            return Err(XdpError::Config(format!("`{ifname}` already runs linerate's program with fail-closed = {}", a.drops.is_some())));
+        if fail_closed != a.fail_closed() || fast.is_some() != a.fast() {
+            return Err(XdpError::Config(format!(
+                "`{ifname}` already runs linerate's program with fail-closed = {}, fast path = {}",
+                a.fail_closed(),
+                a.fast()
+            )));
         }
         return Ok(a);
     }
-    let a = Arc::new(attach(ifname, ifindex, want, fail_closed)?);
+    let steering = match fast {
+        Some(flows) => {
+            let fast = FastPath::shared(flows, fail_closed)?;
+            let slot = fast.register(ifindex)?;
+            Steering::Fast { fast, slot }
+        }
+        None => {
+            let (map, drops, prog) = load_program(ifname, bpf::PROG_NAME, fail_closed)?;
+            Steering::Own { map, drops, _prog: prog }
+        }
+    };
+    let a = Arc::new(attach(ifname, ifindex, want, steering)?);
     all.push(Arc::downgrade(&a));
     Ok(a)
 }
@@ -78,8 +138,11 @@ pub fn load_program(ifname: &str, name: &str, fail_closed: bool) -> Result<Loade
     Ok((map, drops, prog))
 }
 
-fn attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Result<Attachment, XdpError> {
-    let (map, drops, prog) = load_program(ifname, bpf::PROG_NAME, fail_closed)?;
+fn attach(ifname: &str, ifindex: u32, want: XdpMode, steering: Steering) -> Result<Attachment, XdpError> {
+    let prog = match &steering {
+        Steering::Own { _prog, .. } => _prog.as_raw_fd(),
+        Steering::Fast { fast, .. } => fast.prog_fd(),
+    };
     let modes: &[XdpMode] = match want {
         XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
         XdpMode::Native => &[XdpMode::Native],
@@ -87,8 +150,8 @@ fn attach(ifname: &str, ifindex: u32, want: XdpMode, fail_closed: bool) -> Resul
     };
     let mut last = None;
     for &mode in modes {
-        match link_replacing_stale(ifname, ifindex, &prog, mode) {
-            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, map, drops, _prog: prog, _link: link }),
+        match link_replacing_stale(ifname, ifindex, prog, mode) {
+            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, steering, _link: link }),
             // The driver has no native XDP: try generic (skb) mode.
             Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
             // Native XDP refuses a link whose MTU does not fit a page (veth, virtio_net).
@@ -123,9 +186,9 @@ fn mode_flags(mode: XdpMode) -> u32 {
 
 /// Creates the link; if a program attached through netlink is in the way and is linerate's
 /// (left by a crash), detaches it and tries once more.
-fn link_replacing_stale(ifname: &str, ifindex: u32, prog: &OwnedFd, mode: XdpMode) -> Result<OwnedFd, LinkError> {
+fn link_replacing_stale(ifname: &str, ifindex: u32, prog: RawFd, mode: XdpMode) -> Result<OwnedFd, LinkError> {
     let flags = mode_flags(mode);
-    let err = match bpf::link_xdp(prog.as_raw_fd(), ifindex, flags) {
+    let err = match bpf::link_xdp(prog, ifindex, flags) {
         Ok(link) => return Ok(link),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => e,
         Err(e) => return Err(LinkError::Io(e)),
@@ -144,5 +207,5 @@ fn link_replacing_stale(ifname: &str, ifindex: u32, prog: &OwnedFd, mode: XdpMod
         // Netlink cannot detach a bpf_link: a live process (another linerate) holds it.
         return Err(fatal(XdpError::InUse { ifname: ifname.into(), id: old.prog_id, name, source: e }));
     }
-    bpf::link_xdp(prog.as_raw_fd(), ifindex, flags).map_err(LinkError::Io)
+    bpf::link_xdp(prog, ifindex, flags).map_err(LinkError::Io)
 }

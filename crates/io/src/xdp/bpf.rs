@@ -15,7 +15,7 @@ pub const PROG_NAME: &str = "lr_xsk";
 /// Name of the pass-everything program that gives a veth its NAPI (`xdp::attach_pass`).
 pub const PASS_PROG_NAME: &str = "lr_pass";
 /// Names of XDP programs linerate may have left attached; these are replaced without asking.
-pub const OWN_PROG_NAMES: &[&str] = &[PROG_NAME, PASS_PROG_NAME];
+pub const OWN_PROG_NAMES: &[&str] = &[PROG_NAME, PASS_PROG_NAME, super::fastpath::PROG_NAME];
 /// Entries of the XSKMAP: the highest queue index a socket can bind to, plus one.
 pub const MAX_QUEUES: u32 = 256;
 
@@ -388,7 +388,12 @@ pub fn read_percpu_u64(map: RawFd) -> io::Result<u64> {
 /// Entry 0 of per-CPU array `map` (a value of `N` u64 counters, on each of `cpus` CPUs),
 /// summed over the CPUs counter by counter.
 pub fn percpu_sums<const N: usize>(map: RawFd, cpus: usize) -> io::Result<[u64; N]> {
-    let key = 0u32;
+    percpu_values(map, 0, cpus)
+}
+
+/// Entry `key` of per-CPU array `map` (a value of `N` u64 counters, on each of `cpus` CPUs),
+/// summed over the CPUs counter by counter.
+pub fn percpu_values<const N: usize>(map: RawFd, key: u32, cpus: usize) -> io::Result<[u64; N]> {
     let mut values = vec![[0u64; N]; cpus];
     let mut attr = MapElemAttr {
         map_fd: map as u32,

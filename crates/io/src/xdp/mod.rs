@@ -14,6 +14,8 @@
 
 mod attach;
 pub mod bpf;
+pub mod fastpath;
+pub mod features;
 mod netlink;
 pub mod ring;
 pub mod kernel_copy;
@@ -75,11 +77,21 @@ pub struct XdpConfig {
     /// The steering program drops (and counts) IP and VLAN frames arriving on a queue with
     /// no socket instead of passing them to the kernel ([`bpf::xsk_program_fail_closed`]).
     pub fail_closed: bool,
+    /// The fast path's program steers instead of `lr_xsk`, with a flow table of this many
+    /// entries ([`fastpath`]).
+    pub fast_path: Option<u32>,
 }
 
 impl Default for XdpConfig {
     fn default() -> Self {
-        XdpConfig { queue: 0, ring_size: 2048, mode: XdpMode::Auto, zero_copy: ZeroCopy::Auto, fail_closed: false }
+        XdpConfig {
+            queue: 0,
+            ring_size: 2048,
+            mode: XdpMode::Auto,
+            zero_copy: ZeroCopy::Auto,
+            fail_closed: false,
+            fast_path: None,
+        }
     }
 }
 
@@ -177,7 +189,7 @@ pub fn open(
         return Err(XdpError::Config("the shared UMEM was registered for another frame pool".into()));
     }
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let attach = attach::get_or_attach(ifname, ifindex, cfg.mode, cfg.fail_closed)?;
+    let attach = attach::get_or_attach(ifname, ifindex, cfg.mode, cfg.fail_closed, cfg.fast_path)?;
 
     // Sharing the UMEM of a socket on the same (interface, queue) would share its rings too,
     // which these ports do not do: the queue is taken.
@@ -189,7 +201,7 @@ pub fn open(
     }
     let binder = Binder { region, ifindex, ifname, cfg };
     let parts = binder.bind(shared, attach.mode)?;
-    bpf::xskmap_set(attach.map.as_raw_fd(), cfg.queue, parts.fd.as_raw_fd())
+    attach.set_socket(cfg.queue, parts.fd.as_raw_fd())
         .map_err(|e| XdpError::sys("insert socket in XSKMAP", ifname, e))?;
 
     let sock = Arc::new(Socket {

@@ -64,7 +64,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     // is found before any interface, TAP, program or nftables table is touched.
     let Checked { cfg, path, privileges, workers, fib, ports, physical, mut firewall } = check(&args)?;
     let mut claimed = claim(&cfg, &physical, workers, &firewall)?;
-    let opened = ports::open_all(&physical, workers, firewall.slot.is_some(), &mut claimed.backends, &path)?;
+    let fast_path = cfg.router.fast_path.then_some(cfg.router.fast_path_flows);
+    let opened = ports::open_all(&physical, workers, firewall.slot.is_some(), fast_path, &mut claimed.backends, &path)?;
     let reload_refusal = crate::steering::reload_refusal(&physical, &claimed.backends, workers);
     let _bypass = ports::bypass_kernel(&opened.packet_ifaces, cfg.router.host_stack, firewall.slot.is_some())?;
     let nft_table = _bypass.as_ref().is_some_and(|b| matches!(b, crate::kernel_bypass::KernelBypass::Nftables(_)));
@@ -74,6 +75,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let receive = cfg.router.napi_threads.then(|| crate::receive::place(&physical, &claimed.backends, &cpus));
     let log_file = if firewall.slot.is_some() { crate::logger::open_file(&cfg.log)? } else { None };
     let mut built = workers::build(&cfg, opened.per_worker, std::mem::take(&mut firewall.per_worker), &slow, &ports, receive.as_ref(), &opened.kinds)?;
+    let offload = fast_path_setup(&cfg, &physical, &claimed.backends, &slow, &firewall, &mut built);
     let state = router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
     let mut control = bind_control(&cfg, &privileges);
 
@@ -86,6 +88,10 @@ pub fn main(args: RunArgs) -> Result<()> {
         slow_io.host_io.set_host_out(out);
     }
     let threads = workers::start(&slow.slow, slow_io, built.ready, &cpus, &claimed.stop)?;
+    let (offload, offload_thread) = match offload {
+        Some((o, queues)) => (Some(Arc::clone(&o)), Some(o.start(queues, Arc::clone(&claimed.stop))?)),
+        None => (None, None),
+    };
     serve(&mut claimed.metrics, control.as_mut(), &state, &privileges);
     let logger = match &state.log {
         Some(hub) => {
@@ -102,6 +108,9 @@ pub fn main(args: RunArgs) -> Result<()> {
     let started = Instant::now();
     supervise(&args, &claimed, &state, &built.counters, &threads.workers);
     let stopped = stop(threads, logger, &claimed)?;
+    if let Some(t) = offload_thread {
+        let _ = t.join();
+    }
     // The workers are stopped: raise what the clean-up needs (NAPI threads, sysfs, nftables).
     crate::privilege::for_clean_up();
     let run = report::Run {
@@ -113,8 +122,51 @@ pub fn main(args: RunArgs) -> Result<()> {
         send_errors: stopped.host_io.send_errors,
     };
     report::print(&run, &state);
+    if let Some(o) = &offload {
+        report::fast_path(o, &physical);
+    }
     Ok(())
 }
+
+/// The kernel fast path (`router.fast_path`, on AF_XDP ports): the program mirrors the
+/// data plane's decisions, each worker offers the flows it forwards. Returns the offload and
+/// the workers' offer queues, for its thread.
+fn fast_path_setup(
+    cfg: &Config,
+    physical: &[config::Interface],
+    backends: &[Backend],
+    slow: &workers::SlowPathSetup,
+    firewall: &FirewallSetup,
+    built: &mut workers::Workers,
+) -> Option<(Arc<crate::offload::Offload>, Vec<dataplane::offload::OfferConsumer>)> {
+    if !cfg.router.fast_path {
+        return None;
+    }
+    let targets = ports::fast_path_targets(physical, backends);
+    let decisions = &slow.fib.decisions;
+    let offload = Arc::new(crate::offload::Offload::new(targets, decisions)?);
+    if let Some(s) = &firewall.slot {
+        s.set_decisions(Arc::clone(decisions));
+    }
+    // A port that also carries VLANs: its untagged flows stay in the pipeline too (the
+    // program keys flows by interface, not by tag).
+    let inputs: Vec<bool> = physical
+        .iter()
+        .enumerate()
+        .map(|(i, p)| offload.takes_input(i) && !cfg.interfaces.iter().any(|v| v.vlan.as_ref().is_some_and(|v| v.parent == p.name)))
+        .collect();
+    let mut queues = Vec::new();
+    for w in &mut built.ready {
+        let (tx, rx) = dataplane::offload::offer_queue(OFFER_QUEUE);
+        w.set_flow_learner(dataplane::offload::FlowLearner::new(tx, Arc::clone(decisions), inputs.clone()));
+        queues.push(rx);
+    }
+    eprintln!("linerate: fast path in the kernel on {} of {} interfaces", inputs.iter().filter(|&&i| i).count(), physical.len());
+    Some((offload, queues))
+}
+
+/// Offers a worker may queue before the fast path's thread takes them.
+const OFFER_QUEUE: usize = 4096;
 
 /// The config and what is built from it, checked before anything on the system is touched.
 struct Checked {

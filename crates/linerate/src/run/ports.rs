@@ -45,13 +45,16 @@ struct Opening<'a> {
     /// the kernel refuses it, with its own flow hash (both symmetric); decided per interface
     /// by worker 0.
     fanout_rss: Vec<bool>,
+    fast_path: Option<u32>,
     opened: OpenedPorts,
 }
 
 /// Opens every worker's ports. Worker 0 settles each interface's backend (`backends` is
 /// updated: every worker uses the one worker 0 ended up with) and fanout hash.
-pub(super) fn open_all(physical: &[config::Interface], workers: usize, firewall: bool, backends: &mut [Backend], path: &str) -> Result<OpenedPorts> {
+/// With `fast_path` (its flow table's size), AF_XDP ports run the kernel fast path's program.
+pub(super) fn open_all(physical: &[config::Interface], workers: usize, firewall: bool, fast_path: Option<u32>, backends: &mut [Backend], path: &str) -> Result<OpenedPorts> {
     let mut opening = Opening {
+        fast_path,
         physical,
         workers,
         path,
@@ -75,6 +78,7 @@ impl Opening<'_> {
         opener.xdp.queue = w as u32;
         // With a firewall, a frame no worker reads must not reach the kernel's forwarding.
         opener.xdp.fail_closed = firewall;
+        opener.xdp.fast_path = self.fast_path;
         let physical = self.physical;
         for (phys, iface) in physical.iter().enumerate() {
             opener.fanout = (self.workers > 1).then_some(self.fanout_base.wrapping_add(phys as u16));
@@ -156,4 +160,19 @@ pub(super) fn bypass_kernel(packet_ifaces: &[(String, Vec<IpAddr>)], host_stack:
             Ok(None)
         }
     }
+}
+
+/// Each physical port as the fast path sees it (after every port is open).
+pub(super) fn fast_path_targets(physical: &[config::Interface], backends: &[Backend]) -> Vec<crate::offload::PortTarget> {
+    let fast = io::xdp::fastpath::FastPath::current();
+    physical
+        .iter()
+        .zip(backends)
+        .map(|(iface, backend)| {
+            let ifindex = io::netdev::ifindex(&iface.name).unwrap_or(0);
+            let on_xdp = *backend == Backend::AfXdp;
+            let slot = fast.as_ref().filter(|_| on_xdp).and_then(|f| f.slot_of(ifindex));
+            crate::offload::PortTarget { ifindex, slot, mtu: iface.mtu }
+        })
+        .collect()
 }

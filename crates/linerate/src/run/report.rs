@@ -135,3 +135,21 @@ fn print_log(out: &mut String, state: &RouterState) {
         );
     }
 }
+
+/// The kernel fast path's part: what it forwarded on each interface, and its entries.
+pub(super) fn fast_path(o: &crate::offload::Offload, physical: &[config::Interface]) {
+    let mut report = String::from("fast path (in the kernel):\n");
+    for (i, iface) in physical.iter().enumerate() {
+        let (rx, tx) = o.port_packets(i);
+        let _ = writeln!(report, "  {}: {rx} packets in, {tx} packets out", iface.name);
+    }
+    let s = &o.stats;
+    let _ = writeln!(
+        report,
+        "  flow entries written: {}, refused by the kernel: {}; flows left to the pipeline (output takes no redirected frames): {}",
+        s.installed.load(Ordering::Relaxed),
+        s.errors.load(Ordering::Relaxed),
+        s.no_redirect.load(Ordering::Relaxed)
+    );
+    print!("{report}");
+}

@@ -1,0 +1,270 @@
+//! Offload of decided flows to the in-kernel fast path (`io::xdp::fastpath`).
+//!
+//! After the forwarding node has finished a batch, a worker with a [`FlowLearner`] looks at
+//! the frames it is about to send: a UDP or TCP packet (no SYN, FIN or RST) that left untagged
+//! from an untagged input, with no IP options and not a fragment, becomes an [`Offer`]: its
+//! flow as the program will see it on the input, and the rewrite the pipeline applied to it.
+//! A thread of the control plane ([`OfferConsumer`]'s reader) turns offers into the program's
+//! entries; the worker never makes a system call for it.
+//!
+//! An entry is valid while the generation it was decided in ([`Decisions`]) is current. Any
+//! change that may change a decision (a route, a neighbour, a rule set, a table, a capture)
+//! moves the generation on, which the program sees at once: every flow comes back to the
+//! pipeline, which decides it again.
+//!
+//! Only flows whose every packet the pipeline would treat alike are offered: with a firewall,
+//! only while its rule set is stateless and translates nothing
+//! ([`crate::filter::Firewall::offloadable`]); stateful flows stay in the pipeline (see
+//! docs/performance.md, "The fast path in the kernel").
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use io::{Batch, FramePool};
+
+/// The generation of the data plane's decisions, and who mirrors it into the kernel.
+pub struct Decisions {
+    generation: AtomicU32,
+    mirror: Mutex<Option<Box<dyn Fn(u32) + Send>>>,
+}
+
+impl Default for Decisions {
+    fn default() -> Self {
+        Decisions { generation: AtomicU32::new(1), mirror: Mutex::new(None) }
+    }
+}
+
+impl Decisions {
+    /// The current generation (never 0: the program reads 0 as "off").
+    #[inline]
+    pub fn current(&self) -> u32 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Something a decision depends on changed: every decision made so far is void.
+    pub fn changed(&self) {
+        let mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        if g == 0 {
+            self.generation.store(1, Ordering::Release);
+            g = 1;
+        }
+        if let Some(m) = mirror.as_ref() {
+            m(g);
+        }
+    }
+
+    /// Has `mirror` called with each new generation (and once now, with the current one).
+    pub fn set_mirror(&self, mirror: Box<dyn Fn(u32) + Send>) {
+        let mut slot = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+        mirror(self.current());
+        *slot = Some(mirror);
+    }
+}
+
+/// One forwarded packet's flow and rewrite, from a worker to the control plane.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Offer {
+    /// Physical ports (the worker's numbering) it came in on and left by.
+    pub in_port: u16,
+    pub out_port: u16,
+    pub proto: u8,
+    /// 4 or 6.
+    pub family: u8,
+    pub sport: [u8; 2],
+    pub dport: [u8; 2],
+    /// IPv4 in the first 4 bytes.
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub dst_mac: [u8; 6],
+    pub src_mac: [u8; 6],
+    pub generation: u32,
+}
+
+/// Flows a worker already offered in the current generation, at most this many (then it
+/// forgets them all, and offers again what still comes its way).
+const REMEMBERED: usize = 1 << 16;
+
+/// A worker's side: finds offers among the frames it sends and queues them.
+pub struct FlowLearner {
+    queue: io::spsc::Producer<Offer>,
+    decisions: std::sync::Arc<Decisions>,
+    /// Physical ports whose input the program may take (untagged only, AF_XDP with the
+    /// fast path): an input port that also carries VLANs is not one.
+    inputs: Vec<bool>,
+    offered: HashSet<Offer>,
+    generation: u32,
+}
+
+impl FlowLearner {
+    pub fn new(queue: io::spsc::Producer<Offer>, decisions: std::sync::Arc<Decisions>, inputs: Vec<bool>) -> Self {
+        FlowLearner { queue, decisions, inputs, offered: HashSet::new(), generation: 0 }
+    }
+
+    /// Voids every decision offloaded so far (a capture starts: its frames must come through
+    /// the pipeline).
+    pub fn void_all(&self) {
+        self.decisions.changed();
+    }
+
+    /// Reads the generation the next batch is decided in (before the batch's lookups).
+    #[inline]
+    pub fn begin_batch(&mut self) {
+        let g = self.decisions.current();
+        if g != self.generation {
+            self.generation = g;
+            self.offered.clear();
+        }
+    }
+
+    /// Offers the flows of the frames in `outputs` (by output port), as rewritten.
+    pub fn learn(&mut self, pool: &FramePool, outputs: &[Batch]) {
+        for (out_port, batch) in outputs.iter().enumerate() {
+            for desc in batch.as_slice() {
+                if !self.inputs.get(usize::from(desc.port)).copied().unwrap_or(false) {
+                    continue;
+                }
+                let Some(mut offer) = offer_of(pool.frame(*desc)) else { continue };
+                offer.in_port = desc.port;
+                offer.out_port = out_port as u16;
+                self.offer(offer);
+            }
+        }
+    }
+
+    fn offer(&mut self, mut offer: Offer) {
+        offer.generation = self.generation;
+        if self.offered.contains(&offer) {
+            return;
+        }
+        if self.offered.len() >= REMEMBERED {
+            self.offered.clear();
+        }
+        // A full queue: offered again with the flow's next packet.
+        if self.queue.push_with(|slot| *slot = offer) {
+            self.offered.insert(offer);
+        }
+    }
+}
+
+/// The flow of a frame the pipeline is sending, if the fast path could forward it: untagged
+/// Ethernet, IPv4 without options and not a fragment, or IPv6 without extension headers,
+/// carrying UDP or TCP without SYN, FIN or RST.
+pub fn offer_of(frame: &[u8]) -> Option<Offer> {
+    let mut o = Offer::default();
+    o.dst_mac.copy_from_slice(frame.get(0..6)?);
+    o.src_mac.copy_from_slice(frame.get(6..12)?);
+    let l4 = match frame.get(12..14)? {
+        [0x08, 0x00] => {
+            let ip = frame.get(14..34)?;
+            let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+            if ip[0] != 0x45 || fragment {
+                return None;
+            }
+            (o.family, o.proto) = (4, ip[9]);
+            o.src[..4].copy_from_slice(&ip[12..16]);
+            o.dst[..4].copy_from_slice(&ip[16..20]);
+            34
+        }
+        [0x86, 0xdd] => {
+            let ip = frame.get(14..54)?;
+            (o.family, o.proto) = (6, ip[6]);
+            o.src.copy_from_slice(&ip[8..24]);
+            o.dst.copy_from_slice(&ip[24..40]);
+            54
+        }
+        _ => return None,
+    };
+    let ports = frame.get(l4..l4 + 4)?;
+    match o.proto {
+        17 => {}
+        // SYN, FIN, RST: the byte of flags at offset 13.
+        6 if frame.get(l4 + 13)? & 0x07 == 0 => {}
+        _ => return None,
+    }
+    o.sport.copy_from_slice(&ports[0..2]);
+    o.dport.copy_from_slice(&ports[2..4]);
+    Some(o)
+}
+
+/// The control plane's side of one worker's offers.
+pub type OfferConsumer = io::spsc::Consumer<Offer>;
+
+/// A queue of offers between a worker and the control plane.
+pub fn offer_queue(capacity: usize) -> (io::spsc::Producer<Offer>, OfferConsumer) {
+    io::spsc::ring(capacity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A UDP datagram 198.18.0.2:1234 -> 198.19.0.2:9 as the pipeline sends it.
+    fn udp4() -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 0xb, 2, 0, 0, 0, 0, 0xa, 0x08, 0x00];
+        f.extend_from_slice(&[0x45, 0, 0, 28, 0, 1, 0x40, 0, 63, 17, 0, 0, 198, 18, 0, 2, 198, 19, 0, 2]);
+        f.extend_from_slice(&[0x04, 0xd2, 0, 9, 0, 8, 0, 0]);
+        f.resize(60, 0);
+        f
+    }
+
+    #[test]
+    fn a_udp_datagram_is_offered_with_its_rewrite() {
+        let o = offer_of(&udp4()).unwrap();
+        assert_eq!((o.family, o.proto), (4, 17));
+        assert_eq!(&o.src[..4], &[198, 18, 0, 2]);
+        assert_eq!(&o.dst[..4], &[198, 19, 0, 2]);
+        assert_eq!((o.sport, o.dport), ([0x04, 0xd2], [0, 9]));
+        assert_eq!((o.dst_mac[5], o.src_mac[5]), (0xb, 0xa));
+    }
+
+    #[test]
+    fn what_the_pipeline_must_see_is_never_offered() {
+        let mut options = udp4();
+        options[14] = 0x46;
+        let mut fragment = udp4();
+        fragment[20] = 0x20; // MF
+        let mut icmp = udp4();
+        icmp[23] = 1;
+        let mut tagged = udp4();
+        tagged[12..14].copy_from_slice(&[0x81, 0x00]);
+        let mut syn = udp4();
+        syn[23] = 6;
+        syn.resize(74, 0);
+        syn[34 + 13] = 0x02;
+        for f in [options, fragment, icmp, tagged, syn, udp4()[..30].to_vec()] {
+            assert_eq!(offer_of(&f), None, "{f:02x?}");
+        }
+        let mut ack = udp4();
+        ack[23] = 6;
+        ack.resize(74, 0);
+        ack[34 + 13] = 0x10;
+        assert!(offer_of(&ack).is_some());
+    }
+
+    #[test]
+    fn a_change_voids_what_was_offered() {
+        let d = std::sync::Arc::new(Decisions::default());
+        let seen = std::sync::Arc::new(AtomicU32::new(0));
+        let s = std::sync::Arc::clone(&seen);
+        d.set_mirror(Box::new(move |g| s.store(g, Ordering::Relaxed)));
+        assert_eq!(seen.load(Ordering::Relaxed), 1);
+        let (tx, mut rx) = offer_queue(8);
+        let mut l = FlowLearner::new(tx, std::sync::Arc::clone(&d), vec![true]);
+        l.begin_batch();
+        let o = offer_of(&udp4()).unwrap();
+        l.offer(o);
+        l.offer(o);
+        let mut n = 0;
+        while rx.pop_with(|_| ()) {
+            n += 1;
+        }
+        assert_eq!(n, 1, "offered once per generation");
+        d.changed();
+        assert_eq!(seen.load(Ordering::Relaxed), 2);
+        l.begin_batch();
+        l.offer(o);
+        assert!(rx.pop_with(|got| assert_eq!(got.generation, 2)));
+    }
+}

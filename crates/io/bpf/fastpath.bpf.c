@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//
+// linerate's XDP program: the in-kernel fast path for flows the pipeline has decided, and the
+// steering of every other frame to the AF_XDP sockets of linerate's workers.
+//
+// A frame whose flow has an entry in `flows` (written by linerate after its pipeline forwarded
+// the flow: routed, filtered, neighbour resolved) is rewritten as the pipeline would rewrite it
+// (MACs, TTL or hop limit with the IPv4 checksum updated, RFC 1624) and redirected to its
+// output through `tx_ports`, without waking linerate. Everything else goes to the socket of
+// its queue, as before: a flow's first packets, TCP SYN/FIN/RST, fragments, IP options,
+// TTL <= 1, ICMP, 802.1Q frames, bad IPv4 checksums, traffic for the router, frames longer
+// than the output's MTU, outputs that cannot take redirected frames, and any entry written
+// before the last change of routes, neighbours or rules (`gen` below).
+//
+// One program serves every interface linerate owns: a socket's XSKMAP slot is its
+// interface's slot (`if_slots`) times MAX_QUEUES plus its queue.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#define MAX_QUEUES 256
+#define MAX_IFACES 64
+
+// Keep in step with crates/io/src/xdp/fastpath.rs (FlowKey, FlowEntry, Settings, PortCounts).
+struct flow_key {
+	__u32 ifindex; // input interface
+	__u8 proto;    // IPPROTO_UDP or IPPROTO_TCP
+	__u8 family;   // 4 or 6
+	__u16 sport;   // network order
+	__u16 dport;   // network order
+	__u16 pad;
+	__u32 src[4]; // IPv4: src[0], the rest zero
+	__u32 dst[4];
+};
+
+struct flow_entry {
+	__u8 dst_mac[6];
+	__u8 src_mac[6];
+	__u32 out_ifindex;
+	__u32 gen;     // the settings' gen when linerate decided the flow
+	__u16 mtu;     // longest IP packet the output takes
+	__u16 in_slot; // the interfaces' slots, for port_stats
+	__u16 out_slot;
+	__u16 pad;
+	__u32 pad2;
+	__u64 packets; // both written here only; read by linerate
+	__u64 bytes;
+	__u64 last_ns; // bpf_ktime_get_ns() of the last frame
+};
+
+struct settings {
+	__u32 gen;         // entries of another gen are misses
+	__u32 fail_closed; // an IP frame no socket takes is dropped, not passed to the kernel
+};
+
+struct port_counts {
+	__u64 rx_packets, rx_bytes, tx_packets, tx_bytes;
+	__u64 unsteered; // fail-closed drops: an IP frame on a queue without a socket
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct flow_entry);
+	__uint(max_entries, 65536); // set by linerate at load
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val); // ifindex, no program
+	__uint(max_entries, MAX_IFACES);
+} tx_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, MAX_IFACES * MAX_QUEUES);
+} xsks SEC(".maps");
+
+// ifindex -> the interface's slot (its XSKMAP range and its port_stats entry)
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, MAX_IFACES);
+} if_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct settings);
+	__uint(max_entries, 1);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct port_counts);
+	__uint(max_entries, MAX_IFACES);
+} port_stats SEC(".maps");
+
+static __always_inline struct port_counts *counts_of(__u32 port)
+{
+	return bpf_map_lookup_elem(&port_stats, &port);
+}
+
+// To the worker's socket of this queue; without one, the kernel (or, fail-closed, a counted
+// drop for IP frames, which the kernel would route unfiltered).
+static __always_inline int steer(struct xdp_md *ctx, struct settings *cfg, int ip)
+{
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 *slot = bpf_map_lookup_elem(&if_slots, &ifindex);
+	if (!slot)
+		return XDP_PASS;
+	int closed = ip && cfg && cfg->fail_closed;
+	__u32 key = *slot * MAX_QUEUES + (ctx->rx_queue_index % MAX_QUEUES);
+	int act = bpf_redirect_map(&xsks, key, closed ? XDP_DROP : XDP_PASS);
+	if (act == XDP_DROP) {
+		struct port_counts *c = counts_of(*slot);
+		if (c)
+			c->unsteered++;
+	}
+	return act;
+}
+
+// RFC 1071 over the 20-byte IPv4 header: valid when the folded sum is 0xffff.
+static __always_inline int ipv4_csum_ok(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)ip;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+// TCP segments that change a connection's state go to the pipeline.
+static __always_inline int tcp_plain(struct tcphdr *t)
+{
+	return !(t->syn || t->fin || t->rst);
+}
+
+static __always_inline __u32 fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	return (s & 0xffff) + (s >> 16);
+}
+
+// The 16-bit words of an address, summed (RFC 1071).
+static __always_inline __u32 addr_sum(__u32 *a, int words32)
+{
+	__u32 s = 0;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		if (i < words32)
+			s += bpf_ntohs(a[i] >> 16) + bpf_ntohs(a[i] & 0xffff);
+	}
+	return s;
+}
+
+// The L4 ports at `l4` (UDP or TCP) into the key, or -1 if the header is not all there or
+// the segment is one the pipeline must see. A checksum left partial by a sender on this host
+// (CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum, `pseudo`) is one: the
+// pipeline finishes it, as a NIC would (crates/io/src/offload).
+static __always_inline int read_ports(void *l4, void *end, __u8 proto, struct flow_key *k, __u32 pseudo)
+{
+	__u16 check;
+	if (proto == IPPROTO_UDP) {
+		struct udphdr *u = l4;
+		if ((void *)(u + 1) > end)
+			return -1;
+		k->sport = u->source;
+		k->dport = u->dest;
+		check = u->check;
+	} else if (proto == IPPROTO_TCP) {
+		struct tcphdr *t = l4;
+		if ((void *)(t + 1) > end || !tcp_plain(t))
+			return -1;
+		k->sport = t->source;
+		k->dport = t->dest;
+		check = t->check;
+	} else {
+		return -1;
+	}
+	return bpf_ntohs(check) == fold(pseudo) ? -1 : 0;
+}
+
+// The key of an IPv4 frame the fast path may take, its IP length in *len; -1 otherwise.
+static __always_inline int key_v4(struct iphdr *ip, void *end, struct flow_key *k, __u32 *len)
+{
+	if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->version != 4)
+		return -1;
+	// Fragments (MF or an offset) and TTL <= 1 (an ICMP error to send) are the pipeline's.
+	if ((ip->frag_off & bpf_htons(0x3fff)) || ip->ttl <= 1)
+		return -1;
+	__u32 tot = bpf_ntohs(ip->tot_len);
+	if (tot < sizeof(*ip) || (void *)ip + tot > end || !ipv4_csum_ok(ip))
+		return -1;
+	k->family = 4;
+	k->proto = ip->protocol;
+	k->src[0] = ip->saddr;
+	k->dst[0] = ip->daddr;
+	*len = tot;
+	__u32 pseudo = addr_sum(&ip->saddr, 1) + addr_sum(&ip->daddr, 1) + ip->protocol + tot - sizeof(*ip);
+	return read_ports(ip + 1, end, ip->protocol, k, pseudo);
+}
+
+static __always_inline int key_v6(struct ipv6hdr *ip, void *end, struct flow_key *k, __u32 *len)
+{
+	if ((void *)(ip + 1) > end || ip->version != 6 || ip->hop_limit <= 1)
+		return -1;
+	__u32 tot = bpf_ntohs(ip->payload_len) + sizeof(*ip);
+	if ((void *)ip + tot > end)
+		return -1;
+	k->family = 6;
+	k->proto = ip->nexthdr; // extension headers: not UDP/TCP here, so the pipeline's
+	__builtin_memcpy(k->src, &ip->saddr, 16);
+	__builtin_memcpy(k->dst, &ip->daddr, 16);
+	*len = tot;
+	__u32 pseudo = addr_sum(k->src, 4) + addr_sum(k->dst, 4) + ip->nexthdr + tot - sizeof(*ip);
+	return read_ports(ip + 1, end, ip->nexthdr, k, pseudo);
+}
+
+// What the pipeline does to a forwarded packet: TTL or hop limit down by one (the IPv4
+// checksum adjusted incrementally, RFC 1624 eqn. 3), the output's MACs.
+static __always_inline void rewrite(struct ethhdr *eth, void *l3, int v4, struct flow_entry *e)
+{
+	if (v4) {
+		struct iphdr *ip = l3;
+		__u16 old = ((__u16)ip->ttl << 8) | ip->protocol;
+		ip->ttl--;
+		// HC' = ~(~HC + ~m + m'): the same checksum the pipeline's update writes.
+		__u32 sum = (~bpf_ntohs(ip->check) & 0xffff) + (~old & 0xffff) + (__u16)(old - 0x100);
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		ip->check = bpf_htons(~sum & 0xffff);
+	} else {
+		((struct ipv6hdr *)l3)->hop_limit--;
+	}
+	__builtin_memcpy(eth->h_dest, e->dst_mac, 6);
+	__builtin_memcpy(eth->h_source, e->src_mac, 6);
+}
+
+SEC("xdp")
+int lr_fast(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return XDP_PASS;
+	__u16 proto = eth->h_proto;
+	__u32 zero = 0;
+	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
+	int v4 = proto == bpf_htons(ETH_P_IP);
+	if (!v4 && proto != bpf_htons(ETH_P_IPV6)) {
+		int tagged = proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD);
+		if (tagged || proto == bpf_htons(ETH_P_ARP))
+			return steer(ctx, cfg, tagged);
+		return XDP_PASS; // LLDP, STP, ...: the kernel's
+	}
+	if (!cfg || cfg->gen == 0)
+		return steer(ctx, cfg, 1);
+	struct flow_key k = {};
+	__u32 len = 0;
+	void *l3 = eth + 1;
+	int ok = v4 ? key_v4(l3, end, &k, &len) : key_v6(l3, end, &k, &len);
+	if (ok < 0)
+		return steer(ctx, cfg, 1);
+	k.ifindex = ctx->ingress_ifindex;
+	struct flow_entry *e = bpf_map_lookup_elem(&flows, &k);
+	if (!e || e->gen != cfg->gen || len > e->mtu)
+		return steer(ctx, cfg, 1);
+	__u32 out = e->out_ifindex;
+	if (!bpf_map_lookup_elem(&tx_ports, &out))
+		return steer(ctx, cfg, 1);
+	rewrite(eth, l3, v4, e);
+	__u64 bytes = (__u64)(end - data);
+	__sync_fetch_and_add(&e->packets, 1);
+	__sync_fetch_and_add(&e->bytes, bytes);
+	e->last_ns = bpf_ktime_get_ns();
+	struct port_counts *c = counts_of(e->in_slot);
+	if (c) {
+		c->rx_packets++;
+		c->rx_bytes += bytes;
+	}
+	c = counts_of(e->out_slot);
+	if (c) {
+		c->tx_packets++;
+		c->tx_bytes += bytes;
+	}
+	return bpf_redirect_map(&tx_ports, out, 0);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,175 @@
+//! The control plane's side of the kernel fast path (`router.fast_path`): a thread that
+//! turns the workers' offers (`dataplane::offload`) into the XDP program's flow entries,
+//! and follows which outputs can take redirected frames.
+//!
+//! An output takes them when its driver has `ndo_xdp_xmit` (for a veth: while its peer has an
+//! XDP program or GRO on). That is checked at start and every second after; flows to an
+//! output that cannot take them stay in the pipeline, counted as `no_redirect`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use dataplane::offload::{Offer, OfferConsumer};
+use io::xdp::fastpath::{FastPath, FlowEntry, FlowKey};
+
+/// How often the outputs' ability to take redirected frames is read again.
+const RECHECK: Duration = Duration::from_secs(1);
+/// The thread's nap when no worker offered anything.
+const IDLE_NAP: Duration = Duration::from_millis(1);
+
+/// One physical port as the fast path sees it.
+#[derive(Debug, Clone)]
+pub struct PortTarget {
+    pub ifindex: u32,
+    /// Its slot in the program's maps (an AF_XDP port with the fast path).
+    pub slot: Option<u16>,
+    /// The IP MTU of its untagged traffic.
+    pub mtu: u16,
+}
+
+/// What the fast path did, for `show interfaces`, the metrics and the exit report.
+#[derive(Debug, Default)]
+pub struct OffloadStats {
+    /// Flow entries written.
+    pub installed: AtomicU64,
+    /// Offers for an output that takes no redirected frames.
+    pub no_redirect: AtomicU64,
+    /// Entries the kernel refused to store.
+    pub errors: AtomicU64,
+    /// Outputs that take redirected frames now, one bit per physical port.
+    pub outputs: AtomicU64,
+}
+
+/// The fast path of a running router.
+pub struct Offload {
+    pub fast: Arc<FastPath>,
+    pub ports: Vec<PortTarget>,
+    pub stats: Arc<OffloadStats>,
+    /// A query of the outputs' features failed (warned once).
+    query_failed: AtomicBool,
+}
+
+impl Offload {
+    /// The fast path the ports were opened with (none if no port runs it). Mirrors `decisions`
+    /// into the program from here on.
+    pub fn new(ports: Vec<PortTarget>, decisions: &dataplane::offload::Decisions) -> Option<Offload> {
+        let fast = FastPath::current()?;
+        let mirror = Arc::clone(&fast);
+        decisions.set_mirror(Box::new(move |g| {
+            if let Err(e) = mirror.set_generation(g) {
+                crate::log::warn(format_args!("fast path: cannot move its generation on ({e}): offloaded flows keep their old decisions"));
+            }
+        }));
+        let stats = Arc::new(OffloadStats::default());
+        let offload = Offload { fast, ports, stats, query_failed: AtomicBool::new(false) };
+        offload.recheck_outputs(None);
+        Some(offload)
+    }
+
+    /// Whether frames may come in through physical port `phys` onto the fast path.
+    pub fn takes_input(&self, phys: usize) -> bool {
+        self.ports.get(phys).is_some_and(|p| p.slot.is_some())
+    }
+
+    /// Reads again which outputs take redirected frames, and tells the program.
+    fn recheck_outputs(&self, previous: Option<u64>) -> u64 {
+        let mut now = 0u64;
+        for (i, p) in self.ports.iter().enumerate() {
+            let was = previous.is_some_and(|prev| (prev >> i) & 1 == 1);
+            // Unknown (the query failed): as it was, said once.
+            let takes = io::xdp::features::takes_redirects(p.ifindex).unwrap_or_else(|e| {
+                if !self.query_failed.swap(true, Ordering::Relaxed) {
+                    crate::log::warn(format_args!("fast path: cannot read interface {}'s XDP features ({e}); its outputs stay as they were", p.ifindex));
+                }
+                was
+            });
+            if takes {
+                now |= 1 << i;
+            }
+            if previous.is_none_or(|prev| (prev >> i) & 1 != u64::from(takes))
+                && let Err(e) = self.fast.set_output(p.ifindex, takes)
+            {
+                crate::log::warn(format_args!("fast path: output {}: {e}", p.ifindex));
+            }
+        }
+        self.stats.outputs.store(now, Ordering::Relaxed);
+        now
+    }
+
+    /// The program's entry for `offer`, if its ports can carry it.
+    fn entry(&self, offer: &Offer, outputs: u64) -> Option<(FlowKey, FlowEntry)> {
+        let input = self.ports.get(usize::from(offer.in_port))?;
+        let output = self.ports.get(usize::from(offer.out_port))?;
+        let (in_slot, out_slot) = (input.slot?, output.slot.unwrap_or(u16::MAX));
+        if (outputs >> offer.out_port) & 1 == 0 {
+            self.stats.no_redirect.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let key = FlowKey {
+            ifindex: input.ifindex,
+            proto: offer.proto,
+            family: offer.family,
+            sport: offer.sport,
+            dport: offer.dport,
+            pad: 0,
+            src: offer.src,
+            dst: offer.dst,
+        };
+        let entry = FlowEntry {
+            dst_mac: offer.dst_mac,
+            src_mac: offer.src_mac,
+            out_ifindex: output.ifindex,
+            generation: offer.generation,
+            mtu: output.mtu,
+            in_slot,
+            out_slot,
+            ..FlowEntry::default()
+        };
+        Some((key, entry))
+    }
+
+    /// Starts the thread that installs the workers' offers until `stop`.
+    pub fn start(self: Arc<Self>, mut queues: Vec<OfferConsumer>, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("lr-offload".into())
+            .spawn(move || self.run(&mut queues, &stop))
+            .context("starting the fast path's thread")
+    }
+
+    fn run(&self, queues: &mut [OfferConsumer], stop: &AtomicBool) {
+        let mut outputs = self.stats.outputs.load(Ordering::Relaxed);
+        let mut checked = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let mut got = 0;
+            for q in queues.iter_mut() {
+                while q.pop_with(|offer| self.install(offer, outputs)) {
+                    got += 1;
+                }
+            }
+            if checked.elapsed() >= RECHECK {
+                outputs = self.recheck_outputs(Some(outputs));
+                checked = Instant::now();
+            }
+            if got == 0 {
+                std::thread::sleep(IDLE_NAP);
+            }
+        }
+    }
+
+    fn install(&self, offer: &Offer, outputs: u64) {
+        let Some((key, entry)) = self.entry(offer, outputs) else { return };
+        match self.fast.insert(&key, &entry) {
+            Ok(()) => self.stats.installed.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.stats.errors.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    /// What the program forwarded from and to physical port `phys`: (rx, tx) packets.
+    pub fn port_packets(&self, phys: usize) -> (u64, u64) {
+        let Some(slot) = self.ports.get(phys).and_then(|p| p.slot) else { return (0, 0) };
+        self.fast.port_counts(slot).map_or((0, 0), |c| (c.rx_packets, c.tx_packets))
+    }
+}

@@ -1,0 +1,125 @@
+//! The kernel fast path (`router.fast_path`): the flows linerate's pipeline decided are
+//! forwarded by its XDP program without waking a worker, every datagram still arrives, and a
+//! change of the rules (here a table entry) applies to offloaded flows at once.
+//!
+//! B's veth has GRO on, so linerate's `lrd1` takes redirected frames (a veth does only while
+//! its peer has an XDP program or GRO); A's has it too, for the replies. Needs root: the
+//! test fails without it.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use lab::topology::is_root;
+
+mod common;
+
+use common::{Guard, Lab, build, finish, start_until, write_config};
+
+/// Counts the UDP datagrams reaching B's port 9000 until 1.5 s pass without one.
+const RECEIVER: &str = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('0.0.0.0',9000))\nprint('ready',file=sys.stderr,flush=True)\ns.settimeout(5)\nn=0\ntry:\n  while True:\n    s.recv(64); n+=1; s.settimeout(1.5)\nexcept socket.timeout:\n  pass\nprint(n)\n";
+/// Sends `argv[1]` datagrams to B over 8 source ports (8 flows), paced.
+const SENDER: &str = "import socket,sys,time\nn=int(sys.argv[1])\nss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(8)]\nfor i in range(n):\n  ss[i%8].sendto(b'x'*18,('198.19.0.2',9000))\n  if i%40==39: time.sleep(0.002)\n";
+
+/// Datagrams from A that reach B, of `n` sent (B's address resolved first: the first
+/// datagrams of a flow to an unresolved neighbour may be dropped while it is resolved).
+fn udp_through(lab: &Lab, n: u32) -> u32 {
+    let _ = lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]);
+    let mut rx = lab.b.command("python3");
+    rx.args(["-c", RECEIVER]);
+    let rx = start_until(rx, "ready");
+    let out = lab.a.command("python3").args(["-c", SENDER, &n.to_string()]).output().unwrap();
+    assert!(out.status.success(), "sender: {out:?}");
+    finish(rx).parse().unwrap()
+}
+
+fn table(cfg: &Path, args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["table"]).args(args).arg("-c").arg(cfg).output().unwrap();
+    assert!(out.status.success(), "table {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The fast path's "N packets in" for `lrd0` in linerate's exit report.
+fn fast_packets_in(report: &str) -> u64 {
+    let line = report.lines().skip_while(|l| !l.starts_with("fast path")).find(|l| l.trim_start().starts_with("lrd0:"));
+    let line = line.unwrap_or_else(|| panic!("no fast path lines in the report:\n{report}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn start(lab: &Lab, extra: &str) -> (std::path::PathBuf, Guard) {
+    // GRO on: the veth then takes redirected frames. Checksums done by the senders: a
+    // partial one (left to "the NIC" by a sender on this host) sends its flow's frames to the
+    // pipeline, which finishes it (see pipeline_finishes_partial_checksums).
+    for (ns, dev) in [(&lab.b, "lrb0"), (&lab.a, "lra0")] {
+        assert!(ns.exec("ethtool", &["-K", dev, "gro", "on", "tx", "off"]).is_ok(), "ethtool -K {dev} gro on tx off");
+    }
+    let cfg = write_config(lab, "af_xdp", extra);
+    let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
+    cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
+    let dut = start_until(cmd, "forwarding with");
+    (cfg, dut)
+}
+
+fn report(mut dut: Guard) -> String {
+    let child = dut.terminate().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn decided_flows_are_forwarded_in_the_kernel() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let lab = build("fp");
+    let (_cfg, dut) = start(&lab, "");
+    // The ARP resolutions and the first datagrams of each flow go through the pipeline.
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
+    assert_eq!(udp_through(&lab, 4000), 4000, "every datagram arrives");
+    std::thread::sleep(Duration::from_millis(200));
+    let report = report(dut);
+    let fast = fast_packets_in(&report);
+    assert!(fast >= 3000, "the fast path took {fast} of 4000 datagrams:\n{report}");
+}
+
+#[test]
+fn pipeline_finishes_partial_checksums() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let lab = build("fc");
+    let (_cfg, dut) = start(&lab, "");
+    // A's sockets leave their UDP checksums to the NIC again: those frames must not be
+    // redirected as they are (B would drop them), so the pipeline takes them all.
+    assert!(lab.a.exec("ethtool", &["-K", "lra0", "tx", "on"]).is_ok());
+    assert_eq!(udp_through(&lab, 1000), 1000, "every datagram arrives, with a good checksum");
+    let report = report(dut);
+    assert_eq!(fast_packets_in(&report), 0, "{report}");
+}
+
+#[test]
+fn pipeline_alone_when_the_fast_path_is_off() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let lab = build("fo");
+    let cfg = write_config(&lab, "af_xdp", "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen("[router]\n", "[router]\nfast_path = false\n", 1);
+    std::fs::write(&cfg, text).unwrap();
+    let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
+    cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
+    let dut = start_until(cmd, "forwarding with");
+    assert_eq!(udp_through(&lab, 1000), 1000);
+    let report = report(dut);
+    assert!(!report.contains("fast path (in the kernel)"), "{report}");
+}
+
+#[test]
+fn a_table_change_applies_to_offloaded_flows_at_once() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let lab = build("ft");
+    let rules = lab.dir.join("rules.conf");
+    std::fs::write(&rules, "table <bad> persist\nblock in quick from any to <bad>\npass all no state\n").unwrap();
+    let (cfg, dut) = start(&lab, &format!("[firewall]\nrules = \"{}\"\n", rules.display()));
+    assert_eq!(udp_through(&lab, 2000), 2000);
+    table(&cfg, &["bad", "add", "198.19.0.2"]);
+    assert_eq!(udp_through(&lab, 500), 0, "blocked at once, offloaded or not");
+    table(&cfg, &["bad", "delete", "198.19.0.2"]);
+    assert_eq!(udp_through(&lab, 2000), 2000);
+    let report = report(dut);
+    assert!(fast_packets_in(&report) >= 2000, "stateless rules: their flows offloaded\n{report}");
+}
