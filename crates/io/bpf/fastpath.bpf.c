@@ -50,9 +50,11 @@ struct flow_entry {
 	__u16 out_slot;
 	__u16 pad;
 	__u32 pad2;
-	__u64 packets; // both written here only; read by linerate
+	// Written here only, without atomics: the receive hash keeps a flow on one queue, so on
+	// one CPU (a flow moved by a changed indirection table may lose a few counts).
+	__u64 packets;
 	__u64 bytes;
-	__u64 last_ns; // bpf_ktime_get_ns() of the last frame
+	__u64 last_jiffies; // bpf_jiffies64() at the flow's last frame
 };
 
 struct settings {
@@ -287,9 +289,9 @@ int lr_fast(struct xdp_md *ctx)
 		return steer(ctx, cfg, 1);
 	rewrite(eth, l3, v4, e);
 	__u64 bytes = (__u64)(end - data);
-	__sync_fetch_and_add(&e->packets, 1);
-	__sync_fetch_and_add(&e->bytes, bytes);
-	e->last_ns = bpf_ktime_get_ns();
+	e->packets++;
+	e->bytes += bytes;
+	e->last_jiffies = bpf_jiffies64();
 	struct port_counts *c = counts_of(e->in_slot);
 	if (c) {
 		c->rx_packets++;

@@ -61,7 +61,8 @@ pub struct FlowEntry {
     pub pad2: u32,
     pub packets: u64,
     pub bytes: u64,
-    pub last_ns: u64,
+    /// The kernel's jiffies at the flow's last frame.
+    pub last_jiffies: u64,
 }
 
 #[repr(C)]
