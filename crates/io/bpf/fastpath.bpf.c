@@ -3,7 +3,7 @@
 // linerate's XDP program: the in-kernel fast path for flows the pipeline has decided, and the
 // steering of every other frame to the AF_XDP sockets of linerate's workers.
 //
-// A frame whose flow has an entry in `flows` (written by linerate after its pipeline forwarded
+// A frame whose flow has an entry in `flows4` or `flows6` (written by linerate after its pipeline forwarded
 // the flow: routed, filtered, neighbour resolved) is rewritten as the pipeline would rewrite it
 // (MACs, TTL or hop limit with the IPv4 checksum updated, RFC 1624) and redirected to its
 // output through `tx_ports`, without waking linerate. Everything else goes to the socket of
@@ -28,15 +28,26 @@
 #define MAX_QUEUES 256
 #define MAX_IFACES 64
 
-// Keep in step with crates/io/src/xdp/fastpath.rs (FlowKey, FlowEntry, Settings, PortCounts).
-struct flow_key {
+// Keep in step with crates/io/src/xdp/fastpath.rs (FlowKey4, FlowKey6, FlowEntry, Settings,
+// PortCounts). IPv4 flows have a key of their own: the hash of 20 bytes costs less than of 44.
+struct flow_key4 {
 	__u32 ifindex; // input interface
-	__u8 proto;    // IPPROTO_UDP or IPPROTO_TCP
-	__u8 family;   // 4 or 6
-	__u16 sport;   // network order
-	__u16 dport;   // network order
-	__u16 pad;
-	__u32 src[4]; // IPv4: src[0], the rest zero
+	__u32 src;
+	__u32 dst;
+	__u16 sport; // network order
+	__u16 dport;
+	__u8 proto; // IPPROTO_UDP or IPPROTO_TCP
+	__u8 pad[3];
+};
+
+struct flow_key6 {
+	__u32 ifindex;
+	__u8 proto;
+	__u8 pad1;
+	__u16 sport;
+	__u16 dport;
+	__u16 pad2;
+	__u32 src[4];
 	__u32 dst[4];
 };
 
@@ -55,6 +66,8 @@ struct flow_entry {
 	__u64 packets;
 	__u64 bytes;
 	__u64 last_jiffies; // bpf_jiffies64() at the flow's last frame
+	__u8 in_mac[6];     // the input's MAC: frames to another station are not ours
+	__u16 pad3;
 };
 
 struct settings {
@@ -69,10 +82,17 @@ struct port_counts {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct flow_key);
+	__type(key, struct flow_key4);
 	__type(value, struct flow_entry);
 	__uint(max_entries, 65536); // set by linerate at load
-} flows SEC(".maps");
+} flows4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow_key6);
+	__type(value, struct flow_entry);
+	__uint(max_entries, 65536);
+} flows6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
@@ -88,7 +108,16 @@ struct {
 	__uint(max_entries, MAX_IFACES * MAX_QUEUES);
 } xsks SEC(".maps");
 
-// ifindex -> the interface's slot (its XSKMAP range and its port_stats entry)
+// ifindex -> the interface's slot (its XSKMAP range and its port_stats entry): for ifindex
+// below SMALL_IFINDEX an array (slot + 1, 0 for none), above it a hash.
+#define SMALL_IFINDEX 1024
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, SMALL_IFINDEX);
+} if_slots_small SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, __u32);
@@ -120,14 +149,23 @@ static __always_inline struct port_counts *counts_of(__u32 port)
 static __always_inline int steer(struct xdp_md *ctx, struct settings *cfg, int ip)
 {
 	__u32 ifindex = ctx->ingress_ifindex;
-	__u32 *slot = bpf_map_lookup_elem(&if_slots, &ifindex);
-	if (!slot)
-		return XDP_PASS;
+	__u32 slot;
+	if (ifindex < SMALL_IFINDEX) {
+		__u32 *s = bpf_map_lookup_elem(&if_slots_small, &ifindex);
+		if (!s || !*s)
+			return XDP_PASS;
+		slot = *s - 1;
+	} else {
+		__u32 *s = bpf_map_lookup_elem(&if_slots, &ifindex);
+		if (!s)
+			return XDP_PASS;
+		slot = *s;
+	}
 	int closed = ip && cfg && cfg->fail_closed;
-	__u32 key = *slot * MAX_QUEUES + (ctx->rx_queue_index % MAX_QUEUES);
+	__u32 key = slot * MAX_QUEUES + (ctx->rx_queue_index % MAX_QUEUES);
 	int act = bpf_redirect_map(&xsks, key, closed ? XDP_DROP : XDP_PASS);
 	if (act == XDP_DROP) {
-		struct port_counts *c = counts_of(*slot);
+		struct port_counts *c = counts_of(slot);
 		if (c)
 			c->unsteered++;
 	}
@@ -175,22 +213,22 @@ static __always_inline __u32 addr_sum(__u32 *a, int words32)
 // the segment is one the pipeline must see. A checksum left partial by a sender on this host
 // (CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum, `pseudo`) is one: the
 // pipeline finishes it, as a NIC would (crates/io/src/offload).
-static __always_inline int read_ports(void *l4, void *end, __u8 proto, struct flow_key *k, __u32 pseudo)
+static __always_inline int read_ports(void *l4, void *end, __u8 proto, __u16 *sport, __u16 *dport, __u32 pseudo)
 {
 	__u16 check;
 	if (proto == IPPROTO_UDP) {
 		struct udphdr *u = l4;
 		if ((void *)(u + 1) > end)
 			return -1;
-		k->sport = u->source;
-		k->dport = u->dest;
+		*sport = u->source;
+		*dport = u->dest;
 		check = u->check;
 	} else if (proto == IPPROTO_TCP) {
 		struct tcphdr *t = l4;
 		if ((void *)(t + 1) > end || !tcp_plain(t))
 			return -1;
-		k->sport = t->source;
-		k->dport = t->dest;
+		*sport = t->source;
+		*dport = t->dest;
 		check = t->check;
 	} else {
 		return -1;
@@ -198,40 +236,46 @@ static __always_inline int read_ports(void *l4, void *end, __u8 proto, struct fl
 	return bpf_ntohs(check) == fold(pseudo) ? -1 : 0;
 }
 
-// The key of an IPv4 frame the fast path may take, its IP length in *len; -1 otherwise.
-static __always_inline int key_v4(struct iphdr *ip, void *end, struct flow_key *k, __u32 *len)
+// The entry of an IPv4 frame the fast path may take, its IP length in *len; NULL otherwise.
+static __always_inline struct flow_entry *entry_v4(struct xdp_md *ctx, struct iphdr *ip, void *end, __u32 *len)
 {
 	if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->version != 4)
-		return -1;
+		return NULL;
 	// Fragments (MF or an offset) and TTL <= 1 (an ICMP error to send) are the pipeline's.
 	if ((ip->frag_off & bpf_htons(0x3fff)) || ip->ttl <= 1)
-		return -1;
+		return NULL;
 	__u32 tot = bpf_ntohs(ip->tot_len);
 	if (tot < sizeof(*ip) || (void *)ip + tot > end || !ipv4_csum_ok(ip))
-		return -1;
-	k->family = 4;
-	k->proto = ip->protocol;
-	k->src[0] = ip->saddr;
-	k->dst[0] = ip->daddr;
-	*len = tot;
+		return NULL;
+	struct flow_key4 k = {.ifindex = ctx->ingress_ifindex, .src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
 	__u32 pseudo = addr_sum(&ip->saddr, 1) + addr_sum(&ip->daddr, 1) + ip->protocol + tot - sizeof(*ip);
-	return read_ports(ip + 1, end, ip->protocol, k, pseudo);
+	if (read_ports(ip + 1, end, ip->protocol, &k.sport, &k.dport, pseudo) < 0)
+		return NULL;
+	*len = tot;
+	return bpf_map_lookup_elem(&flows4, &k);
 }
 
-static __always_inline int key_v6(struct ipv6hdr *ip, void *end, struct flow_key *k, __u32 *len)
+static __always_inline struct flow_entry *entry_v6(struct xdp_md *ctx, struct ipv6hdr *ip, void *end, __u32 *len)
 {
 	if ((void *)(ip + 1) > end || ip->version != 6 || ip->hop_limit <= 1)
-		return -1;
+		return NULL;
 	__u32 tot = bpf_ntohs(ip->payload_len) + sizeof(*ip);
 	if ((void *)ip + tot > end)
-		return -1;
-	k->family = 6;
-	k->proto = ip->nexthdr; // extension headers: not UDP/TCP here, so the pipeline's
-	__builtin_memcpy(k->src, &ip->saddr, 16);
-	__builtin_memcpy(k->dst, &ip->daddr, 16);
+		return NULL;
+	// Extension headers: not UDP or TCP here, so the pipeline's.
+	struct flow_key6 k = {.ifindex = ctx->ingress_ifindex, .proto = ip->nexthdr};
+	__builtin_memcpy(k.src, &ip->saddr, 16);
+	__builtin_memcpy(k.dst, &ip->daddr, 16);
+	__u32 pseudo = addr_sum(k.src, 4) + addr_sum(k.dst, 4) + ip->nexthdr + tot - sizeof(*ip);
+	if (read_ports(ip + 1, end, ip->nexthdr, &k.sport, &k.dport, pseudo) < 0)
+		return NULL;
 	*len = tot;
-	__u32 pseudo = addr_sum(k->src, 4) + addr_sum(k->dst, 4) + ip->nexthdr + tot - sizeof(*ip);
-	return read_ports(ip + 1, end, ip->nexthdr, k, pseudo);
+	return bpf_map_lookup_elem(&flows6, &k);
+}
+
+static __always_inline int same_mac(const __u8 *a, const __u8 *b)
+{
+	return *(const __u32 *)a == *(const __u32 *)b && *(const __u16 *)(a + 4) == *(const __u16 *)(b + 4);
 }
 
 // What the pipeline does to a forwarded packet: TTL or hop limit down by one (the IPv4
@@ -274,18 +318,14 @@ int lr_fast(struct xdp_md *ctx)
 	}
 	if (!cfg || cfg->gen == 0)
 		return steer(ctx, cfg, 1);
-	struct flow_key k = {};
 	__u32 len = 0;
 	void *l3 = eth + 1;
-	int ok = v4 ? key_v4(l3, end, &k, &len) : key_v6(l3, end, &k, &len);
-	if (ok < 0)
+	struct flow_entry *e = v4 ? entry_v4(ctx, l3, end, &len) : entry_v6(ctx, l3, end, &len);
+	if (!e || e->gen != cfg->gen || len > e->mtu || !same_mac(eth->h_dest, e->in_mac))
 		return steer(ctx, cfg, 1);
-	k.ifindex = ctx->ingress_ifindex;
-	struct flow_entry *e = bpf_map_lookup_elem(&flows, &k);
-	if (!e || e->gen != cfg->gen || len > e->mtu)
-		return steer(ctx, cfg, 1);
-	__u32 out = e->out_ifindex;
-	if (!bpf_map_lookup_elem(&tx_ports, &out))
+	// The redirect is set up now and done when the program returns: an output that cannot
+	// take it (not in tx_ports) leaves the frame untouched, to the pipeline.
+	if (bpf_redirect_map(&tx_ports, e->out_ifindex, XDP_ABORTED) != XDP_REDIRECT)
 		return steer(ctx, cfg, 1);
 	rewrite(eth, l3, v4, e);
 	__u64 bytes = (__u64)(end - data);
@@ -302,7 +342,7 @@ int lr_fast(struct xdp_md *ctx)
 		c->tx_packets++;
 		c->tx_bytes += bytes;
 	}
-	return bpf_redirect_map(&tx_ports, out, 0);
+	return XDP_REDIRECT;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -280,9 +280,19 @@ fn interface_stats(state: &RouterState, physical: &[&dataplane::PortInfo], snaps
             v["backend"] = json!(state.kinds.get(i));
             // Fail-closed AF_XDP: IP frames dropped in the kernel for want of a socket.
             v["no_socket_drops"] = json!(io::xdp::unsteered_drops(&p.name));
+            v["fast_path"] = fast_path_stats(&p.name);
             v
         })
         .collect()
+}
+
+/// What the kernel fast path forwarded from and to interface `name` (null where it does not
+/// run), and whether its outputs take redirected frames.
+fn fast_path_stats(name: &str) -> Value {
+    let Some(fast) = io::xdp::fastpath::FastPath::current() else { return Value::Null };
+    let Some(c) = io::netdev::ifindex(name).ok().and_then(|i| fast.counts_of(i)) else { return Value::Null };
+    let takes = io::netdev::ifindex(name).ok().and_then(|i| io::xdp::features::takes_redirects(i).ok());
+    json!({"rx_packets": c.rx_packets, "rx_bytes": c.rx_bytes, "tx_packets": c.tx_packets, "tx_bytes": c.tx_bytes, "takes_redirects": takes})
 }
 
 /// The slow path's counters, with the punts the workers dropped before it saw them.

@@ -222,6 +222,17 @@ fn interfaces(w: &mut Writer, stats: &Value) {
             ifaces.iter().zip(&names).map(|(i, (n, b))| (vec![("interface", n.as_str()), ("backend", b.as_str())], num(&i[key]))).collect();
         w.metric(name, Kind::Counter, help, &samples);
     }
+    // The kernel fast path's share (`router.fast_path`), on the interfaces that run it.
+    let fast: Vec<_> = ifaces.iter().zip(&names).filter(|(i, _)| i["fast_path"].is_object()).collect();
+    for (key, name, help) in [
+        ("rx_packets", "linerate_fast_path_rx_packets", "Frames the kernel fast path took from the interface (not in linerate_interface_rx_packets)."),
+        ("tx_packets", "linerate_fast_path_tx_packets", "Frames the kernel fast path sent out of the interface (not in linerate_interface_tx_packets)."),
+    ] {
+        let samples: Vec<_> = fast.iter().map(|(i, (n, _))| (vec![("interface", n.as_str())], num(&i["fast_path"][key]))).collect();
+        if !samples.is_empty() {
+            w.metric(name, Kind::Counter, help, &samples);
+        }
+    }
 }
 
 fn workers(w: &mut Writer, state: &RouterState, stats: &Value) {

@@ -28,6 +28,8 @@ pub struct PortTarget {
     pub slot: Option<u16>,
     /// The IP MTU of its untagged traffic.
     pub mtu: u16,
+    /// Its MAC address (what its frames must be sent to).
+    pub mac: [u8; 6],
 }
 
 /// What the fast path did, for `show interfaces`, the metrics and the exit report.
@@ -126,6 +128,7 @@ impl Offload {
             mtu: output.mtu,
             in_slot,
             out_slot,
+            in_mac: input.mac,
             ..FlowEntry::default()
         };
         Some((key, entry))

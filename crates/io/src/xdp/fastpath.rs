@@ -24,13 +24,16 @@ pub const PROG_NAME: &str = "lr_fast";
 pub const MAX_IFACES: u32 = 64;
 /// Queues of one interface in the shared XSKMAP (the program's `MAX_QUEUES`).
 pub const MAX_QUEUES: u32 = 256;
-/// Default flow entries (each direction of a flow is one).
+/// Default flow entries (each direction of a flow is one), of each family.
 pub const DEFAULT_FLOWS: u32 = 1 << 18;
+/// Interfaces below this ifindex are found in an array, the others in a hash (the program's
+/// `SMALL_IFINDEX`).
+const SMALL_IFINDEX: u32 = 1024;
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
 
-/// What the program matches a frame on (`struct flow_key`): input interface and 5-tuple,
-/// addresses and ports as they are on the wire.
+/// What the program matches a frame on: input interface and 5-tuple, addresses and ports as
+/// they are on the wire (`struct flow_key4` or `struct flow_key6`, by `family`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct FlowKey {
@@ -63,6 +66,64 @@ pub struct FlowEntry {
     pub bytes: u64,
     /// The kernel's jiffies at the flow's last frame.
     pub last_jiffies: u64,
+    /// The input's MAC: a frame to another station's goes to the pipeline (which drops it
+    /// as `not_for_us`).
+    pub in_mac: [u8; 6],
+    pub pad3: u16,
+}
+
+/// `struct flow_key4`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowKey4 {
+    ifindex: u32,
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: [u8; 2],
+    dport: [u8; 2],
+    proto: u8,
+    pad: [u8; 3],
+}
+
+/// `struct flow_key6`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowKey6 {
+    ifindex: u32,
+    proto: u8,
+    pad1: u8,
+    sport: [u8; 2],
+    dport: [u8; 2],
+    pad2: u16,
+    src: [u8; 16],
+    dst: [u8; 16],
+}
+
+/// The program's key of `k`, in the map of its family.
+enum MapKey {
+    V4(FlowKey4),
+    V6(FlowKey6),
+}
+
+impl FlowKey {
+    fn map_key(&self) -> MapKey {
+        if self.family == 4 {
+            let mut k = FlowKey4 { ifindex: self.ifindex, sport: self.sport, dport: self.dport, proto: self.proto, ..Default::default() };
+            k.src.copy_from_slice(&self.src[..4]);
+            k.dst.copy_from_slice(&self.dst[..4]);
+            MapKey::V4(k)
+        } else {
+            MapKey::V6(FlowKey6 {
+                ifindex: self.ifindex,
+                proto: self.proto,
+                sport: self.sport,
+                dport: self.dport,
+                src: self.src,
+                dst: self.dst,
+                ..Default::default()
+            })
+        }
+    }
 }
 
 #[repr(C)]
@@ -90,10 +151,12 @@ pub struct PortCounts {
 pub struct FastPath {
     netns: u64,
     prog: OwnedFd,
-    flows: OwnedFd,
+    flows4: OwnedFd,
+    flows6: OwnedFd,
     tx_ports: OwnedFd,
     xsks: OwnedFd,
     if_slots: OwnedFd,
+    if_slots_small: OwnedFd,
     config: OwnedFd,
     port_stats: OwnedFd,
     fail_closed: bool,
@@ -137,7 +200,8 @@ impl FastPath {
             log: String::new(),
         };
         let mut obj = EbpfLoader::new()
-            .set_max_entries("flows", flows.max(1))
+            .set_max_entries("flows4", flows.max(1))
+            .set_max_entries("flows6", flows.max(1))
             .load(OBJECT)
             .map_err(|e| load_err("loading bpf/fastpath.bpf.c's object", &e))?;
         let prog: &mut Xdp = obj
@@ -159,10 +223,12 @@ impl FastPath {
         let fast = FastPath {
             netns: sys::netns_id(),
             prog,
-            flows: take("flows")?,
+            flows4: take("flows4")?,
+            flows6: take("flows6")?,
             tx_ports: take("tx_ports")?,
             xsks: take("xsks")?,
             if_slots: take("if_slots")?,
+            if_slots_small: take("if_slots_small")?,
             config: take("config")?,
             port_stats: take("port_stats")?,
             fail_closed,
@@ -190,7 +256,13 @@ impl FastPath {
         let Some(s) = slots.iter().position(|&i| i == 0) else {
             return Err(XdpError::Config(format!("the fast path serves at most {MAX_IFACES} interfaces")));
         };
-        update(&self.if_slots, &ifindex, &(s as u32)).map_err(|e| XdpError::sys("register an interface", "-", e))?;
+        // The program's array for small ifindexes holds slot + 1 (0: none).
+        let written = if ifindex < SMALL_IFINDEX {
+            update(&self.if_slots_small, &ifindex, &(s as u32 + 1))
+        } else {
+            update(&self.if_slots, &ifindex, &(s as u32))
+        };
+        written.map_err(|e| XdpError::sys("register an interface", "-", e))?;
         slots[s] = ifindex;
         Ok(s as u32)
     }
@@ -235,13 +307,20 @@ impl FastPath {
 
     /// Writes one flow's entry (replacing any).
     pub fn insert(&self, key: &FlowKey, entry: &FlowEntry) -> io::Result<()> {
-        update(&self.flows, key, entry)
+        match key.map_key() {
+            MapKey::V4(k) => update(&self.flows4, &k, entry),
+            MapKey::V6(k) => update(&self.flows6, &k, entry),
+        }
     }
 
     /// A flow's entry, if the table has it.
     pub fn lookup(&self, key: &FlowKey) -> io::Result<Option<FlowEntry>> {
         let mut entry = FlowEntry::default();
-        match lookup(&self.flows, key, &mut entry) {
+        let found = match key.map_key() {
+            MapKey::V4(k) => lookup(&self.flows4, &k, &mut entry),
+            MapKey::V6(k) => lookup(&self.flows6, &k, &mut entry),
+        };
+        match found {
             Ok(()) => Ok(Some(entry)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             Err(e) => Err(e),
@@ -298,8 +377,9 @@ mod tests {
     #[test]
     fn layouts_match_the_program() {
         // struct flow_key, struct flow_entry, struct port_counts in bpf/fastpath.bpf.c.
-        assert_eq!(std::mem::size_of::<FlowKey>(), 44);
-        assert_eq!(std::mem::size_of::<FlowEntry>(), 56);
+        assert_eq!(std::mem::size_of::<FlowKey4>(), 20);
+        assert_eq!(std::mem::size_of::<FlowKey6>(), 44);
+        assert_eq!(std::mem::size_of::<FlowEntry>(), 64);
         assert_eq!(std::mem::offset_of!(FlowEntry, packets), 32);
         assert_eq!(std::mem::size_of::<PortCounts>(), 40);
     }
@@ -322,5 +402,175 @@ mod tests {
         f.set_output(1, false).unwrap();
         f.set_output(1, false).expect("removing an absent output is no error");
         assert_eq!(f.port_counts(slot as u16).unwrap(), PortCounts::default());
+    }
+
+    /// The program on real bytes: a UDP datagram 198.18.0.2:1234 -> 198.19.0.2:9 arriving
+    /// on lo (ifindex 1, slot 0) for MAC 02:00:00:00:0d:00, TTL 64.
+    fn datagram() -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0x0d, 0, 2, 0, 0, 0, 0x0a, 1, 0x08, 0x00];
+        let mut ip = [0x45, 0, 0, 28, 0, 1, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 2, 198, 19, 0, 2];
+        let c = wire::checksum::fold(u64::from(wire::checksum::sum(&ip)));
+        ip[10..12].copy_from_slice(&(!c).to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[0x04, 0xd2, 0, 9, 0, 8, 0x12, 0x34]);
+        f.resize(60, 0);
+        f
+    }
+
+    fn flow_of(frame: &[u8]) -> FlowKey {
+        let mut k = FlowKey { ifindex: 1, proto: frame[23], family: 4, ..Default::default() };
+        k.src[..4].copy_from_slice(&frame[26..30]);
+        k.dst[..4].copy_from_slice(&frame[30..34]);
+        k.sport.copy_from_slice(&frame[34..36]);
+        k.dport.copy_from_slice(&frame[36..38]);
+        k
+    }
+
+    const XDP_PASS: u32 = 2;
+    const XDP_REDIRECT: u32 = 4;
+
+    /// A fast path with one flow: `datagram()`'s, decided in generation 7, out by lo.
+    fn one_flow() -> FastPath {
+        let f = FastPath::load(1024, false).expect("the verifier accepts lr_fast");
+        assert_eq!(f.register(1).unwrap(), 0);
+        f.set_output(1, true).unwrap();
+        f.set_generation(7).unwrap();
+        let entry = FlowEntry {
+            dst_mac: [2, 0, 0, 0, 0x0b, 1],
+            src_mac: [2, 0, 0, 0, 0x0d, 1],
+            out_ifindex: 1,
+            generation: 7,
+            mtu: 1500,
+            in_slot: 0,
+            out_slot: 0,
+            in_mac: [2, 0, 0, 0, 0x0d, 0],
+            ..Default::default()
+        };
+        f.insert(&flow_of(&datagram()), &entry).unwrap();
+        f
+    }
+
+    #[test]
+    fn a_decided_flow_is_rewritten_as_the_pipeline_would() {
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
+        let f = one_flow();
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &datagram(), 1, 1).unwrap();
+        assert_eq!(run.action, XDP_REDIRECT);
+        let mut want = datagram();
+        want[0..12].copy_from_slice(&[2, 0, 0, 0, 0x0b, 1, 2, 0, 0, 0, 0x0d, 1]);
+        let mut ip = wire::Ipv4Packet::new_unchecked(&mut want[14..34]);
+        ip.decrement_ttl();
+        assert_eq!(run.frame, want, "MACs and TTL rewritten, checksum as the pipeline's");
+        assert!(wire::Ipv4Packet::new_unchecked(&run.frame[14..34]).verify_checksum());
+        let entry = f.lookup(&flow_of(&datagram())).unwrap().unwrap();
+        assert_eq!((entry.packets, entry.bytes), (1, 60));
+        assert_eq!(f.port_counts(0).unwrap().rx_packets, 1);
+    }
+
+    /// A UDP datagram 2001:db8:a::2 -> 2001:db8:b::2, hop limit 64, on lo.
+    fn datagram6() -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0x0d, 0, 2, 0, 0, 0, 0x0a, 1, 0x86, 0xdd];
+        f.extend_from_slice(&[0x60, 0, 0, 0, 0, 8, 17, 64]);
+        f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f.extend_from_slice(&[0x04, 0xd2, 0, 9, 0, 8, 0x12, 0x34]);
+        f
+    }
+
+    #[test]
+    fn an_ipv6_flow_takes_its_own_table() {
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
+        let f = one_flow();
+        let d = datagram6();
+        let mut key = FlowKey { ifindex: 1, proto: 17, family: 6, ..Default::default() };
+        key.src.copy_from_slice(&d[22..38]);
+        key.dst.copy_from_slice(&d[38..54]);
+        key.sport.copy_from_slice(&d[54..56]);
+        key.dport.copy_from_slice(&d[56..58]);
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &d, 1, 1).unwrap();
+        assert_eq!(run.action, XDP_PASS, "no entry yet");
+        let entry = f.lookup(&flow_of(&datagram())).unwrap().unwrap();
+        f.insert(&key, &entry).unwrap();
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &d, 1, 1).unwrap();
+        assert_eq!(run.action, XDP_REDIRECT);
+        let mut want = d.clone();
+        want[0..12].copy_from_slice(&[2, 0, 0, 0, 0x0b, 1, 2, 0, 0, 0, 0x0d, 1]);
+        want[21] = 63;
+        assert_eq!(run.frame, want, "MACs and hop limit rewritten");
+        let mut hop1 = d.clone();
+        hop1[21] = 1;
+        assert_eq!(super::super::bpf::test_run_xdp(f.prog_fd(), &hop1, 1, 1).unwrap().action, XDP_PASS, "hop limit 1");
+    }
+
+    #[test]
+    fn what_the_pipeline_must_see_is_left_to_it() {
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
+        let f = one_flow();
+        let changed = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut d = datagram();
+            edit(&mut d);
+            d
+        };
+        let fix_ip_sum = |d: &mut Vec<u8>| {
+            wire::Ipv4Packet::new_unchecked(&mut d[14..34]).fill_checksum();
+        };
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("TTL 1", changed(&|d| { d[22] = 1; fix_ip_sum(d) })),
+            ("bad IPv4 checksum", changed(&|d| d[24] ^= 1)),
+            ("fragment", changed(&|d| { d[20] = 0x20; fix_ip_sum(d) })),
+            ("another station's MAC", changed(&|d| d[5] = 9)),
+            ("partial UDP checksum", changed(&|d| {
+                // 198.18.0.2 + 198.19.0.2 + 17 + 8, folded: what a CHECKSUM_PARTIAL sender leaves.
+                let pseudo = wire::checksum::fold(0xc612 + 2 + 0xc613 + 2 + 17 + 8);
+                d[40..42].copy_from_slice(&pseudo.to_be_bytes());
+            })),
+            ("IP length beyond the frame", changed(&|d| { d[17] = 200; fix_ip_sum(d) })),
+            ("another flow", changed(&|d| d[35] = 1)),
+        ];
+        for (what, frame) in cases {
+            let run = super::super::bpf::test_run_xdp(f.prog_fd(), &frame, 1, 1).unwrap();
+            assert_eq!(run.action, XDP_PASS, "{what}: to the socket (none here: the kernel)");
+            assert_eq!(run.frame, frame, "{what}: untouched");
+        }
+        f.set_generation(8).unwrap();
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &datagram(), 1, 1).unwrap();
+        assert_eq!(run.action, XDP_PASS, "an entry of an older generation is a miss");
+        f.set_output(1, false).unwrap();
+        f.set_generation(7).unwrap();
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &datagram(), 1, 1).unwrap();
+        assert_eq!((run.action, run.frame), (XDP_PASS, datagram()), "an output gone: untouched, to the pipeline");
+    }
+
+    /// Not a benchmark (the lab and `linerate bench` are): the program's own time per frame,
+    /// hit and miss, printed for docs/performance.md (`cargo test -p linerate-io --lib
+    /// fastpath -- --nocapture`).
+    #[test]
+    fn the_program_costs_per_frame() {
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
+        let f = one_flow();
+        // The repeated runs rewrite one buffer: with TTL 255 and the MACs rewritten to
+        // themselves, 200 runs in a row are all hits.
+        let mut frame = datagram();
+        frame[22] = 255;
+        wire::Ipv4Packet::new_unchecked(&mut frame[14..34]).fill_checksum();
+        let mut entry = f.lookup(&flow_of(&frame)).unwrap().unwrap();
+        entry.dst_mac = entry.in_mac;
+        entry.src_mac = [2, 0, 0, 0, 0x0a, 1];
+        f.insert(&flow_of(&frame), &entry).unwrap();
+        let mut other = frame.clone();
+        other[35] = 1;
+        // What BPF_PROG_TEST_RUN itself costs a run: a program that only returns XDP_PASS.
+        let pass = super::super::bpf::load_xdp(&[super::super::bpf::Insn::mov_imm(0, 2), super::super::bpf::Insn::exit()], "lr_test_pass").unwrap();
+        // The least of many calls: what a run costs when nothing else interferes.
+        let (mut hit, mut miss, mut base) = (u32::MAX, u32::MAX, u32::MAX);
+        const CALLS: u64 = 200;
+        for _ in 0..CALLS {
+            let h = super::super::bpf::test_run_xdp(f.prog_fd(), &frame, 1, 200).unwrap();
+            let m = super::super::bpf::test_run_xdp(f.prog_fd(), &other, 1, 200).unwrap();
+            let b = super::super::bpf::test_run_xdp(pass.as_raw_fd(), &frame, 1, 200).unwrap();
+            assert_eq!((h.action, m.action), (XDP_REDIRECT, XDP_PASS));
+            (hit, miss, base) = (hit.min(h.ns_per_run), miss.min(m.ns_per_run), base.min(b.ns_per_run));
+        }
+        eprintln!("lr_fast: {hit} ns a hit, {miss} ns a miss; an empty program {base} ns (BPF_PROG_TEST_RUN, least of {CALLS} x 200 runs)");
     }
 }

@@ -172,7 +172,8 @@ pub(super) fn fast_path_targets(physical: &[config::Interface], backends: &[Back
             let ifindex = io::netdev::ifindex(&iface.name).unwrap_or(0);
             let on_xdp = *backend == Backend::AfXdp;
             let slot = fast.as_ref().filter(|_| on_xdp).and_then(|f| f.slot_of(ifindex));
-            crate::offload::PortTarget { ifindex, slot, mtu: iface.mtu }
+            let mac = iface.mac.map_or([0; 6], |m| m.0);
+            crate::offload::PortTarget { ifindex, slot, mtu: iface.mtu, mac }
         })
         .collect()
 }
