@@ -105,8 +105,6 @@ pub const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 pub const BPF_LINK_CREATE: libc::c_int = 28;
 
 pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
-pub const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
-pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 pub const BPF_PROG_TYPE_XDP: u32 = 6;

@@ -135,7 +135,7 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
         assert_eq!(rx1.binding(), ("lrx1", 0));
         for name in ["lrx0", "lrx1"] {
             let (_, prog) = xdp::attached_program(name).unwrap().expect("program attached");
-            assert_eq!(prog, "lr_xsk");
+            assert_eq!(prog, "lr_fast");
         }
 
         assorted_frames_arrive_intact(&mut pool, &mut rx1, &mut tx0);
@@ -261,7 +261,7 @@ fn xdp_veth_replaces_stale_program_and_reports_errors() {
             let (rx, tx) = xdp::open(&mut pool, "lrx1", 1, &cfg, None).expect("open replaces the stale program");
             let (id, name) = xdp::attached_program("lrx1").unwrap().expect("ours attached");
             assert_ne!(id, stale);
-            assert_eq!(name, "lr_xsk");
+            assert_eq!(name, "lr_fast");
             assert_eq!(rx.mode().0, XdpMode::Native, "veth has native XDP");
 
             // The same queue again, with its UMEM or a new one: busy, with an actionable error.

@@ -3,58 +3,37 @@
 //! replacement of a stale netlink-attached linerate program.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::fastpath::FastPath;
 use super::{XdpError, XdpMode, bpf, netlink, sys};
 
-/// The program, its XSKMAP and the link holding it on one interface.
+/// The steering program (the fast path's, shared by every interface: the XSKMAP range of
+/// `slot`) and the link holding it on one interface.
 pub struct Attachment {
     netns: u64,
     pub ifindex: u32,
     pub mode: XdpMode,
-    steering: Steering,
+    fast: Arc<FastPath>,
+    slot: u32,
+    /// Whether this port offloads flows (its program steers in any case).
+    offloads: bool,
     /// Closing this detaches the program.
     _link: OwnedFd,
 }
 
-/// Which program steers the interface's frames to the sockets.
-enum Steering {
-    /// The hand-assembled `lr_xsk`, with its own XSKMAP (and, fail-closed, its drop count).
-    Own { map: OwnedFd, drops: Option<OwnedFd>, _prog: OwnedFd },
-    /// The fast path's program, shared by every interface: the XSKMAP range of `slot`.
-    Fast { fast: Arc<FastPath>, slot: u32 },
-}
+/// Flow entries of a fast path whose ports offload nothing (it only steers).
+const STEERING_ONLY_FLOWS: u32 = 1024;
 
 impl Attachment {
     /// Points queue `queue`'s entry of the steering map at socket `sock`.
     pub fn set_socket(&self, queue: u32, sock: RawFd) -> io::Result<()> {
-        match &self.steering {
-            Steering::Own { map, .. } => bpf::xskmap_set(map.as_raw_fd(), queue, sock),
-            Steering::Fast { fast, slot } => fast.xsk_set(*slot, queue, sock),
-        }
-    }
-
-    fn fail_closed(&self) -> bool {
-        match &self.steering {
-            Steering::Own { drops, .. } => drops.is_some(),
-            Steering::Fast { fast, .. } => fast.fail_closed(),
-        }
-    }
-
-    fn fast(&self) -> bool {
-        matches!(self.steering, Steering::Fast { .. })
+        self.fast.xsk_set(self.slot, queue, sock)
     }
 
     fn unsteered(&self) -> Option<u64> {
-        match &self.steering {
-            Steering::Own { drops, .. } => bpf::read_percpu_u64(drops.as_ref()?.as_raw_fd()).ok(),
-            Steering::Fast { fast, slot } if fast.fail_closed() => {
-                fast.port_counts(*slot as u16).ok().map(|c| c.unsteered)
-            }
-            Steering::Fast { .. } => None,
-        }
+        self.fast.fail_closed().then(|| self.fast.port_counts(self.slot as u16).ok().map(|c| c.unsteered)).flatten()
     }
 }
 
@@ -91,58 +70,24 @@ pub fn get_or_attach(
                 a.mode
             )));
         }
-        if fail_closed != a.fail_closed() || fast.is_some() != a.fast() {
+        if fail_closed != a.fast.fail_closed() || fast.is_some() != a.offloads {
             return Err(XdpError::Config(format!(
                 "`{ifname}` already runs linerate's program with fail-closed = {}, fast path = {}",
-                a.fail_closed(),
-                a.fast()
+                a.fast.fail_closed(),
+                a.offloads
             )));
         }
         return Ok(a);
     }
-    let steering = match fast {
-        Some(flows) => {
-            let fast = FastPath::shared(flows, fail_closed)?;
-            let slot = fast.register(ifindex)?;
-            Steering::Fast { fast, slot }
-        }
-        None => {
-            let (map, drops, prog) = load_program(ifname, bpf::PROG_NAME, fail_closed)?;
-            Steering::Own { map, drops, _prog: prog }
-        }
-    };
-    let a = Arc::new(attach(ifname, ifindex, want, steering)?);
+    let shared = FastPath::shared(fast.unwrap_or(STEERING_ONLY_FLOWS), fail_closed)?;
+    let slot = shared.register(ifindex)?;
+    let a = Arc::new(attach(ifname, ifindex, want, shared, slot, fast.is_some())?);
     all.push(Arc::downgrade(&a));
     Ok(a)
 }
 
-/// The maps and program of [`load_program`]: XSKMAP, fail-closed drop counter, program.
-pub type Loaded = (OwnedFd, Option<OwnedFd>, OwnedFd);
-
-/// Loads a fresh XSKMAP and steering program named `name` (with `fail_closed`, the variant
-/// that drops IP frames no socket takes, and its counter).
-pub fn load_program(ifname: &str, name: &str, fail_closed: bool) -> Result<Loaded, XdpError> {
-    let map = bpf::create_xskmap().map_err(|e| XdpError::sys("create XSKMAP", ifname, e))?;
-    let drops = fail_closed.then(bpf::create_drop_counter).transpose().map_err(|e| XdpError::sys("create the drop counter map", ifname, e))?;
-    let insns = match &drops {
-        Some(d) => bpf::xsk_program_fail_closed(map.as_raw_fd(), d.as_raw_fd()),
-        None => bpf::xsk_program(map.as_raw_fd()),
-    };
-    let prog = bpf::load_xdp(&insns, name).map_err(|e| {
-        if e.source.raw_os_error() == Some(libc::EPERM) {
-            XdpError::sys("load XDP program", ifname, e.source)
-        } else {
-            XdpError::ProgramRejected { source: e.source, log: e.log }
-        }
-    })?;
-    Ok((map, drops, prog))
-}
-
-fn attach(ifname: &str, ifindex: u32, want: XdpMode, steering: Steering) -> Result<Attachment, XdpError> {
-    let prog = match &steering {
-        Steering::Own { _prog, .. } => _prog.as_raw_fd(),
-        Steering::Fast { fast, .. } => fast.prog_fd(),
-    };
+fn attach(ifname: &str, ifindex: u32, want: XdpMode, fast: Arc<FastPath>, slot: u32, offloads: bool) -> Result<Attachment, XdpError> {
+    let prog = fast.prog_fd();
     let modes: &[XdpMode] = match want {
         XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
         XdpMode::Native => &[XdpMode::Native],
@@ -151,7 +96,7 @@ fn attach(ifname: &str, ifindex: u32, want: XdpMode, steering: Steering) -> Resu
     let mut last = None;
     for &mode in modes {
         match link_replacing_stale(ifname, ifindex, prog, mode) {
-            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, steering, _link: link }),
+            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, fast, slot, offloads, _link: link }),
             // The driver has no native XDP: try generic (skb) mode.
             Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
             // Native XDP refuses a link whose MTU does not fit a page (veth, virtio_net).

@@ -1,8 +1,7 @@
-//! The XDP program that steers frames to the AF_XDP sockets, its XSKMAP, and its attachment.
-//!
-//! The program is assembled here from raw eBPF instructions rather than compiled from C:
-//! linerate needs no clang, libbpf or external loader at build or run time, and the program is
-//! about twenty instructions, short enough to read and review in place (see [`xsk_program`]).
+//! Raw eBPF: instructions (for the programs still assembled here: the live generator's and
+//! the tc program that drops the kernel's copies), the `bpf()` calls linerate makes itself on
+//! maps and programs, and their attachment as bpf_links. The XDP programs that steer, forward,
+//! count and pass are C (`crates/io/bpf/`), loaded by aya ([`super::object`]).
 
 use std::ffi::CString;
 use std::io;
@@ -10,7 +9,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::sys;
 
-/// BPF object name of the program (and prefix of every name linerate gives its programs).
+/// BPF object name of the steering program of linerate before the fast path (a crashed older
+/// linerate may have left it attached).
 pub const PROG_NAME: &str = "lr_xsk";
 /// Name of the pass-everything program that gives a veth its NAPI (`xdp::attach_pass`).
 pub const PASS_PROG_NAME: &str = "lr_pass";
@@ -21,8 +21,6 @@ pub const MAX_QUEUES: u32 = 256;
 
 pub const XDP_PASS: i32 = 2;
 pub const XDP_DROP: i32 = 1;
-const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
-const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 
 /// One eBPF instruction (`struct bpf_insn`).
@@ -263,128 +261,6 @@ impl Fixups {
     }
 }
 
-/// The steering program for the XSKMAP `map_fd`:
-///
-/// ```text
-///  0: r2 = *(u32 *)(r1 + 0)        ; ctx->data
-///  1: r3 = *(u32 *)(r1 + 4)        ; ctx->data_end
-///  2: r4 = r2
-///  3: r4 += 14
-///  4: if r4 > r3 goto pass         ; shorter than an Ethernet header
-///  5: r4 = *(u16 *)(r2 + 12)       ; EtherType
-///  6: r4 = be16 r4
-///  7: if r4 == 0x0800 goto redirect
-///  8: if r4 == 0x86dd goto redirect
-///  9: if r4 == 0x8100 goto redirect
-/// 10: if r4 == 0x88a8 goto redirect
-/// 11: if r4 == 0x0806 goto redirect ; ARP: linerate answers it and hands the host a copy
-/// pass:
-/// 12: r0 = XDP_PASS                ; LLDP, STP, ... go on to the kernel
-/// 13: exit
-/// redirect:
-/// 14: r2 = *(u32 *)(r1 + 16)       ; ctx->rx_queue_index
-/// 15: r1 = map_fd ll
-/// 17: r3 = XDP_PASS                ; no socket on this queue: pass to the kernel
-/// 18: call bpf_redirect_map
-/// 19: exit
-/// ```
-pub fn xsk_program(map_fd: RawFd) -> Vec<Insn> {
-    let mut p = vec![
-        Insn::ldx_w(R2, R1, 0),
-        Insn::ldx_w(R3, R1, 4),
-        Insn::mov_reg(R4, R2),
-        Insn::add_imm(R4, 14),
-        Insn::jgt_reg(R4, R3, 7), // -> 12
-        Insn::ldx_h(R4, R2, 12),
-        Insn::be16(R4),
-        Insn::jeq_imm(R4, 0x0800, 6), // -> 14
-        Insn::jeq_imm(R4, 0x86dd, 5),
-        Insn::jeq_imm(R4, 0x8100, 4),
-        Insn::jeq_imm(R4, 0x88a8, 3),
-        Insn::jeq_imm(R4, 0x0806, 2),
-        Insn::mov_imm(R0, XDP_PASS),
-        Insn::exit(),
-        Insn::ldx_w(R2, R1, 16),
-    ];
-    p.extend(Insn::ld_map_fd(R1, map_fd));
-    p.extend([Insn::mov_imm(R3, XDP_PASS), Insn::call(BPF_FUNC_REDIRECT_MAP), Insn::exit()]);
-    p
-}
-
-/// The steering program of a router with a firewall, fail-closed: as [`xsk_program`], except
-/// that an IP or VLAN-tagged frame arriving on a queue with no socket is dropped and counted
-/// in the per-CPU array `count_fd` (one u64), where the kernel would otherwise route it
-/// unfiltered. ARP still falls back to the kernel (its neighbour cache and the host stack
-/// need it), as does every other EtherType.
-///
-/// ```text
-///  0-13: as xsk_program, IP and VLAN frames jumping to `guarded`, ARP to `redirect`
-/// redirect:
-///       r2 = ctx->rx_queue_index; r1 = map_fd ll; r3 = XDP_PASS
-///       call bpf_redirect_map; exit
-/// guarded:
-///       r2 = ctx->rx_queue_index; r1 = map_fd ll; r3 = XDP_DROP  ; fallback when no socket
-///       call bpf_redirect_map
-///       if r0 != XDP_DROP goto out     ; XDP_REDIRECT: a worker has it
-///       *(u32 *)(r10 - 4) = 0; r2 = r10 - 4; r1 = count_fd ll
-///       call bpf_map_lookup_elem
-///       if r0 == 0 goto drop
-///       *(u64 *)(r0 + 0) += 1          ; this CPU's slot: no atomics
-/// drop: r0 = XDP_DROP
-/// out:  exit
-/// ```
-pub fn xsk_program_fail_closed(map_fd: RawFd, count_fd: RawFd) -> Vec<Insn> {
-    let (mut guarded, mut redirect, mut pass) = (Fixups::default(), Fixups::default(), Fixups::default());
-    let mut p = vec![Insn::ldx_w(R2, R1, 0), Insn::ldx_w(R3, R1, 4), Insn::mov_reg(R4, R2), Insn::add_imm(R4, 14)];
-    pass.jump(&mut p, Insn::jgt_reg(R4, R3, 0));
-    p.extend([Insn::ldx_h(R4, R2, 12), Insn::be16(R4)]);
-    for ethertype in [0x0800, 0x86dd, 0x8100, 0x88a8] {
-        guarded.jump(&mut p, Insn::jeq_imm(R4, ethertype, 0));
-    }
-    redirect.jump(&mut p, Insn::jeq_imm(R4, 0x0806, 0));
-    pass.land(&mut p);
-    p.extend([Insn::mov_imm(R0, XDP_PASS), Insn::exit()]);
-    redirect.land(&mut p);
-    p.push(Insn::ldx_w(R2, R1, 16));
-    p.extend(Insn::ld_map_fd(R1, map_fd));
-    p.extend([Insn::mov_imm(R3, XDP_PASS), Insn::call(BPF_FUNC_REDIRECT_MAP), Insn::exit()]);
-    guarded.land(&mut p);
-    p.push(Insn::ldx_w(R2, R1, 16));
-    p.extend(Insn::ld_map_fd(R1, map_fd));
-    p.extend([Insn::mov_imm(R3, XDP_DROP), Insn::call(BPF_FUNC_REDIRECT_MAP)]);
-    let mut out = Fixups::default();
-    out.jump(&mut p, Insn::jne_imm(R0, XDP_DROP, 0));
-    p.extend([Insn::st_w(R10, -4, 0), Insn::mov_reg(R2, R10), Insn::add_imm(R2, -4)]);
-    p.extend(Insn::ld_map_fd(R1, count_fd));
-    p.push(Insn::call(BPF_FUNC_MAP_LOOKUP_ELEM));
-    let mut drop = Fixups::default();
-    drop.jump(&mut p, Insn::jeq_imm(R0, 0, 0));
-    p.extend([Insn::ldx_dw(R1, R0, 0), Insn::add_imm(R1, 1), Insn::stx_dw(R0, R1, 0)]);
-    drop.land(&mut p);
-    p.push(Insn::mov_imm(R0, XDP_DROP));
-    out.land(&mut p);
-    p.push(Insn::exit());
-    p
-}
-
-/// Creates the per-CPU counter of [`xsk_program_fail_closed`]: one u64 per CPU.
-pub fn create_drop_counter() -> io::Result<OwnedFd> {
-    let mut attr = MapCreateAttr {
-        map_type: sys::BPF_MAP_TYPE_PERCPU_ARRAY,
-        key_size: 4,
-        value_size: 8,
-        max_entries: 1,
-        map_name: obj_name("lr_xsk_nosock"),
-        ..Default::default()
-    };
-    sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)
-}
-
-/// The sum over every CPU of the single u64 in per-CPU array `map`.
-pub fn read_percpu_u64(map: RawFd) -> io::Result<u64> {
-    Ok(percpu_sums::<1>(map, super::sink::possible_cpus()?)?[0])
-}
-
 /// Entry 0 of per-CPU array `map` (a value of `N` u64 counters, on each of `cpus` CPUs),
 /// summed over the CPUs counter by counter.
 pub fn percpu_sums<const N: usize>(map: RawFd, cpus: usize) -> io::Result<[u64; N]> {
@@ -440,19 +316,6 @@ pub(super) struct MapCreateAttr {
     pub inner_map_fd: u32,
     pub numa_node: u32,
     pub map_name: [u8; 16],
-}
-
-/// Creates an XSKMAP of `MAX_QUEUES` entries (queue index -> socket).
-pub fn create_xskmap() -> io::Result<OwnedFd> {
-    let mut attr = MapCreateAttr {
-        map_type: sys::BPF_MAP_TYPE_XSKMAP,
-        key_size: 4,
-        value_size: 4,
-        max_entries: MAX_QUEUES,
-        map_name: obj_name("lr_xsks"),
-        ..Default::default()
-    };
-    sys::bpf_fd(sys::BPF_MAP_CREATE, &mut attr)
 }
 
 #[repr(C)]
@@ -818,72 +681,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn program_shape() {
-        let p = xsk_program(7);
-        assert_eq!(p.len(), 20);
-        // Jump targets land on `pass` (12) and `redirect` (14).
-        assert_eq!(4 + 1 + p[4].off as usize, 12);
-        for (i, insn) in p.iter().enumerate().take(12).skip(7) {
-            assert_eq!(i + 1 + insn.off as usize, 14, "insn {i}");
-        }
-        assert_eq!(p[15], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 });
-        assert_eq!(p[18].imm, BPF_FUNC_REDIRECT_MAP);
-        assert_eq!(p[19].code, 0x95);
+    fn instructions_are_eight_bytes() {
         assert_eq!(size_of::<Insn>(), 8);
+        assert_eq!(Insn::ld_map_fd(R1, 7)[0], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 });
     }
 
     #[test]
     fn rejected_program_comes_with_the_verifier_log() {
-        if !crate::netdev::is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
         // Exits without setting r0.
         let err = load_xdp(&[Insn::exit()], "lr_bad").expect_err("verifier refuses");
         assert_eq!(err.source.raw_os_error(), Some(libc::EACCES));
         assert!(err.log.contains("R0 !read_ok"), "log: {}", err.log);
-        let map = create_xskmap().expect("XSKMAP");
-        load_xdp(&xsk_program(map.as_raw_fd()), PROG_NAME).expect("steering program loads");
-    }
-
-    #[test]
-    fn fail_closed_program_shape() {
-        let p = xsk_program_fail_closed(7, 8);
-        // Every forward jump lands inside the program; the last instruction exits.
-        for (i, insn) in p.iter().enumerate() {
-            if insn.code() & 0x07 == 0x05 && insn.code() != 0x85 && insn.code() != 0x95 {
-                assert!(i + 1 + (insn.off() as usize) < p.len(), "insn {i} jumps out");
-            }
-        }
-        assert_eq!(p.last().unwrap().code(), 0x95);
-        assert!(p.iter().any(|i| *i == Insn::ld_map_fd(R1, 8)[0]), "the counter map is referenced");
-    }
-
-    /// A frame on a queue with no socket: IP is dropped and counted, ARP and LLDP pass
-    /// (BPF_PROG_TEST_RUN runs on queue 0, which has no socket here).
-    #[test]
-    fn fail_closed_drops_and_counts_what_no_socket_takes() {
-        if !crate::netdev::is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
-        let map = create_xskmap().unwrap();
-        let count = create_drop_counter().unwrap();
-        let prog = load_xdp(&xsk_program_fail_closed(map.as_raw_fd(), count.as_raw_fd()), PROG_NAME).expect("loads");
-        let frame = |ethertype: u16| {
-            let mut f = [0u8; 60];
-            f[12..14].copy_from_slice(&ethertype.to_be_bytes());
-            f
-        };
-        for ethertype in [0x0800, 0x86dd, 0x8100] {
-            assert_eq!(test_run(prog.as_raw_fd(), &frame(ethertype)).unwrap(), XDP_DROP as u32, "{ethertype:#x}");
-        }
-        assert_eq!(test_run(prog.as_raw_fd(), &frame(0x0806)).unwrap(), XDP_PASS as u32, "ARP");
-        assert_eq!(test_run(prog.as_raw_fd(), &frame(0x88cc)).unwrap(), XDP_PASS as u32, "LLDP");
-        assert_eq!(read_percpu_u64(count.as_raw_fd()).unwrap(), 3);
-        // Without fail-closed, the same IP frame goes to the kernel.
-        let open = load_xdp(&xsk_program(map.as_raw_fd()), PROG_NAME).unwrap();
-        assert_eq!(test_run(open.as_raw_fd(), &frame(0x0800)).unwrap(), XDP_PASS as u32);
     }
 
     #[test]

@@ -7,12 +7,8 @@
 //! an older generation are misses, so the pipeline decides those flows again.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
-
-use aya::EbpfLoader;
-use aya::maps::{Map, MapData};
-use aya::programs::Xdp;
 
 use super::XdpError;
 use super::bpf::{MapElemAttr, percpu_values};
@@ -29,8 +25,6 @@ pub const DEFAULT_FLOWS: u32 = 1 << 18;
 /// Interfaces below this ifindex are found in an array, the others in a hash (the program's
 /// `SMALL_IFINDEX`).
 const SMALL_IFINDEX: u32 = 1024;
-
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
 
 /// What the program matches a frame on: input interface and 5-tuple, addresses and ports as
 /// they are on the wire (`struct flow_key4` or `struct flow_key6`, by `family`).
@@ -193,36 +187,15 @@ impl FastPath {
         all.iter().filter_map(Weak::upgrade).find(|f| f.netns == netns)
     }
 
-    /// Loads the program and creates its maps (the flow table with `flows` entries).
+    /// Loads the program and creates its maps (the flow tables with `flows` entries each).
     pub fn load(flows: u32, fail_closed: bool) -> Result<FastPath, XdpError> {
-        let load_err = |what: &str, e: &dyn std::fmt::Display| XdpError::ProgramRejected {
-            source: io::Error::other(format!("{what}: {e}")),
-            log: String::new(),
-        };
-        let mut obj = EbpfLoader::new()
-            .set_max_entries("flows4", flows.max(1))
-            .set_max_entries("flows6", flows.max(1))
-            .load(OBJECT)
-            .map_err(|e| load_err("loading bpf/fastpath.bpf.c's object", &e))?;
-        let prog: &mut Xdp = obj
-            .program_mut(PROG_NAME)
-            .ok_or_else(|| load_err("the object has no program", &PROG_NAME))?
-            .try_into()
-            .map_err(|e| load_err("not an XDP program", &e))?;
-        prog.load().map_err(|e| load_err("verifier", &format!("{e:?}")))?;
-        let prog = prog
-            .fd()
-            .map_err(|e| load_err("program fd", &e))?
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| XdpError::sys("dup the program fd", "-", e))?;
-        let mut take = |name: &str| -> Result<OwnedFd, XdpError> {
-            let map = obj.take_map(name).ok_or_else(|| load_err("the object has no map", &name))?;
-            map_fd(&map).map_err(|e| XdpError::sys("dup a map fd", "-", e))
-        };
+        let flows = flows.max(1);
+        let sizes = [("flows4", flows), ("flows6", flows)];
+        let mut obj = super::object::load_xdp(super::object::FASTPATH, PROG_NAME, &sizes)
+            .map_err(|e| XdpError::ProgramRejected { source: e, log: String::new() })?;
+        let mut take = |name: &str| obj.take_map(name).map_err(|e| XdpError::sys("take a map of the fast path", "-", e));
         let fast = FastPath {
             netns: sys::netns_id(),
-            prog,
             flows4: take("flows4")?,
             flows6: take("flows6")?,
             tx_ports: take("tx_ports")?,
@@ -231,6 +204,7 @@ impl FastPath {
             if_slots_small: take("if_slots_small")?,
             config: take("config")?,
             port_stats: take("port_stats")?,
+            prog: obj.prog,
             fail_closed,
             slots: Mutex::new(vec![0; MAX_IFACES as usize]),
             cpus: super::sink::possible_cpus().map_err(|e| XdpError::sys("count the CPUs", "-", e))?,
@@ -337,15 +311,6 @@ impl FastPath {
     pub fn counts_of(&self, ifindex: u32) -> Option<PortCounts> {
         self.port_counts(self.slot_of(ifindex)?).ok()
     }
-}
-
-/// A duplicate of the fd of one of the object's maps (the object is dropped after loading).
-fn map_fd(map: &Map) -> io::Result<OwnedFd> {
-    let data: &MapData = match map {
-        Map::Array(d) | Map::DevMapHash(d) | Map::HashMap(d) | Map::LruHashMap(d) | Map::PerCpuArray(d) | Map::XskMap(d) => d,
-        _ => return Err(io::Error::other("unexpected map type")),
-    };
-    data.fd().as_fd().try_clone_to_owned()
 }
 
 fn elem_attr<K, V>(map: &OwnedFd, key: &K, value: *const V) -> MapElemAttr {
@@ -539,6 +504,33 @@ mod tests {
         f.set_generation(7).unwrap();
         let run = super::super::bpf::test_run_xdp(f.prog_fd(), &datagram(), 1, 1).unwrap();
         assert_eq!((run.action, run.frame), (XDP_PASS, datagram()), "an output gone: untouched, to the pipeline");
+    }
+
+    /// Fail-closed, with no socket on the queue: IP and tagged frames are dropped and counted
+    /// (the kernel would route them unfiltered), ARP and LLDP go to the kernel; without it,
+    /// the same IP frame goes to the kernel too.
+    #[test]
+    fn fail_closed_drops_and_counts_what_no_socket_takes() {
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
+        let frame = |ethertype: u16| {
+            let mut f = [0u8; 60];
+            f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            f
+        };
+        let run = |f: &FastPath, ethertype| super::super::bpf::test_run_xdp(f.prog_fd(), &frame(ethertype), 1, 1).unwrap().action;
+        let closed = FastPath::load(64, true).unwrap();
+        closed.register(1).unwrap();
+        for ethertype in [0x0800, 0x86dd, 0x8100] {
+            assert_eq!(run(&closed, ethertype), 1, "{ethertype:#x}: XDP_DROP");
+        }
+        assert_eq!(run(&closed, 0x0806), XDP_PASS, "ARP");
+        assert_eq!(run(&closed, 0x88cc), XDP_PASS, "LLDP");
+        assert_eq!(closed.port_counts(0).unwrap().unsteered, 3);
+        let open = FastPath::load(64, false).unwrap();
+        open.register(1).unwrap();
+        assert_eq!(run(&open, 0x0800), XDP_PASS);
+        let unregistered = FastPath::load(64, true).unwrap();
+        assert_eq!(run(&unregistered, 0x0800), XDP_PASS, "not linerate's interface");
     }
 
     /// Not a benchmark (the lab and `linerate bench` are): the program's own time per frame,

@@ -5,7 +5,7 @@
 //! [`XdpRx`] and an [`XdpTx`]. All sockets of a worker share one UMEM (pass the first port's
 //! [`Umem`] when opening the others), so a frame received on one port is sent out of another
 //! by handing its descriptor over: no copy in user space. Linerate loads its own steering
-//! program (`lr_xsk`, see [`bpf`]) that redirects IPv4, IPv6 and VLAN-tagged frames to the
+//! program (`lr_fast`, see [`fastpath`]) that redirects IPv4, IPv6 and VLAN-tagged frames to the
 //! sockets and passes everything else (ARP, ...) to the kernel.
 //!
 //! The pool must outlive every port opened on it (the kernel pins and writes into its region
@@ -16,6 +16,7 @@ mod attach;
 pub mod bpf;
 pub mod fastpath;
 pub mod features;
+pub mod object;
 mod netlink;
 pub mod ring;
 pub mod kernel_copy;
@@ -75,10 +76,10 @@ pub struct XdpConfig {
     pub mode: XdpMode,
     pub zero_copy: ZeroCopy,
     /// The steering program drops (and counts) IP and VLAN frames arriving on a queue with
-    /// no socket instead of passing them to the kernel ([`bpf::xsk_program_fail_closed`]).
+    /// no socket instead of passing them to the kernel.
     pub fail_closed: bool,
-    /// The fast path's program steers instead of `lr_xsk`, with a flow table of this many
-    /// entries ([`fastpath`]).
+    /// The size of the fast path's flow tables ([`fastpath`]; its program steers the frames
+    /// to the sockets in any case): `None` for a port that offloads nothing.
     pub fast_path: Option<u32>,
 }
 
@@ -172,7 +173,8 @@ pub struct Umem {
 /// UMEM (which must be `pool`'s) instead of registering the pool again.
 ///
 /// Attaches linerate's steering program to `ifname` unless a port already did; a stale
-/// `lr_xsk` left attached by a crashed linerate is replaced.
+/// program of linerate's (`lr_fast`, or an older `lr_xsk`) left attached by a crashed linerate
+/// is replaced.
 pub fn open(
     pool: &mut FramePool,
     ifname: &str,
@@ -498,8 +500,9 @@ impl TxPort for XdpTx {
 /// only while an XDP program is attached (or GRO is on): AF_PACKET ports on veth use this.
 pub fn attach_pass(ifname: &str) -> Result<OwnedFd, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let prog = bpf::load_xdp(&[bpf::Insn::mov_imm(0, bpf::XDP_PASS), bpf::Insn::exit()], bpf::PASS_PROG_NAME)
-        .map_err(|e| XdpError::ProgramRejected { source: e.source, log: e.log })?;
+    let prog = object::load_xdp(object::TOOLS, bpf::PASS_PROG_NAME, &[])
+        .map_err(|e| XdpError::ProgramRejected { source: e, log: String::new() })?
+        .prog;
     // The link holds the program; its fd can close.
     bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_DRV_MODE).map_err(|e| XdpError::sys("attach XDP pass program (native)", ifname, e))
 }
@@ -527,7 +530,9 @@ pub fn attached_program(ifname: &str) -> Result<Option<(u32, String)>, XdpError>
 #[doc(hidden)]
 pub fn attach_via_netlink(ifname: &str, name: &str, generic: bool) -> Result<u32, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let (_map, _drops, prog) = attach::load_program(ifname, name, false)?;
+    // Any program will do: only its name is looked at.
+    let prog = bpf::load_xdp(&[bpf::Insn::mov_imm(0, bpf::XDP_PASS), bpf::Insn::exit()], name)
+        .map_err(|e| XdpError::ProgramRejected { source: e.source, log: e.log })?;
     let flags = if generic { sys::XDP_FLAGS_SKB_MODE } else { sys::XDP_FLAGS_DRV_MODE };
     netlink::set_xdp(ifindex, prog.as_raw_fd(), flags).map_err(|e| XdpError::sys("attach via netlink", ifname, e))?;
     Ok(attached_program(ifname)?.map_or(0, |(id, _)| id))

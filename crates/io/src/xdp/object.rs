@@ -1,0 +1,63 @@
+//! linerate's eBPF objects (`crates/io/bpf/*.bpf.c`, built by clang in `build.rs`), and the
+//! loading of one XDP program of an object with its maps, by aya.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use aya::EbpfLoader;
+use aya::maps::{Map, MapData};
+use aya::programs::Xdp;
+
+/// `bpf/fastpath.bpf.c`: the fast path and the steering to the sockets.
+pub static FASTPATH: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
+/// `bpf/tools.bpf.c`: the lab's counting sink and the pass-everything program.
+pub static TOOLS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tools.bpf.o"));
+
+/// A loaded XDP program and the maps of its object (the object itself is dropped: these
+/// fds keep the kernel's objects).
+pub struct Loaded {
+    pub prog: OwnedFd,
+    maps: Vec<(String, OwnedFd)>,
+}
+
+impl Loaded {
+    /// The map `name` of the object (once).
+    pub fn take_map(&mut self, name: &str) -> io::Result<OwnedFd> {
+        let at = self.maps.iter().position(|(n, _)| n == name).ok_or_else(|| io::Error::other(format!("the object has no map {name}")))?;
+        Ok(self.maps.swap_remove(at).1)
+    }
+}
+
+/// Loads XDP program `prog` of `object`, its maps created with the sizes of `max_entries`
+/// (by name) where given. The error carries the verifier's or the loader's words.
+pub fn load_xdp(object: &[u8], prog: &str, max_entries: &[(&str, u32)]) -> io::Result<Loaded> {
+    let mut loader = EbpfLoader::new();
+    for (map, n) in max_entries {
+        loader.set_max_entries(map, *n);
+    }
+    let mut obj = loader.load(object).map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
+    let program: &mut Xdp = obj
+        .program_mut(prog)
+        .ok_or_else(|| io::Error::other(format!("the object has no program {prog}")))?
+        .try_into()
+        .map_err(|e| io::Error::other(format!("{prog} is not an XDP program: {e}")))?;
+    program.load().map_err(|e| io::Error::other(format!("the kernel refused {prog}: {e:?}")))?;
+    let prog_fd = program.fd().map_err(|e| io::Error::other(format!("{prog}: {e}")))?.as_fd().try_clone_to_owned()?;
+    let names: Vec<String> = obj.maps().map(|(n, _)| n.to_owned()).collect();
+    let mut maps = Vec::new();
+    for name in names {
+        if let Some(map) = obj.take_map(&name) {
+            maps.push((name, map_fd(&map)?));
+        }
+    }
+    Ok(Loaded { prog: prog_fd, maps })
+}
+
+/// A duplicate of the fd of one of the object's maps.
+fn map_fd(map: &Map) -> io::Result<OwnedFd> {
+    let data: &MapData = match map {
+        Map::Array(d) | Map::DevMapHash(d) | Map::HashMap(d) | Map::LruHashMap(d) | Map::PerCpuArray(d) | Map::XskMap(d) => d,
+        _ => return Err(io::Error::other("unexpected map type")),
+    };
+    data.fd().as_fd().try_clone_to_owned()
+}
