@@ -223,6 +223,9 @@ static __always_inline int read_ports(void *l4, void *end, __u8 proto, __u16 *sp
 		*sport = u->source;
 		*dport = u->dest;
 		check = u->check;
+		// Read here: a field address merged from two branches (offset 6 or 16) is
+		// variable pointer arithmetic, which the verifier refuses without CAP_PERFMON.
+		asm volatile("" : "+r"(check));
 	} else if (proto == IPPROTO_TCP) {
 		struct tcphdr *t = l4;
 		if ((void *)(t + 1) > end || !tcp_plain(t))
@@ -230,14 +233,19 @@ static __always_inline int read_ports(void *l4, void *end, __u8 proto, __u16 *sp
 		*sport = t->source;
 		*dport = t->dest;
 		check = t->check;
+		asm volatile("" : "+r"(check));
 	} else {
 		return -1;
 	}
 	return bpf_ntohs(check) == fold(pseudo) ? -1 : 0;
 }
 
+// Lengths are compared as numbers (`room`: the frame's bytes from the IP header on, from
+// bpf_xdp_get_buff_len), never as packet pointers moved by a variable offset: the verifier
+// allows that only to loaders with CAP_PERFMON, which linerate does not ask for.
+
 // The entry of an IPv4 frame the fast path may take, its IP length in *len; NULL otherwise.
-static __always_inline struct flow_entry *entry_v4(struct xdp_md *ctx, struct iphdr *ip, void *end, __u32 *len)
+static __always_inline struct flow_entry *entry_v4(struct xdp_md *ctx, struct iphdr *ip, void *end, __u32 room, __u32 *len)
 {
 	if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->version != 4)
 		return NULL;
@@ -245,7 +253,7 @@ static __always_inline struct flow_entry *entry_v4(struct xdp_md *ctx, struct ip
 	if ((ip->frag_off & bpf_htons(0x3fff)) || ip->ttl <= 1)
 		return NULL;
 	__u32 tot = bpf_ntohs(ip->tot_len);
-	if (tot < sizeof(*ip) || (void *)ip + tot > end || !ipv4_csum_ok(ip))
+	if (tot < sizeof(*ip) || tot > room || !ipv4_csum_ok(ip))
 		return NULL;
 	struct flow_key4 k = {.ifindex = ctx->ingress_ifindex, .src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
 	__u32 pseudo = addr_sum(&ip->saddr, 1) + addr_sum(&ip->daddr, 1) + ip->protocol + tot - sizeof(*ip);
@@ -255,12 +263,12 @@ static __always_inline struct flow_entry *entry_v4(struct xdp_md *ctx, struct ip
 	return bpf_map_lookup_elem(&flows4, &k);
 }
 
-static __always_inline struct flow_entry *entry_v6(struct xdp_md *ctx, struct ipv6hdr *ip, void *end, __u32 *len)
+static __always_inline struct flow_entry *entry_v6(struct xdp_md *ctx, struct ipv6hdr *ip, void *end, __u32 room, __u32 *len)
 {
 	if ((void *)(ip + 1) > end || ip->version != 6 || ip->hop_limit <= 1)
 		return NULL;
 	__u32 tot = bpf_ntohs(ip->payload_len) + sizeof(*ip);
-	if ((void *)ip + tot > end)
+	if (tot > room)
 		return NULL;
 	// Extension headers: not UDP or TCP here, so the pipeline's.
 	struct flow_key6 k = {.ifindex = ctx->ingress_ifindex, .proto = ip->nexthdr};
@@ -320,7 +328,9 @@ int lr_fast(struct xdp_md *ctx)
 		return steer(ctx, cfg, 1);
 	__u32 len = 0;
 	void *l3 = eth + 1;
-	struct flow_entry *e = v4 ? entry_v4(ctx, l3, end, &len) : entry_v6(ctx, l3, end, &len);
+	__u64 frame = bpf_xdp_get_buff_len(ctx);
+	__u32 room = frame - sizeof(*eth);
+	struct flow_entry *e = v4 ? entry_v4(ctx, l3, end, room, &len) : entry_v6(ctx, l3, end, room, &len);
 	if (!e || e->gen != cfg->gen || len > e->mtu || !same_mac(eth->h_dest, e->in_mac))
 		return steer(ctx, cfg, 1);
 	// The redirect is set up now and done when the program returns: an output that cannot
@@ -328,7 +338,7 @@ int lr_fast(struct xdp_md *ctx)
 	if (bpf_redirect_map(&tx_ports, e->out_ifindex, XDP_ABORTED) != XDP_REDIRECT)
 		return steer(ctx, cfg, 1);
 	rewrite(eth, l3, v4, e);
-	__u64 bytes = (__u64)(end - data);
+	__u64 bytes = frame;
 	e->packets++;
 	e->bytes += bytes;
 	e->last_jiffies = bpf_jiffies64();

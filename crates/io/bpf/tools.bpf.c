@@ -29,7 +29,7 @@ int lr_sink(struct xdp_md *ctx)
 	if (c) {
 		// This CPU's slot: no atomics.
 		c->packets++;
-		c->bytes += ctx->data_end - ctx->data;
+		c->bytes += bpf_xdp_get_buff_len(ctx);
 	}
 	return XDP_DROP;
 }
