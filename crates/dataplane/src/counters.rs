@@ -63,6 +63,7 @@ drop_reasons! {
     NatFragment => "nat_fragment", "An IPv4 fragment of a flow NAT would translate: linerate does not reassemble.";
     ScrubBadTcp => "scrub_bad_tcp", "A TCP segment a scrub rule matched with flags pf's normalization drops (SYN with RST or FIN; FIN, PSH or URG without ACK; none of SYN, ACK, RST) or a data offset below 5.";
     Blackhole => "blackhole", "Discarded by a blackhole route (config, or a kernel route of type blackhole).";
+    LinkLocal => "link_local", "A link-local source or destination (IPv4 169.254/16, RFC 3927 2.7; IPv6 fe80::/10, RFC 4291 2.5.6) on a packet not for one of the router's addresses: never forwarded.";
 }
 
 /// Number of drop reasons.

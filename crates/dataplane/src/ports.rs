@@ -12,6 +12,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use wire::MacAddr;
 
+mod own;
+
+pub use own::{OwnAddrs, subnet_router_anycast};
+
 /// A port as the dataplane knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortInfo {
@@ -79,6 +83,8 @@ pub struct PortMap {
     out: Vec<OutPort>,
     /// MAC of each physical port (the unicast address it accepts).
     phys_macs: Vec<MacAddr>,
+    /// The router's addresses (for martian sources and link-local packets).
+    pub own: OwnAddrs,
 }
 
 impl PortMap {
@@ -108,7 +114,7 @@ impl PortMap {
                 mtu: p.mtu,
             })
             .collect();
-        PortMap { input, out, phys_macs }
+        PortMap { input, out, phys_macs, own: OwnAddrs::of(ports) }
     }
 
     /// The logical port of a frame received on `phys` with VLAN id `vid` (0: untagged).

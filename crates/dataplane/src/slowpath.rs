@@ -583,7 +583,8 @@ impl SlowPath {
             return true;
         }
         let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else { return true };
-        if icmp.msg_type() != Icmpv6Type::EchoRequest || !owns_v6(p, ip.dst_addr()) {
+        let anycast = || self.ports.iter().any(|q| q.addresses.iter().any(|&(a, len)| is_subnet_router_anycast(a, len, ip.dst_addr())));
+        if icmp.msg_type() != Icmpv6Type::EchoRequest || !(owns_v6(p, ip.dst_addr()) || anycast()) {
             return true;
         }
         if let Ok(n) = icmp_reply::echo_reply(&msg.frame, p.mac, &mut self.buf) {
@@ -594,10 +595,18 @@ impl SlowPath {
     }
 }
 
+/// Whether `dst` is the Subnet-Router anycast address of the prefix of `a/len` (RFC 4291
+/// 2.6.1): the router answers pings to it (the kernel behind the TAP, a host, would not).
+fn is_subnet_router_anycast(a: IpAddr, len: u8, dst: Ipv6Addr) -> bool {
+    let IpAddr::V6(a) = a else { return false };
+    crate::ports::subnet_router_anycast(u128::from(a), len) == Some(u128::from(dst))
+}
+
 /// The port's addresses plus its EUI-64 link-local address (RFC 4291 2.5.6, appendix A),
-/// which the kernel also gives the port's TAP.
+/// which the kernel also gives the port's TAP, and its prefixes' Subnet-Router anycast
+/// addresses (solicitations for them are answered too).
 fn owns_v6(p: &PortInfo, a: Ipv6Addr) -> bool {
-    p.owns(IpAddr::V6(a)) || a == link_local(p.mac)
+    p.owns(IpAddr::V6(a)) || a == link_local(p.mac) || p.addresses.iter().any(|&(b, len)| is_subnet_router_anycast(b, len, a))
 }
 
 /// fe80::/64 with the modified EUI-64 interface identifier of `mac`.

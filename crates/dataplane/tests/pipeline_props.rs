@@ -354,3 +354,55 @@ fn icmp_errors_are_rate_limited() {
     assert_eq!(sent + suppressed, 1000);
     assert_eq!(w.local.stats().tx_packets, sent);
 }
+
+/// RFC 3927 2.7 and RFC 4291 2.5.6: a link-local source or destination (169.254/16,
+/// fe80::/10) is never forwarded, unless the packet is for one of the router's addresses; a
+/// packet from outside with one of the router's own addresses as its source is a martian
+/// (as Linux drops it).
+#[test]
+fn link_local_and_the_routers_own_sources_are_never_forwarded() {
+    let frame = |src: &str, dst: &str| {
+        let flow = wire::build::UdpFlow {
+            src_mac: wire::MacAddr([2, 0, 0, 0, 0, 0xa1]),
+            dst_mac: RX_MAC,
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            src_port: 1234,
+            dst_port: 9,
+            ttl: 64,
+        };
+        let mut buf = vec![0; 400];
+        let n = wire::build::udp_frame(&flow, 64, &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    };
+    let frames = vec![
+        frame("198.18.0.2", "169.254.1.1"),
+        frame("169.254.1.1", "198.19.0.2"),
+        frame("fe80::1", "2001:db8:b::2"),
+        frame("198.19.0.1", "198.19.0.2"),
+        frame("2001:db8:a::1", "2001:db8:b::2"),
+        frame("198.18.0.2", "198.19.0.2"),
+    ];
+    let mut a = PortInfo::new("a", RX_MAC, 0);
+    a.addresses = vec![("198.18.0.1".parse().unwrap(), 24), ("2001:db8:a::1".parse().unwrap(), 64)];
+    let mut b = PortInfo::new("b", TX_MAC, 1);
+    b.addresses = vec![("198.19.0.1".parse().unwrap(), 24)];
+    let mut w = Worker::new(
+        fib(),
+        &[a, b],
+        vec![ReplayRx::new(0, frames).once()],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(300),
+        256,
+    );
+    while !w.rx[0].finished() {
+        w.poll();
+    }
+    let c = w.counts();
+    let drops = |r: dataplane::DropReason| c.drops[r as usize];
+    assert_eq!(drops(dataplane::DropReason::LinkLocal), 3, "{c:?}");
+    assert_eq!(drops(dataplane::DropReason::MartianSource), 2, "{c:?}");
+    assert_eq!(c.forwarded, 1, "the ordinary datagram");
+}

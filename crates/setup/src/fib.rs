@@ -1,5 +1,7 @@
 //! Ports and FIB from a config.
 
+use std::net::IpAddr;
+
 use dataplane::fib::{DEFAULT_NEXT_HOPS, FibControl, FibError, PortInfo, StaticRoute, Target};
 use wire::MacAddr;
 
@@ -61,7 +63,8 @@ pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<Sta
 
 /// Builds ports and tables from a validated config: ports in the config's order, the
 /// interfaces' addresses as local host routes, their subnets as connected routes (and an
-/// IPv4 subnet's broadcast address as a local one: RFC 2644, no directed broadcasts), static
+/// IPv4 subnet's broadcast address as a local one: RFC 2644, no directed broadcasts; an IPv6
+/// prefix's Subnet-Router anycast address too, RFC 4291 2.6.1), static
 /// neighbours as resolved host routes, then static routes.
 pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildError> {
     let path = cfg.path.display().to_string();
@@ -76,6 +79,12 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
             ctl.add_local(a.addr).map_err(fib_err)?;
             if let Some(b) = a.broadcast() {
                 ctl.add_broadcast(b, port as u16).map_err(fib_err)?;
+            }
+            // The prefix's Subnet-Router anycast address is the router's (RFC 4291 2.6.1).
+            if let IpAddr::V6(v6) = a.addr
+                && let Some(anycast) = dataplane::ports::subnet_router_anycast(u128::from(v6), a.prefix_len)
+            {
+                ctl.add_local(IpAddr::V6(anycast.into())).map_err(fib_err)?;
             }
         }
     }

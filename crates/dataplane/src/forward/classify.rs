@@ -11,7 +11,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet};
 use super::{ETH_LEN, Forwarder, Lookups, PREFETCH_AHEAD, Step, TAG_LEN};
 use crate::counters::DropReason;
 use crate::filter::RoutedV4;
-use crate::ports::PortMap;
+use crate::ports::{OwnAddrs, PortMap};
 
 impl Forwarder {
     /// The classify pass with a firewall, out of line so that the pass without one compiles
@@ -93,8 +93,8 @@ pub(super) fn classify_frame<const FLOWS: bool>(
         return Step::Drop(DropReason::NotForUs);
     }
     match ethertype {
-        EtherType::Ipv4 => classify_ipv4::<FLOWS>(&frame[l3..], l3, logical, lookups, at),
-        EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, logical, lookups),
+        EtherType::Ipv4 => classify_ipv4::<FLOWS>(&frame[l3..], l3, logical, &ports.own, lookups, at),
+        EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, logical, &ports.own, lookups),
         EtherType::Arp => Step::Local { in_port: logical },
         _ => Step::Drop(DropReason::UnknownEthertype),
     }
@@ -106,6 +106,7 @@ fn classify_ipv4<const FLOWS: bool>(
     bytes: &[u8],
     l3: usize,
     in_port: u16,
+    own: &OwnAddrs,
     lookups: &mut Lookups,
     at: Option<(u32, u16)>,
 ) -> Step {
@@ -134,6 +135,16 @@ fn classify_ipv4<const FLOWS: bool>(
     if dst_hi == 0 || dst_hi == 127 || dst_hi >= 240 {
         return Step::Drop(DropReason::MartianDestination);
     }
+    // RFC 3927 2.7: a link-local source or destination is never forwarded; only a packet for
+    // one of the router's addresses is taken.
+    if ((src >> 16) == 0xa9fe || (dst >> 16) == 0xa9fe) && !own.has_v4(dst) {
+        return Step::Drop(DropReason::LinkLocal);
+    }
+    // One of the router's own addresses as the source of a packet from outside: spoofed, or
+    // looped back (Linux drops it as a martian source).
+    if own.has_v4(src) {
+        return Step::Drop(DropReason::MartianSource);
+    }
     // At most MAX_BATCH frames per batch, so the slot always exists.
     let slot = lookups.n4;
     lookups.v4[slot % MAX_BATCH] = dst;
@@ -150,7 +161,7 @@ fn classify_ipv4<const FLOWS: bool>(
 
 /// IPv6 header checks (RFC 8200 section 3; RFC 4291 address scopes).
 #[inline(always)]
-fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -> Step {
+fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, own: &OwnAddrs, lookups: &mut Lookups) -> Step {
     let ip = match Ipv6Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
@@ -166,6 +177,14 @@ fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, lookups: &mut Lookups) -
     }
     if dst == 0 || dst == 1 {
         return Step::Drop(DropReason::MartianDestination);
+    }
+    // RFC 4291 2.5.6: a link-local source (fe80::/10) is never forwarded to another link.
+    let src = u128::from(src);
+    if (src >> 118) == 0x3fa && !own.has_v6(dst) {
+        return Step::Drop(DropReason::LinkLocal);
+    }
+    if own.has_v6(src) {
+        return Step::Drop(DropReason::MartianSource);
     }
     let slot = lookups.n6;
     lookups.v6[slot % MAX_BATCH] = dst;
