@@ -101,8 +101,8 @@ pub struct RouterSettings {
     /// Offload the flows the pipeline decided to the XDP fast path in the kernel, on AF_XDP
     /// interfaces (default true; docs/router.md, "The fast path in the kernel").
     pub fast_path: bool,
-    /// Flow entries of the fast path (each direction of a flow is one), 1024..=16,777,216
-    /// (default 262,144): the least recently used entry makes room.
+    /// Flow entries of the fast path for each address family (each direction of a flow is
+    /// one), 1024..=16,777,216 (default 262,144): the least recently used entry makes room.
     pub fast_path_flows: u32,
 }
 

@@ -119,31 +119,11 @@ fn classify_ipv4<const FLOWS: bool>(
     }
     let src = u32::from(ip.src_addr());
     let dst = ip.dst_addr_u32();
-    let (src_hi, dst_hi) = ((src >> 24) as u8, (dst >> 24) as u8);
-    // Sources 0/8, 127/8, multicast and class E / broadcast are never forwarded.
-    let martian = src_hi == 0 || src_hi == 127 || src_hi >= 224;
-    // Multicast and limited broadcast are for the host stack (no multicast routing), also
-    // from 0.0.0.0: a host without an address yet (a DHCP client's DISCOVER, RFC 2131 4.1;
-    // an IGMPv3 report, RFC 3376 4.2.13). RFC 1812 5.3.7 forbids forwarding such a source,
-    // not receiving it.
-    if (224..240).contains(&dst_hi) || dst == u32::from(Ipv4Addr::BROADCAST) {
-        return if martian && src != 0 { Step::Drop(DropReason::MartianSource) } else { Step::Local { in_port } };
-    }
-    if martian {
-        return Step::Drop(DropReason::MartianSource);
-    }
-    if dst_hi == 0 || dst_hi == 127 || dst_hi >= 240 {
-        return Step::Drop(DropReason::MartianDestination);
-    }
-    // RFC 3927 2.7: a link-local source or destination is never forwarded; only a packet for
-    // one of the router's addresses is taken.
-    if ((src >> 16) == 0xa9fe || (dst >> 16) == 0xa9fe) && !own.has_v4(dst) {
-        return Step::Drop(DropReason::LinkLocal);
-    }
-    // One of the router's own addresses as the source of a packet from outside: spoofed, or
-    // looped back (Linux drops it as a martian source).
-    if own.has_v4(src) {
-        return Step::Drop(DropReason::MartianSource);
+    // Every address the checks below care about has its first byte in UNUSUAL_V4 or may be
+    // one of the router's: one test for them all on the common path, the checks out of line.
+    let unusual = UNUSUAL_V4[(src >> 24) as usize] | UNUSUAL_V4[(dst >> 24) as usize] | own.maybe_v4(src);
+    if unusual && let Some(step) = unusual_v4(src, dst, in_port, own) {
+        return step;
     }
     // At most MAX_BATCH frames per batch, so the slot always exists.
     let slot = lookups.n4;
@@ -159,6 +139,52 @@ fn classify_ipv4<const FLOWS: bool>(
     }
 }
 
+/// First bytes of the IPv4 addresses [`unusual_v4`] looks at: 0/8, 127/8, 169 (169.254/16),
+/// multicast, class E and broadcast.
+static UNUSUAL_V4: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 224;
+    while b < 256 {
+        t[b] = true;
+        b += 1;
+    }
+    t[0] = true;
+    t[127] = true;
+    t[169] = true;
+    t
+};
+
+/// The RFC 1812 5.3.7 and RFC 3927 2.7 checks of a packet whose addresses look unusual:
+/// its step, or `None` if it is routed after all.
+#[cold]
+#[inline(never)]
+fn unusual_v4(src: u32, dst: u32, in_port: u16, own: &OwnAddrs) -> Option<Step> {
+    let (src_hi, dst_hi) = ((src >> 24) as u8, (dst >> 24) as u8);
+    // Sources 0/8, 127/8, multicast and class E / broadcast are never forwarded.
+    let martian = src_hi == 0 || src_hi == 127 || src_hi >= 224;
+    // Multicast and limited broadcast are for the host stack (no multicast routing), also
+    // from 0.0.0.0: a host without an address yet (a DHCP client's DISCOVER, RFC 2131 4.1;
+    // an IGMPv3 report, RFC 3376 4.2.13). RFC 1812 5.3.7 forbids forwarding such a source,
+    // not receiving it.
+    if (224..240).contains(&dst_hi) || dst == u32::from(Ipv4Addr::BROADCAST) {
+        return Some(if martian && src != 0 { Step::Drop(DropReason::MartianSource) } else { Step::Local { in_port } });
+    }
+    if martian {
+        return Some(Step::Drop(DropReason::MartianSource));
+    }
+    if dst_hi == 0 || dst_hi == 127 || dst_hi >= 240 {
+        return Some(Step::Drop(DropReason::MartianDestination));
+    }
+    // RFC 3927 2.7: a link-local source or destination is never forwarded; only a packet for
+    // one of the router's addresses is taken.
+    if ((src >> 16) == 0xa9fe || (dst >> 16) == 0xa9fe) && !own.has_v4(dst) {
+        return Some(Step::Drop(DropReason::LinkLocal));
+    }
+    // One of the router's own addresses as the source of a packet from outside: spoofed, or
+    // looped back (Linux drops it as a martian source).
+    own.has_v4(src).then_some(Step::Drop(DropReason::MartianSource))
+}
+
 /// IPv6 header checks (RFC 8200 section 3; RFC 4291 address scopes).
 #[inline(always)]
 fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, own: &OwnAddrs, lookups: &mut Lookups) -> Step {
@@ -166,25 +192,12 @@ fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, own: &OwnAddrs, lookups:
         Ok(ip) => ip,
         Err(e) => return Step::Drop(ip_error_reason(e)),
     };
-    let src = ip.src_addr();
+    let src = u128::from(ip.src_addr());
     let dst = ip.dst_addr_u128();
-    if src.is_multicast() || src.is_loopback() {
-        return Step::Drop(DropReason::MartianSource);
-    }
-    // Multicast (NDP among it) and link-local destinations are never forwarded.
-    if (dst >> 120) == 0xff || (dst >> 118) == 0x3fa {
-        return Step::Local { in_port };
-    }
-    if dst == 0 || dst == 1 {
-        return Step::Drop(DropReason::MartianDestination);
-    }
-    // RFC 4291 2.5.6: a link-local source (fe80::/10) is never forwarded to another link.
-    let src = u128::from(src);
-    if (src >> 118) == 0x3fa && !own.has_v6(dst) {
-        return Step::Drop(DropReason::LinkLocal);
-    }
-    if own.has_v6(src) {
-        return Step::Drop(DropReason::MartianSource);
+    // As for IPv4: one test on the common path, the checks out of line.
+    let unusual = unusual_top_v6(src) | unusual_top_v6(dst) | own.maybe_v6(src);
+    if unusual && let Some(step) = unusual_v6(src, dst, in_port, own) {
+        return step;
     }
     let slot = lookups.n6;
     lookups.v6[slot % MAX_BATCH] = dst;
@@ -194,6 +207,36 @@ fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, own: &OwnAddrs, lookups:
         slot: slot as u16,
         in_port,
     }
+}
+
+/// Whether `a` is in ::/64 (::, ::1 among them) or fe80::/10 and above (link-local, site-local,
+/// multicast): the addresses [`unusual_v6`] looks at.
+#[inline(always)]
+fn unusual_top_v6(a: u128) -> bool {
+    (a >> 64) == 0 || (a >> 118) >= 0x3fa
+}
+
+/// The RFC 4291 checks of a packet whose addresses look unusual: its step, or `None` if it is
+/// routed after all.
+#[cold]
+#[inline(never)]
+fn unusual_v6(src: u128, dst: u128, in_port: u16, own: &OwnAddrs) -> Option<Step> {
+    // Multicast and loopback sources are never forwarded.
+    if (src >> 120) == 0xff || src == 1 {
+        return Some(Step::Drop(DropReason::MartianSource));
+    }
+    // Multicast (NDP among it) and link-local destinations are never forwarded.
+    if (dst >> 120) == 0xff || (dst >> 118) == 0x3fa {
+        return Some(Step::Local { in_port });
+    }
+    if dst == 0 || dst == 1 {
+        return Some(Step::Drop(DropReason::MartianDestination));
+    }
+    // RFC 4291 2.5.6: a link-local source (fe80::/10) is never forwarded to another link.
+    if (src >> 118) == 0x3fa && !own.has_v6(dst) {
+        return Some(Step::Drop(DropReason::LinkLocal));
+    }
+    own.has_v6(src).then_some(Step::Drop(DropReason::MartianSource))
 }
 
 fn ip_error_reason(e: wire::Error) -> DropReason {

@@ -49,14 +49,27 @@ impl OwnAddrs {
         OwnAddrs { filter, v4: v4.into(), v6: v6.into() }
     }
 
+    /// Whether `a` may be one of the router's IPv4 addresses (never false for one of them;
+    /// true for about one other address in 64 per address the router has).
+    #[inline(always)]
+    pub fn maybe_v4(&self, a: u32) -> bool {
+        self.filter & bit(u64::from(a)) != 0
+    }
+
     #[inline(always)]
     pub fn has_v4(&self, a: u32) -> bool {
-        self.filter & bit(u64::from(a)) != 0 && self.v4.contains(&a)
+        self.maybe_v4(a) && self.v4.contains(&a)
+    }
+
+    /// As [`maybe_v4`](Self::maybe_v4), for IPv6.
+    #[inline(always)]
+    pub fn maybe_v6(&self, a: u128) -> bool {
+        self.filter & bit(fold_v6(a)) != 0
     }
 
     #[inline(always)]
     pub fn has_v6(&self, a: u128) -> bool {
-        self.filter & bit(fold_v6(a)) != 0 && self.v6.contains(&a)
+        self.maybe_v6(a) && self.v6.contains(&a)
     }
 }
 
