@@ -459,8 +459,14 @@ pub struct XdpRun {
 /// Runs XDP program `prog` `repeat` times on `data` as if it had arrived on queue 0 of
 /// `ifindex` (BPF_PROG_TEST_RUN, no frame sent anywhere).
 pub fn test_run_xdp(prog: RawFd, data: &[u8], ifindex: u32, repeat: u32) -> io::Result<XdpRun> {
-    let ctx = XdpMd { data: 0, data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
-    let mut out = vec![0u8; data.len() + 256];
+    run_xdp(prog, data, 0, ifindex, repeat, data.len() + 256)
+}
+
+/// BPF_PROG_TEST_RUN of an XDP program: `meta` bytes of metadata before the frame, `room`
+/// bytes for what the program leaves.
+fn run_xdp(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, room: usize) -> io::Result<XdpRun> {
+    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+    let mut out = vec![0u8; room];
     let mut attr = TestRunAttr {
         prog_fd: prog as u32,
         data_size_in: data.len() as u32,
@@ -515,22 +521,7 @@ pub fn run_live(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, 
 /// left it, metadata included (it may rewrite, grow or shrink the frame); `room` is the most
 /// bytes it may have.
 pub fn test_run_frame(prog: RawFd, data: &[u8], meta: u32, room: usize) -> io::Result<(u32, Vec<u8>)> {
-    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ..Default::default() };
-    let mut out = vec![0u8; room];
-    let mut attr = TestRunAttr {
-        prog_fd: prog as u32,
-        data_size_in: data.len() as u32,
-        data_in: data.as_ptr() as u64,
-        data_size_out: out.len() as u32,
-        data_out: out.as_mut_ptr() as u64,
-        repeat: 1,
-        ctx_size_in: size_of::<XdpMd>() as u32,
-        ctx_in: &ctx as *const XdpMd as u64,
-        ..Default::default()
-    };
-    sys::bpf(sys::BPF_PROG_TEST_RUN, &mut attr)?;
-    out.truncate(attr.data_size_out as usize);
-    Ok((attr.retval, out))
+    run_xdp(prog, data, meta, 0, 1, room).map(|r| (r.action, r.frame))
 }
 
 #[repr(C)]
