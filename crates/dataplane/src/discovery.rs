@@ -189,7 +189,12 @@ impl SlowPath {
         if !owns_v6(p, nd.target) {
             return Err(Reject::NotForUs);
         }
-        if let Ok(n) = wire::ndisc::neighbor_advert(&msg.frame, p.mac, nd.target, &mut self.buf) {
+        let advert = if p.owns(IpAddr::V6(nd.target)) || nd.target == super::link_local(p.mac) {
+            wire::ndisc::neighbor_advert
+        } else {
+            wire::ndisc::anycast_neighbor_advert
+        };
+        if let Ok(n) = advert(&msg.frame, p.mac, nd.target, &mut self.buf) {
             self.stats.nd_adverts += 1;
             io.send_wire(msg.phys, &self.buf[..n]);
         }

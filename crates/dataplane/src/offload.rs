@@ -26,12 +26,23 @@ use io::{Batch, FramePool};
 /// The generation of the data plane's decisions, and who mirrors it into the kernel.
 pub struct Decisions {
     generation: AtomicU32,
-    mirror: Mutex<Option<Box<dyn Fn(u32) + Send>>>,
+    mirror: Mutex<Mirror>,
+}
+
+/// The kernel's side of the generation: what its program holds, and whether an entry of
+/// that generation may exist (only then must a change reach the kernel).
+#[derive(Default)]
+struct Mirror {
+    write: Option<Box<dyn Fn(u32) + Send>>,
+    /// The generation the program holds (0: none yet, the program only steers).
+    written: u32,
+    /// An entry of `written` was installed: a change must move the program on.
+    live: bool,
 }
 
 impl Default for Decisions {
     fn default() -> Self {
-        Decisions { generation: AtomicU32::new(1), mirror: Mutex::new(None) }
+        Decisions { generation: AtomicU32::new(1), mirror: Mutex::new(Mirror::default()) }
     }
 }
 
@@ -42,24 +53,50 @@ impl Decisions {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Something a decision depends on changed: every decision made so far is void.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Mirror> {
+        self.mirror.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Something a decision depends on changed: every decision made so far is void. The
+    /// kernel hears of it only if it holds an entry that would still be valid (so route
+    /// churn with nothing offloaded costs no system call).
     pub fn changed(&self) {
-        let mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.lock();
         let mut g = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         if g == 0 {
             self.generation.store(1, Ordering::Release);
             g = 1;
         }
-        if let Some(m) = mirror.as_ref() {
-            m(g);
+        if m.live {
+            if let Some(write) = &m.write {
+                write(g);
+            }
+            (m.written, m.live) = (g, false);
         }
     }
 
-    /// Has `mirror` called with each new generation (and once now, with the current one).
-    pub fn set_mirror(&self, mirror: Box<dyn Fn(u32) + Send>) {
-        let mut slot = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
-        mirror(self.current());
-        *slot = Some(mirror);
+    /// Has `write` give the kernel's program its generation from now on.
+    pub fn set_mirror(&self, write: Box<dyn Fn(u32) + Send>) {
+        self.lock().write = Some(write);
+    }
+
+    /// Installs an entry decided in `generation` by `insert` (which says whether it did),
+    /// unless a change came since: then the decision is void and nothing is installed.
+    /// Returns whether it was installed.
+    pub fn install(&self, generation: u32, insert: impl FnOnce() -> bool) -> bool {
+        let mut m = self.lock();
+        if generation != self.current() {
+            return false;
+        }
+        if m.written != generation {
+            if let Some(write) = &m.write {
+                write(generation);
+            }
+            m.written = generation;
+        }
+        let installed = insert();
+        m.live |= installed;
+        installed
     }
 }
 
@@ -249,7 +286,12 @@ mod tests {
         let seen = std::sync::Arc::new(AtomicU32::new(0));
         let s = std::sync::Arc::clone(&seen);
         d.set_mirror(Box::new(move |g| s.store(g, Ordering::Relaxed)));
-        assert_eq!(seen.load(Ordering::Relaxed), 1);
+        assert_eq!(seen.load(Ordering::Relaxed), 0, "nothing offloaded: the program only steers");
+        d.changed();
+        assert_eq!(seen.load(Ordering::Relaxed), 0, "a change with nothing offloaded costs nothing");
+        assert!(!d.install(1, || true), "decided before the change: void");
+        assert!(d.install(2, || true));
+        assert_eq!(seen.load(Ordering::Relaxed), 2, "the program holds the entry's generation");
         let (tx, mut rx) = offer_queue(8);
         let mut l = FlowLearner::new(tx, std::sync::Arc::clone(&d), vec![true]);
         l.begin_batch();
@@ -262,9 +304,11 @@ mod tests {
         }
         assert_eq!(n, 1, "offered once per generation");
         d.changed();
-        assert_eq!(seen.load(Ordering::Relaxed), 2);
+        assert_eq!(seen.load(Ordering::Relaxed), 3, "an installed entry: the change reaches the program");
+        d.changed();
+        assert_eq!(seen.load(Ordering::Relaxed), 3, "nothing installed since");
         l.begin_batch();
         l.offer(o);
-        assert!(rx.pop_with(|got| assert_eq!(got.generation, 2)));
+        assert!(rx.pop_with(|got| assert_eq!(got.generation, 4)));
     }
 }

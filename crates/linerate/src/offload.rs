@@ -48,6 +48,8 @@ pub struct OffloadStats {
 /// The fast path of a running router.
 pub struct Offload {
     pub fast: Arc<FastPath>,
+    /// The data plane's generation of decisions, which entries are installed under.
+    decisions: Arc<dataplane::offload::Decisions>,
     pub ports: Vec<PortTarget>,
     pub stats: Arc<OffloadStats>,
     /// A query of the outputs' features failed (warned once).
@@ -57,7 +59,7 @@ pub struct Offload {
 impl Offload {
     /// The fast path the ports were opened with (none if no port runs it). Mirrors `decisions`
     /// into the program from here on.
-    pub fn new(ports: Vec<PortTarget>, decisions: &dataplane::offload::Decisions) -> Option<Offload> {
+    pub fn new(ports: Vec<PortTarget>, decisions: &Arc<dataplane::offload::Decisions>) -> Option<Offload> {
         let fast = FastPath::current()?;
         let mirror = Arc::clone(&fast);
         decisions.set_mirror(Box::new(move |g| {
@@ -66,7 +68,7 @@ impl Offload {
             }
         }));
         let stats = Arc::new(OffloadStats::default());
-        let offload = Offload { fast, ports, stats, query_failed: AtomicBool::new(false) };
+        let offload = Offload { fast, decisions: Arc::clone(decisions), ports, stats, query_failed: AtomicBool::new(false) };
         offload.recheck_outputs(None);
         Some(offload)
     }
@@ -162,12 +164,19 @@ impl Offload {
         }
     }
 
+    /// Installs an offer's entry, unless a change voided its decision meanwhile.
     fn install(&self, offer: &Offer, outputs: u64) {
         let Some((key, entry)) = self.entry(offer, outputs) else { return };
-        match self.fast.insert(&key, &entry) {
-            Ok(()) => self.stats.installed.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.stats.errors.fetch_add(1, Ordering::Relaxed),
-        };
+        let mut failed = false;
+        let installed = self.decisions.install(offer.generation, || {
+            failed = self.fast.insert(&key, &entry).is_err();
+            !failed
+        });
+        if installed {
+            self.stats.installed.fetch_add(1, Ordering::Relaxed);
+        } else if failed {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// What the program forwarded from and to physical port `phys`: (rx, tx) packets.

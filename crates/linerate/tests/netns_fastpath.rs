@@ -18,17 +18,23 @@ use common::{Guard, Lab, build, finish, start_until, write_config};
 
 /// Counts the UDP datagrams reaching B's port 9000 until 1.5 s pass without one.
 const RECEIVER: &str = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('0.0.0.0',9000))\nprint('ready',file=sys.stderr,flush=True)\ns.settimeout(5)\nn=0\ntry:\n  while True:\n    s.recv(64); n+=1; s.settimeout(1.5)\nexcept socket.timeout:\n  pass\nprint(n)\n";
-/// Sends `argv[1]` datagrams to B over 8 source ports (8 flows), paced.
-const SENDER: &str = "import socket,sys,time\nn=int(sys.argv[1])\nss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(8)]\nfor i in range(n):\n  ss[i%8].sendto(b'x'*18,('198.19.0.2',9000))\n  if i%40==39: time.sleep(0.002)\n";
+/// Sends `argv[1]` datagrams to `argv[2]` from 8 fixed source ports (the same 8 flows at every
+/// call: a later call finds them offloaded), paced.
+const SENDER: &str = "import socket,sys,time\nn=int(sys.argv[1])\nss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(8)]\nfor k,s in enumerate(ss):\n  s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); s.bind(('0.0.0.0',41000+k))\nfor i in range(n):\n  ss[i%8].sendto(b'x'*18,(sys.argv[2],9000))\n  if i%40==39: time.sleep(0.002)\n";
 
 /// Datagrams from A that reach B, of `n` sent (B's address resolved first: the first
 /// datagrams of a flow to an unresolved neighbour may be dropped while it is resolved).
 fn udp_through(lab: &Lab, n: u32) -> u32 {
+    udp_to(lab, n, "198.19.0.2")
+}
+
+/// Datagrams from A that reach B at `dst`, of `n` sent.
+fn udp_to(lab: &Lab, n: u32, dst: &str) -> u32 {
     let _ = lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]);
     let mut rx = lab.b.command("python3");
     rx.args(["-c", RECEIVER]);
     let rx = start_until(rx, "ready");
-    let out = lab.a.command("python3").args(["-c", SENDER, &n.to_string()]).output().unwrap();
+    let out = lab.a.command("python3").args(["-c", SENDER, &n.to_string(), dst]).output().unwrap();
     assert!(out.status.success(), "sender: {out:?}");
     finish(rx).parse().unwrap()
 }
@@ -122,6 +128,23 @@ fn a_table_change_applies_to_offloaded_flows_at_once() {
     assert_eq!(udp_through(&lab, 2000), 2000);
     let report = report(dut);
     assert!(fast_packets_in(&report) >= 2000, "stateless rules: their flows offloaded\n{report}");
+}
+
+/// A route withdrawn by a reload applies to the flows offloaded by it at once.
+#[test]
+fn a_route_withdrawn_applies_to_offloaded_flows_at_once() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let lab = build("fr");
+    lab.b.addr("lrb0", "198.20.0.1/32").unwrap();
+    let route = "[[route]]\nprefix = \"198.20.0.0/16\"\nvia = \"198.19.0.2\"\n";
+    let (cfg, dut) = start(&lab, route);
+    assert_eq!(udp_to(&lab, 2000, "198.20.0.1"), 2000);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(route, "");
+    std::fs::write(&cfg, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(&cfg).output().unwrap();
+    assert!(out.status.success(), "reload: {out:?}");
+    assert_eq!(udp_to(&lab, 500, "198.20.0.1"), 0, "no route any more, offloaded or not");
+    assert!(fast_packets_in(&report(dut)) >= 1000, "the flows were offloaded before");
 }
 
 /// The frames B receives when A sends `fastpath_frames.py`'s crafted frames 30 times over

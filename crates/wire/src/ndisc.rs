@@ -316,6 +316,23 @@ pub fn neighbor_advert(
     target: Ipv6Addr,
     buf: &mut [u8],
 ) -> Result<usize, Error> {
+    advert_for(frame, router_mac, target, na_flags::OVERRIDE, buf)
+}
+
+/// [`neighbor_advert`] for an anycast `target` (the router's Subnet-Router anycast address,
+/// RFC 4291 2.6.1): without the Override flag (RFC 4861 7.2.4), so that a neighbour keeps the
+/// link-layer address it has for it. (The RFC's random delay of up to a second is left out:
+/// the router answers at once.)
+pub fn anycast_neighbor_advert(
+    frame: &[u8],
+    router_mac: MacAddr,
+    target: Ipv6Addr,
+    buf: &mut [u8],
+) -> Result<usize, Error> {
+    advert_for(frame, router_mac, target, 0, buf)
+}
+
+fn advert_for(frame: &[u8], router_mac: MacAddr, target: Ipv6Addr, override_flag: u32, buf: &mut [u8]) -> Result<usize, Error> {
     let l2 = parse_l2(frame)?;
     if l2.ethertype != EtherType::Ipv6 {
         return Err(Error::Malformed);
@@ -332,11 +349,11 @@ pub fn neighbor_advert(
         (
             all_nodes,
             multicast_mac(all_nodes),
-            na_flags::ROUTER | na_flags::OVERRIDE,
+            na_flags::ROUTER | override_flag,
         )
     } else {
         let mac = ns.source_ll.unwrap_or_else(|| EthernetFrame::new_unchecked(frame).src_addr());
-        let f = na_flags::ROUTER | na_flags::SOLICITED | na_flags::OVERRIDE;
+        let f = na_flags::ROUTER | na_flags::SOLICITED | override_flag;
         (ns.src, mac, f)
     };
     let ip_len = 40 + ND_BODY + LL_OPT;

@@ -4,7 +4,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use wire::ndisc::{self,
-    OPT_SOURCE_LL_ADDR, OPT_TARGET_LL_ADDR, arp_reply, arp_request, multicast_mac, na_flags,
+    OPT_SOURCE_LL_ADDR, OPT_TARGET_LL_ADDR, anycast_neighbor_advert, arp_reply, arp_request, multicast_mac, na_flags,
     ndp_option_mac, neighbor_advert, neighbor_solicit, solicited_node,
 };
 use wire::{
@@ -185,6 +185,17 @@ fn neighbor_advert_answers_solicitation() {
     bare[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x77]);
     let n = neighbor_advert(&bare, ROUTER_MAC, v6("2001:db8::2"), &mut buf).unwrap();
     parse_na(&buf[..n], MacAddr([2, 0, 0, 0, 0, 0x77]));
+}
+
+/// An anycast target (the Subnet-Router anycast address) is answered without Override (RFC
+/// 4861 7.2.4), the rest as for a unicast one.
+#[test]
+fn anycast_advert_leaves_override_clear() {
+    let mut buf = [0u8; 200];
+    let n = anycast_neighbor_advert(&ns_capture(), ROUTER_MAC, v6("2001:db8::2"), &mut buf).unwrap();
+    let (src, _, flags, target) = parse_na(&buf[..n], MacAddr([2, 0, 0, 0, 0, 1]));
+    assert_eq!((src, target), (v6("2001:db8::2"), v6("2001:db8::2")));
+    assert_eq!(flags, na_flags::ROUTER | na_flags::SOLICITED);
 }
 
 #[test]
