@@ -17,8 +17,11 @@ use io::xdp::fastpath::{FastPath, FlowEntry, FlowKey};
 
 /// How often the outputs' ability to take redirected frames is read again.
 const RECHECK: Duration = Duration::from_secs(1);
-/// The thread's nap when no worker offered anything.
-const IDLE_NAP: Duration = Duration::from_millis(1);
+/// The thread's nap when no worker offered anything: 1 ms after an offer, doubling up to
+/// 32 ms while none comes (an idle router's thread wakes 30 times a second; a new flow waits
+/// at most that long in the pipeline before it is offloaded).
+const NAP_MIN: Duration = Duration::from_millis(1);
+const NAP_MAX: Duration = Duration::from_millis(32);
 
 /// One physical port as the fast path sees it.
 #[derive(Debug, Clone)]
@@ -147,6 +150,7 @@ impl Offload {
     fn run(&self, queues: &mut [OfferConsumer], stop: &AtomicBool) {
         let mut outputs = self.stats.outputs.load(Ordering::Relaxed);
         let mut checked = Instant::now();
+        let mut nap = NAP_MIN;
         while !stop.load(Ordering::Relaxed) {
             let mut got = 0;
             for q in queues.iter_mut() {
@@ -158,9 +162,8 @@ impl Offload {
                 outputs = self.recheck_outputs(Some(outputs));
                 checked = Instant::now();
             }
-            if got == 0 {
-                std::thread::sleep(IDLE_NAP);
-            }
+            nap = if got == 0 { (nap * 2).min(NAP_MAX) } else { NAP_MIN };
+            std::thread::sleep(nap);
         }
     }
 
