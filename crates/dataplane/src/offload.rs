@@ -9,7 +9,8 @@
 //!
 //! An entry is valid while the generation it was decided in ([`Decisions`]) is current. Any
 //! change that may change a decision (a route, a neighbour, a rule set, a table, a capture)
-//! moves the generation on, which the program sees at once: every flow comes back to the
+//! moves the generation on: an offer decided before it is never installed, and the program
+//! moves on too whenever it holds an entry still valid, so every flow comes back to the
 //! pipeline, which decides it again.
 //!
 //! Only flows whose every packet the pipeline would treat alike are offered: with a firewall,

@@ -290,9 +290,9 @@ fn interface_stats(state: &RouterState, physical: &[&dataplane::PortInfo], snaps
 /// run), and whether its outputs take redirected frames.
 fn fast_path_stats(name: &str) -> Value {
     let Some(fast) = io::xdp::fastpath::FastPath::current() else { return Value::Null };
-    let Some(c) = io::netdev::ifindex(name).ok().and_then(|i| fast.counts_of(i)) else { return Value::Null };
-    let takes = io::netdev::ifindex(name).ok().and_then(|i| io::xdp::features::takes_redirects(i).ok());
-    json!({"rx_packets": c.rx_packets, "rx_bytes": c.rx_bytes, "tx_packets": c.tx_packets, "tx_bytes": c.tx_bytes, "takes_redirects": takes})
+    let Ok(ifindex) = io::netdev::ifindex(name) else { return Value::Null };
+    let Some(c) = fast.counts_of(ifindex) else { return Value::Null };
+    json!({"rx_packets": c.rx_packets, "rx_bytes": c.rx_bytes, "tx_packets": c.tx_packets, "tx_bytes": c.tx_bytes, "takes_redirects": fast.takes(ifindex)})
 }
 
 /// The slow path's counters, with the punts the workers dropped before it saw them.

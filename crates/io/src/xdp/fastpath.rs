@@ -20,8 +20,6 @@ pub const PROG_NAME: &str = "lr_fast";
 pub const MAX_IFACES: u32 = 64;
 /// Queues of one interface in the shared XSKMAP (the program's `MAX_QUEUES`).
 pub const MAX_QUEUES: u32 = 256;
-/// Default flow entries (each direction of a flow is one), of each family.
-pub const DEFAULT_FLOWS: u32 = 1 << 18;
 /// Interfaces below this ifindex are found in an array, the others in a hash (the program's
 /// `SMALL_IFINDEX`).
 const SMALL_IFINDEX: u32 = 1024;
@@ -156,6 +154,8 @@ pub struct FastPath {
     fail_closed: bool,
     /// ifindex by slot (0: free).
     slots: Mutex<Vec<u32>>,
+    /// The outputs flows may be redirected to (what `tx_ports` holds).
+    outputs: Mutex<Vec<u32>>,
     cpus: usize,
 }
 
@@ -207,6 +207,7 @@ impl FastPath {
             prog: obj.prog,
             fail_closed,
             slots: Mutex::new(vec![0; MAX_IFACES as usize]),
+            outputs: Mutex::new(Vec::new()),
             cpus: super::sink::possible_cpus().map_err(|e| XdpError::sys("count the CPUs", "-", e))?,
         };
         fast.write_settings(0).map_err(|e| XdpError::sys("write the fast path's settings", "-", e))?;
@@ -268,15 +269,24 @@ impl FastPath {
 
     /// Lets flows be redirected to `ifindex` (or no longer).
     pub fn set_output(&self, ifindex: u32, on: bool) -> io::Result<()> {
+        let mut outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        outputs.retain(|&i| i != ifindex);
         if on {
             // struct bpf_devmap_val: the device, and no program of its own (fd -1).
-            update(&self.tx_ports, &ifindex, &[ifindex, u32::MAX])
+            update(&self.tx_ports, &ifindex, &[ifindex, u32::MAX])?;
+            outputs.push(ifindex);
+            Ok(())
         } else {
             match delete(&self.tx_ports, &ifindex) {
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
                 r => r,
             }
         }
+    }
+
+    /// Whether flows may be redirected to `ifindex` now ([`set_output`](Self::set_output)).
+    pub fn takes(&self, ifindex: u32) -> bool {
+        self.outputs.lock().unwrap_or_else(|e| e.into_inner()).contains(&ifindex)
     }
 
     /// Writes one flow's entry (replacing any).
@@ -364,7 +374,9 @@ mod tests {
         assert_eq!(f.lookup(&key).unwrap(), Some(entry));
         f.set_generation(3).unwrap();
         f.set_output(1, true).expect("a devmap entry for lo");
+        assert!(f.takes(1));
         f.set_output(1, false).unwrap();
+        assert!(!f.takes(1));
         f.set_output(1, false).expect("removing an absent output is no error");
         assert_eq!(f.port_counts(slot as u16).unwrap(), PortCounts::default());
     }
