@@ -292,10 +292,16 @@ impl Firewall {
         &self.cur.rules
     }
 
-    /// Whether the flows this firewall passes may go to the kernel's fast path: its rules
-    /// decide each flow once and for all ([`crate::offload`]).
-    pub fn offloadable(&self) -> bool {
-        self.cur.rules.offloadable
+    /// Which flows this firewall passes may go to the kernel's fast path now
+    /// ([`crate::offload`]): its rules' policy, with no UDP state offloaded once pf's
+    /// adaptive scaling may shorten the timeouts (the table is near `adaptive.start`).
+    #[inline]
+    pub fn offload_policy(&self) -> crate::offload::OffloadPolicy {
+        let mut p = self.cur.rules.offload;
+        if p.refresh_ns != 0 && self.states.timeouts_may_scale() {
+            p.udp = false;
+        }
+        p
     }
 
     /// The rules and the normalization counters, for the scrub pass.

@@ -235,11 +235,15 @@ impl Forwarder {
         self.tap.as_mut().filter(|t| t.at(point))
     }
 
-    /// Whether the flows of the batch just processed may go to the kernel's fast path: no
-    /// capture is armed, and a firewall, if any, decides each flow once
+    /// Which flows of the batch being processed may go to the kernel's fast path: none while
+    /// a capture is armed, every one without a firewall, else what its rules let go
     /// ([`crate::offload`]).
-    pub fn offloadable(&self) -> bool {
-        self.tap.is_none() && self.filter.as_ref().is_none_or(|f| f.fw.offloadable())
+    pub fn offload_policy(&self) -> crate::offload::OffloadPolicy {
+        match (&self.tap, &self.filter) {
+            (Some(_), _) => crate::offload::OffloadPolicy::NONE,
+            (None, None) => crate::offload::OffloadPolicy::STATELESS,
+            (None, Some(f)) => f.fw.offload_policy(),
+        }
     }
 
     pub fn firewall(&self) -> Option<&Firewall> {

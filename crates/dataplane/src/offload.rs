@@ -18,7 +18,7 @@
 //! ([`crate::filter::Firewall::offloadable`]); stateful flows stay in the pipeline (see
 //! docs/performance.md, "The fast path in the kernel").
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -101,6 +101,51 @@ impl Decisions {
     }
 }
 
+/// What a rule set lets the fast path take (see the module documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OffloadPolicy {
+    /// UDP flows may be offloaded.
+    pub udp: bool,
+    /// TCP flows may be offloaded (their segments without SYN, FIN or RST).
+    pub tcp: bool,
+    /// Packets may leave with other addresses or ports than they came with: the learner
+    /// notes each input's flow before the batch is processed ([`FlowLearner::note_inputs`]).
+    pub translates: bool,
+    /// Nanoseconds an entry lives before the pipeline must see the flow again, to refresh
+    /// the state or translation it keeps for it; 0: for ever (the flow has neither).
+    pub refresh_ns: u64,
+}
+
+impl OffloadPolicy {
+    /// Nothing goes to the fast path (a capture, a tap, a rule set that must see every packet).
+    pub const NONE: OffloadPolicy = OffloadPolicy { udp: false, tcp: false, translates: false, refresh_ns: 0 };
+    /// Every flow is decided once and for all (no firewall, or one without state).
+    pub const STATELESS: OffloadPolicy = OffloadPolicy { udp: true, tcp: true, translates: false, refresh_ns: 0 };
+
+    /// Whether some flow may be offloaded at all.
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.udp || self.tcp
+    }
+
+    fn takes(&self, proto: u8) -> bool {
+        match proto {
+            17 => self.udp,
+            6 => self.tcp,
+            _ => false,
+        }
+    }
+}
+
+/// A flow's addresses and ports (IPv4 in the first 4 bytes of each address).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Tuple {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub sport: [u8; 2],
+    pub dport: [u8; 2],
+}
+
 /// One forwarded packet's flow and rewrite, from a worker to the control plane.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Offer {
@@ -110,19 +155,50 @@ pub struct Offer {
     pub proto: u8,
     /// 4 or 6.
     pub family: u8,
-    pub sport: [u8; 2],
-    pub dport: [u8; 2],
-    /// IPv4 in the first 4 bytes.
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
+    /// The flow as it arrived: what the program matches.
+    pub flow: Tuple,
+    /// As it left: differs from `flow` when the firewall translated it.
+    pub sent: Tuple,
     pub dst_mac: [u8; 6],
     pub src_mac: [u8; 6],
     pub generation: u32,
+    /// CLOCK_MONOTONIC nanoseconds from which the entry must send the flow to the pipeline
+    /// again (the pipeline's state or translation must see it by then); 0: never.
+    pub expires_ns: u64,
 }
 
 /// Flows a worker already offered in the current generation, at most this many (then it
 /// forgets them all, and offers again what still comes its way).
 const REMEMBERED: usize = 1 << 16;
+
+/// The flows of a batch's received frames as they arrived, by the frame's chunk: what the
+/// program will see of a flow the pipeline translates. Direct-mapped: a frame whose slot
+/// another frame of the batch took is not offered (its flow is, with a later packet).
+struct InputFlows {
+    slots: Vec<(u32, Tuple)>,
+}
+
+const INPUT_SLOTS: usize = 1024;
+
+impl InputFlows {
+    fn note(&mut self, pool: &FramePool, input: &Batch) {
+        if self.slots.is_empty() {
+            self.slots = vec![(u32::MAX, Tuple::default()); INPUT_SLOTS];
+        }
+        for desc in input.as_slice() {
+            let slot = &mut self.slots[desc.chunk() as usize % INPUT_SLOTS];
+            match flow_of(pool.frame(*desc)) {
+                Some((_, _, t)) => *slot = (desc.chunk(), t),
+                None => slot.0 = u32::MAX,
+            }
+        }
+    }
+
+    fn get(&self, chunk: u32) -> Option<&Tuple> {
+        let (c, t) = self.slots.get(chunk as usize % INPUT_SLOTS)?;
+        (*c == chunk).then_some(t)
+    }
+}
 
 /// A worker's side: finds offers among the frames it sends and queues them.
 pub struct FlowLearner {
@@ -131,98 +207,147 @@ pub struct FlowLearner {
     /// Physical ports whose input the program may take (untagged only, AF_XDP with the
     /// fast path): an input port that also carries VLANs is not one.
     inputs: Vec<bool>,
-    offered: HashSet<Offer>,
+    /// The flows offered in this generation (with no time), and when each offer's entry
+    /// expires (0: never).
+    offered: HashMap<Offer, u64>,
     generation: u32,
+    inputs_noted: InputFlows,
+    /// The batch's time (CLOCK_MONOTONIC ns), read only under a policy that refreshes.
+    now_ns: u64,
 }
 
 impl FlowLearner {
     pub fn new(queue: io::spsc::Producer<Offer>, decisions: std::sync::Arc<Decisions>, inputs: Vec<bool>) -> Self {
-        FlowLearner { queue, decisions, inputs, offered: HashSet::new(), generation: 0 }
+        FlowLearner {
+            queue,
+            decisions,
+            inputs,
+            offered: HashMap::new(),
+            generation: 0,
+            inputs_noted: InputFlows { slots: Vec::new() },
+            now_ns: 0,
+        }
     }
 
     /// Voids every decision offloaded so far (a capture starts: its frames must come through
-    /// the pipeline).
+    /// the pipeline; states were killed).
     pub fn void_all(&self) {
         self.decisions.changed();
     }
 
-    /// Reads the generation the next batch is decided in (before the batch's lookups).
+    /// Reads the generation the next batch is decided in (before the batch's lookups), and
+    /// under `policy`, the flows of its frames as they arrive (before the pipeline rewrites
+    /// them) and the time.
     #[inline]
-    pub fn begin_batch(&mut self) {
+    pub fn begin_batch(&mut self, policy: &OffloadPolicy, pool: &FramePool, input: &Batch) {
         let g = self.decisions.current();
         if g != self.generation {
             self.generation = g;
             self.offered.clear();
         }
+        if policy.translates && policy.any() {
+            self.note_inputs(pool, input);
+        }
+        if policy.refresh_ns != 0 {
+            self.now_ns = io::clock::monotonic_ns();
+        }
     }
 
-    /// Offers the flows of the frames in `outputs` (by output port), as rewritten.
-    pub fn learn(&mut self, pool: &FramePool, outputs: &[Batch]) {
+    #[inline(never)]
+    pub fn note_inputs(&mut self, pool: &FramePool, input: &Batch) {
+        self.inputs_noted.note(pool, input);
+    }
+
+    /// Offers the flows of the frames in `outputs` (by output port), as rewritten, that
+    /// `policy` lets the fast path take.
+    pub fn learn(&mut self, pool: &FramePool, outputs: &[Batch], policy: &OffloadPolicy) {
         for (out_port, batch) in outputs.iter().enumerate() {
             for desc in batch.as_slice() {
                 if !self.inputs.get(usize::from(desc.port)).copied().unwrap_or(false) {
                     continue;
                 }
                 let Some(mut offer) = offer_of(pool.frame(*desc)) else { continue };
+                if !policy.takes(offer.proto) {
+                    continue;
+                }
+                if policy.translates {
+                    let Some(flow) = self.inputs_noted.get(desc.chunk()) else { continue };
+                    // pf's nat66 is not the program's (it translates IPv4 only).
+                    if *flow != offer.sent && offer.family != 4 {
+                        continue;
+                    }
+                    offer.flow = *flow;
+                }
                 offer.in_port = desc.port;
                 offer.out_port = out_port as u16;
-                self.offer(offer);
+                self.offer(offer, policy.refresh_ns);
             }
         }
     }
 
-    fn offer(&mut self, mut offer: Offer) {
+    /// Queues `offer` unless it was offered in this generation and its entry is not yet
+    /// half-way to its expiry (one that refreshes is offered again from then on, so that the
+    /// entry is renewed before the pipeline would see every packet of the flow).
+    fn offer(&mut self, mut offer: Offer, refresh_ns: u64) {
         offer.generation = self.generation;
-        if self.offered.contains(&offer) {
+        if let Some(&expires) = self.offered.get(&offer)
+            && (expires == 0 || self.now_ns.saturating_add(refresh_ns / 2) < expires)
+        {
             return;
         }
         if self.offered.len() >= REMEMBERED {
             self.offered.clear();
         }
+        let expires = if refresh_ns == 0 { 0 } else { self.now_ns + refresh_ns };
         // A full queue: offered again with the flow's next packet.
-        if self.queue.push_with(|slot| *slot = offer) {
-            self.offered.insert(offer);
+        if self.queue.push_with(|slot| *slot = Offer { expires_ns: expires, ..offer }) {
+            self.offered.insert(offer, expires);
         }
     }
 }
 
-/// The flow of a frame the pipeline is sending, if the fast path could forward it: untagged
-/// Ethernet, IPv4 without options and not a fragment, or IPv6 without extension headers,
-/// carrying UDP or TCP without SYN, FIN or RST.
-pub fn offer_of(frame: &[u8]) -> Option<Offer> {
-    let mut o = Offer::default();
-    o.dst_mac.copy_from_slice(frame.get(0..6)?);
-    o.src_mac.copy_from_slice(frame.get(6..12)?);
-    let l4 = match frame.get(12..14)? {
+/// The family, protocol and flow of an untagged IPv4 (no options, not a fragment) or IPv6
+/// (no extension header) frame carrying UDP, or TCP without SYN, FIN or RST.
+fn flow_of(frame: &[u8]) -> Option<(u8, u8, Tuple)> {
+    let mut t = Tuple::default();
+    let (family, proto, l4) = match frame.get(12..14)? {
         [0x08, 0x00] => {
             let ip = frame.get(14..34)?;
             let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
             if ip[0] != 0x45 || fragment {
                 return None;
             }
-            (o.family, o.proto) = (4, ip[9]);
-            o.src[..4].copy_from_slice(&ip[12..16]);
-            o.dst[..4].copy_from_slice(&ip[16..20]);
-            34
+            t.src[..4].copy_from_slice(&ip[12..16]);
+            t.dst[..4].copy_from_slice(&ip[16..20]);
+            (4, ip[9], 34)
         }
         [0x86, 0xdd] => {
             let ip = frame.get(14..54)?;
-            (o.family, o.proto) = (6, ip[6]);
-            o.src.copy_from_slice(&ip[8..24]);
-            o.dst.copy_from_slice(&ip[24..40]);
-            54
+            t.src.copy_from_slice(&ip[8..24]);
+            t.dst.copy_from_slice(&ip[24..40]);
+            (6, ip[6], 54)
         }
         _ => return None,
     };
     let ports = frame.get(l4..l4 + 4)?;
-    match o.proto {
+    match proto {
         17 => {}
         // SYN, FIN, RST: the byte of flags at offset 13.
         6 if frame.get(l4 + 13)? & 0x07 == 0 => {}
         _ => return None,
     }
-    o.sport.copy_from_slice(&ports[0..2]);
-    o.dport.copy_from_slice(&ports[2..4]);
+    t.sport.copy_from_slice(&ports[0..2]);
+    t.dport.copy_from_slice(&ports[2..4]);
+    Some((family, proto, t))
+}
+
+/// The flow of a frame the pipeline is sending, if the fast path could forward it (see
+/// [`flow_of`]), as if it arrived as it leaves (a learner under translation replaces `flow`).
+pub fn offer_of(frame: &[u8]) -> Option<Offer> {
+    let (family, proto, sent) = flow_of(frame)?;
+    let mut o = Offer { family, proto, flow: sent, sent, ..Offer::default() };
+    o.dst_mac.copy_from_slice(frame.get(0..6)?);
+    o.src_mac.copy_from_slice(frame.get(6..12)?);
     Some(o)
 }
 
@@ -251,9 +376,10 @@ mod tests {
     fn a_udp_datagram_is_offered_with_its_rewrite() {
         let o = offer_of(&udp4()).unwrap();
         assert_eq!((o.family, o.proto), (4, 17));
-        assert_eq!(&o.src[..4], &[198, 18, 0, 2]);
-        assert_eq!(&o.dst[..4], &[198, 19, 0, 2]);
-        assert_eq!((o.sport, o.dport), ([0x04, 0xd2], [0, 9]));
+        assert_eq!(&o.flow.src[..4], &[198, 18, 0, 2]);
+        assert_eq!(&o.flow.dst[..4], &[198, 19, 0, 2]);
+        assert_eq!((o.flow.sport, o.flow.dport), ([0x04, 0xd2], [0, 9]));
+        assert_eq!(o.flow, o.sent);
         assert_eq!((o.dst_mac[5], o.src_mac[5]), (0xb, 0xa));
     }
 
@@ -295,10 +421,12 @@ mod tests {
         assert_eq!(seen.load(Ordering::Relaxed), 2, "the program holds the entry's generation");
         let (tx, mut rx) = offer_queue(8);
         let mut l = FlowLearner::new(tx, std::sync::Arc::clone(&d), vec![true]);
-        l.begin_batch();
+        let pool = FramePool::new(64);
+        let empty = Batch::new();
+        l.begin_batch(&OffloadPolicy::STATELESS, &pool, &empty);
         let o = offer_of(&udp4()).unwrap();
-        l.offer(o);
-        l.offer(o);
+        l.offer(o, 0);
+        l.offer(o, 0);
         let mut n = 0;
         while rx.pop_with(|_| ()) {
             n += 1;
@@ -308,8 +436,8 @@ mod tests {
         assert_eq!(seen.load(Ordering::Relaxed), 3, "an installed entry: the change reaches the program");
         d.changed();
         assert_eq!(seen.load(Ordering::Relaxed), 3, "nothing installed since");
-        l.begin_batch();
-        l.offer(o);
+        l.begin_batch(&OffloadPolicy::STATELESS, &pool, &empty);
+        l.offer(o, 0);
         assert!(rx.pop_with(|got| assert_eq!(got.generation, 4)));
     }
 }

@@ -235,8 +235,9 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 t.copy_batch(&self.pool, &self.input, None);
             }
             let before = self.forwarder.counts;
+            let policy = self.forwarder.offload_policy();
             if let Some(l) = &mut self.learner {
-                l.begin_batch();
+                l.begin_batch(&policy, &self.pool, &self.input);
             }
             self.forwarder.process(
                 &mut self.pool,
@@ -244,10 +245,14 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 &mut self.outputs,
                 &mut self.punts,
             );
+            // The rules the batch was processed under (a new set is adopted as it begins);
+            // a translating set's flows only if their inputs were noted.
+            let after = self.forwarder.offload_policy();
             if let Some(l) = &mut self.learner
-                && self.forwarder.offloadable()
+                && after.any()
+                && (policy.translates || !after.translates)
             {
-                l.learn(&self.pool, &self.outputs);
+                l.learn(&self.pool, &self.outputs, &after);
             }
             if let Some(t) = self.forwarder.tap_at(Point::Tx) {
                 for (port, out) in self.outputs.iter().enumerate() {

@@ -450,6 +450,13 @@ impl StateTable {
         self.limit = limit.min(self.capacity);
     }
 
+    /// Whether pf's adaptive scaling may shorten the timeouts within a batch: the table
+    /// holds `adaptive.start` states, less a batch.
+    #[inline]
+    pub fn timeouts_may_scale(&self) -> bool {
+        self.len + QUICK_BATCH_MAX > self.adaptive_from
+    }
+
     /// Entries held (live, plus dead ones not reclaimed yet).
     pub fn len(&self) -> usize {
         self.len

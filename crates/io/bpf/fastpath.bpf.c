@@ -5,8 +5,12 @@
 //
 // A frame whose flow has an entry in `flows4` or `flows6` (written by linerate after its pipeline forwarded
 // the flow: routed, filtered, neighbour resolved) is rewritten as the pipeline would rewrite it
-// (MACs, TTL or hop limit with the IPv4 checksum updated, RFC 1624) and redirected to its
-// output through `tx_ports`, without waking linerate. Everything else goes to the socket of
+// (MACs, TTL or hop limit with the IPv4 checksum updated, RFC 1624; for a translated IPv4
+// flow its addresses and ports, with both checksums updated) and redirected to its output
+// through `tx_ports`, without waking linerate. An entry of a flow the pipeline keeps state
+// or a translation for lives only until its `expires` time: then the flow's frames go to the
+// pipeline again, which refreshes its state and writes a new entry (or drops them, if the
+// state is gone and the rules block them). Everything else goes to the socket of
 // its queue, as before: a flow's first packets, TCP SYN/FIN/RST, fragments, IP options,
 // TTL <= 1, ICMP, 802.1Q frames, bad IPv4 checksums, traffic for the router, frames longer
 // than the output's MTU, outputs that cannot take redirected frames, and any entry written
@@ -59,7 +63,8 @@ struct flow_entry {
 	__u16 mtu;     // longest IP packet the output takes
 	__u16 in_slot; // the interfaces' slots, for port_stats
 	__u16 out_slot;
-	__u16 pad;
+	__u8 flags;    // ENTRY_*
+	__u8 pad;
 	__u32 pad2;
 	// Written here only, without atomics: the receive hash keeps a flow on one queue, so on
 	// one CPU (a flow moved by a changed indirection table may lose a few counts).
@@ -68,7 +73,19 @@ struct flow_entry {
 	__u64 last_jiffies; // bpf_jiffies64() at the flow's last frame
 	__u8 in_mac[6];     // the input's MAC: frames to another station are not ours
 	__u16 pad3;
+	__u64 expires;      // ENTRY_EXPIRES: bpf_ktime_get_coarse_ns() from which it is a miss
+	// ENTRY_NAT (IPv4): the addresses and ports the frame leaves with, network order.
+	__u32 nat_src;
+	__u32 nat_dst;
+	__u16 nat_sport;
+	__u16 nat_dport;
+	__u32 pad4;
 };
+
+// The entry is valid until `expires` only (a state or translation the pipeline refreshes).
+#define ENTRY_EXPIRES 1
+// The frame's addresses and ports are rewritten to the entry's `nat_*` (IPv4).
+#define ENTRY_NAT 2
 
 struct settings {
 	__u32 gen;         // entries of another gen are misses
@@ -306,6 +323,51 @@ static __always_inline void rewrite(struct ethhdr *eth, void *l3, int v4, struct
 	__builtin_memcpy(eth->h_source, e->src_mac, 6);
 }
 
+// Adds to a one's complement sum the change of a 32-bit field from `old` to `new` (RFC 1624
+// eqn. 3: ~m + m' per 16-bit word; byte order does not matter to the sum).
+static __always_inline __u32 csum_change32(__u32 sum, __u32 old, __u32 new)
+{
+	return sum + (~old & 0xffff) + (~old >> 16) + (new & 0xffff) + (new >> 16);
+}
+
+static __always_inline __u16 csum_apply(__u16 check, __u32 change)
+{
+	return ~fold((~check & 0xffff) + change) & 0xffff;
+}
+
+// A translated IPv4 flow: its addresses and ports as the pipeline's translation left them,
+// the header checksum and the UDP or TCP checksum updated incrementally (a UDP checksum of 0,
+// none, stays 0; a computed 0 is sent as 0xffff, RFC 768). -1 if the header is not all there.
+static __always_inline int translate_v4(struct iphdr *ip, void *end, struct flow_entry *e)
+{
+	__u32 addrs = csum_change32(csum_change32(0, ip->saddr, e->nat_src), ip->daddr, e->nat_dst);
+	void *l4 = ip + 1;
+	if (ip->protocol == IPPROTO_UDP) {
+		struct udphdr *u = l4;
+		if ((void *)(u + 1) > end)
+			return -1;
+		__u32 ports = csum_change32(0, ((__u32)u->dest << 16) | u->source, ((__u32)e->nat_dport << 16) | e->nat_sport);
+		if (u->check) {
+			__u16 c = csum_apply(u->check, addrs + ports);
+			u->check = c ? c : 0xffff;
+		}
+		u->source = e->nat_sport;
+		u->dest = e->nat_dport;
+	} else {
+		struct tcphdr *t = l4;
+		if ((void *)(t + 1) > end)
+			return -1;
+		__u32 ports = csum_change32(0, ((__u32)t->dest << 16) | t->source, ((__u32)e->nat_dport << 16) | e->nat_sport);
+		t->check = csum_apply(t->check, addrs + ports);
+		t->source = e->nat_sport;
+		t->dest = e->nat_dport;
+	}
+	ip->check = csum_apply(ip->check, addrs);
+	ip->saddr = e->nat_src;
+	ip->daddr = e->nat_dst;
+	return 0;
+}
+
 SEC("xdp")
 int lr_fast(struct xdp_md *ctx)
 {
@@ -333,9 +395,14 @@ int lr_fast(struct xdp_md *ctx)
 	struct flow_entry *e = v4 ? entry_v4(ctx, l3, end, room, &len) : entry_v6(ctx, l3, end, room, &len);
 	if (!e || e->gen != cfg->gen || len > e->mtu || !same_mac(eth->h_dest, e->in_mac))
 		return steer(ctx, cfg, 1);
+	if ((e->flags & ENTRY_EXPIRES) && bpf_ktime_get_coarse_ns() >= e->expires)
+		return steer(ctx, cfg, 1);
 	// The redirect is set up now and done when the program returns: an output that cannot
 	// take it (not in tx_ports) leaves the frame untouched, to the pipeline.
 	if (bpf_redirect_map(&tx_ports, e->out_ifindex, XDP_ABORTED) != XDP_REDIRECT)
+		return steer(ctx, cfg, 1);
+	// Checked above for the frame's family: only IPv4 entries translate.
+	if (v4 && (e->flags & ENTRY_NAT) && translate_v4(l3, end, e) < 0)
 		return steer(ctx, cfg, 1);
 	rewrite(eth, l3, v4, e);
 	__u64 bytes = frame;

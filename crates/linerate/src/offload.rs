@@ -119,13 +119,13 @@ impl Offload {
             ifindex: input.ifindex,
             proto: offer.proto,
             family: offer.family,
-            sport: offer.sport,
-            dport: offer.dport,
+            sport: offer.flow.sport,
+            dport: offer.flow.dport,
             pad: 0,
-            src: offer.src,
-            dst: offer.dst,
+            src: offer.flow.src,
+            dst: offer.flow.dst,
         };
-        let entry = FlowEntry {
+        let mut entry = FlowEntry {
             dst_mac: offer.dst_mac,
             src_mac: offer.src_mac,
             out_ifindex: output.ifindex,
@@ -134,8 +134,22 @@ impl Offload {
             in_slot,
             out_slot,
             in_mac: input.mac,
+            expires: offer.expires_ns,
             ..FlowEntry::default()
         };
+        if offer.expires_ns != 0 {
+            entry.flags |= FlowEntry::EXPIRES;
+        }
+        if offer.sent != offer.flow {
+            // The program translates IPv4 only (the learner offers no other).
+            if offer.family != 4 {
+                return None;
+            }
+            entry.flags |= FlowEntry::NAT;
+            entry.nat_src.copy_from_slice(&offer.sent.src[..4]);
+            entry.nat_dst.copy_from_slice(&offer.sent.dst[..4]);
+            (entry.nat_sport, entry.nat_dport) = (offer.sent.sport, offer.sent.dport);
+        }
         Some((key, entry))
     }
 

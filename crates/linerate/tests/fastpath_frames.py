@@ -2,7 +2,8 @@
 """Crafted frames for netns_fastpath.rs's differential test.
 
 send IFACE SRC_MAC DST_MAC ROUNDS: sends every frame of FRAMES, ROUNDS times over, from IFACE.
-recv IFACE SECONDS: prints the frames from A's addresses that reach IFACE (hex, one a line)
+recv IFACE SECONDS: prints the frames from A's addresses (or translated to the router's)
+that reach IFACE (hex, one a line)
 until SECONDS pass without one.
 """
 import socket
@@ -11,6 +12,8 @@ import sys
 import time
 
 A4, B4 = bytes([198, 18, 0, 2]), bytes([198, 19, 0, 2])
+# The router's address towards B: A's source once a `nat` rule translated it.
+D1_4 = bytes([198, 19, 0, 1])
 A6 = bytes.fromhex("20010db8000a0000000000000000" + "0002")
 B6 = bytes.fromhex("20010db8000b0000000000000000" + "0002")
 
@@ -104,7 +107,7 @@ def recv(iface, seconds):
         while True:
             f = s.recv(4096)
             s.settimeout(seconds)
-            from_a = (f[12:14] == b"\x08\x00" and f[26:30] == A4) or (f[12:14] == b"\x86\xdd" and f[22:38] == A6)
+            from_a = (f[12:14] == b"\x08\x00" and f[26:30] in (A4, D1_4)) or (f[12:14] == b"\x86\xdd" and f[22:38] == A6)
             if from_a:
                 out.append(f.hex())
     except socket.timeout:

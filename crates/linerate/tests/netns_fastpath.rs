@@ -52,17 +52,23 @@ fn fast_packets_in(report: &str) -> u64 {
 }
 
 fn start(lab: &Lab, extra: &str) -> (std::path::PathBuf, Guard) {
-    // GRO on: the veth then takes redirected frames. Checksums done by the senders: a
-    // partial one (left to "the NIC" by a sender on this host) sends its flow's frames to the
-    // pipeline, which finishes it (see pipeline_finishes_partial_checksums).
+    start_with(lab, "", extra)
+}
+
+/// linerate between A and B with `extra` in its config and `router` in its `[router]`.
+/// GRO on: the veth then takes redirected frames. Checksums done by the senders: a partial
+/// one (left to "the NIC" by a sender on this host) sends its flow's frames to the pipeline,
+/// which finishes it (see pipeline_finishes_partial_checksums).
+fn start_with(lab: &Lab, router: &str, extra: &str) -> (std::path::PathBuf, Guard) {
     for (ns, dev) in [(&lab.b, "lrb0"), (&lab.a, "lra0")] {
         assert!(ns.exec("ethtool", &["-K", dev, "gro", "on", "tx", "off"]).is_ok(), "ethtool -K {dev} gro on tx off");
     }
     let cfg = write_config(lab, "af_xdp", extra);
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen("[router]\n", &format!("[router]\n{router}"), 1);
+    std::fs::write(&cfg, text).unwrap();
     let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
-    let dut = start_until(cmd, "forwarding with");
-    (cfg, dut)
+    (cfg, start_until(cmd, "forwarding with"))
 }
 
 fn report(mut dut: Guard) -> String {
@@ -103,12 +109,7 @@ fn pipeline_finishes_partial_checksums() {
 fn pipeline_alone_when_the_fast_path_is_off() {
     assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
     let lab = build("fo");
-    let cfg = write_config(&lab, "af_xdp", "");
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen("[router]\n", "[router]\nfast_path = false\n", 1);
-    std::fs::write(&cfg, text).unwrap();
-    let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
-    let dut = start_until(cmd, "forwarding with");
+    let (_cfg, dut) = start_with(&lab, "fast_path = false\n", "");
     assert_eq!(udp_through(&lab, 1000), 1000);
     let report = report(dut);
     assert!(!report.contains("fast path (in the kernel)"), "{report}");
@@ -150,12 +151,7 @@ fn a_route_withdrawn_applies_to_offloaded_flows_at_once() {
 /// The frames B receives when A sends `fastpath_frames.py`'s crafted frames 30 times over
 /// through linerate run with `extra` in its config, and linerate's exit report.
 fn crafted_through(lab: &Lab, extra: &str, firewall: &str) -> (Vec<String>, String) {
-    let cfg = write_config(lab, "af_xdp", firewall);
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen("[router]\n", &format!("[router]\n{extra}"), 1);
-    std::fs::write(&cfg, text).unwrap();
-    let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
-    let dut = start_until(cmd, "forwarding with");
+    let (_cfg, dut) = start_with(lab, extra, firewall);
     // Both neighbours resolved first: the queue of a resolution is not what is compared.
     assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
     assert!(lab.a.exec("ping", &["-6", "-c", "1", "-W", "2", "2001:db8:b::2"]).is_ok());
@@ -177,9 +173,6 @@ fn crafted_through(lab: &Lab, extra: &str, firewall: &str) -> (Vec<String>, Stri
 fn the_fast_path_delivers_what_the_pipeline_delivers() {
     assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
     let lab = build("fd");
-    for (ns, dev) in [(&lab.b, "lrb0"), (&lab.a, "lra0")] {
-        assert!(ns.exec("ethtool", &["-K", dev, "gro", "on", "tx", "off"]).is_ok());
-    }
     let on_and_off = |firewall: &str| {
         let (on, report_on) = crafted_through(&lab, "", firewall);
         let (off, _) = crafted_through(&lab, "fast_path = false\n", firewall);
@@ -200,6 +193,12 @@ fn the_fast_path_delivers_what_the_pipeline_delivers() {
     std::fs::write(&rules, "block in quick proto udp from any port 1001\npass all no state\n").unwrap();
     let delivered = on_and_off(&format!("[firewall]\nrules = \"{}\"\n", rules.display()));
     assert_eq!(delivered.len(), 12, "{:?}", delivered.keys().map(|k| &k[28..48]).collect::<Vec<_>>());
+    // Stateful, translated: UDP flows offloaded with their translation (addresses, ports
+    // kept by static-port, both checksums) byte for byte as the pipeline translates them.
+    std::fs::write(&rules, "nat on lrd1 from any to any -> (lrd1) static-port\npass all\n").unwrap();
+    let delivered = on_and_off(&format!("[firewall]\nrules = \"{}\"\n", rules.display()));
+    let translated = delivered.keys().filter(|f| f[52..60] == *"c6130001").count();
+    assert!(translated >= 5, "sources translated to lrd1's 198.19.0.1: {delivered:#?}");
 }
 
 /// How many times each distinct frame is in `frames`.
@@ -209,4 +208,66 @@ fn count(frames: &[String]) -> std::collections::BTreeMap<String, usize> {
         *m.entry(f.clone()).or_insert(0) += 1;
     }
     m
+}
+
+/// UDP between A's ports 41000..41007 and B's port 9000, by role: `a-send N SECS` (A to B, N
+/// datagrams paced over SECS), `b-send N SECS` (B back to A through the translation: to
+/// 198.19.0.1, A's ports kept by static-port), `a-recv` / `b-recv` (count what arrives until
+/// 1.5 s pass without a datagram).
+const UDP_PAIR: &str = r#"
+import select,socket,sys,time
+role=sys.argv[1]
+def bound(p):
+  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); s.bind(('0.0.0.0',p)); return s
+if role.endswith('recv'):
+  ss=[bound(41000+k) for k in range(8)] if role=='a-recv' else [bound(9000)]
+  print('ready',file=sys.stderr,flush=True)
+  n=0; wait=5
+  while True:
+    r,_,_=select.select(ss,[],[],wait)
+    if not r: break
+    for s in r: s.recv(64); n+=1
+    wait=1.5
+  print(n)
+else:
+  n,secs=int(sys.argv[2]),float(sys.argv[3])
+  if role=='a-send': ss=[bound(41000+k) for k in range(8)]; to=[('198.19.0.2',9000)]*8
+  else: ss=[bound(9000)]*8; to=[('198.19.0.1',41000+k) for k in range(8)]
+  t0=time.time()
+  for i in range(n):
+    ss[i%8].sendto(b'x'*18,to[i%8])
+    if i%40==39: time.sleep(max(0,t0+secs*(i+1)/n-time.time()))
+"#;
+
+/// Datagrams of `role`'s direction that arrive (`a-send` to B, `b-send` back to A).
+fn pair(lab: &Lab, role: &str, n: u32, secs: f32) -> u32 {
+    let (tx, rx) = if role == "a-send" { (&lab.a, &lab.b) } else { (&lab.b, &lab.a) };
+    let mut recv = rx.command("python3");
+    recv.args(["-c", UDP_PAIR, if role == "a-send" { "b-recv" } else { "a-recv" }]);
+    let recv = start_until(recv, "ready");
+    let out = tx.command("python3").args(["-c", UDP_PAIR, role, &n.to_string(), &secs.to_string()]).output().unwrap();
+    assert!(out.status.success(), "{role}: {out:?}");
+    finish(recv).parse().unwrap()
+}
+
+/// A stateful, translating rule set whose states last 4 s: flows offloaded for 6 s keep
+/// their states and translations (the pipeline sees each flow again every second), so that
+/// B's replies still pass, by the state alone, translated back; `kill states` then applies
+/// to the offloaded replies at once.
+#[test]
+fn offloaded_flows_keep_their_states_and_translations() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let lab = build("fs");
+    let rules = lab.dir.join("rules.conf");
+    let text = "set timeout { udp.first 4, udp.single 4, udp.multiple 4 }\nnat on lrd1 from any to any -> (lrd1) static-port\nblock all\npass in on lrd0 all\npass out on lrd1 all\n";
+    std::fs::write(&rules, text).unwrap();
+    let (cfg, dut) = start_with(&lab, "", &format!("[firewall]\nrules = \"{}\"\n", rules.display()));
+    let _ = lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]);
+    assert_eq!(pair(&lab, "a-send", 6000, 6.0), 6000, "A to B, for twice the states' timeout");
+    assert_eq!(pair(&lab, "b-send", 2000, 1.0), 2000, "B's replies: the states and translations lived on");
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["flush", "states", "-c"]).arg(&cfg).output().unwrap();
+    assert!(out.status.success(), "flush states: {out:?}");
+    assert_eq!(pair(&lab, "b-send", 300, 0.3), 0, "no state: B's replies blocked at once, offloaded or not");
+    let report = report(dut);
+    assert!(fast_packets_in(&report) >= 4000, "the stateful flows were offloaded:\n{report}");
 }

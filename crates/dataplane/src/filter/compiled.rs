@@ -43,10 +43,9 @@ pub struct CompiledRules {
     /// Some `out` rule has `route-to`: the forwarder looks the state up again after the out
     /// pass, which may have just made it.
     pub(crate) routes_out: bool,
-    /// Every packet of a flow gets the same verdict and leaves as it came (no state, no
-    /// translation, no scrub, no log, no test of TCP flags): its flows may be offloaded to
-    /// the kernel's fast path ([`crate::offload`]).
-    pub(crate) offloadable: bool,
+    /// Which flows may go to the kernel's fast path under these rules, and for how long
+    /// between the pipeline's looks at them ([`crate::offload`], [`offload_policy`]).
+    pub(crate) offload: crate::offload::OffloadPolicy,
     /// Shared by the sets made from this one by changing table entries (`overload`,
     /// `linerate table`): the same rules, whose counters go on.
     pub(super) lineage: Arc<()>,
@@ -134,7 +133,7 @@ impl CompiledRules {
             .rules
             .iter()
             .any(|r| r.route.is_some() && r.dir == Some(fw::packet::Dir::Out));
-        let offloadable = offloadable(&rules);
+        let offload = offload_policy(&rules);
         Ok(CompiledRules {
             rules,
             classifier,
@@ -149,7 +148,7 @@ impl CompiledRules {
             modulate,
             route_opts,
             routes_out,
-            offloadable,
+            offload,
             lineage,
             keep: std::sync::OnceLock::new(),
         })
@@ -218,15 +217,46 @@ impl CompiledRules {
     }
 }
 
-/// Whether every packet of a flow gets the same verdict from `rules` and leaves unchanged
-/// (see [`CompiledRules::offloadable`]).
-fn offloadable(rules: &RuleSet) -> bool {
-    rules.nat.is_empty()
-        && rules.scrub.is_empty()
-        && rules.rules.iter().all(|r| {
-            r.keep_state == fw::rules::StateMode::None
-                && r.log == fw::rules::LogMode::None
-                && r.flags.is_none()
-                && r.route.is_none()
-        })
+/// Which flows may go to the kernel's fast path under `rules`: those whose every packet
+/// the pipeline would pass alike and rewrite alike (see [`CompiledRules::offload`]).
+///
+/// * Nothing while a rule logs (its packets go to the log), scrubs (it may rewrite each) or
+///   routes with `route-to` (the fast path forwards by the FIB's decision).
+/// * Without state or translation, every flow, for ever; TCP only while no rule tests its
+///   flags (a rule with `flags` may match one segment of a flow and not the next).
+/// * With state or translation, UDP flows only (TCP's window tracking needs every segment),
+///   each entry living half the shortest UDP timeout, at most [`REFRESH_MAX_NS`]: the flow's
+///   next packet after that goes through the pipeline, which refreshes the state and the
+///   translation, so neither expires while the kernel forwards, and an idle one expires at
+///   most that much before pf's would. Not with per-rule adaptive timeouts (their states'
+///   life follows a count), nor with a UDP timeout under 2 s.
+/// The longest an offloaded flow goes unseen by the pipeline while it keeps state: 1 s,
+/// within the granularity of pf's own expiry (its purge visits each state once per
+/// `interval`, 10 s), for a map update per flow and second.
+const REFRESH_MAX_NS: u64 = 1_000_000_000;
+
+fn offload_policy(rules: &RuleSet) -> crate::offload::OffloadPolicy {
+    use crate::offload::OffloadPolicy;
+    use fw::rules::{LogMode, StateMode};
+    use fw::state::Tmo;
+    let each_packet = !rules.scrub.is_empty() || rules.rules.iter().any(|r| r.log != LogMode::None || r.route.is_some());
+    if each_packet {
+        return OffloadPolicy::NONE;
+    }
+    let translates = !rules.nat.is_empty();
+    let stateful = rules.rules.iter().any(|r| r.keep_state != StateMode::None);
+    if !stateful && !translates {
+        return OffloadPolicy { tcp: rules.rules.iter().all(|r| r.flags.is_none()), ..OffloadPolicy::STATELESS };
+    }
+    let t = &rules.timeouts;
+    let udp_kinds = [Tmo::UdpFirst, Tmo::UdpSingle, Tmo::UdpMultiple];
+    let own = rules.rules.iter().flat_map(|r| &r.state_timeouts).filter(|(k, _)| udp_kinds.contains(k)).map(|(_, secs)| *secs);
+    let least = own.chain([t.udp_first, t.udp_single, t.udp_multiple]).min().unwrap_or(0);
+    let adaptive = rules.rules.iter().any(|r| r.state_adaptive.is_some());
+    OffloadPolicy {
+        udp: least >= 2 && !adaptive,
+        tcp: false,
+        translates,
+        refresh_ns: (u64::from(least) * 500_000_000).min(REFRESH_MAX_NS),
+    }
 }

@@ -144,6 +144,7 @@ impl StateDesk {
 fn walk(fw: &mut Firewall, req: &StateRequest, cursor: &mut usize, reply: &mut StateReply) -> bool {
     let (start, end) = (*cursor, *cursor + SLOTS_PER_POLL);
     let now = fw.now;
+    let removed_before = reply.removed;
     let table = &mut fw.states;
     let hits: Vec<(StateId, StateEnds, u8)> = table
         .states_in(start..end)
@@ -165,11 +166,15 @@ fn walk(fw: &mut Firewall, req: &StateRequest, cursor: &mut usize, reply: &mut S
             StateOp::Kill => reply.removed += u64::from(table.remove(id)),
         }
     }
+    // Before the reply: once the requester hears of it, no killed flow is in the kernel.
+    if reply.removed != removed_before {
+        fw.slot.void_decisions();
+    }
     *cursor = end;
-    let over = end >= table.slot_count();
+    let over = end >= fw.states.slot_count();
     if over {
-        reply.in_use = table.len() as u64;
-        reply.limit = table.limit() as u64;
+        reply.in_use = fw.states.len() as u64;
+        reply.limit = fw.states.limit() as u64;
     }
     over
 }

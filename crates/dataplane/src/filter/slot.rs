@@ -168,6 +168,14 @@ impl RulesSlot {
         Ok(true)
     }
 
+    /// Voids every decision offloaded to the kernel's fast path (states were killed: their
+    /// flows must come back to the pipeline, which finds none).
+    pub(super) fn void_decisions(&self) {
+        if let Some(d) = self.decisions.get() {
+            d.changed();
+        }
+    }
+
     /// Hands flush jobs to the workers, the rules unchanged.
     pub(super) fn publish_flushes(&self, flushes: Vec<FlushJob>) {
         if flushes.is_empty() {

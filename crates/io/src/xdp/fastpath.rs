@@ -52,7 +52,9 @@ pub struct FlowEntry {
     pub mtu: u16,
     pub in_slot: u16,
     pub out_slot: u16,
-    pub pad: u16,
+    /// [`FlowEntry::EXPIRES`], [`FlowEntry::NAT`].
+    pub flags: u8,
+    pub pad: u8,
     pub pad2: u32,
     pub packets: u64,
     pub bytes: u64,
@@ -62,6 +64,23 @@ pub struct FlowEntry {
     /// as `not_for_us`).
     pub in_mac: [u8; 6],
     pub pad3: u16,
+    /// With [`FlowEntry::EXPIRES`]: CLOCK_MONOTONIC nanoseconds (the program reads the
+    /// coarse clock) from which the entry is a miss.
+    pub expires: u64,
+    /// With [`FlowEntry::NAT`] (IPv4): the addresses and ports the frame leaves with.
+    pub nat_src: [u8; 4],
+    pub nat_dst: [u8; 4],
+    pub nat_sport: [u8; 2],
+    pub nat_dport: [u8; 2],
+    pub pad4: u32,
+}
+
+impl FlowEntry {
+    /// The entry is valid until [`expires`](Self::expires): a flow the pipeline keeps state
+    /// or a translation for, which it must see again to refresh them.
+    pub const EXPIRES: u8 = 1;
+    /// The frame's addresses and ports are rewritten (IPv4 only), checksums updated.
+    pub const NAT: u8 = 2;
 }
 
 /// `struct flow_key4`.
@@ -354,8 +373,11 @@ mod tests {
         // struct flow_key, struct flow_entry, struct port_counts in bpf/fastpath.bpf.c.
         assert_eq!(std::mem::size_of::<FlowKey4>(), 20);
         assert_eq!(std::mem::size_of::<FlowKey6>(), 44);
-        assert_eq!(std::mem::size_of::<FlowEntry>(), 64);
+        assert_eq!(std::mem::size_of::<FlowEntry>(), 88);
+        assert_eq!(std::mem::offset_of!(FlowEntry, flags), 26);
         assert_eq!(std::mem::offset_of!(FlowEntry, packets), 32);
+        assert_eq!(std::mem::offset_of!(FlowEntry, expires), 64);
+        assert_eq!(std::mem::offset_of!(FlowEntry, nat_sport), 80);
         assert_eq!(std::mem::size_of::<PortCounts>(), 40);
     }
 
@@ -516,6 +538,55 @@ mod tests {
         f.set_generation(7).unwrap();
         let run = super::super::bpf::test_run_xdp(f.prog_fd(), &datagram(), 1, 1).unwrap();
         assert_eq!((run.action, run.frame), (XDP_PASS, datagram()), "an output gone: untouched, to the pipeline");
+    }
+
+    /// The UDP checksum of an IPv4 frame's datagram (RFC 768), 0 sent as 0xffff.
+    fn udp_checksum(frame: &[u8]) -> u16 {
+        let ip = |r: std::ops::Range<usize>| std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&frame[r]).unwrap());
+        let udp = &frame[34..34 + usize::from(u16::from_be_bytes([frame[38], frame[39]]))];
+        let mut d = udp.to_vec();
+        d[6..8].fill(0);
+        let pseudo = wire::checksum::pseudo_header_v4(&ip(26..30), &ip(30..34), 17, d.len() as u32);
+        let c = !wire::checksum::fold(u64::from(pseudo) + u64::from(wire::checksum::sum(&d)));
+        if c == 0 { 0xffff } else { c }
+    }
+
+    /// A translated flow (`nat`: 198.18.0.2:1234 leaves as 203.0.113.1:50000): addresses,
+    /// ports and both checksums as a translation from scratch would leave them; a datagram
+    /// without a UDP checksum keeps none. An entry past its time is a miss.
+    #[test]
+    fn a_translated_flow_leaves_translated_until_its_entry_expires() {
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
+        let f = one_flow();
+        let mut d = datagram();
+        let c = udp_checksum(&d);
+        d[40..42].copy_from_slice(&c.to_be_bytes());
+        let mut entry = f.lookup(&flow_of(&d)).unwrap().unwrap();
+        entry.flags = FlowEntry::NAT | FlowEntry::EXPIRES;
+        entry.expires = u64::MAX;
+        (entry.nat_src, entry.nat_dst) = ([203, 0, 113, 1], [198, 19, 0, 2]);
+        (entry.nat_sport, entry.nat_dport) = (50000u16.to_be_bytes(), [0, 9]);
+        f.insert(&flow_of(&d), &entry).unwrap();
+        let mut want = d.clone();
+        want[0..12].copy_from_slice(&[2, 0, 0, 0, 0x0b, 1, 2, 0, 0, 0, 0x0d, 1]);
+        want[22] = 63;
+        want[26..30].copy_from_slice(&[203, 0, 113, 1]);
+        want[34..36].copy_from_slice(&50000u16.to_be_bytes());
+        wire::Ipv4Packet::new_unchecked(&mut want[14..34]).fill_checksum();
+        let c = udp_checksum(&want);
+        want[40..42].copy_from_slice(&c.to_be_bytes());
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &d, 1, 1).unwrap();
+        assert_eq!(run.action, XDP_REDIRECT);
+        assert_eq!(run.frame, want, "translated, both checksums right");
+        let mut unsummed = d.clone();
+        unsummed[40..42].fill(0);
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &unsummed, 1, 1).unwrap();
+        assert_eq!(&run.frame[40..42], &[0, 0], "no UDP checksum: still none");
+        assert_eq!(&run.frame[14..40], &want[14..40]);
+        entry.expires = 0;
+        f.insert(&flow_of(&d), &entry).unwrap();
+        let run = super::super::bpf::test_run_xdp(f.prog_fd(), &d, 1, 1).unwrap();
+        assert_eq!((run.action, run.frame), (XDP_PASS, d), "expired: untouched, to the pipeline");
     }
 
     /// Fail-closed, with no socket on the queue: IP and tagged frames are dropped and counted
