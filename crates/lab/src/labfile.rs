@@ -524,6 +524,12 @@ nat = true
 name = "linerate-nat"
 dut = "linerate"
 nat = true
+
+[[set]]
+name = "linerate-nat-pipeline"
+dut = "linerate"
+nat = true
+fast_path = false
 "#;
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

@@ -217,6 +217,11 @@ impl CompiledRules {
     }
 }
 
+/// The longest an offloaded flow goes unseen by the pipeline while it keeps state: 1 s,
+/// within the granularity of pf's own expiry (its purge visits each state once per
+/// `interval`, 10 s), for a map update per flow and second.
+const REFRESH_MAX_NS: u64 = 1_000_000_000;
+
 /// Which flows may go to the kernel's fast path under `rules`: those whose every packet
 /// the pipeline would pass alike and rewrite alike (see [`CompiledRules::offload`]).
 ///
@@ -230,11 +235,6 @@ impl CompiledRules {
 ///   translation, so neither expires while the kernel forwards, and an idle one expires at
 ///   most that much before pf's would. Not with per-rule adaptive timeouts (their states'
 ///   life follows a count), nor with a UDP timeout under 2 s.
-/// The longest an offloaded flow goes unseen by the pipeline while it keeps state: 1 s,
-/// within the granularity of pf's own expiry (its purge visits each state once per
-/// `interval`, 10 s), for a map update per flow and second.
-const REFRESH_MAX_NS: u64 = 1_000_000_000;
-
 fn offload_policy(rules: &RuleSet) -> crate::offload::OffloadPolicy {
     use crate::offload::OffloadPolicy;
     use fw::rules::{LogMode, StateMode};
