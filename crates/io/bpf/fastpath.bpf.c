@@ -18,10 +18,18 @@
 //
 // One program serves every interface linerate owns: a socket's XSKMAP slot is its
 // interface's slot (`if_slots`) times MAX_QUEUES plus its queue.
+//
+// A second program, `lr_fast_tc` at tc ingress (tcx) of the same interfaces, forwards the
+// decided flows whose frames XDP cannot rewrite: those a sender on this host left with a
+// partial checksum (CHECKSUM_PARTIAL, TCP and UDP from local containers and VMs). XDP passes
+// them to the kernel, which keeps the checksum partial (and merges TCP segments by GRO); the
+// tc program rewrites the skb and redirects it to the output, where the skb's checksum and
+// segmentation offloads still apply.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
+#include <linux/pkt_cls.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/tcp.h>
@@ -86,11 +94,21 @@ struct flow_entry {
 #define ENTRY_EXPIRES 1
 // The frame's addresses and ports are rewritten to the entry's `nat_*` (IPv4).
 #define ENTRY_NAT 2
+// The output takes no XDP redirect: the frame goes to the tc program, as skb.
+#define ENTRY_SKB 4
 
 struct settings {
 	__u32 gen;         // entries of another gen are misses
 	__u32 fail_closed; // an IP frame no socket takes is dropped, not passed to the kernel
 };
+
+// By interface slot: 1 where `lr_fast_tc` runs at tc ingress.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, MAX_IFACES);
+} tc_slots SEC(".maps");
 
 struct port_counts {
 	__u64 rx_packets, rx_bytes, tx_packets, tx_bytes;
@@ -227,9 +245,10 @@ static __always_inline __u32 addr_sum(__u32 *a, int words32)
 }
 
 // The L4 ports at `l4` (UDP or TCP) into the key, or -1 if the header is not all there or
-// the segment is one the pipeline must see. A checksum left partial by a sender on this host
-// (CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum, `pseudo`) is one: the
-// pipeline finishes it, as a NIC would (crates/io/src/offload).
+// the segment is one the pipeline must see; 1 if its checksum was left partial by a sender
+// on this host (CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum, `pseudo`):
+// XDP cannot rewrite such a frame as it is (the pipeline finishes the checksum, as a NIC
+// would, crates/io/src/offload; the tc program forwards the skb, whose checksum stays partial).
 static __always_inline int read_ports(void *l4, void *end, __u8 proto, __u16 *sport, __u16 *dport, __u32 pseudo)
 {
 	__u16 check;
@@ -254,7 +273,7 @@ static __always_inline int read_ports(void *l4, void *end, __u8 proto, __u16 *sp
 	} else {
 		return -1;
 	}
-	return bpf_ntohs(check) == fold(pseudo) ? -1 : 0;
+	return bpf_ntohs(check) == fold(pseudo) ? 1 : 0;
 }
 
 // Lengths are compared as numbers (`room`: the frame's bytes from the IP header on, from
@@ -262,7 +281,7 @@ static __always_inline int read_ports(void *l4, void *end, __u8 proto, __u16 *sp
 // allows that only to loaders with CAP_PERFMON, which linerate does not ask for.
 
 // The entry of an IPv4 frame the fast path may take, its IP length in *len; NULL otherwise.
-static __always_inline struct flow_entry *entry_v4(struct xdp_md *ctx, struct iphdr *ip, void *end, __u32 room, __u32 *len)
+static __always_inline struct flow_entry *entry_v4(__u32 ifindex, struct iphdr *ip, void *end, __u32 room, __u32 *len, int *partial)
 {
 	if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->version != 4)
 		return NULL;
@@ -272,15 +291,16 @@ static __always_inline struct flow_entry *entry_v4(struct xdp_md *ctx, struct ip
 	__u32 tot = bpf_ntohs(ip->tot_len);
 	if (tot < sizeof(*ip) || tot > room || !ipv4_csum_ok(ip))
 		return NULL;
-	struct flow_key4 k = {.ifindex = ctx->ingress_ifindex, .src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
+	struct flow_key4 k = {.ifindex = ifindex, .src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
 	__u32 pseudo = addr_sum(&ip->saddr, 1) + addr_sum(&ip->daddr, 1) + ip->protocol + tot - sizeof(*ip);
-	if (read_ports(ip + 1, end, ip->protocol, &k.sport, &k.dport, pseudo) < 0)
+	*partial = read_ports(ip + 1, end, ip->protocol, &k.sport, &k.dport, pseudo);
+	if (*partial < 0)
 		return NULL;
 	*len = tot;
 	return bpf_map_lookup_elem(&flows4, &k);
 }
 
-static __always_inline struct flow_entry *entry_v6(struct xdp_md *ctx, struct ipv6hdr *ip, void *end, __u32 room, __u32 *len)
+static __always_inline struct flow_entry *entry_v6(__u32 ifindex, struct ipv6hdr *ip, void *end, __u32 room, __u32 *len, int *partial)
 {
 	if ((void *)(ip + 1) > end || ip->version != 6 || ip->hop_limit <= 1)
 		return NULL;
@@ -288,11 +308,12 @@ static __always_inline struct flow_entry *entry_v6(struct xdp_md *ctx, struct ip
 	if (tot > room)
 		return NULL;
 	// Extension headers: not UDP or TCP here, so the pipeline's.
-	struct flow_key6 k = {.ifindex = ctx->ingress_ifindex, .proto = ip->nexthdr};
+	struct flow_key6 k = {.ifindex = ifindex, .proto = ip->nexthdr};
 	__builtin_memcpy(k.src, &ip->saddr, 16);
 	__builtin_memcpy(k.dst, &ip->daddr, 16);
 	__u32 pseudo = addr_sum(k.src, 4) + addr_sum(k.dst, 4) + ip->nexthdr + tot - sizeof(*ip);
-	if (read_ports(ip + 1, end, ip->nexthdr, &k.sport, &k.dport, pseudo) < 0)
+	*partial = read_ports(ip + 1, end, ip->nexthdr, &k.sport, &k.dport, pseudo);
+	if (*partial < 0)
 		return NULL;
 	*len = tot;
 	return bpf_map_lookup_elem(&flows6, &k);
@@ -321,6 +342,45 @@ static __always_inline void rewrite(struct ethhdr *eth, void *l3, int v4, struct
 	}
 	__builtin_memcpy(eth->h_dest, e->dst_mac, 6);
 	__builtin_memcpy(eth->h_source, e->src_mac, 6);
+}
+
+// Counts `packets` frames of `bytes` on the entry and its interfaces.
+static __always_inline void count(struct flow_entry *e, __u32 packets, __u64 bytes)
+{
+	e->packets += packets;
+	e->bytes += bytes;
+	e->last_jiffies = bpf_jiffies64();
+	struct port_counts *c = counts_of(e->in_slot);
+	if (c) {
+		c->rx_packets += packets;
+		c->rx_bytes += bytes;
+	}
+	c = counts_of(e->out_slot);
+	if (c) {
+		c->tx_packets += packets;
+		c->tx_bytes += bytes;
+	}
+}
+
+// The length of the UDP or TCP header at `l4` (0xffff, too long for any MTU, if it is not
+// all there).
+static __always_inline __u32 l4_header_len(void *l4, void *end, __u8 proto)
+{
+	if (proto == IPPROTO_UDP)
+		return sizeof(struct udphdr);
+	struct tcphdr *t = l4;
+	if ((void *)(t + 1) > end)
+		return 0xffff;
+	return t->doff * 4;
+}
+
+// Whether `e` decides a frame of `len` IP bytes to `eth`'s destination now: of the current
+// generation, not expired, for the input's MAC, within the output's MTU.
+static __always_inline int valid(struct flow_entry *e, struct settings *cfg, struct ethhdr *eth, __u32 len)
+{
+	if (!e || !cfg || e->gen != cfg->gen || len > e->mtu || !same_mac(eth->h_dest, e->in_mac))
+		return 0;
+	return !(e->flags & ENTRY_EXPIRES) || bpf_ktime_get_coarse_ns() < e->expires;
 }
 
 // Adds to a one's complement sum the change of a 32-bit field from `old` to `new` (RFC 1624
@@ -389,14 +449,21 @@ int lr_fast(struct xdp_md *ctx)
 	if (!cfg || cfg->gen == 0)
 		return steer(ctx, cfg, 1);
 	__u32 len = 0;
+	int partial = 0;
 	void *l3 = eth + 1;
 	__u64 frame = bpf_xdp_get_buff_len(ctx);
 	__u32 room = frame - sizeof(*eth);
-	struct flow_entry *e = v4 ? entry_v4(ctx, l3, end, room, &len) : entry_v6(ctx, l3, end, room, &len);
-	if (!e || e->gen != cfg->gen || len > e->mtu || !same_mac(eth->h_dest, e->in_mac))
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct flow_entry *e = v4 ? entry_v4(ifindex, l3, end, room, &len, &partial) : entry_v6(ifindex, l3, end, room, &len, &partial);
+	if (!valid(e, cfg, eth, len))
 		return steer(ctx, cfg, 1);
-	if ((e->flags & ENTRY_EXPIRES) && bpf_ktime_get_coarse_ns() >= e->expires)
-		return steer(ctx, cfg, 1);
+	if (partial || (e->flags & ENTRY_SKB)) {
+		// To the kernel, whose skb keeps the checksum partial, where the tc program
+		// forwards it (it does not translate); else to the pipeline, which finishes it.
+		__u32 slot = e->in_slot;
+		__u32 *tc = bpf_map_lookup_elem(&tc_slots, &slot);
+		return tc && *tc && !(e->flags & ENTRY_NAT) ? XDP_PASS : steer(ctx, cfg, 1);
+	}
 	// The redirect is set up now and done when the program returns: an output that cannot
 	// take it (not in tx_ports) leaves the frame untouched, to the pipeline.
 	if (bpf_redirect_map(&tx_ports, e->out_ifindex, XDP_ABORTED) != XDP_REDIRECT)
@@ -405,21 +472,50 @@ int lr_fast(struct xdp_md *ctx)
 	if (v4 && (e->flags & ENTRY_NAT) && translate_v4(l3, end, e) < 0)
 		return steer(ctx, cfg, 1);
 	rewrite(eth, l3, v4, e);
-	__u64 bytes = frame;
-	e->packets++;
-	e->bytes += bytes;
-	e->last_jiffies = bpf_jiffies64();
-	struct port_counts *c = counts_of(e->in_slot);
-	if (c) {
-		c->rx_packets++;
-		c->rx_bytes += bytes;
-	}
-	c = counts_of(e->out_slot);
-	if (c) {
-		c->tx_packets++;
-		c->tx_bytes += bytes;
-	}
+	count(e, 1, frame);
 	return XDP_REDIRECT;
+}
+
+// The tc program: a frame XDP passed (see `lr_fast`: a partial checksum, or an output that
+// takes no XDP redirect), of a decided flow without translation, rewritten and redirected as
+// skb; anything else goes on into the kernel, as without it.
+SEC("classifier")
+int lr_fast_tc(struct __sk_buff *skb)
+{
+	// The headers in the skb's linear part: IPv6 and a TCP header without options at most.
+	__u32 want = sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct tcphdr);
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	if (data + want > end) {
+		if (bpf_skb_pull_data(skb, skb->len < want ? skb->len : want) < 0)
+			return TC_ACT_OK;
+		data = (void *)(long)skb->data;
+		end = (void *)(long)skb->data_end;
+	}
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return TC_ACT_OK;
+	int v4 = eth->h_proto == bpf_htons(ETH_P_IP);
+	if (!v4 && eth->h_proto != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK;
+	__u32 zero = 0;
+	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg || cfg->gen == 0)
+		return TC_ACT_OK;
+	__u32 len = 0;
+	int partial = 0;
+	void *l3 = eth + 1;
+	__u32 room = skb->len - sizeof(*eth);
+	struct flow_entry *e = v4 ? entry_v4(skb->ingress_ifindex, l3, end, room, &len, &partial) : entry_v6(skb->ingress_ifindex, l3, end, room, &len, &partial);
+	// A segment of a merged (GRO) skb leaves as long as the sender's: its size with the
+	// headers is what the output's MTU must take.
+	if (e && skb->gso_size)
+		len = skb->gso_size + (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) + l4_header_len(l3 + (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)), end, v4 ? ((struct iphdr *)l3)->protocol : ((struct ipv6hdr *)l3)->nexthdr);
+	if (!valid(e, cfg, eth, len) || (e->flags & ENTRY_NAT))
+		return TC_ACT_OK;
+	rewrite(eth, l3, v4, e);
+	count(e, skb->gso_segs ? skb->gso_segs : 1, skb->len);
+	return bpf_redirect(e->out_ifindex, 0);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

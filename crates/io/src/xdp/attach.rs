@@ -21,6 +21,16 @@ pub struct Attachment {
     offloads: bool,
     /// Closing this detaches the program.
     _link: OwnedFd,
+    /// The tc program at the interface's ingress (with `offloads`, where tcx is there).
+    tc_link: Option<OwnedFd>,
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        if self.tc_link.take().is_some() {
+            self.fast.clear_tc(self.slot);
+        }
+    }
 }
 
 /// Flow entries of a fast path whose ports offload nothing (it only steers).
@@ -96,7 +106,11 @@ fn attach(ifname: &str, ifindex: u32, want: XdpMode, fast: Arc<FastPath>, slot: 
     let mut last = None;
     for &mode in modes {
         match link_replacing_stale(ifname, ifindex, prog, mode) {
-            Ok(link) => return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, fast, slot, offloads, _link: link }),
+            Ok(link) => {
+                // Without tcx (before Linux 6.6) the frames XDP cannot rewrite go to the pipeline.
+                let tc_link = offloads.then(|| fast.attach_tc(slot, ifindex).ok()).flatten();
+                return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, fast, slot, offloads, _link: link, tc_link });
+            }
             // The driver has no native XDP: try generic (skb) mode.
             Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
             // Native XDP refuses a link whose MTU does not fit a page (veth, virtio_net).

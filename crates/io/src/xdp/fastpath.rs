@@ -16,6 +16,8 @@ use crate::sys;
 
 /// Name of the program in the kernel (`bpftool prog`), one of linerate's own.
 pub const PROG_NAME: &str = "lr_fast";
+/// The tc program that forwards the skbs XDP passes (checksums left partial by local senders).
+pub const TC_PROG_NAME: &str = "lr_fast_tc";
 /// Interfaces one fast path serves (the program's `MAX_IFACES`).
 pub const MAX_IFACES: u32 = 64;
 /// Queues of one interface in the shared XSKMAP (the program's `MAX_QUEUES`).
@@ -81,6 +83,9 @@ impl FlowEntry {
     pub const EXPIRES: u8 = 1;
     /// The frame's addresses and ports are rewritten (IPv4 only), checksums updated.
     pub const NAT: u8 = 2;
+    /// The output takes no frames redirected by XDP: the flow's frames go to the kernel,
+    /// whose skbs the tc program redirects (never with [`NAT`](Self::NAT)).
+    pub const SKB: u8 = 4;
 }
 
 /// `struct flow_key4`.
@@ -162,6 +167,8 @@ pub struct PortCounts {
 pub struct FastPath {
     netns: u64,
     prog: OwnedFd,
+    tc_prog: OwnedFd,
+    tc_slots: OwnedFd,
     flows4: OwnedFd,
     flows6: OwnedFd,
     tx_ports: OwnedFd,
@@ -210,8 +217,9 @@ impl FastPath {
     pub fn load(flows: u32, fail_closed: bool) -> Result<FastPath, XdpError> {
         let flows = flows.max(1);
         let sizes = [("flows4", flows), ("flows6", flows)];
-        let mut obj = super::object::load_xdp(super::object::FASTPATH, PROG_NAME, &sizes)
+        let mut obj = super::object::load_xdp_and_tc(super::object::FASTPATH, PROG_NAME, Some(TC_PROG_NAME), &sizes)
             .map_err(|e| XdpError::ProgramRejected { source: e, log: String::new() })?;
+        let tc_prog = obj.tc.take().ok_or_else(|| XdpError::Config("the fast path's object lost its tc program".into()))?;
         let mut take = |name: &str| obj.take_map(name).map_err(|e| XdpError::sys("take a map of the fast path", "-", e));
         let fast = FastPath {
             netns: sys::netns_id(),
@@ -223,7 +231,9 @@ impl FastPath {
             if_slots_small: take("if_slots_small")?,
             config: take("config")?,
             port_stats: take("port_stats")?,
+            tc_slots: take("tc_slots")?,
             prog: obj.prog,
+            tc_prog,
             fail_closed,
             slots: Mutex::new(vec![0; MAX_IFACES as usize]),
             outputs: Mutex::new(Vec::new()),
@@ -265,6 +275,26 @@ impl FastPath {
     pub fn slot_of(&self, ifindex: u32) -> Option<u16> {
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         slots.iter().position(|&i| i == ifindex && i != 0).map(|s| s as u16)
+    }
+
+    /// Attaches the tc program at the ingress of the interface in `slot` (tcx, Linux 6.6),
+    /// and lets XDP pass it the frames it cannot rewrite. The link detaches when dropped. On
+    /// failure those frames keep going to the pipeline.
+    pub fn attach_tc(&self, slot: u32, ifindex: u32) -> io::Result<OwnedFd> {
+        let link = super::bpf::link_tcx_ingress(self.tc_prog.as_raw_fd(), ifindex)?;
+        update(&self.tc_slots, &slot, &1u32)?;
+        Ok(link)
+    }
+
+    /// Stops XDP passing frames of the interface in `slot` to the tc program (its link is gone).
+    pub fn clear_tc(&self, slot: u32) {
+        let _ = update(&self.tc_slots, &slot, &0u32);
+    }
+
+    /// Whether frames of the interface in `slot` reach the tc program.
+    pub fn has_tc(&self, slot: u16) -> bool {
+        let mut on = 0u32;
+        lookup(&self.tc_slots, &u32::from(slot), &mut on).is_ok() && on == 1
     }
 
     /// Points queue `queue` of the interface in `slot` at socket `sock`.

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use aya::EbpfLoader;
 use aya::maps::{Map, MapData};
-use aya::programs::Xdp;
+use aya::programs::{SchedClassifier, Xdp};
 
 /// `bpf/fastpath.bpf.c`: the fast path and the steering to the sockets.
 pub static FASTPATH: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
@@ -17,6 +17,8 @@ pub static TOOLS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "
 /// fds keep the kernel's objects).
 pub struct Loaded {
     pub prog: OwnedFd,
+    /// The tc program loaded with it ([`load_xdp_and_tc`]), sharing its maps.
+    pub tc: Option<OwnedFd>,
     maps: Vec<(String, OwnedFd)>,
 }
 
@@ -31,6 +33,11 @@ impl Loaded {
 /// Loads XDP program `prog` of `object`, its maps created with the sizes of `max_entries`
 /// (by name) where given. The error carries the verifier's or the loader's words.
 pub fn load_xdp(object: &[u8], prog: &str, max_entries: &[(&str, u32)]) -> io::Result<Loaded> {
+    load_xdp_and_tc(object, prog, None, max_entries)
+}
+
+/// As [`load_xdp`], and tc program `tc` of the same object too, with the same maps.
+pub fn load_xdp_and_tc(object: &[u8], prog: &str, tc: Option<&str>, max_entries: &[(&str, u32)]) -> io::Result<Loaded> {
     let mut loader = EbpfLoader::new();
     for (map, n) in max_entries {
         loader.set_max_entries(map, *n);
@@ -43,6 +50,10 @@ pub fn load_xdp(object: &[u8], prog: &str, max_entries: &[(&str, u32)]) -> io::R
         .map_err(|e| io::Error::other(format!("{prog} is not an XDP program: {e}")))?;
     program.load().map_err(|e| io::Error::other(format!("the kernel refused {prog}: {e:?}")))?;
     let prog_fd = program.fd().map_err(|e| io::Error::other(format!("{prog}: {e}")))?.as_fd().try_clone_to_owned()?;
+    let tc_fd = match tc {
+        Some(name) => Some(load_tc(&mut obj, name)?),
+        None => None,
+    };
     let names: Vec<String> = obj.maps().map(|(n, _)| n.to_owned()).collect();
     let mut maps = Vec::new();
     for name in names {
@@ -50,7 +61,18 @@ pub fn load_xdp(object: &[u8], prog: &str, max_entries: &[(&str, u32)]) -> io::R
             maps.push((name, map_fd(&map)?));
         }
     }
-    Ok(Loaded { prog: prog_fd, maps })
+    Ok(Loaded { prog: prog_fd, tc: tc_fd, maps })
+}
+
+/// Loads tc program `name` of a loaded object.
+fn load_tc(obj: &mut aya::Ebpf, name: &str) -> io::Result<OwnedFd> {
+    let program: &mut SchedClassifier = obj
+        .program_mut(name)
+        .ok_or_else(|| io::Error::other(format!("the object has no program {name}")))?
+        .try_into()
+        .map_err(|e| io::Error::other(format!("{name} is not a tc program: {e}")))?;
+    program.load().map_err(|e| io::Error::other(format!("the kernel refused {name}: {e:?}")))?;
+    program.fd().map_err(|e| io::Error::other(format!("{name}: {e}")))?.as_fd().try_clone_to_owned()
 }
 
 /// A duplicate of the fd of one of the object's maps.
