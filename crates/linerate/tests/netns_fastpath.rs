@@ -306,3 +306,19 @@ fn offloaded_flows_keep_their_states_and_translations() {
     let report = report(dut);
     assert!(fast_packets_in(&report) >= 4000, "the stateful flows were offloaded:\n{report}");
 }
+
+/// An output that takes no frame redirected by XDP (B's veth with neither GRO nor an XDP
+/// program): its flows go by the tc program as skbs instead of staying in the pipeline.
+#[test]
+fn an_output_without_xdp_redirects_takes_skbs() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let lab = build("fn");
+    let (_cfg, dut) = start(&lab, "");
+    assert!(lab.b.exec("ethtool", &["-K", "lrb0", "gro", "off"]).is_ok());
+    // linerate reads its outputs' XDP features every second.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(udp_through(&lab, 2000), 2000);
+    let report = report(dut);
+    assert!(fast_packets_in(&report) >= 1000, "{report}");
+    assert!(report.contains("flows left to the pipeline (output takes no redirected frames): 0"), "{report}");
+}
