@@ -36,6 +36,7 @@ mod extras;
 mod filter_rule;
 mod hosts;
 mod iface_addr;
+mod icmp_names;
 mod lexer;
 mod match_rule;
 mod nat;
@@ -588,6 +589,7 @@ fn parse_inner(
         toks: toks.into_iter().rev().collect(),
         macros: HashMap::new(),
         table_idx: HashMap::new(),
+        tables_referenced: Default::default(),
         rs: RuleSet::default(),
         path,
         ifaces,

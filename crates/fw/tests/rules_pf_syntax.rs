@@ -801,10 +801,6 @@ fn source_tracking_errors_where_written() {
             "rules.conf:1:7: keep state only applies to pass rules",
         ),
         (
-            "pass keep state (max-src-conn 3, overload <nope>)",
-            "rules.conf:1:44: undefined table <nope> (define it with `table <nope> persist` first)",
-        ),
-        (
             "table <bad> persist\npass keep state (overload <bad> flush)",
             "rules.conf:2:18: `overload` acts on sources refused by `max-src-conn` or `max-src-conn-rate`: give one",
         ),

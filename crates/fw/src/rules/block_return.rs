@@ -4,18 +4,10 @@
 
 use super::{BlockReturn, PResult, Parser, Tok, here};
 
-/// pfctl's names of ICMPv4 destination unreachable codes (RFC 792, RFC 1812 5.2.7.1).
-const ICMP_CODES: &[(&str, u8)] = &[
-    ("net-unr", 0), ("host-unr", 1), ("proto-unr", 2), ("port-unr", 3), ("needfrag", 4),
-    ("srcfail", 5), ("net-unk", 6), ("host-unk", 7), ("isolate", 8), ("net-prohib", 9),
-    ("host-prohib", 10), ("net-tos", 11), ("host-tos", 12), ("filter-prohib", 13),
-    ("host-preced", 14), ("cutoff-preced", 15),
-];
-
-/// pfctl's names of ICMPv6 destination unreachable codes (RFC 4443 3.1).
-const ICMP6_CODES: &[(&str, u8)] = &[
-    ("noroute-unr", 0), ("admin-unr", 1), ("beyond-unr", 2), ("addr-unr", 3), ("port-unr", 4),
-];
+/// ICMP's and ICMPv6's destination unreachable types: `return-icmp` answers with one of
+/// their codes (by number or pfctl's name, [`super::icmp_names`]).
+const UNREACH: u8 = 3;
+const UNREACH6: u8 = 1;
 
 impl Parser<'_> {
     /// The answer of a `block` rule, right after `block`.
@@ -43,10 +35,10 @@ impl Parser<'_> {
         if self.eat_word("return-icmp")? {
             let mut r = BlockReturn { icmp: Some(3), icmp6: Some(4), ..drop_only };
             if self.eat_punct("(")? {
-                r.icmp = Some(self.icmp_code(ICMP_CODES, "an ICMP unreachable code (port-unr, host-unr, net-prohib, ... or 0-255)")?);
+                r.icmp = Some(self.icmp_code(UNREACH, false, "an ICMP unreachable code (port-unr, host-unr, net-prohib, ... or 0-255)")?);
                 if !self.is_punct(")")? {
                     self.eat_punct(",")?;
-                    r.icmp6 = Some(self.icmp_code(ICMP6_CODES, "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)")?);
+                    r.icmp6 = Some(self.icmp_code(UNREACH6, true, "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)")?);
                 }
                 self.expect_punct(")", "\")\"")?;
             }
@@ -55,24 +47,12 @@ impl Parser<'_> {
         if self.eat_word("return-icmp6")? {
             let mut r = BlockReturn { icmp: Some(3), icmp6: Some(4), ..drop_only };
             if self.eat_punct("(")? {
-                r.icmp6 = Some(self.icmp_code(ICMP6_CODES, "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)")?);
+                r.icmp6 = Some(self.icmp_code(UNREACH6, true, "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)")?);
                 self.expect_punct(")", "\")\"")?;
             }
             return Ok(Some(r));
         }
         Ok(self.rs.block_policy)
-    }
-
-    /// A code by name (from `names`) or number.
-    fn icmp_code(&mut self, names: &[(&str, u8)], what: &str) -> PResult<u8> {
-        let t = self.peek()?.clone();
-        if let Tok::Word(w) = &t.tok
-            && let Some(c) = names.iter().find(|(n, _)| n == w).map(|&(_, c)| c).or_else(|| w.parse().ok())
-        {
-            self.next()?;
-            return Ok(c);
-        }
-        self.fail(what)
     }
 
     /// After `pass`: a `drop` or `return...` there is an error of its own.

@@ -142,9 +142,13 @@ impl Parser<'_> {
             self.refuse_return()?
         };
         let dir = self.rule_dir()?;
-        let log = self.log_mode()?;
+        let mut log = self.log_mode()?;
         self.refuse_unsupported("")?;
         let quick = self.eat_word("quick")?;
+        // pf's `logquick`: `log quick` or `quick log`.
+        if quick && log == LogMode::None {
+            log = self.log_mode()?;
+        }
         let on = self.peek()?.clone();
         let Some((ifaces, iface_neg)) = self.filter_rule_ifaces()? else {
             // `on lo0` alone: pfSense's loopback rules. linerate never sees loopback
@@ -172,9 +176,8 @@ impl Parser<'_> {
         if keep_state == StateMode::Synproxy
             && let Some((_, t)) = &opts.keep
         {
-            if protos != [6] {
-                return here(t, "synproxy state only applies to rules with proto tcp");
-            }
+            // pfctl accepts it on any rule; pf proxies TCP and keeps plain state for the rest
+            // (so do the states of other protocols here, `fw::state`).
             if dir == Some(Dir::Out) {
                 return here(
                     t,
@@ -372,12 +375,7 @@ impl Parser<'_> {
                 }
                 Tok::Word(w) if w == "label" => {
                     self.next()?;
-                    let lt = self.peek()?.clone();
-                    let Tok::Str(s) = &lt.tok else {
-                        return self.fail("a quoted label");
-                    };
-                    opts.label = Some(s.clone());
-                    self.next()?;
+                    opts.label = Some(self.label_text()?);
                 }
                 Tok::Word(w) if w == "ridentifier" || w == "tracker" => {
                     self.next()?;
@@ -416,9 +414,10 @@ impl Parser<'_> {
                     if self.eat_punct("{")? {
                         opts.icmp_types = self.icmp_type_list(v6)?;
                     } else {
-                        opts.icmp_types = vec![self.icmp_type(v6)?];
+                        let ty = self.icmp_type(v6)?;
+                        opts.icmp_types = vec![ty];
                         if self.eat_word("code")? {
-                            opts.icmp_code = Some(self.number("an ICMP code (0-255)", 255)? as u8);
+                            opts.icmp_code = Some(self.icmp_code(ty, v6, "an ICMP code (a number 0-255 or a name: needfrag, port-unr, ...)")?);
                         }
                     }
                     opts.icmp_tok = Some((t, want));
@@ -644,34 +643,7 @@ impl Parser<'_> {
     pub(super) fn icmp_type(&mut self, v6: bool) -> PResult<u8> {
         let t = self.peek()?.clone();
         if let Tok::Word(w) = &t.tok {
-            let named = if v6 {
-                match w.as_str() {
-                    "unreach" => Some(1),
-                    "toobig" => Some(2),
-                    "timex" => Some(3),
-                    "paramprob" => Some(4),
-                    "echoreq" => Some(128),
-                    "echorep" => Some(129),
-                    "routersol" => Some(133),
-                    "routeradv" => Some(134),
-                    "neighbrsol" => Some(135),
-                    "neighbradv" => Some(136),
-                    _ => None,
-                }
-            } else {
-                match w.as_str() {
-                    "echorep" => Some(0),
-                    "unreach" => Some(3),
-                    "squench" => Some(4),
-                    "redir" => Some(5),
-                    "echoreq" => Some(8),
-                    "routeradv" => Some(9),
-                    "routersol" => Some(10),
-                    "timex" => Some(11),
-                    "paramprob" => Some(12),
-                    _ => None,
-                }
-            };
+            let named = super::icmp_names::icmp_type(w, v6);
             if let Some(n) = named.or_else(|| w.parse::<u8>().ok()) {
                 self.next()?;
                 return Ok(n);
@@ -680,5 +652,37 @@ impl Parser<'_> {
         self.fail(
             "an ICMP type (a number 0-255 or echoreq, echorep, unreach, timex, paramprob, ...)",
         )
+    }
+
+    /// A code of ICMP (ICMPv6 with `v6`) type `ty`: a number, or one of pfctl's names for a
+    /// code of that type (`needfrag`, `port-unr`, `notnbr-unr`, ...); else fails expecting
+    /// `what`.
+    pub(super) fn icmp_code(&mut self, ty: u8, v6: bool, what: &str) -> PResult<u8> {
+        let t = self.peek()?.clone();
+        if let Tok::Word(w) = &t.tok {
+            if let Ok(n) = w.parse::<u8>() {
+                self.next()?;
+                return Ok(n);
+            }
+            if let Some(n) = super::icmp_names::icmp_code(ty, w, v6) {
+                self.next()?;
+                return Ok(n);
+            }
+            if super::icmp_names::is_code_name(w, v6) {
+                return here(&t, format!("ICMP code `{w}` is not a code of type {ty}"));
+            }
+        }
+        self.fail(what)
+    }
+
+    /// A `label`'s text: quoted, or one word as pfctl reads it (`label foo_bar`).
+    pub(super) fn label_text(&mut self) -> PResult<String> {
+        let t = self.peek()?.clone();
+        let text = match &t.tok {
+            Tok::Str(s) | Tok::Word(s) => s.clone(),
+            _ => return self.fail("a label (a word or a quoted string)"),
+        };
+        self.next()?;
+        Ok(text)
     }
 }

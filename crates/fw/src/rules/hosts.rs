@@ -231,20 +231,11 @@ impl Parser<'_> {
         match &t.tok {
             Tok::Punct("<") => {
                 self.next()?;
-                let (name, nt) = self.word("a table name")?;
+                let (name, _) = self.word("a table name")?;
                 self.expect_punct(">", "\">\" closing the table name")?;
-                match self.table_idx.get(&name) {
-                    Some(&i) => {
-                        out.push(AddrItem { negated, target: AddrTarget::Table(i) });
-                        Ok(())
-                    }
-                    None => here(
-                        &nt,
-                        format!(
-                            "undefined table <{name}> (define it with `table <{name}> {{ ... }}` first)"
-                        ),
-                    ),
-                }
+                let i = self.table_named(&name);
+                out.push(AddrItem { negated, target: AddrTarget::Table(i) });
+                Ok(())
             }
             Tok::Word(w) => match parse_prefix(w) {
                 Some(p) => {
@@ -353,10 +344,12 @@ impl Parser<'_> {
             let (Some(a), Some(b)) = (port_number(a), port_number(b)) else {
                 return self.fail("a port range lo:hi");
             };
-            if a > b {
-                return here(&t, format!("empty port range {a}:{b}"));
-            }
             self.next()?;
+            if a > b {
+                // pfctl takes it (PF_OP_RRG with lo > hi), and pf's test matches no port.
+                self.notice(&t, &format!("port range {a}:{b} runs high to low: as in pf, it matches no port"));
+                return Ok(());
+            }
             out.push((a, b));
             return Ok(());
         }

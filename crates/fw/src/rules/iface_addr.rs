@@ -12,7 +12,7 @@
 
 use std::net::IpAddr;
 
-use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Tok, Token, here};
+use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Token, here};
 
 /// `antispoof for { ... }` lists nest (macros holding lists); deeper is an error rather than
 /// a parser that recurses until the stack runs out.
@@ -146,12 +146,7 @@ impl Parser<'_> {
         let (mut label, mut ridentifier) = (None, None);
         loop {
             if self.eat_word("label")? {
-                let lt = self.peek()?.clone();
-                let Tok::Str(s) = &lt.tok else {
-                    return self.fail("a quoted label");
-                };
-                label = Some(s.clone());
-                self.next()?;
+                label = Some(self.label_text()?);
             } else if self.eat_word("ridentifier")? || self.eat_word("tracker")? {
                 ridentifier = Some(self.ridentifier()?);
             } else {

@@ -61,6 +61,9 @@ pub(super) struct Parser<'a> {
     pub(super) toks: Vec<Token>,
     pub(super) macros: HashMap<String, String>,
     pub(super) table_idx: HashMap<String, usize>,
+    /// Tables a rule named before any `table` line defined them: pfctl creates them empty,
+    /// and a later definition fills them.
+    pub(super) tables_referenced: std::collections::HashSet<String>,
     pub(super) rs: RuleSet,
     pub(super) path: &'a Path,
     pub(super) ifaces: &'a dyn Fn(&str) -> Option<u16>,
@@ -360,7 +363,8 @@ impl Parser<'_> {
         self.expect_punct("<", "\"<\" (table <name>)")?;
         let (name, nt) = self.word("a table name")?;
         self.expect_punct(">", "\">\" closing the table name")?;
-        if self.table_idx.contains_key(&name) {
+        let referenced = self.tables_referenced.remove(&name);
+        if self.table_idx.contains_key(&name) && !referenced {
             return here(&nt, format!("table <{name}> is already defined"));
         }
         let mut entries = Vec::new();
@@ -418,13 +422,27 @@ impl Parser<'_> {
             Tok::Newline | Tok::Eof => {}
             _ => return self.fail("\"{\", file, persist, const, counters or end of line"),
         }
-        self.table_idx.insert(name.clone(), self.rs.tables.len());
-        self.rs.tables.push(Table {
-            name,
-            entries,
-            constant,
-        });
+        let table = Table { name: name.clone(), entries, constant };
+        match self.table_idx.get(&name) {
+            Some(&i) => self.rs.tables[i] = table,
+            None => {
+                self.table_idx.insert(name, self.rs.tables.len());
+                self.rs.tables.push(table);
+            }
+        }
         Ok(())
+    }
+
+    /// The index of table `<name>`, made empty if no `table` line defined it yet (as pfctl
+    /// does: a later definition fills it; `linerate table` can add entries).
+    pub(super) fn table_named(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.table_idx.get(name) {
+            return i;
+        }
+        self.tables_referenced.insert(name.to_owned());
+        self.table_idx.insert(name.to_owned(), self.rs.tables.len());
+        self.rs.tables.push(Table { name: name.to_owned(), entries: Vec::new(), constant: false });
+        self.rs.tables.len() - 1
     }
 
     /// Fails with "`X` is not supported by linerate" at the next word if it is one of

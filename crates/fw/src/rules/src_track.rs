@@ -72,15 +72,13 @@ impl Parser<'_> {
         Ok(true)
     }
 
-    /// After `overload`: `<table> [flush [global]]`; the table must be defined (pf would
-    /// create it, but then no rule of the file could name it).
+    /// After `overload`: `<table> [flush [global]]`; a table no `table` line defines is
+    /// made empty, as pf does.
     fn overload(&mut self) -> PResult<Overload> {
         self.expect_punct("<", "a table <name>")?;
-        let (name, nt) = self.word("a table name")?;
+        let (name, _) = self.word("a table name")?;
         self.expect_punct(">", "\">\" closing the table name")?;
-        let Some(&table) = self.table_idx.get(&name) else {
-            return here(&nt, format!("undefined table <{name}> (define it with `table <{name}> persist` first)"));
-        };
+        let table = self.table_named(&name);
         let flush = if !self.eat_word("flush")? {
             Flush::None
         } else if self.eat_word("global")? {

@@ -11,9 +11,11 @@ pub(super) fn af_name(af: Af) -> &'static str {
     }
 }
 
-/// A port: a number, or a service name as pfctl resolves it ([`super::services`]).
+/// A port: a number (decimal, or hexadecimal as pfctl's `strtoul` reads a word that is not
+/// all digits: `0x10`), or a service name as pfctl resolves it ([`super::services`]).
 pub(super) fn port_number(w: &str) -> Option<u16> {
-    w.parse().ok().or_else(|| super::services::service_port(w))
+    let hex = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X"));
+    w.parse().ok().or_else(|| u16::from_str_radix(hex?, 16).ok()).or_else(|| super::services::service_port(w))
 }
 
 /// `S/SA`, `/SA`: (set, mask). Letters F S R P A U E W.

@@ -1,0 +1,97 @@
+//! Spellings pfctl's parse.y accepts that linerate once misread (issue 44): each is read as
+//! pfctl reads it, and evaluated as pf would evaluate it.
+
+use std::path::Path;
+
+use fw::packet::{Af, Dir, PacketKey, proto};
+use fw::reference::evaluate;
+use fw::rules::{Action, LogMode, PortMatch, RuleSet, StateMode, parse};
+
+fn ifaces(name: &str) -> Option<u16> {
+    ["em0", "em1", "tun0"].iter().position(|n| *n == name).map(|i| i as u16)
+}
+
+fn ok(text: &str) -> RuleSet {
+    parse(text, Path::new("rules.conf"), &ifaces).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+fn err(text: &str) -> String {
+    parse(text, Path::new("rules.conf"), &ifaces).expect_err(text).to_string()
+}
+
+fn udp_to(port: u16) -> PacketKey {
+    PacketKey { af: Af::Inet, dir: Dir::In, proto: proto::UDP, src: 0x0a00_0001, dst: 0x0a00_0002, src_port: 1000, dst_port: port, len: 60, ..PacketKey::ZERO }
+}
+
+/// pf.conf(5): `label string`; parse.y's STRING is a quoted string or a bare word.
+#[test]
+fn a_label_is_a_word_or_a_quoted_string() {
+    assert_eq!(ok("pass in all label foo_bar").rules[0].label.as_deref(), Some("foo_bar"));
+    assert_eq!(ok("pass in all label \"web servers\"").rules[0].label.as_deref(), Some("web servers"));
+}
+
+/// parse.y's `logquick`: `log quick` and `quick log` alike.
+#[test]
+fn log_may_follow_quick() {
+    for text in ["block in quick log on tun0 all", "block in log quick on tun0 all"] {
+        let r = &ok(text).rules[0];
+        assert!(r.quick, "{text}");
+        assert_eq!(r.log, LogMode::Decided, "{text}");
+    }
+}
+
+/// A port as pfctl's getservice reads a word that is not all digits: `strtoul` base 0.
+#[test]
+fn ports_in_hexadecimal() {
+    let r = &ok("pass in proto udp to any port 0x10").rules[0];
+    assert_eq!(r.dst_ports, PortMatch::Ranges(vec![(16, 16)]));
+    assert!(err("pass in proto udp to any port 0x10000").contains("port"));
+}
+
+/// parseport takes `hi:lo` (PF_OP_RRG), which pf's test matches with no port: the rule
+/// stays and matches nothing, and linerate says so.
+#[test]
+fn a_port_range_high_to_low_matches_nothing() {
+    let rs = ok("block in all\npass in proto udp to any port 100:50");
+    assert!(rs.notices.iter().any(|n| n.contains("100:50") && n.contains("matches no port")), "{:?}", rs.notices);
+    for port in [50, 75, 100] {
+        assert_eq!(evaluate(&rs, &udp_to(port)).action, Action::Block, "port {port}");
+    }
+}
+
+/// pfctl's names of ICMP codes, valid only with their type.
+#[test]
+fn icmp_codes_by_name() {
+    let r = &ok("pass in inet proto icmp icmp-type unreach code needfrag").rules[0];
+    assert_eq!((r.icmp_types.clone(), r.icmp_code), (vec![3], Some(4)));
+    let r = &ok("pass in inet6 proto icmp6 icmp6-type unreach code notnbr-unr").rules[0];
+    assert_eq!((r.icmp_types.clone(), r.icmp_code), (vec![1], Some(2)));
+    let r = &ok("pass in inet proto icmp icmp-type photuris code decrypt-fail").rules[0];
+    assert_eq!((r.icmp_types.clone(), r.icmp_code), (vec![40], Some(3)));
+    let r = &ok("pass in inet6 proto icmp6 icmp6-type listqry").rules[0];
+    assert_eq!(r.icmp_types, vec![130]);
+    assert!(err("pass in inet proto icmp icmp-type timex code needfrag").contains("not a code of type 11"));
+}
+
+/// pfctl creates a table a rule names before any `table` line (empty); a later definition
+/// fills it.
+#[test]
+fn tables_used_before_they_are_defined() {
+    let rs = ok("block in quick from <bad> to any\ntable <bad> { 10.0.0.1 }\npass in all");
+    assert_eq!(rs.tables.len(), 1);
+    assert_eq!(evaluate(&rs, &udp_to(9)).action, Action::Block, "10.0.0.1 is in <bad>");
+    let rs = ok("block in quick from <never> to any\npass in all");
+    assert_eq!((rs.tables.len(), rs.tables[0].entries.len()), (1, 0), "made empty");
+    assert_eq!(evaluate(&rs, &udp_to(9)).action, Action::Pass);
+    assert!(err("table <t> { 10.0.0.1 }\ntable <t> { 10.0.0.2 }").contains("already defined"));
+    assert!(err("pass from <t>\ntable <t> { 10.0.0.1 }\ntable <t> { 10.0.0.2 }").contains("already defined"));
+}
+
+/// pfctl takes `synproxy state` on any rule and pf proxies the TCP connections it creates
+/// (other protocols get a plain state).
+#[test]
+fn synproxy_without_proto_tcp() {
+    let r = &ok("pass in on em0 all synproxy state").rules[0];
+    assert_eq!(r.keep_state, StateMode::Synproxy);
+    assert!(r.protos.is_empty());
+}
