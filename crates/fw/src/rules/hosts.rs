@@ -347,7 +347,7 @@ impl Parser<'_> {
             self.next()?;
             if a > b {
                 // pfctl takes it (PF_OP_RRG with lo > hi), and pf's test matches no port.
-                self.notice(&t, &format!("port range {a}:{b} runs high to low: as in pf, it matches no port"));
+                self.notice(&t, format!("port range {a}:{b} runs high to low: as in pf, it matches no port"));
                 return Ok(());
             }
             out.push((a, b));
