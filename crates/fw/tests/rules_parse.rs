@@ -334,7 +334,7 @@ fn errors_name_file_line_column() {
     let cases: &[(&str, &str)] = &[
         (
             "block all\npass in from foo\n",
-            "rules.conf:2:14: expected an address, a prefix, a table <name> or \"any\", found \"foo\"",
+            "rules.conf:2:14: unknown host \"foo\": not an address, an interface or a name in /etc/hosts (linerate resolves no name by DNS: write the address)",
         ),
         (
             "pass from {{{{{{{{{{{{{{{{{{10.0.0.1}}}}}}}}}}}}}}}}}} to any",

@@ -95,3 +95,39 @@ fn synproxy_without_proto_tcp() {
     assert_eq!(r.keep_state, StateMode::Synproxy);
     assert!(r.protos.is_empty());
 }
+
+/// Host names, as pfctl resolves them when it loads the file: linerate reads /etc/hosts
+/// (every machine has `localhost`), and refuses a name only DNS would know.
+#[test]
+fn host_names_from_the_hosts_file() {
+    let rs = ok("block in quick from localhost to any\npass in all");
+    let t = &rs.tables[0];
+    assert!(t.contains(Af::Inet, 0x7f00_0001), "127.0.0.1 in {t:?}");
+    let from_localhost = PacketKey { src: 0x7f00_0001, ..udp_to(9) };
+    assert_eq!(evaluate(&rs, &from_localhost).action, Action::Block);
+    assert_eq!(evaluate(&rs, &udp_to(9)).action, Action::Pass);
+    assert!(err("pass in from no-such-host.invalid").contains("unknown host \"no-such-host.invalid\""));
+}
+
+/// `em0/24`: the interface's addresses with that prefix length (pfctl's host with a mask).
+#[test]
+fn an_interface_with_a_prefix_length() {
+    let addrs = vec![("em0".to_owned(), vec![("192.0.2.1".parse().unwrap(), 32)])];
+    let rs = fw::rules::parse_with_addresses("block in quick from em0/24 to any\npass in all", Path::new("rules.conf"), &ifaces, &addrs).unwrap();
+    let t = &rs.tables[0];
+    assert!(t.contains(Af::Inet, 0xc000_02fe), "192.0.2.254 is in em0/24: {t:?}");
+    assert!(!t.contains(Af::Inet, 0xc000_0301));
+}
+
+/// What pfctl knows and linerate does not do is refused by name, with why.
+#[test]
+fn refused_by_name() {
+    for (text, what) in [
+        ("set timeout sctp.first 30", "timeout `sctp.first` is not supported by linerate"),
+        ("set timeout tcp.tsdiff 30", "timeout `tcp.tsdiff` is not supported by linerate"),
+        ("nat on em0 from any to any -> (em0) endpoint-independent", "`endpoint-independent` is not supported by linerate"),
+    ] {
+        let e = err(text);
+        assert!(e.contains(what), "{text}: {e}");
+    }
+}

@@ -248,11 +248,17 @@ impl Parser<'_> {
                     Ok(())
                 }
                 None => {
-                    // pf's interface addresses: `self`, `em0`, `em0:network`, ...
-                    let name = w.split(':').next().unwrap_or(w);
+                    // pf's interface addresses: `self`, `em0`, `em0:network`, `em0/24`, ...
+                    let name = w.split([':', '/']).next().unwrap_or(w);
                     if name == "self" || (self.ifaces)(name).is_some() {
                         self.next()?;
                         let target = self.iface_hosts(&t, w)?;
+                        out.push(AddrItem { negated, target });
+                        return Ok(());
+                    }
+                    // A host name, which pfctl resolves when it loads the file.
+                    if let Some(target) = self.host_name(&t, w)? {
+                        self.next()?;
                         out.push(AddrItem { negated, target });
                         return Ok(());
                     }

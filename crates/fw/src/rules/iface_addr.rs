@@ -43,14 +43,45 @@ impl Parser<'_> {
         Ok(all.iter().find(|(n, _)| n == name).map(|(_, a)| a.clone()).unwrap_or_default())
     }
 
-    /// The table standing for `spec` (`self`, `em0`, `em0:network`, ...), named `(spec)`,
-    /// made on first use.
+    /// The table of host name `name`'s addresses, as pfctl resolves a name when it loads the
+    /// file, made on first use; `None` if `name` is not in the hosts file. linerate reads
+    /// /etc/hosts only: a name only DNS knows is an error (a rule set must not wait on, or
+    /// change with, a name server).
+    pub(super) fn host_name(&mut self, t: &Token, name: &str) -> PResult<Option<AddrTarget>> {
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') || name.parse::<f64>().is_ok() {
+            return Ok(None);
+        }
+        let key = format!("{name} (/etc/hosts)");
+        if let Some(&i) = self.table_idx.get(&key) {
+            return Ok(Some(AddrTarget::Table(i)));
+        }
+        let text = std::fs::read_to_string(HOSTS_FILE).unwrap_or_default();
+        let addrs = hosts_file_addresses(&text, name);
+        if addrs.is_empty() {
+            return here(t, format!("unknown host \"{name}\": not an address, an interface or a name in {HOSTS_FILE} (linerate resolves no name by DNS: write the address)"));
+        }
+        let entries = addrs.into_iter().map(|a| TableEntry { negated: false, prefix: host(a) }).collect();
+        self.table_idx.insert(key.clone(), self.rs.tables.len());
+        self.rs.tables.push(Table { name: key, entries, constant: true });
+        Ok(Some(AddrTarget::Table(self.rs.tables.len() - 1)))
+    }
+
+    /// The table standing for `spec` (`self`, `em0`, `em0:network`, `em0/24`, ...), named
+    /// `(spec)`, made on first use.
     pub(super) fn iface_hosts(&mut self, t: &Token, spec: &str) -> PResult<AddrTarget> {
         let name = format!("({spec})");
         if let Some(&i) = self.table_idx.get(&name) {
             return Ok(AddrTarget::Table(i));
         }
-        let mut parts = spec.split(':');
+        // `em0/24`: the interface's addresses as prefixes of that length.
+        let (spec_mods, len) = match spec.split_once('/') {
+            Some((head, l)) => match l.parse::<u8>() {
+                Ok(l) => (head, Some(l)),
+                Err(_) => return here(t, format!("`{spec}`: expected a prefix length after `/`")),
+            },
+            None => (spec, None),
+        };
+        let mut parts = spec_mods.split(':');
         let ifname = parts.next().unwrap_or("");
         let (mut network, mut broadcast, mut first_only) = (false, false, false);
         for m in parts {
@@ -75,20 +106,25 @@ impl Parser<'_> {
         };
         let mut seen_af = Vec::new();
         let mut entries = Vec::new();
-        for (a, len) in addrs {
+        for (a, own_len) in addrs {
             if first_only {
                 if seen_af.contains(&a.is_ipv4()) {
                     continue;
                 }
                 seen_af.push(a.is_ipv4());
             }
-            let p = if network {
-                prefix(a, len)
-            } else if broadcast {
-                if !a.is_ipv4() || len >= 31 {
+            let p = if let Some(l) = len {
+                if l > if a.is_ipv4() { 32 } else { 128 } {
                     continue;
                 }
-                Prefix::new(Af::Inet, prefix(a, len).last(), 32)
+                prefix(a, l)
+            } else if network {
+                prefix(a, own_len)
+            } else if broadcast {
+                if !a.is_ipv4() || own_len >= 31 {
+                    continue;
+                }
+                Prefix::new(Af::Inet, prefix(a, own_len).last(), 32)
             } else {
                 host(a)
             };
@@ -205,5 +241,41 @@ impl Parser<'_> {
             self.rs.rules.push(rule(Vec::new(), hosts));
         }
         Ok(())
+    }
+}
+
+/// Where host names come from.
+const HOSTS_FILE: &str = "/etc/hosts";
+
+/// The addresses hosts(5) text gives `name` (as a canonical name or an alias), in order.
+fn hosts_file_addresses(text: &str, name: &str) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        let Some(addr) = fields.next() else { continue };
+        let addr = addr.split('%').next().unwrap_or(addr);
+        if fields.any(|n| n.eq_ignore_ascii_case(name))
+            && let Ok(a) = addr.parse::<IpAddr>()
+            && !out.contains(&a)
+        {
+            out.push(a);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod hosts_file_tests {
+    use super::*;
+
+    #[test]
+    fn names_and_aliases_of_a_hosts_file() {
+        let text = "127.0.0.1 localhost\n::1 localhost ip6-localhost # both\nfe80::1%eth0 router\n10.0.0.5 db db.example.org\n";
+        let a = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(hosts_file_addresses(text, "localhost"), vec![a("127.0.0.1"), a("::1")]);
+        assert_eq!(hosts_file_addresses(text, "DB.example.org"), vec![a("10.0.0.5")]);
+        assert_eq!(hosts_file_addresses(text, "router"), vec![a("fe80::1")]);
+        assert!(hosts_file_addresses(text, "both").is_empty(), "a comment is no name");
     }
 }

@@ -258,6 +258,12 @@ impl Parser<'_> {
                     continue;
                 }
                 "static-port" => return here(&t, "static-port only applies to nat rules"),
+                "endpoint-independent" => {
+                    return here(&t, "`endpoint-independent` is not supported by linerate (its translations are per flow: a reply must come from the host the inside host sent to, RFC 4787's endpoint-dependent mapping)");
+                }
+                "map-e-portset" => {
+                    return here(&t, "`map-e-portset` is not supported by linerate (MAP-E port sets, RFC 7597, need the tunnel linerate does not have)");
+                }
                 _ => break,
             };
             self.next()?;

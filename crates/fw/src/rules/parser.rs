@@ -103,6 +103,17 @@ pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
     Err(PErr::Here(t.line, t.col, msg.into()))
 }
 
+/// The `set timeout` names pfctl knows that linerate has no use for, and why.
+fn unsupported_timeout(name: &str) -> Option<&'static str> {
+    if name.starts_with("sctp.") {
+        return Some("FreeBSD's SCTP states: linerate tracks SCTP as other protocols, under `other.*`");
+    }
+    match name {
+        "tcp.tsdiff" => Some("OpenBSD's bound on TCP timestamps, which linerate does not check"),
+        _ => None,
+    }
+}
+
 /// pf's `set debug` levels: FreeBSD's, then OpenBSD's syslog names.
 const DEBUG_LEVELS: &[&str] = &[
     "none", "urgent", "misc", "loud", "emerg", "alert", "crit", "err", "warning", "notice", "info",
@@ -580,6 +591,11 @@ impl Parser<'_> {
             && (w == "adaptive.start" || w == "adaptive.end")
         {
             self.adaptive_set = true;
+        }
+        if let Tok::Word(w) = &t.tok
+            && let Some(why) = unsupported_timeout(w)
+        {
+            return here(&t, format!("timeout `{w}` is not supported by linerate ({why})"));
         }
         let ok = matches!(&t.tok, Tok::Word(w) if self.rs.timeouts.get_mut(w).is_some());
         if !ok {
