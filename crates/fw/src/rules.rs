@@ -584,7 +584,7 @@ fn parse_inner(
         column,
         message,
     };
-    let toks = lex(text, None).map_err(err)?;
+    let toks = lex(text, None, 0).map_err(err)?;
     let mut p = Parser {
         toks: toks.into_iter().rev().collect(),
         macros: HashMap::new(),
@@ -603,9 +603,12 @@ fn parse_inner(
         state_defaults: None,
         macro_tokens: 0,
         anchor_depth: 0,
+        files: vec![path.to_path_buf()],
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
-        PErr::Here(l, c, m) => err((l, c, m)),
+        PErr::Here(f, line, column, message) => {
+            RuleError { path: p.files.get(usize::from(f)).unwrap_or(&p.files[0]).clone(), line, column, message }
+        }
         PErr::Full(e) => e,
     })?;
     if !p.adaptive_set {

@@ -131,3 +131,30 @@ fn refused_by_name() {
         assert!(e.contains(what), "{text}: {e}");
     }
 }
+
+/// `include`: the file's statements in place, macros shared both ways, errors naming the
+/// included file and its line; a file that includes itself is stopped.
+#[test]
+fn include_reads_a_file_in_place() {
+    let dir = std::env::temp_dir().join(format!("lr-include-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("lan.conf"), "block in quick proto udp to any port $p\nlan = \"10.0.0.0/8\"").unwrap();
+    std::fs::write(dir.join("bad.conf"), "pass in all\npass in from bogus.invalid\n").unwrap();
+    std::fs::write(dir.join("self.conf"), "include \"self.conf\"\n").unwrap();
+    let main = dir.join("main.conf");
+    let load = |text: &str| {
+        std::fs::write(&main, text).unwrap();
+        fw::rules::load(&main, &ifaces)
+    };
+    let rs = load("p = 53\ninclude \"lan.conf\"\npass in from $lan to any").unwrap();
+    assert_eq!(rs.rules.len(), 2);
+    assert_eq!(evaluate(&rs, &udp_to(53)).action, Action::Block, "the included rule, with the macro defined before");
+    assert_eq!(evaluate(&rs, &udp_to(54)).action, Action::Pass, "the macro it defines, used after");
+    let e = load("include \"bad.conf\"\n").unwrap_err().to_string();
+    assert!(e.starts_with(&format!("{}:2:", dir.join("bad.conf").display())), "{e}");
+    let e = load("include \"self.conf\"\n").unwrap_err().to_string();
+    assert!(e.contains("more than 64 files included"), "{e}");
+    let e = load("include \"missing.conf\"\n").unwrap_err().to_string();
+    assert!(e.contains("main.conf:1:9: cannot read included file"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -18,6 +18,8 @@ pub(super) struct Token {
     pub(super) col: usize,
     /// Macro expansion depth that produced the token.
     pub(super) depth: u8,
+    /// The file it comes from: 0 the rule file, else an `include`d one (`Parser::files`).
+    pub(super) file: u16,
 }
 
 pub(super) fn is_word_char(c: char) -> bool {
@@ -26,9 +28,10 @@ pub(super) fn is_word_char(c: char) -> bool {
 
 pub(super) type LexErr = (usize, usize, String);
 
-/// Tokenizes `text`. With `at`, every token gets that position (macro expansion).
-pub(super) fn lex(text: &str, at: Option<(usize, usize, u8)>) -> Result<Vec<Token>, LexErr> {
-    let mut lx = Lexer { chars: text.chars().collect(), i: 0, line: 1, col: 1, at, out: Vec::new() };
+/// Tokenizes `text` of file `file`. With `at`, every token gets that position (macro
+/// expansion).
+pub(super) fn lex(text: &str, at: Option<(usize, usize, u8)>, file: u16) -> Result<Vec<Token>, LexErr> {
+    let mut lx = Lexer { chars: text.chars().collect(), i: 0, line: 1, col: 1, at, file, out: Vec::new() };
     while lx.i < lx.chars.len() {
         lx.token()?;
     }
@@ -39,6 +42,7 @@ pub(super) fn lex(text: &str, at: Option<(usize, usize, u8)>) -> Result<Vec<Toke
             line: tl,
             col: tc,
             depth,
+            file,
         });
     }
     Ok(lx.out)
@@ -53,6 +57,7 @@ struct Lexer {
     col: usize,
     /// The position every token gets, when lexing a macro's text.
     at: Option<(usize, usize, u8)>,
+    file: u16,
     out: Vec<Token>,
 }
 
@@ -63,7 +68,7 @@ impl Lexer {
     }
 
     fn push(&mut self, tok: Tok, (line, col, depth): (usize, usize, u8)) {
-        self.out.push(Token { tok, line, col, depth });
+        self.out.push(Token { tok, line, col, depth, file: self.file });
     }
 
     fn err<T>(&self, (line, col, _): (usize, usize, u8), msg: impl Into<String>) -> Result<T, LexErr> {

@@ -99,7 +99,7 @@ impl Parser<'_> {
                 outbound && shares && (r.src != AddrMatch::Any || r.src_ports != PortMatch::Any)
             });
             if let Some(r) = looks {
-                return Err(PErr::Here(r.line, 1, format!("an outbound rule that looks at the source, on the interface of `match ... nat-to` (line {}), is not supported by linerate: pf's rules see the source before translation, linerate's after; match the source on the way in instead", m.line)));
+                return Err(PErr::Here(0, r.line, 1, format!("an outbound rule that looks at the source, on the interface of `match ... nat-to` (line {}), is not supported by linerate: pf's rules see the source before translation, linerate's after; match the source on the way in instead", m.line)));
             }
         }
         Ok(())

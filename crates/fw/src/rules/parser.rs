@@ -7,7 +7,8 @@ use std::path::Path;
 use super::*;
 
 pub(super) enum PErr {
-    Here(usize, usize, String),
+    /// File (`Parser::files`), line, column, message.
+    Here(u16, usize, usize, String),
     /// An error located in another file (a table file).
     Full(RuleError),
 }
@@ -92,6 +93,8 @@ pub(super) struct Parser<'a> {
     pub(super) macro_tokens: usize,
     /// Inline anchors the parser is inside (`anchor.rs`).
     pub(super) anchor_depth: usize,
+    /// The rule file, then each file `include`d, in the order read (`Token::file`).
+    pub(super) files: Vec<std::path::PathBuf>,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -100,8 +103,11 @@ fn split_modifier(var: &str) -> (&str, &str) {
 }
 
 pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
-    Err(PErr::Here(t.line, t.col, msg.into()))
+    Err(PErr::Here(t.file, t.line, t.col, msg.into()))
 }
+
+/// Files one rule file may include, directly or not: more means a cycle.
+const MAX_INCLUDES: usize = 64;
 
 /// The `set timeout` names pfctl knows that linerate has no use for, and why.
 fn unsupported_timeout(name: &str) -> Option<&'static str> {
@@ -143,8 +149,8 @@ impl Parser<'_> {
                     format!("macro ${name} expands too deeply (recursive definition?)"),
                 );
             }
-            let mut toks = lex(value, Some((t.line, t.col, t.depth + 1)))
-                .map_err(|(l, c, m)| PErr::Here(l, c, format!("in the value of ${name}: {m}")))?;
+            let mut toks = lex(value, Some((t.line, t.col, t.depth + 1)), t.file)
+                .map_err(|(l, c, m)| PErr::Here(t.file, l, c, format!("in the value of ${name}: {m}")))?;
             if !modifier.is_empty() {
                 match toks.as_mut_slice() {
                     [
@@ -282,6 +288,7 @@ impl Parser<'_> {
                     } else {
                         match w.as_str() {
                             "table" => self.table_def()?,
+                            "include" => self.include()?,
                             "set" => self.set_option()?,
                             "pass" | "block" => self.rule()?,
                             "scrub" => self.scrub_rule()?,
@@ -416,7 +423,7 @@ impl Parser<'_> {
                 };
                 let f = f.clone();
                 self.next()?;
-                let base = self.path.parent().unwrap_or(Path::new(""));
+                let base = self.file_of(&t).parent().unwrap_or(Path::new("")).to_path_buf();
                 let fp = base.join(&f);
                 let text = super::read_rule_text(&fp).or_else(|e| {
                     here(
@@ -616,11 +623,48 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// The file token `t` comes from.
+    pub(super) fn file_of(&self, t: &Token) -> &Path {
+        self.files.get(usize::from(t.file)).map_or(self.path, |p| p.as_path())
+    }
+
+    /// `include "FILE"` (pf.conf(5)): FILE's statements in place of the line, as if written
+    /// there (macros defined before it apply in it; its own apply after it). A relative name
+    /// is taken from the including file's folder, as `table ... file` names are.
+    fn include(&mut self) -> PResult<()> {
+        self.expect_word("include")?;
+        let t = self.peek()?.clone();
+        let Tok::Str(name) = &t.tok else {
+            return self.fail("a quoted file name");
+        };
+        let path = self.file_of(&t).parent().unwrap_or(Path::new("")).join(name);
+        self.next()?;
+        match self.peek()?.tok {
+            Tok::Newline | Tok::Eof => {}
+            _ => return self.fail("end of line"),
+        }
+        if self.files.len() > MAX_INCLUDES {
+            return here(&t, format!("more than {MAX_INCLUDES} files included (does a file include itself?)"));
+        }
+        let text = super::read_rule_text(&path).or_else(|e| here(&t, format!("cannot read included file \"{}\": {e}", path.display())))?;
+        let file = self.files.len() as u16;
+        self.files.push(path.clone());
+        let mut toks = lex(&text, None, file).map_err(|(line, column, message)| PErr::Full(RuleError { path, line, column, message }))?;
+        // Its end of file ends its last statement.
+        if let Some(eof) = toks.last_mut() {
+            eof.tok = Tok::Newline;
+        }
+        self.toks.extend(toks.into_iter().rev());
+        // What ends the `include` statement, before the file's first.
+        self.toks.push(Token { tok: Tok::Newline, ..t });
+        Ok(())
+    }
+
     /// Notes `msg` about the token `t` in [`RuleSet::notices`].
     pub(super) fn notice(&mut self, t: &Token, msg: impl std::fmt::Display) {
         self.rs.notices.push(format!(
             "{}:{}:{}: {msg}",
-            self.path.display(),
+            self.file_of(t).display(),
             t.line,
             t.col
         ));

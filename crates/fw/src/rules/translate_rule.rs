@@ -98,13 +98,13 @@ impl Parser<'_> {
             let later = if p.rule.quick { None } else { self.rs.rules[p.position..].iter().find(|r| meets(r)) };
             let why = "pf translates only the packets the rule decides, linerate every packet it matches";
             if let Some(r) = earlier_quick {
-                return Err(PErr::Here(line, 1, format!("`{kw}` on a pass rule after a `quick` rule that may decide some of its packets (line {}) is not supported by linerate: {why}", r.line)));
+                return Err(PErr::Here(0, line, 1, format!("`{kw}` on a pass rule after a `quick` rule that may decide some of its packets (line {}) is not supported by linerate: {why}", r.line)));
             }
             if let Some(r) = later {
-                return Err(PErr::Here(line, 1, format!("`{kw}` on a pass rule that is not `quick`, before a rule that may decide some of its packets (line {}), is not supported by linerate: {why}; make it `quick`", r.line)));
+                return Err(PErr::Here(0, line, 1, format!("`{kw}` on a pass rule that is not `quick`, before a rule that may decide some of its packets (line {}), is not supported by linerate: {why}; make it `quick`", r.line)));
             }
             if let Some(o) = self.pass_translations[k + 1..].iter().find(|o| meets(&o.rule)) {
-                return Err(PErr::Here(o.rule.line, 1, format!("two pass rules that translate and may match the same packets (lines {line} and {}) are not supported by linerate", o.rule.line)));
+                return Err(PErr::Here(0, o.rule.line, 1, format!("two pass rules that translate and may match the same packets (lines {line} and {}) are not supported by linerate", o.rule.line)));
             }
         }
         Ok(())
