@@ -604,6 +604,8 @@ fn parse_inner(
         macro_tokens: 0,
         anchor_depth: 0,
         files: vec![path.to_path_buf()],
+        anchor_files: HashMap::new(),
+        anchors_loaded: Default::default(),
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
         PErr::Here(f, line, column, message) => {

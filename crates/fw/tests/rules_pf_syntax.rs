@@ -1036,9 +1036,9 @@ fn anchors() {
         err("anchor \"a\" {\npass all"),
         "rules.conf:2:9: expected a filter rule (pass, block), an anchor or \"}\" in an inline anchor, found end of file"
     );
-    assert_eq!(
-        err("load anchor \"a\" from \"x\""),
-        "rules.conf:1:1: `load` is not supported by linerate"
+    assert!(
+        err("load anchor \"a\" from \"lr-no-such-file\"").starts_with("rules.conf:1:22: cannot read the rules of anchor \"a\" from \"lr-no-such-file\""),
+        "pfctl reads the file of `load anchor` when it loads the rules"
     );
 }
 

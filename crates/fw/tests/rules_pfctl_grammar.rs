@@ -158,3 +158,31 @@ fn include_reads_a_file_in_place() {
     assert!(e.contains("main.conf:1:9: cannot read included file"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `load anchor NAME from FILE` (pf.conf(5)'s example writes it after `anchor NAME`): the
+/// file's rules stand where the anchor does; loaded into no evaluated anchor, a notice.
+#[test]
+fn load_anchor_fills_the_anchor_where_it_stands() {
+    let dir = std::env::temp_dir().join(format!("lr-anchor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("spam.conf"), "block in quick proto udp to any port 53\n").unwrap();
+    let main = dir.join("main.conf");
+    let load = |text: &str| {
+        std::fs::write(&main, text).unwrap();
+        fw::rules::load(&main, &ifaces).unwrap()
+    };
+    for text in [
+        "anchor spam\nload anchor spam from \"spam.conf\"\npass in all",
+        "load anchor \"spam\" from \"spam.conf\"\nanchor \"spam\"\npass in all",
+    ] {
+        let rs = load(text);
+        assert_eq!(rs.rules.len(), 2, "{text}");
+        assert_eq!(evaluate(&rs, &udp_to(53)).action, Action::Block, "{text}: quick in the anchor");
+        assert_eq!(evaluate(&rs, &udp_to(54)).action, Action::Pass, "{text}");
+        assert!(rs.notices.is_empty(), "{:?}", rs.notices);
+    }
+    let rs = load("load anchor other from \"spam.conf\"\npass in all");
+    assert_eq!(rs.rules.len(), 1);
+    assert!(rs.notices.iter().any(|n| n.contains("match nothing")), "{:?}", rs.notices);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,7 +5,8 @@
 //! anchors (`anchor "userrules/*"`, `rdr-anchor "relayd/*"`) that their packages fill at run
 //! time with `pfctl -a`; linerate loads no rules into anchors at run time, so such an anchor
 //! holds no rules, matches nothing, and is accepted with a notice naming it. An `anchor` with
-//! its rules written inline (`anchor "name" { ... }`) and no filter criteria of its own is
+//! its rules written inline (`anchor "name" { ... }`), or loaded from a file by `load anchor
+//! "name" from "file"` (before or after it), and no filter criteria of its own is
 //! evaluated as pf does: its rules stand in its place, a `quick` one among them ending the
 //! evaluation ("Matching filter and translation rules marked with the quick option are
 //! final and abort the evaluation of the rules in other anchors and the main ruleset").
@@ -55,7 +56,87 @@ impl Parser<'_> {
                 }
             }
         }
+        if kw == "anchor"
+            && let Some(file) = self.anchor_file(&name)?
+        {
+            if let Some(c) = criteria {
+                return here(&c, "`anchor` with criteria of its own and rules loaded by `load anchor` is not supported by linerate (write the criteria in its rules)");
+            }
+            return self.loaded_anchor(&name, &file, &nt);
+        }
         self.notice(&at, format!("{kw} \"{name}\" holds no rules: linerate does not load rules into anchors at run time (`pfctl -a`), so it matches nothing"));
+        Ok(())
+    }
+
+    /// The file `load anchor NAME from FILE` loads into anchor `name`, before or after this
+    /// `anchor` statement (pf.conf(5)'s examples write the `load` after it).
+    fn anchor_file(&mut self, name: &str) -> PResult<Option<std::path::PathBuf>> {
+        if let Some(f) = self.anchor_files.get(name) {
+            return Ok(Some(f.clone()));
+        }
+        // The statements still to come, in order: a `load` at the start of a line.
+        let ahead: Vec<&super::Token> = self.toks.iter().rev().collect();
+        for w in ahead.windows(6) {
+            let words: Vec<Option<&str>> = w.iter().map(|t| match &t.tok {
+                Tok::Word(s) | Tok::Str(s) => Some(s.as_str()),
+                _ => None,
+            }).collect();
+            if w[0].tok == Tok::Newline && words[1..5] == [Some("load"), Some("anchor"), Some(name), Some("from")] && matches!(w[5].tok, Tok::Str(_)) {
+                let Tok::Str(f) = &w[5].tok else { unreachable!() };
+                return Ok(Some(self.file_of(w[5]).parent().unwrap_or(std::path::Path::new("")).join(f)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Anchor `name`'s rules from `file`, read where the anchor stands as if written inline.
+    fn loaded_anchor(&mut self, name: &str, file: &std::path::Path, at: &super::Token) -> PResult<()> {
+        if self.anchor_depth >= MAX_ANCHOR_DEPTH || self.files.len() > super::parser::MAX_INCLUDES {
+            return here(at, format!("anchors nested more than {MAX_ANCHOR_DEPTH} deep, or too many files loaded"));
+        }
+        let text = super::read_rule_text(file).or_else(|e| here(at, format!("cannot read the rules of anchor \"{name}\" from \"{}\": {e}", file.display())))?;
+        let index = self.files.len() as u16;
+        self.files.push(file.to_path_buf());
+        let mut toks = super::lexer::lex(&text, None, index).map_err(|(line, column, message)| super::parser::PErr::Full(super::RuleError { path: file.to_path_buf(), line, column, message }))?;
+        // The file's end closes the anchor, as `}` closes an inline one.
+        if let Some(eof) = toks.last_mut() {
+            eof.tok = Tok::Punct("}");
+        }
+        self.toks.extend(toks.into_iter().rev());
+        self.anchors_loaded.insert(name.to_owned());
+        self.anchor_depth += 1;
+        let rules = self.inline_anchor();
+        self.anchor_depth -= 1;
+        rules
+    }
+
+    /// `load anchor NAME from FILE`: NAME's rules, for an `anchor NAME` that stands before
+    /// or after it. Loaded into no anchor that is evaluated, they match nothing: a notice.
+    pub(super) fn load_anchor(&mut self) -> PResult<()> {
+        let (_, at) = self.word("load")?;
+        self.expect_word("anchor")?;
+        let nt = self.peek()?.clone();
+        let name = match &nt.tok {
+            Tok::Str(s) | Tok::Word(s) => s.clone(),
+            _ => return self.fail("an anchor name"),
+        };
+        self.next()?;
+        self.expect_word("from")?;
+        let ft = self.peek()?.clone();
+        let Tok::Str(f) = &ft.tok else { return self.fail("a quoted file name") };
+        let file = self.file_of(&ft).parent().unwrap_or(std::path::Path::new("")).join(f);
+        // pfctl reads it here: a file that is not there is an error, used or not.
+        if let Err(e) = super::read_rule_text(&file) {
+            return here(&ft, format!("cannot read the rules of anchor \"{name}\" from \"{}\": {e}", file.display()));
+        }
+        self.next()?;
+        if !self.anchors_loaded.contains(&name) && !self.anchor_files.contains_key(&name) {
+            let ahead = self.toks.iter().rev().any(|t| matches!(&t.tok, Tok::Str(s) | Tok::Word(s) if *s == name));
+            if !ahead {
+                self.notice(&at, format!("the rules loaded into anchor \"{name}\" match nothing: no `anchor \"{name}\"` evaluates them"));
+            }
+            self.anchor_files.insert(name, file);
+        }
         Ok(())
     }
 

@@ -24,7 +24,7 @@ const OPTION_REASONS: &[(&str, &str)] = &[
 
 /// pf statements linerate does not implement.
 const UNSUPPORTED_STATEMENTS: &[&str] = &[
-    "load", "queue", "altq", "ether",
+    "queue", "altq", "ether",
 ];
 
 /// `set` options linerate does not implement.

@@ -95,6 +95,11 @@ pub(super) struct Parser<'a> {
     pub(super) anchor_depth: usize,
     /// The rule file, then each file `include`d, in the order read (`Token::file`).
     pub(super) files: Vec<std::path::PathBuf>,
+    /// `load anchor NAME from FILE` statements read so far: NAME's file, for an `anchor NAME`
+    /// after it.
+    pub(super) anchor_files: HashMap<String, std::path::PathBuf>,
+    /// Anchors whose `load anchor` file stands where `anchor NAME` stands.
+    pub(super) anchors_loaded: std::collections::HashSet<String>,
 }
 
 /// `name:network` -> (`name`, `:network`); a name without modifier -> (`name`, "").
@@ -107,7 +112,7 @@ pub(super) fn here<T>(t: &Token, msg: impl Into<String>) -> PResult<T> {
 }
 
 /// Files one rule file may include, directly or not: more means a cycle.
-const MAX_INCLUDES: usize = 64;
+pub(super) const MAX_INCLUDES: usize = 64;
 
 /// The `set timeout` names pfctl knows that linerate has no use for, and why.
 fn unsupported_timeout(name: &str) -> Option<&'static str> {
@@ -289,6 +294,7 @@ impl Parser<'_> {
                         match w.as_str() {
                             "table" => self.table_def()?,
                             "include" => self.include()?,
+                            "load" => self.load_anchor()?,
                             "set" => self.set_option()?,
                             "pass" | "block" => self.rule()?,
                             "scrub" => self.scrub_rule()?,
