@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/setup.sh
+# Style gate: no clippy warning anywhere (tests, benches and examples included).
+cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked "$@"
