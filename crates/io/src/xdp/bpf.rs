@@ -329,6 +329,18 @@ pub(super) struct MapElemAttr {
 }
 
 /// Points XSKMAP entry `queue` at socket `sock`.
+/// `BPF_MAP_UPDATE_ELEM` of `key` to `value` in `map`, whose key and value sizes must be
+/// `K`'s and `V`'s.
+pub fn map_update<K: Copy, V: Copy>(map: RawFd, key: &K, value: &V) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map as u32,
+        key: key as *const K as u64,
+        value: value as *const V as u64,
+        ..Default::default()
+    };
+    sys::bpf(sys::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
 pub fn xskmap_set(map: RawFd, queue: u32, sock: RawFd) -> io::Result<()> {
     let value = sock as u32;
     let mut attr = MapElemAttr {

@@ -12,6 +12,8 @@ use aya::programs::{SchedClassifier, Xdp};
 pub static FASTPATH: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
 /// `bpf/tools.bpf.c`: the lab's counting sink and the pass-everything program.
 pub static TOOLS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tools.bpf.o"));
+/// `bpf/kernel_copy.bpf.c`: the tc program that drops the kernel's copy of forwarded frames.
+pub static KERNEL_COPY: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/kernel_copy.bpf.o"));
 
 /// A loaded XDP program and the maps of its object (the object itself is dropped: these
 /// fds keep the kernel's objects).
@@ -62,6 +64,20 @@ pub fn load_xdp_and_tc(object: &[u8], prog: &str, tc: Option<&str>, max_entries:
         }
     }
     Ok(Loaded { prog: prog_fd, tc: tc_fd, maps })
+}
+
+/// Loads tc program `prog` of `object` alone, with its maps.
+pub fn load_tc_only(object: &[u8], prog: &str) -> io::Result<Loaded> {
+    let mut obj = EbpfLoader::new().load(object).map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
+    let prog_fd = load_tc(&mut obj, prog)?;
+    let names: Vec<String> = obj.maps().map(|(n, _)| n.to_owned()).collect();
+    let mut maps = Vec::new();
+    for name in names {
+        if let Some(map) = obj.take_map(&name) {
+            maps.push((name, map_fd(&map)?));
+        }
+    }
+    Ok(Loaded { prog: prog_fd, tc: None, maps })
 }
 
 /// Loads tc program `name` of a loaded object.
