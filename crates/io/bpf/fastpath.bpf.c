@@ -24,7 +24,10 @@
 // partial checksum (CHECKSUM_PARTIAL, TCP and UDP from local containers and VMs). XDP passes
 // them to the kernel, which keeps the checksum partial (and merges TCP segments by GRO); the
 // tc program rewrites the skb and redirects it to the output, where the skb's checksum and
-// segmentation offloads still apply.
+// segmentation offloads still apply. Only to outputs that take XDP redirects too (whose
+// receiving end has NAPI): to one without, the skbs would pile into the receiver's backlog,
+// worked off by ksoftirqd below the input's NAPI thread, and forwarding would starve under
+// overload.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -94,8 +97,6 @@ struct flow_entry {
 #define ENTRY_EXPIRES 1
 // The frame's addresses and ports are rewritten to the entry's `nat_*` (IPv4).
 #define ENTRY_NAT 2
-// The output takes no XDP redirect: the frame goes to the tc program, as skb.
-#define ENTRY_SKB 4
 
 struct settings {
 	__u32 gen;         // entries of another gen are misses
@@ -362,16 +363,21 @@ static __always_inline void count(struct flow_entry *e, __u32 packets, __u64 byt
 	}
 }
 
-// The length of the UDP or TCP header at `l4` (0xffff, too long for any MTU, if it is not
-// all there).
-static __always_inline __u32 l4_header_len(void *l4, void *end, __u8 proto)
+// The length of an skb's IP and UDP or TCP headers (0xffff, too long for any MTU, if they
+// are not all there). Read with bpf_skb_load_bytes at offsets by family: a packet pointer
+// moved by a variable offset is refused to loaders without CAP_PERFMON.
+static __always_inline __u32 headers_len(struct __sk_buff *skb, int v4)
 {
-	if (proto == IPPROTO_UDP)
-		return sizeof(struct udphdr);
-	struct tcphdr *t = l4;
-	if ((void *)(t + 1) > end)
+	__u32 l3 = sizeof(struct ethhdr);
+	__u32 ip = v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+	__u8 proto, doff;
+	if (bpf_skb_load_bytes(skb, l3 + (v4 ? 9 : 6), &proto, 1) < 0)
 		return 0xffff;
-	return t->doff * 4;
+	if (proto == IPPROTO_UDP)
+		return ip + sizeof(struct udphdr);
+	if (bpf_skb_load_bytes(skb, l3 + ip + 12, &doff, 1) < 0)
+		return 0xffff;
+	return ip + (doff >> 4) * 4;
 }
 
 // Whether `e` decides a frame of `len` IP bytes to `eth`'s destination now: of the current
@@ -457,7 +463,7 @@ int lr_fast(struct xdp_md *ctx)
 	struct flow_entry *e = v4 ? entry_v4(ifindex, l3, end, room, &len, &partial) : entry_v6(ifindex, l3, end, room, &len, &partial);
 	if (!valid(e, cfg, eth, len))
 		return steer(ctx, cfg, 1);
-	if (partial || (e->flags & ENTRY_SKB)) {
+	if (partial) {
 		// To the kernel, whose skb keeps the checksum partial, where the tc program
 		// forwards it (it does not translate); else to the pipeline, which finishes it.
 		__u32 slot = e->in_slot;
@@ -476,9 +482,9 @@ int lr_fast(struct xdp_md *ctx)
 	return XDP_REDIRECT;
 }
 
-// The tc program: a frame XDP passed (see `lr_fast`: a partial checksum, or an output that
-// takes no XDP redirect), of a decided flow without translation, rewritten and redirected as
-// skb; anything else goes on into the kernel, as without it.
+// The tc program: a frame XDP passed (see `lr_fast`: a partial checksum), of a decided flow
+// without translation, rewritten and redirected as skb; anything else goes on into the
+// kernel, as without it.
 SEC("classifier")
 int lr_fast_tc(struct __sk_buff *skb)
 {
@@ -510,7 +516,7 @@ int lr_fast_tc(struct __sk_buff *skb)
 	// A segment of a merged (GRO) skb leaves as long as the sender's: its size with the
 	// headers is what the output's MTU must take.
 	if (e && skb->gso_size)
-		len = skb->gso_size + (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) + l4_header_len(l3 + (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)), end, v4 ? ((struct iphdr *)l3)->protocol : ((struct ipv6hdr *)l3)->nexthdr);
+		len = skb->gso_size + headers_len(skb, v4);
 	if (!valid(e, cfg, eth, len) || (e->flags & ENTRY_NAT))
 		return TC_ACT_OK;
 	rewrite(eth, l3, v4, e);

@@ -564,7 +564,8 @@ mod tests {
                 "linerate-1000",
                 "linerate-1000-pipeline",
                 "kernel-nft-masquerade",
-                "linerate-nat"
+                "linerate-nat",
+                "linerate-nat-pipeline"
             ]
         );
         assert_eq!(
@@ -577,7 +578,7 @@ mod tests {
             (Dut::Linerate, "auto")
         );
         let fast: Vec<bool> = lab.sets.iter().filter(|s| s.dut == Dut::Linerate).map(|s| s.fast_path).collect();
-        assert_eq!(fast, [true, false, true, false, true]);
+        assert_eq!(fast, [true, false, true, false, true, false]);
         assert_eq!(lab.sets[1].overload, [0.5, 1.0, 1.5, 2.0, 3.0]);
         assert!(
             lab.sets
@@ -590,7 +591,7 @@ mod tests {
                 .filter(|s| s.nat)
                 .map(|s| s.dut)
                 .collect::<Vec<_>>(),
-            [Dut::KernelNft, Dut::Linerate]
+            [Dut::KernelNft, Dut::Linerate, Dut::Linerate]
         );
     }
 

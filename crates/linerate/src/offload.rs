@@ -4,8 +4,9 @@
 //!
 //! An output takes them when its driver has `ndo_xdp_xmit` (for a veth: while its peer has an
 //! XDP program or GRO on). That is checked at start and every second after; flows to an
-//! output that cannot take them go by the tc program (as skbs, where the input has it and the
-//! flow is not translated) or stay in the pipeline, counted as `no_redirect`.
+//! output that cannot take them stay in the pipeline, counted as `no_redirect` (the tc
+//! program could send them as skbs, but to a veth without NAPI those pile into a backlog that
+//! starves under overload: docs/performance.md).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -113,9 +114,7 @@ impl Offload {
         let output = self.ports.get(usize::from(offer.out_port))?;
         let (in_slot, out_slot) = (input.slot?, output.slot.unwrap_or(u16::MAX));
         let translated = offer.sent != offer.flow;
-        // An output that takes no XDP redirect still takes the tc program's skbs.
-        let skb = (outputs >> offer.out_port) & 1 == 0;
-        if skb && (translated || !self.fast.has_tc(in_slot)) {
+        if (outputs >> offer.out_port) & 1 == 0 {
             self.stats.no_redirect.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -143,9 +142,6 @@ impl Offload {
         };
         if offer.expires_ns != 0 {
             entry.flags |= FlowEntry::EXPIRES;
-        }
-        if skb {
-            entry.flags |= FlowEntry::SKB;
         }
         if translated {
             // The program translates IPv4 only (the learner offers no other).

@@ -101,8 +101,10 @@ fn partial_checksums_take_the_tc_program() {
     let lab = build("fc");
     let (_cfg, dut) = start(&lab, "");
     assert!(lab.a.exec("ethtool", &["-K", "lra0", "tx", "on"]).is_ok());
-    assert_eq!(udp_through(&lab, 1000), 1000, "every datagram arrives, with a good checksum");
+    assert_eq!(udp_through(&lab, 2000), 2000, "every datagram arrives, with a good checksum");
     let report = report(dut);
+    // The first 50 ms or so of each flow go through the pipeline (the offload thread's nap,
+    // longer in a debug build on a busy machine).
     assert!(fast_packets_in(&report) >= 500, "{report}");
 }
 
@@ -308,9 +310,9 @@ fn offloaded_flows_keep_their_states_and_translations() {
 }
 
 /// An output that takes no frame redirected by XDP (B's veth with neither GRO nor an XDP
-/// program): its flows go by the tc program as skbs instead of staying in the pipeline.
+/// program): its flows stay in the pipeline, counted, and every datagram arrives.
 #[test]
-fn an_output_without_xdp_redirects_takes_skbs() {
+fn an_output_without_xdp_redirects_keeps_its_flows_in_the_pipeline() {
     assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
     let lab = build("fn");
     let (_cfg, dut) = start(&lab, "");
@@ -319,6 +321,6 @@ fn an_output_without_xdp_redirects_takes_skbs() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(udp_through(&lab, 2000), 2000);
     let report = report(dut);
-    assert!(fast_packets_in(&report) >= 1000, "{report}");
-    assert!(report.contains("flows left to the pipeline (output takes no redirected frames): 0"), "{report}");
+    assert_eq!(fast_packets_in(&report), 0, "{report}");
+    assert!(!report.contains("flows left to the pipeline (output takes no redirected frames): 0"), "{report}");
 }

@@ -83,9 +83,6 @@ impl FlowEntry {
     pub const EXPIRES: u8 = 1;
     /// The frame's addresses and ports are rewritten (IPv4 only), checksums updated.
     pub const NAT: u8 = 2;
-    /// The output takes no frames redirected by XDP: the flow's frames go to the kernel,
-    /// whose skbs the tc program redirects (never with [`NAT`](Self::NAT)).
-    pub const SKB: u8 = 4;
 }
 
 /// `struct flow_key4`.
@@ -289,12 +286,6 @@ impl FastPath {
     /// Stops XDP passing frames of the interface in `slot` to the tc program (its link is gone).
     pub fn clear_tc(&self, slot: u32) {
         let _ = update(&self.tc_slots, &slot, &0u32);
-    }
-
-    /// Whether frames of the interface in `slot` reach the tc program.
-    pub fn has_tc(&self, slot: u16) -> bool {
-        let mut on = 0u32;
-        lookup(&self.tc_slots, &u32::from(slot), &mut on).is_ok() && on == 1
     }
 
     /// Points queue `queue` of the interface in `slot` at socket `sock`.
