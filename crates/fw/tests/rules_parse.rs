@@ -391,7 +391,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all keep state (max-pkt-rate 100/10)",
-            "rules.conf:1:22: `max-pkt-rate` is not supported by linerate",
+            "rules.conf:1:22: `max-pkt-rate` is not supported by linerate (no per-rule packet rate limit)",
         ),
         (
             "pass all label \"web",
@@ -833,7 +833,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ),
         (
             "match out on em0 rdr-to 10.0.0.1",
-            "rules.conf:1:18: `match rdr-to` is not supported by linerate",
+            "rules.conf:1:18: `match rdr-to` is not supported by linerate (only on `pass in` filter rules)",
         ),
         (
             "nat pass log on em0 from any to any -> 1.2.3.4",
@@ -845,7 +845,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
         ),
         (
             "set syncookies adaptive",
-            "rules.conf:1:5: `set syncookies` is not supported by linerate",
+            "rules.conf:1:5: `set syncookies` is not supported by linerate (no SYN cookies: `synproxy state` protects servers from SYN floods)",
         ),
         (
             "set optimization fast",

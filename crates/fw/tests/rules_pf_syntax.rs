@@ -198,7 +198,7 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
         ),
         (
             "pass in all scrub (random-id)",
-            "rules.conf:1:13: `scrub` is not supported by linerate",
+            "rules.conf:1:13: `scrub` is not supported by linerate (on a filter rule: write a `scrub` rule or `match ... scrub (...)`)",
         ),
     ];
     let bad: Vec<_> = cases
@@ -978,7 +978,7 @@ fn pfsense_set_statements() {
     // A word with `%` reaches the parser, which names what it does not support.
     assert_eq!(
         err("pass in all probability 50%"),
-        "rules.conf:1:13: `probability` is not supported by linerate"
+        "rules.conf:1:13: `probability` is not supported by linerate (linerate gives every packet of a flow the same verdict)"
     );
     assert_eq!(
         ok("set limit { table-entries 3, states 10 }\ntable <t> { 10.0.0.1 10.0.0.2 10.0.0.3 }")

@@ -12,14 +12,51 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "rtable", "rdomain", "user", "group", "os", "max", "max-pkt-rate",
     "pflow", "no-sync", "once", "received-on", "fragment", "tos",
     "reassemble", "scrub", "adaptive.start",
-    "adaptive.end", "sticky-address", "route",
+    "adaptive.end", "sticky-address", "route", "dnqueue", "dnpipe",
 ];
 
-/// Why some of [`UNSUPPORTED_OPTIONS`] are refused, shown after the error.
+/// Why each word of the lists above is refused, shown after the error.
 const OPTION_REASONS: &[(&str, &str)] = &[
     ("route-to", "only on `pass in` filter rules"),
     ("reply-to", "only on `pass in` filter rules"),
     ("dup-to", "linerate does not duplicate packets"),
+    ("af-to", "translation between IPv4 and IPv6 is not implemented"),
+    ("rdr-to", "only on `pass in` filter rules"),
+    ("nat-to", "only on `pass out` filter rules and `match out` rules"),
+    ("no-sync", "write it inside `keep state (...)`"),
+    ("binat-to", "write a `binat` rule"),
+    ("divert-to", "linerate hands no packet to a local socket: it forwards them, and its host stack is the kernel's"),
+    ("divert-reply", "linerate hands no packet to a local socket"),
+    ("divert-packet", "linerate hands no packet to a divert(4) socket"),
+    ("queue", "linerate does not shape traffic: no ALTQ or queues"),
+    ("prio", "linerate does not shape traffic: no priority queues"),
+    ("set", "rules do not set priorities, queues or the TOS here; `scrub (set-tos N)` sets the TOS"),
+    ("probability", "linerate gives every packet of a flow the same verdict"),
+    ("rtable", "linerate has one routing table"),
+    ("rdomain", "linerate has one routing domain"),
+    ("user", "pf asks the local socket's owner; linerate forwards other hosts' packets, which have no local socket"),
+    ("group", "pf asks the local socket's owner; linerate forwards other hosts' packets, which have no local socket"),
+    ("os", "no passive OS fingerprinting (pf.os)"),
+    ("max", "write it inside `keep state (...)`"),
+    ("max-pkt-rate", "no per-rule packet rate limit"),
+    ("pflow", "no pflow(4) flow export"),
+    ("once", "linerate's rules change only by a reload"),
+    ("received-on", "not implemented: `in on IFACE` matches the input of inbound packets"),
+    ("fragment", "linerate judges each fragment with its datagram's ports instead"),
+    ("tos", "matching the TOS byte is not implemented"),
+    ("reassemble", "linerate does not reassemble fragments: it judges each with its datagram's ports"),
+    ("scrub", "on a filter rule: write a `scrub` rule or `match ... scrub (...)`"),
+    ("adaptive.start", "write it inside `keep state (...)`"),
+    ("adaptive.end", "write it inside `keep state (...)`"),
+    ("sticky-address", "a translation pool's option: write it after a `nat-to`, `rdr-to` or a translation rule's pool"),
+    ("dnqueue", "no dummynet: linerate does not shape traffic"),
+    ("dnpipe", "no dummynet: linerate does not shape traffic"),
+    ("altq", "linerate does not shape traffic: no ALTQ or queues"),
+    ("ether", "layer 2 filtering (`ether` rules) is not implemented"),
+    ("syncookies", "no SYN cookies: `synproxy state` protects servers from SYN floods"),
+    ("fail-policy", "linerate's `router.fail_closed` decides what happens when it cannot filter"),
+    ("timeout-adaptive", "write `set timeout { adaptive.start N, adaptive.end M }`"),
+    ("route", "linerate's routes have no labels"),
 ];
 
 /// pf statements linerate does not implement.
@@ -292,6 +329,15 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// Every word linerate refuses says why (issue 44: "refused by name ...: say why").
+    #[test]
+    fn every_refusal_says_why() {
+        let lists = [UNSUPPORTED_OPTIONS, UNSUPPORTED_STATEMENTS, UNSUPPORTED_SET, UNSUPPORTED_ADDRESSES];
+        for w in lists.iter().flat_map(|l| l.iter()) {
+            assert!(super::OPTION_REASONS.iter().any(|(o, _)| o == w), "`{w}` is refused without a reason");
+        }
+    }
+
     use super::*;
 
     #[test]

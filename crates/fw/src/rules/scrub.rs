@@ -456,7 +456,7 @@ mod tests {
             ),
             (
                 "scrub in all max-pkt-rate 10/1",
-                "pf.conf:1:14: `max-pkt-rate` is not supported by linerate",
+                "pf.conf:1:14: `max-pkt-rate` is not supported by linerate (no per-rule packet rate limit)",
             ),
             (
                 "scrub in all bogus",
@@ -480,7 +480,7 @@ mod tests {
             ),
             (
                 "pass in all scrub (random-id)",
-                "pf.conf:1:13: `scrub` is not supported by linerate",
+                "pf.conf:1:13: `scrub` is not supported by linerate (on a filter rule: write a `scrub` rule or `match ... scrub (...)`)",
             ),
             (
                 "pass all\nscrub in all",
