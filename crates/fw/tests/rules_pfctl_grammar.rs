@@ -186,3 +186,10 @@ fn load_anchor_fills_the_anchor_where_it_stands() {
     assert!(rs.notices.iter().any(|n| n.contains("match nothing")), "{:?}", rs.notices);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A pool type after `route-to`'s one gateway: refused by name, with why.
+#[test]
+fn a_pool_type_after_route_to_is_refused_by_name() {
+    let e = err("pass in on em0 all route-to (em1 10.0.0.1) round-robin");
+    assert!(e.contains("`round-robin` after `route-to`/`reply-to` is not supported by linerate (it takes one gateway"), "{e}");
+}

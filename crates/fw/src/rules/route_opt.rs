@@ -19,6 +19,8 @@ use super::*;
 
 const NO_POOLS: &str =
     "a pool of gateways is not supported by linerate (one `(IFACE ADDRESS)` or `ADDRESS`)";
+/// Why a pool type after the one gateway is refused.
+const NO_POOLS_WHY: &str = "it takes one gateway, which a pool type would not change";
 
 /// A rule's `route-to` or `reply-to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,6 +60,13 @@ impl Parser<'_> {
         let (af, gateway) = self.gateway()?;
         if named {
             self.expect_punct(")", "\")\" closing `(IFACE ADDRESS)`")?;
+        }
+        // pf's pool options after the gateway: with one gateway, none changes anything.
+        let pt = self.peek()?.clone();
+        if let Tok::Word(w) = &pt.tok
+            && matches!(w.as_str(), "round-robin" | "random" | "source-hash" | "bitmask" | "sticky-address" | "least-states")
+        {
+            return here(&pt, format!("`{w}` after `route-to`/`reply-to` is not supported by linerate ({NO_POOLS_WHY})"));
         }
         Ok(Some((
             RouteOpt {
