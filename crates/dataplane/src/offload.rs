@@ -13,10 +13,11 @@
 //! moves on too whenever it holds an entry still valid, so every flow comes back to the
 //! pipeline, which decides it again.
 //!
-//! Only flows whose every packet the pipeline would treat alike are offered: with a firewall,
-//! only while its rule set is stateless and translates nothing
-//! ([`crate::filter::Firewall::offloadable`]); stateful flows stay in the pipeline (see
-//! docs/performance.md, "The fast path in the kernel").
+//! Only flows whose every packet the pipeline would treat alike are offered, as the rule set
+//! allows ([`OffloadPolicy`], [`crate::filter::Firewall::offload_policy`]): with state or
+//! translation, UDP flows only, whose entries expire so that the pipeline sees each flow
+//! again in time to refresh its state and translation (docs/router.md, "The fast path in
+//! the kernel").
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -235,10 +235,15 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 t.copy_batch(&self.pool, &self.input, None);
             }
             let before = self.forwarder.counts;
-            let policy = self.forwarder.offload_policy();
-            if let Some(l) = &mut self.learner {
-                l.begin_batch(&policy, &self.pool, &self.input);
-            }
+            // Without a learner (no fast path) the batch reads no policy.
+            let policy = match &mut self.learner {
+                Some(l) => {
+                    let p = self.forwarder.offload_policy();
+                    l.begin_batch(&p, &self.pool, &self.input);
+                    p
+                }
+                None => crate::offload::OffloadPolicy::NONE,
+            };
             self.forwarder.process(
                 &mut self.pool,
                 &mut self.input,
@@ -247,12 +252,11 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             );
             // The rules the batch was processed under (a new set is adopted as it begins);
             // a translating set's flows only if their inputs were noted.
-            let after = self.forwarder.offload_policy();
-            if let Some(l) = &mut self.learner
-                && after.any()
-                && (policy.translates || !after.translates)
-            {
-                l.learn(&self.pool, &self.outputs, &after);
+            if let Some(l) = &mut self.learner {
+                let after = self.forwarder.offload_policy();
+                if after.any() && (policy.translates || !after.translates) {
+                    l.learn(&self.pool, &self.outputs, &after);
+                }
             }
             if let Some(t) = self.forwarder.tap_at(Point::Tx) {
                 for (port, out) in self.outputs.iter().enumerate() {

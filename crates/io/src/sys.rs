@@ -106,7 +106,6 @@ pub const BPF_LINK_CREATE: libc::c_int = 28;
 
 pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
-pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 pub const BPF_PROG_TYPE_XDP: u32 = 6;
 pub const BPF_XDP: u32 = 37;
 pub const BPF_TCX_INGRESS: u32 = 46;

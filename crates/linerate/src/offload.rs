@@ -104,6 +104,12 @@ impl Offload {
                 crate::log::warn(format_args!("fast path: output {}: {e}", p.ifindex));
             }
         }
+        // An output that stopped taking redirects: the tc program, which would still send the
+        // flows' partial-checksum frames there as skbs, must not (see the module's header),
+        // so every decision is voided and those flows go back to the pipeline.
+        if previous.is_some_and(|prev| prev & !now != 0) {
+            self.decisions.changed();
+        }
         self.stats.outputs.store(now, Ordering::Relaxed);
         now
     }
@@ -113,7 +119,6 @@ impl Offload {
         let input = self.ports.get(usize::from(offer.in_port))?;
         let output = self.ports.get(usize::from(offer.out_port))?;
         let (in_slot, out_slot) = (input.slot?, output.slot.unwrap_or(u16::MAX));
-        let translated = offer.sent != offer.flow;
         if (outputs >> offer.out_port) & 1 == 0 {
             self.stats.no_redirect.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -143,7 +148,7 @@ impl Offload {
         if offer.expires_ns != 0 {
             entry.flags |= FlowEntry::EXPIRES;
         }
-        if translated {
+        if offer.sent != offer.flow {
             // The program translates IPv4 only (the learner offers no other).
             if offer.family != 4 {
                 return None;

@@ -75,14 +75,19 @@ impl Parser<'_> {
             return Ok(Some(f.clone()));
         }
         // The statements still to come, in order: a `load` at the start of a line.
-        let ahead: Vec<&super::Token> = self.toks.iter().rev().collect();
-        for w in ahead.windows(6) {
-            let words: Vec<Option<&str>> = w.iter().map(|t| match &t.tok {
+        fn word(t: &super::Token) -> Option<&str> {
+            match &t.tok {
                 Tok::Word(s) | Tok::Str(s) => Some(s.as_str()),
                 _ => None,
-            }).collect();
-            if w[0].tok == Tok::Newline && words[1..5] == [Some("load"), Some("anchor"), Some(name), Some("from")] && matches!(w[5].tok, Tok::Str(_)) {
-                let Tok::Str(f) = &w[5].tok else { unreachable!() };
+            }
+        }
+        let ahead: Vec<&super::Token> = self.toks.iter().rev().collect();
+        for w in ahead.windows(6) {
+            let head = [word(w[1]), word(w[2]), word(w[3]), word(w[4])];
+            if w[0].tok == Tok::Newline
+                && head == [Some("load"), Some("anchor"), Some(name), Some("from")]
+                && let Tok::Str(f) = &w[5].tok
+            {
                 return Ok(Some(self.file_of(w[5]).parent().unwrap_or(std::path::Path::new("")).join(f)));
             }
         }
@@ -95,14 +100,8 @@ impl Parser<'_> {
             return here(at, format!("anchors nested more than {MAX_ANCHOR_DEPTH} deep, or too many files loaded"));
         }
         let text = super::read_rule_text(file).or_else(|e| here(at, format!("cannot read the rules of anchor \"{name}\" from \"{}\": {e}", file.display())))?;
-        let index = self.files.len() as u16;
-        self.files.push(file.to_path_buf());
-        let mut toks = super::lexer::lex(&text, None, index).map_err(|(line, column, message)| super::parser::PErr::Full(super::RuleError { path: file.to_path_buf(), line, column, message }))?;
         // The file's end closes the anchor, as `}` closes an inline one.
-        if let Some(eof) = toks.last_mut() {
-            eof.tok = Tok::Punct("}");
-        }
-        self.toks.extend(toks.into_iter().rev());
+        self.splice_file(file.to_path_buf(), &text, Tok::Punct("}"))?;
         self.anchors_loaded.insert(name.to_owned());
         self.anchor_depth += 1;
         let rules = self.inline_anchor();

@@ -653,16 +653,23 @@ impl Parser<'_> {
             return here(&t, format!("more than {MAX_INCLUDES} files included (does a file include itself?)"));
         }
         let text = super::read_rule_text(&path).or_else(|e| here(&t, format!("cannot read included file \"{}\": {e}", path.display())))?;
-        let file = self.files.len() as u16;
-        self.files.push(path.clone());
-        let mut toks = lex(&text, None, file).map_err(|(line, column, message)| PErr::Full(RuleError { path, line, column, message }))?;
         // Its end of file ends its last statement.
-        if let Some(eof) = toks.last_mut() {
-            eof.tok = Tok::Newline;
-        }
-        self.toks.extend(toks.into_iter().rev());
+        self.splice_file(path, &text, Tok::Newline)?;
         // What ends the `include` statement, before the file's first.
         self.toks.push(Token { tok: Tok::Newline, ..t });
+        Ok(())
+    }
+
+    /// Makes the statements of `text`, read from `path`, the next to parse, its end of file
+    /// read as `end` (`include`, `load anchor`).
+    pub(super) fn splice_file(&mut self, path: std::path::PathBuf, text: &str, end: Tok) -> PResult<()> {
+        let file = self.files.len() as u16;
+        self.files.push(path.clone());
+        let mut toks = lex(text, None, file).map_err(|(line, column, message)| PErr::Full(RuleError { path, line, column, message }))?;
+        if let Some(eof) = toks.last_mut() {
+            eof.tok = end;
+        }
+        self.toks.extend(toks.into_iter().rev());
         Ok(())
     }
 

@@ -55,7 +55,6 @@ const ST: u8 = 0x02;
 const STX: u8 = 0x03;
 const ALU: u8 = 0x04;
 const JMP: u8 = 0x05;
-const JMP32: u8 = 0x06;
 const ALU64: u8 = 0x07;
 const W: u8 = 0x00;
 const H: u8 = 0x08;
@@ -204,18 +203,6 @@ impl Insn {
     pub const fn mov32_imm(dst: u8, imm: i32) -> Self {
         Self::new(ALU | MOV | K, dst, 0, 0, imm)
     }
-    /// dst = *(u8 *)(src + off)
-    pub const fn ldx_b(dst: u8, src: u8, off: i16) -> Self {
-        Self::new(LDX | MEM | B, dst, src, off, 0)
-    }
-    /// if (u32)dst == (u32)imm goto +off
-    pub const fn jeq32_imm(dst: u8, imm: u32, off: i16) -> Self {
-        Self::new(JMP32 | JEQ | K, dst, 0, off, imm as i32)
-    }
-    /// if (u32)dst != (u32)imm goto +off
-    pub const fn jne32_imm(dst: u8, imm: u32, off: i16) -> Self {
-        Self::new(JMP32 | JNE | K, dst, 0, off, imm as i32)
-    }
     /// if dst & imm goto +off
     pub const fn jset_imm(dst: u8, imm: i32, off: i16) -> Self {
         Self::new(JMP | JSET | K, dst, 0, off, imm)
@@ -328,7 +315,6 @@ pub(super) struct MapElemAttr {
     pub flags: u64,
 }
 
-/// Points XSKMAP entry `queue` at socket `sock`.
 /// `BPF_MAP_UPDATE_ELEM` of `key` to `value` in `map`, whose key and value sizes must be
 /// `K`'s and `V`'s.
 pub fn map_update<K: Copy, V: Copy>(map: RawFd, key: &K, value: &V) -> io::Result<()> {
@@ -341,6 +327,7 @@ pub fn map_update<K: Copy, V: Copy>(map: RawFd, key: &K, value: &V) -> io::Resul
     sys::bpf(sys::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
 }
 
+/// Points XSKMAP entry `queue` at socket `sock`.
 pub fn xskmap_set(map: RawFd, queue: u32, sock: RawFd) -> io::Result<()> {
     let value = sock as u32;
     let mut attr = MapElemAttr {
@@ -380,11 +367,6 @@ pub struct LoadError {
 /// log enabled and returns it.
 pub fn load_xdp(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
     load(sys::BPF_PROG_TYPE_XDP, sys::BPF_XDP, insns, name)
-}
-
-/// Loads `insns` as a traffic-control classifier (`BPF_PROG_TYPE_SCHED_CLS`, for tcx).
-pub fn load_sched_cls(insns: &[Insn], name: &str) -> Result<OwnedFd, LoadError> {
-    load(sys::BPF_PROG_TYPE_SCHED_CLS, 0, insns, name)
 }
 
 /// Loads `insns` as a socket filter (also the program type of an AF_PACKET fanout program).

@@ -56,20 +56,18 @@ pub fn load_xdp_and_tc(object: &[u8], prog: &str, tc: Option<&str>, max_entries:
         Some(name) => Some(load_tc(&mut obj, name)?),
         None => None,
     };
-    let names: Vec<String> = obj.maps().map(|(n, _)| n.to_owned()).collect();
-    let mut maps = Vec::new();
-    for name in names {
-        if let Some(map) = obj.take_map(&name) {
-            maps.push((name, map_fd(&map)?));
-        }
-    }
-    Ok(Loaded { prog: prog_fd, tc: tc_fd, maps })
+    Ok(Loaded { prog: prog_fd, tc: tc_fd, maps: take_maps(&mut obj)? })
 }
 
 /// Loads tc program `prog` of `object` alone, with its maps.
 pub fn load_tc_only(object: &[u8], prog: &str) -> io::Result<Loaded> {
     let mut obj = EbpfLoader::new().load(object).map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
     let prog_fd = load_tc(&mut obj, prog)?;
+    Ok(Loaded { prog: prog_fd, tc: None, maps: take_maps(&mut obj)? })
+}
+
+/// Every map of a loaded object, by name, as fds of their own.
+fn take_maps(obj: &mut aya::Ebpf) -> io::Result<Vec<(String, OwnedFd)>> {
     let names: Vec<String> = obj.maps().map(|(n, _)| n.to_owned()).collect();
     let mut maps = Vec::new();
     for name in names {
@@ -77,7 +75,7 @@ pub fn load_tc_only(object: &[u8], prog: &str) -> io::Result<Loaded> {
             maps.push((name, map_fd(&map)?));
         }
     }
-    Ok(Loaded { prog: prog_fd, tc: None, maps })
+    Ok(maps)
 }
 
 /// Loads tc program `name` of a loaded object.
