@@ -4,10 +4,11 @@
 # linerate at full speed, then paced at 1x-3x of that), `backends` (the kernel, linerate
 # over AF_PACKET and over generic XDP, each flooded and paced at 0.5x-3x: no livelock on
 # any backend), `paced` (kernel and linerate paced at 0.5x-3x in bursts of up to 256 and
-# of up to 64 frames, with every run's counters: where paced frames are lost), `workers2`
-# and `workers4` (kernel and linerate with 2 and 4 workers: the veths get that many
-# queues), `default` (the default lab, one worker). About 5 minutes for
-# `default workers2 workers4`, 2.5 for `backends` (2026-11-26).
+# of up to 64 frames, with every run's counters: where paced frames are lost), `default`
+# (the default lab, one worker), `tcp` (scripts/tcp-through.sh), `workers2` and `workers4`
+# (kernel and linerate with 2 and 4 workers: the veths get that many queues). About 4.5
+# minutes for `default`, 1 for `tcp` (3 rounds), 45 s each for `workers2` and `workers4`,
+# 2.5 for `backends` (2026-11-28).
 #
 #   scripts/lab-16cpu.sh [BINARY]     BINARY: target/release/linerate by default
 #
@@ -19,7 +20,7 @@
 # LR_FORCE_DEBS=1 uses them even for tools the machine has (to test this script).
 # LR_CPUS="G D R": first CPUs of generator, DUT and receiver (default "2 6 10");
 # LR_LABS: which labs to run (default "overload workers2 workers4 default"; `backends` and
-# `paced` on request).
+# `paced`, `idle` and `tcp` on request).
 # LR_COMPARE: another linerate binary; the overload lab runs again with it (`overload-b`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +54,7 @@ if [ -n "${LR_DEBS:-}" ]; then
     unpack_debs "$LR_DEBS" "$root" || log "unpacking $LR_DEBS failed"
     libs="$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu"
     loader=$(ls /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 2>/dev/null | head -1)
-    for t in ip ethtool nft ping sysctl kill chrt; do
+    for t in ip ethtool nft ping sysctl kill chrt iperf3 taskset; do
         if [ -z "${LR_FORCE_DEBS:-}" ] && command -v "$t" >/dev/null; then continue; fi
         for d in usr/sbin sbin usr/bin bin; do
             if [ -x "$root/$d/$t" ]; then
@@ -70,7 +71,7 @@ fi
 
 log "machine: $(nproc) CPUs, kernel $(uname -r), $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-?}")"
 log "cores: $(cat /sys/devices/system/cpu/cpu{0..15}/topology/thread_siblings_list 2>/dev/null | tr '\n' ' ')"
-for t in ip ethtool nft ping sysctl kill chrt; do
+for t in ip ethtool nft ping sysctl kill chrt iperf3 taskset; do
     printf '%s: %s (%s)\n' "$t" "$(command -v $t || echo MISSING)" "$($t -V 2>&1 | head -1 || true)"
 done
 
@@ -190,7 +191,13 @@ case " ${LR_LABS:-} " in *" idle "*)
     lab idle-off 120 "$out/idle.toml" --runs 2 "${cpus[@]}"
     for st in $(idle_states "$d"); do echo 0 >"$st"/disable; done
 ;; esac
+lab default 450 --runs 3 --seconds 4 "${cpus[@]}"
+# `tcp`: iperf3 through the kernel, linerate and linerate's pipeline alone (veth offloads on),
+# client, DUT and server on the generator's, DUT's and receiver's CPUs.
+case " ${LR_LABS:-} " in *" tcp "*)
+    log "tcp: client / DUT / server on CPUs $g / $d / $r"
+    CLIENT_CPU=$g SERVER_CPU=$r DUT_CPU=$d BIN=$bin ROUNDS=${TCP_ROUNDS:-2} timeout 120 scripts/tcp-through.sh 2>&1 | tee "$out/tcp.txt"
+;; esac
 lab workers2 110 "$out/workers.toml" --workers 2 "${cpus[@]}"
 lab workers4 110 "$out/workers.toml" --workers 4 "${cpus[@]}"
-lab default 330 --runs 3 --seconds 4 "${cpus[@]}"
 log done

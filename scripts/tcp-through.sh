@@ -3,9 +3,13 @@
 # iperf3 from namespace lrta to lrtb across lrtd, every veth offload at its default (TSO,
 # checksum offload), alternating kernel forwarding, linerate (fast path on) and linerate
 # with `fast_path = false`, ROUNDS times (default 2), SECS seconds each (default 6).
-# iperf3's client and server run on CPU 0, linerate's worker (and its NAPI) on CPU 1.
+# iperf3's client and server run on CPU 0, linerate's worker (and its NAPI) on CPU 1, or
+# on the CPUs in CLIENT_CPU, SERVER_CPU and DUT_CPU (the 16-CPU machine: 2, 10 and 6).
 # Prints one line per run: DUT and Gbit/s received. Needs root, iperf3 and a release build.
 set -u
+CLIENT_CPU=${CLIENT_CPU:-0}
+SERVER_CPU=${SERVER_CPU:-0}
+DUT_CPU=${DUT_CPU:-1}
 BIN=${BIN:-$(dirname "$0")/../target/release/linerate}
 ROUNDS=${ROUNDS:-2}
 SECS=${SECS:-6}
@@ -32,10 +36,10 @@ topology() {
 }
 
 gbits() {
-  ip netns exec lrtb taskset -c 0 iperf3 -s -1 -D -p 5201 -B 198.19.0.2 >/dev/null
+  ip netns exec lrtb taskset -c "$SERVER_CPU" iperf3 -s -1 -D -p 5201 -B 198.19.0.2 >/dev/null
   sleep 0.5
-  ip netns exec lrta taskset -c 0 iperf3 -c 198.19.0.2 -t "$SECS" -J --connect-timeout 5000 |
-    python3 -c 'import json,sys; print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))'
+  ip netns exec lrta taskset -c "$CLIENT_CPU" iperf3 -c 198.19.0.2 -t "$SECS" -J --connect-timeout 5000 |
+    python3 -c 'import json,sys; j = json.load(sys.stdin); print("%.2f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9) if "sum_received" in j.get("end", {}) else "failed: %s" % j.get("error"))'
 }
 
 kernel() {
@@ -50,6 +54,7 @@ linerate() { # $1: lines for [router], $2: the name printed
   cat > "$DIR/router.toml" <<EOT
 [router]
 control_socket = "$DIR/control.sock"
+host_stack = false
 $1
 [[interface]]
 name = "lrd0"
@@ -61,10 +66,10 @@ name = "lrd1"
 addresses = ["198.19.0.1/24"]
 backend = "af_xdp"
 EOT
-  ip netns exec lrtd "$BIN" run -c "$DIR/router.toml" --cpu 1 > "$DIR/run.log" 2>&1 &
+  ip netns exec lrtd "$BIN" run -c "$DIR/router.toml" --cpu "$DUT_CPU" > "$DIR/run.log" 2>&1 &
   echo $! > "$DIR/pid"
   for _ in $(seq 50); do grep -q "forwarding with" "$DIR/run.log" && break; sleep 0.1; done
-  ip netns exec lrta ping -c 1 -W 2 198.19.0.2 >/dev/null
+  ip netns exec lrta ping -c 1 -W 2 198.19.0.2 >/dev/null || { echo "$2: no ping through; its log:"; tail -5 "$DIR/run.log"; }
   echo "$2 $(gbits)"
   kill "$(cat "$DIR/pid")"; wait "$(cat "$DIR/pid")" 2>/dev/null; rm -f "$DIR/pid"
 }
