@@ -41,6 +41,7 @@ mod lexer;
 mod match_rule;
 mod nat;
 mod parser;
+mod print;
 mod route_opt;
 mod translate_rule;
 mod scrub;
@@ -58,7 +59,9 @@ pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRu
 use values::{af_name, parse_flags, port_number};
 pub use text_file::{MAX_RULE_FILE_BYTES, read_rule_text};
 
+pub use anchor::{Anchor, AnchorKind};
 pub use extras::LogMode;
+pub use print::{ExpansionTooLarge, MAX_PRINTED_RULES};
 pub use route_opt::RouteOpt;
 pub use scrub::{ScrubOpts, ScrubRule};
 
@@ -450,6 +453,9 @@ pub struct RuleSet {
     /// nothing loads rules into, `set skip` on an interface not configured), as
     /// `path:line:column: text`: `check`, `run` and `reload` print them.
     pub notices: Vec<String>,
+    /// The anchors written, in file order (nested ones after the one they are inside): only
+    /// to print the rule set as pfctl does (`linerate check -v`).
+    pub anchors: Vec<Anchor>,
 }
 
 impl Default for RuleSet {
@@ -470,6 +476,7 @@ impl Default for RuleSet {
             block_policy: None,
             tags: Vec::new(),
             notices: Vec::new(),
+            anchors: Vec::new(),
         }
     }
 }

@@ -1,4 +1,6 @@
-//! `linerate check -c FILE`: load and validate a config, then build its tables in memory.
+//! `linerate check -c FILE [-v]`: load and validate a config, then build its tables in
+//! memory; with `-v`, print the firewall's rule set as linerate read it, the way `pfctl -nvf`
+//! prints what it loaded.
 
 use std::path::PathBuf;
 
@@ -9,6 +11,10 @@ pub struct CheckArgs {
     /// Configuration file (TOML).
     #[arg(short, long)]
     config: PathBuf,
+    /// After the summary, print the firewall's rule set as linerate read it: one rule per
+    /// line after macro and list expansion, pf's defaults explicit (as `pfctl -nvf`).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 pub fn main(args: CheckArgs) -> Result<()> {
@@ -22,13 +28,11 @@ pub fn main(args: CheckArgs) -> Result<()> {
     setup::fib(&cfg)?;
     // The rule file is parsed and compiled as `run` would (interface names -> port indices in
     // the config's interface order), so a file that `check` accepts loads at run time.
-    let rules = match &cfg.firewall {
-        Some(f) => {
-            let compiled = crate::rule_file::load(&cfg, &f.rules)?;
-            format!(", firewall {}: {} rules", f.rules.display(), compiled.rules.rule_count())
-        }
-        None => String::new(),
+    let loaded = match &cfg.firewall {
+        Some(f) => Some((f.rules.clone(), crate::rule_file::load(&cfg, &f.rules)?)),
+        None => None,
     };
+    let rules = loaded.as_ref().map_or_else(String::new, |(path, file)| format!(", firewall {}: {} rules", path.display(), file.rules.rule_count()));
     println!(
         "{}: ok ({} interfaces, {} routes, {} neighbours{rules})",
         args.config.display(),
@@ -36,5 +40,10 @@ pub fn main(args: CheckArgs) -> Result<()> {
         cfg.routes.len(),
         cfg.neighbours.len()
     );
+    if let (true, Some((_, file))) = (args.verbose, &loaded) {
+        // Port indices are the config's interface order, as the rule file was read.
+        let names: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
+        print!("{}", file.rules.rules.to_pf_text(&names)?);
+    }
     Ok(())
 }

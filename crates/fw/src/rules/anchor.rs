@@ -13,6 +13,52 @@
 
 use super::{PResult, Parser, Tok, here};
 
+/// What an anchor holds: filter rules (`anchor`) or translation rules of one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnchorKind {
+    Filter,
+    Nat,
+    Rdr,
+    Binat,
+}
+
+impl AnchorKind {
+    /// The statement's keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            AnchorKind::Filter => "anchor",
+            AnchorKind::Nat => "nat-anchor",
+            AnchorKind::Rdr => "rdr-anchor",
+            AnchorKind::Binat => "binat-anchor",
+        }
+    }
+
+    fn of(keyword: &str) -> AnchorKind {
+        match keyword {
+            "nat-anchor" => AnchorKind::Nat,
+            "rdr-anchor" => AnchorKind::Rdr,
+            "binat-anchor" => AnchorKind::Binat,
+            _ => AnchorKind::Filter,
+        }
+    }
+}
+
+/// An anchor as the file wrote it, kept to print the rule set as pfctl does (`linerate check
+/// -v`). Its rules stand in the rule set in its place already: evaluation needs nothing of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    pub kind: AnchorKind,
+    pub name: String,
+    /// The anchors it is written inside (0: the main rule set).
+    pub depth: usize,
+    /// Where it stands: the index in [`RuleSet::rules`](super::RuleSet::rules) of its first
+    /// rule (of the first rule after it when it holds none); in
+    /// [`RuleSet::nat`](super::RuleSet::nat) for a translation anchor.
+    pub start: usize,
+    /// One past its last rule: `start` when it holds none (a translation anchor always).
+    pub end: usize,
+}
+
 /// Inline anchors nest; deeper than this is an error (pf's limit is the anchor path's
 /// length, MAXPATHLEN) rather than a parser that recurses until the stack runs out.
 const MAX_ANCHOR_DEPTH: usize = 64;
@@ -30,10 +76,15 @@ impl Parser<'_> {
         // The anchor's own criteria (`anchor "x" in on em0 proto tcp`): they only narrow
         // which packets reach its rules.
         let mut criteria = None;
+        let kind = AnchorKind::of(&kw);
         loop {
             let t = self.peek()?.clone();
             match &t.tok {
                 Tok::Newline | Tok::Eof => break,
+                // pfctl prints an anchor without criteria as `anchor "x" all`.
+                Tok::Word(w) if w == "all" && criteria.is_none() => {
+                    self.next()?;
+                }
                 Tok::Punct("{") => {
                     if kw != "anchor" {
                         return here(&t, format!("inline rules of `{kw}` are not supported by linerate (only `anchor \"name\" {{ ... }}` with filter rules)"));
@@ -45,10 +96,7 @@ impl Parser<'_> {
                         return here(&t, format!("anchors nested more than {MAX_ANCHOR_DEPTH} deep"));
                     }
                     self.next()?;
-                    self.anchor_depth += 1;
-                    let rules = self.inline_anchor();
-                    self.anchor_depth -= 1;
-                    return rules;
+                    return self.anchor_block(kind, name, Self::inline_anchor);
                 }
                 _ => {
                     criteria.get_or_insert(t);
@@ -65,6 +113,8 @@ impl Parser<'_> {
             return self.loaded_anchor(&name, &file, &nt);
         }
         self.notice(&at, format!("{kw} \"{name}\" holds no rules: linerate does not load rules into anchors at run time (`pfctl -a`), so it matches nothing"));
+        let at = if kind == AnchorKind::Filter { self.rs.rules.len() } else { self.rs.nat.len() };
+        self.rs.anchors.push(Anchor { kind, name, depth: self.anchor_depth, start: at, end: at });
         Ok(())
     }
 
@@ -103,10 +153,22 @@ impl Parser<'_> {
         // The file's end closes the anchor, as `}` closes an inline one.
         self.splice_file(file.to_path_buf(), &text, Tok::Punct("}"))?;
         self.anchors_loaded.insert(name.to_owned());
+        self.anchor_block(AnchorKind::Filter, name.to_owned(), Self::inline_anchor)
+    }
+
+    /// The rules of anchor `name`, read by `rules` one level deeper, recorded in
+    /// [`RuleSet::anchors`](super::RuleSet::anchors) with the place they take.
+    fn anchor_block(&mut self, kind: AnchorKind, name: String, rules: fn(&mut Self) -> PResult<()>) -> PResult<()> {
+        let (k, start) = (self.rs.anchors.len(), self.rs.rules.len());
+        self.rs.anchors.push(Anchor { kind, name, depth: self.anchor_depth, start, end: start });
         self.anchor_depth += 1;
-        let rules = self.inline_anchor();
+        let read = rules(self);
         self.anchor_depth -= 1;
-        rules
+        let end = self.rs.rules.len();
+        if let Some(a) = self.rs.anchors.get_mut(k) {
+            a.end = end;
+        }
+        read
     }
 
     /// `load anchor NAME from FILE`: NAME's rules, for an `anchor NAME` that stands before

@@ -124,6 +124,18 @@ pub(super) fn icmp_code(ty: u8, name: &str, v6: bool) -> Option<u8> {
     table.iter().find(|(n, t, _)| *n == name && *t == ty).map(|&(_, _, c)| c)
 }
 
+/// pfctl's name of type `ty` (the first its table lists), for printing rules.
+pub(super) fn type_name(ty: u8, v6: bool) -> Option<&'static str> {
+    let table = if v6 { TYPES_V6 } else { TYPES_V4 };
+    table.iter().find(|&&(_, t)| t == ty).map(|&(n, _)| n)
+}
+
+/// pfctl's name of code `code` of type `ty` (the first its table lists).
+pub(super) fn code_name(ty: u8, code: u8, v6: bool) -> Option<&'static str> {
+    let table = if v6 { CODES_V6 } else { CODES_V4 };
+    table.iter().find(|&&(_, t, c)| t == ty && c == code).map(|&(n, _, _)| n)
+}
+
 /// Whether `name` names a code of some type (to say which type it belongs to).
 pub(super) fn is_code_name(name: &str, v6: bool) -> bool {
     let table = if v6 { CODES_V6 } else { CODES_V4 };
