@@ -75,7 +75,7 @@ pub use counters::{FirewallStats, RuleCounters, RuleStat, STATE_COUNTER_NAMES};
 pub use refuse::Refusal;
 pub use slot::RulesSlot;
 
-pub(crate) use stage::{FilterStage, Routed, RoutedPacket, RoutedV4};
+pub(crate) use stage::{FilterStage, RoutedV4};
 
 // A batch's quick loop may see no more packets than the state table allows for.
 const _: () = assert!(io::batch::MAX_BATCH <= fw::state::QUICK_BATCH_MAX);
@@ -320,7 +320,7 @@ impl Firewall {
         self.now
     }
 
-    /// Whether the apply pass looks up each TCP packet's `modulate state` rewrite: the rule
+    /// Whether the send pass looks up each TCP packet's `modulate state` rewrite: the rule
     /// set has such rules, or the table holds (or held) states of them.
     pub(crate) fn modulating(&self) -> bool {
         self.cur.rules.modulate || self.states.modulates()
@@ -796,7 +796,7 @@ impl Firewall {
     }
 
     /// pf's outbound pass on the output port, for a packet its inbound pass left `ticket`.
-    /// Out of line: the apply pass's loop stays as it is without a firewall.
+    /// Out of line: the send pass's loop stays as it is without a firewall.
     #[inline(never)]
     pub(crate) fn filter_out(
         &mut self,

@@ -17,6 +17,7 @@ pub mod filter;
 pub mod forward;
 pub mod host_out;
 pub mod neighbour;
+mod next;
 pub mod offload;
 pub mod ports;
 pub mod punt;

@@ -34,7 +34,7 @@ pub struct CompiledRules {
     pub(super) scrub_out: bool,
     /// Some scrub rule names hosts, ports, a family or a protocol: matching needs a key.
     pub(super) scrub_keyed: bool,
-    /// Some rule says `modulate state`: the apply pass rewrites the TCP packets of states
+    /// Some rule says `modulate state`: the send pass rewrites the TCP packets of states
     /// that modulate.
     pub(crate) modulate: bool,
     /// Some rule has `route-to` or `reply-to`: the forwarder looks their packets' states up

@@ -27,6 +27,7 @@ use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
 use super::{Firewall, keys};
+use crate::next::{Next, RoutedPacket};
 use crate::counters::DropReason;
 
 /// Bytes of state table (the index, and the slots up to their high-water mark) up to which
@@ -34,25 +35,6 @@ use crate::counters::DropReason;
 /// extra loops cost instructions that only pay off when lookups miss the cache
 /// (docs/performance.md, "Measurements behind the code").
 const CACHED_TABLE_BYTES: usize = 1 << 20;
-
-/// How the filter pass sees the classify pass's decision for a packet.
-pub(crate) trait Routed {
-    /// Where a packet to route is and where it came from (`None`: not to route).
-    fn routed(&self) -> Option<RoutedPacket>;
-    /// Drops the packet for `reason`.
-    fn drop_for(&mut self, reason: DropReason);
-}
-
-/// A packet the classify pass found routable.
-#[derive(Clone, Copy)]
-pub(crate) struct RoutedPacket {
-    /// The offset of its IP header in the frame.
-    pub l3: usize,
-    pub v4: bool,
-    /// The logical port it came in on (an interface or VLAN sub-interface: what `on IFACE`
-    /// names).
-    pub in_port: u16,
-}
 
 /// Where an IPv4 packet to route is. The classify pass lists them for the quick loop, which
 /// then reads neither the batch's descriptors nor its decisions; and, when the quick loop
@@ -114,11 +96,11 @@ pub(crate) struct FilterStage {
     pub keys: Box<[PacketKey; MAX_BATCH]>,
     pub tcp: Box<[Option<TcpSegment>; MAX_BATCH]>,
     /// The out pass is decided (a state settled the packet, or the out pass cannot change
-    /// anything): the apply pass skips it. Otherwise it runs with `tickets[i]`.
+    /// anything): the send pass skips it. Otherwise it runs with `tickets[i]`.
     pub settled: Box<[bool; MAX_BATCH]>,
     /// What the in pass of each packet not `settled` left to its out pass.
     pub tickets: Box<[Ticket; MAX_BATCH]>,
-    /// Some packet of the batch needs the out pass. Otherwise the apply pass runs as without
+    /// Some packet of the batch needs the out pass. Otherwise the send pass runs as without
     /// a firewall.
     pub out_pass: bool,
     lean_flows: Box<[LeanFlow; MAX_BATCH]>,
@@ -142,7 +124,7 @@ pub(crate) struct FilterStage {
     nat_pass: Box<[bool; MAX_BATCH]>,
     nat_passed: bool,
     /// For a packet the in pass blocked (`filter_blocked`): its input port and the answer
-    /// of its `block return` rule, if it has one (taken by the apply pass).
+    /// of its `block return` rule, if it has one (taken by the send pass).
     pub refusals: Box<[Option<(u16, super::Refusal)>; MAX_BATCH]>,
     /// `synproxy state`'s ACKs to servers built during the batch, sent after it.
     pub proxy_out: Vec<FrameDesc>,
@@ -247,28 +229,28 @@ impl FilterStage {
         }
     }
 
-    /// The in pass over a batch (`steps[i]`: the classify pass's decision for `descs[i]`;
+    /// The in pass over a batch (`nexts[i]`: the classify pass's decision for `descs[i]`;
     /// `v4`: where the IPv4 packets to route are, in order, with their UDP flows if `flows`;
     /// `only_v4`: no other packet is to route).
     #[inline(always)]
-    pub fn filter_in<S: Routed>(
+    pub fn filter_in(
         &mut self,
         pool: &FramePool,
         descs: &[FrameDesc],
-        steps: &mut [S],
+        nexts: &mut [Next],
         v4: &[RoutedV4],
         only_v4: bool,
         flows: bool,
     ) {
         self.out_pass = false;
-        let n = descs.len().min(steps.len()).min(MAX_BATCH);
-        let (descs, steps) = (&descs[..n], &mut steps[..n]);
+        let n = descs.len().min(nexts.len()).min(MAX_BATCH);
+        let (descs, nexts) = (&descs[..n], &mut nexts[..n]);
         if self.fw.state_table().is_empty() {
-            self.rules_only(pool, descs, steps);
+            self.rules_only(pool, descs, nexts);
         } else if self.fw.state_table().working_set_bytes() <= CACHED_TABLE_BYTES {
-            self.cached(pool, descs, steps, v4, only_v4, flows);
+            self.cached(pool, descs, nexts, v4, only_v4, flows);
         } else {
-            self.batched(pool, descs, steps);
+            self.batched(pool, descs, nexts);
         }
     }
 
@@ -324,11 +306,11 @@ impl FilterStage {
 
     /// No state can match: every packet through the rules.
     #[inline(always)]
-    fn rules_only<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
-        for (i, (step, &desc)) in steps.iter_mut().zip(descs).enumerate() {
-            if let Some(RoutedPacket { l3, v4, in_port }) = step.routed() {
+    fn rules_only(&mut self, pool: &FramePool, descs: &[FrameDesc], nexts: &mut [Next]) {
+        for (i, (next, &desc)) in nexts.iter_mut().zip(descs).enumerate() {
+            if let Some(RoutedPacket { l3, v4, in_port }) = next.routed() {
                 let r = self.by_key(pool.frame(desc), l3, v4, in_port, i, Prior::Unknown);
-                self.record(i, step, r);
+                self.record(i, next, r);
             }
         }
     }
@@ -337,32 +319,32 @@ impl FilterStage {
     /// UDP states), then lookups one after the other for the packets it left, in order.
     /// `flows`: `v4` holds the IPv4 packets' UDP flows as the classify pass read them.
     #[inline(always)]
-    fn cached<S: Routed>(
+    fn cached(
         &mut self,
         pool: &FramePool,
         descs: &[FrameDesc],
-        steps: &mut [S],
+        nexts: &mut [Next],
         v4: &[RoutedV4],
         only_v4: bool,
         flows: bool,
     ) {
         if !self.fw.quick_loop() {
             let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
-            return self.in_order::<S, false>(pool, descs, steps, left);
+            return self.in_order::<false>(pool, descs, nexts, left);
         }
         if only_v4 {
             // NAT's and scrub's inbound passes rewrite packets after the classify pass read them.
             return if flows && !self.nat_on && !self.scrub.on_in {
-                self.cached_v4::<S, true>(pool, descs, steps, v4)
+                self.cached_v4::<true>(pool, descs, nexts, v4)
             } else {
-                self.cached_v4::<S, false>(pool, descs, steps, v4)
+                self.cached_v4::<false>(pool, descs, nexts, v4)
             };
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
         let n = descs.len();
-        for (i, (step, desc)) in steps.iter().zip(descs).enumerate() {
-            let Some(RoutedPacket { l3, v4, .. }) = step.routed() else {
+        for (i, (next, desc)) in nexts.iter().zip(descs).enumerate() {
+            let Some(RoutedPacket { l3, v4, .. }) = next.routed() else {
                 continue;
             };
             let frame = pool.frame(*desc);
@@ -390,7 +372,7 @@ impl FilterStage {
             }
         }
         drop(quick);
-        self.in_order::<S, false>(pool, descs, steps, left);
+        self.in_order::<false>(pool, descs, nexts, left);
     }
 
     /// [`cached`](Self::cached) for a batch whose packets to route are the IPv4 ones of `v4`:
@@ -398,7 +380,7 @@ impl FilterStage {
     /// of line: its two instances inlined into the in pass made the quick loop longer
     /// (docs/performance.md, "The quick loop's flows read by the classify pass").
     #[inline(never)]
-    fn cached_v4<S: Routed, const FLOWS: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S], v4: &[RoutedV4]) {
+    fn cached_v4<const FLOWS: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc], nexts: &mut [Next], v4: &[RoutedV4]) {
         let (mut left, n) = (0, descs.len());
         let mut quick = self.fw.quick();
         for p in v4 {
@@ -416,16 +398,16 @@ impl FilterStage {
             }
         }
         drop(quick);
-        self.in_order::<S, false>(pool, descs, steps, left)
+        self.in_order::<false>(pool, descs, nexts, left)
     }
 
     /// The fast path's state lookup of packet `i`, and what follows from it.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn lookup<S: Routed>(
+    fn lookup(
         &mut self,
         i: usize,
-        step: &mut S,
+        next: &mut Next,
         flow: &FlowV4,
         h: u64,
         probe: Option<u32>,
@@ -437,7 +419,7 @@ impl FilterStage {
         let hit = self
             .fw
             .state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
-        let port = step.routed().map_or(desc.port, |r| r.in_port);
+        let port = next.routed().map_or(desc.port, |r| r.in_port);
         // A packet the state decides is logged here (`log (all)`); one that goes on to the
         // rules is logged once, after them (`by_key`).
         if matches!(hit, Some(Ok(None) | Err(_))) && self.fw.has_log_hit() {
@@ -446,22 +428,22 @@ impl FilterStage {
         let prior = match hit {
             Some(Ok(None)) => return self.settled[i % MAX_BATCH] = true,
             Some(Ok(Some(id))) => Prior::Hit(id),
-            Some(Err(reason)) => return step.drop_for(reason),
+            Some(Err(reason)) => return *next = Next::Drop(reason),
             None => Prior::Miss,
         };
         let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, prior);
-        self.record(i, step, r);
+        self.record(i, next, r);
     }
 
     /// The batched lookup (see the module documentation), its last step split as in
     /// [`cached`](Self::cached): the quick lookups from the probes' hints, then the
     /// general lookup for the packets they left, in order.
     #[inline(always)]
-    fn batched<S: Routed>(&mut self, pool: &FramePool, descs: &[FrameDesc], steps: &mut [S]) {
+    fn batched(&mut self, pool: &FramePool, descs: &[FrameDesc], nexts: &mut [Next]) {
         let table = self.fw.state_table();
-        for (i, (step, &desc)) in steps.iter().zip(descs).enumerate() {
+        for (i, (next, &desc)) in nexts.iter().zip(descs).enumerate() {
             let frame = pool.frame(desc);
-            let routed = step.routed();
+            let routed = next.routed();
             let l = routed.and_then(|r| lean(frame, r.l3, r.v4, &mut self.tcp[i % MAX_BATCH]));
             self.lean_flows[i % MAX_BATCH] = match l {
                 Some((flow, len)) => {
@@ -488,7 +470,7 @@ impl FilterStage {
         }
         if !self.fw.quick_loop() {
             let left = leave_the_rest(&mut self.left, 0, 0, descs.len());
-            return self.in_order::<S, true>(pool, descs, steps, left);
+            return self.in_order::<true>(pool, descs, nexts, left);
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
@@ -511,25 +493,25 @@ impl FilterStage {
             }
         }
         drop(quick);
-        self.in_order::<S, true>(pool, descs, steps, left);
+        self.in_order::<true>(pool, descs, nexts, left);
     }
 
     /// The general lookup, in order, of the `left` packets the quick loop left (listed in
     /// `self.left`); `BATCHED`: their flows were read, hashed and probed into `self.lean_flows`.
     #[inline(always)]
-    fn in_order<S: Routed, const BATCHED: bool>(
+    fn in_order<const BATCHED: bool>(
         &mut self,
         pool: &FramePool,
         descs: &[FrameDesc],
-        steps: &mut [S],
+        nexts: &mut [Next],
         left: usize,
     ) {
         for k in 0..left.min(MAX_BATCH) {
             let i = usize::from(self.left[k]);
-            let (Some(step), Some(&desc)) = (steps.get_mut(i), descs.get(i)) else {
+            let (Some(next), Some(&desc)) = (nexts.get_mut(i), descs.get(i)) else {
                 continue;
             };
-            let Some(RoutedPacket { l3, v4, in_port }) = step.routed() else {
+            let Some(RoutedPacket { l3, v4, in_port }) = next.routed() else {
                 continue;
             };
             let i = i % MAX_BATCH;
@@ -542,18 +524,18 @@ impl FilterStage {
             };
             match flow {
                 Some((flow, hash, probe, len)) => {
-                    self.lookup(i, step, &flow, hash, probe, len, pool, desc, l3)
+                    self.lookup(i, next, &flow, hash, probe, len, pool, desc, l3)
                 }
                 None => {
                     let r = self.by_key_cold(pool.frame(desc), l3, v4, in_port, i, Prior::Unknown);
-                    self.record(i, step, r);
+                    self.record(i, next, r);
                 }
             }
         }
     }
 
     #[inline(always)]
-    fn record<S: Routed>(&mut self, i: usize, step: &mut S, r: Result<Option<Ticket>, DropReason>) {
+    fn record(&mut self, i: usize, next: &mut Next, r: Result<Option<Ticket>, DropReason>) {
         let i = i % MAX_BATCH;
         match r {
             Ok(None) => self.settled[i] = true,
@@ -563,14 +545,14 @@ impl FilterStage {
                 self.out_pass = true;
             }
             Err(DropReason::FilterBlocked) => {
-                // Where the apply pass finds the answer of a `block return` rule, if any.
-                self.refusals[i] = step
+                // Where the send pass finds the answer of a `block return` rule, if any.
+                self.refusals[i] = next
                     .routed()
                     .zip(self.fw.take_refusal(&self.keys[i]))
                     .map(|(p, r)| (p.in_port, r));
-                step.drop_for(DropReason::FilterBlocked);
+                *next = Next::Drop(DropReason::FilterBlocked);
             }
-            Err(reason) => step.drop_for(reason),
+            Err(reason) => *next = Next::Drop(reason),
         }
     }
 

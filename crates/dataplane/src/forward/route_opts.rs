@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use super::{Forwarder, MAX_BATCH, Step};
+use super::{Forwarder, MAX_BATCH, Next};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
 use crate::filter::{frags, keys};
@@ -32,20 +32,48 @@ pub struct HostVia {
     pub gateway: IpAddr,
 }
 
+/// The batch's route options: the scratch of the route options stage.
+pub(super) struct RouteOptions {
+    /// Each packet's option, by index in the batch (valid while `any`).
+    via: Box<[Option<RouteOpt>; MAX_BATCH]>,
+    /// Some packet of the batch has an option.
+    pub any: bool,
+    /// Some `out` rule has `route-to` (this batch's set): the send pass asks after the out
+    /// pass whether the state it made routes the packet ([`Forwarder::reroute_after_out`]).
+    pub out_rules: bool,
+}
+
+impl RouteOptions {
+    pub fn new() -> RouteOptions {
+        RouteOptions { via: Box::new([None; MAX_BATCH]), any: false, out_rules: false }
+    }
+}
+
 impl Forwarder {
-    /// Before the route lookups: each packet whose state's rule routes it gets the gateway
-    /// as the address to look up, and its option in `via`.
+    /// Stage 4, before the route lookups (with a firewall): each packet whose state's rule
+    /// routes it gets the gateway as the address to look up, and its option in `via`.
+    #[inline(always)]
+    pub(super) fn route_options(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
+        let Some(f) = &self.filter else { return };
+        self.route_opts.any = false;
+        self.route_opts.out_rules = f.fw.routes_out();
+        if f.fw.routes() {
+            self.set_gateways(pool, descs);
+        }
+    }
+
+    /// [`route_options`](Self::route_options) for a rule set with `route-to` or `reply-to`.
     #[cold]
     #[inline(never)]
-    pub(super) fn route_options(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
+    fn set_gateways(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
         let Some(f) = &mut self.filter else { return };
         f.fw.scan_ghosts();
         let (mut key, mut tcp) = (PacketKey::ZERO, None);
-        self.via.fill(None);
+        self.route_opts.via.fill(None);
         for (i, desc) in descs.iter().enumerate().take(MAX_BATCH) {
-            let (l3, slot, v4, in_port) = match self.steps[i] {
-                Step::V4 { l3, slot, in_port } => (l3, slot, true, in_port),
-                Step::V6 { l3, slot, in_port } => (l3, slot, false, in_port),
+            let (l3, slot, v4, in_port) = match self.next[i] {
+                Next::V4 { l3, slot, in_port } => (l3, slot, true, in_port),
+                Next::V6 { l3, slot, in_port } => (l3, slot, false, in_port),
                 _ => continue,
             };
             let frame = pool.frame(*desc);
@@ -69,8 +97,8 @@ impl Forwarder {
                 Af::Inet => self.v4_dst[slot] = opt.gateway as u32,
                 Af::Inet6 => self.v6_dst[slot] = opt.gateway,
             }
-            self.via[i] = Some(opt);
-            self.via_any = true;
+            self.route_opts.via[i] = Some(opt);
+            self.route_opts.any = true;
         }
     }
 
@@ -80,17 +108,17 @@ impl Forwarder {
     #[inline(never)]
     pub(super) fn check_route_options(&mut self) {
         for i in 0..MAX_BATCH {
-            let Some(opt) = self.via[i] else { continue };
-            let nh = match self.steps[i] {
-                Step::V4 { slot, .. } => self.v4_nh[usize::from(slot) % MAX_BATCH],
-                Step::V6 { slot, .. } => self.v6_nh[usize::from(slot) % MAX_BATCH],
+            let Some(opt) = self.route_opts.via[i] else { continue };
+            let nh = match self.next[i] {
+                Next::V4 { slot, .. } => self.v4_nh[usize::from(slot) % MAX_BATCH],
+                Next::V6 { slot, .. } => self.v6_nh[usize::from(slot) % MAX_BATCH],
                 _ => continue,
             };
             let reached = nh
                 .map(|id| self.fib.adj.get(id))
                 .is_some_and(|adj| reaches(adj, opt));
             if !reached {
-                self.steps[i] = Step::Drop(DropReason::RouteTo);
+                self.next[i] = Next::Drop(DropReason::RouteTo);
             }
         }
     }
@@ -111,7 +139,7 @@ impl Forwarder {
         v4: bool,
     ) -> Option<Result<Rerouted, DropReason>> {
         let i = i % MAX_BATCH;
-        if self.via[i].is_some() {
+        if self.route_opts.via[i].is_some() {
             return None;
         }
         let f = self.filter.as_ref()?;
@@ -128,8 +156,8 @@ impl Forwarder {
             }
             adj => (id, adj),
         };
-        self.via[i] = Some(opt);
-        self.via_any = true;
+        self.route_opts.via[i] = Some(opt);
+        self.route_opts.any = true;
         Some(match adj {
             Adjacency::Forward { port, mac } => Ok((id, port, Some(mac))),
             Adjacency::Unresolved { port } => Ok((id, port, None)),
@@ -194,8 +222,8 @@ impl Forwarder {
             return Err(punt);
         }
         if l3 == usize::from(out.hdr) {
-            super::rewrite_l2_in_place(pool.frame_mut(*desc), &out, mac);
-        } else if !super::write_l2(pool, desc, l3, &out, mac) {
+            super::send::rewrite_l2_in_place(pool.frame_mut(*desc), &out, mac);
+        } else if !super::send::write_l2(pool, desc, l3, &out, mac) {
             return Err(punt);
         }
         Ok(out.phys)
@@ -203,10 +231,10 @@ impl Forwarder {
 
     /// Why packet `i` goes to the slow path when the link-layer address of its next hop `id`
     /// on `port` is unknown: to resolve its option's gateway, if it has one, else the next
-    /// hop. Out of line: the apply pass's code stays as without `route-to`.
+    /// hop. Out of line: the send pass's code stays as without `route-to`.
     #[inline(never)]
     pub(super) fn unresolved(&self, i: usize, id: NextHop, port: u16) -> Punt {
-        let Some(opt) = self.via[i % MAX_BATCH].filter(|_| self.via_any) else {
+        let Some(opt) = self.route_opts.via[i % MAX_BATCH].filter(|_| self.route_opts.any) else {
             return Punt::Unresolved { next_hop: id, port };
         };
         let gateway = match opt.af {
