@@ -1,5 +1,5 @@
 //! How long a worker's poll spends serving an operator's request on its state table
-//! (`linerate show states`, `kill states`, `flush states`: `dataplane::filter::requests`),
+//! (`linerate show states`, `kill states`, `flush states`: `dataplane::firewall::requests`),
 //! per poll and in all, for a table filled with K UDP states: list every state (1000 kept),
 //! list with a filter nothing matches, remove every state.
 //!
@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::Instant;
 
-use dataplane::filter::requests::{StateDesk, StateFilter, StateOp, StateRequest};
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::requests::{StateDesk, StateFilter, StateOp, StateRequest};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use fw::packet::{PacketKey, proto};
 
 fn main() {

@@ -37,8 +37,8 @@ use wire::EtherType;
 
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
-use crate::filter::nat::{NatCounts, NatStage};
-use crate::filter::{FilterStage, Firewall, RoutedV4};
+use crate::firewall::nat::{NatCounts, NatStage};
+use crate::firewall::{FirewallStage, Firewall, RoutedV4};
 use crate::next::Next;
 use crate::ports::{PortInfo, PortMap};
 use crate::punt::PuntBatch;
@@ -113,9 +113,9 @@ pub struct Forwarder {
     v6_dst: Box<[u128; MAX_BATCH]>,
     v6_nh: Box<[Option<NextHop>; MAX_BATCH]>,
     /// With a firewall: where each IPv4 packet to route is, by lookup slot (the quick loop's
-    /// list, see [`crate::filter::FilterStage`]).
+    /// list, see [`crate::firewall::FirewallStage`]).
     v4_at: Box<[RoutedV4; MAX_BATCH]>,
-    filter: Option<FilterStage>,
+    firewall: Option<FirewallStage>,
     /// The IPv4 address of each logical port (NAT's `(iface)` targets).
     port_v4: Vec<Option<u32>>,
     /// With several workers, which one this is (NAT chooses ports that steer replies here).
@@ -152,7 +152,7 @@ impl Forwarder {
             v6_dst: Box::new([0; MAX_BATCH]),
             v6_nh: Box::new([None; MAX_BATCH]),
             v4_at: Box::new([RoutedV4::default(); MAX_BATCH]),
-            filter: None,
+            firewall: None,
             port_v4: ports.iter().map(|p| p.ipv4().map(u32::from)).collect(),
             nat_steering: (0, 1),
             tap: None,
@@ -177,27 +177,27 @@ impl Forwarder {
     /// Adds (or replaces) the firewall stage.
     pub fn set_firewall(&mut self, mut fw: Firewall) {
         fw.set_fib(Arc::clone(&self.fib));
-        let mut nat = NatStage::new(self.port_v4.clone(), crate::filter::random_seed());
+        let mut nat = NatStage::new(self.port_v4.clone(), crate::firewall::random_seed());
         nat.set_steering(self.nat_steering.0, self.nat_steering.1);
-        self.filter = Some(FilterStage::new(fw, nat));
+        self.firewall = Some(FirewallStage::new(fw, nat));
     }
 
     /// This forwarder is worker `worker` of `workers`: new `nat` translations pick ports whose
     /// replies the symmetric receive hash steers to this worker.
     pub fn set_nat_steering(&mut self, worker: u16, workers: u16) {
         self.nat_steering = (worker, workers);
-        if let Some(f) = &mut self.filter {
+        if let Some(f) = &mut self.firewall {
             f.nat.set_steering(worker, workers);
         }
     }
 
     pub fn nat_table_mut(&mut self) -> Option<&mut fw::nat::table::NatTable> {
-        self.filter.as_mut().map(|f| f.nat.table_mut())
+        self.firewall.as_mut().map(|f| f.nat.table_mut())
     }
 
     /// The NAT stage's counters (`None` without a firewall).
     pub fn nat_counts(&self) -> Option<NatCounts> {
-        self.filter.as_ref().map(|f| f.nat.counts())
+        self.firewall.as_ref().map(|f| f.nat.counts())
     }
 
     /// Arms (or, with `None`, ends) a capture.
@@ -215,7 +215,7 @@ impl Forwarder {
     /// a capture is armed, every one without a firewall, else what its rules let go
     /// ([`crate::offload`]).
     pub fn offload_policy(&self) -> crate::offload::OffloadPolicy {
-        match (&self.tap, &self.filter) {
+        match (&self.tap, &self.firewall) {
             (Some(_), _) => crate::offload::OffloadPolicy::NONE,
             (None, None) => crate::offload::OffloadPolicy::STATELESS,
             (None, Some(f)) => f.fw.offload_policy(),
@@ -223,11 +223,11 @@ impl Forwarder {
     }
 
     pub fn firewall(&self) -> Option<&Firewall> {
-        self.filter.as_ref().map(|f| &f.fw)
+        self.firewall.as_ref().map(|f| &f.fw)
     }
 
     pub fn firewall_mut(&mut self) -> Option<&mut Firewall> {
-        self.filter.as_mut().map(|f| &mut f.fw)
+        self.firewall.as_mut().map(|f| &mut f.fw)
     }
 
     /// The firewall's pass over a packet the router sends on logical port `port`
@@ -262,13 +262,13 @@ impl Forwarder {
         self.counts.rx += input.len() as u64;
         self.batch_now = None;
         let found = self.classify(pool, input.as_slice());
-        if self.filter.is_some() {
+        if self.firewall.is_some() {
             self.translate_in(pool, input.as_slice());
             self.filter_in(pool, input, found);
             self.route_options(pool, input.as_slice());
         }
         self.route(found);
-        match self.filter {
+        match self.firewall {
             None => self.send::<{ mode::PLAIN }>(pool, input, outputs, punts),
             Some(_) => self.send_filtered(pool, input, outputs, punts),
         }

@@ -14,7 +14,7 @@
 //! pipeline, which decides it again.
 //!
 //! Only flows whose every packet the pipeline would treat alike are offered, as the rule set
-//! allows ([`OffloadPolicy`], [`crate::filter::Firewall::offload_policy`]): with state or
+//! allows ([`OffloadPolicy`], [`crate::firewall::Firewall::offload_policy`]): with state or
 //! translation, UDP flows only, whose entries expire so that the pipeline sees each flow
 //! again in time to refresh its state and translation (docs/router.md, "The fast path in
 //! the kernel").

@@ -13,8 +13,8 @@ use io::{Batch, FramePool, RxPort, TxPort};
 
 use crate::counters::{Counts, DropReason, WorkerCounters};
 use crate::fib::{Fib, PortInfo};
-use crate::filter::requests::{StateDesk, StateRequest};
-use crate::filter::{Firewall, FirewallStats};
+use crate::firewall::requests::{StateDesk, StateRequest};
+use crate::firewall::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
 use crate::host_out::HostOutReceiver;
 use crate::offload::FlowLearner;
@@ -180,7 +180,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     }
 
     /// The NAT stage's counters (`None` without a firewall).
-    pub fn nat_counts(&self) -> Option<crate::filter::nat::NatCounts> {
+    pub fn nat_counts(&self) -> Option<crate::firewall::nat::NatCounts> {
         self.forwarder.nat_counts()
     }
 

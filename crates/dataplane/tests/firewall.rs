@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::{Counts, DropReason, PortInfo, Worker};
 use io::mem::{CountingTx, ReplayRx};
 use io::{Batch, FramePool, PortStats, TxPort};
@@ -366,7 +366,7 @@ fn orphan_fragments_cannot_take_the_pool() {
         .collect();
     let (c, mut w) = run(rules, [orphans, vec![]]);
     let held = w.fragments_held();
-    assert_eq!(held, dataplane::filter::frag_hold::MAX_HELD);
+    assert_eq!(held, dataplane::firewall::frag_hold::MAX_HELD);
     assert_eq!(
         drops(&c, DropReason::FragmentNoFirst),
         400 - held as u64,
@@ -703,7 +703,7 @@ fn reload_applies_the_state_limit() {
 /// `const` table, an unknown one and a change past `set limit table-entries` are refused.
 #[test]
 fn tables_change_while_the_rules_run() {
-    use dataplane::filter::tables::{TableChange, TableError, TableOp};
+    use dataplane::firewall::tables::{TableChange, TableError, TableOp};
     let entry = |s: &str| fw::rules::TableEntry {
         negated: false,
         prefix: fw::rules::parse_prefix(s).unwrap(),
@@ -1162,7 +1162,7 @@ fn logged(
     u16,
     Vec<u8>,
 )> {
-    use dataplane::filter::log::log_ring;
+    use dataplane::firewall::log::log_ring;
     let [a, b] = per_port;
     let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
     let mut w = Worker::new(

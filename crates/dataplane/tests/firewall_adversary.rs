@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dataplane::counters::Counts;
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
 use io::mem::{CountingTx, ReplayRx};

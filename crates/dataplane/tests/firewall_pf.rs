@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use dataplane::counters::{Counts, DropReason};
 use dataplane::fib::{Fib, FibControl};
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
 use io::mem::{CountingTx, ReplayRx};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use common::{PuntLog, Recorder};
 use dataplane::counters::{Counts, DropReason};
 use dataplane::fib::FibControl;
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::punt::{Punt, PuntedFrame};
 use dataplane::slowpath::SlowPath;

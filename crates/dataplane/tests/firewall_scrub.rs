@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dataplane::counters::{Counts, DropReason};
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
 use io::mem::{CountingTx, ReplayRx};

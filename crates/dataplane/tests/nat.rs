@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
 use dataplane::punt::{Punt, PuntBatch, PuntPort};
 use io::mem::ReplayRx;

@@ -158,15 +158,15 @@ pass out on b proto { udp, icmp, icmp6 } all keep state
 
 fn worker_firewall(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx> {
     let ifaces = |name: &str| ["a", "b"].iter().position(|n| *n == name).map(|i| i as u16);
-    let rules = dataplane::filter::CompiledRules::parse(
+    let rules = dataplane::firewall::CompiledRules::parse(
         KITCHEN_SINK,
         std::path::Path::new("sink.conf"),
         &ifaces,
     )
     .unwrap();
     let mut w = worker(frames);
-    w.set_firewall(dataplane::filter::Firewall::new(
-        dataplane::filter::RulesSlot::new(Arc::new(rules)),
+    w.set_firewall(dataplane::firewall::Firewall::new(
+        dataplane::firewall::RulesSlot::new(Arc::new(rules)),
         3,
     ));
     w.set_icmp_rate(1_000_000);

@@ -11,7 +11,7 @@ use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet};
 use super::{ETH_LEN, Forwarder, Found, Lookups, PREFETCH_AHEAD, TAG_LEN};
 use crate::next::Next;
 use crate::counters::DropReason;
-use crate::filter::RoutedV4;
+use crate::firewall::RoutedV4;
 use crate::ports::{OwnAddrs, PortMap};
 
 impl Forwarder {
@@ -20,8 +20,8 @@ impl Forwarder {
     /// flows), in an instance of its own.
     #[inline(always)]
     pub(super) fn classify(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> Found {
-        let udp_flows = self.filter.as_ref().is_some_and(|f| f.reads_udp_flows());
-        let (n4, n6) = match (&self.filter, udp_flows) {
+        let udp_flows = self.firewall.as_ref().is_some_and(|f| f.reads_udp_flows());
+        let (n4, n6) = match (&self.firewall, udp_flows) {
             (None, _) => self.classify_batch::<false, false>(pool, descs),
             (Some(_), true) => self.classify_batch::<true, true>(pool, descs),
             (Some(_), false) => self.classify_batch::<true, false>(pool, descs),

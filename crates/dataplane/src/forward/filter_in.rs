@@ -1,5 +1,5 @@
 //! Stage 3, filter in (with a firewall): each routed packet's state, else the `in` rules of
-//! its input interface ([`crate::filter::FilterStage`]); then `synproxy state`'s answers,
+//! its input interface ([`crate::firewall::FirewallStage`]); then `synproxy state`'s answers,
 //! for a batch with a handshake to proxy; and later fragments that came before their first,
 //! held until it comes.
 
@@ -12,16 +12,16 @@ use super::{Found, Forwarder, Lookups};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
 use crate::fib::Fib;
-use crate::filter::RoutedV4;
+use crate::firewall::RoutedV4;
 use crate::next::Next;
 
 impl Forwarder {
     /// Stage 3: each routed packet's state, else the `in` rules
-    /// ([`crate::filter::FilterStage`]); then `synproxy state`'s answers if the batch has a
+    /// ([`crate::firewall::FirewallStage`]); then `synproxy state`'s answers if the batch has a
     /// handshake to proxy.
     #[inline(never)]
     pub(super) fn filter_in(&mut self, pool: &mut FramePool, input: &mut Batch, found: Found) {
-        let Some(f) = &mut self.filter else { return };
+        let Some(f) = &mut self.firewall else { return };
         let v4 = &self.v4_at[..found.n4.min(MAX_BATCH)];
         f.filter_in(pool, input.as_slice(), &mut self.next[..], v4, found.n6 == 0, found.udp_flows);
         if !f.fw.proxy_queue.is_empty() {
@@ -31,7 +31,7 @@ impl Forwarder {
 
     /// `synproxy state`'s packets for the handshake packets the in pass dropped as
     /// `synproxy` (the firewall queued what to send for each, in batch order), each built
-    /// in the buffer of the packet that called for it ([`crate::filter::synproxy`]): the
+    /// in the buffer of the packet that called for it ([`crate::firewall::synproxy`]): the
     /// client's SYN becomes the router's SYN-ACK (sent back), the client's ACK the router's
     /// SYN to the server and the server's SYN-ACK the ACK to the client (both forwarded as
     /// the packets were to be, past the out pass, as pf's generated packets), and the
@@ -42,12 +42,12 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     pub(super) fn synproxy(&mut self, pool: &mut FramePool, input: &mut Batch) {
-        use crate::filter::synproxy::{self, DEFAULT_MSS, Segment};
+        use crate::firewall::synproxy::{self, DEFAULT_MSS, Segment};
         use fw::state::{
             ProxyStep,
             tcp_flags::{ACK, SYN},
         };
-        let Some(f) = &mut self.filter else { return };
+        let Some(f) = &mut self.firewall else { return };
         let mut queue = std::mem::take(&mut f.fw.proxy_queue);
         let mut proxy_steps = queue.drain(..);
         let (mut v4, mut v6, mut at) = (
@@ -156,20 +156,20 @@ impl Forwarder {
     }
 
     /// A later fragment that came before its first: held until it comes
-    /// ([`crate::filter::frag_hold`]), or dropped if there is no room.
+    /// ([`crate::firewall::frag_hold`]), or dropped if there is no room.
     #[cold]
     #[inline(never)]
     pub(super) fn hold_fragment(&mut self, pool: &mut FramePool, desc: FrameDesc) {
-        if let Some(f) = &mut self.filter {
+        if let Some(f) = &mut self.firewall {
             let frame = pool.frame(desc);
             let l2 = wire::parse_l2(frame).ok();
             let ip = l2.and_then(|l2| frame.get(l2.l3_offset..)).unwrap_or(&[]);
             let now = f.fw.now();
             let later = match l2.map(|l2| l2.ethertype) {
-                Some(EtherType::Ipv4) => crate::filter::frags::ident(ip)
+                Some(EtherType::Ipv4) => crate::firewall::frags::ident(ip)
                     .filter(|(_, first)| !first)
                     .map(|(id, _)| (id, f.frags.has_first(id, now))),
-                Some(EtherType::Ipv6) => crate::filter::frags6::ident(ip)
+                Some(EtherType::Ipv6) => crate::firewall::frags6::ident(ip)
                     .filter(|(_, first)| !first)
                     .map(|(id, _)| (id, f.frags6.has_first(id, now))),
                 _ => None,
@@ -186,13 +186,13 @@ impl Forwarder {
 
     /// Later fragments waiting for their first (neither forwarded nor dropped yet).
     pub fn fragments_held(&self) -> usize {
-        self.filter.as_ref().map_or(0, |f| f.held.waiting())
+        self.firewall.as_ref().map_or(0, |f| f.held.waiting())
     }
 
     /// Whether fragments wait for their first, or were released or expired since
     /// [`held_fragments`](Self::held_fragments) was last called.
     pub fn holds_fragments(&self) -> bool {
-        self.filter.as_ref().is_some_and(|f| f.held.busy())
+        self.firewall.as_ref().is_some_and(|f| f.held.busy())
     }
 
     /// The fragments that waited for their first: those it released, up to `max`, into
@@ -200,7 +200,7 @@ impl Forwarder {
     /// already); those past their time freed and counted as `fragment_no_first`. Returns
     /// how many went into `batch`.
     pub fn held_fragments(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
-        let Some(f) = &mut self.filter else { return 0 };
+        let Some(f) = &mut self.firewall else { return 0 };
         f.held.expire(f.fw.now());
         let mut expired = 0;
         for d in f.held.take_expired() {

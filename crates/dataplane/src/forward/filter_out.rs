@@ -12,8 +12,8 @@ use wire::EtherType;
 use super::send::decrement_ttl;
 use super::{Forwarder, mode};
 use crate::counters::DropReason;
-use crate::filter::modulate;
-use crate::filter::{FilterStage, Refusal};
+use crate::firewall::modulate;
+use crate::firewall::{FirewallStage, Refusal};
 use crate::punt::PuntBatch;
 use fw::state::Modulation;
 
@@ -24,7 +24,7 @@ impl Forwarder {
     /// Then `synproxy state`'s ACKs to servers, after the batch's frames.
     #[inline(never)]
     pub(super) fn send_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
-        let Some(f) = &self.filter else { return };
+        let Some(f) = &self.firewall else { return };
         // `modulate`: read after the in pass, which may have created the first modulating
         // state.
         let (out_pass, translates, scrub, modulate) = (f.out_pass, f.nat_on, f.scrub.on_out, f.fw.modulating());
@@ -37,7 +37,7 @@ impl Forwarder {
         } else {
             self.send::<{ mode::PLAIN }>(pool, input, outputs, punts);
         }
-        let Some(f) = &mut self.filter else { return };
+        let Some(f) = &mut self.firewall else { return };
         f.fw.end_batch();
         if !f.proxy_out.is_empty() {
             self.proxy_out(pool, outputs);
@@ -70,7 +70,7 @@ impl Forwarder {
         port: u16,
         v4: bool,
     ) -> Result<(), OutStop> {
-        let Some(f) = &mut self.filter else {
+        let Some(f) = &mut self.firewall else {
             return Ok(());
         };
         let i = i % MAX_BATCH;
@@ -119,7 +119,7 @@ impl Forwarder {
         l3: usize,
         port: u16,
     ) -> Result<bool, DropReason> {
-        let Some(f) = &mut self.filter else {
+        let Some(f) = &mut self.firewall else {
             return Ok(true);
         };
         let now = f.fw.now();
@@ -149,11 +149,7 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     pub(super) fn blocked(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, punts: &mut PuntBatch) {
-        match self
-            .filter
-            .as_mut()
-            .and_then(|f| f.refusals[i % MAX_BATCH].take())
-        {
+        match self.firewall.as_mut().and_then(|f| f.refusals[i % MAX_BATCH].take()) {
             Some((in_port, refusal)) => self.refuse(pool, desc, in_port, refusal, punts),
             None => self.drop(pool, desc, DropReason::FilterBlocked),
         }
@@ -192,7 +188,7 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     pub(super) fn proxy_out(&mut self, pool: &mut FramePool, outputs: &mut [Batch]) {
-        let Some(f) = &mut self.filter else { return };
+        let Some(f) = &mut self.firewall else { return };
         for d in f.proxy_out.drain(..) {
             match outputs.get_mut(usize::from(d.port)) {
                 Some(out) if !out.is_full() => out.push(d),
@@ -225,7 +221,7 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     pub fn modulate_frame(&self, frame: &mut [u8]) {
-        let Some(f) = self.filter.as_ref().filter(|f| f.fw.modulating()) else {
+        let Some(f) = self.firewall.as_ref().filter(|f| f.fw.modulating()) else {
             return;
         };
         let Ok(l2) = wire::parse_l2(frame) else {
@@ -254,7 +250,7 @@ impl Forwarder {
         target: Option<modulate::Target>,
     ) -> Option<(Modulation, modulate::Target)> {
         let target = target?;
-        Some((self.filter.as_ref()?.fw.modulation(target.flow())?, target))
+        Some((self.firewall.as_ref()?.fw.modulation(target.flow())?, target))
     }
 }
 
@@ -265,9 +261,9 @@ pub(super) enum OutStop {
     Refuse(Refusal),
 }
 
-/// [`crate::filter::nat::NatStage::outbound`] for the packet at `l3` of `frame`, out of line.
+/// [`crate::firewall::nat::NatStage::outbound`] for the packet at `l3` of `frame`, out of line.
 #[inline(never)]
-fn translate_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
+fn translate_out(f: &mut FirewallStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
     let now = f.fw.now();
     let Some(ip) = frame.get_mut(l3..) else {
         return Ok(());
@@ -284,7 +280,7 @@ fn translate_out(f: &mut FilterStage, frame: &mut [u8], l3: usize, port: u16) ->
 #[cold]
 #[inline(never)]
 fn translate_out_other(
-    f: &mut FilterStage,
+    f: &mut FirewallStage,
     frame: &mut [u8],
     l3: usize,
     port: u16,
@@ -302,7 +298,7 @@ fn translate_out_other(
 /// leaves no translation behind and stays as it came (a `block return` answers its sender).
 #[inline(never)]
 fn filter_out_translating(
-    f: &mut FilterStage,
+    f: &mut FirewallStage,
     frame: &mut [u8],
     l3: usize,
     port: u16,

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use super::{Forwarder, MAX_BATCH, Next};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
-use crate::filter::{frags, keys};
+use crate::firewall::{frags, keys};
 use crate::punt::Punt;
 use fw::packet::{Af, PacketKey};
 use fw::rules::RouteOpt;
@@ -54,7 +54,7 @@ impl Forwarder {
     /// routes it gets the gateway as the address to look up, and its option in `via`.
     #[inline(always)]
     pub(super) fn route_options(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
-        let Some(f) = &self.filter else { return };
+        let Some(f) = &self.firewall else { return };
         self.route_opts.any = false;
         self.route_opts.out_rules = f.fw.routes_out();
         if f.fw.routes() {
@@ -66,7 +66,7 @@ impl Forwarder {
     #[cold]
     #[inline(never)]
     fn set_gateways(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
-        let Some(f) = &mut self.filter else { return };
+        let Some(f) = &mut self.firewall else { return };
         f.fw.scan_ghosts();
         let (mut key, mut tcp) = (PacketKey::ZERO, None);
         self.route_opts.via.fill(None);
@@ -142,7 +142,7 @@ impl Forwarder {
         if self.route_opts.via[i].is_some() {
             return None;
         }
-        let f = self.filter.as_ref()?;
+        let f = self.firewall.as_ref()?;
         let key = &f.keys[i];
         let opt =
             f.fw.route_option(key)

@@ -14,7 +14,7 @@ use super::filter_out::OutStop;
 use super::{ETH_LEN, Forwarder, TAG_LEN, mode};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
-use crate::filter::modulate;
+use crate::firewall::modulate;
 use crate::next::Next;
 use crate::ports::OutPort;
 use crate::punt::{Punt, PuntBatch};
@@ -104,7 +104,7 @@ impl Forwarder {
         };
         // With NAT only, a packet it translates has its TTL decremented in the same checksum
         // update (or left, if it would reach zero).
-        if mode::has(MODE, mode::TRANSLATE_OUT) && v4 && self.filter.as_ref().is_some_and(|f| f.nat.on_port(port)) {
+        if mode::has(MODE, mode::TRANSLATE_OUT) && v4 && self.firewall.as_ref().is_some_and(|f| f.nat.on_port(port)) {
             match self.translate_out_only(pool, desc, i, l3, port) {
                 Ok(true) => {}
                 Ok(false) => {

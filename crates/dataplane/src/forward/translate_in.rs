@@ -7,7 +7,7 @@ use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
 use super::Forwarder;
-use crate::filter::FilterStage;
+use crate::firewall::FirewallStage;
 use crate::next::Next;
 
 impl Forwarder {
@@ -17,7 +17,7 @@ impl Forwarder {
     /// redirect, before the in rules and the route lookup see them.
     #[inline(never)]
     pub(super) fn translate_in(&mut self, pool: &mut FramePool, descs: &[FrameDesc]) {
-        let Some(f) = &mut self.filter else { return };
+        let Some(f) = &mut self.firewall else { return };
         f.begin_batch();
         // pf normalizes a packet before anything else looks at it.
         if f.scrub.on_in {
@@ -48,7 +48,7 @@ impl Forwarder {
             let Next::V4 { l3, slot, in_port } = *next else {
                 continue;
             };
-            if mask & crate::filter::nat::port_bit(usize::from(in_port)) == 0
+            if mask & crate::firewall::nat::port_bit(usize::from(in_port)) == 0
                 || !f.nat.on_port(in_port)
             {
                 continue;
@@ -74,7 +74,7 @@ impl Forwarder {
 /// The inbound scrub pass: every packet to route normalized by the first scrub rule that
 /// matches it on its input port (out of line: only rule sets with `scrub` run it).
 #[inline(never)]
-fn scrub_in(f: &mut FilterStage, pool: &mut FramePool, descs: &[FrameDesc], nexts: &mut [Next]) {
+fn scrub_in(f: &mut FirewallStage, pool: &mut FramePool, descs: &[FrameDesc], nexts: &mut [Next]) {
     for (next, &desc) in nexts.iter_mut().zip(descs) {
         let (l3, v4, in_port) = match *next {
             Next::V4 { l3, in_port, .. } => (l3, true, in_port),

@@ -186,7 +186,7 @@ mod tests {
     use fw::packet::{PacketKey, proto};
 
     use super::*;
-    use crate::filter::{CompiledRules, RulesSlot};
+    use crate::firewall::{CompiledRules, RulesSlot};
 
     fn firewall(states: usize) -> Firewall {
         let rules = CompiledRules::parse(&format!("set limit states {states}\npass all\n"), std::path::Path::new("t.conf"), &|_| None).unwrap();

@@ -1,5 +1,5 @@
 use super::*;
-use crate::filter::scrub::tests::tcp_ck_v4;
+use crate::firewall::scrub::tests::tcp_ck_v4;
 use fw::packet::PacketKey;
 use proptest::prelude::*;
 use wire::checksum::checksum;

@@ -38,7 +38,7 @@ const CACHED_TABLE_BYTES: usize = 1 << 20;
 
 /// Where an IPv4 packet to route is. The classify pass lists them for the quick loop, which
 /// then reads neither the batch's descriptors nor its decisions; and, when the quick loop
-/// will run ([`FilterStage::reads_udp_flows`]), the packet's UDP flow, read while the
+/// will run ([`FirewallStage::reads_udp_flows`]), the packet's UDP flow, read while the
 /// header is in the cache (the quick loop reading the header again missed the L1 cache:
 /// docs/performance.md, "The quick loop's flows read by the classify pass").
 #[derive(Clone, Copy, Default)]
@@ -73,7 +73,7 @@ impl RoutedV4 {
 
 /// A packet's flow as the batched lookup reads it straight from the header, hashed and
 /// probed: an IPv4 TCP or UDP packet whose flow [`keys::lean_v4`] read (`valid`), or an IPv6
-/// UDP one [`keys::lean_udp_v6`] read (`v6`, its flow in `FilterStage::lean_flows6`, for the
+/// UDP one [`keys::lean_udp_v6`] read (`v6`, its flow in `FirewallStage::lean_flows6`, for the
 /// quick loop only: kept apart so that IPv4's entries stay small).
 #[derive(Clone, Copy, Default)]
 struct LeanFlow {
@@ -90,7 +90,7 @@ struct LeanFlow {
 }
 
 /// The firewall of one worker and its per-batch scratch.
-pub(crate) struct FilterStage {
+pub(crate) struct FirewallStage {
     pub fw: Firewall,
     /// The keys the classifier sees, built only for packets that go through the rules.
     pub keys: Box<[PacketKey; MAX_BATCH]>,
@@ -204,9 +204,9 @@ fn segment<'a>(flow: &FlowV4, tcp: &'a Option<TcpSegment>) -> Option<&'a TcpSegm
     }
 }
 
-impl FilterStage {
-    pub fn new(fw: Firewall, nat: super::nat::NatStage) -> FilterStage {
-        FilterStage {
+impl FirewallStage {
+    pub fn new(fw: Firewall, nat: super::nat::NatStage) -> FirewallStage {
+        FirewallStage {
             fw,
             keys: Box::new([PacketKey::ZERO; MAX_BATCH]),
             tcp: Box::new([None; MAX_BATCH]),

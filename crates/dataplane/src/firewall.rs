@@ -75,7 +75,7 @@ pub use counters::{FirewallStats, RuleCounters, RuleStat, STATE_COUNTER_NAMES};
 pub use refuse::Refusal;
 pub use slot::RulesSlot;
 
-pub(crate) use stage::{FilterStage, RoutedV4};
+pub(crate) use stage::{FirewallStage, RoutedV4};
 
 // A batch's quick loop may see no more packets than the state table allows for.
 const _: () = assert!(io::batch::MAX_BATCH <= fw::state::QUICK_BATCH_MAX);

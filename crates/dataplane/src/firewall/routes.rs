@@ -139,7 +139,7 @@ mod tests {
     use fw::packet::{Af, proto};
 
     use super::*;
-    use crate::filter::RulesSlot;
+    use crate::firewall::RulesSlot;
 
     fn compile(text: &str) -> CompiledRules {
         let ifaces = |n: &str| {
