@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use dataplane::filter::{CompiledRules, Firewall, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::fib::{Fib, FibControl};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
