@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use dataplane::filter::{CompiledRules, Firewall, RuleStat, RulesSlot};
+use dataplane::firewall::{CompiledRules, Firewall, RuleStat, RulesSlot};
 use fw::packet::{Af, Dir, PacketKey};
 
 use crate::{BenchError, BenchWorker};
@@ -267,7 +267,7 @@ fn prefill_nat(worker: &mut BenchWorker, k: usize) -> Result<(), BenchError> {
 /// by the rate limit, dropped for a full ring.
 fn drain_log(fw: &mut Firewall, rate: u64) -> Arc<[AtomicU64; 3]> {
     use std::sync::atomic::Ordering::Relaxed;
-    let (sink, mut ring) = dataplane::filter::log::log_ring(1024, dataplane::filter::log::DEFAULT_LOG_SNAP, if rate == 0 { u64::MAX / 4 } else { rate });
+    let (sink, mut ring) = dataplane::firewall::log::log_ring(1024, dataplane::firewall::log::DEFAULT_LOG_SNAP, if rate == 0 { u64::MAX / 4 } else { rate });
     fw.set_log(sink);
     let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
     let c = Arc::clone(&counts);

@@ -155,7 +155,7 @@ impl QuickPass<'_> {
         self.counted(hit, len)
     }
 
-    /// [`udp_v4`](Self::udp_v4) for an IPv6 UDP flow ([`keys::lean_udp_v6`]).
+    /// [`udp_v4`](Self::udp_v4) for an IPv6 UDP flow ([`keys::udp_flow_v6`]).
     #[inline(always)]
     pub(crate) fn udp_v6(&mut self, flow: &Flow, len: u16) -> bool {
         let hit = self.hits.udp(flow);
@@ -566,7 +566,7 @@ impl Firewall {
     }
 
     /// The state lookup of a packet whose flow was read straight from its header
-    /// ([`keys::lean_v4`]): `Some` on a hit: `Ok(None)` when the state settles the packet,
+    /// ([`keys::header_flow_v4`]): `Some` on a hit: `Ok(None)` when the state settles the packet,
     /// `Ok(Some(id))` when its passes still need the rules (the caller builds the packet's
     /// key and runs [`inbound`](Self::inbound) with the hit), or a drop. `None` on a miss,
     /// after which the caller builds the key and runs [`inbound`](Self::inbound) without a

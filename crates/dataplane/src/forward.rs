@@ -67,9 +67,9 @@ const PREFETCH_AHEAD: usize = 4;
 mod mode {
     /// Route and send: no firewall, or none of its passes needed by this batch.
     pub const PLAIN: u8 = 0;
-    /// The firewall's out pass (and outbound translation) for packets no state settled.
+    /// The firewall's out pass (and outbound translation) for packets no state out_decided.
     pub const FILTER_OUT: u8 = 1;
-    /// Outbound translation only, for a batch whose packets states settled.
+    /// Outbound translation only, for a batch whose packets states out_decided.
     pub const TRANSLATE_OUT: u8 = 2;
     /// With `FILTER_OUT`: the outbound scrub rules first.
     pub const SCRUB_OUT: u8 = 4;

@@ -3,7 +3,7 @@
 //! `flush-states` (pfctl's `-s state`, `-k`, `-F states`).
 //!
 //! The states live in the workers' own tables: the control thread sends each worker a
-//! request through its channel ([`dataplane::filter::requests`]) and gathers the replies;
+//! request through its channel ([`dataplane::firewall::requests`]) and gathers the replies;
 //! the workers serve them between batches, a stretch of the table per poll.
 
 use std::net::IpAddr;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use dataplane::FirewallStats;
-use dataplane::filter::requests::{StateFilter, StateOp, StateReply, StateRequest};
+use dataplane::firewall::requests::{StateFilter, StateOp, StateReply, StateRequest};
 use serde_json::{Value, json};
 
 /// Most states one `show states` lists (all matching ones are counted).

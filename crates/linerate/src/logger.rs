@@ -1,4 +1,4 @@
-//! The logger thread of `linerate run`: drains the workers' log rings (`dataplane::filter::log`)
+//! The logger thread of `linerate run`: drains the workers' log rings (`dataplane::firewall::log`)
 //! into a pflog capture file, rotated by size, and to the `linerate log` clients connected
 //! to the control socket ([`crate::stream`]).
 //!
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use config::LogSettings;
-use dataplane::filter::log::{LogRecord, LogRing};
+use dataplane::firewall::log::{LogRecord, LogRing};
 use io::pflog::{HDR_LEN, LINKTYPE_PFLOG};
 
 /// How often the logger drains the rings.
@@ -137,7 +137,7 @@ pub struct LogHub {
     pub totals: LogTotals,
     /// The snap length of the records (for the clients' pcap header).
     pub snaplen: u32,
-    rings: Mutex<Vec<Arc<dataplane::filter::log::LogStats>>>,
+    rings: Mutex<Vec<Arc<dataplane::firewall::log::LogStats>>>,
     ring_drops: AtomicU64,
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use config::{Config, Neighbour};
-use dataplane::filter::CompiledRules;
+use dataplane::firewall::CompiledRules;
 use dataplane::slowpath::SlowPath;
 
 use crate::router_state::RouterState;

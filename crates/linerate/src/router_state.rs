@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use config::Config;
 use dataplane::WorkerCounters;
-use dataplane::filter::RulesSlot;
+use dataplane::firewall::RulesSlot;
 use dataplane::slowpath::SlowPath;
 use dataplane::tap::CaptureSlot;
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use config::Config;
-use dataplane::filter::CompiledRules;
+use dataplane::firewall::CompiledRules;
 
 /// A rule file, compiled.
 pub struct RuleFile {

@@ -1,6 +1,6 @@
 //! `linerate table NAME show|test|add|delete|flush|replace` (pfctl's `-t NAME -T ...`): the
 //! client, and the control socket's `table-show`, `table-test` and `table-change` commands,
-//! which change the running rules' table as [`dataplane::filter::tables`] says (the rules
+//! which change the running rules' table as [`dataplane::firewall::tables`] says (the rules
 //! stay, their counters go on; the next reload of the rule file defines the tables anew).
 
 use std::net::IpAddr;
@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use dataplane::filter::RulesSlot;
-use dataplane::filter::tables::TableOp;
+use dataplane::firewall::RulesSlot;
+use dataplane::firewall::tables::TableOp;
 use fw::rules::TableEntry;
 use serde_json::{Value, json};
 
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn changes_and_tests_through_the_socket_commands() {
-        let rules = dataplane::filter::CompiledRules::parse("table <t> persist\nblock in from <t>\n", Path::new("t.conf"), &|_| None).unwrap();
+        let rules = dataplane::firewall::CompiledRules::parse("table <t> persist\nblock in from <t>\n", Path::new("t.conf"), &|_| None).unwrap();
         let slot = RulesSlot::new(Arc::new(rules));
         let ask = |c: &str| answer(Some(&slot), c).unwrap();
         assert_eq!(ask(r#"table-change {"name":"t","op":"add","entries":["192.0.2.1","!192.0.2.0/24"]}"#), r#"{"added":2,"deleted":0,"entries":2}"#);

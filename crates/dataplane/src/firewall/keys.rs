@@ -1,5 +1,5 @@
 //! What the filter stage reads from a packet: the classifier's [`PacketKey`] ([`extract`]),
-//! the state table's IPv4 flow straight from the header ([`lean_v4`], the fast path), and
+//! the state table's IPv4 flow straight from the header ([`header_flow_v4`], the fast path), and
 //! the TCP fields that state tracking needs.
 
 use fw::packet::{Af, Dir, PacketKey, proto};
@@ -17,7 +17,7 @@ use wire::{Ipv4Packet, Ipv6Packet, UdpPacket};
 /// below). It reads the bytes itself, one bounds check for the IP and UDP headers, rather
 /// than through `wire`'s views: this is most of the fast path's cost.
 #[inline(always)]
-pub(crate) fn lean_v4(ip: &[u8], tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
+pub(crate) fn header_flow_v4(ip: &[u8], tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
     // The IP header and the first 8 bytes of the L4 header (all of UDP's).
     let h: &[u8; 28] = ip.first_chunk()?;
     let total = lean_header(h)?;
@@ -29,12 +29,12 @@ pub(crate) fn lean_v4(ip: &[u8], tcp: &mut Option<TcpSegment>) -> Option<(FlowV4
     Some((flow_v4(h), total))
 }
 
-/// [`lean_v4`] for UDP only (the quick loop's: TCP is left to the general path). `h`: 28
+/// [`header_flow_v4`] for UDP only (the quick loop's: TCP is left to the general path). `h`: 28
 /// bytes from the IP header on, which may run past the end of the frame: they are all in the
 /// packet when this accepts it (the classify pass checked that the IP total length fits in
 /// the frame, and this checks that it holds 28 bytes).
 #[inline(always)]
-pub(crate) fn lean_udp_v4(h: &[u8; 28]) -> Option<(FlowV4, u16)> {
+pub(crate) fn udp_flow_v4(h: &[u8; 28]) -> Option<(FlowV4, u16)> {
     let total = lean_header(h)?;
     if h[9] != proto::UDP || !udp_len_fits(h, total) {
         return None;
@@ -43,18 +43,18 @@ pub(crate) fn lean_udp_v4(h: &[u8; 28]) -> Option<(FlowV4, u16)> {
 }
 
 /// Whether the IPv4 packet at `l3` in `frame` (validated by the classify pass) is UDP,
-/// whatever its header: what the quick loop checks of a packet [`lean_udp_v4`] rejects.
+/// whatever its header: what the quick loop checks of a packet [`udp_flow_v4`] rejects.
 #[inline]
 pub(crate) fn is_udp_v4(frame: &[u8], l3: usize) -> bool {
     frame.get(l3 + 9) == Some(&proto::UDP)
 }
 
-/// [`lean_udp_v4`] for IPv6: a UDP datagram right behind the IPv6 header (no extension
+/// [`udp_flow_v4`] for IPv6: a UDP datagram right behind the IPv6 header (no extension
 /// header) whose length field fits in the payload. `h`: 48 bytes from the IPv6 header on,
 /// with the same guarantee as there (the classify pass checked the payload length against
 /// the frame). The flow is [`Flow::v6`]'s; the length, the key's (header and payload).
 #[inline(always)]
-pub(crate) fn lean_udp_v6(h: &[u8; 48]) -> Option<(Flow, u16)> {
+pub(crate) fn udp_flow_v6(h: &[u8; 48]) -> Option<(Flow, u16)> {
     let payload = u16::from_be_bytes([h[4], h[5]]);
     let udp_len = u16::from_be_bytes([h[44], h[45]]);
     if h[0] >> 4 != 6 || h[6] != proto::UDP || udp_len < 8 || udp_len > payload {
@@ -66,7 +66,7 @@ pub(crate) fn lean_udp_v6(h: &[u8; 48]) -> Option<(Flow, u16)> {
     Some((flow, payload.saturating_add(40)))
 }
 
-/// Whether the IPv6 packet at `l3` of `frame` may be UDP although [`lean_udp_v6`] rejected
+/// Whether the IPv6 packet at `l3` of `frame` may be UDP although [`udp_flow_v6`] rejected
 /// it: UDP with an odd length, or behind extension headers (any next header but TCP,
 /// ICMPv6 and "no next header" may lead to UDP; the quick loop leaves the rest of the
 /// batch behind such a packet).
@@ -75,7 +75,7 @@ pub(crate) fn may_be_udp_v6(frame: &[u8], l3: usize) -> bool {
     !matches!(frame.get(l3 + 6), Some(&(proto::TCP | proto::ICMPV6 | 59)))
 }
 
-/// The total length of an IPv4 header [`lean_v4`] takes: version 4, IHL 5, not a fragment
+/// The total length of an IPv4 header [`header_flow_v4`] takes: version 4, IHL 5, not a fragment
 /// (offset 0 and no MF: every fragment goes to [`super::frags`] through the key path).
 #[inline(always)]
 fn lean_header(h: &[u8; 28]) -> Option<u16> {
@@ -101,7 +101,7 @@ fn flow_v4(h: &[u8; 28]) -> FlowV4 {
 
 /// The tracking fields of a TCP header (`l4`: from the header to the end of the IP payload),
 /// if it is complete (as `TcpPacket::new_checked` decides; read directly for the reason
-/// given at [`lean_v4`]).
+/// given at [`flow_v4`]).
 #[inline(always)]
 fn tcp_segment(l4: &[u8]) -> Option<TcpSegment> {
     let t: &[u8; 20] = l4.first_chunk()?;
@@ -386,8 +386,8 @@ mod tests {
             }, None);
             extract(&frame, 14, true, 7, &mut key, &mut tcp);
             let mut lean_tcp = None;
-            let lean = lean_v4(&ip, &mut lean_tcp);
-            let udp = ip.first_chunk().and_then(lean_udp_v4);
+            let lean = header_flow_v4(&ip, &mut lean_tcp);
+            let udp = ip.first_chunk().and_then(udp_flow_v4);
             prop_assert_eq!(udp, lean.filter(|(f, _)| f.proto() == proto::UDP));
             if let Some((flow, len)) = lean {
                 prop_assert_eq!(flow.flow(), Flow::of(&key));
@@ -427,7 +427,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(20_000))]
-        /// [`lean_udp_v6`] gives the full key's flow and length for every packet it accepts,
+        /// [`udp_flow_v6`] gives the full key's flow and length for every packet it accepts,
         /// accepts every UDP datagram right behind the header whose length fits (packets the
         /// classify pass accepts: the payload within the frame), and rejects no packet
         /// [`may_be_udp_v6`] then calls anything but UDP.
@@ -438,7 +438,7 @@ mod tests {
             frame.extend_from_slice(&ip);
             let mut key = PacketKey { af: Af::Inet, dir: Dir::Out, iface: 0, proto: 0, src: 1, dst: 2, src_port: 3, dst_port: 4, tcp_flags: 5, len: 6, icmp_id: 0, ip_opts: false, route: 9, tag: 0 };
             extract(&frame, 14, false, 7, &mut key, &mut None);
-            let lean = ip.first_chunk().and_then(lean_udp_v6);
+            let lean = ip.first_chunk().and_then(udp_flow_v6);
             if let Some((flow, len)) = lean {
                 prop_assert_eq!(flow, Flow::of(&key));
                 prop_assert_eq!(len, key.len);

@@ -8,7 +8,7 @@
 //!   destination, as pf's filter does after `rdr`).
 //! * [`NatStage::outbound`] runs in the outbound pass, on packets leaving by such an
 //!   interface: `nat` and `binat` rewrite the source, replies of `rdr`-ed flows get their
-//!   outside source back. When the out rules must judge the packet (no state settled it),
+//!   outside source back. When the out rules must judge the packet (no state out_decided it),
 //!   [`NatStage::plan_outbound`] chooses the translation first, the rules judge the packet
 //!   with its new source (as pf's, which translates before it filters), and
 //!   [`NatStage::commit_outbound`] makes it only if they pass it.

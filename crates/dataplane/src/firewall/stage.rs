@@ -5,8 +5,8 @@
 //! full [`PacketKey`] and goes through the rules. Otherwise the lookups run in two loops:
 //! the quick loop ([`fw::state::QuickHits`]) takes the packets of established UDP flows
 //! whose state they would not change, reading their flow straight from the header
-//! ([`keys::lean_udp_v4`]); then the general lookup runs, in order, on the packets it left
-//! (their flow from the header too if IPv4 TCP or UDP, [`keys::lean_v4`], else the full
+//! ([`keys::udp_flow_v4`]); then the general lookup runs, in order, on the packets it left
+//! (their flow from the header too if IPv4 TCP or UDP, [`keys::header_flow_v4`], else the full
 //! key). How the quick loop finds the flows depends on the table's working set (the index
 //! lines its states occupy and its slots, `fw::state::StateTable::working_set_bytes`: a table
 //! sized for 1M states that holds 2000 counts as small):
@@ -47,7 +47,7 @@ pub(crate) struct RoutedV4 {
     pub header_addr: u32,
     /// Its index in the batch.
     pub index: u16,
-    /// Its IP length if `flow` is its flow ([`keys::lean_udp_v4`] accepted it), else 0.
+    /// Its IP length if `flow` is its flow ([`keys::udp_flow_v4`] accepted it), else 0.
     pub udp_len: u16,
     /// It is UDP, whether or not `flow` was read ([`keys::is_udp_v4`]).
     pub udp: bool,
@@ -62,7 +62,7 @@ impl RoutedV4 {
     pub fn new<const FLOW: bool>(header_addr: u32, index: u16, ip: &[u8]) -> RoutedV4 {
         let mut r = RoutedV4 { header_addr, index, ..RoutedV4::default() };
         if FLOW {
-            match ip.first_chunk().and_then(keys::lean_udp_v4) {
+            match ip.first_chunk().and_then(keys::udp_flow_v4) {
                 Some((flow, len)) => (r.flow, r.udp_len, r.udp) = (flow, len, true),
                 None => r.udp = keys::is_udp_v4(ip, 0),
             }
@@ -72,11 +72,11 @@ impl RoutedV4 {
 }
 
 /// A packet's flow as the batched lookup reads it straight from the header, hashed and
-/// probed: an IPv4 TCP or UDP packet whose flow [`keys::lean_v4`] read (`valid`), or an IPv6
-/// UDP one [`keys::lean_udp_v6`] read (`v6`, its flow in `FirewallStage::lean_flows6`, for the
+/// probed: an IPv4 TCP or UDP packet whose flow [`keys::header_flow_v4`] read (`valid`), or an IPv6
+/// UDP one [`keys::udp_flow_v6`] read (`v6`, its flow in `FirewallStage::header_flows6`, for the
 /// quick loop only: kept apart so that IPv4's entries stay small).
 #[derive(Clone, Copy, Default)]
-struct LeanFlow {
+struct HeaderFlow {
     flow: FlowV4,
     hash: u64,
     /// Batched lookup only: where the index probe stopped ([`fw::state::StateTable::probe`]).
@@ -95,16 +95,16 @@ pub(crate) struct FirewallStage {
     /// The keys the classifier sees, built only for packets that go through the rules.
     pub keys: Box<[PacketKey; MAX_BATCH]>,
     pub tcp: Box<[Option<TcpSegment>; MAX_BATCH]>,
-    /// The out pass is decided (a state settled the packet, or the out pass cannot change
-    /// anything): the send pass skips it. Otherwise it runs with `tickets[i]`.
-    pub settled: Box<[bool; MAX_BATCH]>,
-    /// What the in pass of each packet not `settled` left to its out pass.
-    pub tickets: Box<[Ticket; MAX_BATCH]>,
+    /// The out pass is decided (a state out_decided the packet, or the out pass cannot change
+    /// anything): the send pass skips it. Otherwise it runs with `out_tickets[i]`.
+    pub out_decided: Box<[bool; MAX_BATCH]>,
+    /// What the in pass of each packet not `out_decided` left to its out pass.
+    pub out_tickets: Box<[Ticket; MAX_BATCH]>,
     /// Some packet of the batch needs the out pass. Otherwise the send pass runs as without
     /// a firewall.
     pub out_pass: bool,
-    lean_flows: Box<[LeanFlow; MAX_BATCH]>,
-    lean_flows6: Box<[Flow; MAX_BATCH]>,
+    header_flows: Box<[HeaderFlow; MAX_BATCH]>,
+    header_flows6: Box<[Flow; MAX_BATCH]>,
     /// The packets the quick loop left to the general path, by index in the batch.
     left: Box<[u16; MAX_BATCH]>,
     /// IPv4 datagrams in fragments: later fragments take their first's ports.
@@ -132,7 +132,7 @@ pub(crate) struct FirewallStage {
 
 /// What is known of a packet's state before its key is built.
 #[derive(Clone, Copy)]
-enum Prior {
+enum KnownState {
     /// Nothing: look it up by key.
     Unknown,
     /// Its flow has no state.
@@ -141,57 +141,57 @@ enum Prior {
     Hit(StateId),
 }
 
-/// The batched lookup's reading of a packet [`keys::lean_v4`] did not take: for an IPv6 one,
+/// The batched lookup's reading of a packet [`keys::header_flow_v4`] did not take: for an IPv6 one,
 /// its UDP flow (into `flow6`) hashed and probed; else whether it may be UDP all the same.
 /// Out of line: IPv4's loop stays as it was.
 #[inline(never)]
-fn lean_other(
+fn header_flow_other(
     table: &fw::state::StateTable,
     frame: &[u8],
     routed: Option<RoutedPacket>,
     flow6: &mut Flow,
-) -> LeanFlow {
+) -> HeaderFlow {
     let Some(RoutedPacket { l3, v4, .. }) = routed else {
-        return LeanFlow::default();
+        return HeaderFlow::default();
     };
     if v4 {
-        return LeanFlow {
+        return HeaderFlow {
             odd_udp: keys::is_udp_v4(frame, l3),
-            ..LeanFlow::default()
+            ..HeaderFlow::default()
         };
     }
     match frame
         .get(l3..)
         .and_then(|b| b.first_chunk())
-        .and_then(keys::lean_udp_v6)
+        .and_then(keys::udp_flow_v6)
     {
         Some((flow, len)) => {
             // Probed at once (IPv4's probes wait for their index lines in a loop of their
             // own): the probe still starts loading the state's slot.
             let hash = table.hash_flow(&flow);
             *flow6 = flow;
-            LeanFlow {
+            HeaderFlow {
                 hash,
                 probe: table.probe(hash),
                 len,
                 v6: true,
-                ..LeanFlow::default()
+                ..HeaderFlow::default()
             }
         }
-        None => LeanFlow {
+        None => HeaderFlow {
             odd_udp: keys::may_be_udp_v6(frame, l3),
-            ..LeanFlow::default()
+            ..HeaderFlow::default()
         },
     }
 }
 
-/// The flow of an IPv4 TCP/UDP packet (see [`keys::lean_v4`]).
+/// The flow of an IPv4 TCP/UDP packet (see [`keys::header_flow_v4`]).
 #[inline(always)]
-fn lean(frame: &[u8], l3: usize, v4: bool, tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
+fn tcp_udp_flow_v4(frame: &[u8], l3: usize, v4: bool, tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
     if !v4 {
         return None;
     }
-    keys::lean_v4(frame.get(l3..)?, tcp)
+    keys::header_flow_v4(frame.get(l3..)?, tcp)
 }
 
 /// The segment to track for a packet of `flow` (UDP has none; `tcp` is stale then).
@@ -210,11 +210,11 @@ impl FirewallStage {
             fw,
             keys: Box::new([PacketKey::ZERO; MAX_BATCH]),
             tcp: Box::new([None; MAX_BATCH]),
-            settled: Box::new([false; MAX_BATCH]),
-            tickets: Box::new([Ticket::default(); MAX_BATCH]),
+            out_decided: Box::new([false; MAX_BATCH]),
+            out_tickets: Box::new([Ticket::default(); MAX_BATCH]),
             out_pass: false,
-            lean_flows: Box::new([LeanFlow::default(); MAX_BATCH]),
-            lean_flows6: Box::new([Flow::default(); MAX_BATCH]),
+            header_flows: Box::new([HeaderFlow::default(); MAX_BATCH]),
+            header_flows6: Box::new([Flow::default(); MAX_BATCH]),
             left: Box::new([0; MAX_BATCH]),
             frags: super::frags::FragTable::new(super::random_seed()),
             held: Default::default(),
@@ -309,7 +309,7 @@ impl FirewallStage {
     fn rules_only(&mut self, pool: &FramePool, descs: &[FrameDesc], nexts: &mut [Next]) {
         for (i, (next, &desc)) in nexts.iter_mut().zip(descs).enumerate() {
             if let Some(RoutedPacket { l3, v4, in_port }) = next.routed() {
-                let r = self.by_key(pool.frame(desc), l3, v4, in_port, i, Prior::Unknown);
+                let r = self.by_key(pool.frame(desc), l3, v4, in_port, i, KnownState::Unknown);
                 self.record(i, next, r);
             }
         }
@@ -349,25 +349,25 @@ impl FirewallStage {
             };
             let frame = pool.frame(*desc);
             let q = if v4 {
-                let lean = frame
+                let header_flow = frame
                     .get(l3..)
                     .and_then(|b| b.first_chunk())
-                    .and_then(keys::lean_udp_v4);
+                    .and_then(keys::udp_flow_v4);
                 Quick::of(
-                    lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)),
-                    lean.is_none() && keys::is_udp_v4(frame, l3),
+                    header_flow.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)),
+                    header_flow.is_none() && keys::is_udp_v4(frame, l3),
                 )
             } else {
-                let lean = frame
+                let header_flow = frame
                     .get(l3..)
                     .and_then(|b| b.first_chunk())
-                    .and_then(keys::lean_udp_v6);
+                    .and_then(keys::udp_flow_v6);
                 Quick::of(
-                    lean.is_some_and(|(flow, len)| quick.udp_v6(&flow, len)),
-                    lean.is_none() && keys::may_be_udp_v6(frame, l3),
+                    header_flow.is_some_and(|(flow, len)| quick.udp_v6(&flow, len)),
+                    header_flow.is_none() && keys::may_be_udp_v6(frame, l3),
                 )
             };
-            if !note(q, i, n, &mut self.settled, &mut self.left, &mut left) {
+            if !record_quick(q, i, n, &mut self.out_decided, &mut self.left, &mut left) {
                 break;
             }
         }
@@ -386,14 +386,14 @@ impl FirewallStage {
         for p in v4 {
             let at = p.header_addr as usize;
             // The flow and length if the quick loop can read them, and whether it is UDP.
-            let (lean, udp) = if FLOWS {
+            let (header_flow, udp) = if FLOWS {
                 ((p.udp_len != 0).then_some((p.flow, p.udp_len)), p.udp)
             } else {
-                let lean = pool.peek(at).and_then(keys::lean_udp_v4);
-                (lean, lean.is_some() || pool.peek::<20>(at).is_some_and(|h| keys::is_udp_v4(h, 0)))
+                let header_flow = pool.peek(at).and_then(keys::udp_flow_v4);
+                (header_flow, header_flow.is_some() || pool.peek::<20>(at).is_some_and(|h| keys::is_udp_v4(h, 0)))
             };
-            let q = Quick::of(lean.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)), lean.is_none() && udp);
-            if !note(q, usize::from(p.index), n, &mut self.settled, &mut self.left, &mut left) {
+            let q = Quick::of(header_flow.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)), header_flow.is_none() && udp);
+            if !record_quick(q, usize::from(p.index), n, &mut self.out_decided, &mut self.left, &mut left) {
                 break;
             }
         }
@@ -425,13 +425,13 @@ impl FirewallStage {
         if matches!(hit, Some(Ok(None) | Err(_))) && self.fw.has_log_hit() {
             self.fw.emit_log(pool.frame(desc), l3, port);
         }
-        let prior = match hit {
-            Some(Ok(None)) => return self.settled[i % MAX_BATCH] = true,
-            Some(Ok(Some(id))) => Prior::Hit(id),
+        let known = match hit {
+            Some(Ok(None)) => return self.out_decided[i % MAX_BATCH] = true,
+            Some(Ok(Some(id))) => KnownState::Hit(id),
             Some(Err(reason)) => return *next = Next::Drop(reason),
-            None => Prior::Miss,
+            None => KnownState::Miss,
         };
-        let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, prior);
+        let r = self.by_key_cold(pool.frame(desc), l3, true, port, i, known);
         self.record(i, next, r);
     }
 
@@ -444,12 +444,12 @@ impl FirewallStage {
         for (i, (next, &desc)) in nexts.iter().zip(descs).enumerate() {
             let frame = pool.frame(desc);
             let routed = next.routed();
-            let l = routed.and_then(|r| lean(frame, r.l3, r.v4, &mut self.tcp[i % MAX_BATCH]));
-            self.lean_flows[i % MAX_BATCH] = match l {
+            let l = routed.and_then(|r| tcp_udp_flow_v4(frame, r.l3, r.v4, &mut self.tcp[i % MAX_BATCH]));
+            self.header_flows[i % MAX_BATCH] = match l {
                 Some((flow, len)) => {
                     let hash = table.hash_v4(&flow);
                     table.prefetch_index(hash);
-                    LeanFlow {
+                    HeaderFlow {
                         flow,
                         hash,
                         probe: 0,
@@ -459,10 +459,10 @@ impl FirewallStage {
                         odd_udp: false,
                     }
                 }
-                None => lean_other(table, frame, routed, &mut self.lean_flows6[i % MAX_BATCH]),
+                None => header_flow_other(table, frame, routed, &mut self.header_flows6[i % MAX_BATCH]),
             };
         }
-        for l in self.lean_flows[..descs.len()]
+        for l in self.header_flows[..descs.len()]
             .iter_mut()
             .filter(|l| l.valid)
         {
@@ -474,18 +474,18 @@ impl FirewallStage {
         }
         let mut left = 0;
         let mut quick = self.fw.quick();
-        for (i, l) in self.lean_flows[..descs.len()].iter().enumerate() {
+        for (i, l) in self.header_flows[..descs.len()].iter().enumerate() {
             let hit = l.valid
                 && l.flow.proto() == proto::UDP
                 && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
             let hit = hit
                 || (l.v6
-                    && quick.udp_v6_from(&self.lean_flows6[i % MAX_BATCH], l.hash, l.probe, l.len));
-            if !note(
+                    && quick.udp_v6_from(&self.header_flows6[i % MAX_BATCH], l.hash, l.probe, l.len));
+            if !record_quick(
                 Quick::of(hit, l.odd_udp),
                 i,
                 descs.len(),
-                &mut self.settled,
+                &mut self.out_decided,
                 &mut self.left,
                 &mut left,
             ) {
@@ -497,7 +497,7 @@ impl FirewallStage {
     }
 
     /// The general lookup, in order, of the `left` packets the quick loop left (listed in
-    /// `self.left`); `BATCHED`: their flows were read, hashed and probed into `self.lean_flows`.
+    /// `self.left`); `BATCHED`: their flows were read, hashed and probed into `self.header_flows`.
     #[inline(always)]
     fn in_order<const BATCHED: bool>(
         &mut self,
@@ -516,10 +516,10 @@ impl FirewallStage {
             };
             let i = i % MAX_BATCH;
             let flow = if BATCHED {
-                let l = &self.lean_flows[i];
+                let l = &self.header_flows[i];
                 l.valid.then_some((l.flow, l.hash, Some(l.probe), l.len))
             } else {
-                lean(pool.frame(desc), l3, v4, &mut self.tcp[i])
+                tcp_udp_flow_v4(pool.frame(desc), l3, v4, &mut self.tcp[i])
                     .map(|(flow, len)| (flow, self.fw.state_table().hash_v4(&flow), None, len))
             };
             match flow {
@@ -527,7 +527,7 @@ impl FirewallStage {
                     self.lookup(i, next, &flow, hash, probe, len, pool, desc, l3)
                 }
                 None => {
-                    let r = self.by_key_cold(pool.frame(desc), l3, v4, in_port, i, Prior::Unknown);
+                    let r = self.by_key_cold(pool.frame(desc), l3, v4, in_port, i, KnownState::Unknown);
                     self.record(i, next, r);
                 }
             }
@@ -538,10 +538,10 @@ impl FirewallStage {
     fn record(&mut self, i: usize, next: &mut Next, r: Result<Option<Ticket>, DropReason>) {
         let i = i % MAX_BATCH;
         match r {
-            Ok(None) => self.settled[i] = true,
+            Ok(None) => self.out_decided[i] = true,
             Ok(Some(ticket)) => {
-                self.settled[i] = false;
-                self.tickets[i] = ticket;
+                self.out_decided[i] = false;
+                self.out_tickets[i] = ticket;
                 self.out_pass = true;
             }
             Err(DropReason::FilterBlocked) => {
@@ -557,7 +557,7 @@ impl FirewallStage {
     }
 
     /// A packet off the fast path: its full key, then (unless the fast path looked its flow
-    /// up already, `prior`) the state lookup by key, or for an ICMP error the state of the
+    /// up already, `known`) the state lookup by key, or for an ICMP error the state of the
     /// flow it quotes, then the in pass; then, if its rule logs it, its log record.
     #[inline(always)]
     fn by_key(
@@ -567,9 +567,9 @@ impl FirewallStage {
         v4: bool,
         port: u16,
         i: usize,
-        prior: Prior,
+        known: KnownState,
     ) -> Result<Option<Ticket>, DropReason> {
-        let r = self.judge(frame, l3, v4, port, i, prior);
+        let r = self.judge(frame, l3, v4, port, i, known);
         if self.fw.has_log_hit() {
             self.fw.emit_log(frame, l3, port);
         }
@@ -585,13 +585,13 @@ impl FirewallStage {
         v4: bool,
         port: u16,
         i: usize,
-        prior: Prior,
+        known: KnownState,
     ) -> Result<Option<Ticket>, DropReason> {
         let i = i % MAX_BATCH;
         let (key, tcp) = (&mut self.keys[i], &mut self.tcp[i]);
         keys::extract(frame, l3, v4, port, key, tcp);
         self.fw.fill_route_bits(key);
-        // Fragments are never on the fast path (keys::lean_v4 refuses them).
+        // Fragments are never on the fast path (keys::header_flow_v4 refuses them).
         if let Some(ip) = frame.get(l3..).filter(|ip| {
             if v4 {
                 super::frags::is_fragment_v4(ip)
@@ -604,21 +604,21 @@ impl FirewallStage {
         }
         let (key, tcp) = (&*key, tcp.as_ref());
         if self.nat_passed && self.nat_pass[i] {
-            let prior = match prior {
-                Prior::Miss => Some(None),
-                Prior::Hit(id) => Some(Some(id)),
-                Prior::Unknown => None,
+            let known = match known {
+                KnownState::Miss => Some(None),
+                KnownState::Hit(id) => Some(Some(id)),
+                KnownState::Unknown => None,
             };
-            return self.fw.filter_in_translated(key, tcp, prior);
+            return self.fw.filter_in_translated(key, tcp, known);
         }
-        match prior {
-            Prior::Miss => return self.fw.inbound(key, tcp, None),
-            Prior::Hit(id) => return self.fw.inbound(key, tcp, Some(Hit::of(id, key))),
+        match known {
+            KnownState::Miss => return self.fw.inbound(key, tcp, None),
+            KnownState::Hit(id) => return self.fw.inbound(key, tcp, Some(Hit::of(id, key))),
             // Without states nothing can match (the pass for rule sets without `keep state`).
-            Prior::Unknown if self.fw.state_table().is_empty() => {
+            KnownState::Unknown if self.fw.state_table().is_empty() => {
                 return self.fw.inbound(key, tcp, None);
             }
-            Prior::Unknown => {}
+            KnownState::Unknown => {}
         }
         if is_icmp_error(key.proto, key.src_port)
             && let Some(r) = icmp_error(&mut self.fw, frame, l3, key)
@@ -637,9 +637,9 @@ impl FirewallStage {
         v4: bool,
         port: u16,
         i: usize,
-        prior: Prior,
+        known: KnownState,
     ) -> Result<Option<Ticket>, DropReason> {
-        self.by_key(frame, l3, v4, port, i, prior)
+        self.by_key(frame, l3, v4, port, i, known)
     }
 }
 
@@ -669,16 +669,16 @@ impl Quick {
 /// Notes the quick loop's outcome `q` for packet `i` of `n`: marks a hit stateful, or lists
 /// what it leaves in `list` (`left` of them so far). `false`: the loop stops there.
 #[inline(always)]
-fn note(
+fn record_quick(
     q: Quick,
     i: usize,
     n: usize,
-    settled: &mut [bool; MAX_BATCH],
+    out_decided: &mut [bool; MAX_BATCH],
     list: &mut [u16; MAX_BATCH],
     left: &mut usize,
 ) -> bool {
     match q {
-        Quick::Hit => settled[i % MAX_BATCH] = true,
+        Quick::Hit => out_decided[i % MAX_BATCH] = true,
         Quick::Leave => {
             list[*left % MAX_BATCH] = i as u16;
             *left += 1;

@@ -85,7 +85,7 @@ impl Forwarder {
                 ProxyStep::SynAck { id, .. } if to_router(&self.fib, classified, &lookups) => {
                     f.fw.unproxy(id);
                     self.next[i] = classified;
-                    f.settled[i % MAX_BATCH] = true;
+                    f.out_decided[i % MAX_BATCH] = true;
                     continue;
                 }
                 ProxyStep::SynAck { id, seq, ack } => {
@@ -147,7 +147,7 @@ impl Forwarder {
                 pool.write(desc, &buf[..n]);
                 self.next[i] = next;
                 // The out pass is skipped for the router's own handshake packets.
-                f.settled[i % MAX_BATCH] = true;
+                f.out_decided[i % MAX_BATCH] = true;
             }
         }
         drop(proxy_steps);

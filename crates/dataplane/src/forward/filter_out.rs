@@ -57,7 +57,7 @@ impl Forwarder {
     }
 
     /// The firewall's out pass of packet `i` on output port `port` (skipped when a state
-    /// settled it) and NAT's outbound pass. When both run, NAT chooses the translation first
+    /// out_decided it) and NAT's outbound pass. When both run, NAT chooses the translation first
     /// and the rules judge the packet as it will leave (pf translates before it filters).
     /// `SCRUB`: normalized first, as pf does before its state lookup.
     #[inline(always)]
@@ -80,11 +80,11 @@ impl Forwarder {
         }
         // Translation is IPv4's.
         let nat = v4 && f.nat_on && f.nat.on_port(port);
-        if !f.settled[i] {
+        if !f.out_decided[i] {
             let r = if nat {
                 filter_out_translating(f, pool.frame_mut(desc), l3, port, i)
             } else {
-                f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.tickets[i])
+                f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.out_tickets[i])
             };
             if f.fw.has_log_hit() {
                 f.fw.emit_log(pool.frame(desc), l3, port);
@@ -107,7 +107,7 @@ impl Forwarder {
     }
 
     /// The TTL decrement and NAT's outbound pass of an IPv4 packet leaving by translating port
-    /// `port` that a state settled: the common packet (plain TCP or UDP of a flow translated
+    /// `port` that a state out_decided: the common packet (plain TCP or UDP of a flow translated
     /// already) in line, both in one checksum update; any other out of line. `Ok(false)`: its
     /// TTL would reach zero, and it is left as it came.
     #[inline(always)]
@@ -293,7 +293,7 @@ fn translate_out_other(
 }
 
 /// The out pass of packet `i` (at `l3` of `frame`) leaving by translating port `port`, no
-/// state having settled it: NAT chooses the translation, the out rules judge the packet with
+/// state having out_decided it: NAT chooses the translation, the out rules judge the packet with
 /// its new source, and only then is the translation made and applied; a packet they block
 /// leaves no translation behind and stays as it came (a `block return` answers its sender).
 #[inline(never)]
@@ -305,7 +305,7 @@ fn filter_out_translating(
     i: usize,
 ) -> Result<(), DropReason> {
     let i = i % MAX_BATCH;
-    let (key, tcp, ticket) = (f.keys[i], f.tcp[i], f.tickets[i]);
+    let (key, tcp, ticket) = (f.keys[i], f.tcp[i], f.out_tickets[i]);
     let Some(ip) = frame.get_mut(l3..) else {
         return f.fw.filter_out(&key, port, tcp.as_ref(), ticket);
     };

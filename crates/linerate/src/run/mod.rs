@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use config::{Backend, Config};
-use dataplane::filter::{Firewall, RulesSlot};
+use dataplane::firewall::{Firewall, RulesSlot};
 use dataplane::{Counts, FibControl, PortInfo, WorkerCounters};
 
 use crate::router_state::RouterState;
@@ -238,7 +238,7 @@ fn firewall(cfg: &Config, workers: usize) -> Result<FirewallSetup> {
     eprintln!("linerate: firewall: {} rules from {}", loaded.rules.rule_count(), f.rules.display());
     let slot = RulesSlot::new(Arc::new(loaded.rules));
     let firewalls = (0..workers)
-        .map(|w| Firewall::try_new(Arc::clone(&slot), dataplane::filter::random_seed()).map(Some).with_context(|| format!("{}: worker {w}'s state table", f.rules.display())))
+        .map(|w| Firewall::try_new(Arc::clone(&slot), dataplane::firewall::random_seed()).map(Some).with_context(|| format!("{}: worker {w}'s state table", f.rules.display())))
         .collect::<Result<_>>()?;
     Ok(FirewallSetup { slot: Some(slot), per_worker: firewalls, rules_text: loaded.text })
 }

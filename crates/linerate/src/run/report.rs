@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dataplane::Counts;
-use dataplane::filter::FirewallStats;
+use dataplane::firewall::FirewallStats;
 use dataplane::punt::{PuntClass, PuntDrop};
 use io::{PortStats, RxPort, TxPort};
 

@@ -9,9 +9,9 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use config::Config;
-use dataplane::filter::FirewallStats;
-use dataplane::filter::log::LogRing;
-use dataplane::filter::requests::StateRequest;
+use dataplane::firewall::FirewallStats;
+use dataplane::firewall::log::LogRing;
+use dataplane::firewall::requests::StateRequest;
 use dataplane::punt::{PuntReceiver, PuntSender, PuntStats, punt_channel};
 use dataplane::slowpath::SlowPath;
 use dataplane::{Fib, FibControl, Firewall, PortInfo, Worker, WorkerCounters};
@@ -64,7 +64,7 @@ pub(super) fn slow_path(cfg: &Config, fib: FibControl, ports: &[PortInfo], worke
     }
     for (port, iface) in cfg.interfaces.iter().enumerate() {
         if let Some(ra) = &iface.ra {
-            slow.advertise(port as u16, &setup::advert_settings(ra), dataplane::filter::random_seed());
+            slow.advertise(port as u16, &setup::advert_settings(ra), dataplane::firewall::random_seed());
             eprintln!("linerate: {}: router advertisements every {}-{} s from {}", iface.name, ra.min_interval, ra.max_interval, dataplane::slowpath::link_local(ports[port].mac));
         }
     }
@@ -136,7 +136,7 @@ impl Workers {
     /// Gives worker `w` its firewall, with a log ring and a desk for state requests.
     fn add_firewall(&mut self, worker: &mut RunWorker, w: usize, workers: usize, mut firewall: Firewall, cfg: &Config) {
         let rate = u64::from(cfg.log.rate).div_ceil(workers as u64);
-        let (sink, ring) = dataplane::filter::log::log_ring(LOG_RING, cfg.log.snaplen as usize, rate);
+        let (sink, ring) = dataplane::firewall::log::log_ring(LOG_RING, cfg.log.snaplen as usize, rate);
         firewall.set_log(sink);
         self.log_rings.push(ring);
         worker.set_firewall(firewall);
