@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/setup.sh
-# Style gate: no clippy warning anywhere (tests, benches and examples included).
+# Style gates: the code as rustfmt writes it (rustfmt.toml; the fuzz crate is a workspace of
+# its own), and no clippy warning anywhere (tests, benches and examples included).
+cargo fmt --all -- --check
+(cd fuzz && cargo fmt --all -- --check)
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked "$@"

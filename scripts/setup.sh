@@ -62,7 +62,10 @@ if ! have cargo; then
     echo "setup: no Rust toolchain found (cargo); install Rust >= 1.95 with rustup first" >&2
     exit 1
 fi
-# The test command gates on clippy's warnings (test.sh).
+# The test command gates on rustfmt's layout and clippy's warnings (test.sh).
 if ! cargo clippy --version >/dev/null 2>&1 && have rustup; then
     rustup component add clippy >/dev/null
+fi
+if ! cargo fmt --version >/dev/null 2>&1 && have rustup; then
+    rustup component add rustfmt >/dev/null
 fi

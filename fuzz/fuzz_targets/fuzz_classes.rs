@@ -21,7 +21,8 @@ const MAX_KEYS: usize = 256;
 /// Where IPv4 addresses are drawn: a few crowded /16s, and both ends of the space.
 const BASE4: [u32; 6] = [0x0a00_0000, 0x0a01_0000, 0xc000_0200, 0xc612_0000, 0, 0xffff_0000];
 /// Where IPv6 addresses are drawn (the top 64 bits; the rest from the input).
-const BASE6: [u64; 5] = [0x2001_0db8_0000_0000, 0x2001_0db8_0001_0000, 0xfe80_0000_0000_0000, 0, 0xffff_ffff_ffff_0000];
+const BASE6: [u64; 5] =
+    [0x2001_0db8_0000_0000, 0x2001_0db8_0001_0000, 0xfe80_0000_0000_0000, 0, 0xffff_ffff_ffff_0000];
 const LEN4: [u8; 10] = [8, 15, 16, 20, 24, 25, 28, 30, 31, 32];
 const LEN6: [u8; 10] = [16, 32, 48, 56, 64, 96, 112, 120, 127, 128];
 
@@ -35,16 +36,27 @@ struct Drawn {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&opts, mut rest)) = data.split_first() else { return };
-    let mut d = Drawn { text: String::new(), v4: vec![0, u32::MAX.into()], v6: vec![0, u128::MAX], ports: vec![0, 65535] };
+    let mut d = Drawn {
+        text: String::new(),
+        v4: vec![0, u32::MAX.into()],
+        v6: vec![0, u128::MAX],
+        ports: vec![0, 65535],
+    };
     for _ in 0..MAX_RULES {
         let Some(b) = rest.first_chunk::<12>().filter(|b| b[0] != 0xff) else { break };
         rule(&mut d, *b);
         rest = &rest[12..];
     }
     let ifaces = |n: &str| n.strip_prefix("em").and_then(|i| i.parse().ok());
-    let rs = fw::rules::parse(&d.text, Path::new("fuzz.conf"), &ifaces).unwrap_or_else(|e| panic!("{e}\n{}", d.text));
+    let rs = fw::rules::parse(&d.text, Path::new("fuzz.conf"), &ifaces)
+        .unwrap_or_else(|e| panic!("{e}\n{}", d.text));
     let class_nodes = [DEFAULT_CLASS_NODES, 0, 1, 4][usize::from(opts & 3)];
-    let build = BuildOptions { engine: Engine::Tree, leaf_pairs_from: 0, class_nodes, ..BuildOptions::default() };
+    let build = BuildOptions {
+        engine: Engine::Tree,
+        leaf_pairs_from: 0,
+        class_nodes,
+        ..BuildOptions::default()
+    };
     let cl = Classifier::build_with(&rs, &build).unwrap();
     let mut cache = VerdictCache::new([4, 64][usize::from(opts >> 2 & 1)], u64::from(opts));
     for chunk in rest.get(1..).unwrap_or_default().chunks_exact(8).take(MAX_KEYS) {
@@ -65,14 +77,19 @@ fn rule(d: &mut Drawn, b: [u8; 12]) {
     let quick = if b[0] & 2 != 0 { " quick" } else { "" };
     let dir = ["", " in", " out", " in"][usize::from(b[0] >> 2 & 3)];
     let on = ["", " on em0", " on em1", " on { em0, em1 }"][usize::from(b[11] & 3)];
-    let proto = [" proto tcp", " proto udp", " proto { tcp, udp }", " proto tcp"][usize::from(b[0] >> 5 & 3)];
+    let proto = [" proto tcp", " proto udp", " proto { tcp, udp }", " proto tcp"]
+        [usize::from(b[0] >> 5 & 3)];
     let af = if inet6 { " inet6" } else { " inet" };
     let from = host(d, inet6, b[1], u16::from_le_bytes([b[2], b[3]]), b[11] >> 2);
     let sport = ports(d, b[7], b[8]);
     let to = host(d, inet6, b[4], u16::from_le_bytes([b[5], b[6]]), b[11] >> 5);
     let dport = ports(d, b[9], b[10]);
     let state = if b[0] & 0x81 == 0x80 { " no state" } else { "" };
-    writeln!(d.text, "{action}{dir}{quick}{on}{af}{proto} from {from}{sport} to {to}{dport}{state}").unwrap();
+    writeln!(
+        d.text,
+        "{action}{dir}{quick}{on}{af}{proto} from {from}{sport} to {to}{dport}{state}"
+    )
+    .unwrap();
 }
 
 /// An address, a prefix, a range or a list, negated or not; its edges go to `d`.
@@ -81,12 +98,19 @@ fn host(d: &mut Drawn, inet6: bool, kind: u8, bits: u16, more: u8) -> String {
     match kind >> 4 & 7 {
         0 => "any".into(),
         1 | 2 => {
-            let (a, b) = (prefix(d, inet6, kind, bits), prefix(d, inet6, kind.rotate_left(3), bits.rotate_left(5) ^ u16::from(more)));
+            let (a, b) = (
+                prefix(d, inet6, kind, bits),
+                prefix(d, inet6, kind.rotate_left(3), bits.rotate_left(5) ^ u16::from(more)),
+            );
             format!("{{ {not}{a}, {b} }}")
         }
         3 => {
             let lo = addr(inet6, kind, bits);
-            let hi = lo.saturating_add(u128::from(more) << 3).min(if inet6 { u128::MAX } else { u32::MAX.into() });
+            let hi = lo.saturating_add(u128::from(more) << 3).min(if inet6 {
+                u128::MAX
+            } else {
+                u32::MAX.into()
+            });
             edges(d, inet6, lo, hi);
             format!("{} - {}", show(inet6, lo), show(inet6, hi))
         }
@@ -97,7 +121,11 @@ fn host(d: &mut Drawn, inet6: bool, kind: u8, bits: u16, more: u8) -> String {
 /// A prefix whose base is chosen by `kind`'s low bits and varied by `bits`.
 fn prefix(d: &mut Drawn, inet6: bool, kind: u8, bits: u16) -> String {
     let a = addr(inet6, kind, bits);
-    let (len, width) = if inet6 { (LEN6[usize::from(bits >> 12) % LEN6.len()], 128) } else { (LEN4[usize::from(bits >> 12) % LEN4.len()], 32) };
+    let (len, width) = if inet6 {
+        (LEN6[usize::from(bits >> 12) % LEN6.len()], 128)
+    } else {
+        (LEN4[usize::from(bits >> 12) % LEN4.len()], 32)
+    };
     let host = (1u128 << (width - u32::from(len))) - 1;
     let lo = a & !host & if inet6 { u128::MAX } else { u32::MAX.into() };
     edges(d, inet6, lo, lo | host);
@@ -122,7 +150,11 @@ fn edges(d: &mut Drawn, inet6: bool, lo: u128, hi: u128) {
 }
 
 fn show(inet6: bool, a: u128) -> String {
-    if inet6 { std::net::Ipv6Addr::from(a).to_string() } else { std::net::Ipv4Addr::from(a as u32).to_string() }
+    if inet6 {
+        std::net::Ipv6Addr::from(a).to_string()
+    } else {
+        std::net::Ipv4Addr::from(a as u32).to_string()
+    }
 }
 
 /// Nothing, one port, a range, a list or an operator; the edges go to `d`.

@@ -8,7 +8,8 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(f) = EthernetFrame::new_checked(data) {
         let _ = (f.dst_addr(), f.src_addr(), f.ethertype(), f.payload());
-        let _ = (f.dst_addr().is_broadcast(), f.dst_addr().is_multicast(), f.src_addr().to_string());
+        let _ =
+            (f.dst_addr().is_broadcast(), f.dst_addr().is_multicast(), f.src_addr().to_string());
         if let Ok(v) = VlanHeader::new_checked(f.payload()) {
             let _ = (v.pcp(), v.dei(), v.vid(), v.inner_ethertype(), v.payload());
         }

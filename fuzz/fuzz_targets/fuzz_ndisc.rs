@@ -5,7 +5,16 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(Some(m)) = wire::ndisc::parse_nd(data) {
-        let _ = (m.kind, m.src, m.dst, m.target, m.solicited(), m.override_flag(), m.source_ll, m.target_ll);
+        let _ = (
+            m.kind,
+            m.src,
+            m.dst,
+            m.target,
+            m.solicited(),
+            m.override_flag(),
+            m.source_ll,
+            m.target_ll,
+        );
     }
     if let Ok(Some(rs)) = wire::router_advert::parse_router_solicit(data) {
         let _ = (rs.src, rs.source_ll);

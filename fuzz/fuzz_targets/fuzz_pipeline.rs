@@ -16,8 +16,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::fib::{Fib, FibControl};
+use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
 use io::mem::{CaptureTx, CountingTx, ReplayRx};
@@ -63,14 +63,21 @@ fn build_fib() -> Arc<Fib> {
     ctl.add_route(v4(203, 0, 113, 0), 24, v4(198, 18, 0, 9), 0).unwrap();
     ctl.set_neighbour(v6(0xa), 0, MacAddr([2, 0, 0, 0, 0, 0xa6])).unwrap();
     ctl.set_neighbour(v6(0xb), 1, MacAddr([2, 0, 0, 0, 0, 0xb6])).unwrap();
-    ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 0)), 48, v6(0xb), 1).unwrap();
+    ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 0)), 48, v6(0xb), 1)
+        .unwrap();
     ctl.fib()
 }
 
 fn ports() -> Vec<PortInfo> {
-    let mut p = vec![PortInfo::new("if0", MAC[0], 0), PortInfo::new("if1", MAC[1], 1), PortInfo::new("if0.10", MAC[0], 0)];
-    p[0].addresses = vec![("198.18.0.1".parse().unwrap(), 24), ("2001:db8:a::1".parse().unwrap(), 64)];
-    p[1].addresses = vec![("198.19.0.1".parse().unwrap(), 24), ("2001:db8:b::1".parse().unwrap(), 64)];
+    let mut p = vec![
+        PortInfo::new("if0", MAC[0], 0),
+        PortInfo::new("if1", MAC[1], 1),
+        PortInfo::new("if0.10", MAC[0], 0),
+    ];
+    p[0].addresses =
+        vec![("198.18.0.1".parse().unwrap(), 24), ("2001:db8:a::1".parse().unwrap(), 64)];
+    p[1].addresses =
+        vec![("198.19.0.1".parse().unwrap(), 24), ("2001:db8:b::1".parse().unwrap(), 64)];
     p[1].mtu = 1400;
     p[2].vlan = Some(10);
     p[2].mtu = 1280;
@@ -84,7 +91,10 @@ fn rule_sets() -> &'static [Option<Arc<CompiledRules>>; 4] {
     SETS.get_or_init(|| {
         let compile = |text: String| {
             let text = format!("set limit states 1000\n{text}");
-            Some(Arc::new(CompiledRules::parse(&text, Path::new("fuzz.conf"), &ifaces).expect("the fuzz target's rules parse")))
+            Some(Arc::new(
+                CompiledRules::parse(&text, Path::new("fuzz.conf"), &ifaces)
+                    .expect("the fuzz target's rules parse"),
+            ))
         };
         [
             None,
@@ -122,7 +132,8 @@ fuzz_target!(|data: &[u8]| {
             // A reload between two frames: the next of the three rule sets, over the states
             // and translations the last one made.
             set = set % 3 + 1;
-            slot.publish(rule_sets()[set].clone().expect("a firewall's set")).expect("the small limit fits");
+            slot.publish(rule_sets()[set].clone().expect("a firewall's set"))
+                .expect("the small limit fits");
         }
         let port = usize::from(control & 1);
         let mut frame = bytes.to_vec();
@@ -179,7 +190,9 @@ fn ipv4_header(f: &[u8]) -> Option<&[u8]> {
 /// here rather than taken from `wire::checksum`, so that a bug there cannot hide from the
 /// check.
 fn checksum(b: &[u8], start: u32) -> u16 {
-    let mut s = b.chunks(2).fold(start, |s, c| s + (u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))));
+    let mut s = b
+        .chunks(2)
+        .fold(start, |s, c| s + (u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))));
     while s > 0xffff {
         s = (s & 0xffff) + (s >> 16);
     }
@@ -224,7 +237,11 @@ fn l4(f: &[u8]) -> Option<L4> {
         58 if ty == 0x86dd => (2, pseudo),
         _ => return None,
     };
-    (total - hlen >= at + 2).then_some(L4 { span: l3 + hlen..l3 + total, at, pseudo: u32::from(pseudo) })
+    (total - hlen >= at + 2).then_some(L4 {
+        span: l3 + hlen..l3 + total,
+        at,
+        pseudo: u32::from(pseudo),
+    })
 }
 
 /// Sets the IPv4 header checksum and the L4 checksum ([`l4`]) of a frame, so that the

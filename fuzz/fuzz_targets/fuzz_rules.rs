@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
         _ => None,
     };
     let addresses = [
-        ("em0".to_string(), vec![("192.0.2.1".parse().unwrap(), 24), ("2001:db8::1".parse().unwrap(), 64)]),
+        (
+            "em0".to_string(),
+            vec![("192.0.2.1".parse().unwrap(), 24), ("2001:db8::1".parse().unwrap(), 64)],
+        ),
         ("em1".to_string(), vec![("10.0.0.1".parse().unwrap(), 8)]),
     ];
     let path = Path::new("/nonexistent/fuzz.conf");
@@ -29,7 +32,12 @@ fuzz_target!(|data: &[u8]| {
     }
     let keys = keys(data);
     for engine in [Engine::Auto, Engine::Tree] {
-        let opts = BuildOptions { memory_budget: 64 << 20, engine, leaf_pairs_from: 0, ..Default::default() };
+        let opts = BuildOptions {
+            memory_budget: 64 << 20,
+            engine,
+            leaf_pairs_from: 0,
+            ..Default::default()
+        };
         let Ok(cl) = Classifier::build_with(&rs, &opts) else { continue };
         for key in &keys {
             assert_eq!(cl.classify(key), fw::reference::evaluate(&rs, key), "{engine:?} {key:?}");
@@ -40,7 +48,9 @@ fuzz_target!(|data: &[u8]| {
 /// Sixteen keys, IPv4 and IPv6, both directions and interfaces, their fields drawn from
 /// values rule sets name (the interfaces' networks, common ports) and from the input's hash.
 fn keys(data: &[u8]) -> Vec<PacketKey> {
-    let mut s = data.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let mut s = data
+        .iter()
+        .fold(0x9e37_79b9_7f4a_7c15u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
     let mut next = move || {
         s ^= s << 13;
         s ^= s >> 7;
@@ -48,7 +58,8 @@ fn keys(data: &[u8]) -> Vec<PacketKey> {
         s
     };
     let v4 = [0xc000_0201u128, 0xc000_0202, 0x0a00_0001, 0x0a01_0203, 0, 0xffff_ffff, 0x7f00_0001];
-    let v6 = [0x2001_0db8_u128 << 96 | 1, 0x2001_0db8_u128 << 96 | 2, 0xfe80 << 112 | 1, 0, u128::MAX];
+    let v6 =
+        [0x2001_0db8_u128 << 96 | 1, 0x2001_0db8_u128 << 96 | 2, 0xfe80 << 112 | 1, 0, u128::MAX];
     let ports = [80u16, 22, 53, 443, 1234, 0, 65535, 1024];
     let protos = [6u8, 17, 1, 58, 47, 0];
     (0..16)
@@ -61,7 +72,13 @@ fn keys(data: &[u8]) -> Vec<PacketKey> {
                 _ if r.is_multiple_of(4) => u128::from(r) << 64 | 0x2001_0db8 << 96,
                 _ => v6[(r >> 2) as usize % v6.len()],
             };
-            let port = |r: u64| if r.is_multiple_of(3) { (r >> 8) as u16 } else { ports[(r >> 2) as usize % ports.len()] };
+            let port = |r: u64| {
+                if r.is_multiple_of(3) {
+                    (r >> 8) as u16
+                } else {
+                    ports[(r >> 2) as usize % ports.len()]
+                }
+            };
             PacketKey {
                 af,
                 dir: if r & 1 == 0 { Dir::In } else { Dir::Out },

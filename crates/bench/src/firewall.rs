@@ -97,11 +97,18 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
         t.push_str(&realistic_rules(f.rules, &keys[..keys.len().min(REALISTIC_MISSED_FLOWS)]));
     } else {
         for i in 0..f.rules {
-            let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+            let _ = writeln!(
+                t,
+                "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22",
+                (i >> 16) & 255,
+                (i >> 8) & 255,
+                i & 255
+            );
         }
     }
     let log = if f.log.is_some() { "log " } else { "" };
-    let _ = writeln!(t, "pass {log}all {}", if f.states.is_some() { "keep state" } else { "no state" });
+    let _ =
+        writeln!(t, "pass {log}all {}", if f.states.is_some() { "keep state" } else { "no state" });
     t
 }
 
@@ -110,17 +117,29 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
 fn realistic_rules(n: usize, keys: &[PacketKey]) -> String {
     let passes: Vec<PacketKey> = keys
         .iter()
-        .flat_map(|k| [PacketKey { dir: Dir::In, iface: 0, ..*k }, PacketKey { dir: Dir::Out, iface: 1, ..*k }])
+        .flat_map(|k| {
+            [
+                PacketKey { dir: Dir::In, iface: 0, ..*k },
+                PacketKey { dir: Dir::Out, iface: 1, ..*k },
+            ]
+        })
         .collect();
     let mut generated = 2 * n + 16;
     loop {
         let text = fw::testgen::ruleset(1, generated);
-        let rs = fw::rules::parse(&text, std::path::Path::new("gen.conf"), &fw::testgen::iface_index).expect("generated rules parse");
+        let rs =
+            fw::rules::parse(&text, std::path::Path::new("gen.conf"), &fw::testgen::iface_index)
+                .expect("generated rules parse");
         let free = unmatched(&rs, &passes);
         // A line may expand into several rules (lists of interfaces): kept only if none
         // of them matches.
-        let hit: std::collections::HashSet<usize> =
-            rs.rules.iter().enumerate().filter(|(i, _)| free.binary_search(i).is_err()).map(|(_, r)| r.line).collect();
+        let hit: std::collections::HashSet<usize> = rs
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| free.binary_search(i).is_err())
+            .map(|(_, r)| r.line)
+            .collect();
         let mut keep = std::collections::HashSet::new();
         for line in free.iter().map(|&i| rs.rules[i].line).filter(|l| !hit.contains(l)) {
             if keep.len() == n {
@@ -154,7 +173,13 @@ fn unmatched(rs: &fw::rules::RuleSet, keys: &[PacketKey]) -> Vec<usize> {
     std::thread::scope(|s| {
         let parts: Vec<_> = (0..rs.rules.len())
             .step_by(chunk)
-            .map(|from| s.spawn(move || (from..(from + chunk).min(rs.rules.len())).filter(|&i| free(i)).collect::<Vec<_>>()))
+            .map(|from| {
+                s.spawn(move || {
+                    (from..(from + chunk).min(rs.rules.len()))
+                        .filter(|&i| free(i))
+                        .collect::<Vec<_>>()
+                })
+            })
             .collect();
         parts.into_iter().flat_map(|p| p.join().expect("rule check thread")).collect()
     })
@@ -172,20 +197,40 @@ fn frame_keys(frames: &[Vec<u8>]) -> Vec<PacketKey> {
             let ethertype = f.get(at..at + 2)?;
             let ip = at + 2;
             let (af, src, dst, l4) = if ethertype == [0x08, 0x00] {
-                let a = |o: usize| f.get(ip + o..ip + o + 4).map(|b| u128::from(u32::from_be_bytes(b.try_into().expect("4 bytes"))));
+                let a = |o: usize| {
+                    f.get(ip + o..ip + o + 4)
+                        .map(|b| u128::from(u32::from_be_bytes(b.try_into().expect("4 bytes"))))
+                };
                 (Af::Inet, a(12)?, a(16)?, ip + usize::from(f.get(ip)? & 0x0f) * 4)
             } else {
-                let a = |o: usize| f.get(ip + o..ip + o + 16).map(|b| u128::from_be_bytes(b.try_into().expect("16 bytes")));
+                let a = |o: usize| {
+                    f.get(ip + o..ip + o + 16)
+                        .map(|b| u128::from_be_bytes(b.try_into().expect("16 bytes")))
+                };
                 (Af::Inet6, a(8)?, a(24)?, ip + 40)
             };
-            let port = |o: usize| f.get(l4 + o..l4 + o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-            Some(PacketKey { af, src, dst, proto: fw::packet::proto::UDP, src_port: port(0)?, dst_port: port(2)?, len: 46, ..PacketKey::ZERO })
+            let port =
+                |o: usize| f.get(l4 + o..l4 + o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+            Some(PacketKey {
+                af,
+                src,
+                dst,
+                proto: fw::packet::proto::UDP,
+                src_port: port(0)?,
+                dst_port: port(2)?,
+                len: 46,
+                ..PacketKey::ZERO
+            })
         })
         .collect()
 }
 
 /// Compiles the bench's rules, gives the worker its firewall and prefills the state table.
-pub(crate) fn setup_firewall(worker: &mut BenchWorker, f: &BenchFirewall, frames: &[Vec<u8>]) -> Result<BenchFirewallResult, BenchError> {
+pub(crate) fn setup_firewall(
+    worker: &mut BenchWorker,
+    f: &BenchFirewall,
+    frames: &[Vec<u8>],
+) -> Result<BenchFirewallResult, BenchError> {
     if f.table_size.is_some_and(|m| m > 1 << 20) || f.rules > 1 << 24 {
         return Err(BenchError::Invalid("at most 2^24 rules and 2^20 table entries".into()));
     }
@@ -193,7 +238,8 @@ pub(crate) fn setup_firewall(worker: &mut BenchWorker, f: &BenchFirewall, frames
     let t0 = Instant::now();
     // The bench's ports (mem0, mem1) and the generated sets' interfaces (lr-g0.., the same indices).
     let iface = |n: &str| if n == "mem1" { Some(1) } else { fw::testgen::iface_index(n) };
-    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &iface).map_err(BenchError::Invalid)?;
+    let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &iface)
+        .map_err(BenchError::Invalid)?;
     let compile = t0.elapsed();
     let (n, classifier_bytes) = (rules.rule_count(), rules.classifier_bytes());
     let mut firewall = Firewall::new(RulesSlot::new(Arc::new(rules)), 1);
@@ -220,7 +266,8 @@ pub(crate) fn setup_firewall(worker: &mut BenchWorker, f: &BenchFirewall, frames
             route: 0,
             tag: 0,
         };
-        fw.insert_state(&key, n - 1).map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
+        fw.insert_state(&key, n - 1)
+            .map_err(|e| BenchError::Invalid(format!("prefilling state {i}: {e}")))?;
     }
     let nat_prefilled = f.nat.unwrap_or(0);
     prefill_nat(worker, nat_prefilled)?;
@@ -255,9 +302,22 @@ fn prefill_nat(worker: &mut BenchWorker, k: usize) -> Result<(), BenchError> {
         let (src, dst) = (0xac10_0000u32 + (i >> 16) as u32, 0x6440_0000u32 + (i >> 16) as u32);
         let (sport, port) = (i as u16, 1024 + (i % 64000) as u16);
         let out_key = NatKey { src, dst, sport, dport: 9, proto: fw::packet::proto::UDP };
-        let in_key = NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: fw::packet::proto::UDP };
-        let s = Session { iface: 1, kind: fw::nat::NatKind::Nat, pass: false, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Default::default() };
-        table.insert(s).map_err(|e| BenchError::Invalid(format!("prefilling translation {i}: {e:?}")))?;
+        let in_key =
+            NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: fw::packet::proto::UDP };
+        let s = Session {
+            iface: 1,
+            kind: fw::nat::NatKind::Nat,
+            pass: false,
+            out_key,
+            out_to: (ext, port),
+            in_key,
+            in_to: (src, sport),
+            last: 0,
+            phase: Default::default(),
+        };
+        table
+            .insert(s)
+            .map_err(|e| BenchError::Invalid(format!("prefilling translation {i}: {e:?}")))?;
     }
     Ok(())
 }
@@ -267,7 +327,11 @@ fn prefill_nat(worker: &mut BenchWorker, k: usize) -> Result<(), BenchError> {
 /// by the rate limit, dropped for a full ring.
 fn drain_log(fw: &mut Firewall, rate: u64) -> Arc<[AtomicU64; 3]> {
     use std::sync::atomic::Ordering::Relaxed;
-    let (sink, mut ring) = dataplane::firewall::log::log_ring(1024, dataplane::firewall::log::DEFAULT_LOG_SNAP, if rate == 0 { u64::MAX / 4 } else { rate });
+    let (sink, mut ring) = dataplane::firewall::log::log_ring(
+        1024,
+        dataplane::firewall::log::DEFAULT_LOG_SNAP,
+        if rate == 0 { u64::MAX / 4 } else { rate },
+    );
     fw.set_log(sink);
     let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
     let c = Arc::clone(&counts);

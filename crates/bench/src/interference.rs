@@ -70,7 +70,10 @@ impl Interference {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        Interference { waited: max(self.waited, other.waited), stolen: max(self.stolen, other.stolen) }
+        Interference {
+            waited: max(self.waited, other.waited),
+            stolen: max(self.stolen, other.stolen),
+        }
     }
 }
 
@@ -115,7 +118,8 @@ mod tests {
         assert_eq!(i.lost(), 0.25);
         let unread = CpuClocks { run_delay_ns: None, steal_ticks: None };
         assert_eq!(unread.since(&before, Duration::from_secs(1)), Interference::default());
-        let w = Interference { waited: Some(0.1), stolen: None }.worst(Interference { waited: Some(0.3), stolen: Some(0.02) });
+        let w = Interference { waited: Some(0.1), stolen: None }
+            .worst(Interference { waited: Some(0.3), stolen: Some(0.02) });
         assert_eq!(w, Interference { waited: Some(0.3), stolen: Some(0.02) });
     }
 

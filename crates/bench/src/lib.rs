@@ -22,8 +22,8 @@ use wire::MacAddr;
 pub mod firewall;
 pub mod interference;
 mod measure;
-pub mod run;
 pub mod prepare;
+pub mod run;
 pub mod synth;
 #[cfg(test)]
 mod tests;
@@ -75,7 +75,6 @@ pub struct BenchConfig {
     /// tagged VLAN 20 (sub-interface of the output port); `frame_size` is the untagged size.
     pub vlan: bool,
 }
-
 
 impl Default for BenchConfig {
     fn default() -> Self {
@@ -130,4 +129,3 @@ pub enum BenchError {
     #[error("{0}")]
     Invalid(String),
 }
-

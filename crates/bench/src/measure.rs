@@ -24,7 +24,13 @@ pub(crate) struct Runs {
 impl Runs {
     /// A run that forwarded `forwarded` packets in `elapsed` and counted `counts`, while
     /// other work took `interference` of its CPU; returns its rate in Mpps.
-    pub fn add(&mut self, forwarded: u64, elapsed: Duration, counts: &Counts, interference: Interference) -> f64 {
+    pub fn add(
+        &mut self,
+        forwarded: u64,
+        elapsed: Duration,
+        counts: &Counts,
+        interference: Interference,
+    ) -> f64 {
         self.counts.add(counts);
         self.interference.push(interference);
         let mpps = forwarded as f64 / elapsed.as_secs_f64() / 1e6;
@@ -36,7 +42,13 @@ impl Runs {
 
 impl BenchResult {
     /// A result from the measured runs (medians taken here), no firewall.
-    pub(crate) fn measured(runs: Runs, routes: usize, flows_per_worker: Vec<usize>, frame_size: usize, setup: Duration) -> Self {
+    pub(crate) fn measured(
+        runs: Runs,
+        routes: usize,
+        flows_per_worker: Vec<usize>,
+        frame_size: usize,
+        setup: Duration,
+    ) -> Self {
         BenchResult {
             mpps: median(&runs.mpps),
             ns_per_packet: median(&runs.ns_per_packet),
@@ -79,5 +91,11 @@ pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n == 0 { f64::NAN } else if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }

@@ -67,7 +67,13 @@ pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, BenchError> {
 
 /// A synthetic table of `n` prefixes over [`SYNTH_GATEWAYS`] resolved gateways, and one
 /// destination per flow, each inside a randomly chosen prefix.
-fn synthetic_routes(cfg: &BenchConfig, n: usize, ctl: &mut FibControl, out: u16, rng: &mut Rng) -> Result<Table, BenchError> {
+fn synthetic_routes(
+    cfg: &BenchConfig,
+    n: usize,
+    ctl: &mut FibControl,
+    out: u16,
+    rng: &mut Rng,
+) -> Result<Table, BenchError> {
     for g in 0..SYNTH_GATEWAYS {
         let (ip, mac) = gateway(g, cfg.ipv6);
         ctl.set_neighbour(ip, out, mac)?;
@@ -99,13 +105,23 @@ fn synthetic_routes(cfg: &BenchConfig, n: usize, ctl: &mut FibControl, out: u16,
 
 /// The routes of a route file, each gateway resolved to a MAC of its own, and one
 /// destination per flow inside a randomly chosen route of the bench's address family.
-fn file_routes(cfg: &BenchConfig, path: &Path, ctl: &mut FibControl, out: u16, rng: &mut Rng) -> Result<Table, BenchError> {
+fn file_routes(
+    cfg: &BenchConfig,
+    path: &Path,
+    ctl: &mut FibControl,
+    out: u16,
+    rng: &mut Rng,
+) -> Result<Table, BenchError> {
     let table = config::routefile::load(path)?;
     let mut gateways = std::collections::HashMap::new();
     for r in &table {
         // The bench has one output port: `dev` names nothing it could use.
         let Some(next_hop) = r.next_hop else {
-            return Err(BenchError::Invalid(format!("{}:{}: directly connected routes (`dev` without a next hop) are not supported by bench", path.display(), r.line)));
+            return Err(BenchError::Invalid(format!(
+                "{}:{}: directly connected routes (`dev` without a next hop) are not supported by bench",
+                path.display(),
+                r.line
+            )));
         };
         let next = gateways.len();
         let g = *gateways.entry(next_hop).or_insert(next);
@@ -116,14 +132,21 @@ fn file_routes(cfg: &BenchConfig, path: &Path, ctl: &mut FibControl, out: u16, r
     let family: Vec<_> = table.iter().filter(|r| r.prefix.addr.is_ipv6() == cfg.ipv6).collect();
     if family.is_empty() && cfg.pcap.is_none() {
         let fam = if cfg.ipv6 { "IPv6" } else { "IPv4" };
-        return Err(BenchError::Invalid(format!("{}: no {fam} routes to send flows to", path.display())));
+        return Err(BenchError::Invalid(format!(
+            "{}: no {fam} routes to send flows to",
+            path.display()
+        )));
     }
     let mut dsts = Vec::new();
     for _ in 0..cfg.flows.min(if family.is_empty() { 0 } else { usize::MAX }) {
         let r = family[rng.below(family.len() as u64) as usize];
         dsts.push(match r.prefix.addr {
-            IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(synth::v4_inside(a.into(), r.prefix.len, rng))),
-            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(synth::v6_inside(a.into(), r.prefix.len, rng))),
+            IpAddr::V4(a) => {
+                IpAddr::V4(Ipv4Addr::from(synth::v4_inside(a.into(), r.prefix.len, rng)))
+            }
+            IpAddr::V6(a) => {
+                IpAddr::V6(Ipv6Addr::from(synth::v6_inside(a.into(), r.prefix.len, rng)))
+            }
         });
     }
     Ok(Table { routes: table.len(), dsts })
@@ -131,12 +154,20 @@ fn file_routes(cfg: &BenchConfig, path: &Path, ctl: &mut FibControl, out: u16, r
 
 /// Frames from a capture; the input port takes the first unicast destination MAC found so
 /// that the capture's frames are addressed to it.
-fn pcap_frames(path: &Path, mut ports: Vec<PortInfo>) -> Result<(Vec<Vec<u8>>, Vec<PortInfo>), BenchError> {
+fn pcap_frames(
+    path: &Path,
+    mut ports: Vec<PortInfo>,
+) -> Result<(Vec<Vec<u8>>, Vec<PortInfo>), BenchError> {
     let frames: Vec<Vec<u8>> = io::pcap::read_file(path)?.into_iter().map(|r| r.data).collect();
     if frames.is_empty() {
         return Err(BenchError::Invalid(format!("{}: capture holds no frames", path.display())));
     }
-    if let Some(mac) = frames.iter().filter(|f| f.len() >= 6).map(|f| MacAddr(f[..6].try_into().unwrap())).find(|m| !m.is_multicast()) {
+    if let Some(mac) = frames
+        .iter()
+        .filter(|f| f.len() >= 6)
+        .map(|f| MacAddr(f[..6].try_into().unwrap()))
+        .find(|m| !m.is_multicast())
+    {
         ports[0].mac = mac;
     }
     Ok((frames, ports))
@@ -153,9 +184,21 @@ fn flow_frames(cfg: &BenchConfig, dsts: &[IpAddr]) -> Result<Vec<Vec<u8>>, Bench
     let mut frames = Vec::with_capacity(dsts.len());
     for (i, &dst) in dsts.iter().enumerate() {
         let (src, src_port) = synth::flow_source(i, cfg.ipv6);
-        let flow = UdpFlow { src_mac: SENDER_MAC, dst_mac: RX_MAC, src, dst, src_port, dst_port: 2000, ttl: 64 };
+        let flow = UdpFlow {
+            src_mac: SENDER_MAC,
+            dst_mac: RX_MAC,
+            src,
+            dst,
+            src_port,
+            dst_port: 2000,
+            ttl: 64,
+        };
         let mut buf = vec![0u8; 2048];
-        let built = if cfg.vlan { udp_frame_vlan(&flow, IN_VLAN, cfg.frame_size + 4, &mut buf) } else { udp_frame(&flow, cfg.frame_size, &mut buf) };
+        let built = if cfg.vlan {
+            udp_frame_vlan(&flow, IN_VLAN, cfg.frame_size + 4, &mut buf)
+        } else {
+            udp_frame(&flow, cfg.frame_size, &mut buf)
+        };
         let len = built.map_err(|e| BenchError::Invalid(format!("building flow {i}: {e}")))?;
         buf.truncate(len);
         frames.push(buf);

@@ -14,7 +14,10 @@ use crate::prepare::prepare;
 use crate::{BenchConfig, BenchError, BenchResult, BenchWorker};
 
 /// Runs the bench; `on_run(i, mpps, interference)` is called after each measured run.
-pub fn run(cfg: &BenchConfig, on_run: impl FnMut(usize, f64, Interference)) -> Result<BenchResult, BenchError> {
+pub fn run(
+    cfg: &BenchConfig,
+    on_run: impl FnMut(usize, f64, Interference),
+) -> Result<BenchResult, BenchError> {
     if cfg.runs == 0 || cfg.seconds <= 0.0 || cfg.flows == 0 {
         return Err(BenchError::Invalid("runs, seconds and flows must be positive".into()));
     }
@@ -25,7 +28,10 @@ pub fn run(cfg: &BenchConfig, on_run: impl FnMut(usize, f64, Interference)) -> R
 }
 
 /// The bench with one worker, pinned to `cfg.cpu`, on the calling thread.
-fn run_one(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64, Interference)) -> Result<BenchResult, BenchError> {
+fn run_one(
+    cfg: &BenchConfig,
+    mut on_run: impl FnMut(usize, f64, Interference),
+) -> Result<BenchResult, BenchError> {
     let started = Instant::now();
     let setup = prepare(cfg)?;
     if let Some(cpu) = cfg.cpu {
@@ -35,7 +41,15 @@ fn run_one(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64, Interference)) 
     let rx = ReplayRx::new(0, &setup.frames);
     let tx = vec![CountingTx::new(), CountingTx::new()];
     let pool = FramePool::new(1024);
-    let mut worker = Worker::new(setup.ctl.fib(), &setup.ports, vec![rx], tx, CountingTx::new(), pool, cfg.batch);
+    let mut worker = Worker::new(
+        setup.ctl.fib(),
+        &setup.ports,
+        vec![rx],
+        tx,
+        CountingTx::new(),
+        pool,
+        cfg.batch,
+    );
     let fw_result = match &cfg.firewall {
         Some(f) => Some(setup_firewall(&mut worker, f, &setup.frames)?),
         None => None,
@@ -66,7 +80,12 @@ fn firewall_at_end(mut r: BenchFirewallResult, worker: &mut BenchWorker) -> Benc
     if let Some(stats) = worker.firewall_stats() {
         r.state_counters = stats.states().to_vec();
         r.verdict_cache = stats.verdict_cache();
-        r.matched = stats.rules().snapshot().into_iter().filter(|s| s.packets > 0 || s.states > 0).collect();
+        r.matched = stats
+            .rules()
+            .snapshot()
+            .into_iter()
+            .filter(|s| s.packets > 0 || s.states > 0)
+            .collect();
     }
     if let Some(t) = worker.nat_table_mut() {
         r.nat_sessions = t.len();
@@ -74,4 +93,3 @@ fn firewall_at_end(mut r: BenchFirewallResult, worker: &mut BenchWorker) -> Benc
     }
     r
 }
-

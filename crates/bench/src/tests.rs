@@ -10,7 +10,13 @@ fn median_odd_even() {
 
 #[test]
 fn small_bench_forwards_every_flow() {
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 2, seconds: 0.05, ..Default::default() };
+    let cfg = BenchConfig {
+        routes: RouteSource::Synthetic(5000),
+        flows: 100,
+        runs: 2,
+        seconds: 0.05,
+        ..Default::default()
+    };
     let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.runs_mpps.len(), 2);
     assert!(res.mpps > 0.0);
@@ -20,7 +26,15 @@ fn small_bench_forwards_every_flow() {
 
 #[test]
 fn small_bench_ipv6_forwards_every_flow() {
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, ipv6: true, frame_size: 62, ..Default::default() };
+    let cfg = BenchConfig {
+        routes: RouteSource::Synthetic(5000),
+        flows: 100,
+        runs: 1,
+        seconds: 0.05,
+        ipv6: true,
+        frame_size: 62,
+        ..Default::default()
+    };
     let res = run(&cfg, |_, _, _| {}).unwrap();
     assert!(res.counts.rx > 0);
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
@@ -29,7 +43,14 @@ fn small_bench_ipv6_forwards_every_flow() {
 #[test]
 fn nat_bench_translates_every_flow() {
     let fw = BenchFirewall { states: Some(0), nat: Some(500), ..Default::default() };
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
+    let cfg = BenchConfig {
+        routes: RouteSource::Synthetic(5000),
+        flows: 100,
+        runs: 1,
+        seconds: 0.05,
+        firewall: Some(fw),
+        ..Default::default()
+    };
     let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     let f = res.firewall.unwrap();
@@ -39,8 +60,22 @@ fn nat_bench_translates_every_flow() {
 
 #[test]
 fn firewall_bench_passes_every_flow_and_counts() {
-    let fw = BenchFirewall { rules: 50, table_size: Some(100), states: Some(300), realistic: false, nat: None, log: None };
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
+    let fw = BenchFirewall {
+        rules: 50,
+        table_size: Some(100),
+        states: Some(300),
+        realistic: false,
+        nat: None,
+        log: None,
+    };
+    let cfg = BenchConfig {
+        routes: RouteSource::Synthetic(5000),
+        flows: 100,
+        runs: 1,
+        seconds: 0.05,
+        firewall: Some(fw),
+        ..Default::default()
+    };
     let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     let f = res.firewall.unwrap();
@@ -58,7 +93,17 @@ fn firewall_bench_passes_every_flow_and_counts() {
 
 #[test]
 fn bench_rules_text() {
-    let t = bench_rules(&BenchFirewall { rules: 2, table_size: Some(2), states: None, realistic: false, nat: None, log: None }, &[PacketKey::ZERO; 10]);
+    let t = bench_rules(
+        &BenchFirewall {
+            rules: 2,
+            table_size: Some(2),
+            states: None,
+            realistic: false,
+            nat: None,
+            log: None,
+        },
+        &[PacketKey::ZERO; 10],
+    );
     assert_eq!(
         t,
         "table <t> const { 11.0.0.0/28 11.0.0.16/28 }\nblock in quick from <t>\n\
@@ -69,7 +114,14 @@ fn bench_rules_text() {
 
 #[test]
 fn two_workers_share_the_flows_and_forward_everything() {
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 400, runs: 2, seconds: 0.05, workers: 2, ..Default::default() };
+    let cfg = BenchConfig {
+        routes: RouteSource::Synthetic(5000),
+        flows: 400,
+        runs: 2,
+        seconds: 0.05,
+        workers: 2,
+        ..Default::default()
+    };
     let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.flows_per_worker.len(), 2);
     assert!(res.flows_per_worker.iter().all(|&f| f > 50), "{:?}", res.flows_per_worker);
@@ -80,7 +132,8 @@ fn two_workers_share_the_flows_and_forward_everything() {
 
 #[test]
 fn bad_frame_size_is_rejected() {
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(10), frame_size: 59, ..Default::default() };
+    let cfg =
+        BenchConfig { routes: RouteSource::Synthetic(10), frame_size: 59, ..Default::default() };
     let err = run(&cfg, |_, _, _| {}).unwrap_err().to_string();
     assert!(err.contains("frame size 59"), "{err}");
 }
@@ -93,24 +146,47 @@ fn bad_frame_size_is_rejected() {
 fn realistic_bench_rules_match_no_packet_and_go_through_the_cache() {
     use fw::packet::{Af, Dir};
     let keys: Vec<PacketKey> = (0..300u32)
-        .map(|i| PacketKey { af: Af::Inet, proto: 17, src: u128::from(0xc612_0a01 + i % 20), dst: u128::from(0x0a00_0000 + i * 7919), src_port: 2000 + i as u16, dst_port: 9, ..PacketKey::ZERO })
+        .map(|i| PacketKey {
+            af: Af::Inet,
+            proto: 17,
+            src: u128::from(0xc612_0a01 + i % 20),
+            dst: u128::from(0x0a00_0000 + i * 7919),
+            src_port: 2000 + i as u16,
+            dst_port: 9,
+            ..PacketKey::ZERO
+        })
         .collect();
-    let text = bench_rules(&BenchFirewall { rules: 300, realistic: true, ..Default::default() }, &keys);
-    let rs = fw::rules::parse(&text, std::path::Path::new("b.conf"), &fw::testgen::iface_index).unwrap();
+    let text =
+        bench_rules(&BenchFirewall { rules: 300, realistic: true, ..Default::default() }, &keys);
+    let rs =
+        fw::rules::parse(&text, std::path::Path::new("b.conf"), &fw::testgen::iface_index).unwrap();
     assert_eq!(rs.rules.len(), 301, "300 rules and the final pass");
     let last = rs.rules.len() - 1;
     for k in &keys {
         for (dir, iface) in [(Dir::In, 0), (Dir::Out, 1)] {
             let k = PacketKey { dir, iface, ..*k };
-            assert!(rs.rules[..last].iter().all(|r| !fw::reference::rule_matches(&rs, r, &k)), "{k:?}");
+            assert!(
+                rs.rules[..last].iter().all(|r| !fw::reference::rule_matches(&rs, r, &k)),
+                "{k:?}"
+            );
         }
     }
     let fw = BenchFirewall { rules: 1000, realistic: true, ..Default::default() };
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 1, seconds: 0.05, firewall: Some(fw), ..Default::default() };
+    let cfg = BenchConfig {
+        routes: RouteSource::Synthetic(5000),
+        flows: 100,
+        runs: 1,
+        seconds: 0.05,
+        firewall: Some(fw),
+        ..Default::default()
+    };
     let res = run(&cfg, |_, _, _| {}).unwrap();
     assert_eq!(res.counts.forwarded, res.counts.rx, "drops: {:?}", res.counts);
     let c = res.firewall.unwrap().verdict_cache;
-    assert!(c.hits > 10 * c.misses && c.misses + c.class_hits >= 200 && c.class_hits > c.misses, "{c:?}");
+    assert!(
+        c.hits > 10 * c.misses && c.misses + c.class_hits >= 200 && c.class_hits > c.misses,
+        "{c:?}"
+    );
 }
 
 /// A thread spinning on the worker's CPU (a second bench pinned there, say) shows in the
@@ -128,7 +204,14 @@ fn a_competitor_on_the_workers_cpu_is_reported() {
             }
         })
     };
-    let cfg = BenchConfig { routes: RouteSource::Synthetic(5000), flows: 100, runs: 2, seconds: 0.5, cpu: Some(cpu), ..Default::default() };
+    let cfg = BenchConfig {
+        routes: RouteSource::Synthetic(5000),
+        flows: 100,
+        runs: 2,
+        seconds: 0.5,
+        cpu: Some(cpu),
+        ..Default::default()
+    };
     let res = run(&cfg, |_, _, _| {}).unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     spinner.join().unwrap();

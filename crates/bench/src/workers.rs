@@ -31,13 +31,19 @@ struct WorkerRun {
 /// Each worker's reports: its index and its run, or why it could not set up.
 type Report = (usize, Result<WorkerRun, String>);
 
-pub(crate) fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64, Interference)) -> Result<BenchResult, BenchError> {
+pub(crate) fn run_workers(
+    cfg: &BenchConfig,
+    mut on_run: impl FnMut(usize, f64, Interference),
+) -> Result<BenchResult, BenchError> {
     let started = Instant::now();
     let setup = prepare(cfg)?;
     let n = cfg.workers;
     let shares = spread(setup.frames, n);
     if shares.iter().any(|s| s.is_empty()) {
-        return Err(BenchError::Invalid(format!("{} flows do not spread over {n} workers: give more --flows", cfg.flows)));
+        return Err(BenchError::Invalid(format!(
+            "{} flows do not spread over {n} workers: give more --flows",
+            cfg.flows
+        )));
     }
     let flows_per_worker: Vec<usize> = shares.iter().map(|s| s.len()).collect();
     let fib = setup.ctl.fib();
@@ -45,8 +51,16 @@ pub(crate) fn run_workers(cfg: &BenchConfig, mut on_run: impl FnMut(usize, f64, 
     let (tx_res, rx_res) = mpsc::channel::<Report>();
     let mut handles = Vec::new();
     for (i, frames) in shares.into_iter().enumerate() {
-        let (fib, ports, barrier, tx_res, cfg) = (Arc::clone(&fib), setup.ports.clone(), Arc::clone(&barrier), tx_res.clone(), cfg.clone());
-        handles.push(std::thread::spawn(move || worker_thread(i, &cfg, fib, &ports, frames, &barrier, &tx_res)));
+        let (fib, ports, barrier, tx_res, cfg) = (
+            Arc::clone(&fib),
+            setup.ports.clone(),
+            Arc::clone(&barrier),
+            tx_res.clone(),
+            cfg.clone(),
+        );
+        handles.push(std::thread::spawn(move || {
+            worker_thread(i, &cfg, fib, &ports, frames, &barrier, &tx_res)
+        }));
     }
     drop(tx_res);
     let setup_time = started.elapsed();
@@ -76,12 +90,21 @@ fn spread(frames: Vec<Vec<u8>>, n: usize) -> Vec<Vec<Vec<u8>>> {
 
 /// Worker `i`: sets up over its frames, warms up, then measures one run each time the
 /// barrier opens and reports it.
-fn worker_thread(i: usize, cfg: &BenchConfig, fib: Arc<Fib>, ports: &[PortInfo], frames: Vec<Vec<u8>>, barrier: &Barrier, tx_res: &Sender<Report>) {
+fn worker_thread(
+    i: usize,
+    cfg: &BenchConfig,
+    fib: Arc<Fib>,
+    ports: &[PortInfo],
+    frames: Vec<Vec<u8>>,
+    barrier: &Barrier,
+    tx_res: &Sender<Report>,
+) {
     let cpus = io::affinity::available_cpus().max(1);
     let cpu = io::affinity::pin_current_thread(i % cpus).ok().map(|()| i % cpus);
     let rx = ReplayRx::new(0, &frames);
     let tx = vec![CountingTx::new(), CountingTx::new()];
-    let mut worker = Worker::new(fib, ports, vec![rx], tx, CountingTx::new(), FramePool::new(1024), cfg.batch);
+    let mut worker =
+        Worker::new(fib, ports, vec![rx], tx, CountingTx::new(), FramePool::new(1024), cfg.batch);
     // A worker that cannot set up still meets every barrier, reporting its error there,
     // so the coordinator never waits for it forever.
     let failed = match &cfg.firewall {
@@ -108,11 +131,16 @@ fn worker_thread(i: usize, cfg: &BenchConfig, fib: Arc<Fib>, ports: &[PortInfo],
 
 /// One run's reports of all `n` workers, added to `runs` as one run over the longest of
 /// their intervals; returns its rate in Mpps and the worst worker's interference.
-fn collect_run(n: usize, rx_res: &Receiver<Report>, runs: &mut Runs) -> Result<(f64, Interference), BenchError> {
+fn collect_run(
+    n: usize,
+    rx_res: &Receiver<Report>,
+    runs: &mut Runs,
+) -> Result<(f64, Interference), BenchError> {
     let (mut forwarded, mut longest, mut counts) = (0u64, Duration::ZERO, Counts::default());
     let mut interference = Interference::default();
     for _ in 0..n {
-        let (i, res) = rx_res.recv().map_err(|_| BenchError::Invalid("a bench worker stopped".into()))?;
+        let (i, res) =
+            rx_res.recv().map_err(|_| BenchError::Invalid("a bench worker stopped".into()))?;
         let run = res.map_err(|e| BenchError::Invalid(format!("worker {i}: {e}")))?;
         forwarded += run.forwarded;
         longest = longest.max(run.elapsed);

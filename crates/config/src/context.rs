@@ -64,7 +64,9 @@ pub(crate) enum Origin {
 impl Ctx<'_> {
     pub(crate) fn describe(&self, origin: Origin, route_file: &Path) -> String {
         match origin {
-            Origin::Config(offset) => format!("{} line {}", self.path.display(), self.lines.line(offset)),
+            Origin::Config(offset) => {
+                format!("{} line {}", self.path.display(), self.lines.line(offset))
+            }
             Origin::File(line) => format!("{} line {line}", route_file.display()),
         }
     }

@@ -6,29 +6,51 @@
 
 use std::path::Path;
 
-use crate::routefile::{self, FileRoute};
 use crate::context::{Ctx, Origin};
 use crate::route_checks::{Seen, interface_route_problem, on_link, via_problem};
+use crate::routefile::{self, FileRoute};
 use crate::{ConfigError, Interface, Route};
 
 /// Reads `file` and appends its routes to `routes`; `seen` holds the prefixes defined so far.
-pub(crate) fn add(cx: &Ctx, ifaces: &[Interface], file: &Path, seen: &mut Seen, routes: &mut Vec<Route>) -> Result<(), ConfigError> {
-    let text = crate::read(file).map_err(|e| ConfigError { message: format!("router.route_file (set in {}): {}", cx.path().display(), e.message), ..e })?;
+pub(crate) fn add(
+    cx: &Ctx,
+    ifaces: &[Interface],
+    file: &Path,
+    seen: &mut Seen,
+    routes: &mut Vec<Route>,
+) -> Result<(), ConfigError> {
+    let text = crate::read(file).map_err(|e| ConfigError {
+        message: format!("router.route_file (set in {}): {}", cx.path().display(), e.message),
+        ..e
+    })?;
     routes.reserve(text.len() / 28);
     seen.reserve(text.len() / 28);
     // Interface names are shared by many routes: one allocation per name, cloned (cheaply:
     // they are short) into each route.
     routefile::for_each(&text, file, |r| {
-        let err = |column: u32, message: String| ConfigError { path: file.to_owned(), line: r.line, column: column.max(1) as usize, message };
+        let err = |column: u32, message: String| ConfigError {
+            path: file.to_owned(),
+            line: r.line,
+            column: column.max(1) as usize,
+            message,
+        };
         // Messages are formatted only for an error: a full table comes through here a million
         // times.
         if let Some(&first) = seen.get(&r.prefix) {
-            return Err(err(1, format!("duplicate route {} (first defined at {})", r.prefix, cx.describe(first, file))));
+            return Err(err(
+                1,
+                format!(
+                    "duplicate route {} (first defined at {})",
+                    r.prefix,
+                    cx.describe(first, file)
+                ),
+            ));
         }
         if let Some(problem) = interface_route_problem(ifaces, &r.prefix) {
             return Err(err(1, format!("route {} {problem}", r.prefix)));
         }
-        let interface = interface(ifaces, &r).map_err(|(column, msg)| err(column, format!("route {}: {msg}", r.prefix)))?;
+        let interface = interface(ifaces, &r)
+            .map_err(|(column, msg)| err(column, format!("route {}: {msg}", r.prefix)))?;
         seen.insert(r.prefix, Origin::File(r.line));
         routes.push(Route { prefix: r.prefix, via: r.next_hop, interface, also_via: Vec::new() });
         Ok(())
@@ -90,27 +112,64 @@ mod tests {
     fn routes_follow_the_tables_with_their_interfaces() {
         let extra = "[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"198.19.0.9\"\n";
         let c = load("ok", extra, "# table\n10.1.0.0/16 198.18.0.2\n2001:db8:1::/48 fe80::1 dev lr-a\n192.0.2.0/24 dev lr-b\n").unwrap();
-        let got: Vec<(String, Option<IpAddr>, &str)> = c.routes.iter().map(|r| (r.prefix.to_string(), r.via, r.interface.as_str())).collect();
+        let got: Vec<(String, Option<IpAddr>, &str)> =
+            c.routes.iter().map(|r| (r.prefix.to_string(), r.via, r.interface.as_str())).collect();
         let want = [
             ("10.0.0.0/8", Some("198.19.0.9"), "lr-b"),
             ("10.1.0.0/16", Some("198.18.0.2"), "lr-a"),
             ("2001:db8:1::/48", Some("fe80::1"), "lr-a"),
             ("192.0.2.0/24", None, "lr-b"),
         ];
-        let want: Vec<(String, Option<IpAddr>, &str)> = want.iter().map(|&(p, v, i)| (p.to_owned(), v.map(|v| v.parse().unwrap()), i)).collect();
+        let want: Vec<(String, Option<IpAddr>, &str)> = want
+            .iter()
+            .map(|&(p, v, i)| (p.to_owned(), v.map(|v| v.parse().unwrap()), i))
+            .collect();
         assert_eq!(got, want);
-        assert_eq!(c.router.route_file.as_ref().and_then(|p| p.file_name()), Some(std::ffi::OsStr::new("routes.txt")));
+        assert_eq!(
+            c.router.route_file.as_ref().and_then(|p| p.file_name()),
+            Some(std::ffi::OsStr::new("routes.txt"))
+        );
     }
 
     #[test]
     fn errors_name_the_route_file() {
-        fails("offlink", "", "\n10.0.0.0/8   192.0.2.1\n", ("routes.txt", 2, 14), "route 10.0.0.0/8: via 192.0.2.1 is not on-link on any interface");
-        fails("unknown", "", "10.0.0.0/8 dev lr-x\n", ("routes.txt", 1, 16), "interface \"lr-x\" is not defined in the config");
-        fails("own", "", "10.0.0.0/8 198.18.0.1\n", ("routes.txt", 1, 12), "via 198.18.0.1 is this router's own address on interface \"lr-a\"");
+        fails(
+            "offlink",
+            "",
+            "\n10.0.0.0/8   192.0.2.1\n",
+            ("routes.txt", 2, 14),
+            "route 10.0.0.0/8: via 192.0.2.1 is not on-link on any interface",
+        );
+        fails(
+            "unknown",
+            "",
+            "10.0.0.0/8 dev lr-x\n",
+            ("routes.txt", 1, 16),
+            "interface \"lr-x\" is not defined in the config",
+        );
+        fails(
+            "own",
+            "",
+            "10.0.0.0/8 198.18.0.1\n",
+            ("routes.txt", 1, 12),
+            "via 198.18.0.1 is this router's own address on interface \"lr-a\"",
+        );
         fails("syntax", "", "10.0.0.0/8\n", ("routes.txt", 1, 11), "has no next hop");
-        fails("dup", "", "10.0.0.0/8 198.18.0.2\n10.0.0.0/8 198.18.0.3\n", ("routes.txt", 2, 1), "duplicate route 10.0.0.0/8 (first defined at ");
+        fails(
+            "dup",
+            "",
+            "10.0.0.0/8 198.18.0.2\n10.0.0.0/8 198.18.0.3\n",
+            ("routes.txt", 2, 1),
+            "duplicate route 10.0.0.0/8 (first defined at ",
+        );
         let extra = "[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"198.19.0.9\"\n";
-        fails("dup-table", extra, "10.0.0.0/8 198.18.0.2\n", ("routes.txt", 1, 1), "router.toml line 10)");
+        fails(
+            "dup-table",
+            extra,
+            "10.0.0.0/8 198.18.0.2\n",
+            ("routes.txt", 1, 1),
+            "router.toml line 10)",
+        );
     }
 
     #[test]
@@ -121,6 +180,10 @@ mod tests {
         let e = Config::load(&dir.join("router.toml")).unwrap_err();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(e.path, dir.join("routes.txt"));
-        assert!(e.to_string().contains("router.route_file (set in ") && e.to_string().contains("cannot read"), "{e}");
+        assert!(
+            e.to_string().contains("router.route_file (set in ")
+                && e.to_string().contains("cannot read"),
+            "{e}"
+        );
     }
 }

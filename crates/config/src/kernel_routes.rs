@@ -27,10 +27,27 @@ pub const PROTO_LINERATE: u8 = 250;
 
 /// The protocol names of iproute2's `rt_protos` file, with their numbers.
 const PROTOCOLS: &[(&str, u8)] = &[
-    ("redirect", 1), ("kernel", 2), ("boot", 3), ("static", 4), ("gated", 8), ("ra", 9), ("mrt", 10),
-    ("zebra", 11), ("bird", 12), ("dnrouted", 13), ("xorp", 14), ("ntk", 15), ("dhcp", 16),
-    ("keepalived", 18), ("babel", 42), ("openr", 99), ("bgp", 186), ("isis", 187), ("ospf", 188),
-    ("rip", 189), ("eigrp", 192),
+    ("redirect", 1),
+    ("kernel", 2),
+    ("boot", 3),
+    ("static", 4),
+    ("gated", 8),
+    ("ra", 9),
+    ("mrt", 10),
+    ("zebra", 11),
+    ("bird", 12),
+    ("dnrouted", 13),
+    ("xorp", 14),
+    ("ntk", 15),
+    ("dhcp", 16),
+    ("keepalived", 18),
+    ("babel", 42),
+    ("openr", 99),
+    ("bgp", 186),
+    ("isis", 187),
+    ("ospf", 188),
+    ("rip", 189),
+    ("eigrp", 192),
 ];
 
 /// The `[router.kernel_routes]` table.
@@ -64,7 +81,11 @@ pub(crate) struct RawKernelRoutes {
     protocols: Option<Spanned<Vec<toml::Value>>>,
 }
 
-pub(crate) fn settings(cx: &Ctx, raw: Option<Spanned<RawKernelRoutes>>, host_stack: bool) -> Result<Option<KernelRoutes>, ConfigError> {
+pub(crate) fn settings(
+    cx: &Ctx,
+    raw: Option<Spanned<RawKernelRoutes>>,
+    host_stack: bool,
+) -> Result<Option<KernelRoutes>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     if !host_stack {
         return Err(cx.err(raw.span(), "router.kernel_routes needs router.host_stack = true: kernel routes reach linerate's ports through their TAPs"));
@@ -74,7 +95,9 @@ pub(crate) fn settings(cx: &Ctx, raw: Option<Spanned<RawKernelRoutes>>, host_sta
         None => 254,
         Some(v) => match v.get_ref() {
             toml::Value::String(s) if s == "main" => 254,
-            toml::Value::Integer(n) if (1..=i64::from(u32::MAX)).contains(n) && *n != 255 => *n as u32,
+            toml::Value::Integer(n) if (1..=i64::from(u32::MAX)).contains(n) && *n != 255 => {
+                *n as u32
+            }
             other => {
                 return Err(cx.err(v.span(), format!("router.kernel_routes: table {other} is not \"main\" or a table number 1..=4294967295 other than 255 (local)")));
             }
@@ -92,7 +115,12 @@ pub(crate) fn settings(cx: &Ctx, raw: Option<Spanned<RawKernelRoutes>>, host_sta
                         return Err(cx.err(list.span(), format!("router.kernel_routes: protocol {s:?} is unknown (a number 0..=255 or one of {})", known.join(", "))));
                     }
                 },
-                other => return Err(cx.err(list.span(), format!("router.kernel_routes: protocol {other} is not a name or a number 0..=255"))),
+                other => return Err(cx.err(
+                    list.span(),
+                    format!(
+                        "router.kernel_routes: protocol {other} is not a name or a number 0..=255"
+                    ),
+                )),
             };
             if n == PROTO_LINERATE {
                 return Err(cx.err(list.span(), format!("router.kernel_routes: protocol {PROTO_LINERATE} marks linerate's own routes on the TAPs and cannot be mirrored")));
@@ -111,8 +139,8 @@ mod tests {
     use std::net::IpAddr;
     use std::path::Path;
 
-    use crate::{Config, ConfigError, PROTO_KERNEL, PROTO_LINERATE};
     use super::{PROTO_RA, PROTO_REDIRECT};
+    use crate::{Config, ConfigError, PROTO_KERNEL, PROTO_LINERATE};
 
     const BASE: &str = "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\"]\n\n[[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n";
 
@@ -130,10 +158,21 @@ mod tests {
         let k = parse("[router.kernel_routes]\n").unwrap().router.kernel_routes.unwrap();
         assert_eq!((k.table, k.protocols.clone()), (254, vec![]));
         assert!(k.takes(12) && k.takes(4) && !k.takes(PROTO_KERNEL) && !k.takes(PROTO_LINERATE));
-        assert!(!k.takes(PROTO_RA) && !k.takes(PROTO_REDIRECT), "routes a neighbour could announce are not taken by default");
-        let k = parse("[router.kernel_routes]\nprotocols = [\"ra\"]\n").unwrap().router.kernel_routes.unwrap();
+        assert!(
+            !k.takes(PROTO_RA) && !k.takes(PROTO_REDIRECT),
+            "routes a neighbour could announce are not taken by default"
+        );
+        let k = parse("[router.kernel_routes]\nprotocols = [\"ra\"]\n")
+            .unwrap()
+            .router
+            .kernel_routes
+            .unwrap();
         assert!(k.takes(PROTO_RA), "unless listed");
-        let k = parse("[router.kernel_routes]\ntable = 100\nprotocols = [\"bird\", \"bgp\", 42]\n").unwrap().router.kernel_routes.unwrap();
+        let k = parse("[router.kernel_routes]\ntable = 100\nprotocols = [\"bird\", \"bgp\", 42]\n")
+            .unwrap()
+            .router
+            .kernel_routes
+            .unwrap();
         assert_eq!((k.table, k.protocols.clone()), (100, vec![12, 186, 42]));
         assert!(k.takes(186) && !k.takes(4));
     }
@@ -151,14 +190,20 @@ mod tests {
         assert!(e.message.contains("protocols is empty"), "{e}");
         let e = parse("[router.kernel_routes]\nfoo = 1\n").unwrap_err();
         assert!(e.message.contains("unknown field"), "{e}");
-        let e = Config::parse(&format!("[router]\nhost_stack = false\n[router.kernel_routes]\n{BASE}"), Path::new("router.toml")).unwrap_err();
+        let e = Config::parse(
+            &format!("[router]\nhost_stack = false\n[router.kernel_routes]\n{BASE}"),
+            Path::new("router.toml"),
+        )
+        .unwrap_err();
         assert!(e.message.contains("needs router.host_stack = true"), "{e}");
         assert_eq!(e.line, 3, "{e}");
     }
 
     #[test]
     fn via_lists_are_multipath_routes() {
-        let cfg = parse("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [\"198.18.0.2\", \"198.19.0.2\"]\n").unwrap();
+        let cfg =
+            parse("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [\"198.18.0.2\", \"198.19.0.2\"]\n")
+                .unwrap();
         let r = &cfg.routes[0];
         assert_eq!((r.via, r.interface.as_str()), (Some(ip("198.18.0.2")), "lr-a"));
         assert_eq!(r.also_via, vec![(ip("198.19.0.2"), "lr-b".to_owned())]);
@@ -168,7 +213,10 @@ mod tests {
         assert!(cfg.routes.iter().all(|r| r.also_via.is_empty() && r.via.is_some()));
         // With `interface`, every next hop is on it.
         let cfg = parse("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [\"192.0.2.1\", \"192.0.2.2\"]\ninterface = \"lr-b\"\n").unwrap();
-        assert_eq!(cfg.routes[0].next_hops(), vec![(ip("192.0.2.1"), "lr-b"), (ip("192.0.2.2"), "lr-b")]);
+        assert_eq!(
+            cfg.routes[0].next_hops(),
+            vec![(ip("192.0.2.1"), "lr-b"), (ip("192.0.2.2"), "lr-b")]
+        );
     }
 
     #[test]
@@ -182,12 +230,17 @@ mod tests {
             ("[\"198.18.0.2\", \"198.19.0.1\"]", "this router's own address"),
             ("7", "via must be an address or a list of addresses"),
         ] {
-            let e = parse(&format!("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = {via}\n")).unwrap_err();
+            let e =
+                parse(&format!("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = {via}\n")).unwrap_err();
             assert!(e.message.contains(frag), "{via}: {e}");
             assert_eq!((e.line, e.column), (10, 7), "{via}: {e}");
         }
         let seventeen: Vec<String> = (1..=17).map(|i| format!("\"198.18.0.{}\"", i + 1)).collect();
-        let e = parse(&format!("[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [{}]\n", seventeen.join(", "))).unwrap_err();
+        let e = parse(&format!(
+            "[[route]]\nprefix = \"10.0.0.0/8\"\nvia = [{}]\n",
+            seventeen.join(", ")
+        ))
+        .unwrap_err();
         assert!(e.message.contains("via lists 17 next hops (1..=16)"), "{e}");
     }
 }

@@ -8,8 +8,8 @@
 
 mod context;
 mod file_routes;
-mod log;
 mod kernel_routes;
+mod log;
 mod mac;
 mod prefix;
 mod punt;
@@ -25,8 +25,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-pub use log::LogSettings;
 pub use kernel_routes::{KernelRoutes, PROTO_KERNEL, PROTO_LINERATE};
+pub use log::LogSettings;
 pub use mac::{MacAddr, MacParseError};
 pub use prefix::{IfAddr, Prefix, PrefixError};
 pub use punt::{PuntClassLimits, PuntSettings};
@@ -258,12 +258,8 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub const ALL: [Backend; 4] = [
-        Backend::Auto,
-        Backend::AfXdp,
-        Backend::AfPacket,
-        Backend::Memory,
-    ];
+    pub const ALL: [Backend; 4] =
+        [Backend::Auto, Backend::AfXdp, Backend::AfPacket, Backend::Memory];
 
     /// The config spelling: `auto`, `af_xdp`, `af_packet`, `memory`.
     pub const fn as_str(self) -> &'static str {
@@ -285,12 +281,9 @@ impl fmt::Display for Backend {
 impl FromStr for Backend {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Backend::ALL
-            .into_iter()
-            .find(|b| b.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown backend {s:?} (expected auto, af_xdp, af_packet or memory)")
-            })
+        Backend::ALL.into_iter().find(|b| b.as_str() == s).ok_or_else(|| {
+            format!("unknown backend {s:?} (expected auto, af_xdp, af_packet or memory)")
+        })
     }
 }
 
@@ -327,22 +320,12 @@ impl ConfigError {
     /// An error at byte `offset` of `text`.
     pub fn at(path: &Path, text: &str, offset: usize, message: impl Into<String>) -> ConfigError {
         let (line, column) = span::line_col(text, offset);
-        ConfigError {
-            path: path.to_owned(),
-            line,
-            column,
-            message: message.into(),
-        }
+        ConfigError { path: path.to_owned(), line, column, message: message.into() }
     }
 
     /// An error without a position.
     pub fn whole_file(path: &Path, message: impl Into<String>) -> ConfigError {
-        ConfigError {
-            path: path.to_owned(),
-            line: 0,
-            column: 0,
-            message: message.into(),
-        }
+        ConfigError { path: path.to_owned(), line: 0, column: 0, message: message.into() }
     }
 }
 
@@ -351,14 +334,7 @@ impl fmt::Display for ConfigError {
         if self.line == 0 {
             write!(f, "{}: {}", self.path.display(), self.message)
         } else {
-            write!(
-                f,
-                "{}:{}:{}: {}",
-                self.path.display(),
-                self.line,
-                self.column,
-                self.message
-            )
+            write!(f, "{}:{}:{}: {}", self.path.display(), self.line, self.column, self.message)
         }
     }
 }
@@ -378,7 +354,8 @@ pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
         return Err(cannot("not a regular file".into()));
     }
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_FILE_BYTES + 1), &mut text).map_err(|e| cannot(e.to_string()))?;
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_FILE_BYTES + 1), &mut text)
+        .map_err(|e| cannot(e.to_string()))?;
     if text.len() as u64 > MAX_FILE_BYTES {
         return Err(cannot(format!("larger than {} GiB", MAX_FILE_BYTES >> 30)));
     }

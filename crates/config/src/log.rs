@@ -42,7 +42,11 @@ pub(crate) struct RawLog {
     rate: Option<Spanned<i64>>,
 }
 
-pub(crate) fn settings(cx: &Ctx, path: &Path, raw: Option<RawLog>) -> Result<LogSettings, ConfigError> {
+pub(crate) fn settings(
+    cx: &Ctx,
+    path: &Path,
+    raw: Option<RawLog>,
+) -> Result<LogSettings, ConfigError> {
     let d = LogSettings::default();
     let Some(r) = raw else { return Ok(d) };
     let file = match r.file {
@@ -54,7 +58,8 @@ pub(crate) fn settings(cx: &Ctx, path: &Path, raw: Option<RawLog>) -> Result<Log
     };
     Ok(LogSettings {
         file,
-        max_size: cx.int(&r.max_size, "log: ", "max_size", 4096, i64::MAX, d.max_size as i64)? as u64,
+        max_size: cx.int(&r.max_size, "log: ", "max_size", 4096, i64::MAX, d.max_size as i64)?
+            as u64,
         keep: cx.int(&r.keep, "log: ", "keep", 0, 1000, d.keep.into())? as u32,
         snaplen: cx.int(&r.snaplen, "log: ", "snaplen", 1, 256, d.snaplen.into())? as u32,
         rate: cx.int(&r.rate, "log: ", "rate", 1, 10_000_000, d.rate.into())? as u32,
@@ -72,17 +77,32 @@ mod tests {
     fn defaults_and_values() {
         let c = Config::parse(IFACE, Path::new("/etc/linerate/r.toml")).unwrap();
         assert_eq!(c.log, LogSettings::default());
-        let text = format!("{IFACE}[log]\nfile = \"log/pflog.pcap\"\nmax_size = 100000\nkeep = 2\nsnaplen = 96\nrate = 50\n");
+        let text = format!(
+            "{IFACE}[log]\nfile = \"log/pflog.pcap\"\nmax_size = 100000\nkeep = 2\nsnaplen = 96\nrate = 50\n"
+        );
         let c = Config::parse(&text, Path::new("/etc/linerate/r.toml")).unwrap();
-        let want = LogSettings { file: Some("/etc/linerate/log/pflog.pcap".into()), max_size: 100_000, keep: 2, snaplen: 96, rate: 50 };
+        let want = LogSettings {
+            file: Some("/etc/linerate/log/pflog.pcap".into()),
+            max_size: 100_000,
+            keep: 2,
+            snaplen: 96,
+            rate: 50,
+        };
         assert_eq!(c.log, want);
     }
 
     #[test]
     fn errors_name_the_key() {
-        let e = |extra: &str| Config::parse(&format!("{IFACE}[log]\n{extra}\n"), Path::new("r.toml")).unwrap_err().to_string();
+        let e = |extra: &str| {
+            Config::parse(&format!("{IFACE}[log]\n{extra}\n"), Path::new("r.toml"))
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(e("snaplen = 300"), "r.toml:5:11: log: snaplen 300 is out of range (1..=256)");
-        assert_eq!(e("file = \"\""), "r.toml:5:8: log: file must be a non-empty path without NUL bytes");
+        assert_eq!(
+            e("file = \"\""),
+            "r.toml:5:8: log: file must be a non-empty path without NUL bytes"
+        );
         assert!(e("size = 5").contains("unknown field `size`"), "{}", e("size = 5"));
     }
 }

@@ -54,11 +54,7 @@ pub enum PrefixError {
     /// The length exceeds 32 (IPv4) or 128 (IPv6).
     LengthTooLong { len: String, max: u8 },
     /// Bits beyond the prefix length are set (only for `Prefix`).
-    HostBitsSet {
-        addr: IpAddr,
-        len: u8,
-        correct: Prefix,
-    },
+    HostBitsSet { addr: IpAddr, len: u8, correct: Prefix },
 }
 
 impl fmt::Display for PrefixError {
@@ -74,10 +70,9 @@ impl fmt::Display for PrefixError {
                 "prefix length {len} is too long for {} (maximum {max})",
                 if *max == 32 { "IPv4" } else { "IPv6" }
             ),
-            PrefixError::HostBitsSet { addr, len, correct } => write!(
-                f,
-                "{addr}/{len} has host bits set (did you mean {correct}?)"
-            ),
+            PrefixError::HostBitsSet { addr, len, correct } => {
+                write!(f, "{addr}/{len} has host bits set (did you mean {correct}?)")
+            }
         }
     }
 }
@@ -91,9 +86,7 @@ pub(crate) fn split_cidr(s: &str) -> Result<(IpAddr, u8), (PrefixError, usize)> 
         return Err((PrefixError::MissingLength, 0));
     };
     let (a, l) = (&s[..slash], &s[slash + 1..]);
-    let addr: IpAddr = a
-        .parse()
-        .map_err(|_| (PrefixError::BadAddress(a.to_owned()), 0))?;
+    let addr: IpAddr = a.parse().map_err(|_| (PrefixError::BadAddress(a.to_owned()), 0))?;
     let lo = slash + 1;
     if l.is_empty() || !l.bytes().all(|c| c.is_ascii_digit()) {
         return Err((PrefixError::BadLength(l.to_owned()), lo));
@@ -101,13 +94,7 @@ pub(crate) fn split_cidr(s: &str) -> Result<(IpAddr, u8), (PrefixError, usize)> 
     let max = max_len(&addr);
     match l.parse::<u32>() {
         Ok(n) if n <= u32::from(max) => Ok((addr, n as u8)),
-        _ => Err((
-            PrefixError::LengthTooLong {
-                len: l.to_owned(),
-                max,
-            },
-            lo,
-        )),
+        _ => Err((PrefixError::LengthTooLong { len: l.to_owned(), max }, lo)),
     }
 }
 
@@ -125,11 +112,7 @@ impl Prefix {
     pub fn new(addr: IpAddr, len: u8) -> Result<Prefix, PrefixError> {
         let p = Prefix::truncating(addr, len)?;
         if p.addr != addr {
-            return Err(PrefixError::HostBitsSet {
-                addr,
-                len,
-                correct: p,
-            });
+            return Err(PrefixError::HostBitsSet { addr, len, correct: p });
         }
         Ok(p)
     }
@@ -138,15 +121,9 @@ impl Prefix {
     pub fn truncating(addr: IpAddr, len: u8) -> Result<Prefix, PrefixError> {
         let max = max_len(&addr);
         if len > max {
-            return Err(PrefixError::LengthTooLong {
-                len: len.to_string(),
-                max,
-            });
+            return Err(PrefixError::LengthTooLong { len: len.to_string(), max });
         }
-        Ok(Prefix {
-            addr: mask(addr, len),
-            len,
-        })
+        Ok(Prefix { addr: mask(addr, len), len })
     }
 
     /// True if `ip` is of the same family and inside this prefix.
@@ -194,17 +171,16 @@ pub struct IfAddr {
 impl IfAddr {
     /// The on-link network, e.g. `198.18.0.0/24` for `198.18.0.1/24`.
     pub fn network(&self) -> Prefix {
-        Prefix {
-            addr: mask(self.addr, self.prefix_len),
-            len: self.prefix_len,
-        }
+        Prefix { addr: mask(self.addr, self.prefix_len), len: self.prefix_len }
     }
 
     /// The IPv4 broadcast address of `network()` (/30 and wider: /31 and /32 have none, RFC
     /// 3021; IPv6 has none).
     pub fn broadcast(&self) -> Option<IpAddr> {
         match self.addr {
-            IpAddr::V4(v) if self.prefix_len <= 30 => Some(IpAddr::V4((u32::from(v) | (u32::MAX >> self.prefix_len)).into())),
+            IpAddr::V4(v) if self.prefix_len <= 30 => {
+                Some(IpAddr::V4((u32::from(v) | (u32::MAX >> self.prefix_len)).into()))
+            }
             _ => None,
         }
     }
@@ -243,7 +219,10 @@ mod tests {
         assert_eq!(b("198.18.0.1/24"), Some(ip("198.18.0.255")));
         assert_eq!(b("198.18.1.7/23"), Some(ip("198.18.1.255")));
         assert_eq!(b("198.18.0.1/30"), Some(ip("198.18.0.3")));
-        assert_eq!((b("198.18.0.1/31"), b("198.18.0.1/32"), b("2001:db8::1/64")), (None, None, None));
+        assert_eq!(
+            (b("198.18.0.1/31"), b("198.18.0.1/32"), b("2001:db8::1/64")),
+            (None, None, None)
+        );
     }
 
     #[test]
@@ -261,38 +240,17 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert_eq!(
-            "10.0.0.0".parse::<Prefix>(),
-            Err(PrefixError::MissingLength)
-        );
-        assert!(matches!(
-            "10.0.0/8".parse::<Prefix>(),
-            Err(PrefixError::BadAddress(_))
-        ));
-        assert!(matches!(
-            "10.0.0.0/+8".parse::<Prefix>(),
-            Err(PrefixError::BadLength(_))
-        ));
-        assert!(matches!(
-            "10.0.0.0/".parse::<Prefix>(),
-            Err(PrefixError::BadLength(_))
-        ));
+        assert_eq!("10.0.0.0".parse::<Prefix>(), Err(PrefixError::MissingLength));
+        assert!(matches!("10.0.0/8".parse::<Prefix>(), Err(PrefixError::BadAddress(_))));
+        assert!(matches!("10.0.0.0/+8".parse::<Prefix>(), Err(PrefixError::BadLength(_))));
+        assert!(matches!("10.0.0.0/".parse::<Prefix>(), Err(PrefixError::BadLength(_))));
         let e = "10.0.0.0/33".parse::<Prefix>().unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "prefix length 33 is too long for IPv4 (maximum 32)"
-        );
+        assert_eq!(e.to_string(), "prefix length 33 is too long for IPv4 (maximum 32)");
         let e = "::/129".parse::<Prefix>().unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "prefix length 129 is too long for IPv6 (maximum 128)"
-        );
+        assert_eq!(e.to_string(), "prefix length 129 is too long for IPv6 (maximum 128)");
         assert!("10.0.0.0/99999999999999".parse::<Prefix>().is_err());
         let e = "198.19.1.0/16".parse::<Prefix>().unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "198.19.1.0/16 has host bits set (did you mean 198.19.0.0/16?)"
-        );
+        assert_eq!(e.to_string(), "198.19.1.0/16 has host bits set (did you mean 198.19.0.0/16?)");
         let e = "2001:db8::1/32".parse::<Prefix>().unwrap_err();
         assert!(e.to_string().contains("did you mean 2001:db8::/32?"));
     }
@@ -310,9 +268,6 @@ mod tests {
         assert!(a.contains(&ip("2001:db8:a::ffff")));
         assert!(!a.contains(&ip("2001:db8:b::1")));
         assert_eq!(a.to_string(), "2001:db8:a::1/64");
-        assert_eq!(
-            Prefix::truncating(ip("10.1.2.3"), 8).unwrap().to_string(),
-            "10.0.0.0/8"
-        );
+        assert_eq!(Prefix::truncating(ip("10.1.2.3"), 8).unwrap().to_string(), "10.0.0.0/8");
     }
 }

@@ -85,7 +85,12 @@ const MAX_QUEUE: i64 = 1 << 20;
 /// to be dropped there.
 const MAX_NEXT_HOP_BURST: i64 = 8;
 
-fn class(cx: &Ctx, name: &str, raw: &Option<RawClass>, d: PuntClassLimits) -> Result<PuntClassLimits, ConfigError> {
+fn class(
+    cx: &Ctx,
+    name: &str,
+    raw: &Option<RawClass>,
+    d: PuntClassLimits,
+) -> Result<PuntClassLimits, ConfigError> {
     let Some(raw) = raw else { return Ok(d) };
     let r = raw;
     let ctx = format!("router.punt.{name}: ");
@@ -105,7 +110,14 @@ pub(crate) fn settings(cx: &Ctx, raw: Option<RawPunt>) -> Result<PuntSettings, C
             if let Some(v) = c.rate.as_ref().or(c.burst.as_ref()) {
                 return Err(cx.err(v.span(), "router.punt.icmp_error: only queue can be set here; the rate of ICMP errors is router.icmp_errors_per_second"));
             }
-            cx.int(&c.queue, "router.punt.icmp_error: ", "queue", 16, MAX_QUEUE, d.icmp_error_queue.into())? as u32
+            cx.int(
+                &c.queue,
+                "router.punt.icmp_error: ",
+                "queue",
+                16,
+                MAX_QUEUE,
+                d.icmp_error_queue.into(),
+            )? as u32
         }
     };
     Ok(PuntSettings {
@@ -114,7 +126,21 @@ pub(crate) fn settings(cx: &Ctx, raw: Option<RawPunt>) -> Result<PuntSettings, C
         resolve: class(cx, "resolve", &r.resolve, d.resolve)?,
         fragment: class(cx, "fragment", &r.fragment, d.fragment)?,
         icmp_error_queue,
-        next_hop_burst: cx.int(&r.next_hop_burst, "router.punt: ", "next_hop_burst", 1, MAX_NEXT_HOP_BURST, d.next_hop_burst.into())? as u32,
-        next_hop_rate: cx.int(&r.next_hop_rate, "router.punt: ", "next_hop_rate", 1, 1_000, d.next_hop_rate.into())? as u32,
+        next_hop_burst: cx.int(
+            &r.next_hop_burst,
+            "router.punt: ",
+            "next_hop_burst",
+            1,
+            MAX_NEXT_HOP_BURST,
+            d.next_hop_burst.into(),
+        )? as u32,
+        next_hop_rate: cx.int(
+            &r.next_hop_rate,
+            "router.punt: ",
+            "next_hop_rate",
+            1,
+            1_000,
+            d.next_hop_rate.into(),
+        )? as u32,
     })
 }

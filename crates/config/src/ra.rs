@@ -65,7 +65,13 @@ pub(crate) struct RawRa {
 }
 
 /// Validates `ra` of the interface `owner` (its `addresses` and `mtu` already checked).
-pub(crate) fn settings(cx: &Ctx, owner: &str, raw: &S<RawRa>, addresses: &[IfAddr], if_mtu: u16) -> Result<RouterAdvertSettings, ConfigError> {
+pub(crate) fn settings(
+    cx: &Ctx,
+    owner: &str,
+    raw: &S<RawRa>,
+    addresses: &[IfAddr],
+    if_mtu: u16,
+) -> Result<RouterAdvertSettings, ConfigError> {
     let r = raw.get_ref();
     let ctx = format!("{owner}: ra: ");
     let max_interval = cx.int(&r.max_interval, &ctx, "max_interval", 4, 1800, 600)?;
@@ -74,28 +80,56 @@ pub(crate) fn settings(cx: &Ctx, owner: &str, raw: &S<RawRa>, addresses: &[IfAdd
     let min_interval = cx.int(&r.min_interval, &ctx, "min_interval", 3, min_hi, default_min)?;
     let default_lifetime = match &r.default_lifetime {
         Some(v) if *v.get_ref() == 0 => 0,
-        _ => cx.int(&r.default_lifetime, &ctx, "default_lifetime", max_interval, 9000, (3 * max_interval).min(9000))?,
+        _ => cx.int(
+            &r.default_lifetime,
+            &ctx,
+            "default_lifetime",
+            max_interval,
+            9000,
+            (3 * max_interval).min(9000),
+        )?,
     };
     let mtu = match &r.mtu {
         None => None,
         Some(_) => Some(cx.int(&r.mtu, &ctx, "mtu", 1280, i64::from(if_mtu).max(1280), 0)? as u32),
     };
     let hop_limit = cx.int(&r.hop_limit, &ctx, "hop_limit", 0, 255, 64)? as u8;
-    let valid_lifetime = cx.int(&r.valid_lifetime, &ctx, "valid_lifetime", 0, i64::from(u32::MAX), 2_592_000)? as u32;
-    let preferred_lifetime = cx.int(&r.preferred_lifetime, &ctx, "preferred_lifetime", 0, i64::from(u32::MAX), 604_800.min(i64::from(valid_lifetime)))? as u32;
+    let valid_lifetime =
+        cx.int(&r.valid_lifetime, &ctx, "valid_lifetime", 0, i64::from(u32::MAX), 2_592_000)?
+            as u32;
+    let preferred_lifetime = cx.int(
+        &r.preferred_lifetime,
+        &ctx,
+        "preferred_lifetime",
+        0,
+        i64::from(u32::MAX),
+        604_800.min(i64::from(valid_lifetime)),
+    )? as u32;
     if preferred_lifetime > valid_lifetime
         && let Some(p) = &r.preferred_lifetime
     {
         return Err(cx.err(p.span(), format!("{ctx}preferred_lifetime {preferred_lifetime} is longer than valid_lifetime {valid_lifetime} (RFC 4861 4.6.2)")));
     }
     let prefixes = match &r.prefixes {
-        None => addresses.iter().filter(|a| a.addr.is_ipv6() && a.prefix_len == 64).map(IfAddr::network).filter(|p| !is_link_local(p)).collect(),
+        None => addresses
+            .iter()
+            .filter(|a| a.addr.is_ipv6() && a.prefix_len == 64)
+            .map(IfAddr::network)
+            .filter(|p| !is_link_local(p))
+            .collect(),
         Some(list) => {
             let mut out = Vec::with_capacity(list.len());
             for s in list {
-                let p: Prefix = s.get_ref().parse().map_err(|e| cx.err(s.span(), format!("{ctx}prefix {:?} is invalid: {e}", s.get_ref())))?;
-                if p.is_ipv4() || is_link_local(&p) || matches!(p.addr, IpAddr::V6(a) if a.is_multicast()) {
-                    return Err(cx.err(s.span(), format!("{ctx}prefix {p} is not an IPv6 unicast prefix")));
+                let p: Prefix = s.get_ref().parse().map_err(|e| {
+                    cx.err(s.span(), format!("{ctx}prefix {:?} is invalid: {e}", s.get_ref()))
+                })?;
+                if p.is_ipv4()
+                    || is_link_local(&p)
+                    || matches!(p.addr, IpAddr::V6(a) if a.is_multicast())
+                {
+                    return Err(
+                        cx.err(s.span(), format!("{ctx}prefix {p} is not an IPv6 unicast prefix"))
+                    );
                 }
                 out.push(p);
             }
@@ -130,7 +164,9 @@ mod tests {
     use crate::{Config, ConfigError};
 
     fn parse(ra: &str) -> Result<Config, ConfigError> {
-        let text = format!("[[interface]]\nname = \"lr-a\"\nmtu = 1500\naddresses = [\"198.18.0.1/24\", \"2001:db8:a::1/64\", \"2001:db8:f::1/56\"]\n{ra}");
+        let text = format!(
+            "[[interface]]\nname = \"lr-a\"\nmtu = 1500\naddresses = [\"198.18.0.1/24\", \"2001:db8:a::1/64\", \"2001:db8:f::1/56\"]\n{ra}"
+        );
         Config::parse(&text, Path::new("router.toml"))
     }
 
@@ -149,22 +185,53 @@ mod tests {
         assert_eq!((ra.managed, ra.other_config, ra.mtu, ra.hop_limit), (false, false, None, 64));
         assert_eq!((ra.valid_lifetime, ra.preferred_lifetime), (2_592_000, 604_800));
         // Only the /64s: SLAAC needs 64-bit interface identifiers (RFC 4862 5.5.3).
-        assert_eq!(ra.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(), ["2001:db8:a::/64"]);
+        assert_eq!(
+            ra.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["2001:db8:a::/64"]
+        );
         assert!(parse("").unwrap().interfaces[0].ra.is_none());
         let table = parse("[interface.ra]\nmax_interval = 4\nmanaged = true\nmtu = 1400\nprefixes = [\"2001:db8:b::/64\"]\n").unwrap();
         let ra = table.interfaces[0].ra.as_ref().unwrap();
-        assert_eq!((ra.max_interval, ra.min_interval, ra.default_lifetime, ra.managed, ra.mtu), (4, 4, 12, true, Some(1400)));
+        assert_eq!(
+            (ra.max_interval, ra.min_interval, ra.default_lifetime, ra.managed, ra.mtu),
+            (4, 4, 12, true, Some(1400))
+        );
         assert_eq!(ra.prefixes[0].to_string(), "2001:db8:b::/64");
     }
 
     #[test]
     fn errors() {
-        fails("ra = { max_interval = 3 }\n", 5, 23, "lr-a\": ra: max_interval 3 is out of range (4..=1800)");
-        fails("ra = { max_interval = 100, min_interval = 80 }\n", 5, 43, "min_interval 80 is out of range (3..=75)");
-        fails("ra = { max_interval = 100, default_lifetime = 50 }\n", 5, 47, "default_lifetime 50 is out of range (100..=9000)");
+        fails(
+            "ra = { max_interval = 3 }\n",
+            5,
+            23,
+            "lr-a\": ra: max_interval 3 is out of range (4..=1800)",
+        );
+        fails(
+            "ra = { max_interval = 100, min_interval = 80 }\n",
+            5,
+            43,
+            "min_interval 80 is out of range (3..=75)",
+        );
+        fails(
+            "ra = { max_interval = 100, default_lifetime = 50 }\n",
+            5,
+            47,
+            "default_lifetime 50 is out of range (100..=9000)",
+        );
         fails("ra = { mtu = 1600 }\n", 5, 14, "mtu 1600 is out of range (1280..=1500)");
-        fails("ra = { valid_lifetime = 10, preferred_lifetime = 20 }\n", 5, 50, "preferred_lifetime 20 is longer than valid_lifetime 10");
-        fails("ra = { prefixes = [\"10.0.0.0/8\"] }\n", 5, 20, "prefix 10.0.0.0/8 is not an IPv6 unicast prefix");
+        fails(
+            "ra = { valid_lifetime = 10, preferred_lifetime = 20 }\n",
+            5,
+            50,
+            "preferred_lifetime 20 is longer than valid_lifetime 10",
+        );
+        fails(
+            "ra = { prefixes = [\"10.0.0.0/8\"] }\n",
+            5,
+            20,
+            "prefix 10.0.0.0/8 is not an IPv6 unicast prefix",
+        );
         fails("ra = { prefixes = [\"fe80::/64\"] }\n", 5, 20, "not an IPv6 unicast prefix");
         fails("ra = { bogus = 1 }\n", 5, 8, "unknown field `bogus`");
         assert!(parse("ra = { default_lifetime = 0 }\n").is_ok());

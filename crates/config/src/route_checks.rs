@@ -24,7 +24,8 @@ impl std::hash::Hasher for PrefixHasher {
         for chunk in bytes.chunks(8) {
             let mut word = [0u8; 8];
             word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x517c_c1b7_2722_0a95);
         }
     }
 }
@@ -43,9 +44,7 @@ pub(crate) fn on_link<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a In
 }
 
 pub(crate) fn own_address<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<&'a Interface> {
-    ifaces
-        .iter()
-        .find(|i| i.addresses.iter().any(|a| a.addr == *ip))
+    ifaces.iter().find(|i| i.addresses.iter().any(|a| a.addr == *ip))
 }
 
 /// What is wrong with `via` as the gateway of a route to `prefix`, if anything.
@@ -60,12 +59,19 @@ pub(crate) fn via_problem(ifaces: &[Interface], prefix: &Prefix, via: &IpAddr) -
     if let Some(i) = own_address(ifaces, via) {
         return Some(format!("via {via} is this router's own address on interface {:?}", i.name));
     }
-    broadcast_of(ifaces, via).map(|(i, net)| format!("via {via} is the broadcast address of {net} on interface {:?}", i.name))
+    broadcast_of(ifaces, via).map(|(i, net)| {
+        format!("via {via} is the broadcast address of {net} on interface {:?}", i.name)
+    })
 }
 
 /// The interface and network whose IPv4 broadcast address `ip` is ([`crate::IfAddr::broadcast`]).
-pub(crate) fn broadcast_of<'a>(ifaces: &'a [Interface], ip: &IpAddr) -> Option<(&'a Interface, crate::Prefix)> {
-    ifaces.iter().find_map(|i| Some((i, i.addresses.iter().find(|a| a.broadcast() == Some(*ip))?.network())))
+pub(crate) fn broadcast_of<'a>(
+    ifaces: &'a [Interface],
+    ip: &IpAddr,
+) -> Option<(&'a Interface, crate::Prefix)> {
+    ifaces
+        .iter()
+        .find_map(|i| Some((i, i.addresses.iter().find(|a| a.broadcast() == Some(*ip))?.network())))
 }
 
 /// What is wrong with a static route to exactly `prefix`: an interface's own route (its
@@ -76,13 +82,23 @@ pub(crate) fn interface_route_problem(ifaces: &[Interface], prefix: &Prefix) -> 
     for i in ifaces {
         for a in &i.addresses {
             if prefix.len == host_len && a.addr == prefix.addr {
-                return Some(format!("is this router's own address on interface {:?}: a static route cannot replace it", i.name));
+                return Some(format!(
+                    "is this router's own address on interface {:?}: a static route cannot replace it",
+                    i.name
+                ));
             }
             if prefix.len == host_len && a.broadcast() == Some(prefix.addr) {
-                return Some(format!("is the broadcast address of {} on interface {:?}: a static route cannot replace it", a.network(), i.name));
+                return Some(format!(
+                    "is the broadcast address of {} on interface {:?}: a static route cannot replace it",
+                    a.network(),
+                    i.name
+                ));
             }
             if a.network() == *prefix {
-                return Some(format!("is the connected prefix of interface {:?} ({a}): a static route cannot replace it (a more specific one can)", i.name));
+                return Some(format!(
+                    "is the connected prefix of interface {:?} ({a}): a static route cannot replace it (a more specific one can)",
+                    i.name
+                ));
             }
         }
     }

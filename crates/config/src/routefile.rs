@@ -66,12 +66,21 @@ const EXPECTED: &str = "expected PREFIX/LEN NEXTHOP [dev INTERFACE] or PREFIX/LE
 
 /// Parses route-file text, handing each route to `each` as it is read (a large table is never
 /// held twice); the first error, the parser's or `each`'s, stops it.
-pub fn for_each(text: &str, path: &Path, mut each: impl FnMut(FileRoute) -> Result<(), ConfigError>) -> Result<(), ConfigError> {
+pub fn for_each(
+    text: &str,
+    path: &Path,
+    mut each: impl FnMut(FileRoute) -> Result<(), ConfigError>,
+) -> Result<(), ConfigError> {
     for (idx, full) in text.split('\n').enumerate() {
         let line = idx + 1;
         let column = |at: usize| 1 + full[..at].chars().count();
         // Error at byte `at` of this line (column counted in characters).
-        let err = |at: usize, msg: String| ConfigError { path: path.to_owned(), line, column: column(at), message: msg };
+        let err = |at: usize, msg: String| ConfigError {
+            path: path.to_owned(),
+            line,
+            column: column(at),
+            message: msg,
+        };
         let content = match full.as_bytes().iter().position(|&b| b == b'#') {
             Some(i) => &full[..i],
             None => full,
@@ -84,19 +93,36 @@ pub fn for_each(text: &str, path: &Path, mut each: impl FnMut(FileRoute) -> Resu
         let prefix = split_cidr(ptext)
             .and_then(|(a, l)| Prefix::new(a, l).map_err(|e| (e, 0)))
             .map_err(|(e, off)| match e {
-                PrefixError::MissingLength => err(ps, format!("{ptext:?} is not a prefix: missing /LEN ({EXPECTED})")),
+                PrefixError::MissingLength => {
+                    err(ps, format!("{ptext:?} is not a prefix: missing /LEN ({EXPECTED})"))
+                }
                 e => err(ps + off, format!("bad prefix {ptext:?}: {e}")),
             })?;
         let Some((fs, mut fe)) = field(b, pe) else {
             return Err(err(pe, format!("route {prefix} has no next hop ({EXPECTED})")));
         };
-        let mut route = FileRoute { prefix, next_hop: None, interface: None, line, next_hop_column: 0, interface_column: 0 };
+        let mut route = FileRoute {
+            prefix,
+            next_hop: None,
+            interface: None,
+            line,
+            next_hop_column: 0,
+            interface_column: 0,
+        };
         if &content[fs..fe] != "dev" {
             let htext = &content[fs..fe];
-            let next_hop: IpAddr = htext.parse().map_err(|_| err(fs, format!("next hop {htext:?} is not an IPv4 or IPv6 address")))?;
+            let next_hop: IpAddr = htext.parse().map_err(|_| {
+                err(fs, format!("next hop {htext:?} is not an IPv4 or IPv6 address"))
+            })?;
             if next_hop.is_ipv4() != prefix.is_ipv4() {
                 let family = if next_hop.is_ipv4() { "IPv4" } else { "IPv6" };
-                return Err(err(fs, format!("next hop {next_hop} is {family} but prefix {prefix} is {}", prefix.family())));
+                return Err(err(
+                    fs,
+                    format!(
+                        "next hop {next_hop} is {family} but prefix {prefix} is {}",
+                        prefix.family()
+                    ),
+                ));
             }
             route.next_hop = Some(next_hop);
             route.next_hop_column = column(fs) as u32;
@@ -106,17 +132,28 @@ pub fn for_each(text: &str, path: &Path, mut each: impl FnMut(FileRoute) -> Resu
                     continue;
                 }
                 Some((s, e)) if &content[s..e] == "dev" => fe = e,
-                Some((s, e)) => return Err(err(s, format!("unexpected {:?} after the next hop ({EXPECTED})", &content[s..e]))),
+                Some((s, e)) => {
+                    return Err(err(
+                        s,
+                        format!("unexpected {:?} after the next hop ({EXPECTED})", &content[s..e]),
+                    ));
+                }
             }
         }
         // `dev INTERFACE` at fs..fe.
         let Some((is, ie)) = field(b, fe) else {
-            return Err(err(fe, format!("route {prefix}: `dev` needs an interface name ({EXPECTED})")));
+            return Err(err(
+                fe,
+                format!("route {prefix}: `dev` needs an interface name ({EXPECTED})"),
+            ));
         };
         route.interface = Some(content[is..ie].to_owned());
         route.interface_column = column(is) as u32;
         if let Some((xs, xe)) = field(b, ie) {
-            return Err(err(xs, format!("unexpected {:?} after the interface ({EXPECTED})", &content[xs..xe])));
+            return Err(err(
+                xs,
+                format!("unexpected {:?} after the interface ({EXPECTED})", &content[xs..xe]),
+            ));
         }
         each(route)?;
     }

@@ -61,7 +61,17 @@ mod tests {
     fn maps_offsets() {
         let t = "ab\ncd\n\néx";
         let index = LineIndex::new(t);
-        for (offset, want) in [(0, (1, 1)), (1, (1, 2)), (2, (1, 3)), (3, (2, 1)), (6, (3, 1)), (7, (4, 1)), (9, (4, 2)), (8, (4, 1)), (999, (4, 3))] {
+        for (offset, want) in [
+            (0, (1, 1)),
+            (1, (1, 2)),
+            (2, (1, 3)),
+            (3, (2, 1)),
+            (6, (3, 1)),
+            (7, (4, 1)),
+            (9, (4, 2)),
+            (8, (4, 1)),
+            (999, (4, 3)),
+        ] {
             assert_eq!(line_col(t, offset), want, "offset {offset}");
             assert_eq!(index.line_col(t, offset), want, "offset {offset} (index)");
         }

@@ -10,7 +10,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::context::{Ctx, Origin};
-use crate::route_checks::{Seen, broadcast_of, interface_route_problem, on_link, own_address, via_problem};
+use crate::route_checks::{
+    Seen, broadcast_of, interface_route_problem, on_link, own_address, via_problem,
+};
 use crate::{
     Backend, Config, ConfigError, FirewallSettings, IfAddr, Interface, MacAddr, Neighbour, Prefix,
     Route, RouterSettings, Vlan, XdpMode,
@@ -101,13 +103,7 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let cx = Ctx::new(text, path);
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         // toml messages may span several lines ("invalid table header\nexpected ..."): keep one.
-        let msg = e
-            .message()
-            .trim()
-            .split('\n')
-            .map(str::trim)
-            .collect::<Vec<_>>()
-            .join("; ");
+        let msg = e.message().trim().split('\n').map(str::trim).collect::<Vec<_>>().join("; ");
         match e.span() {
             Some(s) => cx.err(s, msg),
             None => ConfigError::whole_file(path, msg),
@@ -123,15 +119,7 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let neighbours = neighbours(&cx, &interfaces, raw.neighbour)?;
     let firewall = raw.firewall.map(|f| firewall(&cx, f)).transpose()?;
     let log = crate::log::settings(&cx, path, raw.log)?;
-    Ok(Config {
-        router,
-        interfaces,
-        routes,
-        neighbours,
-        firewall,
-        log,
-        path: path.to_owned(),
-    })
+    Ok(Config { router, interfaces, routes, neighbours, firewall, log, path: path.to_owned() })
 }
 
 /// `[firewall]`: the rule file, relative to the config file's directory (so a config and its
@@ -139,7 +127,9 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
 fn firewall(cx: &Ctx, raw: RawFirewall) -> Result<FirewallSettings, ConfigError> {
     let p = raw.rules.get_ref();
     if p.is_empty() || p.contains('\0') {
-        return Err(cx.err(raw.rules.span(), "firewall: rules must be a non-empty path without NUL bytes"));
+        return Err(
+            cx.err(raw.rules.span(), "firewall: rules must be a non-empty path without NUL bytes")
+        );
     }
     let dir = cx.path().parent().unwrap_or(Path::new(""));
     Ok(FirewallSettings { rules: dir.join(p) })
@@ -149,14 +139,8 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
     let d = RouterSettings::default();
     let Some(r) = raw else { return Ok(d) };
     let workers = cx.int(&r.workers, "router: ", "workers", 1, 256, d.workers as i64)? as usize;
-    let batch_size = cx.int(
-        &r.batch_size,
-        "router: ",
-        "batch_size",
-        32,
-        256,
-        d.batch_size as i64,
-    )? as usize;
+    let batch_size =
+        cx.int(&r.batch_size, "router: ", "batch_size", 32, 256, d.batch_size as i64)? as usize;
     let control_socket = control_socket(cx, r.control_socket)?.unwrap_or(d.control_socket);
     let icmp_errors_per_second = cx.int(
         &r.icmp_errors_per_second,
@@ -167,7 +151,8 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         i64::from(d.icmp_errors_per_second),
     )? as u32;
     let sleep_when_idle = r.sleep_when_idle.as_ref().map_or(d.sleep_when_idle, |b| *b.get_ref());
-    let napi_threads = r.napi_threads.as_ref().map_or(d.napi_threads && sleep_when_idle, |b| *b.get_ref());
+    let napi_threads =
+        r.napi_threads.as_ref().map_or(d.napi_threads && sleep_when_idle, |b| *b.get_ref());
     if let (Some(n), false) = (&r.napi_threads, sleep_when_idle)
         && *n.get_ref()
     {
@@ -182,7 +167,14 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         d.max_neighbours as i64,
     )? as usize;
     let route_file = route_file(cx, r.route_file.as_ref())?;
-    let fast_path_flows = cx.int(&r.fast_path_flows, "router: ", "fast_path_flows", 1024, 1 << 24, i64::from(d.fast_path_flows))? as u32;
+    let fast_path_flows = cx.int(
+        &r.fast_path_flows,
+        "router: ",
+        "fast_path_flows",
+        1024,
+        1 << 24,
+        i64::from(d.fast_path_flows),
+    )? as u32;
     let user = account_name(cx, r.user.as_ref(), "user")?;
     let control_group = account_name(cx, r.control_group.as_ref(), "control_group")?;
     let metrics_listen = metrics_listen(cx, r.metrics_listen.as_ref())?;
@@ -201,7 +193,11 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         control_group,
         metrics_listen,
         route_file,
-        kernel_routes: crate::kernel_routes::settings(cx, r.kernel_routes, r.host_stack.unwrap_or(d.host_stack))?,
+        kernel_routes: crate::kernel_routes::settings(
+            cx,
+            r.kernel_routes,
+            r.host_stack.unwrap_or(d.host_stack),
+        )?,
         fast_path: r.fast_path.unwrap_or(d.fast_path),
         fast_path_flows,
     })
@@ -212,10 +208,9 @@ fn control_socket(cx: &Ctx, v: Option<S<String>>) -> Result<Option<PathBuf>, Con
     let Some(s) = v else { return Ok(None) };
     let p = s.get_ref();
     if p.is_empty() || p.contains('\0') {
-        return Err(cx.err(
-            s.span(),
-            "router: control_socket must be a non-empty path without NUL bytes",
-        ));
+        return Err(
+            cx.err(s.span(), "router: control_socket must be a non-empty path without NUL bytes")
+        );
     }
     if p.len() > MAX_SOCKET_PATH {
         return Err(cx.err(s.span(), format!(
@@ -238,7 +233,10 @@ fn route_file(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<PathBuf>, Config
 }
 
 /// `router.metrics_listen`: an address and port.
-fn metrics_listen(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+fn metrics_listen(
+    cx: &Ctx,
+    v: Option<&S<String>>,
+) -> Result<Option<std::net::SocketAddr>, ConfigError> {
     let Some(s) = v else { return Ok(None) };
     let addr = s.get_ref().parse().map_err(|_| {
         cx.err(s.span(), format!("router: metrics_listen {:?} is not an address and port (e.g. \"127.0.0.1:9111\" or \"[::1]:9111\")", s.get_ref()))
@@ -251,7 +249,9 @@ fn metrics_listen(cx: &Ctx, v: Option<&S<String>>) -> Result<Option<std::net::So
 fn account_name(cx: &Ctx, v: Option<&S<String>>, key: &str) -> Result<Option<String>, ConfigError> {
     let Some(v) = v else { return Ok(None) };
     let n = v.get_ref();
-    let ok = (1..=32).contains(&n.len()) && !n.starts_with('-') && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    let ok = (1..=32).contains(&n.len())
+        && !n.starts_with('-')
+        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
     if !ok {
         return Err(cx.err(v.span(), format!("router: {key} {n:?} is not a user or group name (1..=32 letters, digits, '_', '-', '.'; not starting with '-')")));
     }
@@ -275,10 +275,7 @@ fn name_problem(n: &str) -> Option<&'static str> {
 
 fn mac(cx: &Ctx, owner: &str, s: &S<String>) -> Result<MacAddr, ConfigError> {
     let m: MacAddr = s.get_ref().parse().map_err(|e| {
-        cx.err(
-            s.span(),
-            format!("{owner}: mac {:?} is not a MAC address ({e})", s.get_ref()),
-        )
+        cx.err(s.span(), format!("{owner}: mac {:?} is not a MAC address ({e})", s.get_ref()))
     })?;
     if !m.is_unicast() {
         let kind = if m.is_zero() {
@@ -298,13 +295,7 @@ fn mac(cx: &Ctx, owner: &str, s: &S<String>) -> Result<MacAddr, ConfigError> {
 
 fn ip(cx: &Ctx, owner: &str, key: &str, s: &S<String>) -> Result<IpAddr, ConfigError> {
     s.get_ref().parse().map_err(|_| {
-        cx.err(
-            s.span(),
-            format!(
-                "{owner}: {key} {:?} is not an IPv4 or IPv6 address",
-                s.get_ref()
-            ),
-        )
+        cx.err(s.span(), format!("{owner}: {key} {:?} is not an IPv4 or IPv6 address", s.get_ref()))
     })
 }
 
@@ -339,7 +330,11 @@ fn interfaces(cx: &Ctx, raw: Vec<RawInterface>) -> Result<Vec<Interface>, Config
 }
 
 /// One `[[interface]]` on its own (its `parent` not yet looked up).
-fn interface(cx: &Ctx, r: RawInterface, claimed: &mut Claimed) -> Result<ReadInterface, ConfigError> {
+fn interface(
+    cx: &Ctx,
+    r: RawInterface,
+    claimed: &mut Claimed,
+) -> Result<ReadInterface, ConfigError> {
     let name = r.name.get_ref().clone();
     if let Some(p) = name_problem(&name) {
         return Err(cx.err(r.name.span(), format!(
@@ -373,13 +368,19 @@ fn interface(cx: &Ctx, r: RawInterface, claimed: &mut Claimed) -> Result<ReadInt
     let xdp_mode = parsed(cx, &owner, r.xdp_mode.as_ref(), XdpMode::Auto)?;
     let parent = parent_and_tag(cx, &owner, &r)?;
     let tap = tap(cx, &owner, r.tap.as_ref())?;
-    let ra = r.ra.as_ref().map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu)).transpose()?;
+    let ra =
+        r.ra.as_ref().map(|ra| crate::ra::settings(cx, &owner, ra, &addresses, mtu)).transpose()?;
     let iface = Interface { name, mac, addresses, mtu, backend, xdp_mode, vlan: None, tap, ra };
     Ok(ReadInterface { iface, parent, name_span: r.name.span() })
 }
 
 /// A keyword setting (`default` when absent); its error is the value's own, after `owner`.
-fn parsed<T: std::str::FromStr>(cx: &Ctx, owner: &str, v: Option<&S<String>>, default: T) -> Result<T, ConfigError>
+fn parsed<T: std::str::FromStr>(
+    cx: &Ctx,
+    owner: &str,
+    v: Option<&S<String>>,
+    default: T,
+) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
@@ -391,23 +392,25 @@ where
 
 /// An interface's addresses: unicast, each on one interface only (`claimed`: the addresses
 /// of the interfaces before it).
-fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut Claimed) -> Result<Vec<IfAddr>, ConfigError> {
+fn addresses(
+    cx: &Ctx,
+    owner: &str,
+    name: &str,
+    raw: &[S<String>],
+    claimed: &mut Claimed,
+) -> Result<Vec<IfAddr>, ConfigError> {
     let mut addresses = Vec::with_capacity(raw.len());
     for a in raw {
         let ifa: IfAddr = a.get_ref().parse().map_err(|e| {
             cx.err(
                 a.span(),
-                format!(
-                    "{owner}: address {:?} is not a valid CIDR address: {e}",
-                    a.get_ref()
-                ),
+                format!("{owner}: address {:?} is not a valid CIDR address: {e}", a.get_ref()),
             )
         })?;
         if ifa.addr.is_unspecified() || ifa.addr.is_multicast() {
-            return Err(cx.err(
-                a.span(),
-                format!("{owner}: address {} is not a unicast address", ifa.addr),
-            ));
+            return Err(
+                cx.err(a.span(), format!("{owner}: address {} is not a unicast address", ifa.addr))
+            );
         }
         if let Some(why) = not_a_router_address(&ifa) {
             return Err(cx.err(a.span(), format!("{owner}: address {ifa} {why}")));
@@ -415,10 +418,7 @@ fn addresses(cx: &Ctx, owner: &str, name: &str, raw: &[S<String>], claimed: &mut
         if let Some(other) = claimed.addresses.get(&ifa.addr) {
             return Err(cx.err(
                 a.span(),
-                format!(
-                    "{owner}: address {} is already assigned to interface {other:?}",
-                    ifa.addr
-                ),
+                format!("{owner}: address {} is already assigned to interface {other:?}", ifa.addr),
             ));
         }
         // The same prefix on two links: one of its routes would replace the other's (IPv6
@@ -451,17 +451,33 @@ fn not_a_router_address(a: &IfAddr) -> Option<&'static str> {
 
 /// A sub-interface's `parent` and `vlan` tag (both or neither); what it inherits from its
 /// parent may not be set.
-fn parent_and_tag(cx: &Ctx, owner: &str, r: &RawInterface) -> Result<Option<(S<String>, u16)>, ConfigError> {
+fn parent_and_tag(
+    cx: &Ctx,
+    owner: &str,
+    r: &RawInterface,
+) -> Result<Option<(S<String>, u16)>, ConfigError> {
     match (&r.parent, &r.vlan) {
         (None, None) => Ok(None),
-        (Some(p), None) => Err(cx.err(p.span(), format!("{owner}: parent needs a vlan tag (vlan = 1..=4094)"))),
-        (None, Some(v)) => Err(cx.err(v.span(), format!("{owner}: vlan needs a parent interface (parent = \"NAME\")"))),
+        (Some(p), None) => {
+            Err(cx.err(p.span(), format!("{owner}: parent needs a vlan tag (vlan = 1..=4094)")))
+        }
+        (None, Some(v)) => Err(
+            cx.err(v.span(), format!("{owner}: vlan needs a parent interface (parent = \"NAME\")"))
+        ),
         (Some(p), Some(_)) => {
             let tag = cx.int(&r.vlan, &format!("{owner}: "), "vlan", 1, 4094, 1)? as u16;
-            let inherited = [("mac", r.mac.as_ref().map(|m| m.span())), ("backend", r.backend.as_ref().map(|b| b.span())),
-                ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span()))];
+            let inherited = [
+                ("mac", r.mac.as_ref().map(|m| m.span())),
+                ("backend", r.backend.as_ref().map(|b| b.span())),
+                ("xdp_mode", r.xdp_mode.as_ref().map(|b| b.span())),
+            ];
             if let Some((key, Some(span))) = inherited.into_iter().find(|(_, s)| s.is_some()) {
-                return Err(cx.err(span, format!("{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)")));
+                return Err(cx.err(
+                    span,
+                    format!(
+                        "{owner}: {key} cannot be set on a VLAN sub-interface (it is its parent's)"
+                    ),
+                ));
             }
             Ok(Some((p.clone(), tag)))
         }
@@ -486,14 +502,21 @@ fn tap(cx: &Ctx, owner: &str, t: Option<&S<String>>) -> Result<Option<String>, C
 /// is used once.
 fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>, ConfigError> {
     let mut tags: HashMap<(String, u16), String> = HashMap::new();
-    let snapshot: Vec<(String, bool)> = read.iter().map(|r| (r.iface.name.clone(), r.parent.is_some())).collect();
+    let snapshot: Vec<(String, bool)> =
+        read.iter().map(|r| (r.iface.name.clone(), r.parent.is_some())).collect();
     let mut done = Vec::with_capacity(read.len());
     for ReadInterface { mut iface, parent: vlan, .. } in read {
         if let Some((parent, tag)) = vlan {
             let owner = format!("interface {:?}", iface.name);
             match snapshot.iter().find(|(n, _)| n == parent.get_ref()) {
                 None => {
-                    return Err(cx.err(parent.span(), format!("{owner}: parent {:?} is not a configured interface", parent.get_ref())));
+                    return Err(cx.err(
+                        parent.span(),
+                        format!(
+                            "{owner}: parent {:?} is not a configured interface",
+                            parent.get_ref()
+                        ),
+                    ));
                 }
                 Some((_, true)) => {
                     return Err(cx.err(parent.span(), format!("{owner}: parent {:?} is itself a VLAN sub-interface (stacked tags are not supported)", parent.get_ref())));
@@ -501,7 +524,13 @@ fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>,
                 Some(_) => {}
             }
             if let Some(other) = tags.insert((parent.get_ref().clone(), tag), iface.name.clone()) {
-                return Err(cx.err(parent.span(), format!("{owner}: vlan {tag} on {:?} is already interface {other:?}", parent.get_ref())));
+                return Err(cx.err(
+                    parent.span(),
+                    format!(
+                        "{owner}: vlan {tag} on {:?} is already interface {other:?}",
+                        parent.get_ref()
+                    ),
+                ));
             }
             iface.vlan = Some(Vlan { parent: parent.into_inner(), tag });
         }
@@ -511,7 +540,11 @@ fn resolve_parents(cx: &Ctx, read: Vec<ReadInterface>) -> Result<Vec<Interface>,
 }
 
 /// No two interfaces share a host-stack TAP name, and no TAP takes an interface's name.
-fn distinct_taps(cx: &Ctx, ifaces: &[Interface], name_spans: &[Range<usize>]) -> Result<(), ConfigError> {
+fn distinct_taps(
+    cx: &Ctx,
+    ifaces: &[Interface],
+    name_spans: &[Range<usize>],
+) -> Result<(), ConfigError> {
     let mut taps: HashMap<String, String> = HashMap::new();
     for (i, iface) in ifaces.iter().enumerate() {
         let t = iface.tap_name(i);
@@ -545,32 +578,32 @@ fn known_interface(
     } else {
         format!("defined: {}", known.join(", "))
     };
-    Err(cx.err(
-        s.span(),
-        format!("{owner}: interface {n:?} is not defined ({known})"),
-    ))
+    Err(cx.err(s.span(), format!("{owner}: interface {n:?} is not defined ({known})")))
 }
 
-fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -> Result<Vec<Route>, ConfigError> {
+fn routes(
+    cx: &Ctx,
+    ifaces: &[Interface],
+    raw: Vec<RawRoute>,
+    seen: &mut Seen,
+) -> Result<Vec<Route>, ConfigError> {
     let mut out = Vec::with_capacity(raw.len());
     for r in raw {
         let ps = &r.prefix;
         let prefix: Prefix = ps.get_ref().parse().map_err(|e| {
-            cx.err(
-                ps.span(),
-                format!("route: prefix {:?} is invalid: {e}", ps.get_ref()),
-            )
+            cx.err(ps.span(), format!("route: prefix {:?} is invalid: {e}", ps.get_ref()))
         })?;
         let owner = format!("route {prefix}");
         if let Some(first) = seen.get(&prefix) {
             let first = cx.line(&match *first {
                 Origin::Config(offset) => offset..offset,
-                Origin::File(_) => unreachable!("the route file is read after the [[route]] tables"),
+                Origin::File(_) => {
+                    unreachable!("the route file is read after the [[route]] tables")
+                }
             });
-            return Err(cx.err(
-                ps.span(),
-                format!("duplicate {owner} (first defined at line {first})"),
-            ));
+            return Err(
+                cx.err(ps.span(), format!("duplicate {owner} (first defined at line {first})"))
+            );
         }
         if let Some(problem) = interface_route_problem(ifaces, &prefix) {
             return Err(cx.err(ps.span(), format!("{owner} {problem}")));
@@ -604,12 +637,7 @@ fn routes(cx: &Ctx, ifaces: &[Interface], raw: Vec<RawRoute>, seen: &mut Seen) -
         for a in vias.iter().skip(1) {
             also_via.push((*a, interface_of(a)?));
         }
-        out.push(Route {
-            prefix,
-            via: vias.first().copied(),
-            interface,
-            also_via,
-        });
+        out.push(Route { prefix, via: vias.first().copied(), interface, also_via });
     }
     Ok(out)
 }
@@ -619,27 +647,48 @@ const MAX_PATHS: usize = 16;
 
 /// A route's `via`: one address or a list of distinct ones (equal-cost multipath), each a
 /// unicast address of the prefix's family that is not the router's own.
-fn next_hops(cx: &Ctx, ifaces: &[Interface], owner: &str, prefix: Prefix, v: &S<toml::Value>) -> Result<Vec<IpAddr>, ConfigError> {
+fn next_hops(
+    cx: &Ctx,
+    ifaces: &[Interface],
+    owner: &str,
+    prefix: Prefix,
+    v: &S<toml::Value>,
+) -> Result<Vec<IpAddr>, ConfigError> {
     let texts: Vec<&str> = match v.get_ref() {
         toml::Value::String(s) => vec![s.as_str()],
         toml::Value::Array(list) if !list.is_empty() && list.len() <= MAX_PATHS => {
             let mut out = Vec::new();
             for x in list {
                 let Some(s) = x.as_str() else {
-                    return Err(cx.err(v.span(), format!("{owner}: via must be an address or a list of addresses, found {x}")));
+                    return Err(cx.err(
+                        v.span(),
+                        format!(
+                            "{owner}: via must be an address or a list of addresses, found {x}"
+                        ),
+                    ));
                 };
                 out.push(s);
             }
             out
         }
         toml::Value::Array(list) => {
-            return Err(cx.err(v.span(), format!("{owner}: via lists {} next hops (1..={MAX_PATHS})", list.len())));
+            return Err(cx.err(
+                v.span(),
+                format!("{owner}: via lists {} next hops (1..={MAX_PATHS})", list.len()),
+            ));
         }
-        other => return Err(cx.err(v.span(), format!("{owner}: via must be an address or a list of addresses, found {other}"))),
+        other => {
+            return Err(cx.err(
+                v.span(),
+                format!("{owner}: via must be an address or a list of addresses, found {other}"),
+            ));
+        }
     };
     let mut out: Vec<IpAddr> = Vec::new();
     for t in texts {
-        let a: IpAddr = t.parse().map_err(|_| cx.err(v.span(), format!("{owner}: via {t:?} is not an IPv4 or IPv6 address")))?;
+        let a: IpAddr = t.parse().map_err(|_| {
+            cx.err(v.span(), format!("{owner}: via {t:?} is not an IPv4 or IPv6 address"))
+        })?;
         if let Some(problem) = via_problem(ifaces, &prefix, &a) {
             return Err(cx.err(v.span(), format!("{owner}: {problem}")));
         }
@@ -662,21 +711,23 @@ fn neighbours(
         let address = ip(cx, "neighbour", "address", &r.address)?;
         let owner = format!("neighbour {address}");
         if address.is_unspecified() || address.is_multicast() {
-            return Err(cx.err(
-                r.address.span(),
-                format!("{owner}: address is not a unicast address"),
-            ));
+            return Err(
+                cx.err(r.address.span(), format!("{owner}: address is not a unicast address"))
+            );
         }
         if let Some((i, net)) = broadcast_of(ifaces, &address) {
-            return Err(cx.err(r.address.span(), format!("{owner}: address is the broadcast address of {net} on interface {:?}", i.name)));
+            return Err(cx.err(
+                r.address.span(),
+                format!(
+                    "{owner}: address is the broadcast address of {net} on interface {:?}",
+                    i.name
+                ),
+            ));
         }
         if let Some(i) = own_address(ifaces, &address) {
             return Err(cx.err(
                 r.address.span(),
-                format!(
-                    "{owner}: address is this router's own address on interface {:?}",
-                    i.name
-                ),
+                format!("{owner}: address is this router's own address on interface {:?}", i.name),
             ));
         }
         let mac = mac(cx, &owner, &r.mac)?;
@@ -700,11 +751,7 @@ fn neighbours(
             ));
         }
         seen.insert(key, cx.line(&r.address.span()));
-        out.push(Neighbour {
-            address,
-            mac,
-            interface,
-        });
+        out.push(Neighbour { address, mac, interface });
     }
     Ok(out)
 }

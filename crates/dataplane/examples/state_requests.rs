@@ -14,12 +14,26 @@ use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use fw::packet::{PacketKey, proto};
 
 fn main() {
-    let n: usize = std::env::args().nth(1).map_or(1_000_000, |a| a.parse().expect("K: a number of states"));
-    let rules = CompiledRules::parse(&format!("set limit states {n}\npass all\n"), std::path::Path::new("bench.conf"), &|_| None).unwrap();
+    let n: usize =
+        std::env::args().nth(1).map_or(1_000_000, |a| a.parse().expect("K: a number of states"));
+    let rules = CompiledRules::parse(
+        &format!("set limit states {n}\npass all\n"),
+        std::path::Path::new("bench.conf"),
+        &|_| None,
+    )
+    .unwrap();
     let mut fw = Firewall::new(RulesSlot::new(Arc::new(rules)), 9);
     for p in 0..n {
         let src = u128::from(0x0a00_0000u32 + (p / 60_000) as u32);
-        let k = PacketKey { proto: proto::UDP, src, dst: 0x0a01_0102, src_port: (p % 60_000) as u16, dst_port: 53, len: 60, ..PacketKey::ZERO };
+        let k = PacketKey {
+            proto: proto::UDP,
+            src,
+            dst: 0x0a01_0102,
+            src_port: (p % 60_000) as u16,
+            dst_port: 53,
+            len: 60,
+            ..PacketKey::ZERO
+        };
         fw.insert_state(&k, 0).unwrap();
     }
     let miss = StateFilter { port: Some(9), ..StateFilter::default() };

@@ -159,7 +159,8 @@ impl AdjacencyTable {
 
     /// Makes `id` the unresolved adjacency of connected prefixes on `port` (control plane).
     pub fn set_glean(&self, id: u32, port: u16) {
-        self.entries[id as usize].store(Adjacency::Unresolved { port }.encode() | GLEAN, Ordering::Relaxed);
+        self.entries[id as usize]
+            .store(Adjacency::Unresolved { port }.encode() | GLEAN, Ordering::Relaxed);
     }
 
     /// Whether `id` is a connected prefix's: its packets each resolve their own destination.

@@ -84,13 +84,7 @@ pub struct Counts {
 // By hand: `Default` is derived for arrays of at most 32 elements.
 impl Default for Counts {
     fn default() -> Self {
-        Counts {
-            rx: 0,
-            forwarded: 0,
-            local: 0,
-            slow_path: 0,
-            drops: [0; DROP_REASONS],
-        }
+        Counts { rx: 0, forwarded: 0, local: 0, slow_path: 0, drops: [0; DROP_REASONS] }
     }
 }
 
@@ -268,11 +262,7 @@ impl WorkerCounters {
             .collect();
         PortSnapshot {
             ports,
-            counts: self
-                .port_counts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            counts: self.port_counts.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             icmp_sent: self.icmp_sent.load(Ordering::Relaxed),
             icmp_suppressed: self.icmp_suppressed.load(Ordering::Relaxed),
         }
@@ -313,11 +303,7 @@ mod tests {
     #[test]
     fn names_are_unique_snake_case() {
         let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
-        assert!(
-            names
-                .iter()
-                .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
-        );
+        assert!(names.iter().all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
         names.sort();
         names.dedup();
         assert_eq!(names.len(), DROP_REASONS);
@@ -326,23 +312,14 @@ mod tests {
     #[test]
     fn publish_snapshot_and_since() {
         let shared = WorkerCounters::default();
-        let mut c = Counts {
-            rx: 10,
-            forwarded: 7,
-            local: 1,
-            ..Default::default()
-        };
+        let mut c = Counts { rx: 10, forwarded: 7, local: 1, ..Default::default() };
         c.drop(DropReason::NoRoute);
         c.drop(DropReason::NoRoute);
         shared.publish(&c);
         let snap = shared.snapshot();
         assert_eq!(snap, c);
         assert_eq!(snap.dropped(), 2);
-        let later = Counts {
-            rx: 15,
-            forwarded: 12,
-            ..snap
-        };
+        let later = Counts { rx: 15, forwarded: 12, ..snap };
         assert_eq!(later.since(&snap).forwarded, 5);
     }
 

@@ -112,8 +112,12 @@ impl Rejects {
 /// Whether `ip` is inside one of the port's prefixes.
 fn on_link(p: &PortInfo, ip: IpAddr) -> bool {
     p.addresses.iter().any(|&(a, len)| match (a, ip) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => len == 0 || (u32::from(a) ^ u32::from(b)) >> (32 - u32::from(len)) == 0,
-        (IpAddr::V6(a), IpAddr::V6(b)) => len == 0 || (u128::from(a) ^ u128::from(b)) >> (128 - u32::from(len)) == 0,
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            len == 0 || (u32::from(a) ^ u32::from(b)) >> (32 - u32::from(len)) == 0
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            len == 0 || (u128::from(a) ^ u128::from(b)) >> (128 - u32::from(len)) == 0
+        }
         _ => false,
     })
 }
@@ -136,26 +140,45 @@ impl SlowPath {
 
     /// ARP (RFC 826 "Packet Reception"): learn the sender as the merge rule allows, answer
     /// requests for the port's addresses, complete resolutions with replies.
-    pub(super) fn arp(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) {
+    pub(super) fn arp(
+        &mut self,
+        io: &mut impl SlowIo,
+        p: &PortInfo,
+        msg: &PuntedFrame,
+        l3: &[u8],
+        now: u64,
+    ) {
         let Ok(arp) = ArpPacket::new_checked(l3) else { return self.reject(Reject::ArpMalformed) };
         let (sip, smac) = (arp.sender_proto_addr(), arp.sender_hw_addr());
         let sender = IpAddr::V4(sip);
         let for_us = p.owns(IpAddr::V4(arp.target_proto_addr()));
         let verdict = if p.owns(sender) {
             Err(Reject::OwnAddress)
-        } else if !smac.is_unicast() || sip.is_unspecified() || sip.is_broadcast() || sip.is_multicast() {
+        } else if !smac.is_unicast()
+            || sip.is_unspecified()
+            || sip.is_broadcast()
+            || sip.is_multicast()
+        {
             Err(Reject::BadSender)
         } else {
             self.learnable(p, msg.in_port, sender)
         };
         let verdict = verdict.and_then(|()| match arp.operation() {
-            ArpOperation::Reply => self.neigh.confirm(sender, smac, now, &mut self.actions).then_some(()).ok_or(Reject::NoEntry),
+            ArpOperation::Reply => self
+                .neigh
+                .confirm(sender, smac, now, &mut self.actions)
+                .then_some(())
+                .ok_or(Reject::NoEntry),
             // The requester will talk to us next: worth an entry (RFC 826's merge).
             _ if for_us => {
                 self.neigh.learn(sender, msg.in_port, smac, &mut self.actions);
                 Ok(())
             }
-            _ => self.neigh.update(sender, msg.in_port, smac, &mut self.actions).then_some(()).ok_or(Reject::NotForUs),
+            _ => self
+                .neigh
+                .update(sender, msg.in_port, smac, &mut self.actions)
+                .then_some(())
+                .ok_or(Reject::NotForUs),
         });
         match verdict {
             Ok(()) => self.sync(sender),
@@ -163,7 +186,8 @@ impl SlowPath {
         }
         if arp.operation() == ArpOperation::Request
             && for_us
-            && let Ok(n) = wire::ndisc::arp_reply(&msg.frame, p.mac, arp.target_proto_addr(), &mut self.buf)
+            && let Ok(n) =
+                wire::ndisc::arp_reply(&msg.frame, p.mac, arp.target_proto_addr(), &mut self.buf)
         {
             self.stats.arp_replies += 1;
             io.send_wire(msg.phys, &self.buf[..n]);
@@ -173,8 +197,19 @@ impl SlowPath {
 
     /// A Neighbor Solicitation or Advertisement (valid per RFC 4861 7.1) for the router.
     /// Returns whether the host stack should see it too.
-    pub(super) fn ndp(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, nd: &NdMessage, now: u64) -> bool {
-        let res = if nd.kind == Icmpv6Type::NeighborSolicit { self.solicit(io, p, msg, nd) } else { self.advert(p, msg.in_port, nd, now) };
+    pub(super) fn ndp(
+        &mut self,
+        io: &mut impl SlowIo,
+        p: &PortInfo,
+        msg: &PuntedFrame,
+        nd: &NdMessage,
+        now: u64,
+    ) -> bool {
+        let res = if nd.kind == Icmpv6Type::NeighborSolicit {
+            self.solicit(io, p, msg, nd)
+        } else {
+            self.advert(p, msg.in_port, nd, now)
+        };
         if let Err(r) = res {
             self.reject(r);
         }
@@ -185,7 +220,13 @@ impl SlowPath {
     /// RFC 4861 7.2.3: answer a solicitation for one of the port's addresses, learning its
     /// source from the source link-layer address option (none in duplicate address detection
     /// from ::, and a unicast solicitation may leave it out).
-    fn solicit(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, nd: &NdMessage) -> Result<(), Reject> {
+    fn solicit(
+        &mut self,
+        io: &mut impl SlowIo,
+        p: &PortInfo,
+        msg: &PuntedFrame,
+        nd: &NdMessage,
+    ) -> Result<(), Reject> {
         if !owns_v6(p, nd.target) {
             return Err(Reject::NotForUs);
         }
@@ -216,7 +257,14 @@ impl SlowPath {
         } else {
             self.learnable(p, port, target)?;
         }
-        match self.neigh.advert(target, nd.target_ll, nd.solicited(), nd.override_flag(), now, &mut self.actions) {
+        match self.neigh.advert(
+            target,
+            nd.target_ll,
+            nd.solicited(),
+            nd.override_flag(),
+            now,
+            &mut self.actions,
+        ) {
             Advert::NoEntry => Err(Reject::NoEntry),
             Advert::Ignored => Err(Reject::NotOverriding),
             Advert::Updated => {
@@ -227,7 +275,13 @@ impl SlowPath {
     }
 
     /// The checks on an IPv6 address and link-layer address to learn.
-    fn check_sender(&self, p: &PortInfo, port: u16, ip: IpAddr, mac: MacAddr) -> Result<(), Reject> {
+    fn check_sender(
+        &self,
+        p: &PortInfo,
+        port: u16,
+        ip: IpAddr,
+        mac: MacAddr,
+    ) -> Result<(), Reject> {
         match ip {
             IpAddr::V6(a) if owns_v6(p, a) => Err(Reject::OwnAddress),
             _ if !mac.is_unicast() => Err(Reject::BadSender),

@@ -48,7 +48,8 @@ pub fn flow_hash(ip: &[u8], v4: bool, seed: u64) -> u32 {
         let addrs = u64::from_be_bytes(h[12..20].try_into().expect("8 bytes"));
         let proto = h[9];
         let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
-        let l4 = if has_ports(proto) && !fragment { ports(ip, usize::from(h[0] & 0x0f) * 4) } else { 0 };
+        let l4 =
+            if has_ports(proto) && !fragment { ports(ip, usize::from(h[0] & 0x0f) * 4) } else { 0 };
         finish(mix(mix(mix(seed, addrs), u64::from(proto)), l4))
     } else {
         let Some(h) = ip.get(..40) else { return finish(seed) };
@@ -107,9 +108,20 @@ mod tests {
             let mut v6 = vec![0u32; paths as usize];
             let flows = 20_000u32;
             for i in 0..flows {
-                let p = v4_udp(0xc612_0000 + (i % 200), 0x0a00_0001 + (i / 200), 1024 + i as u16, 53, 0);
+                let p = v4_udp(
+                    0xc612_0000 + (i % 200),
+                    0x0a00_0001 + (i / 200),
+                    1024 + i as u16,
+                    53,
+                    0,
+                );
                 v4[pick(flow_hash(&p, true, 7), paths)] += 1;
-                let p = v6_tcp(0x2001_0db8 << 96 | u128::from(i), 0x2001_0db8_0001 << 80, 40_000 + (i % 1000) as u16, 443);
+                let p = v6_tcp(
+                    0x2001_0db8 << 96 | u128::from(i),
+                    0x2001_0db8_0001 << 80,
+                    40_000 + (i % 1000) as u16,
+                    443,
+                );
                 v6[pick(flow_hash(&p, false, 7), paths)] += 1;
             }
             let fair = flows / u32::from(paths);
@@ -125,7 +137,10 @@ mod tests {
         let first = v4_udp(1, 2, 1000, 2000, 0x2000); // MF set
         let later = v4_udp(1, 2, 0xdead, 0xbeef, 0x0010); // offset 16: bytes of payload, not ports
         assert_eq!(flow_hash(&first, true, 1), flow_hash(&later, true, 1));
-        assert_ne!(flow_hash(&v4_udp(1, 2, 1000, 2000, 0), true, 1), flow_hash(&v4_udp(1, 2, 1001, 2000, 0), true, 1));
+        assert_ne!(
+            flow_hash(&v4_udp(1, 2, 1000, 2000, 0), true, 1),
+            flow_hash(&v4_udp(1, 2, 1001, 2000, 0), true, 1)
+        );
     }
 
     #[test]

@@ -70,16 +70,28 @@ pub enum RouteKind {
     /// Dropped with an ICMP destination unreachable.
     Unreachable,
     /// A directly connected prefix on a logical port.
-    Connected { port: u16 },
+    Connected {
+        port: u16,
+    },
     /// Via a gateway on a port.
-    Via { gateway: IpAddr, port: u16 },
+    Via {
+        gateway: IpAddr,
+        port: u16,
+    },
     /// Via one of several gateways, by flow ([`FibControl::group_members`] lists them).
-    Multipath { group: NextHop, paths: u16 },
+    Multipath {
+        group: NextHop,
+        paths: u16,
+    },
     /// A neighbour's host route.
-    Neighbour { port: u16 },
+    Neighbour {
+        port: u16,
+    },
     /// The broadcast address of a connected IPv4 prefix on a port: for the router (its host
     /// stack), never forwarded, from whichever port (RFC 1812 5.3.5.2, RFC 2644).
-    Broadcast { port: u16 },
+    Broadcast {
+        port: u16,
+    },
 }
 
 /// Where an installed route comes from. A kernel route loses to every other source.
@@ -116,7 +128,9 @@ pub enum FibError {
     /// A static route for exactly an interface's own route: its connected prefix or one of
     /// the router's addresses, which no other source replaces (as Linux's local table and
     /// `proto kernel` routes are never replaced by `ip route add`).
-    #[error("route {prefix}/{len}: an interface's own route (its connected prefix or address); a static route cannot replace it")]
+    #[error(
+        "route {prefix}/{len}: an interface's own route (its connected prefix or address); a static route cannot replace it"
+    )]
     InterfaceRoute { prefix: IpAddr, len: u8 },
 }
 
@@ -242,7 +256,14 @@ impl FibControl {
         res.map(drop).map_err(|source| FibError::Lpm { prefix, len, source })
     }
 
-    fn insert(&mut self, prefix: IpAddr, len: u8, id: NextHop, kind: RouteKind, source: RouteSource) -> Result<(), FibError> {
+    fn insert(
+        &mut self,
+        prefix: IpAddr,
+        len: u8,
+        id: NextHop,
+        kind: RouteKind,
+        source: RouteSource,
+    ) -> Result<(), FibError> {
         self.lpm_insert(prefix, len, id)?;
         self.routes.insert((prefix, len), Installed { kind, source });
         Ok(())
@@ -257,7 +278,11 @@ impl FibControl {
 
     /// Removes a prefix from the LPM only (the caller has taken it out of `routes`).
     fn lpm_remove(&mut self, prefix: IpAddr, len: u8) -> Result<(), FibError> {
-        self.lpm_remove_old(prefix, len).map(drop).map_err(|source| FibError::Lpm { prefix, len, source })
+        self.lpm_remove_old(prefix, len).map(drop).map_err(|source| FibError::Lpm {
+            prefix,
+            len,
+            source,
+        })
     }
 
     fn lpm_remove_old(&mut self, prefix: IpAddr, len: u8) -> Result<Option<NextHop>, LpmError> {
@@ -277,8 +302,11 @@ impl FibControl {
     }
 
     /// Every installed prefix, what it is and where it comes from, in address order.
-    pub fn routes_by_source(&self) -> impl Iterator<Item = (IpAddr, u8, RouteKind, RouteSource)> + '_ {
-        let mut all: Vec<_> = self.routes.iter().map(|(&(p, l), i)| (p, l, i.kind, i.source)).collect();
+    pub fn routes_by_source(
+        &self,
+    ) -> impl Iterator<Item = (IpAddr, u8, RouteKind, RouteSource)> + '_ {
+        let mut all: Vec<_> =
+            self.routes.iter().map(|(&(p, l), i)| (p, l, i.kind, i.source)).collect();
         all.sort_unstable_by_key(|r| (r.0, r.1));
         all.into_iter()
     }
@@ -319,7 +347,13 @@ impl FibControl {
     /// The broadcast address `addr` of a connected IPv4 prefix on `port`: packets to it take
     /// the local exit, as to the router's own addresses.
     pub fn add_broadcast(&mut self, addr: IpAddr, port: u16) -> Result<(), FibError> {
-        self.insert(addr, host_len(addr), LOCAL_ID, RouteKind::Broadcast { port }, RouteSource::Interface)
+        self.insert(
+            addr,
+            host_len(addr),
+            LOCAL_ID,
+            RouteKind::Broadcast { port },
+            RouteSource::Interface,
+        )
     }
 
     /// A blackhole route (static).
@@ -365,7 +399,13 @@ impl FibControl {
     }
 
     /// A static route to `prefix/len` via `gateway` out of `port`; returns its next-hop id.
-    pub fn add_route(&mut self, prefix: IpAddr, len: u8, gateway: IpAddr, port: u16) -> Result<NextHop, FibError> {
+    pub fn add_route(
+        &mut self,
+        prefix: IpAddr,
+        len: u8,
+        gateway: IpAddr,
+        port: u16,
+    ) -> Result<NextHop, FibError> {
         self.set_static(prefix, len, Target::Via(vec![(gateway, port)]))?;
         Ok(self.gateways[&(port, gateway)])
     }

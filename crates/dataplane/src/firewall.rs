@@ -62,16 +62,16 @@ pub mod log;
 pub(crate) mod modulate;
 mod refuse;
 mod route_hosts;
-mod slot;
 pub mod scrub;
+mod slot;
 mod stage;
 pub(crate) mod synproxy;
 
 pub use crate::seed::random_seed;
-use log::{LogHit, LogSink};
 pub use compiled::CompiledRules;
-use counters::{NO_PENDING, Pending, bump, state_fields};
 pub use counters::{FirewallStats, RuleCounters, RuleStat, STATE_COUNTER_NAMES};
+use counters::{NO_PENDING, Pending, bump, state_fields};
+use log::{LogHit, LogSink};
 pub use refuse::Refusal;
 pub use slot::RulesSlot;
 
@@ -79,7 +79,6 @@ pub(crate) use stage::{FirewallStage, RoutedV4};
 
 // A batch's quick loop may see no more packets than the state table allows for.
 const _: () = assert!(io::batch::MAX_BATCH <= fw::state::QUICK_BATCH_MAX);
-
 
 /// The firewall of one worker.
 pub struct Firewall {
@@ -129,7 +128,6 @@ pub struct Firewall {
     ghost_routes: Vec<fw::rules::RouteOpt>,
     ghost_scan: routes::GhostScan,
 }
-
 
 /// The first loop of a batch's filter pass: [`QuickHits`] and the per-rule counts of its hits.
 pub(crate) struct QuickPass<'a> {
@@ -186,9 +184,7 @@ fn state_timeouts(rs: &RuleSet) -> Timeouts {
 /// The rule set's `set limit states` (at least 1). Not cut to the table's maximum: a set
 /// built by hand above it fails to allocate, with that error.
 fn state_limit(rs: &RuleSet) -> usize {
-    usize::try_from(rs.limit_states)
-        .unwrap_or(usize::MAX)
-        .max(1)
+    usize::try_from(rs.limit_states).unwrap_or(usize::MAX).max(1)
 }
 
 impl Firewall {
@@ -210,13 +206,7 @@ impl Firewall {
                 continue;
             };
             states.set_timeouts(state_timeouts(&rules.rules));
-            states.set_rule_timeouts(
-                rules
-                    .rules
-                    .rules
-                    .iter()
-                    .map(|r| r.state_timeouts.as_slice()),
-            );
+            states.set_rule_timeouts(rules.rules.rules.iter().map(|r| r.state_timeouts.as_slice()));
             states.set_limit(state_limit(&rules.rules));
             states.set_passes(rules.has_in, rules.has_out);
             let cache = VerdictCache::new(
@@ -278,10 +268,7 @@ impl Firewall {
     /// fragmented datagrams the filter stage's fragment table keeps.
     pub(crate) fn frag_settings(&self) -> (u32, usize) {
         let rs = &self.cur.rules.rules;
-        (
-            rs.timeouts.frag,
-            usize::try_from(rs.limit_frags).unwrap_or(usize::MAX),
-        )
+        (rs.timeouts.frag, usize::try_from(rs.limit_frags).unwrap_or(usize::MAX))
     }
 
     pub fn stats(&self) -> Arc<FirewallStats> {
@@ -396,11 +383,7 @@ impl Firewall {
         if !self.flushes.is_empty() {
             self.flush_step();
         }
-        self.seen = if self.flushes.is_empty() {
-            self.adopted
-        } else {
-            u64::MAX
-        };
+        self.seen = if self.flushes.is_empty() { self.adopted } else { u64::MAX };
     }
 
     /// Takes the published rule set: its timeouts and its state limit apply to the kept
@@ -416,13 +399,8 @@ impl Firewall {
             self.states.grow_into(mem);
         }
         self.states.set_timeouts(state_timeouts(&rules.rules));
-        self.states.set_rule_timeouts(
-            rules
-                .rules
-                .rules
-                .iter()
-                .map(|r| r.state_timeouts.as_slice()),
-        );
+        self.states
+            .set_rule_timeouts(rules.rules.rules.iter().map(|r| r.state_timeouts.as_slice()));
         self.states.set_limit(state_limit(&rules.rules));
         self.states.set_passes(rules.has_in, rules.has_out);
         self.route_bits = rules.route_bits;
@@ -451,20 +429,11 @@ impl Firewall {
     #[inline]
     pub(crate) fn end_batch(&mut self) {
         self.flush_counts();
-        for (a, v) in self
-            .stats
-            .states
-            .iter()
-            .zip(state_fields(&self.states.counters()))
-        {
+        for (a, v) in self.stats.states.iter().zip(state_fields(&self.states.counters())) {
             a.store(v, Ordering::Relaxed);
         }
         let c = self.cache.counters();
-        for (a, v) in self
-            .stats
-            .cache
-            .iter()
-            .zip([c.hits, c.misses, c.invalidations, c.class_hits])
+        for (a, v) in self.stats.cache.iter().zip([c.hits, c.misses, c.invalidations, c.class_hits])
         {
             a.store(v, Ordering::Relaxed);
         }
@@ -489,11 +458,7 @@ impl Firewall {
     /// [`fw::state::QuickHits`]), counted under their rules.
     #[inline(always)]
     pub(crate) fn quick(&mut self) -> QuickPass<'_> {
-        QuickPass {
-            hits: self.states.quick(self.now),
-            pending: &mut self.pending,
-            cur: &self.cur,
-        }
+        QuickPass { hits: self.states.quick(self.now), pending: &mut self.pending, cur: &self.cur }
     }
 
     #[inline(always)]
@@ -537,10 +502,7 @@ impl Firewall {
                 if let StateVerdict::Drop(d) = verdict {
                     return Err(self.state_dropped(d));
                 }
-                let hit = Hit {
-                    id,
-                    from_a: flow.from_a(),
-                };
+                let hit = Hit { id, from_a: flow.from_a() };
                 if self.states.settled(id, hit.from_a) && !key.ip_opts {
                     return Ok(None);
                 }
@@ -610,19 +572,12 @@ impl Firewall {
         self.count(rule, key.len);
         self.log_state(
             rule,
-            if bad {
-                StateVerdict::Drop(StateDropReason::OutOfWindow)
-            } else {
-                StateVerdict::Pass
-            },
+            if bad { StateVerdict::Drop(StateDropReason::OutOfWindow) } else { StateVerdict::Pass },
         );
         if bad {
             return Some(Err(DropReason::StateOutOfWindow));
         }
-        let hit = Hit {
-            id,
-            from_a: !Flow::of(quoted).from_a(),
-        };
+        let hit = Hit { id, from_a: !Flow::of(quoted).from_a() };
         if self.states.settled(id, hit.from_a) && !key.ip_opts {
             return Some(Ok(None));
         }
@@ -658,20 +613,9 @@ impl Firewall {
         if let Some(r) = fw::passes::stateless(&rules.rules, &v, key) {
             let has_out = rules.has_out;
             self.count(v.rule.unwrap_or(usize::MAX), key.len);
-            self.log_decided(
-                Count {
-                    rule: v.rule,
-                    by_rules: true,
-                    created: false,
-                },
-                r,
-                Dir::In,
-            );
+            self.log_decided(Count { rule: v.rule, by_rules: true, created: false }, r, Dir::In);
             return match r {
-                Ok(()) => Ok(has_out.then(|| Ticket {
-                    tag: v.tag,
-                    ..Ticket::default()
-                })),
+                Ok(()) => Ok(has_out.then(|| Ticket { tag: v.tag, ..Ticket::default() })),
                 Err(d) => Err(self.dropped(d, v.rule)),
             };
         }
@@ -741,10 +685,7 @@ impl Firewall {
     #[cold]
     #[inline(never)]
     fn route_bits_for(&self, key: &mut PacketKey, used: u8) {
-        key.route = self
-            .fib
-            .as_ref()
-            .map_or(0, |fib| route_hosts::route_bits(fib, key, used));
+        key.route = self.fib.as_ref().map_or(0, |fib| route_hosts::route_bits(fib, key, used));
     }
 
     /// `key` as the out pass on `port` sees it: its route bits again, for that interface (the
@@ -752,15 +693,9 @@ impl Firewall {
     #[inline(always)]
     fn out_key(&self, key: &PacketKey, port: u16) -> Option<PacketKey> {
         (self.route_bits != 0).then(|| {
-            let mut k = PacketKey {
-                iface: port,
-                ..*key
-            };
+            let mut k = PacketKey { iface: port, ..*key };
             self.route_bits_for(&mut k, self.route_bits);
-            PacketKey {
-                iface: key.iface,
-                ..k
-            }
+            PacketKey { iface: key.iface, ..k }
         })
     }
 

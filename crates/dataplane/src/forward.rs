@@ -38,7 +38,7 @@ use wire::EtherType;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
 use crate::firewall::nat::{NatCounts, NatStage};
-use crate::firewall::{FirewallStage, Firewall, RoutedV4};
+use crate::firewall::{Firewall, FirewallStage, RoutedV4};
 use crate::next::Next;
 use crate::ports::{PortInfo, PortMap};
 use crate::punt::PuntBatch;
@@ -169,9 +169,7 @@ impl Forwarder {
 
     /// ICMP errors allowed and suppressed by the rate limit so far.
     pub fn icmp_counts(&self) -> (u64, u64) {
-        self.icmp_limit
-            .as_ref()
-            .map_or((0, 0), |b| (b.allowed(), b.suppressed()))
+        self.icmp_limit.as_ref().map_or((0, 0), |b| (b.allowed(), b.suppressed()))
     }
 
     /// Adds (or replaces) the firewall stage.
@@ -258,7 +256,13 @@ impl Forwarder {
     /// `outputs[physical port]`, frames for the slow path to `punts`, the rest freed and
     /// counted. Each output must have room for a whole input batch (callers flush after each
     /// call).
-    pub fn process(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    pub fn process(
+        &mut self,
+        pool: &mut FramePool,
+        input: &mut Batch,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+    ) {
         self.counts.rx += input.len() as u64;
         self.batch_now = None;
         let found = self.classify(pool, input.as_slice());

@@ -55,8 +55,17 @@ pub struct HostFrame<'a> {
 
 /// A sender and one receiver per worker; `fanout`: by physical port, whether an AF_PACKET
 /// fanout program spreads its frames over the workers.
-pub fn host_out_channels(workers: usize, fanout: Vec<bool>) -> std::io::Result<(HostOutSender, Vec<HostOutReceiver>)> {
-    let mut sender = HostOutSender { sockets: Vec::new(), queued: Vec::new(), hash: Toeplitz::new(&SYMMETRIC_KEY), fanout, dropped: 0 };
+pub fn host_out_channels(
+    workers: usize,
+    fanout: Vec<bool>,
+) -> std::io::Result<(HostOutSender, Vec<HostOutReceiver>)> {
+    let mut sender = HostOutSender {
+        sockets: Vec::new(),
+        queued: Vec::new(),
+        hash: Toeplitz::new(&SYMMETRIC_KEY),
+        fanout,
+        dropped: 0,
+    };
     let mut receivers = Vec::new();
     for _ in 0..workers.max(1) {
         let (tx, rx) = UnixDatagram::pair()?;
@@ -65,7 +74,12 @@ pub fn host_out_channels(workers: usize, fanout: Vec<bool>) -> std::io::Result<(
         let queued = Arc::new(AtomicU64::new(0));
         sender.sockets.push(tx);
         sender.queued.push(Arc::clone(&queued));
-        receivers.push(HostOutReceiver { socket: rx, queued, seen: 0, buf: vec![0; HEADER + MAX_FRAME] });
+        receivers.push(HostOutReceiver {
+            socket: rx,
+            queued,
+            seen: 0,
+            buf: vec![0; HEADER + MAX_FRAME],
+        });
     }
     Ok((sender, receivers))
 }
@@ -124,7 +138,11 @@ impl HostOutReceiver {
         let n = self.socket.recv(&mut self.buf).ok()?;
         self.seen += 1;
         let b = self.buf.get(..n).filter(|b| b.len() >= HEADER)?;
-        Some(HostFrame { port: u16::from_le_bytes([b[0], b[1]]), phys: u16::from_le_bytes([b[2], b[3]]), frame: &b[HEADER..] })
+        Some(HostFrame {
+            port: u16::from_le_bytes([b[0], b[1]]),
+            phys: u16::from_le_bytes([b[2], b[3]]),
+            frame: &b[HEADER..],
+        })
     }
 }
 

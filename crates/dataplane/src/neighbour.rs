@@ -176,7 +176,13 @@ impl<P> Default for NeighbourTable<P> {
 
 /// Brings `e`'s place in the eviction index up to date after a change of state (and, with
 /// `touch`, records a use).
-fn settle<P>(index: &mut BTreeMap<(u8, u64), IpAddr>, clock: &mut u64, ip: IpAddr, e: &mut Entry<P>, touch: bool) {
+fn settle<P>(
+    index: &mut BTreeMap<(u8, u64), IpAddr>,
+    clock: &mut u64,
+    ip: IpAddr,
+    e: &mut Entry<P>,
+    touch: bool,
+) {
     if touch {
         *clock += 1;
         e.used = *clock;
@@ -231,10 +237,10 @@ impl<P> NeighbourTable<P> {
     /// Every entry as (address, state, MAC, port, packets queued), in no particular order (for
     /// `show neighbours`). A REACHABLE entry past its deadline is reported STALE, as
     /// [`send`](Self::send) would see it, only after the next [`tick`](Self::tick).
-    pub fn entries(&self) -> impl Iterator<Item = (IpAddr, State, Option<MacAddr>, u16, usize)> + '_ {
-        self.entries
-            .iter()
-            .map(|(&ip, e)| (ip, e.state, e.mac, e.port, e.queue.len()))
+    pub fn entries(
+        &self,
+    ) -> impl Iterator<Item = (IpAddr, State, Option<MacAddr>, u16, usize)> + '_ {
+        self.entries.iter().map(|(&ip, e)| (ip, e.state, e.mac, e.port, e.queue.len()))
     }
 
     /// Number of entries.
@@ -263,8 +269,23 @@ impl<P> NeighbourTable<P> {
         self.evictions
     }
 
-    fn new_entry(&mut self, ip: IpAddr, state: State, mac: Option<MacAddr>, port: u16) -> &mut Entry<P> {
-        let e = Entry { state, mac, port, probes: 0, deadline: 0, queue: Vec::new(), used: 0, key: None };
+    fn new_entry(
+        &mut self,
+        ip: IpAddr,
+        state: State,
+        mac: Option<MacAddr>,
+        port: u16,
+    ) -> &mut Entry<P> {
+        let e = Entry {
+            state,
+            mac,
+            port,
+            probes: 0,
+            deadline: 0,
+            queue: Vec::new(),
+            used: 0,
+            key: None,
+        };
         let e = self.entries.entry(ip).insert_entry(e).into_mut();
         settle(&mut self.evictable, &mut self.clock, ip, e, true);
         e
@@ -316,7 +337,14 @@ impl<P> NeighbourTable<P> {
 
     /// The forwarding path has packet `pkt` for next hop `ip` on `port` at `now`. An
     /// existing entry on another port moves to `port` (the route's port is the authority).
-    pub fn send(&mut self, ip: IpAddr, port: u16, pkt: P, now: u64, out: &mut Vec<Action<P>>) -> Send<P> {
+    pub fn send(
+        &mut self,
+        ip: IpAddr,
+        port: u16,
+        pkt: P,
+        now: u64,
+        out: &mut Vec<Action<P>>,
+    ) -> Send<P> {
         let cfg = self.cfg;
         if !self.entries.contains_key(&ip) {
             if !self.make_room(out) {
@@ -386,7 +414,13 @@ impl<P> NeighbourTable<P> {
     /// back its queue. Answers for addresses without an entry are ignored (no entry is
     /// created from an unsolicited reply), as are static entries. Returns whether an entry
     /// took it.
-    pub fn confirm(&mut self, ip: IpAddr, mac: MacAddr, now: u64, out: &mut Vec<Action<P>>) -> bool {
+    pub fn confirm(
+        &mut self,
+        ip: IpAddr,
+        mac: MacAddr,
+        now: u64,
+        out: &mut Vec<Action<P>>,
+    ) -> bool {
         let deadline = now.saturating_add(self.cfg.reachable_ns);
         let Some(e) = self.entries.get_mut(&ip) else { return false };
         if e.state == State::Permanent {
@@ -404,11 +438,21 @@ impl<P> NeighbourTable<P> {
     /// different `tlla` without Override only turns a REACHABLE entry STALE, and with Override
     /// (or the same or no `tlla`) the address is recorded, REACHABLE if solicited, STALE if
     /// it changed.
-    pub fn advert(&mut self, ip: IpAddr, tlla: Option<MacAddr>, solicited: bool, override_flag: bool, now: u64, out: &mut Vec<Action<P>>) -> Advert {
+    pub fn advert(
+        &mut self,
+        ip: IpAddr,
+        tlla: Option<MacAddr>,
+        solicited: bool,
+        override_flag: bool,
+        now: u64,
+        out: &mut Vec<Action<P>>,
+    ) -> Advert {
         let deadline = now.saturating_add(self.cfg.reachable_ns);
         let Some(e) = self.entries.get_mut(&ip) else { return Advert::NoEntry };
         let res = match (e.state, e.mac, tlla) {
-            (State::Permanent, ..) | (State::Incomplete | State::Failed, _, None) => Advert::Ignored,
+            (State::Permanent, ..) | (State::Incomplete | State::Failed, _, None) => {
+                Advert::Ignored
+            }
             (State::Incomplete | State::Failed, _, Some(mac)) | (_, None, Some(mac)) => {
                 if solicited {
                     Self::reach(e, ip, mac, deadline, out);
@@ -469,7 +513,13 @@ impl<P> NeighbourTable<P> {
 
     /// Like [`learn`](Self::learn) but never creates an entry (RFC 826's merge for an ARP
     /// packet not addressed to the router). Returns whether an entry took it.
-    pub fn update(&mut self, ip: IpAddr, port: u16, mac: MacAddr, out: &mut Vec<Action<P>>) -> bool {
+    pub fn update(
+        &mut self,
+        ip: IpAddr,
+        port: u16,
+        mac: MacAddr,
+        out: &mut Vec<Action<P>>,
+    ) -> bool {
         let Some(e) = self.entries.get_mut(&ip) else { return false };
         if e.state == State::Permanent {
             return true;

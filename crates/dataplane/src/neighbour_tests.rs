@@ -42,10 +42,7 @@ fn first_packet_starts_resolution_and_answer_releases_queue() {
     assert_eq!(t.get(ip(1)), Some((State::Incomplete, None)));
     out.clear();
     assert_eq!(t.send(ip(1), 0, 11, S / 2, &mut out), Send::Queued);
-    assert!(
-        out.is_empty(),
-        "no second request before the retransmit timer"
-    );
+    assert!(out.is_empty(), "no second request before the retransmit timer");
     t.confirm(ip(1), MAC, S / 2, &mut out);
     assert_eq!(out, vec![Action::Resolved(ip(1), MAC, vec![10, 11])]);
     assert_eq!(t.get(ip(1)), Some((State::Reachable, Some(MAC))));
@@ -133,10 +130,7 @@ fn stale_use_probes_unicast_then_fails() {
     assert_eq!(t.send(ip(1), 0, 2, S / 2, &mut out), Send::Now(MAC, 2));
     assert!(out.is_empty());
     assert_eq!(tick(&mut t, S), vec![Action::SendRequest(ip(1), Some(MAC))]);
-    assert_eq!(
-        tick(&mut t, 2 * S),
-        vec![Action::SendRequest(ip(1), Some(MAC))]
-    );
+    assert_eq!(tick(&mut t, 2 * S), vec![Action::SendRequest(ip(1), Some(MAC))]);
     assert_eq!(tick(&mut t, 3 * S), vec![Action::Failed(ip(1), vec![])]);
     assert_eq!(t.get(ip(1)), Some((State::Failed, None)));
 }
@@ -189,10 +183,7 @@ fn learn_transitions() {
     t.learn(ip(1), 0, MAC, &mut out);
     assert_eq!(out, vec![Action::Resolved(ip(1), MAC, vec![5])]);
     assert_eq!(t.get(ip(1)), Some((State::Stale, Some(MAC))));
-    assert!(
-        tick(&mut t, 10 * S).is_empty(),
-        "no retransmits once resolved"
-    );
+    assert!(tick(&mut t, 10 * S).is_empty(), "no retransmits once resolved");
     // REACHABLE + same MAC: unchanged; + new MAC: STALE with the new MAC.
     out.clear();
     t.confirm(ip(1), MAC, 10 * S, &mut out);
@@ -239,10 +230,7 @@ fn static_entries_never_age_or_change() {
 
 #[test]
 fn table_is_bounded_and_reachable_entries_are_never_evicted() {
-    let mut t = NeighbourTable::new(Config {
-        max_entries: 2,
-        ..Config::default()
-    });
+    let mut t = NeighbourTable::new(Config { max_entries: 2, ..Config::default() });
     let mut out = Vec::new();
     t.learn(ip(1), 0, MAC, &mut out);
     t.confirm(ip(1), MAC, 0, &mut out);
@@ -265,10 +253,7 @@ fn table_is_bounded_and_reachable_entries_are_never_evicted() {
 
 #[test]
 fn full_table_evicts_failed_then_incomplete_then_stale_least_recently_used_first() {
-    let mut t = NeighbourTable::new(Config {
-        max_entries: 3,
-        ..Config::default()
-    });
+    let mut t = NeighbourTable::new(Config { max_entries: 3, ..Config::default() });
     let mut out = Vec::new();
     t.learn(ip(1), 0, MAC, &mut out); // STALE
     t.send(ip(2), 0, 20, 0, &mut out); // INCOMPLETE, fails below
@@ -392,10 +377,7 @@ fn probe_stale_probes_only_stale_entries_and_an_answer_makes_them_reachable() {
     out.sort_by_key(|a| format!("{a:?}"));
     assert_eq!(
         out,
-        vec![
-            Action::SendRequest(ip(1), Some(MAC)),
-            Action::SendRequest(ip(2), Some(MAC2))
-        ]
+        vec![Action::SendRequest(ip(1), Some(MAC)), Action::SendRequest(ip(2), Some(MAC2))]
     );
     out.clear();
     t.probe_stale(42 * S, &mut out); // REACHABLE past its deadline, before any tick
@@ -411,14 +393,8 @@ fn probe_stale_unanswered_fails_with_an_action() {
     t.probe_stale(100 * S, &mut out);
     assert_eq!(out, vec![Action::SendRequest(ip(1), Some(MAC))]);
     assert!(tick(&mut t, 101 * S - 1).is_empty());
-    assert_eq!(
-        tick(&mut t, 101 * S),
-        vec![Action::SendRequest(ip(1), Some(MAC))]
-    );
-    assert_eq!(
-        tick(&mut t, 102 * S),
-        vec![Action::SendRequest(ip(1), Some(MAC))]
-    );
+    assert_eq!(tick(&mut t, 101 * S), vec![Action::SendRequest(ip(1), Some(MAC))]);
+    assert_eq!(tick(&mut t, 102 * S), vec![Action::SendRequest(ip(1), Some(MAC))]);
     // Three unicast requests unanswered: FAILED, reported even though nothing waited.
     assert_eq!(tick(&mut t, 103 * S), vec![Action::Failed(ip(1), vec![])]);
     assert_eq!(t.get(ip(1)), Some((State::Failed, None)));
@@ -448,38 +424,24 @@ fn entries_lists_state_mac_and_queue() {
         ]
     );
     t.confirm(ip(1), MAC2, 0, &mut out);
-    assert!(
-        t.entries()
-            .any(|e| e == (ip(1), State::Reachable, Some(MAC2), 0, 0))
-    );
+    assert!(t.entries().any(|e| e == (ip(1), State::Reachable, Some(MAC2), 0, 0)));
 }
 
 #[test]
 fn config_reports_what_is_in_use() {
-    let cfg = Config {
-        retrans_ns: 2 * S,
-        reachable_ns: 60 * S,
-        max_entries: 10,
-        ..Config::default()
-    };
+    let cfg =
+        Config { retrans_ns: 2 * S, reachable_ns: 60 * S, max_entries: 10, ..Config::default() };
     assert_eq!(NeighbourTable::<u32>::new(cfg).config(), cfg);
     assert_eq!(NeighbourTable::<u32>::default().config(), Config::default());
-    let floored = NeighbourTable::<u32>::new(Config {
-        queue_len: 0,
-        max_probes: 0,
-        ..cfg
-    })
-    .config();
+    let floored =
+        NeighbourTable::<u32>::new(Config { queue_len: 0, max_probes: 0, ..cfg }).config();
     assert_eq!((floored.queue_len, floored.max_probes), (1, 1));
 }
 
 #[test]
 fn ipv6_keys_and_config_floors() {
-    let mut t: NeighbourTable<u32> = NeighbourTable::new(Config {
-        queue_len: 0,
-        max_probes: 0,
-        ..Config::default()
-    });
+    let mut t: NeighbourTable<u32> =
+        NeighbourTable::new(Config { queue_len: 0, max_probes: 0, ..Config::default() });
     let a = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
     let mut out = Vec::new();
     assert_eq!(t.send(a, 0, 1, 0, &mut out), Send::Queued);

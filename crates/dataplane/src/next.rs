@@ -8,10 +8,20 @@ use crate::counters::DropReason;
 pub(crate) enum Next {
     Drop(DropReason),
     /// For the router; arrived on logical port `in_port`.
-    Local { in_port: u16 },
+    Local {
+        in_port: u16,
+    },
     /// IPv4 to route; the IP header starts at `l3`; `slot` indexes the route lookup arrays.
-    V4 { l3: u16, slot: u16, in_port: u16 },
-    V6 { l3: u16, slot: u16, in_port: u16 },
+    V4 {
+        l3: u16,
+        slot: u16,
+        in_port: u16,
+    },
+    V6 {
+        l3: u16,
+        slot: u16,
+        in_port: u16,
+    },
     /// `synproxy state`'s answer to a client's SYN, built in the SYN's buffer: sent back out
     /// of the port the SYN came in on.
     Reflect,
@@ -33,8 +43,12 @@ impl Next {
     #[inline(always)]
     pub fn routed(&self) -> Option<RoutedPacket> {
         match *self {
-            Next::V4 { l3, in_port, .. } => Some(RoutedPacket { l3: usize::from(l3), v4: true, in_port }),
-            Next::V6 { l3, in_port, .. } => Some(RoutedPacket { l3: usize::from(l3), v4: false, in_port }),
+            Next::V4 { l3, in_port, .. } => {
+                Some(RoutedPacket { l3: usize::from(l3), v4: true, in_port })
+            }
+            Next::V6 { l3, in_port, .. } => {
+                Some(RoutedPacket { l3: usize::from(l3), v4: false, in_port })
+            }
             _ => None,
         }
     }

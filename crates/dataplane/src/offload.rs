@@ -119,9 +119,11 @@ pub struct OffloadPolicy {
 
 impl OffloadPolicy {
     /// Nothing goes to the fast path (a capture, a tap, a rule set that must see every packet).
-    pub const NONE: OffloadPolicy = OffloadPolicy { udp: false, tcp: false, translates: false, refresh_ns: 0 };
+    pub const NONE: OffloadPolicy =
+        OffloadPolicy { udp: false, tcp: false, translates: false, refresh_ns: 0 };
     /// Every flow is decided once and for all (no firewall, or one without state).
-    pub const STATELESS: OffloadPolicy = OffloadPolicy { udp: true, tcp: true, translates: false, refresh_ns: 0 };
+    pub const STATELESS: OffloadPolicy =
+        OffloadPolicy { udp: true, tcp: true, translates: false, refresh_ns: 0 };
 
     /// Whether some flow may be offloaded at all.
     #[inline]
@@ -218,7 +220,11 @@ pub struct FlowLearner {
 }
 
 impl FlowLearner {
-    pub fn new(queue: io::spsc::Producer<Offer>, decisions: std::sync::Arc<Decisions>, inputs: Vec<bool>) -> Self {
+    pub fn new(
+        queue: io::spsc::Producer<Offer>,
+        decisions: std::sync::Arc<Decisions>,
+        inputs: Vec<bool>,
+    ) -> Self {
         FlowLearner {
             queue,
             decisions,
@@ -367,7 +373,9 @@ mod tests {
     /// A UDP datagram 198.18.0.2:1234 -> 198.19.0.2:9 as the pipeline sends it.
     fn udp4() -> Vec<u8> {
         let mut f = vec![2, 0, 0, 0, 0, 0xb, 2, 0, 0, 0, 0, 0xa, 0x08, 0x00];
-        f.extend_from_slice(&[0x45, 0, 0, 28, 0, 1, 0x40, 0, 63, 17, 0, 0, 198, 18, 0, 2, 198, 19, 0, 2]);
+        f.extend_from_slice(&[
+            0x45, 0, 0, 28, 0, 1, 0x40, 0, 63, 17, 0, 0, 198, 18, 0, 2, 198, 19, 0, 2,
+        ]);
         f.extend_from_slice(&[0x04, 0xd2, 0, 9, 0, 8, 0, 0]);
         f.resize(60, 0);
         f
@@ -416,7 +424,11 @@ mod tests {
         d.set_mirror(Box::new(move |g| s.store(g, Ordering::Relaxed)));
         assert_eq!(seen.load(Ordering::Relaxed), 0, "nothing offloaded: the program only steers");
         d.changed();
-        assert_eq!(seen.load(Ordering::Relaxed), 0, "a change with nothing offloaded costs nothing");
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            0,
+            "a change with nothing offloaded costs nothing"
+        );
         assert!(!d.install(1, || true), "decided before the change: void");
         assert!(d.install(2, || true));
         assert_eq!(seen.load(Ordering::Relaxed), 2, "the program holds the entry's generation");
@@ -434,7 +446,11 @@ mod tests {
         }
         assert_eq!(n, 1, "offered once per generation");
         d.changed();
-        assert_eq!(seen.load(Ordering::Relaxed), 3, "an installed entry: the change reaches the program");
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            3,
+            "an installed entry: the change reaches the program"
+        );
         d.changed();
         assert_eq!(seen.load(Ordering::Relaxed), 3, "nothing installed since");
         l.begin_batch(&OffloadPolicy::STATELESS, &pool, &empty);

@@ -92,7 +92,8 @@ impl PortMap {
     /// of them (ports with an unknown `phys` are ignored on input).
     pub fn new(ports: &[PortInfo]) -> PortMap {
         let phys_count = ports.iter().map(|p| p.phys as usize + 1).max().unwrap_or(0);
-        let mut input: Vec<Box<[u16; 4096]>> = (0..phys_count).map(|_| Box::new([NONE; 4096])).collect();
+        let mut input: Vec<Box<[u16; 4096]>> =
+            (0..phys_count).map(|_| Box::new([NONE; 4096])).collect();
         let mut phys_macs = vec![MacAddr([0; 6]); phys_count];
         for (logical, p) in ports.iter().enumerate() {
             let table = &mut input[p.phys as usize];
@@ -150,7 +151,8 @@ mod tests {
         let mac = MacAddr([2, 0, 0, 0, 0, 1]);
         let mut sub = PortInfo::new("a.10", mac, 0);
         sub.vlan = Some(10);
-        let ports = [PortInfo::new("a", mac, 0), PortInfo::new("b", MacAddr([2, 0, 0, 0, 0, 2]), 1), sub];
+        let ports =
+            [PortInfo::new("a", mac, 0), PortInfo::new("b", MacAddr([2, 0, 0, 0, 0, 2]), 1), sub];
         let m = PortMap::new(&ports);
         assert_eq!(m.input(0, 0), Some(0));
         assert_eq!(m.input(0, 10), Some(2));

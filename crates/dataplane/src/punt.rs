@@ -126,7 +126,13 @@ pub enum PuntClass {
 
 impl PuntClass {
     /// Every class, in the order the slow path serves them.
-    pub const ALL: [PuntClass; 5] = [PuntClass::ArpNd, PuntClass::Local, PuntClass::Resolve, PuntClass::Fragment, PuntClass::IcmpError];
+    pub const ALL: [PuntClass; 5] = [
+        PuntClass::ArpNd,
+        PuntClass::Local,
+        PuntClass::Resolve,
+        PuntClass::Fragment,
+        PuntClass::IcmpError,
+    ];
 
     /// Stable snake_case name (counters, config keys).
     pub fn name(self) -> &'static str {
@@ -158,7 +164,8 @@ fn is_arp_nd(frame: &[u8]) -> bool {
     match l2.ethertype {
         EtherType::Arp => true,
         EtherType::Ipv6 => Ipv6Packet::new_checked(&frame[l2.l3_offset..]).is_ok_and(|ip| {
-            ip.next_header() == IpProtocol::Icmpv6 && ip.payload().first().is_some_and(|t| (133..=137).contains(t))
+            ip.next_header() == IpProtocol::Icmpv6
+                && ip.payload().first().is_some_and(|t| (133..=137).contains(t))
         }),
         _ => false,
     }

@@ -83,7 +83,9 @@ impl Advertiser {
     pub fn solicited(&mut self, now: u64) {
         let delay = self.random(MAX_RA_DELAY_TIME);
         let at = match self.last_sent {
-            Some(last) if now < last + MIN_DELAY_BETWEEN_RAS => last + MIN_DELAY_BETWEEN_RAS + delay,
+            Some(last) if now < last + MIN_DELAY_BETWEEN_RAS => {
+                last + MIN_DELAY_BETWEEN_RAS + delay
+            }
             _ => now + delay,
         };
         self.next = self.next.min(at);
@@ -151,7 +153,11 @@ mod tests {
         let far = b.next();
         assert!(far >= 26 * SECOND);
         b.solicited(20 * SECOND);
-        assert!((20 * SECOND..=20 * SECOND + MAX_RA_DELAY_TIME).contains(&b.next()), "{}", b.next());
+        assert!(
+            (20 * SECOND..=20 * SECOND + MAX_RA_DELAY_TIME).contains(&b.next()),
+            "{}",
+            b.next()
+        );
         // A flood draws one advertisement: the schedule only moves earlier.
         let once = b.next();
         for t in 0..1000 {

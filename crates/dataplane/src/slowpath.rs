@@ -26,10 +26,13 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
+use crate::neighbour::{self, Action, NeighbourTable, Send, State};
 use io::ratelimit::TokenBucket;
 use wire::icmp_reply::{self, IcmpError};
-use crate::neighbour::{self, Action, NeighbourTable, Send, State};
-use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, parse_l2};
+use wire::{
+    ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet,
+    Ipv6Packet, MacAddr, parse_l2,
+};
 
 use crate::fib::FibControl;
 use crate::ports::PortInfo;
@@ -139,14 +142,34 @@ pub struct SlowPath {
 
 impl SlowPath {
     /// `icmp_per_second` bounds the errors this thread originates (host unreachable).
-    pub fn new(ctl: FibControl, ports: Vec<PortInfo>, host_stack: bool, icmp_per_second: u64) -> SlowPath {
-        Self::with_max_neighbours(ctl, ports, host_stack, icmp_per_second, neighbour::Config::default().max_entries)
+    pub fn new(
+        ctl: FibControl,
+        ports: Vec<PortInfo>,
+        host_stack: bool,
+        icmp_per_second: u64,
+    ) -> SlowPath {
+        Self::with_max_neighbours(
+            ctl,
+            ports,
+            host_stack,
+            icmp_per_second,
+            neighbour::Config::default().max_entries,
+        )
     }
 
     /// [`new`](Self::new) with room for `max_neighbours` neighbour entries
     /// (`router.max_neighbours`).
-    pub fn with_max_neighbours(ctl: FibControl, ports: Vec<PortInfo>, host_stack: bool, icmp_per_second: u64, max_neighbours: usize) -> SlowPath {
-        let neigh = NeighbourTable::new(neighbour::Config { max_entries: max_neighbours, ..neighbour::Config::default() });
+    pub fn with_max_neighbours(
+        ctl: FibControl,
+        ports: Vec<PortInfo>,
+        host_stack: bool,
+        icmp_per_second: u64,
+        max_neighbours: usize,
+    ) -> SlowPath {
+        let neigh = NeighbourTable::new(neighbour::Config {
+            max_entries: max_neighbours,
+            ..neighbour::Config::default()
+        });
         let actions = Vec::new();
         SlowPath {
             ctl,
@@ -173,7 +196,12 @@ impl SlowPath {
     /// Makes `ip` a static neighbour on `port` at `mac` now (a reload): permanent in the
     /// cache, its host route and every gateway through it resolved in the FIB. Packets that
     /// waited for it leave on the next [`tick`](Self::tick). On a FIB error nothing changed.
-    pub fn set_static(&mut self, ip: IpAddr, port: u16, mac: MacAddr) -> Result<(), crate::fib::FibError> {
+    pub fn set_static(
+        &mut self,
+        ip: IpAddr,
+        port: u16,
+        mac: MacAddr,
+    ) -> Result<(), crate::fib::FibError> {
         self.ctl.set_neighbour(ip, port, mac)?;
         self.neigh.add_static(ip, port, mac, &mut self.actions);
         Ok(())
@@ -216,7 +244,12 @@ impl SlowPath {
     }
 
     /// Sends `ra` on logical port `port` from its link-local address.
-    fn send_advert(&mut self, io: &mut impl SlowIo, port: usize, ra: &wire::router_advert::RouterAdvert) {
+    fn send_advert(
+        &mut self,
+        io: &mut impl SlowIo,
+        port: usize,
+        ra: &wire::router_advert::RouterAdvert,
+    ) {
         let Some(p) = self.ports.get(port) else { return };
         let mut buf = vec![0u8; ra.frame_len().max(64)];
         if let Ok(n) = wire::router_advert::router_advert(p.mac, link_local(p.mac), ra, &mut buf) {
@@ -241,7 +274,11 @@ impl SlowPath {
 
     /// Neighbour entries: address, state, MAC, logical port.
     pub fn neighbours(&self) -> Vec<(IpAddr, State, Option<MacAddr>, Option<u16>)> {
-        let mut v: Vec<_> = self.neigh.entries().map(|(ip, state, mac, port, _)| (ip, state, mac, Some(port))).collect();
+        let mut v: Vec<_> = self
+            .neigh
+            .entries()
+            .map(|(ip, state, mac, port, _)| (ip, state, mac, Some(port)))
+            .collect();
         v.sort_by_key(|e| e.0);
         v
     }
@@ -292,7 +329,14 @@ impl SlowPath {
 
     /// Sends a punted frame to neighbour `ip` on `port` once its link-layer address is
     /// known: now, or queued while it is resolved.
-    fn resolve_and_send(&mut self, io: &mut impl SlowIo, msg: PuntedFrame, ip: IpAddr, port: u16, now: u64) {
+    fn resolve_and_send(
+        &mut self,
+        io: &mut impl SlowIo,
+        msg: PuntedFrame,
+        ip: IpAddr,
+        port: u16,
+        now: u64,
+    ) {
         let pkt = Pending { frame: msg.frame, port, in_port: msg.in_port };
         match self.neigh.send(ip, port, pkt, now, &mut self.actions) {
             Send::Now(mac, pkt) => {
@@ -338,8 +382,9 @@ impl SlowPath {
         let Ok(l2) = parse_l2(frame) else { return false };
         let l3 = &frame[l2.l3_offset..];
         match l2.ethertype {
-            EtherType::Arp => ArpPacket::new_checked(l3)
-                .is_ok_and(|a| a.operation() == ArpOperation::Reply && p.owns(IpAddr::V4(a.sender_proto_addr()))),
+            EtherType::Arp => ArpPacket::new_checked(l3).is_ok_and(|a| {
+                a.operation() == ArpOperation::Reply && p.owns(IpAddr::V4(a.sender_proto_addr()))
+            }),
             EtherType::Ipv6 => {
                 let Ok(ip) = Ipv6Packet::new_checked(l3) else { return false };
                 if ip.next_header() != IpProtocol::Icmpv6 {
@@ -373,7 +418,9 @@ impl SlowPath {
     }
 
     fn install(&mut self, ip: IpAddr, port: u16, mac: MacAddr) {
-        if self.ctl.neighbour(ip) != Some((port, mac)) && self.ctl.set_neighbour(ip, port, mac).is_err() {
+        if self.ctl.neighbour(ip) != Some((port, mac))
+            && self.ctl.set_neighbour(ip, port, mac).is_err()
+        {
             // The packets keep taking the slow path.
             self.stats.fib_full += 1;
         }
@@ -401,7 +448,14 @@ impl SlowPath {
                     for p in pkts {
                         self.stats.neighbour_drops += 1;
                         let phys = self.ports.get(p.in_port as usize).map_or(0, |x| x.phys);
-                        self.error(io, &p.frame, phys, p.in_port, IcmpError::AddressUnreachable, true);
+                        self.error(
+                            io,
+                            &p.frame,
+                            phys,
+                            p.in_port,
+                            IcmpError::AddressUnreachable,
+                            true,
+                        );
                     }
                 }
                 Action::Evicted(ip, pkts) => {
@@ -415,7 +469,9 @@ impl SlowPath {
     /// Sends an ARP request or a neighbour solicitation for `ip` (broadcast / multicast, or
     /// unicast to re-check a cached MAC).
     fn request(&mut self, io: &mut impl SlowIo, ip: IpAddr, unicast: Option<MacAddr>) {
-        let Some(p) = self.neigh.port(ip).and_then(|port| self.ports.get(port as usize)) else { return };
+        let Some(p) = self.neigh.port(ip).and_then(|port| self.ports.get(port as usize)) else {
+            return;
+        };
         let n = match ip {
             IpAddr::V4(target) => {
                 let Some(src) = p.ipv4() else { return };
@@ -467,8 +523,17 @@ impl SlowPath {
     /// Sends ICMP error `err` about `frame` (received on logical port `in_port`) back to its
     /// sender, from the router's address on that port. `limit`: this thread's own errors go
     /// through its rate limit (the workers' are limited already).
-    fn error(&mut self, io: &mut impl SlowIo, frame: &[u8], phys: u16, in_port: u16, err: IcmpError, limit: bool) {
-        if !icmp_reply::should_send_error(frame, err) || (limit && !self.icmp_limit.allow(self.now)) {
+    fn error(
+        &mut self,
+        io: &mut impl SlowIo,
+        frame: &[u8],
+        phys: u16,
+        in_port: u16,
+        err: IcmpError,
+        limit: bool,
+    ) {
+        if !icmp_reply::should_send_error(frame, err) || (limit && !self.icmp_limit.allow(self.now))
+        {
             self.stats.icmp_suppressed += 1;
             return;
         }
@@ -513,7 +578,8 @@ impl SlowPath {
     /// A frame for the router itself.
     fn local(&mut self, io: &mut impl SlowIo, msg: &PuntedFrame, now: u64) {
         let frame = &msg.frame[..];
-        let (Some(p), Ok(l2)) = (self.ports.get(msg.in_port as usize).cloned(), parse_l2(frame)) else {
+        let (Some(p), Ok(l2)) = (self.ports.get(msg.in_port as usize).cloned(), parse_l2(frame))
+        else {
             self.stats.invalid += 1;
             return;
         };
@@ -553,12 +619,20 @@ impl SlowPath {
 
     /// IPv6 for the router: neighbour discovery and echo. Returns whether the host stack
     /// should see the frame too (not when it is an invalid NDP message).
-    fn ipv6_local(&mut self, io: &mut impl SlowIo, p: &PortInfo, msg: &PuntedFrame, l3: &[u8], now: u64) -> bool {
+    fn ipv6_local(
+        &mut self,
+        io: &mut impl SlowIo,
+        p: &PortInfo,
+        msg: &PuntedFrame,
+        l3: &[u8],
+        now: u64,
+    ) -> bool {
         match wire::router_advert::parse_router_solicit(l3) {
             // RFC 4861 6.2.6: answered by bringing the port's next advertisement forward.
             Ok(Some(_)) => {
                 self.stats.router_solicits += 1;
-                if let Some(a) = self.adverts.get_mut(msg.in_port as usize).and_then(Option::as_mut) {
+                if let Some(a) = self.adverts.get_mut(msg.in_port as usize).and_then(Option::as_mut)
+                {
                     a.solicited(now);
                 }
                 return self.host_stack;
@@ -583,7 +657,11 @@ impl SlowPath {
             return true;
         }
         let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else { return true };
-        let anycast = || self.ports.iter().any(|q| q.addresses.iter().any(|&(a, len)| is_subnet_router_anycast(a, len, ip.dst_addr())));
+        let anycast = || {
+            self.ports.iter().any(|q| {
+                q.addresses.iter().any(|&(a, len)| is_subnet_router_anycast(a, len, ip.dst_addr()))
+            })
+        };
         if icmp.msg_type() != Icmpv6Type::EchoRequest || !(owns_v6(p, ip.dst_addr()) || anycast()) {
             return true;
         }
@@ -606,13 +684,32 @@ fn is_subnet_router_anycast(a: IpAddr, len: u8, dst: Ipv6Addr) -> bool {
 /// which the kernel also gives the port's TAP, and its prefixes' Subnet-Router anycast
 /// addresses (solicitations for them are answered too).
 fn owns_v6(p: &PortInfo, a: Ipv6Addr) -> bool {
-    p.owns(IpAddr::V6(a)) || a == link_local(p.mac) || p.addresses.iter().any(|&(b, len)| is_subnet_router_anycast(b, len, a))
+    p.owns(IpAddr::V6(a))
+        || a == link_local(p.mac)
+        || p.addresses.iter().any(|&(b, len)| is_subnet_router_anycast(b, len, a))
 }
 
 /// fe80::/64 with the modified EUI-64 interface identifier of `mac`.
 pub fn link_local(mac: MacAddr) -> Ipv6Addr {
     let m = mac.0;
-    Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        m[0] ^ 0x02,
+        m[1],
+        m[2],
+        0xff,
+        0xfe,
+        m[3],
+        m[4],
+        m[5],
+    ])
 }
 
 fn ip_total_len(l3: &[u8]) -> Option<usize> {
@@ -661,7 +758,9 @@ fn host_config_message(ethertype: EtherType, l3: &[u8]) -> Option<HostConfig> {
     match ethertype {
         EtherType::Ipv4 => {
             let ip = Ipv4Packet::new_checked(l3).ok()?;
-            let redirect = ip.protocol() == IpProtocol::Icmp && ip.frag_offset() == 0 && ip.payload().first() == Some(&5);
+            let redirect = ip.protocol() == IpProtocol::Icmp
+                && ip.frag_offset() == 0
+                && ip.payload().first() == Some(&5);
             redirect.then_some(HostConfig::Redirect)
         }
         EtherType::Ipv6 => match Ipv6Packet::new_checked(l3).ok()?.upper_layer() {

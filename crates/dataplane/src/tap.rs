@@ -64,7 +64,14 @@ pub struct CaptureRecord {
 
 impl Default for CaptureRecord {
     fn default() -> Self {
-        CaptureRecord { ts_ns: 0, port: 0, reason: None, orig_len: 0, len: 0, data: [0; CAPTURE_SNAP_MAX] }
+        CaptureRecord {
+            ts_ns: 0,
+            port: 0,
+            reason: None,
+            orig_len: 0,
+            len: 0,
+            data: [0; CAPTURE_SNAP_MAX],
+        }
     }
 }
 
@@ -124,7 +131,13 @@ impl Tap {
         }
     }
 
-    pub fn copy_desc(&mut self, pool: &FramePool, desc: FrameDesc, port: u16, reason: Option<DropReason>) {
+    pub fn copy_desc(
+        &mut self,
+        pool: &FramePool,
+        desc: FrameDesc,
+        port: u16,
+        reason: Option<DropReason>,
+    ) {
         self.copy(pool.frame(desc), port, reason);
     }
 
@@ -156,7 +169,10 @@ impl CaptureSlot {
     /// poll round. The returned end reads the copies.
     pub fn arm(&self, spec: CaptureSpec, capacity: usize) -> Consumer<CaptureRecord> {
         let (ring, consumer) = io::spsc::ring(capacity);
-        *self.lock() = Some(Tap { spec: CaptureSpec { snap: spec.snap.clamp(1, CAPTURE_SNAP_MAX), ..spec }, ring });
+        *self.lock() = Some(Tap {
+            spec: CaptureSpec { snap: spec.snap.clamp(1, CAPTURE_SNAP_MAX), ..spec },
+            ring,
+        });
         self.generation.fetch_add(1, Ordering::Release);
         consumer
     }

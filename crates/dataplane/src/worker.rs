@@ -298,18 +298,11 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     #[cold]
     #[inline(never)]
     fn forward_held_fragments(&mut self) {
-        let n = self
-            .forwarder
-            .held_fragments(&mut self.pool, &mut self.input, self.batch_size);
+        let n = self.forwarder.held_fragments(&mut self.pool, &mut self.input, self.batch_size);
         if n == 0 {
             return;
         }
-        self.forwarder.process(
-            &mut self.pool,
-            &mut self.input,
-            &mut self.outputs,
-            &mut self.punts,
-        );
+        self.forwarder.process(&mut self.pool, &mut self.input, &mut self.outputs, &mut self.punts);
         for (port, out) in self.outputs.iter_mut().enumerate() {
             if !out.is_empty() {
                 self.tx[port].tx_burst(&mut self.pool, out);
@@ -406,8 +399,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 ..r
             }
         });
-        self.shared
-            .publish_ports(stats, &self.port_counts, self.forwarder.icmp_counts());
+        self.shared.publish_ports(stats, &self.port_counts, self.forwarder.icmp_counts());
     }
 
     /// Polls until `stop` is set, sleeping while idle if so configured and every input port

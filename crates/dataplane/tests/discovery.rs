@@ -98,7 +98,9 @@ fn arp(op: ArpOperation, sender: &str, target: &str) -> Vec<u8> {
 }
 
 fn is_na(f: &[u8]) -> bool {
-    f.len() > 54 && Icmpv6Packet::new_checked(&f[54..]).is_ok_and(|i| i.msg_type() == Icmpv6Type::NeighborAdvert)
+    f.len() > 54
+        && Icmpv6Packet::new_checked(&f[54..])
+            .is_ok_and(|i| i.msg_type() == Icmpv6Type::NeighborAdvert)
 }
 
 #[test]
@@ -166,10 +168,27 @@ fn solicited_na_resolves_and_a_non_overriding_one_does_not_move_it() {
     let mut io = Recorder::default();
     let fib = sp.fib().fib();
     let id = fib.v6.lookup(u128::from(v6("2001:db8:a::5"))).unwrap();
-    let flow = wire::build::UdpFlow { src_mac: HOST, dst_mac: R_A, src: IpAddr::V6(v6("2001:db8:a::2")), dst: IpAddr::V6(v6("2001:db8:a::5")), src_port: 1, dst_port: 2, ttl: 9 };
+    let flow = wire::build::UdpFlow {
+        src_mac: HOST,
+        dst_mac: R_A,
+        src: IpAddr::V6(v6("2001:db8:a::2")),
+        dst: IpAddr::V6(v6("2001:db8:a::5")),
+        src_port: 1,
+        dst_port: 2,
+        ttl: 9,
+    };
     let mut buf = [0u8; 256];
     let n = wire::build::udp_frame(&flow, 80, &mut buf).unwrap();
-    sp.handle(&mut io, PuntedFrame { punt: Punt::Unresolved { next_hop: id, port: 0 }, phys: 0, in_port: 0, frame: buf[..n].to_vec() }, 0);
+    sp.handle(
+        &mut io,
+        PuntedFrame {
+            punt: Punt::Unresolved { next_hop: id, port: 0 },
+            phys: 0,
+            in_port: 0,
+            frame: buf[..n].to_vec(),
+        },
+        0,
+    );
     local(&mut sp, &mut io, na("2001:db8:a::5", "2001:db8:a::1", na_flags::SOLICITED));
     let host_id = fib.v6.lookup(u128::from(v6("2001:db8:a::5"))).unwrap();
     assert_eq!(fib.adj.get(host_id), Adjacency::Forward { port: 0, mac: HOST });
@@ -181,14 +200,18 @@ fn solicited_na_resolves_and_a_non_overriding_one_does_not_move_it() {
     fix_checksum(&mut f);
     local(&mut sp, &mut io, f);
     assert_eq!(sp.stats.rejects.get(Reject::NotOverriding), 1);
-    assert_eq!(sp.neighbours(), vec![(IpAddr::V6(v6("2001:db8:a::5")), State::Stale, Some(HOST), Some(0))]);
+    assert_eq!(
+        sp.neighbours(),
+        vec![(IpAddr::V6(v6("2001:db8:a::5")), State::Stale, Some(HOST), Some(0))]
+    );
     assert_eq!(fib.adj.get(host_id), Adjacency::Forward { port: 0, mac: HOST });
 }
 
 #[test]
 fn arp_from_an_off_link_sender_is_answered_but_not_learnt() {
     let mut sp = setup();
-    let io = rejected(&mut sp, arp(ArpOperation::Request, "203.0.113.5", "198.18.0.1"), Reject::OffLink);
+    let io =
+        rejected(&mut sp, arp(ArpOperation::Request, "203.0.113.5", "198.18.0.1"), Reject::OffLink);
     assert_eq!(io.wire.len(), 1, "the request is answered");
     // A reply nobody asked for, a request for another host from an unknown sender, a
     // claim of the router's own address, a probe from 0.0.0.0.

@@ -111,27 +111,15 @@ fn in_rules_block_and_count_per_rule() {
         udp(0, A_HOST, 1001, FAR, 53),
     ];
     let (c, w) = run(rules, [frames, vec![]]);
-    assert_eq!(
-        (c.forwarded, drops(&c, DropReason::FilterBlocked)),
-        (2, 1),
-        "{c:?}"
-    );
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (2, 1), "{c:?}");
     assert_eq!(w.tx[1].stats().tx_packets, 2);
     let stats = w.firewall_stats().unwrap().rules().snapshot();
     assert_eq!(stats.len(), 3, "two rules and the default");
     assert_eq!(
-        (
-            stats[0].line,
-            stats[0].label.as_deref(),
-            stats[0].packets,
-            stats[0].bytes
-        ),
+        (stats[0].line, stats[0].label.as_deref(), stats[0].packets, stats[0].bytes),
         (1, Some("nine"), 1, 46)
     );
-    assert_eq!(
-        (stats[1].packets, stats[1].bytes, stats[1].states),
-        (2, 92, 0)
-    );
+    assert_eq!((stats[1].packets, stats[1].bytes, stats[1].states), (2, 92, 0));
     // Both rules are `in` only: the out pass is skipped, the default counts nothing.
     assert_eq!(stats[2].packets, 0);
 }
@@ -164,11 +152,7 @@ fn stateless_pass_rules_skip_the_out_pass() {
         [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]],
     );
     assert_eq!(c.forwarded, 1);
-    assert_eq!(
-        w.firewall_stats().unwrap().rules().snapshot()[1].packets,
-        2,
-        "in and out passes"
-    );
+    assert_eq!(w.firewall_stats().unwrap().rules().snapshot()[1].packets, 2, "in and out passes");
 }
 
 #[test]
@@ -176,11 +160,7 @@ fn out_rules_apply_on_the_output_port() {
     let rules = "block out on b proto udp to port 7\nblock out on a proto udp to port 8\n";
     let frames = vec![udp(0, A_HOST, 1000, FAR, 7), udp(0, A_HOST, 1000, FAR, 8)];
     let (c, _) = run(rules, [frames, vec![]]);
-    assert_eq!(
-        (c.forwarded, drops(&c, DropReason::FilterBlocked)),
-        (1, 1),
-        "{c:?}"
-    );
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (1, 1), "{c:?}");
 }
 
 #[test]
@@ -192,16 +172,8 @@ fn states_let_replies_in_on_the_other_port() {
     // The reply matches the state; a packet of another flow from the same host is blocked.
     let back = vec![udp(1, FAR, 53, A_HOST, 1000), udp(1, FAR, 53, A_HOST, 1001)];
     let (c, w) = run(rules, [out, back]);
-    assert_eq!(
-        (c.forwarded, drops(&c, DropReason::FilterBlocked)),
-        (2, 1),
-        "{c:?}"
-    );
-    assert_eq!(
-        w.tx[0].stats().tx_packets,
-        1,
-        "the reply went out on port a"
-    );
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (2, 1), "{c:?}");
+    assert_eq!(w.tx[0].stats().tx_packets, 1, "the reply went out on port a");
     let fw = w.firewall_stats().unwrap();
     let stats = fw.rules().snapshot();
     assert_eq!(
@@ -211,10 +183,7 @@ fn states_let_replies_in_on_the_other_port() {
     );
     assert_eq!(stats[0].packets, 1, "block all");
     let states: std::collections::HashMap<_, _> = fw.states().into_iter().collect();
-    assert_eq!(
-        (states["inserts"], states["hits"], states["in_use"]),
-        (1, 1, 1)
-    );
+    assert_eq!((states["inserts"], states["hits"], states["in_use"]), (1, 1, 1));
 }
 
 #[test]
@@ -242,11 +211,7 @@ fn full_state_table_drops_new_flows() {
     let rules = "set limit states 2\npass in proto udp keep state\n";
     let frames = (0..4).map(|i| udp(0, A_HOST, 1000 + i, FAR, 53)).collect();
     let (c, _) = run(rules, [frames, vec![]]);
-    assert_eq!(
-        (c.forwarded, drops(&c, DropReason::StateLimit)),
-        (2, 2),
-        "{c:?}"
-    );
+    assert_eq!((c.forwarded, drops(&c, DropReason::StateLimit)), (2, 2), "{c:?}");
 }
 
 /// pf's adaptive timeouts reach the worker's table from the rule file. Four flows out
@@ -268,25 +233,12 @@ fn adaptive_timeouts_reach_the_state_table() {
             w.firewall_stats().unwrap().states().into_iter().collect();
         states["expired_sweep"] + states["expired_lookup"]
     };
-    let (c, w) = run(
-        &rules("adaptive.start 2, adaptive.end 4"),
-        [out.clone(), back.clone()],
-    );
-    assert!(
-        drops(&c, DropReason::FilterBlocked) > 0 && expired(&w) > 0,
-        "{c:?}"
-    );
-    for adaptive in [
-        "adaptive.start 2, adaptive.end 5",
-        "adaptive.start 0, adaptive.end 0",
-    ] {
+    let (c, w) = run(&rules("adaptive.start 2, adaptive.end 4"), [out.clone(), back.clone()]);
+    assert!(drops(&c, DropReason::FilterBlocked) > 0 && expired(&w) > 0, "{c:?}");
+    for adaptive in ["adaptive.start 2, adaptive.end 5", "adaptive.start 0, adaptive.end 0"] {
         let (c, w) = run(&rules(adaptive), [out.clone(), back.clone()]);
         assert_eq!(
-            (
-                c.forwarded,
-                drops(&c, DropReason::FilterBlocked),
-                expired(&w)
-            ),
+            (c.forwarded, drops(&c, DropReason::FilterBlocked), expired(&w)),
             (8, 0, 0),
             "{adaptive}: {c:?}"
         );
@@ -311,32 +263,15 @@ fn udp_fragment(id: u16, sport: u16, first: bool) -> Vec<u8> {
 #[test]
 fn a_fragment_ahead_of_its_first_waits_for_it() {
     let rules = "block all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n";
-    let (c, w) = run(
-        rules,
-        [
-            vec![udp_fragment(7, 1000, false), udp_fragment(7, 1000, true)],
-            vec![],
-        ],
-    );
-    assert_eq!(
-        (c.forwarded, c.dropped(), w.fragments_held()),
-        (2, 0, 0),
-        "one batch: {c:?}"
-    );
+    let (c, w) =
+        run(rules, [vec![udp_fragment(7, 1000, false), udp_fragment(7, 1000, true)], vec![]]);
+    assert_eq!((c.forwarded, c.dropped(), w.fragments_held()), (2, 0, 0), "one batch: {c:?}");
     let (c, mut w) = run(rules, [vec![udp_fragment(8, 1000, false)], vec![]]);
-    assert_eq!(
-        (c.forwarded, c.dropped(), w.fragments_held()),
-        (0, 0, 1),
-        "{c:?}"
-    );
+    assert_eq!((c.forwarded, c.dropped(), w.fragments_held()), (0, 0, 1), "{c:?}");
     let mut to_54 = udp_fragment(9, 1000, true);
     to_54[36..38].copy_from_slice(&54u16.to_be_bytes());
     to_54[40..42].fill(0);
-    for frame in [
-        udp_fragment(9, 1000, false),
-        to_54,
-        udp_fragment(8, 1000, true),
-    ] {
+    for frame in [udp_fragment(9, 1000, false), to_54, udp_fragment(8, 1000, true)] {
         w.rx[0] = ReplayRx::new(0, vec![frame]).once();
         while !w.rx[0].finished() {
             w.poll();
@@ -344,12 +279,7 @@ fn a_fragment_ahead_of_its_first_waits_for_it() {
     }
     let c = w.counts();
     assert_eq!(
-        (
-            c.rx,
-            c.forwarded,
-            drops(&c, DropReason::FilterBlocked),
-            w.fragments_held()
-        ),
+        (c.rx, c.forwarded, drops(&c, DropReason::FilterBlocked), w.fragments_held()),
         (4, 2, 2, 0),
         "datagram 8 passed in order, first then the one that waited; 9 blocked, both: {c:?}"
     );
@@ -361,25 +291,14 @@ fn a_fragment_ahead_of_its_first_waits_for_it() {
 #[test]
 fn orphan_fragments_cannot_take_the_pool() {
     let rules = "block all\npass in on a proto udp to port 53 no state\npass out on b proto udp to port 53 no state\n";
-    let orphans: Vec<_> = (0..400)
-        .map(|i| udp_fragment(1000 + i, 2000, false))
-        .collect();
+    let orphans: Vec<_> = (0..400).map(|i| udp_fragment(1000 + i, 2000, false)).collect();
     let (c, mut w) = run(rules, [orphans, vec![]]);
     let held = w.fragments_held();
     assert_eq!(held, dataplane::firewall::frag_hold::MAX_HELD);
-    assert_eq!(
-        drops(&c, DropReason::FragmentNoFirst),
-        400 - held as u64,
-        "{c:?}"
-    );
+    assert_eq!(drops(&c, DropReason::FragmentNoFirst), 400 - held as u64, "{c:?}");
     // Whole datagrams still go through.
     let whole: Vec<_> = (0..50)
-        .flat_map(|i| {
-            [
-                udp_fragment(5000 + i, 3000, true),
-                udp_fragment(5000 + i, 3000, false),
-            ]
-        })
+        .flat_map(|i| [udp_fragment(5000 + i, 3000, true), udp_fragment(5000 + i, 3000, false)])
         .collect();
     w.rx[0] = ReplayRx::new(0, whole).once();
     while !w.rx[0].finished() {
@@ -404,20 +323,12 @@ fn the_fragment_table_follows_the_rules() {
     };
     let (c, w) = run(&rules("set limit frags 4"), [frames.clone(), vec![]]);
     assert_eq!(
-        (
-            c.forwarded,
-            drops(&c, DropReason::FragmentNoFirst),
-            w.fragments_held()
-        ),
+        (c.forwarded, drops(&c, DropReason::FragmentNoFirst), w.fragments_held()),
         (9, 0, 1),
         "{c:?}"
     );
     let (c, _) = run(&rules("set timeout frag 30"), [frames, vec![]]);
-    assert_eq!(
-        (c.forwarded, drops(&c, DropReason::FragmentNoFirst)),
-        (10, 0),
-        "{c:?}"
-    );
+    assert_eq!((c.forwarded, drops(&c, DropReason::FragmentNoFirst)), (10, 0), "{c:?}");
 }
 
 /// An ICMP error (received on port b, `from` its sender) reporting on `orig`, a frame that
@@ -463,26 +374,16 @@ fn icmp_errors_pass_under_the_state_of_the_flow_they_quote() {
         // Passes: the TCP flow's state, quoted sequence number in the window.
         icmp_error_about(&out_tcp, FAR),
         // Dropped: sequence number far outside the window.
-        icmp_error_about(
-            &tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000 + 1_000_000, 0),
-            FAR,
-        ),
+        icmp_error_about(&tcp(0, A_HOST, 40000, FAR, 80, SYN, 1000 + 1_000_000, 0), FAR),
     ];
     let (c, w) = run(rules, [vec![out_udp.clone(), out_tcp.clone()], back]);
     assert_eq!(c.forwarded, 2 + 3, "{c:?}");
-    assert_eq!(
-        w.tx[0].stats().tx_packets,
-        3,
-        "the three errors went back to host A on port a"
-    );
+    assert_eq!(w.tx[0].stats().tx_packets, 3, "the three errors went back to host A on port a");
     assert_eq!(drops(&c, DropReason::FilterBlocked), 2, "{c:?}");
     assert_eq!(drops(&c, DropReason::StateOutOfWindow), 1, "{c:?}");
     let fw = w.firewall_stats().unwrap();
     let states: std::collections::HashMap<_, _> = fw.states().into_iter().collect();
-    assert_eq!(
-        (states["icmp_error_hits"], states["icmp_error_bad_seq"]),
-        (3, 1)
-    );
+    assert_eq!((states["icmp_error_hits"], states["icmp_error_bad_seq"]), (3, 1));
     let stats = fw.rules().snapshot();
     assert_eq!(
         (stats[1].packets, stats[1].states),
@@ -522,16 +423,7 @@ fn batched_and_one_by_one_state_lookups_agree() {
             5001,
         ));
         back.push(tcp(1, FAR, 80, A_HOST, 40000, SYN | ACK, 5000, 1001));
-        back.push(tcp(
-            1,
-            FAR,
-            80,
-            A_HOST,
-            40000,
-            ACK,
-            5001 + 1_000_000_000,
-            1001,
-        ));
+        back.push(tcp(1, FAR, 80, A_HOST, 40000, ACK, 5001 + 1_000_000_000, 1001));
     }
     // The batched lookup needs a table whose states in use outgrow the cache threshold: the
     // large one holds states of other flows first, and the small one a few (a table that is
@@ -555,10 +447,7 @@ fn batched_and_one_by_one_state_lookups_agree() {
         (c, rules, states, table)
     };
     let (small, big) = (outcome(256, 100), outcome(200_000, BATCHED_PREFILL));
-    assert!(
-        small.3 < 1 << 20 && big.3 > 1 << 20,
-        "one table under the cache threshold, one over"
-    );
+    assert!(small.3 < 1 << 20 && big.3 > 1 << 20, "one table under the cache threshold, one over");
     assert_eq!(small.0, big.0);
     assert_eq!(small.1, big.1);
     assert_eq!(small.2, big.2);
@@ -567,12 +456,7 @@ fn batched_and_one_by_one_state_lookups_agree() {
         "{:?}",
         small.0
     );
-    assert_eq!(
-        drops(&small.0, DropReason::StateOutOfWindow),
-        3,
-        "{:?}",
-        small.0
-    );
+    assert_eq!(drops(&small.0, DropReason::StateOutOfWindow), 3, "{:?}", small.0);
 }
 
 /// The quick loop takes packets of established UDP flows ahead of the rest of their batch.
@@ -621,12 +505,7 @@ fn a_udp_packet_with_ip_options_keeps_its_place_in_the_batch() {
             }
         }
         assert_eq!(w.counts().forwarded, 4, "{:?}", w.counts());
-        let info = w
-            .firewall()
-            .unwrap()
-            .state_table()
-            .info(StateId(prefill as u32))
-            .unwrap();
+        let info = w.firewall().unwrap().state_table().info(StateId(prefill as u32)).unwrap();
         assert_eq!(
             (info.initiator_state, info.responder_state, info.timeout),
             (MULTIPLE, MULTIPLE, Tmo::UdpMultiple),
@@ -645,11 +524,8 @@ fn reload_applies_the_state_limit() {
             "set limit states {limit}\nblock all\npass in on a proto udp keep state\npass out on b proto udp keep state\n"
         ))
     };
-    let flows = |ports: std::ops::Range<u16>| {
-        ports
-            .map(|p| udp(0, A_HOST, p, FAR, 53))
-            .collect::<Vec<_>>()
-    };
+    let flows =
+        |ports: std::ops::Range<u16>| ports.map(|p| udp(0, A_HOST, p, FAR, 53)).collect::<Vec<_>>();
     let slot = RulesSlot::new(rules(4));
     let mut w = Worker::new(
         fib(),
@@ -679,23 +555,14 @@ fn reload_applies_the_state_limit() {
     // Lower: the four states stay and pass; new flows are refused.
     slot.publish(rules(2)).unwrap();
     assert_eq!(send(&mut w, flows(1000..1006)), (4, 2), "limit 2");
-    assert_eq!(
-        (in_use(&w), w.firewall().unwrap().state_table().limit()),
-        (4, 2)
-    );
+    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (4, 2));
     // Higher than ever: the table grows, the old states are still found.
     slot.publish(rules(100_000)).unwrap();
     assert_eq!(send(&mut w, flows(1000..1020)), (20, 0), "limit 100000");
-    assert_eq!(
-        (in_use(&w), w.firewall().unwrap().state_table().limit()),
-        (20, 100_000)
-    );
+    assert_eq!((in_use(&w), w.firewall().unwrap().state_table().limit()), (20, 100_000));
     let states: std::collections::HashMap<_, _> =
         w.firewall_stats().unwrap().states().into_iter().collect();
-    assert_eq!(
-        (states["inserts"], states["hits"], states["insert_full"]),
-        (20, 4 + 4, 2 + 2)
-    );
+    assert_eq!((states["inserts"], states["hits"], states["insert_full"]), (20, 4 + 4, 2 + 2));
 }
 
 /// `linerate table` (pfctl -t -T): an address added to a running table is blocked from the
@@ -736,24 +603,13 @@ fn tables_change_while_the_rules_run() {
     assert_eq!(send(&mut w), (1, 0));
     let host = A_HOST.to_string();
     assert_eq!(
-        slot.change_table(
-            "bad",
-            TableOp::Add(vec![entry(&host), entry("198.51.100.0/24")])
-        ),
-        Ok(TableChange {
-            added: 2,
-            deleted: 0,
-            entries: 2
-        })
+        slot.change_table("bad", TableOp::Add(vec![entry(&host), entry("198.51.100.0/24")])),
+        Ok(TableChange { added: 2, deleted: 0, entries: 2 })
     );
     assert_eq!(send(&mut w), (0, 1), "blocked by the new entry");
     assert_eq!(
         slot.change_table("bad", TableOp::Delete(vec![entry(&host)])),
-        Ok(TableChange {
-            added: 0,
-            deleted: 1,
-            entries: 1
-        })
+        Ok(TableChange { added: 0, deleted: 1, entries: 1 })
     );
     assert_eq!(send(&mut w), (1, 0));
     let stats = w.firewall_stats().unwrap().rules().snapshot();
@@ -766,21 +622,12 @@ fn tables_change_while_the_rules_run() {
         slot.change_table("fixed", TableOp::Flush),
         Err(TableError::Constant("fixed".into()))
     );
+    assert_eq!(slot.change_table("nope", TableOp::Flush), Err(TableError::Unknown("nope".into())));
     assert_eq!(
-        slot.change_table("nope", TableOp::Flush),
-        Err(TableError::Unknown("nope".into()))
-    );
-    assert_eq!(
-        slot.change_table(
-            "bad",
-            TableOp::Add(vec![entry("10.0.0.1"), entry("10.0.0.2")])
-        ),
+        slot.change_table("bad", TableOp::Add(vec![entry("10.0.0.1"), entry("10.0.0.2")])),
         Err(TableError::TooMany { total: 4, limit: 3 })
     );
-    assert_eq!(
-        slot.table("bad").unwrap().entries,
-        [entry("198.51.100.0/24")]
-    );
+    assert_eq!(slot.table("bad").unwrap().entries, [entry("198.51.100.0/24")]);
 }
 
 /// `set keepcounters`: a reload carries each rule's counters to the same rule of the new set
@@ -800,23 +647,15 @@ fn keepcounters_carries_the_counts_of_the_same_rules() {
     );
     w.set_firewall(Firewall::new(Arc::clone(&slot), 3));
     let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>| {
-        w.rx[0] = ReplayRx::new(
-            0,
-            vec![udp(0, A_HOST, 1000, FAR, 9), udp(0, A_HOST, 1000, FAR, 53)],
-        )
-        .once();
+        w.rx[0] =
+            ReplayRx::new(0, vec![udp(0, A_HOST, 1000, FAR, 9), udp(0, A_HOST, 1000, FAR, 53)])
+                .once();
         while !w.rx[0].finished() {
             w.poll();
         }
     };
     let packets = |w: &Worker<ReplayRx, CountingTx, CountingTx>| {
-        w.firewall_stats()
-            .unwrap()
-            .rules()
-            .snapshot()
-            .iter()
-            .map(|r| r.packets)
-            .collect::<Vec<_>>()
+        w.firewall_stats().unwrap().rules().snapshot().iter().map(|r| r.packets).collect::<Vec<_>>()
     };
     send(&mut w);
     assert_eq!(
@@ -825,10 +664,7 @@ fn keepcounters_carries_the_counts_of_the_same_rules() {
         "the block, then `pass all` (a stateless pass skips the out pass)"
     );
     // A new rule first: the two old ones keep their counts, the new one starts at zero.
-    slot.publish(compile(&format!(
-        "set keepcounters\npass in proto tcp no state\n{old}"
-    )))
-    .unwrap();
+    slot.publish(compile(&format!("set keepcounters\npass in proto tcp no state\n{old}"))).unwrap();
     send(&mut w);
     assert_eq!(packets(&w), [0, 2, 2, 0]);
     // Without keepcounters a reload counts from zero.
@@ -857,13 +693,8 @@ fn reload_that_cannot_allocate_keeps_the_old_rules() {
     // The parser refuses more than MAX_LIMIT_STATES; a set built by hand gets this far.
     let mut huge = fw::rules::parse("pass all no state\n", Path::new("r.conf"), &|_| None).unwrap();
     huge.limit_states = fw::state::MAX_LIMIT as u64 + 1;
-    let err = slot
-        .publish(Arc::new(CompiledRules::new(huge).unwrap()))
-        .unwrap_err();
-    assert!(
-        matches!(err, fw::state::StateAllocError::TooLarge(_)),
-        "{err}"
-    );
+    let err = slot.publish(Arc::new(CompiledRules::new(huge).unwrap())).unwrap_err();
+    assert!(matches!(err, fw::state::StateAllocError::TooLarge(_)), "{err}");
     assert_eq!(slot.generation(), 0);
     let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, port: u16| {
         w.rx[0] = ReplayRx::new(0, vec![udp(0, A_HOST, port, FAR, 53)]).once();
@@ -874,21 +705,13 @@ fn reload_that_cannot_allocate_keeps_the_old_rules() {
     send(&mut w, 1000);
     let fw = w.firewall().unwrap();
     assert_eq!(
-        (
-            fw.rules().rule_count(),
-            fw.state_table().limit(),
-            fw.state_table().len()
-        ),
+        (fw.rules().rule_count(), fw.state_table().limit(), fw.state_table().len()),
         (2, 4, 1)
     );
-    slot.publish(compile("set limit states 8\npass all no state\n"))
-        .unwrap();
+    slot.publish(compile("set limit states 8\npass all no state\n")).unwrap();
     send(&mut w, 1001);
     assert_eq!(
-        (
-            w.firewall().unwrap().rules().rule_count(),
-            w.firewall().unwrap().state_table().limit()
-        ),
+        (w.firewall().unwrap().rules().rule_count(), w.firewall().unwrap().state_table().limit()),
         (1, 8)
     );
 }
@@ -929,15 +752,7 @@ fn reload_race_every_packet_gets_old_or_new_verdict() {
     let rx = vec![ReplayRx::new(0, frames)];
     let tx = vec![ByPortTx::default(), ByPortTx::default()];
     // Batch 64 of a 4-frame loop: every batch holds 16 packets of each flow.
-    let mut w = Worker::new(
-        fib(),
-        &ports(),
-        rx,
-        tx,
-        CountingTx::new(),
-        FramePool::new(600),
-        64,
-    );
+    let mut w = Worker::new(fib(), &ports(), rx, tx, CountingTx::new(), FramePool::new(600), 64);
     let slot = RulesSlot::new(Arc::clone(&set_a));
     w.set_firewall(Firewall::new(Arc::clone(&slot), 1));
     let stats = w.firewall_stats().unwrap();
@@ -950,13 +765,9 @@ fn reload_race_every_packet_gets_old_or_new_verdict() {
     const SWAPS: u64 = 3000;
     let deadline = Instant::now() + Duration::from_secs(120);
     for i in 1..=SWAPS {
-        slot.publish(Arc::clone(if i % 2 == 1 { &set_b } else { &set_a }))
-            .unwrap();
+        slot.publish(Arc::clone(if i % 2 == 1 { &set_b } else { &set_a })).unwrap();
         while stats.generation() < i {
-            assert!(
-                Instant::now() < deadline,
-                "worker stopped adopting rule sets at swap {i}"
-            );
+            assert!(Instant::now() < deadline, "worker stopped adopting rule sets at swap {i}");
             std::thread::yield_now();
         }
     }
@@ -1010,19 +821,13 @@ enum Shape {
 /// far side (`back`), all received on port 0 so that both directions share batches.
 fn shaped(flow: u16, back: bool, shape: Shape) -> Vec<u8> {
     let (sport, dport) = if flow == 0 { (0, 0) } else { (flow, 53) };
-    let mut f = if back {
-        udp(0, FAR, dport, A_HOST, sport)
-    } else {
-        udp(0, A_HOST, sport, FAR, dport)
-    };
+    let mut f =
+        if back { udp(0, FAR, dport, A_HOST, sport) } else { udp(0, A_HOST, sport, FAR, dport) };
     if let Shape::Ipv6 | Shape::Ipv6DestOpts | Shape::Ipv6BadUdpLength = shape {
         // Routed both ways in `frames::world`.
         let (a, b): (IpAddr, IpAddr) = (A6.into(), FAR6.into());
-        let (src, dst, src_port, dst_port) = if back {
-            (b, a, dport, sport)
-        } else {
-            (a, b, sport, dport)
-        };
+        let (src, dst, src_port, dst_port) =
+            if back { (b, a, dport, sport) } else { (a, b, sport, dport) };
         let flow = UdpFlow {
             src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]),
             dst_mac: RX_MAC,
@@ -1154,14 +959,7 @@ proptest::proptest! {
 fn logged(
     rules: &str,
     per_port: [Vec<Vec<u8>>; 2],
-) -> Vec<(
-    u32,
-    String,
-    fw::rules::Action,
-    fw::packet::Dir,
-    u16,
-    Vec<u8>,
-)> {
+) -> Vec<(u32, String, fw::rules::Action, fw::packet::Dir, u16, Vec<u8>)> {
     use dataplane::firewall::log::log_ring;
     let [a, b] = per_port;
     let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
@@ -1183,14 +981,7 @@ fn logged(
     }
     let mut out = Vec::new();
     while ring.consumer.pop_with(|r| {
-        out.push((
-            r.rule,
-            r.id().to_owned(),
-            r.action,
-            r.dir,
-            r.iface,
-            r.packet().to_vec(),
-        ))
+        out.push((r.rule, r.id().to_owned(), r.action, r.dir, r.iface, r.packet().to_vec()))
     }) {}
     out
 }
@@ -1209,17 +1000,10 @@ fn log_records_the_packets_its_rules_decide() {
     ];
     let recs = logged(rules, [frames.clone(), vec![]]);
     let summary: Vec<_> = recs.iter().map(|r| (r.0, r.2, r.3, r.4)).collect();
-    assert_eq!(
-        summary,
-        [(0, Block, In, 0), (1, Pass, In, 0), (1, Pass, In, 0)]
-    );
+    assert_eq!(summary, [(0, Block, In, 0), (1, Pass, In, 0), (1, Pass, In, 0)]);
     assert_eq!(recs[1].1, "dns");
     assert_eq!(recs[0].1.len(), 8, "no label: a hash, {:?}", recs[0].1);
-    assert_eq!(
-        recs[0].5,
-        frames[0][14..],
-        "the IP packet, whole (46 bytes < snap length)"
-    );
+    assert_eq!(recs[0].5, frames[0][14..], "the IP packet, whole (46 bytes < snap length)");
 }
 
 #[test]
@@ -1235,15 +1019,7 @@ fn log_all_logs_every_packet_of_its_states_and_out_rules_log_out() {
     let reply = vec![udp(1, FAR, 53, A_HOST, 1000)];
     let recs = logged(rules, [a, reply]);
     let summary: Vec<_> = recs.iter().map(|r| (r.0, r.2, r.3, r.4)).collect();
-    assert_eq!(
-        summary,
-        [
-            (0, Pass, In, 0),
-            (0, Pass, In, 0),
-            (1, Block, Out, 1),
-            (0, Pass, In, 1)
-        ]
-    );
+    assert_eq!(summary, [(0, Pass, In, 0), (0, Pass, In, 0), (1, Block, Out, 1), (0, Pass, In, 1)]);
     // The out pass sees the packet after routing: TTL decremented.
     assert_eq!(recs[2].5[8], 63);
 }
@@ -1253,10 +1029,7 @@ fn log_all_logs_every_packet_of_its_states_and_out_rules_log_out() {
 #[test]
 fn capture_at_rx_tx_and_drop() {
     use dataplane::tap::{CaptureSpec, Point, arm_all};
-    let frames = vec![
-        udp(0, A_HOST, 1000, FAR, 9999),
-        udp(0, A_HOST, 1000, FAR, 53),
-    ];
+    let frames = vec![udp(0, A_HOST, 1000, FAR, 9999), udp(0, A_HOST, 1000, FAR, 53)];
     for point in [Point::Rx, Point::Tx, Point::Drop] {
         let rx = vec![ReplayRx::new(0, frames.clone()).once()];
         let mut w = Worker::new(
@@ -1272,36 +1045,24 @@ fn capture_at_rx_tx_and_drop() {
             RulesSlot::new(compile("block in quick proto udp to port 9999\n")),
             7,
         ));
-        let mut cap = arm_all(
-            &[w.capture_slot()],
-            CaptureSpec {
-                point,
-                port: None,
-                snap: 1500,
-            },
-            16,
-        );
+        let mut cap =
+            arm_all(&[w.capture_slot()], CaptureSpec { point, port: None, snap: 1500 }, 16);
         while !w.rx[0].finished() {
             w.poll();
         }
         let mut got = Vec::new();
         while cap.rings[0].pop_with(|r| got.push((r.port, r.reason, r.frame().to_vec()))) {}
         match point {
-            Point::Rx => assert_eq!(
-                got,
-                [(0, None, frames[0].clone()), (0, None, frames[1].clone())]
-            ),
-            Point::Drop => assert_eq!(
-                got,
-                [(0, Some(DropReason::FilterBlocked), frames[0].clone())]
-            ),
+            Point::Rx => {
+                assert_eq!(got, [(0, None, frames[0].clone()), (0, None, frames[1].clone())])
+            }
+            Point::Drop => {
+                assert_eq!(got, [(0, Some(DropReason::FilterBlocked), frames[0].clone())])
+            }
             Point::Tx => {
                 assert_eq!(got.len(), 1);
                 let (port, reason, f) = &got[0];
-                assert_eq!(
-                    (*port, *reason, &f[0..6], f[14 + 8]),
-                    (1, None, &B_MAC.0[..], 63)
-                );
+                assert_eq!((*port, *reason, &f[0..6], f[14 + 8]), (1, None, &B_MAC.0[..], 63));
             }
         }
         drop(cap);
@@ -1344,14 +1105,8 @@ fn a_rules_own_timeouts_refresh_its_states_in_the_worker() {
     assert_eq!(w.counts().forwarded, 12, "{:?}", w.counts());
     let t = w.firewall().unwrap().state_table();
     let (own, plain) = (t.info(StateId(0)).unwrap(), t.info(StateId(1)).unwrap());
-    assert_eq!(
-        (own.rule, own.timeout, own.timeout_secs),
-        (0, Tmo::UdpMultiple, 9)
-    );
-    assert_eq!(
-        (plain.rule, plain.timeout, plain.timeout_secs),
-        (1, Tmo::UdpMultiple, 60)
-    );
+    assert_eq!((own.rule, own.timeout, own.timeout_secs), (0, Tmo::UdpMultiple, 9));
+    assert_eq!((plain.rule, plain.timeout, plain.timeout_secs), (1, Tmo::UdpMultiple, 60));
     // Both refreshed by the last batch: 9 s against the rule set's 60.
     assert_eq!(plain.expire - own.expire, 60 - 9);
 }

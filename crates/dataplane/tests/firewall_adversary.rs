@@ -54,11 +54,7 @@ enum Send {
     },
     /// FAR's ICMP error (type 3 code 4 or type 11) quoting the last segment it received,
     /// the quote cut to `quote` bytes past its IP header.
-    IcmpError {
-        time_exceeded: bool,
-        quote: u8,
-        harm: Harm,
-    },
+    IcmpError { time_exceeded: bool, quote: u8, harm: Harm },
 }
 
 /// What the adversary does to a frame after building it.
@@ -113,34 +109,22 @@ fn step() -> impl Strategy<Value = Send> {
         Just(0x04),
         any::<u8>()
     ];
-    let tcp = (
-        any::<bool>(),
-        flags,
-        prop::bool::weighted(0.8),
-        any::<u32>(),
-        any::<u32>(),
-        options(),
-        prop_oneof![Just(0u8), 1u8..64],
-        harm(),
-    )
-        .prop_map(
-            |(from_a, flags, consistent, seq, ack, opts, payload, harm)| Send::Tcp {
-                from_a,
-                flags,
-                consistent,
-                seq,
-                ack,
-                opts,
-                payload,
-                harm,
-            },
-        );
-    let icmp =
-        (any::<bool>(), 0u8..60, harm()).prop_map(|(time_exceeded, quote, harm)| Send::IcmpError {
-            time_exceeded,
-            quote,
-            harm,
-        });
+    let tcp =
+        (
+            any::<bool>(),
+            flags,
+            prop::bool::weighted(0.8),
+            any::<u32>(),
+            any::<u32>(),
+            options(),
+            prop_oneof![Just(0u8), 1u8..64],
+            harm(),
+        )
+            .prop_map(|(from_a, flags, consistent, seq, ack, opts, payload, harm)| {
+                Send::Tcp { from_a, flags, consistent, seq, ack, opts, payload, harm }
+            });
+    let icmp = (any::<bool>(), 0u8..60, harm())
+        .prop_map(|(time_exceeded, quote, harm)| Send::IcmpError { time_exceeded, quote, harm });
     prop_oneof![8 => tcp, 1 => icmp]
 }
 
@@ -163,14 +147,9 @@ struct Conversation {
 
 impl Conversation {
     fn new(rules: &str, v6: bool) -> Conversation {
-        let ports = [
-            PortInfo::new("if0", RX_MAC, 0),
-            PortInfo::new("if1", TX_MAC, 1),
-        ];
-        let rx = vec![
-            ReplayRx::new(0, Vec::<Vec<u8>>::new()),
-            ReplayRx::new(1, Vec::<Vec<u8>>::new()),
-        ];
+        let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
+        let rx =
+            vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
         let mut w = Worker::new(
             fib(),
             &ports,
@@ -182,11 +161,8 @@ impl Conversation {
         );
         let rules = CompiledRules::parse(rules, Path::new("adversary.conf"), &ifaces).unwrap();
         w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 11));
-        let (a, far): (IpAddr, IpAddr) = if v6 {
-            (A6.into(), FAR6.into())
-        } else {
-            (A_HOST.into(), FAR.into())
-        };
+        let (a, far): (IpAddr, IpAddr) =
+            if v6 { (A6.into(), FAR6.into()) } else { (A_HOST.into(), FAR.into()) };
         Conversation {
             w,
             a,
@@ -203,28 +179,13 @@ impl Conversation {
     /// Builds `s`'s frame, sends it, and checks what leaves.
     fn send(&mut self, s: &Send) -> Result<(), TestCaseError> {
         let (port, frame, harm) = match s {
-            Send::Tcp {
-                from_a,
-                flags,
-                consistent,
-                seq,
-                ack,
-                opts,
-                payload,
-                harm,
-            } => {
+            Send::Tcp { from_a, flags, consistent, seq, ack, opts, payload, harm } => {
                 let (seq, ack) = match (consistent, from_a) {
                     (true, true) => (self.a_next, self.a_acks),
                     (true, false) => (self.far_next, self.far_acks),
                     (false, _) => (*seq, *ack),
                 };
-                let segment = Segment {
-                    flags: *flags,
-                    seq,
-                    ack,
-                    opts,
-                    payload: *payload,
-                };
+                let segment = Segment { flags: *flags, seq, ack, opts, payload: *payload };
                 let f = if *from_a {
                     tcp_frame(0, (self.a, 40000), (self.far, 80), &segment)
                 } else {
@@ -232,28 +193,16 @@ impl Conversation {
                 };
                 if *consistent {
                     let used = u32::from(*payload) + u32::from(flags & (SYN | FIN) != 0);
-                    let next = if *from_a {
-                        &mut self.a_next
-                    } else {
-                        &mut self.far_next
-                    };
+                    let next = if *from_a { &mut self.a_next } else { &mut self.far_next };
                     *next = next.wrapping_add(used);
                 }
                 (if *from_a { 0 } else { 1 }, f, harm)
             }
-            Send::IcmpError {
-                time_exceeded,
-                quote,
-                harm,
-            } => {
+            Send::IcmpError { time_exceeded, quote, harm } => {
                 let Some(got) = &self.far_got else {
                     return Ok(());
                 };
-                (
-                    1,
-                    icmp_error(self.far, got, *time_exceeded, usize::from(*quote)),
-                    harm,
-                )
+                (1, icmp_error(self.far, got, *time_exceeded, usize::from(*quote)), harm)
             }
         };
         let (frame, intact) = harmed(frame, harm);
@@ -449,12 +398,7 @@ fn fix(f: &mut [u8]) {
             }
             let s = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap());
             let d = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap());
-            (
-                40,
-                total,
-                ip[6],
-                wire::checksum::pseudo_header_v6(&s, &d, ip[6], (total - 40) as u32),
-            )
+            (40, total, ip[6], wire::checksum::pseudo_header_v6(&s, &d, ip[6], (total - 40) as u32))
         }
         _ => return,
     };
@@ -551,11 +495,7 @@ fn an_honest_conversation_gets_through() {
         ];
         for (from_a, flags) in script {
             let payload = if flags & 0x08 != 0 { 30 } else { 0 };
-            let opts = if flags & SYN != 0 {
-                mss.to_vec()
-            } else {
-                Vec::new()
-            };
+            let opts = if flags & SYN != 0 { mss.to_vec() } else { Vec::new() };
             c.send(&Send::Tcp {
                 from_a,
                 flags,
@@ -564,22 +504,14 @@ fn an_honest_conversation_gets_through() {
                 ack: 0,
                 opts,
                 payload,
-                harm: Harm {
-                    change: None,
-                    cut: 0,
-                    refix: false,
-                },
+                harm: Harm { change: None, cut: 0, refix: false },
             })
             .unwrap();
         }
         c.send(&Send::IcmpError {
             time_exceeded: false,
             quote: 8,
-            harm: Harm {
-                change: None,
-                cut: 0,
-                refix: false,
-            },
+            harm: Harm { change: None, cut: 0, refix: false },
         })
         .unwrap();
         let counts = c.w.counts();
@@ -597,28 +529,16 @@ fn an_honest_conversation_gets_through() {
 fn an_honest_conversation_through_synproxy() {
     for v6 in [false, true] {
         let mut c = Conversation::new(
-            &format!(
-                "{SCRUB}{}",
-                FILTER.replace("modulate state", "synproxy state")
-            ),
+            &format!("{SCRUB}{}", FILTER.replace("modulate state", "synproxy state")),
             v6,
         );
         let mss = [2, 4, 0x05, 0xb4];
         // A's data is the last segment FAR receives.
-        let script = [
-            (true, SYN),
-            (true, ACK),
-            (false, SYN | ACK),
-            (false, ACK | 0x08),
-            (true, ACK | 0x08),
-        ];
+        let script =
+            [(true, SYN), (true, ACK), (false, SYN | ACK), (false, ACK | 0x08), (true, ACK | 0x08)];
         for (from_a, flags) in script {
             let payload = if flags & 0x08 != 0 { 30 } else { 0 };
-            let opts = if flags & SYN != 0 {
-                mss.to_vec()
-            } else {
-                Vec::new()
-            };
+            let opts = if flags & SYN != 0 { mss.to_vec() } else { Vec::new() };
             c.send(&Send::Tcp {
                 from_a,
                 flags,
@@ -627,11 +547,7 @@ fn an_honest_conversation_through_synproxy() {
                 ack: 0,
                 opts,
                 payload,
-                harm: Harm {
-                    change: None,
-                    cut: 0,
-                    refix: false,
-                },
+                harm: Harm { change: None, cut: 0, refix: false },
             })
             .unwrap();
         }

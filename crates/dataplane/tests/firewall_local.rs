@@ -31,7 +31,15 @@ type TestWorker = Worker<ReplayRx, CountingTx, CountingTx>;
 fn worker(rules: &str) -> TestWorker {
     let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
     let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
-    let mut w = Worker::new(fib(), &ports, rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 64);
+    let mut w = Worker::new(
+        fib(),
+        &ports,
+        rx,
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        64,
+    );
     let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
     w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
     w
@@ -76,29 +84,42 @@ fn the_routers_own_connection_keeps_state_for_its_replies() {
 /// would block them do not apply (the state decides), and its TCP window moves with them.
 #[test]
 fn a_connection_to_the_router_passes_its_replies_by_state() {
-    let mut w = worker("block all\npass in on if0 proto tcp to port 22 keep state\nblock out quick on if0 proto tcp\n");
+    let mut w = worker(
+        "block all\npass in on if0 proto tcp to port 22 keep state\nblock out quick on if0 proto tcp\n",
+    );
     let c = receive(&mut w, 0, tcp(0, A_HOST, 50000, ROUTER_B, 22, SYN, 1000, 0));
     assert_eq!(blocked(&c), 0, "{c:?}");
     let fw = w.firewall_mut().unwrap();
     let syn_ack = tcp(0, ROUTER_B, 22, A_HOST, 50000, SYN | ACK, 9000, 1001);
-    assert_eq!(fw.local_out(&syn_ack, 14, true, 0), Ok(()), "the state passes the reply, before the out rules");
+    assert_eq!(
+        fw.local_out(&syn_ack, 14, true, 0),
+        Ok(()),
+        "the state passes the reply, before the out rules"
+    );
     let other = tcp(0, ROUTER_B, 23, A_HOST, 50000, SYN | ACK, 9000, 1001);
-    assert_eq!(fw.local_out(&other, 14, true, 0), Err(DropReason::FilterBlocked), "no state: `block out quick` decides");
+    assert_eq!(
+        fw.local_out(&other, 14, true, 0),
+        Err(DropReason::FilterBlocked),
+        "no state: `block out quick` decides"
+    );
 }
 
 /// An ICMP error the router sends about a tracked flow passes by that flow's state, with no
 /// `pass out` rule; one about a flow without a state is blocked.
 #[test]
 fn the_routers_icmp_errors_pass_by_the_quoted_flows_state() {
-    let mut w = worker("block all\npass in on if0 proto udp keep state\npass out on if1 proto udp\n");
+    let mut w =
+        worker("block all\npass in on if0 proto udp keep state\npass out on if1 proto udp\n");
     let datagram = udp(0, A_HOST, 1000, FAR, 53);
     let c = receive(&mut w, 0, datagram.clone());
     assert_eq!((c.forwarded, blocked(&c)), (1, 0), "{c:?}");
     let mut buf = [0u8; 1400];
-    let n = icmp_error(&datagram, IcmpError::TimeExceeded, ROUTER_B.into(), RX_MAC, &mut buf).unwrap();
+    let n =
+        icmp_error(&datagram, IcmpError::TimeExceeded, ROUTER_B.into(), RX_MAC, &mut buf).unwrap();
     let fw = w.firewall_mut().unwrap();
     assert_eq!(fw.local_out(&buf[..n], 14, true, 0), Ok(()));
     let untracked = udp(0, A_HOST, 1001, FAR, 53);
-    let n = icmp_error(&untracked, IcmpError::TimeExceeded, ROUTER_B.into(), RX_MAC, &mut buf).unwrap();
+    let n =
+        icmp_error(&untracked, IcmpError::TimeExceeded, ROUTER_B.into(), RX_MAC, &mut buf).unwrap();
     assert_eq!(fw.local_out(&buf[..n], 14, true, 0), Err(DropReason::FilterBlocked));
 }

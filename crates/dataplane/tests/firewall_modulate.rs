@@ -18,7 +18,6 @@ mod frames;
 use frames::world::{A_HOST, A6, FAR, FAR6, fib, ifaces};
 use frames::{Capture, RX_MAC, TX_MAC, fix_tcp_v4, tcp_v4_checksums_hold};
 
-
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
 const PSH: u8 = 0x08;
@@ -37,8 +36,17 @@ struct Router {
 impl Router {
     fn new(rules: &str) -> Router {
         let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
-        let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
-        let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+        let rx =
+            vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
+        let mut w = Worker::new(
+            fib(),
+            &ports,
+            rx,
+            vec![Capture::default(), Capture::default()],
+            CountingTx::new(),
+            FramePool::new(600),
+            256,
+        );
         let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
         w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
         Router { w, a_seen: A_HOST, a_port_seen: 40000 }
@@ -48,7 +56,11 @@ impl Router {
     /// segment as the other end receives it.
     fn send(&mut self, from_a: bool, flags: u8, seq: u32, ack: u32, payload: bool) -> (u32, u32) {
         let (port, out) = if from_a { (0, 1) } else { (1, 0) };
-        let mut f = if from_a { frames::tcp(0, A_HOST, 40000, FAR, 80, flags, seq, ack) } else { frames::tcp(1, FAR, 80, self.a_seen, self.a_port_seen, flags, seq, ack) };
+        let mut f = if from_a {
+            frames::tcp(0, A_HOST, 40000, FAR, 80, flags, seq, ack)
+        } else {
+            frames::tcp(1, FAR, 80, self.a_seen, self.a_port_seen, flags, seq, ack)
+        };
         if !payload {
             f.truncate(34 + 20);
             f[16..18].copy_from_slice(&40u16.to_be_bytes());
@@ -65,7 +77,11 @@ impl Router {
         if from_a {
             self.a_port_seen = u16::from_be_bytes([g[34], g[35]]);
         } else {
-            assert_eq!((u16::from_be_bytes([g[36], g[37]]), Ipv4Addr::new(g[30], g[31], g[32], g[33])), (40000, A_HOST), "translated back");
+            assert_eq!(
+                (u16::from_be_bytes([g[36], g[37]]), Ipv4Addr::new(g[30], g[31], g[32], g[33])),
+                (40000, A_HOST),
+                "translated back"
+            );
         }
         let word = |at: usize| u32::from_be_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
         (word(38), word(42))
@@ -99,7 +115,8 @@ fn connection(r: &mut Router, isn_a: u32, isn_far: u32, rounds: usize) -> (u32, 
     let (seq, _) = r.send(true, FIN | ACK, a, far.wrapping_add(df), false);
     let (_, ack) = r.send(false, FIN | ACK, far, seq.wrapping_add(1), false);
     assert_eq!(ack, a.wrapping_add(1));
-    let (_, ack) = r.send(true, ACK, a.wrapping_add(1), far.wrapping_add(df).wrapping_add(1), false);
+    let (_, ack) =
+        r.send(true, ACK, a.wrapping_add(1), far.wrapping_add(df).wrapping_add(1), false);
     assert_eq!(ack, far.wrapping_add(1));
     (da, df)
 }
@@ -107,7 +124,10 @@ fn connection(r: &mut Router, isn_a: u32, isn_far: u32, rounds: usize) -> (u32, 
 /// Issue 17's case: `pass in on if0 proto tcp modulate state`.
 #[test]
 fn a_modulated_connection_both_ways() {
-    for rules in ["pass in on if0 proto tcp modulate state\n", "block all\npass in on if0 proto tcp modulate state (max 10)\npass out on if1 proto tcp\n"] {
+    for rules in [
+        "pass in on if0 proto tcp modulate state\n",
+        "block all\npass in on if0 proto tcp modulate state (max 10)\npass out on if1 proto tcp\n",
+    ] {
         let mut r = Router::new(rules);
         let (da, df) = connection(&mut r, 1000, 5_000_000, 4);
         assert!(da != 0 && df != 0, "{rules}");
@@ -129,7 +149,9 @@ fn a_modulated_connection_across_the_wrap() {
 /// created the state leaves shifted.
 #[test]
 fn a_state_the_out_pass_creates_modulates_its_first_packet() {
-    let mut r = Router::new("block all\npass in proto tcp no state\npass out on if0 proto tcp no state\npass out on if1 proto tcp modulate state\n");
+    let mut r = Router::new(
+        "block all\npass in proto tcp no state\npass out on if0 proto tcp no state\npass out on if1 proto tcp modulate state\n",
+    );
     let (da, df) = connection(&mut r, 1000, 5_000_000, 2);
     assert!(da != 0 && df != 0);
     assert_eq!(r.counts().drops[DropReason::StateOutOfWindow as usize], 0);
@@ -147,7 +169,9 @@ fn keep_state_leaves_numbers_alone() {
 /// hold together.
 #[test]
 fn a_modulated_connection_through_nat() {
-    let mut r = Router::new("nat on if1 from 198.18.0.0/16 to any -> 192.0.2.7\npass in on if0 proto tcp modulate state\n");
+    let mut r = Router::new(
+        "nat on if1 from 198.18.0.0/16 to any -> 192.0.2.7\npass in on if0 proto tcp modulate state\n",
+    );
     r.a_seen = Ipv4Addr::new(192, 0, 2, 7);
     let (da, df) = connection(&mut r, 1000, 5_000_000, 3);
     assert!(da != 0 && df != 0);
@@ -159,7 +183,9 @@ fn a_modulated_connection_through_nat() {
 /// with the quoted sequence number its own, the ICMP checksum holding.
 #[test]
 fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
-    let mut r = Router::new("block all\npass in on if0 proto tcp modulate state\npass out on if1 proto tcp\n");
+    let mut r = Router::new(
+        "block all\npass in on if0 proto tcp modulate state\npass out on if1 proto tcp\n",
+    );
     let (syn_seq, _) = r.send(true, SYN, 1000, 0, false);
     assert_ne!(syn_seq, 1000);
     let (far_seq, _) = r.send(false, SYN | ACK, 77, syn_seq.wrapping_add(1), false);
@@ -172,7 +198,10 @@ fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
     }
     let sent = r.w.tx[1].frames.pop().expect("forwarded");
     let quoted = sent[14..14 + 28].to_vec();
-    assert_eq!(u32::from_be_bytes([quoted[24], quoted[25], quoted[26], quoted[27]]), syn_seq.wrapping_add(1));
+    assert_eq!(
+        u32::from_be_bytes([quoted[24], quoted[25], quoted[26], quoted[27]]),
+        syn_seq.wrapping_add(1)
+    );
     let router = Ipv4Addr::new(10, 1, 1, 254);
     let mut buf = frames::udp(1, router, 0, A_HOST, 0);
     buf.truncate(34);
@@ -192,7 +221,11 @@ fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
     }
     let got = r.w.tx[0].frames.pop().expect("the error reached A");
     assert_eq!(got[34], 11);
-    assert_eq!(u32::from_be_bytes([got[42 + 24], got[42 + 25], got[42 + 26], got[42 + 27]]), 1001, "A's own number");
+    assert_eq!(
+        u32::from_be_bytes([got[42 + 24], got[42 + 25], got[42 + 26], got[42 + 27]]),
+        1001,
+        "A's own number"
+    );
     assert_eq!(wire::checksum::checksum(&got[34..]), 0, "ICMP checksum");
     assert_eq!(r.counts().drops[DropReason::StateOutOfWindow as usize], 0);
 }
@@ -200,9 +233,15 @@ fn an_icmp_error_about_a_shifted_segment_reaches_a_unshifted() {
 /// A bare IPv6 TCP segment (no payload) from A (`from_a`, received on port 0) to FAR:80, or
 /// back (received on port 1), checksum filled.
 fn tcp6(from_a: bool, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
-    let (port, src, sport, dst, dport) = if from_a { (0, A6, 40000, FAR6, 80) } else { (1, FAR6, 80, A6, 40000) };
+    let (port, src, sport, dst, dport) =
+        if from_a { (0, A6, 40000, FAR6, 80) } else { (1, FAR6, 80, A6, 40000) };
     let mut buf = vec![0u8; 128];
-    let n = wire::build::udp_frame(&frames::flow(port, src.into(), sport, dst.into(), dport), 14 + 40 + 20, &mut buf).unwrap();
+    let n = wire::build::udp_frame(
+        &frames::flow(port, src.into(), sport, dst.into(), dport),
+        14 + 40 + 20,
+        &mut buf,
+    )
+    .unwrap();
     buf.truncate(n);
     assert_eq!(buf.len(), 14 + 40 + 20);
     buf[20] = 6; // next header: TCP
@@ -230,7 +269,10 @@ fn a_modulated_ipv6_handshake() {
             r.w.poll();
         }
         let g = r.w.tx[1 - port].frames.pop().expect("forwarded");
-        assert!(wire::TcpPacket::new_unchecked(&g[54..]).verify_checksum_v6(&src, &dst), "TCP checksum");
+        assert!(
+            wire::TcpPacket::new_unchecked(&g[54..]).verify_checksum_v6(&src, &dst),
+            "TCP checksum"
+        );
         let word = |at: usize| u32::from_be_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
         (word(58), word(62))
     };

@@ -11,9 +11,9 @@ use dataplane::fib::{Fib, FibControl};
 use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use dataplane::ports::PortInfo;
 use dataplane::worker::Worker;
+use io::TxPort;
 use io::mem::{CountingTx, ReplayRx};
 use io::pool::FramePool;
-use io::TxPort;
 use wire::build::{icmpv4_echo_frame, udp_frame};
 use wire::{Ipv4Packet, MacAddr};
 
@@ -63,7 +63,9 @@ fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u
 /// An ICMP echo request (`reply`: echo reply) with identifier `id`, received on `port`.
 fn ping(port: u16, src: Ipv4Addr, dst: Ipv4Addr, id: u16, reply: bool) -> Vec<u8> {
     let mut buf = vec![0u8; 128];
-    let n = icmpv4_echo_frame(&flow(port, src.into(), 0, dst.into(), 0), id, 1, b"linerate", &mut buf).unwrap();
+    let n =
+        icmpv4_echo_frame(&flow(port, src.into(), 0, dst.into(), 0), id, 1, b"linerate", &mut buf)
+            .unwrap();
     buf.truncate(n);
     if reply {
         let mut icmp = wire::Icmpv4Packet::new_unchecked(&mut buf[34..]);
@@ -102,11 +104,22 @@ fn udp6(ext: Option<(u8, Vec<u8>)>) -> Vec<u8> {
 }
 
 /// Runs `per_port[p]` received on port p (port 0's frames first) through a worker with `rules`.
-fn run(rules: &str, per_port: [Vec<Vec<u8>>; 2]) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
+fn run(
+    rules: &str,
+    per_port: [Vec<Vec<u8>>; 2],
+) -> (Counts, Worker<ReplayRx, CountingTx, CountingTx>) {
     let [a, b] = per_port;
     let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
     let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
-    let mut w = Worker::new(fib(), &ports, rx, vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports,
+        rx,
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
     w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
     while !(w.rx[0].finished() && w.rx[1].finished()) {
@@ -121,7 +134,15 @@ fn run(rules: &str, per_port: [Vec<Vec<u8>>; 2]) -> (Counts, Worker<ReplayRx, Co
 /// received on the port each says.
 fn run_batches(rules: &str, batches: Vec<(u16, Vec<u8>)>) -> Counts {
     let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
-    let mut w = Worker::new(fib(), &ports, vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports,
+        vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
     w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
     for (port, frame) in batches {
@@ -158,11 +179,19 @@ fn out_rules_stop_flows_an_in_rule_passed() {
     ];
     let back = vec![tcp(1, FAR, 80, A_HOST, 40002, SYN | ACK), udp(1, FAR, 53, A_HOST, 1000)];
     let (c, w) = run(rules, [out, back]);
-    assert_eq!(drops(&c, DropReason::FilterBlocked), 4, "port 8099 twice, the blocklist twice: {c:?}");
+    assert_eq!(
+        drops(&c, DropReason::FilterBlocked),
+        4,
+        "port 8099 twice, the blocklist twice: {c:?}"
+    );
     assert_eq!(c.forwarded, 4, "{c:?}");
     assert_eq!(w.tx[0].stats().tx_packets, 2, "both replies reached A");
     let stats = w.firewall_stats().unwrap().rules().snapshot();
-    assert_eq!((stats[3].packets, stats[4].packets), (2, 2), "the out rules counted what they blocked");
+    assert_eq!(
+        (stats[3].packets, stats[4].packets),
+        (2, 2),
+        "the out rules counted what they blocked"
+    );
 }
 
 /// `set state-policy if-bound`: a state matches only on the interface it was created on. A
@@ -170,7 +199,11 @@ fn out_rules_stop_flows_an_in_rule_passed() {
 /// rules of a do not pass, is blocked; floating states let it through.
 #[test]
 fn if_bound_states_match_on_their_interface_only() {
-    let rules = |policy: &str| format!("set state-policy {policy}\nblock all\npass in on a proto udp from 198.18.0.0/24\npass out on b proto udp\n");
+    let rules = |policy: &str| {
+        format!(
+            "set state-policy {policy}\nblock all\npass in on a proto udp from 198.18.0.0/24\npass out on b proto udp\n"
+        )
+    };
     let frames = || {
         vec![
             (0, udp(0, A_HOST, 1000, FAR, 53)),
@@ -215,17 +248,26 @@ fn ip_options_need_allow_opts_in_both_passes() {
     let (c, _) = run("pass in proto udp no state\n", [vec![opts(), padding()], vec![]]);
     assert_eq!((c.forwarded, drops(&c, DropReason::IpOptions)), (1, 1), "{c:?}");
     let (c, _) = run("pass in proto udp allow-opts no state\n", [vec![opts()], vec![]]);
-    assert_eq!(drops(&c, DropReason::IpOptions), 1, "the out pass's default lacks allow-opts: {c:?}");
+    assert_eq!(
+        drops(&c, DropReason::IpOptions),
+        1,
+        "the out pass's default lacks allow-opts: {c:?}"
+    );
     let (c, _) = run("pass proto udp allow-opts no state\n", [vec![opts()], vec![]]);
     assert_eq!(c.forwarded, 1, "{c:?}");
     // Stateful: the states keep their rule's allow-opts, both ways.
     let reply = || with_ipv4_options(udp(1, FAR, 53, A_HOST, 1000), &RECORD_ROUTE);
-    let rules = "block all\npass in on a proto udp allow-opts\npass out on b proto udp allow-opts\n";
+    let rules =
+        "block all\npass in on a proto udp allow-opts\npass out on b proto udp allow-opts\n";
     let c = run_batches(rules, vec![(0, opts()), (0, opts()), (1, reply())]);
     assert_eq!(c.forwarded, 3, "{c:?}");
     let rules = "block all\npass in on a proto udp allow-opts\npass out on b proto udp\n";
     let c = run_batches(rules, vec![(0, udp(0, A_HOST, 1000, FAR, 53)), (0, opts()), (1, reply())]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::IpOptions)), (1, 2), "the out state lacks allow-opts: {c:?}");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::IpOptions)),
+        (1, 2),
+        "the out state lacks allow-opts: {c:?}"
+    );
 }
 
 /// IPv6: a routing header, or hop-by-hop options other than padding, count as options; a
@@ -238,9 +280,23 @@ fn ipv6_routing_and_hop_by_hop_headers_need_allow_opts() {
     let alert = (0, vec![0, 0, 5, 2, 0, 0, 1, 0]);
     let pad_only = (0, vec![0, 0, 1, 4, 0, 0, 0, 0]);
     let rules = "pass proto udp no state\n";
-    let (c, _) = run(rules, [vec![udp6(None), udp6(Some(routing.clone())), udp6(Some(alert.clone())), udp6(Some(pad_only))], vec![]]);
+    let (c, _) = run(
+        rules,
+        [
+            vec![
+                udp6(None),
+                udp6(Some(routing.clone())),
+                udp6(Some(alert.clone())),
+                udp6(Some(pad_only)),
+            ],
+            vec![],
+        ],
+    );
     assert_eq!((c.forwarded, drops(&c, DropReason::IpOptions)), (2, 2), "{c:?}");
-    let (c, _) = run("pass proto udp allow-opts no state\n", [vec![udp6(Some(routing)), udp6(Some(alert))], vec![]]);
+    let (c, _) = run(
+        "pass proto udp allow-opts no state\n",
+        [vec![udp6(Some(routing)), udp6(Some(alert))], vec![]],
+    );
     assert_eq!(c.forwarded, 2, "{c:?}");
 }
 
@@ -249,7 +305,15 @@ fn ipv6_routing_and_hop_by_hop_headers_need_allow_opts() {
 fn without_a_firewall_options_pass() {
     let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
     let frames = vec![with_ipv4_options(udp(0, A_HOST, 1000, FAR, 53), &[7, 7, 4, 0, 0, 0, 0, 1])];
-    let mut w = Worker::new(fib(), &ports, vec![ReplayRx::new(0, frames).once()], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports,
+        vec![ReplayRx::new(0, frames).once()],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     while !w.rx[0].finished() {
         w.poll();
     }
@@ -263,12 +327,19 @@ fn without_a_firewall_options_pass() {
 fn urpf_failed_blocks_sources_routed_elsewhere() {
     let stranger = Ipv4Addr::new(203, 0, 113, 9);
     let rules = "block in quick from urpf-failed\npass all no state\n";
-    let out = vec![udp(0, A_HOST, 1000, FAR, 53), udp(0, FAR, 1000, BAD, 53), udp(0, stranger, 1000, FAR, 53)];
+    let out = vec![
+        udp(0, A_HOST, 1000, FAR, 53),
+        udp(0, FAR, 1000, BAD, 53),
+        udp(0, stranger, 1000, FAR, 53),
+    ];
     let (c, _) = run(rules, [out, vec![udp(1, FAR, 53, A_HOST, 1000)]]);
     assert_eq!(drops(&c, DropReason::FilterBlocked), 2, "{c:?}");
     assert_eq!(c.forwarded, 2, "{c:?}");
     // Without a direction, as pf: on the way out of b, A's source is routed via a.
-    let (c, _) = run("block quick from urpf-failed\npass all no state\n", [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]]);
+    let (c, _) = run(
+        "block quick from urpf-failed\npass all no state\n",
+        [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]],
+    );
     assert_eq!((drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 0), "{c:?}");
 }
 
@@ -278,17 +349,30 @@ fn urpf_failed_blocks_sources_routed_elsewhere() {
 #[test]
 fn no_route_hosts_follow_the_fib() {
     let stranger = Ipv4Addr::new(203, 0, 113, 9);
-    let out = vec![udp(0, A_HOST, 1000, FAR, 53), udp(0, FAR, 1000, BAD, 53), udp(0, stranger, 1000, FAR, 53)];
+    let out = vec![
+        udp(0, A_HOST, 1000, FAR, 53),
+        udp(0, FAR, 1000, BAD, 53),
+        udp(0, stranger, 1000, FAR, 53),
+    ];
     let (c, _) = run("block in quick from no-route\npass all no state\n", [out, vec![]]);
     assert_eq!((drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 2), "{c:?}");
     let out = vec![udp(0, A_HOST, 1000, stranger, 53), udp(0, A_HOST, 1000, FAR, 53)];
     let (c, _) = run("pass all no state\n", [out.clone(), vec![]]);
-    assert_eq!((drops(&c, DropReason::NoRoute), drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 0, 1), "{c:?}");
+    assert_eq!(
+        (drops(&c, DropReason::NoRoute), drops(&c, DropReason::FilterBlocked), c.forwarded),
+        (1, 0, 1),
+        "{c:?}"
+    );
     let (c, _) = run("block in quick to no-route\npass all no state\n", [out, vec![]]);
-    assert_eq!((drops(&c, DropReason::NoRoute), drops(&c, DropReason::FilterBlocked), c.forwarded), (0, 1, 1), "{c:?}");
+    assert_eq!(
+        (drops(&c, DropReason::NoRoute), drops(&c, DropReason::FilterBlocked), c.forwarded),
+        (0, 1, 1),
+        "{c:?}"
+    );
     // `! no-route`: only routed destinations pass.
     let out = vec![udp(0, A_HOST, 1000, stranger, 53), udp(0, A_HOST, 1000, FAR, 53)];
-    let (c, _) = run("block all\npass in to ! no-route no state\npass out no state\n", [out, vec![]]);
+    let (c, _) =
+        run("block all\npass in to ! no-route no state\npass out no state\n", [out, vec![]]);
     assert_eq!((drops(&c, DropReason::FilterBlocked), c.forwarded), (1, 1), "{c:?}");
 }
 
@@ -297,7 +381,12 @@ fn no_route_hosts_follow_the_fib() {
 #[test]
 fn max_states_of_a_rule_drop_the_next_flow() {
     let rules = "block all\npass in on a proto udp keep state (max 2)\npass out on b proto udp keep state\n";
-    let out = vec![udp(0, A_HOST, 1000, FAR, 53), udp(0, A_HOST, 1001, FAR, 53), udp(0, A_HOST, 1002, FAR, 53), udp(0, A_HOST, 1000, FAR, 53)];
+    let out = vec![
+        udp(0, A_HOST, 1000, FAR, 53),
+        udp(0, A_HOST, 1001, FAR, 53),
+        udp(0, A_HOST, 1002, FAR, 53),
+        udp(0, A_HOST, 1000, FAR, 53),
+    ];
     let (c, w) = run(rules, [out, vec![udp(1, FAR, 53, A_HOST, 1001)]]);
     assert_eq!((c.forwarded, drops(&c, DropReason::RuleStateMax)), (4, 1), "{c:?}");
     assert_eq!(w.firewall().unwrap().state_table().limited_entries(), 2);
@@ -334,7 +423,11 @@ fn max_src_conn_refuses_a_sources_third_connection() {
     frames.push(data(A_HOST2, 4001));
     let c = run_batches(rules, frames);
     // 3 + 3 + 2 (the third's SYN and SYN-ACK) + 3 (the other source) + 2 (data).
-    assert_eq!((c.forwarded, drops(&c, DropReason::SrcConnLimit), drops(&c, DropReason::FilterBlocked)), (13, 1, 1), "{c:?}");
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::SrcConnLimit), drops(&c, DropReason::FilterBlocked)),
+        (13, 1, 1),
+        "{c:?}"
+    );
 }
 
 /// `max-src-conn-rate 2/10`: connections that became established count for ten seconds
@@ -370,8 +463,13 @@ fn max_src_states_and_nodes_refuse_new_states() {
         frames::tcp(0, A_HOST2, 4000, FAR, 22, SYN, 1000, 0),
     ];
     let (c, w) = run(rules, [out, vec![]]);
-    assert_eq!((c.forwarded, drops(&c, DropReason::SrcStateLimit), drops(&c, DropReason::SrcNodeLimit)), (6, 1, 1), "{c:?}");
-    let states: std::collections::HashMap<_, _> = w.firewall().unwrap().stats().states().into_iter().collect();
+    assert_eq!(
+        (c.forwarded, drops(&c, DropReason::SrcStateLimit), drops(&c, DropReason::SrcNodeLimit)),
+        (6, 1, 1),
+        "{c:?}"
+    );
+    let states: std::collections::HashMap<_, _> =
+        w.firewall().unwrap().stats().states().into_iter().collect();
     assert_eq!((states["src_limit_states"], states["src_limit_nodes"]), (1, 1));
 }
 
@@ -384,8 +482,18 @@ fn overload_adds_the_source_to_its_table_and_flushes_its_states() {
                  pass in on a proto tcp to port 22 keep state (max-src-conn 1, overload <bad> flush global)\n\
                  pass in on a proto udp keep state\npass out on b keep state\n";
     let ports = [PortInfo::new("a", RX_MAC, 0), PortInfo::new("b", TX_MAC, 1)];
-    let mut w = Worker::new(fib(), &ports, vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())], vec![CountingTx::new(), CountingTx::new()], CountingTx::new(), FramePool::new(600), 256);
-    let slot = RulesSlot::new(Arc::new(CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap()));
+    let mut w = Worker::new(
+        fib(),
+        &ports,
+        vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())],
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
+    let slot = RulesSlot::new(Arc::new(
+        CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap(),
+    ));
     w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
     let send = |w: &mut Worker<ReplayRx, CountingTx, CountingTx>, frames: Vec<(u16, Vec<u8>)>| {
         for (port, frame) in frames {
@@ -404,14 +512,21 @@ fn overload_adds_the_source_to_its_table_and_flushes_its_states() {
     assert_eq!((c.forwarded, drops(&c, DropReason::SrcConnLimit)), (6, 1), "{c:?}");
     // The slot's thread may have applied it already: then there is nothing left to take.
     assert!(slot.apply_overloads() <= 1);
-    let mut after = vec![data(A_HOST, 4001), (0, udp(0, A_HOST, 1000, FAR, 53)), (0, frames::tcp(0, A_HOST, 4003, FAR, 22, SYN, 1000, 0))];
+    let mut after = vec![
+        data(A_HOST, 4001),
+        (0, udp(0, A_HOST, 1000, FAR, 53)),
+        (0, frames::tcp(0, A_HOST, 4003, FAR, 22, SYN, 1000, 0)),
+    ];
     after.extend(handshake(A_HOST2, 4001));
     send(&mut w, after);
     let c = w.counts();
     assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (9, 3), "{c:?}");
     let fw = w.firewall().unwrap();
     let bad = &fw.rules().rules.tables[0];
-    assert!(bad.contains(fw::packet::Af::Inet, u128::from(A_HOST.to_bits())) && !bad.contains(fw::packet::Af::Inet, u128::from(A_HOST2.to_bits())));
+    assert!(
+        bad.contains(fw::packet::Af::Inet, u128::from(A_HOST.to_bits()))
+            && !bad.contains(fw::packet::Af::Inet, u128::from(A_HOST2.to_bits()))
+    );
     let states: std::collections::HashMap<_, _> = fw.stats().states().into_iter().collect();
     assert_eq!((states["src_overload"], states["src_flushed"]), (1, 2), "{states:?}");
     // The rules' counts went on through the table update: the tcp rule has its packets of
@@ -427,8 +542,12 @@ fn overload_adds_the_source_to_its_table_and_flushes_its_states() {
 /// state` on the in rule, by the tag the in rules give each packet.
 #[test]
 fn tagged_out_rules_pass_what_the_in_pass_tagged() {
-    for (in_state, out_state) in [("keep state", "keep state"), ("keep state", "no state"), ("no state", "keep state")] {
-        let rules = format!("pass in on a from 198.18.0.2 tag LAN {in_state}\nblock out on b\npass out on b tagged LAN {out_state}\n");
+    for (in_state, out_state) in
+        [("keep state", "keep state"), ("keep state", "no state"), ("no state", "keep state")]
+    {
+        let rules = format!(
+            "pass in on a from 198.18.0.2 tag LAN {in_state}\nblock out on b\npass out on b tagged LAN {out_state}\n"
+        );
         let frames = vec![
             (0, udp(0, A_HOST, 1000, FAR, 53)),
             (0, udp(0, A_HOST2, 1000, FAR, 53)),
@@ -438,6 +557,10 @@ fn tagged_out_rules_pass_what_the_in_pass_tagged() {
             (0, udp(0, A_HOST, 1000, FAR, 53)),
         ];
         let c = run_batches(&rules, frames);
-        assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (4, 2), "{in_state}, {out_state}: {c:?}");
+        assert_eq!(
+            (c.forwarded, drops(&c, DropReason::FilterBlocked)),
+            (4, 2),
+            "{in_state}, {out_state}: {c:?}"
+        );
     }
 }

@@ -22,7 +22,10 @@ use io::mem::{CountingTx, ReplayRx};
 use io::pool::FramePool;
 use wire::build::{UdpFlow, icmpv4_echo_frame, udp_frame};
 use wire::icmp_reply::IcmpError;
-use wire::{EtherType, Icmpv4Packet, Icmpv4Type, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, TcpFlags, TcpPacket, parse_l2};
+use wire::{
+    EtherType, Icmpv4Packet, Icmpv4Type, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet,
+    Ipv6Packet, MacAddr, TcpFlags, TcpPacket, parse_l2,
+};
 
 const R_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const R_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -49,7 +52,11 @@ fn ports() -> Vec<PortInfo> {
 /// Runs `frames` (received on port a, towards b) through a worker with `rules` and an ICMP
 /// budget of `icmp_rate` per second, then its punts through the slow path: the worker's
 /// counts, its punts and what the slow path sent.
-fn run(rules: &str, frames: Vec<Vec<u8>>, icmp_rate: u64) -> (Counts, Vec<PuntedFrame>, Recorder, SlowPath) {
+fn run(
+    rules: &str,
+    frames: Vec<Vec<u8>>,
+    icmp_rate: u64,
+) -> (Counts, Vec<PuntedFrame>, Recorder, SlowPath) {
     let mut ctl = FibControl::new(64);
     ctl.set_neighbour(IpAddr::V4(A_HOST), 0, HOST_MAC).unwrap();
     ctl.set_neighbour(IpAddr::V6(A6), 0, HOST_MAC).unwrap();
@@ -61,7 +68,15 @@ fn run(rules: &str, frames: Vec<Vec<u8>>, icmp_rate: u64) -> (Counts, Vec<Punted
     ctl.add_route(IpAddr::V6(FAR6), 48, IpAddr::V6(gw6), 1).unwrap();
     let fib = ctl.fib();
     let rx = vec![ReplayRx::new(0, frames).once(), ReplayRx::new(1, Vec::<Vec<u8>>::new()).once()];
-    let mut w = Worker::new(fib, &ports(), rx, vec![CountingTx::new(), CountingTx::new()], PuntLog::default(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib,
+        &ports(),
+        rx,
+        vec![CountingTx::new(), CountingTx::new()],
+        PuntLog::default(),
+        FramePool::new(600),
+        256,
+    );
     w.set_icmp_rate(icmp_rate);
     let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
     w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
@@ -115,22 +130,31 @@ fn tcp_gets_a_reset_from_the_blocked_destination() {
     let rules = "block return in on a proto tcp to port 8099\n";
     // A SYN (seq 1000, with 36 bytes of data), an ACK segment, a RST (no answer) and a SYN
     // to a port no rule blocks.
-    let (c, punts, io, sp) = run(rules, vec![tcp(8099, 0x02), tcp(8099, 0x10), tcp(8099, 0x04), tcp(80, 0x02)], 1000);
+    let (c, punts, io, sp) =
+        run(rules, vec![tcp(8099, 0x02), tcp(8099, 0x10), tcp(8099, 0x04), tcp(80, 0x02)], 1000);
     assert_eq!((blocked(&c), c.forwarded), (3, 1), "{c:?}");
     let kinds: Vec<Punt> = punts.iter().map(|p| p.punt).collect();
     assert_eq!(kinds, [Punt::Reset { ttl: 64 }, Punt::Reset { ttl: 64 }], "no reset for the reset");
     assert_eq!(sp.stats.filter_resets, 2);
     assert_eq!(io.wire.len(), 2);
-    for ((phys, f), (seq, ack, flags)) in io.wire.iter().zip([(0, 1000 + 36 + 1, 0x14), (5001, 0, 0x04)]) {
+    for ((phys, f), (seq, ack, flags)) in
+        io.wire.iter().zip([(0, 1000 + 36 + 1, 0x14), (5001, 0, 0x04)])
+    {
         assert_eq!(*phys, 0, "out of the interface it came in by");
         let l2 = parse_l2(f).unwrap();
         assert_eq!(&f[..12], [HOST_MAC.0, R_A.0].concat(), "to the sender's MAC from the port's");
         let ip = Ipv4Packet::new_checked(&f[l2.l3_offset..]).unwrap();
-        assert_eq!((ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.ttl()), (FAR, A_HOST, IpProtocol::Tcp, 64));
+        assert_eq!(
+            (ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.ttl()),
+            (FAR, A_HOST, IpProtocol::Tcp, 64)
+        );
         assert!(ip.verify_checksum());
         let t = TcpPacket::new_checked(ip.payload()).unwrap();
         assert!(t.verify_checksum_v4(&FAR, &A_HOST));
-        assert_eq!((t.src_port(), t.dst_port(), t.seq_number(), t.ack_number(), t.flags().0), (8099, 40000, seq, ack, flags));
+        assert_eq!(
+            (t.src_port(), t.dst_port(), t.seq_number(), t.ack_number(), t.flags().0),
+            (8099, 40000, seq, ack, flags)
+        );
     }
 }
 
@@ -142,7 +166,8 @@ fn udp_and_icmp_get_unreachables_from_the_router() {
                  block return in on a proto icmp\n\
                  block return out on b inet6 proto udp to port 56\n";
     let mut ping = vec![0u8; 128];
-    let n = icmpv4_echo_frame(&flow(A_HOST.into(), 0, FAR.into(), 0), 7, 1, b"linerate", &mut ping).unwrap();
+    let n = icmpv4_echo_frame(&flow(A_HOST.into(), 0, FAR.into(), 0), 7, 1, b"linerate", &mut ping)
+        .unwrap();
     ping.truncate(n);
     let mut unreach = ping.clone();
     let mut icmp = Icmpv4Packet::new_unchecked(&mut unreach[34..]);
@@ -161,9 +186,21 @@ fn udp_and_icmp_get_unreachables_from_the_router() {
     let (c, punts, io, sp) = run(rules, frames, 1000);
     assert_eq!((blocked(&c), c.forwarded), (8, 0), "{c:?}");
     let kinds: Vec<Punt> = punts.iter().map(|p| p.punt).collect();
-    let (port, prohib) = (IcmpError::Refused { code: 3, code6: 4 }, IcmpError::Refused { code: 10, code6: 1 });
+    let (port, prohib) =
+        (IcmpError::Refused { code: 3, code6: 4 }, IcmpError::Refused { code: 10, code6: 1 });
     // return-rst does not answer UDP; the ICMP error is punted, the slow path holds it back.
-    assert_eq!(kinds, [Punt::Error(port), Punt::Error(prohib), Punt::Error(port), Punt::Error(port), Punt::Error(port), Punt::Error(prohib), Punt::Error(port)]);
+    assert_eq!(
+        kinds,
+        [
+            Punt::Error(port),
+            Punt::Error(prohib),
+            Punt::Error(port),
+            Punt::Error(port),
+            Punt::Error(port),
+            Punt::Error(prohib),
+            Punt::Error(port)
+        ]
+    );
     assert_eq!((sp.stats.filter_unreachables, sp.stats.icmp_suppressed), (6, 1), "{:?}", sp.stats);
     let mut got = Vec::new();
     for (phys, f) in &io.wire {
@@ -172,7 +209,11 @@ fn udp_and_icmp_get_unreachables_from_the_router() {
         let l3 = &f[l2.l3_offset..];
         if l2.ethertype == EtherType::Ipv4 {
             let ip = Ipv4Packet::new_checked(l3).unwrap();
-            assert_eq!((ip.src_addr(), ip.dst_addr()), (ROUTER_A, A_HOST), "from the router's address on a");
+            assert_eq!(
+                (ip.src_addr(), ip.dst_addr()),
+                (ROUTER_A, A_HOST),
+                "from the router's address on a"
+            );
             let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
             assert_eq!(icmp.msg_type(), Icmpv4Type::DestUnreachable);
             got.push((4, icmp.code()));
@@ -194,14 +235,18 @@ fn udp_and_icmp_get_unreachables_from_the_router() {
 fn answers_follow_the_block_policy_and_the_rate_limit() {
     let frames = || (0..20).map(|_| udp(A_HOST.into(), FAR.into(), 53)).collect::<Vec<_>>();
     // `set block-policy return` makes the plain `block` rules after it answer.
-    let (c, punts, _, _) = run("set block-policy return\nblock in on a proto udp\n", frames(), 1000);
+    let (c, punts, _, _) =
+        run("set block-policy return\nblock in on a proto udp\n", frames(), 1000);
     assert_eq!((blocked(&c), punts.len()), (20, 20));
-    let (_, punts, _, _) = run("block in on a proto udp\nset block-policy return\n", frames(), 1000);
+    let (_, punts, _, _) =
+        run("block in on a proto udp\nset block-policy return\n", frames(), 1000);
     assert_eq!(punts.len(), 0, "the policy applies to the rules after it");
-    let (_, punts, _, _) = run("set block-policy return\nblock drop in on a proto udp\n", frames(), 1000);
+    let (_, punts, _, _) =
+        run("set block-policy return\nblock drop in on a proto udp\n", frames(), 1000);
     assert_eq!(punts.len(), 0, "block drop stays silent");
     // A pass rule after the block: the last matching rule decides, and it passes.
-    let (c, punts, _, _) = run("block return in on a proto udp\npass in on a proto udp to port 53\n", frames(), 1000);
+    let (c, punts, _, _) =
+        run("block return in on a proto udp\npass in on a proto udp to port 53\n", frames(), 1000);
     assert_eq!((c.forwarded, punts.len()), (20, 0));
     // The worker's ICMP budget: 10 per second allows a burst of 1.
     let (c, punts, _, _) = run("block return in on a proto udp\n", frames(), 10);

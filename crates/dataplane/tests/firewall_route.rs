@@ -49,18 +49,12 @@ const GW2_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x19, 0, 0, 0, 0, 0xfe);
 const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xff, 0, 0, 0, 0, 5);
 
 fn ifaces(name: &str) -> Option<u16> {
-    ["lan", "wan1", "wan2"]
-        .iter()
-        .position(|n| *n == name)
-        .map(|i| i as u16)
+    ["lan", "wan1", "wan2"].iter().position(|n| *n == name).map(|i| i as u16)
 }
 
 fn ports() -> Vec<PortInfo> {
     let nets: [(IpAddr, IpAddr); 3] = [
-        (
-            Ipv4Addr::new(192, 168, 1, 1).into(),
-            Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1).into(),
-        ),
+        (Ipv4Addr::new(192, 168, 1, 1).into(), Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1).into()),
         (
             Ipv4Addr::new(198, 18, 0, 1).into(),
             Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 1).into(),
@@ -100,10 +94,8 @@ fn fib_control(gw2_known: bool) -> FibControl {
         ctl.set_neighbour(GW2.into(), 2, GW2_MAC).unwrap();
         ctl.set_neighbour(GW2_6.into(), 2, GW2_MAC).unwrap();
     }
-    ctl.add_route(Ipv4Addr::UNSPECIFIED.into(), 0, GW1.into(), 1)
-        .unwrap();
-    ctl.add_route(Ipv6Addr::UNSPECIFIED.into(), 0, GW1_6.into(), 1)
-        .unwrap();
+    ctl.add_route(Ipv4Addr::UNSPECIFIED.into(), 0, GW1.into(), 1).unwrap();
+    ctl.add_route(Ipv6Addr::UNSPECIFIED.into(), 0, GW1_6.into(), 1).unwrap();
     ctl
 }
 
@@ -118,19 +110,10 @@ fn compile(rules: &str) -> Arc<CompiledRules> {
 
 impl Router {
     fn new(rules: &str, fib: &FibControl) -> Router {
-        let rx = (0..3)
-            .map(|p| ReplayRx::new(p, Vec::<Vec<u8>>::new()))
-            .collect();
+        let rx = (0..3).map(|p| ReplayRx::new(p, Vec::<Vec<u8>>::new())).collect();
         let tx = (0..3).map(|_| Capture::default()).collect();
-        let mut w = Worker::new(
-            fib.fib(),
-            &ports(),
-            rx,
-            tx,
-            PuntLog::default(),
-            FramePool::new(600),
-            256,
-        );
+        let mut w =
+            Worker::new(fib.fib(), &ports(), rx, tx, PuntLog::default(), FramePool::new(600), 256);
         let slot = RulesSlot::new(compile(rules));
         w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
         Router { w, slot }
@@ -149,10 +132,7 @@ impl Router {
             self.w.poll();
         }
         (0..3).find_map(|p| {
-            self.w.tx[p]
-                .frames
-                .pop()
-                .map(|f| (p, MacAddr([f[0], f[1], f[2], f[3], f[4], f[5]])))
+            self.w.tx[p].frames.pop().map(|f| (p, MacAddr([f[0], f[1], f[2], f[3], f[4], f[5]])))
         })
     }
 
@@ -203,14 +183,8 @@ fn route_to_sends_the_flow_out_of_its_gateway_replies_come_back_by_the_table() {
     let mut r = Router::new(LAN_ROUTE_TO, &fib_control(true));
     leaves_by_wan2(&mut r, 3);
     // IPv6 the same way.
-    assert_eq!(
-        r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 53)),
-        Some((2, GW2_MAC))
-    );
-    assert_eq!(
-        r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 80)),
-        Some((1, GW1_MAC))
-    );
+    assert_eq!(r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 53)), Some((2, GW2_MAC)));
+    assert_eq!(r.send(0, udp(0, HOST6.into(), 5000, FAR6.into(), 80)), Some((1, GW1_MAC)));
     assert_eq!(r.counts().forwarded, 10);
 }
 
@@ -231,10 +205,7 @@ fn reply_to_sends_the_replies_back_by_the_interface_the_connection_came_in_by() 
         );
     }
     // Without the rule's state (a connection from the LAN), the default route.
-    assert_eq!(
-        r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)),
-        Some((1, GW1_MAC))
-    );
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)), Some((1, GW1_MAC)));
 }
 
 #[test]
@@ -244,13 +215,7 @@ fn an_unresolved_gateway_is_resolved_itself() {
     assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), None);
     let punts = std::mem::take(&mut r.w.local.0);
     assert_eq!(punts.len(), 1);
-    assert_eq!(
-        punts[0].punt,
-        Punt::Via {
-            gateway: GW2.into(),
-            port: 2
-        }
-    );
+    assert_eq!(punts[0].punt, Punt::Via { gateway: GW2.into(), port: 2 });
     // The slow path asks for the gateway's address on WAN2.
     let mut sp = SlowPath::new(ctl, ports(), false, 1000);
     let mut io = Recorder::default();
@@ -259,15 +224,8 @@ fn an_unresolved_gateway_is_resolved_itself() {
         .wire
         .iter()
         .filter_map(|(phys, f)| {
-            let l2 = parse_l2(f)
-                .ok()
-                .filter(|l2| l2.ethertype == EtherType::Arp)?;
-            Some((
-                *phys,
-                ArpPacket::new_checked(&f[l2.l3_offset..])
-                    .ok()?
-                    .target_proto_addr(),
-            ))
+            let l2 = parse_l2(f).ok().filter(|l2| l2.ethertype == EtherType::Arp)?;
+            Some((*phys, ArpPacket::new_checked(&f[l2.l3_offset..]).ok()?.target_proto_addr()))
         })
         .collect();
     assert_eq!(asked, [(2, GW2)]);
@@ -282,10 +240,7 @@ fn a_gateway_on_another_interface_drops_the_packet() {
     // The OpenBSD spelling names no interface: the table's way to the gateway is taken.
     let rules = "pass all\npass in quick on lan inet proto udp to any port 53 keep state route-to 198.19.0.254\n";
     let mut r = Router::new(rules, &fib_control(true));
-    assert_eq!(
-        r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)),
-        Some((2, GW2_MAC))
-    );
+    assert_eq!(r.send(0, udp(0, HOST.into(), 5000, FAR.into(), 53)), Some((2, GW2_MAC)));
 }
 
 /// A reload keeps each state's route, as pf's states keep their rule: a rule added above the
@@ -302,24 +257,12 @@ fn a_reload_keeps_each_states_route() {
         "pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"
     ));
     assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)), "the state's route");
-    assert_eq!(
-        out(&mut r, 5001),
-        Some((2, GW2_MAC)),
-        "a new flow, by the same rule"
-    );
+    assert_eq!(out(&mut r, 5001), Some((2, GW2_MAC)), "a new flow, by the same rule");
     // The route-to rule gone: its states keep the route, new flows take the table's.
     r.reload("pass all\npass in quick on lan inet proto udp to any port 123 keep state\npass in quick on lan inet proto udp to any port 53 keep state\n");
-    assert_eq!(
-        out(&mut r, 5000),
-        Some((2, GW2_MAC)),
-        "an old state: its removed rule's route"
-    );
+    assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)), "an old state: its removed rule's route");
     assert_eq!(out(&mut r, 5001), Some((2, GW2_MAC)));
-    assert_eq!(
-        out(&mut r, 5002),
-        Some((1, GW1_MAC)),
-        "a new flow: the table's way"
-    );
+    assert_eq!(out(&mut r, 5002), Some((1, GW1_MAC)), "a new flow: the table's way");
     // A set that routes another way by the rule at the old index: old states keep theirs.
     r.reload("pass all\npass in quick on lan route-to (wan1 198.18.0.254) inet proto udp to any port 53 keep state\n");
     assert_eq!(out(&mut r, 5000), Some((2, GW2_MAC)));
@@ -341,11 +284,7 @@ fn a_stale_rule_index_takes_no_route() {
     r.reload(&format!(
         "pass in quick on lan inet proto udp to any port 123 keep state\n{LAN_ROUTE_TO}"
     ));
-    assert_eq!(
-        out(&mut r),
-        Some((1, GW1_MAC)),
-        "index 2 routes in this set, not this state"
-    );
+    assert_eq!(out(&mut r), Some((1, GW1_MAC)), "index 2 routes in this set, not this state");
     assert_eq!(
         r.send(0, udp(0, HOST.into(), 5001, FAR.into(), 53)),
         Some((2, GW2_MAC)),
@@ -370,10 +309,7 @@ fn fragments(frame: &[u8]) -> [Vec<u8>; 2] {
         f.resize(f.len().max(60), 0);
         f
     };
-    [
-        make(0, &payload[..24], true),
-        make(24, &payload[24..], false),
-    ]
+    [make(0, &payload[..24], true), make(24, &payload[24..], false)]
 }
 
 /// The later fragments of a routed datagram take its route too: they carry no ports, the
@@ -389,10 +325,7 @@ fn fragments_of_a_routed_datagram_follow_it() {
         "the later fragment: by its datagram's route"
     );
     let [first, second] = fragments(&udp(0, HOST.into(), 5000, FAR.into(), 80));
-    assert_eq!(
-        (r.send(0, first), r.send(0, second)),
-        (Some((1, GW1_MAC)), Some((1, GW1_MAC)))
-    );
+    assert_eq!((r.send(0, first), r.send(0, second)), (Some((1, GW1_MAC)), Some((1, GW1_MAC))));
 }
 
 /// `route-to` on a `pass out` rule: the out pass on WAN1, where the table sent the flow,
@@ -410,10 +343,7 @@ fn route_to_on_pass_out_sends_the_flow_by_its_gateway() {
     let punts = std::mem::take(&mut r.w.local.0);
     assert_eq!(
         punts.iter().map(|p| p.punt).collect::<Vec<_>>(),
-        [Punt::Via {
-            gateway: GW2.into(),
-            port: 2
-        }]
+        [Punt::Via { gateway: GW2.into(), port: 2 }]
     );
 }
 
@@ -442,10 +372,7 @@ fn the_routers_own_packets_follow_route_to_on_pass_out() {
                 .frames
                 .iter()
                 .map(|f| {
-                    (
-                        MacAddr(f[..6].try_into().unwrap()),
-                        MacAddr(f[6..12].try_into().unwrap()),
-                    )
+                    (MacAddr(f[..6].try_into().unwrap()), MacAddr(f[6..12].try_into().unwrap()))
                 })
                 .collect()
         };
@@ -457,10 +384,7 @@ fn the_routers_own_packets_follow_route_to_on_pass_out() {
             let punts = std::mem::take(&mut r.w.local.0);
             assert_eq!(
                 punts.iter().map(|p| p.punt).collect::<Vec<_>>(),
-                [Punt::Via {
-                    gateway: GW2.into(),
-                    port: 2
-                }; 2]
+                [Punt::Via { gateway: GW2.into(), port: 2 }; 2]
             );
         }
     }
@@ -504,21 +428,13 @@ fn ipv6_fragments_are_judged_by_their_datagrams_ports() {
         Some((1, GW1_MAC)),
         "a later fragment, in order"
     );
-    assert_eq!(
-        r.send(0, fragment6(8, 1232, false)),
-        None,
-        "ahead of its first: it waits"
-    );
+    assert_eq!(r.send(0, fragment6(8, 1232, false)), None, "ahead of its first: it waits");
     assert_eq!(r.w.fragments_held(), 1);
     r.w.rx[0] = ReplayRx::new(0, vec![fragment6(8, 0, true)]).once();
     while !r.w.rx[0].finished() {
         r.w.poll();
     }
-    assert_eq!(
-        r.w.tx[1].frames.len(),
-        2,
-        "the first, then the one that waited"
-    );
+    assert_eq!(r.w.tx[1].frames.len(), 2, "the first, then the one that waited");
     assert_eq!((r.w.fragments_held(), r.counts().forwarded), (0, 4));
     r.w.tx[1].frames.clear();
     // A datagram to another port: its fragments are blocked, the first and the later one.

@@ -16,7 +16,6 @@ mod frames;
 use frames::world::{A_HOST, A6, FAR, FAR6, fib, ifaces};
 use frames::{Capture, RX_MAC, TX_MAC, fix_tcp_v4, tcp_v4_checksums_hold};
 
-
 /// A TCP segment from A to FAR:80 received on port 0, `flags`, with TCP options `opts`,
 /// IPv4 flags word `frag` and TTL `ttl`; checksums correct.
 fn tcp(flags: u8, opts: &[u8], frag: u16, ttl: u8) -> Vec<u8> {
@@ -40,7 +39,15 @@ type ScrubCounters = Vec<(&'static str, u64)>;
 fn run(rules: &str, frames: Vec<Vec<u8>>) -> (Counts, Vec<Vec<u8>>, ScrubCounters) {
     let rx = vec![ReplayRx::new(0, frames).once(), ReplayRx::new(1, Vec::<Vec<u8>>::new()).once()];
     let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
-    let mut w = Worker::new(fib(), &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+    let mut w = Worker::new(
+        fib(),
+        &ports,
+        rx,
+        vec![Capture::default(), Capture::default()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
     let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
     w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
     while !(w.rx[0].finished() && w.rx[1].finished()) {
@@ -81,7 +88,11 @@ fn a_syn_forwarded_through_max_mss_has_its_mss_clamped() {
 fn inbound_and_outbound_scrub_and_the_first_match() {
     let pkt = || tcp(SYN, &MSS_1460, 0x4000, 5);
     let (_, out, _) = run("scrub in on if0 all min-ttl 64 no-df\npass all\n", vec![pkt()]);
-    assert_eq!((out[0][22], out[0][20] & 0x40), (63, 0), "raised to 64 in, then decremented; DF cleared");
+    assert_eq!(
+        (out[0][22], out[0][20] & 0x40),
+        (63, 0),
+        "raised to 64 in, then decremented; DF cleared"
+    );
     assert!(tcp_v4_checksums_hold(&out[0]));
     let (_, out, _) = run("scrub out on if1 all min-ttl 64\npass all\n", vec![pkt()]);
     assert_eq!(out[0][22], 64, "raised after the decrement");
@@ -90,9 +101,13 @@ fn inbound_and_outbound_scrub_and_the_first_match() {
     let (_, out, _) = run("scrub in all min-ttl 32\nscrub out all min-ttl 64\n", vec![pkt()]);
     assert_eq!(out[0][22], 64);
     assert!(tcp_v4_checksums_hold(&out[0]));
-    let (_, out, _) = run("no scrub in from 198.18.0.0/24\nscrub in all min-ttl 64\npass all\n", vec![pkt()]);
+    let (_, out, _) =
+        run("no scrub in from 198.18.0.0/24\nscrub in all min-ttl 64\npass all\n", vec![pkt()]);
     assert_eq!(out[0][22], 4, "exempted");
-    let (_, out, _) = run("scrub in proto tcp from 198.18.0.0/24 to any port 80 max-mss 1200\nscrub in all max-mss 1000\npass all\n", vec![pkt()]);
+    let (_, out, _) = run(
+        "scrub in proto tcp from 198.18.0.0/24 to any port 80 max-mss 1200\nscrub in all max-mss 1000\npass all\n",
+        vec![pkt()],
+    );
     assert_eq!(&out[0][56..58], &1200u16.to_be_bytes(), "the first match, not the last");
     assert!(tcp_v4_checksums_hold(&out[0]));
 }
@@ -103,7 +118,11 @@ fn inbound_and_outbound_scrub_and_the_first_match() {
 fn illegal_tcp_flags_are_dropped_and_counted() {
     let bad = vec![tcp(SYN | 0x01, &[], 0, 64), tcp(0, &[], 0, 64), tcp(SYN, &[], 0, 64)];
     let (c, out, _) = run("scrub in all\npass all no state\n", bad.clone());
-    assert_eq!((c.drops[DropReason::ScrubBadTcp as usize], c.forwarded, out.len()), (2, 1, 1), "{c:?}");
+    assert_eq!(
+        (c.drops[DropReason::ScrubBadTcp as usize], c.forwarded, out.len()),
+        (2, 1, 1),
+        "{c:?}"
+    );
     let (c, _, _) = run("pass all no state\n", bad);
     assert_eq!((c.drops[DropReason::ScrubBadTcp as usize], c.forwarded), (0, 3), "{c:?}");
 }
@@ -124,18 +143,23 @@ fn tcp6_checksum(f: &[u8]) -> u16 {
 #[test]
 fn ipv6_hop_limit_and_mss() {
     let mut buf = vec![0u8; 256];
-    let n = wire::build::udp_frame(&frames::flow(0, A6.into(), 40000, FAR6.into(), 80), 16, &mut buf).unwrap();
+    let n =
+        wire::build::udp_frame(&frames::flow(0, A6.into(), 40000, FAR6.into(), 80), 16, &mut buf)
+            .unwrap();
     buf.truncate(n);
     buf.resize(54 + 24, 0);
     buf[18..20].copy_from_slice(&24u16.to_be_bytes()); // payload length
     buf[20] = 6; // next header: TCP
     buf[21] = 3; // hop limit
-    let mut seg = vec![0x9c, 0x40, 0x00, 0x50, 0, 0, 0x03, 0xe8, 0, 0, 0, 0, 0x60, SYN, 0xff, 0xff, 0, 0, 0, 0];
+    let mut seg = vec![
+        0x9c, 0x40, 0x00, 0x50, 0, 0, 0x03, 0xe8, 0, 0, 0, 0, 0x60, SYN, 0xff, 0xff, 0, 0, 0, 0,
+    ];
     seg.extend_from_slice(&MSS_1460);
     buf[54..].copy_from_slice(&seg);
     let c = tcp6_checksum(&buf);
     buf[70..72].copy_from_slice(&c.to_be_bytes());
-    let (c, out, scrub) = run("scrub in inet6 proto tcp all min-ttl 64 max-mss 1220\npass all\n", vec![buf]);
+    let (c, out, scrub) =
+        run("scrub in inet6 proto tcp all min-ttl 64 max-mss 1220\npass all\n", vec![buf]);
     assert_eq!(c.forwarded, 1, "{c:?}");
     let f = &out[0];
     assert_eq!(f[21], 63, "raised to 64, then decremented");

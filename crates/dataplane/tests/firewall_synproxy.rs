@@ -71,13 +71,32 @@ fn seen(g: &[u8]) -> Seen {
 }
 
 /// A segment from A (`from_a`) or FAR, with `frames::tcp`'s payload or none, and an MSS option.
-fn segment(from_a: bool, flags: u8, seq: u32, ack: u32, payload: bool, mss: Option<u16>) -> Vec<u8> {
+fn segment(
+    from_a: bool,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: bool,
+    mss: Option<u16>,
+) -> Vec<u8> {
     segment_port(40000, from_a, flags, seq, ack, payload, mss)
 }
 
 /// [`segment`] of A's connection from port `sport`.
-fn segment_port(sport: u16, from_a: bool, flags: u8, seq: u32, ack: u32, payload: bool, mss: Option<u16>) -> Vec<u8> {
-    let mut f = if from_a { frames::tcp(0, A_HOST, sport, FAR, 80, flags, seq, ack) } else { frames::tcp(1, FAR, 80, A_HOST, sport, flags, seq, ack) };
+fn segment_port(
+    sport: u16,
+    from_a: bool,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    payload: bool,
+    mss: Option<u16>,
+) -> Vec<u8> {
+    let mut f = if from_a {
+        frames::tcp(0, A_HOST, sport, FAR, 80, flags, seq, ack)
+    } else {
+        frames::tcp(1, FAR, 80, A_HOST, sport, flags, seq, ack)
+    };
     if !payload {
         f.truncate(34 + 20);
     }
@@ -98,8 +117,17 @@ impl Router {
 
     fn with(fib: Arc<dataplane::fib::Fib>, rules: &str) -> Router {
         let ports = [PortInfo::new("if0", RX_MAC, 0), PortInfo::new("if1", TX_MAC, 1)];
-        let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
-        let mut w = Worker::new(fib, &ports, rx, vec![Capture::default(), Capture::default()], CountingTx::new(), FramePool::new(600), 256);
+        let rx =
+            vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()), ReplayRx::new(1, Vec::<Vec<u8>>::new())];
+        let mut w = Worker::new(
+            fib,
+            &ports,
+            rx,
+            vec![Capture::default(), Capture::default()],
+            CountingTx::new(),
+            FramePool::new(600),
+            256,
+        );
         let rules = CompiledRules::parse(rules, Path::new("test.conf"), &ifaces).unwrap();
         w.set_firewall(Firewall::new(RulesSlot::new(Arc::new(rules)), 7));
         Router { w }
@@ -133,18 +161,26 @@ impl Router {
         let [sa] = &to_a[..] else { panic!("one SYN-ACK: {to_a:?}") };
         assert_eq!(sa.macs, (HOST_MAC, RX_MAC.0), "back to the SYN's sender, from the port's MAC");
         assert_eq!((sa.src, sa.dst), ((FAR, 80), (A_HOST, 40000)), "as if from FAR");
-        assert_eq!((sa.flags, sa.ack, sa.win, sa.mss, sa.ttl, sa.payload), (SYN | ACK, C + 1, 0, Some(1400), 64, 0));
+        assert_eq!(
+            (sa.flags, sa.ack, sa.win, sa.mss, sa.ttl, sa.payload),
+            (SYN | ACK, C + 1, 0, Some(1400), 64, 0)
+        );
         sa.seq
     }
 
     /// A's ACK of the SYN-ACK: the router's SYN to FAR.
     fn ack(&mut self, r: u32) {
-        let (to_a, to_far) = self.send(true, segment(true, ACK, C + 1, r.wrapping_add(1), false, None));
+        let (to_a, to_far) =
+            self.send(true, segment(true, ACK, C + 1, r.wrapping_add(1), false, None));
         assert!(to_a.is_empty(), "{to_a:?}");
         let [syn] = &to_far[..] else { panic!("one SYN to FAR: {to_far:?}") };
         assert_eq!(syn.macs, (B_MAC.0, TX_MAC.0), "routed to FAR's gateway");
         assert_eq!((syn.src, syn.dst), ((A_HOST, 40000), (FAR, 80)), "A's ends");
-        assert_eq!((syn.flags, syn.seq, syn.ack, syn.mss, syn.ttl, syn.payload), (SYN, C, 0, Some(1400), 63, 0), "A's number and MSS");
+        assert_eq!(
+            (syn.flags, syn.seq, syn.ack, syn.mss, syn.ttl, syn.payload),
+            (SYN, C, 0, Some(1400), 63, 0),
+            "A's number and MSS"
+        );
     }
 }
 
@@ -160,18 +196,29 @@ fn handshake_then_data_both_ways_shifted() {
     let [ack_far] = &to_far[..] else { panic!("one ACK to FAR: {to_far:?}") };
     assert_eq!(ack_far.macs, (HOST_MAC, TX_MAC.0));
     assert_eq!((ack_far.src, ack_far.dst), ((A_HOST, 40000), (FAR, 80)));
-    assert_eq!((ack_far.flags, ack_far.seq, ack_far.ack, ack_far.win, ack_far.mss), (ACK, C + 1, S + 1, 65535, None), "A's window");
+    assert_eq!(
+        (ack_far.flags, ack_far.seq, ack_far.ack, ack_far.win, ack_far.mss),
+        (ACK, C + 1, S + 1, 65535, None),
+        "A's window"
+    );
     let [ack_a] = &to_a[..] else { panic!("one ACK to A: {to_a:?}") };
     assert_eq!(ack_a.macs, (A_MAC.0, RX_MAC.0), "routed to A");
     assert_eq!((ack_a.src, ack_a.dst), ((FAR, 80), (A_HOST, 40000)));
-    assert_eq!((ack_a.flags, ack_a.seq, ack_a.ack, ack_a.win, ack_a.mss), (ACK, isn.wrapping_add(1), C + 1, 65535, None), "the router's numbers, FAR's window");
+    assert_eq!(
+        (ack_a.flags, ack_a.seq, ack_a.ack, ack_a.win, ack_a.mss),
+        (ACK, isn.wrapping_add(1), C + 1, 65535, None),
+        "the router's numbers, FAR's window"
+    );
     // Data both ways: A's numbers reach FAR as they are, FAR's reach A shifted to the
     // router's, each end's acknowledgements in its own numbers.
     let p = frames::tcp(0, A_HOST, 40000, FAR, 80, ACK, 0, 0).len() as u32 - 54;
     let mut a_seq = C + 1;
     let mut f_seq = S + 1;
     for round in 0..4 {
-        let (to_a, to_far) = r.send(true, segment(true, ACK | PSH, a_seq, f_seq.wrapping_sub(S).wrapping_add(isn), true, None));
+        let (to_a, to_far) = r.send(
+            true,
+            segment(true, ACK | PSH, a_seq, f_seq.wrapping_sub(S).wrapping_add(isn), true, None),
+        );
         assert!(to_a.is_empty());
         let [d] = &to_far[..] else { panic!("round {round}: A's data forwarded: {to_far:?}") };
         assert_eq!((d.seq, d.ack, d.payload as u32), (a_seq, f_seq, p), "round {round}");
@@ -179,12 +226,24 @@ fn handshake_then_data_both_ways_shifted() {
         let (to_a, to_far) = r.send(false, segment(false, ACK | PSH, f_seq, a_seq, true, None));
         assert!(to_far.is_empty());
         let [d] = &to_a[..] else { panic!("round {round}: FAR's data forwarded: {to_a:?}") };
-        assert_eq!((d.seq, d.ack, d.payload as u32), (f_seq.wrapping_sub(S).wrapping_add(isn), a_seq, p), "round {round}");
+        assert_eq!(
+            (d.seq, d.ack, d.payload as u32),
+            (f_seq.wrapping_sub(S).wrapping_add(isn), a_seq, p),
+            "round {round}"
+        );
         f_seq += p;
     }
     let states = r.w.firewall().unwrap().stats().states();
     let get = |n: &str| states.iter().find(|(k, _)| *k == n).unwrap().1;
-    assert_eq!((get("synproxy_syn_acks"), get("synproxy_syns"), get("synproxy_established"), get("synproxy_dropped")), (2, 1, 1, 0));
+    assert_eq!(
+        (
+            get("synproxy_syn_acks"),
+            get("synproxy_syns"),
+            get("synproxy_established"),
+            get("synproxy_dropped")
+        ),
+        (2, 1, 1, 0)
+    );
     // The two SYNs were consumed (answered); A's ACK and FAR's SYN-ACK left as the router's
     // SYN and ACK.
     assert_eq!(r.synproxy_drops(), 2);
@@ -196,7 +255,10 @@ fn out_of_turn_packets_are_dropped_and_counted() {
     let mut r = Router::new();
     let isn = r.syn();
     // FAR's side before the router sent it anything: a SYN-ACK, data.
-    for f in [segment(false, SYN | ACK, S, C + 1, false, None), segment(false, ACK | PSH, S + 1, C + 1, true, None)] {
+    for f in [
+        segment(false, SYN | ACK, S, C + 1, false, None),
+        segment(false, ACK | PSH, S + 1, C + 1, true, None),
+    ] {
         let (to_a, to_far) = r.send(false, f);
         assert!(to_a.is_empty() && to_far.is_empty(), "{to_a:?} {to_far:?}");
     }
@@ -228,7 +290,10 @@ fn other_traffic_is_not_proxied() {
     fix_tcp_v4(&mut f);
     let (to_a, to_far) = r.send(true, f);
     assert!(to_a.is_empty() && to_far.is_empty());
-    assert_eq!((r.synproxy_drops(), r.w.counts().drops[DropReason::FilterBlocked as usize]), (0, 1));
+    assert_eq!(
+        (r.synproxy_drops(), r.w.counts().drops[DropReason::FilterBlocked as usize]),
+        (0, 1)
+    );
 }
 
 /// Several handshakes in one batch, mixed with packets the proxy drops and packets the rules
@@ -245,35 +310,80 @@ fn handshakes_in_one_batch() {
         f
     };
     let isn = |p: u16| C + u32::from(p) * 1000;
-    let syns = vec![blocked(), segment_port(40001, true, SYN, isn(40001), 0, false, Some(1401)), blocked(), segment_port(40002, true, SYN, isn(40002), 0, false, Some(1402))];
+    let syns = vec![
+        blocked(),
+        segment_port(40001, true, SYN, isn(40001), 0, false, Some(1401)),
+        blocked(),
+        segment_port(40002, true, SYN, isn(40002), 0, false, Some(1402)),
+    ];
     let (to_a, to_far) = r.send_all(true, syns);
     assert!(to_far.is_empty(), "{to_far:?}");
     assert_eq!(to_a.len(), 2, "{to_a:?}");
     let mut routers = std::collections::HashMap::new();
     for sa in &to_a {
         let p = sa.dst.1;
-        assert_eq!((sa.flags, sa.ack, sa.mss), (SYN | ACK, isn(p) + 1, Some(p - 40001 + 1401)), "{sa:?}");
+        assert_eq!(
+            (sa.flags, sa.ack, sa.mss),
+            (SYN | ACK, isn(p) + 1, Some(p - 40001 + 1401)),
+            "{sa:?}"
+        );
         routers.insert(p, sa.seq);
     }
     // One batch: 40002's wrong ACK (dropped, nothing sent), a blocked packet, 40001's and
     // 40002's right ACKs.
     let acks = vec![
-        segment_port(40002, true, ACK, isn(40002) + 1, routers[&40002].wrapping_add(7), false, None),
+        segment_port(
+            40002,
+            true,
+            ACK,
+            isn(40002) + 1,
+            routers[&40002].wrapping_add(7),
+            false,
+            None,
+        ),
         blocked(),
-        segment_port(40001, true, ACK, isn(40001) + 1, routers[&40001].wrapping_add(1), false, None),
-        segment_port(40002, true, ACK, isn(40002) + 1, routers[&40002].wrapping_add(1), false, None),
+        segment_port(
+            40001,
+            true,
+            ACK,
+            isn(40001) + 1,
+            routers[&40001].wrapping_add(1),
+            false,
+            None,
+        ),
+        segment_port(
+            40002,
+            true,
+            ACK,
+            isn(40002) + 1,
+            routers[&40002].wrapping_add(1),
+            false,
+            None,
+        ),
     ];
     let (to_a, to_far) = r.send_all(true, acks);
     assert!(to_a.is_empty(), "{to_a:?}");
     let got: Vec<_> = to_far.iter().map(|s| (s.src.1, s.flags, s.seq, s.mss)).collect();
-    assert_eq!(got, vec![(40001, SYN, isn(40001), Some(1401)), (40002, SYN, isn(40002), Some(1402))]);
+    assert_eq!(
+        got,
+        vec![(40001, SYN, isn(40001), Some(1401)), (40002, SYN, isn(40002), Some(1402))]
+    );
     // Both servers' SYN-ACKs in one batch.
-    let sas = vec![segment_port(40001, false, SYN | ACK, S, isn(40001) + 1, false, None), segment_port(40002, false, SYN | ACK, S + 5, isn(40002) + 1, false, None)];
+    let sas = vec![
+        segment_port(40001, false, SYN | ACK, S, isn(40001) + 1, false, None),
+        segment_port(40002, false, SYN | ACK, S + 5, isn(40002) + 1, false, None),
+    ];
     let (to_a, to_far) = r.send_all(false, sas);
     let got: Vec<_> = to_far.iter().map(|s| (s.src.1, s.flags, s.seq, s.ack)).collect();
     assert_eq!(got, vec![(40001, ACK, isn(40001) + 1, S + 1), (40002, ACK, isn(40002) + 1, S + 6)]);
     let got: Vec<_> = to_a.iter().map(|s| (s.dst.1, s.flags, s.seq, s.ack)).collect();
-    assert_eq!(got, vec![(40001, ACK, routers[&40001].wrapping_add(1), isn(40001) + 1), (40002, ACK, routers[&40002].wrapping_add(1), isn(40002) + 1)]);
+    assert_eq!(
+        got,
+        vec![
+            (40001, ACK, routers[&40001].wrapping_add(1), isn(40001) + 1),
+            (40002, ACK, routers[&40002].wrapping_add(1), isn(40002) + 1)
+        ]
+    );
     assert_eq!(r.w.counts().drops[DropReason::FilterBlocked as usize], 3);
 }
 

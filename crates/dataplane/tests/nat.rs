@@ -10,11 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
-use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
 use dataplane::punt::{Punt, PuntBatch, PuntPort};
+use dataplane::{Counts, DropReason, Fib, FibControl, PortInfo, Worker};
+use io::FramePool;
 use io::mem::ReplayRx;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
-use io::FramePool;
 use wire::{IpProtocol, Ipv4Packet, MacAddr};
 
 mod frames;
@@ -45,7 +45,13 @@ fn fib() -> Arc<Fib> {
     ctl.add_route(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8, IpAddr::V4(EXT_GW), 1).unwrap();
     ctl.add_local(IpAddr::V4(EXT_ADDR)).unwrap();
     ctl.set_neighbour(IpAddr::V6(EXT_GW6), 1, GW_MAC).unwrap();
-    ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0)), 48, IpAddr::V6(EXT_GW6), 1).unwrap();
+    ctl.add_route(
+        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0)),
+        48,
+        IpAddr::V6(EXT_GW6),
+        1,
+    )
+    .unwrap();
     ctl.fib()
 }
 
@@ -58,7 +64,6 @@ fn ports() -> [PortInfo; 2] {
 fn ifaces(name: &str) -> Option<u16> {
     ["lan", "ext"].iter().position(|n| *n == name).map(|i| i as u16)
 }
-
 
 /// Keeps what is punted to the slow path, with why.
 #[derive(Default)]
@@ -76,8 +81,19 @@ impl PuntPort for Punts {
 type NatWorker = Worker<ReplayRx, Capture, Punts>;
 
 fn worker(rules: &str, steering: Option<(u16, u16)>) -> NatWorker {
-    let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()).once(), ReplayRx::new(1, Vec::<Vec<u8>>::new()).once()];
-    let mut w = Worker::new(fib(), &ports(), rx, vec![Capture::default(), Capture::default()], Punts::default(), FramePool::new(600), 256);
+    let rx = vec![
+        ReplayRx::new(0, Vec::<Vec<u8>>::new()).once(),
+        ReplayRx::new(1, Vec::<Vec<u8>>::new()).once(),
+    ];
+    let mut w = Worker::new(
+        fib(),
+        &ports(),
+        rx,
+        vec![Capture::default(), Capture::default()],
+        Punts::default(),
+        FramePool::new(600),
+        256,
+    );
     if let Some((i, n)) = steering {
         w.set_nat_steering(i, n);
     }
@@ -138,7 +154,11 @@ const NAT: &str = "nat on ext from 198.18.0.0/24 to any -> (ext)\n";
 #[test]
 fn nat_to_the_interface_address_and_back() {
     let mut w = worker(NAT, None);
-    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), tcp(0, LAN_HOST, 2000, FAR, 80, 0x02)]);
+    let [_, out] = send(
+        &mut w,
+        0,
+        vec![udp(0, LAN_HOST, 1000, FAR, 53), tcp(0, LAN_HOST, 2000, FAR, 80, 0x02)],
+    );
     assert_eq!(out.len(), 2);
     let (s, sp, d, dp) = tuple(&out[0]);
     assert_eq!((s, d, dp), (EXT_ADDR, FAR, 53));
@@ -146,7 +166,8 @@ fn nat_to_the_interface_address_and_back() {
     let (s2, tp, _, _) = tuple(&out[1]);
     assert_eq!(s2, EXT_ADDR);
     // The replies come back to the inside host.
-    let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp), tcp(1, FAR, 80, EXT_ADDR, tp, 0x12)]);
+    let [back, _] =
+        send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, sp), tcp(1, FAR, 80, EXT_ADDR, tp, 0x12)]);
     assert_eq!(back.len(), 2);
     assert_eq!(tuple(&back[0]), (FAR, 53, LAN_HOST, 1000));
     assert_eq!(tuple(&back[1]), (FAR, 80, LAN_HOST, 2000));
@@ -159,7 +180,10 @@ fn nat_to_the_interface_address_and_back() {
 /// OpenBSD's `match out ... nat-to` through a worker: translated out, and back, as `nat`.
 #[test]
 fn match_nat_to_translates_as_nat() {
-    let mut w = worker("match out on ext inet from 198.18.0.0/24 to any nat-to (ext)\nblock all\npass out quick inet\npass in on lan inet\n", None);
+    let mut w = worker(
+        "match out on ext inet from 198.18.0.0/24 to any nat-to (ext)\nblock all\npass out quick inet\npass in on lan inet\n",
+        None,
+    );
     let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
     assert_eq!(out.len(), 1);
     let (s, sp, d, dp) = tuple(&out[0]);
@@ -217,8 +241,12 @@ fn rdr_to_an_inside_server_and_the_filter_sees_the_translated_destination() {
 
 #[test]
 fn rdr_maps_a_port_range_onto_a_range() {
-    let mut w = worker("rdr on ext proto udp to 192.0.2.1 port 7000:7009 -> 198.18.0.2 port 9000:*\n", None);
-    let [inside, _] = send(&mut w, 1, vec![udp(1, FAR, 1, EXT_ADDR, 7000), udp(1, FAR, 1, EXT_ADDR, 7007)]);
+    let mut w = worker(
+        "rdr on ext proto udp to 192.0.2.1 port 7000:7009 -> 198.18.0.2 port 9000:*\n",
+        None,
+    );
+    let [inside, _] =
+        send(&mut w, 1, vec![udp(1, FAR, 1, EXT_ADDR, 7000), udp(1, FAR, 1, EXT_ADDR, 7007)]);
     assert_eq!(inside.iter().map(|f| tuple(f).3).collect::<Vec<_>>(), vec![9000, 9007]);
 }
 
@@ -226,10 +254,25 @@ fn rdr_maps_a_port_range_onto_a_range() {
 fn the_out_filter_sees_the_translated_source() {
     // pf translates before it filters: the out rules name the NAT address (and its ports),
     // not the inside hosts.
-    let rules = format!("{NAT}block all\npass in on lan\npass out on ext proto udp from 192.0.2.1 port 50001:65535 to any port 53\n");
+    let rules = format!(
+        "{NAT}block all\npass in on lan\npass out on ext proto udp from 192.0.2.1 port 50001:65535 to any port 53\n"
+    );
     let mut w = worker(&rules, None);
-    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), udp(0, BINAT_HOST, 1000, FAR, 53), udp(0, LAN_HOST, 1001, FAR, 54)]);
-    assert_eq!(out.len(), 2, "both hosts pass out as 192.0.2.1, port 54 does not: {:?}", w.counts());
+    let [_, out] = send(
+        &mut w,
+        0,
+        vec![
+            udp(0, LAN_HOST, 1000, FAR, 53),
+            udp(0, BINAT_HOST, 1000, FAR, 53),
+            udp(0, LAN_HOST, 1001, FAR, 54),
+        ],
+    );
+    assert_eq!(
+        out.len(),
+        2,
+        "both hosts pass out as 192.0.2.1, port 54 does not: {:?}",
+        w.counts()
+    );
     assert!(out.iter().all(|f| tuple(f).0 == EXT_ADDR));
     assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
     // The blocked flow left no translation; the two that passed hold one each.
@@ -238,7 +281,12 @@ fn the_out_filter_sees_the_translated_source() {
     // Their replies match the states (kept on the inside form) and come back.
     let replies = out.iter().map(|f| udp(1, FAR, 53, EXT_ADDR, tuple(f).1)).collect();
     let [back, _] = send(&mut w, 1, replies);
-    assert_eq!(back.iter().map(|f| tuple(f).2).collect::<Vec<_>>(), vec![LAN_HOST, BINAT_HOST], "{:?}", w.counts());
+    assert_eq!(
+        back.iter().map(|f| tuple(f).2).collect::<Vec<_>>(),
+        vec![LAN_HOST, BINAT_HOST],
+        "{:?}",
+        w.counts()
+    );
 }
 
 #[test]
@@ -247,7 +295,11 @@ fn a_block_out_on_the_inside_source_no_longer_matches_translated_packets() {
     // network does not see it.
     let rules = format!("{NAT}block out quick on ext from 198.18.0.0/24\npass all\n");
     let mut w = worker(&rules, None);
-    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), tcp(0, BINAT_HOST, 2000, FAR, 80, 0x02)]);
+    let [_, out] = send(
+        &mut w,
+        0,
+        vec![udp(0, LAN_HOST, 1000, FAR, 53), tcp(0, BINAT_HOST, 2000, FAR, 80, 0x02)],
+    );
     assert_eq!(out.len(), 2, "{:?}", w.counts());
     assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 0);
 }
@@ -266,14 +318,17 @@ fn a_blocked_new_flow_leaves_no_translation_behind() {
     let nat = w.nat_counts().unwrap();
     assert_eq!((nat.sessions, nat.created, nat.translated), (0, 0, 0), "nothing translated");
     // Both ports are still free for flows that pass.
-    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), udp(0, LAN_HOST, 1001, FAR, 53)]);
+    let [_, out] =
+        send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53), udp(0, LAN_HOST, 1001, FAR, 53)]);
     assert_eq!(out.len(), 2, "{:?}", w.counts());
     assert_eq!(drops(&w.counts(), DropReason::NatExhausted), 0);
 }
 
 #[test]
 fn a_block_return_on_the_translated_source_answers_the_inside_host() {
-    let rules = format!("{NAT}block return out on ext proto tcp from 192.0.2.1 to any port 25\npass in all\n");
+    let rules = format!(
+        "{NAT}block return out on ext proto tcp from 192.0.2.1 to any port 25\npass in all\n"
+    );
     let mut w = worker(&rules, None);
     w.set_icmp_rate(1000);
     let [back, out] = send(&mut w, 0, vec![tcp(0, LAN_HOST, 4000, FAR, 25, 0x02)]);
@@ -308,7 +363,8 @@ fn rdr_pass_skips_the_in_rules_and_its_replies_come_back() {
     assert_eq!(inside.len(), 1, "the client's ACK, by the state: {:?}", w.counts());
     assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 0);
     // Without `pass`, `block all` drops it on the way in.
-    let mut w = worker(&format!("{}block all\npass out on lan\n", rdr.replace("rdr pass", "rdr")), None);
+    let mut w =
+        worker(&format!("{}block all\npass out on lan\n", rdr.replace("rdr pass", "rdr")), None);
     let [a, b] = send(&mut w, 1, vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x02)]);
     assert!(a.is_empty() && b.is_empty());
     assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1);
@@ -317,7 +373,9 @@ fn rdr_pass_skips_the_in_rules_and_its_replies_come_back() {
 /// A worker as [`worker`] makes, and the slot its rule sets are published in.
 fn worker_with_slot(rules: &str) -> (NatWorker, Arc<RulesSlot>) {
     let mut w = worker("pass all\n", None);
-    let slot = RulesSlot::new(Arc::new(CompiledRules::parse(rules, Path::new("nat.conf"), &ifaces).unwrap()));
+    let slot = RulesSlot::new(Arc::new(
+        CompiledRules::parse(rules, Path::new("nat.conf"), &ifaces).unwrap(),
+    ));
     w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
     (w, slot)
 }
@@ -334,8 +392,10 @@ fn a_reload_that_moves_rules_keeps_each_translations_pass() {
     assert_eq!(inside.len(), 2, "{:?}", w.counts());
     assert_eq!(w.nat_counts().unwrap().sessions, 2);
     // The rules swap places, and the in rules now block both servers.
-    let moved = format!("{rdr81}{rdr80}pass all no state\nblock in on ext proto tcp to 198.18.0.2\n");
-    slot.publish(Arc::new(CompiledRules::parse(&moved, Path::new("nat.conf"), &ifaces).unwrap())).unwrap();
+    let moved =
+        format!("{rdr81}{rdr80}pass all no state\nblock in on ext proto tcp to 198.18.0.2\n");
+    slot.publish(Arc::new(CompiledRules::parse(&moved, Path::new("nat.conf"), &ifaces).unwrap()))
+        .unwrap();
     let acks = vec![tcp(1, FAR, 5555, EXT_ADDR, 80, 0x10), tcp(1, FAR, 5556, EXT_ADDR, 81, 0x10)];
     let [inside, _] = send(&mut w, 1, acks);
     // The flow `rdr` made (no `pass`) meets the in rules: blocked. The one `rdr pass` made
@@ -372,9 +432,14 @@ fn ipv6_leaves_a_translating_interface_as_it_came() {
     // Translation is IPv4's: an IPv6 packet routed out of `ext` keeps its addresses, ports and
     // payload, whether the out rules judge it (its flow's first packet) or a state settles it.
     let mut w = worker("nat on ext from any to any -> (ext)\npass all keep state\n", None);
-    let (src, dst) = (Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2), Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1));
+    let (src, dst) = (
+        Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2),
+        Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1),
+    );
     let mut frame = vec![0u8; 128];
-    let n = wire::build::udp_frame(&frames::flow(0, src.into(), 1000, dst.into(), 53), 80, &mut frame).unwrap();
+    let n =
+        wire::build::udp_frame(&frames::flow(0, src.into(), 1000, dst.into(), 53), 80, &mut frame)
+            .unwrap();
     frame.truncate(n);
     for _ in 0..3 {
         let [_, out] = send(&mut w, 0, vec![frame.clone()]);
@@ -400,11 +465,20 @@ fn nat_pass_skips_the_out_rules_and_keeps_a_state_for_the_replies() {
     assert_eq!(tuple(&back[0]), (FAR, 53, LAN_HOST, 1000));
     // No filter rule acts on the out pass here but `nat pass`: the data plane must still run
     // that pass, for the state that lets the reply in past `block in on ext`.
-    let mut w = worker("nat pass on ext from 198.18.0.0/24 to any -> (ext)\nblock in on ext\n", None);
+    let mut w =
+        worker("nat pass on ext from 198.18.0.0/24 to any -> (ext)\nblock in on ext\n", None);
     let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
-    let [back, _] = send(&mut w, 1, vec![udp(1, FAR, 53, EXT_ADDR, tuple(&out[0]).1), udp(1, FAR, 53, EXT_ADDR, 40000)]);
+    let [back, _] = send(
+        &mut w,
+        1,
+        vec![udp(1, FAR, 53, EXT_ADDR, tuple(&out[0]).1), udp(1, FAR, 53, EXT_ADDR, 40000)],
+    );
     assert_eq!(back.len(), 1, "{:?}", w.counts());
-    assert_eq!(drops(&w.counts(), DropReason::FilterBlocked), 1, "the other, to a port no translation holds, is blocked");
+    assert_eq!(
+        drops(&w.counts(), DropReason::FilterBlocked),
+        1,
+        "the other, to a port no translation holds, is blocked"
+    );
     // Without `pass`, `block all` drops it on the way out, and no translation is made.
     let mut w = worker(&rules.replace("nat pass", "nat"), None);
     let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 53)]);
@@ -414,7 +488,8 @@ fn nat_pass_skips_the_out_rules_and_keeps_a_state_for_the_replies() {
 
 #[test]
 fn binat_pass_lets_the_outside_reach_the_inside_host() {
-    let rules = "binat pass on ext from 198.18.0.7 to any -> 192.0.2.7\nblock all\npass out on lan\n";
+    let rules =
+        "binat pass on ext from 198.18.0.7 to any -> 192.0.2.7\nblock all\npass out on lan\n";
     let mut w = worker(rules, None);
     let [inside, _] = send(&mut w, 1, vec![tcp(1, FAR, 6000, BINAT_PUB, 22, 0x02)]);
     assert_eq!(inside.len(), 1, "{:?}", w.counts());
@@ -438,7 +513,13 @@ fn no_nat_exempts_and_exhaustion_is_counted() {
     let rules = "no nat on ext from 198.18.0.9\nnat on ext from 198.18.0.0/24 -> 192.0.2.1 port 50001:50002\n";
     let mut w = worker(rules, None);
     let exempt = Ipv4Addr::new(198, 18, 0, 9);
-    let frames = vec![udp(0, exempt, 1, FAR, 53), udp(0, LAN_HOST, 1, FAR, 53), udp(0, LAN_HOST, 2, FAR, 53), udp(0, LAN_HOST, 3, FAR, 53), udp(0, LAN_HOST, 4, FAR, 54)];
+    let frames = vec![
+        udp(0, exempt, 1, FAR, 53),
+        udp(0, LAN_HOST, 1, FAR, 53),
+        udp(0, LAN_HOST, 2, FAR, 53),
+        udp(0, LAN_HOST, 3, FAR, 53),
+        udp(0, LAN_HOST, 4, FAR, 54),
+    ];
     let [_, out] = send(&mut w, 0, frames);
     let t: Vec<_> = out.iter().map(|f| tuple(f)).collect();
     assert_eq!(t[0].0, exempt, "no nat");
@@ -475,16 +556,37 @@ fn a_table_large_enough_to_prefetch_translates_as_a_small_one() {
     // 12,000 translations of other flows: some 1.2 MiB of index and slots.
     let table = w.nat_table_mut().unwrap();
     for i in 0..12_000u32 {
-        let out_key = NatKey { src: 0xac10_0000 + (i >> 16), dst: 0x6440_0000, sport: i as u16, dport: 9, proto: 17 };
+        let out_key = NatKey {
+            src: 0xac10_0000 + (i >> 16),
+            dst: 0x6440_0000,
+            sport: i as u16,
+            dport: 9,
+            proto: 17,
+        };
         let port = 1024 + (i % 60_000) as u16;
-        let in_key = NatKey { src: 0x6440_0000, dst: u32::from(EXT_ADDR), sport: 9, dport: port, proto: 17 };
-        let s = Session { iface: 1, kind: fw::nat::NatKind::Nat, pass: false, out_key, out_to: (u32::from(EXT_ADDR), port), in_key, in_to: (out_key.src, out_key.sport), last: 0, phase: Default::default() };
+        let in_key =
+            NatKey { src: 0x6440_0000, dst: u32::from(EXT_ADDR), sport: 9, dport: port, proto: 17 };
+        let s = Session {
+            iface: 1,
+            kind: fw::nat::NatKind::Nat,
+            pass: false,
+            out_key,
+            out_to: (u32::from(EXT_ADDR), port),
+            in_key,
+            in_to: (out_key.src, out_key.sport),
+            last: 0,
+            phase: Default::default(),
+        };
         table.insert(s).unwrap();
     }
     assert!(table.working_set_bytes() > 1 << 20, "{} bytes", table.working_set_bytes());
     // Each flow's first packet, then its second, in one batch.
     let flows: Vec<u16> = (1000..1060).collect();
-    let batch: Vec<Vec<u8>> = flows.iter().flat_map(|&p| [udp(0, LAN_HOST, p, FAR, 53), tcp(0, LAN_HOST, p, FAR, 80, 0x02)]).chain(flows.iter().map(|&p| udp(0, LAN_HOST, p, FAR, 53))).collect();
+    let batch: Vec<Vec<u8>> = flows
+        .iter()
+        .flat_map(|&p| [udp(0, LAN_HOST, p, FAR, 53), tcp(0, LAN_HOST, p, FAR, 80, 0x02)])
+        .chain(flows.iter().map(|&p| udp(0, LAN_HOST, p, FAR, 53)))
+        .collect();
     let [_, out] = send(&mut w, 0, batch);
     assert_eq!(out.len(), 3 * flows.len());
     let n = flows.len();
@@ -493,7 +595,10 @@ fn a_table_large_enough_to_prefetch_translates_as_a_small_one() {
     let udp_ports: std::collections::HashSet<u16> = (0..n).map(|k| port(2 * k)).collect();
     let tcp_ports: std::collections::HashSet<u16> = (0..n).map(|k| port(2 * k + 1)).collect();
     assert_eq!((udp_ports.len(), tcp_ports.len()), (n, n), "a port per flow");
-    assert!((0..n).all(|k| port(2 * n + k) == port(2 * k)), "a flow's second packet takes its first's translation");
+    assert!(
+        (0..n).all(|k| port(2 * n + k) == port(2 * k)),
+        "a flow's second packet takes its first's translation"
+    );
     // Again, a batch later (the probes' slots now name every flow's session), and the replies.
     let [_, again] = send(&mut w, 0, flows.iter().map(|&p| udp(0, LAN_HOST, p, FAR, 53)).collect());
     let ports: Vec<u16> = again.iter().map(|f| tuple(f).1).collect();
@@ -501,7 +606,8 @@ fn a_table_large_enough_to_prefetch_translates_as_a_small_one() {
     assert_eq!(ports, first, "the same translation for each flow");
     let [back, _] = send(&mut w, 1, ports.iter().map(|&p| udp(1, FAR, 53, EXT_ADDR, p)).collect());
     let got: Vec<(Ipv4Addr, u16, Ipv4Addr, u16)> = back.iter().map(|f| tuple(f)).collect();
-    let want: Vec<(Ipv4Addr, u16, Ipv4Addr, u16)> = flows.iter().map(|&p| (FAR, 53, LAN_HOST, p)).collect();
+    let want: Vec<(Ipv4Addr, u16, Ipv4Addr, u16)> =
+        flows.iter().map(|&p| (FAR, 53, LAN_HOST, p)).collect();
     assert_eq!(got, want);
     assert_eq!(w.nat_counts().unwrap().created, 12_000 + 2 * flows.len() as u64);
 }

@@ -16,7 +16,9 @@ use dataplane::slowpath::{SlowIo, SlowPath};
 use io::{Batch, FramePool};
 use wire::build::{UdpFlow, arp_frame, udp_frame};
 use wire::ndisc::{na_flags, unsolicited_advert};
-use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr, parse_l2};
+use wire::{
+    ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr, parse_l2,
+};
 
 const R_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const R_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -75,7 +77,12 @@ fn lab(v6: bool) -> Lab {
     let mut b = PortInfo::new("b", R_B, 1);
     b.addresses = vec![(ip("10.16.0.1"), 12), (ip("2001:db8:b::1"), 64)];
     let mut ctl = FibControl::new(2 * LIMIT + 16);
-    for (net, len, port) in [("198.18.0.0", 24, 0), ("2001:db8:a::", 64, 0), ("10.16.0.0", 12, 1), ("2001:db8:b::", 64, 1)] {
+    for (net, len, port) in [
+        ("198.18.0.0", 24, 0),
+        ("2001:db8:a::", 64, 0),
+        ("10.16.0.0", 12, 1),
+        ("2001:db8:b::", 64, 1),
+    ] {
         ctl.add_connected(ip(net), len, port).unwrap();
     }
     for me in ["198.18.0.1", "2001:db8:a::1", "10.16.0.1", "2001:db8:b::1"] {
@@ -84,7 +91,11 @@ fn lab(v6: bool) -> Lab {
     let ports = vec![a, b];
     let fwd = Forwarder::new(ctl.fib(), &ports);
     let sp = SlowPath::with_max_neighbours(ctl, ports, false, 100, LIMIT);
-    let (me_b, real) = if v6 { (ip("2001:db8:b::1"), ip("2001:db8:b::2")) } else { (ip("10.16.0.1"), ip("10.16.0.2")) };
+    let (me_b, real) = if v6 {
+        (ip("2001:db8:b::1"), ip("2001:db8:b::2"))
+    } else {
+        (ip("10.16.0.1"), ip("10.16.0.2"))
+    };
     Lab { sp, io: ScanIo::default(), fwd, pool: FramePool::new(64), me_b, real, probes_answered: 0 }
 }
 
@@ -95,7 +106,8 @@ fn ip(s: &str) -> IpAddr {
 /// A UDP packet from a host behind port a to `dst`, as the router received it.
 fn packet_to(dst: IpAddr) -> Vec<u8> {
     let src = if dst.is_ipv4() { ip("198.18.0.2") } else { ip("2001:db8:a::2") };
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src, dst, src_port: 1000, dst_port: 53, ttl: 64 };
+    let flow =
+        UdpFlow { src_mac: HOST_A, dst_mac: R_A, src, dst, src_port: 1000, dst_port: 53, ttl: 64 };
     let mut buf = [0u8; 256];
     let n = udp_frame(&flow, 60, &mut buf).unwrap();
     buf[..n].to_vec()
@@ -149,7 +161,11 @@ impl Lab {
                 continue;
             };
             let frame = answer(who, self.me_b, mac);
-            self.sp.handle(&mut self.io, PuntedFrame { punt: Punt::Local, phys: 1, in_port: 1, frame }, now);
+            self.sp.handle(
+                &mut self.io,
+                PuntedFrame { punt: Punt::Local, phys: 1, in_port: 1, frame },
+                now,
+            );
         }
     }
 
@@ -181,12 +197,23 @@ impl Lab {
     fn check_bounds(&self) {
         let neighbours = self.sp.neighbours();
         assert!(neighbours.len() <= LIMIT, "{} neighbours", neighbours.len());
-        assert!(self.sp.fib().next_hops() <= LIMIT + FIXED_IDS, "{} next-hop ids", self.sp.fib().next_hops());
-        let host_routes: Vec<IpAddr> = self.sp.fib().routes().filter(|r| matches!(r.2, RouteKind::Neighbour { .. })).map(|r| r.0).collect();
+        assert!(
+            self.sp.fib().next_hops() <= LIMIT + FIXED_IDS,
+            "{} next-hop ids",
+            self.sp.fib().next_hops()
+        );
+        let host_routes: Vec<IpAddr> = self
+            .sp
+            .fib()
+            .routes()
+            .filter(|r| matches!(r.2, RouteKind::Neighbour { .. }))
+            .map(|r| r.0)
+            .collect();
         assert!(host_routes.len() <= LIMIT);
         assert_eq!(host_routes.len(), self.sp.fib().neighbour_count());
         for a in host_routes.iter().step_by(97) {
-            let n = neighbours.iter().find(|n| n.0 == *a).expect("a host route without a neighbour");
+            let n =
+                neighbours.iter().find(|n| n.0 == *a).expect("a host route without a neighbour");
             assert!(n.2.is_some() && !matches!(n.1, State::Incomplete | State::Failed), "{n:?}");
         }
     }
@@ -228,10 +255,19 @@ fn scan(v6: bool, first: IpAddr, count: u64, gap_ns: u64) {
     }
     lab.check_bounds();
     assert_eq!(lab.fast_path_to_real(), Some((1, REAL)));
-    let real = lab.sp.neighbours().into_iter().find(|n| n.0 == lab.real).expect("the real neighbour is still known");
+    let real = lab
+        .sp
+        .neighbours()
+        .into_iter()
+        .find(|n| n.0 == lab.real)
+        .expect("the real neighbour is still known");
     assert_eq!((real.2, real.3), (Some(REAL), Some(1)));
     let s = lab.sp.stats;
-    assert!(now >= 60_000_000_000 && lab.probes_answered >= 2, "refreshed during the scan: {} probes", lab.probes_answered);
+    assert!(
+        now >= 60_000_000_000 && lab.probes_answered >= 2,
+        "refreshed during the scan: {} probes",
+        lab.probes_answered
+    );
     assert!(s.neighbour_evictions > count / 2, "{s:?}");
     assert!(s.resolved > count / 128, "the answering hosts were resolved: {s:?}");
     assert_eq!(s.fib_full, 0, "{s:?}");

@@ -22,10 +22,8 @@ fn fib() -> Arc<Fib> {
     FIB.get_or_init(|| {
         let mut ctl = FibControl::new(64);
         let gw = IpAddr::V4(Ipv4Addr::new(198, 19, 0, 2));
-        ctl.set_neighbour(gw, 1, wire::MacAddr([2, 0, 0, 0, 0, 0xb2]))
-            .unwrap();
-        ctl.add_route(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, gw, 1)
-            .unwrap();
+        ctl.set_neighbour(gw, 1, wire::MacAddr([2, 0, 0, 0, 0, 0xb2])).unwrap();
+        ctl.add_route(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, gw, 1).unwrap();
         ctl.add_route(
             IpAddr::V6("::".parse().unwrap()),
             0,
@@ -60,14 +58,8 @@ fn worker_vlan(frames: Vec<Vec<u8>>) -> Worker<ReplayRx, CountingTx, CountingTx>
     let ports = [
         PortInfo::new("a", RX_MAC, 0),
         b,
-        PortInfo {
-            vlan: Some(5),
-            ..PortInfo::new("a.5", RX_MAC, 0)
-        },
-        PortInfo {
-            vlan: Some(7),
-            ..PortInfo::new("b.7", TX_MAC, 1)
-        },
+        PortInfo { vlan: Some(5), ..PortInfo::new("a.5", RX_MAC, 0) },
+        PortInfo { vlan: Some(7), ..PortInfo::new("b.7", TX_MAC, 1) },
     ];
     let rx = ReplayRx::new(0, frames).once();
     let mut w = Worker::new(
@@ -92,12 +84,8 @@ fn frame() -> impl Strategy<Value = Vec<u8>> {
         Just([0x81, 0x00]),
         any::<[u8; 2]>()
     ];
-    (
-        ethertype,
-        proptest::collection::vec(any::<u8>(), 0..700),
-        any::<bool>(),
-    )
-        .prop_map(|(et, rest, v)| {
+    (ethertype, proptest::collection::vec(any::<u8>(), 0..700), any::<bool>()).prop_map(
+        |(et, rest, v)| {
             let mut f = RX_MAC.0.to_vec();
             f.extend_from_slice(&[2, 0, 0, 0, 0, 0xa1]);
             f.extend_from_slice(&et);
@@ -110,7 +98,8 @@ fn frame() -> impl Strategy<Value = Vec<u8>> {
             }
             f.extend_from_slice(&rest);
             f
-        })
+        },
+    )
 }
 
 /// Runs `w` over its `n` frames, then checks that each packet was counted exactly once and
@@ -319,7 +308,10 @@ fn unaddressed_hosts_reach_the_host_stack_only() {
         w.poll();
     }
     let c = w.counts();
-    assert_eq!((c.local, c.drops[dataplane::DropReason::MartianSource as usize], c.forwarded), (2, 3, 0));
+    assert_eq!(
+        (c.local, c.drops[dataplane::DropReason::MartianSource as usize], c.forwarded),
+        (2, 3, 0)
+    );
 }
 
 /// TTL-expired packets are all dropped and counted, but only as many ICMP errors as the rate

@@ -10,14 +10,18 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use dataplane::Worker;
 use dataplane::fib::FibControl;
 use dataplane::ports::PortInfo;
-use dataplane::punt::{PuntClass, PuntClock, PuntDrop, PuntPolicy, PuntReceiver, PuntSender, punt_channel};
+use dataplane::punt::{
+    PuntClass, PuntClock, PuntDrop, PuntPolicy, PuntReceiver, PuntSender, punt_channel,
+};
 use dataplane::slowpath::{SlowIo, SlowPath};
-use dataplane::Worker;
 use io::{Batch, FramePool, PortStats, RxPort, TxPort};
 use wire::build::{UdpFlow, arp_frame, icmpv4_echo_frame, udp_frame};
-use wire::{ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr, parse_l2};
+use wire::{
+    ArpOperation, ArpPacket, EtherType, Icmpv6Packet, Icmpv6Type, Ipv6Packet, MacAddr, parse_l2,
+};
 
 const R_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const R_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -108,7 +112,9 @@ impl SlowIo for Wire {
                     self.nd_adverts += 1;
                 }
             }
-            EtherType::Ipv4 if l3.get(9) == Some(&1) && l3.get(20) == Some(&0) => self.echo_replies += 1,
+            EtherType::Ipv4 if l3.get(9) == Some(&1) && l3.get(20) == Some(&0) => {
+                self.echo_replies += 1
+            }
             _ => {}
         }
     }
@@ -148,14 +154,31 @@ fn lab() -> Lab {
     let (mut tx, rx) = punt_channel(&PuntPolicy::default(), 1, Arc::clone(&fib));
     let clock = Arc::new(AtomicU64::new(0));
     tx.set_clock(PuntClock::Manual(Arc::clone(&clock)));
-    let rxs = vec![QueueRx { port: 0, ..QueueRx::default() }, QueueRx { port: 1, ..QueueRx::default() }];
-    let worker = Worker::new(fib, &ports, rxs, vec![MacTx::default(), MacTx::default()], tx, FramePool::new(512), 64);
+    let rxs =
+        vec![QueueRx { port: 0, ..QueueRx::default() }, QueueRx { port: 1, ..QueueRx::default() }];
+    let worker = Worker::new(
+        fib,
+        &ports,
+        rxs,
+        vec![MacTx::default(), MacTx::default()],
+        tx,
+        FramePool::new(512),
+        64,
+    );
     let sp = SlowPath::with_max_neighbours(ctl, ports, false, 100, 16_384);
     Lab { worker, sp, rx, wire: Wire::default(), clock }
 }
 
 fn udp_to(dst: Ipv4Addr) -> Vec<u8> {
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: ip("198.18.0.2"), dst: IpAddr::V4(dst), src_port: 1000, dst_port: 53, ttl: 64 };
+    let flow = UdpFlow {
+        src_mac: HOST_A,
+        dst_mac: R_A,
+        src: ip("198.18.0.2"),
+        dst: IpAddr::V4(dst),
+        src_port: 1000,
+        dst_port: 53,
+        ttl: 64,
+    };
     let mut buf = [0u8; 128];
     let n = udp_frame(&flow, 60, &mut buf).unwrap();
     buf[..n].to_vec()
@@ -163,16 +186,39 @@ fn udp_to(dst: Ipv4Addr) -> Vec<u8> {
 
 fn arp_request(mac: MacAddr, from: &str, to: &str) -> Vec<u8> {
     let mut buf = [0u8; 64];
-    let n = arp_frame(ArpOperation::Request, mac, from.parse().unwrap(), MacAddr::ZERO, to.parse().unwrap(), &mut buf).unwrap();
+    let n = arp_frame(
+        ArpOperation::Request,
+        mac,
+        from.parse().unwrap(),
+        MacAddr::ZERO,
+        to.parse().unwrap(),
+        &mut buf,
+    )
+    .unwrap();
     buf[..n].to_vec()
 }
 
 /// The host's solicitation for the router's IPv6 address, and its ping of the router.
 fn host_asks() -> [Vec<u8>; 3] {
     let mut buf = [0u8; 128];
-    let n = wire::ndisc::neighbor_solicit(HOST_A, "2001:db8:a::2".parse().unwrap(), "2001:db8:a::1".parse().unwrap(), None, &mut buf).unwrap();
+    let n = wire::ndisc::neighbor_solicit(
+        HOST_A,
+        "2001:db8:a::2".parse().unwrap(),
+        "2001:db8:a::1".parse().unwrap(),
+        None,
+        &mut buf,
+    )
+    .unwrap();
     let ns = buf[..n].to_vec();
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: ip("198.18.0.2"), dst: ip("198.18.0.1"), src_port: 0, dst_port: 0, ttl: 64 };
+    let flow = UdpFlow {
+        src_mac: HOST_A,
+        dst_mac: R_A,
+        src: ip("198.18.0.2"),
+        dst: ip("198.18.0.1"),
+        src_port: 0,
+        dst_port: 0,
+        ttl: 64,
+    };
     let n = icmpv4_echo_frame(&flow, 7, 1, b"are you there", &mut buf).unwrap();
     [arp_request(HOST_A, "198.18.0.2", "198.18.0.1"), ns, buf[..n].to_vec()]
 }
@@ -232,11 +278,18 @@ fn arp_nd_and_pings_survive_a_flood_to_unresolved_addresses() {
     }
 
     let w = &lab.wire;
-    assert_eq!((w.arp_replies, w.nd_adverts, w.echo_replies), (asked + 1, asked, asked), "every question to the router answered");
+    assert_eq!(
+        (w.arp_replies, w.nd_adverts, w.echo_replies),
+        (asked + 1, asked, asked),
+        "every question to the router answered"
+    );
     assert_eq!(lab.worker.tx[1].to_real, to_real, "REAL's traffic forwarded by the fast path");
     let c = lab.worker.counts();
     assert_eq!(c.rx, c.forwarded + c.local + c.slow_path + c.dropped());
-    assert_eq!((c.forwarded, c.local, c.slow_path, c.dropped()), (to_real, 3 * asked + 1, FLOOD, 0));
+    assert_eq!(
+        (c.forwarded, c.local, c.slow_path, c.dropped()),
+        (to_real, 3 * asked + 1, FLOOD, 0)
+    );
 
     // Every flood frame: dropped by the punt stage (by reason), or reached the slow path and
     // was dropped there when its neighbour failed, was evicted, or overflowed its queue.
@@ -273,6 +326,10 @@ fn one_flow_to_a_silent_host_is_throttled_per_next_hop() {
     // The default share: 8 at once (what the slow path queues), 4 per second after; 10 ms
     // of flow gets 8.
     assert_eq!(d.get(PuntClass::Resolve, PuntDrop::NextHopLimit), 10_000 - 8, "{d:?}");
-    assert_eq!(d.get(PuntClass::Resolve, PuntDrop::Policed), 0, "the class's bucket untouched: {d:?}");
+    assert_eq!(
+        d.get(PuntClass::Resolve, PuntDrop::Policed),
+        0,
+        "the class's bucket untouched: {d:?}"
+    );
     assert_eq!(lab.wire.arp_requests, 1);
 }

@@ -39,8 +39,22 @@ fn setup(min: u32, max: u32) -> SlowPath {
 /// What `ra = { min_interval = MIN, max_interval = MAX, mtu = 1500 }` on port a says: its
 /// /64 as the prefix, RFC 4861 6.2.1's defaults otherwise.
 fn advert_settings(min: u32, max: u32) -> AdvertSettings {
-    let prefix = AdvertPrefix { prefix: v6("2001:db8:a::"), len: 64, valid_lifetime: 2_592_000, preferred_lifetime: 604_800 };
-    let advert = RouterAdvert { hop_limit: 64, managed: false, other_config: false, router_lifetime: (3 * max) as u16, reachable_time: 0, retrans_timer: 0, mtu: Some(1500), prefixes: vec![prefix] };
+    let prefix = AdvertPrefix {
+        prefix: v6("2001:db8:a::"),
+        len: 64,
+        valid_lifetime: 2_592_000,
+        preferred_lifetime: 604_800,
+    };
+    let advert = RouterAdvert {
+        hop_limit: 64,
+        managed: false,
+        other_config: false,
+        router_lifetime: (3 * max) as u16,
+        reachable_time: 0,
+        retrans_timer: 0,
+        mtu: Some(1500),
+        prefixes: vec![prefix],
+    };
     AdvertSettings { advert, min_interval: min, max_interval: max }
 }
 
@@ -57,7 +71,11 @@ fn adverts(io: &Recorder) -> Vec<(u16, u16, usize)> {
                 assert_eq!(ip.hop_limit(), 255);
                 assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
                 let p = ip.payload();
-                (*phys, u16::from_be_bytes([p[6], p[7]]), p[16..].chunks(8).filter(|o| o[0] == 3).count())
+                (
+                    *phys,
+                    u16::from_be_bytes([p[6], p[7]]),
+                    p[16..].chunks(8).filter(|o| o[0] == 3).count(),
+                )
             })
         })
         .collect()
@@ -108,8 +126,16 @@ fn periodic_solicited_and_final_adverts() {
             io.wire.clear();
         }
     }
-    let gaps: Vec<u64> = std::iter::once(0).chain(times.iter().copied()).collect::<Vec<_>>().windows(2).map(|w| w[1] - w[0]).collect();
-    assert!(gaps.len() >= 5 && gaps.iter().all(|g| (30..=41).contains(g)), "gaps in 100 ms: {gaps:?}");
+    let gaps: Vec<u64> = std::iter::once(0)
+        .chain(times.iter().copied())
+        .collect::<Vec<_>>()
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .collect();
+    assert!(
+        gaps.len() >= 5 && gaps.iter().all(|g| (30..=41).contains(g)),
+        "gaps in 100 ms: {gaps:?}"
+    );
 
     // A solicitation 0.5 s after an advertisement: answered 3 s after it (plus up to 0.5 s),
     // not at once; a second one changes nothing.
@@ -123,7 +149,11 @@ fn periodic_solicited_and_final_adverts() {
         t += SECOND / 100;
         sp.tick(&mut io, t);
     }
-    assert!((last + 3 * SECOND..=last + 3 * SECOND + SECOND / 2 + SECOND / 100).contains(&t), "answered after {} ms", (t - last) / 1_000_000);
+    assert!(
+        (last + 3 * SECOND..=last + 3 * SECOND + SECOND / 2 + SECOND / 100).contains(&t),
+        "answered after {} ms",
+        (t - last) / 1_000_000
+    );
 
     io.wire.clear();
     sp.stop(&mut io);

@@ -13,10 +13,15 @@ use dataplane::slowpath::SlowPath;
 mod common;
 
 use common::Recorder;
-use wire::build::{UdpFlow, arp_frame, icmpv4_echo_frame, icmpv6_echo_frame, udp_frame, udp_frame_ip_len};
-use wire::icmp_reply::IcmpError;
 use dataplane::neighbour::State;
-use wire::{ArpOperation, ArpPacket, EtherType, Icmpv4Packet, Icmpv4Type, Icmpv6Packet, Icmpv6Type, Ipv4Packet, Ipv6Packet, MacAddr, parse_l2};
+use wire::build::{
+    UdpFlow, arp_frame, icmpv4_echo_frame, icmpv6_echo_frame, udp_frame, udp_frame_ip_len,
+};
+use wire::icmp_reply::IcmpError;
+use wire::{
+    ArpOperation, ArpPacket, EtherType, Icmpv4Packet, Icmpv4Type, Icmpv6Packet, Icmpv6Type,
+    Ipv4Packet, Ipv6Packet, MacAddr, parse_l2,
+};
 
 const R_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const R_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -49,7 +54,9 @@ fn setup() -> (SlowPath, std::sync::Arc<dataplane::Fib>) {
         for &(addr, len) in &p.addresses {
             let net = match addr {
                 IpAddr::V4(x) => IpAddr::V4(Ipv4Addr::from(u32::from(x) & (!0u32 << (32 - len)))),
-                IpAddr::V6(x) => IpAddr::V6(Ipv6Addr::from(u128::from(x) & (!0u128 << (128 - len)))),
+                IpAddr::V6(x) => {
+                    IpAddr::V6(Ipv6Addr::from(u128::from(x) & (!0u128 << (128 - len))))
+                }
             };
             ctl.add_connected(net, len, i as u16).unwrap();
             ctl.add_local(addr).unwrap();
@@ -83,24 +90,51 @@ fn answers_arp_for_own_address_and_copies_to_host() {
     let (mut sp, fib) = setup();
     let mut io = Recorder::default();
     let mut buf = [0u8; 64];
-    let n = arp_frame(ArpOperation::Request, HOST_A, "198.18.0.2".parse().unwrap(), MacAddr::ZERO, "198.18.0.1".parse().unwrap(), &mut buf).unwrap();
+    let n = arp_frame(
+        ArpOperation::Request,
+        HOST_A,
+        "198.18.0.2".parse().unwrap(),
+        MacAddr::ZERO,
+        "198.18.0.1".parse().unwrap(),
+        &mut buf,
+    )
+    .unwrap();
     sp.handle(&mut io, punt(buf[..n].to_vec(), Punt::Local, 0, 0), 0);
     assert_eq!(io.wire.len(), 1);
     let (phys, reply) = &io.wire[0];
     assert_eq!(*phys, 0);
     let arp = arp_of(reply);
     assert_eq!(arp.operation(), ArpOperation::Reply);
-    assert_eq!((arp.sender_hw_addr(), arp.sender_proto_addr()), (R_A, "198.18.0.1".parse::<Ipv4Addr>().unwrap()));
+    assert_eq!(
+        (arp.sender_hw_addr(), arp.sender_proto_addr()),
+        (R_A, "198.18.0.1".parse::<Ipv4Addr>().unwrap())
+    );
     assert_eq!(io.host.len(), 1, "the kernel sees a copy");
     // The requester was learnt and installed: its host route forwards directly.
     let id = fib.v4.lookup(u32::from(Ipv4Addr::new(198, 18, 0, 2))).unwrap();
     assert_eq!(fib.adj.get(id), Adjacency::Forward { port: 0, mac: HOST_A });
     // The host's own ARP reply for the router's address is suppressed (answered once).
-    let n = arp_frame(ArpOperation::Reply, R_A, "198.18.0.1".parse().unwrap(), HOST_A, "198.18.0.2".parse().unwrap(), &mut buf).unwrap();
+    let n = arp_frame(
+        ArpOperation::Reply,
+        R_A,
+        "198.18.0.1".parse().unwrap(),
+        HOST_A,
+        "198.18.0.2".parse().unwrap(),
+        &mut buf,
+    )
+    .unwrap();
     sp.from_host(&mut io, 0, &buf[..n]);
     assert_eq!(io.wire.len(), 1);
     // A request for another address on the link is not answered (and not learnt from).
-    let n = arp_frame(ArpOperation::Request, HOST_A, "198.18.0.3".parse().unwrap(), MacAddr::ZERO, "198.18.0.9".parse().unwrap(), &mut buf).unwrap();
+    let n = arp_frame(
+        ArpOperation::Request,
+        HOST_A,
+        "198.18.0.3".parse().unwrap(),
+        MacAddr::ZERO,
+        "198.18.0.9".parse().unwrap(),
+        &mut buf,
+    )
+    .unwrap();
     sp.handle(&mut io, punt(buf[..n].to_vec(), Punt::Local, 0, 0), 0);
     assert_eq!(io.wire.len(), 1);
     assert!(sp.neighbours().iter().all(|n| n.0 != v4("198.18.0.3")));
@@ -125,14 +159,26 @@ fn resolves_gateway_releasing_queued_packets_in_order() {
     assert_eq!(arp.target_proto_addr(), "198.19.0.2".parse::<Ipv4Addr>().unwrap());
     assert_eq!(arp.sender_proto_addr(), "198.19.0.1".parse::<Ipv4Addr>().unwrap());
     let mut buf = [0u8; 64];
-    let n = arp_frame(ArpOperation::Reply, HOST_B, "198.19.0.2".parse().unwrap(), R_B, "198.19.0.1".parse().unwrap(), &mut buf).unwrap();
+    let n = arp_frame(
+        ArpOperation::Reply,
+        HOST_B,
+        "198.19.0.2".parse().unwrap(),
+        R_B,
+        "198.19.0.1".parse().unwrap(),
+        &mut buf,
+    )
+    .unwrap();
     sp.handle(&mut io, punt(buf[..n].to_vec(), Punt::Local, 1, 1), S / 2);
     assert_eq!(fib.adj.get(id), Adjacency::Forward { port: 1, mac: HOST_B });
-    let ttls: Vec<u8> = io.wire.iter().map(|(p, f)| {
-        assert_eq!(*p, 1);
-        assert_eq!(&f[0..12], &[HOST_B.0, R_B.0].concat()[..]);
-        Ipv4Packet::new_checked(&f[14..]).unwrap().ttl()
-    }).collect();
+    let ttls: Vec<u8> = io
+        .wire
+        .iter()
+        .map(|(p, f)| {
+            assert_eq!(*p, 1);
+            assert_eq!(&f[0..12], &[HOST_B.0, R_B.0].concat()[..]);
+            Ipv4Packet::new_checked(&f[14..]).unwrap().ttl()
+        })
+        .collect();
     assert_eq!(ttls, [10, 11, 12]);
     assert_eq!(sp.stats.sent_after_resolution, 3);
     let entry = sp.neighbours().into_iter().find(|n| n.0 == v4("198.19.0.2")).unwrap();
@@ -150,7 +196,8 @@ fn failed_resolution_sends_host_unreachable_and_withdraws() {
     for t in 1..=4 {
         sp.tick(&mut io, t * S + 1);
     }
-    let requests = io.wire.iter().filter(|(_, f)| parse_l2(f).unwrap().ethertype == EtherType::Arp).count();
+    let requests =
+        io.wire.iter().filter(|(_, f)| parse_l2(f).unwrap().ethertype == EtherType::Arp).count();
     assert_eq!(requests, 3, "RFC 4861 MAX_MULTICAST_SOLICIT requests, then failure");
     let (phys, err) = io.wire.last().unwrap();
     assert_eq!(*phys, 0, "the error goes back where the packet came from");
@@ -165,7 +212,15 @@ fn failed_resolution_sends_host_unreachable_and_withdraws() {
 fn echo_replies_and_icmp_errors() {
     let (mut sp, _) = setup();
     let mut io = Recorder::default();
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: v4("198.18.0.2"), dst: v4("198.18.0.1"), src_port: 0, dst_port: 0, ttl: 64 };
+    let flow = UdpFlow {
+        src_mac: HOST_A,
+        dst_mac: R_A,
+        src: v4("198.18.0.2"),
+        dst: v4("198.18.0.1"),
+        src_port: 0,
+        dst_port: 0,
+        ttl: 64,
+    };
     let mut buf = vec![0; 256];
     let n = icmpv4_echo_frame(&flow, 7, 1, b"ping", &mut buf).unwrap();
     sp.handle(&mut io, punt(buf[..n].to_vec(), Punt::Local, 0, 0), 0);
@@ -186,7 +241,10 @@ fn echo_replies_and_icmp_errors() {
     assert_eq!(phys, 0);
     assert_eq!(&err[0..6], &HOST_A.0);
     let ip = Ipv4Packet::new_checked(&err[14..]).unwrap();
-    assert_eq!((ip.src_addr(), ip.dst_addr()), ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()));
+    assert_eq!(
+        (ip.src_addr(), ip.dst_addr()),
+        ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
+    );
     assert_eq!(Icmpv4Packet::new_checked(&err[34..]).unwrap().msg_type(), Icmpv4Type::TimeExceeded);
     // No error about an ICMP error.
     let mut quoted = err.clone();
@@ -205,7 +263,15 @@ fn echo_replies_and_icmp_errors() {
 fn redirects_are_kept_from_the_host_stack() {
     let (mut sp, _) = setup();
     let mut io = Recorder::default();
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: v4("198.18.0.2"), dst: v4("198.18.0.1"), src_port: 0, dst_port: 0, ttl: 64 };
+    let flow = UdpFlow {
+        src_mac: HOST_A,
+        dst_mac: R_A,
+        src: v4("198.18.0.2"),
+        dst: v4("198.18.0.1"),
+        src_port: 0,
+        dst_port: 0,
+        ttl: 64,
+    };
     let mut buf = vec![0; 256];
     let n = icmpv4_echo_frame(&flow, 7, 1, b"redirect", &mut buf).unwrap();
     let mut v4_frame = buf[..n].to_vec();
@@ -229,7 +295,8 @@ fn redirects_are_kept_from_the_host_stack() {
     v6_frame[62] = 1; // destination unreachable
     sp.handle(&mut io, punt(v6_frame, Punt::Local, 0, 0), 0);
     assert_eq!((sp.stats.redirects_ignored, sp.stats.router_adverts_ignored), (3, 1));
-    let up: Vec<u8> = io.host.iter().map(|(_, f)| if f[12] == 0x08 { f[34] } else { f[62] }).collect();
+    let up: Vec<u8> =
+        io.host.iter().map(|(_, f)| if f[12] == 0x08 { f[34] } else { f[62] }).collect();
     assert_eq!(up, [3, 1], "only the unreachables reach the host stack");
     assert!(io.wire.is_empty());
 }
@@ -240,10 +307,22 @@ fn ndp_answers_and_resolves() {
     let mut io = Recorder::default();
     // Resolve 2001:db8:b::9 (connected on b): a solicitation to its solicited-node group.
     let id = fib.v6.lookup(u128::from("2001:db8:b::9".parse::<Ipv6Addr>().unwrap())).unwrap();
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: v6("2001:db8:a::2"), dst: v6("2001:db8:b::9"), src_port: 1, dst_port: 2, ttl: 9 };
+    let flow = UdpFlow {
+        src_mac: HOST_A,
+        dst_mac: R_A,
+        src: v6("2001:db8:a::2"),
+        dst: v6("2001:db8:b::9"),
+        src_port: 1,
+        dst_port: 2,
+        ttl: 9,
+    };
     let mut buf = vec![0; 256];
     let n = udp_frame(&flow, 80, &mut buf).unwrap();
-    sp.handle(&mut io, punt(buf[..n].to_vec(), Punt::Unresolved { next_hop: id, port: 1 }, 0, 0), 0);
+    sp.handle(
+        &mut io,
+        punt(buf[..n].to_vec(), Punt::Unresolved { next_hop: id, port: 1 }, 0, 0),
+        0,
+    );
     let (phys, ns) = io.wire.pop().unwrap();
     assert_eq!(phys, 1);
     let ip = Ipv6Packet::new_checked(&ns[14..]).unwrap();
@@ -253,11 +332,21 @@ fn ndp_answers_and_resolves() {
     // The host answers its own solicitation by soliciting the router in turn (as Linux
     // does) and the router advertises itself: then the host's advertisement resolves it.
     let target: Ipv6Addr = "2001:db8:b::1".parse().unwrap();
-    let n = wire::ndisc::neighbor_solicit(HOST_B, "2001:db8:b::9".parse().unwrap(), target, None, &mut buf).unwrap();
+    let n = wire::ndisc::neighbor_solicit(
+        HOST_B,
+        "2001:db8:b::9".parse().unwrap(),
+        target,
+        None,
+        &mut buf,
+    )
+    .unwrap();
     sp.handle(&mut io, punt(buf[..n].to_vec(), Punt::Local, 1, 1), 1);
     let (_, na) = io.wire.remove(0);
     let icmp = Icmpv6Packet::new_checked(&na[54..]).unwrap();
-    assert_eq!((icmp.msg_type(), icmp.ndp_target_addr()), (Icmpv6Type::NeighborAdvert, Some(target)));
+    assert_eq!(
+        (icmp.msg_type(), icmp.ndp_target_addr()),
+        (Icmpv6Type::NeighborAdvert, Some(target))
+    );
     // The solicitation carried the host's link-layer address: the queued packet went out.
     assert_eq!(io.wire.len(), 1);
     assert_eq!(&io.wire[0].1[0..6], &HOST_B.0);
@@ -269,7 +358,15 @@ fn ndp_answers_and_resolves() {
 fn fragments_when_larger_than_mtu_without_df() {
     let (mut sp, _) = setup();
     let mut io = Recorder::default();
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: R_A, src: v4("198.18.0.2"), dst: v4("10.1.1.1"), src_port: 1, dst_port: 2, ttl: 9 };
+    let flow = UdpFlow {
+        src_mac: HOST_A,
+        dst_mac: R_A,
+        src: v4("198.18.0.2"),
+        dst: v4("10.1.1.1"),
+        src_port: 1,
+        dst_port: 2,
+        ttl: 9,
+    };
     let mut buf = vec![0; 2048];
     let n = udp_frame_ip_len(&flow, 1400, &mut buf).unwrap();
     sp.handle(&mut io, punt(buf[..n].to_vec(), Punt::Fragment { port: 1, mac: HOST_B }, 0, 0), 0);
@@ -304,8 +401,12 @@ fn host_frames_go_out_tagged_on_sub_interfaces() {
     // Gratuitous ARP for every IPv4 address (tagged on the sub-interface), unsolicited
     // advertisements for the IPv6 ones.
     sp.start(&mut io);
-    let arp: Vec<_> = io.wire.iter().filter(|(_, f)| parse_l2(f).unwrap().ethertype == EtherType::Arp).collect();
-    let garps: Vec<_> = arp.iter().map(|(_, f)| (parse_l2(f).unwrap().vlans[0], arp_of(f).sender_proto_addr())).collect();
+    let arp: Vec<_> =
+        io.wire.iter().filter(|(_, f)| parse_l2(f).unwrap().ethertype == EtherType::Arp).collect();
+    let garps: Vec<_> = arp
+        .iter()
+        .map(|(_, f)| (parse_l2(f).unwrap().vlans[0], arp_of(f).sender_proto_addr()))
+        .collect();
     assert_eq!(garps.len(), 3);
     assert!(garps.contains(&(Some(7), "198.20.0.1".parse().unwrap())));
     assert_eq!(io.wire.len() - arp.len(), 2, "one advertisement per IPv6 address");
@@ -318,7 +419,13 @@ mod never_panics {
     /// Frames to the router with a plausible start (Ethernet to R_A, a chosen EtherType, an
     /// IP version nibble) and random rest.
     fn frame() -> impl Strategy<Value = Vec<u8>> {
-        let et = prop_oneof![Just([0x08, 0x00]), Just([0x86, 0xdd]), Just([0x08, 0x06]), Just([0x81, 0x00]), any::<[u8; 2]>()];
+        let et = prop_oneof![
+            Just([0x08, 0x00]),
+            Just([0x86, 0xdd]),
+            Just([0x08, 0x06]),
+            Just([0x81, 0x00]),
+            any::<[u8; 2]>()
+        ];
         (et, proptest::collection::vec(any::<u8>(), 0..1600)).prop_map(|(et, rest)| {
             let mut f = R_A.0.to_vec();
             f.extend_from_slice(&HOST_A.0);

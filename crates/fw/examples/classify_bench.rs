@@ -17,9 +17,7 @@ use fw::packet::{Af, Dir, PacketKey};
 use fw::rules::{AddrMatch, AddrTarget, Prefix, RuleSet, Table, TableEntry, parse};
 
 fn lcg(x: &mut u64) -> u32 {
-    *x = x
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
+    *x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     (*x >> 32) as u32
 }
 
@@ -98,7 +96,10 @@ fn cached(built: &[(&Classifier, &str)], hot: &[Vec<PacketKey>], cold: &[Vec<Pac
         }
     }
     println!("\nthrough the verdict cache (as a worker classifies; RFC sets bypass it)");
-    println!("{:<30} {:>22} {:>30}", "rule set", "2000 flows (hits)", "1M distinct packets (misses)");
+    println!(
+        "{:<30} {:>22} {:>30}",
+        "rule set", "2000 flows (hits)", "1M distinct packets (misses)"
+    );
     for (i, (cl, name)) in built.iter().enumerate() {
         println!(
             "{:<30} {:>7.2} ns ({:>5.2}x 10) {:>9.2} ns ({:>5.2}x 10, {:.1}% hits) {}",
@@ -135,11 +136,7 @@ fn rules(n: u32) -> RuleSet {
 
 fn table_rules(entries: usize) -> RuleSet {
     let mut x = 99u64;
-    let mut t = Table {
-        name: "t".into(),
-        entries: Vec::new(),
-        constant: false,
-    };
+    let mut t = Table { name: "t".into(), entries: Vec::new(), constant: false };
     for i in 0..entries {
         let len = if i % 10 == 0 { 24 } else { 32 };
         t.entries.push(TableEntry {
@@ -179,7 +176,10 @@ fn realistic_traffic(rs: &RuleSet, n: usize, seed: u64) -> Vec<PacketKey> {
         .collect();
     let mut x = seed;
     let addr = |x: &mut u64, af: Af| -> u128 {
-        let r = (u128::from(lcg(x)) << 96) | (u128::from(lcg(x)) << 64) | (u128::from(lcg(x)) << 32) | u128::from(lcg(x));
+        let r = (u128::from(lcg(x)) << 96)
+            | (u128::from(lcg(x)) << 64)
+            | (u128::from(lcg(x)) << 32)
+            | u128::from(lcg(x));
         let cands: Vec<&Prefix> = prefixes.iter().filter(|p| p.af == af).collect();
         if cands.is_empty() || lcg(x) % 10 < 3 {
             return if af == Af::Inet { r & 0xffff_ffff } else { r };
@@ -216,32 +216,28 @@ fn main() {
     let keys = traffic(1 << 20, 1);
     // Random sources over the whole space: ~5% fall into the 1M table's /24s.
     let mut x = 5u64;
-    let tkeys: Vec<PacketKey> = keys
-        .iter()
-        .map(|k| PacketKey {
-            src: lcg(&mut x) as u128,
-            ..*k
-        })
-        .collect();
-    let real: Vec<(&str, RuleSet, Vec<PacketKey>)> = [(10, "realistic 10"), (100, "realistic 100"), (1_000, "realistic 1k"), (10_000, "realistic 10k")]
-        .into_iter()
-        .map(|(n, name)| {
-            let rs = realistic(n);
-            let keys = realistic_traffic(&rs, 1 << 20, 7);
-            (name, rs, keys)
-        })
-        .collect();
+    let tkeys: Vec<PacketKey> =
+        keys.iter().map(|k| PacketKey { src: lcg(&mut x) as u128, ..*k }).collect();
+    let real: Vec<(&str, RuleSet, Vec<PacketKey>)> = [
+        (10, "realistic 10"),
+        (100, "realistic 100"),
+        (1_000, "realistic 1k"),
+        (10_000, "realistic 10k"),
+    ]
+    .into_iter()
+    .map(|(n, name)| {
+        let rs = realistic(n);
+        let keys = realistic_traffic(&rs, 1 << 20, 7);
+        (name, rs, keys)
+    })
+    .collect();
     let mut built = Vec::new();
     for (name, rs, k) in [
         ("0 non-matching + pass all", rules(0), &keys),
         ("1k non-matching + pass all", rules(1_000), &keys),
         ("100k non-matching + pass all", rules(100_000), &keys),
         ("block from <10-entry table>", table_rules(10), &tkeys),
-        (
-            "block from <1M-entry table>",
-            table_rules(1_000_000),
-            &tkeys,
-        ),
+        ("block from <1M-entry table>", table_rules(1_000_000), &tkeys),
     ] {
         let t = Instant::now();
         let cl = Classifier::build(&rs).unwrap();
@@ -255,15 +251,16 @@ fn main() {
     let set: Vec<(&Classifier, &[PacketKey])> =
         built.iter().map(|b| (&b.2, b.3.as_slice())).collect();
     let ns = measure(&set);
-    println!(
-        "{:<30} {:>10} {:>10} {:>10}",
-        "rule set", "build", "memory", "ns/packet"
-    );
+    println!("{:<30} {:>10} {:>10} {:>10}", "rule set", "build", "memory", "ns/packet");
     for (i, (name, bt, cl, _)) in built.iter().enumerate() {
         let rel = if i < 3 {
             format!("  ({:.2}x the 1-rule rate)", ns[0] / ns[i])
         } else if i >= 5 {
-            format!("  ({:.2}x the time of 10 realistic rules, {})", ns[i] / ns[5], cl.stats().engine)
+            format!(
+                "  ({:.2}x the time of 10 realistic rules, {})",
+                ns[i] / ns[5],
+                cl.stats().engine
+            )
         } else {
             String::new()
         };

@@ -16,8 +16,18 @@ fn bench_keys() -> Vec<fw::packet::PacketKey> {
     (0..4000u32)
         .map(|i| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let (dir, iface) = if i % 2 == 0 { (fw::packet::Dir::In, 0) } else { (fw::packet::Dir::Out, 1) };
-            fw::packet::PacketKey { proto: 17, dir, iface, src: u128::from(0xc612_0a00 | (i & 255)), dst: u128::from((x >> 32) as u32), src_port: 1024 + (i % 1000) as u16, dst_port: 2000, ..fw::packet::PacketKey::ZERO }
+            let (dir, iface) =
+                if i % 2 == 0 { (fw::packet::Dir::In, 0) } else { (fw::packet::Dir::Out, 1) };
+            fw::packet::PacketKey {
+                proto: 17,
+                dir,
+                iface,
+                src: u128::from(0xc612_0a00 | (i & 255)),
+                dst: u128::from((x >> 32) as u32),
+                src_port: 1024 + (i % 1000) as u16,
+                dst_port: 2000,
+                ..fw::packet::PacketKey::ZERO
+            }
         })
         .collect()
 }
@@ -55,14 +65,20 @@ fn main() {
             .map(|r| r.line)
             .take(n)
             .collect();
-        let mut out: String = big.lines().enumerate().filter(|(i, l)| l.starts_with("table") || keep.contains(&(i + 1))).map(|(_, l)| format!("{l}\n")).collect();
+        let mut out: String = big
+            .lines()
+            .enumerate()
+            .filter(|(i, l)| l.starts_with("table") || keep.contains(&(i + 1)))
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
         out.push_str("pass all no state\n");
         out
     } else {
         text
     };
     let t = Instant::now();
-    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).expect("generated rules parse");
+    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index)
+        .expect("generated rules parse");
     let parsed = t.elapsed();
     let t = Instant::now();
     let engine = match std::env::var("FW_ENGINE").as_deref() {
@@ -82,13 +98,16 @@ fn main() {
             std::hint::black_box(acc);
             let per_packet = t.elapsed().as_nanos() as f64 / keys.len() as f64;
             println!(
-            "{n} rules (seed {seed}): parsed in {:.1} ms, compiled in {:.1} ms, {:.1} MiB, bench-like packets {per_packet:.1} ns; {:?}",
-            parsed.as_secs_f64() * 1e3,
-            built.as_secs_f64() * 1e3,
-            cl.memory_bytes() as f64 / (1 << 20) as f64,
-            cl.stats()
-        );
+                "{n} rules (seed {seed}): parsed in {:.1} ms, compiled in {:.1} ms, {:.1} MiB, bench-like packets {per_packet:.1} ns; {:?}",
+                parsed.as_secs_f64() * 1e3,
+                built.as_secs_f64() * 1e3,
+                cl.memory_bytes() as f64 / (1 << 20) as f64,
+                cl.stats()
+            );
         }
-        Err(e) => println!("{n} rules (seed {seed}): failed after {:.1} ms: {e}", t.elapsed().as_secs_f64() * 1e3),
+        Err(e) => println!(
+            "{n} rules (seed {seed}): failed after {:.1} ms: {e}",
+            t.elapsed().as_secs_f64() * 1e3
+        ),
     }
 }

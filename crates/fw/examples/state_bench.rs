@@ -42,24 +42,11 @@ fn active(i: u64, p: u8) -> PacketKey {
 }
 
 fn rev(k: &PacketKey) -> PacketKey {
-    PacketKey {
-        src: k.dst,
-        dst: k.src,
-        src_port: k.dst_port,
-        dst_port: k.src_port,
-        ..*k
-    }
+    PacketKey { src: k.dst, dst: k.src, src_port: k.dst_port, dst_port: k.src_port, ..*k }
 }
 
 fn seg(seq: u32, ack: u32, flags: u8, len: u16) -> TcpSegment {
-    TcpSegment {
-        seq,
-        ack,
-        win: 65535,
-        flags,
-        payload_len: len,
-        wscale: None,
-    }
+    TcpSegment { seq, ack, win: 65535, flags, payload_len: len, wscale: None }
 }
 
 fn table(k: usize, a: usize) -> (StateTable, f64) {
@@ -76,15 +63,8 @@ const LOOKUPS: usize = 20_000_000;
 
 /// The table sizes K from the command line, or the default set.
 fn state_counts() -> Vec<usize> {
-    let a: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    if a.is_empty() {
-        vec![1, 100_000, 1_000_000, 10_000_000]
-    } else {
-        a
-    }
+    let a: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    if a.is_empty() { vec![1, 100_000, 1_000_000, 10_000_000] } else { a }
 }
 
 /// The UDP figures for one table size.
@@ -109,10 +89,8 @@ fn bench_udp(k: usize, a: usize, rounds: usize) -> UdpRow {
     for r in 0..rounds {
         let ks = if r & 1 == 0 { &keys } else { &rkeys };
         for key in ks {
-            if let StateLookup::Hit {
-                verdict: StateVerdict::Pass,
-                ..
-            } = t.lookup(black_box(key), None, 1)
+            if let StateLookup::Hit { verdict: StateVerdict::Pass, .. } =
+                t.lookup(black_box(key), None, 1)
             {
                 hits += 1;
             }
@@ -127,9 +105,7 @@ fn bench_udp(k: usize, a: usize, rounds: usize) -> UdpRow {
 
 /// ns per lookup of `ACTIVE` keys that are not in `t`.
 fn bench_misses(t: &mut StateTable) -> f64 {
-    let missing: Vec<_> = (0..ACTIVE as u64)
-        .map(|i| active(i + 1_000_000, proto::UDP))
-        .collect();
+    let missing: Vec<_> = (0..ACTIVE as u64).map(|i| active(i + 1_000_000, proto::UDP)).collect();
     let t0 = Instant::now();
     let mut misses = 0usize;
     let mrounds = LOOKUPS / ACTIVE;
@@ -164,10 +140,8 @@ fn bench_tcp(k: usize, a: usize, rounds: usize) -> f64 {
             for (i, key) in keys.iter().enumerate() {
                 let s = seg(sa[i], isb + 1, ACK, 100);
                 sa[i] = sa[i].wrapping_add(100);
-                if let StateLookup::Hit {
-                    verdict: StateVerdict::Pass,
-                    ..
-                } = t.lookup(black_box(key), Some(&s), 1)
+                if let StateLookup::Hit { verdict: StateVerdict::Pass, .. } =
+                    t.lookup(black_box(key), Some(&s), 1)
                 {
                     pass += 1;
                 }
@@ -175,10 +149,8 @@ fn bench_tcp(k: usize, a: usize, rounds: usize) -> f64 {
         } else {
             for (i, key) in rkeys.iter().enumerate() {
                 let s = seg(isb + 1, sa[i], ACK, 0);
-                if let StateLookup::Hit {
-                    verdict: StateVerdict::Pass,
-                    ..
-                } = t.lookup(black_box(key), Some(&s), 1)
+                if let StateLookup::Hit { verdict: StateVerdict::Pass, .. } =
+                    t.lookup(black_box(key), Some(&s), 1)
                 {
                     pass += 1;
                 }

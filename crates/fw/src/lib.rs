@@ -9,13 +9,13 @@
 
 #![forbid(unsafe_code)]
 
-pub mod packet;
-pub mod rules;
-pub mod reference;
-pub mod verdict;
 pub mod classifier;
-pub mod state;
+pub mod nat;
+pub mod packet;
 pub mod passes;
+pub mod reference;
+pub mod rules;
+pub mod state;
 #[doc(hidden)]
 pub mod testgen;
-pub mod nat;
+pub mod verdict;

@@ -21,8 +21,8 @@
 use crate::packet::{Af, PacketKey};
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Prefix, RuleSet};
 
-pub mod pool;
 mod index;
+pub mod pool;
 pub mod table;
 
 pub use crate::rules::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
@@ -32,7 +32,9 @@ fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
         AddrMatch::Any => true,
         AddrMatch::List(items) => items.iter().any(|i| match i.target {
             AddrTarget::Prefix(p) => p.af == af && (p.contains(af, addr) != i.negated),
-            AddrTarget::Table(t) => rs.tables.get(t).is_some_and(|t| t.contains(af, addr)) != i.negated,
+            AddrTarget::Table(t) => {
+                rs.tables.get(t).is_some_and(|t| t.contains(af, addr)) != i.negated
+            }
         }),
     }
 }
@@ -40,7 +42,12 @@ fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
 impl NatRule {
     /// Whether the rule matches `key` (its interface, family, protocol, addresses, ports);
     /// the caller has picked the rules of the right kind and direction.
-    pub fn matches(&self, rs: &RuleSet, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> bool {
+    pub fn matches(
+        &self,
+        rs: &RuleSet,
+        key: &PacketKey,
+        iface_addr: &dyn Fn(u16) -> Option<u32>,
+    ) -> bool {
         if let Some(i) = self.dst_iface
             && (key.af != Af::Inet || iface_addr(i).is_none_or(|a| u128::from(a) != key.dst))
         {
@@ -49,11 +56,15 @@ impl NatRule {
         if !self.ifaces.is_empty() && self.ifaces.contains(&key.iface) == self.iface_neg {
             return false;
         }
-        if self.af.is_some_and(|a| a != key.af) || (!self.protos.is_empty() && !self.protos.contains(&key.proto)) {
+        if self.af.is_some_and(|a| a != key.af)
+            || (!self.protos.is_empty() && !self.protos.contains(&key.proto))
+        {
             return false;
         }
-        let ports = key.proto == crate::packet::proto::TCP || key.proto == crate::packet::proto::UDP;
-        let port_ok = |m: &PortMatch, p: u16| matches!(m, PortMatch::Any) || (ports && m.matches(p));
+        let ports =
+            key.proto == crate::packet::proto::TCP || key.proto == crate::packet::proto::UDP;
+        let port_ok =
+            |m: &PortMatch, p: u16| matches!(m, PortMatch::Any) || (ports && m.matches(p));
         addr_matches(rs, &self.src, key.af, key.src)
             && addr_matches(rs, &self.dst, key.af, key.dst)
             && port_ok(&self.src_ports, key.src_port)
@@ -75,10 +86,17 @@ pub enum NatPhase {
 /// first match is a `no` rule. For an inbound `binat` the rule's `from` is its inside address:
 /// the packet matches if its destination is the rule's outside address and its source matches
 /// the rule's `to`.
-pub fn first_match<'a>(rs: &'a RuleSet, phase: NatPhase, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> Option<&'a NatRule> {
+pub fn first_match<'a>(
+    rs: &'a RuleSet,
+    phase: NatPhase,
+    key: &PacketKey,
+    iface_addr: &dyn Fn(u16) -> Option<u32>,
+) -> Option<&'a NatRule> {
     for r in &rs.nat {
         let hit = match (phase, r.kind) {
-            (NatPhase::Out, NatKind::Nat | NatKind::Binat) | (NatPhase::In, NatKind::Rdr) => r.matches(rs, key, iface_addr),
+            (NatPhase::Out, NatKind::Nat | NatKind::Binat) | (NatPhase::In, NatKind::Rdr) => {
+                r.matches(rs, key, iface_addr)
+            }
             (NatPhase::In, NatKind::Binat) => binat_in_matches(rs, r, key, iface_addr),
             _ => false,
         };
@@ -91,7 +109,12 @@ pub fn first_match<'a>(rs: &'a RuleSet, phase: NatPhase, key: &PacketKey, iface_
 
 /// An inbound packet against a `binat` rule: destination = the outside address (the target's
 /// single address), source within the rule's `to`.
-fn binat_in_matches(rs: &RuleSet, r: &NatRule, key: &PacketKey, iface_addr: &dyn Fn(u16) -> Option<u32>) -> bool {
+fn binat_in_matches(
+    rs: &RuleSet,
+    r: &NatRule,
+    key: &PacketKey,
+    iface_addr: &dyn Fn(u16) -> Option<u32>,
+) -> bool {
     let outside = match r.target.as_ref().map(|t| &t.addr) {
         Some(NatAddr::Pool(p)) => p.first().copied(),
         _ => None,
@@ -103,7 +126,12 @@ fn binat_in_matches(rs: &RuleSet, r: &NatRule, key: &PacketKey, iface_addr: &dyn
     let reversed = NatRule {
         src: r.dst.clone(),
         src_ports: r.dst_ports.clone(),
-        dst: outside.map_or(AddrMatch::Any, |p| AddrMatch::List(vec![crate::rules::AddrItem { negated: false, target: AddrTarget::Prefix(p) }])),
+        dst: outside.map_or(AddrMatch::Any, |p| {
+            AddrMatch::List(vec![crate::rules::AddrItem {
+                negated: false,
+                target: AddrTarget::Prefix(p),
+            }])
+        }),
         dst_ports: PortMatch::Any,
         ..r.clone()
     };
@@ -124,7 +152,10 @@ pub fn binat_inside(r: &NatRule) -> Option<Prefix> {
 /// The first rule that translates to `(IFACE)` or matches `to (IFACE)` where the interface
 /// has no IPv4 address (`has_v4` says which do), and that interface: such a rule could
 /// never translate (`linerate check` refuses it).
-pub fn iface_without_address<'a>(rs: &'a RuleSet, has_v4: &dyn Fn(u16) -> bool) -> Option<(&'a NatRule, u16)> {
+pub fn iface_without_address<'a>(
+    rs: &'a RuleSet,
+    has_v4: &dyn Fn(u16) -> bool,
+) -> Option<(&'a NatRule, u16)> {
     rs.nat.iter().find_map(|r| {
         let target = match r.target.as_ref().map(|t| &t.addr) {
             Some(NatAddr::Iface(i)) => Some(*i),

@@ -105,10 +105,7 @@ pub struct Hit {
 impl Hit {
     /// The hit of a packet of `key`'s own flow.
     pub fn of(id: StateId, key: &PacketKey) -> Hit {
-        Hit {
-            id,
-            from_a: Flow::of(key).from_a(),
-        }
+        Hit { id, from_a: Flow::of(key).from_a() }
     }
 }
 
@@ -125,11 +122,7 @@ pub fn stateless(rules: &RuleSet, v: &Verdict, key: &PacketKey) -> Option<Result
     {
         return None;
     }
-    Some(if v.action == Action::Block {
-        Err(Drop::Blocked)
-    } else {
-        Ok(())
-    })
+    Some(if v.action == Action::Block { Err(Drop::Blocked) } else { Ok(()) })
 }
 
 impl Passes<'_> {
@@ -167,14 +160,7 @@ impl Passes<'_> {
             return self.inbound_hit(key, tcp, h, v);
         }
         let (r, count) = self.rules(key, tcp, Pass::In, v);
-        (
-            r.map(|(state, tag)| Ticket {
-                state,
-                tag,
-                ..Ticket::default()
-            }),
-            count,
-        )
+        (r.map(|(state, tag)| Ticket { state, tag, ..Ticket::default() }), count)
     }
 
     /// [`inbound`](Self::inbound) for a packet whose flow has an entry (`v`: the rules'
@@ -187,27 +173,12 @@ impl Passes<'_> {
         hit: Hit,
         v: Option<Verdict>,
     ) -> (Result<Ticket, Drop>, Count) {
-        let [sin, sout] = self
-            .states
-            .sub_states(hit.id, hit.from_a)
-            .unwrap_or([None, None]);
+        let [sin, sout] = self.states.sub_states(hit.id, hit.from_a).unwrap_or([None, None]);
         let out_settled = sout.is_some_and(|o| o.bound.is_none() && (o.allow_opts || !key.ip_opts));
-        let ticket = Ticket {
-            state: Some(hit.id),
-            from_a: hit.from_a,
-            out_settled,
-            tag: key.tag,
-        };
+        let ticket = Ticket { state: Some(hit.id), from_a: hit.from_a, out_settled, tag: key.tag };
         if let Some(s) = sin.filter(|s| s.on(key.iface)) {
-            let ticket = Ticket {
-                tag: if s.tag != 0 { s.tag } else { key.tag },
-                ..ticket
-            };
-            let r = if key.ip_opts && !s.allow_opts {
-                Err(Drop::IpOptions)
-            } else {
-                Ok(ticket)
-            };
+            let ticket = Ticket { tag: if s.tag != 0 { s.tag } else { key.tag }, ..ticket };
+            let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(ticket) };
             return (r, Count::default());
         }
         let (r, count) = self.rules(key, tcp, Pass::In, v);
@@ -241,18 +212,9 @@ impl Passes<'_> {
         ticket: Ticket,
         pass: bool,
     ) -> (Result<(), Drop>, Count) {
-        let seen = PacketKey {
-            dir: Dir::Out,
-            iface: port,
-            tag: ticket.tag,
-            ..*seen
-        };
+        let seen = PacketKey { dir: Dir::Out, iface: port, tag: ticket.tag, ..*seen };
         self.outbound_seen(key, port, tcp, ticket, |p, _| {
-            if pass {
-                Verdict::TRANSLATION_PASS
-            } else {
-                p.verdict(&seen)
-            }
+            if pass { Verdict::TRANSLATION_PASS } else { p.verdict(&seen) }
         })
     }
 
@@ -268,22 +230,11 @@ impl Passes<'_> {
         if self.skipped(port) {
             return (Ok(()), Count::default());
         }
-        let key = PacketKey {
-            dir: Dir::Out,
-            iface: port,
-            tag: ticket.tag,
-            ..*key
-        };
+        let key = PacketKey { dir: Dir::Out, iface: port, tag: ticket.tag, ..*key };
         // Read now: an earlier packet's outbound pass may have added it since the lookup.
-        let sub = ticket
-            .state
-            .and_then(|id| self.out_state(id, &key, &ticket));
+        let sub = ticket.state.and_then(|id| self.out_state(id, &key, &ticket));
         if let Some(s) = sub.filter(|s| s.on(port)) {
-            let r = if key.ip_opts && !s.allow_opts {
-                Err(Drop::IpOptions)
-            } else {
-                Ok(())
-            };
+            let r = if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(()) };
             return (r, Count::default());
         }
         let v = judge(self, &key);
@@ -331,11 +282,7 @@ impl Passes<'_> {
             Some(v) => v,
             None => self.verdict(key),
         };
-        let count = Count {
-            rule: v.rule,
-            by_rules: true,
-            created: false,
-        };
+        let count = Count { rule: v.rule, by_rules: true, created: false };
         if v.action == Action::Block {
             return (Err(Drop::Blocked), count);
         }
@@ -367,11 +314,7 @@ impl Passes<'_> {
         tag: u8,
     ) -> (Result<Option<StateId>, Drop>, Count) {
         let tag = if tag != 0 { tag } else { key.tag };
-        let mut count = Count {
-            rule: i,
-            by_rules: true,
-            created: false,
-        };
+        let mut count = Count { rule: i, by_rules: true, created: false };
         let allow_opts = i.is_some_and(|i| self.rules.rules[i].allow_opts);
         if key.ip_opts && !allow_opts {
             return (Err(Drop::IpOptions), count);
@@ -384,20 +327,12 @@ impl Passes<'_> {
             StateMode::KeepSloppy => true,
         };
         let modulate = keep == StateMode::Modulate;
-        let policy = i
-            .and_then(|i| self.rules.rules[i].state_policy)
-            .unwrap_or(self.rules.state_policy);
+        let policy =
+            i.and_then(|i| self.rules.rules[i].state_policy).unwrap_or(self.rules.state_policy);
         let bound = (policy == StatePolicy::IfBound).then_some(key.iface);
         // An outbound pass never proxies (the router's own SYNs, a rule without direction).
         let synproxy = keep == StateMode::Synproxy && pass == Pass::In;
-        let opts = StateOptions {
-            sloppy,
-            allow_opts,
-            bound,
-            tag,
-            modulate,
-            synproxy,
-        };
+        let opts = StateOptions { sloppy, allow_opts, bound, tag, modulate, synproxy };
         let rule = i.unwrap_or(usize::MAX).min(u32::MAX as usize) as u32;
         let held = match i.and_then(|i| Some((i, self.limits.filter(|l| l.limits(i))?))) {
             Some((i, l)) => match l.acquire(i, key, self.now) {

@@ -14,7 +14,6 @@ use crate::packet::{Af, PacketKey, proto};
 use crate::rules::{Action, AddrItem, AddrMatch, AddrTarget, Rule, RuleSet, StateMode};
 pub use crate::verdict::Verdict;
 
-
 fn item_matches(rs: &RuleSet, item: &AddrItem, af: Af, addr: u128) -> bool {
     match item.target {
         // An element of one family only ever matches packets of that family.
@@ -55,7 +54,8 @@ pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
     if key.route & rule.route_need != rule.route_need || key.route & rule.route_refuse != 0 {
         return false;
     }
-    if !rule.icmp_types.is_empty() && !rule.icmp_types.iter().any(|&t| u16::from(t) == key.src_port) {
+    if !rule.icmp_types.is_empty() && !rule.icmp_types.iter().any(|&t| u16::from(t) == key.src_port)
+    {
         return false;
     }
     if rule.icmp_code.is_some_and(|c| u16::from(c) != key.dst_port) {
@@ -150,7 +150,13 @@ impl Pf {
     /// Filters a packet received as `key` (`dir` In) and routed to interface `out`: the
     /// inbound pass, then the outbound pass. `quoted`: for an ICMP error, the packet it quotes
     /// (whose flow's states it passes under). `Err` names the pass's reason to drop.
-    pub fn forward(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>, out: u16) -> Result<(), crate::passes::Drop> {
+    pub fn forward(
+        &mut self,
+        rs: &RuleSet,
+        key: &PacketKey,
+        quoted: Option<&PacketKey>,
+        out: u16,
+    ) -> Result<(), crate::passes::Drop> {
         let tag = self.pass(rs, key, quoted)?;
         let out_key = PacketKey { dir: crate::packet::Dir::Out, iface: out, tag, ..*key };
         self.pass(rs, &out_key, quoted).map(|_| ())
@@ -158,7 +164,12 @@ impl Pf {
 
     /// One pass of pf_test: the state of the pass, else the rules. `Ok`: the tag the packet
     /// leaves the pass with.
-    fn pass(&mut self, rs: &RuleSet, key: &PacketKey, quoted: Option<&PacketKey>) -> Result<u8, crate::passes::Drop> {
+    fn pass(
+        &mut self,
+        rs: &RuleSet,
+        key: &PacketKey,
+        quoted: Option<&PacketKey>,
+    ) -> Result<u8, crate::passes::Drop> {
         use crate::passes::Drop;
         if rs.skip.contains(&key.iface) {
             return Ok(key.tag);
@@ -175,7 +186,9 @@ impl Pf {
                 (key.af, key.proto, pf_key(s, d, key.dir))
             }
         };
-        let found = self.states.iter().find(|s| s.af == af && s.proto == proto_ && s.key == sk && s.bound.is_none_or(|b| b == key.iface));
+        let found = self.states.iter().find(|s| {
+            s.af == af && s.proto == proto_ && s.key == sk && s.bound.is_none_or(|b| b == key.iface)
+        });
         if let Some(s) = found {
             let tag = if s.tag != 0 { s.tag } else { key.tag };
             return if key.ip_opts && !s.allow_opts { Err(Drop::IpOptions) } else { Ok(tag) };

@@ -35,29 +35,31 @@ mod block_return;
 mod extras;
 mod filter_rule;
 mod hosts;
-mod iface_addr;
 mod icmp_names;
+mod iface_addr;
 mod lexer;
 mod match_rule;
 mod nat;
 mod parser;
 mod print;
 mod route_opt;
-mod translate_rule;
 mod scrub;
 mod services;
 mod src_track;
 mod tags;
 mod text_file;
+mod translate_rule;
 mod translation;
 mod values;
 
 use lexer::{Tok, Token, describe, lex};
 use parser::{PErr, PResult, Parser, here};
-pub use values::{parse_prefix, parse_table_file};
-pub use translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
-use values::{af_name, parse_flags, port_number};
 pub use text_file::{MAX_RULE_FILE_BYTES, read_rule_text};
+pub use translation::{
+    DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod,
+};
+use values::{af_name, parse_flags, port_number};
+pub use values::{parse_prefix, parse_table_file};
 
 pub use anchor::{Anchor, AnchorKind};
 pub use extras::LogMode;
@@ -150,7 +152,8 @@ pub struct BlockReturn {
 
 impl BlockReturn {
     /// pf's `block return`: a reset for TCP, port unreachable for the rest.
-    pub const RETURN: BlockReturn = BlockReturn { rst: true, rst_ttl: 64, icmp: Some(3), icmp6: Some(4) };
+    pub const RETURN: BlockReturn =
+        BlockReturn { rst: true, rst_ttl: 64, icmp: Some(3), icmp6: Some(4) };
 }
 
 /// An address prefix of one family. `addr` has its host bits cleared; IPv4 in the low 32 bits.
@@ -174,17 +177,9 @@ impl Prefix {
     pub fn new(af: Af, addr: u128, len: u8) -> Prefix {
         let bits = Self::bits(af);
         let len = len.min(bits);
-        let addr = if af == Af::Inet {
-            addr & 0xffff_ffff
-        } else {
-            addr
-        };
+        let addr = if af == Af::Inet { addr & 0xffff_ffff } else { addr };
         let host = bits - len;
-        let addr = if host >= 128 {
-            0
-        } else {
-            (addr >> host) << host
-        };
+        let addr = if host >= 128 { 0 } else { (addr >> host) << host };
         Prefix { af, addr, len }
     }
 
@@ -196,11 +191,7 @@ impl Prefix {
     /// Last address covered.
     pub fn last(&self) -> u128 {
         let host = Self::bits(self.af) - self.len;
-        if host >= 128 {
-            u128::MAX
-        } else {
-            self.addr | ((1u128 << host) - 1)
-        }
+        if host >= 128 { u128::MAX } else { self.addr | ((1u128 << host) - 1) }
     }
 
     /// Whether the prefix covers `addr` of family `af`.
@@ -212,12 +203,7 @@ impl Prefix {
 impl fmt::Display for Prefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.af {
-            Af::Inet => write!(
-                f,
-                "{}/{}",
-                std::net::Ipv4Addr::from(self.addr as u32),
-                self.len
-            ),
+            Af::Inet => write!(f, "{}/{}", std::net::Ipv4Addr::from(self.addr as u32), self.len),
             Af::Inet6 => write!(f, "{}/{}", std::net::Ipv6Addr::from(self.addr), self.len),
         }
     }
@@ -494,10 +480,10 @@ impl RuleSet {
     /// packet's tag unchanged: the data plane skips it, and a state need not cover it to
     /// settle a packet.
     pub fn acts_on(&self, dir: Dir) -> bool {
-        self.rules
-            .iter()
-            .any(|r| r.dir.is_none_or(|d| d == dir) && (r.action == Action::Block || r.keep_state != StateMode::None || r.tag.is_some()))
-            || self.nat.iter().any(|r| r.pass && r.translates(dir))
+        self.rules.iter().any(|r| {
+            r.dir.is_none_or(|d| d == dir)
+                && (r.action == Action::Block || r.keep_state != StateMode::None || r.tag.is_some())
+        }) || self.nat.iter().any(|r| r.pass && r.translates(dir))
     }
 }
 
@@ -516,14 +502,7 @@ impl fmt::Display for RuleError {
         if self.line == 0 {
             write!(f, "{}: {}", self.path.display(), self.message)
         } else {
-            write!(
-                f,
-                "{}:{}:{}: {}",
-                self.path.display(),
-                self.line,
-                self.column,
-                self.message
-            )
+            write!(f, "{}:{}:{}: {}", self.path.display(), self.line, self.column, self.message)
         }
     }
 }
@@ -569,7 +548,11 @@ pub fn parse_with_addresses(
 }
 
 /// [`load`] knowing the router's addresses on its interfaces.
-pub fn load_with_addresses(path: &Path, ifaces: &dyn Fn(&str) -> Option<u16>, addresses: &InterfaceAddresses) -> Result<RuleSet, RuleError> {
+pub fn load_with_addresses(
+    path: &Path,
+    ifaces: &dyn Fn(&str) -> Option<u16>,
+    addresses: &InterfaceAddresses,
+) -> Result<RuleSet, RuleError> {
     let text = read_rule_text(path).map_err(|e| RuleError {
         path: path.to_path_buf(),
         line: 0,
@@ -615,9 +598,12 @@ fn parse_inner(
         anchors_loaded: Default::default(),
     };
     p.file().and_then(|()| p.check_table_entries()).map_err(|e| match e {
-        PErr::Here(f, line, column, message) => {
-            RuleError { path: p.files.get(usize::from(f)).unwrap_or(&p.files[0]).clone(), line, column, message }
-        }
+        PErr::Here(f, line, column, message) => RuleError {
+            path: p.files.get(usize::from(f)).unwrap_or(&p.files[0]).clone(),
+            line,
+            column,
+            message,
+        },
         PErr::Full(e) => e,
     })?;
     if !p.adaptive_set {

@@ -308,9 +308,7 @@ fn profile_deadline(
     t: Tmo,
     profile: u8,
 ) -> u32 {
-    let own = profiles
-        .get(usize::from(profile) - 1)
-        .and_then(|p| p[t as usize]);
+    let own = profiles.get(usize::from(profile) - 1).and_then(|p| p[t as usize]);
     now.saturating_add(own.unwrap_or(secs[t as usize]))
 }
 
@@ -334,11 +332,7 @@ fn adaptive_cut(secs: u32, states: usize, (start, end): (u32, u32)) -> u32 {
     if end == 0 || n <= start || start >= end {
         return 0;
     }
-    let kept = if n >= end {
-        0
-    } else {
-        u64::from(secs) * (end - n) / (end - start)
-    };
+    let kept = if n >= end { 0 } else { u64::from(secs) * (end - n) / (end - start) };
     secs - kept as u32
 }
 
@@ -513,9 +507,7 @@ impl StateTable {
         {
             return adaptive_cut(secs, states as usize, range);
         }
-        self.timeouts
-            .adaptive()
-            .map_or(0, |range| adaptive_cut(secs, self.len, range))
+        self.timeouts.adaptive().map_or(0, |range| adaptive_cut(secs, self.len, range))
     }
 
     /// Bytes reserved by the table (slot array at full capacity, index, header).
@@ -548,10 +540,7 @@ impl StateTable {
     }
 
     pub fn counters(&self) -> StateCounters {
-        StateCounters {
-            in_use: self.len as u64,
-            ..self.counters
-        }
+        StateCounters { in_use: self.len as u64, ..self.counters }
     }
 
     /// The deadline of a state of timeout `profile` refreshed at `now` under kind `t`.
@@ -610,11 +599,7 @@ impl StateTable {
         if now != self.purge_clock {
             self.credit_purge(now);
         }
-        let budget = if self.len >= self.limit {
-            budget
-        } else {
-            budget.min(self.purge_owed)
-        };
+        let budget = if self.len >= self.limit { budget } else { budget.min(self.purge_owed) };
         if budget == 0 {
             self.clock = self.clock.max(now);
             return 0;
@@ -626,16 +611,10 @@ impl StateTable {
     /// A new second of the clock: the slots the paced sweep may examine for it.
     #[cold]
     fn credit_purge(&mut self, now: u32) {
-        let (n, seconds) = (
-            self.slots.len(),
-            now.wrapping_sub(self.purge_clock) as usize,
-        );
+        let (n, seconds) = (self.slots.len(), now.wrapping_sub(self.purge_clock) as usize);
         self.purge_clock = now;
         let per_second = n.div_ceil(self.timeouts.interval.max(1) as usize);
-        self.purge_owed = self
-            .purge_owed
-            .saturating_add(per_second.saturating_mul(seconds))
-            .min(n);
+        self.purge_owed = self.purge_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
     }
 
     /// Incremental sweep: examines at most `budget` slots (round-robin) and removes the dead
@@ -649,19 +628,11 @@ impl StateTable {
         // From the cursor to the end of the array, then from its start: two plain ranges
         // rather than a wrapping cursor per slot (this runs every batch).
         let budget = budget.min(n);
-        let start = if self.sweep_cursor < n {
-            self.sweep_cursor
-        } else {
-            0
-        };
+        let start = if self.sweep_cursor < n { self.sweep_cursor } else { 0 };
         let first = budget.min(n - start);
         let mut removed = self.sweep(start..start + first, now);
         removed += self.sweep(0..budget - first, now);
-        self.sweep_cursor = if budget - first > 0 {
-            budget - first
-        } else {
-            start + first
-        };
+        self.sweep_cursor = if budget - first > 0 { budget - first } else { start + first };
         self.counters.expired_sweep += removed as u64;
         removed
     }
@@ -731,13 +702,7 @@ impl StateTable {
 
     #[cold]
     fn release_limits_of(&mut self, id: usize) {
-        for held in self
-            .limited
-            .remove(&(id as u32))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
+        for held in self.limited.remove(&(id as u32)).into_iter().flatten().flatten() {
             held.release(self.clock);
         }
     }
@@ -808,28 +773,18 @@ impl StateTable {
     /// The rule indices of the states in slots `ids` (clipped to [`slot_count`](Self::slot_count)).
     pub fn rules_of_slots(&self, ids: std::ops::Range<usize>) -> impl Iterator<Item = u32> + '_ {
         let ids = ids.start.min(self.slots.len())..ids.end.min(self.slots.len());
-        self.slots[ids]
-            .iter()
-            .filter(|e| e.flags & F_USED != 0)
-            .map(|e| e.rule)
+        self.slots[ids].iter().filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
     }
 
     /// Gives state `id` rule index `rule` (a `route-to` on an `out` rule, see `passes.rs`).
     pub fn set_rule(&mut self, id: StateId, rule: u32) {
-        if let Some(e) = self
-            .slots
-            .get_mut(id.0 as usize)
-            .filter(|e| e.flags & F_USED != 0)
-        {
+        if let Some(e) = self.slots.get_mut(id.0 as usize).filter(|e| e.flags & F_USED != 0) {
             e.rule = rule;
         }
     }
 
     pub fn rule_of(&self, id: StateId) -> Option<u32> {
-        self.slots
-            .get(id.0 as usize)
-            .filter(|e| e.flags & F_USED != 0)
-            .map(|e| e.rule)
+        self.slots.get(id.0 as usize).filter(|e| e.flags & F_USED != 0).map(|e| e.rule)
     }
 
     /// Inspects a state (live or dead-not-reclaimed).
@@ -856,13 +811,7 @@ impl StateTable {
             responder_state: states[1],
             expire: e.expire.saturating_sub(self.scaled_cut(id.0 as usize)),
             timeout: Tmo::from_u8(e.tmo),
-            timeout_secs: deadline(
-                &self.secs,
-                &self.profiles,
-                0,
-                Tmo::from_u8(e.tmo),
-                e.profile,
-            ),
+            timeout_secs: deadline(&self.secs, &self.profiles, 0, Tmo::from_u8(e.tmo), e.profile),
             sloppy: e.flags & F_SLOPPY != 0,
         })
     }
@@ -871,9 +820,7 @@ impl StateTable {
     #[doc(hidden)]
     pub fn debug_id(&self, key: &PacketKey) -> Option<StateId> {
         let fk = Flow::of(key).key;
-        self.find(&fk, self.hash(&fk))
-            .ok()
-            .map(|f| StateId(f.id as u32))
+        self.find(&fk, self.hash(&fk)).ok().map(|f| StateId(f.id as u32))
     }
 
     /// Whether an entry (live or dead) for this flow is held. For tests.

@@ -27,9 +27,8 @@ pub fn iface_index(name: &str) -> Option<u16> {
 }
 
 /// Well-known ports rules pick from (most rules name one of these).
-const PORTS: [u16; 16] = [
-    22, 25, 53, 80, 110, 123, 143, 443, 465, 587, 993, 1194, 3306, 5432, 8080, 8443,
-];
+const PORTS: [u16; 16] =
+    [22, 25, 53, 80, 110, 123, 143, 443, 465, 587, 993, 1194, 3306, 5432, 8080, 8443];
 
 /// splitmix64: a seeded generator the generated sets and the tests that probe them share.
 pub struct Rng(pub u64);
@@ -102,7 +101,10 @@ impl Pool {
             .map(|_| v4_sites[rng.below(sites as u64) as usize] | ((rng.below(256) as u32) << 8))
             .collect();
         let v6 = (0..subnets)
-            .map(|_| v6_sites[rng.below(sites as u64) as usize] | (u128::from(rng.below(1 << 32) as u32) << 64))
+            .map(|_| {
+                v6_sites[rng.below(sites as u64) as usize]
+                    | (u128::from(rng.below(1 << 32) as u32) << 64)
+            })
             .collect();
         Pool { v4, v6 }
     }
@@ -111,8 +113,17 @@ impl Pool {
     fn prefix(&self, rng: &mut Rng, fam: Fam) -> String {
         match fam {
             Fam::V4 => {
-                let base = self.v4[rng.below(self.v4.len() as u64) as usize] | rng.below(256) as u32;
-                let len = rng.weighted(&[(3, 8u32), (2, 12), (10, 16), (5, 20), (35, 24), (10, 28), (35, 32)]);
+                let base =
+                    self.v4[rng.below(self.v4.len() as u64) as usize] | rng.below(256) as u32;
+                let len = rng.weighted(&[
+                    (3, 8u32),
+                    (2, 12),
+                    (10, 16),
+                    (5, 20),
+                    (35, 24),
+                    (10, 28),
+                    (35, 32),
+                ]);
                 let addr = if len == 0 { 0 } else { base & (u32::MAX << (32 - len)) };
                 if len == 32 && rng.chance(50) {
                     Ipv4Addr::from(addr).to_string()
@@ -121,7 +132,8 @@ impl Pool {
                 }
             }
             Fam::V6 => {
-                let base = self.v6[rng.below(self.v6.len() as u64) as usize] | u128::from(rng.below(1 << 16));
+                let base = self.v6[rng.below(self.v6.len() as u64) as usize]
+                    | u128::from(rng.below(1 << 16));
                 let len = rng.weighted(&[(5, 32u32), (20, 48), (10, 56), (40, 64), (25, 128)]);
                 let addr = base & (u128::MAX << (128 - len));
                 format!("{}/{len}", Ipv6Addr::from(addr))
@@ -155,7 +167,11 @@ fn ports(rng: &mut Rng, src: bool) -> Option<String> {
         }
         2 => format!("port {lo}:{hi}"),
         3 => format!("port != {a}"),
-        4 => format!("port {} {}", ["<", "<=", ">", ">="][rng.below(4) as usize], if rng.chance(50) { 1024 } else { a }),
+        4 => format!(
+            "port {} {}",
+            ["<", "<=", ">", ">="][rng.below(4) as usize],
+            if rng.chance(50) { 1024 } else { a }
+        ),
         5 => format!("port {lo} >< {hi}"),
         6 => format!("port {lo} <> {hi}"),
         _ => format!("port {{ {lo}:{hi}, {a} }}"),
@@ -167,7 +183,11 @@ fn address(rng: &mut Rng, pool: &Pool, fam: Option<Fam>, tables: usize, src: boo
     let any = if src { 45 } else { 25 };
     let Some(fam) = fam else {
         // No family: only `any` and tables keep the rule meaningful for both.
-        return if tables > 0 && rng.chance(40) { format!("<t{}>", rng.below(tables as u64)) } else { "any".into() };
+        return if tables > 0 && rng.chance(40) {
+            format!("<t{}>", rng.below(tables as u64))
+        } else {
+            "any".into()
+        };
     };
     match rng.weighted(&[(any, 0), (40, 1), (6, 2), (10, 3), (7, 4), (2, 5)]) {
         0 => "any".into(),
@@ -228,7 +248,8 @@ fn rule(rng: &mut Rng, pool: &Pool, tables: usize, out: &mut String) {
         3 => out.push_str(if fam == Some(Fam::V6) { " proto icmp6" } else { " proto icmp" }),
         _ => {}
     }
-    let (src, dst) = (address(rng, pool, fam, tables, true), address(rng, pool, fam, tables, false));
+    let (src, dst) =
+        (address(rng, pool, fam, tables, true), address(rng, pool, fam, tables, false));
     let with_ports = proto <= 2;
     let (sp, dp) = if with_ports { (ports(rng, true), ports(rng, false)) } else { (None, None) };
     if src == "any" && dst == "any" && sp.is_none() && dp.is_none() && rng.chance(50) {
@@ -340,7 +361,13 @@ pub fn ruleset_tagged(seed: u64, rules: usize) -> String {
 pub fn uniform(rules: usize) -> String {
     let mut t = String::with_capacity(rules * 70 + 20);
     for i in 0..rules {
-        let _ = writeln!(t, "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+        let _ = writeln!(
+            t,
+            "block in quick proto tcp from 10.{}.{}.{} to 10.200.0.1 port 22",
+            (i >> 16) & 255,
+            (i >> 8) & 255,
+            i & 255
+        );
     }
     t.push_str("pass all no state\n");
     t
@@ -357,7 +384,8 @@ pub struct Boundaries {
 /// ends of every port range and their neighbours, ICMP types: where packets of `rs` get
 /// different verdicts (for property tests against the reference).
 pub fn boundaries(rs: &RuleSet) -> Boundaries {
-    let mut prefixes: Vec<Prefix> = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix)).collect();
+    let mut prefixes: Vec<Prefix> =
+        rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix)).collect();
     let mut ports = vec![0u16, 65535];
     for r in &rs.rules {
         for m in [&r.src, &r.dst] {
@@ -381,7 +409,12 @@ pub fn boundaries(rs: &RuleSet) -> Boundaries {
     for p in prefixes {
         let max = if p.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
         let v = if p.af == Af::Inet { &mut v4 } else { &mut v6 };
-        v.extend([p.first(), p.last(), p.first().wrapping_sub(1) & max, p.last().wrapping_add(1) & max]);
+        v.extend([
+            p.first(),
+            p.last(),
+            p.first().wrapping_sub(1) & max,
+            p.last().wrapping_add(1) & max,
+        ]);
     }
     Boundaries { v4, v6, ports }
 }

@@ -19,31 +19,18 @@ pub struct Verdict {
 
 impl Verdict {
     /// The verdict when no rule matches: pass, no state.
-    pub const DEFAULT: Verdict = Verdict {
-        action: Action::Pass,
-        rule: None,
-        keep_state: StateMode::None,
-        tag: 0,
-    };
+    pub const DEFAULT: Verdict =
+        Verdict { action: Action::Pass, rule: None, keep_state: StateMode::None, tag: 0 };
 
     /// The verdict of a pass that a translation rule with `pass` decides (`nat pass`, `rdr
     /// pass`, `binat pass`): pf skips the filter rules, the default rule decides, and a state
     /// is kept because a translation applied.
-    pub const TRANSLATION_PASS: Verdict = Verdict {
-        action: Action::Pass,
-        rule: None,
-        keep_state: StateMode::Keep,
-        tag: 0,
-    };
+    pub const TRANSLATION_PASS: Verdict =
+        Verdict { action: Action::Pass, rule: None, keep_state: StateMode::Keep, tag: 0 };
 
     /// The verdict decided by rule `i` (without the tag, which earlier rules may set).
     pub fn of_rule(rs: &RuleSet, i: usize) -> Verdict {
         let r = &rs.rules[i];
-        Verdict {
-            action: r.action,
-            rule: Some(i),
-            keep_state: r.keep_state,
-            tag: 0,
-        }
+        Verdict { action: r.action, rule: Some(i), keep_state: r.keep_state, tag: 0 }
     }
 }

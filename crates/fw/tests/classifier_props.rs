@@ -33,9 +33,7 @@ impl Rng {
     }
 }
 
-const PORTS: &[u16] = &[
-    0, 1, 21, 22, 23, 53, 80, 443, 1000, 1023, 1024, 2000, 8080, 65534, 65535,
-];
+const PORTS: &[u16] = &[0, 1, 21, 22, 23, 53, 80, 443, 1000, 1023, 1024, 2000, 8080, 65534, 65535];
 const PROTOS: &[u8] = &[6, 17, 1, 58, 47];
 
 fn v4(a: [u8; 4], len: u8) -> Prefix {
@@ -43,11 +41,7 @@ fn v4(a: [u8; 4], len: u8) -> Prefix {
 }
 
 fn v6(s: &str, len: u8) -> Prefix {
-    Prefix::new(
-        Af::Inet6,
-        u128::from(s.parse::<std::net::Ipv6Addr>().unwrap()),
-        len,
-    )
+    Prefix::new(Af::Inet6, u128::from(s.parse::<std::net::Ipv6Addr>().unwrap()), len)
 }
 
 fn universe() -> Vec<Prefix> {
@@ -91,11 +85,7 @@ fn rand_prefix(rng: &mut Rng, uni: &[Prefix]) -> Prefix {
         (rng.next() as u128) << 64 | rng.next() as u128
     };
     let host = bits - base.len;
-    let keep_mask = if host >= 128 {
-        0
-    } else {
-        !((1u128 << host) - 1)
-    };
+    let keep_mask = if host >= 128 { 0 } else { !((1u128 << host) - 1) };
     let addr = (base.addr & keep_mask) | (noise & !keep_mask);
     Prefix::new(base.af, addr, len)
 }
@@ -134,16 +124,9 @@ fn rand_tables(rng: &mut Rng, uni: &[Prefix]) -> Vec<Table> {
     for t in 0..rng.below(4) {
         let n = 1 + rng.below(10);
         let entries = (0..n)
-            .map(|_| TableEntry {
-                negated: rng.chance(20),
-                prefix: rand_prefix(rng, uni),
-            })
+            .map(|_| TableEntry { negated: rng.chance(20), prefix: rand_prefix(rng, uni) })
             .collect();
-        tables.push(Table {
-            name: format!("t{t}"),
-            entries,
-            constant: false,
-        });
+        tables.push(Table { name: format!("t{t}"), entries, constant: false });
     }
     tables
 }
@@ -166,16 +149,8 @@ fn rand_protos(rng: &mut Rng) -> Vec<u8> {
 fn rand_port_matches(rng: &mut Rng, tcpudp: bool) -> (PortMatch, PortMatch) {
     if tcpudp {
         (
-            if rng.chance(30) {
-                rand_ports(rng)
-            } else {
-                PortMatch::Any
-            },
-            if rng.chance(50) {
-                rand_ports(rng)
-            } else {
-                PortMatch::Any
-            },
+            if rng.chance(30) { rand_ports(rng) } else { PortMatch::Any },
+            if rng.chance(50) { rand_ports(rng) } else { PortMatch::Any },
         )
     } else {
         (PortMatch::Any, PortMatch::Any)
@@ -187,11 +162,7 @@ fn rand_icmp(rng: &mut Rng, icmp: bool) -> (Vec<u8>, Option<u8>) {
     if icmp && rng.chance(40) {
         (
             (0..1 + rng.below(2)).map(|_| *rng.pick(&[0u8, 3, 8, 128, 129])).collect(),
-            if rng.chance(40) {
-                Some(*rng.pick(&[0u8, 1, 3]))
-            } else {
-                None
-            },
+            if rng.chance(40) { Some(*rng.pick(&[0u8, 1, 3])) } else { None },
         )
     } else {
         (Vec::new(), None)
@@ -200,12 +171,7 @@ fn rand_icmp(rng: &mut Rng, icmp: bool) -> (Vec<u8>, Option<u8>) {
 
 fn rand_keep_state(rng: &mut Rng, action: Action) -> StateMode {
     if action == Action::Pass {
-        *rng.pick(&[
-            StateMode::Keep,
-            StateMode::Keep,
-            StateMode::None,
-            StateMode::KeepSloppy,
-        ])
+        *rng.pick(&[StateMode::Keep, StateMode::Keep, StateMode::None, StateMode::KeepSloppy])
     } else {
         StateMode::None
     }
@@ -224,11 +190,7 @@ fn rand_flags(rng: &mut Rng) -> Option<(u8, u8)> {
 
 /// A random rule on line `line`, referring to tables below `ntables`.
 fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule {
-    let action = if rng.chance(50) {
-        Action::Pass
-    } else {
-        Action::Block
-    };
+    let action = if rng.chance(50) { Action::Pass } else { Action::Block };
     let protos = rand_protos(rng);
     let tcpudp = !protos.is_empty() && protos.iter().all(|p| *p == 6 || *p == 17);
     let icmp = protos == [1] || protos == [58];
@@ -277,10 +239,7 @@ fn rand_rule(rng: &mut Rng, uni: &[Prefix], ntables: usize, line: usize) -> Rule
 }
 
 fn rand_ruleset(rng: &mut Rng, uni: &[Prefix]) -> RuleSet {
-    let mut rs = RuleSet {
-        tables: rand_tables(rng, uni),
-        ..RuleSet::default()
-    };
+    let mut rs = RuleSet { tables: rand_tables(rng, uni), ..RuleSet::default() };
     let cap = if rng.chance(20) { 120 } else { 30 };
     let nrules = 1 + rng.below(cap) as usize;
     for i in 0..nrules {
@@ -311,11 +270,7 @@ fn used_prefixes(rs: &RuleSet) -> Vec<Prefix> {
 }
 
 fn rand_addr_in(rng: &mut Rng, af: Af, used: &[Prefix]) -> u128 {
-    let max = if af == Af::Inet {
-        0xffff_ffffu128
-    } else {
-        u128::MAX
-    };
+    let max = if af == Af::Inet { 0xffff_ffffu128 } else { u128::MAX };
     let cands: Vec<&Prefix> = used.iter().filter(|p| p.af == af).collect();
     if cands.is_empty() || rng.chance(20) {
         let r = (rng.next() as u128) << 64 | rng.next() as u128;
@@ -346,11 +301,7 @@ fn rand_port(rng: &mut Rng) -> u16 {
 
 fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
     let af = if rng.chance(60) { Af::Inet } else { Af::Inet6 };
-    let proto = if rng.chance(85) {
-        *rng.pick(PROTOS)
-    } else {
-        rng.next() as u8
-    };
+    let proto = if rng.chance(85) { *rng.pick(PROTOS) } else { rng.next() as u8 };
     let tcp_flags = match rng.below(5) {
         0 => 0x02,
         1 => 0x12,
@@ -360,11 +311,7 @@ fn rand_key(rng: &mut Rng, used: &[Prefix]) -> PacketKey {
     PacketKey {
         af,
         dir: if rng.chance(50) { Dir::In } else { Dir::Out },
-        iface: if rng.chance(90) {
-            rng.below(5) as u16
-        } else {
-            rng.next() as u16
-        },
+        iface: if rng.chance(90) { rng.below(5) as u16 } else { rng.next() as u16 },
         proto,
         src: rand_addr_in(rng, af, used),
         dst: rand_addr_in(rng, af, used),
@@ -454,10 +401,8 @@ fn check(seed: u64, packets: usize, opts: &BuildOptions) {
 
 #[test]
 fn classifier_matches_reference() {
-    let total: usize = std::env::var("FW_PROPTEST_PACKETS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2_000_000);
+    let total: usize =
+        std::env::var("FW_PROPTEST_PACKETS").ok().and_then(|s| s.parse().ok()).unwrap_or(2_000_000);
     let per_set = 10_000;
     let sets = total.div_ceil(per_set).max(1);
     let t = std::time::Instant::now();
@@ -472,18 +417,15 @@ fn classifier_matches_reference() {
         } else if s % 4 == 1 {
             // The decision tree on the same sets, every other one with second leaf filters
             // (by default only in sets of 2048 rules or more).
-            let leaf_pairs_from = if s % 8 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
+            let leaf_pairs_from =
+                if s % 8 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
             BuildOptions { engine: Engine::Tree, leaf_pairs_from, ..BuildOptions::default() }
         } else {
             BuildOptions::default()
         };
         check(0xF1_0000 + s, per_set, &opts);
     }
-    eprintln!(
-        "{} rule sets x {per_set} packets compared in {:?}",
-        sets,
-        t.elapsed()
-    );
+    eprintln!("{} rule sets x {per_set} packets compared in {:?}", sets, t.elapsed());
 }
 
 /// Hundreds of random rules from the same small universe: every field constrained at random,
@@ -494,10 +436,8 @@ fn classifier_matches_reference_large_sets() {
         let mut rng = Rng(0xBEEF + s);
         let uni = universe();
         let mut rs = rand_ruleset(&mut rng, &uni);
-        let target: usize = std::env::var("FW_LARGE")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(200);
+        let target: usize =
+            std::env::var("FW_LARGE").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
         while rs.rules.len() < target {
             let more = rand_ruleset(&mut rng, &uni);
             let base = rs.rules.len();
@@ -517,7 +457,8 @@ fn classifier_matches_reference_large_sets() {
         }
         let t = std::time::Instant::now();
         let engine = if s % 2 == 0 { Engine::Auto } else { Engine::Tree };
-        let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap_or_else(|e| panic!("seed {s}: {e}"));
+        let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() })
+            .unwrap_or_else(|e| panic!("seed {s}: {e}"));
         eprintln!(
             "{} rules: built in {:?}, {} KiB, {:?}",
             rs.rules.len(),
@@ -528,11 +469,7 @@ fn classifier_matches_reference_large_sets() {
         let used = used_prefixes(&rs);
         for _ in 0..20_000 {
             let key = rand_key(&mut rng, &used);
-            assert_eq!(
-                cl.classify(&key),
-                evaluate(&rs, &key),
-                "seed {s} key {key:?}"
-            );
+            assert_eq!(cl.classify(&key), evaluate(&rs, &key), "seed {s} key {key:?}");
         }
     }
 }
@@ -553,7 +490,8 @@ fn budget_exceeded_is_a_clear_error() {
             })
         }));
     }
-    let opts = BuildOptions { memory_budget: 256 << 10, engine: Engine::Rfc, ..BuildOptions::default() };
+    let opts =
+        BuildOptions { memory_budget: 256 << 10, engine: Engine::Rfc, ..BuildOptions::default() };
     let e = Classifier::build_with(&rs, &opts).unwrap_err().to_string();
     let auto = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Auto, ..opts }).unwrap();
     assert_eq!(auto.stats().engine, "tree");

@@ -14,7 +14,6 @@ use fw::packet::{Af, Dir, PacketKey};
 use fw::reference::evaluate;
 use fw::testgen::{Boundaries, Rng, boundaries};
 
-
 fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
     let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
     let pool = if af == Af::Inet { &b.v4 } else { &b.v6 };
@@ -24,7 +23,9 @@ fn key(rng: &mut Rng, b: &Boundaries) -> PacketKey {
         if pool.is_empty() || rng.index(5) == 0 { r } else { pool[rng.index(pool.len())] }
     };
     let proto = [6u8, 6, 17, 17, 1, 58, 47][rng.index(7)];
-    let port = |rng: &mut Rng| if rng.index(4) == 0 { rng.next_u64() as u16 } else { b.ports[rng.index(b.ports.len())] };
+    let port = |rng: &mut Rng| {
+        if rng.index(4) == 0 { rng.next_u64() as u16 } else { b.ports[rng.index(b.ports.len())] }
+    };
     PacketKey {
         af,
         dir: if rng.index(2) == 0 { Dir::In } else { Dir::Out },
@@ -48,14 +49,22 @@ fn check(seed: u64, rules: usize, engine: Engine, packets: usize) -> &'static st
     let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
     // Odd seeds: second leaf filters whatever the size (by default only from 2048 rules).
     let leaf_pairs_from = if seed % 2 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
-    let cl = Classifier::build_with(&rs, &BuildOptions { engine, leaf_pairs_from, ..BuildOptions::default() })
-        .unwrap_or_else(|e| panic!("seed {seed}, {rules} rules, {engine:?}: {e}"));
+    let cl = Classifier::build_with(
+        &rs,
+        &BuildOptions { engine, leaf_pairs_from, ..BuildOptions::default() },
+    )
+    .unwrap_or_else(|e| panic!("seed {seed}, {rules} rules, {engine:?}: {e}"));
     let b = boundaries(&rs);
     let mut rng = Rng(seed);
     for _ in 0..packets {
         let k = key(&mut rng, &b);
         let (want, got) = (evaluate(&rs, &k), cl.classify(&k));
-        assert_eq!(got, want, "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}", cl.stats().engine);
+        assert_eq!(
+            got,
+            want,
+            "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}",
+            cl.stats().engine
+        );
     }
     cl.stats().engine
 }
@@ -63,15 +72,22 @@ fn check(seed: u64, rules: usize, engine: Engine, packets: usize) -> &'static st
 /// [`check`] on [`fw::testgen::ruleset_tagged`], packets carrying tags `T0`..`T3` or none.
 fn check_tagged(seed: u64, rules: usize, engine: Engine, packets: usize) {
     let text = fw::testgen::ruleset_tagged(seed, rules);
-    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let cl = Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
+    let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cl =
+        Classifier::build_with(&rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
     let b = boundaries(&rs);
     let mut rng = Rng(seed);
     for _ in 0..packets {
         let mut k = key(&mut rng, &b);
         k.tag = rng.below(rs.tags.len() as u64 + 2) as u8;
         let (want, got) = (evaluate(&rs, &k), cl.classify(&k));
-        assert_eq!(got, want, "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}", cl.stats().engine);
+        assert_eq!(
+            got,
+            want,
+            "seed {seed}, {rules} rules, engine {}: {k:?}\nrules:\n{text}",
+            cl.stats().engine
+        );
     }
 }
 
@@ -99,7 +115,12 @@ fn small_realistic_sets_match_the_reference_with_each_engine() {
         // RFC alone, where it fits its default budgets.
         let text = fw::testgen::ruleset(seed, rules);
         let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
-        if Classifier::build_with(&rs, &BuildOptions { engine: Engine::Rfc, ..BuildOptions::default() }).is_ok() {
+        if Classifier::build_with(
+            &rs,
+            &BuildOptions { engine: Engine::Rfc, ..BuildOptions::default() },
+        )
+        .is_ok()
+        {
             check(seed, rules, Engine::Rfc, 3000);
         }
     }
@@ -138,7 +159,9 @@ fn services(seed: u64, n: usize) -> (String, Vec<Service>) {
         let v6 = rng.index(4) == 0;
         let net = |rng: &mut Rng| match v6 {
             true => 0x2001_0db8u128 << 96 | (rng.index(64) as u128) << 80,
-            false => u128::from(10u32 << 24 | (rng.index(8) as u32) << 16 | (rng.index(256) as u32) << 8),
+            false => {
+                u128::from(10u32 << 24 | (rng.index(8) as u32) << 16 | (rng.index(256) as u32) << 8)
+            }
         };
         let (src, dst) = (net(&mut rng), net(&mut rng));
         let text_of = |a: u128| match v6 {
@@ -159,7 +182,11 @@ fn services(seed: u64, n: usize) -> (String, Vec<Service>) {
         let iface = rng.index(4) as u16;
         let af = if v6 { "inet6" } else { "inet" };
         let name = if proto == 6 { "tcp" } else { "udp" };
-        text += &format!("pass in {quick}on lr-g{iface} {af} proto {name} from {} to {} port {ports}\n", text_of(src), text_of(dst));
+        text += &format!(
+            "pass in {quick}on lr-g{iface} {af} proto {name} from {} to {} port {ports}\n",
+            text_of(src),
+            text_of(dst)
+        );
         rules.push(Service { v6, src, dst, ports: list, iface, proto });
     }
     (text, rules)
@@ -169,7 +196,9 @@ fn services(seed: u64, n: usize) -> (String, Vec<Service>) {
 /// next to one, its interface and protocol most of the time.
 fn aimed(rng: &mut Rng, rules: &[Service]) -> PacketKey {
     let r = &rules[rng.index(rules.len())];
-    let host = |rng: &mut Rng, net: u128| net | if r.v6 { u128::from(rng.next_u64()) } else { rng.index(256) as u128 };
+    let host = |rng: &mut Rng, net: u128| {
+        net | if r.v6 { u128::from(rng.next_u64()) } else { rng.index(256) as u128 }
+    };
     let port = r.ports[rng.index(r.ports.len())].wrapping_add([0, 0, 0, 1, u16::MAX][rng.index(5)]);
     PacketKey {
         af: if r.v6 { Af::Inet6 } else { Af::Inet },
@@ -193,11 +222,20 @@ fn services_shaped_sets_match_the_reference() {
     for seed in 0..sets(6) {
         let (text, services) = services(seed, 300 + 200 * seed as usize % 900);
         let rs = fw::rules::parse(&text, Path::new("gen.conf"), &fw::testgen::iface_index).unwrap();
-        let leaf_pairs_from = if seed % 2 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
-        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, leaf_pairs_from, ..BuildOptions::default() }).unwrap();
+        let leaf_pairs_from =
+            if seed % 2 == 1 { 0 } else { fw::classifier::DEFAULT_LEAF_PAIRS_FROM };
+        let cl = Classifier::build_with(
+            &rs,
+            &BuildOptions { engine: Engine::Tree, leaf_pairs_from, ..BuildOptions::default() },
+        )
+        .unwrap();
         let stats = cl.stats().tree.clone().unwrap_or_default();
         assert!(stats.filtered > 0, "seed {seed}: no leaf has a filter");
-        assert_eq!(stats.filtered_twice > 0, seed % 2 == 1, "seed {seed}: second filters where asked for only");
+        assert_eq!(
+            stats.filtered_twice > 0,
+            seed % 2 == 1,
+            "seed {seed}: second filters where asked for only"
+        );
         let b = boundaries(&rs);
         let mut rng = Rng(seed);
         let mut passed = 0;
@@ -246,27 +284,55 @@ fn tree_priorities_across_groups_match_the_reference() {
             text.push_str(&format!(" 10.{}.{}.0/24", i % 4, 16 * (i / 4)));
         }
         text.push_str(" }\n");
-        let narrow = ["10.0.0.0/24", "10.1.16.0/20", "10.2.0.7", "! 10.0.0.0/16", "<big>", "{ 10.3.0.0/16, !10.3.3.0/24 }"];
+        let narrow = [
+            "10.0.0.0/24",
+            "10.1.16.0/20",
+            "10.2.0.7",
+            "! 10.0.0.0/16",
+            "<big>",
+            "{ 10.3.0.0/16, !10.3.3.0/24 }",
+        ];
         let wide = ["any", "10.0.0.0/8", "! 10.2.0.0/16", "! <big>"];
         for _ in 0..(60 + rng.index(200)) {
             let addr = |rng: &mut Rng| {
-                if rng.index(2) == 0 { narrow[rng.index(narrow.len())] } else { wide[rng.index(wide.len())] }
+                if rng.index(2) == 0 {
+                    narrow[rng.index(narrow.len())]
+                } else {
+                    wide[rng.index(wide.len())]
+                }
             };
             let (src, dst) = (addr(&mut rng), addr(&mut rng));
             let action = if rng.index(2) == 0 { "pass" } else { "block" };
             let quick = if rng.index(4) == 0 { " quick" } else { "" };
-            let port = ["", " port 80", " port { 22, 443 }", " port 1000:2000", " port != 53"][rng.index(5)];
-            text.push_str(&format!("{action} in{quick} inet proto tcp from {src} to {dst}{port} no state\n"));
+            let port = ["", " port 80", " port { 22, 443 }", " port 1000:2000", " port != 53"]
+                [rng.index(5)];
+            text.push_str(&format!(
+                "{action} in{quick} inet proto tcp from {src} to {dst}{port} no state\n"
+            ));
         }
-        let rs = fw::rules::parse(&text, Path::new("groups.conf"), &fw::testgen::iface_index).unwrap();
-        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+        let rs =
+            fw::rules::parse(&text, Path::new("groups.conf"), &fw::testgen::iface_index).unwrap();
+        let cl = Classifier::build_with(
+            &rs,
+            &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() },
+        )
+        .unwrap();
         let b = boundaries(&rs);
         for _ in 0..20_000 {
             let mut k = key(&mut rng, &b);
             if rng.index(2) == 0 {
                 // Inside the networks the rules name, inbound TCP: the packets that match most.
-                let a = |rng: &mut Rng| 0x0a00_0000 | (rng.index(4) as u128) << 16 | rng.next_u64() as u128 & 0xffff;
-                k = PacketKey { af: Af::Inet, dir: Dir::In, proto: 6, src: a(&mut rng), dst: a(&mut rng), ..k };
+                let a = |rng: &mut Rng| {
+                    0x0a00_0000 | (rng.index(4) as u128) << 16 | rng.next_u64() as u128 & 0xffff
+                };
+                k = PacketKey {
+                    af: Af::Inet,
+                    dir: Dir::In,
+                    proto: 6,
+                    src: a(&mut rng),
+                    dst: a(&mut rng),
+                    ..k
+                };
             }
             assert_eq!(cl.classify(&k), evaluate(&rs, &k), "seed {seed}: {k:?}\nrules:\n{text}");
         }

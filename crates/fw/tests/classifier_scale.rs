@@ -30,9 +30,7 @@ fn key(src: u32, dst: u32, dport: u16, flags: u8) -> PacketKey {
 }
 
 fn lcg(x: &mut u64) -> u32 {
-    *x = x
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
+    *x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     (*x >> 32) as u32
 }
 
@@ -75,22 +73,12 @@ fn hundred_thousand_non_matching_rules() {
         assert_eq!(v.rule, Some(n as usize));
     }
     for i in (0..n).step_by(997) {
-        let k = key(
-            0x0a00_0000 + i * 7,
-            0xc0a8_0000 + i * 13,
-            (1 + i % 60000) as u16,
-            0x10,
-        );
+        let k = key(0x0a00_0000 + i * 7, 0xc0a8_0000 + i * 13, (1 + i % 60000) as u16, 0x10);
         let v = cl.classify(&k);
         assert_eq!((v.action, v.rule), (Action::Block, Some(i as usize)));
         assert_eq!(v, evaluate(&rs, &k));
         // Same packet to another port: not rule i.
-        let k = key(
-            0x0a00_0000 + i * 7,
-            0xc0a8_0000 + i * 13,
-            (2 + i % 60000) as u16,
-            0x02,
-        );
+        let k = key(0x0a00_0000 + i * 7, 0xc0a8_0000 + i * 13, (2 + i % 60000) as u16, 0x02);
         assert_eq!(cl.classify(&k), evaluate(&rs, &k));
     }
 }
@@ -129,10 +117,7 @@ fn million_entry_table() {
         cl.stats()
     );
     assert!(cl.stats().lpm[0], "the source field uses the LPM table");
-    assert!(
-        cl.stats().field_classes[4] <= 3,
-        "a table yields ~2 address classes"
-    );
+    assert!(cl.stats().field_classes[4] <= 3, "a table yields ~2 address classes");
     // Members: every 10007th entry, at the first and last address of its prefix.
     for (i, &(a, len)) in entries.iter().enumerate().step_by(10007) {
         let last = if len == 32 { a } else { a | (u32::MAX >> len) };
@@ -161,19 +146,37 @@ fn adversarial_shapes_compile_small_and_agree() {
     use fw::testgen::{Rng, adversarial, boundaries, iface_index};
     for shape in adversarial::SHAPES {
         let text = adversarial::ruleset(shape, 7, 10_000).unwrap();
-        let rs = parse(&text, Path::new("adv.conf"), &iface_index).unwrap_or_else(|e| panic!("{shape}: {e}"));
+        let rs = parse(&text, Path::new("adv.conf"), &iface_index)
+            .unwrap_or_else(|e| panic!("{shape}: {e}"));
         let t = Instant::now();
         let cl = Classifier::build(&rs).unwrap_or_else(|e| panic!("{shape}: {e}"));
-        eprintln!("{shape}: built in {:?}, {} MiB, {:?}", t.elapsed(), cl.memory_bytes() >> 20, cl.stats());
+        eprintln!(
+            "{shape}: built in {:?}, {} MiB, {:?}",
+            t.elapsed(),
+            cl.memory_bytes() >> 20,
+            cl.stats()
+        );
         assert!(cl.memory_bytes() <= 256 << 20, "{shape}: {} MiB", cl.memory_bytes() >> 20);
         let b = boundaries(&rs);
         let mut rng = Rng(7);
         for _ in 0..1500 {
             let v6 = shape == "v6";
             let pool = if v6 { &b.v6 } else { &b.v4 };
-            let mut addr = || if pool.is_empty() || rng.index(4) == 0 { u128::from(rng.next_u64()) } else { pool[rng.index(pool.len())] };
+            let mut addr = || {
+                if pool.is_empty() || rng.index(4) == 0 {
+                    u128::from(rng.next_u64())
+                } else {
+                    pool[rng.index(pool.len())]
+                }
+            };
             let (src, dst) = (addr(), addr());
-            let port = |rng: &mut Rng| if b.ports.is_empty() || rng.index(3) == 0 { rng.next_u64() as u16 } else { b.ports[rng.index(b.ports.len())] };
+            let port = |rng: &mut Rng| {
+                if b.ports.is_empty() || rng.index(3) == 0 {
+                    rng.next_u64() as u16
+                } else {
+                    b.ports[rng.index(b.ports.len())]
+                }
+            };
             let k = PacketKey {
                 af: if v6 { Af::Inet6 } else { Af::Inet },
                 dir: [Dir::In, Dir::Out][rng.index(2)],

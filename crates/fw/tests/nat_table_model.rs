@@ -35,7 +35,11 @@ impl Model {
     }
 
     fn expired_ids(&self, now: u32, t: &Timeouts) -> Vec<u32> {
-        self.sessions.iter().filter(|(_, s)| now.wrapping_sub(s.last) > s.timeout(t)).map(|(&id, _)| id).collect()
+        self.sessions
+            .iter()
+            .filter(|(_, s)| now.wrapping_sub(s.last) > s.timeout(t))
+            .map(|(&id, _)| id)
+            .collect()
     }
 }
 
@@ -66,7 +70,15 @@ fn session(rng: &mut Rng, id: u32, now: u32) -> Session {
 }
 
 /// One lookup by `out` key or in key, in both, compared; a hit is touched in both.
-fn lookup(t: &mut NatTable, m: &mut Model, k: &NatKey, out: bool, now: u32, tmo: &Timeouts, flags: u8) {
+fn lookup(
+    t: &mut NatTable,
+    m: &mut Model,
+    k: &NatKey,
+    out: bool,
+    now: u32,
+    tmo: &Timeouts,
+    flags: u8,
+) {
     let want = if out { m.outs.get(k) } else { m.ins.get(k) }.copied();
     let got = if out { t.lookup_out(k, now, tmo) } else { t.lookup_in(k, now, tmo) };
     let Some(id) = want else {
@@ -125,7 +137,11 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
             }
             75..=84 => {
                 let k = key(&mut rng);
-                assert_eq!(t.in_key_used(&k), m.ins.contains_key(&k), "op {op}: in_key_used({k:?})");
+                assert_eq!(
+                    t.in_key_used(&k),
+                    m.ins.contains_key(&k),
+                    "op {op}: in_key_used({k:?})"
+                );
             }
             // A slow clock (a second every ~200 operations), so that the table fills up.
             85..=93 => now += u32::from(rng.below(20) == 0) * rng.below(8) as u32,
@@ -136,7 +152,10 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
                 let dead = m.expired_ids(now, &tmo);
                 t.sweep(now, &tmo, 1 + rng.below(64) as usize);
                 t.debug_check();
-                assert!(t.len() <= before && t.len() >= before - dead.len(), "op {op}: partial sweep");
+                assert!(
+                    t.len() <= before && t.len() >= before - dead.len(),
+                    "op {op}: partial sweep"
+                );
                 t.sweep(now, &tmo, usize::MAX);
                 for id in dead {
                     m.remove(id);
@@ -159,13 +178,25 @@ fn run(seed: u64, ops: usize, limit: usize, limit_changes: bool) {
         }
     }
     check(&t, &m);
-    eprintln!("{} sessions at the end, {} expired, {full} inserts refused for a full table, clock at {now}", t.len(), t.expired);
+    eprintln!(
+        "{} sessions at the end, {} expired, {full} inserts refused for a full table, clock at {now}",
+        t.len(),
+        t.expired
+    );
     assert!(full > 0, "the table was never full");
 }
 
 /// Under a changed limit `l`: inserts until full, which must be at `l` sessions (or never,
 /// if it already holds more: none is removed).
-fn return_limit(t: &mut NatTable, m: &mut Model, l: usize, rng: &mut Rng, next_id: &mut u32, now: u32, op: usize) {
+fn return_limit(
+    t: &mut NatTable,
+    m: &mut Model,
+    l: usize,
+    rng: &mut Rng,
+    next_id: &mut u32,
+    now: u32,
+    op: usize,
+) {
     for _ in 0..4 {
         let s = session(rng, *next_id, now);
         *next_id += 1;
@@ -176,7 +207,10 @@ fn return_limit(t: &mut NatTable, m: &mut Model, l: usize, rng: &mut Rng, next_i
                 m.outs.insert(s.out_key, s.out_to.0);
                 m.ins.insert(s.in_key, s.out_to.0);
             }
-            Err(e) => assert!(e == AllocError::TableFull && m.sessions.len() >= l, "op {op}: refused under limit {l}"),
+            Err(e) => assert!(
+                e == AllocError::TableFull && m.sessions.len() >= l,
+                "op {op}: refused under limit {l}"
+            ),
         }
     }
 }
@@ -201,9 +235,26 @@ fn many_sessions_found_by_both_keys() {
     let mut t = NatTable::new(usize::MAX, 42);
     let n = 200_000u32;
     let s = |i: u32| {
-        let out_key = NatKey { src: 0x0a00_0000 + i, dst: 0x0808_0808, sport: 1000, dport: 53, proto: 17 };
-        let in_key = NatKey { src: 0x0808_0808, dst: 0xc000_0201 + (i >> 16), sport: 53, dport: i as u16, proto: 17 };
-        Session { iface: 1, kind: NatKind::Nat, pass: false, out_key, out_to: (in_key.dst, in_key.dport), in_key, in_to: (out_key.src, 1000), last: 0, phase: Phase::First }
+        let out_key =
+            NatKey { src: 0x0a00_0000 + i, dst: 0x0808_0808, sport: 1000, dport: 53, proto: 17 };
+        let in_key = NatKey {
+            src: 0x0808_0808,
+            dst: 0xc000_0201 + (i >> 16),
+            sport: 53,
+            dport: i as u16,
+            proto: 17,
+        };
+        Session {
+            iface: 1,
+            kind: NatKind::Nat,
+            pass: false,
+            out_key,
+            out_to: (in_key.dst, in_key.dport),
+            in_key,
+            in_to: (out_key.src, 1000),
+            last: 0,
+            phase: Phase::First,
+        }
     };
     for i in 0..n {
         t.insert(s(i)).unwrap();
@@ -244,9 +295,23 @@ fn structured_keys_probe_few_words() {
         let (sport, port) = (i as u16, 1024 + (i % 64000) as u16);
         let out_key = NatKey { src, dst, sport, dport: 9, proto: 17 };
         let in_key = NatKey { src: dst, dst: ext, sport: 9, dport: port, proto: 17 };
-        t.insert(Session { iface: 1, kind: NatKind::Nat, pass: false, out_key, out_to: (ext, port), in_key, in_to: (src, sport), last: 0, phase: Phase::First }).unwrap();
+        t.insert(Session {
+            iface: 1,
+            kind: NatKind::Nat,
+            pass: false,
+            out_key,
+            out_to: (ext, port),
+            in_key,
+            in_to: (src, sport),
+            last: 0,
+            phase: Phase::First,
+        })
+        .unwrap();
     }
     let mean = t.debug_check();
-    eprintln!("mean distance from home {mean:.3} words, {:.1} bytes a session", t.memory_bytes() as f64 / n as f64);
+    eprintln!(
+        "mean distance from home {mean:.3} words, {:.1} bytes a session",
+        t.memory_bytes() as f64 / n as f64
+    );
     assert!(mean < 1.0, "mean distance {mean} words");
 }

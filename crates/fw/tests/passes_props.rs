@@ -15,11 +15,14 @@ use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::passes::{Drop, Hit, Passes};
 use fw::reference::Pf;
 use fw::rules::RuleSet;
-use fw::state::{Flow, IcmpErrorMatch, StateLookup, StateTable, StateVerdict, Timeouts, is_icmp_error};
+use fw::state::{
+    Flow, IcmpErrorMatch, StateLookup, StateTable, StateVerdict, Timeouts, is_icmp_error,
+};
 
 const IFACES: [&str; 3] = ["a", "b", "c"];
 /// Hosts 10.0.I.H sit behind interface I.
-const HOSTS: [u32; 6] = [0x0a00_0001, 0x0a00_0002, 0x0a00_0101, 0x0a00_0102, 0x0a00_0201, 0x0a00_0202];
+const HOSTS: [u32; 6] =
+    [0x0a00_0001, 0x0a00_0002, 0x0a00_0101, 0x0a00_0102, 0x0a00_0201, 0x0a00_0202];
 
 fn iface_of(addr: u128) -> u16 {
     ((addr >> 8) & 0xff) as u16
@@ -55,10 +58,28 @@ fn rand_rule(rng: &mut Rng) -> String {
         }
     }
     if p == " proto icmp" && rng.below(3) == 0 {
-        r += *pick(rng, &[" icmp-type echoreq", " icmp-type echorep", " icmp-type unreach", " icmp-type { echorep, unreach }"]);
+        r += *pick(
+            rng,
+            &[
+                " icmp-type echoreq",
+                " icmp-type echorep",
+                " icmp-type unreach",
+                " icmp-type { echorep, unreach }",
+            ],
+        );
     }
     if r.starts_with("pass") {
-        r += *pick(rng, &["", "", " no state", " keep state", " keep state (if-bound)", " keep state (floating)"]);
+        r += *pick(
+            rng,
+            &[
+                "",
+                "",
+                " no state",
+                " keep state",
+                " keep state (if-bound)",
+                " keep state (floating)",
+            ],
+        );
         if rng.below(3) == 0 {
             r += " allow-opts";
         }
@@ -95,15 +116,45 @@ fn rand_rules(rng: &mut Rng) -> String {
 /// options. The error's quoted packet comes second.
 fn rand_packet(rng: &mut Rng) -> (PacketKey, Option<PacketKey>) {
     let (src, dst) = (u128::from(*pick(rng, &HOSTS)), u128::from(*pick(rng, &HOSTS)));
-    let base = PacketKey { src, dst, iface: iface_of(src), len: 60, ip_opts: rng.below(10) == 0, ..PacketKey::ZERO };
+    let base = PacketKey {
+        src,
+        dst,
+        iface: iface_of(src),
+        len: 60,
+        ip_opts: rng.below(10) == 0,
+        ..PacketKey::ZERO
+    };
     match rng.below(5) {
-        0 | 1 => (PacketKey { proto: proto::UDP, src_port: *pick(rng, &[53, 1000, 1001]), dst_port: *pick(rng, &[53, 1000]), ..base }, None),
+        0 | 1 => (
+            PacketKey {
+                proto: proto::UDP,
+                src_port: *pick(rng, &[53, 1000, 1001]),
+                dst_port: *pick(rng, &[53, 1000]),
+                ..base
+            },
+            None,
+        ),
         2 => {
             let t = *pick(rng, &[8u16, 0]);
-            (PacketKey { proto: proto::ICMP, src_port: t, icmp_id: *pick(rng, &[1, 2, 8]), ..base }, None)
+            (
+                PacketKey {
+                    proto: proto::ICMP,
+                    src_port: t,
+                    icmp_id: *pick(rng, &[1, 2, 8]),
+                    ..base
+                },
+                None,
+            )
         }
         3 => {
-            let q = PacketKey { proto: proto::UDP, src: dst, dst: src, src_port: *pick(rng, &[53, 1000, 1001]), dst_port: *pick(rng, &[53, 1000]), ..PacketKey::ZERO };
+            let q = PacketKey {
+                proto: proto::UDP,
+                src: dst,
+                dst: src,
+                src_port: *pick(rng, &[53, 1000, 1001]),
+                dst_port: *pick(rng, &[53, 1000]),
+                ..PacketKey::ZERO
+            };
             (PacketKey { proto: proto::ICMP, src_port: 3, dst_port: 3, ..base }, Some(q))
         }
         _ => (PacketKey { proto: 47, ..base }, None),
@@ -126,14 +177,21 @@ impl Impl {
     }
 
     fn with_engine(rules: RuleSet, engine: Engine) -> Impl {
-        let classifier = Classifier::build_with(&rules, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
+        let classifier =
+            Classifier::build_with(&rules, &BuildOptions { engine, ..BuildOptions::default() })
+                .unwrap();
         let mut states = StateTable::new(4096, Timeouts::default(), 5);
         states.set_passes(rules.acts_on(Dir::In), rules.acts_on(Dir::Out));
         let has_out = rules.acts_on(Dir::Out);
         Impl { rules, classifier, cache: VerdictCache::new(16, 3), states, has_out }
     }
 
-    fn forward(&mut self, key: &PacketKey, quoted: Option<&PacketKey>, out: u16) -> Result<(), Drop> {
+    fn forward(
+        &mut self,
+        key: &PacketKey,
+        quoted: Option<&PacketKey>,
+        out: u16,
+    ) -> Result<(), Drop> {
         let hit = match quoted.filter(|_| is_icmp_error(key.proto, key.src_port)) {
             Some(q) => match self.states.match_icmp_error(q, None, 1) {
                 IcmpErrorMatch::Pass(id) => Some(Hit { id, from_a: !Flow::of(q).from_a() }),
@@ -148,7 +206,14 @@ impl Impl {
         if hit.is_some_and(|h| self.states.settled(h.id, h.from_a)) && !key.ip_opts {
             return Ok(());
         }
-        let mut p = Passes { rules: &self.rules, classifier: &self.classifier, cache: Some(&mut self.cache), states: &mut self.states, now: 1, limits: None };
+        let mut p = Passes {
+            rules: &self.rules,
+            classifier: &self.classifier,
+            cache: Some(&mut self.cache),
+            states: &mut self.states,
+            now: 1,
+            limits: None,
+        };
         let ticket = p.inbound(key, None, hit).0?;
         if ticket.out_settled || (!self.has_out && !key.ip_opts) {
             return Ok(());
@@ -161,7 +226,8 @@ fn check(seed: u64) {
     let mut rng = Rng(seed | 1);
     let text = rand_rules(&mut rng);
     let ifaces = |n: &str| IFACES.iter().position(|i| *i == n).map(|i| i as u16);
-    let rules = fw::rules::parse(&text, Path::new("r.conf"), &ifaces).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let rules = fw::rules::parse(&text, Path::new("r.conf"), &ifaces)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
     let mut model = Pf::new();
     // Every other seed with the tree engine, so that its verdicts go through the cache.
     let engine = if seed.is_multiple_of(2) { Engine::Auto } else { Engine::Tree };
@@ -171,7 +237,10 @@ fn check(seed: u64) {
         let out = iface_of(key.dst);
         let want = model.forward(&rules, &key, quoted.as_ref(), out);
         let got = imp.forward(&key, quoted.as_ref(), out);
-        assert_eq!(got, want, "seed {seed}, packet {n}: {key:?} quoting {quoted:?} out {out}\n{text}");
+        assert_eq!(
+            got, want,
+            "seed {seed}, packet {n}: {key:?} quoting {quoted:?} out {out}\n{text}"
+        );
     }
 }
 
@@ -187,18 +256,34 @@ fn passes_match_the_reference() {
 /// new flows whose inbound pass created a state (the case issue 17 names).
 #[test]
 fn out_rules_apply_to_flows_passed_in() {
-    let text = "block all\npass in on a\npass out on b\nblock out quick on b proto udp to port 8099\n";
+    let text =
+        "block all\npass in on a\npass out on b\nblock out quick on b proto udp to port 8099\n";
     let ifaces = |n: &str| IFACES.iter().position(|i| *i == n).map(|i| i as u16);
     let rules = fw::rules::parse(text, Path::new("r.conf"), &ifaces).unwrap();
     let mut imp = Impl::new(rules.clone());
     let mut model = Pf::new();
-    let udp = |dport| PacketKey { af: Af::Inet, proto: proto::UDP, src: HOSTS[0].into(), dst: HOSTS[2].into(), src_port: 1000, dst_port: dport, ..PacketKey::ZERO };
+    let udp = |dport| PacketKey {
+        af: Af::Inet,
+        proto: proto::UDP,
+        src: HOSTS[0].into(),
+        dst: HOSTS[2].into(),
+        src_port: 1000,
+        dst_port: dport,
+        ..PacketKey::ZERO
+    };
     for _ in 0..2 {
         assert_eq!(imp.forward(&udp(8099), None, 1), Err(Drop::Blocked));
         assert_eq!(model.forward(&rules, &udp(8099), None, 1), Err(Drop::Blocked));
         assert_eq!(imp.forward(&udp(53), None, 1), Ok(()));
     }
-    let reply = PacketKey { src: HOSTS[2].into(), dst: HOSTS[0].into(), src_port: 53, dst_port: 1000, iface: 1, ..udp(0) };
+    let reply = PacketKey {
+        src: HOSTS[2].into(),
+        dst: HOSTS[0].into(),
+        src_port: 53,
+        dst_port: 1000,
+        iface: 1,
+        ..udp(0)
+    };
     assert_eq!(imp.forward(&reply, None, 0), Ok(()));
     assert_eq!(model.forward(&rules, &udp(53), None, 1), Ok(()));
     assert_eq!(model.len(), 3, "in and out states of the port-53 flow, the in state of port 8099");
@@ -214,11 +299,28 @@ fn tags_travel_from_the_in_pass_and_with_states() {
     let rules = fw::rules::parse(text, Path::new("r.conf"), &ifaces).unwrap();
     let mut imp = Impl::new(rules.clone());
     let mut model = Pf::new();
-    let udp = |src: u32| PacketKey { af: Af::Inet, proto: proto::UDP, src: src.into(), dst: HOSTS[2].into(), src_port: 1000, dst_port: 53, iface: iface_of(src.into()), ..PacketKey::ZERO };
+    let udp = |src: u32| PacketKey {
+        af: Af::Inet,
+        proto: proto::UDP,
+        src: src.into(),
+        dst: HOSTS[2].into(),
+        src_port: 1000,
+        dst_port: 53,
+        iface: iface_of(src.into()),
+        ..PacketKey::ZERO
+    };
     for n in 0..3 {
-        assert_eq!(imp.forward(&udp(HOSTS[0]), None, 1), Ok(()), "packet {n} from a: tagged LAN (by the state after the first)");
+        assert_eq!(
+            imp.forward(&udp(HOSTS[0]), None, 1),
+            Ok(()),
+            "packet {n} from a: tagged LAN (by the state after the first)"
+        );
         assert_eq!(model.forward(&rules, &udp(HOSTS[0]), None, 1), Ok(()));
-        assert_eq!(imp.forward(&udp(HOSTS[4]), None, 1), Err(Drop::Blocked), "packet {n} from c: untagged");
+        assert_eq!(
+            imp.forward(&udp(HOSTS[4]), None, 1),
+            Err(Drop::Blocked),
+            "packet {n} from c: untagged"
+        );
         assert_eq!(model.forward(&rules, &udp(HOSTS[4]), None, 1), Err(Drop::Blocked));
     }
     assert_eq!(model.len(), 1, "the in state of the flow from a only");

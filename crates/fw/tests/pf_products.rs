@@ -17,31 +17,19 @@ const WAN: u16 = 0;
 const LAN: u16 = 1;
 
 fn ifaces(name: &str) -> Option<u16> {
-    ["lr-wan", "lr-lan"]
-        .iter()
-        .position(|n| *n == name)
-        .map(|i| i as u16)
+    ["lr-wan", "lr-lan"].iter().position(|n| *n == name).map(|i| i as u16)
 }
 
 fn addresses() -> Vec<(String, Vec<(IpAddr, u8)>)> {
     let a = |s: &str| s.parse::<IpAddr>().unwrap();
     vec![
-        (
-            "lr-wan".into(),
-            vec![(a("198.18.0.1"), 24), (a("2001:db8:18::1"), 64)],
-        ),
-        (
-            "lr-lan".into(),
-            vec![(a("10.0.0.1"), 24), (a("fd00:10::1"), 64)],
-        ),
+        ("lr-wan".into(), vec![(a("198.18.0.1"), 24), (a("2001:db8:18::1"), 64)]),
+        ("lr-lan".into(), vec![(a("10.0.0.1"), 24), (a("fd00:10::1"), 64)]),
     ]
 }
 
 fn path(product: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(product)
-        .join("rules.debug")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(product).join("rules.debug")
 }
 
 fn load(product: &str) -> RuleSet {
@@ -67,21 +55,14 @@ fn fixtures_load_with_their_settings_and_notices() {
     // 49 pass and block lines, two on lo0 left out, antispoof's two.
     assert_eq!(rs.rules.len(), 49);
     assert_eq!((rs.limit_states, rs.limit_src_nodes), (48000, 48000));
-    assert!(
-        rs.skip.is_empty(),
-        "pfsync0 and lo0 are not linerate's interfaces"
-    );
+    assert!(rs.skip.is_empty(), "pfsync0 and lo0 are not linerate's interfaces");
     assert_eq!(rs.scrub.len(), 3);
     assert_eq!(rs.nat.len(), 6, "no nat, no rdr, two nat, two rdr");
     let p = path("pfsense").display().to_string();
     assert!(rs.notices.contains(&format!("{p}:32:13: `set skip on pfsync0`: no interface \"pfsync0\" is configured, nothing to skip")), "{:?}", rs.notices);
     assert!(rs.notices.contains(&format!("{p}:153:1: anchor \"userrules/*\" holds no rules: linerate does not load rules into anchors at run time (`pfctl -a`), so it matches nothing")), "{:?}", rs.notices);
     assert!(rs.notices.contains(&format!("{p}:43:1: nat-anchor \"natearly/*\" holds no rules: linerate does not load rules into anchors at run time (`pfctl -a`), so it matches nothing")));
-    let anchors = rs
-        .notices
-        .iter()
-        .filter(|n| n.contains("holds no rules"))
-        .count();
+    let anchors = rs.notices.iter().filter(|n| n.contains("holds no rules")).count();
     let loopback = rs.notices.iter().filter(|n| n.contains("loopback")).count();
     assert!(rs.notices.contains(&format!("{p}:38:24: `fragment reassemble`: linerate does not reassemble; it judges every fragment as pf judges the reassembled datagram (by its first fragment's protocol and ports, a fragment that comes ahead of its first waiting for it) and forwards the fragments as they came, those of a datagram whose last fragment never comes too (docs/firewall.md, \"Normalization\")")), "{:?}", rs.notices);
     assert_eq!((anchors, loopback, rs.notices.len()), (10, 2, 14));
@@ -92,31 +73,18 @@ fn fixtures_load_with_their_settings_and_notices() {
             .find(|r| r.ridentifier == Some(rid))
             .unwrap_or_else(|| panic!("no rule {rid}"))
     };
-    assert_eq!(
-        rule(1770001002).state_timeouts,
-        [(Tmo::TcpEstablished, 3600)]
-    );
-    assert_eq!(
-        rule(1770001006).state_timeouts,
-        [(Tmo::UdpFirst, 30), (Tmo::UdpMultiple, 90)]
-    );
+    assert_eq!(rule(1770001002).state_timeouts, [(Tmo::TcpEstablished, 3600)]);
+    assert_eq!(rule(1770001006).state_timeouts, [(Tmo::UdpFirst, 30), (Tmo::UdpMultiple, 90)]);
     assert_eq!(
         rule(1770001008).label.as_deref(),
         Some("USER_RULE: admins (old tracker)"),
         "`tracker` is read as `ridentifier`"
     );
-    assert!(
-        rule(1000002620).action == Action::Block,
-        "antispoof's rules carry its ridentifier"
-    );
+    assert!(rule(1000002620).action == Action::Block, "antispoof's rules carry its ridentifier");
     // `set optimization normal` is pf's defaults; pfSense turns adaptive scaling off.
     assert_eq!(
         rs.timeouts,
-        fw::state::Timeouts {
-            adaptive_start: 0,
-            adaptive_end: 0,
-            ..Default::default()
-        }
+        fw::state::Timeouts { adaptive_start: 0, adaptive_end: 0, ..Default::default() }
     );
     assert_eq!(rs.timeouts.adaptive(), None);
 
@@ -128,10 +96,7 @@ fn fixtures_load_with_their_settings_and_notices() {
         .iter()
         .find(|r| r.label.as_deref() == Some("8e9fa0b1c2d3e4f5061728394a5b6c7d"))
         .unwrap();
-    assert_eq!(
-        r.state_timeouts,
-        [(Tmo::TcpEstablished, 3600), (Tmo::TcpClosing, 60)]
-    );
+    assert_eq!(r.state_timeouts, [(Tmo::TcpEstablished, 3600), (Tmo::TcpClosing, 60)]);
     assert!(rs.rules.iter().all(|r| r.ridentifier.is_none()));
 }
 
@@ -176,11 +141,7 @@ fn decide(rs: &RuleSet, cl: &Classifier, k: &PacketKey) -> (Action, Option<u32>,
     let (want, got) = (evaluate(rs, k), cl.classify(k));
     assert_eq!(got, want, "{k:?}");
     let r = got.rule.map(|i| &rs.rules[i]);
-    (
-        got.action,
-        r.and_then(|r| r.ridentifier),
-        r.and_then(|r| r.label.clone()).unwrap_or_default(),
-    )
+    (got.action, r.and_then(|r| r.ridentifier), r.and_then(|r| r.label.clone()).unwrap_or_default())
 }
 
 /// Random packets from the rule sets' boundaries: the classifier agrees with the reference.
@@ -188,11 +149,7 @@ fn random_agree(rs: &RuleSet, cl: &Classifier, seed: u64) {
     let b = boundaries(rs);
     let mut rng = Rng(seed);
     for _ in 0..20_000 {
-        let af = if rng.index(3) == 0 {
-            Af::Inet6
-        } else {
-            Af::Inet
-        };
+        let af = if rng.index(3) == 0 { Af::Inet6 } else { Af::Inet };
         let pool = if af == Af::Inet { &b.v4 } else { &b.v6 };
         let mut addr = || pool[rng.index(pool.len())];
         let (src, dst) = (addr(), addr());
@@ -230,156 +187,57 @@ fn pfsense_verdicts() {
     let cl = Classifier::build(&rs).unwrap();
     let (pass, block) = (Action::Pass, Action::Block);
     // LAN to anything passes by the default allow LAN rule.
-    let k = v4(
-        Dir::In,
-        LAN,
-        proto::TCP,
-        "10.0.0.50",
-        "93.184.216.34",
-        40000,
-        443,
-    );
+    let k = v4(Dir::In, LAN, proto::TCP, "10.0.0.50", "93.184.216.34", 40000, 443);
     assert_eq!(
         decide(&rs, &cl, &k),
-        (
-            pass,
-            Some(1770000000),
-            "USER_RULE: Default allow LAN to any rule".into()
-        )
+        (pass, Some(1770000000), "USER_RULE: Default allow LAN to any rule".into())
     );
     // WAN inbound that no rule allows: the default deny.
     let k = v4(Dir::In, WAN, proto::TCP, "8.8.8.8", "10.0.0.7", 40000, 3389);
-    assert_eq!(
-        decide(&rs, &cl, &k),
-        (block, Some(1000000103), "Default deny rule IPv4".into())
-    );
+    assert_eq!(decide(&rs, &cl, &k), (block, Some(1000000103), "Default deny rule IPv4".into()));
     // A bogon source on WAN.
-    let k = v4(
-        Dir::In,
-        WAN,
-        proto::TCP,
-        "100.64.1.1",
-        "198.18.0.1",
-        40000,
-        443,
-    );
+    let k = v4(Dir::In, WAN, proto::TCP, "100.64.1.1", "198.18.0.1", 40000, 443);
     assert_eq!(
         decide(&rs, &cl, &k),
-        (
-            block,
-            Some(11000),
-            "block bogon IPv4 networks from WAN".into()
-        )
+        (block, Some(11000), "block bogon IPv4 networks from WAN".into())
     );
     // A private source on WAN.
-    let k = v4(
-        Dir::In,
-        WAN,
-        proto::UDP,
-        "192.168.7.7",
-        "198.18.0.1",
-        53,
-        53,
-    );
+    let k = v4(Dir::In, WAN, proto::UDP, "192.168.7.7", "198.18.0.1", 53, 53);
     assert_eq!(decide(&rs, &cl, &k).1, Some(12000));
     // The anti-lockout rule, to the LAN address.
-    let k = v4(
-        Dir::In,
-        LAN,
-        proto::TCP,
-        "10.0.0.99",
-        "10.0.0.1",
-        50000,
-        443,
-    );
-    assert_eq!(
-        decide(&rs, &cl, &k),
-        (pass, Some(10000), "anti-lockout rule".into())
-    );
+    let k = v4(Dir::In, LAN, proto::TCP, "10.0.0.99", "10.0.0.1", 50000, 443);
+    assert_eq!(decide(&rs, &cl, &k), (pass, Some(10000), "anti-lockout rule".into()));
     // Port 0 is blocked whatever the interface.
-    let k = v4(
-        Dir::In,
-        LAN,
-        proto::UDP,
-        "10.0.0.50",
-        "93.184.216.34",
-        1234,
-        0,
-    );
-    assert_eq!(
-        decide(&rs, &cl, &k),
-        (block, Some(1000000115), "Block traffic to port 0".into())
-    );
+    let k = v4(Dir::In, LAN, proto::UDP, "10.0.0.50", "93.184.216.34", 1234, 0);
+    assert_eq!(decide(&rs, &cl, &k), (block, Some(1000000115), "Block traffic to port 0".into()));
     // IPv6 neighbour solicitation passes by the first ICMPv6 rule.
-    let k = key(
-        (Af::Inet6, Dir::In, WAN),
-        proto::ICMPV6,
-        "fe80::1",
-        "ff02::1:ff00:1",
-        135,
-        0,
-    );
-    assert_eq!(
-        decide(&rs, &cl, &k),
-        (pass, Some(1000000107), String::new())
-    );
+    let k = key((Af::Inet6, Dir::In, WAN), proto::ICMPV6, "fe80::1", "ff02::1:ff00:1", 135, 0);
+    assert_eq!(decide(&rs, &cl, &k), (pass, Some(1000000107), String::new()));
     // The published web server: its replies go back to the WAN gateway (`reply-to`).
     let k = v4(Dir::In, WAN, proto::TCP, "8.8.8.8", "10.0.0.5", 40000, 443);
+    assert_eq!(decide(&rs, &cl, &k), (pass, Some(1770001001), "USER_RULE: NAT web".into()));
+    let gateway =
+        fw::rules::RouteOpt { reply: true, af: Af::Inet, gateway: 0xc612_00fe, port: Some(WAN) };
     assert_eq!(
-        decide(&rs, &cl, &k),
-        (pass, Some(1770001001), "USER_RULE: NAT web".into())
-    );
-    let gateway = fw::rules::RouteOpt {
-        reply: true,
-        af: Af::Inet,
-        gateway: 0xc612_00fe,
-        port: Some(WAN),
-    };
-    assert_eq!(
-        rs.rules
-            .iter()
-            .find(|r| r.ridentifier == Some(1770001001))
-            .and_then(|r| r.route),
+        rs.rules.iter().find(|r| r.ridentifier == Some(1770001001)).and_then(|r| r.route),
         Some(gateway)
     );
     // LAN DNS by its own rule; LAN SMTP blocked.
     let k = v4(Dir::In, LAN, proto::UDP, "10.0.0.50", "9.9.9.9", 5353, 53);
     assert_eq!(decide(&rs, &cl, &k).1, Some(1770001006));
     let k = v4(Dir::In, LAN, proto::TCP, "10.0.0.50", "9.9.9.9", 40000, 25);
-    assert_eq!(
-        decide(&rs, &cl, &k),
-        (block, Some(1770001007), "USER_RULE: no direct smtp".into())
-    );
+    assert_eq!(decide(&rs, &cl, &k), (block, Some(1770001007), "USER_RULE: no direct smtp".into()));
     // The router's own traffic out of WAN.
-    let k = v4(
-        Dir::Out,
-        WAN,
-        proto::TCP,
-        "198.18.0.1",
-        "8.8.8.8",
-        40000,
-        443,
-    );
+    let k = v4(Dir::Out, WAN, proto::TCP, "198.18.0.1", "8.8.8.8", 40000, 443);
     assert_eq!(
         decide(&rs, &cl, &k),
-        (
-            pass,
-            Some(1000005715),
-            "let out anything from firewall host itself".into()
-        )
+        (pass, Some(1000005715), "let out anything from firewall host itself".into())
     );
     // ... and that rule sends it to WAN's gateway (the router's own packets leave by it).
-    let gw = rs
-        .rules
-        .iter()
-        .find(|r| r.ridentifier == Some(1000005715))
-        .unwrap();
+    let gw = rs.rules.iter().find(|r| r.ridentifier == Some(1000005715)).unwrap();
     assert_eq!(
         gw.route.map(|o| (o.gateway, o.port)),
-        Some((
-            u128::from(u32::from(std::net::Ipv4Addr::new(198, 18, 0, 254))),
-            Some(WAN)
-        ))
+        Some((u128::from(u32::from(std::net::Ipv4Addr::new(198, 18, 0, 254))), Some(WAN)))
     );
     // LAN's addresses arriving on WAN: antispoof.
     let k = v4(Dir::In, WAN, proto::UDP, "10.0.0.9", "8.8.8.8", 1, 2);
@@ -392,15 +250,7 @@ fn opnsense_verdicts() {
     let rs = load("opnsense");
     let cl = Classifier::build(&rs).unwrap();
     let (pass, block) = (Action::Pass, Action::Block);
-    let k = v4(
-        Dir::In,
-        LAN,
-        proto::TCP,
-        "10.0.0.50",
-        "93.184.216.34",
-        40000,
-        443,
-    );
+    let k = v4(Dir::In, LAN, proto::TCP, "10.0.0.50", "93.184.216.34", 40000, 443);
     assert_eq!(
         decide(&rs, &cl, &k),
         (pass, None, "f5061728394a5b6c7d8e9fa0b1c2d3e4".into()),
@@ -412,15 +262,7 @@ fn opnsense_verdicts() {
         (block, None, "02f4bab031b57d1e30553ce08e0ec131".into()),
         "Default deny"
     );
-    let k = v4(
-        Dir::In,
-        WAN,
-        proto::TCP,
-        "100.64.1.1",
-        "198.18.0.1",
-        40000,
-        443,
-    );
+    let k = v4(Dir::In, WAN, proto::TCP, "100.64.1.1", "198.18.0.1", 40000, 443);
     assert_eq!(
         decide(&rs, &cl, &k),
         (block, None, "a0b1c2d3e4f5061728394a5b6c7d8e9f".into()),
@@ -439,27 +281,10 @@ fn opnsense_verdicts() {
         "CARP"
     );
     // Multicast listener messages are blocked; link-local to global too.
-    let k = key(
-        (Af::Inet6, Dir::In, LAN),
-        proto::ICMPV6,
-        "fe80::5",
-        "ff02::16",
-        131,
-        0,
-    );
+    let k = key((Af::Inet6, Dir::In, LAN), proto::ICMPV6, "fe80::5", "ff02::16", 131, 0);
     assert_eq!(decide(&rs, &cl, &k).0, block);
-    let k = key(
-        (Af::Inet6, Dir::In, LAN),
-        proto::TCP,
-        "fe80::5",
-        "2001:db8::1",
-        4000,
-        80,
-    );
-    assert_eq!(
-        decide(&rs, &cl, &k),
-        (block, None, "a1b2c3d4e5f60718293a4b5c6d7e8f90".into())
-    );
+    let k = key((Af::Inet6, Dir::In, LAN), proto::TCP, "fe80::5", "2001:db8::1", 4000, 80);
+    assert_eq!(decide(&rs, &cl, &k), (block, None, "a1b2c3d4e5f60718293a4b5c6d7e8f90".into()));
     // The published web servers (a table behind a macro), and the ping rule's named and
     // numbered types.
     let k = v4(Dir::In, WAN, proto::TCP, "8.8.8.8", "10.0.0.6", 40000, 80);
@@ -470,11 +295,7 @@ fn opnsense_verdicts() {
     );
     for t in [8u16, 3, 11] {
         let k = v4(Dir::In, WAN, proto::ICMP, "8.8.8.8", "198.18.0.1", t, 0);
-        assert_eq!(
-            decide(&rs, &cl, &k).2,
-            "b1c2d3e4f5061728394a5b6c7d8e9fa0",
-            "icmp type {t}"
-        );
+        assert_eq!(decide(&rs, &cl, &k).2, "b1c2d3e4f5061728394a5b6c7d8e9fa0", "icmp type {t}");
     }
     let k = v4(Dir::In, LAN, proto::TCP, "10.0.0.50", "9.9.9.9", 40000, 587);
     assert_eq!(

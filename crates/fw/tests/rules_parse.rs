@@ -23,9 +23,7 @@ fn ok(text: &str) -> RuleSet {
 }
 
 fn err(text: &str) -> String {
-    parse(text, Path::new("rules.conf"), &ifaces)
-        .expect_err("should fail")
-        .to_string()
+    parse(text, Path::new("rules.conf"), &ifaces).expect_err("should fail").to_string()
 }
 
 fn p4(s: &str) -> Prefix {
@@ -33,10 +31,7 @@ fn p4(s: &str) -> Prefix {
 }
 
 fn item(s: &str) -> AddrItem {
-    AddrItem {
-        negated: false,
-        target: AddrTarget::Prefix(p4(s)),
-    }
+    AddrItem { negated: false, target: AddrTarget::Prefix(p4(s)) }
 }
 
 /// `modulate state` takes keep state's options; a rule's state mode says it modulates.
@@ -46,10 +41,7 @@ fn modulate_state_with_and_without_options() {
         "pass in on em0 proto tcp modulate state\npass in proto { tcp udp } to port 53 modulate state (max 10, if-bound, max-src-conn 5)\n",
     );
     let (a, b) = (&rs.rules[0], &rs.rules[1]);
-    assert_eq!(
-        (a.keep_state, a.flags),
-        (StateMode::Modulate, Some(DEFAULT_FLAGS))
-    );
+    assert_eq!((a.keep_state, a.flags), (StateMode::Modulate, Some(DEFAULT_FLAGS)));
     assert_eq!(
         (b.keep_state, b.max_states, b.state_policy),
         (StateMode::Modulate, Some(10), Some(StatePolicy::IfBound))
@@ -64,10 +56,7 @@ fn synproxy_state_with_and_without_options() {
         "pass in on em0 proto tcp to port 80 synproxy state\npass in proto tcp synproxy state (max 10, if-bound, max-src-conn 5)\npass proto tcp flags S/SA synproxy state\n",
     );
     let (a, b, c) = (&rs.rules[0], &rs.rules[1], &rs.rules[2]);
-    assert_eq!(
-        (a.keep_state, a.flags),
-        (StateMode::Synproxy, Some(DEFAULT_FLAGS))
-    );
+    assert_eq!((a.keep_state, a.flags), (StateMode::Synproxy, Some(DEFAULT_FLAGS)));
     assert_eq!(
         (b.keep_state, b.max_states, b.state_policy),
         (StateMode::Synproxy, Some(10), Some(StatePolicy::IfBound))
@@ -92,23 +81,14 @@ fn defaults_of_pass_and_block() {
         (p.action, p.keep_state, p.flags),
         (Action::Pass, StateMode::Keep, Some(DEFAULT_FLAGS))
     );
-    assert_eq!(
-        (p.src.clone(), p.dst.clone()),
-        (AddrMatch::Any, AddrMatch::Any)
-    );
+    assert_eq!((p.src.clone(), p.dst.clone()), (AddrMatch::Any, AddrMatch::Any));
     assert_eq!((b.line, p.line), (1, 2));
     // Stateless pass: no implicit flags; flags any: none either.
     let rs = ok(
         "pass all no state\npass all flags any\npass proto tcp all flags S/SAFR\npass all flags /SA keep state (sloppy)",
     );
-    assert_eq!(
-        (rs.rules[0].keep_state, rs.rules[0].flags),
-        (StateMode::None, None)
-    );
-    assert_eq!(
-        (rs.rules[1].keep_state, rs.rules[1].flags),
-        (StateMode::Keep, None)
-    );
+    assert_eq!((rs.rules[0].keep_state, rs.rules[0].flags), (StateMode::None, None));
+    assert_eq!((rs.rules[1].keep_state, rs.rules[1].flags), (StateMode::Keep, None));
     assert_eq!(rs.rules[2].flags, Some((0x02, 0x17)));
     assert_eq!(
         (rs.rules[3].keep_state, rs.rules[3].flags),
@@ -142,22 +122,12 @@ fn full_rule() {
         "block out on ! em0 proto { udp, tcp } to any port ssh\nblock in all\nblock drop out all",
     );
     assert_eq!(
-        (
-            rs.rules[0].ifaces.clone(),
-            rs.rules[0].iface_neg,
-            rs.rules[0].dir
-        ),
+        (rs.rules[0].ifaces.clone(), rs.rules[0].iface_neg, rs.rules[0].dir),
         (vec![0], true, Some(Dir::Out))
     );
     assert_eq!(rs.rules[0].protos, vec![6, 17]);
-    assert_eq!(
-        (rs.rules[1].action, rs.rules[1].dir),
-        (Action::Block, Some(Dir::In))
-    );
-    assert_eq!(
-        (rs.rules[2].action, rs.rules[2].dir),
-        (Action::Block, Some(Dir::Out))
-    );
+    assert_eq!((rs.rules[1].action, rs.rules[1].dir), (Action::Block, Some(Dir::In)));
+    assert_eq!((rs.rules[2].action, rs.rules[2].dir), (Action::Block, Some(Dir::Out)));
 }
 
 #[test]
@@ -165,27 +135,14 @@ fn addresses() {
     let rs = ok(
         "block from { 10/8, !10.1.0.0/16 , 2001:db8::/32 } to { ::1 fe80::/10 }\nblock from 192.168.1.77/24",
     );
-    let AddrMatch::List(s) = &rs.rules[0].src else {
-        panic!()
-    };
-    assert_eq!(
-        s[0].target,
-        AddrTarget::Prefix(Prefix::new(Af::Inet, 0x0a00_0000, 8))
-    );
+    let AddrMatch::List(s) = &rs.rules[0].src else { panic!() };
+    assert_eq!(s[0].target, AddrTarget::Prefix(Prefix::new(Af::Inet, 0x0a00_0000, 8)));
     assert!(s[1].negated);
-    assert_eq!(
-        s[2].target,
-        AddrTarget::Prefix(Prefix::new(Af::Inet6, 0x2001_0db8u128 << 96, 32))
-    );
-    let AddrMatch::List(d) = &rs.rules[0].dst else {
-        panic!()
-    };
+    assert_eq!(s[2].target, AddrTarget::Prefix(Prefix::new(Af::Inet6, 0x2001_0db8u128 << 96, 32)));
+    let AddrMatch::List(d) = &rs.rules[0].dst else { panic!() };
     assert_eq!(d.len(), 2);
     // Host bits are cleared, as pf does.
-    assert_eq!(
-        rs.rules[1].src,
-        AddrMatch::List(vec![item("192.168.1.0/24")])
-    );
+    assert_eq!(rs.rules[1].src, AddrMatch::List(vec![item("192.168.1.0/24")]));
     assert!(parse_prefix("10.1/16").is_some() && parse_prefix("10.1").is_none());
     assert!(parse_prefix("256.0.0.0/8").is_none() && parse_prefix("10.0.0.0/33").is_none());
     assert!(parse_prefix("::/129").is_none() && parse_prefix("1.2.3.4/").is_none());
@@ -236,14 +193,8 @@ fn icmp_types() {
     let rs = ok(
         "pass inet proto icmp icmp-type echoreq\npass proto icmp icmp-type 3 code 4\npass inet6 proto icmp6 icmp6-type 128",
     );
-    assert_eq!(
-        (rs.rules[0].icmp_types.clone(), rs.rules[0].icmp_code),
-        (vec![8], None)
-    );
-    assert_eq!(
-        (rs.rules[1].icmp_types.clone(), rs.rules[1].icmp_code),
-        (vec![3], Some(4))
-    );
+    assert_eq!((rs.rules[0].icmp_types.clone(), rs.rules[0].icmp_code), (vec![8], None));
+    assert_eq!((rs.rules[1].icmp_types.clone(), rs.rules[1].icmp_code), (vec![3], Some(4)));
     assert_eq!(rs.rules[2].icmp_types, vec![128]);
 }
 
@@ -269,30 +220,17 @@ fn macros_and_tables() {
     // `{ $nets, 1.2.3.4 }` reads `{ { 10.0.0.0/8, 172.16.0.0/12 }, 1.2.3.4 }`: flattened.
     assert_eq!(
         r.src,
-        AddrMatch::List(vec![
-            item("10.0.0.0/8"),
-            item("172.16.0.0/12"),
-            item("1.2.3.4")
-        ])
+        AddrMatch::List(vec![item("10.0.0.0/8"), item("172.16.0.0/12"), item("1.2.3.4")])
     );
     assert_eq!(
         r.dst,
-        AddrMatch::List(vec![AddrItem {
-            negated: false,
-            target: AddrTarget::Table(0)
-        }])
+        AddrMatch::List(vec![AddrItem { negated: false, target: AddrTarget::Table(0) }])
     );
     let r = &rs.rules[1];
-    assert_eq!(
-        r.src,
-        AddrMatch::List(vec![item("10.0.0.0/8"), item("172.16.0.0/12")])
-    );
+    assert_eq!(r.src, AddrMatch::List(vec![item("10.0.0.0/8"), item("172.16.0.0/12")]));
     assert_eq!(
         r.dst,
-        AddrMatch::List(vec![AddrItem {
-            negated: true,
-            target: AddrTarget::Table(0)
-        }])
+        AddrMatch::List(vec![AddrItem { negated: true, target: AddrTarget::Table(0) }])
     );
     assert_eq!(r.dst_ports, PortMatch::Ranges(vec![(80, 80), (443, 443)]));
 }
@@ -314,10 +252,7 @@ fn options() {
     assert_eq!(rs.timeouts.tcp_first, 100);
     assert_eq!(rs.timeouts.interval, 2);
     assert_eq!(rs.timeouts.tcp_closing, 900);
-    assert_eq!(
-        ok(&format!("set limit states {MAX_LIMIT_STATES}")).limit_states,
-        MAX_LIMIT_STATES
-    );
+    assert_eq!(ok(&format!("set limit states {MAX_LIMIT_STATES}")).limit_states, MAX_LIMIT_STATES);
 }
 
 #[test]
@@ -344,10 +279,7 @@ fn errors_name_file_line_column() {
             "ports = \"{ 22, 80 }\"\npass proto tcp to port { $ports, 443 }",
             "rules.conf:2:26: port lists do not nest in pf's grammar (a macro holding `{ ... }` inside a list of ports): write the ports as one list",
         ),
-        (
-            "pass on em7 all",
-            "rules.conf:1:9: unknown interface \"em7\"",
-        ),
+        ("pass on em7 all", "rules.conf:1:9: unknown interface \"em7\""),
         (
             "frobnicate all",
             "rules.conf:1:1: expected a rule (pass, block), table, set or a macro definition, found \"frobnicate\"",
@@ -360,10 +292,7 @@ fn errors_name_file_line_column() {
             "pass proto tcp to port 70000",
             "rules.conf:1:24: expected a port number (0-65535) or service name, found \"70000\"",
         ),
-        (
-            "pass to port 80",
-            "rules.conf:1:9: port only applies to proto tcp or udp",
-        ),
+        ("pass to port 80", "rules.conf:1:9: port only applies to proto tcp or udp"),
         (
             "pass proto { tcp icmp } to port 80",
             "rules.conf:1:28: port only applies to proto tcp or udp",
@@ -385,10 +314,7 @@ fn errors_name_file_line_column() {
             "pass all flags S",
             "rules.conf:1:16: expected TCP flags set/mask (e.g. S/SA, /SA) or \"any\", found \"S\"",
         ),
-        (
-            "block all keep state",
-            "rules.conf:1:11: keep state only applies to pass rules",
-        ),
+        ("block all keep state", "rules.conf:1:11: keep state only applies to pass rules"),
         (
             "pass all keep state (max-pkt-rate 100/10)",
             "rules.conf:1:22: `max-pkt-rate` is not supported by linerate (no per-rule packet rate limit)",
@@ -405,22 +331,13 @@ fn errors_name_file_line_column() {
             "pass from 10.0.0.0/8 to ::1",
             "rules.conf:1:25: address family mismatch between source and destination",
         ),
-        (
-            "pass icmp-type 8",
-            "rules.conf:1:6: icmp-type requires proto icmp",
-        ),
-        (
-            "pass proto icmp6 icmp-type 8",
-            "rules.conf:1:18: icmp-type requires proto icmp",
-        ),
+        ("pass icmp-type 8", "rules.conf:1:6: icmp-type requires proto icmp"),
+        ("pass proto icmp6 icmp-type 8", "rules.conf:1:18: icmp-type requires proto icmp"),
         (
             "pass proto icmp icmp-type bogus",
             "rules.conf:1:27: expected an ICMP type (a number 0-255 or echoreq, echorep, unreach, timex, paramprob, ...), found \"bogus\"",
         ),
-        (
-            "set limit states lots",
-            "rules.conf:1:18: expected a number of states, found \"lots\"",
-        ),
+        ("set limit states lots", "rules.conf:1:18: expected a number of states, found \"lots\""),
         (
             "set limit fragments 10",
             "rules.conf:1:11: expected states, src-nodes, frags or table-entries, found \"fragments\"",
@@ -433,26 +350,17 @@ fn errors_name_file_line_column() {
             "set timeout { tcp.first 5",
             "rules.conf:1:26: expected a timeout name (tcp.first, tcp.opening, tcp.established, tcp.closing, tcp.finwait, tcp.closed, udp.first, udp.single, udp.multiple, icmp.first, icmp.error, other.first, other.single, other.multiple, interval, src.track, frag, adaptive.start, adaptive.end), found end of file",
         ),
-        (
-            "set block-policy maybe",
-            "rules.conf:1:18: expected drop or return, found \"maybe\"",
-        ),
+        ("set block-policy maybe", "rules.conf:1:18: expected drop or return, found \"maybe\""),
         (
             "table <t> { 10.0.0.0/8, bogus }",
             "rules.conf:1:25: expected an address or a prefix, or \"}\", found \"bogus\"",
         ),
-        (
-            "table <t> { }\ntable <t> { }",
-            "rules.conf:2:8: table <t> is already defined",
-        ),
+        ("table <t> { }\ntable <t> { }", "rules.conf:2:8: table <t> is already defined"),
         (
             "table <t> file \"/nonexistent/x.txt\"",
             "rules.conf:1:16: cannot read table file \"/nonexistent/x.txt\": No such file or directory (os error 2)",
         ),
-        (
-            "pass = \"x\"",
-            "rules.conf:1:1: \"pass\" is a reserved word, not a macro name",
-        ),
+        ("pass = \"x\"", "rules.conf:1:1: \"pass\" is a reserved word, not a macro name"),
         (
             "1x = \"x\"",
             "rules.conf:1:1: invalid macro name \"1x\" (a letter or '_', then letters, digits or '_')",
@@ -461,22 +369,13 @@ fn errors_name_file_line_column() {
             "a = \"$a\"\npass from $a",
             "rules.conf:2:11: macro $a expands too deeply (recursive definition?)",
         ),
-        (
-            "pass all ; block all",
-            "rules.conf:1:10: unexpected character ';'",
-        ),
+        ("pass all ; block all", "rules.conf:1:10: unexpected character ';'"),
         (
             "pass from { 10.0.0.0/8",
             "rules.conf:1:23: expected an address, a prefix, a table <name> or \"any\", found end of file",
         ),
-        (
-            "pass all \\ x",
-            "rules.conf:1:10: expected end of line after '\\'",
-        ),
-        (
-            "pass from any port 80",
-            "rules.conf:1:15: port only applies to proto tcp or udp",
-        ),
+        ("pass all \\ x", "rules.conf:1:10: expected end of line after '\\'"),
+        ("pass from any port 80", "rules.conf:1:15: port only applies to proto tcp or udp"),
         (
             "pass to 10.0.0.1/40",
             "rules.conf:1:9: expected an address, a prefix, a table <name> or \"any\", found \"10.0.0.1/40\"",
@@ -501,15 +400,12 @@ fn file_errors_name_the_file() {
     let e = load(&dir.join("r.conf"), &ifaces).unwrap_err();
     assert_eq!(e.path, dir.join("t.txt"));
     assert_eq!((e.line, e.column), (3, 13));
-    assert_eq!(
-        e.message,
-        "expected an address or a prefix, found \"bogus\""
-    );
+    assert_eq!(e.message, "expected an address or a prefix, found \"bogus\"");
     let e = load(&dir.join("missing.conf"), &ifaces).unwrap_err();
-    assert!(e.to_string().starts_with(&format!(
-        "{}: cannot read rule file",
-        dir.join("missing.conf").display()
-    )));
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}: cannot read rule file", dir.join("missing.conf").display()))
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -580,12 +476,7 @@ fn check_example(
 ) -> fw::reference::Verdict {
     let v = evaluate(rs, &k);
     assert_eq!(cl.classify(&k), v);
-    assert_eq!(
-        v.action,
-        action,
-        "{k:?} -> rule {:?}",
-        v.rule.map(|i| &rs.rules[i])
-    );
+    assert_eq!(v.action, action, "{k:?} -> rule {:?}", v.rule.map(|i| &rs.rules[i]));
     v
 }
 
@@ -601,54 +492,24 @@ fn example_file_loads_and_behaves() {
     let cl = fw::classifier::Classifier::build(&rs).unwrap();
     let check = |k: PacketKey, action: Action| check_example(&rs, &cl, k, action);
     // Web server reachable from outside with a SYN, with state and the label.
-    let v = check(
-        example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x02),
-        Action::Pass,
-    );
+    let v = check(example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x02), Action::Pass);
     assert_eq!(rs.rules[v.rule.unwrap()].label.as_deref(), Some("web"));
     assert_eq!(v.keep_state, StateMode::Keep);
     // A bare ACK matches no pass rule (flags S/SA): blocked by `block all`.
-    check(
-        example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x10),
-        Action::Block,
-    );
+    check(example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 6, 443, 0x10), Action::Block);
     // Blocklisted source: blocked even towards the web server (quick); the excluded relay passes.
-    check(
-        example_key(0, Dir::In, "203.0.113.66", "192.0.2.80", 6, 443, 0x02),
-        Action::Block,
-    );
-    check(
-        example_key(0, Dir::In, "192.0.2.10", "192.0.2.80", 6, 443, 0x02),
-        Action::Pass,
-    );
-    check(
-        example_key(0, Dir::In, "192.0.2.11", "192.0.2.80", 6, 443, 0x02),
-        Action::Block,
-    );
-    check(
-        example_key(0, Dir::In, "2001:db8:bad::5", "2001:db8::80", 58, 0, 0),
-        Action::Block,
-    );
+    check(example_key(0, Dir::In, "203.0.113.66", "192.0.2.80", 6, 443, 0x02), Action::Block);
+    check(example_key(0, Dir::In, "192.0.2.10", "192.0.2.80", 6, 443, 0x02), Action::Pass);
+    check(example_key(0, Dir::In, "192.0.2.11", "192.0.2.80", 6, 443, 0x02), Action::Block);
+    check(example_key(0, Dir::In, "2001:db8:bad::5", "2001:db8::80", 58, 0, 0), Action::Block);
     // Spoofed private source from outside.
-    check(
-        example_key(0, Dir::In, "192.168.1.1", "192.0.2.80", 6, 80, 0x02),
-        Action::Block,
-    );
+    check(example_key(0, Dir::In, "192.168.1.1", "192.0.2.80", 6, 80, 0x02), Action::Block);
     // LAN out; SSH from the admin hosts with sloppy state.
-    check(
-        example_key(1, Dir::In, "10.1.2.3", "8.8.8.8", 17, 53, 0),
-        Action::Pass,
-    );
-    let v = check(
-        example_key(1, Dir::In, "10.1.0.10", "10.1.9.9", 6, 22, 0x02),
-        Action::Pass,
-    );
+    check(example_key(1, Dir::In, "10.1.2.3", "8.8.8.8", 17, 53, 0), Action::Pass);
+    let v = check(example_key(1, Dir::In, "10.1.0.10", "10.1.9.9", 6, 22, 0x02), Action::Pass);
     assert_eq!(v.keep_state, StateMode::KeepSloppy);
     // Ping to the outside interface from outside: blocked by the final quick rule unless to the web server.
-    check(
-        example_key(0, Dir::In, "8.8.8.8", "192.0.2.1", 1, 0, 0),
-        Action::Block,
-    );
+    check(example_key(0, Dir::In, "8.8.8.8", "192.0.2.1", 1, 0, 0), Action::Block);
     let mut k = example_key(0, Dir::In, "8.8.8.8", "192.0.2.80", 1, 0, 0);
     k.src_port = 8;
     check(k, Action::Pass);
@@ -696,18 +557,10 @@ fn lists_ranges_skip_policy_and_options() {
                  pass on { em0, em1 } inet proto icmp icmp-type { echoreq, unreach } allow-opts\n\
                  pass inet6 proto icmp6 icmp6-type { neighbrsol, neighbradv } keep state (floating)\n\
                  block from 10.0.0.1 - 10.0.0.6 to { 192.168.0.0 - 192.168.1.255, 2001:db8::1 - 2001:db8::2 }\n");
-    assert_eq!(
-        (rs.skip.clone(), rs.state_policy),
-        (vec![0, 1], StatePolicy::IfBound)
-    );
+    assert_eq!((rs.skip.clone(), rs.state_policy), (vec![0, 1], StatePolicy::IfBound));
     let r = &rs.rules[0];
     assert_eq!(
-        (
-            r.ifaces.clone(),
-            r.icmp_types.clone(),
-            r.allow_opts,
-            r.state_policy
-        ),
+        (r.ifaces.clone(), r.icmp_types.clone(), r.allow_opts, r.state_policy),
         (vec![0, 1], vec![8, 3], true, None)
     );
     assert_eq!(
@@ -733,10 +586,7 @@ fn lists_ranges_skip_policy_and_options() {
         ["192.168.0.0/23", "2001:db8::1/128", "2001:db8::2/128"]
     );
     assert!(!ok("pass all\n").rules[0].allow_opts);
-    assert_eq!(
-        ok("set state-policy floating\n").state_policy,
-        StatePolicy::Floating
-    );
+    assert_eq!(ok("set state-policy floating\n").state_policy, StatePolicy::Floating);
 }
 
 /// What linerate does not do is refused by name at its position, never accepted and ignored.
@@ -771,10 +621,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
             "block from 10.0.0.9 - ::1",
             "rules.conf:1:23: the range's two addresses are of different families",
         ),
-        (
-            "block all allow-opts",
-            "rules.conf:1:11: allow-opts only applies to pass rules",
-        ),
+        ("block all allow-opts", "rules.conf:1:11: allow-opts only applies to pass rules"),
         (
             "set state-policy sticky",
             "rules.conf:1:18: expected floating or if-bound, found \"sticky\"",
@@ -795,10 +642,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
             "block in proto tcp modulate state",
             "rules.conf:1:20: modulate state only applies to pass rules",
         ),
-        (
-            "pass in proto tcp modulate",
-            "rules.conf:1:27: expected \"state\", found end of file",
-        ),
+        ("pass in proto tcp modulate", "rules.conf:1:27: expected \"state\", found end of file"),
         (
             "pass in proto tcp synproxy state (sloppy)",
             "rules.conf:1:19: synproxy state does not take sloppy (the proxy checks the handshake's numbers)",
@@ -815,10 +659,7 @@ fn unimplemented_pf_syntax_is_refused_by_name() {
             "pass in proto tcp synproxy state (no-such)",
             "rules.conf:1:35: expected a state option (sloppy, if-bound, floating, max, max-src-conn, max-src-conn-rate, max-src-states, max-src-nodes, overload, source-track, adaptive.start, adaptive.end, no-sync, or a timeout such as tcp.established 3600), found \"no-such\"",
         ),
-        (
-            "pass in proto tcp synproxy",
-            "rules.conf:1:27: expected \"state\", found end of file",
-        ),
+        ("pass in proto tcp synproxy", "rules.conf:1:27: expected \"state\", found end of file"),
         (
             "rdr on em0 proto tcp to port 80 -> 10.0.0.5\npass in proto tcp synproxy state",
             "rules.conf:2:19: synproxy state is not supported together with nat, rdr or binat rules (line 1)",
@@ -865,15 +706,7 @@ fn log_options() {
         "block log all\npass in log (all) quick proto tcp label \"web\"\npass out all\nblock in log on em0 all\n",
     );
     let modes: Vec<LogMode> = rs.rules.iter().map(|r| r.log).collect();
-    assert_eq!(
-        modes,
-        [
-            LogMode::Decided,
-            LogMode::All,
-            LogMode::None,
-            LogMode::Decided
-        ]
-    );
+    assert_eq!(modes, [LogMode::Decided, LogMode::All, LogMode::None, LogMode::Decided]);
     assert!(rs.rules[1].quick);
 }
 
@@ -885,14 +718,23 @@ fn log_options() {
 fn macro_expansion_is_bounded() {
     let mut text = String::from("x0 = \"10.0.0.1\"\n");
     for i in 1..9 {
-        text.push_str(&format!("x{i} = \"{{ {} }}\"\n", vec![format!("$x{}", i - 1); 10].join(", ")));
+        text.push_str(&format!(
+            "x{i} = \"{{ {} }}\"\n",
+            vec![format!("$x{}", i - 1); 10].join(", ")
+        ));
     }
     text.push_str("pass from $x8\n");
     let t0 = std::time::Instant::now();
     let e = err(&text);
-    assert!(e.starts_with("rules.conf:10:11: macro expansions in this file add more than 2000000 tokens here"), "{e}");
+    assert!(
+        e.starts_with(
+            "rules.conf:10:11: macro expansions in this file add more than 2000000 tokens here"
+        ),
+        "{e}"
+    );
     assert!(t0.elapsed() < std::time::Duration::from_secs(30), "stopped late: {:?}", t0.elapsed());
-    let big: Vec<String> = (0..45_000u32).map(|i| format!("10.{}.{}.{}", i >> 8 & 255, i & 255, i >> 16)).collect();
+    let big: Vec<String> =
+        (0..45_000u32).map(|i| format!("10.{}.{}.{}", i >> 8 & 255, i & 255, i >> 16)).collect();
     let mut text = format!("big = \"{{ {} }}\"\n", big.join(", "));
     for k in 0..20 {
         text.push_str(&format!("block in quick proto tcp from $big to any port {}\n", 1000 + k));
@@ -906,12 +748,26 @@ fn macro_expansion_is_bounded() {
 /// socket's threads, which run reloads).
 #[test]
 fn nesting_is_bounded_and_never_overflows_the_stack() {
-    let nest = |open: &str, inner: &str, close: &str, d: usize| format!("{}{inner}{}", open.repeat(d), close.repeat(d));
+    let nest = |open: &str, inner: &str, close: &str, d: usize| {
+        format!("{}{inner}{}", open.repeat(d), close.repeat(d))
+    };
     let cases = [
-        (format!("pass on {} all", nest("{", "lr-a", "}", 200_000)), "interface lists nested more than 16 deep"),
-        (format!("antispoof for {}", nest("{", "lr-a", "}", 200_000)), "interface lists nested more than 16 deep"),
-        (format!("pass from {} to any", nest("{", "10.0.0.1", "}", 200_000)), "host lists nested more than 16 deep"),
-        (nest("anchor \"a\" {\n", "pass all\n", "}\n", 200_000), "anchors nested more than 64 deep"),
+        (
+            format!("pass on {} all", nest("{", "lr-a", "}", 200_000)),
+            "interface lists nested more than 16 deep",
+        ),
+        (
+            format!("antispoof for {}", nest("{", "lr-a", "}", 200_000)),
+            "interface lists nested more than 16 deep",
+        ),
+        (
+            format!("pass from {} to any", nest("{", "10.0.0.1", "}", 200_000)),
+            "host lists nested more than 16 deep",
+        ),
+        (
+            nest("anchor \"a\" {\n", "pass all\n", "}\n", 200_000),
+            "anchors nested more than 64 deep",
+        ),
     ];
     let deepest = [
         format!("pass on {} all", nest("{", "lr-a", "}", 17)),

@@ -11,10 +11,7 @@ use fw::rules::{
 };
 
 fn ifaces(name: &str) -> Option<u16> {
-    ["em0", "em1"]
-        .iter()
-        .position(|n| *n == name)
-        .map(|i| i as u16)
+    ["em0", "em1"].iter().position(|n| *n == name).map(|i| i as u16)
 }
 
 fn ok(text: &str) -> RuleSet {
@@ -22,9 +19,7 @@ fn ok(text: &str) -> RuleSet {
 }
 
 fn err(text: &str) -> String {
-    parse(text, Path::new("rules.conf"), &ifaces)
-        .expect_err("should fail")
-        .to_string()
+    parse(text, Path::new("rules.conf"), &ifaces).expect_err("should fail").to_string()
 }
 
 fn answer(text: &str) -> Option<BlockReturn> {
@@ -32,12 +27,7 @@ fn answer(text: &str) -> Option<BlockReturn> {
     rs.rules.last().unwrap().block_return
 }
 
-const DROP: BlockReturn = BlockReturn {
-    rst: false,
-    rst_ttl: 64,
-    icmp: None,
-    icmp6: None,
-};
+const DROP: BlockReturn = BlockReturn { rst: false, rst_ttl: 64, icmp: None, icmp6: None };
 
 #[test]
 fn block_return_forms() {
@@ -46,52 +36,24 @@ fn block_return_forms() {
     assert_eq!(answer("block return all"), Some(BlockReturn::RETURN));
     assert_eq!(
         BlockReturn::RETURN,
-        BlockReturn {
-            rst: true,
-            rst_ttl: 64,
-            icmp: Some(3),
-            icmp6: Some(4)
-        }
+        BlockReturn { rst: true, rst_ttl: 64, icmp: Some(3), icmp6: Some(4) }
     );
-    assert_eq!(
-        answer("block return-rst in proto tcp"),
-        Some(BlockReturn { rst: true, ..DROP })
-    );
+    assert_eq!(answer("block return-rst in proto tcp"), Some(BlockReturn { rst: true, ..DROP }));
     assert_eq!(
         answer("block return-rst (ttl 10) in proto tcp"),
-        Some(BlockReturn {
-            rst: true,
-            rst_ttl: 10,
-            ..DROP
-        })
+        Some(BlockReturn { rst: true, rst_ttl: 10, ..DROP })
     );
     assert_eq!(
         answer("block return-rst(ttl 255) all"),
-        Some(BlockReturn {
-            rst: true,
-            rst_ttl: 255,
-            ..DROP
-        })
+        Some(BlockReturn { rst: true, rst_ttl: 255, ..DROP })
     );
-    let icmp = |c, c6| {
-        Some(BlockReturn {
-            icmp: Some(c),
-            icmp6: Some(c6),
-            ..DROP
-        })
-    };
+    let icmp = |c, c6| Some(BlockReturn { icmp: Some(c), icmp6: Some(c6), ..DROP });
     assert_eq!(answer("block return-icmp all"), icmp(3, 4));
     assert_eq!(answer("block return-icmp6 all"), icmp(3, 4));
     assert_eq!(answer("block return-icmp(net-prohib) all"), icmp(9, 4));
     assert_eq!(answer("block return-icmp (13) in proto udp"), icmp(13, 4));
-    assert_eq!(
-        answer("block return-icmp(host-unr, admin-unr) all"),
-        icmp(1, 1)
-    );
-    assert_eq!(
-        answer("block return-icmp(filter-prohib addr-unr) all"),
-        icmp(13, 3)
-    );
+    assert_eq!(answer("block return-icmp(host-unr, admin-unr) all"), icmp(1, 1));
+    assert_eq!(answer("block return-icmp(filter-prohib addr-unr) all"), icmp(13, 3));
     assert_eq!(answer("block return-icmp6(noroute-unr) all"), icmp(3, 0));
     // `set block-policy` applies to the plain `block` rules after it, as in pfctl.
     let rs = ok(
@@ -115,52 +77,30 @@ fn block_return_forms() {
 #[test]
 fn block_return_errors() {
     let cases = [
-        (
-            "block return-rst (ttl 0) all",
-            "rules.conf:1:23: a reset's TTL is 1 to 255",
-        ),
+        ("block return-rst (ttl 0) all", "rules.conf:1:23: a reset's TTL is 1 to 255"),
         (
             "block return-rst (ttl 256) all",
             "rules.conf:1:23: a TTL (1-255) 256 out of range (at most 255)",
         ),
-        (
-            "block return-rst (hops 3) all",
-            "rules.conf:1:19: expected \"ttl\", found \"hops\"",
-        ),
+        ("block return-rst (hops 3) all", "rules.conf:1:19: expected \"ttl\", found \"hops\""),
         (
             "block return-icmp(bogus) all",
             "rules.conf:1:19: expected an ICMP unreachable code (port-unr, host-unr, net-prohib, ... or 0-255), found \"bogus\"",
         ),
-        (
-            "block return-icmp(3, 4 all",
-            "rules.conf:1:24: expected \")\", found \"all\"",
-        ),
+        ("block return-icmp(3, 4 all", "rules.conf:1:24: expected \")\", found \"all\""),
         (
             "block return-icmp6(host-prohib) all",
             "rules.conf:1:20: expected an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255), found \"host-prohib\"",
         ),
-        (
-            "pass return all",
-            "rules.conf:1:6: `return` only applies to block rules",
-        ),
-        (
-            "pass drop all",
-            "rules.conf:1:6: `drop` only applies to block rules",
-        ),
+        ("pass return all", "rules.conf:1:6: `return` only applies to block rules"),
+        ("pass drop all", "rules.conf:1:6: `drop` only applies to block rules"),
         (
             "block return in proto tcp keep state",
             "rules.conf:1:27: keep state only applies to pass rules",
         ),
-        (
-            "set block-policy reject",
-            "rules.conf:1:18: expected drop or return, found \"reject\"",
-        ),
+        ("set block-policy reject", "rules.conf:1:18: expected drop or return, found \"reject\""),
     ];
-    let bad: Vec<_> = cases
-        .iter()
-        .map(|(t, w)| (err(t), w))
-        .filter(|(e, w)| e != *w)
-        .collect();
+    let bad: Vec<_> = cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| e != *w).collect();
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
@@ -192,20 +132,14 @@ fn unimplemented_pf_syntax_is_refused_where_written() {
             "scrub in all fragment drop-ovl",
             "rules.conf:1:14: `fragment` is not supported by linerate but as `fragment reassemble`",
         ),
-        (
-            "match in all log",
-            "rules.conf:1:14: `match ... log` is not supported by linerate",
-        ),
+        ("match in all log", "rules.conf:1:14: `match ... log` is not supported by linerate"),
         (
             "pass in all scrub (random-id)",
             "rules.conf:1:13: `scrub` is not supported by linerate (on a filter rule: write a `scrub` rule or `match ... scrub (...)`)",
         ),
     ];
-    let bad: Vec<_> = cases
-        .iter()
-        .map(|(t, w)| (err(t), w))
-        .filter(|(e, w)| !e.starts_with(*w))
-        .collect();
+    let bad: Vec<_> =
+        cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| !e.starts_with(*w)).collect();
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
@@ -221,25 +155,12 @@ fn route_hosts_match_the_route_bits() {
                  pass out proto udp to ! no-route port 53 no state\n\
                  block out quick to no-route\n\
                  pass all no state\n");
-    let need: Vec<_> = rs
-        .rules
-        .iter()
-        .map(|r| (r.route_need, r.route_refuse))
-        .collect();
+    let need: Vec<_> = rs.rules.iter().map(|r| (r.route_need, r.route_refuse)).collect();
     assert_eq!(
         need,
-        [
-            (SRC_URPF_FAILED, 0),
-            (SRC_NO_ROUTE, 0),
-            (0, DST_NO_ROUTE),
-            (DST_NO_ROUTE, 0),
-            (0, 0)
-        ]
+        [(SRC_URPF_FAILED, 0), (SRC_NO_ROUTE, 0), (0, DST_NO_ROUTE), (DST_NO_ROUTE, 0), (0, 0)]
     );
-    assert_eq!(
-        rs.route_bits_used(),
-        SRC_URPF_FAILED | SRC_NO_ROUTE | DST_NO_ROUTE
-    );
+    assert_eq!(rs.route_bits_used(), SRC_URPF_FAILED | SRC_NO_ROUTE | DST_NO_ROUTE);
     let cl = Classifier::build(&rs).unwrap();
     let key = |dir, route| PacketKey {
         af: Af::Inet,
@@ -261,30 +182,13 @@ fn route_hosts_match_the_route_bits() {
     ] {
         let k = key(dir, route);
         assert_eq!(evaluate(&rs, &k).rule, want, "{dir:?} route {route:#b}");
-        assert_eq!(
-            cl.classify(&k),
-            evaluate(&rs, &k),
-            "{dir:?} route {route:#b}"
-        );
+        assert_eq!(cl.classify(&k), evaluate(&rs, &k), "{dir:?} route {route:#b}");
     }
     // The out rule with `! no-route` decides only where the destination has a route.
-    assert_eq!(
-        evaluate(
-            &rs,
-            &PacketKey {
-                dir: Dir::Out,
-                ..key(Dir::Out, 0)
-            }
-        )
-        .rule,
-        Some(4)
-    );
+    assert_eq!(evaluate(&rs, &PacketKey { dir: Dir::Out, ..key(Dir::Out, 0) }).rule, Some(4));
     let rs = ok("block all\npass out proto udp to ! no-route port 53 no state\n");
     assert_eq!(evaluate(&rs, &key(Dir::Out, 0)).action, Action::Pass);
-    assert_eq!(
-        evaluate(&rs, &key(Dir::Out, DST_NO_ROUTE)).action,
-        Action::Block
-    );
+    assert_eq!(evaluate(&rs, &key(Dir::Out, DST_NO_ROUTE)).action, Action::Block);
     // Without route hosts the rule set tests no bit, and the data plane looks nothing up.
     assert_eq!(ok("pass all\n").route_bits_used(), 0);
 }
@@ -296,10 +200,7 @@ fn lists_and_ranges_parse() {
         "pass in on { em0, em1 } inet proto icmp from 10.0.0.1 - 10.0.0.6 icmp-type { echoreq, unreach } no state",
     );
     let r = &rs.rules[0];
-    assert_eq!(
-        (r.ifaces.clone(), r.icmp_types.clone()),
-        (vec![0, 1], vec![8, 3])
-    );
+    assert_eq!((r.ifaces.clone(), r.icmp_types.clone()), (vec![0, 1], vec![8, 3]));
     let key = |src: u32, t: u16| PacketKey {
         af: Af::Inet,
         dir: Dir::In,
@@ -321,14 +222,7 @@ fn lists_and_ranges_parse() {
 fn addresses() -> Vec<(String, Vec<(std::net::IpAddr, u8)>)> {
     let a = |s: &str| s.parse().unwrap();
     vec![
-        (
-            "em0".into(),
-            vec![
-                (a("192.0.2.1"), 24),
-                (a("192.0.2.9"), 24),
-                (a("2001:db8::1"), 64),
-            ],
-        ),
+        ("em0".into(), vec![(a("192.0.2.1"), 24), (a("192.0.2.9"), 24), (a("2001:db8::1"), 64)]),
         ("em1".into(), vec![(a("198.51.100.1"), 30)]),
     ]
 }
@@ -391,36 +285,14 @@ fn interface_addresses_as_hosts() {
         ("pass to ! em0 no state", v4("192.0.2.9"), block),
         ("pass to ! em0 no state", v4("10.0.0.1"), pass),
     ] {
-        assert_eq!(
-            verdict(rules, to(Af::Inet, dst, 0)),
-            want,
-            "{rules} to {dst:x}"
-        );
+        assert_eq!(verdict(rules, to(Af::Inet, dst, 0)), want, "{rules} to {dst:x}");
     }
-    assert_eq!(
-        verdict("pass to em0 no state", to(Af::Inet6, v6("2001:db8::1"), 0)),
-        pass
-    );
-    assert_eq!(
-        verdict(
-            "pass to em0:network no state",
-            to(Af::Inet6, v6("2001:db8::77"), 0)
-        ),
-        pass
-    );
-    assert_eq!(
-        verdict("pass to em0 no state", to(Af::Inet6, v6("2001:db8::2"), 0)),
-        block
-    );
+    assert_eq!(verdict("pass to em0 no state", to(Af::Inet6, v6("2001:db8::1"), 0)), pass);
+    assert_eq!(verdict("pass to em0:network no state", to(Af::Inet6, v6("2001:db8::77"), 0)), pass);
+    assert_eq!(verdict("pass to em0 no state", to(Af::Inet6, v6("2001:db8::2"), 0)), block);
     // One table per spelling, shared by the rules that use it.
     let rs = ok_addr("pass to em0\npass from em0\npass to (em0)\npass to self\n");
-    assert_eq!(
-        rs.tables
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect::<Vec<_>>(),
-        ["(em0)", "(self)"]
-    );
+    assert_eq!(rs.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["(em0)", "(self)"]);
 }
 
 /// `$if:network` glues the modifier to the macro's value, as pfctl's textual expansion does,
@@ -435,10 +307,7 @@ fn macro_with_interface_modifier() {
     ] {
         let rs = ok_addr(text);
         assert_eq!(
-            rs.tables
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect::<Vec<_>>(),
+            rs.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
             ["(em0:network)"],
             "{text}"
         );
@@ -448,10 +317,7 @@ fn macro_with_interface_modifier() {
         err_addr("l = \"{ em0 em1 }\"\npass to $l:network"),
         "rules.conf:2:9: $l:network: $l must hold one interface name"
     );
-    assert_eq!(
-        err_addr("pass to $nope:network"),
-        "rules.conf:1:9: undefined macro $nope"
-    );
+    assert_eq!(err_addr("pass to $nope:network"), "rules.conf:1:9: undefined macro $nope");
 }
 
 /// `set skip on lo` (in nearly every pf.conf) is taken: loopback traffic never reaches
@@ -471,14 +337,8 @@ fn set_skip_on_loopback() {
     // A rule on loopback alone matches nothing here: left out, with a notice.
     let rs = ok("pass on lo\nblock in on { lo0 em1 } all\npass out on ! lo0 all");
     assert_eq!(rs.rules.len(), 2);
-    assert_eq!(
-        (rs.rules[0].ifaces.as_slice(), rs.rules[0].line),
-        (&[1u16][..], 2)
-    );
-    assert!(
-        rs.rules[1].ifaces.is_empty() && !rs.rules[1].iface_neg,
-        "`on ! lo0`: every interface"
-    );
+    assert_eq!((rs.rules[0].ifaces.as_slice(), rs.rules[0].line), (&[1u16][..], 2));
+    assert!(rs.rules[1].ifaces.is_empty() && !rs.rules[1].iface_neg, "`on ! lo0`: every interface");
     assert_eq!(
         rs.notices,
         [
@@ -490,10 +350,7 @@ fn set_skip_on_loopback() {
         err("pass on lo proto tcp from any port 0 to bogus"),
         "rules.conf:1:41: unknown host \"bogus\": not an address, an interface or a name in /etc/hosts (linerate resolves no name by DNS: write the address)"
     );
-    assert_eq!(
-        err("pass on lx"),
-        "rules.conf:1:9: unknown interface \"lx\""
-    );
+    assert_eq!(err("pass on lx"), "rules.conf:1:9: unknown interface \"lx\"");
 }
 
 #[test]
@@ -507,37 +364,18 @@ fn interface_address_errors() {
             "pass to em0:net",
             "rules.conf:1:9: `em0:net`: expected em0:network, em0:broadcast or em0:0",
         ),
-        (
-            "pass to self:network",
-            "rules.conf:1:9: `self` takes no modifier",
-        ),
-        (
-            "pass to (em7)",
-            "rules.conf:1:10: unknown interface \"em7\"",
-        ),
-        (
-            "antispoof for em7",
-            "rules.conf:1:15: unknown interface \"em7\"",
-        ),
-        (
-            "antispoof on em0",
-            "rules.conf:1:11: expected \"for\", found \"on\"",
-        ),
+        ("pass to self:network", "rules.conf:1:9: `self` takes no modifier"),
+        ("pass to (em7)", "rules.conf:1:10: unknown interface \"em7\""),
+        ("antispoof for em7", "rules.conf:1:15: unknown interface \"em7\""),
+        ("antispoof on em0", "rules.conf:1:11: expected \"for\", found \"on\""),
     ];
-    let bad: Vec<_> = cases
-        .iter()
-        .map(|(t, w)| (err_addr(t), w))
-        .filter(|(e, w)| e != *w)
-        .collect();
+    let bad: Vec<_> =
+        cases.iter().map(|(t, w)| (err_addr(t), w)).filter(|(e, w)| e != *w).collect();
     assert!(bad.is_empty(), "{bad:#?}");
     // pf's `antispoof log`: its block rules log.
     let logged = ok_addr("antispoof log for em0");
     assert!(
-        !logged.rules.is_empty()
-            && logged
-                .rules
-                .iter()
-                .all(|r| r.log != fw::rules::LogMode::None)
+        !logged.rules.is_empty() && logged.rules.iter().all(|r| r.log != fw::rules::LogMode::None)
     );
     // Without the addresses (`parse`): an error, never an empty set.
     assert_eq!(
@@ -559,22 +397,8 @@ fn antispoof_expands_as_pfctl() {
     assert_eq!(rs.rules.len(), 5);
     let r = &rs.rules[0];
     assert_eq!(
-        (
-            r.action,
-            r.dir,
-            r.quick,
-            r.ifaces.clone(),
-            r.iface_neg,
-            r.af
-        ),
-        (
-            Action::Block,
-            Some(RDir::In),
-            true,
-            vec![0],
-            true,
-            Some(Af::Inet)
-        )
+        (r.action, r.dir, r.quick, r.ifaces.clone(), r.iface_neg, r.af),
+        (Action::Block, Some(RDir::In), true, vec![0], true, Some(Af::Inet))
     );
     assert_eq!(r.label.as_deref(), Some("spoof"));
     assert!(
@@ -594,41 +418,17 @@ fn antispoof_expands_as_pfctl() {
         ..PacketKey::ZERO
     };
     let v = |k| evaluate(&rs, &k).action;
-    assert_eq!(
-        v(key(v4("192.0.2.50"), 1)),
-        Action::Block,
-        "em0's network arriving on em1"
-    );
-    assert_eq!(
-        v(key(v4("192.0.2.50"), 0)),
-        Action::Pass,
-        "em0's network on em0"
-    );
-    assert_eq!(
-        v(key(v4("192.0.2.1"), 0)),
-        Action::Block,
-        "em0's own address as a source"
-    );
-    assert_eq!(
-        v(key(v4("198.51.100.2"), 0)),
-        Action::Block,
-        "em1's network arriving on em0"
-    );
+    assert_eq!(v(key(v4("192.0.2.50"), 1)), Action::Block, "em0's network arriving on em1");
+    assert_eq!(v(key(v4("192.0.2.50"), 0)), Action::Pass, "em0's network on em0");
+    assert_eq!(v(key(v4("192.0.2.1"), 0)), Action::Block, "em0's own address as a source");
+    assert_eq!(v(key(v4("198.51.100.2"), 0)), Action::Block, "em1's network arriving on em0");
     assert_eq!(v(key(v4("10.9.9.9"), 1)), Action::Pass);
-    let six = PacketKey {
-        af: Af::Inet6,
-        src: v6("2001:db8::5"),
-        dst: v6("2001:db8:9::1"),
-        ..key(0, 1)
-    };
+    let six =
+        PacketKey { af: Af::Inet6, src: v6("2001:db8::5"), dst: v6("2001:db8:9::1"), ..key(0, 1) };
     assert_eq!(v(six), Action::Pass, "inet only");
     let rs6 = ok_addr("antispoof for em0\n");
     assert_eq!(rs6.rules.len(), 2);
-    assert_eq!(
-        evaluate(&rs6, &six).action,
-        Action::Block,
-        "both families without inet/inet6"
-    );
+    assert_eq!(evaluate(&rs6, &six).action, Action::Block, "both families without inet/inet6");
 }
 
 /// pf's source-tracking state options, tracked per rule or globally as pfctl decides.
@@ -651,41 +451,20 @@ fn source_tracking_options() {
     // `max-src-states` alone, or a bare `source-track`, track globally.
     assert_eq!(
         track("pass keep state (max-src-states 3)"),
-        Some(SrcTrack {
-            global: true,
-            max_states: Some(3),
-            ..none
-        })
+        Some(SrcTrack { global: true, max_states: Some(3), ..none })
     );
-    assert_eq!(
-        track("pass keep state (source-track)"),
-        Some(SrcTrack {
-            global: true,
-            ..none
-        })
-    );
+    assert_eq!(track("pass keep state (source-track)"), Some(SrcTrack { global: true, ..none }));
     assert_eq!(
         track("pass keep state (source-track global, max-src-states 3)"),
-        Some(SrcTrack {
-            global: true,
-            max_states: Some(3),
-            ..none
-        })
+        Some(SrcTrack { global: true, max_states: Some(3), ..none })
     );
     assert_eq!(
         track("pass keep state (source-track rule, max-src-states 3)"),
-        Some(SrcTrack {
-            max_states: Some(3),
-            ..none
-        })
+        Some(SrcTrack { max_states: Some(3), ..none })
     );
     assert_eq!(
         track("pass keep state (max-src-states 3, max-src-conn 2)"),
-        Some(SrcTrack {
-            max_states: Some(3),
-            max_conn: Some(2),
-            ..none
-        })
+        Some(SrcTrack { max_states: Some(3), max_conn: Some(2), ..none })
     );
     // The rate as one word or three, and through a macro.
     for text in [
@@ -694,11 +473,7 @@ fn source_tracking_options() {
         "pass keep state (max-src-conn-rate 10 /60)",
         "rate = \"10/60\"\npass keep state (max-src-conn-rate $rate)",
     ] {
-        assert_eq!(
-            track(text).and_then(|t| t.max_conn_rate),
-            Some((10, 60)),
-            "{text}"
-        );
+        assert_eq!(track(text).and_then(|t| t.max_conn_rate), Some((10, 60)), "{text}");
     }
     // `overload <table> [flush [global]]`.
     let ov = |text: &str| {
@@ -706,52 +481,31 @@ fn source_tracking_options() {
     };
     assert_eq!(
         ov("pass keep state (max-src-conn 5, overload <bad>)"),
-        Some(Overload {
-            table: 1,
-            flush: Flush::None
-        })
+        Some(Overload { table: 1, flush: Flush::None })
     );
     assert_eq!(
         ov("pass keep state (overload <bad> flush, max-src-conn-rate 5/1)"),
-        Some(Overload {
-            table: 1,
-            flush: Flush::Rule
-        })
+        Some(Overload { table: 1, flush: Flush::Rule })
     );
     assert_eq!(
         ov("pass keep state (max-src-conn 5, overload <a> flush global)"),
-        Some(Overload {
-            table: 0,
-            flush: Flush::Global
-        })
+        Some(Overload { table: 0, flush: Flush::Global })
     );
     // `set limit src-nodes`, `set timeout src.track`.
     let rs = ok("set limit { states 1000, src-nodes 500 }\nset timeout src.track 30\npass all");
-    assert_eq!(
-        (rs.limit_states, rs.limit_src_nodes, rs.timeouts.src_track),
-        (1000, 500, 30)
-    );
-    assert_eq!(
-        ok("pass all").limit_src_nodes,
-        fw::rules::DEFAULT_LIMIT_SRC_NODES
-    );
+    assert_eq!((rs.limit_states, rs.limit_src_nodes, rs.timeouts.src_track), (1000, 500, 30));
+    assert_eq!(ok("pass all").limit_src_nodes, fw::rules::DEFAULT_LIMIT_SRC_NODES);
 }
 
 #[test]
 fn source_tracking_errors_where_written() {
     let cases = [
-        (
-            "pass keep state (max-src-conn 0)",
-            "rules.conf:1:31: `max-src-conn` must be at least 1",
-        ),
+        ("pass keep state (max-src-conn 0)", "rules.conf:1:31: `max-src-conn` must be at least 1"),
         (
             "pass keep state (max-src-states 0)",
             "rules.conf:1:33: `max-src-states` must be at least 1",
         ),
-        (
-            "pass keep state (max-src-nodes)",
-            "rules.conf:1:31: expected a number, found \")\"",
-        ),
+        ("pass keep state (max-src-nodes)", "rules.conf:1:31: expected a number, found \")\""),
         (
             "pass keep state (max-src-conn 4294967296)",
             "rules.conf:1:31: a number 4294967296 out of range (at most 4294967295)",
@@ -788,10 +542,7 @@ fn source_tracking_errors_where_written() {
             "pass keep state (source-track rule, source-track global)",
             "rules.conf:1:37: `source-track` is given twice",
         ),
-        (
-            "pass in max-src-conn 10",
-            "rules.conf:1:9: expected flags, keep state",
-        ),
+        ("pass in max-src-conn 10", "rules.conf:1:9: expected flags, keep state"),
         (
             "set limit src-nodes 10000001",
             "rules.conf:1:21: a number of source nodes 10000001 out of range (at most 10000000)",
@@ -813,11 +564,8 @@ fn source_tracking_errors_where_written() {
             "rules.conf:2:55: expected \",\" or \")\", found \"rule\"",
         ),
     ];
-    let bad: Vec<_> = cases
-        .iter()
-        .map(|(t, w)| (err(t), w))
-        .filter(|(e, w)| !e.starts_with(*w))
-        .collect();
+    let bad: Vec<_> =
+        cases.iter().map(|(t, w)| (err(t), w)).filter(|(e, w)| !e.starts_with(*w)).collect();
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
@@ -829,14 +577,9 @@ fn pfsense_rule_identifiers() {
         "pass in all ridentifier 1000000103 keep state label \"x\"\nblock all tracker 7\nantispoof for em0 label \"a\" ridentifier 9",
     );
     assert_eq!(rs.rules[0].ridentifier, Some(1_000_000_103));
-    assert_eq!(
-        (rs.rules[0].label.as_deref(), rs.rules[1].ridentifier),
-        (Some("x"), Some(7))
-    );
+    assert_eq!((rs.rules[0].label.as_deref(), rs.rules[1].ridentifier), (Some("x"), Some(7)));
     assert!(
-        rs.rules[2..]
-            .iter()
-            .all(|r| r.ridentifier == Some(9) && r.label.as_deref() == Some("a"))
+        rs.rules[2..].iter().all(|r| r.ridentifier == Some(9) && r.label.as_deref() == Some("a"))
     );
     assert_eq!(
         err("pass all ridentifier 4294967296"),
@@ -862,88 +605,42 @@ fn pfsense_set_statements() {
     let sat = t("set optimization satellite");
     assert_eq!(sat, t("set optimization high-latency"));
     assert_eq!(
-        (
-            sat.tcp_first,
-            sat.tcp_opening,
-            sat.tcp_closing,
-            sat.tcp_finwait,
-            sat.tcp_closed
-        ),
+        (sat.tcp_first, sat.tcp_opening, sat.tcp_closing, sat.tcp_finwait, sat.tcp_closed),
         (180, 35, 905, 50, 95)
     );
     let c = t("set optimization conservative");
     assert_eq!(
-        (
-            c.tcp_first,
-            c.tcp_opening,
-            c.tcp_established,
-            c.tcp_closing,
-            c.tcp_finwait,
-            c.tcp_closed
-        ),
+        (c.tcp_first, c.tcp_opening, c.tcp_established, c.tcp_closing, c.tcp_finwait, c.tcp_closed),
         (3600, 900, 432_000, 3600, 600, 180)
     );
     let a = t("set optimization aggressive");
     assert_eq!(
-        (
-            a.tcp_first,
-            a.tcp_opening,
-            a.tcp_established,
-            a.tcp_closing,
-            a.tcp_finwait,
-            a.tcp_closed
-        ),
+        (a.tcp_first, a.tcp_opening, a.tcp_established, a.tcp_closing, a.tcp_finwait, a.tcp_closed),
         (30, 5, 18000, 60, 30, 30)
     );
     assert_eq!(a.udp_first, d.udp_first, "only TCP's timeouts are preset");
     // Applied where it stands: a later `set timeout` overrides it, an earlier one does not.
-    assert_eq!(
-        t("set optimization aggressive\nset timeout tcp.first 99").tcp_first,
-        99
-    );
-    assert_eq!(
-        t("set timeout tcp.first 99\nset optimization aggressive").tcp_first,
-        30
-    );
+    assert_eq!(t("set optimization aggressive\nset timeout tcp.first 99").tcp_first, 99);
+    assert_eq!(t("set timeout tcp.first 99\nset optimization aggressive").tcp_first, 30);
     for o in ["none", "basic", "profile"] {
-        assert_eq!(
-            ok(&format!("set ruleset-optimization {o}\npass all"))
-                .rules
-                .len(),
-            1
-        );
+        assert_eq!(ok(&format!("set ruleset-optimization {o}\npass all")).rules.len(), 1);
     }
     assert_eq!(
         err("set ruleset-optimization full"),
         "rules.conf:1:26: expected none, basic or profile, found \"full\""
     );
-    assert_eq!(
-        t("set timeout { adaptive.start 0, adaptive.end 0, tcp.first 10 }").tcp_first,
-        10
-    );
-    assert_eq!(
-        t("set timeout { adaptive.start 0, adaptive.end 0 }").adaptive(),
-        None
-    );
+    assert_eq!(t("set timeout { adaptive.start 0, adaptive.end 0, tcp.first 10 }").tcp_first, 10);
+    assert_eq!(t("set timeout { adaptive.start 0, adaptive.end 0 }").adaptive(), None);
     assert_eq!(
         t("set timeout { adaptive.start 6000, adaptive.end 12000 }").adaptive(),
         Some((6000, 12000))
     );
     // As pfctl: without either, both follow `set limit states` (60% and 120%), wherever the
     // limit stands; with either, both stay as written (the other at its default).
-    assert_eq!(
-        t("set limit states 48000").adaptive(),
-        Some((28_800, 57_600))
-    );
-    assert_eq!(
-        t("set timeout tcp.first 9\nset limit states 50").adaptive(),
-        Some((30, 60))
-    );
+    assert_eq!(t("set limit states 48000").adaptive(), Some((28_800, 57_600)));
+    assert_eq!(t("set timeout tcp.first 9\nset limit states 50").adaptive(), Some((30, 60)));
     // The start stays at its default, 60000, not below the end: off, as in pf.
-    assert_eq!(
-        t("set limit states 48000\nset timeout adaptive.end 50000").adaptive(),
-        None
-    );
+    assert_eq!(t("set limit states 48000\nset timeout adaptive.end 50000").adaptive(), None);
     assert_eq!(
         t("set limit states 48000\nset timeout adaptive.start 10000").adaptive(),
         Some((10_000, 120_000))
@@ -954,13 +651,7 @@ fn pfsense_set_statements() {
     );
     ok("set loginterface em0\nset loginterface none");
     // The fragment table's settings.
-    assert_eq!(
-        (
-            t("set timeout frag 10").frag,
-            fw::state::Timeouts::default().frag
-        ),
-        (10, 30)
-    );
+    assert_eq!((t("set timeout frag 10").frag, fw::state::Timeouts::default().frag), (10, 30));
     assert_eq!(ok("set limit { frags 100, states 10 }").limit_frags, 100);
     assert_eq!(ok("pass all").limit_frags, 5000, "pf's default");
     assert_eq!(
@@ -1037,7 +728,9 @@ fn anchors() {
         "rules.conf:2:9: expected a filter rule (pass, block), an anchor or \"}\" in an inline anchor, found end of file"
     );
     assert!(
-        err("load anchor \"a\" from \"lr-no-such-file\"").starts_with("rules.conf:1:22: cannot read the rules of anchor \"a\" from \"lr-no-such-file\""),
+        err("load anchor \"a\" from \"lr-no-such-file\"").starts_with(
+            "rules.conf:1:22: cannot read the rules of anchor \"a\" from \"lr-no-such-file\""
+        ),
         "pfctl reads the file of `load anchor` when it loads the rules"
     );
 }
@@ -1048,10 +741,7 @@ fn per_rule_state_timeouts() {
     let rs = ok(
         "pass in proto tcp all flags S/SA keep state (tcp.established 3600, max 5, tcp.established 60, tcp.closing 10)",
     );
-    assert_eq!(
-        rs.rules[0].state_timeouts,
-        [(Tmo::TcpEstablished, 60), (Tmo::TcpClosing, 10)]
-    );
+    assert_eq!(rs.rules[0].state_timeouts, [(Tmo::TcpEstablished, 60), (Tmo::TcpClosing, 10)]);
     assert_eq!(rs.rules[0].max_states, Some(5));
     assert_eq!(
         ok("pass proto udp all keep state (udp.first 30, udp.single 20, udp.multiple 90)").rules[0]
@@ -1087,10 +777,7 @@ fn product_shaped_hosts_protocols_and_macros() {
     let rs = ok_addr(
         "__lan_net = \"{ 10.0.0.0/24 }\"\nnat on em0 from any to any -> (em0:0)\npass in from {any} to { any }\npass in from $__lan_net to {(self)}",
     );
-    assert_eq!(
-        (&rs.rules[0].src, &rs.rules[0].dst),
-        (&AddrMatch::Any, &AddrMatch::Any)
-    );
+    assert_eq!((&rs.rules[0].src, &rs.rules[0].dst), (&AddrMatch::Any, &AddrMatch::Any));
     assert_eq!(
         rs.nat[0].target.as_ref().map(|t| t.addr.clone()),
         Some(fw::rules::NatAddr::Iface(0))
@@ -1111,10 +798,7 @@ fn product_shaped_hosts_protocols_and_macros() {
     assert_eq!(rs.nat.len(), 2);
     assert_eq!(rs.rules[1].protos, [2, 4, 41, 89, 103, 240]);
     assert_eq!(
-        (
-            rs.rules[2].protos.as_slice(),
-            rs.rules[2].icmp_types.as_slice()
-        ),
+        (rs.rules[2].protos.as_slice(), rs.rules[2].icmp_types.as_slice()),
         (&[58u8][..], &[1u8, 2, 135, 136][..])
     );
     // `port = N`, `!=`, `<`, `>=` and space-separated lists.
@@ -1129,9 +813,7 @@ fn product_shaped_hosts_protocols_and_macros() {
     assert!(!rs.rules[1].dst_ports.matches(25) && rs.rules[1].dst_ports.matches(26));
     assert!(rs.rules[2].dst_ports.matches(1023) && !rs.rules[2].dst_ports.matches(1024));
     assert!(
-        [443, 80, 22]
-            .iter()
-            .all(|&p| rs.rules[3].dst_ports.matches(p))
+        [443, 80, 22].iter().all(|&p| rs.rules[3].dst_ports.matches(p))
             && !rs.rules[3].dst_ports.matches(81)
     );
     // What stays refused says why.
@@ -1193,10 +875,7 @@ fn set_options_without_effect() {
         "set state-defaults if-bound, tcp.established 3600, max 100, no-sync\npass in proto tcp keep state (floating, max 5)\npass in proto udp\npass in proto icmp no state",
     );
     let (r0, r1, r2) = (&rs.rules[0], &rs.rules[1], &rs.rules[2]);
-    assert_eq!(
-        (r0.state_policy, r0.max_states),
-        (Some(fw::rules::StatePolicy::Floating), Some(5))
-    );
+    assert_eq!((r0.state_policy, r0.max_states), (Some(fw::rules::StatePolicy::Floating), Some(5)));
     assert_eq!(
         (r1.state_policy, r1.max_states),
         (Some(fw::rules::StatePolicy::IfBound), Some(100))
@@ -1225,10 +904,7 @@ fn set_options_without_effect() {
         "rules.conf:1:20: source tracking in `set state-defaults` is not supported by linerate"
     ));
     // pfsync's `no-sync` state option: nothing to keep off a sync interface here.
-    assert_eq!(
-        ok("pass in proto tcp keep state (no-sync, max 5)").rules[0].max_states,
-        Some(5)
-    );
+    assert_eq!(ok("pass in proto tcp keep state (no-sync, max 5)").rules[0].max_states, Some(5));
     assert!(
         err("pass in proto tcp keep state (pflow)")
             .starts_with("rules.conf:1:31: `pflow` is not supported by linerate")
@@ -1240,20 +916,13 @@ fn set_options_without_effect() {
 #[test]
 fn match_scrub_is_a_scrub_rule() {
     let m = ok("match in all scrub (no-df random-id max-mss 1440)\npass all");
-    assert_eq!(
-        m.scrub,
-        ok("scrub in all no-df random-id max-mss 1440\npass all").scrub
-    );
+    assert_eq!(m.scrub, ok("scrub in all no-df random-id max-mss 1440\npass all").scrub);
     let m = ok(
         "match in all scrub (no-df)\nmatch out on em0 inet proto tcp to port 80 scrub (set-tos lowdelay, min-ttl 5)\nblock in quick on em1\npass all",
     );
     assert_eq!(m.scrub.len(), 2);
     assert_eq!(
-        (
-            m.scrub[1].opts.set_tos,
-            m.scrub[1].opts.min_ttl,
-            m.scrub[1].line
-        ),
+        (m.scrub[1].opts.set_tos, m.scrub[1].opts.min_ttl, m.scrub[1].line),
         (Some(0x10), 5, 2)
     );
     assert!(
@@ -1302,9 +971,7 @@ fn match_scrub_is_a_scrub_rule() {
         assert!(e.starts_with(want), "{text}: {e}");
     }
     assert_eq!(
-        ok("match in all scrub (no-df)\nmatch out all scrub (random-id)")
-            .scrub
-            .len(),
+        ok("match in all scrub (no-df)\nmatch out all scrub (random-id)").scrub.len(),
         2,
         "one per direction"
     );
@@ -1338,17 +1005,10 @@ fn match_nat_to_is_a_nat_rule() {
         "the last one is tried first"
     );
     assert!(
-        ok("match out on em0 all nat-to 192.0.2.1\npass out on em1 from 10.0.0.0/8")
-            .nat
-            .len()
-            == 1,
+        ok("match out on em0 all nat-to 192.0.2.1\npass out on em1 from 10.0.0.0/8").nat.len() == 1,
         "another interface's rules may look at the source"
     );
-    assert_eq!(
-        ok("match out on em0 nat-to (em0)").nat.len(),
-        1,
-        "no hosts: all"
-    );
+    assert_eq!(ok("match out on em0 nat-to (em0)").nat.len(), 1, "no hosts: all");
     for (text, want) in [
         (
             "match in on em0 all nat-to 192.0.2.1",

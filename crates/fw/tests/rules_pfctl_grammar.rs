@@ -20,14 +20,27 @@ fn err(text: &str) -> String {
 }
 
 fn udp_to(port: u16) -> PacketKey {
-    PacketKey { af: Af::Inet, dir: Dir::In, proto: proto::UDP, src: 0x0a00_0001, dst: 0x0a00_0002, src_port: 1000, dst_port: port, len: 60, ..PacketKey::ZERO }
+    PacketKey {
+        af: Af::Inet,
+        dir: Dir::In,
+        proto: proto::UDP,
+        src: 0x0a00_0001,
+        dst: 0x0a00_0002,
+        src_port: 1000,
+        dst_port: port,
+        len: 60,
+        ..PacketKey::ZERO
+    }
 }
 
 /// pf.conf(5): `label string`; parse.y's STRING is a quoted string or a bare word.
 #[test]
 fn a_label_is_a_word_or_a_quoted_string() {
     assert_eq!(ok("pass in all label foo_bar").rules[0].label.as_deref(), Some("foo_bar"));
-    assert_eq!(ok("pass in all label \"web servers\"").rules[0].label.as_deref(), Some("web servers"));
+    assert_eq!(
+        ok("pass in all label \"web servers\"").rules[0].label.as_deref(),
+        Some("web servers")
+    );
 }
 
 /// parse.y's `logquick`: `log quick` and `quick log` alike.
@@ -53,7 +66,11 @@ fn ports_in_hexadecimal() {
 #[test]
 fn a_port_range_high_to_low_matches_nothing() {
     let rs = ok("block in all\npass in proto udp to any port 100:50");
-    assert!(rs.notices.iter().any(|n| n.contains("100:50") && n.contains("matches no port")), "{:?}", rs.notices);
+    assert!(
+        rs.notices.iter().any(|n| n.contains("100:50") && n.contains("matches no port")),
+        "{:?}",
+        rs.notices
+    );
     for port in [50, 75, 100] {
         assert_eq!(evaluate(&rs, &udp_to(port)).action, Action::Block, "port {port}");
     }
@@ -70,7 +87,10 @@ fn icmp_codes_by_name() {
     assert_eq!((r.icmp_types.clone(), r.icmp_code), (vec![40], Some(3)));
     let r = &ok("pass in inet6 proto icmp6 icmp6-type listqry").rules[0];
     assert_eq!(r.icmp_types, vec![130]);
-    assert!(err("pass in inet proto icmp icmp-type timex code needfrag").contains("not a code of type 11"));
+    assert!(
+        err("pass in inet proto icmp icmp-type timex code needfrag")
+            .contains("not a code of type 11")
+    );
 }
 
 /// pfctl creates a table a rule names before any `table` line (empty); a later definition
@@ -84,7 +104,10 @@ fn tables_used_before_they_are_defined() {
     assert_eq!((rs.tables.len(), rs.tables[0].entries.len()), (1, 0), "made empty");
     assert_eq!(evaluate(&rs, &udp_to(9)).action, Action::Pass);
     assert!(err("table <t> { 10.0.0.1 }\ntable <t> { 10.0.0.2 }").contains("already defined"));
-    assert!(err("pass from <t>\ntable <t> { 10.0.0.1 }\ntable <t> { 10.0.0.2 }").contains("already defined"));
+    assert!(
+        err("pass from <t>\ntable <t> { 10.0.0.1 }\ntable <t> { 10.0.0.2 }")
+            .contains("already defined")
+    );
 }
 
 /// pfctl takes `synproxy state` on any rule and pf proxies the TCP connections it creates
@@ -106,14 +129,22 @@ fn host_names_from_the_hosts_file() {
     let from_localhost = PacketKey { src: 0x7f00_0001, ..udp_to(9) };
     assert_eq!(evaluate(&rs, &from_localhost).action, Action::Block);
     assert_eq!(evaluate(&rs, &udp_to(9)).action, Action::Pass);
-    assert!(err("pass in from no-such-host.invalid").contains("unknown host \"no-such-host.invalid\""));
+    assert!(
+        err("pass in from no-such-host.invalid").contains("unknown host \"no-such-host.invalid\"")
+    );
 }
 
 /// `em0/24`: the interface's addresses with that prefix length (pfctl's host with a mask).
 #[test]
 fn an_interface_with_a_prefix_length() {
     let addrs = vec![("em0".to_owned(), vec![("192.0.2.1".parse().unwrap(), 32)])];
-    let rs = fw::rules::parse_with_addresses("block in quick from em0/24 to any\npass in all", Path::new("rules.conf"), &ifaces, &addrs).unwrap();
+    let rs = fw::rules::parse_with_addresses(
+        "block in quick from em0/24 to any\npass in all",
+        Path::new("rules.conf"),
+        &ifaces,
+        &addrs,
+    )
+    .unwrap();
     let t = &rs.tables[0];
     assert!(t.contains(Af::Inet, 0xc000_02fe), "192.0.2.254 is in em0/24: {t:?}");
     assert!(!t.contains(Af::Inet, 0xc000_0301));
@@ -125,7 +156,10 @@ fn refused_by_name() {
     for (text, what) in [
         ("set timeout sctp.first 30", "timeout `sctp.first` is not supported by linerate"),
         ("set timeout tcp.tsdiff 30", "timeout `tcp.tsdiff` is not supported by linerate"),
-        ("nat on em0 from any to any -> (em0) endpoint-independent", "`endpoint-independent` is not supported by linerate"),
+        (
+            "nat on em0 from any to any -> (em0) endpoint-independent",
+            "`endpoint-independent` is not supported by linerate",
+        ),
     ] {
         let e = err(text);
         assert!(e.contains(what), "{text}: {e}");
@@ -138,7 +172,11 @@ fn refused_by_name() {
 fn include_reads_a_file_in_place() {
     let dir = std::env::temp_dir().join(format!("lr-include-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("lan.conf"), "block in quick proto udp to any port $p\nlan = \"10.0.0.0/8\"").unwrap();
+    std::fs::write(
+        dir.join("lan.conf"),
+        "block in quick proto udp to any port $p\nlan = \"10.0.0.0/8\"",
+    )
+    .unwrap();
     std::fs::write(dir.join("bad.conf"), "pass in all\npass in from bogus.invalid\n").unwrap();
     std::fs::write(dir.join("self.conf"), "include \"self.conf\"\n").unwrap();
     let main = dir.join("main.conf");
@@ -148,7 +186,11 @@ fn include_reads_a_file_in_place() {
     };
     let rs = load("p = 53\ninclude \"lan.conf\"\npass in from $lan to any").unwrap();
     assert_eq!(rs.rules.len(), 2);
-    assert_eq!(evaluate(&rs, &udp_to(53)).action, Action::Block, "the included rule, with the macro defined before");
+    assert_eq!(
+        evaluate(&rs, &udp_to(53)).action,
+        Action::Block,
+        "the included rule, with the macro defined before"
+    );
     assert_eq!(evaluate(&rs, &udp_to(54)).action, Action::Pass, "the macro it defines, used after");
     let e = load("include \"bad.conf\"\n").unwrap_err().to_string();
     assert!(e.starts_with(&format!("{}:2:", dir.join("bad.conf").display())), "{e}");

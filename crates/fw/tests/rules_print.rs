@@ -112,7 +112,9 @@ fn block_answers() {
 fn rule_options_in_pfctls_order() {
     assert_prints(
         "pass in log (all) quick on ! lr-wan inet proto tcp from any to 10.0.0.1 port 22 flags S/SAFR modulate state (max 100, if-bound, tcp.established 60, source-track rule, max-src-nodes 5, max-src-states 3) allow-opts label \"ssh\" ridentifier 7 tag SSH\n",
-        &["pass in log (all) quick on ! lr-wan inet proto tcp from any to 10.0.0.1 port = 22 flags S/FSRA modulate state (max 100, source-track rule, max-src-states 3, max-src-nodes 5, if-bound, tcp.established 60, adaptive.start 60, adaptive.end 120) allow-opts label \"ssh\" ridentifier 7 tag SSH"],
+        &[
+            "pass in log (all) quick on ! lr-wan inet proto tcp from any to 10.0.0.1 port = 22 flags S/FSRA modulate state (max 100, source-track rule, max-src-states 3, max-src-nodes 5, if-bound, tcp.established 60, adaptive.start 60, adaptive.end 120) allow-opts label \"ssh\" ridentifier 7 tag SSH",
+        ],
     );
     assert_prints(
         "pass in proto tcp all keep state (sloppy, floating, udp.first 5, tcp.first 9)\npass in proto tcp all synproxy state\nblock out all ! tagged SSH\npass out all tagged \"x\"\n",
@@ -129,8 +131,31 @@ fn rule_options_in_pfctls_order() {
 #[test]
 fn protocol_names_parse_back() {
     let lines = printed("block proto { 1 2 4 6 17 41 47 50 51 58 89 103 112 132 240 250 }\n");
-    let protos: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("block drop proto ")?.strip_suffix(" all")).collect();
-    assert_eq!(protos, ["icmp", "igmp", "ipencap", "tcp", "udp", "ipv6", "gre", "esp", "ah", "ipv6-icmp", "ospf", "pim", "carp", "sctp", "pfsync", "250"]);
+    let protos: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("block drop proto ")?.strip_suffix(" all"))
+        .collect();
+    assert_eq!(
+        protos,
+        [
+            "icmp",
+            "igmp",
+            "ipencap",
+            "tcp",
+            "udp",
+            "ipv6",
+            "gre",
+            "esp",
+            "ah",
+            "ipv6-icmp",
+            "ospf",
+            "pim",
+            "carp",
+            "sctp",
+            "pfsync",
+            "250"
+        ]
+    );
 }
 
 #[test]
@@ -159,7 +184,10 @@ fn label_macros_are_substituted() {
             "pass in on lr-lan inet proto tcp from 10.0.0.0/24 to <t> port >= 1024 flags S/SA keep state label \"3:lr-lan:tcp:10.0.0.0/24:-><t>:>=1024\"",
         ],
     );
-    assert_prints("pass all label \"$if $proto $srcaddr $nr\"\n", &["pass all flags S/SA keep state label \"any ip any 0\""]);
+    assert_prints(
+        "pass all label \"$if $proto $srcaddr $nr\"\n",
+        &["pass all flags S/SA keep state label \"any ip any 0\""],
+    );
 }
 
 #[test]
@@ -246,7 +274,10 @@ fn openbsd_translation_and_scrub() {
             "pass out quick all flags S/SA keep state",
         ],
     );
-    assert_prints("no scrub on lr-lan proto tcp\nscrub out proto tcp max-mss 1400 random-id\n", &["no scrub on lr-lan proto tcp all", "scrub out proto tcp all random-id max-mss 1400"]);
+    assert_prints(
+        "no scrub on lr-lan proto tcp\nscrub out proto tcp max-mss 1400 random-id\n",
+        &["no scrub on lr-lan proto tcp all", "scrub out proto tcp all random-id max-mss 1400"],
+    );
 }
 
 #[test]
@@ -268,7 +299,10 @@ fn anchors_nest_as_pfctl_prints_them() {
             "pass out all flags S/SA keep state label \"3\"",
         ],
     );
-    assert_prints("anchor \"a\" all {\n anchor \"b\" all\n}\n", &["anchor \"a\" all {", "  anchor \"b\" all", "}"]);
+    assert_prints(
+        "anchor \"a\" all {\n anchor \"b\" all\n}\n",
+        &["anchor \"a\" all {", "  anchor \"b\" all", "}"],
+    );
 }
 
 /// An anchor's rules loaded from a file print where the anchor stands.
@@ -282,13 +316,19 @@ fn loaded_anchor_prints_inline() {
     let ifaces = Ifaces::wan_lan();
     let rs = ifaces.parse(text, &path).unwrap_or_else(|e| panic!("{e}"));
     let lines = roundtrip(&rs, &ifaces, &path);
-    assert_eq!(lines, "anchor \"spam\" all {\n  pass in proto tcp from any to any port = 22 flags S/SA keep state\n}\nblock drop all\n");
+    assert_eq!(
+        lines,
+        "anchor \"spam\" all {\n  pass in proto tcp from any to any port = 22 flags S/SA keep state\n}\nblock drop all\n"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn a_rule_that_matches_nothing_prints_nothing() {
-    assert_prints("block proto tcp to port 10 >< 11\npass all\n", &["pass all flags S/SA keep state"]);
+    assert_prints(
+        "block proto tcp to port 10 >< 11\npass all\n",
+        &["pass all flags S/SA keep state"],
+    );
 }
 
 #[test]

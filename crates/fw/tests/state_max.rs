@@ -12,28 +12,57 @@ use fw::rules::{RuleSet, parse};
 use fw::state::{RuleLimits, StateTable, Timeouts};
 
 fn rules(text: &str) -> RuleSet {
-    parse(text, Path::new("max.conf"), &|n| ["a", "b"].iter().position(|i| *i == n).map(|i| i as u16)).unwrap_or_else(|e| panic!("{e}"))
+    parse(text, Path::new("max.conf"), &|n| {
+        ["a", "b"].iter().position(|i| *i == n).map(|i| i as u16)
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A UDP packet from host `src` (10.0.0.src) on interface a.
 fn udp(src: u8) -> PacketKey {
-    PacketKey { af: Af::Inet, dir: Dir::In, proto: proto::UDP, src: u128::from(0x0a00_0000u32 | u32::from(src)), dst: 0xc000_0201, src_port: 4000, dst_port: 53, len: 60, ..PacketKey::ZERO }
+    PacketKey {
+        af: Af::Inet,
+        dir: Dir::In,
+        proto: proto::UDP,
+        src: u128::from(0x0a00_0000u32 | u32::from(src)),
+        dst: 0xc000_0201,
+        src_port: 4000,
+        dst_port: 53,
+        len: 60,
+        ..PacketKey::ZERO
+    }
 }
 
 /// The in pass of `key` through `table` with the rules' limits.
-fn pass_in(rs: &RuleSet, cl: &Classifier, limits: &Arc<RuleLimits>, table: &mut StateTable, key: &PacketKey, now: u32) -> Result<(), Drop> {
-    let mut p = Passes { rules: rs, classifier: cl, cache: None, states: table, now, limits: Some(limits) };
+fn pass_in(
+    rs: &RuleSet,
+    cl: &Classifier,
+    limits: &Arc<RuleLimits>,
+    table: &mut StateTable,
+    key: &PacketKey,
+    now: u32,
+) -> Result<(), Drop> {
+    let mut p =
+        Passes { rules: rs, classifier: cl, cache: None, states: table, now, limits: Some(limits) };
     p.inbound(key, None, None).0.map(|_| ())
 }
 
 #[test]
 fn max_parses_with_other_state_options() {
-    let rs = rules("pass in proto tcp keep state (max 100, sloppy)\npass in keep state (if-bound, max 1)\npass out\n");
-    assert_eq!(rs.rules.iter().map(|r| r.max_states).collect::<Vec<_>>(), [Some(100), Some(1), None]);
+    let rs = rules(
+        "pass in proto tcp keep state (max 100, sloppy)\npass in keep state (if-bound, max 1)\npass out\n",
+    );
+    assert_eq!(
+        rs.rules.iter().map(|r| r.max_states).collect::<Vec<_>>(),
+        [Some(100), Some(1), None]
+    );
     for (text, want) in [
         ("pass in keep state (max 0)", "max.conf:1:25: max needs at least 1 state"),
         ("pass in keep state (max)", "max.conf:1:24: expected a number of states, found \")\""),
-        ("pass in keep state (max 4294967296)", "max.conf:1:25: a number of states 4294967296 out of range (at most 4294967295)"),
+        (
+            "pass in keep state (max 4294967296)",
+            "max.conf:1:25: a number of states 4294967296 out of range (at most 4294967295)",
+        ),
         ("pass in max 10", "max.conf:1:9: `max` is not supported by linerate"),
     ] {
         let e = parse(text, Path::new("max.conf"), &|_| None).expect_err(text).to_string();
@@ -43,11 +72,16 @@ fn max_parses_with_other_state_options() {
 
 #[test]
 fn a_rule_holds_at_most_max_states_across_tables() {
-    let rs = rules("block all\npass in on a proto udp keep state (max 3)\npass in on a proto tcp keep state\n");
+    let rs = rules(
+        "block all\npass in on a proto udp keep state (max 3)\npass in on a proto tcp keep state\n",
+    );
     let cl = Classifier::build(&rs).unwrap();
     let limits = RuleLimits::of(&rs).unwrap();
     // Two workers' tables share the rule set's counts.
-    let mut t = [StateTable::new(100, Timeouts::default(), 1), StateTable::new(100, Timeouts::default(), 2)];
+    let mut t = [
+        StateTable::new(100, Timeouts::default(), 1),
+        StateTable::new(100, Timeouts::default(), 2),
+    ];
     let mut results = Vec::new();
     for src in 1..=5u8 {
         results.push(pass_in(&rs, &cl, &limits, &mut t[usize::from(src % 2)], &udp(src), 1));

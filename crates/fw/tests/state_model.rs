@@ -54,13 +54,7 @@ fn flip(k: &PacketKey) -> PacketKey {
     } else {
         (k.dst_port, k.src_port)
     };
-    PacketKey {
-        src: k.dst,
-        dst: k.src,
-        src_port: sp,
-        dst_port: dp,
-        ..*k
-    }
+    PacketKey { src: k.dst, dst: k.src, src_port: sp, dst_port: dp, ..*k }
 }
 
 /// A universe of flows with small address/port pools so that endpoint orderings vary.
@@ -71,11 +65,7 @@ fn universe(rng: &mut Rng, n: usize) -> Vec<PacketKey> {
         let v6 = rng.below(5) == 0;
         let addr = |r: &mut Rng| -> u128 {
             let h = r.below(64) as u128;
-            if v6 {
-                0x2001_0db8u128 << 96 | h << 17 | 1
-            } else {
-                0x0a00_0000 | h
-            }
+            if v6 { 0x2001_0db8u128 << 96 | h << 17 | 1 } else { 0x0a00_0000 | h }
         };
         let (p, sp, dp) = match rng.below(10) {
             0..=6 => (
@@ -142,11 +132,7 @@ impl Model {
             init: s,
             deadline: now + self.first_timeout(k.proto),
             secs: self.first_timeout(k.proto),
-            st: if k.proto == proto::ICMP || k.proto == proto::ICMPV6 {
-                [0, 0]
-            } else {
-                [1, 0]
-            },
+            st: if k.proto == proto::ICMP || k.proto == proto::ICMPV6 { [0, 0] } else { [1, 0] },
         }
     }
 
@@ -177,7 +163,11 @@ impl Model {
     /// (pf_state_expires: timeout * (end - states) / (end - start) above the start, 0 from
     /// the end on).
     fn dead(&self, e: &MEntry, now: u32) -> bool {
-        let (start, end, n) = (u64::from(self.to.adaptive_start), u64::from(self.to.adaptive_end), self.map.len() as u64);
+        let (start, end, n) = (
+            u64::from(self.to.adaptive_start),
+            u64::from(self.to.adaptive_end),
+            self.map.len() as u64,
+        );
         let secs = u64::from(e.secs);
         let kept = match () {
             _ if end == 0 || start >= end || n <= start => secs,
@@ -287,11 +277,7 @@ impl Harness {
         Harness {
             rng,
             table,
-            model: Model {
-                to,
-                map: HashMap::new(),
-                ids: HashMap::new(),
-            },
+            model: Model { to, map: HashMap::new(), ids: HashMap::new() },
             uni,
             now: 1,
             base: limit,
@@ -370,14 +356,9 @@ impl Harness {
                 self.fulls += 1;
             }
             None => {
-                let id = got
-                    .unwrap_or_else(|e| panic!("op {op}: insert failed {e:?}"))
-                    .0;
+                let id = got.unwrap_or_else(|e| panic!("op {op}: insert failed {e:?}")).0;
                 assert!((id as usize) < self.cap);
-                assert!(
-                    m.ids.insert(id, *mk).is_none(),
-                    "op {op}: id {id} handed out twice"
-                );
+                assert!(m.ids.insert(id, *mk).is_none(), "op {op}: id {id} handed out twice");
                 let ne = m.fresh(id, k, now);
                 m.map.insert(*mk, ne);
             }
@@ -416,11 +397,7 @@ impl Harness {
     fn remove(&mut self, op: usize) {
         let id = self.rng.below(self.cap as u64 + 2) as u32;
         let want = self.model.ids.get(&id).copied();
-        assert_eq!(
-            self.table.remove(StateId(id)),
-            want.is_some(),
-            "op {op}: remove {id}"
-        );
+        assert_eq!(self.table.remove(StateId(id)), want.is_some(), "op {op}: remove {id}");
         if let Some(mk) = want {
             self.model.take(&mk);
         }
@@ -428,11 +405,8 @@ impl Harness {
 
     /// A flow outside the universe.
     fn outside(&mut self, k: &PacketKey) {
-        let nk = PacketKey {
-            src_port: 60000 + self.rng.below(100) as u16,
-            proto: proto::UDP,
-            ..*k
-        };
+        let nk =
+            PacketKey { src_port: 60000 + self.rng.below(100) as u16, proto: proto::UDP, ..*k };
         assert_eq!(self.table.lookup(&nk, None, self.now), StateLookup::Miss);
         assert_eq!(self.table.lookup_icmp_error(&nk, None, self.now), None);
     }
@@ -459,7 +433,15 @@ fn run(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool
     run_scaled(seed, ops, limit, flows, adv, resize, None);
 }
 
-fn run_scaled(seed: u64, ops: usize, limit: usize, flows: usize, adv: u64, resize: bool, adaptive: Option<(u32, u32)>) {
+fn run_scaled(
+    seed: u64,
+    ops: usize,
+    limit: usize,
+    flows: usize,
+    adv: u64,
+    resize: bool,
+    adaptive: Option<(u32, u32)>,
+) {
     let mut h = Harness::new(seed, limit, flows, adv, adaptive);
     for op in 0..ops {
         h.step(op);
@@ -504,12 +486,28 @@ fn model_limit_changes() {
 /// model's do.
 #[test]
 fn model_adaptive_timeouts() {
-    run_scaled(common::seed(0x5eed_0001) ^ 0xada, 1_000_000, 512, 2000, 300, false, Some((256, 1024)));
+    run_scaled(
+        common::seed(0x5eed_0001) ^ 0xada,
+        1_000_000,
+        512,
+        2000,
+        300,
+        false,
+        Some((256, 1024)),
+    );
 }
 
 /// The same with the limit changing around the end: from 700 entries on (the limit goes
 /// up to 1024) every state is dead.
 #[test]
 fn model_adaptive_end_below_limit() {
-    run_scaled(common::seed(0x5eed_0001) ^ 0xade, 1_000_000, 512, 2000, 300, true, Some((100, 700)));
+    run_scaled(
+        common::seed(0x5eed_0001) ^ 0xade,
+        1_000_000,
+        512,
+        2000,
+        300,
+        true,
+        Some((100, 700)),
+    );
 }

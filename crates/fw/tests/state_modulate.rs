@@ -4,8 +4,8 @@
 
 use fw::packet::{PacketKey, proto};
 use fw::state::{
-    Flow, FlowV4, IcmpErrorMatch, Modulation, StateLookup, StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts,
-    tcp_flags::*,
+    Flow, FlowV4, IcmpErrorMatch, Modulation, StateLookup, StateOptions, StateTable, StateVerdict,
+    TcpSegment, Timeouts, tcp_flags::*,
 };
 use proptest::prelude::*;
 
@@ -16,7 +16,14 @@ fn seg(seq: u32, ack: u32, flags: u8, payload_len: u16) -> TcpSegment {
     TcpSegment { seq, ack, win: 65535, flags, payload_len, wscale: None }
 }
 
-const MODULATE: StateOptions = StateOptions { sloppy: false, allow_opts: false, bound: None, tag: 0, modulate: true, synproxy: false };
+const MODULATE: StateOptions = StateOptions {
+    sloppy: false,
+    allow_opts: false,
+    bound: None,
+    tag: 0,
+    modulate: true,
+    synproxy: false,
+};
 
 /// A connection through a table: what each end sends, tracked, and rewritten as the data
 /// plane rewrites it (`Modulation`), giving what the other end receives.
@@ -31,7 +38,12 @@ impl Wire {
         let k = key(from_a, s.flags);
         match self.t.lookup(&k, Some(&s), self.now) {
             StateLookup::Hit { verdict, dir_from_initiator, .. } => {
-                assert_eq!(verdict, StateVerdict::Pass, "{s:?} from {}", if from_a { "A" } else { "B" });
+                assert_eq!(
+                    verdict,
+                    StateVerdict::Pass,
+                    "{s:?} from {}",
+                    if from_a { "A" } else { "B" }
+                );
                 assert_eq!(dir_from_initiator, from_a);
             }
             StateLookup::Miss => panic!("miss"),
@@ -41,7 +53,11 @@ impl Wire {
 
     fn rewrite(&self, from_a: bool, s: TcpSegment) -> TcpSegment {
         match self.t.modulation(&Flow::of(&key(from_a, s.flags)), self.now) {
-            Some(Modulation { seq_add, ack_sub }) => TcpSegment { seq: s.seq.wrapping_add(seq_add), ack: s.ack.wrapping_sub(ack_sub), ..s },
+            Some(Modulation { seq_add, ack_sub }) => TcpSegment {
+                seq: s.seq.wrapping_add(seq_add),
+                ack: s.ack.wrapping_sub(ack_sub),
+                ..s
+            },
             None => s,
         }
     }
@@ -78,7 +94,11 @@ fn converse(seed: u64, isn_a: u32, isn_b: u32, lens: &[(u16, u16)]) {
         a_nxt = a_nxt.wrapping_add(u32::from(la));
         // B acknowledges (and sends) in the shifted space it sees.
         let r = w.pass(false, seg(b_nxt, d.seq.wrapping_add(u32::from(la)), ACK | PSH, lb));
-        assert_eq!((r.seq, r.ack), (b_nxt.wrapping_add(db), a_nxt), "A sees its own numbers acknowledged");
+        assert_eq!(
+            (r.seq, r.ack),
+            (b_nxt.wrapping_add(db), a_nxt),
+            "A sees its own numbers acknowledged"
+        );
         b_nxt = b_nxt.wrapping_add(u32::from(lb));
     }
     let fin = w.pass(true, seg(a_nxt, b_nxt.wrapping_add(db), FIN | ACK, 0));
@@ -175,8 +195,14 @@ fn icmp_errors_quote_the_shifted_number() {
     let d = w.pass(true, seg(1001, sa.seq.wrapping_add(1), ACK, 100));
     // An error from beyond the firewall about A's segment quotes what left the firewall;
     // one about B's (from A's side), B's shifted number.
-    assert!(matches!(w.t.match_icmp_error(&key(true, ACK), Some(d.seq), 1), IcmpErrorMatch::Pass(_)));
-    assert!(matches!(w.t.match_icmp_error(&key(false, ACK), Some(sa.seq.wrapping_add(1)), 1), IcmpErrorMatch::Pass(_)));
+    assert!(matches!(
+        w.t.match_icmp_error(&key(true, ACK), Some(d.seq), 1),
+        IcmpErrorMatch::Pass(_)
+    ));
+    assert!(matches!(
+        w.t.match_icmp_error(&key(false, ACK), Some(sa.seq.wrapping_add(1)), 1),
+        IcmpErrorMatch::Pass(_)
+    ));
 }
 
 proptest! {

@@ -2,9 +2,8 @@
 
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{
-    InsertError, StateAllocError, StateId, StateLookup, StateMemory, StateTable, StateVerdict, Timeouts, Tmo,
-    is_icmp_error,
-    pseudo_state::*,
+    InsertError, StateAllocError, StateId, StateLookup, StateMemory, StateTable, StateVerdict,
+    Timeouts, Tmo, is_icmp_error, pseudo_state::*,
 };
 
 fn udp(src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
@@ -39,11 +38,9 @@ fn rev(k: &PacketKey) -> PacketKey {
 
 fn hit(t: &mut StateTable, k: &PacketKey, now: u32) -> (StateId, bool) {
     match t.lookup(k, None, now) {
-        StateLookup::Hit {
-            id,
-            dir_from_initiator,
-            verdict: StateVerdict::Pass,
-        } => (id, dir_from_initiator),
+        StateLookup::Hit { id, dir_from_initiator, verdict: StateVerdict::Pass } => {
+            (id, dir_from_initiator)
+        }
         other => panic!("expected pass hit, got {other:?}"),
     }
 }
@@ -81,11 +78,7 @@ fn udp_single_multiple() {
         (MULTIPLE, MULTIPLE, Tmo::UdpMultiple, 163)
     );
     // Interface and direction do not matter (floating state).
-    let k2 = PacketKey {
-        iface: 7,
-        dir: Dir::Out,
-        ..k
-    };
+    let k2 = PacketKey { iface: 7, dir: Dir::Out, ..k };
     assert_eq!(hit(&mut t, &k2, 104), (id, true));
     // Expires after udp.multiple of silence.
     assert!(matches!(hit(&mut t, &rev(&k), 104 + 59), (_, false)));
@@ -96,12 +89,7 @@ fn udp_single_multiple() {
 #[test]
 fn other_protocol_pseudo_states() {
     let mut t = StateTable::new(16, Timeouts::default(), 9);
-    let k = PacketKey {
-        proto: 47,
-        src_port: 0,
-        dst_port: 0,
-        ..udp(1, 0, 2, 0)
-    }; // GRE
+    let k = PacketKey { proto: 47, src_port: 0, dst_port: 0, ..udp(1, 0, 2, 0) }; // GRE
     let id = t.insert(&k, 0, 0, None).unwrap();
     assert_eq!(t.info(id).unwrap().timeout, Tmo::OtherFirst);
     hit(&mut t, &rev(&k), 1);
@@ -115,30 +103,16 @@ fn other_protocol_pseudo_states() {
 #[test]
 fn icmp_echo_state() {
     let mut t = StateTable::new(16, Timeouts::default(), 9);
-    let req = PacketKey {
-        proto: proto::ICMP,
-        src_port: 8,
-        dst_port: 0,
-        ..udp(1, 0, 2, 0)
-    };
+    let req = PacketKey { proto: proto::ICMP, src_port: 8, dst_port: 0, ..udp(1, 0, 2, 0) };
     let id = t.insert(&req, 0, 0, None).unwrap();
     assert_eq!(t.info(id).unwrap().timeout, Tmo::IcmpFirst);
     assert_eq!(t.info(id).unwrap().expire, 20);
-    let reply = PacketKey {
-        src: 2,
-        dst: 1,
-        src_port: 0,
-        dst_port: 0,
-        ..req
-    };
+    let reply = PacketKey { src: 2, dst: 1, src_port: 0, dst_port: 0, ..req };
     assert_eq!(hit(&mut t, &reply, 1), (id, false));
     assert_eq!(t.info(id).unwrap().timeout, Tmo::IcmpError);
     assert_eq!(t.info(id).unwrap().expire, 11);
     // Another type (timestamp) between the same hosts is a different flow.
-    let ts = PacketKey {
-        src_port: 13,
-        ..req
-    };
+    let ts = PacketKey { src_port: 13, ..req };
     assert_eq!(t.lookup(&ts, None, 1), StateLookup::Miss);
     // ICMPv6 echo.
     let req6 = PacketKey {
@@ -151,12 +125,7 @@ fn icmp_echo_state() {
         ..req
     };
     let id6 = t.insert(&req6, 0, 0, None).unwrap();
-    let reply6 = PacketKey {
-        src: req6.dst,
-        dst: req6.src,
-        src_port: 129,
-        ..req6
-    };
+    let reply6 = PacketKey { src: req6.dst, dst: req6.src, src_port: 129, ..req6 };
     assert_eq!(hit(&mut t, &reply6, 1), (id6, false));
 }
 
@@ -173,26 +142,13 @@ fn icmp_error_matching() {
     // Port unreachable about a reply (quoted the other way round) also matches.
     assert_eq!(t.lookup_icmp_error(&rev(&k), None, 1), Some(id));
     // Packet Too Big (ICMPv6) about a tracked IPv6 flow.
-    let k6 = PacketKey {
-        af: Af::Inet6,
-        src: 0xfd00 << 112 | 1,
-        dst: 0xfd00 << 112 | 2,
-        ..k
-    };
+    let k6 = PacketKey { af: Af::Inet6, src: 0xfd00 << 112 | 1, dst: 0xfd00 << 112 | 2, ..k };
     let id6 = t.insert(&k6, 0, 0, None).unwrap();
     assert_eq!(t.lookup_icmp_error(&k6, None, 1), Some(id6));
     // Same addresses, other port: no state.
-    assert_eq!(
-        t.lookup_icmp_error(&PacketKey { dst_port: 1, ..k }, None, 1),
-        None
-    );
+    assert_eq!(t.lookup_icmp_error(&PacketKey { dst_port: 1, ..k }, None, 1), None);
     // Errors quoting an ICMP echo request.
-    let echo = PacketKey {
-        proto: proto::ICMP,
-        src_port: 8,
-        dst_port: 0,
-        ..udp(5, 0, 6, 0)
-    };
+    let echo = PacketKey { proto: proto::ICMP, src_port: 8, dst_port: 0, ..udp(5, 0, 6, 0) };
     let ide = t.insert(&echo, 0, 0, None).unwrap();
     assert_eq!(t.lookup_icmp_error(&echo, None, 1), Some(ide));
     // Errors do not refresh the state: gone after udp.first.
@@ -226,7 +182,11 @@ fn paced_sweep_keeps_pfs_interval() {
         t.insert(&udp(1, 1000 + i, 2, 53), 0, 0, None).unwrap();
     }
     assert_eq!(t.expire_paced(59, 1000), 0);
-    assert_eq!((t.expire_paced(60, 16), t.expire_paced(60, 16)), (16, 0), "full, then the second's credit (10) spent");
+    assert_eq!(
+        (t.expire_paced(60, 16), t.expire_paced(60, 16)),
+        (16, 0),
+        "full, then the second's credit (10) spent"
+    );
 }
 
 #[test]
@@ -260,10 +220,7 @@ fn expiry_by_sweep() {
     for i in 0..1000u16 {
         t.insert(&udp(3, i, 4, 53), 0, 100, None).unwrap();
     }
-    assert_eq!(
-        t.insert(&udp(3, 5000, 4, 53), 0, 100, None),
-        Err(InsertError::Full)
-    );
+    assert_eq!(t.insert(&udp(3, 5000, 4, 53), 0, 100, None), Err(InsertError::Full));
     t.debug_check();
 }
 
@@ -285,10 +242,7 @@ fn expired_entry_replaced_by_insert() {
 fn limit_refuses_new_existing_keep_flowing() {
     let mut t = StateTable::new(4, Timeouts::default(), 5);
     let keys: Vec<_> = (0..4u16).map(|i| udp(10, 1000 + i, 20, 53)).collect();
-    let ids: Vec<_> = keys
-        .iter()
-        .map(|k| t.insert(k, 0, 0, None).unwrap())
-        .collect();
+    let ids: Vec<_> = keys.iter().map(|k| t.insert(k, 0, 0, None).unwrap()).collect();
     assert_eq!(t.len(), 4);
     assert_eq!(t.limit(), 4);
     let new = udp(10, 2000, 20, 53);
@@ -339,26 +293,23 @@ fn limit_stops_at_capacity_until_grown_into_new_memory() {
     t.grow_into(StateMemory::try_new(3).unwrap());
     assert_eq!(t.capacity(), 6);
     t.debug_check();
-    assert!(matches!(StateTable::try_new(fw::state::MAX_LIMIT + 1, Timeouts::default(), 0), Err(StateAllocError::TooLarge(_))));
+    assert!(matches!(
+        StateTable::try_new(fw::state::MAX_LIMIT + 1, Timeouts::default(), 0),
+        Err(StateAllocError::TooLarge(_))
+    ));
 }
 
 #[test]
 fn zero_limit() {
     let mut t = StateTable::new(0, Timeouts::default(), 0);
-    assert_eq!(
-        t.insert(&udp(1, 1, 2, 2), 0, 0, None),
-        Err(InsertError::Full)
-    );
+    assert_eq!(t.insert(&udp(1, 1, 2, 2), 0, 0, None), Err(InsertError::Full));
     assert_eq!(t.lookup(&udp(1, 1, 2, 2), None, 0), StateLookup::Miss);
     assert_eq!(t.expire(0, 100), 0);
 }
 
 #[test]
 fn custom_timeouts() {
-    let to = Timeouts {
-        udp_first: 5,
-        ..Timeouts::default()
-    };
+    let to = Timeouts { udp_first: 5, ..Timeouts::default() };
     let mut t = StateTable::new(4, to, 5);
     let id = t.insert(&udp(1, 1, 2, 2), 0, 10, None).unwrap();
     assert_eq!(t.info(id).unwrap().expire, 15);
@@ -371,18 +322,31 @@ fn custom_timeouts() {
 #[test]
 fn icmp_query_states_are_keyed_by_identifier() {
     let mut t = StateTable::new(16, Timeouts::default(), 9);
-    let ping = |src, dst, ty, id| PacketKey { proto: proto::ICMP, src_port: ty, icmp_id: id, ..udp(src, 0, dst, 0) };
+    let ping = |src, dst, ty, id| PacketKey {
+        proto: proto::ICMP,
+        src_port: ty,
+        icmp_id: id,
+        ..udp(src, 0, dst, 0)
+    };
     let id = t.insert(&ping(1, 2, 8, 77), 0, 0, None).unwrap();
     assert_eq!(hit(&mut t, &ping(2, 1, 0, 77), 1), (id, false), "the reply");
     assert_eq!(hit(&mut t, &ping(1, 2, 8, 77), 1), (id, true), "the next request");
     assert_eq!(t.lookup(&ping(2, 1, 0, 78), None, 1), StateLookup::Miss, "a reply with another id");
-    assert_eq!(t.lookup(&ping(2, 1, 8, 77), None, 1), StateLookup::Miss, "a request the other way, same id");
+    assert_eq!(
+        t.lookup(&ping(2, 1, 8, 77), None, 1),
+        StateLookup::Miss,
+        "a request the other way, same id"
+    );
     assert_eq!(t.lookup(&ping(2, 1, 8, 5), None, 1), StateLookup::Miss, "a request the other way");
     assert_eq!(t.lookup(&ping(1, 2, 8, 78), None, 1), StateLookup::Miss, "a second ping");
     // Timestamp request and reply (13, 14) likewise; ICMPv6 echo (128, 129).
     let ts = t.insert(&ping(1, 2, 13, 9), 0, 0, None).unwrap();
     assert_eq!(hit(&mut t, &ping(2, 1, 14, 9), 1), (ts, false));
-    let v6 = |src, dst, ty, id| PacketKey { af: Af::Inet6, proto: proto::ICMPV6, ..ping(src, dst, ty, id) };
+    let v6 = |src, dst, ty, id| PacketKey {
+        af: Af::Inet6,
+        proto: proto::ICMPV6,
+        ..ping(src, dst, ty, id)
+    };
     let id6 = t.insert(&v6(1, 2, 128, 3), 0, 0, None).unwrap();
     assert_eq!(hit(&mut t, &v6(2, 1, 129, 3), 1), (id6, false));
     assert_eq!(t.lookup(&v6(2, 1, 128, 4), None, 1), StateLookup::Miss);
@@ -393,7 +357,8 @@ fn icmp_query_states_are_keyed_by_identifier() {
 /// `adaptive.end` every state is dead.
 #[test]
 fn adaptive_scaling_follows_the_count() {
-    let to = Timeouts { udp_first: 60, adaptive_start: 10, adaptive_end: 30, ..Timeouts::default() };
+    let to =
+        Timeouts { udp_first: 60, adaptive_start: 10, adaptive_end: 30, ..Timeouts::default() };
     let mut t = StateTable::new(100, to, 5);
     let flow = |i: u16| udp(1, i, 2, 2);
     let ids: Vec<StateId> = (0..10).map(|i| t.insert(&flow(i), 0, 0, None).unwrap()).collect();

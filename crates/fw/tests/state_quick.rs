@@ -73,7 +73,8 @@ fn run(seed: u64, batches: usize, limit: usize, timeouts: Timeouts) -> u64 {
             (p, 0x0a00_0000 | i, 1024 + rng.below(4) as u16, 0xc612_0000 | rng.below(64) as u32, 53)
         })
         .collect();
-    let (mut ordered, mut quick) = (StateTable::new(limit, timeouts, seed), StateTable::new(limit, timeouts, seed));
+    let (mut ordered, mut quick) =
+        (StateTable::new(limit, timeouts, seed), StateTable::new(limit, timeouts, seed));
     let mut now = 1u32;
     let mut quick_hits = 0;
     for b in 0..batches {
@@ -81,8 +82,11 @@ fn run(seed: u64, batches: usize, limit: usize, timeouts: Timeouts) -> u64 {
         ordered.expire(now, 16);
         quick.expire(now, 16);
         // A batch: a few hot flows, each several times, in both directions.
-        let hot: Vec<usize> = (0..1 + rng.below(12)).map(|_| rng.below(flows.len() as u64) as usize).collect();
-        let batch: Vec<(usize, bool)> = (0..1 + rng.below(64)).map(|_| (hot[rng.below(hot.len() as u64) as usize], rng.below(3) == 0)).collect();
+        let hot: Vec<usize> =
+            (0..1 + rng.below(12)).map(|_| rng.below(flows.len() as u64) as usize).collect();
+        let batch: Vec<(usize, bool)> = (0..1 + rng.below(64))
+            .map(|_| (hot[rng.below(hot.len() as u64) as usize], rng.below(3) == 0))
+            .collect();
         let rule = b as u32;
         let expect: Vec<Outcome> = batch
             .iter()
@@ -108,7 +112,11 @@ fn run(seed: u64, batches: usize, limit: usize, timeouts: Timeouts) -> u64 {
         let got: Vec<Outcome> = got.into_iter().map(Option::unwrap).collect();
         assert_eq!(got, expect, "seed {seed}, batch {b}: {batch:?}");
         for id in 0..limit as u32 {
-            assert_eq!(quick.info(StateId(id)), ordered.info(StateId(id)), "seed {seed}, batch {b}, state {id}");
+            assert_eq!(
+                quick.info(StateId(id)),
+                ordered.info(StateId(id)),
+                "seed {seed}, batch {b}, state {id}"
+            );
         }
         assert_eq!(quick.counters(), ordered.counters(), "seed {seed}, batch {b}");
     }
@@ -116,12 +124,16 @@ fn run(seed: u64, batches: usize, limit: usize, timeouts: Timeouts) -> u64 {
     quick_hits
 }
 
-
 #[test]
 fn quick_loop_then_the_rest_in_order_equals_every_packet_in_order() {
     let mut quick_hits = 0;
     for k in 0..20 {
-        quick_hits += run(common::seed(0x9e37_79b9_7f4a_7c15).wrapping_add(k), 2_000, 64, Timeouts::default());
+        quick_hits += run(
+            common::seed(0x9e37_79b9_7f4a_7c15).wrapping_add(k),
+            2_000,
+            64,
+            Timeouts::default(),
+        );
     }
     // The property is only worth something if the quick loop takes a good share of packets.
     assert!(quick_hits > 50_000, "quick hits: {quick_hits}");

@@ -13,12 +13,25 @@ use fw::rules::{RuleSet, parse};
 use fw::state::{FlowV4, RuleLimits, StateLookup, StateTable};
 
 fn rules(text: &str) -> RuleSet {
-    parse(text, Path::new("adaptive.conf"), &|n| ["a", "b"].iter().position(|i| *i == n).map(|i| i as u16)).unwrap_or_else(|e| panic!("{e}"))
+    parse(text, Path::new("adaptive.conf"), &|n| {
+        ["a", "b"].iter().position(|i| *i == n).map(|i| i as u16)
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A UDP packet from host 10.0.0.`src` to port `dport`.
 fn udp(src: u8, dport: u16) -> PacketKey {
-    PacketKey { af: Af::Inet, dir: Dir::In, proto: proto::UDP, src: u128::from(0x0a00_0000u32 | u32::from(src)), dst: 0xc000_0201, src_port: 4000, dst_port: dport, len: 60, ..PacketKey::ZERO }
+    PacketKey {
+        af: Af::Inet,
+        dir: Dir::In,
+        proto: proto::UDP,
+        src: u128::from(0x0a00_0000u32 | u32::from(src)),
+        dst: 0xc000_0201,
+        src_port: 4000,
+        dst_port: dport,
+        len: 60,
+        ..PacketKey::ZERO
+    }
 }
 
 struct Setup {
@@ -41,7 +54,14 @@ impl Setup {
 
     /// The in pass of `key` at `now`: its state's id if it made one.
     fn pass(&self, t: &mut StateTable, key: &PacketKey, now: u32) -> Result<(), Drop> {
-        let mut p = Passes { rules: &self.rs, classifier: &self.cl, cache: None, states: t, now, limits: Some(&self.limits) };
+        let mut p = Passes {
+            rules: &self.rs,
+            classifier: &self.cl,
+            cache: None,
+            states: t,
+            now,
+            limits: Some(&self.limits),
+        };
         p.inbound(key, None, None).0.map(|_| ())
     }
 }
@@ -56,9 +76,17 @@ fn parsed_as_pfctl_does() {
     let r = |text: &str| rules(text).rules[0].state_adaptive;
     assert_eq!(r("pass in keep state (adaptive.start 10, adaptive.end 20)"), Some((10, 20)));
     assert_eq!(r("pass in keep state (max 100)"), Some((60, 120)), "60% and 120% of max");
-    assert_eq!(r("pass in keep state (max 100, adaptive.end 500)"), None, "written: start 0, the rule set's apply");
+    assert_eq!(
+        r("pass in keep state (max 100, adaptive.end 500)"),
+        None,
+        "written: start 0, the rule set's apply"
+    );
     assert_eq!(r("pass in keep state (max 5)"), None, "60% of 5 is 0 in pf's integers");
-    assert_eq!(r("pass in keep state (adaptive.start 5)"), Some((5, 0)), "its own, and no scaling at all (end 0)");
+    assert_eq!(
+        r("pass in keep state (adaptive.start 5)"),
+        Some((5, 0)),
+        "its own, and no scaling at all (end 0)"
+    );
     assert_eq!(r("pass in keep state"), None);
 }
 
@@ -66,7 +94,9 @@ fn parsed_as_pfctl_does() {
 fn a_rule_scales_by_its_own_count_across_tables() {
     // Rule 0 has its own scaling from 2 to 6 states; rule 1 falls under the rule set's,
     // which would kill every state from 2 entries on.
-    let s = Setup::new("set timeout { udp.first 60, adaptive.start 1, adaptive.end 2 }\npass in proto udp to port 53 keep state (adaptive.start 2, adaptive.end 6)\npass in proto udp to port 54 keep state\n");
+    let s = Setup::new(
+        "set timeout { udp.first 60, adaptive.start 1, adaptive.end 2 }\npass in proto udp to port 53 keep state (adaptive.start 2, adaptive.end 6)\npass in proto udp to port 54 keep state\n",
+    );
     let mut t = [s.table(), s.table()];
     for src in 1..=4u8 {
         s.pass(&mut t[usize::from(src % 2)], &udp(src, 53), 0).unwrap();
@@ -92,7 +122,8 @@ fn a_rule_scales_by_its_own_count_across_tables() {
 
 #[test]
 fn max_gives_its_rule_scaling() {
-    let s = Setup::new("set timeout udp.first 60\npass in proto udp to port 53 keep state (max 10)\n");
+    let s =
+        Setup::new("set timeout udp.first 60\npass in proto udp to port 53 keep state (max 10)\n");
     let mut t = s.table();
     for src in 1..=8u8 {
         s.pass(&mut t, &udp(src, 53), 0).unwrap();

@@ -11,7 +11,19 @@ const B: u128 = 0x0a00_0002;
 fn key(p: u8, from_a: bool, sport: u16, flags: u8) -> PacketKey {
     let (src, dst, src_port, dst_port) = if from_a { (A, B, sport, 80) } else { (B, A, 80, sport) };
     let dir = if from_a { Dir::Out } else { Dir::In };
-    PacketKey { af: Af::Inet, dir, iface: 1, proto: p, src, dst, src_port, dst_port, tcp_flags: flags, len: 40, ..PacketKey::ZERO }
+    PacketKey {
+        af: Af::Inet,
+        dir,
+        iface: 1,
+        proto: p,
+        src,
+        dst,
+        src_port,
+        dst_port,
+        tcp_flags: flags,
+        len: 40,
+        ..PacketKey::ZERO
+    }
 }
 
 fn seg(seq: u32, ack: u32, flags: u8) -> TcpSegment {
@@ -20,9 +32,16 @@ fn seg(seq: u32, ack: u32, flags: u8) -> TcpSegment {
 
 /// A TCP connection from port `sport` created by rule `rule` at time 0 and established at 2.
 fn connect(t: &mut StateTable, rule: u32, sport: u16) -> StateId {
-    let id = t.insert(&key(proto::TCP, true, sport, SYN), rule, 0, Some(&seg(1000, 0, SYN))).unwrap();
-    assert!(matches!(t.lookup(&key(proto::TCP, false, sport, SYN | ACK), Some(&seg(5000, 1001, SYN | ACK)), 1), StateLookup::Hit { .. }));
-    assert!(matches!(t.lookup(&key(proto::TCP, true, sport, ACK), Some(&seg(1001, 5001, ACK)), 2), StateLookup::Hit { .. }));
+    let id =
+        t.insert(&key(proto::TCP, true, sport, SYN), rule, 0, Some(&seg(1000, 0, SYN))).unwrap();
+    assert!(matches!(
+        t.lookup(&key(proto::TCP, false, sport, SYN | ACK), Some(&seg(5000, 1001, SYN | ACK)), 1),
+        StateLookup::Hit { .. }
+    ));
+    assert!(matches!(
+        t.lookup(&key(proto::TCP, true, sport, ACK), Some(&seg(1001, 5001, ACK)), 2),
+        StateLookup::Hit { .. }
+    ));
     assert_eq!(t.info(id).unwrap().timeout, Tmo::TcpEstablished);
     id
 }
@@ -65,10 +84,16 @@ fn udp_states_follow_their_rules_timeouts_and_reloads_keep_them() {
     assert_eq!((t.info(plain).unwrap().expire, t.info(own_id).unwrap().expire), (60, 3));
     // The answer: udp.single, which the rule leaves to the table (30 s).
     assert!(matches!(t.lookup(&key(proto::UDP, false, 5001, 0), None, 2), StateLookup::Hit { .. }));
-    assert_eq!((t.info(own_id).unwrap().timeout, t.info(own_id).unwrap().expire), (Tmo::UdpSingle, 2 + 30));
+    assert_eq!(
+        (t.info(own_id).unwrap().timeout, t.info(own_id).unwrap().expire),
+        (Tmo::UdpSingle, 2 + 30)
+    );
     // Traffic both ways: udp.multiple, the rule's 4 s (the general lookup: never steady).
     assert!(alive(&mut t, proto::UDP, 5001, 3));
-    assert_eq!((t.info(own_id).unwrap().timeout, t.info(own_id).unwrap().expire), (Tmo::UdpMultiple, 3 + 4));
+    assert_eq!(
+        (t.info(own_id).unwrap().timeout, t.info(own_id).unwrap().expire),
+        (Tmo::UdpMultiple, 3 + 4)
+    );
     // A reload whose rule 1 has no timeouts of its own: the states made keep theirs.
     t.set_rule_timeouts([&[][..], &[][..]]);
     assert!(alive(&mut t, proto::UDP, 5001, 6));

@@ -10,10 +10,7 @@ use fw::state::{InsertError, StateLookup, StateTable, StateVerdict, Timeouts};
 fn flow(i: u64) -> PacketKey {
     let v6 = i % 10 == 9;
     let (src, dst) = if v6 {
-        (
-            0x2001_0db8u128 << 96 | (i >> 16) as u128,
-            0x2001_0db8u128 << 96 | 0xffff_0000_0001,
-        )
+        (0x2001_0db8u128 << 96 | (i >> 16) as u128, 0x2001_0db8u128 << 96 | 0xffff_0000_0001)
     } else {
         (0x0a00_0000 | (i >> 16) as u128, 0xc0a8_0001)
     };
@@ -36,22 +33,13 @@ fn flow(i: u64) -> PacketKey {
 }
 
 fn rev(k: &PacketKey) -> PacketKey {
-    PacketKey {
-        src: k.dst,
-        dst: k.src,
-        src_port: k.dst_port,
-        dst_port: k.src_port,
-        ..*k
-    }
+    PacketKey { src: k.dst, dst: k.src, src_port: k.dst_port, dst_port: k.src_port, ..*k }
 }
 
 #[test]
 fn fill_to_limit() {
-    let n: usize = if std::env::var("FW_STATE_10M").is_ok_and(|v| v == "1") {
-        10_000_000
-    } else {
-        1_000_000
-    };
+    let n: usize =
+        if std::env::var("FW_STATE_10M").is_ok_and(|v| v == "1") { 10_000_000 } else { 1_000_000 };
     let t0 = Instant::now();
     // Full to its limit: pf's adaptive scaling, on by default, would shorten the timeouts
     // to a third; this test is about the table's structure.
@@ -71,10 +59,7 @@ fn fill_to_limit() {
     let t_fill = t0.elapsed();
     assert_eq!(t.len(), n);
     assert_eq!(t.memory_bytes(), mem, "no growth");
-    assert_eq!(
-        t.insert(&flow(n as u64), 0, 0, None),
-        Err(InsertError::Full)
-    );
+    assert_eq!(t.insert(&flow(n as u64), 0, 0, None), Err(InsertError::Full));
 
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut rnd = || {
@@ -89,11 +74,7 @@ fn fill_to_limit() {
         let i = rnd() % n as u64;
         let k = if i & 1 == 0 { flow(i) } else { rev(&flow(i)) };
         match t.lookup(&k, None, 1) {
-            StateLookup::Hit {
-                verdict: StateVerdict::Pass,
-                dir_from_initiator,
-                ..
-            } => {
+            StateLookup::Hit { verdict: StateVerdict::Pass, dir_from_initiator, .. } => {
                 assert_eq!(dir_from_initiator, i & 1 == 0)
             }
             other => panic!("flow {i}: {other:?}"),

@@ -4,8 +4,8 @@
 
 use fw::packet::proto;
 use fw::state::{
-    Flow, Modulation, ProxyPhase, ProxyReply, ProxyStep, StateDropReason, StateId, StateLookup, StateOptions, StateTable,
-    StateVerdict, TcpSegment, Timeouts, tcp_flags::*, tcp_state,
+    Flow, Modulation, ProxyPhase, ProxyReply, ProxyStep, StateDropReason, StateId, StateLookup,
+    StateOptions, StateTable, StateVerdict, TcpSegment, Timeouts, tcp_flags::*, tcp_state,
 };
 
 mod common;
@@ -18,7 +18,14 @@ fn seg(seq: u32, ack: u32, flags: u8, win: u16) -> TcpSegment {
     TcpSegment { seq, ack, win, flags, payload_len: 0, wscale: None }
 }
 
-const SYNPROXY: StateOptions = StateOptions { sloppy: false, allow_opts: false, bound: None, tag: 0, modulate: false, synproxy: true };
+const SYNPROXY: StateOptions = StateOptions {
+    sloppy: false,
+    allow_opts: false,
+    bound: None,
+    tag: 0,
+    modulate: false,
+    synproxy: true,
+};
 
 struct Proxy {
     t: StateTable,
@@ -32,11 +39,17 @@ fn open() -> Proxy {
     let mut t = StateTable::new(64, Timeouts::default(), 7);
     let syn = TcpSegment { wscale: Some(7), ..seg(C, 0, SYN, 64240) };
     let id = t.insert_with(&key(true, SYN), 0, 1, Some(&syn), SYNPROXY).unwrap();
-    let Some(ProxyStep::SynAck { id: sid, seq: r, ack }) = t.take_proxy() else { panic!("the SYN is answered") };
+    let Some(ProxyStep::SynAck { id: sid, seq: r, ack }) = t.take_proxy() else {
+        panic!("the SYN is answered")
+    };
     assert_eq!((sid, ack), (id, C + 1));
     assert_eq!(t.proxy_phase(id), Some(ProxyPhase::ProxySrc));
     let i = t.info(id).unwrap();
-    assert_eq!(fw::state::state_name(proto::TCP, i.initiator_state), "PROXY:SRC", "as pfctl -ss shows it");
+    assert_eq!(
+        fw::state::state_name(proto::TCP, i.initiator_state),
+        "PROXY:SRC",
+        "as pfctl -ss shows it"
+    );
     assert_eq!(i.timeout, fw::state::Tmo::TcpFirst);
     Proxy { t, id, r }
 }
@@ -57,18 +70,34 @@ impl Proxy {
     /// Both handshakes: the client's ACK, then the server's SYN-ACK.
     fn complete(&mut self) -> ProxyStep {
         self.t.set_proxy_mss(self.id, 1460);
-        assert_eq!(self.send(true, seg(C + 1, self.r.wrapping_add(1), ACK, 502)), StateVerdict::Drop(StateDropReason::Synproxy));
-        assert_eq!(self.t.take_proxy(), Some(ProxyStep::SynToServer { seq: C, win: 502, mss: 1460 }));
+        assert_eq!(
+            self.send(true, seg(C + 1, self.r.wrapping_add(1), ACK, 502)),
+            StateVerdict::Drop(StateDropReason::Synproxy)
+        );
+        assert_eq!(
+            self.t.take_proxy(),
+            Some(ProxyStep::SynToServer { seq: C, win: 502, mss: 1460 })
+        );
         assert_eq!(self.t.proxy_phase(self.id), Some(ProxyPhase::ProxyDst));
         let i = self.t.info(self.id).unwrap();
-        assert_eq!((fw::state::state_name(proto::TCP, i.initiator_state), i.timeout), ("PROXY:DST", fw::state::Tmo::TcpOpening));
-        assert_eq!(self.send(false, seg(S, C + 1, SYN | ACK, 65160)), StateVerdict::Drop(StateDropReason::Synproxy));
+        assert_eq!(
+            (fw::state::state_name(proto::TCP, i.initiator_state), i.timeout),
+            ("PROXY:DST", fw::state::Tmo::TcpOpening)
+        );
+        assert_eq!(
+            self.send(false, seg(S, C + 1, SYN | ACK, 65160)),
+            StateVerdict::Drop(StateDropReason::Synproxy)
+        );
         self.t.take_proxy().expect("the server's SYN-ACK is answered")
     }
 
     fn rewrite(&self, from_a: bool, s: TcpSegment) -> TcpSegment {
         match self.t.modulation(&Flow::of(&key(from_a, s.flags)), 2) {
-            Some(Modulation { seq_add, ack_sub }) => TcpSegment { seq: s.seq.wrapping_add(seq_add), ack: s.ack.wrapping_sub(ack_sub), ..s },
+            Some(Modulation { seq_add, ack_sub }) => TcpSegment {
+                seq: s.seq.wrapping_add(seq_add),
+                ack: s.ack.wrapping_sub(ack_sub),
+                ..s
+            },
             None => s,
         }
     }
@@ -90,9 +119,15 @@ fn the_handshake_steps_and_their_packets() {
     );
     assert_eq!(p.t.proxy_phase(p.id), Some(ProxyPhase::Proxied));
     let i = p.t.info(p.id).unwrap();
-    assert_eq!((i.initiator_state, i.responder_state, i.timeout), (tcp_state::ESTABLISHED, tcp_state::ESTABLISHED, fw::state::Tmo::TcpEstablished));
+    assert_eq!(
+        (i.initiator_state, i.responder_state, i.timeout),
+        (tcp_state::ESTABLISHED, tcp_state::ESTABLISHED, fw::state::Tmo::TcpEstablished)
+    );
     let c = p.t.counters();
-    assert_eq!((c.synproxy_syn_acks, c.synproxy_syns, c.synproxy_established, c.synproxy_dropped), (2, 1, 1, 0));
+    assert_eq!(
+        (c.synproxy_syn_acks, c.synproxy_syns, c.synproxy_established, c.synproxy_dropped),
+        (2, 1, 1, 0)
+    );
     // The ACK to the client leaves with the router's numbers: it acknowledges R + 1's SYN.
     assert_eq!(p.rewrite(false, seg(S + 1, C + 1, ACK, 65160)).seq, p.r.wrapping_add(1));
 }
@@ -113,14 +148,21 @@ fn anything_but_the_handshake_is_dropped_and_counted() {
     assert_eq!(p.t.proxy_phase(p.id), Some(ProxyPhase::ProxySrc), "nothing moved it on");
     // Waiting for the server: a SYN-ACK acknowledging anything but C + 1 is dropped, the
     // client's data too; the client's ACK again repeats the SYN.
-    assert_eq!(p.send(true, seg(C + 1, r.wrapping_add(1), ACK, 502)), StateVerdict::Drop(StateDropReason::Synproxy));
+    assert_eq!(
+        p.send(true, seg(C + 1, r.wrapping_add(1), ACK, 502)),
+        StateVerdict::Drop(StateDropReason::Synproxy)
+    );
     assert!(matches!(p.t.take_proxy(), Some(ProxyStep::SynToServer { seq: C, .. })));
     p.dropped(false, seg(S, C + 2, SYN | ACK, 65160));
     p.dropped(true, TcpSegment { payload_len: 5, ..seg(C + 1, r.wrapping_add(2), PSH | ACK, 502) });
     // Data right behind the ACK: dropped, and (as pf) it repeats the SYN too.
     let data = TcpSegment { payload_len: 5, ..seg(C + 1, r.wrapping_add(1), PSH | ACK, 502) };
     assert_eq!(p.send(true, data), StateVerdict::Drop(StateDropReason::Synproxy));
-    assert_eq!(p.t.take_proxy(), Some(ProxyStep::SynToServer { seq: C, win: 502, mss: 536 }), "no MSS recorded: the default");
+    assert_eq!(
+        p.t.take_proxy(),
+        Some(ProxyStep::SynToServer { seq: C, win: 502, mss: 536 }),
+        "no MSS recorded: the default"
+    );
     assert_eq!(p.t.counters().synproxy_syns, 2);
     assert_eq!(p.t.counters().synproxy_dropped, 9);
 }
@@ -133,12 +175,21 @@ fn data_both_ways_shifted_and_tracked() {
     // Client -> server: its numbers as they are, its acks of the router's numbers shifted back.
     let out = p.rewrite(true, seg(C + 1, p.r.wrapping_add(1), ACK | PSH, 502));
     assert_eq!((out.seq, out.ack), (C + 1, S + 1));
-    assert_eq!(p.t.modulation(&Flow::of(&key(true, ACK)), 2), Some(Modulation { seq_add: 0, ack_sub: d }));
+    assert_eq!(
+        p.t.modulation(&Flow::of(&key(true, ACK)), 2),
+        Some(Modulation { seq_add: 0, ack_sub: d })
+    );
     // Tracking takes the client's acks in the server's numbers: in window, passed.
     for i in 0..20u32 {
-        let c = TcpSegment { payload_len: 100, ..seg(C + 1 + i * 100, p.r.wrapping_add(1 + i * 50), ACK | PSH, 502) };
+        let c = TcpSegment {
+            payload_len: 100,
+            ..seg(C + 1 + i * 100, p.r.wrapping_add(1 + i * 50), ACK | PSH, 502)
+        };
         assert_eq!(p.send(true, c), StateVerdict::Pass, "client segment {i}");
-        let s = TcpSegment { payload_len: 50, ..seg(S + 1 + i * 50, C + 1 + (i + 1) * 100, ACK, 65160) };
+        let s = TcpSegment {
+            payload_len: 50,
+            ..seg(S + 1 + i * 50, C + 1 + (i + 1) * 100, ACK, 65160)
+        };
         assert_eq!(p.send(false, s), StateVerdict::Pass, "server segment {i}");
         assert_eq!(p.rewrite(false, s).seq, p.r.wrapping_add(1 + i * 50));
     }

@@ -22,7 +22,9 @@ fn err(text: &str) -> String {
 
 #[test]
 fn tag_names_are_interned_in_order() {
-    let rs = ok("t = \"WEB\"\npass in on em0 tag LAN\npass out on em1 tagged LAN\nblock out on em2 ! tagged $t\npass in on em2 tag \"WEB\" keep state\n");
+    let rs = ok(
+        "t = \"WEB\"\npass in on em0 tag LAN\npass out on em1 tagged LAN\nblock out on em2 ! tagged $t\npass in on em2 tag \"WEB\" keep state\n",
+    );
     assert_eq!(rs.tags, ["LAN", "WEB"]);
     assert_eq!((rs.rules[0].tag, rs.rules[0].tagged), (Some(1), None));
     assert_eq!((rs.rules[1].tag, rs.rules[1].tagged), (None, Some((false, 1))));
@@ -30,7 +32,9 @@ fn tag_names_are_interned_in_order() {
     assert_eq!(rs.rules[3].tag, Some(2));
     // A rule may test one tag and set another; tags on different interfaces or families
     // of the same direction are separate passes.
-    let rs = ok("pass in on em0 tag A\npass in on em1 tagged A tag B\npass in inet6 tag C\npass out inet tagged C\n");
+    let rs = ok(
+        "pass in on em0 tag A\npass in on em1 tagged A tag B\npass in inet6 tag C\npass out inet tagged C\n",
+    );
     assert_eq!(rs.rules[1].tagged, Some((false, 1)));
     assert_eq!(rs.rules[1].tag, Some(2));
 }
@@ -42,10 +46,22 @@ fn tag_errors_name_file_line_column() {
         ("pass in tag\n".to_owned(), "tags.conf:1:12: expected a tag name, found end of line"),
         (format!("pass in tag {long}\n"), "tags.conf:1:13: bad tag name"),
         ("pass in tag \"\"\n".to_owned(), "tags.conf:1:13: bad tag name \"\""),
-        ("pass out ! flags S/SA\n".to_owned(), "tags.conf:1:12: expected \"tagged\", found \"flags\""),
-        ("pass in tag A\npass in proto tcp tagged A\n".to_owned(), "tags.conf:2:19: `tagged` after a rule that tags packets in the same pass (line 1) is not supported by linerate"),
-        ("pass on em0 tag A\npass out on { em1 em0 } tagged B\n".to_owned(), "tags.conf:2:25: `tagged` after a rule that tags packets in the same pass (line 1)"),
-        ("nat on em0 from any to any tag foo -> 192.0.2.1\n".to_owned(), "tags.conf:1:28: `tag` is not supported by linerate"),
+        (
+            "pass out ! flags S/SA\n".to_owned(),
+            "tags.conf:1:12: expected \"tagged\", found \"flags\"",
+        ),
+        (
+            "pass in tag A\npass in proto tcp tagged A\n".to_owned(),
+            "tags.conf:2:19: `tagged` after a rule that tags packets in the same pass (line 1) is not supported by linerate",
+        ),
+        (
+            "pass on em0 tag A\npass out on { em1 em0 } tagged B\n".to_owned(),
+            "tags.conf:2:25: `tagged` after a rule that tags packets in the same pass (line 1)",
+        ),
+        (
+            "nat on em0 from any to any tag foo -> 192.0.2.1\n".to_owned(),
+            "tags.conf:1:28: `tag` is not supported by linerate",
+        ),
     ];
     for (text, want) in &cases {
         let got = err(text);
@@ -64,13 +80,21 @@ fn tag_errors_name_file_line_column() {
 fn verdict(rs: &RuleSet, key: &PacketKey) -> fw::reference::Verdict {
     let want = evaluate(rs, key);
     for engine in [Engine::Auto, Engine::Tree] {
-        let cl = Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
+        let cl = Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() })
+            .unwrap();
         assert_eq!(cl.classify(key), want, "{engine:?}: {key:?}");
     }
     want
 }
 
-const UDP: PacketKey = PacketKey { proto: proto::UDP, src: 0x0a00_0001, dst: 0x0a00_0002, src_port: 1000, dst_port: 53, ..PacketKey::ZERO };
+const UDP: PacketKey = PacketKey {
+    proto: proto::UDP,
+    src: 0x0a00_0001,
+    dst: 0x0a00_0002,
+    src_port: 1000,
+    dst_port: 53,
+    ..PacketKey::ZERO
+};
 const TCP: PacketKey = PacketKey { proto: proto::TCP, tcp_flags: 0x02, ..UDP };
 
 #[test]
@@ -110,7 +134,11 @@ fn tagged_and_not_tagged_test_the_tag_the_packet_brings() {
 #[test]
 fn the_verdict_cache_keys_on_the_tag() {
     let rs = ok("block out all\npass out tagged LAN tag OUT\n");
-    let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+    let cl = Classifier::build_with(
+        &rs,
+        &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() },
+    )
+    .unwrap();
     assert!(cl.wants_cache());
     let mut cache = fw::classifier::VerdictCache::new(64, 1);
     let out = |tag| PacketKey { dir: Dir::Out, tag, ..UDP };

@@ -18,7 +18,12 @@ use fw::rules::RuleSet;
 use fw::testgen::Rng;
 
 fn rules(seed: u64, n: usize) -> RuleSet {
-    fw::rules::parse(&fw::testgen::ruleset(seed, n), Path::new("gen.conf"), &fw::testgen::iface_index).unwrap()
+    fw::rules::parse(
+        &fw::testgen::ruleset(seed, n),
+        Path::new("gen.conf"),
+        &fw::testgen::iface_index,
+    )
+    .unwrap()
 }
 
 /// Addresses at the ends of the rules' prefixes and table entries (and 0), and the ports at
@@ -42,7 +47,11 @@ fn pool(rs: &RuleSet, rng: &mut Rng, n: usize) -> Vec<PacketKey> {
             let addrs = if af == Af::Inet { &v4 } else { &v6 };
             let addr = |rng: &mut Rng| {
                 let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
-                if rng.index(4) == 0 { if af == Af::Inet { r & u128::from(u32::MAX) } else { r } } else { addrs[rng.index(addrs.len())] }
+                if rng.index(4) == 0 {
+                    if af == Af::Inet { r & u128::from(u32::MAX) } else { r }
+                } else {
+                    addrs[rng.index(addrs.len())]
+                }
             };
             let (src, dst) = (addr(rng), addr(rng));
             let proto = [6u8, 6, 17, 17, 1, 58, 47][rng.index(7)];
@@ -76,7 +85,11 @@ fn sibling(k: &PacketKey, rng: &mut Rng, ports: &[u16]) -> PacketKey {
         1 => PacketKey { dst: k.dst.wrapping_sub(1) & max, ..*k },
         2 => PacketKey { src_port: ports[rng.index(ports.len())], ..*k },
         3 => PacketKey { dst_port: ports[rng.index(ports.len())], ..*k },
-        4 | 5 => PacketKey { proto: 6, tcp_flags: k.tcp_flags ^ [0x02, 0x10, 0x01, 0x04][rng.index(4)], ..*k },
+        4 | 5 => PacketKey {
+            proto: 6,
+            tcp_flags: k.tcp_flags ^ [0x02, 0x10, 0x01, 0x04][rng.index(4)],
+            ..*k
+        },
         6 => PacketKey { dir: if k.dir == Dir::In { Dir::Out } else { Dir::In }, ..*k },
         7 => PacketKey { iface: (k.iface + 1) % 6, ..*k },
         _ => PacketKey { proto: [6u8, 17, 1, 58][rng.index(4)], ..*k },
@@ -86,25 +99,47 @@ fn sibling(k: &PacketKey, rng: &mut Rng, ports: &[u16]) -> PacketKey {
 /// `k` changed only where no rule of `cl` can see: the verdict must stay.
 fn unseen_variant(k: &PacketKey, cl: &Classifier, rng: &mut Rng) -> PacketKey {
     let noise = rng.next_u64() as u8 & !cl.flags_mask();
-    PacketKey { len: rng.next_u64() as u16, icmp_id: rng.next_u64() as u16, ip_opts: rng.index(2) == 0, tcp_flags: k.tcp_flags ^ noise, ..*k }
+    PacketKey {
+        len: rng.next_u64() as u16,
+        icmp_id: rng.next_u64() as u16,
+        ip_opts: rng.index(2) == 0,
+        tcp_flags: k.tcp_flags ^ noise,
+        ..*k
+    }
 }
 
 /// `packets` packets drawn from `flows` (a flow and its sibling often in a row), each through `cache` and compared with the reference
 /// and the uncached classifier. Returns the cache's hits over this stream.
-fn stream(rs: &RuleSet, cl: &Classifier, cache: &mut VerdictCache, flows: &[PacketKey], rng: &mut Rng, packets: usize, what: &str) -> u64 {
+fn stream(
+    rs: &RuleSet,
+    cl: &Classifier,
+    cache: &mut VerdictCache,
+    flows: &[PacketKey],
+    rng: &mut Rng,
+    packets: usize,
+    what: &str,
+) -> u64 {
     let before = cache.counters().hits;
     let half = flows.len() / 2;
     let mut prev = 0;
     for n in 0..packets {
         // Half the time the sibling of the flow just seen (both then in the cache).
-        let i = if rng.index(2) == 0 { if prev < half { prev + half } else { prev - half } } else { rng.index(flows.len()) };
+        let i = if rng.index(2) == 0 {
+            if prev < half { prev + half } else { prev - half }
+        } else {
+            rng.index(flows.len())
+        };
         prev = i;
         let base = flows[i];
         let k = if rng.index(3) == 0 { unseen_variant(&base, cl, rng) } else { base };
         let want = evaluate(rs, &k);
         assert_eq!(cl.classify(&k), want, "{what}: classifier, packet {n}: {k:?}");
         assert_eq!(cache.lookup(cl, &k), want, "{what}: cache, packet {n}: {k:?}");
-        assert_eq!(cache.classify(cl, &k), want, "{what}: cache (engine's choice), packet {n}: {k:?}");
+        assert_eq!(
+            cache.classify(cl, &k),
+            want,
+            "{what}: cache (engine's choice), packet {n}: {k:?}"
+        );
     }
     cache.counters().hits - before
 }
@@ -114,7 +149,9 @@ fn check(seed: u64) {
     let sizes = [1 + rng.index(40), 1 + rng.index(400)];
     let (a, b) = (rules(seed, sizes[0]), rules(seed + 1_000_003, sizes[1]));
     let engine = if seed.is_multiple_of(3) { Engine::Auto } else { Engine::Tree };
-    let build = |rs: &RuleSet| Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap();
+    let build = |rs: &RuleSet| {
+        Classifier::build_with(rs, &BuildOptions { engine, ..BuildOptions::default() }).unwrap()
+    };
     // Small caches evict all the time; larger ones hold the pool.
     let mut cache = VerdictCache::new([4, 4, 64, 4096][rng.index(4)], rng.next_u64());
     let (ca, cb) = (build(&a), build(&b));
@@ -150,19 +187,38 @@ fn keys_near_the_edges_share_entries_only_within_their_classes() {
     for seed in 0..12u64 {
         let rs = rules(seed, 100 + 50 * seed as usize);
         let class_nodes = [fw::classifier::DEFAULT_CLASS_NODES, 0, 1][seed as usize % 3];
-        let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, class_nodes, ..BuildOptions::default() }).unwrap();
+        let cl = Classifier::build_with(
+            &rs,
+            &BuildOptions { engine: Engine::Tree, class_nodes, ..BuildOptions::default() },
+        )
+        .unwrap();
         let (v4, v6, ports) = edges(&rs);
         let mut rng = Rng(seed | 1);
         let mut cache = VerdictCache::new(4096, seed);
         for _ in 0..400 {
             let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
-            let (all, max) = if af == Af::Inet { (&v4, u128::from(u32::MAX)) } else { (&v6, u128::MAX) };
+            let (all, max) =
+                if af == Af::Inet { (&v4, u128::from(u32::MAX)) } else { (&v6, u128::MAX) };
             let addrs: Vec<u128> = (0..4).map(|_| all[rng.index(all.len())]).collect();
             let few_ports: Vec<u16> = (0..4).map(|_| ports[rng.index(ports.len())]).collect();
-            let addr = |rng: &mut Rng| addrs[rng.index(4)].wrapping_add(u128::from(rng.next_u64() % 3)) & max;
-            let port = |rng: &mut Rng| few_ports[rng.index(4)].wrapping_add(rng.next_u64() as u16 % 3);
+            let addr = |rng: &mut Rng| {
+                addrs[rng.index(4)].wrapping_add(u128::from(rng.next_u64() % 3)) & max
+            };
+            let port =
+                |rng: &mut Rng| few_ports[rng.index(4)].wrapping_add(rng.next_u64() as u16 % 3);
             let proto = [6u8, 17][rng.index(2)];
-            let base = PacketKey { af, dir: Dir::In, proto, src: addr(&mut rng), dst: addr(&mut rng), src_port: port(&mut rng), dst_port: port(&mut rng), tcp_flags: 0x02, len: 60, ..PacketKey::ZERO };
+            let base = PacketKey {
+                af,
+                dir: Dir::In,
+                proto,
+                src: addr(&mut rng),
+                dst: addr(&mut rng),
+                src_port: port(&mut rng),
+                dst_port: port(&mut rng),
+                tcp_flags: 0x02,
+                len: 60,
+                ..PacketKey::ZERO
+            };
             for n in 0..50 {
                 let k = match rng.index(4) {
                     0 => PacketKey { src: addr(&mut rng), ..base },
@@ -170,7 +226,11 @@ fn keys_near_the_edges_share_entries_only_within_their_classes() {
                     2 => PacketKey { src_port: port(&mut rng), ..base },
                     _ => PacketKey { dst_port: port(&mut rng), ..base },
                 };
-                assert_eq!(cache.lookup(&cl, &k), evaluate(&rs, &k), "seed {seed}, variant {n} of {base:?}: {k:?}");
+                assert_eq!(
+                    cache.lookup(&cl, &k),
+                    evaluate(&rs, &k),
+                    "seed {seed}, variant {n} of {base:?}: {k:?}"
+                );
             }
         }
         let c = cache.counters();
@@ -184,7 +244,11 @@ fn keys_near_the_edges_share_entries_only_within_their_classes() {
 #[test]
 fn invalidate_forgets_every_entry() {
     let rs = rules(5, 100);
-    let cl = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+    let cl = Classifier::build_with(
+        &rs,
+        &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() },
+    )
+    .unwrap();
     let mut rng = Rng(11);
     let flows = pool(&rs, &mut rng, 50);
     let mut cache = VerdictCache::new(4096, 1);

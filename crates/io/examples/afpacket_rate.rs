@@ -14,7 +14,12 @@ use io::{Batch, FramePool, RxPort, TxPort};
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 struct Netns(String);
@@ -66,7 +71,16 @@ fn veth_pair() -> Netns {
     let ns = Netns(format!("lrr-{}", std::process::id()));
     ip(&["netns", "add", &ns.0]);
     for key in ["all", "default"] {
-        let _ = Command::new("ip").args(["netns", "exec", &ns.0, "sysctl", "-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=1")]).output();
+        let _ = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns.0,
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
+            ])
+            .output();
     }
     ip(&["-n", &ns.0, "link", "add", "lrp0", "type", "veth", "peer", "name", "lrp1"]);
     ip(&["-n", &ns.0, "link", "set", "lrp0", "up"]);
@@ -145,7 +159,12 @@ fn send(ns: &str, secs: u64) -> Sent {
         tx.tx_burst(&mut pool, &mut batch);
     }
     tx.flush(&mut pool);
-    Sent { stats: tx.stats(), errors: tx.errors(), elapsed: start.elapsed(), cpu: thread_cpu() - cpu0 }
+    Sent {
+        stats: tx.stats(),
+        errors: tx.errors(),
+        elapsed: start.elapsed(),
+        cpu: thread_cpu() - cpu0,
+    }
 }
 
 fn report(s: &Sent, r: &Received) {
@@ -176,5 +195,8 @@ fn report(s: &Sent, r: &Received) {
         cpu.as_secs_f64(),
         sent as f64 / cpu.as_secs_f64() / 1e6
     );
-    println!("  loss: {:.3} %", 100.0 * (sent.saturating_sub(rs.rx_packets)) as f64 / sent.max(1) as f64);
+    println!(
+        "  loss: {:.3} %",
+        100.0 * (sent.saturating_sub(rs.rx_packets)) as f64 / sent.max(1) as f64
+    );
 }

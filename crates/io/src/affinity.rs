@@ -29,7 +29,12 @@ pub fn thread_cpus(tid: u32) -> io::Result<Vec<usize>> {
     // it; CPU_ISSET reads inside it for every cpu below CPU_SETSIZE.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+        if libc::sched_getaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut set,
+        ) != 0
+        {
             return Err(io::Error::last_os_error());
         }
         Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect())

@@ -109,7 +109,12 @@ impl PortOpener {
     }
 
     /// An AF_XDP socket on the configured queue of `ifname`.
-    pub fn open_xdp(&mut self, pool: &mut FramePool, ifname: &str, port: u16) -> Result<(AnyRx, AnyTx, PortKind), XdpError> {
+    pub fn open_xdp(
+        &mut self,
+        pool: &mut FramePool,
+        ifname: &str,
+        port: u16,
+    ) -> Result<(AnyRx, AnyTx, PortKind), XdpError> {
         let (rx, tx) = xdp::open(pool, ifname, port, &self.xdp, self.umem.as_ref())?;
         if self.umem.is_none() {
             self.umem = Some(rx.umem());
@@ -129,11 +134,22 @@ impl PortOpener {
     }
 
     /// AF_PACKET rx (TPACKET_V3 ring) and tx (mmap ring, qdisc bypass) sockets on `ifname`.
-    pub fn open_packet(&mut self, ifname: &str, port: u16) -> Result<(AnyRx, AnyTx, PortKind), PacketError> {
-        let cfg = PacketConfig { port, fanout: self.fanout, fanout_rss: self.fanout_rss, ..PacketConfig::default() };
+    pub fn open_packet(
+        &mut self,
+        ifname: &str,
+        port: u16,
+    ) -> Result<(AnyRx, AnyTx, PortKind), PacketError> {
+        let cfg = PacketConfig {
+            port,
+            fanout: self.fanout,
+            fanout_rss: self.fanout_rss,
+            ..PacketConfig::default()
+        };
         let (rx, tx) = afpacket::open(ifname, &cfg)?;
         let kind = match self.fanout {
-            Some(g) if self.fanout_rss => format!("af_packet (TPACKET_V3, fanout group {g}, Toeplitz RSS)"),
+            Some(g) if self.fanout_rss => {
+                format!("af_packet (TPACKET_V3, fanout group {g}, Toeplitz RSS)")
+            }
             Some(g) => format!("af_packet (TPACKET_V3, fanout group {g})"),
             None => "af_packet (TPACKET_V3)".to_owned(),
         };

@@ -17,7 +17,15 @@ pub fn stop_with_parent(cmd: &mut Command) -> &mut Command {
     let hook = move || {
         // SAFETY: runs in the forked child before exec; prctl and getppid are
         // async-signal-safe and take or return plain integers.
-        let set = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+        let set = unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            )
+        };
         if set != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -40,8 +48,14 @@ mod tests {
     /// A `sleep 30` started from a thread that then ends is stopped within a second.
     #[test]
     fn a_child_stops_when_its_thread_ends() {
-        let pid = std::thread::spawn(|| stop_with_parent(Command::new("sleep").arg("30")).spawn().unwrap().id()).join().unwrap();
-        let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+        let pid = std::thread::spawn(|| {
+            stop_with_parent(Command::new("sleep").arg("30")).spawn().unwrap().id()
+        })
+        .join()
+        .unwrap();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        };
         let t0 = Instant::now();
         while alive() && t0.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(20));

@@ -11,7 +11,8 @@ use std::time::Duration;
 /// Blocks until one of `fds` is readable or `timeout` passes; returns whether one is
 /// readable. An interrupted call (a signal) counts as a timeout.
 pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
-    let mut polls: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut polls: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
     // SAFETY: `polls` is a live, initialised array of `polls.len()` pollfd structs that the
     // kernel only writes the `revents` fields of.

@@ -13,21 +13,21 @@
 //! with a `// SAFETY:` comment.
 
 pub mod affinity;
-pub mod any;
 pub mod afpacket;
+pub mod any;
 pub mod batch;
 pub mod child;
 pub mod clock;
 pub mod ethtool;
 pub mod idle;
 pub mod mem;
+pub mod napi;
 pub mod netdev;
 pub mod netlink;
-pub mod napi;
 pub mod offload;
 pub mod pcap;
-pub mod pid_lock;
 pub mod pflog;
+pub mod pid_lock;
 pub mod pool;
 pub mod port;
 pub mod privilege;
@@ -39,5 +39,5 @@ pub mod tap;
 pub mod xdp;
 
 pub use batch::Batch;
-pub use pool::{FrameDesc, FramePool, FRAME_SIZE, HEADROOM};
+pub use pool::{FRAME_SIZE, FrameDesc, FramePool, HEADROOM};
 pub use port::{PortStats, RxDrops, RxPort, TxPort};

@@ -57,25 +57,40 @@ pub(crate) fn genl_request(family: u16, cmd: u8, flags: u16, attrs_out: &[u8]) -
 pub(crate) fn genl_family(name: &str) -> io::Result<u16> {
     let mut a = Vec::new();
     push_attr(&mut a, CTRL_ATTR_FAMILY_NAME, format!("{name}\0").as_bytes());
-    let replies = netlink::exchange(libc::NETLINK_GENERIC, &genl_request(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, &a))?;
+    let replies = netlink::exchange(
+        libc::NETLINK_GENERIC,
+        &genl_request(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, &a),
+    )?;
     replies
         .iter()
         .filter(|m| m.len() >= NLMSG_HDRLEN + GENL_HDRLEN)
         .flat_map(|m| attrs(&m[NLMSG_HDRLEN + GENL_HDRLEN..]))
         .find(|(t, p)| *t == CTRL_ATTR_FAMILY_ID && p.len() >= 2)
         .map(|(_, p)| u16_at(p, 0))
-        .ok_or_else(|| io::Error::new(io::ErrorKind::Unsupported, format!("no generic netlink family {name:?}")))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("no generic netlink family {name:?}"),
+            )
+        })
 }
 
 /// Dumps `cmd` for `ifindex`, returning each object's attributes as (type, u32) pairs.
 fn dump(family: u16, cmd: u8, ifindex_attr: u16, ifindex: u32) -> io::Result<Vec<Vec<(u16, u32)>>> {
     let mut a = Vec::new();
     push_attr(&mut a, ifindex_attr, &ifindex.to_ne_bytes());
-    let replies = netlink::exchange(libc::NETLINK_GENERIC, &genl_request(family, cmd, libc::NLM_F_DUMP as u16, &a))?;
+    let replies = netlink::exchange(
+        libc::NETLINK_GENERIC,
+        &genl_request(family, cmd, libc::NLM_F_DUMP as u16, &a),
+    )?;
     Ok(replies
         .iter()
         .filter(|m| m.len() >= NLMSG_HDRLEN + GENL_HDRLEN && u16_at(m, 4) == family)
-        .map(|m| attrs(&m[NLMSG_HDRLEN + GENL_HDRLEN..]).filter_map(|(t, p)| Some((t, attr_u32(p)?))).collect())
+        .map(|m| {
+            attrs(&m[NLMSG_HDRLEN + GENL_HDRLEN..])
+                .filter_map(|(t, p)| Some((t, attr_u32(p)?)))
+                .collect()
+        })
         .collect())
 }
 
@@ -90,11 +105,18 @@ pub fn napis(ifindex: u32) -> io::Result<Vec<Napi>> {
     let mut out: Vec<Napi> = dump(family, NETDEV_CMD_NAPI_GET, NETDEV_A_NAPI_IFINDEX, ifindex)?
         .iter()
         .filter(|o| get(o, NETDEV_A_NAPI_IFINDEX) == Some(ifindex))
-        .filter_map(|o| Some(Napi { id: get(o, NETDEV_A_NAPI_ID)?, rx_queues: Vec::new(), tid: get(o, NETDEV_A_NAPI_PID) }))
+        .filter_map(|o| {
+            Some(Napi {
+                id: get(o, NETDEV_A_NAPI_ID)?,
+                rx_queues: Vec::new(),
+                tid: get(o, NETDEV_A_NAPI_PID),
+            })
+        })
         .collect();
     for q in dump(family, NETDEV_CMD_QUEUE_GET, NETDEV_A_QUEUE_IFINDEX, ifindex)? {
         let rx = get(&q, NETDEV_A_QUEUE_TYPE) == Some(NETDEV_QUEUE_TYPE_RX);
-        if let (true, Some(id), Some(napi)) = (rx, get(&q, NETDEV_A_QUEUE_ID), get(&q, NETDEV_A_QUEUE_NAPI_ID))
+        if let (true, Some(id), Some(napi)) =
+            (rx, get(&q, NETDEV_A_QUEUE_ID), get(&q, NETDEV_A_QUEUE_NAPI_ID))
             && let Some(n) = out.iter_mut().find(|n| n.id == napi)
         {
             n.rx_queues.push(id);
@@ -127,7 +149,9 @@ pub fn napis_in_netns(netns: &std::path::Path, ifindex: u32) -> io::Result<Vec<N
 /// Why the receive work of an interface could not be placed.
 #[derive(Debug, thiserror::Error)]
 pub enum NapiError {
-    #[error("{ifname} has no NAPI instance to run in a thread (a veth gets one with an XDP program or GRO)")]
+    #[error(
+        "{ifname} has no NAPI instance to run in a thread (a veth gets one with an XDP program or GRO)"
+    )]
     NoNapi { ifname: String },
     #[error("{ifname}: {what}: {source}")]
     Sys { ifname: String, what: &'static str, source: io::Error },
@@ -159,14 +183,26 @@ impl NapiThreads {
     pub fn enable(ifname: &str, ifindex: u32) -> Result<NapiThreads, NapiError> {
         let err = |what| move |source| NapiError::Sys { ifname: ifname.into(), what, source };
         let threaded = sysfs(ifname, "threaded");
-        let threaded_was = fs::read_to_string(&threaded).map_err(err("reading threaded"))?.trim().to_owned();
+        let threaded_was =
+            fs::read_to_string(&threaded).map_err(err("reading threaded"))?.trim().to_owned();
         if let Err(e) = fs::write(&threaded, "1") {
             // The kernel refuses when the device has no NAPI at all (veth without XDP or GRO).
-            return Err(if napis(ifindex).is_ok_and(|n| n.is_empty()) { NapiError::NoNapi { ifname: ifname.into() } } else { err("enabling threaded NAPI")(e) });
+            return Err(if napis(ifindex).is_ok_and(|n| n.is_empty()) {
+                NapiError::NoNapi { ifname: ifname.into() }
+            } else {
+                err("enabling threaded NAPI")(e)
+            });
         }
-        let mut me = NapiThreads { ifname: ifname.into(), threaded_was, rps_was: Vec::new(), saved: Vec::new(), napis: Vec::new() };
+        let mut me = NapiThreads {
+            ifname: ifname.into(),
+            threaded_was,
+            rps_was: Vec::new(),
+            saved: Vec::new(),
+            napis: Vec::new(),
+        };
         me.rps_was = rps_off(ifname).map_err(err("turning RPS off"))?;
-        me.napis = napis(ifindex).map_err(err("listing NAPI instances (netdev generic netlink)"))?;
+        me.napis =
+            napis(ifindex).map_err(err("listing NAPI instances (netdev generic netlink)"))?;
         if me.napis.iter().all(|n| n.tid.is_none()) {
             return Err(NapiError::NoNapi { ifname: ifname.into() });
         }
@@ -180,19 +216,24 @@ impl NapiThreads {
 
     /// Pins the thread of NAPI `id` to `cpu` at [`NAPI_NICE`].
     pub fn place(&mut self, id: u32, cpu: usize) -> Result<(), NapiError> {
-        let Some(tid) = self.napis.iter().find(|n| n.id == id).and_then(|n| n.tid) else { return Ok(()) };
+        let Some(tid) = self.napis.iter().find(|n| n.id == id).and_then(|n| n.tid) else {
+            return Ok(());
+        };
         let ifname = self.ifname.clone();
         let err = |what| {
             let ifname = ifname.clone();
             move |source| NapiError::Sys { ifname, what, source }
         };
         if !self.saved.iter().any(|s| s.tid == tid) {
-            let cpus = crate::affinity::thread_cpus(tid).map_err(err("reading a NAPI thread's CPUs"))?;
-            let nice = crate::affinity::thread_nice(tid).map_err(err("reading a NAPI thread's priority"))?;
+            let cpus =
+                crate::affinity::thread_cpus(tid).map_err(err("reading a NAPI thread's CPUs"))?;
+            let nice = crate::affinity::thread_nice(tid)
+                .map_err(err("reading a NAPI thread's priority"))?;
             self.saved.push(SavedThread { tid, cpus, nice });
         }
         crate::affinity::pin_thread(tid, cpu).map_err(err("pinning a NAPI thread"))?;
-        crate::affinity::set_thread_nice(tid, NAPI_NICE).map_err(err("lowering a NAPI thread's priority"))
+        crate::affinity::set_thread_nice(tid, NAPI_NICE)
+            .map_err(err("lowering a NAPI thread's priority"))
     }
 }
 
@@ -243,13 +284,18 @@ mod tests {
             return;
         }
         let ns = format!("lrnapi{}", std::process::id());
-        let sh = |cmd: &str| std::process::Command::new("sh").args(["-c", cmd]).status().unwrap().success();
+        let sh = |cmd: &str| {
+            std::process::Command::new("sh").args(["-c", cmd]).status().unwrap().success()
+        };
         assert!(sh(&format!("ip netns add {ns}")));
         let ok = sh(&format!(
             "ip -n {ns} link add lrnapi0 type veth peer name lrnapi1 && ip -n {ns} link set lrnapi0 up && ip -n {ns} link set lrnapi1 up \
              && ip netns exec {ns} ethtool -K lrnapi0 gro on >/dev/null && ip netns exec {ns} sh -c 'echo 1 > /sys/class/net/lrnapi0/threaded'"
         ));
-        let ifindex = std::process::Command::new("ip").args(["netns", "exec", &ns, "cat", "/sys/class/net/lrnapi0/ifindex"]).output().unwrap();
+        let ifindex = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns, "cat", "/sys/class/net/lrnapi0/ifindex"])
+            .output()
+            .unwrap();
         let ifindex: u32 = String::from_utf8_lossy(&ifindex.stdout).trim().parse().unwrap_or(0);
         let found = napis_in_netns(&PathBuf::from("/run/netns").join(&ns), ifindex);
         sh(&format!("ip netns del {ns}"));
@@ -257,6 +303,9 @@ mod tests {
         let found = found.unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].tid.is_some(), "threaded NAPI has a thread: {found:?}");
-        assert!(napis(ifindex).unwrap().iter().all(|n| n.id != found[0].id), "this thread's namespace is not the test's");
+        assert!(
+            napis(ifindex).unwrap().iter().all(|n| n.id != found[0].id),
+            "this thread's namespace is not the test's"
+        );
     }
 }

@@ -17,13 +17,17 @@ pub fn exists(ifname: &str) -> bool {
 /// The interface's index.
 pub fn ifindex(ifname: &str) -> io::Result<u32> {
     let text = fs::read_to_string(sysfs(ifname, "ifindex"))?;
-    text.trim().parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("ifindex: {e}")))
+    text.trim()
+        .parse()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("ifindex: {e}")))
 }
 
 /// The interface's MAC address.
 pub fn mac_address(ifname: &str) -> io::Result<[u8; 6]> {
     let text = fs::read_to_string(sysfs(ifname, "address"))?;
-    parse_mac(text.trim()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad MAC {:?}", text.trim())))
+    parse_mac(text.trim()).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("bad MAC {:?}", text.trim()))
+    })
 }
 
 /// Whether the interface is administratively up.

@@ -105,7 +105,11 @@ pub fn exchange(protocol: libc::c_int, msg: &[u8]) -> io::Result<Vec<Vec<u8>>> {
 
 /// As [`exchange`], handing each reply message to `each` instead of keeping it (a dump of a
 /// full routing table is a million messages).
-pub fn exchange_each(protocol: libc::c_int, msg: &[u8], each: &mut impl FnMut(&[u8])) -> io::Result<()> {
+pub fn exchange_each(
+    protocol: libc::c_int,
+    msg: &[u8],
+    each: &mut impl FnMut(&[u8]),
+) -> io::Result<()> {
     let sock = crate::sys::socket(libc::AF_NETLINK, libc::SOCK_RAW, protocol)?;
     send(&sock, msg)?;
     let dump = u16_at(msg, 6) & libc::NLM_F_DUMP as u16 != 0;

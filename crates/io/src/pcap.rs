@@ -19,7 +19,9 @@ const SNAPLEN: u32 = 65535;
 pub enum PcapError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("{path}: not a pcap file (magic {magic:#010x}; pcapng is not supported: convert with `editcap -F pcap`)")]
+    #[error(
+        "{path}: not a pcap file (magic {magic:#010x}; pcapng is not supported: convert with `editcap -F pcap`)"
+    )]
     BadMagic { path: PathBuf, magic: u32 },
     #[error("{path}: link type {linktype} is not Ethernet (1)")]
     NotEthernet { path: PathBuf, linktype: u32 },
@@ -137,9 +139,20 @@ impl<W: Write> PcapWriter<W> {
     }
 
     /// Appends a record holding `data`, the first bytes of a frame of `orig_len` bytes.
-    pub fn write_cut(&mut self, ts_sec: u32, ts_usec: u32, data: &[&[u8]], orig_len: u32) -> io::Result<()> {
+    pub fn write_cut(
+        &mut self,
+        ts_sec: u32,
+        ts_usec: u32,
+        data: &[&[u8]],
+        orig_len: u32,
+    ) -> io::Result<()> {
         let caplen: usize = data.iter().map(|d| d.len()).sum();
-        self.out.write_all(&record_header(ts_sec, ts_usec, caplen as u32, orig_len.max(caplen as u32)))?;
+        self.out.write_all(&record_header(
+            ts_sec,
+            ts_usec,
+            caplen as u32,
+            orig_len.max(caplen as u32),
+        ))?;
         for d in data {
             self.out.write_all(d)?;
         }

@@ -63,7 +63,16 @@ impl Reason {
     }
 
     fn from_u8(v: u8) -> Option<Reason> {
-        [Reason::Match, Reason::IpOption, Reason::StateMismatch, Reason::StateLimit, Reason::SrcLimit, Reason::Synproxy].into_iter().find(|r| *r as u8 == v)
+        [
+            Reason::Match,
+            Reason::IpOption,
+            Reason::StateMismatch,
+            Reason::StateLimit,
+            Reason::SrcLimit,
+            Reason::Synproxy,
+        ]
+        .into_iter()
+        .find(|r| *r as u8 == v)
     }
 }
 
@@ -201,7 +210,11 @@ mod tests {
 
     #[test]
     fn long_names_are_cut_and_terminated() {
-        let h = Header { ifname: "a-very-long-interface-name".into(), ruleset: "x".repeat(40), ..fixture_header() };
+        let h = Header {
+            ifname: "a-very-long-interface-name".into(),
+            ruleset: "x".repeat(40),
+            ..fixture_header()
+        };
         let b = h.encode();
         assert_eq!(&b[4..20], b"a-very-long-int\0");
         assert_eq!(b[35], 0);

@@ -19,7 +19,8 @@ pub enum Taken {
 /// Locks the file at `path` (created if missing) without waiting, and writes `line` into it
 /// (its pid first, by convention), or reads the holder's line.
 pub fn take(path: &Path, line: &str) -> std::io::Result<Taken> {
-    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    let mut file =
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -36,7 +37,10 @@ pub fn take(path: &Path, line: &str) -> std::io::Result<Taken> {
 
 /// The pid at the start of a holder's line, or "unknown".
 pub fn holder_pid(line: &str) -> String {
-    line.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()).map_or("unknown".to_owned(), |p| p.to_string())
+    line.split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u32>().ok())
+        .map_or("unknown".to_owned(), |p| p.to_string())
 }
 
 #[cfg(test)]
@@ -50,11 +54,16 @@ mod tests {
         // flock(2) locks belong to the open file: a second open in this process conflicts
         // as a second process would.
         match take(&path, "456 lo").unwrap() {
-            Taken::HeldBy(line) => assert_eq!((line.as_str(), holder_pid(&line)), ("123 lo\n", "123".to_owned())),
+            Taken::HeldBy(line) => {
+                assert_eq!((line.as_str(), holder_pid(&line)), ("123 lo\n", "123".to_owned()))
+            }
             Taken::Locked(_) => panic!("taken twice"),
         }
         drop(held);
-        assert!(matches!(take(&path, "456 lo").unwrap(), Taken::Locked(_)), "released with its file");
+        assert!(
+            matches!(take(&path, "456 lo").unwrap(), Taken::Locked(_)),
+            "released with its file"
+        );
         assert_eq!(holder_pid("garbage"), "unknown");
         std::fs::remove_file(&path).unwrap();
     }

@@ -59,7 +59,8 @@ impl Region {
         let layout = Self::layout(len);
         // SAFETY: `layout` has a non-zero size (callers ask for at least one page).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let ptr =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         Region { ptr, len }
     }
 

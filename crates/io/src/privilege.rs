@@ -90,8 +90,13 @@ pub fn get() -> io::Result<Caps> {
     let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     let mut data = [CapData::default(); 2];
     // SAFETY: version 3 takes a header and an array of two data structs, both valid here.
-    cvt(unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut CapHeader, data.as_mut_ptr()) } as libc::c_int)?;
-    Ok(Caps { effective: join(&data, |d| d.effective), permitted: join(&data, |d| d.permitted), inheritable: join(&data, |d| d.inheritable) })
+    cvt(unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut CapHeader, data.as_mut_ptr()) }
+        as libc::c_int)?;
+    Ok(Caps {
+        effective: join(&data, |d| d.effective),
+        permitted: join(&data, |d| d.permitted),
+        inheritable: join(&data, |d| d.inheritable),
+    })
 }
 
 /// Sets the calling thread's capabilities (capset(2)): a thread may only lower its
@@ -105,7 +110,9 @@ pub fn set(c: &Caps) -> io::Result<()> {
     };
     let data = [part(0), part(32)];
     // SAFETY: as in `get`; the kernel only reads `data`.
-    cvt(unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) } as libc::c_int).map(drop)
+    cvt(unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) }
+        as libc::c_int)
+    .map(drop)
 }
 
 fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<()> {
@@ -132,7 +139,10 @@ pub fn bounding_drop(c: u32) -> io::Result<()> {
 
 /// The highest capability number the kernel knows (`/proc/sys/kernel/cap_last_cap`).
 pub fn last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(40)
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
 }
 
 /// PR_SET_KEEPCAPS: whether the permitted set survives a change from uid 0 to another uid.
@@ -176,7 +186,8 @@ pub fn user(name: &str) -> io::Result<Option<(u32, u32)>> {
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer is valid for the call; the strings in `pw` point into `buf`.
-    let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    let rc =
+        unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
@@ -191,7 +202,8 @@ pub fn group(name: &str) -> io::Result<Option<u32>> {
     let mut gr: libc::group = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::group = std::ptr::null_mut();
     // SAFETY: as in `user`.
-    let rc = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
+    let rc =
+        unsafe { libc::getgrnam_r(cname.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
@@ -215,7 +227,15 @@ pub fn peer(fd: RawFd) -> io::Result<Peer> {
     let mut groups = vec![0u32; 256];
     let mut len = (groups.len() * 4) as libc::socklen_t;
     // SAFETY: `groups` holds `len` bytes; the kernel writes at most that many.
-    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERGROUPS, groups.as_mut_ptr().cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERGROUPS,
+            groups.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
     cvt(rc)?;
     groups.truncate(len as usize / 4);
     Ok(Peer { pid: cred.pid, uid: cred.uid, gid: cred.gid, groups })
@@ -244,7 +264,9 @@ pub fn thread_count() -> io::Result<usize> {
         .lines()
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Threads: line in /proc/self/status"))
+        .ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "no Threads: line in /proc/self/status")
+        })
 }
 
 #[cfg(test)]
@@ -281,7 +303,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lr-umask-{}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
         with_umask(0o077, || std::fs::write(&dir, b"x")).unwrap();
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&dir).unwrap().permissions());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&dir).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o600);
         std::fs::remove_file(&dir).unwrap();
         assert_eq!(with_umask(0o022, || 0), 0);

@@ -30,7 +30,14 @@ impl TokenBucket {
     /// allows the initial burst and then nothing.
     pub fn new(rate_per_sec: u64, burst: u64) -> TokenBucket {
         let capacity = burst.max(1).saturating_mul(NANOS);
-        TokenBucket { rate_per_sec, capacity, level: capacity, last_ns: None, allowed: 0, suppressed: 0 }
+        TokenBucket {
+            rate_per_sec,
+            capacity,
+            level: capacity,
+            last_ns: None,
+            allowed: 0,
+            suppressed: 0,
+        }
     }
 
     /// Whether one more event may happen at `now_ns`; if so its token is taken. A clock that

@@ -30,9 +30,9 @@ pub const MAX_INPUT_LEN: usize = KEY_LEN - 4;
 /// The key of Microsoft's "Verifying the RSS Hash Calculation" and the default of many NIC
 /// drivers (ixgbe, i40e, DPDK's testpmd).
 pub const MICROSOFT_KEY: [u8; KEY_LEN] = [
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b,
-    0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac,
-    0x01, 0xfa,
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+    0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+    0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
 
 /// 0x6d5a repeated 20 times: a symmetric key (hash(A->B) == hash(B->A)), at the cost of a
@@ -112,7 +112,11 @@ impl Toeplitz {
     fn hash_fields(&self, parts: &[&[u8]]) -> u32 {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         assert!(len <= MAX_INPUT_LEN, "RSS input longer than {MAX_INPUT_LEN} bytes");
-        parts.iter().flat_map(|p| p.iter()).zip(self.table.iter()).fold(0, |h, (&b, row)| h ^ row[usize::from(b)])
+        parts
+            .iter()
+            .flat_map(|p| p.iter())
+            .zip(self.table.iter())
+            .fold(0, |h, (&b, row)| h ^ row[usize::from(b)])
     }
 
     /// `NDIS_HASH_IPV4`: source and destination address.
@@ -124,7 +128,12 @@ impl Toeplitz {
     /// `NDIS_HASH_TCP_IPV4` (and `UDP_IPV4`): source, destination address, source, destination port.
     #[inline]
     pub fn ipv4_ports(&self, src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> u32 {
-        self.hash_fields(&[&src.octets(), &dst.octets(), &sport.to_be_bytes(), &dport.to_be_bytes()])
+        self.hash_fields(&[
+            &src.octets(),
+            &dst.octets(),
+            &sport.to_be_bytes(),
+            &dport.to_be_bytes(),
+        ])
     }
 
     /// `NDIS_HASH_IPV6`: source and destination address.
@@ -136,7 +145,12 @@ impl Toeplitz {
     /// `NDIS_HASH_TCP_IPV6` (and `UDP_IPV6`): addresses, then source and destination port.
     #[inline]
     pub fn ipv6_ports(&self, src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16) -> u32 {
-        self.hash_fields(&[&src.octets(), &dst.octets(), &sport.to_be_bytes(), &dport.to_be_bytes()])
+        self.hash_fields(&[
+            &src.octets(),
+            &dst.octets(),
+            &sport.to_be_bytes(),
+            &dport.to_be_bytes(),
+        ])
     }
 
     /// The hash a NIC would give an Ethernet frame (untagged): the 4-tuple for unfragmented
@@ -153,7 +167,9 @@ impl Toeplitz {
                 let ihl = usize::from(h[0] & 0x0f) * 4;
                 let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
                 match ip.get(ihl..ihl + 4) {
-                    Some(p) if is_l4(h[9]) && !fragment => Some(self.ipv4_ports(src, dst, port(&p[..2]), port(&p[2..]))),
+                    Some(p) if is_l4(h[9]) && !fragment => {
+                        Some(self.ipv4_ports(src, dst, port(&p[..2]), port(&p[2..])))
+                    }
                     _ => Some(self.ipv4(src, dst)),
                 }
             }
@@ -162,7 +178,9 @@ impl Toeplitz {
                 let src = Ipv6Addr::from(<[u8; 16]>::try_from(&h[8..24]).ok()?);
                 let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&h[24..40]).ok()?);
                 match ip.get(40..44) {
-                    Some(p) if is_l4(h[6]) => Some(self.ipv6_ports(src, dst, port(&p[..2]), port(&p[2..]))),
+                    Some(p) if is_l4(h[6]) => {
+                        Some(self.ipv6_ports(src, dst, port(&p[..2]), port(&p[2..])))
+                    }
                     _ => Some(self.ipv6(src, dst)),
                 }
             }
@@ -238,7 +256,14 @@ mod tests {
     const V6: [(&str, u16, &str, u16, u32, u32); 3] = [
         ("3ffe:2501:200:1fff::7", 2794, "3ffe:2501:200:3::1", 1766, 0x2cc18cd5, 0x40207d3d),
         ("3ffe:501:8::260:97ff:fe40:efab", 14230, "ff02::1", 4739, 0x0f0c461c, 0xdde51bbf),
-        ("3ffe:1900:4545:3:200:f8ff:fe21:67cf", 44251, "fe80::200:f8ff:fe21:67cf", 38024, 0x4b61e985, 0x02d1feef),
+        (
+            "3ffe:1900:4545:3:200:f8ff:fe21:67cf",
+            44251,
+            "fe80::200:f8ff:fe21:67cf",
+            38024,
+            0x4b61e985,
+            0x02d1feef,
+        ),
     ];
 
     #[test]
@@ -288,7 +313,10 @@ mod tests {
                     assert_eq!(t.hash(&input), toeplitz_reference(&key, &input), "len {len}");
                 }
             }
-            assert_eq!(t.hash(&[0xff; MAX_INPUT_LEN]), toeplitz_reference(&key, &[0xff; MAX_INPUT_LEN]));
+            assert_eq!(
+                t.hash(&[0xff; MAX_INPUT_LEN]),
+                toeplitz_reference(&key, &[0xff; MAX_INPUT_LEN])
+            );
         }
     }
 

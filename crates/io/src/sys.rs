@@ -156,15 +156,32 @@ pub fn socket(domain: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> io::R
 }
 
 /// `setsockopt(2)` with a plain-data value.
-pub fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+pub fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` points to `size_of::<T>()` readable bytes for the duration of the call.
-    let ret =
-        unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), size_of::<T>() as libc::socklen_t) };
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
     check(ret as libc::c_long).map(drop)
 }
 
 /// `getsockopt(2)` into a plain-data value; returns the length the kernel wrote.
-pub fn getsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &mut T) -> io::Result<usize> {
+pub fn getsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &mut T,
+) -> io::Result<usize> {
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `value` points to `len` writable bytes of a `repr(C)` plain-data struct (any bit
     // pattern valid), and `len` is a live socklen_t the kernel updates.

@@ -68,22 +68,30 @@ impl Tap {
         if !name.starts_with(NAME_PREFIX) || name.len() >= libc::IFNAMSIZ || name.contains('/') {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("TAP name {name:?} must start with {NAME_PREFIX:?} and be at most {} bytes", libc::IFNAMSIZ - 1),
+                format!(
+                    "TAP name {name:?} must start with {NAME_PREFIX:?} and be at most {} bytes",
+                    libc::IFNAMSIZ - 1
+                ),
             ));
         }
         let path = c"/dev/net/tun";
         // SAFETY: `path` is NUL-terminated and outlives the call; a non-negative result is a
         // fresh fd we now own.
-        let fd = cvt(unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) })
-            .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e} (modprobe tun?)", path_str(path))))?;
+        let fd = cvt(unsafe {
+            libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        })
+        .map_err(|e| {
+            io::Error::new(e.kind(), format!("opening {}: {e} (modprobe tun?)", path_str(path)))
+        })?;
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut req = ifreq(name);
         req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: TUNSETIFF reads the name and flags from `req`, a valid ifreq, and writes the
         // interface's actual name back into it.
-        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) })
-            .map_err(|e| io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e} (needs CAP_NET_ADMIN)")))?;
+        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) }).map_err(|e| {
+            io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e} (needs CAP_NET_ADMIN)"))
+        })?;
         Ok(Tap { fd, name: ifreq_name(&req), port, stats: PortStats::default() })
     }
 
@@ -126,7 +134,12 @@ impl Tap {
     /// A second handle on the same device (dup(2)), e.g. one for the rx side of a worker and
     /// one for the tx side. Each handle keeps its own counters.
     pub fn try_clone(&self) -> io::Result<Tap> {
-        Ok(Tap { fd: self.fd.try_clone()?, name: self.name.clone(), port: self.port, stats: PortStats::default() })
+        Ok(Tap {
+            fd: self.fd.try_clone()?,
+            name: self.name.clone(),
+            port: self.port,
+            stats: PortStats::default(),
+        })
     }
 
     /// Reads one frame into `buf`; `Ok(None)` if none is waiting. A frame longer than `buf`

@@ -17,7 +17,6 @@ mod common;
 
 use common::{ETHERTYPE_TEST, ip, veth_ns};
 
-
 fn test_frame(seq: u32, len: usize) -> Vec<u8> {
     common::test_frame(MAGIC, seq, len)
 }
@@ -53,7 +52,8 @@ fn seq_of(frame: &[u8]) -> Option<u32> {
         0x0800 => 42,
         _ => return None,
     };
-    (frame.get(at..at + 4)? == MAGIC).then(|| u32::from_be_bytes(frame[at + 4..at + 8].try_into().unwrap()))
+    (frame.get(at..at + 4)? == MAGIC)
+        .then(|| u32::from_be_bytes(frame[at + 4..at + 8].try_into().unwrap()))
 }
 
 fn send(tx: &mut PacketTx, pool: &mut FramePool, frames: &[Vec<u8>]) {
@@ -91,7 +91,6 @@ fn drain(rx: &mut PacketRx, pool: &mut FramePool, want: usize, idle: Duration) -
     got
 }
 
-
 #[test]
 fn ten_thousand_frames_cross_the_veth_intact() {
     need_root!();
@@ -118,7 +117,8 @@ fn ten_thousand_frames_cross_the_veth_intact() {
         };
         // Send in bursts and drain concurrently (one thread, alternating).
         for burst in 0..N / 100 {
-            let frames: Vec<Vec<u8>> = (burst * 100..(burst + 1) * 100).map(|s| test_frame(s, len_of(s))).collect();
+            let frames: Vec<Vec<u8>> =
+                (burst * 100..(burst + 1) * 100).map(|s| test_frame(s, len_of(s))).collect();
             send(&mut tx, &mut pool, &frames);
             while rx.rx_burst(&mut pool, &mut batch, 256) > 0 {
                 check(&mut batch, &mut pool, &mut seen);
@@ -133,7 +133,14 @@ fn ten_thousand_frames_cross_the_veth_intact() {
             check(&mut batch, &mut pool, &mut seen);
         }
         let (ts, ks) = (tx.stats(), rx.kernel_stats());
-        assert_eq!(seen.len(), N as usize, "received {} of {N}; tx {ts:?} {:?}; kernel {ks:?}; rx {:?}", seen.len(), tx.errors(), rx.counters());
+        assert_eq!(
+            seen.len(),
+            N as usize,
+            "received {} of {N}; tx {ts:?} {:?}; kernel {ks:?}; rx {:?}",
+            seen.len(),
+            tx.errors(),
+            rx.counters()
+        );
         assert_eq!((ts.tx_packets, ts.tx_dropped), (N as u64, 0));
         assert_eq!(ks.drops, 0);
         assert!(ks.packets >= u64::from(N), "{ks:?}");
@@ -146,33 +153,50 @@ fn ten_thousand_frames_cross_the_veth_intact() {
 fn rx_ignores_what_the_host_sends_and_errors_are_actionable() {
     need_root!();
     let ns = veth_ns("lrp", "o");
-    ip(&["-n", &ns.0, "link", "add", "lrpdown", "type", "veth", "peer", "name", "lrpdown1"]).unwrap(); // left down
+    ip(&["-n", &ns.0, "link", "add", "lrpdown", "type", "veth", "peer", "name", "lrpdown1"])
+        .unwrap(); // left down
     ns.run(|| {
         let cfg = PacketConfig::default();
         // Frames through the qdisc path are what other packet sockets see as outgoing.
-        let mut tx = afpacket::open_tx("lrp0", &PacketConfig { qdisc_bypass: false, ..cfg.clone() }).unwrap();
+        let mut tx =
+            afpacket::open_tx("lrp0", &PacketConfig { qdisc_bypass: false, ..cfg.clone() })
+                .unwrap();
         let mut tx_bypass = afpacket::open_tx("lrp0", &cfg).unwrap();
         let mut rx_router = afpacket::open_rx("lrp0", &cfg).unwrap();
-        let mut rx_capture = afpacket::open_rx("lrp0", &PacketConfig { ignore_outgoing: false, ..cfg.clone() }).unwrap();
+        let mut rx_capture =
+            afpacket::open_rx("lrp0", &PacketConfig { ignore_outgoing: false, ..cfg.clone() })
+                .unwrap();
         let mut rx_peer = afpacket::open_rx("lrp1", &cfg).unwrap();
         let mut pool = FramePool::new(512);
         let frames: Vec<Vec<u8>> = (0..100).map(|s| test_frame(s, 100)).collect();
         send(&mut tx, &mut pool, &frames);
         let frames: Vec<Vec<u8>> = (100..200).map(|s| test_frame(s, 100)).collect();
         send(&mut tx_bypass, &mut pool, &frames);
-        assert_eq!(drain(&mut rx_peer, &mut pool, 200, Duration::from_secs(2)).len(), 200, "all sent");
+        assert_eq!(
+            drain(&mut rx_peer, &mut pool, 200, Duration::from_secs(2)).len(),
+            200,
+            "all sent"
+        );
         let captured = drain(&mut rx_capture, &mut pool, 100, Duration::from_secs(1));
-        assert_eq!(captured.len(), 100, "control: a socket without IGNORE_OUTGOING sees the qdisc-path frames");
+        assert_eq!(
+            captured.len(),
+            100,
+            "control: a socket without IGNORE_OUTGOING sees the qdisc-path frames"
+        );
         let echoed = drain(&mut rx_router, &mut pool, 1, Duration::from_millis(300));
         assert!(echoed.is_empty(), "rx on lrp0 saw {} of its own frames", echoed.len());
         assert_eq!(pool.available(), 512);
 
         match afpacket::open_rx("lrpdown", &cfg) {
-            Err(e @ PacketError::InterfaceDown(_)) => assert!(e.to_string().contains("ip link set lrpdown up"), "{e}"),
+            Err(e @ PacketError::InterfaceDown(_)) => {
+                assert!(e.to_string().contains("ip link set lrpdown up"), "{e}")
+            }
             other => panic!("expected InterfaceDown, got {:?}", other.err()),
         }
         match afpacket::open("lrp-missing", &cfg) {
-            Err(e @ PacketError::NoInterface(_)) => assert!(e.to_string().contains("ip link"), "{e}"),
+            Err(e @ PacketError::NoInterface(_)) => {
+                assert!(e.to_string().contains("ip link"), "{e}")
+            }
             other => panic!("expected NoInterface, got {:?}", other.err()),
         }
     });
@@ -191,7 +215,8 @@ fn fanout_group_splits_flows_exactly_once() {
         let mut b = afpacket::open_rx("lrp1", &PacketConfig { port: 2, ..cfg.clone() }).unwrap();
         let mut tx = afpacket::open_tx("lrp0", &cfg).unwrap();
         let mut pool = FramePool::new(1024);
-        let frames: Vec<Vec<u8>> = (0..FLOWS * PER_FLOW).map(|s| flow_frame(s % FLOWS, s)).collect();
+        let frames: Vec<Vec<u8>> =
+            (0..FLOWS * PER_FLOW).map(|s| flow_frame(s % FLOWS, s)).collect();
         for chunk in frames.chunks(512) {
             send(&mut tx, &mut pool, chunk);
         }
@@ -248,7 +273,11 @@ fn vlan_tagged_frames_arrive_with_their_tag() {
         send(&mut tx, &mut pool, &frames);
         // wait() sleeps in poll(2) until the kernel retires the block (after rx_timeout_ms).
         let t = Instant::now();
-        assert!(rx.wait(5000) && t.elapsed() < Duration::from_millis(1000), "wait woke after {:?}", t.elapsed());
+        assert!(
+            rx.wait(5000) && t.elapsed() < Duration::from_millis(1000),
+            "wait woke after {:?}",
+            t.elapsed()
+        );
         let mut got = Vec::new();
         let mut batch = Batch::new();
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -262,6 +291,9 @@ fn vlan_tagged_frames_arrive_with_their_tag() {
             }
         }
         got.retain(|f| f.len() == 104 && f[12..14] == [0x81, 0x00]);
-        assert_eq!(got, frames, "tagged frames arrive as sent (tag re-inserted if the NIC stripped it)");
+        assert_eq!(
+            got, frames,
+            "tagged frames arrive as sent (tag re-inserted if the NIC stripped it)"
+        );
     });
 }

@@ -71,13 +71,17 @@ fn the_kernel_sees_only_frames_for_the_router() {
         };
         assert_eq!(round(), 50, "without the program the kernel takes every frame in");
         let addrs = vec!["10.77.0.1".parse().unwrap()];
-        let attached = KernelCopyDrop::attach(&[("lrk1".to_owned(), addrs.clone())], false).unwrap();
+        let attached =
+            KernelCopyDrop::attach(&[("lrk1".to_owned(), addrs.clone())], false).unwrap();
         assert_eq!(round(), 20, "only the frames for the router reach IP input");
         drop(attached);
         assert_eq!(round(), 50, "detached when dropped");
         let all = KernelCopyDrop::attach(&[("lrk1".to_owned(), addrs)], true).unwrap();
         assert_eq!(round(), 0, "everything dropped (host stack on TAPs)");
         drop(all);
-        assert!(KernelCopyDrop::attach(&[("lrk9".to_owned(), vec![])], false).is_err(), "no such interface");
+        assert!(
+            KernelCopyDrop::attach(&[("lrk9".to_owned(), vec![])], false).is_err(),
+            "no such interface"
+        );
     });
 }

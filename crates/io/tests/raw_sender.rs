@@ -14,8 +14,6 @@ use common::{ETHERTYPE_TEST, ip, veth_ns};
 
 const MAGIC: &[u8; 4] = b"LRRS";
 
-
-
 fn test_frame(seq: u32, len: usize) -> Vec<u8> {
     common::test_frame(MAGIC, seq, len)
 }
@@ -35,7 +33,11 @@ fn ten_frames_cross_the_veth_in_order() {
         let tx = RawSender::open("lrr0").unwrap();
         assert_eq!(tx.ifname(), "lrr0");
         // Sizes from the Ethernet minimum to a full 1500-byte MTU, one VLAN-tagged.
-        let mut frames: Vec<Vec<u8>> = (0..10u32).map(|s| test_frame(s, [60, 64, 100, 128, 256, 512, 1000, 1400, 1500, 1514][s as usize])).collect();
+        let mut frames: Vec<Vec<u8>> = (0..10u32)
+            .map(|s| {
+                test_frame(s, [60, 64, 100, 128, 256, 512, 1000, 1400, 1500, 1514][s as usize])
+            })
+            .collect();
         let inner = frames[9].split_off(12);
         frames[9].extend_from_slice(&[0x81, 0x00, 0x00, 100]);
         frames[9].extend_from_slice(&inner); // 1518 bytes: tagged full-size frame
@@ -70,7 +72,8 @@ fn ten_frames_cross_the_veth_in_order() {
 fn oversize_frames_and_down_links_are_errors() {
     need_root!();
     let ns = veth_ns("lrr", "e");
-    ip(&["-n", &ns.0, "link", "add", "lrrdown", "type", "veth", "peer", "name", "lrrdown1"]).unwrap(); // left down
+    ip(&["-n", &ns.0, "link", "add", "lrrdown", "type", "veth", "peer", "name", "lrrdown1"])
+        .unwrap(); // left down
     let name = ns.name();
     ns.run(|| {
         let tx = RawSender::open("lrr0").unwrap();

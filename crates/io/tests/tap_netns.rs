@@ -16,7 +16,10 @@ use io::{Batch, FramePool, RxPort, TxPort};
 use wire::build::{UdpFlow, icmpv4_echo_frame, icmpv6_echo_frame};
 use wire::icmp_reply::echo_reply;
 use wire::ndisc::{arp_reply, arp_request, neighbor_advert};
-use wire::{ArpOperation, ArpPacket, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv6Packet, MacAddr};
+use wire::{
+    ArpOperation, ArpPacket, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Type, IpProtocol,
+    Ipv6Packet, MacAddr,
+};
 
 const KERNEL_MAC: MacAddr = MacAddr([0x02, 0x00, 0x00, 0x00, 0x0a, 0x01]);
 const HOST_MAC: MacAddr = MacAddr([0x02, 0x00, 0x00, 0x00, 0x0b, 0x01]);
@@ -56,14 +59,20 @@ fn send(tap: &mut Tap, pool: &mut FramePool, frame: &[u8]) {
 
 /// Reads frames through the TAP's RxPort for up to 5 s, answering the kernel's ARP requests
 /// and Neighbor Solicitations for the host's addresses, until `want` returns something.
-fn expect<T>(tap: &mut Tap, pool: &mut FramePool, what: &str, mut want: impl FnMut(&[u8]) -> Option<T>) -> T {
+fn expect<T>(
+    tap: &mut Tap,
+    pool: &mut FramePool,
+    what: &str,
+    mut want: impl FnMut(&[u8]) -> Option<T>,
+) -> T {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut batch = Batch::new();
     let mut seen = Vec::new();
     while Instant::now() < deadline {
         tap.wait_readable(100).unwrap();
         tap.rx_burst(pool, &mut batch, 64);
-        let frames: Vec<Vec<u8>> = batch.as_slice().iter().map(|d| pool.frame(*d).to_vec()).collect();
+        let frames: Vec<Vec<u8>> =
+            batch.as_slice().iter().map(|d| pool.frame(*d).to_vec()).collect();
         for d in batch.drain() {
             assert_eq!(d.port, 7);
             pool.free(d);
@@ -92,10 +101,12 @@ fn echo_reply_icmp(f: &[u8], v6: bool) -> Option<Vec<u8>> {
     if v6 {
         let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
         let icmp = Icmpv6Packet::new_checked(ip.payload()).ok()?;
-        (ip.next_header() == IpProtocol::Icmpv6 && icmp.msg_type() == Icmpv6Type::EchoReply).then(|| ip.payload().to_vec())
+        (ip.next_header() == IpProtocol::Icmpv6 && icmp.msg_type() == Icmpv6Type::EchoReply)
+            .then(|| ip.payload().to_vec())
     } else {
         let ip = wire::Ipv4Packet::new_checked(eth.payload()).ok()?;
-        (ip.protocol() == IpProtocol::Icmp && ip.payload().first() == Some(&0)).then(|| ip.payload().to_vec())
+        (ip.protocol() == IpProtocol::Icmp && ip.payload().first() == Some(&0))
+            .then(|| ip.payload().to_vec())
     }
 }
 
@@ -125,7 +136,9 @@ fn kernel_answers_arp_and_ping_through_the_tap() {
         send(&mut tap, &mut pool, &frame[..n]);
         expect(&mut tap, &mut pool, "ARP reply", |f| {
             let eth = EthernetFrame::new_checked(f).ok()?;
-            let arp = ArpPacket::new_checked(eth.payload()).ok().filter(|_| eth.ethertype() == EtherType::Arp)?;
+            let arp = ArpPacket::new_checked(eth.payload())
+                .ok()
+                .filter(|_| eth.ethertype() == EtherType::Arp)?;
             (arp.operation() == ArpOperation::Reply).then_some(())?;
             assert_eq!(eth.dst_addr(), HOST_MAC);
             assert_eq!((arp.sender_hw_addr(), arp.sender_proto_addr()), (KERNEL_MAC, KERNEL_V4));
@@ -134,13 +147,35 @@ fn kernel_answers_arp_and_ping_through_the_tap() {
         });
 
         // Ping over IPv4 and IPv6: the kernel's ICMP message is the one echo_reply builds.
-        let flow = |src: IpAddr, dst: IpAddr| UdpFlow { src_mac: HOST_MAC, dst_mac: KERNEL_MAC, src, dst, src_port: 0, dst_port: 0, ttl: 64 };
+        let flow = |src: IpAddr, dst: IpAddr| UdpFlow {
+            src_mac: HOST_MAC,
+            dst_mac: KERNEL_MAC,
+            src,
+            dst,
+            src_port: 0,
+            dst_port: 0,
+            ttl: 64,
+        };
         let data: Vec<u8> = (0..56u8).collect();
         for v6 in [false, true] {
             let n = if v6 {
-                icmpv6_echo_frame(&flow(host_v6().into(), kernel_v6().into()), 0x4c52, 6, &data, &mut frame).unwrap()
+                icmpv6_echo_frame(
+                    &flow(host_v6().into(), kernel_v6().into()),
+                    0x4c52,
+                    6,
+                    &data,
+                    &mut frame,
+                )
+                .unwrap()
             } else {
-                icmpv4_echo_frame(&flow(HOST_V4.into(), KERNEL_V4.into()), 0x4c52, 4, &data, &mut frame).unwrap()
+                icmpv4_echo_frame(
+                    &flow(HOST_V4.into(), KERNEL_V4.into()),
+                    0x4c52,
+                    4,
+                    &data,
+                    &mut frame,
+                )
+                .unwrap()
             };
             send(&mut tap, &mut pool, &frame[..n]);
             let kernel = expect(&mut tap, &mut pool, "echo reply", |f| echo_reply_icmp(f, v6));

@@ -12,7 +12,14 @@ use io::afpacket::toeplitz;
 use io::rss::{DEFAULT_TABLE_LEN, MICROSOFT_KEY, SYMMETRIC_KEY, Toeplitz};
 use io::xdp::bpf;
 
-fn ipv4_frame(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, sport: u16, dport: u16, frag: u16) -> Vec<u8> {
+fn ipv4_frame(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+    frag: u16,
+) -> Vec<u8> {
     let mut f = vec![0u8; 14 + 20 + 8 + 18];
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     let ip = &mut f[14..];
@@ -51,10 +58,20 @@ fn kernel_runs_the_same_hash_as_the_reference() {
     }
     let prog = toeplitz::load(&MICROSOFT_KEY).unwrap_or_else(|e| panic!("{}: {}", e.source, e.log));
     let t = Toeplitz::new(&MICROSOFT_KEY);
-    let run = |f: &[u8]| bpf::test_run(prog.as_raw_fd(), f).unwrap_or_else(|e| panic!("{e}: {} bytes {f:02x?}", f.len()));
+    let run = |f: &[u8]| {
+        bpf::test_run(prog.as_raw_fd(), f)
+            .unwrap_or_else(|e| panic!("{e}: {} bytes {f:02x?}", f.len()))
+    };
     let want = |f: &[u8]| toeplitz::reference(&t, f);
     // Microsoft's verification suite, first IPv4 TCP line: 66.9.149.187:2794 -> 161.142.100.80:1766.
-    let f = ipv4_frame(Ipv4Addr::new(66, 9, 149, 187), Ipv4Addr::new(161, 142, 100, 80), 6, 2794, 1766, 0);
+    let f = ipv4_frame(
+        Ipv4Addr::new(66, 9, 149, 187),
+        Ipv4Addr::new(161, 142, 100, 80),
+        6,
+        2794,
+        1766,
+        0,
+    );
     assert_eq!(t.hash_frame(&f), Some(0x51cc_c178));
     assert_eq!(run(&f), 0x51cc_c178 & 127);
     let mut seed = 0x1234_5678_9abc_def0u64;
@@ -76,9 +93,19 @@ fn kernel_runs_the_same_hash_as_the_reference() {
                 1 => 0x0010,
                 _ => 0,
             };
-            ipv4_frame(Ipv4Addr::from(next() as u32), Ipv4Addr::from(next() as u32), proto, sp, dp, frag)
+            ipv4_frame(
+                Ipv4Addr::from(next() as u32),
+                Ipv4Addr::from(next() as u32),
+                proto,
+                sp,
+                dp,
+                frag,
+            )
         } else {
-            let (a, b) = (u128::from(next()) << 64 | u128::from(next()), u128::from(next()) << 64 | u128::from(next()));
+            let (a, b) = (
+                u128::from(next()) << 64 | u128::from(next()),
+                u128::from(next()) << 64 | u128::from(next()),
+            );
             ipv6_frame(Ipv6Addr::from(a), Ipv6Addr::from(b), proto, sp, dp)
         };
         assert_eq!(run(&f), want(&f), "frame {i}: {f:02x?}");
@@ -104,7 +131,11 @@ fn kernel_runs_the_same_hash_as_the_reference() {
         f[14] = (f[14] & 0x0f) | if i % 2 == 0 { 0x40 } else { 0x60 };
         if i % 3 == 0 {
             // An ICMP error or echo, to reach the quoted-header paths.
-            let (proto_at, icmp_at) = if i % 2 == 0 { (14 + 9, 14 + usize::from(f[14] & 0x0f) * 4) } else { (14 + 6, 14 + 40) };
+            let (proto_at, icmp_at) = if i % 2 == 0 {
+                (14 + 9, 14 + usize::from(f[14] & 0x0f) * 4)
+            } else {
+                (14 + 6, 14 + 40)
+            };
             f[proto_at] = if i % 2 == 0 { 1 } else { 58 };
             f[14 + 6] &= if i % 2 == 0 { 0 } else { 0xff };
             if let Some(t) = f.get_mut(icmp_at) {
@@ -181,15 +212,32 @@ fn icmp_follows_its_flow() {
         let mut reply = ipv4_frame(b, a, 1, 0, 0, 0);
         reply[14 + 24..14 + 26].copy_from_slice(&id.to_be_bytes());
         assert_eq!(run(&request), run(&reply), "echo id {id}");
-        assert_eq!(run(&icmp_error(&request, 11, false)), run(&reply), "time exceeded about echo id {id}");
+        assert_eq!(
+            run(&icmp_error(&request, 11, false)),
+            run(&reply),
+            "time exceeded about echo id {id}"
+        );
         queues.insert(run(&request));
         let udp = ipv4_frame(a, b, 17, 40000 + id, 53, 0);
         let back = ipv4_frame(b, a, 17, 53, 40000 + id, 0);
-        assert_eq!(run(&icmp_error(&udp, 3, false)), run(&back), "port unreachable about port {}", 40000 + id);
-        let (a6, b6) = (Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 7), Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 9));
+        assert_eq!(
+            run(&icmp_error(&udp, 3, false)),
+            run(&back),
+            "port unreachable about port {}",
+            40000 + id
+        );
+        let (a6, b6) = (
+            Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 7),
+            Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 9),
+        );
         let out6 = ipv6_frame(a6, b6, 6, 40000 + id, 443);
         let back6 = ipv6_frame(b6, a6, 6, 443, 40000 + id);
-        assert_eq!(run(&icmp_error(&out6, 1, true)), run(&back6), "packet too big about port {}", 40000 + id);
+        assert_eq!(
+            run(&icmp_error(&out6, 1, true)),
+            run(&back6),
+            "packet too big about port {}",
+            40000 + id
+        );
     }
     // The identifier spreads pings between the same two hosts over queues.
     assert!(queues.len() > 16, "{queues:?}");

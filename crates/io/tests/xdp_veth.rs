@@ -34,7 +34,10 @@ fn veth_ns(tag: &str) -> Netns {
     ns.disable_ipv6();
     let n = ns.name();
     let (m0, m1) = (mac(&MAC0), mac(&MAC1));
-    ip(&["-n", n, "link", "add", "lrx0", "address", &m0, "type", "veth", "peer", "name", "lrx1", "address", &m1]);
+    ip(&[
+        "-n", n, "link", "add", "lrx0", "address", &m0, "type", "veth", "peer", "name", "lrx1",
+        "address", &m1,
+    ]);
     // Only lrx1 gets an address: the kernel ignores an ARP request whose sender address
     // is one of its own (martian source), so 10.77.0.1 must not be local.
     ip(&["-n", n, "addr", "add", "10.77.0.2/24", "dev", "lrx1"]);
@@ -100,11 +103,18 @@ fn send(pool: &mut FramePool, tx: &mut XdpTx, frames: &[Vec<u8>]) {
 
 /// Polls `rx` (and flushes `txs`) until `want` frames carrying MARK arrived or 3 s passed;
 /// returns every descriptor received (marked or not), owned by the caller.
-fn recv(pool: &mut FramePool, rx: &mut XdpRx, txs: &mut [&mut XdpTx], want: usize) -> Vec<FrameDesc> {
+fn recv(
+    pool: &mut FramePool,
+    rx: &mut XdpRx,
+    txs: &mut [&mut XdpTx],
+    want: usize,
+) -> Vec<FrameDesc> {
     let mut got = Vec::new();
     let mut batch = Batch::new();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while got.iter().filter(|d| marked_seq(pool.frame(**d)).is_some()).count() < want && Instant::now() < deadline {
+    while got.iter().filter(|d| marked_seq(pool.frame(**d)).is_some()).count() < want
+        && Instant::now() < deadline
+    {
         for tx in txs.iter_mut() {
             tx.flush(pool);
         }
@@ -130,7 +140,8 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
         let mut pool = FramePool::new(8192);
         let cfg = XdpConfig::default();
         let (mut rx1, mut tx1) = xdp::open(&mut pool, "lrx1", 1, &cfg, None).expect("open lrx1");
-        let (mut rx0, mut tx0) = xdp::open(&mut pool, "lrx0", 0, &cfg, Some(&rx1.umem())).expect("open lrx0");
+        let (mut rx0, mut tx0) =
+            xdp::open(&mut pool, "lrx0", 0, &cfg, Some(&rx1.umem())).expect("open lrx0");
         eprintln!("veth lrx1: {:?}, lrx0: {:?}", rx1.mode(), rx0.mode());
         assert_eq!(rx1.binding(), ("lrx1", 0));
         for name in ["lrx0", "lrx1"] {
@@ -165,7 +176,8 @@ fn xdp_veth_rx_tx_arp_and_shared_umem_forwarding() {
 
 /// lrx0 -> lrx1: 200 frames of assorted sizes, in two bursts, each received once and intact.
 fn assorted_frames_arrive_intact(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) {
-    let frames: Vec<Vec<u8>> = (0..200).map(|i| ipv4_frame(i, 60 + (i as usize * 7) % 1400)).collect();
+    let frames: Vec<Vec<u8>> =
+        (0..200).map(|i| ipv4_frame(i, 60 + (i as usize * 7) % 1400)).collect();
     send(pool, tx0, &frames[..100]);
     send(pool, tx0, &frames[100..]);
     let got = recv(pool, rx1, &mut [&mut *tx0], 200);
@@ -209,7 +221,11 @@ fn steered_by_ethertype(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) 
     send(pool, tx0, &burst);
     let got = recv(pool, rx1, &mut [&mut *tx0], 1);
     let got_bytes: Vec<Vec<u8>> = got.iter().map(|d| pool.frame(*d).to_vec()).collect();
-    assert_eq!(got_bytes, [arp, vlan, qinq, ipv6, ipv4_frame(1000, 60)], "LLDP does not reach the socket");
+    assert_eq!(
+        got_bytes,
+        [arp, vlan, qinq, ipv6, ipv4_frame(1000, 60)],
+        "LLDP does not reach the socket"
+    );
     for d in got {
         pool.free(d);
     }
@@ -217,7 +233,13 @@ fn steered_by_ethertype(pool: &mut FramePool, rx1: &mut XdpRx, tx0: &mut XdpTx) 
 
 /// Shared UMEM forwarding: receive on lrx1, send the same descriptors back out of lrx1,
 /// receive them on lrx0. No byte is copied in user space.
-fn forwarded_on_the_shared_umem(pool: &mut FramePool, rx0: &mut XdpRx, tx0: &mut XdpTx, rx1: &mut XdpRx, tx1: &mut XdpTx) {
+fn forwarded_on_the_shared_umem(
+    pool: &mut FramePool,
+    rx0: &mut XdpRx,
+    tx0: &mut XdpTx,
+    rx1: &mut XdpRx,
+    tx1: &mut XdpTx,
+) {
     let frames: Vec<Vec<u8>> = (2000..2064).map(|i| ipv4_frame(i, 128)).collect();
     send(pool, tx0, &frames);
     let got = recv(pool, rx1, &mut [&mut *tx0], 64);

@@ -34,17 +34,11 @@ pub fn ranges_part(flows: u32, ipv6: bool, part: u32, parts: u32) -> (String, St
                 u128::from(Ipv6Addr::new(0x2001, 2, 0, 0x20, 0, 0, 0, 0)) + u128::from(i),
             )
         };
-        (
-            format!("{}-{}", s(1), s(srcs)),
-            format!("{}-{}", d(first), d(last)),
-        )
+        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(first), d(last)))
     } else {
         let s = |i: u32| Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 10, 0)) + i);
         let d = |i: u32| Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 19, 10, 0)) + i);
-        (
-            format!("{}-{}", s(1), s(srcs)),
-            format!("{}-{}", d(first), d(last)),
-        )
+        (format!("{}-{}", s(1), s(srcs)), format!("{}-{}", d(first), d(last)))
     }
 }
 
@@ -105,15 +99,9 @@ pub fn linerate_rules(rules: u32, conntrack: bool) -> String {
     let mut s = String::new();
     for i in 0..rules {
         let a = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i);
-        s.push_str(&format!(
-            "block in quick proto udp from {a} to any port 9\n"
-        ));
+        s.push_str(&format!("block in quick proto udp from {a} to any port 9\n"));
     }
-    s.push_str(if conntrack {
-        "pass all keep state\n"
-    } else {
-        "pass all no state\n"
-    });
+    s.push_str(if conntrack { "pass all keep state\n" } else { "pass all no state\n" });
     s
 }
 
@@ -191,31 +179,19 @@ mod tests {
     fn ranges_match_the_study() {
         assert_eq!(
             ranges(2000, false),
-            (
-                "198.18.10.1-198.18.10.20".into(),
-                "198.19.10.1-198.19.10.100".into()
-            )
+            ("198.18.10.1-198.18.10.20".into(), "198.19.10.1-198.19.10.100".into())
         );
         assert_eq!(
             ranges(1, false),
-            (
-                "198.18.10.1-198.18.10.1".into(),
-                "198.19.10.1-198.19.10.1".into()
-            )
+            ("198.18.10.1-198.18.10.1".into(), "198.19.10.1-198.19.10.1".into())
         );
         assert_eq!(
             ranges(40, true),
-            (
-                "2001:2:0:10::1-2001:2:0:10::14".into(),
-                "2001:2:0:20::1-2001:2:0:20::2".into()
-            )
+            ("2001:2:0:10::1-2001:2:0:10::14".into(), "2001:2:0:20::1-2001:2:0:20::2".into())
         );
         // Four generators share the 100 destinations of 2000 flows, 25 each.
         assert_eq!(ranges_part(2000, false, 0, 4).1, "198.19.10.1-198.19.10.25");
-        assert_eq!(
-            ranges_part(2000, false, 3, 4).1,
-            "198.19.10.76-198.19.10.100"
-        );
+        assert_eq!(ranges_part(2000, false, 3, 4).1, "198.19.10.76-198.19.10.100");
         // More generators than destinations: the last ones repeat the last destination.
         assert_eq!(ranges_part(20, false, 2, 4).1, "198.19.10.1-198.19.10.1");
     }
@@ -234,10 +210,7 @@ mod tests {
     #[test]
     fn nft_set_ruleset_has_one_lookup() {
         let r = nft_set_ruleset(3, false);
-        assert!(
-            r.contains("elements = {10.0.0.0, 10.0.0.1, 10.0.0.2}"),
-            "{r}"
-        );
+        assert!(r.contains("elements = {10.0.0.0, 10.0.0.1, 10.0.0.2}"), "{r}");
         assert_eq!(r.matches(" drop\n").count(), 1);
         assert!(r.contains("ip saddr @blocked udp dport 9 drop") && r.contains("    accept\n"));
         assert!(!nft_set_ruleset(0, false).contains("@blocked"));

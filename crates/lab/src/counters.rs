@@ -61,10 +61,7 @@ impl Snapshot {
 
     /// `name=value` in name order.
     pub fn listed(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|(name, v)| format!("{name}={v}"))
-            .collect()
+        self.0.iter().map(|(name, v)| format!("{name}={v}")).collect()
     }
 
     /// The sum of interface `iface`'s counters named `prefix...suffix` (one per queue).
@@ -99,19 +96,17 @@ impl Losses {
     /// From the counters that grew in a run; `None` without the DUT input's counters.
     pub fn of(grown: &Snapshot) -> Option<Losses> {
         let xdp_in = grown.sum("lrd0", "rx_queue_", "_xdp_packets");
-        let taken = if xdp_in > 0 {
-            xdp_in
-        } else {
-            *grown.0.get("lrd0.rx_packets")?
-        };
+        let taken = if xdp_in > 0 { xdp_in } else { *grown.0.get("lrd0.rx_packets")? };
         let sent_on = grown.0.get("lrd1.tx_packets").copied().unwrap_or(0);
         let output = grown.0.get("lrd1.tx_dropped").copied().unwrap_or(0);
         Some(Losses {
             input: grown.sum("lrg0", "tx_queue_", "_xdp_xmit_errors"),
             inside: taken.saturating_sub(sent_on + output),
-            socket: grown
-                .sum("lrd0", "rx_queue_", "_drops")
-                .saturating_sub(grown.sum("lrd0", "rx_queue_", "_xdp_drops")),
+            socket: grown.sum("lrd0", "rx_queue_", "_drops").saturating_sub(grown.sum(
+                "lrd0",
+                "rx_queue_",
+                "_xdp_drops",
+            )),
             output,
         })
     }
@@ -126,11 +121,7 @@ impl Losses {
     /// "input 35.1% / inside 0.9% (socket 0.9%) / output 0.4%" of `offered` frames.
     pub fn shares(&self, offered: u64) -> String {
         let pct = |n: u64| {
-            if offered == 0 {
-                0.0
-            } else {
-                n as f64 * 100.0 / offered as f64
-            }
+            if offered == 0 { 0.0 } else { n as f64 * 100.0 / offered as f64 }
         };
         format!(
             "input {:.1}% / inside {:.1}% (socket {:.1}%) / output {:.1}%",
@@ -184,27 +175,17 @@ mod tests {
              lrd1.tx_packets:874519\nlrd1.tx_dropped:4858\nlrr0.rx_packets:874519\n",
         );
         let l = Losses::of(&grown).unwrap();
-        let want = Losses {
-            input: 477248,
-            inside: 12463,
-            socket: 12464,
-            output: 4858,
-        };
+        let want = Losses { input: 477248, inside: 12463, socket: 12464, output: 4858 };
         assert_eq!(l, want);
-        assert_eq!(
-            l.shares(1369088),
-            "input 34.9% / inside 0.9% (socket 0.9%) / output 0.4%"
-        );
+        assert_eq!(l.shares(1369088), "input 34.9% / inside 0.9% (socket 0.9%) / output 0.4%");
         assert_eq!(Losses::of(&parse("lrg0.tx_packets:5\n")), None);
     }
 
     #[test]
     fn the_script_reads_a_real_interface() {
         // `lo` exists in every namespace this test can run in; no root needed.
-        let out = std::process::Command::new("sh")
-            .args(["-c", &script(&["lo"])])
-            .output()
-            .expect("sh");
+        let out =
+            std::process::Command::new("sh").args(["-c", &script(&["lo"])]).output().expect("sh");
         let s = parse(&String::from_utf8_lossy(&out.stdout));
         assert!(s.0.contains_key("lo.rx_packets"), "{s:?}");
     }

@@ -14,6 +14,8 @@ pub enum LabError {
     Process { what: String, detail: String },
     #[error("interrupted")]
     Interrupted,
-    #[error("another `linerate lab` is running (pid {pid}, lock {lock}): its namespaces lrlab-g, lrlab-d and lrlab-r are in use; run one lab at a time")]
+    #[error(
+        "another `linerate lab` is running (pid {pid}, lock {lock}): its namespaces lrlab-g, lrlab-d and lrlab-r are in use; run one lab at a time"
+    )]
     Busy { pid: String, lock: String },
 }

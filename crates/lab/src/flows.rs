@@ -13,7 +13,9 @@ pub const MAX_FLOWS: usize = 1 << 22;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FlowError {
-    #[error("bad range {0:?}: expected ADDR[:PORT][-ADDR[:PORT]] (IPv6 with a port as [ADDR]:PORT)")]
+    #[error(
+        "bad range {0:?}: expected ADDR[:PORT][-ADDR[:PORT]] (IPv6 with a port as [ADDR]:PORT)"
+    )]
     Syntax(String),
     #[error("range {0:?} goes backwards")]
     Backwards(String),
@@ -98,7 +100,8 @@ impl EndpointRange {
 
     /// Number of (address, port) endpoints.
     pub fn len(&self) -> u128 {
-        (addr_u128(self.last) - addr_u128(self.first) + 1) * (u128::from(self.port_last - self.port_first) + 1)
+        (addr_u128(self.last) - addr_u128(self.first) + 1)
+            * (u128::from(self.port_last - self.port_first) + 1)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -133,7 +136,13 @@ pub struct FrameSet {
 }
 
 /// Builds the frames of `src` x `dst` flows.
-pub fn frames(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_mac: MacAddr, dst_mac: MacAddr) -> Result<FrameSet, FlowError> {
+pub fn frames(
+    src: &EndpointRange,
+    dst: &EndpointRange,
+    sizes: Sizes,
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+) -> Result<FrameSet, FlowError> {
     if src.first.is_ipv4() != dst.first.is_ipv4() {
         return Err(FlowError::FamilyMismatch);
     }
@@ -154,10 +163,13 @@ pub fn frames(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_mac: M
         let f = k % n;
         let (s, sp) = src.get((f % src.len() as usize) as u128);
         let (d, dp) = dst.get((f / src.len() as usize) as u128);
-        let flow = UdpFlow { src_mac, dst_mac, src: s, dst: d, src_port: sp, dst_port: dp, ttl: 64 };
+        let flow =
+            UdpFlow { src_mac, dst_mac, src: s, dst: d, src_port: sp, dst_port: dp, ttl: 64 };
         let len = match sizes {
             Sizes::Frame(l) => udp_frame(&flow, l, &mut buf),
-            Sizes::Imix => udp_frame_ip_len(&flow, IMIX_CYCLE[(k / n) % IMIX_CYCLE.len()], &mut buf),
+            Sizes::Imix => {
+                udp_frame_ip_len(&flow, IMIX_CYCLE[(k / n) % IMIX_CYCLE.len()], &mut buf)
+            }
         }
         .map_err(|e| FlowError::Frame(e.to_string()))?;
         out.push(buf[..len].to_vec());
@@ -185,7 +197,12 @@ pub struct LiveFlows {
 
 impl LiveFlows {
     pub fn spec(&self) -> io::xdp::livegen::Spec<'_> {
-        io::xdp::livegen::Spec { template: &self.template, sources: &self.sources, destinations: &self.destinations, sizes: &self.sizes }
+        io::xdp::livegen::Spec {
+            template: &self.template,
+            sources: &self.sources,
+            destinations: &self.destinations,
+            sizes: &self.sizes,
+        }
     }
 
     /// Mean frame length over the size cycle (bytes, without FCS).
@@ -195,7 +212,14 @@ impl LiveFlows {
 }
 
 /// Builds the [`LiveFlows`] of `src` x `dst` flows, tagged with `vlan` if given.
-pub fn live_flows(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_mac: MacAddr, dst_mac: MacAddr, vlan: Option<u16>) -> Result<LiveFlows, FlowError> {
+pub fn live_flows(
+    src: &EndpointRange,
+    dst: &EndpointRange,
+    sizes: Sizes,
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    vlan: Option<u16>,
+) -> Result<LiveFlows, FlowError> {
     if src.first.is_ipv4() != dst.first.is_ipv4() {
         return Err(FlowError::FamilyMismatch);
     }
@@ -229,10 +253,19 @@ pub fn live_flows(src: &EndpointRange, dst: &EndpointRange, sizes: Sizes, src_ma
         4 => usize::from(u16::from_be_bytes([f[l3 + 2], f[l3 + 3]])),
         _ => 40 + usize::from(u16::from_be_bytes([f[l3 + 4], f[l3 + 5]])),
     };
-    let sizes = frames.iter().map(|f| io::xdp::livegen::FrameSize { frame_len: f.len(), ip_len: ip_len(f) }).collect();
+    let sizes = frames
+        .iter()
+        .map(|f| io::xdp::livegen::FrameSize { frame_len: f.len(), ip_len: ip_len(f) })
+        .collect();
     let template = frames.iter().max_by_key(|f| f.len()).expect("at least one size").clone();
     let list = |r: &EndpointRange| (0..r.len()).map(|i| r.get(i)).collect::<Vec<_>>();
-    Ok(LiveFlows { template, sources: list(src), destinations: list(dst), sizes, flows: n as usize })
+    Ok(LiveFlows {
+        template,
+        sources: list(src),
+        destinations: list(dst),
+        sizes,
+        flows: n as usize,
+    })
 }
 
 #[cfg(test)]
@@ -257,8 +290,14 @@ mod tests {
 
     #[test]
     fn rejects_bad_ranges() {
-        assert!(matches!(EndpointRange::parse("198.18.10.20-198.18.10.1", 0), Err(FlowError::Backwards(_))));
-        assert!(matches!(EndpointRange::parse("1.2.3.4-2001::1", 0), Err(FlowError::MixedFamily(_))));
+        assert!(matches!(
+            EndpointRange::parse("198.18.10.20-198.18.10.1", 0),
+            Err(FlowError::Backwards(_))
+        ));
+        assert!(matches!(
+            EndpointRange::parse("1.2.3.4-2001::1", 0),
+            Err(FlowError::MixedFamily(_))
+        ));
         assert!(matches!(EndpointRange::parse("foo", 0), Err(FlowError::Syntax(_))));
         assert!(matches!(EndpointRange::parse("1.2.3.4:99999", 0), Err(FlowError::Syntax(_))));
     }
@@ -267,7 +306,14 @@ mod tests {
     fn study_default_is_2000_flows_of_60_bytes() {
         let s = EndpointRange::parse("198.18.10.1-198.18.10.20", 2000).unwrap();
         let d = EndpointRange::parse("198.19.10.1-198.19.10.100", 2000).unwrap();
-        let set = frames(&s, &d, Sizes::Frame(60), MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2])).unwrap();
+        let set = frames(
+            &s,
+            &d,
+            Sizes::Frame(60),
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            MacAddr([2, 0, 0, 0, 0, 2]),
+        )
+        .unwrap();
         assert_eq!(set.flows, 2000);
         assert!(set.frames.iter().all(|f| f.len() == 60));
         let distinct: std::collections::HashSet<_> = set.frames.iter().collect();
@@ -296,9 +342,27 @@ mod tests {
         }
         let v4 = |s: &str| EndpointRange::parse(s, 2000).unwrap();
         let cases = [
-            (v4("198.18.10.1-198.18.10.20"), v4("198.19.10.1-198.19.10.100"), Sizes::Frame(60), None, 4000),
-            (v4("198.18.10.1:1000-198.18.10.3:1001"), v4("198.19.10.1"), Sizes::Imix, Some(42), 200),
-            (v4("[2001:2::1]:9-[2001:2::2]:9"), v4("2001:2:0:20::1-2001:2:0:20::5"), Sizes::Frame(100), Some(7), 30),
+            (
+                v4("198.18.10.1-198.18.10.20"),
+                v4("198.19.10.1-198.19.10.100"),
+                Sizes::Frame(60),
+                None,
+                4000,
+            ),
+            (
+                v4("198.18.10.1:1000-198.18.10.3:1001"),
+                v4("198.19.10.1"),
+                Sizes::Imix,
+                Some(42),
+                200,
+            ),
+            (
+                v4("[2001:2::1]:9-[2001:2::2]:9"),
+                v4("2001:2:0:20::1-2001:2:0:20::5"),
+                Sizes::Frame(100),
+                Some(7),
+                30,
+            ),
             (v4("2001:2::1"), v4("2001:2::2"), Sizes::Imix, None, 30),
         ];
         for (src, dst, sizes, vlan, runs) in cases {

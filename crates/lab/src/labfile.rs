@@ -217,12 +217,7 @@ pub enum LabFileError {
     #[error("{0}: cannot read: {1}")]
     Io(String, std::io::Error),
     #[error("{path}:{line}:{col}: {msg}")]
-    Parse {
-        path: String,
-        line: usize,
-        col: usize,
-        msg: String,
-    },
+    Parse { path: String, line: usize, col: usize, msg: String },
 }
 
 impl Lab {
@@ -235,28 +230,16 @@ impl Lab {
     pub fn parse(text: &str, path: &str) -> Result<Lab, LabFileError> {
         let spec: FileSpec = toml::from_str(text).map_err(|e| {
             let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
-            LabFileError::Parse {
-                path: path.to_owned(),
-                line,
-                col,
-                msg: e.message().to_owned(),
-            }
+            LabFileError::Parse { path: path.to_owned(), line, col, msg: e.message().to_owned() }
         })?;
         let at = Locator { text, path };
         let runs = spec.runs.as_ref().map_or(default_runs(), |r| *r.get_ref());
-        let seconds = spec
-            .seconds
-            .as_ref()
-            .map_or(default_seconds(), |r| *r.get_ref());
+        let seconds = spec.seconds.as_ref().map_or(default_seconds(), |r| *r.get_ref());
         if let Some(r) = spec.runs.as_ref().filter(|r| *r.get_ref() == 0) {
             return Err(at.error(r.span(), "need runs >= 1".into()));
         }
         let workers = spec.workers.as_ref().map_or(1, |w| *w.get_ref());
-        if let Some(w) = spec
-            .workers
-            .as_ref()
-            .filter(|w| !(1..=64).contains(w.get_ref()))
-        {
+        if let Some(w) = spec.workers.as_ref().filter(|w| !(1..=64).contains(w.get_ref())) {
             return Err(at.error(w.span(), "need workers within 1..=64".into()));
         }
         if let Some(r) = spec.seconds.as_ref().filter(|r| *r.get_ref() < 3) {
@@ -276,22 +259,12 @@ impl Lab {
         }
         let mut sets = Vec::new();
         for spanned in &spec.set {
-            sets.extend(expand_set(
-                spanned.get_ref(),
-                spanned.span(),
-                &spec.traffic,
-                &at,
-            )?);
+            sets.extend(expand_set(spanned.get_ref(), spanned.span(), &spec.traffic, &at)?);
         }
         if sets.is_empty() {
             return Err(at.error(0..0, "no [[set]] to run".into()));
         }
-        Ok(Lab {
-            runs,
-            seconds,
-            workers,
-            sets,
-        })
+        Ok(Lab { runs, seconds, workers, sets })
     }
 
     /// The built-in default: the study's headline comparison in a few minutes.
@@ -309,12 +282,7 @@ struct Locator<'a> {
 impl Locator<'_> {
     fn error(&self, span: std::ops::Range<usize>, msg: String) -> LabFileError {
         let (line, col) = line_col(self.text, span.start);
-        LabFileError::Parse {
-            path: self.path.to_owned(),
-            line,
-            col,
-            msg,
-        }
+        LabFileError::Parse { path: self.path.to_owned(), line, col, msg }
     }
 }
 
@@ -338,10 +306,7 @@ fn expand_set(
     if !(1..=256).contains(&t.paced_step) {
         return Err(at.error(
             span,
-            format!(
-                "set {:?}: paced_step {} is not within 1..=256",
-                s.name, t.paced_step
-            ),
+            format!("set {:?}: paced_step {} is not within 1..=256", s.name, t.paced_step),
         ));
     }
     let backend = s.backend.clone().unwrap_or_else(|| "auto".into());
@@ -354,26 +319,16 @@ fn expand_set(
             ),
         ));
     }
-    if let Some(f) = s
-        .overload
-        .iter()
-        .find(|f| !(f.is_finite() && (0.01..=100.0).contains(*f)))
-    {
+    if let Some(f) = s.overload.iter().find(|f| !(f.is_finite() && (0.01..=100.0).contains(*f))) {
         return Err(at.error(
             span,
-            format!(
-                "set {:?}: overload multiple {f} is not within 0.01..=100",
-                s.name
-            ),
+            format!("set {:?}: overload multiple {f} is not within 0.01..=100", s.name),
         ));
     }
     if s.nft_set && s.dut != Dut::KernelNft {
         return Err(at.error(
             span,
-            format!(
-                "set {:?}: nft_set applies to dut = \"kernel-nft\" only",
-                s.name
-            ),
+            format!("set {:?}: nft_set applies to dut = \"kernel-nft\" only", s.name),
         ));
     }
     if s.nat && s.dut == Dut::Kernel {
@@ -408,10 +363,7 @@ fn expand_set(
         if t.flows == 0 || (!t.imix && !(60..=1514).contains(&t.frame_size)) {
             return Err(at.error(
                 span.clone(),
-                format!(
-                    "set {:?}: flows must be >= 1 and frame_size within 60..=1514",
-                    set.name
-                ),
+                format!("set {:?}: flows must be >= 1 and frame_size within 60..=1514", set.name),
             ));
         }
         if set.nat && t.ipv6 {
@@ -535,12 +487,7 @@ fast_path = false
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let col = before
-        .rsplit('\n')
-        .next()
-        .map(|l| l.chars().count())
-        .unwrap_or(0)
-        + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
     (line, col)
 }
 
@@ -568,29 +515,16 @@ mod tests {
                 "linerate-nat-pipeline"
             ]
         );
-        assert_eq!(
-            (lab.sets[3].rules, lab.sets[4].rules, lab.sets[5].rules),
-            (1000, 1000, 1000)
-        );
+        assert_eq!((lab.sets[3].rules, lab.sets[4].rules, lab.sets[5].rules), (1000, 1000, 1000));
         assert!(!lab.sets[3].nft_set && lab.sets[4].nft_set);
-        assert_eq!(
-            (lab.sets[5].dut, lab.sets[5].backend.as_str()),
-            (Dut::Linerate, "auto")
-        );
-        let fast: Vec<bool> = lab.sets.iter().filter(|s| s.dut == Dut::Linerate).map(|s| s.fast_path).collect();
+        assert_eq!((lab.sets[5].dut, lab.sets[5].backend.as_str()), (Dut::Linerate, "auto"));
+        let fast: Vec<bool> =
+            lab.sets.iter().filter(|s| s.dut == Dut::Linerate).map(|s| s.fast_path).collect();
         assert_eq!(fast, [true, false, true, false, true, false]);
         assert_eq!(lab.sets[1].overload, [0.5, 1.0, 1.5, 2.0, 3.0]);
-        assert!(
-            lab.sets
-                .iter()
-                .all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60)
-        );
+        assert!(lab.sets.iter().all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60));
         assert_eq!(
-            lab.sets
-                .iter()
-                .filter(|s| s.nat)
-                .map(|s| s.dut)
-                .collect::<Vec<_>>(),
+            lab.sets.iter().filter(|s| s.nat).map(|s| s.dut).collect::<Vec<_>>(),
             [Dut::KernelNft, Dut::Linerate, Dut::Linerate]
         );
     }
@@ -604,43 +538,25 @@ mod tests {
         .unwrap();
         assert_eq!(lab.sets.len(), 3);
         assert_eq!(lab.workers, 1);
-        assert_eq!(
-            (lab.sets[1].name.as_str(), lab.sets[1].rules),
-            ("nft-rules100", 100)
-        );
+        assert_eq!((lab.sets[1].name.as_str(), lab.sets[1].rules), ("nft-rules100", 100));
         assert_eq!(lab.sets[1].sweep, Some(("nft".into(), "rules".into(), 100)));
         assert!(lab.sets[2].traffic.ipv6 && lab.sets[2].traffic.frame_size == 62);
-        assert_eq!(
-            (
-                lab.sets[0].traffic.paced_step,
-                lab.sets[2].traffic.paced_step
-            ),
-            (256, 32)
-        );
+        assert_eq!((lab.sets[0].traffic.paced_step, lab.sets[2].traffic.paced_step), (256, 32));
     }
 
     #[test]
     fn errors_name_the_place() {
-        let e = Lab::parse(
-            "runs = 5\n[[set]]\nname = \"a\"\ndut = \"bsd\"\n",
-            "lab.toml",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = Lab::parse("runs = 5\n[[set]]\nname = \"a\"\ndut = \"bsd\"\n", "lab.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("lab.toml:4:7:"), "{e}");
-        let e = Lab::parse(
-            "[[set]]\nname = \"a\"\ndut = \"kernel\"\nbogus = 1\n",
-            "lab.toml",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nbogus = 1\n", "lab.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("lab.toml:4:1:"), "{e}");
-        let e = Lab::parse(
-            "seconds = 2\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n",
-            "lab.toml",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = Lab::parse("seconds = 2\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("seconds >= 3"), "{e}");
         assert!(e.starts_with("lab.toml:1:11:"), "{e}");
         let e = Lab::parse(
@@ -649,10 +565,7 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(
-            e.starts_with("lab.toml:1:1:") && e.contains("backend \"dpdk\""),
-            "{e}"
-        );
+        assert!(e.starts_with("lab.toml:1:1:") && e.contains("backend \"dpdk\""), "{e}");
         let e = Lab::parse(
             "[[set]]\nname = \"a\"\ndut = \"linerate\"\noverload = [0.5, -1]\n",
             "lab.toml",
@@ -667,19 +580,13 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("paced_step 512 is not within 1..=256"), "{e}");
-        let e = Lab::parse(
-            "[[set]]\nname = \"a\"\ndut = \"kernel\"\nnft_set = true\n",
-            "lab.toml",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nnft_set = true\n", "lab.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nft_set applies"), "{e}");
-        let e = Lab::parse(
-            "[[set]]\nname = \"a\"\ndut = \"kernel\"\nnat = true\n",
-            "lab.toml",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = Lab::parse("[[set]]\nname = \"a\"\ndut = \"kernel\"\nnat = true\n", "lab.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nat applies"), "{e}");
         let e = Lab::parse(
             "[[set]]\nname = \"a\"\ndut = \"linerate\"\nnat = true\ntraffic = { ipv6 = true }\n",
@@ -688,23 +595,14 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("nat needs IPv4"), "{e}");
-        let e = Lab::parse(
-            "workers = 0\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n",
-            "lab.toml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.starts_with("lab.toml:1:11:") && e.contains("workers within 1..=64"),
-            "{e}"
-        );
+        let e = Lab::parse("workers = 0\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("lab.toml:1:11:") && e.contains("workers within 1..=64"), "{e}");
         assert_eq!(
-            Lab::parse(
-                "workers = 4\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n",
-                "lab.toml"
-            )
-            .unwrap()
-            .workers,
+            Lab::parse("workers = 4\n[[set]]\nname = \"a\"\ndut = \"kernel\"\n", "lab.toml")
+                .unwrap()
+                .workers,
             4
         );
     }

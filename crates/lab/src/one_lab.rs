@@ -32,7 +32,9 @@ impl LabLock {
         }
         match take(path, &std::process::id().to_string())? {
             Taken::Locked(file) => Ok(LabLock { _file: file }),
-            Taken::HeldBy(line) => Err(LabError::Busy { pid: holder_pid(&line), lock: path.display().to_string() }),
+            Taken::HeldBy(line) => {
+                Err(LabError::Busy { pid: holder_pid(&line), lock: path.display().to_string() })
+            }
         }
     }
 }
@@ -49,7 +51,11 @@ mod tests {
         // flock(2) locks belong to the open file: a second open in this process conflicts
         // as a second process would.
         let err = LabLock::take(&path).expect_err("the second lab must be refused").to_string();
-        assert!(err.contains("another `linerate lab` is running") && err.contains(&format!("pid {}", std::process::id())), "{err}");
+        assert!(
+            err.contains("another `linerate lab` is running")
+                && err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
         drop(held);
         // Released: the next lab takes it, also over a file a crashed lab left behind.
         std::fs::write(&path, "999999999\n").unwrap();

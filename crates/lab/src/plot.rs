@@ -27,26 +27,57 @@ fn axis(max: f64) -> (f64, f64) {
     let max = if max > 0.0 && max.is_finite() { max } else { 1.0 };
     let raw = max / 5.0;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| s * 5.0 >= max).unwrap_or(10.0 * mag);
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| s * 5.0 >= max)
+        .unwrap_or(10.0 * mag);
     (step * (max / step).ceil(), step)
 }
 
 fn fmt_pps(v: f64) -> String {
-    if v >= 1e6 { format!("{:.2} M", v / 1e6) } else if v >= 1e3 { format!("{:.0} k", v / 1e3) } else { format!("{v:.0}") }
+    if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0} k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
 }
 
 fn frame(svg: &mut String, title: &str, y_label: &str, top: f64) -> impl Fn(f64) -> f64 + use<> {
     let (ymax, step) = axis(top);
     let plot_h = H - TOP - BOTTOM;
     let y = move |v: f64| H - BOTTOM - v / ymax * plot_h;
-    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#);
-    let _ = write!(svg, r#"<rect width="100%" height="100%" fill="white"/><text x="{}" y="25" text-anchor="middle" font-size="15">{}</text>"#, W / 2.0, escape(title));
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = write!(
+        svg,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="{}" y="25" text-anchor="middle" font-size="15">{}</text>"#,
+        W / 2.0,
+        escape(title)
+    );
     let mut v = 0.0;
     while v <= ymax + step / 2.0 {
-        let _ = write!(svg, r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##, W - RIGHT, LEFT - 6.0, y(v) + 4.0, fmt_pps(v), y = y(v));
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            W - RIGHT,
+            LEFT - 6.0,
+            y(v) + 4.0,
+            fmt_pps(v),
+            y = y(v)
+        );
         v += step;
     }
-    let _ = write!(svg, r#"<text transform="translate(18 {}) rotate(-90)" text-anchor="middle">{}</text>"#, TOP + plot_h / 2.0, escape(y_label));
+    let _ = write!(
+        svg,
+        r#"<text transform="translate(18 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        TOP + plot_h / 2.0,
+        escape(y_label)
+    );
     y
 }
 
@@ -60,11 +91,38 @@ pub fn bars(title: &str, bars: &[Bar<'_>]) -> String {
         let x = LEFT + slot * i as f64 + slot * 0.2;
         let w = slot * 0.6;
         let cx = x + w / 2.0;
-        let _ = write!(svg, r##"<rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="#4a7ab7"/>"##, y(b.median), y(0.0) - y(b.median));
-        let _ = write!(svg, r##"<line x1="{cx:.1}" x2="{cx:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/>"##,
-            y(b.min), y(b.max), cx - 6.0, cx + 6.0, y(b.min), y(b.min), cx - 6.0, cx + 6.0, y(b.max), y(b.max));
-        let _ = write!(svg, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, y(b.max) - 6.0, fmt_pps(b.median));
-        let _ = write!(svg, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, H - BOTTOM + 18.0, escape(b.label));
+        let _ = write!(
+            svg,
+            r##"<rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="#4a7ab7"/>"##,
+            y(b.median),
+            y(0.0) - y(b.median)
+        );
+        let _ = write!(
+            svg,
+            r##"<line x1="{cx:.1}" x2="{cx:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/>"##,
+            y(b.min),
+            y(b.max),
+            cx - 6.0,
+            cx + 6.0,
+            y(b.min),
+            y(b.min),
+            cx - 6.0,
+            cx + 6.0,
+            y(b.max),
+            y(b.max)
+        );
+        let _ = write!(
+            svg,
+            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            y(b.max) - 6.0,
+            fmt_pps(b.median)
+        );
+        let _ = write!(
+            svg,
+            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            H - BOTTOM + 18.0,
+            escape(b.label)
+        );
     }
     svg.push_str("</svg>\n");
     svg
@@ -86,17 +144,41 @@ pub fn lines(title: &str, x_label: &str, series: &[(&str, Vec<(f64, f64)>)]) -> 
     ticks.sort_by(f64::total_cmp);
     ticks.dedup();
     for &v in &ticks {
-        let _ = write!(svg, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{v}</text>"#, x(v), H - BOTTOM + 18.0);
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{v}</text>"#,
+            x(v),
+            H - BOTTOM + 18.0
+        );
     }
-    let _ = write!(svg, r#"<text x="{}" y="{}" text-anchor="middle">{}{}</text>"#, W / 2.0, H - BOTTOM + 40.0, escape(x_label), if log { " (log scale)" } else { "" });
+    let _ = write!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}{}</text>"#,
+        W / 2.0,
+        H - BOTTOM + 40.0,
+        escape(x_label),
+        if log { " (log scale)" } else { "" }
+    );
     for (i, (name, points)) in series.iter().enumerate() {
         let c = colours[i % colours.len()];
-        let path: Vec<String> = points.iter().map(|&(px, py)| format!("{:.1},{:.1}", x(px), y(py))).collect();
-        let _ = write!(svg, r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#, path.join(" "));
+        let path: Vec<String> =
+            points.iter().map(|&(px, py)| format!("{:.1},{:.1}", x(px), y(py))).collect();
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
         for &(px, py) in points {
-            let _ = write!(svg, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#, x(px), y(py));
+            let _ =
+                write!(svg, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#, x(px), y(py));
         }
-        let _ = write!(svg, r#"<text x="{}" y="{}" fill="{c}">{}</text>"#, LEFT + 10.0 + 150.0 * i as f64, H - 20.0, escape(name));
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" fill="{c}">{}</text>"#,
+            LEFT + 10.0 + 150.0 * i as f64,
+            H - 20.0,
+            escape(name)
+        );
     }
     svg.push_str("</svg>\n");
     svg
@@ -115,10 +197,23 @@ mod tests {
 
     #[test]
     fn bars_and_lines_are_well_formed_svg() {
-        let svg = bars("kernel vs linerate", &[Bar { label: "kernel", median: 6.1e5, min: 5.9e5, max: 6.3e5 }, Bar { label: "<lr>", median: 1.2e6, min: 1.1e6, max: 1.3e6 }]);
+        let svg = bars(
+            "kernel vs linerate",
+            &[
+                Bar { label: "kernel", median: 6.1e5, min: 5.9e5, max: 6.3e5 },
+                Bar { label: "<lr>", median: 1.2e6, min: 1.1e6, max: 1.3e6 },
+            ],
+        );
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("&lt;lr&gt;") && svg.contains("1.20 M"));
-        let svg = lines("rules", "rules", &[("nft", vec![(1.0, 5e5), (1000.0, 2e4)]), ("linerate", vec![(1.0, 1e6), (1000.0, 1e6)])]);
+        let svg = lines(
+            "rules",
+            "rules",
+            &[
+                ("nft", vec![(1.0, 5e5), (1000.0, 2e4)]),
+                ("linerate", vec![(1.0, 1e6), (1000.0, 1e6)]),
+            ],
+        );
         assert!(svg.contains("log scale") && svg.matches("<polyline").count() == 2);
     }
 }

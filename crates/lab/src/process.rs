@@ -26,7 +26,12 @@ pub fn terminate(child: &mut Child) {
 /// Starts `cmd` (its stdout as the caller set it; stderr is read here) and waits until a line
 /// of its stderr contains `ready`. Fails, stopping the child, if it exits first, if `timeout`
 /// passes, or if `stop` is set.
-pub fn wait_ready(mut cmd: Command, ready: &str, timeout: Duration, stop: &AtomicBool) -> Result<Child, LabError> {
+pub fn wait_ready(
+    mut cmd: Command,
+    ready: &str,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<Child, LabError> {
     let mut child = cmd.stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
     let stderr = child.stderr.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -53,11 +58,17 @@ pub fn wait_ready(mut cmd: Command, ready: &str, timeout: Duration, stop: &Atomi
             Ok(Ok(())) => return Ok(child),
             Ok(Err(seen)) => {
                 terminate(&mut child);
-                return Err(LabError::Process { what: format!("{what} exited before it was ready"), detail: seen.trim().to_owned() });
+                return Err(LabError::Process {
+                    what: format!("{what} exited before it was ready"),
+                    detail: seen.trim().to_owned(),
+                });
             }
             Err(_) if Instant::now() > deadline => {
                 terminate(&mut child);
-                return Err(LabError::Process { what, detail: format!("not ready after {} s", timeout.as_secs()) });
+                return Err(LabError::Process {
+                    what,
+                    detail: format!("not ready after {} s", timeout.as_secs()),
+                });
             }
             Err(_) => {}
         }

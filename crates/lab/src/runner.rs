@@ -23,7 +23,10 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::configs::{DUT0_MAC, DUT1_MAC, GEN_MAC, NFT_MASQUERADE, PF_NAT, RCV_MAC, linerate_config, linerate_rules, nft_ruleset, nft_set_ruleset, ranges_part};
+use crate::configs::{
+    DUT0_MAC, DUT1_MAC, GEN_MAC, NFT_MASQUERADE, PF_NAT, RCV_MAC, linerate_config, linerate_rules,
+    nft_ruleset, nft_set_ruleset, ranges_part,
+};
 pub use crate::error::LabError;
 use crate::labfile::{Dut, Set};
 use crate::one_lab::{LOCK_FILE, LabLock};
@@ -48,12 +51,7 @@ pub struct Cpus {
 
 impl Default for Cpus {
     fn default() -> Self {
-        Cpus {
-            generator: 0,
-            dut: 1,
-            receiver: 0,
-            workers: 1,
-        }
+        Cpus { generator: 0, dut: 1, receiver: 0, workers: 1 }
     }
 }
 
@@ -126,9 +124,7 @@ pub fn cpu_mask(cpu: usize) -> String {
 }
 
 fn sh(ns: &Namespace, script: &str) -> Result<(), LabError> {
-    ns.exec("sh", &["-c", script])
-        .map(|_| ())
-        .map_err(LabError::from)
+    ns.exec("sh", &["-c", script]).map(|_| ()).map_err(LabError::from)
 }
 
 /// Turns threaded NAPI on for `ifname` (a veth with GRO on) and receive packet steering off
@@ -153,10 +149,8 @@ const RECEIVER_NAPI_FIFO: &str = "50";
 /// the default priority; returns the threads.
 fn place_napi(ns: &Namespace, ifname: &str, first: usize) -> Result<Vec<u32>, LabError> {
     let out = ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])?;
-    let ifindex: u32 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .map_err(|_| LabError::Process {
+    let ifindex: u32 =
+        String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| LabError::Process {
             what: format!("ifindex of {ifname}"),
             detail: String::from_utf8_lossy(&out.stdout).into_owned(),
         })?;
@@ -168,12 +162,7 @@ fn place_napi(ns: &Namespace, ifname: &str, first: usize) -> Result<Vec<u32>, La
         .map_err(what)?;
     let placed: Vec<(u32, usize)> = napis
         .iter()
-        .filter_map(|n| {
-            Some((
-                n.tid?,
-                first + n.rx_queues.first().copied().unwrap_or(0) as usize,
-            ))
-        })
+        .filter_map(|n| Some((n.tid?, first + n.rx_queues.first().copied().unwrap_or(0) as usize)))
         .collect();
     if placed.is_empty() {
         return Err(LabError::Process {
@@ -199,29 +188,13 @@ impl LabEnv {
         );
         let queues = cpus.queues();
         veth_offloads_off(
-            End {
-                ns: &generator,
-                name: "lrg0",
-                mac: GEN_MAC,
-            },
-            End {
-                ns: &dut,
-                name: "lrd0",
-                mac: DUT0_MAC,
-            },
+            End { ns: &generator, name: "lrg0", mac: GEN_MAC },
+            End { ns: &dut, name: "lrd0", mac: DUT0_MAC },
             queues,
         )?;
         veth_offloads_off(
-            End {
-                ns: &dut,
-                name: "lrd1",
-                mac: DUT1_MAC,
-            },
-            End {
-                ns: &rcv,
-                name: "lrr0",
-                mac: RCV_MAC,
-            },
+            End { ns: &dut, name: "lrd1", mac: DUT1_MAC },
+            End { ns: &rcv, name: "lrr0", mac: RCV_MAC },
             queues,
         )?;
         for (ns, ifname, v4, v6) in [
@@ -249,17 +222,7 @@ impl LabEnv {
             ("2001:2:0:2::2", RCV_MAC, "lrd1"),
             ("2001:2:0:1::2", GEN_MAC, "lrd0"),
         ] {
-            dut.ip(&[
-                "neigh",
-                "replace",
-                addr,
-                "lladdr",
-                mac,
-                "nud",
-                "permanent",
-                "dev",
-                dev,
-            ])?;
+            dut.ip(&["neigh", "replace", addr, "lladdr", mac, "nud", "permanent", "dev", dev])?;
         }
         // Routes through the DUT for the lab's pings (the generator's frames need none).
         generator.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.0.1"])?;
@@ -330,10 +293,8 @@ impl LabEnv {
         let rcv_out = rcv.wait_output(stop)?;
         let grown = self.counters().grown_since(&before);
         let report = dut.stop();
-        let rcv_json = last_json(&rcv_out).ok_or_else(|| LabError::Process {
-            what: "rcv".into(),
-            detail: rcv_out.clone(),
-        })?;
+        let rcv_json = last_json(&rcv_out)
+            .ok_or_else(|| LabError::Process { what: "rcv".into(), detail: rcv_out.clone() })?;
         let per_second: Vec<f64> = rcv_json["per_second"]
             .as_array()
             .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
@@ -376,13 +337,9 @@ impl LabEnv {
             return Ok(());
         };
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
-        let paced = rate
-            .map(|r| format!("paced at {r:.0} pps"))
-            .unwrap_or_else(|| "full speed".into());
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let paced =
+            rate.map(|r| format!("paced at {r:.0} pps")).unwrap_or_else(|| "full speed".into());
         writeln!(
             f,
             "== {} ({paced}): offered {}, refused by the DUT's input {}, received {}, {:.0} pps",
@@ -405,21 +362,9 @@ impl LabEnv {
     pub fn ping(&self, set: &Set, count: u32, stop: &AtomicBool) -> Result<f64, LabError> {
         let _dut = self.start_dut(set, stop)?;
         let mut cmd = self.generator.command("ping");
-        cmd.args([
-            "-n",
-            "-c",
-            &(count + 1).to_string(),
-            "-i",
-            "1",
-            "-W",
-            "1",
-            "198.19.0.2",
-        ]);
-        let child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .stdin(Stdio::null())
-            .spawn()?;
+        cmd.args(["-n", "-c", &(count + 1).to_string(), "-i", "1", "-W", "1", "198.19.0.2"]);
+        let child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?;
         let out = ChildGuard(Some(child)).wait_output(stop)?;
         let rtts: Vec<f64> = out.lines().filter_map(ping_time_us).skip(1).collect();
         if rtts.is_empty() {
@@ -444,9 +389,7 @@ impl LabEnv {
             .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
             .unwrap_or_default();
         // What it offers: what the DUT's input took and what it refused (ring full).
-        Ok(active_median(&per_second)
-            .unwrap_or(0.0)
-            .max(offered_pps(&json)))
+        Ok(active_median(&per_second).unwrap_or(0.0).max(offered_pps(&json)))
     }
 
     fn spawn_rcv(&self, seconds: u32) -> Result<Child, LabError> {
@@ -464,11 +407,7 @@ impl LabEnv {
             "-t",
             &seconds.to_string(),
         ]);
-        Ok(cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .stdin(Stdio::null())
-            .spawn()?)
+        Ok(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn()?)
     }
 
     /// Runs the generators, one per worker on its own CPU with its share of the destinations
@@ -481,9 +420,8 @@ impl LabEnv {
         stop: &AtomicBool,
     ) -> Result<serde_json::Value, LabError> {
         let parts = self.cpus.queues();
-        let rate = rate
-            .or((set.traffic.rate > 0.0).then_some(set.traffic.rate))
-            .map(|r| r / parts as f64);
+        let rate =
+            rate.or((set.traffic.rate > 0.0).then_some(set.traffic.rate)).map(|r| r / parts as f64);
         let mut children = Vec::new();
         for part in 0..parts {
             let child = self
@@ -497,10 +435,10 @@ impl LabEnv {
         let mut summaries = Vec::new();
         for child in &mut children {
             let out = child.wait_output(stop)?;
-            summaries.push(last_json(&out).ok_or_else(|| LabError::Process {
-                what: "gen".into(),
-                detail: out.clone(),
-            })?);
+            summaries.push(
+                last_json(&out)
+                    .ok_or_else(|| LabError::Process { what: "gen".into(), detail: out.clone() })?,
+            );
         }
         Ok(combine_gen(&summaries))
     }
@@ -515,9 +453,7 @@ impl LabEnv {
     ) -> std::process::Command {
         let t = &set.traffic;
         let (src, dst) = ranges_part(t.flows, t.ipv6, part as u32, self.cpus.queues() as u32);
-        let mut cmd = self
-            .generator
-            .command(self.bin.to_str().unwrap_or("linerate"));
+        let mut cmd = self.generator.command(self.bin.to_str().unwrap_or("linerate"));
         let cpu = (self.cpus.generator + part).to_string();
         cmd.args([
             "gen",
@@ -555,13 +491,9 @@ impl LabEnv {
         let forwarding = set.dut != Dut::Linerate;
         let f = if forwarding { "1" } else { "0" };
         self.dut.sysctl(&format!("net.ipv4.ip_forward={f}"))?;
-        self.dut
-            .sysctl(&format!("net.ipv6.conf.all.forwarding={f}"))?;
+        self.dut.sysctl(&format!("net.ipv6.conf.all.forwarding={f}"))?;
         let _ = self.dut.exec("nft", &["flush", "ruleset"]);
-        let mut guard = DutGuard {
-            env: self,
-            child: None,
-        };
+        let mut guard = DutGuard { env: self, child: None };
         if forwarding {
             // linerate places it itself; a linerate run before may have moved it.
             place_napi(&self.dut, "lrd0", self.cpus.dut)?;
@@ -586,11 +518,7 @@ impl LabEnv {
                 // rules = N: the same N non-matching rules as the nftables set, in pf syntax.
                 let rules = (set.rules > 0 || set.nat).then(|| self.dir.join("rules.conf"));
                 if let Some(r) = &rules {
-                    let mut text = if set.nat {
-                        String::from(PF_NAT)
-                    } else {
-                        String::new()
-                    };
+                    let mut text = if set.nat { String::from(PF_NAT) } else { String::new() };
                     text.push_str(&linerate_rules(set.rules, set.conntrack || set.nat));
                     std::fs::write(r, text)?;
                 }
@@ -610,12 +538,8 @@ impl LabEnv {
                     &self.cpus.queues().to_string(),
                 ]);
                 cmd.stdout(std::fs::File::create(self.dir.join(DUT_REPORT))?);
-                guard.child = Some(wait_ready(
-                    cmd,
-                    "forwarding with",
-                    Duration::from_secs(15),
-                    stop,
-                )?);
+                guard.child =
+                    Some(wait_ready(cmd, "forwarding with", Duration::from_secs(15), stop)?);
             }
         }
         Ok(guard)
@@ -637,10 +561,7 @@ impl DutGuard<'_> {
         };
         terminate(&mut child);
         let text = std::fs::read_to_string(self.env.dir.join(DUT_REPORT)).unwrap_or_default();
-        text.lines()
-            .take_while(|l| !l.starts_with("slow path"))
-            .map(|l| format!("{l}\n"))
-            .collect()
+        text.lines().take_while(|l| !l.starts_with("slow path")).map(|l| format!("{l}\n")).collect()
     }
 }
 
@@ -712,11 +633,7 @@ fn ping_time_us(line: &str) -> Option<f64> {
 /// DUT's input refused, per second of the run.
 fn offered_pps(summary: &serde_json::Value) -> f64 {
     let n = summary["sent"].as_u64().unwrap_or(0) + summary["dropped"].as_u64().unwrap_or(0);
-    n as f64
-        / summary["seconds"]
-            .as_f64()
-            .filter(|s| *s > 0.0)
-            .unwrap_or(1.0)
+    n as f64 / summary["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0)
 }
 
 /// Several generators' summaries as one: frames and rates summed, per-second rates summed
@@ -725,20 +642,11 @@ fn combine_gen(summaries: &[serde_json::Value]) -> serde_json::Value {
     if let [one] = summaries {
         return one.clone();
     }
-    let sum = |key: &str| {
-        summaries
-            .iter()
-            .map(|s| s[key].as_u64().unwrap_or(0))
-            .sum::<u64>()
-    };
+    let sum = |key: &str| summaries.iter().map(|s| s[key].as_u64().unwrap_or(0)).sum::<u64>();
     let mut per_second: Vec<f64> = Vec::new();
     for s in summaries {
-        for (i, v) in s["per_second"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_f64())
-            .enumerate()
+        for (i, v) in
+            s["per_second"].as_array().into_iter().flatten().filter_map(|v| v.as_f64()).enumerate()
         {
             if per_second.len() <= i {
                 per_second.resize(i + 1, 0.0);
@@ -746,22 +654,14 @@ fn combine_gen(summaries: &[serde_json::Value]) -> serde_json::Value {
             per_second[i] += v;
         }
     }
-    let median_pps: f64 = summaries
-        .iter()
-        .filter_map(|s| s["median_pps"].as_f64())
-        .sum();
-    let seconds = summaries
-        .iter()
-        .filter_map(|s| s["seconds"].as_f64())
-        .fold(0.0, f64::max);
+    let median_pps: f64 = summaries.iter().filter_map(|s| s["median_pps"].as_f64()).sum();
+    let seconds = summaries.iter().filter_map(|s| s["seconds"].as_f64()).fold(0.0, f64::max);
     serde_json::json!({ "sent": sum("sent"), "dropped": sum("dropped"), "median_pps": median_pps, "seconds": seconds, "per_second": per_second })
 }
 
 fn last_json(out: &str) -> Option<serde_json::Value> {
     out.lines().rev().find_map(|l| {
-        serde_json::from_str::<serde_json::Value>(l)
-            .ok()
-            .filter(|v| v.get("per_second").is_some())
+        serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("per_second").is_some())
     })
 }
 
@@ -785,10 +685,7 @@ mod tests {
             ping_time_us("64 bytes from 198.19.0.2: icmp_seq=2 ttl=63 time=0.052 ms"),
             Some(52.0)
         );
-        assert_eq!(
-            ping_time_us("PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data."),
-            None
-        );
+        assert_eq!(ping_time_us("PING 198.19.0.2 (198.19.0.2) 56(84) bytes of data."), None);
     }
 
     #[test]
@@ -806,5 +703,4 @@ mod tests {
         );
         assert_eq!(active_median(&[0.0, 0.0]), None);
     }
-
 }

@@ -14,7 +14,11 @@ pub struct Trial {
 impl Trial {
     /// Frames lost, as a fraction of frames sent.
     pub fn loss(&self) -> f64 {
-        if self.sent == 0 { 1.0 } else { self.sent.saturating_sub(self.received) as f64 / self.sent as f64 }
+        if self.sent == 0 {
+            1.0
+        } else {
+            self.sent.saturating_sub(self.received) as f64 / self.sent as f64
+        }
     }
 }
 
@@ -38,7 +42,10 @@ pub struct SearchResult {
 }
 
 /// Runs the search; `trial(rate)` offers `rate` pps for one trial and reports what arrived.
-pub fn search<E>(p: &SearchParams, mut trial: impl FnMut(f64) -> Result<Trial, E>) -> Result<SearchResult, E> {
+pub fn search<E>(
+    p: &SearchParams,
+    mut trial: impl FnMut(f64) -> Result<Trial, E>,
+) -> Result<SearchResult, E> {
     let (mut pass, mut fail) = (0.0f64, p.max_pps);
     let mut rate = p.max_pps;
     let mut trials = Vec::new();
@@ -75,7 +82,12 @@ mod tests {
 
     #[test]
     fn converges_to_capacity_within_tolerance() {
-        let p = SearchParams { max_pps: 1_000_000.0, tolerance_pps: 1000.0, max_trials: 50, acceptable_loss: 0.0 };
+        let p = SearchParams {
+            max_pps: 1_000_000.0,
+            tolerance_pps: 1000.0,
+            max_trials: 50,
+            acceptable_loss: 0.0,
+        };
         let r = search(&p, dut(637_000.0)).unwrap();
         assert!(r.rate_pps <= 637_000.0 && r.rate_pps > 636_000.0 - 1000.0, "{}", r.rate_pps);
         assert!(r.trials.len() <= 12);
@@ -85,7 +97,12 @@ mod tests {
 
     #[test]
     fn stops_at_max_when_the_dut_keeps_up_and_at_zero_when_it_never_does() {
-        let p = SearchParams { max_pps: 1000.0, tolerance_pps: 1.0, max_trials: 30, acceptable_loss: 0.0 };
+        let p = SearchParams {
+            max_pps: 1000.0,
+            tolerance_pps: 1.0,
+            max_trials: 30,
+            acceptable_loss: 0.0,
+        };
         let r = search(&p, dut(5000.0)).unwrap();
         assert_eq!((r.rate_pps, r.trials.len()), (1000.0, 1));
         let r = search(&p, dut(0.0)).unwrap();
@@ -96,7 +113,12 @@ mod tests {
 
     #[test]
     fn errors_propagate() {
-        let p = SearchParams { max_pps: 1000.0, tolerance_pps: 1.0, max_trials: 30, acceptable_loss: 0.0 };
+        let p = SearchParams {
+            max_pps: 1000.0,
+            tolerance_pps: 1.0,
+            max_trials: 30,
+            acceptable_loss: 0.0,
+        };
         assert_eq!(search(&p, |_| Err::<Trial, _>("boom")), Err("boom"));
     }
 }

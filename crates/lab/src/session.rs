@@ -77,8 +77,7 @@ impl SetResult {
         if v.is_empty() {
             return (0.0, 0.0);
         }
-        v.iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+        v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
     }
 
     /// Median share of the frames the generator offered that reached the receiver.
@@ -87,13 +86,7 @@ impl SetResult {
             &self
                 .runs
                 .iter()
-                .map(|r| {
-                    if r.offered == 0 {
-                        0.0
-                    } else {
-                        r.received as f64 / r.offered as f64
-                    }
-                })
+                .map(|r| if r.offered == 0 { 0.0 } else { r.received as f64 / r.offered as f64 })
                 .collect::<Vec<_>>(),
         )
     }
@@ -128,15 +121,8 @@ impl SetResult {
     /// The highest delivered rate of the sweep (its flood point is the runs' median), and
     /// what the sweep's highest offered load delivered as a share of it.
     pub fn overload_verdict(&self) -> Option<(f64, f64)> {
-        let last = self
-            .overload
-            .iter()
-            .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))?;
-        let peak = self
-            .overload
-            .iter()
-            .map(|p| p.delivered_pps)
-            .fold(0.0, f64::max);
+        let last = self.overload.iter().max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))?;
+        let peak = self.overload.iter().map(|p| p.delivered_pps).fold(0.0, f64::max);
         (peak > 0.0).then(|| (peak, last.delivered_pps / peak))
     }
 
@@ -144,11 +130,7 @@ impl SetResult {
     /// goes (no `rate`) and more than the paced points did.
     fn flood_point(&self) -> Option<OverloadPoint> {
         let (base, offered) = (self.overload_base(), self.offered());
-        let paced_max = self
-            .overload
-            .iter()
-            .map(|p| p.offered_pps)
-            .fold(0.0, f64::max);
+        let paced_max = self.overload.iter().map(|p| p.offered_pps).fold(0.0, f64::max);
         let unpaced = self.set.traffic.rate <= 0.0 && !self.runs.is_empty() && base > 0.0;
         (unpaced && offered > paced_max).then(|| OverloadPoint {
             multiple: offered / base,
@@ -226,10 +208,7 @@ pub fn run(
         + pings;
     let mut done = 0;
     for mix in &mixes {
-        let r = results
-            .iter()
-            .find(|r| r.set.traffic == *mix)
-            .expect("mix from a set");
+        let r = results.iter().find(|r| r.set.traffic == *mix).expect("mix from a set");
         progress(Progress {
             done,
             total,
@@ -321,11 +300,8 @@ pub fn run(
 
 /// The ministat comparison of the sets (the first set is the reference), as ministat prints it.
 pub fn ministat(results: &[SetResult]) -> String {
-    let samples: Vec<(String, Vec<f64>)> = results
-        .iter()
-        .take(7)
-        .map(|r| (r.set.name.clone(), r.values()))
-        .collect();
+    let samples: Vec<(String, Vec<f64>)> =
+        results.iter().take(7).map(|r| (r.set.name.clone(), r.values())).collect();
     match stat::try_compare(&samples, &stat::Options::default()) {
         Ok(s) => s,
         Err(e) => format!("(no ministat comparison: {e})\n"),
@@ -349,11 +325,8 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
         );
     }
     if let Some(r) = results.first() {
-        let _ = writeln!(
-            s,
-            "generator alone (DUT dropping everything): {:.0} pps",
-            r.generator_pps
-        );
+        let _ =
+            writeln!(s, "generator alone (DUT dropping everything): {:.0} pps", r.generator_pps);
     }
     let _ = writeln!(
         s,
@@ -412,14 +385,7 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
             let points: Vec<String> = r
                 .overload
                 .iter()
-                .map(|p| {
-                    format!(
-                        "{}: {:.0} -> {:.0}",
-                        p.label(),
-                        p.offered_pps,
-                        p.delivered_pps
-                    )
-                })
+                .map(|p| format!("{}: {:.0} -> {:.0}", p.label(), p.offered_pps, p.delivered_pps))
                 .collect();
             let _ = writeln!(
                 s,
@@ -436,8 +402,7 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
                 .overload
                 .iter()
                 .filter_map(|p| {
-                    p.lost
-                        .map(|(l, offered)| format!("{}: {}", p.label(), l.shares(offered)))
+                    p.lost.map(|(l, offered)| format!("{}: {}", p.label(), l.shares(offered)))
                 })
                 .collect();
             if !lost.is_empty() {
@@ -449,10 +414,8 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
             }
         }
     }
-    let lost: Vec<(&str, Losses, u64)> = results
-        .iter()
-        .filter_map(|r| r.lost().map(|(l, n)| (r.set.name.as_str(), l, n)))
-        .collect();
+    let lost: Vec<(&str, Losses, u64)> =
+        results.iter().filter_map(|r| r.lost().map(|(l, n)| (r.set.name.as_str(), l, n))).collect();
     if !lost.is_empty() {
         let _ = writeln!(
             s,
@@ -483,16 +446,10 @@ pub fn summary(lab: &Lab, results: &[SetResult]) -> String {
 /// study's question, and the fair answer to it.
 fn ratios(results: &[SetResult]) -> String {
     let find = |f: &dyn Fn(&SetResult) -> bool| {
-        results
-            .iter()
-            .find(|r| f(r))
-            .map(|r| (r.set.name.as_str(), r.median()))
+        results.iter().find(|r| f(r)).map(|r| (r.set.name.as_str(), r.median()))
     };
     let mut s = String::new();
-    for lr in results
-        .iter()
-        .filter(|r| r.set.dut == crate::labfile::Dut::Linerate)
-    {
+    for lr in results.iter().filter(|r| r.set.dut == crate::labfile::Dut::Linerate) {
         let same = |nft_set: bool| {
             find(&|r: &SetResult| {
                 r.set.dut == crate::labfile::Dut::KernelNft
@@ -502,10 +459,7 @@ fn ratios(results: &[SetResult]) -> String {
                     && r.set.nat == lr.set.nat
             })
         };
-        for (name, pps) in [same(false), same(true)]
-            .into_iter()
-            .flatten()
-            .filter(|(_, p)| *p > 0.0)
+        for (name, pps) in [same(false), same(true)].into_iter().flatten().filter(|(_, p)| *p > 0.0)
         {
             let _ = writeln!(s, "{} / {}: {:.2}x", lr.set.name, name, lr.median() / pps);
         }
@@ -553,18 +507,12 @@ pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()
             min,
             max,
             r.delivered(),
-            r.search
-                .as_ref()
-                .map(|s| format!("{:.0}", s.rate_pps))
-                .unwrap_or_default()
+            r.search.as_ref().map(|s| format!("{:.0}", s.rate_pps)).unwrap_or_default()
         );
     }
     std::fs::write(dir.join("runs.csv"), runs)?;
     std::fs::write(dir.join("sets.csv"), sets)?;
-    std::fs::write(
-        dir.join("results.json"),
-        format!("{}\n", to_json(lab, results)),
-    )?;
+    std::fs::write(dir.join("results.json"), format!("{}\n", to_json(lab, results)))?;
     std::fs::write(dir.join("plot.svg"), svg(results))?;
     if results.iter().any(|r| !r.overload.is_empty()) {
         // Frames offered, and where those lost were dropped (empty without the counters).
@@ -604,22 +552,15 @@ pub fn svg(results: &[SetResult]) -> String {
                 None => families.push((base, vec![(v as f64, r.median())])),
             }
         }
-        let series: Vec<(&str, Vec<(f64, f64)>)> = families
-            .iter()
-            .map(|(n, p)| (n.as_str(), p.clone()))
-            .collect();
+        let series: Vec<(&str, Vec<(f64, f64)>)> =
+            families.iter().map(|(n, p)| (n.as_str(), p.clone())).collect();
         return plot::lines(&format!("forwarding rate vs {param}"), &param, &series);
     }
     let bars: Vec<plot::Bar<'_>> = results
         .iter()
         .map(|r| {
             let (min, max) = r.min_max();
-            plot::Bar {
-                label: &r.set.name,
-                median: r.median(),
-                min,
-                max,
-            }
+            plot::Bar { label: &r.set.name, median: r.median(), min, max }
         })
         .collect();
     plot::bars("forwarding rate at the receiver", &bars)
@@ -633,18 +574,11 @@ pub fn overload_svg(results: &[SetResult]) -> String {
         .map(|r| {
             (
                 r.set.name.as_str(),
-                r.overload
-                    .iter()
-                    .map(|p| (p.offered_pps, p.delivered_pps))
-                    .collect(),
+                r.overload.iter().map(|p| (p.offered_pps, p.delivered_pps)).collect(),
             )
         })
         .collect();
-    plot::lines(
-        "delivered vs offered (overload sweep)",
-        "offered pps",
-        &series,
-    )
+    plot::lines("delivered vs offered (overload sweep)", "offered pps", &series)
 }
 
 /// `{"sets":[{"name":..., "dut":..., "runs_pps":[...], "median_pps":...}, ...]}`
@@ -710,11 +644,9 @@ mod tests {
             overload: Vec::new(),
             ping_us: None,
         };
-        for (multiple, offered, delivered) in [
-            (0.5, 170e3, 170e3),
-            (1.0, 340e3, 330e3),
-            (3.0, 600e3, 360e3),
-        ] {
+        for (multiple, offered, delivered) in
+            [(0.5, 170e3, 170e3), (1.0, 340e3, 330e3), (3.0, 600e3, 360e3)]
+        {
             r.overload.push(OverloadPoint {
                 multiple,
                 offered_pps: offered,
@@ -723,9 +655,7 @@ mod tests {
                 lost: None,
             });
         }
-        let flood = r
-            .flood_point()
-            .expect("the runs offered more than the paced points");
+        let flood = r.flood_point().expect("the runs offered more than the paced points");
         assert!(flood.flood && flood.offered_pps == 4.5e6 && flood.delivered_pps == 345e3);
         assert_eq!(flood.label(), format!("flood ({:.1}x)", 4.5e6 / 345e3));
         r.overload.push(flood);
@@ -745,12 +675,7 @@ mod tests {
         let mut runs = vec![run(300e3, 4e6), run(345e3, 5e6), run(394e3, 4.5e6)];
         for (r, input) in runs.iter_mut().zip([600, 400]) {
             r.offered = 1000;
-            r.losses = Some(Losses {
-                input,
-                inside: 50,
-                socket: 40,
-                output: 10,
-            });
+            r.losses = Some(Losses { input, inside: 50, socket: 40, output: 10 });
         }
         let r = SetResult {
             set: lab.sets[1].clone(),
@@ -760,12 +685,7 @@ mod tests {
             overload: Vec::new(),
             ping_us: None,
         };
-        let want = Losses {
-            input: 1000,
-            inside: 100,
-            socket: 80,
-            output: 20,
-        };
+        let want = Losses { input: 1000, inside: 100, socket: 80, output: 20 };
         assert_eq!(r.lost(), Some((want, 2000)));
         let text = summary(&lab, std::slice::from_ref(&r));
         assert!(

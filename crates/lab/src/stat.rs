@@ -281,10 +281,7 @@ fn relative(out: &mut Vec<u8>, d: &Difference) {
             fmt_g(d.pooled_sd, 6),
         )
     } else {
-        format!(
-            "No difference proven at {}% confidence\n",
-            d.confidence.label()
-        )
+        format!("No difference proven at {}% confidence\n", d.confidence.label())
     };
     out.extend_from_slice(text.as_bytes());
 }

@@ -99,7 +99,11 @@ impl Namespace {
     /// measurement turns them off so that every set (the kernel, linerate) is offered and
     /// forwards the same per-packet frames, as the study turned TSO/LRO off on its routers.
     pub fn offloads_off(&self, ifname: &str) -> Result<(), TopologyError> {
-        self.exec("ethtool", &["-K", ifname, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off"]).map(|_| ())
+        self.exec(
+            "ethtool",
+            &["-K", ifname, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off"],
+        )
+        .map(|_| ())
     }
 
     /// Adds an address (CIDR) to an interface and brings it up.
@@ -205,7 +209,11 @@ mod tests {
         {
             let a = Namespace::create(&na).unwrap();
             let b = Namespace::create(&nb).unwrap();
-            veth(End { ns: &a, name: "lrt0", mac: "02:00:00:00:01:01" }, End { ns: &b, name: "lrt1", mac: "02:00:00:00:01:02" }).unwrap();
+            veth(
+                End { ns: &a, name: "lrt0", mac: "02:00:00:00:01:01" },
+                End { ns: &b, name: "lrt1", mac: "02:00:00:00:01:02" },
+            )
+            .unwrap();
             a.addr("lrt0", "198.18.0.1/30").unwrap();
             b.addr("lrt1", "198.18.0.2/30").unwrap();
             let ping = a.exec("ping", &["-c", "1", "-W", "2", "198.18.0.2"]);

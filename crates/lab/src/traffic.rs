@@ -46,10 +46,10 @@ fn open(
         Backend::AfPacket => opener.open_packet(iface, 0).map_err(|e| e.to_string()),
         Backend::AfXdp => opener.open_xdp(pool, iface, 0).map_err(|e| e.to_string()),
         Backend::XdpSink => Err("the xdp-sink backend only receives (linerate rcv)".to_string()),
-        Backend::XdpLive => Err(
-            "the xdp-live backend only sends (linerate gen; see traffic::generate_live)"
-                .to_string(),
-        ),
+        Backend::XdpLive => {
+            Err("the xdp-live backend only sends (linerate gen; see traffic::generate_live)"
+                .to_string())
+        }
     };
     let (rx, tx, _) = res.map_err(|e| TrafficError::Open(format!("{iface}: {e}")))?;
     Ok((rx, tx))
@@ -350,9 +350,7 @@ fn receive_in_kernel(
     on_second: impl FnMut(usize, f64),
 ) -> Result<Report, TrafficError> {
     let sink = io::xdp::sink::CountingSink::attach(iface).map_err(|e| {
-        TrafficError::Open(format!(
-            "{iface}: cannot attach the counting XDP program: {e}"
-        ))
+        TrafficError::Open(format!("{iface}: cannot attach the counting XDP program: {e}"))
     })?;
     let read = || {
         sink.counts()
@@ -377,11 +375,8 @@ fn receive_in_kernel(
 /// The lab's measure of a run: the median of the per-second rates, leaving out the first and
 /// last seconds (ramp-up and tail), as the study did with its receiver's output.
 pub fn run_value(per_second: &[f64]) -> Option<f64> {
-    let inner = if per_second.len() > 2 {
-        &per_second[1..per_second.len() - 1]
-    } else {
-        per_second
-    };
+    let inner =
+        if per_second.len() > 2 { &per_second[1..per_second.len() - 1] } else { per_second };
     (!inner.is_empty()).then(|| crate::stat::median(inner))
 }
 

@@ -70,11 +70,8 @@ fn ministat_fixtures() {
         let dir = fixtures().join("cases");
         let want_out = fs::read(dir.join(format!("{}.out", c.name))).unwrap();
         let want_err = fs::read(dir.join(format!("{}.err", c.name))).unwrap();
-        let want_rc: i32 = fs::read_to_string(dir.join(format!("{}.rc", c.name)))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let want_rc: i32 =
+            fs::read_to_string(dir.join(format!("{}.rc", c.name))).unwrap().trim().parse().unwrap();
         let (out, err, rc) = run_case(c);
         if out != want_out || err != want_err || rc != want_rc {
             failures.push(format!(
@@ -88,11 +85,7 @@ fn ministat_fixtures() {
             ));
         }
     }
-    eprintln!(
-        "FreeBSD-current fixtures: {} of {} match",
-        all.len() - failures.len(),
-        all.len()
-    );
+    eprintln!("FreeBSD-current fixtures: {} of {} match", all.len() - failures.len(), all.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
     // Debian's binary, with the relative line recomputed.
@@ -152,9 +145,7 @@ fn patch_relative(debian: &str, c: &Case) -> (String, usize) {
             })
             .collect()
     };
-    let mut margins = sets[1..]
-        .iter()
-        .map(|s| new_margin_pct(s, &sets[0], inv.confidence));
+    let mut margins = sets[1..].iter().map(|s| new_margin_pct(s, &sets[0], inv.confidence));
     let mut patched = 0;
     let mut out = String::new();
     for line in debian.split_inclusive('\n') {
@@ -330,10 +321,8 @@ fn printf_g_spot_checks() {
 fn compare_matches_the_command() {
     let data = fixtures().join("data");
     let load = |f: &str| -> Vec<f64> { read_values(&fs::read(data.join(f)).unwrap(), 1, b" \t") };
-    let samples = vec![
-        ("iguana".to_string(), load("iguana")),
-        ("chameleon".to_string(), load("chameleon")),
-    ];
+    let samples =
+        vec![("iguana".to_string(), load("iguana")), ("chameleon".to_string(), load("chameleon"))];
     let opts = stat::Options {
         confidence: Confidence::P80,
         width: 60,
@@ -344,18 +333,13 @@ fn compare_matches_the_command() {
     assert_eq!(stat::compare(&samples, &opts), want);
     assert!(want.contains("\t80% +/- 102.3%\n"));
 
-    let quiet = stat::Options {
-        quiet: true,
-        ..stat::Options::default()
-    };
+    let quiet = stat::Options { quiet: true, ..stat::Options::default() };
     let want = fs::read_to_string(fixtures().join("cases/man_q.out")).unwrap();
     assert_eq!(stat::compare(&samples, &quiet), want);
 
     let too_few = vec![("a".to_string(), vec![1.0, 2.0])];
     assert_eq!(
-        stat::try_compare(&too_few, &stat::Options::default())
-            .unwrap_err()
-            .to_string(),
+        stat::try_compare(&too_few, &stat::Options::default()).unwrap_err().to_string(),
         "Dataset a must contain at least 3 data points"
     );
     assert!(stat::try_compare(&[], &stat::Options::default()).is_err());
@@ -367,10 +351,7 @@ fn compare_matches_the_command() {
     assert_eq!(cfmt::fmt_g(d.margin_pct, 6), "102.3");
     assert_eq!(cfmt::fmt_g(d.margin, 6), "212.215");
     let sum = s.summary(false);
-    assert_eq!(
-        (sum.n, sum.min, sum.max, sum.median, sum.avg),
-        (5, 150.0, 930.0, 500.0, 540.0)
-    );
+    assert_eq!((sum.n, sum.min, sum.max, sum.median, sum.avg), (5, 150.0, 930.0, 500.0, 540.0));
 }
 
 /// `-` and no operands read stdin; an unreadable stdin counts as empty.
@@ -397,11 +378,6 @@ fn stdin_and_write_errors() {
         (2, "Dataset <stdin> must contain at least 3 data points\n")
     );
     // ministat ignores stdout errors.
-    let rc = stat::run(
-        &["-n".into()],
-        &mut &b"1\n2\n3\n"[..],
-        &mut Failing,
-        &mut Vec::new(),
-    );
+    let rc = stat::run(&["-n".into()], &mut &b"1\n2\n3\n"[..], &mut Failing, &mut Vec::new());
     assert_eq!(rc, 0);
 }

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
 use ::bench::interference::{Interference, NOTABLE};
 use ::bench::{BenchConfig, BenchFirewall, BenchFirewallResult, BenchResult, RouteSource};
+use anyhow::{Result, bail};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -91,7 +91,9 @@ pub enum RuleShape {
 pub fn main(args: BenchArgs) -> Result<()> {
     let cfg = bench_config(&args)?;
     announce(&cfg);
-    let res = ::bench::run(&cfg, |i, mpps, other| eprintln!("  run {}: {mpps:.2} Mpps{}", i + 1, other_work(&other)))?;
+    let res = ::bench::run(&cfg, |i, mpps, other| {
+        eprintln!("  run {}: {mpps:.2} Mpps{}", i + 1, other_work(&other))
+    })?;
     print_figures(&res);
     warn_interference(&cfg, &res);
     let firewall = res.firewall.as_ref().map(|f| print_firewall(&args, &cfg, f));
@@ -135,7 +137,12 @@ fn bench_config(args: &BenchArgs) -> Result<BenchConfig> {
 
 /// The firewall's rule set, if any of the firewall options is given.
 fn bench_firewall(args: &BenchArgs) -> Option<BenchFirewall> {
-    (args.rules.is_some() || args.table_size.is_some() || args.states.is_some() || args.nat || args.log.is_some()).then(|| BenchFirewall {
+    (args.rules.is_some()
+        || args.table_size.is_some()
+        || args.states.is_some()
+        || args.nat
+        || args.log.is_some())
+    .then(|| BenchFirewall {
         rules: args.rules.unwrap_or(0),
         table_size: args.table_size,
         states: args.states,
@@ -150,7 +157,9 @@ fn announce(cfg: &BenchConfig) {
     let family = if cfg.ipv6 { "IPv6" } else { "IPv4" };
     let source = match (&cfg.pcap, &cfg.routes) {
         (Some(p), _) => format!("capture {}", p.display()),
-        (None, RouteSource::Synthetic(n)) => format!("{} flows, synthetic {n}-route table", cfg.flows),
+        (None, RouteSource::Synthetic(n)) => {
+            format!("{} flows, synthetic {n}-route table", cfg.flows)
+        }
         (None, RouteSource::File(p)) => format!("{} flows, routes from {}", cfg.flows, p.display()),
     };
     let cpu = cfg.cpu.unwrap_or(0);
@@ -158,7 +167,11 @@ fn announce(cfg: &BenchConfig) {
         "bench: {family}, {source}, {}-byte frames, batch {}, {}, {} runs x {} s",
         cfg.frame_size,
         cfg.batch,
-        if cfg.workers > 1 { format!("{} workers pinned to cpus 0-{}", cfg.workers, cfg.workers - 1) } else { format!("worker pinned to cpu {cpu}") },
+        if cfg.workers > 1 {
+            format!("{} workers pinned to cpus 0-{}", cfg.workers, cfg.workers - 1)
+        } else {
+            format!("worker pinned to cpu {cpu}")
+        },
         cfg.runs,
         cfg.seconds
     );
@@ -166,11 +179,30 @@ fn announce(cfg: &BenchConfig) {
 
 /// The rate, the runs and the packet counters.
 fn print_figures(res: &BenchResult) {
-    println!("forwarded: {:.2} Mpps (median of {} runs), {:.1} ns/packet", res.mpps, res.runs_mpps.len(), res.ns_per_packet);
-    println!("runs (Mpps): {}", res.runs_mpps.iter().map(|m| format!("{m:.2}")).collect::<Vec<_>>().join(" "));
-    println!("setup: {:.2} s for {} routes, {} flows", res.setup.as_secs_f64(), res.routes, res.flows);
+    println!(
+        "forwarded: {:.2} Mpps (median of {} runs), {:.1} ns/packet",
+        res.mpps,
+        res.runs_mpps.len(),
+        res.ns_per_packet
+    );
+    println!(
+        "runs (Mpps): {}",
+        res.runs_mpps.iter().map(|m| format!("{m:.2}")).collect::<Vec<_>>().join(" ")
+    );
+    println!(
+        "setup: {:.2} s for {} routes, {} flows",
+        res.setup.as_secs_f64(),
+        res.routes,
+        res.flows
+    );
     let c = &res.counts;
-    println!("packets: rx {} forwarded {} local {} dropped {}", c.rx, c.forwarded, c.local, c.dropped());
+    println!(
+        "packets: rx {} forwarded {} local {} dropped {}",
+        c.rx,
+        c.forwarded,
+        c.local,
+        c.dropped()
+    );
     for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
         println!("  drop {:<20} {n}", reason.name());
     }
@@ -188,7 +220,11 @@ fn other_work(i: &Interference) -> String {
 /// A warning for each run whose CPU other work took a notable share of: its figure is low by
 /// about that share, and nothing else in the output says so.
 fn warn_interference(cfg: &BenchConfig, res: &BenchResult) {
-    let cpus = if cfg.workers > 1 { format!("cpus 0-{}", cfg.workers - 1) } else { format!("cpu {}", cfg.cpu.unwrap_or(0)) };
+    let cpus = if cfg.workers > 1 {
+        format!("cpus 0-{}", cfg.workers - 1)
+    } else {
+        format!("cpu {}", cfg.cpu.unwrap_or(0))
+    };
     for (k, i) in res.runs_interference.iter().enumerate().filter(|(_, i)| i.lost() >= NOTABLE) {
         eprintln!(
             "bench: warning: run {}: other work took {:.0}% of {cpus} (waited {:.0}%, stolen {:.0}%): its figure is low by about that much (another benchmark pinned there? a busy host?)",
@@ -201,7 +237,11 @@ fn warn_interference(cfg: &BenchConfig, res: &BenchResult) {
 }
 
 /// Prints the firewall's figures; returns them as the JSON output's `firewall` object.
-fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) -> serde_json::Value {
+fn print_firewall(
+    args: &BenchArgs,
+    cfg: &BenchConfig,
+    f: &BenchFirewallResult,
+) -> serde_json::Value {
     println!(
         "firewall: {} rules compiled in {:.2} s ({:.1} MiB), {} states prefilled in {:.2} s (limit {}, table {:.1} MiB)",
         f.rules,
@@ -227,9 +267,16 @@ fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) 
     }
     let vc = &f.verdict_cache;
     if vc.hits + vc.misses > 0 {
-        println!("verdict cache: {} hits ({} by class), {} misses ({:.1}% hits)", vc.hits, vc.class_hits, vc.misses, 100.0 * vc.hits as f64 / (vc.hits + vc.misses) as f64);
+        println!(
+            "verdict cache: {} hits ({} by class), {} misses ({:.1}% hits)",
+            vc.hits,
+            vc.class_hits,
+            vc.misses,
+            100.0 * vc.hits as f64 / (vc.hits + vc.misses) as f64
+        );
     }
-    let states: serde_json::Map<String, serde_json::Value> = f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
+    let states: serde_json::Map<String, serde_json::Value> =
+        f.state_counters.iter().map(|&(n, v)| (n.to_owned(), v.into())).collect();
     let matched: Vec<serde_json::Value> = f
         .matched
         .iter()
@@ -252,9 +299,14 @@ fn print_firewall(args: &BenchArgs, cfg: &BenchConfig, f: &BenchFirewallResult) 
 }
 
 /// The `--json` line.
-fn result_json(cfg: &BenchConfig, res: &BenchResult, firewall: Option<serde_json::Value>) -> serde_json::Value {
+fn result_json(
+    cfg: &BenchConfig,
+    res: &BenchResult,
+    firewall: Option<serde_json::Value>,
+) -> serde_json::Value {
     let c = &res.counts;
-    let drops: serde_json::Map<String, serde_json::Value> = c.drops_by_reason().map(|(r, n)| (r.name().to_owned(), n.into())).collect();
+    let drops: serde_json::Map<String, serde_json::Value> =
+        c.drops_by_reason().map(|(r, n)| (r.name().to_owned(), n.into())).collect();
     serde_json::json!({
         "mpps": res.mpps,
         "ns_per_packet": res.ns_per_packet,

@@ -32,7 +32,9 @@ pub fn main(args: CheckArgs) -> Result<()> {
         Some(f) => Some((f.rules.clone(), crate::rule_file::load(&cfg, &f.rules)?)),
         None => None,
     };
-    let rules = loaded.as_ref().map_or_else(String::new, |(path, file)| format!(", firewall {}: {} rules", path.display(), file.rules.rule_count()));
+    let rules = loaded.as_ref().map_or_else(String::new, |(path, file)| {
+        format!(", firewall {}: {} rules", path.display(), file.rules.rule_count())
+    });
     println!(
         "{}: ok ({} interfaces, {} routes, {} neighbours{rules})",
         args.config.display(),

@@ -4,7 +4,9 @@
 use clap::builder::StyledStr;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{bench, check, client, lab_cmd, log, run, service, show, states, stream, table, traffic};
+use crate::{
+    bench, check, client, lab_cmd, log, run, service, show, states, stream, table, traffic,
+};
 
 #[derive(Parser)]
 #[command(name = "linerate", version, about = "Userspace software router, firewall and bench lab")]
@@ -63,7 +65,22 @@ pub enum Command {
 /// The headings `linerate --help` lists the subcommands under (clap has one heading for all
 /// of them), in order; every subcommand is in one group.
 const COMMAND_GROUPS: [(&str, &[&str]); 3] = [
-    ("Router commands", &["run", "check", "reload", "show", "top", "kill", "flush", "table", "log", "capture", "install-service"]),
+    (
+        "Router commands",
+        &[
+            "run",
+            "check",
+            "reload",
+            "show",
+            "top",
+            "kill",
+            "flush",
+            "table",
+            "log",
+            "capture",
+            "install-service",
+        ],
+    ),
     ("Lab commands", &["lab", "bench", "gen", "rcv", "stat"]),
     ("Other commands", &["help"]),
 ];
@@ -93,11 +110,20 @@ fn help_template(cmd: &clap::Command) -> StyledStr {
         for sub in names.iter().filter_map(|&n| cmd.find_subcommand(n)) {
             let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
             let (name, pad) = (sub.get_name(), width - sub.get_name().len());
-            t.push_str(&format!("  {}{name}{}{:pad$}  {about}\n", literal.render(), literal.render_reset(), ""));
+            t.push_str(&format!(
+                "  {}{name}{}{:pad$}  {about}\n",
+                literal.render(),
+                literal.render_reset(),
+                ""
+            ));
         }
         t.push('\n');
     }
-    t.push_str(&format!("{}Options:{}\n{{options}}{{after-help}}", header.render(), header.render_reset()));
+    t.push_str(&format!(
+        "{}Options:{}\n{{options}}{{after-help}}",
+        header.render(),
+        header.render_reset()
+    ));
     StyledStr::from(t)
 }
 
@@ -127,7 +153,9 @@ mod tests {
         let lab = help.find("Lab commands:").expect(&help);
         let options = help.find("Options:").expect(&help);
         assert!(router < lab && lab < options, "{help}");
-        let at = |name: &str| help.find(&format!("\n  {name} ")).unwrap_or_else(|| panic!("{name} missing: {help}"));
+        let at = |name: &str| {
+            help.find(&format!("\n  {name} ")).unwrap_or_else(|| panic!("{name} missing: {help}"))
+        };
         assert!(router < at("reload") && at("reload") < lab, "{help}");
         assert!(lab < at("bench") && at("bench") < options, "{help}");
         assert!(help.contains("--log-level <LOG_LEVEL>"), "{help}");

@@ -48,8 +48,9 @@ pub fn send_command(r: &mut BufReader<UnixStream>, command: &str) -> Result<Stri
 
 /// Sends one command line, returns the one-line answer (`error: ...` answers become errors).
 pub fn request(socket: &std::path::Path, command: &str, timeout: Duration) -> Result<String> {
-    let conn = UnixStream::connect(socket)
-        .with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
+    let conn = UnixStream::connect(socket).with_context(|| {
+        format!("connecting to {} (is linerate run listening?)", socket.display())
+    })?;
     conn.set_read_timeout(Some(timeout))?;
     let answer = send_command(&mut BufReader::new(conn), command)?;
     let answer = answer.trim_end().to_owned();

@@ -67,7 +67,11 @@ pub struct Server {
 impl Server {
     /// Binds the socket at `path` (replacing a stale file no process listens on), mode 0600,
     /// or 0660 with `group_readable`, then gives the file to `owner` (uid, gid) if set.
-    pub fn bind(path: &std::path::Path, owner: (Option<u32>, Option<u32>), group_readable: bool) -> Result<Server> {
+    pub fn bind(
+        path: &std::path::Path,
+        owner: (Option<u32>, Option<u32>),
+        group_readable: bool,
+    ) -> Result<Server> {
         if std::fs::symlink_metadata(path).is_ok() {
             if UnixStream::connect(path).is_ok() {
                 bail!("another process is listening on it");
@@ -77,10 +81,12 @@ impl Server {
         // The mode is set by the umask at bind(2): a chmod afterwards would leave a moment
         // when anyone could connect.
         let mask = if group_readable { 0o117 } else { 0o177 };
-        let listener = io::privilege::with_umask(mask, || UnixListener::bind(path)).context("binding")?;
+        let listener =
+            io::privilege::with_umask(mask, || UnixListener::bind(path)).context("binding")?;
         let server = Server { path: path.to_owned(), listener: Some(listener) };
         if owner != (None, None) {
-            std::os::unix::fs::chown(path, owner.0, owner.1).context("giving the socket file to router.user / router.control_group")?;
+            std::os::unix::fs::chown(path, owner.0, owner.1)
+                .context("giving the socket file to router.user / router.control_group")?;
         }
         Ok(server)
     }
@@ -126,14 +132,28 @@ const MAX_READ_ONLY: usize = 8;
 /// ([`crate::peers`]); a refusal is answered here.
 fn accept(conn: UnixStream, state: &Arc<RouterState>, access: Access, slots: &Slots) {
     let refuse = |conn: &UnixStream, why: String| {
-        let _ = peers::write_all(conn, format!("error: {why}\n").as_bytes(), Duration::from_secs(1));
+        let _ =
+            peers::write_all(conn, format!("error: {why}\n").as_bytes(), Duration::from_secs(1));
     };
     let role = match io::privilege::peer(conn.as_raw_fd()) {
-        Err(e) => return refuse(&conn, format!("permission denied: cannot read the peer's credentials ({e})")),
+        Err(e) => {
+            return refuse(
+                &conn,
+                format!("permission denied: cannot read the peer's credentials ({e})"),
+            );
+        }
         Ok(peer) => match access.role(&peer) {
             None => {
-                let group = access.read_gid.map_or(String::new(), |g| format!(", or group {g} for show and top"));
-                return refuse(&conn, format!("permission denied: uid {} may not use this socket (root, uid {}{group})", peer.uid, access.admin_uid));
+                let group = access
+                    .read_gid
+                    .map_or(String::new(), |g| format!(", or group {g} for show and top"));
+                return refuse(
+                    &conn,
+                    format!(
+                        "permission denied: uid {} may not use this socket (root, uid {}{group})",
+                        peer.uid, access.admin_uid
+                    ),
+                );
             }
             Some(role) => role,
         },
@@ -142,7 +162,12 @@ fn accept(conn: UnixStream, state: &Arc<RouterState>, access: Access, slots: &Sl
         Role::Admin => None,
         Role::ReadOnly => match slots.take() {
             Some(slot) => Some(slot),
-            None => return refuse(&conn, format!("busy: {} read-only peers are being served; try again", slots.max())),
+            None => {
+                return refuse(
+                    &conn,
+                    format!("busy: {} read-only peers are being served; try again", slots.max()),
+                );
+            }
         },
     };
     let state = Arc::clone(state);
@@ -166,13 +191,26 @@ fn serve(conn: UnixStream, state: &Arc<RouterState>, access: Access, role: Role)
     let answer = match peers::read_line(&conn, max, limit) {
         Err(e) => format!("error: reading the command: {e}"),
         Ok(line) => match (role, line.trim()) {
-            (Role::ReadOnly, "reload") => format!("error: permission denied: reload needs root or uid {}", access.admin_uid),
-            (Role::ReadOnly, c) if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) => {
-                format!("error: permission denied: {} needs root or uid {}", c.split(' ').next().unwrap_or(c), access.admin_uid)
+            (Role::ReadOnly, "reload") => {
+                format!("error: permission denied: reload needs root or uid {}", access.admin_uid)
+            }
+            (Role::ReadOnly, c)
+                if crate::control_fw::is_admin_command(c) || crate::table::is_admin_command(c) =>
+            {
+                format!(
+                    "error: permission denied: {} needs root or uid {}",
+                    c.split(' ').next().unwrap_or(c),
+                    access.admin_uid
+                )
             }
             // Packets' contents: for the admin only.
-            (Role::ReadOnly, c) if crate::stream::is_stream(c) => format!("error: permission denied: log and capture need root or uid {}", access.admin_uid),
-            (Role::Admin, c) if crate::stream::is_stream(c) => return crate::stream::serve(conn, Arc::clone(state), c.to_owned()),
+            (Role::ReadOnly, c) if crate::stream::is_stream(c) => format!(
+                "error: permission denied: log and capture need root or uid {}",
+                access.admin_uid
+            ),
+            (Role::Admin, c) if crate::stream::is_stream(c) => {
+                return crate::stream::serve(conn, Arc::clone(state), c.to_owned());
+            }
             (_, command) => answer(state, command),
         },
     };
@@ -195,13 +233,19 @@ fn answer(state: &RouterState, command: &str) -> String {
 /// Counters of every worker (per physical interface: its queue), their sums per interface,
 /// drop reasons and the slow path's counters.
 pub(crate) fn stats(state: &RouterState) -> Value {
-    let physical: Vec<&dataplane::PortInfo> = state.ports.iter().filter(|p| p.vlan.is_none()).collect();
-    let snaps: Vec<WorkerSnapshot> = state.workers.iter().map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200)))).collect();
+    let physical: Vec<&dataplane::PortInfo> =
+        state.ports.iter().filter(|p| p.vlan.is_none()).collect();
+    let snaps: Vec<WorkerSnapshot> = state
+        .workers
+        .iter()
+        .map(|w| (w.snapshot(), w.port_snapshot(Duration::from_millis(200))))
+        .collect();
     let mut total = dataplane::Counts::default();
     for (c, _) in &snaps {
         total.add(c);
     }
-    let drops: serde_json::Map<String, Value> = total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
+    let drops: serde_json::Map<String, Value> =
+        total.drops_by_reason().map(|(r, n)| (r.name().to_owned(), json!(n))).collect();
     json!({
         "uptime": state.started.elapsed().as_secs_f64(),
         "totals": {"rx": total.rx, "forwarded": total.forwarded, "local": total.local, "slow_path": total.slow_path, "dropped": total.dropped()},
@@ -225,7 +269,10 @@ type WorkerSnapshot = (dataplane::Counts, dataplane::counters::PortSnapshot);
 fn port_stats(p: &io::PortStats, c: Option<&dataplane::Counts>) -> Value {
     let errors = c.map_or(0, |c| {
         use dataplane::DropReason::*;
-        [Truncated, BadVersion, BadLength, BadChecksum].iter().map(|&r| c.drops[r as usize]).sum::<u64>()
+        [Truncated, BadVersion, BadLength, BadChecksum]
+            .iter()
+            .map(|&r| c.drops[r as usize])
+            .sum::<u64>()
     });
     json!({
         "rx_packets": p.rx_packets, "rx_bytes": p.rx_bytes, "rx_errors": errors,
@@ -256,7 +303,11 @@ fn worker_stats(physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> 
 }
 
 /// Each physical interface's counters: its queues summed over the workers.
-fn interface_stats(state: &RouterState, physical: &[&dataplane::PortInfo], snaps: &[WorkerSnapshot]) -> Vec<Value> {
+fn interface_stats(
+    state: &RouterState,
+    physical: &[&dataplane::PortInfo],
+    snaps: &[WorkerSnapshot],
+) -> Vec<Value> {
     physical
         .iter()
         .enumerate()
@@ -299,7 +350,8 @@ fn fast_path_stats(name: &str) -> Value {
 fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
     let s = state.slow.lock().unwrap_or_else(|e| e.into_inner()).stats;
     let punt_drops = punt_drops(state, snaps);
-    let queue_full: u64 = PuntClass::ALL.iter().map(|&c| punt_drops.get(c, PuntDrop::QueueFull)).sum();
+    let queue_full: u64 =
+        PuntClass::ALL.iter().map(|&c| punt_drops.get(c, PuntDrop::QueueFull)).sum();
     json!({
         "arp_replies": s.arp_replies, "arp_requests": s.arp_requests, "nd_adverts": s.nd_adverts, "nd_solicits": s.nd_solicits,
         "router_adverts": s.router_adverts, "router_solicits": s.router_solicits,
@@ -318,7 +370,11 @@ fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
 /// ICMP rate limit, before the copy).
 fn punt_drops(state: &RouterState, snaps: &[WorkerSnapshot]) -> PuntDrops {
     let mut d = state.punt.drops();
-    d.add(PuntClass::IcmpError, PuntDrop::Policed, snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum());
+    d.add(
+        PuntClass::IcmpError,
+        PuntDrop::Policed,
+        snaps.iter().map(|(_, ps)| ps.icmp_suppressed).sum(),
+    );
     d
 }
 

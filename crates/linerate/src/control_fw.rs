@@ -32,13 +32,18 @@ pub struct FwControl {
 }
 
 impl FwControl {
-    pub fn new(stats: Vec<Arc<FirewallStats>>, desks: Vec<Sender<StateRequest>>, source: &str) -> FwControl {
+    pub fn new(
+        stats: Vec<Arc<FirewallStats>>,
+        desks: Vec<Sender<StateRequest>>,
+        source: &str,
+    ) -> FwControl {
         FwControl { stats, desks, source: Mutex::new(source.lines().map(str::to_owned).collect()) }
     }
 
     /// Records the text of the rule file just published.
     pub fn set_source(&self, text: &str) {
-        *self.source.lock().unwrap_or_else(|e| e.into_inner()) = text.lines().map(str::to_owned).collect();
+        *self.source.lock().unwrap_or_else(|e| e.into_inner()) =
+            text.lines().map(str::to_owned).collect();
     }
 }
 
@@ -48,10 +53,14 @@ pub fn answer(fw: Option<&FwControl>, command: &str) -> Option<String> {
     if !["rules", "states", "kill-states", "flush-states"].contains(&word) {
         return None;
     }
-    let Some(fw) = fw else { return Some("error: no [firewall] table in the running config".into()) };
+    let Some(fw) = fw else {
+        return Some("error: no [firewall] table in the running config".into());
+    };
     let result = match word {
         "rules" => Ok(rules(fw)),
-        "flush-states" => ask(fw, StateOp::Kill, StateFilter::default()).map(|r| json!({"flushed": r.removed})),
+        "flush-states" => {
+            ask(fw, StateOp::Kill, StateFilter::default()).map(|r| json!({"flushed": r.removed}))
+        }
         _ => parse_filter(arg).and_then(|(filter, limit)| match word {
             "states" => ask(fw, StateOp::List { limit }, filter).map(|r| states_json(fw, &r)),
             _ => ask(fw, StateOp::Kill, filter).map(|r| json!({"killed": r.removed})),
@@ -101,7 +110,11 @@ pub(crate) fn rules(fw: &FwControl) -> Value {
 /// `{"src": "ADDR[/LEN]", "dst": ..., "host": ..., "port": N, "proto": N, "limit": N}`, every
 /// key optional.
 fn parse_filter(arg: &str) -> Result<(StateFilter, usize)> {
-    let v: Value = if arg.trim().is_empty() { json!({}) } else { serde_json::from_str(arg).context("the filter is not JSON")? };
+    let v: Value = if arg.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(arg).context("the filter is not JSON")?
+    };
     let Some(obj) = v.as_object() else { bail!("the filter is not a JSON object") };
     let mut f = StateFilter::default();
     let mut limit = 1000;
@@ -110,9 +123,27 @@ fn parse_filter(arg: &str) -> Result<(StateFilter, usize)> {
             "src" => f.src = Some(prefix(val)?),
             "dst" => f.dst = Some(prefix(val)?),
             "host" => f.host = Some(prefix(val)?),
-            "port" => f.port = Some(val.as_u64().and_then(|p| u16::try_from(p).ok()).context("port must be 0..=65535")?),
-            "proto" => f.proto = Some(val.as_u64().and_then(|p| u8::try_from(p).ok()).context("proto must be 0..=255")?),
-            "limit" => limit = val.as_u64().map(|n| n as usize).filter(|&n| n <= MAX_LISTED).with_context(|| format!("limit must be 0..={MAX_LISTED}"))?,
+            "port" => {
+                f.port = Some(
+                    val.as_u64()
+                        .and_then(|p| u16::try_from(p).ok())
+                        .context("port must be 0..=65535")?,
+                )
+            }
+            "proto" => {
+                f.proto = Some(
+                    val.as_u64()
+                        .and_then(|p| u8::try_from(p).ok())
+                        .context("proto must be 0..=255")?,
+                )
+            }
+            "limit" => {
+                limit = val
+                    .as_u64()
+                    .map(|n| n as usize)
+                    .filter(|&n| n <= MAX_LISTED)
+                    .with_context(|| format!("limit must be 0..={MAX_LISTED}"))?
+            }
             other => bail!("unknown filter key {other:?}"),
         }
     }
@@ -126,7 +157,11 @@ pub fn parse_prefix(s: &str) -> Result<(IpAddr, u8)> {
     let max = if addr.is_ipv4() { 32 } else { 128 };
     let len = match len {
         None => max,
-        Some(l) => l.parse::<u8>().ok().filter(|&l| l <= max).with_context(|| format!("{s:?}: prefix length must be 0..={max}"))?,
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= max)
+            .with_context(|| format!("{s:?}: prefix length must be 0..={max}"))?,
     };
     Ok((addr, len))
 }
@@ -151,7 +186,12 @@ fn ask(fw: &FwControl, op: StateOp, filter: StateFilter) -> Result<StateReply> {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(r) => replies.push(r),
-            Err(_) => bail!("{} of {} workers did not answer within {} s (stopped?)", asked - replies.len(), fw.desks.len(), WORKER_WAIT.as_secs()),
+            Err(_) => bail!(
+                "{} of {} workers did not answer within {} s (stopped?)",
+                asked - replies.len(),
+                fw.desks.len(),
+                WORKER_WAIT.as_secs()
+            ),
         }
     }
     if asked < fw.desks.len() {
@@ -209,14 +249,23 @@ mod tests {
 
     #[test]
     fn filters_parse_and_refuse() {
-        let (f, limit) = parse_filter(r#"{"src":"10.0.0.0/8","dst":"2001:db8::1","port":53,"proto":17,"limit":5}"#).unwrap();
+        let (f, limit) = parse_filter(
+            r#"{"src":"10.0.0.0/8","dst":"2001:db8::1","port":53,"proto":17,"limit":5}"#,
+        )
+        .unwrap();
         assert_eq!(limit, 5);
         assert_eq!(f.src, Some(("10.0.0.0".parse().unwrap(), 8)));
         assert_eq!(f.dst, Some(("2001:db8::1".parse().unwrap(), 128)));
         assert_eq!((f.port, f.proto), (Some(53), Some(17)));
         assert_eq!(parse_filter("").unwrap(), (StateFilter::default(), 1000));
-        assert!(format!("{:#}", parse_filter(r#"{"src":"10.0.0.0/33"}"#).unwrap_err()).contains("prefix length must be 0..=32"));
-        assert!(format!("{:#}", parse_filter(r#"{"sport":1}"#).unwrap_err()).contains("unknown filter key"));
+        assert!(
+            format!("{:#}", parse_filter(r#"{"src":"10.0.0.0/33"}"#).unwrap_err())
+                .contains("prefix length must be 0..=32")
+        );
+        assert!(
+            format!("{:#}", parse_filter(r#"{"sport":1}"#).unwrap_err())
+                .contains("unknown filter key")
+        );
         assert!(parse_filter(r#"{"limit":100001}"#).is_err());
     }
 
@@ -224,7 +273,10 @@ mod tests {
     fn commands_need_a_firewall_and_kill_is_for_admins() {
         assert_eq!(answer(None, "routes"), None);
         assert!(answer(None, "states {}").unwrap().starts_with("error: no [firewall]"));
-        assert!(is_admin_command("kill-states {\"src\":\"10.0.0.1\"}") && is_admin_command("flush-states"));
+        assert!(
+            is_admin_command("kill-states {\"src\":\"10.0.0.1\"}")
+                && is_admin_command("flush-states")
+        );
         assert!(!is_admin_command("states {}") && !is_admin_command("rules"));
     }
 }

@@ -9,17 +9,24 @@
 use std::path::Path;
 
 /// The namespace's forwarding switches.
-pub const SYSCTLS: &[&str] = &["/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"];
+pub const SYSCTLS: &[&str] =
+    &["/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"];
 
 /// The switches that are on (a missing one, IPv6 disabled, counts as off).
 pub fn forwarding_on() -> Vec<&'static str> {
-    SYSCTLS.iter().copied().filter(|p| std::fs::read_to_string(p).is_ok_and(|v| v.trim() != "0")).collect()
+    SYSCTLS
+        .iter()
+        .copied()
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|v| v.trim() != "0"))
+        .collect()
 }
 
 /// Turns every switch off, warning for each that was on.
 pub fn apply() -> anyhow::Result<()> {
     for p in forwarding_on() {
-        eprintln!("linerate: warning: {p} was on: the kernel forwarded what reached it unfiltered; set to 0 (router.fail_closed), and left so at exit");
+        eprintln!(
+            "linerate: warning: {p} was on: the kernel forwarded what reached it unfiltered; set to 0 (router.fail_closed), and left so at exit"
+        );
         write(Path::new(p))?;
     }
     Ok(())
@@ -27,5 +34,7 @@ pub fn apply() -> anyhow::Result<()> {
 
 fn write(p: &Path) -> anyhow::Result<()> {
     use anyhow::Context;
-    std::fs::write(p, "0").with_context(|| format!("router.fail_closed: writing 0 to {} (needs CAP_NET_ADMIN)", p.display()))
+    std::fs::write(p, "0").with_context(|| {
+        format!("router.fail_closed: writing 0 to {} (needs CAP_NET_ADMIN)", p.display())
+    })
 }

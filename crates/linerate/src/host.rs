@@ -69,7 +69,11 @@ impl SlowIo for HostIo {
 }
 
 fn ip(args: &[&str]) -> Result<()> {
-    let out = crate::tools::command("ip").map_err(anyhow::Error::msg)?.args(args).output().context("running ip (iproute2)")?;
+    let out = crate::tools::command("ip")
+        .map_err(anyhow::Error::msg)?
+        .args(args)
+        .output()
+        .context("running ip (iproute2)")?;
     if !out.status.success() {
         bail!("`ip {}`: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
@@ -79,10 +83,13 @@ fn ip(args: &[&str]) -> Result<()> {
 /// Creates and configures the TAP of every interface (`None` for all when the host stack is
 /// off), then opens the raw senders.
 pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
-    let physical: Vec<&config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
+    let physical: Vec<&config::Interface> =
+        cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
     let senders = physical
         .iter()
-        .map(|i| RawSender::open(&i.name).with_context(|| format!("opening a raw socket on {}", i.name)))
+        .map(|i| {
+            RawSender::open(&i.name).with_context(|| format!("opening a raw socket on {}", i.name))
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut taps = Vec::new();
     for (i, (iface, port)) in cfg.interfaces.iter().zip(ports).enumerate() {
@@ -91,7 +98,8 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
             continue;
         }
         let name = iface.tap_name(i);
-        let tap = Tap::open(&name, i as u16).with_context(|| format!("creating host-stack TAP {name} for {}", iface.name))?;
+        let tap = Tap::open(&name, i as u16)
+            .with_context(|| format!("creating host-stack TAP {name} for {}", iface.name))?;
         tap.set_mac(port.mac.0).with_context(|| format!("setting the MAC of {name}"))?;
         ip(&["link", "set", "dev", &name, "mtu", &iface.mtu.to_string()])?;
         for a in &iface.addresses {
@@ -147,23 +155,35 @@ struct HostRoute {
 impl HostRoutes {
     fn start(cfg: &Config) -> Result<HostRoutes> {
         use std::os::unix::fs::OpenOptionsExt;
-        let taps: Vec<String> = cfg.interfaces.iter().enumerate().map(|(i, x)| x.tap_name(i)).collect();
-        let index: std::collections::HashMap<&str, usize> = cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
+        let taps: Vec<String> =
+            cfg.interfaces.iter().enumerate().map(|(i, x)| x.tap_name(i)).collect();
+        let index: std::collections::HashMap<&str, usize> =
+            cfg.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
         let routes = cfg
             .routes
             .iter()
             .filter_map(|r| {
                 let hops = match r.next_hops() {
                     h if h.is_empty() => vec![(None, *index.get(r.interface.as_str())?)],
-                    h => h.iter().map(|(g, i)| Some((Some(*g), *index.get(i)?))).collect::<Option<Vec<_>>>()?,
+                    h => h
+                        .iter()
+                        .map(|(g, i)| Some((Some(*g), *index.get(i)?)))
+                        .collect::<Option<Vec<_>>>()?,
                 };
                 Some(HostRoute { prefix: r.prefix.addr, len: r.prefix.len, hops })
             })
             .collect();
         // A new file (never one an attacker placed there), unlinked at once.
-        let path = std::env::temp_dir().join(format!("linerate-host-routes-{}.errors", std::process::id()));
+        let path = std::env::temp_dir()
+            .join(format!("linerate-host-routes-{}.errors", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let errors = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path).with_context(|| format!("creating {}", path.display()));
+        let errors = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()));
         let _ = std::fs::remove_file(&path);
         let errors = errors?;
         let child = crate::tools::command("ip")
@@ -174,8 +194,18 @@ impl HostRoutes {
             .stderr(errors.try_clone().context("ip's stderr")?)
             .spawn()
             .context("running ip (iproute2)")?;
-        eprintln!("linerate: host stack: giving the TAPs {} routes in the background", cfg.routes.len());
-        Ok(HostRoutes { child, errors, routes, taps, count: cfg.routes.len(), started: Instant::now() })
+        eprintln!(
+            "linerate: host stack: giving the TAPs {} routes in the background",
+            cfg.routes.len()
+        );
+        Ok(HostRoutes {
+            child,
+            errors,
+            routes,
+            taps,
+            count: cfg.routes.len(),
+            started: Instant::now(),
+        })
     }
 
     /// Writes the batch to `ip` from a thread of its own (call it from a thread without
@@ -188,11 +218,16 @@ impl HostRoutes {
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdin);
             for HostRoute { prefix, len, hops } in routes {
                 // Marked as linerate's (protocol 250), so the kernel-route mirror never takes them back.
-                let mut line = format!("route replace {prefix}/{len} proto {}", config::PROTO_LINERATE);
+                let mut line =
+                    format!("route replace {prefix}/{len} proto {}", config::PROTO_LINERATE);
                 let multipath = hops.len() > 1;
                 for (via, tap) in hops {
                     let via = via.map_or(String::new(), |v| format!(" via {v}"));
-                    line.push_str(&format!("{}{via} dev {}", if multipath { " nexthop" } else { "" }, taps[tap]));
+                    line.push_str(&format!(
+                        "{}{via} dev {}",
+                        if multipath { " nexthop" } else { "" },
+                        taps[tap]
+                    ));
                 }
                 if writeln!(out, "{line}").is_err() {
                     return; // `ip` is gone; `poll` reports it.
@@ -216,13 +251,24 @@ impl HostRoutes {
             }
         };
         if status.success() {
-            eprintln!("linerate: host stack: {} routes on the TAPs in {:.1} s", self.count, self.started.elapsed().as_secs_f64());
+            eprintln!(
+                "linerate: host stack: {} routes on the TAPs in {:.1} s",
+                self.count,
+                self.started.elapsed().as_secs_f64()
+            );
         } else {
             let mut errors = String::new();
             let _ = std::io::Seek::rewind(&mut self.errors);
-            let _ = std::io::Read::read_to_string(&mut std::io::Read::take(&mut self.errors, 4096), &mut errors);
+            let _ = std::io::Read::read_to_string(
+                &mut std::io::Read::take(&mut self.errors, 4096),
+                &mut errors,
+            );
             let shown: Vec<&str> = errors.lines().take(6).collect();
-            eprintln!("linerate: warning: host stack: `ip -batch` refused some of {} routes: {}", self.count, shown.join("; "));
+            eprintln!(
+                "linerate: warning: host stack: `ip -batch` refused some of {} routes: {}",
+                self.count,
+                shown.join("; ")
+            );
         }
         true
     }
@@ -247,7 +293,9 @@ pub fn tap_names(cfg: &Config) -> Vec<String> {
 /// on, the router's addresses belong on its TAP, and a copy on the kernel's interface would
 /// have the kernel answer for them twice.
 pub fn kernel_addresses(ifname: &str) -> Vec<IpAddr> {
-    let out = crate::tools::command("ip").ok().and_then(|mut c| c.args(["-o", "addr", "show", "dev", ifname]).output().ok());
+    let out = crate::tools::command("ip")
+        .ok()
+        .and_then(|mut c| c.args(["-o", "addr", "show", "dev", ifname]).output().ok());
     let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
     text.split_whitespace().filter_map(|w| w.split('/').next()?.parse().ok()).collect()
 }
@@ -258,7 +306,12 @@ const SERVE_BUDGET: usize = 1024;
 
 /// Runs the slow path until `stop`: punted frames as they come (ARP and NDP first, see
 /// [`PuntReceiver::serve`]), TAP frames, timers.
-pub fn run(slow: Arc<Mutex<SlowPath>>, mut io: HostIo, punts: PuntReceiver, stop: Arc<AtomicBool>) -> HostIo {
+pub fn run(
+    slow: Arc<Mutex<SlowPath>>,
+    mut io: HostIo,
+    punts: PuntReceiver,
+    stop: Arc<AtomicBool>,
+) -> HostIo {
     let epoch = Instant::now();
     let now = || epoch.elapsed().as_nanos() as u64;
     let mut buf = vec![0u8; 65536];

@@ -23,7 +23,9 @@ const TABLE: &str = "linerate_bypass";
 /// An installed bypass; detaches its programs or removes its table when dropped.
 pub enum KernelBypass {
     /// Held for its drop, which detaches the programs.
-    Tc { _programs: io::xdp::kernel_copy::KernelCopyDrop },
+    Tc {
+        _programs: io::xdp::kernel_copy::KernelCopyDrop,
+    },
     Nftables(NftTable),
 }
 
@@ -39,8 +41,18 @@ pub fn ruleset(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> String {
             s.push_str(&format!("  chain in{i} {{\n    type filter hook ingress device \"{name}\" priority 0; policy drop;\n  }}\n"));
             continue;
         }
-        let v4: Vec<String> = addrs.iter().filter(|a| a.is_ipv4()).map(|a| a.to_string()).chain(["224.0.0.0/4".into(), "255.255.255.255".into()]).collect();
-        let v6: Vec<String> = addrs.iter().filter(|a| a.is_ipv6()).map(|a| a.to_string()).chain(["fe80::/10".into(), "ff00::/8".into()]).collect();
+        let v4: Vec<String> = addrs
+            .iter()
+            .filter(|a| a.is_ipv4())
+            .map(|a| a.to_string())
+            .chain(["224.0.0.0/4".into(), "255.255.255.255".into()])
+            .collect();
+        let v6: Vec<String> = addrs
+            .iter()
+            .filter(|a| a.is_ipv6())
+            .map(|a| a.to_string())
+            .chain(["fe80::/10".into(), "ff00::/8".into()])
+            .collect();
         s.push_str(&format!(
             "  chain in{i} {{\n    type filter hook ingress device \"{name}\" priority 0; policy accept;\n    ip daddr != {{ {} }} drop\n    ip6 daddr != {{ {} }} drop\n  }}\n",
             v4.join(", "),
@@ -61,13 +73,20 @@ fn nft(script: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot run nft: {e}"))?;
     child.stdin.take().expect("piped").write_all(script.as_bytes()).map_err(|e| e.to_string())?;
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
 }
 
 impl KernelBypass {
     /// Attaches the tc programs or, if the kernel cannot, installs the nftables table
     /// (replacing a stale one left by a crashed linerate). A stale table is removed either way.
-    pub fn install(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> Result<KernelBypass, String> {
+    pub fn install(
+        ifaces: &[(String, Vec<IpAddr>)],
+        everything: bool,
+    ) -> Result<KernelBypass, String> {
         let _ = nft(&format!("delete table netdev {TABLE}\n"));
         let tc_error = match io::xdp::kernel_copy::KernelCopyDrop::attach(ifaces, everything) {
             Ok(tc) => return Ok(KernelBypass::Tc { _programs: tc }),
@@ -80,7 +99,9 @@ impl KernelBypass {
     /// What drops the kernel's copies, for the start-up log.
     pub fn describe(&self) -> String {
         match self {
-            KernelBypass::Tc { .. } => format!("a tc ingress program ({})", io::xdp::kernel_copy::PROG_NAME),
+            KernelBypass::Tc { .. } => {
+                format!("a tc ingress program ({})", io::xdp::kernel_copy::PROG_NAME)
+            }
             KernelBypass::Nftables(_) => format!("nftables table netdev {TABLE}"),
         }
     }
@@ -98,7 +119,10 @@ mod tests {
 
     #[test]
     fn ruleset_keeps_local_and_group_traffic() {
-        let r = ruleset(&[("lrd0".into(), vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap()])], false);
+        let r = ruleset(
+            &[("lrd0".into(), vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap()])],
+            false,
+        );
         assert!(r.contains("device \"lrd0\""));
         assert!(r.contains("ip daddr != { 198.18.0.1, 224.0.0.0/4, 255.255.255.255 } drop"));
         assert!(r.contains("ip6 daddr != { 2001:db8::1, fe80::/10, ff00::/8 } drop"));

@@ -80,10 +80,7 @@ pub fn main(args: LabArgs) -> Result<()> {
     }
     let bin = std::env::current_exe().context("locating the linerate binary")?;
     let out = args.out.clone().unwrap_or_else(|| {
-        let t = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         PathBuf::from(format!("results/lab-{t}"))
     });
     let stop = crate::signals::stop_on_signals()?;
@@ -122,13 +119,11 @@ pub fn main(args: LabArgs) -> Result<()> {
         .context("building the lab topology")?
         .keep_counters(out.join("counters.txt"));
     let started = Instant::now();
-    let search = args.search.then_some(SearchOptions {
-        tolerance: args.tolerance,
-        max_trials: args.max_trials,
-    });
-    let results = session::run(&lab, &env, search, &stop, |p: Progress<'_>| {
-        progress_bar(&p, started)
-    });
+    let search = args
+        .search
+        .then_some(SearchOptions { tolerance: args.tolerance, max_trials: args.max_trials });
+    let results =
+        session::run(&lab, &env, search, &stop, |p: Progress<'_>| progress_bar(&p, started));
     eprintln!();
     drop(env); // namespaces go before we print, also on error
     let results = results?;

@@ -24,7 +24,10 @@ static JOURNAL: AtomicBool = AtomicBool::new(false);
 /// Sets the most verbose level printed, and whether stderr is the journal.
 pub fn init(level: Level) {
     MAX_LEVEL.store(level as u8, Ordering::Relaxed);
-    JOURNAL.store(stderr_is_journal(std::env::var("JOURNAL_STREAM").ok().as_deref()), Ordering::Relaxed);
+    JOURNAL.store(
+        stderr_is_journal(std::env::var("JOURNAL_STREAM").ok().as_deref()),
+        Ordering::Relaxed,
+    );
 }
 
 /// Whether `journal_stream` (`DEV:INODE`) names this process's stderr.

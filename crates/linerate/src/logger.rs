@@ -59,13 +59,19 @@ pub struct RotatingPcap {
 impl RotatingPcap {
     /// Opens `path`, appending if it already holds a capture with the same header (a restart),
     /// else moving what is there aside first. Creates the directory if needed.
-    pub fn open(path: &Path, max_size: u64, keep: u32, snaplen: u32) -> std::io::Result<RotatingPcap> {
+    pub fn open(
+        path: &Path,
+        max_size: u64,
+        keep: u32,
+        snaplen: u32,
+    ) -> std::io::Result<RotatingPcap> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
         let header = io::pcap::file_header(LINKTYPE_PFLOG, pcap_snaplen(snaplen));
         let mut existing = [0u8; 24];
-        let same = File::open(path).and_then(|mut f| f.read_exact(&mut existing)).is_ok() && existing == header;
+        let same = File::open(path).and_then(|mut f| f.read_exact(&mut existing)).is_ok()
+            && existing == header;
         if !same && path.exists() {
             rotate_files(path, keep)?;
         }
@@ -75,7 +81,14 @@ impl RotatingPcap {
             file.write_all(&header)?;
             size = 24;
         }
-        Ok(RotatingPcap { path: path.to_owned(), max_size, keep, header, out: BufWriter::new(file), size })
+        Ok(RotatingPcap {
+            path: path.to_owned(),
+            max_size,
+            keep,
+            header,
+            out: BufWriter::new(file),
+            size,
+        })
     }
 
     pub fn write(&mut self, record: &[u8]) -> std::io::Result<()> {
@@ -94,7 +107,8 @@ impl RotatingPcap {
     fn rotate(&mut self) -> std::io::Result<()> {
         self.out.flush()?;
         rotate_files(&self.path, self.keep)?;
-        let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&self.path)?;
+        let mut file =
+            OpenOptions::new().create(true).write(true).truncate(true).open(&self.path)?;
         file.write_all(&self.header)?;
         self.out = BufWriter::new(file);
         self.size = 24;
@@ -151,7 +165,13 @@ impl LogHub {
 
     /// Records lost before the logger.
     pub fn losses(&self) -> LogLosses {
-        let rate_limited = self.rings.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.rate_limited.load(Ordering::Relaxed)).sum();
+        let rate_limited = self
+            .rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|s| s.rate_limited.load(Ordering::Relaxed))
+            .sum();
         LogLosses { rate_limited, rings_full: self.ring_drops.load(Ordering::Relaxed) }
     }
 
@@ -186,7 +206,10 @@ pub fn open_file(settings: &LogSettings) -> Result<Option<RotatingPcap>> {
     settings
         .file
         .as_ref()
-        .map(|p| RotatingPcap::open(p, settings.max_size, settings.keep, settings.snaplen).with_context(|| format!("[log] file {}", p.display())))
+        .map(|p| {
+            RotatingPcap::open(p, settings.max_size, settings.keep, settings.snaplen)
+                .with_context(|| format!("[log] file {}", p.display()))
+        })
         .transpose()
 }
 
@@ -205,7 +228,13 @@ impl LogHub {
 
 /// Starts the logger thread: `rings` to `file` and `hub`'s clients; `names[port]` names the
 /// logical ports. After `stop` it drains the rings once more and ends.
-pub fn spawn(hub: Arc<LogHub>, mut file: Option<RotatingPcap>, mut rings: Vec<LogRing>, names: Vec<String>, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>> {
+pub fn spawn(
+    hub: Arc<LogHub>,
+    mut file: Option<RotatingPcap>,
+    mut rings: Vec<LogRing>,
+    names: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("lr-logger".into())
         .spawn(move || {
@@ -222,7 +251,12 @@ pub fn spawn(hub: Arc<LogHub>, mut file: Option<RotatingPcap>, mut rings: Vec<Lo
 }
 
 /// One round: every record of every ring to the file and the clients.
-fn drain(rings: &mut [LogRing], names: &[String], mut file: Option<&mut RotatingPcap>, hub: &LogHub) {
+fn drain(
+    rings: &mut [LogRing],
+    names: &[String],
+    mut file: Option<&mut RotatingPcap>,
+    hub: &LogHub,
+) {
     let mut wrote = false;
     for ring in rings.iter_mut() {
         while ring.consumer.pop_with(|r| {
@@ -239,7 +273,10 @@ fn drain(rings: &mut [LogRing], names: &[String], mut file: Option<&mut Rotating
         }) {}
     }
     hub.ring_drops.store(rings.iter().map(|r| r.consumer.dropped()).sum(), Ordering::Relaxed);
-    if wrote && let Some(f) = file && f.flush().is_err() {
+    if wrote
+        && let Some(f) = file
+        && f.flush().is_err()
+    {
         hub.totals.file_errors.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -265,7 +302,10 @@ mod tests {
         f.flush().unwrap();
         let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
         // 2 records per file: 7 records = 3 full files and one with 1; only 2 old ones kept.
-        assert_eq!((len(&path), len(&numbered(&path, 1)), len(&numbered(&path, 2))), (Some(124), Some(224), Some(224)));
+        assert_eq!(
+            (len(&path), len(&numbered(&path, 1)), len(&numbered(&path, 2))),
+            (Some(124), Some(224), Some(224))
+        );
         assert_eq!(len(&numbered(&path, 3)), None);
         let head = std::fs::read(numbered(&path, 1)).unwrap();
         assert_eq!(&head[20..24], &117u32.to_le_bytes(), "each file is a pflog capture");
@@ -280,13 +320,22 @@ mod tests {
 
     #[test]
     fn records_carry_the_pflog_header_and_the_packet() {
-        let mut r = LogRecord { ts_ns: 5_000_123_000, rule: 2, orig_len: 300, len: 4, ..LogRecord::default() };
+        let mut r = LogRecord {
+            ts_ns: 5_000_123_000,
+            rule: 2,
+            orig_len: 300,
+            len: 4,
+            ..LogRecord::default()
+        };
         r.id[..3].copy_from_slice(b"web");
         r.data[..4].copy_from_slice(&[0x45, 0, 1, 44]);
         let rec = pcap_record(&r, "lrlog-a");
         assert_eq!(&rec[..16], &io::pcap::record_header(5, 123, 68, 364));
         let (h, at) = io::pflog::Header::decode(&rec[16..]).unwrap();
-        assert_eq!((h.rulenr, h.ruleset.as_str(), h.ifname.as_str(), h.action_name()), (2, "web", "lrlog-a", "pass"));
+        assert_eq!(
+            (h.rulenr, h.ruleset.as_str(), h.ifname.as_str(), h.action_name()),
+            (2, "web", "lrlog-a", "pass")
+        );
         assert_eq!(&rec[16 + at..], &[0x45, 0, 1, 44]);
     }
 }

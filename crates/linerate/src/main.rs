@@ -13,10 +13,10 @@ mod host;
 mod kernel_bypass;
 mod lab_cmd;
 mod log;
+mod logger;
 mod metrics;
 mod notify;
 mod offload;
-mod logger;
 mod output;
 mod owner;
 mod peers;
@@ -28,14 +28,14 @@ mod router_state;
 mod rule_file;
 mod run;
 mod service;
-mod signals;
 mod show;
+mod signals;
 mod states;
 mod steering;
-mod table;
 mod stream;
-mod traffic;
+mod table;
 mod tools;
+mod traffic;
 
 use cli::Command;
 
@@ -81,7 +81,13 @@ fn stat_main(args: &[std::ffi::OsString]) -> std::process::ExitCode {
     } else {
         74
     };
-    let code = lab::stat::run_with_default_width(args, &mut std::io::stdin().lock(), &mut std::io::stdout().lock(), &mut std::io::stderr().lock(), width);
+    let code = lab::stat::run_with_default_width(
+        args,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+        width,
+    );
     std::process::ExitCode::from(code.clamp(0, 255) as u8)
 }
 

@@ -39,7 +39,8 @@ pub struct Server {
 
 impl Server {
     pub fn bind(addr: SocketAddr) -> Result<Server> {
-        let listener = TcpListener::bind(addr).with_context(|| format!("router.metrics_listen {addr}: cannot listen"))?;
+        let listener = TcpListener::bind(addr)
+            .with_context(|| format!("router.metrics_listen {addr}: cannot listen"))?;
         Ok(Server { listener: Some(listener), addr })
     }
 
@@ -80,7 +81,8 @@ fn accept(conn: TcpStream, state: &Arc<RouterState>, slots: &Slots) {
 /// Reads the request head (up to a blank line, at most [`MAX_REQUEST`] bytes) within
 /// `limit` in all.
 fn read_head(conn: &TcpStream, limit: Duration) -> Option<String> {
-    let ended = |h: &[u8]| h.windows(4).any(|w| w == b"\r\n\r\n") || h.windows(2).any(|w| w == b"\n\n");
+    let ended =
+        |h: &[u8]| h.windows(4).any(|w| w == b"\r\n\r\n") || h.windows(2).any(|w| w == b"\n\n");
     let head = peers::read_until(conn, MAX_REQUEST as u64, limit, ended).ok()?;
     ended(&head).then(|| String::from_utf8(head).ok()).flatten()
 }
@@ -103,7 +105,8 @@ fn route(head: &str, state: Option<&RouterState>) -> Response {
     let mut lines = head.lines();
     let request = lines.next().unwrap_or("");
     let mut parts = request.split(' ');
-    let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (method, target, version) =
+        (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     if !version.starts_with("HTTP/1.") {
         return Response::new("400 Bad Request", "text/plain", "bad request\n");
     }
@@ -111,12 +114,20 @@ fn route(head: &str, state: Option<&RouterState>) -> Response {
     match (method, path) {
         ("GET" | "HEAD", "/metrics") => {
             let openmetrics = lines.any(|l| {
-                l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text"))
+                l.split_once(':').is_some_and(|(k, v)| {
+                    k.eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text")
+                })
             });
             let body = state.map_or_else(String::new, |s| render(s, openmetrics));
-            Response::new("200 OK", if openmetrics { OPENMETRICS_TYPE } else { PROMETHEUS_TYPE }, body)
+            Response::new(
+                "200 OK",
+                if openmetrics { OPENMETRICS_TYPE } else { PROMETHEUS_TYPE },
+                body,
+            )
         }
-        ("GET" | "HEAD", _) => Response::new("404 Not Found", "text/plain", "only /metrics is served here\n"),
+        ("GET" | "HEAD", _) => {
+            Response::new("404 Not Found", "text/plain", "only /metrics is served here\n")
+        }
         _ => Response::new("405 Method Not Allowed", "text/plain", "only GET\n"),
     }
 }
@@ -167,8 +178,10 @@ impl Writer {
 
     fn sample(&mut self, name: &str, kind: Kind, labels: &[(&str, &str)], value: f64) {
         let suffix = if kind == Kind::Counter { "_total" } else { "" };
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
-        let labels = if labels.is_empty() { String::new() } else { format!("{{{}}}", labels.join(",")) };
+        let labels: Vec<String> =
+            labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+        let labels =
+            if labels.is_empty() { String::new() } else { format!("{{{}}}", labels.join(",")) };
         let _ = writeln!(self.out, "{name}{suffix}{labels} {value}");
     }
 
@@ -193,7 +206,12 @@ fn text(v: &Value) -> String {
 pub fn render(state: &RouterState, openmetrics: bool) -> String {
     let stats = crate::control::stats(state);
     let mut w = Writer { out: String::new(), openmetrics };
-    w.metric("linerate_uptime_seconds", Kind::Gauge, "Seconds since linerate run started.", &[(vec![], num(&stats["uptime"]))]);
+    w.metric(
+        "linerate_uptime_seconds",
+        Kind::Gauge,
+        "Seconds since linerate run started.",
+        &[(vec![], num(&stats["uptime"]))],
+    );
     interfaces(&mut w, &stats);
     workers(&mut w, state, &stats);
     slow_path(&mut w, state, &stats);
@@ -208,27 +226,57 @@ pub fn render(state: &RouterState, openmetrics: bool) -> String {
 
 fn interfaces(w: &mut Writer, stats: &Value) {
     let ifaces = stats["interfaces"].as_array().cloned().unwrap_or_default();
-    let names: Vec<(String, String)> = ifaces.iter().map(|i| (text(&i["name"]), text(&i["backend"]))).collect();
+    let names: Vec<(String, String)> =
+        ifaces.iter().map(|i| (text(&i["name"]), text(&i["backend"]))).collect();
     for (key, name, help) in [
-        ("rx_packets", "linerate_interface_rx_packets", "Frames received on the interface (all of linerate's queues)."),
+        (
+            "rx_packets",
+            "linerate_interface_rx_packets",
+            "Frames received on the interface (all of linerate's queues).",
+        ),
         ("rx_bytes", "linerate_interface_rx_bytes", "Bytes received on the interface."),
-        ("rx_errors", "linerate_interface_rx_errors", "Frames received that were malformed (truncated, bad version, length or checksum)."),
-        ("rx_drops", "linerate_interface_rx_drops", "Frames received and not forwarded for any other reason (see linerate_drops_total), or dropped by the kernel's ring."),
+        (
+            "rx_errors",
+            "linerate_interface_rx_errors",
+            "Frames received that were malformed (truncated, bad version, length or checksum).",
+        ),
+        (
+            "rx_drops",
+            "linerate_interface_rx_drops",
+            "Frames received and not forwarded for any other reason (see linerate_drops_total), or dropped by the kernel's ring.",
+        ),
         ("tx_packets", "linerate_interface_tx_packets", "Frames sent on the interface."),
         ("tx_bytes", "linerate_interface_tx_bytes", "Bytes sent on the interface."),
         ("tx_drops", "linerate_interface_tx_drops", "Frames the interface could not send."),
     ] {
-        let samples: Vec<_> =
-            ifaces.iter().zip(&names).map(|(i, (n, b))| (vec![("interface", n.as_str()), ("backend", b.as_str())], num(&i[key]))).collect();
+        let samples: Vec<_> = ifaces
+            .iter()
+            .zip(&names)
+            .map(|(i, (n, b))| {
+                (vec![("interface", n.as_str()), ("backend", b.as_str())], num(&i[key]))
+            })
+            .collect();
         w.metric(name, Kind::Counter, help, &samples);
     }
     // The kernel fast path's share (`router.fast_path`), on the interfaces that run it.
-    let fast: Vec<_> = ifaces.iter().zip(&names).filter(|(i, _)| i["fast_path"].is_object()).collect();
+    let fast: Vec<_> =
+        ifaces.iter().zip(&names).filter(|(i, _)| i["fast_path"].is_object()).collect();
     for (key, name, help) in [
-        ("rx_packets", "linerate_fast_path_rx_packets", "Frames the kernel fast path took from the interface (not in linerate_interface_rx_packets)."),
-        ("tx_packets", "linerate_fast_path_tx_packets", "Frames the kernel fast path sent out of the interface (not in linerate_interface_tx_packets)."),
+        (
+            "rx_packets",
+            "linerate_fast_path_rx_packets",
+            "Frames the kernel fast path took from the interface (not in linerate_interface_rx_packets).",
+        ),
+        (
+            "tx_packets",
+            "linerate_fast_path_tx_packets",
+            "Frames the kernel fast path sent out of the interface (not in linerate_interface_tx_packets).",
+        ),
     ] {
-        let samples: Vec<_> = fast.iter().map(|(i, (n, _))| (vec![("interface", n.as_str())], num(&i["fast_path"][key]))).collect();
+        let samples: Vec<_> = fast
+            .iter()
+            .map(|(i, (n, _))| (vec![("interface", n.as_str())], num(&i["fast_path"][key])))
+            .collect();
         if !samples.is_empty() {
             w.metric(name, Kind::Counter, help, &samples);
         }
@@ -241,52 +289,152 @@ fn workers(w: &mut Writer, state: &RouterState, stats: &Value) {
     for (key, name, help) in [
         ("rx", "linerate_worker_rx_packets", "Packets the worker received."),
         ("forwarded", "linerate_worker_forwarded_packets", "Packets the worker forwarded."),
-        ("local", "linerate_worker_local_packets", "Packets for the router itself (and ARP/NDP, broadcast, multicast)."),
-        ("slow_path", "linerate_worker_slow_path_packets", "Packets handed to the slow path to be sent later (resolution, fragmentation)."),
-        ("icmp_sent", "linerate_worker_icmp_errors", "ICMP errors the worker handed to the slow path."),
-        ("icmp_suppressed", "linerate_worker_icmp_errors_suppressed", "ICMP errors not sent: the rate limit (icmp_errors_per_second)."),
+        (
+            "local",
+            "linerate_worker_local_packets",
+            "Packets for the router itself (and ARP/NDP, broadcast, multicast).",
+        ),
+        (
+            "slow_path",
+            "linerate_worker_slow_path_packets",
+            "Packets handed to the slow path to be sent later (resolution, fragmentation).",
+        ),
+        (
+            "icmp_sent",
+            "linerate_worker_icmp_errors",
+            "ICMP errors the worker handed to the slow path.",
+        ),
+        (
+            "icmp_suppressed",
+            "linerate_worker_icmp_errors_suppressed",
+            "ICMP errors not sent: the rate limit (icmp_errors_per_second).",
+        ),
     ] {
-        let samples: Vec<_> = ws.iter().zip(&ids).map(|(x, id)| (vec![("worker", id.as_str())], num(&x[key]))).collect();
+        let samples: Vec<_> = ws
+            .iter()
+            .zip(&ids)
+            .map(|(x, id)| (vec![("worker", id.as_str())], num(&x[key])))
+            .collect();
         w.metric(name, Kind::Counter, help, &samples);
     }
-    let names: Vec<String> = stats["interfaces"].as_array().into_iter().flatten().map(|i| text(&i["name"])).collect();
+    let names: Vec<String> =
+        stats["interfaces"].as_array().into_iter().flatten().map(|i| text(&i["name"])).collect();
     let mut queues = Vec::new();
     for (x, id) in ws.iter().zip(&ids) {
         for (q, name) in x["queues"].as_array().into_iter().flatten().zip(&names) {
-            queues.push((vec![("interface", name.as_str()), ("worker", id.as_str())], num(&q["rx_packets"])));
+            queues.push((
+                vec![("interface", name.as_str()), ("worker", id.as_str())],
+                num(&q["rx_packets"]),
+            ));
         }
     }
-    w.metric("linerate_queue_rx_packets", Kind::Counter, "Frames a worker received on its queue of an interface.", &queues);
-    w.family("linerate_drops", Kind::Counter, "Packets dropped, by worker and reason (every drop is counted under exactly one reason).");
+    w.metric(
+        "linerate_queue_rx_packets",
+        Kind::Counter,
+        "Frames a worker received on its queue of an interface.",
+        &queues,
+    );
+    w.family(
+        "linerate_drops",
+        Kind::Counter,
+        "Packets dropped, by worker and reason (every drop is counted under exactly one reason).",
+    );
     for (id, c) in state.workers.iter().enumerate() {
         let id = id.to_string();
         for (reason, n) in c.snapshot().drops_by_reason() {
-            w.sample("linerate_drops", Kind::Counter, &[("worker", &id), ("reason", reason.name())], n as f64);
+            w.sample(
+                "linerate_drops",
+                Kind::Counter,
+                &[("worker", &id), ("reason", reason.name())],
+                n as f64,
+            );
         }
     }
 }
 
 fn slow_path(w: &mut Writer, state: &RouterState, stats: &Value) {
     let s = &stats["slow_path"];
-    let by = |label: &'static str, keys: &[(&'static str, &'static str)]| -> Vec<(Vec<(&'static str, &'static str)>, f64)> {
+    let by = |label: &'static str,
+              keys: &[(&'static str, &'static str)]|
+     -> Vec<(Vec<(&'static str, &'static str)>, f64)> {
         keys.iter().map(|&(key, value)| (vec![(label, value)], num(&s[key]))).collect()
     };
-    w.metric("linerate_slow_path_sent", Kind::Counter, "Messages the slow path sent, by kind.", &by("kind", &[
-        ("arp_replies", "arp_reply"), ("arp_requests", "arp_request"), ("nd_adverts", "nd_advert"), ("nd_solicits", "nd_solicit"),
-        ("echo_replies", "echo_reply"), ("icmp_errors", "icmp_error"), ("sent_after_resolution", "after_resolution"), ("fragments", "fragment"),
-    ]));
-    w.metric("linerate_host_packets", Kind::Counter, "Packets between the wire and the kernel's host stack (the TAPs).", &by("direction", &[("to_host", "to_host"), ("from_host", "from_host")]));
-    w.metric("linerate_slow_path_drops", Kind::Counter, "Packets the slow path dropped, by reason.", &by("reason", &[
-        ("local_drops", "local_unwanted"), ("redirects_ignored", "redirect_ignored"), ("router_adverts_ignored", "router_advert_ignored"), ("invalid", "invalid"), ("neighbour_drops", "neighbour_wait"), ("icmp_suppressed", "icmp_suppressed"),
-    ]));
-    w.metric("linerate_neighbour_resolutions", Kind::Counter, "Neighbour resolutions (ARP/NDP), by result.", &by("result", &[("resolved", "resolved"), ("resolve_failed", "failed")]));
-    w.metric("linerate_neighbour_evictions", Kind::Counter, "Neighbour entries removed to make room (router.max_neighbours).", &[(vec![], num(&s["neighbour_evictions"]))]);
-    w.metric("linerate_neighbour_table_full", Kind::Counter, "New neighbours refused: the cache was full of entries that may not be evicted.", &[(vec![], num(&s["neighbour_table_full"]))]);
-    let rejects: Vec<(String, f64)> = s["neighbour_rejects"].as_object().into_iter().flatten().map(|(k, v)| (k.clone(), num(v))).collect();
+    w.metric(
+        "linerate_slow_path_sent",
+        Kind::Counter,
+        "Messages the slow path sent, by kind.",
+        &by(
+            "kind",
+            &[
+                ("arp_replies", "arp_reply"),
+                ("arp_requests", "arp_request"),
+                ("nd_adverts", "nd_advert"),
+                ("nd_solicits", "nd_solicit"),
+                ("echo_replies", "echo_reply"),
+                ("icmp_errors", "icmp_error"),
+                ("sent_after_resolution", "after_resolution"),
+                ("fragments", "fragment"),
+            ],
+        ),
+    );
+    w.metric(
+        "linerate_host_packets",
+        Kind::Counter,
+        "Packets between the wire and the kernel's host stack (the TAPs).",
+        &by("direction", &[("to_host", "to_host"), ("from_host", "from_host")]),
+    );
+    w.metric(
+        "linerate_slow_path_drops",
+        Kind::Counter,
+        "Packets the slow path dropped, by reason.",
+        &by(
+            "reason",
+            &[
+                ("local_drops", "local_unwanted"),
+                ("redirects_ignored", "redirect_ignored"),
+                ("router_adverts_ignored", "router_advert_ignored"),
+                ("invalid", "invalid"),
+                ("neighbour_drops", "neighbour_wait"),
+                ("icmp_suppressed", "icmp_suppressed"),
+            ],
+        ),
+    );
+    w.metric(
+        "linerate_neighbour_resolutions",
+        Kind::Counter,
+        "Neighbour resolutions (ARP/NDP), by result.",
+        &by("result", &[("resolved", "resolved"), ("resolve_failed", "failed")]),
+    );
+    w.metric(
+        "linerate_neighbour_evictions",
+        Kind::Counter,
+        "Neighbour entries removed to make room (router.max_neighbours).",
+        &[(vec![], num(&s["neighbour_evictions"]))],
+    );
+    w.metric(
+        "linerate_neighbour_table_full",
+        Kind::Counter,
+        "New neighbours refused: the cache was full of entries that may not be evicted.",
+        &[(vec![], num(&s["neighbour_table_full"]))],
+    );
+    let rejects: Vec<(String, f64)> = s["neighbour_rejects"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), num(v)))
+        .collect();
     let samples: Vec<_> = rejects.iter().map(|(k, v)| (vec![("reason", k.as_str())], *v)).collect();
-    w.metric("linerate_neighbour_ignored", Kind::Counter, "ARP and NDP messages that changed nothing, by reason.", &samples);
+    w.metric(
+        "linerate_neighbour_ignored",
+        Kind::Counter,
+        "ARP and NDP messages that changed nothing, by reason.",
+        &samples,
+    );
     let mut by_state: std::collections::BTreeMap<String, f64> =
-        ["incomplete", "reachable", "stale", "probe", "failed", "permanent"].iter().map(|s| (s.to_string(), 0.0)).collect();
+        ["incomplete", "reachable", "stale", "probe", "failed", "permanent"]
+            .iter()
+            .map(|s| (s.to_string(), 0.0))
+            .collect();
     for n in crate::control::neighbours(state).as_array().into_iter().flatten() {
         *by_state.entry(text(&n["state"])).or_default() += 1.0;
     }
@@ -295,12 +443,25 @@ fn slow_path(w: &mut Writer, state: &RouterState, stats: &Value) {
     // The workers' punt stages: frames the slow path never saw.
     use dataplane::punt::{PuntClass, PuntDrop};
     let mut d = state.punt.drops();
-    let policed: f64 = stats["workers"].as_array().into_iter().flatten().map(|x| num(&x["icmp_suppressed"])).sum();
+    let policed: f64 =
+        stats["workers"].as_array().into_iter().flatten().map(|x| num(&x["icmp_suppressed"])).sum();
     d.add(PuntClass::IcmpError, PuntDrop::Policed, policed as u64);
-    w.family("linerate_punt_drops", Kind::Counter, "Frames the workers meant to hand to the slow path and dropped, by class and reason.");
+    w.family(
+        "linerate_punt_drops",
+        Kind::Counter,
+        "Frames the workers meant to hand to the slow path and dropped, by class and reason.",
+    );
     for c in PuntClass::ALL {
-        for r in PuntDrop::ALL.into_iter().filter(|&r| r != PuntDrop::NextHopLimit || c == PuntClass::Resolve) {
-            w.sample("linerate_punt_drops", Kind::Counter, &[("class", c.name()), ("reason", r.name())], d.get(c, r) as f64);
+        for r in PuntDrop::ALL
+            .into_iter()
+            .filter(|&r| r != PuntDrop::NextHopLimit || c == PuntClass::Resolve)
+        {
+            w.sample(
+                "linerate_punt_drops",
+                Kind::Counter,
+                &[("class", c.name()), ("reason", r.name())],
+                d.get(c, r) as f64,
+            );
         }
     }
 }
@@ -318,7 +479,11 @@ fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwContr
         })
         .collect();
     for (key, name, help) in [
-        ("packets", "linerate_rule_packets", "Packets evaluated to this rule (or passed by its states), all workers; rule=\"default\": no rule matched."),
+        (
+            "packets",
+            "linerate_rule_packets",
+            "Packets evaluated to this rule (or passed by its states), all workers; rule=\"default\": no rule matched.",
+        ),
         ("bytes", "linerate_rule_bytes", "Bytes of those packets."),
         ("states", "linerate_rule_state_creations", "States the rule created."),
     ] {
@@ -326,16 +491,31 @@ fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwContr
             .iter()
             .zip(&labels)
             .map(|(r, [rule, line, action, label, rid])| {
-                let labels = vec![("rule", rule.as_str()), ("line", line.as_str()), ("action", action.as_str()), ("label", label.as_str()), ("ridentifier", rid.as_str())];
+                let labels = vec![
+                    ("rule", rule.as_str()),
+                    ("line", line.as_str()),
+                    ("action", action.as_str()),
+                    ("label", label.as_str()),
+                    ("ridentifier", rid.as_str()),
+                ];
                 (labels, num(&r[key]))
             })
             .collect();
         w.metric(name, Kind::Counter, help, &samples);
     }
     let limit = state.slot.as_ref().map_or(0, |s| s.current().rules.limit_states) as f64;
-    let per_worker: Vec<(String, std::collections::HashMap<&str, u64>)> =
-        fw.stats.iter().enumerate().map(|(i, s)| (i.to_string(), s.states().into_iter().collect())).collect();
-    let family = |w: &mut Writer, name: &str, kind: Kind, help: &str, label: Option<&str>, keys: &[(&str, &str)]| {
+    let per_worker: Vec<(String, std::collections::HashMap<&str, u64>)> = fw
+        .stats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i.to_string(), s.states().into_iter().collect()))
+        .collect();
+    let family = |w: &mut Writer,
+                  name: &str,
+                  kind: Kind,
+                  help: &str,
+                  label: Option<&str>,
+                  keys: &[(&str, &str)]| {
         w.family(name, kind, help);
         for (id, c) in &per_worker {
             for &(key, value) in keys {
@@ -347,37 +527,123 @@ fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwContr
             }
         }
     };
-    family(w, "linerate_state_table_states", Kind::Gauge, "States held by the worker's table (live, and expired not yet reclaimed).", None, &[("in_use", "")]);
-    w.family("linerate_state_table_limit", Kind::Gauge, "States the worker's table may hold (set limit states).");
+    family(
+        w,
+        "linerate_state_table_states",
+        Kind::Gauge,
+        "States held by the worker's table (live, and expired not yet reclaimed).",
+        None,
+        &[("in_use", "")],
+    );
+    w.family(
+        "linerate_state_table_limit",
+        Kind::Gauge,
+        "States the worker's table may hold (set limit states).",
+    );
     for (id, _) in &per_worker {
         w.sample("linerate_state_table_limit", Kind::Gauge, &[("worker", id)], limit);
     }
     family(w, "linerate_state_inserts", Kind::Counter, "States created.", None, &[("inserts", "")]);
-    family(w, "linerate_state_insert_failures", Kind::Counter, "States not created, by reason.", Some("reason"), &[("insert_full", "full"), ("insert_exists", "exists")]);
-    family(w, "linerate_state_lookups", Kind::Counter, "State lookups, by result.", Some("result"), &[("hits", "hit"), ("misses", "miss")]);
-    family(w, "linerate_state_removals", Kind::Counter, "States removed, by cause.", Some("cause"), &[
-        ("expired_lookup", "expired_lookup"), ("expired_sweep", "expired_sweep"), ("reused_closed", "port_reuse"), ("removed", "operator"),
-        ("src_flushed", "overload_flush"),
-    ]);
-    family(w, "linerate_state_limit_refusals", Kind::Counter, "States refused, or connections removed as they became established, by the rule's limit (pf's limit counters).", Some("limit"), &[
-        ("rule_max", "max"), ("src_limit_states", "max-src-states"), ("src_limit_nodes", "max-src-nodes"), ("src_limit_conn", "max-src-conn"), ("src_limit_conn_rate", "max-src-conn-rate"),
-    ]);
-    family(w, "linerate_state_synproxy", Kind::Counter, "`synproxy state` handshakes: SYN-ACKs the router answered SYNs with, SYNs it sent servers, connections handed over, packets dropped during a handshake.", Some("event"), &[
-        ("synproxy_syn_acks", "syn_ack"), ("synproxy_syns", "syn"), ("synproxy_established", "established"), ("synproxy_dropped", "dropped"),
-    ]);
-    family(w, "linerate_state_overloads", Kind::Counter, "Sources refused by a rule with `overload <table>`, queued for the table.", None, &[("src_overload", "")]);
-    family(w, "linerate_state_icmp_errors", Kind::Counter, "ICMP errors matched against states, by result.", Some("result"), &[
-        ("icmp_error_hits", "hit"), ("icmp_error_misses", "miss"), ("icmp_error_bad_seq", "bad_seq"),
-    ]);
-    let scrub: Vec<(String, [(&str, u64); 7])> = fw.stats.iter().enumerate().map(|(i, s)| (i.to_string(), s.scrub())).collect();
-    w.family("linerate_scrub_packets", Kind::Counter, "Packets a scrub rule matched (in and out passes).");
+    family(
+        w,
+        "linerate_state_insert_failures",
+        Kind::Counter,
+        "States not created, by reason.",
+        Some("reason"),
+        &[("insert_full", "full"), ("insert_exists", "exists")],
+    );
+    family(
+        w,
+        "linerate_state_lookups",
+        Kind::Counter,
+        "State lookups, by result.",
+        Some("result"),
+        &[("hits", "hit"), ("misses", "miss")],
+    );
+    family(
+        w,
+        "linerate_state_removals",
+        Kind::Counter,
+        "States removed, by cause.",
+        Some("cause"),
+        &[
+            ("expired_lookup", "expired_lookup"),
+            ("expired_sweep", "expired_sweep"),
+            ("reused_closed", "port_reuse"),
+            ("removed", "operator"),
+            ("src_flushed", "overload_flush"),
+        ],
+    );
+    family(
+        w,
+        "linerate_state_limit_refusals",
+        Kind::Counter,
+        "States refused, or connections removed as they became established, by the rule's limit (pf's limit counters).",
+        Some("limit"),
+        &[
+            ("rule_max", "max"),
+            ("src_limit_states", "max-src-states"),
+            ("src_limit_nodes", "max-src-nodes"),
+            ("src_limit_conn", "max-src-conn"),
+            ("src_limit_conn_rate", "max-src-conn-rate"),
+        ],
+    );
+    family(
+        w,
+        "linerate_state_synproxy",
+        Kind::Counter,
+        "`synproxy state` handshakes: SYN-ACKs the router answered SYNs with, SYNs it sent servers, connections handed over, packets dropped during a handshake.",
+        Some("event"),
+        &[
+            ("synproxy_syn_acks", "syn_ack"),
+            ("synproxy_syns", "syn"),
+            ("synproxy_established", "established"),
+            ("synproxy_dropped", "dropped"),
+        ],
+    );
+    family(
+        w,
+        "linerate_state_overloads",
+        Kind::Counter,
+        "Sources refused by a rule with `overload <table>`, queued for the table.",
+        None,
+        &[("src_overload", "")],
+    );
+    family(
+        w,
+        "linerate_state_icmp_errors",
+        Kind::Counter,
+        "ICMP errors matched against states, by result.",
+        Some("result"),
+        &[
+            ("icmp_error_hits", "hit"),
+            ("icmp_error_misses", "miss"),
+            ("icmp_error_bad_seq", "bad_seq"),
+        ],
+    );
+    let scrub: Vec<(String, [(&str, u64); 7])> =
+        fw.stats.iter().enumerate().map(|(i, s)| (i.to_string(), s.scrub())).collect();
+    w.family(
+        "linerate_scrub_packets",
+        Kind::Counter,
+        "Packets a scrub rule matched (in and out passes).",
+    );
     for (id, c) in &scrub {
         w.sample("linerate_scrub_packets", Kind::Counter, &[("worker", id)], c[0].1 as f64);
     }
-    w.family("linerate_scrub_changes", Kind::Counter, "What scrub rules changed in packets, by change.");
+    w.family(
+        "linerate_scrub_changes",
+        Kind::Counter,
+        "What scrub rules changed in packets, by change.",
+    );
     for (id, c) in &scrub {
         for &(change, n) in &c[1..] {
-            w.sample("linerate_scrub_changes", Kind::Counter, &[("worker", id), ("change", change)], n as f64);
+            w.sample(
+                "linerate_scrub_changes",
+                Kind::Counter,
+                &[("worker", id), ("change", change)],
+                n as f64,
+            );
         }
     }
 }
@@ -390,11 +656,24 @@ mod tests {
     fn both_formats_name_counters_as_they_should() {
         for om in [false, true] {
             let mut w = Writer { out: String::new(), openmetrics: om };
-            w.metric("linerate_x_packets", Kind::Counter, "X.", &[(vec![("reason", "a\"b\\c")], 3.0)]);
+            w.metric(
+                "linerate_x_packets",
+                Kind::Counter,
+                "X.",
+                &[(vec![("reason", "a\"b\\c")], 3.0)],
+            );
             w.metric("linerate_y", Kind::Gauge, "Y.", &[(vec![], 1.5)]);
-            let want_family = if om { "# TYPE linerate_x_packets counter" } else { "# TYPE linerate_x_packets_total counter" };
+            let want_family = if om {
+                "# TYPE linerate_x_packets counter"
+            } else {
+                "# TYPE linerate_x_packets_total counter"
+            };
             assert!(w.out.contains(want_family), "{}", w.out);
-            assert!(w.out.contains("linerate_x_packets_total{reason=\"a\\\"b\\\\c\"} 3\n"), "{}", w.out);
+            assert!(
+                w.out.contains("linerate_x_packets_total{reason=\"a\\\"b\\\\c\"} 3\n"),
+                "{}",
+                w.out
+            );
             assert!(w.out.contains("# TYPE linerate_y gauge\nlinerate_y 1.5\n"), "{}", w.out);
         }
     }
@@ -406,7 +685,12 @@ mod tests {
             (answer.status, answer.content_type)
         };
         assert_eq!(get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), ("200 OK", PROMETHEUS_TYPE));
-        assert_eq!(get("GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n"), ("200 OK", OPENMETRICS_TYPE));
+        assert_eq!(
+            get(
+                "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n"
+            ),
+            ("200 OK", OPENMETRICS_TYPE)
+        );
         assert_eq!(get("GET / HTTP/1.1\r\n\r\n").0, "404 Not Found");
         assert_eq!(get("POST /metrics HTTP/1.1\r\n\r\n").0, "405 Method Not Allowed");
         assert_eq!(get("garbage\r\n\r\n").0, "400 Bad Request");

@@ -21,19 +21,26 @@ fn address(value: &str) -> io::Result<SocketAddr> {
     } else if value.starts_with('/') {
         SocketAddr::from_pathname(value)
     } else {
-        Err(io::Error::new(io::ErrorKind::InvalidInput, "only unix socket paths and @abstract names are supported by linerate"))
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "only unix socket paths and @abstract names are supported by linerate",
+        ))
     }
 }
 
 impl Notifier {
     /// Reads `NOTIFY_SOCKET` and opens the sending socket now (before privileges drop).
     pub fn from_env() -> Notifier {
-        let Some(value) = std::env::var_os("NOTIFY_SOCKET") else { return Notifier { target: None } };
+        let Some(value) = std::env::var_os("NOTIFY_SOCKET") else {
+            return Notifier { target: None };
+        };
         let value = value.to_string_lossy();
         match address(&value).and_then(|a| Ok((UnixDatagram::unbound()?, a))) {
             Ok(target) => Notifier { target: Some(target) },
             Err(e) => {
-                crate::log::warn(format_args!("NOTIFY_SOCKET {value:?}: {e}; systemd will not hear that linerate is ready"));
+                crate::log::warn(format_args!(
+                    "NOTIFY_SOCKET {value:?}: {e}; systemd will not hear that linerate is ready"
+                ));
                 Notifier { target: None }
             }
         }
@@ -43,7 +50,10 @@ impl Notifier {
     pub fn send(&self, message: &str) {
         let Some((sock, addr)) = &self.target else { return };
         if let Err(e) = sock.send_to_addr(message.as_bytes(), addr) {
-            crate::log::warn(format_args!("notifying systemd ({}): {e}", message.lines().next().unwrap_or("")));
+            crate::log::warn(format_args!(
+                "notifying systemd ({}): {e}",
+                message.lines().next().unwrap_or("")
+            ));
         }
     }
 
@@ -54,7 +64,10 @@ impl Notifier {
     /// Before a reload: systemd >= 253 matches `MONOTONIC_USEC` against the time it sent
     /// the reload signal.
     pub fn reloading(&self) {
-        self.send(&format!("RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading the rules\n", ::io::clock::monotonic_usec()));
+        self.send(&format!(
+            "RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading the rules\n",
+            ::io::clock::monotonic_usec()
+        ));
     }
 
     pub fn stopping(&self) {
@@ -80,13 +93,19 @@ mod tests {
         let path = dir.join("notify.sock");
         let listener = UnixDatagram::bind(&path).unwrap();
         listener.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let n = Notifier { target: Some((UnixDatagram::unbound().unwrap(), address(path.to_str().unwrap()).unwrap())) };
+        let n = Notifier {
+            target: Some((
+                UnixDatagram::unbound().unwrap(),
+                address(path.to_str().unwrap()).unwrap(),
+            )),
+        };
         n.ready("forwarding");
         assert_eq!(receive(&listener), "READY=1\nSTATUS=forwarding\n");
         let before = ::io::clock::monotonic_usec();
         n.reloading();
         let msg = receive(&listener);
-        let usec: u64 = msg.lines().find_map(|l| l.strip_prefix("MONOTONIC_USEC=")).unwrap().parse().unwrap();
+        let usec: u64 =
+            msg.lines().find_map(|l| l.strip_prefix("MONOTONIC_USEC=")).unwrap().parse().unwrap();
         assert!(msg.starts_with("RELOADING=1\n"), "{msg}");
         assert!(usec >= before && usec < before + 5_000_000, "{usec} vs {before}");
         n.stopping();
@@ -97,9 +116,13 @@ mod tests {
     #[test]
     fn notifies_an_abstract_socket() {
         let name = format!("lr-notify-test-{}", std::process::id());
-        let listener = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+        let listener =
+            UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap())
+                .unwrap();
         listener.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let n = Notifier { target: Some((UnixDatagram::unbound().unwrap(), address(&format!("@{name}")).unwrap())) };
+        let n = Notifier {
+            target: Some((UnixDatagram::unbound().unwrap(), address(&format!("@{name}")).unwrap())),
+        };
         n.ready("up");
         assert_eq!(receive(&listener), "READY=1\nSTATUS=up\n");
     }

@@ -64,7 +64,10 @@ pub struct Offload {
 impl Offload {
     /// The fast path the ports were opened with (none if no port runs it). Mirrors `decisions`
     /// into the program from here on.
-    pub fn new(ports: Vec<PortTarget>, decisions: &Arc<dataplane::offload::Decisions>) -> Option<Offload> {
+    pub fn new(
+        ports: Vec<PortTarget>,
+        decisions: &Arc<dataplane::offload::Decisions>,
+    ) -> Option<Offload> {
         let fast = FastPath::current()?;
         let mirror = Arc::clone(&fast);
         decisions.set_mirror(Box::new(move |g| {
@@ -73,7 +76,13 @@ impl Offload {
             }
         }));
         let stats = Arc::new(OffloadStats::default());
-        let offload = Offload { fast, decisions: Arc::clone(decisions), ports, stats, query_failed: AtomicBool::new(false) };
+        let offload = Offload {
+            fast,
+            decisions: Arc::clone(decisions),
+            ports,
+            stats,
+            query_failed: AtomicBool::new(false),
+        };
         offload.recheck_outputs(None);
         Some(offload)
     }
@@ -162,7 +171,11 @@ impl Offload {
     }
 
     /// Starts the thread that installs the workers' offers until `stop`.
-    pub fn start(self: Arc<Self>, mut queues: Vec<OfferConsumer>, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>> {
+    pub fn start(
+        self: Arc<Self>,
+        mut queues: Vec<OfferConsumer>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("lr-offload".into())
             .spawn(move || self.run(&mut queues, &stop))

@@ -37,7 +37,8 @@ impl Drop for InterfaceLock {
 /// The lock file of `ifname` in this network namespace.
 fn lock_path(dir: &Path, ifname: &str) -> Result<PathBuf> {
     let ns = std::fs::metadata("/proc/self/ns/net").context("reading /proc/self/ns/net")?.ino();
-    let index = io::netdev::ifindex(ifname).with_context(|| format!("reading the index of {ifname}"))?;
+    let index =
+        io::netdev::ifindex(ifname).with_context(|| format!("reading the index of {ifname}"))?;
     Ok(dir.join(format!("net{ns}-if{index}.lock")))
 }
 
@@ -60,16 +61,24 @@ fn lock_one(dir: &Path, ifname: &str) -> Result<InterfaceLock> {
 /// Locks the file at `path`; `None` if the file was removed by its last owner meanwhile.
 fn try_lock(path: &Path, ifname: &str) -> Result<Option<InterfaceLock>> {
     let line = format!("{} {ifname}", std::process::id());
-    let file = match pid_lock::take(path, &line).with_context(|| format!("locking {}", path.display()))? {
+    let file = match pid_lock::take(path, &line)
+        .with_context(|| format!("locking {}", path.display()))?
+    {
         pid_lock::Taken::Locked(file) => file,
         pid_lock::Taken::HeldBy(holder) => {
             let pid = pid_lock::holder_pid(&holder);
-            bail!("interface {ifname} is in use by another linerate (pid {pid}, lock {}): one process per interface", path.display());
+            bail!(
+                "interface {ifname} is in use by another linerate (pid {pid}, lock {}): one process per interface",
+                path.display()
+            );
         }
     };
-    let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+    let same =
+        |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
     match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) if same(&a, &b) => Ok(Some(InterfaceLock { _file: file, path: path.to_owned() })),
+        (Ok(a), Ok(b)) if same(&a, &b) => {
+            Ok(Some(InterfaceLock { _file: file, path: path.to_owned() }))
+        }
         _ => Ok(None),
     }
 }
@@ -87,7 +96,11 @@ mod tests {
         // flock(2) locks belong to the open file: a second open in this process conflicts
         // as a second process would.
         let err = lock_all(&dir, &["lo"]).err().expect("the second lock must fail").to_string();
-        assert!(err.contains("interface lo is in use by another linerate") && err.contains(&format!("pid {}", std::process::id())), "{err}");
+        assert!(
+            err.contains("interface lo is in use by another linerate")
+                && err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
         drop(held);
         assert!(!lock_path(&dir, "lo").unwrap().exists(), "a clean exit removes the file");
         // A file left by a crash (no lock on it) is taken over.

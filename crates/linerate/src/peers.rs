@@ -32,7 +32,9 @@ impl Slots {
     }
 
     pub fn take(&self) -> Option<Slot> {
-        self.taken.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)).ok()?;
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
+            .ok()?;
         Some(Slot(Arc::clone(&self.taken)))
     }
 }
@@ -69,7 +71,12 @@ impl Timed for TcpStream {
 
 /// Reads from `conn` into `buf` until `done(buf)` or the peer closes, at most `max` bytes,
 /// within `limit` in all.
-pub fn read_until<S: Timed>(conn: &S, max: u64, limit: Duration, done: impl Fn(&[u8]) -> bool) -> io::Result<Vec<u8>>
+pub fn read_until<S: Timed>(
+    conn: &S,
+    max: u64,
+    limit: Duration,
+    done: impl Fn(&[u8]) -> bool,
+) -> io::Result<Vec<u8>>
 where
     for<'a> &'a S: Read,
 {
@@ -78,7 +85,10 @@ where
     let mut chunk = [0u8; 4096];
     while !done(&buf) {
         if buf.len() as u64 >= max {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("longer than {max} bytes")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("longer than {max} bytes"),
+            ));
         }
         conn.read_timeout(left(deadline, limit)?)?;
         let want = chunk.len().min((max - buf.len() as u64) as usize);
@@ -86,7 +96,9 @@ where
             Ok(0) => break,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return Err(timed_out("nothing complete", limit)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(timed_out("nothing complete", limit));
+            }
             Err(e) => return Err(e),
         }
     }
@@ -96,15 +108,17 @@ where
 /// One line of at most `max` bytes (with its `\n`, if it came) from `conn`, read within
 /// `limit` in all.
 pub fn read_line(conn: &UnixStream, max: u64, limit: Duration) -> io::Result<String> {
-    let mut line = read_until(conn, max, limit, |b| b.contains(&b'\n')).map_err(|e| match e.kind() {
-        io::ErrorKind::InvalidData => io::Error::new(e.kind(), format!("the command is {e}")),
-        io::ErrorKind::TimedOut => timed_out("no command line", limit),
-        _ => e,
-    })?;
+    let mut line =
+        read_until(conn, max, limit, |b| b.contains(&b'\n')).map_err(|e| match e.kind() {
+            io::ErrorKind::InvalidData => io::Error::new(e.kind(), format!("the command is {e}")),
+            io::ErrorKind::TimedOut => timed_out("no command line", limit),
+            _ => e,
+        })?;
     if let Some(end) = line.iter().position(|&b| b == b'\n') {
         line.truncate(end + 1);
     }
-    String::from_utf8(line).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "the command is not UTF-8"))
+    String::from_utf8(line)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "the command is not UTF-8"))
 }
 
 /// Writes `bytes` to `conn` within `limit` in all.
@@ -120,7 +134,9 @@ where
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => rest = &rest[n..],
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return Err(timed_out("the answer not read", limit)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(timed_out("the answer not read", limit));
+            }
             Err(e) => return Err(e),
         }
     }

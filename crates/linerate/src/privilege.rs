@@ -49,9 +49,15 @@ fn need(cfg: &Config, euid: u32, member: bool, switching: bool) -> Vec<(u32, &'s
         v.push((cap::IPC_LOCK, "pin the AF_XDP frame pools (or an unlimited RLIMIT_MEMLOCK)"));
     }
     if cfg.router.napi_threads {
-        v.push((cap::SYS_NICE, "pin the kernel's NAPI threads and lower their priority (router.napi_threads)"));
+        v.push((
+            cap::SYS_NICE,
+            "pin the kernel's NAPI threads and lower their priority (router.napi_threads)",
+        ));
         if euid != 0 {
-            v.push((cap::DAC_OVERRIDE, "write the interfaces' sysfs threaded and rps_cpus files (router.napi_threads)"));
+            v.push((
+                cap::DAC_OVERRIDE,
+                "write the interfaces' sysfs threaded and rps_cpus files (router.napi_threads)",
+            ));
         }
     }
     if switching {
@@ -67,7 +73,11 @@ fn need(cfg: &Config, euid: u32, member: bool, switching: bool) -> Vec<(u32, &'s
 fn memlock_unlimited() -> bool {
     std::fs::read_to_string("/proc/self/limits")
         .ok()
-        .and_then(|l| l.lines().find(|l| l.starts_with("Max locked memory")).map(|l| l.split_whitespace().nth(3) == Some("unlimited")))
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max locked memory"))
+                .map(|l| l.split_whitespace().nth(3) == Some("unlimited"))
+        })
         .unwrap_or(false)
 }
 
@@ -78,13 +88,19 @@ pub fn check(cfg: &Config, path: &str) -> Result<Plan> {
     let user = match &cfg.router.user {
         None => None,
         Some(name) => {
-            let (uid, gid) = sys::user(name).with_context(|| format!("{path}: router.user {name:?}"))?.with_context(|| format!("{path}: router.user {name:?}: no such user"))?;
+            let (uid, gid) = sys::user(name)
+                .with_context(|| format!("{path}: router.user {name:?}"))?
+                .with_context(|| format!("{path}: router.user {name:?}: no such user"))?;
             Some((name.clone(), uid, gid))
         }
     };
     let control_gid = match &cfg.router.control_group {
         None => None,
-        Some(name) => Some(sys::group(name).with_context(|| format!("{path}: router.control_group {name:?}"))?.with_context(|| format!("{path}: router.control_group {name:?}: no such group"))?),
+        Some(name) => Some(
+            sys::group(name)
+                .with_context(|| format!("{path}: router.control_group {name:?}"))?
+                .with_context(|| format!("{path}: router.control_group {name:?}: no such group"))?,
+        ),
     };
     let switching = user.as_ref().is_some_and(|u| u.1 != euid);
     let member = control_gid.is_some_and(|g| g == egid || groups.contains(&g));
@@ -110,7 +126,10 @@ pub fn check(cfg: &Config, path: &str) -> Result<Plan> {
         sys::ambient_raise(cap::NET_ADMIN).context("raising CAP_NET_ADMIN in the ambient set")?;
     }
     let admin_uid = user.as_ref().map_or(euid, |u| u.1);
-    let socket_owner = (user.as_ref().filter(|_| switching).map(|u| u.1), control_gid.or(user.as_ref().filter(|_| switching).map(|u| u.2)));
+    let socket_owner = (
+        user.as_ref().filter(|_| switching).map(|u| u.1),
+        control_gid.or(user.as_ref().filter(|_| switching).map(|u| u.2)),
+    );
     Ok(Plan { user, control_gid, admin_uid, socket_owner, ambient })
 }
 
@@ -133,26 +152,31 @@ impl Plan {
     pub fn drop_privileges(&self, exit: CapSet) -> Result<String> {
         let threads = sys::thread_count().context("counting threads")?;
         if threads != 1 {
-            bail!("internal: privileges must be dropped before any thread starts ({threads} running)");
+            bail!(
+                "internal: privileges must be dropped before any thread starts ({threads} running)"
+            );
         }
         let before = sys::get()?;
         let kept = CapSet(exit.0 & before.permitted.0);
         if before.effective.has(cap::SETPCAP) {
             // Uid 0 regains the full bounding set by running any program: empty it too.
             for c in (0..=sys::last_cap()).filter(|&c| !kept.has(c)) {
-                sys::bounding_drop(c).with_context(|| format!("dropping {} from the bounding set", cap::name(c)))?;
+                sys::bounding_drop(c)
+                    .with_context(|| format!("dropping {} from the bounding set", cap::name(c)))?;
             }
         }
         if let Some((name, uid, gid)) = &self.user {
             sys::keep_caps(true).context("PR_SET_KEEPCAPS")?;
             let groups: Vec<u32> = self.control_gid.into_iter().collect();
-            sys::switch_user(*uid, *gid, &groups).with_context(|| format!("becoming user {name} (uid {uid}, gid {gid})"))?;
+            sys::switch_user(*uid, *gid, &groups)
+                .with_context(|| format!("becoming user {name} (uid {uid}, gid {gid})"))?;
             sys::keep_caps(false).context("PR_SET_KEEPCAPS")?;
         }
         if self.ambient || self.user.is_some() {
             sys::ambient_clear().context("clearing the ambient capabilities")?;
         }
-        sys::set(&Caps { effective: CapSet(0), permitted: kept, inheritable: CapSet(0) }).context("dropping capabilities (capset)")?;
+        sys::set(&Caps { effective: CapSet(0), permitted: kept, inheritable: CapSet(0) })
+            .context("dropping capabilities (capset)")?;
         sys::no_new_privs().context("PR_SET_NO_NEW_PRIVS")?;
         let (uid, gid, _) = sys::ids();
         let names: Vec<&str> = (0..64).filter(|&c| kept.has(c)).map(cap::name).collect();

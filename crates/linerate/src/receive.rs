@@ -21,18 +21,34 @@ pub struct ReceivePlacement {
 /// Places the receive work of every interface in `physical` (opened with `backends`) on the
 /// CPUs `cpus` of the workers reading it. Interfaces where that cannot be done keep the
 /// kernel's default, with a warning.
-pub fn place(physical: &[config::Interface], backends: &[Backend], cpus: &[usize]) -> ReceivePlacement {
-    let mut p = ReceivePlacement { _threads: Vec::new(), _pass_links: Vec::new(), on_worker: vec![false; cpus.len()] };
+pub fn place(
+    physical: &[config::Interface],
+    backends: &[Backend],
+    cpus: &[usize],
+) -> ReceivePlacement {
+    let mut p = ReceivePlacement {
+        _threads: Vec::new(),
+        _pass_links: Vec::new(),
+        on_worker: vec![false; cpus.len()],
+    };
     for (iface, &backend) in physical.iter().zip(backends) {
         match place_one(&iface.name, backend, cpus, &mut p) {
             Ok(t) => p._threads.push(t),
-            Err(e) => eprintln!("linerate: warning: {}: the kernel's receive work stays in softirq context, where an overload can starve the worker: {e}", iface.name),
+            Err(e) => eprintln!(
+                "linerate: warning: {}: the kernel's receive work stays in softirq context, where an overload can starve the worker: {e}",
+                iface.name
+            ),
         }
     }
     p
 }
 
-fn place_one(ifname: &str, backend: Backend, cpus: &[usize], p: &mut ReceivePlacement) -> Result<NapiThreads, String> {
+fn place_one(
+    ifname: &str,
+    backend: Backend,
+    cpus: &[usize],
+    p: &mut ReceivePlacement,
+) -> Result<NapiThreads, String> {
     let ifindex = io::netdev::ifindex(ifname).map_err(|e| e.to_string())?;
     let mut threads = match NapiThreads::enable(ifname, ifindex) {
         Err(NapiError::NoNapi { .. }) if backend == Backend::AfPacket => {
@@ -42,7 +58,8 @@ fn place_one(ifname: &str, backend: Backend, cpus: &[usize], p: &mut ReceivePlac
         }
         other => other.map_err(|e| e.to_string())?,
     };
-    let napis: Vec<(u32, Option<u32>)> = threads.napis().iter().map(|n| (n.id, n.rx_queues.first().copied())).collect();
+    let napis: Vec<(u32, Option<u32>)> =
+        threads.napis().iter().map(|n| (n.id, n.rx_queues.first().copied())).collect();
     for (i, (id, queue)) in napis.into_iter().enumerate() {
         // AF_XDP: worker w reads queue w. AF_PACKET: every worker reads every queue through
         // its fanout group; spread the NAPI threads over them.

@@ -30,9 +30,10 @@ use crate::router_state::RouterState;
 /// fails if the rules were refused.
 pub fn main(args: crate::client::SocketArgs) -> Result<()> {
     let socket = args.socket()?;
-    let answer = crate::client::request(&socket, "reload", Duration::from_secs(120)).map_err(|e| {
-        anyhow::anyhow!("{}", format!("{e:#}").replacen("reload: ", "reload refused: ", 1))
-    })?;
+    let answer =
+        crate::client::request(&socket, "reload", Duration::from_secs(120)).map_err(|e| {
+            anyhow::anyhow!("{}", format!("{e:#}").replacen("reload: ", "reload refused: ", 1))
+        })?;
     if !answer.starts_with("ok") {
         bail!("unexpected answer {answer:?}");
     }
@@ -66,22 +67,34 @@ fn try_reload(state: &RouterState) -> Result<String> {
         _ => None,
     };
     let changes = neighbour_changes(&running.neighbours, &new.neighbours);
-    let ports: HashMap<&str, u16> = running.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i as u16)).collect();
+    let ports: HashMap<&str, u16> =
+        running.interfaces.iter().enumerate().map(|(i, x)| (x.name.as_str(), i as u16)).collect();
     let (old_routes, new_routes) = (static_routes(state, &running)?, static_routes(state, &new)?);
     let routed;
     {
         let mut slow = state.slow.lock().unwrap_or_else(|e| e.into_inner());
-        routed = slow.fib_mut().set_static_routes(&new_routes).with_context(|| format!("{}: static routes", new.path.display()))?;
+        routed = slow
+            .fib_mut()
+            .set_static_routes(&new_routes)
+            .with_context(|| format!("{}: static routes", new.path.display()))?;
         if let Err(e) = apply_neighbours(&mut slow, &ports, &running.neighbours, &changes) {
             slow.fib_mut().set_static_routes(&old_routes).context("restoring the static routes")?;
             return Err(e);
         }
         if let (Some(slot), Some(new_rules)) = (&state.slot, rules.as_ref()) {
-            let published = slot.publish(Arc::clone(&new_rules.compiled)).with_context(|| format!("{}: set limit states", new.firewall.as_ref().map_or(String::new(), |f| f.rules.display().to_string())));
+            let published = slot.publish(Arc::clone(&new_rules.compiled)).with_context(|| {
+                format!(
+                    "{}: set limit states",
+                    new.firewall.as_ref().map_or(String::new(), |f| f.rules.display().to_string())
+                )
+            });
             if let Err(e) = published {
                 let undo = neighbour_changes(&new.neighbours, &running.neighbours);
-                apply_neighbours(&mut slow, &ports, &new.neighbours, &undo).context("undoing the neighbour changes")?;
-                slow.fib_mut().set_static_routes(&old_routes).context("restoring the static routes")?;
+                apply_neighbours(&mut slow, &ports, &new.neighbours, &undo)
+                    .context("undoing the neighbour changes")?;
+                slow.fib_mut()
+                    .set_static_routes(&old_routes)
+                    .context("restoring the static routes")?;
                 return Err(e);
             }
             if let Some(fw) = &state.fw {
@@ -94,10 +107,19 @@ fn try_reload(state: &RouterState) -> Result<String> {
         None => "no firewall".to_owned(),
     };
     if !changes.is_empty() {
-        let _ = write!(summary, "; static neighbours: {} set, {} removed", changes.set.len(), changes.removed.len());
+        let _ = write!(
+            summary,
+            "; static neighbours: {} set, {} removed",
+            changes.set.len(),
+            changes.removed.len()
+        );
     }
     if routed.added + routed.changed + routed.removed > 0 {
-        let _ = write!(summary, "; static routes: {} added, {} changed, {} removed, {} unchanged", routed.added, routed.changed, routed.removed, routed.unchanged);
+        let _ = write!(
+            summary,
+            "; static routes: {} added, {} changed, {} removed, {} unchanged",
+            routed.added, routed.changed, routed.removed, routed.unchanged
+        );
     }
     running.neighbours = new.neighbours;
     running.routes = new.routes;
@@ -107,7 +129,8 @@ fn try_reload(state: &RouterState) -> Result<String> {
 
 /// The static routes of `cfg` as the FIB takes them (next hops resolved to this run's ports).
 fn static_routes(state: &RouterState, cfg: &Config) -> Result<Vec<dataplane::fib::StaticRoute>> {
-    setup::static_routes(cfg, &state.ports).with_context(|| format!("{}: static routes", cfg.path.display()))
+    setup::static_routes(cfg, &state.ports)
+        .with_context(|| format!("{}: static routes", cfg.path.display()))
 }
 
 /// The rules a reload publishes, and their text for `show rules`.
@@ -119,7 +142,9 @@ struct NewRules {
 /// Parses and compiles the rule file, refusing `keep state` where this run cannot keep it.
 fn compile(state: &RouterState, running: &Config, path: &std::path::Path) -> Result<NewRules> {
     let loaded = crate::rule_file::load(running, path)?;
-    if let Some(why) = state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&loaded.rules.rules)) {
+    if let Some(why) =
+        state.reload_refusal.as_ref().filter(|_| crate::steering::keeps_state(&loaded.rules.rules))
+    {
         bail!("{}: {why}", path.display());
     }
     Ok(NewRules { compiled: Arc::new(loaded.rules), text: loaded.text })
@@ -150,18 +175,33 @@ pub fn neighbour_changes(old: &[Neighbour], new: &[Neighbour]) -> NeighbourChang
 
 /// Applies `changes` to the static neighbours `current`; if the FIB refuses one, what was done
 /// is undone and the error returned.
-fn apply_neighbours(slow: &mut SlowPath, ports: &HashMap<&str, u16>, current: &[Neighbour], changes: &NeighbourChanges) -> Result<()> {
-    let port = |n: &Neighbour| ports.get(n.interface.as_str()).copied().with_context(|| format!("neighbour {}: interface {:?} is not running", n.address, n.interface));
+fn apply_neighbours(
+    slow: &mut SlowPath,
+    ports: &HashMap<&str, u16>,
+    current: &[Neighbour],
+    changes: &NeighbourChanges,
+) -> Result<()> {
+    let port = |n: &Neighbour| {
+        ports.get(n.interface.as_str()).copied().with_context(|| {
+            format!("neighbour {}: interface {:?} is not running", n.address, n.interface)
+        })
+    };
     for a in &changes.removed {
         slow.remove_static(*a);
     }
     for (done, n) in changes.set.iter().enumerate() {
-        let res = port(n).and_then(|p| slow.set_static(n.address, p, wire::MacAddr(n.mac.0)).with_context(|| format!("neighbour {}", n.address)));
+        let res = port(n).and_then(|p| {
+            slow.set_static(n.address, p, wire::MacAddr(n.mac.0))
+                .with_context(|| format!("neighbour {}", n.address))
+        });
         if let Err(e) = res {
             for undone in &changes.set[..done] {
                 slow.remove_static(undone.address);
             }
-            for old in current.iter().filter(|o| changes.removed.contains(&o.address) || changes.set.iter().any(|s| s.address == o.address)) {
+            for old in current.iter().filter(|o| {
+                changes.removed.contains(&o.address)
+                    || changes.set.iter().any(|s| s.address == o.address)
+            }) {
                 if let Ok(p) = port(old) {
                     let _ = slow.set_static(old.address, p, wire::MacAddr(old.mac.0));
                 }
@@ -178,15 +218,29 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
     let mut out = Vec::new();
     let names = |c: &Config| c.interfaces.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
     if names(running) != names(new) {
-        out.push(format!("interfaces changed ({} -> {}): restart needed", names(running).join(", "), names(new).join(", ")));
+        out.push(format!(
+            "interfaces changed ({} -> {}): restart needed",
+            names(running).join(", "),
+            names(new).join(", ")
+        ));
         return out;
     }
     for (old, new) in running.interfaces.iter().zip(&new.interfaces) {
         let name = &old.name;
         if old.addresses != new.addresses {
             let fmt = |a: &config::IfAddr| format!("{}/{}", a.addr, a.prefix_len);
-            let added: Vec<String> = new.addresses.iter().filter(|a| !old.addresses.contains(a)).map(|a| format!("+{}", fmt(a))).collect();
-            let removed: Vec<String> = old.addresses.iter().filter(|a| !new.addresses.contains(a)).map(|a| format!("-{}", fmt(a))).collect();
+            let added: Vec<String> = new
+                .addresses
+                .iter()
+                .filter(|a| !old.addresses.contains(a))
+                .map(|a| format!("+{}", fmt(a)))
+                .collect();
+            let removed: Vec<String> = old
+                .addresses
+                .iter()
+                .filter(|a| !new.addresses.contains(a))
+                .map(|a| format!("-{}", fmt(a)))
+                .collect();
             let what = [added, removed].concat();
             let what = if what.is_empty() { "order".to_owned() } else { what.join(" ") };
             out.push(format!("interface {name} address changed ({what}): restart needed"));
@@ -232,7 +286,9 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
         out.push("[log] changed: restart needed".to_owned());
     }
     match (&running.firewall, &new.firewall) {
-        (None, Some(_)) => out.push("[firewall] added: restart needed (the workers were started without one)".to_owned()),
+        (None, Some(_)) => out.push(
+            "[firewall] added: restart needed (the workers were started without one)".to_owned(),
+        ),
         (Some(_), None) => out.push("[firewall] removed: restart needed".to_owned()),
         _ => {}
     }
@@ -248,14 +304,27 @@ mod tests {
         [[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n";
 
     fn cfg(extra: &str) -> Config {
-        Config::parse(&format!("{BASE}{extra}"), Path::new("router.toml")).unwrap_or_else(|e| panic!("{e}"))
+        Config::parse(&format!("{BASE}{extra}"), Path::new("router.toml"))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
     fn neighbours_are_set_and_removed() {
-        let n = |a: &str, mac: &str, i: &str| format!("[[neighbour]]\naddress = \"{a}\"\nmac = \"{mac}\"\ninterface = \"{i}\"\n");
-        let old = cfg(&[n("198.18.0.2", "02:00:00:00:00:02", "lr-a"), n("198.19.0.2", "02:00:00:00:00:03", "lr-b"), n("198.19.0.3", "02:00:00:00:00:04", "lr-b")].concat());
-        let new = cfg(&[n("198.18.0.2", "02:00:00:00:00:02", "lr-a"), n("198.19.0.2", "02:00:00:00:00:09", "lr-b"), n("198.18.0.7", "02:00:00:00:00:07", "lr-a")].concat());
+        let n = |a: &str, mac: &str, i: &str| {
+            format!("[[neighbour]]\naddress = \"{a}\"\nmac = \"{mac}\"\ninterface = \"{i}\"\n")
+        };
+        let old = cfg(&[
+            n("198.18.0.2", "02:00:00:00:00:02", "lr-a"),
+            n("198.19.0.2", "02:00:00:00:00:03", "lr-b"),
+            n("198.19.0.3", "02:00:00:00:00:04", "lr-b"),
+        ]
+        .concat());
+        let new = cfg(&[
+            n("198.18.0.2", "02:00:00:00:00:02", "lr-a"),
+            n("198.19.0.2", "02:00:00:00:00:09", "lr-b"),
+            n("198.18.0.7", "02:00:00:00:00:07", "lr-a"),
+        ]
+        .concat());
         assert!(restart_needed(&old, &new).is_empty());
         let c = neighbour_changes(&old.neighbours, &new.neighbours);
         let set: Vec<String> = c.set.iter().map(|n| format!("{} {}", n.address, n.mac)).collect();
@@ -288,6 +357,9 @@ mod tests {
         assert!(restart_needed(&running, &old).is_empty());
         let mut removed = old.clone();
         removed.interfaces = moved[..1].to_vec();
-        assert_eq!(restart_needed(&old, &removed), ["interfaces changed (lr-a, lr-b -> lr-a): restart needed"]);
+        assert_eq!(
+            restart_needed(&old, &removed),
+            ["interfaces changed (lr-a, lr-b -> lr-a): restart needed"]
+        );
     }
 }

@@ -26,8 +26,8 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use config::KernelRoutes;
@@ -67,7 +67,8 @@ pub enum Skip {
 }
 
 impl Skip {
-    const ALL: [Skip; 5] = [Skip::UnknownInterface, Skip::Unsupported, Skip::RouteType, Skip::Tos, Skip::FibFull];
+    const ALL: [Skip; 5] =
+        [Skip::UnknownInterface, Skip::Unsupported, Skip::RouteType, Skip::Tos, Skip::FibFull];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -195,7 +196,11 @@ impl RouteSync {
     fn skip(&mut self, why: Skip, what: &dyn Fn() -> String) {
         self.stats.skipped[why as usize].fetch_add(1, Relaxed);
         if self.logged.insert(why) {
-            eprintln!("linerate: kernel routes: {} not mirrored ({}; counted, logged once)", what(), why.name());
+            eprintln!(
+                "linerate: kernel routes: {} not mirrored ({}; counted, logged once)",
+                what(),
+                why.name()
+            );
         }
     }
 
@@ -210,7 +215,10 @@ impl RouteSync {
             return;
         }
         let mut msg = std::mem::take(&mut self.scratch);
-        if route::parse_route_into(m, &mut msg).is_ok() && msg.table == self.cfg.table && self.cfg.takes(msg.protocol) {
+        if route::parse_route_into(m, &mut msg).is_ok()
+            && msg.table == self.cfg.table
+            && self.cfg.takes(msg.protocol)
+        {
             self.stats.messages.fetch_add(1, Relaxed);
             self.take(&msg);
         }
@@ -231,7 +239,13 @@ impl RouteSync {
         }
         let skip = match (msg.unsupported, msg.kind) {
             (Some(_), _) if msg.new => Some(Skip::Unsupported),
-            (None, route::RTN_UNICAST | route::RTN_BLACKHOLE | route::RTN_UNREACHABLE | route::RTN_PROHIBIT) => None,
+            (
+                None,
+                route::RTN_UNICAST
+                | route::RTN_BLACKHOLE
+                | route::RTN_UNREACHABLE
+                | route::RTN_PROHIBIT,
+            ) => None,
             _ if msg.new => Some(Skip::RouteType),
             _ => None,
         };
@@ -246,7 +260,13 @@ impl RouteSync {
         let objects: Small<u32> = list.iter().filter_map(|r| r.nh_id).chain(msg.nh_id).collect();
         let at = list.iter().position(|r| r.metric == msg.metric);
         if msg.new {
-            let r = KernelRoute { metric: msg.metric, kind: msg.kind, hops: Small::from(&msg.next_hops[..]), nh_id: msg.nh_id, skip };
+            let r = KernelRoute {
+                metric: msg.metric,
+                kind: msg.kind,
+                hops: Small::from(&msg.next_hops[..]),
+                nh_id: msg.nh_id,
+                skip,
+            };
             match at {
                 // IPv6 `ip route append`: one more next hop of an existing route.
                 Some(i) if msg.flags & NLM_F_APPEND != 0 && msg.dst.is_ipv6() => {
@@ -264,13 +284,24 @@ impl RouteSync {
             // away the ones named; the route goes when none is left (or none was named).
             let object = list[i].nh_id.is_some();
             let hops = &mut list[i].hops;
-            if object || msg.next_hops.is_empty() || hops.iter().all(|h| msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)) {
+            if object
+                || msg.next_hops.is_empty()
+                || hops.iter().all(|h| {
+                    msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)
+                })
+            {
                 list.remove(i);
             } else {
-                hops.retain(|h| !msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex));
+                hops.retain(|h| {
+                    !msg.next_hops.iter().any(|d| d.gateway == h.gateway && d.ifindex == h.ifindex)
+                });
             }
         }
-        let named: Small<u32> = if objects.is_empty() { Small::Empty } else { list.iter().filter_map(|r| r.nh_id).collect() };
+        let named: Small<u32> = if objects.is_empty() {
+            Small::Empty
+        } else {
+            list.iter().filter_map(|r| r.nh_id).collect()
+        };
         if !std::mem::replace(&mut prefix.dirty, true) {
             self.dirty_list.push(key);
         }
@@ -315,7 +346,8 @@ impl RouteSync {
 
     /// The groups that hold object `id`.
     fn groups_holding(&self, id: u32) -> Vec<u32> {
-        let holds = |k: &NexthopKind| matches!(k, NexthopKind::Group(m) if m.iter().any(|&(i, _)| i == id));
+        let holds =
+            |k: &NexthopKind| matches!(k, NexthopKind::Group(m) if m.iter().any(|&(i, _)| i == id));
         self.nexthops.iter().filter(|(_, k)| holds(k)).map(|(&g, _)| g).collect()
     }
 
@@ -368,7 +400,9 @@ impl RouteSync {
             None => Err(format!("nexthop object {i} unknown")),
         };
         let members = match self.nexthops.get(&id) {
-            Some(NexthopKind::Group(m)) => m.iter().map(|&(i, _)| one(i)).collect::<Result<Vec<_>, _>>()?,
+            Some(NexthopKind::Group(m)) => {
+                m.iter().map(|&(i, _)| one(i)).collect::<Result<Vec<_>, _>>()?
+            }
             _ => vec![one(id)?],
         };
         if members.iter().any(Option::is_none) {
@@ -380,20 +414,30 @@ impl RouteSync {
     /// What the FIB should hold for a prefix now: its lowest-metric route, if linerate can
     /// forward by it.
     fn target(&mut self, key: Key) -> Option<Target> {
-        let best = self.routes.get(&key).map(|p| &p.list).filter(|l| !l.is_empty()).or_else(|| self.stale.get(&key))?.iter().min_by_key(|r| r.metric)?.clone();
+        let best = self
+            .routes
+            .get(&key)
+            .map(|p| &p.list)
+            .filter(|l| !l.is_empty())
+            .or_else(|| self.stale.get(&key))?
+            .iter()
+            .min_by_key(|r| r.metric)?
+            .clone();
         if best.skip.is_some() {
             return None;
         }
         let hops = match best.nh_id {
             // An object the kernel did not describe: the next hops it listed, if any.
-            Some(id) if self.nexthops.contains_key(&id) || best.hops.is_empty() => match self.resolve(id) {
-                Ok(Resolved::Hops(hops)) => Small::from(hops),
-                Ok(Resolved::Blackhole) => return Some(Target::Blackhole),
-                Err(why) => {
-                    self.skip(Skip::Unsupported, &|| format!("{}/{} ({why})", key.0, key.1));
-                    return None;
+            Some(id) if self.nexthops.contains_key(&id) || best.hops.is_empty() => {
+                match self.resolve(id) {
+                    Ok(Resolved::Hops(hops)) => Small::from(hops),
+                    Ok(Resolved::Blackhole) => return Some(Target::Blackhole),
+                    Err(why) => {
+                        self.skip(Skip::Unsupported, &|| format!("{}/{} ({why})", key.0, key.1));
+                        return None;
+                    }
                 }
-            },
+            }
             _ => match best.kind {
                 route::RTN_BLACKHOLE => return Some(Target::Blackhole),
                 route::RTN_UNREACHABLE | route::RTN_PROHIBIT => return Some(Target::Unreachable),
@@ -404,11 +448,21 @@ impl RouteSync {
         let mut connected = None;
         for h in hops.iter() {
             if h.gateway.is_some_and(|g| g.is_ipv4() != key.0.is_ipv4()) {
-                self.skip(Skip::Unsupported, &|| format!("next hop {:?} of {}/{} (a gateway of the other family)", h.gateway, key.0, key.1));
+                self.skip(Skip::Unsupported, &|| {
+                    format!(
+                        "next hop {:?} of {}/{} (a gateway of the other family)",
+                        h.gateway, key.0, key.1
+                    )
+                });
                 continue;
             }
             let Some(&port) = self.ports.get(&h.ifindex) else {
-                self.skip(Skip::UnknownInterface, &|| format!("next hop {:?} (ifindex {}) of {}/{}", h.gateway, h.ifindex, key.0, key.1));
+                self.skip(Skip::UnknownInterface, &|| {
+                    format!(
+                        "next hop {:?} (ifindex {}) of {}/{}",
+                        h.gateway, h.ifindex, key.0, key.1
+                    )
+                });
                 continue;
             };
             match h.gateway {
@@ -473,7 +527,9 @@ impl RouteSync {
     /// dump has not reached yet.
     fn start_dump(&mut self, at: Instant) {
         // Flags go with the entries: the prefixes still listed are applied all the same.
-        self.stale.extend(self.routes.drain().filter(|(_, p)| !p.list.is_empty()).map(|(key, p)| (key, p.list)));
+        self.stale.extend(
+            self.routes.drain().filter(|(_, p)| !p.list.is_empty()).map(|(key, p)| (key, p.list)),
+        );
         self.dumped_nexthops.clear();
         self.dumping = true;
         self.dump_started = Some(at);
@@ -482,12 +538,17 @@ impl RouteSync {
 
     /// The dump has been read: the prefixes and nexthop objects it did not name are gone.
     fn finish_dump(&mut self) {
-        let gone: Vec<(Key, Vec<u32>)> = self.stale.drain().map(|(key, list)| (key, list.iter().filter_map(|r| r.nh_id).collect())).collect();
+        let gone: Vec<(Key, Vec<u32>)> = self
+            .stale
+            .drain()
+            .map(|(key, list)| (key, list.iter().filter_map(|r| r.nh_id).collect()))
+            .collect();
         for (key, objects) in gone {
             self.note_users(key, &objects, &[]);
             self.mark(key);
         }
-        let vanished: Vec<u32> = self.nexthops.keys().filter(|id| !self.dumped_nexthops.contains(id)).copied().collect();
+        let vanished: Vec<u32> =
+            self.nexthops.keys().filter(|id| !self.dumped_nexthops.contains(id)).copied().collect();
         for id in vanished {
             self.remove_nexthop(id);
         }
@@ -502,7 +563,11 @@ impl RouteSync {
         }
         let secs = self.dump_started.take()?.elapsed().as_secs_f64();
         let n = self.routes.len();
-        Some(format!("linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)", self.cfg.table, n as f64 / secs.max(1e-9)))
+        Some(format!(
+            "linerate: kernel routes: table {} dumped, {n} routes in the FIB in {secs:.2} s ({:.0} routes/s)",
+            self.cfg.table,
+            n as f64 / secs.max(1e-9)
+        ))
     }
 }
 
@@ -519,10 +584,23 @@ pub fn tap_ports(cfg: &config::Config) -> HashMap<u32, u16> {
 /// (call once the TAPs exist, before the capabilities are dropped).
 pub fn open(cfg: &config::Config) -> anyhow::Result<Option<(RouteSync, RouteSocket)>> {
     let Some(k) = &cfg.router.kernel_routes else { return Ok(None) };
-    let sock = RouteSocket::open(RCVBUF).map_err(|e| anyhow::anyhow!("{}: router.kernel_routes: opening a route netlink socket: {e}", cfg.path.display()))?;
+    let sock = RouteSocket::open(RCVBUF).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: router.kernel_routes: opening a route netlink socket: {e}",
+            cfg.path.display()
+        )
+    })?;
     let ports = tap_ports(cfg);
-    let protocols = if k.protocols.is_empty() { "every protocol but kernel, ra and redirect".to_owned() } else { format!("protocols {:?}", k.protocols) };
-    eprintln!("linerate: kernel routes: mirroring table {} ({protocols}) through {} TAPs", k.table, ports.len());
+    let protocols = if k.protocols.is_empty() {
+        "every protocol but kernel, ra and redirect".to_owned()
+    } else {
+        format!("protocols {:?}", k.protocols)
+    };
+    eprintln!(
+        "linerate: kernel routes: mirroring table {} ({protocols}) through {} TAPs",
+        k.table,
+        ports.len()
+    );
     Ok(Some((RouteSync::new(k.clone(), ports), sock)))
 }
 

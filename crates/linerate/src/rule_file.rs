@@ -20,21 +20,42 @@ pub struct RuleFile {
 pub fn load(cfg: &Config, rules: &Path) -> Result<RuleFile> {
     let named = |name: &str| cfg.interfaces.iter().position(|i| i.name == name).map(|i| i as u16);
     let egress = egress(cfg);
-    let ifaces = |name: &str| named(name).or_else(|| if name == "egress" { egress.as_ref().ok().copied() } else { None });
-    let text = fw::rules::read_rule_text(rules).with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
-    let mut addresses: Vec<(String, Vec<(std::net::IpAddr, u8)>)> =
-        cfg.interfaces.iter().map(|i| (i.name.clone(), i.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect())).collect();
+    let ifaces = |name: &str| {
+        named(name).or_else(|| if name == "egress" { egress.as_ref().ok().copied() } else { None })
+    };
+    let text = fw::rules::read_rule_text(rules)
+        .with_context(|| format!("{}:0:0: cannot read rule file", rules.display()))?;
+    let mut addresses: Vec<(String, Vec<(std::net::IpAddr, u8)>)> = cfg
+        .interfaces
+        .iter()
+        .map(|i| (i.name.clone(), i.addresses.iter().map(|a| (a.addr, a.prefix_len)).collect()))
+        .collect();
     if let (None, Ok(port)) = (named("egress"), &egress) {
         addresses.push(("egress".into(), addresses[usize::from(*port)].1.clone()));
     }
-    let compiled = CompiledRules::parse_with_addresses(&text, rules, &ifaces, &addresses).map_err(|e| match &egress {
-        Err(why) if e.contains("\"egress\"") || e.contains("`egress") => anyhow::anyhow!("{e} (pf's `egress` group: {why})"),
-        _ => anyhow::Error::msg(e),
-    })?;
-    let has_v4 = |i: u16| cfg.interfaces.get(usize::from(i)).is_some_and(|i| i.addresses.iter().any(|a| a.addr.is_ipv4()));
+    let compiled =
+        CompiledRules::parse_with_addresses(&text, rules, &ifaces, &addresses).map_err(|e| {
+            match &egress {
+                Err(why) if e.contains("\"egress\"") || e.contains("`egress") => {
+                    anyhow::anyhow!("{e} (pf's `egress` group: {why})")
+                }
+                _ => anyhow::Error::msg(e),
+            }
+        })?;
+    let has_v4 = |i: u16| {
+        cfg.interfaces
+            .get(usize::from(i))
+            .is_some_and(|i| i.addresses.iter().any(|a| a.addr.is_ipv4()))
+    };
     if let Some((r, i)) = fw::nat::iface_without_address(&compiled.rules, &has_v4) {
         let name = &cfg.interfaces[usize::from(i)].name;
-        anyhow::bail!("{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config", rules.display(), r.line, r.column, r.kind.name());
+        anyhow::bail!(
+            "{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config",
+            rules.display(),
+            r.line,
+            r.column,
+            r.kind.name()
+        );
     }
     // What is accepted but does nothing here (an empty anchor, `set skip` on an interface
     // not configured): said once per load, so that `check` shows it before `run` does.
@@ -52,7 +73,11 @@ fn egress(cfg: &Config) -> std::result::Result<u16, String> {
     let mut found: Vec<&str> = Vec::new();
     for r in cfg.routes.iter().filter(|r| r.prefix.len == 0) {
         let hops = r.next_hops();
-        let names: Vec<&str> = if hops.is_empty() { vec![r.interface.as_str()] } else { hops.iter().map(|(_, i)| *i).collect() };
+        let names: Vec<&str> = if hops.is_empty() {
+            vec![r.interface.as_str()]
+        } else {
+            hops.iter().map(|(_, i)| *i).collect()
+        };
         for n in names {
             if !found.contains(&n) {
                 found.push(n);

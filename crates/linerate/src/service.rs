@@ -39,21 +39,28 @@ pub fn install_main(args: InstallArgs) -> Result<()> {
             bail!("{what} {}: must be an absolute path", p.display());
         }
         if p.starts_with("/home") || p.starts_with("/root") {
-            bail!("{what} {}: the service cannot read under /home or /root (ProtectHome=yes)", p.display());
+            bail!(
+                "{what} {}: the service cannot read under /home or /root (ProtectHome=yes)",
+                p.display()
+            );
         }
     }
     let exe = std::env::current_exe().context("finding this linerate binary")?;
     let bin = under(&args.root, &args.bin);
     if exe != bin {
-        std::fs::create_dir_all(bin.parent().unwrap_or(Path::new("/"))).with_context(|| format!("creating the folder of {}", bin.display()))?;
+        std::fs::create_dir_all(bin.parent().unwrap_or(Path::new("/")))
+            .with_context(|| format!("creating the folder of {}", bin.display()))?;
         // A new file renamed over the old one: a running linerate keeps its binary.
         let tmp = bin.with_extension("new");
-        std::fs::copy(&exe, &tmp).with_context(|| format!("copying {} to {}", exe.display(), tmp.display()))?;
+        std::fs::copy(&exe, &tmp)
+            .with_context(|| format!("copying {} to {}", exe.display(), tmp.display()))?;
         std::fs::rename(&tmp, &bin).with_context(|| format!("installing {}", bin.display()))?;
     }
     let unit_path = under(&args.root, Path::new("/etc/systemd/system/linerate.service"));
-    std::fs::create_dir_all(unit_path.parent().unwrap_or(Path::new("/"))).context("creating /etc/systemd/system")?;
-    std::fs::write(&unit_path, unit_for(&args.bin, &args.config)).with_context(|| format!("writing {}", unit_path.display()))?;
+    std::fs::create_dir_all(unit_path.parent().unwrap_or(Path::new("/")))
+        .context("creating /etc/systemd/system")?;
+    std::fs::write(&unit_path, unit_for(&args.bin, &args.config))
+        .with_context(|| format!("writing {}", unit_path.display()))?;
     println!("installed {} and {}", bin.display(), unit_path.display());
     let config = under(&args.root, &args.config);
     match config::Config::load(&config) {
@@ -62,16 +69,24 @@ pub fn install_main(args: InstallArgs) -> Result<()> {
             config.display()
         ),
         Ok(_) => {}
-        Err(e) => println!("note: {}: {e}; write the configuration there before starting the service", config.display()),
+        Err(e) => println!(
+            "note: {}: {e}; write the configuration there before starting the service",
+            config.display()
+        ),
     }
     if args.root == Path::new("/") && Path::new("/run/systemd/system").exists() {
-        let status = std::process::Command::new("systemctl").arg("daemon-reload").status().context("running systemctl daemon-reload")?;
+        let status = std::process::Command::new("systemctl")
+            .arg("daemon-reload")
+            .status()
+            .context("running systemctl daemon-reload")?;
         if !status.success() {
             bail!("systemctl daemon-reload failed");
         }
         println!("start it with: systemctl enable --now linerate");
     } else {
-        println!("systemd is not running here: `systemctl daemon-reload` and `systemctl enable --now linerate` on the target");
+        println!(
+            "systemd is not running here: `systemctl daemon-reload` and `systemctl enable --now linerate` on the target"
+        );
     }
     Ok(())
 }
@@ -82,9 +97,14 @@ mod tests {
 
     #[test]
     fn exec_start_names_the_installed_paths() {
-        assert!(UNIT.contains(DEFAULT_EXEC), "dist/linerate.service's ExecStart changed: update DEFAULT_EXEC");
+        assert!(
+            UNIT.contains(DEFAULT_EXEC),
+            "dist/linerate.service's ExecStart changed: update DEFAULT_EXEC"
+        );
         let u = unit_for(Path::new("/opt/lr/linerate"), Path::new("/etc/lr.toml"));
         assert!(u.contains("\nExecStart=/opt/lr/linerate run -c /etc/lr.toml\n"), "{u}");
-        assert!(u.contains("\nType=notify\n") && u.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"));
+        assert!(
+            u.contains("\nType=notify\n") && u.contains("\nExecReload=/bin/kill -HUP $MAINPID\n")
+        );
     }
 }

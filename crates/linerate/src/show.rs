@@ -57,16 +57,29 @@ pub fn show_main(args: ShowArgs) -> Result<()> {
         What::Interfaces => "interfaces",
         What::Drops => "stats",
         What::Rules | What::States => {
-            return crate::states::show(matches!(args.what, What::States), args.json, &args.filter, &args.socket);
+            return crate::states::show(
+                matches!(args.what, What::States),
+                args.json,
+                &args.filter,
+                &args.socket,
+            );
         }
     };
     if args.filter.is_set() {
-        bail!("--src, --dst, --host, --port, --proto and --limit select states: use them with `show states`");
+        bail!(
+            "--src, --dst, --host, --port, --proto and --limit select states: use them with `show states`"
+        );
     }
     let stats = query(&args.socket, command)?;
     let v = if matches!(args.what, What::Drops) { stats["drops"].clone() } else { stats.clone() };
-    let text = if args.json { format!("{v}
-") } else { table(args.what, &v, &stats) };
+    let text = if args.json {
+        format!(
+            "{v}
+"
+        )
+    } else {
+        table(args.what, &v, &stats)
+    };
     crate::output::print(&text)?;
     Ok(())
 }
@@ -79,30 +92,74 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
     // Writing to a String cannot fail.
     match what {
         What::Routes => {
-            let _ = writeln!(out, "{:<44} {:<10} {:<9} {:<40} interface", "prefix", "kind", "source", "via");
+            let _ = writeln!(
+                out,
+                "{:<44} {:<10} {:<9} {:<40} interface",
+                "prefix", "kind", "source", "via"
+            );
             for r in rows {
                 // A multipath route: one line per path, the prefix on the first.
-                let paths = r["paths"].as_array().filter(|p| p.len() > 1).cloned().unwrap_or_default();
+                let paths =
+                    r["paths"].as_array().filter(|p| p.len() > 1).cloned().unwrap_or_default();
                 if paths.is_empty() {
-                    let _ = writeln!(out, "{:<44} {:<10} {:<9} {:<40} {}", s(&r["prefix"]), s(&r["kind"]), s(&r["source"]), s(&r["via"]), s(&r["interface"]));
+                    let _ = writeln!(
+                        out,
+                        "{:<44} {:<10} {:<9} {:<40} {}",
+                        s(&r["prefix"]),
+                        s(&r["kind"]),
+                        s(&r["source"]),
+                        s(&r["via"]),
+                        s(&r["interface"])
+                    );
                 }
                 for (i, p) in paths.iter().enumerate() {
-                    let (prefix, kind, source) = if i == 0 { (s(&r["prefix"]), s(&r["kind"]), s(&r["source"])) } else { (String::new(), String::new(), String::new()) };
-                    let _ = writeln!(out, "{prefix:<44} {kind:<10} {source:<9} {:<40} {}", s(&p["via"]), s(&p["interface"]));
+                    let (prefix, kind, source) = if i == 0 {
+                        (s(&r["prefix"]), s(&r["kind"]), s(&r["source"]))
+                    } else {
+                        (String::new(), String::new(), String::new())
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{prefix:<44} {kind:<10} {source:<9} {:<40} {}",
+                        s(&p["via"]),
+                        s(&p["interface"])
+                    );
                 }
             }
         }
         What::Neighbours => {
             let _ = writeln!(out, "{:<40} {:<18} {:<10} interface", "address", "mac", "state");
             for n in rows {
-                let _ = writeln!(out, "{:<40} {:<18} {:<10} {}", s(&n["address"]), s(&n["mac"]), s(&n["state"]), s(&n["interface"]));
+                let _ = writeln!(
+                    out,
+                    "{:<40} {:<18} {:<10} {}",
+                    s(&n["address"]),
+                    s(&n["mac"]),
+                    s(&n["state"]),
+                    s(&n["interface"])
+                );
             }
         }
         What::Interfaces => {
-            let _ = writeln!(out, "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} addresses", "name", "mac", "mtu", "vlan", "parent", "tap");
+            let _ = writeln!(
+                out,
+                "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} addresses",
+                "name", "mac", "mtu", "vlan", "parent", "tap"
+            );
             for i in rows {
-                let addrs: Vec<String> = i["addresses"].as_array().into_iter().flatten().map(s).collect();
-                let _ = writeln!(out, "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {}", s(&i["name"]), s(&i["mac"]), s(&i["mtu"]), s(&i["vlan"]), s(&i["parent"]), s(&i["tap"]), addrs.join(" "));
+                let addrs: Vec<String> =
+                    i["addresses"].as_array().into_iter().flatten().map(s).collect();
+                let _ = writeln!(
+                    out,
+                    "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {}",
+                    s(&i["name"]),
+                    s(&i["mac"]),
+                    s(&i["mtu"]),
+                    s(&i["vlan"]),
+                    s(&i["parent"]),
+                    s(&i["tap"]),
+                    addrs.join(" ")
+                );
             }
         }
         What::Drops => {
@@ -115,10 +172,25 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
                 let _ = writeln!(out, "{reason:<32} {:>14}", s(n));
             }
             // Redirects and other routers' adverts, kept from the host stack (docs/router.md).
-            let _ = writeln!(out, "{:<32} {:>14}", "redirect_ignored", s(&stats["slow_path"]["redirects_ignored"]));
-            let _ = writeln!(out, "{:<32} {:>14}", "router_advert_ignored", s(&stats["slow_path"]["router_adverts_ignored"]));
+            let _ = writeln!(
+                out,
+                "{:<32} {:>14}",
+                "redirect_ignored",
+                s(&stats["slow_path"]["redirects_ignored"])
+            );
+            let _ = writeln!(
+                out,
+                "{:<32} {:>14}",
+                "router_advert_ignored",
+                s(&stats["slow_path"]["router_adverts_ignored"])
+            );
             // The slow path's: ARP/NDP messages that changed nothing, and why.
-            for (reason, n) in stats["slow_path"]["neighbour_rejects"].as_object().into_iter().flatten().filter(|(_, n)| num(n) > 0.0) {
+            for (reason, n) in stats["slow_path"]["neighbour_rejects"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, n)| num(n) > 0.0)
+            {
                 let _ = writeln!(out, "{:<32} {:>14}", format!("arp_ndp_{reason}"), s(n));
             }
         }
@@ -188,7 +260,10 @@ pub fn render(prev: &Value, now: &Value, secs: f64) -> String {
         out.push_str(&format!("{:<16}", s(&n["name"])));
         for (w, wk) in workers.iter().enumerate() {
             let q = &wk["queues"][i]["rx_packets"];
-            out.push_str(&format!(" {:>10}", human(rate(&prev["workers"][w]["queues"][i]["rx_packets"], q))));
+            out.push_str(&format!(
+                " {:>10}",
+                human(rate(&prev["workers"][w]["queues"][i]["rx_packets"], q))
+            ));
         }
         out.push('\n');
     }
@@ -215,12 +290,15 @@ pub fn top_main(args: TopArgs) -> Result<()> {
     let stop = crate::signals::stop_on_signals()?;
     let mut prev = (Instant::now(), query(&args.socket, "stats")?);
     let mut shown = 0;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) && (args.count == 0 || shown < args.count) {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed)
+        && (args.count == 0 || shown < args.count)
+    {
         std::thread::sleep(interval);
         let now = (Instant::now(), query(&args.socket, "stats")?);
         let screen = render(&prev.1, &now.1, now.0.duration_since(prev.0).as_secs_f64());
         // Clear the terminal between screens only when it is one (logs stay appendable).
-        let clear = if std::io::IsTerminal::is_terminal(&std::io::stdout()) { "\x1b[H\x1b[2J" } else { "" };
+        let clear =
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) { "\x1b[H\x1b[2J" } else { "" };
         if !crate::output::print(&format!("{clear}{screen}\n"))? {
             break; // the reader went away
         }

@@ -7,7 +7,8 @@ pub fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::Ato
     use anyhow::Context;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(s, std::sync::Arc::clone(&stop)).context("installing signal handlers")?;
+        signal_hook::flag::register(s, std::sync::Arc::clone(&stop))
+            .context("installing signal handlers")?;
     }
     Ok(stop)
 }
@@ -17,6 +18,7 @@ pub fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::Ato
 pub fn reload_on_sighup() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     use anyhow::Context;
     let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, std::sync::Arc::clone(&hup)).context("installing the SIGHUP handler")?;
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, std::sync::Arc::clone(&hup))
+        .context("installing the SIGHUP handler")?;
     Ok(hup)
 }

@@ -35,7 +35,12 @@ pub struct StateFilterArgs {
 
 impl StateFilterArgs {
     pub fn is_set(&self) -> bool {
-        self.src.is_some() || self.dst.is_some() || self.host.is_some() || self.port.is_some() || self.proto.is_some() || self.limit.is_some()
+        self.src.is_some()
+            || self.dst.is_some()
+            || self.host.is_some()
+            || self.port.is_some()
+            || self.proto.is_some()
+            || self.limit.is_some()
     }
 
     /// The filter as the control socket takes it, checked here for a clear error.
@@ -69,7 +74,9 @@ fn proto_number(p: &str) -> Result<u8> {
         "tcp" => 6,
         "udp" => 17,
         "ipv6-icmp" | "icmp6" => 58,
-        n => n.parse().with_context(|| format!("--proto {n:?}: not tcp, udp, icmp, ipv6-icmp or a number 0..=255"))?,
+        n => n.parse().with_context(|| {
+            format!("--proto {n:?}: not tcp, udp, icmp, ipv6-icmp or a number 0..=255")
+        })?,
     })
 }
 
@@ -80,12 +87,19 @@ fn query(socket: &SocketArgs, command: &str) -> Result<Value> {
 }
 
 /// `show rules` (`states` false) or `show states`.
-pub fn show(states: bool, as_json: bool, filter: &StateFilterArgs, socket: &SocketArgs) -> Result<()> {
+pub fn show(
+    states: bool,
+    as_json: bool,
+    filter: &StateFilterArgs,
+    socket: &SocketArgs,
+) -> Result<()> {
     let v = if states {
         query(socket, &format!("states {}", filter.to_json()?))?
     } else {
         if filter.is_set() {
-            bail!("--src, --dst, --host, --port, --proto and --limit select states: use them with `show states`");
+            bail!(
+                "--src, --dst, --host, --port, --proto and --limit select states: use them with `show states`"
+            );
         }
         query(socket, "rules")?
     };
@@ -111,10 +125,21 @@ fn rules_text(v: &Value) -> String {
     let mut out = String::new();
     for r in v.as_array().into_iter().flatten() {
         let head = match r["number"].as_u64() {
-            Some(n) => format!("@{n} {}", r["text"].as_str().map_or_else(|| format!("(line {})", s(&r["line"])), str::to_owned)),
+            Some(n) => format!(
+                "@{n} {}",
+                r["text"]
+                    .as_str()
+                    .map_or_else(|| format!("(line {})", s(&r["line"])), str::to_owned)
+            ),
             None => "(no rule matched: pass)".to_owned(),
         };
-        let _ = writeln!(out, "{head}\n  [ Packets: {}  Bytes: {}  States: {} ]", s(&r["packets"]), s(&r["bytes"]), s(&r["states"]));
+        let _ = writeln!(
+            out,
+            "{head}\n  [ Packets: {}  Bytes: {}  States: {} ]",
+            s(&r["packets"]),
+            s(&r["bytes"]),
+            s(&r["states"])
+        );
     }
     out
 }
@@ -128,7 +153,11 @@ fn endpoint(addr: &Value, port: &Value) -> String {
 /// As `pfctl -s state`: one line per state, initiator first, then how many matched.
 fn states_table(v: &Value) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{:<9} {:<45} {:<45} {:<24} {:>8} rule", "proto", "initiator", "responder", "state", "expires");
+    let _ = writeln!(
+        out,
+        "{:<9} {:<45} {:<45} {:<24} {:>8} rule",
+        "proto", "initiator", "responder", "state", "expires"
+    );
     for st in v["states"].as_array().into_iter().flatten() {
         let mut rule = match st["line"].as_u64() {
             Some(line) => format!("@{} (line {line})", s(&st["rule"])),
@@ -147,7 +176,14 @@ fn states_table(v: &Value) -> String {
             s(&st["expires_in"])
         );
     }
-    let _ = writeln!(out, "{} of {} matching states shown; table: {} in use, limit {}", s(&v["shown"]), s(&v["matched"]), s(&v["in_use"]), s(&v["limit"]));
+    let _ = writeln!(
+        out,
+        "{} of {} matching states shown; table: {} in use, limit {}",
+        s(&v["shown"]),
+        s(&v["matched"]),
+        s(&v["in_use"]),
+        s(&v["limit"])
+    );
     out
 }
 
@@ -180,7 +216,11 @@ pub struct FlushArgs {
 
 pub fn kill_main(args: KillArgs) -> Result<()> {
     let StatesWord::States = args.what;
-    let filter = StateFilterArgs { src: Some(args.src.clone()), dst: args.dst.clone(), ..StateFilterArgs::default() };
+    let filter = StateFilterArgs {
+        src: Some(args.src.clone()),
+        dst: args.dst.clone(),
+        ..StateFilterArgs::default()
+    };
     let v = query(&args.socket, &format!("kill-states {}", filter.to_json()?))?;
     let to = args.dst.map_or(String::new(), |d| format!(" to {d}"));
     crate::output::print(&format!("killed {} states from {}{to}\n", s(&v["killed"]), args.src))?;
@@ -200,7 +240,12 @@ mod tests {
 
     #[test]
     fn filter_json_and_errors() {
-        let f = StateFilterArgs { src: Some("10.0.0.0/8".into()), port: Some(53), proto: Some("udp".into()), ..Default::default() };
+        let f = StateFilterArgs {
+            src: Some("10.0.0.0/8".into()),
+            port: Some(53),
+            proto: Some("udp".into()),
+            ..Default::default()
+        };
         assert_eq!(f.to_json().unwrap(), json!({"src": "10.0.0.0/8", "port": 53, "proto": 17}));
         let bad = StateFilterArgs { host: Some("10.0.0.300".into()), ..Default::default() };
         assert!(format!("{:#}", bad.to_json().unwrap_err()).contains("--host"));
@@ -214,10 +259,17 @@ mod tests {
                                    "state": "MULTIPLE:SINGLE", "expires_in": 30, "rule": 1, "line": 2, "ridentifier": 1000000103}],
                        "matched": 3, "shown": 1, "in_use": 3, "limit": 1000});
         let t = states_table(&v);
-        assert!(t.contains("[2001:db8::1]:5") && t.contains("10.0.0.1:53") && t.contains("@1 (line 2) ridentifier 1000000103"), "{t}");
+        assert!(
+            t.contains("[2001:db8::1]:5")
+                && t.contains("10.0.0.1:53")
+                && t.contains("@1 (line 2) ridentifier 1000000103"),
+            "{t}"
+        );
         assert!(t.contains("1 of 3 matching states shown"), "{t}");
-        let r = rules_text(&json!([{"number": 0, "text": "pass all", "packets": 5, "bytes": 300, "states": 1},
-                                   {"number": null, "packets": 0, "bytes": 0, "states": 0}]));
+        let r = rules_text(
+            &json!([{"number": 0, "text": "pass all", "packets": 5, "bytes": 300, "states": 1},
+                                   {"number": null, "packets": 0, "bytes": 0, "states": 0}]),
+        );
         assert!(r.starts_with("@0 pass all\n  [ Packets: 5  Bytes: 300  States: 1 ]"), "{r}");
         assert!(r.contains("(no rule matched: pass)"), "{r}");
     }

@@ -28,7 +28,9 @@ pub fn xdp_split_reason(ifname: &str) -> Option<String> {
             "the RSS hash of {ifname} is not symmetric (replies may reach another queue); make it so with `ethtool -X {ifname} xfrm symmetric-xor` or `ethtool -X {ifname} hkey {}`",
             symmetric_hkey()
         )),
-        Err(e) => Some(format!("{ifname} has no RSS that linerate can check ({e}): its queues may split a flow's two directions")),
+        Err(e) => Some(format!(
+            "{ifname} has no RSS that linerate can check ({e}): its queues may split a flow's two directions"
+        )),
     }
 }
 
@@ -40,10 +42,17 @@ fn symmetric_hkey() -> String {
 /// The backend of each interface, given flow affinity: with several workers and `keep
 /// state`, `auto` becomes AF_PACKET where AF_XDP would split flows (said on stderr), and
 /// `af_xdp` there is an error.
-pub fn backends(ifaces: &[Interface], workers: usize, keep_state: bool) -> Result<Vec<Backend>, String> {
+pub fn backends(
+    ifaces: &[Interface],
+    workers: usize,
+    keep_state: bool,
+) -> Result<Vec<Backend>, String> {
     let mut out = Vec::new();
     for iface in ifaces {
-        let split = (workers > 1 && keep_state && matches!(iface.backend, Backend::Auto | Backend::AfXdp)).then(|| xdp_split_reason(&iface.name)).flatten();
+        let split =
+            (workers > 1 && keep_state && matches!(iface.backend, Backend::Auto | Backend::AfXdp))
+                .then(|| xdp_split_reason(&iface.name))
+                .flatten();
         out.push(match (iface.backend, split) {
             (Backend::AfXdp, Some(why)) => {
                 return Err(format!("{}: `keep state` with {workers} workers needs both directions of a flow on one worker, and AF_XDP cannot promise it: {why}; or use backend = \"af_packet\" (symmetric fanout) or one worker", iface.name));
@@ -60,7 +69,11 @@ pub fn backends(ifaces: &[Interface], workers: usize, keep_state: bool) -> Resul
 
 /// Why a reload must not bring `keep state` to this run (AF_XDP on an interface whose
 /// queues may split flows, several workers), or `None`.
-pub fn reload_refusal(ifaces: &[Interface], backends: &[Backend], workers: usize) -> Option<String> {
+pub fn reload_refusal(
+    ifaces: &[Interface],
+    backends: &[Backend],
+    workers: usize,
+) -> Option<String> {
     if workers < 2 {
         return None;
     }

@@ -24,8 +24,8 @@ use anyhow::{Context, Result, bail};
 use dataplane::DropReason;
 use dataplane::tap::{CaptureSpec, Point, arm_all};
 
-use crate::router_state::RouterState;
 use crate::logger::LogHub;
+use crate::router_state::RouterState;
 
 const TAG_STATS: u8 = 255;
 /// Records each worker's capture ring holds.
@@ -43,9 +43,15 @@ pub fn serve(conn: UnixStream, state: Arc<RouterState>, command: String) {
         let mut conn = conn;
         let _ = conn.set_read_timeout(None);
         let _ = conn.set_write_timeout(Some(Duration::from_secs(5)));
-        let result = if command == "log" { serve_log(&mut conn, &state) } else { serve_capture(&mut conn, &state, &command) };
+        let result = if command == "log" {
+            serve_log(&mut conn, &state)
+        } else {
+            serve_capture(&mut conn, &state, &command)
+        };
         if let Err(e) = result {
-            let _ = conn.write_all(format!("error: {e:#}\n").replace("\n", "; ").trim_end_matches("; ").as_bytes());
+            let _ = conn.write_all(
+                format!("error: {e:#}\n").replace("\n", "; ").trim_end_matches("; ").as_bytes(),
+            );
             let _ = conn.write_all(b"\n");
         }
     });
@@ -63,7 +69,9 @@ fn send(conn: &mut UnixStream, tag: u8, record: &[u8]) -> Result<(), Gone> {
 }
 
 fn serve_log(conn: &mut UnixStream, state: &RouterState) -> Result<()> {
-    let Some(hub) = &state.log else { bail!("no [firewall] in the running config: nothing is logged") };
+    let Some(hub) = &state.log else {
+        bail!("no [firewall] in the running config: nothing is logged")
+    };
     let rx = hub.subscribe();
     let snap = crate::logger::pcap_snaplen(hub.snaplen);
     conn.write_all(format!("ok {} {snap}\n", io::pflog::LINKTYPE_PFLOG).as_bytes())?;
@@ -93,19 +101,25 @@ fn lost(hub: &LogHub) -> u64 {
 /// `capture IFACE POINT SNAPLEN COUNT`.
 fn serve_capture(conn: &mut UnixStream, state: &RouterState, command: &str) -> Result<()> {
     let words: Vec<&str> = command.split_whitespace().collect();
-    let [_, iface, point, snap, count] = words[..] else { bail!("usage: capture IFACE rx|tx|drop SNAPLEN COUNT") };
+    let [_, iface, point, snap, count] = words[..] else {
+        bail!("usage: capture IFACE rx|tx|drop SNAPLEN COUNT")
+    };
     let port = match iface {
         "any" => None,
         name => match state.ports.iter().find(|p| p.name == name) {
             Some(p) if p.vlan.is_none() => Some(p.phys),
-            Some(_) => bail!("{name} is a VLAN sub-interface: capture on its parent (frames keep their tags)"),
+            Some(_) => bail!(
+                "{name} is a VLAN sub-interface: capture on its parent (frames keep their tags)"
+            ),
             None => bail!("no interface {name:?} (linerate's: {})", names(state)),
         },
     };
     let Some(point) = Point::parse(point) else { bail!("capture point {point:?}: rx, tx or drop") };
     let snap: usize = snap.parse().context("snap length")?;
     let count: u64 = count.parse().context("count")?;
-    let Some(_busy) = state.captures.try_start() else { bail!("a capture is already running (one at a time)") };
+    let Some(_busy) = state.captures.try_start() else {
+        bail!("a capture is already running (one at a time)")
+    };
     let mut cap = arm_all(&state.captures.slots, CaptureSpec { point, port, snap }, CAPTURE_RING);
     let snaplen = snap.clamp(1, dataplane::tap::CAPTURE_SNAP_MAX);
     conn.write_all(format!("ok {} {snaplen}\n", io::pcap::LINKTYPE_ETHERNET).as_bytes())?;
@@ -114,12 +128,24 @@ fn serve_capture(conn: &mut UnixStream, state: &RouterState, command: &str) -> R
         let mut got = false;
         for ring in &mut cap.rings {
             let mut failed = false;
-            while (count == 0 || sent < count) && !failed && ring.pop_with(|r| {
-                let (sec, usec) = ((r.ts_ns / 1_000_000_000) as u32, ((r.ts_ns % 1_000_000_000) / 1000) as u32);
-                let mut rec = io::pcap::record_header(sec, usec, u32::from(r.len), u32::from(r.orig_len).max(u32::from(r.len))).to_vec();
-                rec.extend_from_slice(r.frame());
-                failed = send(conn, r.reason.map_or(0, |d| d as u8 + 1), &rec).is_err();
-            }) {
+            while (count == 0 || sent < count)
+                && !failed
+                && ring.pop_with(|r| {
+                    let (sec, usec) = (
+                        (r.ts_ns / 1_000_000_000) as u32,
+                        ((r.ts_ns % 1_000_000_000) / 1000) as u32,
+                    );
+                    let mut rec = io::pcap::record_header(
+                        sec,
+                        usec,
+                        u32::from(r.len),
+                        u32::from(r.orig_len).max(u32::from(r.len)),
+                    )
+                    .to_vec();
+                    rec.extend_from_slice(r.frame());
+                    failed = send(conn, r.reason.map_or(0, |d| d as u8 + 1), &rec).is_err();
+                })
+            {
                 sent += 1;
                 got = true;
             }
@@ -142,7 +168,13 @@ fn serve_capture(conn: &mut UnixStream, state: &RouterState, command: &str) -> R
 }
 
 fn names(state: &RouterState) -> String {
-    state.ports.iter().filter(|p| p.vlan.is_none()).map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+    state
+        .ports
+        .iter()
+        .filter(|p| p.vlan.is_none())
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 // ------------------------------------------------------------------------------- clients
@@ -208,7 +240,10 @@ pub fn log_main(args: LogArgs) -> Result<()> {
 
 pub fn capture_main(args: CaptureArgs) -> Result<()> {
     if !args.filter.is_empty() {
-        bail!("a capture filter ({}) is not supported by linerate capture: write a file with -w and filter it with `tcpdump -r FILE EXPR`", args.filter.join(" "));
+        bail!(
+            "a capture filter ({}) is not supported by linerate capture: write a file with -w and filter it with `tcpdump -r FILE EXPR`",
+            args.filter.join(" ")
+        );
     }
     let at = match args.at {
         CapturePoint::Rx => "rx",
@@ -237,13 +272,23 @@ impl Output {
         Ok(match write {
             None => Output::Text,
             Some(p) if p.as_os_str() == "-" => Output::Pcap(Box::new(std::io::stdout())),
-            Some(p) => Output::Pcap(Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)),
+            Some(p) => Output::Pcap(Box::new(
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            )),
         })
     }
 }
 
-fn run_client(socket: &std::path::Path, command: &str, count: u64, mut out: Output, kind: Kind) -> Result<()> {
-    let conn = UnixStream::connect(socket).with_context(|| format!("connecting to {} (is linerate run listening?)", socket.display()))?;
+fn run_client(
+    socket: &std::path::Path,
+    command: &str,
+    count: u64,
+    mut out: Output,
+    kind: Kind,
+) -> Result<()> {
+    let conn = UnixStream::connect(socket).with_context(|| {
+        format!("connecting to {} (is linerate run listening?)", socket.display())
+    })?;
     let mut r = BufReader::new(conn);
     let line = crate::client::send_command(&mut r, command)?;
     let line = line.trim_end();
@@ -251,7 +296,9 @@ fn run_client(socket: &std::path::Path, command: &str, count: u64, mut out: Outp
         bail!("{}: {e}", command.split(' ').next().unwrap_or(command));
     }
     let (linktype, snaplen) = match line.split(' ').collect::<Vec<_>>()[..] {
-        ["ok", l, s] => (l.parse::<u32>().context("link type")?, s.parse::<u32>().context("snap length")?),
+        ["ok", l, s] => {
+            (l.parse::<u32>().context("link type")?, s.parse::<u32>().context("snap length")?)
+        }
         _ => bail!("unexpected answer {line:?}"),
     };
     if let Output::Pcap(w) = &mut out {
@@ -277,7 +324,8 @@ fn run_client(socket: &std::path::Path, command: &str, count: u64, mut out: Outp
         let mut data = vec![0u8; caplen.min(1 << 16) as usize];
         r.read_exact(&mut data).context("reading the stream")?;
         n += 1;
-        let reason = tag[0].checked_sub(1).and_then(|i| DropReason::ALL.get(usize::from(i))).copied();
+        let reason =
+            tag[0].checked_sub(1).and_then(|i| DropReason::ALL.get(usize::from(i))).copied();
         let alive = match &mut out {
             Output::Pcap(w) => {
                 if let (Some(reason), Kind::Capture(_)) = (reason, kind) {
@@ -288,7 +336,9 @@ fn run_client(socket: &std::path::Path, command: &str, count: u64, mut out: Outp
             Output::Text => {
                 let text = match kind {
                     Kind::Log => crate::describe::pflog_line(sec, usec, &data),
-                    Kind::Capture(at) => crate::describe::capture_line(sec, usec, at, &data, orig, reason),
+                    Kind::Capture(at) => {
+                        crate::describe::capture_line(sec, usec, at, &data, orig, reason)
+                    }
                 };
                 crate::output::print(&format!("{text}\n"))?
             }

@@ -12,7 +12,9 @@ pub const DIRS: &[&str] = &["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
 
 /// The first executable regular file named `name` in [`DIRS`].
 pub fn find(name: &str) -> Option<PathBuf> {
-    DIRS.iter().map(|d| PathBuf::from(d).join(name)).find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+    DIRS.iter().map(|d| PathBuf::from(d).join(name)).find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
 /// A command for program `name` by its absolute path, with a clean environment; an error

@@ -121,10 +121,7 @@ fn per_second(what: &'static str, json: bool) -> impl FnMut(usize, f64) {
         if json {
             println!("{{\"second\":{sec},\"{what}_pps\":{pps}}}");
         } else {
-            println!(
-                "{sec:>5} s  {pps:>12.0} pps {what}  ({:.3} Mpps)",
-                pps / 1e6
-            );
+            println!("{sec:>5} s  {pps:>12.0} pps {what}  ({:.3} Mpps)", pps / 1e6);
         }
     }
 }
@@ -154,20 +151,14 @@ fn summary(what: &str, r: &Report, json: bool) {
 
 pub fn gen_main(args: GenArgs) -> Result<()> {
     let (def_src, def_dst) = if args.ipv6 {
-        (
-            "2001:2:0:10::1-2001:2:0:10::14",
-            "2001:2:0:20::1-2001:2:0:20::64",
-        )
+        ("2001:2:0:10::1-2001:2:0:10::14", "2001:2:0:20::1-2001:2:0:20::64")
     } else {
         ("198.18.10.1-198.18.10.20", "198.19.10.1-198.19.10.100")
     };
     let src = EndpointRange::parse(args.src.as_deref().unwrap_or(def_src), 2000)?;
     let dst = EndpointRange::parse(args.dst.as_deref().unwrap_or(def_dst), 2000)?;
     if !io::netdev::exists(&args.iface) {
-        bail!(
-            "no interface named {:?} in this network namespace (check `ip link`)",
-            args.iface
-        );
+        bail!("no interface named {:?} in this network namespace (check `ip link`)", args.iface);
     }
     let src_mac = match &args.src_mac {
         Some(m) => mac(m)?,
@@ -187,10 +178,7 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
     let sizes = if args.imix {
         Sizes::Imix
     } else {
-        Sizes::Frame(
-            args.len
-                .unwrap_or(if src.first.is_ipv6() { 62 } else { 60 }),
-        )
+        Sizes::Frame(args.len.unwrap_or(if src.first.is_ipv6() { 62 } else { 60 }))
     };
     if let Sizes::Frame(l) = sizes
         && !(60..=1514).contains(&l)
@@ -211,9 +199,7 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
         },
         args.iface,
         Backend::from(args.backend),
-        args.rate
-            .map(|r| format!(", limited to {r:.0} pps"))
-            .unwrap_or_default()
+        args.rate.map(|r| format!(", limited to {r:.0} pps")).unwrap_or_default()
     );
     let stop = crate::signals::stop_on_signals()?;
     let duration = args.seconds.map(Duration::from_secs_f64);
@@ -258,10 +244,7 @@ pub fn gen_main(args: GenArgs) -> Result<()> {
 
 pub fn rcv_main(args: RcvArgs) -> Result<()> {
     if !io::netdev::exists(&args.iface) {
-        bail!(
-            "no interface named {:?} in this network namespace (check `ip link`)",
-            args.iface
-        );
+        bail!("no interface named {:?} in this network namespace (check `ip link`)", args.iface);
     }
     let stop = crate::signals::stop_on_signals()?;
     let report = traffic::receive(

@@ -28,11 +28,7 @@ fn bench_json_is_the_last_line_with_the_documented_keys() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let last = stdout.lines().last().unwrap();
     let v: serde_json::Value = serde_json::from_str(last).unwrap();
@@ -42,13 +38,14 @@ fn bench_json_is_the_last_line_with_the_documented_keys() {
     // Per run, the shares of its CPU that other work took (read from procfs on Linux).
     let other = v["runs_interference"].as_array().unwrap();
     assert_eq!(other.len(), 3);
-    assert!(other.iter().all(|i| (0.0..=1.0).contains(&i["waited"].as_f64().unwrap()) && (0.0..=1.0).contains(&i["stolen"].as_f64().unwrap())), "{other:?}");
+    assert!(
+        other.iter().all(|i| (0.0..=1.0).contains(&i["waited"].as_f64().unwrap())
+            && (0.0..=1.0).contains(&i["stolen"].as_f64().unwrap())),
+        "{other:?}"
+    );
     let drops = v["drops"].as_object().unwrap();
     assert!(drops.contains_key("no_route") && drops.contains_key("bad_checksum"));
-    assert_eq!(
-        v["forwarded"], v["rx"],
-        "every generated flow has a route: {last}"
-    );
+    assert_eq!(v["forwarded"], v["rx"], "every generated flow has a route: {last}");
 }
 
 #[test]
@@ -69,11 +66,7 @@ fn bench_ipv6_and_route_file() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let routes = examples().join("routes.txt");
     let out = linerate()
         .args([
@@ -88,11 +81,7 @@ fn bench_ipv6_and_route_file() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert!(v["forwarded"].as_u64().unwrap() > 0);
@@ -116,21 +105,11 @@ fn bench_pcap_replays_a_capture() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     // The golden capture holds one frame of each malformed kind.
-    for reason in [
-        "truncated",
-        "bad_checksum",
-        "bad_version",
-        "unknown_vlan",
-        "not_for_us",
-    ] {
+    for reason in ["truncated", "bad_checksum", "bad_version", "unknown_vlan", "not_for_us"] {
         assert!(v["drops"][reason].as_u64().unwrap() > 0, "{reason}: {v}");
     }
 }
@@ -140,15 +119,8 @@ fn bench_rejects_bad_route_file_with_line() {
     let dir = std::env::temp_dir().join(format!("lr-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("routes.txt");
-    std::fs::write(
-        &file,
-        "# ok\n10.0.0.0/8 198.19.0.2\n10.0.0.0/33 198.19.0.2\n",
-    )
-    .unwrap();
-    let out = linerate()
-        .args(["bench", "--routes-file", file.to_str().unwrap()])
-        .output()
-        .unwrap();
+    std::fs::write(&file, "# ok\n10.0.0.0/8 198.19.0.2\n10.0.0.0/33 198.19.0.2\n").unwrap();
+    let out = linerate().args(["bench", "--routes-file", file.to_str().unwrap()]).output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
@@ -157,25 +129,13 @@ fn bench_rejects_bad_route_file_with_line() {
 
 #[test]
 fn check_accepts_the_example_and_rejects_with_position() {
-    let ok = linerate()
-        .args(["check", "-c"])
-        .arg(examples().join("router.toml"))
-        .output()
-        .unwrap();
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    let ok = linerate().args(["check", "-c"]).arg(examples().join("router.toml")).output().unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     let dir = std::env::temp_dir().join(format!("lr-cli-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.toml");
     std::fs::write(&file, "[[interface]]\nname = \"lr-a\"\nmtu = 20\n").unwrap();
-    let bad = linerate()
-        .args(["check", "-c"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let bad = linerate().args(["check", "-c"]).arg(&file).output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(bad.status.code(), Some(1));
     let err = String::from_utf8(bad.stderr).unwrap();
@@ -184,37 +144,20 @@ fn check_accepts_the_example_and_rejects_with_position() {
 
 #[test]
 fn check_compiles_the_firewall_rules_and_reports_their_position() {
-    let ok = linerate()
-        .args(["check", "-c"])
-        .arg(examples().join("router.toml"))
-        .output()
-        .unwrap();
+    let ok = linerate().args(["check", "-c"]).arg(examples().join("router.toml")).output().unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
-    assert!(
-        stdout.contains("firewall") && stdout.contains("rules"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("firewall") && stdout.contains("rules"), "{stdout}");
     let dir = std::env::temp_dir().join(format!("lr-cli-fw-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("router.toml");
-    std::fs::write(
-        &cfg,
-        "[[interface]]\nname = \"lr-a\"\n\n[firewall]\nrules = \"r.conf\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("r.conf"),
-        "block all\npass in on lr-a\npass out on lr-b\n",
-    )
-    .unwrap();
+    std::fs::write(&cfg, "[[interface]]\nname = \"lr-a\"\n\n[firewall]\nrules = \"r.conf\"\n")
+        .unwrap();
+    std::fs::write(dir.join("r.conf"), "block all\npass in on lr-a\npass out on lr-b\n").unwrap();
     let bad = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(bad.status.code(), Some(1));
     let err = String::from_utf8(bad.stderr).unwrap();
-    assert!(
-        err.contains("r.conf:3:13:") && err.contains("lr-b"),
-        "{err}"
-    );
+    assert!(err.contains("r.conf:3:13:") && err.contains("lr-b"), "{err}");
 }
 
 /// `self`, interface hosts and `antispoof` take the addresses of the config's interfaces.
@@ -240,10 +183,7 @@ fn check_gives_the_rules_the_interface_addresses() {
         String::from_utf8_lossy(&ok.stderr)
     );
     let err = String::from_utf8(bad.stderr).unwrap();
-    assert!(
-        err.contains("r.conf:1:12: `lr-b:peer` is not supported by linerate"),
-        "{err}"
-    );
+    assert!(err.contains("r.conf:1:12: `lr-b:peer` is not supported by linerate"), "{err}");
 }
 
 /// OpenBSD's `egress` group resolves to the interface of the static default route, for
@@ -255,22 +195,10 @@ fn check_resolves_egress_from_the_default_route() {
     let ifaces = "[[interface]]\nname = \"lr-a\"\naddresses = [\"198.18.0.1/24\"]\n\n[[interface]]\nname = \"lr-b\"\naddresses = [\"198.19.0.1/24\"]\n\n";
     let (with, without) = (dir.join("with.toml"), dir.join("without.toml"));
     std::fs::write(&with, format!("{ifaces}[[route]]\nprefix = \"0.0.0.0/0\"\nvia = \"198.19.0.254\"\n\n[firewall]\nrules = \"r.conf\"\n")).unwrap();
-    std::fs::write(
-        &without,
-        format!("{ifaces}[firewall]\nrules = \"r.conf\"\n"),
-    )
-    .unwrap();
+    std::fs::write(&without, format!("{ifaces}[firewall]\nrules = \"r.conf\"\n")).unwrap();
     std::fs::write(dir.join("r.conf"), "block in on egress\nantispoof for egress inet\npass in on egress proto tcp to (egress) port 22\npass out on egress from egress:network\n").unwrap();
-    let ok = linerate()
-        .args(["check", "-c"])
-        .arg(&with)
-        .output()
-        .unwrap();
-    let bad = linerate()
-        .args(["check", "-c"])
-        .arg(&without)
-        .output()
-        .unwrap();
+    let ok = linerate().args(["check", "-c"]).arg(&with).output().unwrap();
+    let bad = linerate().args(["check", "-c"]).arg(&without).output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
     assert!(
@@ -287,14 +215,9 @@ fn check_resolves_egress_from_the_default_route() {
 fn check_accepts_an_openbsd_router() {
     let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fw/tests/fixtures/openbsd/c.toml");
     let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains(": 9 rules"),
-        "{stdout}{stderr}"
-    );
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && stdout.contains(": 9 rules"), "{stdout}{stderr}");
 }
 
 #[test]
@@ -318,11 +241,7 @@ fn bench_with_rules_reports_the_firewall() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["forwarded"], v["rx"]);
@@ -350,11 +269,7 @@ fn bench_workers_spread_flows_by_rss() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["workers"], 2);
@@ -362,10 +277,7 @@ fn bench_workers_spread_flows_by_rss() {
     assert_eq!(shares.len(), 2);
     assert!(shares.iter().all(|s| s.as_u64().unwrap() > 0), "{v}");
     assert_eq!(v["forwarded"], v["rx"]);
-    let bad = linerate()
-        .args(["bench", "--workers", "0"])
-        .output()
-        .unwrap();
+    let bad = linerate().args(["bench", "--workers", "0"]).output().unwrap();
     assert!(!bad.status.success());
 }
 
@@ -376,30 +288,15 @@ fn state_filters_and_metrics_address_are_checked() {
     let fails = |args: &[&str], want: &str| {
         let out = linerate().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains(want),
-            "{args:?}: {err}"
-        );
+        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
     };
     fails(&["show", "states", "--src", "10.0.0.300"], "--src");
-    fails(
-        &["show", "states", "--dst", "10.0.0.0/40"],
-        "prefix length must be 0..=32",
-    );
+    fails(&["show", "states", "--dst", "10.0.0.0/40"], "prefix length must be 0..=32");
     fails(&["show", "states", "--proto", "sctp"], "--proto");
-    fails(
-        &["show", "routes", "--port", "53"],
-        "use them with `show states`",
-    );
-    fails(
-        &["show", "rules", "--host", "10.0.0.1"],
-        "use them with `show states`",
-    );
+    fails(&["show", "routes", "--port", "53"], "use them with `show states`");
+    fails(&["show", "rules", "--host", "10.0.0.1"], "use them with `show states`");
     fails(&["kill", "states"], "--src");
-    fails(
-        &["--log-level", "loud", "flush", "states"],
-        "invalid value 'loud'",
-    );
+    fails(&["--log-level", "loud", "flush", "states"], "invalid value 'loud'");
 
     let dir = std::env::temp_dir().join(format!("lr-cli-metrics-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -433,11 +330,7 @@ fn check_accepts_the_labs_config_and_nat_rules() {
     std::fs::write(&cfg, text).unwrap();
     std::fs::write(
         dir.join("r.conf"),
-        format!(
-            "{}{}",
-            lab::configs::PF_NAT,
-            lab::configs::linerate_rules(1000, true)
-        ),
+        format!("{}{}", lab::configs::PF_NAT, lab::configs::linerate_rules(1000, true)),
     )
     .unwrap();
     let out = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
@@ -461,15 +354,10 @@ fn check_accepts_the_pfsense_and_opnsense_rule_files() {
             .arg(fixtures.join(product).join("c.toml"))
             .output()
             .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
+        let (stdout, stderr) =
+            (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{product}: {stdout}{stderr}");
-        assert!(
-            stdout.contains(&format!(": {rules} rules")),
-            "{product}: {stdout}"
-        );
+        assert!(stdout.contains(&format!(": {rules} rules")), "{product}: {stdout}");
         assert!(
             stderr.contains("rules.debug:32:13: `set skip on pfsync0`") || product == "opnsense",
             "{stderr}"

@@ -5,8 +5,17 @@ use std::path::Path;
 use std::process::Command;
 
 fn check(args: &[&str], cfg: &Path) -> (String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).arg("check").args(args).arg("-c").arg(cfg).output().expect("runs");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .arg("check")
+        .args(args)
+        .arg("-c")
+        .arg(cfg)
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
     assert!(out.status.success(), "{stdout}{stderr}");
     (stdout, stderr)
 }

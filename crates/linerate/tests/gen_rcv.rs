@@ -17,7 +17,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn last_json(out: &[u8]) -> serde_json::Value {
     let text = String::from_utf8_lossy(out);
-    serde_json::from_str(text.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {text}"))
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 fn count_through(backend: &str, rcv_backend: &str, tag: &str) {
@@ -31,7 +32,11 @@ fn count_through(backend: &str, rcv_backend: &str, tag: &str) {
     for ns in [&a, &b] {
         ns.sysctl("net.ipv6.conf.all.disable_ipv6=1").unwrap(); // no router solicitations
     }
-    veth(End { ns: &a, name: "lrg0", mac: "02:00:00:00:0a:01" }, End { ns: &b, name: "lrr0", mac: "02:00:00:00:0b:01" }).unwrap();
+    veth(
+        End { ns: &a, name: "lrg0", mac: "02:00:00:00:0a:01" },
+        End { ns: &b, name: "lrr0", mac: "02:00:00:00:0b:01" },
+    )
+    .unwrap();
     let bin = env!("CARGO_BIN_EXE_linerate");
     let rcv = b
         .command(bin)
@@ -43,7 +48,20 @@ fn count_through(backend: &str, rcv_backend: &str, tag: &str) {
     std::thread::sleep(std::time::Duration::from_millis(700));
     let generator = a
         .command(bin)
-        .args(["gen", "-i", "lrg0", "-D", "02:00:00:00:0b:01", "-n", "50000", "-R", "50000", "--json", "--backend", backend])
+        .args([
+            "gen",
+            "-i",
+            "lrg0",
+            "-D",
+            "02:00:00:00:0b:01",
+            "-n",
+            "50000",
+            "-R",
+            "50000",
+            "--json",
+            "--backend",
+            backend,
+        ])
         .output()
         .unwrap();
     assert!(generator.status.success(), "{}", String::from_utf8_lossy(&generator.stderr));
@@ -57,7 +75,10 @@ fn count_through(backend: &str, rcv_backend: &str, tag: &str) {
     let (received, dropped) = (r["received"].as_u64().unwrap(), r["dropped"].as_u64().unwrap());
     assert_eq!(received + dropped, sent, "gen: {g}\nrcv: {r}");
     assert!(dropped * 20 < sent, "more than 5% dropped: gen: {g}\nrcv: {r}");
-    assert!(g["per_second"].as_array().unwrap().iter().any(|v| v.as_f64().unwrap() > 40_000.0), "{g}");
+    assert!(
+        g["per_second"].as_array().unwrap().iter().any(|v| v.as_f64().unwrap() > 40_000.0),
+        "{g}"
+    );
 }
 
 /// One test, the backends one after the other: two generator/receiver pairs at once on two
@@ -79,13 +100,21 @@ fn pair(tag: &str) -> (Namespace, Namespace) {
     for ns in [&a, &b] {
         ns.sysctl("net.ipv6.conf.all.disable_ipv6=1").unwrap();
     }
-    veth(End { ns: &a, name: "lrg0", mac: "02:00:00:00:0a:01" }, End { ns: &b, name: "lrr0", mac: "02:00:00:00:0b:01" }).unwrap();
+    veth(
+        End { ns: &a, name: "lrg0", mac: "02:00:00:00:0a:01" },
+        End { ns: &b, name: "lrr0", mac: "02:00:00:00:0b:01" },
+    )
+    .unwrap();
     (a, b)
 }
 
 fn gen_live(ns: &Namespace, args: &[&str]) -> std::process::Output {
     let bin = env!("CARGO_BIN_EXE_linerate");
-    ns.command(bin).args(["gen", "-i", "lrg0", "-D", "02:00:00:00:0b:01", "--json", "--backend", "xdp-live"]).args(args).output().unwrap()
+    ns.command(bin)
+        .args(["gen", "-i", "lrg0", "-D", "02:00:00:00:0b:01", "--json", "--backend", "xdp-live"])
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// Sends `args`' frames with the in-kernel generator to an xdp-sink receiver; returns the
@@ -93,14 +122,17 @@ fn gen_live(ns: &Namespace, args: &[&str]) -> std::process::Output {
 fn live_counted(g: &Namespace, r: &Namespace, args: &[&str], attempted: u64) -> serde_json::Value {
     let bin = env!("CARGO_BIN_EXE_linerate");
     let mut rcv = r.command(bin);
-    rcv.args(["rcv", "-i", "lrr0", "-t", "4", "--json", "--backend", "xdp-sink"]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    rcv.args(["rcv", "-i", "lrr0", "-t", "4", "--json", "--backend", "xdp-sink"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut rcv = common::Guard(Some(rcv.spawn().unwrap()));
     std::thread::sleep(std::time::Duration::from_millis(700));
     let out = gen_live(g, args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rcv = rcv.0.take().expect("started").wait_with_output().unwrap();
     let (gen_json, rcv_json) = (last_json(&out.stdout), last_json(&rcv.stdout));
-    let (sent, dropped) = (gen_json["sent"].as_u64().unwrap(), gen_json["dropped"].as_u64().unwrap());
+    let (sent, dropped) =
+        (gen_json["sent"].as_u64().unwrap(), gen_json["dropped"].as_u64().unwrap());
     assert_eq!(sent + dropped, attempted, "every frame offered was sent or dropped: {gen_json}");
     assert!(sent > 0, "{gen_json}");
     assert_eq!(rcv_json["received"].as_u64().unwrap(), sent, "gen: {gen_json}\nrcv: {rcv_json}");
@@ -147,10 +179,29 @@ fn live_generator_check() {
 
     let pcap = std::env::temp_dir().join(format!("lr-live-{}.pcap", std::process::id()));
     let mut tcpdump = Command::new("ip");
-    tcpdump.args(["netns", "exec", r.name(), "tcpdump", "-Z", "root", "-i", "lrr0", "-n", "-U", "-c", "20000", "-w"]).arg(&pcap);
+    tcpdump
+        .args([
+            "netns",
+            "exec",
+            r.name(),
+            "tcpdump",
+            "-Z",
+            "root",
+            "-i",
+            "lrr0",
+            "-n",
+            "-U",
+            "-c",
+            "20000",
+            "-w",
+        ])
+        .arg(&pcap);
     let mut capture = common::start_until(tcpdump, "listening on");
     // 50 x 100 = 5000 flows, slowly enough for tcpdump to keep up.
-    let out = gen_live(&g, &["-s", "10.0.0.1-10.0.0.50", "-d", "10.1.0.1-10.1.0.100", "-n", "20000", "-R", "20000"]);
+    let out = gen_live(
+        &g,
+        &["-s", "10.0.0.1-10.0.0.50", "-d", "10.1.0.1-10.1.0.100", "-n", "20000", "-R", "20000"],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     std::thread::sleep(std::time::Duration::from_millis(500));
     drop(capture.terminate().map(|mut c| c.wait()));
@@ -159,6 +210,11 @@ fn live_generator_check() {
     eprintln!("captured {frames} frames of {} flows", flows.len());
     assert!(frames >= 10_000, "captured {frames} frames");
     assert!(flows.len() >= 4000, "{} distinct flows in {frames} frames", flows.len());
-    let in_range = |(s, sp, d, dp): &(u32, u16, u32, u16)| (0x0a00_0001..=0x0a00_0032).contains(s) && (0x0a01_0001..=0x0a01_0064).contains(d) && *sp == 2000 && *dp == 2000;
+    let in_range = |(s, sp, d, dp): &(u32, u16, u32, u16)| {
+        (0x0a00_0001..=0x0a00_0032).contains(s)
+            && (0x0a01_0001..=0x0a01_0064).contains(d)
+            && *sp == 2000
+            && *dp == 2000
+    };
     assert!(flows.iter().all(in_range), "a flow outside the configured ranges");
 }

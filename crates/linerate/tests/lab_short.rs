@@ -44,12 +44,7 @@ fn run_lab(tag: &str, toml: &str, args: &[&str]) -> LabRun {
         String::from_utf8_lossy(&out.stderr)
     );
     let json = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    LabRun {
-        dir,
-        out_dir,
-        stdout,
-        json,
-    }
+    LabRun { dir, out_dir, stdout, json }
 }
 
 #[test]
@@ -81,14 +76,7 @@ fn short_lab_writes_sane_results() {
     let names: Vec<_> = sets.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["kernel", "linerate"]);
 
-    for f in [
-        "runs.csv",
-        "sets.csv",
-        "results.json",
-        "plot.svg",
-        "summary.txt",
-        "counters.txt",
-    ] {
+    for f in ["runs.csv", "sets.csv", "results.json", "plot.svg", "summary.txt", "counters.txt"] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     // Every run (3 per set, and the search's trials) says where its frames went: the veths'
@@ -98,45 +86,29 @@ fn short_lab_writes_sane_results() {
     assert!(blocks.len() >= 6, "{counters}");
     // ... and the summary sums it up per set.
     let summary_text = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
-    assert!(
-        summary_text.contains("where the lost frames were dropped"),
-        "{summary_text}"
-    );
+    assert!(summary_text.contains("where the lost frames were dropped"), "{summary_text}");
     for set in ["kernel", "linerate"] {
         let line = format!("\n  {set}: input ");
         assert!(summary_text.contains(&line), "{summary_text}");
     }
     for b in &blocks {
-        assert!(
-            b.contains("lrg0.tx_packets=") && b.contains("lrr0.rx_packets="),
-            "{b}"
-        );
+        assert!(b.contains("lrg0.tx_packets=") && b.contains("lrr0.rx_packets="), "{b}");
         if b.starts_with("linerate") {
             assert!(b.lines().any(|l| l.starts_with("dut: packets: rx ")), "{b}");
         }
     }
     let runs_csv = std::fs::read_to_string(out_dir.join("runs.csv")).unwrap();
     assert_eq!(runs_csv.lines().count(), 1 + 6, "{runs_csv}");
-    assert!(
-        std::fs::read_to_string(out_dir.join("plot.svg"))
-            .unwrap()
-            .starts_with("<svg")
-    );
+    assert!(std::fs::read_to_string(out_dir.join("plot.svg")).unwrap().starts_with("<svg"));
     let summary = std::fs::read_to_string(out_dir.join("summary.txt")).unwrap();
     assert!(
         summary.contains("Difference at 95.0% confidence")
             || summary.contains("No difference proven at 95.0% confidence"),
         "{summary}"
     );
-    assert!(
-        stdout.contains("zero-loss throughput of kernel"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("zero-loss throughput of kernel"), "{stdout}");
     // The namespaces are gone.
-    let ns = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .unwrap();
+    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrlab-"));
 }
 
@@ -179,16 +151,7 @@ fn two_worker_lab_forwards() {
     let run = run_lab(
         "lab-workers",
         toml,
-        &[
-            "--workers",
-            "2",
-            "--gen-cpu",
-            "0",
-            "--dut-cpu",
-            "0",
-            "--rcv-cpu",
-            "0",
-        ],
+        &["--workers", "2", "--gen-cpu", "0", "--dut-cpu", "0", "--rcv-cpu", "0"],
     );
     assert_eq!(run.json["workers"], 2, "{}", run.json);
     for s in run.json["sets"].as_array().unwrap() {
@@ -197,11 +160,7 @@ fn two_worker_lab_forwards() {
             "a set forwarded (almost) nothing: {s}"
         );
     }
-    assert!(
-        run.stdout.contains("2 workers: 2 queues per veth"),
-        "{}",
-        run.stdout
-    );
+    assert!(run.stdout.contains("2 workers: 2 queues per veth"), "{}", run.stdout);
 }
 
 /// A second `linerate lab` started while one runs is refused at once, naming the first, and
@@ -223,22 +182,39 @@ fn a_second_lab_is_refused_and_the_first_goes_on() {
         c.arg("lab").arg(&file).args(["--json", "--out"]).arg(dir.join(out));
         c
     };
-    let first = lab("first").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let first = lab("first")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     // The first holds the lock once its pid is in the file, before it builds anything.
-    let holds = || std::fs::read_to_string(lab::one_lab::LOCK_FILE).is_ok_and(|t| t.trim() == first.id().to_string());
+    let holds = || {
+        std::fs::read_to_string(lab::one_lab::LOCK_FILE)
+            .is_ok_and(|t| t.trim() == first.id().to_string())
+    };
     let t0 = std::time::Instant::now();
     while !holds() {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "the first lab never took the lock");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "the first lab never took the lock"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(500));
     let second = lab("second").output().unwrap();
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(!second.status.success(), "the second lab ran: {err}");
-    assert!(err.contains(&format!("another `linerate lab` is running (pid {}", first.id())), "{err}");
+    assert!(
+        err.contains(&format!("another `linerate lab` is running (pid {}", first.id())),
+        "{err}"
+    );
     let out = first.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the first lab failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the first lab failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let pps = json["sets"][0]["median_pps"].as_f64().unwrap();
     assert!(pps > 1000.0, "the first lab forwarded (almost) nothing: {json}");

@@ -131,7 +131,10 @@ fn keep_state_with_two_workers_passes_every_flow() {
     // Every datagram to the closed port gets its port unreachable (no per-peer rate limit).
     lab.b.exec("sysctl", &["-qw", "net.ipv4.icmp_ratelimit=0"]).unwrap();
 
-    let ping = lab.a.exec("ping", &["-c", "5", "-i", "0.2", "-W", "2", "198.19.0.2"]).map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let ping = lab
+        .a
+        .exec("ping", &["-c", "5", "-i", "0.2", "-W", "2", "198.19.0.2"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
     let client = lab.a.exec("python3", &["-c", CLIENT]).unwrap();
     let counts = String::from_utf8_lossy(&client.stdout).trim().to_owned();
     let s = stats(&lab.dir.join("control.sock"));
@@ -143,11 +146,18 @@ fn keep_state_with_two_workers_passes_every_flow() {
     // The first ping may wait for ARP; the other four must come back.
     let ping = ping.unwrap_or_else(|e| panic!("ping: {e}\n{out}"));
     assert!(ping.contains(" 5 received") || ping.contains(" 4 received"), "{ping}\n{out}");
-    assert_eq!(counts, "200 50 40", "TCP connections, UDP exchanges, port unreachables received\n{out}");
+    assert_eq!(
+        counts, "200 50 40",
+        "TCP connections, UDP exchanges, port unreachables received\n{out}"
+    );
     for iface in s["interfaces"].as_array().unwrap() {
-        assert!(iface["backend"].as_str().unwrap().contains("af_packet"), "auto on veth with keep state and 2 workers: {iface}");
+        assert!(
+            iface["backend"].as_str().unwrap().contains("af_packet"),
+            "auto on veth with keep state and 2 workers: {iface}"
+        );
     }
-    let per_worker: Vec<u64> = s["workers"].as_array().unwrap().iter().map(|w| w["forwarded"].as_u64().unwrap()).collect();
+    let per_worker: Vec<u64> =
+        s["workers"].as_array().unwrap().iter().map(|w| w["forwarded"].as_u64().unwrap()).collect();
     assert!(per_worker.iter().all(|&n| n > 100), "both workers must carry flows: {per_worker:?}");
     assert!(!out.contains("drop filter_blocked"), "no reply may be blocked:\n{out}");
 }
@@ -166,7 +176,14 @@ fn af_xdp_with_two_workers_refuses_keep_state() {
     let cfg = write_config(&lab, "af_xdp", "[firewall]\nrules = \"rules.conf\"\n");
     let rules = lab.dir.join("rules.conf");
     std::fs::write(&rules, RULES).unwrap();
-    let out = lab.d.command("timeout").args(["20", env!("CARGO_BIN_EXE_linerate"), "run", "-c"]).arg(&cfg).args(["--workers", "2"]).output().unwrap();
+    let out = lab
+        .d
+        .command("timeout")
+        .args(["20", env!("CARGO_BIN_EXE_linerate"), "run", "-c"])
+        .arg(&cfg)
+        .args(["--workers", "2"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("lrd0: `keep state` with 2 workers needs both directions of a flow on one worker, and AF_XDP cannot promise it"), "{err}");
@@ -177,11 +194,20 @@ fn af_xdp_with_two_workers_refuses_keep_state() {
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--workers", "2"]);
     let mut dut = start_until(linerate, "forwarding with 2 worker(s)");
-    let reload = || Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(&cfg).output().unwrap();
+    let reload = || {
+        Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["reload", "-c"])
+            .arg(&cfg)
+            .output()
+            .unwrap()
+    };
     std::fs::write(&rules, RULES).unwrap();
     let out = reload();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("`keep state` with 2 workers on AF_XDP"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("`keep state` with 2 workers on AF_XDP"),
+        "{err}"
+    );
     std::fs::write(&rules, "block in proto udp no state\npass all no state\n").unwrap();
     let out = reload();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -71,37 +71,67 @@ fn wait_for_routes_via_b(lab: &Lab, cfg: &Path, router_sock: &Path) {
     let n = PREFIXES as usize;
     let diag = || {
         let kernel = text(&lab.d.ip(&["route", "show", "proto", "bird"]).unwrap()).lines().count();
-        let logs: String = ["router", "b", "c"].iter().map(|b| format!("--- {b}.log\n{}", std::fs::read_to_string(lab.dir.join(format!("{b}.log"))).unwrap_or_default())).collect();
-        format!("{}\nkernel: {kernel} bird routes in D\n{logs}", birdc(&lab.d, router_sock, &["show", "protocols"]))
+        let logs: String = ["router", "b", "c"]
+            .iter()
+            .map(|b| {
+                format!(
+                    "--- {b}.log\n{}",
+                    std::fs::read_to_string(lab.dir.join(format!("{b}.log"))).unwrap_or_default()
+                )
+            })
+            .collect();
+        format!(
+            "{}\nkernel: {kernel} bird routes in D\n{logs}",
+            birdc(&lab.d, router_sock, &["show", "protocols"])
+        )
     };
     let start = Instant::now();
     while kernel_routes_via(cfg, "198.19.0.2") < n {
-        assert!(start.elapsed() < Duration::from_secs(60), "{n} routes via B not in linerate's FIB after 60 s:\n{}", diag());
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{n} routes via B not in linerate's FIB after 60 s:\n{}",
+            diag()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let took = start.elapsed();
     eprintln!("BGP: {n} routes via B in the FIB {took:?} after the BIRDs started");
     // C's session comes up on its own schedule (connect retry, 1 s): B's routes can be in the
     // FIB before it is established.
-    let both_up = || established_since(&lab.d, router_sock, "b").is_some() && established_since(&lab.d, router_sock, "c").is_some();
+    let both_up = || {
+        established_since(&lab.d, router_sock, "b").is_some()
+            && established_since(&lab.d, router_sock, "c").is_some()
+    };
     let limit = Duration::from_secs(30);
     let start = Instant::now();
     while !both_up() {
-        assert!(start.elapsed() < limit, "BGP sessions b and c not both established after {limit:?}:\n{}", diag());
+        assert!(
+            start.elapsed() < limit,
+            "BGP sessions b and c not both established after {limit:?}:\n{}",
+            diag()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// The BGP sessions survive a reload of linerate.
 fn sessions_survive_a_reload(lab: &Lab, cfg: &Path, router_sock: &Path) {
-    let (since_b, since_c) = (established_since(&lab.d, router_sock, "b"), established_since(&lab.d, router_sock, "c"));
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(cfg).output().unwrap();
+    let (since_b, since_c) =
+        (established_since(&lab.d, router_sock, "b"), established_since(&lab.d, router_sock, "c"));
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["reload", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "reload: {}", text(&out));
     std::thread::sleep(Duration::from_secs(2));
     let protocols = birdc(&lab.d, router_sock, &["show", "protocols"]);
     for (proto, before) in [("b", since_b), ("c", since_c)] {
         let after = established_since(&lab.d, router_sock, proto);
-        assert!(same_instant(before.as_deref(), after.as_deref()), "session {proto} reset by the reload ({before:?} -> {after:?}):\n{protocols}");
+        assert!(
+            same_instant(before.as_deref(), after.as_deref()),
+            "session {proto} reset by the reload ({before:?} -> {after:?}):\n{protocols}"
+        );
     }
 }
 

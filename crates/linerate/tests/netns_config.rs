@@ -32,7 +32,8 @@ fn linerate(args: &[&str], cfg: Option<&Path>) -> Output {
 
 /// Whether `count` pings from A to `dst` are all answered.
 fn ping(lab: &Lab, dst: &str, count: &str) -> bool {
-    let out = lab.a.command("ping").args(["-c", count, "-i", "0.2", "-W", "1", dst]).output().unwrap();
+    let out =
+        lab.a.command("ping").args(["-c", count, "-i", "0.2", "-W", "1", dst]).output().unwrap();
     text(&out).contains(" 0% packet loss")
 }
 
@@ -55,7 +56,12 @@ fn route_file_forwards_and_thin_commands_skip_it() {
     let mut table = String::from("# generated\n");
     for i in 0..19_999u32 {
         let a = 0x0100_0000 + i * 512;
-        table.push_str(&format!("{}.{}.{}.0/24 198.19.0.2\n", a >> 24, (a >> 16) & 255, (a >> 8) & 255));
+        table.push_str(&format!(
+            "{}.{}.{}.0/24 198.19.0.2\n",
+            a >> 24,
+            (a >> 16) & 255,
+            (a >> 8) & 255
+        ));
     }
     table.push_str("100.64.0.0/24   198.19.0.2   dev lrd1\n");
     std::fs::write(lab.dir.join("routes.txt"), &table).unwrap();
@@ -90,7 +96,11 @@ fn route_file_forwards_and_thin_commands_skip_it() {
     // reload -c does read the whole config (to apply it): a broken route file is refused
     // with its position, and the running table stays.
     let reload = linerate(&["reload"], Some(&cfg));
-    assert!(!reload.status.success() && text(&reload).contains("routes.txt:1:1:"), "{}", text(&reload));
+    assert!(
+        !reload.status.success() && text(&reload).contains("routes.txt:1:1:"),
+        "{}",
+        text(&reload)
+    );
     assert!(ping(&lab, "100.64.0.1", "2"), "ping after the refused reload");
 }
 
@@ -101,7 +111,8 @@ fn reload_applies_static_neighbours_and_refuses_address_changes() {
         return;
     }
     let lab = build("rl");
-    let neighbour = |mac: &str| format!("[[neighbour]]\naddress = \"198.19.0.2\"\nmac = \"{mac}\"\n");
+    let neighbour =
+        |mac: &str| format!("[[neighbour]]\naddress = \"198.19.0.2\"\nmac = \"{mac}\"\n");
     let cfg = write_config(&lab, "af_packet", &neighbour("02:00:00:00:0b:99"));
     let mut run = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     run.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
@@ -112,29 +123,53 @@ fn reload_applies_static_neighbours_and_refuses_address_changes() {
     std::fs::write(&cfg, base.replace("02:00:00:00:0b:99", B_MAC)).unwrap();
     let out = linerate(&["reload"], Some(&cfg));
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok: no firewall; static neighbours: 1 set, 0 removed");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok: no firewall; static neighbours: 1 set, 0 removed"
+    );
     assert!(ping(&lab, "198.19.0.2", "3"), "the reloaded neighbour forwards");
     let show = linerate(&["show", "neighbours", "--json"], Some(&cfg));
     let list: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
-    let b = list.as_array().unwrap().iter().find(|n| n["address"] == "198.19.0.2").cloned().unwrap();
-    assert_eq!((b["state"].as_str(), b["mac"].as_str()), (Some("permanent"), Some(B_MAC)), "{list}");
+    let b =
+        list.as_array().unwrap().iter().find(|n| n["address"] == "198.19.0.2").cloned().unwrap();
+    assert_eq!(
+        (b["state"].as_str(), b["mac"].as_str()),
+        (Some("permanent"), Some(B_MAC)),
+        "{list}"
+    );
 
     // An address change cannot be applied while running: refused by name, nothing changes.
     let fixed = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, fixed.replace("\"198.18.0.1/24\"", "\"198.18.0.1/24\", \"198.18.9.1/24\"").replace(B_MAC, "02:00:00:00:0b:77")).unwrap();
+    std::fs::write(
+        &cfg,
+        fixed
+            .replace("\"198.18.0.1/24\"", "\"198.18.0.1/24\", \"198.18.9.1/24\"")
+            .replace(B_MAC, "02:00:00:00:0b:77"),
+    )
+    .unwrap();
     let out = linerate(&["reload"], Some(&cfg));
     assert!(!out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("interface lrd0 address changed (+198.18.9.1/24): restart needed"), "{}", text(&out));
+    assert!(
+        text(&out).contains("interface lrd0 address changed (+198.18.9.1/24): restart needed"),
+        "{}",
+        text(&out)
+    );
     assert!(ping(&lab, "198.19.0.2", "2"), "the refused reload changed no neighbour");
 
     // Without the entry, B is resolved by ARP.
     std::fs::write(&cfg, fixed.replace(&neighbour(B_MAC), "")).unwrap();
     let out = linerate(&["reload"], Some(&cfg));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok: no firewall; static neighbours: 0 set, 1 removed", "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok: no firewall; static neighbours: 0 set, 1 removed",
+        "{}",
+        text(&out)
+    );
     assert!(ping(&lab, "198.19.0.2", "3"), "B resolved by ARP after the static entry went");
     let show = linerate(&["show", "neighbours", "--json"], Some(&cfg));
     let list: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
-    let b = list.as_array().unwrap().iter().find(|n| n["address"] == "198.19.0.2").cloned().unwrap();
+    let b =
+        list.as_array().unwrap().iter().find(|n| n["address"] == "198.19.0.2").cloned().unwrap();
     assert_ne!(b["state"].as_str(), Some("permanent"), "{list}");
     let mut child = dut.terminate().unwrap();
     assert!(child.wait().unwrap().success());

@@ -34,11 +34,26 @@ fn build() -> Net {
     let pid = std::process::id();
     let ns = |host: &str| Namespace::create(&format!("lr{pid}x{host}")).unwrap();
     let (inside, d, outside) = (ns("i"), ns("d"), ns("o"));
-    veth(End { ns: &outside, name: "lro0", mac: "02:00:00:00:0e:01" }, End { ns: &d, name: "lr-a", mac: "02:00:00:00:0d:0a" }).unwrap();
-    veth(End { ns: &d, name: "lr-b", mac: "02:00:00:00:0d:0b" }, End { ns: &inside, name: "lri0", mac: "02:00:00:00:01:01" }).unwrap();
+    veth(
+        End { ns: &outside, name: "lro0", mac: "02:00:00:00:0e:01" },
+        End { ns: &d, name: "lr-a", mac: "02:00:00:00:0d:0a" },
+    )
+    .unwrap();
+    veth(
+        End { ns: &d, name: "lr-b", mac: "02:00:00:00:0d:0b" },
+        End { ns: &inside, name: "lri0", mac: "02:00:00:00:01:01" },
+    )
+    .unwrap();
     for (ns, dev, v4, v6, gw4, gw6) in [
         (&inside, "lri0", "10.1.0.10/16", "2001:db8:1::10/64", "10.1.0.1", "2001:db8:1::1"),
-        (&outside, "lro0", "203.0.113.10/24", "2001:db8:ff::10/64", "203.0.113.1", "2001:db8:ff::1"),
+        (
+            &outside,
+            "lro0",
+            "203.0.113.10/24",
+            "2001:db8:ff::10/64",
+            "203.0.113.1",
+            "2001:db8:ff::1",
+        ),
     ] {
         ns.addr(dev, v4).unwrap();
         ns.addr(dev, v6).unwrap();
@@ -62,7 +77,10 @@ fn example_rules_let_the_lan_ping_out_over_both_families() {
         return;
     }
     let net = build();
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/rules.conf").canonicalize().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/rules.conf")
+        .canonicalize()
+        .unwrap();
     let cfg = net.dir.join("router.toml");
     let text = format!(
         "[router]\ncontrol_socket = \"{}\"\n\n\

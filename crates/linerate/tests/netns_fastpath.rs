@@ -40,13 +40,22 @@ fn udp_to(lab: &Lab, n: u32, dst: &str) -> u32 {
 }
 
 fn table(cfg: &Path, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["table"]).args(args).arg("-c").arg(cfg).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["table"])
+        .args(args)
+        .arg("-c")
+        .arg(cfg)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "table {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The fast path's "N packets in" for `lrd0` in linerate's exit report.
 fn fast_packets_in(report: &str) -> u64 {
-    let line = report.lines().skip_while(|l| !l.starts_with("fast path")).find(|l| l.trim_start().starts_with("lrd0:"));
+    let line = report
+        .lines()
+        .skip_while(|l| !l.starts_with("fast path"))
+        .find(|l| l.trim_start().starts_with("lrd0:"));
     let line = line.unwrap_or_else(|| panic!("no fast path lines in the report:\n{report}"));
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
@@ -61,10 +70,17 @@ fn start(lab: &Lab, extra: &str) -> (std::path::PathBuf, Guard) {
 /// which finishes it (see pipeline_finishes_partial_checksums).
 fn start_with(lab: &Lab, router: &str, extra: &str) -> (std::path::PathBuf, Guard) {
     for (ns, dev) in [(&lab.b, "lrb0"), (&lab.a, "lra0")] {
-        assert!(ns.exec("ethtool", &["-K", dev, "gro", "on", "tx", "off"]).is_ok(), "ethtool -K {dev} gro on tx off");
+        assert!(
+            ns.exec("ethtool", &["-K", dev, "gro", "on", "tx", "off"]).is_ok(),
+            "ethtool -K {dev} gro on tx off"
+        );
     }
     let cfg = write_config(lab, "af_xdp", extra);
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen("[router]\n", &format!("[router]\n{router}"), 1);
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
+        "[router]\n",
+        &format!("[router]\n{router}"),
+        1,
+    );
     std::fs::write(&cfg, text).unwrap();
     let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
@@ -114,7 +130,12 @@ fn iperf3(lab: &Lab, secs: u32) -> u64 {
     server.args(["-s", "-1", "-B", "198.19.0.2"]).stdout(std::process::Stdio::null());
     let _server = Guard(Some(server.spawn().unwrap()));
     std::thread::sleep(Duration::from_millis(500));
-    let out = lab.a.command("iperf3").args(["-c", "198.19.0.2", "-J", "--connect-timeout", "5000", "-t", &secs.to_string()]).output().unwrap();
+    let out = lab
+        .a
+        .command("iperf3")
+        .args(["-c", "198.19.0.2", "-J", "--connect-timeout", "5000", "-t", &secs.to_string()])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "iperf3: {out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     json["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
@@ -138,7 +159,10 @@ fn tcp_with_offloads_on_goes_by_the_tc_program() {
         let bytes = iperf3(&lab, 2);
         assert!(bytes > 10_000_000, "iperf3 moved {bytes} bytes");
         let report = report(dut);
-        assert!(fast_packets_in(&report) >= 5000, "the connection's segments went by the fast path:\n{report}");
+        assert!(
+            fast_packets_in(&report) >= 5000,
+            "the connection's segments went by the fast path:\n{report}"
+        );
     }
 }
 
@@ -157,7 +181,11 @@ fn a_table_change_applies_to_offloaded_flows_at_once() {
     assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
     let lab = build("ft");
     let rules = lab.dir.join("rules.conf");
-    std::fs::write(&rules, "table <bad> persist\nblock in quick from any to <bad>\npass all no state\n").unwrap();
+    std::fs::write(
+        &rules,
+        "table <bad> persist\nblock in quick from any to <bad>\npass all no state\n",
+    )
+    .unwrap();
     let (cfg, dut) = start(&lab, &format!("[firewall]\nrules = \"{}\"\n", rules.display()));
     assert_eq!(udp_through(&lab, 2000), 2000);
     table(&cfg, &["bad", "add", "198.19.0.2"]);
@@ -179,7 +207,11 @@ fn a_route_withdrawn_applies_to_offloaded_flows_at_once() {
     assert_eq!(udp_to(&lab, 2000, "198.20.0.1"), 2000);
     let text = std::fs::read_to_string(&cfg).unwrap().replace(route, "");
     std::fs::write(&cfg, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(&cfg).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["reload", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "reload: {out:?}");
     assert_eq!(udp_to(&lab, 500, "198.20.0.1"), 0, "no route any more, offloaded or not");
     assert!(fast_packets_in(&report(dut)) >= 1000, "the flows were offloaded before");
@@ -197,7 +229,12 @@ fn crafted_through(lab: &Lab, extra: &str, firewall: &str) -> (Vec<String>, Stri
     rx.args([script, "recv", "lrb0", "1.5"]);
     let rx = start_until(rx, "ready");
     let router_mac = common::D0_MAC;
-    let out = lab.a.command("python3").args([script, "send", "lra0", common::A_MAC, router_mac, "30"]).output().unwrap();
+    let out = lab
+        .a
+        .command("python3")
+        .args([script, "send", "lra0", common::A_MAC, router_mac, "30"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "sender: {out:?}");
     let frames = finish(rx).lines().map(str::to_owned).collect();
     (frames, report(dut))
@@ -227,12 +264,19 @@ fn the_fast_path_delivers_what_the_pipeline_delivers() {
     // frames pass, all but that flow's (the IP options are NOPs, which pf does not count as
     // options to block without allow-opts).
     let rules = lab.dir.join("rules.conf");
-    std::fs::write(&rules, "block in quick proto udp from any port 1001\npass all no state\n").unwrap();
+    std::fs::write(&rules, "block in quick proto udp from any port 1001\npass all no state\n")
+        .unwrap();
     let delivered = on_and_off(&format!("[firewall]\nrules = \"{}\"\n", rules.display()));
-    assert_eq!(delivered.len(), 12, "{:?}", delivered.keys().map(|k| &k[28..48]).collect::<Vec<_>>());
+    assert_eq!(
+        delivered.len(),
+        12,
+        "{:?}",
+        delivered.keys().map(|k| &k[28..48]).collect::<Vec<_>>()
+    );
     // Stateful, translated: UDP flows offloaded with their translation (addresses, ports
     // kept by static-port, both checksums) byte for byte as the pipeline translates them.
-    std::fs::write(&rules, "nat on lrd1 from any to any -> (lrd1) static-port\npass all\n").unwrap();
+    std::fs::write(&rules, "nat on lrd1 from any to any -> (lrd1) static-port\npass all\n")
+        .unwrap();
     let delivered = on_and_off(&format!("[firewall]\nrules = \"{}\"\n", rules.display()));
     let translated = delivered.keys().filter(|f| f[52..60] == *"c6130001").count();
     assert!(translated >= 5, "sources translated to lrd1's 198.19.0.1: {delivered:#?}");
@@ -282,7 +326,11 @@ fn pair(lab: &Lab, role: &str, n: u32, secs: f32) -> u32 {
     let mut recv = rx.command("python3");
     recv.args(["-c", UDP_PAIR, if role == "a-send" { "b-recv" } else { "a-recv" }]);
     let recv = start_until(recv, "ready");
-    let out = tx.command("python3").args(["-c", UDP_PAIR, role, &n.to_string(), &secs.to_string()]).output().unwrap();
+    let out = tx
+        .command("python3")
+        .args(["-c", UDP_PAIR, role, &n.to_string(), &secs.to_string()])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{role}: {out:?}");
     finish(recv).parse().unwrap()
 }
@@ -298,13 +346,26 @@ fn offloaded_flows_keep_their_states_and_translations() {
     let rules = lab.dir.join("rules.conf");
     let text = "set timeout { udp.first 4, udp.single 4, udp.multiple 4 }\nnat on lrd1 from any to any -> (lrd1) static-port\nblock all\npass in on lrd0 all\npass out on lrd1 all\n";
     std::fs::write(&rules, text).unwrap();
-    let (cfg, dut) = start_with(&lab, "", &format!("[firewall]\nrules = \"{}\"\n", rules.display()));
+    let (cfg, dut) =
+        start_with(&lab, "", &format!("[firewall]\nrules = \"{}\"\n", rules.display()));
     let _ = lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]);
     assert_eq!(pair(&lab, "a-send", 6000, 6.0), 6000, "A to B, for twice the states' timeout");
-    assert_eq!(pair(&lab, "b-send", 2000, 1.0), 2000, "B's replies: the states and translations lived on");
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["flush", "states", "-c"]).arg(&cfg).output().unwrap();
+    assert_eq!(
+        pair(&lab, "b-send", 2000, 1.0),
+        2000,
+        "B's replies: the states and translations lived on"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["flush", "states", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "flush states: {out:?}");
-    assert_eq!(pair(&lab, "b-send", 300, 0.3), 0, "no state: B's replies blocked at once, offloaded or not");
+    assert_eq!(
+        pair(&lab, "b-send", 300, 0.3),
+        0,
+        "no state: B's replies blocked at once, offloaded or not"
+    );
     let report = report(dut);
     assert!(fast_packets_in(&report) >= 4000, "the stateful flows were offloaded:\n{report}");
 }
@@ -322,5 +383,8 @@ fn an_output_without_xdp_redirects_keeps_its_flows_in_the_pipeline() {
     assert_eq!(udp_through(&lab, 2000), 2000);
     let report = report(dut);
     assert_eq!(fast_packets_in(&report), 0, "{report}");
-    assert!(!report.contains("flows left to the pipeline (output takes no redirected frames): 0"), "{report}");
+    assert!(
+        !report.contains("flows left to the pipeline (output takes no redirected frames): 0"),
+        "{report}"
+    );
 }

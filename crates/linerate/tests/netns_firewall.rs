@@ -19,7 +19,8 @@ fn config(lab: &Lab) -> PathBuf {
 }
 
 fn send_udp(lab: &Lab, tag: &str) {
-    let udp = format!("for i in 1 2 3; do echo {tag}-$i > /dev/udp/198.19.0.2/9999; sleep 0.05; done");
+    let udp =
+        format!("for i in 1 2 3; do echo {tag}-$i > /dev/udp/198.19.0.2/9999; sleep 0.05; done");
     lab.a.exec("bash", &["-c", &udp]).unwrap();
 }
 
@@ -62,7 +63,8 @@ fn rules_block_then_reload_passes_and_bad_file_is_refused() {
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
     let mut dut = start_until(linerate, "forwarding with");
     let sock = lab.dir.join("control.sock");
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sock).unwrap().permissions());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sock).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600, "control socket mode");
 
     let pcap = lab.dir.join("b.pcap");
@@ -73,13 +75,18 @@ fn rules_block_then_reload_passes_and_bad_file_is_refused() {
     send_udp(&lab, "blocked");
     assert!(ping(&lab), "ping must pass the first rule set");
 
-    std::fs::write(&rules, "pass in quick proto udp to port 9999 no state\nblock in quick proto udp\n").unwrap();
+    std::fs::write(
+        &rules,
+        "pass in quick proto udp to port 9999 no state\nblock in quick proto udp\n",
+    )
+    .unwrap();
     let out = reload(&cfg);
     assert!(out.status.success(), "reload: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok: 2 rules");
     send_udp(&lab, "passed");
 
-    std::fs::write(&rules, "pass in quick proto udp to port 9999 no state\npass in on lrd9\n").unwrap();
+    std::fs::write(&rules, "pass in quick proto udp to port 9999 no state\npass in on lrd9\n")
+        .unwrap();
     let out = reload(&cfg);
     assert!(!out.status.success(), "a bad rule file must be refused");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -101,7 +108,9 @@ fn rules_block_then_reload_passes_and_bad_file_is_refused() {
     assert_eq!((count("blocked"), count("passed"), count("kept")), (0, 3, 3), "{seen:?}\n{stdout}");
     let blocked = stdout
         .lines()
-        .find_map(|l| l.trim().strip_prefix("drop filter_blocked").map(|n| n.trim().parse::<u64>().unwrap()))
+        .find_map(|l| {
+            l.trim().strip_prefix("drop filter_blocked").map(|n| n.trim().parse::<u64>().unwrap())
+        })
         .unwrap_or(0);
     assert_eq!(blocked, 3, "{stdout}");
     assert!(stdout.contains("states: in_use"), "{stdout}");
@@ -127,7 +136,9 @@ fn udp_through(lab: &Lab, tag: &str) -> usize {
 /// still apply; then a reasonable one is taken.
 #[test]
 fn sighup_reloads_and_refused_limits_keep_the_old_rules() {
-    if !is_root() || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
+    if !is_root()
+        || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
+    {
         eprintln!("skipped: needs root and python3");
         return;
     }
@@ -137,7 +148,14 @@ fn sighup_reloads_and_refused_limits_keep_the_old_rules() {
     std::fs::write(&rules, "block in quick proto udp to port 9999\n").unwrap();
     // 2 GiB of address space: the run fits, a table of 50M states (5.2 GB) does not.
     let mut linerate = lab.d.command("bash");
-    linerate.args(["-c", &format!("ulimit -v 2097152; exec {} run -c {} --workers 2", env!("CARGO_BIN_EXE_linerate"), cfg.display())]);
+    linerate.args([
+        "-c",
+        &format!(
+            "ulimit -v 2097152; exec {} run -c {} --workers 2",
+            env!("CARGO_BIN_EXE_linerate"),
+            cfg.display()
+        ),
+    ]);
     let mut dut = start_until(linerate, "forwarding with");
     let pid = dut.0.as_ref().unwrap().id().to_string();
     assert_eq!(udp_through(&lab, "blocked"), 0);
@@ -148,8 +166,14 @@ fn sighup_reloads_and_refused_limits_keep_the_old_rules() {
     assert_eq!(udp_through(&lab, "passed"), 3, "SIGHUP must load the rules that pass");
 
     for (text, want) in [
-        ("set limit states 4000000000\nblock in quick proto udp\n", "rules.conf:1:18: a number of states 4000000000 out of range (at most 100000000)"),
-        ("set limit states 50000000\nblock in quick proto udp\n", "cannot allocate a state table for 50000000 states (5200 MB)"),
+        (
+            "set limit states 4000000000\nblock in quick proto udp\n",
+            "rules.conf:1:18: a number of states 4000000000 out of range (at most 100000000)",
+        ),
+        (
+            "set limit states 50000000\nblock in quick proto udp\n",
+            "cannot allocate a state table for 50000000 states (5200 MB)",
+        ),
     ] {
         std::fs::write(&rules, text).unwrap();
         let out = reload(&cfg);
@@ -195,19 +219,30 @@ fn show_and_top_survive_a_closed_pipe() {
         (format!("{bin} top -w 0.1 -n 3 -c {cfg}"), "true"),
     ] {
         // The reader is gone before linerate writes (it connects to the socket first).
-        let script = format!("{cmd} 2>err.txt | {reader} >/dev/null; echo ${{PIPESTATUS[0]}}; cat err.txt");
-        let out = Command::new("bash").args(["-c", &script]).current_dir(&lab.dir).output().unwrap();
+        let script =
+            format!("{cmd} 2>err.txt | {reader} >/dev/null; echo ${{PIPESTATUS[0]}}; cat err.txt");
+        let out =
+            Command::new("bash").args(["-c", &script]).current_dir(&lab.dir).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         let mut lines = text.lines();
         assert_eq!(lines.next(), Some("0"), "{cmd} | {reader}: {text}");
-        assert!(!text.contains("panicked") && !text.contains("Broken pipe"), "{cmd} | {reader}: {text}");
+        assert!(
+            !text.contains("panicked") && !text.contains("Broken pipe"),
+            "{cmd} | {reader}: {text}"
+        );
     }
     let mut child = dut.terminate().unwrap();
     assert!(child.wait().unwrap().success());
 }
 
 fn table(cfg: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["table"]).args(args).arg("-c").arg(cfg).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["table"])
+        .args(args)
+        .arg("-c")
+        .arg(cfg)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "table {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -224,27 +259,52 @@ fn tables_change_while_running() {
     let lab = build("t");
     let cfg = config(&lab);
     let rules = lab.dir.join("rules.conf");
-    std::fs::write(&rules, "table <bad> persist { 203.0.113.7 }\nblock in quick from <bad>\npass all no state\n").unwrap();
+    std::fs::write(
+        &rules,
+        "table <bad> persist { 203.0.113.7 }\nblock in quick from <bad>\npass all no state\n",
+    )
+    .unwrap();
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
     let mut dut = start_until(linerate, "forwarding with");
     let rule_packets = |rule: u64| {
-        let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "rules", "--json", "-c"]).arg(&cfg).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["show", "rules", "--json", "-c"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_array().unwrap().iter().find(|r| r["number"] == rule).unwrap()["packets"].as_u64().unwrap()
+        v.as_array().unwrap().iter().find(|r| r["number"] == rule).unwrap()["packets"]
+            .as_u64()
+            .unwrap()
     };
 
     assert_eq!(udp_through(&lab, "before"), 3);
-    assert_eq!(table(&cfg, &["bad", "add", "198.18.0.2", "!198.18.0.0/24"]), "<bad>: 2 added, 0 deleted, 3 entries\n");
-    assert_eq!(table(&cfg, &["<bad>", "show"]), "   203.0.113.7\n   198.18.0.2\n   !198.18.0.0/24\n");
-    assert_eq!(table(&cfg, &["bad", "test", "198.18.0.2", "198.18.0.3"]), "198.18.0.2 matches\n198.18.0.3 does not match\n");
+    assert_eq!(
+        table(&cfg, &["bad", "add", "198.18.0.2", "!198.18.0.0/24"]),
+        "<bad>: 2 added, 0 deleted, 3 entries\n"
+    );
+    assert_eq!(
+        table(&cfg, &["<bad>", "show"]),
+        "   203.0.113.7\n   198.18.0.2\n   !198.18.0.0/24\n"
+    );
+    assert_eq!(
+        table(&cfg, &["bad", "test", "198.18.0.2", "198.18.0.3"]),
+        "198.18.0.2 matches\n198.18.0.3 does not match\n"
+    );
     assert_eq!(udp_through(&lab, "added"), 0);
     assert_eq!(rule_packets(0), 3, "the block rule counted them");
-    assert_eq!(table(&cfg, &["bad", "delete", "198.18.0.2"]), "<bad>: 0 added, 1 deleted, 2 entries\n");
+    assert_eq!(
+        table(&cfg, &["bad", "delete", "198.18.0.2"]),
+        "<bad>: 0 added, 1 deleted, 2 entries\n"
+    );
     assert_eq!(udp_through(&lab, "deleted"), 3);
     let file = lab.dir.join("bad.txt");
     std::fs::write(&file, "# blocklist\n198.18.0.0/24 192.0.2.1\n").unwrap();
-    assert_eq!(table(&cfg, &["bad", "replace", "-f", file.to_str().unwrap()]), "<bad>: 2 added, 2 deleted, 2 entries\n");
+    assert_eq!(
+        table(&cfg, &["bad", "replace", "-f", file.to_str().unwrap()]),
+        "<bad>: 2 added, 2 deleted, 2 entries\n"
+    );
     assert_eq!(udp_through(&lab, "replaced"), 0);
     // Carried across every change: the six blocked, and the six passed (in and out each).
     assert_eq!(rule_packets(0), 6);
@@ -252,8 +312,17 @@ fn tables_change_while_running() {
     // A reload defines the table from the file again; a change is refused for an unknown table.
     assert!(reload(&cfg).status.success());
     assert_eq!(udp_through(&lab, "reloaded"), 3);
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["table", "nope", "flush", "-c"]).arg(&cfg).output().unwrap();
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no table <nope> in the running rules"), "{out:?}");
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["table", "nope", "flush", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr)
+                .contains("no table <nope> in the running rules"),
+        "{out:?}"
+    );
 
     let mut linerate = dut.terminate().unwrap();
     assert!(linerate.wait().unwrap().success());

@@ -29,7 +29,10 @@ fn forward_through(backend: &str, tag: &str) {
 
     let pcap = lab.dir.join("b.pcap");
     let mut tcpdump = lab.b.command("tcpdump");
-    tcpdump.args(["-i", "lrb0", "-n", "-U", "--immediate-mode", "-w"]).arg(&pcap).arg("udp or icmp");
+    tcpdump
+        .args(["-i", "lrb0", "-n", "-U", "--immediate-mode", "-w"])
+        .arg(&pcap)
+        .arg("udp or icmp");
     let mut capture = start_until(tcpdump, "listening on");
 
     // Five UDP datagrams from a kernel socket, five to a destination linerate has no route to.
@@ -51,7 +54,9 @@ fn forward_through(backend: &str, tag: &str) {
     check_capture(&pcap, backend, &out);
     let no_route = out
         .lines()
-        .find_map(|l| l.trim().strip_prefix("drop no_route").map(|n| n.trim().parse::<u64>().unwrap()))
+        .find_map(|l| {
+            l.trim().strip_prefix("drop no_route").map(|n| n.trim().parse::<u64>().unwrap())
+        })
         .unwrap_or(0);
     assert_eq!(no_route, 5, "linerate's counters:\n{out}");
     assert!(out.contains("lrd0") && out.contains("lrd1"), "{out}");
@@ -77,7 +82,10 @@ fn check_capture(pcap: &Path, backend: &str, linerate_out: &str) {
         match ip.protocol() {
             wire::IpProtocol::Udp => {
                 let u = wire::UdpPacket::new_checked(ip.payload()).unwrap();
-                assert!(u.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()), "{backend}: bad UDP checksum");
+                assert!(
+                    u.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()),
+                    "{backend}: bad UDP checksum"
+                );
                 assert!(u.payload().starts_with(b"linerate-"));
                 udp += 1;
             }
@@ -85,7 +93,12 @@ fn check_capture(pcap: &Path, backend: &str, linerate_out: &str) {
             _ => {}
         }
     }
-    assert_eq!(udp, 5, "{backend}: UDP datagrams seen in B ({} frames captured); linerate said:\n{linerate_out}", recs.len());
+    assert_eq!(
+        udp,
+        5,
+        "{backend}: UDP datagrams seen in B ({} frames captured); linerate said:\n{linerate_out}",
+        recs.len()
+    );
     assert!(echo >= 3, "{backend}: echo requests seen in B: {echo}");
 }
 

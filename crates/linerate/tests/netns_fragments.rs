@@ -18,11 +18,7 @@ use common::{Lab, build, start_until, write_config};
 /// Datagrams B receives on `port` (IPv6 if `v6`) within a second of the last, and their
 /// sizes.
 fn receive(lab: &Lab, port: u16, v6: bool, send: impl FnOnce()) -> Vec<usize> {
-    let (family, any) = if v6 {
-        ("AF_INET6", "::")
-    } else {
-        ("AF_INET", "0.0.0.0")
-    };
+    let (family, any) = if v6 { ("AF_INET6", "::") } else { ("AF_INET", "0.0.0.0") };
     let listen = format!(
         "import socket, sys\nu = socket.socket(socket.{family}, socket.SOCK_DGRAM)\nu.bind(('{any}', {port}))\nu.settimeout(1.5)\nprint('ready', file=sys.stderr, flush=True)\ntry:\n    while True:\n        print(len(u.recv(65536)), flush=True)\nexcept OSError:\n    pass\n"
     );
@@ -32,12 +28,7 @@ fn receive(lab: &Lab, port: u16, v6: bool, send: impl FnOnce()) -> Vec<usize> {
     send();
     let mut child = guard.0.take().unwrap();
     let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     child.wait().unwrap();
     out.lines().map(|l| l.trim().parse().unwrap()).collect()
 }
@@ -45,11 +36,7 @@ fn receive(lab: &Lab, port: u16, v6: bool, send: impl FnOnce()) -> Vec<usize> {
 /// A sends `n` datagrams of 3000 bytes to B's `port` (fragmented by A's kernel), over IPv6
 /// if `v6`.
 fn send_big(lab: &Lab, port: u16, v6: bool, n: usize) {
-    let (family, b) = if v6 {
-        ("AF_INET6", "2001:db8:b::2")
-    } else {
-        ("AF_INET", "198.19.0.2")
-    };
+    let (family, b) = if v6 { ("AF_INET6", "2001:db8:b::2") } else { ("AF_INET", "198.19.0.2") };
     let send = format!(
         "import socket, time\nu = socket.socket(socket.{family}, socket.SOCK_DGRAM)\nfor i in range({n}):\n    u.sendto(bytes(3000), ('{b}', {port}))\n    time.sleep(0.05)\n"
     );
@@ -59,22 +46,14 @@ fn send_big(lab: &Lab, port: u16, v6: bool, n: usize) {
 fn counter(stdout: &str, name: &str) -> u64 {
     stdout
         .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix(name)
-                .map(|n| n.trim().parse::<u64>().unwrap())
-        })
+        .find_map(|l| l.trim().strip_prefix(name).map(|n| n.trim().parse::<u64>().unwrap()))
         .unwrap_or(0)
 }
 
 #[test]
 fn fragmented_udp_passes_as_its_first_fragment_is_judged() {
     if !is_root()
-        || !Command::new("python3")
-            .arg("-c")
-            .arg("pass")
-            .status()
-            .is_ok_and(|s| s.success())
+        || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
     {
         eprintln!("skipped: needs root and python3");
         return;
@@ -103,12 +82,7 @@ fn fragmented_udp_passes_as_its_first_fragment_is_judged() {
 
     let mut linerate = dut.terminate().unwrap();
     let mut stdout = String::new();
-    linerate
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    linerate.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
     assert!(linerate.wait().unwrap().success(), "{stdout}");
     for ((passed, blocked), family) in results.iter().zip(["IPv4", "IPv6"]) {
         assert_eq!(
@@ -120,11 +94,7 @@ fn fragmented_udp_passes_as_its_first_fragment_is_judged() {
     }
     // Three fragments per blocked datagram, each judged by the blocked datagram's ports.
     assert_eq!(counter(&stdout, "drop filter_blocked"), 24, "{stdout}");
-    for reason in [
-        "drop fragment_no_first",
-        "drop fragment_tiny",
-        "drop fragment_overlap",
-    ] {
+    for reason in ["drop fragment_no_first", "drop fragment_tiny", "drop fragment_overlap"] {
         assert_eq!(counter(&stdout, reason), 0, "{reason}\n{stdout}");
     }
 }

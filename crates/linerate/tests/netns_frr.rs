@@ -106,7 +106,9 @@ fn bgp_routes_from_frr_reach_the_fib() {
         eprintln!("skipped: needs root");
         return;
     }
-    if !Path::new(FRR).join("zebra").exists() || Command::new("bird").arg("--version").output().is_err() {
+    if !Path::new(FRR).join("zebra").exists()
+        || Command::new("bird").arg("--version").output().is_err()
+    {
         eprintln!("skipped: needs FRR (Debian frr) and bird (Debian bird2)");
         return;
     }
@@ -121,14 +123,20 @@ fn bgp_routes_from_frr_reach_the_fib() {
     assert!(chown.status.success(), "chown frr:frr: {}", text(&chown));
     // zebra first: bgpd connects to its API socket.
     let _zebra = frr_daemon(&lab.d, &frr, "zebra", ZEBRA_CONF);
-    common::bgp::wait("zebra's API socket", Duration::from_secs(10), || frr.join("zserv.api").exists());
+    common::bgp::wait("zebra's API socket", Duration::from_secs(10), || {
+        frr.join("zserv.api").exists()
+    });
     let _bgpd = frr_daemon(&lab.d, &frr, "bgpd", BGPD_CONF);
     let (_b_bird, _c_bird, b_sock) = common::bgp::neighbours(&lab);
 
     wait_for_routes_via_b(&lab, &frr, &cfg);
     let _traffic = common::bgp::traffic_to_b(&lab);
     common::bgp::withdrawal_moves_traffic_to_c(&lab, &cfg, &b_sock);
-    assert_eq!(kernel_bgp_routes_via(&lab.d, "198.20.0.2"), PREFIXES as usize, "zebra's routes via C in the kernel");
+    assert_eq!(
+        kernel_bgp_routes_via(&lab.d, "198.20.0.2"),
+        PREFIXES as usize,
+        "zebra's routes via C in the kernel"
+    );
 
     let out = dut.terminate().unwrap().wait_with_output().unwrap();
     assert!(out.status.success(), "linerate run: {}", text(&out));
@@ -139,27 +147,55 @@ fn bgp_routes_from_frr_reach_the_fib() {
 fn wait_for_routes_via_b(lab: &Lab, frr: &Path, cfg: &Path) {
     let n = PREFIXES as usize;
     let diag = || {
-        let logs: String = [frr.join("zebra.log"), frr.join("bgpd.log"), lab.dir.join("b.log"), lab.dir.join("c.log")]
-            .iter()
-            .map(|f| format!("--- {}\n{}", f.display(), std::fs::read_to_string(f).unwrap_or_default()))
-            .collect();
-        format!("{}\nkernel: {} bgp routes via B in D\n{logs}", vtysh(&lab.d, frr, "show bgp summary"), kernel_bgp_routes_via(&lab.d, "198.19.0.2"))
+        let logs: String = [
+            frr.join("zebra.log"),
+            frr.join("bgpd.log"),
+            lab.dir.join("b.log"),
+            lab.dir.join("c.log"),
+        ]
+        .iter()
+        .map(|f| format!("--- {}\n{}", f.display(), std::fs::read_to_string(f).unwrap_or_default()))
+        .collect();
+        format!(
+            "{}\nkernel: {} bgp routes via B in D\n{logs}",
+            vtysh(&lab.d, frr, "show bgp summary"),
+            kernel_bgp_routes_via(&lab.d, "198.19.0.2")
+        )
     };
     let start = Instant::now();
     while kernel_routes_via(cfg, "198.19.0.2") < n {
-        assert!(start.elapsed() < Duration::from_secs(60), "{n} routes via B not in linerate's FIB after 60 s:\n{}", diag());
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{n} routes via B not in linerate's FIB after 60 s:\n{}",
+            diag()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("BGP: {n} routes via B in the FIB {:?} after FRR started", start.elapsed());
-    assert_eq!(kernel_bgp_routes_via(&lab.d, "198.19.0.2"), n, "zebra's routes in the kernel:\n{}", diag());
+    assert_eq!(
+        kernel_bgp_routes_via(&lab.d, "198.19.0.2"),
+        n,
+        "zebra's routes in the kernel:\n{}",
+        diag()
+    );
     let kernel = text(&lab.d.ip(&["route", "show", "proto", "bgp"]).unwrap());
-    assert!(kernel.lines().all(|l| l.contains(" nhid ")), "zebra installed routes without nexthop objects:\n{kernel}");
+    assert!(
+        kernel.lines().all(|l| l.contains(" nhid ")),
+        "zebra installed routes without nexthop objects:\n{kernel}"
+    );
     // C's session may come up after B's routes are in: wait for it, so that its routes are
     // there to take over.
     let limit = Duration::from_secs(30);
     let start = Instant::now();
-    while !vtysh(&lab.d, frr, "show bgp summary").lines().any(|l| l.starts_with("198.20.0.2") && l.split_whitespace().nth(9).is_some_and(|p| p.parse::<u32>() == Ok(PREFIXES))) {
-        assert!(start.elapsed() < limit, "C's session not established with {PREFIXES} prefixes after {limit:?}:\n{}", diag());
+    while !vtysh(&lab.d, frr, "show bgp summary").lines().any(|l| {
+        l.starts_with("198.20.0.2")
+            && l.split_whitespace().nth(9).is_some_and(|p| p.parse::<u32>() == Ok(PREFIXES))
+    }) {
+        assert!(
+            start.elapsed() < limit,
+            "C's session not established with {PREFIXES} prefixes after {limit:?}:\n{}",
+            diag()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

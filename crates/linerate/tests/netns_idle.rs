@@ -38,7 +38,10 @@ fn idle_worker(backend: &str, tag: &str) {
     let dut = start_until(cmd, "forwarding with");
     let pid = dut.0.as_ref().unwrap().id();
     // Once neighbours are resolved, nothing moves: the worker must be asleep.
-    assert!(lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(), "{backend}: ping across linerate");
+    assert!(
+        lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(),
+        "{backend}: ping across linerate"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let before = thread_ticks(pid, "lr-worker-0").expect("worker thread");
     std::thread::sleep(Duration::from_secs(3));

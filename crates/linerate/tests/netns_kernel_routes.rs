@@ -43,7 +43,12 @@ fn route(cfg: &std::path::Path, prefix: &str) -> Option<serde_json::Value> {
 }
 
 /// Waits up to 5 s for `linerate show routes` to satisfy `ok` on `prefix`.
-fn wait_route(cfg: &std::path::Path, prefix: &str, what: &str, ok: impl Fn(Option<&serde_json::Value>) -> bool) {
+fn wait_route(
+    cfg: &std::path::Path,
+    prefix: &str,
+    what: &str,
+    ok: impl Fn(Option<&serde_json::Value>) -> bool,
+) {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(5) {
         if ok(route(cfg, prefix).as_ref()) {
@@ -62,7 +67,21 @@ fn rx_packets(ns: &Namespace, ifname: &str) -> u64 {
 /// `linerate gen` in A: `n` UDP frames at `rate` per second to `dst`, from 20 sources.
 fn traffic(lab: &Lab, dst: &str, n: u64, rate: u64) -> Command {
     let mut cmd = lab.a.command(env!("CARGO_BIN_EXE_linerate"));
-    cmd.args(["gen", "-i", "lra0", "-D", D0_MAC, "-s", "198.18.0.10-198.18.0.29", "-d", dst, "-n", &n.to_string(), "-R", &rate.to_string()]);
+    cmd.args([
+        "gen",
+        "-i",
+        "lra0",
+        "-D",
+        D0_MAC,
+        "-s",
+        "198.18.0.10-198.18.0.29",
+        "-d",
+        dst,
+        "-n",
+        &n.to_string(),
+        "-R",
+        &rate.to_string(),
+    ]);
     cmd
 }
 
@@ -92,7 +111,8 @@ fn kernel_routes_ecmp_and_static_reload() {
     }
     let lab = build("krt");
     let c = Namespace::create(&format!("lr{}krtc", std::process::id())).unwrap();
-    veth(End { ns: &lab.d, name: "lrd2", mac: D2_MAC }, End { ns: &c, name: "lrc0", mac: C_MAC }).unwrap();
+    veth(End { ns: &lab.d, name: "lrd2", mac: D2_MAC }, End { ns: &c, name: "lrc0", mac: C_MAC })
+        .unwrap();
     c.addr("lrc0", "198.20.0.2/24").unwrap();
     let extra = r#"
 [[interface]]
@@ -126,8 +146,28 @@ via = "198.19.0.2"
 /// A multipath route in the kernel's main table, through the TAPs: in the FIB as a kernel
 /// route, and 2000 flows spread over B and C.
 fn kernel_multipath_spreads_flows(lab: &Lab, c: &Namespace, cfg: &std::path::Path) {
-    lab.d.ip(&["route", "add", "10.99.0.0/16", "proto", "static", "nexthop", "via", "198.19.0.2", "dev", "lrhd1", "nexthop", "via", "198.20.0.2", "dev", "lrhd2"]).unwrap();
-    wait_route(cfg, "10.99.0.0/16", "no multipath kernel route", |r| r.is_some_and(|r| r["kind"] == "multipath" && r["source"] == "kernel"));
+    lab.d
+        .ip(&[
+            "route",
+            "add",
+            "10.99.0.0/16",
+            "proto",
+            "static",
+            "nexthop",
+            "via",
+            "198.19.0.2",
+            "dev",
+            "lrhd1",
+            "nexthop",
+            "via",
+            "198.20.0.2",
+            "dev",
+            "lrhd2",
+        ])
+        .unwrap();
+    wait_route(cfg, "10.99.0.0/16", "no multipath kernel route", |r| {
+        r.is_some_and(|r| r["kind"] == "multipath" && r["source"] == "kernel")
+    });
     let paths = route(cfg, "10.99.0.0/16").unwrap()["paths"].clone();
     assert_eq!(paths.as_array().unwrap().len(), 2, "{paths}");
     // The kernel's own route for a TAP's subnet (proto kernel) stays linerate's connected one.
@@ -155,13 +195,34 @@ fn kernel_multipath_spreads_flows(lab: &Lab, c: &Namespace, cfg: &std::path::Pat
 fn kernel_withdrawal_and_ipv6(lab: &Lab, cfg: &std::path::Path) {
     lab.d.ip(&["route", "del", "10.99.0.0/16"]).unwrap();
     wait_route(cfg, "10.99.0.0/16", "still installed", |r| r.is_none());
-    let ping = text(&lab.a.command("ping").args(["-c", "1", "-W", "2", "10.99.0.1"]).output().unwrap());
+    let ping =
+        text(&lab.a.command("ping").args(["-c", "1", "-W", "2", "10.99.0.1"]).output().unwrap());
     assert!(ping.contains("Net Unreachable"), "{ping}");
 
-    lab.d.ip(&["-6", "route", "add", "2001:db8:99::/48", "via", "2001:db8:b::2", "dev", "lrhd1", "proto", "bird"]).unwrap();
-    wait_route(cfg, "2001:db8:99::/48", "no IPv6 kernel route", |r| r.is_some_and(|r| r["kind"] == "via" && r["source"] == "kernel"));
+    lab.d
+        .ip(&[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:99::/48",
+            "via",
+            "2001:db8:b::2",
+            "dev",
+            "lrhd1",
+            "proto",
+            "bird",
+        ])
+        .unwrap();
+    wait_route(cfg, "2001:db8:99::/48", "no IPv6 kernel route", |r| {
+        r.is_some_and(|r| r["kind"] == "via" && r["source"] == "kernel")
+    });
     let b0 = rx_packets(&lab.b, "lrb0");
-    let _ = lab.a.command("ping").args(["-6", "-c", "3", "-i", "0.2", "-W", "1", "2001:db8:99::1"]).output().unwrap();
+    let _ = lab
+        .a
+        .command("ping")
+        .args(["-6", "-c", "3", "-i", "0.2", "-W", "1", "2001:db8:99::1"])
+        .output()
+        .unwrap();
     assert!(rx_packets(&lab.b, "lrb0") - b0 >= 3, "B did not receive the IPv6 pings");
 }
 
@@ -180,7 +241,11 @@ fn delivered(lab: &Lab, c: &Namespace, dst: &str) -> (u64, u64, u64) {
 fn all_to(lab: &Lab, c: &Namespace, dst: &str, to_b: bool) {
     let (b, c_rx, n) = delivered(lab, c, dst);
     let (hit, miss) = if to_b { (b, c_rx) } else { (c_rx, b) };
-    assert!(hit * 100 >= n * 90 && miss <= 10, "{dst}: B got {b}, C got {c_rx} of {n}; all should go to {}", if to_b { "B" } else { "C" });
+    assert!(
+        hit * 100 >= n * 90 && miss <= 10,
+        "{dst}: B got {b}, C got {c_rx} of {n}; all should go to {}",
+        if to_b { "B" } else { "C" }
+    );
 }
 
 /// Routes through nexthop objects, followed with no route message from the kernel.
@@ -195,26 +260,44 @@ fn kernel_nexthop_objects(lab: &Lab, c: &Namespace, cfg: &std::path::Path) {
     ] {
         lab.d.ip(&cmd.split(' ').collect::<Vec<_>>()).unwrap();
     }
-    wait_route(cfg, "10.95.0.0/16", "no route through object 10", |r| r.is_some_and(|r| r["via"] == "198.19.0.2" && r["source"] == "kernel"));
-    wait_route(cfg, "10.96.0.0/16", "no route through group 20", |r| r.is_some_and(|r| r["kind"] == "multipath" && r["paths"].as_array().is_some_and(|p| p.len() == 2)));
+    wait_route(cfg, "10.95.0.0/16", "no route through object 10", |r| {
+        r.is_some_and(|r| r["via"] == "198.19.0.2" && r["source"] == "kernel")
+    });
+    wait_route(cfg, "10.96.0.0/16", "no route through group 20", |r| {
+        r.is_some_and(|r| {
+            r["kind"] == "multipath" && r["paths"].as_array().is_some_and(|p| p.len() == 2)
+        })
+    });
     all_to(lab, c, "10.95.0.1-10.95.0.100", true);
     let (b, c_rx, n) = delivered(lab, c, "10.96.0.1-10.96.0.100");
     eprintln!("group 20: B got {b}, C got {c_rx} of {n}");
-    assert!((b + c_rx) * 100 >= n * 90 && b * 100 >= n * 30 && c_rx * 100 >= n * 30, "group 20: B {b}, C {c_rx} of {n}");
+    assert!(
+        (b + c_rx) * 100 >= n * 90 && b * 100 >= n * 30 && c_rx * 100 >= n * 30,
+        "group 20: B {b}, C {c_rx} of {n}"
+    );
 
     // The kernel takes 11 out of group 20 and tells only of the group.
     lab.d.ip(&["nexthop", "del", "id", "11"]).unwrap();
-    wait_route(cfg, "10.96.0.0/16", "group 20 still has object 11", |r| r.is_some_and(|r| r["kind"] == "via" && r["via"] == "198.19.0.2"));
+    wait_route(cfg, "10.96.0.0/16", "group 20 still has object 11", |r| {
+        r.is_some_and(|r| r["kind"] == "via" && r["via"] == "198.19.0.2")
+    });
     all_to(lab, c, "10.96.0.1-10.96.0.100", true);
     // Object 10 now leads to C: both routes follow.
     lab.d.ip(&["nexthop", "replace", "id", "10", "via", "198.20.0.2", "dev", "lrhd2"]).unwrap();
-    wait_route(cfg, "10.95.0.0/16", "did not follow object 10", |r| r.is_some_and(|r| r["via"] == "198.20.0.2"));
-    wait_route(cfg, "10.96.0.0/16", "did not follow object 10", |r| r.is_some_and(|r| r["kind"] == "via" && r["via"] == "198.20.0.2"));
+    wait_route(cfg, "10.95.0.0/16", "did not follow object 10", |r| {
+        r.is_some_and(|r| r["via"] == "198.20.0.2")
+    });
+    wait_route(cfg, "10.96.0.0/16", "did not follow object 10", |r| {
+        r.is_some_and(|r| r["kind"] == "via" && r["via"] == "198.20.0.2")
+    });
     all_to(lab, c, "10.95.0.1-10.95.0.100", false);
     all_to(lab, c, "10.96.0.1-10.96.0.100", false);
     // Deleting object 10 deletes both routes (and group 20) in the kernel, silently.
     lab.d.ip(&["nexthop", "del", "id", "10"]).unwrap();
-    assert!(text(&lab.d.exec("ip", &["route", "show", "10.95.0.0/16"]).unwrap()).trim().is_empty(), "the kernel kept the route");
+    assert!(
+        text(&lab.d.exec("ip", &["route", "show", "10.95.0.0/16"]).unwrap()).trim().is_empty(),
+        "the kernel kept the route"
+    );
     wait_route(cfg, "10.95.0.0/16", "still installed", |r| r.is_none());
     wait_route(cfg, "10.96.0.0/16", "still installed", |r| r.is_none());
 }
@@ -227,13 +310,27 @@ fn static_routes_reload_without_loss(lab: &Lab, cfg: &std::path::Path, pid: &str
     let mut flow = traffic(lab, "10.97.0.1-10.97.0.50", 15_000, 5_000);
     let flow = std::thread::spawn(move || flow.output().unwrap());
     std::thread::sleep(Duration::from_millis(500));
-    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = [\"198.19.0.2\", \"198.20.0.2\"]\n");
+    set_routes(
+        cfg,
+        "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = [\"198.19.0.2\", \"198.20.0.2\"]\n",
+    );
     let out = linerate(&["reload"], cfg);
     assert!(out.status.success(), "reload: {}", text(&out));
-    assert!(text(&out).contains("static routes: 1 added, 0 changed, 0 removed, 1 unchanged"), "{}", text(&out));
+    assert!(
+        text(&out).contains("static routes: 1 added, 0 changed, 0 removed, 1 unchanged"),
+        "{}",
+        text(&out)
+    );
     let r = route(cfg, "10.98.0.0/16").unwrap();
-    assert_eq!((r["kind"].as_str(), r["source"].as_str()), (Some("multipath"), Some("static")), "{r}");
-    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = \"198.20.0.2\"\n");
+    assert_eq!(
+        (r["kind"].as_str(), r["source"].as_str()),
+        (Some("multipath"), Some("static")),
+        "{r}"
+    );
+    set_routes(
+        cfg,
+        "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n[[route]]\nprefix = \"10.98.0.0/16\"\nvia = \"198.20.0.2\"\n",
+    );
     let out = linerate(&["reload"], cfg);
     assert!(text(&out).contains("0 added, 1 changed, 0 removed, 1 unchanged"), "{}", text(&out));
     assert_eq!(route(cfg, "10.98.0.0/16").unwrap()["via"], "198.20.0.2");
@@ -241,9 +338,16 @@ fn static_routes_reload_without_loss(lab: &Lab, cfg: &std::path::Path, pid: &str
     assert!(Command::new("kill").args(["-HUP", pid]).status().unwrap().success());
     wait_route(cfg, "10.98.0.0/16", "not removed by SIGHUP", |r| r.is_none());
     // A config error changes nothing.
-    set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = [\"198.19.0.2\", \"198.19.0.2\"]\n");
+    set_routes(
+        cfg,
+        "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = [\"198.19.0.2\", \"198.19.0.2\"]\n",
+    );
     let out = linerate(&["reload"], cfg);
-    assert!(!out.status.success() && text(&out).contains("via lists 198.19.0.2 twice"), "{}", text(&out));
+    assert!(
+        !out.status.success() && text(&out).contains("via lists 198.19.0.2 twice"),
+        "{}",
+        text(&out)
+    );
     set_routes(cfg, "[[route]]\nprefix = \"10.97.0.0/16\"\nvia = \"198.19.0.2\"\n");
     assert!(route(cfg, "10.97.0.0/16").is_some());
     let out = flow.join().unwrap();
@@ -252,5 +356,8 @@ fn static_routes_reload_without_loss(lab: &Lab, cfg: &std::path::Path, pid: &str
     let got = rx_packets(&lab.b, "lrb0") - b0;
     eprintln!("during the reloads: B got {got} of {steady}");
     assert_eq!(drops(cfg, "no_route"), no_route0, "packets met no route during the reloads");
-    assert!(got * 100 >= steady * 99 && got <= steady + 20, "the unchanged route lost packets during reloads: {got} of {steady}");
+    assert!(
+        got * 100 >= steady * 99 && got <= steady + 20,
+        "the unchanged route lost packets during reloads: {got} of {steady}"
+    );
 }

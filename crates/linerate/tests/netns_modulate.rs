@@ -26,14 +26,26 @@ fn tcp_through_modulate_state() {
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
     let dut = start_until(linerate, "forwarding with");
-    let ping = text(&lab.a.command("ping").args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).output().unwrap());
+    let ping = text(
+        &lab.a
+            .command("ping")
+            .args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"])
+            .output()
+            .unwrap(),
+    );
     assert!(!ping.contains(" 0 received"), "{ping}");
 
     // A's data to B (the SYN seen on each side), then B's to A on a connection A opens.
-    let (sniff_a, sniff_b) = (traffic_listen(&lab, &lab.a, &["sniff", "lra0", "5101"]), traffic_listen(&lab, &lab.b, &["sniff", "lrb0", "5101"]));
+    let (sniff_a, sniff_b) = (
+        traffic_listen(&lab, &lab.a, &["sniff", "lra0", "5101"]),
+        traffic_listen(&lab, &lab.b, &["sniff", "lrb0", "5101"]),
+    );
     both_ways(&lab, "198.19.0.2", 5101, 5102, 4 * MB);
     let (isn_a, isn_b) = (finish(sniff_a), finish(sniff_b));
-    assert!(!isn_a.is_empty() && !isn_b.is_empty(), "both sniffers saw the SYN: {isn_a:?} {isn_b:?}");
+    assert!(
+        !isn_a.is_empty() && !isn_b.is_empty(),
+        "both sniffers saw the SYN: {isn_a:?} {isn_b:?}"
+    );
     assert_ne!(isn_a, isn_b, "B sees another initial sequence number than A sent");
     stop_with_no_window_drops(dut);
 }

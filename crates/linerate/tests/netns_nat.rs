@@ -40,7 +40,9 @@ struct NatLab {
 }
 
 fn skip() -> bool {
-    if !is_root() || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
+    if !is_root()
+        || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
+    {
         eprintln!("skipped: needs root and python3");
         return true;
     }
@@ -51,7 +53,11 @@ fn nat_lab(tag: &str) -> NatLab {
     let lab = build(tag);
     lab.b.ip(&["route", "del", "default"]).unwrap();
     let c = Namespace::create(&format!("lr{}{tag}c", std::process::id())).unwrap();
-    veth(End { ns: &lab.b, name: "lrb1", mac: "02:00:00:00:0b:02" }, End { ns: &c, name: "lrc0", mac: "02:00:00:00:0c:01" }).unwrap();
+    veth(
+        End { ns: &lab.b, name: "lrb1", mac: "02:00:00:00:0b:02" },
+        End { ns: &c, name: "lrc0", mac: "02:00:00:00:0c:01" },
+    )
+    .unwrap();
     lab.b.addr("lrb1", "198.20.0.1/24").unwrap();
     c.addr("lrc0", "198.20.0.2/24").unwrap();
     c.ip(&["route", "add", "default", "via", "198.20.0.1"]).unwrap();
@@ -60,7 +66,9 @@ fn nat_lab(tag: &str) -> NatLab {
         ns.sysctl("net.ipv4.icmp_ratelimit=0").unwrap();
     }
     // binat's outside address: B reaches it at linerate's MAC (pf users publish it by ARP).
-    lab.b.ip(&["neigh", "add", "198.19.0.7", "lladdr", D1_MAC, "dev", "lrb0", "nud", "permanent"]).unwrap();
+    lab.b
+        .ip(&["neigh", "add", "198.19.0.7", "lladdr", D1_MAC, "dev", "lrb0", "nud", "permanent"])
+        .unwrap();
     lab.a.ip(&["addr", "add", "198.18.0.7/24", "dev", "lra0"]).unwrap();
     for i in 10..110 {
         lab.a.ip(&["addr", "add", &format!("198.18.0.{i}/24"), "dev", "lra0"]).unwrap();
@@ -93,7 +101,11 @@ fn start_with(lab: &Lab, workers: usize, rules: &str) -> (Guard, PathBuf) {
     let extra = "[firewall]\nrules = \"rules.conf\"\n\n[[route]]\nprefix = \"198.20.0.0/24\"\nvia = \"198.19.0.2\"\n";
     let cfg = write_config(lab, "af_packet", extra);
     std::fs::write(lab.dir.join("rules.conf"), rules).unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(&cfg).output().unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["check", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stderr));
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--workers", &workers.to_string(), "--cpu", "0"]);
@@ -186,7 +198,10 @@ fn many_connections(workers: usize, per: usize) {
         assert!((50001..=65535).contains(&port), "port in pf's default range: {line}");
         let (inside, i) = f[2].split_once('/').unwrap();
         let prev = inside_of.insert(port, inside.to_owned());
-        assert!(prev.as_deref().is_none_or(|p| p == inside), "port {port} handed out to {prev:?} and {inside}");
+        assert!(
+            prev.as_deref().is_none_or(|p| p == inside),
+            "port {port} handed out to {prev:?} and {inside}"
+        );
         payload_srcs.insert(inside.split(':').next().unwrap().to_owned());
         done.insert((inside.split(':').next().unwrap().to_owned(), i.to_owned()));
     }
@@ -226,14 +241,22 @@ fn ping_and_traceroute_through_nat_two_workers() {
     let mut answered = 0;
     for i in 10..30 {
         let src = format!("198.18.0.{i}");
-        let ping = lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "-I", &src, "198.19.0.2"]);
-        answered += usize::from(ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 2 received")));
+        let ping =
+            lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "-I", &src, "198.19.0.2"]);
+        answered += usize::from(
+            ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 2 received")),
+        );
     }
-    let tr = lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"]).unwrap();
+    let tr =
+        lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"]).unwrap();
     let report = stop(dut);
     assert_eq!(answered, 20, "pings answered through nat on two workers\n{report}");
     let text = String::from_utf8_lossy(&tr.stdout).to_string();
-    let hops: Vec<&str> = text.lines().skip_while(|l| l.starts_with("traceroute")).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    let hops: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.starts_with("traceroute"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
     assert_eq!(hops, ["198.18.0.1", "198.19.0.2", "198.20.0.2"], "{text}\n{report}");
 }
 
@@ -249,9 +272,14 @@ fn ping_traceroute_rdr_and_binat() {
     assert!(ping.is_ok(), "ping through nat: {ping:?}");
     // Hop 2 (B) answers "time exceeded", hop 3 (C) "port unreachable": both sent to
     // 198.19.0.1 and translated back to A with the UDP probe they quote.
-    let tr = lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"]).unwrap();
+    let tr =
+        lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "5", "198.20.0.2"]).unwrap();
     let text = String::from_utf8_lossy(&tr.stdout).to_string();
-    let hops: Vec<&str> = text.lines().skip_while(|l| l.starts_with("traceroute")).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    let hops: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.starts_with("traceroute"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
     assert_eq!(hops, ["198.18.0.1", "198.19.0.2", "198.20.0.2"], "{text}");
 
     // rdr: B reaches A's server on 8080 through 198.19.0.1:80; A sees B's own address.
@@ -260,7 +288,10 @@ fn ping_traceroute_rdr_and_binat() {
     server.args(["-c", serve]);
     let _server = start_until(server, "ready");
     let get = |dst: &str| {
-        let script = format!("import socket\nc = socket.create_connection(('{dst}', {}), 5)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n", if dst == "198.19.0.1" { 80 } else { 8080 });
+        let script = format!(
+            "import socket\nc = socket.create_connection(('{dst}', {}), 5)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n",
+            if dst == "198.19.0.1" { 80 } else { 8080 }
+        );
         let out = lab.b.exec("python3", &["-c", &script]).unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
@@ -278,7 +309,10 @@ fn ping_traceroute_rdr_and_binat() {
     child.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
     child.wait().unwrap();
     let report = stop(dut);
-    assert!(seen.starts_with("198.19.0.7 "), "binat outbound keeps its own address: {seen}\n{report}");
+    assert!(
+        seen.starts_with("198.19.0.7 "),
+        "binat outbound keeps its own address: {seen}\n{report}"
+    );
 }
 
 /// A's server on 8080 for `n` connections: answers each with the peer's address and what
@@ -314,7 +348,10 @@ fn pf_rules_filter_on_the_translated_address_and_rdr_pass() {
     server.args(["-c", ECHO_PEER, "1"]);
     let _server = start_until(server, "ready");
     let script = "import socket\nc = socket.create_connection(('198.19.0.1', 80), 5)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n";
-    let got = lab.b.exec("python3", &["-c", script]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let got = lab
+        .b
+        .exec("python3", &["-c", script])
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
     let report = stop(dut);
     assert_eq!(got.ok().as_deref(), Some("A saw 198.19.0.2 hello"), "rdr pass\n{report}");
     // Blocked: the two pings to C, each before any translation was made for it.
@@ -358,8 +395,12 @@ fn openbsd_rules_match_nat_to_and_pass_rdr_to() {
     server.args(["-c", ECHO_PEER, "1"]);
     let _server = start_until(server, "ready");
     let connect = |port: u16| {
-        let script = format!("import socket\nc = socket.create_connection(('198.19.0.1', {port}), 3)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n");
-        lab.b.exec("python3", &["-c", &script]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        let script = format!(
+            "import socket\nc = socket.create_connection(('198.19.0.1', {port}), 3)\nc.sendall(b'hello')\nprint(c.recv(100).decode())\n"
+        );
+        lab.b
+            .exec("python3", &["-c", &script])
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
     assert!(connect(81).is_err(), "no forward for port 81: blocked");
     let got = connect(80);
@@ -464,11 +505,23 @@ fn differential_against_nftables_masquerade() {
         let mut out_of = std::collections::HashMap::new();
         let mut in_of = std::collections::HashMap::new();
         for r in rows {
-            assert_eq!(*out_of.entry(inside(r)).or_insert(r.1), r.1, "{name}: one outside port per inside flow");
-            assert_eq!(in_of.entry(r.1).or_insert_with(|| inside(r)), &inside(r), "{name}: one inside flow per outside port");
+            assert_eq!(
+                *out_of.entry(inside(r)).or_insert(r.1),
+                r.1,
+                "{name}: one outside port per inside flow"
+            );
+            assert_eq!(
+                in_of.entry(r.1).or_insert_with(|| inside(r)),
+                &inside(r),
+                "{name}: one inside flow per outside port"
+            );
         }
     }
-    let payloads = |rows: &[(String, u16, String)]| rows.iter().map(|r| r.2.split('|').next().unwrap().to_owned()).collect::<std::collections::BTreeSet<_>>();
+    let payloads = |rows: &[(String, u16, String)]| {
+        rows.iter()
+            .map(|r| r.2.split('|').next().unwrap().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
     assert_eq!(payloads(&kernel.0), payloads(&linerate.0), "the same payloads reach B");
     assert!(linerate.0.iter().all(|r| (50001..=65535).contains(&r.1)), "linerate: pf's range");
 }

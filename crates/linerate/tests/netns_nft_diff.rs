@@ -32,7 +32,8 @@ fn mac(m: [u8; 6]) -> String {
 }
 
 fn usable() -> bool {
-    let ok = |c: &str, a: &[&str]| Command::new(c).args(a).output().is_ok_and(|o| o.status.success());
+    let ok =
+        |c: &str, a: &[&str]| Command::new(c).args(a).output().is_ok_and(|o| o.status.success());
     is_root() && ok("python3", &["-c", "pass"]) && ok("nft", &["--version"])
 }
 
@@ -57,7 +58,13 @@ fn bench() -> Bench {
     let pid = std::process::id();
     let g = Namespace::create(&format!("lrdiff{pid}g")).unwrap();
     let d = Namespace::create(&format!("lrdiff{pid}d")).unwrap();
-    for s in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0", "net.ipv6.conf.default.accept_dad=0"] {
+    for s in [
+        "net.ipv4.ip_forward=1",
+        "net.ipv6.conf.all.forwarding=1",
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.default.rp_filter=0",
+        "net.ipv6.conf.default.accept_dad=0",
+    ] {
         d.sysctl(s).unwrap();
     }
     let (gm, dm) = (mac(G_MAC), mac(D_MAC));
@@ -66,11 +73,14 @@ fn bench() -> Bench {
         let gn = dn.replacen("lrd", "lrg", 1);
         veth(End { ns: &d, name: &dn, mac: &dm }, End { ns: &g, name: &gn, mac: &gm }).unwrap();
     }
-    veth(End { ns: &d, name: "lrdeg", mac: &dm }, End { ns: &g, name: "lrgeg", mac: GW_MAC }).unwrap();
+    veth(End { ns: &d, name: "lrdeg", mac: &dm }, End { ns: &g, name: "lrgeg", mac: GW_MAC })
+        .unwrap();
     d.addr("lrdeg", "192.0.2.1/24").unwrap();
     d.addr("lrdeg", "fdff::1/64").unwrap();
-    d.ip(&["neigh", "add", "192.0.2.2", "lladdr", GW_MAC, "dev", "lrdeg", "nud", "permanent"]).unwrap();
-    d.ip(&["-6", "neigh", "add", "fdff::2", "lladdr", GW_MAC, "dev", "lrdeg", "nud", "permanent"]).unwrap();
+    d.ip(&["neigh", "add", "192.0.2.2", "lladdr", GW_MAC, "dev", "lrdeg", "nud", "permanent"])
+        .unwrap();
+    d.ip(&["-6", "neigh", "add", "fdff::2", "lladdr", GW_MAC, "dev", "lrdeg", "nud", "permanent"])
+        .unwrap();
     d.ip(&["route", "add", "default", "via", "192.0.2.2"]).unwrap();
     d.ip(&["-6", "route", "add", "default", "via", "fdff::2"]).unwrap();
     let dir = std::env::temp_dir().join(format!("lrdiff{pid}"));
@@ -147,7 +157,16 @@ fn show(k: &PacketKey) -> String {
         Af::Inet => std::net::Ipv4Addr::from(x as u32).to_string(),
         Af::Inet6 => std::net::Ipv6Addr::from(x).to_string(),
     };
-    format!("{:?} if{} proto {} {}:{} -> {}:{}", k.dir, k.iface, k.proto, a(k.src), k.src_port, a(k.dst), k.dst_port)
+    format!(
+        "{:?} if{} proto {} {}:{} -> {}:{}",
+        k.dir,
+        k.iface,
+        k.proto,
+        a(k.src),
+        k.src_port,
+        a(k.dst),
+        k.dst_port
+    )
 }
 
 /// One round: `n_rules` random rules, `n_packets` packets; returns the disagreements.
@@ -155,15 +174,21 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
     let mut rng = Rng(seed | 1);
     // Rules of one site name a few dozen networks, not one per rule.
     let anchors = Anchors::new(&mut rng, (1 + n_rules / 4).min(24));
-    let rules: Vec<GenRule> = (0..n_rules).map(|_| nft_diff::rule(&mut rng, &anchors, sparse)).collect();
+    let rules: Vec<GenRule> =
+        (0..n_rules).map(|_| nft_diff::rule(&mut rng, &anchors, sparse)).collect();
     let text: String = rules.iter().map(|r| r.pf() + "\n").collect();
-    let rs = parse(&text, std::path::Path::new("diff.conf"), &ifaces).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+    let rs = parse(&text, std::path::Path::new("diff.conf"), &ifaces)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
     let t = std::time::Instant::now();
     let cl = Classifier::build(&rs).unwrap_or_else(|e| panic!("seed {seed}, {n_rules} rules: {e}"));
     eprintln!("{n_rules} rules: classifier built in {:?}", t.elapsed());
     // The tree whatever the size, through a small verdict cache: packets answered from
     // entries other packets of their classes made are checked against the kernel too.
-    let tree = Classifier::build_with(&rs, &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() }).unwrap();
+    let tree = Classifier::build_with(
+        &rs,
+        &BuildOptions { engine: Engine::Tree, ..BuildOptions::default() },
+    )
+    .unwrap();
     let cache = std::cell::RefCell::new(VerdictCache::new(256, seed));
     let script = nft_diff::nft_script(&rules);
     let nft_path = b.dir.join("rules.nft");
@@ -172,7 +197,8 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
     let loaded = b.d.exec("nft", &["-f", &nft_path.display().to_string()]);
     assert!(loaded.is_ok(), "seed {seed}: nft refused the translation: {loaded:?}");
     let edges = nft_diff::port_edges(&rules);
-    let keys: Vec<PacketKey> = (0..n_packets).map(|_| nft_diff::packet(&mut rng, &anchors, &edges)).collect();
+    let keys: Vec<PacketKey> =
+        (0..n_packets).map(|_| nft_diff::packet(&mut rng, &anchors, &edges)).collect();
     let frame = |id: usize| {
         let k = &keys[id];
         let i = PAIRS.iter().position(|&(d, f)| d == k.dir && f == k.iface).unwrap();
@@ -182,14 +208,27 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
     let mut passed = through_kernel(b, &frames);
     let want = |id: usize| {
         let v = cl.classify(&keys[id]);
-        assert_eq!(v.action, evaluate(&rs, &keys[id]).action, "seed {seed}: classifier and reference disagree on {}", show(&keys[id]));
+        assert_eq!(
+            v.action,
+            evaluate(&rs, &keys[id]).action,
+            "seed {seed}: classifier and reference disagree on {}",
+            show(&keys[id])
+        );
         let cached = cache.borrow_mut().lookup(&tree, &keys[id]);
-        assert_eq!(cached.action, v.action, "seed {seed}: the tree through the verdict cache disagrees on {}", show(&keys[id]));
+        assert_eq!(
+            cached.action,
+            v.action,
+            "seed {seed}: the tree through the verdict cache disagrees on {}",
+            show(&keys[id])
+        );
         v.action == Action::Pass
     };
     // A packet the kernel lost (a full queue) looks blocked: those are sent again, alone.
     for _ in 0..3 {
-        let missing: Vec<_> = (0..keys.len()).filter(|&id| want(id) && !passed.contains(&(id as u32))).map(frame).collect();
+        let missing: Vec<_> = (0..keys.len())
+            .filter(|&id| want(id) && !passed.contains(&(id as u32)))
+            .map(frame)
+            .collect();
         if missing.is_empty() {
             break;
         }
@@ -210,8 +249,15 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
         let (lr, kernel) = (want(id), passed.contains(&(id as u32)));
         if lr != kernel {
             let v = cl.classify(k);
-            let rule = v.rule.map_or("default".to_owned(), |i| text.lines().nth(i).unwrap_or("?").to_owned());
-            bad.push(format!("seed {seed}: {}: linerate {} (rule {rule}), nftables {}", show(k), if lr { "passes" } else { "blocks" }, if kernel { "passes" } else { "blocks" }));
+            let rule = v
+                .rule
+                .map_or("default".to_owned(), |i| text.lines().nth(i).unwrap_or("?").to_owned());
+            bad.push(format!(
+                "seed {seed}: {}: linerate {} (rule {rule}), nftables {}",
+                show(k),
+                if lr { "passes" } else { "blocks" },
+                if kernel { "passes" } else { "blocks" }
+            ));
         }
     }
     bad
@@ -224,15 +270,32 @@ fn stateless_verdicts_match_nftables() {
         return;
     }
     let b = bench();
-    let base = std::env::var("LRDIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let base =
+        std::env::var("LRDIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+        });
     let mut bad = Vec::new();
     let mut total = 0;
-    for (k, &(rules, packets, sparse)) in [(5, 1000, false), (20, 1000, false), (100, 1500, false), (300, 1500, false), (1000, 2000, true)].iter().enumerate() {
+    for (k, &(rules, packets, sparse)) in [
+        (5, 1000, false),
+        (20, 1000, false),
+        (100, 1500, false),
+        (300, 1500, false),
+        (1000, 2000, true),
+    ]
+    .iter()
+    .enumerate()
+    {
         let seed = base.wrapping_add(k as u64);
         bad.extend(round(&b, seed, rules, packets, sparse));
         total += packets;
     }
-    assert!(bad.is_empty(), "{} of {total} packets disagree (first 20; files in {}):\n{}", bad.len(), b.dir.display(), bad[..bad.len().min(20)].join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} of {total} packets disagree (first 20; files in {}):\n{}",
+        bad.len(),
+        b.dir.display(),
+        bad[..bad.len().min(20)].join("\n")
+    );
 }

@@ -9,7 +9,6 @@
 //! through its TAP; a UDP_SEGMENT send cut into datagrams. Needs root; without it each test
 //! says "skipped" and passes.
 
-
 use lab::topology::is_root;
 
 mod common;
@@ -60,7 +59,15 @@ const MB: usize = 1 << 20;
 
 /// `bytes` of TCP from `from` to `to_addr` (a listener in `to`): both ends must agree on
 /// length and SHA-256.
-fn tcp_transfer(lab: &Lab, backend: &str, from: &lab::topology::Namespace, to: &lab::topology::Namespace, to_addr: &str, port: u16, bytes: usize) {
+fn tcp_transfer(
+    lab: &Lab,
+    backend: &str,
+    from: &lab::topology::Namespace,
+    to: &lab::topology::Namespace,
+    to_addr: &str,
+    port: u16,
+    bytes: usize,
+) {
     let port = port.to_string();
     let server = traffic_listen(lab, to, &["serve", to_addr, &port]);
     let sent = traffic_run(lab, from, &["send", to_addr, &port, &bytes.to_string()]);
@@ -73,7 +80,9 @@ fn tcp_transfer(lab: &Lab, backend: &str, from: &lab::topology::Namespace, to: &
 /// TSO off on the peer).
 fn assert_offloads_on(lab: &Lab) {
     let k = text(&lab.a.exec("ethtool", &["-k", "lra0"]).unwrap());
-    for feature in ["tx-checksumming: on", "tcp-segmentation-offload: on", "generic-segmentation-offload: on"] {
+    for feature in
+        ["tx-checksumming: on", "tcp-segmentation-offload: on", "generic-segmentation-offload: on"]
+    {
         assert!(k.contains(feature), "A's veth lacks {feature}:\n{k}");
     }
 }
@@ -93,7 +102,13 @@ fn offloads_on(backend: &str, tag: &str) {
     let mut dut = start_until(linerate, "forwarding with");
     // Resolve B first, so the UDP test's datagrams do not wait for ARP (on a loaded machine
     // the first echo may time out: one reply is enough).
-    let ping = text(&lab.a.command("ping").args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).output().unwrap());
+    let ping = text(
+        &lab.a
+            .command("ping")
+            .args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"])
+            .output()
+            .unwrap(),
+    );
     assert!(!ping.contains(" 0 received"), "{backend}: {ping}");
 
     tcp_transfer(&lab, backend, &lab.a, &lab.b, "198.19.0.2", 5001, 4 * MB);
@@ -110,11 +125,17 @@ fn offloads_on(backend: &str, tag: &str) {
     let summary = text(&out);
     assert!(out.status.success(), "{backend}: linerate exited with {}: {summary}", out.status);
     for reason in ["offload_malformed", "gso_unsupported"] {
-        assert!(!summary.lines().any(|l| l.trim().starts_with(&format!("drop {reason}"))), "{backend}: {reason}:\n{summary}");
+        assert!(
+            !summary.lines().any(|l| l.trim().starts_with(&format!("drop {reason}"))),
+            "{backend}: {reason}:\n{summary}"
+        );
     }
     // A's 1500-byte segments do not fit B's 1400-byte link: linerate said so (too big) and
     // A's TCP went on with smaller ones.
-    assert!(summary.lines().any(|l| l.trim().starts_with("drop too_big")), "{backend}: no too_big drop:\n{summary}");
+    assert!(
+        summary.lines().any(|l| l.trim().starts_with("drop too_big")),
+        "{backend}: no too_big drop:\n{summary}"
+    );
 }
 
 #[test]

@@ -29,20 +29,14 @@ fn forwarded(lab: &Lab) -> u64 {
 /// machine the first may wait for ARP while the worker is descheduled).
 fn ping(lab: &Lab, n: u32) -> bool {
     (0..3).any(|_| {
-        lab.a
-            .exec(
-                "ping",
-                &["-c", &n.to_string(), "-i", "0.2", "-W", "2", "198.19.0.2"],
-            )
-            .is_ok()
+        lab.a.exec("ping", &["-c", &n.to_string(), "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok()
     })
 }
 
 /// `linerate run -c CFG` in D, to completion.
 fn run_to_end(lab: &Lab, cfg: &std::path::Path) -> std::process::Output {
     let mut cmd = lab.d.command("timeout");
-    cmd.args(["20", env!("CARGO_BIN_EXE_linerate"), "run", "-c"])
-        .arg(cfg);
+    cmd.args(["20", env!("CARGO_BIN_EXE_linerate"), "run", "-c"]).arg(cfg);
     cmd.output().unwrap()
 }
 
@@ -61,18 +55,14 @@ fn second_run_on_an_interface_in_use_is_refused() {
     assert!(ping(&lab, 2), "the first run forwards");
 
     // Same interfaces, its own control socket: refused before it touches them.
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("control.sock", "control2.sock");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("control.sock", "control2.sock");
     let cfg2 = lab.dir.join("second.toml");
     std::fs::write(&cfg2, text).unwrap();
     let out = run_to_end(&lab, &cfg2);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!(
-            "interface lrd0 is in use by another linerate (pid {pid}"
-        )),
+        err.contains(&format!("interface lrd0 is in use by another linerate (pid {pid}")),
         "{err}"
     );
     assert!(!err.contains("forwarding with"), "{err}");
@@ -83,10 +73,8 @@ fn second_run_on_an_interface_in_use_is_refused() {
         .exec("ping", &["-c", "5", "-i", "0.2", "-W", "2", "198.19.0.2"])
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    let received: u64 = replies
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" received")?.parse().ok())
-        .unwrap_or(0);
+    let received: u64 =
+        replies.split(", ").find_map(|p| p.strip_suffix(" received")?.parse().ok()).unwrap_or(0);
     assert!(received >= 4, "the first run still forwards: {replies}");
     // Workers publish their counters every few batches: wait for them.
     let mut now = forwarded(&lab);
@@ -155,10 +143,7 @@ fn rule_file_errors_touch_nothing() {
         std::thread::sleep(Duration::from_millis(50));
         clean = footprint(&lab.d);
     }
-    assert!(
-        !clean.contains("prog/xdp") && !clean.contains("lrhd0"),
-        "{clean}"
-    );
+    assert!(!clean.contains("prog/xdp") && !clean.contains("lrhd0"), "{clean}");
     let cases = [
         (
             "pass all\npass out reply-to (lrd1 198.19.0.2) inet all\n",
@@ -172,10 +157,7 @@ fn rule_file_errors_touch_nothing() {
             "set limit states 4000000000\npass all\n",
             "rules.conf:1:18: a number of states 4000000000 out of range",
         ),
-        (
-            "pass in on lrd7 all\n",
-            "rules.conf:1:12: unknown interface \"lrd7\"",
-        ),
+        ("pass in on lrd7 all\n", "rules.conf:1:12: unknown interface \"lrd7\""),
     ];
     for (text, want) in cases {
         std::fs::write(&rules, text).unwrap();
@@ -183,10 +165,7 @@ fn rule_file_errors_touch_nothing() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains(want), "{text:?}: {err}");
-        assert!(
-            !err.contains("(port 0)"),
-            "no interface may be opened: {err}"
-        );
+        assert!(!err.contains("(port 0)"), "no interface may be opened: {err}");
         assert_eq!(footprint(&lab.d), clean, "{text:?} left something behind");
     }
     // The same check holds a run that does start: it shows up in the footprint.
@@ -200,9 +179,5 @@ fn rule_file_errors_touch_nothing() {
     let mut child = dut.terminate().unwrap();
     assert!(child.wait().unwrap().success());
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        footprint(&lab.d),
-        clean,
-        "a stopped run leaves nothing behind"
-    );
+    assert_eq!(footprint(&lab.d), clean, "a stopped run leaves nothing behind");
 }

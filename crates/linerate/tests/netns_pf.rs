@@ -71,7 +71,10 @@ fn out_rule_blocks_a_port_of_flows_passed_in() {
         return;
     }
     let lab = build("o");
-    let dut = start(&lab, "block all\npass in on lrd0\npass out on lrd1\nblock out quick on lrd1 proto tcp to port 8099 label \"8099\"\n");
+    let dut = start(
+        &lab,
+        "block all\npass in on lrd0\npass out on lrd1\nblock out quick on lrd1 proto tcp to port 8099 label \"8099\"\n",
+    );
     let mut server = lab.b.command("python3");
     server.args(["-c", SERVER, "8080", "8099"]);
     let _server = start_until(server, "ready");
@@ -81,7 +84,11 @@ fn out_rule_blocks_a_port_of_flows_passed_in() {
     assert!(lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(), "ping");
     let report = stop(dut);
     // The exit report's rule line: line, label, action, packets, bytes, states.
-    let blocked = report.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).find(|f| f.get(1) == Some(&"8099")).unwrap_or_else(|| panic!("{report}"));
+    let blocked = report
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(1) == Some(&"8099"))
+        .unwrap_or_else(|| panic!("{report}"));
     let packets: u64 = blocked[3].parse().unwrap();
     assert!(packets >= 1, "the out rule counted the SYNs it blocked: {blocked:?}\n{report}");
 }
@@ -138,7 +145,19 @@ print(seen)
 
 /// Runs the ICMP sender in `ns`: how many matching replies came back.
 fn icmp(ns: &lab::topology::Namespace, dst: &str, kind: u8, id: u16, want: u8, secs: f32) -> u64 {
-    let out = ns.command("python3").args(["-c", ICMP, dst, &kind.to_string(), &id.to_string(), &want.to_string(), &secs.to_string()]).output().unwrap();
+    let out = ns
+        .command("python3")
+        .args([
+            "-c",
+            ICMP,
+            dst,
+            &kind.to_string(),
+            &id.to_string(),
+            &want.to_string(),
+            &secs.to_string(),
+        ])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
@@ -158,8 +177,16 @@ fn icmp_states_pass_only_replies_with_the_identifier() {
     let mut listener = lab.a.command("python3");
     listener.args(["-c", LISTEN, "198.19.0.2", "2.5"]);
     let mut listen = start_until(listener, "ready");
-    assert_eq!(icmp(&lab.b, "198.18.0.2", 8, 4660, 0, 1.0), 0, "a request the other way, A's identifier");
-    assert_eq!(icmp(&lab.b, "198.18.0.2", 8, 22136, 0, 1.0), 0, "a request with another identifier");
+    assert_eq!(
+        icmp(&lab.b, "198.18.0.2", 8, 4660, 0, 1.0),
+        0,
+        "a request the other way, A's identifier"
+    );
+    assert_eq!(
+        icmp(&lab.b, "198.18.0.2", 8, 22136, 0, 1.0),
+        0,
+        "a request with another identifier"
+    );
     let mut child = listen.0.take().unwrap();
     let mut out = String::new();
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
@@ -183,11 +210,15 @@ fn urpf_failed_stops_a_spoofed_source() {
     let lab = build("u");
     lab.a.addr("lra0", "198.19.0.77/32").unwrap();
     let dut = start(&lab, "block in quick on lrd0 from urpf-failed label \"urpf\"\npass all\n");
-    assert!(lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(), "A's own source passes");
+    assert!(
+        lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(),
+        "A's own source passes"
+    );
     let mut listener = lab.b.command("python3");
     listener.args(["-c", LISTEN, "198.19.0.77", "2.0"]);
     let mut listen = start_until(listener, "ready");
-    let spoofed = lab.a.exec("ping", &["-c", "4", "-i", "0.2", "-W", "1", "-I", "198.19.0.77", "198.19.0.2"]);
+    let spoofed =
+        lab.a.exec("ping", &["-c", "4", "-i", "0.2", "-W", "1", "-I", "198.19.0.77", "198.19.0.2"]);
     assert!(spoofed.is_err(), "no answer to the spoofed source");
     let mut child = listen.0.take().unwrap();
     let mut out = String::new();
@@ -195,8 +226,15 @@ fn urpf_failed_stops_a_spoofed_source() {
     child.wait().unwrap();
     assert_eq!(out.trim(), "0", "echo requests from the spoofed source reached B");
     let report = stop(dut);
-    let urpf = report.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).find(|f| f.get(1) == Some(&"urpf")).unwrap_or_else(|| panic!("{report}"));
-    assert!(urpf[3].parse::<u64>().unwrap() >= 4, "the rule blocked the spoofed requests: {urpf:?}\n{report}");
+    let urpf = report
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(1) == Some(&"urpf"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        urpf[3].parse::<u64>().unwrap() >= 4,
+        "the rule blocked the spoofed requests: {urpf:?}\n{report}"
+    );
 }
 
 /// A TCP server on B that answers each connection with a line and keeps it open (until the
@@ -238,12 +276,20 @@ fn max_states_limit_a_rules_connections() {
         return;
     }
     let lab = build("m");
-    let dut = start(&lab, "set timeout { tcp.closing 1, tcp.finwait 1, tcp.closed 1 }\nblock all\npass out all\npass in on lrd0 proto tcp to port 8080 keep state (max 2)\n");
+    let dut = start(
+        &lab,
+        "set timeout { tcp.closing 1, tcp.finwait 1, tcp.closed 1 }\nblock all\npass out all\npass in on lrd0 proto tcp to port 8080 keep state (max 2)\n",
+    );
     let mut server = lab.b.command("python3");
     server.args(["-c", KEEP_SERVER, "8080"]);
     let _server = start_until(server, "ready");
     let out = lab.a.command("python3").args(["-c", HOLD, "8080", "3", "0"]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "two of three connections: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "2",
+        "two of three connections: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The connections are closed; their states time out (1 s here), then the rule has room.
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert!(connects(&lab, 8080), "a connection once the states are gone");
@@ -270,8 +316,16 @@ fn max_src_conn_overloads_a_source_into_a_table() {
     let _server = start_until(server, "ready");
     assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok(), "ping before");
     let out = lab.a.command("python3").args(["-c", HOLD, "8080", "3", "0"]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "two of three connections: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_err(), "A is in <bruteforce>: its pings are blocked");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "2",
+        "two of three connections: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_err(),
+        "A is in <bruteforce>: its pings are blocked"
+    );
     assert!(!connects(&lab, 8080), "A is in <bruteforce>: no connection");
     let report = stop(dut);
     assert!(report.contains("drop src_conn_limit"), "{report}");

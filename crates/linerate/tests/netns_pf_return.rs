@@ -102,7 +102,10 @@ fn block_return_refuses_tcp_and_udp_at_once() {
     child.stdout.take().unwrap().read_to_string(&mut report).unwrap();
     assert!(child.wait().unwrap().success(), "{report}");
     let result = |name: &str| -> (String, f64) {
-        let l = got.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {got}"));
+        let l = got
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}: {got}"));
         let f: Vec<&str> = l.split_whitespace().collect();
         (f[1].to_owned(), f[2].parse().unwrap())
     };
@@ -117,7 +120,12 @@ fn block_return_refuses_tcp_and_udp_at_once() {
     // Counted: resets (one per SYN: the refused connects do not retransmit) and unreachables.
     let count = |label: &str| -> u64 {
         let at = report.find(label).unwrap_or_else(|| panic!("{label}: {report}"));
-        report[at + label.len()..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+        report[at + label.len()..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     assert!(count("block return resets ") >= 2, "{report}");
     assert!(count("block return unreachables ") >= 2, "{report}");

@@ -34,7 +34,11 @@ fn setpriv(uid: u32, gid: u32, groups: Option<&str>, caps: &str) -> Vec<String> 
 
 fn config(lab: &Lab, backend: &str, router: &str) -> PathBuf {
     let path = write_config(lab, backend, "");
-    let text = std::fs::read_to_string(&path).unwrap().replacen("[router]\n", &format!("[router]\n{router}"), 1);
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "[router]\n",
+        &format!("[router]\n{router}"),
+        1,
+    );
     std::fs::write(&path, text).unwrap();
     // nobody reads the config and creates the control socket here.
     std::fs::set_permissions(&lab.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -43,7 +47,14 @@ fn config(lab: &Lab, backend: &str, router: &str) -> PathBuf {
 
 /// `linerate ARGS` as `uid` with supplementary `groups` and `caps`, in the root namespace.
 fn linerate_as(uid: u32, groups: Option<&str>, caps: &str, args: &[&str], cfg: &Path) -> Output {
-    Command::new("setpriv").args(setpriv(uid, uid, groups, caps)).arg(env!("CARGO_BIN_EXE_linerate")).args(args).arg("-c").arg(cfg).output().unwrap()
+    Command::new("setpriv")
+        .args(setpriv(uid, uid, groups, caps))
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .arg("-c")
+        .arg(cfg)
+        .output()
+        .unwrap()
 }
 
 fn status_field(pid: u32, tid: &str, field: &str) -> u64 {
@@ -70,21 +81,39 @@ fn unprivileged_run(backend: &str) {
     // Two workers on AF_PACKET: the fanout group's Toeplitz program is loaded too (a veth
     // has one queue, AF_XDP one worker).
     let workers = if backend == "af_packet" { 2 } else { 1 };
-    let cfg = config(&lab, backend, &format!("fail_closed = true\ncontrol_group = \"nogroup\"\nworkers = {workers}\n"));
+    let cfg = config(
+        &lab,
+        backend,
+        &format!("fail_closed = true\ncontrol_group = \"nogroup\"\nworkers = {workers}\n"),
+    );
     lab.d.sysctl("net.ipv4.ip_forward=1").unwrap();
     let mut cmd = lab.d.command("setpriv");
-    cmd.args(setpriv(65534, 65534, None, CAPS)).arg(env!("CARGO_BIN_EXE_linerate")).args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
+    cmd.args(setpriv(65534, 65534, None, CAPS))
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .args(["run", "-c"])
+        .arg(&cfg)
+        .args(["--cpu", "0"]);
     let mut dut = start_until(cmd, "forwarding with");
     let pid = dut.0.as_ref().unwrap().id();
 
     // Forwarding works with the capabilities dropped.
-    assert!(lab.a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(), "ping through linerate run as nobody");
+    assert!(
+        lab.a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).is_ok(),
+        "ping through linerate run as nobody"
+    );
     let fwd = lab.d.exec("cat", &["/proc/sys/net/ipv4/ip_forward"]).unwrap();
-    assert_eq!(String::from_utf8_lossy(&fwd.stdout).trim(), "0", "fail_closed turned the kernel's forwarding off");
+    assert_eq!(
+        String::from_utf8_lossy(&fwd.stdout).trim(),
+        "0",
+        "fail_closed turned the kernel's forwarding off"
+    );
 
     // Every thread: no effective, inheritable or ambient capability; the permitted set only
     // holds what the clean-up at exit needs (CAP_DAC_OVERRIDE 1, CAP_SYS_NICE 23).
-    let tasks: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let tasks: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     assert!(tasks.len() >= 3, "workers, slow path and control threads: {tasks:?}");
     for t in &tasks {
         assert_eq!(status_field(pid, t, "CapEff:"), 0, "thread {t}: effective");
@@ -97,16 +126,27 @@ fn unprivileged_run(backend: &str) {
     // The socket: 0660, group nogroup, created so (no chmod race).
     let sock = lab.dir.join("control.sock");
     let meta = std::fs::metadata(&sock).unwrap();
-    assert_eq!((meta.permissions().mode() & 0o777, std::os::unix::fs::MetadataExt::gid(&meta)), (0o660, 65534));
+    assert_eq!(
+        (meta.permissions().mode() & 0o777, std::os::unix::fs::MetadataExt::gid(&meta)),
+        (0o660, 65534)
+    );
     // Root and the router's own uid may do everything.
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "interfaces", "-c"]).arg(&cfg).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["show", "interfaces", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "root: {}", String::from_utf8_lossy(&out.stderr));
     // A member of the control group may show, not reload.
     let member = linerate_as(65533, Some("65534"), "", &["show", "routes"], &cfg);
     assert!(member.status.success(), "member: {}", String::from_utf8_lossy(&member.stderr));
     let member = linerate_as(65533, Some("65534"), "", &["reload"], &cfg);
     let err = String::from_utf8_lossy(&member.stderr);
-    assert!(!member.status.success() && err.contains("permission denied: reload needs root or uid 65534"), "{err}");
+    assert!(
+        !member.status.success()
+            && err.contains("permission denied: reload needs root or uid 65534"),
+        "{err}"
+    );
     // Outside the group: the file's mode keeps it out.
     let outsider = linerate_as(65533, None, "", &["show", "routes"], &cfg);
     let err = String::from_utf8_lossy(&outsider.stderr);
@@ -115,7 +155,11 @@ fn unprivileged_run(backend: &str) {
     // credentials.
     let outsider = linerate_as(65533, None, "+dac_override", &["show", "routes"], &cfg);
     let err = String::from_utf8_lossy(&outsider.stderr);
-    assert!(!outsider.status.success() && err.contains("permission denied: uid 65533 may not use this socket"), "{err}");
+    assert!(
+        !outsider.status.success()
+            && err.contains("permission denied: uid 65533 may not use this socket"),
+        "{err}"
+    );
 
     let mut linerate = dut.terminate().unwrap();
     let mut stdout = String::new();
@@ -142,7 +186,12 @@ fn a_missing_capability_is_named_before_anything_is_touched() {
     let out = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("linerate run needs CAP_BPF (create linerate's eBPF maps and load its programs)"), "{err}");
+    assert!(
+        err.contains(
+            "linerate run needs CAP_BPF (create linerate's eBPF maps and load its programs)"
+        ),
+        "{err}"
+    );
     assert!(!err.contains("CAP_NET_ADMIN"), "only the missing one is named: {err}");
     let link = lab.d.exec("ip", &["-o", "link", "show"]).unwrap();
     assert!(!String::from_utf8_lossy(&link.stdout).contains("lrh"), "no TAP was created");

@@ -31,7 +31,11 @@ fn slaac_host_gets_an_address_and_a_default_route() {
     let _cleanup = Dir(dir.clone());
     // The host takes advertisements before its link comes up (a host, not a router).
     host.ip(&["link", "set", "lo", "up"]).unwrap();
-    veth(End { ns: &dut, name: "lrrad0", mac: "02:00:00:00:7d:01" }, End { ns: &host, name: "lrrah0", mac: "02:00:00:00:7a:01" }).unwrap();
+    veth(
+        End { ns: &dut, name: "lrrad0", mac: "02:00:00:00:7d:01" },
+        End { ns: &host, name: "lrrah0", mac: "02:00:00:00:7a:01" },
+    )
+    .unwrap();
     for s in ["forwarding=0", "accept_ra=2", "autoconf=1", "accept_dad=0"] {
         host.sysctl(&format!("net.ipv6.conf.lrrah0.{s}")).unwrap();
     }
@@ -51,30 +55,53 @@ fn slaac_host_gets_an_address_and_a_default_route() {
     loop {
         addrs = out(&host, &["-6", "addr", "show", "dev", "lrrah0", "scope", "global"]);
         routes = out(&host, &["-6", "route", "show", "default"]);
-        if (addrs.contains("2001:db8:7::ff:fe00:7a01/64") && routes.contains(router_ll)) || Instant::now() > deadline {
+        if (addrs.contains("2001:db8:7::ff:fe00:7a01/64") && routes.contains(router_ll))
+            || Instant::now() > deadline
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     // SLAAC: the prefix and the host's EUI-64 identifier (02:00:00:00:7a:01).
     assert!(addrs.contains("2001:db8:7::ff:fe00:7a01/64"), "no SLAAC address:\n{addrs}");
-    assert!(routes.contains(&format!("default via {router_ll} dev lrrah0 proto ra")), "no default route from the RA:\n{routes}");
+    assert!(
+        routes.contains(&format!("default via {router_ll} dev lrrah0 proto ra")),
+        "no default route from the RA:\n{routes}"
+    );
     // The MTU option reached the host's interface settings.
     let mtu = host.exec("sysctl", &["-n", "net.ipv6.conf.lrrah0.mtu"]).unwrap();
     assert_eq!(String::from_utf8_lossy(&mtu.stdout).trim(), "1400");
-    let ping = host.command("ping").args(["-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:7::1"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&ping.stdout).contains(" 0% packet loss"), "ping of the router with the SLAAC address: {ping:?}");
+    let ping = host
+        .command("ping")
+        .args(["-6", "-c", "2", "-i", "0.2", "-W", "2", "2001:db8:7::1"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&ping.stdout).contains(" 0% packet loss"),
+        "ping of the router with the SLAAC address: {ping:?}"
+    );
 
     let mut child = linerate.terminate().unwrap();
     let mut report = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut report).unwrap();
     assert!(child.wait().unwrap().success());
-    let sent: u64 = report.split("router adverts ").nth(1).and_then(|s| s.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap_or(0);
-    assert!(sent >= 2, "the initial and at least one more advertisement (and the final one): {report}");
+    let sent: u64 = report
+        .split("router adverts ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        sent >= 2,
+        "the initial and at least one more advertisement (and the final one): {report}"
+    );
     // The final advertisement (lifetime 0) withdraws the default route.
     std::thread::sleep(Duration::from_millis(300));
     let after = out(&host, &["-6", "route", "show", "default"]);
-    assert!(!after.contains(router_ll), "the default route stays after linerate's final advertisement:\n{after}");
+    assert!(
+        !after.contains(router_ll),
+        "the default route stays after linerate's final advertisement:\n{after}"
+    );
 }
 
 struct Dir(std::path::PathBuf);

@@ -23,14 +23,26 @@ const RATE: usize = 400;
 /// stream and ping (so their fate does not depend on the seed).
 fn rule_file(seed: u64) -> String {
     let text = fw::testgen::ruleset(seed, 10_000);
-    let text = text.replace("lr-g0", "lrd0").replace("lr-g1", "lrd1").replace("lr-g2", "lrd0").replace("lr-g3", "lrd1");
+    let text = text
+        .replace("lr-g0", "lrd0")
+        .replace("lr-g1", "lrd1")
+        .replace("lr-g2", "lrd0")
+        .replace("lr-g3", "lrd1");
     let at = text.find("\npass").into_iter().chain(text.find("\nblock")).min().expect("rules") + 1;
-    format!("{}pass quick proto udp to 198.19.0.2 port 9999 no state\npass quick inet proto icmp no state\n{}", &text[..at], &text[at..])
+    format!(
+        "{}pass quick proto udp to 198.19.0.2 port 9999 no state\npass quick inet proto icmp no state\n{}",
+        &text[..at],
+        &text[at..]
+    )
 }
 
 fn reload(cfg: &Path) -> (std::process::Output, Duration) {
     let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["reload", "-c"]).arg(cfg).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["reload", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
     (out, t.elapsed())
 }
 
@@ -83,5 +95,9 @@ fn reloading_ten_thousand_realistic_rules_under_a_stream_loses_no_datagram() {
     linerate.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
     assert!(linerate.wait().unwrap().success(), "{stdout}");
     eprintln!("reloads took {times:?}");
-    assert_eq!(got.trim().parse::<usize>().unwrap(), DATAGRAMS, "datagrams lost across 4 reloads of 10k rules\n{stdout}");
+    assert_eq!(
+        got.trim().parse::<usize>().unwrap(),
+        DATAGRAMS,
+        "datagrams lost across 4 reloads of 10k rules\n{stdout}"
+    );
 }

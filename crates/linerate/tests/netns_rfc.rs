@@ -22,8 +22,14 @@ fn start(lab: &Lab) -> (std::path::PathBuf, Guard) {
 }
 
 fn drops(cfg: &Path, reason: &str) -> u64 {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "drops", "--json", "-c"]).arg(cfg).output().unwrap();
-    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[reason].as_u64().unwrap_or_else(|| panic!("no {reason}"))
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["show", "drops", "--json", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[reason]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {reason}"))
 }
 
 #[test]
@@ -47,8 +53,16 @@ fn link_local_packets_are_not_forwarded() {
     // To a link-local address beyond the router, and from one.
     lab.b.addr("lrb0", "169.254.5.5/16").unwrap();
     lab.a.ip(&["route", "add", "169.254.5.0/24", "via", "198.18.0.1"]).unwrap();
-    assert!(lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "169.254.5.5"]).is_err(), "forwarded to 169.254.5.5");
-    assert!(lab.b.exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "-I", "169.254.5.5", "198.18.0.2"]).is_err(), "forwarded from 169.254.5.5");
+    assert!(
+        lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "169.254.5.5"]).is_err(),
+        "forwarded to 169.254.5.5"
+    );
+    assert!(
+        lab.b
+            .exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "-I", "169.254.5.5", "198.18.0.2"])
+            .is_err(),
+        "forwarded from 169.254.5.5"
+    );
     assert!(drops(&cfg, "link_local") >= 4, "counted: {}", drops(&cfg, "link_local"));
 }
 
@@ -61,6 +75,11 @@ fn the_routers_own_address_as_a_source_is_a_martian() {
     let before = drops(&cfg, "martian_source");
     // A claims the router's address on B's side and sends from it.
     lab.a.ip(&["addr", "add", "198.19.0.1/32", "dev", "lra0"]).unwrap();
-    assert!(lab.a.exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "-I", "198.19.0.1", "198.19.0.2"]).is_err(), "a spoofed source forwarded");
+    assert!(
+        lab.a
+            .exec("ping", &["-c", "2", "-i", "0.2", "-W", "1", "-I", "198.19.0.1", "198.19.0.2"])
+            .is_err(),
+        "a spoofed source forwarded"
+    );
     assert!(drops(&cfg, "martian_source") >= before + 2, "counted");
 }

@@ -46,8 +46,7 @@ rules = "rules.conf"
 fn answered(ns: &Namespace, args: &[&str]) -> bool {
     let mut all = vec!["-c", "3", "-i", "0.2", "-W", "2"];
     all.extend_from_slice(args);
-    ns.exec("ping", &all)
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 3 received"))
+    ns.exec("ping", &all).is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" 3 received"))
 }
 
 #[test]
@@ -59,23 +58,13 @@ fn route_to_and_reply_to_choose_the_wan() {
     let lab = build("rt");
     let w = Namespace::create(&format!("lr{}rtw", std::process::id())).unwrap();
     veth(
-        End {
-            ns: &lab.d,
-            name: "lrd2",
-            mac: "02:00:00:00:0d:02",
-        },
-        End {
-            ns: &w,
-            name: "lrw0",
-            mac: "02:00:00:00:0e:01",
-        },
+        End { ns: &lab.d, name: "lrd2", mac: "02:00:00:00:0d:02" },
+        End { ns: &w, name: "lrw0", mac: "02:00:00:00:0e:01" },
     )
     .unwrap();
     w.addr("lrw0", "198.21.0.2/24").unwrap();
-    w.ip(&["addr", "add", "203.0.113.5/32", "dev", "lo"])
-        .unwrap();
-    w.ip(&["route", "add", "198.18.0.0/24", "via", "198.21.0.1"])
-        .unwrap();
+    w.ip(&["addr", "add", "203.0.113.5/32", "dev", "lo"]).unwrap();
+    w.ip(&["route", "add", "198.18.0.0/24", "via", "198.21.0.1"]).unwrap();
     let cfg = write_config(&lab, "af_packet", EXTRA);
     // One worker, then two: each flow's states on the worker its packets reach.
     for workers in ["1", "2"] {
@@ -93,15 +82,10 @@ fn route_both_ways(lab: &common::Lab, w: &Namespace, cfg: &std::path::Path, work
         .unwrap();
     assert!(check.status.success(), "check: {}", common::text(&check));
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    linerate
-        .args(["run", "-c"])
-        .arg(cfg)
-        .args(["--cpu", "0", "--workers", workers]);
+    linerate.args(["run", "-c"]).arg(cfg).args(["--cpu", "0", "--workers", workers]);
     let _dut = start_until(linerate, "forwarding with");
     // The router's kernel (its TAPs) routes its own traffic by WAN1.
-    lab.d
-        .ip(&["route", "replace", "default", "via", "198.19.0.2"])
-        .unwrap();
+    lab.d.ip(&["route", "replace", "default", "via", "198.19.0.2"]).unwrap();
 
     assert!(
         answered(&lab.a, &["198.19.0.2"]),

@@ -33,7 +33,11 @@ fn in_a(lab: &Lab, program: &str, args: &[&str]) -> String {
 }
 
 fn show(lab: &Lab, cfg: &std::path::Path, what: &str) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", what, "--json", "-c"]).arg(cfg).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["show", what, "--json", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "show {what}: {}", text(&out));
     let _ = lab;
     serde_json::from_slice(&out.stdout).unwrap()
@@ -91,17 +95,30 @@ fn pings_answer_and_cross(lab: &Lab, backend: &str) {
 /// ping is fragmented.
 fn icmp_errors_and_fragments(lab: &Lab, backend: &str) {
     let tr = in_a(lab, "traceroute", &["-n", "-q", "1", "-w", "2", "-m", "3", "198.19.0.2"]);
-    assert!(tr.lines().any(|l| l.trim_start().starts_with("1 ") && l.contains("198.18.0.1")), "{backend}: traceroute:\n{tr}");
-    assert!(tr.lines().any(|l| l.trim_start().starts_with("2 ") && l.contains("198.19.0.2")), "{backend}: traceroute:\n{tr}");
+    assert!(
+        tr.lines().any(|l| l.trim_start().starts_with("1 ") && l.contains("198.18.0.1")),
+        "{backend}: traceroute:\n{tr}"
+    );
+    assert!(
+        tr.lines().any(|l| l.trim_start().starts_with("2 ") && l.contains("198.19.0.2")),
+        "{backend}: traceroute:\n{tr}"
+    );
     let tp = in_a(lab, "tracepath", &["-n", "-m", "3", "2001:db8:b::2"]);
     assert!(tp.contains("2001:db8:a::1"), "{backend}: tracepath -6 shows no router hop:\n{tp}");
     let net = in_a(lab, "ping", &["-c", "1", "-W", "2", "203.0.113.9"]);
     assert!(net.contains("From 198.18.0.1") && net.contains("Net Unreachable"), "{backend}: {net}");
     let host = in_a(lab, "ping", &["-c", "1", "-W", "5", "198.19.0.77"]);
-    assert!(host.contains("From 198.18.0.1") && host.contains("Host Unreachable"), "{backend}: {host}");
+    assert!(
+        host.contains("From 198.18.0.1") && host.contains("Host Unreachable"),
+        "{backend}: {host}"
+    );
     let df = in_a(lab, "ping", &["-c", "1", "-W", "2", "-M", "do", "-s", "1450", "198.19.0.2"]);
     assert!(df.contains("mtu = 1400") || df.contains("Frag needed"), "{backend}: {df}");
-    let frag = in_a(lab, "ping", &["-c", "2", "-i", "0.3", "-W", "2", "-M", "dont", "-s", "1450", "198.19.0.2"]);
+    let frag = in_a(
+        lab,
+        "ping",
+        &["-c", "2", "-i", "0.3", "-W", "2", "-M", "dont", "-s", "1450", "198.19.0.2"],
+    );
     assert!(frag.contains(" 0% packet loss"), "{backend}: fragmented ping:\n{frag}");
 }
 
@@ -111,7 +128,10 @@ fn host_stack_answers_tcp(lab: &Lab, backend: &str) {
     listener.args(["-u", "-c", "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('198.18.0.1',7777))\ns.listen(1)\nprint('listening',flush=True)\nimport sys\nsys.stderr.write('listening\\n');sys.stderr.flush()\nc,_=s.accept()\nc.sendall(b'hello from the router\\n')\nc.close()"]);
     let mut server = start_until(listener, "listening");
     let tcp = in_a(lab, "bash", &["-c", "exec 3<>/dev/tcp/198.18.0.1/7777 && timeout 5 cat <&3"]);
-    assert!(tcp.contains("hello from the router"), "{backend}: TCP to the router through its TAP: {tcp}");
+    assert!(
+        tcp.contains("hello from the router"),
+        "{backend}: TCP to the router through its TAP: {tcp}"
+    );
     if let Some(mut c) = server.terminate() {
         let _ = c.wait();
     }
@@ -122,10 +142,20 @@ fn control_socket_shows(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     let neigh = show(lab, cfg, "neighbours");
     let list = neigh.as_array().unwrap();
     for addr in ["198.18.0.2", "198.19.0.2", "2001:db8:b::2"] {
-        assert!(list.iter().any(|n| n["address"] == addr && n["mac"].is_string()), "{backend}: neighbour {addr} missing: {neigh}");
+        assert!(
+            list.iter().any(|n| n["address"] == addr && n["mac"].is_string()),
+            "{backend}: neighbour {addr} missing: {neigh}"
+        );
     }
     let routes = show(lab, cfg, "routes");
-    assert!(routes.as_array().unwrap().iter().any(|r| r["prefix"] == "198.19.0.0/24" && r["kind"] == "connected"), "{routes}");
+    assert!(
+        routes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["prefix"] == "198.19.0.0/24" && r["kind"] == "connected"),
+        "{routes}"
+    );
     let ifaces = show(lab, cfg, "interfaces");
     assert_eq!(ifaces[1]["mtu"], 1400);
     assert!(ifaces[0]["tap"].is_string());
@@ -133,9 +163,19 @@ fn control_socket_shows(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     assert!(drops["ttl_expired"].as_u64().unwrap() >= 1, "{drops}");
     assert!(drops["no_route"].as_u64().unwrap() >= 1, "{drops}");
     assert!(drops["too_big"].as_u64().unwrap() >= 1, "{drops}");
-    let top = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["top", "-n", "1", "-w", "0.3", "-c"]).arg(cfg).output().unwrap();
+    let top = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["top", "-n", "1", "-w", "0.3", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
     let top_out = text(&top);
-    assert!(top.status.success() && top_out.contains("lrd0") && top_out.contains("ipkts/s") && top_out.contains("q0"), "{top_out}");
+    assert!(
+        top.status.success()
+            && top_out.contains("lrd0")
+            && top_out.contains("ipkts/s")
+            && top_out.contains("q0"),
+        "{top_out}"
+    );
 }
 
 /// An ICMPv6 redirect from A, the first hop of D's host stack for 2001:db8:99::/64, naming
@@ -145,8 +185,17 @@ fn control_socket_shows(lab: &Lab, cfg: &std::path::Path, backend: &str) {
 /// gave it a default route (which `[router.kernel_routes]` mirrored into the FIB).
 fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     let tap = show(lab, cfg, "interfaces")[0]["tap"].as_str().unwrap().to_owned();
-    let a_ll = text(&lab.a.ip(&["-6", "-o", "addr", "show", "dev", "lra0", "scope", "link"]).unwrap());
-    let a_ll = a_ll.split_whitespace().skip_while(|w| *w != "inet6").nth(1).unwrap().split('/').next().unwrap().to_owned();
+    let a_ll =
+        text(&lab.a.ip(&["-6", "-o", "addr", "show", "dev", "lra0", "scope", "link"]).unwrap());
+    let a_ll = a_ll
+        .split_whitespace()
+        .skip_while(|w| *w != "inet6")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
     lab.d.ip(&["-6", "route", "add", "2001:db8:99::/64", "via", &a_ll, "dev", &tap]).unwrap();
     let route = || text(&lab.d.ip(&["-6", "route", "get", "2001:db8:99::1"]).unwrap());
     assert!(route().contains(&a_ll), "{backend}: {}", route());
@@ -159,7 +208,11 @@ fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backen
     let out = lab.a.command("python3").args(["-c", &send]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     std::thread::sleep(Duration::from_millis(300));
-    assert!(route().contains(&a_ll) && !route().contains("fe80::bad"), "{backend}: the host stack took the redirect: {}", route());
+    assert!(
+        route().contains(&a_ll) && !route().contains("fe80::bad"),
+        "{backend}: the host stack took the redirect: {}",
+        route()
+    );
     // A Router Advertisement from A to all nodes, default router for 1800 s with a prefix.
     let advert = format!(
         "import socket,struct\ns=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_ICMPV6)\n\
@@ -172,10 +225,22 @@ fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backen
     assert!(out.status.success(), "{}", text(&out));
     std::thread::sleep(Duration::from_millis(500));
     let routes = text(&lab.d.ip(&["-6", "route"]).unwrap());
-    assert!(!routes.contains("proto ra") && !routes.contains("2001:db8:66::"), "{backend}: the host stack took A's advertisement:\n{routes}");
-    let drops = text(&Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "drops", "-c"]).arg(cfg).output().unwrap());
+    assert!(
+        !routes.contains("proto ra") && !routes.contains("2001:db8:66::"),
+        "{backend}: the host stack took A's advertisement:\n{routes}"
+    );
+    let drops = text(
+        &Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["show", "drops", "-c"])
+            .arg(cfg)
+            .output()
+            .unwrap(),
+    );
     for reason in ["redirect_ignored", "router_advert_ignored"] {
-        assert!(drops.lines().any(|l| l.split_whitespace().eq([reason, "1"])), "{backend}: {reason}: {drops}");
+        assert!(
+            drops.lines().any(|l| l.split_whitespace().eq([reason, "1"])),
+            "{backend}: {reason}: {drops}"
+        );
     }
 }
 
@@ -186,7 +251,10 @@ fn redirects_leave_the_host_stack_alone(lab: &Lab, cfg: &std::path::Path, backen
 fn directed_broadcasts_are_not_forwarded(lab: &Lab, cfg: &std::path::Path, backend: &str) {
     let routes = show(lab, cfg, "routes");
     for b in ["198.18.0.255/32", "198.19.0.255/32"] {
-        assert!(routes.as_array().unwrap().iter().any(|r| r["prefix"] == b && r["kind"] == "broadcast"), "{backend}: {b}: {routes}");
+        assert!(
+            routes.as_array().unwrap().iter().any(|r| r["prefix"] == b && r["kind"] == "broadcast"),
+            "{backend}: {b}: {routes}"
+        );
     }
     let before = show(lab, cfg, "neighbours");
     for b in ["198.18.0.255", "198.19.0.255"] {
@@ -194,7 +262,11 @@ fn directed_broadcasts_are_not_forwarded(lab: &Lab, cfg: &std::path::Path, backe
         assert!(!ping.contains("Unreachable"), "{backend}: ping -b {b}: {ping}");
     }
     let after = show(lab, cfg, "neighbours");
-    assert_eq!(before.as_array().unwrap().len(), after.as_array().unwrap().len(), "{backend}: a broadcast address was resolved: {after}");
+    assert_eq!(
+        before.as_array().unwrap().len(),
+        after.as_array().unwrap().len(),
+        "{backend}: a broadcast address was resolved: {after}"
+    );
 }
 
 /// A DHCP client's DISCOVER (from 0.0.0.0:68 to 255.255.255.255:67, a raw frame from A)
@@ -217,7 +289,11 @@ fn dhcp_discover_reaches_the_host_stack(lab: &Lab, backend: &str) {
     assert!(out.status.success(), "{}", text(&out));
     let out = server.0.take().unwrap().wait_with_output().unwrap();
     let got = String::from_utf8_lossy(&out.stdout);
-    assert!(got.contains("got 248 from 0.0.0.0"), "{backend}: no DISCOVER reached the host stack: {got} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        got.contains("got 248 from 0.0.0.0"),
+        "{backend}: no DISCOVER reached the host stack: {got} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A link whose MTU is above linerate's (A's and the veth's 4000 bytes, set before linerate
@@ -236,11 +312,21 @@ fn jumbo_frames_are_counted() {
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
     let _dut = start_until(linerate, "forwarding with");
-    let ping = in_a(&lab, "ping", &["-c", "2", "-i", "0.2", "-W", "1", "-M", "dont", "-s", "3000", "198.19.0.2"]);
+    let ping = in_a(
+        &lab,
+        "ping",
+        &["-c", "2", "-i", "0.2", "-W", "1", "-M", "dont", "-s", "3000", "198.19.0.2"],
+    );
     assert!(ping.contains("100% packet loss"), "{ping}");
     let ping = in_a(&lab, "ping", &["-c", "2", "-i", "0.2", "-W", "2", "-s", "1000", "198.19.0.2"]);
     assert!(ping.contains(" 0% packet loss"), "{ping}");
-    let drops = text(&Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "drops", "-c"]).arg(&cfg).output().unwrap());
+    let drops = text(
+        &Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["show", "drops", "-c"])
+            .arg(&cfg)
+            .output()
+            .unwrap(),
+    );
     assert!(drops.lines().any(|l| l.split_whitespace().eq(["frame_too_long", "2"])), "{drops}");
 }
 

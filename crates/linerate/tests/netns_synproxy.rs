@@ -30,14 +30,29 @@ fn tcp_through_synproxy_state() {
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
     let dut = start_until(linerate, "forwarding with");
-    let ping = text(&lab.a.command("ping").args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).output().unwrap());
+    let ping = text(
+        &lab.a
+            .command("ping")
+            .args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"])
+            .output()
+            .unwrap(),
+    );
     assert!(!ping.contains(" 0 received"), "{ping}");
-    let ping = text(&lab.a.command("ping").args(["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:b::2"]).output().unwrap());
+    let ping = text(
+        &lab.a
+            .command("ping")
+            .args(["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:b::2"])
+            .output()
+            .unwrap(),
+    );
     assert!(!ping.contains(" 0 received"), "{ping}");
 
     // A's data to B (the SYN seen on each side), then B's to A (B's numbers shifted to the
     // router's).
-    let (sniff_a, sniff_b) = (traffic_listen(&lab, &lab.a, &["sniff", "lra0", "5301"]), traffic_listen(&lab, &lab.b, &["sniff", "lrb0", "5301"]));
+    let (sniff_a, sniff_b) = (
+        traffic_listen(&lab, &lab.a, &["sniff", "lra0", "5301"]),
+        traffic_listen(&lab, &lab.b, &["sniff", "lrb0", "5301"]),
+    );
     both_ways(&lab, "198.19.0.2", 5301, 5302, 4 * MB);
     let (isn_a, isn_b) = (finish(sniff_a), finish(sniff_b));
     assert!(!isn_a.is_empty(), "A's SYN seen");
@@ -56,8 +71,14 @@ fn tcp_through_synproxy_state() {
     assert_eq!(seen_b, "to 0 synacks 0", "B saw nothing of the unanswered SYNs");
     let n: Vec<u32> = seen_a.split(' ').filter_map(|w| w.parse().ok()).collect();
     // To the port: the three SYNs, and the resets A's kernel answers the SYN-ACKs with.
-    assert!(n.len() == 2 && n[0] >= 3 && n[1] >= 3, "A's SYNs left and the router answered each: {seen_a}");
+    assert!(
+        n.len() == 2 && n[0] >= 3 && n[1] >= 3,
+        "A's SYNs left and the router answered each: {seen_a}"
+    );
 
     let out = stop_with_no_window_drops(dut);
-    assert!(out.lines().any(|l| l.trim().starts_with("drop synproxy")), "the proxy's drops counted: {out}");
+    assert!(
+        out.lines().any(|l| l.trim().starts_with("drop synproxy")),
+        "the proxy's drops counted: {out}"
+    );
 }

@@ -42,7 +42,13 @@ fn start_dut_with(lab: &Lab, backend: &str, workers: u32, rules: &str, ping: boo
     if ping {
         // Resolve B first (on a loaded machine the first echo may time out: one reply is
         // enough).
-        let ping = text(&lab.a.command("ping").args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).output().unwrap());
+        let ping = text(
+            &lab.a
+                .command("ping")
+                .args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"])
+                .output()
+                .unwrap(),
+        );
         assert!(!ping.contains(" 0 received"), "{ping}");
     }
     dut
@@ -61,7 +67,15 @@ fn stop_dut(mut dut: Guard) -> String {
 fn dropped(summary: &str, reason: &str) -> u64 {
     summary
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("drop ")?.strip_prefix(reason)?.split_whitespace().next()?.parse::<u64>().ok())
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("drop ")?
+                .strip_prefix(reason)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum()
 }
 
@@ -72,10 +86,22 @@ fn iperf3(lab: &Lab, args: &[&str]) -> u64 {
 
 /// One iperf3 test from A to B's server: its JSON report.
 fn iperf3_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
-    let server = lab.b.command("iperf3").args(["-s", "-1", "-B", "198.19.0.2"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let server = lab
+        .b
+        .command("iperf3")
+        .args(["-s", "-1", "-B", "198.19.0.2"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let server = Guard(Some(server));
     listening(&lab.b, ":5201");
-    let out = lab.a.command("iperf3").args(["-c", "198.19.0.2", "-J", "--connect-timeout", "5000"]).args(args).output().unwrap();
+    let out = lab
+        .a
+        .command("iperf3")
+        .args(["-c", "198.19.0.2", "-J", "--connect-timeout", "5000"])
+        .args(args)
+        .output()
+        .unwrap();
     drop(server);
     assert!(out.status.success(), "iperf3 {args:?}: {}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -104,11 +130,19 @@ fn iperf3_across(backend: &str, tag: &str, workers: u32) {
     let down = iperf3(&lab, &["-t", "3", "-P", "8", "-R"]);
     // Blocked: nothing passes to another port (the client gives up; the rule set answers
     // nothing).
-    let blocked = lab.a.command("iperf3").args(["-c", "198.19.0.2", "-p", "5202", "-t", "1", "--connect-timeout", "1000"]).output().unwrap();
+    let blocked = lab
+        .a
+        .command("iperf3")
+        .args(["-c", "198.19.0.2", "-p", "5202", "-t", "1", "--connect-timeout", "1000"])
+        .output()
+        .unwrap();
     let summary = stop_dut(dut);
     // At least 20 MB each way in 3 s (a loaded 2-vCPU machine moves hundreds of MB): the
     // check is that bulk TCP flows, not how fast.
-    assert!(up > 20 << 20 && down > 20 << 20, "{backend}: iperf3 moved only {up} / {down} bytes:\n{summary}");
+    assert!(
+        up > 20 << 20 && down > 20 << 20,
+        "{backend}: iperf3 moved only {up} / {down} bytes:\n{summary}"
+    );
     assert!(!blocked.status.success(), "{backend}: iperf3 to a blocked port succeeded");
     for reason in ["offload_malformed", "gso_unsupported", "state_out_of_window"] {
         assert_eq!(dropped(&summary, reason), 0, "{backend}: {reason}:\n{summary}");
@@ -142,7 +176,13 @@ fn tagged_and_scrubbed_tcp_across() {
                  pass out on lrd1 tagged LAN keep state\n";
     let dut = start_dut_with(&lab, "af_packet", 2, rules, false);
     let json = iperf3_json(&lab, &["-t", "2", "-P", "2"]);
-    let ping = text(&lab.a.command("ping").args(["-c", "2", "-i", "0.2", "-W", "1", "198.19.0.2"]).output().unwrap());
+    let ping = text(
+        &lab.a
+            .command("ping")
+            .args(["-c", "2", "-i", "0.2", "-W", "1", "198.19.0.2"])
+            .output()
+            .unwrap(),
+    );
     let summary = stop_dut(dut);
     let bytes = json["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
     assert!(bytes > 10 << 20, "tagged TCP moved only {bytes} bytes:\n{summary}");
@@ -181,7 +221,16 @@ fn ssh(lab: &Lab, from: &Namespace, addr: &str, sh_command: &str, input: &[u8]) 
         .command("ssh")
         .args(["-i"])
         .arg(lab.dir.join("client_key"))
-        .args(["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
+        .args([
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+        ])
         .arg(format!("root@{addr}"))
         .arg(sh_command)
         .stdin(std::process::Stdio::piped())
@@ -205,7 +254,11 @@ fn ssh(lab: &Lab, from: &Namespace, addr: &str, sh_command: &str, input: &[u8]) 
 }
 
 fn keygen(path: &Path) {
-    let out = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(path).output().unwrap();
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out));
 }
 
@@ -237,14 +290,26 @@ fn ssh_across(backend: &str, tag: &str, workers: u32) {
     let data: Vec<u8> = (0..8u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     let want = sha256(&data);
     let to_b = ssh(&lab, &lab.a, "198.19.0.2", "sha256sum | cut -d' ' -f1", &data);
-    let from_b = ssh(&lab, &lab.a, "198.19.0.2", "head -c 8388608 /dev/zero | sha256sum | cut -d' ' -f1", b"");
+    let from_b = ssh(
+        &lab,
+        &lab.a,
+        "198.19.0.2",
+        "head -c 8388608 /dev/zero | sha256sum | cut -d' ' -f1",
+        b"",
+    );
     // To the router: its replies leave through linerate's workers, which show them to the
     // state the connection made (pf's window tracking sees both directions).
     let to_router = ssh(&lab, &lab.a, "198.18.0.1", "sha256sum | cut -d' ' -f1", &data);
     // From the router: `block all` lets B's replies in only by the state that the router's
     // own first packet made under `pass out keep state`.
     let router_to_b = ssh(&lab, &lab.d, "198.19.0.2", "sha256sum | cut -d' ' -f1", &data);
-    let ping = text(&lab.d.command("ping").args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"]).output().unwrap());
+    let ping = text(
+        &lab.d
+            .command("ping")
+            .args(["-c", "3", "-i", "0.2", "-W", "2", "198.19.0.2"])
+            .output()
+            .unwrap(),
+    );
     let summary = stop_dut(dut);
     assert_eq!(to_b, want, "8 MB to B over ssh:\n{summary}");
     assert_eq!(from_b, sha256(&vec![0u8; 8 << 20]), "B's own command output:\n{summary}");
@@ -257,7 +322,11 @@ fn ssh_across(backend: &str, tag: &str, workers: u32) {
 }
 
 fn sha256(data: &[u8]) -> String {
-    let mut child = Command::new("sha256sum").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     {
         use std::io::Write;
         child.stdin.take().unwrap().write_all(data).unwrap();

@@ -22,7 +22,8 @@ use common::{A_MAC, B_MAC, D0_MAC, D1_MAC, build, start_until, write_config};
 
 fn last_json(out: &[u8]) -> serde_json::Value {
     let text = String::from_utf8_lossy(out);
-    serde_json::from_str(text.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {text}"))
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 const SUB_INTERFACE: &str = r#"
@@ -52,9 +53,17 @@ fn vlan_sub_interface_both_ways() {
     // A -> 198.20.0.2: leaves linerate tagged 7 towards B.
     let pcap_b = lab.dir.join("b.pcap");
     let mut tcpdump = lab.b.command("tcpdump");
-    tcpdump.args(["-i", "lrb0", "-n", "-U", "--immediate-mode", "-w"]).arg(&pcap_b).arg("vlan 7 and udp");
+    tcpdump
+        .args(["-i", "lrb0", "-n", "-U", "--immediate-mode", "-w"])
+        .arg(&pcap_b)
+        .arg("vlan 7 and udp");
     let mut capture = start_until(tcpdump, "listening on");
-    lab.a.exec("bash", &["-c", "for i in 1 2 3 4 5; do echo vlan-$i > /dev/udp/198.20.0.2/9999; done"]).unwrap();
+    lab.a
+        .exec(
+            "bash",
+            &["-c", "for i in 1 2 3 4 5; do echo vlan-$i > /dev/udp/198.20.0.2/9999; done"],
+        )
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let mut t = capture.terminate().unwrap();
     t.wait().unwrap();
@@ -63,7 +72,10 @@ fn vlan_sub_interface_both_ways() {
     for r in &recs {
         let l2 = wire::parse_l2(&r.data).unwrap();
         assert_eq!(l2.vlans, [Some(7), None]);
-        assert_eq!(wire::EthernetFrame::new_checked(&r.data[..]).unwrap().src_addr().to_string(), D1_MAC);
+        assert_eq!(
+            wire::EthernetFrame::new_checked(&r.data[..]).unwrap().src_addr().to_string(),
+            D1_MAC
+        );
         let ip = wire::Ipv4Packet::new_checked(&r.data[l2.l3_offset..]).unwrap();
         assert_eq!(ip.ttl(), 63);
         assert!(ip.verify_checksum());
@@ -72,12 +84,25 @@ fn vlan_sub_interface_both_ways() {
     // B's side sends tagged 7 to A: arrives untagged.
     let pcap_a = lab.dir.join("a.pcap");
     let mut tcpdump = lab.a.command("tcpdump");
-    tcpdump.args(["-i", "lra0", "-n", "-U", "--immediate-mode", "-w"]).arg(&pcap_a).arg("udp and src 198.20.0.2");
+    tcpdump
+        .args(["-i", "lra0", "-n", "-U", "--immediate-mode", "-w"])
+        .arg(&pcap_a)
+        .arg("udp and src 198.20.0.2");
     let mut capture = start_until(tcpdump, "listening on");
     let generator = lab
         .b
         .command(env!("CARGO_BIN_EXE_linerate"))
-        .args(["gen", "-i", "lrb0", "--vlan", "7", "-s", "198.20.0.2:3000-198.20.0.2:3009", "-d", "198.18.0.2:4000"])
+        .args([
+            "gen",
+            "-i",
+            "lrb0",
+            "--vlan",
+            "7",
+            "-s",
+            "198.20.0.2:3000-198.20.0.2:3009",
+            "-d",
+            "198.18.0.2:4000",
+        ])
         .args(["-D", D1_MAC, "-S", B_MAC, "-n", "200", "-R", "2000", "--json"])
         .output()
         .unwrap();
@@ -98,7 +123,10 @@ fn vlan_sub_interface_both_ways() {
     for r in &recs {
         let eth = wire::EthernetFrame::new_checked(&r.data[..]).unwrap();
         assert_eq!(eth.ethertype(), wire::EtherType::Ipv4);
-        assert_eq!((eth.src_addr().to_string(), eth.dst_addr().to_string()), (D0_MAC.to_owned(), A_MAC.to_owned()));
+        assert_eq!(
+            (eth.src_addr().to_string(), eth.dst_addr().to_string()),
+            (D0_MAC.to_owned(), A_MAC.to_owned())
+        );
     }
     let mut child = dut.terminate().unwrap();
     let mut out = String::new();
@@ -131,7 +159,15 @@ fn two_workers_share_the_flows() {
     let generator = lab
         .a
         .command(env!("CARGO_BIN_EXE_linerate"))
-        .args(["gen", "-i", "lra0", "-s", "198.18.0.2:1000-198.18.0.2:1019", "-d", "198.19.0.2:2000-198.19.0.2:2099"])
+        .args([
+            "gen",
+            "-i",
+            "lra0",
+            "-s",
+            "198.18.0.2:1000-198.18.0.2:1019",
+            "-d",
+            "198.19.0.2:2000-198.19.0.2:2099",
+        ])
         .args(["-D", D0_MAC, "-n", "20000", "-R", "20000", "--json"])
         .output()
         .unwrap();
@@ -165,7 +201,10 @@ fn two_workers_share_the_flows() {
     for w in 0..2 {
         // Besides the flows: the ping before them, and B's ICMP port unreachable replies
         // (rate-limited by B's kernel) on their way back.
-        assert!(fwd[w] >= predicted[w] && fwd[w] <= predicted[w] + 30, "worker {w}: forwarded {fwd:?}, Toeplitz predicts {predicted:?}");
+        assert!(
+            fwd[w] >= predicted[w] && fwd[w] <= predicted[w] + 30,
+            "worker {w}: forwarded {fwd:?}, Toeplitz predicts {predicted:?}"
+        );
     }
     let mut child = dut.terminate().unwrap();
     assert!(child.wait().unwrap().success());

@@ -19,23 +19,40 @@ fn installed_unit_verifies_cleanly() {
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("write the configuration there"), "{stdout}");
     let bin = root.join("usr/local/bin/linerate");
-    assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(env!("CARGO_BIN_EXE_linerate")).unwrap());
+    assert_eq!(
+        std::fs::read(&bin).unwrap(),
+        std::fs::read(env!("CARGO_BIN_EXE_linerate")).unwrap()
+    );
     let unit = std::fs::read_to_string(root.join("etc/systemd/system/linerate.service")).unwrap();
-    for line in ["Type=notify", "ExecStart=/usr/local/bin/linerate run -c /etc/linerate/linerate.toml", "ExecReload=/bin/kill -HUP $MAINPID", "RuntimeDirectory=linerate"] {
+    for line in [
+        "Type=notify",
+        "ExecStart=/usr/local/bin/linerate run -c /etc/linerate/linerate.toml",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "RuntimeDirectory=linerate",
+    ] {
         assert!(unit.lines().any(|l| l == line), "no {line:?} in the unit");
     }
 
     // systemd-analyze checks that ExecStart's program exists: point it at the installed copy.
     let checked = root.join("linerate.service");
-    std::fs::write(&checked, unit.replace("ExecStart=/usr/local/bin/linerate", &format!("ExecStart={}", bin.display()))).unwrap();
+    std::fs::write(
+        &checked,
+        unit.replace("ExecStart=/usr/local/bin/linerate", &format!("ExecStart={}", bin.display())),
+    )
+    .unwrap();
     let verify = Command::new("systemd-analyze")
         .args(["verify", "--man=no"])
         .arg(&checked)
         .output()
-        .unwrap_or_else(|e| panic!("systemd-analyze (Debian package systemd, installed by scripts/setup.sh): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("systemd-analyze (Debian package systemd, installed by scripts/setup.sh): {e}")
+        });
     let stderr = String::from_utf8_lossy(&verify.stderr);
     // It exits 0 on unknown keys and bad values, only warning: any line is a failure.
-    assert!(verify.status.success() && stderr.trim().is_empty(), "systemd-analyze verify:\n{stderr}");
+    assert!(
+        verify.status.success() && stderr.trim().is_empty(),
+        "systemd-analyze verify:\n{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&root);
     assert!(!Path::new(&root).exists());
 }

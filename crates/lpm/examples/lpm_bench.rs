@@ -18,10 +18,7 @@ const LOOKUPS: usize = 1 << 24;
 
 fn report(what: &str, n: usize, t: Instant, sink: u64) {
     let ns = t.elapsed().as_secs_f64() * 1e9 / n as f64;
-    println!(
-        "  {what:<44} {ns:6.2} ns/lookup  ({:5.1} Mlookup/s)  [{sink:x}]",
-        1e3 / ns
-    );
+    println!("  {what:<44} {ns:6.2} ns/lookup  ({:5.1} Mlookup/s)  [{sink:x}]", 1e3 / ns);
 }
 
 fn bench<A: Copy>(
@@ -54,11 +51,7 @@ fn bench<A: Copy>(
                 }
             }
         }
-        let label = if quiesce {
-            "batched 32 + quiescent()"
-        } else {
-            "batched 32"
-        };
+        let label = if quiesce { "batched 32 + quiescent()" } else { "batched 32" };
         report(&format!("{name}, {label}"), n, t, sink);
     }
 }
@@ -82,35 +75,17 @@ fn bench_v4(rng: &mut Rng) {
     let reader = v4.reader();
     let random: Vec<u32> = (0..1 << 22).map(|_| rng.u32()).collect();
     let ext = random.iter().filter(|&&a| v4.lookup(a).is_some()).count();
-    println!(
-        "  random addresses: {:.1}% routed",
-        ext as f64 * 100.0 / random.len() as f64
-    );
-    bench(
-        "random addresses",
-        &random,
-        |a| v4.lookup(a),
-        |a, o| v4.lookup_batch(a, o),
-        &reader,
-    );
+    println!("  random addresses: {:.1}% routed", ext as f64 * 100.0 / random.len() as f64);
+    bench("random addresses", &random, |a| v4.lookup(a), |a, o| v4.lookup_batch(a, o), &reader);
     let ws: Vec<u32> = (0..2000)
         .map(|_| {
             let (p, len, _) = prefixes[rng.below(prefixes.len() as u64) as usize];
             near4(rng, p, len)
         })
         .collect();
-    bench(
-        "2000-address working set",
-        &ws,
-        |a| v4.lookup(a),
-        |a, o| v4.lookup_batch(a, o),
-        &reader,
-    );
-    let long: Vec<u32> = prefixes
-        .iter()
-        .filter(|p| p.1 > 24)
-        .map(|&(p, len, _)| near4(rng, p, len))
-        .collect();
+    bench("2000-address working set", &ws, |a| v4.lookup(a), |a, o| v4.lookup_batch(a, o), &reader);
+    let long: Vec<u32> =
+        prefixes.iter().filter(|p| p.1 > 24).map(|&(p, len, _)| near4(rng, p, len)).collect();
     bench(
         "random /25-/32 (two loads)",
         &long,

@@ -12,9 +12,9 @@ use std::hash::Hash;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
-use mem::hugemem::HugeArray;
 use crate::reclaim::{GroupPool, Registry};
 use crate::{LpmError, MAX_NEXT_HOP, NextHop};
+use mem::hugemem::HugeArray;
 
 /// Entry holds a route (low 30 bits = next hop).
 pub(crate) const VALID: u32 = 1 << 31;
@@ -26,11 +26,7 @@ pub(crate) const GROUP: usize = 256;
 /// Next hop of a non-extended entry.
 #[inline(always)]
 pub(crate) fn decode(e: u32) -> Option<NextHop> {
-    if e & VALID != 0 {
-        Some(e & PAYLOAD)
-    } else {
-        None
-    }
+    if e & VALID != 0 { Some(e & PAYLOAD) } else { None }
 }
 
 /// Index into the tbl8 pool of the entry selected by `byte` in the group `e` points to.
@@ -53,11 +49,7 @@ pub(crate) trait Key: Copy + Eq + Hash {
 impl Key for u32 {
     const BITS: u8 = 32;
     fn masked(self, len: u8) -> u32 {
-        if len == 0 {
-            0
-        } else {
-            self & (!0u32 << (32 - len))
-        }
+        if len == 0 { 0 } else { self & (!0u32 << (32 - len)) }
     }
     fn top24(self) -> usize {
         (self >> 8) as usize
@@ -70,11 +62,7 @@ impl Key for u32 {
 impl Key for u128 {
     const BITS: u8 = 128;
     fn masked(self, len: u8) -> u128 {
-        if len == 0 {
-            0
-        } else {
-            self & (!0u128 << (128 - len))
-        }
+        if len == 0 { 0 } else { self & (!0u128 << (128 - len)) }
     }
     fn top24(self) -> usize {
         (self >> 104) as usize
@@ -109,10 +97,7 @@ impl Tables {
     pub(crate) fn new(groups: u32) -> Tables {
         assert!(groups <= PAYLOAD, "at most 2^30 - 1 tbl8 groups");
         let map = |n| HugeArray::zeroed(n).expect("cannot map LPM table");
-        Tables {
-            tbl24: map(1 << 24),
-            tbl8: map(groups as usize * GROUP),
-        }
+        Tables { tbl24: map(1 << 24), tbl8: map(groups as usize * GROUP) }
     }
 }
 
@@ -321,11 +306,7 @@ impl<K: Key> Writer<K> {
         let (e, d) = (0..len)
             .rev()
             .filter(|&l| !self.rules[l as usize].is_empty())
-            .find_map(|l| {
-                self.rules[l as usize]
-                    .get(&p.masked(l))
-                    .map(|&nh| (VALID | nh, l + 1))
-            })
+            .find_map(|l| self.rules[l as usize].get(&p.masked(l)).map(|&nh| (VALID | nh, l + 1)))
             .unwrap_or((0, 0));
         let depth = len + 1;
         let pred = |cur: u8| cur == depth;

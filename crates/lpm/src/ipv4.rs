@@ -4,9 +4,9 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering::Acquire;
 
 use crate::dir::{EXT, GroupStats, Tables, Writer, decode, tbl8_index};
-use mem::prefetch::prefetch_read as prefetch;
 use crate::reclaim::{Grace, Reader, Registry};
 use crate::{LpmError, NextHop};
+use mem::prefetch::prefetch_read as prefetch;
 
 /// Default tbl8 pool: 65,536 groups = 64 MiB of address space (committed as used). A
 /// realistic 1M-prefix table has about 1% of prefixes longer than /24, i.e. ~10k groups.
@@ -75,11 +75,8 @@ impl Ipv4Lpm {
     #[inline]
     pub fn lookup(&self, addr: u32) -> Option<NextHop> {
         let e = self.t.tbl24[(addr >> 8) as usize].load(Acquire);
-        let e = if e & EXT == 0 {
-            e
-        } else {
-            self.t.tbl8[tbl8_index(e, addr as usize)].load(Acquire)
-        };
+        let e =
+            if e & EXT == 0 { e } else { self.t.tbl8[tbl8_index(e, addr as usize)].load(Acquire) };
         decode(e)
     }
 
@@ -87,10 +84,7 @@ impl Ipv4Lpm {
     /// addresses at a time: prefetch all tbl24 lines, load them, then prefetch and load the
     /// tbl8 entries of the extended ones, so the cache misses of a batch overlap.
     pub fn lookup_batch(&self, addrs: &[u32], out: &mut [Option<NextHop>]) {
-        assert!(
-            out.len() >= addrs.len(),
-            "lookup_batch: output shorter than input"
-        );
+        assert!(out.len() >= addrs.len(), "lookup_batch: output shorter than input");
         let (tbl24, tbl8) = (&*self.t.tbl24, &*self.t.tbl8);
         let mut chunks = addrs.chunks_exact(LANES);
         let mut outs = out.chunks_exact_mut(LANES);

@@ -16,9 +16,9 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering::Acquire;
 
 use crate::dir::{EXT, GroupStats, Tables, Writer, decode, tbl8_index};
-use mem::prefetch::prefetch_read as prefetch;
 use crate::reclaim::{Grace, Reader, Registry};
 use crate::{LpmError, NextHop};
+use mem::prefetch::prefetch_read as prefetch;
 
 /// Default tbl8 pool: 2^19 groups = 512 MiB of address space, committed only as groups are
 /// first used (a realistic 200k-prefix table touches well under half).
@@ -96,10 +96,7 @@ impl Ipv6Lpm {
     /// Batched lookup (`out` at least as long as `addrs`): 8 addresses at a time, level by
     /// level, prefetching every lane's entry of a level before loading any of them.
     pub fn lookup_batch(&self, addrs: &[u128], out: &mut [Option<NextHop>]) {
-        assert!(
-            out.len() >= addrs.len(),
-            "lookup_batch: output shorter than input"
-        );
+        assert!(out.len() >= addrs.len(), "lookup_batch: output shorter than input");
         let (tbl24, tbl8) = (&*self.t.tbl24, &*self.t.tbl8);
         let mut chunks = addrs.chunks_exact(LANES);
         let mut outs = out.chunks_exact_mut(LANES);

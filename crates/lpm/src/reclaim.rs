@@ -94,15 +94,9 @@ pub(crate) struct Registry {
 impl Registry {
     pub(crate) fn register(&self) -> Reader {
         let state = Arc::new(AtomicU64::new(0));
-        self.readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(state.clone());
+        self.readers.lock().unwrap_or_else(|e| e.into_inner()).push(state.clone());
         fence(Ordering::SeqCst);
-        Reader {
-            state,
-            _not_sync: PhantomData,
-        }
+        Reader { state, _not_sync: PhantomData }
     }
 
     /// Online readers and their current state; called after unpublishing groups.
@@ -218,10 +212,7 @@ impl GroupPool {
             self.reused += 1;
             g
         } else {
-            assert!(
-                self.next_fresh < self.capacity,
-                "tbl8 alloc without reserve"
-            );
+            assert!(self.next_fresh < self.capacity, "tbl8 alloc without reserve");
             self.next_fresh += 1;
             self.next_fresh - 1
         };

@@ -20,13 +20,18 @@ pub enum BuildError {
 /// and MAC.
 pub fn ports(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
     let path = cfg.path.display().to_string();
-    let physical: Vec<&config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
+    let physical: Vec<&config::Interface> =
+        cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();
     let mut ports = Vec::new();
     for iface in &cfg.interfaces {
         let parent_name = iface.vlan.as_ref().map_or(&iface.name, |v| &v.parent);
-        let phys = physical.iter().position(|p| &p.name == parent_name)
+        let phys = physical
+            .iter()
+            .position(|p| &p.name == parent_name)
             .ok_or_else(|| BuildError::UnknownInterface(path.clone(), parent_name.clone()))?;
-        let mac = physical[phys].mac.ok_or_else(|| BuildError::NoMac(path.clone(), physical[phys].name.clone()))?;
+        let mac = physical[phys]
+            .mac
+            .ok_or_else(|| BuildError::NoMac(path.clone(), physical[phys].name.clone()))?;
         ports.push(PortInfo {
             name: iface.name.clone(),
             mac: MacAddr(mac.0),
@@ -41,11 +46,18 @@ pub fn ports(cfg: &config::Config) -> Result<Vec<PortInfo>, BuildError> {
 
 /// The logical port called `name` (`path`: the config's, for the error).
 fn port_named(ports: &[PortInfo], name: &str, path: &str) -> Result<u16, BuildError> {
-    ports.iter().position(|p| p.name == name).map(|i| i as u16).ok_or_else(|| BuildError::UnknownInterface(path.to_owned(), name.to_owned()))
+    ports
+        .iter()
+        .position(|p| p.name == name)
+        .map(|i| i as u16)
+        .ok_or_else(|| BuildError::UnknownInterface(path.to_owned(), name.to_owned()))
 }
 
 /// The config's static routes as the FIB takes them (interfaces resolved to logical ports).
-pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<StaticRoute>, BuildError> {
+pub fn static_routes(
+    cfg: &config::Config,
+    ports: &[PortInfo],
+) -> Result<Vec<StaticRoute>, BuildError> {
     let path = cfg.path.display().to_string();
     let port_of = |name: &str| port_named(ports, name, &path);
     let mut out = Vec::with_capacity(cfg.routes.len());
@@ -54,7 +66,11 @@ pub fn static_routes(cfg: &config::Config, ports: &[PortInfo]) -> Result<Vec<Sta
         let target = if hops.is_empty() {
             Target::Connected(port_of(&r.interface)?)
         } else {
-            Target::Via(hops.into_iter().map(|(gw, i)| Ok((gw, port_of(i)?))).collect::<Result<_, BuildError>>()?)
+            Target::Via(
+                hops.into_iter()
+                    .map(|(gw, i)| Ok((gw, port_of(i)?)))
+                    .collect::<Result<_, BuildError>>()?,
+            )
         };
         out.push(StaticRoute { prefix: r.prefix.addr, len: r.prefix.len, target });
     }
@@ -82,7 +98,8 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
             }
             // The prefix's Subnet-Router anycast address is the router's (RFC 4291 2.6.1).
             if let IpAddr::V6(v6) = a.addr
-                && let Some(anycast) = dataplane::ports::subnet_router_anycast(u128::from(v6), a.prefix_len)
+                && let Some(anycast) =
+                    dataplane::ports::subnet_router_anycast(u128::from(v6), a.prefix_len)
             {
                 ctl.add_local(IpAddr::V6(anycast.into())).map_err(fib_err)?;
             }

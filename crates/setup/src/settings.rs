@@ -6,7 +6,9 @@ use wire::router_advert::{AdvertPrefix, RouterAdvert};
 
 /// The config's `[router.punt]`.
 pub fn punt_policy(p: &config::PuntSettings) -> PuntPolicy {
-    let c = |l: config::PuntClassLimits| Some(RateLimit { per_second: u64::from(l.rate), burst: u64::from(l.burst) });
+    let c = |l: config::PuntClassLimits| {
+        Some(RateLimit { per_second: u64::from(l.rate), burst: u64::from(l.burst) })
+    };
     let q = |l: config::PuntClassLimits| l.queue as usize;
     PuntPolicy {
         police: [c(p.arp_nd), c(p.local), c(p.resolve), c(p.fragment), None],
@@ -23,7 +25,12 @@ pub fn advert_settings(cfg: &config::RouterAdvertSettings) -> AdvertSettings {
         .prefixes
         .iter()
         .filter_map(|p| match p.addr {
-            std::net::IpAddr::V6(a) => Some(AdvertPrefix { prefix: a, len: p.len, valid_lifetime: cfg.valid_lifetime, preferred_lifetime: cfg.preferred_lifetime }),
+            std::net::IpAddr::V6(a) => Some(AdvertPrefix {
+                prefix: a,
+                len: p.len,
+                valid_lifetime: cfg.valid_lifetime,
+                preferred_lifetime: cfg.preferred_lifetime,
+            }),
             std::net::IpAddr::V4(_) => None,
         })
         .collect();

@@ -8,8 +8,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use dataplane::counters::DropReason;
 use dataplane::Worker;
+use dataplane::counters::DropReason;
 use io::mem::{CountingTx, PcapTx, ReplayRx};
 use io::{FramePool, TxPort};
 use wire::build::{UdpFlow, udp_frame};
@@ -27,7 +27,8 @@ fn v4(a: [u8; 4]) -> IpAddr {
 }
 
 fn udp(src: IpAddr, dst: IpAddr, ttl: u8) -> Vec<u8> {
-    let flow = UdpFlow { src_mac: HOST_A, dst_mac: ROUTER_A, src, dst, src_port: 4000, dst_port: 53, ttl };
+    let flow =
+        UdpFlow { src_mac: HOST_A, dst_mac: ROUTER_A, src, dst, src_port: 4000, dst_port: 53, ttl };
     let mut buf = vec![0u8; 256];
     let len = udp_frame(&flow, 60, &mut buf).unwrap();
     buf.truncate(len);
@@ -71,7 +72,10 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
         (udp(a2, v4([10, 1, 2, 3]), 64), fwd),
         (udp(a2, v4([198, 19, 0, 2]), 64), fwd),
         (udp(a2, v4([10, 9, 9, 9]), 1), dropped(DropReason::TtlExpired)),
-        (with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| ip.set_checksum(0x1234)), dropped(DropReason::BadChecksum)),
+        (
+            with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| ip.set_checksum(0x1234)),
+            dropped(DropReason::BadChecksum),
+        ),
         (udp(a2, v4([192, 0, 2, 1]), 64), dropped(DropReason::NoRoute)),
         (udp(a2, v4([203, 0, 113, 5]), 64), SlowPath),
         (udp(v4([127, 0, 0, 1]), v4([10, 1, 2, 3]), 64), dropped(DropReason::MartianSource)),
@@ -98,20 +102,29 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
     out.push((opt, fwd));
     // Malformed frames.
     out.push((udp(a2, v4([10, 1, 2, 3]), 64)[..30].to_vec(), dropped(DropReason::Truncated)));
-    out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
-        ip.set_version(5);
-        ip.fill_checksum();
-    }), dropped(DropReason::BadVersion)));
+    out.push((
+        with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
+            ip.set_version(5);
+            ip.fill_checksum();
+        }),
+        dropped(DropReason::BadVersion),
+    ));
     // Total length beyond the frame: the frame lost bytes on the way.
-    out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
-        ip.set_total_len(200);
-        ip.fill_checksum();
-    }), dropped(DropReason::Truncated)));
+    out.push((
+        with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
+            ip.set_total_len(200);
+            ip.fill_checksum();
+        }),
+        dropped(DropReason::Truncated),
+    ));
     // Total length shorter than the header itself (RFC 1812 5.2.2).
-    out.push((with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
-        ip.set_total_len(10);
-        ip.fill_checksum();
-    }), dropped(DropReason::BadLength)));
+    out.push((
+        with_ipv4(udp(a2, v4([10, 1, 2, 3]), 64), |ip| {
+            ip.set_total_len(10);
+            ip.fill_checksum();
+        }),
+        dropped(DropReason::BadLength),
+    ));
     let mut lldp = udp(a2, v4([10, 1, 2, 3]), 64);
     lldp[12..14].copy_from_slice(&[0x88, 0xcc]);
     out.push((lldp, dropped(DropReason::UnknownEthertype)));
@@ -121,7 +134,10 @@ fn input() -> Vec<(Vec<u8>, Fate)> {
     out.push((udp(a2, v4([10, 77, 1, 1]), 64), fwd));
     out.push((tagged(udp(v4([198, 21, 0, 2]), v4([10, 1, 2, 3]), 64), 5), fwd));
     out.push((tagged(udp(v4([198, 21, 0, 2]), v4([10, 77, 1, 1]), 64), 5), fwd));
-    out.push((tagged(tagged(udp(a2, v4([10, 1, 2, 3]), 64), 5), 5), dropped(DropReason::UnknownVlan)));
+    out.push((
+        tagged(tagged(udp(a2, v4([10, 1, 2, 3]), 64), 5), 5),
+        dropped(DropReason::UnknownVlan),
+    ));
     let mut elsewhere = udp(a2, v4([10, 1, 2, 3]), 64);
     elsewhere[5] = 0x99;
     out.push((elsewhere, dropped(DropReason::NotForUs)));
@@ -149,7 +165,8 @@ fn golden_pcap_in_pcap_out() {
     let recs = io::pcap::read_file(&input_path).unwrap();
     let rx = ReplayRx::new(0, recs.iter().map(|r| r.data.clone())).once();
     let tx = vec![PcapTx::new(Vec::new()).unwrap(), PcapTx::new(Vec::new()).unwrap()];
-    let mut w = Worker::new(ctl.fib(), &ports, vec![rx], tx, CountingTx::new(), FramePool::new(64), 4);
+    let mut w =
+        Worker::new(ctl.fib(), &ports, vec![rx], tx, CountingTx::new(), FramePool::new(64), 4);
     while !w.rx[0].finished() {
         w.poll();
     }
@@ -190,7 +207,8 @@ fn golden_pcap_in_pcap_out() {
         let l2 = wire::parse_l2(&rec.data).unwrap();
         let l3 = &rec.data[l2.l3_offset..];
         // Only lr-b.7's route (10.77/16) goes out tagged.
-        let to_vlan7 = l2.ethertype == wire::EtherType::Ipv4 && Ipv4Packet::new_checked(l3).unwrap().dst_addr().octets()[1] == 77;
+        let to_vlan7 = l2.ethertype == wire::EtherType::Ipv4
+            && Ipv4Packet::new_checked(l3).unwrap().dst_addr().octets()[1] == 77;
         assert_eq!(l2.vlans, [to_vlan7.then_some(7), None]);
         tags += usize::from(to_vlan7);
         if l2.ethertype == wire::EtherType::Ipv4 {

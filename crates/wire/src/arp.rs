@@ -224,10 +224,7 @@ mod tests {
         assert_eq!(arp.operation(), ArpOperation::Request);
         assert_eq!((arp.hardware_type(), arp.protocol_type()), (1, 0x0800));
         assert_eq!((arp.hardware_len(), arp.protocol_len()), (6, 4));
-        assert_eq!(
-            arp.sender_hw_addr(),
-            MacAddr([0x00, 0x07, 0x0d, 0xaf, 0xf4, 0x54])
-        );
+        assert_eq!(arp.sender_hw_addr(), MacAddr([0x00, 0x07, 0x0d, 0xaf, 0xf4, 0x54]));
         assert_eq!(arp.sender_proto_addr(), Ipv4Addr::new(24, 166, 172, 1));
         assert_eq!(arp.target_hw_addr(), MacAddr::ZERO);
         assert_eq!(arp.target_proto_addr(), Ipv4Addr::new(24, 166, 173, 159));
@@ -236,10 +233,7 @@ mod tests {
     #[test]
     fn errors() {
         let p = &ARP_REQUEST[14..];
-        assert_eq!(
-            ArpPacket::new_checked(&p[..27]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(ArpPacket::new_checked(&p[..27]).err(), Some(Error::Truncated));
         assert!(ArpPacket::new_checked(&p[..28]).is_ok());
         for (i, v) in [(1, 6u8), (3, 0xdd), (4, 16), (5, 16)] {
             let mut b = [0u8; 28];

@@ -151,12 +151,7 @@ pub fn udp_frame_vlan(
     frame_len: usize,
     buf: &mut [u8],
 ) -> Result<usize, Error> {
-    write_udp(
-        flow,
-        Some(vid),
-        frame_len.max(MIN_FRAME_LEN) - ETH - VLAN,
-        buf,
-    )
+    write_udp(flow, Some(vid), frame_len.max(MIN_FRAME_LEN) - ETH - VLAN, buf)
 }
 
 /// A UDP frame whose IP packet (header included) is `ip_len` bytes, for
@@ -339,29 +334,14 @@ mod tests {
     #[test]
     fn udp_errors() {
         let mut buf = [0u8; 100];
-        assert_eq!(
-            udp_frame(&flow4(), 101, &mut buf),
-            Err(Error::BufferTooSmall)
-        );
-        assert_eq!(
-            udp_frame(&flow4(), 0, &mut buf[..59]),
-            Err(Error::BufferTooSmall)
-        );
-        let mixed = UdpFlow {
-            dst: flow6().dst,
-            ..flow4()
-        };
+        assert_eq!(udp_frame(&flow4(), 101, &mut buf), Err(Error::BufferTooSmall));
+        assert_eq!(udp_frame(&flow4(), 0, &mut buf[..59]), Err(Error::BufferTooSmall));
+        let mixed = UdpFlow { dst: flow6().dst, ..flow4() };
         assert_eq!(udp_frame(&mixed, 60, &mut buf), Err(Error::Malformed));
         let mut big = vec![0u8; 70_000];
-        assert_eq!(
-            udp_frame_ip_len(&flow4(), 65_536, &mut big),
-            Err(Error::BadLength)
-        );
+        assert_eq!(udp_frame_ip_len(&flow4(), 65_536, &mut big), Err(Error::BadLength));
         assert_eq!(udp_frame_ip_len(&flow6(), 65_575, &mut big), Ok(65_589));
-        assert_eq!(
-            udp_frame_ip_len(&flow6(), 65_576, &mut big),
-            Err(Error::BadLength)
-        );
+        assert_eq!(udp_frame_ip_len(&flow6(), 65_576, &mut big), Err(Error::BadLength));
     }
 
     #[test]
@@ -374,14 +354,8 @@ mod tests {
         assert_eq!(ip.total_len(), 32);
         let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
         assert!(icmp.verify_checksum());
-        assert_eq!(
-            (icmp.echo_ident(), icmp.echo_seq(), icmp.data()),
-            (9, 10, &b"ping"[..])
-        );
-        assert_eq!(
-            icmpv4_echo_frame(&flow6(), 0, 0, &[], &mut buf),
-            Err(Error::Malformed)
-        );
+        assert_eq!((icmp.echo_ident(), icmp.echo_seq(), icmp.data()), (9, 10, &b"ping"[..]));
+        assert_eq!(icmpv4_echo_frame(&flow6(), 0, 0, &[], &mut buf), Err(Error::Malformed));
 
         let n = icmpv6_echo_frame(&flow6(), 1, 2, b"pong", &mut buf).unwrap();
         assert_eq!(n, 14 + 40 + 12);
@@ -389,10 +363,7 @@ mod tests {
         let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
         assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
         assert_eq!(icmp.msg_type(), Icmpv6Type::EchoRequest);
-        assert_eq!(
-            icmpv6_echo_frame(&flow4(), 0, 0, &[], &mut buf),
-            Err(Error::Malformed)
-        );
+        assert_eq!(icmpv6_echo_frame(&flow4(), 0, 0, &[], &mut buf), Err(Error::Malformed));
 
         let n = arp_frame(
             ArpOperation::Request,

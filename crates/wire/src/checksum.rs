@@ -78,9 +78,7 @@ pub fn pseudo_header_v4(src: &Ipv4Addr, dst: &Ipv4Addr, proto: u8, len: u32) -> 
 #[inline]
 pub fn pseudo_header_v6(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, len: u32) -> u32 {
     let s = u64::from(sum(&src.octets())) + u64::from(sum(&dst.octets()));
-    u32::from(fold(
-        s + u64::from(len >> 16) + u64::from(len & 0xffff) + u64::from(next_header),
-    ))
+    u32::from(fold(s + u64::from(len >> 16) + u64::from(len & 0xffff) + u64::from(next_header)))
 }
 
 /// Incrementally update a checksum after one 16-bit word changed from
@@ -129,11 +127,7 @@ mod tests {
     fn naive(data: &[u8]) -> u16 {
         let mut s: u32 = 0;
         for (i, b) in data.iter().enumerate() {
-            s += if i % 2 == 0 {
-                u32::from(*b) << 8
-            } else {
-                u32::from(*b)
-            };
+            s += if i % 2 == 0 { u32::from(*b) << 8 } else { u32::from(*b) };
             while s > 0xffff {
                 s = (s & 0xffff) + (s >> 16);
             }

@@ -52,11 +52,7 @@ impl MacAddr {
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
     }
 }
 
@@ -312,10 +308,7 @@ impl<T: AsRef<[u8]>> VlanHeader<T> {
     /// The EtherType of what follows the tag.
     #[inline]
     pub fn inner_ethertype(&self) -> EtherType {
-        EtherType::from(read16(
-            header::<4>(self.buffer.as_ref()),
-            field::INNER_ETHERTYPE,
-        ))
+        EtherType::from(read16(header::<4>(self.buffer.as_ref()), field::INNER_ETHERTYPE))
     }
 
     /// Everything after the tag.
@@ -355,11 +348,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> VlanHeader<T> {
     /// Set the inner EtherType.
     #[inline]
     pub fn set_inner_ethertype(&mut self, e: EtherType) {
-        write16(
-            header_mut::<4>(self.buffer.as_mut()),
-            field::INNER_ETHERTYPE,
-            e.into(),
-        );
+        write16(header_mut::<4>(self.buffer.as_mut()), field::INNER_ETHERTYPE, e.into());
     }
 
     /// Mutable payload.
@@ -410,11 +399,7 @@ pub fn parse_l2(frame: &[u8]) -> Result<L2Header, Error> {
     if et == TPID_VLAN || et == TPID_QINQ {
         return Err(Error::Malformed);
     }
-    Ok(L2Header {
-        ethertype: EtherType::from(et),
-        l3_offset: off,
-        vlans,
-    })
+    Ok(L2Header { ethertype: EtherType::from(et), l3_offset: off, vlans })
 }
 
 #[cfg(test)]
@@ -452,12 +437,7 @@ mod tests {
             assert_eq!(bad.parse::<MacAddr>(), Err(Error::Malformed), "{bad:?}");
         }
         assert!(MacAddr::BROADCAST.is_broadcast() && MacAddr::BROADCAST.is_multicast());
-        assert!(
-            "01:00:5e:00:00:fb"
-                .parse::<MacAddr>()
-                .unwrap()
-                .is_multicast()
-        );
+        assert!("01:00:5e:00:00:fb".parse::<MacAddr>().unwrap().is_multicast());
         assert!(!m.is_broadcast() && m.is_unicast());
         assert_eq!(format!("{:?}", MacAddr::ZERO), "MacAddr(00:00:00:00:00:00)");
     }
@@ -488,11 +468,7 @@ mod tests {
         let l2 = parse_l2(&QINQ).unwrap();
         assert_eq!(
             l2,
-            L2Header {
-                ethertype: EtherType::Ipv4,
-                l3_offset: 22,
-                vlans: [Some(100), Some(200)]
-            }
+            L2Header { ethertype: EtherType::Ipv4, l3_offset: 22, vlans: [Some(100), Some(200)] }
         );
     }
 
@@ -502,20 +478,12 @@ mod tests {
         f[12..14].copy_from_slice(&[0x86, 0xdd]);
         assert_eq!(
             parse_l2(&f).unwrap(),
-            L2Header {
-                ethertype: EtherType::Ipv6,
-                l3_offset: 14,
-                vlans: [None, None]
-            }
+            L2Header { ethertype: EtherType::Ipv6, l3_offset: 14, vlans: [None, None] }
         );
         f[12..18].copy_from_slice(&[0x81, 0x00, 0xef, 0xff, 0x08, 0x06]);
         assert_eq!(
             parse_l2(&f).unwrap(),
-            L2Header {
-                ethertype: EtherType::Arp,
-                l3_offset: 18,
-                vlans: [Some(0xfff), None]
-            }
+            L2Header { ethertype: EtherType::Arp, l3_offset: 18, vlans: [Some(0xfff), None] }
         );
     }
 
@@ -533,20 +501,9 @@ mod tests {
 
     #[test]
     fn new_checked_errors() {
-        assert_eq!(
-            EthernetFrame::new_checked(&QINQ[..13]).err(),
-            Some(Error::Truncated)
-        );
-        assert!(
-            EthernetFrame::new_checked(&QINQ[..14])
-                .unwrap()
-                .payload()
-                .is_empty()
-        );
-        assert_eq!(
-            VlanHeader::new_checked(&QINQ[..3]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(EthernetFrame::new_checked(&QINQ[..13]).err(), Some(Error::Truncated));
+        assert!(EthernetFrame::new_checked(&QINQ[..14]).unwrap().payload().is_empty());
+        assert_eq!(VlanHeader::new_checked(&QINQ[..3]).err(), Some(Error::Truncated));
     }
 
     #[test]
@@ -565,12 +522,7 @@ mod tests {
         v.set_dei(false);
         v.set_pcp(2);
         assert_eq!((v.vid(), v.pcp(), v.dei()), (0xabc, 2, false));
-        assert_eq!(
-            buf[..14],
-            [
-                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 0x81, 0x00
-            ]
-        );
+        assert_eq!(buf[..14], [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 0x81, 0x00]);
         assert_eq!(buf[14..], [0x4a, 0xbc, 0x86, 0xdd]);
     }
 }

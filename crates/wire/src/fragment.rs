@@ -99,11 +99,7 @@ pub fn fragment_ipv4(
     let pushed = out.len();
     let mut pos = 0;
     while pos < data.len() {
-        let (hdr, max) = if pos == 0 {
-            (header, first_max)
-        } else {
-            (rest, rest_max)
-        };
+        let (hdr, max) = if pos == 0 { (header, first_max) } else { (rest, rest_max) };
         let n = max.min(data.len() - pos);
         let last = pos + n == data.len();
         let mut f = Vec::with_capacity(l2.len() + hdr.len() + n);
@@ -200,9 +196,8 @@ mod tests {
         0x00, // EOL
     ];
     /// The copied ones, padded: what every fragment after the first carries.
-    const COPIED: [u8; 12] = [
-        0x83, 0x07, 0x04, 0xc0, 0x00, 0x02, 0xfe, 0x94, 0x04, 0x00, 0x00, 0x00,
-    ];
+    const COPIED: [u8; 12] =
+        [0x83, 0x07, 0x04, 0xc0, 0x00, 0x02, 0xfe, 0x94, 0x04, 0x00, 0x00, 0x00];
 
     /// `frame` with `opts` inserted into the IP header (IHL, total length, checksum fixed).
     fn with_options(frame: &[u8], l3: usize, opts: &[u8]) -> Vec<u8> {
@@ -225,15 +220,8 @@ mod tests {
         for (k, f) in frags.iter().enumerate() {
             assert_eq!(&f[..l3], &orig[..l3], "fragment {k}: L2 header copied");
             let p = Ipv4Packet::new_checked(&f[l3..]).unwrap();
-            assert_eq!(
-                f.len(),
-                l3 + usize::from(p.total_len()),
-                "fragment {k}: no padding"
-            );
-            assert!(
-                usize::from(p.total_len()) <= mtu,
-                "fragment {k} exceeds the MTU"
-            );
+            assert_eq!(f.len(), l3 + usize::from(p.total_len()), "fragment {k}: no padding");
+            assert!(usize::from(p.total_len()) <= mtu, "fragment {k} exceeds the MTU");
             assert!(p.verify_checksum(), "fragment {k}: checksum");
             assert_eq!(
                 usize::from(p.frag_offset()),
@@ -243,25 +231,15 @@ mod tests {
             assert_eq!(p.frag_offset() % 8, 0);
             let last = k + 1 == frags.len();
             if !last {
-                assert!(
-                    p.payload().len().is_multiple_of(8),
-                    "fragment {k}: 8-byte blocks"
-                );
+                assert!(p.payload().len().is_multiple_of(8), "fragment {k}: 8-byte blocks");
             }
             assert_eq!(p.more_frags(), !last || o.more_frags(), "fragment {k}: MF");
             assert!(!p.dont_frag());
             assert_eq!((p.version(), p.dscp_ecn()), (4, o.dscp_ecn()));
-            assert_eq!(
-                (p.ident(), p.ttl(), p.protocol()),
-                (o.ident(), o.ttl(), o.protocol())
-            );
+            assert_eq!((p.ident(), p.ttl(), p.protocol()), (o.ident(), o.ttl(), o.protocol()));
             assert_eq!((p.src_addr(), p.dst_addr()), (o.src_addr(), o.dst_addr()));
             if k == 0 {
-                assert_eq!(
-                    p.options(),
-                    o.options(),
-                    "first fragment keeps every option"
-                );
+                assert_eq!(p.options(), o.options(), "first fragment keeps every option");
             } else {
                 assert_eq!(p.options(), &later[..], "fragment {k}: copied options only");
             }
@@ -356,14 +334,8 @@ mod tests {
         let f = with_options(&ping_frame(), 14, &rr_only);
         let mut out = Vec::new();
         fragment_ipv4(&f, 14, 576, &mut out).unwrap();
-        assert_eq!(
-            Ipv4Packet::new_checked(&out[0][14..]).unwrap().header_len(),
-            28
-        );
-        assert_eq!(
-            Ipv4Packet::new_checked(&out[1][14..]).unwrap().header_len(),
-            20
-        );
+        assert_eq!(Ipv4Packet::new_checked(&out[0][14..]).unwrap().header_len(), 28);
+        assert_eq!(Ipv4Packet::new_checked(&out[1][14..]).unwrap().header_len(), 20);
         assert_eq!(check_and_reassemble(&f, 14, 576, &out), &f[42..]);
     }
 
@@ -422,69 +394,32 @@ mod tests {
         let mut p = Ipv4Packet::new_unchecked(&mut df[14..]);
         p.set_dont_frag(true);
         p.fill_checksum();
-        assert_eq!(
-            fragment_ipv4(&df, 14, 1280, &mut out),
-            Err(Error::Malformed)
-        );
-        assert_eq!(
-            fragment_ipv4(&df, 14, 1500, &mut out),
-            Ok(1),
-            "fits: DF is fine"
-        );
+        assert_eq!(fragment_ipv4(&df, 14, 1280, &mut out), Err(Error::Malformed));
+        assert_eq!(fragment_ipv4(&df, 14, 1500, &mut out), Ok(1), "fits: DF is fine");
         out.clear();
         // MTU below 68.
-        assert_eq!(
-            fragment_ipv4(&f, 14, 67, &mut out),
-            Err(Error::BufferTooSmall)
-        );
-        assert_eq!(
-            fragment_ipv4(&f, 14, 0, &mut out),
-            Err(Error::BufferTooSmall)
-        );
+        assert_eq!(fragment_ipv4(&f, 14, 67, &mut out), Err(Error::BufferTooSmall));
+        assert_eq!(fragment_ipv4(&f, 14, 0, &mut out), Err(Error::BufferTooSmall));
         // Not IPv4 / truncated.
         let mut v6 = f.clone();
         v6[14] = 0x60;
-        assert_eq!(
-            fragment_ipv4(&v6, 14, 576, &mut out),
-            Err(Error::BadVersion)
-        );
-        assert_eq!(
-            fragment_ipv4(&f[..1000], 14, 576, &mut out),
-            Err(Error::Truncated)
-        );
-        assert_eq!(
-            fragment_ipv4(&f[..10], 14, 576, &mut out),
-            Err(Error::Truncated)
-        );
-        assert_eq!(
-            fragment_ipv4(&f, 1600, 576, &mut out),
-            Err(Error::Truncated)
-        );
+        assert_eq!(fragment_ipv4(&v6, 14, 576, &mut out), Err(Error::BadVersion));
+        assert_eq!(fragment_ipv4(&f[..1000], 14, 576, &mut out), Err(Error::Truncated));
+        assert_eq!(fragment_ipv4(&f[..10], 14, 576, &mut out), Err(Error::Truncated));
+        assert_eq!(fragment_ipv4(&f, 1600, 576, &mut out), Err(Error::Truncated));
         // An option running past the header; a zero option length.
         let bad = with_options(&f, 14, &[0x83, 0x09, 0x04, 0x00]);
-        assert_eq!(
-            fragment_ipv4(&bad, 14, 576, &mut out),
-            Err(Error::BadLength)
-        );
+        assert_eq!(fragment_ipv4(&bad, 14, 576, &mut out), Err(Error::BadLength));
         let bad = with_options(&f, 14, &[0x01, 0x94, 0x00, 0x00]);
-        assert_eq!(
-            fragment_ipv4(&bad, 14, 576, &mut out),
-            Err(Error::BadLength)
-        );
+        assert_eq!(fragment_ipv4(&bad, 14, 576, &mut out), Err(Error::BadLength));
         let bad = with_options(&f, 14, &[0x01, 0x01, 0x01, 0x94]);
-        assert_eq!(
-            fragment_ipv4(&bad, 14, 576, &mut out),
-            Err(Error::BadLength)
-        );
+        assert_eq!(fragment_ipv4(&bad, 14, 576, &mut out), Err(Error::BadLength));
         // Offsets beyond the 13-bit field.
         let mut far = f.clone();
         let mut p = Ipv4Packet::new_unchecked(&mut far[14..]);
         p.set_frag_offset(65000);
         p.fill_checksum();
-        assert_eq!(
-            fragment_ipv4(&far, 14, 576, &mut out),
-            Err(Error::BadLength)
-        );
+        assert_eq!(fragment_ipv4(&far, 14, 576, &mut out), Err(Error::BadLength));
         assert!(out.is_empty(), "nothing pushed on error");
         // The same packet but at the highest offset whose fragments still fit.
         let mut edge = f.clone();

@@ -48,10 +48,7 @@ pub enum IcmpError {
     /// with `code` for IPv4 (type 3, e.g. 3 port unreachable, 13 administratively
     /// prohibited) or `code6` for IPv6 (type 1, e.g. 4 port unreachable, 1 administratively
     /// prohibited).
-    Refused {
-        code: u8,
-        code6: u8,
-    },
+    Refused { code: u8, code6: u8 },
 }
 
 impl IcmpError {

@@ -306,16 +306,8 @@ mod tests {
 
     #[test]
     fn errors_and_round_trip() {
-        assert_eq!(
-            Icmpv4Packet::new_checked(&ICMPV4_ECHO[20..27]).err(),
-            Some(Error::Truncated)
-        );
-        assert!(
-            Icmpv4Packet::new_checked(&ICMPV4_ECHO[20..28])
-                .unwrap()
-                .data()
-                .is_empty()
-        );
+        assert_eq!(Icmpv4Packet::new_checked(&ICMPV4_ECHO[20..27]).err(), Some(Error::Truncated));
+        assert!(Icmpv4Packet::new_checked(&ICMPV4_ECHO[20..28]).unwrap().data().is_empty());
         for v in 0..=255u8 {
             assert_eq!(u8::from(Icmpv4Type::from(v)), v);
         }

@@ -326,20 +326,15 @@ mod tests {
 
     #[test]
     fn errors_round_trip_and_build() {
-        assert_eq!(
-            Icmpv6Packet::new_checked(&[0u8; 7][..]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(Icmpv6Packet::new_checked(&[0u8; 7][..]).err(), Some(Error::Truncated));
         for v in 0..=255u8 {
             assert_eq!(u8::from(Icmpv6Type::from(v)), v);
         }
         assert!(Icmpv6Type::from(135).is_ndp());
         assert!(Icmpv6Type::PacketTooBig.is_error());
 
-        let (src, dst): (Ipv6Addr, Ipv6Addr) = (
-            "fe80::1".parse().unwrap(),
-            "ff02::1:ff00:2".parse().unwrap(),
-        );
+        let (src, dst): (Ipv6Addr, Ipv6Addr) =
+            ("fe80::1".parse().unwrap(), "ff02::1:ff00:2".parse().unwrap());
         let mut b = [0u8; 24];
         let mut p = Icmpv6Packet::new_checked(&mut b[..]).unwrap();
         p.set_msg_type(Icmpv6Type::NeighborSolicit);
@@ -359,9 +354,6 @@ mod tests {
         // A truncated NS has no target.
         let mut s = [0u8; 12];
         s[0] = 135;
-        assert_eq!(
-            Icmpv6Packet::new_checked(&s[..]).unwrap().ndp_target_addr(),
-            None
-        );
+        assert_eq!(Icmpv6Packet::new_checked(&s[..]).unwrap().ndp_target_addr(), None);
     }
 }

@@ -436,14 +436,8 @@ mod tests {
     #[test]
     fn new_checked_errors() {
         let p = &DNS_QUERY[14..];
-        assert_eq!(
-            Ipv4Packet::new_checked(&p[..19]).err(),
-            Some(Error::Truncated)
-        );
-        assert_eq!(
-            Ipv4Packet::new_checked(&[][..]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(Ipv4Packet::new_checked(&p[..19]).err(), Some(Error::Truncated));
+        assert_eq!(Ipv4Packet::new_checked(&[][..]).err(), Some(Error::Truncated));
         let with = |i: usize, v: u8| {
             let mut b = p.to_vec();
             b[i] = v;
@@ -458,10 +452,7 @@ mod tests {
         // IHL*4 > buffer even though total length is small.
         let mut b = IGMP_RA;
         b[0] = 0x47;
-        assert_eq!(
-            Ipv4Packet::new_checked(&b[..27]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(Ipv4Packet::new_checked(&b[..27]).err(), Some(Error::Truncated));
     }
 
     #[test]

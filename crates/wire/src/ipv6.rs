@@ -315,22 +315,13 @@ mod tests {
         let ip = Ipv6Packet::new_checked(&b[..]).unwrap();
         assert_eq!(ip.upper_layer(), Err(Error::Truncated));
         b[5] = 1;
-        assert_eq!(
-            Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(),
-            Err(Error::Truncated)
-        );
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(), Err(Error::Truncated));
         b[5] = 4; // HBH claims 8 bytes, only 4 present.
-        assert_eq!(
-            Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(),
-            Err(Error::Truncated)
-        );
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(), Err(Error::Truncated));
         // Hop-by-Hop not first.
         let mut b = IPV6_HBH_FRAG_UDP;
         b[48] = 0;
-        assert_eq!(
-            Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(),
-            Err(Error::Malformed)
-        );
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(), Err(Error::Malformed));
         // A long chain of destination options headers: 8 is fine, 9 is not.
         let chain = |n: usize| {
             let mut v = vec![0u8; 40 + 8 * n + 8];
@@ -351,28 +342,16 @@ mod tests {
         v[6] = 51;
         v[40] = 6;
         v[41] = 4;
-        assert_eq!(
-            Ipv6Packet::new_checked(v).unwrap().upper_layer(),
-            Ok((IpProtocol::Tcp, 64))
-        );
+        assert_eq!(Ipv6Packet::new_checked(v).unwrap().upper_layer(), Ok((IpProtocol::Tcp, 64)));
     }
 
     #[test]
     fn new_checked_errors() {
-        assert_eq!(
-            Ipv6Packet::new_checked(&ICMPV6_ECHO[..39]).err(),
-            Some(Error::Truncated)
-        );
-        assert_eq!(
-            Ipv6Packet::new_checked(&ICMPV6_ECHO[..55]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(Ipv6Packet::new_checked(&ICMPV6_ECHO[..39]).err(), Some(Error::Truncated));
+        assert_eq!(Ipv6Packet::new_checked(&ICMPV6_ECHO[..55]).err(), Some(Error::Truncated));
         let mut b = ICMPV6_ECHO;
         b[0] = 0x45;
-        assert_eq!(
-            Ipv6Packet::new_checked(&b[..]).err(),
-            Some(Error::BadVersion)
-        );
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).err(), Some(Error::BadVersion));
         // Padding after the payload is fine and excluded.
         let mut v = ICMPV6_ECHO.to_vec();
         v.extend_from_slice(&[0; 6]);
@@ -390,10 +369,7 @@ mod tests {
         ip.set_src_addr(Ipv6Addr::LOCALHOST);
         ip.set_dst_addr(Ipv6Addr::UNSPECIFIED);
         ip.set_payload_len(8);
-        assert_eq!(
-            (ip.version(), ip.traffic_class(), ip.flow_label()),
-            (6, 0xb8, 0x12345)
-        );
+        assert_eq!((ip.version(), ip.traffic_class(), ip.flow_label()), (6, 0xb8, 0x12345));
         assert_eq!((ip.hop_limit(), ip.next_header()), (1, IpProtocol::Udp));
         assert_eq!(ip.src_addr(), Ipv6Addr::LOCALHOST);
         assert_eq!(ip.dst_addr_u128(), 0);

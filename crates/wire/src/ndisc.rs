@@ -173,7 +173,9 @@ pub fn parse_nd(l3: &[u8]) -> Result<Option<NdMessage>, NdError> {
     let Ok(ip) = Ipv6Packet::new_checked(l3) else { return Ok(None) };
     let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else { return Ok(None) };
     let kind = icmp.msg_type();
-    if ip.next_header() != IpProtocol::Icmpv6 || !matches!(kind, Icmpv6Type::NeighborSolicit | Icmpv6Type::NeighborAdvert) {
+    if ip.next_header() != IpProtocol::Icmpv6
+        || !matches!(kind, Icmpv6Type::NeighborSolicit | Icmpv6Type::NeighborAdvert)
+    {
         return Ok(None);
     }
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
@@ -206,7 +208,8 @@ pub fn parse_nd(l3: &[u8]) -> Result<Option<NdMessage>, NdError> {
             return Err(NdError::DadDestination);
         }
     }
-    if kind == Icmpv6Type::NeighborAdvert && dst.is_multicast() && flags & na_flags::SOLICITED != 0 {
+    if kind == Icmpv6Type::NeighborAdvert && dst.is_multicast() && flags & na_flags::SOLICITED != 0
+    {
         return Err(NdError::MulticastSolicited);
     }
     Ok(Some(NdMessage { kind, src, dst, target, flags, source_ll, target_ll }))
@@ -332,7 +335,13 @@ pub fn anycast_neighbor_advert(
     advert_for(frame, router_mac, target, 0, buf)
 }
 
-fn advert_for(frame: &[u8], router_mac: MacAddr, target: Ipv6Addr, override_flag: u32, buf: &mut [u8]) -> Result<usize, Error> {
+fn advert_for(
+    frame: &[u8],
+    router_mac: MacAddr,
+    target: Ipv6Addr,
+    override_flag: u32,
+    buf: &mut [u8],
+) -> Result<usize, Error> {
     let l2 = parse_l2(frame)?;
     if l2.ethertype != EtherType::Ipv6 {
         return Err(Error::Malformed);
@@ -346,11 +355,7 @@ fn advert_for(frame: &[u8], router_mac: MacAddr, target: Ipv6Addr, override_flag
     let dad = ns.src.is_unspecified();
     let (dst, dst_mac, flags) = if dad {
         let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
-        (
-            all_nodes,
-            multicast_mac(all_nodes),
-            na_flags::ROUTER | override_flag,
-        )
+        (all_nodes, multicast_mac(all_nodes), na_flags::ROUTER | override_flag)
     } else {
         let mac = ns.source_ll.unwrap_or_else(|| EthernetFrame::new_unchecked(frame).src_addr());
         let f = na_flags::ROUTER | na_flags::SOLICITED | override_flag;
@@ -363,15 +368,7 @@ fn advert_for(frame: &[u8], router_mac: MacAddr, target: Ipv6Addr, override_flag
     EthernetFrame::new_unchecked(&mut *out).set_dst_addr(dst_mac);
     let ip = &mut out[off..off + ip_len];
     let opt = Some((OPT_TARGET_LL_ADDR, router_mac));
-    write_nd(
-        &mut ip[40..],
-        Icmpv6Type::NeighborAdvert,
-        flags,
-        target,
-        opt,
-        &target,
-        &dst,
-    );
+    write_nd(&mut ip[40..], Icmpv6Type::NeighborAdvert, flags, target, opt, &target, &dst);
     write_ipv6(ip, target, dst);
     Ok(len.max(crate::build::MIN_FRAME_LEN))
 }
@@ -380,7 +377,11 @@ fn advert_for(frame: &[u8], router_mac: MacAddr, target: Ipv6Addr, override_flag
 /// (RFC 4861 7.2.6: sent when a link-layer address becomes known or changes, here when the
 /// router starts), with the Router and Override flags and a Target Link-Layer Address
 /// option, so neighbours update their caches at once. Untagged.
-pub fn unsolicited_advert(router_mac: MacAddr, target: Ipv6Addr, buf: &mut [u8]) -> Result<usize, Error> {
+pub fn unsolicited_advert(
+    router_mac: MacAddr,
+    target: Ipv6Addr,
+    buf: &mut [u8],
+) -> Result<usize, Error> {
     if target.is_multicast() || target.is_unspecified() {
         return Err(Error::Malformed);
     }
@@ -394,7 +395,15 @@ pub fn unsolicited_advert(router_mac: MacAddr, target: Ipv6Addr, buf: &mut [u8])
     eth.set_ethertype(EtherType::Ipv6);
     let ip = &mut out[ETH..ETH + ip_len];
     let flags = na_flags::ROUTER | na_flags::OVERRIDE;
-    write_nd(&mut ip[40..], Icmpv6Type::NeighborAdvert, flags, target, Some((OPT_TARGET_LL_ADDR, router_mac)), &target, &all_nodes);
+    write_nd(
+        &mut ip[40..],
+        Icmpv6Type::NeighborAdvert,
+        flags,
+        target,
+        Some((OPT_TARGET_LL_ADDR, router_mac)),
+        &target,
+        &all_nodes,
+    );
     write_ipv6(ip, target, all_nodes);
     Ok(len.max(crate::build::MIN_FRAME_LEN))
 }
@@ -431,15 +440,7 @@ pub fn neighbor_solicit(
     eth.set_src_addr(router_mac);
     eth.set_ethertype(EtherType::Ipv6);
     let ip = &mut out[ETH..ETH + ip_len];
-    write_nd(
-        &mut ip[40..],
-        Icmpv6Type::NeighborSolicit,
-        0,
-        target,
-        opt,
-        &src,
-        &dst,
-    );
+    write_nd(&mut ip[40..], Icmpv6Type::NeighborSolicit, 0, target, opt, &src, &dst);
     write_ipv6(ip, src, dst);
     Ok(len.max(crate::build::MIN_FRAME_LEN))
 }

@@ -5,7 +5,9 @@ use core::net::Ipv6Addr;
 
 use crate::icmp_reply::out_frame;
 use crate::ndisc::{ND_HOP_LIMIT, NdError, OPT_SOURCE_LL_ADDR, multicast_mac, ndp_option_mac};
-use crate::{Error, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv6Packet, MacAddr};
+use crate::{
+    Error, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv6Packet, MacAddr,
+};
 
 /// NDP option type: Prefix Information (RFC 4861 4.6.2).
 pub const OPT_PREFIX_INFO: u8 = 3;
@@ -69,7 +71,11 @@ pub struct RouterAdvert {
 impl RouterAdvert {
     /// The length of the frame [`router_advert`] builds (before padding to 60 bytes).
     pub fn frame_len(&self) -> usize {
-        ETH + 40 + RA_BODY + LL_OPT + self.mtu.map_or(0, |_| MTU_OPT) + PREFIX_OPT * self.prefixes.len()
+        ETH + 40
+            + RA_BODY
+            + LL_OPT
+            + self.mtu.map_or(0, |_| MTU_OPT)
+            + PREFIX_OPT * self.prefixes.len()
     }
 }
 
@@ -80,7 +86,12 @@ impl RouterAdvert {
 ///
 /// Errors: `Malformed` if `src` is not link-local (6.1.2: hosts drop any other);
 /// `BufferTooSmall`.
-pub fn router_advert(router_mac: MacAddr, src: Ipv6Addr, ra: &RouterAdvert, buf: &mut [u8]) -> Result<usize, Error> {
+pub fn router_advert(
+    router_mac: MacAddr,
+    src: Ipv6Addr,
+    ra: &RouterAdvert,
+    buf: &mut [u8],
+) -> Result<usize, Error> {
     if !src.is_unicast_link_local() {
         return Err(Error::Malformed);
     }
@@ -93,12 +104,22 @@ pub fn router_advert(router_mac: MacAddr, src: Ipv6Addr, ra: &RouterAdvert, buf:
     let ip = &mut out[ETH..len];
     let icmp = &mut ip[40..];
     icmp[4] = ra.hop_limit;
-    icmp[5] = if ra.managed { ra_flags::MANAGED } else { 0 } | if ra.other_config { ra_flags::OTHER_CONFIG } else { 0 };
+    icmp[5] = if ra.managed { ra_flags::MANAGED } else { 0 }
+        | if ra.other_config { ra_flags::OTHER_CONFIG } else { 0 };
     icmp[6..8].copy_from_slice(&ra.router_lifetime.to_be_bytes());
     icmp[8..12].copy_from_slice(&ra.reachable_time.to_be_bytes());
     icmp[12..16].copy_from_slice(&ra.retrans_timer.to_be_bytes());
     let mut at = RA_BODY;
-    icmp[at..at + LL_OPT].copy_from_slice(&[OPT_SOURCE_LL_ADDR, 1, router_mac.0[0], router_mac.0[1], router_mac.0[2], router_mac.0[3], router_mac.0[4], router_mac.0[5]]);
+    icmp[at..at + LL_OPT].copy_from_slice(&[
+        OPT_SOURCE_LL_ADDR,
+        1,
+        router_mac.0[0],
+        router_mac.0[1],
+        router_mac.0[2],
+        router_mac.0[3],
+        router_mac.0[4],
+        router_mac.0[5],
+    ]);
     at += LL_OPT;
     if let Some(mtu) = ra.mtu {
         icmp[at] = OPT_MTU;

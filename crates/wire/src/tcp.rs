@@ -434,14 +434,8 @@ mod tests {
     #[test]
     fn errors() {
         let seg = &TCP_SYN[20..];
-        assert_eq!(
-            TcpPacket::new_checked(&seg[..19]).err(),
-            Some(Error::Truncated)
-        );
-        assert_eq!(
-            TcpPacket::new_checked(&seg[..39]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(TcpPacket::new_checked(&seg[..19]).err(), Some(Error::Truncated));
+        assert_eq!(TcpPacket::new_checked(&seg[..39]).err(), Some(Error::Truncated));
         let mut b = [0u8; 40];
         b.copy_from_slice(seg);
         b[12] = 0x40;
@@ -479,10 +473,7 @@ mod tests {
         let a = Ipv4Addr::new(1, 1, 1, 1);
         t.fill_checksum_v4(&a, &a);
         assert!(t.verify_checksum_v4(&a, &a));
-        assert_eq!(
-            (t.src_port(), t.dst_port(), t.seq_number(), t.ack_number()),
-            (1, 2, 3, 4)
-        );
+        assert_eq!((t.src_port(), t.dst_port(), t.seq_number(), t.ack_number()), (1, 2, 3, 4));
         assert_eq!((t.window_len(), t.urgent()), (5, 6));
         assert_eq!(t.flags().bits(), 0x51);
         assert!(t.flags().intersects(TcpFlags::FIN | TcpFlags::RST));

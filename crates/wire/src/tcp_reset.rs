@@ -16,33 +16,48 @@
 use core::net::Ipv4Addr;
 
 use crate::icmp_reply::{DEFAULT_TTL, out_frame, reply_l2, write_ipv4_header, write_ipv6_header};
-use crate::{Error, EtherType, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, TcpFlags, TcpPacket, parse_l2};
+use crate::{
+    Error, EtherType, IpProtocol, Ipv4Packet, Ipv6Packet, MacAddr, TcpFlags, TcpPacket, parse_l2,
+};
 
 /// Bytes of the reset's TCP header (no options, no data).
 const TCP_LEN: usize = 20;
 
 /// The reset's sequence number, acknowledgment number and flags for a segment with `seq`,
 /// `ack`, `flags` and `data_len` bytes of data (RFC 9293 3.10.7.1); `None` for a reset.
-pub fn reset_for(seq: u32, ack: u32, flags: TcpFlags, data_len: u32) -> Option<(u32, u32, TcpFlags)> {
+pub fn reset_for(
+    seq: u32,
+    ack: u32,
+    flags: TcpFlags,
+    data_len: u32,
+) -> Option<(u32, u32, TcpFlags)> {
     if flags.0 & TcpFlags::RST.0 != 0 {
         return None;
     }
     if flags.0 & TcpFlags::ACK.0 != 0 {
         return Some((ack, 0, TcpFlags::RST));
     }
-    let len = data_len + u32::from(flags.0 & TcpFlags::SYN.0 != 0) + u32::from(flags.0 & TcpFlags::FIN.0 != 0);
+    let len = data_len
+        + u32::from(flags.0 & TcpFlags::SYN.0 != 0)
+        + u32::from(flags.0 & TcpFlags::FIN.0 != 0);
     Some((0, seq.wrapping_add(len), TcpFlags::RST | TcpFlags::ACK))
 }
 
 /// Whether an IPv4 source is a single host (RFC 1812 4.3.2.7's test, as for ICMP errors).
 fn single_host_v4(a: Ipv4Addr) -> bool {
-    !(a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback() || a.octets()[0] >= 240)
+    !(a.is_unspecified()
+        || a.is_broadcast()
+        || a.is_multicast()
+        || a.is_loopback()
+        || a.octets()[0] >= 240)
 }
 
 /// Writes the 20-byte reset for `seg` into `out` (from `seg`'s destination port to its source
 /// port, window 0); the caller fills the checksum. `data_len`: the segment's data bytes.
 fn write_reset(out: &mut [u8], seg: &TcpPacket<&[u8]>, data_len: usize) -> Result<(), Error> {
-    let (seq, ack, flags) = reset_for(seg.seq_number(), seg.ack_number(), seg.flags(), data_len as u32).ok_or(Error::Malformed)?;
+    let (seq, ack, flags) =
+        reset_for(seg.seq_number(), seg.ack_number(), seg.flags(), data_len as u32)
+            .ok_or(Error::Malformed)?;
     let mut tcp = TcpPacket::new_unchecked(out);
     tcp.set_src_port(seg.dst_port());
     tcp.set_dst_port(seg.src_port());
@@ -64,7 +79,12 @@ fn write_reset(out: &mut [u8], seg: &TcpPacket<&[u8]>, data_len: usize) -> Resul
 /// Errors: `Malformed` for what gets no reset (not TCP, a reset, a fragment, a broadcast or
 /// multicast destination, a source that is not a single host); the parse errors;
 /// `BufferTooSmall`.
-pub fn tcp_reset(frame: &[u8], ttl: u8, router_mac: MacAddr, buf: &mut [u8]) -> Result<usize, Error> {
+pub fn tcp_reset(
+    frame: &[u8],
+    ttl: u8,
+    router_mac: MacAddr,
+    buf: &mut [u8],
+) -> Result<usize, Error> {
     let ttl = if ttl == 0 { DEFAULT_TTL } else { ttl };
     let l2 = parse_l2(frame)?;
     if frame[0] & 0x01 != 0 {
@@ -75,7 +95,12 @@ pub fn tcp_reset(frame: &[u8], ttl: u8, router_mac: MacAddr, buf: &mut [u8]) -> 
         EtherType::Ipv4 => {
             let rx = Ipv4Packet::new_checked(l3)?;
             let (src, dst) = (rx.src_addr(), rx.dst_addr());
-            if rx.protocol() != IpProtocol::Tcp || rx.is_fragment() || dst.is_multicast() || dst.is_broadcast() || !single_host_v4(src) {
+            if rx.protocol() != IpProtocol::Tcp
+                || rx.is_fragment()
+                || dst.is_multicast()
+                || dst.is_broadcast()
+                || !single_host_v4(src)
+            {
                 return Err(Error::Malformed);
             }
             let seg = TcpPacket::new_checked(rx.payload())?;
@@ -97,7 +122,13 @@ pub fn tcp_reset(frame: &[u8], ttl: u8, router_mac: MacAddr, buf: &mut [u8]) -> 
         EtherType::Ipv6 => {
             let rx = Ipv6Packet::new_checked(l3)?;
             let (src, dst) = (rx.src_addr(), rx.dst_addr());
-            if dst.is_multicast() || dst.is_unspecified() || src.is_unspecified() || src.is_multicast() || src.is_loopback() || has_fragment_header(l3, &rx) {
+            if dst.is_multicast()
+                || dst.is_unspecified()
+                || src.is_unspecified()
+                || src.is_multicast()
+                || src.is_loopback()
+                || has_fragment_header(l3, &rx)
+            {
                 return Err(Error::Malformed);
             }
             let (IpProtocol::Tcp, at) = rx.upper_layer()? else {

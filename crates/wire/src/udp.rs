@@ -95,11 +95,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Data: bytes 8..length.
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        clamp(
-            self.buffer.as_ref(),
-            field::PAYLOAD,
-            usize::from(self.len()),
-        )
+        clamp(self.buffer.as_ref(), field::PAYLOAD, usize::from(self.len()))
     }
 
     fn compute(&self, pseudo: u32) -> u16 {
@@ -246,14 +242,8 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert_eq!(
-            UdpPacket::new_checked(&DNS_UDP[..7]).err(),
-            Some(Error::Truncated)
-        );
-        assert_eq!(
-            UdpPacket::new_checked(&DNS_UDP[..36]).err(),
-            Some(Error::Truncated)
-        );
+        assert_eq!(UdpPacket::new_checked(&DNS_UDP[..7]).err(), Some(Error::Truncated));
+        assert_eq!(UdpPacket::new_checked(&DNS_UDP[..36]).err(), Some(Error::Truncated));
         let mut b = DNS_UDP;
         b[5] = 7;
         assert_eq!(UdpPacket::new_checked(&b[..]).err(), Some(Error::BadLength));
@@ -280,9 +270,7 @@ mod tests {
         assert_eq!(u.checksum(), 0xffff);
         assert!(u.verify_checksum_v4(&src, &dst));
         let ip = Ipv4Packet::new_checked(
-            &[
-                0x45, 0, 0, 20, 0, 0, 0, 0, 1, 17, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
-            ][..],
+            &[0x45, 0, 0, 20, 0, 0, 0, 0, 1, 17, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2][..],
         );
         assert!(ip.is_ok());
     }

@@ -35,9 +35,7 @@ fn icmpv4_echo() -> Vec<u8> {
         0x01, 0x0a, 0x00, 0x00, 0x02, 0x08, 0x00, 0xbf, 0x76, 0x00, 0x42, 0x00, 0x07, 0x00, 0x01,
         0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
     ];
-    let mut f = vec![
-        0x02, 0x00, 0x00, 0x00, 0xaa, 0x01, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00,
-    ];
+    let mut f = vec![0x02, 0x00, 0x00, 0x00, 0xaa, 0x01, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
     f.extend_from_slice(&ip);
     f.resize(60, 0); // Ethernet padding, never quoted or echoed
     f
@@ -52,9 +50,7 @@ fn icmpv6_echo() -> Vec<u8> {
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x80, 0x00, 0x80, 0x75, 0x12,
         0x34, 0x00, 0x01, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,
     ];
-    let mut f = vec![
-        0x02, 0x00, 0x00, 0x00, 0xaa, 0x01, 0x02, 0, 0, 0, 0, 0x01, 0x86, 0xdd,
-    ];
+    let mut f = vec![0x02, 0x00, 0x00, 0x00, 0xaa, 0x01, 0x02, 0, 0, 0, 0, 0x01, 0x86, 0xdd];
     f.extend_from_slice(&ip);
     f
 }
@@ -98,20 +94,12 @@ fn parse_v4_error(f: &[u8], to: MacAddr, dst: Ipv4Addr) -> (Icmpv4Type, u8, u32,
     assert!(ip.verify_checksum());
     assert!(usize::from(ip.total_len()) <= 576);
     assert_eq!((ip.src_addr(), ip.dst_addr()), (ROUTER_V4, dst));
-    assert_eq!(
-        (ip.protocol(), ip.ttl(), ip.dscp_ecn()),
-        (IpProtocol::Icmp, 64, 0xc0)
-    );
+    assert_eq!((ip.protocol(), ip.ttl(), ip.dscp_ecn()), (IpProtocol::Icmp, 64, 0xc0));
     assert!(ip.dont_frag() && !ip.is_fragment());
     let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum());
     assert!(icmp.msg_type().is_error());
-    (
-        icmp.msg_type(),
-        icmp.code(),
-        icmp.rest_of_header(),
-        icmp.data().to_vec(),
-    )
+    (icmp.msg_type(), icmp.code(), icmp.rest_of_header(), icmp.data().to_vec())
 }
 
 /// Parses an ICMPv6 error frame completely; returns (type, code, rest, quote).
@@ -127,26 +115,14 @@ fn parse_v6_error(f: &[u8], to: MacAddr, dst: Ipv6Addr) -> (Icmpv6Type, u8, u32,
     let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
     assert!(icmp.msg_type().is_error());
-    (
-        icmp.msg_type(),
-        icmp.code(),
-        icmp.rest_of_header(),
-        icmp.data().to_vec(),
-    )
+    (icmp.msg_type(), icmp.code(), icmp.rest_of_header(), icmp.data().to_vec())
 }
 
 #[test]
 fn time_exceeded_v4_quotes_whole_small_datagram() {
     let mut buf = [0u8; 1600];
     let v4 = IpAddr::V4(ROUTER_V4);
-    let n = icmp_error(
-        &DNS_QUERY,
-        IcmpError::TimeExceeded,
-        v4,
-        ROUTER_MAC,
-        &mut buf,
-    )
-    .unwrap();
+    let n = icmp_error(&DNS_QUERY, IcmpError::TimeExceeded, v4, ROUTER_MAC, &mut buf).unwrap();
     assert_eq!(n, 14 + 20 + 8 + 57);
     let from = MacAddr([0x3c, 0x22, 0xfb, 0x12, 0x34, 0x56]);
     let (t, code, rest, quote) = parse_v4_error(&buf[..n], from, Ipv4Addr::new(192, 168, 1, 10));
@@ -171,39 +147,20 @@ fn unreachable_and_frag_needed_v4_truncate_to_576() {
         let n = icmp_error(&big, err, IpAddr::V4(ROUTER_V4), ROUTER_MAC, &mut buf).unwrap();
         assert_eq!(n, 14 + 576);
         let (t, c, r, quote) = parse_v4_error(&buf[..n], src, to);
-        assert_eq!(
-            (t, c, r),
-            (Icmpv4Type::DestUnreachable, code, rest),
-            "{err:?}"
-        );
+        assert_eq!((t, c, r), (Icmpv4Type::DestUnreachable, code, rest), "{err:?}");
         assert_eq!(quote.len(), 548);
         assert_eq!(quote, &big[14..14 + 548]);
         // The quote starts with the original header (RFC 792), checksum still valid.
         let orig = Ipv4Packet::new_unchecked(&quote[..]);
-        assert_eq!(
-            (orig.total_len(), orig.dst_addr()),
-            (1500, Ipv4Addr::new(10, 9, 9, 9))
-        );
+        assert_eq!((orig.total_len(), orig.dst_addr()), (1500, Ipv4Addr::new(10, 9, 9, 9)));
         assert!(orig.verify_checksum());
     }
     // The smallest UDP frame (60 bytes, 46 of them IP) is quoted whole.
     let tiny = udp("10.0.0.1", "10.9.9.9", 60);
-    let n = icmp_error(
-        &tiny,
-        IcmpError::NoRoute,
-        IpAddr::V4(ROUTER_V4),
-        ROUTER_MAC,
-        &mut buf,
-    );
+    let n = icmp_error(&tiny, IcmpError::NoRoute, IpAddr::V4(ROUTER_V4), ROUTER_MAC, &mut buf);
     assert_eq!(n, Ok(14 + 20 + 8 + 46));
     assert_eq!(
-        icmp_error(
-            &big,
-            IcmpError::NoRoute,
-            IpAddr::V4(ROUTER_V4),
-            ROUTER_MAC,
-            &mut buf[..589]
-        ),
+        icmp_error(&big, IcmpError::NoRoute, IpAddr::V4(ROUTER_V4), ROUTER_MAC, &mut buf[..589]),
         Err(wire::Error::BufferTooSmall)
     );
 }
@@ -217,18 +174,8 @@ fn icmpv6_errors_truncate_to_1280() {
     for (err, t, code, rest) in [
         (IcmpError::TimeExceeded, Icmpv6Type::TimeExceeded, 0, 0),
         (IcmpError::NoRoute, Icmpv6Type::DestUnreachable, 0, 0),
-        (
-            IcmpError::AddressUnreachable,
-            Icmpv6Type::DestUnreachable,
-            3,
-            0,
-        ),
-        (
-            IcmpError::PacketTooBig { mtu: 1480 },
-            Icmpv6Type::PacketTooBig,
-            0,
-            1480,
-        ),
+        (IcmpError::AddressUnreachable, Icmpv6Type::DestUnreachable, 3, 0),
+        (IcmpError::PacketTooBig { mtu: 1480 }, Icmpv6Type::PacketTooBig, 0, 1480),
         (IcmpError::Refused { code: 3, code6: 4 }, Icmpv6Type::DestUnreachable, 4, 0),
         (IcmpError::Refused { code: 13, code6: 1 }, Icmpv6Type::DestUnreachable, 1, 0),
     ] {
@@ -240,13 +187,7 @@ fn icmpv6_errors_truncate_to_1280() {
     }
     // A small packet is quoted whole.
     let f = icmpv6_echo();
-    let n = icmp_error(
-        &f,
-        IcmpError::TimeExceeded,
-        IpAddr::V6(router_v6()),
-        ROUTER_MAC,
-        &mut buf,
-    );
+    let n = icmp_error(&f, IcmpError::TimeExceeded, IpAddr::V6(router_v6()), ROUTER_MAC, &mut buf);
     let n = n.unwrap();
     assert_eq!(n, 14 + 40 + 8 + 56);
     let from = MacAddr([2, 0, 0, 0, 0, 1]);
@@ -263,31 +204,16 @@ fn errors_keep_vlan_tags_and_reject_family_mismatch() {
     let m = icmp_error(&b[..n], IcmpError::TimeExceeded, v4, ROUTER_MAC, &mut buf).unwrap();
     let l2 = parse_l2(&buf[..m]).unwrap();
     assert_eq!((l2.vlans, l2.l3_offset), ([Some(42), None], 18));
-    let (t, ..) = parse_v4_error(
-        &buf[..m],
-        MacAddr([2, 0, 0, 0, 0, 9]),
-        Ipv4Addr::new(10, 0, 0, 1),
-    );
+    let (t, ..) =
+        parse_v4_error(&buf[..m], MacAddr([2, 0, 0, 0, 0, 9]), Ipv4Addr::new(10, 0, 0, 1));
     assert_eq!(t, Icmpv4Type::TimeExceeded);
 
     let v6 = IpAddr::V6(router_v6());
-    let e = icmp_error(
-        &DNS_QUERY,
-        IcmpError::TimeExceeded,
-        v6,
-        ROUTER_MAC,
-        &mut buf,
-    );
+    let e = icmp_error(&DNS_QUERY, IcmpError::TimeExceeded, v6, ROUTER_MAC, &mut buf);
     assert_eq!(e, Err(wire::Error::Malformed));
     let e = icmp_error(&icmpv6_echo(), IcmpError::NoRoute, v4, ROUTER_MAC, &mut buf);
     assert_eq!(e, Err(wire::Error::Malformed));
-    let e = icmp_error(
-        &DNS_QUERY[..30],
-        IcmpError::NoRoute,
-        v4,
-        ROUTER_MAC,
-        &mut buf,
-    );
+    let e = icmp_error(&DNS_QUERY[..30], IcmpError::NoRoute, v4, ROUTER_MAC, &mut buf);
     assert_eq!(e, Err(wire::Error::Truncated));
 }
 
@@ -319,13 +245,7 @@ fn should_send_error_v4_rules() {
     let f = v4_with(&icmpv4_echo(), |ip| ip.set_total_len(20));
     assert!(!should_send_error(&f, te));
     // Sources that are not a single host.
-    for src in [
-        "0.0.0.0",
-        "255.255.255.255",
-        "224.0.0.1",
-        "127.0.0.1",
-        "240.0.0.1",
-    ] {
+    for src in ["0.0.0.0", "255.255.255.255", "224.0.0.1", "127.0.0.1", "240.0.0.1"] {
         let f = v4_with(&DNS_QUERY, |ip| ip.set_src_addr(src.parse().unwrap()));
         assert!(!should_send_error(&f, te), "source {src}");
     }
@@ -339,10 +259,7 @@ fn should_send_error_v4_rules() {
     f[..6].copy_from_slice(&[0xff; 6]);
     assert!(!should_send_error(&f, te));
     f[..6].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 1]);
-    assert!(!should_send_error(
-        &f,
-        IcmpError::PacketTooBig { mtu: 1280 }
-    ));
+    assert!(!should_send_error(&f, IcmpError::PacketTooBig { mtu: 1280 }));
     // Fragments: the first one yes, later ones never.
     let first = v4_with(&DNS_QUERY, |ip| ip.set_more_frags(true));
     assert!(should_send_error(&first, te));
@@ -410,18 +327,12 @@ fn echo_reply_v4() {
     let n = echo_reply(&req, ROUTER_MAC, &mut buf).unwrap();
     assert_eq!(n, 60);
     let eth = EthernetFrame::new_checked(&buf[..n]).unwrap();
-    assert_eq!(
-        (eth.dst_addr(), eth.src_addr()),
-        (MacAddr([2, 0, 0, 0, 0, 1]), ROUTER_MAC)
-    );
+    assert_eq!((eth.dst_addr(), eth.src_addr()), (MacAddr([2, 0, 0, 0, 0, 1]), ROUTER_MAC));
     let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
     assert!(ip.verify_checksum());
     assert_eq!(ip.src_addr(), Ipv4Addr::new(10, 0, 0, 2));
     assert_eq!(ip.dst_addr(), Ipv4Addr::new(10, 0, 0, 1));
-    assert_eq!(
-        (ip.total_len(), ip.ttl(), ip.protocol()),
-        (44, 64, IpProtocol::Icmp)
-    );
+    assert_eq!((ip.total_len(), ip.ttl(), ip.protocol()), (44, 64, IpProtocol::Icmp));
     let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum());
     assert_eq!((icmp.msg_type(), icmp.code()), (Icmpv4Type::EchoReply, 0));
@@ -432,31 +343,16 @@ fn echo_reply_v4() {
 
     // Broadcast destination, bad checksum, a reply instead of a request, a fragment: refused.
     let bcast = v4_with(&req, |ip| ip.set_dst_addr(Ipv4Addr::BROADCAST));
-    assert_eq!(
-        echo_reply(&bcast, ROUTER_MAC, &mut buf),
-        Err(wire::Error::Malformed)
-    );
+    assert_eq!(echo_reply(&bcast, ROUTER_MAC, &mut buf), Err(wire::Error::Malformed));
     let mut bad = req.clone();
     bad[50] ^= 1;
-    assert_eq!(
-        echo_reply(&bad, ROUTER_MAC, &mut buf),
-        Err(wire::Error::Malformed)
-    );
+    assert_eq!(echo_reply(&bad, ROUTER_MAC, &mut buf), Err(wire::Error::Malformed));
     let mut reply = req.clone();
     reply[34] = 0;
-    assert_eq!(
-        echo_reply(&reply, ROUTER_MAC, &mut buf),
-        Err(wire::Error::Malformed)
-    );
+    assert_eq!(echo_reply(&reply, ROUTER_MAC, &mut buf), Err(wire::Error::Malformed));
     let frag = v4_with(&req, |ip| ip.set_more_frags(true));
-    assert_eq!(
-        echo_reply(&frag, ROUTER_MAC, &mut buf),
-        Err(wire::Error::Malformed)
-    );
-    assert_eq!(
-        echo_reply(&DNS_QUERY, ROUTER_MAC, &mut buf),
-        Err(wire::Error::Malformed)
-    );
+    assert_eq!(echo_reply(&frag, ROUTER_MAC, &mut buf), Err(wire::Error::Malformed));
+    assert_eq!(echo_reply(&DNS_QUERY, ROUTER_MAC, &mut buf), Err(wire::Error::Malformed));
 }
 
 #[test]
@@ -482,38 +378,20 @@ fn echo_reply_v6() {
     assert_eq!(n, req.len());
     let ip = Ipv6Packet::new_checked(&buf[14..n]).unwrap();
     let (s, d) = (ip.src_addr(), ip.dst_addr());
-    assert_eq!(
-        (s, d),
-        (
-            "2001:db8::2".parse().unwrap(),
-            "2001:db8::1".parse().unwrap()
-        )
-    );
+    assert_eq!((s, d), ("2001:db8::2".parse().unwrap(), "2001:db8::1".parse().unwrap()));
     assert_eq!((ip.hop_limit(), ip.payload_len()), (64, 16));
     let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum(&s, &d));
     assert_eq!(icmp.msg_type(), Icmpv6Type::EchoReply);
-    assert_eq!(
-        (icmp.echo_ident(), icmp.echo_seq(), icmp.data()),
-        (0x1234, 1, &b"abcdefgh"[..])
-    );
+    assert_eq!((icmp.echo_ident(), icmp.echo_seq(), icmp.data()), (0x1234, 1, &b"abcdefgh"[..]));
 
     let mut mc = req.clone();
     mc[38..54].copy_from_slice(&"ff02::1".parse::<Ipv6Addr>().unwrap().octets());
-    assert_eq!(
-        echo_reply(&mc, ROUTER_MAC, &mut buf),
-        Err(wire::Error::Malformed)
-    );
+    assert_eq!(echo_reply(&mc, ROUTER_MAC, &mut buf), Err(wire::Error::Malformed));
     let mut bad = req.clone();
     bad[60] ^= 0x40;
-    assert_eq!(
-        echo_reply(&bad, ROUTER_MAC, &mut buf),
-        Err(wire::Error::Malformed)
-    );
-    assert_eq!(
-        echo_reply(&req, ROUTER_MAC, &mut buf[..69]),
-        Err(wire::Error::BufferTooSmall)
-    );
+    assert_eq!(echo_reply(&bad, ROUTER_MAC, &mut buf), Err(wire::Error::Malformed));
+    assert_eq!(echo_reply(&req, ROUTER_MAC, &mut buf[..69]), Err(wire::Error::BufferTooSmall));
 }
 
 mod never_panic {

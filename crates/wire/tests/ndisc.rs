@@ -3,9 +3,9 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use wire::ndisc::{self,
-    OPT_SOURCE_LL_ADDR, OPT_TARGET_LL_ADDR, anycast_neighbor_advert, arp_reply, arp_request, multicast_mac, na_flags,
-    ndp_option_mac, neighbor_advert, neighbor_solicit, solicited_node,
+use wire::ndisc::{
+    self, OPT_SOURCE_LL_ADDR, OPT_TARGET_LL_ADDR, anycast_neighbor_advert, arp_reply, arp_request,
+    multicast_mac, na_flags, ndp_option_mac, neighbor_advert, neighbor_solicit, solicited_node,
 };
 use wire::{
     ArpOperation, ArpPacket, Error, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Type, IpProtocol,
@@ -73,25 +73,16 @@ fn captures_parse_as_expected() {
         let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
         assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
         assert_eq!(icmp.msg_type(), Icmpv6Type::NeighborSolicit);
-        assert_eq!(
-            ip.dst_addr(),
-            solicited_node(icmp.ndp_target_addr().unwrap())
-        );
+        assert_eq!(ip.dst_addr(), solicited_node(icmp.ndp_target_addr().unwrap()));
         assert_eq!(&f[..6], &multicast_mac(ip.dst_addr()).0);
     }
 }
 
 #[test]
 fn address_helpers() {
-    assert_eq!(
-        solicited_node(v6("2001:db8::1:2345:6789")),
-        v6("ff02::1:ff45:6789")
-    );
+    assert_eq!(solicited_node(v6("2001:db8::1:2345:6789")), v6("ff02::1:ff45:6789"));
     assert_eq!(solicited_node(v6("fe80::ff:fe00:2")), v6("ff02::1:ff00:2"));
-    assert_eq!(
-        multicast_mac(v6("ff02::1")),
-        MacAddr([0x33, 0x33, 0, 0, 0, 1])
-    );
+    assert_eq!(multicast_mac(v6("ff02::1")), MacAddr([0x33, 0x33, 0, 0, 0, 1]));
     assert_eq!(
         multicast_mac(v6("ff02::1:ff45:6789")),
         MacAddr([0x33, 0x33, 0xff, 0x45, 0x67, 0x89])
@@ -102,32 +93,17 @@ fn address_helpers() {
 fn ndp_options() {
     let ns = ns_capture();
     let opts = &ns[14 + 40 + 24..];
-    assert_eq!(
-        ndp_option_mac(opts, OPT_SOURCE_LL_ADDR),
-        Ok(Some(MacAddr([2, 0, 0, 0, 0, 1])))
-    );
+    assert_eq!(ndp_option_mac(opts, OPT_SOURCE_LL_ADDR), Ok(Some(MacAddr([2, 0, 0, 0, 0, 1]))));
     assert_eq!(ndp_option_mac(opts, OPT_TARGET_LL_ADDR), Ok(None));
     let dad = dad_capture();
-    assert_eq!(
-        ndp_option_mac(&dad[14 + 40 + 24..], OPT_SOURCE_LL_ADDR),
-        Ok(None)
-    ); // nonce skipped
+    assert_eq!(ndp_option_mac(&dad[14 + 40 + 24..], OPT_SOURCE_LL_ADDR), Ok(None)); // nonce skipped
     assert_eq!(ndp_option_mac(&[], OPT_SOURCE_LL_ADDR), Ok(None));
-    assert_eq!(
-        ndp_option_mac(&[1, 0, 0, 0, 0, 0, 0, 0], 1),
-        Err(Error::Malformed)
-    );
-    assert_eq!(
-        ndp_option_mac(&[1, 2, 0, 0, 0, 0, 0, 0], 1),
-        Err(Error::Truncated)
-    );
+    assert_eq!(ndp_option_mac(&[1, 0, 0, 0, 0, 0, 0, 0], 1), Err(Error::Malformed));
+    assert_eq!(ndp_option_mac(&[1, 2, 0, 0, 0, 0, 0, 0], 1), Err(Error::Truncated));
     assert_eq!(ndp_option_mac(&[1], 1), Err(Error::Truncated));
     // The first matching option wins.
     let two = [[1, 1, 1, 2, 3, 4, 5, 6], [1, 1, 9, 9, 9, 9, 9, 9]].concat();
-    assert_eq!(
-        ndp_option_mac(&two, 1),
-        Ok(Some(MacAddr([1, 2, 3, 4, 5, 6])))
-    );
+    assert_eq!(ndp_option_mac(&two, 1), Ok(Some(MacAddr([1, 2, 3, 4, 5, 6]))));
 }
 
 /// Checks a built NA completely; returns (IPv6 src, dst, flags, target).
@@ -138,26 +114,12 @@ fn parse_na(f: &[u8], to_mac: MacAddr) -> (Ipv6Addr, Ipv6Addr, u32, Ipv6Addr) {
         (to_mac, ROUTER_MAC, EtherType::Ipv6)
     );
     let ip = Ipv6Packet::new_checked(eth.payload()).unwrap();
-    assert_eq!(
-        (ip.next_header(), ip.hop_limit(), ip.payload_len()),
-        (IpProtocol::Icmpv6, 255, 32)
-    );
+    assert_eq!((ip.next_header(), ip.hop_limit(), ip.payload_len()), (IpProtocol::Icmpv6, 255, 32));
     let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (Icmpv6Type::NeighborAdvert, 0)
-    );
-    assert_eq!(
-        ndp_option_mac(&ip.payload()[24..], OPT_TARGET_LL_ADDR),
-        Ok(Some(ROUTER_MAC))
-    );
-    (
-        ip.src_addr(),
-        ip.dst_addr(),
-        icmp.rest_of_header(),
-        icmp.ndp_target_addr().unwrap(),
-    )
+    assert_eq!((icmp.msg_type(), icmp.code()), (Icmpv6Type::NeighborAdvert, 0));
+    assert_eq!(ndp_option_mac(&ip.payload()[24..], OPT_TARGET_LL_ADDR), Ok(Some(ROUTER_MAC)));
+    (ip.src_addr(), ip.dst_addr(), icmp.rest_of_header(), icmp.ndp_target_addr().unwrap())
 }
 
 #[test]
@@ -168,14 +130,8 @@ fn neighbor_advert_answers_solicitation() {
     assert_eq!(n, 14 + 40 + 32);
     // To the solicitor, at the MAC from its option, solicited + override + router.
     let (src, dst, flags, target) = parse_na(&buf[..n], MacAddr([2, 0, 0, 0, 0, 1]));
-    assert_eq!(
-        (src, dst, target),
-        (v6("2001:db8::2"), v6("2001:db8::1"), v6("2001:db8::2"))
-    );
-    assert_eq!(
-        flags,
-        na_flags::ROUTER | na_flags::SOLICITED | na_flags::OVERRIDE
-    );
+    assert_eq!((src, dst, target), (v6("2001:db8::2"), v6("2001:db8::1"), v6("2001:db8::2")));
+    assert_eq!(flags, na_flags::ROUTER | na_flags::SOLICITED | na_flags::OVERRIDE);
     assert_eq!(flags, 0xe000_0000);
 
     // Without the option, to the frame's source MAC (checksum fixed after cutting it).
@@ -192,7 +148,8 @@ fn neighbor_advert_answers_solicitation() {
 #[test]
 fn anycast_advert_leaves_override_clear() {
     let mut buf = [0u8; 200];
-    let n = anycast_neighbor_advert(&ns_capture(), ROUTER_MAC, v6("2001:db8::2"), &mut buf).unwrap();
+    let n =
+        anycast_neighbor_advert(&ns_capture(), ROUTER_MAC, v6("2001:db8::2"), &mut buf).unwrap();
     let (src, _, flags, target) = parse_na(&buf[..n], MacAddr([2, 0, 0, 0, 0, 1]));
     assert_eq!((src, target), (v6("2001:db8::2"), v6("2001:db8::2")));
     assert_eq!(flags, na_flags::ROUTER | na_flags::SOLICITED);
@@ -203,10 +160,7 @@ fn neighbor_advert_answers_dad_to_all_nodes() {
     let mut buf = [0u8; 200];
     let n = neighbor_advert(&dad_capture(), ROUTER_MAC, v6("2001:db8::1"), &mut buf).unwrap();
     let (src, dst, flags, target) = parse_na(&buf[..n], MacAddr([0x33, 0x33, 0, 0, 0, 1]));
-    assert_eq!(
-        (src, dst, target),
-        (v6("2001:db8::1"), v6("ff02::1"), v6("2001:db8::1"))
-    );
+    assert_eq!((src, dst, target), (v6("2001:db8::1"), v6("ff02::1"), v6("2001:db8::1")));
     assert_eq!(flags, na_flags::ROUTER | na_flags::OVERRIDE); // not solicited (RFC 4861 7.2.4)
 }
 
@@ -223,41 +177,23 @@ fn neighbor_advert_validates_solicitation() {
     // Hop limit not 255 (RFC 4861 7.1.1: possibly off-link).
     let mut f = ns.clone();
     f[21] = 254;
-    assert_eq!(
-        neighbor_advert(&f, ROUTER_MAC, target, &mut buf),
-        Err(Error::Malformed)
-    );
+    assert_eq!(neighbor_advert(&f, ROUTER_MAC, target, &mut buf), Err(Error::Malformed));
     // Bad checksum.
     let mut f = ns.clone();
     f[57] ^= 1;
-    assert_eq!(
-        neighbor_advert(&f, ROUTER_MAC, target, &mut buf),
-        Err(Error::Malformed)
-    );
+    assert_eq!(neighbor_advert(&f, ROUTER_MAC, target, &mut buf), Err(Error::Malformed));
     // Code not 0.
     let mut f = ns.clone();
     f[55] = 1;
     fix_checksum(&mut f);
-    assert_eq!(
-        neighbor_advert(&f, ROUTER_MAC, target, &mut buf),
-        Err(Error::Malformed)
-    );
+    assert_eq!(neighbor_advert(&f, ROUTER_MAC, target, &mut buf), Err(Error::Malformed));
     // Not a solicitation (an echo request), not IPv6, truncated.
     let mut f = ns.clone();
     f[54] = 128;
     fix_checksum(&mut f);
-    assert_eq!(
-        neighbor_advert(&f, ROUTER_MAC, target, &mut buf),
-        Err(Error::Malformed)
-    );
-    assert_eq!(
-        neighbor_advert(&ARP_REQUEST, ROUTER_MAC, target, &mut buf),
-        Err(Error::Malformed)
-    );
-    assert_eq!(
-        neighbor_advert(&ns[..70], ROUTER_MAC, target, &mut buf),
-        Err(Error::Truncated)
-    );
+    assert_eq!(neighbor_advert(&f, ROUTER_MAC, target, &mut buf), Err(Error::Malformed));
+    assert_eq!(neighbor_advert(&ARP_REQUEST, ROUTER_MAC, target, &mut buf), Err(Error::Malformed));
+    assert_eq!(neighbor_advert(&ns[..70], ROUTER_MAC, target, &mut buf), Err(Error::Truncated));
     // DAD with a source link-layer option is invalid (7.1.1).
     let mut dad = dad_capture();
     dad[78] = OPT_SOURCE_LL_ADDR;
@@ -274,10 +210,7 @@ fn neighbor_advert_validates_solicitation() {
     let mut f = ns.clone();
     f[62..78].copy_from_slice(&v6("ff02::2").octets());
     fix_checksum(&mut f);
-    assert_eq!(
-        neighbor_advert(&f, ROUTER_MAC, v6("ff02::2"), &mut buf),
-        Err(Error::Malformed)
-    );
+    assert_eq!(neighbor_advert(&f, ROUTER_MAC, v6("ff02::2"), &mut buf), Err(Error::Malformed));
     // Sanity: an edited-and-refixed but otherwise valid NS is still answered.
     let mut f = ns.clone();
     fix_checksum(&mut f);
@@ -292,14 +225,8 @@ fn neighbor_advert_validates_solicitation() {
 fn neighbor_solicit_multicast_unicast_and_dad() {
     let mut buf = [0u8; 200];
     let src = v6("2001:db8::1");
-    let n = neighbor_solicit(
-        MacAddr([2, 0, 0, 0, 0, 1]),
-        src,
-        v6("2001:db8::2"),
-        None,
-        &mut buf,
-    )
-    .unwrap();
+    let n = neighbor_solicit(MacAddr([2, 0, 0, 0, 0, 1]), src, v6("2001:db8::2"), None, &mut buf)
+        .unwrap();
     // Byte for byte what Linux sent.
     assert_eq!(&buf[..n], &ns_capture()[..]);
 
@@ -308,43 +235,22 @@ fn neighbor_solicit_multicast_unicast_and_dad() {
     let eth = EthernetFrame::new_checked(&buf[..n]).unwrap();
     assert_eq!((eth.dst_addr(), eth.src_addr()), (peer, ROUTER_MAC));
     let ip = Ipv6Packet::new_checked(eth.payload()).unwrap();
-    assert_eq!(
-        (ip.src_addr(), ip.dst_addr(), ip.hop_limit()),
-        (src, v6("2001:db8::2"), 255)
-    );
+    assert_eq!((ip.src_addr(), ip.dst_addr(), ip.hop_limit()), (src, v6("2001:db8::2"), 255));
     let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
-    assert_eq!(
-        ndp_option_mac(&ip.payload()[24..], OPT_SOURCE_LL_ADDR),
-        Ok(Some(ROUTER_MAC))
-    );
+    assert_eq!(ndp_option_mac(&ip.payload()[24..], OPT_SOURCE_LL_ADDR), Ok(Some(ROUTER_MAC)));
 
     // From :: (DAD): no option, 24-byte message.
-    let n = neighbor_solicit(
-        ROUTER_MAC,
-        Ipv6Addr::UNSPECIFIED,
-        v6("2001:db8::1"),
-        None,
-        &mut buf,
-    )
-    .unwrap();
+    let n = neighbor_solicit(ROUTER_MAC, Ipv6Addr::UNSPECIFIED, v6("2001:db8::1"), None, &mut buf)
+        .unwrap();
     let ip = Ipv6Packet::new_checked(&buf[14..n]).unwrap();
-    assert_eq!(
-        (ip.payload_len(), ip.dst_addr()),
-        (24, v6("ff02::1:ff00:1"))
-    );
+    assert_eq!((ip.payload_len(), ip.dst_addr()), (24, v6("ff02::1:ff00:1")));
     let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
     // And our own NA builder accepts it.
     let mut na = [0u8; 200];
     assert!(
-        neighbor_advert(
-            &buf[..n],
-            MacAddr([2, 0, 0, 0, 0, 9]),
-            v6("2001:db8::1"),
-            &mut na
-        )
-        .is_ok()
+        neighbor_advert(&buf[..n], MacAddr([2, 0, 0, 0, 0, 9]), v6("2001:db8::1"), &mut na).is_ok()
     );
 
     assert_eq!(
@@ -371,10 +277,7 @@ fn arp_reply_to_real_request() {
     );
     let arp = ArpPacket::new_checked(eth.payload()).unwrap();
     assert_eq!(arp.operation(), ArpOperation::Reply);
-    assert_eq!(
-        (arp.sender_hw_addr(), arp.sender_proto_addr()),
-        (ROUTER_MAC, ours)
-    );
+    assert_eq!((arp.sender_hw_addr(), arp.sender_proto_addr()), (ROUTER_MAC, ours));
     assert_eq!(
         (arp.target_hw_addr(), arp.target_proto_addr()),
         (requester, Ipv4Addr::new(24, 166, 172, 1))
@@ -383,24 +286,12 @@ fn arp_reply_to_real_request() {
 
     // Not ours, not a request, not ARP.
     let other = Ipv4Addr::new(24, 166, 173, 1);
-    assert_eq!(
-        arp_reply(&ARP_REQUEST, ROUTER_MAC, other, &mut buf),
-        Err(Error::Malformed)
-    );
+    assert_eq!(arp_reply(&ARP_REQUEST, ROUTER_MAC, other, &mut buf), Err(Error::Malformed));
     let mut reply = ARP_REQUEST;
     reply[21] = 2;
-    assert_eq!(
-        arp_reply(&reply, ROUTER_MAC, ours, &mut buf),
-        Err(Error::Malformed)
-    );
-    assert_eq!(
-        arp_reply(&ns_capture(), ROUTER_MAC, ours, &mut buf),
-        Err(Error::Malformed)
-    );
-    assert_eq!(
-        arp_reply(&ARP_REQUEST[..40], ROUTER_MAC, ours, &mut buf),
-        Err(Error::Truncated)
-    );
+    assert_eq!(arp_reply(&reply, ROUTER_MAC, ours, &mut buf), Err(Error::Malformed));
+    assert_eq!(arp_reply(&ns_capture(), ROUTER_MAC, ours, &mut buf), Err(Error::Malformed));
+    assert_eq!(arp_reply(&ARP_REQUEST[..40], ROUTER_MAC, ours, &mut buf), Err(Error::Truncated));
 
     // A tagged request gets a tagged reply.
     let mut tagged = ARP_REQUEST[..12].to_vec();
@@ -409,19 +300,13 @@ fn arp_reply_to_real_request() {
     let n = arp_reply(&tagged, ROUTER_MAC, ours, &mut buf).unwrap();
     let l2 = parse_l2(&buf[..n]).unwrap();
     assert_eq!((l2.ethertype, l2.vlans), (EtherType::Arp, [Some(7), None]));
-    assert_eq!(
-        ArpPacket::new_checked(&buf[18..n]).unwrap().operation(),
-        ArpOperation::Reply
-    );
+    assert_eq!(ArpPacket::new_checked(&buf[18..n]).unwrap().operation(), ArpOperation::Reply);
 }
 
 #[test]
 fn arp_request_broadcast_and_unicast() {
     let mut buf = [0u8; 100];
-    let (me, them) = (
-        Ipv4Addr::new(24, 166, 172, 1),
-        Ipv4Addr::new(24, 166, 173, 159),
-    );
+    let (me, them) = (Ipv4Addr::new(24, 166, 172, 1), Ipv4Addr::new(24, 166, 173, 159));
     let mac = MacAddr([0x00, 0x07, 0x0d, 0xaf, 0xf4, 0x54]);
     let n = arp_request(mac, me, them, None, &mut buf).unwrap();
     // The captured request, up to its (non-zero) padding.
@@ -435,14 +320,8 @@ fn arp_request_broadcast_and_unicast() {
     let eth = EthernetFrame::new_checked(&buf[..n]).unwrap();
     assert_eq!(eth.dst_addr(), mac);
     let arp = ArpPacket::new_checked(eth.payload()).unwrap();
-    assert_eq!(
-        (arp.operation(), arp.target_hw_addr()),
-        (ArpOperation::Request, MacAddr::ZERO)
-    );
-    assert_eq!(
-        arp_request(ROUTER_MAC, me, them, None, &mut buf[..59]),
-        Err(Error::BufferTooSmall)
-    );
+    assert_eq!((arp.operation(), arp.target_hw_addr()), (ArpOperation::Request, MacAddr::ZERO));
+    assert_eq!(arp_request(ROUTER_MAC, me, them, None, &mut buf[..59]), Err(Error::BufferTooSmall));
 }
 
 #[test]
@@ -460,7 +339,10 @@ fn unsolicited_advert_to_all_nodes() {
     assert_eq!(na.msg_type(), Icmpv6Type::NeighborAdvert);
     assert_eq!(na.rest_of_header() & ndisc::na_flags::SOLICITED, 0);
     assert_eq!(na.ndp_target_addr(), Some(target));
-    assert_eq!(ndisc::ndp_option_mac(&ip.payload()[24..], ndisc::OPT_TARGET_LL_ADDR).unwrap(), Some(mac));
+    assert_eq!(
+        ndisc::ndp_option_mac(&ip.payload()[24..], ndisc::OPT_TARGET_LL_ADDR).unwrap(),
+        Some(mac)
+    );
     assert!(ndisc::unsolicited_advert(mac, "ff02::1".parse().unwrap(), &mut buf).is_err());
 }
 
@@ -470,7 +352,10 @@ fn parse_nd_validates_each_rule() {
     use wire::ndisc::{NdError, parse_nd, unsolicited_advert};
     let ns = ns_capture();
     let m = parse_nd(&ns[14..]).unwrap().unwrap();
-    assert_eq!((m.kind, m.src, m.target), (Icmpv6Type::NeighborSolicit, v6("2001:db8::1"), v6("2001:db8::2")));
+    assert_eq!(
+        (m.kind, m.src, m.target),
+        (Icmpv6Type::NeighborSolicit, v6("2001:db8::1"), v6("2001:db8::2"))
+    );
     assert_eq!((m.source_ll, m.target_ll, m.flags), (Some(MacAddr([2, 0, 0, 0, 0, 1])), None, 0));
     assert!(parse_nd(&dad_capture()[14..]).unwrap().is_some());
     assert_eq!(parse_nd(&ARP_REQUEST[14..]), Ok(None), "not IPv6");
@@ -501,7 +386,10 @@ fn parse_nd_validates_each_rule() {
     let n = unsolicited_advert(ROUTER_MAC, v6("2001:db8::5"), &mut buf).unwrap();
     let na = buf[..n].to_vec();
     let m = parse_nd(&na[14..]).unwrap().unwrap();
-    assert_eq!((m.kind, m.target_ll, m.solicited(), m.override_flag()), (Icmpv6Type::NeighborAdvert, Some(ROUTER_MAC), false, true));
+    assert_eq!(
+        (m.kind, m.target_ll, m.solicited(), m.override_flag()),
+        (Icmpv6Type::NeighborAdvert, Some(ROUTER_MAC), false, true)
+    );
     assert_eq!(edit(&na, 58, &[0xe0], true), Err(NdError::MulticastSolicited));
     let names: std::collections::HashSet<_> = NdError::ALL.iter().map(|e| e.name()).collect();
     assert_eq!(names.len(), NdError::ALL.len());

@@ -22,12 +22,7 @@ fn eth(b: &[u8]) {
 
 fn arp(b: &[u8]) {
     if let Ok(a) = ArpPacket::new_checked(b) {
-        let _ = (
-            a.operation(),
-            a.hardware_type(),
-            a.protocol_type(),
-            a.hardware_len(),
-        );
+        let _ = (a.operation(), a.hardware_type(), a.protocol_type(), a.hardware_len());
         let _ = (a.protocol_len(), a.sender_hw_addr(), a.sender_proto_addr());
         let _ = (a.target_hw_addr(), a.target_proto_addr());
     }
@@ -35,34 +30,10 @@ fn arp(b: &[u8]) {
 
 fn ipv4(b: &[u8]) {
     if let Ok(p) = Ipv4Packet::new_checked(b) {
-        let _ = (
-            p.version(),
-            p.header_len(),
-            p.dscp_ecn(),
-            p.dscp(),
-            p.ecn(),
-            p.total_len(),
-        );
-        let _ = (
-            p.ident(),
-            p.dont_frag(),
-            p.more_frags(),
-            p.frag_offset(),
-            p.is_fragment(),
-        );
-        let _ = (
-            p.ttl(),
-            p.protocol(),
-            p.checksum(),
-            p.src_addr(),
-            p.dst_addr(),
-        );
-        let _ = (
-            p.dst_addr_u32(),
-            p.src_addr_u32(),
-            p.options(),
-            p.header_bytes(),
-        );
+        let _ = (p.version(), p.header_len(), p.dscp_ecn(), p.dscp(), p.ecn(), p.total_len());
+        let _ = (p.ident(), p.dont_frag(), p.more_frags(), p.frag_offset(), p.is_fragment());
+        let _ = (p.ttl(), p.protocol(), p.checksum(), p.src_addr(), p.dst_addr());
+        let _ = (p.dst_addr_u32(), p.src_addr_u32(), p.options(), p.header_bytes());
         let _ = (p.payload(), p.verify_checksum());
         assert!(p.payload().len() + p.header_len() == usize::from(p.total_len()));
         let mut v = b.to_vec();
@@ -76,12 +47,7 @@ fn ipv4(b: &[u8]) {
 
 fn ipv6(b: &[u8]) {
     if let Ok(p) = Ipv6Packet::new_checked(b) {
-        let _ = (
-            p.version(),
-            p.traffic_class(),
-            p.flow_label(),
-            p.payload_len(),
-        );
+        let _ = (p.version(), p.traffic_class(), p.flow_label(), p.payload_len());
         let _ = (p.next_header(), p.hop_limit(), p.src_addr(), p.dst_addr());
         let _ = (p.dst_addr_u128(), p.payload());
         if let Ok((_, off)) = p.upper_layer() {
@@ -92,32 +58,15 @@ fn ipv6(b: &[u8]) {
 
 fn icmpv4(b: &[u8]) {
     if let Ok(p) = Icmpv4Packet::new_checked(b) {
-        let _ = (
-            p.msg_type(),
-            p.msg_type().is_error(),
-            p.code(),
-            p.checksum(),
-        );
-        let _ = (
-            p.echo_ident(),
-            p.echo_seq(),
-            p.mtu(),
-            p.pointer(),
-            p.rest_of_header(),
-        );
+        let _ = (p.msg_type(), p.msg_type().is_error(), p.code(), p.checksum());
+        let _ = (p.echo_ident(), p.echo_seq(), p.mtu(), p.pointer(), p.rest_of_header());
         let _ = (p.data(), p.verify_checksum());
     }
 }
 
 fn icmpv6(b: &[u8]) {
     if let Ok(p) = Icmpv6Packet::new_checked(b) {
-        let _ = (
-            p.msg_type(),
-            p.code(),
-            p.checksum(),
-            p.echo_ident(),
-            p.echo_seq(),
-        );
+        let _ = (p.msg_type(), p.code(), p.checksum(), p.echo_ident(), p.echo_seq());
         let _ = (p.mtu(), p.pointer(), p.data(), p.ndp_target_addr());
         let _ = p.verify_checksum(&Ipv6Addr::LOCALHOST, &Ipv6Addr::UNSPECIFIED);
     }
@@ -125,14 +74,7 @@ fn icmpv6(b: &[u8]) {
 
 fn udp(b: &[u8]) {
     if let Ok(p) = UdpPacket::new_checked(b) {
-        let _ = (
-            p.src_port(),
-            p.dst_port(),
-            p.len(),
-            p.is_empty(),
-            p.checksum(),
-            p.payload(),
-        );
+        let _ = (p.src_port(), p.dst_port(), p.len(), p.is_empty(), p.checksum(), p.payload());
         let _ = p.verify_checksum_v4(&Ipv4Addr::LOCALHOST, &Ipv4Addr::BROADCAST);
         let _ = p.verify_checksum_v6(&Ipv6Addr::LOCALHOST, &Ipv6Addr::UNSPECIFIED);
     }
@@ -140,25 +82,9 @@ fn udp(b: &[u8]) {
 
 fn tcp(b: &[u8]) {
     if let Ok(p) = TcpPacket::new_checked(b) {
-        let _ = (
-            p.src_port(),
-            p.dst_port(),
-            p.seq_number(),
-            p.ack_number(),
-            p.header_len(),
-        );
-        let _ = (
-            p.flags(),
-            p.window_len(),
-            p.checksum(),
-            p.urgent(),
-            p.options(),
-            p.payload(),
-        );
-        let _ = (
-            p.mss(),
-            p.verify_checksum_v4(&Ipv4Addr::LOCALHOST, &Ipv4Addr::BROADCAST),
-        );
+        let _ = (p.src_port(), p.dst_port(), p.seq_number(), p.ack_number(), p.header_len());
+        let _ = (p.flags(), p.window_len(), p.checksum(), p.urgent(), p.options(), p.payload());
+        let _ = (p.mss(), p.verify_checksum_v4(&Ipv4Addr::LOCALHOST, &Ipv4Addr::BROADCAST));
         let _ = p.verify_checksum_v6(&Ipv6Addr::LOCALHOST, &Ipv6Addr::UNSPECIFIED);
     }
 }
@@ -198,32 +124,21 @@ fn all(b: &[u8]) {
 fn fixtures() -> Vec<Vec<u8>> {
     let hex = |s: &str| -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     };
     vec![
         hex("ffffffffffff 020000000001 88a8 6064 8100 00c8 0800
              4500002c00004000400126cf0a0000010a000002 0800bf76004200070001020304050607
              08090a0b0c0d0e0f"),
-        hex(
-            "ffffffffffff 00070daff454 0806 0001080006040001 00070daff454 18a6ac01
-             000000000000 18a6ad9f 000000000000000000000000000000000000",
-        ),
-        hex(
-            "001122334455 3c22fb123456 0800 450000391c46400040114cacc0a8010a08080808
-             cf8400350025e2ecabcd01000001000000000000076578616d706c6503636f6d0000010001",
-        ),
-        hex(
-            "001122334455 3c22fb123456 0800 4500003c3a2f40004006c0b10a0000015db8d822
-             a8ca00505eed123400000000a002faf0bc9f0000020405b40402080a0a1b2c3d0000000001030307",
-        ),
-        hex(
-            "001122334455 3c22fb123456 86dd 6000abcd001e004020010db8000000000000000000000001
+        hex("ffffffffffff 00070daff454 0806 0001080006040001 00070daff454 18a6ac01
+             000000000000 18a6ad9f 000000000000000000000000000000000000"),
+        hex("001122334455 3c22fb123456 0800 450000391c46400040114cacc0a8010a08080808
+             cf8400350025e2ecabcd01000001000000000000076578616d706c6503636f6d0000010001"),
+        hex("001122334455 3c22fb123456 0800 4500003c3a2f40004006c0b10a0000015db8d822
+             a8ca00505eed123400000000a002faf0bc9f0000020405b40402080a0a1b2c3d0000000001030307"),
+        hex("001122334455 3c22fb123456 86dd 6000abcd001e004020010db8000000000000000000000001
              20010db8000000000000000000000002 2c00010400000000 11000001deadbeef
-             13881770000e357268656c6c6f21",
-        ),
+             13881770000e357268656c6c6f21"),
     ]
 }
 

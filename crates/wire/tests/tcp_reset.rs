@@ -71,7 +71,8 @@ fn the_ttl_is_the_rules() {
 
 #[test]
 fn sequence_space_of_syn_fin_and_data() {
-    let (syn, fin, ack, rst, psh) = (TcpFlags::SYN, TcpFlags::FIN, TcpFlags::ACK, TcpFlags::RST, TcpFlags(0x08));
+    let (syn, fin, ack, rst, psh) =
+        (TcpFlags::SYN, TcpFlags::FIN, TcpFlags::ACK, TcpFlags::RST, TcpFlags(0x08));
     assert_eq!(reset_for(100, 7, syn, 0), Some((0, 101, rst | ack)));
     assert_eq!(reset_for(100, 7, syn | fin, 10), Some((0, 112, rst | ack)));
     assert_eq!(reset_for(u32::MAX, 7, psh, 3), Some((0, 2, rst | ack)), "wraps around");
@@ -102,9 +103,21 @@ fn no_reset_for_resets_group_addresses_or_fragments() {
     assert_eq!(set(&|v| frag(v, [0x20, 0x00])), Err(Error::Malformed));
     assert_eq!(set(&|v| frag(v, [0x00, 0x10])), Err(Error::Malformed));
     // A multicast destination (224.0.0.2).
-    assert_eq!(set(&|v| { v[30..34].copy_from_slice(&[224, 0, 0, 2]); frag(v, [0x40, 0]) }), Err(Error::Malformed));
+    assert_eq!(
+        set(&|v| {
+            v[30..34].copy_from_slice(&[224, 0, 0, 2]);
+            frag(v, [0x40, 0])
+        }),
+        Err(Error::Malformed)
+    );
     // UDP.
-    assert_eq!(set(&|v| { v[23] = 17; frag(v, [0x40, 0]) }), Err(Error::Malformed));
+    assert_eq!(
+        set(&|v| {
+            v[23] = 17;
+            frag(v, [0x40, 0])
+        }),
+        Err(Error::Malformed)
+    );
     // Truncated.
     assert!(tcp_reset(&SYN_V4[..40], 0, ROUTER_MAC, &mut buf).is_err());
     // An IPv6 multicast destination.
@@ -129,11 +142,15 @@ mod never_panic {
             let ip = Ipv4Packet::new_checked(l3).unwrap();
             assert!(ip.verify_checksum() && ip.protocol() == IpProtocol::Tcp);
             let t = TcpPacket::new_checked(ip.payload()).unwrap();
-            assert!(t.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0);
+            assert!(
+                t.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0
+            );
         } else {
             let ip = Ipv6Packet::new_checked(l3).unwrap();
             let t = TcpPacket::new_checked(ip.payload()).unwrap();
-            assert!(t.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0);
+            assert!(
+                t.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()) && t.flags().0 & 0x04 != 0
+            );
         }
     }
 

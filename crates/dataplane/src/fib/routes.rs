@@ -66,7 +66,9 @@ impl FibControl {
         let paths = match target {
             Target::Blackhole => return Ok((BLACKHOLE_ID, RouteKind::Blackhole)),
             Target::Unreachable => return Ok((UNREACHABLE_ID, RouteKind::Unreachable)),
-            Target::Connected(port) => return Ok((self.connected_id(*port)?, RouteKind::Connected { port: *port })),
+            Target::Connected(port) => {
+                return Ok((self.connected_id(*port)?, RouteKind::Connected { port: *port }));
+            }
             Target::Via(paths) => paths,
         };
         if paths.is_empty() || paths.len() > MAX_PATHS {
@@ -113,7 +115,13 @@ impl FibControl {
             && let Some(&(port, _)) = self.neighbours.get(&prefix)
             && let Some(&id) = self.gateways.get(&(port, prefix))
         {
-            return self.insert(prefix, len, id, RouteKind::Neighbour { port }, RouteSource::Neighbour);
+            return self.insert(
+                prefix,
+                len,
+                id,
+                RouteKind::Neighbour { port },
+                RouteSource::Neighbour,
+            );
         }
         self.remove(prefix, len).map(drop)
     }
@@ -169,7 +177,8 @@ impl FibControl {
                 }
             }
         }
-        let gone: Vec<(IpAddr, u8)> = self.statics.keys().filter(|k| !listed.contains_key(k)).copied().collect();
+        let gone: Vec<(IpAddr, u8)> =
+            self.statics.keys().filter(|k| !listed.contains_key(k)).copied().collect();
         for (prefix, len) in gone {
             self.remove_static(prefix, len)?;
             c.removed += 1;
@@ -221,7 +230,11 @@ impl FibControl {
 
     /// Number of kernel routes remembered, and how many of them are installed.
     pub fn kernel_counts(&self) -> (usize, usize) {
-        let installed = self.kernel.keys().filter(|k| self.routes.get(k).is_some_and(|i| i.source == RouteSource::Kernel)).count();
+        let installed = self
+            .kernel
+            .keys()
+            .filter(|k| self.routes.get(k).is_some_and(|i| i.source == RouteSource::Kernel))
+            .count();
         (self.kernel.len(), installed)
     }
 }

@@ -100,7 +100,9 @@ fn multipath_groups_are_shared_and_freed_with_their_last_route() {
     assert_eq!(ctl.next_hops(), base + 3, "two gateways and one group");
     let group = fib.v4.lookup(0x0a01_0101).unwrap();
     assert_eq!(fib.v4.lookup(0x0b01_0101), Some(group));
-    let Adjacency::Multipath { members, paths: 2 } = fib.adj.get(group) else { panic!("{:?}", fib.adj.get(group)) };
+    let Adjacency::Multipath { members, paths: 2 } = fib.adj.get(group) else {
+        panic!("{:?}", fib.adj.get(group))
+    };
     let ids = [fib.adj.member(members, 0), fib.adj.member(members, 1)];
     assert_eq!(fib.adj.get(ids[0]), Adjacency::Unresolved { port: 1 });
     assert_eq!(fib.adj.get(ids[1]), Adjacency::Unresolved { port: 2 });
@@ -139,11 +141,16 @@ fn static_and_interface_routes_win_over_kernel_routes() {
     ctl.set_static(v4([10, 0, 0, 0]), 8, Target::Blackhole).unwrap();
     assert_eq!(fib.v4.lookup(0x0a00_0001), Some(BLACKHOLE_ID));
     ctl.set_kernel(v4([10, 0, 0, 0]), 8, &Target::Unreachable).unwrap();
-    assert_eq!(fib.v4.lookup(0x0a00_0001), Some(BLACKHOLE_ID), "a kernel update does not beat the static route");
+    assert_eq!(
+        fib.v4.lookup(0x0a00_0001),
+        Some(BLACKHOLE_ID),
+        "a kernel update does not beat the static route"
+    );
     ctl.set_kernel(v4([10, 0, 0, 0]), 8, &kernel).unwrap();
     assert!(ctl.remove_static(v4([10, 0, 0, 0]), 8).unwrap());
     assert_eq!(fib.v4.lookup(0x0a00_0001), Some(kid));
-    let sources: Vec<RouteSource> = ctl.routes_by_source().filter(|r| r.0 == v4([10, 0, 0, 0])).map(|r| r.3).collect();
+    let sources: Vec<RouteSource> =
+        ctl.routes_by_source().filter(|r| r.0 == v4([10, 0, 0, 0])).map(|r| r.3).collect();
     assert_eq!(sources, vec![RouteSource::Kernel]);
     // A kernel /32 to a neighbour's address loses to its host route, and comes back after.
     let n = v4([198, 18, 0, 7]);
@@ -160,18 +167,38 @@ fn static_route_sets_change_only_what_changed() {
     let mut ctl = FibControl::new(64);
     let fib = ctl.fib();
     let (a, b) = (v4([198, 19, 0, 2]), v4([198, 19, 0, 3]));
-    let set = |routes: &[([u8; 4], u8, Target)]| routes.iter().map(|(p, l, t)| StaticRoute { prefix: v4(*p), len: *l, target: t.clone() }).collect::<Vec<_>>();
-    let first = set(&[([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([30, 0, 0, 0], 8, Target::Connected(1))]);
+    let set = |routes: &[([u8; 4], u8, Target)]| {
+        routes
+            .iter()
+            .map(|(p, l, t)| StaticRoute { prefix: v4(*p), len: *l, target: t.clone() })
+            .collect::<Vec<_>>()
+    };
+    let first = set(&[
+        ([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])),
+        ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1)])),
+        ([30, 0, 0, 0], 8, Target::Connected(1)),
+    ]);
     let c = ctl.set_static_routes(&first).unwrap();
     assert_eq!((c.added, c.changed, c.removed, c.unchanged), (3, 0, 0, 0));
     let id_a = fib.v4.lookup(0x0a00_0001).unwrap();
     ctl.set_kernel(v4([30, 0, 0, 0]), 8, &Target::Blackhole).unwrap();
-    let second = set(&[([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])), ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1), (b, 1)])), ([40, 0, 0, 0], 8, Target::Unreachable)]);
+    let second = set(&[
+        ([10, 0, 0, 0], 8, Target::Via(vec![(a, 1)])),
+        ([20, 0, 0, 0], 8, Target::Via(vec![(a, 1), (b, 1)])),
+        ([40, 0, 0, 0], 8, Target::Unreachable),
+    ]);
     let c = ctl.set_static_routes(&second).unwrap();
     assert_eq!((c.added, c.changed, c.removed, c.unchanged), (1, 1, 1, 1));
     assert_eq!(fib.v4.lookup(0x0a00_0001), Some(id_a));
-    assert!(matches!(fib.adj.get(fib.v4.lookup(0x1400_0001).unwrap()), Adjacency::Multipath { paths: 2, .. }));
-    assert_eq!(fib.v4.lookup(0x1e00_0001), Some(BLACKHOLE_ID), "the kernel's route took the removed static's place");
+    assert!(matches!(
+        fib.adj.get(fib.v4.lookup(0x1400_0001).unwrap()),
+        Adjacency::Multipath { paths: 2, .. }
+    ));
+    assert_eq!(
+        fib.v4.lookup(0x1e00_0001),
+        Some(BLACKHOLE_ID),
+        "the kernel's route took the removed static's place"
+    );
     assert_eq!(fib.v4.lookup(0x2800_0001), Some(UNREACHABLE_ID));
     // Back to nothing: every id but the fixed ones is released.
     ctl.set_static_routes(&[]).unwrap();
@@ -338,5 +365,8 @@ fn broadcast_addresses_are_local() {
     ctl.set_neighbour(v4([198, 18, 0, 255]), 0, MacAddr([2, 0, 0, 0, 0, 9])).unwrap();
     ctl.set_kernel(v4([198, 18, 0, 255]), 32, &Target::Unreachable).unwrap();
     assert_eq!(fib.v4.lookup(0xc612_00ff), Some(LOCAL_ID));
-    assert!(ctl.routes().any(|r| r.0 == v4([198, 18, 0, 255]) && r.2 == RouteKind::Broadcast { port: 0 }));
+    assert!(
+        ctl.routes()
+            .any(|r| r.0 == v4([198, 18, 0, 255]) && r.2 == RouteKind::Broadcast { port: 0 })
+    );
 }

@@ -64,13 +64,7 @@ pub(super) struct KeepCounts {
 
 /// What makes two rules of two sets the same rule (pf's `keepcounters`): all but the line.
 pub(super) fn rule_identity(r: &fw::rules::Rule) -> String {
-    format!(
-        "{:?}",
-        fw::rules::Rule {
-            line: 0,
-            ..r.clone()
-        }
-    )
+    format!("{:?}", fw::rules::Rule { line: 0, ..r.clone() })
 }
 
 impl KeepCounts {
@@ -83,17 +77,10 @@ impl KeepCounts {
         for (i, r) in old.rules.rules.iter().enumerate().rev() {
             olds.entry(key(r)).or_default().push(i);
         }
-        let mut map: Vec<Option<usize>> = new
-            .rules
-            .rules
-            .iter()
-            .map(|r| olds.get_mut(&key(r)).and_then(Vec::pop))
-            .collect();
+        let mut map: Vec<Option<usize>> =
+            new.rules.rules.iter().map(|r| olds.get_mut(&key(r)).and_then(Vec::pop)).collect();
         map.push(Some(old.rule_count()));
-        KeepCounts {
-            from: Arc::clone(&old.lineage),
-            map,
-        }
+        KeepCounts { from: Arc::clone(&old.lineage), map }
     }
 }
 
@@ -123,16 +110,11 @@ impl CompiledRules {
         let scrub_keyed = rules.scrub.iter().any(|r| !r.matches_all_hosts());
         // `synproxy state` shifts the server's numbers as `modulate state` does.
         let modulate = rules.rules.iter().any(|r| {
-            matches!(
-                r.keep_state,
-                fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy
-            )
+            matches!(r.keep_state, fw::rules::StateMode::Modulate | fw::rules::StateMode::Synproxy)
         });
         let route_opts = rules.rules.iter().any(|r| r.route.is_some());
-        let routes_out = rules
-            .rules
-            .iter()
-            .any(|r| r.route.is_some() && r.dir == Some(fw::packet::Dir::Out));
+        let routes_out =
+            rules.rules.iter().any(|r| r.route.is_some() && r.dir == Some(fw::packet::Dir::Out));
         let offload = offload_policy(&rules);
         Ok(CompiledRules {
             rules,
@@ -239,18 +221,27 @@ fn offload_policy(rules: &RuleSet) -> crate::offload::OffloadPolicy {
     use crate::offload::OffloadPolicy;
     use fw::rules::{LogMode, StateMode};
     use fw::state::Tmo;
-    let each_packet = !rules.scrub.is_empty() || rules.rules.iter().any(|r| r.log != LogMode::None || r.route.is_some());
+    let each_packet = !rules.scrub.is_empty()
+        || rules.rules.iter().any(|r| r.log != LogMode::None || r.route.is_some());
     if each_packet {
         return OffloadPolicy::NONE;
     }
     let translates = !rules.nat.is_empty();
     let stateful = rules.rules.iter().any(|r| r.keep_state != StateMode::None);
     if !stateful && !translates {
-        return OffloadPolicy { tcp: rules.rules.iter().all(|r| r.flags.is_none()), ..OffloadPolicy::STATELESS };
+        return OffloadPolicy {
+            tcp: rules.rules.iter().all(|r| r.flags.is_none()),
+            ..OffloadPolicy::STATELESS
+        };
     }
     let t = &rules.timeouts;
     let udp_kinds = [Tmo::UdpFirst, Tmo::UdpSingle, Tmo::UdpMultiple];
-    let own = rules.rules.iter().flat_map(|r| &r.state_timeouts).filter(|(k, _)| udp_kinds.contains(k)).map(|(_, secs)| *secs);
+    let own = rules
+        .rules
+        .iter()
+        .flat_map(|r| &r.state_timeouts)
+        .filter(|(k, _)| udp_kinds.contains(k))
+        .map(|(_, secs)| *secs);
     let least = own.chain([t.udp_first, t.udp_single, t.udp_multiple]).min().unwrap_or(0);
     let adaptive = rules.rules.iter().any(|r| r.state_adaptive.is_some());
     OffloadPolicy {

@@ -35,21 +35,14 @@ pub(super) fn bump(a: &AtomicU64, n: u64) {
 impl RuleCounters {
     pub(super) fn new(rules: Arc<CompiledRules>) -> RuleCounters {
         let n = rules.rule_count() + 1;
-        RuleCounters {
-            rules,
-            packets: zeroed(n),
-            bytes: zeroed(n),
-            states: zeroed(n),
-        }
+        RuleCounters { rules, packets: zeroed(n), bytes: zeroed(n), states: zeroed(n) }
     }
 
     /// Adds the counts `old` holds for the rules `map` names (`set keepcounters`).
     pub(super) fn add_mapped(&self, old: &RuleCounters, map: &[Option<usize>]) {
-        for (new, old) in [
-            (&self.packets, &old.packets),
-            (&self.bytes, &old.bytes),
-            (&self.states, &old.states),
-        ] {
+        for (new, old) in
+            [(&self.packets, &old.packets), (&self.bytes, &old.bytes), (&self.states, &old.states)]
+        {
             for (n, o) in new.iter().zip(map) {
                 if let Some(o) = o.and_then(|o| old.get(o)) {
                     bump(n, o.load(Ordering::Relaxed));
@@ -60,11 +53,9 @@ impl RuleCounters {
 
     /// Adds `old`'s counts (of the same rules) to these.
     pub(super) fn add(&self, old: &RuleCounters) {
-        for (new, old) in [
-            (&self.packets, &old.packets),
-            (&self.bytes, &old.bytes),
-            (&self.states, &old.states),
-        ] {
+        for (new, old) in
+            [(&self.packets, &old.packets), (&self.bytes, &old.bytes), (&self.states, &old.states)]
+        {
             for (n, o) in new.iter().zip(old.iter()) {
                 bump(n, o.load(Ordering::Relaxed));
             }
@@ -187,33 +178,20 @@ impl FirewallStats {
 
     /// State-table counters, named by [`STATE_COUNTER_NAMES`].
     pub fn states(&self) -> [(&'static str, u64); STATE_FIELDS] {
-        std::array::from_fn(|i| {
-            (
-                STATE_COUNTER_NAMES[i],
-                self.states[i].load(Ordering::Relaxed),
-            )
-        })
+        std::array::from_fn(|i| (STATE_COUNTER_NAMES[i], self.states[i].load(Ordering::Relaxed)))
     }
 
     /// The worker's verdict cache's counters (in use only in front of the tree engine).
     pub fn verdict_cache(&self) -> CacheCounters {
         let [hits, misses, invalidations, class_hits] =
             std::array::from_fn(|i| self.cache[i].load(Ordering::Relaxed));
-        CacheCounters {
-            hits,
-            misses,
-            class_hits,
-            invalidations,
-        }
+        CacheCounters { hits, misses, class_hits, invalidations }
     }
 
     /// Normalization's counters (`scrub` rules), named by [`scrub::SCRUB_COUNTER_NAMES`].
     pub fn scrub(&self) -> [(&'static str, u64); scrub::SCRUB_COUNTER_NAMES.len()] {
         std::array::from_fn(|i| {
-            (
-                scrub::SCRUB_COUNTER_NAMES[i],
-                self.scrub[i].load(Ordering::Relaxed),
-            )
+            (scrub::SCRUB_COUNTER_NAMES[i], self.scrub[i].load(Ordering::Relaxed))
         })
     }
 
@@ -231,11 +209,7 @@ pub(super) struct Pending {
     bytes: u64,
 }
 
-pub(super) const NO_PENDING: Pending = Pending {
-    rule: usize::MAX,
-    packets: 0,
-    bytes: 0,
-};
+pub(super) const NO_PENDING: Pending = Pending { rule: usize::MAX, packets: 0, bytes: 0 };
 
 impl Pending {
     /// Counts a packet under rule `i` (`usize::MAX`: no rule, pf's default). Consecutive
@@ -250,11 +224,7 @@ impl Pending {
             self.bytes += u64::from(len);
         } else {
             self.flush(cur);
-            *self = Pending {
-                rule: i,
-                packets: 1,
-                bytes: u64::from(len),
-            };
+            *self = Pending { rule: i, packets: 1, bytes: u64::from(len) };
         }
     }
 

@@ -77,7 +77,9 @@ impl Datagrams {
     }
 
     fn set(&self, (src, dst, id, p): Ident) -> usize {
-        let x = (src ^ dst.rotate_left(17)) as u64 ^ ((src ^ dst) >> 64) as u64 ^ (u64::from(id) << 8 | u64::from(p));
+        let x = (src ^ dst.rotate_left(17)) as u64
+            ^ ((src ^ dst) >> 64) as u64
+            ^ (u64::from(id) << 8 | u64::from(p));
         (x.wrapping_mul(self.seed) >> 40) as usize % (self.slots.len() / WAYS) * WAYS
     }
 
@@ -94,7 +96,14 @@ impl Datagrams {
     /// A later fragment of `ident` (`len` payload bytes at byte `offset`, more to come if
     /// `more`): its datagram's ports, else `fragment_no_first`. The entry goes once all the
     /// datagram's bytes have passed.
-    pub fn later(&mut self, ident: Ident, offset: u32, len: u32, more: bool, now: u32) -> Result<(u16, u16), DropReason> {
+    pub fn later(
+        &mut self,
+        ident: Ident,
+        offset: u32,
+        len: u32,
+        more: bool,
+        now: u32,
+    ) -> Result<(u16, u16), DropReason> {
         let Some(e) = self.find(ident, now) else {
             return Err(DropReason::FragmentNoFirst);
         };
@@ -111,8 +120,23 @@ impl Datagrams {
     /// Records the first fragment of `ident` (`len` payload bytes, its datagram's `ports`) at
     /// `now`, its datagram living `timeout` seconds. A retransmitted first fragment starts
     /// its datagram again.
-    pub fn first(&mut self, ident: Ident, (sport, dport): (u16, u16), len: u32, now: u32, timeout: u32) {
-        let entry = Slot { ident, used: true, sport, dport, expires: now.saturating_add(timeout), seen: len, total: None };
+    pub fn first(
+        &mut self,
+        ident: Ident,
+        (sport, dport): (u16, u16),
+        len: u32,
+        now: u32,
+        timeout: u32,
+    ) {
+        let entry = Slot {
+            ident,
+            used: true,
+            sport,
+            dport,
+            expires: now.saturating_add(timeout),
+            seen: len,
+            total: None,
+        };
         if let Some(e) = self.find(ident, now) {
             *e = entry;
             return;

@@ -59,11 +59,7 @@ impl HeldFragments {
         if self.held.len() >= MAX_HELD {
             return Err(desc);
         }
-        self.held.push(Held {
-            ident,
-            expires,
-            desc,
-        });
+        self.held.push(Held { ident, expires, desc });
         self.counts.held += 1;
         Ok(())
     }
@@ -125,11 +121,7 @@ mod tests {
     use super::*;
 
     fn desc(addr: u32) -> FrameDesc {
-        FrameDesc {
-            addr,
-            len: 60,
-            port: 0,
-        }
+        FrameDesc { addr, len: 60, port: 0 }
     }
 
     #[test]
@@ -158,14 +150,7 @@ mod tests {
         h.expire(21);
         assert_eq!(h.take_expired().map(|d| d.addr).collect::<Vec<_>>(), [2]);
         assert!(!h.busy());
-        assert_eq!(
-            h.counts,
-            HeldCounts {
-                held: 4,
-                released: 3,
-                expired: 1
-            }
-        );
+        assert_eq!(h.counts, HeldCounts { held: 4, released: 3, expired: 1 });
     }
 
     #[test]
@@ -174,9 +159,6 @@ mod tests {
         for i in 0..MAX_HELD as u32 {
             h.hold((i.into(), 0, 0, 17), desc(i), 30, false).unwrap();
         }
-        assert_eq!(
-            h.hold((9, 9, 9, 17), desc(9999), 30, false),
-            Err(desc(9999))
-        );
+        assert_eq!(h.hold((9, 9, 9, 17), desc(9999), 30, false), Err(desc(9999)));
     }
 }

@@ -25,8 +25,8 @@
 
 use fw::packet::{PacketKey, proto};
 
-pub use super::datagrams::{FragCounts, WAYS};
 use super::datagrams::{Datagrams, first_ports};
+pub use super::datagrams::{FragCounts, WAYS};
 use super::frag_hold::Ident;
 use crate::counters::DropReason;
 
@@ -86,8 +86,7 @@ pub fn ident(ip: &[u8]) -> Option<(super::frag_hold::Ident, bool)> {
 /// Whether the IPv4 packet `ip` (validated by the classify pass) is a fragment.
 #[inline(always)]
 pub fn is_fragment_v4(ip: &[u8]) -> bool {
-    ip.get(6..8)
-        .is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x3fff != 0)
+    ip.get(6..8).is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x3fff != 0)
 }
 
 impl FragTable {
@@ -145,7 +144,8 @@ impl FragTable {
         if f.proto == proto::TCP && f.offset == 8 {
             return Err(DropReason::FragmentOverlap);
         }
-        (key.src_port, key.dst_port) = self.datagrams.later(f.ident(), f.offset, f.len, f.more, now)?;
+        (key.src_port, key.dst_port) =
+            self.datagrams.later(f.ident(), f.offset, f.len, f.more, now)?;
         Ok(())
     }
 }
@@ -157,9 +157,7 @@ mod tests {
 
     /// An IPv4 fragment: `id`, payload offset (bytes), MF, protocol, payload.
     fn frag(id: u16, offset: u16, more: bool, p: u8, payload: &[u8]) -> Vec<u8> {
-        let mut b = vec![
-            0x45, 0, 0, 0, 0, 0, 0, 0, 64, p, 0, 0, 10, 0, 0, 1, 10, 0, 1, 2,
-        ];
+        let mut b = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, p, 0, 0, 10, 0, 0, 1, 10, 0, 1, 2];
         let total = (20 + payload.len()) as u16;
         b[2..4].copy_from_slice(&total.to_be_bytes());
         b[4..6].copy_from_slice(&id.to_be_bytes());
@@ -199,21 +197,13 @@ mod tests {
     fn later_fragments_take_the_first_fragments_ports_until_complete() {
         let mut t = FragTable::new(7);
         let mut k = key(proto::UDP);
-        t.judge(
-            &frag(9, 0, true, proto::UDP, &udp_start(1480)),
-            &mut k,
-            0,
-            30,
-        )
-        .unwrap();
+        t.judge(&frag(9, 0, true, proto::UDP, &udp_start(1480)), &mut k, 0, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30)
-            .unwrap();
+        t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         let mut k = key(proto::UDP);
-        t.judge(&frag(9, 2960, false, proto::UDP, &[0; 48]), &mut k, 1, 30)
-            .unwrap();
+        t.judge(&frag(9, 2960, false, proto::UDP, &[0; 48]), &mut k, 1, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (4000, 53));
         // Complete: the entry is gone, a stray copy of a later fragment is dropped.
         let mut k = key(proto::UDP);
@@ -221,13 +211,7 @@ mod tests {
             t.judge(&frag(9, 1480, true, proto::UDP, &[0; 1480]), &mut k, 1, 30),
             Err(DropReason::FragmentNoFirst)
         );
-        assert_eq!(
-            t.counts(),
-            FragCounts {
-                tracked: 1,
-                evicted: 0
-            }
-        );
+        assert_eq!(t.counts(), FragCounts { tracked: 1, evicted: 0 });
     }
 
     #[test]
@@ -235,61 +219,31 @@ mod tests {
         let mut t = FragTable::new(7);
         // A later fragment before (or without) its first.
         assert_eq!(
-            t.judge(
-                &frag(1, 1480, false, proto::UDP, &[0; 8]),
-                &mut key(proto::UDP),
-                0,
-                30
-            ),
+            t.judge(&frag(1, 1480, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 0, 30),
             Err(DropReason::FragmentNoFirst)
         );
         // A first fragment too short for the TCP header (RFC 1858 tiny fragment).
         assert_eq!(
-            t.judge(
-                &frag(2, 0, true, proto::TCP, &[0; 16]),
-                &mut key(proto::TCP),
-                0,
-                30
-            ),
+            t.judge(&frag(2, 0, true, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0, 30),
             Err(DropReason::FragmentTiny)
         );
         assert_eq!(
-            t.judge(
-                &frag(2, 0, true, proto::UDP, &[0; 4]),
-                &mut key(proto::UDP),
-                0,
-                30
-            ),
+            t.judge(&frag(2, 0, true, proto::UDP, &[0; 4]), &mut key(proto::UDP), 0, 30),
             Err(DropReason::FragmentTiny)
         );
         // TCP at offset 8 rewrites the flags (RFC 1858 overlapping fragment).
         let mut tcp = vec![0u8; 24];
         tcp[0..4].copy_from_slice(&[0, 80, 0, 22]);
-        t.judge(
-            &frag(3, 0, true, proto::TCP, &tcp),
-            &mut key(proto::TCP),
-            0,
-            30,
-        )
-        .unwrap();
+        t.judge(&frag(3, 0, true, proto::TCP, &tcp), &mut key(proto::TCP), 0, 30).unwrap();
         assert_eq!(
-            t.judge(
-                &frag(3, 8, false, proto::TCP, &[0; 16]),
-                &mut key(proto::TCP),
-                0,
-                30
-            ),
+            t.judge(&frag(3, 8, false, proto::TCP, &[0; 16]), &mut key(proto::TCP), 0, 30),
             Err(DropReason::FragmentOverlap)
         );
         let mut k = key(proto::TCP);
-        t.judge(&frag(3, 24, false, proto::TCP, &[0; 16]), &mut k, 0, 30)
-            .unwrap();
+        t.judge(&frag(3, 24, false, proto::TCP, &[0; 16]), &mut k, 0, 30).unwrap();
         assert_eq!((k.src_port, k.dst_port), (80, 22));
         // Other protocols pass through untouched (their key has no ports to inherit).
-        assert_eq!(
-            t.judge(&frag(4, 1480, false, 47, &[0; 8]), &mut key(47), 0, 30),
-            Ok(())
-        );
+        assert_eq!(t.judge(&frag(4, 1480, false, 47, &[0; 8]), &mut key(47), 0, 30), Ok(()));
         // Truncated headers are left to the rules.
         assert_eq!(t.judge(&[0x45, 0, 0], &mut key(proto::UDP), 0, 30), Ok(()));
     }
@@ -297,48 +251,26 @@ mod tests {
     #[test]
     fn entries_expire_and_a_full_set_evicts_the_oldest() {
         let mut t = FragTable::new(7);
-        t.judge(
-            &frag(5, 0, true, proto::UDP, &udp_start(64)),
-            &mut key(proto::UDP),
-            0,
-            30,
-        )
-        .unwrap();
+        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 30)
+            .unwrap();
         assert!(
-            t.judge(
-                &frag(5, 64, true, proto::UDP, &[0; 8]),
-                &mut key(proto::UDP),
-                30,
-                30
-            )
-            .is_ok()
+            t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 30, 30).is_ok()
         );
         assert_eq!(
-            t.judge(
-                &frag(5, 72, true, proto::UDP, &[0; 8]),
-                &mut key(proto::UDP),
-                31,
-                30
-            ),
+            t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 31, 30),
             Err(DropReason::FragmentNoFirst)
         );
         // Flood one worker with first fragments: memory stays SLOTS entries, and the table
         // keeps tracking the newest datagrams.
         let mut t = FragTable::new(7);
         for id in 0..20_000u16 {
-            t.judge(
-                &frag(id, 0, true, proto::UDP, &udp_start(64)),
-                &mut key(proto::UDP),
-                1,
-                30,
-            )
-            .unwrap();
+            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1, 30)
+                .unwrap();
         }
         assert_eq!(t.counts().tracked, 20_000);
         assert!(t.counts().evicted >= 20_000 - SLOTS as u64);
         let mut k = key(proto::UDP);
-        t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30)
-            .unwrap();
+        t.judge(&frag(19_999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30).unwrap();
         assert_eq!(k.dst_port, 53);
     }
 
@@ -348,68 +280,32 @@ mod tests {
     #[test]
     fn timeout_and_size_follow_the_rules() {
         let mut t = FragTable::new(7);
-        t.judge(
-            &frag(5, 0, true, proto::UDP, &udp_start(64)),
-            &mut key(proto::UDP),
-            0,
-            5,
-        )
-        .unwrap();
+        t.judge(&frag(5, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 5).unwrap();
         assert!(
-            t.judge(
-                &frag(5, 64, true, proto::UDP, &[0; 8]),
-                &mut key(proto::UDP),
-                5,
-                30
-            )
-            .is_ok()
+            t.judge(&frag(5, 64, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 5, 30).is_ok()
         );
         assert_eq!(
-            t.judge(
-                &frag(5, 72, true, proto::UDP, &[0; 8]),
-                &mut key(proto::UDP),
-                6,
-                30
-            ),
+            t.judge(&frag(5, 72, true, proto::UDP, &[0; 8]), &mut key(proto::UDP), 6, 30),
             Err(DropReason::FragmentNoFirst)
         );
         assert_eq!(t.capacity(), SLOTS);
-        t.judge(
-            &frag(6, 0, true, proto::UDP, &udp_start(64)),
-            &mut key(proto::UDP),
-            0,
-            30,
-        )
-        .unwrap();
+        t.judge(&frag(6, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 0, 30)
+            .unwrap();
         t.resize(10);
         assert_eq!(t.capacity(), 12);
         assert_eq!(
-            t.judge(
-                &frag(6, 64, false, proto::UDP, &[0; 8]),
-                &mut key(proto::UDP),
-                1,
-                30
-            ),
+            t.judge(&frag(6, 64, false, proto::UDP, &[0; 8]), &mut key(proto::UDP), 1, 30),
             Err(DropReason::FragmentNoFirst)
         );
         for id in 0..1000u16 {
-            t.judge(
-                &frag(id, 0, true, proto::UDP, &udp_start(64)),
-                &mut key(proto::UDP),
-                1,
-                30,
-            )
-            .unwrap();
+            t.judge(&frag(id, 0, true, proto::UDP, &udp_start(64)), &mut key(proto::UDP), 1, 30)
+                .unwrap();
         }
         assert!(t.counts().evicted >= 1000 - 12);
         t.resize(12);
         let mut k = key(proto::UDP);
-        t.judge(&frag(999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30)
-            .unwrap();
-        assert_eq!(
-            k.dst_port, 53,
-            "resizing to the size it has keeps what it holds"
-        );
+        t.judge(&frag(999, 64, false, proto::UDP, &[0; 8]), &mut k, 1, 30).unwrap();
+        assert_eq!(k.dst_port, 53, "resizing to the size it has keeps what it holds");
     }
 
     #[test]

@@ -96,8 +96,7 @@ fn parse(ip: &[u8]) -> Option<Frag6> {
 /// (most packets carry their upper layer right after it). [`is_fragment_v6`] tells.
 #[inline(always)]
 pub fn may_be_fragment(ip: &[u8]) -> bool {
-    ip.get(6)
-        .is_some_and(|&n| matches!(n, HOP_BY_HOP | ROUTING | FRAGMENT | AH | DEST_OPTS))
+    ip.get(6).is_some_and(|&n| matches!(n, HOP_BY_HOP | ROUTING | FRAGMENT | AH | DEST_OPTS))
 }
 
 /// Whether IPv6 packet `ip` is a fragment (not an atomic one: offset 0 without M, RFC 6946).
@@ -156,7 +155,8 @@ impl FragTable6 {
         if f.proto == proto::TCP && f.offset == 8 {
             return Err(DropReason::FragmentOverlap);
         }
-        (key.src_port, key.dst_port) = self.datagrams.later(f.ident(), f.offset, rest, f.more, now)?;
+        (key.src_port, key.dst_port) =
+            self.datagrams.later(f.ident(), f.offset, rest, f.more, now)?;
         key.proto = f.proto;
         Ok(())
     }
@@ -171,28 +171,9 @@ mod tests {
     /// bytes, M) before `payload` of protocol `p`, behind a destination options header if
     /// `opts`.
     fn frag(id: u32, offset: u16, more: bool, p: u8, payload: &[u8], opts: bool) -> Vec<u8> {
-        let mut b = vec![
-            0x60,
-            0,
-            0,
-            0,
-            0,
-            0,
-            if opts { DEST_OPTS } else { FRAGMENT },
-            64,
-        ];
-        b.extend_from_slice(
-            &0x2001_0db8_u128
-                .wrapping_shl(96)
-                .wrapping_add(1)
-                .to_be_bytes(),
-        );
-        b.extend_from_slice(
-            &0x2001_0db8_u128
-                .wrapping_shl(96)
-                .wrapping_add(2)
-                .to_be_bytes(),
-        );
+        let mut b = vec![0x60, 0, 0, 0, 0, 0, if opts { DEST_OPTS } else { FRAGMENT }, 64];
+        b.extend_from_slice(&0x2001_0db8_u128.wrapping_shl(96).wrapping_add(1).to_be_bytes());
+        b.extend_from_slice(&0x2001_0db8_u128.wrapping_shl(96).wrapping_add(2).to_be_bytes());
         if opts {
             b.extend_from_slice(&[FRAGMENT, 0, 1, 4, 0, 0, 0, 0]);
         }
@@ -232,32 +213,15 @@ mod tests {
             t.judge(&first, &mut k, 0, 30).unwrap();
             assert_eq!((k.src_port, k.dst_port), (4000, 53), "the first's own key");
             let mut k = key(FRAGMENT, (0, 0));
-            t.judge(
-                &frag(9, 1232, true, proto::UDP, &[0; 1232], opts),
-                &mut k,
-                1,
-                30,
-            )
-            .unwrap();
+            t.judge(&frag(9, 1232, true, proto::UDP, &[0; 1232], opts), &mut k, 1, 30).unwrap();
             assert_eq!((k.proto, k.src_port, k.dst_port), (proto::UDP, 4000, 53));
             let mut k = key(FRAGMENT, (0, 0));
-            t.judge(
-                &frag(9, 2464, false, proto::UDP, &[0; 536], opts),
-                &mut k,
-                1,
-                30,
-            )
-            .unwrap();
+            t.judge(&frag(9, 2464, false, proto::UDP, &[0; 536], opts), &mut k, 1, 30).unwrap();
             assert_eq!((k.proto, k.src_port, k.dst_port), (proto::UDP, 4000, 53));
             // Complete: forgotten.
             let mut k = key(FRAGMENT, (0, 0));
             assert_eq!(
-                t.judge(
-                    &frag(9, 1232, true, proto::UDP, &[0; 1232], opts),
-                    &mut k,
-                    1,
-                    30
-                ),
+                t.judge(&frag(9, 1232, true, proto::UDP, &[0; 1232], opts), &mut k, 1, 30),
                 Err(DropReason::FragmentNoFirst)
             );
         }
@@ -268,35 +232,20 @@ mod tests {
         let mut t = FragTable6::default();
         let mut k = key(FRAGMENT, (0, 0));
         assert_eq!(
-            t.judge(
-                &frag(1, 1232, false, proto::UDP, &[0; 8], false),
-                &mut k,
-                0,
-                30
-            ),
+            t.judge(&frag(1, 1232, false, proto::UDP, &[0; 8], false), &mut k, 0, 30),
             Err(DropReason::FragmentNoFirst)
         );
         // A first fragment without the whole TCP header.
         let mut k = key(FRAGMENT, (0, 0));
         assert_eq!(
-            t.judge(
-                &frag(2, 0, true, proto::TCP, &[0; 16], false),
-                &mut k,
-                0,
-                30
-            ),
+            t.judge(&frag(2, 0, true, proto::TCP, &[0; 16], false), &mut k, 0, 30),
             Err(DropReason::FragmentTiny)
         );
         // TCP at offset 8 rewrites the flags.
         let mut tcp = vec![0u8; 24];
         tcp[..4].copy_from_slice(&[0, 80, 0, 22]);
-        t.judge(
-            &frag(3, 0, true, proto::TCP, &tcp, false),
-            &mut key(proto::TCP, (80, 22)),
-            0,
-            30,
-        )
-        .unwrap();
+        t.judge(&frag(3, 0, true, proto::TCP, &tcp, false), &mut key(proto::TCP, (80, 22)), 0, 30)
+            .unwrap();
         assert_eq!(
             t.judge(
                 &frag(3, 8, false, proto::TCP, &[0; 16], false),
@@ -307,21 +256,9 @@ mod tests {
             Err(DropReason::FragmentOverlap)
         );
         // An atomic fragment (offset 0, no M) is not one; other protocols pass as they are.
-        assert!(!is_fragment_v6(&frag(
-            4,
-            0,
-            false,
-            proto::UDP,
-            &[0; 8],
-            false
-        )));
+        assert!(!is_fragment_v6(&frag(4, 0, false, proto::UDP, &[0; 8], false)));
         assert_eq!(
-            t.judge(
-                &frag(5, 1232, false, 47, &[0; 8], false),
-                &mut key(FRAGMENT, (0, 0)),
-                0,
-                30
-            ),
+            t.judge(&frag(5, 1232, false, 47, &[0; 8], false), &mut key(FRAGMENT, (0, 0)), 0, 30),
             Ok(())
         );
         // Cut short: left to the rules.

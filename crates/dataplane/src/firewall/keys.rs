@@ -96,7 +96,13 @@ fn udp_len_fits(h: &[u8; 28], total: u16) -> bool {
 /// The flow of a TCP or UDP packet: addresses and ports straight from their wire bytes.
 #[inline(always)]
 fn flow_v4(h: &[u8; 28]) -> FlowV4 {
-    FlowV4::from_wire(h[9], [h[12], h[13], h[14], h[15]], [h[20], h[21]], [h[16], h[17], h[18], h[19]], [h[22], h[23]])
+    FlowV4::from_wire(
+        h[9],
+        [h[12], h[13], h[14], h[15]],
+        [h[20], h[21]],
+        [h[16], h[17], h[18], h[19]],
+        [h[22], h[23]],
+    )
 }
 
 /// The tracking fields of a TCP header (`l4`: from the header to the end of the IP payload),
@@ -116,7 +122,11 @@ fn tcp_segment(l4: &[u8]) -> Option<TcpSegment> {
         win: u16::from_be_bytes([t[14], t[15]]),
         flags,
         payload_len: (l4.len() - hl) as u16,
-        wscale: if flags & fw::state::tcp_flags::SYN != 0 { wire::tcp::window_scale(&l4[20..hl]) } else { None },
+        wscale: if flags & fw::state::tcp_flags::SYN != 0 {
+            wire::tcp::window_scale(&l4[20..hl])
+        } else {
+            None
+        },
     })
 }
 
@@ -126,18 +136,37 @@ fn tcp_segment(l4: &[u8]) -> Option<TcpSegment> {
 /// Always inlined: it has two callers (the fast path's fallback, and the pass without states
 /// where it is every packet's work), and the latter should not pay for a call.
 #[inline(always)]
-pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut PacketKey, tcp: &mut Option<TcpSegment>) {
+pub(crate) fn extract(
+    frame: &[u8],
+    l3: usize,
+    v4: bool,
+    port: u16,
+    key: &mut PacketKey,
+    tcp: &mut Option<TcpSegment>,
+) {
     let bytes = frame.get(l3..).unwrap_or(&[]);
     let mut ip_opts = false;
     let (af, proto_, src, dst, len, l4): (Af, u8, u128, u128, u16, &[u8]) = if v4 {
         let ip = Ipv4Packet::new_unchecked(bytes);
         if ip.header_len() > 20 {
-            ip_opts = v4_options(bytes.get(20..ip.header_len()).unwrap_or(&[]), ip.protocol().into());
+            ip_opts =
+                v4_options(bytes.get(20..ip.header_len()).unwrap_or(&[]), ip.protocol().into());
         }
         // The view's payload() borrows the view; slice the frame by the validated lengths.
         let end = usize::from(ip.total_len()).min(bytes.len());
-        let l4 = if ip.frag_offset() == 0 { bytes.get(ip.header_len()..end).unwrap_or(&[]) } else { &[] };
-        (Af::Inet, ip.protocol().into(), ip.src_addr_u32().into(), ip.dst_addr_u32().into(), ip.total_len(), l4)
+        let l4 = if ip.frag_offset() == 0 {
+            bytes.get(ip.header_len()..end).unwrap_or(&[])
+        } else {
+            &[]
+        };
+        (
+            Af::Inet,
+            ip.protocol().into(),
+            ip.src_addr_u32().into(),
+            ip.dst_addr_u32().into(),
+            ip.total_len(),
+            l4,
+        )
     } else {
         let ip = Ipv6Packet::new_unchecked(bytes);
         let total = 40 + usize::from(ip.payload_len());
@@ -145,12 +174,36 @@ pub(crate) fn extract(frame: &[u8], l3: usize, v4: bool, port: u16, key: &mut Pa
             ip_opts = v6_options(bytes.get(..total.min(bytes.len())).unwrap_or(&[]));
         }
         let (p, l4) = match ip.upper_layer() {
-            Ok((p, off)) if p != wire::IpProtocol::Ipv6Frag => (u8::from(p), bytes.get(off..total.min(bytes.len())).unwrap_or(&[])),
+            Ok((p, off)) if p != wire::IpProtocol::Ipv6Frag => {
+                (u8::from(p), bytes.get(off..total.min(bytes.len())).unwrap_or(&[]))
+            }
             _ => (u8::from(ip.next_header()), &[][..]),
         };
-        (Af::Inet6, p, u128::from(ip.src_addr()), ip.dst_addr_u128(), total.min(usize::from(u16::MAX)) as u16, l4)
+        (
+            Af::Inet6,
+            p,
+            u128::from(ip.src_addr()),
+            ip.dst_addr_u128(),
+            total.min(usize::from(u16::MAX)) as u16,
+            l4,
+        )
     };
-    *key = PacketKey { af, dir: Dir::In, iface: port, proto: proto_, src, dst, src_port: 0, dst_port: 0, tcp_flags: 0, len, icmp_id: 0, ip_opts, route: 0, tag: 0 };
+    *key = PacketKey {
+        af,
+        dir: Dir::In,
+        iface: port,
+        proto: proto_,
+        src,
+        dst,
+        src_port: 0,
+        dst_port: 0,
+        tcp_flags: 0,
+        len,
+        icmp_id: 0,
+        ip_opts,
+        route: 0,
+        tag: 0,
+    };
     *tcp = None;
     match proto_ {
         proto::TCP => {
@@ -238,7 +291,11 @@ fn v6_options(ip: &[u8]) -> bool {
         if next == HOP_BY_HOP && hop_by_hop_options(ip.get(off + 2..off + len).unwrap_or(&[])) {
             return true;
         }
-        if next == FRAGMENT && ip.get(off + 2..off + 4).is_some_and(|f| u16::from_be_bytes([f[0], f[1]]) & 0xfff8 != 0) {
+        if next == FRAGMENT
+            && ip
+                .get(off + 2..off + 4)
+                .is_some_and(|f| u16::from_be_bytes([f[0], f[1]]) & 0xfff8 != 0)
+        {
             // A later fragment: the rest is payload.
             return false;
         }
@@ -289,8 +346,10 @@ pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(Packet
                 return None;
             }
             // A later fragment quotes no L4 header: its flow is unknown.
-            let l4 = if u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0 { q.get(ihl..)? } else { &[] };
-            let addr = |i: usize| u128::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            let l4 =
+                if u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0 { q.get(ihl..)? } else { &[] };
+            let addr =
+                |i: usize| u128::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
             (h[9], addr(12), addr(16), l4)
         }
         Af::Inet6 => {
@@ -322,7 +381,22 @@ pub(crate) fn quoted(frame: &[u8], l3: usize, key: &PacketKey) -> Option<(Packet
         _ => (0, 0, None),
     };
     let id = if matches!(proto_, proto::ICMP | proto::ICMPV6) { icmp_id(l4) } else { 0 };
-    let k = PacketKey { af, dir: Dir::In, iface: key.iface, proto: proto_, src, dst, src_port, dst_port, tcp_flags: 0, len: 0, icmp_id: id, ip_opts: false, route: 0, tag: 0 };
+    let k = PacketKey {
+        af,
+        dir: Dir::In,
+        iface: key.iface,
+        proto: proto_,
+        src,
+        dst,
+        src_port,
+        dst_port,
+        tcp_flags: 0,
+        len: 0,
+        icmp_id: id,
+        ip_opts: false,
+        route: 0,
+        tag: 0,
+    };
     Some((k, seq))
 }
 
@@ -342,29 +416,32 @@ mod tests {
         let ihl = prop_oneof![4 => Just(5u8), 1 => 5u8..=15];
         let l4 = proptest::collection::vec(any::<u8>(), 0..80);
         let fix = prop_oneof![Just(0u8), Just(1), Just(2)];
-        (proto_, frag, ihl, l4, fix, 0usize..8, any::<[u8; 8]>()).prop_map(|(p, frag, ihl, mut l4, fix, pad, addrs)| {
-            // fix 1: a consistent UDP length or TCP data offset; 2: options / length off by one.
-            if fix > 0 && l4.len() >= 20 {
-                let len = l4.len() as u16 - u16::from(fix == 2);
-                if p == proto::UDP {
-                    l4[4..6].copy_from_slice(&len.to_be_bytes());
-                } else {
-                    l4[12] = if fix == 1 { 5 << 4 } else { (((l4.len() / 4) as u8).min(15)) << 4 };
-                    l4[13] |= 0x02 * u8::from(fix == 2);
+        (proto_, frag, ihl, l4, fix, 0usize..8, any::<[u8; 8]>()).prop_map(
+            |(p, frag, ihl, mut l4, fix, pad, addrs)| {
+                // fix 1: a consistent UDP length or TCP data offset; 2: options / length off by one.
+                if fix > 0 && l4.len() >= 20 {
+                    let len = l4.len() as u16 - u16::from(fix == 2);
+                    if p == proto::UDP {
+                        l4[4..6].copy_from_slice(&len.to_be_bytes());
+                    } else {
+                        l4[12] =
+                            if fix == 1 { 5 << 4 } else { (((l4.len() / 4) as u8).min(15)) << 4 };
+                        l4[13] |= 0x02 * u8::from(fix == 2);
+                    }
                 }
-            }
-            let hl = usize::from(ihl) * 4;
-            let mut b = vec![0u8; hl];
-            b[0] = 0x40 | ihl;
-            b[2..4].copy_from_slice(&((hl + l4.len()) as u16).to_be_bytes());
-            b[6..8].copy_from_slice(&frag.to_be_bytes());
-            b[8] = 64;
-            b[9] = p;
-            b[12..20].copy_from_slice(&addrs);
-            b.extend_from_slice(&l4);
-            b.extend(std::iter::repeat_n(0xee, pad));
-            b
-        })
+                let hl = usize::from(ihl) * 4;
+                let mut b = vec![0u8; hl];
+                b[0] = 0x40 | ihl;
+                b[2..4].copy_from_slice(&((hl + l4.len()) as u16).to_be_bytes());
+                b[6..8].copy_from_slice(&frag.to_be_bytes());
+                b[8] = 64;
+                b[9] = p;
+                b[12..20].copy_from_slice(&addrs);
+                b.extend_from_slice(&l4);
+                b.extend(std::iter::repeat_n(0xee, pad));
+                b
+            },
+        )
     }
 
     proptest! {
@@ -411,18 +488,25 @@ mod tests {
     /// most that (the rest: Ethernet padding).
     fn packet_v6() -> impl Strategy<Value = Vec<u8>> {
         let next = prop_oneof![4 => Just(proto::UDP), 1 => Just(proto::TCP), 1 => Just(0u8), 1 => Just(44u8), 1 => any::<u8>()];
-        (next, any::<u16>(), any::<[u8; 32]>(), proptest::collection::vec(any::<u8>(), 0..60), 0u16..70).prop_map(|(next, payload, addrs, rest, udp_len)| {
-            let payload = payload % (rest.len() as u16 + 1);
-            let mut b = vec![0x60, 0, 0, 0];
-            b.extend_from_slice(&payload.to_be_bytes());
-            b.extend_from_slice(&[next, 64]);
-            b.extend_from_slice(&addrs);
-            b.extend_from_slice(&rest);
-            if b.len() >= 46 {
-                b[44..46].copy_from_slice(&udp_len.to_be_bytes());
-            }
-            b
-        })
+        (
+            next,
+            any::<u16>(),
+            any::<[u8; 32]>(),
+            proptest::collection::vec(any::<u8>(), 0..60),
+            0u16..70,
+        )
+            .prop_map(|(next, payload, addrs, rest, udp_len)| {
+                let payload = payload % (rest.len() as u16 + 1);
+                let mut b = vec![0x60, 0, 0, 0];
+                b.extend_from_slice(&payload.to_be_bytes());
+                b.extend_from_slice(&[next, 64]);
+                b.extend_from_slice(&addrs);
+                b.extend_from_slice(&rest);
+                if b.len() >= 46 {
+                    b[44..46].copy_from_slice(&udp_len.to_be_bytes());
+                }
+                b
+            })
     }
 
     proptest! {
@@ -461,19 +545,50 @@ mod tests {
         use wire::build::{UdpFlow, udp_frame};
         use wire::icmp_reply::{IcmpError, icmp_error};
         let cases: [(IpAddr, IpAddr, IpAddr); 2] = [
-            ("198.18.0.2".parse().unwrap(), "10.1.1.1".parse().unwrap(), "198.19.0.2".parse().unwrap()),
-            ("2001:db8::2".parse().unwrap(), "2001:db8:1::1".parse().unwrap(), "2001:db8:2::1".parse().unwrap()),
+            (
+                "198.18.0.2".parse().unwrap(),
+                "10.1.1.1".parse().unwrap(),
+                "198.19.0.2".parse().unwrap(),
+            ),
+            (
+                "2001:db8::2".parse().unwrap(),
+                "2001:db8:1::1".parse().unwrap(),
+                "2001:db8:2::1".parse().unwrap(),
+            ),
         ];
         for (src, dst, router) in cases {
             let mac = MacAddr([2, 0, 0, 0, 0, 1]);
-            let flow = UdpFlow { src_mac: mac, dst_mac: mac, src, dst, src_port: 1000, dst_port: 53, ttl: 64 };
+            let flow = UdpFlow {
+                src_mac: mac,
+                dst_mac: mac,
+                src,
+                dst,
+                src_port: 1000,
+                dst_port: 53,
+                ttl: 64,
+            };
             let mut orig = vec![0u8; 200];
             let n = udp_frame(&flow, 100, &mut orig).unwrap();
             let mut err = vec![0u8; 1500];
             let n = icmp_error(&orig[..n], IcmpError::TimeExceeded, router, mac, &mut err).unwrap();
             let err = &err[..n];
             let v4 = src.is_ipv4();
-            let mut key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: 0, src: 0, dst: 0, src_port: 0, dst_port: 0, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0, tag: 0 };
+            let mut key = PacketKey {
+                af: Af::Inet,
+                dir: Dir::In,
+                iface: 0,
+                proto: 0,
+                src: 0,
+                dst: 0,
+                src_port: 0,
+                dst_port: 0,
+                tcp_flags: 0,
+                len: 0,
+                icmp_id: 0,
+                ip_opts: false,
+                route: 0,
+                tag: 0,
+            };
             extract(err, 14, v4, 1, &mut key, &mut None);
             assert!(fw::state::is_icmp_error(key.proto, key.src_port), "{key:?}");
             let addr = |a: IpAddr| match a {
@@ -483,7 +598,11 @@ mod tests {
             let (q, seq) = quoted(err, 14, &key).unwrap();
             assert_eq!((q.af, q.src, q.dst), (key.af, addr(src), addr(dst)));
             assert_eq!((q.proto, q.src_port, q.dst_port, seq), (proto::UDP, 1000, 53, None));
-            assert_eq!(quoted(err, 14, &PacketKey { dst: addr(router), ..key }), None, "not to the quoted source");
+            assert_eq!(
+                quoted(err, 14, &PacketKey { dst: addr(router), ..key }),
+                None,
+                "not to the quoted source"
+            );
             // An error that quotes the IP header only: the flow is unknown.
             let mut short = err[..14 + if v4 { 20 + 8 + 20 } else { 40 + 8 + 40 }].to_vec();
             if v4 {

@@ -111,12 +111,8 @@ impl Firewall {
                 return Err(state_drop_reason(d));
             }
             let hit = Hit::of(id, key);
-            ticket = Ticket {
-                state: Some(id),
-                from_a: hit.from_a,
-                out_settled: false,
-                tag: key.tag,
-            };
+            ticket =
+                Ticket { state: Some(id), from_a: hit.from_a, out_settled: false, tag: key.tag };
         }
         self.filter_out(key, port, tcp, ticket)
     }

@@ -17,8 +17,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fw::packet::Dir;
 use fw::passes::{Count, Drop};
-use fw::state::{StateDropReason, StateVerdict};
 use fw::rules::{Action, LogMode, Rule, RuleSet};
+use fw::state::{StateDropReason, StateVerdict};
 use io::pflog::Reason;
 use io::ratelimit::TokenBucket;
 use io::spsc::{Consumer, Producer};
@@ -88,7 +88,11 @@ impl LogRecord {
     pub fn pflog_header(&self, ifname: &str) -> io::pflog::Header {
         io::pflog::Header {
             af: if self.v6 { io::pflog::AF_INET6 } else { io::pflog::AF_INET },
-            action: if self.action == Action::Pass { io::pflog::ACTION_PASS } else { io::pflog::ACTION_BLOCK },
+            action: if self.action == Action::Pass {
+                io::pflog::ACTION_PASS
+            } else {
+                io::pflog::ACTION_BLOCK
+            },
             reason: self.reason as u8,
             ifname: ifname.to_owned(),
             ruleset: self.id().to_owned(),
@@ -158,7 +162,14 @@ pub fn log_ring(capacity: usize, snap: usize, per_second: u64) -> (LogSink, LogR
     let (ring, consumer) = io::spsc::ring(capacity);
     let stats = Arc::new(LogStats::default());
     let limit = TokenBucket::new(per_second, (per_second / 10).max(1));
-    let sink = LogSink { ring, snap: snap.clamp(1, LOG_SNAP_MAX), limit, stats: Arc::clone(&stats), batch_ts: 0, batch_refused: false };
+    let sink = LogSink {
+        ring,
+        snap: snap.clamp(1, LOG_SNAP_MAX),
+        limit,
+        stats: Arc::clone(&stats),
+        batch_ts: 0,
+        batch_refused: false,
+    };
     (sink, LogRing { consumer, stats })
 }
 
@@ -177,7 +188,8 @@ impl LogSink {
     /// `id` is the rule's stable id. Records of one batch share its time stamp.
     pub(crate) fn push(&mut self, hit: LogHit, id: [u8; ID_LEN], ip: &[u8], iface: u16) {
         if self.batch_ts == 0 {
-            self.batch_ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+            self.batch_ts =
+                SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
         }
         let ts_ns = self.batch_ts;
         if self.batch_refused || !self.limit.allow(ts_ns) {
@@ -210,8 +222,13 @@ pub struct LogRules {
 
 impl LogRules {
     pub fn of(rs: &RuleSet) -> LogRules {
-        let ids: Vec<_> = rs.rules.iter().map(|r| (r.log != LogMode::None).then(|| stable_id(r))).collect();
-        LogRules { any: ids.iter().any(Option::is_some), all: rs.rules.iter().any(|r| r.log == LogMode::All), ids }
+        let ids: Vec<_> =
+            rs.rules.iter().map(|r| (r.log != LogMode::None).then(|| stable_id(r))).collect();
+        LogRules {
+            any: ids.iter().any(Option::is_some),
+            all: rs.rules.iter().any(|r| r.log == LogMode::All),
+            ids,
+        }
     }
 
     /// Whether rule `i` logs packets its states pass (`log (all)`).
@@ -231,7 +248,9 @@ pub fn stable_id(rule: &Rule) -> [u8; ID_LEN] {
         (Some(l), None) if !l.is_empty() => l.clone(),
         _ => {
             let norm = format!("{:?}", Rule { line: 0, ..rule.clone() });
-            let h = norm.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+            let h = norm.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
             format!("{:08x}", (h ^ (h >> 32)) as u32)
         }
     };
@@ -267,7 +286,10 @@ impl Firewall {
     /// Notes a packet the rules decided (`c`) with outcome `r` for the log, if its rule logs.
     #[inline(always)]
     pub(super) fn log_decided(&mut self, c: Count, r: Result<(), Drop>, dir: Dir) {
-        if self.cur.rules.log.any && c.by_rules && let Some(i) = c.rule {
+        if self.cur.rules.log.any
+            && c.by_rules
+            && let Some(i) = c.rule
+        {
             self.log_rule(i, LogHit::of(i, r, dir), false);
         }
     }
@@ -280,9 +302,15 @@ impl Firewall {
         if self.cur.rules.log.all {
             let (action, reason) = match verdict {
                 StateVerdict::Pass => (Action::Pass, io::pflog::Reason::Match),
-                StateVerdict::Drop(StateDropReason::OutOfWindow) => (Action::Block, io::pflog::Reason::StateMismatch),
-                StateVerdict::Drop(StateDropReason::SrcConn | StateDropReason::SrcConnRate) => (Action::Block, io::pflog::Reason::SrcLimit),
-                StateVerdict::Drop(StateDropReason::Synproxy) => (Action::Block, io::pflog::Reason::Synproxy),
+                StateVerdict::Drop(StateDropReason::OutOfWindow) => {
+                    (Action::Block, io::pflog::Reason::StateMismatch)
+                }
+                StateVerdict::Drop(StateDropReason::SrcConn | StateDropReason::SrcConnRate) => {
+                    (Action::Block, io::pflog::Reason::SrcLimit)
+                }
+                StateVerdict::Drop(StateDropReason::Synproxy) => {
+                    (Action::Block, io::pflog::Reason::Synproxy)
+                }
             };
             self.log_rule(i, LogHit { rule: i as u32, action, reason, dir: Dir::In }, true);
         }
@@ -292,7 +320,11 @@ impl Firewall {
     #[inline(never)]
     fn log_rule(&mut self, i: usize, hit: LogHit, state: bool) {
         let rules = &self.cur.rules;
-        let logs = if state { rules.log.logs_all(&rules.rules, i) } else { rules.log.ids.get(i).is_some_and(Option::is_some) };
+        let logs = if state {
+            rules.log.logs_all(&rules.rules, i)
+        } else {
+            rules.log.ids.get(i).is_some_and(Option::is_some)
+        };
         if logs {
             self.log_hit = Some(hit);
         }
@@ -310,7 +342,8 @@ mod tests {
 
     #[test]
     fn ids_are_labels_or_hashes_that_survive_moves() {
-        let a = rules("pass all\nblock in log proto tcp to port 22\npass log all label \"web-in\"\n");
+        let a =
+            rules("pass all\nblock in log proto tcp to port 22\npass log all label \"web-in\"\n");
         let b = rules("# moved\n\nblock in log proto tcp to port 22\n");
         let la = LogRules::of(&a);
         assert_eq!((la.any, la.all), (true, false));
@@ -324,8 +357,13 @@ mod tests {
         assert_ne!(LogRules::of(&c).ids[0].unwrap(), id, "another rule, another id");
         let all = rules("pass in log (all) all\n");
         assert!(LogRules::of(&all).logs_all(&all, 0));
-        let rid = rules("block in log all ridentifier 1000000103 label \"Default deny rule IPv4\"\n");
-        assert_eq!(&LogRules::of(&rid).ids[0].unwrap()[..11], b"1000000103\0", "the ridentifier before the label");
+        let rid =
+            rules("block in log all ridentifier 1000000103 label \"Default deny rule IPv4\"\n");
+        assert_eq!(
+            &LogRules::of(&rid).ids[0].unwrap()[..11],
+            b"1000000103\0",
+            "the ridentifier before the label"
+        );
     }
 
     #[test]
@@ -340,10 +378,16 @@ mod tests {
         assert_eq!(ring.stats.logged.load(Ordering::Relaxed), 2);
         assert_eq!(ring.consumer.dropped(), 1, "the third found the ring full");
         assert!(ring.consumer.pop_with(|r| {
-            assert_eq!((r.rule, r.id(), r.action, r.reason, r.iface), (3, "ssh-in", Action::Block, Reason::Match, 1));
+            assert_eq!(
+                (r.rule, r.id(), r.action, r.reason, r.iface),
+                (3, "ssh-in", Action::Block, Reason::Match, 1)
+            );
             assert_eq!((r.len, r.orig_len, r.v6), (20, 60, false));
             let h = r.pflog_header("lrlog-a");
-            assert_eq!((h.action_name(), h.dir_name(), h.rulenr, h.ruleset.as_str()), ("block", "in", 3, "ssh-in"));
+            assert_eq!(
+                (h.action_name(), h.dir_name(), h.rulenr, h.ruleset.as_str()),
+                ("block", "in", 3, "ssh-in")
+            );
         }));
     }
 

@@ -52,7 +52,11 @@ pub(crate) fn target(ip: &[u8], v4: bool) -> Option<Target> {
 fn quoted(ip: &[u8], off: usize, v4: bool) -> Option<Target> {
     let inner = ip.get(off + 8..)?;
     let (flow, proto_, l4) = if v4 { l4_v4(inner)? } else { l4_v6(inner)? };
-    (proto_ == proto::TCP && inner.len() >= l4 + 8).then_some(Target::Quoted { flow: flow?, seq_at: off + 8 + l4 + 4, sum_at: off + 2 })
+    (proto_ == proto::TCP && inner.len() >= l4 + 8).then_some(Target::Quoted {
+        flow: flow?,
+        seq_at: off + 8 + l4 + 4,
+        sum_at: off + 2,
+    })
 }
 
 /// An IPv4 packet's protocol, where its payload starts, and the flow of a TCP segment (not
@@ -63,7 +67,8 @@ fn l4_v4(ip: &[u8]) -> Option<(Option<Flow>, u8, usize)> {
         return None;
     }
     let (proto_, off) = (u8::from(p.protocol()), p.header_len());
-    let flow = ports(ip, off).map(|(s, d)| Flow::v4(proto::TCP, p.src_addr_u32(), s, p.dst_addr_u32(), d));
+    let flow =
+        ports(ip, off).map(|(s, d)| Flow::v4(proto::TCP, p.src_addr_u32(), s, p.dst_addr_u32(), d));
     Some((flow.filter(|_| proto_ == proto::TCP), proto_, off))
 }
 
@@ -75,7 +80,8 @@ fn l4_v6(ip: &[u8]) -> Option<(Option<Flow>, u8, usize)> {
     let p = Ipv6Packet::new_unchecked(ip);
     let (next, off) = p.upper_layer().ok()?;
     let proto_ = u8::from(next);
-    let flow = ports(ip, off).map(|(s, d)| Flow::v6(proto::TCP, u128::from(p.src_addr()), s, p.dst_addr_u128(), d));
+    let flow = ports(ip, off)
+        .map(|(s, d)| Flow::v6(proto::TCP, u128::from(p.src_addr()), s, p.dst_addr_u128(), d));
     Some((flow.filter(|_| proto_ == proto::TCP), proto_, off))
 }
 
@@ -133,7 +139,8 @@ fn shift(tcp: &mut [u8], at: usize, delta: u32, sum: &mut u16) {
     b.copy_from_slice(&new.to_be_bytes());
     // A field at an odd offset (a SACK edge behind unpadded options) straddles three words:
     // its bytes count with their places in each half swapped.
-    let (old, new) = if at.is_multiple_of(2) { (old, new) } else { (swap_halves(old), swap_halves(new)) };
+    let (old, new) =
+        if at.is_multiple_of(2) { (old, new) } else { (swap_halves(old), swap_halves(new)) };
     *sum = update32(*sum, old, new);
 }
 

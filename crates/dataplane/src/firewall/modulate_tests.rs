@@ -16,7 +16,8 @@ fn segment(seq: u32, ack: u32, blocks: [u32; 4]) -> Vec<u8> {
 /// 16-bit words. Its SACK edges start at byte 54 + `nops` of the packet.
 fn segment_with_nops(seq: u32, ack: u32, blocks: [u32; 4], nops: usize) -> Vec<u8> {
     let mut ip = vec![
-        0x45, 0x00, 0x00, 0x00, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 10, 0, 0, 1, 198, 51, 100, 2, //
+        0x45, 0x00, 0x00, 0x00, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 10, 0, 0, 1, 198,
+        51, 100, 2, //
         0x9c, 0x40, 0x00, 0x50,
     ];
     ip.extend_from_slice(&seq.to_be_bytes());
@@ -48,7 +49,15 @@ fn modulated(mut ip: Vec<u8>, m: Modulation) -> Vec<u8> {
     let t = target(&ip, true).expect("a TCP segment");
     let Target::Segment { flow, off } = t else { panic!("{t:?}") };
     assert_eq!(off, 20);
-    let k = PacketKey { af: fw::packet::Af::Inet, proto: proto::TCP, src: 0x0a00_0001, dst: 0xc633_6402, src_port: 40000, dst_port: 80, ..PacketKey::ZERO };
+    let k = PacketKey {
+        af: fw::packet::Af::Inet,
+        proto: proto::TCP,
+        src: 0x0a00_0001,
+        dst: 0xc633_6402,
+        src_port: 40000,
+        dst_port: 80,
+        ..PacketKey::ZERO
+    };
     assert_eq!(flow, Flow::of(&k), "the flow the state table keys");
     apply(&mut ip, t, m);
     ip
@@ -69,7 +78,16 @@ fn initiator_side_shifts_the_sequence_number_only() {
 #[test]
 fn responder_side_shifts_the_ack_and_the_sack_blocks_back() {
     let d = 0x1234_5678;
-    let ip = segment(9, 5u32.wrapping_add(d), [10u32.wrapping_add(d), 20u32.wrapping_add(d), 30u32.wrapping_add(d), 40u32.wrapping_add(d)]);
+    let ip = segment(
+        9,
+        5u32.wrapping_add(d),
+        [
+            10u32.wrapping_add(d),
+            20u32.wrapping_add(d),
+            30u32.wrapping_add(d),
+            40u32.wrapping_add(d),
+        ],
+    );
     let out = modulated(ip, Modulation { seq_add: 0, ack_sub: d });
     assert_eq!((word(&out, 24), word(&out, 28)), (9, 5));
     assert_eq!([word(&out, 56), word(&out, 60), word(&out, 64), word(&out, 68)], [10, 20, 30, 40]);
@@ -108,10 +126,20 @@ fn ipv6_segment_found_behind_its_header() {
     let mut ip = vec![0x60, 0, 0, 0, 0, 20, proto::TCP, 64];
     ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
     ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-    ip.extend_from_slice(&[0x9c, 0x40, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+    ip.extend_from_slice(&[
+        0x9c, 0x40, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0,
+    ]);
     let Some(Target::Segment { flow, off }) = target(&ip, false) else { panic!("a TCP segment") };
     assert_eq!(off, 40);
-    let k = PacketKey { af: fw::packet::Af::Inet6, proto: proto::TCP, src: 0x2001_0db8_u128 << 96 | 1, dst: 0x2001_0db8_u128 << 96 | 2, src_port: 40000, dst_port: 80, ..PacketKey::ZERO };
+    let k = PacketKey {
+        af: fw::packet::Af::Inet6,
+        proto: proto::TCP,
+        src: 0x2001_0db8_u128 << 96 | 1,
+        dst: 0x2001_0db8_u128 << 96 | 2,
+        src_port: 40000,
+        dst_port: 80,
+        ..PacketKey::ZERO
+    };
     assert_eq!(flow, Flow::of(&k));
 }
 
@@ -121,7 +149,8 @@ fn ipv6_segment_found_behind_its_header() {
 fn icmp_error_quoting_a_shifted_segment() {
     let d = 0x4000_0000;
     let seg = segment(1000u32.wrapping_add(d), 0, [0; 4]);
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, proto::ICMP, 0, 0, 203, 0, 113, 9, 10, 0, 0, 1];
+    let mut ip =
+        vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, proto::ICMP, 0, 0, 203, 0, 113, 9, 10, 0, 0, 1];
     ip.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
     ip.extend_from_slice(&seg[..28]);
     let len = ip.len() as u16;
@@ -129,7 +158,15 @@ fn icmp_error_quoting_a_shifted_segment() {
     let c = checksum(&ip[20..]);
     ip[22..24].copy_from_slice(&c.to_be_bytes());
     let t = target(&ip, true).expect("an error quoting TCP");
-    let k = PacketKey { af: fw::packet::Af::Inet, proto: proto::TCP, src: 0x0a00_0001, dst: 0xc633_6402, src_port: 40000, dst_port: 80, ..PacketKey::ZERO };
+    let k = PacketKey {
+        af: fw::packet::Af::Inet,
+        proto: proto::TCP,
+        src: 0x0a00_0001,
+        dst: 0xc633_6402,
+        src_port: 40000,
+        dst_port: 80,
+        ..PacketKey::ZERO
+    };
     assert_eq!(*t.flow(), Flow::of(&k), "the quoted packet's flow, from its sender");
     apply(&mut ip, t, Modulation { seq_add: d, ack_sub: 0 });
     assert_eq!(word(&ip, 28 + 20 + 4), 1000);

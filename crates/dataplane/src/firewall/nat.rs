@@ -37,7 +37,9 @@ use io::batch::MAX_BATCH;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
-use super::nat_rewrite::{End, Kind, Tuple, read, read_plain, rewrite, rewrite_error, rewrite_plain};
+use super::nat_rewrite::{
+    End, Kind, Tuple, read, read_plain, rewrite, rewrite_error, rewrite_plain,
+};
 use crate::counters::DropReason;
 
 /// Table slots the expiry sweep examines per batch, at most (it keeps pf's pace,
@@ -109,16 +111,38 @@ pub(crate) fn has_nat(rules: &CompiledRules) -> bool {
 
 impl NatStage {
     pub fn new(port_v4: Vec<Option<u32>>, seed: u64) -> NatStage {
-        NatStage { table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed), cursor: PoolCursor::new(seed), port_v4, plan: None, steering: None, seed, translated: 0, port_mask: 0, prefetched: Box::new([(0, false, 0); MAX_BATCH]), out_hash: Box::new([None; MAX_BATCH]), hashed: false }
+        NatStage {
+            table: NatTable::new(fw::rules::DEFAULT_LIMIT_STATES as usize, seed),
+            cursor: PoolCursor::new(seed),
+            port_v4,
+            plan: None,
+            steering: None,
+            seed,
+            translated: 0,
+            port_mask: 0,
+            prefetched: Box::new([(0, false, 0); MAX_BATCH]),
+            out_hash: Box::new([None; MAX_BATCH]),
+            hashed: false,
+        }
     }
 
     /// This is worker `worker` of `workers` (more than one: ports are chosen for the steering).
     pub fn set_steering(&mut self, worker: u16, workers: u16) {
-        self.steering = (workers > 1).then(|| Steering { worker, workers, hash: Toeplitz::new(&SYMMETRIC_KEY) });
+        self.steering = (workers > 1).then(|| Steering {
+            worker,
+            workers,
+            hash: Toeplitz::new(&SYMMETRIC_KEY),
+        });
     }
 
     pub fn counts(&self) -> NatCounts {
-        NatCounts { sessions: self.table.len() as u64, created: self.table.created, expired: self.table.expired, translated: self.translated, sticky: self.cursor.sticky_sources() as u64 }
+        NatCounts {
+            sessions: self.table.len() as u64,
+            created: self.table.created,
+            expired: self.table.expired,
+            translated: self.translated,
+            sticky: self.cursor.sticky_sources() as u64,
+        }
     }
 
     pub fn table_mut(&mut self) -> &mut NatTable {
@@ -131,7 +155,15 @@ impl NatStage {
         let id = Arc::as_ptr(rules) as usize;
         if self.plan.as_ref().is_none_or(|p| p.rules != id) {
             let plan = self.make_plan(&rules.rules, id);
-            self.port_mask = if plan.every_port { u64::MAX } else { plan.ports.iter().enumerate().filter(|(_, on)| **on).fold(0, |m, (p, _)| m | port_bit(p)) };
+            self.port_mask = if plan.every_port {
+                u64::MAX
+            } else {
+                plan.ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, on)| **on)
+                    .fold(0, |m, (p, _)| m | port_bit(p))
+            };
             self.plan = Some(plan);
         }
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
@@ -192,7 +224,9 @@ impl NatStage {
                     }
                 }
                 match &r.target.as_ref()?.addr {
-                    NatAddr::Iface(i) => self.port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single),
+                    NatAddr::Iface(i) => {
+                        self.port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single)
+                    }
                     NatAddr::Pool(p) => Some(Pool::new(p)),
                 }
             })
@@ -224,7 +258,9 @@ impl NatStage {
     /// [`on_port`](Self::on_port) for ports from 63 on, which share the mask's last bit.
     #[cold]
     fn on_high_port(&self, port: u16) -> bool {
-        self.plan.as_ref().is_some_and(|p| p.every_port || p.ports.get(usize::from(port)).copied().unwrap_or(false))
+        self.plan.as_ref().is_some_and(|p| {
+            p.every_port || p.ports.get(usize::from(port)).copied().unwrap_or(false)
+        })
     }
 
     /// Marks `port` as carrying translations (their replies must be looked up there even
@@ -240,9 +276,16 @@ impl NatStage {
     /// back (a reply to `nat`) or redirected (`rdr`, `binat`). `Ok(Some(dst))`: the new
     /// destination, for the route lookup, and whether a translation rule with `pass`
     /// redirected it (the inbound filter rules are then skipped).
-    pub fn inbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<Option<(u32, bool)>, DropReason> {
+    pub fn inbound(
+        &mut self,
+        rs: &RuleSet,
+        ip: &mut [u8],
+        port: u16,
+        now: u32,
+    ) -> Result<Option<(u32, bool)>, DropReason> {
         if let Some((key, flags)) = read_plain(ip)
-            && let Some(s) = self.table.lookup_in(&key, now, &rs.timeouts).filter(|s| s.iface == port)
+            && let Some(s) =
+                self.table.lookup_in(&key, now, &rs.timeouts).filter(|s| s.iface == port)
         {
             s.touch(now, s.kind == NatKind::Nat, flags);
             let (a, p) = s.in_to;
@@ -258,20 +301,37 @@ impl NatStage {
         match t.kind {
             Kind::Fragment => {
                 let key = key_of(&t, port, Dir::In);
-                if first_match(rs, NatPhase::In, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() || self.is_translation_address(t.key.dst) {
+                if first_match(
+                    rs,
+                    NatPhase::In,
+                    &PacketKey { src_port: 0, dst_port: 0, ..key },
+                    &addr_of,
+                )
+                .is_some()
+                    || self.is_translation_address(t.key.dst)
+                {
                     return Err(DropReason::NatFragment);
                 }
                 Ok(None)
             }
             Kind::Error { inner, .. } => {
-                if let Some(s) = self.table.lookup_in(&inner.reversed(), now, timeouts).filter(|s| s.iface == port) {
+                if let Some(s) = self
+                    .table
+                    .lookup_in(&inner.reversed(), now, timeouts)
+                    .filter(|s| s.iface == port)
+                {
                     let (a, p) = s.in_to;
                     rewrite_error(ip, &t, End::Dst, a, End::Src, (a, p));
                     self.translated += 1;
                     return Ok(Some((a, false)));
                 }
                 // An error about a packet a binat host sent.
-                let quoted = PacketKey { iface: port, src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::In) };
+                let quoted = PacketKey {
+                    iface: port,
+                    src: u128::from(inner.dst),
+                    dst: u128::from(inner.src),
+                    ..key_of(&t, port, Dir::In)
+                };
                 match first_match(rs, NatPhase::In, &quoted, &addr_of) {
                     Some(r) if r.kind == NatKind::Binat => {
                         let inside = binat_map(r, inner.src, false);
@@ -283,7 +343,9 @@ impl NatStage {
                 }
             }
             Kind::Ports | Kind::Query { .. } | Kind::Other => {
-                if let Some(s) = self.table.lookup_in(&t.key, now, timeouts).filter(|s| s.iface == port) {
+                if let Some(s) =
+                    self.table.lookup_in(&t.key, now, timeouts).filter(|s| s.iface == port)
+                {
                     s.touch(now, s.kind == NatKind::Nat, t.tcp_flags);
                     let (a, p) = s.in_to;
                     let pass = s.kind == NatKind::Rdr && s.pass;
@@ -295,7 +357,11 @@ impl NatStage {
                     return Ok(None);
                 }
                 let key = key_of(&t, port, Dir::In);
-                let Some((ri, r)) = first_match(rs, NatPhase::In, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(None) };
+                let Some((ri, r)) =
+                    first_match(rs, NatPhase::In, &key, &addr_of).map(|r| (rule_index(rs, r), r))
+                else {
+                    return Ok(None);
+                };
                 let (a, p) = match r.kind {
                     NatKind::Binat => (binat_map(r, t.key.dst, false), t.key.dport),
                     _ => self.redirect(ri, r, &t, port, now)?,
@@ -309,7 +375,13 @@ impl NatStage {
 
     /// A packet leaving by `port`: its source translated (`nat`, `binat`) or given back its
     /// outside form (a reply of an `rdr`-ed flow).
-    pub fn outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
+    pub fn outbound(
+        &mut self,
+        rs: &RuleSet,
+        ip: &mut [u8],
+        port: u16,
+        now: u32,
+    ) -> Result<(), DropReason> {
         if self.outbound_plain(&rs.timeouts, ip, port, now, false, None) {
             return Ok(());
         }
@@ -321,7 +393,15 @@ impl NatStage {
     /// checksum update; `hash`: its out key's and the slot the prefetching pass's probe
     /// named, if known). `false`: another packet, left as it is.
     #[inline(always)]
-    pub fn outbound_plain(&mut self, timeouts: &fw::state::Timeouts, ip: &mut [u8], port: u16, now: u32, ttl: bool, hash: Option<(u64, u32)>) -> bool {
+    pub fn outbound_plain(
+        &mut self,
+        timeouts: &fw::state::Timeouts,
+        ip: &mut [u8],
+        port: u16,
+        now: u32,
+        ttl: bool,
+        hash: Option<(u64, u32)>,
+    ) -> bool {
         let Some((key, flags)) = read_plain(ip) else { return false };
         let s = match hash {
             Some((h, slot)) => self.table.lookup_out_hinted(&key, h, slot, now, timeouts),
@@ -340,7 +420,13 @@ impl NatStage {
     /// [`outbound`](Self::outbound) for a packet [`outbound_plain`](Self::outbound_plain)
     /// left: out of line, so that the common case's caller stays small.
     #[inline(never)]
-    pub fn outbound_other(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32) -> Result<(), DropReason> {
+    pub fn outbound_other(
+        &mut self,
+        rs: &RuleSet,
+        ip: &mut [u8],
+        port: u16,
+        now: u32,
+    ) -> Result<(), DropReason> {
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
         let Some(t) = read(ip) else { return Ok(()) };
@@ -348,20 +434,37 @@ impl NatStage {
         match t.kind {
             Kind::Fragment => {
                 let key = key_of(&t, port, Dir::Out);
-                if first_match(rs, NatPhase::Out, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() {
+                if first_match(
+                    rs,
+                    NatPhase::Out,
+                    &PacketKey { src_port: 0, dst_port: 0, ..key },
+                    &addr_of,
+                )
+                .is_some()
+                {
                     return Err(DropReason::NatFragment);
                 }
                 Ok(())
             }
             Kind::Error { inner, .. } => {
-                if let Some(s) = self.table.lookup_out(&inner.reversed(), now, timeouts).filter(|s| s.iface == port) {
+                if let Some(s) = self
+                    .table
+                    .lookup_out(&inner.reversed(), now, timeouts)
+                    .filter(|s| s.iface == port)
+                {
                     let (a, p) = s.out_to;
                     rewrite_error(ip, &t, End::Src, a, End::Dst, (a, p));
                     self.translated += 1;
                     return Ok(());
                 }
-                let quoted = PacketKey { src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::Out) };
-                if let Some(r) = first_match(rs, NatPhase::Out, &quoted, &addr_of).filter(|r| r.kind == NatKind::Binat) {
+                let quoted = PacketKey {
+                    src: u128::from(inner.dst),
+                    dst: u128::from(inner.src),
+                    ..key_of(&t, port, Dir::Out)
+                };
+                if let Some(r) = first_match(rs, NatPhase::Out, &quoted, &addr_of)
+                    .filter(|r| r.kind == NatKind::Binat)
+                {
                     let outside = binat_map(r, inner.dst, true);
                     rewrite_error(ip, &t, End::Src, outside, End::Dst, (outside, inner.dport));
                     self.translated += 1;
@@ -369,7 +472,9 @@ impl NatStage {
                 Ok(())
             }
             Kind::Ports | Kind::Query { .. } | Kind::Other => {
-                if let Some(s) = self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port) {
+                if let Some(s) =
+                    self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port)
+                {
                     s.touch(now, s.kind == NatKind::Rdr, t.tcp_flags);
                     let (a, p) = s.out_to;
                     rewrite(ip, &t, End::Src, a, p);
@@ -380,7 +485,11 @@ impl NatStage {
                     return Ok(());
                 }
                 let key = key_of(&t, port, Dir::Out);
-                let Some((ri, r)) = first_match(rs, NatPhase::Out, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(()) };
+                let Some((ri, r)) =
+                    first_match(rs, NatPhase::Out, &key, &addr_of).map(|r| (rule_index(rs, r), r))
+                else {
+                    return Ok(());
+                };
                 let (a, p) = match r.kind {
                     NatKind::Binat => (binat_map(r, t.key.src, true), t.key.sport),
                     _ => self.translate_source(ri, r, &t, port, now)?,
@@ -397,12 +506,22 @@ impl NatStage {
     /// rules judge the packet with that source (pf translates before it filters); only if
     /// they pass it does [`commit_outbound`](Self::commit_outbound) make the translation, so
     /// a blocked flow leaves no translation and no port in use behind.
-    pub fn plan_outbound(&mut self, rs: &RuleSet, ip: &[u8], port: u16, now: u32) -> Result<OutPlan, DropReason> {
+    pub fn plan_outbound(
+        &mut self,
+        rs: &RuleSet,
+        ip: &[u8],
+        port: u16,
+        now: u32,
+    ) -> Result<OutPlan, DropReason> {
         let timeouts = &rs.timeouts;
         if let Some((key, _)) = read_plain(ip)
             && let Some(s) = self.table.lookup_out(&key, now, timeouts).filter(|s| s.iface == port)
         {
-            return Ok(OutPlan { src: Some((s.out_to.0, Some(s.out_to.1))), pass: s.kind != NatKind::Rdr && s.pass, new: None });
+            return Ok(OutPlan {
+                src: Some((s.out_to.0, Some(s.out_to.1))),
+                pass: s.kind != NatKind::Rdr && s.pass,
+                new: None,
+            });
         }
         let port_v4 = &self.port_v4;
         let addr_of = |i: u16| port_v4.get(usize::from(i)).copied().flatten();
@@ -410,34 +529,71 @@ impl NatStage {
         match t.kind {
             Kind::Fragment => {
                 let key = key_of(&t, port, Dir::Out);
-                if first_match(rs, NatPhase::Out, &PacketKey { src_port: 0, dst_port: 0, ..key }, &addr_of).is_some() {
+                if first_match(
+                    rs,
+                    NatPhase::Out,
+                    &PacketKey { src_port: 0, dst_port: 0, ..key },
+                    &addr_of,
+                )
+                .is_some()
+                {
                     return Err(DropReason::NatFragment);
                 }
                 Ok(OutPlan::NONE)
             }
             Kind::Error { inner, .. } => {
-                if let Some(s) = self.table.lookup_out(&inner.reversed(), now, timeouts).filter(|s| s.iface == port) {
+                if let Some(s) = self
+                    .table
+                    .lookup_out(&inner.reversed(), now, timeouts)
+                    .filter(|s| s.iface == port)
+                {
                     return Ok(OutPlan { src: Some((s.out_to.0, None)), pass: false, new: None });
                 }
-                let quoted = PacketKey { src: u128::from(inner.dst), dst: u128::from(inner.src), ..key_of(&t, port, Dir::Out) };
-                Ok(match first_match(rs, NatPhase::Out, &quoted, &addr_of).filter(|r| r.kind == NatKind::Binat) {
-                    Some(r) => OutPlan { src: Some((binat_map(r, inner.dst, true), None)), pass: false, new: None },
-                    None => OutPlan::NONE,
-                })
+                let quoted = PacketKey {
+                    src: u128::from(inner.dst),
+                    dst: u128::from(inner.src),
+                    ..key_of(&t, port, Dir::Out)
+                };
+                Ok(
+                    match first_match(rs, NatPhase::Out, &quoted, &addr_of)
+                        .filter(|r| r.kind == NatKind::Binat)
+                    {
+                        Some(r) => OutPlan {
+                            src: Some((binat_map(r, inner.dst, true), None)),
+                            pass: false,
+                            new: None,
+                        },
+                        None => OutPlan::NONE,
+                    },
+                )
             }
             Kind::Ports | Kind::Query { .. } | Kind::Other => {
                 let ports = t.kind == Kind::Ports;
-                if let Some(s) = self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port) {
+                if let Some(s) =
+                    self.table.lookup_out(&t.key, now, timeouts).filter(|s| s.iface == port)
+                {
                     let pass = s.kind != NatKind::Rdr && s.pass;
-                    return Ok(OutPlan { src: Some((s.out_to.0, ports.then_some(s.out_to.1))), pass, new: None });
+                    return Ok(OutPlan {
+                        src: Some((s.out_to.0, ports.then_some(s.out_to.1))),
+                        pass,
+                        new: None,
+                    });
                 }
                 if matches!(t.kind, Kind::Query { request: false }) {
                     return Ok(OutPlan::NONE);
                 }
                 let key = key_of(&t, port, Dir::Out);
-                let Some((ri, r)) = first_match(rs, NatPhase::Out, &key, &addr_of).map(|r| (rule_index(rs, r), r)) else { return Ok(OutPlan::NONE) };
+                let Some((ri, r)) =
+                    first_match(rs, NatPhase::Out, &key, &addr_of).map(|r| (rule_index(rs, r), r))
+                else {
+                    return Ok(OutPlan::NONE);
+                };
                 if r.kind == NatKind::Binat {
-                    return Ok(OutPlan { src: Some((binat_map(r, t.key.src, true), ports.then_some(t.key.sport))), pass: r.pass, new: None });
+                    return Ok(OutPlan {
+                        src: Some((binat_map(r, t.key.src, true), ports.then_some(t.key.sport))),
+                        pass: r.pass,
+                        new: None,
+                    });
                 }
                 // The table's limit, checked now: a full table must not fail the packet after
                 // the rules passed it (and kept its state).
@@ -446,14 +602,25 @@ impl NatStage {
                 }
                 let pass = r.pass;
                 let (session, sticky) = self.source_session(ri, r, &t, port, now)?;
-                Ok(OutPlan { src: Some((session.out_to.0, ports.then_some(session.out_to.1))), pass, new: Some((session, sticky)) })
+                Ok(OutPlan {
+                    src: Some((session.out_to.0, ports.then_some(session.out_to.1))),
+                    pass,
+                    new: Some((session, sticky)),
+                })
             }
         }
     }
 
     /// Makes the translation `plan` chose (its out rules passed the packet) and applies it to
     /// the packet, as [`outbound`](Self::outbound) does.
-    pub fn commit_outbound(&mut self, rs: &RuleSet, ip: &mut [u8], port: u16, now: u32, plan: OutPlan) -> Result<(), DropReason> {
+    pub fn commit_outbound(
+        &mut self,
+        rs: &RuleSet,
+        ip: &mut [u8],
+        port: u16,
+        now: u32,
+        plan: OutPlan,
+    ) -> Result<(), DropReason> {
         if let Some((session, sticky)) = plan.new {
             self.add_source(session, sticky, port)?;
         }
@@ -461,7 +628,14 @@ impl NatStage {
     }
 
     /// A new `nat` translation for the flow of `t` leaving by `port`, added to the table.
-    fn translate_source(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(u32, u16), DropReason> {
+    fn translate_source(
+        &mut self,
+        ri: usize,
+        r: &NatRule,
+        t: &Tuple,
+        port: u16,
+        now: u32,
+    ) -> Result<(u32, u16), DropReason> {
         let (session, sticky) = self.source_session(ri, r, t, port, now)?;
         self.add_source(session, sticky, port)?;
         Ok(session.out_to)
@@ -470,7 +644,12 @@ impl NatStage {
     /// Adds a `nat` translation [`source_session`](Self::source_session) chose, and only then
     /// its source's `sticky-address` choice (`sticky`: the rule's index), so that a flow the
     /// out rules block, or the table refuses, leaves none behind.
-    fn add_source(&mut self, session: Session, sticky: Option<usize>, port: u16) -> Result<(), DropReason> {
+    fn add_source(
+        &mut self,
+        session: Session,
+        sticky: Option<usize>,
+        port: u16,
+    ) -> Result<(), DropReason> {
         self.table.insert(session).map_err(alloc_reason)?;
         self.note_port(port);
         if let Some(ri) = sticky {
@@ -483,60 +662,125 @@ impl NatStage {
     /// address from the pool, a free port (query identifier) for which the reply steers to
     /// this worker; and with `sticky-address`, the rule's index (the choice is remembered
     /// when the translation is added, [`add_source`](Self::add_source)).
-    fn source_session(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(Session, Option<usize>), DropReason> {
+    fn source_session(
+        &mut self,
+        ri: usize,
+        r: &NatRule,
+        t: &Tuple,
+        port: u16,
+        now: u32,
+    ) -> Result<(Session, Option<usize>), DropReason> {
         let target = r.target.as_ref().ok_or(DropReason::NatExhausted)?;
-        let pool = self.plan.as_ref().and_then(|p| p.pools.get(ri)).and_then(|p| p.as_ref()).ok_or(DropReason::NatNoAddress)?;
+        let pool = self
+            .plan
+            .as_ref()
+            .and_then(|p| p.pools.get(ri))
+            .and_then(|p| p.as_ref())
+            .ok_or(DropReason::NatNoAddress)?;
         let k = t.key;
-        let addr = self.cursor.choose(pool, target.method, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?;
+        let addr = self
+            .cursor
+            .choose(pool, target.method, target.sticky, ri, k.src)
+            .ok_or(DropReason::NatNoAddress)?;
         let query = matches!(t.kind, Kind::Query { .. });
         let range = match t.kind {
             Kind::Other => (0, 0),
             _ if target.static_port => (k.sport, k.sport),
             _ => target.ports.unwrap_or(fw::nat::DEFAULT_NAT_PORTS),
         };
-        let key_for = |p: u16| NatKey { src: k.dst, dst: addr, sport: if query { p } else { k.dport }, dport: p, proto: k.proto };
+        let key_for = |p: u16| NatKey {
+            src: k.dst,
+            dst: addr,
+            sport: if query { p } else { k.dport },
+            dport: p,
+            proto: k.proto,
+        };
         // The reply's receive hash: its ports, or for a query its identifier and 0 (what
         // AF_PACKET's fanout program hashes, io::afpacket::toeplitz).
-        let steer = self.steering.as_ref().filter(|_| matches!(t.kind, Kind::Ports | Kind::Query { .. }));
+        let steer =
+            self.steering.as_ref().filter(|_| matches!(t.kind, Kind::Ports | Kind::Query { .. }));
         let reply_ports = |p: u16| if query { (p, 0) } else { (k.dport, p) };
         let accept = |p: u16| {
             let (sport, dport) = reply_ports(p);
-            steer.is_none_or(|s| queue_for(s.hash.ipv4_ports(k.dst.into(), addr.into(), sport, dport), s.workers) == s.worker)
+            steer.is_none_or(|s| {
+                queue_for(s.hash.ipv4_ports(k.dst.into(), addr.into(), sport, dport), s.workers)
+                    == s.worker
+            })
         };
         let start = start_port(self.seed, &k);
         let p = self.table.free_port(range, start, accept, key_for).map_err(alloc_reason)?;
-        let session = Session { iface: port, kind: NatKind::Nat, pass: r.pass, out_key: k, out_to: (addr, p), in_key: key_for(p), in_to: (k.src, k.sport), last: now, phase: Default::default() };
+        let session = Session {
+            iface: port,
+            kind: NatKind::Nat,
+            pass: r.pass,
+            out_key: k,
+            out_to: (addr, p),
+            in_key: key_for(p),
+            in_to: (k.src, k.sport),
+            last: now,
+            phase: Default::default(),
+        };
         Ok((session, target.sticky.then_some(ri)))
     }
 
     /// A new `rdr` translation for the flow of `t` arriving on `port`.
-    fn redirect(&mut self, ri: usize, r: &NatRule, t: &Tuple, port: u16, now: u32) -> Result<(u32, u16), DropReason> {
+    fn redirect(
+        &mut self,
+        ri: usize,
+        r: &NatRule,
+        t: &Tuple,
+        port: u16,
+        now: u32,
+    ) -> Result<(u32, u16), DropReason> {
         let target = r.target.as_ref().ok_or(DropReason::NatExhausted)?;
-        let pool = self.plan.as_ref().and_then(|p| p.pools.get(ri)).and_then(|p| p.as_ref()).ok_or(DropReason::NatNoAddress)?;
+        let pool = self
+            .plan
+            .as_ref()
+            .and_then(|p| p.pools.get(ri))
+            .and_then(|p| p.as_ref())
+            .ok_or(DropReason::NatNoAddress)?;
         let k = t.key;
         let addr = match target.method {
             // bitmask grafts the pool's network onto the destination being redirected.
             fw::nat::PoolMethod::Bitmask => fw::nat::pool::bitmask(pool, k.dst),
-            m => self.cursor.choose(pool, m, target.sticky, ri, k.src).ok_or(DropReason::NatNoAddress)?,
+            m => self
+                .cursor
+                .choose(pool, m, target.sticky, ri, k.src)
+                .ok_or(DropReason::NatNoAddress)?,
         };
         let new_port = match (t.kind, target.ports) {
             (Kind::Ports, Some((lo, hi))) => {
                 let first = match &r.dst_ports {
-                    PortMatch::Ranges(rg) => rg.iter().find(|(a, b)| (*a..=*b).contains(&k.dport)).map_or(k.dport, |(a, _)| *a),
+                    PortMatch::Ranges(rg) => rg
+                        .iter()
+                        .find(|(a, b)| (*a..=*b).contains(&k.dport))
+                        .map_or(k.dport, |(a, _)| *a),
                     PortMatch::Any => k.dport,
                 };
                 let off = k.dport - first;
-                if target.port_star {
-                    lo.saturating_add(off)
-                } else {
-                    lo + (off % (hi - lo + 1))
-                }
+                if target.port_star { lo.saturating_add(off) } else { lo + (off % (hi - lo + 1)) }
             }
             _ => k.dport,
         };
         let query = matches!(t.kind, Kind::Query { .. });
-        let out_key = NatKey { src: addr, dst: k.src, sport: new_port, dport: if query { new_port } else { k.sport }, proto: k.proto };
-        let session = Session { iface: port, kind: NatKind::Rdr, pass: r.pass, out_key, out_to: (k.dst, k.dport), in_key: k, in_to: (addr, new_port), last: now, phase: Default::default() };
+        let out_key = NatKey {
+            src: addr,
+            dst: k.src,
+            sport: new_port,
+            dport: if query { new_port } else { k.sport },
+            proto: k.proto,
+        };
+        let session = Session {
+            iface: port,
+            kind: NatKind::Rdr,
+            pass: r.pass,
+            out_key,
+            out_to: (k.dst, k.dport),
+            in_key: k,
+            in_to: (addr, new_port),
+            last: now,
+            phase: Default::default(),
+        };
         self.table.insert(session).map_err(alloc_reason)?;
         self.note_port(port);
         if target.sticky && target.method != fw::nat::PoolMethod::Bitmask {
@@ -548,7 +792,9 @@ impl NatStage {
     /// Whether `addr` is an address translations use (a pool's, an interface's, binat's
     /// outside): what a fragment to it would need translating.
     fn is_translation_address(&self, addr: u32) -> bool {
-        self.plan.as_ref().is_some_and(|p| p.pools.iter().flatten().any(|pool| pool.addrs.contains(&addr)))
+        self.plan
+            .as_ref()
+            .is_some_and(|p| p.pools.iter().flatten().any(|pool| pool.addrs.contains(&addr)))
     }
 }
 
@@ -572,7 +818,9 @@ impl OutPlan {
     /// judge.
     pub fn seen(&self, key: &PacketKey) -> PacketKey {
         match self.src {
-            Some((addr, port)) => PacketKey { src: u128::from(addr), src_port: port.unwrap_or(key.src_port), ..*key },
+            Some((addr, port)) => {
+                PacketKey { src: u128::from(addr), src_port: port.unwrap_or(key.src_port), ..*key }
+            }
             None => *key,
         }
     }
@@ -611,7 +859,11 @@ fn key_of(t: &Tuple, port: u16, dir: Dir) -> PacketKey {
 
 /// `binat`'s fixed mapping of `addr`: inside to outside (`out`) or back, host bits kept.
 fn binat_map(r: &NatRule, addr: u32, out: bool) -> u32 {
-    let (Some(inside), Some(NatAddr::Pool(o))) = (binat_inside(r), r.target.as_ref().map(|t| &t.addr)) else { return addr };
+    let (Some(inside), Some(NatAddr::Pool(o))) =
+        (binat_inside(r), r.target.as_ref().map(|t| &t.addr))
+    else {
+        return addr;
+    };
     let Some(outside) = o.first() else { return addr };
     let mask = if inside.len == 0 { 0 } else { u32::MAX << (32 - u32::from(inside.len)) };
     let net = if out { outside.addr as u32 } else { inside.addr as u32 };
@@ -632,7 +884,9 @@ mod tests {
 
     fn stage(rules: &str) -> NatStage {
         let iface = |n: &str| n.strip_prefix('p').and_then(|i| i.parse().ok());
-        let rules = Arc::new(CompiledRules::parse(rules, std::path::Path::new("nat.conf"), &iface).unwrap());
+        let rules = Arc::new(
+            CompiledRules::parse(rules, std::path::Path::new("nat.conf"), &iface).unwrap(),
+        );
         let mut s = NatStage::new(vec![Some(0xc000_0201); 80], 1);
         s.begin_batch(&rules, 0);
         s
@@ -641,7 +895,9 @@ mod tests {
     /// The port mask is exact below port 63; from 63 on, the plan decides.
     #[test]
     fn ports_that_translate_on_both_sides_of_the_mask() {
-        let mut s = stage("nat on p2 from any to any -> 192.0.2.1\nnat on p70 from any to any -> 192.0.2.1\n");
+        let mut s = stage(
+            "nat on p2 from any to any -> 192.0.2.1\nnat on p70 from any to any -> 192.0.2.1\n",
+        );
         let on: Vec<u16> = (0..80).filter(|&p| s.on_port(p)).collect();
         assert_eq!(on, vec![2, 70]);
         // A translation made on a port keeps it translating (its replies arrive there).

@@ -151,15 +151,31 @@ fn quoted(ip: &[u8], at: usize) -> Option<NatKey> {
 pub(crate) fn read_plain(ip: &[u8]) -> Option<(NatKey, u8)> {
     let h: &[u8; 40] = match ip.first_chunk::<28>() {
         Some(h) if h[0] == 0x45 && (h[6] & 0x3f) | h[7] == 0 && h[9] == proto::UDP => {
-            let key = NatKey { src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]), dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]), sport: u16::from_be_bytes([h[20], h[21]]), dport: u16::from_be_bytes([h[22], h[23]]), proto: proto::UDP };
+            let key = NatKey {
+                src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+                dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]),
+                sport: u16::from_be_bytes([h[20], h[21]]),
+                dport: u16::from_be_bytes([h[22], h[23]]),
+                proto: proto::UDP,
+            };
             return Some((key, 0));
         }
         _ => ip.first_chunk()?,
     };
-    if h[0] != 0x45 || (h[6] & 0x3f) | h[7] != 0 || h[9] != proto::TCP || u16::from_be_bytes([h[2], h[3]]) < 40 {
+    if h[0] != 0x45
+        || (h[6] & 0x3f) | h[7] != 0
+        || h[9] != proto::TCP
+        || u16::from_be_bytes([h[2], h[3]]) < 40
+    {
         return None;
     }
-    let key = NatKey { src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]), dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]), sport: u16::from_be_bytes([h[20], h[21]]), dport: u16::from_be_bytes([h[22], h[23]]), proto: proto::TCP };
+    let key = NatKey {
+        src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+        dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]),
+        sport: u16::from_be_bytes([h[20], h[21]]),
+        dport: u16::from_be_bytes([h[22], h[23]]),
+        proto: proto::TCP,
+    };
     Some((key, h[33]))
 }
 
@@ -183,13 +199,23 @@ pub(crate) fn rewrite_plain(ip: &mut [u8], p: u8, end: End, addr: u32, port: u16
 /// [`rewrite_plain`] on the first `N` bytes of the packet, its L4 checksum the last two (a
 /// fixed length: the offsets need no bounds checks).
 #[inline(always)]
-fn rewrite_header<const N: usize>(h: &mut [u8; N], udp: bool, end: End, addr: u32, port: u16, ttl: bool) {
+fn rewrite_header<const N: usize>(
+    h: &mut [u8; N],
+    udp: bool,
+    end: End,
+    addr: u32,
+    port: u16,
+    ttl: bool,
+) {
     let ck_at = N - 2;
     let (a_at, p_at) = if end == End::Src { (12, 20) } else { (16, 22) };
     let word = |h: &[u8; N], at: usize| u16::from_ne_bytes([h[at], h[at + 1]]);
     let (new, new_port) = (addr.to_be_bytes(), port.to_be_bytes());
     // ~m + m' of the address words: the header's and the pseudo-header's change.
-    let delta = u32::from(!word(h, a_at)) + u32::from(!word(h, a_at + 2)) + u32::from(u16::from_ne_bytes([new[0], new[1]])) + u32::from(u16::from_ne_bytes([new[2], new[3]]));
+    let delta = u32::from(!word(h, a_at))
+        + u32::from(!word(h, a_at + 2))
+        + u32::from(u16::from_ne_bytes([new[0], new[1]]))
+        + u32::from(u16::from_ne_bytes([new[2], new[3]]));
     let port_delta = u32::from(!word(h, p_at)) + u32::from(u16::from_ne_bytes(new_port));
     h[a_at..a_at + 4].copy_from_slice(&new);
     h[p_at..p_at + 2].copy_from_slice(&new_port);
@@ -261,7 +287,14 @@ pub(crate) fn rewrite(ip: &mut [u8], t: &Tuple, end: End, addr: u32, port: u16) 
 /// The ICMP error `ip` (read as `t`, `Kind::Error`): the outer header's `outer` address
 /// becomes `addr`, and the quoted packet's `inner` end becomes `inner_to` (address, port or
 /// identifier), every checksum involved updated.
-pub(crate) fn rewrite_error(ip: &mut [u8], t: &Tuple, outer: End, addr: u32, inner: End, inner_to: (u32, u16)) {
+pub(crate) fn rewrite_error(
+    ip: &mut [u8],
+    t: &Tuple,
+    outer: End,
+    addr: u32,
+    inner: End,
+    inner_to: (u32, u16),
+) {
     let Kind::Error { inner: q, at } = t.kind else { return };
     let icmp_ck = t.l4 + 2;
     // A 16-bit word of the ICMP message changes: the ICMP checksum follows (every field

@@ -63,7 +63,10 @@ impl FlushJob {
 impl CompiledRules {
     /// This set with the sources of `events` added to their tables, compiled, sharing this
     /// set's limits and source nodes. `None` if every source was in its table already.
-    fn overloaded(&self, events: &[OverloadEvent]) -> Option<Result<CompiledRules, fw::classifier::BuildError>> {
+    fn overloaded(
+        &self,
+        events: &[OverloadEvent],
+    ) -> Option<Result<CompiledRules, fw::classifier::BuildError>> {
         let mut rules = self.rules.clone();
         let mut added = false;
         for ev in events {
@@ -107,7 +110,9 @@ impl RulesSlot {
                     Err(e) => eprintln!("linerate: warning: overload: {e}"),
                 }
             }
-            Some(Err(e)) => eprintln!("linerate: warning: overload: the rules with the new table entries do not compile: {e}"),
+            Some(Err(e)) => eprintln!(
+                "linerate: warning: overload: the rules with the new table entries do not compile: {e}"
+            ),
             None => self.publish_flushes(flushes),
         }
         events.len()
@@ -169,9 +174,16 @@ mod tests {
         let (x, inside, excluded) = (0xc633_6401, 0xc000_0201, 0xc000_0207);
         // Already a member: nothing to compile.
         assert!(rules.overloaded(&[ev(inside, Flush::None)]).is_none());
-        let new = rules.overloaded(&[ev(x, Flush::None), ev(x, Flush::Rule), ev(excluded, Flush::None)]).unwrap().unwrap();
+        let new = rules
+            .overloaded(&[ev(x, Flush::None), ev(x, Flush::Rule), ev(excluded, Flush::None)])
+            .unwrap()
+            .unwrap();
         let bad = &new.rules.tables[1];
-        assert!(bad.contains(Af::Inet, x) && bad.contains(Af::Inet, excluded) && bad.contains(Af::Inet, inside));
+        assert!(
+            bad.contains(Af::Inet, x)
+                && bad.contains(Af::Inet, excluded)
+                && bad.contains(Af::Inet, inside)
+        );
         // The negated host entry was replaced by the plain one: the /24, x and .7.
         assert_eq!(bad.entries.len(), 3);
         assert_eq!(new.rules.tables[0], rules.rules.tables[0]);
@@ -184,6 +196,9 @@ mod tests {
     fn flush_jobs_as_the_rule_says() {
         assert_eq!(FlushJob::of(&ev(1, Flush::None)), None);
         assert_eq!(FlushJob::of(&ev(1, Flush::Rule)).map(|j| j.rule), Some(Some(3)));
-        assert_eq!(FlushJob::of(&ev(1, Flush::Global)).map(|j| (j.rule, j.cursor)), Some((None, 0)));
+        assert_eq!(
+            FlushJob::of(&ev(1, Flush::Global)).map(|j| (j.rule, j.cursor)),
+            Some((None, 0))
+        );
     }
 }

@@ -24,7 +24,8 @@ impl Refusal {
     /// The answer of `answer` to the packet of `key`, if it gets one.
     pub fn of(answer: &BlockReturn, key: &PacketKey) -> Option<Refusal> {
         if key.proto == proto::TCP && answer.rst {
-            return (key.tcp_flags & tcp_flags::RST == 0).then_some(Refusal::Reset { ttl: answer.rst_ttl });
+            return (key.tcp_flags & tcp_flags::RST == 0)
+                .then_some(Refusal::Reset { ttl: answer.rst_ttl });
         }
         let (code, code6) = (answer.icmp.unwrap_or(3), answer.icmp6.unwrap_or(4));
         let wanted = match key.af {
@@ -60,14 +61,21 @@ mod tests {
         let udp6 = key(Af::Inet6, proto::UDP, 0);
         assert_eq!(Refusal::of(&ret, &syn), Some(Refusal::Reset { ttl: 64 }));
         assert_eq!(Refusal::of(&ret, &udp6), Some(Refusal::Unreachable { code: 3, code6: 4 }));
-        assert_eq!(Refusal::of(&ret, &key(Af::Inet, proto::TCP, tcp_flags::RST | tcp_flags::ACK)), None, "no reset for a reset");
+        assert_eq!(
+            Refusal::of(&ret, &key(Af::Inet, proto::TCP, tcp_flags::RST | tcp_flags::ACK)),
+            None,
+            "no reset for a reset"
+        );
         assert_eq!(Refusal::of(&rst_only, &syn), Some(Refusal::Reset { ttl: 9 }));
         assert_eq!(Refusal::of(&rst_only, &udp6), None, "return-rst answers TCP only");
         // return-icmp answers TCP with ICMP too.
         assert_eq!(Refusal::of(&icmp, &syn), Some(Refusal::Unreachable { code: 13, code6: 1 }));
         let only6 = BlockReturn { icmp: None, ..icmp };
         assert_eq!(Refusal::of(&only6, &key(Af::Inet, proto::UDP, 0)), None);
-        assert_eq!(Refusal::of(&only6, &udp6).map(Refusal::punt), Some(Punt::Error(IcmpError::Refused { code: 3, code6: 1 })));
+        assert_eq!(
+            Refusal::of(&only6, &udp6).map(Refusal::punt),
+            Some(Punt::Error(IcmpError::Refused { code: 3, code6: 1 }))
+        );
         assert_eq!(Refusal::Reset { ttl: 9 }.punt(), Punt::Reset { ttl: 9 });
     }
 }

@@ -117,7 +117,10 @@ impl StateDesk {
     pub fn serve(&mut self, fw: Option<&mut Firewall>) -> bool {
         if self.serving.is_none() {
             match self.requests.try_recv() {
-                Ok(req) => self.serving = Some((req, 0, StateReply { worker: self.worker, ..StateReply::default() })),
+                Ok(req) => {
+                    self.serving =
+                        Some((req, 0, StateReply { worker: self.worker, ..StateReply::default() }))
+                }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return false,
             }
         }
@@ -158,7 +161,10 @@ fn walk(fw: &mut Firewall, req: &StateRequest, cursor: &mut usize, reply: &mut S
         match req.op {
             StateOp::List { limit } if reply.rows.len() < limit => {
                 if let Some(info) = table.info(id) {
-                    let (states, expires_in) = ([info.initiator_state, info.responder_state], info.expire.saturating_sub(now));
+                    let (states, expires_in) = (
+                        [info.initiator_state, info.responder_state],
+                        info.expire.saturating_sub(now),
+                    );
                     reply.rows.push(StateRow { proto, ends, states, expires_in, rule: info.rule });
                 }
             }
@@ -189,17 +195,35 @@ mod tests {
     use crate::firewall::{CompiledRules, RulesSlot};
 
     fn firewall(states: usize) -> Firewall {
-        let rules = CompiledRules::parse(&format!("set limit states {states}\npass all\n"), std::path::Path::new("t.conf"), &|_| None).unwrap();
+        let rules = CompiledRules::parse(
+            &format!("set limit states {states}\npass all\n"),
+            std::path::Path::new("t.conf"),
+            &|_| None,
+        )
+        .unwrap();
         Firewall::new(RulesSlot::new(std::sync::Arc::new(rules)), 9)
     }
 
     fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> PacketKey {
         let a = |b: [u8; 4]| u128::from(u32::from_be_bytes(b));
-        PacketKey { proto: proto::UDP, src: a(src), dst: a(dst), src_port: sport, dst_port: dport, len: 60, ..PacketKey::ZERO }
+        PacketKey {
+            proto: proto::UDP,
+            src: a(src),
+            dst: a(dst),
+            src_port: sport,
+            dst_port: dport,
+            len: 60,
+            ..PacketKey::ZERO
+        }
     }
 
     /// Serves requests until the reply comes, counting the polls.
-    fn ask(desk: &mut StateDesk, fw: &mut Firewall, op: StateOp, filter: StateFilter) -> (StateReply, usize) {
+    fn ask(
+        desk: &mut StateDesk,
+        fw: &mut Firewall,
+        op: StateOp,
+        filter: StateFilter,
+    ) -> (StateReply, usize) {
         let (tx, rx) = channel();
         let (req_tx, req_rx) = channel();
         desk.requests = req_rx;
@@ -223,30 +247,44 @@ mod tests {
         let n = 2 * SLOTS_PER_POLL + 100;
         for p in 0..n {
             let sport = 1000 + (p % 60000) as u16;
-            fw.insert_state(&udp([10, 0, (p / 60000) as u8, 1], sport, [10, 0, 1, 2], 53), 0).unwrap();
+            fw.insert_state(&udp([10, 0, (p / 60000) as u8, 1], sport, [10, 0, 1, 2], 53), 0)
+                .unwrap();
         }
         fw.insert_state(&udp([10, 0, 0, 7], 5000, [10, 0, 1, 2], 123), 0).unwrap();
         let (_, idle) = channel();
         let mut desk = StateDesk::new(2, idle);
         assert!(!desk.serve(Some(&mut fw)), "no request, nothing to do");
 
-        let (all, polls) = ask(&mut desk, &mut fw, StateOp::List { limit: 10 }, StateFilter::default());
-        assert_eq!((all.worker, all.matched, all.rows.len(), all.in_use), (2, n as u64 + 1, 10, n as u64 + 1));
+        let (all, polls) =
+            ask(&mut desk, &mut fw, StateOp::List { limit: 10 }, StateFilter::default());
+        assert_eq!(
+            (all.worker, all.matched, all.rows.len(), all.in_use),
+            (2, n as u64 + 1, 10, n as u64 + 1)
+        );
         assert!(polls >= 3, "a table of 3 stretches takes 3 polls: {polls}");
 
-        let one = StateFilter { src: Some(("10.0.0.7".parse().unwrap(), 32)), ..StateFilter::default() };
+        let one =
+            StateFilter { src: Some(("10.0.0.7".parse().unwrap(), 32)), ..StateFilter::default() };
         let (r, _) = ask(&mut desk, &mut fw, StateOp::List { limit: 10 }, one);
         assert_eq!(r.matched, 1);
         let row = r.rows[0];
-        assert_eq!((row.ends.initiator.port, row.ends.responder.port, row.proto), (5000, 123, proto::UDP));
+        assert_eq!(
+            (row.ends.initiator.port, row.ends.responder.port, row.proto),
+            (5000, 123, proto::UDP)
+        );
         assert_eq!(row.ends.responder.addr, "10.0.1.2".parse::<IpAddr>().unwrap());
 
         // The responder's address is not the initiator's: -k 10.0.1.2 kills nothing.
-        let wrong_side = StateFilter { src: Some(("10.0.1.2".parse().unwrap(), 32)), ..StateFilter::default() };
+        let wrong_side =
+            StateFilter { src: Some(("10.0.1.2".parse().unwrap(), 32)), ..StateFilter::default() };
         assert_eq!(ask(&mut desk, &mut fw, StateOp::Kill, wrong_side).0.removed, 0);
         let (k, _) = ask(&mut desk, &mut fw, StateOp::Kill, one);
         assert_eq!((k.removed, k.in_use), (1, n as u64));
-        let port = StateFilter { port: Some(53), host: Some(("10.0.0.0".parse().unwrap(), 8)), ..StateFilter::default() };
+        let port = StateFilter {
+            port: Some(53),
+            host: Some(("10.0.0.0".parse().unwrap(), 8)),
+            ..StateFilter::default()
+        };
         assert_eq!(ask(&mut desk, &mut fw, StateOp::List { limit: 0 }, port).0.matched, n as u64);
         let (f, _) = ask(&mut desk, &mut fw, StateOp::Kill, StateFilter::default());
         assert_eq!((f.removed, f.in_use), (n as u64, 0));
@@ -258,7 +296,9 @@ mod tests {
         let (tx, rx) = channel();
         let (req_tx, req_rx) = channel();
         let mut desk = StateDesk::new(0, req_rx);
-        req_tx.send(StateRequest { op: StateOp::Kill, filter: StateFilter::default(), reply: tx }).unwrap();
+        req_tx
+            .send(StateRequest { op: StateOp::Kill, filter: StateFilter::default(), reply: tx })
+            .unwrap();
         assert!(!desk.serve(None));
         assert_eq!(rx.try_recv().unwrap(), StateReply::default());
     }

@@ -16,14 +16,18 @@ use crate::fib::Fib;
 /// The bits of `used` that hold for `key` (its `iface` is the interface of the pass).
 pub(crate) fn route_bits(fib: &Fib, key: &PacketKey, used: u8) -> u8 {
     let mut bits = 0;
-    if used & (route::SRC_NO_ROUTE | route::SRC_URPF_FAILED) != 0 && !on_every_link(key.af, key.src) {
+    if used & (route::SRC_NO_ROUTE | route::SRC_URPF_FAILED) != 0 && !on_every_link(key.af, key.src)
+    {
         bits |= match lookup(fib, key.af, key.src) {
             None => route::SRC_NO_ROUTE | route::SRC_URPF_FAILED,
             Some(nh) if !leaves_by(fib, nh, key.iface) => route::SRC_URPF_FAILED,
             Some(_) => 0,
         };
     }
-    if used & route::DST_NO_ROUTE != 0 && !on_every_link(key.af, key.dst) && lookup(fib, key.af, key.dst).is_none() {
+    if used & route::DST_NO_ROUTE != 0
+        && !on_every_link(key.af, key.dst)
+        && lookup(fib, key.af, key.dst).is_none()
+    {
         bits |= route::DST_NO_ROUTE;
     }
     bits & used
@@ -46,7 +50,9 @@ fn lookup(fib: &Fib, af: Af, addr: u128) -> Option<NextHop> {
 fn leaves_by(fib: &Fib, nh: NextHop, port: u16) -> bool {
     let on = |adj: Adjacency| matches!(adj, Adjacency::Forward { port: p, .. } | Adjacency::Unresolved { port: p } if p == port);
     match fib.adj.get(nh) {
-        Adjacency::Multipath { members, paths } => (0..usize::from(paths)).any(|i| on(fib.adj.get(fib.adj.member(members, i)))),
+        Adjacency::Multipath { members, paths } => {
+            (0..usize::from(paths)).any(|i| on(fib.adj.get(fib.adj.member(members, i))))
+        }
         adj => on(adj),
     }
 }
@@ -70,7 +76,13 @@ mod tests {
         ctl.add_blackhole(v4(203, 0, 113, 0), 24).unwrap();
         let paths = vec![(v4(192, 0, 2, 1), 0), (v4(198, 19, 0, 2), 1)];
         ctl.set_static(v4(100, 100, 0, 0), 16, crate::fib::Target::Via(paths)).unwrap();
-        ctl.add_route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 0)), 48, IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2)), 1).unwrap();
+        ctl.add_route(
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 0)),
+            48,
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 2)),
+            1,
+        )
+        .unwrap();
         ctl.fib()
     }
 
@@ -101,14 +113,33 @@ mod tests {
         // Multipath: either path's interface passes.
         assert_eq!(bits(key(Af::Inet, v4("100.100.1.1"), v4("10.1.1.1"), 0)), 0);
         assert_eq!(bits(key(Af::Inet, v4("100.100.1.1"), v4("10.1.1.1"), 1)), 0);
-        assert_eq!(bits(key(Af::Inet, v4("100.100.1.1"), v4("10.1.1.1"), 2)), route::SRC_URPF_FAILED);
+        assert_eq!(
+            bits(key(Af::Inet, v4("100.100.1.1"), v4("10.1.1.1"), 2)),
+            route::SRC_URPF_FAILED
+        );
         // A blackhole covers the address (routable), but leaves by no interface.
-        assert_eq!(bits(key(Af::Inet, v4("203.0.113.5"), v4("203.0.113.6"), 0)), route::SRC_URPF_FAILED);
+        assert_eq!(
+            bits(key(Af::Inet, v4("203.0.113.5"), v4("203.0.113.6"), 0)),
+            route::SRC_URPF_FAILED
+        );
         // Only the bits asked for.
-        assert_eq!(route_bits(&fib, &key(Af::Inet, v4("100.64.0.1"), v4("100.64.0.2"), 0), route::DST_NO_ROUTE), route::DST_NO_ROUTE);
+        assert_eq!(
+            route_bits(
+                &fib,
+                &key(Af::Inet, v4("100.64.0.1"), v4("100.64.0.2"), 0),
+                route::DST_NO_ROUTE
+            ),
+            route::DST_NO_ROUTE
+        );
         // IPv6: routed via port 1; link-local and multicast are on every link.
-        assert_eq!(bits(key(Af::Inet6, v6("2001:db8:b::9"), v6("2001:db8:c::1"), 1)), route::DST_NO_ROUTE);
+        assert_eq!(
+            bits(key(Af::Inet6, v6("2001:db8:b::9"), v6("2001:db8:c::1"), 1)),
+            route::DST_NO_ROUTE
+        );
         assert_eq!(bits(key(Af::Inet6, v6("fe80::1"), v6("ff02::1:ff00:1"), 0)), 0);
-        assert_eq!(bits(key(Af::Inet6, v6("2001:db8:c::1"), v6("fe80::2"), 0)), route::SRC_NO_ROUTE | route::SRC_URPF_FAILED);
+        assert_eq!(
+            bits(key(Af::Inet6, v6("2001:db8:c::1"), v6("fe80::2"), 0)),
+            route::SRC_NO_ROUTE | route::SRC_URPF_FAILED
+        );
     }
 }

@@ -58,10 +58,7 @@ impl Firewall {
         let GhostScan { next, found } = self.ghost_scan;
         let end = (next + SCAN_SLOTS).min(self.states.slot_count());
         let found = found
-            || self
-                .states
-                .rules_of_slots(next..end)
-                .any(|r| (GHOST_BASE..NO_RULE).contains(&r));
+            || self.states.rules_of_slots(next..end).any(|r| (GHOST_BASE..NO_RULE).contains(&r));
         self.ghost_scan = match end == self.states.slot_count() {
             true if !found => {
                 self.ghost_routes.clear();
@@ -99,19 +96,15 @@ impl Firewall {
             .rules
             .rules
             .iter()
-            .map(
-                |r| match news.get_mut(&rule_identity(r)).and_then(Vec::pop) {
-                    Some(j) => j,
-                    None => r.route.map_or(NO_RULE, |opt| self.ghost(opt)),
-                },
-            )
+            .map(|r| match news.get_mut(&rule_identity(r)).and_then(Vec::pop) {
+                Some(j) => j,
+                None => r.route.map_or(NO_RULE, |opt| self.ghost(opt)),
+            })
             .collect();
         // An index past the old set (a reload without the options left it there, its rule
         // gone) names no rule; a ghost stays one.
         self.states.map_rules(|r| {
-            map.get(r as usize)
-                .copied()
-                .unwrap_or(if r >= GHOST_BASE { r } else { NO_RULE })
+            map.get(r as usize).copied().unwrap_or(if r >= GHOST_BASE { r } else { NO_RULE })
         });
         // States scanned before may hold the new ghosts: a new round.
         self.ghost_scan = GhostScan::default();
@@ -142,12 +135,7 @@ mod tests {
     use crate::firewall::RulesSlot;
 
     fn compile(text: &str) -> CompiledRules {
-        let ifaces = |n: &str| {
-            ["lan", "wan"]
-                .iter()
-                .position(|i| *i == n)
-                .map(|i| i as u16)
-        };
+        let ifaces = |n: &str| ["lan", "wan"].iter().position(|i| *i == n).map(|i| i as u16);
         CompiledRules::parse(text, Path::new("t.conf"), &ifaces).unwrap()
     }
 
@@ -167,19 +155,10 @@ mod tests {
             ..PacketKey::ZERO
         };
         let id = fw.states.insert(&key, 1, fw.now, None).unwrap();
-        let opt = RouteOpt {
-            reply: false,
-            af: Af::Inet,
-            gateway: 0xc000_0201,
-            port: Some(1),
-        };
+        let opt = RouteOpt { reply: false, af: Af::Inet, gateway: 0xc000_0201, port: Some(1) };
         assert_eq!(fw.route_option(&key), Some(opt));
-        fw.carry_routes(&compile(
-            "pass all\npass in on lan inet proto udp keep state\n",
-        ));
-        fw.cur = Arc::new(super::super::RuleCounters::new(Arc::new(compile(
-            "pass all\n",
-        ))));
+        fw.carry_routes(&compile("pass all\npass in on lan inet proto udp keep state\n"));
+        fw.cur = Arc::new(super::super::RuleCounters::new(Arc::new(compile("pass all\n"))));
         assert!(fw.routes(), "a ghost keeps the pass on");
         assert_eq!(fw.route_option(&key), Some(opt), "the old state's route");
         fw.scan_ghosts();

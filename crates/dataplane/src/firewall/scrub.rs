@@ -20,7 +20,15 @@ use crate::counters::DropReason;
 const SCRUB_FIELDS: usize = 7;
 
 /// Names of [`ScrubCounts`]' fields, in [`ScrubCounts::fields`] order.
-pub const SCRUB_COUNTER_NAMES: [&str; SCRUB_FIELDS] = ["packets", "df_cleared", "id_randomized", "ttl_raised", "tos_set", "mss_clamped", "tcp_cleared"];
+pub const SCRUB_COUNTER_NAMES: [&str; SCRUB_FIELDS] = [
+    "packets",
+    "df_cleared",
+    "id_randomized",
+    "ttl_raised",
+    "tos_set",
+    "mss_clamped",
+    "tcp_cleared",
+];
 
 /// What normalization did, per worker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,7 +46,15 @@ pub struct ScrubCounts {
 
 impl ScrubCounts {
     pub fn fields(&self) -> [u64; SCRUB_FIELDS] {
-        [self.packets, self.df_cleared, self.id_randomized, self.ttl_raised, self.tos_set, self.mss_clamped, self.tcp_cleared]
+        [
+            self.packets,
+            self.df_cleared,
+            self.id_randomized,
+            self.ttl_raised,
+            self.tos_set,
+            self.mss_clamped,
+            self.tcp_cleared,
+        ]
     }
 }
 
@@ -82,7 +98,12 @@ fn tos(set: u8, old: u8) -> u8 {
 
 /// Normalizes IPv4 packet `ip` (its header validated by the classify pass) by `o`;
 /// `random`: the source of `random-id`'s identifications.
-pub fn scrub_v4(ip: &mut [u8], o: &ScrubOpts, random: &mut impl FnMut() -> u16, c: &mut ScrubCounts) -> Result<(), DropReason> {
+pub fn scrub_v4(
+    ip: &mut [u8],
+    o: &ScrubOpts,
+    random: &mut impl FnMut() -> u16,
+    c: &mut ScrubCounts,
+) -> Result<(), DropReason> {
     if ip.len() < 20 {
         return Ok(());
     }
@@ -153,7 +174,8 @@ pub fn scrub_tcp(seg: &mut [u8], max_mss: u16, c: &mut ScrubCounts) -> Result<()
         return Ok(());
     }
     let flags = seg[13];
-    let illegal = if flags & SYN != 0 { flags & (RST | FIN) != 0 } else { flags & (ACK | RST) == 0 };
+    let illegal =
+        if flags & SYN != 0 { flags & (RST | FIN) != 0 } else { flags & (ACK | RST) == 0 };
     if illegal || (flags & ACK == 0 && flags & (FIN | PSH | URG) != 0) || seg[12] >> 4 < 5 {
         return Err(DropReason::ScrubBadTcp);
     }
@@ -218,7 +240,13 @@ pub(crate) struct ScrubStage {
 
 impl ScrubStage {
     pub fn new(seed: u64) -> ScrubStage {
-        ScrubStage { on_in: false, on_out: false, rng: seed | 1, key: fw::packet::PacketKey::ZERO, tcp: None }
+        ScrubStage {
+            on_in: false,
+            on_out: false,
+            rng: seed | 1,
+            key: fw::packet::PacketKey::ZERO,
+            tcp: None,
+        }
     }
 
     /// Normalizes the packet at `l3` of `frame` in pass `dir` on `port`, by the first scrub
@@ -226,7 +254,16 @@ impl ScrubStage {
     /// `counts`. `Err`: the packet is to be dropped.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    pub fn apply(&mut self, rules: &super::CompiledRules, counts: &mut ScrubCounts, frame: &mut [u8], l3: usize, v4: bool, port: u16, dir: fw::packet::Dir) -> Result<(), DropReason> {
+    pub fn apply(
+        &mut self,
+        rules: &super::CompiledRules,
+        counts: &mut ScrubCounts,
+        frame: &mut [u8],
+        l3: usize,
+        v4: bool,
+        port: u16,
+        dir: fw::packet::Dir,
+    ) -> Result<(), DropReason> {
         // A rule naming hosts, a family or a protocol needs the packet's key; `scrub in on
         // em0 all` its direction and interface only.
         if rules.scrub_keyed {

@@ -4,9 +4,12 @@ use wire::checksum::checksum;
 /// A SYN as Linux sends it, 192.168.0.104:41970 -> 192.168.0.1:80: DF, TTL 64, options MSS
 /// 1460, SACK permitted, timestamps, NOP, window scale 7 (checksums filled by `fill`).
 const SYN_V4: [u8; 60] = [
-    0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x68, 0xc0, 0xa8, 0x00, 0x01, //
-    0xa3, 0xf2, 0x00, 0x50, 0x3a, 0x1b, 0x2c, 0x4d, 0x00, 0x00, 0x00, 0x00, 0xa0, 0x02, 0xfa, 0xf0, 0x00, 0x00, 0x00, 0x00, //
-    0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x9c, 0x27, 0x24, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x07,
+    0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x68,
+    0xc0, 0xa8, 0x00, 0x01, //
+    0xa3, 0xf2, 0x00, 0x50, 0x3a, 0x1b, 0x2c, 0x4d, 0x00, 0x00, 0x00, 0x00, 0xa0, 0x02, 0xfa, 0xf0,
+    0x00, 0x00, 0x00, 0x00, //
+    0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x9c, 0x27, 0x24, 0x00, 0x00, 0x00, 0x00,
+    0x01, 0x03, 0x03, 0x07,
 ];
 
 /// The IPv4 header checksum, recomputed.
@@ -77,7 +80,8 @@ fn a_syn_has_its_mss_clamped_with_correct_checksums() {
 fn an_mss_at_an_odd_offset_is_clamped_with_a_correct_checksum() {
     // NOP, MSS 1460, SACK permitted, NOP x3 ... : the MSS value at segment offset 23.
     let mut ip = SYN_V4.to_vec();
-    ip[40..52].copy_from_slice(&[0x01, 0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x01, 0x01, 0x01, 0x01, 0x01]);
+    ip[40..52]
+        .copy_from_slice(&[0x01, 0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x01, 0x01, 0x01, 0x01, 0x01]);
     let mut ip = fill(ip);
     let (r, c) = scrub(&mut ip, &opts(|o| o.max_mss = 1200));
     assert_eq!((r, c.mss_clamped), (Ok(()), 1));
@@ -111,15 +115,29 @@ fn df_is_cleared_the_ttl_raised_the_tos_set_the_id_randomized() {
     assert_eq!(ip[1], 0x13, "TOS set, ECN kept");
     assert_eq!(&ip[4..6], &[0xbe, 0xef], "random id");
     checksums_hold(&ip);
-    assert_eq!(c, ScrubCounts { packets: 1, df_cleared: 1, id_randomized: 1, ttl_raised: 1, tos_set: 1, mss_clamped: 0, tcp_cleared: 0 });
+    assert_eq!(
+        c,
+        ScrubCounts {
+            packets: 1,
+            df_cleared: 1,
+            id_randomized: 1,
+            ttl_raised: 1,
+            tos_set: 1,
+            mss_clamped: 0,
+            tcp_cleared: 0
+        }
+    );
     // A TTL above min-ttl stays; a fragment keeps its id.
     let mut ip = fill(SYN_V4.to_vec());
     ip[6] = 0x20; // MF: a first fragment
     let mut ip = fill(ip);
-    let (_, c) = scrub(&mut ip, &opts(|o| {
-        o.min_ttl = 10;
-        o.random_id = true;
-    }));
+    let (_, c) = scrub(
+        &mut ip,
+        &opts(|o| {
+            o.min_ttl = 10;
+            o.random_id = true;
+        }),
+    );
     assert_eq!((ip[8], &ip[4..6], c.ttl_raised, c.id_randomized), (64, &[0x1c, 0x46][..], 0, 0));
 }
 
@@ -131,7 +149,11 @@ fn pf_s_illegal_tcp_flags_are_dropped_and_reserved_bits_cleared() {
         fill(ip)
     };
     for f in [SYN | RST, SYN | FIN, 0, FIN, PSH, URG, FIN | PSH] {
-        assert_eq!(scrub(&mut with_flags(f), &ScrubOpts::default()).0, Err(DropReason::ScrubBadTcp), "flags {f:#x}");
+        assert_eq!(
+            scrub(&mut with_flags(f), &ScrubOpts::default()).0,
+            Err(DropReason::ScrubBadTcp),
+            "flags {f:#x}"
+        );
     }
     for f in [SYN, SYN | ACK, ACK, RST, RST | ACK, FIN | ACK, PSH | ACK, URG | ACK] {
         assert_eq!(scrub(&mut with_flags(f), &ScrubOpts::default()).0, Ok(()), "flags {f:#x}");
@@ -155,7 +177,10 @@ fn ipv6_hop_limit_traffic_class_and_mss() {
     let mut ip = vec![0x60, 0x10, 0x00, 0x00, 0x00, 24, proto::TCP, 3];
     ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
     ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-    ip.extend_from_slice(&[0xa3, 0xf2, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, SYN, 0xff, 0xff, 0, 0, 0, 0, 0x02, 0x04, 0x05, 0xa0]);
+    ip.extend_from_slice(&[
+        0xa3, 0xf2, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, SYN, 0xff, 0xff, 0, 0, 0, 0, 0x02,
+        0x04, 0x05, 0xa0,
+    ]);
     let ck = |ip: &[u8]| {
         let mut b = ip[8..40].to_vec();
         b.extend_from_slice(&[0, 0, 0, 24, 0, 0, 0, proto::TCP]);
@@ -202,6 +227,10 @@ fn incremental_checksums_match_a_full_recomputation() {
         let new: Vec<u8> = (0..n).map(|_| next() as u8).collect();
         rewrite(&mut buf, at, &new, 0);
         assert_eq!(&buf[at..at + n], &new[..]);
-        assert_eq!(checksum(&buf), 0, "a buffer holding its own checksum sums to 0: len {len}, at {at}, {n} bytes");
+        assert_eq!(
+            checksum(&buf),
+            0,
+            "a buffer holding its own checksum sums to 0: len {len}, at {at}, {n} bytes"
+        );
     }
 }

@@ -135,11 +135,8 @@ impl RulesSlot {
             && !rules.same_rules(&cur.rules)
         {
             // Another set was published meanwhile: matched again, against it.
-            let k = if Arc::ptr_eq(&old, &cur.rules) {
-                k
-            } else {
-                KeepCounts::of(&cur.rules, &rules)
-            };
+            let k =
+                if Arc::ptr_eq(&old, &cur.rules) { k } else { KeepCounts::of(&cur.rules, &rules) };
             let _ = rules.keep.set(k);
         }
         let mut reserved = Vec::new();
@@ -194,13 +191,8 @@ impl RulesSlot {
             cur.flushes.push((seq, job));
         }
         // Those every worker took go.
-        let taken = cur
-            .workers
-            .iter()
-            .flatten()
-            .map(|w| w.flush_seen)
-            .min()
-            .unwrap_or(cur.flush_seq);
+        let taken =
+            cur.workers.iter().flatten().map(|w| w.flush_seen).min().unwrap_or(cur.flush_seq);
         cur.flushes.retain(|&(seq, _)| seq > taken);
     }
 
@@ -221,16 +213,8 @@ impl RulesSlot {
             return None;
         }
         let flush_seen = cur.flush_seq;
-        cur.workers.push(Some(WorkerMemory {
-            capacity,
-            pending: None,
-            flush_seen,
-        }));
-        Some((
-            cur.workers.len() - 1,
-            self.generation(),
-            Arc::clone(&cur.rules),
-        ))
+        cur.workers.push(Some(WorkerMemory { capacity, pending: None, flush_seen }));
+        Some((cur.workers.len() - 1, self.generation(), Arc::clone(&cur.rules)))
     }
 
     /// The current set and generation for worker `id`, with the memory reserved for it.
@@ -248,12 +232,7 @@ impl RulesSlot {
             seen = std::mem::replace(&mut w.flush_seen, seq);
             w.pending.take()
         });
-        flushes.extend(
-            cur.flushes
-                .iter()
-                .filter(|&&(n, _)| n > seen)
-                .map(|&(_, job)| job),
-        );
+        flushes.extend(cur.flushes.iter().filter(|&&(n, _)| n > seen).map(|&(_, job)| job));
         (Arc::clone(&cur.rules), self.generation(), mem)
     }
 

@@ -27,8 +27,8 @@ use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
 use super::{Firewall, keys};
-use crate::next::{Next, RoutedPacket};
 use crate::counters::DropReason;
+use crate::next::{Next, RoutedPacket};
 
 /// Bytes of state table (the index, and the slots up to their high-water mark) up to which
 /// each flow is looked up as soon as it is read: a mid-size L2 cache. The batched lookup's
@@ -155,39 +155,28 @@ fn header_flow_other(
         return HeaderFlow::default();
     };
     if v4 {
-        return HeaderFlow {
-            odd_udp: keys::is_udp_v4(frame, l3),
-            ..HeaderFlow::default()
-        };
+        return HeaderFlow { odd_udp: keys::is_udp_v4(frame, l3), ..HeaderFlow::default() };
     }
-    match frame
-        .get(l3..)
-        .and_then(|b| b.first_chunk())
-        .and_then(keys::udp_flow_v6)
-    {
+    match frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::udp_flow_v6) {
         Some((flow, len)) => {
             // Probed at once (IPv4's probes wait for their index lines in a loop of their
             // own): the probe still starts loading the state's slot.
             let hash = table.hash_flow(&flow);
             *flow6 = flow;
-            HeaderFlow {
-                hash,
-                probe: table.probe(hash),
-                len,
-                v6: true,
-                ..HeaderFlow::default()
-            }
+            HeaderFlow { hash, probe: table.probe(hash), len, v6: true, ..HeaderFlow::default() }
         }
-        None => HeaderFlow {
-            odd_udp: keys::may_be_udp_v6(frame, l3),
-            ..HeaderFlow::default()
-        },
+        None => HeaderFlow { odd_udp: keys::may_be_udp_v6(frame, l3), ..HeaderFlow::default() },
     }
 }
 
 /// The flow of an IPv4 TCP/UDP packet (see [`keys::header_flow_v4`]).
 #[inline(always)]
-fn tcp_udp_flow_v4(frame: &[u8], l3: usize, v4: bool, tcp: &mut Option<TcpSegment>) -> Option<(FlowV4, u16)> {
+fn tcp_udp_flow_v4(
+    frame: &[u8],
+    l3: usize,
+    v4: bool,
+    tcp: &mut Option<TcpSegment>,
+) -> Option<(FlowV4, u16)> {
     if !v4 {
         return None;
     }
@@ -197,11 +186,7 @@ fn tcp_udp_flow_v4(frame: &[u8], l3: usize, v4: bool, tcp: &mut Option<TcpSegmen
 /// The segment to track for a packet of `flow` (UDP has none; `tcp` is stale then).
 #[inline(always)]
 fn segment<'a>(flow: &FlowV4, tcp: &'a Option<TcpSegment>) -> Option<&'a TcpSegment> {
-    if flow.proto() == proto::TCP {
-        tcp.as_ref()
-    } else {
-        None
-    }
+    if flow.proto() == proto::TCP { tcp.as_ref() } else { None }
 }
 
 impl FirewallStage {
@@ -349,19 +334,15 @@ impl FirewallStage {
             };
             let frame = pool.frame(*desc);
             let q = if v4 {
-                let header_flow = frame
-                    .get(l3..)
-                    .and_then(|b| b.first_chunk())
-                    .and_then(keys::udp_flow_v4);
+                let header_flow =
+                    frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::udp_flow_v4);
                 Quick::of(
                     header_flow.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)),
                     header_flow.is_none() && keys::is_udp_v4(frame, l3),
                 )
             } else {
-                let header_flow = frame
-                    .get(l3..)
-                    .and_then(|b| b.first_chunk())
-                    .and_then(keys::udp_flow_v6);
+                let header_flow =
+                    frame.get(l3..).and_then(|b| b.first_chunk()).and_then(keys::udp_flow_v6);
                 Quick::of(
                     header_flow.is_some_and(|(flow, len)| quick.udp_v6(&flow, len)),
                     header_flow.is_none() && keys::may_be_udp_v6(frame, l3),
@@ -380,7 +361,13 @@ impl FirewallStage {
     /// of line: its two instances inlined into the in pass made the quick loop longer
     /// (docs/performance.md, "The quick loop's flows read by the classify pass").
     #[inline(never)]
-    fn cached_v4<const FLOWS: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc], nexts: &mut [Next], v4: &[RoutedV4]) {
+    fn cached_v4<const FLOWS: bool>(
+        &mut self,
+        pool: &FramePool,
+        descs: &[FrameDesc],
+        nexts: &mut [Next],
+        v4: &[RoutedV4],
+    ) {
         let (mut left, n) = (0, descs.len());
         let mut quick = self.fw.quick();
         for p in v4 {
@@ -390,10 +377,24 @@ impl FirewallStage {
                 ((p.udp_len != 0).then_some((p.flow, p.udp_len)), p.udp)
             } else {
                 let header_flow = pool.peek(at).and_then(keys::udp_flow_v4);
-                (header_flow, header_flow.is_some() || pool.peek::<20>(at).is_some_and(|h| keys::is_udp_v4(h, 0)))
+                (
+                    header_flow,
+                    header_flow.is_some()
+                        || pool.peek::<20>(at).is_some_and(|h| keys::is_udp_v4(h, 0)),
+                )
             };
-            let q = Quick::of(header_flow.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)), header_flow.is_none() && udp);
-            if !record_quick(q, usize::from(p.index), n, &mut self.out_decided, &mut self.left, &mut left) {
+            let q = Quick::of(
+                header_flow.is_some_and(|(flow, len)| quick.udp_v4(&flow, len)),
+                header_flow.is_none() && udp,
+            );
+            if !record_quick(
+                q,
+                usize::from(p.index),
+                n,
+                &mut self.out_decided,
+                &mut self.left,
+                &mut left,
+            ) {
                 break;
             }
         }
@@ -416,9 +417,7 @@ impl FirewallStage {
         desc: FrameDesc,
         l3: usize,
     ) {
-        let hit = self
-            .fw
-            .state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
+        let hit = self.fw.state_hit(flow, h, probe, segment(flow, &self.tcp[i]), len);
         let port = next.routed().map_or(desc.port, |r| r.in_port);
         // A packet the state decides is logged here (`log (all)`); one that goes on to the
         // rules is logged once, after them (`by_key`).
@@ -444,28 +443,20 @@ impl FirewallStage {
         for (i, (next, &desc)) in nexts.iter().zip(descs).enumerate() {
             let frame = pool.frame(desc);
             let routed = next.routed();
-            let l = routed.and_then(|r| tcp_udp_flow_v4(frame, r.l3, r.v4, &mut self.tcp[i % MAX_BATCH]));
+            let l = routed
+                .and_then(|r| tcp_udp_flow_v4(frame, r.l3, r.v4, &mut self.tcp[i % MAX_BATCH]));
             self.header_flows[i % MAX_BATCH] = match l {
                 Some((flow, len)) => {
                     let hash = table.hash_v4(&flow);
                     table.prefetch_index(hash);
-                    HeaderFlow {
-                        flow,
-                        hash,
-                        probe: 0,
-                        len,
-                        valid: true,
-                        v6: false,
-                        odd_udp: false,
-                    }
+                    HeaderFlow { flow, hash, probe: 0, len, valid: true, v6: false, odd_udp: false }
                 }
-                None => header_flow_other(table, frame, routed, &mut self.header_flows6[i % MAX_BATCH]),
+                None => {
+                    header_flow_other(table, frame, routed, &mut self.header_flows6[i % MAX_BATCH])
+                }
             };
         }
-        for l in self.header_flows[..descs.len()]
-            .iter_mut()
-            .filter(|l| l.valid)
-        {
+        for l in self.header_flows[..descs.len()].iter_mut().filter(|l| l.valid) {
             l.probe = table.probe(l.hash);
         }
         if !self.fw.quick_loop() {
@@ -480,7 +471,12 @@ impl FirewallStage {
                 && quick.udp_v4_from(&l.flow, l.hash, l.probe, l.len);
             let hit = hit
                 || (l.v6
-                    && quick.udp_v6_from(&self.header_flows6[i % MAX_BATCH], l.hash, l.probe, l.len));
+                    && quick.udp_v6_from(
+                        &self.header_flows6[i % MAX_BATCH],
+                        l.hash,
+                        l.probe,
+                        l.len,
+                    ));
             if !record_quick(
                 Quick::of(hit, l.odd_udp),
                 i,
@@ -527,7 +523,8 @@ impl FirewallStage {
                     self.lookup(i, next, &flow, hash, probe, len, pool, desc, l3)
                 }
                 None => {
-                    let r = self.by_key_cold(pool.frame(desc), l3, v4, in_port, i, KnownState::Unknown);
+                    let r =
+                        self.by_key_cold(pool.frame(desc), l3, v4, in_port, i, KnownState::Unknown);
                     self.record(i, next, r);
                 }
             }
@@ -593,11 +590,7 @@ impl FirewallStage {
         self.fw.fill_route_bits(key);
         // Fragments are never on the fast path (keys::header_flow_v4 refuses them).
         if let Some(ip) = frame.get(l3..).filter(|ip| {
-            if v4 {
-                super::frags::is_fragment_v4(ip)
-            } else {
-                super::frags6::may_be_fragment(ip)
-            }
+            if v4 { super::frags::is_fragment_v4(ip) } else { super::frags6::may_be_fragment(ip) }
         }) {
             let tables = (&mut self.frags, &mut self.held, &mut self.frags6);
             judge_fragment(tables, &self.fw, ip, v4, key)?;
@@ -746,9 +739,7 @@ fn judge_fragment(
             return Ok(());
         }
         frags6.judge(ip, key, fw.now, timeout)?;
-        held.is_holding()
-            .then(|| super::frags6::ident(ip))
-            .flatten()
+        held.is_holding().then(|| super::frags6::ident(ip)).flatten()
     };
     if let Some((ident, true)) = first {
         held.first_passed(ident);

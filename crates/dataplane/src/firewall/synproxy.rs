@@ -39,7 +39,14 @@ pub(crate) fn mss_of(frame: &[u8], l3: usize, v4: bool) -> Option<u16> {
 /// Builds into `out` segment `s` between the ends of the TCP packet in `frame` (IP header
 /// at `l3`): back to its sender (`back`) or on its way. Returns the frame's length; `None`
 /// for a packet that is not a TCP segment with its whole header.
-pub(crate) fn build(frame: &[u8], l3: usize, v4: bool, back: bool, s: Segment, out: &mut [u8; MAX_FRAME]) -> Option<usize> {
+pub(crate) fn build(
+    frame: &[u8],
+    l3: usize,
+    v4: bool,
+    back: bool,
+    s: Segment,
+    out: &mut [u8; MAX_FRAME],
+) -> Option<usize> {
     let ip = frame.get(l3..)?;
     let Target::Segment { off, .. } = target(ip, v4)? else { return None };
     let ports = ip.get(off..off + 4)?;
@@ -82,7 +89,10 @@ pub(crate) fn build(frame: &[u8], l3: usize, v4: bool, back: bool, s: Segment, o
         h[16..20].copy_from_slice(dst);
         let c = checksum(h);
         h[10..12].copy_from_slice(&c.to_be_bytes());
-        let (a, b) = (Ipv4Addr::from(<[u8; 4]>::try_from(src).ok()?), Ipv4Addr::from(<[u8; 4]>::try_from(dst).ok()?));
+        let (a, b) = (
+            Ipv4Addr::from(<[u8; 4]>::try_from(src).ok()?),
+            Ipv4Addr::from(<[u8; 4]>::try_from(dst).ok()?),
+        );
         TcpPacket::new_unchecked(&mut t[..]).fill_checksum_v4(&a, &b);
     } else {
         h[0] = 0x60;
@@ -91,7 +101,10 @@ pub(crate) fn build(frame: &[u8], l3: usize, v4: bool, back: bool, s: Segment, o
         h[7] = if back { 64 } else { ip[7] };
         h[8..24].copy_from_slice(src);
         h[24..40].copy_from_slice(dst);
-        let (a, b) = (Ipv6Addr::from(<[u8; 16]>::try_from(src).ok()?), Ipv6Addr::from(<[u8; 16]>::try_from(dst).ok()?));
+        let (a, b) = (
+            Ipv6Addr::from(<[u8; 16]>::try_from(src).ok()?),
+            Ipv6Addr::from(<[u8; 16]>::try_from(dst).ok()?),
+        );
         TcpPacket::new_unchecked(&mut t[..]).fill_checksum_v6(&a, &b);
     }
     Some(l3 + ip_len + tcp_len)
@@ -118,7 +131,9 @@ mod tests {
         f.extend_from_slice(&A6);
         f.extend_from_slice(&B6);
         f.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]); // hop-by-hop: PadN
-        f.extend_from_slice(&[0x9c, 0x40, 0, 80, 0, 0, 0x30, 0x39, 0, 0, 0, 0, 0x70, 0x02, 0xfa, 0xf0, 0, 0, 0, 0]);
+        f.extend_from_slice(&[
+            0x9c, 0x40, 0, 80, 0, 0, 0x30, 0x39, 0, 0, 0, 0, 0x70, 0x02, 0xfa, 0xf0, 0, 0, 0, 0,
+        ]);
         f.extend_from_slice(&[2, 4, 0x05, 0xa0, 1, 3, 3, 7]);
         f
     }
@@ -137,11 +152,21 @@ mod tests {
         let g = &out[..n];
         assert_eq!(n, 14 + 40 + 24, "no extension header, MSS only");
         assert_eq!((&g[..6], &g[6..12]), (&HOST[..], &ROUTER[..]), "back to the sender");
-        assert_eq!((g[20], g[21], u16::from_be_bytes([g[18], g[19]])), (6, 64, 24), "TCP next, hop limit 64, payload length");
+        assert_eq!(
+            (g[20], g[21], u16::from_be_bytes([g[18], g[19]])),
+            (6, 64, 24),
+            "TCP next, hop limit 64, payload length"
+        );
         assert_eq!((&g[22..38], &g[38..54]), (&B6[..], &A6[..]), "from B to A");
         let t = &g[54..];
-        assert_eq!((u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]])), (80, 40000));
-        assert_eq!((word(t, 4), word(t, 8), t[12], t[13], &t[14..16]), (0xdead_beef, 12346, 0x60, 0x12, &[0u8, 0][..]));
+        assert_eq!(
+            (u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]])),
+            (80, 40000)
+        );
+        assert_eq!(
+            (word(t, 4), word(t, 8), t[12], t[13], &t[14..16]),
+            (0xdead_beef, 12346, 0x60, 0x12, &[0u8, 0][..])
+        );
         assert_eq!(&t[20..24], &[2, 4, 0x05, 0xa0]);
         let tcp = TcpPacket::new_checked(t).unwrap();
         assert!(tcp.verify_checksum_v6(&Ipv6Addr::from(B6), &Ipv6Addr::from(A6)));
@@ -155,22 +180,64 @@ mod tests {
         f.extend_from_slice(&HOST);
         f.extend_from_slice(&[0x81, 0x00, 0x00, 0x64, 0x08, 0x00]);
         let total: u16 = 24 + 20 + 5;
-        f.extend_from_slice(&[0x46, 0, (total >> 8) as u8, total as u8, 0, 1, 0, 0, 50, 6, 0, 0, 10, 0, 0, 1, 10, 1, 1, 1, 1, 1, 1, 1]);
+        f.extend_from_slice(&[
+            0x46,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            1,
+            0,
+            0,
+            50,
+            6,
+            0,
+            0,
+            10,
+            0,
+            0,
+            1,
+            10,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+        ]);
         let c = checksum(&f[18..42]);
         f[28..30].copy_from_slice(&c.to_be_bytes());
-        f.extend_from_slice(&[0x9c, 0x40, 0, 80, 0, 0, 0x30, 0x3a, 0, 0, 0, 9, 0x50, 0x18, 1, 0, 0, 0, 0, 0]);
+        f.extend_from_slice(&[
+            0x9c, 0x40, 0, 80, 0, 0, 0x30, 0x3a, 0, 0, 0, 9, 0x50, 0x18, 1, 0, 0, 0, 0, 0,
+        ]);
         f.extend_from_slice(b"hello");
         let mut out = [0u8; MAX_FRAME];
         let s = Segment { seq: 12345, ack: 0, flags: 0x02, win: 256, mss: Some(1400) };
         let n = build(&f, 18, true, false, s, &mut out).unwrap();
         let g = &out[..n];
         assert_eq!(n, 18 + 20 + 24, "a plain IPv4 header, no data");
-        assert_eq!(&g[..18], &f[..18], "the link-layer header as received (the forward path rewrites it)");
-        assert_eq!((g[18], g[26], u16::from_be_bytes([g[20], g[21]])), (0x45, 50, 44), "TTL kept for the forward path");
+        assert_eq!(
+            &g[..18],
+            &f[..18],
+            "the link-layer header as received (the forward path rewrites it)"
+        );
+        assert_eq!(
+            (g[18], g[26], u16::from_be_bytes([g[20], g[21]])),
+            (0x45, 50, 44),
+            "TTL kept for the forward path"
+        );
         assert_eq!(checksum(&g[18..38]), 0, "IP header checksum holds");
-        assert_eq!((&g[30..34], &g[34..38]), (&[10u8, 0, 0, 1][..], &[10u8, 1, 1, 1][..]), "its own direction");
+        assert_eq!(
+            (&g[30..34], &g[34..38]),
+            (&[10u8, 0, 0, 1][..], &[10u8, 1, 1, 1][..]),
+            "its own direction"
+        );
         let t = &g[38..];
-        assert_eq!((word(t, 4), word(t, 8), t[13], u16::from_be_bytes([t[14], t[15]])), (12345, 0, 0x02, 256));
+        assert_eq!(
+            (word(t, 4), word(t, 8), t[13], u16::from_be_bytes([t[14], t[15]])),
+            (12345, 0, 0x02, 256)
+        );
         let tcp = TcpPacket::new_checked(t).unwrap();
         assert!(tcp.verify_checksum_v4(&Ipv4Addr::new(10, 0, 0, 1), &Ipv4Addr::new(10, 1, 1, 1)));
         assert!(build(&f[..40], 18, true, false, s, &mut out).is_none(), "a header cut short");

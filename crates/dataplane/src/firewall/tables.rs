@@ -41,7 +41,9 @@ pub enum TableError {
     Unknown(String),
     #[error("table <{0}> is const (or made by linerate) and cannot be changed while the rules run")]
     Constant(String),
-    #[error("the tables would hold {total} entries, above the limit of {limit} (`set limit table-entries`)")]
+    #[error(
+        "the tables would hold {total} entries, above the limit of {limit} (`set limit table-entries`)"
+    )]
     TooMany { total: usize, limit: usize },
     #[error("the rules with the new entries do not compile: {0}")]
     Compile(String),
@@ -107,8 +109,14 @@ impl RulesSlot {
         let cur = self.current();
         let mut rules = cur.rules.clone();
         let held: usize = rules.tables.iter().map(|t| t.entries.len()).sum();
-        let limit = rules.limit_table_entries.map_or(DEFAULT_TABLE_ENTRIES.max(held), |l| usize::try_from(l).unwrap_or(usize::MAX));
-        let t = rules.tables.iter_mut().find(|t| t.name == name).ok_or_else(|| TableError::Unknown(name.into()))?;
+        let limit = rules
+            .limit_table_entries
+            .map_or(DEFAULT_TABLE_ENTRIES.max(held), |l| usize::try_from(l).unwrap_or(usize::MAX));
+        let t = rules
+            .tables
+            .iter_mut()
+            .find(|t| t.name == name)
+            .ok_or_else(|| TableError::Unknown(name.into()))?;
         if t.constant {
             return Err(TableError::Constant(name.into()));
         }
@@ -122,7 +130,9 @@ impl RulesSlot {
             return Ok(Some(change));
         }
         let new = cur.derived(rules).map_err(|e| TableError::Compile(e.to_string()))?;
-        let published = self.publish_derived(&cur, std::sync::Arc::new(new), Vec::new()).map_err(|e| TableError::Publish(e.to_string()))?;
+        let published = self
+            .publish_derived(&cur, std::sync::Arc::new(new), Vec::new())
+            .map_err(|e| TableError::Publish(e.to_string()))?;
         Ok(published.then_some(change))
     }
 
@@ -158,7 +168,16 @@ mod tests {
     /// reload: `change_table` makes it again on the new rules.
     #[test]
     fn a_reload_in_between_wins() {
-        let set = |t: &str| std::sync::Arc::new(CompiledRules::parse(&format!("table <t> persist {{ {t} }}\nblock in from <t>\n"), std::path::Path::new("t.conf"), &|_| None).unwrap());
+        let set = |t: &str| {
+            std::sync::Arc::new(
+                CompiledRules::parse(
+                    &format!("table <t> persist {{ {t} }}\nblock in from <t>\n"),
+                    std::path::Path::new("t.conf"),
+                    &|_| None,
+                )
+                .unwrap(),
+            )
+        };
         let slot = RulesSlot::new(set("10.0.0.1"));
         let stale = slot.current();
         slot.publish(set("10.0.0.2")).unwrap();
@@ -172,12 +191,27 @@ mod tests {
     #[test]
     fn add_delete_flush_replace_count_as_pfctl() {
         let mut t = table(&["10.0.0.0/8"]);
-        let c = apply(&mut t, TableOp::Add(vec![e("10.0.0.0/8"), e("192.0.2.1"), e("!10.1.0.0/16")]));
+        let c =
+            apply(&mut t, TableOp::Add(vec![e("10.0.0.0/8"), e("192.0.2.1"), e("!10.1.0.0/16")]));
         assert_eq!((c.added, c.deleted, c.entries), (2, 0, 3));
-        assert!(t.contains(Af::Inet, 0xc000_0201) && !t.contains(Af::Inet, 0x0a01_0001) && t.contains(Af::Inet, 0x0a02_0001));
-        assert_eq!(apply(&mut t, TableOp::Add(vec![e("10.1.0.0/16")])), TableChange { added: 1, deleted: 0, entries: 3 }, "a sign changes");
-        assert_eq!(apply(&mut t, TableOp::Delete(vec![e("192.0.2.1"), e("198.51.100.1")])), TableChange { added: 0, deleted: 1, entries: 2 });
-        let c = apply(&mut t, TableOp::Replace(vec![e("10.0.0.0/8"), e("2001:db8::/32"), e("2001:db8::/32")]));
+        assert!(
+            t.contains(Af::Inet, 0xc000_0201)
+                && !t.contains(Af::Inet, 0x0a01_0001)
+                && t.contains(Af::Inet, 0x0a02_0001)
+        );
+        assert_eq!(
+            apply(&mut t, TableOp::Add(vec![e("10.1.0.0/16")])),
+            TableChange { added: 1, deleted: 0, entries: 3 },
+            "a sign changes"
+        );
+        assert_eq!(
+            apply(&mut t, TableOp::Delete(vec![e("192.0.2.1"), e("198.51.100.1")])),
+            TableChange { added: 0, deleted: 1, entries: 2 }
+        );
+        let c = apply(
+            &mut t,
+            TableOp::Replace(vec![e("10.0.0.0/8"), e("2001:db8::/32"), e("2001:db8::/32")]),
+        );
         assert_eq!((c.added, c.deleted, c.entries), (1, 1, 2));
         assert_eq!(apply(&mut t, TableOp::Flush), TableChange { added: 0, deleted: 2, entries: 0 });
         assert_eq!(t.entries, Vec::<TableEntry>::new());

@@ -9,9 +9,9 @@ use io::{FrameDesc, FramePool};
 use wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet};
 
 use super::{ETH_LEN, Forwarder, Found, Lookups, PREFETCH_AHEAD, TAG_LEN};
-use crate::next::Next;
 use crate::counters::DropReason;
 use crate::firewall::RoutedV4;
+use crate::next::Next;
 use crate::ports::{OwnAddrs, PortMap};
 
 impl Forwarder {
@@ -35,7 +35,11 @@ impl Forwarder {
     /// plain pass slower, and the plain one inlined into `process` gained nothing measurable
     /// (docs/performance.md, "The forwarding node in stages").
     #[inline(never)]
-    fn classify_batch<const FW: bool, const FLOWS: bool>(&mut self, pool: &FramePool, descs: &[FrameDesc]) -> (usize, usize) {
+    fn classify_batch<const FW: bool, const FLOWS: bool>(
+        &mut self,
+        pool: &FramePool,
+        descs: &[FrameDesc],
+    ) -> (usize, usize) {
         let mut lookups = Lookups {
             v4: &mut self.v4_dst,
             n4: 0,
@@ -51,7 +55,8 @@ impl Forwarder {
                 pool.prefetch(ahead);
             }
             let at = FW.then_some((desc.addr, i as u16));
-            *next = classify_frame::<FLOWS>(pool.frame(desc), desc.port, &self.ports, &mut lookups, at);
+            *next =
+                classify_frame::<FLOWS>(pool.frame(desc), desc.port, &self.ports, &mut lookups, at);
         }
         (lookups.n4, lookups.n6)
     }
@@ -72,11 +77,9 @@ pub(super) fn classify_frame<const FLOWS: bool>(
     let (ethertype, l3, vid) = match frame.get(12..14) {
         Some(&[0x08, 0x00]) => (EtherType::Ipv4, ETH_LEN, 0),
         Some(&[0x86, 0xdd]) => (EtherType::Ipv6, ETH_LEN, 0),
-        Some(&[0x81, 0x00]) if matches!(frame.get(16..18), Some(&[0x08, 0x00])) => (
-            EtherType::Ipv4,
-            ETH_LEN + TAG_LEN,
-            u16::from_be_bytes([frame[14], frame[15]]) & 0xfff,
-        ),
+        Some(&[0x81, 0x00]) if matches!(frame.get(16..18), Some(&[0x08, 0x00])) => {
+            (EtherType::Ipv4, ETH_LEN + TAG_LEN, u16::from_be_bytes([frame[14], frame[15]]) & 0xfff)
+        }
         _ => {
             let l2 = match wire::parse_l2(frame) {
                 Ok(l2) => l2,
@@ -101,7 +104,9 @@ pub(super) fn classify_frame<const FLOWS: bool>(
         return Next::Drop(DropReason::NotForUs);
     }
     match ethertype {
-        EtherType::Ipv4 => classify_ipv4::<FLOWS>(&frame[l3..], l3, logical, &ports.own, lookups, at),
+        EtherType::Ipv4 => {
+            classify_ipv4::<FLOWS>(&frame[l3..], l3, logical, &ports.own, lookups, at)
+        }
         EtherType::Ipv6 => classify_ipv6(&frame[l3..], l3, logical, &ports.own, lookups),
         EtherType::Arp => Next::Local { in_port: logical },
         _ => Next::Drop(DropReason::UnknownEthertype),
@@ -129,7 +134,8 @@ fn classify_ipv4<const FLOWS: bool>(
     let dst = ip.dst_addr_u32();
     // Every address the checks below care about has its first byte in UNUSUAL_V4 or may be
     // one of the router's: one test for them all on the common path, the checks out of line.
-    let unusual = UNUSUAL_V4[(src >> 24) as usize] | UNUSUAL_V4[(dst >> 24) as usize] | own.maybe_v4(src);
+    let unusual =
+        UNUSUAL_V4[(src >> 24) as usize] | UNUSUAL_V4[(dst >> 24) as usize] | own.maybe_v4(src);
     if unusual && let Some(next) = unusual_v4(src, dst, in_port, own) {
         return next;
     }
@@ -140,11 +146,7 @@ fn classify_ipv4<const FLOWS: bool>(
         lookups.v4_at[slot % MAX_BATCH] = RoutedV4::new::<FLOWS>(addr + l3 as u32, at, bytes);
     }
     lookups.n4 += 1;
-    Next::V4 {
-        l3: l3 as u16,
-        slot: slot as u16,
-        in_port,
-    }
+    Next::V4 { l3: l3 as u16, slot: slot as u16, in_port }
 }
 
 /// First bytes of the IPv4 addresses [`unusual_v4`] looks at: 0/8, 127/8, 169 (169.254/16),
@@ -175,7 +177,11 @@ fn unusual_v4(src: u32, dst: u32, in_port: u16, own: &OwnAddrs) -> Option<Next> 
     // an IGMPv3 report, RFC 3376 4.2.13). RFC 1812 5.3.7 forbids forwarding such a source,
     // not receiving it.
     if (224..240).contains(&dst_hi) || dst == u32::from(Ipv4Addr::BROADCAST) {
-        return Some(if martian && src != 0 { Next::Drop(DropReason::MartianSource) } else { Next::Local { in_port } });
+        return Some(if martian && src != 0 {
+            Next::Drop(DropReason::MartianSource)
+        } else {
+            Next::Local { in_port }
+        });
     }
     if martian {
         return Some(Next::Drop(DropReason::MartianSource));
@@ -195,7 +201,13 @@ fn unusual_v4(src: u32, dst: u32, in_port: u16, own: &OwnAddrs) -> Option<Next> 
 
 /// IPv6 header checks (RFC 8200 section 3; RFC 4291 address scopes).
 #[inline(always)]
-fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, own: &OwnAddrs, lookups: &mut Lookups) -> Next {
+fn classify_ipv6(
+    bytes: &[u8],
+    l3: usize,
+    in_port: u16,
+    own: &OwnAddrs,
+    lookups: &mut Lookups,
+) -> Next {
     let ip = match Ipv6Packet::new_checked(bytes) {
         Ok(ip) => ip,
         Err(e) => return Next::Drop(ip_error_reason(e)),
@@ -210,11 +222,7 @@ fn classify_ipv6(bytes: &[u8], l3: usize, in_port: u16, own: &OwnAddrs, lookups:
     let slot = lookups.n6;
     lookups.v6[slot % MAX_BATCH] = dst;
     lookups.n6 += 1;
-    Next::V6 {
-        l3: l3 as u16,
-        slot: slot as u16,
-        in_port,
-    }
+    Next::V6 { l3: l3 as u16, slot: slot as u16, in_port }
 }
 
 /// Whether `a` is in ::/64 (::, ::1 among them) or fe80::/10 and above (link-local, site-local,

@@ -8,7 +8,7 @@ use io::{Batch, FrameDesc, FramePool};
 use wire::EtherType;
 
 use super::classify::classify_frame;
-use super::{Found, Forwarder, Lookups};
+use super::{Forwarder, Found, Lookups};
 use crate::adjacency::Adjacency;
 use crate::counters::DropReason;
 use crate::fib::Fib;
@@ -50,18 +50,9 @@ impl Forwarder {
         let Some(f) = &mut self.firewall else { return };
         let mut queue = std::mem::take(&mut f.fw.proxy_queue);
         let mut proxy_steps = queue.drain(..);
-        let (mut v4, mut v6, mut at) = (
-            [0u32; MAX_BATCH],
-            [0u128; MAX_BATCH],
-            [RoutedV4::default(); MAX_BATCH],
-        );
-        let mut lookups = Lookups {
-            v4: &mut v4,
-            n4: 0,
-            v6: &mut v6,
-            n6: 0,
-            v4_at: &mut at,
-        };
+        let (mut v4, mut v6, mut at) =
+            ([0u32; MAX_BATCH], [0u128; MAX_BATCH], [RoutedV4::default(); MAX_BATCH]);
+        let mut lookups = Lookups { v4: &mut v4, n4: 0, v6: &mut v6, n6: 0, v4_at: &mut at };
         let mut buf = [0u8; synproxy::MAX_FRAME];
         for (i, desc) in input.as_mut_slice().iter_mut().enumerate().take(MAX_BATCH) {
             let classified = classify_frame::<false>(
@@ -92,31 +83,16 @@ impl Forwarder {
                     let mss = synproxy::mss_of(pool.frame(*desc), l3, v4).unwrap_or(DEFAULT_MSS);
                     f.fw.set_proxy_mss(id, mss);
                     // Window 0, as pf: the client sends nothing before the server's window.
-                    let s = Segment {
-                        seq,
-                        ack,
-                        flags: SYN | ACK,
-                        win: 0,
-                        mss: Some(mss),
-                    };
+                    let s = Segment { seq, ack, flags: SYN | ACK, win: 0, mss: Some(mss) };
                     synproxy::build(pool.frame(*desc), l3, v4, true, s, &mut buf)
                         .map(|n| (n, Next::Reflect))
                 }
                 ProxyStep::SynToServer { seq, win, mss } => {
-                    let s = Segment {
-                        seq,
-                        ack: 0,
-                        flags: SYN,
-                        win,
-                        mss: Some(mss),
-                    };
+                    let s = Segment { seq, ack: 0, flags: SYN, win, mss: Some(mss) };
                     synproxy::build(pool.frame(*desc), l3, v4, false, s, &mut buf)
                         .map(|n| (n, classified))
                 }
-                ProxyStep::Established {
-                    to_server,
-                    to_client,
-                } => {
+                ProxyStep::Established { to_server, to_client } => {
                     let back = Segment {
                         seq: to_server.seq,
                         ack: to_server.ack,

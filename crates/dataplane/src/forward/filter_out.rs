@@ -23,11 +23,18 @@ impl Forwarder {
     /// without a firewall, with only outbound translation added if anything is to translate.
     /// Then `synproxy state`'s ACKs to servers, after the batch's frames.
     #[inline(never)]
-    pub(super) fn send_filtered(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    pub(super) fn send_filtered(
+        &mut self,
+        pool: &mut FramePool,
+        input: &mut Batch,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+    ) {
         let Some(f) = &self.firewall else { return };
         // `modulate`: read after the in pass, which may have created the first modulating
         // state.
-        let (out_pass, translates, scrub, modulate) = (f.out_pass, f.nat_on, f.scrub.on_out, f.fw.modulating());
+        let (out_pass, translates, scrub, modulate) =
+            (f.out_pass, f.nat_on, f.scrub.on_out, f.fw.modulating());
         if scrub || modulate {
             self.send_rewriting(pool, input, outputs, punts, scrub, modulate);
         } else if out_pass {
@@ -48,11 +55,25 @@ impl Forwarder {
     /// state`'s rewrite of the TCP packets of states that modulate (`modulate`), or both: its
     /// own function, so that rule sets with neither pay nothing per packet.
     #[inline(never)]
-    fn send_rewriting(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch, scrub: bool, modulate: bool) {
+    fn send_rewriting(
+        &mut self,
+        pool: &mut FramePool,
+        input: &mut Batch,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+        scrub: bool,
+        modulate: bool,
+    ) {
         match (scrub, modulate) {
-            (true, false) => self.send::<{ mode::FILTER_OUT | mode::SCRUB_OUT }>(pool, input, outputs, punts),
-            (false, _) => self.send::<{ mode::FILTER_OUT | mode::MODULATE }>(pool, input, outputs, punts),
-            (true, true) => self.send::<{ mode::FILTER_OUT | mode::SCRUB_OUT | mode::MODULATE }>(pool, input, outputs, punts),
+            (true, false) => {
+                self.send::<{ mode::FILTER_OUT | mode::SCRUB_OUT }>(pool, input, outputs, punts)
+            }
+            (false, _) => {
+                self.send::<{ mode::FILTER_OUT | mode::MODULATE }>(pool, input, outputs, punts)
+            }
+            (true, true) => self.send::<{ mode::FILTER_OUT | mode::SCRUB_OUT | mode::MODULATE }>(
+                pool, input, outputs, punts,
+            ),
         }
     }
 
@@ -148,7 +169,13 @@ impl Forwarder {
     /// A packet the in pass blocked: answered if its rule says so ([`Self::refuse`]).
     #[cold]
     #[inline(never)]
-    pub(super) fn blocked(&mut self, pool: &mut FramePool, desc: FrameDesc, i: usize, punts: &mut PuntBatch) {
+    pub(super) fn blocked(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        i: usize,
+        punts: &mut PuntBatch,
+    ) {
         match self.firewall.as_mut().and_then(|f| f.refusals[i % MAX_BATCH].take()) {
             Some((in_port, refusal)) => self.refuse(pool, desc, in_port, refusal, punts),
             None => self.drop(pool, desc, DropReason::FilterBlocked),
@@ -169,14 +196,8 @@ impl Forwarder {
         punts: &mut PuntBatch,
     ) {
         self.counts.drop(DropReason::FilterBlocked);
-        let now = *self
-            .batch_now
-            .get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
-        if self
-            .icmp_limit
-            .as_mut()
-            .is_some_and(|limit| limit.allow(now))
-        {
+        let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
+        if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
             punts.push(desc, refusal.punt(), in_port);
         } else {
             pool.free(desc);
@@ -263,14 +284,17 @@ pub(super) enum OutStop {
 
 /// [`crate::firewall::nat::NatStage::outbound`] for the packet at `l3` of `frame`, out of line.
 #[inline(never)]
-fn translate_out(f: &mut FirewallStage, frame: &mut [u8], l3: usize, port: u16) -> Result<(), DropReason> {
+fn translate_out(
+    f: &mut FirewallStage,
+    frame: &mut [u8],
+    l3: usize,
+    port: u16,
+) -> Result<(), DropReason> {
     let now = f.fw.now();
     let Some(ip) = frame.get_mut(l3..) else {
         return Ok(());
     };
-    if f.nat
-        .outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false, None)
-    {
+    if f.nat.outbound_plain(&f.fw.rules().rules.timeouts, ip, port, now, false, None) {
         return Ok(());
     }
     f.nat.outbound_other(&f.fw.rules().rules, ip, port, now)
@@ -311,14 +335,6 @@ fn filter_out_translating(
     };
     let now = f.fw.now();
     let plan = f.nat.plan_outbound(&f.fw.rules().rules, ip, port, now)?;
-    f.fw.filter_out_translated(
-        &key,
-        &plan.seen(&key),
-        port,
-        tcp.as_ref(),
-        ticket,
-        plan.pass,
-    )?;
-    f.nat
-        .commit_outbound(&f.fw.rules().rules, ip, port, now, plan)
+    f.fw.filter_out_translated(&key, &plan.seen(&key), port, tcp.as_ref(), ticket, plan.pass)?;
+    f.nat.commit_outbound(&f.fw.rules().rules, ip, port, now, plan)
 }

@@ -79,10 +79,7 @@ impl Forwarder {
             let frame = pool.frame(*desc);
             // A fragment's key (its datagram's ports, from the fragment table) is the in
             // pass's: fragments never take the quick loop.
-            let fragment = v4
-                && frame
-                    .get(usize::from(l3)..)
-                    .is_some_and(frags::is_fragment_v4);
+            let fragment = v4 && frame.get(usize::from(l3)..).is_some_and(frags::is_fragment_v4);
             let key = if fragment {
                 &f.keys[i]
             } else {
@@ -114,9 +111,7 @@ impl Forwarder {
                 Next::V6 { slot, .. } => self.v6_nh[usize::from(slot) % MAX_BATCH],
                 _ => continue,
             };
-            let reached = nh
-                .map(|id| self.fib.adj.get(id))
-                .is_some_and(|adj| reaches(adj, opt));
+            let reached = nh.map(|id| self.fib.adj.get(id)).is_some_and(|adj| reaches(adj, opt));
             if !reached {
                 self.next[i] = Next::Drop(DropReason::RouteTo);
             }
@@ -144,9 +139,7 @@ impl Forwarder {
         }
         let f = self.firewall.as_ref()?;
         let key = &f.keys[i];
-        let opt =
-            f.fw.route_option(key)
-                .filter(|o| o.af == key.af && !o.reply)?;
+        let opt = f.fw.route_option(key).filter(|o| o.af == key.af && !o.reply)?;
         let Some((id, adj)) = self.gateway_adjacency(opt) else {
             return Some(Err(DropReason::RouteTo));
         };
@@ -183,16 +176,8 @@ impl Forwarder {
             Af::Inet6 => std::net::Ipv6Addr::from(opt.gateway).into(),
         };
         match self.gateway_adjacency(opt).map(|(_, adj)| adj) {
-            Some(Adjacency::Forward { port, mac }) => Ok(HostVia {
-                port,
-                mac: Some(mac),
-                gateway,
-            }),
-            Some(Adjacency::Unresolved { port }) => Ok(HostVia {
-                port,
-                mac: None,
-                gateway,
-            }),
+            Some(Adjacency::Forward { port, mac }) => Ok(HostVia { port, mac: Some(mac), gateway }),
+            Some(Adjacency::Unresolved { port }) => Ok(HostVia { port, mac: None, gateway }),
             _ => Err(DropReason::RouteTo),
         }
     }
@@ -207,10 +192,7 @@ impl Forwarder {
         desc: &mut FrameDesc,
         via: &HostVia,
     ) -> Result<u16, Punt> {
-        let punt = Punt::Via {
-            gateway: via.gateway,
-            port: via.port,
-        };
+        let punt = Punt::Via { gateway: via.gateway, port: via.port };
         let (Some(mac), Some(&out)) = (via.mac, self.ports.output(via.port)) else {
             return Err(punt);
         };

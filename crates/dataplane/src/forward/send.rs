@@ -25,7 +25,13 @@ impl Forwarder {
     /// Stage 6: every packet of the batch sent, punted or dropped, doing what `MODE` says
     /// besides ([`mode`]).
     #[inline(always)]
-    pub(super) fn send<const MODE: u8>(&mut self, pool: &mut FramePool, input: &mut Batch, outputs: &mut [Batch], punts: &mut PuntBatch) {
+    pub(super) fn send<const MODE: u8>(
+        &mut self,
+        pool: &mut FramePool,
+        input: &mut Batch,
+        outputs: &mut [Batch],
+        punts: &mut PuntBatch,
+    ) {
         for (desc, i) in input.drain().zip(0..MAX_BATCH) {
             let next = self.next[i % MAX_BATCH];
             self.send_one::<MODE>(pool, desc, i, next, outputs, punts);
@@ -52,28 +58,15 @@ impl Forwarder {
             Next::Local { in_port } => {
                 return self.local_rewritten::<MODE>(pool, desc, in_port, punts);
             }
-            Next::V4 { l3, slot, in_port } => (
-                l3 as usize,
-                self.v4_nh[slot as usize % MAX_BATCH],
-                true,
-                in_port,
-            ),
-            Next::V6 { l3, slot, in_port } => (
-                l3 as usize,
-                self.v6_nh[slot as usize % MAX_BATCH],
-                false,
-                in_port,
-            ),
+            Next::V4 { l3, slot, in_port } => {
+                (l3 as usize, self.v4_nh[slot as usize % MAX_BATCH], true, in_port)
+            }
+            Next::V6 { l3, slot, in_port } => {
+                (l3 as usize, self.v6_nh[slot as usize % MAX_BATCH], false, in_port)
+            }
         };
         let Some(id) = nh else {
-            return self.error(
-                pool,
-                desc,
-                in_port,
-                DropReason::NoRoute,
-                IcmpError::NoRoute,
-                punts,
-            );
+            return self.error(pool, desc, in_port, DropReason::NoRoute, IcmpError::NoRoute, punts);
         };
         let (mut id, adj) = match self.fib.adj.get(id) {
             Adjacency::Multipath { members, paths } => {
@@ -104,7 +97,10 @@ impl Forwarder {
         };
         // With NAT only, a packet it translates has its TTL decremented in the same checksum
         // update (or left, if it would reach zero).
-        if mode::has(MODE, mode::TRANSLATE_OUT) && v4 && self.firewall.as_ref().is_some_and(|f| f.nat.on_port(port)) {
+        if mode::has(MODE, mode::TRANSLATE_OUT)
+            && v4
+            && self.firewall.as_ref().is_some_and(|f| f.nat.on_port(port))
+        {
             match self.translate_out_only(pool, desc, i, l3, port) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -138,7 +134,9 @@ impl Forwarder {
         };
         // pf's out pass runs after routing (and, as in the kernel's ip_forward, after the TTL
         // check), on the output interface.
-        if mode::has(MODE, mode::FILTER_OUT) && let Err(stop) = self.filter_out::<MODE>(pool, desc, i, l3, port, v4) {
+        if mode::has(MODE, mode::FILTER_OUT)
+            && let Err(stop) = self.filter_out::<MODE>(pool, desc, i, l3, port, v4)
+        {
             return match stop {
                 OutStop::Refuse(refusal) => self.refuse(pool, desc, in_port, refusal, punts),
                 OutStop::Drop(reason) => self.drop(pool, desc, reason),
@@ -174,12 +172,10 @@ impl Forwarder {
                 rewrite,
             );
         }
-        if mode::has(MODE, mode::MODULATE) && let Some((m, target)) = rewrite {
-            modulate::apply(
-                pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []),
-                target,
-                m,
-            );
+        if mode::has(MODE, mode::MODULATE)
+            && let Some((m, target)) = rewrite
+        {
+            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
         }
         let Some(mac) = mac else {
             self.counts.slow_path += 1;
@@ -246,10 +242,7 @@ impl Forwarder {
             let ip = Ipv4Packet::new_unchecked(&frame[l3..]);
             (usize::from(ip.total_len()), ip.dont_frag())
         } else {
-            (
-                40 + usize::from(Ipv6Packet::new_unchecked(&frame[l3..]).payload_len()),
-                true,
-            )
+            (40 + usize::from(Ipv6Packet::new_unchecked(&frame[l3..]).payload_len()), true)
         };
         let mtu = usize::from(out_port.mtu);
         // A packet that leaves (whole, or in fragments) leaves modulated; an error about it
@@ -257,11 +250,7 @@ impl Forwarder {
         if let Some((m, target)) = rewrite
             && (ip_len <= mtu || !df)
         {
-            modulate::apply(
-                pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []),
-                target,
-                m,
-            );
+            modulate::apply(pool.frame_mut(desc).get_mut(l3..).unwrap_or(&mut []), target, m);
         }
         if ip_len <= mtu {
             // Bytes after the IP packet (a frame carrying trailing data) made it look long;
@@ -271,9 +260,7 @@ impl Forwarder {
         }
         if df {
             // The error quotes the packet as its sender sent it (not modulated).
-            let err = IcmpError::PacketTooBig {
-                mtu: u32::from(out_port.mtu),
-            };
+            let err = IcmpError::PacketTooBig { mtu: u32::from(out_port.mtu) };
             return self.error(pool, desc, in_port, DropReason::TooBig, err, punts);
         }
         self.counts.slow_path += 1;
@@ -297,14 +284,8 @@ impl Forwarder {
         if self.tap.is_some() {
             self.tap_drop(pool, desc, reason);
         }
-        let now = *self
-            .batch_now
-            .get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
-        if self
-            .icmp_limit
-            .as_mut()
-            .is_some_and(|limit| limit.allow(now))
-        {
+        let now = *self.batch_now.get_or_insert_with(|| self.epoch.elapsed().as_nanos() as u64);
+        if self.icmp_limit.as_mut().is_some_and(|limit| limit.allow(now)) {
             punts.push(desc, Punt::Error(err), in_port);
         } else {
             pool.free(desc);
@@ -393,18 +374,11 @@ pub(super) fn write_l2(
     out: &OutPort,
     mac: MacAddr,
 ) -> bool {
-    let hdr = if out.tci == 0 {
-        ETH_LEN
-    } else {
-        ETH_LEN + TAG_LEN
-    };
+    let hdr = if out.tci == 0 { ETH_LEN } else { ETH_LEN + TAG_LEN };
     // The EtherType of the IP packet sits right before l3 in both layouts; only what is in
     // front of it changes.
-    let moved = if hdr > l3 {
-        pool.push_front(desc, hdr - l3)
-    } else {
-        pool.pull_front(desc, l3 - hdr)
-    };
+    let moved =
+        if hdr > l3 { pool.push_front(desc, hdr - l3) } else { pool.pull_front(desc, l3 - hdr) };
     if !moved {
         return false;
     }

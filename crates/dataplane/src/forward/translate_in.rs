@@ -29,22 +29,18 @@ impl Forwarder {
         let now = f.fw.now();
         if f.nat.prefetching() {
             let pool = &*pool;
-            f.nat
-                .prefetch(self.next.iter().zip(descs).enumerate().filter_map(
-                    |(i, (next, &desc))| match *next {
-                        Next::V4 { l3, in_port, .. } => {
-                            Some((i, pool.frame(desc).get(usize::from(l3)..)?, in_port))
-                        }
-                        _ => None,
-                    },
-                ));
+            f.nat.prefetch(self.next.iter().zip(descs).enumerate().filter_map(
+                |(i, (next, &desc))| match *next {
+                    Next::V4 { l3, in_port, .. } => {
+                        Some((i, pool.frame(desc).get(usize::from(l3)..)?, in_port))
+                    }
+                    _ => None,
+                },
+            ));
         }
         // Read once: a translation made below is on a port already in it.
         let mask = f.nat.port_mask();
-        for (i, next) in self.next[..descs.len().min(MAX_BATCH)]
-            .iter_mut()
-            .enumerate()
-        {
+        for (i, next) in self.next[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
             let Next::V4 { l3, slot, in_port } = *next else {
                 continue;
             };
@@ -81,13 +77,9 @@ fn scrub_in(f: &mut FirewallStage, pool: &mut FramePool, descs: &[FrameDesc], ne
             Next::V6 { l3, in_port, .. } => (l3, false, in_port),
             _ => continue,
         };
-        if let Err(reason) = f.scrub(
-            pool.frame_mut(desc),
-            usize::from(l3),
-            v4,
-            in_port,
-            fw::packet::Dir::In,
-        ) {
+        if let Err(reason) =
+            f.scrub(pool.frame_mut(desc), usize::from(l3), v4, in_port, fw::packet::Dir::In)
+        {
             *next = Next::Drop(reason);
         }
     }

@@ -45,7 +45,11 @@ impl OwnAddrs {
                 }
             }
         }
-        let filter = v4.iter().map(|&a| bit(u64::from(a))).chain(v6.iter().map(|&a| bit(fold_v6(a)))).fold(0, |f, b| f | b);
+        let filter = v4
+            .iter()
+            .map(|&a| bit(u64::from(a)))
+            .chain(v6.iter().map(|&a| bit(fold_v6(a))))
+            .fold(0, |f, b| f | b);
         OwnAddrs { filter, v4: v4.into(), v6: v6.into() }
     }
 
@@ -91,9 +95,15 @@ mod tests {
 
     #[test]
     fn own_addresses_and_anycast_are_found_and_others_are_not() {
-        let own = OwnAddrs::of(&[port(&[("198.18.0.1", 24), ("2001:db8:a::1", 64)]), port(&[("2001:db8:c::1", 127)])]);
+        let own = OwnAddrs::of(&[
+            port(&[("198.18.0.1", 24), ("2001:db8:a::1", 64)]),
+            port(&[("2001:db8:c::1", 127)]),
+        ]);
         let v6 = |s: &str| u128::from(s.parse::<std::net::Ipv6Addr>().unwrap());
-        assert!(own.has_v6(v6("2001:db8:a::1")) && own.has_v6(v6("2001:db8:a::")), "address and its Subnet-Router anycast");
+        assert!(
+            own.has_v6(v6("2001:db8:a::1")) && own.has_v6(v6("2001:db8:a::")),
+            "address and its Subnet-Router anycast"
+        );
         assert!(!own.has_v6(v6("2001:db8:c::")), "no anycast on a /127 (RFC 6164)");
         // Every other address of a /16 around them: none is taken for the router's.
         for i in 0..65536u32 {

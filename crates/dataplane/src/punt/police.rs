@@ -47,7 +47,13 @@ impl Default for PuntPolicy {
     fn default() -> Self {
         let limit = |per_second, burst| Some(RateLimit { per_second, burst });
         PuntPolicy {
-            police: [limit(10_000, 1_000), limit(10_000, 1_000), limit(5_000, 500), limit(20_000, 2_000), None],
+            police: [
+                limit(10_000, 1_000),
+                limit(10_000, 1_000),
+                limit(5_000, 500),
+                limit(20_000, 2_000),
+                None,
+            ],
             queue: [1_024, 1_024, 1_024, 1_024, 256],
             next_hop_burst: 8,
             next_hop_rate: 4,

@@ -1,13 +1,13 @@
 //! The queues from the workers to the slow path: one bounded channel per class, a doorbell,
 //! and the slow path's service order.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use io::ratelimit::TokenBucket;
 use io::FramePool;
+use io::ratelimit::TokenBucket;
 
 use super::police::{NextHopThrottle, PuntPolicy};
 use super::stats::{PuntDrop, PuntStats, SenderCounters};
@@ -61,7 +61,11 @@ pub struct PuntReceiver {
 
 /// The queues for `workers` workers under `policy` (rates for all workers together; each
 /// sender polices its share). `fib` is the one the workers read.
-pub fn punt_channel(policy: &PuntPolicy, workers: usize, fib: Arc<Fib>) -> (PuntSender, PuntReceiver) {
+pub fn punt_channel(
+    policy: &PuntPolicy,
+    workers: usize,
+    fib: Arc<Fib>,
+) -> (PuntSender, PuntReceiver) {
     let mut pairs: [_; CLASSES] = std::array::from_fn(|c| {
         let (tx, rx) = sync_channel(policy.queue[c].max(1));
         (Some(tx), Some(rx))
@@ -70,12 +74,26 @@ pub fn punt_channel(policy: &PuntPolicy, workers: usize, fib: Arc<Fib>) -> (Punt
     let receivers = std::array::from_fn(|c| pairs[c].1.take().expect("each taken once"));
     let (bell_tx, bell_rx) = sync_channel(1);
     let stats = PuntStats::default();
-    let sender = PuntSender::new(queues, bell_tx, fib, policy.share(workers), stats.clone(), PuntClock::Real(Instant::now()));
+    let sender = PuntSender::new(
+        queues,
+        bell_tx,
+        fib,
+        policy.share(workers),
+        stats.clone(),
+        PuntClock::Real(Instant::now()),
+    );
     (sender, PuntReceiver { queues: receivers, bell: bell_rx, stats })
 }
 
 impl PuntSender {
-    fn new(queues: [SyncSender<PuntedFrame>; CLASSES], bell: SyncSender<()>, fib: Arc<Fib>, policy: PuntPolicy, stats: PuntStats, clock: PuntClock) -> PuntSender {
+    fn new(
+        queues: [SyncSender<PuntedFrame>; CLASSES],
+        bell: SyncSender<()>,
+        fib: Arc<Fib>,
+        policy: PuntPolicy,
+        stats: PuntStats,
+        clock: PuntClock,
+    ) -> PuntSender {
         PuntSender {
             queues,
             bell,
@@ -96,9 +114,18 @@ impl PuntSender {
 
     /// Whether a frame of `class` may be queued at `now`: its next hop's share first (so a
     /// single flow to a silent host does not use up the class), then the class's bucket.
-    fn admit(&mut self, class: PuntClass, punt: Punt, frame: &[u8], now: u64) -> Result<(), PuntDrop> {
+    fn admit(
+        &mut self,
+        class: PuntClass,
+        punt: Punt,
+        frame: &[u8],
+        now: u64,
+    ) -> Result<(), PuntDrop> {
         let share = match punt {
-            Punt::Unresolved { next_hop, .. } => Some((next_hop, if self.fib.adj.is_glean(next_hop) { destination(frame) } else { 0 })),
+            Punt::Unresolved { next_hop, .. } => Some((
+                next_hop,
+                if self.fib.adj.is_glean(next_hop) { destination(frame) } else { 0 },
+            )),
             // `route-to`'s gateway: a share of its own, whatever the packets' destinations.
             Punt::Via { gateway, .. } => Some((VIA_NEXT_HOP, address(gateway))),
             _ => None,
@@ -116,7 +143,14 @@ impl PuntSender {
 impl Clone for PuntSender {
     fn clone(&self) -> Self {
         let queues = self.queues.clone();
-        PuntSender::new(queues, self.bell.clone(), Arc::clone(&self.fib), self.policy, self.stats.clone(), self.clock.clone())
+        PuntSender::new(
+            queues,
+            self.bell.clone(),
+            Arc::clone(&self.fib),
+            self.policy,
+            self.stats.clone(),
+            self.clock.clone(),
+        )
     }
 }
 
@@ -163,8 +197,11 @@ fn destination(frame: &[u8]) -> u128 {
     let Ok(l2) = wire::parse_l2(frame) else { return 0 };
     let l3 = &frame[l2.l3_offset..];
     match l2.ethertype {
-        wire::EtherType::Ipv4 => wire::Ipv4Packet::new_checked(l3).map_or(0, |ip| u128::from(ip.dst_addr().to_ipv6_mapped())),
-        wire::EtherType::Ipv6 => wire::Ipv6Packet::new_checked(l3).map_or(0, |ip| ip.dst_addr_u128()),
+        wire::EtherType::Ipv4 => wire::Ipv4Packet::new_checked(l3)
+            .map_or(0, |ip| u128::from(ip.dst_addr().to_ipv6_mapped())),
+        wire::EtherType::Ipv6 => {
+            wire::Ipv6Packet::new_checked(l3).map_or(0, |ip| ip.dst_addr_u128())
+        }
         _ => 0,
     }
 }

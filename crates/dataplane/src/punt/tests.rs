@@ -19,7 +19,15 @@ fn v4(s: &str) -> Ipv4Addr {
 
 fn arp() -> Vec<u8> {
     let mut buf = [0u8; 64];
-    let n = arp_frame(ArpOperation::Request, HOST, v4("198.18.0.2"), MacAddr::ZERO, v4("198.18.0.1"), &mut buf).unwrap();
+    let n = arp_frame(
+        ArpOperation::Request,
+        HOST,
+        v4("198.18.0.2"),
+        MacAddr::ZERO,
+        v4("198.18.0.1"),
+        &mut buf,
+    )
+    .unwrap();
     buf[..n].to_vec()
 }
 
@@ -31,8 +39,10 @@ fn ns() -> Vec<u8> {
 }
 
 fn udp_to(dst: IpAddr) -> Vec<u8> {
-    let src = if dst.is_ipv4() { IpAddr::V4(v4("198.18.0.2")) } else { "2001:db8:a::2".parse().unwrap() };
-    let flow = UdpFlow { src_mac: HOST, dst_mac: ROUTER, src, dst, src_port: 1, dst_port: 2, ttl: 64 };
+    let src =
+        if dst.is_ipv4() { IpAddr::V4(v4("198.18.0.2")) } else { "2001:db8:a::2".parse().unwrap() };
+    let flow =
+        UdpFlow { src_mac: HOST, dst_mac: ROUTER, src, dst, src_port: 1, dst_port: 2, ttl: 64 };
     let mut buf = [0u8; 128];
     let n = udp_frame(&flow, 60, &mut buf).unwrap();
     buf[..n].to_vec()
@@ -46,14 +56,29 @@ fn classes_of_real_frames() {
     let mut tagged = arp();
     tagged.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
     assert_eq!(PuntClass::of(Punt::Local, &tagged), PuntClass::ArpNd);
-    let flow = UdpFlow { src_mac: HOST, dst_mac: ROUTER, src: "2001:db8:a::2".parse().unwrap(), dst: "2001:db8:a::1".parse().unwrap(), src_port: 0, dst_port: 0, ttl: 64 };
+    let flow = UdpFlow {
+        src_mac: HOST,
+        dst_mac: ROUTER,
+        src: "2001:db8:a::2".parse().unwrap(),
+        dst: "2001:db8:a::1".parse().unwrap(),
+        src_port: 0,
+        dst_port: 0,
+        ttl: 64,
+    };
     let mut buf = [0u8; 128];
     let n = icmpv6_echo_frame(&flow, 1, 1, b"ping", &mut buf).unwrap();
-    assert_eq!(PuntClass::of(Punt::Local, &buf[..n]), PuntClass::Local, "an echo request is not ND");
+    assert_eq!(
+        PuntClass::of(Punt::Local, &buf[..n]),
+        PuntClass::Local,
+        "an echo request is not ND"
+    );
     let udp = udp_to(IpAddr::V4(v4("198.18.0.1")));
     assert_eq!(PuntClass::of(Punt::Local, &udp), PuntClass::Local);
     assert_eq!(PuntClass::of(Punt::Local, &udp[..20]), PuntClass::Local, "truncated: not ND");
-    assert_eq!(PuntClass::of(Punt::Unresolved { next_hop: 3, port: 1 }, &arp()), PuntClass::Resolve);
+    assert_eq!(
+        PuntClass::of(Punt::Unresolved { next_hop: 3, port: 1 }, &arp()),
+        PuntClass::Resolve
+    );
     assert_eq!(PuntClass::of(Punt::Fragment { port: 1, mac: HOST }, &udp), PuntClass::Fragment);
     assert_eq!(PuntClass::of(Punt::Error(IcmpError::TimeExceeded), &udp), PuntClass::IcmpError);
 }
@@ -105,18 +130,31 @@ impl Stage {
 }
 
 fn generous() -> PuntPolicy {
-    PuntPolicy { police: [Some(RateLimit { per_second: 1_000_000, burst: 1_000_000 }); 5], queue: [2; 5], ..PuntPolicy::default() }
+    PuntPolicy {
+        police: [Some(RateLimit { per_second: 1_000_000, burst: 1_000_000 }); 5],
+        queue: [2; 5],
+        ..PuntPolicy::default()
+    }
 }
 
 #[test]
 fn copies_serves_arp_nd_first_and_counts_full_queues() {
     let mut s = stage(generous());
     let local = udp_to(IpAddr::V4(v4("198.18.0.1")));
-    s.punt(&[(local.clone(), Punt::Local), (local.clone(), Punt::Local), (local, Punt::Local), (arp(), Punt::Local), (ns(), Punt::Local)]);
+    s.punt(&[
+        (local.clone(), Punt::Local),
+        (local.clone(), Punt::Local),
+        (local, Punt::Local),
+        (arp(), Punt::Local),
+        (ns(), Punt::Local),
+    ]);
     let got = s.served();
     let classes: Vec<PuntClass> = got.iter().map(|m| PuntClass::of(m.punt, &m.frame)).collect();
     assert_eq!(classes, [PuntClass::ArpNd, PuntClass::ArpNd, PuntClass::Local, PuntClass::Local]);
-    assert_eq!((got[2].phys, got[2].in_port, got[0].frame.clone(), got[1].frame.clone()), (3, 5, arp(), ns()));
+    assert_eq!(
+        (got[2].phys, got[2].in_port, got[0].frame.clone(), got[1].frame.clone()),
+        (3, 5, arp(), ns())
+    );
     let drops = s.rx.stats().drops();
     assert_eq!(drops.get(PuntClass::Local, PuntDrop::QueueFull), 1);
     assert_eq!(drops.total(), 1);
@@ -130,7 +168,8 @@ fn each_class_has_its_own_bucket() {
     p.police[PuntClass::Local as usize] = Some(RateLimit { per_second: 10, burst: 2 });
     let mut s = stage(p);
     let local = udp_to(IpAddr::V4(v4("198.18.0.1")));
-    let burst: Vec<_> = (0..5).map(|_| (local.clone(), Punt::Local)).chain([(arp(), Punt::Local)]).collect();
+    let burst: Vec<_> =
+        (0..5).map(|_| (local.clone(), Punt::Local)).chain([(arp(), Punt::Local)]).collect();
     s.punt(&burst);
     assert_eq!(s.served().len(), 3, "2 of the local class, and the ARP request");
     assert_eq!(s.rx.stats().drops().get(PuntClass::Local, PuntDrop::Policed), 3);
@@ -149,9 +188,24 @@ fn next_hops_are_throttled_gateways_as_one_connected_hosts_each() {
     (p.next_hop_burst, p.next_hop_rate) = (2, 1);
     let mut s = stage(p);
     // Through the gateway: one next hop whatever the destination.
-    let via: Vec<_> = (0..5).map(|i| (udp_to(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i))), Punt::Unresolved { next_hop: gw, port: 1 })).collect();
+    let via: Vec<_> = (0..5)
+        .map(|i| {
+            (
+                udp_to(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i))),
+                Punt::Unresolved { next_hop: gw, port: 1 },
+            )
+        })
+        .collect();
     // On the connected prefix: each destination its own, two of them three times each.
-    let on_link: Vec<_> = [7u8, 7, 7, 8, 8, 8].iter().map(|&h| (udp_to(IpAddr::V4(Ipv4Addr::new(198, 19, 0, h))), Punt::Unresolved { next_hop: connected, port: 1 })).collect();
+    let on_link: Vec<_> = [7u8, 7, 7, 8, 8, 8]
+        .iter()
+        .map(|&h| {
+            (
+                udp_to(IpAddr::V4(Ipv4Addr::new(198, 19, 0, h))),
+                Punt::Unresolved { next_hop: connected, port: 1 },
+            )
+        })
+        .collect();
     s.punt(&via);
     s.punt(&on_link);
     assert_eq!(s.served().len(), 2 + 2 + 2);
@@ -162,12 +216,16 @@ fn next_hops_are_throttled_gateways_as_one_connected_hosts_each() {
     s.punt(&on_link);
     assert_eq!(s.served().len(), 3);
     // An IPv6 host of the same port's prefix has its own share too.
-    let v6 = (udp_to(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 7))), Punt::Unresolved { next_hop: connected, port: 1 });
+    let v6 = (
+        udp_to(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xb, 0, 0, 0, 0, 7))),
+        Punt::Unresolved { next_hop: connected, port: 1 },
+    );
     s.punt(&[v6.clone(), v6.clone(), v6]);
     assert_eq!(s.served().len(), 2);
     // `route-to`'s gateway: one share whatever the destinations, one per gateway.
     let gateway = |g: u8| Punt::Via { gateway: IpAddr::V4(Ipv4Addr::new(198, 19, 0, g)), port: 1 };
-    let routed: Vec<_> = (0..5).map(|i| (udp_to(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i))), gateway(254))).collect();
+    let routed: Vec<_> =
+        (0..5).map(|i| (udp_to(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i))), gateway(254))).collect();
     s.punt(&routed);
     s.punt(&[(udp_to(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9))), gateway(253))]);
     assert_eq!(s.served().len(), 2 + 1);
@@ -176,7 +234,10 @@ fn next_hops_are_throttled_gateways_as_one_connected_hosts_each() {
 #[test]
 fn a_burst_is_shared_among_workers() {
     let p = PuntPolicy::default().share(3);
-    assert_eq!(p.police[PuntClass::ArpNd as usize], Some(RateLimit { per_second: 3_334, burst: 334 }));
+    assert_eq!(
+        p.police[PuntClass::ArpNd as usize],
+        Some(RateLimit { per_second: 3_334, burst: 334 })
+    );
     assert_eq!(p.police[PuntClass::IcmpError as usize], None);
     assert_eq!(p.queue, PuntPolicy::default().queue, "queues are shared, not split");
 }

@@ -29,7 +29,12 @@ pub struct PuntLog(pub Vec<PuntedFrame>);
 impl PuntPort for PuntLog {
     fn punt_burst(&mut self, pool: &mut FramePool, punts: &mut PuntBatch) {
         for (desc, punt, in_port) in punts.drain() {
-            self.0.push(PuntedFrame { punt, phys: desc.port, in_port, frame: pool.frame(desc).to_vec() });
+            self.0.push(PuntedFrame {
+                punt,
+                phys: desc.port,
+                in_port,
+                frame: pool.frame(desc).to_vec(),
+            });
             pool.free(desc);
         }
     }

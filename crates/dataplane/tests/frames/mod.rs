@@ -13,7 +13,15 @@ pub const TX_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
 /// The flow of a frame received on `port` from a host behind it.
 pub fn flow(port: u16, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> UdpFlow {
     let dst_mac = if port == 0 { RX_MAC } else { TX_MAC };
-    UdpFlow { src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]), dst_mac, src, dst, src_port: sport, dst_port: dport, ttl: 64 }
+    UdpFlow {
+        src_mac: MacAddr([2, 0, 0, 0, 0, 0x99]),
+        dst_mac,
+        src,
+        dst,
+        src_port: sport,
+        dst_port: dport,
+        ttl: 64,
+    }
 }
 
 /// A UDP frame received on `port`.
@@ -26,7 +34,16 @@ pub fn udp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> V
 
 /// The same addresses as [`udp`] carrying a TCP segment, with a correct checksum.
 #[allow(clippy::too_many_arguments)]
-pub fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
+pub fn tcp(
+    port: u16,
+    src: Ipv4Addr,
+    sport: u16,
+    dst: Ipv4Addr,
+    dport: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+) -> Vec<u8> {
     let mut f = udp(port, src, sport, dst, dport);
     let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
     ip.set_protocol(IpProtocol::Tcp);
@@ -48,7 +65,10 @@ pub fn tcp(port: u16, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, flag
 /// The TCP checksum of the IPv4 packet `ip` (RFC 9293 3.1: over the pseudo-header).
 pub fn tcp_checksum(ip: &[u8]) -> u16 {
     let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+    let (src, dst) = (
+        Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+    );
     let ps = wire::checksum::pseudo_header_v4(&src, &dst, ip[9], (total - 20) as u32);
     !wire::checksum::fold(u64::from(ps) + u64::from(wire::checksum::sum(&ip[20..total])))
 }

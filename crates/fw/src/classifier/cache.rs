@@ -92,7 +92,8 @@ struct Entry {
     vtag: u8,
 }
 
-const EMPTY: Entry = Entry { src: 0, dst: 0, tag: 0, gen_meta: 0, rule: NO_RULE, verdict: 0, vtag: 0 };
+const EMPTY: Entry =
+    Entry { src: 0, dst: 0, tag: 0, gen_meta: 0, rule: NO_RULE, verdict: 0, vtag: 0 };
 
 /// The cache's view of a packet: the packed key and where its set is.
 #[derive(Clone, Copy)]
@@ -152,7 +153,10 @@ pub struct VerdictCache {
 
 impl std::fmt::Debug for VerdictCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VerdictCache").field("entries", &self.entries.len()).field("counters", &self.counters).finish()
+        f.debug_struct("VerdictCache")
+            .field("entries", &self.entries.len())
+            .field("counters", &self.counters)
+            .finish()
     }
 }
 
@@ -260,14 +264,23 @@ impl VerdictCache {
     #[inline(always)]
     fn find(&self, p: &Probe, set: usize, sig: u32) -> Option<&Entry> {
         let ways = self.sigs[set].iter().enumerate().filter(|&(_, &s)| s == sig);
-        ways.map(|(w, _)| &self.entries[set * WAYS + w]).find(|e| e.gen_meta == p.gen_meta && e.tag == p.tag && e.src == p.src && e.dst == p.dst)
+        ways.map(|(w, _)| &self.entries[set * WAYS + w]).find(|e| {
+            e.gen_meta == p.gen_meta && e.tag == p.tag && e.src == p.src && e.dst == p.dst
+        })
     }
 
     /// No entry for the key itself: the entry of its classes if the classifier has them
     /// and they pay, else the classifier's verdict. The exact entry is made either way
     /// (one miss in 16 in a flood), so that the flow's next packets take one probe.
     #[inline(never)]
-    fn miss<const TAGS: bool>(&mut self, cl: &Classifier, key: &PacketKey, p: &Probe, set: usize, sig: u32) -> Verdict {
+    fn miss<const TAGS: bool>(
+        &mut self,
+        cl: &Classifier,
+        key: &PacketKey,
+        p: &Probe,
+        set: usize,
+        sig: u32,
+    ) -> Verdict {
         self.exact_misses += 1;
         let v = match cl.key_classes() {
             Some(c) if self.classes_pay() => self.by_class::<TAGS>(cl, c, key, p),
@@ -284,11 +297,18 @@ impl VerdictCache {
 
     /// The verdict from the entry of `key`'s classes, or the classifier's, which then
     /// makes that entry.
-    fn by_class<const TAGS: bool>(&mut self, cl: &Classifier, c: &KeyClasses, key: &PacketKey, p: &Probe) -> Verdict {
+    fn by_class<const TAGS: bool>(
+        &mut self,
+        cl: &Classifier,
+        c: &KeyClasses,
+        key: &PacketKey,
+        p: &Probe,
+    ) -> Verdict {
         self.class_lookups += 1;
         let (s, d, sp, dp) = c.of(key);
         let tag = p.tag & 0xffff_ffff | u64::from(sp) << 48 | u64::from(dp) << 32;
-        let q = Probe { src: u128::from(s), dst: u128::from(d), tag, gen_meta: p.gen_meta | BY_CLASS };
+        let q =
+            Probe { src: u128::from(s), dst: u128::from(d), tag, gen_meta: p.gen_meta | BY_CLASS };
         let (set, sig) = self.set_of(&q);
         if let Some(v) = self.find(&q, set, sig).map(verdict_of::<TAGS>) {
             self.counters.hits += 1;
@@ -306,7 +326,15 @@ impl VerdictCache {
         let w = self.victim;
         self.victim = (w + 1) % WAYS;
         self.sigs[set][w] = sig;
-        self.entries[set * WAYS + w] = Entry { src: p.src, dst: p.dst, tag: p.tag, gen_meta: p.gen_meta, rule: rule_bits(v), verdict: verdict_bits(v), vtag: v.tag };
+        self.entries[set * WAYS + w] = Entry {
+            src: p.src,
+            dst: p.dst,
+            tag: p.tag,
+            gen_meta: p.gen_meta,
+            rule: rule_bits(v),
+            verdict: verdict_bits(v),
+            vtag: v.tag,
+        };
     }
 
     /// True once in `n` calls, at random (`n` a power of two).
@@ -333,9 +361,16 @@ impl VerdictCache {
     #[inline(always)]
     fn probe<const TAGS: bool>(&self, key: &PacketKey, cl: &Classifier) -> Probe {
         let flags = if key.proto == proto::TCP { key.tcp_flags & cl.flags_mask() } else { 0 };
-        let tag = u64::from(key.src_port) << 48 | u64::from(key.dst_port) << 32 | u64::from(key.iface) << 16 | u64::from(key.proto) << 8 | u64::from(flags);
+        let tag = u64::from(key.src_port) << 48
+            | u64::from(key.dst_port) << 32
+            | u64::from(key.iface) << 16
+            | u64::from(key.proto) << 8
+            | u64::from(flags);
         let ptag = if TAGS { u32::from(key.tag) << 5 } else { 0 };
-        let meta = ptag | u32::from(key.route & 7) << 2 | u32::from(key.dir == Dir::Out) << 1 | u32::from(key.af == Af::Inet6);
+        let meta = ptag
+            | u32::from(key.route & 7) << 2
+            | u32::from(key.dir == Dir::Out) << 1
+            | u32::from(key.af == Af::Inet6);
         Probe { src: key.src, dst: key.dst, tag, gen_meta: self.generation << META_BITS | meta }
     }
 
@@ -356,7 +391,12 @@ impl VerdictCache {
     #[inline(always)]
     fn set_of(&self, p: &Probe) -> (usize, u32) {
         let h = mum(p.src as u64 ^ self.seed, p.dst as u64 ^ 0x9e37_79b9_7f4a_7c15)
-            ^ mum((p.src >> 64) as u64 ^ p.tag, (p.dst >> 64) as u64 ^ u64::from(p.gen_meta & ((1 << META_BITS) - 1)) ^ 0xbf58_476d_1ce4_e5b9);
+            ^ mum(
+                (p.src >> 64) as u64 ^ p.tag,
+                (p.dst >> 64) as u64
+                    ^ u64::from(p.gen_meta & ((1 << META_BITS) - 1))
+                    ^ 0xbf58_476d_1ce4_e5b9,
+            );
         (((h ^ (h >> 32)) as usize) & self.set_mask, (h >> 32) as u32)
     }
 }
@@ -402,11 +442,23 @@ mod tests {
     use std::path::Path;
 
     fn classifier(text: &str, engine: super::super::Engine) -> Classifier {
-        let rs = parse(text, Path::new("t.conf"), &|n| n.strip_prefix("em").and_then(|i| i.parse().ok())).unwrap();
-        Classifier::build_with(&rs, &super::super::BuildOptions { engine, ..Default::default() }).unwrap()
+        let rs = parse(text, Path::new("t.conf"), &|n| {
+            n.strip_prefix("em").and_then(|i| i.parse().ok())
+        })
+        .unwrap();
+        Classifier::build_with(&rs, &super::super::BuildOptions { engine, ..Default::default() })
+            .unwrap()
     }
 
-    const SYN: PacketKey = PacketKey { proto: proto::TCP, src: 0x0a00_0001, dst: 0xc000_0201, src_port: 40000, dst_port: 22, tcp_flags: 0x02, ..PacketKey::ZERO };
+    const SYN: PacketKey = PacketKey {
+        proto: proto::TCP,
+        src: 0x0a00_0001,
+        dst: 0xc000_0201,
+        src_port: 40000,
+        dst_port: 22,
+        tcp_flags: 0x02,
+        ..PacketKey::ZERO
+    };
 
     #[test]
     fn entry_is_one_cache_line() {
@@ -415,21 +467,36 @@ mod tests {
 
     #[test]
     fn a_repeated_key_hits_and_answers_as_the_classifier() {
-        let cl = classifier("block all\npass in proto tcp to port 22 flags S/SA keep state\n", super::super::Engine::Tree);
+        let cl = classifier(
+            "block all\npass in proto tcp to port 22 flags S/SA keep state\n",
+            super::super::Engine::Tree,
+        );
         let mut c = VerdictCache::new(64, 7);
         let first = c.classify(&cl, &SYN);
         assert_eq!(first, cl.classify(&SYN));
         assert_eq!(first.rule, Some(1));
         assert_eq!(first.keep_state, StateMode::Keep);
         assert_eq!(c.classify(&cl, &SYN), first);
-        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 1, class_hits: 0, invalidations: 1 });
+        assert_eq!(
+            c.counters(),
+            CacheCounters { hits: 1, misses: 1, class_hits: 0, invalidations: 1 }
+        );
     }
 
     /// Every state mode comes back from the cache as it went in.
     #[test]
     fn state_modes_survive_the_cache() {
-        for (opt, mode) in [("no state", StateMode::None), ("keep state", StateMode::Keep), ("keep state (sloppy)", StateMode::KeepSloppy), ("modulate state", StateMode::Modulate), ("synproxy state", StateMode::Synproxy)] {
-            let cl = classifier(&format!("block all\npass in proto tcp to port 22 flags S/SA {opt}\n"), super::super::Engine::Tree);
+        for (opt, mode) in [
+            ("no state", StateMode::None),
+            ("keep state", StateMode::Keep),
+            ("keep state (sloppy)", StateMode::KeepSloppy),
+            ("modulate state", StateMode::Modulate),
+            ("synproxy state", StateMode::Synproxy),
+        ] {
+            let cl = classifier(
+                &format!("block all\npass in proto tcp to port 22 flags S/SA {opt}\n"),
+                super::super::Engine::Tree,
+            );
             let mut c = VerdictCache::new(64, 7);
             c.classify(&cl, &SYN);
             let hit = c.classify(&cl, &SYN);
@@ -441,7 +508,10 @@ mod tests {
     /// variants are trees is cached.
     #[test]
     fn route_bits_are_keyed() {
-        let cl = classifier("block in quick from urpf-failed\npass in quick proto tcp to port 22 no state\nblock in all\n", super::super::Engine::Tree);
+        let cl = classifier(
+            "block in quick from urpf-failed\npass in quick proto tcp to port 22 no state\nblock in all\n",
+            super::super::Engine::Tree,
+        );
         assert!(cl.wants_cache());
         let mut c = VerdictCache::new(64, 7);
         let spoofed = PacketKey { route: crate::packet::route::SRC_URPF_FAILED, ..SYN };
@@ -450,7 +520,8 @@ mod tests {
             assert_eq!(c.classify(&cl, &spoofed).rule, Some(0));
         }
         assert_eq!(c.counters().hits, 2);
-        let rfc = classifier("block in quick from urpf-failed\npass all\n", super::super::Engine::Auto);
+        let rfc =
+            classifier("block in quick from urpf-failed\npass all\n", super::super::Engine::Auto);
         assert!(!rfc.wants_cache());
     }
 
@@ -463,7 +534,13 @@ mod tests {
         let mut c = VerdictCache::new(64, 7);
         c.classify(&cl, &SYN);
         // Length, ICMP id, IP options, and flag bits outside S/A: the same entry.
-        let same = PacketKey { len: 1500, icmp_id: 9, ip_opts: true, tcp_flags: 0x02 | 0x08 | 0x80, ..SYN };
+        let same = PacketKey {
+            len: 1500,
+            icmp_id: 9,
+            ip_opts: true,
+            tcp_flags: 0x02 | 0x08 | 0x80,
+            ..SYN
+        };
         assert_eq!(c.classify(&cl, &same), cl.classify(&same));
         assert_eq!(c.counters().hits, 1);
         // ACK is tested (mask SA): another entry, and another verdict.
@@ -504,13 +581,19 @@ mod tests {
     fn class_lookups_stop_while_they_do_not_hit_and_resume_when_they_do() {
         // A class per destination port 1-2000 and per source 10.0.0.1-10.
         let ports = (1..=2000).map(|p| format!("block in proto tcp to port {p}\n"));
-        let text: String = ports.chain((1..=10).map(|h| format!("block in proto tcp from 10.0.0.{h}\n"))).collect();
+        let text: String = ports
+            .chain((1..=10).map(|h| format!("block in proto tcp from 10.0.0.{h}\n")))
+            .collect();
         let cl = classifier(&text, super::super::Engine::Tree);
         let mut c = VerdictCache::new(1 << 15, 7);
         // 20,000 new flows, each in classes of its own: after a window of class lookups
         // that never hit, only one exact miss in 16 looks its classes up.
         for i in 0..20_000u32 {
-            let k = PacketKey { src: u128::from(0x0a00_0001 + i / 2000), dst_port: 1 + (i % 2000) as u16, ..SYN };
+            let k = PacketKey {
+                src: u128::from(0x0a00_0001 + i / 2000),
+                dst_port: 1 + (i % 2000) as u16,
+                ..SYN
+            };
             assert_eq!(c.classify(&cl, &k), cl.classify(&k));
         }
         assert!(c.classes_off);
@@ -520,7 +603,11 @@ mod tests {
         // New flows in ten classes: the sampled lookups hit, and within a window of them
         // (16k misses at most) every miss looks its classes up again.
         for i in 0..40_000u32 {
-            let k = PacketKey { src: u128::from(0x0b00_0000 + i), dst_port: 1 + (i % 10) as u16, ..SYN };
+            let k = PacketKey {
+                src: u128::from(0x0b00_0000 + i),
+                dst_port: 1 + (i % 10) as u16,
+                ..SYN
+            };
             assert_eq!(c.classify(&cl, &k), cl.classify(&k));
         }
         assert!(!c.classes_off);
@@ -530,17 +617,32 @@ mod tests {
 
     #[test]
     fn a_new_flow_in_the_classes_of_another_hits() {
-        let cl = classifier("block all\npass in proto tcp from 10.0.0.0/8 to 192.0.2.0/24 port 1000:2000\n", super::super::Engine::Tree);
+        let cl = classifier(
+            "block all\npass in proto tcp from 10.0.0.0/8 to 192.0.2.0/24 port 1000:2000\n",
+            super::super::Engine::Tree,
+        );
         let mut c = VerdictCache::new(4096, 7);
         let first = PacketKey { dst_port: 1000, ..SYN };
         assert_eq!(c.classify(&cl, &first).rule, Some(1));
         for i in 1..100u16 {
-            let k = PacketKey { src: SYN.src + u128::from(i) * 65537, dst: SYN.dst + u128::from(i), src_port: 30000 + i, dst_port: 1000 + 9 * i, ..SYN };
+            let k = PacketKey {
+                src: SYN.src + u128::from(i) * 65537,
+                dst: SYN.dst + u128::from(i),
+                src_port: 30000 + i,
+                dst_port: 1000 + 9 * i,
+                ..SYN
+            };
             assert_eq!(c.classify(&cl, &k).rule, Some(1), "{k:?}");
         }
         assert_eq!((c.counters().misses, c.counters().class_hits), (1, 99));
         // Each of them has its own entry now: the next packets take one probe.
-        let k = PacketKey { src: SYN.src + 65537, dst: SYN.dst + 1, src_port: 30001, dst_port: 1009, ..SYN };
+        let k = PacketKey {
+            src: SYN.src + 65537,
+            dst: SYN.dst + 1,
+            src_port: 30001,
+            dst_port: 1009,
+            ..SYN
+        };
         assert_eq!(c.classify(&cl, &k).rule, Some(1));
         assert_eq!((c.counters().hits, c.counters().class_hits), (100, 99));
         let outside = PacketKey { dst: SYN.dst + 256, ..first };
@@ -556,7 +658,10 @@ mod tests {
         assert_eq!(c.classify(&old, &SYN).action, Action::Block);
         assert_eq!(c.classify(&new, &SYN).action, Action::Pass);
         assert_eq!(c.classify(&new, &SYN).action, Action::Pass);
-        assert_eq!(c.counters(), CacheCounters { hits: 1, misses: 2, class_hits: 0, invalidations: 2 });
+        assert_eq!(
+            c.counters(),
+            CacheCounters { hits: 1, misses: 2, class_hits: 0, invalidations: 2 }
+        );
     }
 
     #[test]
@@ -599,7 +704,8 @@ mod tests {
         });
         assert!(again.count() < 200);
         // A few flows repeating: past a window the cache inserts every miss again.
-        let hot: Vec<PacketKey> = (0..10u16).map(|i| PacketKey { iface: 30_000 + i, ..SYN }).collect();
+        let hot: Vec<PacketKey> =
+            (0..10u16).map(|i| PacketKey { iface: 30_000 + i, ..SYN }).collect();
         for _ in 0..300 {
             for k in &hot {
                 assert_eq!(c.classify(&cl, k), cl.classify(k));

@@ -78,7 +78,11 @@ impl KeyClasses {
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        2 * 2 * 65536 + self.src4.bytes() + self.dst4.bytes() + self.src6.bytes() + self.dst6.bytes()
+        2 * 2 * 65536
+            + self.src4.bytes()
+            + self.dst4.bytes()
+            + self.src6.bytes()
+            + self.dst6.bytes()
     }
 }
 
@@ -139,7 +143,8 @@ pub(super) fn set_sizes_and_changes(rs: &RuleSet, af: Af, d: usize) -> (Vec<usiz
 /// words XORed: the names are the same, and a table named by 1,000 rules costs its entries once.
 fn sweep(rs: &RuleSet, af: Option<Af>, d: usize) -> Vec<(u128, u128, usize)> {
     let (rules, max) = tree::dim_ranges(rs, af, d);
-    let mut groups: HashMap<&[Range], (u128, usize), FastHash> = HashMap::with_capacity_and_hasher(rules.len(), FastHash::default());
+    let mut groups: HashMap<&[Range], (u128, usize), FastHash> =
+        HashMap::with_capacity_and_hasher(rules.len(), FastHash::default());
     for (i, ranges) in &rules {
         let g = groups.entry(ranges.as_slice()).or_insert((0, 0));
         *g = (g.0 ^ word(*i), g.1 + 1);
@@ -230,14 +235,25 @@ struct AddrClasses<W> {
 impl<W: AddrWord> AddrClasses<W> {
     /// The classes of intervals `iv`, with at most `budget` nodes.
     fn build_with(iv: &[(u128, u32)], budget: usize) -> AddrClasses<W> {
-        let mut b = AddrBuilder { starts: iv.iter().map(|e| e.0).collect(), classes: iv.iter().map(|e| e.1).collect(), nodes: Vec::new(), spans: Vec::new(), budget };
+        let mut b = AddrBuilder {
+            starts: iv.iter().map(|e| e.0).collect(),
+            classes: iv.iter().map(|e| e.1).collect(),
+            nodes: Vec::new(),
+            spans: Vec::new(),
+            budget,
+        };
         let bits = W::BITS - 16;
         let root = b.entries(0, bits, 1 << 16, 0).into_boxed_slice();
         AddrClasses {
             root,
             nodes: b.nodes,
             spans: b.spans,
-            starts: b.starts.iter().map(|&s| W::of(s)).chain([W::of(u128::MAX); NODE_FROM - 1]).collect(),
+            starts: b
+                .starts
+                .iter()
+                .map(|&s| W::of(s))
+                .chain([W::of(u128::MAX); NODE_FROM - 1])
+                .collect(),
             classes: b.classes.into_boxed_slice(),
         }
     }
@@ -255,18 +271,21 @@ impl<W: AddrWord> AddrClasses<W> {
         }
         if e & LONG != 0 {
             let (a, b) = self.spans[(e & !LONG) as usize];
-            return self.classes[a as usize + self.starts[a as usize + 1..=b as usize].partition_point(|&s| s <= v)];
+            return self.classes[a as usize
+                + self.starts[a as usize + 1..=b as usize].partition_point(|&s| s <= v)];
         }
         // The run's later starts, and those after it (all above the entry's values), or the
         // padding: the largest address counts the padding too, and is in the last interval.
         let a = e as usize;
-        let after: &[W; NODE_FROM - 1] = self.starts[a + 1..a + NODE_FROM].try_into().expect("padded");
+        let after: &[W; NODE_FROM - 1] =
+            self.starts[a + 1..a + NODE_FROM].try_into().expect("padded");
         let i = a + after.iter().map(|&s| usize::from(s <= v)).sum::<usize>();
         self.classes[i.min(self.classes.len() - 1)]
     }
 
     fn bytes(&self) -> usize {
-        4 * (self.root.len() + self.nodes.len() + self.classes.len() + 2 * self.spans.len()) + std::mem::size_of::<W>() * self.starts.len()
+        4 * (self.root.len() + self.nodes.len() + self.classes.len() + 2 * self.spans.len())
+            + std::mem::size_of::<W>() * self.starts.len()
     }
 }
 
@@ -334,7 +353,10 @@ mod tests {
     use std::path::Path;
 
     fn rules(text: &str) -> RuleSet {
-        crate::rules::parse(text, Path::new("t.conf"), &|n| n.strip_prefix("em").and_then(|i| i.parse().ok())).unwrap()
+        crate::rules::parse(text, Path::new("t.conf"), &|n| {
+            n.strip_prefix("em").and_then(|i| i.parse().ok())
+        })
+        .unwrap()
     }
 
     /// Keys with classes of their addresses and ports in common, and their other fields
@@ -343,7 +365,8 @@ mod tests {
         let kc = KeyClasses::build(rs, NODE_BUDGET);
         let mut seen: HashMap<_, Vec<bool>> = HashMap::new();
         for k in keys {
-            let matched: Vec<bool> = rs.rules.iter().map(|r| crate::reference::rule_matches(rs, r, k)).collect();
+            let matched: Vec<bool> =
+                rs.rules.iter().map(|r| crate::reference::rule_matches(rs, r, k)).collect();
             let rest = (k.af == Af::Inet6, k.dir == Dir::Out, k.iface, k.proto, k.tcp_flags);
             let first = seen.entry((rest, kc.of(k))).or_insert_with(|| matched.clone());
             assert_eq!(*first, matched, "{k:?} in classes {:?}", kc.of(k));
@@ -351,12 +374,23 @@ mod tests {
     }
 
     fn key(af: Af, src: u128, dst: u128, sport: u16, dport: u16) -> PacketKey {
-        PacketKey { af, dir: Dir::In, proto: proto::UDP, src, dst, src_port: sport, dst_port: dport, ..PacketKey::ZERO }
+        PacketKey {
+            af,
+            dir: Dir::In,
+            proto: proto::UDP,
+            src,
+            dst,
+            src_port: sport,
+            dst_port: dport,
+            ..PacketKey::ZERO
+        }
     }
 
     #[test]
     fn ports_split_where_rules_begin_and_end() {
-        let rs = rules("pass proto udp to port 1000:2000\nblock proto udp from port > 1500\npass proto udp to port { 53, 1999 }\n");
+        let rs = rules(
+            "pass proto udp to port 1000:2000\nblock proto udp from port > 1500\npass proto udp to port { 53, 1999 }\n",
+        );
         let kc = KeyClasses::build(&rs, NODE_BUDGET);
         let d = |p| kc.dport[p as usize];
         assert_eq!(d(0), 0);
@@ -378,8 +412,10 @@ mod tests {
     fn addresses_of_one_class_match_the_same_rules() {
         let mut text = String::from("table <t> { 10.1.0.0/16, !10.1.2.0/24, 2001:db8:5::/48 }\n");
         for i in 0..40u32 {
-            text += &format!("pass from 10.{}.{}.0/{} to 192.0.2.{}\n", i % 4, i * 5, 20 + i % 12, i);
-            text += &format!("block inet6 from 2001:db8:{:x}::/{} to ! 2001:db8::{:x}\n", i, 40 + i, i);
+            text +=
+                &format!("pass from 10.{}.{}.0/{} to 192.0.2.{}\n", i % 4, i * 5, 20 + i % 12, i);
+            text +=
+                &format!("block inet6 from 2001:db8:{:x}::/{} to ! 2001:db8::{:x}\n", i, 40 + i, i);
         }
         text += "block from <t> to ! <t>\n";
         let rs = rules(&text);
@@ -388,8 +424,20 @@ mod tests {
         for i in 0..20_000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let near = |base: u128, bits: u32| base + (u128::from(x >> 7) & ((1 << bits) - 1));
-            keys.push(key(Af::Inet, near(0x0a00_0000, 20 + (i % 3) as u32), near(0xc000_0200, 8), 1, 2));
-            keys.push(key(Af::Inet6, near(0x2001_0db8 << 96, 100 + (i % 3) as u32 * 8), near(0x2001_0db8 << 96, 10), 1, 2));
+            keys.push(key(
+                Af::Inet,
+                near(0x0a00_0000, 20 + (i % 3) as u32),
+                near(0xc000_0200, 8),
+                1,
+                2,
+            ));
+            keys.push(key(
+                Af::Inet6,
+                near(0x2001_0db8 << 96, 100 + (i % 3) as u32 * 8),
+                near(0x2001_0db8 << 96, 10),
+                1,
+                2,
+            ));
         }
         check_same_rules(&rs, &keys);
         // A host rule makes a class of one address (a node below its /16).
@@ -402,21 +450,41 @@ mod tests {
     #[test]
     fn realistic_sets_keep_their_verdicts_by_class() {
         for seed in 1..=3 {
-            let rs = crate::rules::parse(&crate::testgen::ruleset(seed, 300), Path::new("g.conf"), &crate::testgen::iface_index).unwrap();
+            let rs = crate::rules::parse(
+                &crate::testgen::ruleset(seed, 300),
+                Path::new("g.conf"),
+                &crate::testgen::iface_index,
+            )
+            .unwrap();
             let b = crate::testgen::boundaries(&rs);
             let mut rng = crate::testgen::Rng(seed);
             let mut keys = Vec::new();
             for _ in 0..20_000 {
                 let af = if rng.index(4) == 0 { Af::Inet6 } else { Af::Inet };
                 let pool = if af == Af::Inet { &b.v4 } else { &b.v6 };
-                let mut addr = || pool[rng.index(pool.len())].wrapping_add(u128::from(rng.next_u64() % 3)) & if af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
+                let mut addr = || {
+                    pool[rng.index(pool.len())].wrapping_add(u128::from(rng.next_u64() % 3))
+                        & if af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX }
+                };
                 let (src, dst) = (addr(), addr());
-                let mut port = || b.ports[rng.index(b.ports.len())].wrapping_add(rng.next_u64() as u16 % 3);
+                let mut port =
+                    || b.ports[rng.index(b.ports.len())].wrapping_add(rng.next_u64() as u16 % 3);
                 let (src_port, dst_port) = (port(), port());
                 // Few values of the other fields, so that keys share them.
                 let proto = [proto::TCP, proto::UDP][rng.index(2)];
                 let dir = if rng.index(2) == 0 { Dir::In } else { Dir::Out };
-                keys.push(PacketKey { af, dir, iface: rng.index(2) as u16, proto, src, dst, src_port, dst_port, tcp_flags: 0x02, ..PacketKey::ZERO });
+                keys.push(PacketKey {
+                    af,
+                    dir,
+                    iface: rng.index(2) as u16,
+                    proto,
+                    src,
+                    dst,
+                    src_port,
+                    dst_port,
+                    tcp_flags: 0x02,
+                    ..PacketKey::ZERO
+                });
             }
             check_same_rules(&rs, &keys);
         }
@@ -432,7 +500,13 @@ mod tests {
             x >> 16
         };
         // Clusters of edges in a few /16s, some dense (nodes or long runs), some not.
-        let mut starts: Vec<u128> = (0..3000).map(|i| u128::from(0x0a00_0000 + (i % 5) * 0x0001_0000 + (next() as u32 & (0xff << (i % 3 * 4))))).collect();
+        let mut starts: Vec<u128> = (0..3000)
+            .map(|i| {
+                u128::from(
+                    0x0a00_0000 + (i % 5) * 0x0001_0000 + (next() as u32 & (0xff << (i % 3 * 4))),
+                )
+            })
+            .collect();
         starts.extend((0..50).map(|_| u128::from(next() as u32)));
         starts.push(0);
         starts.sort_unstable();
@@ -442,7 +516,11 @@ mod tests {
             let a = AddrClasses::<u32>::build_with(&iv, budget);
             assert!(budget != 0 || !a.spans.is_empty());
             for k in 0..200_000u32 {
-                let v = if k % 2 == 0 { starts[k as usize % starts.len()] as u32 + k % 3 } else { next() as u32 };
+                let v = if k % 2 == 0 {
+                    starts[k as usize % starts.len()] as u32 + k % 3
+                } else {
+                    next() as u32
+                };
                 let want = starts.partition_point(|&s| s <= u128::from(v)) - 1;
                 assert_eq!(a.class(v), want as u32, "{v:#x}, budget {budget}");
             }
@@ -453,14 +531,28 @@ mod tests {
     /// broadcast 255.255.255.255 once read past the classes).
     #[test]
     fn the_ends_of_the_address_space_find_their_intervals() {
-        let iv: Vec<(u128, u32)> = [(0, 0), (1, 1), (2, 2), (u128::MAX - 2, 3), (u128::MAX - 1, 4), (u128::MAX, 5)].into();
+        let iv: Vec<(u128, u32)> =
+            [(0, 0), (1, 1), (2, 2), (u128::MAX - 2, 3), (u128::MAX - 1, 4), (u128::MAX, 5)].into();
         let v6 = AddrClasses::<u128>::build_with(&iv, NODE_BUDGET);
-        assert_eq!([0, 1, 2, 77, u128::MAX - 2, u128::MAX - 1, u128::MAX].map(|v| v6.class(v)), [0, 1, 2, 2, 3, 4, 5]);
-        let iv4: Vec<(u128, u32)> = [(0, 0), (1, 1), (0xffff_fff0, 2), (0xffff_fffe, 3), (0xffff_ffff, 4)].into();
+        assert_eq!(
+            [0, 1, 2, 77, u128::MAX - 2, u128::MAX - 1, u128::MAX].map(|v| v6.class(v)),
+            [0, 1, 2, 2, 3, 4, 5]
+        );
+        let iv4: Vec<(u128, u32)> =
+            [(0, 0), (1, 1), (0xffff_fff0, 2), (0xffff_fffe, 3), (0xffff_ffff, 4)].into();
         let v4 = AddrClasses::<u32>::build_with(&iv4, NODE_BUDGET);
-        assert_eq!([0, 1, 9, 0xffff_fff0, 0xffff_fffe, u32::MAX].map(|v| v4.class(v)), [0, 1, 1, 2, 3, 4]);
-        let rs = rules("pass to 255.255.255.254\npass to 255.255.255.255\npass inet6 to ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe\n");
-        let keys: Vec<PacketKey> = [u32::MAX, u32::MAX - 1, u32::MAX - 2].iter().map(|&a| key(Af::Inet, 1, u128::from(a), 1, 2)).chain([u128::MAX, u128::MAX - 1].map(|a| key(Af::Inet6, 1, a, 1, 2))).collect();
+        assert_eq!(
+            [0, 1, 9, 0xffff_fff0, 0xffff_fffe, u32::MAX].map(|v| v4.class(v)),
+            [0, 1, 1, 2, 3, 4]
+        );
+        let rs = rules(
+            "pass to 255.255.255.254\npass to 255.255.255.255\npass inet6 to ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe\n",
+        );
+        let keys: Vec<PacketKey> = [u32::MAX, u32::MAX - 1, u32::MAX - 2]
+            .iter()
+            .map(|&a| key(Af::Inet, 1, u128::from(a), 1, 2))
+            .chain([u128::MAX, u128::MAX - 1].map(|a| key(Af::Inet6, 1, a, 1, 2)))
+            .collect();
         check_same_rules(&rs, &keys);
         let kc = KeyClasses::build(&rs, NODE_BUDGET);
         assert_ne!(kc.of(&keys[0]).1, kc.of(&keys[1]).1);
@@ -472,7 +564,12 @@ mod tests {
         // holds directly, at every level.
         let mut text = String::new();
         for i in 0..600u32 {
-            text += &format!("pass to 10.9.{}.{}\npass inet6 to 2001:db8::{:x}\n", i / 256, i % 256, i * 3);
+            text += &format!(
+                "pass to 10.9.{}.{}\npass inet6 to 2001:db8::{:x}\n",
+                i / 256,
+                i % 256,
+                i * 3
+            );
         }
         let rs = rules(&text);
         let kc = KeyClasses::build(&rs, NODE_BUDGET);

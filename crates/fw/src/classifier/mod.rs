@@ -27,18 +27,18 @@
 //! addresses and ports (`classes.rs`), so that a new flow in the classes of one seen before
 //! takes a second probe instead of the walk.
 
+pub mod cache;
 mod classes;
 mod rfc;
 mod tags;
 pub mod tree;
-pub mod cache;
 
 use crate::packet::PacketKey;
-use crate::verdict::Verdict;
 use crate::rules::RuleSet;
+use crate::verdict::Verdict;
 
-pub use tree::TreeStats;
 pub use cache::{CacheCounters, VerdictCache};
+pub use tree::TreeStats;
 
 /// Source of [`Classifier::id`].
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -200,7 +200,9 @@ impl Compiled {
         match self {
             Compiled::Rfc(r) => r.memory_bytes(),
             Compiled::Tree(t) => t.memory_bytes(),
-            Compiled::Routes(v) => v.sets.iter().flatten().map(|(c, map)| c.memory_bytes() + map.len() * 4).sum(),
+            Compiled::Routes(v) => {
+                v.sets.iter().flatten().map(|(c, map)| c.memory_bytes() + map.len() * 4).sum()
+            }
             Compiled::Tags(v) => v.memory_bytes(),
         }
     }
@@ -218,7 +220,11 @@ struct RouteVariants {
 }
 
 impl RouteVariants {
-    fn build(rs: &RuleSet, opts: &BuildOptions, used: u8) -> Result<(RouteVariants, ClassifierStats), BuildError> {
+    fn build(
+        rs: &RuleSet,
+        opts: &BuildOptions,
+        used: u8,
+    ) -> Result<(RouteVariants, ClassifierStats), BuildError> {
         let mut sets = Vec::with_capacity(8);
         let mut first_stats = None;
         for route in 0..8u8 {
@@ -230,7 +236,9 @@ impl RouteVariants {
                 .rules
                 .iter()
                 .zip(0u32..)
-                .filter(|(r, _)| route & r.route_need == r.route_need && route & r.route_refuse == 0)
+                .filter(|(r, _)| {
+                    route & r.route_need == r.route_need && route & r.route_refuse == 0
+                })
                 .map(|(r, i)| (r.clone(), i))
                 .unzip();
             // The engines read the rules and the tables only.
@@ -244,7 +252,9 @@ impl RouteVariants {
 
     #[inline]
     fn classify(&self, key: &PacketKey) -> Verdict {
-        let Some((c, map)) = &self.sets[usize::from(key.route & self.used)] else { unreachable!("a set per value of the used bits") };
+        let Some((c, map)) = &self.sets[usize::from(key.route & self.used)] else {
+            unreachable!("a set per value of the used bits")
+        };
         let mut v = c.classify(key);
         v.rule = v.rule.map(|i| map[i] as usize);
         v
@@ -252,7 +262,10 @@ impl RouteVariants {
 }
 
 /// Compiles `rs` (without tags), once per value of the route bits it tests if any.
-fn compile_routes(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierStats), BuildError> {
+fn compile_routes(
+    rs: &RuleSet,
+    opts: &BuildOptions,
+) -> Result<(Compiled, ClassifierStats), BuildError> {
     match rs.route_bits_used() {
         0 => compile(rs, opts),
         used => {
@@ -267,18 +280,27 @@ fn compile(rs: &RuleSet, opts: &BuildOptions) -> Result<(Compiled, ClassifierSta
     let gave_up = match opts.engine {
         Engine::Tree => None,
         // Not attempted where its address fields alone would cross the budget.
-        Engine::Auto if let Some(e) = rfc::surely_over_budget(rs, opts, rfc_budget(rs, opts)) => Some(e.message),
-        Engine::Rfc | Engine::Auto => match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
-            Ok(r) => {
-                let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
-                return Ok((Compiled::Rfc(Box::new(r)), stats));
+        Engine::Auto if let Some(e) = rfc::surely_over_budget(rs, opts, rfc_budget(rs, opts)) => {
+            Some(e.message)
+        }
+        Engine::Rfc | Engine::Auto => {
+            match rfc::Rfc::build(rs, opts, rfc_budget(rs, opts), opts.max_pairs) {
+                Ok(r) => {
+                    let stats = ClassifierStats { engine: "rfc", ..r.stats.clone() };
+                    return Ok((Compiled::Rfc(Box::new(r)), stats));
+                }
+                Err(e) if opts.engine == Engine::Rfc => return Err(e),
+                Err(e) => Some(e.message),
             }
-            Err(e) if opts.engine == Engine::Rfc => return Err(e),
-            Err(e) => Some(e.message),
-        },
+        }
     };
     let t = tree::Tree::build(rs, opts.leaf_pairs_from);
-    let stats = ClassifierStats { engine: "tree", rfc_gave_up: gave_up, tree: Some(t.stats()), ..ClassifierStats::default() };
+    let stats = ClassifierStats {
+        engine: "tree",
+        rfc_gave_up: gave_up,
+        tree: Some(t.stats()),
+        ..ClassifierStats::default()
+    };
     Ok((Compiled::Tree(Box::new(t)), stats))
 }
 
@@ -318,7 +340,9 @@ impl Classifier {
     /// Compiles `rs`. Fails only with [`Engine::Rfc`] over its budgets, or past 2^31 rules.
     pub fn build_with(rs: &RuleSet, opts: &BuildOptions) -> Result<Classifier, BuildError> {
         if rs.rules.len() >= 1 << 31 {
-            return Err(BuildError { message: format!("too many rules: {} (at most 2^31 - 1)", rs.rules.len()) });
+            return Err(BuildError {
+                message: format!("too many rules: {} (at most 2^31 - 1)", rs.rules.len()),
+            });
         }
         let rules = rs.rules.len();
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -335,7 +359,8 @@ impl Classifier {
             (true, true) => 2,
         };
         // Built from every rule: each variant's rules are a subset, whose classes these refine.
-        let classes = (cache_mode != 0).then(|| Box::new(classes::KeyClasses::build(rs, opts.class_nodes)));
+        let classes =
+            (cache_mode != 0).then(|| Box::new(classes::KeyClasses::build(rs, opts.class_nodes)));
         Ok(Classifier { compiled, rules, stats, id, flags_mask, cache_mode, classes })
     }
 
@@ -379,7 +404,7 @@ impl Classifier {
     #[inline(always)]
     pub(crate) fn cache_mode(&self) -> u8 {
         self.cache_mode
-}
+    }
 
     /// The classes of addresses and ports (with the cache only: the tree engine).
     #[inline(always)]
@@ -416,16 +441,37 @@ mod tests {
     /// rules under the default budget (RFC gave up there after building the field).
     #[test]
     fn rfc_is_skipped_only_where_it_would_give_up() {
-        let parse = |text: String| crate::rules::parse(&text, Path::new("t.conf"), &testgen::iface_index).unwrap();
-        let mut sets: Vec<_> = [40, 200, 600, 2000, 10_000].iter().enumerate().map(|(s, &n)| parse(testgen::ruleset(s as u64, n))).collect();
-        sets.extend(testgen::adversarial::SHAPES.iter().map(|shape| parse(testgen::adversarial::ruleset(shape, 3, 300).unwrap())));
+        let parse = |text: String| {
+            crate::rules::parse(&text, Path::new("t.conf"), &testgen::iface_index).unwrap()
+        };
+        let mut sets: Vec<_> = [40, 200, 600, 2000, 10_000]
+            .iter()
+            .enumerate()
+            .map(|(s, &n)| parse(testgen::ruleset(s as u64, n)))
+            .collect();
+        sets.extend(
+            testgen::adversarial::SHAPES
+                .iter()
+                .map(|shape| parse(testgen::adversarial::ruleset(shape, 3, 300).unwrap())),
+        );
         let mut skipped = 0;
         for (k, rs) in sets.iter().enumerate() {
-            for limit in [300 << 10, 400 << 10, 600 << 10, 1 << 20, 4 << 20, super::rfc_budget(rs, &BuildOptions::default())] {
+            for limit in [
+                300 << 10,
+                400 << 10,
+                600 << 10,
+                1 << 20,
+                4 << 20,
+                super::rfc_budget(rs, &BuildOptions::default()),
+            ] {
                 if let Some(e) = rfc::surely_over_budget(rs, &BuildOptions::default(), limit) {
                     skipped += 1;
                     let built = rfc::Rfc::build(rs, &BuildOptions::default(), limit, usize::MAX);
-                    assert!(built.is_err(), "set {k}, limit {limit}: skipped ({}), yet RFC fits", e.message);
+                    assert!(
+                        built.is_err(),
+                        "set {k}, limit {limit}: skipped ({}), yet RFC fits",
+                        e.message
+                    );
                 }
             }
         }
@@ -433,21 +479,45 @@ mod tests {
         // At the bound's edge: one byte less than the bound of the source field, or of both
         // fields, and RFC must give up there, on realistic sets of many sizes and seeds and
         // on the adversarial shapes.
-        let shapes = testgen::adversarial::SHAPES.iter().map(|shape| parse(testgen::adversarial::ruleset(shape, 5, 400).unwrap()));
-        for (seed, rs) in (0..40u64).map(|s| parse(testgen::ruleset(100 + s, [20, 60, 150, 400, 1000][s as usize % 5]))).chain(shapes).enumerate() {
+        let shapes = testgen::adversarial::SHAPES
+            .iter()
+            .map(|shape| parse(testgen::adversarial::ruleset(shape, 5, 400).unwrap()));
+        for (seed, rs) in (0..40u64)
+            .map(|s| parse(testgen::ruleset(100 + s, [20, 60, 150, 400, 1000][s as usize % 5])))
+            .chain(shapes)
+            .enumerate()
+        {
             // Lower LPM thresholds, so that the bound's `lpm` term is met at these sizes too.
-            let opts = BuildOptions { lpm_threshold: [256, 64, 16, 0][seed % 4], ..BuildOptions::default() };
+            let opts = BuildOptions {
+                lpm_threshold: [256, 64, 16, 0][seed % 4],
+                ..BuildOptions::default()
+            };
             let src = rfc::PORT_AND_PROTO_TABLES + rfc::field_at_least(&rs, &opts, tree::SRC);
             let both = src + rfc::field_at_least(&rs, &opts, tree::SRC + 1);
-            for (limit, fields) in [(src - 1, &["source address"][..]), (both - 1, &["source address", "destination address"])] {
+            for (limit, fields) in [
+                (src - 1, &["source address"][..]),
+                (both - 1, &["source address", "destination address"]),
+            ] {
                 assert!(rfc::surely_over_budget(&rs, &opts, limit).is_some());
                 // Within those fields (it builds them first), not in a later phase.
                 let e = rfc::Rfc::build(&rs, &opts, limit, usize::MAX).err().map(|e| e.message);
-                let within = e.as_ref().is_some_and(|m| m.contains("port and protocol") || fields.iter().any(|f| m.contains(f)));
-                assert!(within, "seed {seed}, limit {limit}: under the bound, yet RFC got past {fields:?}: {e:?}");
+                let within = e.as_ref().is_some_and(|m| {
+                    m.contains("port and protocol") || fields.iter().any(|f| m.contains(f))
+                });
+                assert!(
+                    within,
+                    "seed {seed}, limit {limit}: under the bound, yet RFC got past {fields:?}: {e:?}"
+                );
             }
         }
         let big = &sets[4];
-        assert!(rfc::surely_over_budget(big, &BuildOptions::default(), super::rfc_budget(big, &BuildOptions::default())).is_some());
+        assert!(
+            rfc::surely_over_budget(
+                big,
+                &BuildOptions::default(),
+                super::rfc_budget(big, &BuildOptions::default())
+            )
+            .is_some()
+        );
     }
 }

@@ -30,8 +30,12 @@ pub(super) struct TagVariants {
 }
 
 impl TagVariants {
-    pub(super) fn build(rs: &RuleSet, opts: &BuildOptions) -> Result<(TagVariants, ClassifierStats), BuildError> {
-        let mut tested: Vec<u8> = rs.rules.iter().filter_map(|r| r.tagged.map(|(_, id)| id)).collect();
+    pub(super) fn build(
+        rs: &RuleSet,
+        opts: &BuildOptions,
+    ) -> Result<(TagVariants, ClassifierStats), BuildError> {
+        let mut tested: Vec<u8> =
+            rs.rules.iter().filter_map(|r| r.tagged.map(|(_, id)| id)).collect();
         tested.sort_unstable();
         tested.dedup();
         let mut by_tag = Box::new([0u8; 256]);
@@ -56,10 +60,20 @@ impl TagVariants {
             first_stats.get_or_insert(stats);
             sets.push((c, map));
         }
-        let (tagging_rules, tagging_index): (Vec<_>, Vec<usize>) = rs.rules.iter().enumerate().filter(|(_, r)| r.tag.is_some()).map(|(i, r)| (r.clone(), i)).unzip();
-        let tagging = RuleSet { rules: tagging_rules, tables: rs.tables.clone(), ..RuleSet::default() };
+        let (tagging_rules, tagging_index): (Vec<_>, Vec<usize>) = rs
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.tag.is_some())
+            .map(|(i, r)| (r.clone(), i))
+            .unzip();
+        let tagging =
+            RuleSet { rules: tagging_rules, tables: rs.tables.clone(), ..RuleSet::default() };
         let quick = rs.rules.iter().map(|r| r.quick).collect();
-        Ok((TagVariants { by_tag, sets, tagging, tagging_index, quick }, first_stats.unwrap_or_default()))
+        Ok((
+            TagVariants { by_tag, sets, tagging, tagging_index, quick },
+            first_stats.unwrap_or_default(),
+        ))
     }
 
     #[inline]

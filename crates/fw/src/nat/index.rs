@@ -106,7 +106,12 @@ impl NatIndex {
 
     /// The position and slot of the word of `side` with hash `h` whose slot `is` the key's.
     #[inline(always)]
-    pub(super) fn find(&self, h: u64, side: Side, is: impl Fn(usize) -> bool) -> Option<(usize, usize)> {
+    pub(super) fn find(
+        &self,
+        h: u64,
+        side: Side,
+        is: impl Fn(usize) -> bool,
+    ) -> Option<(usize, usize)> {
         let mut i = self.home(h);
         loop {
             let w = *self.words.get(i)?;
@@ -190,7 +195,8 @@ impl NatIndex {
                 continue;
             }
             let (slot, side) = named(w);
-            let h = valid(slot, side).unwrap_or_else(|| panic!("word {i} names slot {slot} side {side}, not in use"));
+            let h = valid(slot, side)
+                .unwrap_or_else(|| panic!("word {i} names slot {slot} side {side}, not in use"));
             assert_eq!(w & TAG_MASK, h & TAG_MASK, "tag of word {i}");
             let mut j = self.home(h);
             while j != i {

@@ -63,7 +63,14 @@ impl PoolCursor {
 
     /// The pool address for source `src` under rule `rule` (the sticky key), remembered for
     /// `src` with `sticky`.
-    pub fn pick(&mut self, pool: &Pool, method: PoolMethod, sticky: bool, rule: usize, src: u32) -> Option<u32> {
+    pub fn pick(
+        &mut self,
+        pool: &Pool,
+        method: PoolMethod,
+        sticky: bool,
+        rule: usize,
+        src: u32,
+    ) -> Option<u32> {
         let a = self.choose(pool, method, sticky, rule, src)?;
         if sticky {
             self.stick(rule, src, a);
@@ -73,7 +80,14 @@ impl PoolCursor {
 
     /// [`pick`](Self::pick) without remembering the choice: for a translation that may not be
     /// made (the out rules may block its packet); [`stick`](Self::stick) once it is.
-    pub fn choose(&mut self, pool: &Pool, method: PoolMethod, sticky: bool, rule: usize, src: u32) -> Option<u32> {
+    pub fn choose(
+        &mut self,
+        pool: &Pool,
+        method: PoolMethod,
+        sticky: bool,
+        rule: usize,
+        src: u32,
+    ) -> Option<u32> {
         if pool.addrs.is_empty() {
             return None;
         }
@@ -130,7 +144,9 @@ mod tests {
     use crate::packet::Af;
 
     fn pool(p: &[(u32, u8)]) -> Pool {
-        Pool::new(&p.iter().map(|&(a, l)| Prefix::new(Af::Inet, u128::from(a), l)).collect::<Vec<_>>())
+        Pool::new(
+            &p.iter().map(|&(a, l)| Prefix::new(Af::Inet, u128::from(a), l)).collect::<Vec<_>>(),
+        )
     }
 
     #[test]
@@ -138,7 +154,8 @@ mod tests {
         let p = pool(&[(0xc000_0200, 31)]);
         assert_eq!(p.addrs, vec![0xc000_0200, 0xc000_0201]);
         let mut c = PoolCursor::new(1);
-        let a: Vec<u32> = (0..4).map(|i| c.pick(&p, PoolMethod::RoundRobin, false, 0, i).unwrap()).collect();
+        let a: Vec<u32> =
+            (0..4).map(|i| c.pick(&p, PoolMethod::RoundRobin, false, 0, i).unwrap()).collect();
         assert_eq!(a, vec![0xc000_0200, 0xc000_0201, 0xc000_0200, 0xc000_0201]);
         let first = c.pick(&p, PoolMethod::RoundRobin, true, 0, 7).unwrap();
         for _ in 0..5 {
@@ -159,7 +176,10 @@ mod tests {
         let p = pool(&[(0xc000_0200, 28)]);
         let (mut c1, mut c2) = (PoolCursor::new(1), PoolCursor::new(99));
         for src in 0..100u32 {
-            assert_eq!(c1.pick(&p, PoolMethod::SourceHash, false, 0, src), c2.pick(&p, PoolMethod::SourceHash, false, 0, src));
+            assert_eq!(
+                c1.pick(&p, PoolMethod::SourceHash, false, 0, src),
+                c2.pick(&p, PoolMethod::SourceHash, false, 0, src)
+            );
             assert!(p.addrs.contains(&c1.pick(&p, PoolMethod::Random, false, 0, src).unwrap()));
         }
     }

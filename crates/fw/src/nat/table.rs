@@ -43,14 +43,22 @@ impl std::hash::Hash for NatKey {
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(u64::from(self.src) << 32 | u64::from(self.dst));
-        state.write_u64(u64::from(self.sport) << 32 | u64::from(self.dport) << 8 | u64::from(self.proto));
+        state.write_u64(
+            u64::from(self.sport) << 32 | u64::from(self.dport) << 8 | u64::from(self.proto),
+        );
     }
 }
 
 impl NatKey {
     /// The same flow seen from the other end.
     pub fn reversed(&self) -> NatKey {
-        NatKey { src: self.dst, dst: self.src, sport: self.dport, dport: self.sport, proto: self.proto }
+        NatKey {
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            proto: self.proto,
+        }
     }
 }
 
@@ -337,7 +345,13 @@ impl NatTable {
     /// for [`lookup_out_hinted`](Self::lookup_out_hinted) ([`NO_HINT`]: none).
     #[inline(always)]
     pub fn probe(&self, h: u64, out: bool) -> u32 {
-        let Some((i, s)) = self.index.probe(h, if out { Side::Out } else { Side::In }).and_then(|i| Some((i, self.slots.get(i)?))) else { return NO_HINT };
+        let Some((i, s)) = self
+            .index
+            .probe(h, if out { Side::Out } else { Side::In })
+            .and_then(|i| Some((i, self.slots.get(i)?)))
+        else {
+            return NO_HINT;
+        };
         prefetch_read_once(s);
         i as u32
     }
@@ -356,7 +370,14 @@ impl NatTable {
 
     /// [`lookup`](Self::lookup) with the key's hash `h` known.
     #[inline(always)]
-    fn lookup_by(&mut self, key: &NatKey, h: u64, side: Side, now: u32, t: &Timeouts) -> Option<&mut Session> {
+    fn lookup_by(
+        &mut self,
+        key: &NatKey,
+        h: u64,
+        side: Side,
+        now: u32,
+        t: &Timeouts,
+    ) -> Option<&mut Session> {
         let (_, i) = self.find(key, h, side)?;
         if self.slots[i].session.expired(now, t) {
             return self.expire(i);
@@ -386,7 +407,14 @@ impl NatTable {
     /// may have changed since the probe (sessions removed, keys taken over): the check holds
     /// whatever happened.
     #[inline(always)]
-    pub fn lookup_out_hinted(&mut self, key: &NatKey, h: u64, hint: u32, now: u32, t: &Timeouts) -> Option<&mut Session> {
+    pub fn lookup_out_hinted(
+        &mut self,
+        key: &NatKey,
+        h: u64,
+        hint: u32,
+        now: u32,
+        t: &Timeouts,
+    ) -> Option<&mut Session> {
         let i = hint as usize;
         match self.slots.get(i) {
             Some(s) if s.indexed(Side::Out) && s.session.out_key == *key => {
@@ -426,7 +454,9 @@ impl NatTable {
                     return Err(AllocError::TableFull);
                 }
                 if self.slots.len() == self.slots.capacity() {
-                    self.slots.try_reserve(self.slots.len().max(64)).map_err(|_| AllocError::TableFull)?;
+                    self.slots
+                        .try_reserve(self.slots.len().max(64))
+                        .map_err(|_| AllocError::TableFull)?;
                     advise_huge(self.slots.spare_capacity_mut());
                 }
                 self.slots.push(Slot { session: s, link: IN_USE });
@@ -522,7 +552,8 @@ impl NatTable {
             let seconds = now.wrapping_sub(self.sweep_clock) as usize;
             self.sweep_clock = now;
             let per_second = n.div_ceil(t.interval.max(1) as usize);
-            self.sweep_owed = self.sweep_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
+            self.sweep_owed =
+                self.sweep_owed.saturating_add(per_second.saturating_mul(seconds)).min(n);
         }
         let budget = if self.len >= self.limit { budget } else { budget.min(self.sweep_owed) };
         if budget > 0 {
@@ -535,7 +566,13 @@ impl NatTable {
     /// steering) and whose in key (`key_for(port)`) is not in use. Every port of the range is
     /// tried before giving up, as pf does, so a tuple in use is never handed out and a free
     /// one is always found.
-    pub fn free_port(&self, (lo, hi): (u16, u16), start: u32, accept: impl Fn(u16) -> bool, key_for: impl Fn(u16) -> NatKey) -> Result<u16, AllocError> {
+    pub fn free_port(
+        &self,
+        (lo, hi): (u16, u16),
+        start: u32,
+        accept: impl Fn(u16) -> bool,
+        key_for: impl Fn(u16) -> NatKey,
+    ) -> Result<u16, AllocError> {
         let n = u32::from(hi - lo) + 1;
         for k in 0..n {
             let port = lo + ((start.wrapping_add(k)) % n) as u16;
@@ -559,7 +596,12 @@ impl NatTable {
         let used = self.slots.iter().filter(|s| s.in_use()).count();
         assert_eq!(used, self.len, "sessions counted");
         assert!(keys <= 2 * used, "more keys than sessions have");
-        let marked: usize = self.slots.iter().filter(|s| s.in_use()).map(|s| (s.link & INDEXED).count_ones() as usize).sum();
+        let marked: usize = self
+            .slots
+            .iter()
+            .filter(|s| s.in_use())
+            .map(|s| (s.link & INDEXED).count_ones() as usize)
+            .sum();
         assert_eq!(marked, keys, "keys marked indexed in their slots");
         let mut free = 0;
         let mut f = self.free_head;
@@ -586,7 +628,13 @@ mod tests {
             pass: false,
             out_key,
             out_to: (0xc000_0201, nat_port),
-            in_key: NatKey { src: 0x0808_0808, dst: 0xc000_0201, sport: 53, dport: nat_port, proto: 17 },
+            in_key: NatKey {
+                src: 0x0808_0808,
+                dst: 0xc000_0201,
+                sport: 53,
+                dport: nat_port,
+                proto: 17,
+            },
             in_to: (0x0a00_0002, sport),
             last: 0,
             phase: Phase::First,
@@ -612,17 +660,25 @@ mod tests {
         let mut nt = NatTable::new(100, 7);
         let range = (50001, 50004);
         for (i, p) in (50001..=50004).enumerate() {
-            let port = nt.free_port(range, 0, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key }).unwrap();
+            let port = nt
+                .free_port(range, 0, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key })
+                .unwrap();
             assert_eq!(port, p);
             nt.insert(session(1000 + i as u16, port)).unwrap();
         }
-        assert_eq!(nt.free_port(range, 3, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key }), Err(AllocError::PortsExhausted));
+        assert_eq!(
+            nt.free_port(range, 3, |_| true, |p| NatKey { dport: p, ..session(0, 0).in_key }),
+            Err(AllocError::PortsExhausted)
+        );
         // Another destination has its own ports (endpoint-dependent mapping).
         let other = NatKey { src: 0x0101_0101, ..session(0, 0).in_key };
         assert_eq!(nt.free_port(range, 0, |_| true, |p| NatKey { dport: p, ..other }), Ok(50001));
         // Steering: only even ports accepted.
         let nt = NatTable::new(100, 7);
-        assert_eq!(nt.free_port(range, 0, |p| p % 2 == 0, |p| NatKey { dport: p, ..other }), Ok(50002));
+        assert_eq!(
+            nt.free_port(range, 0, |p| p % 2 == 0, |p| NatKey { dport: p, ..other }),
+            Ok(50002)
+        );
     }
 
     /// The paced sweep examines `len / interval` slots per second of the clock, all of its
@@ -686,7 +742,10 @@ mod tests {
         // Past the taker's timeout: gone, whichever slot the hint names.
         assert!(nt.lookup_out_hinted(&key, h, taker, 40, &t).is_none());
         assert!(nt.lookup_out_hinted(&key, h, NO_HINT, 40, &t).is_none());
-        assert!(nt.lookup_out_hinted(&other.out_key, nt.hash_out(&other.out_key), hint, 1, &t).is_some());
+        assert!(
+            nt.lookup_out_hinted(&other.out_key, nt.hash_out(&other.out_key), hint, 1, &t)
+                .is_some()
+        );
         nt.debug_check();
     }
 

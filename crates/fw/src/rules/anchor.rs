@@ -87,13 +87,24 @@ impl Parser<'_> {
                 }
                 Tok::Punct("{") => {
                     if kw != "anchor" {
-                        return here(&t, format!("inline rules of `{kw}` are not supported by linerate (only `anchor \"name\" {{ ... }}` with filter rules)"));
+                        return here(
+                            &t,
+                            format!(
+                                "inline rules of `{kw}` are not supported by linerate (only `anchor \"name\" {{ ... }}` with filter rules)"
+                            ),
+                        );
                     }
                     if let Some(c) = criteria {
-                        return here(&c, "`anchor` with criteria of its own and inline rules is not supported by linerate (write the criteria in its rules)");
+                        return here(
+                            &c,
+                            "`anchor` with criteria of its own and inline rules is not supported by linerate (write the criteria in its rules)",
+                        );
                     }
                     if self.anchor_depth >= MAX_ANCHOR_DEPTH {
-                        return here(&t, format!("anchors nested more than {MAX_ANCHOR_DEPTH} deep"));
+                        return here(
+                            &t,
+                            format!("anchors nested more than {MAX_ANCHOR_DEPTH} deep"),
+                        );
                     }
                     self.next()?;
                     return self.anchor_block(kind, name, Self::inline_anchor);
@@ -108,7 +119,10 @@ impl Parser<'_> {
             && let Some(file) = self.anchor_file(&name)?
         {
             if let Some(c) = criteria {
-                return here(&c, "`anchor` with criteria of its own and rules loaded by `load anchor` is not supported by linerate (write the criteria in its rules)");
+                return here(
+                    &c,
+                    "`anchor` with criteria of its own and rules loaded by `load anchor` is not supported by linerate (write the criteria in its rules)",
+                );
             }
             return self.loaded_anchor(&name, &file, &nt);
         }
@@ -138,18 +152,38 @@ impl Parser<'_> {
                 && head == [Some("load"), Some("anchor"), Some(name), Some("from")]
                 && let Tok::Str(f) = &w[5].tok
             {
-                return Ok(Some(self.file_of(w[5]).parent().unwrap_or(std::path::Path::new("")).join(f)));
+                return Ok(Some(
+                    self.file_of(w[5]).parent().unwrap_or(std::path::Path::new("")).join(f),
+                ));
             }
         }
         Ok(None)
     }
 
     /// Anchor `name`'s rules from `file`, read where the anchor stands as if written inline.
-    fn loaded_anchor(&mut self, name: &str, file: &std::path::Path, at: &super::Token) -> PResult<()> {
+    fn loaded_anchor(
+        &mut self,
+        name: &str,
+        file: &std::path::Path,
+        at: &super::Token,
+    ) -> PResult<()> {
         if self.anchor_depth >= MAX_ANCHOR_DEPTH || self.files.len() > super::parser::MAX_INCLUDES {
-            return here(at, format!("anchors nested more than {MAX_ANCHOR_DEPTH} deep, or too many files loaded"));
+            return here(
+                at,
+                format!(
+                    "anchors nested more than {MAX_ANCHOR_DEPTH} deep, or too many files loaded"
+                ),
+            );
         }
-        let text = super::read_rule_text(file).or_else(|e| here(at, format!("cannot read the rules of anchor \"{name}\" from \"{}\": {e}", file.display())))?;
+        let text = super::read_rule_text(file).or_else(|e| {
+            here(
+                at,
+                format!(
+                    "cannot read the rules of anchor \"{name}\" from \"{}\": {e}",
+                    file.display()
+                ),
+            )
+        })?;
         // The file's end closes the anchor, as `}` closes an inline one.
         self.splice_file(file.to_path_buf(), &text, Tok::Punct("}"))?;
         self.anchors_loaded.insert(name.to_owned());
@@ -158,7 +192,12 @@ impl Parser<'_> {
 
     /// The rules of anchor `name`, read by `rules` one level deeper, recorded in
     /// [`RuleSet::anchors`](super::RuleSet::anchors) with the place they take.
-    fn anchor_block(&mut self, kind: AnchorKind, name: String, rules: fn(&mut Self) -> PResult<()>) -> PResult<()> {
+    fn anchor_block(
+        &mut self,
+        kind: AnchorKind,
+        name: String,
+        rules: fn(&mut Self) -> PResult<()>,
+    ) -> PResult<()> {
         let (k, start) = (self.rs.anchors.len(), self.rs.rules.len());
         self.rs.anchors.push(Anchor { kind, name, depth: self.anchor_depth, start, end: start });
         self.anchor_depth += 1;
@@ -188,11 +227,21 @@ impl Parser<'_> {
         let file = self.file_of(&ft).parent().unwrap_or(std::path::Path::new("")).join(f);
         // pfctl reads it here: a file that is not there is an error, used or not.
         if let Err(e) = super::read_rule_text(&file) {
-            return here(&ft, format!("cannot read the rules of anchor \"{name}\" from \"{}\": {e}", file.display()));
+            return here(
+                &ft,
+                format!(
+                    "cannot read the rules of anchor \"{name}\" from \"{}\": {e}",
+                    file.display()
+                ),
+            );
         }
         self.next()?;
         if !self.anchors_loaded.contains(&name) && !self.anchor_files.contains_key(&name) {
-            let ahead = self.toks.iter().rev().any(|t| matches!(&t.tok, Tok::Str(s) | Tok::Word(s) if *s == name));
+            let ahead = self
+                .toks
+                .iter()
+                .rev()
+                .any(|t| matches!(&t.tok, Tok::Str(s) | Tok::Word(s) if *s == name));
             if !ahead {
                 self.notice(&at, format!("the rules loaded into anchor \"{name}\" match nothing: no `anchor \"{name}\"` evaluates them"));
             }
@@ -213,7 +262,11 @@ impl Parser<'_> {
             match &t.tok {
                 Tok::Word(w) if w == "pass" || w == "block" => self.rule()?,
                 Tok::Word(w) if w == "anchor" => self.anchor()?,
-                _ => return self.fail("a filter rule (pass, block), an anchor or \"}\" in an inline anchor"),
+                _ => {
+                    return self.fail(
+                        "a filter rule (pass, block), an anchor or \"}\" in an inline anchor",
+                    );
+                }
             }
             if !self.is_punct("}")? {
                 self.end_of_statement()?;

@@ -35,10 +35,18 @@ impl Parser<'_> {
         if self.eat_word("return-icmp")? {
             let mut r = BlockReturn { icmp: Some(3), icmp6: Some(4), ..drop_only };
             if self.eat_punct("(")? {
-                r.icmp = Some(self.icmp_code(UNREACH, false, "an ICMP unreachable code (port-unr, host-unr, net-prohib, ... or 0-255)")?);
+                r.icmp = Some(self.icmp_code(
+                    UNREACH,
+                    false,
+                    "an ICMP unreachable code (port-unr, host-unr, net-prohib, ... or 0-255)",
+                )?);
                 if !self.is_punct(")")? {
                     self.eat_punct(",")?;
-                    r.icmp6 = Some(self.icmp_code(UNREACH6, true, "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)")?);
+                    r.icmp6 = Some(self.icmp_code(
+                        UNREACH6,
+                        true,
+                        "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)",
+                    )?);
                 }
                 self.expect_punct(")", "\")\"")?;
             }
@@ -47,7 +55,11 @@ impl Parser<'_> {
         if self.eat_word("return-icmp6")? {
             let mut r = BlockReturn { icmp: Some(3), icmp6: Some(4), ..drop_only };
             if self.eat_punct("(")? {
-                r.icmp6 = Some(self.icmp_code(UNREACH6, true, "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)")?);
+                r.icmp6 = Some(self.icmp_code(
+                    UNREACH6,
+                    true,
+                    "an ICMPv6 unreachable code (port-unr, admin-unr, addr-unr, ... or 0-255)",
+                )?);
                 self.expect_punct(")", "\")\"")?;
             }
             return Ok(Some(r));

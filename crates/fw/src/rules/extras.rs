@@ -7,12 +7,41 @@ use crate::packet::Af;
 /// pf options linerate does not implement: named in an error ("`X` is not supported by
 /// linerate") rather than reported as unknown words or, worse, accepted and ignored.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "route-to", "reply-to", "dup-to", "rdr-to", "nat-to", "binat-to", "af-to", "divert-to",
-    "divert-reply", "divert-packet", "queue", "prio", "set", "probability",
-    "rtable", "rdomain", "user", "group", "os", "max", "max-pkt-rate",
-    "pflow", "no-sync", "once", "received-on", "fragment", "tos",
-    "reassemble", "scrub", "adaptive.start",
-    "adaptive.end", "sticky-address", "route", "dnqueue", "dnpipe",
+    "route-to",
+    "reply-to",
+    "dup-to",
+    "rdr-to",
+    "nat-to",
+    "binat-to",
+    "af-to",
+    "divert-to",
+    "divert-reply",
+    "divert-packet",
+    "queue",
+    "prio",
+    "set",
+    "probability",
+    "rtable",
+    "rdomain",
+    "user",
+    "group",
+    "os",
+    "max",
+    "max-pkt-rate",
+    "pflow",
+    "no-sync",
+    "once",
+    "received-on",
+    "fragment",
+    "tos",
+    "reassemble",
+    "scrub",
+    "adaptive.start",
+    "adaptive.end",
+    "sticky-address",
+    "route",
+    "dnqueue",
+    "dnpipe",
 ];
 
 /// Why each word of the lists above is refused, shown after the error.
@@ -25,17 +54,29 @@ const OPTION_REASONS: &[(&str, &str)] = &[
     ("nat-to", "only on `pass out` filter rules and `match out` rules"),
     ("no-sync", "write it inside `keep state (...)`"),
     ("binat-to", "write a `binat` rule"),
-    ("divert-to", "linerate hands no packet to a local socket: it forwards them, and its host stack is the kernel's"),
+    (
+        "divert-to",
+        "linerate hands no packet to a local socket: it forwards them, and its host stack is the kernel's",
+    ),
     ("divert-reply", "linerate hands no packet to a local socket"),
     ("divert-packet", "linerate hands no packet to a divert(4) socket"),
     ("queue", "linerate does not shape traffic: no ALTQ or queues"),
     ("prio", "linerate does not shape traffic: no priority queues"),
-    ("set", "rules do not set priorities, queues or the TOS here; `scrub (set-tos N)` sets the TOS"),
+    (
+        "set",
+        "rules do not set priorities, queues or the TOS here; `scrub (set-tos N)` sets the TOS",
+    ),
     ("probability", "linerate gives every packet of a flow the same verdict"),
     ("rtable", "linerate has one routing table"),
     ("rdomain", "linerate has one routing domain"),
-    ("user", "pf asks the local socket's owner; linerate forwards other hosts' packets, which have no local socket"),
-    ("group", "pf asks the local socket's owner; linerate forwards other hosts' packets, which have no local socket"),
+    (
+        "user",
+        "pf asks the local socket's owner; linerate forwards other hosts' packets, which have no local socket",
+    ),
+    (
+        "group",
+        "pf asks the local socket's owner; linerate forwards other hosts' packets, which have no local socket",
+    ),
     ("os", "no passive OS fingerprinting (pf.os)"),
     ("max", "write it inside `keep state (...)`"),
     ("max-pkt-rate", "no per-rule packet rate limit"),
@@ -44,11 +85,17 @@ const OPTION_REASONS: &[(&str, &str)] = &[
     ("received-on", "not implemented: `in on IFACE` matches the input of inbound packets"),
     ("fragment", "linerate judges each fragment with its datagram's ports instead"),
     ("tos", "matching the TOS byte is not implemented"),
-    ("reassemble", "linerate does not reassemble fragments: it judges each with its datagram's ports"),
+    (
+        "reassemble",
+        "linerate does not reassemble fragments: it judges each with its datagram's ports",
+    ),
     ("scrub", "on a filter rule: write a `scrub` rule or `match ... scrub (...)`"),
     ("adaptive.start", "write it inside `keep state (...)`"),
     ("adaptive.end", "write it inside `keep state (...)`"),
-    ("sticky-address", "a translation pool's option: write it after a `nat-to`, `rdr-to` or a translation rule's pool"),
+    (
+        "sticky-address",
+        "a translation pool's option: write it after a `nat-to`, `rdr-to` or a translation rule's pool",
+    ),
     ("dnqueue", "no dummynet: linerate does not shape traffic"),
     ("dnpipe", "no dummynet: linerate does not shape traffic"),
     ("altq", "linerate does not shape traffic: no ALTQ or queues"),
@@ -60,14 +107,10 @@ const OPTION_REASONS: &[(&str, &str)] = &[
 ];
 
 /// pf statements linerate does not implement.
-const UNSUPPORTED_STATEMENTS: &[&str] = &[
-    "queue", "altq", "ether",
-];
+const UNSUPPORTED_STATEMENTS: &[&str] = &["queue", "altq", "ether"];
 
 /// `set` options linerate does not implement.
-const UNSUPPORTED_SET: &[&str] = &[
-    "syncookies", "fail-policy", "prio", "timeout-adaptive",
-];
+const UNSUPPORTED_SET: &[&str] = &["syncookies", "fail-policy", "prio", "timeout-adaptive"];
 
 /// Interface lists nest (a macro holding a list inside another list); deeper is an error
 /// rather than a parser that recurses until the stack runs out.
@@ -81,7 +124,9 @@ const UNSUPPORTED_ADDRESSES: &[&str] = &["route"];
 pub(super) fn range_prefixes(af: Af, lo: u128, hi: u128) -> Vec<Prefix> {
     let bits = u32::from(Prefix::bits(af));
     // The last address of the block of 2^host addresses at `start` (aligned to it).
-    let last = |start: u128, host: u32| if host >= 128 { u128::MAX } else { start + ((1u128 << host) - 1) };
+    let last = |start: u128, host: u32| {
+        if host >= 128 { u128::MAX } else { start + ((1u128 << host) - 1) }
+    };
     let mut out = Vec::new();
     let mut cur = lo;
     loop {
@@ -126,7 +171,10 @@ impl Parser<'_> {
             match &t.tok {
                 Tok::Word(w) if w == "all" => {}
                 Tok::Word(w) if w == "to" => {
-                    return here(&t, "`log (to IFACE)` is not supported by linerate (one log: `[log]` in the config, `linerate log`)");
+                    return here(
+                        &t,
+                        "`log (to IFACE)` is not supported by linerate (one log: `[log]` in the config, `linerate log`)",
+                    );
                 }
                 Tok::Word(w) if w == "user" || w == "matches" => {
                     return here(&t, format!("`log ({w})` is not supported by linerate"));
@@ -149,7 +197,9 @@ impl Parser<'_> {
             && list.contains(&w.as_str())
         {
             return match OPTION_REASONS.iter().find(|(o, _)| o == w) {
-                Some((_, why)) => here(&t, format!("`{context}{w}` is not supported by linerate ({why})")),
+                Some((_, why)) => {
+                    here(&t, format!("`{context}{w}` is not supported by linerate ({why})"))
+                }
                 None => here(&t, format!("`{context}{w}` is not supported by linerate")),
             };
         }
@@ -192,7 +242,12 @@ impl Parser<'_> {
         if let Tok::Word(w) = &t.tok
             && (w == "no-route" || w == "urpf-failed")
         {
-            return here(&t, format!("`{w}` in a host list is not supported by linerate (make it the whole `from` or `to` of the rule)"));
+            return here(
+                &t,
+                format!(
+                    "`{w}` in a host list is not supported by linerate (make it the whole `from` or `to` of the rule)"
+                ),
+            );
         }
         self.refuse_in(UNSUPPORTED_ADDRESSES, "")
     }
@@ -222,7 +277,10 @@ impl Parser<'_> {
                 }
                 if self.is_punct("!")? {
                     let t = self.peek()?.clone();
-                    return here(&t, "`!` in an interface list is not supported by linerate (negate a single interface)");
+                    return here(
+                        &t,
+                        "`!` in an interface list is not supported by linerate (negate a single interface)",
+                    );
                 }
             }
             if braced && self.is_punct("{")? {
@@ -230,7 +288,10 @@ impl Parser<'_> {
                 // as pfctl does.
                 if depth >= MAX_IFACE_LIST_DEPTH {
                     let t = self.peek()?.clone();
-                    return here(&t, format!("interface lists nested more than {MAX_IFACE_LIST_DEPTH} deep"));
+                    return here(
+                        &t,
+                        format!("interface lists nested more than {MAX_IFACE_LIST_DEPTH} deep"),
+                    );
                 }
                 let (inner, lo) = self.iface_list_nested(loopback_ok, depth + 1)?;
                 out.extend(inner.into_iter().filter(|i| !out.contains(i)).collect::<Vec<_>>());
@@ -281,7 +342,10 @@ impl Parser<'_> {
             let t = self.icmp_type(v6)?;
             if self.is_word("code")? {
                 let t = self.peek()?.clone();
-                return here(&t, "`code` in an icmp-type list is not supported by linerate (one rule per type and code)");
+                return here(
+                    &t,
+                    "`code` in an icmp-type list is not supported by linerate (one rule per type and code)",
+                );
             }
             if !out.contains(&t) {
                 out.push(t);
@@ -292,7 +356,12 @@ impl Parser<'_> {
 
     /// After an address `first` (token `t`): ` - LAST` makes it a range, expanded into the
     /// prefixes that cover it (pf's `host - host`). `None` when no `-` follows.
-    pub(super) fn address_range(&mut self, first: Prefix, t: &Token, negated: bool) -> PResult<Option<Vec<AddrItem>>> {
+    pub(super) fn address_range(
+        &mut self,
+        first: Prefix,
+        t: &Token,
+        negated: bool,
+    ) -> PResult<Option<Vec<AddrItem>>> {
         if !self.is_word("-")? {
             return Ok(None);
         }
@@ -332,9 +401,13 @@ mod tests {
     /// Every word linerate refuses says why (issue 44: "refused by name ...: say why").
     #[test]
     fn every_refusal_says_why() {
-        let lists = [UNSUPPORTED_OPTIONS, UNSUPPORTED_STATEMENTS, UNSUPPORTED_SET, UNSUPPORTED_ADDRESSES];
+        let lists =
+            [UNSUPPORTED_OPTIONS, UNSUPPORTED_STATEMENTS, UNSUPPORTED_SET, UNSUPPORTED_ADDRESSES];
         for w in lists.iter().flat_map(|l| l.iter()) {
-            assert!(super::OPTION_REASONS.iter().any(|(o, _)| o == w), "`{w}` is refused without a reason");
+            assert!(
+                super::OPTION_REASONS.iter().any(|(o, _)| o == w),
+                "`{w}` is refused without a reason"
+            );
         }
     }
 
@@ -344,9 +417,15 @@ mod tests {
     fn ranges_are_covered_by_aligned_prefixes() {
         let v4 = |a: [u8; 4]| u128::from(u32::from_be_bytes(a));
         let got = range_prefixes(Af::Inet, v4([10, 0, 0, 1]), v4([10, 0, 0, 6]));
-        let want: Vec<Prefix> = [(1, 32), (2, 31), (4, 31), (6, 32)].iter().map(|&(a, l)| Prefix::new(Af::Inet, v4([10, 0, 0, a]), l)).collect();
+        let want: Vec<Prefix> = [(1, 32), (2, 31), (4, 31), (6, 32)]
+            .iter()
+            .map(|&(a, l)| Prefix::new(Af::Inet, v4([10, 0, 0, a]), l))
+            .collect();
         assert_eq!(got, want);
-        assert_eq!(range_prefixes(Af::Inet, 0, u128::from(u32::MAX)), vec![Prefix::new(Af::Inet, 0, 0)]);
+        assert_eq!(
+            range_prefixes(Af::Inet, 0, u128::from(u32::MAX)),
+            vec![Prefix::new(Af::Inet, 0, 0)]
+        );
         assert_eq!(range_prefixes(Af::Inet6, 0, u128::MAX), vec![Prefix::new(Af::Inet6, 0, 0)]);
         assert_eq!(range_prefixes(Af::Inet6, 5, 5), vec![Prefix::new(Af::Inet6, 5, 128)]);
         // Every address of random ranges is covered once, and nothing outside.

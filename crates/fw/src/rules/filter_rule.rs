@@ -131,16 +131,9 @@ impl Parser<'_> {
 
     pub(super) fn rule(&mut self) -> PResult<()> {
         let (a, at) = self.word("pass or block")?;
-        let action = if a == "pass" {
-            Action::Pass
-        } else {
-            Action::Block
-        };
-        let block_return = if action == Action::Block {
-            self.block_return()?
-        } else {
-            self.refuse_return()?
-        };
+        let action = if a == "pass" { Action::Pass } else { Action::Block };
+        let block_return =
+            if action == Action::Block { self.block_return()? } else { self.refuse_return()? };
         let dir = self.rule_dir()?;
         let mut log = self.log_mode()?;
         self.refuse_unsupported("")?;
@@ -159,14 +152,8 @@ impl Parser<'_> {
         };
         // FreeBSD's place for `route-to`: after the interfaces.
         let route_first = self.route_option()?;
-        let RuleBody {
-            af,
-            protos,
-            hosts,
-            mut opts,
-            mut keep_state,
-            flags,
-        } = self.rule_body(action)?;
+        let RuleBody { af, protos, hosts, mut opts, mut keep_state, flags } =
+            self.rule_body(action)?;
         self.apply_state_defaults(&mut keep_state, &mut opts);
         let route = match (route_first, opts.route.take()) {
             (Some(_), Some((_, t))) => return here(&t, "a second `route-to` or `reply-to`"),
@@ -278,14 +265,7 @@ impl Parser<'_> {
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
         check_icmp_proto(opts.icmp_tok.as_ref(), &protos)?;
         let (keep_state, flags) = state_and_flags(action, &opts)?;
-        Ok(RuleBody {
-            af,
-            protos,
-            hosts,
-            opts,
-            keep_state,
-            flags,
-        })
+        Ok(RuleBody { af, protos, hosts, opts, keep_state, flags })
     }
 
     /// A filter rule's interfaces ([`Self::rule_ifaces`]) where the loopback names `lo`
@@ -417,7 +397,11 @@ impl Parser<'_> {
                         let ty = self.icmp_type(v6)?;
                         opts.icmp_types = vec![ty];
                         if self.eat_word("code")? {
-                            opts.icmp_code = Some(self.icmp_code(ty, v6, "an ICMP code (a number 0-255 or a name: needfrag, port-unr, ...)")?);
+                            opts.icmp_code = Some(self.icmp_code(
+                                ty,
+                                v6,
+                                "an ICMP code (a number 0-255 or a name: needfrag, port-unr, ...)",
+                            )?);
                         }
                     }
                     opts.icmp_tok = Some((t, want));
@@ -544,18 +528,12 @@ impl Parser<'_> {
                 opts.state_timeouts.push((k, v));
             }
         }
-        opts.adaptive = (
-            opts.adaptive.0.or(d.adaptive.0),
-            opts.adaptive.1.or(d.adaptive.1),
-        );
+        opts.adaptive = (opts.adaptive.0.or(d.adaptive.0), opts.adaptive.1.or(d.adaptive.1));
     }
 
     /// After `ridentifier` (or `tracker`): the rule's number (pf's `u_int32_t`).
     pub(super) fn ridentifier(&mut self) -> PResult<u32> {
-        Ok(self.number(
-            "a rule identifier (a number 0-4294967295)",
-            u64::from(u32::MAX),
-        )? as u32)
+        Ok(self.number("a rule identifier (a number 0-4294967295)", u64::from(u32::MAX))? as u32)
     }
 
     /// A timeout among a rule's state options (`tcp.established 3600`): pf's per-rule
@@ -578,10 +556,7 @@ impl Parser<'_> {
             return Ok(true);
         }
         if matches!(w.as_str(), "interval" | "src.track") {
-            return here(
-                &t,
-                format!("`{w}` is not a state timeout (it belongs to `set timeout`)"),
-            );
+            return here(&t, format!("`{w}` is not a state timeout (it belongs to `set timeout`)"));
         }
         let Some(kind) = crate::state::Tmo::from_name(w) else {
             return Ok(false);

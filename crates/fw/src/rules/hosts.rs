@@ -47,20 +47,12 @@ pub(super) fn check_families(af: Option<Af>, hosts: &Hosts) -> PResult<()> {
         }
     }
     let fam = |is_src: bool| {
-        let v: Vec<Af> = addr_toks
-            .iter()
-            .filter(|x| x.2 == is_src)
-            .map(|x| x.1)
-            .collect();
+        let v: Vec<Af> = addr_toks.iter().filter(|x| x.2 == is_src).map(|x| x.1).collect();
         let all_prefix = match if is_src { &hosts.src } else { &hosts.dst } {
             AddrMatch::Any => false,
             AddrMatch::List(l) => l.iter().all(|i| matches!(i.target, AddrTarget::Prefix(_))),
         };
-        if all_prefix && !v.is_empty() && v.iter().all(|a| *a == v[0]) {
-            Some(v[0])
-        } else {
-            None
-        }
+        if all_prefix && !v.is_empty() && v.iter().all(|a| *a == v[0]) { Some(v[0]) } else { None }
     };
     if let (Some(s), Some(d)) = (fam(true), fam(false))
         && s != d
@@ -86,8 +78,22 @@ pub(super) fn check_ports_need_tcp_udp(port_tok: Option<&Token>, protos: &[u8]) 
 
 impl Hosts {
     /// Hosts from `src` (address, ports) to `dst`, with nothing else written.
-    pub(super) fn between((src, src_ports): (AddrMatch, PortMatch), (dst, dst_ports): (AddrMatch, PortMatch)) -> Hosts {
-        Hosts { src, src_ports, dst, dst_ports, dst_iface: None, addr_toks: Vec::new(), port_tok: None, route_need: 0, route_refuse: 0, route_tok: None }
+    pub(super) fn between(
+        (src, src_ports): (AddrMatch, PortMatch),
+        (dst, dst_ports): (AddrMatch, PortMatch),
+    ) -> Hosts {
+        Hosts {
+            src,
+            src_ports,
+            dst,
+            dst_ports,
+            dst_iface: None,
+            addr_toks: Vec::new(),
+            port_tok: None,
+            route_need: 0,
+            route_refuse: 0,
+            route_tok: None,
+        }
     }
 }
 
@@ -95,7 +101,8 @@ impl Parser<'_> {
     /// `all`, or `[from ipportspec] [to ipportspec]`. With `iface_dst`, `to (IFACE)` is
     /// accepted (translation rules); a list there is refused at that token.
     pub(super) fn hosts(&mut self, iface_dst: Option<&Token>) -> PResult<Hosts> {
-        let mut hosts = Hosts::between((AddrMatch::Any, PortMatch::Any), (AddrMatch::Any, PortMatch::Any));
+        let mut hosts =
+            Hosts::between((AddrMatch::Any, PortMatch::Any), (AddrMatch::Any, PortMatch::Any));
         if self.eat_word("all")? {
             return Ok(hosts);
         }
@@ -116,7 +123,10 @@ impl Parser<'_> {
                 self.expect_punct(")", "\")\" closing `(interface)`")?;
                 hosts.dst_iface = i.first().copied().filter(|_| i.len() == 1);
                 if hosts.dst_iface.is_none() {
-                    return here(first, "`to ({ ... })` is not supported by linerate: name one interface");
+                    return here(
+                        first,
+                        "`to ({ ... })` is not supported by linerate: name one interface",
+                    );
                 }
             } else if !self.route_host(&mut hosts, false)? && !self.is_word("port")? {
                 hosts.dst = self.addr_match(&mut hosts.addr_toks, false)?;
@@ -143,7 +153,9 @@ impl Parser<'_> {
             ("no-route", true) => route::SRC_NO_ROUTE,
             ("no-route", false) => route::DST_NO_ROUTE,
             ("urpf-failed", true) => route::SRC_URPF_FAILED,
-            ("urpf-failed", false) => return here(&t, "urpf-failed only applies to a source (`from urpf-failed`)"),
+            ("urpf-failed", false) => {
+                return here(&t, "urpf-failed only applies to a source (`from urpf-failed`)");
+            }
             _ => return Ok(false),
         };
         if negated {
@@ -178,7 +190,10 @@ impl Parser<'_> {
                 if self.eat_punct("}")? {
                     return Ok(AddrMatch::Any);
                 }
-                return here(&t, "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
+                return here(
+                    &t,
+                    "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)",
+                );
             }
             let mut items = Vec::new();
             self.addr_list(toks, is_src, &mut items, 0)?;
@@ -220,13 +235,21 @@ impl Parser<'_> {
 
     /// One host of an address: `[!] prefix`, `[!] <table>`, or a range `a - b` (several
     /// prefixes), appended to `out`.
-    pub(super) fn addr_item(&mut self, toks: &mut Vec<(Token, Af, bool)>, is_src: bool, out: &mut Vec<AddrItem>) -> PResult<()> {
+    pub(super) fn addr_item(
+        &mut self,
+        toks: &mut Vec<(Token, Af, bool)>,
+        is_src: bool,
+        out: &mut Vec<AddrItem>,
+    ) -> PResult<()> {
         const WHAT: &str = "an address, a prefix, a table <name> or \"any\"";
         let negated = self.eat_punct("!")?;
         self.refuse_unsupported_address()?;
         let t = self.peek()?.clone();
         if matches!(&t.tok, Tok::Word(w) if w == "any") {
-            return here(&t, "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)");
+            return here(
+                &t,
+                "`any` in a list with other hosts is not supported by linerate (pfctl leaves it out of such a list: write the list without it)",
+            );
         }
         match &t.tok {
             Tok::Punct("<") => {
@@ -288,7 +311,10 @@ impl Parser<'_> {
                 }
                 let t = self.peek()?;
                 if matches!(t.tok, Tok::Punct("{")) {
-                    return here(t, "port lists do not nest in pf's grammar (a macro holding `{ ... }` inside a list of ports): write the ports as one list");
+                    return here(
+                        t,
+                        "port lists do not nest in pf's grammar (a macro holding `{ ... }` inside a list of ports): write the ports as one list",
+                    );
                 }
                 self.port_item(&mut ranges)?;
                 n += 1;
@@ -353,7 +379,10 @@ impl Parser<'_> {
             self.next()?;
             if a > b {
                 // pfctl takes it (PF_OP_RRG with lo > hi), and pf's test matches no port.
-                self.notice(&t, format!("port range {a}:{b} runs high to low: as in pf, it matches no port"));
+                self.notice(
+                    &t,
+                    format!("port range {a}:{b} runs high to low: as in pf, it matches no port"),
+                );
                 return Ok(());
             }
             out.push((a, b));

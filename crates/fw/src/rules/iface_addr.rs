@@ -12,7 +12,10 @@
 
 use std::net::IpAddr;
 
-use super::{Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule, StateMode, Table, TableEntry, Token, here};
+use super::{
+    Action, AddrItem, AddrMatch, AddrTarget, Af, Dir, PResult, Parser, PortMatch, Prefix, Rule,
+    StateMode, Table, TableEntry, Token, here,
+};
 
 /// `antispoof for { ... }` lists nest (macros holding lists); deeper is an error rather than
 /// a parser that recurses until the stack runs out.
@@ -35,7 +38,12 @@ impl Parser<'_> {
     /// The addresses of one interface (`t`: where it is named, for errors).
     fn addresses_of(&self, t: &Token, name: &str) -> PResult<Vec<(IpAddr, u8)>> {
         let Some(all) = self.addresses else {
-            return here(t, format!("`{name}` as an address needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know"));
+            return here(
+                t,
+                format!(
+                    "`{name}` as an address needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know"
+                ),
+            );
         };
         if (self.ifaces)(name).is_none() {
             return here(t, format!("unknown interface \"{name}\""));
@@ -48,7 +56,9 @@ impl Parser<'_> {
     /// /etc/hosts only: a name only DNS knows is an error (a rule set must not wait on, or
     /// change with, a name server).
     pub(super) fn host_name(&mut self, t: &Token, name: &str) -> PResult<Option<AddrTarget>> {
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') || name.parse::<f64>().is_ok() {
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            || name.parse::<f64>().is_ok()
+        {
             return Ok(None);
         }
         let key = format!("{name} (/etc/hosts)");
@@ -58,9 +68,15 @@ impl Parser<'_> {
         let text = std::fs::read_to_string(HOSTS_FILE).unwrap_or_default();
         let addrs = hosts_file_addresses(&text, name);
         if addrs.is_empty() {
-            return here(t, format!("unknown host \"{name}\": not an address, an interface or a name in {HOSTS_FILE} (linerate resolves no name by DNS: write the address)"));
+            return here(
+                t,
+                format!(
+                    "unknown host \"{name}\": not an address, an interface or a name in {HOSTS_FILE} (linerate resolves no name by DNS: write the address)"
+                ),
+            );
         }
-        let entries = addrs.into_iter().map(|a| TableEntry { negated: false, prefix: host(a) }).collect();
+        let entries =
+            addrs.into_iter().map(|a| TableEntry { negated: false, prefix: host(a) }).collect();
         self.table_idx.insert(key.clone(), self.rs.tables.len());
         self.rs.tables.push(Table { name: key, entries, constant: true });
         Ok(Some(AddrTarget::Table(self.rs.tables.len() - 1)))
@@ -89,8 +105,22 @@ impl Parser<'_> {
                 "network" => network = true,
                 "broadcast" => broadcast = true,
                 "0" => first_only = true,
-                "peer" => return here(t, format!("`{ifname}:peer` is not supported by linerate (no point-to-point interfaces)")),
-                _ => return here(t, format!("`{ifname}:{m}`: expected {ifname}:network, {ifname}:broadcast or {ifname}:0")),
+                "peer" => {
+                    return here(
+                        t,
+                        format!(
+                            "`{ifname}:peer` is not supported by linerate (no point-to-point interfaces)"
+                        ),
+                    );
+                }
+                _ => {
+                    return here(
+                        t,
+                        format!(
+                            "`{ifname}:{m}`: expected {ifname}:network, {ifname}:broadcast or {ifname}:0"
+                        ),
+                    );
+                }
             }
         }
         let addrs: Vec<(IpAddr, u8)> = if ifname == "self" {
@@ -98,7 +128,10 @@ impl Parser<'_> {
                 return here(t, "`self` takes no modifier");
             }
             let Some(all) = self.addresses else {
-                return here(t, "`self` needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know");
+                return here(
+                    t,
+                    "`self` needs the interfaces' addresses, which only `linerate run`, `check` and `reload` know",
+                );
             };
             all.iter().flat_map(|(_, a)| a.iter().copied()).collect()
         } else {
@@ -149,7 +182,10 @@ impl Parser<'_> {
             return Ok(());
         }
         if depth > MAX_ANTISPOOF_LIST_DEPTH {
-            return here(&t, format!("interface lists nested more than {MAX_ANTISPOOF_LIST_DEPTH} deep"));
+            return here(
+                &t,
+                format!("interface lists nested more than {MAX_ANTISPOOF_LIST_DEPTH} deep"),
+            );
         }
         let mut n = 0;
         loop {
@@ -196,8 +232,13 @@ impl Parser<'_> {
                 self.notice(&t, format!("`antispoof for {name}`: linerate drops loopback sources (127.0.0.0/8, ::1) on every interface already, as martians"));
                 continue;
             }
-            let index = (self.ifaces)(&name).map_or_else(|| here(&t, format!("unknown interface \"{name}\"")), Ok)?;
-            let addrs: Vec<(IpAddr, u8)> = self.addresses_of(&t, &name)?.into_iter().filter(|(a, _)| af.is_none_or(|f| (f == Af::Inet) == a.is_ipv4())).collect();
+            let index = (self.ifaces)(&name)
+                .map_or_else(|| here(&t, format!("unknown interface \"{name}\"")), Ok)?;
+            let addrs: Vec<(IpAddr, u8)> = self
+                .addresses_of(&t, &name)?
+                .into_iter()
+                .filter(|(a, _)| af.is_none_or(|f| (f == Af::Inet) == a.is_ipv4()))
+                .collect();
             if addrs.is_empty() {
                 continue;
             }

@@ -30,20 +30,19 @@ pub(super) type LexErr = (usize, usize, String);
 
 /// Tokenizes `text` of file `file`. With `at`, every token gets that position (macro
 /// expansion).
-pub(super) fn lex(text: &str, at: Option<(usize, usize, u8)>, file: u16) -> Result<Vec<Token>, LexErr> {
-    let mut lx = Lexer { chars: text.chars().collect(), i: 0, line: 1, col: 1, at, file, out: Vec::new() };
+pub(super) fn lex(
+    text: &str,
+    at: Option<(usize, usize, u8)>,
+    file: u16,
+) -> Result<Vec<Token>, LexErr> {
+    let mut lx =
+        Lexer { chars: text.chars().collect(), i: 0, line: 1, col: 1, at, file, out: Vec::new() };
     while lx.i < lx.chars.len() {
         lx.token()?;
     }
     let (tl, tc, depth) = lx.pos();
     if at.is_none() {
-        lx.out.push(Token {
-            tok: Tok::Eof,
-            line: tl,
-            col: tc,
-            depth,
-            file,
-        });
+        lx.out.push(Token { tok: Tok::Eof, line: tl, col: tc, depth, file });
     }
     Ok(lx.out)
 }
@@ -71,7 +70,11 @@ impl Lexer {
         self.out.push(Token { tok, line, col, depth, file: self.file });
     }
 
-    fn err<T>(&self, (line, col, _): (usize, usize, u8), msg: impl Into<String>) -> Result<T, LexErr> {
+    fn err<T>(
+        &self,
+        (line, col, _): (usize, usize, u8),
+        msg: impl Into<String>,
+    ) -> Result<T, LexErr> {
         Err((line, col, msg.into()))
     }
 

@@ -57,7 +57,10 @@ impl Parser<'_> {
     fn match_nat(&mut self, at: Token, dir: Option<Dir>, mut m: Matching) -> PResult<()> {
         let nt = self.next()?;
         if dir != Some(Dir::Out) {
-            return here(&nt, "`nat-to` on a `match` rule that is not `out` is not supported by linerate (`match out ... nat-to`)");
+            return here(
+                &nt,
+                "`nat-to` on a `match` rule that is not `out` is not supported by linerate (`match out ... nat-to`)",
+            );
         }
         // Not beside pf's translation rules; beside OpenBSD's `pass in ... rdr-to`, which
         // translates other packets (`translate_rule.rs`).
@@ -67,10 +70,18 @@ impl Parser<'_> {
             !(ours || forward)
         };
         if let Some(t) = self.rs.nat.iter().find(in_the_way).map(|r| r.line) {
-            return here(&at, format!("`match ... nat-to` together with translation rules (line {t}) is not supported by linerate: write one or the other"));
+            return here(
+                &at,
+                format!(
+                    "`match ... nat-to` together with translation rules (line {t}) is not supported by linerate: write one or the other"
+                ),
+            );
         }
         if m.af == Some(Af::Inet6) || m.hosts.addr_toks.iter().any(|(_, a, _)| *a == Af::Inet6) {
-            return here(&at, "IPv6 translation is not supported by linerate (nat-to is IPv4 only)");
+            return here(
+                &at,
+                "IPv6 translation is not supported by linerate (nat-to is IPv4 only)",
+            );
         }
         let target = self.nat_target(NatKind::Nat, &nt)?;
         if let Tok::Word(w) = &self.peek()?.tok {
@@ -78,13 +89,25 @@ impl Parser<'_> {
             return here(&t, format!("`match ... nat-to ... {w}` is not supported by linerate"));
         }
         if let Some(r) = self.rs.rules.iter().find(|r| r.quick && r.action == Action::Pass) {
-            return here(&at, format!("`match ... nat-to` after a `pass ... quick` rule (line {}) is not supported by linerate: pf does not translate the packets that rule passes; put the match rules first", r.line));
+            return here(
+                &at,
+                format!(
+                    "`match ... nat-to` after a `pass ... quick` rule (line {}) is not supported by linerate: pf does not translate the packets that rule passes; put the match rules first",
+                    r.line
+                ),
+            );
         }
-        self.match_nats.push(MatchNat { line: at.line, ifaces: m.ifaces.clone(), iface_neg: m.iface_neg });
+        self.match_nats.push(MatchNat {
+            line: at.line,
+            ifaces: m.ifaces.clone(),
+            iface_neg: m.iface_neg,
+        });
         // nat-to translates IPv4 only, as pf with an IPv4 target.
         m.af = Some(Af::Inet);
         // Last written, first tried: pf's last matching `nat-to` wins.
-        self.rs.nat.insert(0, super::nat::nat_rule_of(NatKind::Nat, false, false, m, Some(target), &at));
+        self.rs
+            .nat
+            .insert(0, super::nat::nat_rule_of(NatKind::Nat, false, false, m, Some(target), &at));
         Ok(())
     }
 
@@ -95,20 +118,41 @@ impl Parser<'_> {
         for m in &self.match_nats {
             let looks = self.rs.rules.iter().find(|r| {
                 let outbound = r.dir != Some(Dir::In);
-                let shares = r.ifaces.is_empty() || m.ifaces.is_empty() || r.iface_neg || m.iface_neg || r.ifaces.iter().any(|i| m.ifaces.contains(i));
+                let shares = r.ifaces.is_empty()
+                    || m.ifaces.is_empty()
+                    || r.iface_neg
+                    || m.iface_neg
+                    || r.ifaces.iter().any(|i| m.ifaces.contains(i));
                 outbound && shares && (r.src != AddrMatch::Any || r.src_ports != PortMatch::Any)
             });
             if let Some(r) = looks {
-                return Err(PErr::Here(0, r.line, 1, format!("an outbound rule that looks at the source, on the interface of `match ... nat-to` (line {}), is not supported by linerate: pf's rules see the source before translation, linerate's after; match the source on the way in instead", m.line)));
+                return Err(PErr::Here(
+                    0,
+                    r.line,
+                    1,
+                    format!(
+                        "an outbound rule that looks at the source, on the interface of `match ... nat-to` (line {}), is not supported by linerate: pf's rules see the source before translation, linerate's after; match the source on the way in instead",
+                        m.line
+                    ),
+                ));
             }
         }
         Ok(())
     }
 
     /// A `scrub` rule for direction `dir` after a `match ... scrub` for the same packets.
-    pub(super) fn check_scrub_after_match(&self, at: &super::lexer::Token, dir: Option<Dir>) -> PResult<()> {
+    pub(super) fn check_scrub_after_match(
+        &self,
+        at: &super::lexer::Token,
+        dir: Option<Dir>,
+    ) -> PResult<()> {
         match self.match_scrubs.iter().find(|&&(_, d)| dirs_meet(d, dir)) {
-            Some((line, _)) => here(at, format!("a `scrub` rule for the packets of `match ... scrub` (line {line}) is not supported by linerate: pf merges their options, linerate applies the first rule's; write one")),
+            Some((line, _)) => here(
+                at,
+                format!(
+                    "a `scrub` rule for the packets of `match ... scrub` (line {line}) is not supported by linerate: pf merges their options, linerate applies the first rule's; write one"
+                ),
+            ),
             None => Ok(()),
         }
     }
@@ -116,10 +160,22 @@ impl Parser<'_> {
     /// The refusals of the module's doc: where a scrub rule would not scrub what pf does.
     fn check_match_place(&self, at: &super::lexer::Token, dir: Option<Dir>) -> PResult<()> {
         if let Some(r) = self.rs.rules.iter().find(|r| r.quick && r.action == Action::Pass) {
-            return here(at, format!("`match ... scrub` after a `pass ... quick` rule (line {}) is not supported by linerate: pf does not scrub the packets that rule passes; put the match rules first", r.line));
+            return here(
+                at,
+                format!(
+                    "`match ... scrub` after a `pass ... quick` rule (line {}) is not supported by linerate: pf does not scrub the packets that rule passes; put the match rules first",
+                    r.line
+                ),
+            );
         }
         if let Some(r) = self.rs.scrub.iter().find(|r| dirs_meet(r.dir, dir)) {
-            return here(at, format!("a second scrub rule for the same packets (line {}) is not supported with `match ... scrub`: pf merges the options of every match rule a packet meets, linerate applies the first scrub rule's; write one rule per direction", r.line));
+            return here(
+                at,
+                format!(
+                    "a second scrub rule for the same packets (line {}) is not supported with `match ... scrub`: pf merges the options of every match rule a packet meets, linerate applies the first scrub rule's; write one rule per direction",
+                    r.line
+                ),
+            );
         }
         Ok(())
     }
@@ -140,5 +196,7 @@ fn dirs_meet(a: Option<Dir>, b: Option<Dir>) -> bool {
 
 /// The error for a `match` rule's option other than `scrub` and `nat-to`.
 fn only_scrub_or_nat(w: &str) -> String {
-    format!("`match ... {w}` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)")
+    format!(
+        "`match ... {w}` is not supported by linerate (only `match ... scrub (...)` and `match out ... nat-to`)"
+    )
 }

@@ -4,13 +4,16 @@
 //! filter rules.
 
 use super::hosts::check_ports_need_tcp_udp;
-use super::{AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
-use super::translation::{DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
 use super::scrub::Matching;
+use super::translation::{
+    DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod,
+};
+use super::{AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
 use crate::packet::Af;
 
 /// The `inet6` error: linerate translates IPv4 only.
-const NO_INET6: &str = "IPv6 translation is not supported by linerate (nat, rdr and binat are IPv4 only)";
+const NO_INET6: &str =
+    "IPv6 translation is not supported by linerate (nat, rdr and binat are IPv4 only)";
 
 /// The pool options after a translation's address and ports.
 struct PoolOptions {
@@ -22,7 +25,14 @@ struct PoolOptions {
 }
 
 /// A translation rule of `kind` matching `m`, written at `at`.
-pub(super) fn nat_rule_of(kind: NatKind, negated: bool, pass: bool, m: Matching, target: Option<NatTarget>, at: &Token) -> NatRule {
+pub(super) fn nat_rule_of(
+    kind: NatKind,
+    negated: bool,
+    pass: bool,
+    m: Matching,
+    target: Option<NatTarget>,
+    at: &Token,
+) -> NatRule {
     let h = m.hosts;
     NatRule {
         kind,
@@ -48,13 +58,28 @@ impl Parser<'_> {
     pub(super) fn nat_rule(&mut self) -> PResult<()> {
         let first = self.peek()?.clone();
         if !self.rs.rules.is_empty() {
-            return here(&first, "translation rules (nat, rdr, binat) must come before filter rules (pf.conf(5), STATEMENT ORDER)");
+            return here(
+                &first,
+                "translation rules (nat, rdr, binat) must come before filter rules (pf.conf(5), STATEMENT ORDER)",
+            );
         }
         if let Some(p) = self.pass_translations.first() {
-            return here(&first, format!("translation rules together with `rdr-to` or `nat-to` on a pass rule (line {}) are not supported by linerate: write one or the other", p.line()));
+            return here(
+                &first,
+                format!(
+                    "translation rules together with `rdr-to` or `nat-to` on a pass rule (line {}) are not supported by linerate: write one or the other",
+                    p.line()
+                ),
+            );
         }
         if let Some(m) = self.match_nats.first() {
-            return here(&first, format!("translation rules together with `match ... nat-to` (line {}) are not supported by linerate: write one or the other", m.line));
+            return here(
+                &first,
+                format!(
+                    "translation rules together with `match ... nat-to` (line {}) are not supported by linerate: write one or the other",
+                    m.line
+                ),
+            );
         }
         let negated = self.eat_word("no")?;
         let kind = self.nat_kind()?;
@@ -76,7 +101,13 @@ impl Parser<'_> {
         let protos = if self.eat_word("proto")? { self.proto_list()? } else { Vec::new() };
         let hosts = self.hosts(Some(&first))?;
         if let Some(t) = &hosts.route_tok {
-            return here(t, format!("`{}` in a translation rule is not supported by linerate", super::lexer::describe(&t.tok).trim_matches('"')));
+            return here(
+                t,
+                format!(
+                    "`{}` in a translation rule is not supported by linerate",
+                    super::lexer::describe(&t.tok).trim_matches('"')
+                ),
+            );
         }
         if let Some((t, _, _)) = hosts.addr_toks.iter().find(|(_, a, _)| *a == Af::Inet6) {
             return here(t, NO_INET6);
@@ -125,11 +156,20 @@ impl Parser<'_> {
         }
         let t = self.next()?;
         if negated {
-            return here(&t, format!("`no {}` translates nothing: it takes no `pass`", kind.name()));
+            return here(
+                &t,
+                format!("`no {}` translates nothing: it takes no `pass`", kind.name()),
+            );
         }
         if self.is_word("log")? {
             let l = self.peek()?.clone();
-            return here(&l, format!("`{} pass log` is not supported by linerate (log with a filter rule)", kind.name()));
+            return here(
+                &l,
+                format!(
+                    "`{} pass log` is not supported by linerate (log with a filter rule)",
+                    kind.name()
+                ),
+            );
         }
         Ok(true)
     }
@@ -161,7 +201,10 @@ impl Parser<'_> {
             && method != PoolMethod::RoundRobin
             && p.len() != 1
         {
-            return here(t, "only round-robin takes a list of addresses; other pool types need one prefix (pf.conf(5), POOL OPTIONS)");
+            return here(
+                t,
+                "only round-robin takes a list of addresses; other pool types need one prefix (pf.conf(5), POOL OPTIONS)",
+            );
         }
         if pool.sticky && !matches!(method, PoolMethod::RoundRobin | PoolMethod::Random) {
             return here(arrow, "sticky-address only applies to round-robin and random pools");
@@ -171,7 +214,14 @@ impl Parser<'_> {
             (NatKind::Nat, None) => Some(DEFAULT_NAT_PORTS),
             (_, p) => p,
         };
-        Ok(NatTarget { addr, ports, port_star, method, sticky: pool.sticky, static_port: pool.static_port })
+        Ok(NatTarget {
+            addr,
+            ports,
+            port_star,
+            method,
+            sticky: pool.sticky,
+            static_port: pool.static_port,
+        })
     }
 
     /// The translation address: `(IFACE)`, or IPv4 addresses, prefixes and ranges.
@@ -206,13 +256,21 @@ impl Parser<'_> {
             match item.target {
                 AddrTarget::Prefix(p) if !item.negated && p.af == Af::Inet => prefixes.push(p),
                 AddrTarget::Prefix(p) if p.af == Af::Inet6 => return here(&at, NO_INET6),
-                AddrTarget::Table(_) => return here(&at, "a table as translation pool is not supported by linerate (list the addresses)"),
+                AddrTarget::Table(_) => {
+                    return here(
+                        &at,
+                        "a table as translation pool is not supported by linerate (list the addresses)",
+                    );
+                }
                 _ => return here(&at, "a translation address cannot be negated"),
             }
         }
         let total: u128 = prefixes.iter().map(|p: &Prefix| p.last() - p.first() + 1).sum();
         if total > MAX_POOL_ADDRS {
-            return here(&at, format!("translation pool of {total} addresses (at most {})", MAX_POOL_ADDRS));
+            return here(
+                &at,
+                format!("translation pool of {total} addresses (at most {})", MAX_POOL_ADDRS),
+            );
         }
         Ok(NatAddr::Pool(prefixes))
     }
@@ -228,7 +286,9 @@ impl Parser<'_> {
                 port_star = true;
                 (a, a)
             }),
-            Some((a, b)) => super::port_number(a).zip(super::port_number(b)).filter(|(a, b)| a <= b),
+            Some((a, b)) => {
+                super::port_number(a).zip(super::port_number(b)).filter(|(a, b)| a <= b)
+            }
             None => super::port_number(w).map(|p| (p, p)),
         };
         let Some(parsed) = parsed else { return self.fail("a port, a range lo:hi or lo:*") };
@@ -238,7 +298,12 @@ impl Parser<'_> {
 
     /// The pool type, `sticky-address` and `static-port`, in any order.
     fn pool_options(&mut self, kind: NatKind) -> PResult<PoolOptions> {
-        let mut pool = PoolOptions { method: PoolMethod::RoundRobin, method_tok: None, sticky: false, static_port: false };
+        let mut pool = PoolOptions {
+            method: PoolMethod::RoundRobin,
+            method_tok: None,
+            sticky: false,
+            static_port: false,
+        };
         loop {
             let t = self.peek()?.clone();
             let Tok::Word(w) = &t.tok else { break };
@@ -259,26 +324,44 @@ impl Parser<'_> {
                 }
                 "static-port" => return here(&t, "static-port only applies to nat rules"),
                 "endpoint-independent" => {
-                    return here(&t, "`endpoint-independent` is not supported by linerate (its translations are per flow: a reply must come from the host the inside host sent to, RFC 4787's endpoint-dependent mapping)");
+                    return here(
+                        &t,
+                        "`endpoint-independent` is not supported by linerate (its translations are per flow: a reply must come from the host the inside host sent to, RFC 4787's endpoint-dependent mapping)",
+                    );
                 }
                 "map-e-portset" => {
-                    return here(&t, "`map-e-portset` is not supported by linerate (MAP-E port sets, RFC 7597, need the tunnel linerate does not have)");
+                    return here(
+                        &t,
+                        "`map-e-portset` is not supported by linerate (MAP-E port sets, RFC 7597, need the tunnel linerate does not have)",
+                    );
                 }
                 _ => break,
             };
             self.next()?;
             pool.method = m;
             pool.method_tok = Some(t);
-            if m == PoolMethod::SourceHash && matches!(&self.peek()?.tok, Tok::Str(_) | Tok::Word(_)) && !self.is_word("sticky-address")? && !self.is_word("static-port")? {
+            if m == PoolMethod::SourceHash
+                && matches!(&self.peek()?.tok, Tok::Str(_) | Tok::Word(_))
+                && !self.is_word("sticky-address")?
+                && !self.is_word("static-port")?
+            {
                 let k = self.peek()?.clone();
-                return here(&k, "`source-hash KEY` is not supported by linerate (the hash key is fixed)");
+                return here(
+                    &k,
+                    "`source-hash KEY` is not supported by linerate (the hash key is fixed)",
+                );
             }
         }
         Ok(pool)
     }
 
     /// pf's binat: one inside host or prefix, one outside address or prefix of the same length.
-    fn check_binat(&mut self, first: &Token, src: &AddrMatch, target: Option<&NatTarget>) -> PResult<()> {
+    fn check_binat(
+        &mut self,
+        first: &Token,
+        src: &AddrMatch,
+        target: Option<&NatTarget>,
+    ) -> PResult<()> {
         let inside = match src {
             AddrMatch::List(l) => match l.as_slice() {
                 [i] if !i.negated => match i.target {
@@ -299,7 +382,15 @@ impl Parser<'_> {
             };
             match outside {
                 Some(o) if o.len == inside.len => {}
-                _ => return here(first, format!("binat maps {inside} onto one outside address or prefix of the same length (/{})", inside.len)),
+                _ => {
+                    return here(
+                        first,
+                        format!(
+                            "binat maps {inside} onto one outside address or prefix of the same length (/{})",
+                            inside.len
+                        ),
+                    );
+                }
             }
         }
         Ok(())
@@ -315,8 +406,8 @@ fn p(w: &str) -> Prefix {
 #[cfg(test)]
 mod tests {
     use super::p;
-    use crate::rules::{NatAddr, NatKind, PoolMethod};
     use crate::rules::{AddrMatch, PortMatch, RuleSet, parse};
+    use crate::rules::{NatAddr, NatKind, PoolMethod};
     use std::path::Path;
 
     fn ifaces(n: &str) -> Option<u16> {
@@ -333,25 +424,38 @@ mod tests {
 
     #[test]
     fn nat_to_interface_address_with_defaults() {
-        let rs = ok("ext_if = \"lr-ext\"\nlan = \"10.0.0.0/24\"\nnat on $ext_if inet from $lan to any -> ($ext_if)\npass all\n");
+        let rs = ok(
+            "ext_if = \"lr-ext\"\nlan = \"10.0.0.0/24\"\nnat on $ext_if inet from $lan to any -> ($ext_if)\npass all\n",
+        );
         let r = &rs.nat[0];
-        assert_eq!((r.kind, r.negated, r.ifaces.as_slice(), r.line, r.column), (NatKind::Nat, false, &[1u16][..], 3, 1));
+        assert_eq!(
+            (r.kind, r.negated, r.ifaces.as_slice(), r.line, r.column),
+            (NatKind::Nat, false, &[1u16][..], 3, 1)
+        );
         let t = r.target.as_ref().unwrap();
         assert_eq!(t.addr, NatAddr::Iface(1));
-        assert_eq!((t.ports, t.method, t.sticky, t.static_port), (Some((50001, 65535)), PoolMethod::RoundRobin, false, false));
+        assert_eq!(
+            (t.ports, t.method, t.sticky, t.static_port),
+            (Some((50001, 65535)), PoolMethod::RoundRobin, false, false)
+        );
         assert_eq!(rs.rules.len(), 1);
     }
 
     #[test]
     fn pools_ports_and_options() {
-        let rs = ok("nat on lr-ext from 10.0.0.0/24 -> { 192.0.2.1, 192.0.2.2 } port 1024:65535 round-robin sticky-address\n\
+        let rs = ok(
+            "nat on lr-ext from 10.0.0.0/24 -> { 192.0.2.1, 192.0.2.2 } port 1024:65535 round-robin sticky-address\n\
                      nat on lr-ext proto udp from 10.1.0.0/16 -> 192.0.2.16/28 source-hash static-port\n\
-                     nat on lr-ext from 10.2.0.0/24 -> 198.51.100.0/24 bitmask\n");
+                     nat on lr-ext from 10.2.0.0/24 -> 198.51.100.0/24 bitmask\n",
+        );
         let t = rs.nat[0].target.as_ref().unwrap();
         assert_eq!(t.addr, NatAddr::Pool(vec![p("192.0.2.1"), p("192.0.2.2")]));
         assert_eq!((t.ports, t.sticky), (Some((1024, 65535)), true));
         let t = rs.nat[1].target.as_ref().unwrap();
-        assert_eq!((t.method, t.static_port, t.ports), (PoolMethod::SourceHash, true, Some((0, 65535))));
+        assert_eq!(
+            (t.method, t.static_port, t.ports),
+            (PoolMethod::SourceHash, true, Some((0, 65535)))
+        );
         assert_eq!(rs.nat[2].target.as_ref().unwrap().method, PoolMethod::Bitmask);
     }
 
@@ -364,11 +468,17 @@ mod tests {
                      binat on lr-ext from 10.0.0.7 to any -> 192.0.2.7\n");
         assert!(rs.nat[0].negated && rs.nat[0].target.is_none());
         let r = &rs.nat[1];
-        assert_eq!((r.kind, r.dst_ports.clone()), (NatKind::Rdr, PortMatch::Ranges(vec![(80, 80)])));
+        assert_eq!(
+            (r.kind, r.dst_ports.clone()),
+            (NatKind::Rdr, PortMatch::Ranges(vec![(80, 80)]))
+        );
         assert!(matches!(r.dst, AddrMatch::List(_)));
         assert_eq!(r.target.as_ref().unwrap().ports, Some((8080, 8080)));
         let t = rs.nat[2].target.as_ref().unwrap();
-        assert_eq!((t.ports, t.port_star, rs.nat[2].dst_iface), (Some((4000, 4000)), true, Some(1)));
+        assert_eq!(
+            (t.ports, t.port_star, rs.nat[2].dst_iface),
+            (Some((4000, 4000)), true, Some(1))
+        );
         assert_eq!(rs.nat[3].target.as_ref().unwrap().addr, NatAddr::Pool(vec![p("192.0.2.7")]));
     }
 
@@ -379,7 +489,15 @@ mod tests {
                      binat pass on lr-ext from 10.0.0.7 -> 192.0.2.7\n\
                      nat on lr-ext from 10.0.1.0/24 -> (lr-ext)\n\
                      block all\n");
-        assert_eq!(rs.nat.iter().map(|r| (r.kind, r.pass)).collect::<Vec<_>>(), [(NatKind::Nat, true), (NatKind::Rdr, true), (NatKind::Binat, true), (NatKind::Nat, false)]);
+        assert_eq!(
+            rs.nat.iter().map(|r| (r.kind, r.pass)).collect::<Vec<_>>(),
+            [
+                (NatKind::Nat, true),
+                (NatKind::Rdr, true),
+                (NatKind::Binat, true),
+                (NatKind::Nat, false)
+            ]
+        );
         assert_eq!(rs.nat[1].target.as_ref().unwrap().ports, Some((8080, 8080)));
         // `block all` acts on both passes anyway; a pass translation rule alone makes its pass
         // one the data plane must run (for the state it keeps).
@@ -388,29 +506,80 @@ mod tests {
             let rs = ok(text);
             (rs.acts_on(Dir::In), rs.acts_on(Dir::Out))
         };
-        assert_eq!(only("nat pass on lr-ext from 10.0.0.0/24 -> (lr-ext)\npass all no state\n"), (false, true));
-        assert_eq!(only("rdr pass on lr-ext proto tcp to port 80 -> 10.0.0.5\npass all no state\n"), (true, false));
-        assert_eq!(only("nat on lr-ext from 10.0.0.0/24 -> (lr-ext)\npass all no state\n"), (false, false));
+        assert_eq!(
+            only("nat pass on lr-ext from 10.0.0.0/24 -> (lr-ext)\npass all no state\n"),
+            (false, true)
+        );
+        assert_eq!(
+            only("rdr pass on lr-ext proto tcp to port 80 -> 10.0.0.5\npass all no state\n"),
+            (true, false)
+        );
+        assert_eq!(
+            only("nat on lr-ext from 10.0.0.0/24 -> (lr-ext)\npass all no state\n"),
+            (false, false)
+        );
     }
 
     #[test]
     fn errors_name_the_position() {
         for (text, want) in [
-            ("pass all\nnat on lr-ext from any -> 192.0.2.1\n", "nat.conf:2:1: translation rules (nat, rdr, binat) must come before filter rules"),
-            ("nat on lr-ext from any\n", "nat.conf:1:23: expected \"->\" and the translation address, found end of line"),
-            ("nat pass log on lr-ext from any -> 192.0.2.1\n", "nat.conf:1:10: `nat pass log` is not supported by linerate"),
-            ("no rdr pass on lr-ext proto tcp to port 80\n", "nat.conf:1:8: `no rdr` translates nothing: it takes no `pass`"),
-            ("nat on lr-ext inet6 from any -> 2001:db8::1\n", "nat.conf:1:15: IPv6 translation is not supported by linerate"),
-            ("nat on lr-ext from any -> { 192.0.2.1 192.0.2.2 } random\n", "nat.conf:1:51: only round-robin takes a list of addresses"),
-            ("nat on lr-ext from any -> 192.0.2.0/24 source-hash 0xabcd\n", "nat.conf:1:52: `source-hash KEY` is not supported by linerate"),
-            ("nat on lr-ext from any -> 192.0.2.0/24 bitmask sticky-address\n", "nat.conf:1:24: sticky-address only applies to round-robin and random pools"),
-            ("no nat on lr-ext from any -> 192.0.2.1\n", "nat.conf:1:27: `no nat` takes no translation"),
-            ("binat on lr-ext from any -> 192.0.2.7\n", "nat.conf:1:1: binat needs `from ADDRESS[/LEN]`"),
-            ("binat on lr-ext from 10.0.0.0/24 -> 192.0.2.7\n", "nat.conf:1:1: binat maps 10.0.0.0/24 onto one outside address or prefix of the same length"),
-            ("rdr on lr-ext proto tcp to port 80 -> 10.0.0.5 port 8080 static-port\n", "nat.conf:1:58: static-port only applies to nat rules"),
-            ("nat on lr-ext from any -> 192.0.2.1 tag foo\n", "nat.conf:1:37: `tag` is not supported by linerate"),
+            (
+                "pass all\nnat on lr-ext from any -> 192.0.2.1\n",
+                "nat.conf:2:1: translation rules (nat, rdr, binat) must come before filter rules",
+            ),
+            (
+                "nat on lr-ext from any\n",
+                "nat.conf:1:23: expected \"->\" and the translation address, found end of line",
+            ),
+            (
+                "nat pass log on lr-ext from any -> 192.0.2.1\n",
+                "nat.conf:1:10: `nat pass log` is not supported by linerate",
+            ),
+            (
+                "no rdr pass on lr-ext proto tcp to port 80\n",
+                "nat.conf:1:8: `no rdr` translates nothing: it takes no `pass`",
+            ),
+            (
+                "nat on lr-ext inet6 from any -> 2001:db8::1\n",
+                "nat.conf:1:15: IPv6 translation is not supported by linerate",
+            ),
+            (
+                "nat on lr-ext from any -> { 192.0.2.1 192.0.2.2 } random\n",
+                "nat.conf:1:51: only round-robin takes a list of addresses",
+            ),
+            (
+                "nat on lr-ext from any -> 192.0.2.0/24 source-hash 0xabcd\n",
+                "nat.conf:1:52: `source-hash KEY` is not supported by linerate",
+            ),
+            (
+                "nat on lr-ext from any -> 192.0.2.0/24 bitmask sticky-address\n",
+                "nat.conf:1:24: sticky-address only applies to round-robin and random pools",
+            ),
+            (
+                "no nat on lr-ext from any -> 192.0.2.1\n",
+                "nat.conf:1:27: `no nat` takes no translation",
+            ),
+            (
+                "binat on lr-ext from any -> 192.0.2.7\n",
+                "nat.conf:1:1: binat needs `from ADDRESS[/LEN]`",
+            ),
+            (
+                "binat on lr-ext from 10.0.0.0/24 -> 192.0.2.7\n",
+                "nat.conf:1:1: binat maps 10.0.0.0/24 onto one outside address or prefix of the same length",
+            ),
+            (
+                "rdr on lr-ext proto tcp to port 80 -> 10.0.0.5 port 8080 static-port\n",
+                "nat.conf:1:58: static-port only applies to nat rules",
+            ),
+            (
+                "nat on lr-ext from any -> 192.0.2.1 tag foo\n",
+                "nat.conf:1:37: `tag` is not supported by linerate",
+            ),
             ("nat on lr-nope from any -> 192.0.2.1\n", "nat.conf:1:8: unknown interface"),
-            ("rdr on lr-ext to port 80 -> 10.0.0.5\n", "nat.conf:1:18: port only applies to proto tcp or udp"),
+            (
+                "rdr on lr-ext to port 80 -> 10.0.0.5\n",
+                "nat.conf:1:18: port only applies to proto tcp or udp",
+            ),
             ("nat on lr-ext from any -> (lr-ext:network)\n", "nat.conf:1:"),
         ] {
             let e = err(text);

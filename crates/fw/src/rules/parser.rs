@@ -117,7 +117,9 @@ pub(super) const MAX_INCLUDES: usize = 64;
 /// The `set timeout` names pfctl knows that linerate has no use for, and why.
 fn unsupported_timeout(name: &str) -> Option<&'static str> {
     if name.starts_with("sctp.") {
-        return Some("FreeBSD's SCTP states: linerate tracks SCTP as other protocols, under `other.*`");
+        return Some(
+            "FreeBSD's SCTP states: linerate tracks SCTP as other protocols, under `other.*`",
+        );
     }
     match name {
         "tcp.tsdiff" => Some("OpenBSD's bound on TCP timestamps, which linerate does not check"),
@@ -154,15 +156,13 @@ impl Parser<'_> {
                     format!("macro ${name} expands too deeply (recursive definition?)"),
                 );
             }
-            let mut toks = lex(value, Some((t.line, t.col, t.depth + 1)), t.file)
-                .map_err(|(l, c, m)| PErr::Here(t.file, l, c, format!("in the value of ${name}: {m}")))?;
+            let mut toks =
+                lex(value, Some((t.line, t.col, t.depth + 1)), t.file).map_err(|(l, c, m)| {
+                    PErr::Here(t.file, l, c, format!("in the value of ${name}: {m}"))
+                })?;
             if !modifier.is_empty() {
                 match toks.as_mut_slice() {
-                    [
-                        Token {
-                            tok: Tok::Word(w), ..
-                        },
-                    ] => w.push_str(modifier),
+                    [Token { tok: Tok::Word(w), .. }] => w.push_str(modifier),
                     _ => {
                         return here(
                             &t,
@@ -176,7 +176,12 @@ impl Parser<'_> {
             }
             let expanded = self.macro_tokens + toks.len();
             if expanded > MAX_MACRO_TOKENS {
-                return here(&t, format!("macro expansions in this file add more than {MAX_MACRO_TOKENS} tokens here (${name}: a macro that repeats another many times over?); use a table for large address sets"));
+                return here(
+                    &t,
+                    format!(
+                        "macro expansions in this file add more than {MAX_MACRO_TOKENS} tokens here (${name}: a macro that repeats another many times over?); use a table for large address sets"
+                    ),
+                );
             }
             self.macro_tokens = expanded;
             self.toks.pop();
@@ -196,10 +201,7 @@ impl Parser<'_> {
 
     pub(super) fn fail<T>(&mut self, expected: &str) -> PResult<T> {
         let t = self.peek()?.clone();
-        here(
-            &t,
-            format!("expected {expected}, found {}", describe(&t.tok)),
-        )
+        here(&t, format!("expected {expected}, found {}", describe(&t.tok)))
     }
 
     pub(super) fn is_word(&mut self, w: &str) -> PResult<bool> {
@@ -283,10 +285,7 @@ impl Parser<'_> {
                 Tok::Word(w) => {
                     let is_def = matches!(
                         self.toks.iter().rev().nth(1),
-                        Some(Token {
-                            tok: Tok::Punct("="),
-                            ..
-                        })
+                        Some(Token { tok: Tok::Punct("="), .. })
                     );
                     if is_def {
                         self.macro_def()?;
@@ -337,9 +336,7 @@ impl Parser<'_> {
 
     pub(super) fn macro_def(&mut self) -> PResult<()> {
         let t = self.toks.pop().expect("word");
-        let Tok::Word(name) = &t.tok else {
-            unreachable!()
-        };
+        let Tok::Word(name) = &t.tok else { unreachable!() };
         // OPNsense names its own macros `__lan_network`: pfctl takes a leading '_'.
         if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
             || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -352,10 +349,7 @@ impl Parser<'_> {
             );
         }
         if RESERVED.contains(&name.as_str()) {
-            return here(
-                &t,
-                format!("\"{name}\" is a reserved word, not a macro name"),
-            );
+            return here(&t, format!("\"{name}\" is a reserved word, not a macro name"));
         }
         self.toks.pop(); // '='
         let mut parts: Vec<String> = Vec::new();
@@ -432,10 +426,7 @@ impl Parser<'_> {
                 let base = self.file_of(&t).parent().unwrap_or(Path::new("")).to_path_buf();
                 let fp = base.join(&f);
                 let text = super::read_rule_text(&fp).or_else(|e| {
-                    here(
-                        &t,
-                        format!("cannot read table file \"{}\": {e}", fp.display()),
-                    )
+                    here(&t, format!("cannot read table file \"{}\": {e}", fp.display()))
                 })?;
                 parse_table_file(&text, &fp, &mut entries).map_err(PErr::Full)?;
                 continue;
@@ -477,10 +468,7 @@ impl Parser<'_> {
             && let Some((_, why)) = UNSUPPORTED.iter().find(|(u, _)| u == w)
         {
             let context = if w == "log" { "" } else { context };
-            return here(
-                &t,
-                format!("`{context}{w}` is not supported by linerate ({why})"),
-            );
+            return here(&t, format!("`{context}{w}` is not supported by linerate ({why})"));
         }
         Ok(())
     }
@@ -650,9 +638,14 @@ impl Parser<'_> {
             _ => return self.fail("end of line"),
         }
         if self.files.len() > MAX_INCLUDES {
-            return here(&t, format!("more than {MAX_INCLUDES} files included (does a file include itself?)"));
+            return here(
+                &t,
+                format!("more than {MAX_INCLUDES} files included (does a file include itself?)"),
+            );
         }
-        let text = super::read_rule_text(&path).or_else(|e| here(&t, format!("cannot read included file \"{}\": {e}", path.display())))?;
+        let text = super::read_rule_text(&path).or_else(|e| {
+            here(&t, format!("cannot read included file \"{}\": {e}", path.display()))
+        })?;
         // Its end of file ends its last statement.
         self.splice_file(path, &text, Tok::Newline)?;
         // What ends the `include` statement, before the file's first.
@@ -662,10 +655,17 @@ impl Parser<'_> {
 
     /// Makes the statements of `text`, read from `path`, the next to parse, its end of file
     /// read as `end` (`include`, `load anchor`).
-    pub(super) fn splice_file(&mut self, path: std::path::PathBuf, text: &str, end: Tok) -> PResult<()> {
+    pub(super) fn splice_file(
+        &mut self,
+        path: std::path::PathBuf,
+        text: &str,
+        end: Tok,
+    ) -> PResult<()> {
         let file = self.files.len() as u16;
         self.files.push(path.clone());
-        let mut toks = lex(text, None, file).map_err(|(line, column, message)| PErr::Full(RuleError { path, line, column, message }))?;
+        let mut toks = lex(text, None, file).map_err(|(line, column, message)| {
+            PErr::Full(RuleError { path, line, column, message })
+        })?;
         if let Some(eof) = toks.last_mut() {
             eof.tok = end;
         }
@@ -675,12 +675,7 @@ impl Parser<'_> {
 
     /// Notes `msg` about the token `t` in [`RuleSet::notices`].
     pub(super) fn notice(&mut self, t: &Token, msg: impl std::fmt::Display) {
-        self.rs.notices.push(format!(
-            "{}:{}:{}: {msg}",
-            self.file_of(t).display(),
-            t.line,
-            t.col
-        ));
+        self.rs.notices.push(format!("{}:{}:{}: {msg}", self.file_of(t).display(), t.line, t.col));
     }
 
     /// The `set` options that change no verdict here: pf's kernel log level (`debug`;

@@ -62,7 +62,11 @@ impl RuleSet {
             ("src-nodes", self.limit_src_nodes, super::DEFAULT_LIMIT_SRC_NODES),
             ("frags", self.limit_frags, super::DEFAULT_LIMIT_FRAGS),
         ];
-        let mut out: Vec<String> = limits.iter().filter(|(_, v, d)| v != d).map(|(n, v, _)| format!("set limit {n} {v}")).collect();
+        let mut out: Vec<String> = limits
+            .iter()
+            .filter(|(_, v, d)| v != d)
+            .map(|(n, v, _)| format!("set limit {n} {v}"))
+            .collect();
         out.extend(self.limit_table_entries.map(|n| format!("set limit table-entries {n}")));
         out.extend(self.timeout_lines());
         if self.state_policy == StatePolicy::IfBound {
@@ -101,14 +105,20 @@ impl RuleSet {
     /// linerate makes for interfaces and host names are made again by the rules naming
     /// them).
     fn table_lines(&self) -> Vec<String> {
-        let entry = |e: &super::TableEntry| format!("{}{}", if e.negated { "!" } else { "" }, words::prefix(&e.prefix));
+        let entry = |e: &super::TableEntry| {
+            format!("{}{}", if e.negated { "!" } else { "" }, words::prefix(&e.prefix))
+        };
         self.tables
             .iter()
             .filter(|t| !words::table_is_made(&t.name))
             .map(|t| {
                 let konst = if t.constant { " const" } else { "" };
                 let entries: Vec<String> = t.entries.iter().map(entry).collect();
-                if entries.is_empty() { format!("table <{}>{konst}", t.name) } else { format!("table <{}>{konst} {{ {} }}", t.name, entries.join(" ")) }
+                if entries.is_empty() {
+                    format!("table <{}>{konst}", t.name)
+                } else {
+                    format!("table <{}>{konst} {{ {} }}", t.name, entries.join(" "))
+                }
             })
             .collect()
     }
@@ -116,7 +126,8 @@ impl RuleSet {
     /// The translation rules in linerate's order (which decides, as the file's order),
     /// `nat-anchor`, `rdr-anchor` and `binat-anchor` where they stand.
     fn nat_lines(&self, names: &[&str]) -> Vec<String> {
-        let anchors: Vec<&Anchor> = self.anchors.iter().filter(|a| a.kind != AnchorKind::Filter).collect();
+        let anchors: Vec<&Anchor> =
+            self.anchors.iter().filter(|a| a.kind != AnchorKind::Filter).collect();
         let mut out = Vec::new();
         for i in 0..=self.nat.len() {
             let here = anchors.iter().filter(|a| a.start.min(self.nat.len()) == i);
@@ -132,10 +143,18 @@ impl RuleSet {
         filter_items(self.rules.len(), &self.anchors)
             .into_iter()
             .map(|(depth, item)| match item {
-                Item::Rule(i) => format!("{}{}", indent(depth), self.rules.get(i).map(|r| line::filter(self, r, names)).unwrap_or_default()),
+                Item::Rule(i) => format!(
+                    "{}{}",
+                    indent(depth),
+                    self.rules.get(i).map(|r| line::filter(self, r, names)).unwrap_or_default()
+                ),
                 Item::Anchor(a, opens) => {
                     let name = self.anchors.get(a).map_or("", |a| a.name.as_str());
-                    format!("{}anchor \"{name}\" all{}", indent(depth), if opens { " {" } else { "" })
+                    format!(
+                        "{}anchor \"{name}\" all{}",
+                        indent(depth),
+                        if opens { " {" } else { "" }
+                    )
                 }
                 Item::End => format!("{}}}", indent(depth)),
             })
@@ -159,7 +178,8 @@ enum Item {
 /// the ones inside it, so their depths give the nesting; what does not fit is printed
 /// flat rather than refused.
 fn filter_items(n: usize, anchors: &[Anchor]) -> Vec<(usize, Item)> {
-    let filter: Vec<(usize, &Anchor)> = anchors.iter().enumerate().filter(|(_, a)| a.kind == AnchorKind::Filter).collect();
+    let filter: Vec<(usize, &Anchor)> =
+        anchors.iter().enumerate().filter(|(_, a)| a.kind == AnchorKind::Filter).collect();
     let mut out = Vec::new();
     let mut open: Vec<usize> = Vec::new();
     let mut next = 0;
@@ -229,7 +249,10 @@ mod tests {
     }
 
     fn rules_of(items: &[(usize, Item)]) -> Vec<usize> {
-        items.iter().filter_map(|&(_, i)| if let Item::Rule(r) = i { Some(r) } else { None }).collect()
+        items
+            .iter()
+            .filter_map(|&(_, i)| if let Item::Rule(r) = i { Some(r) } else { None })
+            .collect()
     }
 
     /// Anchors that no parse makes (depths that jump, places past the rules, ends before
@@ -255,7 +278,17 @@ mod tests {
     fn numbers_count_anchors_in_the_set_they_stand_in() {
         // rule 0, anchor { rule 1, rule 2 }, rule 3
         let items = filter_items(4, &[anchor(0, 1, 3)]);
-        assert_eq!(items, [(0, Item::Rule(0)), (0, Item::Anchor(0, true)), (1, Item::Rule(1)), (1, Item::Rule(2)), (0, Item::End), (0, Item::Rule(3))]);
+        assert_eq!(
+            items,
+            [
+                (0, Item::Rule(0)),
+                (0, Item::Anchor(0, true)),
+                (1, Item::Rule(1)),
+                (1, Item::Rule(2)),
+                (0, Item::End),
+                (0, Item::Rule(3))
+            ]
+        );
         assert_eq!(filter_numbers(4, &[anchor(0, 1, 3)]), [0, 0, 1, 2]);
     }
 }

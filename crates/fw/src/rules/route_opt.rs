@@ -52,11 +52,7 @@ impl Parser<'_> {
             return here(&at, NO_POOLS);
         }
         let named = self.eat_punct("(")?;
-        let port = if named {
-            Some(self.route_iface()?)
-        } else {
-            None
-        };
+        let port = if named { Some(self.route_iface()?) } else { None };
         let (af, gateway) = self.gateway()?;
         if named {
             self.expect_punct(")", "\")\" closing `(IFACE ADDRESS)`")?;
@@ -64,19 +60,24 @@ impl Parser<'_> {
         // pf's pool options after the gateway: with one gateway, none changes anything.
         let pt = self.peek()?.clone();
         if let Tok::Word(w) = &pt.tok
-            && matches!(w.as_str(), "round-robin" | "random" | "source-hash" | "bitmask" | "sticky-address" | "least-states")
+            && matches!(
+                w.as_str(),
+                "round-robin"
+                    | "random"
+                    | "source-hash"
+                    | "bitmask"
+                    | "sticky-address"
+                    | "least-states"
+            )
         {
-            return here(&pt, format!("`{w}` after `route-to`/`reply-to` is not supported by linerate ({NO_POOLS_WHY})"));
+            return here(
+                &pt,
+                format!(
+                    "`{w}` after `route-to`/`reply-to` is not supported by linerate ({NO_POOLS_WHY})"
+                ),
+            );
         }
-        Ok(Some((
-            RouteOpt {
-                reply,
-                af,
-                gateway,
-                port,
-            },
-            t,
-        )))
+        Ok(Some((RouteOpt { reply, af, gateway, port }, t)))
     }
 
     /// The interface of `(IFACE ADDRESS)`.
@@ -101,12 +102,11 @@ impl Parser<'_> {
         let (mut toks, mut items) = (Vec::new(), Vec::new());
         self.addr_item(&mut toks, false, &mut items)?;
         match items.as_slice() {
-            [
-                AddrItem {
-                    negated: false,
-                    target: AddrTarget::Prefix(p),
-                },
-            ] if p.len == Prefix::bits(p.af) => Ok((p.af, p.addr)),
+            [AddrItem { negated: false, target: AddrTarget::Prefix(p) }]
+                if p.len == Prefix::bits(p.af) =>
+            {
+                Ok((p.af, p.addr))
+            }
             _ => here(&at, "a gateway is one address"),
         }
     }
@@ -161,10 +161,7 @@ impl Parser<'_> {
         rule.af = rule.af.or_else(|| hosts_family(rule));
         match rule.af {
             Some(af) if af == opt.af => Ok(()),
-            Some(_) => here(
-                t,
-                format!("`{kw}` with a gateway of the other address family"),
-            ),
+            Some(_) => here(t, format!("`{kw}` with a gateway of the other address family")),
             None => here(
                 t,
                 format!(
@@ -196,10 +193,7 @@ mod tests {
     use super::*;
 
     fn ifaces(name: &str) -> Option<u16> {
-        ["lr-lan", "lr-wan1", "lr-wan2"]
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| i as u16)
+        ["lr-lan", "lr-wan1", "lr-wan2"].iter().position(|n| *n == name).map(|i| i as u16)
     }
 
     fn route_of(text: &str) -> Result<Option<RouteOpt>, String> {
@@ -213,22 +207,12 @@ mod tests {
         let lan = "pass in quick on lr-lan route-to (lr-wan2 192.0.2.1) inet from 10.0.0.0/24 to any keep state\n";
         assert_eq!(
             route_of(lan),
-            Ok(Some(RouteOpt {
-                reply: false,
-                af: Af::Inet,
-                gateway: 0xc000_0201,
-                port: Some(2)
-            }))
+            Ok(Some(RouteOpt { reply: false, af: Af::Inet, gateway: 0xc000_0201, port: Some(2) }))
         );
         let wan = "pass in on lr-wan2 reply-to (lr-wan2 192.0.2.1) inet proto tcp to port 22\n";
         assert_eq!(
             route_of(wan),
-            Ok(Some(RouteOpt {
-                reply: true,
-                af: Af::Inet,
-                gateway: 0xc000_0201,
-                port: Some(2)
-            }))
+            Ok(Some(RouteOpt { reply: true, af: Af::Inet, gateway: 0xc000_0201, port: Some(2) }))
         );
         let openbsd =
             "gw = \"2001:db8::1\"\npass in on lr-lan inet6 from any to any route-to $gw\n";
@@ -254,12 +238,7 @@ mod tests {
         assert_eq!((r.dir, r.af), (Some(Dir::Out), Some(Af::Inet)));
         assert_eq!(
             r.route,
-            Some(RouteOpt {
-                reply: false,
-                af: Af::Inet,
-                gateway: 0xc000_0201,
-                port: Some(2)
-            })
+            Some(RouteOpt { reply: false, af: Af::Inet, gateway: 0xc000_0201, port: Some(2) })
         );
         let any = "pass out route-to (lr-wan2 192.0.2.1) from any to any\n";
         assert!(route_of(any).unwrap_err().contains("add `inet`"));
@@ -288,10 +267,7 @@ mod tests {
                 "pass out route-to (lr-wan2 192.0.2.1) inet\nset state-policy if-bound\n",
                 "r.conf:2:18: if-bound states with a `route-to` on an `out` rule above are not supported by linerate",
             ),
-            (
-                "pass out route-to (lr-wan2 192.0.2.1) from 192.0.2.5 to 2001:db8::/32\n",
-                "r.conf:1",
-            ),
+            ("pass out route-to (lr-wan2 192.0.2.1) from 192.0.2.5 to 2001:db8::/32\n", "r.conf:1"),
             (
                 "pass in on lr-lan route-to (lr-wan2 192.0.2.1) inet no state\n",
                 "r.conf:1:19: `route-to` with `no state` is not supported by linerate",

@@ -122,9 +122,7 @@ impl RuleSet {
 
     /// Whether some scrub rule can apply to packets of direction `dir`.
     pub fn scrubs(&self, dir: Dir) -> bool {
-        self.scrub
-            .iter()
-            .any(|r| !r.exempt && r.dir.is_none_or(|d| d == dir))
+        self.scrub.iter().any(|r| !r.exempt && r.dir.is_none_or(|d| d == dir))
     }
 }
 
@@ -166,9 +164,7 @@ impl Parser<'_> {
         let m = self.rule_matching("scrub")?;
         let opts = self.scrub_options(exempt, false)?;
         self.check_scrub_after_match(&at, dir)?;
-        self.rs
-            .scrub
-            .push(ScrubRule::of(exempt, dir, m, opts, at.line));
+        self.rs.scrub.push(ScrubRule::of(exempt, dir, m, opts, at.line));
         Ok(())
     }
 
@@ -194,13 +190,7 @@ impl Parser<'_> {
         }
         check_families(af, &hosts)?;
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
-        Ok(Matching {
-            ifaces,
-            iface_neg,
-            af,
-            protos,
-            hosts,
-        })
+        Ok(Matching { ifaces, iface_neg, af, protos, hosts })
     }
 
     /// The options of a scrub rule, to the end of the line (or to the `)` of `match ...
@@ -309,10 +299,7 @@ mod tests {
     use crate::packet::proto;
 
     fn ifaces(name: &str) -> Option<u16> {
-        ["em0", "em1"]
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| i as u16)
+        ["em0", "em1"].iter().position(|n| *n == name).map(|i| i as u16)
     }
 
     fn ok(text: &str) -> RuleSet {
@@ -320,9 +307,7 @@ mod tests {
     }
 
     fn err(text: &str) -> String {
-        parse(text, Path::new("pf.conf"), &ifaces)
-            .expect_err("should fail")
-            .to_string()
+        parse(text, Path::new("pf.conf"), &ifaces).expect_err("should fail").to_string()
     }
 
     #[test]
@@ -334,45 +319,21 @@ mod tests {
         );
         assert_eq!(rs.scrub.len(), 6);
         let s = &rs.scrub;
-        assert_eq!(
-            (s[0].dir, s[0].opts, s[0].line),
-            (Some(Dir::In), ScrubOpts::default(), 2)
-        );
+        assert_eq!((s[0].dir, s[0].opts, s[0].line), (Some(Dir::In), ScrubOpts::default(), 2));
         assert!(s[0].matches_all_hosts());
-        assert_eq!(
-            (s[1].dir, &s[1].ifaces[..], s[1].opts.max_mss),
-            (None, &[0u16][..], 1440)
-        );
+        assert_eq!((s[1].dir, &s[1].ifaces[..], s[1].opts.max_mss), (None, &[0u16][..], 1440));
         assert_eq!((s[2].dir, &s[2].ifaces[..]), (Some(Dir::Out), &[1u16][..]));
-        assert_eq!(
-            s[2].opts,
-            ScrubOpts {
-                no_df: true,
-                random_id: true,
-                ..ScrubOpts::default()
-            }
-        );
+        assert_eq!(s[2].opts, ScrubOpts { no_df: true, random_id: true, ..ScrubOpts::default() });
         assert_eq!(
             s[3].opts,
-            ScrubOpts {
-                min_ttl: 64,
-                set_tos: Some(0x10),
-                ..ScrubOpts::default()
-            }
+            ScrubOpts { min_ttl: 64, set_tos: Some(0x10), ..ScrubOpts::default() }
         );
-        assert_eq!(
-            (s[3].af, &s[3].protos[..]),
-            (Some(Af::Inet), &[proto::TCP][..])
-        );
+        assert_eq!((s[3].af, &s[3].protos[..]), (Some(Af::Inet), &[proto::TCP][..]));
         assert!(!s[3].matches_all_hosts());
         assert!(s[4].exempt);
         assert_eq!(
             s[5].opts,
-            ScrubOpts {
-                max_mss: 1400,
-                set_tos: Some(0x1c),
-                ..ScrubOpts::default()
-            }
+            ScrubOpts { max_mss: 1400, set_tos: Some(0x1c), ..ScrubOpts::default() }
         );
         assert_eq!(rs.rules.len(), 1);
         assert!(rs.scrubs(Dir::In) && rs.scrubs(Dir::Out));
@@ -386,29 +347,13 @@ mod tests {
         let rs = ok(
             "no scrub in on em0 from 10.1.0.0/16\nscrub in on em0 all max-mss 1400\nscrub in all max-mss 1300\nscrub out all no-df\n",
         );
-        let key = |dir, iface, src| PacketKey {
-            dir,
-            iface,
-            src,
-            proto: proto::TCP,
-            ..PacketKey::ZERO
-        };
+        let key =
+            |dir, iface, src| PacketKey { dir, iface, src, proto: proto::TCP, ..PacketKey::ZERO };
         let mss = |k| rs.scrub_for(&k).map(|o| o.max_mss);
-        assert_eq!(
-            mss(key(Dir::In, 0, 0x0a01_0203)),
-            None,
-            "exempted by `no scrub`"
-        );
+        assert_eq!(mss(key(Dir::In, 0, 0x0a01_0203)), None, "exempted by `no scrub`");
         assert_eq!(mss(key(Dir::In, 0, 0x0a02_0203)), Some(1400));
-        assert_eq!(
-            mss(key(Dir::In, 1, 0x0a01_0203)),
-            Some(1300),
-            "first match, not the last"
-        );
-        assert_eq!(
-            rs.scrub_for(&key(Dir::Out, 1, 0)).map(|o| o.no_df),
-            Some(true)
-        );
+        assert_eq!(mss(key(Dir::In, 1, 0x0a01_0203)), Some(1300), "first match, not the last");
+        assert_eq!(rs.scrub_for(&key(Dir::Out, 1, 0)).map(|o| o.no_df), Some(true));
         assert_eq!(ok("pass all").scrub_for(&key(Dir::In, 0, 0)), None);
         assert_eq!(
             ok("set skip on em1\nscrub all").scrub_for(&key(Dir::In, 1, 0)),
@@ -438,18 +383,12 @@ mod tests {
                 "scrub in all\nscrub on em0 all fragment crop",
                 "pf.conf:2:18: `fragment` is not supported by linerate but as `fragment reassemble` (`crop` and `drop-ovl` keep fragments pf's reassembly would not: docs/firewall.md, \"Normalization\")",
             ),
-            (
-                "scrub in all max-mss 0",
-                "pf.conf:1:22: max-mss is 1 to 65535",
-            ),
+            ("scrub in all max-mss 0", "pf.conf:1:22: max-mss is 1 to 65535"),
             (
                 "scrub in all max-mss 70000",
                 "pf.conf:1:22: an MSS (1-65535) 70000 out of range (at most 65535)",
             ),
-            (
-                "scrub in all min-ttl 0",
-                "pf.conf:1:22: min-ttl is 1 to 255",
-            ),
+            ("scrub in all min-ttl 0", "pf.conf:1:22: min-ttl is 1 to 255"),
             (
                 "scrub in all set-tos fast",
                 "pf.conf:1:22: expected a TOS (0-255, 0x00-0xff, lowdelay, throughput or reliability), found \"fast\"",
@@ -466,14 +405,8 @@ mod tests {
                 "scrub log in all",
                 "pf.conf:1:7: `scrub log` is not supported by linerate (what scrub drops is counted, per reason)",
             ),
-            (
-                "no scrub in all no-df",
-                "pf.conf:1:17: `no scrub` takes no options",
-            ),
-            (
-                "scrub in on em9 all",
-                "pf.conf:1:13: unknown interface \"em9\"",
-            ),
+            ("no scrub in all no-df", "pf.conf:1:17: `no scrub` takes no options"),
+            ("scrub in on em9 all", "pf.conf:1:13: unknown interface \"em9\""),
             (
                 "scrub in from no-route",
                 "pf.conf:1:15: `no-route` in a scrub rule is not supported by linerate",

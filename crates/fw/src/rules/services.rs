@@ -9,17 +9,59 @@ use std::sync::OnceLock;
 
 /// IANA's ports of the service names rule sets commonly write (names as in /etc/services).
 const WELL_KNOWN: &[(&str, u16)] = &[
-    ("ftp-data", 20), ("ftp", 21), ("ssh", 22), ("telnet", 23), ("smtp", 25), ("domain", 53),
-    ("bootps", 67), ("bootpc", 68), ("tftp", 69), ("finger", 79), ("www", 80), ("http", 80),
-    ("kerberos", 88), ("pop3", 110), ("sunrpc", 111), ("auth", 113), ("ident", 113),
-    ("nntp", 119), ("ntp", 123), ("netbios-ns", 137), ("netbios-dgm", 138),
-    ("netbios-ssn", 139), ("imap", 143), ("imap2", 143), ("snmp", 161), ("snmp-trap", 162),
-    ("bgp", 179), ("ldap", 389), ("https", 443), ("microsoft-ds", 445), ("isakmp", 500),
-    ("syslog", 514), ("dhcpv6-client", 546), ("dhcpv6-server", 547), ("rtsp", 554),
-    ("submission", 587), ("ldaps", 636), ("domain-s", 853), ("imaps", 993), ("pop3s", 995),
-    ("openvpn", 1194), ("ms-sql-s", 1433), ("l2tp", 1701), ("pptp", 1723), ("radius", 1812),
-    ("radius-acct", 1813), ("nfs", 2049), ("mysql", 3306), ("ms-wbt-server", 3389),
-    ("ipsec-nat-t", 4500), ("sip", 5060), ("sip-tls", 5061), ("postgresql", 5432),
+    ("ftp-data", 20),
+    ("ftp", 21),
+    ("ssh", 22),
+    ("telnet", 23),
+    ("smtp", 25),
+    ("domain", 53),
+    ("bootps", 67),
+    ("bootpc", 68),
+    ("tftp", 69),
+    ("finger", 79),
+    ("www", 80),
+    ("http", 80),
+    ("kerberos", 88),
+    ("pop3", 110),
+    ("sunrpc", 111),
+    ("auth", 113),
+    ("ident", 113),
+    ("nntp", 119),
+    ("ntp", 123),
+    ("netbios-ns", 137),
+    ("netbios-dgm", 138),
+    ("netbios-ssn", 139),
+    ("imap", 143),
+    ("imap2", 143),
+    ("snmp", 161),
+    ("snmp-trap", 162),
+    ("bgp", 179),
+    ("ldap", 389),
+    ("https", 443),
+    ("microsoft-ds", 445),
+    ("isakmp", 500),
+    ("syslog", 514),
+    ("dhcpv6-client", 546),
+    ("dhcpv6-server", 547),
+    ("rtsp", 554),
+    ("submission", 587),
+    ("ldaps", 636),
+    ("domain-s", 853),
+    ("imaps", 993),
+    ("pop3s", 995),
+    ("openvpn", 1194),
+    ("ms-sql-s", 1433),
+    ("l2tp", 1701),
+    ("pptp", 1723),
+    ("radius", 1812),
+    ("radius-acct", 1813),
+    ("nfs", 2049),
+    ("mysql", 3306),
+    ("ms-wbt-server", 3389),
+    ("ipsec-nat-t", 4500),
+    ("sip", 5060),
+    ("sip-tls", 5061),
+    ("postgresql", 5432),
     ("http-alt", 8080),
 ];
 
@@ -38,7 +80,9 @@ pub(super) fn service_port(name: &str) -> Option<u16> {
 /// /etc/services as [`parse_services`] reads it; empty if the file is missing, not a regular
 /// file or larger than [`MAX_SERVICES_BYTES`].
 fn read_services(path: &str) -> HashMap<String, u16> {
-    super::text_file::read_bounded(std::path::Path::new(path), MAX_SERVICES_BYTES).map(|text| parse_services(&text)).unwrap_or_default()
+    super::text_file::read_bounded(std::path::Path::new(path), MAX_SERVICES_BYTES)
+        .map(|text| parse_services(&text))
+        .unwrap_or_default()
 }
 
 /// Names and aliases of services(5) lines (`name port/protocol [aliases ...] [# comment]`)
@@ -51,7 +95,9 @@ fn parse_services(text: &str) -> HashMap<String, u16> {
         let mut words = line.split_whitespace();
         let (Some(name), Some(port_proto)) = (words.next(), words.next()) else { continue };
         let Some((port, proto)) = port_proto.split_once('/') else { continue };
-        let (Ok(port), true) = (port.parse::<u16>(), matches!(proto, "tcp" | "udp")) else { continue };
+        let (Ok(port), true) = (port.parse::<u16>(), matches!(proto, "tcp" | "udp")) else {
+            continue;
+        };
         let tcp = proto == "tcp";
         for n in std::iter::once(name).chain(words) {
             let e = ports.entry(n.to_string()).or_insert((port, tcp));
@@ -76,8 +122,15 @@ mod tests {
         assert_eq!(t.get("auth"), Some(&113));
         assert_eq!(t.get("ident"), Some(&113), "aliases");
         assert_eq!(t.get("syslog"), Some(&514), "UDP-only names");
-        assert_eq!((t.get("biff"), t.get("comsat"), t.get("exec")), (Some(&512), Some(&512), Some(&512)));
-        assert_eq!(t.get("odd"), Some(&9), "TCP's entry wins, as getservbyname(name, \"tcp\") first");
+        assert_eq!(
+            (t.get("biff"), t.get("comsat"), t.get("exec")),
+            (Some(&512), Some(&512), Some(&512))
+        );
+        assert_eq!(
+            t.get("odd"),
+            Some(&9),
+            "TCP's entry wins, as getservbyname(name, \"tcp\") first"
+        );
         assert_eq!(t.get("sctp-only"), None);
         assert_eq!(t.get("broken"), None);
         assert_eq!(t.get("noproto"), None);

@@ -99,17 +99,24 @@ impl Parser<'_> {
         // `10 / 5`, `10 /5`, `10/ 5`: the lexer splits where the spaces are.
         while text.matches('/').count() == 0 || text.ends_with('/') {
             match &self.peek()?.tok {
-                Tok::Word(w) if (text.ends_with('/') || w.starts_with('/')) && text.matches('/').count() + w.matches('/').count() == 1 => {
+                Tok::Word(w)
+                    if (text.ends_with('/') || w.starts_with('/'))
+                        && text.matches('/').count() + w.matches('/').count() == 1 =>
+                {
                     text.push_str(w);
                     self.next()?;
                 }
                 _ => return self.fail(WHAT),
             }
         }
-        let parsed = text.split_once('/').and_then(|(n, s)| Some((n.parse::<u32>().ok()?, s.parse::<u32>().ok()?)));
+        let parsed = text
+            .split_once('/')
+            .and_then(|(n, s)| Some((n.parse::<u32>().ok()?, s.parse::<u32>().ok()?)));
         match parsed {
             Some((n, s)) if n > 0 && s > 0 => Ok((n, s)),
-            Some(_) => here(&at, "`max-src-conn-rate` needs at least 1 connection per at least 1 second"),
+            Some(_) => {
+                here(&at, "`max-src-conn-rate` needs at least 1 connection per at least 1 second")
+            }
             None => here(&at, format!("expected {WHAT}, found \"{text}\"")),
         }
     }
@@ -118,12 +125,19 @@ impl Parser<'_> {
     /// `max-src-conn-rate` and `max-src-nodes` track per rule (and cannot be combined with
     /// `source-track global`); `max-src-states` alone, or `source-track` alone, globally.
     pub(super) fn src_track_of(o: SrcOptions) -> PResult<Option<SrcTrack>> {
-        let per_rule = [o.nodes.as_ref().map(|(_, t)| ("max-src-nodes", t)), o.conn.as_ref().map(|(_, t)| ("max-src-conn", t)), o.rate.as_ref().map(|(_, t)| ("max-src-conn-rate", t))];
+        let per_rule = [
+            o.nodes.as_ref().map(|(_, t)| ("max-src-nodes", t)),
+            o.conn.as_ref().map(|(_, t)| ("max-src-conn", t)),
+            o.rate.as_ref().map(|(_, t)| ("max-src-conn-rate", t)),
+        ];
         if let Some((_, ot)) = &o.overload
             && o.conn.is_none()
             && o.rate.is_none()
         {
-            return here(ot, "`overload` acts on sources refused by `max-src-conn` or `max-src-conn-rate`: give one");
+            return here(
+                ot,
+                "`overload` acts on sources refused by `max-src-conn` or `max-src-conn-rate`: give one",
+            );
         }
         let any = o.track.is_some() || o.states.is_some() || per_rule.iter().any(Option::is_some);
         if !any {
@@ -132,7 +146,12 @@ impl Parser<'_> {
         let global = match &o.track {
             Some((true, tt)) => {
                 if let Some((name, _)) = per_rule.iter().flatten().next() {
-                    return here(tt, format!("`{name}` counts per rule: it cannot be combined with `source-track global`"));
+                    return here(
+                        tt,
+                        format!(
+                            "`{name}` counts per rule: it cannot be combined with `source-track global`"
+                        ),
+                    );
                 }
                 true
             }

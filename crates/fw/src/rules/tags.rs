@@ -24,15 +24,27 @@ impl Parser<'_> {
             Tok::Word(w) | Tok::Str(w) => w.clone(),
             _ => return self.fail("a tag name"),
         };
-        if name.is_empty() || name.len() > MAX_TAG_NAME || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return here(&t, format!("bad tag name \"{name}\" (1 to {MAX_TAG_NAME} bytes, no spaces)"));
+        if name.is_empty()
+            || name.len() > MAX_TAG_NAME
+            || name.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return here(
+                &t,
+                format!("bad tag name \"{name}\" (1 to {MAX_TAG_NAME} bytes, no spaces)"),
+            );
         }
         self.next()?;
         if let Some(i) = self.rs.tags.iter().position(|n| *n == name) {
             return Ok(i as u8 + 1);
         }
         if self.rs.tags.len() >= MAX_TAGS {
-            return here(&t, format!("too many tags: \"{name}\" would be the {}th name (at most {MAX_TAGS})", MAX_TAGS + 1));
+            return here(
+                &t,
+                format!(
+                    "too many tags: \"{name}\" would be the {}th name (at most {MAX_TAGS})",
+                    MAX_TAGS + 1
+                ),
+            );
         }
         self.rs.tags.push(name);
         Ok(self.rs.tags.len() as u8)
@@ -43,7 +55,13 @@ impl Parser<'_> {
     pub(super) fn check_tag_order(&self, rule: &Rule, at: Option<&Token>) -> PResult<()> {
         let Some(at) = at else { return Ok(()) };
         if let Some(r) = self.rs.rules.iter().find(|r| r.tag.is_some() && same_pass(r, rule)) {
-            return here(at, format!("`tagged` after a rule that tags packets in the same pass (line {}) is not supported by linerate: test the tag in the next pass (e.g. `pass in ... tag T`, then `pass out ... tagged T`)", r.line));
+            return here(
+                at,
+                format!(
+                    "`tagged` after a rule that tags packets in the same pass (line {}) is not supported by linerate: test the tag in the next pass (e.g. `pass in ... tag T`, then `pass out ... tagged T`)",
+                    r.line
+                ),
+            );
         }
         Ok(())
     }

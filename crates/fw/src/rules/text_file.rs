@@ -24,7 +24,10 @@ pub(super) fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
     let mut text = String::new();
     file.take(max + 1).read_to_string(&mut text)?;
     if text.len() as u64 > max {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("larger than {} MiB", max >> 20)));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB", max >> 20),
+        ));
     }
     Ok(text)
 }
@@ -36,7 +39,11 @@ mod tests {
     #[test]
     fn devices_and_folders_are_refused_at_once() {
         let t0 = std::time::Instant::now();
-        for (path, why) in [("/dev/zero", "not a regular file"), ("/dev/urandom", "not a regular file"), ("/tmp", "not a regular file")] {
+        for (path, why) in [
+            ("/dev/zero", "not a regular file"),
+            ("/dev/urandom", "not a regular file"),
+            ("/tmp", "not a regular file"),
+        ] {
             let e = read_rule_text(Path::new(path)).expect_err(path).to_string();
             assert!(e.contains(why), "{path}: {e}");
         }

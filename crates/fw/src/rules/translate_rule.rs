@@ -43,7 +43,11 @@ impl Parser<'_> {
     /// After `rdr-to` / `nat-to` (the keyword `t`, not consumed): the target, up to the end
     /// of the rule.
     pub(super) fn translate_option(&mut self, t: &Token) -> PResult<(NatKind, NatTarget, Token)> {
-        let kind = if matches!(&t.tok, Tok::Word(w) if w == "rdr-to") { NatKind::Rdr } else { NatKind::Nat };
+        let kind = if matches!(&t.tok, Tok::Word(w) if w == "rdr-to") {
+            NatKind::Rdr
+        } else {
+            NatKind::Nat
+        };
         self.next()?;
         let target = self.nat_target(kind, t)?;
         Ok((kind, target, t.clone()))
@@ -51,21 +55,40 @@ impl Parser<'_> {
 
     /// Pass rule `rule`, which translates as `tr` says: its translation rule, or the error
     /// that says why it cannot be one.
-    pub(super) fn pass_translation(&mut self, mut rule: Rule, (kind, target, t): (NatKind, NatTarget, Token)) -> PResult<()> {
+    pub(super) fn pass_translation(
+        &mut self,
+        mut rule: Rule,
+        (kind, target, t): (NatKind, NatTarget, Token),
+    ) -> PResult<()> {
         let keyword = if kind == NatKind::Rdr { "rdr-to" } else { "nat-to" };
         let dir = if kind == NatKind::Rdr { Dir::In } else { Dir::Out };
         if rule.action != Action::Pass {
             return here(&t, format!("`{keyword}` only applies to pass rules"));
         }
         if rule.dir != Some(dir) {
-            return here(&t, format!("`{keyword}` on a pass rule that is not `{}` is not supported by linerate", if dir == Dir::In { "in" } else { "out" }));
+            return here(
+                &t,
+                format!(
+                    "`{keyword}` on a pass rule that is not `{}` is not supported by linerate",
+                    if dir == Dir::In { "in" } else { "out" }
+                ),
+            );
         }
         let v6_host = |m: &AddrMatch| matches!(m, AddrMatch::List(items) if items.iter().any(|i| matches!(i.target, AddrTarget::Prefix(p) if p.af == Af::Inet6)));
         if rule.af == Some(Af::Inet6) || v6_host(&rule.src) || v6_host(&rule.dst) {
-            return here(&t, "IPv6 translation is not supported by linerate (rdr-to and nat-to are IPv4 only)");
+            return here(
+                &t,
+                "IPv6 translation is not supported by linerate (rdr-to and nat-to are IPv4 only)",
+            );
         }
         if let Some(what) = option_of(&rule) {
-            return here(&t, format!("`{keyword}` on a pass rule with {what} is not supported by linerate: it becomes a `{} pass` rule, which has no such option", kind.name()));
+            return here(
+                &t,
+                format!(
+                    "`{keyword}` on a pass rule with {what} is not supported by linerate: it becomes a `{} pass` rule, which has no such option",
+                    kind.name()
+                ),
+            );
         }
         // Beside OpenBSD's other translation rules of the other kind (`match out ... nat-to`
         // with `pass in ... rdr-to`), which translate other packets; not beside pf's.
@@ -74,16 +97,35 @@ impl Parser<'_> {
             !self.is_pass_translation(n.line) && (!from_match || n.kind == kind)
         };
         if let Some(n) = self.rs.nat.iter().find(in_the_way) {
-            return here(&t, format!("`{keyword}` on a pass rule together with translation rules (line {}) is not supported by linerate: write one or the other", n.line));
+            return here(
+                &t,
+                format!(
+                    "`{keyword}` on a pass rule together with translation rules (line {}) is not supported by linerate: write one or the other",
+                    n.line
+                ),
+            );
         }
         let af = rule.af;
         // Compared with the others as what it is: a rule for IPv4 packets.
         rule.af = Some(Af::Inet);
-        let hosts = super::hosts::Hosts::between((rule.src.clone(), rule.src_ports.clone()), (rule.dst.clone(), rule.dst_ports.clone()));
-        let m = Matching { ifaces: rule.ifaces.clone(), iface_neg: rule.iface_neg, af, protos: rule.protos.clone(), hosts };
+        let hosts = super::hosts::Hosts::between(
+            (rule.src.clone(), rule.src_ports.clone()),
+            (rule.dst.clone(), rule.dst_ports.clone()),
+        );
+        let m = Matching {
+            ifaces: rule.ifaces.clone(),
+            iface_neg: rule.iface_neg,
+            af,
+            protos: rule.protos.clone(),
+            hosts,
+        };
         let at = Token { line: rule.line, ..t };
         self.rs.nat.push(super::nat::nat_rule_of(kind, false, true, m, Some(target), &at));
-        self.pass_translations.push(PassTranslation { rule, keyword, position: self.rs.rules.len() });
+        self.pass_translations.push(PassTranslation {
+            rule,
+            keyword,
+            position: self.rs.rules.len(),
+        });
         Ok(())
     }
 
@@ -95,16 +137,45 @@ impl Parser<'_> {
             let (line, kw) = (p.rule.line, p.keyword);
             let meets = |r: &Rule| crate::classifier::tree::may_overlap(r, &p.rule, tables);
             let earlier_quick = self.rs.rules[..p.position].iter().find(|r| r.quick && meets(r));
-            let later = if p.rule.quick { None } else { self.rs.rules[p.position..].iter().find(|r| meets(r)) };
-            let why = "pf translates only the packets the rule decides, linerate every packet it matches";
+            let later = if p.rule.quick {
+                None
+            } else {
+                self.rs.rules[p.position..].iter().find(|r| meets(r))
+            };
+            let why =
+                "pf translates only the packets the rule decides, linerate every packet it matches";
             if let Some(r) = earlier_quick {
-                return Err(PErr::Here(0, line, 1, format!("`{kw}` on a pass rule after a `quick` rule that may decide some of its packets (line {}) is not supported by linerate: {why}", r.line)));
+                return Err(PErr::Here(
+                    0,
+                    line,
+                    1,
+                    format!(
+                        "`{kw}` on a pass rule after a `quick` rule that may decide some of its packets (line {}) is not supported by linerate: {why}",
+                        r.line
+                    ),
+                ));
             }
             if let Some(r) = later {
-                return Err(PErr::Here(0, line, 1, format!("`{kw}` on a pass rule that is not `quick`, before a rule that may decide some of its packets (line {}), is not supported by linerate: {why}; make it `quick`", r.line)));
+                return Err(PErr::Here(
+                    0,
+                    line,
+                    1,
+                    format!(
+                        "`{kw}` on a pass rule that is not `quick`, before a rule that may decide some of its packets (line {}), is not supported by linerate: {why}; make it `quick`",
+                        r.line
+                    ),
+                ));
             }
             if let Some(o) = self.pass_translations[k + 1..].iter().find(|o| meets(&o.rule)) {
-                return Err(PErr::Here(0, o.rule.line, 1, format!("two pass rules that translate and may match the same packets (lines {line} and {}) are not supported by linerate", o.rule.line)));
+                return Err(PErr::Here(
+                    0,
+                    o.rule.line,
+                    1,
+                    format!(
+                        "two pass rules that translate and may match the same packets (lines {line} and {}) are not supported by linerate",
+                        o.rule.line
+                    ),
+                ));
             }
         }
         Ok(())
@@ -113,14 +184,24 @@ impl Parser<'_> {
 
 /// The first option of `r` that a translation rule cannot carry, named for the error.
 fn option_of(r: &Rule) -> Option<&'static str> {
-    let default_flags = r.flags.is_none() || r.flags == Some((tcp_flags::SYN, tcp_flags::SYN | tcp_flags::ACK));
+    let default_flags =
+        r.flags.is_none() || r.flags == Some((tcp_flags::SYN, tcp_flags::SYN | tcp_flags::ACK));
     [
-        (r.keep_state != StateMode::Keep, "`no state`, `modulate state`, `synproxy state` or `keep state (sloppy)`"),
+        (
+            r.keep_state != StateMode::Keep,
+            "`no state`, `modulate state`, `synproxy state` or `keep state (sloppy)`",
+        ),
         (!default_flags, "`flags`"),
         (r.label.is_some(), "`label`"),
         (r.log != LogMode::default(), "`log`"),
         (r.tag.is_some() || r.tagged.is_some(), "`tag` or `tagged`"),
-        (r.max_states.is_some() || r.src_track.is_some() || !r.state_timeouts.is_empty() || r.state_policy.is_some(), "state options"),
+        (
+            r.max_states.is_some()
+                || r.src_track.is_some()
+                || !r.state_timeouts.is_empty()
+                || r.state_policy.is_some(),
+            "state options",
+        ),
         (r.allow_opts, "`allow-opts`"),
         (r.ridentifier.is_some(), "`ridentifier`"),
         (r.route.is_some(), "`route-to` or `reply-to`"),
@@ -153,7 +234,12 @@ mod tests {
     #[test]
     fn a_translating_pass_rule_is_its_translation_rule_with_pass() {
         let rdr = "pass in quick on lr-wan proto tcp from any to 192.0.2.1 port 80 rdr-to 10.0.0.5 port 8080\n";
-        assert_eq!(nat_of(rdr), nat_of("rdr pass on lr-wan proto tcp from any to 192.0.2.1 port 80 -> 10.0.0.5 port 8080\n"));
+        assert_eq!(
+            nat_of(rdr),
+            nat_of(
+                "rdr pass on lr-wan proto tcp from any to 192.0.2.1 port 80 -> 10.0.0.5 port 8080\n"
+            )
+        );
         let nat = "pass out on lr-wan inet from 10.0.0.0/24 nat-to 192.0.2.1\n";
         assert_eq!(nat_of(nat), nat_of("nat pass on lr-wan inet from 10.0.0.0/24 -> 192.0.2.1\n"));
         assert!(rules(rdr).unwrap().rules.is_empty(), "no filter rule is left of it");
@@ -175,8 +261,13 @@ pass in on lr-lan
         assert_eq!((rs.rules.len(), rs.nat.len()), (5, 1));
         assert!(rs.nat[0].pass);
         // With OpenBSD's outbound NAT (before the quick rules, as `match` rules must be).
-        let rs = rules(&format!("match out on lr-wan inet from 10.0.0.0/24 nat-to 192.0.2.1\n{text}")).unwrap();
-        assert_eq!(rs.nat.iter().map(|n| (n.kind, n.pass)).collect::<Vec<_>>(), [(NatKind::Nat, false), (NatKind::Rdr, true)]);
+        let rs =
+            rules(&format!("match out on lr-wan inet from 10.0.0.0/24 nat-to 192.0.2.1\n{text}"))
+                .unwrap();
+        assert_eq!(
+            rs.nat.iter().map(|n| (n.kind, n.pass)).collect::<Vec<_>>(),
+            [(NatKind::Nat, false), (NatKind::Rdr, true)]
+        );
     }
 
     #[test]
@@ -194,12 +285,30 @@ pass in on lr-lan
                 "pass in quick on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\npass in quick on lr-wan inet proto tcp to port 80:81 rdr-to 10.0.0.6\n",
                 "r.conf:2:1: two pass rules that translate and may match the same packets (lines 1 and 2)",
             ),
-            ("pass in quick on lr-wan inet proto tcp to port 80 label \"web\" rdr-to 10.0.0.5\n", "r.conf:1:63: `rdr-to` on a pass rule with `label` is not supported by linerate"),
-            ("pass out on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:1:46: `rdr-to` on a pass rule that is not `in` is not supported by linerate"),
-            ("pass in quick on lr-wan inet6 proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:1:52: IPv6 translation is not supported by linerate"),
-            ("pass in quick on lr-wan proto tcp to 2001:db8::1 port 80 rdr-to 10.0.0.5\n", "r.conf:1:58: IPv6 translation is not supported by linerate"),
-            ("match out on lr-wan inet from 10.0.0.0/8 nat-to 192.0.2.1\npass out quick on lr-wan inet nat-to 192.0.2.2\n", "r.conf:2:31: `nat-to` on a pass rule together with translation rules (line 1)"),
-            ("nat on lr-wan from 10.0.0.0/8 -> 192.0.2.1\npass in quick on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n", "r.conf:2:51: `rdr-to` on a pass rule together with translation rules (line 1)"),
+            (
+                "pass in quick on lr-wan inet proto tcp to port 80 label \"web\" rdr-to 10.0.0.5\n",
+                "r.conf:1:63: `rdr-to` on a pass rule with `label` is not supported by linerate",
+            ),
+            (
+                "pass out on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n",
+                "r.conf:1:46: `rdr-to` on a pass rule that is not `in` is not supported by linerate",
+            ),
+            (
+                "pass in quick on lr-wan inet6 proto tcp to port 80 rdr-to 10.0.0.5\n",
+                "r.conf:1:52: IPv6 translation is not supported by linerate",
+            ),
+            (
+                "pass in quick on lr-wan proto tcp to 2001:db8::1 port 80 rdr-to 10.0.0.5\n",
+                "r.conf:1:58: IPv6 translation is not supported by linerate",
+            ),
+            (
+                "match out on lr-wan inet from 10.0.0.0/8 nat-to 192.0.2.1\npass out quick on lr-wan inet nat-to 192.0.2.2\n",
+                "r.conf:2:31: `nat-to` on a pass rule together with translation rules (line 1)",
+            ),
+            (
+                "nat on lr-wan from 10.0.0.0/8 -> 192.0.2.1\npass in quick on lr-wan inet proto tcp to port 80 rdr-to 10.0.0.5\n",
+                "r.conf:2:51: `rdr-to` on a pass rule together with translation rules (line 1)",
+            ),
         ];
         for (text, want) in cases {
             let got = rules(text).expect_err(text);

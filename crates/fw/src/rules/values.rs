@@ -15,7 +15,10 @@ pub(super) fn af_name(af: Af) -> &'static str {
 /// all digits: `0x10`), or a service name as pfctl resolves it ([`super::services`]).
 pub(super) fn port_number(w: &str) -> Option<u16> {
     let hex = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X"));
-    w.parse().ok().or_else(|| u16::from_str_radix(hex?, 16).ok()).or_else(|| super::services::service_port(w))
+    w.parse()
+        .ok()
+        .or_else(|| u16::from_str_radix(hex?, 16).ok())
+        .or_else(|| super::services::service_port(w))
 }
 
 /// `S/SA`, `/SA`: (set, mask). Letters F S R P A U E W.
@@ -87,7 +90,11 @@ pub fn parse_prefix(w: &str) -> Option<Prefix> {
 }
 
 /// Table file: one `[!]prefix` per whitespace-separated word, `#` comments.
-pub fn parse_table_file(text: &str, path: &Path, out: &mut Vec<TableEntry>) -> Result<(), RuleError> {
+pub fn parse_table_file(
+    text: &str,
+    path: &Path,
+    out: &mut Vec<TableEntry>,
+) -> Result<(), RuleError> {
     for (ln, line) in text.lines().enumerate() {
         let body = line.split('#').next().unwrap_or("");
         let mut col = 1;

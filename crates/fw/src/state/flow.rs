@@ -89,7 +89,14 @@ impl Flow {
     #[inline]
     fn v4_id(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16, icmp_id: u16) -> Flow {
         let (sport, dport) = key_ports(proto_, sport, dport, icmp_id);
-        FlowV4::from_wire(proto_, src.to_be_bytes(), sport.to_be_bytes(), dst.to_be_bytes(), dport.to_be_bytes()).flow()
+        FlowV4::from_wire(
+            proto_,
+            src.to_be_bytes(),
+            sport.to_be_bytes(),
+            dst.to_be_bytes(),
+            dport.to_be_bytes(),
+        )
+        .flow()
     }
 
     /// The flow of an IPv6 packet (ports as in [`Flow::v4`]).
@@ -102,16 +109,23 @@ impl Flow {
     fn v6_id(proto_: u8, src: u128, sport: u16, dst: u128, dport: u16, icmp_id: u16) -> Flow {
         let (sport, dport) = key_ports(proto_, sport, dport, icmp_id);
         let from_a = (src, sport) <= (dst, dport);
-        let ((a, pa), (b, pb)) = if from_a { ((src, sport), (dst, dport)) } else { ((dst, dport), (src, sport)) };
-        let tail = u64::from(pa) | u64::from(pb) << 16 | u64::from(proto_) << PROTO_SHIFT | 6 << AF_SHIFT;
-        Flow { key: FlowKey { w: [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64, tail] }, from_a }
+        let ((a, pa), (b, pb)) =
+            if from_a { ((src, sport), (dst, dport)) } else { ((dst, dport), (src, sport)) };
+        let tail =
+            u64::from(pa) | u64::from(pb) << 16 | u64::from(proto_) << PROTO_SHIFT | 6 << AF_SHIFT;
+        Flow {
+            key: FlowKey { w: [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64, tail] },
+            from_a,
+        }
     }
 
     /// The flow of a packet key (IPv4 keys hold the address in the low 32 bits).
     #[inline]
     pub fn of(k: &PacketKey) -> Flow {
         match k.af {
-            Af::Inet => Flow::v4_id(k.proto, k.src as u32, k.src_port, k.dst as u32, k.dst_port, k.icmp_id),
+            Af::Inet => {
+                Flow::v4_id(k.proto, k.src as u32, k.src_port, k.dst as u32, k.dst_port, k.icmp_id)
+            }
             Af::Inet6 => Flow::v6_id(k.proto, k.src, k.src_port, k.dst, k.dst_port, k.icmp_id),
         }
     }
@@ -144,15 +158,29 @@ impl FlowV4 {
     #[inline(always)]
     pub fn new(proto_: u8, src: u32, sport: u16, dst: u32, dport: u16) -> FlowV4 {
         let (sport, dport) = key_ports(proto_, sport, dport, 0);
-        FlowV4::from_wire(proto_, src.to_be_bytes(), sport.to_be_bytes(), dst.to_be_bytes(), dport.to_be_bytes())
+        FlowV4::from_wire(
+            proto_,
+            src.to_be_bytes(),
+            sport.to_be_bytes(),
+            dst.to_be_bytes(),
+            dport.to_be_bytes(),
+        )
     }
 
     /// The flow of a TCP or UDP packet from its header's bytes as they are on the wire
     /// (addresses, then ports): [`FlowV4::new`] of the same fields, without converting them
     /// from network byte order (not for ICMP, whose key maps the type first).
     #[inline(always)]
-    pub fn from_wire(proto_: u8, src: [u8; 4], sport: [u8; 2], dst: [u8; 4], dport: [u8; 2]) -> FlowV4 {
-        let endpoint = |addr: [u8; 4], port: [u8; 2]| u64::from(u32::from_le_bytes(addr)) << 16 | u64::from(u16::from_le_bytes(port));
+    pub fn from_wire(
+        proto_: u8,
+        src: [u8; 4],
+        sport: [u8; 2],
+        dst: [u8; 4],
+        dport: [u8; 2],
+    ) -> FlowV4 {
+        let endpoint = |addr: [u8; 4], port: [u8; 2]| {
+            u64::from(u32::from_le_bytes(addr)) << 16 | u64::from(u16::from_le_bytes(port))
+        };
         let (s, d) = (endpoint(src, sport), endpoint(dst, dport));
         let from_a = s <= d;
         let (a, b) = if from_a { (s, d) } else { (d, s) };
@@ -302,7 +330,22 @@ mod tests {
     use crate::packet::Dir;
 
     fn key(af: Af, p: u8, src: u128, sp: u16, dst: u128, dp: u16) -> PacketKey {
-        PacketKey { af, dir: Dir::In, iface: 0, proto: p, src, dst, src_port: sp, dst_port: dp, tcp_flags: 0, len: 0, icmp_id: 0, ip_opts: false, route: 0, tag: 0 }
+        PacketKey {
+            af,
+            dir: Dir::In,
+            iface: 0,
+            proto: p,
+            src,
+            dst,
+            src_port: sp,
+            dst_port: dp,
+            tcp_flags: 0,
+            len: 0,
+            icmp_id: 0,
+            ip_opts: false,
+            route: 0,
+            tag: 0,
+        }
     }
 
     #[test]
@@ -336,7 +379,9 @@ mod tests {
     #[test]
     fn v4_flow_is_the_flow() {
         let h = FlowHasher::new(5);
-        for (p, s, sp, d, dp) in [(17, 1, 2, 3, 4), (6, 9, 80, 3, 40000), (1, 7, 0, 7, 0), (47, u32::MAX, 0, 0, 0)] {
+        for (p, s, sp, d, dp) in
+            [(17, 1, 2, 3, 4), (6, 9, 80, 3, 40000), (1, 7, 0, 7, 0), (47, u32::MAX, 0, 0, 0)]
+        {
             let f4 = FlowV4::new(p, s, sp, d, dp);
             let f = Flow::v4(p, s, sp, d, dp);
             assert_eq!(f4.flow(), f);

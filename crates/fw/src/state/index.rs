@@ -32,20 +32,38 @@ pub(super) fn home_of(h: u64, len: usize) -> usize {
 /// or `None` at the first empty word. The probe of [`StateTable::lookup_v4`] and of the quick
 /// lookups ([`QuickHits`]).
 #[inline(always)]
-pub(super) fn find_v4(index: &[u64], slots: &[Entry], f: &FlowV4, h: u64, i: usize) -> Option<usize> {
+pub(super) fn find_v4(
+    index: &[u64],
+    slots: &[Entry],
+    f: &FlowV4,
+    h: u64,
+    i: usize,
+) -> Option<usize> {
     find_by(index, slots, h, i, |e| e.key.is(f))
 }
 
 /// [`find_v4`] for any flow's key `k` (the quick lookups of IPv6 flows).
 #[inline(always)]
-pub(super) fn find_key(index: &[u64], slots: &[Entry], k: &FlowKey, h: u64, i: usize) -> Option<usize> {
+pub(super) fn find_key(
+    index: &[u64],
+    slots: &[Entry],
+    k: &FlowKey,
+    h: u64,
+    i: usize,
+) -> Option<usize> {
     find_by(index, slots, h, i, |e| e.key == *k)
 }
 
 /// The probe behind both: the first slot from word `i` whose tag matches `h` and whose entry
 /// `is` the flow's.
 #[inline(always)]
-fn find_by(index: &[u64], slots: &[Entry], h: u64, mut i: usize, is: impl Fn(&Entry) -> bool) -> Option<usize> {
+fn find_by(
+    index: &[u64],
+    slots: &[Entry],
+    h: u64,
+    mut i: usize,
+    is: impl Fn(&Entry) -> bool,
+) -> Option<usize> {
     let n = index.len();
     loop {
         let w = *index.get(i)?;

@@ -3,8 +3,8 @@
 use super::index::Found;
 use super::quick::mark_steady;
 use super::{
-    Class, Entry, F_INIT_B, F_SLOPPY, F_USED, Flow, InsertError, NONE, StateId, StateOptions, StateTable,
-    TcpSegment, Tmo, class, pseudo_state, sub, tcp, tcp_flags, tcp_state,
+    Class, Entry, F_INIT_B, F_SLOPPY, F_USED, Flow, InsertError, NONE, StateId, StateOptions,
+    StateTable, TcpSegment, Tmo, class, pseudo_state, sub, tcp, tcp_flags, tcp_state,
 };
 use crate::packet::{PacketKey, proto};
 
@@ -43,7 +43,14 @@ impl StateTable {
     }
 
     /// A new entry for `key`'s flow (no pf state in it yet), or `Exists`.
-    pub(super) fn create(&mut self, key: &PacketKey, rule: u32, now: u32, tcp: Option<&TcpSegment>, opts: StateOptions) -> Result<usize, InsertError> {
+    pub(super) fn create(
+        &mut self,
+        key: &PacketKey,
+        rule: u32,
+        now: u32,
+        tcp: Option<&TcpSegment>,
+        opts: StateOptions,
+    ) -> Result<usize, InsertError> {
         let Flow { key: fk, from_a } = Flow::of(key);
         let h = self.hash(&fk);
         let id = match self.find(&fk, h) {
@@ -75,12 +82,7 @@ impl StateTable {
                 id
             }
         };
-        let mut e = Entry {
-            key: fk,
-            rule,
-            flags: F_USED,
-            ..Entry::default()
-        };
+        let mut e = Entry { key: fk, rule, flags: F_USED, ..Entry::default() };
         if !from_a {
             e.flags |= F_INIT_B;
         }
@@ -112,14 +114,17 @@ impl StateTable {
             Class::Icmp => Tmo::IcmpFirst,
         };
         if opts.modulate
-            && let Some(seg) = tcp.filter(|s| s.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN)
+            && let Some(seg) =
+                tcp.filter(|s| s.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN)
             && class(fk.proto()) == Class::Tcp
         {
             e.seqdiff = self.seqdiff(h, seg.seq);
             self.modulated = true;
         }
         if opts.synproxy
-            && let Some(seg) = tcp.filter(|s| s.flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST) == tcp_flags::SYN)
+            && let Some(seg) = tcp.filter(|s| {
+                s.flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST) == tcp_flags::SYN
+            })
             && class(fk.proto()) == Class::Tcp
         {
             self.proxy_start(&mut e, id, h, seg);

@@ -28,7 +28,9 @@ impl FlowKey {
     fn endpoints(&self) -> (Endpoint, Endpoint) {
         let w = &self.w;
         if self.is_v6() {
-            let addr = |lo: u64, hi: u64| IpAddr::V6(Ipv6Addr::from_bits(u128::from(hi) << 64 | u128::from(lo)));
+            let addr = |lo: u64, hi: u64| {
+                IpAddr::V6(Ipv6Addr::from_bits(u128::from(hi) << 64 | u128::from(lo)))
+            };
             let a = Endpoint { addr: addr(w[0], w[1]), port: w[4] as u16 };
             let b = Endpoint { addr: addr(w[2], w[3]), port: (w[4] >> 16) as u16 };
             (a, b)
@@ -55,7 +57,11 @@ impl StateTable {
     pub fn states_in(&self, ids: std::ops::Range<usize>) -> impl Iterator<Item = StateId> + '_ {
         let end = ids.end.min(self.slots.len());
         let start = ids.start.min(end);
-        self.slots[start..end].iter().enumerate().filter(|(_, e): &(usize, &Entry)| e.flags & F_USED != 0).map(move |(i, _)| StateId((start + i) as u32))
+        self.slots[start..end]
+            .iter()
+            .enumerate()
+            .filter(|(_, e): &(usize, &Entry)| e.flags & F_USED != 0)
+            .map(move |(i, _)| StateId((start + i) as u32))
     }
 
     /// The initiator's and the responder's endpoints of state `id`.
@@ -70,14 +76,23 @@ impl StateTable {
 impl StateTable {
     /// `overload ... flush`: removes, among slots `ids`, the states that `af`/`addr` opened
     /// (its initiator), of rule `rule` only if given. Returns how many.
-    pub fn flush_source(&mut self, ids: std::ops::Range<usize>, af: Af, addr: u128, rule: Option<u32>) -> usize {
+    pub fn flush_source(
+        &mut self,
+        ids: std::ops::Range<usize>,
+        af: Af,
+        addr: u128,
+        rule: Option<u32>,
+    ) -> usize {
         let want = match af {
             Af::Inet => IpAddr::V4(Ipv4Addr::from_bits(addr as u32)),
             Af::Inet6 => IpAddr::V6(Ipv6Addr::from_bits(addr)),
         };
         let gone: Vec<StateId> = self
             .states_in(ids)
-            .filter(|&id| rule.is_none_or(|r| self.rule_of(id) == Some(r)) && self.ends(id).is_some_and(|e| e.initiator.addr == want))
+            .filter(|&id| {
+                rule.is_none_or(|r| self.rule_of(id) == Some(r))
+                    && self.ends(id).is_some_and(|e| e.initiator.addr == want)
+            })
             .collect();
         for &id in &gone {
             let pos = self.position_of(id.0 as usize);
@@ -131,7 +146,16 @@ mod tests {
             IpAddr::V6(v) => v.to_bits(),
         };
         let af = if src.contains(':') { Af::Inet6 } else { Af::Inet };
-        PacketKey { af, proto: proto::UDP, src: bits(src), dst: bits(dst), src_port: sport, dst_port: dport, len: 60, ..PacketKey::ZERO }
+        PacketKey {
+            af,
+            proto: proto::UDP,
+            src: bits(src),
+            dst: bits(dst),
+            src_port: sport,
+            dst_port: dport,
+            len: 60,
+            ..PacketKey::ZERO
+        }
     }
 
     #[test]
@@ -151,14 +175,23 @@ mod tests {
             .map(|id| {
                 let e = t.ends(id).unwrap();
                 assert_eq!(t.info(id).unwrap().rule, 3);
-                (format!("{}:{}", e.initiator.addr, e.initiator.port), format!("{}:{}", e.responder.addr, e.responder.port))
+                (
+                    format!("{}:{}", e.initiator.addr, e.initiator.port),
+                    format!("{}:{}", e.responder.addr, e.responder.port),
+                )
             })
             .collect();
         found.sort();
         let mut want: Vec<(String, String)> = keys
             .iter()
             .map(|k| {
-                let a = |x: u128| if k.af == Af::Inet { IpAddr::V4(Ipv4Addr::from_bits(x as u32)) } else { IpAddr::V6(Ipv6Addr::from_bits(x)) };
+                let a = |x: u128| {
+                    if k.af == Af::Inet {
+                        IpAddr::V4(Ipv4Addr::from_bits(x as u32))
+                    } else {
+                        IpAddr::V6(Ipv6Addr::from_bits(x))
+                    }
+                };
                 (format!("{}:{}", a(k.src), k.src_port), format!("{}:{}", a(k.dst), k.dst_port))
             })
             .collect();

@@ -82,12 +82,25 @@ impl RuleLimits {
     pub fn of(rs: &RuleSet) -> Option<Arc<RuleLimits>> {
         let max: Box<[u32]> = rs.rules.iter().map(|r| r.max_states.unwrap_or(0)).collect();
         let track: Box<[Option<SrcTrack>]> = rs.rules.iter().map(|r| r.src_track).collect();
-        let adaptive: Box<[Option<(u32, u32)>]> = rs.rules.iter().map(|r| r.state_adaptive).collect();
-        (max.iter().any(|&m| m > 0) || track.iter().any(Option::is_some) || adaptive.iter().any(Option::is_some)).then(|| {
+        let adaptive: Box<[Option<(u32, u32)>]> =
+            rs.rules.iter().map(|r| r.state_adaptive).collect();
+        (max.iter().any(|&m| m > 0)
+            || track.iter().any(Option::is_some)
+            || adaptive.iter().any(Option::is_some))
+        .then(|| {
             let cur = max.iter().map(|_| AtomicU32::new(0)).collect();
             let limit = u32::try_from(rs.limit_src_nodes).unwrap_or(u32::MAX);
             let sources = Sources::new(max.len(), limit, rs.timeouts.src_track);
-            Arc::new(RuleLimits { max, adaptive, cur, track, sources, overloads: Mutex::new(Vec::new()), overloaded: Condvar::new(), overloads_lost: AtomicU64::new(0) })
+            Arc::new(RuleLimits {
+                max,
+                adaptive,
+                cur,
+                track,
+                sources,
+                overloads: Mutex::new(Vec::new()),
+                overloaded: Condvar::new(),
+                overloads_lost: AtomicU64::new(0),
+            })
         })
     }
 
@@ -104,7 +117,12 @@ impl RuleLimits {
 
     /// Counts one more state of rule `i` (created by a packet of `key` at `now`): in its
     /// `max` and its source node. Nothing is counted if it is refused.
-    pub fn acquire(self: &Arc<Self>, i: usize, key: &PacketKey, now: u32) -> Result<Held, LimitRefusal> {
+    pub fn acquire(
+        self: &Arc<Self>,
+        i: usize,
+        key: &PacketKey,
+        now: u32,
+    ) -> Result<Held, LimitRefusal> {
         let max = self.counts(i);
         if max && !self.take(i) {
             return Err(LimitRefusal::Max);
@@ -126,7 +144,9 @@ impl RuleLimits {
     /// Counts one more state of rule `i`; false (and nothing counted) if it has its `max`.
     pub fn take(&self, i: usize) -> bool {
         let max = if self.max[i] == 0 { u32::MAX } else { self.max[i] };
-        self.cur[i].fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| (c < max).then_some(c + 1)).is_ok()
+        self.cur[i]
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| (c < max).then_some(c + 1))
+            .is_ok()
     }
 
     /// A state of rule `i` is gone.
@@ -157,7 +177,11 @@ impl RuleLimits {
     /// Queues an overload (once per table and address while it waits).
     fn overload(&self, ev: OverloadEvent) {
         let mut q = self.queue();
-        if q.iter().any(|e| (e.table, e.af, e.addr) == (ev.table, ev.af, ev.addr) && e.flush == ev.flush && e.rule == ev.rule) {
+        if q.iter().any(|e| {
+            (e.table, e.af, e.addr) == (ev.table, ev.af, ev.addr)
+                && e.flush == ev.flush
+                && e.rule == ev.rule
+        }) {
             return;
         }
         if q.len() >= MAX_PENDING_OVERLOADS {
@@ -171,7 +195,10 @@ impl RuleLimits {
     /// Waits up to `timeout` for overload events to be queued (they stay queued).
     pub fn wait_overloads(&self, timeout: Duration) {
         let q = self.queue();
-        let _q = self.overloaded.wait_timeout_while(q, timeout, |q| q.is_empty()).unwrap_or_else(|e| e.into_inner());
+        let _q = self
+            .overloaded
+            .wait_timeout_while(q, timeout, |q| q.is_empty())
+            .unwrap_or_else(|e| e.into_inner());
     }
 
     /// Takes the overload events queued, without waiting.
@@ -190,7 +217,9 @@ impl Held {
     /// once; `Err` if that breaks the rule's `max-src-conn` or `max-src-conn-rate`.
     pub fn establish(&mut self, now: u32) -> Result<(), ConnRefusal> {
         let (Some(k), false) = (self.source, self.established) else { return Ok(()) };
-        let t = self.limits.track[self.rule as usize].as_ref().expect("a source has its rule's tracking");
+        let t = self.limits.track[self.rule as usize]
+            .as_ref()
+            .expect("a source has its rule's tracking");
         if t.max_conn.is_none() && t.max_conn_rate.is_none() {
             // Nothing limits connections: not counted (no lock taken).
             return Ok(());
@@ -201,7 +230,13 @@ impl Held {
             && let Some(o) = t.overload
         {
             let (af, addr) = k.addr();
-            self.limits.overload(OverloadEvent { table: o.table, af, addr, flush: o.flush, rule: self.rule });
+            self.limits.overload(OverloadEvent {
+                table: o.table,
+                af,
+                addr,
+                flush: o.flush,
+                rule: self.rule,
+            });
         }
         r
     }
@@ -237,7 +272,9 @@ mod tests {
 
     #[test]
     fn counts_up_to_max_and_back() {
-        let rs = parse("pass in all keep state (max 2)\npass out all\n", Path::new("t.conf"), &|_| None).unwrap();
+        let rs =
+            parse("pass in all keep state (max 2)\npass out all\n", Path::new("t.conf"), &|_| None)
+                .unwrap();
         let l = RuleLimits::of(&rs).unwrap();
         assert!(l.limits(0) && !l.limits(1) && !l.limits(7));
         assert!(l.take(0) && l.take(0) && !l.take(0));
@@ -248,6 +285,8 @@ mod tests {
             l.give_back(0);
         }
         assert_eq!(l.current(0), 0);
-        assert!(RuleLimits::of(&parse("pass all\n", Path::new("t.conf"), &|_| None).unwrap()).is_none());
+        assert!(
+            RuleLimits::of(&parse("pass all\n", Path::new("t.conf"), &|_| None).unwrap()).is_none()
+        );
     }
 }

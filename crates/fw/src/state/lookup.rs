@@ -2,12 +2,13 @@
 //! ([`StateTable::lookup_v4`]), and ICMP errors matched to the flow they quote.
 
 use super::index::{Found, find_v4};
+use super::proxy::{PROXIED, PROXY_DST, PROXY_SRC};
 use super::quick::{mark_steady, steady_bits};
 use super::{
-    Class, Entry, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation, StateDropReason, StateId, StateLookup,
-    StateTable, StateVerdict, TcpSegment, Tmo, class, pseudo_states, tcp, tcp_flags, tcp_state,
+    Class, Entry, F_INIT_B, F_SLOPPY, Flow, FlowHit, FlowV4, IcmpErrorMatch, Modulation,
+    StateDropReason, StateId, StateLookup, StateTable, StateVerdict, TcpSegment, Tmo, class,
+    pseudo_states, tcp, tcp_flags, tcp_state,
 };
-use super::proxy::{PROXIED, PROXY_DST, PROXY_SRC};
 use crate::packet::{PacketKey, proto};
 
 /// A hit of the general lookup, tracked.
@@ -33,7 +34,13 @@ impl StateTable {
     /// ([`Flow::of`] its key; `flags`: its TCP flags): the data plane keeps the flow's
     /// orientation for the passes that follow.
     #[inline]
-    pub fn lookup_flow(&mut self, f: &Flow, tcp: Option<&TcpSegment>, flags: u8, now: u32) -> StateLookup {
+    pub fn lookup_flow(
+        &mut self,
+        f: &Flow,
+        tcp: Option<&TcpSegment>,
+        flags: u8,
+        now: u32,
+    ) -> StateLookup {
         let found = self.find(&f.key, self.hash(&f.key));
         match self.track(found, f.from_a, f.key.proto(), tcp, flags, now) {
             Some(Tracked { id, from_init, verdict, .. }) => {
@@ -50,7 +57,14 @@ impl StateTable {
     /// Written as one straight path for a UDP hit, everything else out of line, so that the
     /// loop that inlines it keeps its registers for the common case.
     #[inline(always)]
-    pub fn lookup_v4(&mut self, f: &FlowV4, h: u64, probe: Option<u32>, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
+    pub fn lookup_v4(
+        &mut self,
+        f: &FlowV4,
+        h: u64,
+        probe: Option<u32>,
+        tcp: Option<&TcpSegment>,
+        now: u32,
+    ) -> Option<FlowHit> {
         // From where the prefetch pass's probe stopped, else from the home bucket.
         let start = match probe {
             Some(p) => p as usize,
@@ -67,11 +81,16 @@ impl StateTable {
         };
         let scaled = self.len > self.adaptive_from;
         let e = self.slots.get_mut(id)?;
-        if e.expire <= now || f.proto() != proto::UDP || scaled || e.allow & super::RULE_ADAPTIVE != 0 {
+        if e.expire <= now
+            || f.proto() != proto::UDP
+            || scaled
+            || e.allow & super::RULE_ADAPTIVE != 0
+        {
             return self.lookup_v4_slow(f, h, tcp, now);
         }
         let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
-        let t = if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
+        let t =
+            if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
         steady_bits(e, self.want);
@@ -81,17 +100,34 @@ impl StateTable {
         }
         self.counters.hits += 1;
         let want = self.want[usize::from(f.from_a())];
-        Some(FlowHit { id: StateId(id as u32), rule: e.rule, verdict: StateVerdict::Pass, settled: e.flags & want == want })
+        Some(FlowHit {
+            id: StateId(id as u32),
+            rule: e.rule,
+            verdict: StateVerdict::Pass,
+            settled: e.flags & want == want,
+        })
     }
 
     /// [`lookup_v4`](Self::lookup_v4) for everything but a UDP hit: the general lookup.
     #[inline(never)]
-    fn lookup_v4_slow(&mut self, f: &FlowV4, h: u64, tcp: Option<&TcpSegment>, now: u32) -> Option<FlowHit> {
+    fn lookup_v4_slow(
+        &mut self,
+        f: &FlowV4,
+        h: u64,
+        tcp: Option<&TcpSegment>,
+        now: u32,
+    ) -> Option<FlowHit> {
         let found = self.find(&f.flow().key, h);
         let flags = tcp.map_or(0, |s| s.flags);
-        let Tracked { id, verdict, rule, .. } = self.track(found, f.from_a(), f.proto(), tcp, flags, now)?;
+        let Tracked { id, verdict, rule, .. } =
+            self.track(found, f.from_a(), f.proto(), tcp, flags, now)?;
         let want = self.want[usize::from(f.from_a())];
-        Some(FlowHit { id: StateId(id as u32), rule, verdict, settled: self.slots[id].flags & want == want })
+        Some(FlowHit {
+            id: StateId(id as u32),
+            rule,
+            verdict,
+            settled: self.slots[id].flags & want == want,
+        })
     }
 
     /// The lookup proper, given the outcome of `find`: what it found, on a hit.
@@ -125,12 +161,14 @@ impl StateTable {
         // connections from then on).
         let mut established = false;
         let refresh = match class(proto_) {
-            Class::Udp | Class::Other => Some(match (proto_ == proto::UDP, pseudo_states(&mut e.pseudo, from_init)) {
-                (true, true) => Tmo::UdpMultiple,
-                (true, false) => Tmo::UdpSingle,
-                (false, true) => Tmo::OtherMultiple,
-                (false, false) => Tmo::OtherSingle,
-            }),
+            Class::Udp | Class::Other => {
+                Some(match (proto_ == proto::UDP, pseudo_states(&mut e.pseudo, from_init)) {
+                    (true, true) => Tmo::UdpMultiple,
+                    (true, false) => Tmo::UdpSingle,
+                    (false, true) => Tmo::OtherMultiple,
+                    (false, false) => Tmo::OtherSingle,
+                })
+            }
             Class::Icmp => Some(Tmo::IcmpError),
             Class::Tcp => {
                 let flags = tcp.map_or(flags, |s| s.flags);
@@ -147,7 +185,8 @@ impl StateTable {
                     self.counters.misses += 1;
                     return None;
                 }
-                let opening = src.state < tcp_state::ESTABLISHED || dst.state < tcp_state::ESTABLISHED;
+                let opening =
+                    src.state < tcp_state::ESTABLISHED || dst.state < tcp_state::ESTABLISHED;
                 let demodulated;
                 let tcp = match tcp {
                     // `modulate state`: each end acknowledges the other's shifted numbers; the
@@ -170,7 +209,9 @@ impl StateTable {
                     },
                     _ => Some(tcp::track_sloppy(src, dst, flags)),
                 };
-                established = opening && src.state == tcp_state::ESTABLISHED && dst.state == tcp_state::ESTABLISHED;
+                established = opening
+                    && src.state == tcp_state::ESTABLISHED
+                    && dst.state == tcp_state::ESTABLISHED;
                 t
             }
         };
@@ -214,7 +255,12 @@ impl StateTable {
     /// addressed to the quoted packet's source. `None` also for a quoted sequence number
     /// outside the window: see [`match_icmp_error`](Self::match_icmp_error) to tell the two
     /// apart.
-    pub fn lookup_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> Option<StateId> {
+    pub fn lookup_icmp_error(
+        &mut self,
+        quoted: &PacketKey,
+        quoted_tcp_seq: Option<u32>,
+        now: u32,
+    ) -> Option<StateId> {
         match self.match_icmp_error(quoted, quoted_tcp_seq, now) {
             IcmpErrorMatch::Pass(id) => Some(id),
             IcmpErrorMatch::BadSeq(_) | IcmpErrorMatch::Miss => None,
@@ -224,7 +270,12 @@ impl StateTable {
     /// As [`lookup_icmp_error`](Self::lookup_icmp_error), telling a miss (the rules decide,
     /// as pf does) from a state whose window the quoted sequence number is outside (pf drops
     /// the error without evaluating the rules).
-    pub fn match_icmp_error(&mut self, quoted: &PacketKey, quoted_tcp_seq: Option<u32>, now: u32) -> IcmpErrorMatch {
+    pub fn match_icmp_error(
+        &mut self,
+        quoted: &PacketKey,
+        quoted_tcp_seq: Option<u32>,
+        now: u32,
+    ) -> IcmpErrorMatch {
         let Flow { key: fk, from_a } = Flow::of(quoted);
         let h = self.hash(&fk);
         let Found { pos, id } = match self.find(&fk, h) {
@@ -241,7 +292,9 @@ impl StateTable {
             self.counters.icmp_error_misses += 1;
             return IcmpErrorMatch::Miss;
         }
-        if let (Class::Tcp, Some(seq), false) = (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0) {
+        if let (Class::Tcp, Some(seq), false) =
+            (class(fk.proto()), quoted_tcp_seq, e.flags & F_SLOPPY != 0)
+        {
             let from_init = from_a ^ (e.flags & F_INIT_B != 0);
             // An error about a packet of a modulated flow comes from beyond the firewall: it
             // quotes the shifted sequence number (pf_test_state_icmp).
@@ -311,14 +364,24 @@ fn modulation_for(seqdiff: u32, key: u64, from_init: bool) -> Modulation {
         0 => 1,
         d => d,
     };
-    if from_init { Modulation { seq_add: seqdiff, ack_sub: responder } } else { Modulation { seq_add: responder, ack_sub: seqdiff } }
+    if from_init {
+        Modulation { seq_add: seqdiff, ack_sub: responder }
+    } else {
+        Modulation { seq_add: responder, ack_sub: seqdiff }
+    }
 }
 
 /// A UDP hit's entry under its rule's own timeouts (`profile` not 0), after the fast path
 /// refreshed it by the table's: the rule's deadline, and no steady bits (`quick.rs`).
 #[cold]
 #[inline(never)]
-fn own_timeouts(e: &mut Entry, secs: &[u32; Tmo::ALL.len()], profiles: &[[Option<u32>; Tmo::ALL.len()]], now: u32, t: Tmo) {
+fn own_timeouts(
+    e: &mut Entry,
+    secs: &[u32; Tmo::ALL.len()],
+    profiles: &[[Option<u32>; Tmo::ALL.len()]],
+    now: u32,
+    t: Tmo,
+) {
     e.expire = super::deadline(secs, profiles, now, t, e.profile);
     mark_steady(e, [0, 0]);
 }

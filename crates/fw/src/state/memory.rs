@@ -43,12 +43,17 @@ impl StateMemory {
         if capacity > MAX_LIMIT {
             return Err(StateAllocError::TooLarge(capacity));
         }
-        let no_memory = |why: String| StateAllocError::NoMemory { states: capacity, bytes: StateMemory::bytes(capacity), why };
+        let no_memory = |why: String| StateAllocError::NoMemory {
+            states: capacity,
+            bytes: StateMemory::bytes(capacity),
+            why,
+        };
         let mut slots = Vec::new();
         slots.try_reserve_exact(capacity).map_err(|e| no_memory(e.to_string()))?;
         let mut tcp = Vec::new();
         tcp.try_reserve_exact(capacity).map_err(|e| no_memory(e.to_string()))?;
-        let index = HugeArray::zeroed(index_words(capacity)).map_err(|e| no_memory(e.to_string()))?;
+        let index =
+            HugeArray::zeroed(index_words(capacity)).map_err(|e| no_memory(e.to_string()))?;
         // Huge pages for the arrays' pages, as for the index: at millions of states a slot
         // access would otherwise miss the TLB as well as the cache.
         advise_huge(slots.spare_capacity_mut());
@@ -58,7 +63,8 @@ impl StateMemory {
 
     /// Bytes reserved for `capacity` states (104 per state, see the module doc of `state`).
     pub fn bytes(capacity: usize) -> usize {
-        capacity * (size_of::<Entry>() + size_of::<[Peer; 2]>()) + index_words(capacity) * size_of::<u64>()
+        capacity * (size_of::<Entry>() + size_of::<[Peer; 2]>())
+            + index_words(capacity) * size_of::<u64>()
     }
 
     pub fn capacity(&self) -> usize {

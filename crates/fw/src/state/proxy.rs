@@ -21,7 +21,10 @@
 //! handshake keeps no option but the MSS: neither end scales its window or uses timestamps
 //! or SACK, as with pf.
 
-use super::{Entry, F_INIT_B, StateDropReason, StateId, StateTable, StateVerdict, TcpSegment, Tmo, sub, tcp, tcp_flags, tcp_state};
+use super::{
+    Entry, F_INIT_B, StateDropReason, StateId, StateTable, StateVerdict, TcpSegment, Tmo, sub, tcp,
+    tcp_flags, tcp_state,
+};
 
 /// The client's SYN is answered, its ACK awaited.
 pub(super) const PROXY_SRC: u8 = 1;
@@ -120,7 +123,11 @@ impl StateTable {
         e.set_proxy(PROXY_SRC);
         e.seqdiff = r;
         self.counters.synproxy_syn_acks += 1;
-        self.proxy_step = Some(ProxyStep::SynAck { id: StateId(id as u32), seq: r, ack: seg.seq.wrapping_add(1) });
+        self.proxy_step = Some(ProxyStep::SynAck {
+            id: StateId(id as u32),
+            seq: r,
+            ack: seg.seq.wrapping_add(1),
+        });
     }
 
     /// The router's initial sequence number for a proxied connection: a keyed hash of the
@@ -136,7 +143,13 @@ impl StateTable {
     /// [`take_proxy`](Self::take_proxy)'s step. Returns the verdict and the timeout to set.
     #[cold]
     #[inline(never)]
-    pub(super) fn proxy_track(&mut self, id: usize, from_init: bool, seg: Option<&TcpSegment>, now: u32) -> StateVerdict {
+    pub(super) fn proxy_track(
+        &mut self,
+        id: usize,
+        from_init: bool,
+        seg: Option<&TcpSegment>,
+        now: u32,
+    ) -> StateVerdict {
         const SAR: u8 = tcp_flags::SYN | tcp_flags::ACK | tcp_flags::RST;
         let drop = StateVerdict::Drop(StateDropReason::Synproxy);
         self.proxy_step = None;
@@ -152,7 +165,9 @@ impl StateTable {
             // The client's ACK of the router's SYN-ACK (in either phase: a repeated ACK
             // repeats the SYN, pf_synproxy).
             (PROXY_SRC | PROXY_DST, true, Some(g))
-                if g.flags & SAR == tcp_flags::ACK && g.ack == r.wrapping_add(1) && g.seq == c.seqlo.wrapping_add(1) =>
+                if g.flags & SAR == tcp_flags::ACK
+                    && g.ack == r.wrapping_add(1)
+                    && g.seq == c.seqlo.wrapping_add(1) =>
             {
                 e.set_proxy(PROXY_DST);
                 c.max_win = g.win.max(1);
@@ -166,7 +181,10 @@ impl StateTable {
                 ProxyStep::SynToServer { seq: c.seqlo, win: g.win, mss }
             }
             // The server's SYN-ACK of the router's SYN.
-            (PROXY_DST, false, Some(g)) if g.flags & SAR == tcp_flags::SYN | tcp_flags::ACK && g.ack == c.seqlo.wrapping_add(1) => {
+            (PROXY_DST, false, Some(g))
+                if g.flags & SAR == tcp_flags::SYN | tcp_flags::ACK
+                    && g.ack == c.seqlo.wrapping_add(1) =>
+            {
                 s.max_win = g.win.max(1);
                 let (cs, ss) = (c.seqlo, g.seq);
                 // pf_synproxy: each end's window edge from the other's window, no scaling.
@@ -186,8 +204,16 @@ impl StateTable {
                 self.modulated = true;
                 self.counters.synproxy_established += 1;
                 ProxyStep::Established {
-                    to_server: ProxyReply { seq: cs.wrapping_add(1), ack: ss.wrapping_add(1), win: c.max_win },
-                    to_client: ProxyReply { seq: ss.wrapping_add(1), ack: cs.wrapping_add(1), win: s.max_win },
+                    to_server: ProxyReply {
+                        seq: cs.wrapping_add(1),
+                        ack: ss.wrapping_add(1),
+                        win: c.max_win,
+                    },
+                    to_client: ProxyReply {
+                        seq: ss.wrapping_add(1),
+                        ack: cs.wrapping_add(1),
+                        win: s.max_win,
+                    },
                 }
             }
             _ => {

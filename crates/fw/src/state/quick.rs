@@ -105,8 +105,13 @@ impl StateTable {
     /// [`QuickHits::udp_v4`] on every packet of a batch, then the general lookup on those it
     /// leaves, in order.
     pub fn quick(&mut self, now: u32) -> QuickHits<'_> {
-        self.deadlines = std::array::from_fn(|k| self.secs.get(k).map_or(now, |&s| now.saturating_add(s)));
-        let live_after = if self.len + QUICK_BATCH_MAX > self.adaptive_from { self.quick_live_after(now) } else { now };
+        self.deadlines =
+            std::array::from_fn(|k| self.secs.get(k).map_or(now, |&s| now.saturating_add(s)));
+        let live_after = if self.len + QUICK_BATCH_MAX > self.adaptive_from {
+            self.quick_live_after(now)
+        } else {
+            now
+        };
         QuickHits {
             index: &self.index,
             slots: &mut self.slots,
@@ -192,12 +197,29 @@ mod tests {
         let timeouts = crate::state::Timeouts::default();
         let mut t = StateTable::new(16, timeouts, 7);
         let (a, b) = (0x0a00_0001u32, 0xc612_0001u32);
-        let key = PacketKey { af: Af::Inet, dir: Dir::In, iface: 0, proto: proto::UDP, src: a.into(), dst: b.into(), src_port: 1000, dst_port: 53, tcp_flags: 0, len: 60, icmp_id: 0, ip_opts: false, route: 0, tag: 0 };
+        let key = PacketKey {
+            af: Af::Inet,
+            dir: Dir::In,
+            iface: 0,
+            proto: proto::UDP,
+            src: a.into(),
+            dst: b.into(),
+            src_port: 1000,
+            dst_port: 53,
+            tcp_flags: 0,
+            len: 60,
+            icmp_id: 0,
+            ip_opts: false,
+            route: 0,
+            tag: 0,
+        };
         let out = FlowV4::new(proto::UDP, a, 1000, b, 53);
         let back = FlowV4::new(proto::UDP, b, 53, a, 1000);
         let id = t.insert(&key, 3, 10, None).unwrap();
         let quick = |t: &mut StateTable, f: &FlowV4, now: u32| t.quick(now).udp_v4(f);
-        let general = |t: &mut StateTable, f: &FlowV4, now: u32| t.lookup_v4(f, t.hash_v4(f), None, None, now).map(|h| h.rule);
+        let general = |t: &mut StateTable, f: &FlowV4, now: u32| {
+            t.lookup_v4(f, t.hash_v4(f), None, None, now).map(|h| h.rule)
+        };
         let states = |t: &StateTable| {
             let i = t.info(id).unwrap();
             (i.initiator_state, i.responder_state, i.timeout, i.expire)

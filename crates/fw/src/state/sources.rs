@@ -132,7 +132,13 @@ impl Sources {
     }
 
     /// Counts one more state in node `key` of rule `rule`, creating the node if need be.
-    pub fn take(&self, key: SourceKey, rule: u32, t: &SrcTrack, now: u32) -> Result<(), SrcRefusal> {
+    pub fn take(
+        &self,
+        key: SourceKey,
+        rule: u32,
+        t: &SrcTrack,
+        now: u32,
+    ) -> Result<(), SrcRefusal> {
         let mut swept = false;
         loop {
             let mut shard = self.shard(&key);
@@ -169,7 +175,13 @@ impl Sources {
             // more. At most one sweep a second, whoever asks: a flood of new sources against
             // a full pool must not walk it for each of them.
             let last = self.last_sweep.load(Ordering::Acquire);
-            if swept || now <= last || self.last_sweep.compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            if swept
+                || now <= last
+                || self
+                    .last_sweep
+                    .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
                 return Err(SrcRefusal::Nodes);
             }
             self.sweep(now);
@@ -240,7 +252,11 @@ impl Sources {
     pub fn sweep(&self, now: u32) {
         for shard in self.shards.iter() {
             let mut s = shard.lock().unwrap_or_else(|e| e.into_inner());
-            let gone: Vec<SourceKey> = s.iter().filter(|(_, n)| n.states == 0 && n.expire <= now).map(|(k, _)| *k).collect();
+            let gone: Vec<SourceKey> = s
+                .iter()
+                .filter(|(_, n)| n.states == 0 && n.expire <= now)
+                .map(|(k, _)| *k)
+                .collect();
             for k in gone {
                 s.remove(&k);
                 self.forget(k);

@@ -64,7 +64,9 @@ impl SubState {
 /// the rules, and nothing is lost by skipping it), the one of its outbound pass likewise,
 /// and no binding (a bound state needs the interfaces compared). Indexed by `from_a`.
 pub(super) fn want(has_in: bool, has_out: bool) -> [u8; 2] {
-    let need = |own: u8, other: u8| F_FLOATING | if has_in { own } else { 0 } | if has_out { other } else { 0 };
+    let need = |own: u8, other: u8| {
+        F_FLOATING | if has_in { own } else { 0 } | if has_out { other } else { 0 }
+    };
     [need(F_PF_B, F_PF_A), need(F_PF_A, F_PF_B)]
 }
 
@@ -102,13 +104,22 @@ fn add_one(e: &mut Entry, from_a: bool, opts: StateOptions) {
 /// pf state of a proxied connection covers both sides, `proxy.rs`).
 pub(super) fn mirror(e: &mut Entry, from_a: bool) {
     let Some(s) = sub_state(e, from_a) else { return };
-    let opts = StateOptions { bound: s.bound, allow_opts: s.allow_opts, tag: s.tag, ..StateOptions::default() };
+    let opts = StateOptions {
+        bound: s.bound,
+        allow_opts: s.allow_opts,
+        tag: s.tag,
+        ..StateOptions::default()
+    };
     add_one(e, !from_a, opts);
 }
 
 fn sub_state(e: &Entry, from_a: bool) -> Option<SubState> {
     let (bit, side, allow) = if from_a { (F_PF_A, 0, ALLOW_A) } else { (F_PF_B, 1, ALLOW_B) };
-    (e.flags & bit != 0).then(|| SubState { bound: (e.kif[side] != FLOAT).then_some(e.kif[side]), allow_opts: e.allow & allow != 0, tag: e.tags[side] })
+    (e.flags & bit != 0).then(|| SubState {
+        bound: (e.kif[side] != FLOAT).then_some(e.kif[side]),
+        allow_opts: e.allow & allow != 0,
+        tag: e.tags[side],
+    })
 }
 
 impl StateTable {
@@ -142,7 +153,8 @@ impl StateTable {
     /// flow's (a state found earlier in a batch may have been replaced since).
     pub fn sub_states_of(&self, id: StateId, key: &PacketKey) -> Option<[Option<SubState>; 2]> {
         let f = Flow::of(key);
-        let e = self.slots.get(id.0 as usize).filter(|e| e.flags & F_USED != 0 && e.key == f.key)?;
+        let e =
+            self.slots.get(id.0 as usize).filter(|e| e.flags & F_USED != 0 && e.key == f.key)?;
         Some([sub_state(e, f.from_a), sub_state(e, !f.from_a)])
     }
 
@@ -151,7 +163,15 @@ impl StateTable {
     /// none (the packet's sender then initiates it). Adding a state the entry holds already
     /// changes nothing. Returns the entry and whether a pf state was added; `Full` when a
     /// new entry does not fit.
-    pub fn keep(&mut self, key: &PacketKey, rule: u32, now: u32, tcp: Option<&TcpSegment>, opts: StateOptions, pass: Pass) -> Result<(StateId, bool), InsertError> {
+    pub fn keep(
+        &mut self,
+        key: &PacketKey,
+        rule: u32,
+        now: u32,
+        tcp: Option<&TcpSegment>,
+        opts: StateOptions,
+        pass: Pass,
+    ) -> Result<(StateId, bool), InsertError> {
         let id = match self.create(key, rule, now, tcp, opts) {
             Ok(id) => id,
             Err(InsertError::Exists(id)) => id.0 as usize,

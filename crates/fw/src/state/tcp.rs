@@ -204,7 +204,13 @@ fn span_of(seg: &TcpSegment) -> Span {
 /// decides whether scaling is on for both (RFC 7323 2.2). Returns the segment's window with
 /// the sender's scale removed (pf rounds it up).
 #[inline(always)]
-fn adopt_window_scale(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment, win: u16, scales: &mut Scales) -> u16 {
+fn adopt_window_scale(
+    src: &mut Peer,
+    dst: &mut Peer,
+    seg: &TcpSegment,
+    win: u16,
+    scales: &mut Scales,
+) -> u16 {
     src.wscale = get_wscale(seg);
     if src.wscale & WSCALE_FLAG != 0 {
         // Remove the scale factor from the initial window.
@@ -255,7 +261,14 @@ fn ack_to_check(seg: &TcpSegment, dst: &Peer) -> u32 {
 /// pf's four window checks (van Rooij's), plus the exact sequence match pf requires of a
 /// reset (compare RFC 5961 3.2).
 #[inline(always)]
-fn in_window(src: &Peer, dst: &Peer, span: &Span, seg: &TcpSegment, ack: u32, scales: Scales) -> bool {
+fn in_window(
+    src: &Peer,
+    dst: &Peer,
+    span: &Span,
+    seg: &TcpSegment,
+    ack: u32,
+    scales: Scales,
+) -> bool {
     let orig_seq = seg.seq;
     let ackskew = dst.seqlo.wrapping_sub(ack) as i32 as i64;
     let dwin = (dst.max_win as u32) << scales.dws;
@@ -358,10 +371,6 @@ pub(super) fn track_sloppy(src: &mut Peer, dst: &mut Peer, flags: u8) -> Tmo {
 /// The check pf applies to the TCP header quoted by an ICMP error: the quoted sequence number
 /// must lie in the window of the quoted packet's sender (`src`).
 pub(super) fn icmp_quoted_seq_ok(src: &Peer, dst: &Peer, seq: u32) -> bool {
-    let dws = if src.wscale != 0 && dst.wscale != 0 {
-        dst.wscale & WSCALE_MASK
-    } else {
-        0
-    };
+    let dws = if src.wscale != 0 && dst.wscale != 0 { dst.wscale & WSCALE_MASK } else { 0 };
     seq_geq(src.seqhi, seq) && seq_geq(seq, src.seqlo.wrapping_sub((dst.max_win as u32) << dws))
 }

@@ -180,7 +180,6 @@ impl Timeouts {
     }
 }
 
-
 impl Timeouts {
     /// Seconds per kind, indexed by `Tmo as usize`: what the state table reads per packet
     /// (one load instead of a match over the fields).
@@ -199,6 +198,7 @@ impl Timeouts {
     /// The scaling's (start, end) in states, if it is on (pf_state_expires: `end` non-zero
     /// and above `start`).
     pub fn adaptive(&self) -> Option<(u32, u32)> {
-        (self.adaptive_end != 0 && self.adaptive_start < self.adaptive_end).then_some((self.adaptive_start, self.adaptive_end))
+        (self.adaptive_end != 0 && self.adaptive_start < self.adaptive_end)
+            .then_some((self.adaptive_start, self.adaptive_end))
     }
 }

@@ -29,18 +29,43 @@ pub fn ruleset(shape: &str, seed: u64, n: usize) -> Option<String> {
         "v6" => |rng, _| cross(rng, true),
         "negated" => |rng, _| {
             let (iface, dir) = (IFACES[rng.index(4)], ["in", "out"][rng.index(2)]);
-            format!("block {dir} on {iface} proto udp from !{} to !{} port != {}", v4(rng, 4, 20), v4(rng, 4, 20), 1 + rng.index(9999))
+            format!(
+                "block {dir} on {iface} proto udp from !{} to !{} port != {}",
+                v4(rng, 4, 20),
+                v4(rng, 4, 20),
+                1 + rng.index(9999)
+            )
         },
         "lists" => |rng, _| {
             let nets: Vec<String> = (0..5).map(|_| v4(rng, 8, 30)).collect();
             let ports: Vec<String> = (0..10).map(|_| (1 + rng.index(60_000)).to_string()).collect();
-            format!("pass in on {} proto tcp from {{ {} }} to any port {{ {} }}", IFACES[rng.index(4)], nets.join(" "), ports.join(" "))
+            format!(
+                "pass in on {} proto tcp from {{ {} }} to any port {{ {} }}",
+                IFACES[rng.index(4)],
+                nets.join(" "),
+                ports.join(" ")
+            )
         },
         "tables" => |rng, _| {
             let not = if rng.index(2) == 0 { "!" } else { "" };
-            format!("{} in quick on {} proto tcp from {not}<t{}> to <t{}> port {}", ["pass", "block"][rng.index(2)], IFACES[rng.index(4)], rng.index(200), rng.index(200), 1 + rng.index(9999))
+            format!(
+                "{} in quick on {} proto tcp from {not}<t{}> to <t{}> port {}",
+                ["pass", "block"][rng.index(2)],
+                IFACES[rng.index(4)],
+                rng.index(200),
+                rng.index(200),
+                1 + rng.index(9999)
+            )
         },
-        "hosts" => |rng, _| format!("pass in quick on {} proto tcp from {} to {} port {}", IFACES[rng.index(4)], v4(rng, 32, 32), v4(rng, 32, 32), 1 + rng.index(65_535)),
+        "hosts" => |rng, _| {
+            format!(
+                "pass in quick on {} proto tcp from {} to {} port {}",
+                IFACES[rng.index(4)],
+                v4(rng, 32, 32),
+                v4(rng, 32, 32),
+                1 + rng.index(65_535)
+            )
+        },
         _ => return None,
     };
     if shape == "tables" {
@@ -67,7 +92,11 @@ fn cross(rng: &mut Rng, v6: bool) -> String {
     let net = |rng: &mut Rng| if v6 { v6_net(rng) } else { v4(rng, 1, 16) };
     let (src, dst) = (net(rng), net(rng));
     let (sports, dports) = (port_range(rng), port_range(rng));
-    format!("{action} {dir} {quick}on {} {} proto {proto} from {src} port {sports} to {dst} port {dports}", IFACES[rng.index(4)], if v6 { "inet6" } else { "inet" })
+    format!(
+        "{action} {dir} {quick}on {} {} proto {proto} from {src} port {sports} to {dst} port {dports}",
+        IFACES[rng.index(4)],
+        if v6 { "inet6" } else { "inet" }
+    )
 }
 
 /// A random IPv4 prefix of `lo` to `hi` bits.

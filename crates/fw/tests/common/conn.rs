@@ -11,5 +11,17 @@ pub const PB: u16 = 80;
 /// The key of a segment with `flags` sent by A (`from_a`) or B, received on interface 1.
 pub fn key(from_a: bool, flags: u8) -> PacketKey {
     let (src, dst, src_port, dst_port) = if from_a { (A, B, PA, PB) } else { (B, A, PB, PA) };
-    PacketKey { af: Af::Inet, dir: Dir::In, iface: 1, proto: proto::TCP, src, dst, src_port, dst_port, tcp_flags: flags, len: 40, ..PacketKey::ZERO }
+    PacketKey {
+        af: Af::Inet,
+        dir: Dir::In,
+        iface: 1,
+        proto: proto::TCP,
+        src,
+        dst,
+        src_port,
+        dst_port,
+        tcp_flags: flags,
+        len: 40,
+        ..PacketKey::ZERO
+    }
 }

@@ -52,7 +52,8 @@ impl Ifaces {
     }
 
     pub fn parse(&self, text: &str, path: &Path) -> Result<RuleSet, String> {
-        parse_with_addresses(text, path, &|n| self.port(n), &self.with_egress()).map_err(|e| e.to_string())
+        parse_with_addresses(text, path, &|n| self.port(n), &self.with_egress())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -61,15 +62,27 @@ impl Ifaces {
 pub fn roundtrip(rs: &RuleSet, ifaces: &Ifaces, path: &Path) -> String {
     let names = ifaces.name_refs();
     let text = rs.to_pf_text(&names).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let back = ifaces.parse(&text, path).unwrap_or_else(|e| panic!("{}: the printed text does not parse: {e}\n{text}", path.display()));
+    let back = ifaces.parse(&text, path).unwrap_or_else(|e| {
+        panic!("{}: the printed text does not parse: {e}\n{text}", path.display())
+    });
     let again = back.to_pf_text(&names).expect("prints");
     assert_eq!(text, again, "{}: printed twice differs", path.display());
     let expanded = rs.expanded(&names).expect("expands");
     assert_eq!(expanded.rules.len(), back.rules.len(), "{}: filter rules", path.display());
     assert_eq!(expanded.nat.len(), back.nat.len(), "{}: translation rules", path.display());
     assert_eq!(expanded.scrub.len(), back.scrub.len(), "{}: scrub rules", path.display());
-    assert_eq!(canonical(&expanded), canonical(&back), "{}: the reparsed rule set differs\n{text}", path.display());
-    assert_eq!(expanded.expanded(&names).expect("expands"), expanded, "{}: expanding twice changes it", path.display());
+    assert_eq!(
+        canonical(&expanded),
+        canonical(&back),
+        "{}: the reparsed rule set differs\n{text}",
+        path.display()
+    );
+    assert_eq!(
+        expanded.expanded(&names).expect("expands"),
+        expanded,
+        "{}: expanding twice changes it",
+        path.display()
+    );
     text
 }
 
@@ -120,9 +133,16 @@ pub fn canonical(rs: &RuleSet) -> RuleSet {
     each_table_ref(&mut rs, |t| {
         used.insert(*t);
     });
-    let mut kept: Vec<(usize, fw::rules::Table)> = rs.tables.iter().cloned().enumerate().filter(|(i, t)| !made(&t.name) || used.contains(i)).collect();
+    let mut kept: Vec<(usize, fw::rules::Table)> = rs
+        .tables
+        .iter()
+        .cloned()
+        .enumerate()
+        .filter(|(i, t)| !made(&t.name) || used.contains(i))
+        .collect();
     kept.sort_by(|a, b| a.1.name.cmp(&b.1.name));
-    let renumber: HashMap<usize, usize> = kept.iter().enumerate().map(|(new, (old, _))| (*old, new)).collect();
+    let renumber: HashMap<usize, usize> =
+        kept.iter().enumerate().map(|(new, (old, _))| (*old, new)).collect();
     each_table_ref(&mut rs, |t| *t = renumber.get(t).copied().unwrap_or(usize::MAX));
     rs.tables = kept.into_iter().map(|(_, t)| t).collect();
     canonical_tags(&mut rs);
@@ -132,8 +152,10 @@ pub fn canonical(rs: &RuleSet) -> RuleSet {
 /// Tag ids renumbered in the order of their names, unused names left out.
 fn canonical_tags(rs: &mut RuleSet) {
     let name = |id: u8| rs.tags.get(usize::from(id) - 1).cloned().unwrap_or_default();
-    let used: BTreeSet<String> = rs.rules.iter().flat_map(|r| [r.tag, r.tagged.map(|t| t.1)]).flatten().map(name).collect();
-    let ids: HashMap<String, u8> = used.iter().enumerate().map(|(i, n)| (n.clone(), i as u8 + 1)).collect();
+    let used: BTreeSet<String> =
+        rs.rules.iter().flat_map(|r| [r.tag, r.tagged.map(|t| t.1)]).flatten().map(name).collect();
+    let ids: HashMap<String, u8> =
+        used.iter().enumerate().map(|(i, n)| (n.clone(), i as u8 + 1)).collect();
     let old = rs.tags.clone();
     let new_id = |id: u8| ids.get(&old[usize::from(id) - 1]).copied().unwrap_or(0);
     for r in &mut rs.rules {

@@ -26,11 +26,11 @@
 //! unit-tested.
 
 mod raw;
-pub mod toeplitz;
 pub mod ring;
 mod rx;
 mod rx_offload;
 mod sys;
+pub mod toeplitz;
 mod tx;
 
 use std::io;
@@ -114,9 +114,13 @@ pub enum PacketError {
     NotPermitted(io::Error),
     #[error("bad AF_PACKET configuration: {0}")]
     Config(String),
-    #[error("cannot set up a {bytes}-byte {what} ring: {source} (use fewer or smaller blocks/slots)")]
+    #[error(
+        "cannot set up a {bytes}-byte {what} ring: {source} (use fewer or smaller blocks/slots)"
+    )]
     Ring { what: &'static str, bytes: usize, source: io::Error },
-    #[error("cannot join fanout group {group} on {ifname}: {source} (the id may be taken by a group with another mode or interface)")]
+    #[error(
+        "cannot join fanout group {group} on {ifname}: {source} (the id may be taken by a group with another mode or interface)"
+    )]
     Fanout { group: u16, ifname: String, source: io::Error },
     #[error("{what} on {ifname}: {source}")]
     Sys { what: &'static str, ifname: String, source: io::Error },
@@ -145,7 +149,11 @@ fn socket_on(ifname: &str) -> Result<(OwnedFd, Iface), PacketError> {
     let index = sys::ifindex(ifname).ok_or_else(|| PacketError::NoInterface(ifname.to_owned()))?;
     let (flags, mtu) = sys::if_flags_mtu(&fd, ifname).map_err(|e| match e.raw_os_error() {
         Some(libc::ENODEV) => PacketError::NoInterface(ifname.to_owned()),
-        _ => PacketError::Sys { what: "reading interface flags", ifname: ifname.to_owned(), source: e },
+        _ => PacketError::Sys {
+            what: "reading interface flags",
+            ifname: ifname.to_owned(),
+            source: e,
+        },
     })?;
     if flags & libc::IFF_UP == 0 {
         return Err(PacketError::InterfaceDown(ifname.to_owned()));
@@ -155,15 +163,21 @@ fn socket_on(ifname: &str) -> Result<(OwnedFd, Iface), PacketError> {
 
 /// Opens the interface for receiving only (a counter, a capture).
 pub fn open_rx(ifname: &str, cfg: &PacketConfig) -> Result<PacketRx, PacketError> {
-    let geo = RxGeometry { block_size: cfg.rx_block_size, blocks: cfg.rx_blocks, frame_size: RING_FRAME_SIZE };
+    let geo = RxGeometry {
+        block_size: cfg.rx_block_size,
+        blocks: cfg.rx_blocks,
+        frame_size: RING_FRAME_SIZE,
+    };
     geo.validate().map_err(PacketError::Config)?;
     let len = geo.ring_len().ok_or_else(|| PacketError::Config("rx ring too large".into()))?;
     let (fd, ifc) = socket_on(ifname)?;
     let name = ifc.name.as_str();
-    sys::set_packet_opt(&fd, libc::PACKET_VERSION, &sys::TPACKET_V3).map_err(sys_err("setting TPACKET_V3", name))?;
+    sys::set_packet_opt(&fd, libc::PACKET_VERSION, &sys::TPACKET_V3)
+        .map_err(sys_err("setting TPACKET_V3", name))?;
     // Before the ring: a `virtio_net_hdr` in front of each frame, with the offload state of
     // what this host sent (partial checksum, GSO); see `rx_offload`.
-    sys::set_packet_opt(&fd, libc::PACKET_VNET_HDR, &1 as &libc::c_int).map_err(sys_err("setting PACKET_VNET_HDR", name))?;
+    sys::set_packet_opt(&fd, libc::PACKET_VNET_HDR, &1 as &libc::c_int)
+        .map_err(sys_err("setting PACKET_VNET_HDR", name))?;
     let req = libc::tpacket_req3 {
         tp_block_size: geo.block_size,
         tp_block_nr: geo.blocks,
@@ -173,28 +187,48 @@ pub fn open_rx(ifname: &str, cfg: &PacketConfig) -> Result<PacketRx, PacketError
         tp_sizeof_priv: 0,
         tp_feature_req_word: 0,
     };
-    sys::set_packet_opt(&fd, libc::PACKET_RX_RING, &req).map_err(|source| PacketError::Ring { what: "rx", bytes: len, source })?;
-    let ring = Mapping::new(&fd, len).map_err(|source| PacketError::Ring { what: "rx", bytes: len, source })?;
+    sys::set_packet_opt(&fd, libc::PACKET_RX_RING, &req).map_err(|source| PacketError::Ring {
+        what: "rx",
+        bytes: len,
+        source,
+    })?;
+    let ring = Mapping::new(&fd, len).map_err(|source| PacketError::Ring {
+        what: "rx",
+        bytes: len,
+        source,
+    })?;
     if cfg.ignore_outgoing {
-        sys::set_packet_opt(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int).map_err(sys_err("setting PACKET_IGNORE_OUTGOING", name))?;
+        sys::set_packet_opt(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int)
+            .map_err(sys_err("setting PACKET_IGNORE_OUTGOING", name))?;
     }
     // Bound only now, with the ring in place: frames start arriving here.
     sys::bind(&fd, ifc.index, ETH_P_ALL).map_err(sys_err("binding the rx socket", name))?;
     if cfg.promiscuous {
-        let mreq = libc::packet_mreq { mr_ifindex: ifc.index as libc::c_int, mr_type: libc::PACKET_MR_PROMISC as u16, mr_alen: 0, mr_address: [0; 8] };
-        sys::set_packet_opt(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq).map_err(sys_err("enabling promiscuous mode", name))?;
+        let mreq = libc::packet_mreq {
+            mr_ifindex: ifc.index as libc::c_int,
+            mr_type: libc::PACKET_MR_PROMISC as u16,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        sys::set_packet_opt(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+            .map_err(sys_err("enabling promiscuous mode", name))?;
     }
     if let Some(group) = cfg.fanout {
         let mode = if cfg.fanout_rss { PACKET_FANOUT_EBPF } else { libc::PACKET_FANOUT_HASH };
-        let arg = libc::c_int::from(group) | (((mode | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int) << 16);
+        let arg = libc::c_int::from(group)
+            | (((mode | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int) << 16);
         let fanout_err = |source| PacketError::Fanout { group, ifname: name.to_owned(), source };
         sys::set_packet_opt(&fd, libc::PACKET_FANOUT, &arg).map_err(fanout_err)?;
         if cfg.fanout_rss {
             // The group keeps its own reference to the program; this fd can close. The
             // symmetric key sends both directions of a flow to one member (one worker's
             // state table).
-            let prog = toeplitz::load(&crate::rss::SYMMETRIC_KEY)
-                .map_err(|e| fanout_err(std::io::Error::new(e.source.kind(), format!("loading the Toeplitz fanout program: {}: {}", e.source, e.log))))?;
+            let prog = toeplitz::load(&crate::rss::SYMMETRIC_KEY).map_err(|e| {
+                fanout_err(std::io::Error::new(
+                    e.source.kind(),
+                    format!("loading the Toeplitz fanout program: {}: {}", e.source, e.log),
+                ))
+            })?;
             let prog_fd: libc::c_int = std::os::fd::AsRawFd::as_raw_fd(&prog);
             sys::set_packet_opt(&fd, PACKET_FANOUT_DATA, &prog_fd).map_err(fanout_err)?;
         }
@@ -208,15 +242,31 @@ pub fn open_tx(ifname: &str, cfg: &PacketConfig) -> Result<PacketTx, PacketError
     let len = geo.ring_len();
     let (fd, ifc) = socket_on(ifname)?;
     let name = ifc.name.as_str();
-    sys::set_packet_opt(&fd, libc::PACKET_VERSION, &sys::TPACKET_V2).map_err(sys_err("setting TPACKET_V2", name))?;
+    sys::set_packet_opt(&fd, libc::PACKET_VERSION, &sys::TPACKET_V2)
+        .map_err(sys_err("setting TPACKET_V2", name))?;
     if cfg.qdisc_bypass {
-        sys::set_packet_opt(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int).map_err(sys_err("setting PACKET_QDISC_BYPASS", name))?;
+        sys::set_packet_opt(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int)
+            .map_err(sys_err("setting PACKET_QDISC_BYPASS", name))?;
     }
     // Before the ring (the kernel refuses it after): a vnet header per frame, see `ring::vnet_hdr`.
-    sys::set_packet_opt(&fd, libc::PACKET_VNET_HDR, &1 as &libc::c_int).map_err(sys_err("setting PACKET_VNET_HDR", name))?;
-    let req = libc::tpacket_req { tp_block_size: geo.block_size, tp_block_nr: geo.blocks(), tp_frame_size: geo.frame_size, tp_frame_nr: geo.frames };
-    sys::set_packet_opt(&fd, libc::PACKET_TX_RING, &req).map_err(|source| PacketError::Ring { what: "tx", bytes: len, source })?;
-    let ring = Mapping::new(&fd, len).map_err(|source| PacketError::Ring { what: "tx", bytes: len, source })?;
+    sys::set_packet_opt(&fd, libc::PACKET_VNET_HDR, &1 as &libc::c_int)
+        .map_err(sys_err("setting PACKET_VNET_HDR", name))?;
+    let req = libc::tpacket_req {
+        tp_block_size: geo.block_size,
+        tp_block_nr: geo.blocks(),
+        tp_frame_size: geo.frame_size,
+        tp_frame_nr: geo.frames,
+    };
+    sys::set_packet_opt(&fd, libc::PACKET_TX_RING, &req).map_err(|source| PacketError::Ring {
+        what: "tx",
+        bytes: len,
+        source,
+    })?;
+    let ring = Mapping::new(&fd, len).map_err(|source| PacketError::Ring {
+        what: "tx",
+        bytes: len,
+        source,
+    })?;
     // Protocol 0: the socket sends but never receives (no copy of every frame queued to it).
     sys::bind(&fd, ifc.index, 0).map_err(sys_err("binding the tx socket", name))?;
     Ok(PacketTx::new(fd, ring, geo, ifc.mtu))
@@ -238,7 +288,13 @@ mod tests {
         assert_send::<PacketRx>();
         assert_send::<PacketTx>();
         let cfg = PacketConfig::default();
-        RxGeometry { block_size: cfg.rx_block_size, blocks: cfg.rx_blocks, frame_size: RING_FRAME_SIZE }.validate().unwrap();
+        RxGeometry {
+            block_size: cfg.rx_block_size,
+            blocks: cfg.rx_blocks,
+            frame_size: RING_FRAME_SIZE,
+        }
+        .validate()
+        .unwrap();
         TxGeometry::new(cfg.tx_frames, RING_FRAME_SIZE).unwrap();
     }
 
@@ -246,7 +302,9 @@ mod tests {
     fn errors_say_what_to_do() {
         let cfg = PacketConfig::default();
         match open_rx("lr-does-not-ex", &cfg) {
-            Err(e @ PacketError::NoInterface(_)) => assert!(e.to_string().contains("ip link"), "{e}"),
+            Err(e @ PacketError::NoInterface(_)) => {
+                assert!(e.to_string().contains("ip link"), "{e}")
+            }
             Err(PacketError::NotPermitted(_)) => {} // not root: that error comes first
             Err(e) => panic!("unexpected error {e}"),
             Ok(_) => panic!("opened a missing interface"),

@@ -28,7 +28,9 @@ impl RawSender {
     pub fn open(ifname: &str) -> io::Result<RawSender> {
         let (fd, ifc) = socket_on(ifname).map_err(into_io)?;
         // Protocol 0: bound to the interface for sending, registered for no EtherType.
-        sys::bind(&fd, ifc.index, 0).map_err(sys_err("binding the raw socket", ifname)).map_err(into_io)?;
+        sys::bind(&fd, ifc.index, 0)
+            .map_err(sys_err("binding the raw socket", ifname))
+            .map_err(into_io)?;
         Ok(RawSender { fd, ifname: ifc.name })
     }
 
@@ -40,13 +42,24 @@ impl RawSender {
         loop {
             // SAFETY: `frame` is valid for reads of `frame.len()` bytes for the duration of
             // the call; `fd` is an open socket we own. send(2) does not keep the pointer.
-            let rc = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), libc::MSG_DONTWAIT) };
+            let rc = unsafe {
+                libc::send(
+                    self.fd.as_raw_fd(),
+                    frame.as_ptr().cast(),
+                    frame.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if rc >= 0 {
                 // A packet socket sends the whole frame or fails.
                 return if rc as usize == frame.len() {
                     Ok(())
                 } else {
-                    Err(io::Error::other(format!("{}: sent {rc} of {} bytes", self.ifname, frame.len())))
+                    Err(io::Error::other(format!(
+                        "{}: sent {rc} of {} bytes",
+                        self.ifname,
+                        frame.len()
+                    )))
                 };
             }
             let e = io::Error::last_os_error();
@@ -68,7 +81,9 @@ fn into_io(e: PacketError) -> io::Error {
         PacketError::NoInterface(_) => io::ErrorKind::NotFound,
         PacketError::NotPermitted(_) => io::ErrorKind::PermissionDenied,
         PacketError::InterfaceDown(_) => io::ErrorKind::NetworkDown,
-        PacketError::Sys { source, .. } | PacketError::Ring { source, .. } | PacketError::Fanout { source, .. } => source.kind(),
+        PacketError::Sys { source, .. }
+        | PacketError::Ring { source, .. }
+        | PacketError::Fanout { source, .. } => source.kind(),
         PacketError::Config(_) => io::ErrorKind::InvalidInput,
     };
     io::Error::new(kind, e)
@@ -84,8 +99,12 @@ mod tests {
     fn shared_between_threads_and_errors_say_what_to_do() {
         assert_send_sync::<RawSender>();
         match RawSender::open("lr-does-not-ex") {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => assert!(e.to_string().contains("ip link"), "{e}"),
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => assert!(e.to_string().contains("CAP_NET_RAW"), "{e}"),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                assert!(e.to_string().contains("ip link"), "{e}")
+            }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                assert!(e.to_string().contains("CAP_NET_RAW"), "{e}")
+            }
             Err(e) => panic!("unexpected error {e}"),
             Ok(_) => panic!("opened a missing interface"),
         }

@@ -101,13 +101,22 @@ impl RxGeometry {
     /// size, frame size a multiple of 16 and no larger than a block.
     pub fn validate(&self) -> Result<(), String> {
         if self.block_size == 0 || !self.block_size.is_multiple_of(PAGE) {
-            return Err(format!("rx_block_size {} must be a non-zero multiple of {PAGE}", self.block_size));
+            return Err(format!(
+                "rx_block_size {} must be a non-zero multiple of {PAGE}",
+                self.block_size
+            ));
         }
         if self.blocks == 0 {
             return Err("rx_blocks must be at least 1".into());
         }
-        if self.frame_size < 128 || !self.frame_size.is_multiple_of(ALIGNMENT) || self.frame_size > self.block_size {
-            return Err(format!("frame size {} must be a multiple of 16 in 128..=block size", self.frame_size));
+        if self.frame_size < 128
+            || !self.frame_size.is_multiple_of(ALIGNMENT)
+            || self.frame_size > self.block_size
+        {
+            return Err(format!(
+                "frame size {} must be a multiple of 16 in 128..=block size",
+                self.frame_size
+            ));
         }
         if self.ring_len().is_none() {
             return Err("rx ring larger than the address space".into());
@@ -151,8 +160,13 @@ impl TxGeometry {
 
     /// A ring of at least `frames` slots (rounded up to whole blocks) of `frame_size` bytes.
     pub fn new(frames: u32, frame_size: u32) -> Result<TxGeometry, String> {
-        if frame_size < 128 || !frame_size.is_multiple_of(ALIGNMENT) || frame_size > Self::BLOCK_SIZE {
-            return Err(format!("tx frame size {frame_size} must be a multiple of 16 in 128..=65536"));
+        if frame_size < 128
+            || !frame_size.is_multiple_of(ALIGNMENT)
+            || frame_size > Self::BLOCK_SIZE
+        {
+            return Err(format!(
+                "tx frame size {frame_size} must be a multiple of 16 in 128..=65536"
+            ));
         }
         if frames == 0 || frames > 1 << 20 {
             return Err(format!("tx_frames {frames} must be in 1..=1048576"));
@@ -178,7 +192,8 @@ impl TxGeometry {
     pub fn slot_offset(&self, index: u32) -> usize {
         debug_assert!(index < self.frames);
         let per = self.frames_per_block();
-        (index / per) as usize * self.block_size as usize + (index % per) as usize * self.frame_size as usize
+        (index / per) as usize * self.block_size as usize
+            + (index % per) as usize * self.frame_size as usize
     }
 
     /// The slot after `index`, wrapping.
@@ -279,7 +294,11 @@ impl BlockCursor {
         }
         let vlan = if st & status::VLAN_VALID != 0 {
             let tci = u32_at(block, off + v3::VLAN_TCI).unwrap_or(0) as u16;
-            let tpid = if st & status::VLAN_TPID_VALID != 0 { u16_at(block, off + v3::VLAN_TPID).unwrap_or(0) } else { 0 };
+            let tpid = if st & status::VLAN_TPID_VALID != 0 {
+                u16_at(block, off + v3::VLAN_TPID).unwrap_or(0)
+            } else {
+                0
+            };
             Some((if tpid == 0 { 0x8100 } else { tpid }, tci))
         } else {
             None
@@ -357,7 +376,10 @@ pub(crate) mod tests {
         let bh = offset_of!(libc::tpacket_block_desc, hdr);
         assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, block_status), block::BLOCK_STATUS);
         assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, num_pkts), block::NUM_PKTS);
-        assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt), block::OFFSET_TO_FIRST_PKT);
+        assert_eq!(
+            bh + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt),
+            block::OFFSET_TO_FIRST_PKT
+        );
         assert_eq!(bh + offset_of!(libc::tpacket_hdr_v1, blk_len), block::BLK_LEN);
         assert_eq!(std::mem::size_of::<libc::tpacket_block_desc>(), block::DESC_LEN);
         assert_eq!(offset_of!(libc::tpacket3_hdr, tp_next_offset), v3::NEXT_OFFSET);
@@ -387,7 +409,11 @@ pub(crate) mod tests {
         let f1 = [1u8; 60];
         let f2 = [2u8; 1514];
         let f3 = [3u8; 61];
-        let block = build_block(8192, &[(&f1, status::USER), (&f2, status::USER | status::LOSING), (&f3, status::USER)], 82);
+        let block = build_block(
+            8192,
+            &[(&f1, status::USER), (&f2, status::USER | status::LOSING), (&f3, status::USER)],
+            82,
+        );
         let h = BlockHeader::parse(&block).unwrap();
         assert_eq!(h, BlockHeader { status: status::USER, num_pkts: 3, offset_to_first_pkt: 48 });
         let mut c = BlockCursor::start(&h);
@@ -461,7 +487,11 @@ pub(crate) mod tests {
     #[test]
     fn truncation_and_vlan_are_reported() {
         let f = [9u8; 80];
-        let mut block = build_block(4096, &[(&f, status::USER | status::VLAN_VALID | status::VLAN_TPID_VALID)], 82);
+        let mut block = build_block(
+            4096,
+            &[(&f, status::USER | status::VLAN_VALID | status::VLAN_TPID_VALID)],
+            82,
+        );
         block[48 + v3::LEN..][..4].copy_from_slice(&9000u32.to_ne_bytes());
         block[48 + v3::VLAN_TCI..][..4].copy_from_slice(&0x0123u32.to_ne_bytes());
         block[48 + v3::VLAN_TPID..][..2].copy_from_slice(&0x88a8u16.to_ne_bytes());

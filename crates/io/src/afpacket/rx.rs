@@ -61,7 +61,18 @@ pub struct PacketRx {
 impl PacketRx {
     pub(crate) fn new(fd: OwnedFd, ring: Mapping, geo: RxGeometry, port: u16) -> PacketRx {
         debug_assert_eq!(Some(ring.len()), geo.ring_len());
-        PacketRx { ring, fd, geo, block: 0, cursor: None, port, stats: PortStats::default(), counters: RxCounters::default(), kernel: KernelStats::default(), offload: OffloadState::default() }
+        PacketRx {
+            ring,
+            fd,
+            geo,
+            block: 0,
+            cursor: None,
+            port,
+            stats: PortStats::default(),
+            counters: RxCounters::default(),
+            kernel: KernelStats::default(),
+            offload: OffloadState::default(),
+        }
     }
 
     /// Counters beyond [`PortStats`].
@@ -147,7 +158,17 @@ impl RxPort for PacketRx {
                 }
                 Step::Frame(frame) if frame.status & ring::status::OFFLOAD != 0 => {
                     let room = want - got;
-                    let took = rx_offload::take(blk, &frame, cursor.offset as usize, &mut self.offload, &mut self.counters, pool, batch, room, self.port);
+                    let took = rx_offload::take(
+                        blk,
+                        &frame,
+                        cursor.offset as usize,
+                        &mut self.offload,
+                        &mut self.counters,
+                        pool,
+                        batch,
+                        room,
+                        self.port,
+                    );
                     got += took.frames;
                     bytes += took.bytes;
                     if !took.finished {
@@ -157,7 +178,8 @@ impl RxPort for PacketRx {
                 }
                 Step::Frame(frame) => {
                     let len = ring::len_with_vlan(&frame);
-                    let unusable = frame.truncated() || len > MAX_FRAME_LEN || frame.data.len() < 14;
+                    let unusable =
+                        frame.truncated() || len > MAX_FRAME_LEN || frame.data.len() < 14;
                     let desc = if unusable {
                         None
                     } else if let Some(desc) = pool.alloc() {

@@ -32,7 +32,12 @@ pub(super) struct OffloadState {
 }
 
 /// Copies a ring frame into `desc`, putting back the VLAN tag the kernel stripped.
-pub(super) fn copy_in(pool: &mut FramePool, desc: &mut FrameDesc, data: &[u8], vlan: Option<(u16, u16)>) {
+pub(super) fn copy_in(
+    pool: &mut FramePool,
+    desc: &mut FrameDesc,
+    data: &[u8],
+    vlan: Option<(u16, u16)>,
+) {
     match vlan {
         None => pool.write(desc, data),
         Some((tpid, tci)) => {
@@ -54,14 +59,27 @@ fn vnet_hdr(blk: &[u8], frame: &Frame, hdr_off: usize) -> Option<VnetHdr> {
 /// Hands over the frame (or, for a GSO frame, its segments from `state.done` on, at most
 /// `room`) with its checksum complete; drops what cannot be made right, counted.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn take(blk: &[u8], frame: &Frame, hdr_off: usize, state: &mut OffloadState, counters: &mut RxCounters, pool: &mut FramePool, batch: &mut Batch, room: usize, port: u16) -> Took {
+pub(super) fn take(
+    blk: &[u8],
+    frame: &Frame,
+    hdr_off: usize,
+    state: &mut OffloadState,
+    counters: &mut RxCounters,
+    pool: &mut FramePool,
+    batch: &mut Batch,
+    room: usize,
+    port: u16,
+) -> Took {
     let dropped = Took { finished: true, ..Took::default() };
     let Some(h) = vnet_hdr(blk, frame, hdr_off) else {
         state.drops.offload_malformed += 1;
         return dropped;
     };
     let data = &blk[frame.data.clone()];
-    if frame.truncated() || data.len() < 14 || (!h.is_gso() && ring::len_with_vlan(frame) > MAX_FRAME_LEN) {
+    if frame.truncated()
+        || data.len() < 14
+        || (!h.is_gso() && ring::len_with_vlan(frame) > MAX_FRAME_LEN)
+    {
         counters.truncated += 1;
         state.drops.count_unusable(data.len());
         return dropped;
@@ -75,7 +93,11 @@ pub(super) fn take(blk: &[u8], frame: &Frame, hdr_off: usize, state: &mut Offloa
         // csum_start counts from the frame as captured, without the stripped tag.
         let tag = if frame.vlan.is_some() && h.csum_start >= 12 { 4 } else { 0 };
         if h.needs_csum()
-            && let Err(e) = offload::complete_at(pool.frame_mut(desc), usize::from(h.csum_start) + tag, usize::from(h.csum_offset))
+            && let Err(e) = offload::complete_at(
+                pool.frame_mut(desc),
+                usize::from(h.csum_start) + tag,
+                usize::from(h.csum_offset),
+            )
         {
             pool.free(desc);
             state.drops.count(e);
@@ -97,7 +119,16 @@ pub(super) fn take(blk: &[u8], frame: &Frame, hdr_off: usize, state: &mut Offloa
 
 /// Writes the plan's segments from `state.done` on into pool frames.
 #[allow(clippy::too_many_arguments)]
-fn segment(plan: &GsoPlan, data: &[u8], state: &mut OffloadState, counters: &mut RxCounters, pool: &mut FramePool, batch: &mut Batch, room: usize, port: u16) -> Took {
+fn segment(
+    plan: &GsoPlan,
+    data: &[u8],
+    state: &mut OffloadState,
+    counters: &mut RxCounters,
+    pool: &mut FramePool,
+    batch: &mut Batch,
+    room: usize,
+    port: u16,
+) -> Took {
     let mut took = Took::default();
     while state.done < plan.segments() {
         if took.frames == room {
@@ -137,24 +168,42 @@ mod tests {
     fn one_frame(data: &[u8], st: u32, vnet: &str) -> (Vec<u8>, Frame) {
         let mut blk = build_block(1 << 16, &[(data, st)], 82);
         blk[48 + 82 - VNET_HDR_LEN..48 + 82].copy_from_slice(&hex(vnet));
-        let Step::Frame(f) = BlockCursor::start(&BlockHeader::parse(&blk).unwrap()).next(&blk) else { panic!() };
+        let Step::Frame(f) = BlockCursor::start(&BlockHeader::parse(&blk).unwrap()).next(&blk)
+        else {
+            panic!()
+        };
         (blk, f)
     }
 
     fn tcp_ok(frame: &[u8]) -> bool {
         let ip = Ipv4Packet::new_checked(&frame[14..]).unwrap();
-        ip.verify_checksum() && TcpPacket::new_checked(&frame[34..]).unwrap().verify_checksum_v4(&ip.src_addr(), &ip.dst_addr())
+        ip.verify_checksum()
+            && TcpPacket::new_checked(&frame[34..])
+                .unwrap()
+                .verify_checksum_v4(&ip.src_addr(), &ip.dst_addr())
     }
 
-    fn take_all(blk: &[u8], f: &Frame, st: &mut OffloadState, pool: &mut FramePool, batch: &mut Batch, room: usize) -> Took {
+    fn take_all(
+        blk: &[u8],
+        f: &Frame,
+        st: &mut OffloadState,
+        pool: &mut FramePool,
+        batch: &mut Batch,
+        room: usize,
+    ) -> Took {
         take(blk, f, 48, st, &mut RxCounters::default(), pool, batch, room, 3)
     }
 
     #[test]
     fn a_partial_syn_with_a_stripped_tag_is_completed() {
-        let (blk, mut f) = one_frame(&hex(SYN), status::USER | status::CSUMNOTREADY | status::VLAN_VALID, SYN_VNET);
+        let (blk, mut f) = one_frame(
+            &hex(SYN),
+            status::USER | status::CSUMNOTREADY | status::VLAN_VALID,
+            SYN_VNET,
+        );
         f.vlan = Some((0x8100, 7));
-        let (mut pool, mut batch, mut st) = (FramePool::new(8), Batch::new(), OffloadState::default());
+        let (mut pool, mut batch, mut st) =
+            (FramePool::new(8), Batch::new(), OffloadState::default());
         let took = take_all(&blk, &f, &mut st, &mut pool, &mut batch, 64);
         assert_eq!((took.frames, took.finished), (1, true));
         let desc = batch.as_slice()[0];
@@ -168,8 +217,13 @@ mod tests {
 
     #[test]
     fn a_gso_frame_is_cut_across_calls_when_the_batch_is_short() {
-        let (blk, f) = one_frame(&tso_fin_frame(), status::USER | status::CSUMNOTREADY | status::GSO_TCP, TSO_VNET);
-        let (mut pool, mut batch, mut st) = (FramePool::new(8), Batch::new(), OffloadState::default());
+        let (blk, f) = one_frame(
+            &tso_fin_frame(),
+            status::USER | status::CSUMNOTREADY | status::GSO_TCP,
+            TSO_VNET,
+        );
+        let (mut pool, mut batch, mut st) =
+            (FramePool::new(8), Batch::new(), OffloadState::default());
         let first = take_all(&blk, &f, &mut st, &mut pool, &mut batch, 2);
         assert_eq!((first.frames, first.finished, st.done), (2, false, 2));
         let rest = take_all(&blk, &f, &mut st, &mut pool, &mut batch, 64);
@@ -180,24 +234,37 @@ mod tests {
         // An empty pool: nothing taken, the frame stays for later.
         let mut empty = FramePool::new(1);
         let _hold = empty.alloc();
-        let stalled = take_all(&blk, &f, &mut OffloadState::default(), &mut empty, &mut Batch::new(), 64);
+        let stalled =
+            take_all(&blk, &f, &mut OffloadState::default(), &mut empty, &mut Batch::new(), 64);
         assert_eq!((stalled.frames, stalled.finished), (0, false));
     }
 
     #[test]
     fn bad_metadata_is_dropped_and_counted() {
-        let (mut pool, mut batch, mut st) = (FramePool::new(8), Batch::new(), OffloadState::default());
+        let (mut pool, mut batch, mut st) =
+            (FramePool::new(8), Batch::new(), OffloadState::default());
         // UFO (gso_type 3): unsupported.
-        let (blk, f) = one_frame(&tso_fin_frame(), status::USER | status::CSUMNOTREADY, "01034200a80522001000");
+        let (blk, f) = one_frame(
+            &tso_fin_frame(),
+            status::USER | status::CSUMNOTREADY,
+            "01034200a80522001000",
+        );
         assert!(take_all(&blk, &f, &mut st, &mut pool, &mut batch, 64).finished);
         // A checksum offset past the frame: malformed.
-        let (blk, f) = one_frame(&hex(SYN), status::USER | status::CSUMNOTREADY, "01000000000022000001");
+        let (blk, f) =
+            one_frame(&hex(SYN), status::USER | status::CSUMNOTREADY, "01000000000022000001");
         assert!(take_all(&blk, &f, &mut st, &mut pool, &mut batch, 64).finished);
         // No room for a vnet header between the frame header and the data: malformed.
         let blk = build_block(4096, &[(&hex(SYN), status::USER | status::CSUMNOTREADY)], 48);
-        let Step::Frame(f) = BlockCursor::start(&BlockHeader::parse(&blk).unwrap()).next(&blk) else { panic!() };
+        let Step::Frame(f) = BlockCursor::start(&BlockHeader::parse(&blk).unwrap()).next(&blk)
+        else {
+            panic!()
+        };
         assert!(take_all(&blk, &f, &mut st, &mut pool, &mut batch, 64).finished);
-        assert_eq!(st.drops, RxDrops { offload_malformed: 2, gso_unsupported: 1, ..RxDrops::default() });
+        assert_eq!(
+            st.drops,
+            RxDrops { offload_malformed: 2, gso_unsupported: 1, ..RxDrops::default() }
+        );
         assert!(batch.is_empty());
         assert_eq!(pool.available(), 8, "every frame back in the pool");
     }

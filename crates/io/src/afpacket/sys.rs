@@ -18,7 +18,13 @@ fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
 /// with a protocol).
 pub fn packet_socket(protocol: u16) -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers; a non-negative result is a fresh fd we now own.
-    let fd = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol.to_be() as libc::c_int) })?;
+    let fd = cvt(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            protocol.to_be() as libc::c_int,
+        )
+    })?;
     // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -27,7 +33,16 @@ pub fn packet_socket(protocol: u16) -> io::Result<OwnedFd> {
 pub fn set_packet_opt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, value: &T) -> io::Result<()> {
     // SAFETY: `value` points to `size_of::<T>()` readable bytes for the duration of the call;
     // callers pass the kernel's struct for `opt` (int, tpacket_req, tpacket_req3, packet_mreq).
-    cvt(unsafe { libc::setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, opt, (value as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t) }).map(drop)
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            opt,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
 }
 
 /// PACKET_STATISTICS for a V3 socket: (tp_packets, tp_drops, tp_freeze_q_cnt) since the last
@@ -36,7 +51,15 @@ pub fn packet_stats(fd: &OwnedFd) -> io::Result<(u32, u32, u32)> {
     let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
     let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
     // SAFETY: `st` and `len` are valid for writes; the kernel writes at most `len` bytes.
-    cvt(unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS, (&mut st as *mut libc::tpacket_stats_v3).cast(), &mut len) })?;
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats_v3).cast(),
+            &mut len,
+        )
+    })?;
     Ok((st.tp_packets, st.tp_drops, st.tp_freeze_q_cnt))
 }
 
@@ -48,7 +71,14 @@ pub fn bind(fd: &OwnedFd, ifindex: u32, protocol: u16) -> io::Result<()> {
     sll.sll_protocol = protocol.to_be();
     sll.sll_ifindex = ifindex as libc::c_int;
     // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
-    cvt(unsafe { libc::bind(fd.as_raw_fd(), (&sll as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t) }).map(drop)
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
 }
 
 /// The interface's index in the calling thread's network namespace, if it exists.
@@ -86,7 +116,9 @@ pub fn if_flags_mtu(fd: &OwnedFd, name: &str) -> io::Result<(i32, u32)> {
 /// Asks the kernel to send every frame marked TP_STATUS_SEND_REQUEST, without blocking.
 pub fn kick(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: a zero-length send with null buffer and address is the documented tx-ring kick.
-    let rc = unsafe { libc::sendto(fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    let rc = unsafe {
+        libc::sendto(fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0)
+    };
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
@@ -114,12 +146,21 @@ impl Mapping {
     pub fn new(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
         // SAFETY: a fresh shared mapping of the socket's ring; the kernel checks `len` against
         // the ring size. We keep the result only if it is not MAP_FAILED.
-        let ptr =
-            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, fd.as_raw_fd(), 0) };
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        let ptr =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         Ok(Mapping { ptr, len })
     }
 
@@ -143,7 +184,10 @@ impl Mapping {
     /// status was read (Acquire) as TP_STATUS_USER and not yet handed back, or a tx slot read
     /// as TP_STATUS_AVAILABLE. The kernel does not write such memory.
     pub unsafe fn bytes(&self, offset: usize, len: usize) -> &[u8] {
-        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len), "range out of the ring");
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "range out of the ring"
+        );
         // SAFETY: in bounds; the caller guarantees nobody writes the range meanwhile.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) }
     }
@@ -154,10 +198,15 @@ impl Mapping {
     /// The range must belong to the process (a tx slot read as TP_STATUS_AVAILABLE), and no
     /// slice from [`Mapping::bytes`] may overlap it.
     pub unsafe fn write(&self, offset: usize, data: &[u8]) {
-        assert!(offset.checked_add(data.len()).is_some_and(|end| end <= self.len), "range out of the ring");
+        assert!(
+            offset.checked_add(data.len()).is_some_and(|end| end <= self.len),
+            "range out of the ring"
+        );
         // SAFETY: in bounds; `data` is process memory, so it cannot overlap the ring; the
         // caller guarantees exclusive access to the destination.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len()) }
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len())
+        }
     }
 }
 

@@ -69,7 +69,12 @@ fn hash_byte(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], first_bit: usize) {
 }
 
 /// Hashes the bytes `loads` put in r0, in order, as input bits `first_bit..`.
-fn hash_bytes(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], loads: impl Iterator<Item = Insn>, first_bit: usize) {
+fn hash_bytes(
+    p: &mut Vec<Insn>,
+    key: &[u8; KEY_LEN],
+    loads: impl Iterator<Item = Insn>,
+    first_bit: usize,
+) {
     for (i, load) in loads.enumerate() {
         p.push(load);
         hash_byte(p, key, first_bit + 8 * i);
@@ -104,7 +109,15 @@ impl Targets {
 
     /// The three hashing blocks: ports or identifier at input bit `l4_bit`, then the
     /// addresses (`addr_len` bytes at r8 + `addr_at`) at bit 0; then to `done`.
-    fn hash(self, p: &mut Vec<Insn>, key: &[u8; KEY_LEN], l4_bit: usize, addr_at: i32, addr_len: i32, done: &mut Fixups) {
+    fn hash(
+        self,
+        p: &mut Vec<Insn>,
+        key: &[u8; KEY_LEN],
+        l4_bit: usize,
+        addr_at: i32,
+        addr_len: i32,
+        done: &mut Fixups,
+    ) {
         let mut addrs = self.addrs;
         self.ports.land(p);
         hash_bytes(p, key, (0..4).map(|j| Insn::ld_ind_b(R9, j)), l4_bit);
@@ -119,7 +132,13 @@ impl Targets {
 
 /// r9 = r8 + the IHL of the IPv4 header at r8 (where its ports are).
 fn ports_after_ipv4_header(p: &mut Vec<Insn>) {
-    p.extend([Insn::ld_ind_b(R8, 0), Insn::and32_imm(R0, 0x0f), Insn::lsh32_imm(R0, 2), Insn::mov_reg(R9, R0), Insn::add_reg(R9, R8)]);
+    p.extend([
+        Insn::ld_ind_b(R8, 0),
+        Insn::and32_imm(R0, 0x0f),
+        Insn::lsh32_imm(R0, 2),
+        Insn::mov_reg(R9, R0),
+        Insn::add_reg(R9, R8),
+    ]);
 }
 
 /// Goes to `t.addrs` if the IPv4 header at r8 is a fragment (MF or an offset: no ports).
@@ -177,7 +196,12 @@ fn ipv6(p: &mut Vec<Insn>, key: &[u8; KEY_LEN], done: &mut Fixups) {
 
 /// The fanout program for `key`.
 pub fn program(key: &[u8; KEY_LEN]) -> Vec<Insn> {
-    let mut p = vec![Insn::mov_reg(R6, R1), Insn::mov32_imm(R7, 0), Insn::ld_abs_b(0), Insn::rsh32_imm(R0, 4)];
+    let mut p = vec![
+        Insn::mov_reg(R6, R1),
+        Insn::mov32_imm(R7, 0),
+        Insn::ld_abs_b(0),
+        Insn::rsh32_imm(R0, 4),
+    ];
     let mut done = Fixups::default();
     let mut v6 = Fixups::default();
     p.push(Insn::jeq_imm(R0, 4, 2)); // -> v4, past the next two
@@ -187,7 +211,11 @@ pub fn program(key: &[u8; KEY_LEN]) -> Vec<Insn> {
     v6.land(&mut p);
     ipv6(&mut p, key, &mut done);
     done.land(&mut p);
-    p.extend([Insn::mov32_reg(R0, R7), Insn::and32_imm(R0, (crate::rss::DEFAULT_TABLE_LEN - 1) as i32), Insn::exit()]);
+    p.extend([
+        Insn::mov32_reg(R0, R7),
+        Insn::and32_imm(R0, (crate::rss::DEFAULT_TABLE_LEN - 1) as i32),
+        Insn::exit(),
+    ]);
     p
 }
 
@@ -209,7 +237,10 @@ fn reference_v4(t: &Toeplitz, ip: &[u8], at: usize) -> Option<u32> {
     let byte = |i: usize| ip.get(i).copied();
     let addrs = |l4: Option<(u16, u16)>| {
         let a = ip.get(at + 12..at + 20)?;
-        let (src, dst) = (std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]), std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]));
+        let (src, dst) = (
+            std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]),
+            std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]),
+        );
         Some(l4.map_or_else(|| t.ipv4(src, dst), |(s, d)| t.ipv4_ports(src, dst, s, d)))
     };
     let word = |i: usize| Some(u16::from_be_bytes([byte(i)?, byte(i + 1)?]));
@@ -268,7 +299,11 @@ mod tests {
         for bit in [0, 1, 7, 8, 95, 287] {
             let mut input = [0u8; 36];
             input[bit / 8] = 0x80 >> (bit % 8);
-            assert_eq!(window(&MICROSOFT_KEY, bit), toeplitz_reference(&MICROSOFT_KEY, &input), "bit {bit}");
+            assert_eq!(
+                window(&MICROSOFT_KEY, bit),
+                toeplitz_reference(&MICROSOFT_KEY, &input),
+                "bit {bit}"
+            );
         }
     }
 

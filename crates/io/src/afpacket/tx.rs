@@ -49,7 +49,16 @@ pub struct PacketTx {
 impl PacketTx {
     pub(crate) fn new(fd: OwnedFd, ring: Mapping, geo: TxGeometry, mtu: u32) -> PacketTx {
         debug_assert_eq!(ring.len(), geo.ring_len());
-        PacketTx { ring, fd, geo, next: 0, unkicked: 0, mtu: mtu as usize, stats: PortStats::default(), errors: TxErrors::default() }
+        PacketTx {
+            ring,
+            fd,
+            geo,
+            next: 0,
+            unkicked: 0,
+            mtu: mtu as usize,
+            stats: PortStats::default(),
+            errors: TxErrors::default(),
+        }
     }
 
     /// Error counters beyond [`PortStats`].
@@ -64,7 +73,11 @@ impl PacketTx {
 
     /// Slots still held by the kernel (requested, or being sent).
     pub fn in_flight(&self) -> u32 {
-        (0..self.geo.frames).filter(|&i| self.slot_status(i) & (ring::status::SEND_REQUEST | ring::status::SENDING) != 0).count() as u32
+        (0..self.geo.frames)
+            .filter(|&i| {
+                self.slot_status(i) & (ring::status::SEND_REQUEST | ring::status::SENDING) != 0
+            })
+            .count() as u32
     }
 
     fn slot_status(&self, index: u32) -> u32 {
@@ -127,9 +140,14 @@ impl TxPort for PacketTx {
             unsafe {
                 self.ring.write(slot + ring::v2::DATA, &ring::vnet_hdr(frame.len()));
                 self.ring.write(slot + ring::v2::DATA + ring::VNET_HDR_LEN, frame);
-                self.ring.write(slot + ring::v2::LEN, &((ring::VNET_HDR_LEN + frame.len()) as u32).to_ne_bytes());
+                self.ring.write(
+                    slot + ring::v2::LEN,
+                    &((ring::VNET_HDR_LEN + frame.len()) as u32).to_ne_bytes(),
+                );
             }
-            self.ring.status(slot + ring::v2::STATUS).store(ring::status::SEND_REQUEST, Ordering::Release);
+            self.ring
+                .status(slot + ring::v2::STATUS)
+                .store(ring::status::SEND_REQUEST, Ordering::Release);
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += frame.len() as u64;
             self.unkicked += 1;

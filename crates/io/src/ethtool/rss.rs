@@ -39,7 +39,9 @@ impl RssConfig {
         }
         // Toeplitz XORs one 32-bit key window per input bit: with a key of period 16,
         // swapping source and destination (16-bit aligned fields) swaps equal windows.
-        self.hfunc == HASH_TOP && self.key.len() >= 4 && self.key.chunks_exact(2).all(|w| w == &self.key[..2])
+        self.hfunc == HASH_TOP
+            && self.key.len() >= 4
+            && self.key.chunks_exact(2).all(|w| w == &self.key[..2])
     }
 }
 
@@ -55,7 +57,11 @@ pub fn rss_config(ifname: &str) -> io::Result<RssConfig> {
     buf[8..12].copy_from_slice(&(indir as u32).to_ne_bytes());
     buf[12..16].copy_from_slice(&(key_len as u32).to_ne_bytes());
     let full = rxfh(&sock, ifname, buf)?;
-    Ok(RssConfig { hfunc: full[16], input_xfrm: full[17], key: full[HEADER + 4 * indir..].to_vec() })
+    Ok(RssConfig {
+        hfunc: full[16],
+        input_xfrm: full[17],
+        key: full[HEADER + 4 * indir..].to_vec(),
+    })
 }
 
 /// One `ETHTOOL_GRSSH` with `buf` as the `struct ethtool_rxfh` (its sizes filled in).
@@ -77,7 +83,8 @@ mod tests {
 
     #[test]
     fn symmetric_keys_and_transforms() {
-        let cfg = |hfunc, input_xfrm, key: &[u8]| RssConfig { hfunc, input_xfrm, key: key.to_vec() };
+        let cfg =
+            |hfunc, input_xfrm, key: &[u8]| RssConfig { hfunc, input_xfrm, key: key.to_vec() };
         assert!(cfg(HASH_TOP, 0, &SYMMETRIC_KEY).is_symmetric());
         assert!(!cfg(HASH_TOP, 0, &MICROSOFT_KEY).is_symmetric());
         assert!(cfg(HASH_TOP, 1, &MICROSOFT_KEY).is_symmetric());

@@ -32,7 +32,10 @@ impl DriverStats {
     /// Reads the statistics' names of `ifname` (in this thread's network namespace).
     pub fn open(ifname: &str) -> io::Result<DriverStats> {
         if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name {ifname:?}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad interface name {ifname:?}"),
+            ));
         }
         // SAFETY: socket(2) takes no pointers; a non-negative result is a fresh fd we own.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
@@ -52,10 +55,14 @@ impl DriverStats {
         let bytes = size_of_val(strings.as_slice());
         stats.ioctl(strings.as_mut_ptr().cast(), bytes)?;
         let n = (strings[2] as usize).min(n + SPARE);
-        let raw: Vec<u8> = strings[3..3 + n * ETH_GSTRING_LEN / 4].iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let raw: Vec<u8> =
+            strings[3..3 + n * ETH_GSTRING_LEN / 4].iter().flat_map(|w| w.to_ne_bytes()).collect();
         stats.names = raw
             .chunks(ETH_GSTRING_LEN)
-            .map(|c| String::from_utf8_lossy(&c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())]).into_owned())
+            .map(|c| {
+                String::from_utf8_lossy(&c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())])
+                    .into_owned()
+            })
             .collect();
         Ok(stats)
     }
@@ -78,7 +85,13 @@ impl DriverStats {
         self.ioctl(buf.as_mut_ptr().cast(), bytes)?;
         let got = buf[0].to_ne_bytes();
         if u32::from_ne_bytes([got[4], got[5], got[6], got[7]]) as usize != n {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("the statistics of {} changed while being read (queues added or removed?)", self.ifname)));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the statistics of {} changed while being read (queues added or removed?)",
+                    self.ifname
+                ),
+            ));
         }
         buf.truncate(1 + n);
         buf.remove(0);

@@ -80,7 +80,9 @@ fn group(p: &[u8]) -> Result<Vec<(u32, u32)>, NexthopParseError> {
     }
     // The weight is one less than the weight, its high byte in what was reserved before
     // Linux 6.12 (zero there).
-    Ok(p.chunks_exact(GROUP_ENTRY).map(|e| (u32_at(e, 0), (u32::from(e[5]) << 8 | u32::from(e[4])) + 1)).collect())
+    Ok(p.chunks_exact(GROUP_ENTRY)
+        .map(|e| (u32_at(e, 0), (u32::from(e[5]) << 8 | u32::from(e[4])) + 1))
+        .collect())
 }
 
 /// Parses one whole netlink message (header included) as a nexthop message.

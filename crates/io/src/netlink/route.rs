@@ -115,14 +115,19 @@ pub(crate) fn addr(family: u8, p: &[u8], ty: u16) -> Result<IpAddr, RouteParseEr
 }
 
 /// The `rtnexthop` list of an `RTA_MULTIPATH` attribute.
-fn multipath(family: u8, mut b: &[u8], out: &mut Vec<RouteNextHop>) -> Result<Option<&'static str>, RouteParseError> {
+fn multipath(
+    family: u8,
+    mut b: &[u8],
+    out: &mut Vec<RouteNextHop>,
+) -> Result<Option<&'static str>, RouteParseError> {
     let mut unsupported = None;
     while b.len() >= 8 {
         let len = u16_at(b, 0) as usize;
         if len < 8 || len > b.len() {
             return Err(RouteParseError::AttrLen(RTA_MULTIPATH));
         }
-        let mut hop = RouteNextHop { gateway: None, ifindex: u32_at(b, 4), weight: u16::from(b[3]) + 1 };
+        let mut hop =
+            RouteNextHop { gateway: None, ifindex: u32_at(b, 4), weight: u16::from(b[3]) + 1 };
         for (ty, p) in attrs(&b[8..len]) {
             match ty {
                 RTA_GATEWAY => hop.gateway = Some(addr(family, p, ty)?),
@@ -249,7 +254,11 @@ impl RouteSocket {
     /// Opens and subscribes; asks for a receive buffer of `rcvbuf` bytes (SO_RCVBUFFORCE,
     /// which needs CAP_NET_ADMIN, else SO_RCVBUF up to `net.core.rmem_max`).
     pub fn open(rcvbuf: usize) -> io::Result<RouteSocket> {
-        let fd = crate::sys::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_NONBLOCK, libc::NETLINK_ROUTE)?;
+        let fd = crate::sys::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK,
+            libc::NETLINK_ROUTE,
+        )?;
         let size = rcvbuf.min(i32::MAX as usize) as libc::c_int;
         if setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, size).is_err() {
             setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, size)?;
@@ -259,12 +268,23 @@ impl RouteSocket {
         sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
         sa.nl_groups = RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE;
         // SAFETY: `sa` is a valid sockaddr_nl of the size passed.
-        let rc = unsafe { libc::bind(fd.as_raw_fd(), (&sa as *const libc::sockaddr_nl).cast(), size_of::<libc::sockaddr_nl>() as u32) };
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sa as *const libc::sockaddr_nl).cast(),
+                size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
         // A kernel without nexthop objects (before 5.3) refuses the group; it has none to send.
-        let _ = setsockopt(&fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, super::nexthop::RTNLGRP_NEXTHOP as libc::c_int);
+        let _ = setsockopt(
+            &fd,
+            libc::SOL_NETLINK,
+            libc::NETLINK_ADD_MEMBERSHIP,
+            super::nexthop::RTNLGRP_NEXTHOP as libc::c_int,
+        );
         Ok(RouteSocket { fd })
     }
 
@@ -287,8 +307,11 @@ impl RouteSocket {
     /// fit its slot): the table must be dumped again.
     pub fn recv_many(&self, into: &mut Datagrams) -> io::Result<usize> {
         let slot = into.slot;
-        let mut iovs: Vec<libc::iovec> =
-            into.buf.chunks_exact_mut(slot).map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: slot }).collect();
+        let mut iovs: Vec<libc::iovec> = into
+            .buf
+            .chunks_exact_mut(slot)
+            .map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: slot })
+            .collect();
         // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control data).
         let mut hdrs: Vec<libc::mmsghdr> = iovs
             .iter_mut()
@@ -302,7 +325,15 @@ impl RouteSocket {
         // SAFETY: `hdrs` holds `hdrs.len()` headers, each pointing at one iovec of `iovs` that
         // covers its own `slot` bytes of `into.buf`; all outlive the call, which writes only
         // there and into the headers. A null timeout: the socket is non-blocking.
-        let n = unsafe { libc::recvmmsg(self.fd.as_raw_fd(), hdrs.as_mut_ptr(), hdrs.len() as u32, 0, std::ptr::null_mut()) };
+        let n = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                hdrs.len() as u32,
+                0,
+                std::ptr::null_mut(),
+            )
+        };
         into.lens.clear();
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -335,7 +366,11 @@ pub struct Datagrams {
 impl Datagrams {
     /// `count` datagrams of up to `slot` bytes each (a route notification is at most a page).
     pub fn new(count: usize, slot: usize) -> Datagrams {
-        Datagrams { buf: vec![0; count.max(1) * slot.max(1)], slot: slot.max(1), lens: Vec::with_capacity(count) }
+        Datagrams {
+            buf: vec![0; count.max(1) * slot.max(1)],
+            slot: slot.max(1),
+            lens: Vec::with_capacity(count),
+        }
     }
 
     /// The datagrams the last read returned, in order.
@@ -349,9 +384,22 @@ pub fn is_overrun(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOBUFS)
 }
 
-fn setsockopt(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+fn setsockopt(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: `value` is a c_int that outlives the call, its size passed.
-    let rc = unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, (&value as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32) };
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as u32,
+        )
+    };
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
@@ -366,7 +414,11 @@ pub fn messages(b: &[u8]) -> impl Iterator<Item = &[u8]> {
 pub fn dump_routes(mut each: impl FnMut(&[u8])) -> io::Result<()> {
     match super::nexthop::dump_nexthops(&mut each) {
         // A kernel without nexthop objects.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::EAFNOSUPPORT)) => {}
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::EAFNOSUPPORT)
+            ) => {}
         res => res?,
     }
     for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {

@@ -44,7 +44,9 @@ pub fn complete_if_partial(frame: &mut [u8]) -> bool {
         let addrs = u64::from_be_bytes([h[14], h[15], h[16], h[17], h[18], h[19], h[20], h[21]]);
         let pseudo = fold16((addrs >> 32) + (addrs & 0xffff_ffff) + u64::from(proto) + len as u64);
         let field = 34 + if proto == PROTO_TCP { 16 } else { 6 };
-        let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else { return false };
+        let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else {
+            return false;
+        };
         if u16::from_be_bytes([hi, lo]) != pseudo {
             return false;
         }
@@ -74,7 +76,9 @@ fn complete_checked(frame: &mut [u8]) -> bool {
     };
     let field = l4 + if proto == PROTO_TCP { 16 } else { 6 };
     let min = if proto == PROTO_TCP { 20 } else { 8 };
-    let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else { return false };
+    let Some(&[hi, lo]) = frame.get(field..field + 2).and_then(|b| b.first_chunk()) else {
+        return false;
+    };
     if len < min || u16::from_be_bytes([hi, lo]) != fold(u64::from(pseudo)) {
         return false;
     }
@@ -89,10 +93,17 @@ fn v4_l4(frame: &[u8], l3: usize) -> Option<(usize, usize, u8, u32)> {
     let ihl = usize::from(h[0] & 0xf) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
     let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
-    if h[0] >> 4 != 4 || (proto != PROTO_TCP && proto != PROTO_UDP) || fragment || ihl < 20 || total < ihl || l3 + total > frame.len() {
+    if h[0] >> 4 != 4
+        || (proto != PROTO_TCP && proto != PROTO_UDP)
+        || fragment
+        || ihl < 20
+        || total < ihl
+        || l3 + total > frame.len()
+    {
         return None;
     }
-    let (src, dst) = (Ipv4Addr::new(h[12], h[13], h[14], h[15]), Ipv4Addr::new(h[16], h[17], h[18], h[19]));
+    let (src, dst) =
+        (Ipv4Addr::new(h[12], h[13], h[14], h[15]), Ipv4Addr::new(h[16], h[17], h[18], h[19]));
     let len = total - ihl;
     Some((l3 + ihl, len, proto, pseudo_header_v4(&src, &dst, proto, len as u32)))
 }

@@ -37,7 +37,12 @@ impl GsoPlan {
     /// the kernel took off it), none longer than `max_frame` bytes. TCP segments shrink below
     /// `gso_size` if they must to fit (a receiver takes any segment up to its MSS); UDP
     /// datagrams cannot be cut, so a larger `gso_size` is [`OffloadError::Unsupported`].
-    pub fn new(frame: &[u8], hdr: &VnetHdr, tag: Option<(u16, u16)>, max_frame: usize) -> Result<GsoPlan, OffloadError> {
+    pub fn new(
+        frame: &[u8],
+        hdr: &VnetHdr,
+        tag: Option<(u16, u16)>,
+        max_frame: usize,
+    ) -> Result<GsoPlan, OffloadError> {
         use OffloadError::{Malformed, Unsupported};
         let kind = hdr.gso_type & !ECN;
         let tcp = match kind {
@@ -54,7 +59,8 @@ impl GsoPlan {
         if proto != if tcp { PROTO_TCP } else { PROTO_UDP } {
             return Err(Malformed);
         }
-        let l4_len = if tcp { usize::from(frame.get(l4 + 12).ok_or(Malformed)? >> 4) * 4 } else { 8 };
+        let l4_len =
+            if tcp { usize::from(frame.get(l4 + 12).ok_or(Malformed)? >> 4) * 4 } else { 8 };
         let hdrs = l4 + l4_len;
         if l4_len < 8 || hdrs >= frame.len() || hdr.gso_size == 0 {
             return Err(Malformed);
@@ -101,8 +107,13 @@ impl GsoPlan {
     pub fn write(&self, frame: &[u8], i: usize, out: &mut [u8]) -> Result<(), OffloadError> {
         let chunk = self.chunk(i);
         let t = self.tag_len();
-        let payload = frame.get(self.hdrs + chunk.start..self.hdrs + chunk.end).ok_or(OffloadError::Malformed)?;
-        if out.len() != self.segment_len(i) || frame.len() != self.hdrs + self.payload || chunk.is_empty() {
+        let payload = frame
+            .get(self.hdrs + chunk.start..self.hdrs + chunk.end)
+            .ok_or(OffloadError::Malformed)?;
+        if out.len() != self.segment_len(i)
+            || frame.len() != self.hdrs + self.payload
+            || chunk.is_empty()
+        {
             return Err(OffloadError::Malformed);
         }
         out[..12].copy_from_slice(&frame[..12]);
@@ -114,7 +125,8 @@ impl GsoPlan {
         let pseudo = self.fix_ip(&mut out[t + self.l3..], i);
         let l4 = &mut out[t + self.l4..];
         let field = if self.tcp {
-            let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]).wrapping_add((i * self.mss) as u32);
+            let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]])
+                .wrapping_add((i * self.mss) as u32);
             l4[4..8].copy_from_slice(&seq.to_be_bytes());
             if i > 0 {
                 l4[13] &= !CWR;
@@ -172,11 +184,13 @@ struct IpHeader {
 /// A GSO frame's IPv4 header: its total length must cover the frame exactly, and it must
 /// not be a fragment.
 fn ipv4_l4(frame: &[u8], l3: usize) -> Result<IpHeader, OffloadError> {
-    let h: &[u8; 20] = frame.get(l3..).and_then(|b| b.first_chunk()).ok_or(OffloadError::Malformed)?;
+    let h: &[u8; 20] =
+        frame.get(l3..).and_then(|b| b.first_chunk()).ok_or(OffloadError::Malformed)?;
     let ihl = usize::from(h[0] & 0xf) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
     let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
-    if h[0] >> 4 != 4 || ihl < 20 || total != frame.len() - l3 || fragment || l3 + ihl > frame.len() {
+    if h[0] >> 4 != 4 || ihl < 20 || total != frame.len() - l3 || fragment || l3 + ihl > frame.len()
+    {
         return Err(OffloadError::Malformed);
     }
     Ok(IpHeader { ipv6: false, l4: l3 + ihl, proto: h[9] })
@@ -185,7 +199,8 @@ fn ipv4_l4(frame: &[u8], l3: usize) -> Result<IpHeader, OffloadError> {
 /// The same for IPv6; extension headers are not cut (the kernel's senders put none on
 /// TSO/USO frames).
 fn ipv6_l4(frame: &[u8], l3: usize) -> Result<IpHeader, OffloadError> {
-    let h: &[u8; 40] = frame.get(l3..).and_then(|b| b.first_chunk()).ok_or(OffloadError::Malformed)?;
+    let h: &[u8; 40] =
+        frame.get(l3..).and_then(|b| b.first_chunk()).ok_or(OffloadError::Malformed)?;
     let len = usize::from(u16::from_be_bytes([h[4], h[5]]));
     if h[0] >> 4 != 6 || len != frame.len() - l3 - 40 {
         return Err(OffloadError::Malformed);

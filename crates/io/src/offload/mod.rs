@@ -61,7 +61,14 @@ pub struct VnetHdr {
 impl VnetHdr {
     pub fn parse(b: &[u8; VNET_HDR_LEN]) -> VnetHdr {
         let le = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
-        VnetHdr { flags: b[0], gso_type: b[1], hdr_len: le(2), gso_size: le(4), csum_start: le(6), csum_offset: le(8) }
+        VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: le(2),
+            gso_size: le(4),
+            csum_start: le(6),
+            csum_offset: le(8),
+        }
     }
 
     pub fn needs_csum(&self) -> bool {

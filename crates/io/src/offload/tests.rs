@@ -25,7 +25,8 @@ const TSO_HDRS: &str = "020000000b01020000000a01080045001c7cde4940004006b40ac612
 /// The headers of a UDP_SEGMENT send of 2500 bytes (gso_size 1000) from port 40000 to 9999;
 /// the payload was `0..250` ten times.
 const USO_VNET: &str = "01052a00e80322000600";
-const USO_HDRS: &str = "020000000b01020000000a010800450009e06cd0000040117815c6120002c61200019c40270f09cc9605";
+const USO_HDRS: &str =
+    "020000000b01020000000a010800450009e06cd0000040117815c6120002c61200019c40270f09cc9605";
 
 fn ipv4_tcp(frame: &[u8]) -> (Ipv4Packet<&[u8]>, TcpPacket<&[u8]>) {
     let eth = EthernetFrame::new_checked(frame).unwrap();
@@ -92,7 +93,10 @@ fn the_xdp_rule_handles_udp_ipv6_and_vlan_tags() {
     assert_eq!(&tagged[16..], &segs[0][12..]);
     // IPv6 TCP.
     let mut v6 = tcp6_frame(b"hello", 0x18);
-    let (src, dst) = (Ipv6Packet::new_unchecked(&v6[14..]).src_addr(), Ipv6Packet::new_unchecked(&v6[14..]).dst_addr());
+    let (src, dst) = (
+        Ipv6Packet::new_unchecked(&v6[14..]).src_addr(),
+        Ipv6Packet::new_unchecked(&v6[14..]).dst_addr(),
+    );
     let pseudo = wire::checksum::pseudo_header_v6(&src, &dst, 6, 25);
     v6[54 + 16..54 + 18].copy_from_slice(&wire::checksum::fold(u64::from(pseudo)).to_be_bytes());
     assert!(complete_if_partial(&mut v6));
@@ -209,7 +213,14 @@ fn tcp6_frame(payload: &[u8], flags: u8) -> Vec<u8> {
 fn a_tcpv6_gso_frame_is_cut_too() {
     let payload: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
     let f = tcp6_frame(&payload, 0x19);
-    let h = VnetHdr { flags: flags::NEEDS_CSUM, gso_type: gso_type::TCPV6, gso_size: 1400, csum_start: 54, csum_offset: 16, hdr_len: 74 };
+    let h = VnetHdr {
+        flags: flags::NEEDS_CSUM,
+        gso_type: gso_type::TCPV6,
+        gso_size: 1400,
+        csum_start: 54,
+        csum_offset: 16,
+        hdr_len: 74,
+    };
     let plan = GsoPlan::new(&f, &h, None, 1984).unwrap();
     assert_eq!(plan.segments(), 3);
     let mut got = Vec::new();
@@ -232,9 +243,21 @@ fn bad_metadata_is_refused_never_a_panic() {
     let h = vnet(TSO_VNET);
     let bad = |h: VnetHdr| GsoPlan::new(&f, &h, None, 1984);
     assert_eq!(bad(VnetHdr { gso_size: 0, ..h }), Err(OffloadError::Malformed));
-    assert_eq!(bad(VnetHdr { gso_type: gso_type::TCPV6, ..h }), Err(OffloadError::Malformed), "TCPv6 on an IPv4 frame");
-    assert_eq!(bad(VnetHdr { gso_type: gso_type::UDP_L4, ..h }), Err(OffloadError::Malformed), "UDP on a TCP frame");
-    assert_eq!(bad(VnetHdr { gso_type: gso_type::UDP, ..h }), Err(OffloadError::Unsupported), "UFO");
+    assert_eq!(
+        bad(VnetHdr { gso_type: gso_type::TCPV6, ..h }),
+        Err(OffloadError::Malformed),
+        "TCPv6 on an IPv4 frame"
+    );
+    assert_eq!(
+        bad(VnetHdr { gso_type: gso_type::UDP_L4, ..h }),
+        Err(OffloadError::Malformed),
+        "UDP on a TCP frame"
+    );
+    assert_eq!(
+        bad(VnetHdr { gso_type: gso_type::UDP, ..h }),
+        Err(OffloadError::Unsupported),
+        "UFO"
+    );
     assert_eq!(bad(VnetHdr { gso_type: 2, ..h }), Err(OffloadError::Unsupported));
     assert!(bad(VnetHdr { gso_type: gso_type::TCPV4 | gso_type::ECN, ..h }).is_ok());
     // Every truncation of the frame: refused (IP length no longer matches), no panic.
@@ -245,7 +268,10 @@ fn bad_metadata_is_refused_never_a_panic() {
     let plan = GsoPlan::new(&f, &h, None, 1984).unwrap();
     assert!(plan.write(&f, 0, &mut [0u8; 10]).is_err());
     assert!(plan.write(&f[..100], 0, &mut vec![0u8; plan.segment_len(0)]).is_err());
-    assert!(plan.write(&f, 3, &mut vec![0u8; plan.segment_len(3)]).is_err(), "past the last segment");
+    assert!(
+        plan.write(&f, 3, &mut vec![0u8; plan.segment_len(3)]).is_err(),
+        "past the last segment"
+    );
     // Checksum positions outside the frame.
     let mut syn = hex(SYN);
     assert_eq!(complete_at(&mut syn, 34, 40), Err(OffloadError::Malformed));

@@ -43,7 +43,10 @@ impl Attachment {
     }
 
     fn unsteered(&self) -> Option<u64> {
-        self.fast.fail_closed().then(|| self.fast.port_counts(self.slot as u16).ok().map(|c| c.unsteered)).flatten()
+        self.fast
+            .fail_closed()
+            .then(|| self.fast.port_counts(self.slot as u16).ok().map(|c| c.unsteered))
+            .flatten()
     }
 }
 
@@ -56,7 +59,8 @@ static ATTACHED: Mutex<Vec<Weak<Attachment>>> = Mutex::new(Vec::new());
 pub fn unsteered_drops(ifindex: u32) -> Option<u64> {
     let netns = sys::netns_id();
     let all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
-    let a = all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex)?;
+    let a =
+        all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex)?;
     a.unsteered()
 }
 
@@ -73,7 +77,9 @@ pub fn get_or_attach(
     let netns = sys::netns_id();
     let mut all = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|w| w.strong_count() > 0);
-    if let Some(a) = all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex) {
+    if let Some(a) =
+        all.iter().filter_map(Weak::upgrade).find(|a| a.netns == netns && a.ifindex == ifindex)
+    {
         if want != XdpMode::Auto && want != a.mode {
             return Err(XdpError::Config(format!(
                 "`{ifname}` already runs linerate's program in {:?} mode, {want:?} requested for another queue",
@@ -96,7 +102,14 @@ pub fn get_or_attach(
     Ok(a)
 }
 
-fn attach(ifname: &str, ifindex: u32, want: XdpMode, fast: Arc<FastPath>, slot: u32, offloads: bool) -> Result<Attachment, XdpError> {
+fn attach(
+    ifname: &str,
+    ifindex: u32,
+    want: XdpMode,
+    fast: Arc<FastPath>,
+    slot: u32,
+    offloads: bool,
+) -> Result<Attachment, XdpError> {
     let prog = fast.prog_fd();
     let modes: &[XdpMode] = match want {
         XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
@@ -109,13 +122,26 @@ fn attach(ifname: &str, ifindex: u32, want: XdpMode, fast: Arc<FastPath>, slot: 
             Ok(link) => {
                 // Without tcx (before Linux 6.6) the frames XDP cannot rewrite go to the pipeline.
                 let tc_link = offloads.then(|| fast.attach_tc(slot, ifindex).ok()).flatten();
-                return Ok(Attachment { netns: sys::netns_id(), ifindex, mode, fast, slot, offloads, _link: link, tc_link });
+                return Ok(Attachment {
+                    netns: sys::netns_id(),
+                    ifindex,
+                    mode,
+                    fast,
+                    slot,
+                    offloads,
+                    _link: link,
+                    tc_link,
+                });
             }
             // The driver has no native XDP: try generic (skb) mode.
             Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => last = Some(e),
             // Native XDP refuses a link whose MTU does not fit a page (veth, virtio_net).
-            Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::ERANGE) => return Err(mtu_too_large(ifname, mode)),
-            Err(LinkError::Io(e)) => return Err(XdpError::sys("attach XDP program (BPF_LINK_CREATE)", ifname, e)),
+            Err(LinkError::Io(e)) if e.raw_os_error() == Some(libc::ERANGE) => {
+                return Err(mtu_too_large(ifname, mode));
+            }
+            Err(LinkError::Io(e)) => {
+                return Err(XdpError::sys("attach XDP program (BPF_LINK_CREATE)", ifname, e));
+            }
             Err(LinkError::Fatal(e)) => return Err(e),
         }
     }
@@ -145,7 +171,12 @@ fn mode_flags(mode: XdpMode) -> u32 {
 
 /// Creates the link; if a program attached through netlink is in the way and is linerate's
 /// (left by a crash), detaches it and tries once more.
-fn link_replacing_stale(ifname: &str, ifindex: u32, prog: RawFd, mode: XdpMode) -> Result<OwnedFd, LinkError> {
+fn link_replacing_stale(
+    ifname: &str,
+    ifindex: u32,
+    prog: RawFd,
+    mode: XdpMode,
+) -> Result<OwnedFd, LinkError> {
     let flags = mode_flags(mode);
     let err = match bpf::link_xdp(prog, ifindex, flags) {
         Ok(link) => return Ok(link),
@@ -153,18 +184,27 @@ fn link_replacing_stale(ifname: &str, ifindex: u32, prog: RawFd, mode: XdpMode) 
         Err(e) => return Err(LinkError::Io(e)),
     };
     let fatal = |e| LinkError::Fatal(e);
-    let Some(old) =
-        netlink::query(ifindex).map_err(|e| fatal(XdpError::sys("query XDP program (netlink)", ifname, e)))?
+    let Some(old) = netlink::query(ifindex)
+        .map_err(|e| fatal(XdpError::sys("query XDP program (netlink)", ifname, e)))?
     else {
         return Err(LinkError::Io(err));
     };
     let name = bpf::prog_name(old.prog_id).unwrap_or_else(|e| format!("<unknown: {e}>"));
     if !bpf::OWN_PROG_NAMES.contains(&name.as_str()) {
-        return Err(fatal(XdpError::ForeignProgram { ifname: ifname.into(), id: old.prog_id, name }));
+        return Err(fatal(XdpError::ForeignProgram {
+            ifname: ifname.into(),
+            id: old.prog_id,
+            name,
+        }));
     }
     if let Err(e) = netlink::set_xdp(ifindex, -1, old.mode_flags) {
         // Netlink cannot detach a bpf_link: a live process (another linerate) holds it.
-        return Err(fatal(XdpError::InUse { ifname: ifname.into(), id: old.prog_id, name, source: e }));
+        return Err(fatal(XdpError::InUse {
+            ifname: ifname.into(),
+            id: old.prog_id,
+            name,
+            source: e,
+        }));
     }
     bpf::link_xdp(prog, ifindex, flags).map_err(LinkError::Io)
 }

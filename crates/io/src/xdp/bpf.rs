@@ -400,7 +400,10 @@ fn load(prog_type: u32, attach: u32, insns: &[Insn], name: &str) -> Result<Owned
             let mut log = vec![0u8; 64 * 1024];
             let _ = attempt(&mut log, 1);
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            Err(LoadError { source, log: String::from_utf8_lossy(&log[..end]).trim_end().to_string() })
+            Err(LoadError {
+                source,
+                log: String::from_utf8_lossy(&log[..end]).trim_end().to_string(),
+            })
         }
     }
 }
@@ -458,8 +461,20 @@ pub fn test_run_xdp(prog: RawFd, data: &[u8], ifindex: u32, repeat: u32) -> io::
 
 /// BPF_PROG_TEST_RUN of an XDP program: `meta` bytes of metadata before the frame, `room`
 /// bytes for what the program leaves.
-fn run_xdp(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, room: usize) -> io::Result<XdpRun> {
-    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+fn run_xdp(
+    prog: RawFd,
+    data: &[u8],
+    meta: u32,
+    ifindex: u32,
+    repeat: u32,
+    room: usize,
+) -> io::Result<XdpRun> {
+    let ctx = XdpMd {
+        data: meta,
+        data_end: data.len() as u32,
+        ingress_ifindex: ifindex,
+        ..Default::default()
+    };
     let mut out = vec![0u8; room];
     let mut attr = TestRunAttr {
         prog_fd: prog as u32,
@@ -494,8 +509,20 @@ struct XdpMd {
 /// the kernel's page pool hands out a new page), whose first `meta` bytes are metadata as in
 /// [`test_run_frame`], and the frames it returns XDP_TX for leave through `ifindex`, `batch`
 /// at a time (1..=256; the kernel's default when 0). Runs on the calling CPU.
-pub fn run_live(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, batch: u32) -> io::Result<()> {
-    let ctx = XdpMd { data: meta, data_end: data.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+pub fn run_live(
+    prog: RawFd,
+    data: &[u8],
+    meta: u32,
+    ifindex: u32,
+    repeat: u32,
+    batch: u32,
+) -> io::Result<()> {
+    let ctx = XdpMd {
+        data: meta,
+        data_end: data.len() as u32,
+        ingress_ifindex: ifindex,
+        ..Default::default()
+    };
     let mut attr = TestRunAttr {
         prog_fd: prog as u32,
         data_size_in: data.len() as u32,
@@ -514,7 +541,12 @@ pub fn run_live(prog: RawFd, data: &[u8], meta: u32, ifindex: u32, repeat: u32, 
 /// (before the frame, 0..=32, a multiple of 4), and also returns the data as the program
 /// left it, metadata included (it may rewrite, grow or shrink the frame); `room` is the most
 /// bytes it may have.
-pub fn test_run_frame(prog: RawFd, data: &[u8], meta: u32, room: usize) -> io::Result<(u32, Vec<u8>)> {
+pub fn test_run_frame(
+    prog: RawFd,
+    data: &[u8],
+    meta: u32,
+    room: usize,
+) -> io::Result<(u32, Vec<u8>)> {
     run_xdp(prog, data, meta, 0, 1, room).map(|r| (r.action, r.frame))
 }
 
@@ -560,7 +592,11 @@ pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()
     };
     sys::bpf(sys::BPF_MAP_UPDATE_BATCH, &mut attr)?;
     if attr.count as usize != keys.len() {
-        return Err(io::Error::other(format!("map update wrote {} of {} values", attr.count, keys.len())));
+        return Err(io::Error::other(format!(
+            "map update wrote {} of {} values",
+            attr.count,
+            keys.len()
+        )));
     }
     Ok(())
 }
@@ -568,12 +604,24 @@ pub fn array_fill(map: RawFd, value_size: usize, values: &[u8]) -> io::Result<()
 /// Reads entry `index` of array map `map` into `value`, which must be the map's value size.
 pub fn array_get(map: RawFd, index: u32, value: &mut [u8]) -> io::Result<()> {
     let mut info = MapInfo::default();
-    let mut attr = InfoAttr { bpf_fd: map as u32, info_len: size_of::<MapInfo>() as u32, info: &mut info as *mut _ as u64 };
+    let mut attr = InfoAttr {
+        bpf_fd: map as u32,
+        info_len: size_of::<MapInfo>() as u32,
+        info: &mut info as *mut _ as u64,
+    };
     sys::bpf(sys::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
     if info.value_size as usize != value.len() || info.key_size != 4 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("map values are {} bytes, not {}", info.value_size, value.len())));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("map values are {} bytes, not {}", info.value_size, value.len()),
+        ));
     }
-    let mut attr = MapElemAttr { map_fd: map as u32, key: &index as *const u32 as u64, value: value.as_mut_ptr() as u64, ..Default::default() };
+    let mut attr = MapElemAttr {
+        map_fd: map as u32,
+        key: &index as *const u32 as u64,
+        value: value.as_mut_ptr() as u64,
+        ..Default::default()
+    };
     sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut attr).map(drop)
 }
 
@@ -589,14 +637,24 @@ struct LinkCreateAttr {
 /// Attaches XDP program `prog` to `ifindex` as a bpf_link in mode `flags`
 /// (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`). Closing the link fd detaches it.
 pub fn link_xdp(prog: RawFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
-    let mut attr = LinkCreateAttr { prog_fd: prog as u32, target_ifindex: ifindex, attach_type: sys::BPF_XDP, flags };
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog as u32,
+        target_ifindex: ifindex,
+        attach_type: sys::BPF_XDP,
+        flags,
+    };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
 }
 
 /// Attaches tc program `prog` to the ingress of `ifindex` as a tcx bpf_link (Linux 6.6,
 /// `BPF_TCX_INGRESS`), after any program already there. Closing the link fd detaches it.
 pub fn link_tcx_ingress(prog: RawFd, ifindex: u32) -> io::Result<OwnedFd> {
-    let mut attr = LinkCreateAttr { prog_fd: prog as u32, target_ifindex: ifindex, attach_type: sys::BPF_TCX_INGRESS, flags: 0 };
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog as u32,
+        target_ifindex: ifindex,
+        attach_type: sys::BPF_TCX_INGRESS,
+        flags: 0,
+    };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
 }
 

@@ -121,7 +121,13 @@ enum MapKey {
 impl FlowKey {
     fn map_key(&self) -> MapKey {
         if self.family == 4 {
-            let mut k = FlowKey4 { ifindex: self.ifindex, sport: self.sport, dport: self.dport, proto: self.proto, ..Default::default() };
+            let mut k = FlowKey4 {
+                ifindex: self.ifindex,
+                sport: self.sport,
+                dport: self.dport,
+                proto: self.proto,
+                ..Default::default()
+            };
             k.src.copy_from_slice(&self.src[..4]);
             k.dst.copy_from_slice(&self.dst[..4]);
             MapKey::V4(k)
@@ -194,7 +200,10 @@ impl FastPath {
         all.retain(|w| w.strong_count() > 0);
         if let Some(f) = all.iter().filter_map(Weak::upgrade).find(|f| f.netns == netns) {
             if f.fail_closed != fail_closed {
-                return Err(XdpError::Config(format!("the fast path already runs with fail-closed = {}", f.fail_closed)));
+                return Err(XdpError::Config(format!(
+                    "the fast path already runs with fail-closed = {}",
+                    f.fail_closed
+                )));
             }
             return Ok(f);
         }
@@ -214,10 +223,20 @@ impl FastPath {
     pub fn load(flows: u32, fail_closed: bool) -> Result<FastPath, XdpError> {
         let flows = flows.max(1);
         let sizes = [("flows4", flows), ("flows6", flows)];
-        let mut obj = super::object::load_xdp_and_tc(super::object::FASTPATH, PROG_NAME, Some(TC_PROG_NAME), &sizes)
-            .map_err(|e| XdpError::ProgramRejected { source: e, log: String::new() })?;
-        let tc_prog = obj.tc.take().ok_or_else(|| XdpError::Config("the fast path's object lost its tc program".into()))?;
-        let mut take = |name: &str| obj.take_map(name).map_err(|e| XdpError::sys("take a map of the fast path", "-", e));
+        let mut obj = super::object::load_xdp_and_tc(
+            super::object::FASTPATH,
+            PROG_NAME,
+            Some(TC_PROG_NAME),
+            &sizes,
+        )
+        .map_err(|e| XdpError::ProgramRejected { source: e, log: String::new() })?;
+        let tc_prog = obj
+            .tc
+            .take()
+            .ok_or_else(|| XdpError::Config("the fast path's object lost its tc program".into()))?;
+        let mut take = |name: &str| {
+            obj.take_map(name).map_err(|e| XdpError::sys("take a map of the fast path", "-", e))
+        };
         let fast = FastPath {
             netns: sys::netns_id(),
             flows4: take("flows4")?,
@@ -234,9 +253,11 @@ impl FastPath {
             fail_closed,
             slots: Mutex::new(vec![0; MAX_IFACES as usize]),
             outputs: Mutex::new(Vec::new()),
-            cpus: super::sink::possible_cpus().map_err(|e| XdpError::sys("count the CPUs", "-", e))?,
+            cpus: super::sink::possible_cpus()
+                .map_err(|e| XdpError::sys("count the CPUs", "-", e))?,
         };
-        fast.write_settings(0).map_err(|e| XdpError::sys("write the fast path's settings", "-", e))?;
+        fast.write_settings(0)
+            .map_err(|e| XdpError::sys("write the fast path's settings", "-", e))?;
         Ok(fast)
     }
 
@@ -255,7 +276,9 @@ impl FastPath {
             return Ok(s as u32);
         }
         let Some(s) = slots.iter().position(|&i| i == 0) else {
-            return Err(XdpError::Config(format!("the fast path serves at most {MAX_IFACES} interfaces")));
+            return Err(XdpError::Config(format!(
+                "the fast path serves at most {MAX_IFACES} interfaces"
+            )));
         };
         // The program's array for small ifindexes holds slot + 1 (0: none).
         let written = if ifindex < SMALL_IFINDEX {
@@ -291,7 +314,10 @@ impl FastPath {
     /// Points queue `queue` of the interface in `slot` at socket `sock`.
     pub fn xsk_set(&self, slot: u32, queue: u32, sock: RawFd) -> io::Result<()> {
         if queue >= MAX_QUEUES {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("queue {queue} >= {MAX_QUEUES}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("queue {queue} >= {MAX_QUEUES}"),
+            ));
         }
         super::bpf::xskmap_set(self.xsks.as_raw_fd(), slot * MAX_QUEUES + queue, sock)
     }
@@ -354,7 +380,13 @@ impl FastPath {
     /// What the program counted on the interface in `slot`, summed over the CPUs.
     pub fn port_counts(&self, slot: u16) -> io::Result<PortCounts> {
         let v: [u64; 5] = percpu_values(self.port_stats.as_raw_fd(), u32::from(slot), self.cpus)?;
-        Ok(PortCounts { rx_packets: v[0], rx_bytes: v[1], tx_packets: v[2], tx_bytes: v[3], unsteered: v[4] })
+        Ok(PortCounts {
+            rx_packets: v[0],
+            rx_bytes: v[1],
+            tx_packets: v[2],
+            tx_bytes: v[3],
+            unsteered: v[4],
+        })
     }
 
     /// What the program counted on `ifindex`, if it is registered.
@@ -378,7 +410,8 @@ fn update<K: Copy, V: Copy>(map: &OwnedFd, key: &K, value: &V) -> io::Result<()>
 }
 
 fn lookup<K: Copy, V: Copy>(map: &OwnedFd, key: &K, value: &mut V) -> io::Result<()> {
-    sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut elem_attr(map, key, value as *mut V as *const V)).map(drop)
+    sys::bpf(sys::BPF_MAP_LOOKUP_ELEM, &mut elem_attr(map, key, value as *mut V as *const V))
+        .map(drop)
 }
 
 fn delete<K: Copy>(map: &OwnedFd, key: &K) -> io::Result<()> {
@@ -411,7 +444,14 @@ mod tests {
         let slot = f.register(1).unwrap();
         assert_eq!(f.register(1).unwrap(), slot);
         assert_eq!(f.slot_of(1), Some(slot as u16));
-        let key = FlowKey { ifindex: 1, proto: 17, family: 4, sport: [0, 9], dport: [0, 9], ..Default::default() };
+        let key = FlowKey {
+            ifindex: 1,
+            proto: 17,
+            family: 4,
+            sport: [0, 9],
+            dport: [0, 9],
+            ..Default::default()
+        };
         let entry = FlowEntry { out_ifindex: 1, generation: 3, mtu: 1500, ..Default::default() };
         f.insert(&key, &entry).unwrap();
         assert_eq!(f.lookup(&key).unwrap(), Some(entry));
@@ -519,7 +559,11 @@ mod tests {
         assert_eq!(run.frame, want, "MACs and hop limit rewritten");
         let mut hop1 = d.clone();
         hop1[21] = 1;
-        assert_eq!(super::super::bpf::test_run_xdp(f.prog_fd(), &hop1, 1, 1).unwrap().action, XDP_PASS, "hop limit 1");
+        assert_eq!(
+            super::super::bpf::test_run_xdp(f.prog_fd(), &hop1, 1, 1).unwrap().action,
+            XDP_PASS,
+            "hop limit 1"
+        );
     }
 
     #[test]
@@ -535,16 +579,37 @@ mod tests {
             wire::Ipv4Packet::new_unchecked(&mut d[14..34]).fill_checksum();
         };
         let cases: Vec<(&str, Vec<u8>)> = vec![
-            ("TTL 1", changed(&|d| { d[22] = 1; fix_ip_sum(d) })),
+            (
+                "TTL 1",
+                changed(&|d| {
+                    d[22] = 1;
+                    fix_ip_sum(d)
+                }),
+            ),
             ("bad IPv4 checksum", changed(&|d| d[24] ^= 1)),
-            ("fragment", changed(&|d| { d[20] = 0x20; fix_ip_sum(d) })),
+            (
+                "fragment",
+                changed(&|d| {
+                    d[20] = 0x20;
+                    fix_ip_sum(d)
+                }),
+            ),
             ("another station's MAC", changed(&|d| d[5] = 9)),
-            ("partial UDP checksum", changed(&|d| {
-                // 198.18.0.2 + 198.19.0.2 + 17 + 8, folded: what a CHECKSUM_PARTIAL sender leaves.
-                let pseudo = wire::checksum::fold(0xc612 + 2 + 0xc613 + 2 + 17 + 8);
-                d[40..42].copy_from_slice(&pseudo.to_be_bytes());
-            })),
-            ("IP length beyond the frame", changed(&|d| { d[17] = 200; fix_ip_sum(d) })),
+            (
+                "partial UDP checksum",
+                changed(&|d| {
+                    // 198.18.0.2 + 198.19.0.2 + 17 + 8, folded: what a CHECKSUM_PARTIAL sender leaves.
+                    let pseudo = wire::checksum::fold(0xc612 + 2 + 0xc613 + 2 + 17 + 8);
+                    d[40..42].copy_from_slice(&pseudo.to_be_bytes());
+                }),
+            ),
+            (
+                "IP length beyond the frame",
+                changed(&|d| {
+                    d[17] = 200;
+                    fix_ip_sum(d)
+                }),
+            ),
             ("another flow", changed(&|d| d[35] = 1)),
         ];
         for (what, frame) in cases {
@@ -558,12 +623,18 @@ mod tests {
         f.set_output(1, false).unwrap();
         f.set_generation(7).unwrap();
         let run = super::super::bpf::test_run_xdp(f.prog_fd(), &datagram(), 1, 1).unwrap();
-        assert_eq!((run.action, run.frame), (XDP_PASS, datagram()), "an output gone: untouched, to the pipeline");
+        assert_eq!(
+            (run.action, run.frame),
+            (XDP_PASS, datagram()),
+            "an output gone: untouched, to the pipeline"
+        );
     }
 
     /// The UDP checksum of an IPv4 frame's datagram (RFC 768), 0 sent as 0xffff.
     fn udp_checksum(frame: &[u8]) -> u16 {
-        let ip = |r: std::ops::Range<usize>| std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&frame[r]).unwrap());
+        let ip = |r: std::ops::Range<usize>| {
+            std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&frame[r]).unwrap())
+        };
         let udp = &frame[34..34 + usize::from(u16::from_be_bytes([frame[38], frame[39]]))];
         let mut d = udp.to_vec();
         d[6..8].fill(0);
@@ -621,7 +692,9 @@ mod tests {
             f[12..14].copy_from_slice(&ethertype.to_be_bytes());
             f
         };
-        let run = |f: &FastPath, ethertype| super::super::bpf::test_run_xdp(f.prog_fd(), &frame(ethertype), 1, 1).unwrap().action;
+        let run = |f: &FastPath, ethertype| {
+            super::super::bpf::test_run_xdp(f.prog_fd(), &frame(ethertype), 1, 1).unwrap().action
+        };
         let closed = FastPath::load(64, true).unwrap();
         closed.register(1).unwrap();
         for ethertype in [0x0800, 0x86dd, 0x8100] {
@@ -656,7 +729,11 @@ mod tests {
         let mut other = frame.clone();
         other[35] = 1;
         // What BPF_PROG_TEST_RUN itself costs a run: a program that only returns XDP_PASS.
-        let pass = super::super::bpf::load_xdp(&[super::super::bpf::Insn::mov_imm(0, 2), super::super::bpf::Insn::exit()], "lr_test_pass").unwrap();
+        let pass = super::super::bpf::load_xdp(
+            &[super::super::bpf::Insn::mov_imm(0, 2), super::super::bpf::Insn::exit()],
+            "lr_test_pass",
+        )
+        .unwrap();
         // The least of many calls: what a run costs when nothing else interferes.
         let (mut hit, mut miss, mut base) = (u32::MAX, u32::MAX, u32::MAX);
         const CALLS: u64 = 200;
@@ -665,8 +742,11 @@ mod tests {
             let m = super::super::bpf::test_run_xdp(f.prog_fd(), &other, 1, 200).unwrap();
             let b = super::super::bpf::test_run_xdp(pass.as_raw_fd(), &frame, 1, 200).unwrap();
             assert_eq!((h.action, m.action), (XDP_REDIRECT, XDP_PASS));
-            (hit, miss, base) = (hit.min(h.ns_per_run), miss.min(m.ns_per_run), base.min(b.ns_per_run));
+            (hit, miss, base) =
+                (hit.min(h.ns_per_run), miss.min(m.ns_per_run), base.min(b.ns_per_run));
         }
-        eprintln!("lr_fast: {hit} ns a hit, {miss} ns a miss; an empty program {base} ns (BPF_PROG_TEST_RUN, least of {CALLS} x 200 runs)");
+        eprintln!(
+            "lr_fast: {hit} ns a hit, {miss} ns a miss; an empty program {base} ns (BPF_PROG_TEST_RUN, least of {CALLS} x 200 runs)"
+        );
     }
 }

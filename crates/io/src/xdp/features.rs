@@ -25,14 +25,17 @@ pub fn xdp_features(ifindex: u32) -> io::Result<u64> {
     let family = genl_family("netdev")?;
     let mut a = Vec::new();
     push_attr(&mut a, NETDEV_A_DEV_IFINDEX, &ifindex.to_ne_bytes());
-    let replies = netlink::exchange(libc::NETLINK_GENERIC, &genl_request(family, NETDEV_CMD_DEV_GET, 0, &a))?;
+    let replies =
+        netlink::exchange(libc::NETLINK_GENERIC, &genl_request(family, NETDEV_CMD_DEV_GET, 0, &a))?;
     replies
         .iter()
         .filter(|m| m.len() >= NLMSG_HDRLEN + GENL_HDRLEN)
         .flat_map(|m| attrs(&m[NLMSG_HDRLEN + GENL_HDRLEN..]))
         .find(|(t, p)| *t == NETDEV_A_DEV_XDP_FEATURES && p.len() >= 8)
         .map(|(_, p)| u64::from_ne_bytes(p[..8].try_into().expect("8 bytes")))
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no xdp-features in the netdev reply"))
+        .ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "no xdp-features in the netdev reply")
+        })
 }
 
 /// Whether frames redirected by XDP to `ifindex` reach it.

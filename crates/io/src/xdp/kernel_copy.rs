@@ -36,13 +36,22 @@ pub struct KernelCopyDrop {
 impl KernelCopyDrop {
     /// Attaches a program to each of `ifaces` (name, the router's addresses on it), in this
     /// thread's network namespace. Needs tcx (Linux 6.6).
-    pub fn attach(ifaces: &[(String, Vec<IpAddr>)], everything: bool) -> io::Result<KernelCopyDrop> {
+    pub fn attach(
+        ifaces: &[(String, Vec<IpAddr>)],
+        everything: bool,
+    ) -> io::Result<KernelCopyDrop> {
         let mut attached = Vec::new();
         for (name, addrs) in ifaces {
-            let ifindex = sys::ifindex(name).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface {name}")))?;
+            let ifindex = sys::ifindex(name).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("no interface {name}"))
+            })?;
             let prog = load(addrs, everything)?;
-            let link = bpf::link_tcx_ingress(prog.as_raw_fd(), ifindex)
-                .map_err(|e| io::Error::new(e.kind(), format!("attaching to the tc ingress (tcx) of {name}: {e}")))?;
+            let link = bpf::link_tcx_ingress(prog.as_raw_fd(), ifindex).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("attaching to the tc ingress (tcx) of {name}: {e}"),
+                )
+            })?;
             attached.push((prog, link));
         }
         Ok(KernelCopyDrop { _attached: attached })
@@ -53,7 +62,8 @@ impl KernelCopyDrop {
 /// that drops every frame), loaded, its maps filled.
 fn load(addrs: &[IpAddr], everything: bool) -> io::Result<OwnedFd> {
     let mut obj = super::object::load_tc_only(super::object::KERNEL_COPY, PROG_NAME)?;
-    let (own4, own6, settings) = (obj.take_map("own4")?, obj.take_map("own6")?, obj.take_map("settings")?);
+    let (own4, own6, settings) =
+        (obj.take_map("own4")?, obj.take_map("own6")?, obj.take_map("settings")?);
     for addr in addrs {
         match addr {
             IpAddr::V4(a) => bpf::map_update(own4.as_raw_fd(), &a.octets(), &1u8)?,
@@ -95,7 +105,11 @@ mod tests {
     #[test]
     fn verdicts() {
         assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
-        let addrs: Vec<IpAddr> = vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap()];
+        let addrs: Vec<IpAddr> = vec![
+            "198.18.0.1".parse().unwrap(),
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        ];
         let prog = load(&addrs, false).expect("program loads");
         let all = load(&addrs, true).expect("drop-all program loads");
         let mut arp = vec![0u8; 60];
@@ -119,7 +133,11 @@ mod tests {
         ];
         for (what, frame, want) in &cases {
             assert_eq!(bpf::test_run(prog.as_raw_fd(), frame).unwrap(), *want as u32, "{what}");
-            assert_eq!(bpf::test_run(all.as_raw_fd(), frame).unwrap(), TC_ACT_SHOT as u32, "{what}, drop all");
+            assert_eq!(
+                bpf::test_run(all.as_raw_fd(), frame).unwrap(),
+                TC_ACT_SHOT as u32,
+                "{what}, drop all"
+            );
         }
     }
 }

@@ -16,11 +16,11 @@ mod attach;
 pub mod bpf;
 pub mod fastpath;
 pub mod features;
-pub mod object;
-mod netlink;
-pub mod ring;
 pub mod kernel_copy;
 pub mod livegen;
+mod netlink;
+pub mod object;
+pub mod ring;
 pub mod sink;
 mod socket;
 
@@ -29,9 +29,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::batch::Batch;
-use crate::sys;
 use crate::pool::{FRAME_SIZE, FrameDesc, FramePool};
 use crate::port::{PortStats, RxPort, TxPort};
+use crate::sys;
 use sys::XdpDesc;
 
 /// Offset of received data in its chunk in copy mode (the kernel's `XDP_PACKET_HEADROOM`):
@@ -135,11 +135,15 @@ pub enum XdpError {
 impl XdpError {
     fn sys(op: &'static str, ifname: &str, source: io::Error) -> Self {
         match source.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) => XdpError::NotPermitted { op, ifname: ifname.into() },
-            Some(libc::EAFNOSUPPORT) => {
-                XdpError::Unsupported(format!("{op}: the kernel was built without AF_XDP (CONFIG_XDP_SOCKETS)"))
+            Some(libc::EPERM | libc::EACCES) => {
+                XdpError::NotPermitted { op, ifname: ifname.into() }
             }
-            Some(libc::ENOSYS) => XdpError::Unsupported(format!("{op}: the kernel has no bpf() (CONFIG_BPF_SYSCALL)")),
+            Some(libc::EAFNOSUPPORT) => XdpError::Unsupported(format!(
+                "{op}: the kernel was built without AF_XDP (CONFIG_XDP_SOCKETS)"
+            )),
+            Some(libc::ENOSYS) => {
+                XdpError::Unsupported(format!("{op}: the kernel has no bpf() (CONFIG_BPF_SYSCALL)"))
+            }
             _ => XdpError::Sys { op, ifname: ifname.into(), source },
         }
     }
@@ -188,7 +192,9 @@ pub fn open(
     if let Some(u) = shared
         && u.first.region != region_id
     {
-        return Err(XdpError::Config("the shared UMEM was registered for another frame pool".into()));
+        return Err(XdpError::Config(
+            "the shared UMEM was registered for another frame pool".into(),
+        ));
     }
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
     let attach = attach::get_or_attach(ifname, ifindex, cfg.mode, cfg.fail_closed, cfg.fast_path)?;
@@ -203,7 +209,8 @@ pub fn open(
     }
     let binder = Binder { region, ifindex, ifname, cfg };
     let parts = binder.bind(shared, attach.mode)?;
-    attach.set_socket(cfg.queue, parts.fd.as_raw_fd())
+    attach
+        .set_socket(cfg.queue, parts.fd.as_raw_fd())
         .map_err(|e| XdpError::sys("insert socket in XSKMAP", ifname, e))?;
 
     let sock = Arc::new(Socket {
@@ -215,19 +222,33 @@ pub fn open(
         attach,
         _lease: pool.lease(),
     });
-    let mut rx = XdpRx { sock: Arc::clone(&sock), fill: parts.fill, rx: parts.rx, port, stats: PortStats::default() };
+    let mut rx = XdpRx {
+        sock: Arc::clone(&sock),
+        fill: parts.fill,
+        rx: parts.rx,
+        port,
+        stats: PortStats::default(),
+    };
     rx.top_up(pool);
-    let tx = XdpTx { sock, tx: parts.tx, comp: parts.comp, in_flight: 0, stats: PortStats::default() };
+    let tx =
+        XdpTx { sock, tx: parts.tx, comp: parts.comp, in_flight: 0, stats: PortStats::default() };
     Ok((rx, tx))
 }
 
 /// The ring size and queue the kernel side supports.
 fn check_config(cfg: &XdpConfig) -> Result<(), XdpError> {
     if !cfg.ring_size.is_power_of_two() || !(64..=1 << 16).contains(&cfg.ring_size) {
-        return Err(XdpError::Config(format!("ring_size {} is not a power of two in 64..=65536", cfg.ring_size)));
+        return Err(XdpError::Config(format!(
+            "ring_size {} is not a power of two in 64..=65536",
+            cfg.ring_size
+        )));
     }
     if cfg.queue >= bpf::MAX_QUEUES {
-        return Err(XdpError::Config(format!("queue {} is above the supported {}", cfg.queue, bpf::MAX_QUEUES - 1)));
+        return Err(XdpError::Config(format!(
+            "queue {} is above the supported {}",
+            cfg.queue,
+            bpf::MAX_QUEUES - 1
+        )));
     }
     Ok(())
 }
@@ -247,28 +268,41 @@ impl Binder<'_> {
         let zero_copy = self.cfg.zero_copy;
         Ok(match (shared, zero_copy) {
             (Some(u), _) => {
-                let parts = self.create(socket::Bind::Shared(u.first.fd.as_raw_fd())).map_err(|e| self.error(e))?;
+                let parts = self
+                    .create(socket::Bind::Shared(u.first.fd.as_raw_fd()))
+                    .map_err(|e| self.error(e))?;
                 if zero_copy == ZeroCopy::Require && !parts.zero_copy {
-                    return Err(XdpError::Config("zero-copy required but the shared UMEM is in copy mode".into()));
+                    return Err(XdpError::Config(
+                        "zero-copy required but the shared UMEM is in copy mode".into(),
+                    ));
                 }
                 parts
             }
-            (None, ZeroCopy::Never) => self.create(socket::Bind::Copy).map_err(|e| self.error(e))?,
-            (None, ZeroCopy::Require) => self.create(socket::Bind::ZeroCopy).map_err(|e| match e.step {
-                "bind" if e.source.raw_os_error() != Some(libc::EBUSY) => {
-                    XdpError::ZeroCopyUnsupported { ifname: self.ifname.into(), source: e.source }
-                }
-                _ => self.error(e),
-            })?,
+            (None, ZeroCopy::Never) => {
+                self.create(socket::Bind::Copy).map_err(|e| self.error(e))?
+            }
+            (None, ZeroCopy::Require) => {
+                self.create(socket::Bind::ZeroCopy).map_err(|e| match e.step {
+                    "bind" if e.source.raw_os_error() != Some(libc::EBUSY) => {
+                        XdpError::ZeroCopyUnsupported {
+                            ifname: self.ifname.into(),
+                            source: e.source,
+                        }
+                    }
+                    _ => self.error(e),
+                })?
+            }
             // Zero-copy needs the program in the driver; a failed bind leaves the socket
             // unusable, so fall back on a fresh one.
-            (None, ZeroCopy::Auto) if mode == XdpMode::Native => match self.create(socket::Bind::ZeroCopy) {
-                Ok(parts) => parts,
-                Err(e) if e.step == "bind" && e.source.raw_os_error() != Some(libc::EBUSY) => {
-                    self.create(socket::Bind::Copy).map_err(|e| self.error(e))?
+            (None, ZeroCopy::Auto) if mode == XdpMode::Native => {
+                match self.create(socket::Bind::ZeroCopy) {
+                    Ok(parts) => parts,
+                    Err(e) if e.step == "bind" && e.source.raw_os_error() != Some(libc::EBUSY) => {
+                        self.create(socket::Bind::Copy).map_err(|e| self.error(e))?
+                    }
+                    Err(e) => return Err(self.error(e)),
                 }
-                Err(e) => return Err(self.error(e)),
-            },
+            }
             (None, ZeroCopy::Auto) => self.create(socket::Bind::Copy).map_err(|e| self.error(e))?,
         })
     }
@@ -279,8 +313,18 @@ impl Binder<'_> {
     fn create(&self, bind: socket::Bind) -> Result<socket::Parts, socket::StepError> {
         let mut tries = 0;
         loop {
-            match socket::create(self.region, self.ifindex, self.cfg.queue, self.cfg.ring_size, bind) {
-                Err(e) if e.step == "bind" && e.source.raw_os_error() == Some(libc::EBUSY) && tries < BUSY_RETRIES => {
+            match socket::create(
+                self.region,
+                self.ifindex,
+                self.cfg.queue,
+                self.cfg.ring_size,
+                bind,
+            ) {
+                Err(e)
+                    if e.step == "bind"
+                        && e.source.raw_os_error() == Some(libc::EBUSY)
+                        && tries < BUSY_RETRIES =>
+                {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(25));
                 }
@@ -293,7 +337,9 @@ impl Binder<'_> {
     fn error(&self, e: socket::StepError) -> XdpError {
         let ifname = self.ifname;
         match e.source.raw_os_error() {
-            Some(libc::EBUSY) if e.step == "bind" => XdpError::QueueBusy { ifname: ifname.into(), queue: self.cfg.queue },
+            Some(libc::EBUSY) if e.step == "bind" => {
+                XdpError::QueueBusy { ifname: ifname.into(), queue: self.cfg.queue }
+            }
             Some(libc::EINVAL) if e.step == "bind" => XdpError::Sys {
                 op: "bind AF_XDP socket (does the queue exist? see `ethtool -l`)",
                 ifname: ifname.into(),
@@ -361,7 +407,11 @@ impl XdpRx {
 impl RxPort for XdpRx {
     #[inline]
     fn rx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch, max: usize) -> usize {
-        debug_assert_eq!(pool.region().0 as usize, self.sock.region.0, "port used with another pool");
+        debug_assert_eq!(
+            pool.region().0 as usize,
+            self.sock.region.0,
+            "port used with another pool"
+        );
         // Keep the fill ring topped up, in steps of at least FILL_STEP frames: the kernel
         // drops frames when it finds no chunk to receive into.
         let step = FILL_STEP.min(self.fill.idx.size() / 2);
@@ -399,7 +449,10 @@ impl RxPort for XdpRx {
     /// Includes the kernel's drops (no chunk on the fill ring, rx ring full): one syscall.
     fn stats(&self) -> PortStats {
         let k = socket::statistics(self.sock.fd.as_raw_fd());
-        PortStats { rx_dropped: self.stats.rx_dropped + k.rx_dropped + k.rx_ring_full, ..self.stats }
+        PortStats {
+            rx_dropped: self.stats.rx_dropped + k.rx_dropped + k.rx_ring_full,
+            ..self.stats
+        }
     }
 }
 
@@ -456,7 +509,11 @@ impl XdpTx {
 impl TxPort for XdpTx {
     #[inline]
     fn tx_burst(&mut self, pool: &mut FramePool, batch: &mut Batch) {
-        debug_assert_eq!(pool.region().0 as usize, self.sock.region.0, "port used with another pool");
+        debug_assert_eq!(
+            pool.region().0 as usize,
+            self.sock.region.0,
+            "port used with another pool"
+        );
         self.reap(pool);
         let len = batch.len() as u32;
         let room = self.tx.free(len);
@@ -504,7 +561,8 @@ pub fn attach_pass(ifname: &str) -> Result<OwnedFd, XdpError> {
         .map_err(|e| XdpError::ProgramRejected { source: e, log: String::new() })?
         .prog;
     // The link holds the program; its fd can close.
-    bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_DRV_MODE).map_err(|e| XdpError::sys("attach XDP pass program (native)", ifname, e))
+    bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_DRV_MODE)
+        .map_err(|e| XdpError::sys("attach XDP pass program (native)", ifname, e))
 }
 
 /// IP frames the fail-closed steering program on `ifname` dropped because no socket was
@@ -516,10 +574,13 @@ pub fn unsteered_drops(ifname: &str) -> Option<u64> {
 /// The XDP program attached to `ifname` (in the calling thread's namespace), as (id, name).
 pub fn attached_program(ifname: &str) -> Result<Option<(u32, String)>, XdpError> {
     let ifindex = sys::ifindex(ifname).ok_or_else(|| XdpError::NoInterface(ifname.into()))?;
-    let Some(a) = netlink::query(ifindex).map_err(|e| XdpError::sys("query XDP program", ifname, e))? else {
+    let Some(a) =
+        netlink::query(ifindex).map_err(|e| XdpError::sys("query XDP program", ifname, e))?
+    else {
         return Ok(None);
     };
-    let name = bpf::prog_name(a.prog_id).map_err(|e| XdpError::sys("read program name", ifname, e))?;
+    let name =
+        bpf::prog_name(a.prog_id).map_err(|e| XdpError::sys("read program name", ifname, e))?;
     Ok(Some((a.prog_id, name)))
 }
 
@@ -534,6 +595,7 @@ pub fn attach_via_netlink(ifname: &str, name: &str, generic: bool) -> Result<u32
     let prog = bpf::load_xdp(&[bpf::Insn::mov_imm(0, bpf::XDP_PASS), bpf::Insn::exit()], name)
         .map_err(|e| XdpError::ProgramRejected { source: e.source, log: e.log })?;
     let flags = if generic { sys::XDP_FLAGS_SKB_MODE } else { sys::XDP_FLAGS_DRV_MODE };
-    netlink::set_xdp(ifindex, prog.as_raw_fd(), flags).map_err(|e| XdpError::sys("attach via netlink", ifname, e))?;
+    netlink::set_xdp(ifindex, prog.as_raw_fd(), flags)
+        .map_err(|e| XdpError::sys("attach via netlink", ifname, e))?;
     Ok(attached_program(ifname)?.map_or(0, |(id, _)| id))
 }

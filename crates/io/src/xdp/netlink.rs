@@ -4,8 +4,8 @@
 
 use std::io;
 
-use crate::sys;
 use crate::netlink::{NLA_F_NESTED, NLMSG_HDRLEN, attrs, push_attr, u16_at, u32_at};
+use crate::sys;
 
 const IFINFOMSG_LEN: usize = 16;
 
@@ -42,7 +42,9 @@ pub fn query(ifindex: u32) -> io::Result<Option<Attached>> {
     if u16_at(&reply, 4) != libc::RTM_NEWLINK {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "unexpected netlink reply"));
     }
-    let Some(xdp) = attrs(&reply[NLMSG_HDRLEN + IFINFOMSG_LEN..]).find(|(t, _)| *t == sys::IFLA_XDP).map(|(_, p)| p)
+    let Some(xdp) = attrs(&reply[NLMSG_HDRLEN + IFINFOMSG_LEN..])
+        .find(|(t, _)| *t == sys::IFLA_XDP)
+        .map(|(_, p)| p)
     else {
         return Ok(None);
     };
@@ -57,11 +59,15 @@ pub fn query(ifindex: u32) -> io::Result<Option<Attached>> {
         }
     }
     Ok(match attached {
-        sys::XDP_ATTACHED_SKB => Some(Attached { prog_id: prog, mode_flags: sys::XDP_FLAGS_SKB_MODE }),
+        sys::XDP_ATTACHED_SKB => {
+            Some(Attached { prog_id: prog, mode_flags: sys::XDP_FLAGS_SKB_MODE })
+        }
         sys::XDP_ATTACHED_MULTI if skb != 0 && drv == 0 => {
             Some(Attached { prog_id: skb, mode_flags: sys::XDP_FLAGS_SKB_MODE })
         }
-        sys::XDP_ATTACHED_MULTI => Some(Attached { prog_id: drv, mode_flags: sys::XDP_FLAGS_DRV_MODE }),
+        sys::XDP_ATTACHED_MULTI => {
+            Some(Attached { prog_id: drv, mode_flags: sys::XDP_FLAGS_DRV_MODE })
+        }
         0 => None,
         _ => Some(Attached { prog_id: prog, mode_flags: sys::XDP_FLAGS_DRV_MODE }),
     })

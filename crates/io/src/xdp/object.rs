@@ -9,11 +9,13 @@ use aya::maps::{Map, MapData};
 use aya::programs::{SchedClassifier, Xdp};
 
 /// `bpf/fastpath.bpf.c`: the fast path and the steering to the sockets.
-pub static FASTPATH: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
+pub static FASTPATH: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
 /// `bpf/tools.bpf.c`: the lab's counting sink and the pass-everything program.
 pub static TOOLS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tools.bpf.o"));
 /// `bpf/kernel_copy.bpf.c`: the tc program that drops the kernel's copy of forwarded frames.
-pub static KERNEL_COPY: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/kernel_copy.bpf.o"));
+pub static KERNEL_COPY: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/kernel_copy.bpf.o"));
 
 /// A loaded XDP program and the maps of its object (the object itself is dropped: these
 /// fds keep the kernel's objects).
@@ -27,7 +29,11 @@ pub struct Loaded {
 impl Loaded {
     /// The map `name` of the object (once).
     pub fn take_map(&mut self, name: &str) -> io::Result<OwnedFd> {
-        let at = self.maps.iter().position(|(n, _)| n == name).ok_or_else(|| io::Error::other(format!("the object has no map {name}")))?;
+        let at = self
+            .maps
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| io::Error::other(format!("the object has no map {name}")))?;
         Ok(self.maps.swap_remove(at).1)
     }
 }
@@ -39,19 +45,30 @@ pub fn load_xdp(object: &[u8], prog: &str, max_entries: &[(&str, u32)]) -> io::R
 }
 
 /// As [`load_xdp`], and tc program `tc` of the same object too, with the same maps.
-pub fn load_xdp_and_tc(object: &[u8], prog: &str, tc: Option<&str>, max_entries: &[(&str, u32)]) -> io::Result<Loaded> {
+pub fn load_xdp_and_tc(
+    object: &[u8],
+    prog: &str,
+    tc: Option<&str>,
+    max_entries: &[(&str, u32)],
+) -> io::Result<Loaded> {
     let mut loader = EbpfLoader::new();
     for (map, n) in max_entries {
         loader.set_max_entries(map, *n);
     }
-    let mut obj = loader.load(object).map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
+    let mut obj = loader
+        .load(object)
+        .map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
     let program: &mut Xdp = obj
         .program_mut(prog)
         .ok_or_else(|| io::Error::other(format!("the object has no program {prog}")))?
         .try_into()
         .map_err(|e| io::Error::other(format!("{prog} is not an XDP program: {e}")))?;
     program.load().map_err(|e| io::Error::other(format!("the kernel refused {prog}: {e:?}")))?;
-    let prog_fd = program.fd().map_err(|e| io::Error::other(format!("{prog}: {e}")))?.as_fd().try_clone_to_owned()?;
+    let prog_fd = program
+        .fd()
+        .map_err(|e| io::Error::other(format!("{prog}: {e}")))?
+        .as_fd()
+        .try_clone_to_owned()?;
     let tc_fd = match tc {
         Some(name) => Some(load_tc(&mut obj, name)?),
         None => None,
@@ -61,7 +78,9 @@ pub fn load_xdp_and_tc(object: &[u8], prog: &str, tc: Option<&str>, max_entries:
 
 /// Loads tc program `prog` of `object` alone, with its maps.
 pub fn load_tc_only(object: &[u8], prog: &str) -> io::Result<Loaded> {
-    let mut obj = EbpfLoader::new().load(object).map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
+    let mut obj = EbpfLoader::new()
+        .load(object)
+        .map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
     let prog_fd = load_tc(&mut obj, prog)?;
     Ok(Loaded { prog: prog_fd, tc: None, maps: take_maps(&mut obj)? })
 }
@@ -92,7 +111,12 @@ fn load_tc(obj: &mut aya::Ebpf, name: &str) -> io::Result<OwnedFd> {
 /// A duplicate of the fd of one of the object's maps.
 fn map_fd(map: &Map) -> io::Result<OwnedFd> {
     let data: &MapData = match map {
-        Map::Array(d) | Map::DevMapHash(d) | Map::HashMap(d) | Map::LruHashMap(d) | Map::PerCpuArray(d) | Map::XskMap(d) => d,
+        Map::Array(d)
+        | Map::DevMapHash(d)
+        | Map::HashMap(d)
+        | Map::LruHashMap(d)
+        | Map::PerCpuArray(d)
+        | Map::XskMap(d) => d,
         _ => return Err(io::Error::other("unexpected map type")),
     };
     data.fd().as_fd().try_clone_to_owned()

@@ -131,7 +131,13 @@ unsafe impl<T: Copy + Send> Send for Ring<T> {}
 impl<T: Copy> Ring<T> {
     /// Maps the ring of `size` entries at page offset `pgoff` of socket `fd`, whose layout
     /// the kernel reported in `off`.
-    pub fn map(fd: RawFd, pgoff: libc::off_t, off: &XdpRingOffset, size: u32, side: Side) -> io::Result<Self> {
+    pub fn map(
+        fd: RawFd,
+        pgoff: libc::off_t,
+        off: &XdpRingOffset,
+        size: u32,
+        side: Side,
+    ) -> io::Result<Self> {
         let map_len = off.desc as usize + size as usize * size_of::<T>();
         // SAFETY: a fresh shared mapping chosen by the kernel (addr NULL); it aliases no Rust
         // object. The socket's ring of this size was created by setsockopt before.
@@ -158,8 +164,19 @@ impl<T: Copy> Ring<T> {
         let descs = at(off.desc).cast::<T>();
         // SAFETY: both index words are live in the mapping (see above); AtomicU32 has the
         // layout of u32 and the kernel only accesses them atomically (READ_ONCE/smp_store_release).
-        let (p, c) = unsafe { (producer.as_ref().load(Ordering::Acquire), consumer.as_ref().load(Ordering::Acquire)) };
-        Ok(Ring { map, map_len, producer, consumer, flags, descs, side, idx: RingIndex::new(size, p, c) })
+        let (p, c) = unsafe {
+            (producer.as_ref().load(Ordering::Acquire), consumer.as_ref().load(Ordering::Acquire))
+        };
+        Ok(Ring {
+            map,
+            map_len,
+            producer,
+            consumer,
+            flags,
+            descs,
+            side,
+            idx: RingIndex::new(size, p, c),
+        })
     }
 
     /// Producer side: free entries, refreshing from the kernel's consumer index if fewer than `want`.

@@ -35,7 +35,9 @@ pub struct CountingSink {
 impl CountingSink {
     /// Attaches the counting program to `ifname` (in this thread's network namespace).
     pub fn attach(ifname: &str) -> io::Result<CountingSink> {
-        let ifindex = sys::ifindex(ifname).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}")))?;
+        let ifindex = sys::ifindex(ifname).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}"))
+        })?;
         let (map, prog) = Self::load()?;
         let link = bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_SKB_MODE)?;
         Ok(CountingSink { map, cpus: possible_cpus()?, _prog: prog, _link: link })

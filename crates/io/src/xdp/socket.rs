@@ -4,8 +4,8 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::ring::{Ring, Side};
-use crate::sys::{self, XdpDesc, XdpMmapOffsets, XdpStatistics};
 use crate::pool::FRAME_SIZE;
+use crate::sys::{self, XdpDesc, XdpMmapOffsets, XdpStatistics};
 
 /// How to bind the socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,21 +66,36 @@ pub fn create(
     }
     // Every socket has its own fill and completion rings, also with a shared UMEM (bound to
     // another interface or queue: supported since Linux 5.10).
-    for opt in [sys::XDP_UMEM_FILL_RING, sys::XDP_UMEM_COMPLETION_RING, sys::XDP_RX_RING, sys::XDP_TX_RING] {
+    for opt in
+        [sys::XDP_UMEM_FILL_RING, sys::XDP_UMEM_COMPLETION_RING, sys::XDP_RX_RING, sys::XDP_TX_RING]
+    {
         step("ring setup (setsockopt)", sys::setsockopt(raw, sys::SOL_XDP, opt, &ring_size))?;
     }
     let mut off = XdpMmapOffsets::default();
     step("XDP_MMAP_OFFSETS", sys::getsockopt(raw, sys::SOL_XDP, sys::XDP_MMAP_OFFSETS, &mut off))?;
-    let fill =
-        step("mmap fill ring", Ring::map(raw, sys::XDP_UMEM_PGOFF_FILL_RING, &off.fr, ring_size, Side::Producer))?;
+    let fill = step(
+        "mmap fill ring",
+        Ring::map(raw, sys::XDP_UMEM_PGOFF_FILL_RING, &off.fr, ring_size, Side::Producer),
+    )?;
     let comp = step(
         "mmap completion ring",
         Ring::map(raw, sys::XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, ring_size, Side::Consumer),
     )?;
-    let rx = step("mmap rx ring", Ring::map(raw, sys::XDP_PGOFF_RX_RING, &off.rx, ring_size, Side::Consumer))?;
-    let tx = step("mmap tx ring", Ring::map(raw, sys::XDP_PGOFF_TX_RING, &off.tx, ring_size, Side::Producer))?;
+    let rx = step(
+        "mmap rx ring",
+        Ring::map(raw, sys::XDP_PGOFF_RX_RING, &off.rx, ring_size, Side::Consumer),
+    )?;
+    let tx = step(
+        "mmap tx ring",
+        Ring::map(raw, sys::XDP_PGOFF_TX_RING, &off.tx, ring_size, Side::Producer),
+    )?;
 
-    let mut addr = sys::SockaddrXdp { family: sys::AF_XDP as u16, ifindex, queue_id: queue, ..Default::default() };
+    let mut addr = sys::SockaddrXdp {
+        family: sys::AF_XDP as u16,
+        ifindex,
+        queue_id: queue,
+        ..Default::default()
+    };
     match bind {
         Bind::Copy => addr.flags = sys::XDP_COPY | sys::XDP_USE_NEED_WAKEUP,
         Bind::ZeroCopy => addr.flags = sys::XDP_ZEROCOPY | sys::XDP_USE_NEED_WAKEUP,
@@ -92,7 +107,11 @@ pub fn create(
     }
     // SAFETY: `addr` is a live sockaddr_xdp of the size passed.
     let ret = unsafe {
-        libc::bind(raw, (&addr as *const sys::SockaddrXdp).cast(), size_of::<sys::SockaddrXdp>() as libc::socklen_t)
+        libc::bind(
+            raw,
+            (&addr as *const sys::SockaddrXdp).cast(),
+            size_of::<sys::SockaddrXdp>() as libc::socklen_t,
+        )
     };
     if ret < 0 {
         return Err(StepError { step: "bind", source: io::Error::last_os_error() });
@@ -113,7 +132,8 @@ pub fn statistics(fd: RawFd) -> XdpStatistics {
 pub fn kick_tx(fd: RawFd) -> io::Result<()> {
     // SAFETY: a zero-length send with NULL buffer and address, which AF_XDP defines as "wake
     // up tx"; no memory is read.
-    let ret = unsafe { libc::sendto(fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    let ret =
+        unsafe { libc::sendto(fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
     if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
@@ -122,6 +142,13 @@ pub fn kick_rx(fd: RawFd) {
     // SAFETY: a zero-length receive with NULL buffer and address, which AF_XDP defines as
     // "wake up rx"; no memory is written.
     unsafe {
-        libc::recvfrom(fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())
+        libc::recvfrom(
+            fd,
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
     };
 }

@@ -38,7 +38,15 @@ impl Netns {
     /// No IPv6 in the namespace: no router solicitations or MLD reports among test frames.
     pub fn disable_ipv6(&self) {
         for key in ["all", "default"] {
-            ip(&["netns", "exec", &self.0, "sysctl", "-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=1")]).unwrap();
+            ip(&[
+                "netns",
+                "exec",
+                &self.0,
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
+            ])
+            .unwrap();
         }
     }
 
@@ -51,7 +59,9 @@ impl Netns {
                 let file = std::fs::File::open(&path).expect("open netns");
                 // SAFETY: setns on a namespace fd held open for the call; it switches only
                 // the calling thread, which runs nothing but `f`.
-                let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+                let rc = unsafe {
+                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET)
+                };
                 assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
                 f()
             })

@@ -43,11 +43,7 @@ pub fn fmt_g_width(x: f64, width: usize, prec: usize) -> String {
 }
 
 fn strip_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.') } else { s }
 }
 
 /// `strtod(s, &end)` in the C locale: the value and the number of bytes consumed (0 when
@@ -76,11 +72,7 @@ pub fn strtod(s: &[u8]) -> (f64, usize) {
 /// `inf`, `infinity`, `nan` or `nan(chars)`, case-insensitively, and the bytes consumed.
 fn inf_or_nan(rest: &[u8]) -> Option<(f64, usize)> {
     if starts_with_ci(rest, b"inf") {
-        let n = if starts_with_ci(rest, b"infinity") {
-            8
-        } else {
-            3
-        };
+        let n = if starts_with_ci(rest, b"infinity") { 8 } else { 3 };
         return Some((f64::INFINITY, n));
     }
     if !starts_with_ci(rest, b"nan") {
@@ -237,17 +229,10 @@ fn round_binary(mant: u128, sticky: bool, exp2: i64) -> f64 {
     let q: u128 = if shift > 0 {
         let shift = shift as u32;
         let q = if shift >= 128 { 0 } else { mant >> shift };
-        let rem = if shift >= 128 {
-            mant
-        } else {
-            mant & ((1u128 << shift) - 1)
-        };
+        let rem = if shift >= 128 { mant } else { mant & ((1u128 << shift) - 1) };
         let half = 1u128 << (shift - 1).min(127);
-        let up = if shift > 128 {
-            false
-        } else {
-            rem > half || (rem == half && (sticky || q & 1 == 1))
-        };
+        let up =
+            if shift > 128 { false } else { rem > half || (rem == half && (sticky || q & 1 == 1)) };
         q + up as u128
     } else {
         mant << (-shift) as u32
@@ -320,15 +305,9 @@ mod tests {
         assert_eq!(strtod(b"0x3p-1076"), (f64::from_bits(1), 9));
         assert_eq!(strtod(b"0x1p1024"), (f64::INFINITY, 8));
         assert_eq!(strtod(b"0x1.fffffffffffff8p0").0, 2.0);
-        assert_eq!(
-            strtod(b"0x1.fffffffffffff7p0").0,
-            f64::from_bits(0x3fff_ffff_ffff_ffff)
-        );
+        assert_eq!(strtod(b"0x1.fffffffffffff7p0").0, f64::from_bits(0x3fff_ffff_ffff_ffff));
         assert_eq!(strtod(b"0x1.00000000000008p0").0, 1.0);
-        assert_eq!(
-            strtod(b"0x1.000000000000080000000000000000000001p0").0,
-            1.0 + f64::EPSILON
-        );
+        assert_eq!(strtod(b"0x1.000000000000080000000000000000000001p0").0, 1.0 + f64::EPSILON);
         assert_eq!(strtod(b"INF"), (f64::INFINITY, 3));
         assert_eq!(strtod(b"-Infinity"), (f64::NEG_INFINITY, 9));
         assert_eq!(strtod(b"infinit").1, 3);

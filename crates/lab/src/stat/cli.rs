@@ -74,12 +74,7 @@ struct Exit {
 
 impl fmt::Debug for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "exit {}: {}",
-            self.code,
-            String::from_utf8_lossy(&self.message)
-        )
+        write!(f, "exit {}: {}", self.code, String::from_utf8_lossy(&self.message))
     }
 }
 
@@ -102,10 +97,7 @@ fn usage(prefix: Vec<u8>, whine: &str) -> Exit {
         )
         .as_bytes(),
     );
-    Exit {
-        code: 2,
-        message: m,
-    }
+    Exit { code: 2, message: m }
 }
 
 fn os_bytes(s: &OsStr) -> Vec<u8> {
@@ -133,19 +125,12 @@ fn strerror(e: &std::io::Error) -> String {
 fn main(args: &[OsString], stdin: &mut dyn Read, default_width: i32) -> Result<Vec<u8>, Exit> {
     let args: Vec<Vec<u8>> = args.iter().map(|a| os_bytes(a)).collect();
     let mut settings = Settings {
-        opts: Options {
-            width: default_width,
-            ..Options::default()
-        },
+        opts: Options { width: default_width, ..Options::default() },
         ci: None,
         column: 1,
         delim: b" \t".to_vec(),
     };
-    let mut getopt = Getopt {
-        args: &args,
-        optind: 0,
-        place: 0,
-    };
+    let mut getopt = Getopt { args: &args, optind: 0, place: 0 };
     while let Some(option) = getopt.next_option()? {
         settings.apply(option)?;
     }
@@ -213,10 +198,7 @@ impl Getopt<'_> {
                 self.optind += 1;
                 self.place = 0;
             }
-            return Ok(Some(Opt {
-                letter: opt,
-                arg: Vec::new(),
-            }));
+            return Ok(Some(Opt { letter: opt, arg: Vec::new() }));
         }
         let optarg = if !at_end {
             a[self.place..].to_vec()
@@ -228,10 +210,7 @@ impl Getopt<'_> {
         };
         self.optind += 1;
         self.place = 0;
-        Ok(Some(Opt {
-            letter: opt,
-            arg: optarg,
-        }))
+        Ok(Some(Opt { letter: opt, arg: optarg }))
     }
 }
 
@@ -335,10 +314,7 @@ fn open_sources(operands: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, Source)>, Exit> {
                 let mut m = format!("{PROG}: Cannot open ").into_bytes();
                 m.extend_from_slice(name);
                 m.extend_from_slice(format!(": {}\n", strerror(&e)).as_bytes());
-                return Err(Exit {
-                    code: 2,
-                    message: m,
-                });
+                return Err(Exit { code: 2, message: m });
             }
         }
     }
@@ -404,10 +380,7 @@ fn read_set(input: &[u8], name: &[u8], column: i32, delim: &[u8]) -> Result<Vec<
             let mut m = format!("{PROG}: Invalid data on line {line} in ").into_bytes();
             m.extend_from_slice(name);
             m.push(b'\n');
-            return Err(Exit {
-                code: 2,
-                message: m,
-            });
+            return Err(Exit { code: 2, message: m });
         }
         points.push(d);
     }
@@ -415,10 +388,7 @@ fn read_set(input: &[u8], name: &[u8], column: i32, delim: &[u8]) -> Result<Vec<
         let mut m = b"Dataset ".to_vec();
         m.extend_from_slice(name);
         m.extend_from_slice(b" must contain at least 3 data points\n");
-        return Err(Exit {
-            code: 2,
-            message: m,
-        });
+        return Err(Exit { code: 2, message: m });
     }
     Ok(points)
 }
@@ -432,10 +402,7 @@ mod tests {
     fn terminal_width_rule() {
         assert_eq!(terminal_default_width(None, None), 74);
         assert_eq!(terminal_default_width(Some(OsStr::new("")), Some(100)), 98);
-        assert_eq!(
-            terminal_default_width(Some(OsStr::new("120x")), Some(100)),
-            120
-        );
+        assert_eq!(terminal_default_width(Some(OsStr::new("120x")), Some(100)), 120);
         assert_eq!(terminal_default_width(Some(OsStr::new("abc")), None), 0);
         assert_eq!(terminal_default_width(None, Some(0)), 74);
     }

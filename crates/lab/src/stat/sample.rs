@@ -13,11 +13,7 @@ impl Sample {
     pub fn new(mut points: Vec<f64>) -> Sample {
         let sum = points.iter().fold(0.0, |s, &p| s + p);
         points.sort_by(dbl_cmp);
-        let mut s = Sample {
-            points,
-            sum,
-            sum_sq_dev: 0.0,
-        };
+        let mut s = Sample { points, sum, sum_sq_dev: 0.0 };
         let a = s.mean();
         s.sum_sq_dev = s.points.iter().fold(0.0, |acc, &p| acc + (p - a) * (p - a));
         s

@@ -120,7 +120,12 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![any::<u8>().prop_map(Op::Push), (0..4usize).prop_map(Op::Remove), any::<u8>().prop_map(Op::Retain), (0..4usize, any::<u8>()).prop_map(|(i, x)| Op::Set(i, x))]
+        prop_oneof![
+            any::<u8>().prop_map(Op::Push),
+            (0..4usize).prop_map(Op::Remove),
+            any::<u8>().prop_map(Op::Retain),
+            (0..4usize, any::<u8>()).prop_map(|(i, x)| Op::Set(i, x))
+        ]
     }
 
     proptest! {

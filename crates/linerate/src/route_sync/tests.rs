@@ -30,7 +30,10 @@ impl Msg {
             proto: 12,
             kind: route::RTN_UNICAST,
             metric: 32,
-            hops: hops.iter().map(|(g, i)| ((!g.is_empty()).then(|| g.parse().unwrap()), *i)).collect(),
+            hops: hops
+                .iter()
+                .map(|(g, i)| ((!g.is_empty()).then(|| g.parse().unwrap()), *i))
+                .collect(),
             nh_id: None,
         }
     }
@@ -43,7 +46,20 @@ impl Msg {
 
     pub(super) fn bytes(&self) -> Vec<u8> {
         let v4 = self.dst.is_ipv4();
-        let mut b = vec![if v4 { 2 } else { 10 }, self.len, 0, 0, self.table, self.proto, 0, self.kind, 0, 0, 0, 0];
+        let mut b = vec![
+            if v4 { 2 } else { 10 },
+            self.len,
+            0,
+            0,
+            self.table,
+            self.proto,
+            0,
+            self.kind,
+            0,
+            0,
+            0,
+            0,
+        ];
         let ip = |a: IpAddr| match a {
             IpAddr::V4(a) => a.octets().to_vec(),
             IpAddr::V6(a) => a.octets().to_vec(),
@@ -129,7 +145,10 @@ fn one(gw: &str, ifindex: u32) -> NexthopKind {
 }
 
 pub(super) fn sync() -> RouteSync {
-    RouteSync::new(KernelRoutes { table: 254, protocols: vec![] }, HashMap::from([(TAP_A, 0), (TAP_B, 1)]))
+    RouteSync::new(
+        KernelRoutes { table: 254, protocols: vec![] },
+        HashMap::from([(TAP_A, 0), (TAP_B, 1)]),
+    )
 }
 
 pub(super) fn fib() -> FibControl {
@@ -194,7 +213,14 @@ fn changes_are_coalesced_per_prefix() {
 #[test]
 fn multipath_over_two_taps_and_unknown_interfaces() {
     let (mut s, mut ctl) = (sync(), fib());
-    s.handle(&Msg::new("10.4.0.0", 16, &[("198.18.0.2", TAP_A), ("198.18.1.2", TAP_B), ("192.0.2.1", 99)]).bytes());
+    s.handle(
+        &Msg::new(
+            "10.4.0.0",
+            16,
+            &[("198.18.0.2", TAP_A), ("198.18.1.2", TAP_B), ("192.0.2.1", 99)],
+        )
+        .bytes(),
+    );
     s.handle(&Msg::new("10.5.0.0", 16, &[("192.0.2.1", 99)]).bytes());
     s.apply(&mut ctl, 100);
     assert!(matches!(lookup(&ctl, "10.4.0.1"), Some(Adjacency::Multipath { paths: 2, .. })));
@@ -222,7 +248,11 @@ fn lowest_metric_wins_and_other_tables_and_protocols_are_ignored() {
     assert_eq!((lookup(&ctl, "10.7.0.1"), lookup(&ctl, "198.18.0.9")), (None, None));
     s.handle(&Msg::new("10.6.0.0", 16, &[("198.18.0.2", TAP_A)]).del().bytes());
     s.apply(&mut ctl, 100);
-    assert_eq!(gateways(&ctl, "10.6.0.1"), vec![(ip("198.18.1.2"), 1)], "the next metric takes over");
+    assert_eq!(
+        gateways(&ctl, "10.6.0.1"),
+        vec![(ip("198.18.1.2"), 1)],
+        "the next metric takes over"
+    );
 }
 
 #[test]
@@ -274,9 +304,17 @@ fn a_new_dump_removes_what_vanished() {
     s.start_dump(Instant::now());
     s.handle(&Msg::new("10.12.0.0", 16, &[("198.18.0.3", TAP_A)]).bytes());
     assert_eq!(s.apply(&mut ctl, 1), 1, "applied in slices");
-    assert_eq!(gateways(&ctl, "10.12.0.1"), vec![(ip("198.18.0.3"), 0)], "applied while the dump is read");
+    assert_eq!(
+        gateways(&ctl, "10.12.0.1"),
+        vec![(ip("198.18.0.3"), 0)],
+        "applied while the dump is read"
+    );
     s.apply(&mut ctl, 100);
-    assert_eq!(gateways(&ctl, "10.11.0.1"), vec![(ip("198.18.0.4"), 0)], "kept until the dump has been read");
+    assert_eq!(
+        gateways(&ctl, "10.11.0.1"),
+        vec![(ip("198.18.0.4"), 0)],
+        "kept until the dump has been read"
+    );
     assert_eq!(s.dump_report(), None, "the dump is still being read");
     s.handle(&Msg::new("10.13.0.0", 16, &[("198.18.0.2", TAP_A)]).bytes());
     s.finish_dump();
@@ -302,7 +340,9 @@ fn routes_follow_nexthop_objects() {
     s.handle(&nexthop(true, 20, &NexthopKind::Group(vec![(10, 1), (11, 1)])));
     s.handle(&Msg::nh("10.30.0.0", 16, 10, &[]).bytes());
     // Listing the object's next hops, as the kernel does by default.
-    s.handle(&Msg::nh("10.31.0.0", 16, 20, &[("198.18.0.2", TAP_A), ("198.18.1.2", TAP_B)]).bytes());
+    s.handle(
+        &Msg::nh("10.31.0.0", 16, 20, &[("198.18.0.2", TAP_A), ("198.18.1.2", TAP_B)]).bytes(),
+    );
     s.apply(&mut ctl, 100);
     assert_eq!(gateways(&ctl, "10.30.0.1"), vec![(ip("198.18.0.2"), 0)]);
     assert!(matches!(lookup(&ctl, "10.31.0.1"), Some(Adjacency::Multipath { paths: 2, .. })));
@@ -317,7 +357,11 @@ fn routes_follow_nexthop_objects() {
 
     s.handle(&nexthop(false, 11, &one("198.18.1.2", TAP_B)));
     s.apply(&mut ctl, 100);
-    assert_eq!(gateways(&ctl, "10.31.0.1"), vec![(ip("198.18.0.3"), 0)], "the group lost its member");
+    assert_eq!(
+        gateways(&ctl, "10.31.0.1"),
+        vec![(ip("198.18.0.3"), 0)],
+        "the group lost its member"
+    );
     // What the kernel sends next: the group as it now is (nothing changes).
     s.handle(&nexthop(true, 20, &NexthopKind::Group(vec![(10, 1)])));
     assert_eq!(s.apply(&mut ctl, 100), 0);
@@ -326,7 +370,10 @@ fn routes_follow_nexthop_objects() {
     s.apply(&mut ctl, 100);
     assert_eq!((lookup(&ctl, "10.30.0.1"), lookup(&ctl, "10.31.0.1")), (None, None));
     assert_eq!(ctl.next_hops(), base, "every id freed");
-    assert!(s.nexthops.is_empty() && s.users.is_empty() && s.routes.is_empty(), "group 20 went with its last member");
+    assert!(
+        s.nexthops.is_empty() && s.users.is_empty() && s.routes.is_empty(),
+        "group 20 went with its last member"
+    );
     assert_eq!(s.stats.routes.load(Relaxed), 0);
 }
 
@@ -348,7 +395,10 @@ fn nexthop_blackhole_unknown_objects_and_deleted_routes() {
     s.apply(&mut ctl, 100);
     assert_eq!(lookup(&ctl, "10.32.0.1"), Some(Adjacency::Blackhole));
     assert_eq!(gateways(&ctl, "10.33.0.1"), vec![(ip("198.18.0.2"), 0)]);
-    assert_eq!((lookup(&ctl, "10.34.0.1"), lookup(&ctl, "10.35.0.1"), lookup(&ctl, "10.36.0.1")), (None, None, None));
+    assert_eq!(
+        (lookup(&ctl, "10.34.0.1"), lookup(&ctl, "10.35.0.1"), lookup(&ctl, "10.36.0.1")),
+        (None, None, None)
+    );
     let skipped: HashMap<_, _> = s.stats.skipped().collect();
     assert_eq!(skipped["unsupported"], 3);
     // Once described, object 99 is what counts.
@@ -383,8 +433,16 @@ fn a_new_dump_removes_vanished_nexthop_objects() {
     s.start_dump(Instant::now());
     s.handle(&nexthop(true, 11, &one("198.18.1.3", TAP_B)));
     s.apply(&mut ctl, 100);
-    assert_eq!(gateways(&ctl, "10.40.0.1"), vec![(ip("198.18.0.2"), 0)], "kept until the dump has been read");
-    assert_eq!(gateways(&ctl, "10.41.0.1"), vec![(ip("198.18.1.3"), 1)], "not yet in the dump: follows its object");
+    assert_eq!(
+        gateways(&ctl, "10.40.0.1"),
+        vec![(ip("198.18.0.2"), 0)],
+        "kept until the dump has been read"
+    );
+    assert_eq!(
+        gateways(&ctl, "10.41.0.1"),
+        vec![(ip("198.18.1.3"), 1)],
+        "not yet in the dump: follows its object"
+    );
     s.handle(&Msg::nh("10.41.0.0", 16, 11, &[]).bytes());
     s.finish_dump();
     s.apply(&mut ctl, 100);
@@ -412,7 +470,8 @@ fn withdrawal_cost() {
         del.push(m.del().bytes());
     }
     for i in 0..v6 {
-        let a = std::net::Ipv6Addr::new(0x2a00, (i >> 16) as u16, i as u16, 0, 0, 0, 0, 0).to_string();
+        let a =
+            std::net::Ipv6Addr::new(0x2a00, (i >> 16) as u16, i as u16, 0, 0, 0, 0, 0).to_string();
         let m = Msg::new(&a, 48, &[("fe80::1", TAP_A)]);
         add.push(m.bytes());
         del.push(m.del().bytes());
@@ -422,15 +481,27 @@ fn withdrawal_cost() {
     let per = |d: std::time::Duration| d.as_nanos() as f64 / n;
     for round in 0..2 {
         let (taken, applied) = withdraw(&mut s, &mut ctl, &add);
-        eprintln!("load {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", per(taken), per(applied));
+        eprintln!(
+            "load {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route",
+            per(taken),
+            per(applied)
+        );
         let (taken, applied) = withdraw(&mut s, &mut ctl, &del);
-        eprintln!("withdrawal {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route", per(taken), per(applied));
+        eprintln!(
+            "withdrawal {round} of {n} routes: take {:.0} ns/route, apply {:.0} ns/route",
+            per(taken),
+            per(applied)
+        );
     }
     assert_eq!(ctl.kernel_counts(), (0, 0));
 }
 
 #[inline(never)]
-fn withdraw(s: &mut RouteSync, ctl: &mut FibControl, del: &[Vec<u8>]) -> (std::time::Duration, std::time::Duration) {
+fn withdraw(
+    s: &mut RouteSync,
+    ctl: &mut FibControl,
+    del: &[Vec<u8>],
+) -> (std::time::Duration, std::time::Duration) {
     let t = Instant::now();
     for m in del {
         s.handle(m);

@@ -63,7 +63,10 @@ impl Sender {
             return true;
         }
         self.stats.queued.fetch_add(self.count, Relaxed);
-        let batch = Batch::Messages(std::mem::replace(&mut self.bytes, Vec::with_capacity(BATCH_BYTES)), std::mem::take(&mut self.count));
+        let batch = Batch::Messages(
+            std::mem::replace(&mut self.bytes, Vec::with_capacity(BATCH_BYTES)),
+            std::mem::take(&mut self.count),
+        );
         self.send(batch)
     }
 
@@ -79,15 +82,29 @@ impl Sender {
 }
 
 /// Starts the reader and the applier; they run until `stop`.
-pub fn start(sync: RouteSync, sock: RouteSocket, slow: Arc<Mutex<SlowPath>>, stop: &Arc<AtomicBool>) -> std::io::Result<Vec<JoinHandle<()>>> {
+pub fn start(
+    sync: RouteSync,
+    sock: RouteSocket,
+    slow: Arc<Mutex<SlowPath>>,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
     let (tx, rx) = sync_channel(BACKLOG);
-    let mut sender = Sender { tx, stats: Arc::clone(&sync.stats), bytes: Vec::with_capacity(BATCH_BYTES), count: 0 };
+    let mut sender = Sender {
+        tx,
+        stats: Arc::clone(&sync.stats),
+        bytes: Vec::with_capacity(BATCH_BYTES),
+        count: 0,
+    };
     let reader = {
         let stop = Arc::clone(stop);
-        std::thread::Builder::new().name("lr-routes".into()).spawn(move || read(&mut sender, &sock, &stop))?
+        std::thread::Builder::new()
+            .name("lr-routes".into())
+            .spawn(move || read(&mut sender, &sock, &stop))?
     };
     let stop = Arc::clone(stop);
-    let applier = std::thread::Builder::new().name("lr-routes-fib".into()).spawn(move || apply(sync, &rx, &slow, &stop))?;
+    let applier = std::thread::Builder::new()
+        .name("lr-routes-fib".into())
+        .spawn(move || apply(sync, &rx, &slow, &stop))?;
     Ok(vec![reader, applier])
 }
 
@@ -149,7 +166,9 @@ fn read(out: &mut Sender, sock: &RouteSocket, stop: &AtomicBool) {
             }
             Err(e) if route::is_overrun(&e) => {
                 out.stats.overruns.fetch_add(1, Relaxed);
-                eprintln!("linerate: kernel routes: route messages lost (socket buffer full); dumping the table again");
+                eprintln!(
+                    "linerate: kernel routes: route messages lost (socket buffer full); dumping the table again"
+                );
                 out.discard();
                 need_dump = true;
             }
@@ -183,7 +202,8 @@ fn apply(mut sync: RouteSync, rx: &Receiver<Batch>, slow: &Mutex<SlowPath>, stop
     while !stop.load(Relaxed) {
         for taken in 0..TAKE_BETWEEN_SLICES {
             let batch = if taken == 0 && !sync.is_dirty() {
-                rx.recv_timeout(Duration::from_millis(100)).map_err(|e| e == RecvTimeoutError::Disconnected)
+                rx.recv_timeout(Duration::from_millis(100))
+                    .map_err(|e| e == RecvTimeoutError::Disconnected)
             } else {
                 rx.try_recv().map_err(|e| e == TryRecvError::Disconnected)
             };

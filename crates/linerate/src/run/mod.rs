@@ -62,21 +62,45 @@ pub struct RunArgs {
 pub fn main(args: RunArgs) -> Result<()> {
     // Everything that can be wrong with the config or the rule file (state tables included)
     // is found before any interface, TAP, program or nftables table is touched.
-    let Checked { cfg, path, privileges, workers, fib, ports, physical, mut firewall } = check(&args)?;
+    let Checked { cfg, path, privileges, workers, fib, ports, physical, mut firewall } =
+        check(&args)?;
     let mut claimed = claim(&cfg, &physical, workers, &firewall)?;
     let fast_path = cfg.router.fast_path.then_some(cfg.router.fast_path_flows);
-    let opened = ports::open_all(&physical, workers, firewall.slot.is_some(), fast_path, &mut claimed.backends, &path)?;
+    let opened = ports::open_all(
+        &physical,
+        workers,
+        firewall.slot.is_some(),
+        fast_path,
+        &mut claimed.backends,
+        &path,
+    )?;
     let reload_refusal = crate::steering::reload_refusal(&physical, &claimed.backends, workers);
-    let _bypass = ports::bypass_kernel(&opened.packet_ifaces, cfg.router.host_stack, firewall.slot.is_some())?;
-    let nft_table = _bypass.as_ref().is_some_and(|b| matches!(b, crate::kernel_bypass::KernelBypass::Nftables(_)));
+    let _bypass = ports::bypass_kernel(
+        &opened.packet_ifaces,
+        cfg.router.host_stack,
+        firewall.slot.is_some(),
+    )?;
+    let nft_table = _bypass
+        .as_ref()
+        .is_some_and(|b| matches!(b, crate::kernel_bypass::KernelBypass::Nftables(_)));
     // The slow path owns the FIB writer from here on.
     let slow = workers::slow_path(&cfg, fib, &ports, workers)?;
     let cpus = worker_cpus(args.cpu, workers);
-    let receive = cfg.router.napi_threads.then(|| crate::receive::place(&physical, &claimed.backends, &cpus));
+    let receive =
+        cfg.router.napi_threads.then(|| crate::receive::place(&physical, &claimed.backends, &cpus));
     let log_file = if firewall.slot.is_some() { crate::logger::open_file(&cfg.log)? } else { None };
-    let mut built = workers::build(&cfg, opened.per_worker, std::mem::take(&mut firewall.per_worker), &slow, &ports, receive.as_ref(), &opened.kinds)?;
+    let mut built = workers::build(
+        &cfg,
+        opened.per_worker,
+        std::mem::take(&mut firewall.per_worker),
+        &slow,
+        &ports,
+        receive.as_ref(),
+        &opened.kinds,
+    )?;
     let offload = fast_path_setup(&cfg, &physical, &claimed.backends, &slow, &firewall, &mut built);
-    let state = router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
+    let state =
+        router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
     let mut control = bind_control(&cfg, &privileges);
 
     // Set up: from here on, no capability is effective (capabilities are per thread, so
@@ -89,20 +113,32 @@ pub fn main(args: RunArgs) -> Result<()> {
     }
     let threads = workers::start(&slow.slow, slow_io, built.ready, &cpus, &claimed.stop)?;
     let (offload, offload_thread) = match offload {
-        Some((o, queues)) => (Some(Arc::clone(&o)), Some(o.start(queues, Arc::clone(&claimed.stop))?)),
+        Some((o, queues)) => {
+            (Some(Arc::clone(&o)), Some(o.start(queues, Arc::clone(&claimed.stop))?))
+        }
         None => (None, None),
     };
     serve(&mut claimed.metrics, control.as_mut(), &state, &privileges);
     let logger = match &state.log {
         Some(hub) => {
             let names = cfg.interfaces.iter().map(|i| i.name.clone()).collect();
-            Some(crate::logger::spawn(Arc::clone(hub), log_file, built.log_rings, names, Arc::clone(&claimed.stop))?)
+            Some(crate::logger::spawn(
+                Arc::clone(hub),
+                log_file,
+                built.log_rings,
+                names,
+                Arc::clone(&claimed.stop),
+            )?)
         }
         None => None,
     };
     drop(slow.punt_tx);
     let cpu_list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
-    eprintln!("linerate: forwarding with {workers} worker(s) on cpu {}, batch {}; Ctrl-C to stop", cpu_list.join(","), cfg.router.batch_size);
+    eprintln!(
+        "linerate: forwarding with {workers} worker(s) on cpu {}, batch {}; Ctrl-C to stop",
+        cpu_list.join(","),
+        cfg.router.batch_size
+    );
     claimed.notify.ready(&format!("forwarding with {workers} worker(s)"));
 
     let started = Instant::now();
@@ -153,15 +189,29 @@ fn fast_path_setup(
     let inputs: Vec<bool> = physical
         .iter()
         .enumerate()
-        .map(|(i, p)| offload.takes_input(i) && !cfg.interfaces.iter().any(|v| v.vlan.as_ref().is_some_and(|v| v.parent == p.name)))
+        .map(|(i, p)| {
+            offload.takes_input(i)
+                && !cfg
+                    .interfaces
+                    .iter()
+                    .any(|v| v.vlan.as_ref().is_some_and(|v| v.parent == p.name))
+        })
         .collect();
     let mut queues = Vec::new();
     for w in &mut built.ready {
         let (tx, rx) = dataplane::offload::offer_queue(OFFER_QUEUE);
-        w.set_flow_learner(dataplane::offload::FlowLearner::new(tx, Arc::clone(decisions), inputs.clone()));
+        w.set_flow_learner(dataplane::offload::FlowLearner::new(
+            tx,
+            Arc::clone(decisions),
+            inputs.clone(),
+        ));
         queues.push(rx);
     }
-    eprintln!("linerate: fast path in the kernel on {} of {} interfaces", inputs.iter().filter(|&&i| i).count(), physical.len());
+    eprintln!(
+        "linerate: fast path in the kernel on {} of {} interfaces",
+        inputs.iter().filter(|&&i| i).count(),
+        physical.len()
+    );
     Some((offload, queues))
 }
 
@@ -190,7 +240,8 @@ fn check(args: &RunArgs) -> Result<Checked> {
     check_interfaces(&mut cfg, &path)?;
     let workers = args.workers.unwrap_or(cfg.router.workers).clamp(1, 256);
     let (fib, ports) = setup::fib(&cfg)?;
-    let physical: Vec<config::Interface> = cfg.interfaces.iter().filter(|i| i.vlan.is_none()).cloned().collect();
+    let physical: Vec<config::Interface> =
+        cfg.interfaces.iter().filter(|i| i.vlan.is_none()).cloned().collect();
     let firewall = firewall(&cfg, workers)?;
     Ok(Checked { cfg, path, privileges, workers, fib, ports, physical, firewall })
 }
@@ -200,13 +251,17 @@ fn check(args: &RunArgs) -> Result<Checked> {
 fn check_interfaces(cfg: &mut Config, path: &str) -> Result<()> {
     for iface in cfg.interfaces.iter_mut().filter(|i| i.vlan.is_none()) {
         if !io::netdev::exists(&iface.name) {
-            bail!("{path}: interface {:?} does not exist in this network namespace (check `ip link`)", iface.name);
+            bail!(
+                "{path}: interface {:?} does not exist in this network namespace (check `ip link`)",
+                iface.name
+            );
         }
         if !io::netdev::is_up(&iface.name).unwrap_or(false) {
             bail!("{path}: interface {:?} is down (`ip link set {} up`)", iface.name, iface.name);
         }
         if iface.mac.is_none() {
-            let mac = io::netdev::mac_address(&iface.name).with_context(|| format!("reading the MAC address of {}", iface.name))?;
+            let mac = io::netdev::mac_address(&iface.name)
+                .with_context(|| format!("reading the MAC address of {}", iface.name))?;
             iface.mac = Some(config::MacAddr(mac));
         }
     }
@@ -214,7 +269,13 @@ fn check_interfaces(cfg: &mut Config, path: &str) -> Result<()> {
         for (i, iface) in cfg.interfaces.iter().enumerate().filter(|(_, i)| i.vlan.is_none()) {
             let in_kernel = crate::host::kernel_addresses(&iface.name);
             for a in iface.addresses.iter().filter(|a| in_kernel.contains(&a.addr)) {
-                eprintln!("linerate: warning: {} also has {} in the kernel: with the host stack on, the address lives on linerate's TAP {}; remove it from {} (`ip addr del`)", iface.name, a.addr, iface.tap_name(i), iface.name);
+                eprintln!(
+                    "linerate: warning: {} also has {} in the kernel: with the host stack on, the address lives on linerate's TAP {}; remove it from {} (`ip addr del`)",
+                    iface.name,
+                    a.addr,
+                    iface.tap_name(i),
+                    iface.name
+                );
             }
         }
     }
@@ -232,13 +293,21 @@ struct FirewallSetup {
 
 fn firewall(cfg: &Config, workers: usize) -> Result<FirewallSetup> {
     let Some(f) = &cfg.firewall else {
-        return Ok(FirewallSetup { slot: None, per_worker: (0..workers).map(|_| None).collect(), rules_text: String::new() });
+        return Ok(FirewallSetup {
+            slot: None,
+            per_worker: (0..workers).map(|_| None).collect(),
+            rules_text: String::new(),
+        });
     };
     let loaded = crate::rule_file::load(cfg, &f.rules)?;
     eprintln!("linerate: firewall: {} rules from {}", loaded.rules.rule_count(), f.rules.display());
     let slot = RulesSlot::new(Arc::new(loaded.rules));
     let firewalls = (0..workers)
-        .map(|w| Firewall::try_new(Arc::clone(&slot), dataplane::firewall::random_seed()).map(Some).with_context(|| format!("{}: worker {w}'s state table", f.rules.display())))
+        .map(|w| {
+            Firewall::try_new(Arc::clone(&slot), dataplane::firewall::random_seed())
+                .map(Some)
+                .with_context(|| format!("{}: worker {w}'s state table", f.rules.display()))
+        })
         .collect::<Result<_>>()?;
     Ok(FirewallSetup { slot: Some(slot), per_worker: firewalls, rules_text: loaded.text })
 }
@@ -256,12 +325,19 @@ struct Claimed {
     _owned: Vec<crate::owner::InterfaceLock>,
 }
 
-fn claim(cfg: &Config, physical: &[config::Interface], workers: usize, firewall: &FirewallSetup) -> Result<Claimed> {
+fn claim(
+    cfg: &Config,
+    physical: &[config::Interface],
+    workers: usize,
+    firewall: &FirewallSetup,
+) -> Result<Claimed> {
     // Configured, so refused loudly: a busy port is an error before anything is touched.
     let metrics = cfg.router.metrics_listen.map(crate::metrics::Server::bind).transpose()?;
     let notify = crate::notify::Notifier::from_env();
-    let keep_state = firewall.slot.as_ref().is_some_and(|s| crate::steering::keeps_state(&s.current().rules));
-    let backends = crate::steering::backends(physical, workers, keep_state).map_err(anyhow::Error::msg)?;
+    let keep_state =
+        firewall.slot.as_ref().is_some_and(|s| crate::steering::keeps_state(&s.current().rules));
+    let backends =
+        crate::steering::backends(physical, workers, keep_state).map_err(anyhow::Error::msg)?;
     let stop = crate::signals::stop_on_signals()?;
     let hup = crate::signals::reload_on_sighup()?;
     let names: Vec<&str> = physical.iter().map(|i| i.name.as_str()).collect();
@@ -301,36 +377,62 @@ fn router_state(
         punt: slow.punt_stats.clone(),
         started: Instant::now(),
         reload_refusal,
-        fw: fw_on.then(|| crate::control_fw::FwControl::new(built.fw_stats.clone(), state_desks, &firewall.rules_text)),
+        fw: fw_on.then(|| {
+            crate::control_fw::FwControl::new(
+                built.fw_stats.clone(),
+                state_desks,
+                &firewall.rules_text,
+            )
+        }),
         running: Mutex::new(cfg.clone()),
         log: fw_on.then(|| crate::logger::LogHub::new(cfg.log.snaplen, &built.log_rings)),
-        captures: crate::router_state::Captures::new(built.ready.iter().map(|w: &RunWorker| w.capture_slot()).collect()),
+        captures: crate::router_state::Captures::new(
+            built.ready.iter().map(|w: &RunWorker| w.capture_slot()).collect(),
+        ),
         kernel_routes: slow.threads.kernel_routes.as_ref().map(|(sync, _)| Arc::clone(&sync.stats)),
     })
 }
 
 /// The control socket, bound before the capabilities are dropped. Without it linerate still
 /// forwards; only `reload`, `show` and `top` are missing.
-fn bind_control(cfg: &Config, privileges: &crate::privilege::Plan) -> Option<crate::control::Server> {
+fn bind_control(
+    cfg: &Config,
+    privileges: &crate::privilege::Plan,
+) -> Option<crate::control::Server> {
     let socket_path = &cfg.router.control_socket;
-    match crate::control::Server::bind(socket_path, privileges.socket_owner, privileges.control_gid.is_some()) {
+    match crate::control::Server::bind(
+        socket_path,
+        privileges.socket_owner,
+        privileges.control_gid.is_some(),
+    ) {
         Ok(server) => Some(server),
         Err(e) => {
-            eprintln!("linerate: warning: control socket {}: {e:#}; `linerate reload`, `show` and `top` will not reach this process", socket_path.display());
+            eprintln!(
+                "linerate: warning: control socket {}: {e:#}; `linerate reload`, `show` and `top` will not reach this process",
+                socket_path.display()
+            );
             None
         }
     }
 }
 
 /// Starts serving the metrics port and the control socket, each on a thread of its own.
-fn serve(metrics: &mut Option<crate::metrics::Server>, control: Option<&mut crate::control::Server>, state: &Arc<RouterState>, privileges: &crate::privilege::Plan) {
+fn serve(
+    metrics: &mut Option<crate::metrics::Server>,
+    control: Option<&mut crate::control::Server>,
+    state: &Arc<RouterState>,
+    privileges: &crate::privilege::Plan,
+) {
     if let Some(server) = metrics.as_mut()
         && let Err(e) = server.serve(Arc::clone(state))
     {
         crate::log::warn(format_args!("metrics: {e:#}"));
     }
     if let Some(server) = control {
-        let access = crate::control::Access { admin_uid: privileges.admin_uid, read_gid: privileges.control_gid };
+        let access = crate::control::Access {
+            admin_uid: privileges.admin_uid,
+            read_gid: privileges.control_gid,
+        };
         if let Err(e) = server.serve(Arc::clone(state), access) {
             eprintln!("linerate: warning: control socket: {e:#}");
         }
@@ -339,7 +441,13 @@ fn serve(metrics: &mut Option<crate::metrics::Server>, control: Option<&mut crat
 
 /// Waits for SIGINT/SIGTERM or a worker's end, reloading on SIGHUP and printing rates every
 /// `--stats-interval` seconds.
-fn supervise(args: &RunArgs, claimed: &Claimed, state: &RouterState, counters: &[Arc<WorkerCounters>], workers: &[JoinHandle<RunWorker>]) {
+fn supervise(
+    args: &RunArgs,
+    claimed: &Claimed,
+    state: &RouterState,
+    counters: &[Arc<WorkerCounters>],
+    workers: &[JoinHandle<RunWorker>],
+) {
     let mut last = (Instant::now(), Counts::default());
     while !claimed.stop.load(Ordering::Relaxed) && !workers.iter().any(|h| h.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
@@ -371,14 +479,19 @@ struct Stopped {
 }
 
 /// Stops every thread and waits for it.
-fn stop(threads: workers::Threads, logger: Option<JoinHandle<()>>, claimed: &Claimed) -> Result<Stopped> {
+fn stop(
+    threads: workers::Threads,
+    logger: Option<JoinHandle<()>>,
+    claimed: &Claimed,
+) -> Result<Stopped> {
     claimed.stop.store(true, Ordering::Relaxed);
     claimed.notify.stopping();
     let mut finished = Vec::new();
     for h in threads.workers {
         finished.push(h.join().map_err(|_| anyhow::anyhow!("a worker thread panicked"))?);
     }
-    let host_io = threads.slow.join().map_err(|_| anyhow::anyhow!("the slow-path thread panicked"))?;
+    let host_io =
+        threads.slow.join().map_err(|_| anyhow::anyhow!("the slow-path thread panicked"))?;
     if let Some(l) = logger {
         l.join().map_err(|_| anyhow::anyhow!("the logger thread panicked"))?;
     }

@@ -52,7 +52,14 @@ struct Opening<'a> {
 /// Opens every worker's ports. Worker 0 settles each interface's backend (`backends` is
 /// updated: every worker uses the one worker 0 ended up with) and fanout hash.
 /// With `fast_path` (its flow table's size), AF_XDP ports run the kernel fast path's program.
-pub(super) fn open_all(physical: &[config::Interface], workers: usize, firewall: bool, fast_path: Option<u32>, backends: &mut [Backend], path: &str) -> Result<OpenedPorts> {
+pub(super) fn open_all(
+    physical: &[config::Interface],
+    workers: usize,
+    firewall: bool,
+    fast_path: Option<u32>,
+    backends: &mut [Backend],
+    path: &str,
+) -> Result<OpenedPorts> {
     let mut opening = Opening {
         fast_path,
         physical,
@@ -61,7 +68,11 @@ pub(super) fn open_all(physical: &[config::Interface], workers: usize, firewall:
         backends,
         fanout_base: (std::process::id() as u16).wrapping_mul(64),
         fanout_rss: vec![workers > 1; physical.len()],
-        opened: OpenedPorts { per_worker: Vec::new(), kinds: Vec::new(), packet_ifaces: Vec::new() },
+        opened: OpenedPorts {
+            per_worker: Vec::new(),
+            kinds: Vec::new(),
+            packet_ifaces: Vec::new(),
+        },
     };
     for w in 0..workers {
         let ports = opening.worker(w, firewall)?;
@@ -73,7 +84,8 @@ pub(super) fn open_all(physical: &[config::Interface], workers: usize, firewall:
 impl Opening<'_> {
     /// Worker `w`'s socket on every interface, and its frame pool.
     fn worker(&mut self, w: usize, firewall: bool) -> Result<WorkerPorts> {
-        let mut ports = WorkerPorts { rx: Vec::new(), tx: Vec::new(), pool: io::FramePool::new(POOL_FRAMES) };
+        let mut ports =
+            WorkerPorts { rx: Vec::new(), tx: Vec::new(), pool: io::FramePool::new(POOL_FRAMES) };
         let mut opener = PortOpener::new();
         opener.xdp.queue = w as u32;
         // With a firewall, a frame no worker reads must not reach the kernel's forwarding.
@@ -81,19 +93,31 @@ impl Opening<'_> {
         opener.xdp.fast_path = self.fast_path;
         let physical = self.physical;
         for (phys, iface) in physical.iter().enumerate() {
-            opener.fanout = (self.workers > 1).then_some(self.fanout_base.wrapping_add(phys as u16));
+            opener.fanout =
+                (self.workers > 1).then_some(self.fanout_base.wrapping_add(phys as u16));
             opener.fanout_rss = self.fanout_rss[phys];
             opener.xdp.mode = match iface.xdp_mode {
                 config::XdpMode::Auto => io::xdp::XdpMode::Auto,
                 config::XdpMode::Native => io::xdp::XdpMode::Native,
                 config::XdpMode::Generic => io::xdp::XdpMode::Generic,
             };
-            let mut opened_port = open(&mut opener, &mut ports.pool, &iface.name, phys as u16, self.backends[phys]);
+            let mut opened_port =
+                open(&mut opener, &mut ports.pool, &iface.name, phys as u16, self.backends[phys]);
             if w == 0 && opener.fanout_rss && opened_port.is_err() {
-                eprintln!("linerate: warning: {}: Toeplitz fanout refused ({:#}); using the kernel's flow hash", iface.name, opened_port.as_ref().err().expect("is_err"));
+                eprintln!(
+                    "linerate: warning: {}: Toeplitz fanout refused ({:#}); using the kernel's flow hash",
+                    iface.name,
+                    opened_port.as_ref().err().expect("is_err")
+                );
                 self.fanout_rss[phys] = false;
                 opener.fanout_rss = false;
-                opened_port = open(&mut opener, &mut ports.pool, &iface.name, phys as u16, self.backends[phys]);
+                opened_port = open(
+                    &mut opener,
+                    &mut ports.pool,
+                    &iface.name,
+                    phys as u16,
+                    self.backends[phys],
+                );
             }
             let (r, t, kind) = opened_port.with_context(|| {
                 format!("{}: opening interface {:?} for worker {w} (AF_XDP: queue {w}; an interface needs as many queues as workers, see `ethtool -l`)", self.path, iface.name)
@@ -109,16 +133,28 @@ impl Opening<'_> {
 
     /// Notes what worker 0 opened on an interface; returns the backend every worker then
     /// uses.
-    fn first_opened(&mut self, iface: &config::Interface, phys: usize, rx: &AnyRx, kind: PortKind) -> Backend {
+    fn first_opened(
+        &mut self,
+        iface: &config::Interface,
+        phys: usize,
+        rx: &AnyRx,
+        kind: PortKind,
+    ) -> Backend {
         eprintln!("linerate: {} (port {phys}): {kind}", iface.name);
         if let AnyRx::Xdp(x) = rx
             && x.mode().0 == io::xdp::XdpMode::Generic
         {
-            eprintln!("linerate: note: {}: in generic XDP mode the kernel drops GSO frames (from senders on this host with TSO on) larger than a frame buffer; see docs/router.md, \"Offloads\"", iface.name);
+            eprintln!(
+                "linerate: note: {}: in generic XDP mode the kernel drops GSO frames (from senders on this host with TSO on) larger than a frame buffer; see docs/router.md, \"Offloads\"",
+                iface.name
+            );
         }
         self.opened.kinds.push(kind.to_string());
         if matches!(rx, AnyRx::Packet(_)) {
-            self.opened.packet_ifaces.push((iface.name.clone(), iface.addresses.iter().map(|a| a.addr).collect::<Vec<_>>()));
+            self.opened.packet_ifaces.push((
+                iface.name.clone(),
+                iface.addresses.iter().map(|a| a.addr).collect::<Vec<_>>(),
+            ));
             Backend::AfPacket
         } else {
             Backend::AfXdp
@@ -126,44 +162,69 @@ impl Opening<'_> {
     }
 }
 
-fn open(opener: &mut PortOpener, pool: &mut io::FramePool, ifname: &str, port: u16, backend: Backend) -> Result<(AnyRx, AnyTx, PortKind)> {
+fn open(
+    opener: &mut PortOpener,
+    pool: &mut io::FramePool,
+    ifname: &str,
+    port: u16,
+    backend: Backend,
+) -> Result<(AnyRx, AnyTx, PortKind)> {
     match backend {
         Backend::AfXdp => Ok(opener.open_xdp(pool, ifname, port)?),
         Backend::AfPacket => Ok(opener.open_packet(ifname, port)?),
         Backend::Auto => match opener.open_xdp(pool, ifname, port) {
             Ok(p) => Ok(p),
             Err(e) => {
-                eprintln!("linerate: warning: {ifname}: AF_XDP unavailable ({e}); falling back to AF_PACKET");
+                eprintln!(
+                    "linerate: warning: {ifname}: AF_XDP unavailable ({e}); falling back to AF_PACKET"
+                );
                 Ok(opener.open_packet(ifname, port)?)
             }
         },
-        Backend::Memory => bail!("backend \"memory\" is for benchmarks and tests, not for `linerate run`"),
+        Backend::Memory => {
+            bail!("backend \"memory\" is for benchmarks and tests, not for `linerate run`")
+        }
     }
 }
 
 /// AF_PACKET leaves the kernel a copy of every frame: drops it early (see
 /// [`crate::kernel_bypass`]), with everything when the host stack is on.
-pub(super) fn bypass_kernel(packet_ifaces: &[(String, Vec<IpAddr>)], host_stack: bool, firewall: bool) -> Result<Option<KernelBypass>> {
+pub(super) fn bypass_kernel(
+    packet_ifaces: &[(String, Vec<IpAddr>)],
+    host_stack: bool,
+    firewall: bool,
+) -> Result<Option<KernelBypass>> {
     if packet_ifaces.is_empty() {
         return Ok(None);
     }
     match KernelBypass::install(packet_ifaces, host_stack) {
         Ok(b) => {
-            eprintln!("linerate: the kernel's copies of forwarded frames are dropped by {}", b.describe());
+            eprintln!(
+                "linerate: the kernel's copies of forwarded frames are dropped by {}",
+                b.describe()
+            );
             Ok(Some(b))
         }
         Err(e) if firewall && !crate::fail_closed::forwarding_on().is_empty() => {
-            bail!("cannot keep the kernel from processing the frames linerate filters ({e}), and the kernel forwards ({}): it would route them unfiltered; set router.fail_closed = true or turn forwarding off", crate::fail_closed::forwarding_on().join(", "));
+            bail!(
+                "cannot keep the kernel from processing the frames linerate filters ({e}), and the kernel forwards ({}): it would route them unfiltered; set router.fail_closed = true or turn forwarding off",
+                crate::fail_closed::forwarding_on().join(", ")
+            );
         }
         Err(e) => {
-            eprintln!("linerate: warning: cannot keep the kernel from processing forwarded frames ({e}); it will also route every frame linerate forwards, halving throughput");
+            eprintln!(
+                "linerate: warning: cannot keep the kernel from processing forwarded frames ({e}); it will also route every frame linerate forwards, halving throughput"
+            );
             Ok(None)
         }
     }
 }
 
 /// Each physical port as the fast path sees it (after every port is open).
-pub(super) fn fast_path_targets(physical: &[config::Interface], backends: &[Backend]) -> Vec<crate::offload::PortTarget> {
+pub(super) fn fast_path_targets(
+    physical: &[config::Interface],
+    backends: &[Backend],
+) -> Vec<crate::offload::PortTarget> {
     let fast = io::xdp::fastpath::FastPath::current();
     physical
         .iter()

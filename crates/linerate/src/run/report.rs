@@ -39,7 +39,11 @@ pub(super) fn print(run: &Run, state: &RouterState) {
     print_log(&mut report, state);
     for iface in run.physical {
         if let Some(n) = io::xdp::unsteered_drops(&iface.name) {
-            let _ = writeln!(report, "{}: dropped in the kernel for want of a socket (fail-closed) {n}", iface.name);
+            let _ = writeln!(
+                report,
+                "{}: dropped in the kernel for want of a socket (fail-closed) {n}",
+                iface.name
+            );
         }
     }
     if let Err(e) = crate::output::print(&report) {
@@ -49,8 +53,17 @@ pub(super) fn print(run: &Run, state: &RouterState) {
 
 /// Each interface's packets and drops summed over the workers, then the workers' counters.
 fn print_ports(out: &mut String, run: &Run) {
-    let _ = writeln!(out, "linerate ran {:.1} s with {} worker(s)", run.elapsed.as_secs_f64(), run.workers.len());
-    let _ = writeln!(out, "{:<16} {:>12} {:>10} {:>12} {:>10}  backend", "interface", "rx_packets", "rx_drops", "tx_packets", "tx_drops");
+    let _ = writeln!(
+        out,
+        "linerate ran {:.1} s with {} worker(s)",
+        run.elapsed.as_secs_f64(),
+        run.workers.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:>12} {:>10} {:>12} {:>10}  backend",
+        "interface", "rx_packets", "rx_drops", "tx_packets", "tx_drops"
+    );
     for (i, iface) in run.physical.iter().enumerate() {
         let (mut r, mut t) = (PortStats::default(), PortStats::default());
         for w in run.workers {
@@ -60,13 +73,25 @@ fn print_ports(out: &mut String, run: &Run) {
             t.tx_packets += wt.tx_packets;
             t.tx_dropped += wt.tx_dropped;
         }
-        let _ = writeln!(out, "{:<16} {:>12} {:>10} {:>12} {:>10}  {}", iface.name, r.rx_packets, r.rx_dropped, t.tx_packets, t.tx_dropped, run.kinds[i]);
+        let _ = writeln!(
+            out,
+            "{:<16} {:>12} {:>10} {:>12} {:>10}  {}",
+            iface.name, r.rx_packets, r.rx_dropped, t.tx_packets, t.tx_dropped, run.kinds[i]
+        );
     }
     let mut c = Counts::default();
     for w in run.workers {
         c.add(&w.counts());
     }
-    let _ = writeln!(out, "packets: rx {} forwarded {} local {} slow_path {} dropped {}", c.rx, c.forwarded, c.local, c.slow_path, c.dropped());
+    let _ = writeln!(
+        out,
+        "packets: rx {} forwarded {} local {} slow_path {} dropped {}",
+        c.rx,
+        c.forwarded,
+        c.local,
+        c.slow_path,
+        c.dropped()
+    );
     for (reason, n) in c.drops_by_reason().filter(|&(_, n)| n > 0) {
         let _ = writeln!(out, "  drop {:<20} {n}", reason.name());
     }
@@ -80,15 +105,43 @@ fn print_slow_path(out: &mut String, run: &Run, state: &RouterState) {
     let _ = writeln!(
         out,
         "slow path: arp replies {} requests {}, nd adverts {} solicits {}, router adverts {} solicits {}, echo replies {}, icmp errors {} (suppressed {}; block return unreachables {}), block return resets {} (suppressed {}), resolved {} failed {}, to host {} from host {}, dropped: local {} redirects {} router adverts {} waiting {} invalid {}, send errors {}",
-        s.arp_replies, s.arp_requests, s.nd_adverts, s.nd_solicits, s.router_adverts, s.router_solicits, s.echo_replies, s.icmp_errors, s.icmp_suppressed, s.filter_unreachables, s.filter_resets, s.filter_resets_suppressed, s.resolved, s.resolve_failed, s.to_host, s.from_host, s.local_drops, s.redirects_ignored, s.router_adverts_ignored, s.neighbour_drops, s.invalid, run.send_errors
+        s.arp_replies,
+        s.arp_requests,
+        s.nd_adverts,
+        s.nd_solicits,
+        s.router_adverts,
+        s.router_solicits,
+        s.echo_replies,
+        s.icmp_errors,
+        s.icmp_suppressed,
+        s.filter_unreachables,
+        s.filter_resets,
+        s.filter_resets_suppressed,
+        s.resolved,
+        s.resolve_failed,
+        s.to_host,
+        s.from_host,
+        s.local_drops,
+        s.redirects_ignored,
+        s.router_adverts_ignored,
+        s.neighbour_drops,
+        s.invalid,
+        run.send_errors
     );
     // Punts the workers dropped, by class and reason; ICMP errors are policed before the copy.
     let mut punt_drops = state.punt.drops();
-    punt_drops.add(PuntClass::IcmpError, PuntDrop::Policed, run.workers.iter().map(|w| w.icmp_counts().1).sum());
+    punt_drops.add(
+        PuntClass::IcmpError,
+        PuntDrop::Policed,
+        run.workers.iter().map(|w| w.icmp_counts().1).sum(),
+    );
     for (reason, n) in punt_drops.named().filter(|&(_, n)| n > 0) {
         let _ = writeln!(out, "  drop {reason:<32} {n}");
     }
-    println!("neighbours: evicted {}, table full {}, fib full {}", s.neighbour_evictions, s.neighbour_table_full, s.fib_full);
+    println!(
+        "neighbours: evicted {}, table full {}, fib full {}",
+        s.neighbour_evictions, s.neighbour_table_full, s.fib_full
+    );
     for (reason, n) in s.rejects.iter().filter(|&(_, n)| n > 0) {
         println!("  arp/ndp ignored {reason:<24} {n}");
     }
@@ -98,16 +151,25 @@ fn print_slow_path(out: &mut String, run: &Run, state: &RouterState) {
 /// state table's.
 fn print_firewall(out: &mut String, stats: &FirewallStats) {
     let rules = stats.rules();
-    let _ = writeln!(out, "{:<6} {:<16} {:<11} {:<6} {:>12} {:>14} {:>10}", "line", "label", "ridentifier", "action", "packets", "bytes", "states");
+    let _ = writeln!(
+        out,
+        "{:<6} {:<16} {:<11} {:<6} {:>12} {:>14} {:>10}",
+        "line", "label", "ridentifier", "action", "packets", "bytes", "states"
+    );
     for r in rules.snapshot() {
         let line = if r.rule.is_some() { r.line.to_string() } else { "-".into() };
-        let label = r.label.as_deref().unwrap_or(if r.rule.is_some() { "" } else { "(default pass)" });
+        let label =
+            r.label.as_deref().unwrap_or(if r.rule.is_some() { "" } else { "(default pass)" });
         let action = match r.action {
             fw::rules::Action::Pass => "pass",
             fw::rules::Action::Block => "block",
         };
         let rid = r.ridentifier.map_or_else(String::new, |n| n.to_string());
-        let _ = writeln!(out, "{line:<6} {label:<16} {rid:<11} {action:<6} {:>12} {:>14} {:>10}", r.packets, r.bytes, r.states);
+        let _ = writeln!(
+            out,
+            "{line:<6} {label:<16} {rid:<11} {action:<6} {:>12} {:>14} {:>10}",
+            r.packets, r.bytes, r.states
+        );
     }
     let states: Vec<String> = stats.states().iter().map(|(n, v)| format!("{n} {v}")).collect();
     let _ = writeln!(out, "states: {}", states.join(", "));
@@ -120,7 +182,10 @@ fn print_firewall(out: &mut String, stats: &FirewallStats) {
 
 /// The log's records and losses, when anything was logged or a rule logs.
 fn print_log(out: &mut String, state: &RouterState) {
-    let logs = |h: &&Arc<crate::logger::LogHub>| h.totals.written.load(Ordering::Relaxed) > 0 || state.slot.as_ref().is_some_and(|s| s.current().log.any);
+    let logs = |h: &&Arc<crate::logger::LogHub>| {
+        h.totals.written.load(Ordering::Relaxed) > 0
+            || state.slot.as_ref().is_some_and(|s| s.current().log.any)
+    };
     if let Some(hub) = state.log.as_ref().filter(logs) {
         let t = &hub.totals;
         let lost = hub.losses();

@@ -50,13 +50,24 @@ pub(super) struct SlowPathThreads {
 
 /// Opens the host stack's TAPs and raw senders, and builds the slow path around the FIB
 /// writer: static neighbours, router advertisements, the punt channel.
-pub(super) fn slow_path(cfg: &Config, fib: FibControl, ports: &[PortInfo], workers: usize) -> Result<SlowPathSetup> {
+pub(super) fn slow_path(
+    cfg: &Config,
+    fib: FibControl,
+    ports: &[PortInfo],
+    workers: usize,
+) -> Result<SlowPathSetup> {
     let host_io = crate::host::open(cfg, ports)?;
     if cfg.router.host_stack {
         eprintln!("linerate: host stack on TAPs {}", crate::host::tap_names(cfg).join(", "));
     }
     let icmp_rate = u64::from(cfg.router.icmp_errors_per_second);
-    let mut slow = SlowPath::with_max_neighbours(fib, ports.to_vec(), cfg.router.host_stack, icmp_rate, cfg.router.max_neighbours);
+    let mut slow = SlowPath::with_max_neighbours(
+        fib,
+        ports.to_vec(),
+        cfg.router.host_stack,
+        icmp_rate,
+        cfg.router.max_neighbours,
+    );
     for n in &cfg.neighbours {
         if let Some(port) = cfg.interfaces.iter().position(|i| i.name == n.interface) {
             slow.add_static(n.address, port as u16, wire::MacAddr(n.mac.0));
@@ -64,14 +75,25 @@ pub(super) fn slow_path(cfg: &Config, fib: FibControl, ports: &[PortInfo], worke
     }
     for (port, iface) in cfg.interfaces.iter().enumerate() {
         if let Some(ra) = &iface.ra {
-            slow.advertise(port as u16, &setup::advert_settings(ra), dataplane::firewall::random_seed());
-            eprintln!("linerate: {}: router advertisements every {}-{} s from {}", iface.name, ra.min_interval, ra.max_interval, dataplane::slowpath::link_local(ports[port].mac));
+            slow.advertise(
+                port as u16,
+                &setup::advert_settings(ra),
+                dataplane::firewall::random_seed(),
+            );
+            eprintln!(
+                "linerate: {}: router advertisements every {}-{} s from {}",
+                iface.name,
+                ra.min_interval,
+                ra.max_interval,
+                dataplane::slowpath::link_local(ports[port].mac)
+            );
         }
     }
     let fib = slow.fib().fib();
     // The route socket's large buffer needs CAP_NET_ADMIN: opened before it is dropped.
     let kernel_routes = crate::route_sync::open(cfg)?;
-    let (punt_tx, punt_rx) = punt_channel(&setup::punt_policy(&cfg.router.punt), workers, Arc::clone(&fib));
+    let (punt_tx, punt_rx) =
+        punt_channel(&setup::punt_policy(&cfg.router.punt), workers, Arc::clone(&fib));
     let punt_stats = punt_rx.stats();
     Ok(SlowPathSetup {
         slow: Arc::new(Mutex::new(slow)),
@@ -99,25 +121,62 @@ pub(super) struct Workers {
 /// Builds a worker on each worker's ports, with its firewall (if any).
 /// `kinds`: each physical interface's backend (AF_PACKET spreads flows over the workers by
 /// its fanout program, AF_XDP by the NIC's RSS).
-pub(super) fn build(cfg: &Config, ports_by_worker: Vec<WorkerPorts>, firewalls: Firewalls, slow: &SlowPathSetup, ports: &[PortInfo], receive: Option<&ReceivePlacement>, kinds: &[String]) -> Result<Workers> {
+pub(super) fn build(
+    cfg: &Config,
+    ports_by_worker: Vec<WorkerPorts>,
+    firewalls: Firewalls,
+    slow: &SlowPathSetup,
+    ports: &[PortInfo],
+    receive: Option<&ReceivePlacement>,
+    kinds: &[String],
+) -> Result<Workers> {
     let workers = ports_by_worker.len();
-    let mut built = Workers { ready: Vec::new(), counters: Vec::new(), fw_stats: Vec::new(), state_desks: Vec::new(), log_rings: Vec::new(), host_out: None };
+    let mut built = Workers {
+        ready: Vec::new(),
+        counters: Vec::new(),
+        fw_stats: Vec::new(),
+        state_desks: Vec::new(),
+        log_rings: Vec::new(),
+        host_out: None,
+    };
     let mut host_out = Vec::new();
     if firewalls.iter().any(Option::is_some) {
-        let (sender, receivers) = dataplane::host_out::host_out_channels(workers, kinds.iter().map(|k| k.starts_with("af_packet")).collect()).context("opening the queues of the router's own packets")?;
+        let (sender, receivers) = dataplane::host_out::host_out_channels(
+            workers,
+            kinds.iter().map(|k| k.starts_with("af_packet")).collect(),
+        )
+        .context("opening the queues of the router's own packets")?;
         built.host_out = Some(sender);
         host_out = receivers;
     }
     let mut host_out = host_out.into_iter();
-    for (w, (WorkerPorts { rx, tx, pool }, firewall)) in ports_by_worker.into_iter().zip(firewalls).enumerate() {
-        let mut worker: RunWorker = Worker::new(Arc::clone(&slow.fib), ports, rx, tx, slow.punt_tx.clone(), pool, cfg.router.batch_size);
+    for (w, (WorkerPorts { rx, tx, pool }, firewall)) in
+        ports_by_worker.into_iter().zip(firewalls).enumerate()
+    {
+        let mut worker: RunWorker = Worker::new(
+            Arc::clone(&slow.fib),
+            ports,
+            rx,
+            tx,
+            slow.punt_tx.clone(),
+            pool,
+            cfg.router.batch_size,
+        );
         // The errors-per-second budget is shared out among the workers.
         worker.set_icmp_rate(u64::from(cfg.router.icmp_errors_per_second).div_ceil(workers as u64));
-        worker.set_idle(match (cfg.router.sleep_when_idle, receive.is_some_and(|p| p.on_worker[w])) {
-            (false, _) => dataplane::Idle::Spin,
-            (true, true) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_WITH_NAPI, yield_cpu: true },
-            (true, false) => dataplane::Idle::Sleep { spin: dataplane::worker::SPIN_BEFORE_SLEEP, yield_cpu: false },
-        });
+        worker.set_idle(
+            match (cfg.router.sleep_when_idle, receive.is_some_and(|p| p.on_worker[w])) {
+                (false, _) => dataplane::Idle::Spin,
+                (true, true) => dataplane::Idle::Sleep {
+                    spin: dataplane::worker::SPIN_WITH_NAPI,
+                    yield_cpu: true,
+                },
+                (true, false) => dataplane::Idle::Sleep {
+                    spin: dataplane::worker::SPIN_BEFORE_SLEEP,
+                    yield_cpu: false,
+                },
+            },
+        );
         worker.set_nat_steering(w as u16, workers as u16);
         if let Some(firewall) = firewall {
             built.add_firewall(&mut worker, w, workers, firewall, cfg);
@@ -134,9 +193,17 @@ pub(super) fn build(cfg: &Config, ports_by_worker: Vec<WorkerPorts>, firewalls: 
 
 impl Workers {
     /// Gives worker `w` its firewall, with a log ring and a desk for state requests.
-    fn add_firewall(&mut self, worker: &mut RunWorker, w: usize, workers: usize, mut firewall: Firewall, cfg: &Config) {
+    fn add_firewall(
+        &mut self,
+        worker: &mut RunWorker,
+        w: usize,
+        workers: usize,
+        mut firewall: Firewall,
+        cfg: &Config,
+    ) {
         let rate = u64::from(cfg.log.rate).div_ceil(workers as u64);
-        let (sink, ring) = dataplane::firewall::log::log_ring(LOG_RING, cfg.log.snaplen as usize, rate);
+        let (sink, ring) =
+            dataplane::firewall::log::log_ring(LOG_RING, cfg.log.snaplen as usize, rate);
         firewall.set_log(sink);
         self.log_rings.push(ring);
         worker.set_firewall(firewall);
@@ -156,7 +223,13 @@ pub(super) struct Threads {
 
 /// Starts the slow-path thread, the kernel route threads (with `router.kernel_routes`) and
 /// each worker pinned to its CPU.
-pub(super) fn start(slow: &Arc<Mutex<SlowPath>>, io: SlowPathThreads, ready: Vec<RunWorker>, cpus: &[usize], stop: &Arc<AtomicBool>) -> Result<Threads> {
+pub(super) fn start(
+    slow: &Arc<Mutex<SlowPath>>,
+    io: SlowPathThreads,
+    ready: Vec<RunWorker>,
+    cpus: &[usize],
+    stop: &Arc<AtomicBool>,
+) -> Result<Threads> {
     let slow_thread = {
         let (slow, stop) = (Arc::clone(slow), Arc::clone(stop));
         let (host_io, punt_rx) = (io.host_io, io.punt_rx);
@@ -166,7 +239,8 @@ pub(super) fn start(slow: &Arc<Mutex<SlowPath>>, io: SlowPathThreads, ready: Vec
             .context("starting the slow-path thread")?
     };
     let routes_thread = match io.kernel_routes {
-        Some((sync, sock)) => crate::route_sync::start(sync, sock, Arc::clone(slow), stop).context("starting the kernel route threads")?,
+        Some((sync, sock)) => crate::route_sync::start(sync, sock, Arc::clone(slow), stop)
+            .context("starting the kernel route threads")?,
         None => Vec::new(),
     };
     let mut handles = Vec::new();

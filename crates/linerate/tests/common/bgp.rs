@@ -42,9 +42,21 @@ pub fn build(tag: &str) -> Lab {
     let pid = std::process::id();
     let ns = |host: &str| Namespace::create(&format!("lr{tag}{pid}{host}")).unwrap();
     let (a, d, b, c) = (ns("a"), ns("d"), ns("b"), ns("c"));
-    veth(End { ns: &a, name: "lra0", mac: super::A_MAC }, End { ns: &d, name: "lrd0", mac: D0_MAC }).unwrap();
-    veth(End { ns: &d, name: "lrd1", mac: super::D1_MAC }, End { ns: &b, name: "lrb0", mac: super::B_MAC }).unwrap();
-    veth(End { ns: &d, name: "lrd2", mac: "02:00:00:00:0d:02" }, End { ns: &c, name: "lrc0", mac: "02:00:00:00:0c:01" }).unwrap();
+    veth(
+        End { ns: &a, name: "lra0", mac: super::A_MAC },
+        End { ns: &d, name: "lrd0", mac: D0_MAC },
+    )
+    .unwrap();
+    veth(
+        End { ns: &d, name: "lrd1", mac: super::D1_MAC },
+        End { ns: &b, name: "lrb0", mac: super::B_MAC },
+    )
+    .unwrap();
+    veth(
+        End { ns: &d, name: "lrd2", mac: "02:00:00:00:0d:02" },
+        End { ns: &c, name: "lrc0", mac: "02:00:00:00:0c:01" },
+    )
+    .unwrap();
     a.addr("lra0", "198.18.0.2/24").unwrap();
     a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
     b.addr("lrb0", "198.19.0.2/24").unwrap();
@@ -62,8 +74,12 @@ pub fn write_router_config(lab: &Lab, protocol: &str) -> PathBuf {
         "[router]\ncontrol_socket = \"{}\"\n\n[router.kernel_routes]\ntable = \"main\"\nprotocols = [\"{protocol}\"]\n",
         lab.dir.join("control.sock").display()
     );
-    for (name, addr) in [("lrd0", "198.18.0.1/24"), ("lrd1", "198.19.0.1/24"), ("lrd2", "198.20.0.1/24")] {
-        text += &format!("\n[[interface]]\nname = \"{name}\"\naddresses = [\"{addr}\"]\nbackend = \"af_packet\"\n");
+    for (name, addr) in
+        [("lrd0", "198.18.0.1/24"), ("lrd1", "198.19.0.1/24"), ("lrd2", "198.20.0.1/24")]
+    {
+        text += &format!(
+            "\n[[interface]]\nname = \"{name}\"\naddresses = [\"{addr}\"]\nbackend = \"af_packet\"\n"
+        );
     }
     std::fs::write(&cfg, text).unwrap();
     cfg
@@ -97,7 +113,8 @@ pub fn birdc(ns: &Namespace, sock: &Path, args: &[&str]) -> String {
 /// A neighbour's BIRD: the prefixes as static routes out of its interface, exported by
 /// eBGP to the router (`prepend`: extra copies of its AS in the path, to be less preferred).
 pub fn neighbour_conf(me: &str, router: &str, asn: u32, ifname: &str, prepend: u32) -> String {
-    let routes: String = (0..PREFIXES).map(|i| format!("  route {} via \"{ifname}\";\n", prefix(i))).collect();
+    let routes: String =
+        (0..PREFIXES).map(|i| format!("  route {} via \"{ifname}\";\n", prefix(i))).collect();
     let path: String = (0..prepend).map(|_| format!("bgp_path.prepend({asn}); ")).collect();
     format!(
         "router id {me};\nprotocol device {{ scan time 1; }}\nprotocol static announced {{\n  ipv4;\n{routes}}}\n\
@@ -109,16 +126,26 @@ pub fn neighbour_conf(me: &str, router: &str, asn: u32, ifname: &str, prepend: u
 /// B's and C's BIRDs (AS 65002 and 65003, C's path longer), peering with D's 198.19.0.1 and
 /// 198.20.0.1 (AS 65001). B's control socket comes back with them.
 pub fn neighbours(lab: &Lab) -> (Guard, Guard, PathBuf) {
-    let (b, b_sock) = bird(&lab.b, &lab.dir, "b", &neighbour_conf("198.19.0.2", "198.19.0.1", 65002, "lrb0", 0));
-    let (c, _) = bird(&lab.c, &lab.dir, "c", &neighbour_conf("198.20.0.2", "198.20.0.1", 65003, "lrc0", 2));
+    let (b, b_sock) =
+        bird(&lab.b, &lab.dir, "b", &neighbour_conf("198.19.0.2", "198.19.0.1", 65002, "lrb0", 0));
+    let (c, _) =
+        bird(&lab.c, &lab.dir, "c", &neighbour_conf("198.20.0.2", "198.20.0.1", 65003, "lrc0", 2));
     (b, c, b_sock)
 }
 
 /// How many kernel routes in linerate's FIB go via `gateway`.
 pub fn kernel_routes_via(cfg: &Path, gateway: &str) -> usize {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate")).args(["show", "routes", "--json", "-c"]).arg(cfg).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["show", "routes", "--json", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v.as_array().into_iter().flatten().filter(|r| r["source"] == "kernel" && r["via"] == gateway).count()
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["source"] == "kernel" && r["via"] == gateway)
+        .count()
 }
 
 pub fn rx_packets(ns: &Namespace, ifname: &str) -> u64 {
@@ -142,11 +169,27 @@ pub fn wait(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> Durati
 /// that it arrives at B.
 pub fn traffic_to_b(lab: &Lab) -> Guard {
     let mut traffic = lab.a.command(env!("CARGO_BIN_EXE_linerate"));
-    traffic.args(["gen", "-i", "lra0", "-D", D0_MAC, "-s", "198.18.0.10-198.18.0.29", "-d", "10.200.5.1-10.200.9.1", "-R", "2000", "-t", "20"]);
+    traffic.args([
+        "gen",
+        "-i",
+        "lra0",
+        "-D",
+        D0_MAC,
+        "-s",
+        "198.18.0.10-198.18.0.29",
+        "-d",
+        "10.200.5.1-10.200.9.1",
+        "-R",
+        "2000",
+        "-t",
+        "20",
+    ]);
     traffic.stdout(Stdio::null()).stderr(Stdio::null());
     let guard = Guard(Some(traffic.spawn().unwrap()));
     let b0 = rx_packets(&lab.b, "lrb0");
-    wait("traffic to the BGP prefixes at B", Duration::from_secs(5), || rx_packets(&lab.b, "lrb0") > b0 + 1000);
+    wait("traffic to the BGP prefixes at B", Duration::from_secs(5), || {
+        rx_packets(&lab.b, "lrb0") > b0 + 1000
+    });
     guard
 }
 
@@ -156,7 +199,11 @@ pub fn withdrawal_moves_traffic_to_c(lab: &Lab, cfg: &Path, b_sock: &Path) {
     let c0 = rx_packets(&lab.c, "lrc0");
     let out = birdc(&lab.b, b_sock, &["disable", "announced"]);
     assert!(out.contains("disabled"), "{out}");
-    let moved = wait("traffic at C after B's withdrawal", Duration::from_secs(1), || rx_packets(&lab.c, "lrc0") > c0 + 50);
+    let moved = wait("traffic at C after B's withdrawal", Duration::from_secs(1), || {
+        rx_packets(&lab.c, "lrc0") > c0 + 50
+    });
     eprintln!("withdrawal: traffic moved to C in {moved:?}");
-    wait("3000 routes via C in linerate's FIB", Duration::from_secs(10), || kernel_routes_via(cfg, "198.20.0.2") >= PREFIXES as usize);
+    wait("3000 routes via C in linerate's FIB", Duration::from_secs(10), || {
+        kernel_routes_via(cfg, "198.20.0.2") >= PREFIXES as usize
+    });
 }

@@ -3,8 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::PathBuf;
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -37,8 +37,10 @@ pub fn build(tag: &str) -> Lab {
     let pid = std::process::id();
     let ns = |host: &str| Namespace::create(&format!("lr{pid}{tag}{host}")).unwrap();
     let (a, d, b) = (ns("a"), ns("d"), ns("b"));
-    veth(End { ns: &a, name: "lra0", mac: A_MAC }, End { ns: &d, name: "lrd0", mac: D0_MAC }).unwrap();
-    veth(End { ns: &d, name: "lrd1", mac: D1_MAC }, End { ns: &b, name: "lrb0", mac: B_MAC }).unwrap();
+    veth(End { ns: &a, name: "lra0", mac: A_MAC }, End { ns: &d, name: "lrd0", mac: D0_MAC })
+        .unwrap();
+    veth(End { ns: &d, name: "lrd1", mac: D1_MAC }, End { ns: &b, name: "lrb0", mac: B_MAC })
+        .unwrap();
     a.addr("lra0", "198.18.0.2/24").unwrap();
     a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
     b.addr("lrb0", "198.19.0.2/24").unwrap();

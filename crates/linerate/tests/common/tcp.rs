@@ -96,7 +96,8 @@ pub fn both_ways(lab: &Lab, host: &str, to_b: u16, to_a: u16, bytes: usize) {
     let server = traffic_listen(lab, &lab.b, &["serve", host, &to_b.to_string()]);
     let sent = traffic_run(lab, &lab.a, &["send", host, &to_b.to_string(), &bytes.to_string()]);
     assert_eq!(finish(server), sent, "A's data as B received it");
-    let server = traffic_listen(lab, &lab.b, &["give", host, &to_a.to_string(), &bytes.to_string()]);
+    let server =
+        traffic_listen(lab, &lab.b, &["give", host, &to_a.to_string(), &bytes.to_string()]);
     let got = traffic_run(lab, &lab.a, &["fetch", host, &to_a.to_string()]);
     assert_eq!(got, finish(server), "B's data as A received it");
 }

@@ -98,7 +98,9 @@ impl Ports {
             Ports::Range(a, b) => format!("{a}:{b}"),
             Ports::Inside(a, b) => format!("{a} >< {b}"),
             Ports::Outside(a, b) => format!("{a} <> {b}"),
-            Ports::List(v) => format!("{{ {} }}", v.iter().map(item).collect::<Vec<_>>().join(", ")),
+            Ports::List(v) => {
+                format!("{{ {} }}", v.iter().map(item).collect::<Vec<_>>().join(", "))
+            }
         }
     }
     /// The nftables condition on `th <field>`.
@@ -110,7 +112,9 @@ impl Ports {
             Ports::Range(a, b) => format!("th {field} {}", item(&(*a, *b))),
             Ports::Inside(a, b) => format!("th {field} > {a} th {field} < {b}"),
             Ports::Outside(a, b) => format!("th {field} != {}", item(&(*a, *b))),
-            Ports::List(v) => format!("th {field} {{ {} }}", v.iter().map(item).collect::<Vec<_>>().join(", ")),
+            Ports::List(v) => {
+                format!("th {field} {{ {} }}", v.iter().map(item).collect::<Vec<_>>().join(", "))
+            }
         }
     }
     fn bounds(&self, out: &mut Vec<u16>) {
@@ -178,7 +182,12 @@ impl GenRule {
         match self.protos.len() {
             0 => {}
             1 => write!(s, " proto {}", proto_name(self.protos[0])).unwrap(),
-            _ => write!(s, " proto {{ {} }}", self.protos.iter().map(|p| proto_name(*p)).collect::<Vec<_>>().join(", ")).unwrap(),
+            _ => write!(
+                s,
+                " proto {{ {} }}",
+                self.protos.iter().map(|p| proto_name(*p)).collect::<Vec<_>>().join(", ")
+            )
+            .unwrap(),
         }
         let side = |hosts: &[Host], ports: &Option<Ports>| {
             let mut t = match hosts.len() {
@@ -191,17 +200,34 @@ impl GenRule {
             }
             t
         };
-        if self.src.is_empty() && self.dst.is_empty() && self.src_ports.is_none() && self.dst_ports.is_none() && self.icmp.is_none() && self.protos.is_empty() {
+        if self.src.is_empty()
+            && self.dst.is_empty()
+            && self.src_ports.is_none()
+            && self.dst_ports.is_none()
+            && self.icmp.is_none()
+            && self.protos.is_empty()
+        {
             s.push_str(" all");
         } else {
-            write!(s, " from {} to {}", side(&self.src, &self.src_ports), side(&self.dst, &self.dst_ports)).unwrap();
+            write!(
+                s,
+                " from {} to {}",
+                side(&self.src, &self.src_ports),
+                side(&self.dst, &self.dst_ports)
+            )
+            .unwrap();
         }
         if let Some((types, code)) = &self.icmp {
             let kw = if self.protos == [proto::ICMP] { "icmp-type" } else { "icmp6-type" };
             match (types.len(), code) {
                 (1, Some(c)) => write!(s, " {kw} {} code {c}", types[0]).unwrap(),
                 (1, None) => write!(s, " {kw} {}", types[0]).unwrap(),
-                _ => write!(s, " {kw} {{ {} }}", types.iter().map(u8::to_string).collect::<Vec<_>>().join(", ")).unwrap(),
+                _ => write!(
+                    s,
+                    " {kw} {{ {} }}",
+                    types.iter().map(u8::to_string).collect::<Vec<_>>().join(", ")
+                )
+                .unwrap(),
             }
         }
         if self.pass {
@@ -235,7 +261,12 @@ impl GenRule {
             return;
         }
         if ifs.len() < PAIRS.len() {
-            write!(base, "iifname {{ {} }} ", ifs.iter().map(|i| format!("\"{i}\"")).collect::<Vec<_>>().join(", ")).unwrap();
+            write!(
+                base,
+                "iifname {{ {} }} ",
+                ifs.iter().map(|i| format!("\"{i}\"")).collect::<Vec<_>>().join(", ")
+            )
+            .unwrap();
         }
         match self.af {
             Some(Af::Inet) => base.push_str("meta nfproto ipv4 "),
@@ -243,7 +274,12 @@ impl GenRule {
             None => {}
         }
         if !self.protos.is_empty() {
-            write!(base, "meta l4proto {{ {} }} ", self.protos.iter().map(u8::to_string).collect::<Vec<_>>().join(", ")).unwrap();
+            write!(
+                base,
+                "meta l4proto {{ {} }} ",
+                self.protos.iter().map(u8::to_string).collect::<Vec<_>>().join(", ")
+            )
+            .unwrap();
         }
         let mut tail = String::new();
         if let Some(p) = &self.src_ports {
@@ -254,19 +290,28 @@ impl GenRule {
         }
         if let Some((types, code)) = &self.icmp {
             let kw = if self.protos == [proto::ICMP] { "icmp" } else { "icmpv6" };
-            write!(tail, "{kw} type {{ {} }} ", types.iter().map(u8::to_string).collect::<Vec<_>>().join(", ")).unwrap();
+            write!(
+                tail,
+                "{kw} type {{ {} }} ",
+                types.iter().map(u8::to_string).collect::<Vec<_>>().join(", ")
+            )
+            .unwrap();
             if let Some(c) = code {
                 write!(tail, "{kw} code {c} ").unwrap();
             }
         }
         let verdict = if self.pass { "accept" } else { "drop" };
-        let srcs: Vec<Option<&Host>> = if self.src.is_empty() { vec![None] } else { self.src.iter().map(Some).collect() };
-        let dsts: Vec<Option<&Host>> = if self.dst.is_empty() { vec![None] } else { self.dst.iter().map(Some).collect() };
+        let srcs: Vec<Option<&Host>> =
+            if self.src.is_empty() { vec![None] } else { self.src.iter().map(Some).collect() };
+        let dsts: Vec<Option<&Host>> =
+            if self.dst.is_empty() { vec![None] } else { self.dst.iter().map(Some).collect() };
         for s in &srcs {
             for d in &dsts {
                 // An address of the other family than the rule's, or than the other side's,
                 // can match nothing.
-                if [s, d].iter().any(|h| h.is_some_and(|h| self.af.is_some_and(|af| af != h.af))) || matches!((s, d), (Some(a), Some(b)) if a.af != b.af) {
+                if [s, d].iter().any(|h| h.is_some_and(|h| self.af.is_some_and(|af| af != h.af)))
+                    || matches!((s, d), (Some(a), Some(b)) if a.af != b.af)
+                {
                     continue;
                 }
                 let s = s.map_or(String::new(), |h| h.nft("saddr") + " ");
@@ -279,7 +324,9 @@ impl GenRule {
 
 /// The whole rule set as an nftables script: table `inet lrdiff`, chain `pre` on prerouting.
 pub fn nft_script(rules: &[GenRule]) -> String {
-    let mut s = String::from("table inet lrdiff\ndelete table inet lrdiff\ntable inet lrdiff {\n  chain pre {\n    type filter hook prerouting priority 0; policy accept;\n");
+    let mut s = String::from(
+        "table inet lrdiff\ndelete table inet lrdiff\ntable inet lrdiff {\n  chain pre {\n    type filter hook prerouting priority 0; policy accept;\n",
+    );
     for r in rules.iter().filter(|r| r.quick) {
         r.nft(&mut s);
     }
@@ -299,7 +346,10 @@ pub struct Anchors {
 /// A forwardable IPv4 address: 1-126, 128-223 but 169.254/16, 192.0.2/24 (the DUT's).
 fn sane_v4(a: u32) -> bool {
     let [o0, o1, o2, _] = a.to_be_bytes();
-    (1..=223).contains(&o0) && o0 != 127 && !(o0 == 169 && o1 == 254) && !(o0 == 192 && o1 == 0 && o2 == 2)
+    (1..=223).contains(&o0)
+        && o0 != 127
+        && !(o0 == 169 && o1 == 254)
+        && !(o0 == 192 && o1 == 0 && o2 == 2)
 }
 
 /// A forwardable IPv6 address: in 2000::/3 or fc00::/7, not fdff::/16 (the DUT's).
@@ -320,7 +370,11 @@ impl Anchors {
         let mut v6 = Vec::new();
         while v6.len() < n {
             let a = (u128::from(rng.next()) << 64) | u128::from(rng.next());
-            let a = if rng.chance(50) { (a & !(0xffff_ffffu128 << 96)) | (0x2001_0db8u128 << 96) } else { a };
+            let a = if rng.chance(50) {
+                (a & !(0xffff_ffffu128 << 96)) | (0x2001_0db8u128 << 96)
+            } else {
+                a
+            };
             if sane_v6(a) {
                 v6.push(a);
             }
@@ -330,8 +384,14 @@ impl Anchors {
 
     fn host(&self, rng: &mut Rng, af: Af) -> Host {
         let (addr, len) = match af {
-            Af::Inet => (*rng.pick(&self.v4), *rng.pick(&[0u8, 1, 8, 12, 16, 20, 24, 24, 28, 30, 31, 32, 32])),
-            Af::Inet6 => (*rng.pick(&self.v6), *rng.pick(&[0u8, 3, 16, 32, 48, 56, 64, 64, 96, 120, 127, 128, 128])),
+            Af::Inet => (
+                *rng.pick(&self.v4),
+                *rng.pick(&[0u8, 1, 8, 12, 16, 20, 24, 24, 28, 30, 31, 32, 32]),
+            ),
+            Af::Inet6 => (
+                *rng.pick(&self.v6),
+                *rng.pick(&[0u8, 3, 16, 32, 48, 56, 64, 64, 96, 120, 127, 128, 128]),
+            ),
         };
         Host { af, addr, len, neg: rng.chance(20) }
     }
@@ -357,7 +417,13 @@ impl Anchors {
 }
 
 fn ports(rng: &mut Rng) -> Ports {
-    let p = |rng: &mut Rng| if rng.chance(50) { *rng.pick(&[0u16, 1, 22, 53, 80, 443, 1023, 1024, 5000, 8080, 65534, 65535]) } else { rng.below(65536) as u16 };
+    let p = |rng: &mut Rng| {
+        if rng.chance(50) {
+            *rng.pick(&[0u16, 1, 22, 53, 80, 443, 1023, 1024, 5000, 8080, 65534, 65535])
+        } else {
+            rng.below(65536) as u16
+        }
+    };
     let pair = |rng: &mut Rng| {
         let (a, b) = (p(rng), p(rng));
         (a.min(b), a.max(b))
@@ -377,7 +443,18 @@ fn ports(rng: &mut Rng) -> Ports {
             let (a, b) = pair(rng);
             Ports::Outside(a, b)
         }
-        _ => Ports::List((0..1 + rng.below(3)).map(|_| if rng.chance(50) { let x = p(rng); (x, x) } else { pair(rng) }).collect()),
+        _ => Ports::List(
+            (0..1 + rng.below(3))
+                .map(|_| {
+                    if rng.chance(50) {
+                        let x = p(rng);
+                        (x, x)
+                    } else {
+                        pair(rng)
+                    }
+                })
+                .collect(),
+        ),
     }
 }
 
@@ -416,8 +493,12 @@ pub fn rule(rng: &mut Rng, anchors: &Anchors, sparse: bool) -> GenRule {
         (Some(a), Some(b)) if a != b => Vec::new(),
         _ => dst,
     };
-    let icmp = (protos.len() == 1 && (protos[0] == proto::ICMP || protos[0] == proto::ICMPV6) && rng.chance(60)).then(|| {
-        let types: &[u8] = if protos[0] == proto::ICMP { &[0, 3, 8, 11] } else { &[1, 3, 128, 129] };
+    let icmp = (protos.len() == 1
+        && (protos[0] == proto::ICMP || protos[0] == proto::ICMPV6)
+        && rng.chance(60))
+    .then(|| {
+        let types: &[u8] =
+            if protos[0] == proto::ICMP { &[0, 3, 8, 11] } else { &[1, 3, 128, 129] };
         if rng.chance(50) {
             (vec![*rng.pick(types)], rng.chance(50).then(|| *rng.pick(&[0u8, 1, 3])))
         } else {
@@ -456,7 +537,8 @@ pub fn port_edges(rules: &[GenRule]) -> Vec<u16> {
             p.bounds(&mut v);
         }
     }
-    let mut out: Vec<u16> = v.iter().flat_map(|&p| [p.saturating_sub(1), p, p.saturating_add(1)]).collect();
+    let mut out: Vec<u16> =
+        v.iter().flat_map(|&p| [p.saturating_sub(1), p, p.saturating_add(1)]).collect();
     out.sort_unstable();
     out.dedup();
     out
@@ -468,11 +550,16 @@ pub fn packet(rng: &mut Rng, anchors: &Anchors, edges: &[u16]) -> PacketKey {
     let af = if rng.chance(50) { Af::Inet } else { Af::Inet6 };
     let icmp = if af == Af::Inet { proto::ICMP } else { proto::ICMPV6 };
     let p = *rng.pick(&[proto::TCP, proto::TCP, proto::UDP, proto::UDP, icmp, 47]);
-    let port = |rng: &mut Rng| if rng.chance(75) { *rng.pick(edges) } else { rng.below(65536) as u16 };
+    let port =
+        |rng: &mut Rng| if rng.chance(75) { *rng.pick(edges) } else { rng.below(65536) as u16 };
     let (src_port, dst_port) = match p {
         proto::TCP | proto::UDP => (port(rng), port(rng)),
-        proto::ICMP => (u16::from(*rng.pick(&[0u8, 3, 8, 11, 5])), u16::from(*rng.pick(&[0u8, 1, 3]))),
-        proto::ICMPV6 => (u16::from(*rng.pick(&[1u8, 3, 128, 129, 2])), u16::from(*rng.pick(&[0u8, 1, 3]))),
+        proto::ICMP => {
+            (u16::from(*rng.pick(&[0u8, 3, 8, 11, 5])), u16::from(*rng.pick(&[0u8, 1, 3])))
+        }
+        proto::ICMPV6 => {
+            (u16::from(*rng.pick(&[1u8, 3, 128, 129, 2])), u16::from(*rng.pick(&[0u8, 1, 3])))
+        }
         _ => (0, 0),
     };
     PacketKey {
@@ -497,7 +584,8 @@ pub fn packet(rng: &mut Rng, anchors: &Anchors, edges: &[u16]) -> PacketKey {
 pub const MAGIC: &[u8; 4] = b"LRDF";
 
 fn csum(b: &[u8]) -> u16 {
-    let mut s: u32 = b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    let mut s: u32 =
+        b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
     while s >> 16 != 0 {
         s = (s & 0xffff) + (s >> 16);
     }
@@ -524,7 +612,9 @@ pub fn frame(key: &PacketKey, id: u32, dst_mac: [u8; 6], src_mac: [u8; 6]) -> Ve
             u[4..6].copy_from_slice(&16u16.to_be_bytes());
             u
         }
-        proto::ICMP | proto::ICMPV6 => vec![key.src_port as u8, key.dst_port as u8, 0, 0, 0, 0, 0, 0],
+        proto::ICMP | proto::ICMPV6 => {
+            vec![key.src_port as u8, key.dst_port as u8, 0, 0, 0, 0, 0, 0]
+        }
         _ => Vec::new(),
     };
     l4.extend_from_slice(MAGIC);

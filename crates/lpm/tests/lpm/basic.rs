@@ -15,10 +15,7 @@ fn ipv4_basics() {
     let t = Ipv4Lpm::with_tbl8_groups(16);
     assert_eq!(t.insert(0, 33, 1), Err(LpmError::InvalidPrefixLen(33)));
     assert_eq!(t.remove(0, 40), Err(LpmError::InvalidPrefixLen(40)));
-    assert_eq!(
-        t.insert(0, 0, MAX_NEXT_HOP + 1),
-        Err(LpmError::NextHopTooLarge(MAX_NEXT_HOP + 1))
-    );
+    assert_eq!(t.insert(0, 0, MAX_NEXT_HOP + 1), Err(LpmError::NextHopTooLarge(MAX_NEXT_HOP + 1)));
     assert_eq!(t.lookup(0x0a00_0001), None);
     assert_eq!(t.insert(0xdead_beef, 0, 1), Ok(None)); // masked: default route
     assert_eq!(t.insert(0x0a00_0000, 8, 2), Ok(None));
@@ -64,11 +61,7 @@ fn ipv6_basics() {
     assert_eq!(t.lookup(p | 2), Some(2));
     assert_eq!(t.lookup(!p), Some(1));
     assert_eq!(t.remove(p | 1, 128), Ok(Some(3)));
-    assert_eq!(
-        t.tbl8_stats().in_use,
-        1,
-        "chain collapsed up to the /32's group"
-    );
+    assert_eq!(t.tbl8_stats().in_use, 1, "chain collapsed up to the /32's group");
     assert_eq!(t.lookup(p | 1), Some(2));
     assert_eq!(t.remove(p, 32), Ok(Some(2)));
     assert_eq!(t.tbl8_stats().in_use, 0);

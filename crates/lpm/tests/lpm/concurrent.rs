@@ -26,9 +26,7 @@ struct Workload<F: Family> {
 fn workload<F: Family>(rng: &mut Rng, nsites: usize, lens: &[u8]) -> Workload<F> {
     let base = F::random(rng);
     // Sites share the top 16 bits and differ below, so they live in different tbl24 slots.
-    let sites: Vec<F::A> = (0..nsites)
-        .map(|_| F::xor(base, F::shr(F::random(rng), 16)))
-        .collect();
+    let sites: Vec<F::A> = (0..nsites).map(|_| F::xor(base, F::shr(F::random(rng), 16))).collect();
     let mut prefixes = vec![(F::mask(base, 8), 8u8)]; // id 0: permanent cover
     let mut seen: HashSet<_> = prefixes.iter().copied().collect();
     for &s in &sites {
@@ -48,17 +46,9 @@ fn workload<F: Family>(rng: &mut Rng, nsites: usize, lens: &[u8]) -> Workload<F>
         .collect();
     let allowed: Vec<Vec<usize>> = addrs
         .iter()
-        .map(|&a| {
-            (0..prefixes.len())
-                .filter(|&i| covers(a, prefixes[i]))
-                .collect()
-        })
+        .map(|&a| (0..prefixes.len()).filter(|&i| covers(a, prefixes[i])).collect())
         .collect();
-    Workload {
-        prefixes,
-        addrs,
-        allowed,
-    }
+    Workload { prefixes, addrs, allowed }
 }
 
 /// A thread that looks up `addrs` (batched and single, alternately) until `done`, storing
@@ -143,11 +133,7 @@ fn churn<F: Family>(
         }
         ops += 1;
     }
-    Churn {
-        present,
-        ops,
-        exhausted,
-    }
+    Churn { present, ops, exhausted }
 }
 
 /// The final table against a reference holding the cover and the `present` prefixes.
@@ -167,11 +153,7 @@ fn check_final<F: Family>(
 
 fn run<F: Family>(nsites: usize, lens: &[u8], groups: u32, min_lookups: u64, min_ops: u64) {
     let mut rng = Rng(0xc0ffee ^ F::BITS as u64);
-    let Workload {
-        prefixes,
-        addrs,
-        allowed,
-    } = workload::<F>(&mut rng, nsites, lens);
+    let Workload { prefixes, addrs, allowed } = workload::<F>(&mut rng, nsites, lens);
 
     let fast = Arc::new(F::fast(groups));
     F::insert(&fast, prefixes[0].0, prefixes[0].1, 0).unwrap();
@@ -179,11 +161,8 @@ fn run<F: Family>(nsites: usize, lens: &[u8], groups: u32, min_lookups: u64, min
     let lookups = Arc::new(AtomicU64::new(0));
     let reader = spawn_reader::<F>(&fast, &done, &lookups, addrs.clone(), allowed);
 
-    let Churn {
-        present,
-        ops,
-        exhausted,
-    } = churn::<F>(&mut rng, &fast, &prefixes, &lookups, min_ops, min_lookups);
+    let Churn { present, ops, exhausted } =
+        churn::<F>(&mut rng, &fast, &prefixes, &lookups, min_ops, min_lookups);
     done.store(true, Relaxed);
     let bad = reader.join().unwrap();
     let stats = F::stats(&fast);
@@ -192,10 +171,7 @@ fn run<F: Family>(nsites: usize, lens: &[u8], groups: u32, min_lookups: u64, min
         F::NAME,
         lookups.load(Relaxed)
     );
-    assert!(
-        bad.is_empty(),
-        "answers from non-covering prefixes: {bad:x?}"
-    );
+    assert!(bad.is_empty(), "answers from non-covering prefixes: {bad:x?}");
     assert!(stats.reused > 0, "test must reuse retired groups");
     check_final::<F>(&fast, &prefixes, &present, &addrs);
 }
@@ -207,11 +183,5 @@ fn ipv4_lookups_during_updates() {
 
 #[test]
 fn ipv6_lookups_during_updates() {
-    run::<V6>(
-        6,
-        &[16, 24, 28, 32, 40, 48, 64, 128],
-        100,
-        20_000_000,
-        20_000,
-    );
+    run::<V6>(6, &[16, 24, 28, 32, 40, 48, 64, 128], 100, 20_000_000, 20_000);
 }

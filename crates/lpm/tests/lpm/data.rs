@@ -42,11 +42,7 @@ pub fn mask4(len: u8) -> u32 {
 }
 
 pub fn mask6(len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - len)
-    }
+    if len == 0 { 0 } else { u128::MAX << (128 - len) }
 }
 
 /// An address inside or just around `p/len`: random host bits, first, last, just outside.
@@ -76,9 +72,7 @@ pub fn near6(rng: &mut Rng, p: u128, len: u8) -> u128 {
 /// the global BGP table (mostly /16-/23), ~1% /25-/32. Next hops up to 2^20.
 pub fn realistic_v4(rng: &mut Rng, n: usize) -> Vec<(u32, u8, u32)> {
     // Per-mille-ish weights for /8 ..= /23, after the global table's histogram.
-    const SHORT: [u32; 16] = [
-        1, 1, 1, 2, 4, 8, 15, 25, 130, 80, 140, 250, 400, 500, 1200, 1140,
-    ];
+    const SHORT: [u32; 16] = [1, 1, 1, 2, 4, 8, 15, 25, 130, 80, 140, 250, 400, 500, 1200, 1140];
     let mut seen = HashSet::with_capacity(n);
     let mut out = Vec::with_capacity(n);
     while out.len() < n {

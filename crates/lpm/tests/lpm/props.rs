@@ -9,10 +9,7 @@ use crate::data::Rng;
 use crate::fam::{Family, V4, V6, addresses, check_lookups};
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn cases() -> u32 {
@@ -20,34 +17,19 @@ fn cases() -> u32 {
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() }
 }
 
 #[derive(Debug, Clone)]
 enum Op {
     /// Insert `base[b] ^ (bits >> sh)` / len (often nested in other prefixes of the base).
-    Add {
-        b: usize,
-        sh: u32,
-        bits: u128,
-        len: u8,
-        nh: u32,
-    },
+    Add { b: usize, sh: u32, bits: u128, len: u8, nh: u32 },
     /// Change the next hop of a present prefix.
     Replace { pick: usize, nh: u32 },
     /// Delete a present prefix.
     Del { pick: usize },
     /// Delete a probably-absent prefix.
-    DelMissing {
-        b: usize,
-        sh: u32,
-        bits: u128,
-        len: u8,
-    },
+    DelMissing { b: usize, sh: u32, bits: u128, len: u8 },
 }
 
 fn ops(len: BoxedStrategy<u8>) -> impl Strategy<Value = Vec<Op>> {
@@ -107,22 +89,10 @@ impl<F: Family> Tables<F> {
     fn apply(&mut self, op: &Op, bases: &[F::A]) -> Result<(), TestCaseError> {
         let (fast, reference, present) = (&self.fast, &mut self.reference, &mut self.present);
         match *op {
-            Op::Add {
-                b,
-                sh,
-                bits,
-                len,
-                nh,
-            } => {
+            Op::Add { b, sh, bits, len, nh } => {
                 let p = F::mask(F::xor(bases[b], F::shr(F::from_bits(bits), sh)), len);
                 let got = F::insert(fast, p, len, nh);
-                prop_assert_eq!(
-                    got,
-                    F::r_insert(reference, p, len, nh),
-                    "insert {:x?}/{}",
-                    p,
-                    len
-                );
+                prop_assert_eq!(got, F::r_insert(reference, p, len, nh), "insert {:x?}/{}", p, len);
                 if got == Ok(None) {
                     present.push((p, len));
                 }
@@ -136,13 +106,7 @@ impl<F: Family> Tables<F> {
             Op::Del { pick } if !present.is_empty() => {
                 let (p, len) = present.swap_remove(pick % present.len());
                 let got = F::remove(fast, p, len);
-                prop_assert_eq!(
-                    got,
-                    F::r_remove(reference, p, len),
-                    "remove {:x?}/{}",
-                    p,
-                    len
-                );
+                prop_assert_eq!(got, F::r_remove(reference, p, len), "remove {:x?}/{}", p, len);
                 prop_assert!(matches!(got, Ok(Some(_))));
             }
             Op::DelMissing { b, sh, bits, len } => {
@@ -176,11 +140,8 @@ impl<F: Family> Tables<F> {
 fn run<F: Family>(seed: u64, ops: &[Op], groups: u32) -> Result<(), TestCaseError> {
     let mut rng = Rng(seed);
     let bases = bases::<F>(&mut rng);
-    let mut tables = Tables::<F> {
-        fast: F::fast(groups),
-        reference: F::Ref::default(),
-        present: Vec::new(),
-    };
+    let mut tables =
+        Tables::<F> { fast: F::fast(groups), reference: F::Ref::default(), present: Vec::new() };
     let per_case = env("LPM_PROPTEST_ADDRS", 1 << 20).div_ceil(cases() as usize);
     let checkpoints = 4;
     for (k, chunk) in ops.chunks(ops.len().div_ceil(checkpoints)).enumerate() {

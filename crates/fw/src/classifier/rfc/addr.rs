@@ -31,11 +31,7 @@ impl HostMap {
 
     #[inline]
     pub(crate) fn filter_index(v6: bool, k: u128) -> usize {
-        if v6 {
-            (mix((k >> 64) as u64) >> 40) as usize
-        } else {
-            ((k >> 8) & 0xff_ffff) as usize
-        }
+        if v6 { (mix((k >> 64) as u64) >> 40) as usize } else { ((k >> 8) & 0xff_ffff) as usize }
     }
 
     pub(crate) fn new(items: &[(u128, u32)], v6: bool) -> HostMap {
@@ -167,9 +163,7 @@ impl AddrLookup {
     }
 
     pub(crate) fn bytes(&self) -> usize {
-        self.hosts
-            .as_ref()
-            .map_or(0, |h| h.keys.len() * 20 + h.filter.len() * 8)
+        self.hosts.as_ref().map_or(0, |h| h.keys.len() * 20 + h.filter.len() * 8)
             + match &self.rest {
                 Rest::Const(_) => 0,
                 Rest::Intervals { starts, .. } => starts.len() * 20,
@@ -346,7 +340,14 @@ impl<'a> Classes<'a> {
                 neg_sigs.push(s as u32);
             }
         }
-        Classes { sigs, pos_index, neg_sigs, by_sigset: HashMap::new(), fam: Af::Inet, by_vector: HashMap::new() }
+        Classes {
+            sigs,
+            pos_index,
+            neg_sigs,
+            by_sigset: HashMap::new(),
+            fam: Af::Inet,
+            by_vector: HashMap::new(),
+        }
     }
 
     fn start_family(&mut self, fam: Af) {
@@ -355,7 +356,13 @@ impl<'a> Classes<'a> {
     }
 
     /// The class of predicate vector `v`.
-    fn class_of(&mut self, v: &Vec<u32>, space: &mut Space, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
+    fn class_of(
+        &mut self,
+        v: &Vec<u32>,
+        space: &mut Space,
+        budget: &mut Budget,
+        what: &str,
+    ) -> Result<u32, BuildError> {
         if let Some(&c) = self.by_vector.get(v) {
             return Ok(c);
         }
@@ -365,10 +372,8 @@ impl<'a> Classes<'a> {
             Pred::Table(_) => true,
             Pred::Prefix(x) => x.af == fam,
         };
-        let mut matched: Vec<u32> = v
-            .iter()
-            .flat_map(|&p| self.pos_index[p as usize].iter().copied())
-            .collect();
+        let mut matched: Vec<u32> =
+            v.iter().flat_map(|&p| self.pos_index[p as usize].iter().copied()).collect();
         for &s in &self.neg_sigs {
             if self.sigs.sigs[s as usize]
                 .iter()
@@ -453,26 +458,16 @@ pub(crate) fn addr_lookup(
     let (hosts, rest): (Option<HostMap>, Vec<(Prefix, u32)>) =
         if inserted.len() > opts.lpm_threshold && n_hosts >= opts.host_map_threshold.max(1) {
             budget.charge(n_hosts * 2 * 20 + (1 << 21), what)?;
-            let h: Vec<(u128, u32)> = inserted
-                .iter()
-                .filter(|(p, _)| p.len == bits)
-                .map(|(p, c)| (p.addr, *c))
-                .collect();
+            let h: Vec<(u128, u32)> =
+                inserted.iter().filter(|(p, _)| p.len == bits).map(|(p, c)| (p.addr, *c)).collect();
             (
                 Some(HostMap::new(&h, fam == Af::Inet6)),
-                inserted
-                    .iter()
-                    .filter(|(p, _)| p.len != bits)
-                    .copied()
-                    .collect(),
+                inserted.iter().filter(|(p, _)| p.len != bits).copied().collect(),
             )
         } else {
             (None, inserted.to_vec())
         };
-    Ok(AddrLookup {
-        hosts,
-        rest: rest_lookup(fam, root, &rest, opts, budget, what)?,
-    })
+    Ok(AddrLookup { hosts, rest: rest_lookup(fam, root, &rest, opts, budget, what)? })
 }
 
 /// The lookup for the prefixes the host map does not hold: a constant, sorted intervals, or
@@ -524,12 +519,22 @@ pub(crate) fn host_prefixes(rs: &RuleSet, src: bool, fam: Af) -> usize {
         AddrTarget::Table(_) => None,
     });
     let of_tables = rs.tables.iter().flat_map(|t| t.entries.iter().map(|e| e.prefix));
-    let hosts: HashSet<u128> = of_rules.chain(of_tables).filter(|p| p.af == fam && p.len == bits).map(|p| p.addr).collect();
+    let hosts: HashSet<u128> = of_rules
+        .chain(of_tables)
+        .filter(|p| p.af == fam && p.len == bits)
+        .map(|p| p.addr)
+        .collect();
     hosts.len()
 }
 
 /// An `lpm` table of the prefixes' classes (misses give `root`).
-fn lpm_rest(fam: Af, root: u32, inserted: &[(Prefix, u32)], budget: &mut Budget, what: &str) -> Result<Rest, BuildError> {
+fn lpm_rest(
+    fam: Af,
+    root: u32,
+    inserted: &[(Prefix, u32)],
+    budget: &mut Budget,
+    what: &str,
+) -> Result<Rest, BuildError> {
     // tbl8 groups needed: one per distinct 24+8(d-1)-bit prefix of the prefixes longer
     // than that, at each depth d.
     let bits = Prefix::bits(fam) as u32;
@@ -546,12 +551,9 @@ fn lpm_rest(fam: Af, root: u32, inserted: &[(Prefix, u32)], budget: &mut Budget,
     }
     let groups = groups + groups / 8 + 16;
     budget.charge(LPM_TABLE_BYTES + groups * 256 * 5, what)?;
-    let groups = u32::try_from(groups).map_err(|_| BuildError {
-        message: format!("{what}: too many LPM groups"),
-    })?;
-    let fail = |e: lpm::LpmError| BuildError {
-        message: format!("{what}: LPM insert failed: {e}"),
-    };
+    let groups = u32::try_from(groups)
+        .map_err(|_| BuildError { message: format!("{what}: too many LPM groups") })?;
+    let fail = |e: lpm::LpmError| BuildError { message: format!("{what}: LPM insert failed: {e}") };
     Ok(match fam {
         Af::Inet => {
             let lpm = lpm::Ipv4Lpm::with_tbl8_groups(groups);
@@ -609,4 +611,3 @@ fn intervals(root: u32, inserted: &[(Prefix, u32)]) -> (Vec<u128>, Vec<u32>) {
     }
     (starts, classes)
 }
-

@@ -10,21 +10,13 @@ use crate::rules::{PortMatch, Rule, RuleSet};
 
 /// Union of the rule lists of the given signatures (disjoint lists).
 pub(crate) fn rules_of(sigs: &[u32], sig_rules: &[RSet]) -> RSet {
-    let mut v: RSet = sigs
-        .iter()
-        .flat_map(|&s| sig_rules[s as usize].iter().copied())
-        .collect();
+    let mut v: RSet = sigs.iter().flat_map(|&s| sig_rules[s as usize].iter().copied()).collect();
     v.sort_unstable();
     v
 }
 
 pub(crate) fn common_rules(rs: &RuleSet, wild: impl Fn(&Rule) -> bool) -> RSet {
-    rs.rules
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| wild(r))
-        .map(|(i, _)| i as u32)
-        .collect()
+    rs.rules.iter().enumerate().filter(|(_, r)| wild(r)).map(|(i, _)| i as u32).collect()
 }
 
 pub(crate) struct IfaceField {
@@ -39,7 +31,10 @@ impl IfaceField {
         self.cls[s * 2 + (dir == Dir::Out) as usize]
     }
 
-    pub(crate) fn build(rs: &RuleSet, budget: &mut Budget) -> Result<(IfaceField, Space), BuildError> {
+    pub(crate) fn build(
+        rs: &RuleSet,
+        budget: &mut Budget,
+    ) -> Result<(IfaceField, Space), BuildError> {
         let wild = |r: &Rule| r.dir.is_none() && r.ifaces.is_empty();
         let mut space = Space::new(common_rules(rs, wild));
         let mut ifs: Vec<u16> = rs.rules.iter().flat_map(|r| r.ifaces.iter().copied()).collect();
@@ -60,7 +55,8 @@ impl IfaceField {
                     .filter(|(_, r)| {
                         !wild(r)
                             && r.dir.is_none_or(|d| d == dir)
-                            && (r.ifaces.is_empty() || v.is_some_and(|v| r.ifaces.contains(&v)) != r.iface_neg)
+                            && (r.ifaces.is_empty()
+                                || v.is_some_and(|v| r.ifaces.contains(&v)) != r.iface_neg)
                     })
                     .map(|(i, _)| i as u32)
                     .collect();
@@ -74,14 +70,13 @@ impl IfaceField {
 #[inline]
 pub(crate) fn proto_index(af: Af, proto: u8, flags: u8) -> usize {
     (af == Af::Inet6) as usize * 512
-        + if proto == proto::TCP {
-            256 + flags as usize
-        } else {
-            proto as usize
-        }
+        + if proto == proto::TCP { 256 + flags as usize } else { proto as usize }
 }
 
-pub(crate) fn build_proto(rs: &RuleSet, budget: &mut Budget) -> Result<(Vec<u32>, Space), BuildError> {
+pub(crate) fn build_proto(
+    rs: &RuleSet,
+    budget: &mut Budget,
+) -> Result<(Vec<u32>, Space), BuildError> {
     let wild = |r: &Rule| r.af.is_none() && r.protos.is_empty() && r.flags.is_none();
     let mut space = Space::new(common_rules(rs, wild));
     type Sig = (Option<Af>, Vec<u8>, Option<(u8, u8)>);
@@ -104,11 +99,8 @@ pub(crate) fn build_proto(rs: &RuleSet, budget: &mut Budget) -> Result<(Vec<u32>
     let mut table = vec![0u32; 1024];
     for af in [Af::Inet, Af::Inet6] {
         for idx in 0..512usize {
-            let (p, flags) = if idx >= 256 {
-                (proto::TCP, (idx - 256) as u8)
-            } else {
-                (idx as u8, 0)
-            };
+            let (p, flags) =
+                if idx >= 256 { (proto::TCP, (idx - 256) as u8) } else { (idx as u8, 0) };
             let matched: Vec<u32> = sigs
                 .iter()
                 .enumerate()
@@ -206,4 +198,3 @@ pub(crate) fn build_ports(
     }
     Ok((table, space))
 }
-

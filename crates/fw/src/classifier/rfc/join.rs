@@ -28,11 +28,8 @@ pub(crate) struct ExcMap {
 impl ExcMap {
     pub(crate) fn new(items: &[(u32, u32, u32)]) -> ExcMap {
         let cap = (items.len() * 2).next_power_of_two().max(2);
-        let mut m = ExcMap {
-            keys: vec![EMPTY; cap],
-            vals: vec![0; cap],
-            shift: 64 - cap.trailing_zeros(),
-        };
+        let mut m =
+            ExcMap { keys: vec![EMPTY; cap], vals: vec![0; cap], shift: 64 - cap.trailing_zeros() };
         let mask = cap - 1;
         for &(l, r, c) in items {
             let k = (u64::from(l) << 32) | u64::from(r);
@@ -135,15 +132,13 @@ impl Join {
         let mut outputs = Outputs::new(final_quick, &out.common, &xs, &ys);
         let dense = outputs.dense(&mut out, budget, what)?;
         let inv = shared_rules(&l, &r, n_rules);
-        let pair_work: usize = l
-            .sets
-            .iter()
-            .flatten()
-            .map(|&x| inv[x as usize].len())
-            .sum();
+        let pair_work: usize = l.sets.iter().flatten().map(|&x| inv[x as usize].len()).sum();
         if pair_work > budget.max_pairs {
             return Err(BuildError {
-                message: format!("{what}: {pair_work} class pairs share a rule (at most {})", budget.max_pairs),
+                message: format!(
+                    "{what}: {pair_work} class pairs share a rule (at most {})",
+                    budget.max_pairs
+                ),
             });
         }
         // Exceptions covering a good part of the cross product: a full table is smaller.
@@ -161,7 +156,13 @@ impl Join {
         }
         let mut exc: Vec<(u32, u32, u32)> = Vec::new();
         if pair_work > 0 {
-            let table = Table { rows: &mut rows, cols: &cols, nr, full: use_full.then_some(&mut full), exc: &mut exc };
+            let table = Table {
+                rows: &mut rows,
+                cols: &cols,
+                nr,
+                full: use_full.then_some(&mut full),
+                exc: &mut exc,
+            };
             outputs.exceptions(&l.sets, &inv, table, &mut out, budget, what)?;
         }
         budget.release(l.bytes + r.bytes);
@@ -235,10 +236,7 @@ const NONE: u32 = u32::MAX;
 type Summary = (u32, u32);
 
 fn summary(s: &[u32], q: &[bool]) -> Summary {
-    (
-        s.iter().copied().find(|&i| q[i as usize]).unwrap_or(NONE),
-        s.last().copied().unwrap_or(NONE),
-    )
+    (s.iter().copied().find(|&i| q[i as usize]).unwrap_or(NONE), s.last().copied().unwrap_or(NONE))
 }
 
 /// pf's deciding rule of the union of summarised sets: the first `quick` one, else the last.
@@ -289,7 +287,13 @@ impl<'q> Outputs<'q> {
     }
 
     /// The output class of a decision.
-    fn decision_class(&mut self, d: Option<u32>, out: &mut Space, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
+    fn decision_class(
+        &mut self,
+        d: Option<u32>,
+        out: &mut Space,
+        budget: &mut Budget,
+        what: &str,
+    ) -> Result<u32, BuildError> {
         if let Some(&c) = self.decision_ids.get(&d) {
             return Ok(c);
         }
@@ -299,7 +303,12 @@ impl<'q> Outputs<'q> {
     }
 
     /// The dense table over (X, Y): the class of `common ∪ x ∪ y`.
-    fn dense(&mut self, out: &mut Space, budget: &mut Budget, what: &str) -> Result<Vec<u32>, BuildError> {
+    fn dense(
+        &mut self,
+        out: &mut Space,
+        budget: &mut Budget,
+        what: &str,
+    ) -> Result<Vec<u32>, BuildError> {
         let (xs, ys) = (self.xs, self.ys);
         let n_dense = xs.len().saturating_mul(ys.len());
         budget.charge(n_dense.saturating_mul(4), what)?;
@@ -335,11 +344,8 @@ impl<'q> Outputs<'q> {
         let mut touched: Vec<u32> = Vec::new();
         let mut zq = vec![NONE; nr];
         let mut zmax = vec![NONE; nr];
-        let mut zsets: Vec<RSet> = if self.quick.is_some() {
-            Vec::new()
-        } else {
-            vec![Vec::new(); nr]
-        };
+        let mut zsets: Vec<RSet> =
+            if self.quick.is_some() { Vec::new() } else { vec![Vec::new(); nr] };
         for (li, a) in left_sets.iter().enumerate() {
             for &x in a {
                 for &ri in &inv[x as usize] {
@@ -364,7 +370,12 @@ impl<'q> Outputs<'q> {
                 let yi = table.cols[ri] as usize;
                 let c = match self.quick {
                     Some(_) => {
-                        let d = combine(&[self.common, self.xsum[xi], self.ysum[yi], (zq[ri], zmax[ri])]);
+                        let d = combine(&[
+                            self.common,
+                            self.xsum[xi],
+                            self.ysum[yi],
+                            (zq[ri], zmax[ri]),
+                        ]);
                         self.decision_class(d, out, budget, what)?
                     }
                     None => {
@@ -388,4 +399,3 @@ impl<'q> Outputs<'q> {
         Ok(())
     }
 }
-

@@ -78,8 +78,8 @@ use sets::Budget;
 
 use super::{BuildError, BuildOptions, ClassifierStats};
 use crate::packet::{Af, PacketKey};
-use crate::verdict::Verdict;
 use crate::rules::RuleSet;
+use crate::verdict::Verdict;
 
 /// A rule set compiled by RFC. See the module documentation.
 pub(crate) struct Rfc {
@@ -101,7 +101,12 @@ pub(crate) struct Rfc {
 /// What [`ClassifierStats`] reports of a compiled RFC: classes per field and per
 /// combination, the combinations' table sizes, and which address lookups took an `lpm` table
 /// or a host map.
-fn stats(field_classes: [usize; 6], join_classes: [usize; 5], joins: [&Join; 5], [src, dst]: [&AddrField; 2]) -> ClassifierStats {
+fn stats(
+    field_classes: [usize; 6],
+    join_classes: [usize; 5],
+    joins: [&Join; 5],
+    [src, dst]: [&AddrField; 2],
+) -> ClassifierStats {
     ClassifierStats {
         engine: "rfc",
         field_classes,
@@ -109,7 +114,8 @@ fn stats(field_classes: [usize; 6], join_classes: [usize; 5], joins: [&Join; 5],
         join_dense: joins.map(|j| j.dense.len().max(if j.small_full { 0 } else { j.full.len() })),
         join_exceptions: joins.map(|j| j.n_exc),
         lpm: [src.v4.uses_lpm(), src.v6.uses_lpm(), dst.v4.uses_lpm(), dst.v6.uses_lpm()],
-        host_maps: [&src.v4, &src.v6, &dst.v4, &dst.v6].map(|a| a.hosts.as_ref().map_or(0, |h| h.len)),
+        host_maps: [&src.v4, &src.v6, &dst.v4, &dst.v6]
+            .map(|a| a.hosts.as_ref().map_or(0, |h| h.len)),
         ..ClassifierStats::default()
     }
 }
@@ -120,11 +126,22 @@ pub(super) const PORT_AND_PROTO_TABLES: usize = 2 * 65536 * 2 + 1024 * 4;
 /// The error [`Rfc::build`] would return on `rs` within `limit` bytes, when its address
 /// fields alone surely cross it. Building them before giving up was most of RFC's lost
 /// work on realistic sets of thousands of rules. See [`field_at_least`].
-pub(super) fn surely_over_budget(rs: &RuleSet, opts: &BuildOptions, limit: usize) -> Option<BuildError> {
+pub(super) fn surely_over_budget(
+    rs: &RuleSet,
+    opts: &BuildOptions,
+    limit: usize,
+) -> Option<BuildError> {
     let mut budget = Budget { limit, used: 0, max_pairs: usize::MAX };
     (budget.charge(PORT_AND_PROTO_TABLES, "the port and protocol tables"))
-        .and_then(|()| budget.charge(field_at_least(rs, opts, super::tree::SRC), "the source address field"))
-        .and_then(|()| budget.charge(field_at_least(rs, opts, super::tree::SRC + 1), "the destination address field"))
+        .and_then(|()| {
+            budget.charge(field_at_least(rs, opts, super::tree::SRC), "the source address field")
+        })
+        .and_then(|()| {
+            budget.charge(
+                field_at_least(rs, opts, super::tree::SRC + 1),
+                "the destination address field",
+            )
+        })
         .err()
 }
 
@@ -140,7 +157,8 @@ pub(super) fn surely_over_budget(rs: &RuleSet, opts: &BuildOptions, limit: usize
 pub(super) fn field_at_least(rs: &RuleSet, opts: &BuildOptions, d: usize) -> usize {
     let family = |af| {
         let (sizes, changes) = super::classes::set_sizes_and_changes(rs, af, d);
-        let prefixes_left = changes.div_ceil(2).saturating_sub(addr::host_prefixes(rs, d == super::tree::SRC, af));
+        let prefixes_left =
+            changes.div_ceil(2).saturating_sub(addr::host_prefixes(rs, d == super::tree::SRC, af));
         let lpm = if prefixes_left > opts.lpm_threshold { addr::LPM_TABLE_BYTES } else { 0 };
         sizes.into_iter().map(sets::set_bytes_of).sum::<usize>() + lpm
     };
@@ -150,7 +168,12 @@ pub(super) fn field_at_least(rs: &RuleSet, opts: &BuildOptions, d: usize) -> usi
 impl Rfc {
     /// Compiles `rs` within `limit` bytes and at most `max_pairs` exception pairs per
     /// combination; over either, fails fast with the phase it was building.
-    pub(crate) fn build(rs: &RuleSet, opts: &BuildOptions, limit: usize, max_pairs: usize) -> Result<Rfc, BuildError> {
+    pub(crate) fn build(
+        rs: &RuleSet,
+        opts: &BuildOptions,
+        limit: usize,
+        max_pairs: usize,
+    ) -> Result<Rfc, BuildError> {
         let mut budget = Budget { limit, used: 0, max_pairs };
         let b = &mut budget;
         b.charge(PORT_AND_PROTO_TABLES, "the port and protocol tables")?;
@@ -172,14 +195,17 @@ impl Rfc {
             b,
             "the destination port field",
         )?;
-        let field_classes = [s_if.len(), s_pr.len(), s_sp.len(), s_dp.len(), s_src.len(), s_dst.len()];
+        let field_classes =
+            [s_if.len(), s_pr.len(), s_sp.len(), s_dp.len(), s_src.len(), s_dst.len()];
         let n = rs.rules.len();
         let (ab, s_ab) = Join::build(s_if, s_pr, n, b, "interface x protocol", None)?;
         let (ef, s_ef) = Join::build(s_sp, s_dp, n, b, "source port x destination port", None)?;
         let (n_ab, n_ef) = (s_ab.len(), s_ef.len());
-        let (abef, s_abef) = Join::build(s_ab, s_ef, n, b, "(interface, protocol) x (ports)", None)?;
+        let (abef, s_abef) =
+            Join::build(s_ab, s_ef, n, b, "(interface, protocol) x (ports)", None)?;
         let n_abef = s_abef.len();
-        let (cd, s_cd) = Join::build(s_src, s_dst, n, b, "source address x destination address", None)?;
+        let (cd, s_cd) =
+            Join::build(s_src, s_dst, n, b, "source address x destination address", None)?;
         let n_cd = s_cd.len();
         let quick: Vec<bool> = rs.rules.iter().map(|r| r.quick).collect();
         let (fin, s_fin) = Join::build(s_abef, s_cd, n, b, "the final combination", Some(&quick))?;
@@ -187,28 +213,11 @@ impl Rfc {
         let verdicts: Vec<Verdict> = s_fin
             .sets
             .iter()
-            .map(|s| {
-                s.first()
-                    .map_or(Verdict::DEFAULT, |&i| Verdict::of_rule(rs, i as usize))
-            })
+            .map(|s| s.first().map_or(Verdict::DEFAULT, |&i| Verdict::of_rule(rs, i as usize)))
             .collect();
         let join_classes = [n_ab, n_ef, n_abef, n_cd, s_fin.len()];
         let stats = stats(field_classes, join_classes, [&ab, &ef, &abef, &cd, &fin], [&src, &dst]);
-        Ok(Rfc {
-            iface,
-            proto,
-            sport,
-            dport,
-            src,
-            dst,
-            ab,
-            ef,
-            abef,
-            cd,
-            fin,
-            verdicts,
-            stats,
-        })
+        Ok(Rfc { iface, proto, sport, dport, src, dst, ab, ef, abef, cd, fin, verdicts, stats })
     }
 
     /// The verdict for one packet (same as [`reference::evaluate`](crate::reference::evaluate)).
@@ -243,5 +252,4 @@ impl Rfc {
                 .sum::<usize>()
             + self.verdicts.len() * std::mem::size_of::<Verdict>()
     }
-
 }

@@ -13,11 +13,7 @@ pub(crate) fn intersect(a: &[u32], b: &[u32]) -> RSet {
         return Vec::new();
     }
     if small.len() * 16 < large.len() {
-        return small
-            .iter()
-            .copied()
-            .filter(|x| large.binary_search(x).is_ok())
-            .collect();
+        return small.iter().copied().filter(|x| large.binary_search(x).is_ok()).collect();
     }
     let (mut i, mut j, mut out) = (0, 0, Vec::new());
     while i < a.len() && j < b.len() {
@@ -107,15 +103,15 @@ pub(crate) struct Space {
 impl Space {
     pub(crate) fn new(common: RSet) -> Space {
         let bytes = 4 * common.len();
-        Space {
-            common,
-            sets: Vec::new(),
-            map: HashMap::new(),
-            bytes,
-        }
+        Space { common, sets: Vec::new(), map: HashMap::new(), bytes }
     }
 
-    pub(crate) fn id(&mut self, s: RSet, budget: &mut Budget, what: &str) -> Result<u32, BuildError> {
+    pub(crate) fn id(
+        &mut self,
+        s: RSet,
+        budget: &mut Budget,
+        what: &str,
+    ) -> Result<u32, BuildError> {
         if let Some(&i) = self.map.get(&s) {
             return Ok(i);
         }

@@ -54,7 +54,11 @@ pub(super) struct Filter {
 /// whose masks, ANDed with the first's, cut that by a quarter or more ([`PAIR_GAIN`]); kept
 /// if what they leave is at most a [`SHARE`]th of the rules. `None`: the leaf is scanned
 /// whole.
-pub(super) fn choose(rules: &[&[(usize, Vec<Range>)]], bx: &[Range; DIMS], pairs: bool) -> Option<Filters> {
+pub(super) fn choose(
+    rules: &[&[(usize, Vec<Range>)]],
+    bx: &[Range; DIMS],
+    pairs: bool,
+) -> Option<Filters> {
     if rules.len() < MIN_RULES || rules.len() > MAX_RULES {
         return None;
     }
@@ -64,8 +68,11 @@ pub(super) fn choose(rules: &[&[(usize, Vec<Range>)]], bx: &[Range; DIMS], pairs
     let weighted: Vec<Vec<f64>> = all.iter().map(|f| chances(f, n, true)).collect();
     // What a filter, or two, leave to check: the sum over rules of the chances (products of
     // chances for two: their dimensions differ, so the chances are taken as independent).
-    let left = |c: &[Vec<f64>], a: usize, b: Option<usize>| -> f64 { (0..n).map(|j| c[a][j] * b.map_or(1.0, |b| c[b][j])).sum() };
-    let first = (0..all.len()).min_by(|&a, &b| left(&flat, a, None).total_cmp(&left(&flat, b, None)))?;
+    let left = |c: &[Vec<f64>], a: usize, b: Option<usize>| -> f64 {
+        (0..n).map(|j| c[a][j] * b.map_or(1.0, |b| c[b][j])).sum()
+    };
+    let first =
+        (0..all.len()).min_by(|&a, &b| left(&flat, a, None).total_cmp(&left(&flat, b, None)))?;
     // The second is chosen by both views: evenly spread traffic, and traffic where the
     // rules point (`chances`); either alone picks badly for the other's traffic.
     let both = |b: Option<usize>| left(&flat, first, b) + left(&weighted, first, b);
@@ -101,10 +108,17 @@ fn every_filter(rules: &[&[(usize, Vec<Range>)]], bx: &[Range; DIMS]) -> Vec<Fil
             continue;
         }
         let shift = 128 - ((hi - lo) >> BUCKETS.trailing_zeros()).leading_zeros();
-        let place = |a: u128, z: u128| -> Vec<usize> { (((a - lo) >> shift) as usize..=(((z - lo) >> shift) as usize).min(BUCKETS - 1)).collect() };
+        let place = |a: u128, z: u128| -> Vec<usize> {
+            (((a - lo) >> shift) as usize..=(((z - lo) >> shift) as usize).min(BUCKETS - 1))
+                .collect()
+        };
         all.push(Filter { dim: d as u128, low: lo, shift, masks: masks(rules, d, place) });
         let by_low = |a: u128, z: u128| -> Vec<usize> {
-            if z - a >= BUCKETS as u128 - 1 { (0..BUCKETS).collect() } else { (a..=z).map(|v| (v % BUCKETS as u128) as usize).collect() }
+            if z - a >= BUCKETS as u128 - 1 {
+                (0..BUCKETS).collect()
+            } else {
+                (a..=z).map(|v| (v % BUCKETS as u128) as usize).collect()
+            }
         };
         all.push(Filter { dim: d as u128 + LOW, low: 0, shift: 0, masks: masks(rules, d, by_low) });
     }
@@ -140,7 +154,9 @@ pub(super) struct Filters {
 /// Writes `f` where a leaf's items are about to start (the layout above).
 pub(super) fn write(f: &Filters, items: &mut Vec<Range>) {
     let masks = |g: &Filter, items: &mut Vec<Range>| {
-        items.extend(g.masks.chunks(2).map(|m| (u128::from(m[0]), m.get(1).map_or(0, |&m| u128::from(m)))));
+        items.extend(
+            g.masks.chunks(2).map(|m| (u128::from(m[0]), m.get(1).map_or(0, |&m| u128::from(m)))),
+        );
     };
     let header = |g: &Filter, flag: u128, items: &mut Vec<Range>| {
         items.push((g.low, 0));
@@ -163,7 +179,11 @@ pub(super) const HEADER_ITEMS: usize = 2;
 
 /// Per bucket, the rules that may match a value of it in dimension `d`: those that do not
 /// check `d`, and those with a range `(a, z)` whose `buckets(a, z)` holds it.
-fn masks(rules: &[&[(usize, Vec<Range>)]], d: usize, buckets: impl Fn(u128, u128) -> Vec<usize>) -> Vec<u32> {
+fn masks(
+    rules: &[&[(usize, Vec<Range>)]],
+    d: usize,
+    buckets: impl Fn(u128, u128) -> Vec<usize>,
+) -> Vec<u32> {
     let mut masks = vec![0u32; BUCKETS];
     for (j, checks) in rules.iter().enumerate() {
         let bit = 1u32 << j;
@@ -216,7 +236,8 @@ mod tests {
     #[test]
     fn prefixes_are_bucketed_by_their_place() {
         let src = |a: u128, len: u32| vec![(5, vec![(a, a + (1u128 << (32 - len)) - 1)])];
-        let rules = vec![src(10 << 24, 8), src(192 << 24, 8), src(172 << 24, 12), src(100 << 24, 8)];
+        let rules =
+            vec![src(10 << 24, 8), src(192 << 24, 8), src(172 << 24, 12), src(100 << 24, 8)];
         let f = choose(&slices(&rules), &boxed(), true).unwrap().first;
         assert_eq!((f.dim, f.low, f.shift), (5, 0, 26));
         let bucket = |addr: u128| f.masks[(addr >> 26) as usize];
@@ -239,7 +260,11 @@ mod tests {
         let wide = vec![vec![(DPORT, vec![(0, 40000)])]; 6];
         assert_eq!(choose(&slices(&wide), &boxed(), true), None, "every rule matches most ports");
         let port = |p: u128| vec![(DPORT, vec![(p, p)])];
-        assert_eq!(choose(&slices(&[port(1), port(2), port(3)]), &boxed(), true), None, "too few rules");
+        assert_eq!(
+            choose(&slices(&[port(1), port(2), port(3)]), &boxed(), true),
+            None,
+            "too few rules"
+        );
         assert!(choose(&slices(&[port(1), port(2), port(3), port(4)]), &boxed(), true).is_some());
     }
 
@@ -253,7 +278,10 @@ mod tests {
         bx[SPORT] = (0, 65535);
         let port = |d: usize, p: u128| vec![(d, vec![(p, p)])];
         // Spread so that either bucketing, by place or by low bits, separates them.
-        let mut rules: Vec<_> = (0..8).map(|i| port(DPORT, 100 + 1000 * i)).chain((0..8).map(|i| port(SPORT, 200 + 1000 * i))).collect();
+        let mut rules: Vec<_> = (0..8)
+            .map(|i| port(DPORT, 100 + 1000 * i))
+            .chain((0..8).map(|i| port(SPORT, 200 + 1000 * i)))
+            .collect();
         rules.push(vec![]);
         let f = choose(&slices(&rules), &bx, true).unwrap();
         let second = f.second.as_ref().expect("a second filter");
@@ -267,12 +295,21 @@ mod tests {
             };
             pick(&f.first) & pick(second)
         };
-        assert_eq!(both(100, 200), 1 << 0 | 1 << 8 | 1 << 16, "the two port rules and the rule on neither");
+        assert_eq!(
+            both(100, 200),
+            1 << 0 | 1 << 8 | 1 << 16,
+            "the two port rules and the rule on neither"
+        );
         assert_eq!(both(65000, 65001) & 0xffff, 0, "no port rule for others");
         let mut items = Vec::new();
         write(&f, &mut items);
         assert_eq!(items.len(), 2 * (MASK_ITEMS + HEADER_ITEMS));
-        let dims: Vec<u128> = items[2 * MASK_ITEMS..].iter().skip(1).step_by(2).map(|i| i.0).collect();
-        assert_eq!(dims, [second.dim, f.first.dim | SECOND], "the headers last, the first's saying a second is there");
+        let dims: Vec<u128> =
+            items[2 * MASK_ITEMS..].iter().skip(1).step_by(2).map(|i| i.0).collect();
+        assert_eq!(
+            dims,
+            [second.dim, f.first.dim | SECOND],
+            "the headers last, the first's saying a second is there"
+        );
     }
 }

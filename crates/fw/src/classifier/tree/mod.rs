@@ -28,12 +28,12 @@ mod run;
 use run::Word;
 
 mod overlap;
-pub(crate) use overlap::may_overlap;
 pub use filter::PAIRS_FROM;
+pub(crate) use overlap::may_overlap;
 
 use crate::packet::{Af, Dir, PacketKey, proto};
-use crate::verdict::Verdict;
 use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
+use crate::verdict::Verdict;
 
 /// Inclusive range of a dimension.
 pub(super) type Range = (u128, u128);
@@ -60,7 +60,8 @@ fn group(af: Af, sets: &RuleSets) -> usize {
     let max = dim_max(af, SRC);
     let narrow = |d: usize| {
         sets[d].as_ref().is_some_and(|s| {
-            let size = s.iter().fold(0u128, |acc, &(a, b)| acc.saturating_add(b - a).saturating_add(1));
+            let size =
+                s.iter().fold(0u128, |acc, &(a, b)| acc.saturating_add(b - a).saturating_add(1));
             size <= (max >> 4) + 1
         })
     };
@@ -197,11 +198,15 @@ struct TreeRule {
 
 /// The ranges of one dimension of `r`, `None` for any value (empty: matches nothing).
 fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Range>> {
-    let points = |v: &mut dyn Iterator<Item = u128>| -> Vec<Range> { normalize(v.map(|x| (x, x)).collect()) };
+    let points = |v: &mut dyn Iterator<Item = u128>| -> Vec<Range> {
+        normalize(v.map(|x| (x, x)).collect())
+    };
     let ports = |pm: &PortMatch, icmp: &[u16]| -> Option<Vec<Range>> {
         let from_ports: Option<Vec<Range>> = match pm {
             PortMatch::Any => None,
-            PortMatch::Ranges(r) => Some(normalize(r.iter().map(|&(a, b)| (u128::from(a), u128::from(b))).collect())),
+            PortMatch::Ranges(r) => {
+                Some(normalize(r.iter().map(|&(a, b)| (u128::from(a), u128::from(b))).collect()))
+            }
         };
         if icmp.is_empty() {
             return from_ports;
@@ -232,12 +237,22 @@ fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Ran
             Some(normalize(v))
         }
         FLAGS => r.flags.map(|(set, mask)| {
-            normalize((0..=255u8).filter(|f| f & mask == set).map(|f| (u128::from(f), u128::from(f))).chain([(NOT_TCP, NOT_TCP)]).collect())
+            normalize(
+                (0..=255u8)
+                    .filter(|f| f & mask == set)
+                    .map(|f| (u128::from(f), u128::from(f)))
+                    .chain([(NOT_TCP, NOT_TCP)])
+                    .collect(),
+            )
         }),
         PROTO if r.protos.is_empty() => None,
         PROTO => Some(points(&mut r.protos.iter().map(|&p| u128::from(p)))),
-        SPORT => ports(&r.src_ports, &r.icmp_types.iter().map(|&t| u16::from(t)).collect::<Vec<_>>()),
-        DPORT => ports(&r.dst_ports, &r.icmp_code.iter().map(|&t| u16::from(t)).collect::<Vec<_>>()),
+        SPORT => {
+            ports(&r.src_ports, &r.icmp_types.iter().map(|&t| u16::from(t)).collect::<Vec<_>>())
+        }
+        DPORT => {
+            ports(&r.dst_ports, &r.icmp_code.iter().map(|&t| u16::from(t)).collect::<Vec<_>>())
+        }
         _ => {
             let m = if d == SRC { &r.src } else { &r.dst };
             match m {
@@ -264,11 +279,23 @@ fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Ran
 
 /// Per rule of family `af` (`None`: every rule) that constrains dimension `d`, its index and
 /// ranges there; with the dimension's largest value. What [`super::classes`] partitions.
-pub(super) fn dim_ranges(rs: &RuleSet, af: Option<Af>, d: usize) -> (Vec<(usize, Vec<Range>)>, u128) {
+pub(super) fn dim_ranges(
+    rs: &RuleSet,
+    af: Option<Af>,
+    d: usize,
+) -> (Vec<(usize, Vec<Range>)>, u128) {
     let fam = af.unwrap_or(Af::Inet);
-    let tables: Vec<Vec<Range>> = if d >= SRC { rs.tables.iter().map(|t| table_ranges(t, fam)).collect() } else { Vec::new() };
-    let rules = rs.rules.iter().enumerate().filter(|(_, r)| af.is_none() || r.af.is_none() || r.af == af);
-    (rules.filter_map(|(i, r)| rule_dim(r, fam, d, &tables).map(|s| (i, s))).collect(), dim_max(fam, d))
+    let tables: Vec<Vec<Range>> = if d >= SRC {
+        rs.tables.iter().map(|t| table_ranges(t, fam)).collect()
+    } else {
+        Vec::new()
+    };
+    let rules =
+        rs.rules.iter().enumerate().filter(|(_, r)| af.is_none() || r.af.is_none() || r.af == af);
+    (
+        rules.filter_map(|(i, r)| rule_dim(r, fam, d, &tables).map(|s| (i, s))).collect(),
+        dim_max(fam, d),
+    )
 }
 
 /// A node as built, before [`run::Node`] narrows its value.
@@ -457,7 +484,11 @@ impl Builder {
     /// The best split of the box: (dimension, value, larger side, sum of sides).
     fn best_split(&self, ids: &[u32], bx: &[Range; DIMS]) -> Option<(usize, u128, usize, usize)> {
         let mut best: Option<(usize, u128, usize, usize)> = None;
-        let (mut starts, mut ends, mut cands) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()), Vec::with_capacity(2 * ids.len()));
+        let (mut starts, mut ends, mut cands) = (
+            Vec::with_capacity(ids.len()),
+            Vec::with_capacity(ids.len()),
+            Vec::with_capacity(2 * ids.len()),
+        );
         for (d, &(lo, hi)) in bx.iter().enumerate() {
             if lo == hi {
                 continue;
@@ -543,7 +574,13 @@ impl Builder {
     }
 
     /// Rule `r` of priority `prio` in a leaf: its header, then its `checks`.
-    fn write_rule(&self, prio: u32, r: &TreeRule, checks: &[(usize, Vec<Range>)], items: &mut Vec<Range>) {
+    fn write_rule(
+        &self,
+        prio: u32,
+        r: &TreeRule,
+        checks: &[(usize, Vec<Range>)],
+        items: &mut Vec<Range>,
+    ) {
         let header = items.len();
         items.push((u128::from(prio), 0));
         for (d, set) in checks {
@@ -567,8 +604,12 @@ impl Builder {
             if self.covers_dim(r, d, (lo, hi)) {
                 continue;
             }
-            let clipped: Vec<Range> =
-                self.set(r, d).iter().filter(|x| x.1 >= lo && x.0 <= hi).map(|x| (x.0.max(lo), x.1.min(hi))).collect();
+            let clipped: Vec<Range> = self
+                .set(r, d)
+                .iter()
+                .filter(|x| x.1 >= lo && x.0 <= hi)
+                .map(|x| (x.0.max(lo), x.1.min(hi)))
+                .collect();
             if clipped.is_empty() {
                 return None;
             }
@@ -579,7 +620,15 @@ impl Builder {
     }
 
     /// The subtree of the box holding `ids`, storing at most `budget` rules in its leaves.
-    fn grow(&self, mut ids: Vec<u32>, bx: [Range; DIMS], depth: usize, budget: usize, rule_count: usize, out: &mut Out) -> u32 {
+    fn grow(
+        &self,
+        mut ids: Vec<u32>,
+        bx: [Range; DIMS],
+        depth: usize,
+        budget: usize,
+        rule_count: usize,
+        out: &mut Out,
+    ) -> u32 {
         out.stats.depth = out.stats.depth.max(depth);
         self.prune(&mut ids, &bx);
         if ids.len() <= LEAF_RULES || depth >= MAX_DEPTH || budget < 2 * ids.len() {
@@ -636,7 +685,13 @@ impl Tree {
     pub(crate) fn build(rs: &RuleSet, pairs_from: usize) -> Tree {
         let mut stats = TreeStats::default();
         let mut family = |af: Af| {
-            let mut out = Out { nodes: Vec::new(), shared: Vec::new(), items: vec![(u128::from(run::NONE), 0)], stats: TreeStats::default(), pairs: rs.rules.len() >= pairs_from };
+            let mut out = Out {
+                nodes: Vec::new(),
+                shared: Vec::new(),
+                items: vec![(u128::from(run::NONE), 0)],
+                stats: TreeStats::default(),
+                pairs: rs.rules.len() >= pairs_from,
+            };
             let roots = build_family(rs, af, &mut out);
             let s = &out.stats;
             stats = TreeStats {

@@ -62,8 +62,16 @@ mod tests {
             ("pass in on a inet proto tcp to port 80", "block in inet6 all", false),
             ("pass in on a proto tcp from 10.0.0.0/8", "block in from 10.1.0.0/16", true),
             ("pass in on a proto tcp from 10.0.0.0/8", "block in from ! 10.0.0.0/8", false),
-            ("table <t> { 192.0.2.0/24 }\npass in on a proto tcp from 10.0.0.0/8", "block in from <t>", false),
-            ("table <t> { 10.9.0.0/16 }\npass in on a proto tcp from 10.0.0.0/8", "block in from <t>", true),
+            (
+                "table <t> { 192.0.2.0/24 }\npass in on a proto tcp from 10.0.0.0/8",
+                "block in from <t>",
+                false,
+            ),
+            (
+                "table <t> { 10.9.0.0/16 }\npass in on a proto tcp from 10.0.0.0/8",
+                "block in from <t>",
+                true,
+            ),
             // Dimension by dimension: both flags sets hold the value of packets other than
             // TCP, so this errs towards "yes".
             ("pass in on a proto tcp flags S/SA", "block in proto tcp flags A/A", true),
@@ -72,7 +80,11 @@ mod tests {
         for (a, b, want) in pairs {
             let rs = rules(&format!("{a}\n{b}\n"));
             let n = rs.rules.len();
-            assert_eq!(may_overlap(&rs.rules[n - 2], &rs.rules[n - 1], &rs.tables), want, "{a} / {b}");
+            assert_eq!(
+                may_overlap(&rs.rules[n - 2], &rs.rules[n - 1], &rs.tables),
+                want,
+                "{a} / {b}"
+            );
         }
     }
 
@@ -85,7 +97,8 @@ mod tests {
         use crate::testgen::{IFACES, Rng, boundaries, iface_index, ruleset};
         let (mut checked, mut disjoint) = (0, 0);
         for seed in 1..=4 {
-            let rs = crate::rules::parse(&ruleset(seed, 60), Path::new("g.conf"), &iface_index).unwrap();
+            let rs =
+                crate::rules::parse(&ruleset(seed, 60), Path::new("g.conf"), &iface_index).unwrap();
             let b = boundaries(&rs);
             let mut both = std::collections::HashSet::new();
             let mut rng = Rng(seed);
@@ -93,7 +106,13 @@ mod tests {
                 let af = if rng.index(3) == 0 { Af::Inet6 } else { Af::Inet };
                 let pool = if af == Af::Inet { &b.v4 } else { &b.v6 };
                 let (src, dst) = (pool[rng.index(pool.len())], pool[rng.index(pool.len())]);
-                let port = |rng: &mut Rng| if rng.index(4) == 0 { rng.next_u64() as u16 } else { b.ports[rng.index(b.ports.len())] };
+                let port = |rng: &mut Rng| {
+                    if rng.index(4) == 0 {
+                        rng.next_u64() as u16
+                    } else {
+                        b.ports[rng.index(b.ports.len())]
+                    }
+                };
                 let k = PacketKey {
                     af,
                     dir: if rng.index(2) == 0 { Dir::In } else { Dir::Out },
@@ -106,18 +125,29 @@ mod tests {
                     tcp_flags: [0x02, 0x12, 0x10, 0x11, 0x04][rng.index(5)],
                     ..PacketKey::ZERO
                 };
-                let hit: Vec<usize> = (0..rs.rules.len()).filter(|&i| crate::reference::rule_matches(&rs, &rs.rules[i], &k)).collect();
+                let hit: Vec<usize> = (0..rs.rules.len())
+                    .filter(|&i| crate::reference::rule_matches(&rs, &rs.rules[i], &k))
+                    .collect();
                 for (x, &i) in hit.iter().enumerate() {
                     both.extend(hit[x + 1..].iter().map(|&j| (i, j)));
                 }
             }
             for &(i, j) in &both {
-                assert!(may_overlap(&rs.rules[i], &rs.rules[j], &rs.tables), "seed {seed}: rules {i} and {j} share a packet");
+                assert!(
+                    may_overlap(&rs.rules[i], &rs.rules[j], &rs.tables),
+                    "seed {seed}: rules {i} and {j} share a packet"
+                );
             }
             let n = rs.rules.len();
             checked += both.len();
-            disjoint += (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).filter(|&(i, j)| !may_overlap(&rs.rules[i], &rs.rules[j], &rs.tables)).count();
+            disjoint += (0..n)
+                .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+                .filter(|&(i, j)| !may_overlap(&rs.rules[i], &rs.rules[j], &rs.tables))
+                .count();
         }
-        assert!(checked > 100 && disjoint > 100, "{checked} pairs sharing a packet, {disjoint} said disjoint");
+        assert!(
+            checked > 100 && disjoint > 100,
+            "{checked} pairs sharing a packet, {disjoint} said disjoint"
+        );
     }
 }

@@ -97,7 +97,11 @@ pub(super) struct Forest<V> {
 
 impl<V: Word> Forest<V> {
     pub(super) fn new(roots: [u32; GROUPS], out: &Out) -> Forest<V> {
-        let nodes = out.nodes.iter().map(|n| Node { value: V::narrow(n.value), dim: n.dim, child: n.child }).collect();
+        let nodes = out
+            .nodes
+            .iter()
+            .map(|n| Node { value: V::narrow(n.value), dim: n.dim, child: n.child })
+            .collect();
         let items = out.items.iter().map(|&(a, b)| (V::narrow(a), V::narrow(b))).collect();
         let shared = out.shared.iter().map(|&(a, b)| (V::narrow(a), V::narrow(b))).collect();
         Forest { nodes, items, shared, roots }
@@ -133,7 +137,11 @@ impl<V: Word> Forest<V> {
         let mut best = NONE;
         for ((p, head), m) in starts.into_iter().zip(heads).zip(candidates) {
             if head < best {
-                best = if m == u64::MAX { self.scan_leaf(p, k, best) } else { self.scan_candidates(p, k, best, m) };
+                best = if m == u64::MAX {
+                    self.scan_leaf(p, k, best)
+                } else {
+                    self.scan_candidates(p, k, best, m)
+                };
             }
         }
         best
@@ -166,7 +174,9 @@ impl<V: Word> Forest<V> {
     /// header is `(low, _), (dim, shift)`.
     #[inline(always)]
     fn mask(&self, end: usize, low: V, dim: V, shift: V, k: &Key<V>) -> u64 {
-        let Some(masks) = self.items.get(end.wrapping_sub(filter::MASK_ITEMS)..end) else { return u64::MAX };
+        let Some(masks) = self.items.get(end.wrapping_sub(filter::MASK_ITEMS)..end) else {
+            return u64::MAX;
+        };
         let dim = u128::from(dim.low());
         let v = k[dim as usize & 7];
         let b = if dim & filter::LOW != 0 { v.low() } else { v.bucket(low, shift.low()) } as usize;
@@ -244,6 +254,7 @@ impl<V: Word> Forest<V> {
     }
 
     pub(super) fn bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node<V>>() + (self.items.len() + self.shared.len()) * std::mem::size_of::<(V, V)>()
+        self.nodes.len() * std::mem::size_of::<Node<V>>()
+            + (self.items.len() + self.shared.len()) * std::mem::size_of::<(V, V)>()
     }
 }

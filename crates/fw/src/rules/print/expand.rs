@@ -12,7 +12,9 @@
 use std::fmt;
 
 use super::words;
-use crate::rules::{AddrMatch, AddrTarget, Af, Anchor, AnchorKind, NatRule, PortMatch, Rule, RuleSet, ScrubRule};
+use crate::rules::{
+    AddrMatch, AddrTarget, Af, Anchor, AnchorKind, NatRule, PortMatch, Rule, RuleSet, ScrubRule,
+};
 
 /// The most rules an expanded rule set may hold: a few lists of thousands of hosts in one
 /// rule multiply past what is worth printing (or holding in memory to print).
@@ -27,7 +29,11 @@ pub struct ExpansionTooLarge {
 
 impl fmt::Display for ExpansionTooLarge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the rule set expands to {} rules (pfctl's one rule per list element), more than the {MAX_PRINTED_RULES} linerate prints; use tables for large address sets", self.rules)
+        write!(
+            f,
+            "the rule set expands to {} rules (pfctl's one rule per list element), more than the {MAX_PRINTED_RULES} linerate prints; use tables for large address sets",
+            self.rules
+        )
     }
 }
 
@@ -114,14 +120,37 @@ impl Choices {
         let mut probe = r.clone();
         let p = probe.parts();
         // `on ! { a b }` (translation rules) is one condition: it cannot be split.
-        let ifaces = if p.ifaces.len() <= 1 || p.iface_neg { vec![p.ifaces.clone()] } else { p.ifaces.iter().map(|&i| vec![i]).collect() };
-        let protos = if p.protos.is_empty() { vec![Vec::new()] } else { p.protos.iter().map(|&x| vec![x]).collect() };
-        Choices { ifaces, protos, src: addrs(p.src), src_ports: ports(p.src_ports), dst: addrs(p.dst), dst_ports: ports(p.dst_ports) }
+        let ifaces = if p.ifaces.len() <= 1 || p.iface_neg {
+            vec![p.ifaces.clone()]
+        } else {
+            p.ifaces.iter().map(|&i| vec![i]).collect()
+        };
+        let protos = if p.protos.is_empty() {
+            vec![Vec::new()]
+        } else {
+            p.protos.iter().map(|&x| vec![x]).collect()
+        };
+        Choices {
+            ifaces,
+            protos,
+            src: addrs(p.src),
+            src_ports: ports(p.src_ports),
+            dst: addrs(p.dst),
+            dst_ports: ports(p.dst_ports),
+        }
     }
 
     /// How many rules the choices make, with `icmp` ICMP choices.
     fn count(&self, icmp: usize) -> u128 {
-        let lens = [self.ifaces.len(), self.protos.len(), icmp, self.src.len(), self.src_ports.len(), self.dst.len(), self.dst_ports.len()];
+        let lens = [
+            self.ifaces.len(),
+            self.protos.len(),
+            icmp,
+            self.src.len(),
+            self.src_ports.len(),
+            self.dst.len(),
+            self.dst_ports.len(),
+        ];
         lens.iter().fold(1u128, |n, &len| n.saturating_mul(len as u128))
     }
 }
@@ -236,16 +265,24 @@ impl RuleSet {
     /// ([`RuleSet::to_pf_text`]), it parses back to itself. `iface_names`: the interfaces
     /// by port index (for `$if`).
     pub fn expanded(&self, iface_names: &[&str]) -> Result<RuleSet, ExpansionTooLarge> {
-        let total = [self.rules.iter().map(count).fold(0u128, u128::saturating_add), self.nat.iter().map(count).fold(0, u128::saturating_add), self.scrub.iter().map(count).fold(0, u128::saturating_add)]
-            .into_iter()
-            .fold(0, u128::saturating_add);
+        let total = [
+            self.rules.iter().map(count).fold(0u128, u128::saturating_add),
+            self.nat.iter().map(count).fold(0, u128::saturating_add),
+            self.scrub.iter().map(count).fold(0, u128::saturating_add),
+        ]
+        .into_iter()
+        .fold(0, u128::saturating_add);
         if total > MAX_PRINTED_RULES {
             return Err(ExpansionTooLarge { rules: total });
         }
         let (rules, rule_at) = expand_all(&self.rules);
         let (nat, nat_at) = expand_all(&self.nat);
         let (scrub, _) = expand_all(&self.scrub);
-        let anchors = self.anchors.iter().map(|a| moved(a, if a.kind == AnchorKind::Filter { &rule_at } else { &nat_at })).collect();
+        let anchors = self
+            .anchors
+            .iter()
+            .map(|a| moved(a, if a.kind == AnchorKind::Filter { &rule_at } else { &nat_at }))
+            .collect();
         let mut out = RuleSet { rules, nat, scrub, anchors, ..self.clone() };
         let numbers = super::filter_numbers(out.rules.len(), &out.anchors);
         for (k, nr) in numbers.into_iter().enumerate() {
@@ -269,7 +306,8 @@ fn label(text: &str, r: &Rule, rs: &RuleSet, names: &[&str], nr: usize) -> Strin
         [] => "any".to_owned(),
         ifaces => ifaces.iter().map(|&i| words::iface(names, i)).collect::<Vec<_>>().join(" "),
     };
-    let addr = |m: &AddrMatch, src: bool| match words::route_host(r.route_need, r.route_refuse, src) {
+    let addr = |m: &AddrMatch, src: bool| match words::route_host(r.route_need, r.route_refuse, src)
+    {
         Some(h) => h.to_owned(),
         None => words::addr_match(rs, m),
     };

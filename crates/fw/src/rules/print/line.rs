@@ -5,8 +5,9 @@
 
 use super::words;
 use crate::rules::{
-    Action, AddrMatch, Af, BlockReturn, DEFAULT_FLAGS, DEFAULT_NAT_PORTS, Flush, LogMode, NatAddr, NatKind, NatRule, NatTarget, PoolMethod, PortMatch,
-    Prefix, RouteOpt, Rule, RuleSet, ScrubRule, SrcTrack, StateMode, StatePolicy,
+    Action, AddrMatch, Af, BlockReturn, DEFAULT_FLAGS, DEFAULT_NAT_PORTS, Flush, LogMode, NatAddr,
+    NatKind, NatRule, NatTarget, PoolMethod, PortMatch, Prefix, RouteOpt, Rule, RuleSet, ScrubRule,
+    SrcTrack, StateMode, StatePolicy,
 };
 use crate::state::Tmo;
 
@@ -37,7 +38,11 @@ pub(crate) fn filter(rs: &RuleSet, r: &Rule, names: &[&str]) -> String {
     w.extend(on(&r.ifaces, r.iface_neg, names));
     w.extend(r.route.map(|o| route(&o, names)));
     w.extend(matching(r.af, &r.protos));
-    w.push(hosts(rs, (&r.src, &r.src_ports, words::route_host(r.route_need, r.route_refuse, true)), (&r.dst, &r.dst_ports, words::route_host(r.route_need, r.route_refuse, false))));
+    w.push(hosts(
+        rs,
+        (&r.src, &r.src_ports, words::route_host(r.route_need, r.route_refuse, true)),
+        (&r.dst, &r.dst_ports, words::route_host(r.route_need, r.route_refuse, false)),
+    ));
     w.extend(flags(r));
     w.extend(icmp(r));
     w.extend(state(rs, r));
@@ -45,7 +50,9 @@ pub(crate) fn filter(rs: &RuleSet, r: &Rule, names: &[&str]) -> String {
     w.extend(r.label.as_ref().map(|l| format!("label \"{l}\"")));
     w.extend(r.ridentifier.map(|n| format!("ridentifier {n}")));
     w.extend(r.tag.map(|t| format!("tag {}", tag(rs, t))));
-    w.extend(r.tagged.map(|(neg, t)| format!("{}tagged {}", if neg { "! " } else { "" }, tag(rs, t))));
+    w.extend(
+        r.tagged.map(|(neg, t)| format!("{}tagged {}", if neg { "! " } else { "" }, tag(rs, t))),
+    );
     w.join(" ")
 }
 
@@ -119,7 +126,10 @@ fn on(ifaces: &[u16], neg: bool, names: &[&str]) -> Option<String> {
     match ifaces {
         [] => None,
         [i] => Some(format!("on {not}{}", words::iface(names, *i))),
-        many => Some(format!("on {not}{{ {} }}", many.iter().map(|&i| words::iface(names, i)).collect::<Vec<_>>().join(" "))),
+        many => Some(format!(
+            "on {not}{{ {} }}",
+            many.iter().map(|&i| words::iface(names, i)).collect::<Vec<_>>().join(" ")
+        )),
     }
 }
 
@@ -134,18 +144,26 @@ fn route(o: &RouteOpt, names: &[&str]) -> String {
 
 /// `inet`/`inet6` and `proto P` (one protocol in an expanded rule).
 fn matching(af: Option<Af>, protos: &[u8]) -> Vec<String> {
-    let mut w: Vec<String> = af.map(|a| if a == Af::Inet { "inet" } else { "inet6" }.to_owned()).into_iter().collect();
+    let mut w: Vec<String> =
+        af.map(|a| if a == Af::Inet { "inet" } else { "inet6" }.to_owned()).into_iter().collect();
     match protos {
         [] => {}
         [p] => w.push(format!("proto {}", words::proto(*p))),
-        many => w.push(format!("proto {{ {} }}", many.iter().map(|&p| words::proto(p)).collect::<Vec<_>>().join(" "))),
+        many => w.push(format!(
+            "proto {{ {} }}",
+            many.iter().map(|&p| words::proto(p)).collect::<Vec<_>>().join(" ")
+        )),
     }
     w
 }
 
 /// `all`, or `from SRC [port OP] to DST [port OP]`; each side's host is `host` when given
 /// (`no-route`, `(em0)` of a translation rule's `to`).
-fn hosts(rs: &RuleSet, src: (&AddrMatch, &PortMatch, Option<&str>), dst: (&AddrMatch, &PortMatch, Option<&str>)) -> String {
+fn hosts(
+    rs: &RuleSet,
+    src: (&AddrMatch, &PortMatch, Option<&str>),
+    dst: (&AddrMatch, &PortMatch, Option<&str>),
+) -> String {
     let side = |(m, ports, host): (&AddrMatch, &PortMatch, Option<&str>)| {
         let addr = host.map_or_else(|| words::addr_match(rs, m), str::to_owned);
         match ports {
@@ -153,7 +171,9 @@ fn hosts(rs: &RuleSet, src: (&AddrMatch, &PortMatch, Option<&str>), dst: (&AddrM
             PortMatch::Ranges(r) => format!("{addr} port {}", words::port_op(r)),
         }
     };
-    let any = |(m, ports, host): (&AddrMatch, &PortMatch, Option<&str>)| *m == AddrMatch::Any && *ports == PortMatch::Any && host.is_none();
+    let any = |(m, ports, host): (&AddrMatch, &PortMatch, Option<&str>)| {
+        *m == AddrMatch::Any && *ports == PortMatch::Any && host.is_none()
+    };
     if any(src) && any(dst) {
         return "all".into();
     }
@@ -183,9 +203,15 @@ fn icmp(r: &Rule) -> Option<String> {
     let ty = match r.icmp_types.as_slice() {
         [] => return None,
         [t] => *t,
-        many => return Some(format!("{kw} {{ {} }}", many.iter().map(|&t| words::icmp_type(t, v6)).collect::<Vec<_>>().join(" "))),
+        many => {
+            return Some(format!(
+                "{kw} {{ {} }}",
+                many.iter().map(|&t| words::icmp_type(t, v6)).collect::<Vec<_>>().join(" ")
+            ));
+        }
     };
-    let code = r.icmp_code.map(|c| format!(" code {}", words::icmp_code(ty, c, v6))).unwrap_or_default();
+    let code =
+        r.icmp_code.map(|c| format!(" code {}", words::icmp_code(ty, c, v6))).unwrap_or_default();
     Some(format!("{kw} {}{code}", words::icmp_type(ty, v6)))
 }
 
@@ -218,7 +244,12 @@ fn state_options(rs: &RuleSet, r: &Rule) -> Vec<String> {
         o.push("sloppy".into());
     }
     for &(t, secs) in &r.state_timeouts {
-        o.extend(STATE_TIMEOUTS.iter().find(|n| Tmo::from_name(n) == Some(t)).map(|n| format!("{n} {secs}")));
+        o.extend(
+            STATE_TIMEOUTS
+                .iter()
+                .find(|n| Tmo::from_name(n) == Some(t))
+                .map(|n| format!("{n} {secs}")),
+        );
     }
     if let Some((start, end)) = r.state_adaptive {
         o.push(format!("adaptive.start {start}"));
@@ -245,7 +276,9 @@ fn src_track(rs: &RuleSet, s: &SrcTrack) -> Vec<String> {
 }
 
 fn tag(rs: &RuleSet, id: u8) -> String {
-    rs.tags.get(usize::from(id).wrapping_sub(1)).map_or_else(|| format!("tag{id}"), |n| words::word(n))
+    rs.tags
+        .get(usize::from(id).wrapping_sub(1))
+        .map_or_else(|| format!("tag{id}"), |n| words::word(n))
 }
 
 /// What follows `->`: the pool, its ports and options, as pfctl's `print_pool`.
@@ -253,17 +286,22 @@ fn target(kind: NatKind, t: &NatTarget, names: &[&str]) -> String {
     let mut w = vec![match &t.addr {
         NatAddr::Iface(i) => format!("({})", words::iface(names, *i)),
         NatAddr::Pool(p) if p.len() == 1 => words::prefix(&p[0]),
-        NatAddr::Pool(p) => format!("{{ {} }}", p.iter().map(words::prefix).collect::<Vec<_>>().join(", ")),
+        NatAddr::Pool(p) => {
+            format!("{{ {} }}", p.iter().map(words::prefix).collect::<Vec<_>>().join(", "))
+        }
     }];
     w.extend(target_ports(kind, t));
     let several = matches!(&t.addr, NatAddr::Pool(p) if p.len() > 1);
-    w.extend(match t.method {
-        PoolMethod::RoundRobin if several => Some("round-robin"),
-        PoolMethod::RoundRobin => None,
-        PoolMethod::Random => Some("random"),
-        PoolMethod::SourceHash => Some("source-hash"),
-        PoolMethod::Bitmask => Some("bitmask"),
-    }.map(str::to_owned));
+    w.extend(
+        match t.method {
+            PoolMethod::RoundRobin if several => Some("round-robin"),
+            PoolMethod::RoundRobin => None,
+            PoolMethod::Random => Some("random"),
+            PoolMethod::SourceHash => Some("source-hash"),
+            PoolMethod::Bitmask => Some("bitmask"),
+        }
+        .map(str::to_owned),
+    );
     w.extend(t.sticky.then(|| "sticky-address".to_owned()));
     w.extend(t.static_port.then(|| "static-port".to_owned()));
     w.join(" ")
@@ -273,7 +311,8 @@ fn target(kind: NatKind, t: &NatTarget, names: &[&str]) -> String {
 /// with `static-port`), an `rdr` rule's destination port or range.
 fn target_ports(kind: NatKind, t: &NatTarget) -> Option<String> {
     let (lo, hi) = t.ports?;
-    let default = (kind == NatKind::Nat && (lo, hi) == DEFAULT_NAT_PORTS) || (t.static_port && (lo, hi) == (0, u16::MAX));
+    let default = (kind == NatKind::Nat && (lo, hi) == DEFAULT_NAT_PORTS)
+        || (t.static_port && (lo, hi) == (0, u16::MAX));
     match () {
         _ if default => None,
         _ if t.port_star => Some(format!("port {lo}:*")),

@@ -51,7 +51,10 @@ pub(crate) fn addr_match(rs: &RuleSet, m: &AddrMatch) -> String {
     match m {
         AddrMatch::Any => "any".into(),
         AddrMatch::List(items) if items.len() == 1 => addr_item(rs, &items[0]),
-        AddrMatch::List(items) => format!("{{ {} }}", items.iter().map(|i| addr_item(rs, i)).collect::<Vec<_>>().join(", ")),
+        AddrMatch::List(items) => format!(
+            "{{ {} }}",
+            items.iter().map(|i| addr_item(rs, i)).collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 
@@ -59,7 +62,10 @@ pub(crate) fn addr_match(rs: &RuleSet, m: &AddrMatch) -> String {
 /// route bits, if it has one.
 pub(crate) fn route_host(need: u8, refuse: u8, src: bool) -> Option<&'static str> {
     let bits: &[(u8, &'static str, &'static str)] = if src {
-        &[(route::SRC_NO_ROUTE, "no-route", "! no-route"), (route::SRC_URPF_FAILED, "urpf-failed", "! urpf-failed")]
+        &[
+            (route::SRC_NO_ROUTE, "no-route", "! no-route"),
+            (route::SRC_URPF_FAILED, "urpf-failed", "! urpf-failed"),
+        ]
     } else {
         &[(route::DST_NO_ROUTE, "no-route", "! no-route")]
     };
@@ -101,7 +107,8 @@ pub(crate) fn port_groups(ranges: &[(u16, u16)]) -> Vec<Vec<(u16, u16)>> {
 /// `!= 25`, `10 <> 20`.
 pub(crate) fn port_op(group: &[(u16, u16)]) -> String {
     // Widened: no bound of a group given by hand can overflow.
-    let wide: Vec<(u32, u32)> = group.iter().map(|&(lo, hi)| (u32::from(lo), u32::from(hi))).collect();
+    let wide: Vec<(u32, u32)> =
+        group.iter().map(|&(lo, hi)| (u32::from(lo), u32::from(hi))).collect();
     let top = u32::from(u16::MAX);
     match wide.as_slice() {
         [(0, hi), (lo, _)] if *lo == hi + 2 => format!("!= {}", hi + 1),
@@ -148,7 +155,10 @@ const PROTOCOLS: &[(u8, &str)] = &[
 
 /// A protocol's name, or its number.
 pub(crate) fn proto(p: u8) -> String {
-    PROTOCOLS.iter().find(|&&(n, _)| n == p).map_or_else(|| p.to_string(), |&(_, name)| name.to_owned())
+    PROTOCOLS
+        .iter()
+        .find(|&&(n, _)| n == p)
+        .map_or_else(|| p.to_string(), |&(_, name)| name.to_owned())
 }
 
 /// An ICMP (ICMPv6 with `v6`) type's name, or its number.
@@ -158,7 +168,8 @@ pub(crate) fn icmp_type(ty: u8, v6: bool) -> String {
 
 /// A code of ICMP type `ty` by name, or its number.
 pub(crate) fn icmp_code(ty: u8, code: u8, v6: bool) -> String {
-    crate::rules::icmp_names::code_name(ty, code, v6).map_or_else(|| code.to_string(), str::to_owned)
+    crate::rules::icmp_names::code_name(ty, code, v6)
+        .map_or_else(|| code.to_string(), str::to_owned)
 }
 
 /// TCP flags `set/mask` (`S/SA`), in pfctl's letter order.
@@ -173,7 +184,9 @@ pub(crate) fn flags((set, mask): (u8, u8)) -> String {
         (tcp_flags::ECE, 'E'),
         (tcp_flags::CWR, 'W'),
     ];
-    let letters = |bits: u8| LETTERS.iter().filter(|(b, _)| bits & b != 0).map(|(_, c)| *c).collect::<String>();
+    let letters = |bits: u8| {
+        LETTERS.iter().filter(|(b, _)| bits & b != 0).map(|(_, c)| *c).collect::<String>()
+    };
     format!("{}/{}", letters(set), letters(mask))
 }
 

@@ -77,12 +77,18 @@ fn single_next_hops_and_blackhole() {
 #[test]
 fn groups_and_weights() {
     assert_eq!(parse_nexthop(NH_GROUP).unwrap().kind, NexthopKind::Group(vec![(10, 1), (11, 1)]));
-    assert_eq!(parse_nexthop(NH_WEIGHTED).unwrap().kind, NexthopKind::Group(vec![(10, 3), (11, 1)]));
+    assert_eq!(
+        parse_nexthop(NH_WEIGHTED).unwrap().kind,
+        NexthopKind::Group(vec![(10, 3), (11, 1)])
+    );
     // Linux 6.12's 16-bit weights: the high byte in what was reserved, up to 65,536 (found
     // by fuzz_rtnetlink_nexthop: it overflowed a u16).
     let mut heaviest = NH_WEIGHTED.to_vec();
     heaviest[48..50].copy_from_slice(&[0xff, 0xff]);
-    assert_eq!(parse_nexthop(&heaviest).unwrap().kind, NexthopKind::Group(vec![(10, 65_536), (11, 1)]));
+    assert_eq!(
+        parse_nexthop(&heaviest).unwrap().kind,
+        NexthopKind::Group(vec![(10, 65_536), (11, 1)])
+    );
     let s = parse_nexthop(NH_GROUP_SHRUNK).unwrap();
     assert_eq!((s.new, s.id, s.kind), (true, 20, NexthopKind::Group(vec![(10, 1)])));
 }

@@ -143,7 +143,10 @@ fn hop(gw: IpAddr, ifindex: u32) -> RouteNextHop {
 fn ipv4_route_via_a_gateway() {
     let r = parse_route(V4_VIA).unwrap();
     assert!(r.new);
-    assert_eq!((r.dst, r.dst_len, r.table, r.protocol, r.kind, r.metric), (v4("10.1.0.0"), 16, 254, 12, RTN_UNICAST, 32));
+    assert_eq!(
+        (r.dst, r.dst_len, r.table, r.protocol, r.kind, r.metric),
+        (v4("10.1.0.0"), 16, 254, 12, RTN_UNICAST, 32)
+    );
     assert_eq!(r.next_hops, vec![hop(v4("198.18.0.2"), 3)]);
     assert_eq!(r.unsupported, None);
     let d = parse_route(V4_DEL).unwrap();
@@ -170,7 +173,10 @@ fn blackhole_and_unreachable() {
 #[test]
 fn ipv6_routes() {
     let r = parse_route(V6_VIA).unwrap();
-    assert_eq!((r.dst, r.dst_len, r.table, r.protocol, r.metric), (v6("2001:db8:100::"), 48, 254, 12, 1024));
+    assert_eq!(
+        (r.dst, r.dst_len, r.table, r.protocol, r.metric),
+        (v6("2001:db8:100::"), 48, 254, 12, 1024)
+    );
     assert_eq!(r.next_hops, vec![hop(v6("2001:db8:a::2"), 3)]);
     let m = parse_route(V6_MULTIPATH).unwrap();
     assert_eq!((m.dst, m.dst_len), (v6("2001:db8:200::"), 48));
@@ -182,10 +188,16 @@ fn ipv6_routes() {
 #[test]
 fn routes_through_nexthop_objects() {
     let g = parse_route(V4_NH_GROUP).unwrap();
-    assert_eq!((g.dst, g.dst_len, g.protocol, g.nh_id, g.unsupported), (v4("10.50.0.0"), 16, 186, Some(20), None));
+    assert_eq!(
+        (g.dst, g.dst_len, g.protocol, g.nh_id, g.unsupported),
+        (v4("10.50.0.0"), 16, 186, Some(20), None)
+    );
     assert_eq!(g.next_hops, vec![hop(v4("198.18.0.2"), 3), hop(v4("198.18.1.2"), 5)]);
     let o = parse_route(V4_NH_ONLY).unwrap();
-    assert_eq!((o.dst, o.nh_id, o.next_hops.len(), o.kind), (v4("10.60.0.0"), Some(30), 0, RTN_UNICAST));
+    assert_eq!(
+        (o.dst, o.nh_id, o.next_hops.len(), o.kind),
+        (v4("10.60.0.0"), Some(30), 0, RTN_UNICAST)
+    );
     let b = parse_route(V4_NH_BLACKHOLE).unwrap();
     assert_eq!((b.nh_id, b.kind), (Some(13), RTN_BLACKHOLE));
     let v = parse_route(V6_NH).unwrap();
@@ -213,7 +225,9 @@ fn damaged_messages_are_errors_not_panics() {
     m[36] = 7;
     assert!(parse_route(&m).is_err());
     // Every truncation and every single-byte change of every fixture: no panic.
-    for f in [V4_VIA, V4_MULTIPATH, V4_BLACKHOLE, V6_VIA, V6_MULTIPATH, V4_NH_GROUP, V4_NH_ONLY, V6_NH] {
+    for f in
+        [V4_VIA, V4_MULTIPATH, V4_BLACKHOLE, V6_VIA, V6_MULTIPATH, V4_NH_GROUP, V4_NH_ONLY, V6_NH]
+    {
         for n in 0..f.len() {
             let _ = parse_route(&f[..n]);
             for x in [0u8, 1, 0x7f, 0xff] {

@@ -73,7 +73,11 @@ impl Layout {
         if t.len() < layout.headers_end() {
             return bad("shorter than its headers");
         }
-        let proto = if layout.ipv6 { (t[l3] >> 4 == 6).then_some(t[l3 + 6]) } else { (t[l3] == 0x45).then_some(t[l3 + 9]) };
+        let proto = if layout.ipv6 {
+            (t[l3] >> 4 == 6).then_some(t[l3 + 6])
+        } else {
+            (t[l3] == 0x45).then_some(t[l3 + 9])
+        };
         match proto {
             None => bad("an IP header of the wrong version, or IPv4 with options"),
             Some(UDP) if t[layout.headers_end()..].iter().all(|&b| b == 0) => Ok(layout),
@@ -85,7 +89,10 @@ impl Layout {
 
 /// One's-complement sum of `bytes` (even length) as host-order 16-bit words, not folded.
 fn sum(bytes: &[u8]) -> u32 {
-    bytes.chunks(2).map(|w| u32::from(u16::from_ne_bytes([w[0], w.get(1).copied().unwrap_or(0)]))).sum()
+    bytes
+        .chunks(2)
+        .map(|w| u32::from(u16::from_ne_bytes([w[0], w.get(1).copied().unwrap_or(0)])))
+        .sum()
 }
 
 fn push_u32(out: &mut Vec<u8>, v: u32) {
@@ -100,7 +107,11 @@ pub(super) fn endpoints(layout: Layout, list: &[(IpAddr, u16)]) -> Result<Vec<u8
         let octets = match addr {
             IpAddr::V4(v4) if !layout.ipv6 => &v4.octets()[..],
             IpAddr::V6(v6) if layout.ipv6 => &v6.octets()[..],
-            _ => return Err(LiveGenError::Template(format!("endpoint {addr} is not of the template's address family"))),
+            _ => {
+                return Err(LiveGenError::Template(format!(
+                    "endpoint {addr} is not of the template's address family"
+                )));
+            }
         };
         a[..octets.len()].copy_from_slice(octets);
         out.extend_from_slice(&a);
@@ -119,7 +130,10 @@ pub(super) fn sizes(layout: Layout, spec: &Spec) -> Result<Vec<u8>, LiveGenError
     let mut out = Vec::with_capacity(spec.sizes.len() * SIZE_VALUE);
     let ip_header = layout.l4() - layout.l3;
     for &FrameSize { frame_len, ip_len } in spec.sizes {
-        if ip_len < ip_header + UDP_HEADER || frame_len < layout.l3 + ip_len || frame_len > spec.template.len() {
+        if ip_len < ip_header + UDP_HEADER
+            || frame_len < layout.l3 + ip_len
+            || frame_len > spec.template.len()
+        {
             return Err(LiveGenError::Template(format!(
                 "frame size {frame_len} with {ip_len} bytes of IP does not fit the headers and the {}-byte template",
                 spec.template.len()
@@ -173,8 +187,14 @@ mod tests {
     #[test]
     fn finds_the_headers() {
         let v4 = v4_header();
-        assert_eq!(Layout::of(&frame([8, 0], false, &v4, 60)).unwrap(), Layout { l3: 14, ipv6: false });
-        assert_eq!(Layout::of(&frame([8, 0], true, &v4, 64)).unwrap(), Layout { l3: 18, ipv6: false });
+        assert_eq!(
+            Layout::of(&frame([8, 0], false, &v4, 60)).unwrap(),
+            Layout { l3: 14, ipv6: false }
+        );
+        assert_eq!(
+            Layout::of(&frame([8, 0], true, &v4, 64)).unwrap(),
+            Layout { l3: 18, ipv6: false }
+        );
         let mut v6 = vec![0u8; 40];
         v6[0] = 0x60;
         v6[6] = 17;
@@ -213,18 +233,38 @@ mod tests {
         assert_eq!(&v[16..18], &2000u16.to_be_bytes());
         let addr_sum = u32::from_ne_bytes(v[20..24].try_into().unwrap());
         assert_eq!(addr_sum, sum(&[198, 18, 10, 1]));
-        assert_eq!(u32::from_ne_bytes(v[24..28].try_into().unwrap()), addr_sum + sum(&2000u16.to_be_bytes()));
+        assert_eq!(
+            u32::from_ne_bytes(v[24..28].try_into().unwrap()),
+            addr_sum + sum(&2000u16.to_be_bytes())
+        );
         assert!(endpoints(l, &[("2001:db8::1".parse().unwrap(), 1)]).is_err(), "family mismatch");
     }
 
     #[test]
     fn sizes_must_fit_the_template() {
         let t = frame([8, 0], false, &v4_header(), 60);
-        let spec = |sizes: &'static [FrameSize]| Spec { template: &t, sources: &[], destinations: &[], sizes };
+        let spec = |sizes: &'static [FrameSize]| Spec {
+            template: &t,
+            sources: &[],
+            destinations: &[],
+            sizes,
+        };
         let l = Layout::of(&t).unwrap();
-        assert_eq!(sizes(l, &spec(&[FrameSize { frame_len: 60, ip_len: 46 }])).unwrap().len(), SIZE_VALUE);
-        assert!(sizes(l, &spec(&[FrameSize { frame_len: 61, ip_len: 46 }])).is_err(), "larger than the template");
-        assert!(sizes(l, &spec(&[FrameSize { frame_len: 60, ip_len: 27 }])).is_err(), "no room for UDP");
-        assert!(sizes(l, &spec(&[FrameSize { frame_len: 50, ip_len: 46 }])).is_err(), "IP beyond the frame");
+        assert_eq!(
+            sizes(l, &spec(&[FrameSize { frame_len: 60, ip_len: 46 }])).unwrap().len(),
+            SIZE_VALUE
+        );
+        assert!(
+            sizes(l, &spec(&[FrameSize { frame_len: 61, ip_len: 46 }])).is_err(),
+            "larger than the template"
+        );
+        assert!(
+            sizes(l, &spec(&[FrameSize { frame_len: 60, ip_len: 27 }])).is_err(),
+            "no room for UDP"
+        );
+        assert!(
+            sizes(l, &spec(&[FrameSize { frame_len: 50, ip_len: 46 }])).is_err(),
+            "IP beyond the frame"
+        );
     }
 }

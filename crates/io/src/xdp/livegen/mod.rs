@@ -71,11 +71,7 @@ pub enum LiveGenError {
          to receive them. Enable it on the peer with `ethtool -K PEER gro on` (or attach an XDP \
          program to the peer), and check that both ends are up"
     )]
-    PeerNotReady {
-        ifname: String,
-        attempted: u64,
-        peer: String,
-    },
+    PeerNotReady { ifname: String, attempted: u64, peer: String },
 }
 
 impl LiveGenError {
@@ -107,10 +103,7 @@ impl Generator {
         let layout = Layout::of(spec.template)?;
         let count = |what: &str, n: usize| match u32::try_from(n) {
             Ok(n) if n > 0 && n < i32::MAX as u32 => Ok(n),
-            _ => Err(LiveGenError::Template(format!(
-                "{n} {what}: expected 1 to {}",
-                i32::MAX - 1
-            ))),
+            _ => Err(LiveGenError::Template(format!("{n} {what}: expected 1 to {}", i32::MAX - 1))),
         };
         let counts = program::Counts {
             sources: count("sources", spec.sources.len())?,
@@ -126,21 +119,10 @@ impl Generator {
                     .map_err(sys(format!("filling map {name}")))?;
                 Ok(map)
             };
-        let state = table(
-            "lr_gen_state",
-            layout::STATE_VALUE,
-            &[0; layout::STATE_VALUE],
-        )?;
-        let sizes = table(
-            "lr_gen_sizes",
-            layout::SIZE_VALUE,
-            &layout::sizes(layout, spec)?,
-        )?;
-        let sources = table(
-            "lr_gen_src",
-            layout::ENDPOINT_VALUE,
-            &layout::endpoints(layout, spec.sources)?,
-        )?;
+        let state = table("lr_gen_state", layout::STATE_VALUE, &[0; layout::STATE_VALUE])?;
+        let sizes = table("lr_gen_sizes", layout::SIZE_VALUE, &layout::sizes(layout, spec)?)?;
+        let sources =
+            table("lr_gen_src", layout::ENDPOINT_VALUE, &layout::endpoints(layout, spec.sources)?)?;
         let destinations = table(
             "lr_gen_dst",
             layout::ENDPOINT_VALUE,
@@ -152,23 +134,11 @@ impl Generator {
             sources: sources.as_raw_fd(),
             destinations: destinations.as_raw_fd(),
         };
-        let insns = program::program(
-            layout,
-            &spec.template[..layout.headers_end()],
-            &maps,
-            counts,
-        );
-        let prog = bpf::load_xdp(&insns, PROG_NAME).map_err(|e| LiveGenError::Rejected {
-            source: e.source,
-            log: e.log,
-        })?;
+        let insns = program::program(layout, &spec.template[..layout.headers_end()], &maps, counts);
+        let prog = bpf::load_xdp(&insns, PROG_NAME)
+            .map_err(|e| LiveGenError::Rejected { source: e.source, log: e.log })?;
         let data = [&program::META[..], spec.template].concat();
-        Ok(Generator {
-            prog,
-            maps: [state, sizes, sources, destinations],
-            data,
-            layout,
-        })
+        Ok(Generator { prog, maps: [state, sizes, sources, destinations], data, layout })
     }
 
     pub fn layout(&self) -> Layout {
@@ -196,9 +166,7 @@ impl Generator {
                 .map_err(sys("BPF_PROG_RUN (test)"))?;
         match out.get(..meta.len()) {
             Some(m) if m == meta => Ok((verdict, out[meta.len()..].to_vec())),
-            _ => Err(LiveGenError::Template(
-                "the program changed its metadata".into(),
-            )),
+            _ => Err(LiveGenError::Template("the program changed its metadata".into())),
         }
     }
 
@@ -240,9 +208,7 @@ impl Generator {
         let mut value = [0u8; layout::STATE_VALUE];
         bpf::array_get(self.maps[0].as_raw_fd(), 0, &mut value)?;
         let at = layout::ST_RUNS as usize;
-        Ok(u64::from_ne_bytes(
-            value[at..at + 8].try_into().expect("8 bytes"),
-        ))
+        Ok(u64::from_ne_bytes(value[at..at + 8].try_into().expect("8 bytes")))
     }
 }
 
@@ -268,9 +234,8 @@ struct XmitCounters {
 
 impl XmitCounters {
     fn open(ifname: &str) -> Result<XmitCounters, LiveGenError> {
-        let stats = DriverStats::open(ifname).map_err(sys(format!(
-            "reading the driver statistics of {ifname} (ethtool -S)"
-        )))?;
+        let stats = DriverStats::open(ifname)
+            .map_err(sys(format!("reading the driver statistics of {ifname} (ethtool -S)")))?;
         let pick = |suffix: &str| {
             stats
                 .names()
@@ -282,28 +247,17 @@ impl XmitCounters {
         };
         let (sent, refused) = (pick("xdp_xmit"), pick("xdp_xmit_errors"));
         if sent.is_empty() {
-            return Err(LiveGenError::NoXmitCounters {
-                ifname: ifname.to_owned(),
-            });
+            return Err(LiveGenError::NoXmitCounters { ifname: ifname.to_owned() });
         }
         let peer = stats.names().iter().position(|n| n == "peer_ifindex");
-        Ok(XmitCounters {
-            stats,
-            sent,
-            refused,
-            peer,
-        })
+        Ok(XmitCounters { stats, sent, refused, peer })
     }
 
     /// (sent, refused, peer ifindex if the driver says).
     fn read(&self) -> io::Result<(u64, u64, Option<u64>)> {
         let v = self.stats.read()?;
         let total = |idx: &[usize]| idx.iter().map(|&i| v[i]).sum::<u64>();
-        Ok((
-            total(&self.sent),
-            total(&self.refused),
-            self.peer.map(|i| v[i]),
-        ))
+        Ok((total(&self.sent), total(&self.refused), self.peer.map(|i| v[i])))
     }
 }
 
@@ -333,19 +287,13 @@ impl Sender {
     pub fn open(generator: Generator, ifname: &str) -> Result<Sender, LiveGenError> {
         let ifindex = crate::sys::ifindex(ifname)
             .ok_or_else(|| LiveGenError::NoInterface(ifname.to_owned()))?;
-        let attached = bpf::link_xdp(
-            generator.prog.as_raw_fd(),
-            ifindex,
-            crate::sys::XDP_FLAGS_SKB_MODE,
-        )
-        .map_err(|e| e.to_string());
+        let attached =
+            bpf::link_xdp(generator.prog.as_raw_fd(), ifindex, crate::sys::XDP_FLAGS_SKB_MODE)
+                .map_err(|e| e.to_string());
         let counters = XmitCounters::open(ifname)?;
-        let (sent, refused, _) = counters
-            .read()
-            .map_err(sys(format!("reading the XDP counters of {ifname}")))?;
-        let base_runs = generator
-            .runs()
-            .map_err(sys("reading the generator's run count"))?;
+        let (sent, refused, _) =
+            counters.read().map_err(sys(format!("reading the XDP counters of {ifname}")))?;
+        let base_runs = generator.runs().map_err(sys("reading the generator's run count"))?;
         Ok(Sender {
             generator,
             attached,
@@ -370,11 +318,9 @@ impl Sender {
             .send_raw(self.ifindex, frames, batch.clamp(1, MAX_BATCH))
             .map_err(sys(what()))?;
         let first = self.totals.attempted == 0;
-        self.totals.attempted = self
-            .generator
-            .runs()
-            .map_err(sys("reading the generator's run count"))?
-            - self.base_runs;
+        self.totals.attempted =
+            self.generator.runs().map_err(sys("reading the generator's run count"))?
+                - self.base_runs;
         let (sent, refused, peer) = self
             .counters
             .read()

@@ -12,7 +12,10 @@
 
 use std::os::fd::RawFd;
 
-use super::layout::{EP_ADDR, EP_ADDR_SUM, EP_PORT, EP_SUM, Layout, ST_RUNS, SZ_FRAME_LEN, SZ_IP_LEN, SZ_IP_SUM, SZ_UDP_LEN, SZ_UDP_SUM};
+use super::layout::{
+    EP_ADDR, EP_ADDR_SUM, EP_PORT, EP_SUM, Layout, ST_RUNS, SZ_FRAME_LEN, SZ_IP_LEN, SZ_IP_SUM,
+    SZ_UDP_LEN, SZ_UDP_SUM,
+};
 use crate::xdp::bpf::{Fixups, Insn, R0, R1, R2, R3, R4, R6, R7, R8, R9, R10};
 
 const XDP_ABORTED: i32 = 0;
@@ -74,7 +77,12 @@ pub(super) fn program(layout: Layout, headers: &[u8], maps: &Maps, counts: Count
     debug_assert_eq!(headers.len(), layout.headers_end());
     let (mut abort, mut pass) = (Fixups::default(), Fixups::default());
     // ctx->data_meta, ctx->data: the generator's runs have 4 bytes of metadata.
-    let mut p = vec![Insn::ldx_w(R2, R1, 8), Insn::ldx_w(R3, R1, 0), Insn::mov_reg(R4, R2), Insn::add_imm(R4, 4)];
+    let mut p = vec![
+        Insn::ldx_w(R2, R1, 8),
+        Insn::ldx_w(R3, R1, 0),
+        Insn::mov_reg(R4, R2),
+        Insn::add_imm(R4, 4),
+    ];
     pass.jump(&mut p, Insn::jgt_reg(R4, R3, 0));
     p.extend([Insn::mov_reg(R6, R1), Insn::st_w(R10, KEY_STATE, 0)]);
     lookup(&mut p, &mut abort, maps.state, KEY_STATE);
@@ -109,7 +117,8 @@ fn lookup(p: &mut Vec<Insn>, abort: &mut Fixups, map: RawFd, key: i16) {
 /// frame's. Each store falls through to the ones below it, which store values unchanged or
 /// just reset to 0.
 fn advance(p: &mut Vec<Insn>, counts: Counts) {
-    let (mut store_s, mut store_d, mut store_k) = (Fixups::default(), Fixups::default(), Fixups::default());
+    let (mut store_s, mut store_d, mut store_k) =
+        (Fixups::default(), Fixups::default(), Fixups::default());
     p.extend([
         Insn::ldx_w(R1, R7, 0),
         Insn::stx_w(R10, R1, KEY_SOURCE),
@@ -130,7 +139,12 @@ fn advance(p: &mut Vec<Insn>, counts: Counts) {
     store_d.land(p);
     p.push(Insn::stx_w(R7, R2, 4));
     store_s.land(p);
-    p.extend([Insn::stx_w(R7, R1, 0), Insn::ldx_dw(R1, R7, ST_RUNS), Insn::add_imm(R1, 1), Insn::stx_dw(R7, R1, ST_RUNS)]);
+    p.extend([
+        Insn::stx_w(R7, R1, 0),
+        Insn::ldx_dw(R1, R7, ST_RUNS),
+        Insn::add_imm(R1, 1),
+        Insn::stx_dw(R7, R1, ST_RUNS),
+    ]);
 }
 
 /// Sets the frame's length to the size's (r9), then r2 = data with the headers in bounds.
@@ -148,7 +162,12 @@ fn resize(p: &mut Vec<Insn>, abort: &mut Fixups, layout: Layout) {
     abort.jump(p, Insn::jne_imm(R0, 0, 0));
     fits.land(p);
     // The helper may have moved the frame's end: packet pointers are read again.
-    p.extend([Insn::ldx_w(R2, R6, 0), Insn::ldx_w(R3, R6, 4), Insn::mov_reg(R4, R2), Insn::add_imm(R4, layout.headers_end() as i32)]);
+    p.extend([
+        Insn::ldx_w(R2, R6, 0),
+        Insn::ldx_w(R3, R6, 4),
+        Insn::mov_reg(R4, R2),
+        Insn::add_imm(R4, layout.headers_end() as i32),
+    ]);
     abort.jump(p, Insn::jgt_reg(R4, R3, 0));
 }
 
@@ -163,9 +182,20 @@ fn copy32(p: &mut Vec<Insn>, from: u8, off: i16, to: usize) {
 /// r1 = ~fold(r9[size_sum] + r7[ep_sum] + r8[ep_sum]) & 0xffff. Each partial sum is below
 /// 2^20, so two folds bring the total below 2^16.
 fn checksum(p: &mut Vec<Insn>, size_sum: i16, ep_sum: i16) {
-    p.extend([Insn::ldx_w(R1, R9, size_sum), Insn::ldx_w(R3, R7, ep_sum), Insn::add_reg(R1, R3), Insn::ldx_w(R3, R8, ep_sum), Insn::add_reg(R1, R3)]);
+    p.extend([
+        Insn::ldx_w(R1, R9, size_sum),
+        Insn::ldx_w(R3, R7, ep_sum),
+        Insn::add_reg(R1, R3),
+        Insn::ldx_w(R3, R8, ep_sum),
+        Insn::add_reg(R1, R3),
+    ]);
     for _ in 0..2 {
-        p.extend([Insn::mov32_reg(R3, R1), Insn::rsh32_imm(R3, 16), Insn::and32_imm(R1, 0xffff), Insn::add_reg(R1, R3)]);
+        p.extend([
+            Insn::mov32_reg(R3, R1),
+            Insn::rsh32_imm(R3, 16),
+            Insn::and32_imm(R1, 0xffff),
+            Insn::add_reg(R1, R3),
+        ]);
     }
     p.push(Insn::xor32_imm(R1, 0xffff));
 }
@@ -183,7 +213,8 @@ fn write_headers(p: &mut Vec<Insn>, headers: &[u8]) {
 /// Writes what varies, with r2 = data, r7/r8 = source/destination, r9 = size.
 fn write_fields(p: &mut Vec<Insn>, layout: Layout) {
     let (l3, l4) = (layout.l3, layout.l4());
-    let (len_at, src_at, dst_at, words) = if layout.ipv6 { (l3 + 4, l3 + 8, l3 + 24, 4) } else { (l3 + 2, l3 + 12, l3 + 16, 1) };
+    let (len_at, src_at, dst_at, words) =
+        if layout.ipv6 { (l3 + 4, l3 + 8, l3 + 24, 4) } else { (l3 + 2, l3 + 12, l3 + 16, 1) };
     copy16(p, R9, SZ_IP_LEN, len_at);
     copy16(p, R9, SZ_UDP_LEN, l4 + 4);
     for w in 0..words {
@@ -197,7 +228,11 @@ fn write_fields(p: &mut Vec<Insn>, layout: Layout) {
         p.push(Insn::stx_h(R2, R1, (l3 + 10) as i16));
     }
     checksum(p, SZ_UDP_SUM, EP_SUM);
-    p.extend([Insn::jne_imm(R1, 0, 1), Insn::mov_imm(R1, 0xffff), Insn::stx_h(R2, R1, (l4 + 6) as i16)]);
+    p.extend([
+        Insn::jne_imm(R1, 0, 1),
+        Insn::mov_imm(R1, 0xffff),
+        Insn::stx_h(R2, R1, (l4 + 6) as i16),
+    ]);
 }
 
 #[cfg(test)]
@@ -209,7 +244,12 @@ mod tests {
         for layout in [Layout { l3: 14, ipv6: false }, Layout { l3: 18, ipv6: true }] {
             let maps = Maps { state: 3, sizes: 4, sources: 5, destinations: 6 };
             let headers = vec![0u8; layout.headers_end()];
-            let p = program(layout, &headers, &maps, Counts { sources: 20, destinations: 100, sizes: 12 });
+            let p = program(
+                layout,
+                &headers,
+                &maps,
+                Counts { sources: 20, destinations: 100, sizes: 12 },
+            );
             crate::xdp::bpf::assert_jumps_land_inside(&p);
             assert_eq!(p.last().unwrap().code(), 0x95, "ends with exit");
         }

@@ -64,26 +64,13 @@ fn check_valid(f: &[u8]) -> (IpAddr, u16, IpAddr, u16) {
                 u.checksum() != 0 && u.verify_checksum_v4(&p.src_addr(), &p.dst_addr()),
                 "UDP checksum"
             );
-            (
-                p.src_addr().into(),
-                u.src_port(),
-                p.dst_addr().into(),
-                u.dst_port(),
-            )
+            (p.src_addr().into(), u.src_port(), p.dst_addr().into(), u.dst_port())
         }
         EtherType::Ipv6 => {
             let p = Ipv6Packet::new_checked(ip).unwrap();
             let u = UdpPacket::new_checked(p.payload()).unwrap();
-            assert!(
-                u.verify_checksum_v6(&p.src_addr(), &p.dst_addr()),
-                "UDP checksum"
-            );
-            (
-                p.src_addr().into(),
-                u.src_port(),
-                p.dst_addr().into(),
-                u.dst_port(),
-            )
+            assert!(u.verify_checksum_v6(&p.src_addr(), &p.dst_addr()), "UDP checksum");
+            (p.src_addr().into(), u.src_port(), p.dst_addr().into(), u.dst_port())
         }
         other => panic!("EtherType {other:?}"),
     }
@@ -118,10 +105,7 @@ impl Case {
         let sizes: Vec<FrameSize> = frames
             .iter()
             .zip(&self.ip_lens)
-            .map(|(f, &ip)| FrameSize {
-                frame_len: f.len(),
-                ip_len: ip.max(least),
-            })
+            .map(|(f, &ip)| FrameSize { frame_len: f.len(), ip_len: ip.max(least) })
             .collect();
         assert!(sizes.iter().all(|s| s.frame_len >= l3 + s.ip_len));
         let spec = Spec {
@@ -205,11 +189,7 @@ fn ipv6_with_a_vlan_tag_and_several_ports() {
         vlan: Some(10),
     };
     let frames = case.run(60, |prev, _| prev.to_vec());
-    assert!(
-        frames
-            .iter()
-            .all(|f| f.len() == 66 && f[12..16] == [0x81, 0x00, 0x00, 0x0a])
-    );
+    assert!(frames.iter().all(|f| f.len() == 66 && f[12..16] == [0x81, 0x00, 0x00, 0x0a]));
     // Destinations cross from ...:fffe to ...:1:1, the carry the table takes care of.
     let flows: HashSet<_> = frames.iter().map(|f| check_valid(f)).collect();
     assert_eq!(flows.len(), 24);
@@ -229,13 +209,7 @@ fn imix_sizes_grow_and_shrink_the_frame() {
     // Half the runs on the previous frame (a recycled page, shorter or longer than the
     // next), half on the template (a fresh page).
     let template = case.generator().template().to_vec();
-    let frames = case.run(40, |prev, i| {
-        if i % 2 == 0 {
-            prev.to_vec()
-        } else {
-            template.clone()
-        }
-    });
+    let frames = case.run(40, |prev, i| if i % 2 == 0 { prev.to_vec() } else { template.clone() });
     let lens: Vec<usize> = frames.iter().map(Vec::len).step_by(6).collect();
     assert_eq!(&lens[..6], &[60, 590, 1514, 60, 590, 1514]);
 }
@@ -282,11 +256,7 @@ fn a_frame_forwarded_in_place_comes_back_as_the_template() {
         f[24..26].copy_from_slice(&(s + u16::from(carry)).to_be_bytes());
         ([program::META[0], program::META[1], 0, 0], f)
     });
-    assert!(
-        frames
-            .iter()
-            .all(|f| f[14 + 8] == 64 && f[..6] == DST_MAC.0 && f[6..12] == SRC_MAC.0)
-    );
+    assert!(frames.iter().all(|f| f[14 + 8] == 64 && f[..6] == DST_MAC.0 && f[6..12] == SRC_MAC.0));
 }
 
 /// Attached to an interface, the program must leave what the interface receives alone: only
@@ -311,19 +281,11 @@ fn a_bad_spec_is_refused_before_loading() {
     let case = v4_case(vec![46], None);
     let t = case.frame(0);
     let v6 = endpoints("2001:db8::1", 1, 1, 1);
-    let sizes = [FrameSize {
-        frame_len: 60,
-        ip_len: 46,
-    }];
+    let sizes = [FrameSize { frame_len: 60, ip_len: 46 }];
     let spec = |sources: &[(IpAddr, u16)], sizes: &[FrameSize]| {
-        Generator::load(&Spec {
-            template: &t,
-            sources,
-            destinations: &case.destinations,
-            sizes,
-        })
-        .err()
-        .map(|e| e.to_string())
+        Generator::load(&Spec { template: &t, sources, destinations: &case.destinations, sizes })
+            .err()
+            .map(|e| e.to_string())
     };
     assert!(spec(&v6, &sizes).unwrap().contains("family"));
     assert!(spec(&[], &sizes).unwrap().contains("0 sources"));
