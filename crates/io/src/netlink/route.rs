@@ -312,10 +312,10 @@ impl RouteSocket {
             .chunks_exact_mut(slot)
             .map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: slot })
             .collect();
-        // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control data).
         let mut hdrs: Vec<libc::mmsghdr> = iovs
             .iter_mut()
             .map(|iov| {
+                // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control data).
                 let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
                 h.msg_hdr.msg_iov = iov;
                 h.msg_hdr.msg_iovlen = 1;
