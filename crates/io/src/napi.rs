@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn napis_are_found_in_another_namespace() {
         if !crate::netdev::is_root() {
-            eprintln!("skipped: needs root");
+            crate::netdev::skip_test("needs root");
             return;
         }
         let ns = format!("lrnapi{}", std::process::id());

@@ -113,7 +113,7 @@ fn echo_reply_icmp(f: &[u8], v6: bool) -> Option<Vec<u8>> {
 #[test]
 fn kernel_answers_arp_and_ping_through_the_tap() {
     if !is_root() {
-        println!("skipped: needs root");
+        io::netdev::skip_test("needs root");
         return;
     }
     // Deleting the namespace also removes the TAP if it is still open.

@@ -53,7 +53,7 @@ fn ipv6_frame(src: Ipv6Addr, dst: Ipv6Addr, next: u8, sport: u16, dport: u16) ->
 #[test]
 fn kernel_runs_the_same_hash_as_the_reference() {
     if !io::netdev::is_root() {
-        eprintln!("skipped: needs root");
+        io::netdev::skip_test("needs root");
         return;
     }
     let prog = toeplitz::load(&MICROSOFT_KEY).unwrap_or_else(|e| panic!("{}: {}", e.source, e.log));
@@ -198,7 +198,7 @@ fn icmp_error(inner: &[u8], kind: u8, v6: bool) -> Vec<u8> {
 #[test]
 fn icmp_follows_its_flow() {
     if !io::netdev::is_root() {
-        eprintln!("skipped: needs root");
+        io::netdev::skip_test("needs root");
         return;
     }
     let prog = toeplitz::load(&SYMMETRIC_KEY).unwrap_or_else(|e| panic!("{}: {}", e.source, e.log));

@@ -20,7 +20,7 @@ fn root() -> bool {
     if is_root() {
         return true;
     }
-    eprintln!("skipped: needs root");
+    io::netdev::skip_test("needs root");
     false
 }
 

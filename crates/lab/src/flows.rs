@@ -337,7 +337,7 @@ mod tests {
     #[test]
     fn live_flows_send_what_frames_holds() {
         if !crate::topology::is_root() {
-            eprintln!("skipped: needs root");
+            crate::topology::skip_test("needs root");
             return;
         }
         let v4 = |s: &str| EndpointRange::parse(s, 2000).unwrap();

@@ -182,7 +182,7 @@ pub fn remove_stale(prefix: &str) -> Result<usize, TopologyError> {
 }
 
 /// True when running as root (the namespace tests need it).
-pub use ::io::netdev::is_root;
+pub use ::io::netdev::{is_root, skip_test};
 
 #[cfg(test)]
 mod tests {
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn namespace_and_veth_are_removed_on_drop() {
         if !is_root() {
-            eprintln!("skipped: needs root");
+            crate::topology::skip_test("needs root");
             return;
         }
         let pid = std::process::id();

@@ -23,7 +23,7 @@ fn last_json(out: &[u8]) -> serde_json::Value {
 
 fn count_through(backend: &str, rcv_backend: &str, tag: &str) {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let pid = std::process::id();
@@ -163,7 +163,7 @@ fn captured_flows(path: &std::path::Path) -> (usize, HashSet<(u32, u16, u32, u16
 #[test]
 fn live_generator_check() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

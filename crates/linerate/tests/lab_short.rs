@@ -50,7 +50,7 @@ fn run_lab(tag: &str, toml: &str, args: &[&str]) -> LabRun {
 #[test]
 fn short_lab_writes_sane_results() {
     if !lab::topology::is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
@@ -117,7 +117,7 @@ fn short_lab_writes_sane_results() {
 #[test]
 fn short_nat_lab_compares_masquerade_and_nat() {
     if !lab::topology::is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
@@ -143,7 +143,7 @@ fn short_nat_lab_compares_masquerade_and_nat() {
 #[test]
 fn two_worker_lab_forwards() {
     if !lab::topology::is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
@@ -168,7 +168,7 @@ fn two_worker_lab_forwards() {
 #[test]
 fn a_second_lab_is_refused_and_the_first_goes_on() {
     if !lab::topology::is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
@@ -228,7 +228,7 @@ fn a_second_lab_is_refused_and_the_first_goes_on() {
 #[test]
 fn a_killed_lab_leaves_no_router_running() {
     if !lab::topology::is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());

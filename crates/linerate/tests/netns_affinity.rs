@@ -116,7 +116,7 @@ fn have_python() -> bool {
 #[test]
 fn keep_state_with_two_workers_passes_every_flow() {
     if !is_root() || !have_python() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("k");
@@ -165,7 +165,7 @@ fn keep_state_with_two_workers_passes_every_flow() {
 #[test]
 fn af_xdp_with_two_workers_refuses_keep_state() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("x");

@@ -41,11 +41,11 @@ fn established_since(ns: &Namespace, sock: &Path, proto: &str) -> Option<String>
 #[test]
 fn bgp_routes_from_bird_reach_the_fib() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     if Command::new("bird").arg("--version").output().is_err() {
-        eprintln!("skipped: needs bird (Debian bird2)");
+        lab::topology::skip_test("needs bird (Debian bird2)");
         return;
     }
     let lab = build("bgp");

@@ -46,7 +46,7 @@ fn router_key(cfg: &Path, line: &str) {
 #[test]
 fn route_file_forwards_and_thin_commands_skip_it() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("rf");
@@ -107,7 +107,7 @@ fn route_file_forwards_and_thin_commands_skip_it() {
 #[test]
 fn reload_applies_static_neighbours_and_refuses_address_changes() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("rl");

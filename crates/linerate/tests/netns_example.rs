@@ -73,7 +73,7 @@ fn ping(ns: &Namespace, dst: &str) -> bool {
 #[test]
 fn example_rules_let_the_lan_ping_out_over_both_families() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let net = build();

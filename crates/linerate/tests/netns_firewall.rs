@@ -52,7 +52,7 @@ fn udp_payloads(pcap: &Path) -> Vec<String> {
 #[test]
 fn rules_block_then_reload_passes_and_bad_file_is_refused() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("f");
@@ -139,7 +139,7 @@ fn sighup_reloads_and_refused_limits_keep_the_old_rules() {
     if !is_root()
         || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("h");
@@ -200,7 +200,7 @@ fn sighup_reloads_and_refused_limits_keep_the_old_rules() {
 #[test]
 fn show_and_top_survive_a_closed_pipe() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("p");
@@ -253,7 +253,7 @@ fn table(cfg: &Path, args: &[&str]) -> String {
 #[test]
 fn tables_change_while_running() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("t");

@@ -18,7 +18,7 @@ use common::{D1_MAC, build, start_until, write_config};
 
 fn forward_through(backend: &str, tag: &str) {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build(tag);

@@ -55,7 +55,7 @@ fn fragmented_udp_passes_as_its_first_fragment_is_judged() {
     if !is_root()
         || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("g");

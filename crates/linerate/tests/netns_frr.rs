@@ -103,13 +103,13 @@ fn kernel_bgp_routes_via(ns: &Namespace, gateway: &str) -> usize {
 #[test]
 fn bgp_routes_from_frr_reach_the_fib() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     if !Path::new(FRR).join("zebra").exists()
         || Command::new("bird").arg("--version").output().is_err()
     {
-        eprintln!("skipped: needs FRR (Debian frr) and bird (Debian bird2)");
+        lab::topology::skip_test("needs FRR (Debian frr) and bird (Debian bird2)");
         return;
     }
     let lab = build("fr");

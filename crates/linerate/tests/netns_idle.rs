@@ -28,7 +28,7 @@ fn thread_ticks(pid: u32, name: &str) -> Option<u64> {
 
 fn idle_worker(backend: &str, tag: &str) {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build(tag);

@@ -106,7 +106,7 @@ fn set_routes(cfg: &std::path::Path, routes: &str) {
 #[test]
 fn kernel_routes_ecmp_and_static_reload() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("krt");

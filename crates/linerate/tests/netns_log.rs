@@ -92,7 +92,7 @@ fn tcpdump(file: &Path) -> String {
 #[test]
 fn log_rules_write_a_pflog_file_and_stream_live() {
     if !usable() {
-        eprintln!("skipped: needs root and tcpdump");
+        lab::topology::skip_test("needs root and tcpdump");
         return;
     }
     let lab = build("log");
@@ -164,7 +164,7 @@ fn capture(
 #[test]
 fn capture_at_rx_tx_and_drop_is_read_by_tcpdump() {
     if !usable() {
-        eprintln!("skipped: needs root and tcpdump");
+        lab::topology::skip_test("needs root and tcpdump");
         return;
     }
     let lab = build("cap");

@@ -15,7 +15,7 @@ use common::{build, finish, start_until, text, traffic_listen, write_config};
 #[test]
 fn tcp_through_modulate_state() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("mo");

@@ -43,7 +43,7 @@ fn skip() -> bool {
     if !is_root()
         || !Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return true;
     }
     false
@@ -470,7 +470,7 @@ fn udp_flows_through(lab: &Lab, n: usize) -> (Vec<(String, u16, String)>, usize)
 #[test]
 fn differential_against_nftables_masquerade() {
     if skip() || !Command::new("nft").arg("--version").status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: needs root, python3 and nft");
+        lab::topology::skip_test("needs root, python3 and nft");
         return;
     }
     const FLOWS: usize = 400;

@@ -266,7 +266,7 @@ fn round(b: &Bench, seed: u64, n_rules: usize, n_packets: usize, sparse: bool) -
 #[test]
 fn stateless_verdicts_match_nftables() {
     if !usable() {
-        eprintln!("skipped: needs root, python3 and nft");
+        lab::topology::skip_test("needs root, python3 and nft");
         return;
     }
     let b = bench();

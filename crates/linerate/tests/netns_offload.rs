@@ -89,7 +89,7 @@ fn assert_offloads_on(lab: &Lab) {
 
 fn offloads_on(backend: &str, tag: &str) {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build(tag);

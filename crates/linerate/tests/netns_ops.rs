@@ -30,7 +30,7 @@ fn can_run() -> bool {
     let ok = is_root()
         && Command::new("python3").args(["-c", "pass"]).status().is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
     }
     ok
 }

@@ -21,7 +21,7 @@ fn summary(out: &[u8]) -> serde_json::Value {
 #[test]
 fn forwards_under_overload() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("ov");

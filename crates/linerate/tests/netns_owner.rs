@@ -43,7 +43,7 @@ fn run_to_end(lab: &Lab, cfg: &std::path::Path) -> std::process::Output {
 #[test]
 fn second_run_on_an_interface_in_use_is_refused() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("o");
@@ -128,7 +128,7 @@ fn footprint(d: &Namespace) -> String {
 #[test]
 fn rule_file_errors_touch_nothing() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("n");

@@ -67,7 +67,7 @@ fn connects(lab: &Lab, port: u16) -> bool {
 #[test]
 fn out_rule_blocks_a_port_of_flows_passed_in() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("o");
@@ -165,7 +165,7 @@ fn icmp(ns: &lab::topology::Namespace, dst: &str, kind: u8, id: u16, want: u8, s
 #[test]
 fn icmp_states_pass_only_replies_with_the_identifier() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("i");
@@ -204,7 +204,7 @@ fn icmp_states_pass_only_replies_with_the_identifier() {
 #[test]
 fn urpf_failed_stops_a_spoofed_source() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("u");
@@ -272,7 +272,7 @@ time.sleep(secs)
 #[test]
 fn max_states_limit_a_rules_connections() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("m");
@@ -304,7 +304,7 @@ fn max_states_limit_a_rules_connections() {
 #[test]
 fn max_src_conn_overloads_a_source_into_a_table() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("s");

@@ -79,7 +79,7 @@ for name, (what, secs) in (
 #[test]
 fn block_return_refuses_tcp_and_udp_at_once() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab: Lab = build("r");

@@ -66,7 +66,7 @@ fn status_field(pid: u32, tid: &str, field: &str) -> u64 {
 #[test]
 fn nobody_with_capabilities_forwards_and_the_socket_checks_peers() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     // AF_XDP (XDP program, UMEM) and AF_PACKET (fanout program, tc program).
@@ -173,7 +173,7 @@ fn unprivileged_run(backend: &str) {
 #[test]
 fn a_missing_capability_is_named_before_anything_is_touched() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("q");

@@ -30,7 +30,7 @@ fn received(out: &str) -> u32 {
 #[test]
 fn pings_survive_a_flood_to_unresolved_addresses() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("p");

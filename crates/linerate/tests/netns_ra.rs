@@ -20,7 +20,7 @@ fn out(ns: &Namespace, args: &[&str]) -> String {
 #[test]
 fn slaac_host_gets_an_address_and_a_default_route() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let pid = std::process::id();

@@ -49,7 +49,7 @@ fn reload(cfg: &Path) -> (std::process::Output, Duration) {
 #[test]
 fn reloading_ten_thousand_realistic_rules_under_a_stream_loses_no_datagram() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("rl");

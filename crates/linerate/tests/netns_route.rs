@@ -52,7 +52,7 @@ fn answered(ns: &Namespace, args: &[&str]) -> bool {
 #[test]
 fn route_to_and_reply_to_choose_the_wan() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("rt");

@@ -45,7 +45,7 @@ fn show(lab: &Lab, cfg: &std::path::Path, what: &str) -> serde_json::Value {
 
 fn router(backend: &str, tag: &str) {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build(tag);
@@ -302,7 +302,7 @@ fn dhcp_discover_reaches_the_host_stack(lab: &Lab, backend: &str) {
 #[test]
 fn jumbo_frames_are_counted() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("rj");

@@ -17,7 +17,7 @@ use common::{build, finish, start_until, text, traffic_listen, traffic_run, writ
 #[test]
 fn tcp_through_synproxy_state() {
     if !usable() {
-        eprintln!("skipped: needs root and python3");
+        lab::topology::skip_test("needs root and python3");
         return;
     }
     let lab = build("sp");

@@ -120,7 +120,7 @@ fn listening(ns: &Namespace, addr_port: &str) {
 
 fn iperf3_across(backend: &str, tag: &str, workers: u32) {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build(tag);
@@ -166,7 +166,7 @@ fn iperf3_across_a_stateful_firewall_af_packet() {
 #[test]
 fn tagged_and_scrubbed_tcp_across() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("tg");
@@ -275,7 +275,7 @@ fn ssh_across_and_to_the_router_af_xdp() {
 
 fn ssh_across(backend: &str, tag: &str, workers: u32) {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build(tag);

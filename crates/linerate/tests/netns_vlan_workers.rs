@@ -41,7 +41,7 @@ mac = "02:00:00:00:0b:01"
 #[test]
 fn vlan_sub_interface_both_ways() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("v");
@@ -146,7 +146,7 @@ fn stats(socket: &std::path::Path) -> serde_json::Value {
 #[test]
 fn two_workers_share_the_flows() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        lab::topology::skip_test("needs root");
         return;
     }
     let lab = build("w");

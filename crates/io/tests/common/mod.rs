@@ -76,7 +76,7 @@ impl Netns {
 macro_rules! need_root {
     () => {
         if !$crate::common::is_root() {
-            eprintln!("skipped: needs root");
+            io::netdev::skip_test("needs root");
             return;
         }
     };

@@ -158,7 +158,7 @@ fn v4_case(ip_lens: Vec<usize>, vlan: Option<u16>) -> Case {
 fn root() -> bool {
     let root = crate::netdev::is_root();
     if !root {
-        eprintln!("skipped: needs root");
+        crate::netdev::skip_test("needs root");
     }
     root
 }
