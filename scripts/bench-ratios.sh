@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The in-memory bench's ratios that the README's targets are about, measured in rounds: each
-# round runs every pair once, in alternating order, so that a pair's two sides share the
-# machine's state of the moment; the summary gives each side's median and the ratio of each
+# The in-memory bench's ratios that the targets in docs/performance.md ("Current figures")
+# are about, measured in rounds: each round runs every pair once, in alternating order, so
+# that a pair's two sides share the machine's state of the moment; the summary gives each side's median and the ratio of each
 # round. Then the worker scaling (`--workers N`, no firewall). Written for the library's
 # 16-CPU device machine: about 3.5 minutes there with ROUNDS=3 and WORKERS="1 2 4 8 14".
 #
