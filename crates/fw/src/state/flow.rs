@@ -108,6 +108,12 @@ impl Flow {
     #[inline]
     fn v6_id(proto_: u8, src: u128, sport: u16, dst: u128, dport: u16, icmp_id: u16) -> Flow {
         let (sport, dport) = key_ports(proto_, sport, dport, icmp_id);
+        Flow::v6_key(proto_, src, sport, dst, dport)
+    }
+
+    /// An IPv6 flow of the key's own ports (ICMP's mapped already).
+    #[inline]
+    fn v6_key(proto_: u8, src: u128, sport: u16, dst: u128, dport: u16) -> Flow {
         let from_a = (src, sport) <= (dst, dport);
         let ((a, pa), (b, pb)) =
             if from_a { ((src, sport), (dst, dport)) } else { ((dst, dport), (src, sport)) };
@@ -127,6 +133,30 @@ impl Flow {
                 Flow::v4_id(k.proto, k.src as u32, k.src_port, k.dst as u32, k.dst_port, k.icmp_id)
             }
             Af::Inet6 => Flow::v6_id(k.proto, k.src, k.src_port, k.dst, k.dst_port, k.icmp_id),
+        }
+    }
+
+    /// The flow of a state's ends as [`StateTable::ends`](super::StateTable::ends) gives
+    /// them (the key's own ports: for ICMP, pf's mapping already), the initiator as the
+    /// packet's source; `None` when the two ends are of different address families.
+    pub fn of_ends(proto_: u8, ends: &super::StateEnds) -> Option<Flow> {
+        use std::net::IpAddr;
+        let (i, r) = (ends.initiator, ends.responder);
+        match (i.addr, r.addr) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Some(
+                FlowV4::from_wire(
+                    proto_,
+                    s.octets(),
+                    i.port.to_be_bytes(),
+                    d.octets(),
+                    r.port.to_be_bytes(),
+                )
+                .flow(),
+            ),
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                Some(Flow::v6_key(proto_, s.to_bits(), i.port, d.to_bits(), r.port))
+            }
+            _ => None,
         }
     }
 

@@ -51,7 +51,19 @@ impl StateTable {
         tcp: Option<&TcpSegment>,
         opts: StateOptions,
     ) -> Result<usize, InsertError> {
-        let Flow { key: fk, from_a } = Flow::of(key);
+        self.create_flow(&Flow::of(key), rule, now, tcp, opts)
+    }
+
+    /// [`create`](Self::create) for a flow built already (a state imported from a peer).
+    pub(super) fn create_flow(
+        &mut self,
+        flow: &Flow,
+        rule: u32,
+        now: u32,
+        tcp: Option<&TcpSegment>,
+        opts: StateOptions,
+    ) -> Result<usize, InsertError> {
+        let Flow { key: fk, from_a } = *flow;
         let h = self.hash(&fk);
         let id = match self.find(&fk, h) {
             Ok(Found { id, .. }) => {

@@ -83,7 +83,7 @@ pub(super) fn add(e: &mut Entry, from_a: bool, opts: StateOptions) {
     add_one(e, from_a, opts);
 }
 
-fn add_one(e: &mut Entry, from_a: bool, opts: StateOptions) {
+pub(super) fn add_one(e: &mut Entry, from_a: bool, opts: StateOptions) {
     let (bit, side) = if from_a { (F_PF_A, 0) } else { (F_PF_B, 1) };
     if e.flags & bit != 0 {
         return;
@@ -113,7 +113,7 @@ pub(super) fn mirror(e: &mut Entry, from_a: bool) {
     add_one(e, !from_a, opts);
 }
 
-fn sub_state(e: &Entry, from_a: bool) -> Option<SubState> {
+pub(super) fn sub_state(e: &Entry, from_a: bool) -> Option<SubState> {
     let (bit, side, allow) = if from_a { (F_PF_A, 0, ALLOW_A) } else { (F_PF_B, 1, ALLOW_B) };
     (e.flags & bit != 0).then(|| SubState {
         bound: (e.kif[side] != FLOAT).then_some(e.kif[side]),
