@@ -114,6 +114,7 @@ mod flow;
 mod index;
 mod insert;
 mod inspect;
+mod journal;
 mod limits;
 mod lookup;
 mod memory;
@@ -133,6 +134,7 @@ pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
 use flow::{FlowHasher, FlowKey};
 use index::EMPTY;
 pub use inspect::{Endpoint, StateEnds, state_name};
+pub use journal::StateChange;
 pub use limits::{Held, LimitRefusal, OverloadEvent, RuleLimits};
 pub use memory::{StateAllocError, StateMemory};
 pub use proxy::{ProxyPhase, ProxyReply, ProxyStep};
@@ -269,6 +271,8 @@ pub struct StateTable {
     /// What the data plane is to send for the packet the table handled last, when that was
     /// a `synproxy state` handshake step (taken with [`StateTable::take_proxy`]).
     proxy_step: Option<ProxyStep>,
+    /// What changed since the sync layer last asked (`journal.rs`); `None`: not recorded.
+    journal: Option<Box<journal::Journal>>,
 }
 
 /// pf_test_state's pseudo-states of UDP and other protocols, for a packet of the initiator
@@ -405,6 +409,7 @@ impl StateTable {
             },
             modulated: false,
             proxy_step: None,
+            journal: None,
         })
     }
 
@@ -665,6 +670,7 @@ impl StateTable {
         if id >= self.slots.len() || self.slots[id].flags & F_USED == 0 {
             return false;
         }
+        self.journal_removed(id);
         let pos = self.position_of(id);
         self.remove_at(pos, id);
         self.counters.removed += 1;

@@ -2,7 +2,8 @@
 //! synchronisation between two routers carries): a state moves with its windows, pf states
 //! and expiry; a stale update never rolls a peer's TCP tracking back (pfsync's rule); the
 //! table's limit holds; export, import and export again gives the same snapshot for every
-//! protocol and family.
+//! protocol and family; the table's journal records what a peer must hear of (new states,
+//! timeout-class changes, removals) and not what a peer sent.
 
 mod common;
 
@@ -11,8 +12,8 @@ use std::collections::BTreeMap;
 use common::{Rng, seed};
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::state::{
-    ImportError, Imported, StateLookup, StateOptions, StateSnapshot, StateTable, StateVerdict,
-    TcpSegment, Timeouts, tcp_flags::*,
+    ImportError, Imported, StateChange, StateLookup, StateOptions, StateSnapshot, StateTable,
+    StateVerdict, TcpSegment, Timeouts, tcp_flags::*,
 };
 
 fn key(af: Af, p: u8, src: u128, sp: u16, dst: u128, dp: u16, flags: u8) -> PacketKey {
@@ -192,4 +193,55 @@ fn export_import_export_gives_the_same_snapshots() {
         assert!(matches!(two.import(s, 10), Ok(Imported::Updated(_))), "{s:?}");
     }
     assert_eq!(by_ends(&two), by_ends(&one));
+}
+
+fn changes(t: &mut StateTable) -> (Vec<StateChange>, bool) {
+    let mut out = Vec::new();
+    let lost = t.take_changes(&mut out);
+    (out, lost)
+}
+
+#[test]
+fn the_journal_records_new_states_transitions_and_removals() {
+    let mut t = StateTable::new(64, Timeouts::default(), 1);
+    t.enable_journal(16);
+    let id = established(&mut t);
+    // The insert and two transitions (opening, established): one entry, the state's last.
+    assert_eq!(changes(&mut t), (vec![StateChange::Changed(id)], false));
+    // Data within the window changes no timeout class: nothing to tell.
+    assert_eq!(verdict(&mut t, true, seg(1101, 5001, ACK | PSH, 100), 3), Some(StateVerdict::Pass));
+    assert_eq!(changes(&mut t), (vec![], false));
+    let ends = t.ends(id).unwrap();
+    assert!(t.remove(id));
+    assert_eq!(changes(&mut t), (vec![StateChange::Removed { proto: proto::TCP, ends }], false));
+}
+
+#[test]
+fn a_flow_removed_and_created_again_goes_out_in_that_order() {
+    let mut t = StateTable::new(64, Timeouts::default(), 1);
+    t.enable_journal(16);
+    let id = t.insert(&tcp(true, SYN), 0, 0, Some(&seg(1000, 0, SYN, 0))).unwrap();
+    let ends = t.ends(id).unwrap();
+    assert!(t.remove(id));
+    let again = t.insert(&tcp(true, SYN), 0, 1, Some(&seg(9000, 0, SYN, 0))).unwrap();
+    assert_eq!(again, id, "the slot is reused");
+    let (c, _) = changes(&mut t);
+    assert_eq!(c, vec![StateChange::Removed { proto: proto::TCP, ends }, StateChange::Changed(id)]);
+}
+
+#[test]
+fn a_peers_states_are_not_journaled_and_a_full_journal_says_so() {
+    let mut one = StateTable::new(64, Timeouts::default(), 1);
+    let id = established(&mut one);
+    let snap = one.export(id, 2).unwrap();
+    let mut two = StateTable::new(64, Timeouts::default(), 2);
+    two.enable_journal(2);
+    two.import(&snap, 2).unwrap();
+    assert_eq!(changes(&mut two), (vec![], false));
+    for port in 1..=3 {
+        two.insert(&key(Af::Inet, proto::UDP, A, port, B, 53, 0), 0, 2, None).unwrap();
+    }
+    let (c, lost) = changes(&mut two);
+    assert_eq!((c.len(), lost), (2, true));
+    assert_eq!(changes(&mut two), (vec![], false), "the loss is reported once");
 }

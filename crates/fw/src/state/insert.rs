@@ -149,6 +149,7 @@ impl StateTable {
         }
         self.slots[id] = e;
         self.counters.inserts += 1;
+        self.journal_changed(id);
         Ok(id)
     }
 

@@ -95,6 +95,7 @@ impl StateTable {
             })
             .collect();
         for &id in &gone {
+            self.journal_removed(id.0 as usize);
             let pos = self.position_of(id.0 as usize);
             self.remove_at(pos, id.0 as usize);
         }

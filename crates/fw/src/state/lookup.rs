@@ -91,6 +91,7 @@ impl StateTable {
         let from_init = f.from_a() ^ (e.flags & F_INIT_B != 0);
         let t =
             if pseudo_states(&mut e.pseudo, from_init) { Tmo::UdpMultiple } else { Tmo::UdpSingle };
+        let class_changed = e.tmo != t as u8;
         e.tmo = t as u8;
         e.expire = now.saturating_add(self.secs[t as usize]);
         steady_bits(e, self.want);
@@ -100,12 +101,16 @@ impl StateTable {
         }
         self.counters.hits += 1;
         let want = self.want[usize::from(f.from_a())];
-        Some(FlowHit {
+        let hit = FlowHit {
             id: StateId(id as u32),
             rule: e.rule,
             verdict: StateVerdict::Pass,
             settled: e.flags & want == want,
-        })
+        };
+        if class_changed {
+            self.journal_changed(id);
+        }
+        Some(hit)
     }
 
     /// [`lookup_v4`](Self::lookup_v4) for everything but a UDP hit: the general lookup.
@@ -180,6 +185,7 @@ impl StateTable {
                 {
                     // New connection reusing the ports of a closed one: drop the old state,
                     // the rules decide about the new one.
+                    self.journal_removed(id);
                     self.remove_at(pos, id);
                     self.counters.reused_closed += 1;
                     self.counters.misses += 1;
@@ -215,7 +221,9 @@ impl StateTable {
                 t
             }
         };
+        let mut class_changed = false;
         if let Some(t) = refresh {
+            class_changed = e.tmo != t as u8;
             e.tmo = t as u8;
             e.expire = super::deadline(&self.secs, &self.profiles, now, t, e.profile);
         }
@@ -223,6 +231,9 @@ impl StateTable {
             mark_steady(e, self.want);
         }
         let rule = e.rule;
+        if class_changed {
+            self.journal_changed(id);
+        }
         self.counters.hits += 1;
         if verdict != StateVerdict::Pass {
             self.counters.drop_out_of_window += 1;
@@ -232,6 +243,7 @@ impl StateTable {
             && let Some(reason) = self.established(id, now)
         {
             // pf kills the state; the rules decide about the flow's next packets.
+            self.journal_removed(id);
             self.remove_at(pos, id);
             return Some(Tracked { id, from_init, verdict: StateVerdict::Drop(reason), rule });
         }

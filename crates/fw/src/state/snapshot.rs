@@ -130,7 +130,9 @@ impl StateTable {
     /// pfsync updates one. The table's limit holds.
     pub fn import(&mut self, s: &StateSnapshot, now: u32) -> Result<Imported, ImportError> {
         let flow = Flow::of_ends(s.proto, &s.ends).ok_or(ImportError::MixedFamilies)?;
-        match self.create_flow(&flow, s.rule, now, None, StateOptions::default()) {
+        let created =
+            self.unjournaled(|t| t.create_flow(&flow, s.rule, now, None, StateOptions::default()));
+        match created {
             Ok(i) => {
                 self.fill(i, s, flow.from_a, now);
                 Ok(Imported::Inserted(StateId(i as u32)))
