@@ -65,6 +65,7 @@ mod route_hosts;
 pub mod scrub;
 mod slot;
 mod stage;
+pub mod sync;
 pub(crate) mod synproxy;
 
 pub use crate::seed::random_seed;

@@ -186,6 +186,53 @@ fn states_let_replies_in_on_the_other_port() {
     assert_eq!((states["inserts"], states["hits"], states["in_use"]), (1, 1, 1));
 }
 
+/// A worker's states, taken into another worker's table (state sync), pass the replies there
+/// as they would have passed on the first: the second box takes over with no commit step.
+#[test]
+fn states_synced_to_another_worker_pass_its_replies() {
+    use dataplane::firewall::sync::{SyncInCounts, SyncItem};
+    let rules =
+        "block all\npass in on a proto udp keep state\npass out on b proto udp keep state\n";
+    let (_, mut first) = run(rules, [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]]);
+    let fw = first.firewall_mut().unwrap();
+    fw.enable_sync(64);
+    let (mut items, mut scratch) = (Vec::new(), Vec::new());
+    assert!(!fw.sync_changes(&mut items, &mut scratch));
+    assert!(items.is_empty(), "the journal starts when enabled");
+    assert_eq!(fw.sync_states_in(0..usize::MAX, &mut items), 1, "bulk update: one slot");
+    assert_eq!(items.len(), 1);
+    // The second box: the same rules, the first's states, then the replies.
+    let back = || vec![udp(1, FAR, 53, A_HOST, 1000), udp(1, FAR, 53, A_HOST, 1001)];
+    let (c, _) = run(rules, [vec![], back()]);
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (0, 2), "without the states");
+    let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()).once(), ReplayRx::new(1, back()).once()];
+    let mut second = Worker::new(
+        fib(),
+        &ports(),
+        rx,
+        vec![CountingTx::new(), CountingTx::new()],
+        CountingTx::new(),
+        FramePool::new(600),
+        256,
+    );
+    second.set_firewall(Firewall::new(RulesSlot::new(compile(rules)), 8));
+    let mut counts = SyncInCounts::default();
+    second.firewall_mut().unwrap().sync_in(&items, &mut counts);
+    assert_eq!(counts, SyncInCounts { inserted: 1, ..SyncInCounts::default() });
+    while !(second.rx[0].finished() && second.rx[1].finished()) {
+        second.poll();
+    }
+    let c = second.counts();
+    assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (1, 1), "{c:?}");
+    assert_eq!(second.tx[0].stats().tx_packets, 1, "the reply went out on port a");
+    // A removal on the first box reaches the second.
+    let SyncItem::State(s) = items[0] else { panic!() };
+    let gone = [SyncItem::Removed { proto: s.proto, ends: s.ends }];
+    second.firewall_mut().unwrap().sync_in(&gone, &mut counts);
+    assert_eq!(counts.removed, 1);
+    assert_eq!(second.firewall_mut().unwrap().state_table().len(), 0);
+}
+
 #[test]
 fn tcp_state_checks_windows() {
     let rules =

@@ -142,6 +142,16 @@ impl StateTable {
         }
     }
 
+    /// Removes the state of a peer's removed flow (its `proto` and `ends` as
+    /// [`StateTable::ends`] gives them). False if there is none.
+    pub fn remove_flow(&mut self, proto: u8, ends: &StateEnds) -> bool {
+        let Some(flow) = Flow::of_ends(proto, ends) else { return false };
+        let h = self.hash(&flow.key);
+        let Ok(found) = self.find(&flow.key, h) else { return false };
+        let id = StateId(found.id as u32);
+        self.unjournaled(|t| t.remove(id))
+    }
+
     /// A new entry made what the snapshot says (`init_a`: the initiator is endpoint A).
     fn fill(&mut self, i: usize, s: &StateSnapshot, init_a: bool, now: u32) {
         let tcp = class(s.proto) == Class::Tcp;
