@@ -14,6 +14,7 @@ use io::{Batch, FramePool, RxPort, TxPort};
 use crate::counters::{Counts, DropReason, WorkerCounters};
 use crate::fib::{Fib, PortInfo};
 use crate::firewall::requests::{StateDesk, StateRequest};
+use crate::firewall::sync::SyncPort;
 use crate::firewall::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
 use crate::host_out::HostOutReceiver;
@@ -80,6 +81,9 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     host_out: Option<HostOutReceiver>,
     /// Offers the flows it forwards to the kernel's fast path ([`crate::offload`]).
     learner: Option<FlowLearner>,
+    /// State sync with a peer ([`crate::firewall::sync`]); a bulk update keeps it awake.
+    sync: Option<SyncPort>,
+    sync_busy: bool,
 }
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
@@ -115,6 +119,8 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             capture_seen: 0,
             host_out: None,
             learner: None,
+            sync: None,
+            sync_busy: false,
         }
     }
 
@@ -161,6 +167,16 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         requests: std::sync::mpsc::Receiver<StateRequest>,
     ) {
         self.desk = Some(StateDesk::new(worker, requests));
+    }
+
+    /// Has the worker send its state changes and take a peer's through `port` (after
+    /// [`set_firewall`](Self::set_firewall), before it runs); `journal`: the changes its
+    /// state table records between two polls before it sends the whole table instead.
+    pub fn set_sync(&mut self, port: SyncPort, journal: usize) {
+        if let Some(fw) = self.forwarder.firewall_mut() {
+            fw.enable_sync(journal);
+        }
+        self.sync = Some(port);
     }
 
     /// Gives the worker a firewall (before it runs).
@@ -220,6 +236,10 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
                 l.void_all();
             }
             self.forwarder.set_tap(tap);
+        }
+        // A peer's states before this round's frames, which may be replies of its flows.
+        if let Some(sync) = &mut self.sync {
+            self.sync_busy = sync.serve(self.forwarder.firewall_mut());
         }
         for i in 0..self.rx.len() {
             let n = self.rx[i].rx_burst(&mut self.pool, &mut self.input, self.batch_size);
@@ -420,7 +440,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let (mut empty, mut idle_since, mut loaded) = (0u32, None, false);
         while !stop.load(Ordering::Relaxed) {
             let received = self.poll();
-            if received > 0 || self.desk_busy {
+            if received > 0 || self.desk_busy || self.sync_busy {
                 (empty, idle_since, loaded) = (0, None, received >= self.batch_size / 2);
                 continue;
             }

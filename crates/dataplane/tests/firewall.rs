@@ -186,50 +186,77 @@ fn states_let_replies_in_on_the_other_port() {
     assert_eq!((states["inserts"], states["hits"], states["in_use"]), (1, 1, 1));
 }
 
-/// A worker's states, taken into another worker's table (state sync), pass the replies there
-/// as they would have passed on the first: the second box takes over with no commit step.
+/// A worker over ports a and b with `rules`, its ports replaying `per_port` once.
+fn worker(
+    rules: &str,
+    per_port: [Vec<Vec<u8>>; 2],
+    seed: u64,
+) -> Worker<ReplayRx, CountingTx, CountingTx> {
+    let [a, b] = per_port;
+    let rx = vec![ReplayRx::new(0, a).once(), ReplayRx::new(1, b).once()];
+    let tx = vec![CountingTx::new(), CountingTx::new()];
+    let mut w = Worker::new(fib(), &ports(), rx, tx, CountingTx::new(), FramePool::new(600), 256);
+    w.set_firewall(Firewall::new(RulesSlot::new(compile(rules)), seed));
+    w
+}
+
+/// A worker's states, sent through its sync port and taken in by another worker's (state
+/// sync between two boxes, without the wire), pass the replies there as they would have
+/// passed on the first: the second box takes over with no commit step. A removal follows,
+/// and a bulk update brings states made before sync started.
 #[test]
 fn states_synced_to_another_worker_pass_its_replies() {
-    use dataplane::firewall::sync::{SyncInCounts, SyncItem};
+    use dataplane::firewall::sync::{OUT_BATCHES, SyncItem, SyncPort};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc::{channel, sync_channel};
     let rules =
         "block all\npass in on a proto udp keep state\npass out on b proto udp keep state\n";
-    let (_, mut first) = run(rules, [vec![udp(0, A_HOST, 1000, FAR, 53)], vec![]]);
-    let fw = first.firewall_mut().unwrap();
-    fw.enable_sync(64);
-    let (mut items, mut scratch) = (Vec::new(), Vec::new());
-    assert!(!fw.sync_changes(&mut items, &mut scratch));
-    assert!(items.is_empty(), "the journal starts when enabled");
-    assert_eq!(fw.sync_states_in(0..usize::MAX, &mut items), 1, "bulk update: one slot");
-    assert_eq!(items.len(), 1);
-    // The second box: the same rules, the first's states, then the replies.
     let back = || vec![udp(1, FAR, 53, A_HOST, 1000), udp(1, FAR, 53, A_HOST, 1001)];
     let (c, _) = run(rules, [vec![], back()]);
     assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (0, 2), "without the states");
-    let rx = vec![ReplayRx::new(0, Vec::<Vec<u8>>::new()).once(), ReplayRx::new(1, back()).once()];
-    let mut second = Worker::new(
-        fib(),
-        &ports(),
-        rx,
-        vec![CountingTx::new(), CountingTx::new()],
-        CountingTx::new(),
-        FramePool::new(600),
-        256,
+
+    // The first box: sync on, then a flow (and one made before sync, for the bulk update).
+    let out = vec![udp(0, A_HOST, 1000, FAR, 53)];
+    let mut first = worker(rules, [out, vec![]], 7);
+    prefill_states(&mut first, 1);
+    let (to_thread, from_first) = sync_channel(OUT_BATCHES);
+    let (_to_first, first_inbox) = channel();
+    let first_bulk = Arc::new(AtomicBool::new(false));
+    first.set_sync(SyncPort::new(to_thread, first_inbox, Arc::clone(&first_bulk)), 64);
+    while !(first.rx[0].finished() && first.rx[1].finished()) {
+        first.poll();
+    }
+    first.poll(); // changes go out at the start of the next round
+    let items: Vec<SyncItem> = from_first.try_iter().flatten().collect();
+    assert_eq!(items.len(), 1, "the new flow's state: {items:?}");
+
+    // The second box: the same rules, the first's items, then the replies.
+    let mut second = worker(rules, [vec![], back()], 8);
+    let (to_second_thread, _) = sync_channel(OUT_BATCHES);
+    let (to_second, second_inbox) = channel();
+    second.set_sync(
+        SyncPort::new(to_second_thread, second_inbox, Arc::new(AtomicBool::new(false))),
+        64,
     );
-    second.set_firewall(Firewall::new(RulesSlot::new(compile(rules)), 8));
-    let mut counts = SyncInCounts::default();
-    second.firewall_mut().unwrap().sync_in(&items, &mut counts);
-    assert_eq!(counts, SyncInCounts { inserted: 1, ..SyncInCounts::default() });
+    to_second.send(items.clone()).unwrap();
     while !(second.rx[0].finished() && second.rx[1].finished()) {
         second.poll();
     }
     let c = second.counts();
     assert_eq!((c.forwarded, drops(&c, DropReason::FilterBlocked)), (1, 1), "{c:?}");
     assert_eq!(second.tx[0].stats().tx_packets, 1, "the reply went out on port a");
-    // A removal on the first box reaches the second.
+
+    // A bulk update asked of the first: both of its states, then the end.
+    first_bulk.store(true, Ordering::Relaxed);
+    first.poll();
+    let bulk: Vec<SyncItem> = from_first.try_iter().flatten().collect();
+    assert_eq!(bulk.len(), 3, "{bulk:?}");
+    assert_eq!(bulk.last(), Some(&SyncItem::BulkEnd));
+
+    // A removal reaches the second box.
     let SyncItem::State(s) = items[0] else { panic!() };
-    let gone = [SyncItem::Removed { proto: s.proto, ends: s.ends }];
-    second.firewall_mut().unwrap().sync_in(&gone, &mut counts);
-    assert_eq!(counts.removed, 1);
+    to_second.send(vec![SyncItem::Removed { proto: s.proto, ends: s.ends }]).unwrap();
+    second.poll();
     assert_eq!(second.firewall_mut().unwrap().state_table().len(), 0);
 }
 

@@ -3,6 +3,10 @@
 //! between batches. The threads that send and receive them, the wire format (`crates/ha`)
 //! and which worker owns a peer's state are the caller's.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
 use fw::state::{ImportError, Imported, StateChange, StateEnds, StateSnapshot};
 
 use super::Firewall;
@@ -12,7 +16,12 @@ use super::Firewall;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncItem {
     State(StateSnapshot),
-    Removed { proto: u8, ends: StateEnds },
+    Removed {
+        proto: u8,
+        ends: StateEnds,
+    },
+    /// A worker's bulk update is complete (pfsync's BUS end, per worker).
+    BulkEnd,
 }
 
 /// What a worker did with a peer's items.
@@ -77,7 +86,132 @@ impl Firewall {
                 SyncItem::Removed { proto, ends } => {
                     counts.removed += u64::from(self.states.remove_flow(*proto, ends));
                 }
+                SyncItem::BulkEnd => {}
             }
+        }
+    }
+}
+
+/// Slots a worker walks per poll during a bulk update (as for operators' requests, short
+/// against what a receive ring holds).
+const BULK_SLOTS_PER_POLL: usize = super::requests::SLOTS_PER_POLL;
+
+/// Batches of items a worker's outbound channel holds before it counts them lost (and sends
+/// the whole table instead).
+pub const OUT_BATCHES: usize = 256;
+
+/// What a worker's state sync did, published for `show` and the metrics.
+#[derive(Debug, Default)]
+pub struct SyncStats {
+    pub sent: AtomicU64,
+    /// Times changes were lost (journal full, or the channel to the sync thread full) and a
+    /// bulk update replaced them.
+    pub lost: AtomicU64,
+    pub bulk_updates: AtomicU64,
+    pub inserted: AtomicU64,
+    pub updated: AtomicU64,
+    pub stale: AtomicU64,
+    pub removed: AtomicU64,
+    pub refused: AtomicU64,
+}
+
+/// A worker's end of state sync: its changes out to the sync thread, a peer's items in,
+/// served between batches ([`SyncPort::serve`]).
+pub struct SyncPort {
+    out: SyncSender<Vec<SyncItem>>,
+    inbox: Receiver<Vec<SyncItem>>,
+    /// Set by the sync thread when a peer asks for every state.
+    bulk_wanted: Arc<AtomicBool>,
+    /// The next slot of a bulk update under way.
+    bulk_at: Option<usize>,
+    pending: Vec<SyncItem>,
+    scratch: Vec<StateChange>,
+    pub stats: Arc<SyncStats>,
+}
+
+impl SyncPort {
+    pub fn new(
+        out: SyncSender<Vec<SyncItem>>,
+        inbox: Receiver<Vec<SyncItem>>,
+        bulk_wanted: Arc<AtomicBool>,
+    ) -> SyncPort {
+        SyncPort {
+            out,
+            inbox,
+            bulk_wanted,
+            bulk_at: None,
+            pending: Vec::new(),
+            scratch: Vec::new(),
+            stats: Arc::default(),
+        }
+    }
+
+    /// Between batches: a peer's items taken, this worker's changes (or the next stretch of
+    /// a bulk update) sent. Returns whether a bulk update is under way (the worker then does
+    /// not sleep).
+    pub fn serve(&mut self, fw: Option<&mut Firewall>) -> bool {
+        let Some(fw) = fw else { return false };
+        self.take_in(fw);
+        if fw.sync_changes(&mut self.pending, &mut self.scratch)
+            || self.bulk_wanted.swap(false, Ordering::Relaxed)
+        {
+            self.start_bulk();
+        }
+        if let Some(at) = self.bulk_at {
+            let slots = fw.sync_states_in(at..at + BULK_SLOTS_PER_POLL, &mut self.pending);
+            self.bulk_at = (at + BULK_SLOTS_PER_POLL < slots).then_some(at + BULK_SLOTS_PER_POLL);
+            if self.bulk_at.is_none() {
+                self.pending.push(SyncItem::BulkEnd);
+            }
+        }
+        self.send();
+        self.bulk_at.is_some()
+    }
+
+    fn start_bulk(&mut self) {
+        if self.bulk_at.is_none() {
+            self.stats.bulk_updates.fetch_add(1, Ordering::Relaxed);
+        }
+        self.bulk_at = Some(0);
+    }
+
+    /// At most a few batches of a peer's items per poll, so that a flood of them never holds
+    /// up the worker's traffic for long.
+    fn take_in(&mut self, fw: &mut Firewall) {
+        let mut counts = SyncInCounts::default();
+        for _ in 0..4 {
+            let Ok(items) = self.inbox.try_recv() else { break };
+            fw.sync_in(&items, &mut counts);
+        }
+        let s = &self.stats;
+        for (a, n) in [
+            (&s.inserted, counts.inserted),
+            (&s.updated, counts.updated),
+            (&s.stale, counts.stale),
+            (&s.removed, counts.removed),
+            (&s.refused, counts.refused),
+        ] {
+            if n > 0 {
+                a.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn send(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let n = self.pending.len() as u64;
+        match self.out.try_send(std::mem::take(&mut self.pending)) {
+            Ok(()) => {
+                self.stats.sent.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full(_)) => {
+                // Lost: the whole table follows, which the peer merges (nothing rolls back).
+                self.stats.lost.fetch_add(1, Ordering::Relaxed);
+                self.start_bulk();
+            }
+            Err(TrySendError::Disconnected(_)) => {}
         }
     }
 }
