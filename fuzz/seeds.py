@@ -2,9 +2,11 @@
 """Writes starting corpora for the targets that need structure to get anywhere:
 fuzz_pipeline (conversations of valid frames for each of its rule sets), fuzz_rules (rule
 files of the repository, cut into sets of a few rules), fuzz_classes (rule sets and keys
-from a fixed generator), fuzz_ndisc, fuzz_routefile and fuzz_pcap. Usage: fuzz/seeds.py [DIR] (writes DIR/<target>/seed-*, DIR defaulting to
+from a fixed generator), fuzz_ndisc, fuzz_routefile, fuzz_pcap and fuzz_ha_decode. Usage: fuzz/seeds.py [DIR] (writes DIR/<target>/seed-*, DIR defaulting to
 fuzz/corpus, where the fuzzer's own finds stay beside them)."""
 import glob
+import hashlib
+import hmac
 import os
 import random
 import struct
@@ -133,4 +135,35 @@ for n, (rules, opts) in enumerate([(4, 0), (24, 1), (60, 2), (120, 3), (160, 4),
     body = b"".join(bytes([rng.randrange(0xff)]) + bytes((rng.randrange(256) & (0x30 if crowd and i in (0, 3) else 0xff)) for i in range(11)) for _ in range(rules))
     keys = bytes(rng.randrange(256) for _ in range(8 * 200))
     write("fuzz_classes", f"{n}", bytes([opts]) + body + b"\xff" + keys)
+# State sync datagrams (docs/ha.md): the crate's two fixtures (an IPv4 TCP INS, translated,
+# and an IPv6 UDP INS) and one of every other message, each also tagged with fuzz_ha_decode's
+# key, so that the fuzzer starts past the header and the tag.
+def ha_datagram(messages, seq, key=None):
+    body = b"".join(struct.pack("!BBH", kind, 0, len(m)) + m for kind, m in messages)
+    flags, tag = (1, 32) if key else (0, 0)
+    d = struct.pack("!IBBHHHIQ", 0x4C524841, 1, flags, len(messages), 24 + len(body) + tag, 0, 0x0A0B0C0D, seq) + body
+    return d + (hmac.new(key, d, hashlib.sha256).digest() if key else b"")
+
+
+def ha_peer(seqlo, seqhi, max_win, wscale, state):
+    return struct.pack("!IIIHBB", seqlo, seqhi, 0, max_win, wscale, state)
+
+
+def ha_pf_state(flags, tag, name):
+    return struct.pack("!BBH", flags, 0, tag) + name.ljust(16, b"\0")
+
+
+HA_ID = struct.pack("!IQ", 0x0A0B0C0D, 1)
+HA_TCP4 = (HA_ID + struct.pack("!BBBBQIIHHHH", 4, 6, 2, 2, 0x0123456789ABCDEF, 7, 86400, 40000, 443, 61000, 0)
+           + ha_peer(1000, 66535, 64240, 0x87, 4) + ha_peer(5000, 70000, 65160, 0x87, 4) + struct.pack("!QQQQ", 10, 8, 1200, 6400)
+           + ha_pf_state(3, 0, b"") + ha_pf_state(1, 3, b"wan0") + v4("192.0.2.10") + v4("198.51.100.20") + v4("203.0.113.5"))
+HA_UDP6 = (struct.pack("!IQBBBBQIIHHHH", 0x0A0B0C0D, 2, 6, 17, 8, 0, 0x0123456789ABCDEF, 12, 60, 5353, 53, 0, 0)
+           + ha_peer(0, 0, 0, 0, 2) * 2 + struct.pack("!QQQQ", 3, 3, 210, 450) + ha_pf_state(1, 0, b"eth1") + b"\0" * 20
+           + v6(0, 1) + v6(1, 0x53))
+HA_UPD_C = HA_ID + struct.pack("!IBBH", 60, 2, 1, 0) + ha_peer(1500, 70000, 64240, 0x87, 4) + ha_peer(5000, 71000, 65160, 0x87, 4)
+HA_OTHERS = [(3, HA_UPD_C), (4, HA_ID), (5, HA_ID[:4]), (6, b"\0" * 12), (6, HA_ID), (7, bytes([1, 0, 0, 0])), (7, bytes([2, 0, 0, 0])), (8, HA_ID), (0x42, b"later")]
+HA_KEY = b"fuzz_ha_decode's key, 32 bytes!!"
+for name, msgs in [("tcp4", [(1, HA_TCP4)]), ("udp6", [(1, HA_UDP6), (2, HA_UDP6)]), ("others", HA_OTHERS)]:
+    write("fuzz_ha_decode", name, ha_datagram(msgs, 42))
+    write("fuzz_ha_decode", f"{name}-keyed", ha_datagram(msgs, 43, HA_KEY))
 print("seeds written under", OUT)
