@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::Instant;
 
-use dataplane::firewall::requests::{StateDesk, StateFilter, StateOp, StateRequest};
+use dataplane::firewall::requests::{StateFilter, StateOp, StateRequest, StateRequests};
 use dataplane::firewall::{CompiledRules, Firewall, RulesSlot};
 use fw::packet::{PacketKey, proto};
 
@@ -43,13 +43,13 @@ fn main() {
         ("remove all", StateOp::Kill, StateFilter::default()),
     ] {
         let (reply, replies) = channel();
-        let (requests, desk_end) = channel();
-        let mut desk = StateDesk::new(0, desk_end);
+        let (requests, requests_end) = channel();
+        let mut state_requests = StateRequests::new(0, requests_end);
         requests.send(StateRequest { op, filter, reply }).unwrap();
         let mut us = Vec::new();
         loop {
             let t = Instant::now();
-            let busy = desk.serve(Some(&mut fw));
+            let busy = state_requests.serve(Some(&mut fw));
             us.push(t.elapsed().as_secs_f64() * 1e6);
             if !busy {
                 break;

@@ -126,8 +126,8 @@ pub struct Firewall {
     pub(crate) scrub_counts: scrub::ScrubCounts,
     /// The `route-to` / `reply-to` options of rules that reloads removed while states of
     /// theirs remained (`routes.rs`).
-    ghost_routes: Vec<fw::rules::RouteOpt>,
-    ghost_scan: routes::GhostScan,
+    orphan_routes: Vec<fw::rules::RouteOpt>,
+    orphan_scan: routes::OrphanScan,
 }
 
 /// The first loop of a batch's filter pass: [`QuickHits`] and the per-rule counts of its hits.
@@ -260,8 +260,8 @@ impl Firewall {
             route_bits,
             flushes: Vec::new(),
             scrub_counts: scrub::ScrubCounts::default(),
-            ghost_routes: Vec::new(),
-            ghost_scan: routes::GhostScan::default(),
+            orphan_routes: Vec::new(),
+            orphan_scan: routes::OrphanScan::default(),
         }
     }
 

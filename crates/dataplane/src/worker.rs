@@ -13,7 +13,7 @@ use io::{Batch, FramePool, RxPort, TxPort};
 
 use crate::counters::{Counts, DropReason, WorkerCounters};
 use crate::fib::{Fib, PortInfo};
-use crate::firewall::requests::{StateDesk, StateRequest};
+use crate::firewall::requests::{StateRequest, StateRequests};
 use crate::firewall::sync::SyncPort;
 use crate::firewall::{Firewall, FirewallStats};
 use crate::forward::Forwarder;
@@ -71,9 +71,9 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     shared: Arc<WorkerCounters>,
     idle: Idle,
     /// Operators' requests on the state table, served between batches.
-    desk: Option<StateDesk>,
+    state_requests: Option<StateRequests>,
     /// A request is being served: the worker does not sleep until it is done.
-    desk_busy: bool,
+    serving_requests: bool,
     /// Where `linerate capture` arms a capture in this worker, and the arming last seen.
     capture: Arc<CaptureSlot>,
     capture_seen: u64,
@@ -113,8 +113,8 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             port_counts,
             shared,
             idle: Idle::Spin,
-            desk: None,
-            desk_busy: false,
+            state_requests: None,
+            serving_requests: false,
             capture: CaptureSlot::new(),
             capture_seen: 0,
             host_out: None,
@@ -166,7 +166,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         worker: usize,
         requests: std::sync::mpsc::Receiver<StateRequest>,
     ) {
-        self.desk = Some(StateDesk::new(worker, requests));
+        self.state_requests = Some(StateRequests::new(worker, requests));
     }
 
     /// Has the worker send its state changes and take a peer's through `port` (after
@@ -302,8 +302,8 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             self.send_host_out();
         }
         self.forwarder.quiescent();
-        if let Some(desk) = &mut self.desk {
-            self.desk_busy = desk.serve(self.forwarder.firewall_mut());
+        if let Some(state_requests) = &mut self.state_requests {
+            self.serving_requests = state_requests.serve(self.forwarder.firewall_mut());
         }
         self.shared.publish(&self.forwarder.counts);
         // Port statistics may cost a syscall (kernel ring drops): only when someone asks.
@@ -440,7 +440,7 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         let (mut empty, mut idle_since, mut loaded) = (0u32, None, false);
         while !stop.load(Ordering::Relaxed) {
             let received = self.poll();
-            if received > 0 || self.desk_busy || self.sync_busy {
+            if received > 0 || self.serving_requests || self.sync_busy {
                 (empty, idle_since, loaded) = (0, None, received >= self.batch_size / 2);
                 continue;
             }

@@ -26,7 +26,7 @@ pub struct FwControl {
     /// Each worker's counters (per rule, state table).
     pub stats: Vec<Arc<FirewallStats>>,
     /// Each worker's request channel.
-    pub desks: Vec<Sender<StateRequest>>,
+    pub state_requests: Vec<Sender<StateRequest>>,
     /// The lines of the rule file the running rules were compiled from (for `rules`).
     pub source: Mutex<Vec<String>>,
 }
@@ -34,10 +34,14 @@ pub struct FwControl {
 impl FwControl {
     pub fn new(
         stats: Vec<Arc<FirewallStats>>,
-        desks: Vec<Sender<StateRequest>>,
+        state_requests: Vec<Sender<StateRequest>>,
         source: &str,
     ) -> FwControl {
-        FwControl { stats, desks, source: Mutex::new(source.lines().map(str::to_owned).collect()) }
+        FwControl {
+            stats,
+            state_requests,
+            source: Mutex::new(source.lines().map(str::to_owned).collect()),
+        }
     }
 
     /// Records the text of the rule file just published.
@@ -174,8 +178,8 @@ fn prefix(v: &Value) -> Result<(IpAddr, u8)> {
 fn ask(fw: &FwControl, op: StateOp, filter: StateFilter) -> Result<StateReply> {
     let (tx, rx) = channel();
     let mut asked = 0;
-    for desk in &fw.desks {
-        if desk.send(StateRequest { op, filter, reply: tx.clone() }).is_ok() {
+    for worker in &fw.state_requests {
+        if worker.send(StateRequest { op, filter, reply: tx.clone() }).is_ok() {
             asked += 1;
         }
     }
@@ -189,13 +193,13 @@ fn ask(fw: &FwControl, op: StateOp, filter: StateFilter) -> Result<StateReply> {
             Err(_) => bail!(
                 "{} of {} workers did not answer within {} s (stopped?)",
                 asked - replies.len(),
-                fw.desks.len(),
+                fw.state_requests.len(),
                 WORKER_WAIT.as_secs()
             ),
         }
     }
-    if asked < fw.desks.len() {
-        bail!("{} workers have stopped", fw.desks.len() - asked);
+    if asked < fw.state_requests.len() {
+        bail!("{} workers have stopped", fw.state_requests.len() - asked);
     }
     replies.sort_by_key(|r| r.worker);
     let mut sum = StateReply::default();

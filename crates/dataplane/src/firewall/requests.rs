@@ -3,7 +3,7 @@
 //!
 //! The table belongs to its worker alone (shared-nothing, no lock on the fast path), so
 //! the control thread does not read it: it sends each worker a [`StateRequest`] over a
-//! channel, and the worker serves it between batches ([`StateDesk::serve`]), walking at most
+//! channel, and the worker serves it between batches ([`StateRequests::serve`]), walking at most
 //! [`SLOTS_PER_POLL`] slots per poll so that a table of millions of states never holds up its
 //! traffic for long. When its walk is done the worker sends its [`StateReply`].
 
@@ -99,15 +99,15 @@ pub struct StateReply {
 }
 
 /// A worker's end of the request channel, and the request it is serving.
-pub struct StateDesk {
+pub struct StateRequests {
     worker: usize,
     requests: Receiver<StateRequest>,
     serving: Option<(StateRequest, usize, StateReply)>,
 }
 
-impl StateDesk {
-    pub fn new(worker: usize, requests: Receiver<StateRequest>) -> StateDesk {
-        StateDesk { worker, requests, serving: None }
+impl StateRequests {
+    pub fn new(worker: usize, requests: Receiver<StateRequest>) -> StateRequests {
+        StateRequests { worker, requests, serving: None }
     }
 
     /// Between batches: takes a request if none is being served and walks the next stretch
@@ -219,19 +219,19 @@ mod tests {
 
     /// Serves requests until the reply comes, counting the polls.
     fn ask(
-        desk: &mut StateDesk,
+        state_requests: &mut StateRequests,
         fw: &mut Firewall,
         op: StateOp,
         filter: StateFilter,
     ) -> (StateReply, usize) {
         let (tx, rx) = channel();
         let (req_tx, req_rx) = channel();
-        desk.requests = req_rx;
+        state_requests.requests = req_rx;
         req_tx.send(StateRequest { op, filter, reply: tx }).unwrap();
         let mut polls = 0;
         loop {
             polls += 1;
-            let busy = desk.serve(Some(fw));
+            let busy = state_requests.serve(Some(fw));
             if let Ok(r) = rx.try_recv() {
                 assert!(!busy);
                 return (r, polls);
@@ -252,11 +252,11 @@ mod tests {
         }
         fw.insert_state(&udp([10, 0, 0, 7], 5000, [10, 0, 1, 2], 123), 0).unwrap();
         let (_, idle) = channel();
-        let mut desk = StateDesk::new(2, idle);
-        assert!(!desk.serve(Some(&mut fw)), "no request, nothing to do");
+        let mut state_requests = StateRequests::new(2, idle);
+        assert!(!state_requests.serve(Some(&mut fw)), "no request, nothing to do");
 
         let (all, polls) =
-            ask(&mut desk, &mut fw, StateOp::List { limit: 10 }, StateFilter::default());
+            ask(&mut state_requests, &mut fw, StateOp::List { limit: 10 }, StateFilter::default());
         assert_eq!(
             (all.worker, all.matched, all.rows.len(), all.in_use),
             (2, n as u64 + 1, 10, n as u64 + 1)
@@ -265,7 +265,7 @@ mod tests {
 
         let one =
             StateFilter { src: Some(("10.0.0.7".parse().unwrap(), 32)), ..StateFilter::default() };
-        let (r, _) = ask(&mut desk, &mut fw, StateOp::List { limit: 10 }, one);
+        let (r, _) = ask(&mut state_requests, &mut fw, StateOp::List { limit: 10 }, one);
         assert_eq!(r.matched, 1);
         let row = r.rows[0];
         assert_eq!(
@@ -277,16 +277,19 @@ mod tests {
         // The responder's address is not the initiator's: -k 10.0.1.2 kills nothing.
         let wrong_side =
             StateFilter { src: Some(("10.0.1.2".parse().unwrap(), 32)), ..StateFilter::default() };
-        assert_eq!(ask(&mut desk, &mut fw, StateOp::Kill, wrong_side).0.removed, 0);
-        let (k, _) = ask(&mut desk, &mut fw, StateOp::Kill, one);
+        assert_eq!(ask(&mut state_requests, &mut fw, StateOp::Kill, wrong_side).0.removed, 0);
+        let (k, _) = ask(&mut state_requests, &mut fw, StateOp::Kill, one);
         assert_eq!((k.removed, k.in_use), (1, n as u64));
         let port = StateFilter {
             port: Some(53),
             host: Some(("10.0.0.0".parse().unwrap(), 8)),
             ..StateFilter::default()
         };
-        assert_eq!(ask(&mut desk, &mut fw, StateOp::List { limit: 0 }, port).0.matched, n as u64);
-        let (f, _) = ask(&mut desk, &mut fw, StateOp::Kill, StateFilter::default());
+        assert_eq!(
+            ask(&mut state_requests, &mut fw, StateOp::List { limit: 0 }, port).0.matched,
+            n as u64
+        );
+        let (f, _) = ask(&mut state_requests, &mut fw, StateOp::Kill, StateFilter::default());
         assert_eq!((f.removed, f.in_use), (n as u64, 0));
         fw.state_table().debug_check();
     }
@@ -295,11 +298,11 @@ mod tests {
     fn a_worker_without_firewall_answers_empty() {
         let (tx, rx) = channel();
         let (req_tx, req_rx) = channel();
-        let mut desk = StateDesk::new(0, req_rx);
+        let mut state_requests = StateRequests::new(0, req_rx);
         req_tx
             .send(StateRequest { op: StateOp::Kill, filter: StateFilter::default(), reply: tx })
             .unwrap();
-        assert!(!desk.serve(None));
+        assert!(!state_requests.serve(None));
         assert_eq!(rx.try_recv().unwrap(), StateReply::default());
     }
 

@@ -6,9 +6,9 @@
 //! above it). pf's state keeps the rule it was made by, so its route stays. When either
 //! set has route options, adopting the new set moves each state to the index of the same
 //! rule in it (equal but for its line, as `keepcounters` pairs rules), or, when the new set
-//! lacks that rule, to a *ghost* index that keeps its option (or to no rule if it had
-//! none). Ghosts are past any set's rules: counters and logs, bounds-checked, skip them.
-//! While ghosts are kept, the forwarder's pass runs even for a set without options; a scan
+//! lacks that rule, to an *orphan* index that keeps its option (or to no rule if it had
+//! none). Orphans are past any set's rules: counters and logs, bounds-checked, skip them.
+//! While orphans are kept, the forwarder's pass runs even for a set without options; a scan
 //! of a few slots per batch forgets them once a whole round of the table finds no state of
 //! theirs (pf frees a removed rule with its last state).
 
@@ -21,17 +21,17 @@ use fw::state::Flow;
 use super::compiled::rule_identity;
 use super::{CompiledRules, Firewall};
 
-/// The first ghost index; at most [`MAX_GHOSTS`] distinct options are kept.
-const GHOST_BASE: u32 = u32::MAX - 1 - MAX_GHOSTS as u32;
-const MAX_GHOSTS: usize = 256;
+/// The first orphan index; at most [`MAX_ORPHANS`] distinct options are kept.
+const ORPHAN_BASE: u32 = u32::MAX - 1 - MAX_ORPHANS as u32;
+const MAX_ORPHANS: usize = 256;
 /// A state's rule index when its rule is gone and had no option.
 const NO_RULE: u32 = u32::MAX;
-/// State slots the ghost scan reads per batch.
+/// State slots the orphan scan reads per batch.
 const SCAN_SLOTS: usize = 256;
 
-/// Where the scan for states of ghosts is, and whether its round has found one.
+/// Where the scan for states of orphans is, and whether its round has found one.
 #[derive(Default)]
-pub(crate) struct GhostScan {
+pub(crate) struct OrphanScan {
     next: usize,
     found: bool,
 }
@@ -40,7 +40,7 @@ impl Firewall {
     /// Whether some rule has `route-to` or `reply-to`.
     #[inline(always)]
     pub(crate) fn routes(&self) -> bool {
-        self.cur.rules.route_opts || !self.ghost_routes.is_empty()
+        self.cur.rules.route_opts || !self.orphan_routes.is_empty()
     }
 
     /// Whether some `out` rule has `route-to` (its first packet is routed after the out pass).
@@ -50,22 +50,22 @@ impl Firewall {
     }
 
     /// Once per batch while [`routes`](Self::routes): a step of the scan that forgets the
-    /// ghosts when no state holds one.
-    pub(crate) fn scan_ghosts(&mut self) {
-        if self.ghost_routes.is_empty() {
+    /// orphans when no state holds one.
+    pub(crate) fn scan_orphans(&mut self) {
+        if self.orphan_routes.is_empty() {
             return;
         }
-        let GhostScan { next, found } = self.ghost_scan;
+        let OrphanScan { next, found } = self.orphan_scan;
         let end = (next + SCAN_SLOTS).min(self.states.slot_count());
         let found = found
-            || self.states.rules_of_slots(next..end).any(|r| (GHOST_BASE..NO_RULE).contains(&r));
-        self.ghost_scan = match end == self.states.slot_count() {
+            || self.states.rules_of_slots(next..end).any(|r| (ORPHAN_BASE..NO_RULE).contains(&r));
+        self.orphan_scan = match end == self.states.slot_count() {
             true if !found => {
-                self.ghost_routes.clear();
-                GhostScan::default()
+                self.orphan_routes.clear();
+                OrphanScan::default()
             }
-            true => GhostScan::default(),
-            false => GhostScan { next: end, found },
+            true => OrphanScan::default(),
+            false => OrphanScan { next: end, found },
         };
     }
 
@@ -75,15 +75,15 @@ impl Firewall {
     pub(crate) fn route_option(&self, key: &PacketKey) -> Option<RouteOpt> {
         let (id, from_initiator) = self.states.initiator_side(&Flow::of(key), self.now)?;
         let rule = self.states.rule_of(id)?;
-        let opt = match rule.checked_sub(GHOST_BASE) {
-            Some(k) => self.ghost_routes.get(k as usize).copied(),
+        let opt = match rule.checked_sub(ORPHAN_BASE) {
+            Some(k) => self.orphan_routes.get(k as usize).copied(),
             None => self.cur.rules.rules.rules.get(rule as usize)?.route,
         };
         opt.filter(|r| r.reply != from_initiator)
     }
 
     /// Before adopting `new`: each state's rule index moved to its rule in `new`, or to a
-    /// ghost (see the module documentation).
+    /// orphan (see the module documentation).
     #[cold]
     pub(super) fn carry_routes(&mut self, new: &CompiledRules) {
         let mut news: HashMap<String, Vec<u32>> = HashMap::new();
@@ -98,29 +98,29 @@ impl Firewall {
             .iter()
             .map(|r| match news.get_mut(&rule_identity(r)).and_then(Vec::pop) {
                 Some(j) => j,
-                None => r.route.map_or(NO_RULE, |opt| self.ghost(opt)),
+                None => r.route.map_or(NO_RULE, |opt| self.orphan(opt)),
             })
             .collect();
         // An index past the old set (a reload without the options left it there, its rule
-        // gone) names no rule; a ghost stays one.
+        // gone) names no rule; a orphan stays one.
         self.states.map_rules(|r| {
-            map.get(r as usize).copied().unwrap_or(if r >= GHOST_BASE { r } else { NO_RULE })
+            map.get(r as usize).copied().unwrap_or(if r >= ORPHAN_BASE { r } else { NO_RULE })
         });
-        // States scanned before may hold the new ghosts: a new round.
-        self.ghost_scan = GhostScan::default();
+        // States scanned before may hold the new orphans: a new round.
+        self.orphan_scan = OrphanScan::default();
     }
 
-    /// The ghost index keeping `opt` (no rule once [`MAX_GHOSTS`] are kept).
-    fn ghost(&mut self, opt: RouteOpt) -> u32 {
-        let k = match self.ghost_routes.iter().position(|g| *g == opt) {
+    /// The orphan index keeping `opt` (no rule once [`MAX_ORPHANS`] are kept).
+    fn orphan(&mut self, opt: RouteOpt) -> u32 {
+        let k = match self.orphan_routes.iter().position(|g| *g == opt) {
             Some(k) => k,
-            None if self.ghost_routes.len() < MAX_GHOSTS => {
-                self.ghost_routes.push(opt);
-                self.ghost_routes.len() - 1
+            None if self.orphan_routes.len() < MAX_ORPHANS => {
+                self.orphan_routes.push(opt);
+                self.orphan_routes.len() - 1
             }
             None => return NO_RULE,
         };
-        GHOST_BASE + k as u32
+        ORPHAN_BASE + k as u32
     }
 }
 
@@ -139,10 +139,10 @@ mod tests {
         CompiledRules::parse(text, Path::new("t.conf"), &ifaces).unwrap()
     }
 
-    /// A state of a removed `route-to` rule keeps its route through a ghost, and the ghost
+    /// A state of a removed `route-to` rule keeps its route through a orphan, and the orphan
     /// is forgotten by the first round of the scan after the state is gone.
     #[test]
-    fn ghosts_live_as_long_as_their_states() {
+    fn orphans_live_as_long_as_their_states() {
         let with = "pass all\npass in on lan route-to (wan 192.0.2.1) inet proto udp keep state\n";
         let mut fw = Firewall::new(RulesSlot::new(Arc::new(compile(with))), 7);
         let key = PacketKey {
@@ -159,12 +159,12 @@ mod tests {
         assert_eq!(fw.route_option(&key), Some(opt));
         fw.carry_routes(&compile("pass all\npass in on lan inet proto udp keep state\n"));
         fw.cur = Arc::new(super::super::RuleCounters::new(Arc::new(compile("pass all\n"))));
-        assert!(fw.routes(), "a ghost keeps the pass on");
+        assert!(fw.routes(), "a orphan keeps the pass on");
         assert_eq!(fw.route_option(&key), Some(opt), "the old state's route");
-        fw.scan_ghosts();
+        fw.scan_orphans();
         assert!(fw.routes(), "its state is there");
         assert!(fw.states.remove(id));
-        fw.scan_ghosts();
+        fw.scan_orphans();
         assert!(!fw.routes(), "forgotten with its last state");
         assert_eq!(fw.route_option(&key), None);
     }

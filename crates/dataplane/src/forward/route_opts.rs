@@ -67,7 +67,7 @@ impl Forwarder {
     #[inline(never)]
     fn set_gateways(&mut self, pool: &FramePool, descs: &[FrameDesc]) {
         let Some(f) = &mut self.firewall else { return };
-        f.fw.scan_ghosts();
+        f.fw.scan_orphans();
         let (mut key, mut tcp) = (PacketKey::ZERO, None);
         self.route_opts.via.fill(None);
         for (i, desc) in descs.iter().enumerate().take(MAX_BATCH) {

@@ -366,7 +366,7 @@ fn router_state(
     reload_refusal: Option<String>,
 ) -> Arc<RouterState> {
     let fw_on = firewall.slot.is_some();
-    let state_desks = std::mem::take(&mut built.state_desks);
+    let state_requests = std::mem::take(&mut built.state_requests);
     Arc::new(RouterState {
         cfg: cfg.clone(),
         slot: firewall.slot.clone(),
@@ -380,7 +380,7 @@ fn router_state(
         fw: fw_on.then(|| {
             crate::control_fw::FwControl::new(
                 built.fw_stats.clone(),
-                state_desks,
+                state_requests,
                 &firewall.rules_text,
             )
         }),

@@ -110,7 +110,7 @@ pub(super) struct Workers {
     pub counters: Vec<Arc<WorkerCounters>>,
     pub fw_stats: Vec<Arc<FirewallStats>>,
     /// Where the control socket sends state requests, one per worker with a firewall.
-    pub state_desks: Vec<Sender<StateRequest>>,
+    pub state_requests: Vec<Sender<StateRequest>>,
     /// Each worker's log ring, drained by the logger thread (with a firewall).
     pub log_rings: Vec<LogRing>,
     /// With a firewall: where the slow path sends the host stack's IP packets, to be
@@ -135,7 +135,7 @@ pub(super) fn build(
         ready: Vec::new(),
         counters: Vec::new(),
         fw_stats: Vec::new(),
-        state_desks: Vec::new(),
+        state_requests: Vec::new(),
         log_rings: Vec::new(),
         host_out: None,
     };
@@ -192,7 +192,7 @@ pub(super) fn build(
 }
 
 impl Workers {
-    /// Gives worker `w` its firewall, with a log ring and a desk for state requests.
+    /// Gives worker `w` its firewall, with a log ring and a state_requests for state requests.
     fn add_firewall(
         &mut self,
         worker: &mut RunWorker,
@@ -207,9 +207,9 @@ impl Workers {
         firewall.set_log(sink);
         self.log_rings.push(ring);
         worker.set_firewall(firewall);
-        let (desk, requests) = std::sync::mpsc::channel();
+        let (state_requests, requests) = std::sync::mpsc::channel();
         worker.set_state_requests(w, requests);
-        self.state_desks.push(desk);
+        self.state_requests.push(state_requests);
     }
 }
 
