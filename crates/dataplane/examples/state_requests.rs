@@ -3,7 +3,7 @@
 //! per poll and in all, for a table filled with K UDP states: list every state (1000 kept),
 //! list with a filter nothing matches, remove every state.
 //!
-//! `cargo run --release -p dataplane --example state_requests [K]` (default 1,000,000)
+//! `cargo run --release -p linerate-dataplane --example state_requests [K]` (default 1,000,000)
 
 use std::sync::Arc;
 use std::sync::mpsc::channel;

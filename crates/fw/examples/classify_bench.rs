@@ -4,7 +4,7 @@
 //! the same realistic sets through a [`VerdictCache`] (as a worker classifies), on 2,000
 //! flows repeated (the cache hits) and on 1M distinct packets (it misses).
 //!
-//! `cargo run --release -p fw --example classify_bench` (single thread; run it once on a
+//! `cargo run --release -p linerate-fw --example classify_bench` (single thread; run it once on a
 //! quiet machine).
 
 use std::hint::black_box;

@@ -1,5 +1,5 @@
 //! Compile time and size of the classifier on generated realistic rule sets
-//! ([`fw::testgen`]): `cargo run --release -p fw --example classify_build -- N [SEED]`
+//! ([`fw::testgen`]): `cargo run --release -p linerate-fw --example classify_build -- N [SEED]`
 //! (`uN`: N uniform rules instead, as `linerate bench --rules N` has; `SHAPE:N`: N rules
 //! of an adversarial shape, [`fw::testgen::adversarial`]).
 //! Peak memory: run it under `/usr/bin/time -v`. `FW_ENGINE=rfc|tree` forces an engine.

@@ -3,7 +3,7 @@
 //! index). Variants: UDP (pseudo-state update) and TCP (full window tracking, data one way /
 //! ACK the other). Also 2000 missing keys round-robin.
 //!
-//! `cargo run --release -p fw --example state_bench [K...]`
+//! `cargo run --release -p linerate-fw --example state_bench [K...]`
 
 use std::hint::black_box;
 use std::time::Instant;

@@ -1,5 +1,5 @@
 //! Scale: 100k non-matching rules + `pass all`, and a 1M-entry table. Build time and memory
-//! are printed (`cargo test -p fw --test classifier_scale -- --nocapture`).
+//! are printed (`cargo test -p linerate-fw --test classifier_scale -- --nocapture`).
 
 use std::net::Ipv4Addr;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! negations) or what blows up RFC's cross products (many distinct values per field). Issue
 //! 17 asks that no rule set be refused and that 10,000 rules compile in at most 1 s and 256
 //! MiB; these are the sets that test it beyond the realistic mix.
-//! `cargo run --release -p fw --example classify_build -- SHAPE:N` measures one.
+//! `cargo run --release -p linerate-fw --example classify_build -- SHAPE:N` measures one.
 
 use std::fmt::Write;
 
