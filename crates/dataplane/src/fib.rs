@@ -188,11 +188,17 @@ pub struct FibControl {
 }
 
 impl FibControl {
-    /// Empty tables with room for `next_hops` adjacencies.
+    /// Empty tables with room for `next_hops` adjacencies; panics if their memory cannot be
+    /// mapped (tests, benchmarks: a router uses [`try_new`](Self::try_new)).
     pub fn new(next_hops: usize) -> Self {
+        Self::try_new(next_hops).expect("cannot map the FIB's tables")
+    }
+
+    /// [`new`](Self::new), or the error if the route tables' memory cannot be mapped.
+    pub fn try_new(next_hops: usize) -> Result<Self, lpm::LpmError> {
         let fib = Fib {
-            v4: Ipv4Lpm::new(),
-            v6: Ipv6Lpm::new(),
+            v4: Ipv4Lpm::try_new()?,
+            v6: Ipv6Lpm::try_new()?,
             adj: AdjacencyTable::with_groups(next_hops, DEFAULT_GROUPS),
             ecmp_seed: crate::seed::random_seed(),
             decisions: Arc::default(),
@@ -200,7 +206,7 @@ impl FibControl {
         fib.adj.set(LOCAL_ID, Adjacency::Local);
         fib.adj.set(BLACKHOLE_ID, Adjacency::Blackhole);
         fib.adj.set(UNREACHABLE_ID, Adjacency::Unreachable);
-        FibControl {
+        Ok(FibControl {
             fib: Arc::new(fib),
             gateways: HashMap::new(),
             connected: HashMap::new(),
@@ -218,7 +224,7 @@ impl FibControl {
             free: Vec::new(),
             retired: VecDeque::new(),
             next_id: FIRST_FREE_ID,
-        }
+        })
     }
 
     /// The tables, for workers.

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 
 use crate::reclaim::{GroupPool, Registry};
 use crate::{LpmError, MAX_NEXT_HOP, NextHop};
-use mem::hugemem::HugeArray;
+use mem::hugemem::{HugeArray, Zeroable};
 
 /// Entry holds a route (low 30 bits = next hop).
 pub(crate) const VALID: u32 = 1 << 31;
@@ -93,11 +93,17 @@ pub(crate) struct Tables {
     pub(crate) tbl8: HugeArray<AtomicU32>,
 }
 
+/// A zeroed array of `n` entries, or the error naming its size.
+fn map<T: Zeroable>(n: usize) -> Result<HugeArray<T>, LpmError> {
+    HugeArray::zeroed(n).map_err(|_| LpmError::OutOfMemory { bytes: n * size_of::<T>() })
+}
+
 impl Tables {
-    pub(crate) fn new(groups: u32) -> Tables {
-        assert!(groups <= PAYLOAD, "at most 2^30 - 1 tbl8 groups");
-        let map = |n| HugeArray::zeroed(n).expect("cannot map LPM table");
-        Tables { tbl24: map(1 << 24), tbl8: map(groups as usize * GROUP) }
+    pub(crate) fn try_new(groups: u32) -> Result<Tables, LpmError> {
+        if groups > PAYLOAD {
+            return Err(LpmError::TooManyGroups(groups));
+        }
+        Ok(Tables { tbl24: map(1 << 24)?, tbl8: map(groups as usize * GROUP)? })
     }
 }
 
@@ -120,15 +126,14 @@ pub(crate) struct Writer<K> {
 }
 
 impl<K: Key> Writer<K> {
-    pub(crate) fn new(groups: u32) -> Self {
-        let map = |n| HugeArray::zeroed(n).expect("cannot map LPM shadow table");
-        Writer {
+    pub(crate) fn try_new(groups: u32) -> Result<Self, LpmError> {
+        Ok(Writer {
             rules: (0..=K::BITS).map(|_| HashMap::new()).collect(),
-            d24: map(1 << 24),
-            d8: map(groups as usize * GROUP),
+            d24: map(1 << 24)?,
+            d8: map(groups as usize * GROUP)?,
             pool: GroupPool::new(groups),
             len: 0,
-        }
+        })
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -50,18 +50,34 @@ impl std::fmt::Debug for Ipv6Lpm {
 }
 
 impl Ipv6Lpm {
-    /// Empty table with [`DEFAULT_TBL8_GROUPS_V6`] groups.
+    /// Empty table with [`DEFAULT_TBL8_GROUPS_V6`] groups; panics if its memory cannot be mapped (tests,
+    /// benchmarks: a router uses [`try_new`](Self::try_new)).
     pub fn new() -> Self {
-        Self::with_tbl8_groups(DEFAULT_TBL8_GROUPS_V6)
+        Self::try_new().expect("cannot map an LPM table")
     }
 
-    /// Empty table with a pool of `groups` tbl8 groups (see [`Ipv4Lpm::with_tbl8_groups`](crate::Ipv4Lpm::with_tbl8_groups)).
+    /// [`new`](Self::new), or the error if its memory cannot be mapped.
+    pub fn try_new() -> Result<Self, LpmError> {
+        Self::try_with_tbl8_groups(DEFAULT_TBL8_GROUPS_V6)
+    }
+
+    /// Empty table whose pool holds `groups` tbl8 groups; panics if its memory cannot be
+    /// mapped (see [`try_with_tbl8_groups`](Self::try_with_tbl8_groups)).
     pub fn with_tbl8_groups(groups: u32) -> Self {
-        Ipv6Lpm {
-            t: Tables::new(groups),
-            writer: Mutex::new(Writer::new(groups)),
+        Self::try_with_tbl8_groups(groups).expect("cannot map an LPM table")
+    }
+
+    /// Empty table whose pool holds `groups` tbl8 groups (1 KiB each); each prefix longer
+    /// than /24 (IPv4; than its first stride, IPv6) under a distinct entry needs one. The
+    /// pool never grows (that would move memory under lock-free readers): inserts fail with
+    /// [`LpmError::Tbl8Exhausted`] when full. Errors: the memory cannot be mapped, or more
+    /// groups than an entry can name.
+    pub fn try_with_tbl8_groups(groups: u32) -> Result<Self, LpmError> {
+        Ok(Ipv6Lpm {
+            t: Tables::try_new(groups)?,
+            writer: Mutex::new(Writer::try_new(groups)?),
             registry: Registry::default(),
-        }
+        })
     }
 
     fn w(&self) -> std::sync::MutexGuard<'_, Writer<u128>> {

@@ -106,6 +106,13 @@ pub enum LpmError {
     NextHopTooLarge(u32),
     /// No free tbl8 group (configure more with `with_tbl8_groups`); the table is unchanged.
     Tbl8Exhausted,
+    /// The memory for a table of this size could not be mapped.
+    OutOfMemory {
+        /// The size of the array that could not be mapped.
+        bytes: usize,
+    },
+    /// More tbl8 groups asked for than an entry can name (2^30 - 1).
+    TooManyGroups(u32),
 }
 
 impl std::fmt::Display for LpmError {
@@ -116,6 +123,12 @@ impl std::fmt::Display for LpmError {
                 write!(f, "next hop {nh} above the maximum {MAX_NEXT_HOP}")
             }
             LpmError::Tbl8Exhausted => write!(f, "no free tbl8 group left"),
+            LpmError::OutOfMemory { bytes } => {
+                write!(f, "cannot map {} MiB for a route table", bytes.div_ceil(1 << 20))
+            }
+            LpmError::TooManyGroups(n) => {
+                write!(f, "{n} tbl8 groups asked for, at most {}", (1u32 << 30) - 1)
+            }
         }
     }
 }

@@ -13,6 +13,8 @@ pub enum BuildError {
     Fib { path: String, source: FibError },
     #[error("{0}: route uses interface {1:?}, which is not configured")]
     UnknownInterface(String, String),
+    #[error("{0}: the route tables: {1}")]
+    Tables(String, lpm::LpmError),
 }
 
 /// The logical ports of a config, in its order. Physical ports (interfaces without a VLAN)
@@ -87,7 +89,8 @@ pub fn fib(cfg: &config::Config) -> Result<(FibControl, Vec<PortInfo>), BuildErr
     let ports = ports(cfg)?;
     let port_of = |name: &str| port_named(&ports, name, &path);
     let fib_err = |source| BuildError::Fib { path: path.clone(), source };
-    let mut ctl = FibControl::new(next_hops_for(cfg));
+    let mut ctl =
+        FibControl::try_new(next_hops_for(cfg)).map_err(|e| BuildError::Tables(path.clone(), e))?;
     for (port, iface) in cfg.interfaces.iter().enumerate() {
         for a in &iface.addresses {
             let net = a.network();

@@ -107,3 +107,19 @@ fn retired_groups_wait_for_readers() {
     assert_eq!(t.insert(0x0d00_0001, 32, 3), Ok(None));
     assert_eq!(t.tbl8_stats().reused, 3);
 }
+
+/// A table larger than an entry can name is an error, not a panic (a router configured
+/// for it says so and stops before touching anything).
+#[test]
+fn too_many_groups_is_an_error() {
+    let too_many = 1u32 << 30;
+    assert_eq!(
+        lpm::Ipv4Lpm::try_with_tbl8_groups(too_many).err(),
+        Some(lpm::LpmError::TooManyGroups(too_many))
+    );
+    assert_eq!(
+        lpm::Ipv6Lpm::try_with_tbl8_groups(u32::MAX).err(),
+        Some(lpm::LpmError::TooManyGroups(u32::MAX))
+    );
+    assert!(lpm::Ipv4Lpm::try_with_tbl8_groups(16).is_ok());
+}

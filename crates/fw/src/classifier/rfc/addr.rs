@@ -553,17 +553,17 @@ fn lpm_rest(
     budget.charge(LPM_TABLE_BYTES + groups * 256 * 5, what)?;
     let groups = u32::try_from(groups)
         .map_err(|_| BuildError { message: format!("{what}: too many LPM groups") })?;
-    let fail = |e: lpm::LpmError| BuildError { message: format!("{what}: LPM insert failed: {e}") };
+    let fail = |e: lpm::LpmError| BuildError { message: format!("{what}: address table: {e}") };
     Ok(match fam {
         Af::Inet => {
-            let lpm = lpm::Ipv4Lpm::with_tbl8_groups(groups);
+            let lpm = lpm::Ipv4Lpm::try_with_tbl8_groups(groups).map_err(fail)?;
             for (p, c) in inserted {
                 lpm.insert(p.addr as u32, p.len, *c).map_err(fail)?;
             }
             Rest::V4 { lpm, root }
         }
         Af::Inet6 => {
-            let lpm = lpm::Ipv6Lpm::with_tbl8_groups(groups);
+            let lpm = lpm::Ipv6Lpm::try_with_tbl8_groups(groups).map_err(fail)?;
             for (p, c) in inserted {
                 lpm.insert(p.addr, p.len, *c).map_err(fail)?;
             }
