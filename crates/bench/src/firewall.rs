@@ -239,7 +239,7 @@ pub(crate) fn setup_firewall(
     // The bench's ports (mem0, mem1) and the generated sets' interfaces (lr-g0.., the same indices).
     let iface = |n: &str| if n == "mem1" { Some(1) } else { fw::testgen::iface_index(n) };
     let rules = CompiledRules::parse(&text, std::path::Path::new("bench.conf"), &iface)
-        .map_err(BenchError::Invalid)?;
+        .map_err(|e| BenchError::Invalid(e.to_string()))?;
     let compile = t0.elapsed();
     let (n, classifier_bytes) = (rules.rule_count(), rules.classifier_bytes());
     let mut firewall = Firewall::new(RulesSlot::new(Arc::new(rules)), 1);

@@ -35,11 +35,13 @@ pub fn load(cfg: &Config, rules: &Path) -> Result<RuleFile> {
     }
     let compiled =
         CompiledRules::parse_with_addresses(&text, rules, &ifaces, &addresses).map_err(|e| {
+            let text = e.to_string();
             match &egress {
-                Err(why) if e.contains("\"egress\"") || e.contains("`egress") => {
-                    anyhow::anyhow!("{e} (pf's `egress` group: {why})")
+                Err(why) if text.contains("\"egress\"") || text.contains("`egress") => {
+                    anyhow::anyhow!("{text} (pf's `egress` group: {why})")
                 }
-                _ => anyhow::Error::msg(e),
+                // Typed: a reload's caller may downcast it to read the position.
+                _ => anyhow::Error::new(e),
             }
         })?;
     let has_v4 = |i: u16| {
