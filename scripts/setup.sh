@@ -9,7 +9,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 for pair in ip:iproute2 gcc:gcc g++:g++ ping:iputils-ping tcpdump:tcpdump nft:nftables \
             sysctl:procps valgrind:valgrind ethtool:ethtool traceroute:traceroute \
             tracepath:iputils-tracepath python3:python3 bird:bird2 vtysh:frr \
-            iperf3:iperf3 ssh:openssh-client sshd:openssh-server ss:iproute2 clang:clang; do
+            iperf3:iperf3 ssh:openssh-client sshd:openssh-server ss:iproute2 clang:clang \
+            rsvg-convert:librsvg2-bin; do
     have "${pair%%:*}" || need_pkgs+=("${pair##*:}")
 done
 # The eBPF programs (crates/io/bpf/*.bpf.c) are built by clang with libbpf's headers and the

@@ -1,7 +1,12 @@
-//! SVG plots of lab results, written by hand (no plotting dependency): bars with min-max
-//! whiskers for configuration sets, or a line over a swept parameter (rules, flows, states).
+//! SVG plots of lab results, drawn with `plotters`: bars with min-max whiskers for
+//! configuration sets, or a line per series over a swept parameter (rules, flows, states,
+//! offered load), on a log axis when the parameter spans decades. Rates read in k/M pps on
+//! round ticks; every series is in the legend.
 
-use std::fmt::Write;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// One bar: a set's name, median and the min and max of its runs (pps).
 pub struct Bar<'a> {
@@ -11,30 +16,21 @@ pub struct Bar<'a> {
     pub max: f64,
 }
 
-const W: f64 = 720.0;
-const H: f64 = 420.0;
-const LEFT: f64 = 80.0;
-const BOTTOM: f64 = 90.0;
-const TOP: f64 = 50.0;
-const RIGHT: f64 = 20.0;
+const H: u32 = 440;
+/// Width per bar: a set name of some 25 characters stays readable under its bar.
+const BAR_W: u32 = 145;
+const LINES_W: u32 = 760;
+const FONT: &str = "sans-serif";
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(0x4a, 0x7a, 0xb7),
+    RGBColor(0xc0, 0x50, 0x4d),
+    RGBColor(0x9b, 0xbb, 0x59),
+    RGBColor(0x80, 0x64, 0xa2),
+    RGBColor(0xf7, 0x96, 0x46),
+    RGBColor(0x4b, 0xac, 0xc6),
+];
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// A "nice" upper bound for the axis and its tick step.
-fn axis(max: f64) -> (f64, f64) {
-    let max = if max > 0.0 && max.is_finite() { max } else { 1.0 };
-    let raw = max / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| s * 5.0 >= max)
-        .unwrap_or(10.0 * mag);
-    (step * (max / step).ceil(), step)
-}
-
+/// A rate as the axes and labels show it: "800 k", "1.20 M".
 fn fmt_pps(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.2} M", v / 1e6)
@@ -45,143 +41,165 @@ fn fmt_pps(v: f64) -> String {
     }
 }
 
-fn frame(svg: &mut String, title: &str, y_label: &str, top: f64) -> impl Fn(f64) -> f64 + use<> {
-    let (ymax, step) = axis(top);
-    let plot_h = H - TOP - BOTTOM;
-    let y = move |v: f64| H - BOTTOM - v / ymax * plot_h;
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(
-        svg,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="{}" y="25" text-anchor="middle" font-size="15">{}</text>"#,
-        W / 2.0,
-        escape(title)
-    );
-    let mut v = 0.0;
-    while v <= ymax + step / 2.0 {
-        let _ = write!(
-            svg,
-            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            W - RIGHT,
-            LEFT - 6.0,
-            y(v) + 4.0,
-            fmt_pps(v),
-            y = y(v)
-        );
-        v += step;
-    }
-    let _ = write!(
-        svg,
-        r#"<text transform="translate(18 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + plot_h / 2.0,
-        escape(y_label)
-    );
-    y
+/// The top of a rate axis: the highest value and a tenth above it, for the labels.
+fn top(max: f64) -> f64 {
+    if max > 0.0 && max.is_finite() { max * 1.12 } else { 1.0 }
 }
 
-/// Bars with min-max whiskers, one per set.
-pub fn bars(title: &str, bars: &[Bar<'_>]) -> String {
-    let mut svg = String::new();
-    let top = bars.iter().map(|b| b.max.max(b.median)).fold(0.0, f64::max);
-    let y = frame(&mut svg, title, "packets per second (median of runs, min-max)", top);
-    let slot = (W - LEFT - RIGHT) / bars.len().max(1) as f64;
-    for (i, b) in bars.iter().enumerate() {
-        let x = LEFT + slot * i as f64 + slot * 0.2;
-        let w = slot * 0.6;
-        let cx = x + w / 2.0;
-        let _ = write!(
-            svg,
-            r##"<rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="#4a7ab7"/>"##,
-            y(b.median),
-            y(0.0) - y(b.median)
-        );
-        let _ = write!(
-            svg,
-            r##"<line x1="{cx:.1}" x2="{cx:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222"/>"##,
-            y(b.min),
-            y(b.max),
-            cx - 6.0,
-            cx + 6.0,
-            y(b.min),
-            y(b.min),
-            cx - 6.0,
-            cx + 6.0,
-            y(b.max),
-            y(b.max)
-        );
-        let _ = write!(
-            svg,
-            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            y(b.max) - 6.0,
-            fmt_pps(b.median)
-        );
-        let _ = write!(
-            svg,
-            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            H - BOTTOM + 18.0,
-            escape(b.label)
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-/// One line per series over a swept parameter: (x, median pps) points.
-pub fn lines(title: &str, x_label: &str, series: &[(&str, Vec<(f64, f64)>)]) -> String {
-    let mut svg = String::new();
-    let top = series.iter().flat_map(|(_, p)| p.iter().map(|&(_, v)| v)).fold(0.0, f64::max);
-    let y = frame(&mut svg, title, "packets per second (median)", top);
-    let xs: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|&(x, _)| x)).collect();
-    let (xmin, xmax) = xs.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    let log = xmin > 0.0 && xmax / xmin >= 100.0; // rule counts and table sizes span decades
-    let t = |x: f64| if log { x.log10() } else { x };
-    let (t0, t1) = (t(xmin), t(xmax).max(t(xmin) + 1e-9));
-    let x = |v: f64| LEFT + (t(v) - t0) / (t1 - t0) * (W - LEFT - RIGHT - 20.0) + 10.0;
-    let colours = ["#4a7ab7", "#c0504d", "#9bbb59", "#8064a2", "#f79646"];
-    let mut ticks: Vec<f64> = xs.clone();
-    ticks.sort_by(f64::total_cmp);
-    ticks.dedup();
-    for &v in &ticks {
-        let _ = write!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{v}</text>"#,
-            x(v),
-            H - BOTTOM + 18.0
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}{}</text>"#,
-        W / 2.0,
-        H - BOTTOM + 40.0,
-        escape(x_label),
-        if log { " (log scale)" } else { "" }
-    );
-    for (i, (name, points)) in series.iter().enumerate() {
-        let c = colours[i % colours.len()];
-        let path: Vec<String> =
-            points.iter().map(|&(px, py)| format!("{:.1},{:.1}", x(px), y(py))).collect();
-        let _ = write!(
-            svg,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
-            path.join(" ")
-        );
-        for &(px, py) in points {
-            let _ =
-                write!(svg, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#, x(px), y(py));
+/// Draws on an SVG canvas of `size`, returning the document. A drawing error leaves a
+/// partial plot (the lab's figures are kept in its CSV and JSON anyway).
+fn svg(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
+) -> String {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        if let Err(e) = draw(&root) {
+            let _ = root.draw(&Text::new(format!("plot failed: {e}"), (10, 20), (FONT, 14)));
         }
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" fill="{c}">{}</text>"#,
-            LEFT + 10.0 + 150.0 * i as f64,
-            H - 20.0,
-            escape(name)
-        );
+        let _ = root.present();
     }
-    svg.push_str("</svg>\n");
-    svg
+    out
+}
+
+/// Bars with min-max whiskers, one per set, the median above each.
+pub fn bars(title: &str, bars: &[Bar<'_>]) -> String {
+    // Segments 0..=last, one per bar (an empty plot keeps one).
+    let n = bars.len().max(1);
+    let last = n as i32 - 1;
+    let width = (BAR_W * n as u32 + 100).max(LINES_W);
+    let ymax = top(bars.iter().map(|b| b.max.max(b.median)).fold(0.0, f64::max));
+    svg((width, H), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((0..last).into_segmented(), 0f64..ymax)
+            .map_err(|e| e.to_string())?;
+        let name = |v: &SegmentValue<i32>| match v {
+            SegmentValue::CenterOf(i) => {
+                bars.get(*i as usize).map_or(String::new(), |b| b.label.to_owned())
+            }
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .max_light_lines(1)
+            .x_labels(n)
+            .x_label_formatter(&name)
+            .x_label_style((FONT, 13))
+            .y_desc("packets per second (median of runs, min-max)")
+            .y_label_formatter(&|v| fmt_pps(*v))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        let fill = COLOURS[0].filled();
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, b)| {
+                let (l, r) = (SegmentValue::Exact(i as i32), SegmentValue::Exact(i as i32 + 1));
+                let mut bar = Rectangle::new([(l, 0.0), (r, b.median)], fill);
+                bar.set_margin(0, 0, 18, 18);
+                bar
+            }))
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, b)| {
+                ErrorBar::new_vertical(
+                    SegmentValue::CenterOf(i as i32),
+                    b.min,
+                    b.median,
+                    b.max,
+                    BLACK.stroke_width(1),
+                    12,
+                )
+            }))
+            .map_err(|e| e.to_string())?;
+        let label =
+            TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, b)| {
+                Text::new(
+                    fmt_pps(b.median),
+                    (SegmentValue::CenterOf(i as i32), b.max.max(b.median) * 1.02),
+                    label.clone(),
+                )
+            }))
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    })
+}
+
+/// The line plot on x axis `x` (a linear or a log range: two coordinate types, one body).
+macro_rules! draw_lines {
+    ($root:expr, $title:expr, $x_desc:expr, $x:expr, $ymax:expr, $series:expr) => {{
+        let (root, x_desc, series): (
+            &DrawingArea<SVGBackend, Shift>,
+            &str,
+            &[(&str, Vec<(f64, f64)>)],
+        ) = ($root, $x_desc, $series);
+        let mut chart = ChartBuilder::on(root)
+            .caption($title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d($x, 0f64..$ymax)
+            .map_err(|e| e.to_string())?;
+        let pps = x_desc.contains("pps");
+        chart
+            .configure_mesh()
+            .max_light_lines(1)
+            .x_labels(8)
+            .x_desc(x_desc)
+            .y_desc("packets per second (median)")
+            .x_label_formatter(&|v: &f64| if pps { fmt_pps(*v) } else { format!("{v}") })
+            .y_label_formatter(&|v: &f64| fmt_pps(*v))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, (name, points)) in series.iter().enumerate() {
+            let c = COLOURS[i % COLOURS.len()];
+            chart
+                .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(points.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font((FONT, 13))
+            .draw()
+            .map_err(|e| e.to_string())
+    }};
+}
+
+/// One line per series over a swept parameter: (x, median pps) points. The x axis is
+/// logarithmic when the parameter spans more than a decade and a bit (rule counts, table
+/// sizes, offered loads from half a rate to a flood).
+pub fn lines(title: &str, x_label: &str, series: &[(&str, Vec<(f64, f64)>)]) -> String {
+    let xs = || series.iter().flat_map(|(_, p)| p.iter().map(|&(x, _)| x));
+    let (xmin, xmax) = xs().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let (xmin, xmax) = if xmin <= xmax { (xmin, xmax.max(xmin + 1.0)) } else { (0.0, 1.0) };
+    let ymax = top(series.iter().flat_map(|(_, p)| p.iter().map(|&(_, v)| v)).fold(0.0, f64::max));
+    let log = xmin > 0.0 && xmax / xmin >= 20.0;
+    let x_desc = if log { format!("{x_label} (log scale)") } else { x_label.to_owned() };
+    svg((LINES_W, H), |root| {
+        if log {
+            draw_lines!(root, title, &x_desc, (xmin * 0.9..xmax * 1.1).log_scale(), ymax, series)
+        } else {
+            let pad = (xmax - xmin) * 0.05;
+            draw_lines!(root, title, &x_desc, (xmin - pad).max(0.0)..xmax + pad, ymax, series)
+        }
+    })
 }
 
 #[cfg(test)]
@@ -189,14 +207,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn axis_is_nice() {
-        assert_eq!(axis(637_000.0), (800_000.0, 200_000.0));
-        assert_eq!(axis(9.6e6), (1e7, 2e6));
-        assert_eq!(axis(0.0), (1.0, 0.2));
+    fn rates_read_in_k_and_m() {
+        assert_eq!(fmt_pps(637_000.0), "637 k");
+        assert_eq!(fmt_pps(1.2e6), "1.20 M");
+        assert_eq!(fmt_pps(12.0), "12");
     }
 
     #[test]
-    fn bars_and_lines_are_well_formed_svg() {
+    fn bars_and_lines_are_svg_with_their_names() {
         let svg = bars(
             "kernel vs linerate",
             &[
@@ -205,7 +223,7 @@ mod tests {
             ],
         );
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert!(svg.contains("&lt;lr&gt;") && svg.contains("1.20 M"));
+        assert!(svg.contains("&lt;lr&gt;") && svg.contains("1.20 M"), "{svg}");
         let svg = lines(
             "rules",
             "rules",
@@ -214,6 +232,9 @@ mod tests {
                 ("linerate", vec![(1.0, 1e6), (1000.0, 1e6)]),
             ],
         );
-        assert!(svg.contains("log scale") && svg.matches("<polyline").count() == 2);
+        assert!(svg.contains("log scale") && svg.contains("nft") && svg.contains("linerate"));
+        // No data at all still makes a document.
+        assert!(lines("empty", "x", &[]).contains("</svg>"));
+        assert!(bars("empty", &[]).contains("</svg>"));
     }
 }
