@@ -9,6 +9,8 @@ source scripts/setup.sh
 cargo fmt --all -- --check
 (cd fuzz && cargo fmt --all -- --check)
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# No import cycle between the modules of a crate (the layers of issue 47).
+scripts/import-cycles.py
 # As root, with every tool installed, a test that cannot run fails instead of skipping.
 if [[ $(id -u) -eq 0 ]]; then export LINERATE_NO_SKIP=1; fi
 cargo test --workspace --locked "$@"

@@ -487,7 +487,7 @@ impl Firewall {
         &mut self,
         key: &PacketKey,
         tcp: Option<&TcpSegment>,
-        v: Option<fw::reference::Verdict>,
+        v: Option<fw::verdict::Verdict>,
     ) -> Result<Option<Ticket>, DropReason> {
         // A rule set without keep-state rules never fills the table: skip the hash and probe
         // (the state counters then count no misses).
@@ -520,7 +520,7 @@ impl Firewall {
         key: &PacketKey,
         tcp: Option<&TcpSegment>,
         hit: Option<Hit>,
-        v: Option<fw::reference::Verdict>,
+        v: Option<fw::verdict::Verdict>,
     ) -> Result<Option<Ticket>, DropReason> {
         match v {
             None => self.inbound(key, tcp, hit),
@@ -630,7 +630,7 @@ impl Firewall {
         key: &PacketKey,
         tcp: Option<&TcpSegment>,
         hit: Option<Hit>,
-        verdict: Option<fw::reference::Verdict>,
+        verdict: Option<fw::verdict::Verdict>,
     ) -> Result<Option<Ticket>, DropReason> {
         let rules = &self.cur.rules;
         let mut p = Passes {
@@ -661,7 +661,7 @@ impl Firewall {
         tcp: Option<&TcpSegment>,
         prior: Option<Option<StateId>>,
     ) -> Result<Option<Ticket>, DropReason> {
-        let pass = Some(fw::reference::Verdict::TRANSLATION_PASS);
+        let pass = Some(fw::verdict::Verdict::TRANSLATION_PASS);
         match prior {
             Some(id) => self.inbound_with(key, tcp, id.map(|id| Hit::of(id, key)), pass),
             None => self.lookup_then(key, tcp, pass),

@@ -27,18 +27,6 @@ pub mod table;
 
 pub use crate::rules::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
 
-fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
-    match m {
-        AddrMatch::Any => true,
-        AddrMatch::List(items) => items.iter().any(|i| match i.target {
-            AddrTarget::Prefix(p) => p.af == af && (p.contains(af, addr) != i.negated),
-            AddrTarget::Table(t) => {
-                rs.tables.get(t).is_some_and(|t| t.contains(af, addr)) != i.negated
-            }
-        }),
-    }
-}
-
 impl NatRule {
     /// Whether the rule matches `key` (its interface, family, protocol, addresses, ports);
     /// the caller has picked the rules of the right kind and direction.
@@ -65,8 +53,8 @@ impl NatRule {
             key.proto == crate::packet::proto::TCP || key.proto == crate::packet::proto::UDP;
         let port_ok =
             |m: &PortMatch, p: u16| matches!(m, PortMatch::Any) || (ports && m.matches(p));
-        addr_matches(rs, &self.src, key.af, key.src)
-            && addr_matches(rs, &self.dst, key.af, key.dst)
+        self.src.matches(rs, key.af, key.src)
+            && self.dst.matches(rs, key.af, key.dst)
             && port_ok(&self.src_ports, key.src_port)
             && port_ok(&self.dst_ports, key.dst_port)
     }

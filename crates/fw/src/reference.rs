@@ -10,68 +10,13 @@
 //! the packet carries at that point of the walk, and every matching rule with `tag` retags
 //! it, deciding or not; the verdict's tag is the last one set.
 
-use crate::packet::{Af, PacketKey, proto};
-use crate::rules::{Action, AddrItem, AddrMatch, AddrTarget, Rule, RuleSet, StateMode};
+use crate::packet::{Af, PacketKey};
+use crate::rules::{Action, Rule, RuleSet, StateMode};
 pub use crate::verdict::Verdict;
 
-fn item_matches(rs: &RuleSet, item: &AddrItem, af: Af, addr: u128) -> bool {
-    match item.target {
-        // An element of one family only ever matches packets of that family.
-        AddrTarget::Prefix(p) => p.af == af && (p.contains(af, addr) != item.negated),
-        AddrTarget::Table(t) => rs.tables[t].contains(af, addr) != item.negated,
-    }
-}
-
-pub(crate) fn addr_matches(rs: &RuleSet, m: &AddrMatch, af: Af, addr: u128) -> bool {
-    match m {
-        AddrMatch::Any => true,
-        AddrMatch::List(items) => items.iter().any(|i| item_matches(rs, i, af, addr)),
-    }
-}
-
-/// Whether `rule` matches `key`.
+/// Whether `rule` matches `key` ([`Rule::matches`]).
 pub fn rule_matches(rs: &RuleSet, rule: &Rule, key: &PacketKey) -> bool {
-    if rule.dir.is_some_and(|d| d != key.dir) {
-        return false;
-    }
-    if !rule.ifaces.is_empty() && rule.ifaces.contains(&key.iface) == rule.iface_neg {
-        return false;
-    }
-    if rule.af.is_some_and(|a| a != key.af) {
-        return false;
-    }
-    if !rule.protos.is_empty() && !rule.protos.contains(&key.proto) {
-        return false;
-    }
-    if !addr_matches(rs, &rule.src, key.af, key.src)
-        || !addr_matches(rs, &rule.dst, key.af, key.dst)
-    {
-        return false;
-    }
-    if !rule.src_ports.matches(key.src_port) || !rule.dst_ports.matches(key.dst_port) {
-        return false;
-    }
-    if key.route & rule.route_need != rule.route_need || key.route & rule.route_refuse != 0 {
-        return false;
-    }
-    if !rule.icmp_types.is_empty() && !rule.icmp_types.iter().any(|&t| u16::from(t) == key.src_port)
-    {
-        return false;
-    }
-    if rule.icmp_code.is_some_and(|c| u16::from(c) != key.dst_port) {
-        return false;
-    }
-    if rule.tagged.is_some_and(|(negated, id)| (key.tag == id) == negated) {
-        return false;
-    }
-    // Flags are only checked on TCP packets, as pf does.
-    if let Some((set, mask)) = rule.flags
-        && key.proto == proto::TCP
-        && key.tcp_flags & mask != set
-    {
-        return false;
-    }
-    true
+    rule.matches(rs, key)
 }
 
 /// Evaluates the rule set on one packet, pf's way.

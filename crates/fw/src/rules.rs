@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 mod anchor;
 mod block_return;
+pub(crate) mod dims;
 mod extras;
 mod filter_rule;
 mod hosts;
@@ -39,6 +40,7 @@ mod icmp_names;
 mod iface_addr;
 mod lexer;
 mod match_rule;
+mod matching;
 mod nat;
 mod parser;
 mod print;
@@ -48,6 +50,7 @@ mod services;
 mod src_track;
 mod tags;
 mod text_file;
+mod timeouts;
 mod translate_rule;
 mod translation;
 mod values;
@@ -70,7 +73,16 @@ pub use scrub::{ScrubOpts, ScrubRule};
 pub use crate::packet::{Af, Dir};
 
 /// TCP flag bits as in [`PacketKey::tcp_flags`](crate::packet::PacketKey::tcp_flags).
-pub use crate::state::tcp_flags;
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}
 
 /// pf's default flags of a stateful rule: `flags S/SA`.
 pub const DEFAULT_FLAGS: (u8, u8) = (tcp_flags::SYN, tcp_flags::SYN | tcp_flags::ACK);
@@ -80,7 +92,7 @@ pub const DEFAULT_LIMIT_STATES: u64 = 100_000;
 
 /// The largest `set limit states` (the state table's [`MAX_LIMIT`](crate::state::MAX_LIMIT)):
 /// each worker reserves 104 bytes per state, 10.4 GB at this limit.
-pub const MAX_LIMIT_STATES: u64 = crate::state::MAX_LIMIT as u64;
+pub const MAX_LIMIT_STATES: u64 = 100_000_000;
 
 /// pf's default `set limit src-nodes` (pf.conf(5): "Default is 10000").
 pub const DEFAULT_LIMIT_SRC_NODES: u64 = 10_000;
@@ -331,7 +343,7 @@ pub struct Rule {
     pub ridentifier: Option<u32>,
     /// `keep state (tcp.established 3600, ...)`: timeouts of this rule's states that differ
     /// from the rule set's (`set timeout`), as (kind, seconds); empty for most rules.
-    pub state_timeouts: Vec<(crate::state::Tmo, u32)>,
+    pub state_timeouts: Vec<(Tmo, u32)>,
     /// pf's per-rule adaptive timeouts, (start, end) in this rule's states: `keep state
     /// (adaptive.start N, adaptive.end M)`, or 60% and 120% of `max` when the rule sets
     /// neither (pfctl). `None` when the start is 0: the rule set's scaling applies.
@@ -393,7 +405,7 @@ pub enum Flush {
 
 /// pf's state timeouts (`set timeout`): the state table's own type, so that a parsed rule
 /// set configures the table directly.
-pub use crate::state::Timeouts;
+pub use timeouts::{Timeouts, Tmo};
 
 /// `set state-policy`: whether a state matches packets on any interface (`floating`, pf's
 /// default) or only on the interface where it was created (`if-bound`).

@@ -124,12 +124,12 @@ mod snapshot;
 mod sources;
 mod sub;
 mod tcp;
-mod timeouts;
 mod types;
 
 use mem::hugemem::HugeArray;
 
 use crate::packet::{PacketKey, proto};
+pub use crate::rules::{Timeouts, Tmo};
 pub use flow::{Flow, FlowV4, flow_ports, is_icmp_error};
 use flow::{FlowHasher, FlowKey};
 use index::EMPTY;
@@ -144,7 +144,6 @@ pub use sources::{ConnRefusal, SourceKey, Sources, SrcRefusal};
 use std::collections::HashMap;
 pub use sub::{Pass, SubState};
 use tcp::Peer;
-pub use timeouts::{Timeouts, Tmo};
 pub use types::{
     FlowHit, IcmpErrorMatch, InsertError, Modulation, StateCounters, StateDropReason, StateId,
     StateInfo, StateLookup, StateOptions, StateVerdict, TcpSegment, pseudo_state, tcp_flags,
@@ -212,7 +211,7 @@ impl Entry {
 
 const NONE: u32 = u32::MAX;
 /// Largest `set limit states`: 100M states, 10.4 GB per worker (ids would allow 2^32).
-pub const MAX_LIMIT: usize = 100_000_000;
+pub const MAX_LIMIT: usize = crate::rules::MAX_LIMIT_STATES as usize;
 
 /// The per-worker state table.
 pub struct StateTable {

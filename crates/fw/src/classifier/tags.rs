@@ -13,7 +13,6 @@
 
 use super::{BuildError, BuildOptions, ClassifierStats, Compiled};
 use crate::packet::PacketKey;
-use crate::reference::rule_matches;
 use crate::rules::RuleSet;
 use crate::verdict::Verdict;
 
@@ -90,7 +89,7 @@ impl TagVariants {
             .zip(&self.tagging_index)
             .rev()
             .filter(|&(_, &i)| i <= last)
-            .find(|(r, _)| rule_matches(&self.tagging, r, key))
+            .find(|(r, _)| r.matches(&self.tagging, key))
             .and_then(|(r, _)| r.tag)
             .unwrap_or(0);
         v

@@ -24,7 +24,7 @@ struct FilterOptions {
     /// `ridentifier N` / `tracker N`.
     ridentifier: Option<u32>,
     /// `keep state (tcp.established 3600, ...)`.
-    state_timeouts: Vec<(crate::state::Tmo, u32)>,
+    state_timeouts: Vec<(crate::rules::Tmo, u32)>,
     /// `keep state (adaptive.start N, adaptive.end M)`, each if given.
     adaptive: (Option<u32>, Option<u32>),
     /// `tag NAME`.
@@ -43,7 +43,7 @@ pub(super) struct StateDefaults {
     sloppy: bool,
     policy: Option<StatePolicy>,
     max: Option<u32>,
-    timeouts: Vec<(crate::state::Tmo, u32)>,
+    timeouts: Vec<(crate::rules::Tmo, u32)>,
     adaptive: (Option<u32>, Option<u32>),
 }
 
@@ -558,7 +558,7 @@ impl Parser<'_> {
         if matches!(w.as_str(), "interval" | "src.track") {
             return here(&t, format!("`{w}` is not a state timeout (it belongs to `set timeout`)"));
         }
-        let Some(kind) = crate::state::Tmo::from_name(w) else {
+        let Some(kind) = crate::rules::Tmo::from_name(w) else {
             return Ok(false);
         };
         self.next()?;

@@ -83,13 +83,12 @@ impl ScrubRule {
 
     /// Whether the rule matches `key` (its direction and interface those of the pass).
     pub fn matches(&self, rs: &RuleSet, key: &PacketKey) -> bool {
-        use crate::reference::addr_matches;
         self.dir.is_none_or(|d| d == key.dir)
             && (self.ifaces.is_empty() || self.ifaces.contains(&key.iface) != self.iface_neg)
             && self.af.is_none_or(|a| a == key.af)
             && (self.protos.is_empty() || self.protos.contains(&key.proto))
-            && addr_matches(rs, &self.src, key.af, key.src)
-            && addr_matches(rs, &self.dst, key.af, key.dst)
+            && self.src.matches(rs, key.af, key.src)
+            && self.dst.matches(rs, key.af, key.dst)
             && self.src_ports.matches(key.src_port)
             && self.dst_ports.matches(key.dst_port)
     }

@@ -7,7 +7,7 @@
 //! pass, with a state. The two agree where no other rule of the pass can decide one of
 //! those packets, and the rest is refused at the end of the file: a `quick` rule before it,
 //! any rule after it (unless it is `quick`), or another such rule, that may match a packet
-//! it matches ([`crate::classifier::tree::may_overlap`], which errs towards "may"). So are
+//! it matches ([`super::dims::may_overlap`], which errs towards "may"). So are
 //! options a translation rule cannot carry (`label`, `log`, `tag`, state options, ...) and
 //! translation rules beside it.
 
@@ -15,7 +15,7 @@ use super::lexer::Token;
 use super::parser::{PErr, Parser, here};
 use super::scrub::Matching;
 use super::*;
-use crate::state::tcp_flags;
+use crate::rules::tcp_flags;
 
 /// A pass rule made a translation rule, for the checks at the end of the file.
 #[derive(Debug)]
@@ -135,7 +135,7 @@ impl Parser<'_> {
         let tables = &self.rs.tables;
         for (k, p) in self.pass_translations.iter().enumerate() {
             let (line, kw) = (p.rule.line, p.keyword);
-            let meets = |r: &Rule| crate::classifier::tree::may_overlap(r, &p.rule, tables);
+            let meets = |r: &Rule| super::dims::may_overlap(r, &p.rule, tables);
             let earlier_quick = self.rs.rules[..p.position].iter().find(|r| r.quick && meets(r));
             let later = if p.rule.quick {
                 None

@@ -27,29 +27,16 @@ mod run;
 
 use run::Word;
 
-mod overlap;
+use crate::rules::dims::{DIMS, NOT_TCP, dim_max, rule_dim, table_ranges};
+pub(super) use crate::rules::dims::{DPORT, Range, SPORT, SRC};
 pub use filter::PAIRS_FROM;
-pub(crate) use overlap::may_overlap;
 
 use crate::packet::{Af, Dir, PacketKey, proto};
-use crate::rules::{AddrMatch, AddrTarget, PortMatch, Rule, RuleSet, Table};
+use crate::rules::RuleSet;
 use crate::verdict::Verdict;
 
-/// Inclusive range of a dimension.
-pub(super) type Range = (u128, u128);
 /// The dimensions a rule checks in a leaf's box, each with its ranges clipped to the box.
 type Checks = Vec<(usize, Vec<Range>)>;
-
-const DIMS: usize = 7;
-const IFDIR: usize = 0;
-const PROTO: usize = 1;
-/// TCP flags, or [`NOT_TCP`] for other protocols (which `flags` rules match).
-const FLAGS: usize = 2;
-pub(super) const SPORT: usize = 3;
-pub(super) const DPORT: usize = 4;
-pub(super) const SRC: usize = 5;
-// Destination address: dimension 6.
-const NOT_TCP: u128 = 256;
 
 /// Rules go to separate trees by whether their source and destination addresses are
 /// narrow (at most 1/16 of the family's space) or wide: wide rules would otherwise be copied
@@ -82,18 +69,6 @@ const LEAF: u32 = 1 << 31;
 /// (2^30 items are 8 GiB even narrowed to IPv4's: memory runs out first).
 const FILTERED: u32 = 1 << 30;
 
-/// The largest value of dimension `d` for family `af`.
-fn dim_max(af: Af, d: usize) -> u128 {
-    match d {
-        IFDIR => 2 * 65536 - 1,
-        PROTO => 255,
-        FLAGS => NOT_TCP,
-        SPORT | DPORT => 65535,
-        _ if af == Af::Inet => u128::from(u32::MAX),
-        _ => u128::MAX,
-    }
-}
-
 #[inline(always)]
 fn key_dims<V: Word>(key: &PacketKey) -> run::Key<V> {
     let mask = if key.af == Af::Inet { u128::from(u32::MAX) } else { u128::MAX };
@@ -110,81 +85,6 @@ fn key_dims<V: Word>(key: &PacketKey) -> run::Key<V> {
     .map(V::narrow)
 }
 
-/// Sorts and merges overlapping or adjacent ranges.
-fn normalize(mut v: Vec<Range>) -> Vec<Range> {
-    v.sort_unstable();
-    let mut out: Vec<Range> = Vec::with_capacity(v.len());
-    for (s, e) in v {
-        match out.last_mut() {
-            Some(last) if last.1 == u128::MAX || s <= last.1 + 1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
-        }
-    }
-    out
-}
-
-/// `[0, max]` minus the normalized `v`.
-fn complement(v: &[Range], max: u128) -> Vec<Range> {
-    let mut out = Vec::with_capacity(v.len() + 1);
-    let mut next = Some(0u128);
-    for &(s, e) in v {
-        if let Some(n) = next
-            && s > n
-        {
-            out.push((n, s - 1));
-        }
-        next = if e >= max { None } else { Some(e + 1) };
-    }
-    if let Some(n) = next {
-        out.push((n, max));
-    }
-    out
-}
-
-/// The members of `t` in family `af`, as ranges: the most specific entry containing an
-/// address decides (a later entry over an equal one), as [`Table::contains`] does.
-fn table_ranges(t: &Table, af: Af) -> Vec<Range> {
-    let mut es: Vec<(u128, u8, u128, bool)> = t
-        .entries
-        .iter()
-        .filter(|e| e.prefix.af == af)
-        .map(|e| (e.prefix.first(), e.prefix.len, e.prefix.last(), !e.negated))
-        .collect();
-    es.sort_by_key(|e| (e.0, e.1));
-    // (start, member) change points; at equal starts the last pushed wins.
-    let mut points: Vec<(u128, bool)> = vec![(0, false)];
-    let push = |p: &mut Vec<(u128, bool)>, s: u128, m: bool| match p.last_mut() {
-        Some(last) if last.0 == s => last.1 = m,
-        _ => p.push((s, m)),
-    };
-    let mut stack: Vec<(u128, bool)> = Vec::new();
-    for &(first, _, last, member) in &es {
-        while let Some(&(end, _)) = stack.last() {
-            if first <= end {
-                break;
-            }
-            stack.pop();
-            push(&mut points, end + 1, stack.last().is_some_and(|x| x.1));
-        }
-        push(&mut points, first, member);
-        stack.push((last, member));
-    }
-    while let Some((end, _)) = stack.pop() {
-        if end != u128::MAX {
-            push(&mut points, end + 1, stack.last().is_some_and(|x| x.1));
-        }
-    }
-    let max = dim_max(af, SRC);
-    let mut out = Vec::new();
-    for (i, &(s, m)) in points.iter().enumerate() {
-        if m && s <= max {
-            let e = points.get(i + 1).map_or(max, |n| n.0 - 1).min(max);
-            out.push((s, e));
-        }
-    }
-    normalize(out)
-}
-
 /// A rule's ranges per dimension (`None`: any value), as [`rule_dim`] gives them.
 type RuleSets = [Option<Vec<Range>>; DIMS];
 
@@ -194,87 +94,6 @@ struct TreeRule {
     quick: bool,
     /// Per dimension, the slice of `ranges` (start, length); length 0 = any value.
     dims: [(u32, u32); DIMS],
-}
-
-/// The ranges of one dimension of `r`, `None` for any value (empty: matches nothing).
-fn rule_dim(r: &Rule, af: Af, d: usize, tables: &[Vec<Range>]) -> Option<Vec<Range>> {
-    let points = |v: &mut dyn Iterator<Item = u128>| -> Vec<Range> {
-        normalize(v.map(|x| (x, x)).collect())
-    };
-    let ports = |pm: &PortMatch, icmp: &[u16]| -> Option<Vec<Range>> {
-        let from_ports: Option<Vec<Range>> = match pm {
-            PortMatch::Any => None,
-            PortMatch::Ranges(r) => {
-                Some(normalize(r.iter().map(|&(a, b)| (u128::from(a), u128::from(b))).collect()))
-            }
-        };
-        if icmp.is_empty() {
-            return from_ports;
-        }
-        Some(points(&mut icmp.iter().filter(|&&t| pm.matches(t)).map(|&t| u128::from(t))))
-    };
-    let max = dim_max(af, d);
-    let set = match d {
-        IFDIR => {
-            let dirs: Vec<u128> = match r.dir {
-                None => vec![0, 1],
-                Some(Dir::In) => vec![0],
-                Some(Dir::Out) => vec![1],
-            };
-            let mut v = Vec::new();
-            for dir in dirs {
-                let base = dir << 16;
-                let ifs = points(&mut r.ifaces.iter().map(|&i| u128::from(i)));
-                let ifs = if r.ifaces.is_empty() {
-                    vec![(0, 65535)]
-                } else if r.iface_neg {
-                    complement(&ifs, 65535)
-                } else {
-                    ifs
-                };
-                v.extend(ifs.into_iter().map(|(s, e)| (base + s, base + e)));
-            }
-            Some(normalize(v))
-        }
-        FLAGS => r.flags.map(|(set, mask)| {
-            normalize(
-                (0..=255u8)
-                    .filter(|f| f & mask == set)
-                    .map(|f| (u128::from(f), u128::from(f)))
-                    .chain([(NOT_TCP, NOT_TCP)])
-                    .collect(),
-            )
-        }),
-        PROTO if r.protos.is_empty() => None,
-        PROTO => Some(points(&mut r.protos.iter().map(|&p| u128::from(p)))),
-        SPORT => {
-            ports(&r.src_ports, &r.icmp_types.iter().map(|&t| u16::from(t)).collect::<Vec<_>>())
-        }
-        DPORT => {
-            ports(&r.dst_ports, &r.icmp_code.iter().map(|&t| u16::from(t)).collect::<Vec<_>>())
-        }
-        _ => {
-            let m = if d == SRC { &r.src } else { &r.dst };
-            match m {
-                AddrMatch::Any => None,
-                AddrMatch::List(items) => {
-                    let mut v = Vec::new();
-                    for it in items {
-                        let pos: Vec<Range> = match it.target {
-                            AddrTarget::Prefix(p) if p.af == af => vec![(p.first(), p.last())],
-                            // An element of the other family matches no packet of this one,
-                            // negated or not.
-                            AddrTarget::Prefix(_) => continue,
-                            AddrTarget::Table(t) => tables[t].clone(),
-                        };
-                        v.extend(if it.negated { complement(&pos, max) } else { pos });
-                    }
-                    Some(normalize(v))
-                }
-            }
-        }
-    };
-    set.filter(|s| s.as_slice() != [(0, max)])
 }
 
 /// Per rule of family `af` (`None`: every rule) that constrains dimension `d`, its index and

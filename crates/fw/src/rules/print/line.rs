@@ -4,12 +4,12 @@
 //! scrub rules (likewise OpenBSD's `match ... scrub`).
 
 use super::words;
+use crate::rules::Tmo;
 use crate::rules::{
     Action, AddrMatch, Af, BlockReturn, DEFAULT_FLAGS, DEFAULT_NAT_PORTS, Flush, LogMode, NatAddr,
     NatKind, NatRule, NatTarget, PoolMethod, PortMatch, Prefix, RouteOpt, Rule, RuleSet, ScrubRule,
     SrcTrack, StateMode, StatePolicy,
 };
-use crate::state::Tmo;
 
 /// The state timeouts' names as pf.conf writes them, in pfctl's order.
 const STATE_TIMEOUTS: [&str; 14] = [

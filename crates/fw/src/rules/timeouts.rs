@@ -89,7 +89,7 @@ pub enum Tmo {
 }
 
 impl Tmo {
-    pub(super) const ALL: [Tmo; 14] = [
+    pub(crate) const ALL: [Tmo; 14] = [
         Tmo::TcpFirst,
         Tmo::TcpOpening,
         Tmo::TcpEstablished,
@@ -127,7 +127,7 @@ impl Tmo {
         })
     }
 
-    pub(super) fn from_u8(v: u8) -> Tmo {
+    pub(crate) fn from_u8(v: u8) -> Tmo {
         Tmo::ALL[v as usize]
     }
 }
@@ -183,7 +183,7 @@ impl Timeouts {
 impl Timeouts {
     /// Seconds per kind, indexed by `Tmo as usize`: what the state table reads per packet
     /// (one load instead of a match over the fields).
-    pub(super) fn by_kind(&self) -> [u32; Tmo::ALL.len()] {
+    pub(crate) fn by_kind(&self) -> [u32; Tmo::ALL.len()] {
         Tmo::ALL.map(|t| self.get(t))
     }
 
