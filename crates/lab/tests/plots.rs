@@ -1,6 +1,7 @@
 //! Every plot the lab writes renders: the SVGs of a lab's bars (ten sets with the default
 //! lab's names), its overload sweep and a rules sweep are converted to PNG by librsvg
 //! (`rsvg-convert`, Debian's librsvg2-bin) and the PNGs checked (signature, size).
+//! `LR_KEEP_PLOTS=1` keeps them (in the system's temporary folder) to look at.
 
 use std::path::Path;
 use std::process::Command;
