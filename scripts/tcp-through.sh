@@ -1,7 +1,8 @@
 #!/bin/bash
 # TCP through the kernel and through linerate, as a container's traffic crosses a router:
 # iperf3 from namespace lrta to lrtb across lrtd, every veth offload at its default (TSO,
-# checksum offload), alternating kernel forwarding, linerate (fast path on) and linerate
+# checksum offload), alternating kernel forwarding, linerate (fast path on, AF_PACKET ports:
+# the fast path at tc ingress), linerate-xdp (fast path on, AF_XDP ports: XDP) and linerate
 # with `fast_path = false`, ROUNDS times (default 2), SECS seconds each (default 6).
 # iperf3's client and server run on CPU 0, linerate's worker (and its NAPI) on CPU 1, or
 # on the CPUs in CLIENT_CPU, SERVER_CPU and DUT_CPU (the 16-CPU machine: 2, 10 and 6).
@@ -49,7 +50,7 @@ kernel() {
   echo "kernel $(gbits)"
 }
 
-linerate() { # $1: lines for [router], $2: the name printed
+linerate() { # $1: lines for [router], $2: the name printed, $3: the ports' backend
   topology
   cat > "$DIR/router.toml" <<EOT
 [router]
@@ -59,12 +60,12 @@ $1
 [[interface]]
 name = "lrd0"
 addresses = ["198.18.0.1/24"]
-backend = "af_xdp"
+backend = "$3"
 
 [[interface]]
 name = "lrd1"
 addresses = ["198.19.0.1/24"]
-backend = "af_xdp"
+backend = "$3"
 EOT
   ip netns exec lrtd "$BIN" run -c "$DIR/router.toml" --cpu "$DUT_CPU" > "$DIR/run.log" 2>&1 &
   echo $! > "$DIR/pid"
@@ -76,6 +77,7 @@ EOT
 
 for _ in $(seq "$ROUNDS"); do
   kernel
-  linerate "" linerate
-  linerate "fast_path = false" linerate-pipeline
+  linerate "" linerate af_packet
+  linerate "" linerate-xdp af_xdp
+  linerate "fast_path = false" linerate-pipeline af_xdp
 done

@@ -19,15 +19,16 @@
 // One program serves every interface linerate owns: a socket's XSKMAP slot is its
 // interface's slot (`if_slots`) times MAX_QUEUES plus its queue.
 //
-// A second program, `lr_fast_tc` at tc ingress (tcx) of the same interfaces, forwards the
-// decided flows whose frames XDP cannot rewrite: those a sender on this host left with a
-// partial checksum (CHECKSUM_PARTIAL, TCP and UDP from local containers and VMs). XDP passes
-// them to the kernel, which keeps the checksum partial (and merges TCP segments by GRO); the
-// tc program rewrites the skb and redirects it to the output, where the skb's checksum and
-// segmentation offloads still apply. Only to outputs that take XDP redirects too (whose
-// receiving end has NAPI): to one without, the skbs would pile into the receiver's backlog,
-// worked off by ksoftirqd below the input's NAPI thread, and forwarding would starve under
-// overload.
+// Two more programs serve the skb paths. `lr_fast_tc`, at tc ingress (tcx) of the same
+// interfaces, forwards the decided flows' skbs, whose checksum and segmentation offloads
+// stay on. On an AF_XDP port it gets what XDP cannot rewrite: frames a sender on this host
+// left with a partial checksum (CHECKSUM_PARTIAL, TCP and UDP from local containers and
+// VMs), which XDP passes to the kernel. On an AF_PACKET port (no XDP at all: XDP on a veth
+// turns its peer's TSO off and copies every skb) it gets every frame, and `lr_fast_sock`, the
+// filter of linerate's packet sockets there, keeps the frames it forwards from the pipeline.
+// Only to outputs that take XDP redirects too (whose receiving end has NAPI): to one
+// without, the skbs would pile into the receiver's backlog, worked off by ksoftirqd below
+// the input's NAPI thread, and forwarding would starve under overload.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -114,6 +115,7 @@ struct {
 struct port_counts {
 	__u64 rx_packets, rx_bytes, tx_packets, tx_bytes;
 	__u64 unsteered; // fail-closed drops: an IP frame on a queue without a socket
+	__u64 handoff_lost; // taken from the pipeline by lr_fast_sock, its entry gone at tc
 };
 
 struct {
@@ -180,23 +182,25 @@ static __always_inline struct port_counts *counts_of(__u32 port)
 	return bpf_map_lookup_elem(&port_stats, &port);
 }
 
+// The slot of interface `ifindex` (its XSKMAP range and port_stats entry), -1 if it has none.
+static __always_inline int slot_of(__u32 ifindex)
+{
+	if (ifindex < SMALL_IFINDEX) {
+		__u32 *s = bpf_map_lookup_elem(&if_slots_small, &ifindex);
+		return s && *s ? (int)(*s - 1) : -1;
+	}
+	__u32 *s = bpf_map_lookup_elem(&if_slots, &ifindex);
+	return s ? (int)*s : -1;
+}
+
 // To the worker's socket of this queue; without one, the kernel (or, fail-closed, a counted
 // drop for IP frames, which the kernel would route unfiltered).
 static __always_inline int steer(struct xdp_md *ctx, struct settings *cfg, int ip)
 {
-	__u32 ifindex = ctx->ingress_ifindex;
-	__u32 slot;
-	if (ifindex < SMALL_IFINDEX) {
-		__u32 *s = bpf_map_lookup_elem(&if_slots_small, &ifindex);
-		if (!s || !*s)
-			return XDP_PASS;
-		slot = *s - 1;
-	} else {
-		__u32 *s = bpf_map_lookup_elem(&if_slots, &ifindex);
-		if (!s)
-			return XDP_PASS;
-		slot = *s;
-	}
+	int found = slot_of(ctx->ingress_ifindex);
+	if (found < 0)
+		return XDP_PASS;
+	__u32 slot = found;
 	int closed = ip && cfg && cfg->fail_closed;
 	__u32 key = slot * MAX_QUEUES + (ctx->rx_queue_index % MAX_QUEUES);
 	int act = bpf_redirect_map(&xsks, key, closed ? XDP_DROP : XDP_PASS);
@@ -363,23 +367,6 @@ static __always_inline void count(struct flow_entry *e, __u32 packets, __u64 byt
 	}
 }
 
-// The length of an skb's IP and UDP or TCP headers (0xffff, too long for any MTU, if they
-// are not all there). Read with bpf_skb_load_bytes at offsets by family: a packet pointer
-// moved by a variable offset is refused to loaders without CAP_PERFMON.
-static __always_inline __u32 headers_len(struct __sk_buff *skb, int v4)
-{
-	__u32 l3 = sizeof(struct ethhdr);
-	__u32 ip = v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
-	__u8 proto, doff;
-	if (bpf_skb_load_bytes(skb, l3 + (v4 ? 9 : 6), &proto, 1) < 0)
-		return 0xffff;
-	if (proto == IPPROTO_UDP)
-		return ip + sizeof(struct udphdr);
-	if (bpf_skb_load_bytes(skb, l3 + ip + 12, &doff, 1) < 0)
-		return 0xffff;
-	return ip + (doff >> 4) * 4;
-}
-
 // Whether `e` decides a frame of `len` IP bytes to `eth`'s destination now: of the current
 // generation, not expired, for the input's MAC, within the output's MTU.
 static __always_inline int valid(struct flow_entry *e, struct settings *cfg, struct ethhdr *eth, __u32 len)
@@ -482,44 +469,206 @@ int lr_fast(struct xdp_md *ctx)
 	return XDP_REDIRECT;
 }
 
-// The tc program: a frame XDP passed (see `lr_fast`: a partial checksum), of a decided flow
-// without translation, rewritten and redirected as skb; anything else goes on into the
-// kernel, as without it.
-SEC("classifier")
-int lr_fast_tc(struct __sk_buff *skb)
+// The skb programs read headers with bpf_skb_load_bytes: a socket filter has no direct packet
+// access, and one parser for both keeps the socket filter's and tc's decisions the same.
+
+// The UDP or TCP ports at `off` into the key; the TCP data offset in *doff (the length of the
+// header); -1 for another protocol, a short header or a segment the pipeline must see.
+static __always_inline int skb_ports(struct __sk_buff *skb, __u32 off, __u8 proto, __u16 *sport, __u16 *dport, __u32 *l4_len)
 {
-	// The headers in the skb's linear part: IPv6 and a TCP header without options at most.
-	__u32 want = sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct tcphdr);
+	if (proto == IPPROTO_UDP) {
+		struct udphdr u;
+		if (bpf_skb_load_bytes(skb, off, &u, sizeof(u)) < 0)
+			return -1;
+		*sport = u.source;
+		*dport = u.dest;
+		*l4_len = sizeof(u);
+		return 0;
+	}
+	if (proto != IPPROTO_TCP)
+		return -1;
+	struct tcphdr t;
+	if (bpf_skb_load_bytes(skb, off, &t, sizeof(t)) < 0 || !tcp_plain(&t))
+		return -1;
+	*sport = t.source;
+	*dport = t.dest;
+	*l4_len = t.doff * 4;
+	return 0;
+}
+
+static __always_inline struct flow_entry *skb_entry_v4(struct __sk_buff *skb, __u32 ifindex, __u32 *len, __u32 *hdrs)
+{
+	struct iphdr ip;
+	if (bpf_skb_load_bytes(skb, sizeof(struct ethhdr), &ip, sizeof(ip)) < 0)
+		return NULL;
+	if (ip.ihl != 5 || ip.version != 4 || (ip.frag_off & bpf_htons(0x3fff)) || ip.ttl <= 1)
+		return NULL;
+	__u32 tot = bpf_ntohs(ip.tot_len);
+	if (tot < sizeof(ip) || tot > skb->len - sizeof(struct ethhdr) || !ipv4_csum_ok(&ip))
+		return NULL;
+	struct flow_key4 k = {.ifindex = ifindex, .src = ip.saddr, .dst = ip.daddr, .proto = ip.protocol};
+	__u32 l4_len = 0;
+	if (skb_ports(skb, sizeof(struct ethhdr) + sizeof(ip), ip.protocol, &k.sport, &k.dport, &l4_len) < 0)
+		return NULL;
+	*len = tot;
+	*hdrs = sizeof(ip) + l4_len;
+	return bpf_map_lookup_elem(&flows4, &k);
+}
+
+static __always_inline struct flow_entry *skb_entry_v6(struct __sk_buff *skb, __u32 ifindex, __u32 *len, __u32 *hdrs)
+{
+	struct ipv6hdr ip;
+	if (bpf_skb_load_bytes(skb, sizeof(struct ethhdr), &ip, sizeof(ip)) < 0)
+		return NULL;
+	if (ip.version != 6 || ip.hop_limit <= 1)
+		return NULL;
+	__u32 tot = bpf_ntohs(ip.payload_len) + sizeof(ip);
+	if (tot > skb->len - sizeof(struct ethhdr))
+		return NULL;
+	struct flow_key6 k = {.ifindex = ifindex, .proto = ip.nexthdr};
+	__builtin_memcpy(k.src, &ip.saddr, 16);
+	__builtin_memcpy(k.dst, &ip.daddr, 16);
+	__u32 l4_len = 0;
+	if (skb_ports(skb, sizeof(struct ethhdr) + sizeof(ip), ip.nexthdr, &k.sport, &k.dport, &l4_len) < 0)
+		return NULL;
+	*len = tot;
+	*hdrs = sizeof(ip) + l4_len;
+	return bpf_map_lookup_elem(&flows6, &k);
+}
+
+// The entry of an skb's flow, its family in *v4; NULL for a frame the fast path does not take
+// (tagged, neither IPv4 nor IPv6, or what `entry_v4` and `entry_v6` refuse). Whether the entry
+// decides the frame now is `skb_valid`'s question.
+static __always_inline struct flow_entry *skb_entry(struct __sk_buff *skb, struct ethhdr *eth, __u32 *len, int *v4)
+{
+	if (skb->vlan_present || bpf_skb_load_bytes(skb, 0, eth, sizeof(*eth)) < 0)
+		return NULL;
+	__u32 hdrs = 0;
+	struct flow_entry *e;
+	*v4 = eth->h_proto == bpf_htons(ETH_P_IP);
+	if (*v4)
+		e = skb_entry_v4(skb, skb->ifindex, len, &hdrs);
+	else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		e = skb_entry_v6(skb, skb->ifindex, len, &hdrs);
+	else
+		return NULL;
+	// A segment of a GSO (or GRO-merged) skb leaves as long as the sender's: its size with
+	// the headers is what the output's MTU must take.
+	if (e && skb->gso_size)
+		*len = skb->gso_size + hdrs;
+	return e;
+}
+
+// Whether an skb program forwards the frame by `e`: as `valid`, and not translated (the skb
+// programs do not translate: those flows stay in the pipeline, which finishes a partial
+// checksum).
+static __always_inline int skb_valid(struct flow_entry *e, struct settings *cfg, struct ethhdr *eth, __u32 len)
+{
+	return valid(e, cfg, eth, len) && !(e->flags & ENTRY_NAT);
+}
+
+// The socket filter's decision for the frame now between the packet taps and tc ingress, on
+// this CPU (`__netif_receive_skb_core` delivers a frame to the taps, then runs tcx, with
+// nothing else in between on the CPU). tc follows it, so that a frame is either the
+// pipeline's or the fast path's, never both or neither, even when an entry expires or is
+// written between the two programs.
+struct handoff {
+	__u32 ifindex;
+	__u32 len;
+	__u32 armed;
+	__u32 hit;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct handoff);
+	__uint(max_entries, 1);
+} handoffs SEC(".maps");
+
+// lr_fast_sock: the filter of linerate's AF_PACKET rx sockets on an interface whose fast path
+// runs at tc ingress (no XDP program on it: XDP on a veth or virtio_net turns its peer's
+// TSO off and copies every skb). A frame the fast path forwards is not the pipeline's (0: the
+// socket does not take it); every other frame is, whole.
+SEC("socket")
+int lr_fast_sock(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct ethhdr eth;
+	__u32 len = 0;
+	int v4 = 0;
+	struct flow_entry *e = cfg && cfg->gen ? skb_entry(skb, &eth, &len, &v4) : NULL;
+	int hit = skb_valid(e, cfg, &eth, len);
+	struct handoff *h = bpf_map_lookup_elem(&handoffs, &zero);
+	if (h) {
+		h->ifindex = skb->ifindex;
+		h->len = skb->len;
+		h->hit = hit;
+		h->armed = 1;
+	}
+	return hit ? 0 : skb->len;
+}
+
+// What the pipeline does to a forwarded skb (`rewrite`), on the headers pulled into the
+// linear part; 0 if they are not all there.
+static __always_inline int skb_rewrite(struct __sk_buff *skb, int v4, struct flow_entry *e)
+{
+	__u32 want = sizeof(struct ethhdr) + (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr));
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
 	if (data + want > end) {
-		if (bpf_skb_pull_data(skb, skb->len < want ? skb->len : want) < 0)
-			return TC_ACT_OK;
+		if (bpf_skb_pull_data(skb, want) < 0)
+			return 0;
 		data = (void *)(long)skb->data;
 		end = (void *)(long)skb->data_end;
 	}
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
-		return TC_ACT_OK;
-	int v4 = eth->h_proto == bpf_htons(ETH_P_IP);
-	if (!v4 && eth->h_proto != bpf_htons(ETH_P_IPV6))
-		return TC_ACT_OK;
+		return 0;
+	if (v4 && (void *)eth + sizeof(*eth) + sizeof(struct iphdr) > end)
+		return 0;
+	if (!v4 && (void *)eth + sizeof(*eth) + sizeof(struct ipv6hdr) > end)
+		return 0;
+	rewrite(eth, eth + 1, v4, e);
+	return 1;
+}
+
+// lr_fast_tc, at tc ingress (tcx, first in the chain): forwards a decided flow's skb to its
+// output, rewritten, keeping its checksum and segmentation offloads. On an AF_XDP port it
+// sees what XDP passed (partial checksums, see `lr_fast`); on an AF_PACKET port every frame,
+// after `lr_fast_sock` has decided it. Anything else goes on down the chain (TC_ACT_UNSPEC:
+// the program that drops the kernel's copy of the pipeline's frames, then the kernel).
+SEC("classifier")
+int lr_fast_tc(struct __sk_buff *skb)
+{
 	__u32 zero = 0;
 	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg || cfg->gen == 0)
-		return TC_ACT_OK;
+	struct ethhdr eth;
 	__u32 len = 0;
-	int partial = 0;
-	void *l3 = eth + 1;
-	__u32 room = skb->len - sizeof(*eth);
-	struct flow_entry *e = v4 ? entry_v4(skb->ingress_ifindex, l3, end, room, &len, &partial) : entry_v6(skb->ingress_ifindex, l3, end, room, &len, &partial);
-	// A segment of a merged (GRO) skb leaves as long as the sender's: its size with the
-	// headers is what the output's MTU must take.
-	if (e && skb->gso_size)
-		len = skb->gso_size + headers_len(skb, v4);
-	if (!valid(e, cfg, eth, len) || (e->flags & ENTRY_NAT))
-		return TC_ACT_OK;
-	rewrite(eth, l3, v4, e);
+	int v4 = 0;
+	struct flow_entry *e = cfg && cfg->gen ? skb_entry(skb, &eth, &len, &v4) : NULL;
+	int hit = skb_valid(e, cfg, &eth, len);
+	struct handoff *h = bpf_map_lookup_elem(&handoffs, &zero);
+	if (h && h->armed) {
+		h->armed = 0;
+		if (h->ifindex == skb->ifindex && h->len == skb->len) {
+			if (!h->hit)
+				return TC_ACT_UNSPEC; // the pipeline's
+			if (!e) {
+				// Taken from the socket, then its entry went (the LRU or linerate):
+				// neither path has the frame any more.
+				int slot = slot_of(skb->ifindex);
+				struct port_counts *c = slot >= 0 ? counts_of(slot) : NULL;
+				if (c)
+					c->handoff_lost++;
+				return TC_ACT_SHOT;
+			}
+			hit = 1;
+		}
+	}
+	if (!hit || !skb_rewrite(skb, v4, e))
+		return TC_ACT_UNSPEC;
 	count(e, skb->gso_segs ? skb->gso_segs : 1, skb->len);
 	return bpf_redirect(e->out_ifindex, 0);
 }

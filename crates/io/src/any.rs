@@ -145,14 +145,45 @@ impl PortOpener {
             fanout_rss: self.fanout_rss,
             ..PacketConfig::default()
         };
-        let (rx, tx) = afpacket::open(ifname, &cfg)?;
-        let kind = match self.fanout {
+        let (mut rx, tx) = afpacket::open(ifname, &cfg)?;
+        let mut kind = match self.fanout {
             Some(g) if self.fanout_rss => {
                 format!("af_packet (TPACKET_V3, fanout group {g}, Toeplitz RSS)")
             }
             Some(g) => format!("af_packet (TPACKET_V3, fanout group {g})"),
             None => "af_packet (TPACKET_V3)".to_owned(),
         };
+        if let Some(flows) = self.xdp.fast_path {
+            kind.push_str(&self.skb_fast_path(ifname, flows, &mut rx)?);
+        }
         Ok((AnyRx::Packet(rx), AnyTx::Packet(tx), PortKind(kind)))
+    }
+
+    /// Puts the fast path at tc ingress of an AF_PACKET port and its filter on `rx`; says how
+    /// it went, for the port's kind. Without tc's program (no tcx, a refused program) the port
+    /// works as without a fast path; a socket the filter cannot go on is an error, as it
+    /// would receive the frames tc forwards too.
+    fn skb_fast_path(
+        &self,
+        ifname: &str,
+        flows: u32,
+        rx: &mut PacketRx,
+    ) -> Result<String, PacketError> {
+        let path = crate::sys::ifindex(ifname)
+            .ok_or_else(|| XdpError::Config(format!("no interface {ifname}")))
+            .and_then(|ifindex| {
+                xdp::skb_path::get_or_attach(ifname, ifindex, flows, self.xdp.fail_closed)
+            });
+        let path = match path {
+            Ok(path) => path,
+            Err(e) => return Ok(format!(", no fast path: {e}")),
+        };
+        let prog = path.socket_filter();
+        rx.set_filter(prog, path).map_err(|source| PacketError::Sys {
+            what: "attaching the fast path's socket filter",
+            ifname: ifname.to_owned(),
+            source,
+        })?;
+        Ok(", fast path at tc ingress".to_owned())
     }
 }

@@ -11,8 +11,10 @@ use io::napi::{NapiError, NapiThreads};
 /// their CPU.
 pub struct ReceivePlacement {
     _threads: Vec<NapiThreads>,
-    /// XDP pass programs that give veths (AF_PACKET ports) their NAPI.
+    /// XDP pass programs that give veths (AF_PACKET ports) their NAPI where GRO cannot.
     _pass_links: Vec<OwnedFd>,
+    /// GRO turned on to give veths (AF_PACKET ports) their NAPI.
+    _gro: Vec<io::ethtool::gro::GroOn>,
     /// Per worker: some interface's receive thread runs on its CPU, so it sleeps at once
     /// when idle (the thread runs only then).
     pub on_worker: Vec<bool>,
@@ -29,6 +31,7 @@ pub fn place(
     let mut p = ReceivePlacement {
         _threads: Vec::new(),
         _pass_links: Vec::new(),
+        _gro: Vec::new(),
         on_worker: vec![false; cpus.len()],
     };
     for (iface, &backend) in physical.iter().zip(backends) {
@@ -52,12 +55,40 @@ fn place_one(
     let ifindex = io::netdev::ifindex(ifname).map_err(|e| e.to_string())?;
     let mut threads = match NapiThreads::enable(ifname, ifindex) {
         Err(NapiError::NoNapi { .. }) if backend == Backend::AfPacket => {
-            let link = io::xdp::attach_pass(ifname).map_err(|e| format!("no NAPI, and {e}"))?;
-            p._pass_links.push(link);
-            NapiThreads::enable(ifname, ifindex).map_err(|e| e.to_string())?
+            napi_for_packet_port(ifname, ifindex, p)?
         }
         other => other.map_err(|e| e.to_string())?,
     };
+    place_threads(&mut threads, backend, cpus, p)?;
+    Ok(threads)
+}
+
+/// A veth gets a NAPI instance from GRO (or, where GRO cannot be turned on, from an XDP
+/// program, which also turns its peer's TSO off: TCP through the router then pays for
+/// segmenting in software).
+fn napi_for_packet_port(
+    ifname: &str,
+    ifindex: u32,
+    p: &mut ReceivePlacement,
+) -> Result<NapiThreads, String> {
+    if let Ok(gro) = io::ethtool::gro::enable(ifname) {
+        p._gro.extend(gro);
+        if let Ok(threads) = NapiThreads::enable(ifname, ifindex) {
+            return Ok(threads);
+        }
+    }
+    let link = io::xdp::attach_pass(ifname).map_err(|e| format!("no NAPI, and {e}"))?;
+    p._pass_links.push(link);
+    NapiThreads::enable(ifname, ifindex).map_err(|e| e.to_string())
+}
+
+/// Pins each NAPI thread of an interface to a CPU of the workers reading it.
+fn place_threads(
+    threads: &mut NapiThreads,
+    backend: Backend,
+    cpus: &[usize],
+    p: &mut ReceivePlacement,
+) -> Result<(), String> {
     let napis: Vec<(u32, Option<u32>)> =
         threads.napis().iter().map(|n| (n.id, n.rx_queues.first().copied())).collect();
     for (i, (id, queue)) in napis.into_iter().enumerate() {
@@ -70,5 +101,5 @@ fn place_one(
         threads.place(id, cpus[worker]).map_err(|e| e.to_string())?;
         p.on_worker[worker] = true;
     }
-    Ok(threads)
+    Ok(())
 }

@@ -69,13 +69,18 @@ fn start(lab: &Lab, extra: &str) -> (std::path::PathBuf, Guard) {
 /// one (left to "the NIC" by a sender on this host) sends its flow's frames to the pipeline,
 /// which finishes it (see pipeline_finishes_partial_checksums).
 fn start_with(lab: &Lab, router: &str, extra: &str) -> (std::path::PathBuf, Guard) {
+    start_on(lab, "af_xdp", router, extra)
+}
+
+/// As [`start_with`], the ports opened with `backend`.
+fn start_on(lab: &Lab, backend: &str, router: &str, extra: &str) -> (std::path::PathBuf, Guard) {
     for (ns, dev) in [(&lab.b, "lrb0"), (&lab.a, "lra0")] {
         assert!(
             ns.exec("ethtool", &["-K", dev, "gro", "on", "tx", "off"]).is_ok(),
             "ethtool -K {dev} gro on tx off"
         );
     }
-    let cfg = write_config(lab, "af_xdp", extra);
+    let cfg = write_config(lab, backend, extra);
     let text = std::fs::read_to_string(&cfg).unwrap().replacen(
         "[router]\n",
         &format!("[router]\n{router}"),
@@ -220,7 +225,16 @@ fn a_route_withdrawn_applies_to_offloaded_flows_at_once() {
 /// The frames B receives when A sends `fastpath_frames.py`'s crafted frames 30 times over
 /// through linerate run with `extra` in its config, and linerate's exit report.
 fn crafted_through(lab: &Lab, extra: &str, firewall: &str) -> (Vec<String>, String) {
-    let (_cfg, dut) = start_with(lab, extra, firewall);
+    crafted_through_on(lab, "af_xdp", extra, firewall)
+}
+
+fn crafted_through_on(
+    lab: &Lab,
+    backend: &str,
+    extra: &str,
+    firewall: &str,
+) -> (Vec<String>, String) {
+    let (_cfg, dut) = start_on(lab, backend, extra, firewall);
     // Both neighbours resolved first: the queue of a resolution is not what is compared.
     assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
     assert!(lab.a.exec("ping", &["-6", "-c", "1", "-W", "2", "2001:db8:b::2"]).is_ok());
@@ -387,4 +401,62 @@ fn an_output_without_xdp_redirects_keeps_its_flows_in_the_pipeline() {
         !report.contains("flows left to the pipeline (output takes no redirected frames): 0"),
         "{report}"
     );
+}
+
+/// AF_PACKET ports: the fast path runs at tc ingress, with no XDP program (which on a veth
+/// turns the peer's TSO off), and the sockets' filter keeps its frames from the pipeline:
+/// every datagram arrives once, most by the fast path.
+#[test]
+fn af_packet_ports_forward_decided_flows_at_tc_ingress() {
+    assert!(is_root(), "needs root (namespaces, tcx): run the suite as root");
+    let lab = build("fs");
+    let (_cfg, dut) = start_on(&lab, "af_packet", "", "");
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
+    assert_eq!(udp_through(&lab, 4000), 4000, "every datagram arrives, once");
+    let xdp = lab.d.exec("ip", &["-d", "link", "show", "lrd0"]).unwrap();
+    let xdp = String::from_utf8_lossy(&xdp.stdout);
+    assert!(!xdp.contains("prog/xdp"), "no XDP program on the AF_PACKET port: {xdp}");
+    let report = report(dut);
+    let fast = fast_packets_in(&report);
+    assert!(fast >= 3000, "the fast path took {fast} of 4000 datagrams:\n{report}");
+}
+
+/// TCP through AF_PACKET ports with every offload on: A keeps its TSO (no XDP on its
+/// peer), the connection's segments go by the tc program as the sender's large skbs.
+#[test]
+fn tcp_through_af_packet_ports_keeps_the_senders_tso() {
+    assert!(is_root(), "needs root (namespaces, tcx, iperf3): run the suite as root");
+    let lab = build("ft");
+    let (_cfg, dut) = start_on(&lab, "af_packet", "", "");
+    for (ns, dev) in [(&lab.a, "lra0"), (&lab.b, "lrb0")] {
+        assert!(ns.exec("ethtool", &["-K", dev, "tx", "on"]).is_ok());
+    }
+    let features = lab.a.exec("ethtool", &["-k", "lra0"]).unwrap();
+    let features = String::from_utf8_lossy(&features.stdout);
+    assert!(
+        features.lines().any(|l| l.starts_with("tcp-segmentation-offload: on")),
+        "A's TSO stays on: {features}"
+    );
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
+    let bytes = iperf3(&lab, 2);
+    assert!(bytes > 10_000_000, "iperf3 moved {bytes} bytes");
+    let report = report(dut);
+    assert!(fast_packets_in(&report) >= 5000, "the segments went by the fast path:\n{report}");
+}
+
+/// The differential test on AF_PACKET ports: the crafted frames arrive the same, byte for
+/// byte and as many of each, with the fast path at tc ingress and without it.
+#[test]
+fn the_skb_fast_path_delivers_what_the_pipeline_delivers() {
+    assert!(is_root(), "needs root (namespaces, tcx): run the suite as root");
+    let lab = build("fe");
+    let rules = lab.dir.join("rules.conf");
+    std::fs::write(&rules, "block in quick proto udp from any port 1001\npass all no state\n")
+        .unwrap();
+    for firewall in [String::new(), format!("[firewall]\nrules = \"{}\"\n", rules.display())] {
+        let (on, report_on) = crafted_through_on(&lab, "af_packet", "", &firewall);
+        let (off, _) = crafted_through_on(&lab, "af_packet", "fast_path = false\n", &firewall);
+        assert!(fast_packets_in(&report_on) > 100, "the fast path took part:\n{report_on}");
+        assert_eq!(count(&on), count(&off), "the frames B received differ ({firewall})");
+    }
 }

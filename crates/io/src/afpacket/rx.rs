@@ -7,7 +7,10 @@
 //! Blocks go back strictly in ring order, as the kernel expects. Frames sent by this host with
 //! offloads pending (partial checksum, GSO) take the rare branch in [`rx_offload`].
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::any::Any;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::ring::{self, BlockCursor, BlockHeader, RxGeometry, Step};
@@ -56,6 +59,8 @@ pub struct PacketRx {
     counters: RxCounters,
     kernel: KernelStats,
     offload: OffloadState,
+    /// What must live as long as the socket (the fast path its filter serves).
+    _keep: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl PacketRx {
@@ -72,7 +77,16 @@ impl PacketRx {
             counters: RxCounters::default(),
             kernel: KernelStats::default(),
             offload: OffloadState::default(),
+            _keep: None,
         }
+    }
+
+    /// Puts eBPF socket filter `prog` on the socket (a frame it returns 0 for is not
+    /// received), and keeps `keep` (what the filter relies on) as long as the socket.
+    pub fn set_filter(&mut self, prog: RawFd, keep: Arc<dyn Any + Send + Sync>) -> io::Result<()> {
+        sys::attach_bpf_filter(&self.fd, prog)?;
+        self._keep = Some(keep);
+        Ok(())
     }
 
     /// Counters beyond [`PortStats`].

@@ -45,6 +45,22 @@ pub fn set_packet_opt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, value: &T) -> io:
     .map(drop)
 }
 
+/// setsockopt(SOL_SOCKET, SO_ATTACH_BPF): eBPF socket filter `prog` on the socket.
+pub fn attach_bpf_filter(fd: &OwnedFd, prog: RawFd) -> io::Result<()> {
+    let prog: libc::c_int = prog;
+    // SAFETY: the value is a c_int, as SO_ATTACH_BPF takes, readable for the whole call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_BPF,
+            (&prog as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
 /// PACKET_STATISTICS for a V3 socket: (tp_packets, tp_drops, tp_freeze_q_cnt) since the last
 /// call (the kernel resets them on read).
 pub fn packet_stats(fd: &OwnedFd) -> io::Result<(u32, u32, u32)> {

@@ -1,6 +1,7 @@
 //! What linerate asks of a NIC's driver through the SIOCETHTOOL ioctl (`linux/ethtool.h`):
-//! its RSS configuration ([`rss`]) and its statistics ([`stats`]).
+//! its RSS configuration ([`rss`]), its statistics ([`stats`]) and GRO ([`gro`]).
 
+pub mod gro;
 pub mod rss;
 pub mod stats;
 

@@ -658,6 +658,20 @@ pub fn link_tcx_ingress(prog: RawFd, ifindex: u32) -> io::Result<OwnedFd> {
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
 }
 
+/// linux/bpf.h: attach before the relative program, or, with none given, first.
+const BPF_F_BEFORE: u32 = 1 << 3;
+
+/// As [`link_tcx_ingress`], but first in the chain, before any program already there.
+pub fn link_tcx_ingress_first(prog: RawFd, ifindex: u32) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog as u32,
+        target_ifindex: ifindex,
+        attach_type: sys::BPF_TCX_INGRESS,
+        flags: BPF_F_BEFORE,
+    };
+    sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
+}
+
 #[repr(C)]
 #[derive(Default)]
 struct GetFdByIdAttr {

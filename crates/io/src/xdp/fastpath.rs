@@ -16,8 +16,11 @@ use crate::sys;
 
 /// Name of the program in the kernel (`bpftool prog`), one of linerate's own.
 pub const PROG_NAME: &str = "lr_fast";
-/// The tc program that forwards the skbs XDP passes (checksums left partial by local senders).
+/// The tc program that forwards skbs: those XDP passes (checksums left partial by local
+/// senders), and every decided flow's on an AF_PACKET port.
 pub const TC_PROG_NAME: &str = "lr_fast_tc";
+/// The filter of AF_PACKET rx sockets on a port whose fast path runs at tc ingress.
+pub const SOCKET_PROG_NAME: &str = "lr_fast_sock";
 /// Interfaces one fast path serves (the program's `MAX_IFACES`).
 pub const MAX_IFACES: u32 = 64;
 /// Queues of one interface in the shared XSKMAP (the program's `MAX_QUEUES`).
@@ -164,6 +167,8 @@ pub struct PortCounts {
     pub tx_bytes: u64,
     /// Fail-closed: IP frames dropped for want of a socket on their queue.
     pub unsteered: u64,
+    /// Frames the socket filter kept from the pipeline whose entry was gone when tc ran.
+    pub handoff_lost: u64,
 }
 
 /// The loaded program and its maps.
@@ -171,6 +176,7 @@ pub struct FastPath {
     netns: u64,
     prog: OwnedFd,
     tc_prog: OwnedFd,
+    socket_prog: OwnedFd,
     tc_slots: OwnedFd,
     flows4: OwnedFd,
     flows6: OwnedFd,
@@ -223,17 +229,17 @@ impl FastPath {
     pub fn load(flows: u32, fail_closed: bool) -> Result<FastPath, XdpError> {
         let flows = flows.max(1);
         let sizes = [("flows4", flows), ("flows6", flows)];
-        let mut obj = super::object::load_xdp_and_tc(
+        let mut obj = super::object::load_fast_path(
             super::object::FASTPATH,
             PROG_NAME,
-            Some(TC_PROG_NAME),
+            TC_PROG_NAME,
+            SOCKET_PROG_NAME,
             &sizes,
         )
         .map_err(|e| XdpError::ProgramRejected { source: e, log: String::new() })?;
-        let tc_prog = obj
-            .tc
-            .take()
-            .ok_or_else(|| XdpError::Config("the fast path's object lost its tc program".into()))?;
+        let lost = |what: &str| XdpError::Config(format!("the fast path's object lost its {what}"));
+        let tc_prog = obj.tc.take().ok_or_else(|| lost("tc program"))?;
+        let socket_prog = obj.socket.take().ok_or_else(|| lost("socket filter"))?;
         let mut take = |name: &str| {
             obj.take_map(name).map_err(|e| XdpError::sys("take a map of the fast path", "-", e))
         };
@@ -250,6 +256,7 @@ impl FastPath {
             tc_slots: take("tc_slots")?,
             prog: obj.prog,
             tc_prog,
+            socket_prog,
             fail_closed,
             slots: Mutex::new(vec![0; MAX_IFACES as usize]),
             outputs: Mutex::new(Vec::new()),
@@ -301,9 +308,15 @@ impl FastPath {
     /// and lets XDP pass it the frames it cannot rewrite. The link detaches when dropped. On
     /// failure those frames keep going to the pipeline.
     pub fn attach_tc(&self, slot: u32, ifindex: u32) -> io::Result<OwnedFd> {
-        let link = super::bpf::link_tcx_ingress(self.tc_prog.as_raw_fd(), ifindex)?;
+        let link = super::bpf::link_tcx_ingress_first(self.tc_prog.as_raw_fd(), ifindex)?;
         update(&self.tc_slots, &slot, &1u32)?;
         Ok(link)
+    }
+
+    /// The socket filter that keeps the frames the tc program forwards from an AF_PACKET
+    /// port's rx sockets (attach it only where [`attach_tc`](Self::attach_tc) succeeded).
+    pub fn socket_filter(&self) -> RawFd {
+        self.socket_prog.as_raw_fd()
     }
 
     /// Stops XDP passing frames of the interface in `slot` to the tc program (its link is gone).
@@ -379,13 +392,14 @@ impl FastPath {
 
     /// What the program counted on the interface in `slot`, summed over the CPUs.
     pub fn port_counts(&self, slot: u16) -> io::Result<PortCounts> {
-        let v: [u64; 5] = percpu_values(self.port_stats.as_raw_fd(), u32::from(slot), self.cpus)?;
+        let v: [u64; 6] = percpu_values(self.port_stats.as_raw_fd(), u32::from(slot), self.cpus)?;
         Ok(PortCounts {
             rx_packets: v[0],
             rx_bytes: v[1],
             tx_packets: v[2],
             tx_bytes: v[3],
             unsteered: v[4],
+            handoff_lost: v[5],
         })
     }
 
@@ -432,7 +446,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(FlowEntry, packets), 32);
         assert_eq!(std::mem::offset_of!(FlowEntry, expires), 64);
         assert_eq!(std::mem::offset_of!(FlowEntry, nat_sport), 80);
-        assert_eq!(std::mem::size_of::<PortCounts>(), 40);
+        assert_eq!(std::mem::size_of::<PortCounts>(), 48);
     }
 
     #[test]

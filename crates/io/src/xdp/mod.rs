@@ -22,6 +22,7 @@ mod netlink;
 pub mod object;
 pub mod ring;
 pub mod sink;
+pub mod skb_path;
 mod socket;
 
 use std::io;

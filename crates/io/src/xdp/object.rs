@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use aya::EbpfLoader;
 use aya::maps::{Map, MapData};
-use aya::programs::{SchedClassifier, Xdp};
+use aya::programs::{SchedClassifier, SocketFilter, Xdp};
 
 /// `bpf/fastpath.bpf.c`: the fast path and the steering to the sockets.
 pub static FASTPATH: &[u8] =
@@ -23,6 +23,8 @@ pub struct Loaded {
     pub prog: OwnedFd,
     /// The tc program loaded with it ([`load_xdp_and_tc`]), sharing its maps.
     pub tc: Option<OwnedFd>,
+    /// The socket filter loaded with it ([`load_fast_path`]), sharing its maps.
+    pub socket: Option<OwnedFd>,
     maps: Vec<(String, OwnedFd)>,
 }
 
@@ -44,12 +46,47 @@ pub fn load_xdp(object: &[u8], prog: &str, max_entries: &[(&str, u32)]) -> io::R
     load_xdp_and_tc(object, prog, None, max_entries)
 }
 
+/// As [`load_xdp_and_tc`], and socket filter `socket` of the same object too.
+pub fn load_fast_path(
+    object: &[u8],
+    prog: &str,
+    tc: &str,
+    socket: &str,
+    max_entries: &[(&str, u32)],
+) -> io::Result<Loaded> {
+    let mut loaded = None;
+    let mut socket_fd = None;
+    load_object(object, prog, max_entries, |obj| {
+        socket_fd = Some(load_socket_filter(obj, socket)?);
+        loaded = Some(load_tc(obj, tc)?);
+        Ok(())
+    })
+    .map(|l| Loaded { tc: loaded, socket: socket_fd, ..l })
+}
+
 /// As [`load_xdp`], and tc program `tc` of the same object too, with the same maps.
 pub fn load_xdp_and_tc(
     object: &[u8],
     prog: &str,
     tc: Option<&str>,
     max_entries: &[(&str, u32)],
+) -> io::Result<Loaded> {
+    let mut tc_fd = None;
+    load_object(object, prog, max_entries, |obj| {
+        if let Some(name) = tc {
+            tc_fd = Some(load_tc(obj, name)?);
+        }
+        Ok(())
+    })
+    .map(|l| Loaded { tc: tc_fd, ..l })
+}
+
+/// Loads XDP program `prog` of `object` and, by `more`, others of it; then takes its maps.
+fn load_object(
+    object: &[u8],
+    prog: &str,
+    max_entries: &[(&str, u32)],
+    more: impl FnOnce(&mut aya::Ebpf) -> io::Result<()>,
 ) -> io::Result<Loaded> {
     let mut loader = EbpfLoader::new();
     for (map, n) in max_entries {
@@ -69,11 +106,8 @@ pub fn load_xdp_and_tc(
         .map_err(|e| io::Error::other(format!("{prog}: {e}")))?
         .as_fd()
         .try_clone_to_owned()?;
-    let tc_fd = match tc {
-        Some(name) => Some(load_tc(&mut obj, name)?),
-        None => None,
-    };
-    Ok(Loaded { prog: prog_fd, tc: tc_fd, maps: take_maps(&mut obj)? })
+    more(&mut obj)?;
+    Ok(Loaded { prog: prog_fd, tc: None, socket: None, maps: take_maps(&mut obj)? })
 }
 
 /// Loads tc program `prog` of `object` alone, with its maps.
@@ -82,7 +116,7 @@ pub fn load_tc_only(object: &[u8], prog: &str) -> io::Result<Loaded> {
         .load(object)
         .map_err(|e| io::Error::other(format!("loading the object of {prog}: {e}")))?;
     let prog_fd = load_tc(&mut obj, prog)?;
-    Ok(Loaded { prog: prog_fd, tc: None, maps: take_maps(&mut obj)? })
+    Ok(Loaded { prog: prog_fd, tc: None, socket: None, maps: take_maps(&mut obj)? })
 }
 
 /// Every map of a loaded object, by name, as fds of their own.
@@ -104,6 +138,17 @@ fn load_tc(obj: &mut aya::Ebpf, name: &str) -> io::Result<OwnedFd> {
         .ok_or_else(|| io::Error::other(format!("the object has no program {name}")))?
         .try_into()
         .map_err(|e| io::Error::other(format!("{name} is not a tc program: {e}")))?;
+    program.load().map_err(|e| io::Error::other(format!("the kernel refused {name}: {e:?}")))?;
+    program.fd().map_err(|e| io::Error::other(format!("{name}: {e}")))?.as_fd().try_clone_to_owned()
+}
+
+/// Loads socket filter `name` of a loaded object.
+fn load_socket_filter(obj: &mut aya::Ebpf, name: &str) -> io::Result<OwnedFd> {
+    let program: &mut SocketFilter = obj
+        .program_mut(name)
+        .ok_or_else(|| io::Error::other(format!("the object has no program {name}")))?
+        .try_into()
+        .map_err(|e| io::Error::other(format!("{name} is not a socket filter: {e}")))?;
     program.load().map_err(|e| io::Error::other(format!("the kernel refused {name}: {e:?}")))?;
     program.fd().map_err(|e| io::Error::other(format!("{name}: {e}")))?.as_fd().try_clone_to_owned()
 }

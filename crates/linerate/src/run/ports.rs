@@ -231,8 +231,10 @@ pub(super) fn fast_path_targets(
         .zip(backends)
         .map(|(iface, backend)| {
             let ifindex = io::netdev::ifindex(&iface.name).unwrap_or(0);
-            let on_xdp = *backend == Backend::AfXdp;
-            let slot = fast.as_ref().filter(|_| on_xdp).and_then(|f| f.slot_of(ifindex));
+            // An AF_XDP port runs the program; an AF_PACKET one has a slot if its tc program
+            // is attached (`io::xdp::skb_path`).
+            let runs = matches!(*backend, Backend::AfXdp | Backend::AfPacket);
+            let slot = fast.as_ref().filter(|_| runs).and_then(|f| f.slot_of(ifindex));
             let mac = iface.mac.map_or([0; 6], |m| m.0);
             crate::offload::PortTarget { ifindex, slot, mtu: iface.mtu, mac }
         })
