@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
-// Two small XDP programs of linerate's:
+// Small programs of linerate's:
 // - lr_sink counts every frame reaching an interface (packets and bytes, per CPU) and drops
-//   it: the lab's receiver (crates/io/src/xdp/sink.rs).
+//   it: the lab's receiver (crates/io/src/xdp/sink.rs); lr_sink_tc, at tc ingress of the
+//   same interface, counts in the same map what generic XDP does not see (an skb another
+//   program redirected: the kernel skips generic XDP for those).
 // - lr_pass passes every frame: attached to a veth that linerate reads with AF_PACKET, it gives
 //   the veth the NAPI that crates/io/src/napi.rs moves into a thread (xdp::attach_pass).
 
 #include <linux/bpf.h>
+#include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 
 struct sink_counts {
@@ -32,6 +35,18 @@ int lr_sink(struct xdp_md *ctx)
 		c->bytes += bpf_xdp_get_buff_len(ctx);
 	}
 	return XDP_DROP;
+}
+
+SEC("classifier")
+int lr_sink_tc(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct sink_counts *c = bpf_map_lookup_elem(&sink_count, &zero);
+	if (c) {
+		c->packets += skb->gso_segs ? skb->gso_segs : 1;
+		c->bytes += skb->len;
+	}
+	return TC_ACT_SHOT;
 }
 
 SEC("xdp")

@@ -51,6 +51,11 @@
 //! name = "nft"
 //! dut = "kernel-nft"
 //! sweep = { param = "rules", values = [1, 10, 100, 1000] }
+//!
+//! [[tcp]]             # TCP through a DUT: iperf3 from the generator's namespace to the
+//! name = "kernel-tcp" # receiver's, every veth offload on, `runs` tests of `seconds`
+//! dut = "kernel"      # alternated with the other [[tcp]] entries; Gbit/s received. Takes
+//!                     # dut, backend, fast_path, rules, conntrack, nft_set, nat as a set.
 //! ```
 
 use std::path::Path;
@@ -162,7 +167,10 @@ struct FileSpec {
     workers: Option<Spanned<usize>>,
     #[serde(default)]
     traffic: Traffic,
+    #[serde(default)]
     set: Vec<Spanned<SetSpec>>,
+    #[serde(default)]
+    tcp: Vec<Spanned<SetSpec>>,
 }
 
 fn default_runs() -> usize {
@@ -210,6 +218,8 @@ pub struct Lab {
     /// Queues per veth and workers per DUT (`runner::Cpus::workers`).
     pub workers: usize,
     pub sets: Vec<Set>,
+    /// The [[tcp]] entries: DUTs to measure with iperf3 (their traffic and overload unused).
+    pub tcp: Vec<Set>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -261,10 +271,14 @@ impl Lab {
         for spanned in &spec.set {
             sets.extend(expand_set(spanned.get_ref(), spanned.span(), &spec.traffic, &at)?);
         }
-        if sets.is_empty() {
-            return Err(at.error(0..0, "no [[set]] to run".into()));
+        let mut tcp = Vec::new();
+        for spanned in &spec.tcp {
+            tcp.push(tcp_entry(spanned.get_ref(), spanned.span(), &spec.traffic, &at)?);
         }
-        Ok(Lab { runs, seconds, workers, sets })
+        if sets.is_empty() && tcp.is_empty() {
+            return Err(at.error(0..0, "no [[set]] or [[tcp]] to run".into()));
+        }
+        Ok(Lab { runs, seconds, workers, sets, tcp })
     }
 
     /// The built-in default: the study's headline comparison in a few minutes.
@@ -284,6 +298,32 @@ impl Locator<'_> {
         let (line, col) = line_col(self.text, span.start);
         LabFileError::Parse { path: self.path.to_owned(), line, col, msg }
     }
+}
+
+/// One [[tcp]] entry: a set's DUT, without what only frames from the generator mean.
+fn tcp_entry(
+    s: &SetSpec,
+    span: std::ops::Range<usize>,
+    traffic: &Traffic,
+    at: &Locator,
+) -> Result<Set, LabFileError> {
+    let unused = [
+        (!s.overload.is_empty(), "overload"),
+        (s.ping > 0, "ping"),
+        (s.traffic.is_some(), "traffic"),
+        (s.sweep.is_some(), "sweep"),
+    ];
+    if let Some((_, key)) = unused.iter().find(|(set, _)| *set) {
+        return Err(at.error(
+            span,
+            format!(
+                "[[tcp]] {:?}: `{key}` applies to [[set]] only (iperf3 makes the traffic)",
+                s.name
+            ),
+        ));
+    }
+    let mut sets = expand_set(s, span, traffic, at)?;
+    Ok(sets.remove(0))
 }
 
 /// One [[set]] with the file's traffic under its own, checked, then one set per value of its
@@ -482,6 +522,29 @@ name = "linerate-nat-pipeline"
 dut = "linerate"
 nat = true
 fast_path = false
+
+# Minimum-size frames through linerate's ports over AF_PACKET: its fast path at tc ingress,
+# the one TCP gets below.
+[[set]]
+name = "linerate-af_packet"
+dut = "linerate"
+backend = "af_packet"
+
+# TCP through each DUT, every veth offload on: iperf3 A -> B, Gbit/s. linerate over AF_PACKET
+# keeps its fast path at tc ingress (no XDP on its inputs: XDP on a veth turns the sender's
+# TSO off); over AF_XDP (its default, fastest for small frames) XDP takes the flows.
+[[tcp]]
+name = "kernel-tcp"
+dut = "kernel"
+
+[[tcp]]
+name = "linerate-tcp"
+dut = "linerate"
+backend = "af_packet"
+
+[[tcp]]
+name = "linerate-tcp-af_xdp"
+dut = "linerate"
 "#;
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -512,7 +575,17 @@ mod tests {
                 "linerate-1000-pipeline",
                 "kernel-nft-masquerade",
                 "linerate-nat",
-                "linerate-nat-pipeline"
+                "linerate-nat-pipeline",
+                "linerate-af_packet"
+            ]
+        );
+        let tcp: Vec<_> = lab.tcp.iter().map(|s| (s.name.as_str(), s.backend.as_str())).collect();
+        assert_eq!(
+            tcp,
+            [
+                ("kernel-tcp", "auto"),
+                ("linerate-tcp", "af_packet"),
+                ("linerate-tcp-af_xdp", "auto")
             ]
         );
         assert_eq!((lab.sets[3].rules, lab.sets[4].rules, lab.sets[5].rules), (1000, 1000, 1000));
@@ -520,7 +593,7 @@ mod tests {
         assert_eq!((lab.sets[5].dut, lab.sets[5].backend.as_str()), (Dut::Linerate, "auto"));
         let fast: Vec<bool> =
             lab.sets.iter().filter(|s| s.dut == Dut::Linerate).map(|s| s.fast_path).collect();
-        assert_eq!(fast, [true, false, true, false, true, false]);
+        assert_eq!(fast, [true, false, true, false, true, false, true]);
         assert_eq!(lab.sets[1].overload, [0.5, 1.0, 1.5, 2.0, 3.0]);
         assert!(lab.sets.iter().all(|s| s.traffic.flows == 2000 && s.traffic.frame_size == 60));
         assert_eq!(

@@ -15,5 +15,6 @@ pub mod runner;
 pub mod search;
 pub mod session;
 pub mod stat;
+pub mod tcp;
 pub mod topology;
 pub mod traffic;

@@ -486,6 +486,38 @@ impl LabEnv {
         cmd
     }
 
+    /// TCP through the DUT configured for `set`: one iperf3 test of `seconds` from the
+    /// generator's namespace to the receiver's (client and server on their CPUs), every veth
+    /// offload on for it (checksums, TSO, GSO; GRO on the generator's end too, which takes
+    /// the ACKs). Returns the Gbit/s the server received.
+    pub fn tcp(&self, set: &Set, seconds: u32, stop: &AtomicBool) -> Result<f64, LabError> {
+        let _offloads = OffloadsOn::new(self)?;
+        let _dut = self.start_dut(set, stop)?;
+        let taskset = |ns: &Namespace, cpu: usize| {
+            let mut cmd = ns.command("taskset");
+            cmd.args(["-c", &cpu.to_string(), "iperf3"]);
+            cmd
+        };
+        let mut server = taskset(&self.rcv, self.cpus.receiver);
+        server.args(["-s", "-1", "-B", "198.19.0.2"]).stdout(Stdio::null()).stderr(Stdio::null());
+        let _server = ChildGuard(Some(server.spawn()?));
+        sleep(Duration::from_millis(500), stop)?;
+        let mut client = taskset(&self.generator, self.cpus.generator);
+        client.args(["-c", "198.19.0.2", "-J", "--connect-timeout", "5000"]);
+        client.args(["-t", &seconds.to_string()]);
+        client.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+        let out = ChildGuard(Some(client.spawn()?)).wait_output(stop)?;
+        let json: serde_json::Value = serde_json::from_str(&out).map_err(|e| {
+            LabError::Process { what: format!("iperf3's report ({e})"), detail: out.clone() }
+        })?;
+        json["end"]["sum_received"]["bits_per_second"].as_f64().map(|b| b / 1e9).ok_or_else(|| {
+            LabError::Process {
+                what: "iperf3".into(),
+                detail: json["error"].as_str().unwrap_or("no result").to_owned(),
+            }
+        })
+    }
+
     /// Configures the DUT namespace for `set`; the returned guard undoes it.
     fn start_dut(&self, set: &Set, stop: &AtomicBool) -> Result<DutGuard<'_>, LabError> {
         let forwarding = set.dut != Dut::Linerate;
@@ -543,6 +575,39 @@ impl LabEnv {
             }
         }
         Ok(guard)
+    }
+}
+
+/// The veths' offloads on for a TCP run, off again (as the lab keeps them) when dropped.
+struct OffloadsOn<'a> {
+    env: &'a LabEnv,
+}
+
+impl<'a> OffloadsOn<'a> {
+    fn new(env: &'a LabEnv) -> Result<OffloadsOn<'a>, LabError> {
+        let on = OffloadsOn { env };
+        on.set("on")?;
+        on.env.generator.exec("ethtool", &["-K", "lrg0", "gro", "on"])?;
+        Ok(on)
+    }
+
+    fn ends(&self) -> [(&Namespace, &'static str); 4] {
+        let e = self.env;
+        [(&e.generator, "lrg0"), (&e.dut, "lrd0"), (&e.dut, "lrd1"), (&e.rcv, "lrr0")]
+    }
+
+    fn set(&self, on: &str) -> Result<(), LabError> {
+        for (ns, dev) in self.ends() {
+            ns.exec("ethtool", &["-K", dev, "rx", on, "tx", on, "tso", on, "gso", on])?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OffloadsOn<'_> {
+    fn drop(&mut self) {
+        let _ = self.set("off");
+        let _ = self.env.generator.exec("ethtool", &["-K", "lrg0", "gro", "off"]);
     }
 }
 

@@ -343,7 +343,7 @@ fn fast_path_stats(name: &str) -> Value {
     let Some(fast) = io::xdp::fastpath::FastPath::current() else { return Value::Null };
     let Ok(ifindex) = io::netdev::ifindex(name) else { return Value::Null };
     let Some(c) = fast.counts_of(ifindex) else { return Value::Null };
-    json!({"rx_packets": c.rx_packets, "rx_bytes": c.rx_bytes, "tx_packets": c.tx_packets, "tx_bytes": c.tx_bytes, "takes_redirects": fast.takes(ifindex)})
+    json!({"rx_packets": c.rx_packets, "rx_bytes": c.rx_bytes, "tx_packets": c.tx_packets, "tx_bytes": c.tx_bytes, "handoff_lost": c.handoff_lost, "takes_redirects": fast.takes(ifindex)})
 }
 
 /// The slow path's counters, with the punts the workers dropped before it saw them.

@@ -104,8 +104,9 @@ pub fn main(args: LabArgs) -> Result<()> {
         }
     };
     eprintln!(
-        "lab: {} sets x {} runs x {} s; {} worker(s); generator on {}, DUT on {}, receiver on {}",
+        "lab: {} sets and {} TCP entries x {} runs x {} s; {} worker(s); generator on {}, DUT on {}, receiver on {}",
         lab.sets.len(),
+        lab.tcp.len(),
         lab.runs,
         lab.seconds,
         cpus.workers,
@@ -124,18 +125,29 @@ pub fn main(args: LabArgs) -> Result<()> {
         .then_some(SearchOptions { tolerance: args.tolerance, max_trials: args.max_trials });
     let results =
         session::run(&lab, &env, search, &stop, |p: Progress<'_>| progress_bar(&p, started));
+    let tcp = match &results {
+        Ok(_) => lab::tcp::run(&lab, &env, &stop, |p: Progress<'_>| progress_bar(&p, started)),
+        Err(_) => Ok(Vec::new()),
+    };
     eprintln!();
     drop(env); // namespaces go before we print, also on error
-    let results = results?;
+    let (results, tcp) = (results?, tcp?);
     session::write(&out, &lab, &results)
+        .and_then(|()| write_tcp(&out, &lab, &results, &tcp))
         .with_context(|| format!("writing results to {}", out.display()))?;
-    println!("{}", session::summary(&lab, &results));
+    if !results.is_empty() {
+        println!("{}", session::summary(&lab, &results));
+    }
+    print!("{}", lab::tcp::summary(&tcp));
     println!(
-        "results: {} (runs.csv, sets.csv, results.json, plot.svg, summary.txt; counters.txt: where each run's frames went)",
-        out.display()
+        "results: {} (runs.csv, sets.csv, results.json, plot.svg, summary.txt; counters.txt: where each run's frames went{})",
+        out.display(),
+        if tcp.is_empty() { "" } else { "; tcp.csv" }
     );
     if args.json {
-        println!("{}", session::to_json(&lab, &results));
+        let mut json = session::to_json(&lab, &results);
+        json["tcp"] = lab::tcp::to_json(&tcp);
+        println!("{json}");
     }
     Ok(())
 }
@@ -156,4 +168,23 @@ fn progress_bar(p: &Progress<'_>, started: Instant) {
         p.what
     );
     let _ = err.flush();
+}
+
+/// The [[tcp]] entries' results: `tcp.csv`, and their table in `summary.txt` and
+/// `results.json` beside the sets'.
+fn write_tcp(
+    out: &std::path::Path,
+    lab: &lab::labfile::Lab,
+    results: &[lab::session::SetResult],
+    tcp: &[lab::tcp::TcpResult],
+) -> std::io::Result<()> {
+    if tcp.is_empty() {
+        return Ok(());
+    }
+    std::fs::write(out.join("tcp.csv"), lab::tcp::csv(tcp))?;
+    let summary = format!("{}{}", session::summary(lab, results), lab::tcp::summary(tcp));
+    std::fs::write(out.join("summary.txt"), summary)?;
+    let mut json = session::to_json(lab, results);
+    json["tcp"] = lab::tcp::to_json(tcp);
+    std::fs::write(out.join("results.json"), format!("{json}\n"))
 }

@@ -272,6 +272,11 @@ fn interfaces(w: &mut Writer, stats: &Value) {
             "linerate_fast_path_tx_packets",
             "Frames the kernel fast path sent out of the interface (not in linerate_interface_tx_packets).",
         ),
+        (
+            "handoff_lost",
+            "linerate_fast_path_handoff_lost",
+            "AF_PACKET ports: frames the fast path's socket filter kept from the pipeline whose flow entry was gone when its tc program ran (dropped).",
+        ),
     ] {
         let samples: Vec<_> = fast
             .iter()

@@ -217,9 +217,9 @@ impl Offload {
         }
     }
 
-    /// What the program forwarded from and to physical port `phys`: (rx, tx) packets.
-    pub fn port_packets(&self, phys: usize) -> (u64, u64) {
-        let Some(slot) = self.ports.get(phys).and_then(|p| p.slot) else { return (0, 0) };
-        self.fast.port_counts(slot).map_or((0, 0), |c| (c.rx_packets, c.tx_packets))
+    /// Everything the program counted on physical port `phys` (none if it has no slot).
+    pub fn port_counts(&self, phys: usize) -> Option<io::xdp::fastpath::PortCounts> {
+        let slot = self.ports.get(phys)?.slot?;
+        self.fast.port_counts(slot).ok()
     }
 }

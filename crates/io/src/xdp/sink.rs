@@ -5,7 +5,10 @@
 //! machine's second CPU, shared by the generator and the receiver, goes to the generator.
 //!
 //! Attached in generic (SKB) mode: on a veth, native XDP would run in the sending peer's
-//! softirq, on the device under test's CPU.
+//! softirq, on the device under test's CPU. The kernel runs no generic XDP on an skb a
+//! program redirected (`netif_receive_generic_xdp`: `skb_is_redirected`), as linerate's tc
+//! fast path does: a tc program at the interface's ingress (tcx) counts those, in the same
+//! map, where tcx is there (Linux 6.6).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -15,6 +18,8 @@ use crate::sys;
 
 /// BPF object name of the program (`lr_sink` in `bpf/tools.bpf.c`).
 pub const SINK_PROG_NAME: &str = "lr_sink";
+/// Its tc twin, for redirected skbs.
+pub const SINK_TC_PROG_NAME: &str = "lr_sink_tc";
 
 /// The kernel's number of possible CPUs: the per-CPU array holds one value for each
 /// (`/sys/devices/system/cpu/possible`, e.g. `0-1`).
@@ -30,6 +35,7 @@ pub struct CountingSink {
     cpus: usize,
     _prog: OwnedFd,
     _link: OwnedFd,
+    _tc: Option<(OwnedFd, OwnedFd)>,
 }
 
 impl CountingSink {
@@ -38,15 +44,23 @@ impl CountingSink {
         let ifindex = sys::ifindex(ifname).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}"))
         })?;
-        let (map, prog) = Self::load()?;
+        let (map, prog, tc) = Self::load()?;
         let link = bpf::link_xdp(prog.as_raw_fd(), ifindex, sys::XDP_FLAGS_SKB_MODE)?;
-        Ok(CountingSink { map, cpus: possible_cpus()?, _prog: prog, _link: link })
+        // Without tcx, redirected skbs go uncounted (linerate's tc fast path is not there either).
+        let tc = tc
+            .and_then(|p| bpf::link_tcx_ingress(p.as_raw_fd(), ifindex).ok().map(|link| (p, link)));
+        Ok(CountingSink { map, cpus: possible_cpus()?, _prog: prog, _link: link, _tc: tc })
     }
 
-    /// The map and the loaded program, not attached.
-    fn load() -> io::Result<(OwnedFd, OwnedFd)> {
-        let mut obj = super::object::load_xdp(super::object::TOOLS, SINK_PROG_NAME, &[])?;
-        Ok((obj.take_map("sink_count")?, obj.prog))
+    /// The map and the loaded programs (XDP, tc), not attached.
+    fn load() -> io::Result<(OwnedFd, OwnedFd, Option<OwnedFd>)> {
+        let mut obj = super::object::load_xdp_and_tc(
+            super::object::TOOLS,
+            SINK_PROG_NAME,
+            Some(SINK_TC_PROG_NAME),
+            &[],
+        )?;
+        Ok((obj.take_map("sink_count")?, obj.prog, obj.tc.take()))
     }
 
     /// Packets and bytes counted since attaching, all CPUs together.
@@ -69,7 +83,8 @@ mod tests {
     #[test]
     fn counts_and_drops() {
         assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
-        let (map, prog) = CountingSink::load().expect("sink loads");
+        let (map, prog, tc) = CountingSink::load().expect("sink loads");
+        assert!(tc.is_some(), "the tc sink loads");
         let frame = [0u8; 60];
         for _ in 0..3 {
             assert_eq!(bpf::test_run(prog.as_raw_fd(), &frame).unwrap(), 1, "XDP_DROP");

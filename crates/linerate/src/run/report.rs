@@ -205,8 +205,16 @@ fn print_log(out: &mut String, state: &RouterState) {
 pub(super) fn fast_path(o: &crate::offload::Offload, physical: &[config::Interface]) {
     let mut report = String::from("fast path (in the kernel):\n");
     for (i, iface) in physical.iter().enumerate() {
-        let (rx, tx) = o.port_packets(i);
-        let _ = writeln!(report, "  {}: {rx} packets in, {tx} packets out", iface.name);
+        let c = o.port_counts(i).unwrap_or_default();
+        let _ = write!(
+            report,
+            "  {}: {} packets in, {} packets out",
+            iface.name, c.rx_packets, c.tx_packets
+        );
+        if c.handoff_lost > 0 {
+            let _ = write!(report, ", {} lost between the socket filter and tc", c.handoff_lost);
+        }
+        report.push('\n');
     }
     let s = &o.stats;
     let _ = writeln!(
