@@ -421,6 +421,25 @@ fn af_packet_ports_forward_decided_flows_at_tc_ingress() {
     assert!(fast >= 3000, "the fast path took {fast} of 4000 datagrams:\n{report}");
 }
 
+/// Two workers on AF_PACKET ports (one fanout group per port, a socket filter on each
+/// member): every datagram arrives once, most by the fast path; TCP gets through too.
+#[test]
+fn af_packet_ports_with_two_workers() {
+    assert!(is_root(), "needs root (namespaces, tcx): run the suite as root");
+    let lab = build("fw");
+    let (_cfg, dut) = start_on(&lab, "af_packet", "workers = 2\n", "");
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
+    assert_eq!(udp_through(&lab, 4000), 4000, "every datagram arrives, once");
+    for (ns, dev) in [(&lab.a, "lra0"), (&lab.b, "lrb0")] {
+        assert!(ns.exec("ethtool", &["-K", dev, "tx", "on"]).is_ok());
+    }
+    assert!(iperf3(&lab, 2) > 10_000_000, "TCP through two workers");
+    let report = report(dut);
+    assert!(report.contains("2 worker(s)"), "{report}");
+    let fast = fast_packets_in(&report);
+    assert!(fast >= 3000, "the fast path took {fast} packets:\n{report}");
+}
+
 /// TCP through AF_PACKET ports with every offload on: A keeps its TSO (no XDP on its
 /// peer), the connection's segments go by the tc program as the sender's large skbs.
 #[test]

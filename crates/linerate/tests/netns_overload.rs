@@ -1,6 +1,8 @@
 //! Overload far past capacity: the in-kernel generator offers several times what linerate
 //! forwards, and linerate keeps forwarding (no receive livelock: its input's receive work
-//! runs in a thread below the worker, io::napi), then still forwards a ping.
+//! runs in a thread below the worker, io::napi), then still forwards a ping. Over AF_XDP
+//! ports and over AF_PACKET ones (whose decided flows go by the fast path at tc ingress:
+//! B's end has GRO on, so lrd1 takes them).
 //!
 //! Needs root (CI has it); without root the test says "skipped" and passes.
 
@@ -24,11 +26,27 @@ fn forwards_under_overload() {
         lab::topology::skip_test("needs root");
         return;
     }
-    let lab = build("ov");
+    overload_through("ov", "af_xdp");
+}
+
+#[test]
+fn forwards_under_overload_over_af_packet() {
+    if !is_root() {
+        lab::topology::skip_test("needs root");
+        return;
+    }
+    overload_through("ow", "af_packet");
+}
+
+fn overload_through(name: &str, backend: &str) {
+    let lab = build(name);
+    if backend == "af_packet" {
+        assert!(lab.b.exec("ethtool", &["-K", "lrb0", "gro", "on"]).is_ok());
+    }
     let extra = format!(
         "[[route]]\nprefix = \"198.19.10.0/24\"\nvia = \"198.19.0.2\"\n\n[[neighbour]]\naddress = \"198.19.0.2\"\nmac = \"{B_MAC}\"\n"
     );
-    let cfg = write_config(&lab, "af_xdp", &extra);
+    let cfg = write_config(&lab, backend, &extra);
     let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
     cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]);
     let _dut = start_until(cmd, "forwarding with");
