@@ -8,6 +8,7 @@
 
 mod context;
 mod file_routes;
+mod ha;
 mod kernel_routes;
 mod log;
 mod mac;
@@ -25,6 +26,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub use ha::HaSettings;
 pub use kernel_routes::{KernelRoutes, PROTO_KERNEL, PROTO_LINERATE};
 pub use log::LogSettings;
 pub use mac::{MacAddr, MacParseError};
@@ -45,6 +47,8 @@ pub struct Config {
     pub firewall: Option<FirewallSettings>,
     /// The `[log]` table (defaults when absent).
     pub log: LogSettings,
+    /// The `[ha]` table: state synchronisation with a peer box (none when absent).
+    pub ha: Option<HaSettings>,
     /// The file it was loaded from (as given to `load`/`parse`).
     pub path: PathBuf,
 }

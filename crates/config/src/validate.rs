@@ -32,6 +32,7 @@ struct RawFile {
     neighbour: Vec<RawNeighbour>,
     firewall: Option<RawFirewall>,
     log: Option<crate::log::RawLog>,
+    ha: Option<crate::ha::RawHa>,
 }
 
 #[derive(Deserialize)]
@@ -119,7 +120,8 @@ pub(crate) fn build(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let neighbours = neighbours(&cx, &interfaces, raw.neighbour)?;
     let firewall = raw.firewall.map(|f| firewall(&cx, f)).transpose()?;
     let log = crate::log::settings(&cx, path, raw.log)?;
-    Ok(Config { router, interfaces, routes, neighbours, firewall, log, path: path.to_owned() })
+    let ha = crate::ha::settings(&cx, path, raw.ha, firewall.is_some())?;
+    Ok(Config { router, interfaces, routes, neighbours, firewall, log, ha, path: path.to_owned() })
 }
 
 /// `[firewall]`: the rule file, relative to the config file's directory (so a config and its

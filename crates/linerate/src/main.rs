@@ -9,6 +9,7 @@ mod control;
 mod control_fw;
 mod describe;
 mod fail_closed;
+mod ha;
 mod host;
 mod kernel_bypass;
 mod lab_cmd;

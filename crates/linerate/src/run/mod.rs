@@ -26,7 +26,7 @@
 
 mod ports;
 mod report;
-mod workers;
+pub(crate) mod workers;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +99,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         &opened.kinds,
     )?;
     let offload = fast_path_setup(&cfg, &physical, &claimed.backends, &slow, &firewall, &mut built);
+    let ha = crate::ha::setup(&cfg, firewall.slot.as_ref(), &mut built.ready)?;
     let state =
         router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
     let mut control = bind_control(&cfg, &privileges);
@@ -117,6 +118,11 @@ pub fn main(args: RunArgs) -> Result<()> {
             (Some(Arc::clone(&o)), Some(o.start(queues, Arc::clone(&claimed.stop))?))
         }
         None => (None, None),
+    };
+    let ha_stats = ha.as_ref().map(|h| (Arc::clone(&h.stats), h.workers.clone()));
+    let ha_thread = match ha {
+        Some(h) => Some(h.start(Arc::clone(&claimed.stop))?),
+        None => None,
     };
     serve(&mut claimed.metrics, control.as_mut(), &state, &privileges);
     let logger = match &state.log {
@@ -147,6 +153,9 @@ pub fn main(args: RunArgs) -> Result<()> {
     if let Some(t) = offload_thread {
         let _ = t.join();
     }
+    if let Some(t) = ha_thread {
+        let _ = t.join();
+    }
     // The workers are stopped: raise what the clean-up needs (NAPI threads, sysfs, nftables).
     crate::privilege::for_clean_up();
     let run = report::Run {
@@ -160,6 +169,9 @@ pub fn main(args: RunArgs) -> Result<()> {
     report::print(&run, &state);
     if let Some(o) = &offload {
         report::fast_path(o, &physical);
+    }
+    if let Some((link, workers)) = &ha_stats {
+        report::ha(link, workers);
     }
     Ok(())
 }

@@ -226,3 +226,31 @@ pub(super) fn fast_path(o: &crate::offload::Offload, physical: &[config::Interfa
     );
     print!("{report}");
 }
+
+/// State sync's part: what the link sent and took, what the workers made of the peer's states.
+pub(super) fn ha(
+    link: &crate::ha::link::LinkStats,
+    workers: &[Arc<dataplane::firewall::sync::SyncStats>],
+) {
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let sum = |f: fn(&dataplane::firewall::sync::SyncStats) -> &std::sync::atomic::AtomicU64| {
+        workers.iter().map(|w| n(f(w))).sum::<u64>()
+    };
+    println!(
+        "state sync: sent {} datagrams ({} messages, {} send errors), received {} ({} messages, {} refused, {} states refused); workers: {} inserted, {} updated, {} stale, {} removed, {} refused, {} bulk updates, {} lost",
+        n(&link.datagrams_sent),
+        n(&link.messages_sent),
+        n(&link.send_errors),
+        n(&link.datagrams_received),
+        n(&link.messages_received),
+        n(&link.refused),
+        n(&link.states_refused),
+        sum(|w| &w.inserted),
+        sum(|w| &w.updated),
+        sum(|w| &w.stale),
+        sum(|w| &w.removed),
+        sum(|w| &w.refused),
+        sum(|w| &w.bulk_updates),
+        sum(|w| &w.lost),
+    );
+}

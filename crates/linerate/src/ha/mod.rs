@@ -1,0 +1,126 @@
+//! State synchronisation with a peer box (`[ha]`, issue 43; `docs/ha.md`): each worker's
+//! state changes go to the peer over UDP, in `crates/ha`'s datagrams, and the peer's states
+//! come into every worker's table, so that either box can carry the other's connections.
+//!
+//! The workers' side (journal, export, import, `SyncPort`) is `dataplane::firewall::sync`;
+//! here are the conversion to the wire's records ([`convert`]) and the thread ([`link`]).
+
+pub mod convert;
+pub mod link;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{channel, sync_channel};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, bail};
+use config::{Config, HaSettings};
+use dataplane::firewall::RulesSlot;
+use dataplane::firewall::sync::{OUT_BATCHES, SyncPort, SyncStats};
+
+use crate::run::workers::RunWorker;
+use link::{Link, LinkStats, WorkerLink};
+
+/// Changes a worker's table records between two visits of the worker's sync port.
+const JOURNAL: usize = 1 << 16;
+
+/// State sync, set up and not yet running.
+pub struct Ha {
+    link: Link,
+    pub stats: Arc<LinkStats>,
+    pub workers: Vec<Arc<SyncStats>>,
+}
+
+/// Gives each worker its sync port and binds the sync socket (before privileges are
+/// dropped). `None` without `[ha]`.
+pub fn setup(
+    cfg: &Config,
+    slot: Option<&Arc<RulesSlot>>,
+    ready: &mut [RunWorker],
+) -> Result<Option<Ha>> {
+    let Some(settings) = &cfg.ha else { return Ok(None) };
+    let Some(slot) = slot else { bail!("[ha] needs a [firewall]") };
+    let key = key(settings)?;
+    let sock = std::net::UdpSocket::bind(settings.listen).with_context(|| {
+        format!(
+            "ha: binding the sync socket to {} (an address of this namespace?)",
+            settings.listen
+        )
+    })?;
+    let mut links = Vec::new();
+    let mut worker_stats = Vec::new();
+    for w in ready.iter_mut() {
+        let (out_tx, out_rx) = sync_channel(OUT_BATCHES);
+        let (in_tx, in_rx) = channel();
+        let bulk = Arc::new(AtomicBool::new(false));
+        let port = SyncPort::new(out_tx, in_rx, Arc::clone(&bulk));
+        worker_stats.push(Arc::clone(&port.stats));
+        w.set_sync(port, JOURNAL);
+        links.push(WorkerLink { changes: out_rx, inbox: in_tx, bulk_wanted: bulk });
+    }
+    let names = convert::Names {
+        ours: cfg.interfaces.iter().map(|i| i.name.clone()).collect(),
+        peer_to_ours: settings.interfaces.clone(),
+    };
+    let link = Link::new(
+        sock,
+        settings.peer,
+        key,
+        settings.creator,
+        names,
+        digest(slot, &names_of(cfg)),
+        links,
+    );
+    let stats = Arc::clone(&link.stats);
+    Ok(Some(Ha { link, stats, workers: worker_stats }))
+}
+
+impl Ha {
+    /// Starts the sync thread, until `stop`.
+    pub fn start(mut self, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("lr-sync".into())
+            .spawn(move || self.link.run(&stop))
+            .context("starting the state sync thread")
+    }
+}
+
+fn names_of(cfg: &Config) -> Vec<String> {
+    cfg.interfaces.iter().map(|i| i.name.clone()).collect()
+}
+
+/// The shared secret from `key_file` (trailing newlines dropped).
+fn key(settings: &HaSettings) -> Result<Option<ha::Key>> {
+    let Some(path) = &settings.key_file else {
+        crate::log::warn(format_args!(
+            "ha: no key_file: sync datagrams go unauthenticated; keep the sync link private"
+        ));
+        return Ok(None);
+    };
+    let text = std::fs::read(path).with_context(|| format!("ha: reading {}", path.display()))?;
+    let secret = text.strip_suffix(b"\n").unwrap_or(&text);
+    let key = ha::Key::new(secret).with_context(|| format!("ha: the key in {}", path.display()))?;
+    Ok(Some(key))
+}
+
+/// The rule set's digest (FNV-1a over the rules as pf text), computed again only when a
+/// reload published another rule set.
+fn digest(slot: &Arc<RulesSlot>, names: &[String]) -> Box<dyn Fn() -> u64 + Send> {
+    let slot = Arc::clone(slot);
+    let names = names.to_vec();
+    let cached = std::sync::Mutex::new((u64::MAX, 0u64));
+    Box::new(move || {
+        let mut c = cached.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = slot.generation();
+        if c.0 != generation {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let text = slot.current().rules.to_pf_text(&refs).unwrap_or_default();
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in text.bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            *c = (generation, h);
+        }
+        c.1
+    })
+}

@@ -1,0 +1,178 @@
+//! Two routers as one (`[ha]`, issue 43): box D forwards A's flow and keeps its state; box E,
+//! the standby with the same interfaces, gets the state over the sync link, so that B's reply
+//! reaching E passes a rule set that blocks everything but replies; a state killed on D is
+//! gone from E too. Namespaces: A - D - B as in the other tests, and E between F (A's side)
+//! and G (B's side), D and E joined by a sync link (10.99.0.0/24). Needs root.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use lab::topology::{End, Namespace, is_root, veth};
+use serde_json::Value;
+
+mod common;
+
+use common::{A_MAC, B_MAC, D0_MAC, D1_MAC, Guard, Lab, build, start_until, write_config};
+
+/// Everything is blocked but what comes in on lrd0 and the replies of its states.
+const RULES: &str = "block all\npass out keep state\npass in on lrd0 keep state\n";
+const KEY: &str = "a secret of thirty-two bytes....\n";
+
+/// E, F and G beside the lab, and the sync link D - E.
+struct Standby {
+    e: Namespace,
+    f: Namespace,
+    g: Namespace,
+}
+
+fn standby(lab: &Lab, tag: &str) -> Standby {
+    let pid = std::process::id();
+    let ns = |host: &str| Namespace::create(&format!("lr{pid}{tag}{host}")).unwrap();
+    let (e, f, g) = (ns("e"), ns("f"), ns("g"));
+    // E's interfaces have D's names and MACs (the virtual MACs a VRRP pair moves).
+    veth(End { ns: &f, name: "lrf0", mac: A_MAC }, End { ns: &e, name: "lrd0", mac: D0_MAC })
+        .unwrap();
+    veth(End { ns: &e, name: "lrd1", mac: D1_MAC }, End { ns: &g, name: "lrg0", mac: B_MAC })
+        .unwrap();
+    veth(
+        End { ns: &lab.d, name: "lrs0", mac: "02:00:00:00:99:01" },
+        End { ns: &e, name: "lrs1", mac: "02:00:00:00:99:02" },
+    )
+    .unwrap();
+    lab.d.addr("lrs0", "10.99.0.1/24").unwrap();
+    e.addr("lrs1", "10.99.0.2/24").unwrap();
+    f.addr("lrf0", "198.18.0.2/24").unwrap();
+    f.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
+    g.addr("lrg0", "198.19.0.2/24").unwrap();
+    g.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
+    Standby { e, f, g }
+}
+
+/// The config of one box: the lab's, its own control socket, the rules and `[ha]`.
+fn config(lab: &Lab, name: &str, listen: &str, peer: &str) -> PathBuf {
+    std::fs::write(lab.dir.join("rules.conf"), RULES).unwrap();
+    std::fs::write(lab.dir.join("ha.key"), KEY).unwrap();
+    let extra = format!(
+        "[firewall]\nrules = \"rules.conf\"\n\n[ha]\nlisten = \"{listen}\"\npeer = \"{peer}\"\nkey_file = \"ha.key\"\n"
+    );
+    let text = std::fs::read_to_string(write_config(lab, "af_packet", &extra))
+        .unwrap()
+        .replace("control.sock", &format!("control-{name}.sock"))
+        .replace("[router]\n", "[router]\nhost_stack = false\n");
+    let path = lab.dir.join(format!("router-{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn linerate(args: &[&str], cfg: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate")).args(args).arg("-c").arg(cfg).output().unwrap()
+}
+
+/// The states of `cfg`'s router from 198.18.0.2.
+fn states(cfg: &Path) -> Vec<Value> {
+    let out = linerate(&["show", "states", "--json", "--src", "198.18.0.2"], cfg);
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["states"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits up to 3 s for `cond`.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(3), "{what}: not within 3 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One datagram from `from` (port `sport`) to `dst`:`dport`.
+fn send(from: &Namespace, sport: u16, dst: &str, dport: u16) {
+    let code = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('',int(sys.argv[1])))\ns.sendto(b'hello',(sys.argv[2],int(sys.argv[3])))\n";
+    from.exec("python3", &["-c", code, &sport.to_string(), dst, &dport.to_string()]).unwrap();
+}
+
+/// Whether `to`, listening on `port`, gets a datagram that `from` sends it from `sport`.
+fn arrives(from: &Namespace, sport: u16, to: &Namespace, port: u16) -> bool {
+    let listen = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('',int(sys.argv[1])))\ns.settimeout(1.5)\nprint('ready',file=sys.stderr,flush=True)\ntry:\n  print(s.recv(64).decode())\nexcept OSError:\n  print('timeout')\n";
+    let mut rx = to.command("python3");
+    rx.args(["-c", listen, &port.to_string()]);
+    let mut guard = start_until(rx, "ready");
+    send(from, sport, "198.18.0.2", port);
+    let mut child = guard.0.take().unwrap();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.wait().unwrap();
+    out.trim() == "hello"
+}
+
+fn run(ns: &Namespace, cfg: &Path, cpu: &str) -> Guard {
+    let mut cmd = ns.command(env!("CARGO_BIN_EXE_linerate"));
+    cmd.args(["run", "-c"]).arg(cfg).args(["--cpu", cpu]);
+    start_until(cmd, "forwarding with")
+}
+
+#[test]
+fn a_state_made_on_one_box_passes_the_reply_on_the_other() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("ha");
+    let sb = standby(&lab, "ha");
+    let cfg_e = config(&lab, "e", "10.99.0.2:8384", "10.99.0.1:8384");
+    let cfg_d = config(&lab, "d", "10.99.0.1:8384", "10.99.0.2:8384");
+    let _e = run(&sb.e, &cfg_e, "0");
+    let mut d = run(&lab.d, &cfg_d, "1");
+    // Neighbours resolved on both boxes (ARP; ICMP passes out only, so no reply needed).
+    let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+    let _ = sb.g.exec("ping", &["-c", "1", "-W", "1", "198.18.0.2"]);
+    let _ = sb.f.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+
+    // Before: E has no state, so B's "reply" is blocked there.
+    assert!(!arrives(&sb.g, 9000, &sb.f, 41000), "E passed a datagram with no state");
+    // A's flow through D: its state reaches E.
+    send(&lab.a, 41000, "198.19.0.2", 9000);
+    eventually("the state on E", || {
+        states(&cfg_e).iter().any(|s| s["sport"] == 41000 && s["dport"] == 9000)
+    });
+    assert!(!states(&cfg_d).is_empty(), "D has the state it made");
+    // The reply through E (the standby, as after a failover) passes under the synced state.
+    assert!(arrives(&sb.g, 9000, &sb.f, 41000), "B's reply did not pass E");
+
+    // A state killed on D is gone from E too.
+    let killed = linerate(&["kill", "states", "--src", "198.18.0.2"], &cfg_d);
+    assert!(killed.status.success(), "{killed:?}");
+    eventually("the state gone from E", || !states(&cfg_e).iter().any(|s| s["sport"] == 41000));
+
+    let child = d.terminate().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    let line = report.lines().find(|l| l.starts_with("state sync:")).unwrap_or_default();
+    assert!(line.contains("0 refused"), "D refused nothing from E: {report}");
+    assert!(!line.starts_with("state sync: sent 0 "), "D sent its states: {report}");
+}
+
+/// A box with another key refuses every datagram: nothing of its peer's reaches its table.
+#[test]
+fn a_peer_with_another_key_is_refused() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("hk");
+    let sb = standby(&lab, "hk");
+    let cfg_e = config(&lab, "e", "10.99.0.2:8384", "10.99.0.1:8384");
+    let cfg_d = config(&lab, "d", "10.99.0.1:8384", "10.99.0.2:8384");
+    std::fs::write(lab.dir.join("ha-e.key"), "another secret of 32 bytes......").unwrap();
+    let text = std::fs::read_to_string(&cfg_e).unwrap().replace("\"ha.key\"", "\"ha-e.key\"");
+    std::fs::write(&cfg_e, text).unwrap();
+    let mut e = run(&sb.e, &cfg_e, "0");
+    let _d = run(&lab.d, &cfg_d, "1");
+    let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+    send(&lab.a, 41001, "198.19.0.2", 9000);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(states(&cfg_e).is_empty(), "E took a state from a peer with another key");
+    let child = e.terminate().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    let line = report.lines().find(|l| l.starts_with("state sync:")).unwrap_or_default();
+    let refused =
+        line.contains("received 0 (0 messages, ") && !line.contains("messages, 0 refused");
+    assert!(refused, "{line:?} in {report}");
+}
