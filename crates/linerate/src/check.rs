@@ -32,9 +32,15 @@ pub fn main(args: CheckArgs) -> Result<()> {
         Some(f) => Some((f.rules.clone(), crate::rule_file::load(&cfg, &f.rules)?)),
         None => None,
     };
-    let rules = loaded.as_ref().map_or_else(String::new, |(path, file)| {
+    let mut rules = loaded.as_ref().map_or_else(String::new, |(path, file)| {
         format!(", firewall {}: {} rules", path.display(), file.rules.rule_count())
     });
+    // The sync key is read as `run` reads it: a missing or short key fails here.
+    if let Some(ha) = &cfg.ha {
+        let key = crate::ha::key(ha)?;
+        let auth = if key.is_some() { "authenticated" } else { "unauthenticated" };
+        rules.push_str(&format!(", state sync with {} ({auth})", ha.peer));
+    }
     println!(
         "{}: ok ({} interfaces, {} routes, {} neighbours{rules})",
         args.config.display(),

@@ -160,6 +160,25 @@ fn check_compiles_the_firewall_rules_and_reports_their_position() {
     assert!(err.contains("r.conf:3:13:") && err.contains("lr-b"), "{err}");
 }
 
+/// `[ha]`'s key is read at check time, as at run time: a short key is refused by name.
+#[test]
+fn check_reads_the_state_sync_key() {
+    let dir = std::env::temp_dir().join(format!("lr-cli-ha-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    std::fs::write(&cfg, "[[interface]]\nname = \"lr-a\"\n\n[firewall]\nrules = \"r.conf\"\n\n[ha]\nlisten = \"10.9.0.1:8384\"\npeer = \"10.9.0.2:8384\"\nkey_file = \"ha.key\"\n").unwrap();
+    std::fs::write(dir.join("r.conf"), "pass all\n").unwrap();
+    std::fs::write(dir.join("ha.key"), "short\n").unwrap();
+    let short = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    std::fs::write(dir.join("ha.key"), "a secret of thirty-two bytes....\n").unwrap();
+    let ok = linerate().args(["check", "-c"]).arg(&cfg).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = String::from_utf8_lossy(&short.stderr);
+    assert!(!short.status.success() && err.contains("ha.key") && err.contains("16"), "{err}");
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert!(out.contains("state sync with 10.9.0.2:8384 (authenticated)"), "{out}");
+}
+
 /// `self`, interface hosts and `antispoof` take the addresses of the config's interfaces.
 #[test]
 fn check_gives_the_rules_the_interface_addresses() {

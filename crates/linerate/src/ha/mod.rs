@@ -90,7 +90,7 @@ fn names_of(cfg: &Config) -> Vec<String> {
 }
 
 /// The shared secret from `key_file` (trailing newlines dropped).
-fn key(settings: &HaSettings) -> Result<Option<ha::Key>> {
+pub fn key(settings: &HaSettings) -> Result<Option<ha::Key>> {
     let Some(path) = &settings.key_file else {
         crate::log::warn(format_args!(
             "ha: no key_file: sync datagrams go unauthenticated; keep the sync link private"
