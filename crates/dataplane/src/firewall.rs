@@ -338,10 +338,11 @@ impl Firewall {
         self.quick_loop = on;
     }
 
-    /// The quick loop does not log: off while a rule logs every packet of its states.
+    /// The quick loop does not log, nor record refreshed states for state sync: off while a
+    /// rule logs every packet of its states, and while sync is on.
     #[inline(always)]
     pub(crate) fn quick_loop(&self) -> bool {
-        self.quick_loop && !self.cur.rules.log.all
+        self.quick_loop && !self.cur.rules.log.all && !self.states.journaling()
     }
 
     /// Creates a state directly, as if `key` had passed rule `rule` in and out (bench

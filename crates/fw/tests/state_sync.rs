@@ -208,9 +208,21 @@ fn the_journal_records_new_states_transitions_and_removals() {
     let id = established(&mut t);
     // The insert and two transitions (opening, established): one entry, the state's last.
     assert_eq!(changes(&mut t), (vec![StateChange::Changed(id)], false));
-    // Data within the window changes no timeout class: nothing to tell.
-    assert_eq!(verdict(&mut t, true, seg(1101, 5001, ACK | PSH, 100), 3), Some(StateVerdict::Pass));
+    // Data in the same second as the last record: nothing more to tell.
+    assert_eq!(verdict(&mut t, true, seg(1101, 5001, ACK | PSH, 100), 2), Some(StateVerdict::Pass));
     assert_eq!(changes(&mut t), (vec![], false));
+    // The next second's first packet moves the window on: the state goes once that second
+    // (pfsync sends a live state at least once a second), so the peer's window keeps up.
+    for seq in [1201, 1301] {
+        assert_eq!(
+            verdict(&mut t, true, seg(seq, 5001, ACK | PSH, 100), 3),
+            Some(StateVerdict::Pass)
+        );
+    }
+    assert_eq!(changes(&mut t), (vec![StateChange::Changed(id)], false));
+    let mut peer = StateTable::new(64, Timeouts::default(), 2);
+    peer.import(&t.export(id, 3).unwrap(), 3).unwrap();
+    assert_eq!(peer.export(id, 3).unwrap().peers[0].seqlo, 1401, "the peer has the new window");
     let ends = t.ends(id).unwrap();
     assert!(t.remove(id));
     assert_eq!(changes(&mut t), (vec![StateChange::Removed { proto: proto::TCP, ends }], false));

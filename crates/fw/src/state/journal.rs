@@ -6,8 +6,10 @@
 //! Recorded: a new state, a state whose timeout class changed (a TCP state's transition:
 //! opening, established, closing; UDP's first, single, multiple), a state removed by an
 //! operator or a rule (`kill states`, `flush`, `overload ... flush`) with its flow, since
-//! its slot is gone by the time the journal is read. Not recorded: expiry (the peer's copy
-//! expires on its own clock), and a refresh that changes nothing but the deadline.
+//! its slot is gone by the time the journal is read; and a state a packet refreshed (its
+//! deadline, a TCP window moved on), once a second at most per state, as pfsync sends each
+//! live state at least once a second: the peer's copy then keeps the deadline and the window
+//! a takeover needs. Not recorded: expiry (the peer's copy expires on its own clock).
 
 use super::{StateEnds, StateId, StateTable};
 
@@ -26,6 +28,9 @@ pub(super) struct Journal {
     changes: Vec<StateChange>,
     cap: usize,
     overflowed: bool,
+    /// One bit per slot: refreshed states recorded in second `period` already.
+    refreshed: Vec<u64>,
+    period: u32,
 }
 
 impl Journal {
@@ -36,14 +41,36 @@ impl Journal {
         }
         self.changes.push(c);
     }
+
+    /// A packet refreshed state `id` at second `now`: recorded if it was not this second.
+    #[inline]
+    fn refreshed(&mut self, id: usize, now: u32) {
+        if now != self.period {
+            self.refreshed.fill(0);
+            self.period = now;
+        }
+        let (w, bit) = (id / 64, 1u64 << (id % 64));
+        if w >= self.refreshed.len() {
+            self.refreshed.resize(w + 1, 0);
+        }
+        if self.refreshed[w] & bit == 0 {
+            self.refreshed[w] |= bit;
+            self.push(StateChange::Changed(StateId(id as u32)));
+        }
+    }
 }
 
 impl StateTable {
     /// Starts recording changes, at most `cap` between two [`take_changes`](Self::take_changes).
     pub fn enable_journal(&mut self, cap: usize) {
         let cap = cap.max(1);
-        self.journal =
-            Some(Box::new(Journal { changes: Vec::with_capacity(cap), cap, overflowed: false }));
+        self.journal = Some(Box::new(Journal {
+            changes: Vec::with_capacity(cap),
+            cap,
+            overflowed: false,
+            refreshed: vec![0; self.slots.len().div_ceil(64)],
+            period: 0,
+        }));
     }
 
     /// Moves the recorded changes into `out`, in order, each state once at its last change
@@ -67,6 +94,21 @@ impl StateTable {
     pub(super) fn journal_changed(&mut self, id: usize) {
         if let Some(j) = self.journal.as_deref_mut() {
             j.push(StateChange::Changed(StateId(id as u32)));
+        }
+    }
+
+    /// Whether the table records its changes (state sync is on). The quick loop of UDP hits
+    /// does not record refreshes: the data plane leaves such hits to the general lookup then.
+    #[inline]
+    pub fn journaling(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Records that a packet refreshed entry `id` at `now` (once a second per entry).
+    #[inline]
+    pub(super) fn journal_refreshed(&mut self, id: usize, now: u32) {
+        if let Some(j) = self.journal.as_deref_mut() {
+            j.refreshed(id, now);
         }
     }
 

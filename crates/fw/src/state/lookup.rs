@@ -109,6 +109,8 @@ impl StateTable {
         };
         if class_changed {
             self.journal_changed(id);
+        } else {
+            self.journal_refreshed(id, now);
         }
         Some(hit)
     }
@@ -233,6 +235,8 @@ impl StateTable {
         let rule = e.rule;
         if class_changed {
             self.journal_changed(id);
+        } else {
+            self.journal_refreshed(id, now);
         }
         self.counters.hits += 1;
         if verdict != StateVerdict::Pass {
