@@ -28,6 +28,9 @@ pub struct HaSettings {
     pub creator: u32,
     /// The peer's interface names that differ from ours: peer name -> our name.
     pub interfaces: BTreeMap<String, String>,
+    /// A file for keepalived's `track_file`: 1 while this box's table is not complete (the
+    /// peer's bulk update is pending), 0 after; resolved against the config's directory.
+    pub track_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -39,6 +42,7 @@ pub(crate) struct RawHa {
     creator: Option<Spanned<i64>>,
     #[serde(default)]
     interfaces: BTreeMap<String, String>,
+    track_file: Option<Spanned<String>>,
 }
 
 pub(crate) fn settings(
@@ -67,16 +71,18 @@ pub(crate) fn settings(
     if listen == peer {
         return Err(cx.err(r.peer.span(), "ha: peer is the listen address: name the other box's"));
     }
-    let key_file = match r.key_file {
-        None => None,
+    let file = |f: Option<Spanned<String>>, key: &str| match f {
+        None => Ok(None),
         Some(f) if f.get_ref().is_empty() || f.get_ref().contains('\0') => {
-            return Err(cx.err(f.span(), "ha: key_file must be a non-empty path without NUL bytes"));
+            Err(cx.err(f.span(), format!("ha: {key} must be a non-empty path without NUL bytes")))
         }
-        Some(f) => Some(path.parent().unwrap_or(Path::new("")).join(f.get_ref())),
+        Some(f) => Ok(Some(path.parent().unwrap_or(Path::new("")).join(f.get_ref()))),
     };
+    let key_file = file(r.key_file, "key_file")?;
+    let track_file = file(r.track_file, "track_file")?;
     let creator = cx.int(&r.creator, "ha: ", "creator", 1, i64::from(u32::MAX), 0)? as u32;
     let creator = if creator == 0 { creator_of(&listen) } else { creator };
-    Ok(Some(HaSettings { listen, peer, key_file, creator, interfaces: r.interfaces }))
+    Ok(Some(HaSettings { listen, peer, key_file, creator, interfaces: r.interfaces, track_file }))
 }
 
 /// A creator id from the listen address (its bits folded, never 0): the two boxes' sync
@@ -109,6 +115,7 @@ mod tests {
         let ha = c.ha.unwrap();
         assert_eq!(ha.peer, "10.9.0.2:8384".parse().unwrap());
         assert_eq!(ha.key_file, Some(PathBuf::from("/etc/linerate/ha.key")));
+        assert_eq!(ha.track_file, None);
         assert_eq!(ha.interfaces.get("eth1").map(String::as_str), Some("lr-a"));
         assert_ne!(ha.creator, 0);
         let other = parse("listen = \"10.9.0.2:8384\"\npeer = \"10.9.0.1:8384\"").unwrap();

@@ -224,8 +224,12 @@ fn answer(state: &RouterState, command: &str) -> String {
         "routes" => routes(state).to_string(),
         "neighbours" => neighbours(state).to_string(),
         "interfaces" => interfaces(state).to_string(),
+        "ha" => state.ha.as_ref().map_or_else(
+            || "error: no state sync: the config has no [ha]".to_owned(),
+            |h| h.json().to_string(),
+        ),
         other => crate::control_fw::answer(state.fw.as_ref(), other).or_else(|| crate::table::answer(state.slot.as_ref(), other)).unwrap_or_else(|| {
-            format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours, interfaces, rules, states, kill-states, flush-states, table-show, table-test or table-change)")
+            format!("error: unknown command {other:?} (expected reload, stats, routes, neighbours, interfaces, ha, rules, states, kill-states, flush-states, table-show, table-test or table-change)")
         }),
     }
 }
@@ -258,6 +262,7 @@ pub(crate) fn stats(state: &RouterState) -> Value {
             "dumps": k.dumps.load(Relaxed), "overruns": k.overruns.load(Relaxed),
             "skipped": k.skipped().map(|(n, v)| (n.to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
         })),
+        "ha": state.ha.as_ref().map(|h| h.json()),
     })
 }
 

@@ -218,10 +218,67 @@ pub fn render(state: &RouterState, openmetrics: bool) -> String {
     if let Some(fw) = &state.fw {
         firewall(&mut w, state, fw);
     }
+    if stats["ha"].is_object() {
+        ha(&mut w, &stats["ha"]);
+    }
     if openmetrics {
         w.out.push_str("# EOF\n");
     }
     w.out
+}
+
+/// State sync (`[ha]`): the link's datagrams and messages each way, what the tables made of
+/// the peer's states, and whether this box's table is complete.
+fn ha(w: &mut Writer, v: &Value) {
+    let synced = if v["synced"] == true { 1.0 } else { 0.0 };
+    w.metric(
+        "linerate_ha_synced",
+        Kind::Gauge,
+        "1 once this box's state table is complete (the peer's bulk update ended, or none came).",
+        &[(vec![], synced)],
+    );
+    for (key, name, help) in [
+        ("datagrams_sent", "linerate_ha_datagrams_sent", "Sync datagrams sent to the peer."),
+        ("messages_sent", "linerate_ha_messages_sent", "Sync messages sent to the peer."),
+        (
+            "datagrams_received",
+            "linerate_ha_datagrams_received",
+            "Sync datagrams taken from the peer.",
+        ),
+        (
+            "refused",
+            "linerate_ha_refused",
+            "Sync datagrams refused: wrong source, tag, layout or a replayed sequence number.",
+        ),
+        (
+            "states_refused",
+            "linerate_ha_states_refused",
+            "Peer states this box cannot represent (an unknown interface).",
+        ),
+        (
+            "inserted",
+            "linerate_ha_states_inserted",
+            "Peer states inserted into the workers' tables.",
+        ),
+        (
+            "updated",
+            "linerate_ha_states_updated",
+            "Peer updates applied to states the tables held.",
+        ),
+        (
+            "stale",
+            "linerate_ha_states_stale",
+            "Peer updates older than the table's state (pfsync's stale updates).",
+        ),
+        ("removed", "linerate_ha_states_removed", "States removed because the peer removed them."),
+        (
+            "lost",
+            "linerate_ha_journal_lost",
+            "Times a worker's changes were lost and a bulk update sent instead.",
+        ),
+    ] {
+        w.metric(name, Kind::Counter, help, &[(vec![], num(&v[key]))]);
+    }
 }
 
 fn interfaces(w: &mut Writer, stats: &Value) {

@@ -36,6 +36,8 @@ pub struct RouterState {
     pub captures: Captures,
     /// The kernel route mirror's counters (`router.kernel_routes`).
     pub kernel_routes: Option<Arc<crate::route_sync::SyncStats>>,
+    /// State sync with the peer box (`[ha]`).
+    pub ha: Option<Arc<crate::ha::HaView>>,
 }
 
 /// The capture side of a running router: each worker's slot, and whether a capture runs.

@@ -28,6 +28,8 @@ pub enum What {
     Rules,
     /// The firewall's states, filtered (pfctl -s state).
     States,
+    /// State sync with the peer box (`[ha]`): peer, synced, messages and states each way.
+    Ha,
 }
 
 #[derive(clap::Args)]
@@ -56,6 +58,7 @@ pub fn show_main(args: ShowArgs) -> Result<()> {
         What::Neighbours => "neighbours",
         What::Interfaces => "interfaces",
         What::Drops => "stats",
+        What::Ha => "ha",
         What::Rules | What::States => {
             return crate::states::show(
                 matches!(args.what, What::States),
@@ -160,6 +163,34 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
                     s(&i["tap"]),
                     addrs.join(" ")
                 );
+            }
+        }
+        What::Ha => {
+            let auth = if v["authenticated"] == true { "authenticated" } else { "unauthenticated" };
+            let synced =
+                if v["synced"] == true { "complete" } else { "waiting for the peer's bulk update" };
+            let _ = writeln!(
+                out,
+                "peer {} from {} ({auth}), creator {}; table {synced}",
+                s(&v["peer"]),
+                s(&v["listen"]),
+                s(&v["creator"])
+            );
+            for (what, keys) in [
+                (
+                    "sent",
+                    &["datagrams_sent", "messages_sent", "send_errors", "bulk_updates_sent"][..],
+                ),
+                (
+                    "received",
+                    &["datagrams_received", "messages_received", "refused", "states_refused"],
+                ),
+                ("into the tables", &["inserted", "updated", "stale", "removed", "import_refused"]),
+                ("the workers' journals", &["worker_bulk_updates", "lost"]),
+            ] {
+                let parts: Vec<String> =
+                    keys.iter().map(|k| format!("{k} {}", s(&v[*k]))).collect();
+                let _ = writeln!(out, "{what}: {}", parts.join(", "));
             }
         }
         What::Drops => {

@@ -55,7 +55,7 @@ fn config(lab: &Lab, name: &str, listen: &str, peer: &str) -> PathBuf {
     std::fs::write(lab.dir.join("rules.conf"), RULES).unwrap();
     std::fs::write(lab.dir.join("ha.key"), KEY).unwrap();
     let extra = format!(
-        "[firewall]\nrules = \"rules.conf\"\n\n[ha]\nlisten = \"{listen}\"\npeer = \"{peer}\"\nkey_file = \"ha.key\"\n"
+        "[firewall]\nrules = \"rules.conf\"\n\n[ha]\nlisten = \"{listen}\"\npeer = \"{peer}\"\nkey_file = \"ha.key\"\ntrack_file = \"track-{name}\"\n"
     );
     let text = std::fs::read_to_string(write_config(lab, "af_packet", &extra))
         .unwrap()
@@ -78,11 +78,11 @@ fn states(cfg: &Path) -> Vec<Value> {
     v["states"].as_array().cloned().unwrap_or_default()
 }
 
-/// Waits up to 3 s for `cond`.
+/// Waits up to 5 s for `cond`.
 fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(3), "{what}: not within 3 s");
+        assert!(start.elapsed() < Duration::from_secs(5), "{what}: not within 5 s");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -121,7 +121,13 @@ fn a_state_made_on_one_box_passes_the_reply_on_the_other() {
     let cfg_e = config(&lab, "e", "10.99.0.2:8384", "10.99.0.1:8384");
     let cfg_d = config(&lab, "d", "10.99.0.1:8384", "10.99.0.2:8384");
     let _e = run(&sb.e, &cfg_e, "0");
+    let track = |name: &str| std::fs::read_to_string(lab.dir.join(format!("track-{name}")));
+    assert_eq!(track("e").unwrap(), "1\n", "E's table is not complete while D is away");
     let mut d = run(&lab.d, &cfg_d, "1");
+    // Each box's bulk update request is answered (E asks again): both tables complete.
+    eventually("both tables complete", || {
+        track("d").is_ok_and(|t| t == "0\n") && track("e").is_ok_and(|t| t == "0\n")
+    });
     // Neighbours resolved on both boxes (ARP; ICMP passes out only, so no reply needed).
     let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
     let _ = sb.g.exec("ping", &["-c", "1", "-W", "1", "198.18.0.2"]);
@@ -137,6 +143,10 @@ fn a_state_made_on_one_box_passes_the_reply_on_the_other() {
     assert!(!states(&cfg_d).is_empty(), "D has the state it made");
     // The reply through E (the standby, as after a failover) passes under the synced state.
     assert!(arrives(&sb.g, 9000, &sb.f, 41000), "B's reply did not pass E");
+    let shown = linerate(&["show", "ha", "--json"], &cfg_e);
+    let ha: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert!(ha["synced"] == true && ha["inserted"].as_u64() >= Some(1), "{ha}");
+    assert_eq!(ha["peer"], "10.99.0.1:8384");
 
     // A state killed on D is gone from E too.
     let killed = linerate(&["kill", "states", "--src", "198.18.0.2"], &cfg_d);

@@ -2,7 +2,9 @@
 //! peer's in to every worker. One datagram per round of changes (more if they do not fit),
 //! a round every [`ROUND`]; a replay window per peer creator; at start, a request for every
 //! state the peer holds (pfsync's bulk update), which the peer answers by setting its
-//! workers' bulk flags.
+//! workers' bulk flags, between a BUS start and a BUS end once every worker has sent its
+//! table. Until the peer's BUS end (or [`BULK_WAIT`] without one: no peer), this box's table
+//! is not complete, which the track file tells keepalived.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -24,6 +26,11 @@ const ROUND: Duration = Duration::from_millis(20);
 const MAX_DATAGRAM: usize = 1400;
 /// Flows remembered for the peer's DEL messages (its counters), at most.
 const MAX_FLOWS: usize = 1 << 22;
+/// How long a box waits for the peer's bulk update before it takes its table as complete
+/// (the peer is down, or is not there yet).
+pub const BULK_WAIT: Duration = Duration::from_secs(10);
+/// How often a box asks again while the peer has not answered (it may have started later).
+const BULK_RETRY: Duration = Duration::from_secs(2);
 
 /// A worker's ends of its sync port.
 pub struct WorkerLink {
@@ -44,6 +51,10 @@ pub struct LinkStats {
     pub refused: AtomicU64,
     /// A peer's states this box could not represent (an unknown interface, a tag number).
     pub states_refused: AtomicU64,
+    /// This box's table is complete: the peer's bulk update ended, or none came in time.
+    pub synced: AtomicBool,
+    /// Bulk updates this box sent the peer, whole (BUS end sent).
+    pub bulk_sent: AtomicU64,
 }
 
 /// The sync thread's state.
@@ -57,9 +68,15 @@ pub struct Link {
     pub digest: Box<dyn Fn() -> u64 + Send>,
     pub workers: Vec<WorkerLink>,
     pub stats: Arc<LinkStats>,
+    /// Where `synced` is written for keepalived (`track_file`): 1 until synced, then 0.
+    pub track_file: Option<std::path::PathBuf>,
     sequence: u64,
     replay: HashMap<u32, ReplayWindow>,
     flows: HashMap<u64, (u8, StateEnds)>,
+    /// Workers still sending their table to the peer, in answer to its request.
+    answering: Vec<bool>,
+    /// The peer's requests for every state so far.
+    bulk_asked: u64,
 }
 
 impl Link {
@@ -81,14 +98,20 @@ impl Link {
             digest,
             workers,
             stats: Arc::default(),
+            track_file: None,
             sequence: 1,
             replay: HashMap::new(),
             flows: HashMap::new(),
+            answering: Vec::new(),
+            bulk_asked: 0,
         }
     }
 
     /// Runs until `stop`: asks the peer for its states, then sends and receives in rounds.
     pub fn run(&mut self, stop: &AtomicBool) {
+        self.answering = vec![false; self.workers.len()];
+        let asked = std::time::Instant::now();
+        let mut last_ask = asked;
         let _ = self.sock.set_read_timeout(Some(ROUND));
         self.send(&[Message::UpdateRequest(UpdateRequest::All)]);
         let mut buf = vec![0u8; ha::MAX_DATAGRAM_LEN];
@@ -102,14 +125,46 @@ impl Link {
                 let _ = self.sock.set_read_timeout(Some(Duration::from_millis(1)));
             }
             let _ = self.sock.set_read_timeout(Some(ROUND));
+            let synced = self.stats.synced.load(Ordering::Relaxed);
+            if !synced && last_ask.elapsed() >= BULK_RETRY {
+                self.send(&[Message::UpdateRequest(UpdateRequest::All)]);
+                last_ask = std::time::Instant::now();
+            }
+            if !synced && asked.elapsed() >= BULK_WAIT {
+                crate::log::warn(format_args!(
+                    "ha: no bulk update from {} within {} s: taking this box's table as complete",
+                    self.peer,
+                    BULK_WAIT.as_secs()
+                ));
+                self.set_synced();
+            }
         }
     }
 
-    /// The workers' changes since the last round, as messages.
+    fn set_synced(&mut self) {
+        if !self.stats.synced.swap(true, Ordering::Relaxed) {
+            self.write_track(true);
+        }
+    }
+
+    /// keepalived's `track_file`: a non-zero value puts the VRRP instance in FAULT (it does
+    /// not become master); 0 once this box's table is complete.
+    pub fn write_track(&self, synced: bool) {
+        let Some(path) = &self.track_file else { return };
+        let tmp = path.with_extension("tmp");
+        let written = std::fs::write(&tmp, if synced { "0\n" } else { "1\n" })
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            crate::log::warn(format_args!("ha: writing {}: {e}", path.display()));
+        }
+    }
+
+    /// The workers' changes since the last round, as messages; a BUS end once every worker
+    /// answering the peer's request has sent its table.
     fn changes(&mut self) -> Vec<Message> {
         let digest = (self.digest)();
         let mut out = Vec::new();
-        for w in &self.workers {
+        for (i, w) in self.workers.iter().enumerate() {
             while let Ok(items) = w.changes.try_recv() {
                 for item in items {
                     match item {
@@ -122,10 +177,16 @@ impl Link {
                         SyncItem::Removed { proto, ends } => {
                             out.push(Message::Delete(convert::id_of(self.creator, proto, &ends)))
                         }
-                        SyncItem::BulkEnd => {}
+                        SyncItem::BulkEnd => self.answering[i] = false,
                     }
                 }
             }
+        }
+        if self.stats.bulk_sent.load(Ordering::Relaxed) < self.bulk_asked
+            && !self.answering.iter().any(|&a| a)
+        {
+            out.push(Message::Bulk(ha::BulkStatus::End));
+            self.stats.bulk_sent.fetch_add(1, Ordering::Relaxed);
         }
         out
     }
@@ -205,10 +266,13 @@ impl Link {
                     }
                 }
                 Message::UpdateRequest(UpdateRequest::All) => {
-                    for w in &self.workers {
+                    for (w, answering) in self.workers.iter().zip(&mut self.answering) {
                         w.bulk_wanted.store(true, Ordering::Relaxed);
+                        *answering = true;
                     }
+                    self.bulk_asked += 1;
                 }
+                Message::Bulk(ha::BulkStatus::End) => self.set_synced(),
                 _ => {}
             }
         }

@@ -29,6 +29,39 @@ pub struct Ha {
     link: Link,
     pub stats: Arc<LinkStats>,
     pub workers: Vec<Arc<SyncStats>>,
+    pub view: Arc<HaView>,
+}
+
+/// What `show ha` and the metrics read of a running sync.
+pub struct HaView {
+    pub listen: std::net::SocketAddr,
+    pub peer: std::net::SocketAddr,
+    pub creator: u32,
+    pub authenticated: bool,
+    pub link: Arc<LinkStats>,
+    pub workers: Vec<Arc<SyncStats>>,
+}
+
+impl HaView {
+    /// The `ha` answer of the control socket.
+    pub fn json(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let l = &self.link;
+        let sum = |f: fn(&SyncStats) -> &std::sync::atomic::AtomicU64| {
+            self.workers.iter().map(|w| f(w).load(Relaxed)).sum::<u64>()
+        };
+        serde_json::json!({
+            "listen": self.listen.to_string(), "peer": self.peer.to_string(), "creator": self.creator,
+            "authenticated": self.authenticated, "synced": l.synced.load(Relaxed),
+            "datagrams_sent": l.datagrams_sent.load(Relaxed), "messages_sent": l.messages_sent.load(Relaxed),
+            "send_errors": l.send_errors.load(Relaxed), "datagrams_received": l.datagrams_received.load(Relaxed),
+            "messages_received": l.messages_received.load(Relaxed), "refused": l.refused.load(Relaxed),
+            "states_refused": l.states_refused.load(Relaxed), "bulk_updates_sent": l.bulk_sent.load(Relaxed),
+            "inserted": sum(|w| &w.inserted), "updated": sum(|w| &w.updated), "stale": sum(|w| &w.stale),
+            "removed": sum(|w| &w.removed), "import_refused": sum(|w| &w.refused),
+            "worker_bulk_updates": sum(|w| &w.bulk_updates), "lost": sum(|w| &w.lost),
+        })
+    }
 }
 
 /// Gives each worker its sync port and binds the sync socket (before privileges are
@@ -62,7 +95,7 @@ pub fn setup(
         ours: cfg.interfaces.iter().map(|i| i.name.clone()).collect(),
         peer_to_ours: settings.interfaces.clone(),
     };
-    let link = Link::new(
+    let mut link = Link::new(
         sock,
         settings.peer,
         key,
@@ -71,13 +104,24 @@ pub fn setup(
         digest(slot, &names_of(cfg)),
         links,
     );
+    link.track_file = settings.track_file.clone();
     let stats = Arc::clone(&link.stats);
-    Ok(Some(Ha { link, stats, workers: worker_stats }))
+    let view = Arc::new(HaView {
+        listen: settings.listen,
+        peer: settings.peer,
+        creator: settings.creator,
+        authenticated: link.key.is_some(),
+        link: Arc::clone(&stats),
+        workers: worker_stats.clone(),
+    });
+    Ok(Some(Ha { link, stats, workers: worker_stats, view }))
 }
 
 impl Ha {
     /// Starts the sync thread, until `stop`.
     pub fn start(mut self, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>> {
+        // Before the router says it forwards: keepalived must not see a complete table first.
+        self.link.write_track(false);
         std::thread::Builder::new()
             .name("lr-sync".into())
             .spawn(move || self.link.run(&stop))

@@ -102,6 +102,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let ha = crate::ha::setup(&cfg, firewall.slot.as_ref(), &mut built.ready)?;
     let state =
         router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
+    let state = with_ha(state, ha.as_ref().map(|h| Arc::clone(&h.view)));
     let mut control = bind_control(&cfg, &privileges);
 
     // Set up: from here on, no capability is effective (capabilities are per thread, so
@@ -368,6 +369,14 @@ fn worker_cpus(first: Option<usize>, workers: usize) -> Vec<usize> {
 }
 
 /// What the control socket, reloads and the metrics server see of this run.
+/// The router's state with state sync's view (set once, before any thread reads it).
+fn with_ha(mut state: Arc<RouterState>, ha: Option<Arc<crate::ha::HaView>>) -> Arc<RouterState> {
+    if let Some(s) = Arc::get_mut(&mut state) {
+        s.ha = ha;
+    }
+    state
+}
+
 fn router_state(
     cfg: &Config,
     firewall: &FirewallSetup,
@@ -402,6 +411,7 @@ fn router_state(
             built.ready.iter().map(|w: &RunWorker| w.capture_slot()).collect(),
         ),
         kernel_routes: slow.threads.kernel_routes.as_ref().map(|(sync, _)| Arc::clone(&sync.stats)),
+        ha: None,
     })
 }
 
