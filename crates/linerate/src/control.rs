@@ -337,6 +337,8 @@ fn interface_stats(
             // Fail-closed AF_XDP: IP frames dropped in the kernel for want of a socket.
             v["no_socket_drops"] = json!(io::xdp::unsteered_drops(&p.name));
             v["fast_path"] = fast_path_stats(&p.name);
+            v["link_up"] = json!(link_of(state, p).map(|(up, _)| up));
+            v["link_changes"] = json!(link_of(state, p).map(|(_, n)| n));
             v
         })
         .collect()
@@ -430,6 +432,16 @@ pub(crate) fn neighbours(state: &RouterState) -> Value {
     json!(list)
 }
 
+/// A physical port's link (running, changes since start), as the link events thread knows it.
+fn link_of(state: &RouterState, p: &dataplane::PortInfo) -> Option<(bool, u64)> {
+    let parent = match p.vlan {
+        None => p.name.as_str(),
+        Some(_) => state.ports.iter().find(|q| q.phys == p.phys && q.vlan.is_none())?.name.as_str(),
+    };
+    let l = state.links.as_ref()?.of(parent)?;
+    Some((l.running.load(Relaxed), l.changes.load(Relaxed)))
+}
+
 fn interfaces(state: &RouterState) -> Value {
     let list: Vec<Value> = state
         .ports
@@ -442,6 +454,8 @@ fn interfaces(state: &RouterState) -> Value {
                 "addresses": p.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>(),
                 "tap": state.cfg.router.host_stack.then(|| state.cfg.interfaces[i].tap_name(i)),
                 "backend": state.kinds.get(p.phys as usize),
+                "link": link_of(state, p).map(|(up, _)| if up { "up" } else { "down" }),
+                "link_changes": link_of(state, p).map(|(_, n)| n),
             })
         })
         .collect();

@@ -68,6 +68,10 @@ pub fn warn(message: std::fmt::Arguments) {
     log(Level::Warning, message);
 }
 
+pub fn notice(message: std::fmt::Arguments) {
+    log(Level::Notice, message);
+}
+
 pub fn info(message: std::fmt::Arguments) {
     log(Level::Info, message);
 }

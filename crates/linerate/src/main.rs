@@ -13,6 +13,7 @@ mod ha;
 mod host;
 mod kernel_bypass;
 mod lab_cmd;
+mod links;
 mod log;
 mod logger;
 mod metrics;

@@ -315,6 +315,34 @@ fn interfaces(w: &mut Writer, stats: &Value) {
             .collect();
         w.metric(name, Kind::Counter, help, &samples);
     }
+    let up: Vec<_> = ifaces
+        .iter()
+        .zip(&names)
+        .filter(|(i, _)| i["link_up"].is_boolean())
+        .map(|(i, (n, _))| {
+            (vec![("interface", n.as_str())], if i["link_up"] == true { 1.0 } else { 0.0 })
+        })
+        .collect();
+    if !up.is_empty() {
+        w.metric(
+            "linerate_interface_link_up",
+            Kind::Gauge,
+            "1 while the link is up with a carrier (netlink link events).",
+            &up,
+        );
+        let changes: Vec<_> = ifaces
+            .iter()
+            .zip(&names)
+            .filter(|(i, _)| i["link_up"].is_boolean())
+            .map(|(i, (n, _))| (vec![("interface", n.as_str())], num(&i["link_changes"])))
+            .collect();
+        w.metric(
+            "linerate_interface_link_changes",
+            Kind::Counter,
+            "Times the link went down or up since start.",
+            &changes,
+        );
+    }
     // The kernel fast path's share (`router.fast_path`), on the interfaces that run it.
     let fast: Vec<_> =
         ifaces.iter().zip(&names).filter(|(i, _)| i["fast_path"].is_object()).collect();

@@ -38,6 +38,8 @@ pub struct RouterState {
     pub kernel_routes: Option<Arc<crate::route_sync::SyncStats>>,
     /// State sync with the peer box (`[ha]`).
     pub ha: Option<Arc<crate::ha::HaView>>,
+    /// The physical ports' links, as the link events thread last heard of them.
+    pub links: Option<Arc<crate::links::Links>>,
 }
 
 /// The capture side of a running router: each worker's slot, and whether a capture runs.

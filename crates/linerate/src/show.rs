@@ -146,21 +146,22 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
         What::Interfaces => {
             let _ = writeln!(
                 out,
-                "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} addresses",
-                "name", "mac", "mtu", "vlan", "parent", "tap"
+                "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {:<5} addresses",
+                "name", "mac", "mtu", "vlan", "parent", "tap", "link"
             );
             for i in rows {
                 let addrs: Vec<String> =
                     i["addresses"].as_array().into_iter().flatten().map(s).collect();
                 let _ = writeln!(
                     out,
-                    "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {}",
+                    "{:<16} {:<18} {:>5} {:>5} {:<12} {:<16} {:<5} {}",
                     s(&i["name"]),
                     s(&i["mac"]),
                     s(&i["mtu"]),
                     s(&i["vlan"]),
                     s(&i["parent"]),
                     s(&i["tap"]),
+                    s(&i["link"]),
                     addrs.join(" ")
                 );
             }

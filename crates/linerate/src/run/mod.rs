@@ -102,7 +102,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     let ha = crate::ha::setup(&cfg, firewall.slot.as_ref(), &mut built.ready)?;
     let state =
         router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
-    let state = with_ha(state, ha.as_ref().map(|h| Arc::clone(&h.view)));
+    let links = Arc::new(crate::links::Links::new(&port_indexes(&physical)));
+    let state = with_views(state, ha.as_ref().map(|h| Arc::clone(&h.view)), Arc::clone(&links));
     let mut control = bind_control(&cfg, &privileges);
 
     // Set up: from here on, no capability is effective (capabilities are per thread, so
@@ -125,6 +126,9 @@ pub fn main(args: RunArgs) -> Result<()> {
         Some(h) => Some(h.start(Arc::clone(&claimed.stop))?),
         None => None,
     };
+    let link_failure = Arc::new(Mutex::new(None));
+    let links_thread =
+        crate::links::start(links, Arc::clone(&claimed.stop), Arc::clone(&link_failure))?;
     serve(&mut claimed.metrics, control.as_mut(), &state, &privileges);
     let logger = match &state.log {
         Some(hub) => {
@@ -157,6 +161,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     if let Some(t) = ha_thread {
         let _ = t.join();
     }
+    let _ = links_thread.join();
     // The workers are stopped: raise what the clean-up needs (NAPI threads, sysfs, nftables).
     crate::privilege::for_clean_up();
     let run = report::Run {
@@ -173,6 +178,9 @@ pub fn main(args: RunArgs) -> Result<()> {
     }
     if let Some((link, workers)) = &ha_stats {
         report::ha(link, workers);
+    }
+    if let Some(why) = link_failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        bail!("{why}");
     }
     Ok(())
 }
@@ -369,12 +377,23 @@ fn worker_cpus(first: Option<usize>, workers: usize) -> Vec<usize> {
 }
 
 /// What the control socket, reloads and the metrics server see of this run.
-/// The router's state with state sync's view (set once, before any thread reads it).
-fn with_ha(mut state: Arc<RouterState>, ha: Option<Arc<crate::ha::HaView>>) -> Arc<RouterState> {
+/// The router's state with state sync's view and the ports' links (set once, before any
+/// thread reads it).
+fn with_views(
+    mut state: Arc<RouterState>,
+    ha: Option<Arc<crate::ha::HaView>>,
+    links: Arc<crate::links::Links>,
+) -> Arc<RouterState> {
     if let Some(s) = Arc::get_mut(&mut state) {
         s.ha = ha;
+        s.links = Some(links);
     }
     state
+}
+
+/// Each physical port's name and kernel ifindex (0 if it has none now).
+fn port_indexes(physical: &[config::Interface]) -> Vec<(String, u32)> {
+    physical.iter().map(|p| (p.name.clone(), io::netdev::ifindex(&p.name).unwrap_or(0))).collect()
 }
 
 fn router_state(
@@ -412,6 +431,7 @@ fn router_state(
         ),
         kernel_routes: slow.threads.kernel_routes.as_ref().map(|(sync, _)| Arc::clone(&sync.stats)),
         ha: None,
+        links: None,
     })
 }
 

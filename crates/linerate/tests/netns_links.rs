@@ -1,0 +1,83 @@
+//! linerate follows its ports' links (issue 46): a port set down and up again shows in `show
+//! interfaces` (and traffic resumes), and a port deleted under a running router stops it with
+//! an error naming the port (its sockets and programs were bound to the interface that is
+//! gone), instead of forwarding nothing in silence. Needs root.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lab::topology::{End, is_root, veth};
+use serde_json::Value;
+
+mod common;
+
+use common::{B_MAC, D1_MAC, build, start_until, write_config};
+
+fn link_of(cfg: &std::path::Path, name: &str) -> (String, u64) {
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["show", "interfaces", "--json", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let i = v.as_array().unwrap().iter().find(|i| i["name"] == name).cloned().unwrap();
+    (i["link"].as_str().unwrap_or("?").to_owned(), i["link_changes"].as_u64().unwrap_or(0))
+}
+
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(3), "{what}: not within 3 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_port_set_down_and_up_is_followed_and_a_deleted_one_stops_the_router() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("lk");
+    let cfg = write_config(&lab, "af_packet", "");
+    // Its stderr also into a file: the ready line is read off the pipe, the error after.
+    let log = lab.dir.join("run.err");
+    let mut cmd = lab.d.command("bash");
+    cmd.args(["-c", "\"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .arg(&cfg)
+        .arg(&log);
+    let mut dut = start_until(cmd, "forwarding with");
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
+    assert_eq!(link_of(&cfg, "lrd1"), ("up".into(), 0));
+
+    lab.d.ip(&["link", "set", "lrd1", "down"]).unwrap();
+    eventually("lrd1 down", || link_of(&cfg, "lrd1").0 == "down");
+    lab.d.ip(&["link", "set", "lrd1", "up"]).unwrap();
+    eventually("lrd1 up", || link_of(&cfg, "lrd1") == ("up".into(), 2));
+    eventually("ping across after the link came back", || {
+        lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_ok()
+    });
+
+    // The veth pair deleted and created again with the same names and MACs.
+    lab.d.ip(&["link", "del", "lrd1"]).unwrap();
+    veth(
+        End { ns: &lab.d, name: "lrd1", mac: D1_MAC },
+        End { ns: &lab.b, name: "lrb0", mac: B_MAC },
+    )
+    .unwrap();
+    let mut child = dut.0.take().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "linerate kept running on a deleted port"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{status:?}");
+    assert!(err.contains("interface lrd1") && err.contains("deleted"), "{err}");
+}
