@@ -18,11 +18,10 @@ use config::{Config, HaSettings};
 use dataplane::firewall::RulesSlot;
 use dataplane::firewall::sync::{OUT_BATCHES, SyncPort, SyncStats};
 
-use crate::run::workers::RunWorker;
 use link::{Link, LinkStats, WorkerLink};
 
 /// Changes a worker's table records between two visits of the worker's sync port.
-const JOURNAL: usize = 1 << 16;
+pub const JOURNAL: usize = 1 << 16;
 
 /// State sync, set up and not yet running.
 pub struct Ha {
@@ -64,13 +63,14 @@ impl HaView {
     }
 }
 
-/// Gives each worker its sync port and binds the sync socket (before privileges are
-/// dropped). `None` without `[ha]`.
+/// Binds the sync socket (before privileges are dropped) and makes a sync port for each of
+/// `workers` workers (the caller gives them to the workers with [`JOURNAL`]). `None`
+/// without `[ha]`.
 pub fn setup(
     cfg: &Config,
     slot: Option<&Arc<RulesSlot>>,
-    ready: &mut [RunWorker],
-) -> Result<Option<Ha>> {
+    workers: usize,
+) -> Result<Option<(Ha, Vec<SyncPort>)>> {
     let Some(settings) = &cfg.ha else { return Ok(None) };
     let Some(slot) = slot else { bail!("[ha] needs a [firewall]") };
     let key = key(settings)?;
@@ -82,13 +82,14 @@ pub fn setup(
     })?;
     let mut links = Vec::new();
     let mut worker_stats = Vec::new();
-    for w in ready.iter_mut() {
+    let mut ports = Vec::new();
+    for _ in 0..workers {
         let (out_tx, out_rx) = sync_channel(OUT_BATCHES);
         let (in_tx, in_rx) = channel();
         let bulk = Arc::new(AtomicBool::new(false));
         let port = SyncPort::new(out_tx, in_rx, Arc::clone(&bulk));
         worker_stats.push(Arc::clone(&port.stats));
-        w.set_sync(port, JOURNAL);
+        ports.push(port);
         links.push(WorkerLink { changes: out_rx, inbox: in_tx, bulk_wanted: bulk });
     }
     let names = convert::Names {
@@ -114,7 +115,7 @@ pub fn setup(
         link: Arc::clone(&stats),
         workers: worker_stats.clone(),
     });
-    Ok(Some(Ha { link, stats, workers: worker_stats, view }))
+    Ok(Some((Ha { link, stats, workers: worker_stats, view }, ports)))
 }
 
 impl Ha {

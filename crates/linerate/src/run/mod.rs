@@ -26,7 +26,7 @@
 
 mod ports;
 mod report;
-pub(crate) mod workers;
+mod workers;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,7 +99,15 @@ pub fn main(args: RunArgs) -> Result<()> {
         &opened.kinds,
     )?;
     let offload = fast_path_setup(&cfg, &physical, &claimed.backends, &slow, &firewall, &mut built);
-    let ha = crate::ha::setup(&cfg, firewall.slot.as_ref(), &mut built.ready)?;
+    let ha = match crate::ha::setup(&cfg, firewall.slot.as_ref(), built.ready.len())? {
+        Some((ha, ports)) => {
+            for (w, port) in built.ready.iter_mut().zip(ports) {
+                w.set_sync(port, crate::ha::JOURNAL);
+            }
+            Some(ha)
+        }
+        None => None,
+    };
     let state =
         router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
     let links = Arc::new(crate::links::Links::new(&port_indexes(&physical)));

@@ -21,7 +21,7 @@ use super::ports::WorkerPorts;
 use crate::host::HostIo;
 use crate::receive::ReceivePlacement;
 
-pub(crate) type RunWorker = Worker<AnyRx, AnyTx, PuntSender>;
+pub(super) type RunWorker = Worker<AnyRx, AnyTx, PuntSender>;
 /// Each worker's firewall (`None` without a `[firewall]`).
 pub(super) type Firewalls = Vec<Option<Firewall>>;
 
