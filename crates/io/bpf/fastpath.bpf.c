@@ -611,28 +611,28 @@ int lr_fast_sock(struct __sk_buff *skb)
 }
 
 // What the pipeline does to a forwarded skb (`rewrite`), on the headers pulled into the
-// linear part; 0 if they are not all there.
-static __always_inline int skb_rewrite(struct __sk_buff *skb, int v4, struct flow_entry *e)
-{
-	__u32 want = sizeof(struct ethhdr) + (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr));
-	void *data = (void *)(long)skb->data;
-	void *end = (void *)(long)skb->data_end;
-	if (data + want > end) {
-		if (bpf_skb_pull_data(skb, want) < 0)
-			return 0;
-		data = (void *)(long)skb->data;
-		end = (void *)(long)skb->data_end;
+// linear part; 0 if they are not all there. One function per family, so that every bound is
+// checked at a constant offset: a packet pointer moved by a variable one is refused to
+// loaders without CAP_PERFMON.
+#define SKB_REWRITE(name, l3type, is_v4)                                                        \
+	static __always_inline int name(struct __sk_buff *skb, struct flow_entry *e)           \
+	{                                                                                      \
+		const __u32 want = sizeof(struct ethhdr) + sizeof(l3type);                     \
+		void *data = (void *)(long)skb->data;                                          \
+		void *end = (void *)(long)skb->data_end;                                       \
+		if (data + want > end) {                                                       \
+			if (bpf_skb_pull_data(skb, want) < 0)                                  \
+				return 0;                                                      \
+			data = (void *)(long)skb->data;                                        \
+			end = (void *)(long)skb->data_end;                                     \
+		}                                                                              \
+		if (data + want > end)                                                         \
+			return 0;                                                              \
+		rewrite(data, data + sizeof(struct ethhdr), is_v4, e);                         \
+		return 1;                                                                      \
 	}
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > end)
-		return 0;
-	if (v4 && (void *)eth + sizeof(*eth) + sizeof(struct iphdr) > end)
-		return 0;
-	if (!v4 && (void *)eth + sizeof(*eth) + sizeof(struct ipv6hdr) > end)
-		return 0;
-	rewrite(eth, eth + 1, v4, e);
-	return 1;
-}
+SKB_REWRITE(skb_rewrite_v4, struct iphdr, 1)
+SKB_REWRITE(skb_rewrite_v6, struct ipv6hdr, 0)
 
 // lr_fast_tc, at tc ingress (tcx, first in the chain): forwards a decided flow's skb to its
 // output, rewritten, keeping its checksum and segmentation offloads. On an AF_XDP port it
@@ -667,7 +667,9 @@ int lr_fast_tc(struct __sk_buff *skb)
 			hit = 1;
 		}
 	}
-	if (!hit || !skb_rewrite(skb, v4, e))
+	if (!hit)
+		return TC_ACT_UNSPEC;
+	if (!(v4 ? skb_rewrite_v4(skb, e) : skb_rewrite_v6(skb, e)))
 		return TC_ACT_UNSPEC;
 	count(e, skb->gso_segs ? skb->gso_segs : 1, skb->len);
 	return bpf_redirect(e->out_ifindex, 0);
