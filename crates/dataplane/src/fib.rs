@@ -28,6 +28,7 @@ use wire::MacAddr;
 use crate::adjacency::{Adjacency, AdjacencyTable, MAX_PORT};
 pub use crate::ports::PortInfo;
 
+mod ports_down;
 mod prefix_hash;
 mod routes;
 #[cfg(test)]
@@ -185,6 +186,10 @@ pub struct FibControl {
     free: Vec<NextHop>,
     retired: VecDeque<Retired<NextHop>>,
     next_id: NextHop,
+    /// Logical ports whose link is down, and the interface routes withdrawn for them (see
+    /// `ports_down.rs`).
+    down: std::collections::HashSet<u16>,
+    down_connected: Vec<(IpAddr, u8, u16)>,
 }
 
 impl FibControl {
@@ -224,6 +229,8 @@ impl FibControl {
             free: Vec::new(),
             retired: VecDeque::new(),
             next_id: FIRST_FREE_ID,
+            down: std::collections::HashSet::new(),
+            down_connected: Vec::new(),
         })
     }
 

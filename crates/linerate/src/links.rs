@@ -5,14 +5,16 @@
 //! container runtime recreated, a driver reloaded): linerate's sockets, XDP and tc programs
 //! and NAPI threads were bound to the old interface and would forward nothing, silently.
 //! The service manager restarts it (`dist/linerate.service`: `Restart=on-failure`), which
-//! opens the new interface. Not done yet: rebuilding the port in place, and withdrawing the
-//! routes through a port that is down.
+//! opens the new interface. A port that goes down has its routes withdrawn from the FIB
+//! (`dataplane::fib`, `ports_down.rs`), so that other paths and less specific routes take
+//! over, until it comes back. Not done yet: rebuilding the port in place.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
+use dataplane::slowpath::SlowPath;
 use io::netlink::link::{LinkEvent, LinkSocket, parse_link};
 
 /// How long the thread waits for an event before it looks at the stop flag again.
@@ -35,6 +37,15 @@ pub struct Links {
     pub ports: Vec<PortLink>,
 }
 
+/// What a link event calls for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Port `port` (index in [`Links::ports`]) went down (`false`) or came back.
+    Running(usize, bool),
+    /// The router must stop, for this reason.
+    Stop(String),
+}
+
 impl Links {
     /// The physical ports `(name, ifindex)`, running at start.
     pub fn new(ports: &[(String, u32)]) -> Links {
@@ -54,53 +65,77 @@ impl Links {
         self.ports.iter().find(|p| p.name == name)
     }
 
-    /// Takes one event; returns why the router must stop, if it must.
-    pub fn apply(&self, e: &LinkEvent) -> Option<String> {
-        let p = self.of(&e.name)?;
+    /// Takes one event; returns what it calls for, if anything.
+    pub fn apply(&self, e: &LinkEvent) -> Option<Change> {
+        let (i, p) = self.ports.iter().enumerate().find(|(_, p)| p.name == e.name)?;
         if e.ifindex != p.ifindex {
             if e.deleted {
                 return None; // an older interface of that name, already replaced
             }
-            return Some(format!(
+            return Some(Change::Stop(format!(
                 "interface {} was created again (ifindex {} -> {}): linerate's sockets and programs are bound to the old one; stopping so that the service manager restarts it on the new one",
                 e.name, p.ifindex, e.ifindex
-            ));
+            )));
         }
         if e.deleted {
-            return Some(format!(
+            return Some(Change::Stop(format!(
                 "interface {} (ifindex {}) was deleted: linerate cannot forward on it; stopping so that the service manager restarts it when the interface is back",
                 e.name, e.ifindex
-            ));
+            )));
         }
-        if p.running.swap(e.running(), Ordering::Relaxed) != e.running() {
-            p.changes.fetch_add(1, Ordering::Relaxed);
-            let state = if e.running() {
-                "up"
-            } else if e.up {
-                "down (no carrier)"
-            } else {
-                "down (set down)"
-            };
-            crate::log::notice(format_args!("link {}: {state}", e.name));
+        if p.running.swap(e.running(), Ordering::Relaxed) == e.running() {
+            return None;
         }
-        None
+        p.changes.fetch_add(1, Ordering::Relaxed);
+        Some(Change::Running(i, e.running()))
+    }
+}
+
+/// What the thread acts on: the ports' links, and the FIB through the slow path's lock.
+pub struct Follow {
+    pub links: Arc<Links>,
+    pub slow: Arc<Mutex<SlowPath>>,
+    /// Each physical port's logical ports (itself and its VLAN sub-interfaces), as the FIB
+    /// numbers them.
+    pub logical: Vec<Vec<u16>>,
+}
+
+impl Follow {
+    /// A port down or back: logged, its routes withdrawn or put back.
+    fn running(&self, port: usize, running: bool, up: bool) {
+        let Some(p) = self.links.ports.get(port) else { return };
+        let mut slow = self.slow.lock().unwrap_or_else(|e| e.into_inner());
+        let mut routes = 0;
+        for &l in self.logical.get(port).map_or(&[][..], Vec::as_slice) {
+            match slow.fib_mut().set_port_running(l, running) {
+                Ok(n) => routes += n,
+                Err(e) => crate::log::warn(format_args!("link {}: routes: {e}", p.name)),
+            }
+        }
+        drop(slow);
+        let state = match (running, up) {
+            (true, _) => "up, its routes back",
+            (false, true) => "down (no carrier), its routes withdrawn",
+            (false, false) => "down (set down), its routes withdrawn",
+        };
+        crate::log::notice(format_args!("link {}: {state} ({routes} routes)", p.name));
     }
 }
 
 /// Starts the thread; `failure` gets the reason when it stops the router (`stop` set).
 pub fn start(
-    links: Arc<Links>,
+    follow: Follow,
     stop: Arc<AtomicBool>,
     failure: Arc<Mutex<Option<String>>>,
 ) -> Result<JoinHandle<()>> {
     let sock = LinkSocket::open().context("opening a netlink socket for link events")?;
     std::thread::Builder::new()
         .name("lr-links".into())
-        .spawn(move || follow(&sock, &links, &stop, &failure))
+        .spawn(move || run(&sock, &follow, &stop, &failure))
         .context("starting the link events thread")
 }
 
-fn follow(sock: &LinkSocket, links: &Links, stop: &AtomicBool, failure: &Mutex<Option<String>>) {
+fn run(sock: &LinkSocket, follow: &Follow, stop: &AtomicBool, failure: &Mutex<Option<String>>) {
     let mut buf = vec![0u8; 64 * 1024];
     while !stop.load(Ordering::Relaxed) {
         let n = match sock.recv(&mut buf, WAIT_MS) {
@@ -112,11 +147,17 @@ fn follow(sock: &LinkSocket, links: &Links, stop: &AtomicBool, failure: &Mutex<O
             }
         };
         for m in io::netlink::route::messages(&buf[..n]) {
-            let Some(why) = parse_link(m).and_then(|e| links.apply(&e)) else { continue };
-            crate::log::error(format_args!("{why}"));
-            *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-            stop.store(true, Ordering::Relaxed);
-            return;
+            let Some(e) = parse_link(m) else { continue };
+            match follow.links.apply(&e) {
+                None => {}
+                Some(Change::Running(port, running)) => follow.running(port, running, e.up),
+                Some(Change::Stop(why)) => {
+                    crate::log::error(format_args!("{why}"));
+                    *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
         }
     }
 }
@@ -132,16 +173,24 @@ mod tests {
     #[test]
     fn down_and_up_are_counted_deletion_and_recreation_stop() {
         let links = Links::new(&[("lrd0".into(), 5), ("lrd1".into(), 6)]);
-        assert_eq!(links.apply(&event("lrd1", 6, false, true, false)), None);
-        assert_eq!(links.apply(&event("lrd1", 6, false, true, true)), None);
+        let down = links.apply(&event("lrd1", 6, false, true, false));
+        assert_eq!(down, Some(Change::Running(1, false)));
+        assert_eq!(
+            links.apply(&event("lrd1", 6, false, true, true)),
+            Some(Change::Running(1, true))
+        );
         assert_eq!(links.apply(&event("lrd1", 6, false, true, true)), None, "no change");
         let p = links.of("lrd1").unwrap();
         assert!(p.running.load(Ordering::Relaxed));
         assert_eq!(p.changes.load(Ordering::Relaxed), 2);
         assert_eq!(links.apply(&event("eth9", 9, true, false, false)), None, "not a port");
-        let gone = links.apply(&event("lrd0", 5, true, false, false)).unwrap();
+        let Some(Change::Stop(gone)) = links.apply(&event("lrd0", 5, true, false, false)) else {
+            panic!("a deleted port stops the router")
+        };
         assert!(gone.contains("lrd0 (ifindex 5) was deleted"), "{gone}");
-        let again = links.apply(&event("lrd0", 11, false, true, true)).unwrap();
+        let Some(Change::Stop(again)) = links.apply(&event("lrd0", 11, false, true, true)) else {
+            panic!("a port created again stops the router")
+        };
         assert!(again.contains("created again (ifindex 5 -> 11)"), "{again}");
     }
 }

@@ -1,5 +1,5 @@
 //! linerate follows its ports' links (issue 46): a port set down and up again shows in `show
-//! interfaces` (and traffic resumes), and a port deleted under a running router stops it with
+//! interfaces`, its route is withdrawn meanwhile, and traffic resumes; and a port deleted under a running router stops it with
 //! an error naming the port (its sockets and programs were bound to the interface that is
 //! gone), instead of forwarding nothing in silence. Needs root.
 
@@ -23,6 +23,17 @@ fn link_of(cfg: &std::path::Path, name: &str) -> (String, u64) {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let i = v.as_array().unwrap().iter().find(|i| i["name"] == name).cloned().unwrap();
     (i["link"].as_str().unwrap_or("?").to_owned(), i["link_changes"].as_u64().unwrap_or(0))
+}
+
+/// Whether `cfg`'s router has a route for `prefix` (as `show routes` prints it).
+fn has_route(cfg: &std::path::Path, prefix: &str) -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["show", "routes", "--json", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array().unwrap().iter().any(|r| r["prefix"] == prefix)
 }
 
 fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
@@ -49,10 +60,13 @@ fn a_port_set_down_and_up_is_followed_and_a_deleted_one_stops_the_router() {
     assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
     assert_eq!(link_of(&cfg, "lrd1"), ("up".into(), 0));
 
+    assert!(has_route(&cfg, "198.19.0.0/24"));
     lab.d.ip(&["link", "set", "lrd1", "down"]).unwrap();
     eventually("lrd1 down", || link_of(&cfg, "lrd1").0 == "down");
+    eventually("the down port's route withdrawn", || !has_route(&cfg, "198.19.0.0/24"));
     lab.d.ip(&["link", "set", "lrd1", "up"]).unwrap();
     eventually("lrd1 up", || link_of(&cfg, "lrd1") == ("up".into(), 2));
+    eventually("the route back with the link", || has_route(&cfg, "198.19.0.0/24"));
     eventually("ping across after the link came back", || {
         lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_ok()
     });

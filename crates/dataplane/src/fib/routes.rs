@@ -136,15 +136,32 @@ impl FibControl {
         if self.routes.get(&(prefix, len)).is_some_and(|r| r.source == RouteSource::Interface) {
             return Err(FibError::InterfaceRoute { prefix, len });
         }
-        let (id, kind) = self.resolve(&target)?;
-        if let Err(e) = self.insert(prefix, len, id, kind, RouteSource::Static) {
-            self.release(id);
-            return Err(e);
-        }
+        let id = self.install_static(prefix, len, &target)?;
         if let Some((_, old)) = self.statics.insert((prefix, len), (target, id)) {
             self.release(old);
         }
         Ok(())
+    }
+
+    /// Installs a static route's target as the ports' links allow (the paths through ports
+    /// that are down left out; none left: the prefix withdrawn). Returns the id it holds a
+    /// reference to ([`UNREACHABLE_ID`], held by nobody, when withdrawn).
+    pub(super) fn install_static(
+        &mut self,
+        prefix: IpAddr,
+        len: u8,
+        target: &Target,
+    ) -> Result<NextHop, FibError> {
+        let Some(live) = self.live_target(target) else {
+            self.withdraw(prefix, len)?;
+            return Ok(UNREACHABLE_ID);
+        };
+        let (id, kind) = self.resolve(&live)?;
+        if let Err(e) = self.insert(prefix, len, id, kind, RouteSource::Static) {
+            self.release(id);
+            return Err(e);
+        }
+        Ok(id)
     }
 
     /// Removes a static route; returns whether there was one.

@@ -370,3 +370,40 @@ fn broadcast_addresses_are_local() {
             .any(|r| r.0 == v4([198, 18, 0, 255]) && r.2 == RouteKind::Broadcast { port: 0 })
     );
 }
+
+/// A port's link down: its connected route and the static routes through it withdrawn (a
+/// multipath route keeps its other path, a backup default takes the rest), all put back
+/// when the link returns.
+#[test]
+fn a_port_down_withdraws_its_routes_until_it_is_back() {
+    let mut ctl = FibControl::new(64);
+    let fib = ctl.fib();
+    let (a, b) = (v4([198, 18, 0, 2]), v4([198, 19, 0, 2]));
+    ctl.add_connected(v4([198, 19, 0, 0]), 24, 1).unwrap();
+    ctl.set_static(v4([0, 0, 0, 0]), 0, Target::Via(vec![(a, 0)])).unwrap();
+    ctl.set_static(v4([10, 0, 0, 0]), 8, Target::Via(vec![(b, 1)])).unwrap();
+    ctl.set_static(v4([11, 0, 0, 0]), 8, Target::Via(vec![(a, 0), (b, 1)])).unwrap();
+    let default = fib.v4.lookup(0x0808_0808).unwrap();
+    assert_eq!(fib.adj.get(fib.v4.lookup(0x0a00_0001).unwrap()), Adjacency::Unresolved { port: 1 });
+    let group = fib.v4.lookup(0x0b00_0001).unwrap();
+    assert!(matches!(fib.adj.get(group), Adjacency::Multipath { paths: 2, .. }));
+
+    assert_eq!(ctl.set_port_running(1, false).unwrap(), 3);
+    assert!(ctl.port_down(1));
+    assert_eq!(fib.v4.lookup(0x0a00_0001), Some(default), "the backup default takes over");
+    assert_eq!(fib.v4.lookup(0xc613_0005), Some(default), "the connected route is gone");
+    assert_eq!(fib.v4.lookup(0x0b00_0001), Some(default), "one path left: via a");
+    assert_eq!(ctl.set_port_running(1, false).unwrap(), 0, "nothing more to do");
+    // A route added while the port is down waits for it.
+    ctl.set_static(v4([12, 0, 0, 0]), 8, Target::Via(vec![(b, 1)])).unwrap();
+    assert_eq!(fib.v4.lookup(0x0c00_0001), Some(default));
+
+    assert_eq!(ctl.set_port_running(1, true).unwrap(), 4);
+    // The ids may be new ones (the old were freed with their last route): by what they are.
+    let via_b = |dst| fib.adj.get(fib.v4.lookup(dst).unwrap());
+    assert_eq!(via_b(0x0a00_0001), Adjacency::Unresolved { port: 1 });
+    assert!(matches!(via_b(0x0b00_0001), Adjacency::Multipath { paths: 2, .. }), "both paths");
+    assert_eq!(via_b(0x0c00_0001), Adjacency::Unresolved { port: 1 });
+    let glean = fib.v4.lookup(0xc613_0005).unwrap();
+    assert_eq!(fib.adj.get(glean), Adjacency::Unresolved { port: 1 });
+}

@@ -135,8 +135,18 @@ pub fn main(args: RunArgs) -> Result<()> {
         None => None,
     };
     let link_failure = Arc::new(Mutex::new(None));
+    let follow = crate::links::Follow {
+        links,
+        slow: Arc::clone(&state.slow),
+        logical: (0..physical.len())
+            .map(|phys| {
+                let on = |p: &&PortInfo| usize::from(p.phys) == phys;
+                ports.iter().enumerate().filter(|(_, p)| on(p)).map(|(i, _)| i as u16).collect()
+            })
+            .collect(),
+    };
     let links_thread =
-        crate::links::start(links, Arc::clone(&claimed.stop), Arc::clone(&link_failure))?;
+        crate::links::start(follow, Arc::clone(&claimed.stop), Arc::clone(&link_failure))?;
     serve(&mut claimed.metrics, control.as_mut(), &state, &privileges);
     let logger = match &state.log {
         Some(hub) => {
