@@ -131,6 +131,16 @@ impl Tap {
         cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
     }
 
+    /// Sets the TAP's carrier (TUNSETCARRIER, Linux 4.20): off, the kernel sees the link as
+    /// down (NO-CARRIER), as routing daemons on it should while the port it stands for is.
+    pub fn set_carrier(&self, on: bool) -> io::Result<()> {
+        /// linux/if_tun.h: `_IOW('T', 226, int)`.
+        const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
+        let value: libc::c_int = on.into();
+        // SAFETY: TUNSETCARRIER reads one int from the pointer, valid for the call.
+        cvt(unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETCARRIER, &value) }).map(drop)
+    }
+
     /// A second handle on the same device (dup(2)), e.g. one for the rx side of a worker and
     /// one for the tx side. Each handle keeps its own counters.
     pub fn try_clone(&self) -> io::Result<Tap> {

@@ -82,6 +82,14 @@ fn ip(args: &[&str]) -> Result<()> {
 
 /// Creates and configures the TAP of every interface (`None` for all when the host stack is
 /// off), then opens the raw senders.
+impl HostIo {
+    /// A second handle on each TAP (by logical port; `None` without one), for the link events
+    /// thread, which sets their carrier as their ports' links go.
+    pub fn tap_handles(&self) -> Vec<Option<Tap>> {
+        self.taps.iter().map(|t| t.as_ref().and_then(|t| t.try_clone().ok())).collect()
+    }
+}
+
 pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
     let physical: Vec<&config::Interface> =
         cfg.interfaces.iter().filter(|i| i.vlan.is_none()).collect();

@@ -7,7 +7,8 @@
 //! The service manager restarts it (`dist/linerate.service`: `Restart=on-failure`), which
 //! opens the new interface. A port that goes down has its routes withdrawn from the FIB
 //! (`dataplane::fib`, `ports_down.rs`), so that other paths and less specific routes take
-//! over, until it comes back. Not done yet: rebuilding the port in place.
+//! over, until it comes back; its host-stack TAP loses its carrier meanwhile. Not done yet:
+//! rebuilding the port in place.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -98,6 +99,9 @@ pub struct Follow {
     /// Each physical port's logical ports (itself and its VLAN sub-interfaces), as the FIB
     /// numbers them.
     pub logical: Vec<Vec<u16>>,
+    /// The host-stack TAP of each logical port (`None` without one): its carrier follows
+    /// the port's link, so that routing daemons on it see the link go down.
+    pub taps: Vec<Option<io::tap::Tap>>,
 }
 
 impl Follow {
@@ -110,6 +114,15 @@ impl Follow {
             match slow.fib_mut().set_port_running(l, running) {
                 Ok(n) => routes += n,
                 Err(e) => crate::log::warn(format_args!("link {}: routes: {e}", p.name)),
+            }
+            if let Some(Some(tap)) = self.taps.get(usize::from(l))
+                && let Err(e) = tap.set_carrier(running)
+            {
+                crate::log::warn(format_args!(
+                    "link {}: the carrier of {}: {e}",
+                    p.name,
+                    tap.name()
+                ));
             }
         }
         drop(slow);

@@ -64,9 +64,16 @@ fn a_port_set_down_and_up_is_followed_and_a_deleted_one_stops_the_router() {
     lab.d.ip(&["link", "set", "lrd1", "down"]).unwrap();
     eventually("lrd1 down", || link_of(&cfg, "lrd1").0 == "down");
     eventually("the down port's route withdrawn", || !has_route(&cfg, "198.19.0.0/24"));
+    // Its host-stack TAP (lrhd1) has no carrier meanwhile.
+    let carrier = || {
+        let out = lab.d.exec("ip", &["link", "show", "lrhd1"]).unwrap();
+        !String::from_utf8_lossy(&out.stdout).contains("NO-CARRIER")
+    };
+    eventually("the TAP without carrier", || !carrier());
     lab.d.ip(&["link", "set", "lrd1", "up"]).unwrap();
     eventually("lrd1 up", || link_of(&cfg, "lrd1") == ("up".into(), 2));
     eventually("the route back with the link", || has_route(&cfg, "198.19.0.0/24"));
+    eventually("the TAP's carrier back", carrier);
     eventually("ping across after the link came back", || {
         lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_ok()
     });

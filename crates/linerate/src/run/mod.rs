@@ -119,6 +119,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let dropped = privileges.drop_privileges(crate::privilege::exit_needs(&cfg, nft_table))?;
     eprintln!("linerate: privileges: {dropped}");
     let mut slow_io = slow.threads;
+    let tap_handles = slow_io.host_io.tap_handles();
     if let Some(out) = built.host_out.take() {
         slow_io.host_io.set_host_out(out);
     }
@@ -136,6 +137,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     };
     let link_failure = Arc::new(Mutex::new(None));
     let follow = crate::links::Follow {
+        taps: tap_handles,
         links,
         slow: Arc::clone(&state.slow),
         logical: (0..physical.len())
