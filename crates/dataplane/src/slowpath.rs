@@ -86,6 +86,8 @@ pub struct SlowStats {
     pub neighbour_drops: u64,
     /// Neighbour entries removed to make room for new ones (`router.max_neighbours`).
     pub neighbour_evictions: u64,
+    /// Neighbours forgotten because their port's link went down (static ones stay).
+    pub neighbours_flushed: u64,
     /// New neighbours refused: the cache was full of entries that may not be evicted.
     pub neighbour_table_full: u64,
     /// Resolved neighbours the FIB could not take (next-hop ids or LPM groups exhausted):
@@ -212,6 +214,26 @@ impl SlowPath {
     pub fn remove_static(&mut self, ip: IpAddr) {
         self.neigh.remove(ip, &mut self.actions);
         self.ctl.unset_neighbour(ip);
+    }
+
+    /// Logical port `port`'s link went down: the neighbours learned on it are forgotten (as
+    /// the kernel flushes a device's neighbours when its carrier goes; static ones stay), so
+    /// that they are resolved again when the link returns, perhaps behind another MAC.
+    /// Returns how many.
+    pub fn flush_port(&mut self, port: u16) -> usize {
+        let gone: Vec<IpAddr> = self
+            .neigh
+            .entries()
+            .filter(|&(_, st, _, p, _)| p == port && st != crate::neighbour::State::Permanent)
+            .map(|(ip, ..)| ip)
+            .collect();
+        for &ip in &gone {
+            self.neigh.remove(ip, &mut self.actions);
+            self.ctl.unset_neighbour(ip);
+        }
+        self.actions.clear();
+        self.stats.neighbours_flushed += gone.len() as u64;
+        gone.len()
     }
 
     /// Sends router advertisements on logical port `port` as `ra` says, the first on the

@@ -368,7 +368,7 @@ fn slow_path_stats(state: &RouterState, snaps: &[WorkerSnapshot]) -> Value {
         "neighbour_drops": s.neighbour_drops, "fragments": s.fragments, "to_host": s.to_host, "from_host": s.from_host,
         "local_drops": s.local_drops, "redirects_ignored": s.redirects_ignored, "router_adverts_ignored": s.router_adverts_ignored, "invalid": s.invalid, "punt_overflows": queue_full,
         "punt_drops": punt_drops.named().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
-        "neighbour_evictions": s.neighbour_evictions, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
+        "neighbour_evictions": s.neighbour_evictions, "neighbours_flushed": s.neighbours_flushed, "neighbour_table_full": s.neighbour_table_full, "fib_full": s.fib_full,
         "neighbour_rejects": s.rejects.iter().map(|(k, n)| (k.to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
     })
 }

@@ -7,7 +7,8 @@
 //! The service manager restarts it (`dist/linerate.service`: `Restart=on-failure`), which
 //! opens the new interface. A port that goes down has its routes withdrawn from the FIB
 //! (`dataplane::fib`, `ports_down.rs`), so that other paths and less specific routes take
-//! over, until it comes back; its host-stack TAP loses its carrier meanwhile. Not done yet:
+//! over, until it comes back; its learned neighbours are flushed and its host-stack TAP
+//! loses its carrier meanwhile. Not done yet:
 //! rebuilding the port in place.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -109,11 +110,14 @@ impl Follow {
     fn running(&self, port: usize, running: bool, up: bool) {
         let Some(p) = self.links.ports.get(port) else { return };
         let mut slow = self.slow.lock().unwrap_or_else(|e| e.into_inner());
-        let mut routes = 0;
+        let (mut routes, mut neighbours) = (0, 0);
         for &l in self.logical.get(port).map_or(&[][..], Vec::as_slice) {
             match slow.fib_mut().set_port_running(l, running) {
                 Ok(n) => routes += n,
                 Err(e) => crate::log::warn(format_args!("link {}: routes: {e}", p.name)),
+            }
+            if !running {
+                neighbours += slow.flush_port(l);
             }
             if let Some(Some(tap)) = self.taps.get(usize::from(l))
                 && let Err(e) = tap.set_carrier(running)
@@ -131,7 +135,10 @@ impl Follow {
             (false, true) => "down (no carrier), its routes withdrawn",
             (false, false) => "down (set down), its routes withdrawn",
         };
-        crate::log::notice(format_args!("link {}: {state} ({routes} routes)", p.name));
+        crate::log::notice(format_args!(
+            "link {}: {state} ({routes} routes, {neighbours} neighbours flushed)",
+            p.name
+        ));
     }
 }
 

@@ -502,6 +502,12 @@ fn slow_path(w: &mut Writer, state: &RouterState, stats: &Value) {
         &[(vec![], num(&s["neighbour_evictions"]))],
     );
     w.metric(
+        "linerate_neighbours_flushed",
+        Kind::Counter,
+        "Neighbours forgotten because their port's link went down.",
+        &[(vec![], num(&s["neighbours_flushed"]))],
+    );
+    w.metric(
         "linerate_neighbour_table_full",
         Kind::Counter,
         "New neighbours refused: the cache was full of entries that may not be evicted.",

@@ -1,5 +1,6 @@
 //! linerate follows its ports' links (issue 46): a port set down and up again shows in `show
-//! interfaces`, its route is withdrawn meanwhile, and traffic resumes; and a port deleted under a running router stops it with
+//! interfaces`, its route is withdrawn and its neighbours flushed meanwhile, and traffic
+//! resumes; and a port deleted under a running router stops it with
 //! an error naming the port (its sockets and programs were bound to the interface that is
 //! gone), instead of forwarding nothing in silence. Needs root.
 
@@ -36,6 +37,17 @@ fn has_route(cfg: &std::path::Path, prefix: &str) -> bool {
     v.as_array().unwrap().iter().any(|r| r["prefix"] == prefix)
 }
 
+/// Whether `cfg`'s router has a neighbour entry for `addr`.
+fn has_neighbour(cfg: &std::path::Path, addr: &str) -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["show", "neighbours", "--json", "-c"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array().unwrap().iter().any(|n| n["address"] == addr)
+}
+
 fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -64,6 +76,8 @@ fn a_port_set_down_and_up_is_followed_and_a_deleted_one_stops_the_router() {
     lab.d.ip(&["link", "set", "lrd1", "down"]).unwrap();
     eventually("lrd1 down", || link_of(&cfg, "lrd1").0 == "down");
     eventually("the down port's route withdrawn", || !has_route(&cfg, "198.19.0.0/24"));
+    // B, resolved by the ping, is forgotten with the link: resolved again when it is back.
+    eventually("B's neighbour entry flushed", || !has_neighbour(&cfg, "198.19.0.2"));
     // Its host-stack TAP (lrhd1) has no carrier meanwhile.
     let carrier = || {
         let out = lab.d.exec("ip", &["link", "show", "lrhd1"]).unwrap();
@@ -77,6 +91,7 @@ fn a_port_set_down_and_up_is_followed_and_a_deleted_one_stops_the_router() {
     eventually("ping across after the link came back", || {
         lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_ok()
     });
+    assert!(has_neighbour(&cfg, "198.19.0.2"), "B resolved again");
 
     // The veth pair deleted and created again with the same names and MACs.
     lab.d.ip(&["link", "del", "lrd1"]).unwrap();
