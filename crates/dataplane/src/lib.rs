@@ -14,6 +14,7 @@ pub mod counters;
 pub mod ecmp;
 pub mod fib;
 pub mod firewall;
+pub mod fnv;
 pub mod forward;
 pub mod host_out;
 pub mod neighbour;

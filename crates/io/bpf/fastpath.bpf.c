@@ -115,7 +115,7 @@ struct {
 struct port_counts {
 	__u64 rx_packets, rx_bytes, tx_packets, tx_bytes;
 	__u64 unsteered; // fail-closed drops: an IP frame on a queue without a socket
-	__u64 handoff_lost; // taken from the pipeline by lr_fast_sock, its entry gone at tc
+	__u64 handoff_lost; // taken from the pipeline by lr_fast_sock, its entry gone (or translated) at tc
 };
 
 struct {
@@ -472,8 +472,8 @@ int lr_fast(struct xdp_md *ctx)
 // The skb programs read headers with bpf_skb_load_bytes: a socket filter has no direct packet
 // access, and one parser for both keeps the socket filter's and tc's decisions the same.
 
-// The UDP or TCP ports at `off` into the key; the TCP data offset in *doff (the length of the
-// header); -1 for another protocol, a short header or a segment the pipeline must see.
+// The UDP or TCP ports at `off` into the key, the length of that header in *l4_len; -1 for
+// another protocol, a short header or a segment the pipeline must see.
 static __always_inline int skb_ports(struct __sk_buff *skb, __u32 off, __u8 proto, __u16 *sport, __u16 *dport, __u32 *l4_len)
 {
 	if (proto == IPPROTO_UDP) {
@@ -537,8 +537,9 @@ static __always_inline struct flow_entry *skb_entry_v6(struct __sk_buff *skb, __
 }
 
 // The entry of an skb's flow, its family in *v4; NULL for a frame the fast path does not take
-// (tagged, neither IPv4 nor IPv6, or what `entry_v4` and `entry_v6` refuse). Whether the entry
-// decides the frame now is `skb_valid`'s question.
+// (tagged, neither IPv4 nor IPv6, or what XDP's `entry_v4` and `entry_v6` refuse too, read
+// here with bpf_skb_load_bytes). Whether the entry decides the frame now is `skb_valid`'s
+// question.
 static __always_inline struct flow_entry *skb_entry(struct __sk_buff *skb, struct ethhdr *eth, __u32 *len, int *v4)
 {
 	if (skb->vlan_present || bpf_skb_load_bytes(skb, 0, eth, sizeof(*eth)) < 0)
@@ -567,6 +568,18 @@ static __always_inline int skb_valid(struct flow_entry *e, struct settings *cfg,
 	return valid(e, cfg, eth, len) && !(e->flags & ENTRY_NAT);
 }
 
+// The entry of the skb's flow (in *e, its family in *v4) and whether the skb programs forward
+// the frame by it now: the one decision of `lr_fast_sock` and `lr_fast_tc`.
+static __always_inline int skb_decide(struct __sk_buff *skb, struct flow_entry **e, int *v4)
+{
+	__u32 zero = 0;
+	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct ethhdr eth;
+	__u32 len = 0;
+	*e = cfg && cfg->gen ? skb_entry(skb, &eth, &len, v4) : NULL;
+	return skb_valid(*e, cfg, &eth, len);
+}
+
 // The socket filter's decision for the frame now between the packet taps and tc ingress, on
 // this CPU (`__netif_receive_skb_core` delivers a frame to the taps, then runs tcx, with
 // nothing else in between on the CPU). tc follows it, so that a frame is either the
@@ -593,13 +606,10 @@ struct {
 SEC("socket")
 int lr_fast_sock(struct __sk_buff *skb)
 {
-	__u32 zero = 0;
-	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
-	struct ethhdr eth;
-	__u32 len = 0;
+	struct flow_entry *e;
 	int v4 = 0;
-	struct flow_entry *e = cfg && cfg->gen ? skb_entry(skb, &eth, &len, &v4) : NULL;
-	int hit = skb_valid(e, cfg, &eth, len);
+	int hit = skb_decide(skb, &e, &v4);
+	__u32 zero = 0;
 	struct handoff *h = bpf_map_lookup_elem(&handoffs, &zero);
 	if (h) {
 		h->ifindex = skb->ifindex;
@@ -642,21 +652,19 @@ SKB_REWRITE(skb_rewrite_v6, struct ipv6hdr, 0)
 SEC("classifier")
 int lr_fast_tc(struct __sk_buff *skb)
 {
-	__u32 zero = 0;
-	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
-	struct ethhdr eth;
-	__u32 len = 0;
+	struct flow_entry *e;
 	int v4 = 0;
-	struct flow_entry *e = cfg && cfg->gen ? skb_entry(skb, &eth, &len, &v4) : NULL;
-	int hit = skb_valid(e, cfg, &eth, len);
+	int hit = skb_decide(skb, &e, &v4);
+	__u32 zero = 0;
 	struct handoff *h = bpf_map_lookup_elem(&handoffs, &zero);
 	if (h && h->armed) {
 		h->armed = 0;
 		if (h->ifindex == skb->ifindex && h->len == skb->len) {
 			if (!h->hit)
 				return TC_ACT_UNSPEC; // the pipeline's
-			if (!e) {
-				// Taken from the socket, then its entry went (the LRU or linerate):
+			if (!e || (e->flags & ENTRY_NAT)) {
+				// Taken from the socket, then its entry went (the LRU or linerate) or
+				// became a translated flow's, which this program cannot rewrite:
 				// neither path has the frame any more.
 				int slot = slot_of(skb->ifindex);
 				struct port_counts *c = slot >= 0 ? counts_of(slot) : NULL;

@@ -74,6 +74,14 @@ impl Cpus {
 /// linerate's standard output (its report when it stops), in the lab's scratch folder.
 const DUT_REPORT: &str = "dut-report.txt";
 
+/// Where a lab is, for a progress bar.
+pub struct Progress<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub set: &'a str,
+    pub what: String,
+}
+
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {

@@ -11,9 +11,11 @@ use serde_json::json;
 use crate::counters::Losses;
 use crate::labfile::{Lab, Set};
 use crate::plot;
+pub use crate::runner::Progress;
 use crate::runner::{LabEnv, LabError, RunResult};
 use crate::search::{self, SearchParams, SearchResult, Trial};
 use crate::stat::{self, median};
+use crate::tcp::{self, TcpResult};
 
 /// A set whose median rate reaches this share of the generator's capacity (measured alone,
 /// see `LabEnv::calibrate`) measured the generator, not the DUT.
@@ -73,11 +75,7 @@ impl SetResult {
 
     /// Lowest and highest run values (0, 0 for no runs).
     pub fn min_max(&self) -> (f64, f64) {
-        let v = self.values();
-        if v.is_empty() {
-            return (0.0, 0.0);
-        }
-        v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+        stat::min_max(&self.values())
     }
 
     /// Median share of the frames the generator offered that reached the receiver.
@@ -154,14 +152,6 @@ impl SetResult {
         }
         sum
     }
-}
-
-/// Where the session is, for a progress bar.
-pub struct Progress<'a> {
-    pub done: usize,
-    pub total: usize,
-    pub set: &'a str,
-    pub what: String,
 }
 
 /// Search settings for `--search`.
@@ -467,8 +457,14 @@ fn ratios(results: &[SetResult]) -> String {
     s
 }
 
-/// Writes runs.csv, sets.csv, results.json, plot.svg and summary.txt into `dir`.
-pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()> {
+/// Writes runs.csv, sets.csv, results.json, plot.svg and summary.txt into `dir`, and
+/// tcp.csv for the [[tcp]] entries' `tcp` results if there are any.
+pub fn write(
+    dir: &Path,
+    lab: &Lab,
+    results: &[SetResult],
+    tcp: &[TcpResult],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut runs = String::from("set,dut,run,pps,gen_pps,offered_pps,sent,received\n");
     let mut sets = String::from(
@@ -512,7 +508,10 @@ pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()
     }
     std::fs::write(dir.join("runs.csv"), runs)?;
     std::fs::write(dir.join("sets.csv"), sets)?;
-    std::fs::write(dir.join("results.json"), format!("{}\n", to_json(lab, results)))?;
+    std::fs::write(dir.join("results.json"), format!("{}\n", to_json(lab, results, tcp)))?;
+    if !tcp.is_empty() {
+        std::fs::write(dir.join("tcp.csv"), tcp::csv(tcp))?;
+    }
     std::fs::write(dir.join("plot.svg"), svg(results))?;
     if results.iter().any(|r| !r.overload.is_empty()) {
         // Frames offered, and where those lost were dropped (empty without the counters).
@@ -534,7 +533,10 @@ pub fn write(dir: &Path, lab: &Lab, results: &[SetResult]) -> std::io::Result<()
         std::fs::write(dir.join("overload.csv"), csv)?;
         std::fs::write(dir.join("overload.svg"), overload_svg(results))?;
     }
-    std::fs::write(dir.join("summary.txt"), summary(lab, results))?;
+    std::fs::write(
+        dir.join("summary.txt"),
+        format!("{}{}", summary(lab, results), tcp::summary(tcp)),
+    )?;
     Ok(())
 }
 
@@ -581,8 +583,8 @@ pub fn overload_svg(results: &[SetResult]) -> String {
     plot::lines("delivered vs offered (overload sweep)", "offered pps", &series)
 }
 
-/// `{"sets":[{"name":..., "dut":..., "runs_pps":[...], "median_pps":...}, ...]}`
-pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
+/// `{"sets":[{"name":..., "dut":..., "runs_pps":[...], "median_pps":...}, ...], "tcp":[...]}`
+pub fn to_json(lab: &Lab, results: &[SetResult], tcp: &[TcpResult]) -> serde_json::Value {
     let sets: Vec<serde_json::Value> = results
         .iter()
         .map(|r| {
@@ -610,7 +612,7 @@ pub fn to_json(lab: &Lab, results: &[SetResult]) -> serde_json::Value {
             })
         })
         .collect();
-    json!({ "runs": lab.runs, "seconds": lab.seconds, "workers": lab.workers, "sets": sets })
+    json!({ "runs": lab.runs, "seconds": lab.seconds, "workers": lab.workers, "sets": sets, "tcp": tcp::to_json(tcp) })
 }
 
 #[cfg(test)]

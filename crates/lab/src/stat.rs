@@ -286,6 +286,14 @@ fn relative(out: &mut Vec<u8>, d: &Difference) {
     out.extend_from_slice(text.as_bytes());
 }
 
+/// The smallest and largest of `v`; (0, 0) for none.
+pub fn min_max(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+}
+
 /// Median (mean of the middle two for an even count); 0 for none.
 pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();

@@ -11,8 +11,7 @@ use serde_json::json;
 
 use crate::error::LabError;
 use crate::labfile::{Lab, Set};
-use crate::runner::LabEnv;
-use crate::session::Progress;
+use crate::runner::{LabEnv, Progress};
 use crate::stat::median;
 
 /// One entry's tests.
@@ -29,9 +28,7 @@ impl TcpResult {
     }
 
     fn min_max(&self) -> (f64, f64) {
-        let min = self.gbits.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = self.gbits.iter().copied().fold(0.0, f64::max);
-        (if min.is_finite() { min } else { 0.0 }, max)
+        crate::stat::min_max(&self.gbits)
     }
 }
 

@@ -337,8 +337,9 @@ fn interface_stats(
             // Fail-closed AF_XDP: IP frames dropped in the kernel for want of a socket.
             v["no_socket_drops"] = json!(io::xdp::unsteered_drops(&p.name));
             v["fast_path"] = fast_path_stats(&p.name);
-            v["link_up"] = json!(link_of(state, p).map(|(up, _)| up));
-            v["link_changes"] = json!(link_of(state, p).map(|(_, n)| n));
+            let link = link_of(state, p);
+            v["link_up"] = json!(link.map(|(up, _)| up));
+            v["link_changes"] = json!(link.map(|(_, n)| n));
             v
         })
         .collect()
@@ -438,7 +439,7 @@ fn link_of(state: &RouterState, p: &dataplane::PortInfo) -> Option<(bool, u64)> 
         None => p.name.as_str(),
         Some(_) => state.ports.iter().find(|q| q.phys == p.phys && q.vlan.is_none())?.name.as_str(),
     };
-    let l = state.links.as_ref()?.of(parent)?;
+    let l = state.links.of(parent)?;
     Some((l.running.load(Relaxed), l.changes.load(Relaxed)))
 }
 
@@ -449,13 +450,14 @@ fn interfaces(state: &RouterState) -> Value {
         .enumerate()
         .map(|(i, p)| {
             let parent = p.vlan.map(|_| state.ports.iter().find(|q| q.phys == p.phys && q.vlan.is_none()).map(|q| q.name.clone()));
+            let link = link_of(state, p);
             json!({
                 "name": p.name, "mac": p.mac.to_string(), "mtu": p.mtu, "vlan": p.vlan, "parent": parent.flatten(),
                 "addresses": p.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>(),
                 "tap": state.cfg.router.host_stack.then(|| state.cfg.interfaces[i].tap_name(i)),
                 "backend": state.kinds.get(p.phys as usize),
-                "link": link_of(state, p).map(|(up, _)| if up { "up" } else { "down" }),
-                "link_changes": link_of(state, p).map(|(_, n)| n),
+                "link": link.map(|(up, _)| if up { "up" } else { "down" }),
+                "link_changes": link.map(|(_, n)| n),
             })
         })
         .collect();

@@ -132,8 +132,7 @@ pub fn main(args: LabArgs) -> Result<()> {
     eprintln!();
     drop(env); // namespaces go before we print, also on error
     let (results, tcp) = (results?, tcp?);
-    session::write(&out, &lab, &results)
-        .and_then(|()| write_tcp(&out, &lab, &results, &tcp))
+    session::write(&out, &lab, &results, &tcp)
         .with_context(|| format!("writing results to {}", out.display()))?;
     if !results.is_empty() {
         println!("{}", session::summary(&lab, &results));
@@ -145,9 +144,7 @@ pub fn main(args: LabArgs) -> Result<()> {
         if tcp.is_empty() { "" } else { "; tcp.csv" }
     );
     if args.json {
-        let mut json = session::to_json(&lab, &results);
-        json["tcp"] = lab::tcp::to_json(&tcp);
-        println!("{json}");
+        println!("{}", session::to_json(&lab, &results, &tcp));
     }
     Ok(())
 }
@@ -168,23 +165,4 @@ fn progress_bar(p: &Progress<'_>, started: Instant) {
         p.what
     );
     let _ = err.flush();
-}
-
-/// The [[tcp]] entries' results: `tcp.csv`, and their table in `summary.txt` and
-/// `results.json` beside the sets'.
-fn write_tcp(
-    out: &std::path::Path,
-    lab: &lab::labfile::Lab,
-    results: &[lab::session::SetResult],
-    tcp: &[lab::tcp::TcpResult],
-) -> std::io::Result<()> {
-    if tcp.is_empty() {
-        return Ok(());
-    }
-    std::fs::write(out.join("tcp.csv"), lab::tcp::csv(tcp))?;
-    let summary = format!("{}{}", session::summary(lab, results), lab::tcp::summary(tcp));
-    std::fs::write(out.join("summary.txt"), summary)?;
-    let mut json = session::to_json(lab, results);
-    json["tcp"] = lab::tcp::to_json(tcp);
-    std::fs::write(out.join("results.json"), format!("{json}\n"))
 }

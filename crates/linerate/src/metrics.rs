@@ -272,6 +272,11 @@ fn ha(w: &mut Writer, v: &Value) {
         ),
         ("removed", "linerate_ha_states_removed", "States removed because the peer removed them."),
         (
+            "unknown_deletes",
+            "linerate_ha_unknown_deletes",
+            "The peer's deletes of a flow this box has no record of.",
+        ),
+        (
             "lost",
             "linerate_ha_journal_lost",
             "Times a worker's changes were lost and a bulk update sent instead.",
@@ -315,14 +320,12 @@ fn interfaces(w: &mut Writer, stats: &Value) {
             .collect();
         w.metric(name, Kind::Counter, help, &samples);
     }
-    let up: Vec<_> = ifaces
-        .iter()
-        .zip(&names)
-        .filter(|(i, _)| i["link_up"].is_boolean())
-        .map(|(i, (n, _))| {
-            (vec![("interface", n.as_str())], if i["link_up"] == true { 1.0 } else { 0.0 })
-        })
-        .collect();
+    // The link events thread's view (`link_up` is null where it has none).
+    let (mut up, mut changes) = (Vec::new(), Vec::new());
+    for (i, (n, _)) in ifaces.iter().zip(&names).filter(|(i, _)| i["link_up"].is_boolean()) {
+        up.push((vec![("interface", n.as_str())], if i["link_up"] == true { 1.0 } else { 0.0 }));
+        changes.push((vec![("interface", n.as_str())], num(&i["link_changes"])));
+    }
     if !up.is_empty() {
         w.metric(
             "linerate_interface_link_up",
@@ -330,12 +333,6 @@ fn interfaces(w: &mut Writer, stats: &Value) {
             "1 while the link is up with a carrier (netlink link events).",
             &up,
         );
-        let changes: Vec<_> = ifaces
-            .iter()
-            .zip(&names)
-            .filter(|(i, _)| i["link_up"].is_boolean())
-            .map(|(i, (n, _))| (vec![("interface", n.as_str())], num(&i["link_changes"])))
-            .collect();
         w.metric(
             "linerate_interface_link_changes",
             Kind::Counter,

@@ -39,7 +39,7 @@ pub struct RouterState {
     /// State sync with the peer box (`[ha]`).
     pub ha: Option<Arc<crate::ha::HaView>>,
     /// The physical ports' links, as the link events thread last heard of them.
-    pub links: Option<Arc<crate::links::Links>>,
+    pub links: Arc<crate::links::Links>,
 }
 
 /// The capture side of a running router: each worker's slot, and whether a capture runs.

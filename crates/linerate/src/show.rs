@@ -184,7 +184,13 @@ fn table(what: What, v: &Value, stats: &Value) -> String {
                 ),
                 (
                     "received",
-                    &["datagrams_received", "messages_received", "refused", "states_refused"],
+                    &[
+                        "datagrams_received",
+                        "messages_received",
+                        "refused",
+                        "states_refused",
+                        "unknown_deletes",
+                    ],
                 ),
                 ("into the tables", &["inserted", "updated", "stale", "removed", "import_refused"]),
                 ("the workers' journals", &["worker_bulk_updates", "lost"]),

@@ -54,6 +54,12 @@ impl FibControl {
         self.down.contains(&port)
     }
 
+    /// Whether `prefix/len` is an interface route withdrawn while its port is down (it still
+    /// holds the prefix against static routes, as while installed).
+    pub(super) fn withdrawn_interface_route(&self, prefix: IpAddr, len: u8) -> bool {
+        self.down_connected.iter().any(|&(p, l, _)| (p, l) == (prefix, len))
+    }
+
     fn connected_gone(&mut self, port: u16) -> Result<usize, FibError> {
         let gone: Vec<(IpAddr, u8)> = self
             .routes
@@ -64,7 +70,6 @@ impl FibControl {
             .map(|(k, _)| *k)
             .collect();
         for &(prefix, len) in &gone {
-            self.routes.remove(&(prefix, len));
             self.withdraw(prefix, len)?;
             self.down_connected.push((prefix, len, port));
         }

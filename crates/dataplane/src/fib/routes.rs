@@ -133,7 +133,9 @@ impl FibControl {
         if self.statics.get(&(prefix, len)).is_some_and(|(t, _)| *t == target) {
             return Ok(());
         }
-        if self.routes.get(&(prefix, len)).is_some_and(|r| r.source == RouteSource::Interface) {
+        if self.routes.get(&(prefix, len)).is_some_and(|r| r.source == RouteSource::Interface)
+            || self.withdrawn_interface_route(prefix, len)
+        {
             return Err(FibError::InterfaceRoute { prefix, len });
         }
         let id = self.install_static(prefix, len, &target)?;

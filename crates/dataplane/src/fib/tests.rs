@@ -394,6 +394,9 @@ fn a_port_down_withdraws_its_routes_until_it_is_back() {
     assert_eq!(fib.v4.lookup(0xc613_0005), Some(default), "the connected route is gone");
     assert_eq!(fib.v4.lookup(0x0b00_0001), Some(default), "one path left: via a");
     assert_eq!(ctl.set_port_running(1, false).unwrap(), 0, "nothing more to do");
+    // The withdrawn interface route still holds its prefix against a static route.
+    let taken = ctl.set_static(v4([198, 19, 0, 0]), 24, Target::Via(vec![(a, 0)]));
+    assert!(matches!(taken, Err(FibError::InterfaceRoute { .. })), "{taken:?}");
     // A route added while the port is down waits for it.
     ctl.set_static(v4([12, 0, 0, 0]), 8, Target::Via(vec![(b, 1)])).unwrap();
     assert_eq!(fib.v4.lookup(0x0c00_0001), Some(default));

@@ -248,9 +248,7 @@ pub fn stable_id(rule: &Rule) -> [u8; ID_LEN] {
         (Some(l), None) if !l.is_empty() => l.clone(),
         _ => {
             let norm = format!("{:?}", Rule { line: 0, ..rule.clone() });
-            let h = norm.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            });
+            let h = crate::fnv::fnv1a(crate::fnv::FNV_OFFSET, norm.as_bytes());
             format!("{:08x}", (h ^ (h >> 32)) as u32)
         }
     };

@@ -4,7 +4,7 @@
 //! the peer's TSO off.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GGRO: u32 = 0x2b;
@@ -38,19 +38,9 @@ fn command(ifname: &str, cmd: u32, data: u32) -> io::Result<u32> {
             format!("bad interface name {ifname:?}"),
         ));
     }
-    // SAFETY: socket(2) takes no pointers; a non-negative result is a fresh fd we own.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sock = crate::tap::ioctl_socket()?;
     let mut value = [cmd, data];
-    // SAFETY: ifreq is plain data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *d = s as libc::c_char;
-    }
+    let mut req = crate::tap::ifreq(ifname);
     req.ifr_ifru.ifru_data = value.as_mut_ptr().cast();
     // SAFETY: `req` names the interface (NUL-terminated: the name is shorter than IFNAMSIZ)
     // and points at an 8-byte `struct ethtool_value`, which the kernel reads and writes

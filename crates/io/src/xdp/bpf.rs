@@ -649,13 +649,7 @@ pub fn link_xdp(prog: RawFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
 /// Attaches tc program `prog` to the ingress of `ifindex` as a tcx bpf_link (Linux 6.6,
 /// `BPF_TCX_INGRESS`), after any program already there. Closing the link fd detaches it.
 pub fn link_tcx_ingress(prog: RawFd, ifindex: u32) -> io::Result<OwnedFd> {
-    let mut attr = LinkCreateAttr {
-        prog_fd: prog as u32,
-        target_ifindex: ifindex,
-        attach_type: sys::BPF_TCX_INGRESS,
-        flags: 0,
-    };
-    sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
+    link_tcx(prog, ifindex, 0)
 }
 
 /// linux/bpf.h: attach before the relative program, or, with none given, first.
@@ -663,11 +657,15 @@ const BPF_F_BEFORE: u32 = 1 << 3;
 
 /// As [`link_tcx_ingress`], but first in the chain, before any program already there.
 pub fn link_tcx_ingress_first(prog: RawFd, ifindex: u32) -> io::Result<OwnedFd> {
+    link_tcx(prog, ifindex, BPF_F_BEFORE)
+}
+
+fn link_tcx(prog: RawFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
     let mut attr = LinkCreateAttr {
         prog_fd: prog as u32,
         target_ifindex: ifindex,
         attach_type: sys::BPF_TCX_INGRESS,
-        flags: BPF_F_BEFORE,
+        flags,
     };
     sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr)
 }

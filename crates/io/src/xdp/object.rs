@@ -54,14 +54,13 @@ pub fn load_fast_path(
     socket: &str,
     max_entries: &[(&str, u32)],
 ) -> io::Result<Loaded> {
-    let mut loaded = None;
-    let mut socket_fd = None;
+    let (mut tc_fd, mut socket_fd) = (None, None);
     load_object(object, prog, max_entries, |obj| {
         socket_fd = Some(load_socket_filter(obj, socket)?);
-        loaded = Some(load_tc(obj, tc)?);
+        tc_fd = Some(load_tc(obj, tc)?);
         Ok(())
     })
-    .map(|l| Loaded { tc: loaded, socket: socket_fd, ..l })
+    .map(|l| Loaded { tc: tc_fd, socket: socket_fd, ..l })
 }
 
 /// As [`load_xdp`], and tc program `tc` of the same object too, with the same maps.

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use dataplane::fnv::{FNV_OFFSET, fnv1a};
 use fw::state::{Endpoint, PeerSnapshot, StateEnds, StateSnapshot, SubState, Tmo};
 use ha::{Family, PfState, RuleRef, StateId, StateRecord, TcpWindow, TimeoutClass};
 
@@ -49,19 +50,13 @@ pub enum Refused {
 
 /// The wire id of a flow's state created by `creator`: the flow hashed (FNV-1a, 64 bits).
 pub fn id_of(creator: u32, proto: u8, ends: &StateEnds) -> StateId {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(&[proto]);
+    let mut h = fnv1a(FNV_OFFSET, &[proto]);
     for e in [ends.initiator, ends.responder] {
-        match e.addr {
-            IpAddr::V4(a) => eat(&a.octets()),
-            IpAddr::V6(a) => eat(&a.octets()),
-        }
-        eat(&e.port.to_be_bytes());
+        h = match e.addr {
+            IpAddr::V4(a) => fnv1a(h, &a.octets()),
+            IpAddr::V6(a) => fnv1a(h, &a.octets()),
+        };
+        h = fnv1a(h, &e.port.to_be_bytes());
     }
     StateId { creator, counter: h }
 }

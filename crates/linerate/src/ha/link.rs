@@ -1,10 +1,10 @@
 //! The sync thread (`lr-sync`): the workers' state changes out to the peer over UDP, the
 //! peer's in to every worker. One datagram per round of changes (more if they do not fit),
 //! a round every [`ROUND`]; a replay window per peer creator; at start, a request for every
-//! state the peer holds (pfsync's bulk update), which the peer answers by setting its
-//! workers' bulk flags, between a BUS start and a BUS end once every worker has sent its
-//! table. Until the peer's BUS end (or [`BULK_WAIT`] without one: no peer), this box's table
-//! is not complete, which the track file tells keepalived.
+//! state the peer holds (pfsync's bulk update), asked again until it is answered.
+//! The peer answers by setting its workers' bulk flags, and sends a BUS end once every worker
+//! has sent its table. Until the peer's BUS end (or [`BULK_WAIT`] without one: no peer), this
+//! box's table is not complete, which the track file tells keepalived.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -24,7 +24,8 @@ const ROUND: Duration = Duration::from_millis(20);
 /// Datagrams stay under a 1500-byte MTU with IPv6 and UDP headers (opnsense/core#4540: a
 /// bulk update failing over a link with a smaller MTU).
 const MAX_DATAGRAM: usize = 1400;
-/// Flows remembered for the peer's DEL messages (its counters), at most.
+/// Flows remembered for the peer's DEL messages (its counters), at most: when full, those
+/// past their expiry are forgotten (the peer sends no DEL for an expired state).
 const MAX_FLOWS: usize = 1 << 22;
 /// How long a box waits for the peer's bulk update before it takes its table as complete
 /// (the peer is down, or is not there yet).
@@ -51,6 +52,8 @@ pub struct LinkStats {
     pub refused: AtomicU64,
     /// A peer's states this box could not represent (an unknown interface, a tag number).
     pub states_refused: AtomicU64,
+    /// The peer's DELs of a flow this box has no record of (never received, or forgotten).
+    pub unknown_deletes: AtomicU64,
     /// This box's table is complete: the peer's bulk update ended, or none came in time.
     pub synced: AtomicBool,
     /// Bulk updates this box sent the peer, whole (BUS end sent).
@@ -65,14 +68,16 @@ pub struct Link {
     pub creator: u32,
     pub names: Names,
     /// The rule set's digest now: equal on both boxes when their rule sets are.
-    pub digest: Box<dyn Fn() -> u64 + Send>,
+    pub digest: Box<dyn FnMut() -> u64 + Send>,
     pub workers: Vec<WorkerLink>,
     pub stats: Arc<LinkStats>,
     /// Where `synced` is written for keepalived (`track_file`): 1 until synced, then 0.
     pub track_file: Option<std::path::PathBuf>,
     sequence: u64,
     replay: HashMap<u32, ReplayWindow>,
-    flows: HashMap<u64, (u8, StateEnds)>,
+    /// The peer's flows by id counter, with the second (since `started`) they expire at.
+    flows: HashMap<u64, (u8, StateEnds, u64)>,
+    started: std::time::Instant,
     /// Workers still sending their table to the peer, in answer to its request.
     answering: Vec<bool>,
     /// The peer's requests for every state so far.
@@ -86,7 +91,7 @@ impl Link {
         key: Option<Key>,
         creator: u32,
         names: Names,
-        digest: Box<dyn Fn() -> u64 + Send>,
+        digest: Box<dyn FnMut() -> u64 + Send>,
         workers: Vec<WorkerLink>,
     ) -> Link {
         Link {
@@ -102,6 +107,7 @@ impl Link {
             sequence: 1,
             replay: HashMap::new(),
             flows: HashMap::new(),
+            started: std::time::Instant::now(),
             answering: Vec::new(),
             bulk_asked: 0,
         }
@@ -125,6 +131,8 @@ impl Link {
                 let _ = self.sock.set_read_timeout(Some(Duration::from_millis(1)));
             }
             let _ = self.sock.set_read_timeout(Some(ROUND));
+            // Asked again until answered: the peer may have started after the first request
+            // (it takes a request only while it is not answering one).
             let synced = self.stats.synced.load(Ordering::Relaxed);
             if !synced && last_ask.elapsed() >= BULK_RETRY {
                 self.send(&[Message::UpdateRequest(UpdateRequest::All)]);
@@ -250,9 +258,7 @@ impl Link {
                 Message::Insert(r) | Message::Update(r) => {
                     match convert::snapshot_of(r, digest, &self.names) {
                         Ok(s) => {
-                            if self.flows.len() < MAX_FLOWS {
-                                self.flows.insert(r.id.counter, (s.proto, s.ends));
-                            }
+                            self.remember(r.id.counter, &s);
                             items.push(SyncItem::State(s));
                         }
                         Err(_) => {
@@ -260,12 +266,15 @@ impl Link {
                         }
                     }
                 }
-                Message::Delete(id) => {
-                    if let Some((proto, ends)) = self.flows.remove(&id.counter) {
-                        items.push(SyncItem::Removed { proto, ends });
+                Message::Delete(id) => match self.flows.remove(&id.counter) {
+                    Some((proto, ends, _)) => items.push(SyncItem::Removed { proto, ends }),
+                    None => {
+                        self.stats.unknown_deletes.fetch_add(1, Ordering::Relaxed);
                     }
-                }
-                Message::UpdateRequest(UpdateRequest::All) => {
+                },
+                // A request while the workers still answer the last one: the same answer
+                // (setting their flags again would start their walks over).
+                Message::UpdateRequest(UpdateRequest::All) if !self.answering.contains(&true) => {
                     for (w, answering) in self.workers.iter().zip(&mut self.answering) {
                         w.bulk_wanted.store(true, Ordering::Relaxed);
                         *answering = true;
@@ -277,5 +286,16 @@ impl Link {
             }
         }
         items
+    }
+
+    /// Remembers the flow of the peer's state `counter` (for its DEL), until it expires.
+    fn remember(&mut self, counter: u64, s: &fw::state::StateSnapshot) {
+        let now = self.started.elapsed().as_secs();
+        if self.flows.len() >= MAX_FLOWS && !self.flows.contains_key(&counter) {
+            self.flows.retain(|_, f| f.2 > now);
+        }
+        if self.flows.len() < MAX_FLOWS || self.flows.contains_key(&counter) {
+            self.flows.insert(counter, (s.proto, s.ends, now + u64::from(s.expires_in)));
+        }
     }
 }

@@ -26,8 +26,7 @@ pub const JOURNAL: usize = 1 << 16;
 /// State sync, set up and not yet running.
 pub struct Ha {
     link: Link,
-    pub stats: Arc<LinkStats>,
-    pub workers: Vec<Arc<SyncStats>>,
+    /// What `show ha`, the metrics and the exit report read of it.
     pub view: Arc<HaView>,
 }
 
@@ -55,7 +54,8 @@ impl HaView {
             "datagrams_sent": l.datagrams_sent.load(Relaxed), "messages_sent": l.messages_sent.load(Relaxed),
             "send_errors": l.send_errors.load(Relaxed), "datagrams_received": l.datagrams_received.load(Relaxed),
             "messages_received": l.messages_received.load(Relaxed), "refused": l.refused.load(Relaxed),
-            "states_refused": l.states_refused.load(Relaxed), "bulk_updates_sent": l.bulk_sent.load(Relaxed),
+            "states_refused": l.states_refused.load(Relaxed), "unknown_deletes": l.unknown_deletes.load(Relaxed),
+            "bulk_updates_sent": l.bulk_sent.load(Relaxed),
             "inserted": sum(|w| &w.inserted), "updated": sum(|w| &w.updated), "stale": sum(|w| &w.stale),
             "removed": sum(|w| &w.removed), "import_refused": sum(|w| &w.refused),
             "worker_bulk_updates": sum(|w| &w.bulk_updates), "lost": sum(|w| &w.lost),
@@ -92,30 +92,20 @@ pub fn setup(
         ports.push(port);
         links.push(WorkerLink { changes: out_rx, inbox: in_tx, bulk_wanted: bulk });
     }
-    let names = convert::Names {
-        ours: cfg.interfaces.iter().map(|i| i.name.clone()).collect(),
-        peer_to_ours: settings.interfaces.clone(),
-    };
-    let mut link = Link::new(
-        sock,
-        settings.peer,
-        key,
-        settings.creator,
-        names,
-        digest(slot, &names_of(cfg)),
-        links,
-    );
+    let ours: Vec<String> = cfg.interfaces.iter().map(|i| i.name.clone()).collect();
+    let digest = digest(slot, &ours);
+    let names = convert::Names { ours, peer_to_ours: settings.interfaces.clone() };
+    let mut link = Link::new(sock, settings.peer, key, settings.creator, names, digest, links);
     link.track_file = settings.track_file.clone();
-    let stats = Arc::clone(&link.stats);
     let view = Arc::new(HaView {
         listen: settings.listen,
         peer: settings.peer,
         creator: settings.creator,
         authenticated: link.key.is_some(),
-        link: Arc::clone(&stats),
-        workers: worker_stats.clone(),
+        link: Arc::clone(&link.stats),
+        workers: worker_stats,
     });
-    Ok(Some((Ha { link, stats, workers: worker_stats, view }, ports)))
+    Ok(Some((Ha { link, view }, ports)))
 }
 
 impl Ha {
@@ -130,11 +120,7 @@ impl Ha {
     }
 }
 
-fn names_of(cfg: &Config) -> Vec<String> {
-    cfg.interfaces.iter().map(|i| i.name.clone()).collect()
-}
-
-/// The shared secret from `key_file` (trailing newlines dropped).
+/// The shared secret from `key_file` (a trailing newline dropped).
 pub fn key(settings: &HaSettings) -> Result<Option<ha::Key>> {
     let Some(path) = &settings.key_file else {
         crate::log::warn(format_args!(
@@ -150,22 +136,17 @@ pub fn key(settings: &HaSettings) -> Result<Option<ha::Key>> {
 
 /// The rule set's digest (FNV-1a over the rules as pf text), computed again only when a
 /// reload published another rule set.
-fn digest(slot: &Arc<RulesSlot>, names: &[String]) -> Box<dyn Fn() -> u64 + Send> {
+fn digest(slot: &Arc<RulesSlot>, names: &[String]) -> Box<dyn FnMut() -> u64 + Send> {
     let slot = Arc::clone(slot);
     let names = names.to_vec();
-    let cached = std::sync::Mutex::new((u64::MAX, 0u64));
+    let (mut generation, mut digest) = (u64::MAX, 0);
     Box::new(move || {
-        let mut c = cached.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = slot.generation();
-        if c.0 != generation {
+        if slot.generation() != generation {
+            generation = slot.generation();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
             let text = slot.current().rules.to_pf_text(&refs).unwrap_or_default();
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for b in text.bytes() {
-                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-            }
-            *c = (generation, h);
+            digest = dataplane::fnv::fnv1a(dataplane::fnv::FNV_OFFSET, text.as_bytes());
         }
-        c.1
+        digest
     })
 }

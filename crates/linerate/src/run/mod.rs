@@ -108,10 +108,13 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
         None => None,
     };
-    let state =
-        router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, reload_refusal);
     let links = Arc::new(crate::links::Links::new(&port_indexes(&physical)));
-    let state = with_views(state, ha.as_ref().map(|h| Arc::clone(&h.view)), Arc::clone(&links));
+    let views = Views {
+        reload_refusal,
+        ha: ha.as_ref().map(|h| Arc::clone(&h.view)),
+        links: Arc::clone(&links),
+    };
+    let state = router_state(&cfg, &firewall, &mut built, &slow, &ports, &opened.kinds, views);
     let mut control = bind_control(&cfg, &privileges);
 
     // Set up: from here on, no capability is effective (capabilities are per thread, so
@@ -130,7 +133,7 @@ pub fn main(args: RunArgs) -> Result<()> {
         }
         None => (None, None),
     };
-    let ha_stats = ha.as_ref().map(|h| (Arc::clone(&h.stats), h.workers.clone()));
+    let ha_view = ha.as_ref().map(|h| Arc::clone(&h.view));
     let ha_thread = match ha {
         Some(h) => Some(h.start(Arc::clone(&claimed.stop))?),
         None => None,
@@ -196,8 +199,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     if let Some(o) = &offload {
         report::fast_path(o, &physical);
     }
-    if let Some((link, workers)) = &ha_stats {
-        report::ha(link, workers);
+    if let Some(view) = &ha_view {
+        report::ha(view);
     }
     if let Some(why) = link_failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
         bail!("{why}");
@@ -396,26 +399,19 @@ fn worker_cpus(first: Option<usize>, workers: usize) -> Vec<usize> {
     (0..workers).map(|w| (first_cpu + w) % ncpu).collect()
 }
 
-/// What the control socket, reloads and the metrics server see of this run.
-/// The router's state with state sync's view and the ports' links (set once, before any
-/// thread reads it).
-fn with_views(
-    mut state: Arc<RouterState>,
-    ha: Option<Arc<crate::ha::HaView>>,
-    links: Arc<crate::links::Links>,
-) -> Arc<RouterState> {
-    if let Some(s) = Arc::get_mut(&mut state) {
-        s.ha = ha;
-        s.links = Some(links);
-    }
-    state
-}
-
 /// Each physical port's name and kernel ifindex (0 if it has none now).
 fn port_indexes(physical: &[config::Interface]) -> Vec<(String, u32)> {
     physical.iter().map(|p| (p.name.clone(), io::netdev::ifindex(&p.name).unwrap_or(0))).collect()
 }
 
+/// What the router's state shows besides what the workers and the slow path built.
+struct Views {
+    reload_refusal: Option<String>,
+    ha: Option<Arc<crate::ha::HaView>>,
+    links: Arc<crate::links::Links>,
+}
+
+/// What the control socket, reloads and the metrics server see of this run.
 fn router_state(
     cfg: &Config,
     firewall: &FirewallSetup,
@@ -423,7 +419,7 @@ fn router_state(
     slow: &workers::SlowPathSetup,
     ports: &[PortInfo],
     kinds: &[String],
-    reload_refusal: Option<String>,
+    views: Views,
 ) -> Arc<RouterState> {
     let fw_on = firewall.slot.is_some();
     let state_requests = std::mem::take(&mut built.state_requests);
@@ -436,7 +432,7 @@ fn router_state(
         kinds: kinds.to_vec(),
         punt: slow.punt_stats.clone(),
         started: Instant::now(),
-        reload_refusal,
+        reload_refusal: views.reload_refusal,
         fw: fw_on.then(|| {
             crate::control_fw::FwControl::new(
                 built.fw_stats.clone(),
@@ -450,8 +446,8 @@ fn router_state(
             built.ready.iter().map(|w: &RunWorker| w.capture_slot()).collect(),
         ),
         kernel_routes: slow.threads.kernel_routes.as_ref().map(|(sync, _)| Arc::clone(&sync.stats)),
-        ha: None,
-        links: None,
+        ha: views.ha,
+        links: views.links,
     })
 }
 

@@ -227,30 +227,26 @@ pub(super) fn fast_path(o: &crate::offload::Offload, physical: &[config::Interfa
     print!("{report}");
 }
 
-/// State sync's part: what the link sent and took, what the workers made of the peer's states.
-pub(super) fn ha(
-    link: &crate::ha::link::LinkStats,
-    workers: &[Arc<dataplane::firewall::sync::SyncStats>],
-) {
-    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let sum = |f: fn(&dataplane::firewall::sync::SyncStats) -> &std::sync::atomic::AtomicU64| {
-        workers.iter().map(|w| n(f(w))).sum::<u64>()
-    };
+/// State sync's part: what the link sent and took, what the workers made of the peer's states
+/// (the `show ha` document, as a line).
+pub(super) fn ha(view: &crate::ha::HaView) {
+    let v = view.json();
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
     println!(
         "state sync: sent {} datagrams ({} messages, {} send errors), received {} ({} messages, {} refused, {} states refused); workers: {} inserted, {} updated, {} stale, {} removed, {} refused, {} bulk updates, {} lost",
-        n(&link.datagrams_sent),
-        n(&link.messages_sent),
-        n(&link.send_errors),
-        n(&link.datagrams_received),
-        n(&link.messages_received),
-        n(&link.refused),
-        n(&link.states_refused),
-        sum(|w| &w.inserted),
-        sum(|w| &w.updated),
-        sum(|w| &w.stale),
-        sum(|w| &w.removed),
-        sum(|w| &w.refused),
-        sum(|w| &w.bulk_updates),
-        sum(|w| &w.lost),
+        n("datagrams_sent"),
+        n("messages_sent"),
+        n("send_errors"),
+        n("datagrams_received"),
+        n("messages_received"),
+        n("refused"),
+        n("states_refused"),
+        n("inserted"),
+        n("updated"),
+        n("stale"),
+        n("removed"),
+        n("import_refused"),
+        n("worker_bulk_updates"),
+        n("lost"),
     );
 }
