@@ -52,6 +52,7 @@ pub(crate) mod keys;
 mod local;
 pub mod nat;
 mod nat_rewrite;
+pub mod offloaded;
 mod overload;
 pub mod requests;
 mod routes;
@@ -66,6 +67,7 @@ pub mod scrub;
 mod slot;
 mod stage;
 pub mod sync;
+mod sync_nat;
 pub(crate) mod synproxy;
 
 pub use crate::seed::random_seed;
@@ -128,6 +130,8 @@ pub struct Firewall {
     /// theirs remained (`routes.rs`).
     orphan_routes: Vec<fw::rules::RouteOpt>,
     orphan_scan: routes::OrphanScan,
+    /// The rule set adopted before this one, for the fast path's late counts.
+    previous: Option<offloaded::PreviousRules>,
 }
 
 /// The first loop of a batch's filter pass: [`QuickHits`] and the per-rule counts of its hits.
@@ -262,6 +266,7 @@ impl Firewall {
             scrub_counts: scrub::ScrubCounts::default(),
             orphan_routes: Vec::new(),
             orphan_scan: routes::OrphanScan::default(),
+            previous: None,
         }
     }
 
@@ -412,12 +417,16 @@ impl Firewall {
             self.carry_routes(&rules);
         }
         let counters = RuleCounters::new(rules);
+        self.previous = None;
         if carried {
             counters.add(&self.cur);
+            self.previous = Some(offloaded::PreviousRules::same(self.adopted));
         } else if let Some(k) = counters.rules.keep.get()
             && Arc::ptr_eq(&k.from, &self.cur.rules.lineage)
         {
             counters.add_mapped(&self.cur, &k.map);
+            let old_len = self.cur.rules.rule_count() + 1;
+            self.previous = Some(offloaded::PreviousRules::mapped(self.adopted, &k.map, old_len));
         }
         self.cur = Arc::new(counters);
         *self.stats.rules.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.cur);

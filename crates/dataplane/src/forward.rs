@@ -228,6 +228,13 @@ impl Forwarder {
         self.firewall.as_mut().map(|f| &mut f.fw)
     }
 
+    /// The firewall and its NAT table (state sync's view of the worker).
+    pub(crate) fn firewall_and_nat(
+        &mut self,
+    ) -> Option<(&mut Firewall, &mut fw::nat::table::NatTable)> {
+        self.firewall.as_mut().map(|f| (&mut f.fw, f.nat.table_mut()))
+    }
+
     /// The firewall's pass over a packet the router sends on logical port `port`
     /// ([`Firewall::local_out`]); frames that are not IP pass (pf does not see them).
     /// `Ok(Some(via))`: the state that passed it routes it (`route-to`, `reply-to`), by

@@ -168,11 +168,48 @@ pub struct Offer {
     /// CLOCK_MONOTONIC nanoseconds from which the entry must send the flow to the pipeline
     /// again (the pipeline's state or translation must see it by then); 0: never.
     pub expires_ns: u64,
+    /// What the pipeline counts each packet of the flow under: the fast path's counts of it
+    /// are credited there ([`Credit`]).
+    pub counted: CountedUnder,
+}
+
+/// The rules a forwarded packet is counted under (pf counts it under each pass's rule, or its
+/// state's rule), in the rule set of generation `generation`; [`CountedUnder::NO_RULE`]
+/// where a pass counts nothing. No firewall: both `NO_RULE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CountedUnder {
+    pub rules: [u32; 2],
+    pub generation: u64,
+}
+
+impl CountedUnder {
+    pub const NO_RULE: u32 = u32::MAX;
+    pub const NOTHING: CountedUnder = CountedUnder { rules: [Self::NO_RULE; 2], generation: 0 };
+}
+
+impl Default for CountedUnder {
+    fn default() -> Self {
+        Self::NOTHING
+    }
+}
+
+/// Packets and bytes (of IP) the fast path forwarded for flows counted under `counted`, from
+/// the control plane back to the worker that offered them (the one writer of its counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Credit {
+    pub counted: CountedUnder,
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// Flows a worker already offered in the current generation, at most this many (then it
 /// forgets them all, and offers again what still comes its way).
 const REMEMBERED: usize = 1 << 16;
+
+/// How long a flow the firewall could not say how it counts stays in the pipeline before it
+/// is asked again. A stateless rule set's answer holds for the whole generation (the check
+/// above keeps a flow without expiry for good).
+const ASK_AGAIN_NS: u64 = 1_000_000_000;
 
 /// The flows of a batch's received frames as they arrived, by the frame's chunk: what the
 /// program will see of a flow the pipeline translates. Direct-mapped: a frame whose slot
@@ -206,6 +243,7 @@ impl InputFlows {
 /// A worker's side: finds offers among the frames it sends and queues them.
 pub struct FlowLearner {
     queue: io::spsc::Producer<Offer>,
+    credits: io::spsc::Consumer<Credit>,
     decisions: std::sync::Arc<Decisions>,
     /// Physical ports whose input the program may take (untagged only, AF_XDP with the
     /// fast path): an input port that also carries VLANs is not one.
@@ -221,12 +259,13 @@ pub struct FlowLearner {
 
 impl FlowLearner {
     pub fn new(
-        queue: io::spsc::Producer<Offer>,
+        (queue, credits): WorkerQueues,
         decisions: std::sync::Arc<Decisions>,
         inputs: Vec<bool>,
     ) -> Self {
         FlowLearner {
             queue,
+            credits,
             decisions,
             inputs,
             offered: HashMap::new(),
@@ -265,9 +304,23 @@ impl FlowLearner {
         self.inputs_noted.note(pool, input);
     }
 
+    /// Hands each credit the control plane sent back for this worker's offloaded flows to
+    /// `apply` (its firewall's rule counters).
+    #[inline]
+    pub fn take_credits(&mut self, mut apply: impl FnMut(&Credit)) {
+        while self.credits.pop_with(&mut apply) {}
+    }
+
     /// Offers the flows of the frames in `outputs` (by output port), as rewritten, that
-    /// `policy` lets the fast path take.
-    pub fn learn(&mut self, pool: &FramePool, outputs: &[Batch], policy: &OffloadPolicy) {
+    /// `policy` lets the fast path take, each with what `counted` says its packets are
+    /// counted under (`None`: the flow stays in the pipeline).
+    pub fn learn(
+        &mut self,
+        pool: &FramePool,
+        outputs: &[Batch],
+        policy: &OffloadPolicy,
+        mut counted: impl FnMut(&[u8], &Offer) -> Option<CountedUnder>,
+    ) {
         for (out_port, batch) in outputs.iter().enumerate() {
             for desc in batch.as_slice() {
                 if !self.inputs.get(usize::from(desc.port)).copied().unwrap_or(false) {
@@ -287,7 +340,8 @@ impl FlowLearner {
                 }
                 offer.in_port = desc.port;
                 offer.out_port = out_port as u16;
-                self.offer(offer, policy.refresh_ns);
+                let frame = pool.frame(*desc);
+                self.offer(offer, policy.refresh_ns, |o| counted(frame, o));
             }
         }
     }
@@ -295,7 +349,13 @@ impl FlowLearner {
     /// Queues `offer` unless it was offered in this generation and its entry is not yet
     /// half-way to its expiry (one that refreshes is offered again from then on, so that the
     /// entry is renewed before the pipeline would see every packet of the flow).
-    fn offer(&mut self, mut offer: Offer, refresh_ns: u64) {
+    /// What the flow is counted under is asked (of `counted`) only then, once per offer.
+    fn offer(
+        &mut self,
+        mut offer: Offer,
+        refresh_ns: u64,
+        counted: impl FnOnce(&Offer) -> Option<CountedUnder>,
+    ) {
         offer.generation = self.generation;
         if let Some(&expires) = self.offered.get(&offer)
             && (expires == 0 || self.now_ns.saturating_add(refresh_ns / 2) < expires)
@@ -305,9 +365,15 @@ impl FlowLearner {
         if self.offered.len() >= REMEMBERED {
             self.offered.clear();
         }
+        let Some(under) = counted(&offer) else {
+            // Asked again in a second (a state may settle by then), not per packet.
+            self.offered.insert(offer, self.now_ns.saturating_add(refresh_ns / 2 + ASK_AGAIN_NS));
+            return;
+        };
         let expires = if refresh_ns == 0 { 0 } else { self.now_ns + refresh_ns };
         // A full queue: offered again with the flow's next packet.
-        if self.queue.push_with(|slot| *slot = Offer { expires_ns: expires, ..offer }) {
+        let sent = Offer { expires_ns: expires, counted: under, ..offer };
+        if self.queue.push_with(|slot| *slot = sent) {
             self.offered.insert(offer, expires);
         }
     }
@@ -361,9 +427,20 @@ pub fn offer_of(frame: &[u8]) -> Option<Offer> {
 /// The control plane's side of one worker's offers.
 pub type OfferConsumer = io::spsc::Consumer<Offer>;
 
-/// A queue of offers between a worker and the control plane.
-pub fn offer_queue(capacity: usize) -> (io::spsc::Producer<Offer>, OfferConsumer) {
-    io::spsc::ring(capacity)
+/// A worker's ends of its queues to and from the control plane.
+pub type WorkerQueues = (io::spsc::Producer<Offer>, io::spsc::Consumer<Credit>);
+
+/// The control plane's ends of one worker's queues: its offers, and the credits for them.
+pub struct ControlQueues {
+    pub offers: OfferConsumer,
+    pub credits: io::spsc::Producer<Credit>,
+}
+
+/// The queues between a worker and the control plane, each of `capacity` entries.
+pub fn worker_queues(capacity: usize) -> (WorkerQueues, ControlQueues) {
+    let (offer_tx, offers) = io::spsc::ring(capacity);
+    let (credits, credit_rx) = io::spsc::ring(capacity);
+    ((offer_tx, credit_rx), ControlQueues { offers, credits })
 }
 
 #[cfg(test)]
@@ -432,16 +509,16 @@ mod tests {
         assert!(!d.install(1, || true), "decided before the change: void");
         assert!(d.install(2, || true));
         assert_eq!(seen.load(Ordering::Relaxed), 2, "the program holds the entry's generation");
-        let (tx, mut rx) = offer_queue(8);
-        let mut l = FlowLearner::new(tx, std::sync::Arc::clone(&d), vec![true]);
+        let (worker, mut control) = worker_queues(8);
+        let mut l = FlowLearner::new(worker, std::sync::Arc::clone(&d), vec![true]);
         let pool = FramePool::new(64);
         let empty = Batch::new();
         l.begin_batch(&OffloadPolicy::STATELESS, &pool, &empty);
         let o = offer_of(&udp4()).unwrap();
-        l.offer(o, 0);
-        l.offer(o, 0);
+        l.offer(o, 0, |_| Some(CountedUnder::NOTHING));
+        l.offer(o, 0, |_| Some(CountedUnder::NOTHING));
         let mut n = 0;
-        while rx.pop_with(|_| ()) {
+        while control.offers.pop_with(|_| ()) {
             n += 1;
         }
         assert_eq!(n, 1, "offered once per generation");
@@ -454,7 +531,7 @@ mod tests {
         d.changed();
         assert_eq!(seen.load(Ordering::Relaxed), 3, "nothing installed since");
         l.begin_batch(&OffloadPolicy::STATELESS, &pool, &empty);
-        l.offer(o, 0);
-        assert!(rx.pop_with(|got| assert_eq!(got.generation, 4)));
+        l.offer(o, 0, |_| Some(CountedUnder::NOTHING));
+        assert!(control.offers.pop_with(|got| assert_eq!(got.generation, 4)));
     }
 }

@@ -237,9 +237,15 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             }
             self.forwarder.set_tap(tap);
         }
+        // The fast path's counts of this worker's offloaded flows, into its rule counters.
+        if let (Some(l), Some(fw)) = (&mut self.learner, self.forwarder.firewall_mut()) {
+            l.take_credits(|c| {
+                fw.credit_offloaded(c.counted.rules, c.counted.generation, c.packets, c.bytes)
+            });
+        }
         // A peer's states before this round's frames, which may be replies of its flows.
         if let Some(sync) = &mut self.sync {
-            self.sync_busy = sync.serve(self.forwarder.firewall_mut());
+            self.sync_busy = sync.serve(self.forwarder.firewall_and_nat());
         }
         for i in 0..self.rx.len() {
             let n = self.rx[i].rx_burst(&mut self.pool, &mut self.input, self.batch_size);
@@ -275,7 +281,10 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             if let Some(l) = &mut self.learner {
                 let after = self.forwarder.offload_policy();
                 if after.any() && (policy.translates || !after.translates) {
-                    l.learn(&self.pool, &self.outputs, &after);
+                    let fw = self.forwarder.firewall();
+                    l.learn(&self.pool, &self.outputs, &after, |frame, o| {
+                        counted_under(fw, frame, o)
+                    });
                 }
             }
             if let Some(t) = self.forwarder.tap_at(Point::Tx) {
@@ -489,4 +498,34 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
         self.shared.publish(&self.forwarder.counts);
         self.publish_ports();
     }
+}
+
+/// What the packets of `offer`'s flow (sent as `frame`) are counted under: nothing without a
+/// firewall, else what `fw` says (`None`: the flow stays in the pipeline).
+fn counted_under(
+    fw: Option<&Firewall>,
+    frame: &[u8],
+    offer: &crate::offload::Offer,
+) -> Option<crate::offload::CountedUnder> {
+    let Some(fw) = fw else { return Some(crate::offload::CountedUnder::NOTHING) };
+    let v4 = offer.family == 4;
+    let addr = |a: &[u8; 16]| {
+        if v4 {
+            u128::from(u32::from_be_bytes([a[0], a[1], a[2], a[3]]))
+        } else {
+            u128::from_be_bytes(*a)
+        }
+    };
+    let flow = crate::firewall::offloaded::OfferedFlow {
+        frame,
+        v4,
+        in_port: offer.in_port,
+        out_port: offer.out_port,
+        src: addr(&offer.flow.src),
+        dst: addr(&offer.flow.dst),
+        sport: u16::from_be_bytes(offer.flow.sport),
+        dport: u16::from_be_bytes(offer.flow.dport),
+    };
+    let (rules, generation) = fw.counted_under(&flow)?;
+    Some(crate::offload::CountedUnder { rules, generation })
 }

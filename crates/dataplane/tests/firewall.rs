@@ -254,7 +254,7 @@ fn states_synced_to_another_worker_pass_its_replies() {
     assert_eq!(bulk.last(), Some(&SyncItem::BulkEnd));
 
     // A removal reaches the second box.
-    let SyncItem::State(s) = items[0] else { panic!() };
+    let SyncItem::State(s, _) = items[0] else { panic!() };
     to_second.send(vec![SyncItem::Removed { proto: s.proto, ends: s.ends }]).unwrap();
     second.poll();
     assert_eq!(second.firewall_mut().unwrap().state_table().len(), 0);

@@ -823,6 +823,16 @@ impl StateTable {
         })
     }
 
+    /// The entry held for the flow of `key` and whether `key`'s sender is its endpoint A,
+    /// read without the effects of a packet's lookup (no counters, timers or tracking): what
+    /// the kernel fast path asks of a flow it takes over.
+    pub fn peek(&self, key: &PacketKey) -> Option<(StateId, bool)> {
+        let flow = Flow::of(key);
+        let found = self.find(&flow.key, self.hash(&flow.key)).ok()?;
+        let id = StateId(found.id as u32);
+        self.rule_of(id).map(|_| (id, flow.from_a()))
+    }
+
     /// The entry (live or dead) held for this flow, without looking it up. For tests.
     #[doc(hidden)]
     pub fn debug_id(&self, key: &PacketKey) -> Option<StateId> {

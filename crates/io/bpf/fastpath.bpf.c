@@ -349,11 +349,12 @@ static __always_inline void rewrite(struct ethhdr *eth, void *l3, int v4, struct
 	__builtin_memcpy(eth->h_source, e->src_mac, 6);
 }
 
-// Counts `packets` frames of `bytes` on the entry and its interfaces.
-static __always_inline void count(struct flow_entry *e, __u32 packets, __u64 bytes)
+// Counts `packets` frames of `bytes` on the entry's interfaces, and on the entry the packets
+// and their `ip_bytes` (what the pipeline's rule counters count).
+static __always_inline void count(struct flow_entry *e, __u32 packets, __u64 bytes, __u64 ip_bytes)
 {
 	e->packets += packets;
-	e->bytes += bytes;
+	e->bytes += ip_bytes;
 	e->last_jiffies = bpf_jiffies64();
 	struct port_counts *c = counts_of(e->in_slot);
 	if (c) {
@@ -465,7 +466,7 @@ int lr_fast(struct xdp_md *ctx)
 	if (v4 && (e->flags & ENTRY_NAT) && translate_v4(l3, end, e) < 0)
 		return steer(ctx, cfg, 1);
 	rewrite(eth, l3, v4, e);
-	count(e, 1, frame);
+	count(e, 1, frame, len);
 	return XDP_REDIRECT;
 }
 
@@ -570,14 +571,15 @@ static __always_inline int skb_valid(struct flow_entry *e, struct settings *cfg,
 
 // The entry of the skb's flow (in *e, its family in *v4) and whether the skb programs forward
 // the frame by it now: the one decision of `lr_fast_sock` and `lr_fast_tc`.
-static __always_inline int skb_decide(struct __sk_buff *skb, struct flow_entry **e, int *v4)
+// *len: the IP bytes of the skb's packet (of each segment, for a GSO skb).
+static __always_inline int skb_decide(struct __sk_buff *skb, struct flow_entry **e, int *v4, __u32 *len)
 {
 	__u32 zero = 0;
 	struct settings *cfg = bpf_map_lookup_elem(&config, &zero);
 	struct ethhdr eth;
-	__u32 len = 0;
-	*e = cfg && cfg->gen ? skb_entry(skb, &eth, &len, v4) : NULL;
-	return skb_valid(*e, cfg, &eth, len);
+	*len = 0;
+	*e = cfg && cfg->gen ? skb_entry(skb, &eth, len, v4) : NULL;
+	return skb_valid(*e, cfg, &eth, *len);
 }
 
 // The socket filter's decision for the frame now between the packet taps and tc ingress, on
@@ -608,7 +610,8 @@ int lr_fast_sock(struct __sk_buff *skb)
 {
 	struct flow_entry *e;
 	int v4 = 0;
-	int hit = skb_decide(skb, &e, &v4);
+	__u32 len = 0;
+	int hit = skb_decide(skb, &e, &v4, &len);
 	__u32 zero = 0;
 	struct handoff *h = bpf_map_lookup_elem(&handoffs, &zero);
 	if (h) {
@@ -654,7 +657,8 @@ int lr_fast_tc(struct __sk_buff *skb)
 {
 	struct flow_entry *e;
 	int v4 = 0;
-	int hit = skb_decide(skb, &e, &v4);
+	__u32 len = 0;
+	int hit = skb_decide(skb, &e, &v4, &len);
 	__u32 zero = 0;
 	struct handoff *h = bpf_map_lookup_elem(&handoffs, &zero);
 	if (h && h->armed) {
@@ -679,7 +683,12 @@ int lr_fast_tc(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	if (!(v4 ? skb_rewrite_v4(skb, e) : skb_rewrite_v6(skb, e)))
 		return TC_ACT_UNSPEC;
-	count(e, skb->gso_segs ? skb->gso_segs : 1, skb->len);
+	// A GSO skb's segments each carry the headers (len - gso_size bytes of them).
+	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
+	__u64 ip_bytes = len; // a short frame's padding is not the packet's
+	if (segs > 1 && len > skb->gso_size)
+		ip_bytes = skb->len - sizeof(struct ethhdr) + (__u64)(segs - 1) * (len - skb->gso_size);
+	count(e, segs, skb->len, ip_bytes);
 	return bpf_redirect(e->out_ifindex, 0);
 }
 

@@ -99,6 +99,7 @@ pub const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 pub const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
 pub const BPF_PROG_LOAD: libc::c_int = 5;
 pub const BPF_PROG_TEST_RUN: libc::c_int = 10;
+pub const BPF_MAP_LOOKUP_BATCH: libc::c_int = 24;
 pub const BPF_MAP_UPDATE_BATCH: libc::c_int = 26;
 pub const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
 pub const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;

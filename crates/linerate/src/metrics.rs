@@ -272,6 +272,16 @@ fn ha(w: &mut Writer, v: &Value) {
         ),
         ("removed", "linerate_ha_states_removed", "States removed because the peer removed them."),
         (
+            "translations",
+            "linerate_ha_translations_inserted",
+            "NAT translations of peer states added to the workers' NAT tables.",
+        ),
+        (
+            "translations_refused",
+            "linerate_ha_translations_refused",
+            "NAT translations of peer states not added: the NAT table full, or no route toward the side they face.",
+        ),
+        (
             "unknown_deletes",
             "linerate_ha_unknown_deletes",
             "The peer's deletes of a flow this box has no record of.",

@@ -95,11 +95,24 @@ fn send(from: &Namespace, sport: u16, dst: &str, dport: u16) {
 
 /// Whether `to`, listening on `port`, gets a datagram that `from` sends it from `sport`.
 fn arrives(from: &Namespace, sport: u16, to: &Namespace, port: u16) -> bool {
+    arrives_by(from, sport, "198.18.0.2", port, to, port)
+}
+
+/// Whether `to`, listening on `port`, gets a datagram that `from` sends from `sport` to
+/// `dst`:`dport` (translated on the way).
+fn arrives_by(
+    from: &Namespace,
+    sport: u16,
+    dst: &str,
+    dport: u16,
+    to: &Namespace,
+    port: u16,
+) -> bool {
     let listen = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('',int(sys.argv[1])))\ns.settimeout(1.5)\nprint('ready',file=sys.stderr,flush=True)\ntry:\n  print(s.recv(64).decode())\nexcept OSError:\n  print('timeout')\n";
     let mut rx = to.command("python3");
     rx.args(["-c", listen, &port.to_string()]);
     let mut guard = start_until(rx, "ready");
-    send(from, sport, "198.18.0.2", port);
+    send(from, sport, dst, dport);
     let mut child = guard.0.take().unwrap();
     let mut out = String::new();
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
@@ -185,4 +198,37 @@ fn a_peer_with_another_key_is_refused() {
     let refused =
         line.contains("received 0 (0 messages, ") && !line.contains("messages, 0 refused");
     assert!(refused, "{line:?} in {report}");
+}
+
+/// A flow D translates (`nat` to lrd1's address, its port kept) reaches E with its
+/// translation: B's reply to the translated address through E goes back to A's address.
+#[test]
+fn a_translated_flow_keeps_its_translation_on_the_other_box() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("hn");
+    let sb = standby(&lab, "hn");
+    let cfg_e = config(&lab, "e", "10.99.0.2:8384", "10.99.0.1:8384");
+    let cfg_d = config(&lab, "d", "10.99.0.1:8384", "10.99.0.2:8384");
+    let rules = format!("nat on lrd1 from 198.18.0.0/24 to any -> (lrd1) static-port\n{RULES}");
+    std::fs::write(lab.dir.join("rules.conf"), rules).unwrap();
+    let mut e = run(&sb.e, &cfg_e, "0");
+    let _d = run(&lab.d, &cfg_d, "1");
+    let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+    let _ = sb.g.exec("ping", &["-c", "1", "-W", "1", "198.19.0.1"]);
+    let _ = sb.f.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+    // Before: E has neither state nor translation.
+    assert!(!arrives_by(&sb.g, 9000, "198.19.0.1", 41002, &sb.f, 41002), "E passed it untracked");
+    send(&lab.a, 41002, "198.19.0.2", 9000);
+    eventually("the state on E", || states(&cfg_e).iter().any(|s| s["sport"] == 41002));
+    assert!(
+        arrives_by(&sb.g, 9000, "198.19.0.1", 41002, &sb.f, 41002),
+        "B's reply to the translated address did not reach A through E"
+    );
+    let shown = linerate(&["show", "ha", "--json"], &cfg_e);
+    let ha: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert!(ha["translations"].as_u64() >= Some(1), "{ha}");
+    let child = e.terminate().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("translations: 1 inserted, 0 refused"), "{report}");
 }

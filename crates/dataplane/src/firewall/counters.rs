@@ -62,6 +62,13 @@ impl RuleCounters {
         }
     }
 
+    /// Adds `packets` and `bytes` to rule `i` (out of range: the default's).
+    pub(super) fn add_counts(&self, i: usize, packets: u64, bytes: u64) {
+        let i = i.min(self.packets.len() - 1);
+        bump(&self.packets[i], packets);
+        bump(&self.bytes[i], bytes);
+    }
+
     /// A copy of the counters of every rule, in rule order.
     pub fn snapshot(&self) -> Vec<RuleStat> {
         let r = &self.rules.rules.rules;

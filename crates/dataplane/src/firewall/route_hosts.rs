@@ -45,6 +45,23 @@ fn lookup(fib: &Fib, af: Af, addr: u128) -> Option<NextHop> {
     }
 }
 
+/// The interface the route toward `addr` leaves by (a multipath route's first path); none
+/// for no route, a blackhole or one of the router's own addresses.
+pub(crate) fn port_toward(fib: &Fib, addr: std::net::IpAddr) -> Option<u16> {
+    let nh = match addr {
+        std::net::IpAddr::V4(a) => fib.v4.lookup(a.to_bits()),
+        std::net::IpAddr::V6(a) => fib.v6.lookup(a.to_bits()),
+    }?;
+    let port = |adj: Adjacency| match adj {
+        Adjacency::Forward { port, .. } | Adjacency::Unresolved { port } => Some(port),
+        _ => None,
+    };
+    match fib.adj.get(nh) {
+        Adjacency::Multipath { members, .. } => port(fib.adj.get(fib.adj.member(members, 0))),
+        adj => port(adj),
+    }
+}
+
 /// Whether next hop `nh` (any of its paths) sends on `port`. The router's own addresses,
 /// blackholes and unreachable routes leave by no interface.
 fn leaves_by(fib: &Fib, nh: NextHop, port: u16) -> bool {

@@ -7,15 +7,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
+use fw::nat::table::NatTable;
 use fw::state::{ImportError, Imported, StateChange, StateEnds, StateSnapshot};
 
 use super::Firewall;
+use super::route_hosts::port_toward;
+pub use super::sync_nat::NatSnapshot;
+use super::sync_nat::{session_of, translation_of};
 
 /// One item of state sync, either way: a state (new or changed), or a flow whose state is
 /// gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncItem {
-    State(StateSnapshot),
+    /// With its NAT translation, if it has one ([`NatSnapshot`]).
+    State(StateSnapshot, Option<NatSnapshot>),
     Removed {
         proto: u8,
         ends: StateEnds,
@@ -35,6 +40,11 @@ pub struct SyncInCounts {
     pub removed: u64,
     /// Refused: the table was full, or the state's ends were of two families.
     pub refused: u64,
+    /// Translations added to the NAT table with their states.
+    pub translations: u64,
+    /// Translations refused: the NAT table was full, or no route leads to the side the
+    /// translation faces (the state is kept, its translated packets are not).
+    pub translations_refused: u64,
 }
 
 impl Firewall {
@@ -44,20 +54,22 @@ impl Firewall {
         self.states.enable_journal(journal);
     }
 
-    /// Appends to `out` what changed since the last call (`scratch`: reused between calls).
-    /// Returns true if changes were lost (the journal was full): the caller then sends every
-    /// state ([`sync_states_in`](Self::sync_states_in), a stretch at a time).
+    /// Appends to `out` what changed since the last call (`scratch`: reused between calls),
+    /// with their translations in `nat`. Returns true if changes were lost (the journal was
+    /// full): the caller then sends every state ([`sync_states_in`](Self::sync_states_in), a
+    /// stretch at a time).
     pub fn sync_changes(
         &mut self,
         out: &mut Vec<SyncItem>,
         scratch: &mut Vec<StateChange>,
+        nat: Option<&NatTable>,
     ) -> bool {
         scratch.clear();
         let lost = self.states.take_changes(scratch);
         for c in scratch.iter() {
             match *c {
                 StateChange::Changed(id) => {
-                    out.extend(self.states.export(id, self.now).map(SyncItem::State))
+                    out.extend(self.states.export(id, self.now).map(|s| with_nat(s, nat)))
                 }
                 StateChange::Removed { proto, ends } => out.push(SyncItem::Removed { proto, ends }),
             }
@@ -67,22 +79,42 @@ impl Firewall {
 
     /// A bulk update's stretch: the states among slots `slots`, appended to `out`. Returns
     /// the slots the table has, where the walk ends.
-    pub fn sync_states_in(&self, slots: std::ops::Range<usize>, out: &mut Vec<SyncItem>) -> usize {
+    pub fn sync_states_in(
+        &self,
+        slots: std::ops::Range<usize>,
+        out: &mut Vec<SyncItem>,
+        nat: Option<&NatTable>,
+    ) -> usize {
         let t = &self.states;
-        out.extend(t.states_in(slots).filter_map(|id| t.export(id, self.now)).map(SyncItem::State));
+        let states = t.states_in(slots).filter_map(|id| t.export(id, self.now));
+        out.extend(states.map(|s| with_nat(s, nat)));
         t.slot_count()
     }
 
-    /// Takes a peer's items into the state table, counting what became of them.
-    pub fn sync_in(&mut self, items: &[SyncItem], counts: &mut SyncInCounts) {
+    /// Takes a peer's items into the state table, and their translations into `nat`,
+    /// counting what became of them.
+    pub fn sync_in(
+        &mut self,
+        items: &[SyncItem],
+        counts: &mut SyncInCounts,
+        mut nat: Option<&mut NatTable>,
+    ) {
         for item in items {
             match item {
-                SyncItem::State(s) => match self.states.import(s, self.now) {
-                    Ok(Imported::Inserted(_)) => counts.inserted += 1,
-                    Ok(Imported::Updated(_)) => counts.updated += 1,
-                    Ok(Imported::Stale(_)) => counts.stale += 1,
-                    Err(ImportError::Full | ImportError::MixedFamilies) => counts.refused += 1,
-                },
+                SyncItem::State(s, t) => {
+                    match self.states.import(s, self.now) {
+                        Ok(Imported::Inserted(_)) => counts.inserted += 1,
+                        Ok(Imported::Updated(_)) => counts.updated += 1,
+                        Ok(Imported::Stale(_)) => counts.stale += 1,
+                        Err(ImportError::Full | ImportError::MixedFamilies) => {
+                            counts.refused += 1;
+                            continue;
+                        }
+                    }
+                    if let (Some(t), Some(table)) = (t, nat.as_deref_mut()) {
+                        self.import_translation(s, t, table, counts);
+                    }
+                }
                 SyncItem::Removed { proto, ends } => {
                     counts.removed += u64::from(self.states.remove_flow(*proto, ends));
                 }
@@ -90,6 +122,30 @@ impl Firewall {
             }
         }
     }
+
+    /// A peer's translation of state `s`, into `table` on the interface the route toward
+    /// its translated side leaves by (the boxes need not number or name interfaces alike).
+    fn import_translation(
+        &self,
+        s: &StateSnapshot,
+        t: &NatSnapshot,
+        table: &mut NatTable,
+        counts: &mut SyncInCounts,
+    ) {
+        let facing = if t.responder { s.ends.initiator.addr } else { s.ends.responder.addr };
+        let iface = self.fib.as_deref().and_then(|fib| port_toward(fib, facing));
+        let session = iface.and_then(|i| session_of(s, t, i, self.now));
+        match session.map(|s| table.import(s)) {
+            Some(Ok(true)) => counts.translations += 1,
+            Some(Ok(false)) => {}
+            Some(Err(_)) | None => counts.translations_refused += 1,
+        }
+    }
+}
+
+/// A state as sync sends it: with its translation in `nat`, if it has one.
+fn with_nat(s: StateSnapshot, nat: Option<&NatTable>) -> SyncItem {
+    SyncItem::State(s, nat.and_then(|table| translation_of(table, &s)))
 }
 
 /// Slots a worker walks per poll during a bulk update (as for operators' requests, short
@@ -113,6 +169,8 @@ pub struct SyncStats {
     pub stale: AtomicU64,
     pub removed: AtomicU64,
     pub refused: AtomicU64,
+    pub translations: AtomicU64,
+    pub translations_refused: AtomicU64,
 }
 
 /// A worker's end of state sync: its changes out to the sync thread, a peer's items in,
@@ -147,18 +205,19 @@ impl SyncPort {
     }
 
     /// Between batches: a peer's items taken, this worker's changes (or the next stretch of
-    /// a bulk update) sent. Returns whether a bulk update is under way (the worker then does
-    /// not sleep).
-    pub fn serve(&mut self, fw: Option<&mut Firewall>) -> bool {
-        let Some(fw) = fw else { return false };
-        self.take_in(fw);
-        if fw.sync_changes(&mut self.pending, &mut self.scratch)
+    /// a bulk update) sent, with the translations of its NAT table `nat`. Returns whether a
+    /// bulk update is under way (the worker then does not sleep).
+    pub fn serve(&mut self, fw: Option<(&mut Firewall, &mut NatTable)>) -> bool {
+        let Some((fw, nat)) = fw else { return false };
+        self.take_in(fw, nat);
+        if fw.sync_changes(&mut self.pending, &mut self.scratch, Some(nat))
             || self.bulk_wanted.swap(false, Ordering::Relaxed)
         {
             self.start_bulk();
         }
         if let Some(at) = self.bulk_at {
-            let slots = fw.sync_states_in(at..at + BULK_SLOTS_PER_POLL, &mut self.pending);
+            let range = at..at + BULK_SLOTS_PER_POLL;
+            let slots = fw.sync_states_in(range, &mut self.pending, Some(nat));
             self.bulk_at = (at + BULK_SLOTS_PER_POLL < slots).then_some(at + BULK_SLOTS_PER_POLL);
             if self.bulk_at.is_none() {
                 self.pending.push(SyncItem::BulkEnd);
@@ -177,11 +236,11 @@ impl SyncPort {
 
     /// At most a few batches of a peer's items per poll, so that a flood of them never holds
     /// up the worker's traffic for long.
-    fn take_in(&mut self, fw: &mut Firewall) {
+    fn take_in(&mut self, fw: &mut Firewall, nat: &mut NatTable) {
         let mut counts = SyncInCounts::default();
         for _ in 0..4 {
             let Ok(items) = self.inbox.try_recv() else { break };
-            fw.sync_in(&items, &mut counts);
+            fw.sync_in(&items, &mut counts, Some(&mut *nat));
         }
         let s = &self.stats;
         for (a, n) in [
@@ -190,6 +249,8 @@ impl SyncPort {
             (&s.stale, counts.stale),
             (&s.removed, counts.removed),
             (&s.refused, counts.refused),
+            (&s.translations, counts.translations),
+            (&s.translations_refused, counts.translations_refused),
         ] {
             if n > 0 {
                 a.fetch_add(n, Ordering::Relaxed);

@@ -62,8 +62,8 @@ impl NatKey {
     }
 }
 
-/// How far a translated TCP flow got, for its timeout (pf's `tcp.*` timeouts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How far a translated TCP flow got, for its timeout (pf's `tcp.*` timeouts), in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
 pub enum Phase {
     /// Only the first direction seen.
     #[default]
@@ -436,6 +436,29 @@ impl NatTable {
     /// Whether an in key is taken (expired sessions count until swept or looked up).
     pub fn in_key_used(&self, key: &NatKey) -> bool {
         self.find(key, self.hasher.hash(key, Side::In), Side::In).is_some()
+    }
+
+    /// The session whose out key is `key`, expired or not, read without touching it (what
+    /// state sync sends of a translated flow).
+    pub fn peek_out(&self, key: &NatKey) -> Option<&Session> {
+        let (_, i) = self.find(key, self.hasher.hash(key, Side::Out), Side::Out)?;
+        self.slots.get(i).map(|s| &s.session)
+    }
+
+    /// Adds a peer's session (state sync), or, if this table has one of the same keys,
+    /// refreshes it: its last packet moves on to `s.last`, its phase never back. Returns
+    /// whether it was added.
+    pub fn import(&mut self, s: Session) -> Result<bool, AllocError> {
+        let found = self.find(&s.out_key, self.hasher.hash(&s.out_key, Side::Out), Side::Out);
+        if let Some((_, i)) = found
+            && let Some(ours) = self.slots.get_mut(i).map(|slot| &mut slot.session)
+            && ours.in_key == s.in_key
+        {
+            ours.last = ours.last.max(s.last);
+            ours.phase = ours.phase.max(s.phase);
+            return Ok(false);
+        }
+        self.insert(s).map(|()| true)
     }
 
     /// Adds a session; its keys should be free (the caller checked with the lookups). A

@@ -563,6 +563,46 @@ struct MapBatchAttr {
     flags: u64,
 }
 
+/// Reads every entry of hash map `map` (keys `K`, values `V`: the map's own sizes) in
+/// BPF_MAP_LOOKUP_BATCH calls of `chunk` entries (Linux 5.6), handing each to `each`. Entries
+/// written or removed meanwhile may or may not be seen.
+pub fn hash_for_each<K: Copy + Default, V: Copy + Default>(
+    map: RawFd,
+    chunk: usize,
+    mut each: impl FnMut(&K, &V),
+) -> io::Result<()> {
+    let chunk = chunk.max(1);
+    let mut keys = vec![K::default(); chunk];
+    let mut values = vec![V::default(); chunk];
+    // The kernel's position in the table (a bucket index for a hash map), at least a key.
+    let mut position = vec![0u64; size_of::<K>().div_ceil(8).max(1)];
+    let mut first = true;
+    loop {
+        let mut attr = MapBatchAttr {
+            in_batch: if first { 0 } else { position.as_ptr() as u64 },
+            out_batch: position.as_mut_ptr() as u64,
+            keys: keys.as_mut_ptr() as u64,
+            values: values.as_mut_ptr() as u64,
+            count: chunk as u32,
+            map_fd: map as u32,
+            ..Default::default()
+        };
+        let done = match sys::bpf(sys::BPF_MAP_LOOKUP_BATCH, &mut attr) {
+            Ok(_) => false,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => true,
+            Err(e) => return Err(e),
+        };
+        let n = (attr.count as usize).min(chunk);
+        for (k, v) in keys[..n].iter().zip(&values[..n]) {
+            each(k, v);
+        }
+        if done {
+            return Ok(());
+        }
+        first = false;
+    }
+}
+
 /// Creates an array map (`BPF_MAP_TYPE_ARRAY`) of `entries` values of `value_size` bytes.
 pub fn create_array(name: &str, value_size: u32, entries: u32) -> io::Result<OwnedFd> {
     let mut attr = MapCreateAttr {

@@ -148,6 +148,37 @@ impl FlowKey {
     }
 }
 
+impl FlowKey4 {
+    fn flow_key(&self) -> FlowKey {
+        let mut k = FlowKey {
+            ifindex: self.ifindex,
+            proto: self.proto,
+            family: 4,
+            sport: self.sport,
+            dport: self.dport,
+            ..FlowKey::default()
+        };
+        k.src[..4].copy_from_slice(&self.src);
+        k.dst[..4].copy_from_slice(&self.dst);
+        k
+    }
+}
+
+impl FlowKey6 {
+    fn flow_key(&self) -> FlowKey {
+        FlowKey {
+            ifindex: self.ifindex,
+            proto: self.proto,
+            family: 6,
+            sport: self.sport,
+            dport: self.dport,
+            pad: 0,
+            src: self.src,
+            dst: self.dst,
+        }
+    }
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 struct Settings {
@@ -390,6 +421,29 @@ impl FastPath {
         }
     }
 
+    /// Removes a flow's entry (gone already: nothing to do).
+    pub fn remove(&self, key: &FlowKey) -> io::Result<()> {
+        let r = match key.map_key() {
+            MapKey::V4(k) => delete(&self.flows4, &k),
+            MapKey::V6(k) => delete(&self.flows6, &k),
+        };
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Hands every flow entry the program holds to `each`, read a few thousand at a time.
+    pub fn for_each_flow(&self, mut each: impl FnMut(&FlowKey, &FlowEntry)) -> io::Result<()> {
+        const CHUNK: usize = 4096;
+        super::bpf::hash_for_each(self.flows4.as_raw_fd(), CHUNK, |k: &FlowKey4, e| {
+            each(&k.flow_key(), e)
+        })?;
+        super::bpf::hash_for_each(self.flows6.as_raw_fd(), CHUNK, |k: &FlowKey6, e| {
+            each(&k.flow_key(), e)
+        })
+    }
+
     /// What the program counted on the interface in `slot`, summed over the CPUs.
     pub fn port_counts(&self, slot: u16) -> io::Result<PortCounts> {
         let v: [u64; 6] = percpu_values(self.port_stats.as_raw_fd(), u32::from(slot), self.cpus)?;
@@ -537,8 +591,37 @@ mod tests {
         assert_eq!(run.frame, want, "MACs and TTL rewritten, checksum as the pipeline's");
         assert!(wire::Ipv4Packet::new_unchecked(&run.frame[14..34]).verify_checksum());
         let entry = f.lookup(&flow_of(&datagram())).unwrap().unwrap();
-        assert_eq!((entry.packets, entry.bytes), (1, 60));
-        assert_eq!(f.port_counts(0).unwrap().rx_packets, 1);
+        let ip_len = u64::from(u16::from_be_bytes([want[16], want[17]]));
+        assert_eq!((entry.packets, entry.bytes), (1, ip_len), "the entry counts IP bytes");
+        let counts = f.port_counts(0).unwrap();
+        assert_eq!((counts.rx_packets, counts.rx_bytes), (1, 60), "the port counts frames");
+    }
+
+    #[test]
+    fn every_entry_is_read_back_and_one_removed() {
+        assert!(crate::netdev::is_root(), "needs root (bpf): run the suite as root");
+        let f = one_flow();
+        let entry = f.lookup(&flow_of(&datagram())).unwrap().unwrap();
+        let mut other = flow_of(&datagram());
+        other.sport = [0x12, 0x34];
+        f.insert(&other, &entry).unwrap();
+        let d6 = datagram6();
+        let mut six = FlowKey { ifindex: 1, proto: 17, family: 6, ..Default::default() };
+        six.src.copy_from_slice(&d6[22..38]);
+        six.dst.copy_from_slice(&d6[38..54]);
+        f.insert(&six, &entry).unwrap();
+        let mut seen = Vec::new();
+        f.for_each_flow(|k, _| seen.push(*k)).unwrap();
+        seen.sort_by_key(|k| (k.family, k.sport));
+        let mut want = vec![flow_of(&datagram()), other, six];
+        want.sort_by_key(|k| (k.family, k.sport));
+        assert_eq!(seen, want);
+        f.remove(&other).unwrap();
+        f.remove(&other).unwrap();
+        assert_eq!(f.lookup(&other).unwrap(), None);
+        let mut n = 0;
+        f.for_each_flow(|_, _| n += 1).unwrap();
+        assert_eq!(n, 2);
     }
 
     /// A UDP datagram 2001:db8:a::2 -> 2001:db8:b::2, hop limit 64, on lo.

@@ -4,15 +4,19 @@
 //! Ids: the wire names a state by `(creator, counter)`, as pfsync does; linerate's tables know
 //! a state by its flow. The counter is a hash of the flow (protocol and both ends), so the
 //! sender needs no map, and the receiver keeps one from counters to flows for the DEL
-//! messages (`super::link`). Not carried yet: NAT translations (the record's `translation`
-//! stays empty), packet and byte counts.
+//! messages (`super::link`). NAT translations travel as the record's `translation`
+//! (`dataplane::firewall::sync::NatSnapshot`: `nat` and `rdr` of TCP and UDP over IPv4).
+//! Not carried yet: packet and byte counts.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use dataplane::firewall::sync::NatSnapshot;
 use dataplane::fnv::{FNV_OFFSET, fnv1a};
 use fw::state::{Endpoint, PeerSnapshot, StateEnds, StateSnapshot, SubState, Tmo};
-use ha::{Family, PfState, RuleRef, StateId, StateRecord, TcpWindow, TimeoutClass};
+use ha::{
+    Family, PfState, RuleRef, Side, StateId, StateRecord, TcpWindow, TimeoutClass, Translation,
+};
 
 /// pf's `PF_WSCALE_FLAG` and `PF_WSCALE_MASK`: how the table holds a window-scale option.
 const WSCALE_FLAG: u8 = 0x80;
@@ -62,7 +66,13 @@ pub fn id_of(creator: u32, proto: u8, ends: &StateEnds) -> StateId {
 }
 
 /// The record of a state this box holds.
-pub fn record_of(s: &StateSnapshot, creator: u32, digest: u64, names: &Names) -> StateRecord {
+pub fn record_of(
+    s: &StateSnapshot,
+    nat: Option<&NatSnapshot>,
+    creator: u32,
+    digest: u64,
+    names: &Names,
+) -> StateRecord {
     let family = if s.ends.initiator.addr.is_ipv4() { Family::V4 } else { Family::V6 };
     let pf_state = |sub: &Option<SubState>| {
         sub.map(|sub| PfState {
@@ -77,7 +87,11 @@ pub fn record_of(s: &StateSnapshot, creator: u32, digest: u64, names: &Names) ->
         proto: s.proto,
         initiator: endpoint(s.ends.initiator),
         responder: endpoint(s.ends.responder),
-        translation: None,
+        translation: nat.map(|t| Translation {
+            side: if t.responder { Side::Responder } else { Side::Initiator },
+            addr: IpAddr::V4(t.addr),
+            port: t.port,
+        }),
         rule: RuleRef { digest, index: s.rule },
         from_initiator: pf_state(&s.pf_states[0]),
         from_responder: pf_state(&s.pf_states[1]),
@@ -88,6 +102,14 @@ pub fn record_of(s: &StateSnapshot, creator: u32, digest: u64, names: &Names) ->
         packets: [0; 2],
         bytes: [0; 2],
     }
+}
+
+/// The translation of a peer's record as the NAT table holds one (IPv4 only: an IPv6
+/// translation is not one linerate makes).
+pub fn nat_of(r: &StateRecord) -> Option<NatSnapshot> {
+    let t = r.translation.as_ref()?;
+    let IpAddr::V4(addr) = t.addr else { return None };
+    Some(NatSnapshot { responder: t.side == Side::Responder, addr, port: t.port })
 }
 
 /// The snapshot to import for a peer's record. Its rule index is kept only where the two
@@ -213,16 +235,30 @@ mod tests {
     fn a_state_comes_back_as_it_left() {
         for (proto, bound) in [(TCP, None), (17, Some(1)), (TCP, Some(0))] {
             let s = snapshot(proto, bound);
-            let r = record_of(&s, 9, 42, &names());
+            let r = record_of(&s, None, 9, 42, &names());
             assert_eq!(snapshot_of(&r, 42, &names()), Ok(s));
+            assert_eq!(nat_of(&r), None);
             // Another rule set: the state comes without its rule.
             assert_eq!(snapshot_of(&r, 43, &names()).unwrap().rule, u32::MAX);
         }
     }
 
     #[test]
+    fn a_translation_comes_back_as_it_left() {
+        for responder in [false, true] {
+            let t = NatSnapshot {
+                responder,
+                addr: std::net::Ipv4Addr::new(203, 0, 113, 5),
+                port: 61000,
+            };
+            let r = record_of(&snapshot(17, None), Some(&t), 9, 42, &names());
+            assert_eq!(nat_of(&r), Some(t));
+        }
+    }
+
+    #[test]
     fn the_peers_interface_names_map_to_ours() {
-        let mut r = record_of(&snapshot(17, Some(0)), 9, 42, &names());
+        let mut r = record_of(&snapshot(17, Some(0)), None, 9, 42, &names());
         r.from_initiator.as_mut().unwrap().interface = Some("eth1".into());
         assert_eq!(snapshot_of(&r, 42, &names()).unwrap().pf_states[0].unwrap().bound, Some(1));
         r.from_initiator.as_mut().unwrap().interface = Some("eth9".into());

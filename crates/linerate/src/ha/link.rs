@@ -176,8 +176,9 @@ impl Link {
             while let Ok(items) = w.changes.try_recv() {
                 for item in items {
                     match item {
-                        SyncItem::State(s) => out.push(Message::Update(convert::record_of(
+                        SyncItem::State(s, nat) => out.push(Message::Update(convert::record_of(
                             &s,
+                            nat.as_ref(),
                             self.creator,
                             digest,
                             &self.names,
@@ -259,7 +260,7 @@ impl Link {
                     match convert::snapshot_of(r, digest, &self.names) {
                         Ok(s) => {
                             self.remember(r.id.counter, &s);
-                            items.push(SyncItem::State(s));
+                            items.push(SyncItem::State(s, convert::nat_of(r)));
                         }
                         Err(_) => {
                             self.stats.states_refused.fetch_add(1, Ordering::Relaxed);

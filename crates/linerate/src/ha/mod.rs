@@ -59,6 +59,7 @@ impl HaView {
             "inserted": sum(|w| &w.inserted), "updated": sum(|w| &w.updated), "stale": sum(|w| &w.stale),
             "removed": sum(|w| &w.removed), "import_refused": sum(|w| &w.refused),
             "worker_bulk_updates": sum(|w| &w.bulk_updates), "lost": sum(|w| &w.lost),
+            "translations": sum(|w| &w.translations), "translations_refused": sum(|w| &w.translations_refused),
         })
     }
 }

@@ -218,7 +218,7 @@ fn fast_path_setup(
     slow: &workers::SlowPathSetup,
     firewall: &FirewallSetup,
     built: &mut workers::Workers,
-) -> Option<(Arc<crate::offload::Offload>, Vec<dataplane::offload::OfferConsumer>)> {
+) -> Option<(Arc<crate::offload::Offload>, Vec<dataplane::offload::ControlQueues>)> {
     if !cfg.router.fast_path {
         return None;
     }
@@ -243,13 +243,13 @@ fn fast_path_setup(
         .collect();
     let mut queues = Vec::new();
     for w in &mut built.ready {
-        let (tx, rx) = dataplane::offload::offer_queue(OFFER_QUEUE);
+        let (worker, control) = dataplane::offload::worker_queues(OFFER_QUEUE);
         w.set_flow_learner(dataplane::offload::FlowLearner::new(
-            tx,
+            worker,
             Arc::clone(decisions),
             inputs.clone(),
         ));
-        queues.push(rx);
+        queues.push(control);
     }
     eprintln!(
         "linerate: fast path in the kernel on {} of {} interfaces",
@@ -259,7 +259,7 @@ fn fast_path_setup(
     Some((offload, queues))
 }
 
-/// Offers a worker may queue before the fast path's thread takes them.
+/// Offers a worker may queue before the fast path's thread takes them (and credits back).
 const OFFER_QUEUE: usize = 4096;
 
 /// The config and what is built from it, checked before anything on the system is touched.

@@ -224,6 +224,13 @@ pub(super) fn fast_path(o: &crate::offload::Offload, physical: &[config::Interfa
         s.errors.load(Ordering::Relaxed),
         s.no_redirect.load(Ordering::Relaxed)
     );
+    let _ = writeln!(
+        report,
+        "  packets credited to their rules: {}; entries retired: {}, evicted before their last counts were read: {}",
+        s.credited.load(Ordering::Relaxed),
+        s.retired.load(Ordering::Relaxed),
+        s.evicted.load(Ordering::Relaxed)
+    );
     print!("{report}");
 }
 
@@ -233,7 +240,7 @@ pub(super) fn ha(view: &crate::ha::HaView) {
     let v = view.json();
     let n = |k: &str| v[k].as_u64().unwrap_or(0);
     println!(
-        "state sync: sent {} datagrams ({} messages, {} send errors), received {} ({} messages, {} refused, {} states refused); workers: {} inserted, {} updated, {} stale, {} removed, {} refused, {} bulk updates, {} lost",
+        "state sync: sent {} datagrams ({} messages, {} send errors), received {} ({} messages, {} refused, {} states refused); workers: {} inserted, {} updated, {} stale, {} removed, {} refused, {} bulk updates, {} lost; translations: {} inserted, {} refused",
         n("datagrams_sent"),
         n("messages_sent"),
         n("send_errors"),
@@ -248,5 +255,7 @@ pub(super) fn ha(view: &crate::ha::HaView) {
         n("import_refused"),
         n("worker_bulk_updates"),
         n("lost"),
+        n("translations"),
+        n("translations_refused"),
     );
 }

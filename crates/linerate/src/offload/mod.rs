@@ -14,8 +14,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use dataplane::offload::{Offer, OfferConsumer};
+use dataplane::offload::{ControlQueues, Offer};
 use io::xdp::fastpath::{FastPath, FlowEntry, FlowKey};
+
+mod counts;
 
 /// How often the outputs' ability to take redirected frames is read again.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -48,6 +50,12 @@ pub struct OffloadStats {
     pub errors: AtomicU64,
     /// Outputs that take redirected frames now, one bit per physical port.
     pub outputs: AtomicU64,
+    /// Packets the program forwarded, credited back to their rules' counters.
+    pub credited: AtomicU64,
+    /// Entries removed once their decision was void or their time up.
+    pub retired: AtomicU64,
+    /// Entries the table evicted (full) before their last counts were read.
+    pub evicted: AtomicU64,
 }
 
 /// The fast path of a running router.
@@ -173,7 +181,7 @@ impl Offload {
     /// Starts the thread that installs the workers' offers until `stop`.
     pub fn start(
         self: Arc<Self>,
-        mut queues: Vec<OfferConsumer>,
+        mut queues: Vec<ControlQueues>,
         stop: Arc<AtomicBool>,
     ) -> Result<JoinHandle<()>> {
         std::thread::Builder::new()
@@ -182,35 +190,41 @@ impl Offload {
             .context("starting the fast path's thread")
     }
 
-    fn run(&self, queues: &mut [OfferConsumer], stop: &AtomicBool) {
+    fn run(&self, queues: &mut [ControlQueues], stop: &AtomicBool) {
         let mut outputs = self.stats.outputs.load(Ordering::Relaxed);
         let mut checked = Instant::now();
         let mut nap = NAP_MIN;
+        let mut counts = counts::Counts::default();
         while !stop.load(Ordering::Relaxed) {
             let mut got = 0;
-            for q in queues.iter_mut() {
-                while q.pop_with(|offer| self.install(offer, outputs)) {
+            for (worker, q) in queues.iter_mut().enumerate() {
+                while q.offers.pop_with(|offer| self.install(offer, outputs, worker, &mut counts)) {
                     got += 1;
                 }
             }
             if checked.elapsed() >= RECHECK {
                 outputs = self.recheck_outputs(Some(outputs));
+                let now = io::clock::monotonic_ns();
+                counts.harvest(&self.fast, self.decisions.current(), now, &self.stats);
                 checked = Instant::now();
             }
+            counts.send(queues, &self.stats);
             nap = if got == 0 { (nap * 2).min(NAP_MAX) } else { NAP_MIN };
             std::thread::sleep(nap);
         }
     }
 
     /// Installs an offer's entry, unless a change voided its decision meanwhile.
-    fn install(&self, offer: &Offer, outputs: u64) {
+    fn install(&self, offer: &Offer, outputs: u64, worker: usize, counts: &mut counts::Counts) {
         let Some((key, entry)) = self.entry(offer, outputs) else { return };
+        counts.replacing(&self.fast, &key);
         let mut failed = false;
         let installed = self.decisions.install(offer.generation, || {
             failed = self.fast.insert(&key, &entry).is_err();
             !failed
         });
         if installed {
+            counts.installed(key, worker, offer.counted, offer.generation);
             self.stats.installed.fetch_add(1, Ordering::Relaxed);
         } else if failed {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
