@@ -19,9 +19,9 @@ done
 [[ -e /usr/include/linux/bpf.h ]] || need_pkgs+=(linux-libc-dev)
 # Tools the tests check linerate's metrics and service unit with, without what they recommend
 # (prometheus would bring a node exporter): promtool, systemd-analyze, and Debian's Python
-# client to parse OpenMetrics text.
+# client to parse OpenMetrics text; keepalived, whose VRRP the HA tests run on linerate's TAPs.
 tool_pkgs=()
-for pair in promtool:prometheus systemd-analyze:systemd; do
+for pair in promtool:prometheus systemd-analyze:systemd keepalived:keepalived; do
     have "${pair%%:*}" || tool_pkgs+=("${pair##*:}")
 done
 /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || tool_pkgs+=(python3-prometheus-client)

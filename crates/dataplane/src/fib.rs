@@ -357,6 +357,16 @@ impl FibControl {
         self.insert(addr, host_len(addr), LOCAL_ID, RouteKind::Local, RouteSource::Interface)
     }
 
+    /// Removes one of the router's own addresses that [`add_local`](Self::add_local) added
+    /// (a VRRP daemon's address gone); returns whether it was one.
+    pub fn remove_local(&mut self, addr: IpAddr) -> Result<bool, FibError> {
+        let key = (addr, host_len(addr));
+        if !self.routes.get(&key).is_some_and(|r| matches!(r.kind, RouteKind::Local)) {
+            return Ok(false);
+        }
+        self.remove(addr, host_len(addr))
+    }
+
     /// The broadcast address `addr` of a connected IPv4 prefix on `port`: packets to it take
     /// the local exit, as to the router's own addresses.
     pub fn add_broadcast(&mut self, addr: IpAddr, port: u16) -> Result<(), FibError> {

@@ -216,6 +216,43 @@ impl SlowPath {
         self.ctl.unset_neighbour(ip);
     }
 
+    /// An address the host stack added to logical port `port`'s TAP (a VRRP daemon's virtual
+    /// address, keepalived's): from now on the router answers ARP and NDP for it on the port
+    /// and takes the packets to it, until it is removed. Returns whether it is new.
+    pub fn add_address(
+        &mut self,
+        port: u16,
+        addr: IpAddr,
+        prefix_len: u8,
+    ) -> Result<bool, crate::fib::FibError> {
+        let Some(p) = self.ports.get_mut(usize::from(port)) else { return Ok(false) };
+        if p.owns(addr) {
+            return Ok(false);
+        }
+        self.ctl.add_local(addr)?;
+        p.addresses.push((addr, prefix_len));
+        Ok(true)
+    }
+
+    /// An address [`add_address`](Self::add_address) added, gone from the TAP: the router no
+    /// longer answers for it, and packets to it are forwarded (to the box that holds it now).
+    pub fn remove_address(
+        &mut self,
+        port: u16,
+        addr: IpAddr,
+    ) -> Result<bool, crate::fib::FibError> {
+        let Some(p) = self.ports.get_mut(usize::from(port)) else { return Ok(false) };
+        let before = p.addresses.len();
+        p.addresses.retain(|(a, _)| *a != addr);
+        if p.addresses.len() == before {
+            return Ok(false);
+        }
+        if !self.ports.iter().any(|p| p.owns(addr)) {
+            self.ctl.remove_local(addr)?;
+        }
+        Ok(true)
+    }
+
     /// Logical port `port`'s link went down: the neighbours learned on it are forgotten (as
     /// the kernel flushes a device's neighbours when its carrier goes; static ones stay), so
     /// that they are resolved again when the link returns, perhaps behind another MAC.
@@ -404,8 +441,11 @@ impl SlowPath {
         let Ok(l2) = parse_l2(frame) else { return false };
         let l3 = &frame[l2.l3_offset..];
         match l2.ethertype {
+            // A gratuitous reply (a VRRP daemon's announcement of its address) is no answer.
             EtherType::Arp => ArpPacket::new_checked(l3).is_ok_and(|a| {
-                a.operation() == ArpOperation::Reply && p.owns(IpAddr::V4(a.sender_proto_addr()))
+                a.operation() == ArpOperation::Reply
+                    && p.owns(IpAddr::V4(a.sender_proto_addr()))
+                    && a.target_proto_addr() != a.sender_proto_addr()
             }),
             EtherType::Ipv6 => {
                 let Ok(ip) = Ipv6Packet::new_checked(l3) else { return false };

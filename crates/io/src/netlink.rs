@@ -1,6 +1,7 @@
 //! Netlink message plumbing shared by rtnetlink (`xdp::netlink`, [`route`]) and generic
 //! netlink ([`crate::napi`]): attributes (RFC 3549 section 2.3.2) and a request/dump exchange.
 
+pub mod addr;
 pub mod link;
 pub mod nexthop;
 pub mod route;

@@ -10,13 +10,22 @@
 //! over, until it comes back; its learned neighbours are flushed and its host-stack TAP
 //! loses its carrier meanwhile. Not done yet:
 //! rebuilding the port in place.
+//!
+//! The same thread follows the addresses the host stack adds to and removes from the TAPs
+//! (issue 43): a VRRP daemon on a TAP (keepalived) adds its virtual address when it becomes
+//! master and removes it when it stops being one; the router then answers ARP and NDP for
+//! it and takes the packets to it on that port, or gives it up (`docs/ha.md`, "Addresses
+//! with keepalived"). The config's addresses stay whatever the host stack does.
 
+use std::collections::HashSet;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use dataplane::slowpath::SlowPath;
+use io::netlink::addr::{AddrEvent, parse_addr};
 use io::netlink::link::{LinkEvent, LinkSocket, parse_link};
 
 /// How long the thread waits for an event before it looks at the stop flag again.
@@ -142,6 +151,56 @@ impl Follow {
     }
 }
 
+/// The addresses the host stack added to the TAPs, which the router took as its own.
+#[derive(Default)]
+struct TapAddresses {
+    /// Each logical port's TAP's ifindex.
+    taps: Vec<Option<u32>>,
+    /// (logical port, address) taken from the TAPs, to give up when they go.
+    taken: HashSet<(u16, IpAddr)>,
+}
+
+impl Follow {
+    fn tap_addresses(&self) -> TapAddresses {
+        let index =
+            |t: &Option<io::tap::Tap>| t.as_ref().and_then(|t| io::netdev::ifindex(t.name()).ok());
+        TapAddresses { taps: self.taps.iter().map(index).collect(), taken: HashSet::new() }
+    }
+
+    /// An address added to or removed from a TAP: taken as the router's own on the TAP's
+    /// port, or given up (only one taken so). IPv6 link-local addresses are the kernel's own.
+    fn address(&self, e: &AddrEvent, t: &mut TapAddresses) {
+        let Some(port) = t.taps.iter().position(|&i| i == Some(e.ifindex)) else { return };
+        let port = port as u16;
+        if matches!(e.addr, IpAddr::V6(a) if a.is_unicast_link_local()) {
+            return;
+        }
+        let mut slow = self.slow.lock().unwrap_or_else(|e| e.into_inner());
+        let name = slow.ports().get(usize::from(port)).map(|p| p.name.clone()).unwrap_or_default();
+        let (done, what) = if e.deleted {
+            if !t.taken.remove(&(port, e.addr)) {
+                return;
+            }
+            (slow.remove_address(port, e.addr), "removed from its TAP: given up")
+        } else {
+            let r = slow.add_address(port, e.addr, e.prefix_len);
+            if matches!(r, Ok(true)) {
+                t.taken.insert((port, e.addr));
+            }
+            (r, "added to its TAP: the router answers for it")
+        };
+        drop(slow);
+        match done {
+            Ok(true) => crate::log::notice(format_args!(
+                "address {}/{} on {name} {what}",
+                e.addr, e.prefix_len
+            )),
+            Ok(false) => {}
+            Err(err) => crate::log::warn(format_args!("address {} on {name}: {err}", e.addr)),
+        }
+    }
+}
+
 /// Starts the thread; `failure` gets the reason when it stops the router (`stop` set).
 pub fn start(
     follow: Follow,
@@ -157,6 +216,7 @@ pub fn start(
 
 fn run(sock: &LinkSocket, follow: &Follow, stop: &AtomicBool, failure: &Mutex<Option<String>>) {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut addresses = follow.tap_addresses();
     while !stop.load(Ordering::Relaxed) {
         let n = match sock.recv(&mut buf, WAIT_MS) {
             Ok(Some(n)) => n,
@@ -167,6 +227,10 @@ fn run(sock: &LinkSocket, follow: &Follow, stop: &AtomicBool, failure: &Mutex<Op
             }
         };
         for m in io::netlink::route::messages(&buf[..n]) {
+            if let Some(a) = parse_addr(m) {
+                follow.address(&a, &mut addresses);
+                continue;
+            }
             let Some(e) = parse_link(m) else { continue };
             match follow.links.apply(&e) {
                 None => {}

@@ -66,7 +66,8 @@ pub fn parse_link(m: &[u8]) -> Option<LinkEvent> {
     })
 }
 
-/// A netlink socket subscribed to link events, in the calling thread's namespace.
+/// A netlink socket subscribed to link and address events ([`super::addr`]), in the
+/// calling thread's namespace.
 pub struct LinkSocket {
     fd: OwnedFd,
 }
@@ -77,7 +78,7 @@ impl LinkSocket {
         // SAFETY: sockaddr_nl is plain data; all-zero is valid.
         let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        sa.nl_groups = RTMGRP_LINK;
+        sa.nl_groups = RTMGRP_LINK | super::addr::RTMGRP_IFADDR;
         // SAFETY: `sa` is a valid sockaddr_nl of the size passed.
         let rc = unsafe {
             libc::bind(
