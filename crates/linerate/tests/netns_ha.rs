@@ -232,3 +232,44 @@ fn a_translated_flow_keeps_its_translation_on_the_other_box() {
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("translations: 1 inserted, 0 refused"), "{report}");
 }
+
+/// With two workers on E (AF_PACKET fanout by linerate's Toeplitz hash), each of D's states
+/// goes to the one worker whose queue its flow reaches: E holds each UDP state once (an ICMP
+/// state, whose hash this side does not mirror, goes to both), and every flow's reply passes
+/// E.
+#[test]
+fn a_peers_states_go_to_the_worker_of_their_flow() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("hw");
+    let sb = standby(&lab, "hw");
+    let cfg_e = config(&lab, "e", "10.99.0.2:8384", "10.99.0.1:8384");
+    let cfg_d = config(&lab, "d", "10.99.0.1:8384", "10.99.0.2:8384");
+    let text = std::fs::read_to_string(&cfg_e).unwrap().replacen(
+        "[router]\n",
+        "[router]\nworkers = 2\n",
+        1,
+    );
+    std::fs::write(&cfg_e, text).unwrap();
+    let _e = run(&sb.e, &cfg_e, "0");
+    let _d = run(&lab.d, &cfg_d, "1");
+    let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+    let _ = sb.g.exec("ping", &["-c", "1", "-W", "1", "198.18.0.2"]);
+    let _ = sb.f.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+    let ports: Vec<u16> = (41010..41018).collect();
+    for &p in &ports {
+        send(&lab.a, p, "198.19.0.2", 9000);
+    }
+    let udp = |cfg: &Path| -> Vec<Value> {
+        states(cfg).into_iter().filter(|s| s["proto"] == "udp").collect()
+    };
+    eventually("every state on E", || udp(&cfg_e).len() >= ports.len());
+    std::thread::sleep(Duration::from_millis(300));
+    let held = udp(&cfg_e);
+    assert_eq!(held.len(), ports.len(), "each state once on E: {held:?}");
+    let shown = linerate(&["show", "ha", "--json"], &cfg_e);
+    let ha: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(ha["states_to"], "the worker of the flow", "{ha}");
+    for &p in &ports {
+        assert!(arrives(&sb.g, 9000, &sb.f, p), "the reply to port {p} did not pass E");
+    }
+}

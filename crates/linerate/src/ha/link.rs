@@ -18,6 +18,7 @@ use fw::state::StateEnds;
 use ha::{Header, Key, Message, ReplayWindow, UpdateRequest};
 
 use super::convert::{self, Names};
+use super::owners::Owners;
 
 /// How long the thread waits for the peer's datagrams between two rounds of sending.
 const ROUND: Duration = Duration::from_millis(20);
@@ -73,10 +74,13 @@ pub struct Link {
     pub stats: Arc<LinkStats>,
     /// Where `synced` is written for keepalived (`track_file`): 1 until synced, then 0.
     pub track_file: Option<std::path::PathBuf>,
+    /// Which worker takes each of the peer's states.
+    pub owners: Owners,
     sequence: u64,
     replay: HashMap<u32, ReplayWindow>,
-    /// The peer's flows by id counter, with the second (since `started`) they expire at.
-    flows: HashMap<u64, (u8, StateEnds, u64)>,
+    /// The peer's flows by id counter, with the second (since `started`) they expire at and
+    /// the worker that owns them.
+    flows: HashMap<u64, (u8, StateEnds, u64, Option<usize>)>,
     started: std::time::Instant,
     /// Workers still sending their table to the peer, in answer to its request.
     answering: Vec<bool>,
@@ -104,6 +108,7 @@ impl Link {
             workers,
             stats: Arc::default(),
             track_file: None,
+            owners: Owners::new(0, false),
             sequence: 1,
             replay: HashMap::new(),
             flows: HashMap::new(),
@@ -242,16 +247,29 @@ impl Link {
         s.datagrams_received.fetch_add(1, Ordering::Relaxed);
         s.messages_received.fetch_add(d.messages.len() as u64, Ordering::Relaxed);
         let items = self.items(&d.messages);
-        if !items.is_empty() {
-            for w in &self.workers {
-                let _ = w.inbox.send(items.clone());
+        self.deliver(items);
+    }
+
+    /// Each item to the worker that owns its flow, or to every worker.
+    fn deliver(&self, items: Vec<(SyncItem, Option<usize>)>) {
+        let mut per: Vec<Vec<SyncItem>> = vec![Vec::new(); self.workers.len()];
+        for (item, owner) in items {
+            match owner.and_then(|w| per.get_mut(w)) {
+                Some(one) => one.push(item),
+                None => per.iter_mut().for_each(|v| v.push(item)),
+            }
+        }
+        for (w, items) in self.workers.iter().zip(per) {
+            if !items.is_empty() {
+                let _ = w.inbox.send(items);
             }
         }
     }
 
-    /// The peer's messages as the workers' items; a request for every state sets the
-    /// workers' bulk flags.
-    fn items(&mut self, messages: &[Message]) -> Vec<SyncItem> {
+    /// The peer's messages as the workers' items, each with the worker that owns its flow
+    /// (`None`: every worker, [`Owners`]); a request for every state sets the workers' bulk
+    /// flags.
+    fn items(&mut self, messages: &[Message]) -> Vec<(SyncItem, Option<usize>)> {
         let digest = (self.digest)();
         let mut items = Vec::new();
         for m in messages {
@@ -259,8 +277,10 @@ impl Link {
                 Message::Insert(r) | Message::Update(r) => {
                     match convert::snapshot_of(r, digest, &self.names) {
                         Ok(s) => {
-                            self.remember(r.id.counter, &s);
-                            items.push(SyncItem::State(s, convert::nat_of(r)));
+                            let nat = convert::nat_of(r);
+                            let owner = self.owners.of(s.proto, &s.ends, nat.as_ref());
+                            self.remember(r.id.counter, &s, owner);
+                            items.push((SyncItem::State(s, nat), owner));
                         }
                         Err(_) => {
                             self.stats.states_refused.fetch_add(1, Ordering::Relaxed);
@@ -268,7 +288,9 @@ impl Link {
                     }
                 }
                 Message::Delete(id) => match self.flows.remove(&id.counter) {
-                    Some((proto, ends, _)) => items.push(SyncItem::Removed { proto, ends }),
+                    Some((proto, ends, _, owner)) => {
+                        items.push((SyncItem::Removed { proto, ends }, owner))
+                    }
                     None => {
                         self.stats.unknown_deletes.fetch_add(1, Ordering::Relaxed);
                     }
@@ -290,13 +312,14 @@ impl Link {
     }
 
     /// Remembers the flow of the peer's state `counter` (for its DEL), until it expires.
-    fn remember(&mut self, counter: u64, s: &fw::state::StateSnapshot) {
+    fn remember(&mut self, counter: u64, s: &fw::state::StateSnapshot, owner: Option<usize>) {
         let now = self.started.elapsed().as_secs();
         if self.flows.len() >= MAX_FLOWS && !self.flows.contains_key(&counter) {
             self.flows.retain(|_, f| f.2 > now);
         }
         if self.flows.len() < MAX_FLOWS || self.flows.contains_key(&counter) {
-            self.flows.insert(counter, (s.proto, s.ends, now + u64::from(s.expires_in)));
+            let expires = now + u64::from(s.expires_in);
+            self.flows.insert(counter, (s.proto, s.ends, expires, owner));
         }
     }
 }

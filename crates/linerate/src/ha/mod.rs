@@ -7,6 +7,7 @@
 
 pub mod convert;
 pub mod link;
+mod owners;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -36,6 +37,8 @@ pub struct HaView {
     pub peer: std::net::SocketAddr,
     pub creator: u32,
     pub authenticated: bool,
+    /// Each peer state goes to the worker that owns its flow (else to every worker).
+    pub steered: bool,
     pub link: Arc<LinkStats>,
     pub workers: Vec<Arc<SyncStats>>,
 }
@@ -51,6 +54,7 @@ impl HaView {
         serde_json::json!({
             "listen": self.listen.to_string(), "peer": self.peer.to_string(), "creator": self.creator,
             "authenticated": self.authenticated, "synced": l.synced.load(Relaxed),
+            "states_to": if self.steered { "the worker of the flow" } else { "every worker" },
             "datagrams_sent": l.datagrams_sent.load(Relaxed), "messages_sent": l.messages_sent.load(Relaxed),
             "send_errors": l.send_errors.load(Relaxed), "datagrams_received": l.datagrams_received.load(Relaxed),
             "messages_received": l.messages_received.load(Relaxed), "refused": l.refused.load(Relaxed),
@@ -67,10 +71,13 @@ impl HaView {
 /// Binds the sync socket (before privileges are dropped) and makes a sync port for each of
 /// `workers` workers (the caller gives them to the workers with [`JOURNAL`]). `None`
 /// without `[ha]`.
+/// `steered`: every interface spreads flows by linerate's own hash, so a peer's state goes
+/// to the one worker that owns its flow ([`owners`]).
 pub fn setup(
     cfg: &Config,
     slot: Option<&Arc<RulesSlot>>,
     workers: usize,
+    steered: bool,
 ) -> Result<Option<(Ha, Vec<SyncPort>)>> {
     let Some(settings) = &cfg.ha else { return Ok(None) };
     let Some(slot) = slot else { bail!("[ha] needs a [firewall]") };
@@ -98,11 +105,13 @@ pub fn setup(
     let names = convert::Names { ours, peer_to_ours: settings.interfaces.clone() };
     let mut link = Link::new(sock, settings.peer, key, settings.creator, names, digest, links);
     link.track_file = settings.track_file.clone();
+    link.owners = owners::Owners::new(workers, steered);
     let view = Arc::new(HaView {
         listen: settings.listen,
         peer: settings.peer,
         creator: settings.creator,
         authenticated: link.key.is_some(),
+        steered: steered && workers > 1,
         link: Arc::clone(&link.stats),
         workers: worker_stats,
     });

@@ -89,6 +89,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     let receive =
         cfg.router.napi_threads.then(|| crate::receive::place(&physical, &claimed.backends, &cpus));
     let log_file = if firewall.slot.is_some() { crate::logger::open_file(&cfg.log)? } else { None };
+    let opened_steering = opened.steered_by_toeplitz;
     let mut built = workers::build(
         &cfg,
         opened.per_worker,
@@ -99,15 +100,16 @@ pub fn main(args: RunArgs) -> Result<()> {
         &opened.kinds,
     )?;
     let offload = fast_path_setup(&cfg, &physical, &claimed.backends, &slow, &firewall, &mut built);
-    let ha = match crate::ha::setup(&cfg, firewall.slot.as_ref(), built.ready.len())? {
-        Some((ha, ports)) => {
-            for (w, port) in built.ready.iter_mut().zip(ports) {
-                w.set_sync(port, crate::ha::JOURNAL);
+    let ha =
+        match crate::ha::setup(&cfg, firewall.slot.as_ref(), built.ready.len(), opened_steering)? {
+            Some((ha, ports)) => {
+                for (w, port) in built.ready.iter_mut().zip(ports) {
+                    w.set_sync(port, crate::ha::JOURNAL);
+                }
+                Some(ha)
             }
-            Some(ha)
-        }
-        None => None,
-    };
+            None => None,
+        };
     let links = Arc::new(crate::links::Links::new(&port_indexes(&physical)));
     let views = Views {
         reload_refusal,

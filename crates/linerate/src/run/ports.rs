@@ -29,6 +29,9 @@ pub(super) struct OpenedPorts {
     /// The interfaces opened with AF_PACKET, with their addresses: the kernel still gets a
     /// copy of their frames.
     pub packet_ifaces: Vec<(String, Vec<IpAddr>)>,
+    /// Every interface spreads flows over the workers by linerate's own hash (AF_PACKET
+    /// fanout by the symmetric Toeplitz program), so which worker a flow reaches is known.
+    pub steered_by_toeplitz: bool,
 }
 
 /// How the interfaces are being opened, worker after worker.
@@ -72,12 +75,16 @@ pub(super) fn open_all(
             per_worker: Vec::new(),
             kinds: Vec::new(),
             packet_ifaces: Vec::new(),
+            steered_by_toeplitz: false,
         },
     };
     for w in 0..workers {
         let ports = opening.worker(w, firewall)?;
         opening.opened.per_worker.push(ports);
     }
+    let packet = |(b, rss): (&Backend, &bool)| *b == Backend::AfPacket && *rss;
+    opening.opened.steered_by_toeplitz =
+        opening.backends.iter().zip(&opening.fanout_rss).all(packet);
     Ok(opening.opened)
 }
 
