@@ -580,11 +580,17 @@ pub fn tap_ports(cfg: &config::Config) -> HashMap<u32, u16> {
         .collect()
 }
 
+/// The route socket's receive buffer: [`RCVBUF`], or for fault injection (a test that must
+/// see the buffer overflow and the table dumped again) the bytes in `LINERATE_ROUTE_RCVBUF`.
+fn rcvbuf() -> usize {
+    std::env::var("LINERATE_ROUTE_RCVBUF").ok().and_then(|v| v.parse().ok()).unwrap_or(RCVBUF)
+}
+
 /// The mirror of `router.kernel_routes`, if configured: its state and its subscribed socket
 /// (call once the TAPs exist, before the capabilities are dropped).
 pub fn open(cfg: &config::Config) -> anyhow::Result<Option<(RouteSync, RouteSocket)>> {
     let Some(k) = &cfg.router.kernel_routes else { return Ok(None) };
-    let sock = RouteSocket::open(RCVBUF).map_err(|e| {
+    let sock = RouteSocket::open(rcvbuf()).map_err(|e| {
         anyhow::anyhow!(
             "{}: router.kernel_routes: opening a route netlink socket: {e}",
             cfg.path.display()
