@@ -239,6 +239,7 @@ impl Firewall {
             generation: AtomicU64::new(seen),
             cache: std::array::from_fn(|_| AtomicU64::new(0)),
             scrub: std::array::from_fn(|_| AtomicU64::new(0)),
+            nat_sessions: AtomicU64::new(0),
         });
         let clock = slot.epoch;
         // With `overload` rules, the first batch goes by `adopt_or_flush` (see there).
@@ -451,6 +452,12 @@ impl Firewall {
         for (a, v) in self.stats.scrub.iter().zip(self.scrub_counts.fields()) {
             a.store(v, Ordering::Relaxed);
         }
+    }
+
+    /// Publishes the size of the worker's NAT table (after a batch that translated).
+    #[inline]
+    pub(crate) fn publish_nat_sessions(&self, n: u64) {
+        self.stats.nat_sessions.store(n, Ordering::Relaxed);
     }
 
     /// Counts a packet under rule `i` (see [`Pending::count`]).

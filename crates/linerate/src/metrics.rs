@@ -646,6 +646,15 @@ fn firewall(w: &mut Writer, state: &RouterState, fw: &crate::control_fw::FwContr
     for (id, _) in &per_worker {
         w.sample("linerate_state_table_limit", Kind::Gauge, &[("worker", id)], limit);
     }
+    w.family(
+        "linerate_nat_sessions",
+        Kind::Gauge,
+        "Translations the worker's NAT table holds (live, and expired not yet swept).",
+    );
+    for (i, s) in fw.stats.iter().enumerate() {
+        let id = i.to_string();
+        w.sample("linerate_nat_sessions", Kind::Gauge, &[("worker", &id)], s.nat_sessions() as f64);
+    }
     family(w, "linerate_state_inserts", Kind::Counter, "States created.", None, &[("inserts", "")]);
     family(
         w,

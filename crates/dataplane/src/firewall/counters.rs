@@ -175,6 +175,8 @@ pub struct FirewallStats {
     pub(super) cache: [AtomicU64; 4],
     /// Normalization's counts ([`scrub::ScrubCounts`]).
     pub(super) scrub: [AtomicU64; scrub::SCRUB_COUNTER_NAMES.len()],
+    /// Translations the worker's NAT table holds.
+    pub(super) nat_sessions: AtomicU64,
 }
 
 impl FirewallStats {
@@ -200,6 +202,11 @@ impl FirewallStats {
         std::array::from_fn(|i| {
             (scrub::SCRUB_COUNTER_NAMES[i], self.scrub[i].load(Ordering::Relaxed))
         })
+    }
+
+    /// Translations the worker's NAT table holds (live, and expired not yet swept).
+    pub fn nat_sessions(&self) -> u64 {
+        self.nat_sessions.load(Ordering::Relaxed)
     }
 
     /// The [`RulesSlot`](super::RulesSlot) generation the worker has adopted.

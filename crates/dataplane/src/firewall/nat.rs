@@ -145,6 +145,10 @@ impl NatStage {
         }
     }
 
+    pub fn table_len(&self) -> u64 {
+        self.table.len() as u64
+    }
+
     pub fn table_mut(&mut self) -> &mut NatTable {
         &mut self.table
     }

@@ -46,6 +46,9 @@ impl Forwarder {
         }
         let Some(f) = &mut self.firewall else { return };
         f.fw.end_batch();
+        if f.nat_on {
+            f.fw.publish_nat_sessions(f.nat.table_len());
+        }
         if !f.proxy_out.is_empty() {
             self.proxy_out(pool, outputs);
         }
