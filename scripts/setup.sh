@@ -10,7 +10,7 @@ for pair in ip:iproute2 gcc:gcc g++:g++ ping:iputils-ping tcpdump:tcpdump nft:nf
             sysctl:procps valgrind:valgrind ethtool:ethtool traceroute:traceroute \
             tracepath:iputils-tracepath python3:python3 bird:bird2 vtysh:frr \
             iperf3:iperf3 ssh:openssh-client sshd:openssh-server ss:iproute2 clang:clang \
-            rsvg-convert:librsvg2-bin; do
+            rsvg-convert:librsvg2-bin keepalived:keepalived; do
     have "${pair%%:*}" || need_pkgs+=("${pair##*:}")
 done
 # The eBPF programs (crates/io/bpf/*.bpf.c) are built by clang with libbpf's headers and the
@@ -19,9 +19,9 @@ done
 [[ -e /usr/include/linux/bpf.h ]] || need_pkgs+=(linux-libc-dev)
 # Tools the tests check linerate's metrics and service unit with, without what they recommend
 # (prometheus would bring a node exporter): promtool, systemd-analyze, and Debian's Python
-# client to parse OpenMetrics text; keepalived, whose VRRP the HA tests run on linerate's TAPs.
+# client to parse OpenMetrics text.
 tool_pkgs=()
-for pair in promtool:prometheus systemd-analyze:systemd keepalived:keepalived; do
+for pair in promtool:prometheus systemd-analyze:systemd; do
     have "${pair%%:*}" || tool_pkgs+=("${pair##*:}")
 done
 /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || tool_pkgs+=(python3-prometheus-client)

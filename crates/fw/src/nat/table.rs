@@ -70,7 +70,7 @@ pub enum Phase {
     First,
     /// Both directions seen.
     Established,
-    /// A FIN seen.
+    /// A FIN seen (kept for pf's `tcp.closed`, or `tcp.finwait` if longer).
     Closing,
     /// A RST seen.
     Closed,
@@ -105,7 +105,11 @@ impl Session {
             6 => match self.phase {
                 Phase::First => t.tcp_first,
                 Phase::Established => t.tcp_established,
-                Phase::Closing => t.tcp_finwait,
+                // pf keeps a closed connection's state (and so its translation) for
+                // `tcp.closed` once both ends sent FIN: a port given to another flow sooner
+                // meets the far end's TIME_WAIT (60 s on Linux), whose answer to the new SYN
+                // no state passes, and the connection never opens.
+                Phase::Closing => t.tcp_finwait.max(t.tcp_closed),
                 Phase::Closed => t.tcp_closed,
             },
             17 => match self.phase {
@@ -642,6 +646,26 @@ impl NatTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A translation whose connection closed outlives the far end's TIME_WAIT (60 s on
+    /// Linux): pf's `tcp.closed` (90 s), not `tcp.finwait` (45 s).
+    #[test]
+    fn a_closed_connections_translation_lives_as_pfs_closed_state() {
+        let t = Timeouts::default();
+        let s = Session {
+            iface: 0,
+            kind: NatKind::Nat,
+            pass: false,
+            out_key: NatKey { proto: 6, ..NatKey::default() },
+            out_to: (0, 0),
+            in_key: NatKey::default(),
+            in_to: (0, 0),
+            last: 0,
+            phase: Phase::Closing,
+        };
+        assert_eq!(s.timeout(&t), t.tcp_closed.max(t.tcp_finwait));
+        assert!(s.timeout(&t) >= 90);
+    }
 
     fn session(sport: u16, nat_port: u16) -> Session {
         let out_key = NatKey { src: 0x0a00_0002, dst: 0x0808_0808, sport, dport: 53, proto: 17 };
