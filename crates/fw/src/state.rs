@@ -154,6 +154,11 @@ const F_USED: u8 = 1;
 /// The initiator is endpoint B of the canonical key.
 const F_INIT_B: u8 = 2;
 const F_SLOPPY: u8 = 4;
+/// A TCP state from the peer box (state sync) that this box has not tracked a packet of yet:
+/// its windows are as old as the peer's last update, up to a second, during which the
+/// connection went on. Its first packet that the window refuses picks the connection up
+/// instead (`tcp::pick_up`), as pf picks up one established before it.
+const PICK_UP: u8 = 0xa5;
 /// In [`Entry::allow`] (bit 2, beside `sub`'s two allow-opts bits): the entry holds a state
 /// of a rule with adaptive timeouts of its own, whose count its life follows.
 const RULE_ADAPTIVE: u8 = 4;
@@ -174,7 +179,8 @@ struct Entry {
     flags: u8,
     tmo: u8,
     /// UDP and other protocols: the pseudo-states of [initiator, responder] (TCP keeps its
-    /// states in its [`Peer`]s).
+    /// states in its [`Peer`]s). TCP: `synproxy state`'s MSS during its handshake, else
+    /// [`PICK_UP`] in the second byte while the state is as the peer box last synced it.
     pseudo: [u8; 2],
     /// The interface each of pf's two states is bound to (`if-bound`), by endpoint A, B.
     kif: [u16; 2],

@@ -257,3 +257,32 @@ fn a_peers_states_are_not_journaled_and_a_full_journal_says_so() {
     assert_eq!((c.len(), lost), (2, true));
     assert_eq!(changes(&mut two), (vec![], false), "the loss is reported once");
 }
+
+/// A state the peer synced a second ago: the connection went on 3 MB each way since. Its
+/// first packet here picks it up (pf picks up a connection established before it), the
+/// other end's next one passes too, and once a packet passed by the windows a wild one is
+/// refused again. A state made here is never picked up.
+#[test]
+fn a_synced_tcp_state_picks_its_connection_up_after_a_takeover() {
+    let mut one = StateTable::new(64, Timeouts::default(), 1);
+    let id = established(&mut one);
+    let snap = one.export(id, 2).unwrap();
+    let mut two = StateTable::new(64, Timeouts::default(), 2);
+    let Ok(Imported::Inserted(_)) = two.import(&snap, 2) else { panic!("not inserted") };
+    let (a_seq, b_seq) = (1101 + 3_000_000, 5001 + 3_000_000);
+    let on = seg(a_seq, b_seq, ACK | PSH, 100);
+    assert_eq!(
+        verdict(&mut one, true, on, 3),
+        Some(StateVerdict::Drop(fw::state::StateDropReason::OutOfWindow)),
+        "a state made here refuses it"
+    );
+    assert_eq!(verdict(&mut two, true, on, 3), Some(StateVerdict::Pass), "picked up");
+    assert_eq!(two.counters().picked_up, 1);
+    let reply = seg(b_seq, a_seq + 100, ACK | PSH, 100);
+    assert_eq!(verdict(&mut two, false, reply, 3), Some(StateVerdict::Pass), "the other end");
+    let next = seg(a_seq + 100, b_seq + 100, ACK, 0);
+    assert_eq!(verdict(&mut two, true, next, 3), Some(StateVerdict::Pass));
+    let wild = seg(a_seq + 3_000_000, b_seq + 100, ACK, 10);
+    assert_ne!(verdict(&mut two, true, wild, 3), Some(StateVerdict::Pass), "tracked again");
+    assert_eq!(two.counters().picked_up, 1);
+}

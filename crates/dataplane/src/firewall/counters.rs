@@ -103,7 +103,7 @@ pub struct RuleStat {
     pub states: u64,
 }
 
-const STATE_FIELDS: usize = 25;
+const STATE_FIELDS: usize = 26;
 
 /// Names of the state-table counters, in [`FirewallStats::states`] order.
 pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
@@ -117,6 +117,7 @@ pub const STATE_COUNTER_NAMES: [&str; STATE_FIELDS] = [
     "expired_lookup",
     "expired_sweep",
     "reused_closed",
+    "picked_up",
     "removed",
     "icmp_error_hits",
     "icmp_error_misses",
@@ -146,6 +147,7 @@ pub(super) fn state_fields(c: &StateCounters) -> [u64; STATE_FIELDS] {
         c.expired_lookup,
         c.expired_sweep,
         c.reused_closed,
+        c.picked_up,
         c.removed,
         c.icmp_error_hits,
         c.icmp_error_misses,

@@ -207,14 +207,25 @@ impl StateTable {
                     _ => tcp,
                 };
                 let t = match tcp {
-                    Some(seg) if e.flags & F_SLOPPY == 0 => match tcp::track_full(src, dst, seg) {
-                        tcp::Track::Pass(t) => Some(t),
-                        tcp::Track::PassNoRefresh => None,
-                        tcp::Track::Drop => {
-                            verdict = StateVerdict::Drop(StateDropReason::OutOfWindow);
-                            None
+                    Some(seg) if e.flags & F_SLOPPY == 0 => {
+                        let mut track = tcp::track_full(src, dst, seg);
+                        let synced = e.pseudo[1] == super::PICK_UP && e.proxy() == 0;
+                        if synced && track == tcp::Track::Drop {
+                            tcp::pick_up(src, dst, seg);
+                            track = tcp::track_full(src, dst, seg);
+                            self.counters.picked_up += 1;
+                        } else if synced && matches!(track, tcp::Track::Pass(_)) {
+                            e.pseudo[1] = 0;
                         }
-                    },
+                        match track {
+                            tcp::Track::Pass(t) => Some(t),
+                            tcp::Track::PassNoRefresh => None,
+                            tcp::Track::Drop => {
+                                verdict = StateVerdict::Drop(StateDropReason::OutOfWindow);
+                                None
+                            }
+                        }
+                    }
                     _ => Some(tcp::track_sloppy(src, dst, flags)),
                 };
                 established = opening

@@ -162,6 +162,7 @@ impl StateTable {
         }
         if tcp {
             self.tcp[i] = s.peers.map(Peer::from);
+            e.pseudo = [0, super::PICK_UP];
         } else {
             e.pseudo = s.peers.map(|p| p.state);
         }
@@ -185,6 +186,10 @@ impl StateTable {
                 } else {
                     *ours = theirs;
                 }
+            }
+            let e = &mut self.slots[i];
+            if !stale && e.proxy() == 0 {
+                e.pseudo[1] = super::PICK_UP;
             }
         } else {
             let e = &mut self.slots[i];

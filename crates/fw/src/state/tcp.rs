@@ -100,6 +100,7 @@ pub(super) fn timeout_for(src: &Peer, dst: &Peer) -> Tmo {
 }
 
 /// Result of full tracking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Track {
     /// In window: pass and refresh the state's timeout with this kind.
     Pass(Tmo),
@@ -239,6 +240,21 @@ fn first_from_sender(src: &mut Peer, dst: &Peer, span: &Span, win: u16, dws: u8)
     }
     if win > src.max_win {
         src.max_win = win;
+    }
+}
+
+/// A state synced from the peer box, refusing a packet of a connection that went on since
+/// the peer's last update: both ends are picked up from this packet, as pf picks up a
+/// connection established before it (`first_from_sender`): the sender's from its sequence
+/// numbers, the other end's from what the sender acknowledges and the window it offers.
+pub(super) fn pick_up(src: &mut Peer, dst: &mut Peer, seg: &TcpSegment) {
+    (src.seqlo, src.seqhi) = (0, 1);
+    if seg.flags & ACK != 0 && dst.state >= SYN_SENT {
+        dst.seqlo = seg.ack;
+        let room = (u32::from(seg.win) << (src.wscale & WSCALE_MASK)).max(1);
+        if seq_geq(seg.ack.wrapping_add(room), dst.seqhi) {
+            dst.seqhi = seg.ack.wrapping_add(room);
+        }
     }
 }
 

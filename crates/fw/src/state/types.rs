@@ -166,6 +166,9 @@ pub struct StateCounters {
     pub expired_sweep: u64,
     /// States removed by a bare SYN on a closed TCP connection (port reuse).
     pub reused_closed: u64,
+    /// TCP states synced from the peer box whose connection was picked up again from a
+    /// packet their (older) windows refused (`tcp::pick_up`).
+    pub picked_up: u64,
     /// States removed by [`StateTable::remove`](super::StateTable::remove).
     pub removed: u64,
     pub icmp_error_hits: u64,

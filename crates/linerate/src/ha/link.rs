@@ -59,6 +59,10 @@ pub struct LinkStats {
     pub synced: AtomicBool,
     /// Bulk updates this box sent the peer, whole (BUS end sent).
     pub bulk_sent: AtomicU64,
+    /// Workers still sending their tables to the peer, in answer to its request.
+    pub bulk_answering: AtomicU64,
+    /// When the last datagram from the peer was accepted (Unix ms; 0: none yet).
+    pub last_received_unix_ms: AtomicU64,
 }
 
 /// The sync thread's state.
@@ -191,7 +195,11 @@ impl Link {
                         SyncItem::Removed { proto, ends } => {
                             out.push(Message::Delete(convert::id_of(self.creator, proto, &ends)))
                         }
-                        SyncItem::BulkEnd => self.answering[i] = false,
+                        SyncItem::BulkEnd => {
+                            self.answering[i] = false;
+                            let left = self.answering.iter().filter(|&&a| a).count() as u64;
+                            self.stats.bulk_answering.store(left, Ordering::Relaxed);
+                        }
                     }
                 }
             }
@@ -245,6 +253,7 @@ impl Link {
             return;
         }
         s.datagrams_received.fetch_add(1, Ordering::Relaxed);
+        s.last_received_unix_ms.store(unix_ms(), Ordering::Relaxed);
         s.messages_received.fetch_add(d.messages.len() as u64, Ordering::Relaxed);
         let items = self.items(&d.messages);
         self.deliver(items);
@@ -301,6 +310,7 @@ impl Link {
                     for (w, answering) in self.workers.iter().zip(&mut self.answering) {
                         w.bulk_wanted.store(true, Ordering::Relaxed);
                         *answering = true;
+                        self.stats.bulk_answering.fetch_add(1, Ordering::Relaxed);
                     }
                     self.bulk_asked += 1;
                 }
@@ -322,4 +332,10 @@ impl Link {
             self.flows.insert(counter, (s.proto, s.ends, expires, owner));
         }
     }
+}
+
+/// Milliseconds since the Unix epoch (the wall clock: `show ha` compares it with its own).
+pub fn unix_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_millis() as u64)
 }

@@ -64,6 +64,11 @@ impl HaView {
             "removed": sum(|w| &w.removed), "import_refused": sum(|w| &w.refused),
             "worker_bulk_updates": sum(|w| &w.bulk_updates), "lost": sum(|w| &w.lost),
             "translations": sum(|w| &w.translations), "translations_refused": sum(|w| &w.translations_refused),
+            "bulk_workers_answering": l.bulk_answering.load(Relaxed),
+            "peer_silent_ms": match l.last_received_unix_ms.load(Relaxed) {
+                0 => serde_json::Value::Null,
+                t => link::unix_ms().saturating_sub(t).into(),
+            },
         })
     }
 }
