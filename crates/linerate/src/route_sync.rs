@@ -583,7 +583,13 @@ pub fn tap_ports(cfg: &config::Config) -> HashMap<u32, u16> {
 /// The route socket's receive buffer: [`RCVBUF`], or for fault injection (a test that must
 /// see the buffer overflow and the table dumped again) the bytes in `LINERATE_ROUTE_RCVBUF`.
 fn rcvbuf() -> usize {
-    std::env::var("LINERATE_ROUTE_RCVBUF").ok().and_then(|v| v.parse().ok()).unwrap_or(RCVBUF)
+    let Ok(v) = std::env::var("LINERATE_ROUTE_RCVBUF") else { return RCVBUF };
+    v.parse().unwrap_or_else(|_| {
+        crate::log::warn(format_args!(
+            "LINERATE_ROUTE_RCVBUF={v:?} is not a number of bytes: the default {RCVBUF} is used"
+        ));
+        RCVBUF
+    })
 }
 
 /// The mirror of `router.kernel_routes`, if configured: its state and its subscribed socket

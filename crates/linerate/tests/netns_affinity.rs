@@ -10,15 +10,14 @@
 //! Needs root and python3 (skips without); namespaces `lr<pid><tag><host>` are removed on
 //! drop.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::Read;
 use std::process::Command;
 
 use lab::topology::is_root;
 
 mod common;
 
-use common::{build, start_until, write_config};
+use common::{build, start_until, stats, write_config};
 
 /// The router's own packets take the out pass too (pf): its IPv6 chatter (router and
 /// neighbour solicitations, MLD reports) is passed, so that `filter_blocked` counts only
@@ -100,14 +99,6 @@ for i in range(40):
     u.close()
 print(len(ok), udp_ok, refused)
 "#;
-
-fn stats(socket: &std::path::Path) -> serde_json::Value {
-    let mut c = UnixStream::connect(socket).unwrap();
-    c.write_all(b"stats\n").unwrap();
-    let mut line = String::new();
-    BufReader::new(&c).read_line(&mut line).unwrap();
-    serde_json::from_str(&line).unwrap()
-}
 
 fn have_python() -> bool {
     Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())

@@ -22,7 +22,7 @@ use lab::topology::{Namespace, is_root};
 
 mod common;
 
-use common::{Guard, Lab, build, start_until, text, write_config};
+use common::{Guard, Lab, build, start_until, stats, text, write_config};
 
 /// Sends `argv[2]` datagrams to 198.19.0.2:`argv[1]` at about 2,000 a second.
 const SEND: &str = "import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nport,n=int(sys.argv[1]),int(sys.argv[2])\nfor i in range(n):\n  s.sendto(b'x'*18,('198.19.0.2',port))\n  if i%20==19: time.sleep(0.01)\n";
@@ -219,15 +219,7 @@ fn route_churn_that_overflows_netlink_ends_with_the_kernels_routes() {
     drop(b);
     let added = lab.d.command("ip").arg("-batch").arg(&batch).output().unwrap();
     assert!(added.status.success(), "ip -batch: {}", text(&added));
-    // The control socket's `stats` document (what `show drops` and the metrics read).
-    let kernel = || -> serde_json::Value {
-        let mut conn =
-            std::os::unix::net::UnixStream::connect(lab.dir.join("control.sock")).unwrap();
-        conn.write_all(b"stats\n").unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(conn), &mut line).unwrap();
-        serde_json::from_str::<serde_json::Value>(&line).unwrap()["kernel_routes"].clone()
-    };
+    let kernel = || stats(&lab.dir.join("control.sock"))["kernel_routes"].clone();
     let started = Instant::now();
     loop {
         let k = kernel();

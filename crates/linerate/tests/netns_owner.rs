@@ -5,8 +5,6 @@
 //!
 //! Needs root (skips without); namespaces `lr<pid><tag><host>` are removed on drop.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,15 +12,10 @@ use lab::topology::{Namespace, is_root};
 
 mod common;
 
-use common::{Lab, build, start_until, write_config};
+use common::{Lab, build, start_until, stats, write_config};
 
 fn forwarded(lab: &Lab) -> u64 {
-    let mut c = UnixStream::connect(lab.dir.join("control.sock")).unwrap();
-    c.write_all(b"stats\n").unwrap();
-    let mut line = String::new();
-    BufReader::new(&c).read_line(&mut line).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-    v["totals"]["forwarded"].as_u64().unwrap()
+    stats(&lab.dir.join("control.sock"))["totals"]["forwarded"].as_u64().unwrap()
 }
 
 /// Whether some of `n` echo requests from A to B get their reply (three tries: on a busy

@@ -10,15 +10,14 @@
 //!
 //! Needs root (skips without); namespaces `lr<pid><tag><host>` are removed on drop.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::Read;
 use std::time::Duration;
 
 use lab::topology::is_root;
 
 mod common;
 
-use common::{A_MAC, B_MAC, D0_MAC, D1_MAC, build, start_until, write_config};
+use common::{A_MAC, B_MAC, D0_MAC, D1_MAC, build, start_until, stats, write_config};
 
 fn last_json(out: &[u8]) -> serde_json::Value {
     let text = String::from_utf8_lossy(out);
@@ -133,14 +132,6 @@ fn vlan_sub_interface_both_ways() {
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert!(child.wait().unwrap().success(), "{out}");
     assert!(!out.contains("unknown_vlan"), "{out}");
-}
-
-fn stats(socket: &std::path::Path) -> serde_json::Value {
-    let mut c = UnixStream::connect(socket).unwrap();
-    c.write_all(b"stats\n").unwrap();
-    let mut line = String::new();
-    BufReader::new(&c).read_line(&mut line).unwrap();
-    serde_json::from_str(&line).unwrap()
 }
 
 #[test]

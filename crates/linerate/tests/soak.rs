@@ -31,7 +31,7 @@ use lab::topology::is_root;
 
 mod common;
 
-use common::{D0_MAC, Guard, Lab, build, start_until, text, write_config};
+use common::{D0_MAC, Guard, Lab, build, start_until, stats, text, write_config};
 
 const RULES: &str = "table <soak> persist { 203.0.113.1 }\nnat on lrd1 from 198.18.0.0/16 to any -> (lrd1)\nblock in quick from <soak>\nblock all\npass out keep state\npass in on lrd0 keep state\n";
 
@@ -49,17 +49,6 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 fn linerate(args: &[&str], cfg: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_linerate")).args(args).arg("-c").arg(cfg).output().unwrap()
-}
-
-/// The control socket's `stats` document.
-fn stats(lab: &Lab) -> serde_json::Value {
-    let Ok(mut conn) = std::os::unix::net::UnixStream::connect(lab.dir.join("control.sock")) else {
-        return serde_json::Value::Null;
-    };
-    let _ = conn.write_all(b"stats\n");
-    let mut line = String::new();
-    let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(conn), &mut line);
-    serde_json::from_str(&line).unwrap_or(serde_json::Value::Null)
 }
 
 /// RSS in KiB of process `pid`.
@@ -246,7 +235,7 @@ fn soak() {
     for c in chores {
         c.join().expect("a chore failed");
     }
-    let end_stats = stats(&lab);
+    let end_stats = stats(&lab.dir.join("control.sock"));
     let drops = end_stats["drops"].clone();
     let rings: Vec<String> = end_stats["interfaces"]
         .as_array()

@@ -8,7 +8,6 @@
 //! a pass to the rules, a rule that would keep state) is not offered.
 
 use fw::packet::{Dir, PacketKey};
-use fw::rules::{Action, StateMode};
 
 use super::Firewall;
 use super::keys;
@@ -111,7 +110,7 @@ impl Firewall {
             let mut out_key = PacketKey { dir: Dir::Out, iface: out, ..key };
             self.fill_route_bits(&mut out_key);
             let v = rules.classifier.classify(&out_key);
-            if v.action == Action::Block || v.keep_state != StateMode::None || key.ip_opts {
+            if fw::passes::stateless(&rules.rules, &v, &out_key) != Some(Ok(())) {
                 return None;
             }
             counted[1] = v.rule.map_or(default, |r| r as u32);

@@ -112,6 +112,7 @@ impl Link {
             workers,
             stats: Arc::default(),
             track_file: None,
+            // Every worker takes every state until `setup` says how flows are spread.
             owners: Owners::new(0, false),
             sequence: 1,
             replay: HashMap::new(),

@@ -23,7 +23,8 @@ pub struct Owners {
 }
 
 impl Owners {
-    /// `workers` workers, their flows spread by linerate's Toeplitz hash (`steered`) or not.
+    /// `workers` workers, their flows spread by linerate's Toeplitz hash (`steered`) or not
+    /// (0 workers: not known, every worker takes every state).
     pub fn new(workers: usize, steered: bool) -> Owners {
         Owners { workers, hash: (steered && workers > 1).then(|| Toeplitz::new(&SYMMETRIC_KEY)) }
     }
@@ -31,7 +32,7 @@ impl Owners {
     /// The worker that owns the flow of a state (`proto`, `ends`, translated by `nat`);
     /// `None`: every worker must have it.
     pub fn of(&self, proto: u8, ends: &StateEnds, nat: Option<&NatSnapshot>) -> Option<usize> {
-        if self.workers <= 1 {
+        if self.workers == 1 {
             return Some(0);
         }
         let hash = self.hash.as_ref()?;

@@ -155,3 +155,14 @@ pub fn finish(mut g: Guard) -> String {
     let _ = child.wait();
     out.trim().to_owned()
 }
+
+/// The control socket's `stats` document (what `show drops`, `top` and the metrics read),
+/// asked of the router listening on `socket`.
+pub fn stats(socket: &std::path::Path) -> serde_json::Value {
+    use std::io::{BufRead, Write};
+    let mut c = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    c.write_all(b"stats\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(&c).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap()
+}
