@@ -51,6 +51,8 @@ pub mod frags6;
 pub(crate) mod keys;
 mod local;
 pub mod nat;
+pub(crate) mod nat6;
+mod nat6_rewrite;
 mod nat_rewrite;
 pub mod offloaded;
 mod overload;

@@ -38,6 +38,7 @@ use wire::EtherType;
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
 use crate::firewall::nat::{NatCounts, NatStage};
+use crate::firewall::nat6::Nat6Stage;
 use crate::firewall::{Firewall, FirewallStage, RoutedV4};
 use crate::next::Next;
 use crate::ports::{PortInfo, PortMap};
@@ -118,6 +119,8 @@ pub struct Forwarder {
     firewall: Option<FirewallStage>,
     /// The IPv4 address of each logical port (NAT's `(iface)` targets).
     port_v4: Vec<Option<u32>>,
+    /// The first global IPv6 address of each logical port (NAT66's `(iface)` targets).
+    port_v6: Vec<Option<u128>>,
     /// With several workers, which one this is (NAT chooses ports that steer replies here).
     nat_steering: (u16, u16),
     /// An armed capture (`linerate capture`), if any.
@@ -154,6 +157,7 @@ impl Forwarder {
             v4_at: Box::new([RoutedV4::default(); MAX_BATCH]),
             firewall: None,
             port_v4: ports.iter().map(|p| p.ipv4().map(u32::from)).collect(),
+            port_v6: ports.iter().map(global_v6).collect(),
             nat_steering: (0, 1),
             tap: None,
             route_opts: RouteOptions::new(),
@@ -177,7 +181,9 @@ impl Forwarder {
         fw.set_fib(Arc::clone(&self.fib));
         let mut nat = NatStage::new(self.port_v4.clone(), crate::firewall::random_seed());
         nat.set_steering(self.nat_steering.0, self.nat_steering.1);
-        self.firewall = Some(FirewallStage::new(fw, nat));
+        let mut nat6 = Nat6Stage::new(self.port_v6.clone(), crate::firewall::random_seed());
+        nat6.set_steering(self.nat_steering.0, self.nat_steering.1);
+        self.firewall = Some(FirewallStage::new(fw, nat, nat6));
     }
 
     /// This forwarder is worker `worker` of `workers`: new `nat` translations pick ports whose
@@ -186,6 +192,7 @@ impl Forwarder {
         self.nat_steering = (worker, workers);
         if let Some(f) = &mut self.firewall {
             f.nat.set_steering(worker, workers);
+            f.nat6.set_steering(worker, workers);
         }
     }
 
@@ -195,7 +202,16 @@ impl Forwarder {
 
     /// The NAT stage's counters (`None` without a firewall).
     pub fn nat_counts(&self) -> Option<NatCounts> {
-        self.firewall.as_ref().map(|f| f.nat.counts())
+        self.firewall.as_ref().map(|f| {
+            let mut c = f.nat.counts();
+            // NAT66's translations count with IPv4's.
+            let (created, expired) = f.nat6.counts();
+            c.sessions += f.nat6.len() as u64;
+            c.created += created;
+            c.expired += expired;
+            c.translated += f.nat6.translated;
+            c
+        })
     }
 
     /// Arms (or, with `None`, ends) a capture.
@@ -319,4 +335,13 @@ impl Forwarder {
         self.v4_reader.online();
         self.v6_reader.online();
     }
+}
+
+/// The first IPv6 address of `port` that is not link-local: what `(IFACE)` stands for in a
+/// NAT66 rule.
+fn global_v6(port: &PortInfo) -> Option<u128> {
+    port.addresses.iter().find_map(|(a, _)| match a {
+        std::net::IpAddr::V6(a) if a.segments()[0] & 0xffc0 != 0xfe80 => Some(u128::from(*a)),
+        _ => None,
+    })
 }

@@ -23,6 +23,7 @@ use crate::rules::{AddrMatch, AddrTarget, PortMatch, Prefix, RuleSet};
 
 mod index;
 pub mod pool;
+pub mod six;
 pub mod table;
 
 pub use crate::rules::{DEFAULT_NAT_PORTS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod};
@@ -80,7 +81,25 @@ pub fn first_match<'a>(
     key: &PacketKey,
     iface_addr: &dyn Fn(u16) -> Option<u32>,
 ) -> Option<&'a NatRule> {
-    for r in &rs.nat {
+    first_match_among(rs, phase, key, iface_addr, &|_| true)
+}
+
+/// [`first_match`] for an IPv6 packet (NAT66): among the rules of family `inet6` and the
+/// `no` rules of no family; a rule of no family with a translation translates IPv4 (its
+/// pool is IPv4, or `(IFACE)` stands for the interface's IPv4 address).
+pub fn first_match6<'a>(rs: &'a RuleSet, phase: NatPhase, key: &PacketKey) -> Option<&'a NatRule> {
+    let inet6 = |r: &NatRule| r.af == Some(Af::Inet6) || (r.negated && r.af.is_none());
+    first_match_among(rs, phase, key, &|_| None, &inet6)
+}
+
+fn first_match_among<'a>(
+    rs: &'a RuleSet,
+    phase: NatPhase,
+    key: &PacketKey,
+    iface_addr: &dyn Fn(u16) -> Option<u32>,
+    among: &dyn Fn(&NatRule) -> bool,
+) -> Option<&'a NatRule> {
+    for r in rs.nat.iter().filter(|r| among(r)) {
         let hit = match (phase, r.kind) {
             (NatPhase::Out, NatKind::Nat | NatKind::Binat) | (NatPhase::In, NatKind::Rdr) => {
                 r.matches(rs, key, iface_addr)
@@ -138,17 +157,19 @@ pub fn binat_inside(r: &NatRule) -> Option<Prefix> {
 }
 
 /// The first rule that translates to `(IFACE)` or matches `to (IFACE)` where the interface
-/// has no IPv4 address (`has_v4` says which do), and that interface: such a rule could
-/// never translate (`linerate check` refuses it).
+/// has no address of the rule's family (`has_addr` says which do: IPv6 for a NAT66 rule,
+/// else IPv4), with that interface and family: such a rule could never translate
+/// (`linerate check` refuses it).
 pub fn iface_without_address<'a>(
     rs: &'a RuleSet,
-    has_v4: &dyn Fn(u16) -> bool,
-) -> Option<(&'a NatRule, u16)> {
+    has_addr: &dyn Fn(u16, Af) -> bool,
+) -> Option<(&'a NatRule, u16, Af)> {
     rs.nat.iter().find_map(|r| {
         let target = match r.target.as_ref().map(|t| &t.addr) {
             Some(NatAddr::Iface(i)) => Some(*i),
             _ => None,
         };
-        [target, r.dst_iface].into_iter().flatten().find(|&i| !has_v4(i)).map(|i| (r, i))
+        let af = if r.af == Some(Af::Inet6) { Af::Inet6 } else { Af::Inet };
+        [target, r.dst_iface].into_iter().flatten().find(|&i| !has_addr(i, af)).map(|i| (r, i, af))
     })
 }

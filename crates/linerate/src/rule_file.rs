@@ -44,15 +44,23 @@ pub fn load(cfg: &Config, rules: &Path) -> Result<RuleFile> {
                 _ => anyhow::Error::new(e),
             }
         })?;
-    let has_v4 = |i: u16| {
-        cfg.interfaces
-            .get(usize::from(i))
-            .is_some_and(|i| i.addresses.iter().any(|a| a.addr.is_ipv4()))
+    // NAT66's `(IFACE)` is the interface's first address that is not link-local.
+    let has_addr = |i: u16, af: fw::packet::Af| {
+        cfg.interfaces.get(usize::from(i)).is_some_and(|i| {
+            i.addresses.iter().any(|a| match (a.addr, af) {
+                (std::net::IpAddr::V4(_), fw::packet::Af::Inet) => true,
+                (std::net::IpAddr::V6(v6), fw::packet::Af::Inet6) => {
+                    v6.segments()[0] & 0xffc0 != 0xfe80
+                }
+                _ => false,
+            })
+        })
     };
-    if let Some((r, i)) = fw::nat::iface_without_address(&compiled.rules, &has_v4) {
+    if let Some((r, i, af)) = fw::nat::iface_without_address(&compiled.rules, &has_addr) {
         let name = &cfg.interfaces[usize::from(i)].name;
+        let family = if af == fw::packet::Af::Inet { "IPv4" } else { "global IPv6" };
         anyhow::bail!(
-            "{}:{}:{}: `{}` translates to ({name}), which has no IPv4 address in the config",
+            "{}:{}:{}: `{}` translates to ({name}), which has no {family} address in the config",
             rules.display(),
             r.line,
             r.column,

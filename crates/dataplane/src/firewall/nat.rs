@@ -221,6 +221,10 @@ impl NatStage {
             .nat
             .iter()
             .map(|r| {
+                // NAT66's rules are the IPv6 stage's (`super::nat6`).
+                if r.af == Some(Af::Inet6) {
+                    return None;
+                }
                 every_port |= r.ifaces.is_empty() || r.iface_neg;
                 for &i in &r.ifaces {
                     if let Some(p) = ports.get_mut(usize::from(i)) {

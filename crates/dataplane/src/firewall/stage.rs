@@ -115,6 +115,8 @@ pub(crate) struct FirewallStage {
     pub frags6: super::frags6::FragTable6,
     /// Translations (`nat`, `rdr`, `binat`).
     pub nat: super::nat::NatStage,
+    /// IPv6 translations (pf's NAT66).
+    pub nat6: super::nat6::Nat6Stage,
     /// Normalization (`scrub`).
     pub scrub: super::scrub::ScrubStage,
     /// The batch's rule set translates (or translations remain): the NAT passes run.
@@ -190,7 +192,11 @@ fn segment<'a>(flow: &FlowV4, tcp: &'a Option<TcpSegment>) -> Option<&'a TcpSegm
 }
 
 impl FirewallStage {
-    pub fn new(fw: Firewall, nat: super::nat::NatStage) -> FirewallStage {
+    pub fn new(
+        fw: Firewall,
+        nat: super::nat::NatStage,
+        nat6: super::nat6::Nat6Stage,
+    ) -> FirewallStage {
         FirewallStage {
             fw,
             keys: Box::new([PacketKey::ZERO; MAX_BATCH]),
@@ -205,6 +211,7 @@ impl FirewallStage {
             held: Default::default(),
             frags6: super::frags6::FragTable6::new(super::random_seed()),
             nat,
+            nat6,
             scrub: super::scrub::ScrubStage::new(super::random_seed()),
             nat_on: false,
             nat_pass: Box::new([false; MAX_BATCH]),
@@ -259,7 +266,10 @@ impl FirewallStage {
     #[inline(always)]
     pub fn begin_batch(&mut self) {
         self.fw.begin_batch();
-        self.nat_on = self.nat.begin_batch(self.fw.rules(), self.fw.now);
+        let (rules, now) = (self.fw.rules(), self.fw.now);
+        // Both run: each plans for a reloaded set and sweeps its table.
+        let v4 = self.nat.begin_batch(rules, now);
+        self.nat_on = self.nat6.begin_batch(rules, now) | v4;
         (self.scrub.on_in, self.scrub.on_out) =
             (self.fw.rules().scrub_in, self.fw.rules().scrub_out);
         if self.nat_passed {

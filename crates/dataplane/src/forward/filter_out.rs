@@ -47,7 +47,7 @@ impl Forwarder {
         let Some(f) = &mut self.firewall else { return };
         f.fw.end_batch();
         if f.nat_on {
-            f.fw.publish_nat_sessions(f.nat.table_len());
+            f.fw.publish_nat_sessions(f.nat.table_len() + f.nat6.len() as u64);
         }
         if !f.proxy_out.is_empty() {
             self.proxy_out(pool, outputs);
@@ -102,11 +102,13 @@ impl Forwarder {
             f.scrub(pool.frame_mut(desc), l3, v4, port, fw::packet::Dir::Out)
                 .map_err(OutStop::Drop)?;
         }
-        // Translation is IPv4's.
         let nat = v4 && f.nat_on && f.nat.on_port(port);
+        let nat6 = !v4 && f.nat_on && f.nat6.on_port(port);
         if !f.out_decided[i] {
             let r = if nat {
                 filter_out_translating(f, pool.frame_mut(desc), l3, port, i)
+            } else if nat6 {
+                filter_out_translating6(f, pool.frame_mut(desc), l3, port, i)
             } else {
                 f.fw.filter_out(&f.keys[i], port, f.tcp[i].as_ref(), f.out_tickets[i])
             };
@@ -126,6 +128,8 @@ impl Forwarder {
         }
         if nat {
             translate_out(f, pool.frame_mut(desc), l3, port).map_err(OutStop::Drop)?;
+        } else if nat6 {
+            nat6_out(f, pool.frame_mut(desc), l3, port).map_err(OutStop::Drop)?;
         }
         Ok(())
     }
@@ -167,6 +171,22 @@ impl Forwarder {
         }
         decrement_ttl(frame, l3, true);
         translate_out_other(f, frame, l3, port).map(|()| true)
+    }
+
+    /// NAT66's outbound pass of an IPv6 packet leaving by `port` in a batch whose packets
+    /// states out_decided (the send pass without the out rules), if NAT66 applies there.
+    #[inline(never)]
+    pub(super) fn translate_out6(
+        &mut self,
+        pool: &mut FramePool,
+        desc: FrameDesc,
+        l3: usize,
+        port: u16,
+    ) -> Result<(), DropReason> {
+        match self.firewall.as_mut().filter(|f| f.nat6.on_port(port)) {
+            Some(f) => nat6_out(f, pool.frame_mut(desc), l3, port),
+            None => Ok(()),
+        }
     }
 
     /// A packet the in pass blocked: answered if its rule says so ([`Self::refuse`]).
@@ -340,4 +360,40 @@ fn filter_out_translating(
     let plan = f.nat.plan_outbound(&f.fw.rules().rules, ip, port, now)?;
     f.fw.filter_out_translated(&key, &plan.seen(&key), port, tcp.as_ref(), ticket, plan.pass)?;
     f.nat.commit_outbound(&f.fw.rules().rules, ip, port, now, plan)
+}
+
+/// [`filter_out_translating`] for an IPv6 packet (NAT66).
+#[inline(never)]
+fn filter_out_translating6(
+    f: &mut FirewallStage,
+    frame: &mut [u8],
+    l3: usize,
+    port: u16,
+    i: usize,
+) -> Result<(), DropReason> {
+    let i = i % MAX_BATCH;
+    let (key, tcp, ticket) = (f.keys[i], f.tcp[i], f.out_tickets[i]);
+    let Some(ip) = frame.get_mut(l3..) else {
+        return f.fw.filter_out(&key, port, tcp.as_ref(), ticket);
+    };
+    let now = f.fw.now();
+    let plan = f.nat6.plan_outbound(&f.fw.rules().rules, ip, port, now)?;
+    f.fw.filter_out_translated(&key, &plan.seen(&key), port, tcp.as_ref(), ticket, plan.pass)?;
+    f.nat6.commit_outbound(&f.fw.rules().rules, ip, port, now, plan)
+}
+
+/// NAT66's outbound pass of the IPv6 packet at `l3` of `frame` leaving by `port`, out of
+/// line.
+#[inline(never)]
+fn nat6_out(
+    f: &mut FirewallStage,
+    frame: &mut [u8],
+    l3: usize,
+    port: u16,
+) -> Result<(), DropReason> {
+    let now = f.fw.now();
+    match frame.get_mut(l3..) {
+        Some(ip) => f.nat6.outbound(&f.fw.rules().rules, ip, port, now),
+        None => Ok(()),
+    }
 }

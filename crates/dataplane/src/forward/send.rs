@@ -124,6 +124,11 @@ impl Forwarder {
                 IcmpError::TimeExceeded,
                 punts,
             );
+        } else if mode::has(MODE, mode::TRANSLATE_OUT)
+            && !v4
+            && let Err(reason) = self.translate_out6(pool, desc, l3, port)
+        {
+            return self.drop(pool, desc, reason);
         }
         // `modulate state`: the flow as its state is keyed, read before NAT's out pass
         // translates the packet.

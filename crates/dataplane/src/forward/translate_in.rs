@@ -7,6 +7,7 @@ use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
 use super::Forwarder;
+use crate::counters::DropReason;
 use crate::firewall::FirewallStage;
 use crate::next::Next;
 
@@ -41,8 +42,17 @@ impl Forwarder {
         // Read once: a translation made below is on a port already in it.
         let mask = f.nat.port_mask();
         for (i, next) in self.next[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
-            let Next::V4 { l3, slot, in_port } = *next else {
-                continue;
+            let (l3, slot, in_port) = match *next {
+                Next::V4 { l3, slot, in_port } => (l3, slot, in_port),
+                Next::V6 { l3, slot, in_port } => {
+                    match translate_in6(f, pool.frame_mut(descs[i]), l3, in_port, now, i) {
+                        Ok(Some(dst)) => self.v6_dst[usize::from(slot) % MAX_BATCH] = dst,
+                        Ok(None) => {}
+                        Err(reason) => *next = Next::Drop(reason),
+                    }
+                    continue;
+                }
+                _ => continue,
             };
             if mask & crate::firewall::nat::port_bit(usize::from(in_port)) == 0
                 || !f.nat.on_port(in_port)
@@ -65,6 +75,29 @@ impl Forwarder {
             }
         }
     }
+}
+
+/// NAT66's inbound pass over the IPv6 packet at `l3` of `frame` (packet `i` of the batch)
+/// arriving on `in_port`: its new destination if translated, or the packet's drop. Out of line: only rule
+/// sets with NAT66 reach it with a packet to translate.
+#[inline(never)]
+fn translate_in6(
+    f: &mut FirewallStage,
+    frame: &mut [u8],
+    l3: u16,
+    in_port: u16,
+    now: u32,
+    i: usize,
+) -> Result<Option<u128>, DropReason> {
+    let Some(ip) = frame.get_mut(usize::from(l3)..) else { return Ok(None) };
+    if !f.nat6.on_port(in_port) {
+        return Ok(None);
+    }
+    let translated = f.nat6.inbound(&f.fw.rules().rules, ip, in_port, now)?;
+    if translated.is_some_and(|(_, pass)| pass) {
+        f.mark_nat_pass(i);
+    }
+    Ok(translated.map(|(dst, _)| dst))
 }
 
 /// The inbound scrub pass: every packet to route normalized by the first scrub rule that

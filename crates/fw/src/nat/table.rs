@@ -101,27 +101,7 @@ impl Session {
     /// Seconds of idleness after which the session is gone.
     #[inline]
     pub fn timeout(&self, t: &Timeouts) -> u32 {
-        match self.out_key.proto {
-            6 => match self.phase {
-                Phase::First => t.tcp_first,
-                Phase::Established => t.tcp_established,
-                // pf keeps a closed connection's state (and so its translation) for
-                // `tcp.closed` once both ends sent FIN: a port given to another flow sooner
-                // meets the far end's TIME_WAIT (60 s on Linux), whose answer to the new SYN
-                // no state passes, and the connection never opens.
-                Phase::Closing => t.tcp_finwait.max(t.tcp_closed),
-                Phase::Closed => t.tcp_closed,
-            },
-            17 => match self.phase {
-                Phase::First => t.udp_single,
-                _ => t.udp_multiple,
-            },
-            1 => t.icmp_first,
-            _ => match self.phase {
-                Phase::First => t.other_single,
-                _ => t.other_multiple,
-            },
-        }
+        phase_timeout(self.out_key.proto, self.phase, t)
     }
 
     /// Its out key or its in key.
@@ -142,18 +122,49 @@ impl Session {
     /// packet's), and its TCP flags.
     pub fn touch(&mut self, now: u32, reply: bool, tcp_flags: u8) {
         self.last = now;
-        if self.out_key.proto == 6 {
-            if tcp_flags & 0x04 != 0 {
-                self.phase = Phase::Closed;
-            } else if tcp_flags & 0x01 != 0 && self.phase != Phase::Closed {
-                self.phase = Phase::Closing;
-            } else if reply && self.phase == Phase::First {
-                self.phase = Phase::Established;
-            }
-        } else if reply && self.phase == Phase::First {
-            self.phase = Phase::Established;
+        self.phase = next_phase(self.out_key.proto, self.phase, reply, tcp_flags);
+    }
+}
+
+/// Seconds of idleness after which a translation of protocol `proto` in `phase` is gone
+/// (pf's timeouts of the state it belongs to).
+#[inline]
+pub fn phase_timeout(proto: u8, phase: Phase, t: &Timeouts) -> u32 {
+    match proto {
+        6 => match phase {
+            Phase::First => t.tcp_first,
+            Phase::Established => t.tcp_established,
+            // pf keeps a closed connection's state (and so its translation) for
+            // `tcp.closed` once both ends sent FIN: a port given to another flow sooner
+            // meets the far end's TIME_WAIT (60 s on Linux), whose answer to the new SYN
+            // no state passes, and the connection never opens.
+            Phase::Closing => t.tcp_finwait.max(t.tcp_closed),
+            Phase::Closed => t.tcp_closed,
+        },
+        17 => match phase {
+            Phase::First => t.udp_single,
+            _ => t.udp_multiple,
+        },
+        1 | 58 => t.icmp_first,
+        _ => match phase {
+            Phase::First => t.other_single,
+            _ => t.other_multiple,
+        },
+    }
+}
+
+/// The phase after a packet of protocol `proto`: `reply` (of the other direction than the
+/// first packet's), with its TCP flags.
+#[inline]
+pub fn next_phase(proto: u8, phase: Phase, reply: bool, tcp_flags: u8) -> Phase {
+    if proto == 6 {
+        if tcp_flags & 0x04 != 0 {
+            return Phase::Closed;
+        } else if tcp_flags & 0x01 != 0 && phase != Phase::Closed {
+            return Phase::Closing;
         }
     }
+    if reply && phase == Phase::First { Phase::Established } else { phase }
 }
 
 /// [`NatTable::probe`]'s answer when it names no slot.

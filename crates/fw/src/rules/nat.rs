@@ -11,10 +11,6 @@ use super::translation::{
 use super::{AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
 use crate::packet::Af;
 
-/// The `inet6` error: linerate translates IPv4 only.
-const NO_INET6: &str =
-    "IPv6 translation is not supported by linerate (nat, rdr and binat are IPv4 only)";
-
 /// The pool options after a translation's address and ports.
 struct PoolOptions {
     method: PoolMethod,
@@ -50,6 +46,44 @@ pub(super) fn nat_rule_of(
         target,
         line: at.line,
         column: at.col,
+    }
+}
+
+/// The family a translation rule applies to, as pfctl settles it: the one written (`inet`,
+/// `inet6`), else its pool's, else its addresses'. Every address of the rule must be of that
+/// family. `Some(Inet6)` makes it a NAT66 rule; a rule with no family and an `(IFACE)` pool
+/// translates IPv4 (the interface's IPv4 address), as before IPv6 translation.
+fn rule_family(
+    af: Option<Af>,
+    target: Option<&NatTarget>,
+    addr_toks: &[(Token, Af, bool)],
+    first: &Token,
+) -> PResult<Option<Af>> {
+    let pool = match target.map(|t| &t.addr) {
+        Some(NatAddr::Pool(p)) => p.first().map(|p| p.af),
+        _ => None,
+    };
+    if let (Some(a), Some(p)) = (af, pool)
+        && a != p
+    {
+        return here(
+            first,
+            format!("the translation address is not of the rule's family ({})", name(a)),
+        );
+    }
+    let family = af.or(pool).or_else(|| addr_toks.first().map(|(_, a, _)| *a));
+    if let Some(f) = family
+        && let Some((t, a, _)) = addr_toks.iter().find(|(_, a, _)| *a != f)
+    {
+        return here(t, format!("an {} address in a rule for {}", name(*a), name(f)));
+    }
+    Ok(if family == Some(Af::Inet6) { Some(Af::Inet6) } else { af })
+}
+
+fn name(af: Af) -> &'static str {
+    match af {
+        Af::Inet => "inet",
+        Af::Inet6 => "inet6",
     }
 }
 
@@ -92,9 +126,8 @@ impl Parser<'_> {
         }
         let af = if self.eat_word("inet")? {
             Some(Af::Inet)
-        } else if self.is_word("inet6")? {
-            let t = self.peek()?.clone();
-            return here(&t, NO_INET6);
+        } else if self.eat_word("inet6")? {
+            Some(Af::Inet6)
         } else {
             None
         };
@@ -108,9 +141,6 @@ impl Parser<'_> {
                     super::lexer::describe(&t.tok).trim_matches('"')
                 ),
             );
-        }
-        if let Some((t, _, _)) = hosts.addr_toks.iter().find(|(_, a, _)| *a == Af::Inet6) {
-            return here(t, NO_INET6);
         }
         check_ports_need_tcp_udp(hosts.port_tok.as_ref(), &protos)?;
         self.refuse_translation_tag()?;
@@ -127,6 +157,7 @@ impl Parser<'_> {
             let t = self.peek()?.clone();
             return here(&t, format!("`no {}` takes no translation (\"->\")", kind.name()));
         }
+        let af = rule_family(af, target.as_ref(), &hosts.addr_toks, &first)?;
         if kind == NatKind::Binat {
             self.check_binat(&first, &hosts.src, target.as_ref())?;
         }
@@ -251,11 +282,13 @@ impl Parser<'_> {
         } else {
             self.addr_item(&mut toks, false, &mut items)?;
         }
-        let mut prefixes = Vec::new();
+        let mut prefixes: Vec<Prefix> = Vec::new();
         for item in &items {
             match item.target {
-                AddrTarget::Prefix(p) if !item.negated && p.af == Af::Inet => prefixes.push(p),
-                AddrTarget::Prefix(p) if p.af == Af::Inet6 => return here(&at, NO_INET6),
+                AddrTarget::Prefix(p) if prefixes.first().is_some_and(|f| f.af != p.af) => {
+                    return here(&at, "a translation pool of IPv4 and IPv6 addresses");
+                }
+                AddrTarget::Prefix(p) if !item.negated => prefixes.push(p),
                 AddrTarget::Table(_) => {
                     return here(
                         &at,
@@ -265,8 +298,10 @@ impl Parser<'_> {
                 _ => return here(&at, "a translation address cannot be negated"),
             }
         }
+        // IPv4 pools are expanded into a list; IPv6 ones stay prefixes (a /64 is usual).
+        let v4 = prefixes.first().is_some_and(|p| p.af == Af::Inet);
         let total: u128 = prefixes.iter().map(|p: &Prefix| p.last() - p.first() + 1).sum();
-        if total > MAX_POOL_ADDRS {
+        if v4 && total > MAX_POOL_ADDRS {
             return here(
                 &at,
                 format!("translation pool of {total} addresses (at most {})", MAX_POOL_ADDRS),
@@ -459,6 +494,22 @@ mod tests {
         assert_eq!(rs.nat[2].target.as_ref().unwrap().method, PoolMethod::Bitmask);
     }
 
+    /// NAT66: `inet6` written, or taken from the pool or the addresses, as pfctl does.
+    #[test]
+    fn ipv6_translation_rules() {
+        let rs = ok("nat on lr-ext inet6 from fd00::/64 to any -> (lr-ext)\n\
+                     rdr on lr-ext proto tcp to 2001:db8::1 port 80 -> fd00::10 port 8080\n\
+                     binat on lr-ext from fd00::7/128 to any -> 2001:db8::7\n\
+                     nat on lr-ext from any -> 2001:db8:1::/64 source-hash\n\
+                     nat on lr-ext from 10.0.0.0/8 -> (lr-ext)\n");
+        use crate::packet::Af;
+        let afs: Vec<Option<Af>> = rs.nat.iter().map(|r| r.af).collect();
+        assert_eq!(afs, [Some(Af::Inet6), Some(Af::Inet6), Some(Af::Inet6), Some(Af::Inet6), None]);
+        assert_eq!(rs.nat[0].target.as_ref().unwrap().addr, NatAddr::Iface(1));
+        let t = rs.nat[3].target.as_ref().unwrap();
+        assert_eq!(t.addr, NatAddr::Pool(vec![p("2001:db8:1::/64")]));
+    }
+
     #[test]
     fn rdr_binat_and_no() {
         let rs = ok("table <web> { 192.0.2.80 }\n\
@@ -540,8 +591,16 @@ mod tests {
                 "nat.conf:1:8: `no rdr` translates nothing: it takes no `pass`",
             ),
             (
-                "nat on lr-ext inet6 from any -> 2001:db8::1\n",
-                "nat.conf:1:15: IPv6 translation is not supported by linerate",
+                "nat on lr-ext inet from any -> 2001:db8::1\n",
+                "nat.conf:1:1: the translation address is not of the rule's family (inet)",
+            ),
+            (
+                "nat on lr-ext from 10.0.0.0/8 -> 2001:db8::1\n",
+                "nat.conf:1:20: an inet address in a rule for inet6",
+            ),
+            (
+                "nat on lr-ext from any -> { 192.0.2.1 2001:db8::1 }\n",
+                "nat.conf:1:27: a translation pool of IPv4 and IPv6 addresses",
             ),
             (
                 "nat on lr-ext from any -> { 192.0.2.1 192.0.2.2 } random\n",

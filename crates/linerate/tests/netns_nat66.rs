@@ -1,0 +1,127 @@
+//! NAT66 end to end with real tools: inside host A (2001:db8:a::/64) -> linerate (namespace
+//! D) -> outside host B (2001:db8:b::2), which has no route back to A's network, so only
+//! translated traffic reaches it and comes back.
+//! - `nat on lrd1 inet6 ... -> (lrd1)`: `ping -6`, TCP connections that B sees from
+//!   2001:db8:b::1 (each from a port of pf's range, the payload echoed intact), and
+//!   `traceroute -6`, whose last hop's "port unreachable", sent to 2001:db8:b::1, reaches A
+//!   translated back;
+//! - `rdr on lrd1 inet6` of 2001:db8:b::1 port 80 to A's server on 8080.
+//!
+//! Needs root, python3 and traceroute. Namespaces `lr<pid>n6*` are removed on drop.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use lab::topology::is_root;
+
+mod common;
+
+use common::{Guard, Lab, build, finish, start_until, turn, write_config};
+
+const RULES: &str = "\
+ext_if = \"lrd1\"
+rdr on $ext_if inet6 proto tcp to 2001:db8:b::1 port 80 -> 2001:db8:a::2 port 8080
+nat on $ext_if inet6 from 2001:db8:a::/64 to any -> ($ext_if)
+pass all
+";
+
+/// A TCP server on `[::]:PORT` (argv 1) for `n` connections (argv 2): echoes what each sends
+/// and prints `peer_addr peer_port payload` per connection.
+const SERVER: &str = r#"
+import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('::', port)); s.listen(16); s.settimeout(20)
+print('ready', file=sys.stderr, flush=True)
+seen = []
+try:
+    for _ in range(n):
+        c, peer = s.accept()
+        data = c.recv(100)
+        seen.append(f"{peer[0]} {peer[1]} {data.decode()}")
+        c.sendall(data); c.close()
+except socket.timeout:
+    pass
+print("\n".join(seen))
+"#;
+
+/// Connects to `[argv 1]:argv 2` `argv 3` times, sends `hello N`, prints what comes back.
+const CLIENT: &str = r#"
+import socket, sys
+for i in range(int(sys.argv[3])):
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+    c.sendall(f"hello {i}".encode())
+    print(c.recv(100).decode()); c.close()
+"#;
+
+fn nat66_lab(tag: &str) -> (Lab, Guard, PathBuf) {
+    let lab = build(tag);
+    lab.b.ip(&["-6", "route", "del", "default"]).unwrap();
+    // traceroute's probes each want an answer.
+    lab.b.sysctl("net.ipv6.icmp.ratelimit=0").unwrap();
+    let cfg = write_config(&lab, "af_packet", "[firewall]\nrules = \"rules.conf\"\n");
+    std::fs::write(lab.dir.join("rules.conf"), RULES).unwrap();
+    let check =
+        Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(&cfg).output();
+    let check = check.unwrap();
+    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stderr));
+    let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
+    linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
+    let dut = start_until(linerate, "forwarding with");
+    (lab, dut, cfg)
+}
+
+/// Runs python3 `script` with `args` in `ns` to its end; its stdout.
+fn python(ns: &lab::topology::Namespace, script: &str, args: &[&str]) -> String {
+    let out = ns.command("python3").arg("-c").arg(script).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn nat66_with_ping_tcp_traceroute_and_rdr() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let _turn = turn();
+    let (lab, _dut, _cfg) = nat66_lab("n6");
+    let ping = lab.a.exec("ping", &["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:b::2"]);
+    assert!(ping.is_ok(), "ping -6 through NAT66: {ping:?}");
+
+    let mut server = lab.b.command("python3");
+    server.args(["-c", SERVER, "7000", "3"]);
+    let server = start_until(server, "ready");
+    let echoed = python(&lab.a, CLIENT, &["2001:db8:b::2", "7000", "3"]);
+    assert_eq!(echoed.lines().collect::<Vec<_>>(), ["hello 0", "hello 1", "hello 2"]);
+    let seen = finish(server);
+    let peers: Vec<(&str, u16)> = seen
+        .lines()
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next().unwrap(), w.next().unwrap().parse().unwrap())
+        })
+        .collect();
+    assert_eq!(peers.len(), 3, "{seen}");
+    for (addr, port) in &peers {
+        assert_eq!(*addr, "2001:db8:b::1", "B sees the router's address: {seen}");
+        assert!(*port >= 50001, "a port of pf's range: {seen}");
+    }
+
+    // The first hop is linerate; the last is B, whose "port unreachable" goes to the
+    // translated address and must reach A translated back.
+    let trace = lab
+        .a
+        .exec("traceroute", &["-6", "-n", "-q", "1", "-w", "2", "-m", "4", "2001:db8:b::2"])
+        .unwrap();
+    let trace = String::from_utf8_lossy(&trace.stdout).into_owned();
+    let hops: Vec<&str> =
+        trace.lines().skip(1).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(hops, ["2001:db8:a::1", "2001:db8:b::2"], "{trace}");
+
+    let mut server = lab.a.command("python3");
+    server.args(["-c", SERVER, "8080", "1"]);
+    let server = start_until(server, "ready");
+    let echoed = python(&lab.b, CLIENT, &["2001:db8:b::1", "80", "1"]);
+    assert_eq!(echoed.trim(), "hello 0");
+    let seen = finish(server);
+    assert!(seen.starts_with("2001:db8:b::2 "), "A's server sees B as it is: {seen}");
+}
