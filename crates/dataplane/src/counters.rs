@@ -59,7 +59,7 @@ drop_reasons! {
     FragmentOverlap => "fragment_overlap", "IPv4 TCP fragment at offset 8, over the flags (RFC 1858).";
     IpOptions => "ip_options", "IP options or IPv6 routing / hop-by-hop options, and the rule or state passing it lacks allow-opts (pf).";
     NatExhausted => "nat_exhausted", "A nat rule matched but no translation was free: every port of its range in use towards that destination, or the translation table full.";
-    NatNoAddress => "nat_no_address", "A nat rule translates to `(interface)` and the interface has no IPv4 address.";
+    NatNoAddress => "nat_no_address", "A nat rule translates to `(interface)` and the interface has no address of its family.";
     NatFragment => "nat_fragment", "An IPv4 fragment of a flow NAT would translate: linerate does not reassemble.";
     ScrubBadTcp => "scrub_bad_tcp", "A TCP segment a scrub rule matched with flags pf's normalization drops (SYN with RST or FIN; FIN, PSH or URG without ACK; none of SYN, ACK, RST) or a data offset below 5.";
     Blackhole => "blackhole", "Discarded by a blackhole route (config, or a kernel route of type blackhole).";

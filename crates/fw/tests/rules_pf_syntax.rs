@@ -1036,7 +1036,7 @@ fn match_nat_to_is_a_nat_rule() {
         ),
         (
             "match out on em0 inet6 all nat-to 2001:db8::1",
-            "rules.conf:1:1: IPv6 translation is not supported by linerate",
+            "rules.conf:1:1: `match ... nat-to` for IPv6 is not supported by linerate",
         ),
         (
             "match out on em0 all nat-to 192.0.2.1 tag x",

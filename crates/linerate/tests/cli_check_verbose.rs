@@ -64,3 +64,49 @@ fn check_v_prints_anchors_and_expanded_lists() {
         assert!(stdout.lines().any(|l| l == want), "no {want:?} in\n{stdout}");
     }
 }
+
+/// NAT66: the family pfctl settles (written, or the pool's) printed; `(IFACE)` in an `inet6`
+/// rule needs a global IPv6 address on the interface.
+#[test]
+fn check_v_prints_nat66_and_refuses_an_interface_without_ipv6() {
+    let dir = std::env::temp_dir().join(format!("lr-check-nat66-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.conf");
+    std::fs::write(
+        &rules,
+        "nat on lr-ext inet6 from fd00::/64 to any -> (lr-ext)\n\
+         rdr on lr-ext proto tcp to 2001:db8::1 port 80 -> fd00::10 port 8080\n\
+         pass all\n",
+    )
+    .unwrap();
+    let config = |ext: &str| {
+        format!(
+            "[[interface]]\nname = \"lr-lan\"\naddresses = [\"fd00::1/64\"]\n\n\
+             [[interface]]\nname = \"lr-ext\"\naddresses = [{ext}]\n\n\
+             [firewall]\nrules = \"{}\"\n",
+            rules.display()
+        )
+    };
+    let cfg = dir.join("router.toml");
+    std::fs::write(&cfg, config("\"2001:db8::1/64\"")).unwrap();
+    let (stdout, _) = check(&["-v"], &cfg);
+    assert!(
+        stdout.contains("\nnat on lr-ext inet6 from fd00::/64 to any -> (lr-ext)\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nrdr on lr-ext inet6 proto tcp from any to 2001:db8::1 port = 80 -> fd00::10 port 8080\n"),
+        "{stdout}"
+    );
+    std::fs::write(&cfg, config("\"192.0.2.1/24\", \"fe80::1/64\"")).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_linerate")).arg("check").arg("-c").arg(&cfg).output();
+    let err = String::from_utf8_lossy(&out.unwrap().stderr).into_owned();
+    assert!(
+        err.contains(
+            "rules.conf:1:1: `nat` translates to (lr-ext), which has no global IPv6 address"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

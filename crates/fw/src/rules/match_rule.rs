@@ -77,13 +77,16 @@ impl Parser<'_> {
                 ),
             );
         }
-        if m.af == Some(Af::Inet6) || m.hosts.addr_toks.iter().any(|(_, a, _)| *a == Af::Inet6) {
+        let v6_target = |t: &NatTarget| matches!(&t.addr, NatAddr::Pool(p) if p.first().is_some_and(|p| p.af == Af::Inet6));
+        let v6 =
+            m.af == Some(Af::Inet6) || m.hosts.addr_toks.iter().any(|(_, a, _)| *a == Af::Inet6);
+        let target = self.nat_target(NatKind::Nat, &nt)?;
+        if v6 || v6_target(&target) {
             return here(
                 &at,
-                "IPv6 translation is not supported by linerate (nat-to is IPv4 only)",
+                "`match ... nat-to` for IPv6 is not supported by linerate: write pf's NAT66, `nat on IFACE inet6 ... -> ADDRESS`",
             );
         }
-        let target = self.nat_target(NatKind::Nat, &nt)?;
         if let Tok::Word(w) = &self.peek()?.tok {
             let (w, t) = (w.clone(), self.peek()?.clone());
             return here(&t, format!("`match ... nat-to ... {w}` is not supported by linerate"));

@@ -75,10 +75,14 @@ impl Parser<'_> {
             );
         }
         let v6_host = |m: &AddrMatch| matches!(m, AddrMatch::List(items) if items.iter().any(|i| matches!(i.target, AddrTarget::Prefix(p) if p.af == Af::Inet6)));
-        if rule.af == Some(Af::Inet6) || v6_host(&rule.src) || v6_host(&rule.dst) {
+        let v6_target = matches!(&target.addr, NatAddr::Pool(p) if p.first().is_some_and(|p| p.af == Af::Inet6));
+        if rule.af == Some(Af::Inet6) || v6_host(&rule.src) || v6_host(&rule.dst) || v6_target {
             return here(
                 &t,
-                "IPv6 translation is not supported by linerate (rdr-to and nat-to are IPv4 only)",
+                format!(
+                    "`{keyword}` for IPv6 is not supported by linerate: write pf's NAT66, `{} on IFACE inet6 ... -> ADDRESS`",
+                    kind.name()
+                ),
             );
         }
         if let Some(what) = option_of(&rule) {
@@ -295,11 +299,15 @@ pass in on lr-lan
             ),
             (
                 "pass in quick on lr-wan inet6 proto tcp to port 80 rdr-to 10.0.0.5\n",
-                "r.conf:1:52: IPv6 translation is not supported by linerate",
+                "r.conf:1:52: `rdr-to` for IPv6 is not supported by linerate: write pf's NAT66",
             ),
             (
                 "pass in quick on lr-wan proto tcp to 2001:db8::1 port 80 rdr-to 10.0.0.5\n",
-                "r.conf:1:58: IPv6 translation is not supported by linerate",
+                "r.conf:1:58: `rdr-to` for IPv6 is not supported by linerate",
+            ),
+            (
+                "pass out on lr-wan nat-to 2001:db8::1\n",
+                "r.conf:1:20: `nat-to` for IPv6 is not supported by linerate",
             ),
             (
                 "match out on lr-wan inet from 10.0.0.0/8 nat-to 192.0.2.1\npass out quick on lr-wan inet nat-to 192.0.2.2\n",
