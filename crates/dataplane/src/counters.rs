@@ -60,7 +60,8 @@ drop_reasons! {
     IpOptions => "ip_options", "IP options or IPv6 routing / hop-by-hop options, and the rule or state passing it lacks allow-opts (pf).";
     NatExhausted => "nat_exhausted", "A nat rule matched but no translation was free: every port of its range in use towards that destination, or the translation table full.";
     NatNoAddress => "nat_no_address", "A nat rule translates to `(interface)` and the interface has no address of its family.";
-    NatFragment => "nat_fragment", "An IPv4 fragment of a flow NAT would translate: linerate does not reassemble.";
+    NatFragment => "nat_fragment", "A fragment of a flow NAT would translate: linerate does not reassemble.";
+    NatUntranslatable => "nat_untranslatable", "A packet of a flow `af-to` translates that NAT64 does not translate (an IPv6 extension header, an ICMP message other than echo and the errors RFC 7915 maps, or a frame that would outgrow its buffer).";
     ScrubBadTcp => "scrub_bad_tcp", "A TCP segment a scrub rule matched with flags pf's normalization drops (SYN with RST or FIN; FIN, PSH or URG without ACK; none of SYN, ACK, RST) or a data offset below 5.";
     Blackhole => "blackhole", "Discarded by a blackhole route (config, or a kernel route of type blackhole).";
     LinkLocal => "link_local", "A link-local source or destination (IPv4 169.254/16, RFC 3927 2.7; IPv6 fe80::/10, RFC 4291 2.5.6) on a packet not for one of the router's addresses: never forwarded.";

@@ -42,6 +42,8 @@ use crate::fib::Fib;
 /// ([`StateTable::expire_paced`]; all of them while the table is full).
 const EXPIRE_BUDGET: usize = 16;
 
+pub(crate) mod afto;
+mod afto_rewrite;
 mod compiled;
 mod counters;
 mod datagrams;

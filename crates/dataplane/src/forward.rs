@@ -37,6 +37,7 @@ use wire::EtherType;
 
 use crate::counters::{Counts, DropReason};
 use crate::fib::Fib;
+use crate::firewall::afto::AfToStage;
 use crate::firewall::nat::{NatCounts, NatStage};
 use crate::firewall::nat6::Nat6Stage;
 use crate::firewall::{Firewall, FirewallStage, RoutedV4};
@@ -183,7 +184,9 @@ impl Forwarder {
         nat.set_steering(self.nat_steering.0, self.nat_steering.1);
         let mut nat6 = Nat6Stage::new(self.port_v6.clone(), crate::firewall::random_seed());
         nat6.set_steering(self.nat_steering.0, self.nat_steering.1);
-        self.firewall = Some(FirewallStage::new(fw, nat, nat6));
+        let mut afto = AfToStage::new(self.port_v4.clone(), crate::firewall::random_seed());
+        afto.set_steering(self.nat_steering.0, self.nat_steering.1);
+        self.firewall = Some(FirewallStage::new(fw, nat, nat6, afto));
     }
 
     /// This forwarder is worker `worker` of `workers`: new `nat` translations pick ports whose
@@ -193,6 +196,7 @@ impl Forwarder {
         if let Some(f) = &mut self.firewall {
             f.nat.set_steering(worker, workers);
             f.nat6.set_steering(worker, workers);
+            f.afto.set_steering(worker, workers);
         }
     }
 
@@ -205,11 +209,15 @@ impl Forwarder {
         self.firewall.as_ref().map(|f| {
             let mut c = f.nat.counts();
             // NAT66's translations count with IPv4's.
-            let (created, expired) = f.nat6.counts();
-            c.sessions += f.nat6.len() as u64;
-            c.created += created;
-            c.expired += expired;
-            c.translated += f.nat6.translated;
+            for ((created, expired), len, translated) in [
+                (f.nat6.counts(), f.nat6.len(), f.nat6.translated),
+                (f.afto.counts(), f.afto.len(), f.afto.translated),
+            ] {
+                c.sessions += len as u64;
+                c.created += created;
+                c.expired += expired;
+                c.translated += translated;
+            }
             c
         })
     }
@@ -288,10 +296,11 @@ impl Forwarder {
     ) {
         self.counts.rx += input.len() as u64;
         self.batch_now = None;
-        let found = self.classify(pool, input.as_slice());
+        let mut found = self.classify(pool, input.as_slice());
         if self.firewall.is_some() {
-            self.translate_in(pool, input.as_slice());
+            self.translate_in(pool, input.as_mut_slice(), &mut found);
             self.filter_in(pool, input, found);
+            self.translate_af(pool, input.as_mut_slice(), &mut found);
             self.route_options(pool, input.as_slice());
         }
         self.route(found);

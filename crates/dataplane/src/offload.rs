@@ -215,7 +215,8 @@ const ASK_AGAIN_NS: u64 = 1_000_000_000;
 /// program will see of a flow the pipeline translates. Direct-mapped: a frame whose slot
 /// another frame of the batch took is not offered (its flow is, with a later packet).
 struct InputFlows {
-    slots: Vec<(u32, Tuple)>,
+    /// By chunk: the chunk, the flow's family (4 or 6), the flow.
+    slots: Vec<(u32, u8, Tuple)>,
 }
 
 const INPUT_SLOTS: usize = 1024;
@@ -223,20 +224,21 @@ const INPUT_SLOTS: usize = 1024;
 impl InputFlows {
     fn note(&mut self, pool: &FramePool, input: &Batch) {
         if self.slots.is_empty() {
-            self.slots = vec![(u32::MAX, Tuple::default()); INPUT_SLOTS];
+            self.slots = vec![(u32::MAX, 0, Tuple::default()); INPUT_SLOTS];
         }
         for desc in input.as_slice() {
             let slot = &mut self.slots[desc.chunk() as usize % INPUT_SLOTS];
             match flow_of(pool.frame(*desc)) {
-                Some((_, _, t)) => *slot = (desc.chunk(), t),
+                Some((family, _, t)) => *slot = (desc.chunk(), family, t),
                 None => slot.0 = u32::MAX,
             }
         }
     }
 
-    fn get(&self, chunk: u32) -> Option<&Tuple> {
-        let (c, t) = self.slots.get(chunk as usize % INPUT_SLOTS)?;
-        (*c == chunk).then_some(t)
+    /// The family and flow of the frame that arrived in `chunk`.
+    fn get(&self, chunk: u32) -> Option<(u8, &Tuple)> {
+        let (c, family, t) = self.slots.get(chunk as usize % INPUT_SLOTS)?;
+        (*c == chunk).then_some((*family, t))
     }
 }
 
@@ -331,9 +333,11 @@ impl FlowLearner {
                     continue;
                 }
                 if policy.translates {
-                    let Some(flow) = self.inputs_noted.get(desc.chunk()) else { continue };
-                    // pf's nat66 is not the program's (it translates IPv4 only).
-                    if *flow != offer.sent && offer.family != 4 {
+                    let Some((family, flow)) = self.inputs_noted.get(desc.chunk()) else {
+                        continue;
+                    };
+                    // NAT66 and af-to are not the program's (it translates IPv4 to IPv4 only).
+                    if family != offer.family || (*flow != offer.sent && offer.family != 4) {
                         continue;
                     }
                     offer.flow = *flow;

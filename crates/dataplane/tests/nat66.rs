@@ -4,7 +4,7 @@
 //! judging the packet as it will leave. Every frame that comes out has its checksum checked
 //! from scratch.
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -24,6 +24,10 @@ const EXT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1);
 const EXT_GW: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 0xfe);
 const FAR: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1);
 const ROUTER_BEYOND: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0xfe);
+const EXT4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const SERVER4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 50);
+/// SERVER4 in the well-known prefix 64:ff9b::/96 (RFC 6052).
+const SERVER6: Ipv6Addr = Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0xc000, 0x0232);
 const LAN_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
 const GW_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
 
@@ -34,6 +38,8 @@ fn fib() -> Arc<Fib> {
     let far_net = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0);
     ctl.add_route(IpAddr::V6(far_net), 48, IpAddr::V6(EXT_GW), 1).unwrap();
     ctl.add_local(IpAddr::V6(EXT)).unwrap();
+    ctl.set_neighbour(IpAddr::V4(SERVER4), 1, GW_MAC).unwrap();
+    ctl.add_local(IpAddr::V4(EXT4)).unwrap();
     ctl.fib()
 }
 
@@ -56,6 +62,7 @@ fn worker(rules: &str) -> NatWorker {
     let mut ext = PortInfo::new("ext", TX_MAC, 1);
     ext.addresses.push((IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1)), 64));
     ext.addresses.push((IpAddr::V6(EXT), 64));
+    ext.addresses.push((IpAddr::V4(EXT4), 24));
     let rx = vec![
         ReplayRx::new(0, Vec::<Vec<u8>>::new()).once(),
         ReplayRx::new(1, Vec::<Vec<u8>>::new()).once(),
@@ -226,4 +233,88 @@ fn out_rules_see_the_translated_source() {
     assert_eq!(w.nat_counts().unwrap().sessions, 0, "no translation left behind");
     let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, FAR, 54)]);
     assert_eq!(tuple(&out[0]).0, EXT);
+}
+
+/// An IPv4 frame received on port 1 carrying `l4` of protocol `p`, its checksums filled in.
+fn frame4(p: u8, src: Ipv4Addr, dst: Ipv4Addr, l4: &[u8]) -> Vec<u8> {
+    let mut f = TX_MAC.0.to_vec();
+    f.extend_from_slice(&[
+        2, 0, 0, 0, 0, 0x98, 0x08, 0x00, 0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, p, 0, 0,
+    ]);
+    let total = (20 + l4.len()) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    let ck = wire::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&ck.to_be_bytes());
+    let mut l4 = l4.to_vec();
+    let at = ck_at(p);
+    l4[at..at + 2].fill(0);
+    let pseudo =
+        if p == 1 { 0 } else { wire::checksum::pseudo_header_v4(&src, &dst, p, l4.len() as u32) };
+    let ck = !fold(u64::from(pseudo) + u64::from(sum(&l4)));
+    l4[at..at + 2].copy_from_slice(&ck.to_be_bytes());
+    f.extend_from_slice(&l4);
+    f
+}
+
+/// (src, sport or echo id, dst, dport) of an IPv4 frame, its checksums checked.
+fn tuple4(f: &[u8]) -> (Ipv4Addr, u16, Ipv4Addr, u16) {
+    let ip = &f[14..];
+    assert_eq!(wire::checksum::checksum(&ip[..20]), 0, "IPv4 header checksum");
+    let a = |at: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&ip[at..at + 4]).unwrap());
+    let l4 = &ip[20..];
+    let pseudo = match ip[9] {
+        1 => 0,
+        p => wire::checksum::pseudo_header_v4(&a(12), &a(16), p, l4.len() as u32),
+    };
+    assert_eq!(fold(u64::from(pseudo) + u64::from(sum(l4))), 0xffff, "L4 checksum");
+    let w = |at: usize| u16::from_be_bytes([l4[at], l4[at + 1]]);
+    if ip[9] == 1 { (a(12), w(4), a(16), w(4)) } else { (a(12), w(0), a(16), w(2)) }
+}
+
+/// OpenBSD's NAT64: the client's IPv6 datagram leaves as IPv4 from the pool, the reply
+/// comes back as IPv6 from the server's address in 64:ff9b::/96, and so do pings and the
+/// server's "port unreachable" (as traceroute's last hop sends it).
+#[test]
+fn af_to_translates_ipv6_to_ipv4_and_back() {
+    let rules = "pass in quick on lan inet6 from any to 64:ff9b::/96 af-to inet from 192.0.2.1\n\
+                 pass all\n";
+    let mut w = worker(rules);
+    let [_, out] = send(&mut w, 0, vec![udp(0, LAN_HOST, 1000, SERVER6, 53)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    let (src, sport, dst, dport) = tuple4(&out[0]);
+    assert_eq!((src, dst, dport), (EXT4, SERVER4, 53));
+    assert!(sport >= 50001, "{sport}");
+    let mut reply = [0u8; 12];
+    reply[..2].copy_from_slice(&53u16.to_be_bytes());
+    reply[2..4].copy_from_slice(&sport.to_be_bytes());
+    reply[4..6].copy_from_slice(&12u16.to_be_bytes());
+    let [back, _] = send(&mut w, 1, vec![frame4(17, SERVER4, EXT4, &reply)]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&back[0]), (SERVER6, 53, LAN_HOST, 1000));
+
+    let mut err = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&out[0][14..]);
+    let [back, _] = send(&mut w, 1, vec![frame4(1, SERVER4, EXT4, &err)]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+    let ip = &back[0][14..];
+    assert_eq!((ip[6], ip[40], ip[41]), (58, 1, 4), "ICMPv6 port unreachable");
+    assert_eq!(tuple(&back[0]).2, LAN_HOST);
+    assert_eq!(&ip[48 + 8..48 + 24], &LAN_HOST.octets(), "the quote's source");
+
+    let echo = |typ: u8, id: u16| {
+        let mut l4 = vec![typ, 0, 0, 0];
+        l4.extend_from_slice(&id.to_be_bytes());
+        l4.extend_from_slice(&[0, 1]);
+        l4
+    };
+    let [_, out] = send(&mut w, 0, vec![frame(0, 58, LAN_HOST, SERVER6, &echo(128, 0x4242))]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    let (src, id, dst, _) = tuple4(&out[0]);
+    assert_eq!((src, dst, out[0][34]), (EXT4, SERVER4, 8));
+    let [back, _] = send(&mut w, 1, vec![frame4(1, SERVER4, EXT4, &echo(0, id))]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple(&back[0]), (SERVER6, 0x4242, LAN_HOST, 0x4242));
+    assert_eq!(back[0][54], 129, "echo reply");
 }

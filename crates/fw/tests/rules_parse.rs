@@ -286,7 +286,7 @@ fn errors_name_file_line_column() {
         ),
         (
             "pass all extra",
-            "rules.conf:1:10: expected flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to, rdr-to, nat-to or end of line, found \"extra\"",
+            "rules.conf:1:10: expected flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to, rdr-to, nat-to, af-to or end of line, found \"extra\"",
         ),
         (
             "pass proto tcp to port 70000",

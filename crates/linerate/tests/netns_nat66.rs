@@ -5,7 +5,10 @@
 //!   2001:db8:b::1 (each from a port of pf's range, the payload echoed intact), and
 //!   `traceroute -6`, whose last hop's "port unreachable", sent to 2001:db8:b::1, reaches A
 //!   translated back;
-//! - `rdr on lrd1 inet6` of 2001:db8:b::1 port 80 to A's server on 8080.
+//! - `rdr on lrd1 inet6` of 2001:db8:b::1 port 80 to A's server on 8080;
+//! - OpenBSD's NAT64, `pass in ... to 64:ff9b::/96 af-to inet from (lrd1)`: A reaches B's
+//!   IPv4 address 198.19.0.2 as 64:ff9b::c613:2 with `ping -6`, TCP (B sees 198.19.0.1) and
+//!   `traceroute -6`, whose hops are linerate and B's address in the /96.
 //!
 //! Needs root, python3 and traceroute. Namespaces `lr<pid>n6*` are removed on drop.
 
@@ -55,13 +58,14 @@ for i in range(int(sys.argv[3])):
     print(c.recv(100).decode()); c.close()
 "#;
 
-fn nat66_lab(tag: &str) -> (Lab, Guard, PathBuf) {
+fn nat66_lab(tag: &str, rules: &str) -> (Lab, Guard, PathBuf) {
     let lab = build(tag);
     lab.b.ip(&["-6", "route", "del", "default"]).unwrap();
     // traceroute's probes each want an answer.
     lab.b.sysctl("net.ipv6.icmp.ratelimit=0").unwrap();
+    lab.b.sysctl("net.ipv4.icmp_ratelimit=0").unwrap();
     let cfg = write_config(&lab, "af_packet", "[firewall]\nrules = \"rules.conf\"\n");
-    std::fs::write(lab.dir.join("rules.conf"), RULES).unwrap();
+    std::fs::write(lab.dir.join("rules.conf"), rules).unwrap();
     let check =
         Command::new(env!("CARGO_BIN_EXE_linerate")).args(["check", "-c"]).arg(&cfg).output();
     let check = check.unwrap();
@@ -83,7 +87,7 @@ fn python(ns: &lab::topology::Namespace, script: &str, args: &[&str]) -> String 
 fn nat66_with_ping_tcp_traceroute_and_rdr() {
     assert!(is_root(), "needs root (namespaces): run the suite as root");
     let _turn = turn();
-    let (lab, _dut, _cfg) = nat66_lab("n6");
+    let (lab, _dut, _cfg) = nat66_lab("n6", RULES);
     let ping = lab.a.exec("ping", &["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:b::2"]);
     assert!(ping.is_ok(), "ping -6 through NAT66: {ping:?}");
 
@@ -124,4 +128,43 @@ fn nat66_with_ping_tcp_traceroute_and_rdr() {
     assert_eq!(echoed.trim(), "hello 0");
     let seen = finish(server);
     assert!(seen.starts_with("2001:db8:b::2 "), "A's server sees B as it is: {seen}");
+}
+
+/// B's TCP server for IPv4 (the same script, on 0.0.0.0).
+fn server4() -> String {
+    SERVER.replace("AF_INET6", "AF_INET").replace("('::', port)", "('0.0.0.0', port)")
+}
+
+#[test]
+fn nat64_with_af_to() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let _turn = turn();
+    let rules =
+        "pass in quick on lrd0 inet6 from any to 64:ff9b::/96 af-to inet from (lrd1)\npass all\n";
+    let (lab, dut, _cfg) = nat66_lab("n4", rules);
+    let ping =
+        lab.a.exec("ping", &["-6", "-c", "3", "-i", "0.2", "-W", "2", "64:ff9b::198.19.0.2"]);
+    assert!(ping.is_ok(), "ping -6 through NAT64: {ping:?}");
+
+    let mut server = lab.b.command("python3");
+    server.args(["-c", &server4(), "7000", "2"]);
+    let server = start_until(server, "ready");
+    let echoed = python(&lab.a, CLIENT, &["64:ff9b::198.19.0.2", "7000", "2"]);
+    assert_eq!(echoed.lines().collect::<Vec<_>>(), ["hello 0", "hello 1"]);
+    let seen = finish(server);
+    assert_eq!(seen.lines().count(), 2, "{seen}");
+    assert!(
+        seen.lines().all(|l| l.starts_with("198.19.0.1 ")),
+        "B sees the pool's address: {seen}"
+    );
+
+    let trace = lab
+        .a
+        .exec("traceroute", &["-6", "-n", "-q", "1", "-w", "2", "-m", "4", "64:ff9b::198.19.0.2"])
+        .unwrap();
+    let trace = String::from_utf8_lossy(&trace.stdout).into_owned();
+    let hops: Vec<&str> =
+        trace.lines().skip(1).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(hops, ["2001:db8:a::1", "64:ff9b::c613:2"], "{trace}");
+    drop(dut);
 }

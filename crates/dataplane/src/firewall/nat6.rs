@@ -99,7 +99,8 @@ impl Nat6Stage {
             .nat
             .iter()
             .map(|r| {
-                if r.af != Some(Af::Inet6) {
+                // af-to's rules are IPv6 but translate to IPv4 (`super::afto`).
+                if r.af != Some(Af::Inet6) || r.kind == NatKind::AfTo {
                     return None;
                 }
                 any = true;

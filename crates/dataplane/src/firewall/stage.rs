@@ -117,6 +117,10 @@ pub(crate) struct FirewallStage {
     pub nat: super::nat::NatStage,
     /// IPv6 translations (pf's NAT66).
     pub nat6: super::nat6::Nat6Stage,
+    /// IPv6 to IPv4 translations (OpenBSD's `af-to`, NAT64), and the buffer its frames are
+    /// rebuilt in.
+    pub afto: super::afto::AfToStage,
+    pub af_buf: Box<[u8; super::afto::MAX_FRAME]>,
     /// Normalization (`scrub`).
     pub scrub: super::scrub::ScrubStage,
     /// The batch's rule set translates (or translations remain): the NAT passes run.
@@ -196,6 +200,7 @@ impl FirewallStage {
         fw: Firewall,
         nat: super::nat::NatStage,
         nat6: super::nat6::Nat6Stage,
+        afto: super::afto::AfToStage,
     ) -> FirewallStage {
         FirewallStage {
             fw,
@@ -212,6 +217,8 @@ impl FirewallStage {
             frags6: super::frags6::FragTable6::new(super::random_seed()),
             nat,
             nat6,
+            afto,
+            af_buf: Box::new([0; super::afto::MAX_FRAME]),
             scrub: super::scrub::ScrubStage::new(super::random_seed()),
             nat_on: false,
             nat_pass: Box::new([false; MAX_BATCH]),
@@ -269,7 +276,8 @@ impl FirewallStage {
         let (rules, now) = (self.fw.rules(), self.fw.now);
         // Both run: each plans for a reloaded set and sweeps its table.
         let v4 = self.nat.begin_batch(rules, now);
-        self.nat_on = self.nat6.begin_batch(rules, now) | v4;
+        let af = self.afto.begin_batch(rules, now);
+        self.nat_on = self.nat6.begin_batch(rules, now) | v4 | af;
         (self.scrub.on_in, self.scrub.on_out) =
             (self.fw.rules().scrub_in, self.fw.rules().scrub_out);
         if self.nat_passed {

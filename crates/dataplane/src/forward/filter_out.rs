@@ -47,7 +47,8 @@ impl Forwarder {
         let Some(f) = &mut self.firewall else { return };
         f.fw.end_batch();
         if f.nat_on {
-            f.fw.publish_nat_sessions(f.nat.table_len() + f.nat6.len() as u64);
+            let more = f.nat6.len() + f.afto.len();
+            f.fw.publish_nat_sessions(f.nat.table_len() + more as u64);
         }
         if !f.proxy_out.is_empty() {
             self.proxy_out(pool, outputs);

@@ -6,7 +6,7 @@
 use io::batch::MAX_BATCH;
 use io::{FrameDesc, FramePool};
 
-use super::Forwarder;
+use super::{Forwarder, Found};
 use crate::counters::DropReason;
 use crate::firewall::FirewallStage;
 use crate::next::Next;
@@ -17,7 +17,12 @@ impl Forwarder {
     /// replies to `nat`-ed flows get their inside destination back and `rdr` / `binat`
     /// redirect, before the in rules and the route lookup see them.
     #[inline(never)]
-    pub(super) fn translate_in(&mut self, pool: &mut FramePool, descs: &[FrameDesc]) {
+    pub(super) fn translate_in(
+        &mut self,
+        pool: &mut FramePool,
+        descs: &mut [FrameDesc],
+        found: &mut Found,
+    ) {
         let Some(f) = &mut self.firewall else { return };
         f.begin_batch();
         // pf normalizes a packet before anything else looks at it.
@@ -30,7 +35,7 @@ impl Forwarder {
         let now = f.fw.now();
         if f.nat.prefetching() {
             let pool = &*pool;
-            f.nat.prefetch(self.next.iter().zip(descs).enumerate().filter_map(
+            f.nat.prefetch(self.next.iter().zip(descs.iter()).enumerate().filter_map(
                 |(i, (next, &desc))| match *next {
                     Next::V4 { l3, in_port, .. } => {
                         Some((i, pool.frame(desc).get(usize::from(l3)..)?, in_port))
@@ -41,19 +46,45 @@ impl Forwarder {
         }
         // Read once: a translation made below is on a port already in it.
         let mask = f.nat.port_mask();
-        for (i, next) in self.next[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
-            let (l3, slot, in_port) = match *next {
+        let replies_af = f.afto.has_translations();
+        for i in 0..descs.len().min(MAX_BATCH) {
+            let (l3, slot, in_port) = match self.next[i] {
                 Next::V4 { l3, slot, in_port } => (l3, slot, in_port),
                 Next::V6 { l3, slot, in_port } => {
-                    match translate_in6(f, pool.frame_mut(descs[i]), l3, in_port, now, i) {
+                    let frame = pool.frame_mut(descs[i]);
+                    let r = translate_in6(f, frame, l3, in_port, now, i);
+                    match r {
                         Ok(Some(dst)) => self.v6_dst[usize::from(slot) % MAX_BATCH] = dst,
                         Ok(None) => {}
-                        Err(reason) => *next = Next::Drop(reason),
+                        Err(reason) => self.next[i] = Next::Drop(reason),
+                    }
+                    if r.is_ok()
+                        && f.afto.on_port(in_port)
+                        && let Err(reason) = af_in_v6(f, pool.frame(descs[i]), l3, in_port, now, i)
+                    {
+                        self.next[i] = Next::Drop(reason);
                     }
                     continue;
                 }
                 _ => continue,
             };
+            // A reply of an `af-to` flow becomes IPv6, routed by the IPv6 table.
+            if replies_af {
+                match af_in_v4(f, pool, &mut descs[i], l3, now) {
+                    Ok(Some(dst)) => {
+                        let s = found.n6 % MAX_BATCH;
+                        found.n6 += 1;
+                        self.v6_dst[s] = dst;
+                        self.next[i] = Next::V6 { l3, slot: s as u16, in_port };
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(reason) => {
+                        self.next[i] = Next::Drop(reason);
+                        continue;
+                    }
+                }
+            }
             if mask & crate::firewall::nat::port_bit(usize::from(in_port)) == 0
                 || !f.nat.on_port(in_port)
             {
@@ -71,10 +102,93 @@ impl Forwarder {
                     }
                 }
                 Ok(None) => {}
-                Err(reason) => *next = Next::Drop(reason),
+                Err(reason) => self.next[i] = Next::Drop(reason),
             }
         }
     }
+
+    /// After the in pass: each IPv6 packet an `af-to` translation took
+    /// ([`crate::firewall::afto`]) and the pass let through, rebuilt as IPv4 and routed by
+    /// the IPv4 table; the out rules do not judge it again (its state decided it).
+    #[inline(never)]
+    pub(super) fn translate_af(
+        &mut self,
+        pool: &mut FramePool,
+        descs: &mut [FrameDesc],
+        found: &mut Found,
+    ) {
+        let Some(f) = self.firewall.as_mut().filter(|f| !f.afto.pending.is_empty()) else {
+            return;
+        };
+        let pending = std::mem::take(&mut f.afto.pending);
+        for &(i, q) in &pending {
+            // The in pass may have dropped it.
+            let (Next::V6 { l3, slot, in_port }, Some(desc)) =
+                (self.next[i % MAX_BATCH], descs.get_mut(i))
+            else {
+                continue;
+            };
+            let frame = pool.frame(*desc);
+            // Its hop limit runs out here: answered in its own family, as the kernel would,
+            // by routing it back towards its source (the send pass's hop limit check answers
+            // "time exceeded" before anything is sent).
+            if let Some(ip) = frame.get(usize::from(l3)..usize::from(l3) + 24)
+                && ip[7] <= 1
+            {
+                let src = u128::from_be_bytes(ip[8..24].try_into().unwrap_or_default());
+                self.v6_dst[usize::from(slot) % MAX_BATCH] = src;
+                continue;
+            }
+            match f.afto.build_v4(frame, usize::from(l3), q, &mut f.af_buf[..]) {
+                Some(n) => {
+                    pool.write(desc, &f.af_buf[..n]);
+                    let s = found.n4 % MAX_BATCH;
+                    found.n4 += 1;
+                    self.v4_dst[s] = q.2;
+                    self.next[i] = Next::V4 { l3, slot: s as u16, in_port };
+                    f.out_decided[i % MAX_BATCH] = true;
+                }
+                None => self.next[i] = Next::Drop(DropReason::NatUntranslatable),
+            }
+        }
+        f.afto.pending = pending;
+    }
+}
+
+/// `af-to`'s look at an IPv6 packet `i` arriving on `in_port`: queued for translation if
+/// its flow is translated or a rule matches it (then it passes the in rules by that rule).
+#[inline(never)]
+fn af_in_v6(
+    f: &mut FirewallStage,
+    frame: &[u8],
+    l3: u16,
+    in_port: u16,
+    now: u32,
+    i: usize,
+) -> Result<(), DropReason> {
+    let Some(ip) = frame.get(usize::from(l3)..) else { return Ok(()) };
+    if f.afto.inbound_v6(&f.fw.rules().rules, ip, in_port, now, i)? {
+        f.mark_nat_pass(i);
+    }
+    Ok(())
+}
+
+/// An IPv4 packet that may be the reply of an `af-to` flow: rebuilt as IPv6 in its buffer if
+/// it is; its IPv6 destination.
+#[inline(never)]
+fn af_in_v4(
+    f: &mut FirewallStage,
+    pool: &mut FramePool,
+    desc: &mut FrameDesc,
+    l3: u16,
+    now: u32,
+) -> Result<Option<u128>, DropReason> {
+    let frame = pool.frame(*desc);
+    let built =
+        f.afto.inbound_v4(&f.fw.rules().rules, frame, usize::from(l3), now, &mut f.af_buf[..])?;
+    let Some((n, dst)) = built else { return Ok(None) };
+    pool.write(desc, &f.af_buf[..n]);
+    Ok(Some(dst))
 }
 
 /// NAT66's inbound pass over the IPv6 packet at `l3` of `frame` (packet `i` of the batch)

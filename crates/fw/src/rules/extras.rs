@@ -49,7 +49,7 @@ const OPTION_REASONS: &[(&str, &str)] = &[
     ("route-to", "only on `pass in` filter rules"),
     ("reply-to", "only on `pass in` filter rules"),
     ("dup-to", "linerate does not duplicate packets"),
-    ("af-to", "translation between IPv4 and IPv6 is not implemented"),
+    ("af-to", "only on `pass in` filter rules"),
     ("rdr-to", "only on `pass in` filter rules"),
     ("nat-to", "only on `pass out` filter rules and `match out` rules"),
     ("no-sync", "write it inside `keep state (...)`"),
@@ -214,7 +214,7 @@ impl Parser<'_> {
     /// `rdr-to` or `nat-to` may come next (read among its options, `route_opt.rs`,
     /// `translate_rule.rs`).
     pub(super) fn refuse_unsupported_filter_option(&mut self) -> PResult<()> {
-        for w in ["route-to", "reply-to", "rdr-to", "nat-to"] {
+        for w in ["route-to", "reply-to", "rdr-to", "nat-to", "af-to"] {
             if self.is_word(w)? {
                 return Ok(());
             }

@@ -372,6 +372,9 @@ impl Parser<'_> {
                 Tok::Word(w) if w == "rdr-to" || w == "nat-to" => {
                     opts.translate = Some(self.translate_option(&t)?);
                 }
+                Tok::Word(w) if w == "af-to" => {
+                    opts.translate = Some(self.af_to_option(&t)?);
+                }
                 Tok::Word(w) if w == "route-to" || w == "reply-to" => {
                     if opts.route.is_some() {
                         return here(&t, "a second `route-to` or `reply-to`");
@@ -409,7 +412,7 @@ impl Parser<'_> {
                 _ => {
                     self.refuse_unsupported_option("")?;
                     return self.fail(
-                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to, rdr-to, nat-to or end of line",
+                        "flags, keep state, modulate state, synproxy state, no state, allow-opts, label, ridentifier, tag, tagged, icmp-type, icmp6-type, route-to, reply-to, rdr-to, nat-to, af-to or end of line",
                     );
                 }
             }

@@ -241,8 +241,8 @@ impl Parser<'_> {
             return here(arrow, "sticky-address only applies to round-robin and random pools");
         }
         let ports = match (kind, ports) {
-            (NatKind::Nat, None) if pool.static_port => Some((0, 65535)),
-            (NatKind::Nat, None) => Some(DEFAULT_NAT_PORTS),
+            (NatKind::Nat | NatKind::AfTo, None) if pool.static_port => Some((0, 65535)),
+            (NatKind::Nat | NatKind::AfTo, None) => Some(DEFAULT_NAT_PORTS),
             (_, p) => p,
         };
         Ok(NatTarget {
@@ -352,7 +352,7 @@ impl Parser<'_> {
                     pool.sticky = true;
                     continue;
                 }
-                "static-port" if kind == NatKind::Nat => {
+                "static-port" if matches!(kind, NatKind::Nat | NatKind::AfTo) => {
                     self.next()?;
                     pool.static_port = true;
                     continue;

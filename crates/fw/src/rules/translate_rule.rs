@@ -53,6 +53,28 @@ impl Parser<'_> {
         Ok((kind, target, t.clone()))
     }
 
+    /// After `af-to` (the keyword `t`, not consumed): `inet from POOL`, up to the end of the
+    /// rule. NAT64 only: `af-to inet6` (NAT46) and a `to` prefix are refused by name.
+    pub(super) fn af_to_option(&mut self, t: &Token) -> PResult<(NatKind, NatTarget, Token)> {
+        self.next()?;
+        if self.is_word("inet6")? {
+            let w = self.peek()?.clone();
+            return here(
+                &w,
+                "`af-to inet6` (NAT46) is not supported by linerate: it translates IPv6 to IPv4 (NAT64)",
+            );
+        }
+        self.expect_word("inet")?;
+        self.expect_word("from")?;
+        let target = self.nat_target(NatKind::AfTo, t)?;
+        if let NatAddr::Pool(p) = &target.addr
+            && p.iter().any(|p| p.af != Af::Inet)
+        {
+            return here(t, "`af-to inet from` takes IPv4 addresses");
+        }
+        Ok((NatKind::AfTo, target, t.clone()))
+    }
+
     /// Pass rule `rule`, which translates as `tr` says: its translation rule, or the error
     /// that says why it cannot be one.
     pub(super) fn pass_translation(
@@ -60,8 +82,12 @@ impl Parser<'_> {
         mut rule: Rule,
         (kind, target, t): (NatKind, NatTarget, Token),
     ) -> PResult<()> {
-        let keyword = if kind == NatKind::Rdr { "rdr-to" } else { "nat-to" };
-        let dir = if kind == NatKind::Rdr { Dir::In } else { Dir::Out };
+        let keyword = match kind {
+            NatKind::Rdr => "rdr-to",
+            NatKind::AfTo => "af-to",
+            _ => "nat-to",
+        };
+        let dir = if kind == NatKind::Nat { Dir::Out } else { Dir::In };
         if rule.action != Action::Pass {
             return here(&t, format!("`{keyword}` only applies to pass rules"));
         }
@@ -76,7 +102,13 @@ impl Parser<'_> {
         }
         let v6_host = |m: &AddrMatch| matches!(m, AddrMatch::List(items) if items.iter().any(|i| matches!(i.target, AddrTarget::Prefix(p) if p.af == Af::Inet6)));
         let v6_target = matches!(&target.addr, NatAddr::Pool(p) if p.first().is_some_and(|p| p.af == Af::Inet6));
-        if rule.af == Some(Af::Inet6) || v6_host(&rule.src) || v6_host(&rule.dst) || v6_target {
+        if kind == NatKind::AfTo {
+            check_af_to(&rule, &t)?;
+        } else if rule.af == Some(Af::Inet6)
+            || v6_host(&rule.src)
+            || v6_host(&rule.dst)
+            || v6_target
+        {
             return here(
                 &t,
                 format!(
@@ -109,9 +141,9 @@ impl Parser<'_> {
                 ),
             );
         }
-        let af = rule.af;
-        // Compared with the others as what it is: a rule for IPv4 packets.
-        rule.af = Some(Af::Inet);
+        // Compared with the others as what it is: a rule for IPv4 packets (IPv6 for af-to).
+        let af = if kind == NatKind::AfTo { Some(Af::Inet6) } else { rule.af };
+        rule.af = Some(if kind == NatKind::AfTo { Af::Inet6 } else { Af::Inet });
         let hosts = super::hosts::Hosts::between(
             (rule.src.clone(), rule.src_ports.clone()),
             (rule.dst.clone(), rule.dst_ports.clone()),
@@ -186,6 +218,29 @@ impl Parser<'_> {
     }
 }
 
+/// `af-to`'s rule: for IPv6 (the family written or its addresses'), to one IPv6 prefix of
+/// 96 bits (RFC 6052's well-known 64:ff9b::/96 or a network-specific one), whose last 32
+/// bits carry the IPv4 destination.
+fn check_af_to(rule: &Rule, t: &Token) -> PResult<()> {
+    if rule.af == Some(Af::Inet) {
+        return here(t, "`af-to inet` translates IPv6 packets: the rule is for inet6");
+    }
+    match &rule.dst {
+        AddrMatch::List(items) => match items.as_slice() {
+            [AddrItem { negated: false, target: AddrTarget::Prefix(p) }]
+                if p.af == Af::Inet6 && p.len == 96 =>
+            {
+                Ok(())
+            }
+            _ => here(
+                t,
+                "`af-to` needs `to PREFIX/96`, the IPv6 prefix whose last 32 bits are the IPv4 destination (RFC 6052); other prefix lengths are not supported by linerate",
+            ),
+        },
+        AddrMatch::Any => here(t, "`af-to` needs `to PREFIX/96` (RFC 6052), such as 64:ff9b::/96"),
+    }
+}
+
 /// The first option of `r` that a translation rule cannot carry, named for the error.
 fn option_of(r: &Rule) -> Option<&'static str> {
     let default_flags =
@@ -247,6 +302,53 @@ mod tests {
         let nat = "pass out on lr-wan inet from 10.0.0.0/24 nat-to 192.0.2.1\n";
         assert_eq!(nat_of(nat), nat_of("nat pass on lr-wan inet from 10.0.0.0/24 -> 192.0.2.1\n"));
         assert!(rules(rdr).unwrap().rules.is_empty(), "no filter rule is left of it");
+    }
+
+    /// OpenBSD's NAT64: an `af-to` rule for IPv6 to a /96, its pool IPv4, ports from pf's
+    /// range; NAT46, other prefix lengths and IPv4 rules refused by name.
+    #[test]
+    fn af_to_is_nat64() {
+        let text =
+            "pass in quick on lr-lan inet6 from any to 64:ff9b::/96 af-to inet from 192.0.2.1\n";
+        let n = &nat_of(text)[0];
+        assert_eq!(
+            (n.kind, n.pass, n.af, n.ifaces.as_slice()),
+            (NatKind::AfTo, true, Some(Af::Inet6), &[1u16][..])
+        );
+        let t = n.target.as_ref().unwrap();
+        assert_eq!(
+            (t.ports, &t.addr),
+            (Some(DEFAULT_NAT_PORTS), &NatAddr::Pool(vec![Prefix::new(Af::Inet, 0xc000_0201, 32)]))
+        );
+        assert!(rules(text).unwrap().rules.is_empty(), "no filter rule is left of it");
+        let printed = rules(text).unwrap().to_pf_text(&["lr-wan", "lr-lan"]).unwrap();
+        assert!(printed.contains("pass in quick on lr-lan inet6 from any to 64:ff9b::/96 flags S/SA keep state af-to inet from 192.0.2.1"), "{printed}");
+        assert_eq!(nat_of(&printed), nat_of(text), "check -v's line parses back to the same rule");
+        for (text, want) in [
+            (
+                "pass in on lr-lan inet6 to 64:ff9b::/96 af-to inet6 from 2001:db8::1\n",
+                "r.conf:1:47: `af-to inet6` (NAT46) is not supported by linerate",
+            ),
+            (
+                "pass in on lr-lan inet6 to 64:ff9b::/64 af-to inet from 192.0.2.1\n",
+                "r.conf:1:41: `af-to` needs `to PREFIX/96`",
+            ),
+            (
+                "pass in on lr-lan inet6 af-to inet from 192.0.2.1\n",
+                "r.conf:1:25: `af-to` needs `to PREFIX/96`",
+            ),
+            (
+                "pass out on lr-lan inet6 to 64:ff9b::/96 af-to inet from 192.0.2.1\n",
+                "r.conf:1:42: `af-to` on a pass rule that is not `in`",
+            ),
+            (
+                "pass in on lr-lan inet6 to 64:ff9b::/96 af-to inet from 2001:db8::1\n",
+                "r.conf:1:41: `af-to inet from` takes IPv4 addresses",
+            ),
+        ] {
+            let e = rules(text).unwrap_err();
+            assert!(e.starts_with(want), "{text}: {e}");
+        }
     }
 
     /// OpenBSD's usual router: the translating rules meet no other rule of their pass.

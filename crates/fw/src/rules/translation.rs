@@ -14,6 +14,10 @@ pub enum NatKind {
     Rdr,
     /// A bidirectional 1:1 mapping of one inside address to one outside address.
     Binat,
+    /// OpenBSD's `pass in inet6 ... to PREFIX/96 af-to inet from ADDR`: IPv6 packets to
+    /// the prefix become IPv4 packets (NAT64, RFC 7915) from the pool's address and a port
+    /// of its range, to the IPv4 address in the destination's last 32 bits (RFC 6052).
+    AfTo,
 }
 
 impl NatKind {
@@ -22,6 +26,7 @@ impl NatKind {
             NatKind::Nat => "nat",
             NatKind::Rdr => "rdr",
             NatKind::Binat => "binat",
+            NatKind::AfTo => "af-to",
         }
     }
 }
@@ -97,11 +102,11 @@ pub struct NatRule {
 
 impl NatRule {
     /// Whether the rule translates packets of direction `dir` (on its interface): `nat`
-    /// outbound, `rdr` inbound, `binat` both.
+    /// outbound, `rdr` and `af-to` inbound, `binat` both.
     pub fn translates(&self, dir: crate::packet::Dir) -> bool {
         match self.kind {
             NatKind::Nat => dir == crate::packet::Dir::Out,
-            NatKind::Rdr => dir == crate::packet::Dir::In,
+            NatKind::Rdr | NatKind::AfTo => dir == crate::packet::Dir::In,
             NatKind::Binat => true,
         }
     }

@@ -58,6 +58,9 @@ pub(crate) fn filter(rs: &RuleSet, r: &Rule, names: &[&str]) -> String {
 
 /// A translation rule.
 pub(crate) fn nat(rs: &RuleSet, r: &NatRule, names: &[&str]) -> String {
+    if r.kind == NatKind::AfTo {
+        return af_to(rs, r, names);
+    }
     let mut w = vec![format!("{}{}", if r.negated { "no " } else { "" }, r.kind.name())];
     w.extend(r.pass.then(|| "pass".to_owned()));
     w.extend(on(&r.ifaces, r.iface_neg, names));
@@ -65,6 +68,20 @@ pub(crate) fn nat(rs: &RuleSet, r: &NatRule, names: &[&str]) -> String {
     let dst_iface = r.dst_iface.map(|i| format!("({})", words::iface(names, i)));
     w.push(hosts(rs, (&r.src, &r.src_ports, None), (&r.dst, &r.dst_ports, dst_iface.as_deref())));
     w.extend(r.target.as_ref().map(|t| format!("-> {}", target(r.kind, t, names))));
+    w.join(" ")
+}
+
+/// The pass rule an `af-to` translation stands for (its state and flags as pfctl prints
+/// them), `quick`: linerate translates every packet it matches, which is what `quick` says.
+fn af_to(rs: &RuleSet, r: &NatRule, names: &[&str]) -> String {
+    let mut w = vec!["pass in quick".to_owned()];
+    w.extend(on(&r.ifaces, r.iface_neg, names));
+    w.extend(matching(r.af, &r.protos));
+    w.push(hosts(rs, (&r.src, &r.src_ports, None), (&r.dst, &r.dst_ports, None)));
+    w.push("flags S/SA keep state".to_owned());
+    w.extend(
+        r.target.as_ref().map(|t| format!("af-to inet from {}", target(NatKind::Nat, t, names))),
+    );
     w.join(" ")
 }
 
