@@ -96,8 +96,13 @@ impl AfToStage {
             self.plan = Some(self.make_plan(&rules.rules, id));
         }
         self.table.set_limit(usize::try_from(rules.rules.limit_states).unwrap_or(usize::MAX));
+        let any = self.plan.as_ref().is_some_and(|p| p.any);
+        // Without `af-to`, this is all a batch pays.
+        if self.table.is_empty() {
+            return any;
+        }
         self.table.sweep(now, &rules.rules.timeouts, SWEEP_BUDGET);
-        self.plan.as_ref().is_some_and(|p| p.any) || !self.table.is_empty()
+        true
     }
 
     #[cold]

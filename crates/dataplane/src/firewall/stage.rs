@@ -125,6 +125,9 @@ pub(crate) struct FirewallStage {
     pub scrub: super::scrub::ScrubStage,
     /// The batch's rule set translates (or translations remain): the NAT passes run.
     pub nat_on: bool,
+    /// The batch's NAT66 or `af-to` has anything to do: the inbound pass looks at IPv6
+    /// packets, and at IPv4 ones for `af-to`'s replies.
+    pub nat6_on: bool,
     /// Packets a translation rule with `pass` redirected (`rdr pass`, `binat pass`): their
     /// inbound pass skips the rules. Valid where `nat_passed` says some were marked.
     nat_pass: Box<[bool; MAX_BATCH]>,
@@ -221,6 +224,7 @@ impl FirewallStage {
             af_buf: Box::new([0; super::afto::MAX_FRAME]),
             scrub: super::scrub::ScrubStage::new(super::random_seed()),
             nat_on: false,
+            nat6_on: false,
             nat_pass: Box::new([false; MAX_BATCH]),
             nat_passed: false,
             refusals: Box::new([None; MAX_BATCH]),
@@ -277,7 +281,8 @@ impl FirewallStage {
         // Both run: each plans for a reloaded set and sweeps its table.
         let v4 = self.nat.begin_batch(rules, now);
         let af = self.afto.begin_batch(rules, now);
-        self.nat_on = self.nat6.begin_batch(rules, now) | v4 | af;
+        self.nat6_on = self.nat6.begin_batch(rules, now) | af;
+        self.nat_on = self.nat6_on | v4;
         (self.scrub.on_in, self.scrub.on_out) =
             (self.fw.rules().scrub_in, self.fw.rules().scrub_out);
         if self.nat_passed {

@@ -44,6 +44,49 @@ impl Forwarder {
                 },
             ));
         }
+        if f.nat6_on {
+            return self.translate_in_mixed(pool, descs, found, now);
+        }
+        // Read once: a translation made below is on a port already in it.
+        let mask = f.nat.port_mask();
+        for (i, next) in self.next[..descs.len().min(MAX_BATCH)].iter_mut().enumerate() {
+            let Next::V4 { l3, slot, in_port } = *next else {
+                continue;
+            };
+            if mask & crate::firewall::nat::port_bit(usize::from(in_port)) == 0
+                || !f.nat.on_port(in_port)
+            {
+                continue;
+            }
+            let frame = pool.frame_mut(descs[i]);
+            let Some(ip) = frame.get_mut(usize::from(l3)..) else {
+                continue;
+            };
+            match f.nat.inbound(&f.fw.rules().rules, ip, in_port, now) {
+                Ok(Some((dst, pass))) => {
+                    self.v4_dst[usize::from(slot) % MAX_BATCH] = dst;
+                    if pass {
+                        f.mark_nat_pass(i);
+                    }
+                }
+                Ok(None) => {}
+                Err(reason) => *next = Next::Drop(reason),
+            }
+        }
+    }
+
+    /// [`translate_in`](Self::translate_in) with NAT66 or `af-to` at work: IPv6 packets
+    /// translated too, and `af-to`'s IPv4 replies rebuilt as IPv6. Its own function, so that
+    /// IPv4's loop stays as it was without them.
+    #[inline(never)]
+    fn translate_in_mixed(
+        &mut self,
+        pool: &mut FramePool,
+        descs: &mut [FrameDesc],
+        found: &mut Found,
+        now: u32,
+    ) {
+        let Some(f) = &mut self.firewall else { return };
         // Read once: a translation made below is on a port already in it.
         let mask = f.nat.port_mask();
         let replies_af = f.afto.has_translations();
