@@ -611,3 +611,34 @@ fn a_table_large_enough_to_prefetch_translates_as_a_small_one() {
     assert_eq!(got, want);
     assert_eq!(w.nat_counts().unwrap().created, 12_000 + 2 * flows.len() as u64);
 }
+
+/// A table as the pool (`-> <pool>`, round-robin): new translations take its addresses in
+/// turn, and its entries as they are now: after `linerate table` replaces them, the new
+/// address; with none left, translations fail as `nat_no_address` (pf's empty pool).
+#[test]
+fn a_table_as_the_pool_follows_its_changes() {
+    use dataplane::firewall::tables::TableOp;
+    let entry = |s: &str| fw::rules::TableEntry {
+        negated: false,
+        prefix: fw::rules::parse_prefix(s).unwrap(),
+    };
+    let rules =
+        "table <pool> { 192.0.2.10 192.0.2.11 }\nnat on ext from any to any -> <pool>\npass all\n";
+    let rules = CompiledRules::parse(rules, Path::new("nat.conf"), &ifaces).unwrap();
+    let slot = RulesSlot::new(Arc::new(rules));
+    let mut w = worker("pass all\n", None);
+    w.set_firewall(Firewall::new(Arc::clone(&slot), 7));
+    let sources = |w: &mut NatWorker, sports: std::ops::Range<u16>| -> Vec<Ipv4Addr> {
+        let frames = sports.map(|p| udp(0, LAN_HOST, p, FAR, 53)).collect();
+        let [_, out] = send(w, 0, frames);
+        out.iter().map(|f| tuple(f).0).collect()
+    };
+    let (a, b) = (Ipv4Addr::new(192, 0, 2, 10), Ipv4Addr::new(192, 0, 2, 11));
+    assert_eq!(sources(&mut w, 1000..1004), [a, b, a, b], "{:?}", w.counts());
+    slot.change_table("pool", TableOp::Replace(vec![entry("192.0.2.20")])).unwrap();
+    assert_eq!(sources(&mut w, 2000..2002), [Ipv4Addr::new(192, 0, 2, 20); 2]);
+    assert_eq!(sources(&mut w, 1000..1001), [a], "a flow keeps its translation");
+    slot.change_table("pool", TableOp::Flush).unwrap();
+    assert!(sources(&mut w, 3000..3001).is_empty());
+    assert_eq!(drops(&w.counts(), DropReason::NatNoAddress), 1);
+}

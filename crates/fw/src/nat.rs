@@ -145,6 +145,13 @@ fn binat_in_matches(
     (r.negated || outside.is_some()) && reversed.matches(rs, key, iface_addr)
 }
 
+/// The entries of table `id` of family `af` that a translation pool takes: its addresses
+/// and prefixes, not its negated entries (which only except addresses from a match).
+pub fn table_pool(rs: &RuleSet, id: usize, af: Af) -> Vec<Prefix> {
+    let Some(t) = rs.tables.get(id) else { return Vec::new() };
+    t.entries.iter().filter(|e| !e.negated && e.prefix.af == af).map(|e| e.prefix).collect()
+}
+
 /// The inside address of a `binat` rule (its `from`, a single host or prefix).
 pub fn binat_inside(r: &NatRule) -> Option<Prefix> {
     match &r.src {

@@ -27,6 +27,7 @@ use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
 use super::afto_rewrite::{Back, to_v4, to_v6};
+use super::nat::v4_table_pool;
 use super::nat_rewrite::{Kind, read};
 use super::nat6_rewrite::{Kind6, read6};
 use crate::counters::DropReason;
@@ -128,6 +129,7 @@ impl AfToStage {
                         self.port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single)
                     }
                     NatAddr::Pool(p) => Some(Pool::new(p)),
+                    NatAddr::Table(t) => v4_table_pool(rs, *t),
                 }
             })
             .collect();

@@ -236,6 +236,7 @@ impl NatStage {
                         self.port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single)
                     }
                     NatAddr::Pool(p) => Some(Pool::new(p)),
+                    NatAddr::Table(t) => v4_table_pool(rs, *t),
                 }
             })
             .collect();
@@ -832,6 +833,14 @@ impl OutPlan {
             None => *key,
         }
     }
+}
+
+/// Table `t`'s IPv4 addresses as a pool (`None` while it has none: translations by it fail
+/// as `nat_no_address`, as pf's do with an empty pool). The first [`fw::nat::pool::MAX_POOL_ADDRS`]
+/// addresses, as for any IPv4 pool.
+pub(crate) fn v4_table_pool(rs: &RuleSet, t: usize) -> Option<Pool> {
+    let prefixes = fw::nat::table_pool(rs, t, Af::Inet);
+    (!prefixes.is_empty()).then(|| Pool::new(&prefixes))
 }
 
 /// The bit of `port` in [`NatStage`]'s port mask.

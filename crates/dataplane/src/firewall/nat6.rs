@@ -120,6 +120,10 @@ impl Nat6Stage {
                         self.port_v6.get(usize::from(*i)).copied().flatten().map(Pool6::single)
                     }
                     NatAddr::Pool(p) => Some(Pool6 { prefixes: p.clone() }),
+                    NatAddr::Table(t) => {
+                        let prefixes = fw::nat::table_pool(rs, *t, Af::Inet6);
+                        (!prefixes.is_empty()).then_some(Pool6 { prefixes })
+                    }
                 }
             })
             .collect();

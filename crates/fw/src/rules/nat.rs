@@ -8,7 +8,7 @@ use super::scrub::Matching;
 use super::translation::{
     DEFAULT_NAT_PORTS, MAX_POOL_ADDRS, NatAddr, NatKind, NatRule, NatTarget, PoolMethod,
 };
-use super::{AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
+use super::{AddrItem, AddrMatch, AddrTarget, PResult, Parser, Prefix, Tok, Token, here};
 use crate::packet::Af;
 
 /// The pool options after a translation's address and ports.
@@ -228,6 +228,11 @@ impl Parser<'_> {
             }
         }
         let method = pool.method;
+        if let (Some(t), NatAddr::Table(_)) = (&pool.method_tok, &addr)
+            && method != PoolMethod::RoundRobin
+        {
+            return here(t, "tables are only supported in round-robin pools (pfctl)");
+        }
         if let (Some(t), NatAddr::Pool(p)) = (&pool.method_tok, &addr)
             && method != PoolMethod::RoundRobin
             && p.len() != 1
@@ -282,6 +287,9 @@ impl Parser<'_> {
         } else {
             self.addr_item(&mut toks, false, &mut items)?;
         }
+        if let [AddrItem { negated: false, target: AddrTarget::Table(t) }] = items.as_slice() {
+            return Ok(NatAddr::Table(*t));
+        }
         let mut prefixes: Vec<Prefix> = Vec::new();
         for item in &items {
             match item.target {
@@ -292,7 +300,7 @@ impl Parser<'_> {
                 AddrTarget::Table(_) => {
                     return here(
                         &at,
-                        "a table as translation pool is not supported by linerate (list the addresses)",
+                        "a table in a list of translation addresses (write the table alone)",
                     );
                 }
                 _ => return here(&at, "a translation address cannot be negated"),
@@ -492,6 +500,34 @@ mod tests {
             (PoolMethod::SourceHash, true, Some((0, 65535)))
         );
         assert_eq!(rs.nat[2].target.as_ref().unwrap().method, PoolMethod::Bitmask);
+    }
+
+    /// A table as the pool: round-robin over its addresses, pfctl's only pool type for one.
+    #[test]
+    fn a_table_as_the_pool() {
+        let rs = ok(
+            "table <pool> { 192.0.2.10 192.0.2.11 }\nnat on lr-ext from 10.0.0.0/8 -> <pool> sticky-address\n",
+        );
+        let t = rs.nat[0].target.as_ref().unwrap();
+        assert_eq!(
+            (&t.addr, t.method, t.sticky),
+            (&NatAddr::Table(0), PoolMethod::RoundRobin, true)
+        );
+        let printed = rs.to_pf_text(&["lr-lan", "lr-ext"]).unwrap();
+        assert!(printed.contains("-> <pool> round-robin sticky-address"), "{printed}");
+        for (text, want) in [
+            (
+                "table <pool> { 192.0.2.10 }\nnat on lr-ext from any -> <pool> random\n",
+                "nat.conf:2:34: tables are only supported in round-robin pools",
+            ),
+            (
+                "table <pool> { 192.0.2.10 }\nnat on lr-ext from any -> { <pool> 192.0.2.1 }\n",
+                "nat.conf:2:27: a table in a list of translation addresses",
+            ),
+        ] {
+            let e = parse(text, Path::new("nat.conf"), &ifaces).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{text}: {e}");
+        }
     }
 
     /// NAT66: `inet6` written, or taken from the pool or the addresses, as pfctl does.

@@ -50,6 +50,10 @@ pub enum PoolMethod {
 /// The addresses a translation maps to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum NatAddr {
+    /// `<TABLE>`: the table's addresses of the rule's family (index into
+    /// [`super::RuleSet::tables`]), round-robin; read again whenever the table changes (a
+    /// change publishes the rules anew, `linerate table`).
+    Table(usize),
     /// `(IFACE)`: the interface's (first IPv4) address, resolved by the dataplane.
     Iface(u16),
     /// Addresses and prefixes (a prefix stands for all its addresses).

@@ -67,7 +67,7 @@ pub(crate) fn nat(rs: &RuleSet, r: &NatRule, names: &[&str]) -> String {
     w.extend(matching(r.af, &r.protos));
     let dst_iface = r.dst_iface.map(|i| format!("({})", words::iface(names, i)));
     w.push(hosts(rs, (&r.src, &r.src_ports, None), (&r.dst, &r.dst_ports, dst_iface.as_deref())));
-    w.extend(r.target.as_ref().map(|t| format!("-> {}", target(r.kind, t, names))));
+    w.extend(r.target.as_ref().map(|t| format!("-> {}", target(rs, r.kind, t, names))));
     w.join(" ")
 }
 
@@ -80,7 +80,9 @@ fn af_to(rs: &RuleSet, r: &NatRule, names: &[&str]) -> String {
     w.push(hosts(rs, (&r.src, &r.src_ports, None), (&r.dst, &r.dst_ports, None)));
     w.push("flags S/SA keep state".to_owned());
     w.extend(
-        r.target.as_ref().map(|t| format!("af-to inet from {}", target(NatKind::Nat, t, names))),
+        r.target
+            .as_ref()
+            .map(|t| format!("af-to inet from {}", target(rs, NatKind::Nat, t, names))),
     );
     w.join(" ")
 }
@@ -299,16 +301,20 @@ fn tag(rs: &RuleSet, id: u8) -> String {
 }
 
 /// What follows `->`: the pool, its ports and options, as pfctl's `print_pool`.
-fn target(kind: NatKind, t: &NatTarget, names: &[&str]) -> String {
+fn target(rs: &RuleSet, kind: NatKind, t: &NatTarget, names: &[&str]) -> String {
     let mut w = vec![match &t.addr {
         NatAddr::Iface(i) => format!("({})", words::iface(names, *i)),
+        NatAddr::Table(id) => {
+            format!("<{}>", rs.tables.get(*id).map_or("?", |t| t.name.as_str()))
+        }
         NatAddr::Pool(p) if p.len() == 1 => words::prefix(&p[0]),
         NatAddr::Pool(p) => {
             format!("{{ {} }}", p.iter().map(words::prefix).collect::<Vec<_>>().join(", "))
         }
     }];
     w.extend(target_ports(kind, t));
-    let several = matches!(&t.addr, NatAddr::Pool(p) if p.len() > 1);
+    let several =
+        matches!(&t.addr, NatAddr::Pool(p) if p.len() > 1) || matches!(t.addr, NatAddr::Table(_));
     w.extend(
         match t.method {
             PoolMethod::RoundRobin if several => Some("round-robin"),
