@@ -62,6 +62,7 @@ def frame(f, control=6):
 
 A, FAR, B = "198.18.0.2", "10.1.1.1", "198.19.0.1"
 A6, FAR6, R6 = v6(0xA, 2), v6(0xF, 1), v6(0xA, 1)
+NAT64_B = bytes.fromhex("0064ff9b0000000000000000c6130002")  # 198.19.0.2 in 64:ff9b::/96
 ARP_REQ = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + PEER[0] + v4(A) + b"\0" * 6 + v4("198.18.0.1")
 NS = bytes([135, 0, 0, 0, 0, 0, 0, 0]) + R6 + bytes([1, 1]) + PEER[0]
 CONVERSATIONS = {
@@ -85,6 +86,14 @@ CONVERSATIONS = {
     "udp6": [eth(0, 0x86DD, ipv6(A6, FAR6, 17, udp(40000, 53))), eth(1, 0x86DD, ipv6(FAR6, A6, 17, udp(53, 40000)))],
     "ns": [eth(0, 0x86DD, ipv6(A6, bytes.fromhex("ff0200000000000000000001ff000001"), 58, NS, hop=255))],
     "ping6": [eth(0, 0x86DD, ipv6(A6, FAR6, 58, icmp(128)))],
+    # NAT66 (rule set 1) and NAT64 by af-to (rule set 3): the replies' ports are guesses.
+    "nat66": [eth(0, 0x86DD, ipv6(A6, FAR6, 17, udp(40000, 53))), eth(1, 0x86DD, ipv6(FAR6, v6(0xB, 1), 17, udp(53, 50001)))],
+    "nat64": [
+        eth(0, 0x86DD, ipv6(A6, NAT64_B, 17, udp(40000, 53))),
+        eth(1, 0x800, ipv4("198.19.0.2", B, 17, udp(53, 50001))),
+        eth(1, 0x800, ipv4("198.19.0.2", B, 1, icmp(3, 3, b"\0\0\0\0", ipv4(B, "198.19.0.2", 17, udp(50001, 53))))),
+    ],
+    "ping64": [eth(0, 0x86DD, ipv6(A6, NAT64_B, 58, icmp(128))), eth(1, 0x800, ipv4("198.19.0.2", B, 1, icmp(0, 0, b"\xc3\x51\x00\x01")))],
 }
 
 

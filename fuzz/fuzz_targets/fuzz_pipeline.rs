@@ -1,8 +1,9 @@
 #![no_main]
 //! Arbitrary frames through a worker: two ports and a VLAN sub-interface with small MTUs
 //! (fragmentation, ICMP errors), routes and neighbours of both families, and one of four
-//! rule sets (none; scrub, NAT, rdr, binat, modulate state, tags and `block return`; the
-//! same with `synproxy state`; stateless rules with options, ICMP types and `return-icmp`).
+//! rule sets (none; scrub, NAT and NAT66, rdr, binat, modulate state, tags and `block
+//! return`; the same with `synproxy state`; stateless rules with options, ICMP types and
+//! `return-icmp`, and NAT64 by `af-to`).
 //!
 //! Input: a byte choosing the rule set, then frames, each a control byte (bit 0: the port;
 //! bit 1: the destination MAC made the port's; bit 2: the IP and L4 checksums fixed; bit 3:
@@ -31,6 +32,8 @@ const SCRUB: &str = "scrub in on if0 all max-mss 1200 random-id no-df min-ttl 10
 const NAT: &str = "nat on if1 from 198.18.0.0/24 to any -> 198.19.0.1
 rdr on if1 proto tcp from any to 198.19.0.1 port 8080 -> 198.18.0.2 port 80
 binat on if1 from 198.18.0.3 to any -> 198.19.0.3
+nat on if1 inet6 from 2001:db8:a::/64 to any -> (if1)
+rdr on if1 inet6 proto tcp to 2001:db8:b::1 port 8080 -> 2001:db8:a::2 port 80
 ";
 const FILTER: &str = "block return all
 pass in on { if0, if0.10 } proto tcp from any to any port { 80, 443 } tag LAN modulate state
@@ -45,6 +48,7 @@ pass in quick on if0 inet proto icmp icmp-type { echoreq, unreach } allow-opts n
 pass in on if0 proto udp from 198.18.0.0/24 port 1024:65535 to ! 10.9.0.0/16 no state
 pass out on if1 all no state
 block return-rst in quick on if1 proto tcp to port 22
+pass in quick on if0 inet6 from any to 64:ff9b::/96 af-to inet from 198.19.0.1
 ";
 
 /// Built once: a FIB of 64 tables is large to allocate for every input.
