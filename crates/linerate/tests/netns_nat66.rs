@@ -59,6 +59,12 @@ for i in range(int(sys.argv[3])):
 "#;
 
 fn nat66_lab(tag: &str, rules: &str) -> (Lab, Guard, PathBuf) {
+    nat66_lab_with(tag, rules, 1)
+}
+
+/// [`nat66_lab`] with `workers` workers (AF_PACKET's fanout spreads the flows by their
+/// symmetric hash; each translation's port is chosen so its replies come back to it).
+fn nat66_lab_with(tag: &str, rules: &str, workers: usize) -> (Lab, Guard, PathBuf) {
     let lab = build(tag);
     lab.b.ip(&["-6", "route", "del", "default"]).unwrap();
     // traceroute's probes each want an answer.
@@ -71,7 +77,7 @@ fn nat66_lab(tag: &str, rules: &str) -> (Lab, Guard, PathBuf) {
     let check = check.unwrap();
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stderr));
     let mut linerate = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0"]);
+    linerate.args(["run", "-c"]).arg(&cfg).args(["--cpu", "0", "--workers", &workers.to_string()]);
     let dut = start_until(linerate, "forwarding with");
     (lab, dut, cfg)
 }
@@ -135,13 +141,14 @@ fn server4() -> String {
     SERVER.replace("AF_INET6", "AF_INET").replace("('::', port)", "('0.0.0.0', port)")
 }
 
+const AF_TO: &str =
+    "pass in quick on lrd0 inet6 from any to 64:ff9b::/96 af-to inet from (lrd1)\npass all\n";
+
 #[test]
 fn nat64_with_af_to() {
     assert!(is_root(), "needs root (namespaces): run the suite as root");
     let _turn = turn();
-    let rules =
-        "pass in quick on lrd0 inet6 from any to 64:ff9b::/96 af-to inet from (lrd1)\npass all\n";
-    let (lab, dut, _cfg) = nat66_lab("n4", rules);
+    let (lab, dut, _cfg) = nat66_lab("n4", AF_TO);
     let ping =
         lab.a.exec("ping", &["-6", "-c", "3", "-i", "0.2", "-W", "2", "64:ff9b::198.19.0.2"]);
     assert!(ping.is_ok(), "ping -6 through NAT64: {ping:?}");
@@ -167,4 +174,28 @@ fn nat64_with_af_to() {
         trace.lines().skip(1).filter_map(|l| l.split_whitespace().nth(1)).collect();
     assert_eq!(hops, ["2001:db8:a::1", "64:ff9b::c613:2"], "{trace}");
     drop(dut);
+}
+
+/// Two workers: NAT66's and NAT64's connections spread over both, each answered through the
+/// worker that holds its translation (pings and 12 TCP connections each). pf's `nat` and
+/// `af-to` do not load together (`docs/firewall.md`): one linerate for each.
+#[test]
+fn nat66_and_nat64_with_two_workers() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let _turn = turn();
+    let cases = [
+        (RULES, "n2", SERVER.to_owned(), "2001:db8:b::2"),
+        (AF_TO, "n3", server4(), "64:ff9b::198.19.0.2"),
+    ];
+    for (rules, tag, script, to) in cases {
+        let (lab, _dut, _cfg) = nat66_lab_with(tag, rules, 2);
+        let ping = lab.a.exec("ping", &["-6", "-c", "4", "-i", "0.2", "-W", "2", to]);
+        assert!(ping.is_ok(), "ping -6 {to}: {ping:?}");
+        let mut server = lab.b.command("python3");
+        server.args(["-c", &script, "7000", "12"]);
+        let server = start_until(server, "ready");
+        let echoed = python(&lab.a, CLIENT, &[to, "7000", "12"]);
+        assert_eq!(echoed.lines().count(), 12, "{to}: {echoed}");
+        assert_eq!(finish(server).lines().count(), 12, "{to}");
+    }
 }
