@@ -255,8 +255,12 @@ impl Forwarder {
     /// The firewall and its NAT table (state sync's view of the worker).
     pub(crate) fn firewall_and_nat(
         &mut self,
-    ) -> Option<(&mut Firewall, &mut fw::nat::table::NatTable)> {
-        self.firewall.as_mut().map(|f| (&mut f.fw, f.nat.table_mut()))
+    ) -> Option<(&mut Firewall, crate::firewall::sync::NatTables<'_>)> {
+        self.firewall.as_mut().map(|f| {
+            let tables =
+                crate::firewall::sync::NatTables { v4: f.nat.table_mut(), v6: f.nat6.table_mut() };
+            (&mut f.fw, tables)
+        })
     }
 
     /// The firewall's pass over a packet the router sends on logical port `port`

@@ -233,6 +233,67 @@ fn a_translated_flow_keeps_its_translation_on_the_other_box() {
     assert!(report.contains("translations: 1 inserted, 0 refused"), "{report}");
 }
 
+/// [`arrives_by`] over IPv6: `to`, listening on `port`, gets a datagram that `from` sends
+/// from `sport` to `dst`:`port` (translated on the way).
+fn arrives_by6(from: &Namespace, sport: u16, dst: &str, port: u16, to: &Namespace) -> bool {
+    let listen = "import socket,sys\ns=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM)\ns.bind(('::',int(sys.argv[1])))\ns.settimeout(1.5)\nprint('ready',file=sys.stderr,flush=True)\ntry:\n  print(s.recv(64).decode())\nexcept OSError:\n  print('timeout')\n";
+    let mut rx = to.command("python3");
+    rx.args(["-c", listen, &port.to_string()]);
+    let mut guard = start_until(rx, "ready");
+    send6(from, sport, dst, port);
+    let mut child = guard.0.take().unwrap();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.wait().unwrap();
+    out.trim() == "hello"
+}
+
+/// [`send`] over IPv6.
+fn send6(from: &Namespace, sport: u16, dst: &str, dport: u16) {
+    let code = "import socket,sys\ns=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM)\ns.bind(('',int(sys.argv[1])))\ns.sendto(b'hello',(sys.argv[2],int(sys.argv[3])))\n";
+    from.exec("python3", &["-c", code, &sport.to_string(), dst, &dport.to_string()]).unwrap();
+}
+
+/// NAT66: an IPv6 flow D translates reaches E with its translation, as an IPv4 one does.
+#[test]
+fn a_translated_ipv6_flow_keeps_its_translation_on_the_other_box() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("h6");
+    let sb = standby(&lab, "h6");
+    for (ns, dev, addr, gw) in [
+        (&sb.f, "lrf0", "2001:db8:a::2/64", "2001:db8:a::1"),
+        (&sb.g, "lrg0", "2001:db8:b::2/64", "2001:db8:b::1"),
+    ] {
+        ns.ip(&["addr", "add", addr, "dev", dev, "nodad"]).unwrap();
+        ns.ip(&["-6", "route", "add", "default", "via", gw]).unwrap();
+    }
+    let cfg_e = config(&lab, "e", "10.99.0.2:8384", "10.99.0.1:8384");
+    let cfg_d = config(&lab, "d", "10.99.0.1:8384", "10.99.0.2:8384");
+    let rules =
+        format!("nat on lrd1 inet6 from 2001:db8:a::/64 to any -> (lrd1) static-port\n{RULES}");
+    std::fs::write(lab.dir.join("rules.conf"), rules).unwrap();
+    let mut e = run(&sb.e, &cfg_e, "0");
+    let _d = run(&lab.d, &cfg_d, "1");
+    let _ = lab.a.exec("ping", &["-6", "-c", "1", "-W", "1", "2001:db8:b::2"]);
+    let _ = sb.g.exec("ping", &["-6", "-c", "1", "-W", "1", "2001:db8:b::1"]);
+    let _ = sb.f.exec("ping", &["-6", "-c", "1", "-W", "1", "2001:db8:b::2"]);
+    assert!(!arrives_by6(&sb.g, 9000, "2001:db8:b::1", 41006, &sb.f), "E passed it untracked");
+    send6(&lab.a, 41006, "2001:db8:b::2", 9000);
+    eventually("the translation on E", || {
+        let shown = linerate(&["show", "ha", "--json"], &cfg_e);
+        let ha: Value = serde_json::from_slice(&shown.stdout).unwrap_or_default();
+        ha["translations"].as_u64() >= Some(1)
+    });
+    assert!(
+        arrives_by6(&sb.g, 9000, "2001:db8:b::1", 41006, &sb.f),
+        "B's reply to the translated address did not reach A through E"
+    );
+    let child = e.terminate().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("translations: 1 inserted, 0 refused"), "{report}");
+}
+
 /// With two workers on E (AF_PACKET fanout by linerate's Toeplitz hash), each of D's states
 /// goes to the one worker whose queue its flow reaches: E holds each UDP state once (an ICMP
 /// state, whose hash this side does not mirror, goes to both), and every flow's reply passes

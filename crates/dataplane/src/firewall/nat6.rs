@@ -75,6 +75,10 @@ impl Nat6Stage {
         self.table.len()
     }
 
+    pub fn table_mut(&mut self) -> &mut Nat6Table {
+        &mut self.table
+    }
+
     pub fn counts(&self) -> (u64, u64) {
         (self.table.created, self.table.expired)
     }

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
-use fw::nat::table::NatTable;
 use fw::state::{ImportError, Imported, StateChange, StateEnds, StateSnapshot};
 
 use super::Firewall;
 use super::route_hosts::port_toward;
-pub use super::sync_nat::NatSnapshot;
-use super::sync_nat::{session_of, translation_of};
+pub use super::sync_nat::{NatSnapshot, NatTables};
+use super::sync_nat::{session_of, session6_of, translation_of};
 
 /// One item of state sync, either way: a state (new or changed), or a flow whose state is
 /// gone.
@@ -62,7 +61,7 @@ impl Firewall {
         &mut self,
         out: &mut Vec<SyncItem>,
         scratch: &mut Vec<StateChange>,
-        nat: Option<&NatTable>,
+        nat: Option<&NatTables>,
     ) -> bool {
         scratch.clear();
         let lost = self.states.take_changes(scratch);
@@ -83,7 +82,7 @@ impl Firewall {
         &self,
         slots: std::ops::Range<usize>,
         out: &mut Vec<SyncItem>,
-        nat: Option<&NatTable>,
+        nat: Option<&NatTables>,
     ) -> usize {
         let t = &self.states;
         let states = t.states_in(slots).filter_map(|id| t.export(id, self.now));
@@ -97,7 +96,7 @@ impl Firewall {
         &mut self,
         items: &[SyncItem],
         counts: &mut SyncInCounts,
-        mut nat: Option<&mut NatTable>,
+        mut nat: Option<&mut NatTables>,
     ) {
         for item in items {
             match item {
@@ -129,13 +128,16 @@ impl Firewall {
         &self,
         s: &StateSnapshot,
         t: &NatSnapshot,
-        table: &mut NatTable,
+        tables: &mut NatTables,
         counts: &mut SyncInCounts,
     ) {
         let facing = if t.responder { s.ends.initiator.addr } else { s.ends.responder.addr };
         let iface = self.fib.as_deref().and_then(|fib| port_toward(fib, facing));
-        let session = iface.and_then(|i| session_of(s, t, i, self.now));
-        match session.map(|s| table.import(s)) {
+        let imported = iface.and_then(|i| match t.addr {
+            std::net::IpAddr::V4(_) => session_of(s, t, i, self.now).map(|s| tables.v4.import(s)),
+            std::net::IpAddr::V6(_) => session6_of(s, t, i, self.now).map(|s| tables.v6.import(s)),
+        });
+        match imported {
             Some(Ok(true)) => counts.translations += 1,
             Some(Ok(false)) => {}
             Some(Err(_)) | None => counts.translations_refused += 1,
@@ -144,8 +146,8 @@ impl Firewall {
 }
 
 /// A state as sync sends it: with its translation in `nat`, if it has one.
-fn with_nat(s: StateSnapshot, nat: Option<&NatTable>) -> SyncItem {
-    SyncItem::State(s, nat.and_then(|table| translation_of(table, &s)))
+fn with_nat(s: StateSnapshot, nat: Option<&NatTables>) -> SyncItem {
+    SyncItem::State(s, nat.and_then(|t| translation_of(t.v4, t.v6, &s)))
 }
 
 /// Slots a worker walks per poll during a bulk update (as for operators' requests, short
@@ -207,17 +209,17 @@ impl SyncPort {
     /// Between batches: a peer's items taken, this worker's changes (or the next stretch of
     /// a bulk update) sent, with the translations of its NAT table `nat`. Returns whether a
     /// bulk update is under way (the worker then does not sleep).
-    pub fn serve(&mut self, fw: Option<(&mut Firewall, &mut NatTable)>) -> bool {
-        let Some((fw, nat)) = fw else { return false };
-        self.take_in(fw, nat);
-        if fw.sync_changes(&mut self.pending, &mut self.scratch, Some(nat))
+    pub fn serve(&mut self, fw: Option<(&mut Firewall, NatTables)>) -> bool {
+        let Some((fw, mut nat)) = fw else { return false };
+        self.take_in(fw, &mut nat);
+        if fw.sync_changes(&mut self.pending, &mut self.scratch, Some(&nat))
             || self.bulk_wanted.swap(false, Ordering::Relaxed)
         {
             self.start_bulk();
         }
         if let Some(at) = self.bulk_at {
             let range = at..at + BULK_SLOTS_PER_POLL;
-            let slots = fw.sync_states_in(range, &mut self.pending, Some(nat));
+            let slots = fw.sync_states_in(range, &mut self.pending, Some(&nat));
             self.bulk_at = (at + BULK_SLOTS_PER_POLL < slots).then_some(at + BULK_SLOTS_PER_POLL);
             if self.bulk_at.is_none() {
                 self.pending.push(SyncItem::BulkEnd);
@@ -236,7 +238,7 @@ impl SyncPort {
 
     /// At most a few batches of a peer's items per poll, so that a flood of them never holds
     /// up the worker's traffic for long.
-    fn take_in(&mut self, fw: &mut Firewall, nat: &mut NatTable) {
+    fn take_in(&mut self, fw: &mut Firewall, nat: &mut NatTables) {
         let mut counts = SyncInCounts::default();
         for _ in 0..4 {
             let Ok(items) = self.inbox.try_recv() else { break };

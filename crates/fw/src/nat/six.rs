@@ -122,6 +122,26 @@ impl Nat6Table {
         self.slots.get_mut(i)?.as_mut()
     }
 
+    /// The translation whose out key is `key`, expired or not, read without touching it
+    /// (what state sync sends of a translated flow).
+    pub fn peek_out(&self, key: &Key6) -> Option<&Session6> {
+        self.slots.get(*self.by_out.get(key)?)?.as_ref()
+    }
+
+    /// Adds a peer's translation (state sync), or refreshes ours of the same keys: its last
+    /// packet moves on, its phase never back. Returns whether it was added.
+    pub fn import(&mut self, s: Session6) -> Result<bool, AllocError> {
+        if let Some(&i) = self.by_out.get(&s.out_key)
+            && let Some(ours) = self.slots.get_mut(i).and_then(Option::as_mut)
+            && ours.in_key == s.in_key
+        {
+            ours.last = ours.last.max(s.last);
+            ours.phase = ours.phase.max(s.phase);
+            return Ok(false);
+        }
+        self.insert(s).map(|()| true)
+    }
+
     /// Whether an in key is taken (expired translations count until swept or looked up).
     pub fn in_key_used(&self, key: &Key6) -> bool {
         self.by_in.contains_key(key)

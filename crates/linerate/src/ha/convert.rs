@@ -5,7 +5,8 @@
 //! a state by its flow. The counter is a hash of the flow (protocol and both ends), so the
 //! sender needs no map, and the receiver keeps one from counters to flows for the DEL
 //! messages (`super::link`). NAT translations travel as the record's `translation`
-//! (`dataplane::firewall::sync::NatSnapshot`: `nat` and `rdr` of TCP and UDP over IPv4).
+//! (`dataplane::firewall::sync::NatSnapshot`: `nat` and `rdr` of TCP and UDP over IPv4 and
+//! IPv6).
 //! Not carried yet: packet and byte counts.
 
 use std::collections::BTreeMap;
@@ -89,7 +90,7 @@ pub fn record_of(
         responder: endpoint(s.ends.responder),
         translation: nat.map(|t| Translation {
             side: if t.responder { Side::Responder } else { Side::Initiator },
-            addr: IpAddr::V4(t.addr),
+            addr: t.addr,
             port: t.port,
         }),
         rule: RuleRef { digest, index: s.rule },
@@ -104,12 +105,13 @@ pub fn record_of(
     }
 }
 
-/// The translation of a peer's record as the NAT table holds one (IPv4 only: an IPv6
-/// translation is not one linerate makes).
+/// The translation of a peer's record as the NAT tables hold one: of the state's family
+/// (NAT44, NAT66); another (a peer's NAT64) is not one these tables hold.
 pub fn nat_of(r: &StateRecord) -> Option<NatSnapshot> {
     let t = r.translation.as_ref()?;
-    let IpAddr::V4(addr) = t.addr else { return None };
-    Some(NatSnapshot { responder: t.side == Side::Responder, addr, port: t.port })
+    let same =
+        matches!((r.family, t.addr), (Family::V4, IpAddr::V4(_)) | (Family::V6, IpAddr::V6(_)));
+    same.then_some(NatSnapshot { responder: t.side == Side::Responder, addr: t.addr, port: t.port })
 }
 
 /// The snapshot to import for a peer's record. Its rule index is kept only where the two
@@ -248,7 +250,7 @@ mod tests {
         for responder in [false, true] {
             let t = NatSnapshot {
                 responder,
-                addr: std::net::Ipv4Addr::new(203, 0, 113, 5),
+                addr: std::net::Ipv4Addr::new(203, 0, 113, 5).into(),
                 port: 61000,
             };
             let r = record_of(&snapshot(17, None), Some(&t), 9, 42, &names());

@@ -41,7 +41,7 @@ impl Owners {
         }
         let (i, mut r) = (ends.initiator, ends.responder);
         if let Some(t) = nat.filter(|t| t.responder) {
-            (r.addr, r.port) = (IpAddr::V4(t.addr), t.port);
+            (r.addr, r.port) = (t.addr, t.port);
         }
         let h = match (i.addr, r.addr) {
             (IpAddr::V4(a), IpAddr::V4(b)) => hash.ipv4_ports(a, b, i.port, r.port),
