@@ -27,7 +27,8 @@ pub struct BenchFirewall {
     /// first [`REALISTIC_MISSED_FLOWS`] flows are left undecided this way: with more (a flood
     /// of 1M flows) some packets are decided by the realistic rules (see the drop counts).
     pub realistic: bool,
-    /// `nat` on the output port (every flow translated to 192.0.2.1, ports 1024:65535), and
+    /// `nat` on the output port (every flow translated to 192.0.2.1, ports 1024:65535; IPv6
+    /// flows to 2001:db8:ffff::1, NAT66), and
     /// this many translations of other flows are created first.
     pub nat: Option<usize>,
     /// The final rule has `log`, at most this many records a second (0: no limit); a thread
@@ -85,6 +86,10 @@ pub fn bench_rules(f: &BenchFirewall, keys: &[PacketKey]) -> String {
     }
     if f.nat.is_some() {
         t.push_str("nat on mem1 from any to any -> 192.0.2.1 port 1024:65535\n");
+        // IPv6 flows (`--ipv6`): NAT66 to one address, as pf's `nat ... inet6`.
+        if keys.first().is_some_and(|k| k.af == fw::packet::Af::Inet6) {
+            t.push_str("nat on mem1 inet6 from any to any -> 2001:db8:ffff::1 port 1024:65535\n");
+        }
     }
     if let Some(m) = f.table_size {
         t.push_str("table <t> const {");
