@@ -249,6 +249,19 @@ impl Nat6Stage {
         now: u32,
     ) -> Result<OutPlan6, DropReason> {
         let Some(t) = read6(ip) else { return Ok(OutPlan6::NONE) };
+        let plan = self.plan_of(rs, &t, port, now)?;
+        Ok(OutPlan6 { read: Some(t), ..plan })
+    }
+
+    /// [`plan_outbound`](Self::plan_outbound) for the packet read as `t`.
+    fn plan_of(
+        &mut self,
+        rs: &RuleSet,
+        t: &Tuple6,
+        port: u16,
+        now: u32,
+    ) -> Result<OutPlan6, DropReason> {
+        let t = *t;
         let timeouts = &rs.timeouts;
         let key = key_of(&t, port, Dir::Out);
         match t.kind {
@@ -280,7 +293,8 @@ impl Nat6Stage {
                 {
                     s.touch(now, s.kind == NatKind::Rdr, t.tcp_flags);
                     let pass = s.kind != NatKind::Rdr && s.pass;
-                    return Ok(OutPlan6 { change: Change::Source(s.out_to), pass, new: None });
+                    let change = Change::Source(s.out_to);
+                    return Ok(OutPlan6 { change, pass, ..OutPlan6::NONE });
                 }
                 if matches!(t.kind, Kind6::Query { request: false }) {
                     return Ok(OutPlan6::NONE);
@@ -292,7 +306,8 @@ impl Nat6Stage {
                 };
                 if r.kind == NatKind::Binat {
                     let to = (binat6(r, t.key.src, true), t.key.sport);
-                    return Ok(OutPlan6 { change: Change::Source(to), pass: r.pass, new: None });
+                    let change = Change::Source(to);
+                    return Ok(OutPlan6 { change, pass: r.pass, ..OutPlan6::NONE });
                 }
                 if self.table.len() >= usize::try_from(rs.limit_states).unwrap_or(usize::MAX) {
                     return Err(DropReason::NatExhausted);
@@ -302,6 +317,7 @@ impl Nat6Stage {
                     change: Change::Source(session.out_to),
                     pass: r.pass,
                     new: Some((session, sticky)),
+                    read: None,
                 })
             }
         }
@@ -323,7 +339,8 @@ impl Nat6Stage {
                 self.cursor.stick(ri, session.out_key.src, session.out_to.0);
             }
         }
-        let Some(t) = read6(ip) else { return Ok(()) };
+        // The packet as the plan read it (it has not changed since).
+        let Some(t) = plan.read.or_else(|| read6(ip)) else { return Ok(()) };
         match plan.change {
             Change::None => return Ok(()),
             Change::Source((a, p)) => rewrite6(ip, &t, End::Src, a, p),
@@ -465,10 +482,12 @@ pub(crate) struct OutPlan6 {
     /// By a rule with `pass`: the out rules are skipped.
     pub pass: bool,
     new: Option<(Session6, Option<usize>)>,
+    /// The packet as the plan read it.
+    read: Option<Tuple6>,
 }
 
 impl OutPlan6 {
-    const NONE: OutPlan6 = OutPlan6 { change: Change::None, pass: false, new: None };
+    const NONE: OutPlan6 = OutPlan6 { change: Change::None, pass: false, new: None, read: None };
 
     /// `key` (as the inbound pass saw it) as it will leave: what the out rules judge.
     pub fn seen(&self, key: &PacketKey) -> PacketKey {

@@ -9,6 +9,7 @@
 //! IPv4 table's cache lines. Expiry, phases and timeouts are the IPv4 table's.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 
 use super::NatKind;
 use super::table::{AllocError, Phase, next_phase, phase_timeout};
@@ -16,7 +17,7 @@ use crate::rules::Prefix;
 use crate::state::Timeouts;
 
 /// An IPv6 flow as the table keys it. ICMPv6 queries carry their identifier in both ports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Key6 {
     pub src: u128,
     pub dst: u128,
@@ -69,13 +70,77 @@ impl Session6 {
     }
 }
 
+/// A keyed folded-multiply hash (the IPv4 table's, `super::table`), with secrets drawn for
+/// each table: SipHash, the maps' default, cost NAT66 most of its instructions, and an
+/// outsider who does not know the secrets cannot aim flows at one bucket.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyedHash {
+    secret: [u64; 2],
+}
+
+impl Default for KeyedHash {
+    fn default() -> KeyedHash {
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0u64);
+        KeyedHash { secret: [seed | 1, seed.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15 | 1] }
+    }
+}
+
+/// [`KeyedHash`]'s state: words folded in as they are written.
+pub struct KeyedHasher {
+    secret: [u64; 2],
+    acc: u64,
+}
+
+impl BuildHasher for KeyedHash {
+    type Hasher = KeyedHasher;
+
+    fn build_hasher(&self) -> KeyedHasher {
+        KeyedHasher { secret: self.secret, acc: self.secret[0] }
+    }
+}
+
+impl Hasher for KeyedHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, w: u64) {
+        let p = u128::from(self.acc ^ w).wrapping_mul(u128::from(self.secret[1]));
+        self.acc = (p as u64) ^ ((p >> 64) as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.acc
+    }
+}
+
+impl std::hash::Hash for Key6 {
+    /// Five words: the addresses' halves, then ports and protocol.
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.src as u64);
+        state.write_u64((self.src >> 64) as u64);
+        state.write_u64(self.dst as u64);
+        state.write_u64((self.dst >> 64) as u64);
+        state.write_u64(
+            u64::from(self.sport) << 32 | u64::from(self.dport) << 8 | u64::from(self.proto),
+        );
+    }
+}
+
 /// One worker's IPv6 translations.
 #[derive(Debug, Default)]
 pub struct Nat6Table {
     slots: Vec<Option<Session6>>,
     free: Vec<usize>,
-    by_out: HashMap<Key6, usize>,
-    by_in: HashMap<Key6, usize>,
+    by_out: HashMap<Key6, usize, KeyedHash>,
+    by_in: HashMap<Key6, usize, KeyedHash>,
     limit: usize,
     sweep_at: usize,
     pub created: u64,
