@@ -145,6 +145,25 @@ fn binat_in_matches(
     (r.negated || outside.is_some()) && reversed.matches(rs, key, iface_addr)
 }
 
+/// The destination port an `rdr` rule gives `dport` (a TCP or UDP port the rule matched):
+/// a matched range maps onto the target's as pf maps it (`port lo:*` by offset, `lo:hi` by
+/// offset modulo its size, a single port takes them all); without a target port, kept.
+pub fn rdr_port(r: &NatRule, dport: u16) -> u16 {
+    let Some((lo, hi)) = r.target.as_ref().and_then(|t| t.ports) else { return dport };
+    let first = match &r.dst_ports {
+        PortMatch::Ranges(rg) => {
+            rg.iter().find(|(a, b)| (*a..=*b).contains(&dport)).map_or(dport, |(a, _)| *a)
+        }
+        PortMatch::Any => dport,
+    };
+    let off = dport - first;
+    if r.target.as_ref().is_some_and(|t| t.port_star) {
+        lo.saturating_add(off)
+    } else {
+        lo + (off % (hi - lo + 1))
+    }
+}
+
 /// The entries of table `id` of family `af` that a translation pool takes: its addresses
 /// and prefixes, not its negated entries (which only except addresses from a match).
 pub fn table_pool(rs: &RuleSet, id: usize, af: Af) -> Vec<Prefix> {

@@ -19,15 +19,14 @@ use std::sync::Arc;
 
 use fw::nat::pool::{Pool, PoolCursor};
 use fw::nat::six::{Key6, Nat6Table, Session6};
-use fw::nat::table::AllocError;
-use fw::nat::{NatAddr, NatKind, NatRule};
+use fw::nat::{NatKind, NatRule};
 use fw::packet::{Af, Dir, PacketKey, proto};
 use fw::rules::RuleSet;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
 use super::afto_rewrite::{Back, to_v4, to_v6};
-use super::nat::v4_table_pool;
+use super::nat::{alloc_reason, v4_pool};
 use super::nat_rewrite::{Kind, read};
 use super::nat6_rewrite::{Kind6, read6};
 use crate::counters::DropReason;
@@ -124,13 +123,7 @@ impl AfToStage {
                         *p = true;
                     }
                 }
-                match &r.target.as_ref()?.addr {
-                    NatAddr::Iface(i) => {
-                        self.port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single)
-                    }
-                    NatAddr::Pool(p) => Some(Pool::new(p)),
-                    NatAddr::Table(t) => v4_table_pool(rs, *t),
-                }
+                v4_pool(rs, &r.target.as_ref()?.addr, &self.port_v4)
             })
             .collect();
         Plan { rules: id, pools, ports, every_port, any }
@@ -309,8 +302,4 @@ impl AfToStage {
         self.translated += 1;
         Ok(Some((n, back.dst)))
     }
-}
-
-fn alloc_reason(_: AllocError) -> DropReason {
-    DropReason::NatExhausted
 }

@@ -32,7 +32,7 @@ use fw::nat::pool::{Pool, PoolCursor};
 use fw::nat::table::{AllocError, NatKey, NatTable, Session};
 use fw::nat::{NatAddr, NatKind, NatPhase, NatRule, binat_inside, first_match};
 use fw::packet::{Af, Dir, PacketKey};
-use fw::rules::{PortMatch, RuleSet};
+use fw::rules::RuleSet;
 use io::batch::MAX_BATCH;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
@@ -231,13 +231,7 @@ impl NatStage {
                         *p = true;
                     }
                 }
-                match &r.target.as_ref()?.addr {
-                    NatAddr::Iface(i) => {
-                        self.port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single)
-                    }
-                    NatAddr::Pool(p) => Some(Pool::new(p)),
-                    NatAddr::Table(t) => v4_table_pool(rs, *t),
-                }
+                v4_pool(rs, &r.target.as_ref()?.addr, &self.port_v4)
             })
             .collect();
         Plan { rules: id, pools, ports, every_port }
@@ -757,20 +751,7 @@ impl NatStage {
                 .choose(pool, m, target.sticky, ri, k.src)
                 .ok_or(DropReason::NatNoAddress)?,
         };
-        let new_port = match (t.kind, target.ports) {
-            (Kind::Ports, Some((lo, hi))) => {
-                let first = match &r.dst_ports {
-                    PortMatch::Ranges(rg) => rg
-                        .iter()
-                        .find(|(a, b)| (*a..=*b).contains(&k.dport))
-                        .map_or(k.dport, |(a, _)| *a),
-                    PortMatch::Any => k.dport,
-                };
-                let off = k.dport - first;
-                if target.port_star { lo.saturating_add(off) } else { lo + (off % (hi - lo + 1)) }
-            }
-            _ => k.dport,
-        };
+        let new_port = if t.kind == Kind::Ports { fw::nat::rdr_port(r, k.dport) } else { k.dport };
         let query = matches!(t.kind, Kind::Query { .. });
         let out_key = NatKey {
             src: addr,
@@ -835,10 +816,20 @@ impl OutPlan {
     }
 }
 
+/// The IPv4 pool a translation's `addr` stands for (`port_v4`: each port's address, for
+/// `(IFACE)`); `None` where it has no address.
+pub(crate) fn v4_pool(rs: &RuleSet, addr: &NatAddr, port_v4: &[Option<u32>]) -> Option<Pool> {
+    match addr {
+        NatAddr::Iface(i) => port_v4.get(usize::from(*i)).copied().flatten().map(Pool::single),
+        NatAddr::Pool(p) => Some(Pool::new(p)),
+        NatAddr::Table(t) => v4_table_pool(rs, *t),
+    }
+}
+
 /// Table `t`'s IPv4 addresses as a pool (`None` while it has none: translations by it fail
 /// as `nat_no_address`, as pf's do with an empty pool). The first [`fw::nat::pool::MAX_POOL_ADDRS`]
 /// addresses, as for any IPv4 pool.
-pub(crate) fn v4_table_pool(rs: &RuleSet, t: usize) -> Option<Pool> {
+fn v4_table_pool(rs: &RuleSet, t: usize) -> Option<Pool> {
     let prefixes = fw::nat::table_pool(rs, t, Af::Inet);
     (!prefixes.is_empty()).then(|| Pool::new(&prefixes))
 }
@@ -850,11 +841,11 @@ pub(crate) fn port_bit(port: usize) -> u64 {
 }
 
 /// The index of `r` in the rule set (rules are compared by address: `r` comes from `rs`).
-fn rule_index(rs: &RuleSet, r: &NatRule) -> usize {
+pub(crate) fn rule_index(rs: &RuleSet, r: &NatRule) -> usize {
     rs.nat.iter().position(|x| std::ptr::eq(x, r)).unwrap_or(0)
 }
 
-fn alloc_reason(_: AllocError) -> DropReason {
+pub(crate) fn alloc_reason(_: AllocError) -> DropReason {
     DropReason::NatExhausted
 }
 

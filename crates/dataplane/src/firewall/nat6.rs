@@ -15,13 +15,13 @@
 use std::sync::Arc;
 
 use fw::nat::six::{Key6, Nat6Table, Pool6, Pool6Cursor, Session6, binat_map6};
-use fw::nat::table::AllocError;
 use fw::nat::{NatAddr, NatKind, NatPhase, NatRule, binat_inside, first_match6};
 use fw::packet::{Af, Dir, PacketKey};
-use fw::rules::{PortMatch, RuleSet};
+use fw::rules::RuleSet;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
+use super::nat::{alloc_reason, rule_index};
 use super::nat_rewrite::End;
 use super::nat6_rewrite::{Kind6, Tuple6, read6, rewrite_error6, rewrite6};
 use crate::counters::DropReason;
@@ -422,20 +422,7 @@ impl Nat6Stage {
                 .choose(&pool, m, target.sticky, ri, k.src)
                 .ok_or(DropReason::NatNoAddress)?,
         };
-        let new_port = match (t.kind, target.ports) {
-            (Kind6::Ports, Some((lo, hi))) => {
-                let first = match &r.dst_ports {
-                    PortMatch::Ranges(rg) => rg
-                        .iter()
-                        .find(|(a, b)| (*a..=*b).contains(&k.dport))
-                        .map_or(k.dport, |(a, _)| *a),
-                    PortMatch::Any => k.dport,
-                };
-                let off = k.dport - first;
-                if target.port_star { lo.saturating_add(off) } else { lo + (off % (hi - lo + 1)) }
-            }
-            _ => k.dport,
-        };
+        let new_port = if t.kind == Kind6::Ports { fw::nat::rdr_port(r, k.dport) } else { k.dport };
         let query = matches!(t.kind, Kind6::Query { .. });
         let out_key = Key6 {
             src: addr,
@@ -499,14 +486,6 @@ impl OutPlan6 {
             Change::None => *key,
         }
     }
-}
-
-fn rule_index(rs: &RuleSet, r: &NatRule) -> usize {
-    rs.nat.iter().position(|x| std::ptr::eq(x, r)).unwrap_or(0)
-}
-
-fn alloc_reason(_: AllocError) -> DropReason {
-    DropReason::NatExhausted
 }
 
 /// The classifier's view of a packet NAT66 reads, to match translation rules.
