@@ -108,6 +108,11 @@ pub struct RouterSettings {
     /// Flow entries of the fast path for each address family (each direction of a flow is
     /// one), 1024..=16,777,216 (default 262,144): the least recently used entry makes room.
     pub fast_path_flows: u32,
+    /// Rebuild a port in place when its interface is deleted and created again under the same
+    /// name (a re-plugged NIC, a recreated veth): `run` then keeps, in its permitted set, the
+    /// capabilities that opening a port needs. Off: `run` stops for its service manager to
+    /// restart it (default true; docs/router.md, "Link events").
+    pub rebuild_ports: bool,
 }
 
 impl Default for RouterSettings {
@@ -128,6 +133,7 @@ impl Default for RouterSettings {
             metrics_listen: None,
             route_file: None,
             kernel_routes: None,
+            rebuild_ports: true,
             fast_path: true,
             fast_path_flows: 1 << 18,
         }

@@ -899,4 +899,6 @@ fn fast_path_settings() {
     assert!(!off.fast_path && off.fast_path_flows == 4096);
     fails("[router]\nfast_path_flows = 10\n", 2, 19, "fast_path_flows");
     fails("[router]\nfast_path = 1\n", 2, 13, "expected a boolean");
+    assert!(d.rebuild_ports);
+    assert!(!parse("[router]\nrebuild_ports = false\n").unwrap().router.rebuild_ports);
 }

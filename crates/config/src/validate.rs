@@ -61,6 +61,7 @@ struct RawRouter {
     kernel_routes: Option<S<crate::kernel_routes::RawKernelRoutes>>,
     fast_path: Option<bool>,
     fast_path_flows: Option<S<i64>>,
+    rebuild_ports: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -202,6 +203,7 @@ fn router(cx: &Ctx, raw: Option<RawRouter>) -> Result<RouterSettings, ConfigErro
         )?,
         fast_path: r.fast_path.unwrap_or(d.fast_path),
         fast_path_flows,
+        rebuild_ports: r.rebuild_ports.unwrap_or(d.rebuild_ports),
     })
 }
 

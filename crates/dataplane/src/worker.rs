@@ -22,6 +22,11 @@ use crate::offload::FlowLearner;
 use crate::punt::{PuntBatch, PuntPort};
 use crate::tap::{CaptureSlot, Point};
 
+/// Work on a worker's ports that must run on its thread, which owns them and their pool:
+/// rebuilding a port whose interface was deleted and created again. It gets the ports and
+/// the pool, and reports back through whatever it captured.
+pub type PortJob<R, T> = Box<dyn FnOnce(&mut Vec<R>, &mut Vec<T>, &mut FramePool) + Send>;
+
 /// Default packets per batch.
 pub const DEFAULT_BATCH: usize = 64;
 
@@ -84,6 +89,8 @@ pub struct Worker<R: RxPort, T: TxPort, L: PuntPort> {
     /// State sync with a peer ([`crate::firewall::sync`]); a bulk update keeps it awake.
     sync: Option<SyncPort>,
     sync_busy: bool,
+    /// Jobs on the ports ([`PortJob`]), run between polls.
+    port_jobs: Option<std::sync::mpsc::Receiver<PortJob<R, T>>>,
 }
 
 impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
@@ -121,7 +128,39 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
             learner: None,
             sync: None,
             sync_busy: false,
+            port_jobs: None,
         }
+    }
+
+    /// Has the worker run the jobs sent on `jobs` between its polls.
+    pub fn set_port_jobs(&mut self, jobs: std::sync::mpsc::Receiver<PortJob<R, T>>) {
+        self.port_jobs = Some(jobs);
+    }
+
+    /// Runs the port jobs waiting; whether any ran (the ports' file descriptors may have
+    /// changed). Frames batched for output are sent first, on the ports they were meant for.
+    #[cold]
+    fn run_port_jobs(&mut self) -> bool {
+        let Some(jobs) = &self.port_jobs else { return false };
+        let mut ran = false;
+        while let Ok(job) = jobs.try_recv() {
+            for t in &mut self.tx {
+                t.flush(&mut self.pool);
+            }
+            job(&mut self.rx, &mut self.tx, &mut self.pool);
+            ran = true;
+        }
+        ran
+    }
+
+    /// The file descriptors a sleeping worker waits on, if every input has one.
+    fn wait_fds(&self) -> Option<Vec<RawFd>> {
+        self.rx
+            .iter()
+            .map(RxPort::wait_fd)
+            .chain(self.host_out.as_ref().map(|h| Some(h.fd())))
+            .collect::<Option<Vec<RawFd>>>()
+            .filter(|f| !f.is_empty())
     }
 
     /// Has the worker offer the flows it forwards to the kernel's fast path.
@@ -434,20 +473,20 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// Polls until `stop` is set, sleeping while idle if so configured and every input port
     /// can wake it.
     pub fn run(&mut self, stop: &AtomicBool) {
-        let fds: Option<Vec<RawFd>> = self
-            .rx
-            .iter()
-            .map(RxPort::wait_fd)
-            .chain(self.host_out.as_ref().map(|h| Some(h.fd())))
-            .collect();
         let Idle::Sleep { spin, yield_cpu } = self.idle else {
             return self.spin(stop);
         };
-        let Some(fds) = fds.filter(|f| !f.is_empty()) else {
+        let Some(mut fds) = self.wait_fds() else {
             return self.spin(stop);
         };
         let (mut empty, mut idle_since, mut loaded) = (0u32, None, false);
         while !stop.load(Ordering::Relaxed) {
+            if self.port_jobs.is_some() && self.run_port_jobs() {
+                match self.wait_fds() {
+                    Some(f) => fds = f,
+                    None => return self.spin(stop),
+                }
+            }
             let received = self.poll();
             if received > 0 || self.serving_requests || self.sync_busy {
                 (empty, idle_since, loaded) = (0, None, received >= self.batch_size / 2);
@@ -483,6 +522,9 @@ impl<R: RxPort, T: TxPort, L: PuntPort> Worker<R, T, L> {
     /// Polls without pause until `stop` is set.
     fn spin(&mut self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
+            if self.port_jobs.is_some() {
+                self.run_port_jobs();
+            }
             if self.poll() == 0 {
                 std::hint::spin_loop();
             }

@@ -108,6 +108,12 @@ impl PortOpener {
         Self::default()
     }
 
+    /// Opens the next AF_XDP socket on `umem` (a live socket's of the same pool) instead of
+    /// registering the pool again.
+    pub fn share_umem(&mut self, umem: Umem) {
+        self.umem = Some(umem);
+    }
+
     /// An AF_XDP socket on the configured queue of `ifname`.
     pub fn open_xdp(
         &mut self,
@@ -186,4 +192,54 @@ impl PortOpener {
         })?;
         Ok(", fast path at tc ingress".to_owned())
     }
+}
+
+impl AnyRx {
+    /// Goes on from the counters of the port this one replaces (AF_XDP; the others are not
+    /// rebuilt).
+    pub fn inherit(&mut self, old: PortStats) {
+        if let AnyRx::Xdp(x) = self {
+            x.inherit(old);
+        }
+    }
+
+    /// The UMEM of an AF_XDP port, to open another socket of its worker on.
+    pub fn umem(&self) -> Option<Umem> {
+        match self {
+            AnyRx::Xdp(x) => Some(x.umem()),
+            AnyRx::Packet(_) | AnyRx::Replay(_) => None,
+        }
+    }
+}
+
+impl AnyTx {
+    /// Goes on from the counters of the port this one replaces (AF_XDP).
+    pub fn inherit(&mut self, old: PortStats) {
+        if let AnyTx::Xdp(x) = self {
+            x.inherit(old);
+        }
+    }
+}
+
+/// Closes a port whose interface is gone, taking back into `pool` the frames the kernel held
+/// for its sockets (AF_PACKET ports hold none: they copy). `wait`: how long to wait for
+/// frames still being sent.
+pub fn retire(
+    rx: AnyRx,
+    tx: AnyTx,
+    pool: &mut FramePool,
+    wait: std::time::Duration,
+) -> xdp::Retired {
+    let mut total = xdp::Retired::default();
+    let mut add = |r: xdp::Retired| {
+        total.returned += r.returned;
+        total.lost += r.lost;
+    };
+    if let AnyTx::Xdp(t) = tx {
+        add(t.retire(pool, wait));
+    }
+    if let AnyRx::Xdp(r) = rx {
+        add(r.retire(pool));
+    }
+    total
 }

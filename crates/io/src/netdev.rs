@@ -22,12 +22,57 @@ pub fn ifindex(ifname: &str) -> io::Result<u32> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("ifindex: {e}")))
 }
 
+/// The name of the interface with index `ifindex` (`if_indextoname(3)`), if it exists in this
+/// thread's namespace.
+pub fn name_of(ifindex: u32) -> Option<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `buf` has the IF_NAMESIZE bytes the call may write, and lives across it.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: on success the kernel wrote a NUL-terminated name into `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Some(name.to_string_lossy().into_owned())
+}
+
 /// The interface's MAC address.
 pub fn mac_address(ifname: &str) -> io::Result<[u8; 6]> {
     let text = fs::read_to_string(sysfs(ifname, "address"))?;
     parse_mac(text.trim()).ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidData, format!("bad MAC {:?}", text.trim()))
     })
+}
+
+/// Gives the interface the MAC address `mac` (SIOCSIFHWADDR; needs CAP_NET_ADMIN): a port
+/// whose interface was created again keeps the router's address on it.
+pub fn set_mac_address(ifname: &str, mac: [u8; 6]) -> io::Result<()> {
+    let name = ifname.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "interface name length"));
+    }
+    let sock = crate::sys::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)?;
+    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, &b) in req.ifr_name.iter_mut().zip(name) {
+        *d = b as libc::c_char;
+    }
+    let mut addr: libc::sockaddr = zeroed_sockaddr();
+    addr.sa_family = libc::ARPHRD_ETHER;
+    for (d, &b) in addr.sa_data.iter_mut().zip(&mac) {
+        *d = b as libc::c_char;
+    }
+    req.ifr_ifru.ifru_hwaddr = addr;
+    use std::os::fd::AsRawFd;
+    // SAFETY: SIOCSIFHWADDR reads one ifreq, which lives across the call.
+    let r =
+        unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFHWADDR, &req as *const libc::ifreq) };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+fn zeroed_sockaddr() -> libc::sockaddr {
+    // SAFETY: sockaddr is plain old data; all zeroes is a valid value.
+    unsafe { std::mem::zeroed() }
 }
 
 /// Whether the interface is administratively up.

@@ -338,8 +338,9 @@ fn interface_stats(
             v["no_socket_drops"] = json!(io::xdp::unsteered_drops(&p.name));
             v["fast_path"] = fast_path_stats(&p.name);
             let link = link_of(state, p);
-            v["link_up"] = json!(link.map(|(up, _)| up));
-            v["link_changes"] = json!(link.map(|(_, n)| n));
+            v["link_up"] = json!(link.map(|(up, _, _)| up));
+            v["link_changes"] = json!(link.map(|(_, n, _)| n));
+            v["rebuilds"] = json!(link.map(|(_, _, r)| r));
             v
         })
         .collect()
@@ -433,14 +434,15 @@ pub(crate) fn neighbours(state: &RouterState) -> Value {
     json!(list)
 }
 
-/// A physical port's link (running, changes since start), as the link events thread knows it.
-fn link_of(state: &RouterState, p: &dataplane::PortInfo) -> Option<(bool, u64)> {
+/// A physical port's link (running, changes since start, rebuilds on its interface created
+/// again), as the link events thread knows it.
+fn link_of(state: &RouterState, p: &dataplane::PortInfo) -> Option<(bool, u64, u64)> {
     let parent = match p.vlan {
         None => p.name.as_str(),
         Some(_) => state.ports.iter().find(|q| q.phys == p.phys && q.vlan.is_none())?.name.as_str(),
     };
     let l = state.links.of(parent)?;
-    Some((l.running.load(Relaxed), l.changes.load(Relaxed)))
+    Some((l.running.load(Relaxed), l.changes.load(Relaxed), l.rebuilds.load(Relaxed)))
 }
 
 fn interfaces(state: &RouterState) -> Value {
@@ -456,8 +458,9 @@ fn interfaces(state: &RouterState) -> Value {
                 "addresses": p.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>(),
                 "tap": state.cfg.router.host_stack.then(|| state.cfg.interfaces[i].tap_name(i)),
                 "backend": state.kinds.get(p.phys as usize),
-                "link": link.map(|(up, _)| if up { "up" } else { "down" }),
-                "link_changes": link.map(|(_, n)| n),
+                "link": link.map(|(up, _, _)| if up { "up" } else { "down" }),
+                "link_changes": link.map(|(_, n, _)| n),
+                "rebuilds": link.map(|(_, _, r)| r),
             })
         })
         .collect();

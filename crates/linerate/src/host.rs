@@ -20,9 +20,31 @@ use dataplane::slowpath::{SlowIo, SlowPath};
 use io::afpacket::RawSender;
 use io::tap::Tap;
 
+/// Raw senders opened on interfaces created again ([`crate::rebuild`]), by physical port,
+/// for the slow-path thread to take in place of its own; `pending` says one is waiting.
+#[derive(Default)]
+pub struct SenderSwaps {
+    pending: AtomicBool,
+    senders: Mutex<Vec<Option<RawSender>>>,
+}
+
+impl SenderSwaps {
+    /// Hands physical port `phys`'s new sender to the slow-path thread.
+    pub fn offer(&self, phys: usize, sender: RawSender) {
+        let mut all = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        if all.len() <= phys {
+            all.resize_with(phys + 1, || None);
+        }
+        all[phys] = Some(sender);
+        self.pending.store(true, Ordering::Release);
+    }
+}
+
 /// The slow path's I/O: raw senders per physical port, TAPs per logical port.
 pub struct HostIo {
     senders: Vec<RawSender>,
+    /// New senders for ports rebuilt on their interfaces created again.
+    swaps: Arc<SenderSwaps>,
     taps: Vec<Option<Tap>>,
     /// Frames that could not be sent (socket buffer full, link down, a worker's queue of the
     /// router's own packets full) or written to a TAP.
@@ -38,10 +60,29 @@ impl HostIo {
     pub fn set_host_out(&mut self, out: HostOutSender) {
         self.host_out = Some(out);
     }
+
+    /// Where the rebuilt ports' new raw senders go.
+    pub fn sender_swaps(&self) -> Arc<SenderSwaps> {
+        Arc::clone(&self.swaps)
+    }
+
+    /// Takes the new senders waiting, if any (a relaxed load when none is).
+    fn take_swaps(&mut self) {
+        if !self.swaps.pending.swap(false, Ordering::Acquire) {
+            return;
+        }
+        let mut all = self.swaps.senders.lock().unwrap_or_else(|e| e.into_inner());
+        for (phys, new) in all.iter_mut().enumerate() {
+            if let (Some(new), Some(old)) = (new.take(), self.senders.get_mut(phys)) {
+                *old = new;
+            }
+        }
+    }
 }
 
 impl SlowIo for HostIo {
     fn send_wire(&mut self, phys: u16, frame: &[u8]) {
+        self.take_swaps();
         match self.senders.get(phys as usize) {
             Some(s) if s.send(frame).is_ok() => {}
             _ => self.send_errors += 1,
@@ -132,7 +173,7 @@ pub fn open(cfg: &Config, ports: &[dataplane::PortInfo]) -> Result<HostIo> {
     } else {
         None
     };
-    Ok(HostIo { senders, taps, send_errors: 0, host_out: None, routes })
+    Ok(HostIo { senders, swaps: Arc::default(), taps, send_errors: 0, host_out: None, routes })
 }
 
 /// The config's static routes being given to the TAPs by one `ip -batch` run in the

@@ -1,15 +1,15 @@
 //! Following the ports' links over netlink (issue 46): a thread (`lr-links`) that logs each
 //! port's link going down or up (administratively, or its carrier) and counts it, for `show
-//! interfaces` and the metrics; and that stops the router, with an error naming the port,
-//! when a port is deleted or created again under the same name (a re-plugged NIC, a veth a
-//! container runtime recreated, a driver reloaded): linerate's sockets, XDP and tc programs
-//! and NAPI threads were bound to the old interface and would forward nothing, silently.
-//! The service manager restarts it (`dist/linerate.service`: `Restart=on-failure`), which
-//! opens the new interface. A port that goes down has its routes withdrawn from the FIB
+//! interfaces` and the metrics. A port that goes down has its routes withdrawn from the FIB
 //! (`dataplane::fib`, `ports_down.rs`), so that other paths and less specific routes take
 //! over, until it comes back; its learned neighbours are flushed and its host-stack TAP
-//! loses its carrier meanwhile. Not done yet:
-//! rebuilding the port in place.
+//! loses its carrier meanwhile. A port whose interface is deleted is down until an interface
+//! of its name comes back (a re-plugged NIC, a veth a container runtime recreated, a driver
+//! reloaded: a new ifindex); the port is then rebuilt on it in place ([`crate::rebuild`]).
+//! Where it cannot be (`router.rebuild_ports = false`, AF_PACKET ports, a failure) the
+//! router stops with an error naming the port, for the service manager to restart it
+//! (`dist/linerate.service`: `Restart=on-failure`): its sockets, XDP and tc programs and
+//! NAPI threads were bound to the old interface and would forward nothing, silently.
 //!
 //! The same thread follows the addresses the host stack adds to and removes from the TAPs
 //! (issue 43): a VRRP daemon on a TAP (keepalived) adds its virtual address when it becomes
@@ -19,7 +19,7 @@
 
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -35,17 +35,22 @@ const WAIT_MS: i32 = 200;
 #[derive(Debug)]
 pub struct PortLink {
     pub name: String,
-    pub ifindex: u32,
+    /// The interface's index: a new one when it is created again.
+    pub ifindex: AtomicU32,
     /// Up with a carrier.
     pub running: AtomicBool,
     /// Times it went down or up since start.
     pub changes: AtomicU64,
+    /// Times the port was rebuilt on its interface created again.
+    pub rebuilds: AtomicU64,
 }
 
 /// The ports' links, shared with the control socket.
 #[derive(Debug, Default)]
 pub struct Links {
     pub ports: Vec<PortLink>,
+    /// Ports are rebuilt on their interfaces created again (`router.rebuild_ports`).
+    pub rebuild: bool,
 }
 
 /// What a link event calls for.
@@ -53,23 +58,28 @@ pub struct Links {
 pub enum Change {
     /// Port `port` (index in [`Links::ports`]) went down (`false`) or came back.
     Running(usize, bool),
+    /// Port `port`'s interface was deleted; it was running until then.
+    Gone { port: usize, was_running: bool },
+    /// Port `port`'s interface was created again as `ifindex` (it was `old`), `running` or not.
+    Recreated { port: usize, old: u32, ifindex: u32, running: bool },
     /// The router must stop, for this reason.
     Stop(String),
 }
 
 impl Links {
     /// The physical ports `(name, ifindex)`, running at start.
-    pub fn new(ports: &[(String, u32)]) -> Links {
+    pub fn new(ports: &[(String, u32)], rebuild: bool) -> Links {
         let ports = ports
             .iter()
             .map(|(name, ifindex)| PortLink {
                 name: name.clone(),
-                ifindex: *ifindex,
+                ifindex: AtomicU32::new(*ifindex),
                 running: AtomicBool::new(true),
                 changes: AtomicU64::new(0),
+                rebuilds: AtomicU64::new(0),
             })
             .collect();
-        Links { ports }
+        Links { ports, rebuild }
     }
 
     pub fn of(&self, name: &str) -> Option<&PortLink> {
@@ -79,20 +89,40 @@ impl Links {
     /// Takes one event; returns what it calls for, if anything.
     pub fn apply(&self, e: &LinkEvent) -> Option<Change> {
         let (i, p) = self.ports.iter().enumerate().find(|(_, p)| p.name == e.name)?;
-        if e.ifindex != p.ifindex {
+        let ifindex = p.ifindex.load(Ordering::Relaxed);
+        if e.ifindex != ifindex {
             if e.deleted {
                 return None; // an older interface of that name, already replaced
             }
-            return Some(Change::Stop(format!(
-                "interface {} was created again (ifindex {} -> {}): linerate's sockets and programs are bound to the old one; stopping so that the service manager restarts it on the new one",
-                e.name, p.ifindex, e.ifindex
-            )));
+            if !self.rebuild {
+                return Some(Change::Stop(format!(
+                    "interface {} was created again (ifindex {ifindex} -> {}): linerate's sockets and programs are bound to the old one and router.rebuild_ports is off; stopping so that the service manager restarts it on the new one",
+                    e.name, e.ifindex
+                )));
+            }
+            p.ifindex.store(e.ifindex, Ordering::Relaxed);
+            if p.running.swap(false, Ordering::Relaxed) {
+                p.changes.fetch_add(1, Ordering::Relaxed);
+            }
+            return Some(Change::Recreated {
+                port: i,
+                old: ifindex,
+                ifindex: e.ifindex,
+                running: e.running(),
+            });
         }
         if e.deleted {
-            return Some(Change::Stop(format!(
-                "interface {} (ifindex {}) was deleted: linerate cannot forward on it; stopping so that the service manager restarts it when the interface is back",
-                e.name, e.ifindex
-            )));
+            if !self.rebuild {
+                return Some(Change::Stop(format!(
+                    "interface {} (ifindex {}) was deleted: linerate cannot forward on it and router.rebuild_ports is off; stopping so that the service manager restarts it when the interface is back",
+                    e.name, e.ifindex
+                )));
+            }
+            let was_running = p.running.swap(false, Ordering::Relaxed);
+            if was_running {
+                p.changes.fetch_add(1, Ordering::Relaxed);
+            }
+            return Some(Change::Gone { port: i, was_running });
         }
         if p.running.swap(e.running(), Ordering::Relaxed) == e.running() {
             return None;
@@ -112,6 +142,8 @@ pub struct Follow {
     /// The host-stack TAP of each logical port (`None` without one): its carrier follows
     /// the port's link, so that routing daemons on it see the link go down.
     pub taps: Vec<Option<io::tap::Tap>>,
+    /// Rebuilds a port on its interface created again (`router.rebuild_ports`).
+    pub rebuild: Option<Arc<crate::rebuild::Rebuilder>>,
 }
 
 impl Follow {
@@ -148,6 +180,48 @@ impl Follow {
             "link {}: {state} ({routes} routes, {neighbours} neighbours flushed)",
             p.name
         ));
+    }
+}
+
+impl Follow {
+    /// A port's interface deleted: down (routes withdrawn) until it is created again.
+    fn gone(&self, port: usize, was_running: bool) {
+        let name = self.links.ports.get(port).map_or("?", |p| p.name.as_str());
+        crate::log::warn(format_args!(
+            "interface {name} was deleted: its port is down until an interface of that name is back"
+        ));
+        if was_running {
+            self.running(port, false, false);
+        }
+    }
+
+    /// A port's interface created again: the port rebuilt on it, then up if it runs. Returns
+    /// why the router must stop if it cannot be rebuilt.
+    fn recreated(&self, port: usize, old: u32, ifindex: u32, e: &LinkEvent) -> Option<String> {
+        let p = self.links.ports.get(port)?;
+        let fail = |why: String| {
+            Some(format!(
+                "interface {} was created again (ifindex {old} -> {ifindex}) and its port cannot be rebuilt in place: {why}; stopping so that the service manager restarts linerate on it",
+                p.name
+            ))
+        };
+        let Some(rebuild) = &self.rebuild else { return fail("rebuilding is off".into()) };
+        crate::log::notice(format_args!(
+            "interface {} created again (ifindex {old} -> {ifindex}): rebuilding its port",
+            p.name
+        ));
+        match rebuild.rebuild(port, old, ifindex) {
+            Ok(line) => crate::log::notice(format_args!("{line}")),
+            Err(e) => return fail(format!("{e:#}")),
+        }
+        p.rebuilds.fetch_add(1, Ordering::Relaxed);
+        // Its routes were withdrawn when the old interface went (or, if that event was
+        // missed, they are still in: putting them back changes nothing).
+        if e.running() && !p.running.swap(true, Ordering::Relaxed) {
+            p.changes.fetch_add(1, Ordering::Relaxed);
+            self.running(port, true, e.up);
+        }
+        None
     }
 }
 
@@ -235,15 +309,27 @@ fn run(sock: &LinkSocket, follow: &Follow, stop: &AtomicBool, failure: &Mutex<Op
             match follow.links.apply(&e) {
                 None => {}
                 Some(Change::Running(port, running)) => follow.running(port, running, e.up),
+                Some(Change::Gone { port, was_running }) => follow.gone(port, was_running),
+                Some(Change::Recreated { port, old, ifindex, .. }) => {
+                    if let Some(why) = follow.recreated(port, old, ifindex, &e) {
+                        stop_for(&why, stop, failure);
+                        return;
+                    }
+                }
                 Some(Change::Stop(why)) => {
-                    crate::log::error(format_args!("{why}"));
-                    *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                    stop.store(true, Ordering::Relaxed);
+                    stop_for(&why, stop, failure);
                     return;
                 }
             }
         }
     }
+}
+
+/// Stops the router for `why`, which `run` reports as its failure.
+fn stop_for(why: &str, stop: &AtomicBool, failure: &Mutex<Option<String>>) {
+    crate::log::error(format_args!("{why}"));
+    *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.to_owned());
+    stop.store(true, Ordering::Relaxed);
 }
 
 #[cfg(test)]
@@ -255,8 +341,8 @@ mod tests {
     }
 
     #[test]
-    fn down_and_up_are_counted_deletion_and_recreation_stop() {
-        let links = Links::new(&[("lrd0".into(), 5), ("lrd1".into(), 6)]);
+    fn down_and_up_are_counted_deletion_and_recreation_stop_without_rebuilding() {
+        let links = Links::new(&[("lrd0".into(), 5), ("lrd1".into(), 6)], false);
         let down = links.apply(&event("lrd1", 6, false, true, false));
         assert_eq!(down, Some(Change::Running(1, false)));
         assert_eq!(
@@ -276,5 +362,33 @@ mod tests {
             panic!("a port created again stops the router")
         };
         assert!(again.contains("created again (ifindex 5 -> 11)"), "{again}");
+    }
+
+    #[test]
+    fn a_deleted_port_is_down_until_created_again_then_rebuilt() {
+        let links = Links::new(&[("lrd0".into(), 5)], true);
+        assert_eq!(
+            links.apply(&event("lrd0", 5, true, false, false)),
+            Some(Change::Gone { port: 0, was_running: true })
+        );
+        let p = links.of("lrd0").unwrap();
+        assert!(!p.running.load(Ordering::Relaxed));
+        assert_eq!(
+            links.apply(&event("lrd0", 11, false, false, false)),
+            Some(Change::Recreated { port: 0, old: 5, ifindex: 11, running: false })
+        );
+        assert_eq!(p.ifindex.load(Ordering::Relaxed), 11);
+        // The old interface's late deletion is not the new one's.
+        assert_eq!(links.apply(&event("lrd0", 5, true, false, false)), None);
+        // Set up afterwards: running again.
+        assert_eq!(
+            links.apply(&event("lrd0", 11, false, true, true)),
+            Some(Change::Running(0, true))
+        );
+        // Created again without its deletion heard (events lost): rebuilt all the same.
+        assert_eq!(
+            links.apply(&event("lrd0", 12, false, true, true)),
+            Some(Change::Recreated { port: 0, old: 11, ifindex: 12, running: true })
+        );
     }
 }

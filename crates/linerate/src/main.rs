@@ -23,6 +23,7 @@ mod output;
 mod owner;
 mod peers;
 mod privilege;
+mod rebuild;
 mod receive;
 mod reload;
 mod route_sync;

@@ -331,10 +331,11 @@ fn interfaces(w: &mut Writer, stats: &Value) {
         w.metric(name, Kind::Counter, help, &samples);
     }
     // The link events thread's view (`link_up` is null where it has none).
-    let (mut up, mut changes) = (Vec::new(), Vec::new());
+    let (mut up, mut changes, mut rebuilds) = (Vec::new(), Vec::new(), Vec::new());
     for (i, (n, _)) in ifaces.iter().zip(&names).filter(|(i, _)| i["link_up"].is_boolean()) {
         up.push((vec![("interface", n.as_str())], if i["link_up"] == true { 1.0 } else { 0.0 }));
         changes.push((vec![("interface", n.as_str())], num(&i["link_changes"])));
+        rebuilds.push((vec![("interface", n.as_str())], num(&i["rebuilds"])));
     }
     if !up.is_empty() {
         w.metric(
@@ -348,6 +349,12 @@ fn interfaces(w: &mut Writer, stats: &Value) {
             Kind::Counter,
             "Times the link went down or up since start.",
             &changes,
+        );
+        w.metric(
+            "linerate_interface_rebuilds",
+            Kind::Counter,
+            "Times the port was rebuilt on its interface deleted and created again.",
+            &rebuilds,
         );
     }
     // The kernel fast path's share (`router.fast_path`), on the interfaces that run it.

@@ -19,7 +19,10 @@
 //! While forwarding, the effective set is empty: every socket, program and TAP is an open
 //! file. Only what the exit's clean-up needs stays in the permitted set, raised again after
 //! the workers have stopped: CAP_SYS_NICE and CAP_DAC_OVERRIDE to put the NAPI threads and
-//! sysfs settings back, CAP_NET_ADMIN where an nftables table has to be removed.
+//! sysfs settings back, CAP_NET_ADMIN where an nftables table has to be removed. With
+//! `router.rebuild_ports` (the default) so do CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF (and
+//! CAP_IPC_LOCK), raised by a worker's thread alone while it opens a port again whose
+//! interface was deleted and created anew (`crate::rebuild`).
 
 use anyhow::{Context, Result, bail};
 use config::Config;
@@ -133,7 +136,8 @@ pub fn check(cfg: &Config, path: &str) -> Result<Plan> {
     Ok(Plan { user, control_gid, admin_uid, socket_owner, ambient })
 }
 
-/// What the exit's clean-up needs (see the module documentation).
+/// What the exit's clean-up needs, and rebuilding a port (`router.rebuild_ports`): see the
+/// module documentation.
 pub fn exit_needs(cfg: &Config, nft_table: bool) -> CapSet {
     let mut keep = Vec::new();
     if cfg.router.napi_threads {
@@ -142,7 +146,27 @@ pub fn exit_needs(cfg: &Config, nft_table: bool) -> CapSet {
     if nft_table {
         keep.push(cap::NET_ADMIN);
     }
+    if cfg.router.rebuild_ports {
+        keep.extend([cap::NET_ADMIN, cap::NET_RAW, cap::BPF]);
+        if !memlock_unlimited() {
+            keep.push(cap::IPC_LOCK);
+        }
+    }
     CapSet::of(&keep)
+}
+
+/// Runs `f` with the kept capabilities effective on the calling thread only (capabilities
+/// are per thread), then lowers them again: a worker rebuilding its side of a port.
+pub fn raised<T>(f: impl FnOnce() -> T) -> T {
+    let before = sys::get().ok();
+    if let Some(c) = &before {
+        let _ = sys::set(&Caps { effective: c.permitted, ..*c });
+    }
+    let out = f();
+    if let Some(c) = &before {
+        let _ = sys::set(c);
+    }
+    out
 }
 
 impl Plan {
@@ -181,7 +205,7 @@ impl Plan {
         let (uid, gid, _) = sys::ids();
         let names: Vec<&str> = (0..64).filter(|&c| kept.has(c)).map(cap::name).collect();
         Ok(format!(
-            "running as uid {uid} gid {gid}, no effective capabilities; kept for the clean-up at exit: {}",
+            "running as uid {uid} gid {gid}, no effective capabilities; kept in the permitted set (for rebuilding a port, the clean-up at exit): {}",
             if names.is_empty() { "none".to_owned() } else { names.join(", ") }
         ))
     }

@@ -46,6 +46,18 @@ pub fn place(
     p
 }
 
+/// Places the receive work of an AF_XDP interface created again while running (see
+/// [`crate::rebuild`]), as [`place`] did at start.
+pub fn place_again(ifname: &str, cpus: &[usize]) -> Result<NapiThreads, String> {
+    let mut p = ReceivePlacement {
+        _threads: Vec::new(),
+        _pass_links: Vec::new(),
+        _gro: Vec::new(),
+        on_worker: vec![false; cpus.len()],
+    };
+    place_one(ifname, Backend::AfXdp, cpus, &mut p)
+}
+
 fn place_one(
     ifname: &str,
     backend: Backend,

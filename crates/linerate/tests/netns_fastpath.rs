@@ -114,6 +114,45 @@ fn decided_flows_are_forwarded_in_the_kernel() {
     assert!(fast >= 3000, "the fast path took {fast} of 4000 datagrams:\n{report}");
 }
 
+/// An output deleted and created again (a recreated veth): the router rebuilds its port in
+/// place and the flows offloaded through the old interface are offloaded again through the
+/// new one (their entries named the old ifindex).
+#[test]
+fn flows_are_offloaded_again_through_a_rebuilt_port() {
+    assert!(is_root(), "needs root (namespaces, XDP): run the suite as root");
+    let _turn = turn();
+    let lab = build("fb");
+    let (cfg, dut) = start(&lab, "");
+    assert_eq!(udp_through(&lab, 4000), 4000, "every datagram arrives");
+    lab.d.ip(&["link", "del", "lrd1"]).unwrap();
+    common::b_side(&lab.d, &lab.b, common::D1_MAC, 1);
+    assert!(lab.b.exec("ethtool", &["-K", "lrb0", "gro", "on", "tx", "off"]).is_ok());
+    let rebuilt = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["show", "interfaces", "--json", "-c"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["name"] == "lrd1" && i["rebuilds"] == 1 && i["link"] == "up")
+    };
+    let start = std::time::Instant::now();
+    while !rebuilt() {
+        assert!(start.elapsed() < Duration::from_secs(5), "lrd1 not rebuilt within 5 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A second after the rebuild the offload thread has read the new output's features.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(udp_through(&lab, 4000), 4000, "every datagram arrives through the rebuilt port");
+    std::thread::sleep(Duration::from_millis(200));
+    let report = report(dut);
+    let fast = fast_packets_in(&report);
+    assert!(fast >= 6000, "the fast path took {fast} of 8000 datagrams:\n{report}");
+}
+
 /// Checksums left partial by A's sockets ("to the NIC"): the first datagrams of each flow
 /// go through the pipeline, which finishes them (B drops a bad one); once decided, XDP
 /// passes the flow's frames to the kernel, whose tc program forwards the skbs as they are.

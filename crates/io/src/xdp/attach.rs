@@ -28,7 +28,7 @@ pub struct Attachment {
 impl Drop for Attachment {
     fn drop(&mut self) {
         if self.tc_link.take().is_some() {
-            self.fast.clear_tc(self.slot);
+            self.fast.clear_tc(self.slot, self.ifindex);
         }
     }
 }

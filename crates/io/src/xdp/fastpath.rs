@@ -329,6 +329,33 @@ impl FastPath {
         Ok(s as u32)
     }
 
+    /// Gives `new_ifindex` the slot of `old_ifindex` (an interface deleted and created again
+    /// under the same name), so that its port keeps its counters and its range of the XSKMAP.
+    /// Returns the slot; `None` if `old_ifindex` had none.
+    pub fn move_slot(&self, old_ifindex: u32, new_ifindex: u32) -> io::Result<Option<u32>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = slots.iter().position(|&i| i == old_ifindex && i != 0) else {
+            return Ok(None);
+        };
+        let old = if old_ifindex < SMALL_IFINDEX {
+            update(&self.if_slots_small, &old_ifindex, &0u32)
+        } else {
+            delete(&self.if_slots, &old_ifindex)
+        };
+        if let Err(e) = old
+            && e.raw_os_error() != Some(libc::ENOENT)
+        {
+            return Err(e);
+        }
+        if new_ifindex < SMALL_IFINDEX {
+            update(&self.if_slots_small, &new_ifindex, &(s as u32 + 1))?;
+        } else {
+            update(&self.if_slots, &new_ifindex, &(s as u32))?;
+        }
+        slots[s] = new_ifindex;
+        Ok(Some(s as u32))
+    }
+
     /// The slot of a registered interface.
     pub fn slot_of(&self, ifindex: u32) -> Option<u16> {
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
@@ -350,9 +377,14 @@ impl FastPath {
         self.socket_prog.as_raw_fd()
     }
 
-    /// Stops XDP passing frames of the interface in `slot` to the tc program (its link is gone).
-    pub fn clear_tc(&self, slot: u32) {
-        let _ = update(&self.tc_slots, &slot, &0u32);
+    /// Stops XDP passing frames of the interface `ifindex` in `slot` to the tc program (its
+    /// link is gone); nothing if the slot went to another interface meanwhile
+    /// ([`move_slot`](Self::move_slot)).
+    pub fn clear_tc(&self, slot: u32, ifindex: u32) {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if slots.get(slot as usize) == Some(&ifindex) {
+            let _ = update(&self.tc_slots, &slot, &0u32);
+        }
     }
 
     /// Points queue `queue` of the interface in `slot` at socket `sock`.

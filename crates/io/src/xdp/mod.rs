@@ -229,6 +229,7 @@ pub fn open(
         rx: parts.rx,
         port,
         stats: PortStats::default(),
+        filled: 0,
     };
     rx.top_up(pool);
     let tx =
@@ -363,6 +364,8 @@ pub struct XdpRx {
     rx: ring::Ring<XdpDesc>,
     port: u16,
     stats: PortStats,
+    /// Frames ever put on the fill ring, to account for them when the socket is retired.
+    filled: u64,
 }
 
 impl XdpRx {
@@ -401,8 +404,50 @@ impl XdpRx {
         }
         if n > 0 {
             self.fill.publish();
+            self.filled += u64::from(n);
         }
     }
+
+    /// Goes on from the counters of the socket this one replaces (its interface created
+    /// again), so that the port's counters never go back.
+    pub fn inherit(&mut self, old: PortStats) {
+        self.stats.rx_packets += old.rx_packets;
+        self.stats.rx_bytes += old.rx_bytes;
+        self.stats.rx_dropped += old.rx_dropped;
+        // What was received before counts as filled before, for `retire`'s balance.
+        self.filled += old.rx_packets;
+    }
+
+    /// Takes back into `pool` the frames the kernel still held for this socket (on the fill
+    /// ring, or received and not read) once its interface is gone: the kernel unbound it and
+    /// uses neither ring again. Frames a driver took for zero-copy receive and never gave back
+    /// are lost with the socket.
+    pub fn retire(mut self, pool: &mut FramePool) -> Retired {
+        let on_fill = self.fill.unconsumed();
+        for &addr in &on_fill {
+            pool.free(FrameDesc { addr: addr as u32, len: 0, port: 0 });
+        }
+        let unread = self.rx.available(self.rx.idx.size());
+        let start = self.rx.idx.consume(unread);
+        for i in 0..unread {
+            let d = self.rx.read(start.wrapping_add(i));
+            pool.free(FrameDesc { addr: d.addr as u32, len: 0, port: 0 });
+        }
+        self.rx.publish();
+        let returned = on_fill.len() as u64 + u64::from(unread);
+        // Every frame put on the fill ring was read, is returned now, or stayed in the kernel.
+        let lost = self.filled.saturating_sub(self.stats.rx_packets + returned);
+        Retired { returned, lost }
+    }
+}
+
+/// What retiring one half of a socket gave back to the pool.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Retired {
+    /// Frames back in the pool.
+    pub returned: u64,
+    /// Frames the kernel kept (in flight when the interface went, or held by its driver).
+    pub lost: u64,
 }
 
 impl RxPort for XdpRx {
@@ -471,6 +516,36 @@ impl XdpTx {
     /// Frames handed to the kernel and not yet completed (returned to the pool).
     pub fn in_flight(&self) -> u32 {
         self.in_flight
+    }
+
+    /// Goes on from the counters of the socket this one replaces.
+    pub fn inherit(&mut self, old: PortStats) {
+        self.stats.tx_packets += old.tx_packets;
+        self.stats.tx_bytes += old.tx_bytes;
+        self.stats.tx_dropped += old.tx_dropped;
+    }
+
+    /// Takes back into `pool` what the kernel never sent (on the tx ring) and what it has
+    /// completed, once the socket's interface is gone; waits up to `wait` for frames in
+    /// flight (an skb being freed) to complete.
+    pub fn retire(mut self, pool: &mut FramePool, wait: std::time::Duration) -> Retired {
+        let mut returned = 0u64;
+        for d in self.tx.unconsumed() {
+            pool.free(FrameDesc { addr: d.addr as u32, len: 0, port: 0 });
+            returned += 1;
+            self.in_flight -= 1;
+        }
+        let until = std::time::Instant::now() + wait;
+        loop {
+            let before = self.in_flight;
+            self.reap(pool);
+            returned += u64::from(before - self.in_flight);
+            if self.in_flight == 0 || std::time::Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        Retired { returned, lost: u64::from(self.in_flight) }
     }
 
     /// Returns completed frames to the pool.

@@ -229,6 +229,23 @@ impl<T: Copy> Ring<T> {
         unsafe { word.as_ref() }.store(value, Ordering::Release);
     }
 
+    /// Producer side, once the kernel has stopped using the ring (its socket unbound: the
+    /// interface is gone): the entries it never consumed, ours again.
+    pub fn unconsumed(&mut self) -> Vec<T> {
+        debug_assert!(self.side == Side::Producer);
+        let size = self.idx.size();
+        let left = size - self.free(size);
+        let first = self.idx.prod().wrapping_sub(left);
+        (0..left)
+            .map(|i| {
+                let slot = self.idx.slot(first.wrapping_add(i));
+                // SAFETY: `slot < size`, so the entry lies in the mapping; we wrote it and the
+                // kernel, having stopped, neither reads nor rewrites it.
+                unsafe { self.descs.as_ptr().add(slot).read_volatile() }
+            })
+            .collect()
+    }
+
     /// True if the kernel asked to be woken up (syscall) to process this ring.
     #[inline]
     pub fn needs_wakeup(&self) -> bool {

@@ -8,8 +8,8 @@
 //! program could send them as skbs, but to a veth without NAPI those pile into a backlog that
 //! starves under overload: docs/performance.md).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -63,10 +63,13 @@ pub struct Offload {
     pub fast: Arc<FastPath>,
     /// The data plane's generation of decisions, which entries are installed under.
     decisions: Arc<dataplane::offload::Decisions>,
-    pub ports: Vec<PortTarget>,
+    /// Each physical port; an entry changes when its interface is created again.
+    ports: Mutex<Vec<PortTarget>>,
     pub stats: Arc<OffloadStats>,
     /// A query of the outputs' features failed (warned once).
     query_failed: AtomicBool,
+    /// A port was rebuilt: the thread reads every output again ([`Offload::port_rebuilt`]).
+    rebuilt: AtomicBool,
 }
 
 impl Offload {
@@ -87,23 +90,45 @@ impl Offload {
         let offload = Offload {
             fast,
             decisions: Arc::clone(decisions),
-            ports,
+            ports: Mutex::new(ports),
             stats,
             query_failed: AtomicBool::new(false),
+            rebuilt: AtomicBool::new(false),
         };
         offload.recheck_outputs(None);
         Some(offload)
     }
 
+    fn ports(&self) -> MutexGuard<'_, Vec<PortTarget>> {
+        self.ports.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether frames may come in through physical port `phys` onto the fast path.
     pub fn takes_input(&self, phys: usize) -> bool {
-        self.ports.get(phys).is_some_and(|p| p.slot.is_some())
+        self.ports().get(phys).is_some_and(|p| p.slot.is_some())
+    }
+
+    /// Physical port `phys`'s interface was created again as `ifindex` (its slot moved with
+    /// it, `FastPath::move_slot`): every offloaded flow goes back to the pipeline, which
+    /// offloads them again through the new interface.
+    pub fn port_rebuilt(&self, phys: usize, ifindex: u32) {
+        let old = {
+            let mut ports = self.ports();
+            let Some(p) = ports.get_mut(phys) else { return };
+            std::mem::replace(&mut p.ifindex, ifindex)
+        };
+        if let Err(e) = self.fast.set_output(old, false) {
+            crate::log::warn(format_args!("fast path: output {old}: {e}"));
+        }
+        self.decisions.changed();
+        self.rebuilt.store(true, Ordering::Release);
     }
 
     /// Reads again which outputs take redirected frames, and tells the program.
     fn recheck_outputs(&self, previous: Option<u64>) -> u64 {
         let mut now = 0u64;
-        for (i, p) in self.ports.iter().enumerate() {
+        let ports = self.ports().clone();
+        for (i, p) in ports.iter().enumerate() {
             let was = previous.is_some_and(|prev| (prev >> i) & 1 == 1);
             // Unknown (the query failed): as it was, said once.
             let takes = io::xdp::features::takes_redirects(p.ifindex).unwrap_or_else(|e| {
@@ -133,8 +158,9 @@ impl Offload {
 
     /// The program's entry for `offer`, if its ports can carry it.
     fn entry(&self, offer: &Offer, outputs: u64) -> Option<(FlowKey, FlowEntry)> {
-        let input = self.ports.get(usize::from(offer.in_port))?;
-        let output = self.ports.get(usize::from(offer.out_port))?;
+        let ports = self.ports();
+        let input = ports.get(usize::from(offer.in_port))?;
+        let output = ports.get(usize::from(offer.out_port))?;
         let (in_slot, out_slot) = (input.slot?, output.slot.unwrap_or(u16::MAX));
         if (outputs >> offer.out_port) & 1 == 0 {
             self.stats.no_redirect.fetch_add(1, Ordering::Relaxed);
@@ -202,6 +228,9 @@ impl Offload {
                     got += 1;
                 }
             }
+            if self.rebuilt.swap(false, Ordering::Acquire) {
+                outputs = self.recheck_outputs(None);
+            }
             if checked.elapsed() >= RECHECK {
                 outputs = self.recheck_outputs(Some(outputs));
                 let now = io::clock::monotonic_ns();
@@ -233,7 +262,7 @@ impl Offload {
 
     /// Everything the program counted on physical port `phys` (none if it has no slot).
     pub fn port_counts(&self, phys: usize) -> Option<io::xdp::fastpath::PortCounts> {
-        let slot = self.ports.get(phys)?.slot?;
+        let slot = self.ports().get(phys)?.slot?;
         self.fast.port_counts(slot).ok()
     }
 }

@@ -110,7 +110,13 @@ pub fn main(args: RunArgs) -> Result<()> {
             }
             None => None,
         };
-    let links = Arc::new(crate::links::Links::new(&port_indexes(&physical)));
+    let rebuild = rebuilder(&cfg, &physical, &claimed.backends, &firewall, &mut built, &offload)
+        .map(|mut r| {
+            r.napi_cpus = receive.as_ref().map(|_| cpus.clone());
+            r.senders = slow.threads.host_io.sender_swaps();
+            Arc::new(r)
+        });
+    let links = Arc::new(crate::links::Links::new(&port_indexes(&physical), rebuild.is_some()));
     let views = Views {
         reload_refusal,
         ha: ha.as_ref().map(|h| Arc::clone(&h.view)),
@@ -142,6 +148,7 @@ pub fn main(args: RunArgs) -> Result<()> {
     };
     let link_failure = Arc::new(Mutex::new(None));
     let follow = crate::links::Follow {
+        rebuild: rebuild.clone(),
         taps: tap_handles,
         links,
         slow: Arc::clone(&state.slow),
@@ -189,6 +196,8 @@ pub fn main(args: RunArgs) -> Result<()> {
     let _ = links_thread.join();
     // The workers are stopped: raise what the clean-up needs (NAPI threads, sysfs, nftables).
     crate::privilege::for_clean_up();
+    // The NAPI threads of rebuilt interfaces are put back with the capabilities raised.
+    drop(rebuild);
     let run = report::Run {
         physical: &physical,
         kinds: &opened.kinds,
@@ -402,6 +411,29 @@ fn worker_cpus(first: Option<usize>, workers: usize) -> Vec<usize> {
 }
 
 /// Each physical port's name and kernel ifindex (0 if it has none now).
+/// What rebuilds a port on its interface created again (`router.rebuild_ports`), taking the
+/// workers' job queues.
+fn rebuilder(
+    cfg: &Config,
+    physical: &[config::Interface],
+    backends: &[Backend],
+    firewall: &FirewallSetup,
+    built: &mut workers::Workers,
+    offload: &Option<(Arc<crate::offload::Offload>, Vec<dataplane::offload::ControlQueues>)>,
+) -> Option<crate::rebuild::Rebuilder> {
+    cfg.router.rebuild_ports.then(|| crate::rebuild::Rebuilder {
+        jobs: std::mem::take(&mut built.port_jobs),
+        physical: physical.to_vec(),
+        backends: backends.to_vec(),
+        fail_closed: firewall.slot.is_some(),
+        fast_path: cfg.router.fast_path.then_some(cfg.router.fast_path_flows),
+        napi_cpus: None,
+        offload: offload.as_ref().map(|(o, _)| Arc::clone(o)),
+        placed: Mutex::new(Vec::new()),
+        senders: Arc::default(),
+    })
+}
+
 fn port_indexes(physical: &[config::Interface]) -> Vec<(String, u32)> {
     physical.iter().map(|p| (p.name.clone(), io::netdev::ifindex(&p.name).unwrap_or(0))).collect()
 }

@@ -116,6 +116,8 @@ pub(super) struct Workers {
     /// With a firewall: where the slow path sends the host stack's IP packets, to be
     /// filtered by the worker of their flow.
     pub host_out: Option<dataplane::host_out::HostOutSender>,
+    /// Each worker's queue of jobs on its ports (`router.rebuild_ports`).
+    pub port_jobs: Vec<Sender<dataplane::worker::PortJob<AnyRx, AnyTx>>>,
 }
 
 /// Builds a worker on each worker's ports, with its firewall (if any).
@@ -138,6 +140,7 @@ pub(super) fn build(
         state_requests: Vec::new(),
         log_rings: Vec::new(),
         host_out: None,
+        port_jobs: Vec::new(),
     };
     let mut host_out = Vec::new();
     if firewalls.iter().any(Option::is_some) {
@@ -183,6 +186,11 @@ pub(super) fn build(
         }
         if let Some(queue) = host_out.next() {
             worker.set_host_out(queue);
+        }
+        if cfg.router.rebuild_ports {
+            let (jobs, queue) = std::sync::mpsc::channel();
+            worker.set_port_jobs(queue);
+            built.port_jobs.push(jobs);
         }
         built.fw_stats.extend(worker.firewall_stats());
         built.counters.push(worker.counters());

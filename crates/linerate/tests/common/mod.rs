@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use lab::topology::{End, Namespace, veth};
+use lab::topology::{End, Namespace, veth_queues};
 
 pub mod bgp;
 pub mod tcp;
@@ -34,28 +34,53 @@ impl Drop for Lab {
 }
 
 pub fn build(tag: &str) -> Lab {
+    build_queues(tag, 1)
+}
+
+/// [`build`] with veths of `queues` queues (one per worker).
+pub fn build_queues(tag: &str, queues: usize) -> Lab {
     let pid = std::process::id();
     let ns = |host: &str| Namespace::create(&format!("lr{pid}{tag}{host}")).unwrap();
     let (a, d, b) = (ns("a"), ns("d"), ns("b"));
-    veth(End { ns: &a, name: "lra0", mac: A_MAC }, End { ns: &d, name: "lrd0", mac: D0_MAC })
-        .unwrap();
-    veth(End { ns: &d, name: "lrd1", mac: D1_MAC }, End { ns: &b, name: "lrb0", mac: B_MAC })
-        .unwrap();
-    a.addr("lra0", "198.18.0.2/24").unwrap();
-    a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
-    b.addr("lrb0", "198.19.0.2/24").unwrap();
-    b.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
-    // IPv6 without duplicate address detection, so the addresses work at once.
-    a.ip(&["addr", "add", "2001:db8:a::2/64", "dev", "lra0", "nodad"]).unwrap();
-    a.ip(&["-6", "route", "add", "default", "via", "2001:db8:a::1"]).unwrap();
-    b.ip(&["addr", "add", "2001:db8:b::2/64", "dev", "lrb0", "nodad"]).unwrap();
-    b.ip(&["-6", "route", "add", "default", "via", "2001:db8:b::1"]).unwrap();
+    a_side(&a, &d, D0_MAC, queues);
+    b_side(&d, &b, D1_MAC, queues);
     // The router's addresses are linerate's (on its host-stack TAPs); D's kernel has none on
     // the veths and does not forward.
     d.sysctl("net.ipv4.ip_forward=0").unwrap();
     let dir = std::env::temp_dir().join(format!("lr-netns-{pid}-{tag}"));
     std::fs::create_dir_all(&dir).unwrap();
     Lab { a, d, b, dir }
+}
+
+/// The veth pair between A (`lra0`) and D (`lrd0`, with MAC `d_mac`), A's addresses and
+/// routes: at build, and again when a test deletes and re-creates it.
+pub fn a_side(a: &Namespace, d: &Namespace, d_mac: &str, queues: usize) {
+    veth_queues(
+        End { ns: a, name: "lra0", mac: A_MAC },
+        End { ns: d, name: "lrd0", mac: d_mac },
+        queues,
+    )
+    .unwrap();
+    a.addr("lra0", "198.18.0.2/24").unwrap();
+    a.ip(&["route", "add", "default", "via", "198.18.0.1"]).unwrap();
+    // IPv6 without duplicate address detection, so the addresses work at once.
+    a.ip(&["addr", "add", "2001:db8:a::2/64", "dev", "lra0", "nodad"]).unwrap();
+    a.ip(&["-6", "route", "add", "default", "via", "2001:db8:a::1"]).unwrap();
+}
+
+/// The veth pair between D (`lrd1`, with MAC `d_mac`) and B (`lrb0`), B's addresses and
+/// routes: at build, and again when a test deletes and re-creates it.
+pub fn b_side(d: &Namespace, b: &Namespace, d_mac: &str, queues: usize) {
+    veth_queues(
+        End { ns: d, name: "lrd1", mac: d_mac },
+        End { ns: b, name: "lrb0", mac: B_MAC },
+        queues,
+    )
+    .unwrap();
+    b.addr("lrb0", "198.19.0.2/24").unwrap();
+    b.ip(&["route", "add", "default", "via", "198.19.0.1"]).unwrap();
+    b.ip(&["addr", "add", "2001:db8:b::2/64", "dev", "lrb0", "nodad"]).unwrap();
+    b.ip(&["-6", "route", "add", "default", "via", "2001:db8:b::1"]).unwrap();
 }
 
 /// linerate's config for the DUT namespace: both interfaces on `backend`, IPv4 and IPv6,
