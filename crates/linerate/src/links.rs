@@ -96,7 +96,7 @@ impl Links {
             }
             if !self.rebuild {
                 return Some(Change::Stop(format!(
-                    "interface {} was created again (ifindex {ifindex} -> {}): linerate's sockets and programs are bound to the old one and router.rebuild_ports is off; stopping so that the service manager restarts it on the new one",
+                    "interface {} was created again (ifindex {ifindex} -> {}): linerate's sockets and programs are bound to the old one, and it rebuilds no port in place (router.rebuild_ports off, or no AF_XDP port); stopping so that the service manager restarts it on the new one",
                     e.name, e.ifindex
                 )));
             }
@@ -114,7 +114,7 @@ impl Links {
         if e.deleted {
             if !self.rebuild {
                 return Some(Change::Stop(format!(
-                    "interface {} (ifindex {}) was deleted: linerate cannot forward on it and router.rebuild_ports is off; stopping so that the service manager restarts it when the interface is back",
+                    "interface {} (ifindex {}) was deleted: linerate cannot forward on it, and it rebuilds no port in place (router.rebuild_ports off, or no AF_XDP port); stopping so that the service manager restarts it when the interface is back",
                     e.name, e.ifindex
                 )));
             }

@@ -136,9 +136,9 @@ pub fn check(cfg: &Config, path: &str) -> Result<Plan> {
     Ok(Plan { user, control_gid, admin_uid, socket_owner, ambient })
 }
 
-/// What the exit's clean-up needs, and rebuilding a port (`router.rebuild_ports`): see the
-/// module documentation.
-pub fn exit_needs(cfg: &Config, nft_table: bool) -> CapSet {
+/// What the exit's clean-up needs, and rebuilding a port (`rebuild`: `router.rebuild_ports`
+/// with an AF_XDP port): see the module documentation.
+pub fn exit_needs(cfg: &Config, nft_table: bool, rebuild: bool) -> CapSet {
     let mut keep = Vec::new();
     if cfg.router.napi_threads {
         keep.extend([cap::SYS_NICE, cap::DAC_OVERRIDE]);
@@ -146,7 +146,7 @@ pub fn exit_needs(cfg: &Config, nft_table: bool) -> CapSet {
     if nft_table {
         keep.push(cap::NET_ADMIN);
     }
-    if cfg.router.rebuild_ports {
+    if rebuild {
         keep.extend([cap::NET_ADMIN, cap::NET_RAW, cap::BPF]);
         if !memlock_unlimited() {
             keep.push(cap::IPC_LOCK);

@@ -117,7 +117,7 @@ fn a_port_set_down_and_up_is_followed_and_a_recreated_af_packet_port_stops_the_r
     let err = std::fs::read_to_string(&log).unwrap();
     assert!(!status.success(), "{status:?}");
     assert!(err.contains("interface lrd1") && err.contains("deleted"), "{err}");
-    assert!(err.contains("AF_PACKET ports are not rebuilt in place"), "{err}");
+    assert!(err.contains("rebuilds no port in place"), "{err}");
 }
 
 /// `show interfaces --json` of `cfg`'s router: port `name`'s entry.

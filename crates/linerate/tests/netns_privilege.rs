@@ -87,8 +87,12 @@ fn unprivileged_run(backend: &str) {
         &format!("fail_closed = true\ncontrol_group = \"nogroup\"\nworkers = {workers}\n"),
     );
     lab.d.sysctl("net.ipv4.ip_forward=1").unwrap();
-    let mut cmd = lab.d.command("setpriv");
-    cmd.args(setpriv(65534, 65534, None, CAPS))
+    // Its stderr also into a file, for the messages after it is ready (same pid: exec).
+    let log = lab.dir.join("run.err");
+    let mut cmd = lab.d.command("bash");
+    cmd.args(["-c", "exec \"$@\" 2> >(tee \"$LR_LOG\" >&2)", "bash", "setpriv"])
+        .env("LR_LOG", &log)
+        .args(setpriv(65534, 65534, None, CAPS))
         .arg(env!("CARGO_BIN_EXE_linerate"))
         .args(["run", "-c"])
         .arg(&cfg)
@@ -109,7 +113,11 @@ fn unprivileged_run(backend: &str) {
     );
 
     // Every thread: no effective, inheritable or ambient capability; the permitted set only
-    // holds what the clean-up at exit needs (CAP_DAC_OVERRIDE 1, CAP_SYS_NICE 23).
+    // holds what the clean-up at exit needs (CAP_DAC_OVERRIDE 1, CAP_SYS_NICE 23), and with
+    // an AF_XDP port what rebuilding it needs (`router.rebuild_ports`: CAP_NET_ADMIN 12,
+    // CAP_NET_RAW 13, CAP_IPC_LOCK 14, CAP_BPF 39).
+    let rebuild =
+        if backend == "af_xdp" { (1 << 12) | (1 << 13) | (1 << 14) | (1 << 39) } else { 0 };
     let tasks: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -119,7 +127,8 @@ fn unprivileged_run(backend: &str) {
         assert_eq!(status_field(pid, t, "CapEff:"), 0, "thread {t}: effective");
         assert_eq!(status_field(pid, t, "CapInh:"), 0, "thread {t}: inheritable");
         assert_eq!(status_field(pid, t, "CapAmb:"), 0, "thread {t}: ambient");
-        assert_eq!(status_field(pid, t, "CapPrm:"), (1 << 1) | (1 << 23), "thread {t}: permitted");
+        let permitted = (1 << 1) | (1 << 23) | rebuild;
+        assert_eq!(status_field(pid, t, "CapPrm:"), permitted, "thread {t}: permitted");
         assert_eq!(status_field(pid, t, "NoNewPrivs:"), 1, "thread {t}");
     }
 
@@ -160,6 +169,21 @@ fn unprivileged_run(backend: &str) {
             && err.contains("permission denied: uid 65533 may not use this socket"),
         "{err}"
     );
+
+    if backend == "af_xdp" {
+        // Its port rebuilt on an interface created again, with only the kept capabilities
+        // (raised by the workers' threads) and another MAC on the new interface.
+        lab.d.ip(&["link", "del", "lrd1"]).unwrap();
+        common::b_side(&lab.d, &lab.b, "02:00:00:00:0d:99", 1);
+        let start = std::time::Instant::now();
+        while lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]).is_err() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "no ping across the port rebuilt as nobody: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+    }
 
     let mut linerate = dut.terminate().unwrap();
     let mut stdout = String::new();

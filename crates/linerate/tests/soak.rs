@@ -9,16 +9,20 @@
 //!   (`[router.kernel_routes]`, the churn a routing daemon makes); every 5 s a table entry
 //!   added or deleted; every 20 s `kill states` of the UDP flows; every 15 s a capture of
 //!   100 frames; every second a metrics scrape;
-//! - every 60 s B's link down for a second (D's `lrd1` loses its carrier).
+//! - every 60 s B's link down for a second (D's `lrd1` loses its carrier); every 90 s
+//!   (between them) the veth pair D - B deleted and created again, as a container runtime
+//!   recreates one: linerate rebuilds its port in place (`crate::rebuild`).
 //!
+//! The ports are AF_XDP (what `auto` opens on veth), with the fast path on and GRO on A's
+//! and B's veths, so that the flows it decides are offloaded and follow the rebuilt port.
 //! At the end it prints the report: RSS, states and NAT translations at the first tenth of
 //! the run, the middle and the end; every drop reason that moved; TCP connections that
 //! failed, and how many of them outside the link flaps; restarts and panics. It fails on a
 //! panic, a restart, a failed connection outside a flap, or RSS growing by more than 2%
 //! between the first tenth and the end of a run of 10 minutes or more (5% between the middle
-//! and the end of a shorter one, whose tables still fill). Not exercised: an interface deleted and created
-//! again (linerate stops then, for its service manager to restart it: docs/router.md,
-//! "Link events"), and BIRD (the kernel routes come from `ip -batch`). Needs root.
+//! and the end of a shorter one, whose tables still fill), or forwarding not back within 1 s
+//! of a link coming up (a ping from A to B, every 50 ms). Not exercised: BIRD (the kernel
+//! routes come from `ip -batch`). Needs root.
 
 use std::io::Write;
 use std::path::Path;
@@ -117,7 +121,9 @@ fn soak() {
         "[firewall]\nrules = \"{}\"\n\n[router.kernel_routes]\ntable = \"main\"\n",
         rules.display()
     );
-    let cfg = write_config(&lab, "af_packet", &extra);
+    let cfg = write_config(&lab, "af_xdp", &extra);
+    gro_on(lab.a.name(), "lra0");
+    gro_on(lab.b.name(), "lrb0");
     let text_cfg = std::fs::read_to_string(&cfg).unwrap().replacen(
         "[router]\n",
         "[router]\nmetrics_listen = \"127.0.0.1:9420\"\n",
@@ -132,9 +138,8 @@ fn soak() {
     let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
 
     // Traffic: UDP flows, and TCP connections.
-    let mut rcv = lab.b.command(env!("CARGO_BIN_EXE_linerate"));
-    rcv.args(["rcv", "-i", "lrb0", "--json", "-t", &(secs + 2).to_string(), "--cpu", "0"]);
-    let rcv = rcv.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let rcv_pid = Arc::new(std::sync::Mutex::new(None));
+    let rcv = receiver(lab.b.name().to_owned(), started + Duration::from_secs(secs + 2), &rcv_pid);
     let mut generator = lab.a.command(env!("CARGO_BIN_EXE_linerate"));
     generator
         .args(["gen", "-i", "lra0", "-D", D0_MAC, "-R", &pps.to_string()])
@@ -202,17 +207,33 @@ fn soak() {
             .unwrap();
         assert!(out.status.success(), "capture at {:?}: {}", started.elapsed(), text(&out));
     }));
-    let flaps = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (bns, f) = (lab.b.name().to_owned(), Arc::clone(&flaps));
+    // Link flaps and re-creations take turns; each records when it began and ended, and how
+    // long after the link came up a ping went through.
+    let flaps = Arc::new(std::sync::Mutex::new(Vec::<(f64, f64, Duration)>::new()));
+    let links = Arc::new(std::sync::Mutex::new(()));
+    let names = (lab.a.name().to_owned(), lab.d.name().to_owned(), lab.b.name().to_owned());
+    let (ns, f, l) = (names.clone(), Arc::clone(&flaps), Arc::clone(&links));
     chores.push(every(&stop, Duration::from_secs(60), move |_| {
+        let _turn = l.lock().unwrap();
         let at = started.elapsed().as_secs_f64();
-        let link = |state: &str| {
-            Command::new("ip").args(["-n", &bns, "link", "set", "lrb0", state]).status().unwrap()
-        };
-        assert!(link("down").success());
+        assert!(ip(&ns.2, &["link", "set", "lrb0", "down"]));
         std::thread::sleep(Duration::from_secs(1));
-        assert!(link("up").success());
-        f.lock().unwrap().push(at);
+        assert!(ip(&ns.2, &["link", "set", "lrb0", "up"]));
+        let back = back_within(&ns.0);
+        f.lock().unwrap().push((at, started.elapsed().as_secs_f64(), back));
+    }));
+    let (ns, f, l, rp) = (names, Arc::clone(&flaps), Arc::clone(&links), Arc::clone(&rcv_pid));
+    chores.push(every(&stop, Duration::from_secs(90), move |_| {
+        let _turn = l.lock().unwrap();
+        let at = started.elapsed().as_secs_f64();
+        // The receiver on lrb0 goes with it: stopped (it prints its count), started again.
+        if let Some(p) = *rp.lock().unwrap() {
+            let _ = Command::new("kill").args(["-TERM", &p.to_string()]).status();
+        }
+        assert!(ip(&ns.1, &["link", "del", "lrd1"]));
+        recreate_b_side(&ns.1, &ns.2);
+        let back = back_within(&ns.0);
+        f.lock().unwrap().push((at, started.elapsed().as_secs_f64(), back));
     }));
 
     // Memory at the first tenth, the middle and the end; a scrape every second between.
@@ -237,6 +258,11 @@ fn soak() {
     }
     let end_stats = stats(&lab.dir.join("control.sock"));
     let drops = end_stats["drops"].clone();
+    let rebuilds = end_stats["interfaces"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["name"] == "lrd1"))
+        .and_then(|i| i["rebuilds"].as_u64())
+        .unwrap_or(0);
     let rings: Vec<String> = end_stats["interfaces"]
         .as_array()
         .map(|a| {
@@ -254,7 +280,7 @@ fn soak() {
         })
         .unwrap_or_default();
     let generator = generator.wait_with_output().unwrap();
-    let rcv = rcv.wait_with_output().unwrap();
+    let received = rcv.join().expect("the receiver's thread");
     drop(server);
     let child = dut.terminate().unwrap();
     let out = child.wait_with_output().unwrap();
@@ -270,22 +296,30 @@ fn soak() {
         .lines()
         .find_map(|l| l.strip_prefix("done ")?.parse::<u64>().ok())
         .unwrap_or(0);
-    // A connection tried from 10 s before a flap to 2 s after it may fail.
-    let in_flap = |t: f64| flaps.iter().any(|&f| t > f - 10.0 && t < f + 2.0);
+    // A connection tried from 10 s before a flap to 2 s after its end may fail.
+    let in_flap = |t: f64| flaps.iter().any(|&(from, to, _)| t > from - 10.0 && t < to + 2.0);
+    let slowest = flaps.iter().map(|f| f.2).max().unwrap_or_default();
     let unexplained: Vec<f64> = failures.iter().copied().filter(|&t| !in_flap(t)).collect();
     let last = |o: &std::process::Output, key: &str| -> u64 {
         let s = String::from_utf8_lossy(&o.stdout);
         let line = s.lines().last().unwrap_or("{}");
         serde_json::from_str::<serde_json::Value>(line).map_or(0, |v| v[key].as_u64().unwrap_or(0))
     };
-    println!("soak: {secs} s at {pps} frames/s, {scrapes} scrapes, link flaps at {flaps:?}");
+    let at: Vec<String> = flaps
+        .iter()
+        .map(|(from, to, back)| format!("{from:.0}-{to:.0} s (back in {} ms)", back.as_millis()))
+        .collect();
+    println!(
+        "soak: {secs} s at {pps} frames/s, {scrapes} scrapes, link flaps and re-creations at {}",
+        at.join(", ")
+    );
     for (when, (rss, states, nat)) in &samples {
         println!("  {when:>6}: RSS {rss} KiB, states {states}, NAT translations {nat}");
     }
     println!(
         "  UDP: sent {}, received {}; TCP: {tried} connections, {} failed ({} outside the flaps: {unexplained:?})",
         last(&generator, "sent"),
-        last(&rcv, "received"),
+        received,
         failures.len(),
         unexplained.len()
     );
@@ -305,11 +339,14 @@ fn soak() {
     for l in String::from_utf8_lossy(&client.stdout).lines().filter(|l| l.starts_with("fail ")) {
         println!("  TCP {l}");
     }
+    println!("  lrd1 rebuilt {rebuilds} times");
     println!("  exit: {}, panics: {}", out.status, stderr.matches("panicked").count());
 
     assert!(out.status.success(), "linerate's exit: {stderr}");
     assert!(!stderr.contains("panicked"), "a panic: {stderr}");
     assert!(unexplained.is_empty(), "TCP connections failed outside the flaps: {unexplained:?}");
+    assert!(rebuilds > 0 && rebuilds >= (secs - 5) / 90, "lrd1 rebuilt {rebuilds} times");
+    assert!(slowest <= Duration::from_secs(1), "forwarding back {slowest:?} after a link came up");
     let odd: Vec<_> = moved.iter().filter(|(r, _)| why(r) == "unexplained").collect();
     assert!(odd.is_empty(), "drops nothing explains: {odd:?}");
     // An hour: the target, from the first tenth (the tables warmed up) to the end. A short
@@ -335,6 +372,92 @@ fn why(reason: &str) -> &'static str {
         "no_neighbour" => "B unresolved just after its link came back",
         _ => "unexplained",
     }
+}
+
+fn ip(ns: &str, args: &[&str]) -> bool {
+    Command::new("ip").arg("-n").arg(ns).args(args).output().is_ok_and(|o| o.status.success())
+}
+
+fn gro_on(ns: &str, dev: &str) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ethtool -K {dev} gro on: {}", text(&out));
+}
+
+/// The veth pair D (`lrd1`) - B (`lrb0`) created again after D's end was deleted, with
+/// another MAC on D's end (linerate gives it the port's back), B's addresses and routes, and
+/// GRO on B's end.
+fn recreate_b_side(dns: &str, bns: &str) {
+    let b_mac = common::B_MAC;
+    assert!(ip(
+        dns,
+        &["link", "add", "lrd1", "address", "02:00:00:00:0d:99", "type", "veth"]
+            .into_iter()
+            .chain(["peer", "name", "lrb0", "address", b_mac, "netns", bns])
+            .collect::<Vec<_>>()
+    ));
+    assert!(ip(dns, &["link", "set", "lrd1", "up"]));
+    assert!(ip(bns, &["link", "set", "lrb0", "up"]));
+    assert!(ip(bns, &["addr", "add", "198.19.0.2/24", "dev", "lrb0"]));
+    assert!(ip(bns, &["route", "add", "default", "via", "198.19.0.1"]));
+    assert!(ip(bns, &["addr", "add", "2001:db8:b::2/64", "dev", "lrb0", "nodad"]));
+    assert!(ip(bns, &["-6", "route", "add", "default", "via", "2001:db8:b::1"]));
+    gro_on(bns, "lrb0");
+}
+
+/// How long after now a ping from A reaches B and comes back (tried every 50 ms, up to 10 s).
+fn back_within(ans: &str) -> Duration {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        let ok = Command::new("ip")
+            .args(["netns", "exec", ans, "ping", "-c", "1", "-W", "0.2", "198.19.0.2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return start.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    start.elapsed()
+}
+
+/// `linerate rcv` on B's `lrb0` until `until`, started again whenever it stops early (its
+/// interface deleted); its pid in `pid`. Returns the frames received, all runs together.
+fn receiver(
+    bns: String,
+    until: Instant,
+    pid: &Arc<std::sync::Mutex<Option<u32>>>,
+) -> std::thread::JoinHandle<u64> {
+    let pid = Arc::clone(pid);
+    std::thread::spawn(move || {
+        let mut total = 0;
+        while until > Instant::now() + Duration::from_secs(2) {
+            if !ip(&bns, &["link", "show", "lrb0"]) {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            let left = until.duration_since(Instant::now()).as_secs().to_string();
+            let child = Command::new("ip")
+                .args(["netns", "exec", &bns, env!("CARGO_BIN_EXE_linerate")])
+                .args(["rcv", "-i", "lrb0", "--json", "-t", &left, "--cpu", "0"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            *pid.lock().unwrap() = Some(child.id());
+            let out = child.wait_with_output().unwrap();
+            *pid.lock().unwrap() = None;
+            let s = String::from_utf8_lossy(&out.stdout);
+            let line = s.lines().last().unwrap_or("{}");
+            total += serde_json::from_str::<serde_json::Value>(line)
+                .map_or(0, |v| v["received"].as_u64().unwrap_or(0));
+        }
+        total
+    })
 }
 
 /// Starts `cmd` with its stdout piped and waits for a line `ready` on it.

@@ -127,7 +127,11 @@ pub fn main(args: RunArgs) -> Result<()> {
 
     // Set up: from here on, no capability is effective (capabilities are per thread, so
     // this comes before any thread starts).
-    let dropped = privileges.drop_privileges(crate::privilege::exit_needs(&cfg, nft_table))?;
+    let dropped = privileges.drop_privileges(crate::privilege::exit_needs(
+        &cfg,
+        nft_table,
+        rebuild.is_some(),
+    ))?;
     eprintln!("linerate: privileges: {dropped}");
     let mut slow_io = slow.threads;
     let tap_handles = slow_io.host_io.tap_handles();
@@ -411,8 +415,8 @@ fn worker_cpus(first: Option<usize>, workers: usize) -> Vec<usize> {
 }
 
 /// Each physical port's name and kernel ifindex (0 if it has none now).
-/// What rebuilds a port on its interface created again (`router.rebuild_ports`), taking the
-/// workers' job queues.
+/// What rebuilds a port on its interface created again (`router.rebuild_ports`, with an AF_XDP
+/// port: the others are not rebuilt), taking the workers' job queues.
 fn rebuilder(
     cfg: &Config,
     physical: &[config::Interface],
@@ -421,7 +425,8 @@ fn rebuilder(
     built: &mut workers::Workers,
     offload: &Option<(Arc<crate::offload::Offload>, Vec<dataplane::offload::ControlQueues>)>,
 ) -> Option<crate::rebuild::Rebuilder> {
-    cfg.router.rebuild_ports.then(|| crate::rebuild::Rebuilder {
+    let any_xdp = backends.contains(&Backend::AfXdp);
+    (cfg.router.rebuild_ports && any_xdp).then(|| crate::rebuild::Rebuilder {
         jobs: std::mem::take(&mut built.port_jobs),
         physical: physical.to_vec(),
         backends: backends.to_vec(),
