@@ -190,6 +190,7 @@ fn a_port_deleted_and_created_again_is_rebuilt_in_place() {
                 "{port} round {round}: no ping across the rebuilt port within 3 s; linerate said:\n{err}"
             );
         }
+        eprintln!("{port} round {round}: ping across {:?} after the re-creation", start.elapsed());
         assert!(start.elapsed() < Duration::from_secs(2), "{port}: {:?}", start.elapsed());
         let mac = lab.d.exec("cat", &[&format!("/sys/class/net/{port}/address")]).unwrap();
         let want = if port == "lrd1" { common::D1_MAC } else { common::D0_MAC };

@@ -6,7 +6,10 @@
 //! - TCP connections opened, used (1 KiB each way) and closed, 20 a second, A to B through
 //!   the same `nat`, each failure with its time;
 //! - every 30 s a reload; every 10 s 2,000 kernel routes added or removed in D
-//!   (`[router.kernel_routes]`, the churn a routing daemon makes); every 5 s a table entry
+//!   (`[router.kernel_routes]`, the churn a routing daemon makes); a BIRD in B announcing
+//!   2,000 prefixes by eBGP to a BIRD in D on linerate's host-stack TAP, which puts them in
+//!   D's kernel table, whence linerate mirrors them; every 20 s B withdraws them all or
+//!   announces them again; every 5 s a table entry
 //!   added or deleted; every 20 s `kill states` of the UDP flows; every 15 s a capture of
 //!   100 frames; every second a metrics scrape;
 //! - every 60 s B's link down for a second (D's `lrd1` loses its carrier); every 90 s
@@ -21,8 +24,8 @@
 //! panic, a restart, a failed connection outside a flap, or RSS growing by more than 2%
 //! between the first tenth and the end of a run of 10 minutes or more (5% between the middle
 //! and the end of a shorter one, whose tables still fill), or forwarding not back within 1 s
-//! of a link coming up (a ping from A to B, every 50 ms). Not exercised: BIRD (the kernel
-//! routes come from `ip -batch`). Needs root.
+//! of a link coming up (a ping from A to B, every 50 ms), or no BGP prefix mirrored into the
+//! FIB at the end. Needs root.
 
 use std::io::Write;
 use std::path::Path;
@@ -36,6 +39,13 @@ use lab::topology::is_root;
 mod common;
 
 use common::{D0_MAC, Guard, Lab, build, start_until, stats, text, write_config};
+
+/// D's BIRD: eBGP with B over linerate's TAP, the best routes into D's kernel table.
+/// A session that fails (its link flapped) is tried again within seconds, not after BIRD's
+/// default error wait of a minute or more.
+const D_BIRD: &str = "router id 198.19.0.1;\nprotocol device { scan time 1; }\nprotocol kernel { ipv4 { import none; export all; }; }\nprotocol bgp b { local 198.19.0.1 as 65001; neighbor 198.19.0.2 as 65002; connect retry time 1; error wait time 1, 4; ipv4 { import all; export none; }; }\n";
+/// Prefixes B announces (of `common::bgp::PREFIXES` in its config, the rest cut).
+const BGP_PREFIXES: u32 = 2000;
 
 const RULES: &str = "table <soak> persist { 203.0.113.1 }\nnat on lrd1 from 198.18.0.0/16 to any -> (lrd1)\nblock in quick from <soak>\nblock all\npass out keep state\npass in on lrd0 keep state\n";
 
@@ -74,7 +84,15 @@ fn metric_sum(scrape: &str, name: &str) -> u64 {
 fn scrape(lab: &Lab) -> String {
     let code = "import urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:9420/metrics',timeout=5).read().decode())\n";
     let out = lab.d.command("python3").args(["-c", code]).output().unwrap();
-    assert!(out.status.success(), "metrics scrape: {}", text(&out));
+    if !out.status.success() {
+        let log = std::fs::read_to_string(lab.dir.join("run.err")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(30).collect();
+        panic!(
+            "metrics scrape failed; linerate's last lines:\n{}\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            text(&out)
+        );
+    }
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -130,12 +148,25 @@ fn soak() {
         1,
     );
     std::fs::write(&cfg, text_cfg).unwrap();
-    let mut cmd = lab.d.command(env!("CARGO_BIN_EXE_linerate"));
-    cmd.args(["run", "-c"]).arg(&cfg).args(["--cpu", "1"]).stderr(Stdio::piped());
+    // Its log also into a file (same pid: exec), for the report.
+    let log = lab.dir.join("run.err");
+    let mut cmd = lab.d.command("bash");
+    cmd.args(["-c", "exec \"$@\" 2> >(tee \"$LR_LOG\" >&2)", "bash"])
+        .env("LR_LOG", &log)
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .args(["run", "-c"])
+        .arg(&cfg)
+        .args(["--cpu", "1"]);
     let mut dut = start_until(cmd, "forwarding with");
     let pid = dut.0.as_ref().unwrap().id();
     let started = Instant::now();
     let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+
+    // BGP: B announces, D's BIRD (on the TAP lrhd1) puts the routes in D's kernel.
+    let (_d_bird, _) = common::bgp::bird(&lab.d, &lab.dir, "d", D_BIRD);
+    let b_conf =
+        common::bgp::neighbour_conf_n("198.19.0.2", "198.19.0.1", 65002, "lrb0", 0, BGP_PREFIXES);
+    let (_b_bird, b_sock) = common::bgp::bird(&lab.b, &lab.dir, "b", &b_conf);
 
     // Traffic: UDP flows, and TCP connections.
     let rcv_pid = Arc::new(std::sync::Mutex::new(None));
@@ -179,6 +210,31 @@ fn soak() {
         drop(b);
         let out = Command::new("ip").args(["-n", &dns, "-batch"]).arg(&batch).output().unwrap();
         assert!(out.status.success(), "routes: {}", text(&out));
+    }));
+    // B withdraws its prefixes or announces them again; how long until linerate's FIB has
+    // none or all of them (`None`: not within 15 s).
+    let bgp = Arc::new(std::sync::Mutex::new(Vec::<(f64, &str, Option<Duration>)>::new()));
+    let (bns, bs, c, g) = (lab.b.name().to_owned(), b_sock.clone(), cfg.clone(), Arc::clone(&bgp));
+    chores.push(every(&stop, Duration::from_secs(20), move |i| {
+        let (verb, want) = if i % 2 == 0 { ("disable", 0) } else { ("enable", BGP_PREFIXES) };
+        let at = started.elapsed().as_secs_f64();
+        let out = Command::new("ip")
+            .args(["netns", "exec", &bns, "birdc", "-s"])
+            .arg(&bs)
+            .args([verb, "announced"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "birdc {verb}: {}", text(&out));
+        let t = Instant::now();
+        let mut took = None;
+        while t.elapsed() < Duration::from_secs(15) {
+            if bgp_routes(&c) == want {
+                took = Some(t.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        g.lock().unwrap().push((at, verb, took));
     }));
     let c = cfg.clone();
     chores.push(every(&stop, Duration::from_secs(5), move |i| {
@@ -284,7 +340,9 @@ fn soak() {
     drop(server);
     let child = dut.terminate().unwrap();
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    std::thread::sleep(Duration::from_millis(200));
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    let stderr = stderr.as_str();
 
     // The report.
     let flaps = flaps.lock().unwrap().clone();
@@ -339,13 +397,28 @@ fn soak() {
     for l in String::from_utf8_lossy(&client.stdout).lines().filter(|l| l.starts_with("fail ")) {
         println!("  TCP {l}");
     }
-    println!("  lrd1 rebuilt {rebuilds} times");
+    println!("  lrd1 rebuilt {rebuilds} times:");
+    for l in stderr.lines().filter(|l| l.contains(" rebuilt as ifindex")) {
+        println!("    {l}");
+    }
+    let bgp = bgp.lock().unwrap().clone();
+    let show = |(at, verb, took): &(f64, &str, Option<Duration>)| {
+        format!(
+            "{verb} at {at:.0} s: {}",
+            took.map_or("not within 15 s".into(), |d| format!("{} ms", d.as_millis()))
+        )
+    };
+    println!(
+        "  BGP ({BGP_PREFIXES} prefixes) in the FIB after B's {}",
+        bgp.iter().map(show).collect::<Vec<_>>().join(", ")
+    );
     println!("  exit: {}, panics: {}", out.status, stderr.matches("panicked").count());
 
     assert!(out.status.success(), "linerate's exit: {stderr}");
     assert!(!stderr.contains("panicked"), "a panic: {stderr}");
     assert!(unexplained.is_empty(), "TCP connections failed outside the flaps: {unexplained:?}");
     assert!(rebuilds > 0 && rebuilds >= (secs - 5) / 90, "lrd1 rebuilt {rebuilds} times");
+    assert!(bgp.iter().all(|b| b.2.is_some()), "BGP routes not followed: {bgp:?}");
     assert!(slowest <= Duration::from_secs(1), "forwarding back {slowest:?} after a link came up");
     let odd: Vec<_> = moved.iter().filter(|(r, _)| why(r) == "unexplained").collect();
     assert!(odd.is_empty(), "drops nothing explains: {odd:?}");
@@ -372,6 +445,14 @@ fn why(reason: &str) -> &'static str {
         "no_neighbour" => "B unresolved just after its link came back",
         _ => "unexplained",
     }
+}
+
+/// Routes to B's BGP prefixes (10.200.0.0/13) in linerate's FIB.
+fn bgp_routes(cfg: &Path) -> u32 {
+    let out = linerate(&["show", "routes", "--json"], cfg);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let bgp = |r: &&serde_json::Value| r["prefix"].as_str().is_some_and(|p| p.starts_with("10.20"));
+    v.as_array().map_or(0, |a| a.iter().filter(bgp).count() as u32)
 }
 
 fn ip(ns: &str, args: &[&str]) -> bool {
@@ -409,6 +490,19 @@ fn recreate_b_side(dns: &str, bns: &str) {
 
 /// How long after now a ping from A reaches B and comes back (tried every 50 ms, up to 10 s).
 fn back_within(ans: &str) -> Duration {
+    let took = ping_until_back(ans);
+    if took > Duration::from_millis(500) {
+        // Who stalls: the router, or the hosts? Their neighbour tables say.
+        let show = |ns: &str| {
+            let o = Command::new("ip").args(["-n", ns, "neigh"]).output().unwrap();
+            String::from_utf8_lossy(&o.stdout).replace('\n', "; ")
+        };
+        println!("soak: slow back ({took:?}); A's neighbours: {}", show(ans));
+    }
+    took
+}
+
+fn ping_until_back(ans: &str) -> Duration {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
         let ok = Command::new("ip")

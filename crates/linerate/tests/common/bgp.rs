@@ -113,8 +113,20 @@ pub fn birdc(ns: &Namespace, sock: &Path, args: &[&str]) -> String {
 /// A neighbour's BIRD: the prefixes as static routes out of its interface, exported by
 /// eBGP to the router (`prepend`: extra copies of its AS in the path, to be less preferred).
 pub fn neighbour_conf(me: &str, router: &str, asn: u32, ifname: &str, prepend: u32) -> String {
+    neighbour_conf_n(me, router, asn, ifname, prepend, PREFIXES)
+}
+
+/// [`neighbour_conf`] announcing the first `n` prefixes.
+pub fn neighbour_conf_n(
+    me: &str,
+    router: &str,
+    asn: u32,
+    ifname: &str,
+    prepend: u32,
+    n: u32,
+) -> String {
     let routes: String =
-        (0..PREFIXES).map(|i| format!("  route {} via \"{ifname}\";\n", prefix(i))).collect();
+        (0..n).map(|i| format!("  route {} via \"{ifname}\";\n", prefix(i))).collect();
     let path: String = (0..prepend).map(|_| format!("bgp_path.prepend({asn}); ")).collect();
     format!(
         "router id {me};\nprotocol device {{ scan time 1; }}\nprotocol static announced {{\n  ipv4;\n{routes}}}\n\
