@@ -60,7 +60,8 @@ pub enum Change {
     Running(usize, bool),
     /// Port `port`'s interface was deleted; it was running until then.
     Gone { port: usize, was_running: bool },
-    /// Port `port`'s interface was created again as `ifindex` (it was `old`), `running` or not.
+    /// Port `port`'s interface was created again as `ifindex` (it was `old`) and set up,
+    /// `running` (with a carrier) or not.
     Recreated { port: usize, old: u32, ifindex: u32, running: bool },
     /// The router must stop, for this reason.
     Stop(String),
@@ -99,6 +100,11 @@ impl Links {
                     "interface {} was created again (ifindex {ifindex} -> {}): linerate's sockets and programs are bound to the old one, and it rebuilds no port in place (router.rebuild_ports off, or no AF_XDP port); stopping so that the service manager restarts it on the new one",
                     e.name, e.ifindex
                 )));
+            }
+            // Rebuilt once it is up (created down, then set up): its NAPI instances and the
+            // slow path's socket need it up.
+            if !e.up {
+                return None;
             }
             p.ifindex.store(e.ifindex, Ordering::Relaxed);
             if p.running.swap(false, Ordering::Relaxed) {
@@ -373,14 +379,15 @@ mod tests {
         );
         let p = links.of("lrd0").unwrap();
         assert!(!p.running.load(Ordering::Relaxed));
+        assert_eq!(links.apply(&event("lrd0", 11, false, false, false)), None, "not up yet");
         assert_eq!(
-            links.apply(&event("lrd0", 11, false, false, false)),
+            links.apply(&event("lrd0", 11, false, true, false)),
             Some(Change::Recreated { port: 0, old: 5, ifindex: 11, running: false })
         );
         assert_eq!(p.ifindex.load(Ordering::Relaxed), 11);
         // The old interface's late deletion is not the new one's.
         assert_eq!(links.apply(&event("lrd0", 5, true, false, false)), None);
-        // Set up afterwards: running again.
+        // Its carrier afterwards: running again.
         assert_eq!(
             links.apply(&event("lrd0", 11, false, true, true)),
             Some(Change::Running(0, true))

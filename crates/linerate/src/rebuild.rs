@@ -81,8 +81,9 @@ impl Rebuilder {
             retired.lost += opened.retired.lost;
             kinds.push(opened.kind);
         }
-        let sender = crate::privilege::raised(|| io::afpacket::RawSender::open(&iface.name))
-            .map_err(|e| anyhow!("the slow path's raw socket: {e}"))?;
+        let sender =
+            crate::privilege::raised(|| io::afpacket::RawSender::open_even_down(&iface.name))
+                .map_err(|e| anyhow!("the slow path's raw socket: {e}"))?;
         self.senders.offer(phys, sender);
         if let Some(o) = &self.offload {
             o.port_rebuilt(phys, ifindex);

@@ -139,6 +139,15 @@ fn sys_err<'a>(what: &'static str, ifname: &'a str) -> impl FnOnce(io::Error) ->
 
 /// A fresh packet socket on `ifname`, after checking that the interface exists and is up.
 fn socket_on(ifname: &str) -> Result<(OwnedFd, Iface), PacketError> {
+    let (fd, ifc, up) = socket_on_any(ifname)?;
+    if !up {
+        return Err(PacketError::InterfaceDown(ifname.to_owned()));
+    }
+    Ok((fd, ifc))
+}
+
+/// A packet socket for `ifname`, up or not (the third value says which).
+fn socket_on_any(ifname: &str) -> Result<(OwnedFd, Iface, bool), PacketError> {
     if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
         return Err(PacketError::NoInterface(ifname.to_owned()));
     }
@@ -155,10 +164,7 @@ fn socket_on(ifname: &str) -> Result<(OwnedFd, Iface), PacketError> {
             source: e,
         },
     })?;
-    if flags & libc::IFF_UP == 0 {
-        return Err(PacketError::InterfaceDown(ifname.to_owned()));
-    }
-    Ok((fd, Iface { name: ifname.to_owned(), index, mtu }))
+    Ok((fd, Iface { name: ifname.to_owned(), index, mtu }, flags & libc::IFF_UP != 0))
 }
 
 /// Opens the interface for receiving only (a counter, a capture).

@@ -11,7 +11,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::{PacketError, socket_on, sys, sys_err};
+use super::{PacketError, socket_on, socket_on_any, sys, sys_err};
 
 /// A send-only raw packet socket bound to one interface.
 #[derive(Debug)]
@@ -27,11 +27,23 @@ impl RawSender {
     /// CAP_NET_RAW) and wrap a [`PacketError`] whose message says what to do.
     pub fn open(ifname: &str) -> io::Result<RawSender> {
         let (fd, ifc) = socket_on(ifname).map_err(into_io)?;
+        Self::bound(fd, ifc)
+    }
+
+    /// [`open`](Self::open) on an interface that may still be down (one just created again,
+    /// whose port is being rebuilt): frames sent before it is up fail with ENETDOWN.
+    pub fn open_even_down(ifname: &str) -> io::Result<RawSender> {
+        let (fd, ifc, _) = socket_on_any(ifname).map_err(into_io)?;
+        Self::bound(fd, ifc)
+    }
+
+    fn bound(fd: OwnedFd, ifc: super::Iface) -> io::Result<RawSender> {
+        let ifname = ifc.name.as_str();
         // Protocol 0: bound to the interface for sending, registered for no EtherType.
         sys::bind(&fd, ifc.index, 0)
             .map_err(sys_err("binding the raw socket", ifname))
             .map_err(into_io)?;
-        Ok(RawSender { fd, ifname: ifc.name })
+        Ok(RawSender { fd, ifname: ifc.name.clone() })
     }
 
     /// Sends one whole frame (Ethernet header included, no FCS) on the interface, without

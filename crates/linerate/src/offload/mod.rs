@@ -19,6 +19,9 @@ use io::xdp::fastpath::{FastPath, FlowEntry, FlowKey};
 
 mod counts;
 
+/// errno's "no such device" (Linux).
+const ENODEV: i32 = 19;
+
 /// How often the outputs' ability to take redirected frames is read again.
 const RECHECK: Duration = Duration::from_secs(1);
 /// The thread's nap when no worker offered anything: 1 ms after an offer, doubling up to
@@ -132,6 +135,10 @@ impl Offload {
             let was = previous.is_some_and(|prev| (prev >> i) & 1 == 1);
             // Unknown (the query failed): as it was, said once.
             let takes = io::xdp::features::takes_redirects(p.ifindex).unwrap_or_else(|e| {
+                // Deleted, to be rebuilt (`crate::rebuild`): no output until then.
+                if e.raw_os_error() == Some(ENODEV) {
+                    return false;
+                }
                 if !self.query_failed.swap(true, Ordering::Relaxed) {
                     crate::log::warn(format_args!("fast path: cannot read interface {}'s XDP features ({e}); its outputs stay as they were", p.ifindex));
                 }
