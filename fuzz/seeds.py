@@ -63,6 +63,7 @@ def frame(f, control=6):
 A, FAR, B = "198.18.0.2", "10.1.1.1", "198.19.0.1"
 A6, FAR6, R6 = v6(0xA, 2), v6(0xF, 1), v6(0xA, 1)
 NAT64_B = bytes.fromhex("0064ff9b0000000000000000c6130002")  # 198.19.0.2 in 64:ff9b::/96
+NAT46_B = bytes.fromhex("20010db8000f000000000000" "0a400005")  # 10.64.0.5 in 2001:db8:f::/96
 ARP_REQ = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + PEER[0] + v4(A) + b"\0" * 6 + v4("198.18.0.1")
 NS = bytes([135, 0, 0, 0, 0, 0, 0, 0]) + R6 + bytes([1, 1]) + PEER[0]
 CONVERSATIONS = {
@@ -92,6 +93,12 @@ CONVERSATIONS = {
         eth(0, 0x86DD, ipv6(A6, NAT64_B, 17, udp(40000, 53))),
         eth(1, 0x800, ipv4("198.19.0.2", B, 17, udp(53, 50001))),
         eth(1, 0x800, ipv4("198.19.0.2", B, 1, icmp(3, 3, b"\0\0\0\0", ipv4(B, "198.19.0.2", 17, udp(50001, 53))))),
+    ],
+    # NAT46 by af-to inet6 (rule set 3): 10.64.0.5 is 2001:db8:f::a40:5.
+    "nat46": [
+        eth(0, 0x800, ipv4(A, "10.64.0.5", 17, udp(40000, 53))),
+        eth(1, 0x86DD, ipv6(NAT46_B, v6(0xB, 1), 17, udp(53, 50001))),
+        eth(0, 0x800, ipv4(A, "10.64.0.5", 1, icmp(8, 0, b"\x12\x34\x00\x01"))),
     ],
     "ping64": [eth(0, 0x86DD, ipv6(A6, NAT64_B, 58, icmp(128))), eth(1, 0x800, ipv4("198.19.0.2", B, 1, icmp(0, 0, b"\xc3\x51\x00\x01")))],
 }

@@ -11,4 +11,4 @@ pps="${2:-20000}"
 source scripts/setup.sh
 LINERATE_SOAK_SECS="$secs" LINERATE_SOAK_PPS="$pps" \
     cargo test --release -p linerate --test soak -- --nocapture 2>&1 |
-    grep -E '^(soak|  |test result|thread)'
+    grep -vE '^ +([0-9]+: |at )|^ *(Compiling|Finished|Running) '

@@ -3,7 +3,7 @@
 //! (fragmentation, ICMP errors), routes and neighbours of both families, and one of four
 //! rule sets (none; scrub, NAT and NAT66, rdr, binat, modulate state, tags and `block
 //! return`; the same with `synproxy state`; stateless rules with options, ICMP types and
-//! `return-icmp`, and NAT64 by `af-to`).
+//! `return-icmp`, and NAT64 and NAT46 by `af-to`).
 //!
 //! Input: a byte choosing the rule set, then frames, each a control byte (bit 0: the port;
 //! bit 1: the destination MAC made the port's; bit 2: the IP and L4 checksums fixed; bit 3:
@@ -43,7 +43,8 @@ pass out on if1 tagged LAN keep state
 pass out on if1 proto { udp, icmp, icmp6 } all keep state
 pass quick inet6 proto icmp6 icmp6-type { neighbrsol, neighbradv, routersol }
 ";
-const STATELESS: &str = "block return-icmp all
+const STATELESS: &str = "pass in quick on if0 inet from any to 10.64.0.0/16 af-to inet6 from 2001:db8:b::1 to 2001:db8:f::/96
+block return-icmp all
 pass in quick on if0 inet proto icmp icmp-type { echoreq, unreach } allow-opts no state
 pass in on if0 proto udp from 198.18.0.0/24 port 1024:65535 to ! 10.9.0.0/16 no state
 pass out on if1 all no state

@@ -43,6 +43,7 @@ use crate::fib::Fib;
 const EXPIRE_BUDGET: usize = 16;
 
 pub(crate) mod afto;
+pub(crate) mod afto46;
 mod afto_rewrite;
 mod compiled;
 mod counters;

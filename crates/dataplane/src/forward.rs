@@ -186,7 +186,9 @@ impl Forwarder {
         nat6.set_steering(self.nat_steering.0, self.nat_steering.1);
         let mut afto = AfToStage::new(self.port_v4.clone(), crate::firewall::random_seed());
         afto.set_steering(self.nat_steering.0, self.nat_steering.1);
-        self.firewall = Some(FirewallStage::new(fw, nat, nat6, afto));
+        let mut stage = FirewallStage::new(fw, nat, nat6, afto);
+        stage.afto46.set_steering(self.nat_steering.0, self.nat_steering.1);
+        self.firewall = Some(stage);
     }
 
     /// This forwarder is worker `worker` of `workers`: new `nat` translations pick ports whose
@@ -197,6 +199,7 @@ impl Forwarder {
             f.nat.set_steering(worker, workers);
             f.nat6.set_steering(worker, workers);
             f.afto.set_steering(worker, workers);
+            f.afto46.set_steering(worker, workers);
         }
     }
 
@@ -212,6 +215,7 @@ impl Forwarder {
             for ((created, expired), len, translated) in [
                 (f.nat6.counts(), f.nat6.len(), f.nat6.translated),
                 (f.afto.counts(), f.afto.len(), f.afto.translated),
+                (f.afto46.counts(), f.afto46.len(), f.afto46.translated),
             ] {
                 c.sessions += len as u64;
                 c.created += created;

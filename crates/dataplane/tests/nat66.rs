@@ -28,6 +28,8 @@ const EXT4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const SERVER4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 50);
 /// SERVER4 in the well-known prefix 64:ff9b::/96 (RFC 6052).
 const SERVER6: Ipv6Addr = Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0xc000, 0x0232);
+/// An IPv4-only host on the lan (NAT46's client).
+const LAN_HOST4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const LAN_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa2]);
 const GW_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb2]);
 
@@ -39,6 +41,7 @@ fn fib() -> Arc<Fib> {
     ctl.add_route(IpAddr::V6(far_net), 48, IpAddr::V6(EXT_GW), 1).unwrap();
     ctl.add_local(IpAddr::V6(EXT)).unwrap();
     ctl.set_neighbour(IpAddr::V4(SERVER4), 1, GW_MAC).unwrap();
+    ctl.set_neighbour(IpAddr::V4(LAN_HOST4), 0, LAN_MAC).unwrap();
     ctl.add_local(IpAddr::V4(EXT4)).unwrap();
     ctl.fib()
 }
@@ -237,7 +240,12 @@ fn out_rules_see_the_translated_source() {
 
 /// An IPv4 frame received on port 1 carrying `l4` of protocol `p`, its checksums filled in.
 fn frame4(p: u8, src: Ipv4Addr, dst: Ipv4Addr, l4: &[u8]) -> Vec<u8> {
-    let mut f = TX_MAC.0.to_vec();
+    frame4_to(TX_MAC, p, src, dst, l4)
+}
+
+/// [`frame4`] to the MAC of the port it arrives on (`RX_MAC`: port 0).
+fn frame4_to(mac: MacAddr, p: u8, src: Ipv4Addr, dst: Ipv4Addr, l4: &[u8]) -> Vec<u8> {
+    let mut f = mac.0.to_vec();
     f.extend_from_slice(&[
         2, 0, 0, 0, 0, 0x98, 0x08, 0x00, 0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, p, 0, 0,
     ]);
@@ -317,4 +325,54 @@ fn af_to_translates_ipv6_to_ipv4_and_back() {
     assert_eq!(back.len(), 1, "{:?}", w.counts());
     assert_eq!(tuple(&back[0]), (SERVER6, 0x4242, LAN_HOST, 0x4242));
     assert_eq!(back[0][54], 129, "echo reply");
+}
+
+/// OpenBSD's NAT46: the IPv4 client's datagram leaves as IPv6 from the rule's address and a
+/// port of pf's range to the server's IPv4 address within the /96; the reply comes back as
+/// IPv4 from the address the client wrote to; so do pings.
+#[test]
+fn af_to_inet6_translates_ipv4_to_ipv6_and_back() {
+    let rules = "pass in quick on lan inet from any to 198.51.100.0/24 af-to inet6 from 2001:db8:2::1 to 2001:db8:9::/96\n\
+                 pass all\n";
+    let mut w = worker(rules);
+    let server4 = Ipv4Addr::new(198, 51, 100, 7);
+    let server6 = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0xc633, 0x6407);
+    let mut l4 = [0u8; 12];
+    l4[..2].copy_from_slice(&1000u16.to_be_bytes());
+    l4[2..4].copy_from_slice(&53u16.to_be_bytes());
+    l4[4..6].copy_from_slice(&12u16.to_be_bytes());
+    let [_, out] = send(&mut w, 0, vec![frame4_to(RX_MAC, 17, LAN_HOST4, server4, &l4)]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    let (src, sport, dst, dport) = tuple(&out[0]);
+    assert_eq!((src, dst, dport), (EXT, server6, 53));
+    assert!(sport >= 50001, "{sport}");
+    let [back, _] = send(&mut w, 1, vec![udp(1, server6, 53, EXT, sport)]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple4(&back[0]), (server4, 53, LAN_HOST4, 1000));
+    // The flow's next datagram takes the same translation.
+    let [_, out] = send(&mut w, 0, vec![frame4_to(RX_MAC, 17, LAN_HOST4, server4, &l4)]);
+    assert_eq!(tuple(&out[0]), (EXT, sport, server6, 53));
+
+    let echo = |typ: u8, id: u16| {
+        let mut l4 = vec![typ, 0, 0, 0];
+        l4.extend_from_slice(&id.to_be_bytes());
+        l4.extend_from_slice(&[0, 1]);
+        l4
+    };
+    let [_, out] =
+        send(&mut w, 0, vec![frame4_to(RX_MAC, 1, LAN_HOST4, server4, &echo(8, 0x4242))]);
+    assert_eq!(out.len(), 1, "{:?}", w.counts());
+    let (src, id, dst, _) = tuple(&out[0]);
+    assert_eq!((src, dst, out[0][54]), (EXT, server6, 128), "an ICMPv6 echo request");
+    let [back, _] = send(&mut w, 1, vec![frame(1, 58, server6, EXT, &echo(129, id))]);
+    assert_eq!(back.len(), 1, "{:?}", w.counts());
+    assert_eq!(tuple4(&back[0]), (server4, 0x4242, LAN_HOST4, 0x4242));
+    assert_eq!(back[0][34], 0, "an ICMPv4 echo reply");
+    let counts = w.nat_counts().unwrap();
+    assert_eq!((counts.sessions, counts.translated), (2, 5));
+    // Not the rule's destination: routed as IPv4, untranslated (no route here).
+    let [_, out] =
+        send(&mut w, 0, vec![frame4_to(RX_MAC, 17, LAN_HOST4, Ipv4Addr::new(203, 0, 113, 1), &l4)]);
+    assert!(out.is_empty());
+    assert_eq!(w.nat_counts().unwrap().translated, 5);
 }

@@ -9,6 +9,8 @@
 //! - OpenBSD's NAT64, `pass in ... to 64:ff9b::/96 af-to inet from (lrd1)`: A reaches B's
 //!   IPv4 address 198.19.0.2 as 64:ff9b::c613:2 with `ping -6`, TCP (B sees 198.19.0.1) and
 //!   `traceroute -6`, whose hops are linerate and B's address in the /96.
+//! - OpenBSD's NAT46, `pass in ... to 198.51.100.2 af-to inet6 from 2001:db8:b::1 to
+//!   2001:db8:b::2`: A, IPv4 only, reaches B's IPv6 address with `ping` and TCP.
 //!
 //! Needs root, python3 and traceroute. Namespaces `lr<pid>n6*` are removed on drop.
 
@@ -173,6 +175,32 @@ fn nat64_with_af_to() {
     let hops: Vec<&str> =
         trace.lines().skip(1).filter_map(|l| l.split_whitespace().nth(1)).collect();
     assert_eq!(hops, ["2001:db8:a::1", "64:ff9b::c613:2"], "{trace}");
+    drop(dut);
+}
+
+/// OpenBSD's NAT46: A, IPv4 only, reaches B's IPv6 address as 198.51.100.2, with `ping` and
+/// TCP; B sees the router's IPv6 address.
+const AF_TO_INET6: &str = "pass in quick on lrd0 inet from any to 198.51.100.2 af-to inet6 from 2001:db8:b::1 to 2001:db8:b::2\npass all\n";
+
+#[test]
+fn nat46_with_af_to_inet6() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let _turn = turn();
+    let (lab, dut, _cfg) = nat66_lab("n46", AF_TO_INET6);
+    let ping = lab.a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.51.100.2"]);
+    assert!(ping.is_ok(), "ping through NAT46: {ping:?}");
+
+    let mut server = lab.b.command("python3");
+    server.args(["-c", SERVER, "7000", "2"]);
+    let server = start_until(server, "ready");
+    let echoed = python(&lab.a, CLIENT, &["198.51.100.2", "7000", "2"]);
+    assert_eq!(echoed.lines().collect::<Vec<_>>(), ["hello 0", "hello 1"]);
+    let seen = finish(server);
+    assert_eq!(seen.lines().count(), 2, "{seen}");
+    assert!(
+        seen.lines().all(|l| l.starts_with("2001:db8:b::1 ")),
+        "B sees the rule's IPv6 source: {seen}"
+    );
     drop(dut);
 }
 

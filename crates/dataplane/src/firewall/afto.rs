@@ -11,7 +11,7 @@
 //! in pass, and rebuilt as IPv6 from the server's address inside the /96 to the client, so
 //! that the state finds them and the IPv6 table routes them.
 //!
-//! Not here: `af-to inet6` (NAT46), state sync of the translations, the kernel fast path
+//! Not here: `af-to inet6` (NAT46: [`super::afto46`]), state sync of the translations, the kernel fast path
 //! (translated flows stay in the pipeline), IPv6 extension headers and fragments (dropped,
 //! counted as `nat_fragment`).
 
@@ -25,13 +25,18 @@ use fw::rules::RuleSet;
 use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
-use super::afto_rewrite::{Back, to_v4, to_v6};
+use super::afto_rewrite::{Back, PortField, to_v4, to_v6};
 use super::nat::{alloc_reason, v4_pool};
 use super::nat_rewrite::{Kind, read};
 use super::nat6_rewrite::{Kind6, read6};
 use crate::counters::DropReason;
 
 const SWEEP_BUDGET: usize = 16;
+
+/// Whether `af-to` rule `r` is NAT46 (`af-to inet6`, for IPv4 packets).
+pub(crate) fn is_nat46(r: &NatRule) -> bool {
+    r.target.as_ref().is_some_and(|t| t.af_dst.is_some())
+}
 
 /// The largest frame a translation builds (an IPv4 frame of 1500 bytes grows by 20).
 pub(crate) const MAX_FRAME: usize = 2048;
@@ -113,7 +118,8 @@ impl AfToStage {
             .nat
             .iter()
             .map(|r| {
-                if r.kind != NatKind::AfTo {
+                // NAT46's rules (for IPv4) are `super::afto46`'s.
+                if r.kind != NatKind::AfTo || is_nat46(r) {
                     return None;
                 }
                 any = true;
@@ -173,9 +179,9 @@ impl AfToStage {
             dst_port: if t.kind == Kind6::Ports { t.key.dport } else { 0 },
             ..PacketKey::ZERO
         };
-        let Some(ri) =
-            rs.nat.iter().position(|r| r.kind == NatKind::AfTo && r.matches(rs, &key, &|_| None))
-        else {
+        let Some(ri) = rs.nat.iter().position(|r| {
+            r.kind == NatKind::AfTo && !is_nat46(r) && r.matches(rs, &key, &|_| None)
+        }) else {
             return Ok(false);
         };
         match t.kind {
@@ -257,7 +263,7 @@ impl AfToStage {
         q: (u32, u16, u32),
         out: &mut [u8],
     ) -> Option<usize> {
-        let n = to_v4(frame, l3, q, out)?;
+        let n = to_v4(frame, l3, q, PortField::Src, out)?;
         self.translated += 1;
         Some(n)
     }
@@ -294,9 +300,16 @@ impl AfToStage {
         let server = prefix | u128::from(t.key.src);
         let back = if error {
             let quote = (s.out_key.src, s.out_key.sport, s.out_key.dst);
-            Back { src: server, dst: s.out_key.src, port: 0, quote: Some(quote) }
+            Back {
+                src: server,
+                dst: s.out_key.src,
+                port: 0,
+                field: PortField::Dst,
+                quote: Some(quote),
+            }
         } else {
-            Back { src: server, dst: s.in_to.0, port: s.in_to.1, quote: None }
+            let field = PortField::Dst;
+            Back { src: server, dst: s.in_to.0, port: s.in_to.1, field, quote: None }
         };
         let n = to_v6(frame, l3, &back, out).ok_or(DropReason::NatUntranslatable)?;
         self.translated += 1;

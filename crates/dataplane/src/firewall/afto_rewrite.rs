@@ -1,5 +1,5 @@
-//! NAT64's packet translation (`af-to inet`): an IPv6 packet rebuilt as IPv4 and an IPv4 reply
-//! rebuilt as IPv6, as RFC 7915 ("IP/ICMP Translation Algorithm") says, into a new frame (the
+//! `af-to`'s packet translation (NAT64 and NAT46): an IPv6 packet rebuilt as IPv4 and an IPv4
+//! packet rebuilt as IPv6, as RFC 7915 ("IP/ICMP Translation Algorithm") says, into a new frame (the
 //! headers differ in length). TCP and UDP keep their payload, with the port the translation
 //! chose and a checksum over the new pseudo-header; ICMPv6 echo becomes ICMPv4 echo and back
 //! (RFC 7915 sections 4.2 and 5.2); an ICMPv4 error about a translated flow becomes the
@@ -70,13 +70,29 @@ fn v6_header(out: &mut [u8], tc: u8, len: usize, hop: u8, p: u8, src: u128, dst:
     out[24..40].copy_from_slice(&dst.to_be_bytes());
 }
 
+/// Which port of a TCP or UDP packet a translation sets (an echo's identifier either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PortField {
+    /// The source port: a client's packet, its source translated (NAT64 out, NAT46 out).
+    Src,
+    /// The destination port: a reply, back to the client's own port.
+    Dst,
+}
+
+impl PortField {
+    fn at(self) -> usize {
+        if self == PortField::Src { 0 } else { 2 }
+    }
+}
+
 /// The IPv4 frame for the IPv6 frame `frame` (IP header at `l3`, no extension header) of a
-/// flow translated to `src`:`port` -> `dst`, built in `out`: its length. TCP, UDP and echo
-/// requests and replies only.
+/// flow translated to `src` -> `dst` with `port` in `field`, built in `out`: its length. TCP,
+/// UDP and echo requests and replies only.
 pub(crate) fn to_v4(
     frame: &[u8],
     l3: usize,
     (src, port, dst): (u32, u16, u32),
+    field: PortField,
     out: &mut [u8],
 ) -> Option<usize> {
     let ip = frame.get(l3..)?;
@@ -102,7 +118,7 @@ pub(crate) fn to_v4(
         let ck = l4_checksum(msg, 2, 0);
         put16(msg, 2, ck);
     } else {
-        put16(msg, 0, port);
+        put16(msg, field.at(), port);
         let pseudo = pseudo_header_v4(&src.into(), &dst.into(), p4, len as u32);
         let ck = l4_checksum(msg, checksum_at(p4), pseudo);
         put16(msg, checksum_at(p4), if p4 == proto::UDP && ck == 0 { 0xffff } else { ck });
@@ -110,14 +126,17 @@ pub(crate) fn to_v4(
     Some(end)
 }
 
-/// How an IPv4 reply's addresses map back: its new source (the server's IPv4 address in the
-/// rule's /96) and destination (the IPv6 client) and port or echo identifier; for an error,
-/// the quoted packet's new source (the client and its port) and destination.
+/// How an IPv4 packet's addresses map to IPv6. NAT64's reply: its new source (the server's
+/// IPv4 address in the rule's /96) and destination (the IPv6 client) and port or echo
+/// identifier (the destination port); for an error, the quoted packet's new source (the
+/// client and its port) and destination. NAT46's client packet: the rule's source address
+/// and port (the source port), the destination in the rule's prefix.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Back {
     pub src: u128,
     pub dst: u128,
     pub port: u16,
+    pub field: PortField,
     /// For an ICMP error: the quote's source, its port, and its destination.
     pub quote: Option<(u128, u16, u128)>,
 }
@@ -138,7 +157,7 @@ pub(crate) fn to_v6(frame: &[u8], l3: usize, back: &Back, out: &mut [u8]) -> Opt
         proto::TCP | proto::UDP if l4.len() >= checksum_at(p) + 2 => {
             let m = msg.get_mut(..l4.len())?;
             m.copy_from_slice(l4);
-            put16(m, 2, back.port);
+            put16(m, back.field.at(), back.port);
             l4.len()
         }
         proto::ICMP if l4.len() >= 8 && matches!(l4[0], 0 | 8) => {

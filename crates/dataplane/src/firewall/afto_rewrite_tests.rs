@@ -72,7 +72,7 @@ fn udp(sport: u16, dport: u16) -> Vec<u8> {
 fn udp_and_echo_to_ipv4_and_back() {
     let mut out = [0u8; 2048];
     let f = v6_frame(proto::UDP, CLIENT, PREFIX | u128::from(SERVER), &udp(40000, 53));
-    let n = to_v4(&f, 14, (POOL, 50001, SERVER), &mut out).unwrap();
+    let n = to_v4(&f, 14, (POOL, 50001, SERVER), PortField::Src, &mut out).unwrap();
     let v4 = &out[..n];
     assert_eq!((n, &v4[12..14]), (14 + 20 + 12, &[0x08, 0x00][..]));
     assert_eq!((&v4[26..30], &v4[30..34]), (&POOL.to_be_bytes()[..], &SERVER.to_be_bytes()[..]));
@@ -80,7 +80,13 @@ fn udp_and_echo_to_ipv4_and_back() {
     assert!(checksum_holds(v4));
 
     let reply = v4_frame(proto::UDP, SERVER, POOL, &udp(53, 50001));
-    let back = Back { src: PREFIX | u128::from(SERVER), dst: CLIENT, port: 40000, quote: None };
+    let back = Back {
+        src: PREFIX | u128::from(SERVER),
+        dst: CLIENT,
+        port: 40000,
+        field: PortField::Dst,
+        quote: None,
+    };
     let n = to_v6(&reply, 14, &back, &mut out).unwrap();
     let v6 = &out[..n];
     assert_eq!((n, v6[20]), (14 + 40 + 12, proto::UDP));
@@ -88,11 +94,12 @@ fn udp_and_echo_to_ipv4_and_back() {
     assert!(checksum_holds(v6));
 
     let echo = v6_frame(proto::ICMPV6, CLIENT, PREFIX | 1, &[128, 0, 0, 0, 0x12, 0x34, 0, 7]);
-    let n = to_v4(&echo, 14, (POOL, 50002, 1), &mut out).unwrap();
+    let n = to_v4(&echo, 14, (POOL, 50002, 1), PortField::Src, &mut out).unwrap();
     assert_eq!((out[23], out[34], be16(&out, 38)), (proto::ICMP, 8, Some(50002)));
     assert!(checksum_holds(&out[..n]));
     let pong = v4_frame(proto::ICMP, 1, POOL, &[0, 0, 0, 0, 0xc3, 0x52, 0, 7]);
-    let back = Back { src: PREFIX | 1, dst: CLIENT, port: 0x1234, quote: None };
+    let back =
+        Back { src: PREFIX | 1, dst: CLIENT, port: 0x1234, field: PortField::Dst, quote: None };
     let n = to_v6(&pong, 14, &back, &mut out).unwrap();
     assert_eq!((out[20], out[54], be16(&out, 58)), (proto::ICMPV6, 129, Some(0x1234)));
     assert!(checksum_holds(&out[..n]));
@@ -108,7 +115,13 @@ fn a_port_unreachable_is_translated_with_its_quote() {
     err.extend_from_slice(&probe[14..]);
     let f = v4_frame(proto::ICMP, SERVER, POOL, &err);
     let server6 = PREFIX | u128::from(SERVER);
-    let back = Back { src: server6, dst: CLIENT, port: 0, quote: Some((CLIENT, 40001, server6)) };
+    let back = Back {
+        src: server6,
+        dst: CLIENT,
+        port: 0,
+        field: PortField::Dst,
+        quote: Some((CLIENT, 40001, server6)),
+    };
     let n = to_v6(&f, 14, &back, &mut out).unwrap();
     let v6 = &out[..n];
     assert!(checksum_holds(v6), "the ICMPv6 checksum");
@@ -126,9 +139,13 @@ fn a_port_unreachable_is_translated_with_its_quote() {
 fn what_is_not_translated() {
     let mut out = [0u8; 2048];
     let other = v6_frame(proto::ICMPV6, CLIENT, PREFIX | 1, &[135, 0, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(to_v4(&other, 14, (POOL, 1, 1), &mut out), None, "neighbour solicitation");
+    assert_eq!(
+        to_v4(&other, 14, (POOL, 1, 1), PortField::Src, &mut out),
+        None,
+        "neighbour solicitation"
+    );
     let mut frag = v4_frame(proto::UDP, SERVER, POOL, &udp(53, 50001));
     frag[20] = 0x20;
-    let back = Back { src: 1, dst: CLIENT, port: 1, quote: None };
+    let back = Back { src: 1, dst: CLIENT, port: 1, field: PortField::Dst, quote: None };
     assert_eq!(to_v6(&frag, 14, &back, &mut out), None, "a fragment");
 }

@@ -221,8 +221,8 @@ impl NatStage {
             .nat
             .iter()
             .map(|r| {
-                // NAT66's rules are the IPv6 stage's (`super::nat6`).
-                if r.af == Some(Af::Inet6) {
+                // NAT66's rules are the IPv6 stage's (`super::nat6`), `af-to`'s their own.
+                if r.af == Some(Af::Inet6) || r.kind == fw::nat::NatKind::AfTo {
                     return None;
                 }
                 every_port |= r.ifaces.is_empty() || r.iface_neg;

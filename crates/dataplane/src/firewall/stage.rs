@@ -120,6 +120,8 @@ pub(crate) struct FirewallStage {
     /// IPv6 to IPv4 translations (OpenBSD's `af-to`, NAT64), and the buffer its frames are
     /// rebuilt in.
     pub afto: super::afto::AfToStage,
+    /// NAT46 (`af-to inet6`), the other way.
+    pub afto46: super::afto46::Af46Stage,
     pub af_buf: Box<[u8; super::afto::MAX_FRAME]>,
     /// Normalization (`scrub`).
     pub scrub: super::scrub::ScrubStage,
@@ -221,6 +223,7 @@ impl FirewallStage {
             nat,
             nat6,
             afto,
+            afto46: super::afto46::Af46Stage::new(super::random_seed()),
             af_buf: Box::new([0; super::afto::MAX_FRAME]),
             scrub: super::scrub::ScrubStage::new(super::random_seed()),
             nat_on: false,
@@ -280,7 +283,7 @@ impl FirewallStage {
         let (rules, now) = (self.fw.rules(), self.fw.now);
         // Both run: each plans for a reloaded set and sweeps its table.
         let v4 = self.nat.begin_batch(rules, now);
-        let af = self.afto.begin_batch(rules, now);
+        let af = self.afto.begin_batch(rules, now) | self.afto46.begin_batch(rules, now);
         self.nat6_on = self.nat6.begin_batch(rules, now) | af;
         self.nat_on = self.nat6_on | v4;
         (self.scrub.on_in, self.scrub.on_out) =

@@ -90,10 +90,28 @@ impl Forwarder {
         // Read once: a translation made below is on a port already in it.
         let mask = f.nat.port_mask();
         let replies_af = f.afto.has_translations();
+        let replies_46 = f.afto46.has_translations();
         for i in 0..descs.len().min(MAX_BATCH) {
             let (l3, slot, in_port) = match self.next[i] {
                 Next::V4 { l3, slot, in_port } => (l3, slot, in_port),
                 Next::V6 { l3, slot, in_port } => {
+                    // A reply of a NAT46 flow becomes IPv4, routed by the IPv4 table.
+                    if replies_46 {
+                        match af46_in_v6(f, pool, &mut descs[i], l3, now) {
+                            Ok(Some(dst)) => {
+                                let s = found.n4 % MAX_BATCH;
+                                found.n4 += 1;
+                                self.v4_dst[s] = dst;
+                                self.next[i] = Next::V4 { l3, slot: s as u16, in_port };
+                                continue;
+                            }
+                            Ok(None) => {}
+                            Err(reason) => {
+                                self.next[i] = Next::Drop(reason);
+                                continue;
+                            }
+                        }
+                    }
                     let frame = pool.frame_mut(descs[i]);
                     let r = translate_in6(f, frame, l3, in_port, now, i);
                     match r {
@@ -111,6 +129,17 @@ impl Forwarder {
                 }
                 _ => continue,
             };
+            // A NAT46 flow's packet: rebuilt as IPv6 after the in pass (`translate_af`).
+            if f.afto46.on_port(in_port) {
+                match af46_in_v4(f, pool.frame(descs[i]), l3, in_port, now, i) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(reason) => {
+                        self.next[i] = Next::Drop(reason);
+                        continue;
+                    }
+                }
+            }
             // A reply of an `af-to` flow becomes IPv6, routed by the IPv6 table.
             if replies_af {
                 match af_in_v4(f, pool, &mut descs[i], l3, now) {
@@ -150,9 +179,9 @@ impl Forwarder {
         }
     }
 
-    /// After the in pass: each IPv6 packet an `af-to` translation took
-    /// ([`crate::firewall::afto`]) and the pass let through, rebuilt as IPv4 and routed by
-    /// the IPv4 table; the out rules do not judge it again (its state decided it).
+    /// After the in pass: each packet an `af-to` translation took and the pass let through,
+    /// rebuilt in the other family and routed by its table; the out rules do not judge it
+    /// again (its state decided it).
     #[inline(never)]
     pub(super) fn translate_af(
         &mut self,
@@ -160,9 +189,19 @@ impl Forwarder {
         descs: &mut [FrameDesc],
         found: &mut Found,
     ) {
-        let Some(f) = self.firewall.as_mut().filter(|f| !f.afto.pending.is_empty()) else {
-            return;
-        };
+        let Some(f) = &self.firewall else { return };
+        let (af64, af46) = (!f.afto.pending.is_empty(), !f.afto46.pending.is_empty());
+        if af64 {
+            self.translate_af64(pool, descs, found);
+        }
+        if af46 {
+            self.translate_af46(pool, descs, found);
+        }
+    }
+
+    /// NAT64: IPv6 packets rebuilt as IPv4 ([`crate::firewall::afto`]).
+    fn translate_af64(&mut self, pool: &mut FramePool, descs: &mut [FrameDesc], found: &mut Found) {
+        let Some(f) = self.firewall.as_mut() else { return };
         let pending = std::mem::take(&mut f.afto.pending);
         for &(i, q) in &pending {
             // The in pass may have dropped it.
@@ -196,6 +235,77 @@ impl Forwarder {
         }
         f.afto.pending = pending;
     }
+
+    /// NAT46: IPv4 packets rebuilt as IPv6 ([`crate::firewall::afto46`]).
+    fn translate_af46(&mut self, pool: &mut FramePool, descs: &mut [FrameDesc], found: &mut Found) {
+        let Some(f) = self.firewall.as_mut() else { return };
+        let pending = std::mem::take(&mut f.afto46.pending);
+        for &(i, q) in &pending {
+            let (Next::V4 { l3, slot, in_port }, Some(desc)) =
+                (self.next[i % MAX_BATCH], descs.get_mut(i))
+            else {
+                continue;
+            };
+            let frame = pool.frame(*desc);
+            // Its TTL runs out here: "time exceeded" in IPv4, routed back to its source.
+            if let Some(ip) = frame.get(usize::from(l3)..usize::from(l3) + 20)
+                && ip[8] <= 1
+            {
+                let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+                self.v4_dst[usize::from(slot) % MAX_BATCH] = src;
+                continue;
+            }
+            match f.afto46.build_v6(frame, usize::from(l3), q, &mut f.af_buf[..]) {
+                Some(n) => {
+                    pool.write(desc, &f.af_buf[..n]);
+                    let s = found.n6 % MAX_BATCH;
+                    found.n6 += 1;
+                    self.v6_dst[s] = q.2;
+                    self.next[i] = Next::V6 { l3, slot: s as u16, in_port };
+                    f.out_decided[i % MAX_BATCH] = true;
+                }
+                None => self.next[i] = Next::Drop(DropReason::NatUntranslatable),
+            }
+        }
+        f.afto46.pending = pending;
+    }
+}
+
+/// NAT46's look at an IPv4 packet `i` arriving on `in_port`: queued for translation if its
+/// flow is translated or a rule matches it (then it passes the in rules by that rule).
+#[inline(never)]
+fn af46_in_v4(
+    f: &mut FirewallStage,
+    frame: &[u8],
+    l3: u16,
+    in_port: u16,
+    now: u32,
+    i: usize,
+) -> Result<bool, DropReason> {
+    let Some(ip) = frame.get(usize::from(l3)..) else { return Ok(false) };
+    let queued = f.afto46.inbound_v4(&f.fw.rules().rules, ip, in_port, now, i)?;
+    if queued {
+        f.mark_nat_pass(i);
+    }
+    Ok(queued)
+}
+
+/// An IPv6 packet that may be the reply of a NAT46 flow: rebuilt as IPv4 in its buffer if it
+/// is; its IPv4 destination.
+#[inline(never)]
+fn af46_in_v6(
+    f: &mut FirewallStage,
+    pool: &mut FramePool,
+    desc: &mut FrameDesc,
+    l3: u16,
+    now: u32,
+) -> Result<Option<u32>, DropReason> {
+    let frame = pool.frame(*desc);
+    let built =
+        f.afto46.inbound_v6(&f.fw.rules().rules, frame, usize::from(l3), now, &mut f.af_buf[..])?;
+    let Some((n, dst)) = built else { return Ok(None) };
+    pool.write(desc, &f.af_buf[..n]);
+    Ok(Some(dst))
 }
 
 /// `af-to`'s look at an IPv6 packet `i` arriving on `in_port`: queued for translation if

@@ -220,8 +220,10 @@ impl Parser<'_> {
             port_star = star;
         }
         let pool = self.pool_options(kind)?;
-        match self.peek()?.tok {
+        match &self.peek()?.tok {
             Tok::Newline | Tok::Eof => {}
+            // NAT46's destination (`af-to inet6 from ... to ...`): the caller's.
+            Tok::Word(w) if w == "to" && kind == NatKind::AfTo => {}
             _ => {
                 self.refuse_translation_tag()?;
                 return self.fail("port, a pool type (round-robin, random, source-hash, bitmask), sticky-address, static-port or end of line");
@@ -257,11 +259,12 @@ impl Parser<'_> {
             method,
             sticky: pool.sticky,
             static_port: pool.static_port,
+            af_dst: None,
         })
     }
 
     /// The translation address: `(IFACE)`, or IPv4 addresses, prefixes and ranges.
-    fn nat_addr(&mut self) -> PResult<NatAddr> {
+    pub(super) fn nat_addr(&mut self) -> PResult<NatAddr> {
         let at = self.peek()?.clone();
         if self.eat_punct("(")? {
             // `(em0:0)`: the interface's first address, no aliases: what `(em0)` is here.

@@ -53,26 +53,59 @@ impl Parser<'_> {
         Ok((kind, target, t.clone()))
     }
 
-    /// After `af-to` (the keyword `t`, not consumed): `inet from POOL`, up to the end of the
-    /// rule. NAT64 only: `af-to inet6` (NAT46) and a `to` prefix are refused by name.
+    /// After `af-to` (the keyword `t`, not consumed), up to the end of the rule: NAT64's
+    /// `inet from POOL`, or NAT46's `inet6 from ADDRESS to PREFIX` (one IPv6 source address,
+    /// its ports translated; the destination a /96 or one address).
     pub(super) fn af_to_option(&mut self, t: &Token) -> PResult<(NatKind, NatTarget, Token)> {
         self.next()?;
-        if self.is_word("inet6")? {
-            let w = self.peek()?.clone();
+        let to6 = self.eat_word("inet6")?;
+        if !to6 {
+            self.expect_word("inet")?;
+        }
+        self.expect_word("from")?;
+        let mut target = self.nat_target(NatKind::AfTo, t)?;
+        let family = if to6 { Af::Inet6 } else { Af::Inet };
+        if let NatAddr::Pool(p) = &target.addr
+            && p.iter().any(|p| p.af != family)
+        {
+            let (to, af) = if to6 { ("inet6", "IPv6") } else { ("inet", "IPv4") };
+            return here(t, format!("`af-to {to} from` takes {af} addresses"));
+        }
+        if !to6 {
+            if self.is_word("to")? {
+                let w = self.peek()?.clone();
+                return here(
+                    &w,
+                    "`af-to inet ... to` is not supported by linerate: the IPv4 destination is the last 32 bits of the IPv6 one (RFC 6052)",
+                );
+            }
+            return Ok((NatKind::AfTo, target, t.clone()));
+        }
+        if !matches!(&target.addr, NatAddr::Pool(p) if p.len() == 1 && p[0].len == 128) {
             return here(
-                &w,
-                "`af-to inet6` (NAT46) is not supported by linerate: it translates IPv6 to IPv4 (NAT64)",
+                t,
+                "`af-to inet6 from` takes one IPv6 address in linerate (its ports translated); a prefix that embeds the IPv4 source is not supported",
             );
         }
-        self.expect_word("inet")?;
-        self.expect_word("from")?;
-        let target = self.nat_target(NatKind::AfTo, t)?;
-        if let NatAddr::Pool(p) = &target.addr
-            && p.iter().any(|p| p.af != Af::Inet)
-        {
-            return here(t, "`af-to inet from` takes IPv4 addresses");
-        }
+        let to = self.expect_word("to")?;
+        target.af_dst = Some(self.af46_destination(&to)?);
         Ok((NatKind::AfTo, target, t.clone()))
+    }
+
+    /// NAT46's `to` (after the keyword `to`): an IPv6 /96, or one IPv6 address.
+    fn af46_destination(&mut self, to: &Token) -> PResult<super::Prefix> {
+        let addr = self.nat_addr()?;
+        match (&addr, &self.peek()?.tok) {
+            (NatAddr::Pool(p), Tok::Newline | Tok::Eof)
+                if p.len() == 1 && p[0].af == Af::Inet6 && matches!(p[0].len, 96 | 128) =>
+            {
+                Ok(p[0])
+            }
+            _ => here(
+                to,
+                "`af-to inet6 ... to` takes an IPv6 /96 whose last 32 bits take the IPv4 destination (RFC 6052), or one IPv6 address, then the end of the rule",
+            ),
+        }
     }
 
     /// Pass rule `rule`, which translates as `tr` says: its translation rule, or the error
@@ -102,8 +135,9 @@ impl Parser<'_> {
         }
         let v6_host = |m: &AddrMatch| matches!(m, AddrMatch::List(items) if items.iter().any(|i| matches!(i.target, AddrTarget::Prefix(p) if p.af == Af::Inet6)));
         let v6_target = matches!(&target.addr, NatAddr::Pool(p) if p.first().is_some_and(|p| p.af == Af::Inet6));
+        let nat46 = target.af_dst.is_some();
         if kind == NatKind::AfTo {
-            check_af_to(&rule, &t)?;
+            check_af_to(&rule, nat46, &t)?;
         } else if rule.af == Some(Af::Inet6)
             || v6_host(&rule.src)
             || v6_host(&rule.dst)
@@ -141,9 +175,16 @@ impl Parser<'_> {
                 ),
             );
         }
-        // Compared with the others as what it is: a rule for IPv4 packets (IPv6 for af-to).
-        let af = if kind == NatKind::AfTo { Some(Af::Inet6) } else { rule.af };
-        rule.af = Some(if kind == NatKind::AfTo { Af::Inet6 } else { Af::Inet });
+        // Compared with the others as what it is: a rule for IPv4 packets (IPv6 for NAT64).
+        let nat64 = kind == NatKind::AfTo && !nat46;
+        let af = if nat64 {
+            Some(Af::Inet6)
+        } else if nat46 {
+            Some(Af::Inet)
+        } else {
+            rule.af
+        };
+        rule.af = Some(if nat64 { Af::Inet6 } else { Af::Inet });
         let hosts = super::hosts::Hosts::between(
             (rule.src.clone(), rule.src_ports.clone()),
             (rule.dst.clone(), rule.dst_ports.clone()),
@@ -218,10 +259,17 @@ impl Parser<'_> {
     }
 }
 
-/// `af-to`'s rule: for IPv6 (the family written or its addresses'), to one IPv6 prefix of
-/// 96 bits (RFC 6052's well-known 64:ff9b::/96 or a network-specific one), whose last 32
-/// bits carry the IPv4 destination.
-fn check_af_to(rule: &Rule, t: &Token) -> PResult<()> {
+/// `af-to`'s rule. NAT64: for IPv6 (the family written or its addresses'), to one IPv6
+/// prefix of 96 bits (RFC 6052's well-known 64:ff9b::/96 or a network-specific one), whose
+/// last 32 bits carry the IPv4 destination. NAT46 (`nat46`): for IPv4.
+fn check_af_to(rule: &Rule, nat46: bool, t: &Token) -> PResult<()> {
+    if nat46 {
+        let v6_host = |m: &AddrMatch| matches!(m, AddrMatch::List(items) if items.iter().any(|i| matches!(i.target, AddrTarget::Prefix(p) if p.af == Af::Inet6)));
+        if rule.af == Some(Af::Inet6) || v6_host(&rule.src) || v6_host(&rule.dst) {
+            return here(t, "`af-to inet6` translates IPv4 packets: the rule is for inet");
+        }
+        return Ok(());
+    }
     if rule.af == Some(Af::Inet) {
         return here(t, "`af-to inet` translates IPv6 packets: the rule is for inet6");
     }
@@ -326,8 +374,8 @@ mod tests {
         assert_eq!(nat_of(&printed), nat_of(text), "check -v's line parses back to the same rule");
         for (text, want) in [
             (
-                "pass in on lr-lan inet6 to 64:ff9b::/96 af-to inet6 from 2001:db8::1\n",
-                "r.conf:1:47: `af-to inet6` (NAT46) is not supported by linerate",
+                "pass in on lr-lan inet6 to 64:ff9b::/96 af-to inet from 192.0.2.1 to 192.0.2.9\n",
+                "r.conf:1:67: `af-to inet ... to` is not supported by linerate",
             ),
             (
                 "pass in on lr-lan inet6 to 64:ff9b::/64 af-to inet from 192.0.2.1\n",
@@ -344,6 +392,49 @@ mod tests {
             (
                 "pass in on lr-lan inet6 to 64:ff9b::/96 af-to inet from 2001:db8::1\n",
                 "r.conf:1:41: `af-to inet from` takes IPv4 addresses",
+            ),
+        ] {
+            let e = rules(text).unwrap_err();
+            assert!(e.starts_with(want), "{text}: {e}");
+        }
+    }
+
+    /// OpenBSD's NAT46: an `af-to inet6` rule for IPv4, from one IPv6 address (its ports
+    /// translated) to a /96 or one address.
+    #[test]
+    fn af_to_inet6_is_nat46() {
+        let text = "pass in quick on lr-lan inet from any to 198.51.100.0/24 af-to inet6 from 2001:db8::1 to 2001:db8:64::/96\n";
+        let n = &nat_of(text)[0];
+        assert_eq!((n.kind, n.pass, n.af), (NatKind::AfTo, true, Some(Af::Inet)));
+        let t = n.target.as_ref().unwrap();
+        assert_eq!(t.addr, NatAddr::Pool(vec![Prefix::new(Af::Inet6, 0x2001_0db8 << 96 | 1, 128)]));
+        assert_eq!(t.af_dst, Some(Prefix::new(Af::Inet6, 0x2001_0db8_0064 << 80, 96)));
+        assert_eq!(t.ports, Some(DEFAULT_NAT_PORTS));
+        let printed = rules(text).unwrap().to_pf_text(&["lr-wan", "lr-lan"]).unwrap();
+        assert!(printed.contains("pass in quick on lr-lan inet from any to 198.51.100.0/24 flags S/SA keep state af-to inet6 from 2001:db8::1 to 2001:db8:64::/96"), "{printed}");
+        assert_eq!(nat_of(&printed), nat_of(text), "check -v's line parses back to the same rule");
+        let one = "pass in quick on lr-lan inet to 198.51.100.7 af-to inet6 from 2001:db8::1 to 2001:db8::7\n";
+        assert_eq!(nat_of(one)[0].target.as_ref().unwrap().af_dst.map(|p| p.len), Some(128));
+        for (text, want) in [
+            (
+                "pass in on lr-lan inet6 af-to inet6 from 2001:db8::1 to 2001:db8::/96\n",
+                "r.conf:1:25: `af-to inet6` translates IPv4 packets: the rule is for inet",
+            ),
+            (
+                "pass in on lr-lan inet af-to inet6 from 192.0.2.1 to 2001:db8::/96\n",
+                "r.conf:1:24: `af-to inet6 from` takes IPv6 addresses",
+            ),
+            (
+                "pass in on lr-lan inet af-to inet6 from 2001:db8::/96 to 2001:db8::/96\n",
+                "r.conf:1:24: `af-to inet6 from` takes one IPv6 address in linerate",
+            ),
+            (
+                "pass in on lr-lan inet af-to inet6 from 2001:db8::1 to 2001:db8::/64\n",
+                "r.conf:1:53: `af-to inet6 ... to` takes an IPv6 /96",
+            ),
+            (
+                "pass in on lr-lan inet af-to inet6 from 2001:db8::1\n",
+                "r.conf:1:52: expected \"to\", found end of line",
             ),
         ] {
             let e = rules(text).unwrap_err();

@@ -14,9 +14,12 @@ pub enum NatKind {
     Rdr,
     /// A bidirectional 1:1 mapping of one inside address to one outside address.
     Binat,
-    /// OpenBSD's `pass in inet6 ... to PREFIX/96 af-to inet from ADDR`: IPv6 packets to
-    /// the prefix become IPv4 packets (NAT64, RFC 7915) from the pool's address and a port
-    /// of its range, to the IPv4 address in the destination's last 32 bits (RFC 6052).
+    /// OpenBSD's `af-to`. NAT64, `pass in inet6 ... to PREFIX/96 af-to inet from ADDR`:
+    /// IPv6 packets to the prefix become IPv4 packets (RFC 7915) from the pool's address and
+    /// a port of its range, to the IPv4 address in the destination's last 32 bits (RFC
+    /// 6052). NAT46, `pass in inet ... af-to inet6 from ADDR6 to PREFIX6` (the rule's family
+    /// is `inet`, [`NatTarget::af_dst`] is set): IPv4 packets become IPv6 packets from ADDR6
+    /// and a port, to the IPv4 destination within the /96 (or to one IPv6 address).
     AfTo,
 }
 
@@ -73,6 +76,9 @@ pub struct NatTarget {
     pub sticky: bool,
     /// `static-port`: `nat` keeps the source port.
     pub static_port: bool,
+    /// NAT46 (`af-to inet6 from ... to PREFIX`): the IPv6 destination, a /96 whose last 32
+    /// bits take the IPv4 destination (RFC 6052), or one address.
+    pub af_dst: Option<super::Prefix>,
 }
 
 /// One translation rule with its effective options.

@@ -79,11 +79,14 @@ fn af_to(rs: &RuleSet, r: &NatRule, names: &[&str]) -> String {
     w.extend(matching(r.af, &r.protos));
     w.push(hosts(rs, (&r.src, &r.src_ports, None), (&r.dst, &r.dst_ports, None)));
     w.push("flags S/SA keep state".to_owned());
-    w.extend(
-        r.target
-            .as_ref()
-            .map(|t| format!("af-to inet from {}", target(rs, NatKind::Nat, t, names))),
-    );
+    w.extend(r.target.as_ref().map(|t| match t.af_dst {
+        Some(dst) => format!(
+            "af-to inet6 from {} to {}",
+            target(rs, NatKind::Nat, t, names),
+            words::prefix(&dst)
+        ),
+        None => format!("af-to inet from {}", target(rs, NatKind::Nat, t, names)),
+    }));
     w.join(" ")
 }
 
