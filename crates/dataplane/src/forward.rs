@@ -188,6 +188,7 @@ impl Forwarder {
         afto.set_steering(self.nat_steering.0, self.nat_steering.1);
         let mut stage = FirewallStage::new(fw, nat, nat6, afto);
         stage.afto46.set_steering(self.nat_steering.0, self.nat_steering.1);
+        stage.afto46.set_port_v4(self.port_v4.clone());
         self.firewall = Some(stage);
     }
 

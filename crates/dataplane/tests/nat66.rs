@@ -352,6 +352,24 @@ fn af_to_inet6_translates_ipv4_to_ipv6_and_back() {
     // The flow's next datagram takes the same translation.
     let [_, out] = send(&mut w, 0, vec![frame4_to(RX_MAC, 17, LAN_HOST4, server4, &l4)]);
     assert_eq!(tuple(&out[0]), (EXT, sport, server6, 53));
+    // The server's "port unreachable" and a router's "time exceeded" about the translated
+    // datagram: ICMPv4 errors to the client, quoting its datagram as it sent it.
+    let sent = out[0][14..].to_vec();
+    for (from, typ, code, want) in [(server6, 1, 4, (3, 3)), (EXT_GW, 3, 0, (11, 0))] {
+        let mut err = vec![typ, code, 0, 0, 0, 0, 0, 0];
+        err.extend_from_slice(&sent);
+        let [back, _] = send(&mut w, 1, vec![frame(1, 58, from, EXT, &err)]);
+        assert_eq!(back.len(), 1, "{:?}", w.counts());
+        let ip = &back[0][14..];
+        assert_eq!(wire::checksum::checksum(&ip[..20]), 0, "IPv4 header checksum");
+        assert_eq!(wire::checksum::checksum(&ip[20..]), 0, "ICMP checksum");
+        assert_eq!((ip[9], ip[20], ip[21]), (1, want.0, want.1), "ICMPv4 {want:?}");
+        assert_eq!(&ip[16..20], &LAN_HOST4.octets());
+        let q = &ip[28..];
+        assert_eq!(wire::checksum::checksum(&q[..20]), 0, "the quote's header checksum");
+        assert_eq!((&q[12..16], &q[16..20]), (&LAN_HOST4.octets()[..], &server4.octets()[..]));
+        assert_eq!(u16::from_be_bytes([q[20], q[21]]), 1000, "the client's own port");
+    }
 
     let echo = |typ: u8, id: u16| {
         let mut l4 = vec![typ, 0, 0, 0];
@@ -369,10 +387,10 @@ fn af_to_inet6_translates_ipv4_to_ipv6_and_back() {
     assert_eq!(tuple4(&back[0]), (server4, 0x4242, LAN_HOST4, 0x4242));
     assert_eq!(back[0][34], 0, "an ICMPv4 echo reply");
     let counts = w.nat_counts().unwrap();
-    assert_eq!((counts.sessions, counts.translated), (2, 5));
+    assert_eq!((counts.sessions, counts.translated), (2, 7));
     // Not the rule's destination: routed as IPv4, untranslated (no route here).
     let [_, out] =
         send(&mut w, 0, vec![frame4_to(RX_MAC, 17, LAN_HOST4, Ipv4Addr::new(203, 0, 113, 1), &l4)]);
     assert!(out.is_empty());
-    assert_eq!(w.nat_counts().unwrap().translated, 5);
+    assert_eq!(w.nat_counts().unwrap().translated, 7);
 }

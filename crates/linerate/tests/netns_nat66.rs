@@ -10,7 +10,8 @@
 //!   IPv4 address 198.19.0.2 as 64:ff9b::c613:2 with `ping -6`, TCP (B sees 198.19.0.1) and
 //!   `traceroute -6`, whose hops are linerate and B's address in the /96.
 //! - OpenBSD's NAT46, `pass in ... to 198.51.100.2 af-to inet6 from 2001:db8:b::1 to
-//!   2001:db8:b::2`: A, IPv4 only, reaches B's IPv6 address with `ping` and TCP.
+//!   2001:db8:b::2`: A, IPv4 only, reaches B's IPv6 address with `ping`, TCP and
+//!   `traceroute`, whose last hop's ICMPv6 error comes back as ICMPv4.
 //!
 //! Needs root, python3 and traceroute. Namespaces `lr<pid>n6*` are removed on drop.
 
@@ -178,8 +179,8 @@ fn nat64_with_af_to() {
     drop(dut);
 }
 
-/// OpenBSD's NAT46: A, IPv4 only, reaches B's IPv6 address as 198.51.100.2, with `ping` and
-/// TCP; B sees the router's IPv6 address.
+/// OpenBSD's NAT46: A, IPv4 only, reaches B's IPv6 address as 198.51.100.2, with `ping`, TCP
+/// and `traceroute`; B sees the router's IPv6 address.
 const AF_TO_INET6: &str = "pass in quick on lrd0 inet from any to 198.51.100.2 af-to inet6 from 2001:db8:b::1 to 2001:db8:b::2\npass all\n";
 
 #[test]
@@ -201,6 +202,13 @@ fn nat46_with_af_to_inet6() {
         seen.lines().all(|l| l.starts_with("2001:db8:b::1 ")),
         "B sees the rule's IPv6 source: {seen}"
     );
+    // B's "port unreachable" (ICMPv6) reaches A as ICMPv4 from the address A wrote to.
+    let trace =
+        lab.a.exec("traceroute", &["-n", "-q", "1", "-w", "2", "-m", "4", "198.51.100.2"]).unwrap();
+    let trace = String::from_utf8_lossy(&trace.stdout).into_owned();
+    let hops: Vec<&str> =
+        trace.lines().skip(1).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(hops, ["198.18.0.1", "198.51.100.2"], "{trace}");
     drop(dut);
 }
 

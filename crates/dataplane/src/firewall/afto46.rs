@@ -11,9 +11,11 @@
 //! address the client wrote to, so that the state finds them and the IPv4 table routes them.
 //! NAT64, the other way, is [`super::afto`].
 //!
-//! Not here: ICMPv6 errors about a translated flow (they are not translated back to ICMPv4:
-//! the client's traceroute ends at the router), state sync of the translations, the kernel
-//! fast path (translated flows stay in the pipeline), fragments (dropped, `nat_fragment`).
+//! ICMPv6 errors about a translated flow come back as the ICMPv4 errors they stand for (RFC
+//! 7915 section 5.2), the packet they quote translated back, from the IPv4 address their
+//! source carries in the rule's /96, or else from the router's own address on the client's
+//! side. Not here: state sync of the translations, the kernel fast path (translated flows stay
+//! in the pipeline), fragments (dropped, `nat_fragment`).
 
 use std::sync::Arc;
 
@@ -26,7 +28,7 @@ use io::rss::{SYMMETRIC_KEY, Toeplitz, queue_for};
 
 use super::CompiledRules;
 use super::afto::is_nat46;
-use super::afto_rewrite::{Back, PortField, to_v4, to_v6};
+use super::afto_rewrite::{Back, ErrorTo4, PortField, error_to_v4, to_v4, to_v6};
 use super::nat::alloc_reason;
 use super::nat_rewrite::{Kind, read};
 use super::nat6_rewrite::{Kind6, read6};
@@ -74,6 +76,9 @@ pub(crate) struct Af46Stage {
     plan: Option<Plan>,
     steering: Option<(u16, u16, Toeplitz)>,
     seed: u64,
+    /// By logical port: the router's IPv4 address there (an ICMPv6 error from an address that
+    /// stands for no IPv4 one comes from it).
+    port_v4: Vec<Option<u32>>,
     /// The batch's IPv4 packets to rebuild as IPv6 after the in pass: (index in the batch,
     /// what they become).
     pub pending: Vec<(usize, Forward46)>,
@@ -97,6 +102,7 @@ impl Af46Stage {
             plan: None,
             steering: None,
             seed,
+            port_v4: Vec::new(),
             pending: Vec::new(),
             translated: 0,
         }
@@ -104,6 +110,10 @@ impl Af46Stage {
 
     pub fn set_steering(&mut self, worker: u16, workers: u16) {
         self.steering = (workers > 1).then(|| (worker, workers, Toeplitz::new(&SYMMETRIC_KEY)));
+    }
+
+    pub fn set_port_v4(&mut self, port_v4: Vec<Option<u32>>) {
+        self.port_v4 = port_v4;
     }
 
     pub fn len(&self) -> usize {
@@ -262,8 +272,8 @@ impl Af46Stage {
     }
 
     /// An IPv6 packet arriving (`frame`, IP header at `l3`): if it is a reply of a translated
-    /// flow, the IPv4 frame it becomes, built in `out`, and its IPv4 destination. `Err`: a
-    /// reply that cannot be translated (dropped).
+    /// flow, or an ICMPv6 error about one, the IPv4 frame it becomes, built in `out`, and its
+    /// IPv4 destination. `Err`: a reply that cannot be translated (dropped).
     pub fn inbound_v6(
         &mut self,
         rs: &RuleSet,
@@ -273,17 +283,45 @@ impl Af46Stage {
         out: &mut [u8],
     ) -> Result<Option<(usize, u32)>, DropReason> {
         let Some(t) = frame.get(l3..).and_then(read6) else { return Ok(None) };
-        if !matches!(t.kind, Kind6::Ports | Kind6::Query { .. }) {
-            return Ok(None);
-        }
-        let Some(s) = self.table.lookup_in(&t.key, now, &rs.timeouts) else { return Ok(None) };
-        s.touch(now, true, t.tcp_flags);
+        let (lookup, error) = match t.kind {
+            Kind6::Ports | Kind6::Query { .. } => (t.key, false),
+            Kind6::Error { inner, .. } => (inner.reversed(), true),
+            _ => return Ok(None),
+        };
+        let Some(s) = self.table.lookup_in(&lookup, now, &rs.timeouts) else { return Ok(None) };
         // From the address the client wrote to, back to the client's own port.
         let (server, client, client_port) = (s.out_key.dst as u32, s.in_to.0 as u32, s.in_to.1);
-        let n = to_v4(frame, l3, (server, client_port, client), PortField::Dst, out)
-            .ok_or(DropReason::NatUntranslatable)?;
+        let n = if error {
+            let (server6, iface) = (s.in_key.src, s.iface);
+            let to = ErrorTo4 {
+                src: self.error_source(t.key.src, server6, server, iface),
+                dst: client,
+                quote: (client, client_port, server),
+            };
+            error_to_v4(frame, l3, &to, out)
+        } else {
+            s.touch(now, true, t.tcp_flags);
+            to_v4(frame, l3, (server, client_port, client), PortField::Dst, out)
+        };
+        let n = n.ok_or(DropReason::NatUntranslatable)?;
         self.translated += 1;
         Ok(Some((n, client)))
+    }
+
+    /// The IPv4 source of an ICMPv6 error from `from` about a flow to `server6` (which the
+    /// client knows as `server`) whose client is on `iface`: the server's, the IPv4 address
+    /// `from` carries in a rule's /96 (RFC 6052), or else the router's own on the client's side.
+    fn error_source(&self, from: u128, server6: u128, server: u32, iface: u16) -> u32 {
+        if from == server6 {
+            return server;
+        }
+        let embedded = self.plan.as_ref().is_some_and(|p| {
+            p.addrs.iter().flatten().any(|a| a.dst.1 == 96 && (a.dst.0 ^ from) >> 32 == 0)
+        });
+        if embedded {
+            return from as u32;
+        }
+        self.port_v4.get(usize::from(iface)).copied().flatten().unwrap_or(server)
     }
 }
 

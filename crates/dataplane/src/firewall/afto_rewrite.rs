@@ -231,6 +231,93 @@ fn icmp_error(l4: &[u8], back: &Back, msg: &mut [u8]) -> Option<usize> {
     Some(8 + V6 + qlen)
 }
 
+/// How an ICMPv6 error about a NAT46 flow maps to ICMPv4: the error's new source and
+/// destination, and the quoted packet's new source, port (or echo identifier) and destination.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ErrorTo4 {
+    pub src: u32,
+    pub dst: u32,
+    pub quote: (u32, u16, u32),
+}
+
+/// The most of the quoted packet's payload an ICMPv4 error carries: the error within 576
+/// bytes (RFC 1812 4.3.2.3).
+const QUOTE4: usize = 576 - 20 - 8 - 20;
+
+/// The ICMPv4 error for the ICMPv6 error `frame` (IP header at `l3`, no extension header)
+/// about a translated flow, as RFC 7915 section 5.2 maps it, the packet it quotes translated
+/// back as `to` says, built in `out`: its length. Destination unreachable, packet too big,
+/// time exceeded, and "unrecognized next header" (protocol unreachable) only.
+pub(crate) fn error_to_v4(frame: &[u8], l3: usize, to: &ErrorTo4, out: &mut [u8]) -> Option<usize> {
+    let ip = frame.get(l3..)?;
+    let len = usize::from(be16(ip, 4)?).min(ip.len().checked_sub(V6)?);
+    let l4 = ip.get(V6..V6 + len)?;
+    if ip[6] != proto::ICMPV6 || l4.len() < 8 + V6 {
+        return None;
+    }
+    let (t4, c4, word) = match (l4[0], l4[1]) {
+        (1, 0 | 2 | 3) => (3, 1, 0),
+        (1, 1) => (3, 10, 0),
+        (1, 4) => (3, 3, 0),
+        // Packet too big: fragmentation needed, the IPv4 MTU 20 bytes less.
+        (2, _) => {
+            let mtu6 = u32::from_be_bytes(l4[4..8].try_into().ok()?);
+            (3, 4, mtu6.saturating_sub(20).min(0xffff))
+        }
+        (3, c) => (11, c, 0),
+        (4, 1) => (3, 2, 0),
+        _ => return None,
+    };
+    let q = &l4[8..];
+    let qp = q[6];
+    let qp4 = match qp {
+        proto::TCP | proto::UDP => qp,
+        proto::ICMPV6 => proto::ICMP,
+        _ => return None,
+    };
+    let declared = usize::from(be16(q, 4)?);
+    let quoted = &q[V6..];
+    let qlen = quoted.len().min(declared).min(QUOTE4);
+    let (src, port, dst) = to.quote;
+    let mut msg = [0u8; 8 + 20 + QUOTE4];
+    msg[0] = t4;
+    msg[1] = c4;
+    msg[4..8].copy_from_slice(&word.to_be_bytes());
+    let tc = (q[0] << 4) | (q[1] >> 4);
+    v4_header(&mut msg[8..], tc, declared, q[7], qp4, src, dst);
+    let body = &mut msg[28..28 + qlen];
+    body.copy_from_slice(&quoted[..qlen]);
+    match qp4 {
+        proto::TCP | proto::UDP if qlen >= 2 => put16(body, 0, port),
+        proto::ICMP if qlen >= 8 => {
+            body[0] = if body[0] == 128 { 8 } else { 0 };
+            put16(body, 4, port);
+        }
+        _ => {}
+    }
+    // A quoted datagram that is whole gets a valid checksum (tools may check it).
+    if qlen == declared && qlen >= checksum_at(qp4) + 2 {
+        let pseudo = if qp4 == proto::ICMP {
+            0
+        } else {
+            pseudo_header_v4(&src.into(), &dst.into(), qp4, qlen as u32)
+        };
+        let ck = l4_checksum(body, checksum_at(qp4), pseudo);
+        put16(body, checksum_at(qp4), ck);
+    }
+    let n = 28 + qlen;
+    let end = l3 + 20 + n;
+    let out = out.get_mut(..end)?;
+    l2(frame, l3, 0x0800, out)?;
+    let outer_tc = (ip[0] << 4) | (ip[1] >> 4);
+    v4_header(&mut out[l3..], outer_tc, n, ip[7], proto::ICMP, to.src, to.dst);
+    let m = &mut out[l3 + 20..];
+    m.copy_from_slice(&msg[..n]);
+    let ck = l4_checksum(m, 2, 0);
+    put16(m, 2, ck);
+    Some(end)
+}
+
 #[cfg(test)]
 #[path = "afto_rewrite_tests.rs"]
 mod tests;
