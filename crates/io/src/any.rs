@@ -195,11 +195,12 @@ impl PortOpener {
 }
 
 impl AnyRx {
-    /// Goes on from the counters of the port this one replaces (AF_XDP; the others are not
-    /// rebuilt).
+    /// Goes on from the counters of the port this one replaces.
     pub fn inherit(&mut self, old: PortStats) {
-        if let AnyRx::Xdp(x) = self {
-            x.inherit(old);
+        match self {
+            AnyRx::Xdp(x) => x.inherit(old),
+            AnyRx::Packet(p) => p.inherit(old),
+            AnyRx::Replay(_) => {}
         }
     }
 
@@ -213,10 +214,12 @@ impl AnyRx {
 }
 
 impl AnyTx {
-    /// Goes on from the counters of the port this one replaces (AF_XDP).
+    /// Goes on from the counters of the port this one replaces.
     pub fn inherit(&mut self, old: PortStats) {
-        if let AnyTx::Xdp(x) = self {
-            x.inherit(old);
+        match self {
+            AnyTx::Xdp(x) => x.inherit(old),
+            AnyTx::Packet(p) => p.inherit(old),
+            AnyTx::Counting(_) => {}
         }
     }
 }

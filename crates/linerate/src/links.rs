@@ -6,8 +6,7 @@
 //! loses its carrier meanwhile. A port whose interface is deleted is down until an interface
 //! of its name comes back (a re-plugged NIC, a veth a container runtime recreated, a driver
 //! reloaded: a new ifindex); the port is then rebuilt on it in place ([`crate::rebuild`]).
-//! Where it cannot be (`router.rebuild_ports = false`, AF_PACKET ports, a failure) the
-//! router stops with an error naming the port, for the service manager to restart it
+//! Where it cannot be (`router.rebuild_ports = false`, a failure) the router stops with an error naming the port, for the service manager to restart it
 //! (`dist/linerate.service`: `Restart=on-failure`): its sockets, XDP and tc programs and
 //! NAPI threads were bound to the old interface and would forward nothing, silently.
 //!
@@ -97,7 +96,7 @@ impl Links {
             }
             if !self.rebuild {
                 return Some(Change::Stop(format!(
-                    "interface {} was created again (ifindex {ifindex} -> {}): linerate's sockets and programs are bound to the old one, and it rebuilds no port in place (router.rebuild_ports off, or no AF_XDP port); stopping so that the service manager restarts it on the new one",
+                    "interface {} was created again (ifindex {ifindex} -> {}): linerate's sockets and programs are bound to the old one, and router.rebuild_ports is off, so it rebuilds no port in place; stopping so that the service manager restarts it on the new one",
                     e.name, e.ifindex
                 )));
             }
@@ -120,7 +119,7 @@ impl Links {
         if e.deleted {
             if !self.rebuild {
                 return Some(Change::Stop(format!(
-                    "interface {} (ifindex {}) was deleted: linerate cannot forward on it, and it rebuilds no port in place (router.rebuild_ports off, or no AF_XDP port); stopping so that the service manager restarts it when the interface is back",
+                    "interface {} (ifindex {}) was deleted: linerate cannot forward on it, and router.rebuild_ports is off, so it rebuilds no port in place; stopping so that the service manager restarts it when the interface is back",
                     e.name, e.ifindex
                 )));
             }

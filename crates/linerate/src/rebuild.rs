@@ -5,12 +5,16 @@
 //! held, the fast path's slot moves to the new ifindex, and the NAPI threads are placed
 //! again. The router's states, translations, routes and counters stay.
 //!
+//! An AF_PACKET port's sockets join a new fanout group (the old one was bound to the old
+//! interface), its tc fast path and socket filter come with them, and the tc program that
+//! drops the kernel's copy of its frames is attached to the new interface.
+//!
 //! Opening a socket needs the capabilities `run` dropped: with `router.rebuild_ports` it
 //! keeps them in its permitted set, and a worker raises them on its own thread only for the
-//! moment it opens its side (`crate::privilege::raised`). AF_PACKET ports are not rebuilt:
-//! their fanout group, tc programs and the kernel bypass would all have to follow; `run`
-//! stops instead, for its service manager to restart it.
+//! moment it opens its side (`crate::privilege::raised`).
 
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,8 +44,17 @@ pub struct Rebuilder {
     /// The workers' CPUs, for the NAPI threads (with `router.napi_threads`).
     pub napi_cpus: Option<Vec<usize>>,
     pub offload: Option<Arc<crate::offload::Offload>>,
-    /// The NAPI threads placed for rebuilt interfaces, put back at exit like the others.
-    pub placed: Mutex<Vec<io::napi::NapiThreads>>,
+    /// The receive work placed for rebuilt interfaces, put back at exit like the others.
+    pub placed: Mutex<Vec<crate::receive::ReceivePlacement>>,
+    /// AF_PACKET: the fanout groups' first id and, by interface, whether a group spreads by
+    /// the Toeplitz program.
+    pub fanout: (u16, Vec<bool>),
+    /// Rebuilds so far (each takes new fanout group ids).
+    pub rebuilt: AtomicU16,
+    /// AF_PACKET: the kernel's copies are dropped by tc programs (`Some(everything)`: with
+    /// the host stack on, every frame), attached again to a rebuilt interface.
+    pub bypass: Option<bool>,
+    pub bypassed: Mutex<Vec<io::xdp::kernel_copy::KernelCopyDrop>>,
     /// Where the slow path takes its raw sender on a rebuilt interface (ARP, NDP, ICMP).
     pub senders: Arc<crate::host::SenderSwaps>,
 }
@@ -58,9 +71,7 @@ impl Rebuilder {
     pub fn rebuild(&self, phys: usize, old: u32, ifindex: u32) -> Result<String> {
         let started = Instant::now();
         let iface = self.physical.get(phys).ok_or_else(|| anyhow!("no port {phys}"))?;
-        if self.backends.get(phys) != Some(&Backend::AfXdp) {
-            bail!("AF_PACKET ports are not rebuilt in place");
-        }
+        let backend = *self.backends.get(phys).ok_or_else(|| anyhow!("no port {phys}"))?;
         if io::netdev::ifindex(&iface.name).ok() != Some(ifindex) {
             bail!("interface {} changed again while being rebuilt", iface.name);
         }
@@ -75,8 +86,9 @@ impl Rebuilder {
         }
         let mut kinds = Vec::new();
         let mut retired = Retired::default();
+        let group = self.fanout_group(phys);
         for (w, jobs) in self.jobs.iter().enumerate() {
-            let opened = self.on_worker(w, jobs, phys)?;
+            let opened = self.on_worker(w, jobs, phys, group)?;
             retired.returned += opened.retired.returned;
             retired.lost += opened.retired.lost;
             kinds.push(opened.kind);
@@ -88,9 +100,10 @@ impl Rebuilder {
         if let Some(o) = &self.offload {
             o.port_rebuilt(phys, ifindex);
         }
-        let napi = self.place_napi(&iface.name);
+        let bypass = self.bypass_again(iface, backend)?;
+        let napi = self.place_napi(&iface.name, backend);
         Ok(format!(
-            "interface {} rebuilt as ifindex {ifindex} in {} ms: {}{mac}{napi}; frames of the old sockets: {} back in the pools, {} lost",
+            "interface {} rebuilt as ifindex {ifindex} in {} ms: {}{mac}{bypass}{napi}; frames of the old sockets: {} back in the pools, {} lost",
             iface.name,
             started.elapsed().as_millis(),
             kinds.first().map_or("", String::as_str),
@@ -112,15 +125,30 @@ impl Rebuilder {
         Ok(format!(", its MAC set back to {want}"))
     }
 
+    /// A new fanout group id for an AF_PACKET port (`None`: one worker, no group), past every
+    /// id taken at start and by earlier rebuilds.
+    fn fanout_group(&self, phys: usize) -> Option<(u16, bool)> {
+        if self.jobs.len() < 2 {
+            return None;
+        }
+        let n = self.physical.len() as u16;
+        let round = self.rebuilt.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        let id = self.fanout.0.wrapping_add(n.wrapping_mul(round)).wrapping_add(phys as u16);
+        Some((id, self.fanout.1.get(phys).copied().unwrap_or(false)))
+    }
+
     /// Has worker `w` open its socket on the new interface and retire the old one.
     fn on_worker(
         &self,
         w: usize,
         jobs: &Sender<PortJob<AnyRx, AnyTx>>,
         phys: usize,
+        group: Option<(u16, bool)>,
     ) -> Result<Opened> {
         let (done_tx, done) = channel();
         let mut opener = PortOpener::new();
+        opener.fanout = group.map(|g| g.0);
+        opener.fanout_rss = group.is_some_and(|g| g.1);
         opener.xdp.queue = w as u32;
         opener.xdp.fail_closed = self.fail_closed;
         opener.xdp.fast_path = self.fast_path;
@@ -130,9 +158,9 @@ impl Rebuilder {
             config::XdpMode::Native => io::xdp::XdpMode::Native,
             config::XdpMode::Generic => io::xdp::XdpMode::Generic,
         };
-        let name = iface.name.clone();
+        let (name, backend) = (iface.name.clone(), self.backends[phys]);
         let job: PortJob<AnyRx, AnyTx> = Box::new(move |rx, tx, pool| {
-            let _ = done_tx.send(reopen(opener, &name, phys, rx, tx, pool));
+            let _ = done_tx.send(reopen(opener, (&name, backend), phys, rx, tx, pool));
         });
         jobs.send(job).map_err(|_| anyhow!("worker {w} has stopped"))?;
         match done.recv_timeout(JOB_TIMEOUT) {
@@ -141,11 +169,27 @@ impl Rebuilder {
         }
     }
 
+    /// AF_PACKET: the tc program that drops the kernel's copy of the port's frames, on the new
+    /// interface. Returns a note for the log.
+    fn bypass_again(&self, iface: &config::Interface, backend: Backend) -> Result<String> {
+        let Some(everything) = self.bypass.filter(|_| backend == Backend::AfPacket) else {
+            return Ok(String::new());
+        };
+        let addrs: Vec<IpAddr> = iface.addresses.iter().map(|a| a.addr).collect();
+        let ifaces = [(iface.name.clone(), addrs)];
+        let drop = crate::privilege::raised(|| {
+            io::xdp::kernel_copy::KernelCopyDrop::attach(&ifaces, everything)
+        })
+        .map_err(|e| anyhow!("the kernel's copies of its frames: {e}"))?;
+        self.bypassed.lock().unwrap_or_else(|e| e.into_inner()).push(drop);
+        Ok(", the kernel's copies dropped".to_owned())
+    }
+
     /// Moves the new interface's receive work into NAPI threads on the workers' CPUs, as at
     /// start (`crate::receive`). Returns a note for the log.
-    fn place_napi(&self, ifname: &str) -> String {
+    fn place_napi(&self, ifname: &str, backend: Backend) -> String {
         let Some(cpus) = &self.napi_cpus else { return String::new() };
-        match crate::privilege::raised(|| crate::receive::place_again(ifname, cpus)) {
+        match crate::privilege::raised(|| crate::receive::place_again(ifname, backend, cpus)) {
             Ok(t) => {
                 self.placed.lock().unwrap_or_else(|e| e.into_inner()).push(t);
                 ", NAPI threads placed".to_owned()
@@ -155,11 +199,12 @@ impl Rebuilder {
     }
 }
 
-/// On the worker's thread: its socket on the new interface, sharing its pool's UMEM with a
-/// live port if there is one, in place of the old one, whose frames go back to the pool.
+/// On the worker's thread: its socket on the new interface (AF_XDP: sharing its pool's UMEM
+/// with a live port if there is one), in place of the old one, whose frames go back to the
+/// pool.
 fn reopen(
     mut opener: PortOpener,
-    ifname: &str,
+    (ifname, backend): (&str, Backend),
     phys: usize,
     rx: &mut [AnyRx],
     tx: &mut [AnyTx],
@@ -168,13 +213,19 @@ fn reopen(
     if phys >= rx.len() || phys >= tx.len() {
         return Err(format!("no port {phys}"));
     }
-    // A socket can share the UMEM of a bound socket only: not of the one whose interface went.
-    if let Some(u) = rx.iter().enumerate().filter(|&(i, _)| i != phys).find_map(|(_, r)| r.umem()) {
-        opener.share_umem(u);
-    }
-    let (mut new_rx, mut new_tx, kind) =
+    let opened = if backend == Backend::AfPacket {
+        crate::privilege::raised(|| opener.open_packet(ifname, phys as u16))
+            .map_err(|e| e.to_string())
+    } else {
+        // A socket can share the UMEM of a bound socket only: not the one whose interface went.
+        let live = rx.iter().enumerate().filter(|&(i, _)| i != phys).find_map(|(_, r)| r.umem());
+        if let Some(u) = live {
+            opener.share_umem(u);
+        }
         crate::privilege::raised(|| opener.open_xdp(pool, ifname, phys as u16))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())
+    };
+    let (mut new_rx, mut new_tx, kind) = opened?;
     new_rx.inherit(rx[phys].stats());
     new_tx.inherit(tx[phys].stats());
     let old_rx = std::mem::replace(&mut rx[phys], new_rx);

@@ -46,16 +46,22 @@ pub fn place(
     p
 }
 
-/// Places the receive work of an AF_XDP interface created again while running (see
-/// [`crate::rebuild`]), as [`place`] did at start.
-pub fn place_again(ifname: &str, cpus: &[usize]) -> Result<NapiThreads, String> {
+/// Places the receive work of an interface created again while running (see
+/// [`crate::rebuild`]), as [`place`] did at start; undone when dropped.
+pub fn place_again(
+    ifname: &str,
+    backend: Backend,
+    cpus: &[usize],
+) -> Result<ReceivePlacement, String> {
     let mut p = ReceivePlacement {
         _threads: Vec::new(),
         _pass_links: Vec::new(),
         _gro: Vec::new(),
         on_worker: vec![false; cpus.len()],
     };
-    place_one(ifname, Backend::AfXdp, cpus, &mut p)
+    let threads = place_one(ifname, backend, cpus, &mut p)?;
+    p._threads.push(threads);
+    Ok(p)
 }
 
 fn place_one(

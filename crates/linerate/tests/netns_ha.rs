@@ -334,3 +334,34 @@ fn a_peers_states_go_to_the_worker_of_their_flow() {
         assert!(arrives(&sb.g, 9000, &sb.f, p), "the reply to port {p} did not pass E");
     }
 }
+
+/// A sync link that loses 5% of its datagrams (an nftables rule on E's side drops them at
+/// random; this kernel has no netem): each state's updates, sent again once a second while
+/// its flow lasts, bring E to every one of D's 100 flows.
+#[test]
+fn the_standby_converges_when_the_sync_link_loses_datagrams() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("hl");
+    let sb = standby(&lab, "hl");
+    let loss = "table netdev lrloss {\n  chain in {\n    type filter hook ingress device \"lrs1\" priority 0; policy accept;\n    udp dport 8384 numgen random mod 20 0 counter drop\n  }\n}\n";
+    let rules = lab.dir.join("loss.nft");
+    std::fs::write(&rules, loss).unwrap();
+    let nft = sb.e.command("nft").arg("-f").arg(&rules).output().unwrap();
+    assert!(nft.status.success(), "nft: {}", String::from_utf8_lossy(&nft.stderr));
+    let cfg_e = config(&lab, "e", "10.99.0.2:8384", "10.99.0.1:8384");
+    let cfg_d = config(&lab, "d", "10.99.0.1:8384", "10.99.0.2:8384");
+    let _e = run(&sb.e, &cfg_e, "0");
+    let _d = run(&lab.d, &cfg_d, "1");
+    let _ = lab.a.exec("ping", &["-c", "1", "-W", "1", "198.19.0.2"]);
+    // 100 flows from A, a datagram each every 200 ms for 5 s.
+    let flows = "import socket,time\nss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(100)]\nfor k,s in enumerate(ss): s.bind(('',42000+k))\nfor _ in range(25):\n  for s in ss: s.sendto(b'x',('198.19.0.2',9000))\n  time.sleep(0.2)\n";
+    let out = lab.a.command("python3").args(["-c", flows]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let udp = |cfg: &Path| states(cfg).into_iter().filter(|s| s["proto"] == "udp").count();
+    assert_eq!(udp(&cfg_d), 100, "D's states");
+    let held = udp(&cfg_e);
+    let dropped = sb.e.command("nft").args(["list", "table", "netdev", "lrloss"]).output().unwrap();
+    let dropped = String::from_utf8_lossy(&dropped.stdout).into_owned();
+    assert!(!dropped.contains("packets 0 "), "the loss rule dropped nothing: {dropped}");
+    assert_eq!(held, 100, "E holds every state despite the loss: {dropped}");
+}

@@ -2,18 +2,18 @@
 //! interfaces`, its route is withdrawn and its neighbours flushed meanwhile, and traffic
 //! resumes; an AF_XDP port whose interface is deleted and created again is rebuilt in place
 //! (two workers, either port, three times), traffic resuming within 2 s of the link coming
-//! up; an AF_PACKET port, which is not rebuilt, stops the router with an error naming it
-//! instead of forwarding nothing in silence. Needs root.
+//! up, and so is an AF_PACKET port; with `rebuild_ports = false` a deleted port stops the
+//! router with an error naming it instead of forwarding nothing in silence. Needs root.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lab::topology::{End, is_root, veth};
+use lab::topology::is_root;
 use serde_json::Value;
 
 mod common;
 
-use common::{B_MAC, D1_MAC, build, start_until, write_config};
+use common::{D1_MAC, build, start_until, write_config};
 
 fn link_of(cfg: &std::path::Path, name: &str) -> (String, u64) {
     let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -58,7 +58,7 @@ fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 #[test]
-fn a_port_set_down_and_up_is_followed_and_a_recreated_af_packet_port_stops_the_router() {
+fn a_port_set_down_and_up_is_followed_and_a_recreated_af_packet_port_rebuilt() {
     assert!(is_root(), "needs root (namespaces): run the suite as root");
     let lab = build("lk");
     let cfg = write_config(&lab, "af_packet", "");
@@ -94,13 +94,40 @@ fn a_port_set_down_and_up_is_followed_and_a_recreated_af_packet_port_stops_the_r
     });
     assert!(has_neighbour(&cfg, "198.19.0.2"), "B resolved again");
 
-    // The veth pair deleted and created again with the same names and MACs.
+    // The veth pair deleted and created again with the same names and MACs: the AF_PACKET
+    // port is rebuilt on it (a new fanout group, the kernel bypass again).
     lab.d.ip(&["link", "del", "lrd1"]).unwrap();
-    veth(
-        End { ns: &lab.d, name: "lrd1", mac: D1_MAC },
-        End { ns: &lab.b, name: "lrb0", mac: B_MAC },
-    )
-    .unwrap();
+    common::b_side(&lab.d, &lab.b, D1_MAC, 1);
+    eventually("lrd1 rebuilt", || interface(&cfg, "lrd1")["rebuilds"] == 1);
+    let start = Instant::now();
+    while !ping_b(&lab) {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "no ping across the rebuilt AF_PACKET port"
+        );
+    }
+    assert!(dut.0.as_mut().unwrap().try_wait().unwrap().is_none(), "linerate stopped");
+}
+
+/// With `router.rebuild_ports = false`, a port whose interface is deleted stops the router
+/// with an error naming the port (its sockets and programs are bound to the interface that
+/// is gone), for the service manager to restart it, instead of forwarding nothing in silence.
+#[test]
+fn a_deleted_port_stops_the_router_when_ports_are_not_rebuilt() {
+    assert!(is_root(), "needs root (namespaces): run the suite as root");
+    let lab = build("ls");
+    let cfg = write_config(&lab, "af_packet", "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("[router]\n", "[router]\nrebuild_ports = false\n")).unwrap();
+    let log = lab.dir.join("run.err");
+    let mut cmd = lab.d.command("bash");
+    cmd.args(["-c", "\"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .arg(&cfg)
+        .arg(&log);
+    let mut dut = start_until(cmd, "forwarding with");
+    assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
+    lab.d.ip(&["link", "del", "lrd1"]).unwrap();
     let mut child = dut.0.take().unwrap();
     let start = Instant::now();
     let status = loop {

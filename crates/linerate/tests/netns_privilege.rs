@@ -170,7 +170,7 @@ fn unprivileged_run(backend: &str) {
         "{err}"
     );
 
-    if backend == "af_xdp" {
+    {
         // Its port rebuilt on an interface created again, with only the kept capabilities
         // (raised by the workers' threads) and another MAC on the new interface.
         lab.d.ip(&["link", "del", "lrd1"]).unwrap();

@@ -64,6 +64,14 @@ pub struct PacketRx {
 }
 
 impl PacketRx {
+    /// Goes on from the counters of the socket this one replaces (its interface created
+    /// again), so that the port's counters never go back.
+    pub fn inherit(&mut self, old: PortStats) {
+        self.stats.rx_packets += old.rx_packets;
+        self.stats.rx_bytes += old.rx_bytes;
+        self.stats.rx_dropped += old.rx_dropped;
+    }
+
     pub(crate) fn new(fd: OwnedFd, ring: Mapping, geo: RxGeometry, port: u16) -> PacketRx {
         debug_assert_eq!(Some(ring.len()), geo.ring_len());
         PacketRx {

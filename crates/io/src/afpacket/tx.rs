@@ -47,6 +47,13 @@ pub struct PacketTx {
 }
 
 impl PacketTx {
+    /// Goes on from the counters of the socket this one replaces.
+    pub fn inherit(&mut self, old: PortStats) {
+        self.stats.tx_packets += old.tx_packets;
+        self.stats.tx_bytes += old.tx_bytes;
+        self.stats.tx_dropped += old.tx_dropped;
+    }
+
     pub(crate) fn new(fd: OwnedFd, ring: Mapping, geo: TxGeometry, mtu: u32) -> PacketTx {
         debug_assert_eq!(ring.len(), geo.ring_len());
         PacketTx {

@@ -90,6 +90,10 @@ pub fn main(args: RunArgs) -> Result<()> {
         cfg.router.napi_threads.then(|| crate::receive::place(&physical, &claimed.backends, &cpus));
     let log_file = if firewall.slot.is_some() { crate::logger::open_file(&cfg.log)? } else { None };
     let opened_steering = opened.steered_by_toeplitz;
+    let (fanout_base, fanout_rss) = (opened.fanout_base, opened.fanout_rss.clone());
+    let bypass_tc = _bypass
+        .as_ref()
+        .is_some_and(|b| matches!(b, crate::kernel_bypass::KernelBypass::Tc { .. }));
     let mut built = workers::build(
         &cfg,
         opened.per_worker,
@@ -114,6 +118,8 @@ pub fn main(args: RunArgs) -> Result<()> {
         .map(|mut r| {
             r.napi_cpus = receive.as_ref().map(|_| cpus.clone());
             r.senders = slow.threads.host_io.sender_swaps();
+            r.fanout = (fanout_base, fanout_rss.clone());
+            r.bypass = bypass_tc.then_some(cfg.router.host_stack);
             Arc::new(r)
         });
     let links = Arc::new(crate::links::Links::new(&port_indexes(&physical), rebuild.is_some()));
@@ -415,8 +421,8 @@ fn worker_cpus(first: Option<usize>, workers: usize) -> Vec<usize> {
 }
 
 /// Each physical port's name and kernel ifindex (0 if it has none now).
-/// What rebuilds a port on its interface created again (`router.rebuild_ports`, with an AF_XDP
-/// port: the others are not rebuilt), taking the workers' job queues.
+/// What rebuilds a port on its interface created again (`router.rebuild_ports`), taking the
+/// workers' job queues.
 fn rebuilder(
     cfg: &Config,
     physical: &[config::Interface],
@@ -425,8 +431,7 @@ fn rebuilder(
     built: &mut workers::Workers,
     offload: &Option<(Arc<crate::offload::Offload>, Vec<dataplane::offload::ControlQueues>)>,
 ) -> Option<crate::rebuild::Rebuilder> {
-    let any_xdp = backends.contains(&Backend::AfXdp);
-    (cfg.router.rebuild_ports && any_xdp).then(|| crate::rebuild::Rebuilder {
+    cfg.router.rebuild_ports.then(|| crate::rebuild::Rebuilder {
         jobs: std::mem::take(&mut built.port_jobs),
         physical: physical.to_vec(),
         backends: backends.to_vec(),
@@ -436,6 +441,10 @@ fn rebuilder(
         offload: offload.as_ref().map(|(o, _)| Arc::clone(o)),
         placed: Mutex::new(Vec::new()),
         senders: Arc::default(),
+        fanout: (0, Vec::new()),
+        rebuilt: Default::default(),
+        bypass: None,
+        bypassed: Mutex::new(Vec::new()),
     })
 }
 

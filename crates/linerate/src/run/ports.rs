@@ -32,6 +32,10 @@ pub(super) struct OpenedPorts {
     /// Every interface spreads flows over the workers by linerate's own hash (AF_PACKET
     /// fanout by the symmetric Toeplitz program), so which worker a flow reaches is known.
     pub steered_by_toeplitz: bool,
+    /// The AF_PACKET fanout groups' ids start here (one per interface).
+    pub fanout_base: u16,
+    /// By interface: its fanout group spreads by the Toeplitz program.
+    pub fanout_rss: Vec<bool>,
 }
 
 /// How the interfaces are being opened, worker after worker.
@@ -76,6 +80,8 @@ pub(super) fn open_all(
             kinds: Vec::new(),
             packet_ifaces: Vec::new(),
             steered_by_toeplitz: false,
+            fanout_base: 0,
+            fanout_rss: Vec::new(),
         },
     };
     for w in 0..workers {
@@ -85,6 +91,8 @@ pub(super) fn open_all(
     let packet = |(b, rss): (&Backend, &bool)| *b == Backend::AfPacket && *rss;
     opening.opened.steered_by_toeplitz =
         opening.backends.iter().zip(&opening.fanout_rss).all(packet);
+    opening.opened.fanout_base = opening.fanout_base;
+    opening.opened.fanout_rss = opening.fanout_rss.clone();
     Ok(opening.opened)
 }
 
