@@ -262,11 +262,8 @@ impl Forwarder {
         &mut self,
     ) -> Option<(&mut Firewall, crate::firewall::sync::NatTables<'_>)> {
         self.firewall.as_mut().map(|f| {
-            let tables = crate::firewall::sync::NatTables {
-                v4: f.nat.table_mut(),
-                v6: f.nat6.table_mut(),
-                af64: f.afto.table_mut(),
-            };
+            let tables =
+                crate::firewall::sync::NatTables { v4: f.nat.table_mut(), v6: f.nat6.table_mut() };
             (&mut f.fw, tables)
         })
     }

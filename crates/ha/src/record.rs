@@ -30,7 +30,7 @@ impl Family {
         }
     }
 
-    pub(crate) fn holds(self, addr: &IpAddr) -> bool {
+    fn holds(self, addr: &IpAddr) -> bool {
         matches!((self, addr), (Family::V4, IpAddr::V4(_)) | (Family::V6, IpAddr::V6(_)))
     }
 }
@@ -122,11 +122,7 @@ impl StateRecord {
     /// The receiver's checks, run by the sender too.
     pub(crate) fn check(&self) -> Result<(), FieldError> {
         self.id.check()?;
-        // NAT64's translation (an IPv6 state's initiator, as IPv4) is of the other family.
-        let nat64 = |t: &Translation| {
-            self.family == Family::V6 && t.side == Side::Initiator && t.addr.is_ipv4()
-        };
-        let translated = self.translation.as_ref().filter(|t| !nat64(t)).map(|t| &t.addr);
+        let translated = self.translation.as_ref().map(|t| &t.addr);
         let addrs = [Some(&self.initiator.addr), Some(&self.responder.addr), translated];
         if !addrs.into_iter().flatten().all(|a| self.family.holds(a)) {
             return Err(FieldError::FamilyMismatch);

@@ -8,7 +8,7 @@
 //! | 12     | 1    | family: 4 or 6                                               |
 //! | 13     | 1    | IP protocol                                                  |
 //! | 14     | 1    | timeout class (pf's `PFTM_*` order)                          |
-//! | 15     | 1    | flags: 0x01 sloppy, 0x02 translated, 0x04 translation is the responder's, 0x08 translated to the other family (NAT64: an IPv6 state, its initiator's IPv4 translation) |
+//! | 15     | 1    | flags: 0x01 sloppy, 0x02 translated, 0x04 translation is the responder's |
 //! | 16     | 8    | rule-set digest                                              |
 //! | 24     | 4    | rule index                                                   |
 //! | 28     | 4    | expire in (seconds)                                          |
@@ -23,7 +23,7 @@
 //! | 124    | 20   | pf state keyed from the responder                            |
 //! | 144    | A    | initiator's address (A = 4 or 16)                            |
 //! | 144+A  | A    | responder's address                                          |
-//! | 144+2A | A    | translated address, when flag 0x02 (4 bytes with flag 0x08)  |
+//! | 144+2A | A    | translated address, when flag 0x02                           |
 //!
 //! A pf state: flags u8 (0x01 present, 0x02 `allow-opts`), a reserved byte, tag u16, the
 //! interface name in 16 bytes padded with NULs (all NUL: floating).
@@ -41,7 +41,6 @@ use crate::{
 const SLOPPY: u8 = 0x01;
 const TRANSLATED: u8 = 0x02;
 const TRANSLATED_RESPONDER: u8 = 0x04;
-const TRANSLATED_OTHER_FAMILY: u8 = 0x08;
 
 const PF_STATE_PRESENT: u8 = 0x01;
 const PF_STATE_ALLOW_OPTS: u8 = 0x02;
@@ -79,9 +78,7 @@ impl StateRecord {
             Some(Side::Initiator) => TRANSLATED,
             Some(Side::Responder) => TRANSLATED | TRANSLATED_RESPONDER,
         };
-        let other = self.translation.is_some_and(|t| !self.family.holds(&t.addr));
-        side | if other { TRANSLATED_OTHER_FAMILY } else { 0 }
-            | if self.sloppy { SLOPPY } else { 0 }
+        side | if self.sloppy { SLOPPY } else { 0 }
     }
 
     pub(crate) fn read(r: &mut Reader<'_>) -> Result<StateRecord, BodyError> {
@@ -136,7 +133,6 @@ fn read_translation(
         return Ok(None);
     }
     let side = if flags & TRANSLATED_RESPONDER != 0 { Side::Responder } else { Side::Initiator };
-    let v6 = v6 != (flags & TRANSLATED_OTHER_FAMILY != 0);
     Ok(Some(Translation { side, addr: r.addr(v6)?, port }))
 }
 

@@ -11,8 +11,7 @@
 //! in pass, and rebuilt as IPv6 from the server's address inside the /96 to the client, so
 //! that the state finds them and the IPv6 table routes them.
 //!
-//! The translations of TCP and UDP flows travel with their states to a peer (`super::sync_nat`).
-//! Not here: `af-to inet6` (NAT46: [`super::afto46`]), the kernel fast path
+//! Not here: `af-to inet6` (NAT46: [`super::afto46`]), state sync of the translations, the kernel fast path
 //! (translated flows stay in the pipeline), IPv6 extension headers and fragments (dropped,
 //! counted as `nat_fragment`).
 
@@ -88,11 +87,6 @@ impl AfToStage {
 
     pub fn len(&self) -> usize {
         self.table.len()
-    }
-
-    /// The translations, for state sync.
-    pub fn table_mut(&mut self) -> &mut Nat6Table {
-        &mut self.table
     }
 
     pub fn counts(&self) -> (u64, u64) {

@@ -12,7 +12,7 @@ use fw::state::{ImportError, Imported, StateChange, StateEnds, StateSnapshot};
 use super::Firewall;
 use super::route_hosts::port_toward;
 pub use super::sync_nat::{NatSnapshot, NatTables};
-use super::sync_nat::{session_af64_of, session_of, session6_of, translation_of};
+use super::sync_nat::{session_of, session6_of, translation_of};
 
 /// One item of state sync, either way: a state (new or changed), or a flow whose state is
 /// gone.
@@ -131,18 +131,11 @@ impl Firewall {
         tables: &mut NatTables,
         counts: &mut SyncInCounts,
     ) {
-        use std::net::IpAddr::{V4, V6};
-        // NAT64's session is on the client's side (where its IPv6 packets arrive).
-        let af64 = matches!((s.ends.initiator.addr, t.addr), (V6(_), V4(_)));
-        let facing =
-            if t.responder || af64 { s.ends.initiator.addr } else { s.ends.responder.addr };
+        let facing = if t.responder { s.ends.initiator.addr } else { s.ends.responder.addr };
         let iface = self.fib.as_deref().and_then(|fib| port_toward(fib, facing));
-        let now = self.now;
-        let imported = iface.and_then(|i| match (s.ends.initiator.addr, t.addr) {
-            (V4(_), V4(_)) => session_of(s, t, i, now).map(|s| tables.v4.import(s)),
-            (V6(_), V6(_)) => session6_of(s, t, i, now).map(|s| tables.v6.import(s)),
-            (V6(_), V4(_)) => session_af64_of(s, t, i, now).map(|s| tables.af64.import(s)),
-            (V4(_), V6(_)) => None,
+        let imported = iface.and_then(|i| match t.addr {
+            std::net::IpAddr::V4(_) => session_of(s, t, i, self.now).map(|s| tables.v4.import(s)),
+            std::net::IpAddr::V6(_) => session6_of(s, t, i, self.now).map(|s| tables.v6.import(s)),
         });
         match imported {
             Some(Ok(true)) => counts.translations += 1,
@@ -154,7 +147,7 @@ impl Firewall {
 
 /// A state as sync sends it: with its translation in `nat`, if it has one.
 fn with_nat(s: StateSnapshot, nat: Option<&NatTables>) -> SyncItem {
-    SyncItem::State(s, nat.and_then(|t| translation_of(t, &s)))
+    SyncItem::State(s, nat.and_then(|t| translation_of(t.v4, t.v6, &s)))
 }
 
 /// Slots a worker walks per poll during a bulk update (as for operators' requests, short

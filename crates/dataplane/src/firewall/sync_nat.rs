@@ -5,11 +5,9 @@
 //! state's flow.
 //!
 //! Carried: `nat` and `rdr` translations of TCP and UDP, over IPv4 (the NAT table's) and
-//! IPv6 (NAT66's, [`fw::nat::six`]), and NAT64's (`af-to inet`: an IPv6 state whose
-//! translation is an IPv4 address and port; the destination is the one in the /96). `binat`
-//! needs none: its mapping is the rule's, the same on both boxes. Not carried: ICMP query
-//! translations (their keys use the query identifier on both sides), and NAT46's (its IPv6
-//! destination is the rule's, which the snapshot does not name).
+//! IPv6 (NAT66's, [`fw::nat::six`]). `binat` needs none: its mapping is the rule's, the same
+//! on both boxes. Not carried: ICMP query translations (their keys use the query identifier
+//! on both sides), and `af-to`'s (the state and its translation are of two families).
 
 use std::net::IpAddr;
 
@@ -28,11 +26,10 @@ pub struct NatSnapshot {
     pub port: u16,
 }
 
-/// A worker's translation tables: IPv4's, NAT66's and NAT64's.
+/// A worker's translation tables, IPv4's and NAT66's.
 pub struct NatTables<'a> {
     pub v4: &'a mut NatTable,
     pub v6: &'a mut Nat6Table,
-    pub af64: &'a mut Nat6Table,
 }
 
 /// The flow of `s` as its initiator sends it, if the IPv4 table can hold it (TCP or UDP).
@@ -65,18 +62,16 @@ fn forward_key6(s: &StateSnapshot) -> Option<Key6> {
 
 /// The translation the tables hold for the flow of `s`: a `nat` session whose out key is
 /// the flow as the initiator sent it, or an `rdr` one whose out key is the responder's reply.
-pub(super) fn translation_of(t: &NatTables, s: &StateSnapshot) -> Option<NatSnapshot> {
-    let (v4, v6) = (&*t.v4, &*t.v6);
+pub(super) fn translation_of(
+    v4: &NatTable,
+    v6: &Nat6Table,
+    s: &StateSnapshot,
+) -> Option<NatSnapshot> {
     let snap = |responder, addr, port| NatSnapshot { responder, addr, port };
     if let Some(fwd) = forward_key6(s) {
         let to = |n: &Session6| (IpAddr::V6(n.out_to.0.into()), n.out_to.1);
         if let Some((a, p)) = v6.peek_out(&fwd).filter(|n| n.kind == NatKind::Nat).map(to) {
             return Some(snap(false, a, p));
-        }
-        // NAT64: the client's flow left as IPv4 from this address and port.
-        if let Some(n) = t.af64.peek_out(&fwd).filter(|n| n.kind == NatKind::AfTo) {
-            let addr = IpAddr::V4(std::net::Ipv4Addr::from_bits(n.out_to.0 as u32));
-            return Some(snap(false, addr, n.out_to.1));
         }
         let rdr = v6.peek_out(&fwd.reversed()).filter(|n| n.kind == NatKind::Rdr);
         return rdr.map(to).map(|(a, p)| snap(true, a, p));
@@ -147,42 +142,6 @@ pub(super) fn session6_of(
     Some(Session6 { iface, kind, pass: false, out_key, out_to, in_key, in_to, last: now, phase })
 }
 
-/// NAT64's session for a peer's IPv6 state `s` translated to the IPv4 address and port of
-/// `t`, on `iface` (toward the client), as `afto.rs` makes it: the reply's key is from the
-/// IPv4 server (the /96's last 32 bits) to the translation.
-pub(super) fn session_af64_of(
-    s: &StateSnapshot,
-    t: &NatSnapshot,
-    iface: u16,
-    now: u32,
-) -> Option<Session6> {
-    let fwd = forward_key6(s)?;
-    let IpAddr::V4(addr) = t.addr else { return None };
-    if t.responder {
-        return None;
-    }
-    let to = (u128::from(addr.to_bits()), t.port);
-    let in_key = Key6 {
-        src: fwd.dst & 0xffff_ffff,
-        dst: to.0,
-        sport: fwd.dport,
-        dport: to.1,
-        proto: fwd.proto,
-    };
-    let phase = phase_of(s);
-    Some(Session6 {
-        iface,
-        kind: NatKind::AfTo,
-        pass: true,
-        out_key: fwd,
-        out_to: to,
-        in_key,
-        in_to: (fwd.src, fwd.sport),
-        last: now,
-        phase,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use fw::state::{Endpoint, PeerSnapshot, StateEnds, Tmo};
@@ -234,15 +193,20 @@ mod tests {
         let mut table = NatTable::new(16, 1);
         table.insert(ours).unwrap();
         let s = state(("10.0.0.2", 5000), ("192.0.2.9", 53));
-        let (mut v6, mut af) = (Nat6Table::new(4), Nat6Table::new(4));
-        let tables = NatTables { v4: &mut table, v6: &mut v6, af64: &mut af };
-        let t = translation_of(&tables, &s).unwrap();
+        let t = translation_of(&table, &Nat6Table::new(4), &s).unwrap();
         assert_eq!(
             t,
             NatSnapshot { responder: false, addr: "203.0.113.1".parse().unwrap(), port: 61000 }
         );
         assert_eq!(session_of(&s, &t, 1, 5), Some(ours));
-        assert_eq!(translation_of(&tables, &state(("10.0.0.3", 5000), ("192.0.2.9", 53))), None);
+        assert_eq!(
+            translation_of(
+                &table,
+                &Nat6Table::new(4),
+                &state(("10.0.0.3", 5000), ("192.0.2.9", 53))
+            ),
+            None
+        );
     }
 
     /// `rdr`: a client's 198.51.100.7:40000 -> 203.0.113.1:80 goes to 10.0.0.5:8080; the
@@ -276,9 +240,7 @@ mod tests {
         let mut table = NatTable::new(16, 1);
         table.insert(ours).unwrap();
         let s = state(("198.51.100.7", 40000), ("10.0.0.5", 8080));
-        let (mut v6, mut af) = (Nat6Table::new(4), Nat6Table::new(4));
-        let tables = NatTables { v4: &mut table, v6: &mut v6, af64: &mut af };
-        let t = translation_of(&tables, &s).unwrap();
+        let t = translation_of(&table, &Nat6Table::new(4), &s).unwrap();
         assert_eq!(
             t,
             NatSnapshot { responder: true, addr: "203.0.113.1".parse().unwrap(), port: 80 }
@@ -321,9 +283,7 @@ mod tests {
         let mut six = Nat6Table::new(16);
         six.insert(ours).unwrap();
         let s = state(("fd00::2", 5000), ("2001:db8:9::1", 53));
-        let (mut v4, mut af) = (NatTable::new(4, 1), Nat6Table::new(4));
-        let tables = NatTables { v4: &mut v4, v6: &mut six, af64: &mut af };
-        let t = translation_of(&tables, &s).unwrap();
+        let t = translation_of(&NatTable::new(4, 1), &six, &s).unwrap();
         assert_eq!(
             t,
             NatSnapshot { responder: false, addr: "2001:db8:2::1".parse().unwrap(), port: 61000 }
@@ -338,47 +298,5 @@ mod tests {
             "refreshed, not added twice"
         );
         assert_eq!(peer.len(), 1);
-    }
-
-    /// NAT64: an IPv6 client's flow that left as IPv4 from 198.19.0.1:41007 travels with its
-    /// state, and the peer's session is the one `afto.rs` made.
-    #[test]
-    fn a_nat64_translation_travels_with_its_state() {
-        let v6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap().to_bits();
-        let out_key = Key6 {
-            src: v6("2001:db8:a::2"),
-            dst: v6("64:ff9b::c613:2"),
-            sport: 41007,
-            dport: 9000,
-            proto: 17,
-        };
-        let ours = Session6 {
-            iface: 0,
-            kind: NatKind::AfTo,
-            pass: true,
-            out_key,
-            out_to: (u128::from(a("198.19.0.1")), 41007),
-            in_key: Key6 {
-                src: u128::from(a("198.19.0.2")),
-                dst: u128::from(a("198.19.0.1")),
-                sport: 9000,
-                dport: 41007,
-                proto: 17,
-            },
-            in_to: (v6("2001:db8:a::2"), 41007),
-            last: 5,
-            phase: Phase::Established,
-        };
-        let (mut v4, mut six, mut af) = (NatTable::new(4, 1), Nat6Table::new(4), Nat6Table::new(4));
-        af.insert(ours).unwrap();
-        let tables = NatTables { v4: &mut v4, v6: &mut six, af64: &mut af };
-        let s = state(("2001:db8:a::2", 41007), ("64:ff9b::c613:2", 9000));
-        let t = translation_of(&tables, &s).unwrap();
-        assert_eq!(
-            t,
-            NatSnapshot { responder: false, addr: "198.19.0.1".parse().unwrap(), port: 41007 }
-        );
-        assert_eq!(session_af64_of(&s, &t, 0, 5), Some(ours));
-        assert_eq!(session6_of(&s, &t, 0, 5), None, "not NAT66's");
     }
 }

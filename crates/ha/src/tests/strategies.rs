@@ -31,23 +31,13 @@ fn endpoint(family: Family) -> impl Strategy<Value = Endpoint> {
     (addr(family), any::<u16>()).prop_map(|(addr, port)| Endpoint { addr, port })
 }
 
-fn translation(family: Family) -> BoxedStrategy<Translation> {
+fn translation(family: Family) -> impl Strategy<Value = Translation> {
     let side = prop_oneof![Just(Side::Initiator), Just(Side::Responder)];
-    let same = (side, addr(family), any::<u16>()).prop_map(|(side, addr, port)| Translation {
+    (side, addr(family), any::<u16>()).prop_map(|(side, addr, port)| Translation {
         side,
         addr,
         port,
-    });
-    if family == Family::V4 {
-        return same.boxed();
-    }
-    // NAT64: an IPv6 state's initiator translated to IPv4.
-    let nat64 = (addr(Family::V4), any::<u16>()).prop_map(|(addr, port)| Translation {
-        side: Side::Initiator,
-        addr,
-        port,
-    });
-    prop_oneof![3 => same, 1 => nat64].boxed()
+    })
 }
 
 /// 1 to 15 bytes of printable ASCII without `/` ('!'..='.' and '0'..='~').

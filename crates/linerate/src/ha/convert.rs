@@ -6,7 +6,7 @@
 //! sender needs no map, and the receiver keeps one from counters to flows for the DEL
 //! messages (`super::link`). NAT translations travel as the record's `translation`
 //! (`dataplane::firewall::sync::NatSnapshot`: `nat` and `rdr` of TCP and UDP over IPv4 and
-//! IPv6, and NAT64's `af-to`).
+//! IPv6).
 //! Not carried yet: packet and byte counts.
 
 use std::collections::BTreeMap;
@@ -106,16 +106,12 @@ pub fn record_of(
 }
 
 /// The translation of a peer's record as the NAT tables hold one: of the state's family
-/// (NAT44, NAT66), or NAT64's (an IPv6 state, its source translated to IPv4). A NAT46 one is
-/// not one these tables take.
+/// (NAT44, NAT66); another (a peer's NAT64) is not one these tables hold.
 pub fn nat_of(r: &StateRecord) -> Option<NatSnapshot> {
     let t = r.translation.as_ref()?;
-    let held = match (r.family, t.addr) {
-        (Family::V4, IpAddr::V4(_)) | (Family::V6, IpAddr::V6(_)) => true,
-        (Family::V6, IpAddr::V4(_)) => t.side == Side::Initiator,
-        (Family::V4, IpAddr::V6(_)) => false,
-    };
-    held.then_some(NatSnapshot { responder: t.side == Side::Responder, addr: t.addr, port: t.port })
+    let same =
+        matches!((r.family, t.addr), (Family::V4, IpAddr::V4(_)) | (Family::V6, IpAddr::V6(_)));
+    same.then_some(NatSnapshot { responder: t.side == Side::Responder, addr: t.addr, port: t.port })
 }
 
 /// The snapshot to import for a peer's record. Its rule index is kept only where the two
