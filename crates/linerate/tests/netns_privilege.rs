@@ -113,11 +113,10 @@ fn unprivileged_run(backend: &str) {
     );
 
     // Every thread: no effective, inheritable or ambient capability; the permitted set only
-    // holds what the clean-up at exit needs (CAP_DAC_OVERRIDE 1, CAP_SYS_NICE 23), and with
-    // an AF_XDP port what rebuilding it needs (`router.rebuild_ports`: CAP_NET_ADMIN 12,
-    // CAP_NET_RAW 13, CAP_IPC_LOCK 14, CAP_BPF 39).
-    let rebuild =
-        if backend == "af_xdp" { (1 << 12) | (1 << 13) | (1 << 14) | (1 << 39) } else { 0 };
+    // holds what the clean-up at exit needs (CAP_DAC_OVERRIDE 1, CAP_SYS_NICE 23), and what
+    // rebuilding a port needs (`router.rebuild_ports`: CAP_NET_ADMIN 12, CAP_NET_RAW 13,
+    // CAP_IPC_LOCK 14, CAP_BPF 39).
+    let rebuild: u64 = (1 << 12) | (1 << 13) | (1 << 14) | (1 << 39);
     let tasks: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

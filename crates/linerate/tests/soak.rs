@@ -261,7 +261,13 @@ fn soak() {
             .arg(&c)
             .output()
             .unwrap();
-        assert!(out.status.success(), "capture at {:?}: {}", started.elapsed(), text(&out));
+        assert!(
+            out.status.success(),
+            "capture at {:?} ({}): {}",
+            started.elapsed(),
+            out.status,
+            text(&out)
+        );
     }));
     // Link flaps and re-creations take turns; each records when it began and ended, and how
     // long after the link came up a ping went through.
@@ -276,6 +282,9 @@ fn soak() {
         std::thread::sleep(Duration::from_secs(1));
         assert!(ip(&ns.2, &["link", "set", "lrb0", "up"]));
         let back = back_within(&ns.0);
+        if back > Duration::from_millis(500) {
+            println!("soak: link flap at {at:.0} s: forwarding back after {back:?}");
+        }
         f.lock().unwrap().push((at, started.elapsed().as_secs_f64(), back));
     }));
     let (ns, f, l, rp) = (names, Arc::clone(&flaps), Arc::clone(&links), Arc::clone(&rcv_pid));
@@ -289,6 +298,9 @@ fn soak() {
         assert!(ip(&ns.1, &["link", "del", "lrd1"]));
         recreate_b_side(&ns.1, &ns.2);
         let back = back_within(&ns.0);
+        if back > Duration::from_millis(500) {
+            println!("soak: re-creation at {at:.0} s: forwarding back after {back:?}");
+        }
         f.lock().unwrap().push((at, started.elapsed().as_secs_f64(), back));
     }));
 
@@ -309,9 +321,16 @@ fn soak() {
     }
     let client = client.wait_with_output().unwrap();
     stop.store(true, Ordering::Relaxed);
-    for c in chores {
-        c.join().expect("a chore failed");
-    }
+    // A chore that failed is reported with the rest, not instead of it.
+    let chore_failures: Vec<String> = chores
+        .into_iter()
+        .filter_map(|c| c.join().err())
+        .map(|e| {
+            e.downcast_ref::<String>().cloned().unwrap_or_else(|| {
+                e.downcast_ref::<&str>().map_or("a chore panicked".into(), |s| (*s).to_owned())
+            })
+        })
+        .collect();
     let end_stats = stats(&lab.dir.join("control.sock"));
     let drops = end_stats["drops"].clone();
     let rebuilds = end_stats["interfaces"]
@@ -412,8 +431,12 @@ fn soak() {
         "  BGP ({BGP_PREFIXES} prefixes) in the FIB after B's {}",
         bgp.iter().map(show).collect::<Vec<_>>().join(", ")
     );
+    for f in &chore_failures {
+        println!("  chore failed: {f}");
+    }
     println!("  exit: {}, panics: {}", out.status, stderr.matches("panicked").count());
 
+    assert!(chore_failures.is_empty(), "chores failed: {chore_failures:?}");
     assert!(out.status.success(), "linerate's exit: {stderr}");
     assert!(!stderr.contains("panicked"), "a panic: {stderr}");
     assert!(unexplained.is_empty(), "TCP connections failed outside the flaps: {unexplained:?}");
