@@ -9,7 +9,10 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// Blocks until one of `fds` is readable or `timeout` passes; returns whether one is
-/// readable. An interrupted call (a signal) counts as a timeout.
+/// readable. An interrupted call (a signal) counts as a timeout. A socket's pending error
+/// (an AF_PACKET socket's ENETDOWN when its link went down or its interface away) is read,
+/// which clears it: otherwise poll(2) would report it at once every time, and the idle
+/// worker would spin instead of sleeping.
 pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
     let mut polls: Vec<libc::pollfd> =
         fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
@@ -21,7 +24,15 @@ pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
     }
-    Ok(ret > 0)
+    let mut readable = false;
+    for p in &polls {
+        if p.revents & libc::POLLERR != 0 {
+            let mut pending: libc::c_int = 0;
+            let _ = crate::sys::getsockopt(p.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut pending);
+        }
+        readable |= p.revents & libc::POLLIN != 0;
+    }
+    Ok(readable)
 }
 
 #[cfg(test)]
@@ -39,5 +50,22 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_millis(15));
         a.send(b"x").unwrap();
         assert!(wait_readable(&[b.as_raw_fd()], Duration::from_secs(5)).unwrap());
+    }
+
+    /// A socket with a pending error wakes the poll once; the error is read, and the next
+    /// poll sleeps.
+    #[test]
+    fn a_pending_error_is_cleared_not_reported_forever() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = closed.local_addr().unwrap();
+        drop(closed);
+        s.connect(to).unwrap();
+        s.send(b"x").unwrap(); // answered by ICMP port unreachable: ECONNREFUSED pending
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!wait_readable(&[s.as_raw_fd()], Duration::from_millis(20)).unwrap());
+        let start = Instant::now();
+        assert!(!wait_readable(&[s.as_raw_fd()], Duration::from_millis(30)).unwrap());
+        assert!(start.elapsed() >= Duration::from_millis(25), "slept: {:?}", start.elapsed());
     }
 }

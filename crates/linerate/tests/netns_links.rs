@@ -65,7 +65,7 @@ fn a_port_set_down_and_up_is_followed_and_a_recreated_af_packet_port_rebuilt() {
     // Its stderr also into a file: the ready line is read off the pipe, the error after.
     let log = lab.dir.join("run.err");
     let mut cmd = lab.d.command("bash");
-    cmd.args(["-c", "\"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
+    cmd.args(["-c", "exec \"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
         .arg(env!("CARGO_BIN_EXE_linerate"))
         .arg(&cfg)
         .arg(&log);
@@ -121,7 +121,7 @@ fn a_deleted_port_stops_the_router_when_ports_are_not_rebuilt() {
     std::fs::write(&cfg, text.replace("[router]\n", "[router]\nrebuild_ports = false\n")).unwrap();
     let log = lab.dir.join("run.err");
     let mut cmd = lab.d.command("bash");
-    cmd.args(["-c", "\"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
+    cmd.args(["-c", "exec \"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
         .arg(env!("CARGO_BIN_EXE_linerate"))
         .arg(&cfg)
         .arg(&log);
