@@ -49,6 +49,24 @@ fn has_neighbour(cfg: &std::path::Path, addr: &str) -> bool {
     v.as_array().unwrap().iter().any(|n| n["address"] == addr)
 }
 
+/// linerate run on `cfg` in D with its workers from `cpu`, its stderr also into a file (the
+/// ready line is read off the pipe, later lines from the file); `exec`, so that the guard
+/// stops linerate itself.
+fn run_logged(
+    lab: &common::Lab,
+    cfg: &std::path::Path,
+    cpu: &str,
+) -> (common::Guard, std::path::PathBuf) {
+    let log = lab.dir.join("run.err");
+    let mut cmd = lab.d.command("bash");
+    cmd.args(["-c", "exec \"$0\" run -c \"$1\" --cpu \"$3\" 2> >(tee \"$2\" >&2)"])
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .arg(cfg)
+        .arg(&log)
+        .arg(cpu);
+    (start_until(cmd, "forwarding with"), log)
+}
+
 fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -62,14 +80,7 @@ fn a_port_set_down_and_up_is_followed_and_a_recreated_af_packet_port_rebuilt() {
     assert!(is_root(), "needs root (namespaces): run the suite as root");
     let lab = build("lk");
     let cfg = write_config(&lab, "af_packet", "");
-    // Its stderr also into a file: the ready line is read off the pipe, the error after.
-    let log = lab.dir.join("run.err");
-    let mut cmd = lab.d.command("bash");
-    cmd.args(["-c", "exec \"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
-        .arg(env!("CARGO_BIN_EXE_linerate"))
-        .arg(&cfg)
-        .arg(&log);
-    let mut dut = start_until(cmd, "forwarding with");
+    let (mut dut, _log) = run_logged(&lab, &cfg, "1");
     assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
     assert_eq!(link_of(&cfg, "lrd1"), ("up".into(), 0));
 
@@ -119,13 +130,7 @@ fn a_deleted_port_stops_the_router_when_ports_are_not_rebuilt() {
     let cfg = write_config(&lab, "af_packet", "");
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, text.replace("[router]\n", "[router]\nrebuild_ports = false\n")).unwrap();
-    let log = lab.dir.join("run.err");
-    let mut cmd = lab.d.command("bash");
-    cmd.args(["-c", "exec \"$0\" run -c \"$1\" --cpu 1 2> >(tee \"$2\" >&2)"])
-        .arg(env!("CARGO_BIN_EXE_linerate"))
-        .arg(&cfg)
-        .arg(&log);
-    let mut dut = start_until(cmd, "forwarding with");
+    let (mut dut, log) = run_logged(&lab, &cfg, "1");
     assert!(lab.a.exec("ping", &["-c", "1", "-W", "2", "198.19.0.2"]).is_ok());
     lab.d.ip(&["link", "del", "lrd1"]).unwrap();
     let mut child = dut.0.take().unwrap();
@@ -176,13 +181,7 @@ fn a_port_deleted_and_created_again_is_rebuilt_in_place() {
         write_config(&lab, "af_xdp", &format!("[firewall]\nrules = \"{}\"\n", rules.display()));
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, text.replace("[router]\n", "[router]\nworkers = 2\n")).unwrap();
-    let log = lab.dir.join("run.err");
-    let mut cmd = lab.d.command("bash");
-    cmd.args(["-c", "exec \"$0\" run -c \"$1\" --cpu 0 2> >(tee \"$2\" >&2)"])
-        .arg(env!("CARGO_BIN_EXE_linerate"))
-        .arg(&cfg)
-        .arg(&log);
-    let mut dut = start_until(cmd, "forwarding with");
+    let (mut dut, log) = run_logged(&lab, &cfg, "0");
     eventually("ping across", || ping_b(&lab));
     let socket = lab.dir.join("control.sock");
     // B's replies, received on lrd1 (the requests go out by the slow path while B is being
